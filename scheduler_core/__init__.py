@@ -1,0 +1,61 @@
+"""Quartermaster's scheduling engine: a frozen snapshot in, a plan out.
+
+Pure Python: no Django, no I/O, no wall clock. ``schedule(snapshot, config)`` is the entry
+point (see :mod:`scheduler_core.cycle`); the types below are the whole public vocabulary.
+"""
+
+from __future__ import annotations
+
+from scheduler_core.types import (
+    Bind,
+    FleetFigures,
+    GangRole,
+    GpuPlacement,
+    GpuTypeInfo,
+    JobSpec,
+    Kill,
+    NodeInfo,
+    NodeState,
+    PendingExplanation,
+    Plan,
+    Preemption,
+    PreemptionReason,
+    PriorityClassInfo,
+    QuotaInfo,
+    ReasonCode,
+    Reservation,
+    Resize,
+    RunningJob,
+    SchedulerConfig,
+    Snapshot,
+    TeamUsage,
+    TopologyConstraint,
+    WorkloadClass,
+)
+
+__all__ = [
+    "Bind",
+    "FleetFigures",
+    "GangRole",
+    "GpuPlacement",
+    "GpuTypeInfo",
+    "JobSpec",
+    "Kill",
+    "NodeInfo",
+    "NodeState",
+    "PendingExplanation",
+    "Plan",
+    "Preemption",
+    "PreemptionReason",
+    "PriorityClassInfo",
+    "QuotaInfo",
+    "ReasonCode",
+    "Reservation",
+    "Resize",
+    "RunningJob",
+    "SchedulerConfig",
+    "Snapshot",
+    "TeamUsage",
+    "TopologyConstraint",
+    "WorkloadClass",
+]

@@ -1,0 +1,391 @@
+"""Public types of the scheduling engine.
+
+Everything that crosses the engine boundary is a frozen, slotted dataclass or a str-valued enum:
+a :class:`Snapshot` of the fleet and the queue goes in, a :class:`Plan` comes out. Time is a
+float of seconds on whatever clock the caller uses (the engine only ever compares it with
+``Snapshot.now``). GPUs on a node are numbered ``0 .. gpus - 1``.
+
+Mappings in outputs are plain ``dict`` objects built in sorted key order, so two plans built
+from the same snapshot compare equal and serialise identically.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+
+class WorkloadClass(str, enum.Enum):
+    """What a job is for; selects the placement policy (pack or spread)."""
+
+    TRAINING = "training"
+    SERVING = "serving"
+    INTERACTIVE = "interactive"
+    BATCH = "batch"
+
+
+class TopologyConstraint(str, enum.Enum):
+    """How close together a job's GPUs must be. ``ANY`` still prefers locality by score."""
+
+    ANY = "any"
+    SAME_NODE = "same_node"
+    SAME_LEAF = "same_leaf"
+    SAME_SPINE = "same_spine"
+
+
+class NodeState(str, enum.Enum):
+    """Health of a node. Only ``READY`` nodes receive new work."""
+
+    READY = "ready"
+    SUSPECT = "suspect"
+    CORDONED = "cordoned"
+    DRAINING = "draining"
+    DOWN = "down"
+    QUARANTINED = "quarantined"
+
+
+class ReasonCode(str, enum.Enum):
+    """Why a job is still waiting. The value is the PascalCase reason shown to people."""
+
+    QUOTA_EXCEEDED = "QuotaExceeded"
+    NO_CAPABLE_NODE = "NoCapableNode"
+    INSUFFICIENT_CONTIGUOUS_GPUS = "InsufficientContiguousGpus"
+    INSUFFICIENT_GPUS = "InsufficientGpus"
+    INSUFFICIENT_CPU = "InsufficientCpu"
+    INSUFFICIENT_MEMORY = "InsufficientMemory"
+    TOPOLOGY_UNSATISFIED = "TopologyUnsatisfied"
+    WAITING_FOR_RESERVATION = "WaitingForReservation"
+    WAITING_FOR_PREEMPTION = "WaitingForPreemption"
+    BEHIND_HIGHER_PRIORITY = "BehindHigherPriority"
+    PREEMPTION_BUDGET_EXHAUSTED = "PreemptionBudgetExhausted"
+    CAN_NEVER_RUN = "CanNeverRun"
+    NODE_NOT_READY = "NodeNotReady"
+    UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
+    NOT_CONSIDERED_THIS_CYCLE = "NotConsideredThisCycle"
+
+
+class PreemptionReason(str, enum.Enum):
+    """Why a running job is asked to stop."""
+
+    RECLAIM_BORROWED = "reclaim_borrowed"
+    HIGHER_PRIORITY = "higher_priority"
+    RUNTIME_LIMIT = "runtime_limit"
+    NODE_UNHEALTHY = "node_unhealthy"
+
+
+@dataclass(frozen=True, slots=True)
+class GpuTypeInfo:
+    """A GPU model: its device memory and relative throughput (1.0 = reference device)."""
+
+    name: str
+    memory_gb: int
+    throughput: float = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """One GPU node. ``leaf`` and ``spine`` name its switches; ``failure_domain`` groups nodes
+    that fail together (rack, power feed). An empty failure domain means the node is its own."""
+
+    name: str
+    pool: str
+    gpu_type: str
+    gpus: int
+    cpus: int
+    memory_gb: int
+    leaf: str
+    spine: str
+    state: NodeState = NodeState.READY
+    capacity_tier: str = "on_demand"
+    failure_domain: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PriorityClassInfo:
+    """A priority class. Higher ``value`` runs first and may preempt lower values.
+
+    ``min_runtime_s``: a job of this class is not preempted before it has run this long.
+    ``preemption_budget``: at most this many preemptions of one job per ``budget_window_s``.
+    """
+
+    name: str
+    value: int
+    preemptible: bool = True
+    may_preempt_lower: bool = True
+    grace_period_s: int = 30
+    min_runtime_s: int = 0
+    preemption_budget: int = 3
+    budget_window_s: int = 86400
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaInfo:
+    """A team's guaranteed GPUs of one type, and how it shares them within its cohort.
+
+    ``borrowing_limit``: how many GPUs beyond ``nominal_gpus`` the team may borrow from its
+    cohort (``None``: no limit). ``lending_limit``: how many of its unused nominal GPUs others
+    may borrow (``None``: all of them). A team without a cohort can neither lend nor borrow.
+    """
+
+    team: str
+    gpu_type: str
+    nominal_gpus: int
+    borrowing_limit: int | None = None
+    lending_limit: int | None = None
+    cohort: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GangRole:
+    """One role of a heterogeneous gang, e.g. 1 parameter server + 8 workers.
+
+    Every member of the role gets ``gpus_per_member`` GPUs on one node."""
+
+    name: str
+    count: int
+    gpus_per_member: int
+    gpu_types: tuple[str, ...] = ()
+    min_gpu_memory_gb: int = 0
+    cpus_per_gpu: int = 0
+    memory_gb_per_gpu: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class JobSpec:
+    """What a job asks for.
+
+    ``gpus`` is the rigid size (for elastic jobs, the preferred size). ``gpus_per_node``: the
+    GPUs each member of the gang takes on one node; ``None`` lets the engine decide (jobs of
+    at least one node's worth of GPUs then need whole nodes, smaller jobs go on one node).
+    ``min_gpus``/``max_gpus`` make the job elastic in replicas of ``gpus_per_node`` (or of
+    ``min_gpus`` when ``gpus_per_node`` is ``None``). ``roles`` make it a heterogeneous gang;
+    ``gpus`` is then the sum over roles. ``preemptions_in_window`` is how many times this job
+    was preempted inside its priority class's budget window.
+    """
+
+    id: str
+    team: str
+    priority_class: str
+    gpus: int
+    submitted_at: float
+    project: str = ""
+    workload: WorkloadClass = WorkloadClass.TRAINING
+    gpus_per_node: int | None = None
+    gpu_types: tuple[str, ...] = ()
+    min_gpu_memory_gb: int = 0
+    cpus_per_gpu: int = 0
+    memory_gb_per_gpu: int = 0
+    topology: TopologyConstraint = TopologyConstraint.ANY
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    resize_cost_s: float = 0.0
+    runtime_limit_s: float | None = None
+    checkpoint_interval_s: float | None = None
+    roles: tuple[GangRole, ...] = ()
+    preemptions_in_window: int = 0
+    user: str = ""
+    restart_cost_s: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class GpuPlacement:
+    """GPUs held on one node. ``role`` names the gang role for heterogeneous gangs."""
+
+    node: str
+    gpu_indices: tuple[int, ...]
+    role: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """A job holding GPUs. ``generation`` is the allocation's fencing generation; the engine
+    echoes it in resizes and preemptions so a stale decision can be refused by storage.
+    ``terminating``: already told to stop; its GPUs are not preemptible again and are counted
+    free once its grace period has run out."""
+
+    spec: JobSpec
+    placements: tuple[GpuPlacement, ...]
+    started_at: float
+    borrowed: bool = False
+    last_checkpoint_at: float | None = None
+    generation: int = 1
+    terminating: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TeamUsage:
+    """A team's decayed past usage, already decayed to ``as_of`` (seconds of GPU, CPU core
+    and memory-GB). The engine decays it further from ``as_of`` to ``Snapshot.now`` with the
+    configured half-life and adds what is running now."""
+
+    team: str
+    gpu_seconds: float = 0.0
+    cpu_seconds: float = 0.0
+    memory_gb_seconds: float = 0.0
+    as_of: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Everything the engine may know in one cycle. ``epoch`` is the scheduler's lease epoch,
+    echoed in the plan so storage can fence a plan from a deposed scheduler."""
+
+    now: float
+    nodes: tuple[NodeInfo, ...]
+    gpu_types: tuple[GpuTypeInfo, ...]
+    priority_classes: tuple[PriorityClassInfo, ...]
+    quotas: tuple[QuotaInfo, ...]
+    pending: tuple[JobSpec, ...]
+    running: tuple[RunningJob, ...]
+    team_usage: tuple[TeamUsage, ...] = ()
+    epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Policy: which plugins run and their weights.
+
+    Placement policies are plugin names: ``placement_by_workload`` maps a workload class to a
+    score plugin (``"pack"``: best fit, fullest node first; ``"spread"``: emptiest node and
+    fewest replicas per failure domain). ``locality_weights`` are the penalties of seed 001
+    eq. 2 for two GPUs of one job at distance 0 (same node), 1 (same leaf), 2 (same spine,
+    other leaf), 3 (other spine). ``fair_share_half_life_s`` decays past usage for DRF;
+    ``aging_per_hour`` is how many priority-value points an hour of waiting adds, so nothing
+    starves. ``max_placement_attempts`` caps full placement searches per cycle (every job is
+    still explained); ``max_preemptions_per_cycle`` caps victims per cycle.
+    """
+
+    queue_order: str = "priority_fair_share"
+    filters: tuple[str, ...] = ("node_ready", "gpu_capability", "resource_fit")
+    placement_by_workload: Mapping[WorkloadClass, str] = field(
+        default_factory=lambda: {
+            WorkloadClass.TRAINING: "pack",
+            WorkloadClass.BATCH: "pack",
+            WorkloadClass.INTERACTIVE: "pack",
+            WorkloadClass.SERVING: "spread",
+        }
+    )
+    victim_chooser: str = "least_lost_work"
+    locality_weights: tuple[float, float, float, float] = (0.0, 1.0, 10.0, 30.0)
+    fair_share_half_life_s: float = 7 * 86400.0
+    aging_per_hour: float = 1.0
+    backfill: bool = True
+    preemption: bool = True
+    elastic_growth: bool = True
+    max_preemptions_per_cycle: int = 16
+    max_placement_attempts: int = 512
+    default_runtime_estimate_s: float = 4 * 3600.0
+
+
+# ----------------------------------------------------------------------------------- the plan
+
+
+@dataclass(frozen=True, slots=True)
+class Bind:
+    """Start ``job_id`` on these GPUs. ``borrowed``: some of its GPUs come from the cohort."""
+
+    job_id: str
+    placements: tuple[GpuPlacement, ...]
+    borrowed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Ask a running job to stop (whole gang), with a grace period to checkpoint."""
+
+    job_id: str
+    reason: PreemptionReason
+    for_job: str | None
+    grace_period_s: int
+    lost_gpu_hours: float
+    message: str
+    generation: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Resize:
+    """Change an elastic job's GPUs to exactly ``placements`` (grow or shrink)."""
+
+    job_id: str
+    placements: tuple[GpuPlacement, ...]
+    from_gpus: int = 0
+    to_gpus: int = 0
+    for_job: str | None = None
+    message: str = ""
+    generation: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """The head job's promised start: these GPUs, no later than ``start_at``."""
+
+    job_id: str
+    start_at: float
+    placements: tuple[GpuPlacement, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Kill:
+    """Stop a job now because it reached its runtime limit."""
+
+    job_id: str
+    message: str
+    generation: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PendingExplanation:
+    """Why one job is still waiting, and what would start it.
+
+    ``resolvable``: ``False`` when no amount of waiting helps (the job can never run on this
+    fleet as it is). ``queue_position``: 1-based rank in the cycle's order. ``eta``: earliest
+    start the engine can compute from runtime limits, or ``None``."""
+
+    job_id: str
+    code: ReasonCode
+    reason: str
+    message: str
+    resolvable: bool
+    queue_position: int
+    eta: float | None
+    would_start_if: str
+
+
+@dataclass(frozen=True, slots=True)
+class FleetFigures:
+    """What the dashboards show for this cycle.
+
+    ``stranded_gpus``: free GPUs on partially used ready nodes, counted only while a job that
+    needs at least one whole node waits (zero otherwise). ``largest_free_block_by_pool``: most
+    free GPUs on one ready node, per pool. ``dominant_share_by_team``: DRF dominant share of
+    what each team holds now. ``mean_slowdown``: mean of (wait + run so far) / run so far over
+    running jobs, run time floored at 60 s."""
+
+    total_gpus: int
+    allocated_gpus: int
+    free_gpus: int
+    stranded_gpus: int
+    largest_free_block_by_pool: Mapping[str, int]
+    dominant_share_by_team: Mapping[str, float]
+    pending_by_reason: Mapping[str, int]
+    unavailable_gpus: int = 0
+    borrowed_gpus: int = 0
+    mean_slowdown: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    """The engine's decision for one cycle. ``phase_durations`` (seconds per phase) is filled
+    only when the caller passes a clock; it is excluded from equality so plans stay
+    comparable."""
+
+    binds: tuple[Bind, ...]
+    preemptions: tuple[Preemption, ...]
+    resizes: tuple[Resize, ...]
+    reservations: tuple[Reservation, ...]
+    pending: tuple[PendingExplanation, ...]
+    kills: tuple[Kill, ...]
+    fleet: FleetFigures
+    epoch: int = 0
+    phase_durations: Mapping[str, float] = field(default_factory=dict, compare=False)
