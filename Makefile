@@ -1,0 +1,36 @@
+# Two commands: `make demo` runs the product, `make test` runs the whole suite.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PORT ?= 8000
+ARGS ?=
+
+.PHONY: demo test install install-test browser lint typecheck bench clean
+
+$(VENV)/.installed: pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[test]'
+	touch $@
+
+install: $(VENV)/.installed
+
+# Debian's Chromium for the browser tests (the suite never downloads a browser of its own).
+browser:
+	@command -v chromium >/dev/null || { echo "installing chromium with apt-get" >&2; \
+	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
+demo: install
+	PORT=$(PORT) $(PY) manage.py demo --port $(PORT)
+
+test: install browser
+	scripts/test-services.sh $(PY) -m pytest $(ARGS)
+
+lint: install
+	$(VENV)/bin/ruff check scheduler_core controlplane frontend tests
+
+typecheck: install
+	$(VENV)/bin/mypy --strict scheduler_core
+
+clean:
+	rm -rf $(VENV) var .pytest_cache

@@ -1,0 +1,147 @@
+"""Django admin: where admins tune quotas, cohorts, priority classes, prices and teams."""
+
+from __future__ import annotations
+
+from django.contrib import admin, messages
+from django.db.models import Sum
+from django.http import HttpRequest
+
+from controlplane.models import (
+    Allocation,
+    AllocationGpu,
+    Cohort,
+    Event,
+    GpuType,
+    Job,
+    Membership,
+    Node,
+    PriceRate,
+    PriorityClass,
+    Project,
+    Quota,
+    SchedulerLease,
+    Team,
+)
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+
+
+class ProjectInline(admin.TabularInline):
+    model = Project
+    extra = 0
+
+
+class QuotaInline(admin.TabularInline):
+    model = Quota
+    extra = 0
+
+
+@admin.register(Team)
+class TeamAdmin(admin.ModelAdmin):
+    list_display = ("name", "cohort", "default_priority_class")
+    list_filter = ("cohort",)
+    search_fields = ("name",)
+    inlines = [MembershipInline, ProjectInline, QuotaInline]
+
+
+def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:
+    """Guarantees in a cohort that exceed the fleet's capacity of that GPU type."""
+    warnings = []
+    guaranteed = (
+        Quota.objects.filter(team__cohort=cohort)
+        .values("gpu_type__name", "gpu_type_id")
+        .annotate(total=Sum("nominal_gpus"))
+    )
+    for row in guaranteed:
+        capacity = Node.objects.filter(gpu_type_id=row["gpu_type_id"]).aggregate(n=Sum("gpu_count"))["n"] or 0
+        if row["total"] > capacity:
+            warnings.append(
+                f"Cohort {cohort.name} guarantees {row['total']} {row['gpu_type__name']} GPUs "
+                f"but the fleet has {capacity}: these guarantees cannot all be honoured at once."
+            )
+    return warnings
+
+
+@admin.register(Cohort)
+class CohortAdmin(admin.ModelAdmin):
+    list_display = ("name", "description")
+
+    def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):  # type: ignore[no-untyped-def]
+        cohort = self.get_object(request, object_id)
+        if cohort is not None:
+            for warning in cohort_overcommit_warnings(cohort):
+                self.message_user(request, warning, level=messages.WARNING)
+        return super().change_view(request, object_id, form_url, extra_context)
+
+
+@admin.register(Quota)
+class QuotaAdmin(admin.ModelAdmin):
+    list_display = ("team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit")
+    list_filter = ("gpu_type", "team__cohort")
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        super().save_model(request, obj, form, change)
+        if obj.team.cohort is not None:
+            for warning in cohort_overcommit_warnings(obj.team.cohort):
+                self.message_user(request, warning, level=messages.WARNING)
+
+
+@admin.register(PriorityClass)
+class PriorityClassAdmin(admin.ModelAdmin):
+    list_display = ("name", "value", "preemptible", "may_preempt_lower", "grace_period_s", "preemption_budget")
+
+
+@admin.register(GpuType)
+class GpuTypeAdmin(admin.ModelAdmin):
+    list_display = ("name", "memory_gb", "relative_throughput")
+
+
+@admin.register(PriceRate)
+class PriceRateAdmin(admin.ModelAdmin):
+    list_display = ("gpu_type", "capacity_tier", "usd_per_gpu_hour", "effective_from")
+    list_filter = ("gpu_type", "capacity_tier")
+
+
+@admin.register(Node)
+class NodeAdmin(admin.ModelAdmin):
+    list_display = ("name", "pool", "gpu_type", "gpu_count", "leaf_switch", "spine", "state", "last_heartbeat_at")
+    list_filter = ("pool", "state", "gpu_type", "leaf_switch")
+    search_fields = ("name",)
+    exclude = ("agent_token_hash",)
+
+
+@admin.register(Job)
+class JobAdmin(admin.ModelAdmin):
+    list_display = ("id", "name", "team", "priority_class", "gpus", "state", "pending_code", "submitted_at")
+    list_filter = ("state", "team", "priority_class", "workload")
+    search_fields = ("name",)
+    raw_id_fields = ("submitter", "project")
+
+
+class AllocationGpuInline(admin.TabularInline):
+    model = AllocationGpu
+    extra = 0
+    readonly_fields = ("node", "gpu_index", "live")
+
+
+@admin.register(Allocation)
+class AllocationAdmin(admin.ModelAdmin):
+    list_display = ("generation", "job", "epoch", "state", "borrowed", "created_at", "released_at")
+    list_filter = ("state", "borrowed")
+    raw_id_fields = ("job",)
+    inlines = [AllocationGpuInline]
+
+
+@admin.register(Event)
+class EventAdmin(admin.ModelAdmin):
+    list_display = ("created_at", "kind", "actor", "reason", "message")
+    list_filter = ("kind",)
+    raw_id_fields = ("job", "allocation", "node", "team")
+
+
+@admin.register(SchedulerLease)
+class SchedulerLeaseAdmin(admin.ModelAdmin):
+    list_display = ("name", "holder", "epoch", "expires_at", "last_cycle_at", "last_cycle_ms")

@@ -1,0 +1,112 @@
+"""Every status has one home: its value, its label and its colour for badges and charts."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class Role(models.TextChoices):
+    MEMBER = "member", "Member"
+    FINANCE = "finance", "Finance"
+    ADMIN = "admin", "Admin"
+
+
+class CapacityTier(models.TextChoices):
+    RESERVED = "reserved", "Reserved"
+    ON_DEMAND = "on_demand", "On-demand"
+    SPOT = "spot", "Spot"
+
+
+class NodeState(models.TextChoices):
+    READY = "ready", "Ready"
+    SUSPECT = "suspect", "Suspect"
+    CORDONED = "cordoned", "Cordoned"
+    DRAINING = "draining", "Draining"
+    DOWN = "down", "Down"
+    QUARANTINED = "quarantined", "Quarantined"
+
+
+class WorkloadClass(models.TextChoices):
+    TRAINING = "training", "Training"
+    SERVING = "serving", "Serving"
+    INTERACTIVE = "interactive", "Interactive"
+    BATCH = "batch", "Batch"
+
+
+class Topology(models.TextChoices):
+    ANY = "any", "Anywhere"
+    SAME_NODE = "same_node", "Same node"
+    SAME_LEAF = "same_leaf", "Same leaf switch"
+    SAME_SPINE = "same_spine", "Same spine"
+
+
+class JobState(models.TextChoices):
+    PENDING = "pending", "Pending"
+    RUNNING = "running", "Running"
+    PREEMPTING = "preempting", "Preempting"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    TIMED_OUT = "timed_out", "Timed out"
+    UNSCHEDULABLE = "unschedulable", "Can never run"
+
+
+LIVE_JOB_STATES = (JobState.RUNNING, JobState.PREEMPTING)
+FINISHED_JOB_STATES = (
+    JobState.SUCCEEDED,
+    JobState.FAILED,
+    JobState.CANCELLED,
+    JobState.TIMED_OUT,
+    JobState.UNSCHEDULABLE,
+)
+
+
+class AllocationState(models.TextChoices):
+    ACTIVE = "active", "Active"
+    RELEASING = "releasing", "Releasing"
+    RELEASED = "released", "Released"
+    FENCED = "fenced", "Fenced"
+
+
+# An allocation in these states still owns its GPUs: nobody else may be bound to them.
+LIVE_ALLOCATION_STATES = (AllocationState.ACTIVE, AllocationState.RELEASING)
+
+
+class EventKind(models.TextChoices):
+    JOB_SUBMITTED = "job.submitted", "Job submitted"
+    JOB_PENDING = "job.pending", "Job waiting"
+    JOB_BOUND = "job.bound", "Job bound"
+    JOB_STARTED = "job.started", "Job started"
+    JOB_PREEMPTING = "job.preempting", "Job preemption signalled"
+    JOB_PREEMPTED = "job.preempted", "Job preempted and requeued"
+    JOB_RESIZED = "job.resized", "Job resized"
+    JOB_FINISHED = "job.finished", "Job finished"
+    JOB_CANCELLED = "job.cancelled", "Job cancelled"
+    JOB_TIMED_OUT = "job.timed_out", "Job hit its runtime limit"
+    JOB_REQUEUED = "job.requeued", "Job requeued"
+    JOB_UNSCHEDULABLE = "job.unschedulable", "Job can never run"
+    ALLOCATION_CREATED = "allocation.created", "Allocation created"
+    ALLOCATION_RELEASED = "allocation.released", "Allocation released"
+    ALLOCATION_FENCED = "allocation.fenced", "Allocation fenced"
+    NODE_REGISTERED = "node.registered", "Node registered"
+    NODE_STATE = "node.state", "Node state changed"
+    QUOTA_CHANGED = "quota.changed", "Quota changed"
+    LEADER_ELECTED = "leader.elected", "Scheduler leader elected"
+
+
+STATE_COLOURS = {
+    JobState.PENDING: "#d9a400",
+    JobState.RUNNING: "#2b8a3e",
+    JobState.PREEMPTING: "#e8590c",
+    JobState.SUCCEEDED: "#1c7ed6",
+    JobState.FAILED: "#c92a2a",
+    JobState.CANCELLED: "#868e96",
+    JobState.TIMED_OUT: "#a61e4d",
+    JobState.UNSCHEDULABLE: "#495057",
+    NodeState.READY: "#2b8a3e",
+    NodeState.SUSPECT: "#f08c00",
+    NodeState.CORDONED: "#868e96",
+    NodeState.DRAINING: "#1c7ed6",
+    NodeState.DOWN: "#c92a2a",
+    NodeState.QUARANTINED: "#862e9c",
+}

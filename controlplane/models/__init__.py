@@ -1,0 +1,27 @@
+"""The data model, one module per topic."""
+
+from controlplane.models.accounting import UsageSample
+from controlplane.models.events import Event
+from controlplane.models.fleet import GpuType, Node, PriceRate
+from controlplane.models.jobs import Allocation, AllocationGpu, Job
+from controlplane.models.quotas import Cohort, PriorityClass, Quota
+from controlplane.models.scheduling import SchedulerLease
+from controlplane.models.teams import Membership, Project, Team
+
+__all__ = [
+    "Allocation",
+    "AllocationGpu",
+    "Cohort",
+    "Event",
+    "GpuType",
+    "Job",
+    "Membership",
+    "Node",
+    "PriceRate",
+    "PriorityClass",
+    "Project",
+    "Quota",
+    "SchedulerLease",
+    "Team",
+    "UsageSample",
+]

@@ -1,0 +1,71 @@
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+from controlplane.choices import CapacityTier, NodeState
+
+
+class GpuType(models.Model):
+    name = models.CharField(max_length=64, unique=True, help_text="e.g. H100-80GB")
+    memory_gb = models.PositiveIntegerField()
+    relative_throughput = models.FloatField(default=1.0)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(relative_throughput__gt=0), name="gpu_type_throughput_positive")
+        ]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class PriceRate(models.Model):
+    """$/GPU-hour for one GPU type in one capacity tier, in force from `effective_from`."""
+
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.CASCADE, related_name="price_rates")
+    capacity_tier = models.CharField(max_length=16, choices=CapacityTier.choices)
+    usd_per_gpu_hour = models.DecimalField(max_digits=10, decimal_places=4)
+    effective_from = models.DateTimeField()
+
+    class Meta:
+        ordering = ["gpu_type__name", "capacity_tier", "-effective_from"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["gpu_type", "capacity_tier", "effective_from"], name="price_rate_unique_start"
+            ),
+            models.CheckConstraint(condition=Q(usd_per_gpu_hour__gte=0), name="price_rate_not_negative"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.gpu_type} {self.capacity_tier} ${self.usd_per_gpu_hour}/GPU-h from {self.effective_from:%Y-%m-%d}"
+
+
+class Node(models.Model):
+    """A GPU node as the control plane knows it: inventory, topology, health, agent lease."""
+
+    name = models.CharField(max_length=128, unique=True)
+    pool = models.CharField(max_length=64)
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="nodes")
+    gpu_count = models.PositiveIntegerField()
+    cpus = models.PositiveIntegerField()
+    memory_gb = models.PositiveIntegerField()
+    leaf_switch = models.CharField(max_length=64)
+    spine = models.CharField(max_length=64)
+    capacity_tier = models.CharField(max_length=16, choices=CapacityTier.choices, default=CapacityTier.ON_DEMAND)
+    state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.READY)
+    agent_lease_expires_at = models.DateTimeField(null=True, blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # sha256 of the per-node agent token; the token itself is shown once at registration.
+    agent_token_hash = models.CharField(max_length=64, blank=True)
+    simulated = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["pool", "leaf_switch", "name"]
+        constraints = [
+            models.CheckConstraint(condition=Q(gpu_count__gt=0), name="node_has_gpus"),
+        ]
+
+    def __str__(self) -> str:
+        return self.name

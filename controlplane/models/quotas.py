@@ -1,0 +1,85 @@
+from __future__ import annotations
+
+from django.db import models
+from django.db.models import Q
+
+
+class Cohort(models.Model):
+    """Teams in one cohort lend each other their unused quota."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Quota(models.Model):
+    """A team's guarantee on one GPU type, and how far it may borrow or lend beyond it.
+
+    A limit left empty means unlimited (as in Kueue's ClusterQueue).
+    """
+
+    team = models.ForeignKey("controlplane.Team", on_delete=models.CASCADE, related_name="quotas")
+    gpu_type = models.ForeignKey("controlplane.GpuType", on_delete=models.PROTECT, related_name="quotas")
+    nominal_gpus = models.PositiveIntegerField()
+    borrowing_limit = models.PositiveIntegerField(null=True, blank=True)
+    lending_limit = models.PositiveIntegerField(null=True, blank=True)
+    nominal_cpus = models.PositiveIntegerField(null=True, blank=True)
+    nominal_memory_gb = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["team__name", "gpu_type__name"]
+        constraints = [
+            models.UniqueConstraint(fields=["team", "gpu_type"], name="quota_unique_team_gpu_type"),
+            # PositiveIntegerField already refuses negatives on PostgreSQL; the explicit checks
+            # say so on every backend and name the rule in the error.
+            models.CheckConstraint(condition=Q(nominal_gpus__gte=0), name="quota_nominal_not_negative"),
+            models.CheckConstraint(
+                condition=Q(borrowing_limit__isnull=True) | Q(borrowing_limit__gte=0),
+                name="quota_borrowing_limit_not_negative",
+            ),
+            models.CheckConstraint(
+                condition=Q(lending_limit__isnull=True) | Q(lending_limit__gte=0),
+                name="quota_lending_limit_not_negative",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.team.name} × {self.gpu_type.name}: {self.nominal_gpus}"
+
+
+class PriorityClass(models.Model):
+    """How important a job is, and what preempting it may cost."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    value = models.IntegerField(help_text="Higher runs first.")
+    description = models.CharField(max_length=200, blank=True)
+    preemptible = models.BooleanField(default=True)
+    may_preempt_lower = models.BooleanField(default=True)
+    grace_period_s = models.PositiveIntegerField(default=30)
+    min_runtime_s = models.PositiveIntegerField(
+        default=0, help_text="A job runs at least this long before it may be preempted."
+    )
+    preemption_budget = models.PositiveIntegerField(
+        default=3, help_text="Most preemptions of one job within the budget window."
+    )
+    budget_window_s = models.PositiveIntegerField(default=86400)
+    default_runtime_limit_s = models.PositiveIntegerField(default=4 * 3600)
+    max_runtime_limit_s = models.PositiveIntegerField(default=7 * 86400)
+
+    class Meta:
+        ordering = ["-value", "name"]
+        verbose_name_plural = "priority classes"
+        constraints = [
+            models.CheckConstraint(
+                condition=Q(default_runtime_limit_s__lte=models.F("max_runtime_limit_s")),
+                name="priority_class_default_limit_within_max",
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.value})"

@@ -1,0 +1,55 @@
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from controlplane.choices import Role
+
+
+class Team(models.Model):
+    """A group of people sharing quota and a bill."""
+
+    name = models.SlugField(max_length=64, unique=True)
+    description = models.CharField(max_length=200, blank=True)
+    cohort = models.ForeignKey(
+        "controlplane.Cohort", null=True, blank=True, on_delete=models.SET_NULL, related_name="teams"
+    )
+    default_priority_class = models.ForeignKey(
+        "controlplane.PriorityClass", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's role in a team. Finance users may belong to no team: they read every team."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    team = models.ForeignKey(Team, null=True, blank=True, on_delete=models.CASCADE, related_name="memberships")
+    role = models.CharField(max_length=16, choices=Role.choices, default=Role.MEMBER)
+
+    class Meta:
+        ordering = ["user__username"]
+        constraints = [models.UniqueConstraint(fields=["user", "team"], name="membership_unique_user_team")]
+
+    def __str__(self) -> str:
+        return f"{self.user} in {self.team or '(no team)'} as {self.role}"
+
+
+class Project(models.Model):
+    """A team's project; showback groups cost by it."""
+
+    team = models.ForeignKey(Team, on_delete=models.CASCADE, related_name="projects")
+    name = models.SlugField(max_length=64)
+    description = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["team__name", "name"]
+        constraints = [models.UniqueConstraint(fields=["team", "name"], name="project_unique_per_team")]
+
+    def __str__(self) -> str:
+        return f"{self.team.name}/{self.name}"

@@ -1,0 +1,76 @@
+"""Who may see and do what. One home for the role rules the API and the pages share.
+
+- member: their own team's jobs, quotas and costs.
+- finance: showback and costs of every team; changes nothing.
+- admin: everything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+
+from controlplane.choices import Role
+from controlplane.models import Job, Membership, Team
+
+
+@dataclass(frozen=True)
+class Access:
+    is_admin: bool
+    is_finance: bool
+    team_ids: frozenset[int]
+
+    @property
+    def reads_all_costs(self) -> bool:
+        return self.is_admin or self.is_finance
+
+    def may_read_team(self, team_id: int) -> bool:
+        return self.is_admin or team_id in self.team_ids
+
+    def may_submit_for(self, team_id: int) -> bool:
+        return self.is_admin or team_id in self.team_ids
+
+
+NO_ACCESS = Access(is_admin=False, is_finance=False, team_ids=frozenset())
+
+
+def access_of(user: AbstractBaseUser | AnonymousUser) -> Access:
+    if not user.is_authenticated:
+        return NO_ACCESS
+    cached = getattr(user, "_qm_access", None)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    rows = list(Membership.objects.filter(user=user).values_list("team_id", "role"))
+    roles = {role for _, role in rows}
+    access = Access(
+        is_admin=bool(getattr(user, "is_superuser", False)) or Role.ADMIN in roles,
+        is_finance=Role.FINANCE in roles,
+        team_ids=frozenset(t for t, role in rows if t is not None and role != Role.FINANCE),
+    )
+    user._qm_access = access  # type: ignore[union-attr]
+    return access
+
+
+def visible_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
+    """Jobs a user may read one by one (finance sees costs, not job details of other teams)."""
+    access = access_of(user)
+    if access.is_admin:
+        return Job.objects.all()
+    return Job.objects.filter(team_id__in=access.team_ids)
+
+
+def visible_teams(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
+    access = access_of(user)
+    if access.is_admin or access.is_finance:
+        return Team.objects.all()
+    return Team.objects.filter(id__in=access.team_ids)
+
+
+def primary_team(user: AbstractBaseUser | AnonymousUser) -> Team | None:
+    """The team a submit goes to when the request names none: the user's first member team."""
+    access = access_of(user)
+    if not access.team_ids:
+        return None
+    return Team.objects.filter(id__in=access.team_ids).order_by("name").first()

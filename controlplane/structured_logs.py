@@ -1,0 +1,39 @@
+"""Structured logs: every line is key=value (console) or JSON (production).
+
+Code logs with `structlog.get_logger(__name__).bind(cycle=..., epoch=...)`; standard-library
+loggers (Django, Celery) go through the same renderer so one format covers the whole process.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import structlog
+
+_SHARED = [
+    structlog.contextvars.merge_contextvars,
+    structlog.stdlib.add_log_level,
+    structlog.stdlib.add_logger_name,
+    structlog.processors.TimeStamper(fmt="iso", utc=True),
+]
+
+
+def formatter(renderer: str = "json") -> logging.Formatter:
+    final = (
+        structlog.processors.JSONRenderer()
+        if renderer == "json"
+        else structlog.dev.ConsoleRenderer(colors=False)
+    )
+    return structlog.stdlib.ProcessorFormatter(
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, final],
+        foreign_pre_chain=_SHARED,
+    )
+
+
+def configure() -> None:
+    structlog.configure(
+        processors=[*_SHARED, structlog.stdlib.ProcessorFormatter.wrap_for_formatter],
+        logger_factory=structlog.stdlib.LoggerFactory(),
+        wrapper_class=structlog.stdlib.BoundLogger,
+        cache_logger_on_first_use=True,
+    )

@@ -1,0 +1,10 @@
+from django.contrib import admin
+from django.urls import include, path
+
+from controlplane.views import healthz
+
+urlpatterns = [
+    path("healthz", healthz, name="healthz"),
+    path("admin/", admin.site.urls),
+    path("", include("frontend.urls")),
+]
