@@ -5,7 +5,7 @@ from controlplane.models.events import Event
 from controlplane.models.fleet import GpuType, Node, PriceRate
 from controlplane.models.jobs import Allocation, AllocationGpu, Job
 from controlplane.models.quotas import Cohort, PriorityClass, Quota
-from controlplane.models.scheduling import SchedulerLease
+from controlplane.models.scheduling import FleetSample, SchedulerLease
 from controlplane.models.teams import Membership, Project, Team
 
 __all__ = [
@@ -13,6 +13,7 @@ __all__ = [
     "AllocationGpu",
     "Cohort",
     "Event",
+    "FleetSample",
     "GpuType",
     "Job",
     "Membership",

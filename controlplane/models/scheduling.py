@@ -18,6 +18,41 @@ class SchedulerLease(models.Model):
     last_cycle_at = models.DateTimeField(null=True, blank=True)
     last_cycle_ms = models.FloatField(null=True, blank=True)
     cycles = models.BigIntegerField(default=0)
+    # Allocation generations are drawn from this counter while the row is locked by the leader,
+    # so they are strictly increasing across all allocations and fences.
+    generation_counter = models.BigIntegerField(default=0)
 
     def __str__(self) -> str:
         return f"{self.name}: {self.holder or '(none)'} epoch {self.epoch}"
+
+
+class FleetSample(models.Model):
+    """The fleet as one scheduling cycle saw it: what the dashboards plot over time.
+
+    Written once per committed cycle (at most one per `SAMPLE_EVERY_S`), so charts read a small
+    time series instead of scanning jobs and allocations per request.
+    """
+
+    at = models.DateTimeField(db_index=True)
+    epoch = models.BigIntegerField()
+    total_gpus = models.PositiveIntegerField()
+    allocated_gpus = models.PositiveIntegerField()
+    unavailable_gpus = models.PositiveIntegerField(default=0)
+    borrowed_gpus = models.PositiveIntegerField(default=0)
+    stranded_gpus = models.PositiveIntegerField()
+    pending_jobs = models.PositiveIntegerField()
+    running_jobs = models.PositiveIntegerField()
+    pending_by_priority = models.JSONField(default=dict)
+    pending_by_team = models.JSONField(default=dict)
+    pending_by_reason = models.JSONField(default=dict)
+    largest_free_block_by_pool = models.JSONField(default=dict)
+    dominant_share_by_team = models.JSONField(default=dict)
+    mean_slowdown = models.FloatField(default=0.0)
+    oldest_feasible_pending_s = models.FloatField(null=True, blank=True)
+    cycle_ms = models.FloatField(default=0.0)
+
+    class Meta:
+        ordering = ["-at"]
+
+    def __str__(self) -> str:
+        return f"fleet at {self.at:%H:%M:%S}: {self.allocated_gpus}/{self.total_gpus} allocated"
