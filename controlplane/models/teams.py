@@ -17,6 +17,12 @@ class Team(models.Model):
     default_priority_class = models.ForeignKey(
         "controlplane.PriorityClass", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Past usage decayed with the fair-share half-life, folded forward by every cycle:
+    # usage(t) = usage(as_of) · 2^(-(t - as_of)/half_life) + what ran in between.
+    decayed_gpu_seconds = models.FloatField(default=0.0)
+    decayed_cpu_seconds = models.FloatField(default=0.0)
+    decayed_memory_gb_seconds = models.FloatField(default=0.0)
+    usage_as_of = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["name"]

@@ -1,0 +1,323 @@
+"""One scheduling cycle: lease → snapshot → engine plan → fenced commit.
+
+Steps:
+  1. lead: take or renew the leader lease; its epoch is this cycle's fencing token.
+  2. read: one snapshot of the fleet and the queue (no locks held while reading).
+  3. plan: `scheduler_core.schedule` decides; nothing here second-guesses it.
+  4. commit: in ONE transaction, lock the lease row and check the epoch is still ours; apply
+     stops (runtime limits, preemptions), resizes and binds as compare-and-set writes, store
+     every waiting job's explanation, a fleet sample and the teams' decayed usage.
+A deposed leader (another worker took the lease while we planned) fails the check in step 4 and
+its whole commit changes nothing. A plan built on a stale snapshot is caught row by row: a bind
+needs the job still pending and every GPU free (the database's unique index on live GPUs), a
+stop needs the allocation's generation unchanged.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import structlog
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.db.models import F
+from django.utils import timezone
+
+import scheduler_core as engine
+from controlplane.choices import JobState
+from controlplane.models import FleetSample, Job, SchedulerLease, Team
+from controlplane.services import transitions
+from controlplane.services.snapshot import SnapshotContext, read_snapshot, scheduler_config
+
+log = structlog.get_logger(__name__)
+
+LEASE_NAME = "scheduler"
+# One fleet sample per this many seconds is enough for the charts.
+SAMPLE_EVERY_S = 5.0
+
+
+class Deposed(Exception):
+    """Our epoch is no longer current: another scheduler leads now. Nothing was written."""
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    led: bool
+    epoch: int | None = None
+    binds: int = 0
+    stops: int = 0
+    resizes: int = 0
+    pending: int = 0
+    stale: int = 0
+    plan_ms: float = 0.0
+    total_ms: float = 0.0
+
+
+def acquire_lease(holder: str, now: datetime, ttl_s: float | None = None) -> SchedulerLease | None:
+    """Take the lease if it is free or expired (epoch + 1), renew it if ours; None if another
+    live holder has it. The row lock serialises contenders; the epoch never goes back."""
+    ttl = timedelta(seconds=ttl_s if ttl_s is not None else float(settings.QM["LEADER_LEASE_S"]))
+    with transaction.atomic():
+        SchedulerLease.objects.get_or_create(name=LEASE_NAME)
+        lease = SchedulerLease.objects.select_for_update().get(name=LEASE_NAME)
+        if lease.holder == holder and lease.expires_at and lease.expires_at > now:
+            lease.expires_at = now + ttl
+            lease.renewed_at = now
+            lease.save(update_fields=["expires_at", "renewed_at"])
+            return lease
+        if lease.holder and lease.holder != holder and lease.expires_at and lease.expires_at > now:
+            return None
+        previous = lease.holder
+        lease.holder = holder
+        lease.epoch += 1
+        lease.expires_at = now + ttl
+        lease.renewed_at = now
+        lease.save(update_fields=["holder", "epoch", "expires_at", "renewed_at"])
+        transitions.record_event(
+            "leader.elected", f"scheduler:{holder}", epoch=lease.epoch, at=now, reason="LeaseAcquired",
+            message=f"{holder} leads with epoch {lease.epoch}" + (f" (was {previous})" if previous else ""),
+        )
+        log.info("leader elected", holder=holder, epoch=lease.epoch, previous=previous)
+        return lease
+
+
+def locked_lease_if_current(epoch: int, holder: str) -> SchedulerLease:
+    """Inside a transaction: lock the lease row and prove we still lead, or raise Deposed."""
+    lease = SchedulerLease.objects.select_for_update().get(name=LEASE_NAME)
+    if lease.epoch != epoch or lease.holder != holder:
+        raise Deposed(f"epoch {epoch} of {holder} is stale; lease is at epoch {lease.epoch} held by {lease.holder}")
+    return lease
+
+
+def run_cycle(holder: str, now: datetime | None = None) -> CycleResult:
+    started = time.perf_counter()
+    now = now or timezone.now()
+    # 1. lead
+    lease = acquire_lease(holder, now)
+    if lease is None:
+        return CycleResult(led=False)
+    epoch = lease.epoch
+    cycle_log = log.bind(holder=holder, epoch=epoch)
+    # 2. read
+    context = read_snapshot(now, epoch)
+    # 3. plan
+    plan_started = time.perf_counter()
+    plan = engine.schedule(context.snapshot, scheduler_config())
+    plan_ms = (time.perf_counter() - plan_started) * 1000
+    # 4. commit
+    try:
+        result = commit_plan(plan, context, holder=holder, epoch=epoch, plan_ms=plan_ms, started=started)
+    except Deposed as deposed:
+        cycle_log.warning("cycle discarded: deposed", detail=str(deposed))
+        return CycleResult(led=False, epoch=epoch, plan_ms=plan_ms)
+    if result.binds or result.stops or result.stale:
+        cycle_log.info("cycle committed", binds=result.binds, stops=result.stops, resizes=result.resizes,
+                       pending=result.pending, stale=result.stale, plan_ms=round(plan_ms, 1),
+                       total_ms=round(result.total_ms, 1))
+    return result
+
+
+def commit_plan(
+    plan: engine.Plan, context: SnapshotContext, *, holder: str, epoch: int, plan_ms: float, started: float
+) -> CycleResult:
+    now = context.read_at
+    actor = f"scheduler@epoch:{epoch}"
+    binds = stops = resizes = stale = 0
+    with transaction.atomic():
+        lease = locked_lease_if_current(epoch, holder)
+        for kill in plan.kills:
+            live = context.live_allocations.get(kill.job_id)
+            if live is None:
+                continue
+            ok = transitions.signal_stop(
+                live.allocation_id, kill.generation or live.generation,
+                reason=transitions.RELEASE_RUNTIME_LIMIT, grace_period_s=context.grace_by_job.get(kill.job_id, 30),
+                at=now, actor=actor, message=kill.message, epoch=epoch,
+            )
+            stops, stale = (stops + 1, stale) if ok else (stops, stale + 1)
+        for preemption in plan.preemptions:
+            live = context.live_allocations.get(preemption.job_id)
+            if live is None:
+                continue
+            ok = transitions.signal_stop(
+                live.allocation_id, preemption.generation or live.generation,
+                reason=transitions.RELEASE_PREEMPTED, grace_period_s=preemption.grace_period_s, at=now,
+                actor=actor, message=preemption.message, epoch=epoch, lost_gpu_hours=preemption.lost_gpu_hours,
+            )
+            stops, stale = (stops + 1, stale) if ok else (stops, stale + 1)
+        for resize in plan.resizes:
+            # An elastic job changes size by stopping its current generation with reason
+            # Resized; it is requeued and the next cycle binds it at the size that fits.
+            live = context.live_allocations.get(resize.job_id)
+            if live is None:
+                continue
+            ok = transitions.signal_stop(
+                live.allocation_id, resize.generation or live.generation,
+                reason=transitions.RELEASE_RESIZED, grace_period_s=context.grace_by_job.get(resize.job_id, 30),
+                at=now, actor=actor, epoch=epoch,
+                message=resize.message or f"Resized from {resize.from_gpus} to {resize.to_gpus} GPUs",
+            )
+            resizes, stale = (resizes + 1, stale) if ok else (resizes, stale + 1)
+        for bind in plan.binds:
+            members = [
+                transitions.GpuSet(node_id=context.node_ids[p.node], gpu_indices=p.gpu_indices)
+                for p in bind.placements
+            ]
+            try:
+                with transaction.atomic():
+                    allocation = transitions.bind_job(
+                        int(bind.job_id), members, lease=lease, borrowed=bind.borrowed, at=now, actor=actor
+                    )
+            except IntegrityError:
+                # A GPU already has a live owner: our snapshot was stale. The savepoint undid
+                # the whole gang; the next cycle sees the truth.
+                allocation = None
+            if allocation is None:
+                stale += 1
+            else:
+                binds += 1
+        _store_explanations(plan, context)
+        cycle_ms = (time.perf_counter() - started) * 1000
+        _store_fleet_sample(plan, context, epoch=epoch, cycle_ms=cycle_ms)
+        _fold_team_usage(context, now)
+        SchedulerLease.objects.filter(pk=lease.pk).update(
+            last_cycle_at=now, last_cycle_ms=cycle_ms, cycles=F("cycles") + 1
+        )
+    total_ms = (time.perf_counter() - started) * 1000
+    return CycleResult(led=True, epoch=epoch, binds=binds, stops=stops, resizes=resizes,
+                       pending=len(plan.pending), stale=stale, plan_ms=plan_ms, total_ms=total_ms)
+
+
+def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
+    """Write each waiting job's reason, position and ETA; only rows whose words changed."""
+    if not plan.pending:
+        return
+    ids = [int(p.job_id) for p in plan.pending]
+    current = {
+        row[0]: row[1:]
+        for row in Job.objects.filter(pk__in=ids, state=JobState.PENDING).values_list(
+            "pk", "pending_code", "pending_message", "queue_position", "eta", "pending_would_start_if"
+        )
+    }
+    changed: list[Job] = []
+    never: list[engine.PendingExplanation] = []
+    for explanation in plan.pending:
+        pk = int(explanation.job_id)
+        if pk not in current:
+            continue
+        eta = datetime.fromtimestamp(explanation.eta, tz=timezone.get_current_timezone()) if explanation.eta else None
+        values = (explanation.reason, explanation.message[:500], explanation.queue_position, eta,
+                  explanation.would_start_if[:300])
+        old = current[pk]
+        if old[0] != values[0] or old[1] != values[1] or old[2] != values[2] or old[4] != values[4] or not _same_eta(old[3], eta):
+            changed.append(Job(pk=pk, pending_code=values[0], pending_message=values[1], queue_position=values[2],
+                               eta=eta, pending_would_start_if=values[4], pending_resolvable=explanation.resolvable))
+            if old[0] != values[0]:
+                never.append(explanation)
+    if changed:
+        Job.objects.bulk_update(
+            changed,
+            ["pending_code", "pending_message", "queue_position", "eta", "pending_would_start_if", "pending_resolvable"],
+            batch_size=500,
+        )
+    _record_reason_changes(never, context)
+
+
+def _same_eta(a: datetime | None, b: datetime | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    # ETAs move a little every cycle as time passes; rewrite them only when they move a minute.
+    return abs((a - b).total_seconds()) < 60
+
+
+def _record_reason_changes(explanations: list[engine.PendingExplanation], context: SnapshotContext) -> None:
+    """An Event when a job's reason to wait changes (not every cycle it stays the same)."""
+    if not explanations:
+        return
+    teams = dict(Job.objects.filter(pk__in=[int(e.job_id) for e in explanations]).values_list("pk", "team_id"))
+    from controlplane.models import Event
+
+    Event.objects.bulk_create(
+        [
+            Event(
+                created_at=context.read_at,
+                kind="job.pending" if e.resolvable else "job.unschedulable",
+                actor=f"scheduler@epoch:{context.snapshot.epoch}",
+                reason=e.reason,
+                message=e.message[:1000],
+                job_id=int(e.job_id),
+                team_id=teams.get(int(e.job_id)),
+                epoch=context.snapshot.epoch,
+                data={"queue_position": e.queue_position, "eta": e.eta},
+            )
+            for e in explanations
+        ]
+    )
+
+
+def _store_fleet_sample(plan: engine.Plan, context: SnapshotContext, *, epoch: int, cycle_ms: float) -> None:
+    last = FleetSample.objects.order_by("-at").values_list("at", flat=True).first()
+    if last is not None and (context.read_at - last).total_seconds() < SAMPLE_EVERY_S:
+        return
+    snapshot = context.snapshot
+    by_priority: Counter[str] = Counter(job.priority_class for job in snapshot.pending)
+    by_team: Counter[str] = Counter(job.team for job in snapshot.pending)
+    feasible_waits = [
+        snapshot.now - job.submitted_at
+        for job, explanation in zip(snapshot.pending, _explanations_by_job(plan, snapshot), strict=True)
+        if explanation is None or explanation.resolvable
+    ]
+    fleet = plan.fleet
+    FleetSample.objects.create(
+        at=context.read_at,
+        epoch=epoch,
+        total_gpus=fleet.total_gpus,
+        allocated_gpus=fleet.allocated_gpus,
+        unavailable_gpus=fleet.unavailable_gpus,
+        borrowed_gpus=fleet.borrowed_gpus,
+        stranded_gpus=fleet.stranded_gpus,
+        pending_jobs=len(plan.pending),
+        running_jobs=len(snapshot.running) + len(plan.binds),
+        pending_by_priority=dict(sorted(by_priority.items())),
+        pending_by_team=dict(sorted(by_team.items())),
+        pending_by_reason=dict(fleet.pending_by_reason),
+        largest_free_block_by_pool=dict(fleet.largest_free_block_by_pool),
+        dominant_share_by_team={k: round(v, 6) for k, v in fleet.dominant_share_by_team.items()},
+        mean_slowdown=fleet.mean_slowdown,
+        oldest_feasible_pending_s=max(feasible_waits) if feasible_waits else None,
+        cycle_ms=cycle_ms,
+    )
+
+
+def _explanations_by_job(plan: engine.Plan, snapshot: engine.Snapshot) -> list[engine.PendingExplanation | None]:
+    by_id = {e.job_id: e for e in plan.pending}
+    return [by_id.get(job.id) for job in snapshot.pending]
+
+
+def _fold_team_usage(context: SnapshotContext, now: datetime) -> None:
+    """usage(now) = usage(as_of)·2^(-Δ/half_life) + what each team held over Δ."""
+    half_life = float(settings.QM["FAIR_SHARE_HALF_LIFE_S"])
+    held: Counter[str] = Counter()
+    cpus: Counter[str] = Counter()
+    memory: Counter[str] = Counter()
+    for running in context.snapshot.running:
+        gpus = sum(len(p.gpu_indices) for p in running.placements)
+        held[running.spec.team] += gpus
+        cpus[running.spec.team] += gpus * running.spec.cpus_per_gpu
+        memory[running.spec.team] += gpus * running.spec.memory_gb_per_gpu
+    updates = []
+    for team in Team.objects.all():
+        as_of = team.usage_as_of or now
+        dt = max(0.0, (now - as_of).total_seconds())
+        decay = 0.5 ** (dt / half_life) if half_life > 0 else 0.0
+        team.decayed_gpu_seconds = team.decayed_gpu_seconds * decay + held[team.name] * dt
+        team.decayed_cpu_seconds = team.decayed_cpu_seconds * decay + cpus[team.name] * dt
+        team.decayed_memory_gb_seconds = team.decayed_memory_gb_seconds * decay + memory[team.name] * dt
+        team.usage_as_of = now
+        updates.append(team)
+    Team.objects.bulk_update(
+        updates, ["decayed_gpu_seconds", "decayed_cpu_seconds", "decayed_memory_gb_seconds", "usage_as_of"]
+    )

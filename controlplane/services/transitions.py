@@ -1,0 +1,334 @@
+"""State transitions of jobs and allocations: the one place they happen.
+
+Every transition is a compare-and-set on the row's current state (and, for allocations, its
+generation): if zero rows change, someone else got there first, and the caller learns it from
+the return value instead of overwriting their decision. Every transition records an Event.
+
+Transitions that the scheduler leader makes (bind, signal_stop for preemption and runtime
+limits, fence) run inside the leader's commit transaction, after the lease row has been locked
+and its epoch checked (see services/cycle.py); they draw new generations from that locked row.
+Transitions that agents or users cause (complete_release, cancel_job) need no lease: they only
+move an allocation towards released, which can never give a GPU two owners.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from controlplane.choices import (
+    LIVE_ALLOCATION_STATES,
+    AllocationState,
+    EventKind,
+    JobState,
+)
+from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, SchedulerLease
+
+log = structlog.get_logger(__name__)
+
+# Why an allocation is being released; decides what happens to its job afterwards.
+RELEASE_PREEMPTED = "Preempted"
+RELEASE_RUNTIME_LIMIT = "RuntimeLimitExceeded"
+RELEASE_CANCELLED = "Cancelled"
+RELEASE_RESIZED = "Resized"
+
+
+class StaleDecision(Exception):
+    """A compare-and-set found the row changed under us: the decision no longer applies."""
+
+
+def record_event(
+    kind: EventKind | str,
+    actor: str,
+    *,
+    job: Job | None = None,
+    allocation: Allocation | None = None,
+    node: Node | None = None,
+    reason: str = "",
+    message: str = "",
+    data: dict[str, Any] | None = None,
+    epoch: int | None = None,
+    at: datetime | None = None,
+) -> Event:
+    return Event.objects.create(**event_fields(kind, actor, job=job, allocation=allocation, node=node,
+                                                reason=reason, message=message, data=data, epoch=epoch, at=at))
+
+
+def event_fields(
+    kind: EventKind | str,
+    actor: str,
+    *,
+    job: Job | None = None,
+    allocation: Allocation | None = None,
+    node: Node | None = None,
+    reason: str = "",
+    message: str = "",
+    data: dict[str, Any] | None = None,
+    epoch: int | None = None,
+    at: datetime | None = None,
+) -> dict[str, Any]:
+    """The columns of one Event, for callers that bulk-create many at once."""
+    return {
+        "created_at": at or timezone.now(),
+        "kind": str(kind),
+        "actor": actor,
+        "reason": reason,
+        "message": message[:1000],
+        "job": job,
+        "allocation": allocation,
+        "node": node,
+        "team_id": job.team_id if job is not None else None,
+        "epoch": epoch,
+        "data": data or {},
+    }
+
+
+def draw_generations(lease: SchedulerLease, count: int) -> list[int]:
+    """Reserve `count` new generations from the lease row the caller has locked FOR UPDATE."""
+    first = lease.generation_counter + 1
+    lease.generation_counter += count
+    SchedulerLease.objects.filter(pk=lease.pk).update(generation_counter=lease.generation_counter)
+    return list(range(first, first + count))
+
+
+@dataclass(frozen=True)
+class GpuSet:
+    """The GPUs of one gang member on one node."""
+
+    node_id: int
+    gpu_indices: Sequence[int]
+
+
+def bind_job(
+    job_id: int,
+    gpus: Iterable[GpuSet],
+    *,
+    lease: SchedulerLease,
+    borrowed: bool,
+    at: datetime,
+    actor: str,
+) -> Allocation | None:
+    """Give a pending job its whole gang at once, or nothing.
+
+    Returns None if the job is no longer pending (cancelled meanwhile). Raises IntegrityError if
+    any GPU already has a live owner: the caller's savepoint then undoes the whole bind, so a
+    gang is never partly placed.
+    """
+    changed = Job.objects.filter(pk=job_id, state=JobState.PENDING).update(
+        state=JobState.RUNNING,
+        started_at=at,
+        state_changed_at=at,
+        borrowed=borrowed,
+        pending_code="",
+        pending_message="",
+        pending_would_start_if="",
+        queue_position=None,
+        eta=None,
+    )
+    if not changed:
+        return None
+    (generation,) = draw_generations(lease, 1)
+    allocation = Allocation.objects.create(
+        job_id=job_id, generation=generation, epoch=lease.epoch, borrowed=borrowed, created_at=at
+    )
+    rows = [
+        AllocationGpu(allocation=allocation, node_id=member.node_id, gpu_index=index, live=True)
+        for member in gpus
+        for index in member.gpu_indices
+    ]
+    AllocationGpu.objects.bulk_create(rows)
+    job = Job.objects.only("id", "team_id").get(pk=job_id)
+    placement = _describe_gpus(rows)
+    record_event(
+        EventKind.JOB_BOUND, actor, job=job, allocation=allocation, epoch=lease.epoch, at=at,
+        reason="Admitted", message=f"Bound to {len(rows)} GPUs ({placement}), generation {generation}"
+        + (", on borrowed capacity" if borrowed else ""),
+        data={"generation": generation, "gpus": len(rows), "borrowed": borrowed},
+    )
+    return allocation
+
+
+def _describe_gpus(rows: Sequence[AllocationGpu]) -> str:
+    per_node: dict[int, list[int]] = {}
+    for row in rows:
+        per_node.setdefault(row.node_id, []).append(row.gpu_index)
+    names = dict(Node.objects.filter(pk__in=per_node).values_list("pk", "name"))
+    return ", ".join(f"{names.get(n, n)}:{','.join(map(str, sorted(g)))}" for n, g in sorted(per_node.items()))
+
+
+def signal_stop(
+    allocation_id: int,
+    generation: int,
+    *,
+    reason: str,
+    grace_period_s: float,
+    at: datetime,
+    actor: str,
+    message: str,
+    epoch: int | None = None,
+    lost_gpu_hours: float | None = None,
+) -> bool:
+    """Tell a live allocation's agents to stop its job by a deadline (SIGTERM, grace, SIGKILL).
+
+    Compare-and-set on (generation, state active): returns False if the allocation moved on.
+    The GPUs stay owned (releasing) until the agents confirm the processes are gone or the
+    node's lease expires and the allocation is fenced.
+    """
+    deadline = at + timedelta(seconds=grace_period_s)
+    changed = Allocation.objects.filter(
+        pk=allocation_id, generation=generation, state=AllocationState.ACTIVE
+    ).update(state=AllocationState.RELEASING, release_deadline=deadline, release_reason=reason)
+    if not changed:
+        return False
+    allocation = Allocation.objects.select_related("job").get(pk=allocation_id)
+    job = allocation.job
+    Job.objects.filter(pk=job.pk, state=JobState.RUNNING).update(state=JobState.PREEMPTING, state_changed_at=at)
+    kind = {
+        RELEASE_PREEMPTED: EventKind.JOB_PREEMPTING,
+        RELEASE_RUNTIME_LIMIT: EventKind.JOB_TIMED_OUT,
+        RELEASE_CANCELLED: EventKind.JOB_CANCELLED,
+    }.get(reason, EventKind.JOB_PREEMPTING)
+    data: dict[str, Any] = {"generation": generation, "deadline": deadline.isoformat(), "grace_period_s": grace_period_s}
+    if lost_gpu_hours is not None:
+        data["expected_lost_gpu_hours"] = round(lost_gpu_hours, 4)
+    record_event(kind, actor, job=job, allocation=allocation, epoch=epoch, at=at, reason=reason,
+                 message=message, data=data)
+    return True
+
+
+def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime, actor: str) -> bool:
+    """The job's processes are gone on every node: free the GPUs and settle the job.
+
+    Called when agents report the job exited by itself (exit_code set, allocation active) or
+    confirm a stop (allocation releasing). What the job becomes follows from why it stopped:
+    exited by itself → succeeded/failed; preempted → pending again, its lost work recorded;
+    runtime limit → timed out; cancelled → cancelled.
+    """
+    with transaction.atomic():
+        allocation = (
+            Allocation.objects.select_for_update().select_related("job").filter(pk=allocation_id).first()
+        )
+        if allocation is None or allocation.state not in LIVE_ALLOCATION_STATES:
+            return False
+        job = Job.objects.select_for_update().get(pk=allocation.job_id)
+        Allocation.objects.filter(pk=allocation.pk).update(state=AllocationState.RELEASED, released_at=at)
+        AllocationGpu.objects.filter(allocation=allocation, live=True).update(live=False)
+        record_event(EventKind.ALLOCATION_RELEASED, actor, job=job, allocation=allocation, at=at,
+                     reason=allocation.release_reason or "Exited",
+                     message=f"Generation {allocation.generation} released its GPUs",
+                     data={"generation": allocation.generation, "exit_code": exit_code})
+        _settle_job(job, allocation, exit_code=exit_code, at=at, actor=actor)
+    return True
+
+
+def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: datetime, actor: str) -> None:
+    reason = allocation.release_reason
+    if reason == RELEASE_PREEMPTED:
+        _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_PREEMPTED, reason=reason,
+                 why="preempted")
+        return
+    if reason == RELEASE_RESIZED:
+        _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_RESIZED, reason=reason,
+                 why="stopped to resize")
+        return
+    if reason == RELEASE_RUNTIME_LIMIT:
+        state, kind = JobState.TIMED_OUT, EventKind.JOB_FINISHED
+    elif reason == RELEASE_CANCELLED:
+        state, kind = JobState.CANCELLED, EventKind.JOB_FINISHED
+    else:
+        state = JobState.SUCCEEDED if exit_code == 0 else JobState.FAILED
+        kind = EventKind.JOB_FINISHED
+    Job.objects.filter(pk=job.pk).update(state=state, finished_at=at, state_changed_at=at, exit_code=exit_code)
+    record_event(kind, actor, job=job, allocation=allocation, at=at, reason=state.label.replace(" ", ""),
+                 message=f"Job {state.label.lower()}" + (f" with exit code {exit_code}" if exit_code is not None else ""),
+                 data={"state": state.value, "exit_code": exit_code})
+
+
+def lost_gpu_seconds(job: Job, allocation_gpus: int, at: datetime) -> float:
+    """Work thrown away by stopping now: GPUs × time since the last checkpoint (or start)."""
+    since = job.last_checkpoint_at or job.started_at or at
+    if job.started_at and since < job.started_at:
+        since = job.started_at
+    return max(0.0, (at - since).total_seconds()) * allocation_gpus
+
+
+def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind: EventKind, reason: str,
+             why: str) -> None:
+    gpus = AllocationGpu.objects.filter(allocation=allocation).count()
+    lost = lost_gpu_seconds(job, gpus, at)
+    Job.objects.filter(pk=job.pk).update(
+        state=JobState.PENDING,
+        state_changed_at=at,
+        started_at=None,
+        borrowed=False,
+        preemption_count=F("preemption_count") + 1,
+        last_preempted_at=at,
+        lost_gpu_seconds=F("lost_gpu_seconds") + lost,
+        pending_code="Requeued",
+        pending_message=f"Requeued whole after being {why}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost",
+    )
+    record_event(kind, actor, job=job, allocation=allocation, at=at, reason=reason,
+                 message=f"Requeued whole after being {why}; lost {lost / 3600:.2f} GPU-hours since the last checkpoint",
+                 data={"lost_gpu_seconds": round(lost, 3), "generation": allocation.generation})
+
+
+def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime, actor: str, reason: str) -> bool:
+    """Take an allocation away from owners we can no longer hear from.
+
+    Its generation is bumped past anything the old owner holds, so if the owner comes back its
+    reports and its stale generation are refused; the job is requeued whole with its lost work.
+    The caller holds the leader lease (row locked) and quarantines the node, whose GPUs are not
+    used again until its agent re-registers clean.
+    """
+    allocation = Allocation.objects.select_related("job").filter(pk=allocation_id).first()
+    if allocation is None or allocation.state not in LIVE_ALLOCATION_STATES:
+        return False
+    (new_generation,) = draw_generations(lease, 1)
+    changed = Allocation.objects.filter(pk=allocation_id, generation=allocation.generation).update(
+        state=AllocationState.FENCED, generation=new_generation, released_at=at, release_reason=reason
+    )
+    if not changed:
+        return False
+    AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).update(live=False)
+    record_event(EventKind.ALLOCATION_FENCED, actor, job=allocation.job, allocation=allocation, epoch=lease.epoch, at=at,
+                 reason=reason, message=f"Fenced: generation {allocation.generation} → {new_generation}",
+                 data={"old_generation": allocation.generation, "new_generation": new_generation})
+    job = allocation.job
+    if allocation.release_reason == RELEASE_CANCELLED:
+        Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, finished_at=at, state_changed_at=at)
+        record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, at=at, reason="Cancelled",
+                     message="Cancelled; its node stopped answering before confirming the stop")
+    elif allocation.release_reason == RELEASE_RUNTIME_LIMIT:
+        Job.objects.filter(pk=job.pk).update(state=JobState.TIMED_OUT, finished_at=at, state_changed_at=at)
+        record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, at=at, reason="TimedOut",
+                     message="Timed out; its node stopped answering before confirming the stop")
+    else:
+        _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
+                 why="fenced off a node that stopped answering")
+    return True
+
+
+def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
+    """Cancel a job: a waiting one at once, a running one by stopping its processes first."""
+    at = at or timezone.now()
+    if Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
+        state=JobState.CANCELLED, finished_at=at, state_changed_at=at
+    ):
+        record_event(EventKind.JOB_CANCELLED, actor, job=job, at=at, reason="Cancelled", message="Cancelled while waiting")
+        record_event(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled", message="Job cancelled")
+        return True
+    allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
+    if allocation is None:
+        return False
+    grace = job.priority_class.grace_period_s
+    return signal_stop(
+        allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at, actor=actor,
+        message=f"Cancelled by {actor}; processes get {grace} s to exit",
+    )
