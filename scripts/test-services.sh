@@ -17,8 +17,12 @@ fi
 
 work=$(mktemp -d /tmp/qm-test-services.XXXXXX)
 chmod 755 "$work"
-pg_port=${QM_TEST_PG_PORT:-55432}
-redis_port=${QM_TEST_REDIS_PORT:-56379}
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+# Free ports chosen at start, so several suites (developers, CI) can run side by side.
+pg_port=${QM_TEST_PG_PORT:-$(free_port)}
+redis_port=${QM_TEST_REDIS_PORT:-$(free_port)}
 pg_user=postgres
 id "$pg_user" >/dev/null 2>&1 || pg_user=nobody
 as_pg() { if [[ $(id -u) -eq 0 ]]; then runuser -u "$pg_user" -- "$@"; else "$@"; fi; }

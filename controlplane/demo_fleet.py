@@ -1,0 +1,112 @@
+"""The demo fleet: two pools, three teams in one cohort, four priority classes, a price table,
+and the demo users. Idempotent: running it twice changes nothing.
+
+Demo only: the users' passwords are their names.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from decimal import Decimal
+
+from django.contrib.auth import get_user_model
+from django.db import transaction
+
+from controlplane.choices import CapacityTier, Role
+from controlplane.models import Cohort, GpuType, Membership, Node, PriceRate, PriorityClass, Project, Quota, Team
+
+PRICES_FROM = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+GPU_TYPES = [("H100-80GB", 80, 1.0), ("A100-40GB", 40, 0.45)]
+PRICES = {
+    "H100-80GB": {CapacityTier.RESERVED: "2.50", CapacityTier.ON_DEMAND: "4.10", CapacityTier.SPOT: "1.90"},
+    "A100-40GB": {CapacityTier.RESERVED: "1.10", CapacityTier.ON_DEMAND: "1.90", CapacityTier.SPOT: "0.80"},
+}
+PRIORITY_CLASSES = [
+    # name, value, preemptible, may_preempt_lower, grace, min_runtime, budget, default_limit, max_limit
+    ("production", 1000, False, True, 60, 0, 0, 4 * 3600, 30 * 86400),
+    ("research", 500, True, True, 30, 300, 3, 4 * 3600, 7 * 86400),
+    ("batch", 200, True, False, 30, 120, 5, 2 * 3600, 3 * 86400),
+    ("best-effort", 10, True, False, 10, 0, 10, 1 * 3600, 86400),
+]
+TEAMS = {
+    # team: (default priority class, projects, quota per GPU type (nominal, borrowing limit))
+    "vision": ("research", ["detector", "segmentation"], {"H100-80GB": (40, 32), "A100-40GB": (8, 8)}),
+    "language": ("research", ["llm-pretrain", "eval"], {"H100-80GB": (32, 48), "A100-40GB": (16, 8)}),
+    "serving": ("production", ["inference"], {"H100-80GB": (24, 8), "A100-40GB": (8, 0)}),
+}
+USERS = [
+    ("admin", None, Role.ADMIN),
+    ("alice", "vision", Role.MEMBER),
+    ("bob", "language", Role.MEMBER),
+    ("finn", None, Role.FINANCE),
+]
+
+
+def demo_nodes() -> list[dict[str, object]]:
+    nodes: list[dict[str, object]] = []
+    for i in range(12):
+        nodes.append({
+            "name": f"h100-{i + 1:02d}", "pool": "h100", "gpu_type": "H100-80GB", "gpu_count": 8, "cpus": 96,
+            "memory_gb": 1024, "leaf_switch": f"leaf-h{i // 4 + 1}", "spine": "spine-1",
+            "capacity_tier": CapacityTier.RESERVED if i < 8 else CapacityTier.ON_DEMAND,
+        })
+    for i in range(4):
+        nodes.append({
+            "name": f"a100-{i + 1:02d}", "pool": "a100", "gpu_type": "A100-40GB", "gpu_count": 8, "cpus": 64,
+            "memory_gb": 512, "leaf_switch": "leaf-a1", "spine": "spine-2", "capacity_tier": CapacityTier.SPOT,
+        })
+    return nodes
+
+
+@transaction.atomic
+def seed_demo_fleet(*, with_nodes: bool = True) -> None:
+    gpu_types = {}
+    for name, memory, throughput in GPU_TYPES:
+        gpu_types[name], _ = GpuType.objects.get_or_create(
+            name=name, defaults={"memory_gb": memory, "relative_throughput": throughput}
+        )
+        for tier, price in PRICES[name].items():
+            PriceRate.objects.get_or_create(
+                gpu_type=gpu_types[name], capacity_tier=tier, effective_from=PRICES_FROM,
+                defaults={"usd_per_gpu_hour": Decimal(price)},
+            )
+    classes = {}
+    for name, value, preemptible, may_preempt, grace, min_rt, budget, default_limit, max_limit in PRIORITY_CLASSES:
+        classes[name], _ = PriorityClass.objects.get_or_create(
+            name=name,
+            defaults={
+                "value": value, "preemptible": preemptible, "may_preempt_lower": may_preempt, "grace_period_s": grace,
+                "min_runtime_s": min_rt, "preemption_budget": budget, "default_runtime_limit_s": default_limit,
+                "max_runtime_limit_s": max_limit,
+            },
+        )
+    cohort, _ = Cohort.objects.get_or_create(name="shared-fleet", defaults={"description": "All demo teams"})
+    for team_name, (default_class, projects, quotas) in TEAMS.items():
+        team, _ = Team.objects.get_or_create(
+            name=team_name, defaults={"cohort": cohort, "default_priority_class": classes[default_class]}
+        )
+        for project in projects:
+            Project.objects.get_or_create(team=team, name=project)
+        for gpu_type, (nominal, borrowing) in quotas.items():
+            Quota.objects.get_or_create(
+                team=team, gpu_type=gpu_types[gpu_type],
+                defaults={"nominal_gpus": nominal, "borrowing_limit": borrowing},
+            )
+    user_model = get_user_model()
+    for username, team_name, role in USERS:
+        user, created = user_model.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
+        if created:
+            user.set_password(username)
+            if role == Role.ADMIN:
+                user.is_staff = user.is_superuser = True
+            user.save()
+        team = Team.objects.get(name=team_name) if team_name else None
+        Membership.objects.get_or_create(user=user, team=team, defaults={"role": role})
+    if with_nodes:
+        for spec in demo_nodes():
+            Node.objects.get_or_create(
+                name=spec["name"],
+                defaults={**{k: v for k, v in spec.items() if k not in {"name", "gpu_type"}},
+                          "gpu_type": gpu_types[str(spec["gpu_type"])], "simulated": True},
+            )
