@@ -35,7 +35,8 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 mkdir -p "$work/pg" "$work/sock"
-chown -R "$pg_user" "$work/pg" "$work/sock" 2>/dev/null || true
+touch "$work/pg.log"
+chown -R "$pg_user" "$work/pg" "$work/sock" "$work/pg.log" 2>/dev/null || true
 as_pg "$pg_bin/initdb" -D "$work/pg" -U qm --auth=trust -E UTF8 >/dev/null
 cat >>"$work/pg/postgresql.conf" <<CONF
 listen_addresses = '127.0.0.1'

@@ -1,0 +1,63 @@
+"""The embedded default: the scheduling loop on a thread of the web process.
+
+Used by `make demo` (SQLite, no Redis). Production runs the same cycle in Celery workers
+(controlplane/tasks.py); both call services.cycle.run_cycle, so there is one loop, hosted two ways.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+from collections.abc import Callable
+
+import structlog
+from django.conf import settings
+from django.db import close_old_connections, connection
+
+from controlplane.services.cycle import run_cycle
+
+log = structlog.get_logger(__name__)
+
+
+def sqlite_concurrency(sender: object, connection: object, **kwargs: object) -> None:
+    """SQLite in WAL mode lets the loop thread write while requests read."""
+    if getattr(connection, "vendor", "") == "sqlite":
+        with connection.cursor() as cursor:  # type: ignore[attr-defined]
+            cursor.execute("PRAGMA journal_mode=WAL;")
+            cursor.execute("PRAGMA synchronous=NORMAL;")
+
+
+class EmbeddedLoop(threading.Thread):
+    """Runs `steps` every `interval_s` until stopped; a crashing step is logged, not fatal."""
+
+    def __init__(self, name: str, interval_s: float, steps: list[Callable[[], object]]) -> None:
+        super().__init__(name=name, daemon=True)
+        self.interval_s = interval_s
+        self.steps = steps
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+
+    def run(self) -> None:
+        while not self._stop_event.is_set():
+            for step in self.steps:
+                try:
+                    step()
+                except Exception:  # noqa: BLE001 - one bad step must not end the loop
+                    log.exception("embedded loop step failed", loop=self.name, step=getattr(step, "__name__", "?"))
+                finally:
+                    close_old_connections()
+            self._stop_event.wait(self.interval_s)
+        connection.close()
+
+
+def holder_name() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def scheduling_loop() -> EmbeddedLoop:
+    holder = holder_name()
+    steps: list[Callable[[], object]] = [lambda: run_cycle(holder)]
+    return EmbeddedLoop("scheduling-loop", float(settings.QM["CYCLE_INTERVAL_S"]), steps)
