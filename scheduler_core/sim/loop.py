@@ -1,0 +1,589 @@
+"""The discrete-event replay: a trace through the very same engine the control loop runs.
+
+Algorithm (one *instant* per distinct event time, in time order, up to the horizon):
+
+1. Pop every event at this time: arrivals join the queue; completions and the ends of
+   preemption grace periods free GPUs (a preempted job is requeued, keeping only the work it
+   had saved at its last checkpoint); a running job reaching its runtime limit only wakes the
+   engine, which must decide the kill itself.
+2. If anything changed, build a :class:`~scheduler_core.types.Snapshot` and call
+   ``schedule(snapshot, config)``; apply its kills, preemptions, resizes (shrinks first) and
+   binds, validating each against the fleet (a GPU held twice, a partial gang, a whole-node job
+   on part of a node, a stale generation: each is a :class:`SimulationError`, an engine bug).
+   When the plan freed GPUs at once (a kill, a preemption without grace, a shrink), call the
+   engine again at the same instant, up to :data:`MAX_CYCLES_PER_INSTANT` times.
+3. Record the allocated and stranded GPUs that now hold until the next event.
+
+Nothing happens between events, so the engine is never called when nothing changed. The
+engine sees ``runtime_limit_s``; only this module reads ``duration_s``, to end jobs.
+
+Progress is counted in GPU-seconds: a job needs ``duration_s × gpus`` and makes progress at
+the rate of the GPUs it holds, so an elastic job shrunk to half its size runs half as fast
+(linear scaling, the optimistic model). A job with ``checkpoint_interval_s`` saves its
+progress every interval of a run; a preempted job keeps what it saved and loses the rest.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+
+from scheduler_core.sim.fleet import (
+    FleetShape,
+    build_gpu_types,
+    build_nodes,
+    build_priority_classes,
+    build_quotas,
+    job_spec,
+    team_of,
+)
+from scheduler_core.sim.metrics import JobOutcome, TimeIntegral, summarize
+from scheduler_core.sim.trace import TraceJob
+from scheduler_core.types import (
+    GpuPlacement,
+    JobSpec,
+    NodeInfo,
+    Plan,
+    PriorityClassInfo,
+    ReasonCode,
+    RunningJob,
+    SchedulerConfig,
+    Snapshot,
+    TeamUsage,
+)
+
+Scheduler = Callable[[Snapshot, SchedulerConfig], Plan]
+Clock = Callable[[], float]
+
+#: Engine calls at one instant when plans keep freeing GPUs at once (kills, grace-less
+#: preemptions, shrinks). Bounded so a plan that frees and refills forever cannot hang a run.
+MAX_CYCLES_PER_INSTANT = 4
+
+#: The simulator's lease epoch; every plan must echo it.
+EPOCH = 1
+
+
+class SimulationError(RuntimeError):
+    """The engine returned a plan that cannot take effect on the simulated fleet."""
+
+
+class _Kind(int, Enum):
+    # Order of processing within an instant does not change the outcome (all events of an
+    # instant are applied before the engine runs); it only keeps the heap deterministic.
+    COMPLETE = 0
+    GRACE_END = 1
+    LIMIT = 2
+    ARRIVAL = 3
+
+
+class _State(str, Enum):
+    FUTURE = "future"
+    PENDING = "pending"
+    RUNNING = "running"
+    TERMINATING = "terminating"
+    DONE = "done"
+    KILLED = "killed"
+    REJECTED = "rejected"
+
+
+@dataclass(slots=True)
+class _Job:
+    """Mutable simulator-side state of one trace job (never shown to the engine)."""
+
+    trace: TraceJob
+    spec: JobSpec
+    state: _State = _State.FUTURE
+    pending_since: float = 0.0
+    wait_s: float = 0.0
+    placements: tuple[GpuPlacement, ...] = ()
+    gpus_held: int = 0
+    borrowed: bool = False
+    generation: int = 0
+    # progress of the current run: (time, GPU-seconds done at that time, GPUs from then on)
+    marks: list[tuple[float, float, int]] = field(default_factory=list)
+    saved_gpu_s: float = 0.0
+    started_at: float = 0.0
+    version: int = 0  # bumped whenever scheduled completion/limit/grace events go stale
+    end_s: float | None = None
+    preempted_at: list[float] = field(default_factory=list)
+    view: RunningJob | None = None
+
+    @property
+    def work_gpu_s(self) -> float:
+        return self.trace.gpu_seconds
+
+    def progress_at(self, at_s: float) -> float:
+        mark = self.marks[0]
+        for candidate in self.marks:
+            if candidate[0] <= at_s:
+                mark = candidate
+            else:
+                break
+        return mark[1] + mark[2] * (at_s - mark[0])
+
+    def completion_time(self) -> float:
+        at_s, done, rate = self.marks[-1]
+        return at_s + max(0.0, self.work_gpu_s - done) / rate
+
+    def last_checkpoint(self, now: float) -> float | None:
+        interval = self.trace.checkpoint_interval_s
+        if interval is None:
+            return None
+        count = math.floor((now - self.started_at) / interval)
+        return self.started_at + count * interval if count >= 1 else None
+
+
+@dataclass(frozen=True, slots=True)
+class SimResult:
+    """A replay's metrics (see :mod:`scheduler_core.sim.metrics`) and how the run went."""
+
+    metrics: dict[str, float | int | None]
+    extras: dict[str, float | int | None]
+
+    def as_dict(self) -> dict[str, float | int | None]:
+        return {**self.metrics, **self.extras}
+
+
+class Simulator:
+    """Replays ``jobs`` on the fleet ``shape`` with ``schedule`` until ``horizon_s``.
+
+    ``clock`` (wall time, e.g. ``time.perf_counter``) is only used to time engine cycles for
+    the report; ``progress`` is called with the simulated time after every instant."""
+
+    def __init__(
+        self,
+        jobs: Sequence[TraceJob],
+        shape: FleetShape,
+        schedule: Scheduler,
+        config: SchedulerConfig,
+        *,
+        horizon_s: float,
+        clock: Clock | None = None,
+        progress: Callable[[float], None] | None = None,
+    ) -> None:
+        if horizon_s <= 0:
+            raise ValueError(f"horizon must be > 0 s, got {horizon_s}")
+        self.shape = shape
+        self.schedule = schedule
+        self.config = config
+        self.horizon_s = horizon_s
+        self.clock = clock
+        self.progress = progress
+        self.nodes: tuple[NodeInfo, ...] = build_nodes(shape)
+        self.node_by_name: dict[str, NodeInfo] = {node.name: node for node in self.nodes}
+        self.gpu_types = build_gpu_types(shape)
+        self.priority_classes: tuple[PriorityClassInfo, ...] = build_priority_classes(jobs)
+        self.window_by_class = {pc.name: pc.budget_window_s for pc in self.priority_classes}
+        self.quotas = build_quotas(jobs, self.nodes)
+        # holder of every GPU: node name -> index -> job id
+        self.holder: dict[str, dict[int, str]] = {node.name: {} for node in self.nodes}
+        self.free: dict[str, int] = {node.name: node.gpus for node in self.nodes}
+        self.jobs: dict[str, _Job] = {}
+        self.pending: dict[str, _Job] = {}
+        self.active: dict[str, _Job] = {}  # running or terminating
+        self.pending_whole_node = 0
+        self.events: list[tuple[float, int, int, str, int]] = []
+        self._seq = 0
+        self.allocated = TimeIntegral(horizon_s)
+        self.stranded = TimeIntegral(horizon_s)
+        self.teams = sorted({team_of(job) for job in jobs})
+        self.team_usage: dict[str, float] = {team: 0.0 for team in self.teams}
+        self.team_held: dict[str, int] = {team: 0 for team in self.teams}
+        self.usage_as_of = 0.0
+        self.cycle_seconds: list[float] = []
+        self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0, "rejected": 0}
+        for job in jobs:
+            if job.job_id in self.jobs:
+                raise ValueError(f"job id {job.job_id!r} appears twice in the trace")
+            self.jobs[job.job_id] = _Job(trace=job, spec=job_spec(job))
+            if job.submit_s < horizon_s:
+                self._push(job.submit_s, _Kind.ARRIVAL, job.job_id, 0)
+
+    # ------------------------------------------------------------------------------ events
+
+    def _push(self, at_s: float, kind: _Kind, job_id: str, version: int) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (at_s, int(kind), self._seq, job_id, version))
+
+    def run(self) -> SimResult:
+        while self.events and self.events[0][0] < self.horizon_s:
+            now = self.events[0][0]
+            changed = False
+            while self.events and self.events[0][0] == now:
+                _, kind, _, job_id, version = heapq.heappop(self.events)
+                changed |= self._handle(now, _Kind(kind), self.jobs[job_id], version)
+            if changed:
+                for _ in range(MAX_CYCLES_PER_INSTANT):
+                    if not self._cycle(now):
+                        break
+            self._record(now)
+            if self.progress is not None:
+                self.progress(now)
+        return self._result()
+
+    def _handle(self, now: float, kind: _Kind, job: _Job, version: int) -> bool:
+        if kind is _Kind.ARRIVAL:
+            self._enqueue(job, now)
+            return True
+        if version != job.version or job.state not in (_State.RUNNING, _State.TERMINATING):
+            return False  # a completion, limit or grace end of a run that is already over
+        if kind is _Kind.COMPLETE:
+            self._release(job, now)
+            job.state, job.end_s = _State.DONE, now
+            return True
+        if kind is _Kind.GRACE_END:
+            self._stop_preempted(job, now)
+            return True
+        return True  # LIMIT: the engine decides the kill
+
+    def _enqueue(self, job: _Job, now: float) -> None:
+        job.state = _State.PENDING
+        job.pending_since = now
+        self.pending[job.trace.job_id] = job
+        if self._needs_whole_nodes(job.trace):
+            self.pending_whole_node += 1
+
+    def _dequeue(self, job: _Job, now: float) -> None:
+        del self.pending[job.trace.job_id]
+        job.wait_s += now - job.pending_since
+        if self._needs_whole_nodes(job.trace):
+            self.pending_whole_node -= 1
+
+    def _needs_whole_nodes(self, job: TraceJob) -> bool:
+        return job.gpus >= self.shape.gpus_per_node
+
+    # ------------------------------------------------------------------------------ cycle
+
+    def _cycle(self, now: float) -> bool:
+        """One engine call; returns whether GPUs were freed at once (worth another call)."""
+        snapshot = self._snapshot(now)
+        started = self.clock() if self.clock is not None else 0.0
+        plan = self.schedule(snapshot, self.config)
+        if self.clock is not None:
+            self.cycle_seconds.append(self.clock() - started)
+        if plan.epoch != EPOCH:
+            raise SimulationError(f"plan at t={now:.0f}s carries epoch {plan.epoch}, expected {EPOCH}")
+        return self._apply(plan, now)
+
+    def _snapshot(self, now: float) -> Snapshot:
+        self._update_usage(now)
+        running: list[RunningJob] = []
+        for job in self.active.values():
+            checkpoint = job.last_checkpoint(now)
+            if job.view is None or job.view.last_checkpoint_at != checkpoint:
+                job.view = RunningJob(
+                    spec=job.spec,
+                    placements=job.placements,
+                    started_at=job.started_at,
+                    borrowed=job.borrowed,
+                    last_checkpoint_at=checkpoint,
+                    generation=job.generation,
+                    terminating=job.state is _State.TERMINATING,
+                )
+            running.append(job.view)
+        for job in self.pending.values():
+            if job.preempted_at:
+                self._refresh_budget(job, now)
+        return Snapshot(
+            now=now,
+            nodes=self.nodes,
+            gpu_types=self.gpu_types,
+            priority_classes=self.priority_classes,
+            quotas=self.quotas,
+            pending=tuple(job.spec for job in self.pending.values()),
+            running=tuple(running),
+            team_usage=tuple(
+                TeamUsage(team=team, gpu_seconds=self.team_usage[team], as_of=now) for team in self.teams
+            ),
+            epoch=EPOCH,
+        )
+
+    def _refresh_budget(self, job: _Job, now: float) -> None:
+        window = self.window_by_class.get(job.spec.priority_class, 0)
+        count = sum(1 for at_s in job.preempted_at if now - at_s < window)
+        if count != job.spec.preemptions_in_window:
+            job.spec = job_spec(job.trace, preemptions_in_window=count)
+
+    def _update_usage(self, now: float) -> None:
+        """Decay every team's usage to ``now`` and add what it held since the last update.
+
+        Holding ``g`` GPUs over ``dt`` adds ``g · h/ln 2 · (1 − 2^(−dt/h))`` GPU-seconds of
+        decayed usage (the integral of ``g · 2^(−age/h)``), ``h`` the configured half-life."""
+        elapsed = now - self.usage_as_of
+        if elapsed <= 0:
+            return
+        half_life = self.config.fair_share_half_life_s
+        decay = 0.5 ** (elapsed / half_life) if half_life > 0 else 0.0
+        gained = (half_life / math.log(2)) * (1.0 - decay) if half_life > 0 else 0.0
+        for team in self.teams:
+            self.team_usage[team] = self.team_usage[team] * decay + self.team_held[team] * gained
+        self.usage_as_of = now
+
+    # ------------------------------------------------------------------------------ apply
+
+    def _apply(self, plan: Plan, now: float) -> bool:
+        freed = False
+        for kill in plan.kills:
+            job = self._active(kill.job_id, "kill", kill.generation, now)
+            self._release(job, now)
+            job.state, job.end_s = _State.KILLED, now
+            self.counts["kills"] += 1
+            freed = True
+        for preemption in plan.preemptions:
+            job = self._active(preemption.job_id, "preempt", preemption.generation, now)
+            if job.state is _State.TERMINATING:
+                raise SimulationError(f"t={now:.0f}s: job {job.trace.job_id} preempted twice")
+            if preemption.grace_period_s < 0:
+                raise SimulationError(
+                    f"t={now:.0f}s: preemption of {job.trace.job_id} has a negative grace period"
+                )
+            self.counts["preemptions"] += 1
+            job.preempted_at.append(now)
+            if preemption.grace_period_s == 0:
+                self._stop_preempted(job, now)
+                freed = True
+            else:
+                job.state = _State.TERMINATING
+                job.view = None
+                self._push(now + preemption.grace_period_s, _Kind.GRACE_END, job.trace.job_id, job.version)
+        shrinks_first = sorted(
+            plan.resizes, key=lambda r: sum(len(p.gpu_indices) for p in r.placements) - self._held(r.job_id)
+        )
+        for resize in shrinks_first:
+            job = self._active(resize.job_id, "resize", resize.generation, now)
+            if job.state is _State.TERMINATING:
+                raise SimulationError(f"t={now:.0f}s: job {job.trace.job_id} resized while terminating")
+            before = job.gpus_held
+            self._resize(job, resize.placements, now)
+            self.counts["resizes"] += 1
+            freed |= job.gpus_held < before
+        for bind in plan.binds:
+            waiting = self.pending.get(bind.job_id)
+            if waiting is None:
+                state = self.jobs[bind.job_id].state.value if bind.job_id in self.jobs else "unknown"
+                raise SimulationError(f"t={now:.0f}s: bind of job {bind.job_id}, which is {state}, not pending")
+            self._bind(waiting, bind.placements, bind.borrowed, now)
+            self.counts["binds"] += 1
+        for explanation in plan.pending:
+            if explanation.code is ReasonCode.CAN_NEVER_RUN and not explanation.resolvable:
+                never = self.pending.get(explanation.job_id)
+                if never is not None:
+                    self._dequeue(never, now)
+                    never.state = _State.REJECTED
+                    self.counts["rejected"] += 1
+        return freed
+
+    def _held(self, job_id: str) -> int:
+        job = self.jobs.get(job_id)
+        return job.gpus_held if job is not None else 0
+
+    def _active(self, job_id: str, action: str, generation: int, now: float) -> _Job:
+        job = self.active.get(job_id)
+        if job is None:
+            state = self.jobs[job_id].state.value if job_id in self.jobs else "unknown"
+            raise SimulationError(f"t={now:.0f}s: {action} of job {job_id}, which is {state}, not running")
+        if generation != job.generation:
+            raise SimulationError(
+                f"t={now:.0f}s: {action} of job {job_id} carries generation {generation}, "
+                f"the allocation is at {job.generation}"
+            )
+        return job
+
+    def _check_placements(self, job: _Job, placements: Sequence[GpuPlacement], now: float) -> int:
+        """Validate placements for ``job`` (GPUs it holds count as free); return the GPU count."""
+        job_id = job.trace.job_id
+        where = f"t={now:.0f}s: job {job_id}"
+        if not placements:
+            raise SimulationError(f"{where}: placed on no GPUs")
+        seen_nodes: set[str] = set()
+        total = 0
+        rigid = job.trace.min_gpus is None and job.trace.max_gpus is None
+        for placement in placements:
+            node = self.node_by_name.get(placement.node)
+            if node is None:
+                raise SimulationError(f"{where}: placed on unknown node {placement.node!r}")
+            if placement.node in seen_nodes:
+                raise SimulationError(f"{where}: node {placement.node} appears twice in one placement")
+            seen_nodes.add(placement.node)
+            indices = placement.gpu_indices
+            if not indices or len(set(indices)) != len(indices):
+                raise SimulationError(f"{where}: GPU indices {indices} on {node.name} are empty or repeated")
+            holders = self.holder[node.name]
+            for index in indices:
+                if not 0 <= index < node.gpus:
+                    raise SimulationError(f"{where}: GPU {index} does not exist on {node.name} ({node.gpus} GPUs)")
+                owner = holders.get(index)
+                if owner is not None and owner != job_id:
+                    raise SimulationError(f"{where}: GPU {node.name}/{index} is held by {owner}")
+            if job.trace.gpu_type and node.gpu_type != job.trace.gpu_type:
+                raise SimulationError(f"{where}: needs {job.trace.gpu_type}, placed on {node.gpu_type} node {node.name}")
+            if rigid and self._needs_whole_nodes(job.trace) and len(indices) != node.gpus:
+                raise SimulationError(
+                    f"{where}: needs whole nodes ({job.trace.gpus} GPUs), got {len(indices)} of {node.gpus} on {node.name}"
+                )
+            total += len(indices)
+        if rigid and not self._needs_whole_nodes(job.trace) and len(placements) != 1:
+            raise SimulationError(f"{where}: a {job.trace.gpus}-GPU job must sit on one node, got {len(placements)}")
+        low = job.trace.min_gpus if job.trace.min_gpus is not None else job.trace.gpus
+        high = job.trace.max_gpus if job.trace.max_gpus is not None else job.trace.gpus
+        if not low <= total <= high:
+            raise SimulationError(f"{where}: got {total} GPUs, needs between {low} and {high} (a gang is all or nothing)")
+        return total
+
+    def _take(self, job: _Job, placements: tuple[GpuPlacement, ...]) -> None:
+        for placement in placements:
+            holders = self.holder[placement.node]
+            for index in placement.gpu_indices:
+                holders[index] = job.trace.job_id
+            self.free[placement.node] -= len(placement.gpu_indices)
+        job.placements = placements
+
+    def _give_back(self, job: _Job) -> None:
+        for placement in job.placements:
+            holders = self.holder[placement.node]
+            for index in placement.gpu_indices:
+                del holders[index]
+            self.free[placement.node] += len(placement.gpu_indices)
+        job.placements = ()
+
+    def _set_held(self, job: _Job, gpus: int, now: float) -> None:
+        self._update_usage(now)
+        team = team_of(job.trace)
+        self.team_held[team] += gpus - job.gpus_held
+        job.gpus_held = gpus
+
+    def _bind(self, job: _Job, placements: tuple[GpuPlacement, ...], borrowed: bool, now: float) -> None:
+        gpus = self._check_placements(job, placements, now)
+        self._dequeue(job, now)
+        self._take(job, placements)
+        self._set_held(job, gpus, now)
+        job.state = _State.RUNNING
+        job.borrowed = borrowed
+        job.generation += 1
+        job.started_at = now
+        job.version += 1
+        job.marks = [(now, job.saved_gpu_s, gpus)]
+        job.view = None
+        self.active[job.trace.job_id] = job
+        self._push(job.completion_time(), _Kind.COMPLETE, job.trace.job_id, job.version)
+        if job.trace.runtime_limit_s is not None:
+            self._push(now + job.trace.runtime_limit_s, _Kind.LIMIT, job.trace.job_id, job.version)
+
+    def _resize(self, job: _Job, placements: tuple[GpuPlacement, ...], now: float) -> None:
+        gpus = self._check_placements(job, placements, now)
+        done = job.progress_at(now)
+        self._give_back(job)
+        self._take(job, placements)
+        self._set_held(job, gpus, now)
+        job.generation += 1
+        job.view = None
+        job.marks.append((now, done, gpus))
+        job.version += 1
+        self._push(job.completion_time(), _Kind.COMPLETE, job.trace.job_id, job.version)
+        if job.trace.runtime_limit_s is not None:
+            self._push(job.started_at + job.trace.runtime_limit_s, _Kind.LIMIT, job.trace.job_id, job.version)
+
+    def _release(self, job: _Job, now: float) -> None:
+        self._give_back(job)
+        self._set_held(job, 0, now)
+        del self.active[job.trace.job_id]
+        job.version += 1
+        job.view = None
+
+    def _stop_preempted(self, job: _Job, now: float) -> None:
+        checkpoint = job.last_checkpoint(now)
+        if checkpoint is not None:
+            job.saved_gpu_s = job.progress_at(checkpoint)
+        self._release(job, now)
+        job.spec = job_spec(job.trace, preemptions_in_window=len(job.preempted_at))
+        self._enqueue(job, now)
+
+    # ------------------------------------------------------------------------------ metrics
+
+    def _record(self, now: float) -> None:
+        total = self.shape.total_gpus
+        free_total = sum(self.free.values())
+        self.allocated.set(now, total - free_total)
+        stranded = 0
+        if self.pending_whole_node > 0:
+            for node in self.nodes:
+                free = self.free[node.name]
+                if free < node.gpus:
+                    stranded += free
+        self.stranded.set(now, stranded)
+
+    def _result(self) -> SimResult:
+        horizon = self.horizon_s
+        outcomes: list[JobOutcome] = []
+        for job in self.jobs.values():
+            if job.trace.submit_s >= horizon or job.state is _State.REJECTED:
+                continue
+            wait = job.wait_s + (horizon - job.pending_since if job.state is _State.PENDING else 0.0)
+            outcomes.append(
+                JobOutcome(
+                    job_id=job.trace.job_id,
+                    gpus=job.trace.gpus,
+                    submit_s=job.trace.submit_s,
+                    duration_s=job.trace.duration_s,
+                    wait_s=wait,
+                    end_s=job.end_s,
+                )
+            )
+        metrics = summarize(
+            outcomes,
+            horizon_s=horizon,
+            total_gpus=self.shape.total_gpus,
+            gpus_per_node=self.shape.gpus_per_node,
+            allocated_gpu_seconds=self.allocated.area(),
+            stranded_gpu_seconds=self.stranded.area(),
+        )
+        in_horizon = [job.trace for job in self.jobs.values() if job.trace.submit_s < horizon]
+        capacity = horizon * self.shape.total_gpus
+        offered = sum(job.gpu_seconds for job in in_horizon)
+        no_wait = sum(job.gpus * (min(job.submit_s + job.duration_s, horizon) - job.submit_s) for job in in_horizon)
+        cycles = sorted(self.cycle_seconds)
+        extras: dict[str, float | int | None] = {
+            "offered_load": offered / capacity,
+            "no_wait_allocated": no_wait / capacity,
+            "jobs_pending_at_horizon": sum(1 for job in self.pending.values() if job.trace.submit_s < horizon),
+            "jobs_running_at_horizon": len(self.active),
+            "jobs_killed": sum(1 for job in self.jobs.values() if job.state is _State.KILLED),
+            "jobs_rejected": self.counts["rejected"],
+            "preemptions": self.counts["preemptions"],
+            "resizes": self.counts["resizes"],
+            "engine_cycles": len(cycles) if self.clock is not None else None,
+            "engine_ms_p50": cycles[len(cycles) // 2] * 1000 if cycles else None,
+            "engine_ms_max": cycles[-1] * 1000 if cycles else None,
+            "engine_seconds_total": sum(cycles) if self.clock is not None else None,
+            "horizon_min": horizon / 60.0,
+        }
+        return SimResult(metrics=metrics, extras=extras)
+
+
+def simulate(
+    jobs: Sequence[TraceJob],
+    shape: FleetShape,
+    *,
+    config: SchedulerConfig | None = None,
+    schedule: Scheduler | None = None,
+    horizon_s: float = 7 * 86400.0,
+    clock: Clock | None = None,
+    progress: Callable[[float], None] | None = None,
+) -> SimResult:
+    """Replay ``jobs`` through ``schedule`` (default: the engine's :func:`scheduler_core.schedule`)."""
+    if schedule is None:
+        from scheduler_core import schedule as engine_schedule
+
+        schedule = engine_schedule
+    return Simulator(
+        jobs,
+        shape,
+        schedule,
+        config if config is not None else SchedulerConfig(),
+        horizon_s=horizon_s,
+        clock=clock,
+        progress=progress,
+    ).run()

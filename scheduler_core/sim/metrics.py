@@ -1,0 +1,129 @@
+"""What a replay measured, defined exactly as the seed program (000, gpusched.py) defines it.
+
+The seed steps a clock minute by minute; after the scheduling pass of minute ``t`` it adds the
+allocated GPUs, and, when some waiting job needs at least one whole node, the free GPUs on
+partially used nodes, to running sums that it divides by the horizon. Our replay is event
+driven, so the state after the pass at one event time holds until the next: integrating that
+piecewise-constant state over ``[0, horizon)`` gives the same numbers whenever events fall on
+the minute grid (every seed trace does).
+
+Waits follow the seed too: a job is *done* when it ended strictly before the horizon (the
+seed's last completion check is at minute ``horizon - 1``); small means fewer GPUs than a
+node; the p95 is ``sorted(waits)[min(n - 1, int(0.95 * n))]``; means are plain means over done
+jobs. ``wait_mean_min`` and ``wait_max_min`` cover *every* job submitted before the horizon,
+counting a job still waiting at the horizon as having waited until then, so a scheduler
+cannot look good by never starting a job. ``mean_slowdown`` is the mean over done jobs of
+(end - submit) / true duration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+#: Keys the simulator's JSON always carries (the issue's list), in print order.
+METRIC_KEYS: tuple[str, ...] = (
+    "allocated",
+    "stranded_gpus",
+    "wait_small_mean_min",
+    "wait_small_p95_min",
+    "wait_large_mean_min",
+    "wait_large_p95_min",
+    "wait_mean_min",
+    "wait_max_min",
+    "jobs_done",
+    "jobs_total",
+    "mean_slowdown",
+)
+
+
+class TimeIntegral:
+    """Integral over ``[0, horizon)`` of a piecewise-constant quantity.
+
+    Call :meth:`set` with each new value at the time it takes effect (times never go back);
+    :meth:`area` closes the last piece at the horizon."""
+
+    def __init__(self, horizon_s: float) -> None:
+        self.horizon_s = horizon_s
+        self._since = 0.0
+        self._value = 0.0
+        self._area = 0.0
+
+    def set(self, at_s: float, value: float) -> None:
+        if at_s < self._since:
+            raise ValueError(f"time went back: value set at {at_s} s after one set at {self._since} s")
+        self._area += self._value * (min(at_s, self.horizon_s) - min(self._since, self.horizon_s))
+        self._since = at_s
+        self._value = value
+
+    def area(self) -> float:
+        end = max(self._since, self.horizon_s)
+        return self._area + self._value * (min(end, self.horizon_s) - min(self._since, self.horizon_s))
+
+
+@dataclass(frozen=True, slots=True)
+class JobOutcome:
+    """How one submitted job fared by the horizon.
+
+    ``wait_s``: total time spent pending (every stretch in the queue, including requeues after
+    a preemption), up to the horizon for a job still pending then. ``end_s``: when it finished
+    (ran to completion or was killed at its runtime limit), ``None`` if it had not."""
+
+    job_id: str
+    gpus: int
+    submit_s: float
+    duration_s: float
+    wait_s: float
+    end_s: float | None
+
+    def done_by(self, horizon_s: float) -> bool:
+        return self.end_s is not None and self.end_s < horizon_s
+
+
+def p95(sorted_values: Sequence[float]) -> float:
+    """The seed's percentile: ``xs[min(n - 1, int(0.95 * n))]`` of an ascending list."""
+    if not sorted_values:
+        raise ValueError("p95 of an empty list")
+    return sorted_values[min(len(sorted_values) - 1, int(0.95 * len(sorted_values)))]
+
+
+def _mean(values: Sequence[float]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def summarize(
+    outcomes: Sequence[JobOutcome],
+    *,
+    horizon_s: float,
+    total_gpus: int,
+    gpus_per_node: int,
+    allocated_gpu_seconds: float,
+    stranded_gpu_seconds: float,
+) -> dict[str, float | int | None]:
+    """The simulator's metrics (:data:`METRIC_KEYS`) from job outcomes and two integrals.
+
+    Only jobs submitted before the horizon count. A statistic over an empty set of jobs is
+    ``None`` (JSON ``null``), never a made-up zero."""
+    if horizon_s <= 0:
+        raise ValueError(f"horizon must be > 0 s, got {horizon_s}")
+    if total_gpus <= 0:
+        raise ValueError(f"total GPUs must be > 0, got {total_gpus}")
+    submitted = [o for o in outcomes if o.submit_s < horizon_s]
+    done = [o for o in submitted if o.done_by(horizon_s)]
+    small = sorted(o.wait_s / 60.0 for o in done if o.gpus < gpus_per_node)
+    large = sorted(o.wait_s / 60.0 for o in done if o.gpus >= gpus_per_node)
+    every_wait = [o.wait_s / 60.0 for o in submitted]
+    slowdowns = [(o.end_s - o.submit_s) / o.duration_s for o in done if o.end_s is not None]
+    return {
+        "allocated": allocated_gpu_seconds / (horizon_s * total_gpus),
+        "stranded_gpus": stranded_gpu_seconds / horizon_s,
+        "wait_small_mean_min": _mean(small),
+        "wait_small_p95_min": p95(small) if small else None,
+        "wait_large_mean_min": _mean(large),
+        "wait_large_p95_min": p95(large) if large else None,
+        "wait_mean_min": _mean(every_wait),
+        "wait_max_min": max(every_wait) if every_wait else None,
+        "jobs_done": len(done),
+        "jobs_total": len(submitted),
+        "mean_slowdown": _mean(slowdowns),
+    }

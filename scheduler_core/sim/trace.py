@@ -1,0 +1,240 @@
+"""Job traces for the simulator: CSV in, validated :class:`TraceJob` records out.
+
+Columns (header required, order free): ``job_id,submit_s,gpus,duration_s,runtime_limit_s,user``
+and optionally ``team,priority,gpu_type,checkpoint_interval_s,min_gpus,max_gpus``.
+
+``duration_s`` is the job's true run time. Only the simulator reads it, to end the job; the
+engine is given ``runtime_limit_s`` (what a user declares) and never the true duration.
+
+Every bad cell is reported as a :class:`TraceError` naming the line, the column, what was
+expected and what came, so a broken trace is fixed in one look instead of by bisection.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_s", "gpus", "duration_s", "runtime_limit_s", "user")
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "team",
+    "priority",
+    "gpu_type",
+    "checkpoint_interval_s",
+    "min_gpus",
+    "max_gpus",
+)
+
+
+class TraceError(ValueError):
+    """A trace that cannot be replayed, with the line and column at fault."""
+
+    def __init__(self, source: str, line: int | None, column: str | None, problem: str) -> None:
+        where = source
+        if line is not None:
+            where += f", line {line}"
+        if column is not None:
+            where += f", column '{column}'"
+        super().__init__(f"{where}: {problem}")
+        self.source = source
+        self.line = line
+        self.column = column
+        self.problem = problem
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """One job of a trace. Times are seconds from the trace's origin.
+
+    ``priority`` is an integer priority value (higher runs first); ``min_gpus``/``max_gpus``
+    make the job elastic around its preferred size ``gpus``."""
+
+    job_id: str
+    submit_s: float
+    gpus: int
+    duration_s: float
+    runtime_limit_s: float | None
+    user: str
+    team: str = ""
+    priority: int = 0
+    gpu_type: str = ""
+    checkpoint_interval_s: float | None = None
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+
+    @property
+    def gpu_seconds(self) -> float:
+        """Work the job needs: its true duration at its preferred size."""
+        return self.duration_s * self.gpus
+
+
+class _Row:
+    """Cell parsing for one CSV line; every failure names the line and the column."""
+
+    def __init__(self, source: str, line: int, cells: dict[str, str]) -> None:
+        self.source = source
+        self.line = line
+        self.cells = cells
+
+    def fail(self, column: str, problem: str) -> TraceError:
+        return TraceError(self.source, self.line, column, problem)
+
+    def text(self, column: str) -> str:
+        return self.cells.get(column, "").strip()
+
+    def number(self, column: str, *, positive: bool, optional: bool) -> float | None:
+        raw = self.text(column)
+        if raw == "":
+            if optional:
+                return None
+            raise self.fail(column, "expected a number of seconds, got an empty cell")
+        try:
+            value = float(raw)
+        except ValueError:
+            raise self.fail(column, f"expected a number of seconds, got {raw!r}") from None
+        if not math.isfinite(value):
+            raise self.fail(column, f"expected a finite number of seconds, got {raw!r}")
+        if positive and value <= 0:
+            raise self.fail(column, f"expected a number of seconds > 0, got {raw!r}")
+        if value < 0:
+            raise self.fail(column, f"expected a number of seconds >= 0, got {raw!r}")
+        return value
+
+    def integer(self, column: str, *, minimum: int | None, optional: bool) -> int | None:
+        raw = self.text(column)
+        if raw == "":
+            if optional:
+                return None
+            raise self.fail(column, "expected an integer, got an empty cell")
+        try:
+            value = int(raw)
+        except ValueError:
+            raise self.fail(column, f"expected an integer, got {raw!r}") from None
+        if minimum is not None and value < minimum:
+            raise self.fail(column, f"expected an integer >= {minimum}, got {raw!r}")
+        return value
+
+
+def _required_float(row: _Row, column: str, *, positive: bool) -> float:
+    value = row.number(column, positive=positive, optional=False)
+    assert value is not None  # optional=False never returns None
+    return value
+
+
+def _required_int(row: _Row, column: str, *, minimum: int) -> int:
+    value = row.integer(column, minimum=minimum, optional=False)
+    assert value is not None  # optional=False never returns None
+    return value
+
+
+def _parse_row(row: _Row) -> TraceJob:
+    job_id = row.text("job_id")
+    if not job_id:
+        raise row.fail("job_id", "expected a job id, got an empty cell")
+    gpus = _required_int(row, "gpus", minimum=1)
+    min_gpus = row.integer("min_gpus", minimum=1, optional=True)
+    max_gpus = row.integer("max_gpus", minimum=1, optional=True)
+    if min_gpus is not None and min_gpus > gpus:
+        raise row.fail("min_gpus", f"expected at most gpus ({gpus}), got {min_gpus}")
+    if max_gpus is not None and max_gpus < gpus:
+        raise row.fail("max_gpus", f"expected at least gpus ({gpus}), got {max_gpus}")
+    priority = row.integer("priority", minimum=None, optional=True)
+    return TraceJob(
+        job_id=job_id,
+        submit_s=_required_float(row, "submit_s", positive=False),
+        gpus=gpus,
+        duration_s=_required_float(row, "duration_s", positive=True),
+        runtime_limit_s=row.number("runtime_limit_s", positive=True, optional=True),
+        user=row.text("user"),
+        team=row.text("team"),
+        priority=0 if priority is None else priority,
+        gpu_type=row.text("gpu_type"),
+        checkpoint_interval_s=row.number("checkpoint_interval_s", positive=True, optional=True),
+        min_gpus=min_gpus,
+        max_gpus=max_gpus,
+    )
+
+
+def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[TraceJob]:
+    """Parse CSV text into jobs sorted by submission time (stable for equal times).
+
+    Steps: check the header has every required column and no unknown one; parse each line
+    (blank lines are skipped); refuse duplicate job ids; sort by ``submit_s``."""
+    reader = csv.reader(lines)
+    try:
+        header = [name.strip() for name in next(reader)]
+    except StopIteration:
+        raise TraceError(source, None, None, "the trace is empty; expected a header line") from None
+    missing = [name for name in REQUIRED_COLUMNS if name not in header]
+    if missing:
+        raise TraceError(
+            source,
+            1,
+            missing[0],
+            f"required column missing from the header (expected {', '.join(REQUIRED_COLUMNS)}; "
+            f"got {', '.join(header) or 'nothing'})",
+        )
+    known = set(REQUIRED_COLUMNS) | set(OPTIONAL_COLUMNS)
+    for name in header:
+        if name not in known:
+            raise TraceError(
+                source, 1, name, f"unknown column; optional columns are {', '.join(OPTIONAL_COLUMNS)}"
+            )
+    if len(set(header)) != len(header):
+        duplicate = next(name for name in header if header.count(name) > 1)
+        raise TraceError(source, 1, duplicate, "column appears twice in the header")
+
+    jobs: list[TraceJob] = []
+    first_line_of: dict[str, int] = {}
+    for cells in reader:
+        line = reader.line_num
+        if not cells or all(not cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            raise TraceError(
+                source, line, None, f"expected {len(header)} cells as in the header, got {len(cells)}"
+            )
+        job = _parse_row(_Row(source, line, dict(zip(header, cells, strict=True))))
+        if job.job_id in first_line_of:
+            raise TraceError(
+                source,
+                line,
+                "job_id",
+                f"job id {job.job_id!r} already used on line {first_line_of[job.job_id]}",
+            )
+        first_line_of[job.job_id] = line
+        jobs.append(job)
+    jobs.sort(key=lambda job: job.submit_s)
+    return jobs
+
+
+def load_trace(path: str | Path) -> list[TraceJob]:
+    """Read and parse a trace file (see :func:`parse_trace`)."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise TraceError(source, None, None, f"cannot read the trace: {error.strerror or error}") from None
+    return parse_trace(io.StringIO(text, newline=""), source)
+
+
+def write_trace(jobs: Sequence[TraceJob], columns: Sequence[str] = REQUIRED_COLUMNS) -> str:
+    """Render jobs as CSV text with the given columns (the inverse of :func:`parse_trace`)."""
+    out = io.StringIO(newline="")
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(columns)
+    for job in jobs:
+        writer.writerow([_cell(getattr(job, column)) for column in columns])
+    return out.getvalue()
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
