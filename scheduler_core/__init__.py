@@ -6,6 +6,8 @@ point (see :mod:`scheduler_core.cycle`); the types below are the whole public vo
 
 from __future__ import annotations
 
+from scheduler_core.cycle import schedule
+from scheduler_core.errors import ConfigError, SnapshotError
 from scheduler_core.types import (
     Bind,
     FleetFigures,
@@ -35,6 +37,7 @@ from scheduler_core.types import (
 
 __all__ = [
     "Bind",
+    "ConfigError",
     "FleetFigures",
     "GangRole",
     "GpuPlacement",
@@ -55,7 +58,9 @@ __all__ = [
     "RunningJob",
     "SchedulerConfig",
     "Snapshot",
+    "SnapshotError",
     "TeamUsage",
     "TopologyConstraint",
     "WorkloadClass",
+    "schedule",
 ]

@@ -62,7 +62,7 @@ class ReasonCode(str, enum.Enum):
     CAN_NEVER_RUN = "CanNeverRun"
     NODE_NOT_READY = "NodeNotReady"
     UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
-    NOT_CONSIDERED_THIS_CYCLE = "NotConsideredThisCycle"
+    INVALID_REQUEST = "InvalidRequest"
 
 
 class PreemptionReason(str, enum.Enum):
@@ -71,7 +71,6 @@ class PreemptionReason(str, enum.Enum):
     RECLAIM_BORROWED = "reclaim_borrowed"
     HIGHER_PRIORITY = "higher_priority"
     RUNTIME_LIMIT = "runtime_limit"
-    NODE_UNHEALTHY = "node_unhealthy"
 
 
 @dataclass(frozen=True, slots=True)
@@ -253,7 +252,10 @@ class SchedulerConfig:
     other leaf), 3 (other spine). ``fair_share_half_life_s`` decays past usage for DRF;
     ``aging_per_hour`` is how many priority-value points an hour of waiting adds, so nothing
     starves. ``max_placement_attempts`` caps full placement searches per cycle (every job is
-    still explained); ``max_preemptions_per_cycle`` caps victims per cycle.
+    still explained); ``max_preemptions_per_cycle`` caps victims per cycle and
+    ``max_preemption_searches`` the pending jobs that may look for victims.
+    ``default_runtime_estimate_s`` is the remaining run time assumed for a running elastic job
+    without a runtime limit when weighing growth against its resize cost.
     """
 
     queue_order: str = "priority_fair_share"
@@ -274,6 +276,7 @@ class SchedulerConfig:
     preemption: bool = True
     elastic_growth: bool = True
     max_preemptions_per_cycle: int = 16
+    max_preemption_searches: int = 32
     max_placement_attempts: int = 512
     default_runtime_estimate_s: float = 4 * 3600.0
 
@@ -332,6 +335,7 @@ class Kill:
     job_id: str
     message: str
     generation: int = 1
+    reason: PreemptionReason = PreemptionReason.RUNTIME_LIMIT
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,9 +358,11 @@ class PendingExplanation:
 
 @dataclass(frozen=True, slots=True)
 class FleetFigures:
-    """What the dashboards show for this cycle.
+    """What the dashboards show for this cycle, counted after the plan's binds.
 
-    ``stranded_gpus``: free GPUs on partially used ready nodes, counted only while a job that
+    ``total_gpus = allocated_gpus + free_gpus + reserved_gpus + unavailable_gpus``: reserved
+    GPUs are idle but promised to a job with a reservation or a nomination; unavailable GPUs
+    sit idle on nodes that are not ready. ``stranded_gpus``: free GPUs on partially used ready nodes, counted only while a job that
     needs at least one whole node waits (zero otherwise). ``largest_free_block_by_pool``: most
     free GPUs on one ready node, per pool. ``dominant_share_by_team``: DRF dominant share of
     what each team holds now. ``mean_slowdown``: mean of (wait + run so far) / run so far over
@@ -370,6 +376,7 @@ class FleetFigures:
     dominant_share_by_team: Mapping[str, float]
     pending_by_reason: Mapping[str, int]
     unavailable_gpus: int = 0
+    reserved_gpus: int = 0
     borrowed_gpus: int = 0
     mean_slowdown: float = 0.0
 

@@ -1,0 +1,206 @@
+"""Phase 2 (admit under quota) and the capability half of phase 3.
+
+Before any node is looked at, a job is checked in the order of seed 001's principle 15,
+feasibility before fairness:
+
+1. the request itself is valid;
+2. every member of its gang is *capable* somewhere in the fleet (filter plugins' ``capable``,
+   asked once per node class, not per node), the fleet holds enough capable GPUs in one
+   topology domain, and the team's quota could ever cover it; otherwise it ``CanNeverRun``;
+3. some capable node is ready (``NodeNotReady`` otherwise);
+4. the GPU types it may use are ordered into *options* (one GPU type per option: a gang does
+   not mix device types), and each option's quota verdict is taken from the ledger.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler_core.context import CycleContext
+from scheduler_core.gang import Demand, Member, is_elastic
+from scheduler_core.quota import QuotaVerdict
+from scheduler_core.state import FLEET, LEAF, SPINE
+from scheduler_core.types import JobSpec, ReasonCode, TopologyConstraint
+
+
+@dataclass(frozen=True, slots=True)
+class TypeOption:
+    """One way to run a gang: on GPUs of ``gpu_type`` (``None``: a heterogeneous gang whose
+    roles choose their own types), with the node classes each member may use."""
+
+    gpu_type: str | None
+    member_classes: tuple[tuple[int, ...], ...]
+
+
+def invalid_request(spec: JobSpec) -> str | None:
+    """A sentence naming the bad field, or ``None`` if the request is well formed."""
+    if spec.roles:
+        for role in spec.roles:
+            if role.count < 1 or role.gpus_per_member < 1:
+                return (
+                    f"role {role.name!r} asks for {role.count} members of "
+                    f"{role.gpus_per_member} GPUs; both must be at least 1"
+                )
+    elif spec.gpus < 1:
+        return f"gpus must be at least 1, got {spec.gpus}"
+    if spec.gpus_per_node is not None and spec.gpus_per_node < 1:
+        return f"gpus_per_node must be at least 1 when given, got {spec.gpus_per_node}"
+    if (spec.min_gpus is None) != (spec.max_gpus is None):
+        return "min_gpus and max_gpus must be given together for an elastic job"
+    if spec.min_gpus is not None and spec.max_gpus is not None:
+        if not 1 <= spec.min_gpus <= spec.max_gpus:
+            return f"elastic range must satisfy 1 <= min_gpus <= max_gpus, got {spec.min_gpus}..{spec.max_gpus}"
+        if spec.roles:
+            return "a heterogeneous gang (roles) cannot also be elastic (min_gpus/max_gpus)"
+    if spec.runtime_limit_s is not None and spec.runtime_limit_s <= 0:
+        return f"runtime_limit_s must be positive when given, got {spec.runtime_limit_s}"
+    for name in ("cpus_per_gpu", "memory_gb_per_gpu", "min_gpu_memory_gb"):
+        if getattr(spec, name) < 0:
+            return f"{name} must be >= 0, got {getattr(spec, name)}"
+    if spec.resize_cost_s < 0:
+        return f"resize_cost_s must be >= 0, got {spec.resize_cost_s}"
+    return None
+
+
+def capable_classes(ctx: CycleContext, member: Member) -> tuple[int, ...]:
+    """Node classes that could host ``member`` if empty (memoised per member shape)."""
+    found = ctx.capable.get(member)
+    if found is None:
+        found = tuple(
+            nc.id
+            for nc in ctx.state.classes
+            if all(f.capable(nc, member) is None for f in ctx.plugins.filters)
+        )
+        ctx.capable[member] = found
+    return found
+
+
+def _incapable_reason(ctx: CycleContext, member: Member) -> str:
+    """Why no node class can host ``member``: the first filter verdict, with numbers."""
+    classes = ctx.state.classes
+    type_ok = [nc for nc in classes if member.accepts_type(nc.gpu_type)]
+    if not type_ok:
+        have = ", ".join(
+            sorted({f"{nc.gpu_type.name} ({nc.gpu_type.memory_gb} GB)" for nc in classes})
+        ) or "no GPUs"
+        wants = []
+        if member.gpu_types:
+            wants.append("type " + " or ".join(member.gpu_types))
+        if member.min_gpu_memory_gb:
+            wants.append(f"at least {member.min_gpu_memory_gb} GB per GPU")
+        return f"needs GPUs of {' with '.join(wants)}; the fleet has {have}"
+    widest = max(nc.gpus for nc in type_ok)
+    if widest < member.gpus:
+        return (
+            f"needs {member.gpus} GPUs on one node; the largest capable node has {widest}"
+        )
+    cpus = max(nc.cpus for nc in type_ok if nc.gpus >= member.gpus)
+    if cpus < member.cpus:
+        return f"needs {member.cpus} CPUs on one node; capable nodes have at most {cpus}"
+    mem = max(nc.memory_gb for nc in type_ok if nc.gpus >= member.gpus)
+    return f"needs {member.memory_gb} GB of memory on one node; capable nodes have at most {mem}"
+
+
+def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ...]]) -> str | None:
+    """Why this gang can never run on this fleet as it is built, or ``None``."""
+    for member, cls in zip(demand.members, per_member, strict=True):
+        if not cls:
+            return _incapable_reason(ctx, member)
+    union = sorted({c for cls in per_member for c in cls})
+    total = sum(ctx.state.classes[c].gpus * _class_nodes(ctx, c) for c in union)
+    if total < demand.gpus:
+        return f"needs {demand.gpus} capable GPUs; the whole fleet has {total}"
+    level = {TopologyConstraint.SAME_LEAF: LEAF, TopologyConstraint.SAME_SPINE: SPINE}.get(
+        demand.topology
+    )
+    if level is not None and len(demand.members) > 1:
+        best = _largest_domain(ctx, level, union)
+        where = "leaf switch" if level == LEAF else "spine"
+        if best < demand.gpus:
+            return (
+                f"needs {demand.gpus} GPUs under one {where}; the largest {where} has "
+                f"{best} capable GPUs"
+            )
+    return None
+
+
+def _class_nodes(ctx: CycleContext, c: int) -> int:
+    return ctx.state.class_node_count[c]
+
+
+def _largest_domain(ctx: CycleContext, level: int, classes: list[int]) -> int:
+    totals: dict[int, int] = {}
+    for (lvl, domain, c), count in ctx.state.class_domain_gpus.items():
+        if lvl == level and c in classes:
+            totals[domain] = totals.get(domain, 0) + count
+    return max(totals.values(), default=0)
+
+
+def none_ready(ctx: CycleContext, per_member: list[tuple[int, ...]]) -> str | None:
+    """A sentence if no ready node could host some member, else ``None``."""
+    for cls in per_member:
+        if all((FLEET, 0, c) not in ctx.state.free_sum for c in cls):
+            down = sum(_class_nodes(ctx, c) for c in cls)
+            return f"all {down} nodes that could host it are not ready (down, cordoned or draining)"
+    return None
+
+
+def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
+                 per_member: list[tuple[int, ...]]) -> list[TypeOption]:
+    """GPU types to try, in preference order: the job's own order of ``gpu_types`` if given,
+    else the smallest sufficient device first (less memory, then less throughput) so that
+    large devices stay free for jobs that need them."""
+    if spec.roles:
+        return [TypeOption(None, tuple(per_member))]
+    classes = ctx.state.classes
+    types = sorted({classes[c].gpu_type.name for c in per_member[0]})
+    usable = [t for t in types
+              if all(any(classes[c].gpu_type.name == t for c in cls) for cls in per_member)]
+    if spec.gpu_types:
+        rank = {t: i for i, t in enumerate(spec.gpu_types)}
+        usable.sort(key=lambda t: (rank.get(t, len(rank)), t))
+    else:
+        def device_key(t: str) -> tuple[int, float, str]:
+            info = ctx.gpu_types.get(t)
+            return (info.memory_gb if info else 0, info.throughput if info else 0.0, t)
+        usable.sort(key=device_key)
+    return [
+        TypeOption(t, tuple(tuple(c for c in cls if classes[c].gpu_type.name == t)
+                            for cls in per_member))
+        for t in usable
+    ]
+
+
+def quota_for(ctx: CycleContext, spec: JobSpec, option: TypeOption, gpus: int) -> QuotaVerdict:
+    """The ledger's verdict for ``gpus`` more GPUs of the option's type. Heterogeneous gangs
+    are checked per type after placement (:func:`quota_for_grants`)."""
+    if option.gpu_type is None:
+        return QuotaVerdict(admitted=True, borrowed=False, governed=False)
+    return ctx.ledger.check(spec.team, option.gpu_type, gpus)
+
+
+def gpus_by_type(ctx: CycleContext, nodes_gpus: list[tuple[int, int]]) -> dict[str, int]:
+    """GPUs per GPU type for (node, gpus) pairs, keys sorted."""
+    out: dict[str, int] = {}
+    for node, gpus in nodes_gpus:
+        t = ctx.state.nodes[node].gpu_type
+        out[t] = out.get(t, 0) + gpus
+    return dict(sorted(out.items()))
+
+
+def quota_for_grants(ctx: CycleContext, spec: JobSpec,
+                     by_type: dict[str, int]) -> tuple[bool, bool, str | None]:
+    """(admitted, borrowed, first refusing type) for a placement spanning several types."""
+    borrowed = False
+    for t, n in by_type.items():
+        verdict = ctx.ledger.check(spec.team, t, n)
+        if not verdict.admitted:
+            return False, False, t
+        borrowed = borrowed or verdict.borrowed
+    return True, borrowed, None
+
+
+def elastic_note(spec: JobSpec) -> str:
+    if is_elastic(spec):
+        return f" (elastic {spec.min_gpus}..{spec.max_gpus} GPUs)"
+    return ""

@@ -1,0 +1,241 @@
+"""Phase 5: runtime limits, the head job's reservation (EASY backfill) and release timelines.
+
+Seed 000: unrestricted backfill starves large jobs; EASY backfilling (Mu'alem and Feitelson,
+2001) reserves a start for the head job and backfills only jobs that cannot delay it, which
+needs runtime estimates, which enforced runtime limits make honest.
+
+* :func:`enforce_runtime_limits`: a running job at or past ``started_at + runtime_limit_s`` is
+  killed. Its GPUs are released when the control loop has fenced it, so this cycle still
+  counts them as held, but reservations may count on them from ``now``.
+* :func:`plan_reservation`: the first job that is admitted by quota but finds no room gets a
+  reservation. Running jobs are removed as what-ifs in order of their expected end (runtime
+  limit; ``now`` for killed jobs; ``now`` + grace for terminating ones) until the job's gang
+  can be placed; that time and those GPUs (GPU-granular, not whole nodes) are the promise.
+  The currently free part of those GPUs is held for the job; a later job may use held GPUs
+  only if its own runtime limit ends it before the reservation starts (see
+  :func:`may_backfill_into`). GPUs the head does not need are free for anyone.
+* :class:`ReleaseTimeline`: counts of free GPUs per node class at each future release time,
+  for cheap ETA estimates of every other waiting job.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from scheduler_core.context import ActiveReservation, CycleContext
+from scheduler_core.gang import Demand
+from scheduler_core.placement import PlacementRequest
+from scheduler_core.state import HOLD, JOB, Grant, Restore
+from scheduler_core.types import JobSpec, Kill, RunningJob
+
+RESERVATION_PROBES = 24
+"""Placement attempts (at distinct release times) spent looking for the head's start."""
+
+
+def _hours(seconds: float) -> str:
+    return f"{seconds / 3600:.1f} h"
+
+
+def enforce_runtime_limits(ctx: CycleContext) -> None:
+    """Kill every running job that reached its runtime limit (not already terminating)."""
+    now = ctx.snapshot.now
+    for job_id, job in ctx.running.items():
+        limit = job.spec.runtime_limit_s
+        if limit is None or job.terminating or now < job.started_at + limit:
+            continue
+        ctx.killed[job_id] = Kill(
+            job_id=job_id,
+            message=(
+                f"Job {job_id} reached its runtime limit of {_hours(limit)} "
+                f"(started {_hours(now - job.started_at)} ago) and is stopped."
+            ),
+            generation=job.generation,
+        )
+
+
+def expected_end(ctx: CycleContext, job: RunningJob) -> float | None:
+    """When a running job will release its GPUs, if the engine can know it."""
+    now = ctx.snapshot.now
+    if job.spec.id in ctx.killed:
+        return now
+    if job.terminating:
+        pc = ctx.priority.get(job.spec.priority_class)
+        return now + (pc.grace_period_s if pc is not None else 0)
+    if job.spec.runtime_limit_s is not None:
+        return max(now, job.started_at + job.spec.runtime_limit_s)
+    return None
+
+
+def _release_groups(ctx: CycleContext) -> list[tuple[float, list[str]]]:
+    """Holders with a known end, grouped by end time, earliest first."""
+    by_time: dict[float, list[str]] = {}
+    for job_id, end in ctx.ends.items():
+        if (JOB, job_id) in ctx.state.holdings:
+            by_time.setdefault(end, []).append(job_id)
+    return [(t, sorted(ids)) for t, ids in sorted(by_time.items())]
+
+
+def plan_reservation(ctx: CycleContext, spec: JobSpec,
+                     request: PlacementRequest) -> ActiveReservation | None:
+    """The earliest start (and GPUs) for ``request`` as running jobs end, or ``None``.
+
+    Steps: walk release times in order, removing the jobs that end then (what-ifs); skip times
+    at which the capable free GPUs are still fewer than the gang needs; try a placement at
+    up to ``RESERVATION_PROBES`` times; undo every removal."""
+    state = ctx.state
+    union = tuple(sorted({c for cls in request.member_classes for c in cls}))
+    restores: list[Restore] = []
+    found: tuple[float, list[Grant]] | None = None
+    probes = 0
+    try:
+        for at, job_ids in _release_groups(ctx):
+            for job_id in job_ids:
+                restores.append(state.simulate_removal((JOB, job_id)))
+            if state.free_in(0, 0, union) < request.demand.gpus:
+                continue
+            probes += 1
+            grants = ctx.placer.place(request)
+            if grants is not None:
+                found = (at, grants)
+                break
+            if probes >= RESERVATION_PROBES:
+                break
+    finally:
+        for restore in reversed(restores):
+            restore()
+    if found is None:
+        return None
+    reservation = ActiveReservation(spec.id, float(found[0]), tuple(found[1]))
+    hold(ctx, reservation)
+    return reservation
+
+
+def hold(ctx: CycleContext, reservation: ActiveReservation) -> None:
+    """Hold the currently free part of a reservation's GPUs for its job."""
+    state = ctx.state
+    holder = (HOLD, reservation.job_id)
+    state.release(holder)
+    for g in reservation.grants:
+        free = g.mask & state.free_mask[g.node]
+        if not free:
+            continue
+        share = free.bit_count() / g.gpus
+        state.take(holder, Grant(
+            g.node, free,
+            max(0, min(int(g.cpus * share), state.free_cpus[g.node])),
+            max(0, min(int(g.memory_gb * share), state.free_mem[g.node])),
+            g.role,
+        ))
+
+
+def may_backfill_into(ctx: CycleContext, spec: JobSpec) -> bool:
+    """May ``spec`` use GPUs held for the head's reservation? Only if its runtime limit ends
+    it no later than the reservation's start, so it cannot delay the head."""
+    head = ctx.head
+    if head is None or spec.runtime_limit_s is None:
+        return False
+    return ctx.snapshot.now + spec.runtime_limit_s <= head.start_at
+
+
+@dataclass(frozen=True, slots=True)
+class _Frame:
+    free: dict[int, int]
+    at_least: dict[int, tuple[int, ...]]
+
+
+class ReleaseTimeline:
+    """Free capacity per node class after each future release, for ETA estimates.
+
+    Built once per cycle from the state after the plan (binds and holds in place): frame ``i``
+    is the capacity once every holder ending at or before ``times[i]`` is gone. A query
+    binary-searches the first frame where the gang's capable classes have enough free GPUs and
+    enough nodes with room for its largest member; it ignores jobs ahead in the queue, so it
+    is an estimate, labelled as such in the explanation."""
+
+    def __init__(self, ctx: CycleContext) -> None:
+        state = ctx.state
+        free = list(state.free_gpus)
+        widths = [nc.gpus for nc in state.classes]
+        free_sum = {c: 0 for c in range(len(widths))}
+        at_least = {c: [0] * (widths[c] + 1) for c in range(len(widths))}
+        for n, f in enumerate(free):
+            if not state.ready[n]:
+                continue
+            c = state.node_class[n]
+            free_sum[c] += f
+            for s in range(1, f + 1):
+                at_least[c][s] += 1
+        self.now = ctx.snapshot.now
+        self.frames: list[_Frame] = [self._frame(free_sum, at_least)]
+        self.times: list[float] = [self.now]
+        for at, job_ids in _release_groups(ctx):
+            for job_id in job_ids:
+                for g in state.holdings.get((JOB, job_id), []):
+                    n = g.node
+                    if not state.ready[n]:
+                        continue
+                    c = state.node_class[n]
+                    before, after = free[n], free[n] + g.gpus
+                    free[n] = after
+                    free_sum[c] += g.gpus
+                    for s in range(before + 1, after + 1):
+                        at_least[c][s] += 1
+            self.frames.append(self._frame(free_sum, at_least))
+            self.times.append(at)
+
+    @staticmethod
+    def _frame(free_sum: dict[int, int], at_least: dict[int, list[int]]) -> _Frame:
+        return _Frame(dict(free_sum), {c: tuple(v) for c, v in at_least.items()})
+
+    def _fits(self, i: int, demand: Demand, classes: tuple[int, ...]) -> bool:
+        frame = self.frames[i]
+        if sum(frame.free[c] for c in classes) < demand.gpus:
+            return False
+        largest = demand.largest_member
+        bigs = sum(1 for m in demand.members if 2 * m.gpus > largest)
+        nodes = 0
+        for c in classes:
+            row = frame.at_least[c]
+            if largest < len(row):
+                nodes += row[largest]
+        return nodes >= bigs
+
+    def eta(self, demand: Demand, classes: tuple[int, ...]) -> float | None:
+        """Estimated earliest start, or ``None`` when capacity suffices already (something
+        else blocks the job) or never frees up within known runtime limits."""
+        if not classes or self._fits(0, demand, classes):
+            return None
+        lo, hi = 1, len(self.frames)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self._fits(mid, demand, classes):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo >= len(self.frames):
+            return None
+        return self.times[lo]
+
+
+def team_release_eta(ctx: CycleContext, team: str, gpu_type: str, shortage: int) -> float | None:
+    """When ``team`` will have released ``shortage`` GPUs of ``gpu_type`` by runtime limits."""
+    if shortage <= 0:
+        return ctx.snapshot.now
+    ends: list[tuple[float, int]] = []
+    for job_id, end in ctx.ends.items():
+        spec = ctx.running[job_id].spec if job_id in ctx.running else ctx.bound_specs.get(job_id)
+        if spec is None or spec.team != team:
+            continue
+        gpus = sum(
+            g.gpus for g in ctx.state.holdings.get((JOB, job_id), [])
+            if ctx.state.nodes[g.node].gpu_type == gpu_type
+        )
+        if gpus:
+            ends.append((end, gpus))
+    ends.sort()
+    total = 0
+    for end, gpus in ends:
+        total += gpus
+        if total >= shortage:
+            return end
+    return None

@@ -1,0 +1,114 @@
+"""The working data of one cycle, shared by the phase functions.
+
+Everything here is built from the snapshot at the start of :func:`scheduler_core.schedule` and
+dropped at its end; nothing survives between cycles. Phases read and extend it in a fixed
+order, so the plan is a pure function of (snapshot, config).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from scheduler_core.gang import Demand, Member
+from scheduler_core.placement import Placer
+from scheduler_core.plugins.registry import Plugins
+from scheduler_core.quota import QuotaLedger
+from scheduler_core.state import ClusterState, Grant
+from scheduler_core.types import (
+    Bind,
+    GpuTypeInfo,
+    JobSpec,
+    Kill,
+    Preemption,
+    PriorityClassInfo,
+    ReasonCode,
+    Reservation,
+    Resize,
+    RunningJob,
+    SchedulerConfig,
+    Snapshot,
+)
+
+ShapeKey = tuple[Demand, tuple[tuple[int, ...], ...], str, bool]
+"""(gang, allowed node classes per member, score plugin, may use reserved GPUs)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """Why a pending job did not start this cycle, as decided by the phase that stopped it.
+
+    ``eta`` is set when the deciding phase knows the start (a reservation, a nomination);
+    otherwise phase 7 estimates one from the release timeline for ``demand`` on
+    ``classes``."""
+
+    code: ReasonCode
+    message: str
+    resolvable: bool
+    would_start_if: str
+    eta: float | None = None
+    demand: Demand | None = None
+    classes: tuple[int, ...] = ()
+    needs_whole_node: bool = False
+    quota_type: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActiveReservation:
+    """The head job's promise (EASY backfill): these grants, at ``start_at``."""
+
+    job_id: str
+    start_at: float
+    grants: tuple[Grant, ...]
+
+
+@dataclass(slots=True)
+class CycleContext:
+    snapshot: Snapshot
+    config: SchedulerConfig
+    plugins: Plugins
+    state: ClusterState
+    ledger: QuotaLedger
+    placer: Placer
+    gpu_types: dict[str, GpuTypeInfo]
+    priority: dict[str, PriorityClassInfo]
+    running: dict[str, RunningJob]
+    shares: dict[str, float]
+    clock: Callable[[], float] | None = None
+    # expected end of every holder that will release its GPUs at a known time
+    ends: dict[str, float] = field(default_factory=dict)
+    killed: dict[str, Kill] = field(default_factory=dict)
+    preempted: dict[str, Preemption] = field(default_factory=dict)
+    resized: dict[str, Resize] = field(default_factory=dict)
+    bound: dict[str, Bind] = field(default_factory=dict)
+    bound_specs: dict[str, JobSpec] = field(default_factory=dict)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
+    head: ActiveReservation | None = None
+    claimed_terminating: set[str] = field(default_factory=set)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    positions: dict[str, int] = field(default_factory=dict)
+    failed_shapes: dict[ShapeKey, bool] = field(default_factory=dict)
+    capable: dict[Member, tuple[int, ...]] = field(default_factory=dict)
+    behind_head: set[ShapeKey] = field(default_factory=set)
+    head_released: bool = False
+    victim_hint: tuple[int | None, bool, bool] | None = None
+    attempts: int = 0
+    preemption_searches: int = 0
+    reservation_searches: int = 0
+    untried: int = 0
+    durations: dict[str, float] = field(default_factory=dict)
+
+    def timed(self, phase: str, start: float | None) -> float | None:
+        """Add the time since ``start`` to ``phase``; returns the new start."""
+        if self.clock is None or start is None:
+            return None
+        now = self.clock()
+        self.durations[phase] = self.durations.get(phase, 0.0) + (now - start)
+        return now
+
+    def tick(self) -> float | None:
+        return self.clock() if self.clock is not None else None
+
+    def priority_value(self, spec: JobSpec) -> int:
+        pc = self.priority.get(spec.priority_class)
+        return pc.value if pc is not None else 0

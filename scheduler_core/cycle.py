@@ -1,0 +1,604 @@
+"""One scheduling cycle: a snapshot in, a plan out.
+
+    # 0. enforce runtime limits      backfill.enforce_runtime_limits
+    # 1. order the queue             queue.order_queue
+    #    for each pending job, in order:
+    # 2.   admit under quota         admission.*  (validity, capability, quota per GPU type)
+    # 3.   filter nodes              placement.Placer + filter plugins
+    # 4.   score                     placement.Placer + score plugins + eq. 2 topology scorer
+    # 5.   reserve / backfill        backfill.plan_reservation (head job), may_backfill_into
+    # 6.   preempt                   preemption.preempt_for (nomination, victims, reprieve)
+    # 5b. grow elastic jobs          elastic.grow_elastic
+    # 7. explain what is left        explain.explain, fleet.fleet_figures
+
+Keeping the cycle fast (1,250 nodes x 8 GPUs, 5,000 pending, 2,000 running):
+
+* Candidates come from free-capacity indexes, never from a scan of all nodes.
+* Capacity only shrinks during the loop (binds, holds; preempted GPUs are released by the
+  control loop after fencing, not in this cycle), so a gang shape that failed once fails for
+  the rest of the cycle: identical shapes are skipped (``ctx.failed_shapes``).
+* At most ``max_placement_attempts`` full placement searches run per cycle; jobs beyond that
+  are still explained from the indexes (quota, capacity counts) without a search.
+* Preemption searches and reservation searches are capped per cycle as well.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from scheduler_core.admission import (
+    TypeOption,
+    capable_classes,
+    elastic_note,
+    gpus_by_type,
+    invalid_request,
+    never_runs,
+    none_ready,
+    quota_for,
+    quota_for_grants,
+    type_options,
+)
+from scheduler_core.backfill import (
+    enforce_runtime_limits,
+    expected_end,
+    hold,
+    may_backfill_into,
+    plan_reservation,
+)
+from scheduler_core.context import CycleContext, Outcome, ShapeKey
+from scheduler_core.elastic import grow_elastic
+from scheduler_core.errors import SnapshotError
+from scheduler_core.explain import diagnose, explain, type_names
+from scheduler_core.fairshare import dominant_shares
+from scheduler_core.fleet import fleet_figures
+from scheduler_core.gang import Demand, demand_for, elastic_sizes, node_size_for
+from scheduler_core.placement import Placer, PlacementRequest
+from scheduler_core.plugins.protocols import ScorePlugin
+from scheduler_core.plugins.registry import Plugins, build_plugins
+from scheduler_core.preemption import Found, Protected, nominate, preempt_for
+from scheduler_core.queue import order_queue
+from scheduler_core.quota import QuotaLedger, QuotaVerdict
+from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant, indices_of
+from scheduler_core.types import (
+    Bind,
+    GpuPlacement,
+    GpuTypeInfo,
+    JobSpec,
+    Plan,
+    Preemption,
+    PreemptionReason,
+    ReasonCode,
+    Reservation,
+    Resize,
+    RunningJob,
+    SchedulerConfig,
+    Snapshot,
+)
+
+MAX_RESERVATION_SEARCHES = 3
+"""Jobs that may look for a reservation per cycle (only one can hold it: EASY)."""
+
+
+def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, *,
+             clock: Callable[[], float] | None = None) -> Plan:
+    """Decide one cycle for ``snapshot`` under ``config`` (default policy if ``None``).
+
+    ``clock`` (for example ``time.perf_counter``) is only used to fill
+    ``Plan.phase_durations``; it never influences a decision. The plan is deterministic:
+    the same snapshot and config always give an equal plan.
+
+    Raises :class:`~scheduler_core.errors.ConfigError` for an invalid config and
+    :class:`~scheduler_core.errors.SnapshotError` for a self-contradicting snapshot.
+    """
+    cfg = config if config is not None else SchedulerConfig()
+    plugins = build_plugins(cfg)
+    ctx = _context(snapshot, cfg, plugins, clock)
+    started = ctx.tick()
+
+    # 0. enforce runtime limits (backfill's promises rest on them)
+    enforce_runtime_limits(ctx)
+    for job_id, job in ctx.running.items():
+        end = expected_end(ctx, job)
+        if end is not None:
+            ctx.ends[job_id] = end
+    mark = ctx.timed("limits", started)
+
+    # 1. order the queue
+    queue = order_queue(ctx)
+    mark = ctx.timed("order", mark)
+
+    # 2.-6. admit, filter, score, reserve/backfill, preempt: one job at a time, in order
+    for position, spec in enumerate(queue, 1):
+        ctx.positions[spec.id] = position
+        _decide(ctx, spec)
+    mark = ctx.tick()
+
+    # 5b. elastic jobs grow into what is left
+    grow_elastic(ctx)
+    mark = ctx.timed("reserve_backfill", mark)
+
+    # 7. explain what is left
+    pending = explain(ctx, queue)
+    by_reason: dict[str, int] = {}
+    for p in pending:
+        by_reason[p.reason] = by_reason.get(p.reason, 0) + 1
+    whole_waits = any(
+        ctx.outcomes[p.job_id].needs_whole_node and p.resolvable for p in pending
+    )
+    fleet = fleet_figures(ctx, by_reason, whole_waits)
+    ctx.timed("explain", mark)
+
+    return Plan(
+        binds=tuple(sorted(ctx.bound.values(), key=lambda b: b.job_id)),
+        preemptions=tuple(sorted(ctx.preempted.values(), key=lambda p: p.job_id)),
+        resizes=tuple(sorted(ctx.resized.values(), key=lambda r: r.job_id)),
+        reservations=tuple(sorted(ctx.reservations.values(), key=lambda r: r.job_id)),
+        pending=pending,
+        kills=tuple(sorted(ctx.killed.values(), key=lambda k: k.job_id)),
+        fleet=fleet,
+        epoch=snapshot.epoch,
+        phase_durations=dict(sorted(ctx.durations.items())),
+    )
+
+
+# ---------------------------------------------------------------------------- setup
+
+
+def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
+             clock: Callable[[], float] | None) -> CycleContext:
+    gpu_types: dict[str, GpuTypeInfo] = {t.name: t for t in sorted(snapshot.gpu_types,
+                                                                    key=lambda t: t.name)}
+    state = ClusterState(snapshot.nodes, gpu_types)
+    ledger = QuotaLedger(snapshot.quotas)
+    running: dict[str, RunningJob] = {}
+    for job in sorted(snapshot.running, key=lambda j: j.spec.id):
+        if job.spec.id in running:
+            raise SnapshotError(f"running job {job.spec.id!r} appears twice in the snapshot")
+        running[job.spec.id] = job
+        role_cpu = {r.name: r.cpus_per_gpu or job.spec.cpus_per_gpu for r in job.spec.roles}
+        role_mem = {r.name: r.memory_gb_per_gpu or job.spec.memory_gb_per_gpu
+                    for r in job.spec.roles}
+        for p in job.placements:
+            grants = state.grants_of(
+                (p,),
+                role_cpu.get(p.role, job.spec.cpus_per_gpu),
+                role_mem.get(p.role, job.spec.memory_gb_per_gpu),
+                job.spec.id,
+            )
+            for g in grants:
+                state.take((JOB, job.spec.id), g)
+                ledger.charge(job.spec.team, state.nodes[g.node].gpu_type, g.gpus)
+    shares = dominant_shares(snapshot.now, snapshot.nodes, snapshot.running,
+                             snapshot.team_usage, cfg.fair_share_half_life_s)
+    return CycleContext(
+        snapshot=snapshot,
+        config=cfg,
+        plugins=plugins,
+        state=state,
+        ledger=ledger,
+        placer=Placer(state, plugins.filters, plugins.topology),
+        gpu_types=gpu_types,
+        priority={p.name: p for p in sorted(snapshot.priority_classes, key=lambda p: p.name)},
+        running=running,
+        shares=shares,
+        clock=clock,
+    )
+
+
+# ---------------------------------------------------------------------------- per job
+
+
+def _node_size(ctx: CycleContext, spec: JobSpec) -> int:
+    sizes: dict[str, int] = {}
+    for nc in ctx.state.classes:
+        sizes[nc.gpu_type.name] = max(sizes.get(nc.gpu_type.name, 0), nc.gpus)
+    return node_size_for(spec, sizes, ctx.gpu_types)
+
+
+def _classes_for(ctx: CycleContext, demand: Demand,
+                 option: TypeOption) -> tuple[tuple[int, ...], ...]:
+    out = []
+    for m in demand.members:
+        cls = capable_classes(ctx, m)
+        if option.gpu_type is not None:
+            cls = tuple(c for c in cls if ctx.state.classes[c].gpu_type.name == option.gpu_type)
+        out.append(cls)
+    return tuple(out)
+
+
+def _needs_whole(ctx: CycleContext, demand: Demand,
+                 member_classes: tuple[tuple[int, ...], ...]) -> bool:
+    return any(
+        m.gpus >= ctx.state.classes[c].gpus
+        for m, cls in zip(demand.members, member_classes, strict=True)
+        for c in cls
+    )
+
+
+def _settle(ctx: CycleContext, spec: JobSpec, outcome: Outcome) -> None:
+    ctx.outcomes[spec.id] = outcome
+
+
+def _decide(ctx: CycleContext, spec: JobSpec) -> None:
+    """Phases 2 to 6 for one pending job; records a bind or an outcome."""
+    mark = ctx.tick()
+    cfg = ctx.config
+
+    # 2. admit: a valid request, a known class, capable somewhere, a quota that could cover it
+    invalid = invalid_request(spec)
+    if invalid is not None:
+        _settle(ctx, spec, Outcome(ReasonCode.INVALID_REQUEST, f"Invalid request: {invalid}.",
+                                   False, "the request is corrected"))
+        return
+    if spec.priority_class not in ctx.priority:
+        known = ", ".join(sorted(ctx.priority)) or "none"
+        _settle(ctx, spec, Outcome(
+            ReasonCode.UNKNOWN_PRIORITY_CLASS,
+            f"Priority class {spec.priority_class!r} does not exist (known: {known}).",
+            False, f"priority class {spec.priority_class!r} is created or the job names a known one",
+        ))
+        return
+    node_size = _node_size(ctx, spec)
+    sizes = elastic_sizes(spec)
+    smallest = demand_for(spec, sizes[-1], node_size)
+    per_member = [capable_classes(ctx, m) for m in smallest.members]
+    never = never_runs(ctx, smallest, per_member)
+    if never is not None:
+        _settle(ctx, spec, Outcome(ReasonCode.CAN_NEVER_RUN,
+                                   f"Can never run on this fleet: it {never}.", False,
+                                   "the request changes or the fleet gains capable nodes"))
+        return
+    options = type_options(ctx, spec, smallest, per_member)
+    if not options:
+        _settle(ctx, spec, Outcome(
+            ReasonCode.CAN_NEVER_RUN,
+            "Can never run on this fleet: no single GPU type can host every member of its gang.",
+            False, "the request changes or the fleet gains capable nodes",
+        ))
+        return
+    verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
+    if all(v.governed and v.never for _, v in verdicts):
+        o, v = verdicts[0]
+        _settle(ctx, spec, Outcome(
+            ReasonCode.CAN_NEVER_RUN,
+            f"Can never run under its quota: {v.describe(spec.team, o.gpu_type or 'any', smallest.gpus)}, "
+            f"more than nominal plus everything it may borrow.",
+            False, f"team {spec.team}'s quota or borrowing limit grows",
+        ))
+        return
+    not_ready = none_ready(ctx, per_member)
+    if not_ready is not None:
+        _settle(ctx, spec, Outcome(ReasonCode.NODE_NOT_READY, f"Waiting: {not_ready}.", True,
+                                   "a capable node returns to ready"))
+        return
+    score = ctx.plugins.score_by_workload[spec.workload]
+    needs_whole = _needs_whole(ctx, smallest, options[0].member_classes)
+    mark = ctx.timed("admit", mark)
+
+    if ctx.attempts >= cfg.max_placement_attempts:
+        ctx.untried += 1
+        _settle(ctx, spec, _untried(ctx, spec, smallest, options, verdicts, needs_whole))
+        return
+
+    # 3.+4. filter and score, largest size first for elastic jobs, preferred GPU type first
+    refusal: tuple[TypeOption, QuotaVerdict, int] | None = None
+    admitted_option: TypeOption | None = None
+    blocked_by_head = False
+    for size in sizes:
+        demand = smallest if size == sizes[-1] else demand_for(spec, size, node_size)
+        for option in options:
+            member_classes = (option.member_classes if demand is smallest
+                              else _classes_for(ctx, demand, option))
+            if any(not c for c in member_classes):
+                continue
+            verdict = quota_for(ctx, spec, option, demand.gpus)
+            if not verdict.admitted:
+                if refusal is None or demand is smallest:
+                    refusal = refusal or (option, verdict, demand.gpus)
+                continue
+            if demand is smallest and admitted_option is None:
+                admitted_option = option
+            grants, behind = _attempt(ctx, spec, demand, member_classes, score)
+            blocked_by_head = blocked_by_head or (behind and demand is smallest)
+            if grants is None:
+                continue
+            borrowed = verdict.borrowed
+            if option.gpu_type is None:
+                ok, borrowed, refused_type = quota_for_grants(
+                    ctx, spec, gpus_by_type(ctx, [(g.node, g.gpus) for g in grants]))
+                if not ok:
+                    _rehold(ctx)
+                    assert refused_type is not None
+                    v = ctx.ledger.check(spec.team, refused_type, demand.gpus)
+                    refusal = refusal or (TypeOption(refused_type, member_classes), v, demand.gpus)
+                    continue
+            _commit(ctx, spec, grants, borrowed)
+            _rehold(ctx)
+            ctx.timed("filter_score", mark)
+            return
+    mark = ctx.timed("filter_score", mark)
+
+    # 6. preempt (or wait for jobs already stopping) before reserving
+    protected: str | None = None
+    if cfg.preemption and ctx.preemption_searches < cfg.max_preemption_searches \
+            and _may_find_victims(ctx, spec):
+        ctx.preemption_searches += 1
+        for option in options:
+            result = _preempt(ctx, spec, smallest, option, score)
+            if isinstance(result, Found):
+                _apply_preemption(ctx, spec, smallest, option, result, needs_whole)
+                ctx.timed("preempt", mark)
+                return
+            if isinstance(result, Protected) and protected is None:
+                protected = result.why
+    mark = ctx.timed("preempt", mark)
+
+    if admitted_option is None:
+        assert refusal is not None
+        option, verdict, gpus = refusal
+        _settle(ctx, spec, _quota_outcome(ctx, spec, option, verdict, gpus, smallest,
+                                          needs_whole))
+        return
+    member_classes = admitted_option.member_classes
+    if protected is not None:
+        _settle(ctx, spec, Outcome(
+            ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
+            f"It could start by preemption, but the candidates are protected: {protected}.",
+            True, "the protected jobs pass their minimum runtime or budget window, or GPUs free up",
+            demand=smallest, classes=tuple(sorted({c for cls in member_classes for c in cls})),
+            needs_whole_node=needs_whole,
+        ))
+        return
+
+    # 5. reserve: the first job that cannot start gets the EASY reservation
+    if cfg.backfill and ctx.head is None and ctx.reservation_searches < MAX_RESERVATION_SEARCHES \
+            and not blocked_by_head:
+        ctx.reservation_searches += 1
+        reservation = plan_reservation(ctx, spec, PlacementRequest(smallest, member_classes, score))
+        mark = ctx.timed("reserve_backfill", mark)
+        if reservation is not None:
+            ctx.head = reservation
+            placements = ctx.state.placements(reservation.grants)
+            ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
+            gpus = sum(g.gpus for g in reservation.grants)
+            _settle(ctx, spec, Outcome(
+                ReasonCode.WAITING_FOR_RESERVATION,
+                f"Holds a reservation for {gpus} GPUs on {len(placements)} nodes from "
+                f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
+                f"smaller jobs may use those GPUs only if they end before then.",
+                True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
+                eta=reservation.start_at, demand=smallest,
+                classes=tuple(sorted({c for cls in member_classes for c in cls})),
+                needs_whole_node=needs_whole,
+            ))
+            return
+    _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, blocked_by_head,
+                                needs_whole))
+
+
+def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
+             member_classes: tuple[tuple[int, ...], ...],
+             score: ScorePlugin) -> tuple[list[Grant] | None, bool]:
+    """One gang placement (phases 3-4), honouring the head's reservation.
+
+    Returns the grants (not yet taken) and whether the gang would fit only on GPUs held for
+    the head job. When the grants use held GPUs, the hold stays released until
+    :func:`_rehold` runs after the commit."""
+    state = ctx.state
+    union = tuple(sorted({c for cls in member_classes for c in cls}))
+    free = state.free_in(FLEET, 0, union)
+    head_held = 0
+    if ctx.head is not None:
+        head_held = sum(g.gpus for g in state.holdings.get((HOLD, ctx.head.job_id), [])
+                        if state.node_class[g.node] in union)
+    if free + head_held < demand.gpus:
+        return None, False
+    request = PlacementRequest(demand, member_classes, score)
+    key: ShapeKey = (demand, member_classes, score.NAME, False)
+    if free >= demand.gpus and key not in ctx.failed_shapes:
+        ctx.attempts += 1
+        grants = ctx.placer.place(request)
+        if grants is not None:
+            return grants, False
+        ctx.failed_shapes[key] = True
+    if ctx.head is None or head_held == 0:
+        return None, False
+    key = (demand, member_classes, score.NAME, True)
+    if key in ctx.failed_shapes:
+        return None, False
+    eligible = may_backfill_into(ctx, spec)
+    if key in ctx.behind_head and not eligible:
+        return None, True
+    ctx.attempts += 1
+    state.release((HOLD, ctx.head.job_id))
+    ctx.head_released = True
+    grants = ctx.placer.place(request)
+    if grants is None:
+        ctx.failed_shapes[key] = True
+        _rehold(ctx)
+        return None, False
+    ctx.behind_head.add(key)
+    if eligible:
+        return grants, False
+    _rehold(ctx)
+    return None, True
+
+
+def _rehold(ctx: CycleContext) -> None:
+    if ctx.head_released and ctx.head is not None:
+        hold(ctx, ctx.head)
+    ctx.head_released = False
+
+
+def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: bool) -> None:
+    state = ctx.state
+    holder = (JOB, spec.id)
+    for g in grants:
+        state.take(holder, g)
+    for t, n in gpus_by_type(ctx, [(g.node, g.gpus) for g in grants]).items():
+        ctx.ledger.charge(spec.team, t, n)
+    ctx.bound[spec.id] = Bind(spec.id, state.placements(grants), borrowed)
+    ctx.bound_specs[spec.id] = spec
+    if spec.runtime_limit_s is not None:
+        ctx.ends[spec.id] = ctx.snapshot.now + spec.runtime_limit_s
+
+
+def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: list[TypeOption],
+             verdicts: list[tuple[TypeOption, QuotaVerdict]], needs_whole: bool) -> Outcome:
+    """Explain a job the cycle had no placement attempts left for, from indexes only."""
+    admitted = [o for o, v in verdicts if v.admitted]
+    if not admitted:
+        o, v = verdicts[0]
+        return _quota_outcome(ctx, spec, o, v, demand.gpus, demand, needs_whole)
+    classes = tuple(sorted({c for cls in admitted[0].member_classes for c in cls}))
+    free = ctx.state.free_in(FLEET, 0, classes)
+    if free < demand.gpus:
+        kind = type_names(ctx, classes)
+        return Outcome(ReasonCode.INSUFFICIENT_GPUS,
+                       f"Needs {demand.gpus} {kind} GPUs; {free} are free.", True,
+                       f"{demand.gpus - free} more {kind} GPUs free up", demand=demand,
+                       classes=classes, needs_whole_node=needs_whole)
+    ahead = ctx.positions[spec.id] - 1
+    return Outcome(
+        ReasonCode.BEHIND_HIGHER_PRIORITY,
+        f"Not tried this cycle: the {ctx.config.max_placement_attempts} placement attempts of "
+        f"a cycle went to the {ahead} jobs ahead of it.",
+        True, "jobs ahead of it start or leave the queue",
+        demand=demand, classes=classes, needs_whole_node=needs_whole,
+    )
+
+
+def _quota_outcome(ctx: CycleContext, spec: JobSpec, option: TypeOption, verdict: QuotaVerdict,
+                   gpus: int, demand: Demand, needs_whole: bool) -> Outcome:
+    gpu_type = option.gpu_type or "any"
+    return Outcome(
+        ReasonCode.QUOTA_EXCEEDED,
+        f"Over quota: {verdict.describe(spec.team, gpu_type, gpus)}{elastic_note(spec)}.",
+        True,
+        f"team {spec.team} frees {max(1, verdict.used + gpus - verdict.nominal - verdict.borrowable)} "
+        f"{gpu_type} GPUs or its cohort lends more",
+        demand=demand,
+        classes=tuple(sorted({c for cls in option.member_classes for c in cls})),
+        needs_whole_node=needs_whole,
+        quota_type=option.gpu_type,
+    )
+
+
+# ---------------------------------------------------------------------------- preemption
+
+
+def _may_find_victims(ctx: CycleContext, spec: JobSpec) -> bool:
+    """Cheap test: is there any job stopping, borrowed, or of a lower priority class?"""
+    if ctx.victim_hint is None:
+        lowest = min((ctx.priority_value(j.spec) for j in ctx.running.values()), default=None)
+        stopping = any(j.terminating for j in ctx.running.values())
+        borrowed = any(j.borrowed for j in ctx.running.values())
+        ctx.victim_hint = (lowest, stopping, borrowed)
+    lowest, stopping, borrowed = ctx.victim_hint
+    if stopping or ctx.killed or borrowed:
+        return True
+    pc = ctx.priority[spec.priority_class]
+    return pc.may_preempt_lower and lowest is not None and lowest < pc.value
+
+
+def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,
+             score: ScorePlugin) -> Found | Protected | None:
+    member_classes = option.member_classes
+    request = PlacementRequest(demand, member_classes, score)
+
+    def fit() -> list[Grant] | None:
+        if option.gpu_type is not None and not quota_for(ctx, spec, option, demand.gpus).admitted:
+            return None
+        grants = ctx.placer.place(request)
+        if grants is None:
+            return None
+        if option.gpu_type is None:
+            ok, _, _ = quota_for_grants(
+                ctx, spec, gpus_by_type(ctx, [(g.node, g.gpus) for g in grants]))
+            if not ok:
+                return None
+        return grants
+
+    classes = frozenset(c for cls in member_classes for c in cls)
+    return preempt_for(ctx, spec, demand.gpus, option.gpu_type, classes, fit)
+
+
+def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,
+                      found: Found, needs_whole: bool) -> None:
+    start = nominate(ctx, spec, found)
+    pc = ctx.priority[spec.priority_class]
+    shrinks: dict[str, list[Grant]] = {}
+    smallest_to: dict[str, int] = {}
+    parts = found.parts or tuple(None for _ in found.victims)
+    for victim, part in zip(found.victims, parts, strict=True):
+        job = ctx.running[victim.job_id]
+        vpc = ctx.priority[job.spec.priority_class]
+        if part is not None:
+            shrinks.setdefault(victim.job_id, []).extend(part)
+            assert victim.shrink_to is not None
+            smallest_to[victim.job_id] = min(smallest_to.get(victim.job_id, victim.shrink_to),
+                                             victim.shrink_to)
+            continue
+        kind = ", ".join(f"{n} {t}" for t, n in gpus_by_type(
+            ctx, [(g.node, g.gpus) for g in ctx.state.holdings.get((JOB, victim.job_id), [])]
+        ).items())
+        if victim.reason is PreemptionReason.RECLAIM_BORROWED:
+            why = (f"team {spec.team} reclaims the {kind} GPUs it lent to team {job.spec.team}, "
+                   f"for {spec.id}")
+        else:
+            why = (f"higher-priority job {spec.id} ({pc.name}, {pc.value}) needs its {kind} "
+                   f"GPUs ({vpc.name}, {vpc.value})")
+        ctx.preempted[victim.job_id] = Preemption(
+            job_id=victim.job_id,
+            reason=victim.reason,
+            for_job=spec.id,
+            grace_period_s=vpc.grace_period_s,
+            lost_gpu_hours=round(victim.lost_gpu_hours, 6),
+            message=(
+                f"Preempted: {why}. About {victim.lost_gpu_hours:.2f} GPU-hours since its last "
+                f"checkpoint are lost; it has {vpc.grace_period_s} s to checkpoint and requeues."
+            ),
+            generation=job.generation,
+        )
+    for job_id, pieces in sorted(shrinks.items()):
+        job = ctx.running[job_id]
+        masks: dict[int, int] = {}
+        for g in ctx.state.holdings.get((JOB, job_id), []):
+            masks[g.node] = masks.get(g.node, 0) | g.mask
+        for piece in pieces:
+            masks[piece.node] &= ~piece.mask
+        remaining = tuple(sorted(
+            (GpuPlacement(ctx.state.nodes[n].name, indices_of(m)) for n, m in masks.items() if m),
+            key=lambda p: p.node,
+        ))
+        before = sum(g.gpus for g in ctx.state.holdings.get((JOB, job_id), []))
+        after = sum(len(p.gpu_indices) for p in remaining)
+        ctx.resized[job_id] = Resize(
+            job_id=job_id,
+            placements=remaining,
+            from_gpus=before,
+            to_gpus=after,
+            for_job=spec.id,
+            message=(
+                f"Shrinks from {before} to {after} GPUs (its minimum is {job.spec.min_gpus}) so "
+                f"{spec.id} can start, instead of being preempted whole."
+            ),
+            generation=job.generation,
+        )
+    placements = ctx.state.placements(found.grants)
+    ctx.reservations[spec.id] = Reservation(spec.id, start, placements)
+    if found.victims:
+        names = ", ".join(sorted({v.job_id for v in found.victims}))
+        message = (f"Preempting {names} to start on {demand.gpus} GPUs; it starts once they "
+                   f"have stopped, by t={start:.0f}.")
+        would = "the preempted jobs stop within their grace period"
+    else:
+        names = ", ".join(found.claimed)
+        message = (f"Waits for {names}, already stopping, to release the GPUs it needs, by "
+                   f"t={start:.0f}.")
+        would = "the stopping jobs release their GPUs"
+    _settle(ctx, spec, Outcome(
+        ReasonCode.WAITING_FOR_PREEMPTION, message, True, would, eta=start, demand=demand,
+        classes=tuple(sorted({c for cls in option.member_classes for c in cls})),
+        needs_whole_node=needs_whole,
+    ))

@@ -1,0 +1,103 @@
+"""Elastic jobs grow into idle capacity when the gain repays the resize (phase 5, after the
+queue). Starting at the largest size that fits and shrinking before a whole preemption are
+handled where those decisions are made (the cycle's size loop, :mod:`.preemption`).
+
+Seed rule (000 "Shrink instead of kill", Pollux): elastic jobs adapt their GPUs to load.
+
+Growth rule: a running elastic job of ``g`` GPUs with ``R`` seconds left (runtime limit, else
+``default_runtime_estimate_s``) that adds ``d`` GPUs finishes its remaining work ``R · d / (g +
+d)`` seconds sooner (its work ``g · R`` spread over ``g + d`` GPUs). It grows only if that gain
+exceeds its declared ``resize_cost_s``. Growth takes only capacity left after every pending job
+was tried, never GPUs held for a reservation or a nomination, stays within quota, and happens
+only when every pending job got its placement attempt this cycle."""
+
+from __future__ import annotations
+
+from scheduler_core.admission import capable_classes
+from scheduler_core.context import CycleContext
+from scheduler_core.gang import demand_for, is_elastic, replica_size
+from scheduler_core.placement import PlacementRequest
+from scheduler_core.state import JOB, indices_of
+from scheduler_core.types import GpuPlacement, Resize, RunningJob
+
+
+def growth_gain_s(remaining_s: float, gpus: int, added: int) -> float:
+    """Seconds saved by running the remaining work on ``gpus + added`` GPUs."""
+    if added <= 0 or remaining_s <= 0:
+        return 0.0
+    return remaining_s * added / (gpus + added)
+
+
+def _remaining(ctx: CycleContext, job: RunningJob) -> float:
+    if job.spec.runtime_limit_s is not None:
+        return job.started_at + job.spec.runtime_limit_s - ctx.snapshot.now
+    return ctx.config.default_runtime_estimate_s
+
+
+def grow_elastic(ctx: CycleContext) -> None:
+    if not ctx.config.elastic_growth or ctx.untried:
+        return
+    state = ctx.state
+    jobs = sorted(
+        (j for j in ctx.running.values() if is_elastic(j.spec)),
+        key=lambda j: (-ctx.priority_value(j.spec), j.started_at, j.spec.id),
+    )
+    for job in jobs:
+        spec = job.spec
+        if job.terminating or spec.id in ctx.killed or spec.id in ctx.preempted \
+                or spec.id in ctx.resized:
+            continue
+        holder = (JOB, spec.id)
+        held = list(state.holdings.get(holder, []))
+        if not held or spec.max_gpus is None:
+            continue
+        gpus = sum(g.gpus for g in held)
+        size = replica_size(spec)
+        room = (spec.max_gpus - gpus) // size
+        remaining = _remaining(ctx, job)
+        gpu_type = state.nodes[held[0].node].gpu_type
+        score = ctx.plugins.score_by_workload[spec.workload]
+        for k in range(room, 0, -1):
+            added = k * size
+            gain = growth_gain_s(remaining, gpus, added)
+            if gain <= spec.resize_cost_s:
+                break
+            if not ctx.ledger.check(spec.team, gpu_type, added).admitted:
+                continue
+            demand = demand_for(spec, added, state.classes[state.node_class[held[0].node]].gpus)
+            classes = tuple(
+                tuple(c for c in capable_classes(ctx, m)
+                      if state.classes[c].gpu_type.name == gpu_type)
+                for m in demand.members
+            )
+            request = PlacementRequest(demand, classes, score,
+                                       seed_nodes=tuple(sorted({g.node for g in held})))
+            grants = ctx.placer.place(request)
+            if grants is None:
+                continue
+            for g in grants:
+                state.take(holder, g)
+            ctx.ledger.charge(spec.team, gpu_type, added)
+            ctx.resized[spec.id] = Resize(
+                job_id=spec.id,
+                placements=_placements(ctx, holder),
+                from_gpus=gpus,
+                to_gpus=gpus + added,
+                for_job=None,
+                message=(
+                    f"Grows from {gpus} to {gpus + added} GPUs: finishes about {gain:.0f} s "
+                    f"sooner, more than its {spec.resize_cost_s:.0f} s resize cost."
+                ),
+                generation=job.generation,
+            )
+            break
+
+
+def _placements(ctx: CycleContext, holder: tuple[str, str]) -> tuple[GpuPlacement, ...]:
+    merged: dict[tuple[str, str], int] = {}
+    for g in ctx.state.holdings.get(holder, []):
+        key = (ctx.state.nodes[g.node].name, g.role)
+        merged[key] = merged.get(key, 0) | g.mask
+    return tuple(
+        GpuPlacement(node, indices_of(mask), role) for (node, role), mask in sorted(merged.items())
+    )

@@ -1,0 +1,166 @@
+"""Phase 7: a reason, a sentence with numbers and an ETA for every job left waiting.
+
+Statuses carry what happens next (Kubernetes' Unschedulable vs UnschedulableAndUnresolvable):
+``resolvable`` is ``False`` only when waiting cannot help (``CanNeverRun``, an invalid request,
+an unknown priority class). Numbers in the sentences are the ones the deciding phase saw.
+
+ETAs: a reservation or a nomination knows its start; a job over quota gets the time its team's
+own jobs will have released enough GPUs by their runtime limits; a job short of capacity gets
+the first release time at which enough capable GPUs (and nodes with room for its largest
+member) are free, ignoring jobs ahead of it (:class:`~scheduler_core.backfill.ReleaseTimeline`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler_core.backfill import ReleaseTimeline, team_release_eta
+from scheduler_core.context import CycleContext, Outcome
+from scheduler_core.gang import Demand
+from scheduler_core.state import FLEET
+from scheduler_core.types import JobSpec, PendingExplanation, ReasonCode, TopologyConstraint
+
+CAPACITY_CODES = frozenset({
+    ReasonCode.INSUFFICIENT_GPUS,
+    ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+    ReasonCode.INSUFFICIENT_CPU,
+    ReasonCode.INSUFFICIENT_MEMORY,
+    ReasonCode.TOPOLOGY_UNSATISFIED,
+    ReasonCode.BEHIND_HIGHER_PRIORITY,
+    ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
+})
+
+
+def type_names(ctx: CycleContext, classes: Sequence[int]) -> str:
+    names = sorted({ctx.state.classes[c].gpu_type.name for c in classes})
+    return "/".join(names) if names else "capable"
+
+
+def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
+             member_classes: tuple[tuple[int, ...], ...], blocked_by_head: bool,
+             needs_whole: bool) -> Outcome:
+    """Why a gang that passed quota found no room, from the free-capacity indexes."""
+    state = ctx.state
+    union = tuple(sorted({c for cls in member_classes for c in cls}))
+    kind = type_names(ctx, union)
+    free = state.free_in(FLEET, 0, union)
+    need = demand.gpus
+
+    def out(code: ReasonCode, message: str, would: str) -> Outcome:
+        return Outcome(code, message, True, would, demand=demand, classes=union,
+                       needs_whole_node=needs_whole)
+
+    if blocked_by_head and ctx.head is not None:
+        head = ctx.head
+        why = (
+            "it declares no runtime limit"
+            if spec.runtime_limit_s is None
+            else f"its runtime limit of {spec.runtime_limit_s:.0f} s ends after that"
+        )
+        return out(
+            ReasonCode.BEHIND_HIGHER_PRIORITY,
+            f"It fits only on GPUs reserved for {head.job_id}, which starts at "
+            f"t={head.start_at:.0f}; {why}, so starting now would delay it.",
+            f"{head.job_id} starts, or this job declares a runtime limit ending before "
+            f"t={head.start_at:.0f}",
+        )
+    if free < need:
+        return out(
+            ReasonCode.INSUFFICIENT_GPUS,
+            f"Needs {need} {kind} GPUs; {free} are free.",
+            f"{need - free} more {kind} GPUs free up",
+        )
+    largest_member = demand.largest_member
+    big_classes = tuple(sorted({c for m, cls in zip(demand.members, member_classes, strict=True)
+                                if m.gpus == largest_member for c in cls}))
+    block = state.largest_free_block(big_classes)
+    if block < largest_member:
+        return out(
+            ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+            f"{free} {kind} GPUs free, none with {largest_member} on one node "
+            f"(largest free block: {block}).",
+            f"a node with {largest_member} free {kind} GPUs becomes available",
+        )
+    bigs = sum(1 for m in demand.members if 2 * m.gpus > largest_member)
+    roomy = state.nodes_with_free(big_classes, largest_member)
+    if roomy < bigs:
+        return out(
+            ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+            f"{free} {kind} GPUs free, but only {roomy} nodes with {largest_member} free; "
+            f"its gang needs {bigs}.",
+            f"{bigs - roomy} more nodes with {largest_member} free {kind} GPUs",
+        )
+    if demand.topology in (TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE):
+        where = "leaf switch" if demand.topology is TopologyConstraint.SAME_LEAF else "spine"
+        return out(
+            ReasonCode.TOPOLOGY_UNSATISFIED,
+            f"{free} {kind} GPUs free, but no single {where} has room for all {need}.",
+            f"{need} {kind} GPUs free up under one {where}",
+        )
+    cpu_short = mem_short = 0
+    for c in big_classes:
+        buckets = state.buckets.get((FLEET, 0, c))
+        if buckets is None:
+            continue
+        for f in range(largest_member, len(buckets)):
+            for n in buckets[f]:
+                if state.free_cpus[n] < demand.members[0].cpus:
+                    cpu_short += 1
+                elif state.free_mem[n] < demand.members[0].memory_gb:
+                    mem_short += 1
+    if cpu_short and cpu_short >= mem_short:
+        return out(
+            ReasonCode.INSUFFICIENT_CPU,
+            f"{cpu_short} nodes have {largest_member} free GPUs but fewer than "
+            f"{demand.members[0].cpus} free CPUs.",
+            f"{demand.members[0].cpus} CPUs free up next to {largest_member} free GPUs",
+        )
+    if mem_short:
+        return out(
+            ReasonCode.INSUFFICIENT_MEMORY,
+            f"{mem_short} nodes have {largest_member} free GPUs but less than "
+            f"{demand.members[0].memory_gb} GB of free memory.",
+            f"{demand.members[0].memory_gb} GB of memory frees up next to free GPUs",
+        )
+    return out(
+        ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+        f"{free} {kind} GPUs free, but spread too thinly for its gang of "
+        f"{len(demand.members)} members.",
+        f"the free {kind} GPUs consolidate onto fewer nodes",
+    )
+
+
+def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplanation, ...]:
+    """One explanation per pending job that was not bound, in queue order."""
+    timeline: ReleaseTimeline | None = None
+    out: list[PendingExplanation] = []
+    for spec in queue:
+        if spec.id in ctx.bound:
+            continue
+        outcome = ctx.outcomes[spec.id]
+        eta = outcome.eta
+        if eta is None and outcome.resolvable:
+            if outcome.code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
+                verdict = ctx.ledger.check(spec.team, outcome.quota_type,
+                                           outcome.demand.gpus if outcome.demand else spec.gpus)
+                shortage = verdict.used + (outcome.demand.gpus if outcome.demand else spec.gpus) \
+                    - verdict.nominal - verdict.borrowable
+                eta = team_release_eta(ctx, spec.team, outcome.quota_type, shortage)
+            elif outcome.code in CAPACITY_CODES and outcome.demand is not None:
+                if timeline is None:
+                    timeline = ReleaseTimeline(ctx)
+                eta = timeline.eta(outcome.demand, outcome.classes)
+        message = outcome.message
+        if eta is not None and outcome.eta is None:
+            message += f" Estimated start t={eta:.0f} from runtime limits, not counting jobs ahead."
+        out.append(PendingExplanation(
+            job_id=spec.id,
+            code=outcome.code,
+            reason=outcome.code.value,
+            message=message,
+            resolvable=outcome.resolvable,
+            queue_position=ctx.positions[spec.id],
+            eta=eta,
+            would_start_if=outcome.would_start_if,
+        ))
+    return tuple(out)

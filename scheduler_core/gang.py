@@ -1,0 +1,170 @@
+"""Gangs: what a job needs, as the members that must all be placed at once.
+
+A job becomes a :class:`Demand`: a tuple of :class:`Member` objects, each of which lands on
+exactly one node. A rigid job's members are placed all together or not at all; an elastic job
+is a series of demands of growing size (one per replica count). Demands are hashable and
+compare by shape, so the cycle can remember that a shape failed and skip identical jobs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
+
+
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member of a gang: GPUs, CPUs and memory it needs on a single node."""
+
+    role: str
+    gpus: int
+    gpu_types: tuple[str, ...]
+    min_gpu_memory_gb: int
+    cpus: int
+    memory_gb: int
+
+    def accepts_type(self, gpu: GpuTypeInfo) -> bool:
+        """Capability by type and by device memory (seed 001 example 8.2: a job that needs
+        35 GB runs on 40 GB or 80 GB devices)."""
+        if self.gpu_types and gpu.name not in self.gpu_types:
+            return False
+        return gpu.memory_gb >= self.min_gpu_memory_gb
+
+
+@dataclass(frozen=True, slots=True)
+class Demand:
+    """A gang: members sorted largest first (then by role), plus its topology constraint."""
+
+    members: tuple[Member, ...]
+    topology: TopologyConstraint
+
+    @property
+    def gpus(self) -> int:
+        return sum(m.gpus for m in self.members)
+
+    @property
+    def cpus(self) -> int:
+        return sum(m.cpus for m in self.members)
+
+    @property
+    def memory_gb(self) -> int:
+        return sum(m.memory_gb for m in self.members)
+
+    @property
+    def largest_member(self) -> int:
+        return self.members[0].gpus if self.members else 0
+
+
+def _member(spec: JobSpec, role: str, gpus: int) -> Member:
+    return Member(
+        role=role,
+        gpus=gpus,
+        gpu_types=tuple(sorted(spec.gpu_types)),
+        min_gpu_memory_gb=spec.min_gpu_memory_gb,
+        cpus=spec.cpus_per_gpu * gpus,
+        memory_gb=spec.memory_gb_per_gpu * gpus,
+    )
+
+
+def node_size_for(spec: JobSpec, node_sizes_by_type: Mapping[str, int],
+                  gpu_types: Mapping[str, GpuTypeInfo]) -> int:
+    """The GPUs of the largest node whose GPU type the job accepts (0 if none)."""
+    probe = _member(spec, "", 1)
+    best = 0
+    for type_name, size in node_sizes_by_type.items():
+        info = gpu_types.get(type_name, GpuTypeInfo(type_name, 0))
+        if probe.accepts_type(info) and size > best:
+            best = size
+    return best
+
+
+def _split(total: int, per_node: int) -> list[int]:
+    """``total`` GPUs as members of ``per_node`` GPUs, plus one smaller remainder member."""
+    if per_node <= 0:
+        return [total]
+    whole, rest = divmod(total, per_node)
+    return [per_node] * whole + ([rest] if rest else [])
+
+
+def demand_for(spec: JobSpec, gpus: int, node_size: int) -> Demand:
+    """The gang for ``spec`` at ``gpus`` GPUs.
+
+    Steps:
+    1. Heterogeneous gangs (``roles``): one member per role member, fields a role leaves empty
+       inherited from the job.
+    2. ``gpus_per_node`` given: members of that size (a smaller remainder member if ``gpus``
+       is not a multiple).
+    3. Otherwise a job smaller than one node goes on one node; a job of at least one node's
+       GPUs takes whole nodes (members of ``node_size``), the seed's rule for gangs.
+    A ``SAME_NODE`` job is always a single member.
+    """
+    members: list[Member] = []
+    if spec.roles:
+        for role in spec.roles:
+            for _ in range(role.count):
+                members.append(
+                    Member(
+                        role=role.name,
+                        gpus=role.gpus_per_member,
+                        gpu_types=tuple(sorted(role.gpu_types or spec.gpu_types)),
+                        min_gpu_memory_gb=role.min_gpu_memory_gb or spec.min_gpu_memory_gb,
+                        cpus=(role.cpus_per_gpu or spec.cpus_per_gpu) * role.gpus_per_member,
+                        memory_gb=(role.memory_gb_per_gpu or spec.memory_gb_per_gpu)
+                        * role.gpus_per_member,
+                    )
+                )
+    elif spec.topology is TopologyConstraint.SAME_NODE:
+        members.append(_member(spec, "", gpus))
+    elif spec.gpus_per_node is not None:
+        members.extend(_member(spec, "", g) for g in _split(gpus, spec.gpus_per_node))
+    elif node_size > 0 and gpus > node_size:
+        members.extend(_member(spec, "", g) for g in _split(gpus, node_size))
+    else:
+        members.append(_member(spec, "", gpus))
+    members.sort(key=lambda m: (-m.gpus, m.role, m.gpu_types, m.min_gpu_memory_gb))
+    return Demand(members=tuple(members), topology=spec.topology)
+
+
+def replica_size(spec: JobSpec) -> int:
+    """GPUs per replica of an elastic job: ``gpus_per_node``, else its minimum size."""
+    if spec.gpus_per_node is not None and spec.gpus_per_node > 0:
+        return spec.gpus_per_node
+    return max(1, spec.min_gpus or spec.gpus)
+
+
+def is_elastic(spec: JobSpec) -> bool:
+    return (
+        not spec.roles
+        and spec.min_gpus is not None
+        and spec.max_gpus is not None
+        and spec.max_gpus > spec.min_gpus
+    )
+
+
+def elastic_sizes(spec: JobSpec) -> tuple[int, ...]:
+    """Sizes to try for an elastic job, largest first: max, ..., min in replica steps."""
+    if not is_elastic(spec):
+        return (spec_gpus(spec),)
+    assert spec.min_gpus is not None and spec.max_gpus is not None
+    step = replica_size(spec)
+    sizes = list(range(spec.max_gpus, spec.min_gpus - 1, -step))
+    if sizes[-1] != spec.min_gpus:
+        sizes.append(spec.min_gpus)
+    return tuple(s for s in sizes if s > 0)
+
+
+def spec_gpus(spec: JobSpec) -> int:
+    """GPUs a rigid job asks for (the sum over roles for heterogeneous gangs)."""
+    if spec.roles:
+        return sum(r.count * r.gpus_per_member for r in spec.roles)
+    return spec.gpus
+
+
+def minimum_gpus(spec: JobSpec) -> int:
+    """The smallest size the job can run at."""
+    if is_elastic(spec):
+        assert spec.min_gpus is not None
+        return spec.min_gpus
+    return spec_gpus(spec)

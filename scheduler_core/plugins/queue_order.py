@@ -1,0 +1,60 @@
+"""Queue-order plugins (phase 1).
+
+Seed rule: priority classes first; within a class, fair share by dominant resource share (DRF,
+seed 001 table 1) over decayed usage; waiting raises priority so nothing starves."""
+
+from __future__ import annotations
+
+import math
+
+from scheduler_core.errors import ConfigError
+from scheduler_core.plugins.protocols import QueueContext, QueueOrderPlugin
+from scheduler_core.types import JobSpec
+
+
+class PriorityFairShare:
+    """Key: effective priority (class value plus ``aging_per_hour`` points per whole hour
+    waited, descending), then dominant share (ascending), then submission time.
+
+    Aging is counted in whole points so jobs of one class that waited about as long still tie
+    on priority and are ordered by fair share, not by a few seconds of age."""
+
+    NAME = "priority_fair_share"
+
+    def __init__(self, aging_per_hour: float = 1.0) -> None:
+        if aging_per_hour < 0 or math.isnan(aging_per_hour):
+            raise ConfigError(f"aging_per_hour must be >= 0, got {aging_per_hour}")
+        self.aging_per_hour = aging_per_hour
+
+    def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
+        waited_h = max(0.0, ctx.now - job.submitted_at) / 3600.0
+        return ctx.priority_value + math.floor(self.aging_per_hour * waited_h)
+
+    def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+        return (-self.effective_priority(job, ctx), ctx.dominant_share, job.submitted_at)
+
+
+class PriorityFifo:
+    """Priority class (descending, with the same aging), then submission time; no fair share."""
+
+    NAME = "priority_fifo"
+
+    def __init__(self, aging_per_hour: float = 1.0) -> None:
+        self._inner = PriorityFairShare(aging_per_hour)
+
+    def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+        return (-self._inner.effective_priority(job, ctx), job.submitted_at)
+
+
+class Fifo:
+    """Submission order only."""
+
+    NAME = "fifo"
+
+    def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+        return (job.submitted_at,)
+
+
+_: QueueOrderPlugin = PriorityFairShare()
+_ = PriorityFifo()
+_ = Fifo()

@@ -1,0 +1,71 @@
+"""Score plugins (phase 4): which node a gang member lands on.
+
+Seed 000: pack small training and batch jobs best-fit onto the fullest node that fits, so whole
+nodes stay free for gangs (Kubernetes' MostAllocated); spread only serving replicas, across
+failure domains, because packing concentrates failure."""
+
+from __future__ import annotations
+
+from scheduler_core.errors import ConfigError
+from scheduler_core.gang import Member
+from scheduler_core.plugins.protocols import GangContext, ScorePlugin
+from scheduler_core.state import LEAF, ClusterState
+
+
+def failure_domain(state: ClusterState, node: int) -> str:
+    """A node's failure domain; a node without one is its own."""
+    info = state.nodes[node]
+    return info.failure_domain or "node:" + info.name
+
+
+class Pack:
+    """Best fit: the node with the fewest free GPUs that still fits; among equals, the node
+    whose leaf switch has the fewest free GPUs, so empty leaves stay empty for gangs."""
+
+    NAME = "pack"
+    prefers_locality = True
+    colocate_gang = True
+    stop_at_first_bucket = True
+
+    def __init__(self, candidates: int = 4) -> None:
+        if candidates < 1:
+            raise ConfigError(f"pack: candidates must be >= 1, got {candidates}")
+        self.candidates = candidates
+
+    def bucket_order(self, need: int, width: int) -> range:
+        return range(need, width + 1)
+
+    def score(self, state: ClusterState, node: int, member: Member, gang: GangContext) -> float:
+        leaf_free = state.free_sum[(LEAF, state.leaf[node], state.node_class[node])]
+        return -float(state.free_gpus[node] - member.gpus) * 1_000_000.0 - float(leaf_free)
+
+
+class Spread:
+    """Emptiest node first, and never a second replica in a failure domain while another
+    domain can take it (seed 000: spread inference replicas across failure domains)."""
+
+    NAME = "spread"
+    prefers_locality = False
+    colocate_gang = False
+    stop_at_first_bucket = False
+
+    def __init__(self, candidates: int = 32) -> None:
+        if candidates < 1:
+            raise ConfigError(f"spread: candidates must be >= 1, got {candidates}")
+        self.candidates = candidates
+
+    def bucket_order(self, need: int, width: int) -> range:
+        return range(width, need - 1, -1)
+
+    def score(self, state: ClusterState, node: int, member: Member, gang: GangContext) -> float:
+        in_domain = gang.domain_counts.get(failure_domain(state, node), 0)
+        on_node = gang.used_nodes.get(node, 0)
+        return (
+            -float(in_domain) * 1_000_000.0
+            - float(on_node) * 1_000.0
+            + float(state.free_gpus[node] - member.gpus)
+        )
+
+
+_: ScorePlugin = Pack()
+_ = Spread()

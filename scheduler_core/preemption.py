@@ -1,0 +1,390 @@
+"""Phase 6: preemption that counts its cost.
+
+Seed rules (000 "Preemption costs work", 004 §3): an owner reclaiming its quota preempts
+borrowers first; a higher-priority job may preempt lower-priority work; victims are whole gangs
+(or replicas an elastic job can give up, which it gives up before being preempted whole);
+cheap victims first (time since last checkpoint × GPUs, plus restart); each victim gets a
+grace period, a reason and its expected lost GPU-hours; minimum runtimes and preemption
+budgets protect victims; no cascades.
+
+Steps for one pending job that found no room (:func:`preempt_for`):
+
+1. *Nomination.* Jobs already stopping (terminating, or killed this cycle) will free their GPUs
+   anyway. If the job fits once they are gone (a what-if on the state and the quota ledger),
+   it claims them and waits; no new victim is chosen. This is also what keeps a preemptor
+   from choosing fresh victims every cycle while its victims drain.
+2. *Candidates.* Running jobs it may preempt: tier 0, borrowed work of another team of its
+   cohort on the same GPU type while the preemptor stays within its nominal quota
+   (``reclaim_borrowed``, any priority, Kueue's ``reclaimWithinCohort: Any``); tier 1,
+   preemptible jobs of a strictly lower priority class, of its own team, borrowed, or on GPU
+   types no quota governs (``higher_priority``). Jobs inside their minimum runtime or past
+   their preemption budget are protected. An elastic job above its minimum offers its extra
+   replicas one by one before itself.
+3. *Greedy removal.* In the victim chooser's order, remove candidates (reversible what-ifs)
+   until quota and placement both succeed, within the cycle's preemption budget.
+4. *Reprieve.* Put victims back, most expensive first, whenever the job still fits without
+   them (the Kubernetes scheduler's reprieve), so only the victims actually needed go.
+5. Undo every what-if. The victims keep their GPUs until the control loop has fenced them;
+   the job is *nominated*: the free part of its chosen GPUs is held for it, and it gets a
+   reservation at ``now`` + the longest grace period.
+
+Victims are running jobs, never pending ones, and a nominated job never preempts again in the
+same cycle, so preemption cannot cascade.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from scheduler_core.context import CycleContext
+from scheduler_core.gang import is_elastic, minimum_gpus, replica_size
+from scheduler_core.plugins.protocols import VictimCandidate
+from scheduler_core.state import HOLD, JOB, Grant, Restore
+from scheduler_core.types import JobSpec, PreemptionReason, RunningJob
+
+MAX_VICTIMS_PER_SEARCH = 64
+MAX_REPRIEVE_CHECKS = 16
+
+FitCheck = Callable[[], list[Grant] | None]
+"""Tries quota and placement for the pending job against the current (what-if) state."""
+
+
+@dataclass(frozen=True, slots=True)
+class Found:
+    """A successful search: the victims to signal (empty for a pure nomination), the
+    terminating jobs claimed, and the pending job's GPUs once they are all gone."""
+
+    victims: tuple[VictimCandidate, ...]
+    claimed: tuple[str, ...]
+    grants: tuple[Grant, ...]
+    parts: tuple[tuple[Grant, ...] | None, ...] = ()
+    """Per victim: the replicas taken from an elastic job, or ``None`` for a whole job."""
+
+
+@dataclass(frozen=True, slots=True)
+class Protected:
+    """The search would succeed only by preempting protected jobs (min runtime, budget) or by
+    exceeding the cycle's preemption budget; ``why`` says which, with numbers."""
+
+    why: str
+
+
+def lost_gpu_hours(ctx: CycleContext, job: RunningJob, gpus: int) -> float:
+    """GPUs × time since the last checkpoint (or start), plus restart time, in GPU-hours."""
+    since = job.last_checkpoint_at if job.last_checkpoint_at is not None else job.started_at
+    since = max(since, job.started_at)
+    exposed = max(0.0, ctx.snapshot.now - since)
+    return gpus * (exposed + job.spec.restart_cost_s) / 3600.0
+
+
+def _held(ctx: CycleContext, job_id: str) -> list[Grant]:
+    return list(ctx.state.holdings.get((JOB, job_id), []))
+
+
+def _by_type(ctx: CycleContext, grants: list[Grant]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for g in grants:
+        t = ctx.state.nodes[g.node].gpu_type
+        out[t] = out.get(t, 0) + g.gpus
+    return out
+
+
+class WhatIf:
+    """Removes holders (whole or in part) from the state and the quota ledger, reversibly."""
+
+    def __init__(self, ctx: CycleContext) -> None:
+        self.ctx = ctx
+        self.undo: list[Restore] = []
+
+    def remove(self, job_id: str, team: str, part: list[Grant] | None = None) -> Restore:
+        ctx = self.ctx
+        holder = (JOB, job_id)
+        grants = part if part is not None else _held(ctx, job_id)
+        if part is None:
+            state_restore = ctx.state.simulate_removal(holder)
+        else:
+            state_restore = ctx.state.simulate_partial_removal(holder, part)
+        types = _by_type(ctx, grants)
+        for t, n in types.items():
+            ctx.ledger.charge(team, t, -n)
+
+        def restore() -> None:
+            state_restore()
+            for t, n in types.items():
+                ctx.ledger.charge(team, t, n)
+
+        self.undo.append(restore)
+        return restore
+
+    def rollback(self) -> None:
+        while self.undo:
+            self.undo.pop()()
+
+
+def _nomination(ctx: CycleContext, fit: FitCheck) -> Found | None:
+    pool = sorted(
+        job_id for job_id, job in ctx.running.items()
+        if (job.terminating or job_id in ctx.killed)
+        and job_id not in ctx.claimed_terminating
+        and (JOB, job_id) in ctx.state.holdings
+    )
+    if not pool:
+        return None
+    what_if = WhatIf(ctx)
+    try:
+        for job_id in pool:
+            what_if.remove(job_id, ctx.running[job_id].spec.team)
+        grants = fit()
+    finally:
+        what_if.rollback()
+    if grants is None:
+        return None
+    nodes = {g.node: g.mask for g in grants}
+    claimed = tuple(
+        job_id for job_id in pool
+        if any(g.mask & nodes.get(g.node, 0) for g in _held(ctx, job_id))
+    )
+    return Found(victims=(), claimed=claimed, grants=tuple(grants))
+
+
+def _eligible(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
+              job: RunningJob) -> tuple[int, PreemptionReason] | None:
+    """The tier and reason under which ``spec`` may preempt ``job``, if any."""
+    mine = ctx.priority.get(spec.priority_class)
+    theirs = ctx.priority.get(job.spec.priority_class)
+    if mine is None:
+        return None
+    victim_types = _by_type(ctx, _held(ctx, job.spec.id))
+    if job.borrowed and job.spec.team != spec.team and gpu_type is not None \
+            and gpu_type in victim_types:
+        q_mine = ctx.ledger.quota.get((spec.team, gpu_type))
+        q_theirs = ctx.ledger.quota.get((job.spec.team, gpu_type))
+        if q_mine is not None and q_theirs is not None and q_mine.cohort is not None \
+                and q_mine.cohort == q_theirs.cohort:
+            within = ctx.ledger.used_by(spec.team, gpu_type) + gpus <= q_mine.nominal_gpus
+            if within:
+                return 0, PreemptionReason.RECLAIM_BORROWED
+    if not mine.may_preempt_lower or theirs is None or not theirs.preemptible:
+        return None
+    if theirs.value >= mine.value:
+        return None
+    ungoverned = any(not ctx.ledger.governs(t) for t in victim_types)
+    if job.spec.team == spec.team or job.borrowed or ungoverned:
+        return 1, PreemptionReason.HIGHER_PRIORITY
+    return None
+
+
+def _protection(ctx: CycleContext, job: RunningJob) -> str | None:
+    pc = ctx.priority.get(job.spec.priority_class)
+    if pc is None:
+        return None
+    ran = ctx.snapshot.now - job.started_at
+    if ran < pc.min_runtime_s:
+        return (
+            f"{job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
+        )
+    if job.spec.preemptions_in_window >= pc.preemption_budget:
+        return (
+            f"{job.spec.id} was already preempted {job.spec.preemptions_in_window} times "
+            f"within {pc.budget_window_s} s (budget {pc.preemption_budget})"
+        )
+    return None
+
+
+def _replica_pieces(ctx: CycleContext, job: RunningJob) -> list[list[Grant]]:
+    """The replicas an elastic job can give up (down to its minimum), last node first; each
+    replica as the grant pieces that make it up."""
+    spec = job.spec
+    grants = sorted(_held(ctx, spec.id), key=lambda g: (ctx.state.nodes[g.node].name, g.mask))
+    held = sum(g.gpus for g in grants)
+    size = replica_size(spec)
+    spare = (held - minimum_gpus(spec)) // size
+    pieces: list[list[Grant]] = []
+    stack = [(g.node, g.mask) for g in grants]
+    for _ in range(spare):
+        need = size
+        replica: list[Grant] = []
+        while need and stack:
+            node, mask = stack.pop()
+            bits = [b for b in range(ctx.state.nodes[node].gpus) if mask >> b & 1]
+            take = bits[-need:]
+            take_mask = sum(1 << b for b in take)
+            replica.append(Grant(node, take_mask, spec.cpus_per_gpu * len(take),
+                                 spec.memory_gb_per_gpu * len(take)))
+            need -= len(take)
+            if mask & ~take_mask:
+                stack.append((node, mask & ~take_mask))
+        if need:
+            break
+        pieces.append(replica)
+    return pieces
+
+
+@dataclass(frozen=True, slots=True)
+class _Option:
+    candidate: VictimCandidate
+    team: str
+    part: list[Grant] | None
+
+
+def _candidates(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: str | None,
+                classes: frozenset[int], include_protected: bool
+                ) -> tuple[list[_Option], list[str]]:
+    options: list[_Option] = []
+    protected: list[str] = []
+    for job_id, job in ctx.running.items():
+        if job.terminating or job_id in ctx.killed or job_id in ctx.preempted \
+                or job_id in ctx.resized or job_id == spec.id:
+            continue
+        held = _held(ctx, job_id)
+        if not held:
+            continue
+        same_quota = job.spec.team == spec.team
+        if not same_quota and not any(ctx.state.node_class[g.node] in classes for g in held):
+            continue
+        verdict = _eligible(ctx, spec, gpus_needed, gpu_type, job)
+        if verdict is None:
+            continue
+        why = _protection(ctx, job)
+        if why is not None:
+            protected.append(why)
+            if not include_protected:
+                continue
+        tier, reason = verdict
+        value = ctx.priority_value(job.spec)
+        gpus = sum(g.gpus for g in held)
+        if is_elastic(job.spec):
+            pause = gpus * job.spec.resize_cost_s / 3600.0
+            pieces = _replica_pieces(ctx, job)
+            for k, piece in enumerate(pieces):
+                options.append(_Option(
+                    VictimCandidate(job_id, tier, reason, value, sum(g.gpus for g in piece),
+                                    pause, job.started_at,
+                                    shrink_to=gpus - sum(sum(g.gpus for g in p)
+                                                         for p in pieces[:k + 1])),
+                    job.spec.team, piece,
+                ))
+        options.append(_Option(
+            VictimCandidate(job_id, tier, reason, value, gpus, lost_gpu_hours(ctx, job, gpus),
+                            job.started_at),
+            job.spec.team, None,
+        ))
+    return options, protected
+
+
+def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[_Option],
+            budget: int) -> tuple[list[_Option], list[Grant]] | None:
+    chooser = ctx.plugins.victims
+    order = chooser.order([o.candidate for o in options])
+    by_key: dict[tuple[str, int | None], _Option] = {
+        (o.candidate.job_id, o.candidate.shrink_to): o for o in options
+    }
+    what_if = WhatIf(ctx)
+    chosen: list[tuple[_Option, Restore]] = []
+    removed_whole: set[str] = set()
+    grants: list[Grant] | None = None
+    try:
+        for cand in order:
+            if len(chosen) >= min(budget, MAX_VICTIMS_PER_SEARCH):
+                break
+            opt = by_key[(cand.job_id, cand.shrink_to)]
+            if cand.job_id in removed_whole:
+                continue
+            if opt.part is None:
+                # A whole-job removal supersedes the replicas already taken from it.
+                for k in range(len(chosen) - 1, -1, -1):
+                    if chosen[k][0].candidate.job_id == cand.job_id:
+                        chosen[k][1]()
+                        what_if.undo.remove(chosen[k][1])
+                        del chosen[k]
+                removed_whole.add(cand.job_id)
+            restore = what_if.remove(cand.job_id, opt.team, opt.part)
+            chosen.append((opt, restore))
+            grants = fit()
+            if grants is not None:
+                break
+        if grants is None:
+            return None
+        # Reprieve: most expensive victims first, keep them running if the job still fits.
+        checks = 0
+        for k in range(len(chosen) - 1, -1, -1):
+            if checks >= MAX_REPRIEVE_CHECKS:
+                break
+            opt, restore = chosen[k]
+            if opt.part is not None and any(
+                c[0].candidate.job_id == opt.candidate.job_id and c[0].part is not None
+                and c[0].candidate.shrink_to is not None
+                and opt.candidate.shrink_to is not None
+                and c[0].candidate.shrink_to < opt.candidate.shrink_to
+                for c in chosen[k + 1:]
+            ):
+                continue  # replicas are given back last-taken first
+            restore()
+            what_if.undo.remove(restore)
+            checks += 1
+            again = fit()
+            if again is not None:
+                grants = again
+                del chosen[k]
+            else:
+                chosen[k] = (opt, what_if.remove(opt.candidate.job_id, opt.team, opt.part))
+        final = fit()
+        if final is None:
+            return None
+        return [c[0] for c in chosen], final
+    finally:
+        what_if.rollback()
+
+
+def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
+                classes: frozenset[int], fit: FitCheck) -> Found | Protected | None:
+    """Find a way to start ``spec`` by nomination or preemption (steps in the module doc)."""
+    nominated = _nomination(ctx, fit)
+    if nominated is not None:
+        return nominated
+    options, protected = _candidates(ctx, spec, gpus, gpu_type, classes,
+                                     include_protected=False)
+    used = len(ctx.preempted) + len(ctx.resized)
+    budget = ctx.config.max_preemptions_per_cycle - used
+    if options and budget > 0:
+        found = _search(ctx, spec, fit, options, budget)
+        if found is not None:
+            victims, grants = found
+            return Found(
+                victims=tuple(o.candidate for o in victims),
+                claimed=(),
+                grants=tuple(grants),
+                parts=tuple(tuple(o.part) if o.part is not None else None for o in victims),
+            )
+    if protected or (options and budget <= 0):
+        all_options, _ = _candidates(ctx, spec, gpus, gpu_type, classes, include_protected=True)
+        if all_options and _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH):
+            if budget <= 0:
+                return Protected(
+                    f"this cycle's preemption budget of {ctx.config.max_preemptions_per_cycle} "
+                    "victims is spent"
+                )
+            return Protected("; ".join(sorted(protected)[:3]))
+    return None
+
+
+def nominate(ctx: CycleContext, spec: JobSpec, found: Found) -> float:
+    """Hold the free part of ``found.grants`` for ``spec``; returns its expected start."""
+    state = ctx.state
+    holder = (HOLD, spec.id)
+    for g in found.grants:
+        free = g.mask & state.free_mask[g.node]
+        if free:
+            state.take(holder, Grant(g.node, free, 0, 0, g.role))
+    ctx.claimed_terminating.update(found.claimed)
+    grace = 0
+    for job_id in found.claimed:
+        pc = ctx.priority.get(ctx.running[job_id].spec.priority_class)
+        if pc is not None and job_id not in ctx.killed:
+            grace = max(grace, pc.grace_period_s)
+    for v in found.victims:
+        pc = ctx.priority.get(ctx.running[v.job_id].spec.priority_class)
+        if pc is not None:
+            grace = max(grace, pc.grace_period_s)
+    return ctx.snapshot.now + grace

@@ -1,0 +1,131 @@
+"""Phase 2: admission under quota, per team × GPU type, with cohort borrowing.
+
+Rules (seed 000 "Quotas, borrowing, and fairness", seed 004 §3, Kueue's ClusterQueue/cohort):
+
+* Quota is enforced for a GPU type as soon as any team has a quota for it; a team without an
+  entry for an enforced type has a nominal quota of 0 and no cohort. Types nobody has a quota
+  for are not governed.
+* A team may always use up to its nominal quota.
+* Beyond it, a team in a cohort borrows: its excess over nominal may not pass its
+  ``borrowing_limit``, and the cohort's total excess may not pass what the other members lend:
+  for each member, its unused nominal GPUs capped by its ``lending_limit``.
+* A job admitted with any excess over nominal is *borrowed*: an owner reclaiming its quota may
+  preempt it first (see :mod:`scheduler_core.preemption`).
+
+The ledger keeps per (cohort, type) sums of lendable and borrowed GPUs so a check is O(1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from scheduler_core.types import QuotaInfo
+
+
+@dataclass(frozen=True, slots=True)
+class QuotaVerdict:
+    """The answer to "may ``team`` take ``gpus`` more GPUs of ``gpu_type``?"."""
+
+    admitted: bool
+    borrowed: bool
+    governed: bool
+    used: int = 0
+    nominal: int = 0
+    borrowable: int = 0
+    """How many GPUs beyond nominal the team could still take (borrowing limit and cohort)."""
+    never: bool = False
+    """The request exceeds what the team could ever get (nominal + borrowing limit, or what the
+    whole cohort owns)."""
+
+    def describe(self, team: str, gpu_type: str, gpus: int) -> str:
+        return (
+            f"team {team} uses {self.used} of {self.nominal} nominal {gpu_type} GPUs and can "
+            f"borrow {self.borrowable} more; this job needs {gpus}"
+        )
+
+
+def _lendable(q: QuotaInfo, used: int) -> int:
+    unused = max(0, q.nominal_gpus - used)
+    return unused if q.lending_limit is None else min(unused, q.lending_limit)
+
+
+def _excess(q: QuotaInfo, used: int) -> int:
+    return max(0, used - q.nominal_gpus)
+
+
+class QuotaLedger:
+    """Usage per team × GPU type, with the cohort sums needed for O(1) checks."""
+
+    def __init__(self, quotas: Iterable[QuotaInfo]) -> None:
+        self.quota: dict[tuple[str, str], QuotaInfo] = {}
+        for q in sorted(quotas, key=lambda q: (q.team, q.gpu_type)):
+            self.quota[(q.team, q.gpu_type)] = q
+        self.governed_types = frozenset(t for _, t in self.quota)
+        self.used: dict[tuple[str, str], int] = {}
+        self.cohort_lendable: dict[tuple[str, str], int] = {}
+        self.cohort_borrowed: dict[tuple[str, str], int] = {}
+        self.cohort_max_lendable: dict[tuple[str, str], int] = {}
+        for (team, gpu_type), q in self.quota.items():
+            if q.cohort is None:
+                continue
+            key = (q.cohort, gpu_type)
+            self.cohort_lendable[key] = self.cohort_lendable.get(key, 0) + _lendable(q, 0)
+            self.cohort_borrowed.setdefault(key, 0)
+            self.cohort_max_lendable[key] = self.cohort_max_lendable.get(key, 0) + _lendable(q, 0)
+
+    def governs(self, gpu_type: str) -> bool:
+        return gpu_type in self.governed_types
+
+    def used_by(self, team: str, gpu_type: str) -> int:
+        return self.used.get((team, gpu_type), 0)
+
+    def charge(self, team: str, gpu_type: str, gpus: int) -> None:
+        """Record ``gpus`` more (or, negative, fewer) GPUs in use by ``team``."""
+        key = (team, gpu_type)
+        before = self.used.get(key, 0)
+        after = before + gpus
+        self.used[key] = after
+        q = self.quota.get(key)
+        if q is None or q.cohort is None:
+            return
+        ckey = (q.cohort, gpu_type)
+        self.cohort_lendable[ckey] += _lendable(q, after) - _lendable(q, before)
+        self.cohort_borrowed[ckey] += _excess(q, after) - _excess(q, before)
+
+    def check(self, team: str, gpu_type: str, gpus: int) -> QuotaVerdict:
+        if gpu_type not in self.governed_types:
+            return QuotaVerdict(admitted=True, borrowed=False, governed=False)
+        key = (team, gpu_type)
+        used = self.used.get(key, 0)
+        q = self.quota.get(key)
+        nominal = q.nominal_gpus if q is not None else 0
+        after = used + gpus
+        if q is None or q.cohort is None:
+            return QuotaVerdict(
+                admitted=after <= nominal, borrowed=False, governed=True, used=used,
+                nominal=nominal, borrowable=0, never=gpus > nominal,
+            )
+        ckey = (q.cohort, gpu_type)
+        excess = _excess(q, used)
+        # How much excess over nominal the cohort lets this team hold: the others' lendable
+        # GPUs minus what the other borrowers already hold.
+        others_lendable = self.cohort_lendable[ckey] - _lendable(q, used)
+        others_borrowed = self.cohort_borrowed[ckey] - excess
+        room = max(0, others_lendable - others_borrowed)
+        if q.borrowing_limit is not None:
+            room = min(room, q.borrowing_limit)
+        excess_after = max(0, after - nominal)
+        admitted = after <= nominal or excess_after <= room
+        ceiling_room = self.cohort_max_lendable[ckey] - _lendable(q, 0)
+        if q.borrowing_limit is not None:
+            ceiling_room = min(ceiling_room, q.borrowing_limit)
+        return QuotaVerdict(
+            admitted=admitted,
+            borrowed=admitted and excess_after > 0,
+            governed=True,
+            used=used,
+            nominal=nominal,
+            borrowable=max(0, room - excess),
+            never=gpus > nominal + ceiling_room,
+        )

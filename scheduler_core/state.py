@@ -1,0 +1,361 @@
+"""The working cluster state of one cycle, with free-capacity indexes.
+
+The cycle never scans every node for a job. Ready nodes are grouped into *classes* (same GPU
+type, GPU count, CPUs and memory), and for every class the state keeps buckets of nodes by
+free GPU count at three levels: the whole fleet, each spine and each leaf switch. Free GPU sums
+are kept per bucket key too, so "does this leaf have 32 capable GPUs free?" is one dict lookup
+and "the fullest node with at least 2 free" walks buckets 2, 3, ... until one is non-empty.
+
+What-ifs are reversible instead of copied: :meth:`ClusterState.simulate_removal` frees a
+holder's GPUs and returns a function that takes them back (Kueue's
+``Snapshot.SimulateWorkloadRemoval``). Preemption search and reservation planning run many
+what-ifs per cycle on one state object.
+
+Dicts are used as insertion-ordered sets; every structure is filled in node-name order, so the
+iteration order is a pure function of the snapshot and of the operations applied.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from scheduler_core.errors import SnapshotError
+from scheduler_core.gang import Member
+from scheduler_core.types import GpuPlacement, GpuTypeInfo, NodeInfo, NodeState
+
+FLEET = 0
+SPINE = 1
+LEAF = 2
+
+JOB = "job"
+HOLD = "hold"
+Holder = tuple[str, str]
+"""Who holds GPUs: (``JOB``, job id) for running or newly bound jobs, (``HOLD``, job id) for
+GPUs promised to a job that will start later (a reservation or a nomination after
+preemption)."""
+
+IndexKey = tuple[int, int, int]
+"""(level, domain, node class): level FLEET with domain 0, SPINE with a spine id, LEAF with a
+leaf id."""
+
+Restore = Callable[[], None]
+
+
+@dataclass(frozen=True, slots=True)
+class NodeClass:
+    """Nodes that are interchangeable for capability checks."""
+
+    id: int
+    gpu_type: GpuTypeInfo
+    gpus: int
+    cpus: int
+    memory_gb: int
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """GPUs (a bit mask), CPUs and memory taken on one node by one holder."""
+
+    node: int
+    mask: int
+    cpus: int
+    memory_gb: int
+    role: str = ""
+
+    @property
+    def gpus(self) -> int:
+        return self.mask.bit_count()
+
+
+def mask_of(indices: Iterable[int]) -> int:
+    mask = 0
+    for i in indices:
+        mask |= 1 << i
+    return mask
+
+
+def indices_of(mask: int) -> tuple[int, ...]:
+    out: list[int] = []
+    i = 0
+    while mask:
+        if mask & 1:
+            out.append(i)
+        mask >>= 1
+        i += 1
+    return tuple(out)
+
+
+def choose_gpus(free_mask: int, width: int, count: int) -> int:
+    """Pick ``count`` free GPUs on a node of ``width`` GPUs.
+
+    Best-fit contiguous run: the shortest run of adjacent free GPUs that holds ``count`` (so
+    NVLink neighbours stay together and large runs stay whole); lowest free indices if no run
+    is long enough."""
+    best_start, best_len = -1, width + 1
+    run_start, run_len = 0, 0
+    for i in range(width + 1):
+        if i < width and free_mask >> i & 1:
+            if run_len == 0:
+                run_start = i
+            run_len += 1
+            continue
+        if count <= run_len < best_len:
+            best_start, best_len = run_start, run_len
+        run_len = 0
+    if best_start >= 0:
+        return ((1 << count) - 1) << best_start
+    mask, taken, i = 0, 0, 0
+    while taken < count and i < width:
+        if free_mask >> i & 1:
+            mask |= 1 << i
+            taken += 1
+        i += 1
+    return mask
+
+
+class ClusterState:
+    """Mutable per-cycle view of who holds which GPUs, with the indexes described above."""
+
+    def __init__(self, nodes: Sequence[NodeInfo], gpu_types: Mapping[str, GpuTypeInfo]) -> None:
+        ordered = sorted(nodes, key=lambda n: n.name)
+        self.nodes: list[NodeInfo] = ordered
+        self.index_of: dict[str, int] = {}
+        self.classes: list[NodeClass] = []
+        class_ids: dict[tuple[str, int, int, int], int] = {}
+        leaf_ids: dict[tuple[str, str], int] = {}
+        spine_ids: dict[str, int] = {}
+        self.node_class: list[int] = []
+        self.leaf: list[int] = []
+        self.spine: list[int] = []
+        self.ready: list[bool] = []
+        self.free_mask: list[int] = []
+        self.free_gpus: list[int] = []
+        self.free_cpus: list[int] = []
+        self.free_mem: list[int] = []
+        self.leaf_names: list[tuple[str, str]] = []
+        self.spine_names: list[str] = []
+        self.leaves_of_spine: dict[int, list[int]] = {}
+        for i, node in enumerate(ordered):
+            if node.name in self.index_of:
+                raise SnapshotError(f"node {node.name!r} appears twice in the snapshot")
+            if node.gpus < 0 or node.gpus > 4096:
+                raise SnapshotError(f"node {node.name!r} has {node.gpus} GPUs; expected 0..4096")
+            self.index_of[node.name] = i
+            ckey = (node.gpu_type, node.gpus, node.cpus, node.memory_gb)
+            if ckey not in class_ids:
+                class_ids[ckey] = len(self.classes)
+                info = gpu_types.get(node.gpu_type, GpuTypeInfo(node.gpu_type, 0))
+                self.classes.append(
+                    NodeClass(len(self.classes), info, node.gpus, node.cpus, node.memory_gb)
+                )
+            self.node_class.append(class_ids[ckey])
+            if node.spine not in spine_ids:
+                spine_ids[node.spine] = len(self.spine_names)
+                self.spine_names.append(node.spine)
+                self.leaves_of_spine[spine_ids[node.spine]] = []
+            lkey = (node.spine, node.leaf)
+            if lkey not in leaf_ids:
+                leaf_ids[lkey] = len(self.leaf_names)
+                self.leaf_names.append(lkey)
+                self.leaves_of_spine[spine_ids[node.spine]].append(leaf_ids[lkey])
+            self.leaf.append(leaf_ids[lkey])
+            self.spine.append(spine_ids[node.spine])
+            self.ready.append(node.state is NodeState.READY)
+            self.free_mask.append((1 << node.gpus) - 1)
+            self.free_gpus.append(node.gpus)
+            self.free_cpus.append(node.cpus)
+            self.free_mem.append(node.memory_gb)
+
+        # Buckets and free sums, ready nodes only.
+        self.buckets: dict[IndexKey, list[dict[int, None]]] = {}
+        self.free_sum: dict[IndexKey, int] = {}
+        self.domains_of_class: dict[tuple[int, int], list[int]] = {}
+        self._keys: list[tuple[IndexKey, IndexKey, IndexKey]] = []
+        # Capacity of every node, ready or not: what the fleet could ever offer.
+        self.class_node_count: list[int] = [0] * len(self.classes)
+        self.class_domain_gpus: dict[IndexKey, int] = {}
+        for i, node in enumerate(ordered):
+            c = self.node_class[i]
+            keys = ((FLEET, 0, c), (SPINE, self.spine[i], c), (LEAF, self.leaf[i], c))
+            self._keys.append(keys)
+            self.class_node_count[c] += 1
+            for key in keys:
+                self.class_domain_gpus[key] = self.class_domain_gpus.get(key, 0) + node.gpus
+            if not self.ready[i]:
+                continue
+            for key in keys:
+                if key not in self.buckets:
+                    self.buckets[key] = [{} for _ in range(node.gpus + 1)]
+                    self.free_sum[key] = 0
+                    if key[0] != FLEET:
+                        self.domains_of_class.setdefault((key[0], c), []).append(key[1])
+                self.buckets[key][node.gpus][i] = None
+                self.free_sum[key] += node.gpus
+
+        self.holdings: dict[Holder, list[Grant]] = {}
+
+    # ------------------------------------------------------------------ index maintenance
+
+    def _move(self, node: int, old_free: int, new_free: int) -> None:
+        if not self.ready[node] or old_free == new_free:
+            return
+        for key in self._keys[node]:
+            buckets = self.buckets[key]
+            del buckets[old_free][node]
+            buckets[new_free][node] = None
+            self.free_sum[key] += new_free - old_free
+
+    # ------------------------------------------------------------------ taking and giving
+
+    def take(self, holder: Holder, grant: Grant) -> None:
+        """Give ``grant`` to ``holder``. Raises :class:`SnapshotError` if a GPU is not free."""
+        n = grant.node
+        if grant.mask & ~self.free_mask[n]:
+            clash = indices_of(grant.mask & ~self.free_mask[n])
+            owners = sorted(
+                h[1] for h, gs in self.holdings.items() for g in gs if g.node == n and g.mask & grant.mask
+            )
+            raise SnapshotError(
+                f"GPUs {list(clash)} of node {self.nodes[n].name!r} are held twice: by "
+                f"{holder[1]!r} and by {owners}; every GPU must have at most one holder"
+            )
+        old = self.free_gpus[n]
+        self.free_mask[n] &= ~grant.mask
+        self.free_gpus[n] = old - grant.gpus
+        self.free_cpus[n] -= grant.cpus
+        self.free_mem[n] -= grant.memory_gb
+        self._move(n, old, self.free_gpus[n])
+        self.holdings.setdefault(holder, []).append(grant)
+
+    def _give_back(self, grant: Grant) -> None:
+        n = grant.node
+        old = self.free_gpus[n]
+        self.free_mask[n] |= grant.mask
+        self.free_gpus[n] = old + grant.gpus
+        self.free_cpus[n] += grant.cpus
+        self.free_mem[n] += grant.memory_gb
+        self._move(n, old, self.free_gpus[n])
+
+    def release(self, holder: Holder) -> list[Grant]:
+        """Free everything ``holder`` holds; returns what it held."""
+        grants = self.holdings.pop(holder, [])
+        for grant in grants:
+            self._give_back(grant)
+        return grants
+
+    def release_part(self, holder: Holder, part: Sequence[Grant]) -> None:
+        """Free ``part`` of ``holder``'s grants (an elastic job giving up replicas). Each grant
+        in ``part`` must be covered by one grant of the holder on the same node."""
+        held = self.holdings.get(holder, [])
+        for piece in part:
+            for k, g in enumerate(held):
+                if g.node == piece.node and piece.mask & ~g.mask == 0:
+                    rest = Grant(g.node, g.mask & ~piece.mask, g.cpus - piece.cpus,
+                                 g.memory_gb - piece.memory_gb, g.role)
+                    if rest.mask:
+                        held[k] = rest
+                    else:
+                        del held[k]
+                    self._give_back(piece)
+                    break
+            else:
+                raise SnapshotError(
+                    f"{holder[1]!r} does not hold GPUs {list(indices_of(piece.mask))} of node "
+                    f"{self.nodes[piece.node].name!r}"
+                )
+        if not held:
+            self.holdings.pop(holder, None)
+
+    def simulate_removal(self, holder: Holder) -> Restore:
+        """Free ``holder``'s GPUs as a what-if; call the returned function to undo it."""
+        grants = self.release(holder)
+
+        def restore() -> None:
+            for grant in grants:
+                self.take(holder, grant)
+
+        return restore
+
+    def simulate_partial_removal(self, holder: Holder, part: Sequence[Grant]) -> Restore:
+        self.release_part(holder, part)
+
+        def restore() -> None:
+            for grant in part:
+                self.take(holder, grant)
+
+        return restore
+
+    # ------------------------------------------------------------------ queries
+
+    def fits(self, node: int, member: Member) -> bool:
+        return (
+            self.free_gpus[node] >= member.gpus
+            and self.free_cpus[node] >= member.cpus
+            and self.free_mem[node] >= member.memory_gb
+        )
+
+    def free_in(self, level: int, domain: int, classes: Iterable[int]) -> int:
+        total = 0
+        for c in classes:
+            total += self.free_sum.get((level, domain, c), 0)
+        return total
+
+    def largest_free_block(self, classes: Iterable[int]) -> int:
+        """Most free GPUs on one ready node among ``classes``."""
+        best = 0
+        for c in classes:
+            buckets = self.buckets.get((FLEET, 0, c))
+            if buckets is None:
+                continue
+            for free in range(len(buckets) - 1, best, -1):
+                if buckets[free]:
+                    best = free
+                    break
+        return best
+
+    def nodes_with_free(self, classes: Iterable[int], at_least: int) -> int:
+        count = 0
+        for c in classes:
+            buckets = self.buckets.get((FLEET, 0, c))
+            if buckets is None:
+                continue
+            for free in range(at_least, len(buckets)):
+                count += len(buckets[free])
+        return count
+
+    def placements(self, grants: Iterable[Grant]) -> tuple[GpuPlacement, ...]:
+        """Grants as sorted :class:`GpuPlacement` values (node name, then role)."""
+        merged: dict[tuple[int, str], int] = {}
+        for g in grants:
+            merged[(g.node, g.role)] = merged.get((g.node, g.role), 0) | g.mask
+        out = [
+            GpuPlacement(self.nodes[n].name, indices_of(mask), role)
+            for (n, role), mask in merged.items()
+        ]
+        out.sort(key=lambda p: (p.node, p.role, p.gpu_indices))
+        return tuple(out)
+
+    def grants_of(self, placements: Iterable[GpuPlacement], cpus_per_gpu: int,
+                  memory_gb_per_gpu: int, job_id: str) -> list[Grant]:
+        """Translate a running job's placements into grants, validating them."""
+        grants: list[Grant] = []
+        for p in placements:
+            n = self.index_of.get(p.node)
+            if n is None:
+                raise SnapshotError(
+                    f"running job {job_id!r} holds GPUs on unknown node {p.node!r}"
+                )
+            width = self.nodes[n].gpus
+            bad = [i for i in p.gpu_indices if not 0 <= i < width]
+            if bad:
+                raise SnapshotError(
+                    f"running job {job_id!r} holds GPU indices {bad} on node {p.node!r}, "
+                    f"which has GPUs 0..{width - 1}"
+                )
+            gpus = len(set(p.gpu_indices))
+            grants.append(
+                Grant(n, mask_of(p.gpu_indices), cpus_per_gpu * gpus, memory_gb_per_gpu * gpus,
+                      p.role)
+            )
+        return grants
