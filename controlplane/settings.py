@@ -129,6 +129,23 @@ QM = {
     "FAIR_SHARE_HALF_LIFE_S": float(os.environ.get("QM_FAIR_SHARE_HALF_LIFE_S", str(7 * 86400))),
     "PLACEMENT_POLICY": os.environ.get("QM_PLACEMENT_POLICY", "pack"),
     "IN_PROCESS_LOOP": _env_bool("QM_IN_PROCESS_LOOP", not REDIS_URL),
+    # Lets a node agent register its node the first time (it then gets its own node token).
+    # Empty: agents can only re-register with a node token they already hold.
+    "AGENT_BOOTSTRAP_TOKEN": os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", ""),
+}
+# Beat only ticks; tasks decide whether there is work (controlplane/tasks.py). A tick that
+# arrives later than one interval is dropped (expires), so a backlog never replays.
+CELERY_BEAT_SCHEDULE = {
+    "scheduling-cycle": {
+        "task": "qm.tick",
+        "schedule": QM["CYCLE_INTERVAL_S"],
+        "options": {"expires": QM["CYCLE_INTERVAL_S"]},
+    },
+    "reconcile-nodes": {
+        "task": "qm.reconcile",
+        "schedule": QM["CYCLE_INTERVAL_S"],
+        "options": {"expires": QM["CYCLE_INTERVAL_S"]},
+    },
 }
 
 # --- REST framework ------------------------------------------------------------------------

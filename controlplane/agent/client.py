@@ -1,0 +1,86 @@
+"""The agent's side of the HTTP protocol (server side: controlplane/api/agent.py).
+
+Errors are typed by what the agent should do about them:
+  - `Unauthorized` (401): the token is unknown; stop everything and register again;
+  - `Refused` (400/403): the request itself is wrong; retrying it unchanged will not help;
+  - `Unreachable` (network error, timeout, 5xx): retryable; keep running until the lease ends.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import requests
+
+CONNECT_TIMEOUT_S = 2.0
+READ_TIMEOUT_S = 10.0
+
+
+class ProtocolError(Exception):
+    """Base of the agent's protocol errors."""
+
+
+class Unreachable(ProtocolError):
+    """The control plane did not answer usefully; retry later (the lease decides how long)."""
+
+
+class Unauthorized(ProtocolError):
+    """The token was refused: the node must register again."""
+
+
+class Refused(ProtocolError):
+    """The control plane understood and refused the request (bad input, wrong node)."""
+
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
+        self.status = status
+        self.detail = detail
+
+
+class AgentClient:
+    """HTTP calls for one or many nodes. One `requests.Session` per thread (keep-alive)."""
+
+    def __init__(self, server: str, *, timeout: tuple[float, float] = (CONNECT_TIMEOUT_S, READ_TIMEOUT_S)) -> None:
+        self.base = server.rstrip("/") + "/api/v1/agent/"
+        self.timeout = timeout
+        self._local = threading.local()
+
+    def _session(self) -> requests.Session:
+        session = getattr(self._local, "session", None)
+        if session is None:
+            session = requests.Session()
+            self._local.session = session
+        return session
+
+    def _post(self, path: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        try:
+            response = self._session().post(
+                self.base + path, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=self.timeout
+            )
+        except requests.RequestException as error:
+            # Drop the session: a half-dead keep-alive connection must not be reused.
+            self._local.session = None
+            raise Unreachable(f"{path}: {error.__class__.__name__}: {error}") from error
+        if response.status_code >= 500:
+            raise Unreachable(f"{path}: HTTP {response.status_code}")
+        try:
+            payload = response.json()
+        except ValueError as error:
+            raise Unreachable(f"{path}: HTTP {response.status_code} with a body that is not JSON") from error
+        if response.status_code == 401:
+            raise Unauthorized(str(payload.get("detail", "unauthorized")))
+        if response.status_code >= 400:
+            raise Refused(response.status_code, str(payload.get("detail", payload)))
+        if not isinstance(payload, dict):
+            raise Unreachable(f"{path}: expected a JSON object, got {type(payload).__name__}")
+        return payload
+
+    def register(self, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._post("register", token, body)
+
+    def heartbeat(self, node: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._post(f"nodes/{node}/heartbeat", token, body)
+
+    def report(self, node: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._post(f"nodes/{node}/report", token, body)

@@ -1,0 +1,291 @@
+"""`qm-agent`: the node agent's command line.
+
+    qm-agent --server https://qm.example.org                       # this GPU node (NVML)
+    qm-agent --server URL --name gpu-07 --gpus 8 --gpu-type H100-80GB --pool h100 \\
+             --leaf-switch leaf-1 --spine spine-1                  # declared inventory
+    qm-agent --server URL --simulate 16 --gpu-type H100-80GB       # 16 simulated nodes
+
+The first registration needs the bootstrap secret (QM_AGENT_BOOTSTRAP_TOKEN); the node token
+it returns is kept in the state directory (mode 0600) for the next start. SIGTERM stops the
+node's jobs (SIGTERM, grace, SIGKILL), reports them, says goodbye and exits; the jobs are
+requeued. SIGUSR1/SIGUSR2 cut and heal the agent's network traffic (for chaos drills).
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+
+from controlplane.agent.client import AgentClient
+from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
+from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
+from controlplane.agent.node import NodeAgent, NodeInventory, install_partition_signals
+
+log = structlog.get_logger("qm.agent")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="qm-agent", description="Quartermaster node agent.")
+    p.add_argument("--server", default=os.environ.get("QM_SERVER", "http://127.0.0.1:8000"),
+                   help="control plane base URL (env QM_SERVER)")
+    p.add_argument("--bootstrap-token", default=os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", ""),
+                   help="secret for first registration (env QM_AGENT_BOOTSTRAP_TOKEN)")
+    p.add_argument("--name", default=os.environ.get("QM_NODE_NAME", socket.gethostname().split(".")[0]),
+                   help="node name; other nodes reach this one by it (MASTER_ADDR)")
+    p.add_argument("--pool")
+    p.add_argument("--gpu-type", help="GPU type name as the control plane knows it, e.g. H100-80GB")
+    p.add_argument("--gpus", type=int, help="declared GPU count (without NVML); per node with --simulate")
+    p.add_argument("--cpus", type=int)
+    p.add_argument("--memory-gb", type=int)
+    p.add_argument("--leaf-switch")
+    p.add_argument("--spine")
+    p.add_argument("--capacity-tier", choices=["reserved", "on_demand", "spot"])
+    p.add_argument("--state-dir", default=os.environ.get("QM_AGENT_STATE_DIR", "/var/lib/qm-agent"),
+                   help="node token, job working directories, process-group records")
+    p.add_argument("--interval", type=float, help="heartbeat interval in seconds (default: what the server says)")
+    p.add_argument("--sample-interval", type=float, default=10.0, help="seconds between usage samples")
+    p.add_argument("--stop-grace", type=float, default=10.0, help="on SIGTERM, seconds jobs get before SIGKILL")
+    p.add_argument("--no-self-fence", action="store_true",
+                   help="do NOT kill jobs when the lease cannot be renewed (drills only: models a frozen agent)")
+    p.add_argument("--simulate", type=int, metavar="N", help="run N simulated nodes in this process")
+    p.add_argument("--name-prefix", default="sim-", help="simulated node names: PREFIX000, PREFIX001, …")
+    p.add_argument("--start-index", type=int, default=0)
+    p.add_argument("--nodes-per-leaf", type=int, default=8)
+    p.add_argument("--leaves-per-spine", type=int, default=4)
+    p.add_argument("--inventory", help="JSON file: a list of nodes (name and any inventory fields) to simulate")
+    p.add_argument("--names", help="comma-separated names of existing nodes to simulate, inventory as stored")
+    p.add_argument("--threads", type=int, default=0, help="simulate: worker threads (default: by node count)")
+    p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))
+    p.add_argument("--log-level", default=os.environ.get("QM_LOG_LEVEL", "INFO"))
+    return p.parse_args(argv)
+
+
+def configure_logging(fmt: str, level: str) -> None:
+    renderer: Any = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            renderer,
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
+        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        cache_logger_on_first_use=False,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    configure_logging(args.log_format, args.log_level)
+    if args.simulate is not None or args.inventory or args.names:
+        return run_simulated(args)
+    return run_real(args)
+
+
+# ------------------------------------------------------------------------------------ real node
+
+
+def _token_file(state_dir: Path, name: str) -> Path:
+    return state_dir / name / "token"
+
+
+def _load_token(path: Path) -> str:
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return ""
+
+
+def _save_token(path: Path, token: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(token + "\n")
+    os.replace(tmp, path)
+
+
+def real_inventory(args: argparse.Namespace, nvml: Nvml | None) -> NodeInventory:
+    devices = nvml.devices() if nvml is not None else []
+    gpu_count = len(devices) or args.gpus
+    if not gpu_count:
+        raise SystemExit("qm-agent: no GPUs found through NVML; declare them with --gpus N (and --gpu-type)")
+    gpu_type = args.gpu_type or (gpu_type_name(devices[0].name, devices[0].memory_mb) if devices else None)
+    return NodeInventory(
+        name=args.name,
+        gpu_count=gpu_count,
+        pool=args.pool or (gpu_type.split("-")[0].lower() if gpu_type else None),
+        gpu_type=gpu_type,
+        cpus=args.cpus if args.cpus is not None else host_cpus(),
+        memory_gb=args.memory_gb if args.memory_gb is not None else host_memory_gb(),
+        leaf_switch=args.leaf_switch or "leaf-0",
+        spine=args.spine or "spine-0",
+        capacity_tier=args.capacity_tier,
+        simulated=False,
+        devices=[d.as_json() for d in devices],
+    )
+
+
+def run_real(args: argparse.Namespace) -> int:
+    state_dir = Path(args.state_dir)
+    nvml = Nvml.open()
+    inventory = real_inventory(args, nvml)
+    launcher = ProcessLauncher(state_dir, inventory.name, nvml)
+    leftovers = launcher.sweep_leftovers()
+    if leftovers:
+        log.warning("killed processes a previous agent left behind", node=inventory.name, process_groups=leftovers)
+    token_path = _token_file(state_dir, inventory.name)
+    agent = NodeAgent(
+        inventory, client=AgentClient(args.server), launcher=launcher, bootstrap_token=args.bootstrap_token,
+        token=_load_token(token_path), interval_s=args.interval, sample_interval_s=args.sample_interval,
+        self_fence=not args.no_self_fence,
+    )
+    stop = threading.Event()
+
+    def on_term(signum: int, frame: object) -> None:
+        if not agent.shutting_down:
+            log.info("shutting down: stopping jobs", node=agent.name, signal=signum)
+            agent.shutdown(args.stop_grace)
+            stop.set()
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    install_partition_signals([agent])
+    log.info("agent starting", node=inventory.name, gpus=inventory.gpu_count, gpu_type=inventory.gpu_type,
+             nvml=nvml is not None, server=args.server)
+    saved = agent.token
+    hard_deadline: float | None = None
+    while not agent.done:
+        wait = agent.step()
+        if agent.token and agent.token != saved:
+            _save_token(token_path, agent.token)
+            saved = agent.token
+        if agent.shutting_down:
+            hard_deadline = hard_deadline or time.monotonic() + args.stop_grace + 10.0
+            if time.monotonic() > hard_deadline:
+                for running in agent.members.values():
+                    running.member.kill()
+                log.warning("control plane unreachable at shutdown; its lease will expire and fence", node=agent.name)
+                break
+        time.sleep(min(wait, 0.05) if agent.members or agent.shutting_down else min(wait, 1.0))
+    return 0
+
+
+# ------------------------------------------------------------------------------- simulated nodes
+
+
+def simulated_inventories(args: argparse.Namespace) -> list[NodeInventory]:
+    if args.inventory:
+        entries = json.loads(Path(args.inventory).read_text())
+        return [
+            NodeInventory(
+                name=str(e["name"]), gpu_count=int(e.get("gpu_count", e.get("gpus", args.gpus or 8))),
+                pool=e.get("pool", args.pool), gpu_type=e.get("gpu_type", args.gpu_type), cpus=e.get("cpus", args.cpus),
+                memory_gb=e.get("memory_gb", args.memory_gb), leaf_switch=e.get("leaf_switch"), spine=e.get("spine"),
+                capacity_tier=e.get("capacity_tier", args.capacity_tier), simulated=True,
+            )
+            for e in entries
+        ]
+    if args.names:
+        return [NodeInventory(name=n.strip(), gpu_count=args.gpus or 8, simulated=True)
+                for n in args.names.split(",") if n.strip()]
+    nodes = []
+    for i in range(args.start_index, args.start_index + args.simulate):
+        leaf = i // max(1, args.nodes_per_leaf)
+        nodes.append(
+            NodeInventory(
+                name=f"{args.name_prefix}{i:03d}",
+                gpu_count=args.gpus or 8,
+                pool=args.pool or "sim",
+                gpu_type=args.gpu_type or "H100-80GB",
+                cpus=args.cpus if args.cpus is not None else 64,
+                memory_gb=args.memory_gb if args.memory_gb is not None else 512,
+                leaf_switch=args.leaf_switch or f"{args.name_prefix}leaf-{leaf}",
+                spine=args.spine or f"{args.name_prefix}spine-{leaf // max(1, args.leaves_per_spine)}",
+                capacity_tier=args.capacity_tier,
+                simulated=True,
+            )
+        )
+    return nodes
+
+
+def run_simulated(args: argparse.Namespace) -> int:
+    inventories = simulated_inventories(args)
+    client = AgentClient(args.server)
+    launcher = SimulatedLauncher()
+    agents = [
+        NodeAgent(inv, client=client, launcher=launcher, bootstrap_token=args.bootstrap_token,
+                  interval_s=args.interval, sample_interval_s=args.sample_interval,
+                  self_fence=not args.no_self_fence)
+        for inv in inventories
+    ]
+    # Spread first contacts over a second so N nodes do not register in one burst.
+    for i, agent in enumerate(agents):
+        agent.next_contact = time.monotonic() + (i / max(1, len(agents)))
+    threads = args.threads or max(1, min(16, (len(agents) + 31) // 32))
+    stop = threading.Event()
+    shutdown_deadline: list[float] = []
+
+    def on_term(signum: int, frame: object) -> None:
+        if not shutdown_deadline:
+            shutdown_deadline.append(time.monotonic() + args.stop_grace + 10.0)
+            for agent in agents:
+                agent.shutdown(min(args.stop_grace, 2.0))
+
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)
+    install_partition_signals(agents)
+    log.info("simulating nodes", nodes=len(agents), threads=threads, server=args.server)
+    workers = [
+        threading.Thread(target=_drive, args=(agents[i::threads], stop, shutdown_deadline), name=f"sim-{i}", daemon=True)
+        for i in range(threads)
+    ]
+    for w in workers:
+        w.start()
+    try:
+        while any(w.is_alive() for w in workers):
+            for w in workers:
+                w.join(timeout=0.2)
+    finally:
+        stop.set()
+    return 0
+
+
+def _drive(agents: list[NodeAgent], stop: threading.Event, shutdown_deadline: list[float]) -> None:
+    """Step each agent when it is due; one thread serves many simulated nodes."""
+    due = [(agent.next_contact, i) for i, agent in enumerate(agents)]
+    heapq.heapify(due)
+    while due and not stop.is_set():
+        when, i = heapq.heappop(due)
+        delay = when - time.monotonic()
+        if delay > 0:
+            stop.wait(min(delay, 0.2))
+            heapq.heappush(due, (when, i))
+            continue
+        agent = agents[i]
+        try:
+            wait = agent.step()
+        except Exception:  # noqa: BLE001 - one node's bug must not stop the others
+            log.exception("simulated node step failed", node=agent.name)
+            wait = 1.0
+        if agent.done:
+            continue
+        if shutdown_deadline and time.monotonic() > shutdown_deadline[0]:
+            continue
+        heapq.heappush(due, (time.monotonic() + max(wait, 0.005), i))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

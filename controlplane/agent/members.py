@@ -1,0 +1,474 @@
+"""What runs on a node for one allocation: its gang member, as real processes or simulated.
+
+A member is started from an `Assignment` (one entry of the heartbeat's desired allocations)
+and answers: has it exited (and with which code)? how far has it got? how busy were its
+devices? It can be asked to stop (SIGTERM) and forced to (SIGKILL).
+
+Real members (`ProcessMember`) run the job's command with `/bin/sh -c`, one process per GPU by
+default (the torch.distributed `env://` contract: CUDA_VISIBLE_DEVICES lists the node's GPUs of
+the allocation, LOCAL_RANK picks one, RANK/WORLD_SIZE number every GPU of the gang), or one
+process per node with `QM_LAUNCH=per_node` in the job's env (for launchers such as torchrun,
+which get NNODES/NODE_RANK/LOCAL_WORLD_SIZE). Every process gets `QM_PROGRESS_FILE`: the job
+appends JSON lines such as `{"steps": 1200, "useful_tokens": 4915200, "checkpoint": true}`
+(cumulative totals for the whole job; the agent reads the RANK=0 process's file).
+
+Each process runs in its own session (so the whole tree can be signalled) and dies with the
+agent (PR_SET_PDEATHSIG), and its process group is recorded in the state directory so a
+restarted agent kills anything a killed predecessor left behind: a GPU never keeps a process
+the control plane no longer knows about.
+
+Simulated members make progress at the rates in the job's env (QM_SIM_DURATION_S,
+QM_SIM_STEPS_PER_S, QM_SIM_TOKENS_PER_STEP, QM_SIM_ACTIVITY, QM_SIM_EXIT_CODE, QM_SIM_STOP_S)
+and report exactly like real ones.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shlex
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Protocol
+
+PR_SET_PDEATHSIG = 1
+NO_COMMAND_EXIT_CODE = 127
+
+
+@dataclass(frozen=True)
+class Release:
+    reason: str
+    grace_remaining_s: float
+
+
+@dataclass(frozen=True)
+class Assignment:
+    """One desired allocation on this node, as the control plane sent it."""
+
+    generation: int
+    state: str
+    job_id: int
+    job_name: str
+    command: str
+    env: dict[str, str]
+    gpus: tuple[int, ...]
+    ranks: tuple[int, ...]
+    world_size: int
+    nnodes: int
+    node_rank: int
+    master_addr: str
+    master_port: int
+    checkpoint_interval_s: float | None
+    runtime_limit_s: float | None
+    release: Release | None
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Assignment:
+        job = data["job"]
+        release = data.get("release")
+        return cls(
+            generation=int(data["generation"]),
+            state=str(data["state"]),
+            job_id=int(job["id"]),
+            job_name=str(job.get("name", "")),
+            command=str(job.get("command") or ""),
+            env={str(k): str(v) for k, v in (job.get("env") or {}).items()},
+            gpus=tuple(int(g) for g in data["gpus"]),
+            ranks=tuple(int(r) for r in data["ranks"]),
+            world_size=int(data["world_size"]),
+            nnodes=int(data["nnodes"]),
+            node_rank=int(data["node_rank"]),
+            master_addr=str(data["master_addr"]),
+            master_port=int(data["master_port"]),
+            checkpoint_interval_s=float(job["checkpoint_interval_s"]) if job.get("checkpoint_interval_s") else None,
+            runtime_limit_s=float(job["runtime_limit_s"]) if job.get("runtime_limit_s") else None,
+            release=Release(str(release.get("reason", "")), float(release.get("grace_remaining_s", 0.0)))
+            if release else None,
+        )
+
+    @property
+    def hosts_rank_zero(self) -> bool:
+        return 0 in self.ranks
+
+
+@dataclass
+class Progress:
+    """Cumulative totals for the job as its RANK=0 process last wrote them."""
+
+    steps: int = 0
+    useful_tokens: int = 0
+    last_checkpoint_at: float | None = None  # wall-clock seconds
+    gpu_activity: float | None = None  # the job's own figure, when it gives one
+
+
+class Member(Protocol):
+    generation: int
+
+    def poll(self) -> int | None:
+        """The exit code once every process is gone, else None."""
+
+    def terminate(self) -> None:
+        """Ask to stop (SIGTERM): the job may checkpoint within its grace period."""
+
+    def kill(self) -> None:
+        """Stop now (SIGKILL)."""
+
+    def progress(self) -> Progress:
+        ...
+
+    def activity(self) -> float | None:
+        """Mean device activity (0..1) since the last call, or None when nothing measures it."""
+
+    def next_event_in(self) -> float | None:
+        """Seconds until this member will change by itself (simulated), None if unknown."""
+
+
+class Launcher(Protocol):
+    def launch(self, assignment: Assignment) -> Member:
+        ...
+
+
+# ----------------------------------------------------------------------------- real processes
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: SIGKILL me when the agent dies (Linux)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except OSError:
+        pass
+
+
+def rank_environment(assignment: Assignment, local_index: int, per_node: bool) -> dict[str, str]:
+    """The torch.distributed environment of one process of this node's gang member."""
+    devices = ",".join(str(g) for g in assignment.gpus)
+    common = {
+        "CUDA_VISIBLE_DEVICES": devices,
+        "MASTER_ADDR": assignment.master_addr,
+        "MASTER_PORT": str(assignment.master_port),
+        "NNODES": str(assignment.nnodes),
+        "NODE_RANK": str(assignment.node_rank),
+        "GROUP_RANK": str(assignment.node_rank),
+        "LOCAL_WORLD_SIZE": str(len(assignment.gpus)),
+        "QM_JOB_ID": str(assignment.job_id),
+        "QM_GENERATION": str(assignment.generation),
+    }
+    if per_node:
+        return {**common, "WORLD_SIZE": str(assignment.nnodes), "RANK": str(assignment.node_rank), "LOCAL_RANK": "0"}
+    return {
+        **common,
+        "WORLD_SIZE": str(assignment.world_size),
+        "RANK": str(assignment.ranks[local_index]),
+        "LOCAL_RANK": str(local_index),
+    }
+
+
+class DeviceMonitor(Protocol):
+    def utilization(self, gpus: tuple[int, ...]) -> float | None:
+        ...
+
+
+class ProcessMember:
+    """The job's command as real subprocesses on this node."""
+
+    def __init__(
+        self,
+        assignment: Assignment,
+        *,
+        workdir: Path,
+        node_name: str,
+        devices: DeviceMonitor | None,
+        base_env: dict[str, str] | None = None,
+    ) -> None:
+        self.generation = assignment.generation
+        self.assignment = assignment
+        self.devices = devices
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self._exit_code: int | None = None
+        self._progress = Progress()
+        self._progress_offset = 0
+        self._activity_sum = 0.0
+        self._activity_n = 0
+        per_node = assignment.env.get("QM_LAUNCH", "per_gpu") == "per_node"
+        count = 1 if per_node else max(1, len(assignment.gpus))
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.progress_file = workdir / "rank0.progress.jsonl"
+        if not assignment.command.strip():
+            self._exit_code = NO_COMMAND_EXIT_CODE
+            (workdir / "error.txt").write_text("the job has no command to run\n")
+            return
+        env_base = dict(base_env if base_env is not None else os.environ)
+        for index in range(count):
+            env = {**env_base, **assignment.env, **rank_environment(assignment, index, per_node),
+                   "QM_AGENT_NODE": node_name}
+            rank = env["RANK"]
+            env["QM_PROGRESS_FILE"] = str(self.progress_file if rank == "0" else workdir / f"rank{rank}.progress.jsonl")
+            with open(workdir / f"rank{rank}.log", "ab") as log:
+                proc = subprocess.Popen(
+                    ["/bin/sh", "-c", assignment.command],
+                    env=env,
+                    cwd=str(workdir),
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                    preexec_fn=_die_with_parent,
+                )
+            self.procs.append(proc)
+        (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
+
+    def poll(self) -> int | None:
+        if self._exit_code is not None:
+            return self._exit_code
+        codes = [p.poll() for p in self.procs]
+        failed = [c for c in codes if c not in (None, 0)]
+        if failed and any(c is None for c in codes):
+            # One rank died: the others cannot finish a collective without it.
+            self.terminate()
+            return None
+        if any(c is None for c in codes):
+            return None
+        self._exit_code = failed[0] if failed else 0
+        self._read_progress()
+        self._cleanup_groups()
+        return self._exit_code
+
+    def _signal(self, sig: int) -> None:
+        for proc in self.procs:
+            try:
+                os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def terminate(self) -> None:
+        self._signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self._signal(signal.SIGKILL)
+
+    def _cleanup_groups(self) -> None:
+        # The shell is gone; anything it left in its session goes too.
+        self._signal(signal.SIGKILL)
+        try:
+            (self.workdir / "pgids").unlink()
+        except FileNotFoundError:
+            pass
+
+    def _read_progress(self) -> None:
+        try:
+            with open(self.progress_file, "rb") as f:
+                f.seek(self._progress_offset)
+                chunk = f.read()
+        except FileNotFoundError:
+            return
+        end = chunk.rfind(b"\n")
+        if end < 0:
+            return
+        self._progress_offset += end + 1
+        for line in chunk[: end + 1].splitlines():
+            try:
+                item = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(item, dict):
+                apply_progress_line(self._progress, item, now=time.time())
+
+    def progress(self) -> Progress:
+        self._read_progress()
+        return self._progress
+
+    def activity(self) -> float | None:
+        if self.devices is not None:
+            value = self.devices.utilization(self.assignment.gpus)
+            if value is not None:
+                return value
+        return self._progress.gpu_activity
+
+    def next_event_in(self) -> float | None:
+        return None
+
+
+def apply_progress_line(progress: Progress, item: dict[str, Any], *, now: float) -> None:
+    """Fold one JSON line a job wrote into its progress (totals only move forward)."""
+    if isinstance(item.get("steps"), int | float):
+        progress.steps = max(progress.steps, int(item["steps"]))
+    if isinstance(item.get("useful_tokens"), int | float):
+        progress.useful_tokens = max(progress.useful_tokens, int(item["useful_tokens"]))
+    checkpoint = item.get("last_checkpoint_at")
+    if isinstance(checkpoint, int | float):
+        progress.last_checkpoint_at = float(checkpoint)
+    elif isinstance(checkpoint, str):
+        try:
+            progress.last_checkpoint_at = datetime.fromisoformat(checkpoint).timestamp()
+        except ValueError:
+            pass
+    elif item.get("checkpoint") is True:
+        progress.last_checkpoint_at = now
+    if isinstance(item.get("gpu_activity"), int | float):
+        progress.gpu_activity = min(1.0, max(0.0, float(item["gpu_activity"])))
+
+
+class ProcessLauncher:
+    def __init__(self, state_dir: Path, node_name: str, devices: DeviceMonitor | None) -> None:
+        self.root = state_dir / node_name
+        self.node_name = node_name
+        self.devices = devices
+
+    def launch(self, assignment: Assignment) -> Member:
+        return ProcessMember(
+            assignment, workdir=self.root / f"g{assignment.generation}", node_name=self.node_name, devices=self.devices
+        )
+
+    def sweep_leftovers(self) -> list[int]:
+        """Kill process groups a previous agent of this node recorded and left running.
+
+        Only groups whose leader still carries this node's QM_AGENT_NODE are touched, so a
+        recycled pid of an unrelated process is left alone."""
+        killed: list[int] = []
+        if not self.root.exists():
+            return killed
+        for pgids in self.root.glob("g*/pgids"):
+            for raw in pgids.read_text().split():
+                pid = int(raw)
+                if _carries_node(pid, self.node_name):
+                    try:
+                        os.killpg(pid, signal.SIGKILL)
+                        killed.append(pid)
+                    except (ProcessLookupError, PermissionError):
+                        pass
+            pgids.unlink()
+        return killed
+
+
+def _carries_node(pid: int, node_name: str) -> bool:
+    try:
+        environ = Path(f"/proc/{pid}/environ").read_bytes()
+    except OSError:
+        return False
+    return f"QM_AGENT_NODE={node_name}".encode() in environ.split(b"\0")
+
+
+# ----------------------------------------------------------------------------- simulated jobs
+
+
+def _env_float(env: dict[str, str], name: str, default: float | None) -> float | None:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        return default
+
+
+@dataclass
+class SimulatedMember:
+    """A job that runs only in the agent's memory, at the rates its env declares.
+
+    QM_SIM_DURATION_S: seconds until it exits by itself (absent: until stopped);
+    QM_SIM_STEPS_PER_S, QM_SIM_TOKENS_PER_STEP: its progress; QM_SIM_ACTIVITY: device activity;
+    QM_SIM_EXIT_CODE: its exit code; QM_SIM_STOP_S: how long it takes to checkpoint and exit
+    after SIGTERM (longer than the grace period means it gets SIGKILLed, like a real job).
+    """
+
+    assignment: Assignment
+    clock: Callable[[], float] = time.monotonic
+    wall: Callable[[], float] = time.time
+    generation: int = 0
+    started: float = 0.0
+    terminated_at: float | None = None
+    killed_at: float | None = None
+    last_checkpoint: float | None = None
+    _spec: dict[str, float | None] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        env = self.assignment.env
+        self.generation = self.assignment.generation
+        self.started = self.clock()
+        self._spec = {
+            "duration": _env_float(env, "QM_SIM_DURATION_S", None),
+            "steps_per_s": _env_float(env, "QM_SIM_STEPS_PER_S", 1.0),
+            "tokens_per_step": _env_float(env, "QM_SIM_TOKENS_PER_STEP", 0.0),
+            "activity": _env_float(env, "QM_SIM_ACTIVITY", 0.9),
+            "exit_code": _env_float(env, "QM_SIM_EXIT_CODE", 0.0),
+            "stop_s": _env_float(env, "QM_SIM_STOP_S", 0.2),
+            "checkpoint_s": _env_float(env, "QM_SIM_CHECKPOINT_S", self.assignment.checkpoint_interval_s),
+        }
+
+    def _end(self) -> tuple[float, int] | None:
+        """When and how it ends, as things stand."""
+        ends: list[tuple[float, int]] = []
+        duration = self._spec["duration"]
+        if duration is not None:
+            ends.append((self.started + duration, int(self._spec["exit_code"] or 0)))
+        if self.terminated_at is not None:
+            ends.append((self.terminated_at + float(self._spec["stop_s"] or 0.0), -signal.SIGTERM))
+        if self.killed_at is not None:
+            ends.append((self.killed_at, -signal.SIGKILL))
+        return min(ends) if ends else None
+
+    def poll(self) -> int | None:
+        end = self._end()
+        if end is not None and self.clock() >= end[0]:
+            return end[1]
+        return None
+
+    def terminate(self) -> None:
+        if self.terminated_at is None:
+            self.terminated_at = self.clock()
+            self.last_checkpoint = self.terminated_at  # a well-behaved job checkpoints on SIGTERM
+
+    def kill(self) -> None:
+        if self.killed_at is None:
+            self.killed_at = self.clock()
+
+    def _ran_until(self) -> float:
+        end = self._end()
+        now = self.clock()
+        return min(now, end[0]) if end is not None else now
+
+    def progress(self) -> Progress:
+        ran = max(0.0, self._ran_until() - self.started)
+        steps = int(ran * float(self._spec["steps_per_s"] or 0.0))
+        checkpoint = self.last_checkpoint
+        every = self._spec["checkpoint_s"]
+        if every:
+            periodic = self.started + every * int(ran // every)
+            if periodic > self.started and (checkpoint is None or periodic > checkpoint):
+                checkpoint = periodic
+        offset = self.wall() - self.clock()
+        return Progress(
+            steps=steps,
+            useful_tokens=int(steps * float(self._spec["tokens_per_step"] or 0.0)),
+            last_checkpoint_at=checkpoint + offset if checkpoint is not None else None,
+        )
+
+    def activity(self) -> float | None:
+        return float(self._spec["activity"] or 0.0)
+
+    def next_event_in(self) -> float | None:
+        end = self._end()
+        return None if end is None else max(0.0, end[0] - self.clock())
+
+
+class SimulatedLauncher:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, wall: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.wall = wall
+
+    def launch(self, assignment: Assignment) -> Member:
+        return SimulatedMember(assignment, clock=self.clock, wall=self.wall)
+
+
+def describe(assignment: Assignment) -> str:
+    return f"job {assignment.job_id} g{assignment.generation} gpus {','.join(map(str, assignment.gpus))}: " + (
+        shlex.quote(assignment.command[:80]) if assignment.command else "(no command)"
+    )

@@ -1,0 +1,479 @@
+"""One node's agent: lease, generations, and the desired-versus-actual loop.
+
+`NodeAgent.step()` is one small round; the caller runs it again after the delay it returns.
+A round:
+  1. reap: members whose processes are gone become `exited` (or `lost`) reports;
+  2. enforce: a member past its stop deadline is SIGKILLed;
+  3. self-fence: if the lease could not be renewed for `lease_s - margin`, measured on this
+     machine's monotonic clock from the moment the last successful heartbeat was *sent*, every
+     member is SIGKILLed. The control plane counts the same lease from when it *received* that
+     heartbeat, so the processes are gone before it may fence the allocations and reuse the
+     GPUs. The agent then registers again, clean;
+  4. talk: register if needed, else heartbeat with the reports (or just report, when an exit
+     should be known at once);
+  5. apply the desired allocations:
+       - a generation lower than one already seen on any of its GPUs is refused (stale or out
+         of order) and reported;
+       - a new active allocation is launched once no older member holds its GPUs (an older one
+         still there is stale and is killed first);
+       - a releasing allocation gets SIGTERM, and SIGKILL when its grace period runs out;
+       - anything running that the control plane no longer lists is stale: SIGKILL.
+  6. sample: every `sample_interval_s`, progress and device activity per member.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import structlog
+
+from controlplane.agent.client import AgentClient, Refused, Unauthorized, Unreachable
+from controlplane.agent.members import Assignment, Launcher, Member, describe
+
+log = structlog.get_logger("qm.agent")
+
+MAX_OUTBOX = 5000
+FINISHED_MEMORY = 4096
+RETRY_S = 0.5
+DEFAULT_INTERVAL_S = 2.0
+
+
+def iso(wall: float) -> str:
+    return datetime.fromtimestamp(wall, tz=timezone.utc).isoformat()
+
+
+@dataclass
+class NodeInventory:
+    name: str
+    gpu_count: int
+    pool: str | None = None
+    gpu_type: str | None = None
+    cpus: int | None = None
+    memory_gb: int | None = None
+    leaf_switch: str | None = None
+    spine: str | None = None
+    capacity_tier: str | None = None
+    simulated: bool = False
+    devices: list[dict[str, Any]] = field(default_factory=list)
+
+    def as_json(self) -> dict[str, Any]:
+        body: dict[str, Any] = {"name": self.name, "gpu_count": self.gpu_count, "simulated": self.simulated}
+        for key in ("pool", "gpu_type", "cpus", "memory_gb", "leaf_switch", "spine", "capacity_tier"):
+            value = getattr(self, key)
+            if value is not None:
+                body[key] = value
+        if self.devices:
+            body["devices"] = self.devices
+        return body
+
+
+@dataclass
+class Running:
+    assignment: Assignment
+    member: Member
+    started_wall: float
+    sample_from_wall: float
+    sampled_steps: int = 0
+    sampled_tokens: int = 0
+    reported_steps: int = -1
+    stop_kind: str | None = None  # release | stale | lease | shutdown | refused
+    kill_at: float | None = None
+
+
+class NodeAgent:
+    def __init__(
+        self,
+        inventory: NodeInventory,
+        *,
+        client: AgentClient,
+        launcher: Launcher,
+        bootstrap_token: str = "",
+        token: str = "",
+        interval_s: float | None = None,
+        sample_interval_s: float = 10.0,
+        self_fence: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
+        self.inventory = inventory
+        self.name = inventory.name
+        self.client = client
+        self.launcher = launcher
+        self.bootstrap_token = bootstrap_token
+        self.token = token
+        self.interval_override = interval_s
+        self.interval_s = interval_s or DEFAULT_INTERVAL_S
+        self.sample_interval_s = sample_interval_s
+        self.self_fence = self_fence
+        self.clock = clock
+        self.wall = wall
+        self.log = log.bind(node=self.name)
+
+        self.registered = False
+        self.lease_s = 0.0
+        self.lease_valid_until = 0.0
+        self.node_state = "unknown"
+        self.members: dict[int, Running] = {}
+        self.finished: OrderedDict[int, int | None] = OrderedDict()
+        self.refused: set[int] = set()
+        self.highest_generation: dict[int, int] = {}
+        self.outbox: list[dict[str, Any]] = []
+        self.next_contact = 0.0
+        self.next_sample = 0.0
+        self.urgent = False
+        self.partitioned = False  # tests and demos: drop all traffic, keep running
+        self.shutting_down = False
+        self.self_fenced_at: float | None = None
+        self.counters = {"launched": 0, "exited": 0, "refused": 0, "stale_killed": 0, "self_fenced": 0}
+
+    # ------------------------------------------------------------------------------ the round
+
+    def step(self) -> float:
+        """One round; returns how long to wait before the next one."""
+        now = self.clock()
+        self._reap(now)
+        self._enforce_deadlines(now)
+        self._check_lease(now)
+        if not self.partitioned and (now >= self.next_contact or self.urgent or not self.registered):
+            self._contact(now)
+        now = self.clock()
+        if now >= self.next_sample and self.members:
+            self._sample(now)
+            self.next_sample = now + self.sample_interval_s
+        return self._next_wait(self.clock())
+
+    def _next_wait(self, now: float) -> float:
+        wakes = [self.next_contact - now]
+        for running in self.members.values():
+            upcoming = running.member.next_event_in()
+            wakes.append(upcoming if upcoming is not None else 0.05)
+            if running.kill_at is not None:
+                wakes.append(running.kill_at - now)
+        if self.members and self.self_fence and self.registered:
+            wakes.append(self.lease_valid_until - now)
+        if self.members:
+            wakes.append(self.next_sample - now)
+        return max(0.0, min(wakes))
+
+    # ------------------------------------------------------------------------------ members
+
+    def _reap(self, now: float) -> None:
+        wall = self.wall()
+        for generation, running in list(self.members.items()):
+            code = running.member.poll()
+            if code is None:
+                continue
+            del self.members[generation]
+            self._remember_finished(generation, code)
+            self.counters["exited"] += 1
+            self._final_sample(running, wall)
+            # `exited`: the job ended by itself or as the control plane asked (its exit code
+            # decides its fate). `lost`: we stopped it for a reason that is not the job's own
+            # (lease lost, shutdown, stale, refused), so it must be requeued, never failed.
+            kind = "exited" if running.stop_kind in (None, "release") else "lost"
+            self._queue({"kind": kind, "generation": generation, "at": iso(wall), "exit_code": code,
+                         "message": f"stopped: {running.stop_kind}" if running.stop_kind else ""})
+            self.urgent = True
+            self.log.info("member ended", generation=generation, job=running.assignment.job_id, exit_code=code,
+                          stop=running.stop_kind)
+
+    def _remember_finished(self, generation: int, code: int | None) -> None:
+        self.finished[generation] = code
+        while len(self.finished) > FINISHED_MEMORY:
+            self.finished.popitem(last=False)
+
+    def _enforce_deadlines(self, now: float) -> None:
+        for running in self.members.values():
+            if running.kill_at is not None and now >= running.kill_at:
+                running.member.kill()
+                running.kill_at = None
+
+    def _stop(self, running: Running, kind: str, grace_s: float, now: float) -> None:
+        """SIGTERM now and SIGKILL after `grace_s` (0: SIGKILL at once). A later, harsher stop
+        can shorten an earlier one, never lengthen it."""
+        if running.stop_kind is None or kind in ("lease", "stale", "refused"):
+            running.stop_kind = kind
+        if grace_s <= 0:
+            running.member.kill()
+            running.kill_at = None
+            return
+        if running.kill_at is None:
+            running.member.terminate()
+            running.kill_at = now + grace_s
+        else:
+            running.kill_at = min(running.kill_at, now + grace_s)
+
+    def _check_lease(self, now: float) -> None:
+        if not (self.self_fence and self.registered and self.members):
+            return
+        if now < self.lease_valid_until:
+            return
+        # The lease is lost as far as we can know: the control plane may fence these
+        # allocations and hand the GPUs to someone else. Nothing of ours may run then.
+        self.counters["self_fenced"] += 1
+        self.self_fenced_at = self.wall()
+        self.log.warning("self-fenced: lease not renewed in time, killing every member",
+                         members=sorted(self.members), lease_s=self.lease_s, at=iso(self.self_fenced_at))
+        for running in self.members.values():
+            self._stop(running, "lease", 0.0, now)
+        self.registered = False
+
+    # ------------------------------------------------------------------------------ talking
+
+    def _queue(self, report: dict[str, Any]) -> None:
+        self.outbox.append(report)
+        if len(self.outbox) > MAX_OUTBOX:
+            # Keep exits and starts; shed the oldest samples first.
+            samples = [i for i, r in enumerate(self.outbox) if r["kind"] in ("sample", "progress")]
+            for i in reversed(samples[: len(self.outbox) - MAX_OUTBOX]):
+                del self.outbox[i]
+
+    def _contact(self, now: float) -> None:
+        try:
+            if not self.registered:
+                if self.shutting_down:
+                    return
+                if self.members:
+                    # Register only once everything we stopped is really gone: registering says
+                    # "nothing of the past runs here", and the control plane frees GPUs on it.
+                    for running in self.members.values():
+                        if running.stop_kind is None:
+                            self._stop(running, "stale", 0.0, now)
+                    self.next_contact = now + 0.05
+                    return
+                self._register()
+                return
+            self._sync(now)
+        except Unauthorized as error:
+            self.log.warning("token refused; stopping everything and registering again", detail=str(error))
+            for running in self.members.values():
+                self._stop(running, "stale", 0.0, now)
+            self.registered = False
+            self.token = ""
+            self.next_contact = self.clock() + RETRY_S
+        except Refused as error:
+            self.log.error("control plane refused the request", detail=error.detail, status=error.status)
+            self.next_contact = self.clock() + max(self.interval_s, 5.0)
+        except Unreachable as error:
+            self.log.warning("control plane unreachable", detail=str(error))
+            self.next_contact = self.clock() + min(self.interval_s, RETRY_S * 2)
+
+    def _register(self) -> None:
+        token = self.token or self.bootstrap_token
+        if not token:
+            raise Refused(401, "no node token and no bootstrap secret: set QM_AGENT_BOOTSTRAP_TOKEN")
+        body = self.inventory.as_json()
+        body["running"] = sorted(self.members)
+        sent = self.clock()
+        try:
+            reply = self.client.register(token, body)
+        except Unauthorized:
+            if self.token and self.bootstrap_token:
+                self.token = ""
+                reply = self.client.register(self.bootstrap_token, body)
+            else:
+                raise
+        self.token = str(reply["token"])
+        self.registered = True
+        self.node_state = str(reply.get("node_state", "ready"))
+        self._lease_renewed(sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
+        self.log.info("registered", state=self.node_state, lease_s=self.lease_s, interval_s=self.interval_s,
+                      settled=reply.get("settled_generations", []))
+        self.next_contact = self.clock()  # pull the desired state right away
+        self.urgent = True
+
+    def _lease_renewed(self, sent: float, lease_s: float, interval: Any) -> None:
+        self.lease_s = lease_s
+        margin = max(1.0, 0.1 * lease_s)
+        self.lease_valid_until = sent + lease_s - margin
+        if self.interval_override is None and interval:
+            self.interval_s = float(interval)
+
+    def _sync(self, now: float) -> None:
+        reports, self.outbox = self.outbox, []
+        body: dict[str, Any] = {"running": sorted(self.members), "reports": reports}
+        if self.shutting_down and not self.members:
+            body["goodbye"] = True
+        sent = self.clock()
+        heartbeat = not self.urgent or now >= self.next_contact
+        try:
+            if heartbeat:
+                reply = self.client.heartbeat(self.name, self.token, body)
+            else:
+                reply = self.client.report(self.name, self.token, body)
+        except (Unreachable, Refused):
+            # Not delivered (as far as we know): send them again; the server applies each
+            # report idempotently, so a duplicate does no harm.
+            self.outbox = reports + self.outbox
+            raise
+        self.urgent = False
+        if heartbeat:
+            self._lease_renewed(sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
+            self.next_contact = self.clock() + self.interval_s
+        self.node_state = str(reply.get("node_state", self.node_state))
+        self._apply(reply)
+
+    # ------------------------------------------------------------------------------ desired
+
+    def _apply(self, reply: dict[str, Any]) -> None:
+        now = self.clock()
+        if reply.get("reregister"):
+            self.log.warning("control plane says this node must register again; stopping everything",
+                             state=reply.get("node_state"), running=sorted(self.members))
+            for running in self.members.values():
+                self._stop(running, "stale", 0.0, now)
+            self.registered = False
+            self.next_contact = now
+            return
+        desired = [Assignment.from_json(a) for a in reply.get("allocations", [])]
+        wanted = {a.generation for a in desired}
+        for generation in reply.get("stop", []):
+            running = self.members.get(int(generation))
+            if running is not None:
+                self.counters["stale_killed"] += 1
+                self.log.warning("stopping stale generation", generation=generation)
+                self._stop(running, "stale", 0.0, now)
+        for generation, running in self.members.items():
+            if generation not in wanted and running.stop_kind != "stale":
+                self.counters["stale_killed"] += 1
+                self.log.warning("stopping generation the control plane no longer lists", generation=generation)
+                self._stop(running, "stale", 0.0, now)
+        for assignment in desired:
+            self._apply_one(assignment, now)
+
+    def _apply_one(self, assignment: Assignment, now: float) -> None:
+        generation = assignment.generation
+        if generation in self.refused:
+            return
+        newest = max((self.highest_generation.get(g, 0) for g in assignment.gpus), default=0)
+        if generation < newest:
+            self.refused.add(generation)
+            self.counters["refused"] += 1
+            self.log.warning("refusing stale generation", generation=generation, newest_seen=newest,
+                             gpus=list(assignment.gpus))
+            self._queue({"kind": "refused", "generation": generation, "at": iso(self.wall()),
+                         "message": f"generation {newest} was already seen on these GPUs"})
+            self.urgent = True
+            running = self.members.get(generation)
+            if running is not None:
+                self._stop(running, "refused", 0.0, now)
+            return
+        for gpu in assignment.gpus:
+            self.highest_generation[gpu] = max(self.highest_generation.get(gpu, 0), generation)
+        running = self.members.get(generation)
+        if running is not None:
+            if assignment.state == "releasing" and assignment.release is not None:
+                if running.stop_kind is None:
+                    self.log.info("stopping on request", generation=generation, reason=assignment.release.reason,
+                                  grace_s=assignment.release.grace_remaining_s)
+                self._stop(running, "release", assignment.release.grace_remaining_s, now)
+            return
+        if generation in self.finished:
+            return  # it ran here and ended; the control plane will settle it from our report
+        if assignment.state != "active":
+            # Asked to stop something we never started: confirm nothing of it runs here.
+            self._remember_finished(generation, None)
+            self._queue({"kind": "exited", "generation": generation, "at": iso(self.wall()), "exit_code": None,
+                         "message": "never started on this node"})
+            self.urgent = True
+            return
+        holders = [r for g, r in self.members.items() if set(r.assignment.gpus) & set(assignment.gpus)]
+        if holders:
+            for older in holders:
+                self.log.warning("an older generation still holds the GPUs; killing it before launching",
+                                 older=older.assignment.generation, newer=generation)
+                self._stop(older, "stale", 0.0, now)
+            self.next_contact = min(self.next_contact, now + 0.1)
+            return
+        self._launch(assignment)
+
+    def _launch(self, assignment: Assignment) -> None:
+        wall = self.wall()
+        try:
+            member = self.launcher.launch(assignment)
+        except OSError as error:
+            self.log.error("could not launch", generation=assignment.generation, error=str(error))
+            self._remember_finished(assignment.generation, 126)
+            self._queue({"kind": "exited", "generation": assignment.generation, "at": iso(wall), "exit_code": 126,
+                         "message": f"launch failed: {error}"[:500]})
+            self.urgent = True
+            return
+        self.members[assignment.generation] = Running(assignment=assignment, member=member, started_wall=wall,
+                                                      sample_from_wall=wall)
+        self.counters["launched"] += 1
+        self._queue({"kind": "started", "generation": assignment.generation, "at": iso(wall)})
+        self.log.info("launched", what=describe(assignment))
+
+    # ------------------------------------------------------------------------------ samples
+
+    def _sample(self, now: float) -> None:
+        wall = self.wall()
+        for running in self.members.values():
+            self._sample_one(running, wall)
+
+    def _sample_one(self, running: Running, wall: float) -> None:
+        if wall <= running.sample_from_wall:
+            return
+        progress = running.member.progress()
+        activity = running.member.activity()
+        rank_zero = running.assignment.hosts_rank_zero
+        steps = progress.steps if rank_zero else 0
+        tokens = progress.useful_tokens if rank_zero else 0
+        generation = running.assignment.generation
+        self._queue({
+            "kind": "sample", "generation": generation, "started_at": iso(running.sample_from_wall), "at": iso(wall),
+            "gpu_activity": 0.0 if activity is None else round(activity, 4),
+            "steps": max(0, steps - running.sampled_steps), "useful_tokens": max(0, tokens - running.sampled_tokens),
+        })
+        running.sample_from_wall = wall
+        running.sampled_steps, running.sampled_tokens = max(steps, running.sampled_steps), max(
+            tokens, running.sampled_tokens)
+        if rank_zero and (progress.steps != running.reported_steps or progress.last_checkpoint_at):
+            report: dict[str, Any] = {"kind": "progress", "generation": generation, "at": iso(wall),
+                                      "steps": progress.steps, "useful_tokens": progress.useful_tokens}
+            if progress.last_checkpoint_at is not None:
+                report["last_checkpoint_at"] = iso(progress.last_checkpoint_at)
+            self._queue(report)
+            running.reported_steps = progress.steps
+
+    def _final_sample(self, running: Running, wall: float) -> None:
+        self._sample_one(running, wall)
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def shutdown(self, grace_s: float) -> None:
+        """Stop every member (SIGTERM, then SIGKILL after `grace_s`) and say goodbye."""
+        self.shutting_down = True
+        now = self.clock()
+        for running in self.members.values():
+            self._stop(running, "shutdown", grace_s, now)
+        self.urgent = True
+
+    @property
+    def done(self) -> bool:
+        return self.shutting_down and not self.members and not self.outbox and not self.registered
+
+
+def install_partition_signals(agents: list[NodeAgent]) -> None:
+    """SIGUSR1 cuts these nodes off the network (their jobs keep running), SIGUSR2 heals.
+    Used by the chaos tests and demos to play a network partition without root."""
+
+    def cut(signum: int, frame: object) -> None:
+        for agent in agents:
+            agent.partitioned = True
+            agent.log.warning("partitioned: no traffic until SIGUSR2")
+
+    def heal(signum: int, frame: object) -> None:
+        for agent in agents:
+            agent.partitioned = False
+            agent.urgent = True
+            agent.log.warning("partition healed")
+
+    signal.signal(signal.SIGUSR1, cut)
+    signal.signal(signal.SIGUSR2, heal)

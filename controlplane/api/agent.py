@@ -1,0 +1,297 @@
+"""The node-agent endpoints, mounted at /api/v1/agent/.
+
+    POST register                  bootstrap secret or the node's token → a fresh node token
+    POST nodes/<name>/heartbeat    renew the lease, apply reports, get the desired allocations
+    POST nodes/<name>/report       apply reports at once (an exit), get the desired allocations
+
+Agents authenticate with `Authorization: Bearer <token>`. A node token opens only its own
+node's endpoints; the bootstrap secret (QM_AGENT_BOOTSTRAP_TOKEN) opens only `register`. User
+tokens and sessions are not accepted here, and agent tokens are not accepted anywhere else.
+The business rules are in services/agent_protocol.py; this module parses and answers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.urls import path
+from django.utils import timezone
+from rest_framework import exceptions, serializers, status
+from rest_framework.authentication import BaseAuthentication, get_authorization_header
+from rest_framework.parsers import JSONParser
+from rest_framework.permissions import BasePermission
+from rest_framework.renderers import JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.api.errors import exception_handler
+from controlplane.choices import CapacityTier
+from controlplane.models import Node
+from controlplane.services import agent_protocol as protocol
+
+MAX_REPORTS = 2000
+# Agent clocks are not trusted further than this: times from the future are taken as "now".
+MAX_CLOCK_SKEW = timedelta(seconds=5)
+
+
+# ------------------------------------------------------------------------------ authentication
+
+
+@dataclass(frozen=True)
+class AgentPrincipal:
+    """An authenticated node agent. Not a user: the user-facing API refuses it."""
+
+    node: Node
+    is_authenticated: bool = True
+    is_active: bool = True
+    pk: None = None
+
+
+@dataclass(frozen=True)
+class BootstrapPrincipal:
+    """A caller holding the bootstrap secret: it may register a node, nothing else."""
+
+    is_authenticated: bool = True
+    is_active: bool = True
+    pk: None = None
+
+
+class AgentTokenAuthentication(BaseAuthentication):
+    keyword = b"bearer"
+
+    def authenticate(self, request: Request) -> tuple[Any, str] | None:
+        parts = get_authorization_header(request).split()
+        if not parts or parts[0].lower() != self.keyword:
+            return None
+        if len(parts) != 2:
+            raise exceptions.AuthenticationFailed("Authorization must be 'Bearer <agent token>'.")
+        try:
+            token = parts[1].decode()
+        except UnicodeDecodeError as error:
+            raise exceptions.AuthenticationFailed("The agent token must be ASCII.") from error
+        if protocol.is_bootstrap_secret(token):
+            return BootstrapPrincipal(), token
+        node = protocol.node_for_token(token)
+        if node is None:
+            raise exceptions.AuthenticationFailed(
+                "Unknown agent token: it was never issued or a newer registration replaced it; "
+                "register again with the bootstrap secret."
+            )
+        return AgentPrincipal(node), token
+
+    def authenticate_header(self, request: Request) -> str:
+        return 'Bearer realm="qm-agent"'
+
+
+class MayRegister(BasePermission):
+    message = "Registering a node needs the bootstrap secret or that node's own agent token."
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        return isinstance(request.user, AgentPrincipal | BootstrapPrincipal)
+
+
+class IsThisNodesAgent(BasePermission):
+    """An agent may touch only its own node's endpoints."""
+
+    def has_permission(self, request: Request, view: APIView) -> bool:
+        user = request.user
+        if isinstance(user, BootstrapPrincipal):
+            self.message = "The bootstrap secret only registers nodes; use the node token register returned."
+            return False
+        if not isinstance(user, AgentPrincipal):
+            self.message = "Node endpoints need the node's agent token."
+            return False
+        if user.node.name != view.kwargs.get("name"):
+            self.message = (
+                f"This token belongs to the agent of node {user.node.name!r}; it may not act for "
+                f"node {view.kwargs.get('name')!r}."
+            )
+            return False
+        return True
+
+
+class AgentView(APIView):
+    authentication_classes = [AgentTokenAuthentication]
+    parser_classes = [JSONParser]
+    renderer_classes = [JSONRenderer]
+    throttle_classes: list[Any] = []
+    schema = None  # machine-to-machine; documented in docs/operations.md, not in the user API schema
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler
+
+
+# ------------------------------------------------------------------------------------- payloads
+
+
+class DeviceSerializer(serializers.Serializer):
+    index = serializers.IntegerField(min_value=0)
+    name = serializers.CharField(max_length=128, required=False, allow_blank=True)
+    uuid = serializers.CharField(max_length=128, required=False, allow_blank=True)
+    memory_mb = serializers.IntegerField(min_value=0, required=False)
+
+
+class RegisterSerializer(serializers.Serializer):
+    name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", max_length=128,
+                                  error_messages={"invalid": "Node names are letters, digits, '.', '_' and '-'."})
+    pool = serializers.CharField(max_length=64, required=False)
+    gpu_type = serializers.CharField(max_length=64, required=False)
+    gpu_count = serializers.IntegerField(min_value=1, max_value=1024, required=False)
+    cpus = serializers.IntegerField(min_value=0, required=False)
+    memory_gb = serializers.IntegerField(min_value=0, required=False)
+    leaf_switch = serializers.CharField(max_length=64, required=False)
+    spine = serializers.CharField(max_length=64, required=False)
+    capacity_tier = serializers.ChoiceField(choices=CapacityTier.choices, required=False)
+    simulated = serializers.BooleanField(required=False, allow_null=True, default=None)
+    devices = DeviceSerializer(many=True, required=False, max_length=1024)
+    running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
+
+
+class ReportSerializer(serializers.Serializer):
+    kind = serializers.ChoiceField(choices=protocol.REPORT_KINDS)
+    generation = serializers.IntegerField(min_value=1)
+    at = serializers.DateTimeField()
+    exit_code = serializers.IntegerField(required=False, allow_null=True, min_value=-255, max_value=255)
+    steps = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    useful_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    last_checkpoint_at = serializers.DateTimeField(required=False, allow_null=True)
+    started_at = serializers.DateTimeField(required=False, allow_null=True)
+    gpu_activity = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
+    message = serializers.CharField(required=False, allow_blank=True, max_length=500)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        kind = attrs["kind"]
+        if kind == "exited" and "exit_code" not in attrs:
+            raise serializers.ValidationError({"exit_code": "An 'exited' report needs the exit code."})
+        if kind == "sample":
+            if attrs.get("started_at") is None:
+                raise serializers.ValidationError({"started_at": "A 'sample' report needs the interval's start."})
+            if attrs["started_at"] >= attrs["at"]:
+                raise serializers.ValidationError({"started_at": "A sample's start must be before its end ('at')."})
+            if attrs.get("gpu_activity") is None:
+                raise serializers.ValidationError({"gpu_activity": "A 'sample' report needs the device activity, 0..1."})
+        return attrs
+
+
+class SyncSerializer(serializers.Serializer):
+    running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
+    reports = ReportSerializer(many=True, required=False, max_length=MAX_REPORTS)
+    goodbye = serializers.BooleanField(required=False, default=False)
+
+
+def _clamp(at: datetime | None, now: datetime) -> datetime | None:
+    if at is None:
+        return None
+    return now if at > now + MAX_CLOCK_SKEW else min(at, now)
+
+
+def _reports(data: list[dict[str, Any]], now: datetime) -> list[protocol.Report]:
+    reports = []
+    for item in data:
+        at = _clamp(item["at"], now)
+        assert at is not None
+        started = _clamp(item.get("started_at"), now)
+        if item["kind"] == "sample" and (started is None or started >= at):
+            continue  # the whole interval lay in the agent's future: nothing to account
+        reports.append(
+            protocol.Report(
+                kind=item["kind"],
+                generation=item["generation"],
+                at=at,
+                exit_code=item.get("exit_code"),
+                steps=item.get("steps"),
+                useful_tokens=item.get("useful_tokens"),
+                last_checkpoint_at=_clamp(item.get("last_checkpoint_at"), now),
+                started_at=started,
+                gpu_activity=item.get("gpu_activity"),
+                message=item.get("message", ""),
+            )
+        )
+    return reports
+
+
+# ------------------------------------------------------------------------------------- views
+
+
+class RegisterView(AgentView):
+    permission_classes = [MayRegister]
+
+    def post(self, request: Request) -> Response:
+        payload = RegisterSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        inventory = protocol.Inventory(
+            pool=data.get("pool"),
+            gpu_type=data.get("gpu_type"),
+            gpu_count=data.get("gpu_count"),
+            cpus=data.get("cpus"),
+            memory_gb=data.get("memory_gb"),
+            leaf_switch=data.get("leaf_switch"),
+            spine=data.get("spine"),
+            capacity_tier=data.get("capacity_tier"),
+            simulated=data.get("simulated"),
+            devices=tuple(dict(d) for d in data.get("devices", [])),
+        )
+        try:
+            registration = protocol.register(
+                data["name"], inventory, token=request.auth, running=data.get("running", []), now=timezone.now()
+            )
+        except protocol.InvalidAgentRequest as error:
+            raise exceptions.ValidationError(error.errors) from error
+        except protocol.AgentForbidden as error:
+            raise exceptions.PermissionDenied(str(error)) from error
+        except protocol.AgentAuthError as error:
+            raise exceptions.AuthenticationFailed(str(error)) from error
+        node = registration.node
+        return Response(
+            {
+                "node": node.name,
+                "token": registration.token,
+                "node_state": node.state,
+                "lease_expires_at": registration.lease_expires_at.isoformat(),
+                "lease_s": protocol.lease_seconds(),
+                "heartbeat_interval_s": protocol.heartbeat_interval_seconds(),
+                "settled_generations": registration.released,
+            },
+            status=status.HTTP_201_CREATED,
+        )
+
+
+class _SyncView(AgentView):
+    permission_classes = [IsThisNodesAgent]
+    renew = False
+
+    def post(self, request: Request, name: str) -> Response:
+        payload = SyncSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        now = timezone.now()
+        # No transaction around the whole call: each step takes its own locks in the global
+        # order (lease → node → allocation → job → GPUs), see services/agent_protocol.py.
+        desired = protocol.sync(
+            request.user.node,
+            reports=_reports(data.get("reports", []), now),
+            running=protocol.parse_running(data.get("running", [])),
+            renew=self.renew,
+            goodbye=data.get("goodbye", False),
+            now=now,
+        )
+        return Response(desired.as_json())
+
+
+class HeartbeatView(_SyncView):
+    renew = True
+
+
+class ReportView(_SyncView):
+    renew = False
+
+
+urlpatterns = [
+    path("register", RegisterView.as_view(), name="agent-register"),
+    path("nodes/<str:name>/heartbeat", HeartbeatView.as_view(), name="agent-heartbeat"),
+    path("nodes/<str:name>/report", ReportView.as_view(), name="agent-report"),
+]

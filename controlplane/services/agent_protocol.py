@@ -1,0 +1,777 @@
+"""The node-agent protocol: what register, heartbeat and report mean to the control plane.
+
+An agent speaks for exactly one node. It
+  1. registers, with the bootstrap secret or its node's token, its inventory and the generations
+     it still runs; it gets a fresh per-node token (only its sha256 is stored) and a lease;
+  2. heartbeats: renews the lease and pulls the node's desired allocations (active ones, and
+     releasing ones with their deadline), each with its generation, command, environment and
+     rank information;
+  3. reports: processes started, exited (with the exit code), lost (stopped for a reason that
+     is not the job's own), progress, device-activity samples.
+
+The storage side of fencing (seed 001 §8.2) lives here and in services/reconcile.py:
+  - an expired lease is never renewed: the node is quarantined and its allocations fenced; the
+    agent must stop everything and register again, clean;
+  - reports name an allocation by generation; a generation that is no longer live on this node
+    is stale: the report changes nothing and the reply tells the agent to stop that work;
+  - a node's GPUs of an allocation stop being live only when that node's agent confirms the
+    processes are gone (or the allocation is fenced), so the scheduler never hands out a GPU
+    under a process the control plane knows of.
+
+Lock order, everywhere (so two paths never deadlock): scheduler lease row → node row →
+allocation row → job row → allocation GPU rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import secrets
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, F, Value
+from django.db.models.functions import Coalesce, Greatest
+
+from controlplane.choices import (
+    LIVE_ALLOCATION_STATES,
+    AllocationState,
+    CapacityTier,
+    EventKind,
+    NodeState,
+)
+from controlplane.models import Allocation, AllocationGpu, Event, GpuType, Job, Node, SchedulerLease, UsageSample
+from controlplane.services import transitions
+
+log = structlog.get_logger(__name__)
+
+TOKEN_PREFIX = "qma_"
+# Why the control plane stopped a gang whose member ended on its own (see _member_gone).
+RELEASE_GANG_MEMBER_EXITED = "GangMemberExited"
+RELEASE_GANG_MEMBER_FAILED = "GangMemberFailed"
+# Why an allocation is fenced when its agent says the processes are gone for a reason that is
+# not the job's own (agent restart or shutdown, self-fence on lease loss, refused generation).
+FENCE_AGENT_RESTARTED = "AgentRestarted"
+FENCE_WORK_LOST = "WorkLostOnNode"
+FENCE_REFUSED = "RefusedByAgent"
+
+INVENTORY_FIELDS = ("pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine")
+
+
+# ------------------------------------------------------------------------------------ errors
+
+
+class AgentAuthError(Exception):
+    """The presented token is neither this node's token nor the bootstrap secret (HTTP 401)."""
+
+
+class AgentForbidden(Exception):
+    """A valid agent asked for another node's endpoints (HTTP 403)."""
+
+
+class InvalidAgentRequest(Exception):
+    """The request cannot be applied; `errors` maps each field to what is wrong (HTTP 400)."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+# ------------------------------------------------------------------------------------ values
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """What an agent says its node is. Fields left None keep what the control plane has; a
+    node registering for the first time must give them all."""
+
+    pool: str | None = None
+    gpu_type: str | None = None
+    gpu_count: int | None = None
+    cpus: int | None = None
+    memory_gb: int | None = None
+    leaf_switch: str | None = None
+    spine: str | None = None
+    capacity_tier: str | None = None
+    simulated: bool | None = None
+    devices: tuple[dict[str, Any], ...] = ()
+
+
+@dataclass(frozen=True)
+class Report:
+    """One observation from an agent about one allocation (by generation) on its node.
+
+    kind: started | exited | lost | progress | sample | refused.
+    """
+
+    kind: str
+    generation: int
+    at: datetime
+    exit_code: int | None = None
+    steps: int | None = None
+    useful_tokens: int | None = None
+    last_checkpoint_at: datetime | None = None
+    started_at: datetime | None = None
+    gpu_activity: float | None = None
+    message: str = ""
+
+
+REPORT_KINDS = ("started", "exited", "lost", "progress", "sample", "refused")
+# Reports of one batch are applied in this order, so a job that started and exited between two
+# heartbeats is first marked started, then its samples land, then it ends.
+_REPORT_ORDER = {"started": 0, "progress": 1, "sample": 2, "refused": 3, "lost": 4, "exited": 5}
+
+
+@dataclass
+class Registration:
+    node: Node
+    token: str
+    lease_expires_at: datetime
+    released: list[int] = field(default_factory=list)
+
+
+@dataclass
+class Desired:
+    """The reply to a heartbeat or a report: what the node must run now."""
+
+    node: str
+    node_state: str
+    lease_expires_at: datetime | None
+    lease_s: float
+    heartbeat_interval_s: float
+    reregister: bool
+    allocations: list[dict[str, Any]]
+    stop: list[int]
+    stale_reports: list[int]
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "node": self.node,
+            "node_state": self.node_state,
+            "lease_expires_at": self.lease_expires_at.isoformat() if self.lease_expires_at else None,
+            "lease_s": self.lease_s,
+            "heartbeat_interval_s": self.heartbeat_interval_s,
+            "reregister": self.reregister,
+            "allocations": self.allocations,
+            "stop": self.stop,
+            "stale_reports": self.stale_reports,
+        }
+
+
+# ------------------------------------------------------------------------------------ tokens
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def new_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+
+
+def bootstrap_secret() -> str:
+    return str(settings.QM.get("AGENT_BOOTSTRAP_TOKEN", "") or "")
+
+
+def is_bootstrap_secret(token: str) -> bool:
+    secret = bootstrap_secret()
+    return bool(secret) and bool(token) and hmac.compare_digest(secret.encode(), token.encode())
+
+
+def node_for_token(token: str) -> Node | None:
+    """The node whose agent holds `token`, or None. Only the token's hash is ever stored."""
+    if not token or not token.startswith(TOKEN_PREFIX):
+        return None
+    return Node.objects.filter(agent_token_hash=token_hash(token)).first()
+
+
+def lease_seconds() -> float:
+    return float(settings.QM["AGENT_LEASE_S"])
+
+
+def heartbeat_interval_seconds() -> float:
+    """How often an agent should heartbeat: several times per suspect window, so one lost
+    packet never makes a node suspect."""
+    qm = settings.QM
+    return round(min(float(qm["SUSPECT_AFTER_S"]) / 3.0, lease_seconds() / 5.0), 3)
+
+
+def actor_for(node: Node | str) -> str:
+    return f"agent:{node.name if isinstance(node, Node) else node}"
+
+
+# ------------------------------------------------------------------------------ registration
+
+
+def register(
+    name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime
+) -> Registration:
+    """Register (or re-register) the agent of node `name`.
+
+    Steps:
+      1. authenticate: the bootstrap secret may register any node; a node token only its own;
+      2. create the node from the inventory, or update what the agent declares;
+      3. settle the node's live allocations the agent no longer runs (a fresh agent runs none:
+         its processes died with the old one): releasing ones are confirmed stopped, active
+         ones are fenced and their jobs requeued whole with the lost work recorded;
+      4. a suspect, quarantined or down node is ready again (it registered clean); cordoned
+         and draining nodes stay as the operator left them;
+      5. issue a fresh token (stored as sha256) and a lease.
+    """
+    from controlplane.services import reconcile
+
+    bootstrap = is_bootstrap_secret(token)
+    if not bootstrap and node_for_token(token) is None:
+        raise AgentAuthError(
+            "register needs the bootstrap secret (QM_AGENT_BOOTSTRAP_TOKEN) or this node's own token"
+        )
+    keep = set(running)
+    existing = Node.objects.filter(name=name).first()
+    # Allocations bound after this read are new work for the fresh agent, not abandoned ones.
+    abandoned = existing is not None and any(a.generation not in keep for a in _live_allocations_on(existing))
+    with transaction.atomic():
+        # Fencing draws generations from the lease row: lock it first (see the lock order
+        # above), and only when there is something to fence, so registrations stay cheap.
+        lease = reconcile.lock_scheduler_lease() if abandoned else None
+        node = Node.objects.select_for_update().filter(name=name).first()
+        if not bootstrap and (
+            node is None or not node.agent_token_hash or not hmac.compare_digest(node.agent_token_hash, token_hash(token))
+        ):
+            raise AgentForbidden(f"this token belongs to another node's agent; it may not register {name!r}")
+        created = node is None
+        node = _create_node(name, inventory) if node is None else _update_inventory(node, inventory)
+        actor = actor_for(node)
+        released = (
+            _settle_abandoned_allocations(node, keep, lease=lease, now=now, actor=actor) if lease is not None else []
+        )
+        before = node.state
+        if node.state in (NodeState.SUSPECT, NodeState.QUARANTINED, NodeState.DOWN):
+            node.state = NodeState.READY
+        fresh = new_token()
+        node.agent_token_hash = token_hash(fresh)
+        node.last_heartbeat_at = now
+        node.agent_lease_expires_at = now + timedelta(seconds=lease_seconds())
+        node.save()
+        transitions.record_event(
+            EventKind.NODE_REGISTERED, actor, node=node, at=now, reason="Registered" if created else "ReRegistered",
+            message=f"{node.name} registered {node.gpu_count}× {node.gpu_type.name}"
+            + ("" if created else f", was {before}")
+            + (f"; {len(released)} allocation(s) it no longer runs were settled" if released else ""),
+            data={"gpus": node.gpu_count, "from": str(before), "settled_generations": released,
+                  "devices": list(inventory.devices)[:16]},
+        )
+        if before != node.state:
+            transitions.record_event(
+                EventKind.NODE_STATE, actor, node=node, at=now, reason="RegisteredClean",
+                message=f"{node.name}: {before} → {node.state}: its agent registered again with nothing stale running",
+                data={"from": str(before), "to": str(node.state)},
+            )
+        transaction.on_commit(_request_cycle)
+    log.info("agent registered", node=name, created=created, settled=released)
+    return Registration(node=node, token=fresh, lease_expires_at=node.agent_lease_expires_at, released=released)
+
+
+def _create_node(name: str, inventory: Inventory) -> Node:
+    missing = {f: "required when a node registers for the first time" for f in INVENTORY_FIELDS
+               if getattr(inventory, f) in (None, "")}
+    if missing:
+        raise InvalidAgentRequest(missing)
+    node = Node(name=name, simulated=bool(inventory.simulated))
+    return _apply_inventory(node, inventory)
+
+
+def _update_inventory(node: Node, inventory: Inventory) -> Node:
+    return _apply_inventory(node, inventory)
+
+
+def _apply_inventory(node: Node, inventory: Inventory) -> Node:
+    errors: dict[str, str] = {}
+    if inventory.gpu_type is not None:
+        gpu_type = GpuType.objects.filter(name=inventory.gpu_type).first()
+        if gpu_type is None:
+            known = ", ".join(GpuType.objects.order_by("name").values_list("name", flat=True)) or "none yet"
+            errors["gpu_type"] = (
+                f"unknown GPU type {inventory.gpu_type!r} (known: {known}); an admin creates it first, "
+                "or start the agent with --gpu-type naming a known one"
+            )
+        else:
+            node.gpu_type = gpu_type
+    for f in ("gpu_count", "cpus", "memory_gb"):
+        value = getattr(inventory, f)
+        if value is not None:
+            if value < (1 if f == "gpu_count" else 0):
+                errors[f] = f"must be {'at least 1' if f == 'gpu_count' else 'zero or more'}, got {value}"
+            else:
+                setattr(node, f, value)
+    for f in ("pool", "leaf_switch", "spine"):
+        value = getattr(inventory, f)
+        if value is not None:
+            if not value or len(value) > 64:
+                errors[f] = f"must be 1 to 64 characters, got {value!r}"
+            else:
+                setattr(node, f, value)
+    if inventory.capacity_tier is not None:
+        if inventory.capacity_tier not in CapacityTier.values:
+            errors["capacity_tier"] = f"must be one of {', '.join(CapacityTier.values)}, got {inventory.capacity_tier!r}"
+        else:
+            node.capacity_tier = inventory.capacity_tier
+    if inventory.simulated is not None:
+        node.simulated = inventory.simulated
+    if node.pk and inventory.gpu_count is not None:
+        beyond = AllocationGpu.objects.filter(node=node, live=True, gpu_index__gte=inventory.gpu_count).count()
+        if beyond:
+            errors["gpu_count"] = (
+                f"{beyond} GPU(s) with index ≥ {inventory.gpu_count} are held by live allocations; "
+                "drain the node before shrinking its inventory"
+            )
+    if errors:
+        raise InvalidAgentRequest(errors)
+    return node
+
+
+def _settle_abandoned_allocations(
+    node: Node, keep: set[int], *, lease: SchedulerLease, now: datetime, actor: str
+) -> list[int]:
+    """Live allocations on `node` whose generation the agent does not run any more."""
+    settled: list[int] = []
+    for allocation in _live_allocations_on(node):
+        if allocation.generation in keep:
+            continue
+        settled.append(allocation.generation)
+        if allocation.state == AllocationState.RELEASING:
+            # It was being stopped anyway; the agent confirms nothing of it runs here.
+            _member_gone(allocation.pk, allocation.generation, node, exit_code=None, at=now, actor=actor)
+        else:
+            transitions.fence_allocation(
+                allocation.pk, lease=lease, at=now, actor=actor, reason=FENCE_AGENT_RESTARTED
+            )
+    return settled
+
+
+def _live_allocations_on(node: Node) -> list[Allocation]:
+    ids = AllocationGpu.objects.filter(node=node, live=True).values("allocation_id")
+    return list(Allocation.objects.filter(pk__in=ids, state__in=LIVE_ALLOCATION_STATES).order_by("generation"))
+
+
+# --------------------------------------------------------------------------- heartbeat/report
+
+
+def sync(
+    node: Node,
+    *,
+    reports: Sequence[Report],
+    running: Sequence[int],
+    renew: bool,
+    now: datetime,
+    goodbye: bool = False,
+) -> Desired:
+    """Apply an agent's reports, renew its lease (heartbeat), and say what the node must run.
+
+    A node whose lease has expired, or that is quarantined, gets no renewal: the reply asks
+    the agent to stop everything it runs and register again.
+    """
+    from controlplane.services import reconcile
+
+    stale = apply_reports(node, reports, now=now)
+    reregister = False
+    if goodbye:
+        _goodbye(node, now)
+        reregister = True
+    elif renew:
+        if not renew_lease(node, now):
+            # The lease ran out before this heartbeat arrived, or the node was quarantined.
+            reconcile.expire_node(node.pk, now=now)
+            reregister = True
+    else:
+        reregister = Node.objects.filter(pk=node.pk, state__in=[NodeState.QUARANTINED, NodeState.DOWN]).exists()
+    fresh = Node.objects.only("name", "state", "agent_lease_expires_at").get(pk=node.pk)
+    if fresh.state in (NodeState.QUARANTINED, NodeState.DOWN):
+        reregister = True
+    allocations = [] if reregister else desired_allocations(fresh, now)
+    desired_generations = {a["generation"] for a in allocations}
+    stop = sorted({g for g in running if g not in desired_generations} | set(stale))
+    if stop:
+        # The agent runs work the control plane no longer gives it: a healed partition, a
+        # fenced allocation, a lost message. Record it; the reply makes the agent stop it.
+        running_stale = sorted(g for g in stop if g in set(running))
+        if running_stale:
+            transitions.record_event(
+                EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="StaleWorkStopped",
+                message=f"{node.name} still runs generation(s) {', '.join(map(str, running_stale))} that are no "
+                "longer its to run; told to stop them",
+                data={"generations": running_stale, "node_state": str(fresh.state)},
+            )
+    return Desired(
+        node=fresh.name,
+        node_state=str(fresh.state),
+        lease_expires_at=None if reregister else fresh.agent_lease_expires_at,
+        lease_s=lease_seconds(),
+        heartbeat_interval_s=heartbeat_interval_seconds(),
+        reregister=reregister,
+        allocations=allocations,
+        stop=stop,
+        stale_reports=sorted(set(stale)),
+    )
+
+
+def renew_lease(node: Node, now: datetime) -> bool:
+    """Extend the node's lease if it is still valid. Compare-and-set: an expired lease, or a
+    quarantined node, is never renewed (reconcile may be fencing it right now)."""
+    expires = now + timedelta(seconds=lease_seconds())
+    renewed = (
+        Node.objects.filter(pk=node.pk, agent_lease_expires_at__gte=now)
+        .exclude(state__in=[NodeState.QUARANTINED, NodeState.DOWN])
+        .update(last_heartbeat_at=now, agent_lease_expires_at=expires)
+    )
+    if not renewed:
+        return False
+    if node.state == NodeState.SUSPECT and Node.objects.filter(pk=node.pk, state=NodeState.SUSPECT).update(
+        state=NodeState.READY
+    ):
+        transitions.record_event(
+            EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="HeartbeatsResumed",
+            message=f"{node.name}: suspect → ready, heartbeats resumed before its lease ran out",
+            data={"from": NodeState.SUSPECT.value, "to": NodeState.READY.value},
+        )
+        transaction.on_commit(_request_cycle)
+    return True
+
+
+def _goodbye(node: Node, now: datetime) -> None:
+    """The agent shuts down after stopping its work: its lease ends now and the node is down
+    until an agent registers it again."""
+    with transaction.atomic():
+        current = Node.objects.select_for_update().get(pk=node.pk)
+        before = current.state
+        Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=now, state=NodeState.DOWN)
+        transitions.record_event(
+            EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="AgentShutdown",
+            message=f"{node.name}: {before} → down, its agent shut down after stopping its work",
+            data={"from": str(before), "to": NodeState.DOWN.value},
+        )
+    if _live_allocations_on(node):
+        from controlplane.services import reconcile
+
+        reconcile.expire_node(node.pk, now=now)
+
+
+def apply_reports(node: Node, reports: Sequence[Report], *, now: datetime) -> list[int]:
+    """Apply a batch of reports; returns the generations they named that are stale here."""
+    if not reports:
+        return []
+    generations = {r.generation for r in reports}
+    on_node = AllocationGpu.objects.filter(node=node, allocation__generation__in=generations).values("allocation_id")
+    allocations = {
+        a.generation: a for a in Allocation.objects.filter(pk__in=on_node).select_related("job")
+    }
+    stale: set[int] = set()
+    ordered = sorted(reports, key=lambda r: (_REPORT_ORDER[r.kind], r.at))
+    started: list[tuple[Allocation, Report]] = []
+    samples: list[tuple[Allocation, Report]] = []
+    progress: dict[int, Report] = {}
+    actor = actor_for(node)
+    for report in ordered:
+        allocation = allocations.get(report.generation)
+        if allocation is None:
+            stale.add(report.generation)
+            continue
+        live = allocation.state in LIVE_ALLOCATION_STATES
+        if report.kind == "sample":
+            samples.append((allocation, report))
+        elif not live:
+            # Released or fenced already: nothing to change. A process still running under it
+            # must stop; an exit of it is old news.
+            if report.kind in ("started", "progress"):
+                stale.add(report.generation)
+        elif report.kind == "started":
+            started.append((allocation, report))
+        elif report.kind == "progress":
+            previous = progress.get(allocation.job_id)
+            if previous is None or (report.steps or 0) >= (previous.steps or 0):
+                progress[allocation.job_id] = report
+        elif report.kind == "exited":
+            _flush_started(node, started, actor)
+            started = []
+            _member_gone(allocation.pk, allocation.generation, node, exit_code=report.exit_code,
+                         at=report.at, actor=actor)
+        elif report.kind in ("lost", "refused"):
+            _flush_started(node, started, actor)
+            started = []
+            _work_lost(allocation, node, report, actor=actor)
+    _flush_started(node, started, actor)
+    _apply_progress(progress, now)
+    _store_samples(node, samples)
+    return sorted(stale)
+
+
+def _flush_started(node: Node, started: list[tuple[Allocation, Report]], actor: str) -> None:
+    """Mark processes started on this node: an Event per node, and the allocation's
+    `started_at` once every node of the gang has reported."""
+    if not started:
+        return
+    ids = [a.pk for a, _ in started]
+    already = set(
+        Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=ids, node=node).values_list(
+            "allocation_id", flat=True
+        )
+    )
+    fresh = [(a, r) for a, r in started if a.pk not in already]
+    if not fresh:
+        return
+    Event.objects.bulk_create(
+        [
+            Event(**transitions.event_fields(
+                EventKind.JOB_STARTED, actor, job=a.job, allocation=a, node=node, at=r.at, reason="Started",
+                message=f"Generation {a.generation} started on {node.name}", data={"generation": a.generation},
+            ))
+            for a, r in fresh
+        ]
+    )
+    nodes_of = dict(
+        AllocationGpu.objects.filter(allocation_id__in=[a.pk for a, _ in fresh])
+        .values("allocation_id")
+        .annotate(n=Count("node_id", distinct=True))
+        .values_list("allocation_id", "n")
+    )
+    multi = [a.pk for a, _ in fresh if nodes_of.get(a.pk, 1) > 1]
+    started_nodes = dict(
+        Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=multi)
+        .values("allocation_id")
+        .annotate(n=Count("node_id", distinct=True))
+        .values_list("allocation_id", "n")
+    ) if multi else {}
+    complete: dict[datetime, list[int]] = defaultdict(list)
+    for allocation, report in fresh:
+        if nodes_of.get(allocation.pk, 1) <= started_nodes.get(allocation.pk, 1):
+            complete[report.at].append(allocation.pk)
+    for at, pks in complete.items():
+        Allocation.objects.filter(pk__in=pks, started_at__isnull=True).update(started_at=at)
+
+
+def _apply_progress(progress: dict[int, Report], now: datetime) -> None:
+    """Progress only moves forward: a late or repeated report never lowers it."""
+    for job_id, report in progress.items():
+        values: dict[str, Any] = {"last_progress_at": now}
+        if report.steps is not None:
+            values["steps"] = Greatest(F("steps"), Value(report.steps))
+        if report.useful_tokens is not None:
+            values["useful_tokens"] = Greatest(F("useful_tokens"), Value(report.useful_tokens))
+        if report.last_checkpoint_at is not None:
+            values["last_checkpoint_at"] = Greatest(
+                Coalesce(F("last_checkpoint_at"), Value(report.last_checkpoint_at)), Value(report.last_checkpoint_at)
+            )
+        Job.objects.filter(pk=job_id).update(**values)
+
+
+def _store_samples(node: Node, samples: list[tuple[Allocation, Report]]) -> None:
+    """Usage samples → UsageSample rows. A sample reaching past the allocation's end is cut at
+    the end: nobody pays for time after a fence, even if a partitioned process ran on."""
+    if not samples:
+        return
+    gpus_here = dict(
+        AllocationGpu.objects.filter(node=node, allocation_id__in={a.pk for a, _ in samples})
+        .values("allocation_id")
+        .annotate(n=Count("id"))
+        .values_list("allocation_id", "n")
+    )
+    rows = []
+    for allocation, report in samples:
+        begin = report.started_at
+        end = report.at
+        if allocation.state not in LIVE_ALLOCATION_STATES and allocation.released_at is not None:
+            end = min(end, allocation.released_at)
+        if begin is None or end <= begin:
+            continue
+        rows.append(
+            UsageSample(
+                allocation=allocation,
+                job_id=allocation.job_id,
+                node=node,
+                started_at=begin,
+                ended_at=end,
+                gpus=gpus_here.get(allocation.pk, 0),
+                gpu_activity=min(1.0, max(0.0, float(report.gpu_activity or 0.0))),
+                steps=max(0, int(report.steps or 0)),
+                useful_tokens=max(0, int(report.useful_tokens or 0)),
+            )
+        )
+    if rows:
+        UsageSample.objects.bulk_create(rows)
+
+
+def _member_gone(
+    allocation_id: int, generation: int, node: Node, *, exit_code: int | None, at: datetime, actor: str
+) -> None:
+    """This node's processes of the allocation are gone: the job's own exit, or a confirmed stop.
+
+    Steps:
+      1. lock the allocation; if it is no longer live under this generation, nothing to do;
+      2. a single-node allocation is settled at once (transitions.complete_release);
+      3. in a gang across nodes, this node's GPUs stop being live now (confirmed clean) and an
+         Event records the member's exit; if the gang was active, the rest of it is told to
+         stop (a gang runs whole or not at all), with the reason that decides the job's fate;
+      4. once no node holds a live GPU of it, the allocation is settled with the exit code of
+         the member that ended the gang.
+    """
+    with transaction.atomic():
+        allocation = (
+            Allocation.objects.select_for_update()
+            .select_related("job__priority_class")
+            .filter(pk=allocation_id, generation=generation)
+            .first()
+        )
+        if allocation is None or allocation.state not in LIVE_ALLOCATION_STATES:
+            return
+        nodes = set(AllocationGpu.objects.filter(allocation=allocation).values_list("node_id", flat=True))
+        if nodes == {node.pk}:
+            transitions.complete_release(allocation.pk, exit_code=exit_code, at=at, actor=actor)
+            _after_release()
+            return
+        changed = AllocationGpu.objects.filter(allocation=allocation, node=node, live=True).update(live=False)
+        if changed:
+            transitions.record_event(
+                EventKind.ALLOCATION_RELEASED, actor, job=allocation.job, allocation=allocation, node=node, at=at,
+                reason="MemberExited",
+                message=f"Generation {allocation.generation}: the member on {node.name} is gone"
+                + (f" (exit code {exit_code})" if exit_code is not None else "") + f"; its {changed} GPU(s) are free",
+                data={"generation": allocation.generation, "exit_code": exit_code, "node": node.name, "gpus": changed},
+            )
+            _after_release()
+        if not AllocationGpu.objects.filter(allocation=allocation, live=True).exists():
+            code = exit_code
+            if allocation.release_reason in (RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED):
+                code = _first_member_exit_code(allocation, default=exit_code)
+            transitions.complete_release(allocation.pk, exit_code=code, at=at, actor=actor)
+            return
+        if allocation.state == AllocationState.ACTIVE:
+            failed = exit_code != 0
+            grace = allocation.job.priority_class.grace_period_s
+            transitions.signal_stop(
+                allocation.pk, allocation.generation,
+                reason=RELEASE_GANG_MEMBER_FAILED if failed else RELEASE_GANG_MEMBER_EXITED,
+                grace_period_s=grace, at=at, actor=actor,
+                message=f"The gang member on {node.name} "
+                + (f"exited with code {exit_code}" if exit_code is not None else "is gone")
+                + f"; the rest of the gang gets {grace} s to exit",
+            )
+
+
+def _first_member_exit_code(allocation: Allocation, default: int | None) -> int | None:
+    first = (
+        Event.objects.filter(allocation=allocation, kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited")
+        .order_by("created_at", "id")
+        .values_list("data", flat=True)
+        .first()
+    )
+    if first is None:
+        return default
+    code = first.get("exit_code")
+    return int(code) if code is not None else default
+
+
+def _work_lost(allocation: Allocation, node: Node, report: Report, *, actor: str) -> None:
+    """The agent stopped the processes for a reason that is not the job's own (its lease ran
+    out, it shuts down, it refused a stale generation). A releasing allocation just counts as
+    stopped; an active one is fenced, its job requeued whole with the lost work recorded."""
+    from controlplane.services import reconcile
+
+    if allocation.state == AllocationState.RELEASING:
+        _member_gone(allocation.pk, allocation.generation, node, exit_code=report.exit_code, at=report.at, actor=actor)
+        return
+    with transaction.atomic():
+        lease = reconcile.lock_scheduler_lease()
+        fenced = transitions.fence_allocation(
+            allocation.pk, lease=lease, at=report.at, actor=actor,
+            reason=FENCE_REFUSED if report.kind == "refused" else FENCE_WORK_LOST,
+        )
+    if fenced:
+        _after_release()
+
+
+def _after_release() -> None:
+    transaction.on_commit(_request_cycle)
+
+
+def _request_cycle() -> None:
+    from controlplane import tasks
+
+    tasks.request_cycle()
+
+
+# --------------------------------------------------------------------------- desired state
+
+
+def desired_allocations(node: Node, now: datetime) -> list[dict[str, Any]]:
+    """Every live allocation holding a live GPU on `node`, as the agent needs it (2 queries).
+
+    Ranks are numbered over the whole gang in (node name, GPU index) order, over all of its
+    GPUs, so they never shift while a gang winds down node by node."""
+    here = AllocationGpu.objects.filter(node=node, live=True).values("allocation_id")
+    allocations = list(
+        Allocation.objects.filter(pk__in=here, state__in=LIVE_ALLOCATION_STATES)
+        .select_related("job")
+        .order_by("generation")
+    )
+    if not allocations:
+        return []
+    members: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
+    for allocation_id, node_name, gpu_index, live in (
+        AllocationGpu.objects.filter(allocation_id__in=[a.pk for a in allocations])
+        .values_list("allocation_id", "node__name", "gpu_index", "live")
+        .order_by("allocation_id", "node__name", "gpu_index")
+    ):
+        members[allocation_id].append((node_name, gpu_index, live))
+    return [_allocation_payload(a, members[a.pk], node.name, now) for a in allocations]
+
+
+def _allocation_payload(
+    allocation: Allocation, gang: list[tuple[str, int, bool]], here: str, now: datetime
+) -> dict[str, Any]:
+    job = allocation.job
+    node_names = sorted({n for n, _, _ in gang})
+    local = [(rank, gpu) for rank, (n, gpu, live) in enumerate(gang) if n == here and live]
+    release = None
+    if allocation.state == AllocationState.RELEASING:
+        deadline = allocation.release_deadline or now
+        release = {
+            "reason": allocation.release_reason,
+            "deadline": deadline.isoformat(),
+            "grace_remaining_s": max(0.0, round((deadline - now).total_seconds(), 3)),
+        }
+    return {
+        "generation": allocation.generation,
+        "epoch": allocation.epoch,
+        "state": allocation.state,
+        "job": {
+            "id": job.pk,
+            "name": job.name,
+            "command": job.command,
+            "env": job.env or {},
+            "runtime_limit_s": job.runtime_limit_s,
+            "checkpoint_interval_s": job.checkpoint_interval_s,
+        },
+        "gpus": [gpu for _, gpu in local],
+        "ranks": [rank for rank, _ in local],
+        "world_size": len(gang),
+        "nnodes": len(node_names),
+        "node_rank": node_names.index(here),
+        "master_addr": node_names[0],
+        "master_port": master_port(allocation.generation),
+        "started_at": allocation.started_at.isoformat() if allocation.started_at else None,
+        "release": release,
+    }
+
+
+def master_port(generation: int) -> int:
+    """A rendezvous port per allocation: distinct for the few allocations one node hosts."""
+    return 20000 + generation % 20000
+
+
+def parse_running(values: Iterable[Any]) -> list[int]:
+    return sorted({int(v) for v in values})

@@ -1,0 +1,183 @@
+"""Reconciliation of node health: heartbeats, leases, fencing, quarantine.
+
+Steps of one pass (`reconcile_nodes`), each a compare-and-set that a concurrent pass, a
+heartbeat or an operator's click cannot be overwritten by:
+  1. suspect: a ready node silent for SUSPECT_AFTER_S gets no new work (its running work is
+     left alone: a late heartbeat makes it ready again);
+  2. expire: a node whose agent lease ran out is quarantined and every live allocation on it is
+     fenced (generation bumped, state fenced, job requeued whole with its lost work recorded).
+     The node's GPUs are not used again until its agent registers clean; the agent itself
+     stops its processes when it cannot renew its lease (controlplane/agent/node.py), and if
+     it comes back without having done so, its first heartbeat is refused and told to stop;
+  3. orphans: a live allocation bound onto a node that was quarantined or went down after the
+     scheduler read its snapshot is fenced too (the scheduler's commit does not re-read node
+     health, so this closes that window);
+  4. drained: a draining node with nothing left on it becomes cordoned.
+
+Fencing draws new generations from the scheduler lease row, so the passes lock that row first
+(lock order: lease → node → allocation → job → GPUs, the same as the cycle's commit). Whoever
+runs reconcile need not lead: every write only moves allocations towards fenced, which can
+never give a GPU two owners.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import structlog
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from controlplane.choices import LIVE_ALLOCATION_STATES, EventKind, NodeState
+from controlplane.models import Allocation, AllocationGpu, Node, SchedulerLease
+from controlplane.services import transitions
+from controlplane.services.cycle import LEASE_NAME
+
+log = structlog.get_logger(__name__)
+
+FENCE_LEASE_EXPIRED = "NodeLeaseExpired"
+FENCE_NODE_UNAVAILABLE = "NodeUnavailable"
+
+
+@dataclass(frozen=True)
+class ReconcileResult:
+    suspect: int = 0
+    quarantined: int = 0
+    fenced: int = 0
+    cordoned: int = 0
+
+    @property
+    def found_work(self) -> bool:
+        return bool(self.suspect or self.quarantined or self.fenced or self.cordoned)
+
+
+def actor() -> str:
+    return f"reconciler@{socket.gethostname()}:{os.getpid()}"
+
+
+def lock_scheduler_lease() -> SchedulerLease:
+    """Inside a transaction: lock the scheduler lease row (created if missing)."""
+    SchedulerLease.objects.get_or_create(name=LEASE_NAME)
+    return SchedulerLease.objects.select_for_update().get(name=LEASE_NAME)
+
+
+def reconcile_nodes(now: datetime | None = None) -> ReconcileResult:
+    now = now or timezone.now()
+    suspect = _mark_suspect(now)
+    quarantined = fenced = 0
+    expired = list(
+        Node.objects.filter(agent_lease_expires_at__lt=now)
+        .exclude(state__in=[NodeState.QUARANTINED, NodeState.DOWN])
+        .values_list("pk", flat=True)
+    )
+    for node_id in expired:
+        q, f = expire_node(node_id, now=now)
+        quarantined += q
+        fenced += f
+    orphaned = set(
+        AllocationGpu.objects.filter(
+            live=True,
+            allocation__state__in=LIVE_ALLOCATION_STATES,
+            node__state__in=[NodeState.QUARANTINED, NodeState.DOWN],
+        ).values_list("node_id", flat=True)
+    )
+    for node_id in orphaned:
+        _, f = expire_node(node_id, now=now)
+        fenced += f
+    cordoned = _cordon_drained(now)
+    result = ReconcileResult(suspect=suspect, quarantined=quarantined, fenced=fenced, cordoned=cordoned)
+    if result.found_work:
+        log.info("nodes reconciled", suspect=suspect, quarantined=quarantined, fenced=fenced, cordoned=cordoned)
+    return result
+
+
+def _mark_suspect(now: datetime) -> int:
+    cutoff = now - timedelta(seconds=float(settings.QM["SUSPECT_AFTER_S"]))
+    silent = Q(last_heartbeat_at__lt=cutoff) | Q(last_heartbeat_at__isnull=True)
+    count = 0
+    who = actor()
+    for node in Node.objects.filter(silent, state=NodeState.READY).only("pk", "name", "last_heartbeat_at"):
+        # Compare-and-set: a heartbeat that landed since the read wins.
+        if Node.objects.filter(silent, pk=node.pk, state=NodeState.READY).update(state=NodeState.SUSPECT):
+            count += 1
+            heard = (
+                f"last heard {(now - node.last_heartbeat_at).total_seconds():.1f} s ago"
+                if node.last_heartbeat_at else "its agent never registered"
+            )
+            transitions.record_event(
+                EventKind.NODE_STATE, who, node=node, at=now, reason="MissedHeartbeats",
+                message=f"{node.name}: ready → suspect, {heard}; no new work goes there, running work is left alone",
+                data={"from": NodeState.READY.value, "to": NodeState.SUSPECT.value,
+                      "last_heartbeat_at": node.last_heartbeat_at.isoformat() if node.last_heartbeat_at else None},
+            )
+    return count
+
+
+def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
+    """Quarantine a node whose lease ran out and fence every live allocation on it.
+
+    Returns (1 if this call quarantined it else 0, allocations fenced). Idempotent: a node
+    already quarantined or down only gets its remaining live allocations fenced."""
+    quarantined = fenced = 0
+    who = actor()
+    with transaction.atomic():
+        lease = lock_scheduler_lease()
+        node = Node.objects.select_for_update().filter(pk=node_id).first()
+        if node is None:
+            return 0, 0
+        lapsed = node.agent_lease_expires_at is None or node.agent_lease_expires_at < now
+        if node.state not in (NodeState.QUARANTINED, NodeState.DOWN):
+            if not lapsed:
+                return 0, 0  # a heartbeat renewed it after our read: not ours to fence
+            before = node.state
+            Node.objects.filter(pk=node.pk).update(state=NodeState.QUARANTINED)
+            quarantined = 1
+            transitions.record_event(
+                EventKind.NODE_STATE, who, node=node, at=now, reason="LeaseExpired",
+                message=f"{node.name}: {before} → quarantined, its agent lease ran out at "
+                f"{node.agent_lease_expires_at:%H:%M:%S}; its allocations are fenced and its GPUs stay unused until "
+                "its agent registers again, clean",
+                data={"from": str(before), "to": NodeState.QUARANTINED.value,
+                      "lease_expired_at": node.agent_lease_expires_at.isoformat() if node.agent_lease_expires_at else None},
+            )
+            reason = FENCE_LEASE_EXPIRED
+        else:
+            reason = FENCE_LEASE_EXPIRED if node.state == NodeState.QUARANTINED else FENCE_NODE_UNAVAILABLE
+        here = AllocationGpu.objects.filter(node=node, live=True).values("allocation_id")
+        for allocation_id in (
+            Allocation.objects.filter(pk__in=here, state__in=LIVE_ALLOCATION_STATES)
+            .order_by("generation")
+            .values_list("pk", flat=True)
+        ):
+            if transitions.fence_allocation(allocation_id, lease=lease, at=now, actor=who, reason=reason):
+                fenced += 1
+        if quarantined or fenced:
+            from controlplane import tasks
+
+            transaction.on_commit(tasks.request_cycle)
+    if quarantined or fenced:
+        log.warning("node lease expired", node_id=node_id, quarantined=quarantined, fenced=fenced)
+    return quarantined, fenced
+
+
+def _cordon_drained(now: datetime) -> int:
+    busy = AllocationGpu.objects.filter(live=True, allocation__state__in=LIVE_ALLOCATION_STATES).values("node_id")
+    count = 0
+    who = actor()
+    for node in Node.objects.filter(state=NodeState.DRAINING).exclude(pk__in=busy).only("pk", "name"):
+        with transaction.atomic():
+            if AllocationGpu.objects.filter(node=node, live=True).exists():
+                continue
+            if Node.objects.filter(pk=node.pk, state=NodeState.DRAINING).update(state=NodeState.CORDONED):
+                count += 1
+                transitions.record_event(
+                    EventKind.NODE_STATE, who, node=node, at=now, reason="Drained",
+                    message=f"{node.name}: draining → cordoned, its last job has finished",
+                    data={"from": NodeState.DRAINING.value, "to": NodeState.CORDONED.value},
+                )
+    return count

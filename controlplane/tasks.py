@@ -1,0 +1,160 @@
+"""Celery entry points of the control loop. Beat only triggers; the work is in services.
+
+- `qm.tick` (beat, every CYCLE_INTERVAL_S): one scheduling cycle (services/cycle.py).
+- `qm.cycle` (enqueued after commit by `request_cycle`, debounced): the same, soon after a
+  submit, a job's end or a node coming back.
+- `qm.reconcile` (beat, every CYCLE_INTERVAL_S): node health, lease expiry, fencing
+  (services/reconcile.py).
+
+Several workers may run. Exactly one leads the cycle, by the lease row in PostgreSQL
+(services/cycle.acquire_lease); a tick or trigger that lands on another worker is forwarded
+once to the leader's own queue (`qm.worker.<nodename>`, which every worker consumes), so cycles
+keep their pace whichever worker the broker picks. If the leader died, its lease expires and
+the next worker to receive a tick takes over with a higher epoch.
+
+Every task is idempotent and safe to run twice or late:
+  - ticks expire after one interval (a late tick is dropped by Celery itself), and a tick that
+    finds a cycle ran within the last half interval does nothing (duplicate);
+  - a triggered cycle carries the time its debounce window closes; any cycle that read the
+    database after that time has already served it, so it does nothing;
+  - the cycle's own writes are compare-and-set under the lease epoch, and reconcile's are
+    compare-and-set on node state and allocation generation.
+Redis is only the broker: losing it (or a message) loses nothing but a trigger; the next tick
+covers for it.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from datetime import datetime, timedelta
+from typing import Any
+
+import structlog
+from celery import shared_task
+from celery.signals import celeryd_after_setup
+from django.conf import settings
+from django.utils import timezone
+
+from controlplane.models import SchedulerLease
+from controlplane.services import reconcile
+from controlplane.services.cycle import LEASE_NAME, run_cycle
+
+log = structlog.get_logger(__name__)
+
+WORKER_QUEUE_PREFIX = "qm.worker."
+DEBOUNCE_KEY = "qm:cycle:debounce"
+
+# Set when a cycle is requested in a process that runs the loop itself (the embedded demo):
+# the loop's wait can wake on it instead of sleeping out its interval.
+cycle_requested = threading.Event()
+
+_worker_nodename: str | None = None
+_redis_client: Any = None
+_redis_lock = threading.Lock()
+
+
+@celeryd_after_setup.connect
+def _consume_own_queue(sender: str, instance: Any, **kwargs: Any) -> None:
+    """Every worker also consumes its own queue, so ticks can be forwarded to the leader."""
+    global _worker_nodename
+    _worker_nodename = sender
+    instance.app.amqp.queues.select_add(WORKER_QUEUE_PREFIX + sender)
+
+
+def holder_name() -> str:
+    """This process as a lease holder: the worker's nodename (its queue) and the pid."""
+    return f"{_worker_nodename or socket.gethostname()}/{os.getpid()}"
+
+
+def _queue_of(holder: str) -> str | None:
+    nodename, _, _ = holder.rpartition("/")
+    return WORKER_QUEUE_PREFIX + nodename if nodename and "@" in nodename else None
+
+
+def _interval() -> float:
+    return float(settings.QM["CYCLE_INTERVAL_S"])
+
+
+# ------------------------------------------------------------------------------------- tasks
+
+
+@shared_task(name="qm.tick", ignore_result=True)
+def tick(forwarded: bool = False) -> str:
+    """Beat's heartbeat of the loop."""
+    now = timezone.now()
+    return _cycle_step(not_before=now - timedelta(seconds=_interval() / 2), forwarded=forwarded, kind="tick")
+
+
+@shared_task(name="qm.cycle", ignore_result=True)
+def cycle(requested_at: float, forwarded: bool = False) -> str:
+    """A triggered cycle; `requested_at` is when its debounce window closed."""
+    not_before = datetime.fromtimestamp(requested_at, tz=timezone.get_current_timezone())
+    return _cycle_step(not_before=not_before, forwarded=forwarded, kind="cycle", requested_at=requested_at)
+
+
+@shared_task(name="qm.reconcile", ignore_result=True)
+def reconcile_nodes() -> str:
+    result = reconcile.reconcile_nodes()
+    return "found work" if result.found_work else "nothing to do"
+
+
+def _cycle_step(*, not_before: datetime, forwarded: bool, kind: str, requested_at: float | None = None) -> str:
+    """Run a cycle here if this process leads or may take the lead; else forward it once."""
+    lease = SchedulerLease.objects.filter(name=LEASE_NAME).values("holder", "expires_at", "last_cycle_at").first()
+    now = timezone.now()
+    me = holder_name()
+    if lease and lease["last_cycle_at"] and lease["last_cycle_at"] >= not_before:
+        return "already served"
+    if lease and lease["holder"] and lease["holder"] != me and lease["expires_at"] and lease["expires_at"] > now:
+        queue = _queue_of(lease["holder"])
+        if forwarded or queue is None:
+            return "led elsewhere"
+        kwargs: dict[str, Any] = {"forwarded": True}
+        if requested_at is not None:
+            kwargs["requested_at"] = requested_at
+        task = cycle if kind == "cycle" else tick
+        try:
+            task.apply_async(kwargs=kwargs, queue=queue, expires=_interval() * 2, retry=False)
+        except Exception as error:  # noqa: BLE001 - the broker is down: the next tick covers it
+            log.warning("could not forward cycle to the leader", queue=queue, error=str(error))
+            return "forward failed"
+        return "forwarded"
+    result = run_cycle(me)
+    return f"led epoch {result.epoch}: {result.binds} binds, {result.stops} stops" if result.led else "not leader"
+
+
+# --------------------------------------------------------------------------------- triggers
+
+
+def request_cycle() -> None:
+    """Ask for a cycle soon; call it from `transaction.on_commit` after a submit, a job's end
+    or a node coming back. Requests within CYCLE_DEBOUNCE_S of each other share one cycle."""
+    if settings.QM.get("IN_PROCESS_LOOP") or getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
+        cycle_requested.set()
+        return
+    debounce = float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5))
+    try:
+        if not _redis().set(DEBOUNCE_KEY, "1", nx=True, px=max(1, int(debounce * 1000))):
+            return  # a cycle is already on its way for this window
+        window_closes = time.time() + debounce
+        cycle.apply_async(
+            kwargs={"requested_at": window_closes}, countdown=debounce, expires=debounce + _interval() * 2,
+            retry=False,
+        )
+    except Exception as error:  # noqa: BLE001 - Redis is only a trigger; the next tick covers it
+        log.warning("cycle trigger not sent; the next tick will run it", error=str(error))
+
+
+def _redis() -> Any:
+    global _redis_client
+    with _redis_lock:
+        if _redis_client is None:
+            import redis
+
+            _redis_client = redis.Redis.from_url(
+                settings.REDIS_URL, socket_timeout=1.0, socket_connect_timeout=1.0, health_check_interval=10
+            )
+        return _redis_client

@@ -1,0 +1,307 @@
+"""The agent endpoints: authentication, registration, heartbeat and desired state."""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import timedelta
+
+from django.utils import timezone
+
+from controlplane.choices import AllocationState, EventKind, JobState, NodeState
+from controlplane.models import Allocation, Event, Job, Node
+from tests.controlplane import factories
+from tests.controlplane.loop_fixtures import BOOTSTRAP, LoopFleet, agent_client, bind, make_job, register_node
+
+REGISTER = "/api/v1/agent/register"
+
+
+def heartbeat_url(name: str) -> str:
+    return f"/api/v1/agent/nodes/{name}/heartbeat"
+
+
+def register_body(name: str = "gpu-01", **overrides: object) -> dict[str, object]:
+    body: dict[str, object] = {
+        "name": name, "pool": "h100", "gpu_type": "H100-80GB", "gpu_count": 8, "cpus": 96, "memory_gb": 1024,
+        "leaf_switch": "leaf-1", "spine": "spine-1",
+    }
+    body.update(overrides)
+    return body
+
+
+def test_register_with_the_bootstrap_secret_creates_the_node_and_stores_only_the_token_hash(fleet: LoopFleet) -> None:
+    response = agent_client(BOOTSTRAP).post(REGISTER, register_body(), format="json")
+
+    assert response.status_code == 201, response.content
+    token = response.json()["token"]
+    node = Node.objects.get(name="gpu-01")
+    assert node.state == NodeState.READY and node.gpu_count == 8
+    assert node.agent_token_hash == hashlib.sha256(token.encode()).hexdigest()
+    assert token not in node.agent_token_hash
+    assert node.agent_lease_expires_at > timezone.now()
+    assert Event.objects.filter(kind=EventKind.NODE_REGISTERED, node=node).exists()
+
+
+def test_register_without_a_known_secret_is_401(fleet: LoopFleet) -> None:
+    response = agent_client("qma_not-a-token").post(REGISTER, register_body(), format="json")
+
+    assert response.status_code == 401
+    assert not Node.objects.filter(name="gpu-01").exists()
+
+
+def test_register_with_an_unknown_gpu_type_is_400_naming_the_field(fleet: LoopFleet) -> None:
+    response = agent_client(BOOTSTRAP).post(REGISTER, register_body(gpu_type="B200-192GB"), format="json")
+
+    assert response.status_code == 400
+    body = response.json()
+    assert "gpu_type" in body["errors"] and "B200-192GB" in body["detail"]
+    assert not Node.objects.filter(name="gpu-01").exists()
+
+
+def test_first_registration_without_inventory_is_400_naming_each_missing_field(fleet: LoopFleet) -> None:
+    response = agent_client(BOOTSTRAP).post(REGISTER, {"name": "gpu-01", "gpu_count": 8}, format="json")
+
+    assert response.status_code == 400
+    assert {"pool", "gpu_type", "leaf_switch", "spine"} <= set(response.json()["errors"])
+
+
+def test_a_node_token_cannot_register_another_node(fleet: LoopFleet) -> None:
+    _, token = register_node("gpu-01")
+    register_node("gpu-02")
+
+    response = agent_client(token).post(REGISTER, register_body("gpu-02"), format="json")
+
+    assert response.status_code == 403
+    assert "gpu-02" in response.json()["detail"]
+
+
+def test_an_agent_may_touch_only_its_own_nodes_endpoints(fleet: LoopFleet) -> None:
+    _, token = register_node("gpu-01")
+    register_node("gpu-02")
+
+    response = agent_client(token).post(heartbeat_url("gpu-02"), {"running": []}, format="json")
+
+    assert response.status_code == 403
+    assert "gpu-01" in response.json()["detail"]
+
+
+def test_the_bootstrap_secret_only_registers(fleet: LoopFleet) -> None:
+    register_node("gpu-01")
+
+    response = agent_client(BOOTSTRAP).post(heartbeat_url("gpu-01"), {"running": []}, format="json")
+
+    assert response.status_code == 403
+
+
+def test_a_user_token_does_not_open_the_agent_endpoints(fleet: LoopFleet) -> None:
+    register_node("gpu-01")
+    user = factories.make_user("alice", team=fleet.team)
+    client = agent_client("unused")
+    client.credentials(HTTP_AUTHORIZATION=f"Token {factories.token_for(user)}")
+
+    response = client.post(heartbeat_url("gpu-01"), {"running": []}, format="json")
+
+    assert response.status_code == 401
+
+
+def test_an_agent_token_does_not_open_the_user_api(fleet: LoopFleet) -> None:
+    _, token = register_node("gpu-01")
+
+    response = agent_client(token).get("/api/v1/jobs/")
+
+    assert response.status_code in (401, 403)
+
+
+def test_re_registration_replaces_the_token(fleet: LoopFleet) -> None:
+    _, old = register_node("gpu-01")
+    register_node("gpu-01")
+
+    response = agent_client(old).post(heartbeat_url("gpu-01"), {"running": []}, format="json")
+
+    assert response.status_code == 401
+
+
+def test_heartbeat_renews_the_lease(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01", now=timezone.now() - timedelta(seconds=10))
+    before = node.agent_lease_expires_at
+
+    response = agent_client(token).post(heartbeat_url("gpu-01"), {"running": []}, format="json")
+
+    assert response.status_code == 200
+    node.refresh_from_db()
+    assert node.agent_lease_expires_at > before
+    assert response.json()["reregister"] is False
+
+
+def test_heartbeat_returns_each_member_of_a_gang_its_gpus_and_ranks(fleet: LoopFleet) -> None:
+    a, token_a = register_node("gpu-a")
+    b, token_b = register_node("gpu-b")
+    job = make_job(fleet, gpus=4, gpus_per_node=2, command="python train.py", env={"LR": "0.1"})
+    allocation = bind(job, {a: [6, 7], b: [0, 1]})
+
+    desired_a = agent_client(token_a).post(heartbeat_url("gpu-a"), {}, format="json").json()["allocations"]
+    desired_b = agent_client(token_b).post(heartbeat_url("gpu-b"), {}, format="json").json()["allocations"]
+
+    (on_a,) = desired_a
+    (on_b,) = desired_b
+    assert on_a["generation"] == on_b["generation"] == allocation.generation
+    assert on_a["gpus"] == [6, 7] and on_a["ranks"] == [0, 1] and on_a["node_rank"] == 0
+    assert on_b["gpus"] == [0, 1] and on_b["ranks"] == [2, 3] and on_b["node_rank"] == 1
+    assert on_a["world_size"] == on_b["world_size"] == 4 and on_a["nnodes"] == 2
+    assert on_a["master_addr"] == on_b["master_addr"] == "gpu-a"
+    assert on_a["master_port"] == on_b["master_port"]
+    assert on_a["job"]["command"] == "python train.py" and on_a["job"]["env"] == {"LR": "0.1"}
+    assert on_a["state"] == AllocationState.ACTIVE and on_a["release"] is None
+
+
+def test_heartbeat_of_a_releasing_allocation_carries_the_remaining_grace(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    allocation = bind(make_job(fleet), {node: [0]})
+    from controlplane.services import transitions
+
+    transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_PREEMPTED,
+                            grace_period_s=30, at=timezone.now(), actor="test", message="make room")
+
+    (desired,) = agent_client(token).post(heartbeat_url("gpu-01"), {}, format="json").json()["allocations"]
+
+    assert desired["state"] == AllocationState.RELEASING
+    assert desired["release"]["reason"] == "Preempted"
+    assert 25 < desired["release"]["grace_remaining_s"] <= 30
+
+
+def test_heartbeat_after_the_lease_ran_out_is_not_renewed_and_the_node_is_quarantined(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    job = make_job(fleet)
+    allocation = bind(job, {node: [0]})
+    Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    old_generation = allocation.generation
+
+    response = agent_client(token).post(heartbeat_url("gpu-01"), {"running": [old_generation]}, format="json")
+
+    body = response.json()
+    assert body["reregister"] is True and body["allocations"] == []
+    assert body["stop"] == [old_generation]
+    node.refresh_from_db()
+    assert node.state == NodeState.QUARANTINED
+    allocation.refresh_from_db()
+    assert allocation.state == AllocationState.FENCED and allocation.generation > old_generation
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and job.preemption_count == 1
+
+
+def test_heartbeat_of_a_suspect_node_makes_it_ready_again(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    Node.objects.filter(pk=node.pk).update(state=NodeState.SUSPECT)
+
+    agent_client(token).post(heartbeat_url("gpu-01"), {}, format="json")
+
+    node.refresh_from_db()
+    assert node.state == NodeState.READY
+    assert Event.objects.filter(node=node, kind=EventKind.NODE_STATE, reason="HeartbeatsResumed").exists()
+
+
+def test_a_returning_agent_is_told_to_stop_work_that_was_fenced_while_it_was_away(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    allocation = bind(make_job(fleet), {node: [0]})
+    old_generation = allocation.generation
+    from controlplane.services import reconcile
+
+    Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=timezone.now() - timedelta(seconds=1))
+    reconcile.reconcile_nodes()
+
+    body = agent_client(token).post(heartbeat_url("gpu-01"), {"running": [old_generation]}, format="json").json()
+
+    assert body["stop"] == [old_generation] and body["reregister"] is True
+    assert Event.objects.filter(node=node, reason="StaleWorkStopped").exists()
+    assert Allocation.objects.get(pk=allocation.pk).state == AllocationState.FENCED
+
+
+def test_registering_clean_after_quarantine_makes_the_node_ready(fleet: LoopFleet) -> None:
+    node, _ = register_node("gpu-01")
+    Node.objects.filter(pk=node.pk).update(state=NodeState.QUARANTINED)
+
+    response = agent_client(BOOTSTRAP).post(REGISTER, {"name": "gpu-01", "running": []}, format="json")
+
+    assert response.status_code == 201
+    node.refresh_from_db()
+    assert node.state == NodeState.READY
+    assert Event.objects.filter(node=node, reason="RegisteredClean").exists()
+
+
+def test_registering_keeps_a_cordoned_node_cordoned(fleet: LoopFleet) -> None:
+    node, _ = register_node("gpu-01")
+    Node.objects.filter(pk=node.pk).update(state=NodeState.CORDONED)
+
+    agent_client(BOOTSTRAP).post(REGISTER, {"name": "gpu-01"}, format="json")
+
+    node.refresh_from_db()
+    assert node.state == NodeState.CORDONED
+
+
+def test_a_restarted_agent_that_runs_nothing_gets_its_active_allocations_fenced_and_requeued(fleet: LoopFleet) -> None:
+    node, _ = register_node("gpu-01")
+    job = make_job(fleet)
+    allocation = bind(job, {node: [0]})
+
+    response = agent_client(BOOTSTRAP).post(REGISTER, {"name": "gpu-01", "running": []}, format="json")
+
+    assert response.json()["settled_generations"] == [allocation.generation]
+    allocation.refresh_from_db()
+    assert allocation.state == AllocationState.FENCED and allocation.release_reason == "AgentRestarted"
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+
+
+def test_registering_again_keeps_what_the_agent_still_runs(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    allocation = bind(make_job(fleet), {node: [0]})
+
+    response = agent_client(token).post(REGISTER, {"name": "gpu-01", "running": [allocation.generation]}, format="json")
+
+    assert response.json()["settled_generations"] == []
+    allocation.refresh_from_db()
+    assert allocation.state == AllocationState.ACTIVE
+
+
+def test_goodbye_takes_the_node_down_and_its_remaining_work_is_fenced(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    job = make_job(fleet)
+    bind(job, {node: [0]})
+
+    body = agent_client(token).post(heartbeat_url("gpu-01"), {"goodbye": True}, format="json").json()
+
+    assert body["reregister"] is True
+    node.refresh_from_db()
+    assert node.state == NodeState.DOWN
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+
+
+def test_bad_reports_are_400_naming_the_field(fleet: LoopFleet) -> None:
+    _, token = register_node("gpu-01")
+    now = timezone.now()
+
+    response = agent_client(token).post(
+        heartbeat_url("gpu-01"),
+        {"reports": [{"kind": "sample", "generation": 1, "at": now.isoformat(), "started_at": now.isoformat(),
+                      "gpu_activity": 0.5}]},
+        format="json",
+    )
+
+    assert response.status_code == 400
+    assert "reports.0.started_at" in response.json()["errors"]
+
+
+def test_desired_state_of_a_busy_node_is_read_in_a_constant_number_of_queries(
+    fleet: LoopFleet, django_assert_max_num_queries: object
+) -> None:
+    node, token = register_node("gpu-01")
+    for gpu in range(8):
+        bind(make_job(fleet, name=f"j{gpu}"), {node: [gpu]})
+    client = agent_client(token)
+
+    with django_assert_max_num_queries(8):  # type: ignore[operator]
+        body = client.post(heartbeat_url("gpu-01"), {"running": []}, format="json").json()
+
+    assert len(body["allocations"]) == 8
+    assert Job.objects.filter(state=JobState.RUNNING).count() == 8
