@@ -6,5 +6,6 @@ from controlplane.views import healthz
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
+    path("api/v1/agent/", include("controlplane.api.agent")),
     path("", include("frontend.urls")),
 ]
