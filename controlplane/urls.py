@@ -7,5 +7,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("controlplane.api.agent")),
+    path("api/", include("controlplane.api.urls")),
     path("", include("frontend.urls")),
 ]

@@ -13,7 +13,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 
 from controlplane.choices import Role
-from controlplane.models import Job, Membership, Team
+from controlplane.models import Event, Job, Membership, Project, Quota, Team
 
 
 @dataclass(frozen=True)
@@ -74,3 +74,38 @@ def primary_team(user: AbstractBaseUser | AnonymousUser) -> Team | None:
     if not access.team_ids:
         return None
     return Team.objects.filter(id__in=access.team_ids).order_by("name").first()
+
+
+def is_person(user: object) -> bool:
+    """A signed-in human account. Node agents authenticate as their node, never as a user, so
+    they fail this test and reach none of the user-facing API."""
+    return isinstance(user, AbstractBaseUser) and user.is_authenticated and bool(getattr(user, "is_active", False))
+
+
+def may_submit(user: AbstractBaseUser | AnonymousUser) -> bool:
+    """Members of a team and admins submit jobs; finance-only accounts read, they never act."""
+    access = access_of(user)
+    return access.is_admin or bool(access.team_ids)
+
+
+def visible_projects(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
+    access = access_of(user)
+    if access.is_admin or access.is_finance:
+        return Project.objects.all()
+    return Project.objects.filter(team_id__in=access.team_ids)
+
+
+def visible_quotas(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Quota]:
+    """Members read their own team's quotas; finance reads all (idle reserved capacity is a cost)."""
+    access = access_of(user)
+    if access.is_admin or access.is_finance:
+        return Quota.objects.all()
+    return Quota.objects.filter(team_id__in=access.team_ids)
+
+
+def visible_events(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Event]:
+    """Admins read the whole audit trail; members read what happened to their team's jobs."""
+    access = access_of(user)
+    if access.is_admin:
+        return Event.objects.all()
+    return Event.objects.filter(team_id__in=access.team_ids)

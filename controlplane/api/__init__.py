@@ -1,0 +1,1 @@
+"""The REST API under /api/v1/: serializers, views, urls, permissions, throttling, errors."""

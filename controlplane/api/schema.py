@@ -1,0 +1,50 @@
+"""OpenAPI schema details drf-spectacular cannot infer: the error responses every operation
+can give, in the API's one error format (see errors.py). Documenting them keeps the schema
+honest, so a schemathesis run can check that every status code we answer is a documented one."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.openapi import AutoSchema
+from rest_framework import serializers
+
+
+class ErrorSerializer(serializers.Serializer):
+    detail = serializers.CharField(help_text="One sentence naming what went wrong and, for input, which field.")
+    code = serializers.CharField(help_text="Machine-readable error code, e.g. invalid, not_found, throttled.")
+    errors = serializers.DictField(
+        child=serializers.ListField(child=serializers.CharField()),
+        required=False,
+        help_text="Validation errors only: each field (nested ones joined with dots) and its problems.",
+    )
+
+
+_DESCRIPTIONS = {
+    "400": "Invalid input: the body or a query parameter is wrong; `detail` and `errors` name the fields.",
+    "401": "No valid credentials: send `Authorization: Token …` or a session cookie.",
+    "403": "Signed in, but your role does not allow this.",
+    "404": "No such object, or not yours to see.",
+    "409": "Conflicts with the current state (e.g. cancelling a finished job, deleting what is in use).",
+    "413": "Request body too large.",
+    "415": "Unsupported content type: send application/json.",
+    "429": "Too many requests: retry after the number of seconds in Retry-After.",
+}
+
+
+class QuartermasterAutoSchema(AutoSchema):
+    def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
+        responses: dict[str, Any] = super()._get_response_bodies(direction)
+        codes = ["400", "401", "403", "429"]
+        if "{" in self.path:
+            codes.append("404")
+        if self.method in ("POST", "PUT", "PATCH", "DELETE"):
+            codes.append("409")
+        if self.method in ("POST", "PUT", "PATCH"):
+            codes += ["413", "415"]
+        for code in codes:
+            if code not in responses:
+                response = self._get_response_for_code(ErrorSerializer, code, direction=direction)
+                response["description"] = _DESCRIPTIONS[code]
+                responses[code] = response
+        return responses

@@ -1,0 +1,387 @@
+"""Serializers: the API's shapes. They type and bound the input; rules that need the database
+(defaults, names, what the fleet can run) live in services/jobs.py."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from rest_framework import serializers
+from rest_framework.fields import get_error_detail
+
+from controlplane.choices import JobState, Topology, WorkloadClass
+from controlplane.models import (
+    Cohort,
+    Event,
+    GpuType,
+    Job,
+    Node,
+    PriceRate,
+    PriorityClass,
+    Project,
+    Quota,
+    Team,
+)
+from controlplane.services.jobs import SubmitRequest
+
+# PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
+MAX_INT = 2**31 - 1
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StrictFieldsMixin:
+    """Refuse fields the resource does not have, instead of silently dropping a typo like
+    `gpu_per_node` and running the job with a shape nobody asked for."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown: dict[str, list[str]] = {}
+        if isinstance(data, Mapping):
+            known = set(self.fields)  # type: ignore[attr-defined]
+            writable = sorted(n for n, f in self.fields.items() if not f.read_only)  # type: ignore[attr-defined]
+            unknown = {
+                str(k): [f"Unknown field. Accepted fields: {', '.join(writable)}."]
+                for k in data
+                if k not in known
+            }
+        try:
+            value = super().to_internal_value(data)  # type: ignore[misc]
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, dict):
+                exc.detail.update({k: [serializers.ErrorDetail(m[0], code="unknown")] for k, m in unknown.items()})
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown, code="unknown")
+        return value
+
+
+class ConstraintCheckedModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+    """Runs the model's database constraints in Python before writing, so a violation is a 400
+    naming the rule rather than an IntegrityError."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        model = self.Meta.model
+        if self.instance is not None:
+            candidate = model(**{f.attname: getattr(self.instance, f.attname) for f in model._meta.concrete_fields})
+            candidate._state.adding = False
+        else:
+            candidate = model()
+        for name, value in attrs.items():
+            setattr(candidate, name, value)
+        try:
+            candidate.validate_constraints()
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(get_error_detail(exc)) from exc
+        return attrs
+
+
+def _positive(**kwargs: Any) -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=1, max_value=MAX_INT, **kwargs)
+
+
+def _count(**kwargs: Any) -> serializers.IntegerField:
+    return serializers.IntegerField(min_value=0, max_value=MAX_INT, **kwargs)
+
+
+class EnvField(serializers.DictField):
+    """Environment variables: names as in POSIX shells, string values."""
+
+    child = serializers.CharField(allow_blank=True, max_length=16384, trim_whitespace=False)
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        value: dict[str, str] = super().to_internal_value(data)
+        bad = [k for k in value if not _ENV_NAME.match(k) or len(k) > 256]
+        if bad:
+            raise serializers.ValidationError(
+                f"{', '.join(repr(k[:40]) for k in bad[:5])}: variable names are letters, digits and _, not starting with a digit"
+            )
+        if len(value) > 256:
+            raise serializers.ValidationError(f"{len(value)} variables; at most 256")
+        return value
+
+
+# --------------------------------------------------------------------------------------- jobs
+
+
+class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
+    """A job submission. Only `name` and `gpus` are required."""
+
+    name = serializers.CharField(max_length=128, help_text="What the job is called.")
+    gpus = _positive(help_text="GPUs the job needs (its preferred size if elastic).")
+    gpus_per_node = _positive(
+        required=False, allow_null=True,
+        help_text="GPUs on each node of the gang; omitted: the scheduler decides (whole nodes for jobs of a node or more).",
+    )
+    gpu_type = serializers.CharField(
+        required=False, max_length=64, help_text="One acceptable GPU type (shorthand for gpu_types=[…])."
+    )
+    gpu_types = serializers.ListField(
+        child=serializers.CharField(max_length=64), required=False, max_length=32,
+        help_text="Acceptable GPU types; omitted or empty: any type.",
+    )
+    min_gpu_memory_gb = _count(required=False, default=0, help_text="Minimum device memory per GPU.")
+    cpus_per_gpu = _count(required=False, default=0)
+    memory_gb_per_gpu = _count(required=False, default=0)
+    topology = serializers.ChoiceField(choices=Topology.choices, required=False, default=Topology.ANY)
+    min_gpus = _positive(required=False, allow_null=True, help_text="Elastic: the smallest size it runs at.")
+    max_gpus = _positive(required=False, allow_null=True, help_text="Elastic: the largest size it can use.")
+    priority_class = serializers.CharField(
+        required=False, max_length=64, help_text="Priority class name; default: the team's default class."
+    )
+    team = serializers.CharField(required=False, max_length=64, help_text="Team name; default: your team.")
+    project = serializers.CharField(required=False, max_length=64, help_text="Project name within the team.")
+    workload = serializers.ChoiceField(choices=WorkloadClass.choices, required=False, default=WorkloadClass.TRAINING)
+    runtime_limit_s = _positive(
+        required=False, allow_null=True, help_text="Seconds before the job is stopped; default: the class default."
+    )
+    checkpoint_interval_s = _positive(required=False, allow_null=True)
+    command = serializers.CharField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False)
+    env = EnvField(required=False, default=dict)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "gpu_type" in attrs and attrs.get("gpu_types"):
+            raise serializers.ValidationError({"gpu_type": "give gpu_type or gpu_types, not both"})
+        return attrs
+
+    def to_submit_request(self) -> SubmitRequest:
+        data = dict(self.validated_data)
+        gpu_type = data.pop("gpu_type", None)
+        gpu_types = tuple(dict.fromkeys(data.pop("gpu_types", None) or ([gpu_type] if gpu_type else [])))
+        return SubmitRequest(gpu_types=gpu_types, **data)
+
+
+class JobArraySubmitSerializer(JobSubmitSerializer):
+    """A job array: one submission, one task per index, each with QM_ARRAY_INDEX in its env."""
+
+    array = serializers.CharField(
+        max_length=4096,
+        help_text="Task indices, Slurm style: `0-99`, `1,3,10-20`, `0-98:2` (at most 10,000 tasks).",
+    )
+
+
+class JobSerializer(serializers.ModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    submitter = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    gpu_types = serializers.ListField(child=serializers.CharField(), read_only=True)
+    env = serializers.DictField(child=serializers.CharField(), read_only=True)
+
+    class Meta:
+        model = Job
+        fields = [
+            "id", "name", "team", "project", "submitter", "priority_class", "workload",
+            "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
+            "topology", "min_gpus", "max_gpus", "runtime_limit_s", "checkpoint_interval_s", "command", "env",
+            "array_id", "array_index",
+            "state", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
+            "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
+            "queue_position", "eta",
+            "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "lost_gpu_seconds",
+        ]
+        read_only_fields = fields
+
+
+class JobArraySerializer(serializers.Serializer):
+    array_id = serializers.UUIDField()
+    name = serializers.CharField()
+    team = serializers.CharField()
+    count = serializers.IntegerField()
+    states = serializers.DictField(child=serializers.IntegerField(), help_text="Tasks per state.")
+    job_ids = serializers.ListField(child=serializers.IntegerField(), help_text="Job ids in index order.")
+    indices = serializers.ListField(child=serializers.IntegerField())
+
+
+class ExplanationSerializer(serializers.Serializer):
+    """Why a job is where it is: for a waiting job, the engine's reason code and sentence."""
+
+    job = serializers.IntegerField()
+    name = serializers.CharField()
+    state = serializers.ChoiceField(choices=JobState.choices)
+    reason_code = serializers.CharField(help_text="PascalCase reason, e.g. QuotaExceeded; empty when not waiting.")
+    reason = serializers.CharField(help_text="A sentence with numbers.")
+    resolvable = serializers.BooleanField(help_text="False when waiting cannot help: the job can never run as asked.")
+    queue_position = serializers.IntegerField(allow_null=True)
+    eta = serializers.DateTimeField(allow_null=True, help_text="Earliest start the engine can promise, if any.")
+    would_start_if = serializers.CharField(help_text="What would let it start.")
+
+
+class CancelResultSerializer(serializers.Serializer):
+    job = JobSerializer()
+    detail = serializers.CharField()
+
+
+# ------------------------------------------------------------------------------- fleet & teams
+
+
+class TeamSerializer(ConstraintCheckedModelSerializer):
+    cohort = serializers.SlugRelatedField(slug_field="name", queryset=Cohort.objects.all(), required=False, allow_null=True)
+    default_priority_class = serializers.SlugRelatedField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True
+    )
+
+    class Meta:
+        model = Team
+        fields = ["id", "name", "description", "cohort", "default_priority_class"]
+
+
+class ProjectSerializer(ConstraintCheckedModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+
+    class Meta:
+        model = Project
+        fields = ["id", "team", "name", "description"]
+
+
+class CohortSerializer(ConstraintCheckedModelSerializer):
+    teams = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = Cohort
+        fields = ["id", "name", "description", "teams"]
+
+
+class QuotaSerializer(ConstraintCheckedModelSerializer):
+    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+    gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
+
+    class Meta:
+        model = Quota
+        fields = [
+            "id", "team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit",
+            "nominal_cpus", "nominal_memory_gb",
+        ]
+
+
+class PriorityClassSerializer(ConstraintCheckedModelSerializer):
+    class Meta:
+        model = PriorityClass
+        fields = [
+            "id", "name", "value", "description", "preemptible", "may_preempt_lower", "grace_period_s",
+            "min_runtime_s", "preemption_budget", "budget_window_s", "default_runtime_limit_s", "max_runtime_limit_s",
+        ]
+        extra_kwargs = {"value": {"min_value": -MAX_INT - 1, "max_value": MAX_INT}}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        default = attrs.get("default_runtime_limit_s", getattr(self.instance, "default_runtime_limit_s", 4 * 3600))
+        most = attrs.get("max_runtime_limit_s", getattr(self.instance, "max_runtime_limit_s", 7 * 86400))
+        if default > most:
+            raise serializers.ValidationError(
+                {"default_runtime_limit_s": f"{default} s is beyond max_runtime_limit_s ({most} s)"}
+            )
+        return super().validate(attrs)
+
+
+class GpuTypeSerializer(ConstraintCheckedModelSerializer):
+    relative_throughput = serializers.FloatField(min_value=0.001, max_value=1e6, required=False)
+
+    class Meta:
+        model = GpuType
+        fields = ["id", "name", "memory_gb", "relative_throughput"]
+
+
+class PriceRateSerializer(ConstraintCheckedModelSerializer):
+    gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
+    usd_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
+
+    class Meta:
+        model = PriceRate
+        fields = ["id", "gpu_type", "capacity_tier", "usd_per_gpu_hour", "effective_from"]
+
+
+class NodeSerializer(ConstraintCheckedModelSerializer):
+    gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
+    allocated_gpus = serializers.IntegerField(read_only=True, help_text="GPUs held by live allocations now.")
+
+    class Meta:
+        model = Node
+        fields = [
+            "id", "name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine",
+            "capacity_tier", "state", "allocated_gpus", "agent_lease_expires_at", "last_heartbeat_at", "simulated",
+        ]
+        read_only_fields = ["state", "agent_lease_expires_at", "last_heartbeat_at"]
+        extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
+
+
+class EventSerializer(serializers.ModelSerializer):
+    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    team = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    data = serializers.DictField(read_only=True)
+
+    class Meta:
+        model = Event
+        fields = ["id", "created_at", "kind", "actor", "reason", "message", "job", "allocation", "node", "team",
+                  "epoch", "data"]
+        read_only_fields = fields
+
+
+# ------------------------------------------------------------------------------------- auth
+
+
+class TokenRequestSerializer(StrictFieldsMixin, serializers.Serializer):
+    username = serializers.CharField(max_length=150)
+    password = serializers.CharField(max_length=4096, trim_whitespace=False, style={"input_type": "password"})
+
+
+class TokenSerializer(serializers.Serializer):
+    token = serializers.CharField()
+    username = serializers.CharField()
+
+
+class MembershipInfoSerializer(serializers.Serializer):
+    team = serializers.CharField(allow_null=True)
+    role = serializers.CharField()
+
+
+class MeSerializer(serializers.Serializer):
+    username = serializers.CharField()
+    is_admin = serializers.BooleanField()
+    is_finance = serializers.BooleanField()
+    may_submit = serializers.BooleanField()
+    default_team = serializers.CharField(allow_null=True)
+    memberships = MembershipInfoSerializer(many=True)
+
+
+# ---------------------------------------------------------------------------------- metrics
+
+
+class QueueMetricsSerializer(serializers.Serializer):
+    pending_jobs = serializers.IntegerField()
+    pending_gpus = serializers.IntegerField()
+    running_jobs = serializers.IntegerField()
+    running_gpus = serializers.IntegerField()
+    oldest_pending_s = serializers.FloatField(allow_null=True, help_text="Wait of the longest-waiting job, seconds.")
+    pending_by_reason = serializers.DictField(child=serializers.IntegerField())
+    pending_by_priority_class = serializers.DictField(child=serializers.IntegerField())
+    pending_by_team = serializers.DictField(child=serializers.IntegerField())
+    unschedulable_jobs = serializers.IntegerField()
+
+
+class PoolFragmentationSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    gpu_type = serializers.CharField()
+    nodes = serializers.IntegerField()
+    total_gpus = serializers.IntegerField()
+    allocated_gpus = serializers.IntegerField()
+    free_gpus = serializers.IntegerField(help_text="Free GPUs on ready nodes.")
+    unavailable_gpus = serializers.IntegerField(help_text="Free GPUs on nodes that are not ready.")
+    largest_free_block = serializers.IntegerField(help_text="Most free GPUs on one ready node.")
+    whole_free_nodes = serializers.IntegerField()
+    partially_used_nodes = serializers.IntegerField()
+    stranded_gpus = serializers.IntegerField(
+        help_text="Free GPUs on partially used ready nodes while a job needing whole nodes of this pool waits."
+    )
+    waiting_whole_node_jobs = serializers.IntegerField()
+
+
+class FragmentationMetricsSerializer(serializers.Serializer):
+    total_gpus = serializers.IntegerField()
+    allocated_gpus = serializers.IntegerField()
+    free_gpus = serializers.IntegerField()
+    stranded_gpus = serializers.IntegerField()
+    pending_for_contiguous_gpus = serializers.IntegerField(
+        help_text="Jobs waiting as InsufficientContiguousGpus: enough GPUs free, not in one piece."
+    )
+    pools = PoolFragmentationSerializer(many=True)
+

@@ -1,0 +1,425 @@
+"""API views: a few lines each. Scoping comes from services/access.py, rules from services/."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from django.contrib.auth import authenticate
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import mixins, status, viewsets
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authtoken.models import Token
+from rest_framework.decorators import action
+from rest_framework.exceptions import AuthenticationFailed, NotFound, ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.api import serializers as s
+from controlplane.api.errors import Conflict, exception_handler
+from controlplane.api.pagination import Pagination
+from controlplane.api.parsers import BoundedJSONParser
+from controlplane.api.permissions import IsAdmin, IsPerson, ReadOnlyUnlessAdmin, SubmitsJobs
+from controlplane.api.schema import QuartermasterAutoSchema
+from controlplane.api.throttling import LoginThrottle, PerUserThrottle
+from controlplane.choices import EventKind, JobState
+from controlplane.filtersets import (
+    CohortFilterSet,
+    EventFilterSet,
+    GpuTypeFilterSet,
+    JobFilterSet,
+    NodeFilterSet,
+    PriceRateFilterSet,
+    PriorityClassFilterSet,
+    ProjectFilterSet,
+    QuotaFilterSet,
+    TeamFilterSet,
+)
+from controlplane.models import Cohort, Event, GpuType, Job, Membership, Node, PriceRate, PriorityClass, Quota
+from controlplane.services import access, fleet_figures, nodes
+from controlplane.services import jobs as job_service
+from controlplane.services.transitions import cancel_job, event_fields
+
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
+
+
+class ApiMixin:
+    """What every user-facing endpoint shares. Authentication is spelled out rather than taken
+    from settings: only user tokens and sessions authenticate here, so a node agent's
+    credentials, whatever classes the agent endpoints add, never reach these views."""
+
+    authentication_classes = [TokenAuthentication, SessionAuthentication]
+    permission_classes = [IsPerson]
+    parser_classes = [BoundedJSONParser]
+    renderer_classes = [JSONRenderer, BrowsableAPIRenderer]
+    throttle_classes = [PerUserThrottle]
+    pagination_class = Pagination
+    schema = QuartermasterAutoSchema()
+
+    def get_exception_handler(self) -> Any:
+        return exception_handler
+
+
+class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
+    """Everyone signed in reads within their scope; admins write. Writes run in a transaction
+    so a failing constraint leaves nothing behind."""
+
+    permission_classes = [ReadOnlyUnlessAdmin]
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            serializer.save()
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            serializer.save()
+
+    def perform_destroy(self, instance: Any) -> None:
+        with transaction.atomic():
+            instance.delete()
+
+
+# ------------------------------------------------------------------------------------ auth
+
+
+class TokenView(ApiMixin, APIView):
+    """Exchange a username and password for an API token (`Authorization: Token …`)."""
+
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    throttle_classes = [LoginThrottle]
+
+    @extend_schema(request=s.TokenRequestSerializer, responses={200: s.TokenSerializer}, auth=[])
+    def post(self, request: Request) -> Response:
+        body = s.TokenRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = authenticate(request._request, username=body.validated_data["username"],
+                            password=body.validated_data["password"])
+        if user is None or not user.is_active:
+            raise AuthenticationFailed("Wrong username or password.")
+        token, _ = Token.objects.get_or_create(user=user)
+        return Response({"token": token.key, "username": user.get_username()})
+
+
+class MeView(ApiMixin, APIView):
+    """Who the credentials belong to, and what they may do."""
+
+    @extend_schema(responses={200: s.MeSerializer})
+    def get(self, request: Request) -> Response:
+        who = access.access_of(request.user)
+        team = access.primary_team(request.user)
+        memberships = [
+            {"team": name, "role": role}
+            for name, role in Membership.objects.filter(user=request.user).values_list("team__name", "role")
+        ]
+        return Response({
+            "username": request.user.get_username(),
+            "is_admin": who.is_admin,
+            "is_finance": who.is_finance,
+            "may_submit": access.may_submit(request.user),
+            "default_team": team.name if team else None,
+            "memberships": memberships,
+        })
+
+
+# ------------------------------------------------------------------------------------ jobs
+
+
+def _idempotency_key(request: Request) -> str | None:
+    key = request.headers.get("Idempotency-Key")
+    if key is None:
+        return None
+    if not IDEMPOTENCY_KEY.match(key):
+        raise ValidationError({"Idempotency-Key": ["1 to 128 printable ASCII characters, no spaces."]})
+    return key
+
+
+def _submit(request: Request, body: s.JobSubmitSerializer) -> job_service.Submitted:
+    body.is_valid(raise_exception=True)
+    try:
+        return job_service.submit(request.user, body.to_submit_request(), idempotency_key=_idempotency_key(request))
+    except job_service.SubmitRejected as exc:
+        raise ValidationError({k: [v] for k, v in exc.errors.items()}) from exc
+    except job_service.IdempotencyConflict as exc:
+        raise Conflict(str(exc)) from exc
+
+
+_IDEMPOTENCY_PARAM = OpenApiParameter(
+    "Idempotency-Key", str, OpenApiParameter.HEADER, required=False,
+    description="A retried POST with the same key (and body) returns the first result instead of a duplicate.",
+)
+
+
+class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, viewsets.GenericViewSet):
+    """Jobs of your team (admins: all). Submitting needs only `name` and `gpus`."""
+
+    serializer_class = s.JobSerializer
+    filterset_class = JobFilterSet
+    permission_classes = [SubmitsJobs]
+
+    def get_queryset(self) -> QuerySet[Job]:
+        return access.visible_jobs(self.request.user).select_related("team", "project", "submitter", "priority_class")
+
+    @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer, 200: s.JobSerializer},
+                   parameters=[_IDEMPOTENCY_PARAM])
+    def create(self, request: Request) -> Response:
+        result = _submit(request, s.JobSubmitSerializer(data=request.data))
+        job = Job.objects.select_related("team", "project", "submitter", "priority_class").get(pk=result.jobs[0].pk)
+        return Response(
+            s.JobSerializer(job).data,
+            status=status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED,
+            headers={"Idempotent-Replayed": "true"} if result.replayed else {},
+        )
+
+    @extend_schema(request=None, responses={200: s.CancelResultSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        if job.state not in (JobState.PENDING, JobState.RUNNING):
+            if job.state == JobState.PREEMPTING:
+                raise Conflict(f"Job {job.pk} is already stopping; it will be {'cancelled' if self._cancelling(job) else 'requeued'} when its processes exit.")
+            raise Conflict(f"Job {job.pk} is {job.state}; only pending or running jobs can be cancelled.")
+        if not cancel_job(job, f"user:{request.user.get_username()}"):
+            job.refresh_from_db()
+            raise Conflict(f"Job {job.pk} changed state to {job.state} meanwhile; nothing was cancelled.")
+        job.refresh_from_db()
+        detail = (
+            f"Job {job.pk} cancelled." if job.state == JobState.CANCELLED
+            else f"Job {job.pk} is stopping: its processes get {job.priority_class.grace_period_s} s to exit."
+        )
+        return Response({"job": s.JobSerializer(job).data, "detail": detail})
+
+    @staticmethod
+    def _cancelling(job: Job) -> bool:
+        return job.allocations.filter(release_reason="Cancelled").exists()
+
+    @extend_schema(responses={200: s.EventSerializer(many=True)}, filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None, serializer_class=s.EventSerializer)
+    def events(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        events = Event.objects.filter(job=job).select_related("node", "team").order_by("created_at", "id")
+        page = self.paginate_queryset(events)
+        return self.get_paginated_response(s.EventSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: s.ExplanationSerializer}, filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None)
+    def explain(self, request: Request, pk: str | None = None) -> Response:
+        job = self.get_object()
+        return Response(explanation(job))
+
+
+def explanation(job: Job) -> dict[str, Any]:
+    """The engine's last word on a waiting job, or a plain account of where any other job is."""
+    waiting = job.state == JobState.PENDING
+    if waiting:
+        reason = job.pending_message or "Waiting for the next scheduling cycle."
+    elif job.state in (JobState.RUNNING, JobState.PREEMPTING):
+        reason = f"{job.get_state_display()} since {job.started_at:%Y-%m-%d %H:%M:%S} UTC." if job.started_at else job.get_state_display()
+    elif job.state == JobState.UNSCHEDULABLE:
+        reason = job.pending_message or "The fleet can never run this job as asked."
+    else:
+        when = f" at {job.finished_at:%Y-%m-%d %H:%M:%S} UTC" if job.finished_at else ""
+        reason = f"{job.get_state_display()}{when}" + (f" with exit code {job.exit_code}." if job.exit_code is not None else ".")
+    return {
+        "job": job.pk,
+        "name": job.name,
+        "state": job.state,
+        "reason_code": job.pending_code if job.state in (JobState.PENDING, JobState.UNSCHEDULABLE) else "",
+        "reason": reason,
+        "resolvable": job.pending_resolvable if job.state == JobState.PENDING else job.state != JobState.UNSCHEDULABLE,
+        "queue_position": job.queue_position if waiting else None,
+        "eta": job.eta if waiting else None,
+        "would_start_if": job.pending_would_start_if if waiting else "",
+    }
+
+
+class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
+    """Job arrays: one POST, one job per index (a sweep). Read the tasks at /jobs/?array_id=…"""
+
+    permission_classes = [SubmitsJobs]
+    serializer_class = s.JobArraySerializer
+    lookup_field = "array_id"
+    lookup_value_regex = "[0-9a-fA-F-]{32,36}"
+
+    def _summary(self, jobs: QuerySet[Job]) -> dict[str, Any]:
+        rows = list(jobs.order_by("array_index").values_list("id", "array_index", "state", "name", "team__name", "array_id"))
+        if not rows:
+            raise NotFound("No such job array, or not yours to see.")
+        states: dict[str, int] = {}
+        for row in rows:
+            states[row[2]] = states.get(row[2], 0) + 1
+        return {
+            "array_id": rows[0][5], "name": rows[0][3], "team": rows[0][4], "count": len(rows),
+            "states": states, "job_ids": [r[0] for r in rows], "indices": [r[1] for r in rows],
+        }
+
+    @extend_schema(request=s.JobArraySubmitSerializer, responses={201: s.JobArraySerializer, 200: s.JobArraySerializer},
+                   parameters=[_IDEMPOTENCY_PARAM])
+    def create(self, request: Request) -> Response:
+        result = _submit(request, s.JobArraySubmitSerializer(data=request.data))
+        first = result.jobs[0]
+        states: dict[str, int] = {}
+        for job in result.jobs:
+            states[job.state] = states.get(job.state, 0) + 1
+        body = {
+            "array_id": result.array_id, "name": first.name, "team": first.team.name, "count": len(result.jobs),
+            "states": states, "job_ids": [j.pk for j in result.jobs], "indices": [j.array_index for j in result.jobs],
+        }
+        return Response(
+            body,
+            status=status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED,
+            headers={"Idempotent-Replayed": "true"} if result.replayed else {},
+        )
+
+    def retrieve(self, request: Request, array_id: str | None = None) -> Response:
+        return Response(self._summary(access.visible_jobs(request.user).filter(array_id=array_id)))
+
+
+# ------------------------------------------------------------------------- fleet & teams
+
+
+class TeamViewSet(AdminWritableViewSet):
+    serializer_class = s.TeamSerializer
+    filterset_class = TeamFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return access.visible_teams(self.request.user).select_related("cohort", "default_priority_class")
+
+
+class ProjectViewSet(AdminWritableViewSet):
+    serializer_class = s.ProjectSerializer
+    filterset_class = ProjectFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return access.visible_projects(self.request.user).select_related("team")
+
+
+class CohortViewSet(AdminWritableViewSet):
+    serializer_class = s.CohortSerializer
+    filterset_class = CohortFilterSet
+    queryset = Cohort.objects.prefetch_related("teams")
+
+
+class QuotaViewSet(AdminWritableViewSet):
+    """Quotas per team × GPU type. Every change is recorded as a quota.changed event."""
+
+    serializer_class = s.QuotaSerializer
+    filterset_class = QuotaFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return access.visible_quotas(self.request.user).select_related("team", "gpu_type")
+
+    def _record(self, quota: Quota, verb: str, before: dict[str, Any] | None) -> None:
+        after = dict(s.QuotaSerializer(quota).data) if verb != "deleted" else None
+        fields = event_fields(
+            EventKind.QUOTA_CHANGED, f"user:{self.request.user.get_username()}", reason=f"Quota{verb.title()}",
+            message=f"Quota of {quota.team.name} on {quota.gpu_type.name} {verb}"
+            + (f": nominal {quota.nominal_gpus} GPUs" if after else ""),
+            data={"before": before, "after": after},
+        )
+        Event.objects.create(**{**fields, "team": quota.team})
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            self._record(serializer.save(), "created", None)
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            before = dict(s.QuotaSerializer(serializer.instance).data)
+            self._record(serializer.save(), "changed", before)
+
+    def perform_destroy(self, instance: Quota) -> None:
+        with transaction.atomic():
+            before = dict(s.QuotaSerializer(instance).data)
+            self._record(instance, "deleted", before)
+            instance.delete()
+
+
+class PriorityClassViewSet(AdminWritableViewSet):
+    serializer_class = s.PriorityClassSerializer
+    filterset_class = PriorityClassFilterSet
+    queryset = PriorityClass.objects.all()
+
+
+class GpuTypeViewSet(AdminWritableViewSet):
+    serializer_class = s.GpuTypeSerializer
+    filterset_class = GpuTypeFilterSet
+    queryset = GpuType.objects.all()
+
+
+class PriceRateViewSet(AdminWritableViewSet):
+    serializer_class = s.PriceRateSerializer
+    filterset_class = PriceRateFilterSet
+    queryset = PriceRate.objects.select_related("gpu_type")
+
+
+class NodeViewSet(AdminWritableViewSet):
+    """GPU nodes. State changes go through the cordon, drain and uncordon actions (admins)."""
+
+    serializer_class = s.NodeSerializer
+    filterset_class = NodeFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return Node.objects.select_related("gpu_type").annotate(
+            allocated_gpus=Count("allocation_gpus", filter=Q(allocation_gpus__live=True))
+        )
+
+    def _act(self, request: Request, verb: Any) -> Response:
+        node = self.get_object()
+        try:
+            verb(node, request.user)
+        except nodes.NodeActionRefused as exc:
+            raise Conflict(str(exc)) from exc
+        return Response(s.NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
+
+    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def cordon(self, request: Request, pk: str | None = None) -> Response:
+        """Take no new work; running jobs continue."""
+        return self._act(request, nodes.cordon)
+
+    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def drain(self, request: Request, pk: str | None = None) -> Response:
+        """Take no new work and let running jobs finish."""
+        return self._act(request, nodes.drain)
+
+    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def uncordon(self, request: Request, pk: str | None = None) -> Response:
+        """Take work again (from cordoned or draining)."""
+        return self._act(request, nodes.uncordon)
+
+
+class EventViewSet(ApiMixin, viewsets.ReadOnlyModelViewSet):
+    """The audit trail: admins read all of it, members what happened to their team's jobs."""
+
+    serializer_class = s.EventSerializer
+    filterset_class = EventFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return access.visible_events(self.request.user).select_related("node", "team")
+
+
+# --------------------------------------------------------------------------------- metrics
+
+
+class QueueMetricsView(ApiMixin, APIView):
+    """Queue depth: pending jobs and GPUs by reason, priority class and team (counts only)."""
+
+    @extend_schema(responses={200: s.QueueMetricsSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(s.QueueMetricsSerializer(fleet_figures.queue_figures()).data)
+
+
+class FragmentationMetricsView(ApiMixin, APIView):
+    """Free GPUs per pool, the largest free block, and GPUs stranded by fragmentation."""
+
+    @extend_schema(responses={200: s.FragmentationMetricsSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(s.FragmentationMetricsSerializer(fleet_figures.fragmentation_figures()).data)

@@ -1,0 +1,148 @@
+"""One FilterSet per model, shared by the API and the pages.
+
+Related objects are filtered by name (`?team=ml`), never by a choice validated against every
+row: a name a user may not see simply matches nothing, so filters leak no existence.
+"""
+
+from __future__ import annotations
+
+import django_filters as filters
+
+from controlplane.choices import CapacityTier, EventKind, JobState, NodeState, WorkloadClass
+from controlplane.models import (
+    Cohort,
+    Event,
+    GpuType,
+    Job,
+    Node,
+    PriceRate,
+    PriorityClass,
+    Project,
+    Quota,
+    Team,
+)
+
+
+class JobFilterSet(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__name", help_text="Team name.")
+    project = filters.CharFilter(field_name="project__name", help_text="Project name.")
+    state = filters.MultipleChoiceFilter(choices=JobState.choices, help_text="Repeat for several states.")
+    priority_class = filters.CharFilter(field_name="priority_class__name", help_text="Priority class name.")
+    user = filters.CharFilter(field_name="submitter__username", help_text="Submitter's username.")
+    workload = filters.ChoiceFilter(choices=WorkloadClass.choices)
+    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    array_id = filters.UUIDFilter(field_name="array_id")
+    pending_code = filters.CharFilter(field_name="pending_code", help_text="Reason code, e.g. QuotaExceeded.")
+    name = filters.CharFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
+
+    class Meta:
+        model = Job
+        fields: list[str] = []
+
+
+class TeamFilterSet(filters.FilterSet):
+    name = filters.CharFilter(field_name="name")
+    cohort = filters.CharFilter(field_name="cohort__name", help_text="Cohort name.")
+
+    class Meta:
+        model = Team
+        fields: list[str] = []
+
+
+class ProjectFilterSet(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__name", help_text="Team name.")
+    name = filters.CharFilter(field_name="name")
+
+    class Meta:
+        model = Project
+        fields: list[str] = []
+
+
+class CohortFilterSet(filters.FilterSet):
+    name = filters.CharFilter(field_name="name")
+
+    class Meta:
+        model = Cohort
+        fields: list[str] = []
+
+
+class QuotaFilterSet(filters.FilterSet):
+    team = filters.CharFilter(field_name="team__name", help_text="Team name.")
+    gpu_type = filters.CharFilter(field_name="gpu_type__name", help_text="GPU type name.")
+
+    class Meta:
+        model = Quota
+        fields: list[str] = []
+
+
+class PriorityClassFilterSet(filters.FilterSet):
+    name = filters.CharFilter(field_name="name")
+    preemptible = filters.BooleanFilter(field_name="preemptible")
+
+    class Meta:
+        model = PriorityClass
+        fields: list[str] = []
+
+
+class GpuTypeFilterSet(filters.FilterSet):
+    name = filters.CharFilter(field_name="name")
+    min_memory_gb = filters.NumberFilter(field_name="memory_gb", lookup_expr="gte")
+
+    class Meta:
+        model = GpuType
+        fields: list[str] = []
+
+
+class PriceRateFilterSet(filters.FilterSet):
+    gpu_type = filters.CharFilter(field_name="gpu_type__name", help_text="GPU type name.")
+    capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
+    effective_after = filters.IsoDateTimeFilter(field_name="effective_from", lookup_expr="gte")
+    effective_before = filters.IsoDateTimeFilter(field_name="effective_from", lookup_expr="lt")
+
+    class Meta:
+        model = PriceRate
+        fields: list[str] = []
+
+
+class NodeFilterSet(filters.FilterSet):
+    name = filters.CharFilter(field_name="name")
+    pool = filters.CharFilter(field_name="pool")
+    state = filters.MultipleChoiceFilter(choices=NodeState.choices, help_text="Repeat for several states.")
+    gpu_type = filters.CharFilter(field_name="gpu_type__name", help_text="GPU type name.")
+    leaf_switch = filters.CharFilter(field_name="leaf_switch")
+    spine = filters.CharFilter(field_name="spine")
+    capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
+    simulated = filters.BooleanFilter(field_name="simulated")
+
+    class Meta:
+        model = Node
+        fields: list[str] = []
+
+
+class EventFilterSet(filters.FilterSet):
+    kind = filters.MultipleChoiceFilter(choices=EventKind.choices, help_text="Repeat for several kinds.")
+    job = filters.NumberFilter(field_name="job_id")
+    node = filters.CharFilter(field_name="node__name", help_text="Node name.")
+    team = filters.CharFilter(field_name="team__name", help_text="Team name.")
+    reason = filters.CharFilter(field_name="reason")
+    after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+
+    class Meta:
+        model = Event
+        fields: list[str] = []
+
+
+__all__ = [
+    "CohortFilterSet",
+    "EventFilterSet",
+    "GpuTypeFilterSet",
+    "JobFilterSet",
+    "NodeFilterSet",
+    "PriceRateFilterSet",
+    "PriorityClassFilterSet",
+    "ProjectFilterSet",
+    "QuotaFilterSet",
+    "TeamFilterSet",
+]

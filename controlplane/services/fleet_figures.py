@@ -1,0 +1,172 @@
+"""Queue depth and fragmentation, read from what is stored: the jobs' last explanations
+(pending_code, written by each cycle) and the live allocations' GPUs.
+
+Counts only: nothing here names a job, so every signed-in user may read them (a member sees
+other teams' work only as these anonymous numbers).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Count, Min, Q, Sum
+from django.utils import timezone
+
+from controlplane.choices import JobState, NodeState
+from controlplane.models import AllocationGpu, Job, Node
+from scheduler_core.types import ReasonCode
+
+
+@dataclass
+class QueueFigures:
+    pending_jobs: int = 0
+    pending_gpus: int = 0
+    running_jobs: int = 0
+    running_gpus: int = 0
+    oldest_pending_s: float | None = None
+    pending_by_reason: dict[str, int] = field(default_factory=dict)
+    pending_by_priority_class: dict[str, int] = field(default_factory=dict)
+    pending_by_team: dict[str, int] = field(default_factory=dict)
+    unschedulable_jobs: int = 0
+
+
+def queue_figures(now: datetime | None = None) -> QueueFigures:
+    """Two grouped queries, whatever the queue's length."""
+    now = now or timezone.now()
+    figures = QueueFigures()
+    by_reason: Counter[str] = Counter()
+    by_class: Counter[str] = Counter()
+    by_team: Counter[str] = Counter()
+    oldest: datetime | None = None
+    rows = (
+        Job.objects.filter(state=JobState.PENDING)
+        .values("pending_code", "priority_class__name", "team__name")
+        .annotate(n=Count("id"), g=Sum("gpus"), first=Min("submitted_at"))
+        .order_by()
+    )
+    for row in rows:
+        figures.pending_jobs += row["n"]
+        figures.pending_gpus += row["g"] or 0
+        by_reason[row["pending_code"] or "Submitted"] += row["n"]
+        by_class[row["priority_class__name"]] += row["n"]
+        by_team[row["team__name"]] += row["n"]
+        if oldest is None or row["first"] < oldest:
+            oldest = row["first"]
+    for row in (
+        Job.objects.filter(state__in=[JobState.RUNNING, JobState.PREEMPTING, JobState.UNSCHEDULABLE])
+        .values("state").annotate(n=Count("id"), g=Sum("gpus")).order_by()
+    ):
+        if row["state"] == JobState.UNSCHEDULABLE:
+            figures.unschedulable_jobs += row["n"]
+        else:
+            figures.running_jobs += row["n"]
+            figures.running_gpus += row["g"] or 0
+    figures.oldest_pending_s = (now - oldest).total_seconds() if oldest is not None else None
+    figures.pending_by_reason = dict(sorted(by_reason.items()))
+    figures.pending_by_priority_class = dict(sorted(by_class.items()))
+    figures.pending_by_team = dict(sorted(by_team.items()))
+    return figures
+
+
+@dataclass
+class PoolFragmentation:
+    pool: str
+    gpu_type: str
+    nodes: int = 0
+    total_gpus: int = 0
+    allocated_gpus: int = 0
+    free_gpus: int = 0
+    unavailable_gpus: int = 0
+    largest_free_block: int = 0
+    whole_free_nodes: int = 0
+    partially_used_nodes: int = 0
+    stranded_gpus: int = 0
+    waiting_whole_node_jobs: int = 0
+    node_size: int = 0
+    gpu_memory_gb: int = 0
+    _partial_free: int = 0
+
+
+@dataclass
+class FragmentationFigures:
+    total_gpus: int
+    allocated_gpus: int
+    free_gpus: int
+    stranded_gpus: int
+    pending_for_contiguous_gpus: int
+    pools: list[PoolFragmentation]
+
+
+def fragmentation_figures() -> FragmentationFigures:
+    """Free GPUs per pool, how they are scattered, and how many are stranded.
+
+    Steps:
+    1. Live GPUs per node (one grouped query) against each node's GPU count.
+    2. Per pool: free GPUs on ready nodes, the largest free block, whole free nodes.
+    3. Stranded GPUs (FleetFigures' definition): free GPUs on partially used ready nodes,
+       counted only while a pending job that needs whole nodes of that pool waits: its GPUs per
+       node (or its size, when it leaves that to the scheduler) reach the pool's node size, and
+       it accepts the pool's GPU type and memory.
+    """
+    held = dict(
+        AllocationGpu.objects.filter(live=True).values("node_id").annotate(n=Count("id")).values_list("node_id", "n")
+    )
+    pools: dict[str, PoolFragmentation] = {}
+    for node in Node.objects.select_related("gpu_type").only(
+        "id", "pool", "gpu_count", "state", "gpu_type__name", "gpu_type__memory_gb"
+    ):
+        pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type.name, gpu_memory_gb=node.gpu_type.memory_gb))
+        used = min(held.get(node.pk, 0), node.gpu_count)
+        free = node.gpu_count - used
+        pool.nodes += 1
+        pool.total_gpus += node.gpu_count
+        pool.allocated_gpus += used
+        pool.node_size = max(pool.node_size, node.gpu_count)
+        if node.state != NodeState.READY:
+            pool.unavailable_gpus += free
+            continue
+        pool.free_gpus += free
+        pool.largest_free_block = max(pool.largest_free_block, free)
+        if used == 0:
+            pool.whole_free_nodes += 1
+        elif free > 0:
+            pool.partially_used_nodes += 1
+            pool._partial_free += free
+
+    if pools:
+        smallest = min(p.node_size for p in pools.values())
+        big_jobs = (
+            Job.objects.filter(state=JobState.PENDING)
+            .filter(Q(gpus_per_node__gte=smallest) | Q(gpus_per_node__isnull=True, gpus__gte=smallest))
+            .values("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb")
+            .annotate(n=Count("id"))
+            .order_by()
+        )
+        waiting: dict[str, int] = defaultdict(int)
+        for row in big_jobs:
+            per_node = row["gpus_per_node"] or row["gpus"]
+            for pool in pools.values():
+                types = row["gpu_types"] or []
+                if per_node < pool.node_size or (types and pool.gpu_type not in types):
+                    continue
+                if row["min_gpu_memory_gb"] > pool.gpu_memory_gb:
+                    continue
+                waiting[pool.pool] += row["n"]
+        for pool in pools.values():
+            pool.waiting_whole_node_jobs = waiting.get(pool.pool, 0)
+            pool.stranded_gpus = pool._partial_free if pool.waiting_whole_node_jobs else 0
+
+    ordered = [pools[name] for name in sorted(pools)]
+    contiguous = Job.objects.filter(
+        state=JobState.PENDING, pending_code=ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS.value
+    ).count()
+    return FragmentationFigures(
+        total_gpus=sum(p.total_gpus for p in ordered),
+        allocated_gpus=sum(p.allocated_gpus for p in ordered),
+        free_gpus=sum(p.free_gpus for p in ordered),
+        stranded_gpus=sum(p.stranded_gpus for p in ordered),
+        pending_for_contiguous_gpus=contiguous,
+        pools=ordered,
+    )

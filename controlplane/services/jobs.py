@@ -1,0 +1,346 @@
+"""Submitting jobs: defaults, validation, job arrays and idempotent retries, in one transaction.
+
+The API, the CLI (through the API) and the pages all submit through `submit()`. It resolves
+names to rows, fills the documented defaults, refuses what can never run on this fleet, and
+writes the job(s) and their JOB_SUBMITTED events together, or nothing at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from controlplane.choices import EventKind, JobState, Topology, WorkloadClass
+from controlplane.models import Event, Job, PriorityClass, Project, Team
+from controlplane.services import access, fleet_capability
+from controlplane.services.transitions import event_fields
+from scheduler_core.types import JobSpec, TopologyConstraint
+from scheduler_core.types import WorkloadClass as EngineWorkload
+
+log = structlog.get_logger(__name__)
+
+MAX_ARRAY_TASKS = 10_000
+MAX_ARRAY_INDEX = 1_000_000
+ARRAY_INDEX_ENV = "QM_ARRAY_INDEX"
+ARRAY_ID_ENV = "QM_ARRAY_ID"
+
+_ARRAY_PART = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+
+
+class SubmitRejected(Exception):
+    """The request cannot become a job. `errors` maps each request field to what is wrong."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+class IdempotencyConflict(Exception):
+    """An Idempotency-Key came back with a different request than the one it first carried."""
+
+
+@dataclass(frozen=True)
+class SubmitRequest:
+    """What a submit asks for, already typed by the serializer or the caller. Only `name` and
+    `gpus` are required; see docs/api.md for the defaults of the rest."""
+
+    name: str
+    gpus: int
+    gpus_per_node: int | None = None
+    gpu_types: tuple[str, ...] = ()
+    min_gpu_memory_gb: int = 0
+    cpus_per_gpu: int = 0
+    memory_gb_per_gpu: int = 0
+    topology: str = Topology.ANY.value
+    min_gpus: int | None = None
+    max_gpus: int | None = None
+    priority_class: str | None = None
+    team: str | None = None
+    project: str | None = None
+    workload: str = WorkloadClass.TRAINING.value
+    runtime_limit_s: int | None = None
+    checkpoint_interval_s: int | None = None
+    command: str = ""
+    env: dict[str, str] = field(default_factory=dict)
+    array: str | None = None
+
+    def fingerprint(self) -> str:
+        """Stable digest of the request, to tell a retry from a reuse of its Idempotency-Key."""
+        body = asdict(self)
+        body["gpu_types"] = sorted(body["gpu_types"])
+        return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class Submitted:
+    jobs: list[Job]
+    array_id: uuid.UUID | None
+    replayed: bool = False
+
+
+def parse_array(spec: str) -> list[int]:
+    """Task indices from a Slurm-style array spec: `0-99`, `1,3,10-20`, `0-98:2`.
+
+    Raises ValueError with a sentence naming what is wrong."""
+    indices: set[int] = set()
+    for part in spec.replace(" ", "").split(","):
+        m = _ARRAY_PART.match(part)
+        if not m:
+            raise ValueError(f"'{part}' is not an index, a range like 0-99, or a stepped range like 0-98:2")
+        first = int(m.group(1))
+        last = int(m.group(2)) if m.group(2) is not None else first
+        step = int(m.group(3)) if m.group(3) is not None else 1
+        if last < first:
+            raise ValueError(f"range {part} ends before it starts")
+        if step < 1:
+            raise ValueError(f"range {part} has step 0")
+        if last > MAX_ARRAY_INDEX:
+            raise ValueError(f"index {last} is beyond the largest allowed index {MAX_ARRAY_INDEX}")
+        if (last - first) // step + 1 + len(indices) > MAX_ARRAY_TASKS:
+            raise ValueError(f"an array holds at most {MAX_ARRAY_TASKS} tasks")
+        indices.update(range(first, last + 1, step))
+    return sorted(indices)
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    team: Team
+    project: Project | None
+    priority_class: PriorityClass
+    runtime_limit_s: int
+    array_indices: list[int] | None
+
+
+def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> _Resolved:
+    """Names to rows, defaults filled, cross-field rules checked. Raises SubmitRejected with
+    every problem found, each under its field."""
+    errors: dict[str, str] = {}
+    who = access.access_of(user)
+
+    # team: the one named, else the user's own
+    team: Team | None
+    if req.team:
+        team = Team.objects.select_related("default_priority_class").filter(name=req.team).first()
+        if team is None or not who.may_submit_for(team.pk):
+            errors["team"] = f"no team named '{req.team}' that you may submit for"
+            team = None
+    else:
+        team = access.primary_team(user)
+        if team is None:
+            errors["team"] = "you belong to no team; name the team to submit for"
+
+    # priority class: the one named, else the team's default, else the lowest class
+    priority_class: PriorityClass | None = None
+    if req.priority_class:
+        priority_class = PriorityClass.objects.filter(name=req.priority_class).first()
+        if priority_class is None:
+            names = ", ".join(PriorityClass.objects.order_by("-value").values_list("name", flat=True))
+            errors["priority_class"] = f"unknown priority class '{req.priority_class}'; choose one of: {names or '(none defined)'}"
+    elif team is not None:
+        priority_class = team.default_priority_class or PriorityClass.objects.order_by("value", "name").first()
+        if priority_class is None:
+            errors["priority_class"] = "no priority class is defined yet; an admin must create one"
+
+    project: Project | None = None
+    if req.project and team is not None:
+        project = Project.objects.filter(team=team, name=req.project).first()
+        if project is None:
+            errors["project"] = f"team '{team.name}' has no project '{req.project}'"
+
+    runtime_limit_s = 0
+    if priority_class is not None:
+        runtime_limit_s = req.runtime_limit_s or priority_class.default_runtime_limit_s
+        if runtime_limit_s > priority_class.max_runtime_limit_s:
+            errors["runtime_limit_s"] = (
+                f"{runtime_limit_s} s is beyond the maximum of priority class '{priority_class.name}' "
+                f"({priority_class.max_runtime_limit_s} s)"
+            )
+
+    if req.gpu_types:
+        known = set(fleet_capability.known_gpu_types())
+        unknown = [t for t in req.gpu_types if t not in known]
+        if unknown:
+            errors["gpu_types"] = (
+                f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
+            )
+
+    if req.min_gpus is not None and req.min_gpus > req.gpus:
+        errors["min_gpus"] = f"min_gpus {req.min_gpus} is more than gpus {req.gpus}"
+    if req.max_gpus is not None and req.max_gpus < req.gpus:
+        errors["max_gpus"] = f"max_gpus {req.max_gpus} is less than gpus {req.gpus}"
+    if req.gpus_per_node is not None and req.topology == Topology.SAME_NODE and req.gpus_per_node != req.gpus:
+        errors["gpus_per_node"] = f"a same_node job puts all its {req.gpus} GPUs on one node; gpus_per_node must equal gpus or be left out"
+
+    array_indices: list[int] | None = None
+    if req.array is not None:
+        try:
+            array_indices = parse_array(req.array)
+        except ValueError as exc:
+            errors["array"] = str(exc)
+
+    if errors or team is None or priority_class is None:
+        raise SubmitRejected(errors)
+    return _Resolved(team, project, priority_class, runtime_limit_s, array_indices)
+
+
+def engine_spec(req: SubmitRequest, resolved: _Resolved) -> JobSpec:
+    """The request as the engine will see the job, for the fleet capability check."""
+    return JobSpec(
+        id="submit",
+        team=resolved.team.name,
+        priority_class=resolved.priority_class.name,
+        gpus=req.gpus,
+        submitted_at=0.0,
+        workload=EngineWorkload(req.workload),
+        gpus_per_node=req.gpus_per_node,
+        gpu_types=tuple(req.gpu_types),
+        min_gpu_memory_gb=req.min_gpu_memory_gb,
+        cpus_per_gpu=req.cpus_per_gpu,
+        memory_gb_per_gpu=req.memory_gb_per_gpu,
+        topology=TopologyConstraint(req.topology),
+        min_gpus=req.min_gpus,
+        max_gpus=req.max_gpus,
+        runtime_limit_s=float(resolved.runtime_limit_s),
+    )
+
+
+def _replay(user: AbstractBaseUser, key: str, fingerprint: str) -> Submitted | None:
+    first = Job.objects.filter(submitter=user, idempotency_key=key).first()
+    if first is None:
+        return None
+    recorded = (
+        Event.objects.filter(job=first, kind=EventKind.JOB_SUBMITTED).values_list("data", flat=True).first() or {}
+    )
+    if recorded.get("request_fingerprint") != fingerprint:
+        raise IdempotencyConflict(
+            f"Idempotency-Key '{key}' was first used for a different request (job {first.pk}); "
+            "use a new key for a new job"
+        )
+    if first.array_id is None:
+        return Submitted([first], None, replayed=True)
+    jobs = list(Job.objects.filter(array_id=first.array_id).order_by("array_index"))
+    return Submitted(jobs, first.array_id, replayed=True)
+
+
+def _describe(req: SubmitRequest, resolved: _Resolved) -> str:
+    shape = f"{req.gpus} GPUs" + (f" ({req.gpus_per_node} per node)" if req.gpus_per_node else "")
+    if req.min_gpus is not None or req.max_gpus is not None:
+        shape += f", elastic {req.min_gpus or req.gpus}–{req.max_gpus or req.gpus}"
+    if req.gpu_types:
+        shape += f" of {'/'.join(req.gpu_types)}"
+    return f"{shape}, priority class {resolved.priority_class.name}, runtime limit {resolved.runtime_limit_s} s"
+
+
+def submit(
+    user: AbstractBaseUser,
+    req: SubmitRequest,
+    *,
+    idempotency_key: str | None = None,
+    now: datetime | None = None,
+) -> Submitted:
+    """Turn one request into one job, or into a job array of N tasks.
+
+    Steps:
+    1. With an Idempotency-Key already used by this user: return the first result (same
+       request) or refuse (different request). No new rows.
+    2. Resolve team, priority class and project; fill the defaults; check cross-field rules.
+    3. Refuse a shape the fleet can never run (fleet_capability.check).
+    4. In one transaction, insert the job(s) (bulk for arrays) and one JOB_SUBMITTED event each.
+       Two concurrent retries with one key race on the (submitter, idempotency_key) unique
+       constraint: the loser's transaction rolls back whole and it returns the winner's jobs.
+    """
+    fingerprint = req.fingerprint()
+    # 1. a retry
+    if idempotency_key:
+        replay = _replay(user, idempotency_key, fingerprint)
+        if replay is not None:
+            return replay
+
+    # 2. names, defaults, rules
+    resolved = _resolve(user, req)
+
+    # 3. the fleet's capability
+    infeasible = fleet_capability.check(
+        engine_spec(req, resolved), fleet_capability.fleet_shapes(), fleet_capability.known_gpu_types()
+    )
+    if infeasible is not None:
+        raise SubmitRejected({infeasible.field: infeasible.message})
+
+    # 4. write it all, or nothing
+    at = now or timezone.now()
+    array_id = uuid.uuid4() if resolved.array_indices is not None else None
+    indices: Sequence[int | None] = resolved.array_indices if resolved.array_indices is not None else [None]
+    actor = f"user:{user.get_username()}"
+    message = f"Submitted by {user.get_username()}: {_describe(req, resolved)}"
+    jobs = [
+        Job(
+            team=resolved.team,
+            project=resolved.project,
+            submitter=user,
+            name=req.name,
+            priority_class=resolved.priority_class,
+            workload=req.workload,
+            gpus=req.gpus,
+            gpus_per_node=req.gpus_per_node,
+            gpu_types=list(req.gpu_types),
+            min_gpu_memory_gb=req.min_gpu_memory_gb,
+            cpus_per_gpu=req.cpus_per_gpu,
+            memory_gb_per_gpu=req.memory_gb_per_gpu,
+            topology=req.topology,
+            min_gpus=req.min_gpus,
+            max_gpus=req.max_gpus,
+            runtime_limit_s=resolved.runtime_limit_s,
+            checkpoint_interval_s=req.checkpoint_interval_s,
+            command=req.command,
+            env=req.env if index is None else {**req.env, ARRAY_INDEX_ENV: str(index), ARRAY_ID_ENV: str(array_id)},
+            array_id=array_id,
+            array_index=index,
+            # Only the first task carries the key: the unique constraint then guards the array.
+            idempotency_key=idempotency_key if position == 0 else None,
+            state=JobState.PENDING,
+            submitted_at=at,
+            state_changed_at=at,
+            pending_code="Submitted",
+            pending_message="Waiting for the next scheduling cycle",
+        )
+        for position, index in enumerate(indices)
+    ]
+    try:
+        with transaction.atomic():
+            if len(jobs) == 1:
+                jobs[0].save(force_insert=True)
+            else:
+                Job.objects.bulk_create(jobs)
+            events = []
+            for position, job in enumerate(jobs):
+                data: dict[str, Any] = {"gpus": req.gpus}
+                if position == 0:
+                    data["request_fingerprint"] = fingerprint
+                if array_id is not None:
+                    data["array_id"] = str(array_id)
+                    data["array_index"] = job.array_index
+                events.append(
+                    Event(**event_fields(EventKind.JOB_SUBMITTED, actor, job=job, reason="Submitted",
+                                         message=message, data=data, at=at))
+                )
+            Event.objects.bulk_create(events)
+    except IntegrityError:
+        if idempotency_key:
+            replay = _replay(user, idempotency_key, fingerprint)
+            if replay is not None:
+                return replay
+        raise
+    log.info("jobs_submitted", team=resolved.team.name, count=len(jobs), array_id=str(array_id) if array_id else None,
+             first_job=jobs[0].pk, user=user.get_username())
+    return Submitted(jobs, array_id)
