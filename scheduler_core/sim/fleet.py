@@ -7,11 +7,12 @@ say what they are worth:
 
 - priority classes: one per distinct integer ``priority`` of the trace, named ``p<value>``,
   with the engine's default grace period, minimum runtime and preemption budget;
-- teams: the trace's ``team`` column, or ``default`` when it is absent or empty. One team gets
-  the whole fleet as nominal quota. Several teams share each GPU type's GPUs equally as
-  nominal quota (the remainder going to the first teams by name) in a single cohort
-  ``fleet`` with unlimited borrowing and lending, so no GPU idles for want of quota while
-  owners can still reclaim what they lent.
+- teams: the trace's ``team`` column, or ``default`` when it is absent or empty. A trace with
+  one team gets no quotas at all: the engine then governs no GPU type, as in the seed
+  program, which has none. Several teams share each GPU type's GPUs equally as nominal quota
+  (the remainder going to the first teams by name) in a single cohort ``fleet`` with
+  unlimited borrowing and lending, so no GPU idles for want of quota while owners can still
+  reclaim what they lent.
 """
 
 from __future__ import annotations
@@ -115,7 +116,6 @@ def build_quotas(jobs: Sequence[TraceJob], nodes: Sequence[NodeInfo]) -> tuple[Q
     for gpu_type in sorted(gpus_by_type):
         total = gpus_by_type[gpu_type]
         if len(teams) == 1:
-            quotas.append(QuotaInfo(team=teams[0], gpu_type=gpu_type, nominal_gpus=total))
             continue
         share, remainder = divmod(total, len(teams))
         for rank, team in enumerate(teams):
