@@ -1,12 +1,24 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend import views
+from frontend.views import jobs, nodes, overview, teams, vendor, whatif
 
 app_name = "frontend"
 
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("", views.overview, name="overview"),
+    path("", overview.overview, name="overview"),
+    path("jobs/", jobs.job_list, name="jobs"),
+    path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
+    path("teams/", teams.teams, name="teams"),
+    path("nodes/", nodes.nodes, name="nodes"),
+    path("what-if/", whatif.what_if, name="what-if"),
+    # Small JSON endpoints the pages poll for live updates.
+    path("ui/overview.json", overview.overview_json, name="overview-json"),
+    path("ui/jobs.json", jobs.job_list_json, name="jobs-json"),
+    path("ui/jobs/<int:job_id>.json", jobs.job_json, name="job-json"),
+    path("ui/jobs/check.json", jobs.check_json, name="job-check"),
+    path("ui/nodes.json", nodes.nodes_json, name="nodes-json"),
+    path("ui/vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js-versioned"),
 ]

@@ -1,0 +1,544 @@
+"""Plotly figures as plain dicts, built from what the readers in `frontend/` return.
+
+Every builder returns a `Chart`: a title, axis titles with units, a one-line caption and, when
+there is nothing to plot yet, an empty-state sentence saying what will appear. Builders query
+nothing and decide nothing: they only lay out numbers they are given. The browser draws the
+dicts with plotly.js (served from our own static route, see `views/vendor.py`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+from controlplane.choices import STATE_COLOURS, JobState, NodeState
+
+# Okabe–Ito, then Tableau: distinguishable, colour-blind-friendly for the first eight teams.
+TEAM_PALETTE = (
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
+    "#4E79A7", "#F28E2B", "#59A14F", "#B07AA1", "#76B7B2", "#EDC948", "#FF9DA7", "#9C755F",
+)
+FREE_COLOUR = "#f1f3f5"
+UNAVAILABLE_COLOUR = "#adb5bd"
+HIGHLIGHT_COLOUR = "#c92a2a"
+TIER_COLOURS = {"allocated": "#1c7ed6", "active": "#f08c00", "productive": "#2b8a3e"}
+PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+
+
+@dataclass(frozen=True)
+class Chart:
+    key: str
+    title: str
+    caption: str
+    figure: dict[str, Any]
+    empty: str = ""
+    height: int = 320
+    notes: Mapping[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return {"key": self.key, "title": self.title, "caption": self.caption, "figure": self.figure,
+                "empty": self.empty}
+
+
+def ts(at: datetime) -> str:
+    """A time as plotly's date axis reads it: UTC, no offset suffix."""
+    return timezone.localtime(at, timezone.get_fixed_timezone(0)).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def team_colours(teams: Iterable[str]) -> dict[str, str]:
+    """One colour per team, stable for a given set of team names (sorted)."""
+    return {name: TEAM_PALETTE[i % len(TEAM_PALETTE)] for i, name in enumerate(sorted(set(teams)))}
+
+
+def _layout(title: str, x_title: str, y_title: str, *, height: int = 320, **extra: Any) -> dict[str, Any]:
+    layout: dict[str, Any] = {
+        "title": {"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 15}},
+        "xaxis": {"title": {"text": x_title}, "automargin": True},
+        "yaxis": {"title": {"text": y_title}, "automargin": True, "rangemode": "tozero"},
+        "margin": {"l": 60, "r": 20, "t": 44, "b": 50},
+        "height": height,
+        "legend": {"orientation": "h", "y": -0.25},
+        "paper_bgcolor": "#ffffff",
+        "plot_bgcolor": "#ffffff",
+    }
+    for key, value in extra.items():
+        if isinstance(value, dict) and isinstance(layout.get(key), dict):
+            layout[key] = {**layout[key], **value}
+        else:
+            layout[key] = value
+    return layout
+
+
+def _figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
+    return {"data": data, "layout": layout}
+
+
+def _empty(key: str, title: str, caption: str, x_title: str, y_title: str, empty: str, height: int = 320) -> Chart:
+    return Chart(key, title, caption, _figure([], _layout(title, x_title, y_title, height=height)), empty=empty,
+                 height=height)
+
+
+def _stride_note(samples: Sequence[Mapping[str, Any]]) -> str:
+    if len(samples) < 2:
+        return ""
+    span = (samples[-1]["at"] - samples[0]["at"]).total_seconds()
+    step = span / (len(samples) - 1)
+    if step < 90:
+        return f" One point every {step:.0f} s."
+    if step < 5400:
+        return f" One point every {step / 60:.0f} min."
+    return f" One point every {step / 3600:.1f} h."
+
+
+# ----------------------------------------------------------------------------- the overview
+
+
+def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[str], team: str | None = None) -> Chart:
+    """Pending jobs per cycle, stacked by priority class (or one team's pending jobs)."""
+    title = "Queue depth by priority class" if team is None else f"Queue depth of team {team}"
+    caption = (
+        "Jobs waiting at each scheduling cycle"
+        + (", stacked by priority class (highest at the bottom)." if team is None
+           else f" that belong to team {team}, all priority classes together.")
+    )
+    x_title, y_title = "time (UTC)", "pending jobs"
+    if not samples:
+        return _empty("queue", title, caption, x_title, y_title,
+                      "No scheduling cycle has run in this window yet. Once the scheduler runs, the "
+                      "number of waiting jobs per priority class appears here, one point per cycle.")
+    x = [ts(s["at"]) for s in samples]
+    caption += _stride_note(samples)
+    data: list[dict[str, Any]]
+    if team is not None:
+        data = [{"type": "scatter", "mode": "lines", "name": team, "x": x,
+                 "y": [int((s["pending_by_team"] or {}).get(team, 0)) for s in samples],
+                 "fill": "tozeroy", "line": {"shape": "hv", "color": "#1c7ed6"}}]
+    else:
+        seen = {name for s in samples for name in (s["pending_by_priority"] or {})}
+        ordered = [n for n in priority_order if n in seen] + sorted(seen - set(priority_order))
+        data = [
+            {"type": "scatter", "mode": "lines", "name": name, "x": x, "stackgroup": "pending",
+             "y": [int((s["pending_by_priority"] or {}).get(name, 0)) for s in samples], "line": {"shape": "hv"}}
+            for name in ordered
+        ]
+        if not data:
+            data = [{"type": "scatter", "mode": "lines", "name": "all classes", "x": x,
+                     "y": [0 for _ in samples], "line": {"shape": "hv", "color": "#868e96"}}]
+    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"})
+    return Chart("queue", title, caption, _figure(data, layout))
+
+
+def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str = "") -> Chart:
+    """Allocated, active and productive GPU time as % of fleet capacity, per interval."""
+    title = "Utilization in three tiers"
+    caption = (
+        "Share of the fleet's GPU time that was allocated to a job, active on the device, and "
+        "productive (kept progress at the job's fault-free rate); each tier is at most the one above."
+        + source_note
+    )
+    x_title, y_title = "time (UTC)", "% of fleet GPU-time"
+    if not points:
+        return _empty("utilization", title, caption, x_title, y_title,
+                      "No usage recorded in this window yet. Once jobs run and agents report, the allocated, "
+                      "active and productive shares of the fleet appear here.")
+    x = [ts(p["at"]) for p in points]
+    data = []
+    for tier in ("allocated", "active", "productive"):
+        if any(p.get(tier) is not None for p in points):
+            data.append({
+                "type": "scatter", "mode": "lines", "name": tier, "x": x,
+                "y": [None if p.get(tier) is None else round(100.0 * float(p[tier]), 2) for p in points],
+                "line": {"color": TIER_COLOURS[tier], "shape": "hv"},
+            })
+    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"},
+                     yaxis={"range": [0, 100], "ticksuffix": "%"})
+    return Chart("utilization", title, caption, _figure(data, layout))
+
+
+def stranded_gpus(samples: Sequence[Mapping[str, Any]]) -> Chart:
+    title = "Stranded GPUs"
+    caption = (
+        "Free GPUs on partly used ready nodes, counted while a job that needs a whole node waits: "
+        "capacity that exists but cannot start that job." + _stride_note(samples)
+    )
+    x_title, y_title = "time (UTC)", "GPUs"
+    if not samples:
+        return _empty("stranded", title, caption, x_title, y_title,
+                      "No scheduling cycle has run in this window yet. Stranded GPUs per cycle appear here.")
+    x = [ts(s["at"]) for s in samples]
+    data = [
+        {"type": "scatter", "mode": "lines", "name": "stranded GPUs", "x": x,
+         "y": [s["stranded_gpus"] for s in samples], "line": {"color": "#e8590c", "shape": "hv"}, "fill": "tozeroy"},
+        {"type": "scatter", "mode": "lines", "name": "free GPUs", "x": x,
+         "y": [max(0, s["total_gpus"] - s["allocated_gpus"] - s["unavailable_gpus"]) for s in samples],
+         "line": {"color": "#868e96", "dash": "dot", "shape": "hv"}},
+    ]
+    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"})
+    return Chart("stranded", title, caption, _figure(data, layout))
+
+
+def largest_free_block(samples: Sequence[Mapping[str, Any]]) -> Chart:
+    title = "Largest free block per pool"
+    caption = (
+        "Most free GPUs on any one ready node of each pool: the largest single-node job that could "
+        "start there now." + _stride_note(samples)
+    )
+    x_title, y_title = "time (UTC)", "GPUs on one node"
+    if not samples:
+        return _empty("free_block", title, caption, x_title, y_title,
+                      "No scheduling cycle has run in this window yet. The largest free block of each pool "
+                      "appears here.")
+    x = [ts(s["at"]) for s in samples]
+    pools = sorted({p for s in samples for p in (s["largest_free_block_by_pool"] or {})})
+    data = [
+        {"type": "scatter", "mode": "lines", "name": pool, "x": x, "line": {"shape": "hv"},
+         "y": [(s["largest_free_block_by_pool"] or {}).get(pool) for s in samples]}
+        for pool in pools
+    ]
+    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"})
+    return Chart("free_block", title, caption, _figure(data, layout),
+                 empty="" if pools else "No pool has reported a free block in this window yet.")
+
+
+def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]]) -> Chart:
+    title = "Age of the oldest feasible pending job"
+    caption = (
+        "How long the longest-waiting job that can run on this fleet has waited, per cycle; jobs that "
+        "can never run are left out." + _stride_note(samples)
+    )
+    x_title, y_title = "time (UTC)", "wait (minutes)"
+    if not samples:
+        return _empty("oldest", title, caption, x_title, y_title,
+                      "No scheduling cycle has run in this window yet. The oldest feasible job's wait appears here.")
+    x = [ts(s["at"]) for s in samples]
+    y = [None if s["oldest_feasible_pending_s"] is None else round(s["oldest_feasible_pending_s"] / 60.0, 2)
+         for s in samples]
+    data = [{"type": "scatter", "mode": "lines", "name": "oldest feasible wait", "x": x, "y": y,
+             "connectgaps": False, "line": {"color": "#d9a400", "shape": "hv"}}]
+    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"}, showlegend=False)
+    return Chart("oldest", title, caption, _figure(data, layout))
+
+
+def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: int | None = None,
+                  title: str = "Fleet heat map", caption: str | None = None) -> Chart:
+    """Nodes (rows) × GPU slots (columns), each held slot coloured by its team, free slots pale,
+    slots on unavailable nodes grey; `highlight_job` marks one job's GPUs in red. Each row ends
+    with its node's free-slot count, as in seed 001's fragmentation figure."""
+    caption = caption or (
+        "Every GPU of the fleet: a row per node (grouped by pool and leaf switch), a column per GPU "
+        "slot, coloured by the team holding it; pale cells are free, grey cells sit on nodes that "
+        "take no work; the number at the right of a row is that node's free GPUs."
+    )
+    x_title, y_title = "GPU slot (index on the node)", "node (pool / name)"
+    if not rows:
+        return _empty(key, title, caption, x_title, y_title,
+                      "No node has registered yet. When node agents register, every GPU appears here as a cell.")
+    teams = sorted({s.team for r in rows for s in r.slots if s is not None})
+    colours = team_colours(teams)
+    # Categories: 0 free, 1 unavailable, 2 this job (when highlighting), then one per team.
+    categories = ["free", "node takes no work"] + (["this job"] if highlight_job is not None else []) + teams
+    index = {name: i for i, name in enumerate(categories)}
+    palette = [FREE_COLOUR, UNAVAILABLE_COLOUR] + ([HIGHLIGHT_COLOUR] if highlight_job is not None else [])
+    palette += [colours[t] for t in teams]
+    width = max(len(r.slots) for r in rows)
+    z: list[list[int | None]] = []
+    text: list[list[str]] = []
+    links: list[list[int | None]] = []
+    labels = []
+    for r in rows:
+        labels.append(f"{r.pool} / {r.name}")
+        z_row: list[int | None] = []
+        t_row: list[str] = []
+        l_row: list[int | None] = []
+        for i in range(width):
+            if i >= len(r.slots):
+                z_row.append(None)
+                t_row.append("")
+                l_row.append(None)
+                continue
+            slot = r.slots[i]
+            where = f"{r.name} GPU {i} ({r.gpu_type}, {r.leaf_switch}, {r.state})"
+            if slot is None:
+                z_row.append(index["free" if r.state == NodeState.READY else "node takes no work"])
+                t_row.append(f"{where}<br>free")
+                l_row.append(None)
+            else:
+                mine = highlight_job is not None and slot.job_id == highlight_job
+                z_row.append(index["this job" if mine else slot.team])
+                job = f"job {slot.job_id}" if slot.job_id is not None else "a job of another team"
+                t_row.append(f"{where}<br>team {slot.team}, {job}")
+                l_row.append(slot.job_id)
+            # x: slot index
+        z.append(z_row)
+        text.append(t_row)
+        links.append(l_row)
+    n = len(categories)
+    # A discrete colour scale: category k owns [k/n, (k+1)/n].
+    scale: list[list[Any]] = []
+    for k, colour in enumerate(palette):
+        scale.append([k / n, colour])
+        scale.append([(k + 1) / n, colour])
+    height = max(260, min(2400, 18 * len(rows) + 110))
+    data: list[dict[str, Any]] = [{
+        "type": "heatmap", "z": z, "x": list(range(width)), "y": labels, "text": text,
+        "customdata": links, "hoverinfo": "text", "hovertemplate": "%{text}<extra></extra>",
+        "colorscale": scale, "zmin": -0.5, "zmax": n - 0.5, "xgap": 2, "ygap": 2,
+        "colorbar": {"tickmode": "array", "tickvals": list(range(n)), "ticktext": categories,
+                     "title": {"text": "holder"}, "len": min(1.0, max(0.3, 40 * n / height))},
+    }]
+    if len(rows) <= 160:
+        data.append({
+            "type": "scatter", "mode": "text", "x": [width - 0.5 + 0.45] * len(rows), "y": labels,
+            "text": [str(r.free) for r in rows], "textposition": "middle right", "hoverinfo": "skip",
+            "showlegend": False, "cliponaxis": False, "textfont": {"size": 11, "color": "#495057"},
+        })
+    layout = _layout(
+        title, x_title, y_title, height=height,
+        xaxis={"dtick": 1, "range": [-0.5, width + 0.3], "side": "top", "showgrid": False, "zeroline": False},
+        yaxis={"autorange": "reversed", "type": "category", "showgrid": False, "rangemode": "normal",
+               "tickfont": {"size": 10 if len(rows) > 40 else 12}},
+        margin={"l": 140, "r": 20, "t": 70, "b": 20},
+        showlegend=False,
+    )
+    free = sum(r.free for r in rows if r.state == NodeState.READY)
+    return Chart(key, title, caption, _figure(data, layout), height=height,
+                 notes={"free_gpus": free, "gpus": sum(len(r.slots) for r in rows)})
+
+
+# ---------------------------------------------------------------------------------- a job
+
+
+def job_timeline(segments: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]], *, now: datetime) -> Chart:
+    """Gantt-style: one bar per stretch of time the job spent in a state, events as marks."""
+    title = "Timeline"
+    caption = "What the job did and when: a bar per stretch in each state, a mark per recorded event (hover for its words)."
+    x_title, y_title = "time (UTC)", "state"
+    if not segments and not events:
+        return _empty("timeline", title, caption, x_title, y_title,
+                      "No event has been recorded for this job yet. Submission, binding, preemption and exit appear here.")
+    order = [s.value for s in JobState]
+    present = [s for s in order if any(seg["state"] == s for seg in segments)]
+    data: list[dict[str, Any]] = []
+    for state in present:
+        mine = [seg for seg in segments if seg["state"] == state]
+        label = JobState(state).label
+        data.append({
+            "type": "bar", "orientation": "h", "name": label,
+            "y": [label] * len(mine),
+            "base": [ts(seg["start"]) for seg in mine],
+            "x": [max(1000.0, ((seg["end"] or now) - seg["start"]).total_seconds() * 1000.0) for seg in mine],
+            "marker": {"color": STATE_COLOURS.get(state, "#868e96")},
+            "hovertext": [
+                f"{label} from {ts(seg['start'])} to {ts(seg['end']) if seg['end'] else 'now'}"
+                f" ({_duration(((seg['end'] or now) - seg['start']).total_seconds())})"
+                for seg in mine
+            ],
+            "hoverinfo": "text",
+        })
+    if events:
+        data.append({
+            "type": "scatter", "mode": "markers", "name": "events", "y": ["events"] * len(events),
+            "x": [ts(e["created_at"]) for e in events],
+            "marker": {"symbol": "diamond", "size": 10, "color": "#343a40"},
+            "hovertext": [f"{ts(e['created_at'])} · {e['kind']}<br>{e['reason']}: {e['message'][:160]}" for e in events],
+            "hoverinfo": "text",
+        })
+    categories = ["events"] + [JobState(s).label for s in present]
+    layout = _layout(title, x_title, y_title, height=max(220, 60 + 44 * len(categories)),
+                     barmode="overlay", xaxis={"type": "date"},
+                     yaxis={"type": "category", "categoryorder": "array", "categoryarray": categories[::-1],
+                            "rangemode": "normal"})
+    return Chart("timeline", title, caption, _figure(data, layout), height=layout["height"])
+
+
+def _duration(seconds: float) -> str:
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+# --------------------------------------------------------------------------------- teams
+
+
+def quota_usage(gpu_type: str, rows: Sequence[Mapping[str, Any]]) -> Chart:
+    """Per team on one GPU type: nominal quota, GPUs used now, of which borrowed, and lent."""
+    key = "quota_" + "".join(c if c.isalnum() else "_" for c in gpu_type.lower())
+    title = f"Quota and use of {gpu_type} GPUs"
+    caption = (
+        "Per team: guaranteed quota, GPUs held now, the part of them borrowed beyond the quota, and the "
+        "team's idle quota that other teams of its cohort are using (lent)."
+    )
+    x_title, y_title = "team", "GPUs"
+    if not rows:
+        return _empty(key, title, caption, x_title, y_title,
+                      f"No team has a quota on {gpu_type} or holds any of its GPUs yet.")
+    teams = [r["team"] for r in rows]
+    series = (("quota", "nominal", "#adb5bd"), ("used", "used", "#1c7ed6"), ("borrowed", "borrowed", "#e8590c"),
+              ("lent", "lent", "#2b8a3e"))
+    data = [{"type": "bar", "name": label, "x": teams, "y": [r[field_] for r in rows], "marker": {"color": colour}}
+            for label, field_, colour in series]
+    layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"})
+    return Chart(key, title, caption, _figure(data, layout))
+
+
+def dominant_share(samples: Sequence[Mapping[str, Any]], teams: Sequence[str]) -> Chart:
+    title = "Dominant share per team"
+    caption = (
+        "Each team's largest share of any one fleet resource (GPUs, CPUs, memory) it holds, per cycle: "
+        "what dominant resource fairness equalises." + _stride_note(samples)
+    )
+    x_title, y_title = "time (UTC)", "dominant share (% of the fleet)"
+    if not samples:
+        return _empty("dominant_share", title, caption, x_title, y_title,
+                      "No scheduling cycle has run in this window yet. Each team's dominant share appears here.")
+    x = [ts(s["at"]) for s in samples]
+    shown = sorted(set(teams) | {t for s in samples for t in (s["dominant_share_by_team"] or {})})
+    colours = team_colours(shown)
+    data = [
+        {"type": "scatter", "mode": "lines", "name": team, "x": x, "line": {"color": colours[team], "shape": "hv"},
+         "y": [round(100.0 * float((s["dominant_share_by_team"] or {}).get(team, 0.0)), 2) for s in samples]}
+        for team in shown
+    ]
+    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"},
+                     yaxis={"ticksuffix": "%"})
+    return Chart("dominant_share", title, caption, _figure(data, layout))
+
+
+def distribution_box(key: str, title: str, caption: str, y_title: str,
+                     stats: Sequence[Mapping[str, Any]], empty: str, *, log_y: bool = False) -> Chart:
+    """Box plots from precomputed quartiles (the browser never receives the raw values)."""
+    x_title = "team"
+    usable = [s for s in stats if s["n"] > 0]
+    if not usable:
+        return _empty(key, title, caption, x_title, y_title, empty)
+    colours = team_colours(s["team"] for s in usable)
+    data = [{
+        "type": "box", "name": s["team"], "x": [s["team"]],
+        "q1": [s["q1"]], "median": [s["median"]], "q3": [s["q3"]],
+        "lowerfence": [s["low"]], "upperfence": [s["high"]], "mean": [s["mean"]],
+        "marker": {"color": colours[s["team"]]}, "boxmean": True,
+        "hovertemplate": f"{s['team']}: n={s['n']}<br>median %{{median}}<br>q1 %{{q1}} · q3 %{{q3}}<extra></extra>",
+    } for s in usable]
+    layout = _layout(title, x_title, y_title, showlegend=False, xaxis={"type": "category"},
+                     yaxis={"type": "log" if log_y else "linear"})
+    if log_y:
+        layout["yaxis"].pop("rangemode", None)
+    return Chart(key, title, caption, _figure(data, layout))
+
+
+def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
+    title = "Jobs by state"
+    caption = "Per team: jobs waiting or running now, and jobs submitted in the window that have finished, by state."
+    x_title, y_title = "team", "jobs"
+    if not rows:
+        return _empty("jobs_by_state", title, caption, x_title, y_title,
+                      "No job has been submitted in this window. Each team's jobs per state appear here.")
+    teams = sorted({r["team"] for r in rows})
+    counts = {(r["team"], r["state"]): r["n"] for r in rows}
+    data = []
+    for state in JobState:
+        ys = [counts.get((t, state.value), 0) for t in teams]
+        if any(ys):
+            data.append({"type": "bar", "name": state.label, "x": teams, "y": ys,
+                         "marker": {"color": STATE_COLOURS.get(state, "#868e96")}})
+    layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "category"})
+    return Chart("jobs_by_state", title, caption, _figure(data, layout))
+
+
+# ------------------------------------------------------------------------------- showback
+
+
+def cost_over_time(key: str, title: str, group_label: str, series: Mapping[str, Sequence[tuple[datetime, float]]],
+                   bucket: str) -> Chart:
+    caption = f"GPU cost per {bucket} by {group_label}, at the price of each GPU type and capacity tier in force then."
+    x_title, y_title = f"{bucket} (UTC)", "cost (USD)"
+    if not series or not any(v for _, points in series.items() for _, v in points):
+        return _empty(key, title, caption, x_title, y_title,
+                      f"No GPU time has been charged in this window. Cost per {group_label} per {bucket} appears here.")
+    colours = team_colours(series.keys())
+    data = [
+        {"type": "bar", "name": name, "x": [ts(at) for at, _ in points], "y": [round(v, 2) for _, v in points],
+         "marker": {"color": colours[name]}}
+        for name, points in sorted(series.items())
+    ]
+    layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "date"}, yaxis={"tickprefix": "$"})
+    return Chart(key, title, caption, _figure(data, layout))
+
+
+def cost_breakdown(key: str, title: str, caption: str, rows: Sequence[Mapping[str, Any]], label_field: str,
+                   empty: str) -> Chart:
+    """Stacked horizontal bars: each group's productive, active-not-productive, allocated-not-active $
+    (so the whole bar is its cost), plus preemption waste and idle reserved $ as separate bars."""
+    x_title, y_title = "cost (USD)", label_field
+    if not rows:
+        return _empty(key, title, caption, x_title, y_title, empty)
+    labels = [str(r[label_field]) for r in rows]
+    parts = (
+        ("productive", "cost_productive_usd", TIER_COLOURS["productive"]),
+        ("active, not productive", "cost_active_only_usd", TIER_COLOURS["active"]),
+        ("allocated, not active", "cost_allocated_only_usd", TIER_COLOURS["allocated"]),
+        ("idle reserved quota", "idle_reserved_usd", "#adb5bd"),
+    )
+    data = [
+        {"type": "bar", "orientation": "h", "name": name, "y": labels, "x": [round(float(r.get(f) or 0), 2) for r in rows],
+         "marker": {"color": colour}}
+        for name, f, colour in parts if any(r.get(f) for r in rows)
+    ]
+    layout = _layout(title, x_title, y_title, barmode="stack", height=max(260, 80 + 34 * len(rows)),
+                     xaxis={"tickprefix": "$"}, yaxis={"type": "category", "autorange": "reversed", "rangemode": "normal"})
+    return Chart(key, title, caption, _figure(data, layout), height=layout["height"])
+
+
+# ---------------------------------------------------------------------------------- nodes
+
+
+def nodes_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
+    title = "GPUs by pool and node state"
+    caption = "How many GPUs each pool has on nodes that are ready, cordoned, draining, suspect, down or quarantined."
+    x_title, y_title = "pool", "GPUs"
+    if not rows:
+        return _empty("node_states", title, caption, x_title, y_title,
+                      "No node has registered yet. Each pool's GPUs by node state appear here.")
+    pools = sorted({r["pool"] for r in rows})
+    counts = {(r["pool"], r["state"]): r["gpus"] for r in rows}
+    data = []
+    for state in NodeState:
+        ys = [counts.get((p, state.value), 0) for p in pools]
+        if any(ys):
+            data.append({"type": "bar", "name": state.label, "x": pools, "y": ys,
+                         "marker": {"color": STATE_COLOURS.get(state, "#868e96")}})
+    layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "category"})
+    return Chart("node_states", title, caption, _figure(data, layout))
+
+
+# -------------------------------------------------------------------------------- what-if
+
+
+def what_if_bars(key: str, title: str, caption: str, y_title: str, metrics: Sequence[tuple[str, str]],
+                 runs: Sequence[tuple[str, Mapping[str, Any]]], *, scale: float = 1.0, suffix: str = "") -> Chart:
+    """The same metrics for two replays side by side: one bar group per metric, one colour per run."""
+    x_title = "measure"
+    if not runs:
+        return _empty(key, title, caption, x_title, y_title, "Run a replay to compare the two policies here.")
+    colours = ("#1c7ed6", "#e8590c")
+    data = []
+    for i, (name, result) in enumerate(runs):
+        ys = [None if result.get(m) is None else round(float(result[m]) * scale, 2) for m, _ in metrics]
+        data.append({"type": "bar", "name": name, "x": [label for _, label in metrics], "y": ys,
+                     "marker": {"color": colours[i % 2]}, "text": [None if y is None else f"{y}{suffix}" for y in ys],
+                     "textposition": "outside"})
+    layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"})
+    return Chart(key, title, caption, _figure(data, layout))
+
+
+def charts_json(charts: Iterable[Chart]) -> dict[str, dict[str, Any]]:
+    return {c.key: c.as_json() for c in charts}

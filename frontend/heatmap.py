@@ -1,0 +1,83 @@
+"""The fleet as a grid: one row per node, one cell per GPU slot, each cell its holder's team.
+
+Read in two queries (nodes, live GPUs), whatever the fleet size. Teams are shown to everyone
+(the fleet's shape is a fleet metric); job ids only to those who may read the job.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+
+from controlplane.choices import NodeState
+from controlplane.models import AllocationGpu, Node
+from controlplane.services.access import access_of
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A held GPU. `job_id` is None when the viewer may not read the job."""
+
+    team: str
+    job_id: int | None
+
+
+@dataclass(frozen=True)
+class NodeRow:
+    id: int
+    name: str
+    pool: str
+    leaf_switch: str
+    spine: str
+    state: str
+    gpu_type: str
+    capacity_tier: str
+    slots: tuple[Slot | None, ...]  # None: the slot is free
+
+    @property
+    def used(self) -> int:
+        return sum(1 for s in self.slots if s is not None)
+
+    @property
+    def free(self) -> int:
+        return len(self.slots) - self.used
+
+    @property
+    def schedulable(self) -> bool:
+        return self.state == NodeState.READY
+
+
+def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int] | None = None) -> list[NodeRow]:
+    """Every node (or those in `node_ids`) ordered by pool, leaf switch and name."""
+    access = access_of(user)
+    nodes = Node.objects.all()
+    gpus = AllocationGpu.objects.filter(live=True)
+    if node_ids is not None:
+        wanted = list(node_ids)
+        nodes = nodes.filter(id__in=wanted)
+        gpus = gpus.filter(node_id__in=wanted)
+    holders: dict[tuple[int, int], Slot] = {}
+    for node_id, index, job_id, team_id, team in gpus.values_list(
+        "node_id", "gpu_index", "allocation__job_id", "allocation__job__team_id", "allocation__job__team__name"
+    ):
+        holders[(node_id, index)] = Slot(team=team, job_id=job_id if access.may_read_team(team_id) else None)
+    rows = []
+    for n in nodes.order_by("pool", "leaf_switch", "name").values(
+        "id", "name", "pool", "leaf_switch", "spine", "state", "gpu_count", "gpu_type__name", "capacity_tier"
+    ):
+        rows.append(
+            NodeRow(
+                id=n["id"],
+                name=n["name"],
+                pool=n["pool"],
+                leaf_switch=n["leaf_switch"],
+                spine=n["spine"],
+                state=n["state"],
+                gpu_type=n["gpu_type__name"],
+                capacity_tier=n["capacity_tier"],
+                slots=tuple(holders.get((n["id"], i)) for i in range(n["gpu_count"])),
+            )
+        )
+    return rows

@@ -1,0 +1,287 @@
+/* Quartermaster pages: draw the server's Plotly figures, keep them live by polling a small JSON
+ * endpoint, and send every change (submit, cancel, node actions) through the REST API.
+ * No framework: the server renders the page and every fragment it later replaces. */
+(function () {
+  "use strict";
+
+  var PLOT_CONFIG = { displaylogo: false, responsive: true };
+  var QM = {};
+  window.QM = QM;
+
+  function csrfToken() {
+    var meta = document.querySelector('meta[name="csrf-token"]');
+    return meta ? meta.content : "";
+  }
+
+  /* ------------------------------------------------------------------------ charts */
+
+  function figureOf(key) {
+    var el = document.getElementById("fig-" + key);
+    return el ? JSON.parse(el.textContent) : null;
+  }
+
+  function boxFor(key) {
+    return document.querySelector('[data-chart="' + key + '"]');
+  }
+
+  function attachClicks(plot) {
+    if (plot.dataset.qmClicks || typeof plot.on !== "function") return;
+    plot.dataset.qmClicks = "1";
+    plot.on("plotly_click", function (event) {
+      var point = event && event.points && event.points[0];
+      if (point && typeof point.customdata === "number") {
+        window.location.href = "/jobs/" + point.customdata + "/";
+      }
+    });
+  }
+
+  function draw(box, chart) {
+    var plot = box.querySelector(".chart");
+    var empty = box.querySelector(".empty");
+    if (chart.caption) box.querySelector("figcaption").textContent = chart.caption;
+    if (chart.empty) {
+      empty.hidden = false;
+      empty.querySelector("p").textContent = chart.empty;
+      if (plot.dataset.drawn) { Plotly.purge(plot); delete plot.dataset.drawn; delete plot.dataset.qmClicks; }
+      plot.hidden = true;
+      box.dataset.rendered = "empty";
+      return Promise.resolve();
+    }
+    empty.hidden = true;
+    plot.hidden = false;
+    return Plotly.react(plot, chart.figure.data, chart.figure.layout, PLOT_CONFIG).then(function () {
+      plot.dataset.drawn = "1";
+      box.dataset.rendered = "plot";
+      attachClicks(plot);
+    });
+  }
+
+  QM.drawAll = function () {
+    var boxes = document.querySelectorAll("[data-chart]");
+    var pending = [];
+    boxes.forEach(function (box) {
+      var empty = !box.querySelector(".empty").hidden;
+      pending.push(draw(box, { figure: figureOf(box.dataset.chart), empty: empty ? box.querySelector(".empty p").textContent : "" }));
+    });
+    return Promise.all(pending).then(function () { document.body.dataset.chartsReady = "true"; });
+  };
+
+  /* -------------------------------------------------------------------- live updates */
+
+  QM.apply = function (data) {
+    var charts = data.charts || {};
+    Object.keys(charts).forEach(function (key) {
+      var box = boxFor(key);
+      if (box) draw(box, charts[key]);
+    });
+    var text = data.text || {};
+    Object.keys(text).forEach(function (key) {
+      document.querySelectorAll('[data-live="' + key + '"]').forEach(function (el) { el.textContent = text[key]; });
+    });
+    var html = data.html || {};
+    Object.keys(html).forEach(function (key) {
+      document.querySelectorAll('[data-live-html="' + key + '"]').forEach(function (el) { el.innerHTML = html[key]; bindActions(el); });
+    });
+    document.body.dataset.liveUpdates = String(Number(document.body.dataset.liveUpdates || "0") + 1);
+  };
+
+  function liveUrl() {
+    var url = document.body.dataset.liveUrl;
+    var extra = document.body.dataset.liveExtra;
+    return extra ? url + (url.indexOf("?") < 0 ? "?" : "&") + extra : url;
+  }
+
+  QM.poll = function () {
+    var url = liveUrl();
+    if (!url) return Promise.resolve();
+    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+      .then(function (response) {
+        if (response.redirected || response.status === 401 || response.status === 403) {
+          QM.stop();
+          showBanner("Your session ended: reload the page to log in again.");
+          return null;
+        }
+        if (!response.ok) throw new Error("HTTP " + response.status);
+        return response.json();
+      })
+      .then(function (data) { if (data) { hideBanner(); QM.apply(data); } })
+      .catch(function (error) { showBanner("Live updates paused (" + error.message + "); retrying."); });
+  };
+
+  var timer = null;
+  QM.start = function () {
+    var every = Number(document.body.dataset.liveEvery || "5000");
+    if (!document.body.dataset.liveUrl || timer) return;
+    timer = window.setInterval(function () { if (!document.hidden) QM.poll(); }, every);
+  };
+  QM.stop = function () { if (timer) window.clearInterval(timer); timer = null; };
+
+  function showBanner(message) {
+    var banner = document.getElementById("live-banner");
+    if (!banner) {
+      banner = document.createElement("p");
+      banner.id = "live-banner";
+      banner.className = "banner";
+      document.querySelector("main").prepend(banner);
+    }
+    banner.textContent = message;
+    banner.hidden = false;
+  }
+  function hideBanner() {
+    var banner = document.getElementById("live-banner");
+    if (banner) banner.hidden = true;
+  }
+
+  /* ------------------------------------------------------------------------ the API */
+
+  QM.api = function (method, url, body) {
+    var init = {
+      method: method,
+      credentials: "same-origin",
+      headers: { Accept: "application/json", "X-CSRFToken": csrfToken() },
+    };
+    if (body !== undefined) {
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    return fetch(url, init).then(function (response) {
+      return response.text().then(function (text) {
+        var data = null;
+        try { data = text ? JSON.parse(text) : null; } catch (e) { data = { detail: text.slice(0, 300) }; }
+        return { status: response.status, ok: response.ok, data: data || {} };
+      });
+    });
+  };
+
+  /* Buttons that call the API: <button data-api-post="/api/v1/..." data-confirm="..."> */
+  function bindActions(root) {
+    root.querySelectorAll("[data-api-post]").forEach(function (button) {
+      if (button.dataset.bound) return;
+      button.dataset.bound = "1";
+      button.addEventListener("click", function () {
+        if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
+        var out = document.getElementById(button.dataset.result || "action-result");
+        button.disabled = true;
+        QM.api("POST", button.dataset.apiPost).then(function (result) {
+          if (out) {
+            out.hidden = false;
+            out.className = result.ok ? "notice ok" : "notice error";
+            out.textContent = result.data.detail || (result.ok ? (button.dataset.done || "Done.") : "Refused (HTTP " + result.status + ").");
+          }
+          return QM.poll();
+        }).finally(function () { button.disabled = false; });
+      });
+    });
+  }
+
+  /* ------------------------------------------------------------------ the submit form */
+
+  function formBody(form) {
+    var body = {};
+    form.querySelectorAll("[data-field]").forEach(function (input) {
+      var name = input.dataset.field;
+      var kind = input.dataset.kind || "text";
+      if (input.tagName === "SELECT" && input.multiple) {
+        var chosen = Array.prototype.filter.call(input.options, function (o) { return o.selected; }).map(function (o) { return o.value; });
+        if (chosen.length) body[name] = chosen;
+        return;
+      }
+      var raw = input.value.trim();
+      if (raw === "") return;
+      if (kind === "int") {
+        body[name] = /^-?\d+$/.test(raw) ? Number(raw) : raw;
+      } else if (kind === "hours" || kind === "minutes") {
+        var amount = Number(raw);
+        body[name] = isFinite(amount) ? Math.round(amount * (kind === "hours" ? 3600 : 60)) : raw;
+      } else {
+        body[name] = raw;
+      }
+    });
+    return body;
+  }
+
+  function showErrors(form, errors) {
+    form.querySelectorAll("[data-error-for]").forEach(function (el) { el.textContent = ""; el.hidden = true; });
+    form.querySelectorAll("[data-field]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
+    var unplaced = [];
+    Object.keys(errors || {}).forEach(function (field) {
+      var base = field.split(".")[0];
+      var slot = form.querySelector('[data-error-for="' + base + '"]');
+      var text = [].concat(errors[field]).join(" ");
+      if (slot) {
+        slot.textContent = text;
+        slot.hidden = false;
+        var input = form.querySelector('[data-field="' + base + '"]');
+        if (input) input.setAttribute("aria-invalid", "true");
+      } else {
+        unplaced.push(field + ": " + text);
+      }
+    });
+    return unplaced;
+  }
+
+  function bindSubmitForm(form) {
+    var verdict = form.querySelector("[data-verdict]");
+    var checkUrl = form.dataset.checkUrl;
+    var seq = 0;
+    var debounce = null;
+
+    function check() {
+      var mine = ++seq;
+      var body = formBody(form);
+      if (!body.gpus) { verdict.textContent = ""; verdict.className = "verdict"; return; }
+      QM.api("POST", checkUrl, body).then(function (result) {
+        if (mine !== seq) return;  // a newer keystroke's answer will come
+        var unplaced = showErrors(form, result.data.errors || {});
+        if (result.ok) {
+          verdict.className = "verdict ok";
+          verdict.textContent = result.data.detail;
+        } else {
+          verdict.className = "verdict error";
+          verdict.textContent = result.data.detail + (unplaced.length ? " " + unplaced.join(" ") : "");
+        }
+      });
+    }
+
+    form.addEventListener("input", function () {
+      window.clearTimeout(debounce);
+      debounce = window.setTimeout(check, 250);
+    });
+
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var body = formBody(form);
+      var isArray = body.array !== undefined;
+      var url = isArray ? form.dataset.arrayUrl : form.dataset.jobUrl;
+      var button = form.querySelector('button[type="submit"]');
+      button.disabled = true;
+      verdict.className = "verdict";
+      verdict.textContent = "Submitting…";
+      QM.api("POST", url, body).then(function (result) {
+        if (result.status === 201 || result.status === 200) {
+          window.location.href = isArray ? "/jobs/?array_id=" + result.data.array_id : "/jobs/" + result.data.id + "/";
+          return;
+        }
+        var unplaced = showErrors(form, result.data.errors || {});
+        verdict.className = "verdict error";
+        verdict.textContent = (result.data.detail || "The API refused the job (HTTP " + result.status + ").") +
+          (unplaced.length ? " " + unplaced.join(" ") : "");
+        button.disabled = false;
+      }).catch(function (error) {
+        verdict.className = "verdict error";
+        verdict.textContent = "Could not reach the API: " + error.message;
+        button.disabled = false;
+      });
+    });
+  }
+
+  /* ---------------------------------------------------------------------------- boot */
+
+  document.addEventListener("DOMContentLoaded", function () {
+    QM.drawAll();
+    bindActions(document);
+    var form = document.getElementById("submit-job");
+    if (form) bindSubmitForm(form);
+    QM.start();
+  });
+})();

@@ -1,0 +1,128 @@
+"""Template helpers: the role-aware navigation, state badges and human units."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta
+from typing import Any
+
+from django import template
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.html import format_html, json_script
+
+from controlplane.choices import STATE_COLOURS, JobState, NodeState
+from controlplane.services.access import access_of, may_submit
+
+register = template.Library()
+
+_LABELS = {**{s.value: s.label for s in NodeState}, **{s.value: s.label for s in JobState}}
+
+
+@register.inclusion_tag("frontend/_nav.html", takes_context=True)
+def qm_nav(context: dict[str, Any]) -> dict[str, Any]:
+    """The links a signed-in user may follow, and the role shown next to their name."""
+    request = context["request"]
+    user = request.user
+    access = access_of(user)
+    links = [("overview", "Overview", reverse("frontend:overview"))]
+    if may_submit(user):
+        links.append(("jobs", "Jobs", reverse("frontend:jobs")))
+    links += [
+        ("teams", "Teams", reverse("frontend:teams")),
+        ("nodes", "Nodes", reverse("frontend:nodes")),
+        ("what-if", "What-if", reverse("frontend:what-if")),
+    ]
+    if access.is_admin:
+        links.append(("admin", "Admin", reverse("admin:index")))
+    role = "admin" if access.is_admin else "finance" if access.is_finance else "member" if access.team_ids else "no role"
+    return {"links": links, "active": context.get("page", ""), "user": user, "role": role, "request": request}
+
+
+@register.simple_tag
+def state_badge(state: str) -> str:
+    colour = STATE_COLOURS.get(state, "#868e96")
+    return format_html('<span class="badge" data-state="{}" style="background:{}">{}</span>', state, colour,
+                       _LABELS.get(state, state))
+
+
+@register.filter
+def age(at: datetime | None) -> str:
+    """How long ago, in the largest sensible unit ("42 s ago", "3.5 h ago")."""
+    if at is None:
+        return "never"
+    return f"{duration(timezone.now() - at)} ago"
+
+
+@register.filter
+def until(at: datetime | None) -> str:
+    if at is None:
+        return "unknown"
+    delta = at - timezone.now()
+    if delta.total_seconds() <= 0:
+        return "now"
+    return f"in {duration(delta)}"
+
+
+@register.filter
+def duration(value: timedelta | float | int | None) -> str:
+    if value is None:
+        return "–"
+    seconds = value.total_seconds() if isinstance(value, timedelta) else float(value)
+    seconds = max(0.0, seconds)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    if seconds < 3 * 86400:
+        return f"{seconds / 3600:.1f} h"
+    return f"{seconds / 86400:.1f} days"
+
+
+@register.filter
+def utc(at: datetime | None) -> str:
+    if at is None:
+        return "–"
+    return timezone.localtime(at, timezone.get_fixed_timezone(0)).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def usd(value: Any) -> str:
+    if value is None:
+        return "–"
+    amount = float(value)
+    if 0 < abs(amount) < 0.01:
+        return f"${amount:.6f}"
+    return f"${amount:,.2f}"
+
+
+@register.filter
+def thousands(value: Any) -> str:
+    if value is None:
+        return "–"
+    return f"{int(value):,}"
+
+
+@register.filter
+def tojson(value: Any) -> str:
+    return json.dumps(value)
+
+
+@register.simple_tag
+def chart_data(chart: Any) -> str:
+    """The chart's figure as a JSON script element `fig-<key>`, escaped for HTML."""
+    return json_script(chart.figure, f"fig-{chart.key}")
+
+
+@register.simple_tag
+def plotly_js_url() -> str:
+    from frontend.views.vendor import plotly_js_version
+
+    return reverse("frontend:plotly-js-versioned", args=[plotly_js_version()])
+
+
+@register.filter
+def gpu_hours(seconds: Any) -> str:
+    if seconds is None:
+        return "–"
+    return f"{float(seconds) / 3600:,.2f}"

@@ -1,0 +1,280 @@
+"""`/jobs/` (list, filters, the submit form) and `/jobs/<id>/` (one job's story).
+
+Submitting and cancelling go through the REST API from the browser (`qm.js`), the same path
+as the CLI. `/ui/jobs/check.json` answers the form's live validation: the API's own request
+serializer, then the fleet capability check the submit service runs, so the form says at once
+when a shape can never run on this fleet and why.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import Count
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET, require_POST
+
+from controlplane.api.errors import flatten
+from controlplane.api.serializers import JobArraySubmitSerializer, JobSubmitSerializer
+from controlplane.choices import JobState, Topology, WorkloadClass
+from controlplane.filtersets import JobFilterSet
+from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project, Team
+from controlplane.services import access, fleet_capability
+from controlplane.services import jobs as job_service
+from frontend import figures
+from frontend.heatmap import fleet_grid
+from frontend.timeline import state_segments
+from scheduler_core.types import JobSpec, TopologyConstraint
+from scheduler_core.types import WorkloadClass as EngineWorkload
+
+PAGE_SIZE = 50
+MAX_EVENTS = 1000
+MAX_LIVE_ROWS = 100
+CANCELLABLE = (JobState.PENDING, JobState.RUNNING)
+
+
+# --------------------------------------------------------------------------------- the list
+
+
+def _submit_choices(request: HttpRequest) -> dict[str, Any]:
+    """What the submit form offers: the teams the user may submit for, their projects, the
+    priority classes, the GPU types of the fleet."""
+    who = access.access_of(request.user)
+    teams = list(
+        (Team.objects.all() if who.is_admin else Team.objects.filter(id__in=who.team_ids))
+        .select_related("default_priority_class").order_by("name")
+    )
+    projects = list(Project.objects.filter(team__in=teams).order_by("team__name", "name").values("team__name", "name"))
+    return {
+        "submit_teams": teams,
+        "default_team": access.primary_team(request.user),
+        "submit_projects": projects,
+        "priority_classes": list(PriorityClass.objects.order_by("-value", "name")),
+        "gpu_types": list(GpuType.objects.order_by("name")),
+        "topologies": Topology.choices,
+        "workloads": WorkloadClass.choices,
+    }
+
+
+@login_required
+@require_GET
+def job_list(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    jobs = access.visible_jobs(user).select_related("team", "priority_class", "project", "submitter")
+    filterset = JobFilterSet(request.GET or None, queryset=jobs)
+    rows = filterset.qs if filterset.is_bound and filterset.is_valid() else jobs
+    page = Paginator(rows.order_by("-submitted_at", "-id"), PAGE_SIZE).get_page(request.GET.get("page"))
+    array_id = request.GET.get("array_id") if filterset.is_bound and filterset.is_valid() else None
+    array_states = None
+    if array_id:
+        array_states = {
+            r["state"]: r["n"]
+            for r in jobs.filter(array_id=array_id).values("state").annotate(n=Count("id")).order_by()
+        }
+    ids = [job.pk for job in page.object_list][:MAX_LIVE_ROWS]
+    query = request.GET.copy()
+    query.pop("page", None)
+    context: dict[str, Any] = {
+        "page": "jobs",
+        "jobs": page,
+        "filters": filterset.form,
+        "filter_errors": filterset.errors if filterset.is_bound else {},
+        "query": query.urlencode(),
+        "states": JobState.choices,
+        "chosen_states": request.GET.getlist("state"),
+        "visible_teams": list(access.visible_teams(user).filter(id__in=access.access_of(user).team_ids)
+                              .values_list("name", flat=True)) if not access.access_of(user).is_admin
+        else list(Team.objects.order_by("name").values_list("name", flat=True)),
+        "array_id": array_id,
+        "array_states": array_states,
+        "may_submit": access.may_submit(user),
+        "live_url": reverse("frontend:jobs-json") + "?" + urlencode({"ids": ",".join(map(str, ids))}) if ids else "",
+        "job_url": reverse("v1:job-list"),
+        "array_url": reverse("v1:job-array-list"),
+        "check_url": reverse("frontend:job-check"),
+    }
+    if context["may_submit"]:
+        context.update(_submit_choices(request))
+    return render(request, "frontend/jobs.html", context)
+
+
+@login_required
+@require_GET
+def job_list_json(request: HttpRequest) -> JsonResponse:
+    """The state cells of the listed jobs, re-rendered, for the list's live updates."""
+    try:
+        ids = [int(part) for part in request.GET.get("ids", "").split(",") if part][:MAX_LIVE_ROWS]
+    except ValueError:
+        return JsonResponse({"detail": "ids: expected comma-separated job ids", "errors": {"ids": ["not integers"]}},
+                            status=400)
+    jobs = access.visible_jobs(request.user).filter(pk__in=ids).only(
+        "id", "state", "pending_code", "pending_message", "queue_position", "eta", "team_id"
+    )
+    return JsonResponse({"html": {
+        f"job-state-{job.pk}": render_to_string("frontend/_job_state_cell.html", {"job": job}) for job in jobs
+    }})
+
+
+# ------------------------------------------------------------------------------ live checks
+
+
+def shape_spec(req: job_service.SubmitRequest) -> JobSpec:
+    """The request's shape as the engine sees it, for the fleet capability check (which reads
+    the shape only: team and priority class are resolved and checked at submit)."""
+    return JobSpec(
+        id="check",
+        team=req.team or "",
+        priority_class=req.priority_class or "",
+        gpus=req.gpus,
+        submitted_at=0.0,
+        workload=EngineWorkload(req.workload),
+        gpus_per_node=req.gpus_per_node,
+        gpu_types=tuple(req.gpu_types),
+        min_gpu_memory_gb=req.min_gpu_memory_gb,
+        cpus_per_gpu=req.cpus_per_gpu,
+        memory_gb_per_gpu=req.memory_gb_per_gpu,
+        topology=TopologyConstraint(req.topology),
+        min_gpus=req.min_gpus,
+        max_gpus=req.max_gpus,
+        runtime_limit_s=float(req.runtime_limit_s) if req.runtime_limit_s else None,
+    )
+
+
+def _refusal(detail: str, errors: dict[str, list[str]], status: int = 400) -> JsonResponse:
+    return JsonResponse({"detail": detail, "code": "invalid", "errors": errors}, status=status)
+
+
+@login_required
+@require_POST
+def check_json(request: HttpRequest) -> JsonResponse:
+    """Could this request run on this fleet? 200 with a sentence, or 400 naming each field."""
+    if not access.may_submit(request.user):
+        return _refusal("Finance accounts read costs; they cannot submit jobs.", {}, status=403)
+    try:
+        body = json.loads(request.body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        return _refusal("The body is not JSON.", {"non_field_errors": ["expected a JSON object"]})
+    if not isinstance(body, dict):
+        return _refusal("The body is not a JSON object.", {"non_field_errors": ["expected a JSON object"]})
+    serializer = (JobArraySubmitSerializer if "array" in body else JobSubmitSerializer)(data=body)
+    if not serializer.is_valid():
+        errors = flatten(serializer.errors)
+        return _refusal("Fix the fields marked: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()), errors)
+    req = serializer.to_submit_request()  # an array request carries its `array` spec
+    tasks = 1
+    if req.array is not None:
+        try:
+            tasks = len(job_service.parse_array(req.array))
+        except ValueError as exc:
+            return _refusal(f"array: {exc}", {"array": [str(exc)]})
+    infeasible = fleet_capability.check(
+        shape_spec(req), fleet_capability.fleet_shapes(), fleet_capability.known_gpu_types()
+    )
+    if infeasible is not None:
+        return _refusal(f"This job can never run on this fleet: {infeasible.message}.",
+                        {infeasible.field: [infeasible.message]})
+    what = f"{req.gpus} GPU{'s' if req.gpus != 1 else ''}" + (
+        f", {req.gpus_per_node} per node" if req.gpus_per_node else "")
+    if req.gpu_types:
+        what += f" of {' or '.join(req.gpu_types)}"
+    if tasks > 1:
+        what = f"{tasks} tasks of {what}"
+    return JsonResponse({
+        "detail": f"This fleet can run {what}. Team, priority class, project and limits are checked when you submit.",
+        "tasks": tasks,
+    })
+
+
+# ---------------------------------------------------------------------------------- one job
+
+
+def _visible_job(request: HttpRequest, job_id: int) -> Job:
+    """The job if the user may read it; otherwise 404, so another team's job does not leak."""
+    job = (access.visible_jobs(request.user).select_related("team", "project", "priority_class", "submitter")
+           .filter(pk=job_id).first())
+    if job is None:
+        raise Http404("No such job, or not yours to see.")
+    return job
+
+
+def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
+    """Everything the job page shows besides the job row itself, in a fixed number of queries."""
+    now = timezone.now()
+    events = list(
+        Event.objects.filter(job=job).order_by("created_at", "id")
+        .values("created_at", "kind", "reason", "message", "actor", "data")[:MAX_EVENTS]
+    )
+    segments = state_segments(events, current_state=job.state)
+    node_ids = list(
+        AllocationGpu.objects.filter(allocation__job=job, live=True).values_list("node_id", flat=True).distinct()
+    )
+    grid = fleet_grid(request.user, node_ids=node_ids) if node_ids else []
+    held = sum(1 for row in grid for slot in row.slots if slot is not None and slot.job_id == job.pk)
+    placement = figures.fleet_heatmap(
+        grid, key="placement", highlight_job=job.pk, title="Where it runs",
+        caption="The nodes holding this job's GPUs: its own slots in red, other jobs' slots by team, free slots pale.",
+    )
+    if not grid:
+        placement = figures.Chart(
+            "placement", "Where it runs", placement.caption, placement.figure,
+            empty="This job holds no GPUs now. While it runs, its GPUs appear here on the nodes' heat map.",
+        )
+    array_states = None
+    if job.array_id:
+        array_states = {
+            r["state"]: r["n"]
+            for r in access.visible_jobs(request.user).filter(array_id=job.array_id)
+            .values("state").annotate(n=Count("id")).order_by()
+        }
+    who = access.access_of(request.user)
+    return {
+        "job": job,
+        "events": events[::-1][:200],
+        "event_count": len(events),
+        "charts": [figures.job_timeline(segments, events, now=now), placement],
+        "gpus_held": held,
+        "array_states": array_states,
+        "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id),
+        "cancel_url": reverse("v1:job-cancel", args=[job.pk]),
+        "now": now,
+    }
+
+
+def _status_html(request: HttpRequest, payload: dict[str, Any]) -> str:
+    return render_to_string("frontend/_job_status.html", payload, request=request)
+
+
+@login_required
+@require_GET
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _visible_job(request, job_id)
+    payload = job_payload(request, job)
+    return render(request, "frontend/job_detail.html", {
+        **payload,
+        "page": "jobs",
+        "charts": {c.key: c for c in payload["charts"]},
+        "live_url": reverse("frontend:job-json", args=[job.pk]),
+    })
+
+
+@login_required
+@require_GET
+def job_json(request: HttpRequest, job_id: int) -> JsonResponse:
+    job = _visible_job(request, job_id)
+    payload = job_payload(request, job)
+    return JsonResponse({
+        "state": job.state,
+        "charts": figures.charts_json(payload["charts"]),
+        "html": {
+            "job-status": _status_html(request, payload),
+            "job-events": render_to_string("frontend/_job_events.html", payload, request=request),
+        },
+    })

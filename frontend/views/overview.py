@@ -1,0 +1,109 @@
+"""`/`: the fleet at a glance, and `/ui/overview.json`, the same figures for live updates."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET
+
+from controlplane.models import PriorityClass, Team
+from frontend import figures
+from frontend.fleet_series import fleet_series, lost_work_since
+from frontend.heatmap import fleet_grid
+from frontend.templatetags import qm
+from frontend.utilization import utilization_points
+from frontend.windows import WINDOWS, Window, window_from
+
+
+def start_of_day(now: datetime) -> datetime:
+    return timezone.localtime(now, timezone.get_fixed_timezone(0)).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
+def overview_payload(request: HttpRequest, window: Window, team: str | None) -> dict[str, Any]:
+    """Everything the overview shows, in a fixed number of queries whatever the fleet's size."""
+    now = timezone.now()
+    since, until = window.bounds(now)
+    samples = fleet_series(since, until)
+    latest = samples[-1] if samples else None
+    priority_order = list(PriorityClass.objects.order_by("-value", "name").values_list("name", flat=True))
+    tiers, tier_note = utilization_points(since, until, samples)
+    grid = fleet_grid(request.user)
+    today = lost_work_since(start_of_day(now))
+    heatmap = figures.fleet_heatmap(grid)
+    charts = [
+        figures.queue_depth(samples, priority_order, team),
+        figures.utilization_tiers(tiers, source_note=tier_note),
+        figures.stranded_gpus(samples),
+        figures.largest_free_block(samples),
+        heatmap,
+        figures.oldest_feasible_wait(samples),
+    ]
+    numbers: dict[str, Any] = {
+        "as_of": latest["at"] if latest else None,
+        "total_gpus": latest["total_gpus"] if latest else sum(len(r.slots) for r in grid),
+        "allocated_gpus": latest["allocated_gpus"] if latest else sum(r.used for r in grid),
+        "free_gpus": heatmap.notes.get("free_gpus", 0),
+        "stranded_gpus": latest["stranded_gpus"] if latest else None,
+        "pending_jobs": latest["pending_jobs"] if latest else None,
+        "running_jobs": latest["running_jobs"] if latest else None,
+        "oldest_feasible_pending_s": latest["oldest_feasible_pending_s"] if latest else None,
+        "preemptions_today": today["preemptions"],
+        "fenced_requeues_today": today["fenced_requeues"],
+        "lost_gpu_hours_today": today["lost_gpu_hours"],
+    }
+    return {"charts": charts, "numbers": numbers, "text": overview_text(numbers)}
+
+
+def overview_text(n: dict[str, Any]) -> dict[str, str]:
+    """The tiles' words, formatted once here for the page and for its live updates."""
+    def count(value: Any) -> str:
+        return "–" if value is None else f"{value:,}"
+
+    return {
+        "allocated_gpus": count(n["allocated_gpus"]),
+        "total_gpus": count(n["total_gpus"]),
+        "pending_jobs": count(n["pending_jobs"]),
+        "running_jobs": count(n["running_jobs"]),
+        "stranded_gpus": count(n["stranded_gpus"]),
+        "oldest_feasible_pending_s": "nobody waits" if n["oldest_feasible_pending_s"] is None
+        else qm.duration(n["oldest_feasible_pending_s"]),
+        "preemptions_today": count(n["preemptions_today"]),
+        "fenced_requeues_today": count(n["fenced_requeues_today"]),
+        "lost_gpu_hours_today": f"{n['lost_gpu_hours_today']:,.1f}",
+        "as_of": qm.utc(n["as_of"]) if n["as_of"] else "none yet",
+    }
+
+
+def _team(request: HttpRequest, teams: list[str]) -> str | None:
+    team = request.GET.get("team") or None
+    return team if team in teams else None
+
+
+@login_required
+@require_GET
+def overview(request: HttpRequest) -> HttpResponse:
+    window = window_from(request.GET.get("window"))
+    teams = list(Team.objects.order_by("name").values_list("name", flat=True))
+    team = _team(request, teams)
+    payload = overview_payload(request, window, team)
+    return render(request, "frontend/overview.html", {
+        "page": "overview", "window": window, "windows": WINDOWS, "teams": teams, "team": team,
+        "charts": {c.key: c for c in payload["charts"]}, "text": payload["text"],
+        "live_url": reverse("frontend:overview-json") + "?" + urlencode({"window": window.key, "team": team or ""}),
+    })
+
+
+@login_required
+@require_GET
+def overview_json(request: HttpRequest) -> JsonResponse:
+    window = window_from(request.GET.get("window"))
+    teams = list(Team.objects.order_by("name").values_list("name", flat=True))
+    payload = overview_payload(request, window, _team(request, teams))
+    return JsonResponse({"charts": figures.charts_json(payload["charts"]), "text": payload["text"]})

@@ -1,0 +1,73 @@
+"""`/teams/`: quota against use per GPU type, dominant share, the spread of waits and slowdown,
+and each team's jobs by state."""
+
+from __future__ import annotations
+
+from itertools import groupby
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+
+from controlplane.models import GpuType, Team
+from controlplane.services.access import access_of
+from frontend import figures, team_stats
+from frontend.fleet_series import fleet_series
+from frontend.windows import BY_KEY, WINDOWS, window_from
+
+
+@login_required
+@require_GET
+def teams(request: HttpRequest) -> HttpResponse:
+    window = window_from(request.GET.get("window"), BY_KEY["7d"])
+    since, until = window.bounds(timezone.now())
+    who = access_of(request.user)
+    sees_all = who.is_admin or who.is_finance
+    quota_rows = team_stats.quota_rows(None if sees_all else who.team_ids)
+    gpu_types = list(GpuType.objects.order_by("name").values_list("name", flat=True))
+    quota_charts = []
+    for gpu_type, rows in groupby(sorted(quota_rows, key=lambda r: r.gpu_type), key=lambda r: r.gpu_type):
+        quota_charts.append(figures.quota_usage(gpu_type, [r.as_dict() for r in rows]))
+    if not quota_charts:
+        quota_charts.append(figures.quota_usage(gpu_types[0] if gpu_types else "any", []))
+    team_rows = list(Team.objects.select_related("cohort", "default_priority_class").order_by("name"))
+    samples = fleet_series(since, until)
+    latest_share = samples[-1]["dominant_share_by_team"] if samples else {}
+    waits, slowdowns = team_stats.waits_and_slowdowns(since, until)
+    states = [{"team": r["team__name"], "state": r["state"], "n": r["n"]} for r in team_stats.jobs_by_state(since)]
+    charts = quota_charts + [
+        figures.dominant_share(samples, [t.name for t in team_rows]),
+        figures.distribution_box(
+            "waits", "Waits before starting", (
+                f"Per team, minutes from submission to start of the jobs that started in the {window.label}: box = "
+                "middle half, line = median, dashed = mean, whiskers = 1.5 × the box's height."
+            ), "wait (minutes)", waits,
+            f"No job started in the {window.label}. Each team's spread of waits appears here.",
+        ),
+        figures.distribution_box(
+            "slowdown", "Slowdown", (
+                f"Per team, (time from submission to end) ÷ (run time) of the jobs that finished in the {window.label}; "
+                "1 means no wait at all. Log scale."
+            ), "slowdown (×, log scale)", slowdowns,
+            f"No job finished in the {window.label}. Each team's spread of slowdowns appears here.", log_y=True,
+        ),
+        figures.jobs_by_state(states),
+    ]
+    team_table = [
+        {
+            "team": t,
+            "dominant_share": latest_share.get(t.name),
+            "decayed_gpu_hours": t.decayed_gpu_seconds / 3600.0,
+            "quotas": [r for r in quota_rows if r.team == t.name],
+        }
+        for t in team_rows
+        if sees_all or t.pk in who.team_ids
+    ]
+    context: dict[str, Any] = {
+        "page": "teams", "window": window, "windows": WINDOWS, "sees_all": sees_all,
+        "quota_charts": quota_charts, "charts": {c.key: c for c in charts}, "team_table": team_table,
+    }
+    return render(request, "frontend/teams.html", context)

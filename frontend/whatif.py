@@ -1,0 +1,186 @@
+"""What if the fleet had run another policy? Replay the last N days of real jobs through the
+simulator twice: once under the live policy, once under the one asked for.
+
+The replay is the simulator's (`scheduler_core.sim`), which runs the very same engine; this
+module only turns rows into a trace and a fleet shape, and the two results into numbers.
+
+How rows become a trace (the approximations are stated on the page and in docs/dashboards.md):
+- every job submitted in the window that ran or still waits; jobs that ended without ever
+  starting (cancelled while waiting, can never run) are left out;
+- a finished job runs as long as its last run took (finished − last start); a job still
+  waiting or running runs to its runtime limit, the most it may;
+- its priority is its class's value; a job that accepts exactly one GPU type asks for it, one
+  that accepts several or any asks for any;
+- the fleet is the nodes' shape: the commonest GPUs per node, nodes per leaf switch and leaf
+  switches per spine, each GPU type on its share of the nodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import time
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.core.cache import cache
+from django.db.models import Max
+from django.utils import timezone
+
+from controlplane.choices import FINISHED_JOB_STATES
+from controlplane.models import Job, Node
+from controlplane.services.snapshot import scheduler_config
+from scheduler_core.sim import FleetShape, SimulationError, TraceJob, simulate
+from scheduler_core.types import SchedulerConfig, WorkloadClass
+
+MAX_DAYS = 30
+MAX_TRACE_JOBS = 20_000
+CACHE_S = 600
+PLACEMENTS = ("pack", "spread")
+BATCH_WORKLOADS = (WorkloadClass.TRAINING, WorkloadClass.BATCH, WorkloadClass.INTERACTIVE)
+
+
+class ReplayRefused(Exception):
+    """The replay cannot run as asked; the message says why and what to change."""
+
+
+@dataclass(frozen=True)
+class Policy:
+    placement: str
+    backfill: bool
+    preemption: bool
+
+    def describe(self) -> str:
+        return (f"{self.placement}, backfill {'on' if self.backfill else 'off'}, "
+                f"preemption {'on' if self.preemption else 'off'}")
+
+    def config(self, base: SchedulerConfig) -> SchedulerConfig:
+        placement = dict(base.placement_by_workload)
+        for workload in BATCH_WORKLOADS:
+            placement[workload] = self.placement
+        return dataclasses.replace(base, placement_by_workload=placement, backfill=self.backfill,
+                                   preemption=self.preemption)
+
+
+def live_policy(config: SchedulerConfig) -> Policy:
+    return Policy(placement=str(config.placement_by_workload.get(WorkloadClass.TRAINING, "pack")),
+                  backfill=config.backfill, preemption=config.preemption)
+
+
+def _commonest(values: Sequence[int], default: int) -> int:
+    return Counter(values).most_common(1)[0][0] if values else default
+
+
+def fleet_shape() -> FleetShape:
+    """The fleet's nodes as the simulator's regular shape (one query)."""
+    nodes = list(Node.objects.order_by("pool", "leaf_switch", "name").values_list(
+        "gpu_type__name", "gpu_type__memory_gb", "gpu_count", "leaf_switch", "spine"))
+    if not nodes:
+        raise ReplayRefused("No node has registered yet: there is no fleet to replay on.")
+    per_leaf = Counter(leaf for _, _, _, leaf, _ in nodes)
+    leaves_per_spine = Counter(spine for _, spine in {(leaf, spine) for _, _, _, leaf, spine in nodes})
+    by_type = Counter(t for t, _, _, _, _ in nodes)
+    unit = math.gcd(*by_type.values())
+    order = list(dict.fromkeys(t for t, _, _, _, _ in nodes))  # types in node order
+    dealt = tuple(t for t in order for _ in range(by_type[t] // unit))
+    return FleetShape(
+        nodes=len(nodes),
+        gpus_per_node=_commonest([g for _, _, g, _, _ in nodes], 8),
+        nodes_per_leaf=_commonest(list(per_leaf.values()), 1),
+        leaves_per_spine=_commonest(list(leaves_per_spine.values()), 1),
+        gpu_types=dealt,
+        gpu_memory_gb=max(m for _, m, _, _, _ in nodes),
+    )
+
+
+def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
+    return list(
+        Job.objects.filter(submitted_at__gte=since, submitted_at__lt=until)
+        .exclude(state__in=FINISHED_JOB_STATES, started_at__isnull=True)
+        .order_by("submitted_at", "id")
+        .values_list(
+            "id", "submitted_at", "started_at", "finished_at", "state", "gpus", "runtime_limit_s",
+            "submitter__username", "team__name", "priority_class__value", "gpu_types",
+            "checkpoint_interval_s", "min_gpus", "max_gpus",
+        )[: MAX_TRACE_JOBS + 1]
+    )
+
+
+def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJob]:
+    jobs = []
+    for (pk, submitted, started, finished, state, gpus, limit, user, team, priority, gpu_types, checkpoint,
+         min_gpus, max_gpus) in rows:
+        if state in FINISHED_JOB_STATES and started is not None and finished is not None:
+            duration = max(1.0, (finished - started).total_seconds())
+        else:
+            duration = float(limit)
+        jobs.append(TraceJob(
+            job_id=str(pk),
+            submit_s=max(0.0, (submitted - since).total_seconds()),
+            gpus=gpus,
+            duration_s=duration,
+            runtime_limit_s=float(limit),
+            user=user or "",
+            team=team,
+            priority=priority,
+            gpu_type=gpu_types[0] if gpu_types and len(gpu_types) == 1 else "",
+            checkpoint_interval_s=float(checkpoint) if checkpoint else None,
+            min_gpus=min_gpus,
+            max_gpus=max_gpus,
+        ))
+    return jobs
+
+
+@dataclass(frozen=True)
+class Replay:
+    days: int
+    jobs: int
+    shape: FleetShape
+    runs: list[tuple[str, dict[str, Any]]]
+    seconds: float
+    at: datetime
+
+
+def replay(days: int, policy: Policy, *, now: datetime | None = None) -> Replay:
+    """Replay the last `days` days under the live policy and under `policy`. Cached for
+    CACHE_S seconds per (days, policy, the window's jobs as they stand)."""
+    if not 1 <= days <= MAX_DAYS:
+        raise ReplayRefused(f"days: pick 1 to {MAX_DAYS}, got {days}")
+    now = now or timezone.now()
+    since = now - timedelta(days=days)
+    rows = trace_rows(since, now)
+    if not rows:
+        raise ReplayRefused(f"No job was submitted in the last {days} day{'s' if days != 1 else ''}: nothing to replay.")
+    if len(rows) > MAX_TRACE_JOBS:
+        raise ReplayRefused(
+            f"The last {days} days hold more than {MAX_TRACE_JOBS:,} jobs, more than a page request replays; "
+            "pick fewer days, or run the simulator from the command line (python -m scheduler_core.sim)."
+        )
+    shape = fleet_shape()
+    base = scheduler_config()
+    baseline = live_policy(base)
+    last_change = Job.objects.filter(pk__in=[r[0] for r in rows[-50:]]).aggregate(m=Max("state_changed_at"))["m"]
+    key = "qm:what-if:" + hashlib.sha256(json.dumps(
+        [days, dataclasses.asdict(policy), dataclasses.asdict(baseline), len(rows), rows[0][0], rows[-1][0],
+         str(last_change), dataclasses.asdict(shape), now.strftime("%Y-%m-%d %H")], default=str,
+    ).encode()).hexdigest()
+    cached = cache.get(key)
+    if cached is not None:
+        return cached  # type: ignore[no-any-return]
+    trace = build_trace(rows, since)
+    started = time.perf_counter()
+    runs = []
+    try:
+        for label, chosen in ((f"live policy ({baseline.describe()})", baseline), (f"what-if ({policy.describe()})", policy)):
+            result = simulate(trace, shape, config=chosen.config(base), horizon_s=days * 86400.0)
+            runs.append((label, result.as_dict()))
+    except SimulationError as exc:
+        raise ReplayRefused(f"The simulator stopped: {exc}") from exc
+    outcome = Replay(days=days, jobs=len(trace), shape=shape, runs=runs, seconds=time.perf_counter() - started, at=now)
+    cache.set(key, outcome, CACHE_S)
+    return outcome

@@ -1,0 +1,109 @@
+"""Who may open which page: the role rules of services/access.py, applied to the pages."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+PAGES = ["/", "/jobs/", "/teams/", "/nodes/", "/what-if/"]
+JSON = ["/ui/overview.json", "/ui/nodes.json", "/ui/jobs.json?ids=1"]
+
+
+@pytest.mark.parametrize("url", PAGES + JSON)
+def test_anonymous_is_sent_to_the_login_page(demo, url):
+    response = Client().get(url)
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/?next=")
+
+
+def test_login_page_renders_for_anonymous(demo):
+    response = Client().get("/accounts/login/")
+    assert response.status_code == 200
+    assert b'name="username"' in response.content and b'name="password"' in response.content
+
+
+def test_login_with_the_right_password_lands_on_the_overview(demo):
+    client = Client()
+    response = client.post("/accounts/login/", {"username": "alice", "password": "alice"})
+    assert response.status_code == 302 and response["Location"] == "/"
+    assert client.get("/").status_code == 200
+
+
+def test_login_with_a_wrong_password_says_so(demo):
+    response = Client().post("/accounts/login/", {"username": "alice", "password": "nope"})
+    assert response.status_code == 200
+    assert b"do not match" in response.content
+
+
+@pytest.mark.parametrize("username", ["alice", "bob", "finn", "admin"])
+@pytest.mark.parametrize("url", PAGES)
+def test_every_role_opens_every_page(client_for, username, url):
+    assert client_for(username).get(url).status_code == 200
+
+
+def test_member_cannot_open_another_teams_job(client_for, submit_as):
+    job = submit_as("bob", name="language-only")
+    alice = client_for("alice")
+    assert alice.get(f"/jobs/{job.pk}/").status_code == 404
+    assert alice.get(f"/ui/jobs/{job.pk}.json").status_code == 404
+    assert client_for("bob").get(f"/jobs/{job.pk}/").status_code == 200
+
+
+def test_finance_cannot_open_a_job(client_for, submit_as):
+    job = submit_as("alice")
+    assert client_for("finn").get(f"/jobs/{job.pk}/").status_code == 404
+
+
+def test_admin_opens_any_teams_job(client_for, submit_as):
+    job = submit_as("bob")
+    assert client_for("admin").get(f"/jobs/{job.pk}/").status_code == 200
+
+
+def test_job_list_shows_only_the_members_team(client_for, submit_as):
+    mine = submit_as("alice", name="vision-job")
+    theirs = submit_as("bob", name="language-job")
+    content = client_for("alice").get("/jobs/").content.decode()
+    assert f'data-job="{mine.pk}"' in content
+    assert f'data-job="{theirs.pk}"' not in content
+
+
+def test_live_job_states_leave_out_other_teams_jobs(client_for, submit_as):
+    mine = submit_as("alice")
+    theirs = submit_as("bob")
+    body = client_for("alice").get(f"/ui/jobs.json?ids={mine.pk},{theirs.pk}").json()
+    assert set(body["html"]) == {f"job-state-{mine.pk}"}
+
+
+def test_nav_offers_admin_link_only_to_admins(client_for):
+    assert b'data-nav="admin"' in client_for("admin").get("/").content
+    assert b'data-nav="admin"' not in client_for("alice").get("/").content
+
+
+def test_nav_hides_jobs_from_finance(client_for):
+    assert b'data-nav="jobs"' not in client_for("finn").get("/").content
+    assert b'data-nav="jobs"' in client_for("alice").get("/").content
+
+
+def test_finance_gets_no_submit_form(client_for):
+    content = client_for("finn").get("/jobs/").content
+    assert b'id="submit-job"' not in content
+    assert b'id="submit-job"' in client_for("alice").get("/jobs/").content
+
+
+def test_node_actions_are_offered_to_admins_only(client_for):
+    assert b"data-node-action" in client_for("admin").get("/nodes/").content
+    assert b"data-node-action" not in client_for("alice").get("/nodes/").content
+
+
+def test_cancel_button_is_offered_to_the_owning_team_only(client_for, submit_as):
+    job = submit_as("alice")
+    assert b'id="cancel-job"' in client_for("alice").get(f"/jobs/{job.pk}/").content
+    assert b'id="cancel-job"' in client_for("admin").get(f"/jobs/{job.pk}/").content
+
+
+def test_members_see_their_own_teams_quota_only(client_for):
+    content = client_for("alice").get("/teams/").content.decode()
+    table = content[content.index('<table class="teams">'):content.index("</table>")]
+    assert "vision" in table and "language" not in table
