@@ -1,0 +1,69 @@
+"""`make demo`: the whole product in one command on the embedded default.
+
+Migrates, seeds the demo fleet, then runs side by side: the web server, the scheduling loop on a
+thread, simulated node agents (a `qm-agent --simulate` process speaking the real agent protocol
+over HTTP) and a synthetic job stream. Ctrl-C stops everything.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from typing import Any
+
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand
+
+from controlplane.demo_fleet import demo_nodes, seed_demo_fleet
+from controlplane.demo_stream import DemoJobStream
+from controlplane.embedded import EmbeddedLoop, scheduling_loop
+
+
+class Command(BaseCommand):
+    help = "Run the demo: web server, scheduling loop, simulated agents and a job stream."
+
+    def add_arguments(self, parser: Any) -> None:
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
+        parser.add_argument("--submit-every", type=float, default=3.0, help="Seconds between synthetic submits.")
+        parser.add_argument("--no-stream", action="store_true", help="Submit no synthetic jobs.")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        (settings.BASE_DIR / "var").mkdir(exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        seed_demo_fleet()
+        port, host = options["port"], options["host"]
+        url = f"http://{host}:{port}"
+        loops = [scheduling_loop()]
+        if not options["no_stream"]:
+            stream = DemoJobStream()
+            loops.append(EmbeddedLoop("demo-job-stream", options["submit_every"], [stream.step]))
+        for loop in loops:
+            loop.start()
+        agents = self._start_agents(url)
+        self.stdout.write(self.style.SUCCESS(
+            f"\nQuartermaster demo at {url}/  — log in as admin/admin, alice/alice, bob/bob or finn/finn "
+            "(demo passwords only)\n"
+        ))
+        try:
+            call_command("runserver", f"{host}:{port}", use_reloader=False, use_threading=True)
+        finally:
+            for loop in loops:
+                loop.stop()
+            agents.terminate()
+            try:
+                agents.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                agents.kill()
+
+    def _start_agents(self, url: str) -> subprocess.Popen[bytes]:
+        """The simulated agents are a separate process, exactly as real agents would be."""
+        names = ",".join(str(node["name"]) for node in demo_nodes())
+        env = {**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": settings.QM["AGENT_BOOTSTRAP_TOKEN"]}
+        command = [sys.executable, "-m", "controlplane.agent", "--server", url, "--simulate-nodes", names]
+        process = subprocess.Popen(command, env=env)
+        time.sleep(0.2)
+        return process
