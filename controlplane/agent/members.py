@@ -193,6 +193,7 @@ class ProcessMember:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
         self._exit_code: int | None = None
+        self._first_failure: int | None = None
         self._progress = Progress()
         self._progress_offset = 0
         self._activity_sum = 0.0
@@ -230,13 +231,16 @@ class ProcessMember:
             return self._exit_code
         codes = [p.poll() for p in self.procs]
         failed = [c for c in codes if c not in (None, 0)]
-        if failed and any(c is None for c in codes):
-            # One rank died: the others cannot finish a collective without it.
-            self.terminate()
-            return None
+        if failed and self._first_failure is None:
+            # The first rank to fail names the member's exit code (the others are then
+            # stopped by us: their SIGTERM is not the cause).
+            self._first_failure = failed[0]
+            if any(c is None for c in codes):
+                # One rank died: the others cannot finish a collective without it.
+                self.terminate()
         if any(c is None for c in codes):
             return None
-        self._exit_code = failed[0] if failed else 0
+        self._exit_code = self._first_failure if self._first_failure is not None else 0
         self._read_progress()
         self._cleanup_groups()
         return self._exit_code

@@ -408,6 +408,7 @@ class NodeAgent:
                                                       sample_from_wall=wall)
         self.counters["launched"] += 1
         self._queue({"kind": "started", "generation": assignment.generation, "at": iso(wall)})
+        self.urgent = True
         self.log.info("launched", what=describe(assignment))
 
     # ------------------------------------------------------------------------------ samples
@@ -457,7 +458,9 @@ class NodeAgent:
 
     @property
     def done(self) -> bool:
-        return self.shutting_down and not self.members and not self.outbox and not self.registered
+        """Shut down: nothing runs and the control plane has taken the goodbye (or refused us,
+        in which case there is nobody left to tell)."""
+        return self.shutting_down and not self.members and not self.registered
 
 
 def install_partition_signals(agents: list[NodeAgent]) -> None:

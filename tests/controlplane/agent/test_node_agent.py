@@ -1,0 +1,318 @@
+"""The agent's own rules, with a scripted control plane and a fake clock: generations, stops,
+the self-fence on lease loss, re-registration. (End-to-end runs against the real API are in
+test_agent_end_to_end.py.)"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from controlplane.agent.client import Unauthorized, Unreachable
+from controlplane.agent.members import SimulatedLauncher
+from controlplane.agent.node import NodeAgent, NodeInventory
+
+LEASE_S = 20.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def wall(self) -> float:
+        return 1_700_000_000.0 + self.now
+
+
+class ScriptedControlPlane:
+    """Answers like the agent API with what a test scripts; records what the agent sent."""
+
+    def __init__(self, clock: FakeClock | None = None) -> None:
+        self.clock = clock
+        self.synced_at: list[float] = []
+        self.allocations: list[dict[str, Any]] = []
+        self.stop: list[int] = []
+        self.reregister = False
+        self.down = False
+        self.refuse_token = False
+        self.registrations: list[dict[str, Any]] = []
+        self.syncs: list[dict[str, Any]] = []
+        self.queued_replies: deque[dict[str, Any]] = deque()
+
+    def register(self, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        if self.down:
+            raise Unreachable("down")
+        self.registrations.append(body)
+        self.refuse_token = False
+        return {"token": f"qma_token{len(self.registrations)}", "lease_s": LEASE_S, "heartbeat_interval_s": 2.0,
+                "node_state": "ready"}
+
+    def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.down:
+            raise Unreachable("down")
+        if self.refuse_token:
+            raise Unauthorized("unknown token")
+        self.syncs.append(body)
+        if self.clock is not None:
+            self.synced_at.append(self.clock.now)
+        if self.queued_replies:
+            return self.queued_replies.popleft()
+        return {"node": "n1", "node_state": "ready", "lease_s": LEASE_S, "heartbeat_interval_s": 2.0,
+                "reregister": self.reregister or bool(body.get("goodbye")), "allocations": list(self.allocations), "stop": list(self.stop),
+                "stale_reports": []}
+
+    def heartbeat(self, node: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._reply(body)
+
+    def report(self, node: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+        return self._reply(body)
+
+    def reports(self, kind: str) -> list[dict[str, Any]]:
+        return [r for body in self.syncs for r in body.get("reports", []) if r["kind"] == kind]
+
+
+def allocation(generation: int, gpus: list[int], *, state: str = "active", env: dict[str, str] | None = None,
+               grace: float | None = None) -> dict[str, Any]:
+    return {
+        "generation": generation, "epoch": 1, "state": state,
+        "job": {"id": generation * 10, "name": f"j{generation}", "command": "", "env": env or {},
+                "runtime_limit_s": 3600, "checkpoint_interval_s": None},
+        "gpus": gpus, "ranks": list(range(len(gpus))), "world_size": len(gpus), "nnodes": 1, "node_rank": 0,
+        "master_addr": "n1", "master_port": 20000 + generation, "started_at": None,
+        "release": {"reason": "Preempted", "deadline": "", "grace_remaining_s": grace} if state == "releasing" else None,
+    }
+
+
+def make_agent(plane: ScriptedControlPlane, clock: FakeClock, *, self_fence: bool = True) -> NodeAgent:
+    return NodeAgent(
+        NodeInventory(name="n1", gpu_count=8, simulated=True),
+        client=plane,  # type: ignore[arg-type]
+        launcher=SimulatedLauncher(clock=clock, wall=clock.wall),
+        bootstrap_token="bootstrap",
+        interval_s=2.0,
+        sample_interval_s=5.0,
+        self_fence=self_fence,
+        clock=clock,
+        wall=clock.wall,
+    )
+
+
+def run_for(agent: NodeAgent, clock: FakeClock, seconds: float, tick: float = 0.25) -> None:
+    end = clock.now + seconds
+    while clock.now < end:
+        agent.step()
+        clock.now += tick
+
+
+def test_registers_then_launches_the_desired_allocation_and_reports_it_started() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(5, [0, 1])]
+    agent = make_agent(plane, clock)
+
+    run_for(agent, clock, 1.0)
+
+    assert len(plane.registrations) == 1 and plane.registrations[0]["running"] == []
+    assert set(agent.members) == {5}
+    assert [r["generation"] for r in plane.reports("started")] == [5]
+
+
+def test_a_finished_job_is_reported_with_its_exit_code_and_not_launched_again() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(5, [0], env={"QM_SIM_DURATION_S": "1", "QM_SIM_EXIT_CODE": "3"})]
+    agent = make_agent(plane, clock)
+
+    run_for(agent, clock, 4.0)
+
+    (exited,) = plane.reports("exited")
+    assert exited["generation"] == 5 and exited["exit_code"] == 3
+    assert agent.counters["launched"] == 1 and not agent.members
+
+
+def test_a_generation_older_than_one_already_seen_on_its_gpus_is_refused() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(9, [2])]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 0.5)
+    # A reply delivered out of order: an older decision for the same GPU.
+    plane.allocations = [allocation(9, [2]), allocation(7, [2, 3])]
+
+    run_for(agent, clock, 2.5)
+
+    assert set(agent.members) == {9}
+    assert [r["generation"] for r in plane.reports("refused")] == [7]
+    assert agent.counters["refused"] == 1
+
+
+def test_a_newer_generation_for_busy_gpus_kills_the_older_member_before_it_launches() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(4, [0])]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 0.5)
+    old = agent.members[4].member
+    plane.allocations = [allocation(8, [0])]
+
+    run_for(agent, clock, 3.0)
+
+    assert old.poll() == -9  # SIGKILLed: stale
+    assert set(agent.members) == {8}
+    (lost,) = plane.reports("lost")
+    assert lost["generation"] == 4
+
+
+def test_a_releasing_allocation_gets_sigterm_and_sigkill_when_the_grace_runs_out() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    # This job takes 60 s to stop after SIGTERM: longer than its grace.
+    plane.allocations = [allocation(3, [0], env={"QM_SIM_STOP_S": "60"})]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 0.5)
+    member = agent.members[3].member
+    plane.allocations = [allocation(3, [0], state="releasing", grace=5.0, env={"QM_SIM_STOP_S": "60"})]
+
+    run_for(agent, clock, 2.5)
+    assert member.terminated_at is not None and member.killed_at is None
+    run_for(agent, clock, 5.0)
+
+    (exited,) = plane.reports("exited")
+    assert exited["exit_code"] == -9
+    assert member.killed_at - member.terminated_at <= 5.0 + 0.25
+
+
+def test_a_job_that_stops_within_its_grace_exits_on_sigterm() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(3, [0], env={"QM_SIM_STOP_S": "1"})]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 0.5)
+    plane.allocations = [allocation(3, [0], state="releasing", grace=30.0, env={"QM_SIM_STOP_S": "1"})]
+
+    run_for(agent, clock, 4.0)
+
+    (exited,) = plane.reports("exited")
+    assert exited["exit_code"] == -15
+
+
+def test_work_the_control_plane_no_longer_lists_is_killed_as_stale() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(6, [0])]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 0.5)
+    plane.allocations = []
+
+    run_for(agent, clock, 3.0)
+
+    assert not agent.members
+    assert [r["generation"] for r in plane.reports("lost")] == [6]
+
+
+def test_when_the_lease_cannot_be_renewed_the_agent_kills_its_work_before_the_lease_ends() -> None:
+    clock = FakeClock()
+    plane = ScriptedControlPlane(clock)
+    plane.allocations = [allocation(6, [0])]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 3.0)
+    member = agent.members[6].member
+    plane.down = True
+
+    run_for(agent, clock, LEASE_S)
+
+    # The control plane counts the lease from when it received the last heartbeat, which is
+    # no earlier than when the agent sent it.
+    last_renewal = plane.synced_at[-1]
+    assert member.killed_at is not None
+    assert member.killed_at < last_renewal + LEASE_S - 1.0
+    assert agent.counters["self_fenced"] == 1 and not agent.registered
+
+
+def test_after_a_self_fence_the_agent_registers_again_running_nothing_and_reports_the_work_lost() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(6, [0])]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 1.0)
+    plane.down = True
+    run_for(agent, clock, LEASE_S)
+    plane.down = False
+    plane.allocations = []
+
+    run_for(agent, clock, 3.0)
+
+    assert len(plane.registrations) == 2 and plane.registrations[1]["running"] == []
+    assert [r["generation"] for r in plane.reports("lost")] == [6]
+
+
+def test_without_self_fence_a_partitioned_agent_keeps_running_until_told_its_work_is_stale() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(6, [0])]
+    agent = make_agent(plane, clock, self_fence=False)
+    run_for(agent, clock, 1.0)
+    agent.partitioned = True
+    run_for(agent, clock, LEASE_S * 2)
+    assert set(agent.members) == {6}
+    plane.allocations = []
+    plane.queued_replies.append({"node": "n1", "node_state": "quarantined", "lease_s": LEASE_S,
+                                 "heartbeat_interval_s": 2.0, "reregister": True, "allocations": [], "stop": [6],
+                                 "stale_reports": []})
+
+    agent.partitioned = False
+    run_for(agent, clock, 3.0)
+
+    assert not agent.members and len(plane.registrations) == 2
+    assert plane.registrations[1]["running"] == []
+
+
+def test_a_refused_token_stops_everything_and_registers_again() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(6, [0])]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 1.0)
+    plane.refuse_token = True
+    plane.allocations = []
+
+    run_for(agent, clock, 4.0)
+
+    assert not agent.members and len(plane.registrations) == 2
+
+
+def test_samples_carry_activity_and_step_deltas_and_progress_the_totals() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(2, [0, 1], env={"QM_SIM_STEPS_PER_S": "10", "QM_SIM_TOKENS_PER_STEP": "100",
+                                                    "QM_SIM_ACTIVITY": "0.6"})]
+    agent = make_agent(plane, clock)
+
+    run_for(agent, clock, 13.0)
+
+    samples = plane.reports("sample")
+    assert len(samples) >= 2
+    assert all(s["gpu_activity"] == 0.6 for s in samples)
+    total_steps = sum(s["steps"] for s in samples)
+    progress = plane.reports("progress")[-1]
+    assert progress["steps"] == total_steps and progress["useful_tokens"] == 100 * total_steps
+    assert 90 <= total_steps <= 120
+
+
+def test_reports_that_could_not_be_delivered_are_sent_again() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(5, [0], env={"QM_SIM_DURATION_S": "1"})]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 0.5)
+    plane.down = True
+    run_for(agent, clock, 3.0)
+    assert not plane.reports("exited")
+    plane.down = False
+
+    run_for(agent, clock, 2.0)
+
+    assert [r["generation"] for r in plane.reports("exited")] == [5]
+
+
+def test_shutdown_stops_every_member_and_says_goodbye() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(5, [0]), allocation(6, [1])]
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 1.0)
+
+    agent.shutdown(grace_s=2.0)
+    run_for(agent, clock, 4.0)
+
+    assert agent.done
+    assert sorted(r["generation"] for r in plane.reports("lost")) == [5, 6]
+    assert plane.syncs[-1].get("goodbye") is True
