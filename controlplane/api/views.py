@@ -169,9 +169,9 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
                    parameters=[_IDEMPOTENCY_PARAM])
     def create(self, request: Request) -> Response:
         result = _submit(request, s.JobSubmitSerializer(data=request.data))
-        job = Job.objects.select_related("team", "project", "submitter", "priority_class").get(pk=result.jobs[0].pk)
+        # The job carries its team, project, class and submitter objects: no query to render it.
         return Response(
-            s.JobSerializer(job).data,
+            s.JobSerializer(result.jobs[0]).data,
             status=status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED,
             headers={"Idempotent-Replayed": "true"} if result.replayed else {},
         )
@@ -322,7 +322,7 @@ class QuotaViewSet(AdminWritableViewSet):
             + (f": nominal {quota.nominal_gpus} GPUs" if after else ""),
             data={"before": before, "after": after},
         )
-        Event.objects.create(**{**fields, "team": quota.team})
+        Event.objects.create(**{**fields, "team_id": quota.team_id})
 
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():

@@ -25,7 +25,7 @@ from controlplane.choices import EventKind, JobState, Topology, WorkloadClass
 from controlplane.models import Event, Job, PriorityClass, Project, Team
 from controlplane.services import access, fleet_capability
 from controlplane.services.transitions import event_fields
-from scheduler_core.types import JobSpec, TopologyConstraint
+from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
 from scheduler_core.types import WorkloadClass as EngineWorkload
 
 log = structlog.get_logger(__name__)
@@ -122,7 +122,7 @@ class _Resolved:
     array_indices: list[int] | None
 
 
-def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> _Resolved:
+def _resolve(user: AbstractBaseUser, req: SubmitRequest, gpu_types: dict[str, GpuTypeInfo]) -> _Resolved:
     """Names to rows, defaults filled, cross-field rules checked. Raises SubmitRejected with
     every problem found, each under its field."""
     errors: dict[str, str] = {}
@@ -168,7 +168,7 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> _Resolved:
             )
 
     if req.gpu_types:
-        known = set(fleet_capability.known_gpu_types())
+        known = set(gpu_types)
         unknown = [t for t in req.gpu_types if t not in known]
         if unknown:
             errors["gpu_types"] = (
@@ -216,7 +216,10 @@ def engine_spec(req: SubmitRequest, resolved: _Resolved) -> JobSpec:
 
 
 def _replay(user: AbstractBaseUser, key: str, fingerprint: str) -> Submitted | None:
-    first = Job.objects.filter(submitter=user, idempotency_key=key).first()
+    first = (
+        Job.objects.select_related("team", "project", "submitter", "priority_class")
+        .filter(submitter=user, idempotency_key=key).first()
+    )
     if first is None:
         return None
     recorded = (
@@ -268,12 +271,11 @@ def submit(
             return replay
 
     # 2. names, defaults, rules
-    resolved = _resolve(user, req)
+    gpu_types = fleet_capability.known_gpu_types()
+    resolved = _resolve(user, req, gpu_types)
 
     # 3. the fleet's capability
-    infeasible = fleet_capability.check(
-        engine_spec(req, resolved), fleet_capability.fleet_shapes(), fleet_capability.known_gpu_types()
-    )
+    infeasible = fleet_capability.check(engine_spec(req, resolved), fleet_capability.fleet_shapes(), gpu_types)
     if infeasible is not None:
         raise SubmitRejected({infeasible.field: infeasible.message})
 
