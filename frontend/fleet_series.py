@@ -50,7 +50,7 @@ def thinned_ids(first: int, last: int, max_points: int) -> list[int]:
     """At most `max_points` ids from first to last, evenly spaced, both ends included."""
     if last < first:
         return []
-    stride = max(1, math.ceil((last - first + 1) / max(1, max_points - 1)))
+    stride = max(1, math.ceil((last - first) / max(1, max_points - 1)))
     ids = list(range(first, last + 1, stride))
     if ids[-1] != last:
         ids.append(last)

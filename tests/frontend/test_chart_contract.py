@@ -1,0 +1,110 @@
+"""Every chart on every page: a title, axis titles with units, a caption, a figure plotly accepts,
+and an empty state that says what will appear."""
+
+from __future__ import annotations
+
+import json
+import re
+from datetime import timedelta
+
+import plotly.graph_objects as go
+import pytest
+from django.utils import timezone
+
+from controlplane.services.cycle import run_cycle
+
+pytestmark = pytest.mark.django_db
+
+FIGURE = re.compile(r'<script id="fig-([\w-]+)" type="application/json">(.*?)</script>', re.S)
+BOX = re.compile(r'<figure class="chart-box" data-chart="([\w-]+)">(.*?)</figure>', re.S)
+UNITS = re.compile(r"\((UTC|GPUs|minutes|%|USD|×|index|pool|jobs)|GPUs|jobs|%|USD|minutes|GPU|team|node|state|measure|pool")
+
+
+def charts_of(html: str) -> dict[str, dict]:
+    boxes = {key: body for key, body in BOX.findall(html)}
+    out = {}
+    for key, raw in FIGURE.findall(html):
+        body = boxes[key]
+        caption = re.search(r"<figcaption>(.*?)</figcaption>", body, re.S).group(1).strip()
+        empty = re.search(r'<div class="empty"( hidden)?>\s*<strong>(.*?)</strong>\s*<p>(.*?)</p>', body, re.S)
+        out[key] = {"figure": json.loads(raw), "caption": caption, "empty": "" if empty.group(1) else empty.group(3)}
+    return out
+
+
+def assert_contract(key: str, chart: dict) -> None:
+    figure = chart["figure"]
+    go.Figure(figure)  # raises on any property plotly.js would not understand
+    layout = figure["layout"]
+    assert layout["title"]["text"], f"{key}: no title"
+    x_title = layout["xaxis"]["title"]["text"]
+    y_title = layout["yaxis"]["title"]["text"]
+    assert x_title and y_title, f"{key}: an axis has no title"
+    assert UNITS.search(x_title) and UNITS.search(y_title), f"{key}: axis titles name no unit: {x_title!r}, {y_title!r}"
+    assert len(chart["caption"]) > 30 and chart["caption"].count("\n") == 0, f"{key}: caption missing or not one line"
+    if chart["empty"]:
+        assert "appear" in chart["empty"] or "Run a replay" in chart["empty"], f"{key}: empty state says nothing"
+    else:
+        assert figure["data"], f"{key}: not empty, yet no trace"
+
+
+def test_every_chart_keeps_the_contract_with_data(client_for, submit_as, samples):
+    samples(40, every=timedelta(minutes=2))
+    for i in range(3):
+        submit_as("alice", name=f"fill-{i}", gpus=8)
+    submit_as("bob", name="waits", gpus=64, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    job_id = client_for("alice").get("/jobs/").context["jobs"][0].pk
+    for url in ["/", "/jobs/", f"/jobs/{job_id}/", "/teams/", "/nodes/", "/what-if/?run=1&days=1&placement=spread"]:
+        html = client_for("admin" if "jobs/" not in url else "alice").get(url).content.decode()
+        charts = charts_of(html)
+        if url not in ("/jobs/",):
+            assert charts, f"{url} shows no chart"
+        for key, chart in charts.items():
+            assert_contract(f"{url} {key}", chart)
+
+
+def test_every_chart_keeps_the_contract_on_an_empty_fleet(client_for):
+    for url in ["/", "/teams/", "/nodes/"]:
+        charts = charts_of(client_for("admin").get(url).content.decode())
+        assert charts
+        for key, chart in charts.items():
+            assert_contract(f"{url} {key}", chart)
+
+
+def test_empty_overview_says_what_will_appear(client_for):
+    charts = charts_of(client_for("alice").get("/").content.decode())
+    assert "No scheduling cycle has run" in charts["queue"]["empty"]
+    assert "allocated, active and productive" in charts["utilization"]["empty"]
+    assert charts["heatmap"]["empty"] == ""  # the demo fleet's nodes exist even before any cycle
+
+
+def test_overview_json_carries_the_same_charts_as_the_page(client_for, samples):
+    samples(5)
+    client = client_for("alice")
+    page = charts_of(client.get("/").content.decode())
+    live = client.get("/ui/overview.json").json()["charts"]
+    assert set(live) == set(page)
+    assert live["queue"]["figure"]["layout"]["title"]["text"] == page["queue"]["figure"]["layout"]["title"]["text"]
+
+
+def test_queue_chart_follows_the_team_filter(client_for, samples):
+    samples(5, pending_by_team={"vision": 3, "language": 1}, pending_by_priority={"research": 4})
+    charts = charts_of(client_for("alice").get("/?team=language").content.decode())
+    queue = charts["queue"]["figure"]
+    assert queue["layout"]["title"]["text"] == "Queue depth of team language"
+    assert queue["data"][0]["y"] == [1] * 5
+
+
+def test_tiles_show_the_latest_sample_and_todays_lost_work(client_for, samples, submit_as):
+    from tests.frontend.page_data import preempted_event
+
+    samples(3, allocated_gpus=100, stranded_gpus=7, pending_jobs=11)
+    job = submit_as("alice")
+    preempted_event(job, timezone.now(), 7200.0)
+    preempted_event(job, timezone.now(), 3600.0, kind="job.requeued")
+    preempted_event(job, timezone.now() - timedelta(days=2), 99999.0)  # not today
+    text = client_for("alice").get("/ui/overview.json").json()["text"]
+    assert text["allocated_gpus"] == "100" and text["total_gpus"] == "128"
+    assert text["stranded_gpus"] == "7" and text["pending_jobs"] == "11"
+    assert text["preemptions_today"] == "1" and text["fenced_requeues_today"] == "1"
+    assert text["lost_gpu_hours_today"] == "3.0"

@@ -1,0 +1,79 @@
+"""The submit form's live validation: /ui/jobs/check.json says at once whether a shape can ever
+run on this fleet, naming the field and the numbers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+def check(client, body, raw: bytes | None = None):
+    return client.post("/ui/jobs/check.json", data=raw if raw is not None else json.dumps(body),
+                       content_type="application/json")
+
+
+def test_a_shape_the_fleet_can_run_is_accepted_with_a_sentence(client_for):
+    response = check(client_for("alice"), {"name": "x", "gpus": 16, "gpus_per_node": 8})
+    assert response.status_code == 200
+    assert "This fleet can run 16 GPUs, 8 per node" in response.json()["detail"]
+
+
+def test_more_gpus_on_one_node_than_any_node_has_is_refused_naming_gpus_per_node(client_for):
+    response = check(client_for("alice"), {"name": "x", "gpus": 16, "gpus_per_node": 16})
+    assert response.status_code == 400
+    body = response.json()
+    assert "the largest node has 8" in body["errors"]["gpus_per_node"][0]
+    assert body["detail"].startswith("This job can never run on this fleet")
+
+
+def test_more_gpus_than_the_fleet_has_is_refused_naming_gpus(client_for):
+    response = check(client_for("alice"), {"name": "x", "gpus": 4096})
+    assert response.status_code == 400
+    assert "gpus" in response.json()["errors"]
+
+
+def test_an_unknown_gpu_type_is_refused_naming_gpu_types(client_for):
+    response = check(client_for("alice"), {"name": "x", "gpus": 1, "gpu_types": ["TPU-v9"]})
+    assert response.status_code == 400
+    assert "gpu_types" in response.json()["errors"]
+
+
+def test_a_non_number_is_refused_by_the_apis_own_serializer(client_for):
+    response = check(client_for("alice"), {"name": "x", "gpus": "many"})
+    assert response.status_code == 400
+    assert "gpus" in response.json()["errors"]
+
+
+def test_a_broken_array_spec_is_refused_naming_array(client_for):
+    response = check(client_for("alice"), {"name": "x", "gpus": 1, "array": "9-3"})
+    assert response.status_code == 400
+    assert "ends before it starts" in response.json()["errors"]["array"][0]
+
+
+def test_an_array_is_counted_in_tasks(client_for):
+    response = check(client_for("alice"), {"name": "x", "gpus": 1, "array": "0-99"})
+    assert response.status_code == 200
+    assert response.json()["tasks"] == 100
+
+
+def test_a_body_that_is_not_json_is_refused(client_for):
+    assert check(client_for("alice"), None, raw=b"{not json").status_code == 400
+    assert check(client_for("alice"), [1, 2]).status_code == 400
+
+
+def test_finance_may_not_check_a_submission(client_for):
+    assert check(client_for("finn"), {"name": "x", "gpus": 1}).status_code == 403
+
+
+def test_check_writes_nothing(client_for):
+    from controlplane.models import Event, Job
+
+    check(client_for("alice"), {"name": "x", "gpus": 8})
+    assert not Job.objects.exists() and not Event.objects.filter(kind="job.submitted").exists()
+
+
+def test_check_needs_post(client_for):
+    assert client_for("alice").get("/ui/jobs/check.json").status_code == 405

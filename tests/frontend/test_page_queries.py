@@ -1,0 +1,55 @@
+"""Pages read in a fixed number of queries, whatever the number of jobs, nodes or samples: no
+N+1 can creep in (the counts are pinned, and checked not to grow with the data)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+
+from controlplane.services.cycle import run_cycle
+
+pytestmark = pytest.mark.django_db
+
+# Queries per page, session and user lookups included.
+PINNED = {
+    "/": 11,
+    "/ui/overview.json": 11,
+    "/jobs/": 10,
+    "/ui/jobs.json": 4,
+    "/jobs/{job}/": 8,
+    "/ui/jobs/{job}.json": 8,
+    "/teams/": 13,
+    "/nodes/": 6,
+    "/ui/nodes.json": 6,
+}
+
+
+def load(client_for, submit_as, samples, jobs: int) -> dict[str, int]:
+    for i in range(jobs):
+        submit_as("alice" if i % 2 else "bob", name=f"j{i}", gpus=1 + i % 8)
+    run_cycle("test")
+    samples(50, every=timedelta(minutes=1))
+    counts = {}
+    client = client_for("admin")
+    job = client.get("/jobs/").context["jobs"][0].pk
+    ids = ",".join(str(j.pk) for j in client.get("/jobs/").context["jobs"])
+    for url in PINNED:
+        with CaptureQueriesContext(connection) as queries:
+            target = url.format(job=job) + (f"?ids={ids}" if url == "/ui/jobs.json" else "")
+            assert client.get(target).status_code == 200
+        counts[url] = len(queries)
+    return counts
+
+
+def test_pages_keep_their_pinned_query_counts(client_for, submit_as, samples):
+    counts = load(client_for, submit_as, samples, jobs=12)
+    assert counts == PINNED
+
+
+def test_query_counts_do_not_grow_with_the_data(client_for, submit_as, samples):
+    small = load(client_for, submit_as, samples, jobs=4)
+    large = load(client_for, submit_as, samples, jobs=40)
+    assert small == large

@@ -1,0 +1,72 @@
+"""Quota against use, and the spread of waits and slowdowns, as the teams page reads them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from controlplane.models import Job, Quota
+from controlplane.services.cycle import run_cycle
+from frontend.team_stats import box_stats, quota_rows, waits_and_slowdowns
+
+pytestmark = pytest.mark.django_db
+
+
+def test_box_stats_are_tukeys_quartiles_and_whiskers():
+    stats = box_stats([1, 2, 3, 4, 5, 6, 7, 8, 9, 100])
+    assert stats["n"] == 10
+    assert stats["median"] == 5.5
+    assert stats["q1"] == 3.25 and stats["q3"] == 7.75
+    assert stats["low"] == 1 and stats["high"] == 9  # 100 lies beyond 1.5 box heights
+    assert stats["max"] == 100 and stats["mean"] == 14.5
+
+
+def test_box_stats_of_nothing_say_so():
+    assert box_stats([]) == {"n": 0}
+
+
+def test_borrowing_team_shows_borrowed_and_idle_owner_shows_lent(demo, submit_as, django_assert_num_queries):
+    # language's quota on H100 is 32; it runs 48 GPUs there: 16 borrowed from its cohort.
+    for i in range(6):
+        submit_as("bob", name=f"l{i}", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    with django_assert_num_queries(3):
+        rows = {(r.team, r.gpu_type): r for r in quota_rows(None)}
+    language = rows[("language", "H100-80GB")]
+    assert (language.nominal, language.used, language.borrowed) == (32, 48, 16)
+    lent = sum(r.lent for (team, gpu), r in rows.items() if gpu == "H100-80GB")
+    assert lent == pytest.approx(16.0)
+    vision = rows[("vision", "H100-80GB")]
+    serving = rows[("serving", "H100-80GB")]
+    # vision (40 idle) and serving (24 idle) lend in proportion to their idle quota.
+    assert vision.lent == pytest.approx(16 * 40 / 64) and serving.lent == pytest.approx(16 * 24 / 64)
+
+
+def test_lending_limit_caps_what_a_team_lends(demo, submit_as):
+    Quota.objects.filter(team__name="serving", gpu_type__name="H100-80GB").update(lending_limit=0)
+    for i in range(6):
+        submit_as("bob", name=f"l{i}", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    rows = {(r.team, r.gpu_type): r for r in quota_rows(None)}
+    assert rows[("serving", "H100-80GB")].lent == 0
+    assert rows[("vision", "H100-80GB")].lent == pytest.approx(16.0)
+
+
+def test_quota_rows_for_a_member_hold_their_team_only(demo):
+    vision_id = Quota.objects.filter(team__name="vision").values_list("team_id", flat=True).first()
+    assert {r.team for r in quota_rows([vision_id])} == {"vision"}
+
+
+def test_waits_and_slowdowns_per_team(demo, submit_as):
+    now = timezone.now()
+    a = submit_as("alice", name="a")
+    b = submit_as("alice", name="b")
+    Job.objects.filter(pk=a.pk).update(submitted_at=now - timedelta(minutes=70), started_at=now - timedelta(minutes=60),
+                                       finished_at=now - timedelta(minutes=30), state=JobState.SUCCEEDED)
+    Job.objects.filter(pk=b.pk).update(submitted_at=now - timedelta(minutes=50), started_at=now - timedelta(minutes=20))
+    waits, slowdowns = waits_and_slowdowns(now - timedelta(hours=2), now)
+    assert waits == [{"team": "vision", **box_stats([10.0, 30.0])}]
+    assert slowdowns == [{"team": "vision", **box_stats([40 / 30])}]
