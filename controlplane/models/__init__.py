@@ -7,6 +7,7 @@ from controlplane.models.jobs import Allocation, AllocationGpu, Job
 from controlplane.models.quotas import Cohort, PriorityClass, Quota
 from controlplane.models.scheduling import FleetSample, SchedulerLease
 from controlplane.models.teams import Membership, Project, Team
+from controlplane.models.usage import AccountingCursor, FleetRollup, JobProgressRate, QuotaRollup, UsageRollup  # noqa: F401
 
 __all__ = [
     "Allocation",
