@@ -33,7 +33,8 @@ class TypeOption:
 
 
 def invalid_request(spec: JobSpec) -> str | None:
-    """A sentence naming the bad field, or ``None`` if the request is well formed."""
+    """A sentence naming the bad field of the request's shape, or ``None``. (The cycle checks
+    ``runtime_limit_s`` and ``resize_cost_s`` itself: they are not part of the shape.)"""
     if spec.roles:
         for role in spec.roles:
             if role.count < 1 or role.gpus_per_member < 1:
@@ -52,13 +53,9 @@ def invalid_request(spec: JobSpec) -> str | None:
             return f"elastic range must satisfy 1 <= min_gpus <= max_gpus, got {spec.min_gpus}..{spec.max_gpus}"
         if spec.roles:
             return "a heterogeneous gang (roles) cannot also be elastic (min_gpus/max_gpus)"
-    if spec.runtime_limit_s is not None and spec.runtime_limit_s <= 0:
-        return f"runtime_limit_s must be positive when given, got {spec.runtime_limit_s}"
     for name in ("cpus_per_gpu", "memory_gb_per_gpu", "min_gpu_memory_gb"):
         if getattr(spec, name) < 0:
             return f"{name} must be >= 0, got {getattr(spec, name)}"
-    if spec.resize_cost_s < 0:
-        return f"resize_cost_s must be >= 0, got {spec.resize_cost_s}"
     return None
 
 

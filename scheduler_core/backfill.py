@@ -67,23 +67,25 @@ def expected_end(ctx: CycleContext, job: RunningJob) -> float | None:
 
 
 def _release_groups(ctx: CycleContext) -> list[tuple[float, list[str]]]:
-    """Holders with a known end, grouped by end time, earliest first."""
-    by_time: dict[float, list[str]] = {}
+    """Holders with a known end, grouped by end time, earliest first; within a time, the
+    largest holders first (a gang then needs fewer of them)."""
+    by_time: dict[float, list[tuple[int, str]]] = {}
     for job_id, end in ctx.ends.items():
-        if (JOB, job_id) in ctx.state.holdings:
-            by_time.setdefault(end, []).append(job_id)
-    return [(t, sorted(ids)) for t, ids in sorted(by_time.items())]
+        held = ctx.state.holdings.get((JOB, job_id))
+        if held:
+            by_time.setdefault(end, []).append((-sum(g.gpus for g in held), job_id))
+    return [(t, [job_id for _, job_id in sorted(rows)]) for t, rows in sorted(by_time.items())]
 
 
 def plan_reservation(ctx: CycleContext, spec: JobSpec,
                      request: PlacementRequest) -> ActiveReservation | None:
     """The earliest start (and GPUs) for ``request`` as running jobs end, or ``None``.
 
-    Steps: walk release times in order, removing the jobs that end then (what-ifs); skip times
-    at which the capable free GPUs are still fewer than the gang needs; try a placement at
-    up to ``RESERVATION_PROBES`` times; undo every removal."""
+    Steps: remove running jobs one by one in order of expected end (what-ifs); after each
+    removal, check the placer's index-only conditions and, once they hold, try a placement
+    (at most ``RESERVATION_PROBES`` tries); the start is the end of the last job removed;
+    undo every removal."""
     state = ctx.state
-    union = tuple(sorted({c for cls in request.member_classes for c in cls}))
     restores: list[Restore] = []
     found: tuple[float, list[Grant]] | None = None
     probes = 0
@@ -91,14 +93,16 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec,
         for at, job_ids in _release_groups(ctx):
             for job_id in job_ids:
                 restores.append(state.simulate_removal((JOB, job_id)))
-            if state.free_in(0, 0, union) < request.demand.gpus:
-                continue
-            probes += 1
-            grants = ctx.placer.place(request)
-            if grants is not None:
-                found = (at, grants)
-                break
-            if probes >= RESERVATION_PROBES:
+                if not ctx.placer.plausible(request):
+                    continue
+                probes += 1
+                grants = ctx.placer.place(request)
+                if grants is not None:
+                    found = (at, grants)
+                    break
+                if probes >= RESERVATION_PROBES:
+                    break
+            if found is not None or probes >= RESERVATION_PROBES:
                 break
     finally:
         for restore in reversed(restores):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from scheduler_core.gang import Demand, Member
 from scheduler_core.placement import Placer
@@ -52,6 +53,10 @@ class Outcome:
     needs_whole_node: bool = False
     quota_type: str | None = None
 
+    @property
+    def reason(self) -> str:
+        return str(self.code.value)
+
 
 @dataclass(frozen=True, slots=True)
 class ActiveReservation:
@@ -89,9 +94,11 @@ class CycleContext:
     positions: dict[str, int] = field(default_factory=dict)
     failed_shapes: dict[ShapeKey, bool] = field(default_factory=dict)
     capable: dict[Member, tuple[int, ...]] = field(default_factory=dict)
+    shapes: dict[tuple[object, ...], Any] = field(default_factory=dict)
     behind_head: set[ShapeKey] = field(default_factory=set)
     head_released: bool = False
     victim_hint: tuple[int | None, bool, bool] | None = None
+    stopping: list[tuple[int, str, frozenset[int]]] | None = None
     attempts: int = 0
     preemption_searches: int = 0
     reservation_searches: int = 0

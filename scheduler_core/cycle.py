@@ -25,6 +25,7 @@ Keeping the cycle fast (1,250 nodes x 8 GPUs, 5,000 pending, 2,000 running):
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from scheduler_core.admission import (
     TypeOption,
@@ -92,8 +93,9 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, *,
     """
     cfg = config if config is not None else SchedulerConfig()
     plugins = build_plugins(cfg)
+    began = clock() if clock is not None else None
     ctx = _context(snapshot, cfg, plugins, clock)
-    started = ctx.tick()
+    started = ctx.timed("snapshot", began)
 
     # 0. enforce runtime limits (backfill's promises rest on them)
     enforce_runtime_limits(ctx)
@@ -148,8 +150,9 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
              clock: Callable[[], float] | None) -> CycleContext:
     gpu_types: dict[str, GpuTypeInfo] = {t.name: t for t in sorted(snapshot.gpu_types,
                                                                     key=lambda t: t.name)}
-    state = ClusterState(snapshot.nodes, gpu_types)
+    state = ClusterState(snapshot.nodes, gpu_types, indexed=False)
     ledger = QuotaLedger(snapshot.quotas)
+    charges: dict[tuple[str, str], int] = {}
     running: dict[str, RunningJob] = {}
     for job in sorted(snapshot.running, key=lambda j: j.spec.id):
         if job.spec.id in running:
@@ -167,7 +170,11 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
             )
             for g in grants:
                 state.take((JOB, job.spec.id), g)
-                ledger.charge(job.spec.team, state.nodes[g.node].gpu_type, g.gpus)
+                key = (job.spec.team, state.nodes[g.node].gpu_type)
+                charges[key] = charges.get(key, 0) + g.gpus
+    state.build_indexes()
+    for (team, gpu_type), gpus in sorted(charges.items()):
+        ledger.charge(team, gpu_type, gpus)
     shares = dominant_shares(snapshot.now, snapshot.nodes, snapshot.running,
                              snapshot.team_usage, cfg.fair_share_half_life_s)
     return CycleContext(
@@ -215,6 +222,75 @@ def _needs_whole(ctx: CycleContext, demand: Demand,
     )
 
 
+@dataclass(frozen=True, slots=True)
+class JobShape:
+    """What admission derives from a request's shape alone, shared by identical requests."""
+
+    invalid: str | None
+    sizes: tuple[int, ...]
+    node_size: int
+    smallest: Demand
+    options: tuple[TypeOption, ...]
+    never: str | None
+    not_ready: str | None
+    needs_whole: bool
+    key: tuple[object, ...]
+
+
+def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
+    key: tuple[object, ...] = (
+        spec.gpus, spec.gpus_per_node, spec.gpu_types, spec.min_gpu_memory_gb,
+        spec.cpus_per_gpu, spec.memory_gb_per_gpu, spec.topology, spec.min_gpus,
+        spec.max_gpus, spec.roles,
+    )
+    found = ctx.shapes.get(key)
+    if isinstance(found, JobShape):
+        return found
+    invalid = invalid_request(spec)
+    if invalid is not None:
+        shape = JobShape(invalid, (), 0, Demand.of((), spec.topology), (), None, None, False, key)
+        ctx.shapes[key] = shape
+        return shape
+    node_size = _node_size(ctx, spec)
+    sizes = elastic_sizes(spec)
+    smallest = demand_for(spec, sizes[-1], node_size)
+    per_member = [capable_classes(ctx, m) for m in smallest.members]
+    reason = never_runs(ctx, smallest, per_member)
+    never = None if reason is None else f"Can never run on this fleet: it {reason}."
+    options: tuple[TypeOption, ...] = ()
+    if never is None:
+        options = tuple(type_options(ctx, spec, smallest, per_member))
+        if not options:
+            never = ("Can never run on this fleet: no single GPU type can host every member "
+                     "of its gang.")
+    shape = JobShape(
+        invalid=None,
+        sizes=sizes,
+        node_size=node_size,
+        smallest=smallest,
+        options=options,
+        never=never,
+        not_ready=none_ready(ctx, per_member) if never is None else None,
+        needs_whole=bool(options) and _needs_whole(ctx, smallest, options[0].member_classes),
+        key=key,
+    )
+    ctx.shapes[key] = shape
+    return shape
+
+
+def _quota_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) -> bool:
+    """Could this team never get ``gpus`` GPUs of the option's type? (Depends only on the
+    quotas, not on usage, so it is memoised.)"""
+    if option.gpu_type is None or not ctx.ledger.governs(option.gpu_type):
+        return False
+    key = ("never", team, option.gpu_type, gpus)
+    found = ctx.shapes.get(key)
+    if found is None:
+        found = ctx.ledger.check(team, option.gpu_type, gpus).never
+        ctx.shapes[key] = found
+    return bool(found)
+
+
 def _settle(ctx: CycleContext, spec: JobSpec, outcome: Outcome) -> None:
     ctx.outcomes[spec.id] = outcome
 
@@ -225,7 +301,12 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
     cfg = ctx.config
 
     # 2. admit: a valid request, a known class, capable somewhere, a quota that could cover it
-    invalid = invalid_request(spec)
+    shape = _shape(ctx, spec)
+    invalid = shape.invalid
+    if invalid is None and spec.runtime_limit_s is not None and spec.runtime_limit_s <= 0:
+        invalid = f"runtime_limit_s must be positive when given, got {spec.runtime_limit_s}"
+    if invalid is None and spec.resize_cost_s < 0:
+        invalid = f"resize_cost_s must be >= 0, got {spec.resize_cost_s}"
     if invalid is not None:
         _settle(ctx, spec, Outcome(ReasonCode.INVALID_REQUEST, f"Invalid request: {invalid}.",
                                    False, "the request is corrected"))
@@ -238,27 +319,23 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
             False, f"priority class {spec.priority_class!r} is created or the job names a known one",
         ))
         return
-    node_size = _node_size(ctx, spec)
-    sizes = elastic_sizes(spec)
-    smallest = demand_for(spec, sizes[-1], node_size)
-    per_member = [capable_classes(ctx, m) for m in smallest.members]
-    never = never_runs(ctx, smallest, per_member)
-    if never is not None:
-        _settle(ctx, spec, Outcome(ReasonCode.CAN_NEVER_RUN,
-                                   f"Can never run on this fleet: it {never}.", False,
+    if ctx.attempts >= cfg.max_placement_attempts:
+        # Past the last placement attempt nothing binds or holds any more, so a job's answer
+        # depends only on its team and shape: the first such job's outcome serves the rest.
+        known_outcome = ctx.shapes.get(("untried", spec.team, shape.key))
+        if isinstance(known_outcome, Outcome):
+            ctx.untried += 1
+            _settle(ctx, spec, known_outcome)
+            return
+    if shape.never is not None:
+        _settle(ctx, spec, Outcome(ReasonCode.CAN_NEVER_RUN, shape.never, False,
                                    "the request changes or the fleet gains capable nodes"))
         return
-    options = type_options(ctx, spec, smallest, per_member)
-    if not options:
-        _settle(ctx, spec, Outcome(
-            ReasonCode.CAN_NEVER_RUN,
-            "Can never run on this fleet: no single GPU type can host every member of its gang.",
-            False, "the request changes or the fleet gains capable nodes",
-        ))
-        return
-    verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
-    if all(v.governed and v.never for _, v in verdicts):
-        o, v = verdicts[0]
+    sizes, smallest, options = shape.sizes, shape.smallest, shape.options
+    node_size = shape.node_size
+    if all(_quota_never(ctx, spec.team, o, smallest.gpus) for o in options):
+        o = options[0]
+        v = quota_for(ctx, spec, o, smallest.gpus)
         _settle(ctx, spec, Outcome(
             ReasonCode.CAN_NEVER_RUN,
             f"Can never run under its quota: {v.describe(spec.team, o.gpu_type or 'any', smallest.gpus)}, "
@@ -266,18 +343,20 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
             False, f"team {spec.team}'s quota or borrowing limit grows",
         ))
         return
-    not_ready = none_ready(ctx, per_member)
-    if not_ready is not None:
-        _settle(ctx, spec, Outcome(ReasonCode.NODE_NOT_READY, f"Waiting: {not_ready}.", True,
-                                   "a capable node returns to ready"))
+    if shape.not_ready is not None:
+        _settle(ctx, spec, Outcome(ReasonCode.NODE_NOT_READY, f"Waiting: {shape.not_ready}.",
+                                   True, "a capable node returns to ready"))
         return
     score = ctx.plugins.score_by_workload[spec.workload]
-    needs_whole = _needs_whole(ctx, smallest, options[0].member_classes)
+    needs_whole = shape.needs_whole
     mark = ctx.timed("admit", mark)
 
     if ctx.attempts >= cfg.max_placement_attempts:
         ctx.untried += 1
-        _settle(ctx, spec, _untried(ctx, spec, smallest, options, verdicts, needs_whole))
+        verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
+        outcome = _untried(ctx, spec, smallest, options, verdicts, needs_whole)
+        ctx.shapes[("untried", spec.team, shape.key)] = outcome
+        _settle(ctx, spec, outcome)
         return
 
     # 3.+4. filter and score, largest size first for elastic jobs, preferred GPU type first
@@ -443,7 +522,7 @@ def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: boo
         ctx.ends[spec.id] = ctx.snapshot.now + spec.runtime_limit_s
 
 
-def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: list[TypeOption],
+def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[TypeOption, ...],
              verdicts: list[tuple[TypeOption, QuotaVerdict]], needs_whole: bool) -> Outcome:
     """Explain a job the cycle had no placement attempts left for, from indexes only."""
     admitted = [o for o, v in verdicts if v.admitted]
@@ -458,11 +537,10 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: list[Typ
                        f"Needs {demand.gpus} {kind} GPUs; {free} are free.", True,
                        f"{demand.gpus - free} more {kind} GPUs free up", demand=demand,
                        classes=classes, needs_whole_node=needs_whole)
-    ahead = ctx.positions[spec.id] - 1
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
-        f"Not tried this cycle: the {ctx.config.max_placement_attempts} placement attempts of "
-        f"a cycle went to the {ahead} jobs ahead of it.",
+        f"Not tried this cycle: the cycle's {ctx.config.max_placement_attempts} placement "
+        f"attempts went to jobs ahead of it in the queue.",
         True, "jobs ahead of it start or leave the queue",
         demand=demand, classes=classes, needs_whole_node=needs_whole,
     )

@@ -133,11 +133,25 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
 def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplanation, ...]:
     """One explanation per pending job that was not bound, in queue order."""
     timeline: ReleaseTimeline | None = None
+    etas: dict[tuple[Demand, tuple[int, ...]], float | None] = {}
+    # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed by
+    # identity because hashing an Outcome would hash its whole gang.
+    worded: dict[int, tuple[float | None, str]] = {}
     out: list[PendingExplanation] = []
-    for spec in queue:
-        if spec.id in ctx.bound:
+    bound = ctx.bound
+    outcomes = ctx.outcomes
+    for position, spec in enumerate(queue, 1):
+        if spec.id in bound:
             continue
-        outcome = ctx.outcomes[spec.id]
+        outcome = outcomes[spec.id]
+        shared = worded.get(id(outcome))
+        if shared is not None:
+            eta, message = shared
+            out.append(PendingExplanation(
+                spec.id, outcome.code, outcome.reason, message, outcome.resolvable,
+                position, eta, outcome.would_start_if,
+            ))
+            continue
         eta = outcome.eta
         if eta is None and outcome.resolvable:
             if outcome.code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
@@ -147,19 +161,23 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                     - verdict.nominal - verdict.borrowable
                 eta = team_release_eta(ctx, spec.team, outcome.quota_type, shortage)
             elif outcome.code in CAPACITY_CODES and outcome.demand is not None:
-                if timeline is None:
-                    timeline = ReleaseTimeline(ctx)
-                eta = timeline.eta(outcome.demand, outcome.classes)
+                key = (outcome.demand, outcome.classes)
+                if key not in etas:
+                    if timeline is None:
+                        timeline = ReleaseTimeline(ctx)
+                    etas[key] = timeline.eta(outcome.demand, outcome.classes)
+                eta = etas[key]
         message = outcome.message
         if eta is not None and outcome.eta is None:
             message += f" Estimated start t={eta:.0f} from runtime limits, not counting jobs ahead."
+        worded[id(outcome)] = (eta, message)
         out.append(PendingExplanation(
             job_id=spec.id,
             code=outcome.code,
-            reason=outcome.code.value,
+            reason=outcome.reason,
             message=message,
             resolvable=outcome.resolvable,
-            queue_position=ctx.positions[spec.id],
+            queue_position=position,
             eta=eta,
             would_start_if=outcome.would_start_if,
         ))

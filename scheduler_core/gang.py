@@ -35,26 +35,24 @@ class Member:
 
 @dataclass(frozen=True, slots=True)
 class Demand:
-    """A gang: members sorted largest first (then by role), plus its topology constraint."""
+    """A gang: members sorted largest first (then by role), plus its topology constraint.
+    Build it with :meth:`of`, which also fills the totals."""
 
     members: tuple[Member, ...]
     topology: TopologyConstraint
+    gpus: int
+    largest_member: int
 
-    @property
-    def gpus(self) -> int:
-        return sum(m.gpus for m in self.members)
-
-    @property
-    def cpus(self) -> int:
-        return sum(m.cpus for m in self.members)
-
-    @property
-    def memory_gb(self) -> int:
-        return sum(m.memory_gb for m in self.members)
-
-    @property
-    def largest_member(self) -> int:
-        return self.members[0].gpus if self.members else 0
+    @classmethod
+    def of(cls, members: tuple[Member, ...], topology: TopologyConstraint) -> Demand:
+        ordered = tuple(sorted(
+            members, key=lambda m: (-m.gpus, m.role, m.gpu_types, m.min_gpu_memory_gb)))
+        return cls(
+            members=ordered,
+            topology=topology,
+            gpus=sum(m.gpus for m in ordered),
+            largest_member=ordered[0].gpus if ordered else 0,
+        )
 
 
 def _member(spec: JobSpec, role: str, gpus: int) -> Member:
@@ -123,8 +121,7 @@ def demand_for(spec: JobSpec, gpus: int, node_size: int) -> Demand:
         members.extend(_member(spec, "", g) for g in _split(gpus, node_size))
     else:
         members.append(_member(spec, "", gpus))
-    members.sort(key=lambda m: (-m.gpus, m.role, m.gpu_types, m.min_gpu_memory_gb))
-    return Demand(members=tuple(members), topology=spec.topology)
+    return Demand.of(tuple(members), spec.topology)
 
 
 def replica_size(spec: JobSpec) -> int:

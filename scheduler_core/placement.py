@@ -81,13 +81,14 @@ class Placer:
     def place(self, req: PlacementRequest) -> list[Grant] | None:
         """Grants for every member of the gang, or ``None``. The state is left unchanged."""
         members = req.demand.members
-        if not members or any(not cls for cls in req.member_classes):
+        if not self.plausible(req):
             return None
         union = tuple(sorted({c for cls in req.member_classes for c in cls}))
-        if self.state.free_in(FLEET, 0, union) < req.demand.gpus:
-            return None
         if len(members) == 1:
-            return self._attempt(FLEET, 0, req)
+            # One member: pick the node without touching the state.
+            gang = self._seeded(req)
+            grant = self._choose(FLEET, 0, members[0], req.member_classes[0], req.score, gang)
+            return None if grant is None else [grant]
         scopes = (_SCOPES_LOCAL if req.score.prefers_locality else _SCOPES_SPREAD)[
             req.demand.topology
         ]
@@ -108,13 +109,51 @@ class Placer:
                 if best is None or cost < best[0]:
                     best = (cost, rank, grants)
                 ok += 1
-                if ok >= DOMAINS_PER_SCOPE:
+                if ok >= DOMAINS_PER_SCOPE or (level == LEAF and not self._can_share(req)):
+                    # Inside one leaf, members that cannot share a node cost the same
+                    # wherever they land: the first success is as good as any.
                     break
             if best is not None:
                 return best[2]
         return None
 
     # ------------------------------------------------------------------ search
+
+    def plausible(self, req: PlacementRequest) -> bool:
+        """Index-only necessary conditions: enough free capable GPUs, and as many nodes with
+        room for the largest member as there are members too large to share a node with
+        it. ``place`` fails whenever this is ``False``; it costs a few dict lookups."""
+        if not req.demand.members or any(not cls for cls in req.member_classes):
+            return False
+        union = tuple(sorted({c for cls in req.member_classes for c in cls}))
+        if self.state.free_in(FLEET, 0, union) < req.demand.gpus:
+            return False
+        largest = req.demand.largest_member
+        bigs = [cls for m, cls in zip(req.demand.members, req.member_classes, strict=True)
+                if 2 * m.gpus > largest]
+        if len(bigs) <= 1:
+            return self.state.largest_free_block(
+                tuple(sorted({c for cls in bigs for c in cls}))) >= largest
+        classes = tuple(sorted({c for cls in bigs for c in cls}))
+        return self.state.nodes_with_free(classes, largest) >= len(bigs)
+
+    def _roomy_in(self, level: int, domain: int, classes: tuple[int, ...], largest: int) -> int:
+        count = 0
+        for c in classes:
+            buckets = self.state.buckets.get((level, domain, c))
+            if buckets is None:
+                continue
+            for free in range(largest, len(buckets)):
+                count += len(buckets[free])
+        return count
+
+    def _can_share(self, req: PlacementRequest) -> bool:
+        """Could two members of this gang ever sit on one node?"""
+        sizes = sorted(m.gpus for m in req.demand.members)
+        if len(sizes) < 2:
+            return False
+        widest = max(self.state.classes[c].gpus for cls in req.member_classes for c in cls)
+        return sizes[0] + sizes[1] <= widest
 
     def _domains(self, level: int, union: tuple[int, ...], req: PlacementRequest,
                  hinted: set[int]) -> list[int]:
@@ -124,10 +163,12 @@ class Placer:
         for c in union:
             domains.update(self.state.domains_of_class.get((level, c), ()))
         need = req.demand.gpus
+        largest = req.demand.largest_member
+        bigs = sum(1 for m in req.demand.members if 2 * m.gpus > largest)
         scored = []
         for d in domains:
             free = self.state.free_in(level, d, union)
-            if free >= need:
+            if free >= need and (bigs <= 1 or self._roomy_in(level, d, union, largest) >= bigs):
                 scored.append((free, d))
         # Best fit (fewest free GPUs that suffice) for locality-preferring plugins, emptiest
         # first for spreading ones; domains the job already uses first in both cases.
@@ -136,13 +177,17 @@ class Placer:
                                     sign * fd[0], fd[1]))
         return [d for _, d in scored]
 
-    def _attempt(self, level: int, domain: int, req: PlacementRequest) -> list[Grant] | None:
-        """Place every member inside one domain; release and return the grants."""
+    def _seeded(self, req: PlacementRequest) -> GangContext:
         gang = GangContext()
         for n in req.seed_nodes:
             gang.used_nodes[n] = gang.used_nodes.get(n, 0) + 1
             fd = failure_domain(self.state, n)
             gang.domain_counts[fd] = gang.domain_counts.get(fd, 0) + 1
+        return gang
+
+    def _attempt(self, level: int, domain: int, req: PlacementRequest) -> list[Grant] | None:
+        """Place every member inside one domain; release and return the grants."""
+        gang = self._seeded(req)
         pending = list(zip(req.demand.members, req.member_classes, strict=True))
         try:
             if req.score.prefers_locality and len(pending) > 1:
@@ -163,8 +208,7 @@ class Placer:
         """Place as many members as possible in ``domain``, filling its sub-domains with the
         most free capable GPUs first. Returns the members left over."""
         if level == LEAF:
-            return [(m, cls) for m, cls in members
-                    if not self._place_member(LEAF, domain, m, cls, score, gang)]
+            return self._fill_leaf(domain, members, score, gang)
         union = tuple(sorted({c for _, cls in members for c in cls}))
         sub_level = SPINE if level == FLEET else LEAF
         if level == FLEET:
@@ -181,8 +225,60 @@ class Placer:
             left = self._fill(sub_level, sub, left, score, gang)
         return left
 
+    def _fill_leaf(self, leaf: int, members: list[tuple[Member, tuple[int, ...]]],
+                   score: ScorePlugin, gang: GangContext) -> list[tuple[Member, tuple[int, ...]]]:
+        """Place members inside one leaf, as bundles: members of one shape that fit on one
+        node together go to one node (pairs on one node cost w(0) = 0 in eq. 2), the largest
+        bundle that some node can take first. Returns the members left over."""
+        left = list(members)
+        placed_any = True
+        while left and placed_any:
+            placed_any = False
+            first, classes = left[0]
+            same = 1
+            while same < len(left) and left[same] == left[0]:
+                same += 1
+            widest = self.state.widest(classes)
+            most = max(1, min(same, widest // max(1, first.gpus)))
+            for k in range(most, 0, -1):
+                bundle = first if k == 1 else Member(
+                    first.role, first.gpus * k, first.gpu_types, first.min_gpu_memory_gb,
+                    first.cpus * k, first.memory_gb * k)
+                grant = self._choose(LEAF, leaf, bundle, classes, score, gang)
+                if grant is None:
+                    continue
+                for _ in range(k):
+                    self._take_on(grant.node, first, gang)
+                del left[:k]
+                placed_any = True
+                break
+            if not placed_any:
+                # The largest shape does not fit at all here; smaller members may.
+                rest = [(m, cls) for m, cls in left[same:]
+                        if not self._place_member(LEAF, leaf, m, cls, score, gang)]
+                return left[:same] + rest
+        return left
+
+    def _take_on(self, node: int, member: Member, gang: GangContext) -> None:
+        state = self.state
+        mask = choose_gpus(state.free_mask[node], state.nodes[node].gpus, member.gpus)
+        state.take(_PROBE, Grant(node, mask, member.cpus, member.memory_gb, member.role))
+        gang.used_nodes[node] = gang.used_nodes.get(node, 0) + 1
+        fd = failure_domain(state, node)
+        gang.domain_counts[fd] = gang.domain_counts.get(fd, 0) + 1
+
     def _place_member(self, level: int, domain: int, member: Member, classes: tuple[int, ...],
                       score: ScorePlugin, gang: GangContext) -> bool:
+        """Choose a node for ``member`` and take it under the probe holder."""
+        grant = self._choose(level, domain, member, classes, score, gang)
+        if grant is None:
+            return False
+        self._take_on(grant.node, member, gang)
+        return True
+
+    def _choose(self, level: int, domain: int, member: Member, classes: tuple[int, ...],
+                score: ScorePlugin, gang: GangContext) -> Grant | None:
+        """The best admissible node for ``member`` in the domain, as a grant (not taken)."""
         state = self.state
         chosen = -1
         if score.colocate_gang:
@@ -192,7 +288,7 @@ class Placer:
                     chosen = n
                     break
         if chosen < 0:
-            width = max(state.classes[c].gpus for c in classes)
+            width = state.widest(classes)
             best_score = float("-inf")
             found = 0
             for free in score.bucket_order(member.gpus, width):
@@ -207,20 +303,17 @@ class Placer:
                         if s > best_score:
                             best_score, chosen = s, n
                         found += 1
-                        if found >= score.candidates:
+                        if found >= score.candidates or score.enough(s):
+                            found = score.candidates
                             break
                     if found >= score.candidates:
                         break
                 if found >= score.candidates or (found and score.stop_at_first_bucket):
                     break
         if chosen < 0:
-            return False
+            return None
         mask = choose_gpus(state.free_mask[chosen], state.nodes[chosen].gpus, member.gpus)
-        state.take(_PROBE, Grant(chosen, mask, member.cpus, member.memory_gb, member.role))
-        gang.used_nodes[chosen] = gang.used_nodes.get(chosen, 0) + 1
-        fd = failure_domain(state, chosen)
-        gang.domain_counts[fd] = gang.domain_counts.get(fd, 0) + 1
-        return True
+        return Grant(chosen, mask, member.cpus, member.memory_gb, member.role)
 
     def _in_domain(self, node: int, level: int, domain: int) -> bool:
         if level == FLEET:

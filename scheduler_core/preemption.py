@@ -122,29 +122,64 @@ class WhatIf:
             self.undo.pop()()
 
 
-def _nomination(ctx: CycleContext, fit: FitCheck) -> Found | None:
-    pool = sorted(
-        job_id for job_id, job in ctx.running.items()
-        if (job.terminating or job_id in ctx.killed)
-        and job_id not in ctx.claimed_terminating
-        and (JOB, job_id) in ctx.state.holdings
-    )
+def _stopping_pool(ctx: CycleContext, classes: frozenset[int], team: str) -> list[str]:
+    """Unclaimed stopping jobs that hold capable GPUs (or quota of ``team``), largest first,
+    so a gang needs as few of them as possible; at most ``MAX_VICTIMS_PER_SEARCH``."""
+    if ctx.stopping is None:
+        rows: list[tuple[int, str, frozenset[int]]] = []
+        for job_id, job in ctx.running.items():
+            if not (job.terminating or job_id in ctx.killed):
+                continue
+            held = ctx.state.holdings.get((JOB, job_id), [])
+            if held:
+                rows.append((-sum(g.gpus for g in held), job_id,
+                             frozenset(ctx.state.node_class[g.node] for g in held)))
+        rows.sort()
+        ctx.stopping = rows
+    pool: list[str] = []
+    for _, job_id, held_classes in ctx.stopping:
+        if job_id in ctx.claimed_terminating:
+            continue
+        if held_classes.isdisjoint(classes) and ctx.running[job_id].spec.team != team:
+            continue
+        pool.append(job_id)
+        if len(pool) >= MAX_VICTIMS_PER_SEARCH:
+            break
+    return pool
+
+
+def _nomination(ctx: CycleContext, classes: frozenset[int], team: str, gpus: int,
+                fit: FitCheck) -> Found | None:
+    """Remove stopping jobs (largest first) until the job fits, then claim those whose GPUs
+    its placement uses. Placement is tried only once the capable free GPUs suffice."""
+    pool = _stopping_pool(ctx, classes, team)
     if not pool:
         return None
     what_if = WhatIf(ctx)
+    removed: list[str] = []
+    grants: list[Grant] | None = None
+    probes = 0
     try:
         for job_id in pool:
             what_if.remove(job_id, ctx.running[job_id].spec.team)
-        grants = fit()
+            removed.append(job_id)
+            if ctx.state.free_in(0, 0, classes) < gpus:
+                continue
+            probes += 1
+            grants = fit()
+            if grants is not None or probes >= MAX_REPRIEVE_CHECKS:
+                break
     finally:
         what_if.rollback()
     if grants is None:
         return None
-    nodes = {g.node: g.mask for g in grants}
-    claimed = tuple(
-        job_id for job_id in pool
+    nodes: dict[int, int] = {}
+    for g in grants:
+        nodes[g.node] = nodes.get(g.node, 0) | g.mask
+    claimed = tuple(sorted(
+        job_id for job_id in removed
         if any(g.mask & nodes.get(g.node, 0) for g in _held(ctx, job_id))
-    )
+    ))
     return Found(victims=(), claimed=claimed, grants=tuple(grants))
 
 
@@ -340,7 +375,7 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[_Opti
 def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
                 classes: frozenset[int], fit: FitCheck) -> Found | Protected | None:
     """Find a way to start ``spec`` by nomination or preemption (steps in the module doc)."""
-    nominated = _nomination(ctx, fit)
+    nominated = _nomination(ctx, classes, spec.team, gpus, fit)
     if nominated is not None:
         return nominated
     options, protected = _candidates(ctx, spec, gpus, gpu_type, classes,

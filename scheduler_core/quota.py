@@ -33,7 +33,8 @@ class QuotaVerdict:
     used: int = 0
     nominal: int = 0
     borrowable: int = 0
-    """How many GPUs beyond nominal the team could still take (borrowing limit and cohort)."""
+    """How many GPUs beyond nominal the team could still take (borrowing limit and cohort);
+    only computed when the request does not fit within nominal (0 otherwise)."""
     never: bool = False
     """The request exceeds what the team could ever get (nominal + borrowing limit, or what the
     whole cohort owns)."""
@@ -101,6 +102,9 @@ class QuotaLedger:
         q = self.quota.get(key)
         nominal = q.nominal_gpus if q is not None else 0
         after = used + gpus
+        if q is not None and after <= nominal:
+            return QuotaVerdict(admitted=True, borrowed=False, governed=True, used=used,
+                                nominal=nominal, borrowable=0, never=False)
         if q is None or q.cohort is None:
             return QuotaVerdict(
                 admitted=after <= nominal, borrowed=False, governed=True, used=used,

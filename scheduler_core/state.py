@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler_core.errors import SnapshotError
 from scheduler_core.gang import Member
@@ -53,9 +54,9 @@ class NodeClass:
     memory_gb: int
 
 
-@dataclass(frozen=True, slots=True)
-class Grant:
-    """GPUs (a bit mask), CPUs and memory taken on one node by one holder."""
+class Grant(NamedTuple):
+    """GPUs (a bit mask), CPUs and memory taken on one node by one holder. A named tuple, not
+    a dataclass: placement search creates many of them."""
 
     node: int
     mask: int
@@ -117,7 +118,8 @@ def choose_gpus(free_mask: int, width: int, count: int) -> int:
 class ClusterState:
     """Mutable per-cycle view of who holds which GPUs, with the indexes described above."""
 
-    def __init__(self, nodes: Sequence[NodeInfo], gpu_types: Mapping[str, GpuTypeInfo]) -> None:
+    def __init__(self, nodes: Sequence[NodeInfo], gpu_types: Mapping[str, GpuTypeInfo],
+                 *, indexed: bool = True) -> None:
         ordered = sorted(nodes, key=lambda n: n.name)
         self.nodes: list[NodeInfo] = ordered
         self.index_of: dict[str, int] = {}
@@ -167,11 +169,13 @@ class ClusterState:
             self.free_cpus.append(node.cpus)
             self.free_mem.append(node.memory_gb)
 
-        # Buckets and free sums, ready nodes only.
+        # Buckets and free sums (ready nodes only) are built by ``build_indexes`` once the
+        # running jobs are loaded, so loading does not move nodes between buckets.
         self.buckets: dict[IndexKey, list[dict[int, None]]] = {}
         self.free_sum: dict[IndexKey, int] = {}
         self.domains_of_class: dict[tuple[int, int], list[int]] = {}
         self._keys: list[tuple[IndexKey, IndexKey, IndexKey]] = []
+        self._indexed = False
         # Capacity of every node, ready or not: what the fleet could ever offer.
         self.class_node_count: list[int] = [0] * len(self.classes)
         self.class_domain_gpus: dict[IndexKey, int] = {}
@@ -182,23 +186,32 @@ class ClusterState:
             self.class_node_count[c] += 1
             for key in keys:
                 self.class_domain_gpus[key] = self.class_domain_gpus.get(key, 0) + node.gpus
+        self.holdings: dict[Holder, list[Grant]] = {}
+        if indexed:
+            self.build_indexes()
+
+    def build_indexes(self) -> None:
+        """Bucket every ready node by its current free GPUs (call once, after loading)."""
+        for i, node in enumerate(self.nodes):
             if not self.ready[i]:
                 continue
-            for key in keys:
-                if key not in self.buckets:
-                    self.buckets[key] = [{} for _ in range(node.gpus + 1)]
+            c = self.node_class[i]
+            free = self.free_gpus[i]
+            for key in self._keys[i]:
+                buckets = self.buckets.get(key)
+                if buckets is None:
+                    buckets = self.buckets[key] = [{} for _ in range(node.gpus + 1)]
                     self.free_sum[key] = 0
                     if key[0] != FLEET:
                         self.domains_of_class.setdefault((key[0], c), []).append(key[1])
-                self.buckets[key][node.gpus][i] = None
-                self.free_sum[key] += node.gpus
-
-        self.holdings: dict[Holder, list[Grant]] = {}
+                buckets[free][i] = None
+                self.free_sum[key] += free
+        self._indexed = True
 
     # ------------------------------------------------------------------ index maintenance
 
     def _move(self, node: int, old_free: int, new_free: int) -> None:
-        if not self.ready[node] or old_free == new_free:
+        if not self._indexed or not self.ready[node] or old_free == new_free:
             return
         for key in self._keys[node]:
             buckets = self.buckets[key]
@@ -294,6 +307,14 @@ class ClusterState:
             and self.free_cpus[node] >= member.cpus
             and self.free_mem[node] >= member.memory_gb
         )
+
+    def widest(self, classes: Iterable[int]) -> int:
+        """GPUs of the largest node among ``classes``."""
+        best = 0
+        for c in classes:
+            if self.classes[c].gpus > best:
+                best = self.classes[c].gpus
+        return best
 
     def free_in(self, level: int, domain: int, classes: Iterable[int]) -> int:
         total = 0

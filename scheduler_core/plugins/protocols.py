@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from scheduler_core.gang import Member
 from scheduler_core.state import ClusterState, Grant, NodeClass
@@ -31,9 +31,9 @@ class GangContext:
     domain_counts: dict[str, int] = field(default_factory=dict)
 
 
-@dataclass(frozen=True, slots=True)
-class QueueContext:
-    """What a queue-order plugin may look at besides the job itself."""
+class QueueContext(NamedTuple):
+    """What a queue-order plugin may look at besides the job itself (a named tuple: built
+    once per pending job, so it must be cheap)."""
 
     now: float
     priority_value: int
@@ -88,6 +88,11 @@ class ScorePlugin(Protocol):
 
     def score(self, state: ClusterState, node: int, member: Member, gang: GangContext) -> float:
         """Higher is better. Ties go to the candidate found first."""
+        ...
+
+    def enough(self, score: float) -> bool:
+        """``True`` if no later candidate can beat a candidate of this score (buckets are walked
+        in the plugin's order), so the search may stop."""
         ...
 
 

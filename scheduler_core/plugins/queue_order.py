@@ -31,7 +31,9 @@ class PriorityFairShare:
         return ctx.priority_value + math.floor(self.aging_per_hour * waited_h)
 
     def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
-        return (-self.effective_priority(job, ctx), ctx.dominant_share, job.submitted_at)
+        waited_h = (ctx.now - job.submitted_at) / 3600.0
+        aged = math.floor(self.aging_per_hour * waited_h) if waited_h > 0 else 0
+        return (-(ctx.priority_value + aged), ctx.dominant_share, job.submitted_at)
 
 
 class PriorityFifo:

@@ -39,6 +39,9 @@ class Pack:
         leaf_free = state.free_sum[(LEAF, state.leaf[node], state.node_class[node])]
         return -float(state.free_gpus[node] - member.gpus) * 1_000_000.0 - float(leaf_free)
 
+    def enough(self, score: float) -> bool:
+        return False
+
 
 class Spread:
     """Emptiest node first, and never a second replica in a failure domain while another
@@ -65,6 +68,11 @@ class Spread:
             - float(on_node) * 1_000.0
             + float(state.free_gpus[node] - member.gpus)
         )
+
+    def enough(self, score: float) -> bool:
+        # No replica of the gang in its failure domain or on the node, and buckets are walked
+        # emptiest first: nothing later can score higher.
+        return score > -1_000.0
 
 
 _: ScorePlugin = Pack()

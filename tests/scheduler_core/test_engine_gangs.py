@@ -1,0 +1,94 @@
+"""Rule 2, gangs all or nothing: a rigid job gets its whole group at once or holds nothing,
+heterogeneous gangs (roles of different shapes) included."""
+
+from __future__ import annotations
+
+import pytest
+from engine_builders import bound, gpu_count, make_cluster, make_job, make_running, role, why
+
+from scheduler_core import ReasonCode
+
+
+def test_seed_demo_two_32_gpu_gangs_on_48_free_gpus_one_runs_the_other_holds_nothing():
+    plan = (
+        make_cluster().nodes(6)
+        .pending(make_job("A").gpus(32).per_node(8).submitted(0),
+                 make_job("B").gpus(32).per_node(8).submitted(1))
+        .plan()
+    )
+    assert list(bound(plan)) == ["A"]
+    assert gpu_count(bound(plan)["A"]) == 32
+    assert len({p.node for p in bound(plan)["A"]}) == 4
+    # B holds nothing: no bind, no resize, and the GPUs it cannot use are reported free
+    assert "B" not in bound(plan)
+    assert plan.fleet.allocated_gpus == 32
+    assert plan.fleet.free_gpus + plan.fleet.reserved_gpus == 16
+    assert why(plan, "B").code in (ReasonCode.INSUFFICIENT_GPUS,
+                                   ReasonCode.WAITING_FOR_RESERVATION)
+
+
+@pytest.mark.parametrize(
+    ("free_nodes", "gang_nodes", "binds"),
+    [(3, 4, False), (4, 4, True), (1, 2, False)],
+    ids=["three-of-four-nodes-free-binds-nothing", "all-four-free-binds-all",
+         "one-of-two-free-binds-nothing"],
+)
+def test_gang_is_all_or_nothing(free_nodes, gang_nodes, binds):
+    plan = (
+        make_cluster().nodes(free_nodes)
+        .pending(make_job("g").gpus(8 * gang_nodes).per_node(8))
+        .plan()
+    )
+    if binds:
+        assert gpu_count(bound(plan)["g"]) == 8 * gang_nodes
+    else:
+        assert plan.binds == ()
+        assert plan.fleet.allocated_gpus == 0
+
+
+def test_job_of_at_least_one_node_takes_whole_nodes():
+    # Two half-used nodes hold 8 free GPUs between them, but a 16-GPU job needs whole nodes.
+    plan = (
+        make_cluster().nodes(4)
+        .running(make_running(make_job("r1").gpus(4)).on("n0", 0, 1, 2, 3),
+                 make_running(make_job("r2").gpus(4)).on("n1", 0, 1, 2, 3))
+        .pending(make_job("j").gpus(16))
+        .plan()
+    )
+    assert sorted(p.node for p in bound(plan)["j"]) == ["n2", "n3"]
+    assert all(len(p.gpu_indices) == 8 for p in bound(plan)["j"])
+
+
+def test_heterogeneous_gang_roles_are_admitted_together():
+    job = make_job("het").roles(role("ps", 1, 2, "t4"), role("worker", 2, 8, "a100"))
+    plan = (
+        make_cluster().nodes(2, gpu_type="a100").nodes(1, prefix="t", gpu_type="t4")
+        .pending(job)
+        .plan()
+    )
+    placements = bound(plan)["het"]
+    by_role: dict[str, list[str]] = {}
+    for p in placements:
+        by_role.setdefault(p.role, []).append(p.node)
+    assert sorted(by_role["worker"]) == ["n0", "n1"]
+    assert by_role["ps"] == ["t0"]
+    assert gpu_count(placements) == 18
+
+
+def test_heterogeneous_gang_waits_whole_when_one_role_cannot_fit():
+    job = make_job("het").roles(role("ps", 1, 2, "t4"), role("worker", 2, 8, "a100"))
+    plan = (
+        make_cluster().nodes(2, gpu_type="a100").nodes(1, prefix="t", gpu_type="t4")
+        .running(make_running(make_job("busy").gpus(8).types("t4")).whole("t0"))
+        .pending(job)
+        .plan()
+    )
+    assert "het" not in bound(plan)
+    assert plan.fleet.allocated_gpus == 8  # only the job that was already running
+    assert why(plan, "het").resolvable
+
+
+def test_heterogeneous_gang_with_an_impossible_role_can_never_run():
+    job = make_job("het").roles(role("ps", 1, 2, "b200"), role("worker", 1, 8, "a100"))
+    plan = make_cluster().nodes(2).pending(job).plan()
+    assert why(plan, "het").code is ReasonCode.CAN_NEVER_RUN
