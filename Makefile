@@ -21,7 +21,7 @@ browser:
 	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
 demo: install
-	PORT=$(PORT) $(PY) manage.py demo --port $(PORT)
+	PORT=$(PORT) QM_LOG_FORMAT=$${QM_LOG_FORMAT:-console} $(PY) manage.py demo --port $(PORT)
 
 test: install browser
 	scripts/test-services.sh $(PY) -m pytest $(ARGS)

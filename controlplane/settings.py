@@ -83,6 +83,9 @@ DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60)}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The demo's in-process loop and web requests share the file; wait instead of failing.
     DATABASES["default"].setdefault("OPTIONS", {})["timeout"] = 20
+    # IMMEDIATE transactions take the write lock up front, so a read-then-write transaction
+    # waits for the lock instead of failing with "database is locked" when it upgrades.
+    DATABASES["default"]["OPTIONS"]["transaction_mode"] = "IMMEDIATE"
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -25,7 +25,11 @@ def formatter(renderer: str = "json") -> logging.Formatter:
         else structlog.dev.ConsoleRenderer(colors=False)
     )
     return structlog.stdlib.ProcessorFormatter(
-        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, final],
+        processors=[
+            structlog.stdlib.ProcessorFormatter.remove_processors_meta,
+            structlog.processors.format_exc_info,
+            final,
+        ],
         foreign_pre_chain=_SHARED,
     )
 

@@ -8,18 +8,20 @@ over HTTP) and a synthetic job stream. Ctrl-C stops everything.
 from __future__ import annotations
 
 import os
+import secrets
+import socket
 import subprocess
 import sys
-import time
 from typing import Any
 
 from django.conf import settings
 from django.core.management import call_command
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.demo_fleet import demo_nodes, seed_demo_fleet
 from controlplane.demo_stream import DemoJobStream
 from controlplane.embedded import EmbeddedLoop, scheduling_loop
+from controlplane.services.reconcile import reconcile_nodes
 
 
 class Command(BaseCommand):
@@ -36,8 +38,9 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         seed_demo_fleet()
         port, host = options["port"], options["host"]
+        _refuse_busy_port(host, port)
         url = f"http://{host}:{port}"
-        loops = [scheduling_loop()]
+        loops = [scheduling_loop(), EmbeddedLoop("reconcile", float(settings.QM["CYCLE_INTERVAL_S"]), [reconcile_nodes])]
         if not options["no_stream"]:
             stream = DemoJobStream()
             loops.append(EmbeddedLoop("demo-job-stream", options["submit_every"], [stream.step]))
@@ -60,10 +63,26 @@ class Command(BaseCommand):
                 agents.kill()
 
     def _start_agents(self, url: str) -> subprocess.Popen[bytes]:
-        """The simulated agents are a separate process, exactly as real agents would be."""
+        """The simulated agents are a separate process speaking the real agent protocol."""
+        # The demo makes its own bootstrap secret unless one is set; the in-process server reads
+        # it from settings at request time.
+        token = settings.QM.get("AGENT_BOOTSTRAP_TOKEN") or secrets.token_urlsafe(24)
+        settings.QM["AGENT_BOOTSTRAP_TOKEN"] = token
         names = ",".join(str(node["name"]) for node in demo_nodes())
-        env = {**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": settings.QM["AGENT_BOOTSTRAP_TOKEN"]}
-        command = [sys.executable, "-m", "controlplane.agent", "--server", url, "--simulate-nodes", names]
-        process = subprocess.Popen(command, env=env)
-        time.sleep(0.2)
-        return process
+        state_dir = settings.BASE_DIR / "var" / "agents"
+        env = {**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": token}
+        command = [
+            sys.executable, "-m", "controlplane.agent.main", "--server", url, "--names", names,
+            "--state-dir", str(state_dir), "--sample-interval", "5", "--log-format", "console", "--log-level", "WARNING",
+        ]
+        return subprocess.Popen(command, env=env)
+
+
+def _refuse_busy_port(host: str, port: int) -> None:
+    """Fail before starting agents that would talk to whatever else holds the port."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError as error:
+            raise CommandError(f"port {port} on {host} is in use ({error.strerror}); set PORT to another port") from error
