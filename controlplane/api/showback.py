@@ -1,0 +1,217 @@
+"""Showback and utilization over the API.
+
+    GET /api/v1/showback/?window=7d&group_by=team|project|job|priority_class[&format=csv]
+    GET /api/v1/showback/?month=2026-11[&group_by=team][&format=csv]     the monthly report
+    GET /api/v1/metrics/utilization/?window=24h[&team=ml][&bucket=minute|hour|day]
+
+Roles (services/access.py): finance and admins read every team and the fleet's `__idle__`;
+members read their own teams; node agents and anonymous callers are refused. The figures come
+from services/accounting.py; this module only parses, checks and renders.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
+from rest_framework import exceptions, serializers
+from rest_framework.negotiation import DefaultContentNegotiation
+from rest_framework.renderers import BaseRenderer
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.api.views import ApiMixin
+from controlplane.models import Team
+from controlplane.services import accounting
+from controlplane.services.access import access_of, visible_teams
+
+
+class CsvRenderer(BaseRenderer):
+    """`?format=csv`: the view hands over finished CSV text; errors become one CSV cell."""
+
+    media_type = "text/csv"
+    format = "csv"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        if isinstance(data, str):
+            return data.encode("utf-8")
+        detail = data.get("detail", "") if isinstance(data, dict) else str(data)
+        return f"error\n\"{str(detail).replace(chr(34), chr(39))}\"\n".encode()
+
+
+class FormatNegotiation(DefaultContentNegotiation):
+    """An unknown `?format=` is bad input (400 naming the field), not a missing page (404)."""
+
+    def select_renderer(self, request: Request, renderers: Any, format_suffix: str | None = None) -> Any:
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except Http404:
+            wanted = request.query_params.get("format", "")
+            raise exceptions.ValidationError({"format": [f"'{wanted}' is not a format here: use json or csv."]}) from None
+
+
+def _query_error(error: accounting.AccountingQueryError) -> exceptions.ValidationError:
+    return exceptions.ValidationError({error.field: [error.message]})
+
+
+class ShowbackQuery(serializers.Serializer):
+    window = serializers.CharField(required=False, help_text="7d, 24h, 30m, 2w, today, yesterday, or start,end (RFC 3339).")
+    month = serializers.RegexField(r"^\d{4}-\d{2}$", required=False, help_text="A calendar month in UTC: 2026-11.")
+    group_by = serializers.ChoiceField(choices=accounting.GROUP_BY, default="team")
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("window") and attrs.get("month"):
+            raise serializers.ValidationError({"month": ["Give either window or month, not both."]})
+        return attrs
+
+
+_ALLOCATION = inline_serializer(
+    "ShowbackAllocation",
+    fields={
+        "name": serializers.CharField(),
+        "properties": serializers.DictField(),
+        "window": serializers.DictField(child=serializers.CharField()),
+        "gpuHours": serializers.FloatField(help_text="Allocated GPU-hours (for __idle__: unallocated)."),
+        "gpuHoursActive": serializers.FloatField(required=False),
+        "gpuHoursProductive": serializers.FloatField(required=False),
+        "gpuCost": serializers.FloatField(),
+        "totalCost": serializers.FloatField(),
+        "usdPerGpuHour": serializers.FloatField(required=False, allow_null=True),
+        "usdPerUsefulToken": serializers.FloatField(required=False, allow_null=True),
+        "idleReservedCost": serializers.FloatField(required=False, allow_null=True),
+        "preemptionWasteCost": serializers.FloatField(required=False),
+    },
+)
+
+SHOWBACK_RESPONSE = inline_serializer(
+    "Showback",
+    fields={
+        "code": serializers.IntegerField(),
+        "window": serializers.DictField(child=serializers.CharField(), help_text="The window actually covered."),
+        "requestedWindow": serializers.CharField(),
+        "aggregate": serializers.CharField(),
+        "currency": serializers.CharField(),
+        "rolledUntil": serializers.DateTimeField(allow_null=True),
+        "data": serializers.ListField(child=serializers.DictField(child=_ALLOCATION)),
+        "totals": serializers.DictField(),
+    },
+)
+
+
+class ShowbackView(ApiMixin, APIView):
+    """Cost and the three utilization tiers per team, project, job or priority class, shaped like
+    OpenCost's allocation API (`__idle__` is capacity no job held). `format=csv` gives finance
+    the CSV with a final TOTAL row; `month=YYYY-MM` is the monthly report."""
+
+    renderer_classes = [*ApiMixin.renderer_classes, CsvRenderer]
+    content_negotiation_class = FormatNegotiation
+
+    @extend_schema(
+        parameters=[
+            ShowbackQuery,
+            OpenApiParameter("format", OpenApiTypes.STR, enum=["json", "csv"], required=False,
+                             description="csv: finance's CSV with a TOTAL row."),
+        ],
+        responses={(200, "application/json"): SHOWBACK_RESPONSE, (200, "text/csv"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request) -> Any:
+        query = ShowbackQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        access = access_of(request.user)
+        if not (access.is_admin or access.is_finance or access.team_ids):
+            raise exceptions.PermissionDenied("Showback is for members of a team, finance and admins.")
+        now = timezone.now()
+        try:
+            if query.validated_data.get("month"):
+                window = accounting.month_window(query.validated_data["month"], now)
+            else:
+                window = accounting.parse_window(query.validated_data.get("window") or "7d", now)
+            report = accounting.showback(window, query.validated_data["group_by"], access, now)
+        except accounting.AccountingQueryError as error:
+            raise _query_error(error) from None
+        if request.accepted_renderer.format == "csv":
+            label = window.label.replace(",", "_").replace(":", "")
+            return HttpResponse(
+                accounting.showback_csv(report), content_type="text/csv; charset=utf-8",
+                headers={"Content-Disposition": f'attachment; filename="showback-{report.group_by}-{label}.csv"'},
+            )
+        return Response(accounting.showback_json(report))
+
+
+class UtilizationQuery(serializers.Serializer):
+    window = serializers.CharField(required=False, default="24h", help_text="As for showback: 24h, 7d, start,end …")
+    team = serializers.CharField(required=False, help_text="A team's name: that team's tiers instead of the fleet's.")
+    bucket = serializers.ChoiceField(choices=["minute", "hour", "day"], required=False,
+                                     help_text="Default: minutes up to 6 h, hours up to 14 days, else days.")
+
+
+UTILIZATION_RESPONSE = inline_serializer(
+    "Utilization",
+    fields={
+        "window": serializers.DictField(child=serializers.CharField()),
+        "team": serializers.CharField(allow_null=True),
+        "bucket": serializers.CharField(),
+        "bucketSeconds": serializers.IntegerField(),
+        "points": serializers.ListField(child=inline_serializer("UtilizationPoint", fields={
+            "t": serializers.DateTimeField(),
+            "seconds": serializers.FloatField(),
+            "capacityGpus": serializers.FloatField(allow_null=True),
+            "allocatedGpus": serializers.FloatField(),
+            "activeGpus": serializers.FloatField(),
+            "productiveGpus": serializers.FloatField(),
+        })),
+        "definitions": serializers.DictField(child=serializers.CharField()),
+    },
+)
+
+DEFINITIONS = {
+    "allocated": "GPUs held by live allocations (a gang counts once bound whole).",
+    "active": "Allocated GPUs × the device activity the node agents report.",
+    "productive": "Retained progress at the job's fault-free rate (its best steady interval); "
+    "work lost to evictions, failures, replays and stalls is not productive. Never above active.",
+    "docs": "docs/accounting.md",
+}
+
+
+class UtilizationView(ApiMixin, APIView):
+    """Allocated, active and productive GPUs over time (time-averaged per bucket), for the fleet
+    or one team. Every signed-in person may read the fleet's; a team's needs access to it."""
+
+    @extend_schema(parameters=[UtilizationQuery], responses={200: UTILIZATION_RESPONSE})
+    def get(self, request: Request) -> Response:
+        query = UtilizationQuery(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        now = timezone.now()
+        team: Team | None = None
+        if query.validated_data.get("team"):
+            team = visible_teams(request.user).filter(name=query.validated_data["team"]).first()
+            if team is None:
+                raise exceptions.NotFound(f"No team named '{query.validated_data['team']}' that you may read.")
+        try:
+            window = accounting.parse_window(query.validated_data["window"], now)
+        except accounting.AccountingQueryError as error:
+            raise _query_error(error) from None
+        names = {"minute": accounting.MINUTE, "hour": accounting.HOUR, "day": accounting.DAY}
+        bucket = names[query.validated_data["bucket"]] if query.validated_data.get("bucket") else (
+            accounting.choose_bucket(window.start, window.end, now)
+        )
+        if (window.end - window.start).total_seconds() / bucket > 20_000:
+            raise exceptions.ValidationError({"bucket": ["That many points is too many: choose a coarser bucket."]})
+        points = accounting.utilization_series(window, now, team_id=team.pk if team else None, bucket=bucket)
+        return Response({
+            "window": {"start": window.start.isoformat(), "end": window.end.isoformat()},
+            "team": team.name if team else None,
+            "bucket": {60: "minute", 3600: "hour", 86400: "day"}[bucket],
+            "bucketSeconds": bucket,
+            "points": [
+                {"t": p.start.isoformat(), "seconds": p.seconds, "capacityGpus": p.capacity_gpus,
+                 "allocatedGpus": p.allocated_gpus, "activeGpus": p.active_gpus, "productiveGpus": p.productive_gpus}
+                for p in points
+            ],
+            "definitions": DEFINITIONS,
+        })

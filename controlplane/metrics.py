@@ -1,0 +1,283 @@
+"""`/metrics`: live series for Prometheus, named after Kueue's families with our prefix.
+
+Every figure is read from PostgreSQL at scrape time by one custom collector, so each gunicorn
+worker (and each host) answers the same numbers; nothing is kept in process memory. Counters
+of job events and the admission-attempt histogram are folded in by the accounting task
+(services/accounting.py) onto its cursor row, so a scrape reads one row instead of counting the
+whole event history.
+
+Families (labels in brackets):
+  quartermaster_pending_jobs[team, priority_class, reason, status]        gauge
+  quartermaster_admitted_jobs_total[team, priority_class]                  counter
+  quartermaster_finished_jobs_total[team, priority_class, reason]          counter
+  quartermaster_preempted_jobs_total[team, priority_class, reason]         counter
+  quartermaster_evicted_jobs_total[team, priority_class, reason]           counter
+  quartermaster_admission_attempt_duration_seconds                         histogram
+  quartermaster_cycle_duration_seconds, quartermaster_cycles_total         gauge, counter
+  quartermaster_quota_nominal_gpus / _borrowing_limit_gpus / _lending_limit_gpus
+                                            [team, gpu_type, cohort]       gauges (no series = no limit)
+  quartermaster_quota_usage_gpus[team, gpu_type]                           gauge
+  quartermaster_gpus_capacity / _allocated / _active / _productive[gpu_type]   gauges
+  quartermaster_stranded_gpus, quartermaster_largest_free_block_gpus[pool] gauges
+  quartermaster_leader_epoch                                               gauge
+  quartermaster_preemption_lost_gpu_seconds_total                          counter
+  quartermaster_accounting_rolled_until_timestamp_seconds                  gauge
+
+Access: admins (session or API token), or a scraper presenting `Authorization: Bearer <token>`
+with the token configured as QM["METRICS_TOKEN"] (or the QM_METRICS_TOKEN environment variable).
+Everyone else is refused, as everywhere but /healthz.
+"""
+
+from __future__ import annotations
+
+import hmac
+import os
+from collections import defaultdict
+from collections.abc import Iterator
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.db.models import Count, Sum
+from django.http import HttpRequest, HttpResponse
+from django.urls import path
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.exceptions import AuthenticationFailed
+from rest_framework.request import Request
+
+from controlplane.choices import EventKind, JobState
+from controlplane.models import (
+    AccountingCursor,
+    AllocationGpu,
+    FleetRollup,
+    FleetSample,
+    Job,
+    Node,
+    Quota,
+    SchedulerLease,
+)
+from controlplane.services import accounting
+from controlplane.services.access import access_of
+
+PREFIX = "quartermaster"
+# Evictions: the control plane stopped a job before its end (Kueue's "evicted").
+_EVICTION_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED, EventKind.JOB_TIMED_OUT)
+
+
+class QuartermasterCollector(Collector):
+    """Reads the database on every scrape; one instance, registered once, per process."""
+
+    def collect(self) -> Iterator[Any]:
+        cursor = AccountingCursor.objects.filter(name=accounting.CURSOR_NAME).first()
+        yield self._pending()
+        yield from self._event_counters(cursor)
+        yield from self._cycles(cursor)
+        yield from self._quotas()
+        yield from self._gpus(cursor)
+        yield from self._fleet_shape()
+        yield from self._leader()
+        lost = Job.objects.aggregate(s=Sum("lost_gpu_seconds"))["s"] or 0.0
+        yield CounterMetricFamily(f"{PREFIX}_preemption_lost_gpu_seconds",
+                                  "GPU-seconds of work thrown away by evictions (since the last checkpoint).",
+                                  value=float(lost))
+
+    # -- queue ---------------------------------------------------------------------------
+
+    def _pending(self) -> GaugeMetricFamily:
+        family = GaugeMetricFamily(
+            f"{PREFIX}_pending_jobs", "Jobs waiting, by the engine's reason; status inadmissible = can never run as asked.",
+            labels=["team", "priority_class", "reason", "status"],
+        )
+        rows = (
+            Job.objects.filter(state__in=[JobState.PENDING, JobState.UNSCHEDULABLE])
+            .values("team__name", "priority_class__name", "pending_code", "pending_resolvable", "state")
+            .annotate(n=Count("id"))
+        )
+        for r in rows:
+            inadmissible = r["state"] == JobState.UNSCHEDULABLE or not r["pending_resolvable"]
+            family.add_metric(
+                [r["team__name"], r["priority_class__name"], r["pending_code"] or "Queued",
+                 "inadmissible" if inadmissible else "active"],
+                r["n"],
+            )
+        return family
+
+    def _event_counters(self, cursor: AccountingCursor | None) -> Iterator[CounterMetricFamily]:
+        admitted = CounterMetricFamily(f"{PREFIX}_admitted_jobs", "Jobs bound to GPUs (admitted), counted per bind.",
+                                       labels=["team", "priority_class"])
+        finished = CounterMetricFamily(f"{PREFIX}_finished_jobs", "Jobs that reached an end, by how they ended.",
+                                       labels=["team", "priority_class", "reason"])
+        preempted = CounterMetricFamily(f"{PREFIX}_preempted_jobs", "Jobs preempted and requeued whole.",
+                                        labels=["team", "priority_class", "reason"])
+        evicted = CounterMetricFamily(
+            f"{PREFIX}_evicted_jobs", "Jobs stopped by the control plane before their end (preemption, resize, "
+            "fence, runtime limit).", labels=["team", "priority_class", "reason"],
+        )
+        merged: dict[tuple[str, ...], dict[tuple[str, ...], float]] = defaultdict(lambda: defaultdict(float))
+        for key, n in ((cursor.event_counts if cursor else None) or {}).items():
+            kind, team, priority_class, reason = (key.split("|") + ["", "", "", ""])[:4]
+            if kind == EventKind.JOB_BOUND:
+                merged[("admitted",)][(team, priority_class)] += n
+            elif kind == EventKind.JOB_FINISHED:
+                merged[("finished",)][(team, priority_class, reason)] += n
+            if kind == EventKind.JOB_PREEMPTED:
+                merged[("preempted",)][(team, priority_class, reason)] += n
+            if kind in _EVICTION_KINDS:
+                merged[("evicted",)][(team, priority_class, reason)] += n
+        for name, family in (("admitted", admitted), ("finished", finished), ("preempted", preempted),
+                             ("evicted", evicted)):
+            for labels, n in sorted(merged[(name,)].items()):
+                family.add_metric(list(labels), n)
+            yield family
+
+    def _cycles(self, cursor: AccountingCursor | None) -> Iterator[Any]:
+        counts = list((cursor.cycle_bucket_counts if cursor else None) or [0] * len(accounting.CYCLE_BUCKETS_S))
+        buckets = [(_le(b), float(c)) for b, c in zip(accounting.CYCLE_BUCKETS_S, counts, strict=False)]
+        total = float(cursor.cycle_count) if cursor else 0.0
+        buckets.append(("+Inf", total))
+        yield HistogramMetricFamily(
+            f"{PREFIX}_admission_attempt_duration_seconds",
+            "Duration of scheduling cycles (each an admission attempt over the whole queue), as recorded in "
+            "the fleet samples.", buckets=buckets, sum_value=float(cursor.cycle_sum_s) if cursor else 0.0,
+        )
+        lease = SchedulerLease.objects.filter(name="scheduler").values("last_cycle_ms", "cycles").first()
+        last = GaugeMetricFamily(f"{PREFIX}_cycle_duration_seconds", "Duration of the last scheduling cycle.")
+        cycles = CounterMetricFamily(f"{PREFIX}_cycles", "Scheduling cycles committed by the leaders.")
+        if lease is not None:
+            if lease["last_cycle_ms"] is not None:
+                last.add_metric([], lease["last_cycle_ms"] / 1000)
+            cycles.add_metric([], lease["cycles"])
+        yield last
+        yield cycles
+
+    # -- quotas --------------------------------------------------------------------------
+
+    def _quotas(self) -> Iterator[GaugeMetricFamily]:
+        labels = ["team", "gpu_type", "cohort"]
+        nominal = GaugeMetricFamily(f"{PREFIX}_quota_nominal_gpus", "Guaranteed GPUs per team and GPU type.", labels=labels)
+        borrowing = GaugeMetricFamily(f"{PREFIX}_quota_borrowing_limit_gpus",
+                                      "Most GPUs a team may borrow beyond its guarantee (absent: unlimited).", labels=labels)
+        lending = GaugeMetricFamily(f"{PREFIX}_quota_lending_limit_gpus",
+                                    "Most of its guarantee a team may lend (absent: unlimited).", labels=labels)
+        for q in Quota.objects.values("team__name", "gpu_type__name", "team__cohort__name", "nominal_gpus",
+                                      "borrowing_limit", "lending_limit"):
+            values = [q["team__name"], q["gpu_type__name"], q["team__cohort__name"] or ""]
+            nominal.add_metric(values, q["nominal_gpus"])
+            if q["borrowing_limit"] is not None:
+                borrowing.add_metric(values, q["borrowing_limit"])
+            if q["lending_limit"] is not None:
+                lending.add_metric(values, q["lending_limit"])
+        usage = GaugeMetricFamily(f"{PREFIX}_quota_usage_gpus", "GPUs each team holds now, per GPU type.",
+                                  labels=["team", "gpu_type"])
+        for r in (
+            AllocationGpu.objects.filter(live=True)
+            .values("allocation__job__team__name", "node__gpu_type__name")
+            .annotate(n=Count("id"))
+        ):
+            usage.add_metric([r["allocation__job__team__name"], r["node__gpu_type__name"]], r["n"])
+        yield from (nominal, borrowing, lending, usage)
+
+    # -- the three tiers -----------------------------------------------------------------
+
+    def _gpus(self, cursor: AccountingCursor | None) -> Iterator[GaugeMetricFamily]:
+        capacity = GaugeMetricFamily(f"{PREFIX}_gpus_capacity", "GPUs of the fleet's nodes.", labels=["gpu_type"])
+        for r in Node.objects.values("gpu_type__name").annotate(n=Sum("gpu_count")):
+            capacity.add_metric([r["gpu_type__name"]], r["n"])
+        allocated = GaugeMetricFamily(f"{PREFIX}_gpus_allocated", "GPUs held by live allocations now.",
+                                      labels=["gpu_type"])
+        for r in AllocationGpu.objects.filter(live=True).values("node__gpu_type__name").annotate(n=Count("id")):
+            allocated.add_metric([r["node__gpu_type__name"]], r["n"])
+        active = GaugeMetricFamily(
+            f"{PREFIX}_gpus_active", "Allocated GPUs × reported device activity, averaged over the last rolled minute.",
+            labels=["gpu_type"],
+        )
+        productive = GaugeMetricFamily(
+            f"{PREFIX}_gpus_productive",
+            "GPUs' worth of retained progress at the jobs' fault-free rates, over the last rolled minute.",
+            labels=["gpu_type"],
+        )
+        rolled = GaugeMetricFamily(f"{PREFIX}_accounting_rolled_until_timestamp_seconds",
+                                   "Accounting rollups are complete up to this instant (Unix time).")
+        if cursor is not None and cursor.rolled_until is not None:
+            rolled.add_metric([], cursor.rolled_until.timestamp())
+            minute = accounting.floor_to(cursor.rolled_until, accounting.MINUTE) - timedelta(minutes=1)
+            for r in (
+                FleetRollup.objects.filter(bucket=accounting.MINUTE, start=minute)
+                .values("gpu_type__name")
+                .annotate(active=Sum("active_gpu_seconds"), productive=Sum("productive_gpu_seconds"))
+            ):
+                active.add_metric([r["gpu_type__name"]], float(r["active"] or 0) / 60)
+                productive.add_metric([r["gpu_type__name"]], float(r["productive"] or 0) / 60)
+        yield from (capacity, allocated, active, productive, rolled)
+
+    # -- fleet shape and leadership --------------------------------------------------------
+
+    def _fleet_shape(self) -> Iterator[GaugeMetricFamily]:
+        stranded = GaugeMetricFamily(f"{PREFIX}_stranded_gpus",
+                                     "Free GPUs no pending job can use because of their shape (fragmentation).")
+        largest = GaugeMetricFamily(f"{PREFIX}_largest_free_block_gpus", "Most free GPUs on one node, per pool.",
+                                    labels=["pool"])
+        sample = FleetSample.objects.order_by("-at").values("stranded_gpus", "largest_free_block_by_pool").first()
+        if sample is not None:
+            stranded.add_metric([], sample["stranded_gpus"])
+            for pool, gpus in sorted((sample["largest_free_block_by_pool"] or {}).items()):
+                largest.add_metric([str(pool)], float(gpus))
+        yield stranded
+        yield largest
+
+    def _leader(self) -> Iterator[GaugeMetricFamily]:
+        epoch = GaugeMetricFamily(f"{PREFIX}_leader_epoch", "The scheduler leader's epoch (fencing token).")
+        lease = SchedulerLease.objects.filter(name="scheduler").values("epoch").first()
+        if lease is not None:
+            epoch.add_metric([], lease["epoch"])
+        yield epoch
+
+
+def _le(bound: float) -> str:
+    return repr(float(bound))
+
+
+REGISTRY = CollectorRegistry(auto_describe=False)
+REGISTRY.register(QuartermasterCollector())
+
+
+def _metrics_token() -> str:
+    return str(settings.QM.get("METRICS_TOKEN") or os.environ.get("QM_METRICS_TOKEN", ""))
+
+
+def _may_scrape(request: HttpRequest) -> tuple[bool, bool]:
+    """(allowed, credentials_given)."""
+    header = request.META.get("HTTP_AUTHORIZATION", "")
+    token = _metrics_token()
+    if header.startswith("Bearer ") and token:
+        return hmac.compare_digest(header[len("Bearer "):].strip().encode(), token.encode()), True
+    drf = Request(request)
+    for authenticator in (TokenAuthentication(), SessionAuthentication()):
+        try:
+            found = authenticator.authenticate(drf)
+        except AuthenticationFailed:
+            return False, True
+        if found is not None:
+            return access_of(found[0]).is_admin, True
+    return False, bool(header)
+
+
+@require_GET
+def metrics_view(request: HttpRequest) -> HttpResponse:
+    allowed, credentials = _may_scrape(request)
+    if not allowed:
+        if not credentials:
+            response = HttpResponse("Authentication required: an admin session or token, or the metrics bearer token.\n",
+                                    status=401, content_type="text/plain")
+            response["WWW-Authenticate"] = 'Bearer realm="quartermaster-metrics"'
+            return response
+        return HttpResponse("Only admins and the configured scraper may read /metrics.\n", status=403,
+                            content_type="text/plain")
+    return HttpResponse(generate_latest(REGISTRY), content_type=CONTENT_TYPE_LATEST)
+
+
+urlpatterns = [path("", metrics_view, name="metrics")]

@@ -1,0 +1,1373 @@
+"""Accounting: the three utilization tiers, their cost, and the rollups every reader uses.
+
+Definitions (docs/accounting.md has them in full, with the formulas):
+  - allocated GPU-seconds: held by a live allocation, from its bind to its release (a gang is
+    bound whole, so an assembling gang never counts);
+  - active GPU-seconds: allocated × the device activity the agents report, per sample interval;
+  - productive GPU-seconds: retained progress ÷ the job's fault-free rate (progress per active
+    GPU-second over its best steady window), at most active. Work replayed since the last
+    checkpoint of an eviction or failure is not retained; stalls lower the rate.
+  - cost: GPU-seconds × the $/GPU-hour of the node's GPU type and capacity tier in force then.
+
+The rollup (`roll_up`, every ~15 s from the Celery task) keeps three granularities in step:
+  1. lock the cursor row (a concurrent run finds it locked and does nothing);
+  2. re-derive the trailing minutes (REROLL_MINUTES back to now) for every job from
+     allocations, agent samples, loss windows and prices, with the fleet's capacity and each
+     team's idle guarantee;
+  3. re-derive, job by job, older minutes that late news changed: a sample that arrived late,
+     an eviction whose lost work reaches back to the last checkpoint, a failure, a bind or a
+     release stamped in the past;
+  4. update each job's fault-free rate from its new steady minutes and, where it moved,
+     recompute that job's productive tier;
+  5. sum minutes into hours and hours into days for every cell touched;
+  6. fold new scheduling-cycle durations and job events into the /metrics counters;
+  7. move the cursor.
+Everything happens in one transaction: readers see the rollups before or after a run, never
+half of one. Raw samples are dropped by `apply_retention` only once their minutes are rolled.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import structlog
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count, Max, Min, Q, Sum
+
+from controlplane.choices import EventKind, JobState
+from controlplane.models import (
+    AccountingCursor,
+    Allocation,
+    AllocationGpu,
+    Event,
+    FleetRollup,
+    FleetSample,
+    Job,
+    JobProgressRate,
+    Node,
+    PriceRate,
+    Quota,
+    QuotaRollup,
+    UsageRollup,
+    UsageSample,
+)
+from controlplane.models.usage import USAGE_SUM_FIELDS, RollupBucket
+from controlplane.services.usage_tiers import (
+    EVICTED,
+    FAILED,
+    MINUTE_US,
+    STEADY_MINUTES,
+    USD_QUANTUM,
+    Derivation,
+    Guarantee,
+    Holding,
+    JobMinute,
+    LossWindow,
+    PriceBook,
+    Sample,
+    Span,
+    best_steady_window,
+    ceil_to,
+    derive_minutes,
+    floor_to,
+    from_us,
+    idle_guarantees,
+    productive_of,
+    progress_unit,
+    to_us,
+)
+
+log = structlog.get_logger(__name__)
+
+CURSOR_NAME = "usage"
+MINUTE, HOUR, DAY = RollupBucket.MINUTE, RollupBucket.HOUR, RollupBucket.DAY
+#: Minutes re-derived on every run, so samples that arrive a little late are simply included.
+REROLL_MINUTES = 5
+#: A run that finds a backlog (first start, a long outage) rolls at most this much, then the
+#: next run goes on, so no single transaction grows without bound.
+MAX_CATCH_UP = timedelta(hours=6)
+#: Scheduling-cycle duration buckets (seconds) of the admission-attempt histogram.
+CYCLE_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+#: Event kinds whose counts /metrics exposes as counters.
+COUNTED_EVENT_KINDS = (
+    EventKind.JOB_BOUND,
+    EventKind.JOB_FINISHED,
+    EventKind.JOB_PREEMPTED,
+    EventKind.JOB_RESIZED,
+    EventKind.JOB_REQUEUED,
+    EventKind.JOB_TIMED_OUT,
+)
+_REQUEUE_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED)
+_DIMENSIONS = ("job_id", "team_id", "project_id", "priority_class_id", "gpu_type_id", "capacity_tier", "borrowed")
+_CAPACITY_FIELDS = ("capacity_gpu_seconds", "capacity_cost_usd")
+_QUOTA_FIELDS = (
+    "nominal_gpu_seconds", "used_gpu_seconds", "borrowed_gpu_seconds", "lent_gpu_seconds", "idle_gpu_seconds",
+    "idle_cost_usd",
+)
+
+
+def raw_retention() -> timedelta:
+    """How long raw samples (and minute rollups) are kept: QM["RAW_SAMPLE_RETENTION_DAYS"], 7."""
+    return timedelta(days=float(settings.QM.get("RAW_SAMPLE_RETENTION_DAYS", 7)))
+
+
+def hour_retention() -> timedelta:
+    """How long hour rollups are kept: QM["HOUR_ROLLUP_RETENTION_DAYS"], 400. Days are kept."""
+    return timedelta(days=float(settings.QM.get("HOUR_ROLLUP_RETENTION_DAYS", 400)))
+
+
+def raw_horizon(now: datetime) -> datetime:
+    """Minute rows and raw samples exist from here on (UTC midnight, so whole days re-sum)."""
+    return floor_to(now - raw_retention(), DAY)
+
+
+def hour_horizon(now: datetime) -> datetime:
+    return floor_to(now - hour_retention(), DAY)
+
+
+# ------------------------------------------------------------------------------ the rollup
+
+
+@dataclass(frozen=True)
+class RollupResult:
+    ran: bool
+    rolled_from: datetime | None = None
+    rolled_until: datetime | None = None
+    late_jobs: int = 0
+    rate_changes: int = 0
+    rows_written: int = 0
+    duration_ms: float = 0.0
+
+
+@dataclass
+class _Touched:
+    """What a run changed, so step 5 re-sums exactly those hours and days."""
+
+    all_jobs_hours: set[datetime] = field(default_factory=set)
+    job_hours: dict[int, set[datetime]] = field(default_factory=lambda: defaultdict(set))
+    fleet_minutes: list[tuple[datetime, datetime]] = field(default_factory=list)
+    fleet_hours: set[datetime] = field(default_factory=set)
+    quota_hours: set[datetime] = field(default_factory=set)
+    rows_written: int = 0
+
+    def minutes(self, start: datetime, end: datetime, job_id: int | None) -> None:
+        hours = _slots(start, end, HOUR)
+        if job_id is None:
+            self.all_jobs_hours.update(hours)
+        else:
+            self.job_hours[job_id].update(hours)
+        self.fleet_minutes.append((start, end))
+        self.fleet_hours.update(hours)
+
+
+def _slots(start: datetime, end: datetime, bucket: int) -> list[datetime]:
+    out, t = [], floor_to(start, bucket)
+    while t < end:
+        out.append(t)
+        t += timedelta(seconds=bucket)
+    return out
+
+
+def roll_up(now: datetime) -> RollupResult:
+    """One run of the accounting rollup up to `now` (see the module docstring for the steps)."""
+    started = time.perf_counter()
+    AccountingCursor.objects.get_or_create(name=CURSOR_NAME)
+    with transaction.atomic():
+        # 1. one run at a time; a second one skips instead of waiting behind the first.
+        cursor = AccountingCursor.objects.select_for_update(skip_locked=True).filter(name=CURSOR_NAME).first()
+        if cursor is None:
+            return RollupResult(ran=False)
+        horizon = raw_horizon(now)
+        first_run = cursor.rolled_until is None
+        if first_run:
+            begin = _first_activity(horizon, now)
+        else:
+            begin = floor_to(min(cursor.rolled_until, now), MINUTE) - timedelta(minutes=REROLL_MINUTES)
+        begin = max(begin, horizon)
+        end = min(now, begin + MAX_CATCH_UP)
+        top_sample = UsageSample.objects.aggregate(m=Max("id"))["m"] or 0
+        top_event = Event.objects.aggregate(m=Max("id"))["m"] or 0
+        late_jobs, late_quota = ({}, []) if first_run else _late_news(cursor, begin, horizon, top_sample, top_event)
+        prices = PriceBook.from_rows(
+            PriceRate.objects.values_list("gpu_type_id", "capacity_tier", "effective_from", "usd_per_gpu_hour")
+        )
+        touched = _Touched()
+        job_minutes: dict[int, dict[int, JobMinute]] = defaultdict(dict)
+        # 2. the trailing minutes, all jobs, with capacity and idle guarantees
+        derivation = _derive_and_store(begin, end, None, prices, touched)
+        _merge_minutes(job_minutes, derivation)
+        _store_capacity(begin, end, prices, touched)
+        _store_idle_guarantees(begin, end, prices, touched)
+        # 3. late news, job by job
+        for job_id, ranges in late_jobs.items():
+            for a, b in _merge_ranges(ranges):
+                a = max(horizon, floor_to(a, MINUTE) - timedelta(minutes=STEADY_MINUTES - 1))
+                b = min(begin, ceil_to(b, MINUTE))
+                if b > a:
+                    _merge_minutes(job_minutes, _derive_and_store(a, b, job_id, prices, touched))
+        for a, b in _merge_ranges(late_quota):
+            a, b = max(horizon, floor_to(a, MINUTE)), min(begin, ceil_to(b, MINUTE))
+            if b > a:
+                _store_idle_guarantees(a, b, prices, touched)
+        # 4. fault-free rates
+        changed = _update_rates(job_minutes, now, horizon)
+        for job_id in changed:
+            _reprice_productive(job_id, horizon, touched)
+        # 5. minutes → hours → days
+        _resum(touched)
+        # 6. /metrics counters
+        _fold_cycle_durations(cursor)
+        _fold_event_counts(cursor, top_event)
+        # 7. move on
+        cursor.rolled_until = end
+        cursor.last_sample_id = max(cursor.last_sample_id, top_sample)
+        cursor.last_event_id = max(cursor.last_event_id, top_event)
+        cursor.updated_at = now
+        cursor.save()
+    duration_ms = (time.perf_counter() - started) * 1000
+    if prices.unpriced_gpu_us:
+        log.warning("usage without a price", unpriced_gpu_hours=round(prices.unpriced_gpu_us / 3.6e9, 4),
+                    hint="add a PriceRate for every GPU type and capacity tier in the fleet")
+    return RollupResult(ran=True, rolled_from=begin, rolled_until=end, late_jobs=len(late_jobs),
+                        rate_changes=len(changed), rows_written=touched.rows_written, duration_ms=duration_ms)
+
+
+def _first_activity(horizon: datetime, now: datetime) -> datetime:
+    """Where the very first run starts: the earliest allocation still held or released within
+    the raw retention, else now."""
+    first = Allocation.objects.filter(Q(released_at__isnull=True) | Q(released_at__gt=horizon)).aggregate(
+        t=Min("created_at")
+    )["t"]
+    return floor_to(first, MINUTE) if first is not None else floor_to(now, MINUTE)
+
+
+def catch_up(now: datetime, max_runs: int = 1000) -> RollupResult:
+    """Run the rollup until it reaches `now` (a backlog takes several runs of MAX_CATCH_UP)."""
+    result = roll_up(now)
+    for _ in range(max_runs):
+        if not result.ran or result.rolled_until is None or result.rolled_until >= now:
+            break
+        result = roll_up(now)
+    return result
+
+
+def _merge_minutes(into: dict[int, dict[int, JobMinute]], derivation: Derivation) -> None:
+    for job_id, minutes in derivation.job_minutes.items():
+        into[job_id].update(minutes)
+
+
+def _merge_ranges(ranges: Iterable[tuple[datetime, datetime]]) -> list[tuple[datetime, datetime]]:
+    merged: list[tuple[datetime, datetime]] = []
+    for a, b in sorted(ranges):
+        if merged and a <= merged[-1][1]:
+            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
+        else:
+            merged.append((a, b))
+    return merged
+
+
+# ---------------------------------------------------------------------------- late news
+
+
+def _late_news(
+    cursor: AccountingCursor, begin: datetime, horizon: datetime, top_sample: int, top_event: int
+) -> tuple[dict[int, list[tuple[datetime, datetime]]], list[tuple[datetime, datetime]]]:
+    """Job ranges before `begin` that changed since the last run, and ranges whose idle
+    guarantees changed (an allocation's start or end stamped before `begin`)."""
+    jobs: dict[int, list[tuple[datetime, datetime]]] = defaultdict(list)
+    quota: list[tuple[datetime, datetime]] = []
+
+    def add(job_id: int | None, a: datetime, b: datetime, *, holdings: bool = False) -> None:
+        a, b = max(a, horizon), min(b, begin)
+        if job_id is None or b <= a:
+            return
+        jobs[job_id].append((a, b))
+        if holdings:
+            quota.append((a, b))
+
+    for job_id, s0, s1 in UsageSample.objects.filter(
+        id__gt=cursor.last_sample_id, id__lte=top_sample, started_at__lt=begin, ended_at__gt=horizon
+    ).values_list("job_id", "started_at", "ended_at"):
+        add(job_id, s0, s1)
+    events = Event.objects.filter(
+        id__gt=cursor.last_event_id, id__lte=top_event,
+        kind__in=[EventKind.JOB_BOUND, EventKind.ALLOCATION_RELEASED, EventKind.ALLOCATION_FENCED,
+                  EventKind.JOB_FINISHED, *_REQUEUE_KINDS],
+    ).values("kind", "job_id", "allocation_id", "created_at", "data")
+    failed_checks: list[dict[str, Any]] = []
+    for e in events:
+        if e["kind"] in (EventKind.JOB_BOUND, EventKind.ALLOCATION_RELEASED, EventKind.ALLOCATION_FENCED):
+            add(e["job_id"], e["created_at"], begin, holdings=True)
+        elif e["kind"] in _REQUEUE_KINDS:
+            window = _requeue_window(e, _allocation_gpus([e["allocation_id"]]).get(e["allocation_id"], 0))
+            if window is not None:
+                add(e["job_id"], from_us(window.start_us), from_us(window.end_us))
+        else:
+            failed_checks.append(e)
+    if failed_checks:
+        for window, job_id in _failure_windows([e["job_id"] for e in failed_checks if e["job_id"]]):
+            add(job_id, from_us(window.start_us), from_us(window.end_us))
+    return jobs, quota
+
+
+# --------------------------------------------------------------------------- derivation
+
+
+def _spans(start: datetime, end: datetime, job_id: int | None) -> tuple[list[Span], dict[int, int]]:
+    """Allocations' GPUs per node held at some point in [start, end), and each job's team."""
+    qs = AllocationGpu.objects.filter(allocation__created_at__lt=end).filter(
+        Q(allocation__released_at__isnull=True) | Q(allocation__released_at__gt=start)
+    )
+    if job_id is not None:
+        qs = qs.filter(allocation__job_id=job_id)
+    rows = list(
+        qs.values(
+            "allocation_id", "node_id", "allocation__job_id", "allocation__job__team_id", "allocation__created_at",
+            "allocation__released_at", "allocation__borrowed", "node__gpu_type_id", "node__capacity_tier",
+        ).annotate(gpus=Count("id"))
+    )
+    # A gang member whose processes ended frees its node's GPUs before the allocation settles.
+    member_end = {
+        (a, n): t
+        for a, n, t in Event.objects.filter(
+            kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited", node__isnull=False,
+            allocation_id__in={r["allocation_id"] for r in rows},
+        ).values_list("allocation_id", "node_id", "created_at")
+    }
+    spans, teams = [], {}
+    for r in rows:
+        released = r["allocation__released_at"]
+        early = member_end.get((r["allocation_id"], r["node_id"]))
+        if early is not None and (released is None or early < released):
+            released = early
+        spans.append(
+            Span(
+                allocation_id=r["allocation_id"], job_id=r["allocation__job_id"], node_id=r["node_id"],
+                gpus=r["gpus"], start_us=to_us(r["allocation__created_at"]),
+                end_us=to_us(released) if released is not None else None, borrowed=r["allocation__borrowed"],
+                gpu_type_id=r["node__gpu_type_id"], capacity_tier=r["node__capacity_tier"],
+            )
+        )
+        teams[r["allocation__job_id"]] = r["allocation__job__team_id"]
+    return spans, teams
+
+
+def _samples(start: datetime, end: datetime, allocation_ids: set[int]) -> list[Sample]:
+    if not allocation_ids:
+        return []
+    return [
+        Sample(allocation_id=a, node_id=n, start_us=to_us(s0), end_us=to_us(s1), gpus=g, activity=act,
+               steps=steps, useful_tokens=tokens)
+        for a, n, s0, s1, g, act, steps, tokens in UsageSample.objects.filter(
+            allocation_id__in=allocation_ids, ended_at__gt=start, started_at__lt=end
+        ).values_list("allocation_id", "node_id", "started_at", "ended_at", "gpus", "gpu_activity", "steps",
+                      "useful_tokens")
+    ]
+
+
+def _allocation_gpus(allocation_ids: Iterable[int | None]) -> dict[int, int]:
+    ids = [a for a in allocation_ids if a is not None]
+    return dict(
+        AllocationGpu.objects.filter(allocation_id__in=ids).values("allocation_id").annotate(n=Count("id"))
+        .values_list("allocation_id", "n")
+    )
+
+
+def _requeue_window(event: dict[str, Any], gpus: int) -> LossWindow | None:
+    """An eviction's lost work: the transitions service recorded GPUs × time since the last
+    checkpoint (or the start) as `lost_gpu_seconds`; the window ends at the eviction."""
+    lost = float((event.get("data") or {}).get("lost_gpu_seconds") or 0.0)
+    if gpus <= 0 or lost <= 0 or event.get("allocation_id") is None:
+        return None
+    end = to_us(event["created_at"])
+    return LossWindow(event["allocation_id"], end - round(lost * 1_000_000 / gpus), end, EVICTED)
+
+
+def _loss_windows(job_ids: set[int], allocation_gpus: dict[int, int]) -> list[LossWindow]:
+    """Eviction windows (from requeue events) and failure windows of these jobs."""
+    if not job_ids:
+        return []
+    windows: list[LossWindow] = []
+    created = dict(
+        Allocation.objects.filter(pk__in=allocation_gpus).values_list("pk", "created_at")
+    )
+    for e in Event.objects.filter(
+        job_id__in=job_ids, kind__in=_REQUEUE_KINDS, allocation_id__in=list(allocation_gpus)
+    ).values("allocation_id", "created_at", "data"):
+        window = _requeue_window(e, allocation_gpus.get(e["allocation_id"], 0))
+        if window is None:
+            continue
+        since = created.get(window.allocation_id)
+        # Snap to the bind when the record's rounding (1 ms) lands just before it.
+        if since is not None and abs(window.start_us - to_us(since)) < 1000:
+            window = LossWindow(window.allocation_id, to_us(since), window.end_us, EVICTED)
+        windows.append(window)
+    windows.extend(w for w, _ in _failure_windows(job_ids))
+    return windows
+
+
+def _failure_windows(job_ids: Iterable[int]) -> list[tuple[LossWindow, int]]:
+    """A job that failed or hit its runtime limit loses what its last allocation did since the
+    job's last checkpoint (all of it if it never checkpointed during that allocation)."""
+    out = []
+    jobs = Job.objects.filter(pk__in=set(job_ids), state__in=[JobState.FAILED, JobState.TIMED_OUT]).values(
+        "pk", "last_checkpoint_at"
+    )
+    for job in jobs:
+        last = (
+            Allocation.objects.filter(job_id=job["pk"], released_at__isnull=False)
+            .order_by("-generation").values("pk", "created_at", "released_at").first()
+        )
+        if last is None:
+            continue
+        since = last["created_at"]
+        if job["last_checkpoint_at"] is not None and job["last_checkpoint_at"] > since:
+            since = job["last_checkpoint_at"]
+        if since < last["released_at"]:
+            out.append((LossWindow(last["pk"], to_us(since), to_us(last["released_at"]), FAILED), job["pk"]))
+    return out
+
+
+def _derive_and_store(
+    start: datetime, end: datetime, job_id: int | None, prices: PriceBook, touched: _Touched
+) -> Derivation:
+    """Recompute the minute rows of [start, end) (of one job, or of all jobs) from raw data."""
+    spans, _ = _spans(start, end, job_id)
+    allocation_gpus: dict[int, int] = defaultdict(int)
+    for span in spans:
+        allocation_gpus[span.allocation_id] += span.gpus
+    samples = _samples(start, end, set(allocation_gpus))
+    losses = _loss_windows({s.job_id for s in spans}, dict(allocation_gpus))
+    derivation = derive_minutes(to_us(start), to_us(end), spans, samples, losses, prices)
+    job_ids = {key[1] for key in derivation.cells}
+    meta = {
+        pk: (team, project, pc)
+        for pk, team, project, pc in Job.objects.filter(pk__in=job_ids).values_list(
+            "pk", "team_id", "project_id", "priority_class_id"
+        )
+    }
+    rates = {
+        r.job_id: (r.unit, r.per_active_gpu_second) for r in JobProgressRate.objects.filter(job_id__in=job_ids)
+    }
+    stale = UsageRollup.objects.filter(bucket=MINUTE, start__gte=floor_to(start, MINUTE), start__lt=end)
+    if job_id is not None:
+        stale = stale.filter(job_id=job_id)
+    stale.delete()
+    rows = []
+    for (minute, jid, gpu_type_id, tier, borrowed), cell in derivation.cells.items():
+        team_id, project_id, pc_id = meta[jid]
+        unit, rate = rates.get(jid, (None, None))
+        active = cell.active
+        rows.append(
+            UsageRollup(
+                bucket=MINUTE, start=from_us(minute), job_id=jid, team_id=team_id, project_id=project_id,
+                priority_class_id=pc_id, gpu_type_id=gpu_type_id, capacity_tier=tier, borrowed=borrowed,
+                allocated_gpu_seconds=cell.allocated, active_gpu_seconds=active,
+                productive_gpu_seconds=productive_of(active, cell.retained_progress(unit or "steps"), rate),
+                reported_gpu_seconds=cell.reported, lost_gpu_seconds=cell.lost, steps=cell.steps,
+                useful_tokens=cell.useful_tokens, retained_steps=cell.retained_steps,
+                retained_tokens=cell.retained_tokens, cost_usd=cell.cost_usd.quantize(USD_QUANTUM),
+                lost_cost_usd=cell.lost_cost_usd.quantize(USD_QUANTUM),
+            )
+        )
+    UsageRollup.objects.bulk_create(rows, batch_size=2000)
+    touched.rows_written += len(rows)
+    touched.minutes(start, end, job_id)
+    return derivation
+
+
+def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: _Touched) -> None:
+    """The fleet's GPUs per (type, tier) for each minute of [start, end), priced.
+
+    Capacity is the nodes registered when the minute is rolled; it is written for the trailing
+    minutes only and kept as it was when late news re-derives older usage."""
+    fleet: dict[tuple[int, str], int] = defaultdict(int)
+    for gpu_type_id, tier, gpus in Node.objects.values_list("gpu_type_id", "capacity_tier", "gpu_count"):
+        fleet[(gpu_type_id, tier)] += gpus
+    rows = []
+    s_us, e_us = to_us(start), to_us(end)
+    for minute in _slots(start, end, MINUTE):
+        m0 = max(to_us(minute), s_us)
+        m1 = min(to_us(minute) + MINUTE_US, e_us)
+        for (gpu_type_id, tier), gpus in fleet.items():
+            rows.append(
+                FleetRollup(
+                    bucket=MINUTE, start=minute, gpu_type_id=gpu_type_id, capacity_tier=tier,
+                    capacity_gpu_seconds=Decimal(gpus * (m1 - m0)).scaleb(-6),
+                    capacity_cost_usd=prices.cost(gpu_type_id, tier, m0, m1, gpus).quantize(USD_QUANTUM),
+                )
+            )
+    FleetRollup.objects.filter(bucket=MINUTE, start__gte=floor_to(start, MINUTE), start__lt=end).update(
+        capacity_gpu_seconds=0, capacity_cost_usd=0
+    )
+    _upsert(FleetRollup, rows, ["bucket", "start", "gpu_type", "capacity_tier"], list(_CAPACITY_FIELDS))
+    touched.rows_written += len(rows)
+
+
+def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, touched: _Touched) -> None:
+    """Each team's guarantee per GPU type, minute by minute: used, lent, idle (exact sweep)."""
+    guarantees = [
+        Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
+        for t, g, n, lend, c in Quota.objects.values_list(
+            "team_id", "gpu_type_id", "nominal_gpus", "lending_limit", "team__cohort_id"
+        )
+    ]
+    capacity: dict[int, int] = defaultdict(int)
+    for gpu_type_id, gpus in Node.objects.values_list("gpu_type_id", "gpu_count"):
+        capacity[gpu_type_id] += gpus
+    spans, teams = _spans(start, end, None)
+    s_us, e_us = to_us(start), to_us(end)
+    holdings = [
+        Holding(teams[s.job_id], s.gpu_type_id, s.gpus, max(s.start_us, s_us), min(s.end_us or e_us, e_us))
+        for s in spans
+    ]
+    rows = []
+    for minute in _slots(start, end, MINUTE):
+        m0, m1 = max(to_us(minute), s_us), min(to_us(minute) + MINUTE_US, e_us)
+        here = [h for h in holdings if h.start_us < m1 and h.end_us > m0]
+        for (team_id, gpu_type_id), cell in idle_guarantees(m0, m1, guarantees, here, capacity, prices).items():
+            nominal, used, borrowed, lent, idle = cell.parts()
+            rows.append(
+                QuotaRollup(
+                    bucket=MINUTE, start=minute, team_id=team_id, gpu_type_id=gpu_type_id, nominal_gpu_seconds=nominal,
+                    used_gpu_seconds=used, borrowed_gpu_seconds=borrowed, lent_gpu_seconds=lent,
+                    idle_gpu_seconds=idle, idle_cost_usd=cell.idle_cost_usd.quantize(USD_QUANTUM),
+                )
+            )
+    QuotaRollup.objects.filter(bucket=MINUTE, start__gte=floor_to(start, MINUTE), start__lt=end).delete()
+    QuotaRollup.objects.bulk_create(rows, batch_size=2000)
+    touched.rows_written += len(rows)
+    touched.quota_hours.update(_slots(start, end, HOUR))
+
+
+def _upsert(model: Any, rows: Sequence[Any], unique: list[str], update: list[str]) -> None:
+    if rows:
+        model.objects.bulk_create(rows, batch_size=2000, update_conflicts=True, unique_fields=unique,
+                                  update_fields=update)
+
+
+# ------------------------------------------------------------------------- fault-free rates
+
+
+def _update_rates(job_minutes: dict[int, dict[int, JobMinute]], now: datetime, horizon: datetime) -> set[int]:
+    """Raise each job's fault-free rate to its best new steady window; until a job has one, use
+    its average so far. Returns the jobs whose rate (or unit) changed."""
+    if not job_minutes:
+        return set()
+    existing = {r.job_id: r for r in JobProgressRate.objects.filter(job_id__in=list(job_minutes))}
+    changed: set[int] = set()
+    unsteady: list[int] = []
+    for job_id, minutes in job_minutes.items():
+        current = existing.get(job_id)
+        steps = sum(m.steps for m in minutes.values())
+        tokens = sum(m.useful_tokens for m in minutes.values())
+        unit = progress_unit(steps, tokens, current.unit if current else None)
+        if unit is None:
+            continue
+        window = best_steady_window(minutes, unit)
+        unit_changed = current is not None and current.unit != unit
+        if current is not None and current.steady and not unit_changed:
+            if window is None or window.per_active_gpu_second <= current.per_active_gpu_second:
+                continue
+        if window is None:
+            unsteady.append(job_id)
+            continue
+        _save_rate(job_id, unit, window.per_active_gpu_second, True, from_us(window.start_us),
+                   from_us(window.end_us), now, current)
+        changed.add(job_id)
+    for job_id, unit, rate in _average_rates(unsteady, existing, horizon):
+        current = existing.get(job_id)
+        if current is not None and current.unit == unit and current.per_active_gpu_second == rate:
+            continue
+        _save_rate(job_id, unit, rate, False, None, None, now, current)
+        changed.add(job_id)
+    return changed
+
+
+def _average_rates(
+    job_ids: list[int], existing: dict[int, JobProgressRate], horizon: datetime
+) -> list[tuple[int, str, float]]:
+    if not job_ids:
+        return []
+    out = []
+    totals = (
+        UsageRollup.objects.filter(bucket=MINUTE, start__gte=horizon, job_id__in=job_ids)
+        .values("job_id")
+        .annotate(steps=Sum("steps"), tokens=Sum("useful_tokens"), active=Sum("active_gpu_seconds"))
+    )
+    for t in totals:
+        current = existing.get(t["job_id"])
+        unit = progress_unit(t["steps"] or 0.0, t["tokens"] or 0.0, current.unit if current else None)
+        active = float(t["active"] or 0)
+        progress = (t["steps"] if unit == "steps" else t["tokens"]) or 0.0
+        if unit is not None and active > 0 and progress > 0:
+            out.append((t["job_id"], unit, progress / active))
+    return out
+
+
+def _save_rate(job_id: int, unit: str, rate: float, steady: bool, w0: datetime | None, w1: datetime | None,
+               now: datetime, current: JobProgressRate | None) -> None:
+    JobProgressRate.objects.update_or_create(
+        job_id=job_id,
+        defaults={"unit": unit, "per_active_gpu_second": rate, "steady": steady, "window_start": w0,
+                  "window_end": w1, "updated_at": now},
+    )
+    log.debug("fault-free rate", job=job_id, unit=unit, rate=rate, steady=steady,
+              previous=current.per_active_gpu_second if current else None)
+
+
+def _reprice_productive(job_id: int, horizon: datetime, touched: _Touched) -> None:
+    """A job's rate moved: recompute its productive tier on every minute row still kept.
+
+    Hours before the raw-sample horizon keep the productive figure they were summed with (their
+    minutes are gone); see docs/accounting.md, "Retention"."""
+    rate = JobProgressRate.objects.get(job_id=job_id)
+    rows = list(
+        UsageRollup.objects.filter(bucket=MINUTE, job_id=job_id, start__gte=horizon).only(
+            "pk", "start", "active_gpu_seconds", "productive_gpu_seconds", "retained_steps", "retained_tokens"
+        )
+    )
+    changed = []
+    for row in rows:
+        retained = row.retained_steps if rate.unit == "steps" else row.retained_tokens
+        value = productive_of(row.active_gpu_seconds, retained, rate.per_active_gpu_second)
+        if value != row.productive_gpu_seconds:
+            row.productive_gpu_seconds = value
+            changed.append(row)
+    if not changed:
+        return
+    UsageRollup.objects.bulk_update(changed, ["productive_gpu_seconds"], batch_size=2000)
+    first, last = min(r.start for r in changed), max(r.start for r in changed) + timedelta(minutes=1)
+    touched.minutes(first, last, job_id)
+
+
+# ------------------------------------------------------------------------------ re-summing
+
+
+def _resum(touched: _Touched) -> None:
+    """Minutes → hours → days, for every cell a run touched (hours and days are plain sums)."""
+    days_all: set[datetime] = set()
+    job_days: dict[int, set[datetime]] = defaultdict(set)
+    for hour in sorted(touched.all_jobs_hours):
+        _resum_jobs(HOUR, hour, None)
+        days_all.add(floor_to(hour, DAY))
+    for job_id, hours in touched.job_hours.items():
+        for hour in sorted(hours - touched.all_jobs_hours):
+            _resum_jobs(HOUR, hour, job_id)
+            job_days[job_id].add(floor_to(hour, DAY))
+    for day in sorted(days_all):
+        _resum_jobs(DAY, day, None)
+    for job_id, days in job_days.items():
+        for day in sorted(days - days_all):
+            _resum_jobs(DAY, day, job_id)
+    for a, b in _merge_ranges(touched.fleet_minutes):
+        _resum_fleet_minutes(floor_to(a, MINUTE), b)
+    fleet_days = set()
+    for hour in sorted(touched.fleet_hours):
+        _resum_fleet(HOUR, hour)
+        fleet_days.add(floor_to(hour, DAY))
+    for day in sorted(fleet_days):
+        _resum_fleet(DAY, day)
+    quota_days = set()
+    for hour in sorted(touched.quota_hours):
+        _resum_quota(HOUR, hour)
+        quota_days.add(floor_to(hour, DAY))
+    for day in sorted(quota_days):
+        _resum_quota(DAY, day)
+
+
+def _finer(bucket: int) -> int:
+    return MINUTE if bucket == HOUR else HOUR
+
+
+def _resum_jobs(bucket: int, start: datetime, job_id: int | None) -> None:
+    end = start + timedelta(seconds=bucket)
+    source = UsageRollup.objects.filter(bucket=_finer(bucket), start__gte=start, start__lt=end)
+    target = UsageRollup.objects.filter(bucket=bucket, start=start)
+    if job_id is not None:
+        source, target = source.filter(job_id=job_id), target.filter(job_id=job_id)
+    sums = source.values(*_DIMENSIONS).annotate(**{f"s_{f}": Sum(f) for f in USAGE_SUM_FIELDS})
+    rows = [
+        UsageRollup(bucket=bucket, start=start, **{d: s[d] for d in _DIMENSIONS},
+                    **{f: s[f"s_{f}"] for f in USAGE_SUM_FIELDS})
+        for s in sums
+    ]
+    target.delete()
+    UsageRollup.objects.bulk_create(rows, batch_size=2000)
+
+
+def _resum_fleet_minutes(start: datetime, end: datetime) -> None:
+    """The usage columns of the fleet's minute rows: sums of the jobs' minute rows."""
+    usage = [f for f in USAGE_SUM_FIELDS]
+    FleetRollup.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end).update(**{f: 0 for f in usage})
+    sums = (
+        UsageRollup.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
+        .values("start", "gpu_type_id", "capacity_tier")
+        .annotate(**{f"s_{f}": Sum(f) for f in usage})
+    )
+    rows = [
+        FleetRollup(bucket=MINUTE, start=s["start"], gpu_type_id=s["gpu_type_id"], capacity_tier=s["capacity_tier"],
+                    **{f: s[f"s_{f}"] for f in usage})
+        for s in sums
+    ]
+    _upsert(FleetRollup, rows, ["bucket", "start", "gpu_type", "capacity_tier"], usage)
+
+
+def _resum_fleet(bucket: int, start: datetime) -> None:
+    end = start + timedelta(seconds=bucket)
+    fields = [*USAGE_SUM_FIELDS, *_CAPACITY_FIELDS]
+    sums = (
+        FleetRollup.objects.filter(bucket=_finer(bucket), start__gte=start, start__lt=end)
+        .values("gpu_type_id", "capacity_tier")
+        .annotate(**{f"s_{f}": Sum(f) for f in fields})
+    )
+    rows = [
+        FleetRollup(bucket=bucket, start=start, gpu_type_id=s["gpu_type_id"], capacity_tier=s["capacity_tier"],
+                    **{f: s[f"s_{f}"] for f in fields})
+        for s in sums
+    ]
+    FleetRollup.objects.filter(bucket=bucket, start=start).delete()
+    FleetRollup.objects.bulk_create(rows, batch_size=2000)
+
+
+def _resum_quota(bucket: int, start: datetime) -> None:
+    end = start + timedelta(seconds=bucket)
+    sums = (
+        QuotaRollup.objects.filter(bucket=_finer(bucket), start__gte=start, start__lt=end)
+        .values("team_id", "gpu_type_id")
+        .annotate(**{f"s_{f}": Sum(f) for f in _QUOTA_FIELDS})
+    )
+    rows = [
+        QuotaRollup(bucket=bucket, start=start, team_id=s["team_id"], gpu_type_id=s["gpu_type_id"],
+                    **{f: s[f"s_{f}"] for f in _QUOTA_FIELDS})
+        for s in sums
+    ]
+    QuotaRollup.objects.filter(bucket=bucket, start=start).delete()
+    QuotaRollup.objects.bulk_create(rows, batch_size=2000)
+
+
+# ------------------------------------------------------------------------ /metrics counters
+
+
+def _fold_cycle_durations(cursor: AccountingCursor) -> None:
+    """Scheduling-cycle durations recorded in FleetSample → a cumulative histogram on the cursor."""
+    bounds_ms = [b * 1000 for b in CYCLE_BUCKETS_S]
+    agg = FleetSample.objects.filter(id__gt=cursor.last_fleet_sample_id).aggregate(
+        top=Max("id"), n=Count("id"), total_ms=Sum("cycle_ms"),
+        **{f"le{i}": Count("id", filter=Q(cycle_ms__lte=ms)) for i, ms in enumerate(bounds_ms)},
+    )
+    if not agg["n"]:
+        return
+    counts = list(cursor.cycle_bucket_counts or [0] * len(CYCLE_BUCKETS_S))
+    counts += [0] * (len(CYCLE_BUCKETS_S) - len(counts))
+    for i in range(len(CYCLE_BUCKETS_S)):
+        counts[i] += agg[f"le{i}"]
+    cursor.cycle_bucket_counts = counts
+    cursor.cycle_count += agg["n"]
+    cursor.cycle_sum_s += float(agg["total_ms"] or 0.0) / 1000
+    cursor.last_fleet_sample_id = agg["top"]
+
+
+def _fold_event_counts(cursor: AccountingCursor, top_event: int) -> None:
+    """New job events → counts by kind, team, priority class and reason, for /metrics."""
+    rows = (
+        Event.objects.filter(id__gt=cursor.last_counted_event_id, id__lte=top_event, kind__in=COUNTED_EVENT_KINDS)
+        .values("kind", "team__name", "job__priority_class__name", "reason")
+        .annotate(n=Count("id"))
+    )
+    counts = dict(cursor.event_counts or {})
+    for r in rows:
+        key = "|".join([r["kind"], r["team__name"] or "", r["job__priority_class__name"] or "", r["reason"] or ""])
+        counts[key] = counts.get(key, 0) + r["n"]
+    cursor.event_counts = counts
+    cursor.last_counted_event_id = max(cursor.last_counted_event_id, top_event)
+
+
+# -------------------------------------------------------------------------------- retention
+
+
+@dataclass(frozen=True)
+class RetentionResult:
+    ran: bool
+    samples_deleted: int = 0
+    minute_rows_deleted: int = 0
+    hour_rows_deleted: int = 0
+
+
+def apply_retention(now: datetime, batch: int = 50_000) -> RetentionResult:
+    """Drop raw samples and minute rows older than the raw retention, and hour rows older than
+    the hour retention, but only where coarser rollups already hold them: a sample goes only if
+    its whole interval lies before the point the rollups are complete to.
+
+    Holds the cursor lock, so it never runs beside a rollup (which re-sums hours from minutes).
+    """
+    with transaction.atomic():
+        cursor = AccountingCursor.objects.select_for_update(skip_locked=True).filter(name=CURSOR_NAME).first()
+        if cursor is None or cursor.rolled_until is None:
+            return RetentionResult(ran=False)
+        horizon = min(raw_horizon(now), floor_to(cursor.rolled_until, HOUR))
+        samples = _delete_in_batches(UsageSample.objects.filter(ended_at__lt=horizon), batch)
+        minutes = sum(
+            _delete_in_batches(model.objects.filter(bucket=MINUTE, start__lt=horizon), batch)
+            for model in (UsageRollup, FleetRollup, QuotaRollup)
+        )
+        old = min(hour_horizon(now), floor_to(cursor.rolled_until, DAY))
+        hours = sum(
+            _delete_in_batches(model.objects.filter(bucket=HOUR, start__lt=old), batch)
+            for model in (UsageRollup, FleetRollup, QuotaRollup)
+        )
+    log.info("usage retention", samples=samples, minute_rows=minutes, hour_rows=hours, horizon=horizon.isoformat())
+    return RetentionResult(ran=True, samples_deleted=samples, minute_rows_deleted=minutes, hour_rows_deleted=hours)
+
+
+def _delete_in_batches(qs: Any, batch: int) -> int:
+    total = 0
+    while True:
+        ids = list(qs.values_list("pk", flat=True)[:batch])
+        if not ids:
+            return total
+        deleted, _ = qs.model.objects.filter(pk__in=ids).delete()
+        total += deleted
+
+
+# ============================================================================ reading: showback
+
+GROUP_BY = ("team", "project", "job", "priority_class")
+IDLE = "__idle__"
+UNALLOCATED = "__unallocated__"
+_HOUR_S = Decimal(3600)
+_WINDOW_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+
+
+class AccountingQueryError(ValueError):
+    """A showback or utilization request that cannot be answered; `field` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+    label: str
+
+
+def parse_window(text: str, now: datetime) -> Window:
+    """A window as OpenCost spells it: a duration back from now ("30m", "24h", "7d", "2w"),
+    "today", "yesterday", or two RFC 3339 instants "start,end"."""
+    text = (text or "").strip()
+    if not text:
+        raise AccountingQueryError("window", "Give a window such as 7d, 24h, today or start,end (RFC 3339).")
+    if text in ("today", "yesterday"):
+        day = floor_to(now, DAY)
+        return Window(day, now, text) if text == "today" else Window(day - timedelta(days=1), day, text)
+    if "," in text:
+        first, _, second = text.partition(",")
+        start, end = _instant(first), _instant(second)
+        if end <= start:
+            raise AccountingQueryError("window", f"The window ends ({second}) before it starts ({first}).")
+        return Window(start, min(end, now), text)
+    number, unit = text[:-1], text[-1:].lower()
+    if unit not in _WINDOW_UNITS or not number.isdigit() or int(number) <= 0:
+        raise AccountingQueryError(
+            "window", f"'{text}' is not a window: use a positive whole number with m, h, d or w (7d), "
+            "today, yesterday, or start,end in RFC 3339."
+        )
+    seconds = int(number) * _WINDOW_UNITS[unit]
+    if seconds > 3660 * 86400:
+        raise AccountingQueryError("window", f"'{text}' reaches back more than ten years; use a shorter window.")
+    return Window(now - timedelta(seconds=seconds), now, text)
+
+
+def _instant(text: str) -> datetime:
+    try:
+        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+    except ValueError:
+        raise AccountingQueryError("window", f"'{text}' is not an RFC 3339 instant (2026-11-01T00:00:00Z).") from None
+    if moment.tzinfo is None:
+        raise AccountingQueryError("window", f"'{text}' has no time zone; add Z or an offset.")
+    return moment.astimezone(UTC)
+
+
+def month_window(text: str, now: datetime) -> Window:
+    """A calendar month in UTC, "YYYY-MM"; a month still running ends now."""
+    try:
+        year, month = (int(p) for p in text.strip().split("-"))
+        start = datetime(year, month, 1, tzinfo=UTC)
+    except (ValueError, TypeError):
+        raise AccountingQueryError("month", f"'{text}' is not a month: use YYYY-MM, such as 2026-11.") from None
+    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
+    if start > now:
+        raise AccountingQueryError("month", f"{text} has not started yet.")
+    return Window(start, min(end, now), text)
+
+
+@dataclass
+class ShowbackEntry:
+    """One group's figures over the window. GPU-seconds and money are exact decimals."""
+
+    key: str
+    name: str
+    properties: dict[str, Any]
+    allocated_gpu_seconds: Decimal = Decimal(0)
+    active_gpu_seconds: Decimal = Decimal(0)
+    productive_gpu_seconds: Decimal = Decimal(0)
+    lost_gpu_seconds: Decimal = Decimal(0)
+    cost_usd: Decimal = Decimal(0)
+    lost_cost_usd: Decimal = Decimal(0)
+    useful_tokens: float = 0.0
+    idle_reserved_gpu_seconds: Decimal | None = None
+    idle_reserved_usd: Decimal | None = None
+    idle_gpu_seconds: Decimal = Decimal(0)
+
+    def add(self, other: ShowbackEntry) -> None:
+        self.allocated_gpu_seconds += other.allocated_gpu_seconds
+        self.active_gpu_seconds += other.active_gpu_seconds
+        self.productive_gpu_seconds += other.productive_gpu_seconds
+        self.lost_gpu_seconds += other.lost_gpu_seconds
+        self.cost_usd += other.cost_usd
+        self.lost_cost_usd += other.lost_cost_usd
+        self.useful_tokens += other.useful_tokens
+        self.idle_gpu_seconds += other.idle_gpu_seconds
+        if other.idle_reserved_usd is not None:
+            self.idle_reserved_usd = (self.idle_reserved_usd or Decimal(0)) + other.idle_reserved_usd
+            self.idle_reserved_gpu_seconds = (self.idle_reserved_gpu_seconds or Decimal(0)) + (
+                other.idle_reserved_gpu_seconds or Decimal(0)
+            )
+
+    @property
+    def usd_per_gpu_hour(self) -> Decimal | None:
+        return self.cost_usd * _HOUR_S / self.allocated_gpu_seconds if self.allocated_gpu_seconds else None
+
+    @property
+    def usd_per_productive_gpu_hour(self) -> Decimal | None:
+        return self.cost_usd * _HOUR_S / self.productive_gpu_seconds if self.productive_gpu_seconds else None
+
+    @property
+    def usd_per_useful_token(self) -> Decimal | None:
+        return self.cost_usd / Decimal(repr(self.useful_tokens)) if self.useful_tokens >= 1 else None
+
+
+@dataclass
+class Showback:
+    """Cost and the three tiers per group over one window, OpenCost-allocation shaped.
+
+    `idle` (fleet readers only) is the capacity no job held: capacity − allocated, in GPU-seconds
+    and $; with it, Σ entries + idle = what the fleet cost (`capacity_cost_usd`)."""
+
+    window: Window
+    start: datetime
+    end: datetime
+    group_by: str
+    entries: list[ShowbackEntry]
+    idle: ShowbackEntry | None
+    capacity_gpu_seconds: Decimal | None
+    capacity_cost_usd: Decimal | None
+    rolled_until: datetime | None
+    idle_reserved_gpu_seconds_total: Decimal = Decimal(0)
+    idle_reserved_usd_total: Decimal = Decimal(0)
+
+    @property
+    def total(self) -> ShowbackEntry:
+        total = ShowbackEntry(key="TOTAL", name="TOTAL", properties={})
+        for entry in self.entries:
+            total.add(entry)
+        if self.idle is not None:
+            total.cost_usd += self.idle.cost_usd
+            total.idle_gpu_seconds = self.idle.idle_gpu_seconds
+        return total
+
+
+def _segments(start: datetime, end: datetime, now: datetime) -> tuple[datetime, datetime, list[tuple[int, datetime, datetime]]]:
+    """[start, end) as rollup rows: whole days from day rows, whole hours from hour rows, the
+    rest from minute rows. Each end is aligned to the finest rows still kept there."""
+    horizon, hours_from = raw_horizon(now), hour_horizon(now)
+
+    def align(t: datetime, up: bool) -> datetime:
+        bucket = MINUTE if t >= horizon else HOUR if t >= hours_from else DAY
+        return ceil_to(t, bucket) if up else floor_to(t, bucket)
+
+    s, e = align(start, False), align(end, True)
+    out: list[tuple[int, datetime, datetime]] = []
+    if e <= s:
+        return s, e, out
+    d0, d1 = ceil_to(s, DAY), floor_to(e, DAY)
+    if d0 < d1:
+        out.append((DAY, d0, d1))
+        heads, tails = [(s, d0)], [(d1, e)]
+    else:
+        heads, tails = [(s, e)], []
+    for a, b in heads + tails:
+        h0, h1 = ceil_to(a, HOUR), floor_to(b, HOUR)
+        if h0 < h1:
+            out.append((HOUR, h0, h1))
+            for m0, m1 in ((a, h0), (h1, b)):
+                if m0 < m1:
+                    out.append((MINUTE, m0, m1))
+        elif a < b:
+            out.append((MINUTE, a, b))
+    return s, e, out
+
+
+def _window_filter(segments: Sequence[tuple[int, datetime, datetime]]) -> Q:
+    q = Q(pk__in=[])
+    for bucket, a, b in segments:
+        q |= Q(bucket=bucket, start__gte=a, start__lt=b)
+    return q
+
+
+def _rolled_until() -> datetime | None:
+    return AccountingCursor.objects.filter(name=CURSOR_NAME).values_list("rolled_until", flat=True).first()
+
+
+def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showback:
+    """Cost and tiers per team, project, job or priority class over `window`.
+
+    `access` is services.access.Access: finance and admins read every team and the fleet's
+    `__idle__`; members read their own teams only (and no fleet figures)."""
+    if group_by not in GROUP_BY:
+        raise AccountingQueryError("group_by", f"'{group_by}' is not a grouping: use one of {', '.join(GROUP_BY)}.")
+    reads_all = bool(access.is_admin or access.is_finance)
+    if not reads_all and not access.team_ids:
+        raise AccountingQueryError("team", "Only members of a team, finance and admins read showback.")
+    rolled = _rolled_until()
+    end = min(window.end, rolled) if rolled is not None else window.start
+    start, end, segments = _segments(window.start, max(end, window.start), now)
+    if rolled is not None and end > rolled:
+        end = rolled
+    where = _window_filter(segments)
+    rows = UsageRollup.objects.filter(where)
+    quota = QuotaRollup.objects.filter(where)
+    if not reads_all:
+        rows = rows.filter(team_id__in=access.team_ids)
+        quota = quota.filter(team_id__in=access.team_ids)
+    keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
+            "priority_class": ["priority_class_id"]}[group_by]
+    sums = rows.values(*keys).annotate(
+        allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
+        productive=Sum("productive_gpu_seconds"), lost=Sum("lost_gpu_seconds"), cost=Sum("cost_usd"),
+        lost_cost=Sum("lost_cost_usd"), tokens=Sum("retained_tokens"),
+    )
+    entries = [_entry(group_by, s) for s in sums]
+    _name_entries(group_by, entries)
+    idle_by_team = {
+        r["team_id"]: (r["gpu_s"] or Decimal(0), r["usd"] or Decimal(0))
+        for r in quota.values("team_id").annotate(gpu_s=Sum("idle_gpu_seconds"), usd=Sum("idle_cost_usd"))
+    }
+    if group_by == "team":
+        seen = {e.properties["team_id"] for e in entries}
+        for team_id in set(idle_by_team) - seen:
+            entry = ShowbackEntry(key=str(team_id), name=str(team_id), properties={"team_id": team_id})
+            entries.append(entry)
+        _name_entries(group_by, entries)
+        for entry in entries:
+            gpu_s, usd = idle_by_team.get(entry.properties["team_id"], (Decimal(0), Decimal(0)))
+            entry.idle_reserved_gpu_seconds, entry.idle_reserved_usd = gpu_s, usd
+    entries.sort(key=lambda e: (-e.cost_usd, e.name))
+    idle = capacity = capacity_cost = None
+    if reads_all:
+        fleet = FleetRollup.objects.filter(where).aggregate(
+            capacity=Sum("capacity_gpu_seconds"), capacity_cost=Sum("capacity_cost_usd"),
+            allocated=Sum("allocated_gpu_seconds"), cost=Sum("cost_usd"),
+        )
+        capacity = fleet["capacity"] or Decimal(0)
+        capacity_cost = fleet["capacity_cost"] or Decimal(0)
+        idle = ShowbackEntry(key=IDLE, name=IDLE, properties={})
+        idle.idle_gpu_seconds = capacity - (fleet["allocated"] or Decimal(0))
+        idle.cost_usd = capacity_cost - (fleet["cost"] or Decimal(0))
+    return Showback(
+        window=window, start=start, end=end, group_by=group_by, entries=entries, idle=idle,
+        capacity_gpu_seconds=capacity, capacity_cost_usd=capacity_cost, rolled_until=rolled,
+        idle_reserved_gpu_seconds_total=sum((v[0] for v in idle_by_team.values()), Decimal(0)),
+        idle_reserved_usd_total=sum((v[1] for v in idle_by_team.values()), Decimal(0)),
+    )
+
+
+def _entry(group_by: str, s: dict[str, Any]) -> ShowbackEntry:
+    if group_by == "project":
+        key = f"{s['team_id']}/{s['project_id'] or ''}"
+        props: dict[str, Any] = {"team_id": s["team_id"], "project_id": s["project_id"]}
+    else:
+        column = f"{group_by}_id"
+        key, props = str(s[column]), {column: s[column]}
+    return ShowbackEntry(
+        key=key, name=key, properties=props, allocated_gpu_seconds=s["allocated"] or Decimal(0),
+        active_gpu_seconds=s["active"] or Decimal(0), productive_gpu_seconds=s["productive"] or Decimal(0),
+        lost_gpu_seconds=s["lost"] or Decimal(0), cost_usd=s["cost"] or Decimal(0),
+        lost_cost_usd=s["lost_cost"] or Decimal(0), useful_tokens=float(s["tokens"] or 0.0),
+    )
+
+
+def _name_entries(group_by: str, entries: list[ShowbackEntry]) -> None:
+    """Names as people read them; properties as OpenCost labels them."""
+    from controlplane.models import PriorityClass, Project, Team
+
+    team_ids = {e.properties.get("team_id") for e in entries} - {None}
+    teams = dict(Team.objects.filter(pk__in=team_ids).values_list("pk", "name")) if team_ids else {}
+    if group_by == "team":
+        for e in entries:
+            e.name = teams.get(e.properties["team_id"], e.key)
+            e.properties = {"team_id": e.properties["team_id"], "team": e.name}
+    elif group_by == "project":
+        ids = {e.properties["project_id"] for e in entries} - {None}
+        projects = dict(Project.objects.filter(pk__in=ids).values_list("pk", "name"))
+        for e in entries:
+            team = teams.get(e.properties["team_id"], "")
+            project = projects.get(e.properties["project_id"], UNALLOCATED)
+            e.name = f"{team}/{project}"
+            e.properties = {"team_id": e.properties["team_id"], "team": team,
+                            "project_id": e.properties["project_id"], "project": project}
+    elif group_by == "priority_class":
+        names = dict(PriorityClass.objects.filter(pk__in=[e.properties["priority_class_id"] for e in entries])
+                     .values_list("pk", "name"))
+        for e in entries:
+            e.name = names.get(e.properties["priority_class_id"], e.key)
+            e.properties = {"priority_class_id": e.properties["priority_class_id"], "priority_class": e.name}
+    else:
+        jobs = {
+            pk: (name, team)
+            for pk, name, team in Job.objects.filter(pk__in=[e.properties["job_id"] for e in entries])
+            .values_list("pk", "name", "team__name")
+        }
+        for e in entries:
+            name, team = jobs.get(e.properties["job_id"], ("", ""))
+            e.name = e.key
+            e.properties = {"job_id": e.properties["job_id"], "job": name, "team": team}
+
+
+# ------------------------------------------------------------------------------ presentation
+
+CSV_COLUMNS = (
+    "gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd", "usd_per_gpu_hour",
+    "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd",
+)
+CENT = Decimal("0.01")
+_HOURS_Q = Decimal("0.0001")
+_RATE_Q = Decimal("0.0001")
+_TOKEN_RATE_Q = Decimal("0.000000000001")
+
+
+def _hours(gpu_seconds: Decimal) -> Decimal:
+    return (gpu_seconds / _HOUR_S).quantize(_HOURS_Q)
+
+
+def _fmt(value: Decimal | None, quantum: Decimal) -> str:
+    return "" if value is None else str(value.quantize(quantum))
+
+
+def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
+    """Cents per entry (and `__idle__`, `TOTAL`) for cost, idle reserved and preemption waste,
+    apportioned so every column adds up to its TOTAL exactly."""
+    from controlplane.services.usage_tiers import apportion
+
+    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
+    cost = apportion([r.cost_usd for r in rows])
+    waste = apportion([r.lost_cost_usd for r in rows])
+    reserved = apportion([r.idle_reserved_usd or Decimal(0) for r in rows])
+    out = {
+        r.key: {"cost_usd": c, "preemption_waste_usd": w, "idle_reserved_usd": i}
+        for r, c, w, i in zip(rows, cost, waste, reserved, strict=True)
+    }
+    total_reserved = report.idle_reserved_usd_total
+    out["TOTAL"] = {
+        "cost_usd": sum(cost, Decimal(0)),
+        "preemption_waste_usd": sum(waste, Decimal(0)),
+        "idle_reserved_usd": sum(reserved, Decimal(0)) if report.group_by == "team"
+        else total_reserved.quantize(CENT),
+    }
+    return out
+
+
+def showback_csv(report: Showback) -> str:
+    """Finance's CSV: one row per group, `__idle__` for fleet readers, and a final TOTAL row whose
+    money columns equal the sums of the rows above to the cent."""
+    import csv
+    import io
+
+    money = presented_money(report)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow([report.group_by, *CSV_COLUMNS])
+    rows = sorted(report.entries, key=lambda e: e.name)
+    for entry in rows:
+        m = money[entry.key]
+        writer.writerow([
+            entry.name, _hours(entry.allocated_gpu_seconds), _hours(entry.active_gpu_seconds),
+            _hours(entry.productive_gpu_seconds), m["cost_usd"], _fmt(entry.usd_per_gpu_hour, _RATE_Q),
+            _fmt(entry.usd_per_useful_token, _TOKEN_RATE_Q),
+            m["idle_reserved_usd"] if report.group_by == "team" else "", m["preemption_waste_usd"],
+        ])
+    if report.idle is not None:
+        m = money[IDLE]
+        writer.writerow([IDLE, "0.0000", "0.0000", "0.0000", m["cost_usd"], "", "", "", m["preemption_waste_usd"]])
+    total = report.total
+    m = money["TOTAL"]
+    writer.writerow([
+        "TOTAL", _hours(total.allocated_gpu_seconds), _hours(total.active_gpu_seconds),
+        _hours(total.productive_gpu_seconds), m["cost_usd"], _fmt(total.usd_per_gpu_hour, _RATE_Q),
+        _fmt(total.usd_per_useful_token, _TOKEN_RATE_Q), m["idle_reserved_usd"], m["preemption_waste_usd"],
+    ])
+    return buffer.getvalue()
+
+
+def showback_json(report: Showback) -> dict[str, Any]:
+    """The report in OpenCost's allocation shape (`/allocation?window=…&aggregate=…`): `data` is
+    a list of allocation sets keyed by name, each allocation with `window`, `gpuHours`, `gpuCost`
+    and `totalCost`, plus our tiers; `__idle__` is the unallocated capacity. Money is rounded to
+    the cent with the same apportionment as the CSV, so the entries add up to `totals`."""
+    money = presented_money(report)
+    window = {"start": _iso(report.start), "end": _iso(report.end)}
+    minutes = (report.end - report.start).total_seconds() / 60
+    allocations: dict[str, Any] = {}
+    for entry in report.entries:
+        allocations[entry.name] = _allocation(entry, money[entry.key], window, minutes)
+    if report.idle is not None:
+        idle = report.idle
+        allocations[IDLE] = {
+            "name": IDLE, "properties": {}, "window": window, "start": window["start"], "end": window["end"],
+            "minutes": minutes, "gpuHours": float(_hours(idle.idle_gpu_seconds)),
+            "gpuCost": float(money[IDLE]["cost_usd"]), "totalCost": float(money[IDLE]["cost_usd"]),
+        }
+    total = report.total
+    totals = _allocation(total, money["TOTAL"], window, minutes)
+    totals["idleReservedGpuHours"] = float(_hours(report.idle_reserved_gpu_seconds_total))
+    if report.capacity_gpu_seconds is not None:
+        totals["capacityGpuHours"] = float(_hours(report.capacity_gpu_seconds))
+        totals["idleGpuHours"] = float(_hours(total.idle_gpu_seconds))
+    return {
+        "code": 200,
+        "window": window,
+        "requestedWindow": report.window.label,
+        "aggregate": report.group_by,
+        "currency": "USD",
+        "rolledUntil": _iso(report.rolled_until) if report.rolled_until else None,
+        "data": [allocations],
+        "totals": totals,
+    }
+
+
+def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], window: dict[str, str], minutes: float) -> dict[str, Any]:
+    def number(value: Decimal | None, quantum: Decimal) -> float | None:
+        return None if value is None else float(value.quantize(quantum))
+
+    return {
+        "name": entry.name,
+        "properties": entry.properties,
+        "window": window,
+        "start": window["start"],
+        "end": window["end"],
+        "minutes": minutes,
+        "gpuHours": float(_hours(entry.allocated_gpu_seconds)),
+        "gpuHoursActive": float(_hours(entry.active_gpu_seconds)),
+        "gpuHoursProductive": float(_hours(entry.productive_gpu_seconds)),
+        "gpuEfficiency": _share(entry.active_gpu_seconds, entry.allocated_gpu_seconds),
+        "gpuProductiveEfficiency": _share(entry.productive_gpu_seconds, entry.allocated_gpu_seconds),
+        "gpuCost": float(money["cost_usd"]),
+        "totalCost": float(money["cost_usd"]),
+        "usdPerGpuHour": number(entry.usd_per_gpu_hour, _RATE_Q),
+        "usdPerProductiveGpuHour": number(entry.usd_per_productive_gpu_hour, _RATE_Q),
+        "usefulTokens": round(entry.useful_tokens),
+        "usdPerUsefulToken": number(entry.usd_per_useful_token, _TOKEN_RATE_Q),
+        "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
+        or entry.key == "TOTAL" else None,
+        "preemptionLostGpuHours": float(_hours(entry.lost_gpu_seconds)),
+        "preemptionWasteCost": float(money["preemption_waste_usd"]),
+    }
+
+
+def _share(part: Decimal, whole: Decimal) -> float | None:
+    return round(float(part / whole), 6) if whole else None
+
+
+def _iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
+
+
+# ------------------------------------------------------------------ utilization time series
+
+
+@dataclass(frozen=True)
+class UtilizationPoint:
+    """Time-averaged GPUs over one bucket: GPU-seconds ÷ the seconds the bucket covers."""
+
+    start: datetime
+    seconds: float
+    capacity_gpus: float | None
+    allocated_gpus: float
+    active_gpus: float
+    productive_gpus: float
+
+
+def choose_bucket(start: datetime, end: datetime, now: datetime) -> int:
+    """Minutes for up to 6 hours, hours for up to 14 days, days beyond; never a granularity
+    whose rows retention has already dropped at `start`."""
+    span = (end - start).total_seconds()
+    bucket = MINUTE if span <= 6 * 3600 else HOUR if span <= 14 * 86400 else DAY
+    if bucket == MINUTE and start < raw_horizon(now):
+        bucket = HOUR
+    if bucket == HOUR and start < hour_horizon(now):
+        bucket = DAY
+    return bucket
+
+
+def utilization_series(
+    window: Window, now: datetime, *, team_id: int | None = None, bucket: int | None = None
+) -> list[UtilizationPoint]:
+    """The three tiers over time, for the fleet (with capacity) or one team (without): the
+    overview and team charts. Callers check that the reader may see `team_id`."""
+    bucket = bucket or choose_bucket(window.start, window.end, now)
+    rolled = _rolled_until()
+    if rolled is None:
+        return []
+    start, end = floor_to(window.start, bucket), min(window.end, rolled)
+    if team_id is None:
+        qs = FleetRollup.objects.filter(bucket=bucket, start__gte=start, start__lt=end)
+        sums = qs.values("start").annotate(capacity=Sum("capacity_gpu_seconds"), allocated=Sum("allocated_gpu_seconds"),
+                                           active=Sum("active_gpu_seconds"), productive=Sum("productive_gpu_seconds"))
+    else:
+        qs = UsageRollup.objects.filter(bucket=bucket, start__gte=start, start__lt=end, team_id=team_id)
+        sums = qs.values("start").annotate(allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
+                                           productive=Sum("productive_gpu_seconds"))
+    points = []
+    for s in sums.order_by("start"):
+        covered = min(float(bucket), (rolled - s["start"]).total_seconds())
+        if covered <= 0:
+            continue
+        capacity = s.get("capacity")
+        points.append(UtilizationPoint(
+            start=s["start"], seconds=covered,
+            capacity_gpus=float(capacity) / covered if capacity is not None else None,
+            allocated_gpus=float(s["allocated"] or 0) / covered, active_gpus=float(s["active"] or 0) / covered,
+            productive_gpus=float(s["productive"] or 0) / covered,
+        ))
+    return points
+
+
+def job_cost(job_id: int) -> dict[str, Any]:
+    """A job's figures so far (the job page): the tiers in GPU-hours, cost, lost work."""
+    where = Q(bucket=DAY)
+    sums = UsageRollup.objects.filter(where, job_id=job_id).aggregate(
+        allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
+        productive=Sum("productive_gpu_seconds"), lost=Sum("lost_gpu_seconds"), cost=Sum("cost_usd"),
+        lost_cost=Sum("lost_cost_usd"), tokens=Sum("retained_tokens"),
+    )
+    return {
+        "gpu_hours_allocated": _hours(sums["allocated"] or Decimal(0)),
+        "gpu_hours_active": _hours(sums["active"] or Decimal(0)),
+        "gpu_hours_productive": _hours(sums["productive"] or Decimal(0)),
+        "preemption_lost_gpu_hours": _hours(sums["lost"] or Decimal(0)),
+        "cost_usd": (sums["cost"] or Decimal(0)).quantize(CENT),
+        "preemption_waste_usd": (sums["lost_cost"] or Decimal(0)).quantize(CENT),
+        "useful_tokens": round(sums["tokens"] or 0.0),
+        "rolled_until": _rolled_until(),
+    }

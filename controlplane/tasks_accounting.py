@@ -1,0 +1,55 @@
+"""Celery entry points of accounting. Beat only triggers; the work is in services/accounting.py.
+
+- `qm.accounting.roll_up` (every ROLLUP_EVERY_S): fold agents' samples and the control plane's
+  allocations into minute, hour and day rollups (services/accounting.roll_up).
+- `qm.accounting.retention` (hourly): drop raw samples and minute rows past the retention
+  window, only once their rollups exist (services/accounting.apply_retention).
+
+Both are idempotent and safe to run twice or late: a run locks the cursor row and a second run
+that finds it locked does nothing; a late tick expires. Both take `now` from the clock here, at
+the edge, and pass it down.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import structlog
+from celery import shared_task
+from django.conf import settings
+from django.utils import timezone
+
+from controlplane.celery import app
+from controlplane.services import accounting
+
+log = structlog.get_logger(__name__)
+
+
+def rollup_every_s() -> float:
+    return float(settings.QM.get("ACCOUNTING_ROLLUP_S", 15))
+
+
+@shared_task(name="qm.accounting.roll_up", ignore_result=True)
+def roll_up_usage() -> str:
+    result = accounting.roll_up(timezone.now())
+    if not result.ran:
+        return "another run holds the cursor"
+    if result.duration_ms > rollup_every_s() * 1000 / 2:
+        log.warning("accounting rollup slow", duration_ms=round(result.duration_ms), late_jobs=result.late_jobs)
+    return f"rolled until {result.rolled_until:%H:%M:%S}: {result.rows_written} rows, {result.late_jobs} late jobs"
+
+
+@shared_task(name="qm.accounting.retention", ignore_result=True)
+def apply_usage_retention() -> str:
+    result = accounting.apply_retention(timezone.now())
+    if not result.ran:
+        return "nothing rolled yet, or a rollup is running"
+    return f"dropped {result.samples_deleted} samples, {result.minute_rows_deleted} minute and {result.hour_rows_deleted} hour rows"
+
+
+@app.on_after_finalize.connect
+def _schedule(sender: Any, **kwargs: Any) -> None:
+    """Beat's schedule for accounting; ticks that arrive late expire instead of piling up."""
+    every = rollup_every_s()
+    sender.add_periodic_task(every, roll_up_usage.s(), name="accounting-rollup", expires=every)
+    sender.add_periodic_task(3600.0, apply_usage_retention.s(), name="accounting-retention", expires=3600.0)
