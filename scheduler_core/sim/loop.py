@@ -40,7 +40,7 @@ from scheduler_core.sim.fleet import (
     job_spec,
     team_of,
 )
-from scheduler_core.sim.metrics import JobOutcome, TimeIntegral, summarize
+from scheduler_core.sim.metrics import JobOutcome, TimeIntegral, allocated_upper_bound, summarize
 from scheduler_core.sim.trace import TraceJob
 from scheduler_core.types import (
     GpuPlacement,
@@ -548,6 +548,11 @@ class Simulator:
         extras: dict[str, float | int | None] = {
             "offered_load": offered / capacity,
             "no_wait_allocated": no_wait / capacity,
+            "allocated_upper_bound": allocated_upper_bound(
+                ((job.submit_s, job.gpus, job.duration_s) for job in in_horizon),
+                horizon_s=horizon,
+                total_gpus=self.shape.total_gpus,
+            ),
             "jobs_pending_at_horizon": sum(1 for job in self.pending.values() if job.trace.submit_s < horizon),
             "jobs_running_at_horizon": len(self.active),
             "jobs_killed": sum(1 for job in self.jobs.values() if job.state is _State.KILLED),

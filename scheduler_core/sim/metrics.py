@@ -18,7 +18,7 @@ cannot look good by never starting a job. ``mean_slowdown`` is the mean over don
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 #: Keys the simulator's JSON always carries (the issue's list), in print order.
@@ -78,6 +78,44 @@ class JobOutcome:
 
     def done_by(self, horizon_s: float) -> bool:
         return self.end_s is not None and self.end_s < horizon_s
+
+
+def allocated_upper_bound(
+    jobs: Iterable[tuple[float, int, float]], *, horizon_s: float, total_gpus: int
+) -> float:
+    """The most any scheduler could allocate over ``[0, horizon)``, as a fraction of capacity.
+
+    ``jobs`` are ``(submit_s, gpus, duration_s)``. Even a scheduler that may preempt, split
+    jobs across any GPUs and knows every duration is bound by a cut of the flow of work into
+    time: for any instant ``s``, what runs in ``[s, horizon)`` is at most the capacity, and
+    what runs in ``[0, s)`` is at most what each job could do at full width since its
+    submission. So ``busy ≤ min over s of [G·(horizon − s) + Σ_j g_j·clip(s − r_j, 0, d_j)]``.
+    At ``s = horizon`` this is the no-wait bound (every job starts at submission), at
+    ``s = 0`` the capacity. The function is piecewise linear in ``s``, so a sweep over its
+    breakpoints (submissions and ends) finds the minimum in ``O(n log n)``."""
+    if horizon_s <= 0 or total_gpus <= 0:
+        raise ValueError(f"horizon and GPUs must be > 0, got {horizon_s} s and {total_gpus}")
+    slope_changes: dict[float, float] = {}
+    for submit, gpus, duration in jobs:
+        if submit >= horizon_s:
+            continue
+        start = max(0.0, submit)
+        end = min(submit + duration, horizon_s)
+        if end <= start:
+            continue
+        slope_changes[start] = slope_changes.get(start, 0.0) + gpus
+        slope_changes[end] = slope_changes.get(end, 0.0) - gpus
+    at, value = 0.0, float(total_gpus) * horizon_s
+    slope = -float(total_gpus)
+    best = value
+    for point in sorted(slope_changes):
+        value += slope * (point - at)
+        at = point
+        best = min(best, value)
+        slope += slope_changes[point]
+    value += slope * (horizon_s - at)
+    best = min(best, value)
+    return best / (horizon_s * total_gpus)
 
 
 def p95(sorted_values: Sequence[float]) -> float:

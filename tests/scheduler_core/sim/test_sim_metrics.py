@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.sim.metrics import JobOutcome, TimeIntegral, p95, summarize
+from scheduler_core.sim.metrics import JobOutcome, TimeIntegral, allocated_upper_bound, p95, summarize
 
 HOUR = 3600.0
 
@@ -90,3 +90,23 @@ def test_allocated_and_stranded_are_time_averages_and_slowdown_uses_true_duratio
     assert got["allocated"] == 0.25
     assert got["stranded_gpus"] == 1.5
     assert got["mean_slowdown"] == 1.5
+
+
+def test_upper_bound_is_the_no_wait_bound_when_capacity_never_binds() -> None:
+    jobs = [(0.0, 8, 3600.0), (600.0, 8, 1200.0)]
+    # on 16 GPUs both run at once: busy 8*3600 + 8*1200 of 16*7200
+    assert allocated_upper_bound(jobs, horizon_s=7200.0, total_gpus=16) == pytest.approx(38400 / 115200)
+
+
+def test_upper_bound_is_capacity_when_demand_exceeds_it_throughout() -> None:
+    jobs = [(0.0, 8, 7200.0), (0.0, 8, 7200.0)]
+    assert allocated_upper_bound(jobs, horizon_s=7200.0, total_gpus=8) == 1.0
+
+
+def test_upper_bound_cuts_where_a_late_burst_overflows() -> None:
+    # 8 GPUs idle for the first hour (nothing submitted), then 16 GPUs of demand for an hour:
+    # at most 8 GPUs x 1 h of work fits, half of the 2-hour capacity
+    jobs = [(3600.0, 8, 3600.0), (3600.0, 8, 3600.0)]
+    assert allocated_upper_bound(jobs, horizon_s=7200.0, total_gpus=8) == 0.5
+    # jobs past the horizon and the part of a job running past it do not count
+    assert allocated_upper_bound([(7200.0, 8, 60.0), (5400.0, 8, 7200.0)], horizon_s=7200.0, total_gpus=8) == 0.25
