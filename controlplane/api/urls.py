@@ -11,7 +11,7 @@ from django.urls import include, path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import views
+from controlplane.api import showback, views
 from controlplane.api.permissions import IsPerson
 from controlplane.api.views import ApiMixin
 
@@ -61,6 +61,8 @@ v1 = [
     path("auth/me/", views.MeView.as_view(), name="auth-me"),
     path("metrics/queue/", views.QueueMetricsView.as_view(), name="metrics-queue"),
     path("metrics/fragmentation/", views.FragmentationMetricsView.as_view(), name="metrics-fragmentation"),
+    path("metrics/utilization/", showback.UtilizationView.as_view(), name="metrics-utilization"),
+    path("showback/", showback.ShowbackView.as_view(), name="showback"),
     path("", include(router.urls)),
 ]
 
