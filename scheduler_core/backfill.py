@@ -160,6 +160,7 @@ class ReleaseTimeline:
         state = ctx.state
         free = list(state.free_gpus)
         widths = [nc.gpus for nc in state.classes]
+        self.widths = widths
         free_sum = {c: 0 for c in range(len(widths))}
         at_least = {c: [0] * (widths[c] + 1) for c in range(len(widths))}
         for n, f in enumerate(free):
@@ -196,7 +197,9 @@ class ReleaseTimeline:
         if sum(frame.free[c] for c in classes) < demand.gpus:
             return False
         largest = demand.largest_member
-        bigs = sum(1 for m in demand.members if 2 * m.gpus > largest)
+        width = max((self.widths[c] for c in classes), default=0)
+        bigs = sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width)
+        bigs = max(bigs, 1)
         nodes = 0
         for c in classes:
             row = frame.at_least[c]

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from scheduler_core.backfill import ReleaseTimeline, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
+from scheduler_core.placement import loners
 from scheduler_core.state import FLEET
 from scheduler_core.types import JobSpec, PendingExplanation, ReasonCode, TopologyConstraint
 
@@ -81,7 +82,7 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
             f"(largest free block: {block}).",
             f"a node with {largest_member} free {kind} GPUs becomes available",
         )
-    bigs = sum(1 for m in demand.members if 2 * m.gpus > largest_member)
+    bigs = loners(state, demand, member_classes)
     roomy = state.nodes_with_free(big_classes, largest_member)
     if roomy < bigs:
         return out(

@@ -57,6 +57,18 @@ _SCOPES_SPREAD: dict[TopologyConstraint, tuple[int, ...]] = {
 }
 
 
+def loners(state: ClusterState, demand: Demand,
+           member_classes: Sequence[tuple[int, ...]]) -> int:
+    """Members of the largest size that cannot share a node with another such member (more
+    than half of the widest capable node): each needs a node of its own."""
+    largest = demand.largest_member
+    count = 0
+    for m, cls in zip(demand.members, member_classes, strict=True):
+        if m.gpus == largest and 2 * m.gpus > state.widest(cls):
+            count += 1
+    return count
+
+
 @dataclass(frozen=True, slots=True)
 class PlacementRequest:
     """One gang to place. ``member_classes[i]`` are the node classes member ``i`` may use
@@ -129,13 +141,13 @@ class Placer:
         if self.state.free_in(FLEET, 0, union) < req.demand.gpus:
             return False
         largest = req.demand.largest_member
-        bigs = [cls for m, cls in zip(req.demand.members, req.member_classes, strict=True)
-                if 2 * m.gpus > largest]
-        if len(bigs) <= 1:
-            return self.state.largest_free_block(
-                tuple(sorted({c for cls in bigs for c in cls}))) >= largest
-        classes = tuple(sorted({c for cls in bigs for c in cls}))
-        return self.state.nodes_with_free(classes, largest) >= len(bigs)
+        biggest = [cls for m, cls in zip(req.demand.members, req.member_classes, strict=True)
+                   if m.gpus == largest]
+        classes = tuple(sorted({c for cls in biggest for c in cls}))
+        need = loners(self.state, req.demand, req.member_classes)
+        if need <= 1:
+            return self.state.largest_free_block(classes) >= largest
+        return self.state.nodes_with_free(classes, largest) >= need
 
     def _roomy_in(self, level: int, domain: int, classes: tuple[int, ...], largest: int) -> int:
         count = 0
@@ -164,7 +176,7 @@ class Placer:
             domains.update(self.state.domains_of_class.get((level, c), ()))
         need = req.demand.gpus
         largest = req.demand.largest_member
-        bigs = sum(1 for m in req.demand.members if 2 * m.gpus > largest)
+        bigs = loners(self.state, req.demand, req.member_classes)
         scored = []
         for d in domains:
             free = self.state.free_in(level, d, union)

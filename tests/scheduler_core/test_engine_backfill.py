@@ -1,0 +1,150 @@
+"""Rule 6, EASY backfill: the highest-priority job that cannot start gets a GPU-granular
+reservation from running jobs' runtime limits; other jobs start now only if they cannot delay
+it; runtime limits are enforced."""
+
+from __future__ import annotations
+
+import pytest
+from engine_builders import bound, bound_nodes, gpu_count, make_cluster, make_job, make_running, why
+
+from scheduler_core import PreemptionReason, ReasonCode, SchedulerConfig
+
+
+def busy_pair():
+    """Two nodes: n0 busy until t=3600 (8 GPUs), n1 has 4 GPUs busy until t=7200."""
+    return (
+        make_cluster().nodes(2).at(0)
+        .running(make_running(make_job("r0").gpus(8).limit(3600)).whole("n0").started(0),
+                 make_running(make_job("r1").gpus(4).limit(7200)).on("n1", 0, 1, 2, 3)
+                 .started(0))
+    )
+
+
+def test_head_job_gets_a_reservation_from_running_runtime_limits():
+    plan = busy_pair().pending(make_job("head").gpus(8).submitted(0)).plan()
+    [reservation] = plan.reservations
+    assert reservation.job_id == "head"
+    assert reservation.start_at == 3600.0
+    assert [p.node for p in reservation.placements] == ["n0"]
+    explanation = why(plan, "head")
+    assert explanation.code is ReasonCode.WAITING_FOR_RESERVATION
+    assert explanation.eta == 3600.0
+    assert "t=3600" in explanation.message
+
+
+def test_reservation_is_gpu_granular_not_whole_node():
+    # head needs 12 GPUs: all of n0 (free at 3600) would not do; n1's 4 free GPUs plus n0
+    plan = busy_pair().pending(make_job("head").gpus(12).per_node(4).submitted(0)).plan()
+    [reservation] = plan.reservations
+    assert reservation.start_at == 3600.0
+    assert gpu_count(reservation.placements) == 12
+    on_n1 = [p for p in reservation.placements if p.node == "n1"]
+    assert on_n1 and all(len(p.gpu_indices) == 4 for p in on_n1)
+
+
+@pytest.mark.parametrize(
+    ("limit", "starts"),
+    [(1800, True), (3600, True), (3601, False), (None, False)],
+    ids=["ends-well-before-the-reservation", "ends-exactly-at-the-reservation",
+         "would-delay-the-reservation-by-a-second", "no-runtime-limit-cannot-promise"],
+)
+def test_backfill_only_what_cannot_delay_the_reservation(limit, starts):
+    # head wants n1's 4 free GPUs plus all of n0 at t=3600; "small" wants 4 GPUs now:
+    # the only free GPUs are the 4 on n1, which the head's reservation holds.
+    plan = (
+        busy_pair()
+        .pending(make_job("head").gpus(12).per_node(4).submitted(0),
+                 make_job("small").gpus(4).limit(limit).submitted(1))
+        .plan()
+    )
+    assert ("small" in bound(plan)) == starts
+    if not starts:
+        explanation = why(plan, "small")
+        assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
+        assert "reserved for head" in explanation.message
+    assert plan.reservations[0].start_at == 3600.0
+
+
+def test_backfill_freely_on_gpus_the_reservation_does_not_need():
+    # head needs the whole of n0 at 3600; n1's four free GPUs are not part of its reservation
+    plan = (
+        busy_pair()
+        .pending(make_job("head").gpus(8).submitted(0),
+                 make_job("small").gpus(4).submitted(1))
+        .plan()
+    )
+    assert bound_nodes(plan, "small") == ["n1"]
+    assert plan.reservations[0].job_id == "head"
+
+
+def test_only_the_head_job_holds_a_reservation():
+    plan = (
+        busy_pair()
+        .pending(make_job("head").gpus(8).submitted(0),
+                 make_job("second").gpus(8).submitted(1))
+        .plan()
+    )
+    assert [r.job_id for r in plan.reservations] == ["head"]
+    assert why(plan, "second").code is not ReasonCode.WAITING_FOR_RESERVATION
+
+
+def test_backfill_off_makes_no_reservation_and_lets_smaller_jobs_take_the_gpus():
+    plan = (
+        busy_pair()
+        .pending(make_job("head").gpus(12).per_node(4).submitted(0),
+                 make_job("small").gpus(4).submitted(1))
+        .plan(SchedulerConfig(backfill=False))
+    )
+    assert plan.reservations == ()
+    assert "small" in bound(plan)
+
+
+def test_reservation_counts_gpus_of_killed_jobs_as_free_now():
+    plan = (
+        make_cluster().nodes(1).at(5000)
+        .running(make_running(make_job("late").gpus(8).limit(3600)).whole("n0").started(0))
+        .pending(make_job("next").gpus(8))
+        .plan(SchedulerConfig(preemption=False))
+    )
+    assert [k.job_id for k in plan.kills] == ["late"]
+    assert plan.reservations[0].start_at == 5000.0
+
+
+@pytest.mark.parametrize(
+    ("now", "killed"),
+    [(3599, False), (3600, True), (9000, True)],
+    ids=["one-second-before-the-limit-runs-on", "at-the-limit-is-killed",
+         "past-the-limit-is-killed"],
+)
+def test_runtime_limit_is_enforced(now, killed):
+    plan = (
+        make_cluster().nodes(1).at(now)
+        .running(make_running(make_job("j").gpus(8).limit(3600)).whole("n0").started(0)
+                 .generation(4))
+        .plan()
+    )
+    assert [k.job_id for k in plan.kills] == (["j"] if killed else [])
+    if killed:
+        kill = plan.kills[0]
+        assert kill.reason is PreemptionReason.RUNTIME_LIMIT
+        assert kill.generation == 4
+        assert "1.0 h" in kill.message
+
+
+def test_job_without_runtime_limit_is_never_killed():
+    plan = (
+        make_cluster().nodes(1).at(10**7)
+        .running(make_running(make_job("j").gpus(8)).whole("n0").started(0))
+        .plan()
+    )
+    assert plan.kills == ()
+
+
+def test_terminating_job_is_not_killed_again():
+    plan = (
+        make_cluster().nodes(1).at(9000)
+        .running(make_running(make_job("j").gpus(8).limit(3600)).whole("n0").started(0)
+                 .terminating())
+        .plan()
+    )
+    assert plan.kills == ()

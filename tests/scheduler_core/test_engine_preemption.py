@@ -1,0 +1,256 @@
+"""Rule 7, preemption that counts its cost: borrowed work first, then lower priority; the
+cheapest victims (GPUs x time since last checkpoint, plus restart); whole gangs; minimum runtime
+and preemption budget honoured; no cascades; grace period, reason and lost GPU-hours."""
+
+from __future__ import annotations
+
+import pytest
+from engine_builders import bound, make_cluster, make_job, make_running, preempted, why
+
+from scheduler_core import PreemptionReason, ReasonCode, SchedulerConfig
+
+NOW = 10_000.0
+
+
+def full_node_of_low_jobs(*checkpoints: float):
+    """One 8-GPU node held by 2-GPU low-priority jobs lo0..lo3 started at t=0, with the given
+    last checkpoints, and nothing else free."""
+    cluster = make_cluster().nodes(1).at(NOW)
+    for k, ckpt in enumerate(checkpoints):
+        cluster.running(
+            make_running(make_job(f"lo{k}").priority("low").gpus(2))
+            .on("n0", 2 * k, 2 * k + 1).started(0).checkpointed(ckpt)
+        )
+    return cluster
+
+
+def test_higher_priority_job_preempts_lower_priority_work():
+    plan = (
+        full_node_of_low_jobs(9000, 9000, 9000, 9000)
+        .pending(make_job("hi").priority("high").gpus(2))
+        .plan()
+    )
+    assert len(plan.preemptions) == 1
+    victim = plan.preemptions[0]
+    assert victim.reason is PreemptionReason.HIGHER_PRIORITY
+    assert victim.for_job == "hi"
+    assert why(plan, "hi").code is ReasonCode.WAITING_FOR_PREEMPTION
+
+
+@pytest.mark.parametrize(
+    ("checkpoints", "expected"),
+    [((9000, 5000, 9900, 9500), "lo2"), ((100, 200, 300, 9999), "lo3"),
+     ((5000, 5000, 5000, 5000), "lo0")],
+    ids=["most-recent-checkpoint-loses-least", "just-checkpointed-victim",
+         "equal-cost-ties-break-by-id"],
+)
+def test_cheapest_victim_by_lost_work_is_chosen(checkpoints, expected):
+    plan = (
+        full_node_of_low_jobs(*checkpoints)
+        .pending(make_job("hi").priority("high").gpus(2))
+        .plan()
+    )
+    assert preempted(plan) == [expected]
+
+
+def test_preemption_carries_grace_period_reason_and_lost_gpu_hours():
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .priority("low", 10, grace_period_s=120)
+        .running(make_running(make_job("victim").priority("low").gpus(8).restart_cost(360))
+                 .whole("n0").started(0).checkpointed(NOW - 1800).generation(7))
+        .pending(make_job("hi").priority("high").gpus(8))
+        .plan()
+    )
+    [p] = plan.preemptions
+    assert p.grace_period_s == 120
+    # 8 GPUs x (30 min since checkpoint + 6 min restart) = 4.8 GPU-hours
+    assert p.lost_gpu_hours == pytest.approx(4.8)
+    assert p.generation == 7
+    assert "4.80 GPU-hours" in p.message and "120 s" in p.message
+    [reservation] = plan.reservations
+    assert reservation.job_id == "hi" and reservation.start_at == NOW + 120
+
+
+def test_gang_is_preempted_whole():
+    plan = (
+        make_cluster().nodes(2).at(NOW)
+        .running(make_running(make_job("gang").priority("low").gpus(16)).whole("n0", "n1")
+                 .started(0))
+        .pending(make_job("hi").priority("high").gpus(4))
+        .plan()
+    )
+    assert preempted(plan) == ["gang"]
+    assert plan.resizes == ()  # a rigid gang is never cut down
+
+
+def test_preemptor_over_nominal_frees_its_quota_by_preempting_its_own_lower_priority_work():
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .quota("ml", "a100", 4, cohort="c").quota("cv", "a100", 4, cohort="c")
+        .running(
+            make_running(make_job("own-low").team("ml").priority("low").gpus(4))
+            .on("n0", 0, 1, 2, 3).started(0).checkpointed(NOW - 1),
+            make_running(make_job("cv-borrowed").team("cv").priority("normal").gpus(4))
+            .on("n0", 4, 5, 6, 7).started(0).borrowed(),
+        )
+        .pending(make_job("hi").team("ml").priority("high").gpus(4))
+        .plan()
+    )
+    # ml is at its nominal 4 with own-low; hi (4 more) would exceed it and the cohort has
+    # nothing to lend, so only preempting ml's own lower-priority job makes room in quota.
+    assert preempted(plan) == ["own-low"]
+
+
+def test_owner_within_nominal_reclaims_borrowed_work_before_its_own_lower_priority_work():
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .quota("ml", "a100", 8, cohort="c").quota("cv", "a100", 0, cohort="c")
+        .running(
+            make_running(make_job("own-low").team("ml").priority("low").gpus(4))
+            .on("n0", 0, 1, 2, 3).started(0).checkpointed(NOW - 1),
+            make_running(make_job("cv-borrowed").team("cv").priority("high").gpus(4))
+            .on("n0", 4, 5, 6, 7).started(0).borrowed(),
+        )
+        .pending(make_job("mine").team("ml").priority("normal").gpus(4))
+        .plan()
+    )
+    [p] = plan.preemptions
+    assert p.job_id == "cv-borrowed"
+    assert p.reason is PreemptionReason.RECLAIM_BORROWED
+
+
+@pytest.mark.parametrize(
+    ("preemptor", "victim"),
+    [("normal", "normal"), ("low", "normal")],
+    ids=["equal-priority-does-not-preempt", "lower-priority-does-not-preempt"],
+)
+def test_preemption_needs_a_strictly_higher_priority(preemptor, victim):
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .running(make_running(make_job("r").priority(victim).gpus(8)).whole("n0"))
+        .pending(make_job("p").priority(preemptor).gpus(8))
+        .plan()
+    )
+    assert plan.preemptions == ()
+
+
+def test_non_preemptible_class_is_never_a_victim():
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .priority("serving", 50, preemptible=False)
+        .running(make_running(make_job("svc").priority("serving").gpus(8)).whole("n0"))
+        .pending(make_job("hi").priority("high").gpus(8))
+        .plan()
+    )
+    assert plan.preemptions == ()
+
+
+def test_class_that_may_not_preempt_waits():
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .priority("polite", 5000, may_preempt_lower=False)
+        .running(make_running(make_job("r").priority("low").gpus(8)).whole("n0"))
+        .pending(make_job("p").priority("polite").gpus(8))
+        .plan()
+    )
+    assert plan.preemptions == ()
+
+
+@pytest.mark.parametrize(
+    ("klass", "preempted_times", "started", "phrase"),
+    [
+        (dict(min_runtime_s=3600), 0, NOW - 600, "600 s of its 3600 s minimum runtime"),
+        (dict(preemption_budget=2), 2, 0.0, "preempted 2 times"),
+    ],
+    ids=["minimum-runtime-protects-a-young-job", "budget-protects-a-often-preempted-job"],
+)
+def test_protected_victims_are_not_preempted_and_the_wait_says_why(klass, preempted_times,
+                                                                   started, phrase):
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .priority("low", 10, **klass)
+        .running(make_running(make_job("r").priority("low").gpus(8)
+                              .preempted_times(preempted_times)).whole("n0").started(started))
+        .pending(make_job("hi").priority("high").gpus(8))
+        .plan()
+    )
+    assert plan.preemptions == ()
+    explanation = why(plan, "hi")
+    assert explanation.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert phrase in explanation.message
+
+
+def test_cycle_preemption_budget_caps_victims():
+    cluster = make_cluster().nodes(3).at(NOW)
+    for k in range(3):
+        cluster.running(make_running(make_job(f"lo{k}").priority("low").gpus(8))
+                        .whole(f"n{k}").started(0))
+    cluster.pending(*[make_job(f"hi{k}").priority("high").gpus(8).submitted(k)
+                      for k in range(3)])
+    plan = cluster.plan(SchedulerConfig(max_preemptions_per_cycle=2))
+    assert len(plan.preemptions) == 2
+    assert why(plan, "hi2").code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert "budget of 2" in why(plan, "hi2").message
+
+
+def test_reprieve_keeps_victims_that_are_not_needed():
+    # Freeing n0 needs lo0 and lo1 (4 GPUs each). The cheapest candidate, cheap, sits on n1,
+    # where it alone frees nothing useful for an 8-GPU job: it must be reprieved.
+    plan = (
+        make_cluster().nodes(2).at(NOW)
+        .running(
+            make_running(make_job("cheap").priority("low").gpus(4)).on("n1", 0, 1, 2, 3)
+            .started(0).checkpointed(NOW - 1),
+            make_running(make_job("keep").priority("normal").gpus(4)).on("n1", 4, 5, 6, 7)
+            .started(0),
+            make_running(make_job("lo0").priority("low").gpus(4)).on("n0", 0, 1, 2, 3)
+            .started(0).checkpointed(NOW - 60),
+            make_running(make_job("lo1").priority("low").gpus(4)).on("n0", 4, 5, 6, 7)
+            .started(0).checkpointed(NOW - 60),
+        )
+        .pending(make_job("hi").priority("high").gpus(8))
+        .plan()
+    )
+    assert preempted(plan) == ["lo0", "lo1"]
+
+
+def test_no_cascade_the_nominated_job_waits_for_its_victims_instead_of_preempting_again():
+    # Next cycle: the victim is terminating; the preemptor must not pick a fresh victim.
+    plan = (
+        make_cluster().nodes(2).at(NOW)
+        .running(
+            make_running(make_job("victim").priority("low").gpus(8)).whole("n0").started(0)
+            .terminating(),
+            make_running(make_job("other").priority("low").gpus(8)).whole("n1").started(0),
+        )
+        .pending(make_job("hi").priority("high").gpus(8))
+        .plan()
+    )
+    assert plan.preemptions == ()
+    explanation = why(plan, "hi")
+    assert explanation.code is ReasonCode.WAITING_FOR_PREEMPTION
+    assert "victim" in explanation.message
+
+
+def test_a_nominated_job_does_not_let_others_take_its_gpus():
+    # hi is nominated for n0 (4 free + lo's 4); a later small job must not take the free 4.
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .running(make_running(make_job("lo").priority("low").gpus(4)).on("n0", 0, 1, 2, 3)
+                 .started(0))
+        .pending(make_job("hi").priority("high").gpus(8).submitted(0),
+                 make_job("small").priority("low").gpus(4).submitted(1))
+        .plan()
+    )
+    assert preempted(plan) == ["lo"]
+    assert "small" not in bound(plan)
+
+
+def test_preemption_off_preempts_nothing():
+    plan = (
+        full_node_of_low_jobs(1, 1, 1, 1)
+        .pending(make_job("hi").priority("high").gpus(2))
+        .plan(SchedulerConfig(preemption=False))
+    )
+    assert plan.preemptions == ()

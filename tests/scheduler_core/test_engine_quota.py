@@ -1,0 +1,171 @@
+"""Rule 4, quotas and cohorts: quota per team x GPU type; borrowing from the cohort's unused
+quota up to the borrowing limit and the lender's lending limit; borrowed work is marked; an
+owner reclaiming its quota preempts borrowers first (seed 004)."""
+
+from __future__ import annotations
+
+import pytest
+from engine_builders import bound, gpu_count, make_cluster, make_job, make_running, why
+
+from scheduler_core import PreemptionReason, ReasonCode
+from scheduler_core.quota import QuotaLedger
+from scheduler_core.types import QuotaInfo
+
+
+def ledger(*quotas: QuotaInfo, used: dict[tuple[str, str], int] | None = None) -> QuotaLedger:
+    book = QuotaLedger(quotas)
+    for (team, gpu_type), n in (used or {}).items():
+        book.charge(team, gpu_type, n)
+    return book
+
+
+@pytest.mark.parametrize(
+    ("quotas", "used", "request_gpus", "admitted", "borrowed"),
+    [
+        ((QuotaInfo("ml", "a100", 8),), {}, 8, True, False),
+        ((QuotaInfo("ml", "a100", 8),), {("ml", "a100"): 4}, 8, False, False),
+        ((QuotaInfo("ml", "a100", 8, cohort="c"), QuotaInfo("cv", "a100", 16, cohort="c")),
+         {}, 16, True, True),
+        ((QuotaInfo("ml", "a100", 8, cohort="c"), QuotaInfo("cv", "a100", 16, cohort="c")),
+         {("cv", "a100"): 12}, 16, False, False),
+        ((QuotaInfo("ml", "a100", 8, borrowing_limit=4, cohort="c"),
+          QuotaInfo("cv", "a100", 16, cohort="c")), {}, 12, True, True),
+        ((QuotaInfo("ml", "a100", 8, borrowing_limit=4, cohort="c"),
+          QuotaInfo("cv", "a100", 16, cohort="c")), {}, 13, False, False),
+        ((QuotaInfo("ml", "a100", 8, cohort="c"),
+          QuotaInfo("cv", "a100", 16, lending_limit=2, cohort="c")), {}, 10, True, True),
+        ((QuotaInfo("ml", "a100", 8, cohort="c"),
+          QuotaInfo("cv", "a100", 16, lending_limit=2, cohort="c")), {}, 11, False, False),
+        ((QuotaInfo("ml", "a100", 8, cohort="c"), QuotaInfo("cv", "a100", 16, cohort="c"),
+          QuotaInfo("nlp", "a100", 0, cohort="c")), {("nlp", "a100"): 10}, 16, False, False),
+        ((QuotaInfo("cv", "a100", 16),), {}, 1, False, False),
+        ((QuotaInfo("ml", "h100", 8),), {}, 64, True, False),
+    ],
+    ids=[
+        "within-nominal",
+        "over-nominal-without-cohort",
+        "borrows-cohort-unused-quota",
+        "lender-uses-its-own-quota-nothing-to-borrow",
+        "within-borrowing-limit",
+        "beyond-borrowing-limit",
+        "within-lenders-lending-limit",
+        "beyond-lenders-lending-limit",
+        "another-borrower-already-holds-the-lendable-gpus",
+        "team-without-a-quota-for-a-governed-type",
+        "ungoverned-gpu-type-is-not-limited",
+    ],
+)
+def test_quota_per_team_and_gpu_type_with_cohort_borrowing(quotas, used, request_gpus,
+                                                            admitted, borrowed):
+    verdict = ledger(*quotas, used=used).check("ml", "a100", request_gpus)
+    assert (verdict.admitted, verdict.borrowed) == (admitted, borrowed)
+
+
+def test_refusal_says_used_nominal_and_borrowable():
+    verdict = ledger(
+        QuotaInfo("ml", "a100", 8, borrowing_limit=4, cohort="c"),
+        QuotaInfo("cv", "a100", 16, cohort="c"),
+        used={("ml", "a100"): 10},
+    ).check("ml", "a100", 4)
+    assert not verdict.admitted
+    assert verdict.describe("ml", "a100", 4) == (
+        "team ml uses 10 of 8 nominal a100 GPUs and can borrow 2 more; this job needs 4"
+    )
+
+
+def test_borrowed_bind_is_marked_borrowed_and_nominal_bind_is_not():
+    plan = (
+        make_cluster().nodes(4)
+        .quota("ml", "a100", 8, cohort="c").quota("cv", "a100", 24, cohort="c")
+        .pending(make_job("mine").team("ml").gpus(8).submitted(0),
+                 make_job("lent").team("ml").gpus(8).submitted(1))
+        .plan()
+    )
+    flags = {b.job_id: b.borrowed for b in plan.binds}
+    assert flags == {"mine": False, "lent": True}
+    assert plan.fleet.borrowed_gpus == 8
+
+
+def test_over_quota_job_waits_with_numbers_while_capacity_is_free():
+    plan = (
+        make_cluster().nodes(4)
+        .quota("ml", "a100", 8)
+        .running(make_running(make_job("r").team("ml").gpus(8)).whole("n0"))
+        .pending(make_job("j").team("ml").gpus(4))
+        .plan()
+    )
+    explanation = why(plan, "j")
+    assert explanation.code is ReasonCode.QUOTA_EXCEEDED
+    assert explanation.reason == "QuotaExceeded"
+    assert "uses 8 of 8 nominal a100 GPUs and can borrow 0 more; this job needs 4" in \
+        explanation.message
+    assert explanation.resolvable
+
+
+def test_quota_never_exceeded_by_a_batch_of_binds():
+    jobs = [make_job(f"j{i}").team("ml").gpus(4).submitted(i) for i in range(6)]
+    plan = make_cluster().nodes(4).quota("ml", "a100", 12).pending(*jobs).plan()
+    assert sum(gpu_count(p) for p in bound(plan).values()) == 12
+
+
+def seed_004_cluster(batch_priority: str = "best-effort"):
+    """64 GPUs; Serving (nominal 32) uses 16; Batch (nominal 8) sweeps 40 GPUs, 32 of them
+    borrowed; 8 GPUs free."""
+    cluster = (
+        make_cluster().nodes(8)
+        .priority("production", 1000).priority("best-effort", 10)
+        .quota("serving", "a100", 32, cohort="shared-64gpu")
+        .quota("batch", "a100", 8, cohort="shared-64gpu")
+        .quota("research", "a100", 24, cohort="shared-64gpu")
+        .running(
+            make_running(make_job("s1").team("serving").priority("production").serving()
+                         .gpus(8)).whole("n0"),
+            make_running(make_job("s2").team("serving").priority("production").serving()
+                         .gpus(8)).whole("n1"),
+        )
+        .at(10_000)
+    )
+    sweep = []
+    for k in range(10):
+        node = f"n{2 + k // 2}"
+        gpus = (0, 1, 2, 3) if k % 2 == 0 else (4, 5, 6, 7)
+        sweep.append(
+            make_running(make_job(f"eval{k}").team("batch").priority(batch_priority).gpus(4))
+            .on(node, *gpus).started(1_000).checkpointed(9_000 - 100 * k).borrowed(k >= 2)
+        )
+    return cluster.running(*sweep)
+
+
+@pytest.mark.parametrize("batch_priority", ["best-effort", "production"],
+                         ids=["seed-004-best-effort-sweep", "reclaim-ignores-priority"])
+def test_seed_004_serving_needs_16_sees_8_free_reclaims_8_from_batch_borrowed_sweep(
+        batch_priority):
+    plan = (
+        seed_004_cluster(batch_priority)
+        .pending(make_job("incident").team("serving").priority("production").serving()
+                 .gpus(16).per_node(8))
+        .plan()
+    )
+    victims = {p.job_id: p for p in plan.preemptions}
+    assert victims, "the owner must reclaim"
+    assert all(p.reason is PreemptionReason.RECLAIM_BORROWED for p in victims.values())
+    assert all(p.for_job == "incident" for p in victims.values())
+    assert not {"eval0", "eval1"} & victims.keys(), "Batch's nominal work is not reclaimed"
+    assert len(victims) * 4 == 8, "exactly the missing 8 GPUs are reclaimed"
+    assert "incident" not in bound(plan)
+    explanation = why(plan, "incident")
+    assert explanation.code is ReasonCode.WAITING_FOR_PREEMPTION
+    [reservation] = [r for r in plan.reservations if r.job_id == "incident"]
+    assert gpu_count(reservation.placements) == 16
+    assert "n7" in {p.node for p in reservation.placements}
+
+
+def test_borrower_beyond_nominal_cannot_reclaim():
+    plan = (
+        seed_004_cluster()
+        .pending(make_job("greedy").team("serving").priority("best-effort").gpus(24)
+                 .per_node(8))
+        .plan()
+    )
+    # 16 used + 24 > nominal 32: not a reclaim, and equal-or-lower priority preempts nothing
+    assert plan.preemptions == ()
