@@ -7,11 +7,14 @@ over HTTP) and a synthetic job stream. Ctrl-C stops everything.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import secrets
+import signal
 import socket
 import subprocess
 import sys
+import threading
 from typing import Any
 
 from django.conf import settings
@@ -46,7 +49,11 @@ class Command(BaseCommand):
             loops.append(EmbeddedLoop("demo-job-stream", options["submit_every"], [stream.step]))
         for loop in loops:
             loop.start()
-        agents = self._start_agents(url)
+        # SIGTERM (from a supervisor or `timeout`) unwinds like Ctrl-C, so the finally below
+        # stops the loops and the agents.
+        signal.signal(signal.SIGTERM, _raise_keyboard_interrupt)
+        agents = AgentSupervisor(url, host, port)
+        agents.start()
         self.stdout.write(self.style.SUCCESS(
             f"\nQuartermaster demo at {url}/  — log in as admin/admin, alice/alice, bob/bob or finn/finn "
             "(demo passwords only)\n"
@@ -56,26 +63,69 @@ class Command(BaseCommand):
         finally:
             for loop in loops:
                 loop.stop()
-            agents.terminate()
-            try:
-                agents.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                agents.kill()
+            agents.stop()
 
-    def _start_agents(self, url: str) -> subprocess.Popen[bytes]:
-        """The simulated agents are a separate process speaking the real agent protocol."""
-        # The demo makes its own bootstrap secret unless one is set; the in-process server reads
-        # it from settings at request time.
+
+def _raise_keyboard_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _die_with_parent() -> None:
+    """In the agent child: get SIGTERM if the demo process dies, however it dies (even -9)."""
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    pr_set_pdeathsig = 1
+    libc.prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class AgentSupervisor(threading.Thread):
+    """Starts the simulated agents once the web server accepts connections.
+
+    They are a separate process speaking the real agent protocol over HTTP, exactly as agents
+    on GPU nodes would.
+    """
+
+    def __init__(self, url: str, host: str, port: int) -> None:
+        super().__init__(name="agent-supervisor", daemon=True)
+        self.url, self.host, self.port = url, host, port
+        self.process: subprocess.Popen[bytes] | None = None
+        self._stopping = threading.Event()
+
+    def run(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                socket.create_connection((self.host, self.port), timeout=1).close()
+                break
+            except OSError:
+                self._stopping.wait(0.2)
+        if self._stopping.is_set():
+            return
+        # The demo makes its own bootstrap secret unless one is set; the in-process server
+        # reads it from settings at request time.
         token = settings.QM.get("AGENT_BOOTSTRAP_TOKEN") or secrets.token_urlsafe(24)
         settings.QM["AGENT_BOOTSTRAP_TOKEN"] = token
         names = ",".join(str(node["name"]) for node in demo_nodes())
         state_dir = settings.BASE_DIR / "var" / "agents"
-        env = {**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": token}
         command = [
-            sys.executable, "-m", "controlplane.agent.main", "--server", url, "--names", names,
-            "--state-dir", str(state_dir), "--sample-interval", "5", "--log-format", "console", "--log-level", "WARNING",
+            sys.executable, "-m", "controlplane.agent.main", "--server", self.url, "--names", names,
+            "--state-dir", str(state_dir), "--sample-interval", "5", "--log-format", "console",
+            "--log-level", "WARNING",
         ]
-        return subprocess.Popen(command, env=env)
+        self.process = subprocess.Popen(
+            command, env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": token}, preexec_fn=_die_with_parent
+        )
+        # The kernel's parent-death signal follows the thread that forked the child, so this
+        # thread lives as long as the agents should.
+        self._stopping.wait()
+
+    def stop(self) -> None:
+        self._stopping.set()
+        if self.process is None:
+            return
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
 
 
 def _refuse_busy_port(host: str, port: int) -> None:
