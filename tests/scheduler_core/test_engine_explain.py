@@ -1,0 +1,132 @@
+"""Rule 9, explanations: every waiting job gets a typed code, a PascalCase reason and a sentence
+with numbers, plus an ETA where one can be computed."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from engine_builders import make_cluster, make_job, make_running, why
+
+from scheduler_core import ReasonCode, SchedulerConfig
+
+
+def fragmented():
+    """Six nodes with 4 GPUs busy each: 24 GPUs free, none with 8 on one node."""
+    cluster = make_cluster().nodes(6).at(100)
+    for k in range(6):
+        cluster.running(make_running(make_job(f"r{k}").gpus(4).limit(3600 + 600 * k))
+                        .on(f"n{k}", 0, 1, 2, 3).started(0))
+    return cluster
+
+
+def test_fragmentation_is_explained_with_the_numbers():
+    plan = fragmented().pending(make_job("j").gpus(8)).plan(SchedulerConfig(backfill=False))
+    explanation = why(plan, "j")
+    assert explanation.code is ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS
+    assert explanation.reason == "InsufficientContiguousGpus"
+    assert "24 a100 GPUs free, none with 8 on one node" in explanation.message
+    assert explanation.would_start_if == "a node with 8 free a100 GPUs becomes available"
+    assert explanation.resolvable
+
+
+def test_eta_comes_from_the_running_jobs_runtime_limits():
+    plan = fragmented().pending(make_job("j").gpus(8)).plan(SchedulerConfig(backfill=False))
+    # the first node to become whole is n0, when r0 reaches its limit at t=3600
+    assert why(plan, "j").eta == 3600.0
+    assert "Estimated start t=3600" in why(plan, "j").message
+
+
+def test_eta_is_none_when_no_runtime_limit_bounds_the_wait():
+    plan = (
+        make_cluster().nodes(1)
+        .running(make_running(make_job("r").gpus(8)).whole("n0"))
+        .pending(make_job("j").gpus(8))
+        .plan()
+    )
+    assert why(plan, "j").eta is None
+
+
+def test_quota_wait_eta_is_when_the_team_frees_enough():
+    plan = (
+        make_cluster().nodes(2).at(0)
+        .quota("ml", "a100", 8)
+        .running(make_running(make_job("a").team("ml").gpus(4).limit(1000)).on("n0", 0, 1, 2, 3),
+                 make_running(make_job("b").team("ml").gpus(4).limit(5000)).on("n0", 4, 5, 6, 7))
+        .pending(make_job("j").team("ml").gpus(4))
+        .plan()
+    )
+    explanation = why(plan, "j")
+    assert explanation.code is ReasonCode.QUOTA_EXCEEDED
+    assert explanation.eta == 1000.0
+
+
+@pytest.mark.parametrize(
+    ("cluster", "job", "code", "pattern"),
+    [
+        (lambda: make_cluster().nodes(1).quota("ml", "a100", 0),
+         make_job("j").gpus(1), ReasonCode.CAN_NEVER_RUN, r"uses 0 of 0 nominal a100"),
+        (lambda: make_cluster().nodes(1).quota("ml", "a100", 4)
+         .running(make_running(make_job("r").gpus(4)).on("n0", 0, 1, 2, 3)),
+         make_job("j").gpus(2), ReasonCode.QUOTA_EXCEEDED,
+         r"uses 4 of 4 nominal a100 GPUs and can borrow 0 more; this job needs 2"),
+        (lambda: make_cluster().nodes(1),
+         make_job("j").gpus(2).types("h100"), ReasonCode.CAN_NEVER_RUN,
+         r"needs GPUs of type h100; the fleet has a100 \(80 GB\)"),
+        (lambda: make_cluster().nodes(2)
+         .running(make_running(make_job("r").gpus(12).per_node(6)).on("n0", *range(6))
+                  .on("n1", *range(6))),
+         make_job("j").gpus(6), ReasonCode.INSUFFICIENT_GPUS, r"Needs 6 a100 GPUs; 4 are free"),
+        (lambda: make_cluster().nodes(1),
+         make_job("j").gpus(0), ReasonCode.INVALID_REQUEST, r"gpus must be at least 1, got 0"),
+        (lambda: make_cluster().nodes(1),
+         make_job("j").gpus(2).elastic(4, 2), ReasonCode.INVALID_REQUEST,
+         r"1 <= min_gpus <= max_gpus, got 4\.\.2"),
+        (lambda: make_cluster().nodes(1),
+         make_job("j").gpus(2).limit(-5), ReasonCode.INVALID_REQUEST,
+         r"runtime_limit_s must be positive"),
+    ],
+    ids=["quota-that-can-never-cover-it", "over-quota-with-numbers", "no-capable-gpu-type",
+         "not-enough-free-gpus", "zero-gpus-is-invalid", "inverted-elastic-range",
+         "negative-runtime-limit"],
+)
+def test_every_reason_is_typed_pascal_case_and_has_numbers(cluster, job, code, pattern):
+    plan = cluster().pending(job).plan()
+    explanation = why(plan, "j")
+    assert explanation.code is code
+    assert explanation.reason == code.value
+    assert re.fullmatch(r"[A-Z][A-Za-z]+", explanation.reason)
+    assert re.search(pattern, explanation.message), explanation.message
+    assert explanation.would_start_if
+
+
+def test_every_waiting_job_is_explained_exactly_once_in_queue_order():
+    cluster = fragmented()
+    jobs = [make_job(f"j{k}").gpus(g).submitted(k)
+            for k, g in enumerate([1, 8, 2, 16, 4, 64, 3, 8, 1, 2])]
+    plan = cluster.pending(*jobs).plan()
+    waiting = {j.obj().id for j in jobs} - {b.job_id for b in plan.binds}
+    assert sorted(p.job_id for p in plan.pending) == sorted(waiting)
+    positions = [p.queue_position for p in plan.pending]
+    assert positions == sorted(positions)
+    assert all(p.message and p.message.endswith(".") for p in plan.pending)
+
+
+def test_jobs_beyond_the_cycles_placement_budget_are_still_explained():
+    cluster = make_cluster().nodes(4)
+    jobs = [make_job(f"j{k}").gpus(8).submitted(k).min_memory(k) for k in range(6)]
+    plan = cluster.pending(*jobs).plan(SchedulerConfig(max_placement_attempts=2))
+    assert sorted(b.job_id for b in plan.binds) == ["j0", "j1"]
+    assert [p.job_id for p in plan.pending] == ["j2", "j3", "j4", "j5"]
+    for p in plan.pending:
+        assert p.code is ReasonCode.BEHIND_HIGHER_PRIORITY
+        assert "Not tried this cycle: the cycle's 2 placement attempts" in p.message
+
+
+def test_pending_counts_by_reason_in_fleet_figures():
+    plan = (
+        make_cluster().nodes(1)
+        .pending(make_job("a").gpus(2).types("h100"), make_job("b").gpus(0))
+        .plan()
+    )
+    assert plan.fleet.pending_by_reason == {"CanNeverRun": 1, "InvalidRequest": 1}
