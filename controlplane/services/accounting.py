@@ -813,7 +813,7 @@ def apply_retention(now: datetime, batch: int = 50_000) -> RetentionResult:
         if cursor is None or cursor.rolled_until is None:
             return RetentionResult(ran=False)
         horizon = min(raw_horizon(now), floor_to(cursor.rolled_until, HOUR))
-        samples = _delete_in_batches(UsageSample.objects.filter(ended_at__lt=horizon), batch)
+        samples = _delete_in_batches(UsageSample.objects.filter(ended_at__lte=horizon), batch)
         minutes = sum(
             _delete_in_batches(model.objects.filter(bucket=MINUTE, start__lt=horizon), batch)
             for model in (UsageRollup, FleetRollup, QuotaRollup)
