@@ -368,6 +368,8 @@ def _cell(value: float | int | None) -> str:
         return "-"
     if isinstance(value, int):
         return str(value)
+    if abs(value) < 1:
+        return f"{value:.4f}"  # allocations differ in the 4th decimal at low load
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
 
 
