@@ -13,13 +13,17 @@ node; the p95 is ``sorted(waits)[min(n - 1, int(0.95 * n))]``; means are plain m
 jobs. ``wait_mean_min`` and ``wait_max_min`` cover *every* job submitted before the horizon,
 counting a job still waiting at the horizon as having waited until then, so a scheduler
 cannot look good by never starting a job. ``mean_slowdown`` is the mean over done jobs of
-(end - submit) / true duration.
+(end - submit) / true duration, the duration floored at :data:`SLOWDOWN_FLOOR_S` as in the
+engine's fleet figures, so a few-second job in a public trace cannot dominate the mean.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+#: Durations shorter than this count as this long in slowdowns (bounded slowdown).
+SLOWDOWN_FLOOR_S = 60.0
 
 #: Keys the simulator's JSON always carries (the issue's list), in print order.
 METRIC_KEYS: tuple[str, ...] = (
@@ -151,7 +155,7 @@ def summarize(
     small = sorted(o.wait_s / 60.0 for o in done if o.gpus < gpus_per_node)
     large = sorted(o.wait_s / 60.0 for o in done if o.gpus >= gpus_per_node)
     every_wait = [o.wait_s / 60.0 for o in submitted]
-    slowdowns = [(o.end_s - o.submit_s) / o.duration_s for o in done if o.end_s is not None]
+    slowdowns = [(o.end_s - o.submit_s) / max(o.duration_s, SLOWDOWN_FLOOR_S) for o in done if o.end_s is not None]
     return {
         "allocated": allocated_gpu_seconds / (horizon_s * total_gpus),
         "stranded_gpus": stranded_gpu_seconds / horizon_s,

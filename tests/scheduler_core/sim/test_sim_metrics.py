@@ -110,3 +110,9 @@ def test_upper_bound_cuts_where_a_late_burst_overflows() -> None:
     assert allocated_upper_bound(jobs, horizon_s=7200.0, total_gpus=8) == 0.5
     # jobs past the horizon and the part of a job running past it do not count
     assert allocated_upper_bound([(7200.0, 8, 60.0), (5400.0, 8, 7200.0)], horizon_s=7200.0, total_gpus=8) == 0.25
+
+
+def test_slowdown_floors_very_short_jobs_at_a_minute() -> None:
+    got = summarize([outcome("blip", 1, 0, 590.0, 600.0, duration=10.0)], horizon_s=HOUR, total_gpus=8,
+                    gpus_per_node=8, allocated_gpu_seconds=0.0, stranded_gpu_seconds=0.0)
+    assert got["mean_slowdown"] == 10.0
