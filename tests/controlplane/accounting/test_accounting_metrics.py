@@ -1,0 +1,130 @@
+"""/metrics: Prometheus text that prometheus_client's own parser reads, with the Kueue-named
+families, values read from the database, and access for admins and the configured scraper."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from prometheus_client.parser import text_string_to_metric_families
+from rest_framework.test import APIClient
+
+from controlplane.choices import EventKind, JobState
+from controlplane.models import FleetSample, SchedulerLease
+from controlplane.services import accounting, transitions
+from tests.controlplane import factories as f
+from tests.controlplane.accounting.builders import hold, report, running_job
+from tests.controlplane.fleet_fixture import Fleet
+
+METRICS_TOKEN = "scrape-me-0123456789"
+
+
+def scrape(client: APIClient) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
+    response = client.get("/metrics")
+    assert response.status_code == 200, response.content
+    assert response["Content-Type"].startswith("text/plain")
+    out: dict[str, dict[tuple[tuple[str, str], ...], float]] = {}
+    for family in text_string_to_metric_families(response.content.decode()):
+        for sample in family.samples:
+            out.setdefault(sample.name, {})[tuple(sorted(sample.labels.items()))] = sample.value
+    return out
+
+
+@pytest.fixture
+def busy_fleet(fleet: Fleet) -> dict[str, Any]:
+    """ml runs 8 GPUs (live) with samples; vision has two pending jobs, one of them impossible;
+    a preempted job; a cycle sample and a leader at epoch 3."""
+    now = timezone.now().replace(microsecond=0)
+    start = now - timedelta(minutes=20)
+    job = running_job(fleet.ml, gpus=8, started_at=start)
+    allocation = hold(job, [(fleet.nodes[1], 8)], start)
+    transitions.record_event(EventKind.JOB_BOUND, "test", job=job, allocation=allocation, at=start, reason="Admitted")
+    report(allocation, fleet.nodes[1], start, now, activity=0.5)
+    f.make_job(fleet.vision, fleet.production, gpus=4, pending_code="QuotaExceeded")
+    f.make_job(fleet.vision, fleet.production, gpus=64, state=JobState.UNSCHEDULABLE, pending_code="NoCapableNode",
+               pending_resolvable=False)
+    victim = running_job(fleet.vision, gpus=2, started_at=start, priority_class=fleet.production)
+    gone = hold(victim, [(fleet.nodes[2], 2)], start)
+    transitions.signal_stop(gone.pk, gone.generation, reason=transitions.RELEASE_PREEMPTED, grace_period_s=30,
+                            at=now - timedelta(minutes=5), actor="test", message="preempted")
+    transitions.complete_release(gone.pk, exit_code=None, at=now - timedelta(minutes=4), actor="test")
+    SchedulerLease.objects.filter(name="scheduler").update(holder="w1", epoch=3, last_cycle_ms=42.0, cycles=17)
+    FleetSample.objects.create(at=now, epoch=3, total_gpus=48, allocated_gpus=8, stranded_gpus=3, pending_jobs=2,
+                               running_jobs=1, largest_free_block_by_pool={"h100": 8, "a100": 8}, cycle_ms=42.0)
+    accounting.catch_up(now)
+    return {"job": job, "now": now}
+
+
+@pytest.fixture
+def admin_client(clients: dict[str, APIClient]) -> APIClient:
+    return clients["admin"]
+
+
+def test_metrics_parse_and_carry_the_kueue_families(admin_client: APIClient, busy_fleet: Any) -> None:
+    m = scrape(admin_client)
+    pending = m["quartermaster_pending_jobs"]
+    assert pending[(("priority_class", "production"), ("reason", "QuotaExceeded"), ("status", "active"),
+                    ("team", "vision"))] == 1
+    assert pending[(("priority_class", "production"), ("reason", "NoCapableNode"), ("status", "inadmissible"),
+                    ("team", "vision"))] == 1
+    assert m["quartermaster_admitted_jobs_total"][(("priority_class", "research"), ("team", "ml"))] == 1
+    assert m["quartermaster_preempted_jobs_total"][(("priority_class", "production"), ("reason", "Preempted"),
+                                                    ("team", "vision"))] == 1
+    assert m["quartermaster_evicted_jobs_total"][(("priority_class", "production"), ("reason", "Preempted"),
+                                                  ("team", "vision"))] == 1
+    assert m["quartermaster_quota_nominal_gpus"][(("cohort", "all"), ("gpu_type", "H100-80GB"), ("team", "ml"))] == 16
+    assert m["quartermaster_quota_usage_gpus"][(("gpu_type", "H100-80GB"), ("team", "ml"))] == 8
+    assert m["quartermaster_gpus_allocated"][(("gpu_type", "H100-80GB"),)] == 8
+    assert m["quartermaster_gpus_capacity"][(("gpu_type", "H100-80GB"),)] == 32
+    assert m["quartermaster_gpus_active"][(("gpu_type", "H100-80GB"),)] == pytest.approx(4.0)
+    assert 0 < m["quartermaster_gpus_productive"][(("gpu_type", "H100-80GB"),)] <= 4.0
+    assert m["quartermaster_stranded_gpus"][()] == 3
+    assert m["quartermaster_largest_free_block_gpus"][(("pool", "h100"),)] == 8
+    assert m["quartermaster_leader_epoch"][()] == 3
+    assert m["quartermaster_cycle_duration_seconds"][()] == pytest.approx(0.042)
+    assert m["quartermaster_cycles_total"][()] == 17
+    histogram = m["quartermaster_admission_attempt_duration_seconds_bucket"]
+    assert histogram[(("le", "0.025"),)] == 0 and histogram[(("le", "0.05"),)] == 1
+    assert histogram[(("le", "+Inf"),)] == 1
+    assert m["quartermaster_admission_attempt_duration_seconds_count"][()] == 1
+    assert m["quartermaster_preemption_lost_gpu_seconds_total"][()] > 0
+
+
+def test_counters_only_grow_as_the_rollup_folds_new_events(admin_client: APIClient, busy_fleet: Any, fleet: Fleet) -> None:
+    before = scrape(admin_client)["quartermaster_admitted_jobs_total"][(("priority_class", "research"), ("team", "ml"))]
+    job = running_job(fleet.ml, gpus=1, started_at=busy_fleet["now"])
+    allocation = hold(job, [(fleet.nodes[3], 1)], busy_fleet["now"])
+    transitions.record_event(EventKind.JOB_BOUND, "test", job=job, allocation=allocation, at=busy_fleet["now"])
+    accounting.roll_up(busy_fleet["now"] + timedelta(seconds=15))
+    accounting.roll_up(busy_fleet["now"] + timedelta(seconds=30))  # no double counting on a second run
+    after = scrape(admin_client)["quartermaster_admitted_jobs_total"][(("priority_class", "research"), ("team", "ml"))]
+    assert after == before + 1
+
+
+def test_every_worker_answers_the_same_numbers(admin_client: APIClient, busy_fleet: Any) -> None:
+    """The collector keeps nothing in process memory: a second registry, as a second gunicorn
+    worker would have, reads identical values."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    from controlplane.metrics import REGISTRY, QuartermasterCollector
+
+    other = CollectorRegistry(auto_describe=False)
+    other.register(QuartermasterCollector())
+    assert generate_latest(other) == generate_latest(REGISTRY)
+
+
+@pytest.mark.parametrize("role, status", [("anonymous", 401), ("owner", 403), ("finance", 403), ("agent", 403)])
+def test_only_admins_and_the_scraper_read_metrics(clients: dict[str, APIClient], fleet: Fleet, role: str,
+                                                  status: int) -> None:
+    assert clients[role].get("/metrics").status_code == status
+
+
+def test_the_configured_bearer_token_scrapes(fleet: Fleet, settings: Any) -> None:
+    settings.QM = {**settings.QM, "METRICS_TOKEN": METRICS_TOKEN}
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Bearer {METRICS_TOKEN}")
+    assert "quartermaster_leader_epoch" in client.get("/metrics").content.decode()
+    client.credentials(HTTP_AUTHORIZATION="Bearer wrong-token")
+    assert client.get("/metrics").status_code == 403
