@@ -67,6 +67,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--inventory", help="JSON file: a list of nodes (name and any inventory fields) to simulate")
     p.add_argument("--names", help="comma-separated names of existing nodes to simulate, inventory as stored")
     p.add_argument("--threads", type=int, default=0, help="simulate: worker threads (default: by node count)")
+    p.add_argument("--status-file", help="write what runs where (JSON) to this file twice a second, for drills")
     p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))
     p.add_argument("--log-level", default=os.environ.get("QM_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
@@ -163,6 +164,8 @@ def run_real(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     install_partition_signals([agent])
+    if args.status_file:
+        start_status_writer(args.status_file, [agent], stop)
     log.info("agent starting", node=inventory.name, gpus=inventory.gpu_count, gpu_type=inventory.gpu_type,
              nvml=nvml is not None, server=args.server)
     saved = agent.token
@@ -221,6 +224,33 @@ def simulated_inventories(args: argparse.Namespace) -> list[NodeInventory]:
     return nodes
 
 
+def start_status_writer(path: str, agents: list[NodeAgent], stop: threading.Event) -> threading.Thread:
+    """Twice a second, atomically replace `path` with what every node runs on which GPUs.
+
+    The chaos tests read it to check, from the nodes' side, that no GPU ever runs two
+    generations at once."""
+    target = Path(path)
+    tmp = target.with_name(target.name + ".tmp")
+
+    def write() -> None:
+        while not stop.is_set():
+            nodes = {}
+            for agent in agents:
+                try:
+                    members = {str(g): list(r.assignment.gpus) for g, r in list(agent.members.items())}
+                except RuntimeError:  # changed while we copied it: next round
+                    continue
+                nodes[agent.name] = {"registered": agent.registered, "partitioned": agent.partitioned,
+                                     "members": members}
+            tmp.write_text(json.dumps({"written_at": time.time(), "pid": os.getpid(), "nodes": nodes}))
+            os.replace(tmp, target)
+            stop.wait(0.5)
+
+    thread = threading.Thread(target=write, name="status", daemon=True)
+    thread.start()
+    return thread
+
+
 def run_simulated(args: argparse.Namespace) -> int:
     inventories = simulated_inventories(args)
     client = AgentClient(args.server)
@@ -247,6 +277,8 @@ def run_simulated(args: argparse.Namespace) -> int:
     signal.signal(signal.SIGTERM, on_term)
     signal.signal(signal.SIGINT, on_term)
     install_partition_signals(agents)
+    if args.status_file:
+        start_status_writer(args.status_file, agents, stop)
     log.info("simulating nodes", nodes=len(agents), threads=threads, server=args.server)
     workers = [
         threading.Thread(target=_drive, args=(agents[i::threads], stop, shutdown_deadline), name=f"sim-{i}", daemon=True)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.db import InterfaceError, OperationalError
 from django.urls import path
 from django.utils import timezone
 from rest_framework import exceptions, serializers, status
@@ -122,6 +123,17 @@ class AgentView(APIView):
 
     def get_exception_handler(self) -> Any:
         return exception_handler
+
+    def handle_exception(self, exc: Exception) -> Response:
+        if isinstance(exc, OperationalError | InterfaceError):
+            # The database is restarting or unreachable: nothing was applied (each step is its
+            # own transaction and every report is idempotent), so the agent just retries.
+            return Response(
+                {"detail": "The database is unavailable; resend the request shortly (reports are applied "
+                           "idempotently, so a resent one never counts twice).", "code": "database_unavailable"},
+                status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "1"},
+            )
+        return super().handle_exception(exc)
 
 
 # ------------------------------------------------------------------------------------- payloads

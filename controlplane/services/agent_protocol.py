@@ -602,6 +602,14 @@ def _store_samples(node: Node, samples: list[tuple[Allocation, Report]]) -> None
             )
         )
     if rows:
+        # A resent batch (its reply was lost) must not count twice: one sample per allocation,
+        # node and interval start.
+        seen = set(
+            UsageSample.objects.filter(
+                node=node, allocation_id__in={r.allocation_id for r in rows}, started_at__in={r.started_at for r in rows}
+            ).values_list("allocation_id", "started_at")
+        )
+        rows = [r for r in rows if (r.allocation_id, r.started_at) not in seen]
         UsageSample.objects.bulk_create(rows)
 
 

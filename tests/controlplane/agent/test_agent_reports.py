@@ -243,3 +243,15 @@ def test_a_releasing_allocation_the_agent_never_started_is_confirmed_stopped(fle
     job.refresh_from_db()
     assert job.state == JobState.CANCELLED
     assert Job.objects.get(pk=job.pk).finished_at is not None
+
+
+def test_a_resent_sample_is_stored_once(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    allocation = bind(make_job(fleet), {node: [0]})
+    sample = {"kind": "sample", "generation": allocation.generation, "started_at": at(-10), "at": at(),
+              "gpu_activity": 0.5, "steps": 7}
+
+    report(agent_client(token), "gpu-01", sample)
+    report(agent_client(token), "gpu-01", sample)
+
+    assert UsageSample.objects.filter(allocation=allocation).count() == 1
