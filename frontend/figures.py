@@ -77,9 +77,13 @@ def _figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any
     return {"data": data, "layout": layout}
 
 
-def _empty(key: str, title: str, caption: str, x_title: str, y_title: str, empty: str, height: int = 320) -> Chart:
-    return Chart(key, title, caption, _figure([], _layout(title, x_title, y_title, height=height)), empty=empty,
-                 height=height)
+def _empty(key: str, title: str, caption: str, x_title: str, y_title: str, empty: str, height: int = 320, *,
+           category: str = "") -> Chart:
+    """A chart with nothing to plot yet: its axes as they will be (`category`: "x" or "y" lists
+    names, not numbers), and the sentence saying what will appear."""
+    extra: dict[str, Any] = {f"{category}axis": {"type": "category"}} if category else {}
+    return Chart(key, title, caption, _figure([], _layout(title, x_title, y_title, height=height, **extra)),
+                 empty=empty, height=height)
 
 
 def _stride_note(samples: Sequence[Mapping[str, Any]]) -> str:
@@ -236,7 +240,7 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
     x_title, y_title = "GPU slot (index on the node)", "node (pool / name)"
     if not rows:
         return _empty(key, title, caption, x_title, y_title,
-                      "No node has registered yet. When node agents register, every GPU appears here as a cell.")
+                      "No node has registered yet. When node agents register, every GPU appears here as a cell.", category="y")
     teams = sorted({s.team for r in rows for s in r.slots if s is not None})
     colours = team_colours(teams)
     # Categories: 0 free, 1 unavailable, 2 this job (when highlighting), then one per team.
@@ -319,7 +323,7 @@ def job_timeline(segments: Sequence[Mapping[str, Any]], events: Sequence[Mapping
     x_title, y_title = "time (UTC)", "state"
     if not segments and not events:
         return _empty("timeline", title, caption, x_title, y_title,
-                      "No event has been recorded for this job yet. Submission, binding, preemption and exit appear here.")
+                      "No event has been recorded for this job yet. Submission, binding, preemption and exit appear here.", category="y")
     order = [s.value for s in JobState]
     present = [s for s in order if any(seg["state"] == s for seg in segments)]
     data: list[dict[str, Any]] = []
@@ -380,7 +384,7 @@ def quota_usage(gpu_type: str, rows: Sequence[Mapping[str, Any]]) -> Chart:
     x_title, y_title = "team", "GPUs"
     if not rows:
         return _empty(key, title, caption, x_title, y_title,
-                      f"No team has a quota on {gpu_type} or holds any of its GPUs yet.")
+                      f"No team has a quota on {gpu_type} or holds any of its GPUs yet.", category="x")
     teams = [r["team"] for r in rows]
     series = (("quota", "nominal", "#adb5bd"), ("used", "used", "#1c7ed6"), ("borrowed", "borrowed", "#e8590c"),
               ("lent", "lent", "#2b8a3e"))
@@ -419,7 +423,7 @@ def distribution_box(key: str, title: str, caption: str, y_title: str,
     x_title = "team"
     usable = [s for s in stats if s["n"] > 0]
     if not usable:
-        return _empty(key, title, caption, x_title, y_title, empty)
+        return _empty(key, title, caption, x_title, y_title, empty, category="x")
     colours = team_colours(s["team"] for s in usable)
     data = [{
         "type": "box", "name": s["team"], "x": [s["team"]],
@@ -441,7 +445,7 @@ def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
     x_title, y_title = "team", "jobs"
     if not rows:
         return _empty("jobs_by_state", title, caption, x_title, y_title,
-                      "No job has been submitted in this window. Each team's jobs per state appear here.")
+                      "No job has been submitted in this window. Each team's jobs per state appear here.", category="x")
     teams = sorted({r["team"] for r in rows})
     counts = {(r["team"], r["state"]): r["n"] for r in rows}
     data = []
@@ -457,8 +461,9 @@ def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
 # ------------------------------------------------------------------------------- showback
 
 
-def cost_over_time(key: str, title: str, group_label: str, series: Mapping[str, Sequence[tuple[datetime, float]]],
-                   bucket: str) -> Chart:
+def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group_label: str, bucket: str,
+                   bucket_s: int) -> Chart:
+    key, title = "cost_over_time", f"Cost per {bucket} by {group_label}"
     caption = f"GPU cost per {bucket} by {group_label}, at the price of each GPU type and capacity tier in force then."
     x_title, y_title = f"{bucket} (UTC)", "cost (USD)"
     if not series or not any(v for _, points in series.items() for _, v in points):
@@ -467,35 +472,83 @@ def cost_over_time(key: str, title: str, group_label: str, series: Mapping[str, 
     colours = team_colours(series.keys())
     data = [
         {"type": "bar", "name": name, "x": [ts(at) for at, _ in points], "y": [round(v, 2) for _, v in points],
-         "marker": {"color": colours[name]}}
+         "marker": {"color": colours[name]}, "xperiod": bucket_s * 1000, "xperiodalignment": "start"}
         for name, points in sorted(series.items())
     ]
     layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "date"}, yaxis={"tickprefix": "$"})
     return Chart(key, title, caption, _figure(data, layout))
 
 
-def cost_breakdown(key: str, title: str, caption: str, rows: Sequence[Mapping[str, Any]], label_field: str,
-                   empty: str) -> Chart:
-    """Stacked horizontal bars: each group's productive, active-not-productive, allocated-not-active $
-    (so the whole bar is its cost), plus preemption waste and idle reserved $ as separate bars."""
-    x_title, y_title = "cost (USD)", label_field
-    if not rows:
-        return _empty(key, title, caption, x_title, y_title, empty)
-    labels = [str(r[label_field]) for r in rows]
+def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
+    """Each group's cost split by what the GPU time did: productive, active but not productive,
+    allocated but idle on the device; the fleet's capacity that no job held, for fleet readers."""
+    key, title = "cost_split", "Where the money went"
+    caption = (f"Cost per {label}, split in proportion to its productive, active-only and allocated-only "
+               "GPU-hours; “no job” is capacity the fleet paid for that no job held.")
+    x_title, y_title = "cost (USD)", label
+    shown = [r for r in rows if not r["is_total"] and (r["cost_usd"] or r["is_idle"])]
+    if not any(float(r["cost_usd"]) for r in shown):
+        return _empty(key, title, caption, x_title, y_title,
+                      f"No GPU time has been charged in this window. Each {label}'s cost, split by tier, appears here.", category="y")
+    labels = ["no job (idle capacity)" if r["is_idle"] else r["name"] for r in shown]
     parts = (
-        ("productive", "cost_productive_usd", TIER_COLOURS["productive"]),
-        ("active, not productive", "cost_active_only_usd", TIER_COLOURS["active"]),
-        ("allocated, not active", "cost_allocated_only_usd", TIER_COLOURS["allocated"]),
-        ("idle reserved quota", "idle_reserved_usd", "#adb5bd"),
+        ("productive", lambda r: 0.0 if r["is_idle"] else r["cost_productive_usd"], TIER_COLOURS["productive"]),
+        ("active, not productive", lambda r: 0.0 if r["is_idle"] else r["cost_active_only_usd"], TIER_COLOURS["active"]),
+        ("allocated, idle on the device", lambda r: 0.0 if r["is_idle"] else r["cost_allocated_only_usd"],
+         TIER_COLOURS["allocated"]),
+        ("capacity no job held", lambda r: float(r["cost_usd"]) if r["is_idle"] else 0.0, "#adb5bd"),
     )
     data = [
-        {"type": "bar", "orientation": "h", "name": name, "y": labels, "x": [round(float(r.get(f) or 0), 2) for r in rows],
+        {"type": "bar", "orientation": "h", "name": name, "y": labels, "x": [round(pick(r), 2) for r in shown],
          "marker": {"color": colour}}
-        for name, f, colour in parts if any(r.get(f) for r in rows)
+        for name, pick, colour in parts if any(pick(r) for r in shown)
     ]
-    layout = _layout(title, x_title, y_title, barmode="stack", height=max(260, 80 + 34 * len(rows)),
-                     xaxis={"tickprefix": "$"}, yaxis={"type": "category", "autorange": "reversed", "rangemode": "normal"})
-    return Chart(key, title, caption, _figure(data, layout), height=layout["height"])
+    height = max(260, 90 + 30 * len(shown))
+    layout = _layout(title, x_title, y_title, barmode="stack", height=height, xaxis={"tickprefix": "$"},
+                     yaxis={"type": "category", "autorange": "reversed", "rangemode": "normal"})
+    return Chart(key, title, caption, _figure(data, layout), height=height)
+
+
+def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: bool) -> Chart:
+    key, title = "waste", "Preemption waste and idle reserved quota"
+    caption = ("Per " + label + ": work thrown away by preemptions and requeues since the last checkpoint, in $"
+               + ("; and guaranteed quota neither used nor lent to the cohort, at the reserved price." if with_idle_reserved
+                  else "."))
+    x_title, y_title = label, "USD"
+    shown = [r for r in rows if not r["is_total"] and not r["is_idle"]]
+    series = [("preemption waste", "preemption_waste_usd", "#e8590c")]
+    if with_idle_reserved:
+        series.append(("idle reserved quota", "idle_reserved_usd", "#868e96"))
+    if not any(r.get(f) for r in shown for _, f, _ in series):
+        return _empty(key, title, caption, x_title, y_title,
+                      "Nothing was wasted in this window. Preemption waste" + (" and idle reserved quota" if with_idle_reserved
+                                                                               else "") + f" per {label} appear here.", category="x")
+    data = [{"type": "bar", "name": name, "x": [r["name"] for r in shown],
+             "y": [round(float(r.get(f) or 0), 2) for r in shown], "marker": {"color": colour}}
+            for name, f, colour in series]
+    layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"}, yaxis={"tickprefix": "$"})
+    return Chart(key, title, caption, _figure(data, layout))
+
+
+def unit_costs(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
+    key, title = "unit_costs", "Price of a GPU-hour"
+    caption = (f"Per {label}: cost ÷ allocated GPU-hours, and cost ÷ productive GPU-hours — the gap is what "
+               "stalls, lost work and idle devices add to each useful hour.")
+    x_title, y_title = label, "USD per GPU-hour"
+    shown = [r for r in rows if not r["is_idle"] and r["usd_per_gpu_hour"] is not None]
+    if not shown:
+        return _empty(key, title, caption, x_title, y_title,
+                      f"No GPU time has been charged in this window. Each {label}'s price per GPU-hour appears here.", category="x")
+    names = ["all" if r["is_total"] else r["name"] for r in shown]
+    data = [
+        {"type": "bar", "name": "per allocated GPU-hour", "x": names,
+         "y": [round(float(r["usd_per_gpu_hour"]), 4) for r in shown], "marker": {"color": TIER_COLOURS["allocated"]}},
+        {"type": "bar", "name": "per productive GPU-hour", "x": names,
+         "y": [None if r["usd_per_productive_gpu_hour"] is None else round(float(r["usd_per_productive_gpu_hour"]), 4)
+               for r in shown], "marker": {"color": TIER_COLOURS["productive"]}},
+    ]
+    layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"}, yaxis={"tickprefix": "$"})
+    return Chart(key, title, caption, _figure(data, layout))
 
 
 # ---------------------------------------------------------------------------------- nodes
@@ -507,7 +560,7 @@ def nodes_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
     x_title, y_title = "pool", "GPUs"
     if not rows:
         return _empty("node_states", title, caption, x_title, y_title,
-                      "No node has registered yet. Each pool's GPUs by node state appear here.")
+                      "No node has registered yet. Each pool's GPUs by node state appear here.", category="x")
     pools = sorted({r["pool"] for r in rows})
     counts = {(r["pool"], r["state"]): r["gpus"] for r in rows}
     data = []
@@ -528,7 +581,7 @@ def what_if_bars(key: str, title: str, caption: str, y_title: str, metrics: Sequ
     """The same metrics for two replays side by side: one bar group per metric, one colour per run."""
     x_title = "measure"
     if not runs:
-        return _empty(key, title, caption, x_title, y_title, "Run a replay to compare the two policies here.")
+        return _empty(key, title, caption, x_title, y_title, "Run a replay to compare the two policies here.", category="x")
     colours = ("#1c7ed6", "#e8590c")
     data = []
     for i, (name, result) in enumerate(runs):

@@ -1,7 +1,7 @@
 from django.contrib.auth import views as auth_views
 from django.urls import path
 
-from frontend.views import jobs, nodes, overview, teams, vendor, whatif
+from frontend.views import jobs, nodes, overview, showback, teams, vendor, whatif
 
 app_name = "frontend"
 
@@ -12,6 +12,7 @@ urlpatterns = [
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
     path("teams/", teams.teams, name="teams"),
+    path("showback/", showback.showback, name="showback"),
     path("nodes/", nodes.nodes, name="nodes"),
     path("what-if/", whatif.what_if, name="what-if"),
     # Small JSON endpoints the pages poll for live updates.

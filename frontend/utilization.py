@@ -1,20 +1,29 @@
-"""The three utilization tiers over a window, for the overview chart."""
+"""The three utilization tiers over a window, for the overview chart, from the accounting
+rollups (services/accounting.py): capacity, allocated, active and productive GPU-seconds per
+bucket, turned here into shares of the capacity."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from controlplane.services import accounting
 
-def utilization_points(
-    since: datetime, until: datetime, samples: Sequence[Mapping[str, Any]]
-) -> tuple[list[dict[str, Any]], str]:
-    """Points {at, allocated, active, productive} as fractions of fleet GPUs, and a note on
-    where they come from. Allocated is each cycle's allocated share of the fleet."""
+
+def utilization_points(since: datetime, until: datetime, label: str, now: datetime) -> tuple[list[dict[str, Any]], str]:
+    """Points {at, allocated, active, productive} as fractions of the fleet's GPU capacity over
+    each bucket, and a note naming the bucket. Two queries (the cursor, one grouped read)."""
+    bucket = accounting.choose_bucket(since, until, now)
+    series = accounting.utilization_series(accounting.Window(since, until, label), now, bucket=bucket)
     points = [
-        {"at": s["at"], "allocated": (s["allocated_gpus"] / s["total_gpus"]) if s["total_gpus"] else None,
-         "active": None, "productive": None}
-        for s in samples
+        {
+            "at": p.start,
+            "allocated": p.allocated_gpus / p.capacity_gpus,
+            "active": p.active_gpus / p.capacity_gpus,
+            "productive": p.productive_gpus / p.capacity_gpus,
+        }
+        for p in series
+        if p.capacity_gpus
     ]
-    return points, " Allocated from the scheduler's cycles; active and productive come from accounting rollups."
+    name = {60: "minute", 3600: "hour", 86400: "day"}.get(bucket, f"{bucket} s")
+    return points, f" One point per {name}, time-averaged."

@@ -30,6 +30,7 @@ def qm_nav(context: dict[str, Any]) -> dict[str, Any]:
         links.append(("jobs", "Jobs", reverse("frontend:jobs")))
     links += [
         ("teams", "Teams", reverse("frontend:teams")),
+        ("showback", "Showback", reverse("frontend:showback")),
         ("nodes", "Nodes", reverse("frontend:nodes")),
         ("what-if", "What-if", reverse("frontend:what-if")),
     ]

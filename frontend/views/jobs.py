@@ -27,7 +27,7 @@ from controlplane.api.serializers import JobArraySubmitSerializer, JobSubmitSeri
 from controlplane.choices import JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project, Team
-from controlplane.services import access, fleet_capability
+from controlplane.services import access, accounting, fleet_capability
 from controlplane.services import jobs as job_service
 from frontend import figures
 from frontend.heatmap import fleet_grid
@@ -237,6 +237,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     who = access.access_of(request.user)
     return {
         "job": job,
+        "cost": accounting.job_cost(job.pk),
         "events": events[::-1][:200],
         "event_count": len(events),
         "charts": [figures.job_timeline(segments, events, now=now), placement],

@@ -33,7 +33,7 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
     samples = fleet_series(since, until)
     latest = samples[-1] if samples else None
     priority_order = list(PriorityClass.objects.order_by("-value", "name").values_list("name", flat=True))
-    tiers, tier_note = utilization_points(since, until, samples)
+    tiers, tier_note = utilization_points(since, until, window.key, now)
     grid = fleet_grid(request.user)
     today = lost_work_since(start_of_day(now))
     heatmap = figures.fleet_heatmap(grid)

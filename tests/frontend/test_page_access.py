@@ -7,7 +7,7 @@ from django.test import Client
 
 pytestmark = pytest.mark.django_db
 
-PAGES = ["/", "/jobs/", "/teams/", "/nodes/", "/what-if/"]
+PAGES = ["/", "/jobs/", "/teams/", "/showback/", "/nodes/", "/what-if/"]
 JSON = ["/ui/overview.json", "/ui/nodes.json", "/ui/jobs.json?ids=1"]
 
 

@@ -1,0 +1,68 @@
+"""`/showback/`: what the fleet cost and who used it, from the accounting service.
+
+Finance and admins read every team and the capacity no job held (`__idle__`); members read
+their own team. The CSV is the API's (`/api/v1/showback/?format=csv`), the same figures to the
+cent."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import urlencode
+from django.views.decorators.http import require_GET
+
+from controlplane.services import accounting
+from controlplane.services.access import access_of
+from frontend import figures
+from frontend.showback_data import GROUPINGS, WINDOW_CHOICES, cost_series, report_rows
+
+DEFAULT_WINDOW = "7d"
+
+
+@login_required
+@require_GET
+def showback(request: HttpRequest) -> HttpResponse:
+    now = timezone.now()
+    who = access_of(request.user)
+    group_by = request.GET.get("group_by") or "team"
+    if group_by not in dict(GROUPINGS):
+        group_by = "team"
+    label = dict(GROUPINGS)[group_by]
+    window_text = (request.GET.get("window") or DEFAULT_WINDOW).strip()
+    errors: list[str] = []
+    try:
+        window = accounting.parse_window(window_text, now)
+    except accounting.AccountingQueryError as exc:
+        errors.append(f"{exc.field}: {exc.message}")
+        window_text = DEFAULT_WINDOW
+        window = accounting.parse_window(window_text, now)
+    context: dict[str, Any] = {
+        "page": "showback", "group_by": group_by, "groupings": GROUPINGS, "window_text": window_text,
+        "window_choices": WINDOW_CHOICES, "errors": errors, "sees_fleet": who.is_admin or who.is_finance,
+        "custom": window_text not in dict(WINDOW_CHOICES),
+    }
+    if not (who.is_admin or who.is_finance or who.team_ids):
+        context["errors"].append("Showback is for members of a team, finance and admins; your account has no role yet.")
+        return render(request, "frontend/showback.html", context)
+    report = accounting.showback(window, group_by, who, now)
+    rows = report_rows(report)
+    series, bucket = cost_series(window, group_by, who, now, report.rolled_until)
+    bucket_name = "hour" if bucket == accounting.HOUR else "day"
+    charts = [
+        figures.cost_over_time(series, label, bucket_name, bucket),
+        figures.cost_breakdown(rows, label),
+        figures.unit_costs(rows, label),
+        figures.waste(rows, label, with_idle_reserved=group_by == "team"),
+    ]
+    context.update({
+        "report": report, "rows": rows, "charts": charts,
+        "csv_url": reverse("v1:showback") + "?" + urlencode({"window": window_text, "group_by": group_by,
+                                                              "format": "csv"}),
+        "json_url": reverse("v1:showback") + "?" + urlencode({"window": window_text, "group_by": group_by}),
+    })
+    return render(request, "frontend/showback.html", context)

@@ -1,0 +1,315 @@
+"""The pages in a real browser: Debian's headless Chromium, driven by Playwright, against a live
+server on the test PostgreSQL. Screenshots of every page go to test-artifacts/screenshots/."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_playwright
+
+from controlplane.choices import JobState, NodeState
+from controlplane.demo_fleet import seed_demo_fleet
+from controlplane.models import Job, Node
+from controlplane.services.cycle import run_cycle
+from controlplane.services.jobs import SubmitRequest, submit
+from tests.frontend.page_data import preempted_event, sample
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+    "--disable-sync", "--no-first-run", "--disable-quic",
+]
+SCREENSHOTS = Path(__file__).resolve().parents[2] / "test-artifacts" / "screenshots"
+# A live update arrives within one polling interval (5 s on the job page) plus the request.
+LIVE_TIMEOUT_MS = 12_000
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    # Playwright's sync API keeps an asyncio loop running in this thread, and Django then refuses
+    # database calls from it as "async context". The tests' own database calls are synchronous and
+    # never overlap the loop's work, so lift the guard for this module only, and restore it after.
+    previous = os.environ.get("DJANGO_ALLOW_ASYNC_UNSAFE")
+    os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = "true"
+    try:
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+            yield browser
+            browser.close()
+    finally:
+        if previous is None:
+            os.environ.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
+        else:
+            os.environ["DJANGO_ALLOW_ASYNC_UNSAFE"] = previous
+
+
+class Session:
+    """One signed-in browser tab that records every console error and uncaught exception."""
+
+    def __init__(self, browser: Browser, base: str) -> None:
+        self.base = base
+        self.context = browser.new_context(viewport={"width": 1400, "height": 1000})
+        self.page: Page = self.context.new_page()
+        self.errors: list[str] = []
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda exc: self.errors.append(f"uncaught: {exc}"))
+        self.page.on("dialog", lambda dialog: dialog.accept())
+
+    def _console(self, message: ConsoleMessage) -> None:
+        if message.type == "error":
+            self.errors.append(f"console: {message.text} at {message.location}")
+
+    def login(self, username: str) -> None:
+        self.page.goto(self.base + "/accounts/login/")
+        self.page.fill("input[name=username]", username)
+        self.page.fill("input[name=password]", username)
+        self.page.click("button[type=submit]")
+        self.page.wait_for_url(self.base + "/")
+
+    def open(self, path: str) -> Any:
+        response = self.page.goto(self.base + path)
+        self.page.wait_for_selector("body[data-charts-ready=true]", timeout=20_000)
+        return response
+
+    def screenshot(self, name: str) -> None:
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+    def assert_charts_rendered(self) -> int:
+        """Every chart box drew a plot (plotly's SVG is there) or shows its empty state."""
+        boxes = self.page.locator("[data-chart]")
+        for i in range(boxes.count()):
+            box = boxes.nth(i)
+            key = box.get_attribute("data-chart")
+            rendered = box.get_attribute("data-rendered")
+            assert rendered in ("plot", "empty"), f"chart {key} did not render ({rendered})"
+            if rendered == "plot":
+                assert box.locator(".main-svg").count() > 0, f"chart {key} has no plotly SVG"
+            else:
+                assert box.locator(".empty p").inner_text().strip(), f"chart {key} is empty without a word"
+        return boxes.count()
+
+
+@pytest.fixture
+def session(browser: Browser, live_server: Any) -> Iterator[Any]:
+    seed_demo_fleet()
+    opened: list[Session] = []
+
+    def make(username: str) -> Session:
+        s = Session(browser, live_server.url)
+        s.login(username)
+        opened.append(s)
+        return s
+
+    yield make
+    for s in opened:
+        s.context.close()
+    for s in opened:
+        assert not s.errors, s.errors
+
+
+def user(name: str) -> Any:
+    return get_user_model().objects.get(username=name)
+
+
+def test_member_submits_a_job_through_the_form_and_watches_it_start(session):
+    alice = session("alice")
+    alice.open("/jobs/")
+    alice.page.fill("[data-field=name]", "browser-train")
+    alice.page.fill("[data-field=gpus]", "8")
+    expect(alice.page.locator("[data-verdict]")).to_contain_text("This fleet can run 8 GPUs", timeout=5_000)
+    alice.page.click("#submit-job button[type=submit]")
+    alice.page.wait_for_url(re.compile(r".*/jobs/\d+/$"))
+    alice.page.wait_for_selector("body[data-charts-ready=true]")
+    job = Job.objects.get(name="browser-train")
+    assert job.team.name == "vision" and job.submitter.username == "alice"
+    expect(alice.page.locator("#job-state .badge")).to_have_text("Pending")
+    expect(alice.page.locator("#why-waiting")).to_contain_text("Waiting for the next scheduling cycle")
+    alice.page.evaluate("window.__notReloaded = true")
+
+    run_cycle("test")
+
+    expect(alice.page.locator("#job-state .badge")).to_have_text("Running", timeout=LIVE_TIMEOUT_MS)
+    expect(alice.page.locator("[data-chart=placement]")).to_have_attribute("data-rendered", "plot",
+                                                                            timeout=LIVE_TIMEOUT_MS)
+    assert alice.page.evaluate("window.__notReloaded") is True, "the page reloaded instead of updating live"
+    assert alice.page.locator("[data-chart=timeline] .main-svg").count() > 0
+    alice.screenshot("job-running")
+
+
+def test_live_validation_says_at_once_why_a_shape_can_never_run(session):
+    alice = session("alice")
+    alice.open("/jobs/")
+    alice.page.fill("[data-field=name]", "too-wide")
+    alice.page.fill("[data-field=gpus]", "16")
+    alice.page.fill("[data-field=gpus_per_node]", "16")
+    verdict = alice.page.locator("[data-verdict]")
+    expect(verdict).to_contain_text("can never run on this fleet", timeout=5_000)
+    expect(alice.page.locator("[data-error-for=gpus_per_node]")).to_contain_text("the largest node has 8")
+    expect(alice.page.locator("[data-field=gpus_per_node]")).to_have_attribute("aria-invalid", "true")
+    alice.screenshot("jobs-live-validation")
+    # Submitting anyway: the API refuses with the same reason, shown in place; nothing is stored.
+    alice.page.click("#submit-job button[type=submit]")
+    expect(verdict).to_contain_text("largest node has 8", timeout=5_000)
+    assert not Job.objects.filter(name="too-wide").exists()
+
+
+def test_submit_errors_from_the_api_are_shown_on_their_fields(session):
+    alice = session("alice")
+    alice.open("/jobs/")
+    alice.page.fill("[data-field=name]", "too-long")
+    alice.page.fill("[data-field=gpus]", "1")
+    alice.page.select_option("[data-field=priority_class]", "best-effort")
+    alice.page.fill("[data-field=runtime_limit_s]", "48")  # hours; best-effort allows 24
+    alice.page.click("#submit-job button[type=submit]")
+    expect(alice.page.locator("[data-error-for=runtime_limit_s]")).to_contain_text("beyond the maximum",
+                                                                                   timeout=5_000)
+    assert not Job.objects.filter(name="too-long").exists()
+
+
+def test_job_array_is_submitted_through_the_form(session):
+    alice = session("alice")
+    alice.open("/jobs/")
+    alice.page.fill("[data-field=name]", "sweep")
+    alice.page.fill("[data-field=gpus]", "1")
+    alice.page.fill("[data-field=array]", "0-9")
+    expect(alice.page.locator("[data-verdict]")).to_contain_text("10 tasks", timeout=5_000)
+    alice.page.click("#submit-job button[type=submit]")
+    alice.page.wait_for_url(re.compile(r".*/jobs/\?array_id=[0-9a-f-]+$"))
+    expect(alice.page.locator(".array-summary")).to_contain_text("10")
+    assert Job.objects.filter(name="sweep").count() == 10
+    assert alice.page.locator("table.jobs tbody tr").count() == 10
+
+
+def test_waiting_job_shows_why_in_words_with_numbers(session):
+    alice = session("alice")
+    # vision may hold 40 H100 GPUs plus 32 borrowed: 96 can never be admitted under its quota now.
+    job = submit(user("alice"), SubmitRequest(name="too-big-for-quota", gpus=96, gpu_types=("H100-80GB",))).jobs[0]
+    run_cycle("test")
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and job.pending_code
+    alice.open(f"/jobs/{job.pk}/")
+    why = alice.page.locator("#why-waiting")
+    expect(why).to_contain_text(job.pending_code)
+    expect(why).to_contain_text(job.pending_message[:60])
+    assert re.search(r"\d", why.locator(".reason-text").inner_text()), "the reason carries no number"
+    alice.screenshot("job-waiting")
+
+
+def test_member_cannot_open_another_teams_job(session):
+    bob_job = submit(user("bob"), SubmitRequest(name="language-secret", gpus=1)).jobs[0]
+    alice = session("alice")
+    response = alice.page.goto(alice.base + f"/jobs/{bob_job.pk}/")
+    assert response.status == 404
+    assert "language-secret" not in alice.page.content()
+    alice.errors.clear()  # the browser logs the 404 document itself as a failed load
+
+
+def test_member_cancels_a_waiting_job_from_its_page(session):
+    job = submit(user("alice"), SubmitRequest(name="to-cancel", gpus=1)).jobs[0]
+    alice = session("alice")
+    alice.open(f"/jobs/{job.pk}/")
+    alice.page.click("#cancel-job")
+    expect(alice.page.locator("#job-state .badge")).to_have_text("Cancelled", timeout=LIVE_TIMEOUT_MS)
+    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
+
+
+def test_admin_cordons_and_uncordons_a_node(session):
+    admin = session("admin")
+    admin.open("/nodes/")
+    row = admin.page.locator('tr[data-node="h100-03"]')
+    row.locator("[data-node-action=cordon]").click()
+    expect(row.locator(".node-state .badge")).to_have_text("Cordoned", timeout=LIVE_TIMEOUT_MS)
+    assert Node.objects.get(name="h100-03").state == NodeState.CORDONED
+    row.locator("[data-node-action=uncordon]").click()
+    expect(row.locator(".node-state .badge")).to_have_text("Ready", timeout=LIVE_TIMEOUT_MS)
+    assert Node.objects.get(name="h100-03").state == NodeState.READY
+
+
+def test_overview_updates_live_without_a_reload(session):
+    now = timezone.now()
+    sample(now - timedelta(seconds=30), pending_jobs=2)
+    admin = session("admin")
+    admin.open("/")
+    expect(admin.page.locator("[data-live=pending_jobs]")).to_have_text("2")
+    admin.page.evaluate("window.__notReloaded = true")
+    sample(timezone.now(), pending_jobs=17)
+    expect(admin.page.locator("[data-live=pending_jobs]")).to_have_text("17", timeout=LIVE_TIMEOUT_MS)
+    assert admin.page.evaluate("window.__notReloaded") is True
+
+
+def test_utilization_definitions_are_one_click_away(session):
+    alice = session("alice")
+    alice.open("/")
+    definitions = alice.page.locator("#utilization-definitions")
+    expect(definitions.locator("dl")).to_be_hidden()
+    definitions.locator("summary").click()
+    expect(definitions.locator("dl")).to_be_visible()
+    expect(definitions).to_contain_text("Productive")
+
+
+def fill_the_fleet() -> Job:
+    """A busy fleet: jobs of every team running and waiting, a preemption today, an hour of samples."""
+    for i in range(4):
+        submit(user("alice"), SubmitRequest(name=f"vision-{i}", gpus=8, gpu_types=("H100-80GB",)))
+    for i in range(3):
+        submit(user("bob"), SubmitRequest(name=f"language-{i}", gpus=4))
+    submit(user("bob"), SubmitRequest(name="language-wide", gpus=64, gpus_per_node=8))
+    run_cycle("test")
+    now = timezone.now()
+    for i in range(60):
+        sample(now - timedelta(minutes=59 - i), allocated_gpus=40 + i, stranded_gpus=i % 7,
+               pending_by_priority={"research": 1 + i % 4, "batch": i % 3},
+               pending_by_team={"vision": i % 3, "language": 1 + i % 4})
+    job = Job.objects.filter(state=JobState.RUNNING, team__name="vision").order_by("pk").first()
+    preempted_event(job, now, 1800.0)
+    return job
+
+
+def test_every_page_renders_each_chart_with_no_console_errors(session):
+    job = fill_the_fleet()
+    pages = {
+        "overview": "/",
+        "jobs": "/jobs/",
+        "job": f"/jobs/{job.pk}/",
+        "teams": "/teams/",
+        "nodes": "/nodes/",
+        "what-if": "/what-if/?run=1&days=1&placement=spread&backfill=on&preemption=on",
+    }
+    admin = session("admin")
+    drawn = {}
+    for name, path in pages.items():
+        response = admin.open(path)
+        assert response.status == 200, f"{path}: HTTP {response.status}"
+        drawn[name] = admin.assert_charts_rendered()
+        admin.screenshot(name)
+        assert not admin.errors, f"{path}: {admin.errors}"
+    assert drawn["overview"] == 6 and drawn["job"] == 2 and drawn["what-if"] == 4
+    assert drawn["teams"] >= 6 and drawn["nodes"] == 1
+    alice = session("alice")
+    for name, path in (("overview-member", "/"), ("teams-member", "/teams/")):
+        alice.open(path)
+        alice.assert_charts_rendered()
+        alice.screenshot(name)
+    finn = session("finn")
+    finn.open("/jobs/")
+    finn.screenshot("jobs-finance")
+
+
+def test_login_page_screenshot(browser, live_server):
+    seed_demo_fleet()
+    s = Session(browser, live_server.url)
+    s.page.goto(live_server.url + "/accounts/login/")
+    s.screenshot("login")
+    s.context.close()
+    assert not s.errors, s.errors
