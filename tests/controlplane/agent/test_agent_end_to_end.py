@@ -140,3 +140,17 @@ def test_a_returning_agent_that_kept_running_learns_its_work_is_stale_and_stops_
     stale = Event.objects.get(node__name=agent.name, reason="StaleWorkStopped")
     assert stale.data["generations"] == [generation]
     assert stale.created_at <= timezone.now()
+
+
+def test_a_job_past_its_runtime_limit_is_stopped_and_ends_timed_out(live_server: Any) -> None:
+    fleet = build_loop_fleet()
+    agent = sim_agent(live_server.url)
+    drive([agent], lambda: Node.objects.filter(name="sim-000", state=NodeState.READY).exists())
+    job = make_job(fleet, runtime_limit_s=1)  # runs until stopped
+
+    cycle.run_cycle("test")
+    drive([agent], lambda: Job.objects.get(pk=job.pk).state == JobState.TIMED_OUT,
+          also=lambda: cycle.run_cycle("test"))
+
+    assert not agent.members
+    assert Event.objects.filter(job=job, kind=EventKind.JOB_TIMED_OUT).exists()
