@@ -348,7 +348,7 @@ def goals(load: float, ours: dict[str, float | int | None], seed: dict[str, floa
     need = value(seed, "allocated") + margin
     bound = ours.get("allocated_upper_bound")
     beyond = f" (beyond reach: no scheduler can exceed {float(bound):.3f} on this week)" if bound is not None and need > float(bound) else ""
-    out.append(Goal(f"allocated {value(ours, 'allocated'):.3f} >= seed{' + 0.03' if margin else ''} = {need:.3f}{beyond}",
+    out.append(Goal(f"allocated {value(ours, 'allocated'):.4f} >= seed{' + 0.03' if margin else ''} = {need:.4f}{beyond}",
                     value(ours, "allocated") >= need))
     if round(load * 100) >= 95:
         half = value(seed, "wait_mean_min") / 2
