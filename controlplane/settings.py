@@ -96,7 +96,10 @@ USE_I18N = False
 USE_TZ = True
 
 STATIC_URL = "/static/"
-STATIC_ROOT = BASE_DIR / "var" / "static"
+STATIC_ROOT = Path(os.environ.get("QM_STATIC_ROOT", BASE_DIR / "var" / "static"))
+# WhiteNoise serves from finders in the demo and from STATIC_ROOT after collectstatic; it
+# expects the directory to exist either way.
+STATIC_ROOT.mkdir(parents=True, exist_ok=True)
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
