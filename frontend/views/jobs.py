@@ -152,10 +152,16 @@ def _refusal(detail: str, errors: dict[str, list[str]], status: int = 400) -> Js
     return JsonResponse({"detail": detail, "code": "invalid", "errors": errors}, status=status)
 
 
+def _verdict(runs: bool, detail: str, errors: dict[str, list[str]] | None = None, tasks: int = 1) -> JsonResponse:
+    return JsonResponse({"runs": runs, "detail": detail, "errors": errors or {}, "tasks": tasks})
+
+
 @login_required
 @require_POST
 def check_json(request: HttpRequest) -> JsonResponse:
-    """Could this request run on this fleet? 200 with a sentence, or 400 naming each field."""
+    """Could this request run on this fleet? Always 200 with a verdict (`runs`, a sentence, the
+    fields at fault) for a JSON object, since the check itself succeeded whatever its answer;
+    400 only when the body is not a JSON object, 403 for accounts that may not submit."""
     if not access.may_submit(request.user):
         return _refusal("Finance accounts read costs; they cannot submit jobs.", {}, status=403)
     try:
@@ -167,19 +173,20 @@ def check_json(request: HttpRequest) -> JsonResponse:
     serializer = (JobArraySubmitSerializer if "array" in body else JobSubmitSerializer)(data=body)
     if not serializer.is_valid():
         errors = flatten(serializer.errors)
-        return _refusal("Fix the fields marked: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()), errors)
+        return _verdict(False, "Fix the fields marked: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()),
+                        errors)
     req = serializer.to_submit_request()  # an array request carries its `array` spec
     tasks = 1
     if req.array is not None:
         try:
             tasks = len(job_service.parse_array(req.array))
         except ValueError as exc:
-            return _refusal(f"array: {exc}", {"array": [str(exc)]})
+            return _verdict(False, f"array: {exc}", {"array": [str(exc)]})
     infeasible = fleet_capability.check(
         shape_spec(req), fleet_capability.fleet_shapes(), fleet_capability.known_gpu_types()
     )
     if infeasible is not None:
-        return _refusal(f"This job can never run on this fleet: {infeasible.message}.",
+        return _verdict(False, f"This job can never run on this fleet: {infeasible.message}.",
                         {infeasible.field: [infeasible.message]})
     what = f"{req.gpus} GPU{'s' if req.gpus != 1 else ''}" + (
         f", {req.gpus_per_node} per node" if req.gpus_per_node else "")
@@ -187,10 +194,8 @@ def check_json(request: HttpRequest) -> JsonResponse:
         what += f" of {' or '.join(req.gpu_types)}"
     if tasks > 1:
         what = f"{tasks} tasks of {what}"
-    return JsonResponse({
-        "detail": f"This fleet can run {what}. Team, priority class, project and limits are checked when you submit.",
-        "tasks": tasks,
-    })
+    return _verdict(True, f"This fleet can run {what}. Team, priority class, project and limits are checked "
+                          "when you submit.", tasks=tasks)
 
 
 # ---------------------------------------------------------------------------------- one job

@@ -1,5 +1,6 @@
 """The submit form's live validation: /ui/jobs/check.json says at once whether a shape can ever
-run on this fleet, naming the field and the numbers."""
+run on this fleet, naming the field and the numbers. A verdict is a 200 (the check worked,
+whatever its answer); only a body that is not a JSON object is a 400."""
 
 from __future__ import annotations
 
@@ -18,39 +19,35 @@ def check(client, body, raw: bytes | None = None):
 def test_a_shape_the_fleet_can_run_is_accepted_with_a_sentence(client_for):
     response = check(client_for("alice"), {"name": "x", "gpus": 16, "gpus_per_node": 8})
     assert response.status_code == 200
+    assert response.json()["runs"] is True
     assert "This fleet can run 16 GPUs, 8 per node" in response.json()["detail"]
 
 
 def test_more_gpus_on_one_node_than_any_node_has_is_refused_naming_gpus_per_node(client_for):
-    response = check(client_for("alice"), {"name": "x", "gpus": 16, "gpus_per_node": 16})
-    assert response.status_code == 400
-    body = response.json()
+    body = check(client_for("alice"), {"name": "x", "gpus": 16, "gpus_per_node": 16}).json()
+    assert body["runs"] is False
     assert "the largest node has 8" in body["errors"]["gpus_per_node"][0]
     assert body["detail"].startswith("This job can never run on this fleet")
 
 
 def test_more_gpus_than_the_fleet_has_is_refused_naming_gpus(client_for):
-    response = check(client_for("alice"), {"name": "x", "gpus": 4096})
-    assert response.status_code == 400
-    assert "gpus" in response.json()["errors"]
+    body = check(client_for("alice"), {"name": "x", "gpus": 4096}).json()
+    assert body["runs"] is False and "gpus" in body["errors"]
 
 
 def test_an_unknown_gpu_type_is_refused_naming_gpu_types(client_for):
-    response = check(client_for("alice"), {"name": "x", "gpus": 1, "gpu_types": ["TPU-v9"]})
-    assert response.status_code == 400
-    assert "gpu_types" in response.json()["errors"]
+    body = check(client_for("alice"), {"name": "x", "gpus": 1, "gpu_types": ["TPU-v9"]}).json()
+    assert body["runs"] is False and "gpu_types" in body["errors"]
 
 
 def test_a_non_number_is_refused_by_the_apis_own_serializer(client_for):
-    response = check(client_for("alice"), {"name": "x", "gpus": "many"})
-    assert response.status_code == 400
-    assert "gpus" in response.json()["errors"]
+    body = check(client_for("alice"), {"name": "x", "gpus": "many"}).json()
+    assert body["runs"] is False and "gpus" in body["errors"]
 
 
 def test_a_broken_array_spec_is_refused_naming_array(client_for):
-    response = check(client_for("alice"), {"name": "x", "gpus": 1, "array": "9-3"})
-    assert response.status_code == 400
-    assert "ends before it starts" in response.json()["errors"]["array"][0]
+    body = check(client_for("alice"), {"name": "x", "gpus": 1, "array": "9-3"}).json()
+    assert body["runs"] is False and "ends before it starts" in body["errors"]["array"][0]
 
 
 def test_an_array_is_counted_in_tasks(client_for):

@@ -107,3 +107,12 @@ def test_members_see_their_own_teams_quota_only(client_for):
     content = client_for("alice").get("/teams/").content.decode()
     table = content[content.index('<table class="teams">'):content.index("</table>")]
     assert "vision" in table and "language" not in table
+
+
+def test_not_found_page_keeps_the_layout_and_says_why(client_for, submit_as):
+    job = submit_as("bob")
+    response = client_for("alice").get(f"/jobs/{job.pk}/")
+    assert response.status_code == 404
+    content = response.content.decode()
+    assert "or the job belongs to a team you are not in" in content
+    assert 'rel="icon"' in content and 'data-nav="overview"' in content

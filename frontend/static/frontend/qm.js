@@ -58,6 +58,10 @@
 
   QM.drawAll = function () {
     var boxes = document.querySelectorAll("[data-chart]");
+    if (!boxes.length) {  // no chart on this page: plotly.js is not even loaded
+      document.body.dataset.chartsReady = "true";
+      return Promise.resolve();
+    }
     var pending = [];
     boxes.forEach(function (box) {
       var empty = !box.querySelector(".empty").hidden;
@@ -233,7 +237,7 @@
       QM.api("POST", checkUrl, body).then(function (result) {
         if (mine !== seq) return;  // a newer keystroke's answer will come
         var unplaced = showErrors(form, result.data.errors || {});
-        if (result.ok) {
+        if (result.ok && result.data.runs) {
           verdict.className = "verdict ok";
           verdict.textContent = result.data.detail;
         } else {
