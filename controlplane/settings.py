@@ -134,6 +134,9 @@ QM = {
     "SUSPECT_AFTER_S": float(os.environ.get("QM_SUSPECT_AFTER_S", "8")),
     "FAIR_SHARE_HALF_LIFE_S": float(os.environ.get("QM_FAIR_SHARE_HALF_LIFE_S", str(7 * 86400))),
     "PLACEMENT_POLICY": os.environ.get("QM_PLACEMENT_POLICY", "pack"),
+    # Full placement searches per cycle (every waiting job is still explained). A burst of
+    # thousands of small jobs is admitted in one cycle; the commit binds them in bulk.
+    "MAX_PLACEMENTS_PER_CYCLE": int(os.environ.get("QM_MAX_PLACEMENTS_PER_CYCLE", "4096")),
     "IN_PROCESS_LOOP": _env_bool("QM_IN_PROCESS_LOOP", not REDIS_URL),
     # Lets a node agent register its node the first time (it then gets its own node token).
     # Empty: agents can only re-register with a node token they already hold.

@@ -53,6 +53,7 @@ def scheduler_config() -> engine.SchedulerConfig:
     return engine.SchedulerConfig(
         fair_share_half_life_s=float(qm["FAIR_SHARE_HALF_LIFE_S"]),
         placement_by_workload=by_workload,
+        max_placement_attempts=int(qm.get("MAX_PLACEMENTS_PER_CYCLE", 4096)),
     )
 
 

@@ -19,7 +19,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -153,6 +153,128 @@ def bind_job(
         data={"generation": generation, "gpus": len(rows), "borrowed": borrowed},
     )
     return allocation
+
+
+@dataclass(frozen=True)
+class BindRequest:
+    """One bind of a plan: the whole gang of `job_id` on these GPUs."""
+
+    job_id: int
+    gpus: Sequence[GpuSet]
+    borrowed: bool
+
+
+def bind_jobs(
+    requests: Sequence[BindRequest],
+    *,
+    lease: SchedulerLease,
+    at: datetime,
+    actor: str,
+    node_names: dict[int, str],
+) -> tuple[int, int]:
+    """Bind many pending jobs in a handful of queries, each gang whole or not at all.
+
+    The caller holds the leader lease row locked (the cycle's commit), so no other bind runs
+    concurrently and live GPUs can only become free under us, never taken. Steps:
+      1. lock the requested jobs that are still pending; a job cancelled meanwhile is stale;
+      2. drop every request touching a GPU that is live already, or that an earlier request of
+         this batch takes (a stale snapshot): it is stale, the next cycle sees the truth;
+      3. mark the jobs running, draw one generation each, insert the allocations, their GPUs
+         and one JOB_BOUND event each, in bulk.
+    The database's unique index on live GPUs still guards step 3; should it ever fire, the
+    batch's savepoint is undone and every request is retried alone through `bind_job`.
+    Returns (bound, stale).
+    """
+    if not requests:
+        return 0, 0
+    ids = [r.job_id for r in requests]
+    # 1. still pending (locked, so a concurrent cancel waits for our commit and then sees running)
+    pending = dict(
+        Job.objects.select_for_update().filter(pk__in=ids, state=JobState.PENDING).values_list("pk", "team_id")
+    )
+    # 2. no GPU live already, none twice in this batch
+    wanted = {(m.node_id, i) for r in requests for m in r.gpus for i in m.gpu_indices}
+    taken = _live_among(wanted)
+    chosen: list[BindRequest] = []
+    for request in requests:
+        gpus = {(m.node_id, i) for m in request.gpus for i in m.gpu_indices}
+        if request.job_id not in pending or gpus & taken:
+            continue
+        taken |= gpus
+        chosen.append(request)
+    stale = len(requests) - len(chosen)
+    if not chosen:
+        return 0, stale
+    # 3. write it all
+    try:
+        with transaction.atomic():
+            _bind_many(chosen, pending, lease=lease, at=at, actor=actor, node_names=node_names)
+    except IntegrityError:
+        bound = 0
+        for request in chosen:
+            try:
+                with transaction.atomic():
+                    if bind_job(request.job_id, request.gpus, lease=lease, borrowed=request.borrowed, at=at, actor=actor):
+                        bound += 1
+            except IntegrityError:
+                pass
+        return bound, len(requests) - bound
+    return len(chosen), stale
+
+
+def _live_among(gpus: set[tuple[int, int]]) -> set[tuple[int, int]]:
+    if not gpus:
+        return set()
+    nodes = {n for n, _ in gpus}
+    live = AllocationGpu.objects.filter(node_id__in=nodes, live=True).values_list("node_id", "gpu_index")
+    return {key for key in live if key in gpus}
+
+
+def _bind_many(
+    chosen: Sequence[BindRequest],
+    teams: dict[int, int],
+    *,
+    lease: SchedulerLease,
+    at: datetime,
+    actor: str,
+    node_names: dict[int, str],
+) -> None:
+    for borrowed in (False, True):
+        group = [r.job_id for r in chosen if r.borrowed == borrowed]
+        if group:
+            Job.objects.filter(pk__in=group, state=JobState.PENDING).update(
+                state=JobState.RUNNING, started_at=at, state_changed_at=at, borrowed=borrowed, pending_code="",
+                pending_message="", pending_would_start_if="", queue_position=None, eta=None,
+            )
+    generations = draw_generations(lease, len(chosen))
+    allocations = Allocation.objects.bulk_create(
+        [
+            Allocation(job_id=r.job_id, generation=g, epoch=lease.epoch, borrowed=r.borrowed, created_at=at)
+            for r, g in zip(chosen, generations, strict=True)
+        ]
+    )
+    rows = [
+        AllocationGpu(allocation=allocation, node_id=member.node_id, gpu_index=index, live=True)
+        for allocation, request in zip(allocations, chosen, strict=True)
+        for member in request.gpus
+        for index in member.gpu_indices
+    ]
+    AllocationGpu.objects.bulk_create(rows, batch_size=2000)
+    events = []
+    for allocation, request in zip(allocations, chosen, strict=True):
+        count = sum(len(m.gpu_indices) for m in request.gpus)
+        placement = ", ".join(
+            f"{node_names.get(m.node_id, m.node_id)}:{','.join(map(str, sorted(m.gpu_indices)))}"
+            for m in sorted(request.gpus, key=lambda m: m.node_id)
+        )
+        events.append(Event(
+            created_at=at, kind=str(EventKind.JOB_BOUND), actor=actor, reason="Admitted",
+            message=(f"Bound to {count} GPUs ({placement}), generation {allocation.generation}"
+                     + (", on borrowed capacity" if request.borrowed else ""))[:1000],
+            job_id=request.job_id, allocation=allocation, team_id=teams.get(request.job_id), epoch=lease.epoch,
+            data={"generation": allocation.generation, "gpus": count, "borrowed": request.borrowed},
+        ))
+    Event.objects.bulk_create(events, batch_size=2000)
 
 
 def _describe_gpus(rows: Sequence[AllocationGpu]) -> str:
