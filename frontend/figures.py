@@ -205,7 +205,8 @@ def largest_free_block(samples: Sequence[Mapping[str, Any]]) -> Chart:
     ]
     layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"})
     return Chart("free_block", title, caption, _figure(data, layout),
-                 empty="" if pools else "No pool has reported a free block in this window yet.")
+                 empty="" if pools else "No ready node had a free GPU in this window. The largest free block of each "
+                 "pool appears here when one has.")
 
 
 def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]]) -> Chart:
@@ -243,43 +244,47 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
                       "No node has registered yet. When node agents register, every GPU appears here as a cell.", category="y")
     teams = sorted({s.team for r in rows for s in r.slots if s is not None})
     colours = team_colours(teams)
-    # Categories: 0 free, 1 unavailable, 2 this job (when highlighting), then one per team.
-    categories = ["free", "node takes no work"] + (["this job"] if highlight_job is not None else []) + teams
-    index = {name: i for i, name in enumerate(categories)}
-    palette = [FREE_COLOUR, UNAVAILABLE_COLOUR] + ([HIGHLIGHT_COLOUR] if highlight_job is not None else [])
-    palette += [colours[t] for t in teams]
     width = max(len(r.slots) for r in rows)
-    z: list[list[int | None]] = []
+    # Each cell's category: free, on a node that takes no work, this job (when highlighting), or
+    # its holder's team. Only categories present are coloured and listed in the colour bar.
+    cells: list[list[str | None]] = []
     text: list[list[str]] = []
     links: list[list[int | None]] = []
     labels = []
     for r in rows:
         labels.append(f"{r.pool} / {r.name}")
-        z_row: list[int | None] = []
+        c_row: list[str | None] = []
         t_row: list[str] = []
         l_row: list[int | None] = []
         for i in range(width):
             if i >= len(r.slots):
-                z_row.append(None)
+                c_row.append(None)
                 t_row.append("")
                 l_row.append(None)
                 continue
             slot = r.slots[i]
             where = f"{r.name} GPU {i} ({r.gpu_type}, {r.leaf_switch}, {r.state})"
             if slot is None:
-                z_row.append(index["free" if r.state == NodeState.READY else "node takes no work"])
+                c_row.append("free" if r.state == NodeState.READY else "node takes no work")
                 t_row.append(f"{where}<br>free")
                 l_row.append(None)
             else:
                 mine = highlight_job is not None and slot.job_id == highlight_job
-                z_row.append(index["this job" if mine else slot.team])
+                c_row.append("this job" if mine else slot.team)
                 job = f"job {slot.job_id}" if slot.job_id is not None else "a job of another team"
                 t_row.append(f"{where}<br>team {slot.team}, {job}")
                 l_row.append(slot.job_id)
-            # x: slot index
-        z.append(z_row)
+        cells.append(c_row)
         text.append(t_row)
         links.append(l_row)
+    present = {c for row in cells for c in row if c is not None}
+    fixed = [("free", FREE_COLOUR), ("node takes no work", UNAVAILABLE_COLOUR), ("this job", HIGHLIGHT_COLOUR)]
+    ordered = [(name, colour) for name, colour in fixed if name in present]
+    ordered += [(t, colours[t]) for t in teams if t in present]
+    categories = [name for name, _ in ordered]
+    palette = [colour for _, colour in ordered]
+    index = {name: i for i, name in enumerate(categories)}
+    z = [[None if c is None else index[c] for c in row] for row in cells]
     n = len(categories)
     # A discrete colour scale: category k owns [k/n, (k+1)/n].
     scale: list[list[Any]] = []
@@ -302,7 +307,8 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
         })
     layout = _layout(
         title, x_title, y_title, height=height,
-        xaxis={"dtick": 1, "range": [-0.5, width + 0.3], "side": "top", "showgrid": False, "zeroline": False},
+        xaxis={"tickmode": "array", "tickvals": list(range(width)), "range": [-0.5, width + 0.3], "side": "top",
+               "showgrid": False, "zeroline": False},
         yaxis={"autorange": "reversed", "type": "category", "showgrid": False, "rangemode": "normal",
                "tickfont": {"size": 10 if len(rows) > 40 else 12}},
         margin={"l": 140, "r": 20, "t": 70, "b": 20},
@@ -384,7 +390,8 @@ def quota_usage(gpu_type: str, rows: Sequence[Mapping[str, Any]]) -> Chart:
     x_title, y_title = "team", "GPUs"
     if not rows:
         return _empty(key, title, caption, x_title, y_title,
-                      f"No team has a quota on {gpu_type} or holds any of its GPUs yet.", category="x")
+                      f"No team has a quota on {gpu_type} or holds any of its GPUs yet. Once an admin sets quotas, each "
+                      "team's quota, use, borrowing and lending appear here.", category="x")
     teams = [r["team"] for r in rows]
     series = (("quota", "nominal", "#adb5bd"), ("used", "used", "#1c7ed6"), ("borrowed", "borrowed", "#e8590c"),
               ("lent", "lent", "#2b8a3e"))

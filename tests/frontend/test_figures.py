@@ -1,0 +1,88 @@
+"""Figure builders: what each chart shows for hand-built inputs (no database)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from frontend import figures
+from frontend.heatmap import NodeRow, Slot
+
+T0 = datetime(2026, 11, 29, 9, 0, tzinfo=timezone.utc)
+
+
+def node(name: str, slots: list[Slot | None], state: str = "ready", pool: str = "h100") -> NodeRow:
+    return NodeRow(id=hash(name) % 1000, name=name, pool=pool, leaf_switch="leaf-1", spine="spine-1", state=state,
+                   gpu_type="H100-80GB", capacity_tier="reserved", slots=tuple(slots))
+
+
+def test_heat_map_colours_each_slot_by_its_team_and_counts_free_slots():
+    rows = [node("n1", [Slot("vision", 7), Slot("vision", 7), None, None]),
+            node("n2", [Slot("language", None), None, None, None], state="cordoned")]
+    chart = figures.fleet_heatmap(rows)
+    heat = chart.figure["data"][0]
+    assert heat["colorbar"]["ticktext"] == ["free", "node takes no work", "language", "vision"]
+    assert heat["z"] == [[3, 3, 0, 0], [2, 1, 1, 1]]
+    assert heat["customdata"][0][:2] == [7, 7]
+    assert "a job of another team" in heat["text"][1][0]
+    assert chart.figure["data"][1]["text"] == ["2", "3"]  # free slots per row
+    assert chart.notes["free_gpus"] == 2  # the cordoned node's free slots take no work
+
+
+def test_heat_map_highlights_one_jobs_gpus():
+    rows = [node("n1", [Slot("vision", 7), Slot("vision", 8), None])]
+    heat = figures.fleet_heatmap(rows, key="placement", highlight_job=7).figure["data"][0]
+    assert heat["colorbar"]["ticktext"] == ["free", "this job", "vision"]
+    assert heat["z"] == [[1, 2, 0]]
+
+
+def test_heat_map_with_nodes_of_different_sizes_leaves_missing_slots_blank():
+    rows = [node("n1", [None] * 8), node("n2", [None] * 4)]
+    heat = figures.fleet_heatmap(rows).figure["data"][0]
+    assert heat["z"][1][4:] == [None] * 4
+
+
+def test_queue_depth_stacks_priority_classes_highest_first():
+    samples = [{"at": T0 + timedelta(minutes=i), "pending_by_priority": {"batch": i, "production": 1},
+                "pending_by_team": {}} for i in range(3)]
+    chart = figures.queue_depth(samples, ["production", "research", "batch"])
+    assert [t["name"] for t in chart.figure["data"]] == ["production", "batch"]
+    assert chart.figure["data"][1]["y"] == [0, 1, 2]
+    assert all(t["stackgroup"] == "pending" for t in chart.figure["data"])
+
+
+def test_utilization_tiers_are_percentages_of_capacity():
+    points = [{"at": T0, "allocated": 0.85, "active": 0.765, "productive": 0.306}]
+    data = figures.utilization_tiers(points).figure["data"]
+    assert [(t["name"], t["y"]) for t in data] == [("allocated", [85.0]), ("active", [76.5]),
+                                                    ("productive", [30.6])]
+
+
+def test_timeline_draws_a_bar_per_stretch_and_a_mark_per_event():
+    segments = [{"state": "pending", "start": T0, "end": T0 + timedelta(minutes=5)},
+                {"state": "running", "start": T0 + timedelta(minutes=5), "end": None}]
+    events = [{"created_at": T0, "kind": "job.submitted", "reason": "Submitted", "message": "hi"}]
+    chart = figures.job_timeline(segments, events, now=T0 + timedelta(minutes=65))
+    bars = {t["name"]: t for t in chart.figure["data"] if t["type"] == "bar"}
+    assert bars["Pending"]["x"] == [300_000.0] and bars["Running"]["x"] == [3_600_000.0]
+    assert bars["Running"]["base"] == ["2026-11-29 09:05:00"]
+
+
+def test_box_plot_carries_precomputed_quartiles_not_raw_values():
+    stats = [{"team": "vision", "n": 10, "q1": 1.0, "median": 2.0, "q3": 3.0, "low": 0.5, "high": 5.0, "mean": 2.2}]
+    trace = figures.distribution_box("waits", "t", "c", "wait (minutes)", stats, "none").figure["data"][0]
+    assert (trace["q1"], trace["median"], trace["q3"], trace["lowerfence"], trace["upperfence"]) == (
+        [1.0], [2.0], [3.0], [0.5], [5.0])
+    assert "y" not in trace
+
+
+def test_every_empty_chart_says_what_will_appear():
+    empties = [
+        figures.queue_depth([], []), figures.utilization_tiers([]), figures.stranded_gpus([]),
+        figures.largest_free_block([]), figures.oldest_feasible_wait([]), figures.fleet_heatmap([]),
+        figures.job_timeline([], [], now=T0), figures.quota_usage("H100-80GB", []), figures.dominant_share([], []),
+        figures.jobs_by_state([]), figures.cost_over_time({}, "team", "day", 86400), figures.cost_breakdown([], "team"),
+        figures.unit_costs([], "team"), figures.waste([], "team", True), figures.nodes_by_state([]),
+    ]
+    for chart in empties:
+        assert chart.empty and ("appear" in chart.empty), chart.key
+        assert chart.figure["data"] == []
