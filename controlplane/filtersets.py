@@ -6,7 +6,12 @@ row: a name a user may not see simply matches nothing, so filters leak no existe
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+from typing import Any
+
 import django_filters as filters
+from django import forms
+from django_filters.fields import IsoDateTimeField
 
 from controlplane.choices import CapacityTier, EventKind, JobState, NodeState, WorkloadClass
 from controlplane.models import (
@@ -23,6 +28,31 @@ from controlplane.models import (
 )
 
 
+class UtcIsoDateTimeField(IsoDateTimeField):
+    """An ISO 8601 time, converted to UTC before it reaches the database: PostgreSQL refuses
+    offsets beyond ±15:59, and a time that leaves the calendar in UTC is out of range, a 400."""
+
+    def strptime(self, value: str, format: str) -> datetime:
+        parsed: datetime = super().strptime(value, format)
+        try:
+            return parsed.astimezone(UTC) if parsed.tzinfo is not None else parsed
+        except OverflowError as exc:
+            raise ValueError(str(exc)) from exc
+
+    def to_python(self, value: Any) -> datetime | None:
+        result: datetime | None = super().to_python(value)
+        if result is not None and result.tzinfo is not None:
+            try:
+                result = result.astimezone(UTC)
+            except OverflowError as exc:
+                raise forms.ValidationError("This time is out of range.", code="invalid") from exc
+        return result
+
+
+class IsoDateTimeFilter(filters.IsoDateTimeFilter):
+    field_class = UtcIsoDateTimeField
+
+
 class JobFilterSet(filters.FilterSet):
     team = filters.CharFilter(field_name="team__name", help_text="Team name.")
     project = filters.CharFilter(field_name="project__name", help_text="Project name.")
@@ -30,8 +60,8 @@ class JobFilterSet(filters.FilterSet):
     priority_class = filters.CharFilter(field_name="priority_class__name", help_text="Priority class name.")
     user = filters.CharFilter(field_name="submitter__username", help_text="Submitter's username.")
     workload = filters.ChoiceFilter(choices=WorkloadClass.choices)
-    submitted_after = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
-    submitted_before = filters.IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    submitted_after = IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
+    submitted_before = IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
     array_id = filters.UUIDFilter(field_name="array_id")
     pending_code = filters.CharFilter(field_name="pending_code", help_text="Reason code, e.g. QuotaExceeded.")
     name = filters.CharFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
@@ -97,8 +127,8 @@ class GpuTypeFilterSet(filters.FilterSet):
 class PriceRateFilterSet(filters.FilterSet):
     gpu_type = filters.CharFilter(field_name="gpu_type__name", help_text="GPU type name.")
     capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
-    effective_after = filters.IsoDateTimeFilter(field_name="effective_from", lookup_expr="gte")
-    effective_before = filters.IsoDateTimeFilter(field_name="effective_from", lookup_expr="lt")
+    effective_after = IsoDateTimeFilter(field_name="effective_from", lookup_expr="gte")
+    effective_before = IsoDateTimeFilter(field_name="effective_from", lookup_expr="lt")
 
     class Meta:
         model = PriceRate
@@ -126,8 +156,8 @@ class EventFilterSet(filters.FilterSet):
     node = filters.CharFilter(field_name="node__name", help_text="Node name.")
     team = filters.CharFilter(field_name="team__name", help_text="Team name.")
     reason = filters.CharFilter(field_name="reason")
-    after = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
-    before = filters.IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
+    after = IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
+    before = IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
 
     class Meta:
         model = Event

@@ -35,9 +35,9 @@ _DESCRIPTIONS = {
 class QuartermasterAutoSchema(AutoSchema):
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
         responses: dict[str, Any] = super()._get_response_bodies(direction)
-        codes = ["400", "401", "403", "429"]
-        if "{" in self.path:
-            codes.append("404")
+        # 404 on every operation: besides unknown ids, a filter naming a team the caller may
+        # not read is answered "not found" so its existence does not leak.
+        codes = ["400", "401", "403", "404", "429"]
         if self.method in ("POST", "PUT", "PATCH", "DELETE"):
             codes.append("409")
         if self.method in ("POST", "PUT", "PATCH"):

@@ -28,6 +28,9 @@ from controlplane.services.jobs import SubmitRequest
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
+# The most GPUs one job may ask for, whatever the fleet: bounds the engine's work per job.
+MAX_JOB_GPUS = 65_536
+MAX_GPUS_PER_NODE = 1024
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -108,9 +111,11 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     """A job submission. Only `name` and `gpus` are required."""
 
     name = serializers.CharField(max_length=128, help_text="What the job is called.")
-    gpus = _positive(help_text="GPUs the job needs (its preferred size if elastic).")
-    gpus_per_node = _positive(
-        required=False, allow_null=True,
+    gpus = serializers.IntegerField(
+        min_value=1, max_value=MAX_JOB_GPUS, help_text="GPUs the job needs (its preferred size if elastic)."
+    )
+    gpus_per_node = serializers.IntegerField(
+        min_value=1, max_value=MAX_GPUS_PER_NODE, required=False, allow_null=True,
         help_text="GPUs on each node of the gang; omitted: the scheduler decides (whole nodes for jobs of a node or more).",
     )
     gpu_type = serializers.CharField(
@@ -124,8 +129,10 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     cpus_per_gpu = _count(required=False, default=0)
     memory_gb_per_gpu = _count(required=False, default=0)
     topology = serializers.ChoiceField(choices=Topology.choices, required=False, default=Topology.ANY)
-    min_gpus = _positive(required=False, allow_null=True, help_text="Elastic: the smallest size it runs at.")
-    max_gpus = _positive(required=False, allow_null=True, help_text="Elastic: the largest size it can use.")
+    min_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
+                                        help_text="Elastic: the smallest size it runs at.")
+    max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
+                                        help_text="Elastic: the largest size it can use.")
     priority_class = serializers.CharField(
         required=False, max_length=64, help_text="Priority class name; default: the team's default class."
     )
@@ -162,8 +169,8 @@ class JobArraySubmitSerializer(JobSubmitSerializer):
 
 class JobSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    project = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    submitter = serializers.SlugRelatedField(slug_field="username", read_only=True)
+    project = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    submitter = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpu_types = serializers.ListField(child=serializers.CharField(), read_only=True)
     env = serializers.DictField(child=serializers.CharField(), read_only=True)
@@ -305,8 +312,8 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
 
 
 class EventSerializer(serializers.ModelSerializer):
-    node = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    team = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    node = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    team = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     data = serializers.DictField(read_only=True)
 
     class Meta:

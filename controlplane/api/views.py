@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import Any
 
 from django.contrib.auth import authenticate
@@ -13,7 +14,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.authentication import SessionAuthentication, TokenAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
-from rest_framework.exceptions import AuthenticationFailed, NotFound, ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -64,6 +65,19 @@ class ApiMixin:
     def get_exception_handler(self) -> Any:
         return exception_handler
 
+    def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
+        self._started = time.perf_counter()
+        super().initial(request, *args, **kwargs)  # type: ignore[misc]
+
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        """Adds `Server-Timing: app;dur=<ms>`: time inside the view, authentication included
+        (what bench/api_load.py reports as server time)."""
+        response = super().finalize_response(request, response, *args, **kwargs)  # type: ignore[misc]
+        started = getattr(self, "_started", None)
+        if started is not None:
+            response["Server-Timing"] = f"app;dur={(time.perf_counter() - started) * 1000:.1f}"
+        return response
+
 
 class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
     """Everyone signed in reads within their scope; admins write. Writes run in a transaction
@@ -101,7 +115,8 @@ class TokenView(ApiMixin, APIView):
         user = authenticate(request._request, username=body.validated_data["username"],
                             password=body.validated_data["password"])
         if user is None or not user.is_active:
-            raise AuthenticationFailed("Wrong username or password.")
+            # 400 as DRF's own token view answers: the request carried no credentials to refuse.
+            raise ValidationError({"password": ["Wrong username or password."]})
         token, _ = Token.objects.get_or_create(user=user)
         return Response({"token": token.key, "username": user.get_username()})
 
@@ -368,6 +383,10 @@ class NodeViewSet(AdminWritableViewSet):
         return Node.objects.select_related("gpu_type").annotate(
             allocated_gpus=Count("allocation_gpus", filter=Q(allocation_gpus__live=True))
         )
+
+    def perform_create(self, serializer: Any) -> None:
+        super().perform_create(serializer)
+        serializer.instance.allocated_gpus = 0  # a new node holds nothing yet
 
     def _act(self, request: Request, verb: Any) -> Response:
         node = self.get_object()

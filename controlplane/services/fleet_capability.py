@@ -130,11 +130,19 @@ def check(spec: JobSpec, shapes: Sequence[NodeShape], gpu_types: dict[str, GpuTy
             + f"; the fleet has {fleet}",
         )
 
-    # 2. the gang at its smallest size, cut as the engine cuts it
+    # 2. the gang at its smallest size, cut as the engine cuts it; a job larger than every
+    # capable GPU together is refused before it is cut (its members could number millions).
+    size = minimum_gpus(spec)
+    fleet_capable = sum(s.gpus * s.count for s in capable)
+    if size > fleet_capable:
+        kinds = " or ".join(spec.gpu_types) if spec.gpu_types else "capable"
+        return Infeasible(
+            "min_gpus" if spec.min_gpus is not None and spec.min_gpus < spec.gpus else "gpus",
+            f"asks {size} GPUs; the fleet can never give more than {fleet_capable} {kinds} GPUs",
+        )
     sizes: dict[str, int] = {}
     for s in capable:
         sizes[s.gpu_type.name] = max(sizes.get(s.gpu_type.name, 0), s.gpus)
-    size = minimum_gpus(spec)
     demand = demand_for(spec, size, node_size_for(spec, sizes, gpu_types))
     largest = demand.members[0]
 

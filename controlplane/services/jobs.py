@@ -245,6 +245,12 @@ def _describe(req: SubmitRequest, resolved: _Resolved) -> str:
     return f"{shape}, priority class {resolved.priority_class.name}, runtime limit {resolved.runtime_limit_s} s"
 
 
+def _request_cycle() -> None:
+    from controlplane import tasks  # the Celery app loads late; submit must not import it at startup
+
+    tasks.request_cycle()
+
+
 def submit(
     user: AbstractBaseUser,
     req: SubmitRequest,
@@ -259,7 +265,8 @@ def submit(
        request) or refuse (different request). No new rows.
     2. Resolve team, priority class and project; fill the defaults; check cross-field rules.
     3. Refuse a shape the fleet can never run (fleet_capability.check).
-    4. In one transaction, insert the job(s) (bulk for arrays) and one JOB_SUBMITTED event each.
+    4. In one transaction, insert the job(s) (bulk for arrays) and one JOB_SUBMITTED event each;
+       once committed, ask for a scheduling cycle.
        Two concurrent retries with one key race on the (submitter, idempotency_key) unique
        constraint: the loser's transaction rolls back whole and it returns the winner's jobs.
     """
@@ -337,6 +344,8 @@ def submit(
                                          message=message, data=data, at=at))
                 )
             Event.objects.bulk_create(events)
+            # New work: ask for a scheduling cycle once this is committed (debounced there).
+            transaction.on_commit(_request_cycle)
     except IntegrityError:
         if idempotency_key:
             replay = _replay(user, idempotency_key, fingerprint)

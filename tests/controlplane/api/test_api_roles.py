@@ -12,7 +12,6 @@ from rest_framework.test import APIClient
 from controlplane.choices import NodeState
 from controlplane.models import Job, Node, Quota
 from tests.controlplane import factories as f
-
 from tests.controlplane.fleet_fixture import AGENT_TOKEN, ROLES, Fleet, client_for
 
 pytestmark = pytest.mark.django_db

@@ -1,0 +1,1 @@
+"""`qm`: the command line over the REST API (see docs/api.md, "The qm CLI")."""

@@ -1,0 +1,133 @@
+"""The CLI's side of the API: where the server is, the stored token, and requests whose errors
+come back as the API's own message.
+
+The token lives in $XDG_CONFIG_HOME/quartermaster/config.json (default
+~/.config/quartermaster/), readable by its owner only. QM_URL and QM_TOKEN override it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import requests
+
+DEFAULT_URL = "http://localhost:8000"
+TIMEOUT_S = 30
+# Submits are retried on connection failures and gateway errors: the Idempotency-Key makes a
+# retry return the first result, so a lost response never becomes a duplicate job.
+RETRIES = 3
+RETRY_STATUSES = {502, 503, 504}
+
+
+class CliError(Exception):
+    """Something to tell the user in one line; `exit_code` 1 for refusals, 2 for no server."""
+
+    def __init__(self, message: str, exit_code: int = 1) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+class ApiError(CliError):
+    def __init__(self, status: int, detail: str, errors: dict[str, list[str]] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.errors = errors or {}
+
+
+def config_path() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "quartermaster" / "config.json"
+
+
+def load_config() -> dict[str, Any]:
+    path = config_path()
+    if not path.exists():
+        return {}
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise CliError(f"cannot read {path}: {exc}; run `qm login` again") from exc
+    return data if isinstance(data, dict) else {}
+
+
+def save_config(data: dict[str, Any]) -> Path:
+    path = config_path()
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    # Create it private before writing the token into it.
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as fh:
+        json.dump(data, fh, indent=2)
+    os.chmod(path, 0o600)
+    return path
+
+
+@dataclass
+class Api:
+    url: str
+    token: str | None
+
+    @classmethod
+    def from_environment(cls, url: str | None = None) -> Api:
+        config = load_config()
+        base = url or os.environ.get("QM_URL") or config.get("url") or DEFAULT_URL
+        token = os.environ.get("QM_TOKEN") or (config.get("token") if config.get("url", base) == base else None)
+        return cls(base.rstrip("/"), token)
+
+    def request(self, method: str, path: str, *, body: Any = None, params: Any = None,
+                headers: dict[str, str] | None = None, retry: bool = False, raw: bool = False) -> Any:
+        """Call the API and return its JSON (or text when `raw`); raise ApiError with the
+        API's message on any 4xx/5xx, CliError when the server cannot be reached."""
+        url = f"{self.url}/api/v1/{path.lstrip('/')}"
+        all_headers = {"Accept": "application/json", **(headers or {})}
+        if self.token:
+            all_headers["Authorization"] = f"Token {self.token}"
+        attempts = RETRIES if retry else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                response = requests.request(method, url, json=body, params=params, headers=all_headers,
+                                            timeout=TIMEOUT_S)
+            except requests.ConnectionError as exc:
+                if attempt < attempts:
+                    time.sleep(0.5 * attempt)
+                    continue
+                raise CliError(f"cannot reach {self.url}: {_first_line(exc)}", exit_code=2) from exc
+            except requests.Timeout as exc:
+                if attempt < attempts:
+                    continue
+                raise CliError(f"{self.url} did not answer within {TIMEOUT_S} s", exit_code=2) from exc
+            if response.status_code in RETRY_STATUSES and attempt < attempts:
+                time.sleep(0.5 * attempt)
+                continue
+            return self._result(response, raw)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _result(self, response: requests.Response, raw: bool) -> Any:
+        if response.status_code >= 400:
+            try:
+                data = response.json()
+            except ValueError:
+                data = {"detail": response.text.strip()[:300] or response.reason}
+            detail = str(data.get("detail") or response.reason) if isinstance(data, dict) else str(data)
+            if response.status_code == 401:
+                detail += " Run `qm login` first." if not self.token else " Your token was refused: run `qm login` again."
+            if response.status_code == 429 and response.headers.get("Retry-After"):
+                detail += f" Retry in {response.headers['Retry-After']} s."
+            errors = data.get("errors") if isinstance(data, dict) else None
+            raise ApiError(response.status_code, detail, errors if isinstance(errors, dict) else None)
+        if raw:
+            return response.text
+        if response.status_code == 204 or not response.content:
+            return None
+        return response.json()
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc)
+    if "Connection refused" in text:
+        return "connection refused (is the server running? check --url or QM_URL)"
+    return text.splitlines()[0][:200] if text else type(exc).__name__

@@ -1,0 +1,454 @@
+"""`qm`: submit and watch jobs, explain waits, cancel, read showback, act on nodes.
+
+    qm login [--url URL] [--username NAME] [--password-stdin]
+    qm submit [FILE.yaml] [--gpus 16 --gpus-per-node 8 --gpu-type H100-80GB --time 4h
+              --priority research --array 0-99 ...] [-- COMMAND ...]
+    qm list | qm status [JOB] | qm explain JOB | qm cancel JOB...
+    qm showback --by team --window 7d | --month 2026-11 [--csv]
+    qm nodes | qm cordon|drain|uncordon NODE
+
+Human tables by default, `--json` for scripts. Errors print the API's message and exit 1 (2 when
+the server cannot be reached); never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+import uuid
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controlplane.cli import output
+from controlplane.cli.client import Api, ApiError, CliError, config_path, load_config, save_config
+
+ACTIVE_STATES = ["pending", "running", "preempting"]
+# YAML keys and flags that are spelled differently from the API's fields.
+YAML_ALIASES = {"time": "runtime_limit_s", "priority": "priority_class", "checkpoint_every": "checkpoint_interval_s"}
+
+
+# ------------------------------------------------------------------------------------ login
+
+
+def cmd_login(api: Api, args: argparse.Namespace) -> int:
+    username = args.username or input("Username: ")
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = os.environ.get("QM_PASSWORD") or getpass.getpass("Password: ")
+    anonymous = Api(api.url, None)
+    answer = anonymous.request("POST", "auth/token/", body={"username": username, "password": password})
+    path = save_config({"url": api.url, "token": answer["token"], "username": answer["username"]})
+    me = Api(api.url, answer["token"]).request("GET", "auth/me/")
+    if args.json:
+        output.emit_json({"url": api.url, "config": str(path), **me})
+        return 0
+    roles = ", ".join(f"{m['role']} of {m['team']}" if m["team"] else m["role"] for m in me["memberships"]) or "no team"
+    print(f"Logged in to {api.url} as {me['username']} ({roles}). Token saved in {path}.")
+    return 0
+
+
+def cmd_logout(api: Api, args: argparse.Namespace) -> int:
+    config = load_config()
+    config.pop("token", None)
+    save_config(config)
+    print(f"Logged out; token removed from {config_path()}.")
+    return 0
+
+
+def cmd_whoami(api: Api, args: argparse.Namespace) -> int:
+    me = api.request("GET", "auth/me/")
+    if args.json:
+        output.emit_json(me)
+        return 0
+    output.fields([
+        ("user", me["username"]), ("server", api.url), ("default team", me["default_team"]),
+        ("may submit", "yes" if me["may_submit"] else "no"),
+        ("roles", ", ".join(f"{m['role']}@{m['team'] or '-'}" for m in me["memberships"])),
+    ])
+    return 0
+
+
+# ----------------------------------------------------------------------------------- submit
+
+
+def _load_spec_file(path: str) -> dict[str, Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+    if not isinstance(data, dict):
+        raise CliError(f"{path} must be a mapping of job fields (name, gpus, ...), got {type(data).__name__}")
+    spec: dict[str, Any] = {}
+    for key, value in data.items():
+        field = YAML_ALIASES.get(str(key).replace("-", "_"), str(key).replace("-", "_"))
+        if field in ("runtime_limit_s", "checkpoint_interval_s") and isinstance(value, str):
+            value = _duration(value, str(key))
+        if field == "command" and isinstance(value, list):
+            value = " ".join(str(v) for v in value)
+        if field == "array" and isinstance(value, int):
+            value = str(value)
+        spec[field] = value
+    return spec
+
+
+def _duration(text: str, flag: str) -> int:
+    try:
+        return output.parse_duration(text)
+    except ValueError as exc:
+        raise CliError(f"{flag}: {exc}") from exc
+
+
+def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
+    spec = _load_spec_file(args.file) if args.file else {}
+    flags = {
+        "name": args.name, "gpus": args.gpus, "gpus_per_node": args.gpus_per_node,
+        "min_gpu_memory_gb": args.min_gpu_memory, "cpus_per_gpu": args.cpus_per_gpu,
+        "memory_gb_per_gpu": args.memory_per_gpu, "topology": args.topology, "min_gpus": args.min_gpus,
+        "max_gpus": args.max_gpus, "priority_class": args.priority, "project": args.project, "team": args.team,
+        "workload": args.workload, "array": args.array,
+    }
+    spec.update({k: v for k, v in flags.items() if v is not None})
+    if args.gpu_type:
+        spec.pop("gpu_type", None)
+        spec["gpu_types"] = args.gpu_type
+    if args.time:
+        spec["runtime_limit_s"] = _duration(args.time, "--time")
+    if args.checkpoint_every:
+        spec["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
+    if args.env:
+        env = dict(spec.get("env") or {})
+        for item in args.env:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise CliError(f"--env {item}: expected NAME=VALUE")
+            env[key] = value
+        spec["env"] = env
+    if command:
+        spec["command"] = " ".join(command)
+    if "name" not in spec and spec.get("command"):
+        spec["name"] = Path(str(spec["command"]).split()[0]).name
+    if "name" not in spec:
+        raise CliError("a job needs a name: give --name, a `name:` in the YAML file, or a command after --")
+    if "gpus" not in spec:
+        raise CliError("a job needs --gpus (or `gpus:` in the YAML file)")
+    return spec
+
+
+def _field_errors(error: ApiError) -> str:
+    return "".join(f"\n  {field}: {' '.join(msgs)}" for field, msgs in error.errors.items())
+
+
+def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
+    spec = _spec_from_args(args, command)
+    key = args.idempotency_key or f"qm-{uuid.uuid4()}"
+    is_array = "array" in spec
+    try:
+        result = api.request("POST", "job-arrays/" if is_array else "jobs/", body=spec,
+                             headers={"Idempotency-Key": key}, retry=True)
+    except ApiError as error:
+        raise CliError(str(error) + _field_errors(error)) from error
+    if args.json:
+        output.emit_json(result)
+    elif is_array:
+        ids = result["job_ids"]
+        print(f"Submitted array {result['array_id']}: {result['count']} tasks of {spec['gpus']} GPU(s), "
+              f"jobs {ids[0]}–{ids[-1]} (team {result['team']}).")
+    else:
+        print(f"Submitted job {result['id']} ({result['name']}): {result['gpus']} GPU(s), "
+              f"priority {result['priority_class']}, team {result['team']}, "
+              f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}.")
+    return 0
+
+
+# ------------------------------------------------------------------------------ list, status
+
+
+def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
+    params: dict[str, Any] = {"limit": args.limit}
+    if args.state:
+        params["state"] = args.state
+    elif not args.all:
+        params["state"] = ACTIVE_STATES
+    if args.team:
+        params["team"] = args.team
+    if args.mine:
+        params["user"] = load_config().get("username") or api.request("GET", "auth/me/")["username"]
+    return params
+
+
+def cmd_list(api: Api, args: argparse.Namespace) -> int:
+    page = api.request("GET", "jobs/", params=_list_params(args, api))
+    if args.json:
+        output.emit_json(page)
+        return 0
+    rows = [
+        (j["id"], j["name"], j["team"], j["state"], j["gpus"], j["priority_class"], output.age(j["submitted_at"]),
+         j["queue_position"], j["pending_code"] if j["state"] == "pending" else "")
+        for j in page["results"]
+    ]
+    if not rows:
+        print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
+        return 0
+    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "REASON"])
+    if page["count"] > len(rows):
+        print(f"({len(rows)} of {page['count']}; use --limit to see more)")
+    return 0
+
+
+def cmd_status(api: Api, args: argparse.Namespace) -> int:
+    if not args.job:
+        return cmd_list(api, args)
+    job = api.request("GET", f"jobs/{_job_id(args.job)}/")
+    if args.json:
+        output.emit_json(job)
+        return 0
+    shape = f"{job['gpus']} GPUs" + (f", {job['gpus_per_node']} per node" if job["gpus_per_node"] else "")
+    if job["min_gpus"] or job["max_gpus"]:
+        shape += f", elastic {job['min_gpus'] or job['gpus']}–{job['max_gpus'] or job['gpus']}"
+    output.fields([
+        ("job", f"{job['id']} {job['name']}"), ("state", job["state"]), ("team", job["team"]),
+        ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
+        ("shape", shape), ("gpu types", ", ".join(job["gpu_types"]) or "any"), ("topology", job["topology"]),
+        ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", job["submitted_at"]),
+        ("started", job["started_at"]), ("finished", job["finished_at"]), ("exit code", job["exit_code"]),
+        ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
+        ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
+        ("preemptions", job["preemption_count"]), ("command", job["command"]),
+    ])
+    return 0
+
+
+def _job_id(text: str) -> int:
+    if not text.isdigit():
+        raise CliError(f"'{text}' is not a job id (a number, as `qm list` shows)")
+    return int(text)
+
+
+def cmd_explain(api: Api, args: argparse.Namespace) -> int:
+    e = api.request("GET", f"jobs/{_job_id(args.job)}/explain/")
+    if args.json:
+        output.emit_json(e)
+        return 0
+    head = f"Job {e['job']} ({e['name']}) is {e['state']}"
+    print(head + (f": {e['reason_code']}" if e["reason_code"] else "."))
+    print(f"  {e['reason']}")
+    if e["state"] == "pending":
+        eta = output.parse_time(e["eta"])
+        start = "unknown"
+        if eta is not None:
+            start = f"{e['eta']} (in {output.human_duration(max(0.0, (eta - datetime.now(timezone.utc)).total_seconds()))})"
+        output.fields([
+            ("  queue position", e["queue_position"]),
+            ("  earliest start", start),
+            ("  would start if", e["would_start_if"]),
+            ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),
+        ])
+    return 0
+
+
+def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
+    failed = 0
+    for job in args.jobs:
+        try:
+            result = api.request("POST", f"jobs/{_job_id(job)}/cancel/")
+        except ApiError as error:
+            print(f"error: job {job}: {error}", file=sys.stderr)
+            failed += 1
+            continue
+        if args.json:
+            output.emit_json(result)
+        else:
+            print(result["detail"])
+    return 1 if failed else 0
+
+
+# --------------------------------------------------------------------------------- showback
+
+
+SHOWBACK_COLUMNS = [
+    ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
+    ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/USEFUL TOKEN", "usdPerUsefulToken"),
+    ("IDLE RESERVED $", "idleReservedCost"), ("PREEMPTION WASTE $", "preemptionWasteCost"),
+]
+
+
+def _money(value: Any, key: str) -> str:
+    if value is None:
+        return "-"
+    if key == "usdPerUsefulToken":
+        return f"{value:.3g}"
+    return f"{value:,.2f}"
+
+
+def cmd_showback(api: Api, args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"group_by": args.by}
+    if args.month:
+        params["month"] = args.month
+    else:
+        params["window"] = args.window
+    if args.csv:
+        params["format"] = "csv"
+        sys.stdout.write(api.request("GET", "showback/", params=params, raw=True))
+        return 0
+    report = api.request("GET", "showback/", params=params)
+    if args.json:
+        output.emit_json(report)
+        return 0
+    window = report.get("window", {})
+    print(f"Showback by {args.by}, {window.get('start', '?')} → {window.get('end', '?')} ({report.get('currency', 'USD')})")
+    allocations: dict[str, Any] = {}
+    for chunk in report.get("data", []):
+        allocations.update(chunk)
+    rows = [[name] + [_money(a.get(key), key) for _, key in SHOWBACK_COLUMNS] for name, a in sorted(allocations.items())]
+    totals = report.get("totals") or {}
+    if totals:
+        rows.append(["TOTAL"] + [_money(totals.get(key), key) for _, key in SHOWBACK_COLUMNS])
+    if not allocations:
+        print("Nothing recorded in this window.")
+        return 0
+    output.table(rows, [args.by.upper()] + [h for h, _ in SHOWBACK_COLUMNS])
+    return 0
+
+
+# ------------------------------------------------------------------------------------ nodes
+
+
+def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
+    page = api.request("GET", "nodes/", params={"limit": 1000})
+    if args.json:
+        output.emit_json(page)
+        return 0
+    output.table(
+        [(n["name"], n["pool"], n["gpu_type"], f"{n['allocated_gpus']}/{n['gpu_count']}", n["state"], n["leaf_switch"],
+          output.age(n["last_heartbeat_at"])) for n in page["results"]],
+        ["NODE", "POOL", "GPU TYPE", "GPUS USED", "STATE", "LEAF", "HEARTBEAT"],
+    )
+    return 0
+
+
+def cmd_node_action(api: Api, args: argparse.Namespace) -> int:
+    found = api.request("GET", "nodes/", params={"name": args.node})["results"]
+    if not found:
+        raise CliError(f"no node named '{args.node}'")
+    node = api.request("POST", f"nodes/{found[0]['id']}/{args.command}/")
+    if args.json:
+        output.emit_json(node)
+    else:
+        print(f"{node['name']} is {node['state']}.")
+    return 0
+
+
+# ------------------------------------------------------------------------------------ parser
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", help="server URL (default: the one you logged in to, or $QM_URL)")
+    common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
+
+    parser = argparse.ArgumentParser(prog="qm", description="Quartermaster: GPU jobs from the command line.",
+                                     parents=[common])
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("login", parents=[common], help="get a token and store it")
+    p.add_argument("--username", "-u")
+    p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
+    sub.add_parser("logout", parents=[common], help="forget the stored token")
+    sub.add_parser("whoami", parents=[common], help="who the stored token belongs to")
+
+    p = sub.add_parser("submit", parents=[common], help="submit a job or a job array",
+                       description="Submit a job: flags, a YAML file of job fields, or both (flags win). "
+                       "Anything after -- is the command.")
+    p.add_argument("file", nargs="?", help="YAML file with job fields (- for standard input)")
+    p.add_argument("--name", "-n")
+    p.add_argument("--gpus", "-g", type=int)
+    p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
+    p.add_argument("--min-gpu-memory", type=int, metavar="GB")
+    p.add_argument("--cpus-per-gpu", type=int)
+    p.add_argument("--memory-per-gpu", type=int, metavar="GB")
+    p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
+    p.add_argument("--min-gpus", type=int)
+    p.add_argument("--max-gpus", type=int)
+    p.add_argument("--time", "-t", help="runtime limit: 4h, 90m, 1d12h, 04:00:00")
+    p.add_argument("--priority", "-p", help="priority class")
+    p.add_argument("--project")
+    p.add_argument("--team")
+    p.add_argument("--workload", choices=["training", "serving", "interactive", "batch"])
+    p.add_argument("--checkpoint-every", metavar="DURATION")
+    p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
+    p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2")
+    p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")
+
+    for name, helptext in (("list", "your team's jobs (pending and running unless --all)"),
+                           ("status", "one job in detail, or the list")):
+        p = sub.add_parser(name, parents=[common], help=helptext)
+        if name == "status":
+            p.add_argument("job", nargs="?")
+        p.add_argument("--state", action="append", help="only this state (repeatable)")
+        p.add_argument("--all", action="store_true", help="include finished jobs")
+        p.add_argument("--team")
+        p.add_argument("--mine", action="store_true", help="only jobs you submitted")
+        p.add_argument("--limit", type=int, default=50)
+
+    p = sub.add_parser("explain", parents=[common], help="why a job waits, and what would start it")
+    p.add_argument("job")
+    p = sub.add_parser("cancel", parents=[common], help="cancel jobs")
+    p.add_argument("jobs", nargs="+", metavar="JOB")
+
+    p = sub.add_parser("showback", parents=[common], help="cost and utilization by team, project, job or class")
+    p.add_argument("--by", default="team", choices=["team", "project", "job", "priority_class"])
+    when = p.add_mutually_exclusive_group()
+    when.add_argument("--window", default="7d", help="7d, 24h, 2w, or start,end (default 7d)")
+    when.add_argument("--month", help="a calendar month: 2026-11")
+    p.add_argument("--csv", action="store_true", help="finance's CSV, with a TOTAL row")
+
+    sub.add_parser("nodes", parents=[common], help="the fleet's nodes")
+    for action, helptext in (("cordon", "take no new work"), ("drain", "take no new work, let jobs finish"),
+                             ("uncordon", "take work again")):
+        p = sub.add_parser(action, parents=[common], help=f"{helptext} (admins)")
+        p.add_argument("node")
+    return parser
+
+
+COMMANDS = {
+    "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
+    "explain": cmd_explain, "cancel": cmd_cancel, "showback": cmd_showback, "nodes": cmd_nodes,
+    "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    command: list[str] = []
+    if "--" in argv:
+        at = argv.index("--")
+        argv, command = argv[:at], argv[at + 1:]
+    args = build_parser().parse_args(argv)
+    try:
+        api = Api.from_environment(args.url)
+        if args.command == "submit":
+            return cmd_submit(api, args, command)
+        if command:
+            raise CliError(f"`qm {args.command}` takes no command after --")
+        return COMMANDS[args.command](api, args)
+    except CliError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

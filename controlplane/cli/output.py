@@ -1,0 +1,90 @@
+"""How the CLI shows things: aligned tables for people, JSON for scripts, durations both ways."""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Iterable, Sequence
+from datetime import datetime, timezone
+from typing import Any, TextIO
+
+_UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
+_DURATION = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
+_CLOCK = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
+
+
+def parse_duration(text: str) -> int:
+    """Seconds from `4h`, `90m`, `1d12h`, `3600`, or Slurm's `HH:MM:SS` / `D-HH:MM:SS`."""
+    value = text.strip().lower()
+    if value.isdigit():
+        return int(value)
+    m = _DURATION.match(value)
+    if m and any(m.groups()):
+        return sum(int(n) * unit for n, unit in zip(m.groups(), _UNITS.values(), strict=True) if n)
+    m = _CLOCK.match(value)
+    if m:
+        days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
+        if m.group(2) is None:  # MM:SS
+            hours, minutes, seconds = 0, int(m.group(3)), int(m.group(4))
+        return days * 86400 + hours * 3600 + minutes * 60 + seconds
+    raise ValueError(f"'{text}' is not a duration: use e.g. 4h, 90m, 1d12h, 3600 or 04:00:00")
+
+
+def human_duration(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = int(seconds)
+    if seconds < 60:
+        return f"{seconds}s"
+    parts = []
+    for unit, size in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= size:
+            parts.append(f"{seconds // size}{unit}")
+            seconds %= size
+    return "".join(parts[:2])
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def age(value: str | None, now: datetime | None = None) -> str:
+    when = parse_time(value)
+    if when is None:
+        return "-"
+    return human_duration(((now or datetime.now(timezone.utc)) - when).total_seconds())
+
+
+def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout) -> None:
+    """Columns padded to their widest cell; numbers right-aligned."""
+    cells = [[("-" if v is None or v == "" else str(v)) for v in row] for row in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
+    out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
+    for row in cells:
+        line = "  ".join(
+            (c.rjust(w) if num else c.ljust(w)) for c, w, num in zip(row, widths, numeric, strict=True)
+        )
+        out.write(line.rstrip() + "\n")
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.replace(",", "").lstrip("$"))
+    except ValueError:
+        return text == "-"
+    return True
+
+
+def fields(pairs: Iterable[tuple[str, Any]], out: TextIO = sys.stdout) -> None:
+    items = [(k, "-" if v is None or v == "" else v) for k, v in pairs]
+    width = max((len(k) for k, _ in items), default=0)
+    for key, value in items:
+        out.write(f"{key + ':':<{width + 1}} {value}\n")
+
+
+def emit_json(data: Any, out: TextIO = sys.stdout) -> None:
+    out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")

@@ -1,0 +1,89 @@
+"""Schemathesis against the live schema: every operation, every role that can reach it, a
+bounded number of generated requests each; no server error and no response the schema does
+not describe (status code, content type, body, headers).
+
+The schema is fetched from the running application (/api/schema/?format=json, as a client
+would) and the requests go through the same WSGI application in-process, inside the test's
+database transaction. The node-agent endpoints are left out: no user role reaches them (their
+own tests cover agents).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import hypothesis
+import pytest
+import schemathesis
+import schemathesis.checks
+from django.core.signals import request_finished, request_started
+from django.db import close_old_connections
+from hypothesis import HealthCheck, Phase
+
+from controlplane.wsgi import application
+from tests.controlplane import factories as f
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+MAX_EXAMPLES = 20
+CHECKS = [
+    getattr(schemathesis.checks, name)
+    for name in (
+        "not_a_server_error",
+        "status_code_conformance",
+        "content_type_conformance",
+        "response_schema_conformance",
+        "response_headers_conformance",
+    )
+]
+AGENT_PREFIX = "/api/v1/agent/"
+
+
+@pytest.fixture
+def keep_test_connection() -> Any:
+    """The WSGI handler closes old connections around each request; the test's own transaction
+    must survive it, as Django's test client arranges for itself."""
+    request_started.disconnect(close_old_connections)
+    request_finished.disconnect(close_old_connections)
+    yield
+    request_started.connect(close_old_connections)
+    request_finished.connect(close_old_connections)
+
+
+def _fuzz_operation(operation: Any, headers: dict[str, str]) -> None:
+    @hypothesis.given(case=operation.as_strategy())
+    @hypothesis.settings(
+        max_examples=MAX_EXAMPLES,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.explicit, Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+    def run(case: Any) -> None:
+        response = case.call(headers=headers)
+        case.validate_response(response, checks=CHECKS, headers=headers)
+
+    run()
+
+
+@pytest.mark.parametrize("role", ["owner", "other_team", "finance", "admin"])
+def test_generated_requests_find_no_server_error_and_no_schema_violation(fleet, keep_test_connection, role: str) -> None:
+    f.make_job(fleet.ml, name="seeded", submitter=fleet.users["owner"], pending_code="QuotaExceeded")
+    headers = {"Authorization": f"Token {f.token_for(fleet.users[role])}"}
+    schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application, headers=headers)
+
+    failures: list[str] = []
+    operations = 0
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if operation.path.startswith(AGENT_PREFIX):
+            continue
+        operations += 1
+        try:
+            _fuzz_operation(operation, headers)
+        except Exception as exc:  # collect every operation's failure, then report them all
+            failures.append(f"{operation.method.upper()} {operation.path}: {str(exc)[:2000]}")
+
+    assert operations >= 40
+    assert not failures, "\n\n".join(failures)

@@ -1,0 +1,69 @@
+"""Fixtures for the `qm` tests: a live server (pytest-django's, in a thread of this process) over
+the shared small fleet, and a runner that calls `qm` as a real subprocess with its own HOME."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.controlplane.fleet_fixture import GENEROUS_THROTTLE_RATES, Fleet, build_fleet
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+@dataclass
+class Run:
+    code: int
+    out: str
+    err: str
+
+    def json(self) -> Any:
+        return json.loads(self.out)
+
+
+@pytest.fixture(autouse=True)
+def _test_settings(settings: Any) -> None:
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": GENEROUS_THROTTLE_RATES}
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture
+def fleet(transactional_db: Any) -> Fleet:
+    return build_fleet()
+
+
+@pytest.fixture
+def qm(live_server: Any, tmp_path: Path) -> Callable[..., Run]:
+    """`qm(*args, stdin=...)` runs `python -m controlplane.cli.main` against the live server."""
+    env = {
+        **os.environ,
+        "HOME": str(tmp_path),
+        "XDG_CONFIG_HOME": str(tmp_path / "config"),
+        "QM_URL": live_server.url,
+        "PYTHONPATH": str(REPO),
+    }
+    env.pop("QM_TOKEN", None)
+
+    def run(*args: str, stdin: str | None = None, url: str | None = None) -> Run:
+        call_env = dict(env, QM_URL=url) if url else env
+        done = subprocess.run(
+            [sys.executable, "-m", "controlplane.cli.main", *args], input=stdin, capture_output=True,
+            text=True, env=call_env, cwd=REPO, timeout=60,
+        )
+        return Run(done.returncode, done.stdout, done.stderr)
+
+    return run
+
+
+@pytest.fixture
+def alice_qm(qm: Callable[..., Run], fleet: Fleet) -> Callable[..., Run]:
+    assert qm("login", "--username", "alice", "--password-stdin", stdin="alice\n").code == 0
+    return qm

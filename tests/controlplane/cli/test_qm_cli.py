@@ -1,0 +1,185 @@
+"""`qm` end to end: a real subprocess against a live server and PostgreSQL."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import sys
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from controlplane.choices import JobState, NodeState
+from controlplane.models import Job, Node
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.slow
+
+
+def test_login_stores_the_token_privately_and_whoami_uses_it(qm, fleet, tmp_path) -> None:
+    login = qm("login", "--username", "alice", "--password-stdin", stdin="alice\n")
+
+    assert login.code == 0, login.err
+    assert "Logged in" in login.out and "member of ml" in login.out
+    config = tmp_path / "config" / "quartermaster" / "config.json"
+    assert stat.S_IMODE(config.stat().st_mode) == 0o600
+    who = qm("whoami", "--json")
+    assert who.code == 0 and who.json()["username"] == "alice" and who.json()["default_team"] == "ml"
+
+
+def test_wrong_password_prints_the_apis_message(qm, fleet) -> None:
+    r = qm("login", "--username", "alice", "--password-stdin", stdin="nope\n")
+
+    assert r.code == 1
+    assert "Wrong username or password" in r.err and "Traceback" not in r.err
+
+
+def test_commands_before_login_say_to_log_in(qm, fleet) -> None:
+    r = qm("list")
+
+    assert r.code == 1 and "Run `qm login` first" in r.err and "Traceback" not in r.err
+
+
+def test_unreachable_server_is_exit_2_with_a_sentence(qm, fleet) -> None:
+    r = qm("list", url="http://127.0.0.1:9")
+
+    assert r.code == 2 and "cannot reach http://127.0.0.1:9" in r.err and "Traceback" not in r.err
+
+
+def test_submit_with_flags_then_list_and_status_show_it(alice_qm) -> None:
+    r = alice_qm("submit", "--name", "train-7b", "--gpus", "16", "--gpus-per-node", "8", "--gpu-type", "H100-80GB",
+                 "--time", "4h", "--priority", "research", "--", "python", "train.py", "--lr", "3e-4")
+
+    assert r.code == 0, r.err
+    assert "Submitted job" in r.out and "16 GPU(s)" in r.out and "limit 4h" in r.out
+    job = Job.objects.get(name="train-7b")
+    assert (job.gpus, job.gpus_per_node, job.gpu_types, job.runtime_limit_s) == (16, 8, ["H100-80GB"], 4 * 3600)
+    assert job.command == "python train.py --lr 3e-4"
+    listing = alice_qm("list")
+    assert listing.code == 0 and "train-7b" in listing.out and "STATE" in listing.out.splitlines()[0]
+    detail = alice_qm("status", str(job.pk))
+    assert "16 GPUs, 8 per node" in detail.out and "research" in detail.out
+
+
+def test_submit_from_yaml_as_an_array(alice_qm, tmp_path) -> None:
+    spec = tmp_path / "sweep.yaml"
+    spec.write_text("name: sweep\ngpus: 1\ntime: 30m\npriority: production\nenv:\n  LR: '0.1'\n"
+                    "command: [python, sweep.py]\narray: 0-9\n")
+
+    r = alice_qm("submit", str(spec))
+
+    assert r.code == 0, r.err
+    assert "10 tasks" in r.out
+    tasks = Job.objects.filter(name="sweep").order_by("array_index")
+    assert tasks.count() == 10 and tasks[9].env["QM_ARRAY_INDEX"] == "9" and tasks[0].env["LR"] == "0.1"
+    assert tasks[0].runtime_limit_s == 1800 and tasks[0].priority_class.name == "production"
+
+
+def test_flags_override_the_yaml_file(alice_qm, tmp_path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: base\ngpus: 1\n")
+
+    assert alice_qm("submit", str(spec), "--gpus", "4").code == 0
+
+    assert Job.objects.get(name="base").gpus == 4
+
+
+def test_impossible_shape_prints_the_field_and_reason_not_a_traceback(alice_qm) -> None:
+    r = alice_qm("submit", "--name", "big", "--gpus", "16", "--gpus-per-node", "16")
+
+    assert r.code == 1
+    assert "gpus_per_node: asks 16 GPUs on one node; the largest node has 8" in r.err
+    assert "Traceback" not in r.err and not Job.objects.exists()
+
+
+def test_bad_duration_is_refused_before_any_request(alice_qm) -> None:
+    r = alice_qm("submit", "--name", "x", "--gpus", "1", "--time", "soon")
+
+    assert r.code == 1 and "--time: 'soon' is not a duration" in r.err
+
+
+def test_explain_shows_reason_position_and_remedy(alice_qm, fleet) -> None:
+    job = f.make_job(fleet.ml, name="waiting", pending_code="QuotaExceeded", queue_position=2,
+                     pending_message="needs 16 H100-80GB GPUs; team ml has 4 left",
+                     pending_would_start_if="12 GPUs of ml's quota free up",
+                     eta=timezone.now() + timezone.timedelta(hours=1))
+
+    r = alice_qm("explain", str(job.pk))
+
+    assert r.code == 0, r.err
+    assert f"Job {job.pk} (waiting) is pending: QuotaExceeded" in r.out
+    assert "needs 16 H100-80GB GPUs" in r.out and re.search(r"queue position:\s+2\n", r.out)
+    assert "12 GPUs of ml's quota free up" in r.out
+
+
+def test_explain_of_another_teams_job_is_not_found(alice_qm, fleet) -> None:
+    job = f.make_job(fleet.vision)
+
+    r = alice_qm("explain", str(job.pk))
+
+    assert r.code == 1 and "No Job matches" in r.err
+
+
+def test_cancel_cancels_and_reports(alice_qm, fleet) -> None:
+    job = f.make_job(fleet.ml)
+
+    r = alice_qm("cancel", str(job.pk))
+
+    assert r.code == 0 and f"Job {job.pk} cancelled." in r.out
+    assert Job.objects.get(pk=job.pk).state == JobState.CANCELLED
+    again = alice_qm("cancel", str(job.pk))
+    assert again.code == 1 and "only pending or running jobs can be cancelled" in again.err
+
+
+def test_list_json_is_the_apis_page(alice_qm, fleet) -> None:
+    f.make_job(fleet.ml, name="one")
+
+    r = alice_qm("list", "--json")
+
+    assert r.code == 0 and r.json()["count"] == 1 and r.json()["results"][0]["name"] == "one"
+
+
+def test_admin_cordons_a_node_by_name(qm, fleet) -> None:
+    assert qm("login", "-u", "root", "--password-stdin", stdin="root\n").code == 0
+
+    r = qm("cordon", "h100-2")
+
+    assert r.code == 0 and "h100-2 is cordoned." in r.out
+    assert Node.objects.get(name="h100-2").state == NodeState.CORDONED
+    assert "h100-2" in qm("nodes").out
+
+
+def test_member_cannot_cordon(alice_qm) -> None:
+    r = alice_qm("cordon", "h100-2")
+
+    assert r.code == 1 and "Only admins" in r.err
+
+
+def test_showback_by_team_prints_a_table_or_says_it_is_empty(qm, fleet) -> None:
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("showback", "--by", "team", "--window", "7d")
+
+    assert r.code == 0, r.err
+    assert r.out.startswith("Showback by team")
+    month = qm("showback", "--month", "2026-11", "--json")
+    assert month.code == 0 and "data" in month.json()
+
+
+def test_showback_bad_window_prints_the_apis_message(qm, fleet) -> None:
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("showback", "--window", "lately")
+
+    assert r.code == 1 and "window" in r.err and "Traceback" not in r.err
+
+
+def test_qm_console_script_is_installed_and_answers_help() -> None:
+    script = shutil.which("qm", path=str(Path(sys.executable).parent)) or shutil.which("qm")
+    assert script is not None, "the qm console script is missing: pip install -e ."
+    done = os.popen(f"{script} --help").read()
+
+    assert "submit" in done and "showback" in done
