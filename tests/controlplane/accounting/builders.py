@@ -12,7 +12,16 @@ from decimal import Decimal
 from typing import Any
 
 from controlplane.choices import AllocationState, CapacityTier, JobState
-from controlplane.models import Allocation, AllocationGpu, GpuType, Job, Node, SchedulerLease, Team, UsageSample
+from controlplane.models import (
+    Allocation,
+    AllocationGpu,
+    GpuType,
+    Job,
+    Node,
+    SchedulerLease,
+    Team,
+    UsageSample,
+)
 from tests.controlplane import factories as f
 
 T0 = datetime(2026, 11, 2, 10, 0, tzinfo=UTC)
@@ -44,15 +53,15 @@ def running_job(team: Team, *, gpus: int, started_at: datetime, **kw: Any) -> Jo
 
 
 def hold(job: Job, placement: list[tuple[Node, int]], start: datetime, end: datetime | None = None,
-         *, borrowed: bool = False) -> Allocation:
-    """An allocation of `job` holding `count` GPUs on each node, bound at `start`, released at
-    `end` (None: still held)."""
+         *, borrowed: bool = False, first_index: int = 0) -> Allocation:
+    """An allocation of `job` holding `count` GPUs on each node (indices from `first_index`),
+    bound at `start`, released at `end` (None: still held)."""
     allocation = Allocation.objects.create(
         job=job, generation=next_generation(), epoch=1, borrowed=borrowed, created_at=start, started_at=start,
         state=AllocationState.ACTIVE if end is None else AllocationState.RELEASED, released_at=end,
     )
     AllocationGpu.objects.bulk_create([
-        AllocationGpu(allocation=allocation, node=n, gpu_index=i, live=end is None)
+        AllocationGpu(allocation=allocation, node=n, gpu_index=first_index + i, live=end is None)
         for n, count in placement for i in range(count)
     ])
     return allocation
