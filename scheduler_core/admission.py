@@ -104,6 +104,12 @@ def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ..
         if not cls:
             return _incapable_reason(ctx, member)
     union = sorted({c for cls in per_member for c in cls})
+    if demand.topology is TopologyConstraint.SAME_NODE and len(demand.members) > 1:
+        common = set(per_member[0]).intersection(*per_member[1:])
+        widest = max((ctx.state.classes[c].gpus for c in common), default=0)
+        if widest < demand.gpus:
+            return (f"needs {demand.gpus} GPUs on one node for all its members; the largest "
+                    f"node every member accepts has {widest}")
     total = sum(ctx.state.classes[c].gpus * _class_nodes(ctx, c) for c in union)
     if total < demand.gpus:
         return f"needs {demand.gpus} capable GPUs; the whole fleet has {total}"
@@ -127,8 +133,8 @@ def _class_nodes(ctx: CycleContext, c: int) -> int:
 
 def _largest_domain(ctx: CycleContext, level: int, classes: list[int]) -> int:
     totals: dict[int, int] = {}
-    for (lvl, domain, c), count in ctx.state.class_domain_gpus.items():
-        if lvl == level and c in classes:
+    for c in classes:
+        for domain, count in ctx.state.capacity_by_domain(level, c).items():
             totals[domain] = totals.get(domain, 0) + count
     return max(totals.values(), default=0)
 
@@ -150,9 +156,9 @@ def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
     if spec.roles:
         return [TypeOption(None, tuple(per_member))]
     classes = ctx.state.classes
-    types = sorted({classes[c].gpu_type.name for c in per_member[0]})
-    usable = [t for t in types
-              if all(any(classes[c].gpu_type.name == t for c in cls) for cls in per_member)]
+    distinct = set(per_member)
+    usable = sorted(set.intersection(*({classes[c].gpu_type.name for c in cls}
+                                       for cls in distinct)))
     if spec.gpu_types:
         rank = {t: i for i, t in enumerate(spec.gpu_types)}
         usable.sort(key=lambda t: (rank.get(t, len(rank)), t))

@@ -235,6 +235,8 @@ class JobShape:
     not_ready: str | None
     needs_whole: bool
     key: tuple[object, ...]
+    number: int
+    """Sequence number of the shape in this cycle: a cheap dict key."""
 
 
 def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
@@ -248,7 +250,8 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
         return found
     invalid = invalid_request(spec)
     if invalid is not None:
-        shape = JobShape(invalid, (), 0, Demand.of((), spec.topology), (), None, None, False, key)
+        shape = JobShape(invalid, (), 0, Demand.of((), spec.topology), (), None, None, False, key,
+                         len(ctx.shapes))
         ctx.shapes[key] = shape
         return shape
     node_size = _node_size(ctx, spec)
@@ -273,6 +276,7 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
         not_ready=none_ready(ctx, per_member) if never is None else None,
         needs_whole=bool(options) and _needs_whole(ctx, smallest, options[0].member_classes),
         key=key,
+        number=len(ctx.shapes),
     )
     ctx.shapes[key] = shape
     return shape
@@ -322,7 +326,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
     if ctx.attempts >= cfg.max_placement_attempts:
         # Past the last placement attempt nothing binds or holds any more, so a job's answer
         # depends only on its team and shape: the first such job's outcome serves the rest.
-        known_outcome = ctx.shapes.get(("untried", spec.team, shape.key))
+        known_outcome = ctx.untried_outcomes.get((spec.team, shape.number))
         if isinstance(known_outcome, Outcome):
             ctx.untried += 1
             _settle(ctx, spec, known_outcome)
@@ -355,7 +359,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         ctx.untried += 1
         verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
         outcome = _untried(ctx, spec, smallest, options, verdicts, needs_whole)
-        ctx.shapes[("untried", spec.team, shape.key)] = outcome
+        ctx.untried_outcomes[(spec.team, shape.number)] = outcome
         _settle(ctx, spec, outcome)
         return
 

@@ -96,6 +96,8 @@ class Placer:
         if not self.plausible(req):
             return None
         union = tuple(sorted({c for cls in req.member_classes for c in cls}))
+        if len(members) > 1 and req.demand.topology is TopologyConstraint.SAME_NODE:
+            return self._one_node(req)
         if len(members) == 1:
             # One member: pick the node without touching the state.
             gang = self._seeded(req)
@@ -188,6 +190,27 @@ class Placer:
         scored.sort(key=lambda fd: (fd[1] not in hinted if level == LEAF else True,
                                     sign * fd[0], fd[1]))
         return [d for _, d in scored]
+
+    def _one_node(self, req: PlacementRequest) -> list[Grant] | None:
+        """Every member of a ``same_node`` gang on one node: a node of a class all members
+        accept, with room for all of them together."""
+        common = set(req.member_classes[0]).intersection(*req.member_classes[1:])
+        if not common:
+            return None
+        members = req.demand.members
+        together = Member("", req.demand.gpus, (), 0, sum(m.cpus for m in members),
+                          sum(m.memory_gb for m in members))
+        grant = self._choose(FLEET, 0, together, tuple(sorted(common)), req.score,
+                             self._seeded(req))
+        if grant is None:
+            return None
+        gang = GangContext()
+        try:
+            for m in members:
+                self._take_on(grant.node, m, gang)
+            return list(self.state.holdings.get(_PROBE, []))
+        finally:
+            self.state.release(_PROBE)
 
     def _seeded(self, req: PlacementRequest) -> GangContext:
         gang = GangContext()

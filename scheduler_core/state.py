@@ -187,6 +187,7 @@ class ClusterState:
             for key in keys:
                 self.class_domain_gpus[key] = self.class_domain_gpus.get(key, 0) + node.gpus
         self.holdings: dict[Holder, list[Grant]] = {}
+        self._capacity: dict[tuple[int, int], dict[int, int]] | None = None
         if indexed:
             self.build_indexes()
 
@@ -307,6 +308,15 @@ class ClusterState:
             and self.free_cpus[node] >= member.cpus
             and self.free_mem[node] >= member.memory_gb
         )
+
+    def capacity_by_domain(self, level: int, node_class: int) -> dict[int, int]:
+        """GPUs of every node (ready or not) of ``node_class`` per domain of ``level``."""
+        if self._capacity is None:
+            capacity: dict[tuple[int, int], dict[int, int]] = {}
+            for (lvl, domain, c), gpus in self.class_domain_gpus.items():
+                capacity.setdefault((lvl, c), {})[domain] = gpus
+            self._capacity = capacity
+        return self._capacity.get((level, node_class), {})
 
     def widest(self, classes: Iterable[int]) -> int:
         """GPUs of the largest node among ``classes``."""

@@ -104,7 +104,9 @@ class NodeInfo:
 class PriorityClassInfo:
     """A priority class. Higher ``value`` runs first and may preempt lower values.
 
-    ``min_runtime_s``: a job of this class is not preempted before it has run this long.
+    ``preemptible=False`` protects a job from preemption by higher priority, not from an
+    owner reclaiming GPUs the job borrowed: borrowed capacity comes with no guarantee (seed
+    004). ``min_runtime_s``: a job of this class is not preempted before it has run this long.
     ``preemption_budget``: at most this many preemptions of one job per ``budget_window_s``.
     """
 
@@ -276,8 +278,8 @@ class SchedulerConfig:
     preemption: bool = True
     elastic_growth: bool = True
     max_preemptions_per_cycle: int = 16
-    max_preemption_searches: int = 32
-    max_placement_attempts: int = 512
+    max_preemption_searches: int = 16
+    max_placement_attempts: int = 256
     default_runtime_estimate_s: float = 4 * 3600.0
 
 

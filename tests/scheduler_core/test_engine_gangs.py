@@ -92,3 +92,22 @@ def test_heterogeneous_gang_with_an_impossible_role_can_never_run():
     job = make_job("het").roles(role("ps", 1, 2, "b200"), role("worker", 1, 8, "a100"))
     plan = make_cluster().nodes(2).pending(job).plan()
     assert why(plan, "het").code is ReasonCode.CAN_NEVER_RUN
+
+
+def test_same_node_heterogeneous_gang_lands_on_one_node():
+    job = make_job("het").topology("same_node").roles(role("ps", 1, 1), role("worker", 1, 2))
+    plan = (
+        make_cluster().nodes(2, gpus=4)
+        .running(make_running(make_job("r").gpus(2)).on("n0", 0, 1))
+        .pending(job)
+        .plan()
+    )
+    assert {p.node for p in bound(plan)["het"]} == {"n1"}
+    assert sorted(len(p.gpu_indices) for p in bound(plan)["het"]) == [1, 2]
+
+
+def test_same_node_gang_larger_than_any_node_can_never_run():
+    job = make_job("het").topology("same_node").roles(role("ps", 1, 2), role("worker", 1, 4))
+    plan = make_cluster().nodes(2, gpus=4).pending(job).plan()
+    assert why(plan, "het").code is ReasonCode.CAN_NEVER_RUN
+    assert "6 GPUs on one node" in why(plan, "het").message

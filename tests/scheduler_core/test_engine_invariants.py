@@ -214,9 +214,10 @@ class FleetMachine(RuleBasedStateMachine):
             preemptor = pending[p.for_job]
             if p.reason is PreemptionReason.HIGHER_PRIORITY:
                 assert VALUE[victim.spec.priority_class] < VALUE[preemptor.priority_class]
+                assert victim.spec.priority_class != "high", "high is not preemptible"
             else:
+                # borrowed capacity is always reclaimable, whatever the class
                 assert p.reason is PreemptionReason.RECLAIM_BORROWED and victim.borrowed
-            assert victim.spec.priority_class != "high", "high is not preemptible"
         for r in plan.resizes:
             assert r.generation == running[r.job_id].generation
         assert not {p.job_id for p in plan.preemptions} & {r.job_id for r in plan.resizes}

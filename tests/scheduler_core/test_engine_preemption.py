@@ -254,3 +254,17 @@ def test_preemption_off_preempts_nothing():
         .plan(SchedulerConfig(preemption=False))
     )
     assert plan.preemptions == ()
+
+
+def test_borrowed_work_of_a_non_preemptible_class_is_still_reclaimed():
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .priority("serving", 5000, preemptible=False)
+        .quota("ml", "a100", 8, cohort="c").quota("svc", "a100", 0, cohort="c")
+        .running(make_running(make_job("lent").team("svc").priority("serving").gpus(8))
+                 .whole("n0").started(0).borrowed())
+        .pending(make_job("owner").team("ml").priority("low").gpus(8))
+        .plan()
+    )
+    [p] = plan.preemptions
+    assert (p.job_id, p.reason) == ("lent", PreemptionReason.RECLAIM_BORROWED)
