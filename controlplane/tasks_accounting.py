@@ -47,6 +47,14 @@ def apply_usage_retention() -> str:
     return f"dropped {result.samples_deleted} samples, {result.minute_rows_deleted} minute and {result.hour_rows_deleted} hour rows"
 
 
+def accounting_loop() -> Any:
+    """The same rollup hosted on a thread of the web process, for the embedded demo (no Celery):
+    `loops.append(accounting_loop())` beside controlplane.embedded.scheduling_loop()."""
+    from controlplane.embedded import EmbeddedLoop
+
+    return EmbeddedLoop("accounting", rollup_every_s(), [lambda: accounting.roll_up(timezone.now())])
+
+
 @app.on_after_finalize.connect
 def _schedule(sender: Any, **kwargs: Any) -> None:
     """Beat's schedule for accounting; ticks that arrive late expire instead of piling up."""
