@@ -2,7 +2,7 @@
 
 DRF's stock throttles keep a list of every request time per user and rewrite it on each call,
 which costs more the busier a user is. Here each user gets one counter per fixed window
-(`INCR` on Redis, shared by every gunicorn worker and host); the window's end is the
+(`INCR` on Redis in one round trip, shared by every gunicorn worker and host); the window's end is the
 Retry-After. Rates come from REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] at request time, so
 settings overrides apply without a restart: `user` for signed-in users, `login` for token
 requests (keyed by client address, against password guessing).
@@ -12,25 +12,50 @@ from __future__ import annotations
 
 import time
 from functools import cache
+from typing import Any
 
+import structlog
 from django.conf import settings
-from django.core.cache import BaseCache, caches
-from django.core.cache.backends.redis import RedisCache
+from django.core.cache import caches
 from rest_framework.request import Request
 from rest_framework.settings import api_settings
 from rest_framework.throttling import BaseThrottle
 from rest_framework.views import APIView
 
+log = structlog.get_logger(__name__)
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
 DEFAULT_RATES = {"user": "100000/hour", "login": "30/minute"}
 
 
 @cache
-def _counter_store() -> BaseCache:
-    """Redis when configured (counters shared by all processes), else the default cache."""
+def _redis() -> Any:
+    import redis
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1.0, socket_connect_timeout=1.0)
+
+
+def _count(key: str, period: int) -> int:
+    """Count one request in `key`'s window and return the window's total.
+
+    On Redis: INCR and EXPIRE NX in one pipelined round trip. If Redis cannot be reached the
+    request is let through (throttling protects the service; it must not take it down).
+    Without Redis (the embedded demo): the default cache, add-then-incr."""
     if settings.REDIS_URL:
-        return RedisCache(settings.REDIS_URL, {"KEY_PREFIX": "qm-throttle", "TIMEOUT": 3600})
-    return caches["default"]
+        try:
+            pipe = _redis().pipeline(transaction=False)
+            pipe.incr(f"qm-throttle:{key}")
+            pipe.expire(f"qm-throttle:{key}", period + 1, nx=True)
+            return int(pipe.execute()[0])
+        except Exception as error:  # noqa: BLE001 - any Redis failure: let the request in, say so
+            log.warning("throttle counter unavailable; request allowed", error=str(error))
+            return 0
+    store = caches["default"]
+    store.add(key, 0, timeout=period + 1)
+    try:
+        return int(store.incr(key))
+    except ValueError:  # expired between add and incr: this request opens the window
+        store.add(key, 1, timeout=period + 1)
+        return 1
 
 
 def parse_rate(rate: str) -> tuple[int, int]:
@@ -58,14 +83,7 @@ class FixedWindowThrottle(BaseThrottle):
         now = time.time()
         window = int(now // period)
         key = f"{self.scope}:{ident}:{period}:{window}"
-        store = _counter_store()
-        store.add(key, 0, timeout=period + 1)
-        try:
-            count = store.incr(key)
-        except ValueError:  # expired between add and incr: this request opens the window
-            store.add(key, 1, timeout=period + 1)
-            count = 1
-        if count > limit:
+        if _count(key, period) > limit:
             self._retry_after = (window + 1) * period - now
             return False
         return True

@@ -186,7 +186,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         result = _submit(request, s.JobSubmitSerializer(data=request.data))
         # The job carries its team, project, class and submitter objects: no query to render it.
         return Response(
-            s.JobSerializer(result.jobs[0]).data,
+            s.JobSerializer(result.job).data,
             status=status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED,
             headers={"Idempotent-Replayed": "true"} if result.replayed else {},
         )
@@ -277,13 +277,14 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
                    parameters=[_IDEMPOTENCY_PARAM])
     def create(self, request: Request) -> Response:
         result = _submit(request, s.JobArraySubmitSerializer(data=request.data))
-        first = result.jobs[0]
-        states: dict[str, int] = {}
-        for job in result.jobs:
-            states[job.state] = states.get(job.state, 0) + 1
+        # Tasks are created pending; a replay reads their states now.
+        states = (
+            dict(Job.objects.filter(array_id=result.array_id).values_list("state").annotate(n=Count("id")).order_by())
+            if result.replayed else {JobState.PENDING.value: len(result.job_ids)}
+        )
         body = {
-            "array_id": result.array_id, "name": first.name, "team": first.team.name, "count": len(result.jobs),
-            "states": states, "job_ids": [j.pk for j in result.jobs], "indices": [j.array_index for j in result.jobs],
+            "array_id": result.array_id, "name": result.job.name, "team": result.job.team.name,
+            "count": len(result.job_ids), "states": states, "job_ids": result.job_ids, "indices": result.indices,
         }
         return Response(
             body,

@@ -73,7 +73,7 @@ def primary_team(user: AbstractBaseUser | AnonymousUser) -> Team | None:
     access = access_of(user)
     if not access.team_ids:
         return None
-    return Team.objects.filter(id__in=access.team_ids).order_by("name").first()
+    return Team.objects.select_related("default_priority_class").filter(id__in=access.team_ids).order_by("name").first()
 
 
 def is_person(user: object) -> bool:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from django.db.models import Count
 
-from controlplane.models import GpuType, Node
+from controlplane.models import GpuType
 from scheduler_core.gang import Member, demand_for, minimum_gpus, node_size_for
 from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
 
@@ -43,32 +43,27 @@ class Infeasible:
     message: str
 
 
-def fleet_shapes() -> list[NodeShape]:
-    """The fleet grouped by identical node shape: one query, a few dozen rows even for
-    thousands of nodes."""
+def fleet() -> tuple[list[NodeShape], dict[str, GpuTypeInfo]]:
+    """The fleet grouped by identical node shape, and every known GPU type (with nodes or not),
+    in one query: a few dozen rows even for thousands of nodes."""
     rows = (
-        Node.objects.values(
-            "gpu_type__name", "gpu_type__memory_gb", "gpu_type__relative_throughput",
-            "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine",
+        GpuType.objects.values(
+            "name", "memory_gb", "relative_throughput",
+            "nodes__gpu_count", "nodes__cpus", "nodes__memory_gb", "nodes__leaf_switch", "nodes__spine",
         )
-        .annotate(n=Count("id"))
+        .annotate(n=Count("nodes__id"))
         .order_by()
     )
-    return [
-        NodeShape(
-            gpu_type=GpuTypeInfo(r["gpu_type__name"], r["gpu_type__memory_gb"], r["gpu_type__relative_throughput"]),
-            gpus=r["gpu_count"], cpus=r["cpus"], memory_gb=r["memory_gb"],
-            leaf=r["leaf_switch"], spine=r["spine"], count=r["n"],
-        )
-        for r in rows
-    ]
-
-
-def known_gpu_types() -> dict[str, GpuTypeInfo]:
-    return {
-        name: GpuTypeInfo(name, memory, throughput)
-        for name, memory, throughput in GpuType.objects.values_list("name", "memory_gb", "relative_throughput")
-    }
+    shapes: list[NodeShape] = []
+    types: dict[str, GpuTypeInfo] = {}
+    for r in rows:
+        info = types.setdefault(r["name"], GpuTypeInfo(r["name"], r["memory_gb"], r["relative_throughput"]))
+        if r["n"]:
+            shapes.append(NodeShape(
+                gpu_type=info, gpus=r["nodes__gpu_count"], cpus=r["nodes__cpus"], memory_gb=r["nodes__memory_gb"],
+                leaf=r["nodes__leaf_switch"], spine=r["nodes__spine"], count=r["n"],
+            ))
+    return shapes, types
 
 
 def _fits(member: Member, shape: NodeShape) -> bool:

@@ -220,6 +220,24 @@ def test_job_array_of_1000_tasks_in_one_call(alice, fleet) -> None:
     assert [j.array_index for j in jobs[:3]] == [0, 1, 2]
     assert jobs[999].env["QM_ARRAY_INDEX"] == "999"
     assert Event.objects.filter(kind=EventKind.JOB_SUBMITTED, job__array_id=body["array_id"]).count() == 1000
+    assert body["job_ids"] == sorted(body["job_ids"]) and body["job_ids"] == [j.pk for j in jobs]
+
+
+def test_job_array_tasks_copy_the_request_and_carry_their_own_index(alice, fleet) -> None:
+    r = post(alice, ARRAYS, {"name": "sweep", "gpus": 2, "array": "5-7", "env": {"LR": "0.1"}, "project": "llm",
+                             "gpu_type": "H100-80GB"}, HTTP_IDEMPOTENCY_KEY="sweep-1")
+
+    tasks = list(Job.objects.filter(array_id=r.json()["array_id"]).order_by("array_index"))
+    assert [t.array_index for t in tasks] == [5, 6, 7]
+    assert [t.env["QM_ARRAY_INDEX"] for t in tasks] == ["5", "6", "7"]
+    assert {t.env["LR"] for t in tasks} == {"0.1"} and {t.env["QM_ARRAY_ID"] for t in tasks} == {r.json()["array_id"]}
+    assert {(t.gpus, t.project.name, tuple(t.gpu_types), t.submitter.username) for t in tasks} == {
+        (2, "llm", ("H100-80GB",), "alice")}
+    assert [t.idempotency_key for t in tasks] == ["sweep-1", None, None]
+    events = [Event.objects.get(job=t) for t in tasks]
+    assert [e.data["array_index"] for e in events] == [5, 6, 7]
+    assert ["request_fingerprint" in e.data for e in events] == [True, False, False]
+    assert {e.team_id for e in events} == {fleet.ml.pk} and {e.actor for e in events} == {"user:alice"}
 
 
 def test_job_array_accepts_lists_and_steps(alice, fleet) -> None:
