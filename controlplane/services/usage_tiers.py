@@ -277,6 +277,11 @@ def derive_minutes(
     for sample in samples:
         if sample.end_us > sample.start_us:
             samples_by_span[(sample.allocation_id, sample.node_id)].append(sample)
+    # Per span: samples sorted by start, so each minute visits only the samples that reach it.
+    index: dict[tuple[int, int], tuple[list[int], int]] = {}
+    for key, group in samples_by_span.items():
+        group.sort(key=lambda s: s.start_us)
+        index[key] = ([s.start_us for s in group], max(s.end_us - s.start_us for s in group))
     losses_by_allocation: dict[int, list[LossWindow]] = defaultdict(list)
     for loss in losses:
         if loss.end_us > loss.start_us:
@@ -291,6 +296,7 @@ def derive_minutes(
         windows = losses_by_allocation.get(span.allocation_id, [])
         evictions = [w for w in windows if w.kind == EVICTED]
         span_samples = samples_by_span.get((span.allocation_id, span.node_id), [])
+        starts, longest = index.get((span.allocation_id, span.node_id), ([], 0))
         minute = max(first_minute, span_start // MINUTE_US * MINUTE_US)
         while minute < span_end:
             m1 = minute + MINUTE_US
@@ -308,7 +314,9 @@ def derive_minutes(
                         cell.lost_gpu_us += span.gpus * (l1 - l0)
                         cell.lost_cost_usd += prices.cost(span.gpu_type_id, span.capacity_tier, l0, l1, span.gpus)
                 # 3. what the agent saw
-                for s in span_samples:
+                first = bisect.bisect_left(starts, h0 - longest)
+                last = bisect.bisect_left(starts, h1)
+                for s in span_samples[first:last]:
                     o0, o1 = max(h0, s.start_us), min(h1, s.end_us)
                     if o1 <= o0:
                         continue
