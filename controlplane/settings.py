@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 
@@ -142,6 +143,12 @@ QM = {
     # Empty: agents can only re-register with a node token they already hold.
     "AGENT_BOOTSTRAP_TOKEN": os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", ""),
 }
+# The scheduling loop has a queue of its own, so a long accounting rollup never delays a cycle:
+# run dedicated loop workers with `-Q qm.loop` and the rest with `-Q celery`; a worker started
+# without -Q consumes both (one worker is enough for a small fleet).
+CELERY_TASK_DEFAULT_QUEUE = "celery"
+CELERY_TASK_QUEUES = (Queue("celery"), Queue("qm.loop"))
+CELERY_TASK_ROUTES = {name: {"queue": "qm.loop"} for name in ("qm.tick", "qm.cycle", "qm.reconcile")}
 # Beat only ticks; tasks decide whether there is work (controlplane/tasks.py). A tick that
 # arrives later than one interval is dropped (expires), so a backlog never replays.
 CELERY_BEAT_SCHEDULE = {

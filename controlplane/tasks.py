@@ -123,7 +123,12 @@ def _cycle_step(*, not_before: datetime, forwarded: bool, kind: str, requested_a
             return "forward failed"
         return "forwarded"
     result = run_cycle(me)
-    return f"led epoch {result.epoch}: {result.binds} binds, {result.stops} stops" if result.led else "not leader"
+    if not result.led:
+        return "not leader"
+    if result.binds >= int(settings.QM.get("MAX_PLACEMENTS_PER_CYCLE", 4096)):
+        # The cycle hit its placement cap: more may fit right now, so do not wait for a tick.
+        request_cycle()
+    return f"led epoch {result.epoch}: {result.binds} binds, {result.stops} stops"
 
 
 # --------------------------------------------------------------------------------- triggers

@@ -280,6 +280,7 @@ def run_simulated(args: argparse.Namespace) -> int:
     if args.status_file:
         start_status_writer(args.status_file, agents, stop)
     log.info("simulating nodes", nodes=len(agents), threads=threads, server=args.server)
+    threading.Thread(target=_report_round_trips, args=(agents, stop), name="round-trips", daemon=True).start()
     workers = [
         threading.Thread(target=_drive, args=(agents[i::threads], stop, shutdown_deadline), name=f"sim-{i}", daemon=True)
         for i in range(threads)
@@ -293,6 +294,23 @@ def run_simulated(args: argparse.Namespace) -> int:
     finally:
         stop.set()
     return 0
+
+
+def _report_round_trips(agents: list[NodeAgent], stop: threading.Event, every_s: float = 10.0) -> None:
+    """Every `every_s`, log how many calls the simulated nodes made and how long they took:
+    the first sign of an overloaded control plane is heartbeats slower than the interval."""
+    while not stop.wait(every_s):
+        trips: list[float] = []
+        for agent in agents:
+            trips.extend(agent.round_trips)
+            agent.round_trips = []
+        if not trips:
+            continue
+        trips.sort()
+        log.info("round trips", calls_per_s=round(len(trips) / every_s, 1),
+                    p50_ms=round(trips[len(trips) // 2] * 1000, 1),
+                    p95_ms=round(trips[min(len(trips) - 1, int(len(trips) * 0.95))] * 1000, 1),
+                    max_ms=round(trips[-1] * 1000, 1), self_fenced=sum(a.counters["self_fenced"] for a in agents))
 
 
 def _drive(agents: list[NodeAgent], stop: threading.Event, shutdown_deadline: list[float]) -> None:

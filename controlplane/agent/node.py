@@ -131,6 +131,7 @@ class NodeAgent:
         self.shutting_down = False
         self.self_fenced_at: float | None = None
         self.counters = {"launched": 0, "exited": 0, "refused": 0, "stale_killed": 0, "self_fenced": 0}
+        self.round_trips: list[float] = []  # seconds per call since the caller last drained them
 
     # ------------------------------------------------------------------------------ the round
 
@@ -307,6 +308,8 @@ class NodeAgent:
                 reply = self.client.heartbeat(self.name, self.token, body)
             else:
                 reply = self.client.report(self.name, self.token, body)
+            if len(self.round_trips) < 10_000:
+                self.round_trips.append(self.clock() - sent)
         except (Unreachable, Refused):
             # Not delivered (as far as we know): send them again; the server applies each
             # report idempotently, so a duplicate does no harm.

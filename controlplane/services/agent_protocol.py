@@ -390,7 +390,14 @@ def sync(
             reregister = True
     else:
         reregister = Node.objects.filter(pk=node.pk, state__in=[NodeState.QUARANTINED, NodeState.DOWN]).exists()
-    fresh = Node.objects.only("name", "state", "agent_lease_expires_at").get(pk=node.pk)
+    if renew and not reregister:
+        # Renewed: the compare-and-set proved the node is neither quarantined nor down.
+        fresh = node
+        fresh.agent_lease_expires_at = now + timedelta(seconds=lease_seconds())
+        if fresh.state == NodeState.SUSPECT:
+            fresh.state = NodeState.READY
+    else:
+        fresh = Node.objects.only("name", "state", "agent_lease_expires_at").get(pk=node.pk)
     if fresh.state in (NodeState.QUARANTINED, NodeState.DOWN):
         reregister = True
     allocations = [] if reregister else desired_allocations(fresh, now)
@@ -468,7 +475,10 @@ def apply_reports(node: Node, reports: Sequence[Report], *, now: datetime) -> li
     generations = {r.generation for r in reports}
     on_node = AllocationGpu.objects.filter(node=node, allocation__generation__in=generations).values("allocation_id")
     allocations = {
-        a.generation: a for a in Allocation.objects.filter(pk__in=on_node).select_related("job")
+        a.generation: a
+        for a in Allocation.objects.filter(pk__in=on_node)
+        .select_related("job")
+        .annotate(node_count=Count("gpus__node_id", distinct=True))
     }
     stale: set[int] = set()
     ordered = sorted(reports, key=lambda r: (_REPORT_ORDER[r.kind], r.at))
@@ -512,15 +522,18 @@ def apply_reports(node: Node, reports: Sequence[Report], *, now: datetime) -> li
 
 def _flush_started(node: Node, started: list[tuple[Allocation, Report]], actor: str) -> None:
     """Mark processes started on this node: an Event per node, and the allocation's
-    `started_at` once every node of the gang has reported."""
+    `started_at` once every node of the gang has reported (allocations carry `node_count`)."""
+    # A single-node allocation already started needs nothing; a gang's members are deduplicated
+    # by their per-node events.
+    started = [(a, r) for a, r in started if a.node_count > 1 or a.started_at is None]
     if not started:
         return
-    ids = [a.pk for a, _ in started]
+    multi_ids = [a.pk for a, _ in started if a.node_count > 1]
     already = set(
-        Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=ids, node=node).values_list(
+        Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=multi_ids, node=node).values_list(
             "allocation_id", flat=True
         )
-    )
+    ) if multi_ids else set()
     fresh = [(a, r) for a, r in started if a.pk not in already]
     if not fresh:
         return
@@ -533,12 +546,7 @@ def _flush_started(node: Node, started: list[tuple[Allocation, Report]], actor: 
             for a, r in fresh
         ]
     )
-    nodes_of = dict(
-        AllocationGpu.objects.filter(allocation_id__in=[a.pk for a, _ in fresh])
-        .values("allocation_id")
-        .annotate(n=Count("node_id", distinct=True))
-        .values_list("allocation_id", "n")
-    )
+    nodes_of = {a.pk: a.node_count for a, _ in fresh}
     multi = [a.pk for a, _ in fresh if nodes_of.get(a.pk, 1) > 1]
     started_nodes = dict(
         Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=multi)

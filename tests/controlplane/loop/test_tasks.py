@@ -96,7 +96,7 @@ def test_requests_within_the_debounce_window_share_one_cycle(broker: redis.Redis
     for _ in range(5):
         tasks.request_cycle()
 
-    (message,) = queued(broker, "celery")
+    (message,) = queued(broker, "qm.loop")
     assert message["task"] == "qm.cycle" and message["eta"]
     assert broker.pttl(tasks.DEBOUNCE_KEY) > 0
 
@@ -107,7 +107,7 @@ def test_a_request_after_the_window_closes_triggers_another_cycle(broker: redis.
 
     tasks.request_cycle()
 
-    assert len(queued(broker, "celery")) == 2
+    assert len(queued(broker, "qm.loop")) == 2
 
 
 def test_in_the_embedded_demo_a_request_wakes_the_in_process_loop(settings: Any, broker: redis.Redis) -> None:
@@ -117,7 +117,7 @@ def test_in_the_embedded_demo_a_request_wakes_the_in_process_loop(settings: Any,
     tasks.request_cycle()
 
     assert tasks.cycle_requested.is_set()
-    assert not queued(broker, "celery")
+    assert not queued(broker, "qm.loop")
 
 
 def test_reconcile_task_reports_whether_it_found_work(fleet: LoopFleet) -> None:

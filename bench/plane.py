@@ -1,0 +1,124 @@
+"""A control plane in real processes for the loop benchmarks, on a database of its own.
+
+    scripts/test-services.sh .venv/bin/python bench/<benchmark>.py
+
+`test-services.sh` provides a throwaway PostgreSQL and Redis (DATABASE_URL, REDIS_URL). Each
+benchmark creates its own database on that server, migrates it, seeds it in-process, and
+starts what it needs: gunicorn (the API and the agent endpoints), Celery worker(s) and beat
+(the loop, exactly as in production), and node agents.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+REPO = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+BOOTSTRAP = "bench-bootstrap-secret"
+
+
+def prepare_database(name: str) -> str:
+    """Create (or recreate) database `name` next to DATABASE_URL's, migrate it, point this
+    process at it and set Django up. Returns its URL."""
+    import psycopg
+
+    base = os.environ.get("DATABASE_URL", "")
+    if not base.startswith("postgres"):
+        raise SystemExit("run through scripts/test-services.sh: the benchmarks need PostgreSQL and Redis")
+    parts = urlsplit(base)
+    with psycopg.connect(base, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+        conn.execute(f'CREATE DATABASE "{name}"')
+    url = urlunsplit((parts.scheme, parts.netloc, "/" + name, "", ""))
+    os.environ["DATABASE_URL"] = url
+    subprocess.run([sys.executable, str(REPO / "manage.py"), "migrate", "-v0"], check=True, cwd=REPO,
+                   env={**os.environ, "DATABASE_URL": url})
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+    sys.path.insert(0, str(REPO))
+    import django
+
+    django.setup()
+    return url
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Plane:
+    def __init__(self, workdir: Path, env: dict[str, str]) -> None:
+        self.workdir = workdir
+        workdir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.server = f"http://127.0.0.1:{self.port}"
+        self.env = {**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP, "QM_LOG_LEVEL": "WARNING",
+                    "QM_LOG_FORMAT": "json", "PYTHONPATH": str(REPO), **env}
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
+        with open(self.workdir / f"{name}.log", "ab") as log:
+            proc = subprocess.Popen(argv, env=self.env, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        self.procs.append(proc)
+        return proc
+
+    def web(self, workers: int = 3, threads: int = 8) -> None:
+        self.spawn("web", [str(BIN / "gunicorn"), "controlplane.wsgi:application", "-b", f"127.0.0.1:{self.port}",
+                           "-w", str(workers), "-k", "gthread", "--threads", str(threads), "--backlog", "4096"])
+
+    def loop(self, workers: int = 1) -> None:
+        """`workers` loop workers (queue qm.loop) and one worker for everything else (accounting)."""
+        for i in range(workers):
+            self.spawn(f"worker-{i}", [str(BIN / "celery"), "-A", "controlplane", "worker", "-P", "solo", "-Q", "qm.loop",
+                                       "-n", f"bench{i}@%h", "--without-gossip", "--without-mingle", "-l", "WARNING"])
+        self.spawn("worker-other", [str(BIN / "celery"), "-A", "controlplane", "worker", "-P", "solo", "-Q", "celery",
+                                    "-n", "bench-other@%h", "--without-gossip", "--without-mingle", "-l", "WARNING"])
+        self.spawn("beat", [str(BIN / "celery"), "-A", "controlplane", "beat", "-s", str(self.workdir / "beat-schedule"),
+                            "--pidfile=", "-l", "WARNING"])
+
+    def wait_web(self, timeout: float = 60.0) -> None:
+        import requests
+
+        wait_for(lambda: _ok(requests, self.server + "/healthz"), timeout, "web server")
+
+    def stop(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                try:
+                    os.killpg(proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+        for proc in self.procs:
+            proc.wait()
+
+
+def _ok(requests: object, url: str) -> bool:
+    try:
+        return requests.get(url, timeout=1).status_code == 200  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - not up yet
+        return False
+
+
+def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: float = 0.05) -> float:
+    """Wait until `condition()`; returns the seconds it took."""
+    started = time.perf_counter()
+    while not condition():
+        if time.perf_counter() - started > timeout:
+            raise SystemExit(f"{what}: not reached within {timeout:.0f} s")
+        time.sleep(poll)
+    return time.perf_counter() - started
+
+
+def machine() -> dict[str, object]:
+    load1, load5, _ = os.getloadavg()
+    return {"cpus": os.cpu_count(), "load_avg_1m_before": round(load1, 2), "load_avg_5m_before": round(load5, 2)}
