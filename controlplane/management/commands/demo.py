@@ -25,6 +25,7 @@ from controlplane.demo_fleet import demo_nodes, seed_demo_fleet
 from controlplane.demo_stream import DemoJobStream
 from controlplane.embedded import EmbeddedLoop, scheduling_loop
 from controlplane.services.reconcile import reconcile_nodes
+from controlplane.tasks_accounting import accounting_loop
 
 
 class Command(BaseCommand):
@@ -43,7 +44,11 @@ class Command(BaseCommand):
         port, host = options["port"], options["host"]
         _refuse_busy_port(host, port)
         url = f"http://{host}:{port}"
-        loops = [scheduling_loop(), EmbeddedLoop("reconcile", float(settings.QM["CYCLE_INTERVAL_S"]), [reconcile_nodes])]
+        loops = [
+            scheduling_loop(),
+            EmbeddedLoop("reconcile", float(settings.QM["CYCLE_INTERVAL_S"]), [reconcile_nodes]),
+            accounting_loop(),
+        ]
         if not options["no_stream"]:
             stream = DemoJobStream()
             loops.append(EmbeddedLoop("demo-job-stream", options["submit_every"], [stream.step]))
