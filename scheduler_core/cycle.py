@@ -24,6 +24,7 @@ Keeping the cycle fast (1,250 nodes x 8 GPUs, 5,000 pending, 2,000 running):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -103,6 +104,8 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, *,
         end = expected_end(ctx, job)
         if end is not None:
             ctx.ends[job_id] = end
+        ctx.state.mark_busy(ctx.state.holdings.get((JOB, job_id), ()),
+                            end if end is not None else math.inf)
     mark = ctx.timed("limits", started)
 
     # 1. order the queue
@@ -524,6 +527,7 @@ def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: boo
     ctx.bound_specs[spec.id] = spec
     if spec.runtime_limit_s is not None:
         ctx.ends[spec.id] = ctx.snapshot.now + spec.runtime_limit_s
+    state.mark_busy(grants, ctx.ends.get(spec.id, math.inf))
 
 
 def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[TypeOption, ...],

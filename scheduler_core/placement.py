@@ -324,7 +324,7 @@ class Placer:
                     break
         if chosen < 0:
             width = state.widest(classes)
-            best_score = float("-inf")
+            best_score: tuple[float, ...] | None = None
             found = 0
             for free in score.bucket_order(member.gpus, width):
                 for c in classes:
@@ -335,7 +335,7 @@ class Placer:
                         if not self._admits(n, member):
                             continue
                         s = score.score(state, n, member, gang)
-                        if s > best_score:
+                        if best_score is None or s > best_score:
                             best_score, chosen = s, n
                         found += 1
                         if found >= score.candidates or score.enough(s):

@@ -187,6 +187,9 @@ class ClusterState:
             for key in keys:
                 self.class_domain_gpus[key] = self.class_domain_gpus.get(key, 0) + node.gpus
         self.holdings: dict[Holder, list[Grant]] = {}
+        # When each node's current holders will be gone at the latest (runtime limits; inf
+        # when some holder has none; 0 for an idle node). Only read by score plugins.
+        self.busy_until: list[float] = [0.0] * len(ordered)
         self._capacity: dict[tuple[int, int], dict[int, int]] | None = None
         if indexed:
             self.build_indexes()
@@ -308,6 +311,12 @@ class ClusterState:
             and self.free_cpus[node] >= member.cpus
             and self.free_mem[node] >= member.memory_gb
         )
+
+    def mark_busy(self, grants: Iterable[Grant], until: float) -> None:
+        """Record that the holder of ``grants`` keeps their nodes busy until ``until``."""
+        for g in grants:
+            if until > self.busy_until[g.node]:
+                self.busy_until[g.node] = until
 
     def capacity_by_domain(self, level: int, node_class: int) -> dict[int, int]:
         """GPUs of every node (ready or not) of ``node_class`` per domain of ``level``."""

@@ -86,11 +86,13 @@ class ScorePlugin(Protocol):
         ``width`` GPUs."""
         ...
 
-    def score(self, state: ClusterState, node: int, member: Member, gang: GangContext) -> float:
-        """Higher is better. Ties go to the candidate found first."""
+    def score(self, state: ClusterState, node: int, member: Member,
+              gang: GangContext) -> tuple[float, ...]:
+        """Higher is better, compared element by element. Ties go to the candidate found
+        first."""
         ...
 
-    def enough(self, score: float) -> bool:
+    def enough(self, score: tuple[float, ...]) -> bool:
         """``True`` if no later candidate can beat a candidate of this score (buckets are walked
         in the plugin's order), so the search may stop."""
         ...

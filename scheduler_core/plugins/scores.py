@@ -20,7 +20,9 @@ def failure_domain(state: ClusterState, node: int) -> str:
 
 class Pack:
     """Best fit: the node with the fewest free GPUs that still fits; among equals, the node
-    whose leaf switch has the fewest free GPUs, so empty leaves stay empty for gangs."""
+    that stays busy longest anyway (its running jobs' runtime limits), so the small job does
+    not keep a soon-free node from becoming whole; then the node whose leaf switch has the
+    fewest free GPUs, so empty leaves stay empty for gangs."""
 
     NAME = "pack"
     prefers_locality = True
@@ -35,11 +37,16 @@ class Pack:
     def bucket_order(self, need: int, width: int) -> range:
         return range(need, width + 1)
 
-    def score(self, state: ClusterState, node: int, member: Member, gang: GangContext) -> float:
+    def score(self, state: ClusterState, node: int, member: Member,
+              gang: GangContext) -> tuple[float, ...]:
         leaf_free = state.free_sum[(LEAF, state.leaf[node], state.node_class[node])]
-        return -float(state.free_gpus[node] - member.gpus) * 1_000_000.0 - float(leaf_free)
+        return (
+            -float(state.free_gpus[node] - member.gpus),
+            state.busy_until[node],
+            -float(leaf_free),
+        )
 
-    def enough(self, score: float) -> bool:
+    def enough(self, score: tuple[float, ...]) -> bool:
         return False
 
 
@@ -60,19 +67,16 @@ class Spread:
     def bucket_order(self, need: int, width: int) -> range:
         return range(width, need - 1, -1)
 
-    def score(self, state: ClusterState, node: int, member: Member, gang: GangContext) -> float:
+    def score(self, state: ClusterState, node: int, member: Member,
+              gang: GangContext) -> tuple[float, ...]:
         in_domain = gang.domain_counts.get(failure_domain(state, node), 0)
         on_node = gang.used_nodes.get(node, 0)
-        return (
-            -float(in_domain) * 1_000_000.0
-            - float(on_node) * 1_000.0
-            + float(state.free_gpus[node] - member.gpus)
-        )
+        return (-float(in_domain), -float(on_node), float(state.free_gpus[node] - member.gpus))
 
-    def enough(self, score: float) -> bool:
+    def enough(self, score: tuple[float, ...]) -> bool:
         # No replica of the gang in its failure domain or on the node, and buckets are walked
         # emptiest first: nothing later can score higher.
-        return score > -1_000.0
+        return score[0] == 0.0 and score[1] == 0.0
 
 
 _: ScorePlugin = Pack()
