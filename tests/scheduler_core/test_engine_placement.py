@@ -174,3 +174,20 @@ def test_unknown_placement_plugin_is_rejected_with_the_known_names():
     config = SchedulerConfig(placement_by_workload={WorkloadClass.BATCH: "tetris"})
     with pytest.raises(ConfigError, match=r"placement_by_workload\[batch\].*'tetris'.*pack, spread"):
         make_cluster().nodes(1).plan(config)
+
+
+@pytest.mark.parametrize(
+    ("limit_a", "limit_b", "expected"),
+    [(1000, 9000, "b"), (9000, 1000, "a"), (None, 1000, "a")],
+    ids=["joins-the-node-busy-longest", "either-way-round", "no-limit-counts-as-busy-forever"],
+)
+def test_pack_tie_goes_to_the_node_that_stays_busy_longest(limit_a, limit_b, expected):
+    # equally full nodes: the small job should not stop the soon-free node becoming whole
+    plan = (
+        make_cluster().node("a").node("b")
+        .running(make_running(make_job("ra").gpus(4).limit(limit_a)).on("a", 0, 1, 2, 3),
+                 make_running(make_job("rb").gpus(4).limit(limit_b)).on("b", 0, 1, 2, 3))
+        .pending(make_job("small").gpus(2))
+        .plan()
+    )
+    assert bound_nodes(plan, "small") == [expected]
