@@ -28,10 +28,14 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+import structlog
+
 from controlplane.api.errors import exception_handler
 from controlplane.choices import CapacityTier
 from controlplane.models import Node
 from controlplane.services import agent_protocol as protocol
+
+log = structlog.get_logger(__name__)
 
 MAX_REPORTS = 2000
 # Agent clocks are not trusted further than this: times from the future are taken as "now".
@@ -126,8 +130,11 @@ class AgentView(APIView):
 
     def handle_exception(self, exc: Exception) -> Response:
         if isinstance(exc, OperationalError | InterfaceError):
-            # The database is restarting or unreachable: nothing was applied (each step is its
-            # own transaction and every report is idempotent), so the agent just retries.
+            # The database is restarting or unreachable (or chose this request as a deadlock
+            # victim): the step that failed was rolled back whole, earlier steps stand, and
+            # every report is idempotent, so the agent just resends.
+            log.warning("agent request hit a database error", path=self.request.path,
+                        error=f"{type(exc.__cause__ or exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
             return Response(
                 {"detail": "The database is unavailable; resend the request shortly (reports are applied "
                            "idempotently, so a resent one never counts twice).", "code": "database_unavailable"},

@@ -180,13 +180,16 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def get_queryset(self) -> QuerySet[Job]:
         return access.visible_jobs(self.request.user).select_related("team", "project", "submitter", "priority_class")
 
+    def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        return Response(s.job_payload(self.get_object()))
+
     @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer, 200: s.JobSerializer},
                    parameters=[_IDEMPOTENCY_PARAM])
     def create(self, request: Request) -> Response:
         result = _submit(request, s.JobSubmitSerializer(data=request.data))
         # The job carries its team, project, class and submitter objects: no query to render it.
         return Response(
-            s.JobSerializer(result.job).data,
+            s.job_payload(result.job),
             status=status.HTTP_200_OK if result.replayed else status.HTTP_201_CREATED,
             headers={"Idempotent-Replayed": "true"} if result.replayed else {},
         )
@@ -207,7 +210,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             f"Job {job.pk} cancelled." if job.state == JobState.CANCELLED
             else f"Job {job.pk} is stopping: its processes get {job.priority_class.grace_period_s} s to exit."
         )
-        return Response({"job": s.JobSerializer(job).data, "detail": detail})
+        return Response({"job": s.job_payload(job), "detail": detail})
 
     @staticmethod
     def _cancelling(job: Job) -> bool:

@@ -311,3 +311,17 @@ def test_api_viewers_load_their_scripts_from_our_static_files(fleet, page) -> No
 
     assert "/static/drf_spectacular_sidecar/" in html
     assert "cdn" not in html.lower()
+
+
+def test_fast_job_payload_matches_the_documented_serializer(fleet, alice) -> None:
+    """The submit and detail responses are built by job_payload; JobSerializer describes them
+    in the schema. Every field, every type, identical."""
+    from controlplane.api.serializers import JobSerializer, job_payload
+
+    job = f.make_job(fleet.ml, project=fleet.llm, submitter=fleet.users["owner"], gpu_types=["H100-80GB"],
+                     env={"A": "1"}, eta=timezone.now(), started_at=timezone.now(), exit_code=0,
+                     array_id="6f1c1ad2-6bb5-4c5e-9d5b-3a5b1e2f0c11", array_index=3)
+    bare = f.make_job(fleet.vision)
+    for one in (Job.objects.get(pk=job.pk), Job.objects.get(pk=bare.pk)):
+        assert job_payload(one) == dict(JobSerializer(one).data)
+    assert alice.get(f"{J}/jobs/{job.pk}/").json() == alice.get(f"{J}/jobs/", {"name": job.name}).json()["results"][0]
