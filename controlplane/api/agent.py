@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
 from django.db import InterfaceError, OperationalError
 from django.urls import path
 from django.utils import timezone
@@ -27,8 +28,6 @@ from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
-
-import structlog
 
 from controlplane.api.errors import exception_handler
 from controlplane.choices import CapacityTier

@@ -46,7 +46,16 @@ from controlplane.choices import (
     EventKind,
     NodeState,
 )
-from controlplane.models import Allocation, AllocationGpu, Event, GpuType, Job, Node, SchedulerLease, UsageSample
+from controlplane.models import (
+    Allocation,
+    AllocationGpu,
+    Event,
+    GpuType,
+    Job,
+    Node,
+    SchedulerLease,
+    UsageSample,
+)
 from controlplane.services import transitions
 
 log = structlog.get_logger(__name__)
@@ -637,7 +646,9 @@ def _member_gone(
     """
     with transaction.atomic():
         allocation = (
-            Allocation.objects.select_for_update()
+            # Lock the allocation row only: FOR UPDATE on the joined job and priority class
+            # rows would make every report of the fleet queue on one priority-class row.
+            Allocation.objects.select_for_update(of=("self",))
             .select_related("job__priority_class")
             .filter(pk=allocation_id, generation=generation)
             .first()

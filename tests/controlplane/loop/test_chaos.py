@@ -23,7 +23,7 @@ import pytest
 from django.db import connection
 
 from controlplane.choices import EventKind, JobState, NodeState
-from controlplane.models import Allocation, Event, Job, Node
+from controlplane.models import Allocation, Event, Node
 from tests.controlplane.loop.chaos_cluster import (
     Cluster,
     InvariantChecker,
