@@ -20,8 +20,6 @@ needs runtime estimates, which enforced runtime limits make honest.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.gang import Demand
 from scheduler_core.placement import PlacementRequest
@@ -141,85 +139,93 @@ def may_backfill_into(ctx: CycleContext, spec: JobSpec) -> bool:
     return ctx.snapshot.now + spec.runtime_limit_s <= head.start_at
 
 
-@dataclass(frozen=True, slots=True)
-class _Frame:
-    free: dict[int, int]
-    at_least: dict[int, tuple[int, ...]]
-
-
 class ReleaseTimeline:
     """Free capacity per node class after each future release, for ETA estimates.
 
     Built once per cycle from the state after the plan (binds and holds in place): frame ``i``
-    is the capacity once every holder ending at or before ``times[i]`` is gone. A query
-    binary-searches the first frame where the gang's capable classes have enough free GPUs and
-    enough nodes with room for its largest member; it ignores jobs ahead in the queue, so it
-    is an estimate, labelled as such in the explanation."""
+    is the capacity once every holder ending at or before ``times[i]`` is gone. Free GPUs per
+    class are kept for every frame; "nodes with at least ``s`` free GPUs" per class is built
+    on first use for each size ``s`` from the recorded changes. A query binary-searches the
+    first frame where the gang's capable classes have enough free GPUs and enough nodes with
+    room for its largest member; it ignores jobs ahead in the queue, so it is an estimate,
+    labelled as such in the explanation."""
 
     def __init__(self, ctx: CycleContext) -> None:
         state = ctx.state
+        self.state = state
+        self.base = list(state.free_gpus)
         free = list(state.free_gpus)
-        widths = [nc.gpus for nc in state.classes]
-        self.widths = widths
-        free_sum = {c: 0 for c in range(len(widths))}
-        at_least = {c: [0] * (widths[c] + 1) for c in range(len(widths))}
+        n_classes = len(state.classes)
+        sums = [0] * n_classes
         for n, f in enumerate(free):
-            if not state.ready[n]:
-                continue
-            c = state.node_class[n]
-            free_sum[c] += f
-            for s in range(1, f + 1):
-                at_least[c][s] += 1
-        self.now = ctx.snapshot.now
-        self.frames: list[_Frame] = [self._frame(free_sum, at_least)]
-        self.times: list[float] = [self.now]
+            if state.ready[n]:
+                sums[state.node_class[n]] += f
+        self.free: list[list[int]] = [[v] for v in sums]
+        self.changes: list[list[tuple[int, int, int]]] = [[]]
+        self.times: list[float] = [ctx.snapshot.now]
         for at, job_ids in _release_groups(ctx):
+            changed: list[tuple[int, int, int]] = []
             for job_id in job_ids:
                 for g in state.holdings.get((JOB, job_id), []):
                     n = g.node
                     if not state.ready[n]:
                         continue
-                    c = state.node_class[n]
-                    before, after = free[n], free[n] + g.gpus
-                    free[n] = after
-                    free_sum[c] += g.gpus
-                    for s in range(before + 1, after + 1):
-                        at_least[c][s] += 1
-            self.frames.append(self._frame(free_sum, at_least))
+                    before = free[n]
+                    free[n] = before + g.gpus
+                    sums[state.node_class[n]] += g.gpus
+                    changed.append((n, before, free[n]))
+            for c in range(n_classes):
+                self.free[c].append(sums[c])
+            self.changes.append(changed)
             self.times.append(at)
+        self._at_least: dict[tuple[int, int], list[int]] = {}
 
-    @staticmethod
-    def _frame(free_sum: dict[int, int], at_least: dict[int, list[int]]) -> _Frame:
-        return _Frame(dict(free_sum), {c: tuple(v) for c, v in at_least.items()})
-
-    def _fits(self, i: int, demand: Demand, classes: tuple[int, ...]) -> bool:
-        frame = self.frames[i]
-        if sum(frame.free[c] for c in classes) < demand.gpus:
-            return False
-        largest = demand.largest_member
-        width = max((self.widths[c] for c in classes), default=0)
-        bigs = sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width)
-        bigs = max(bigs, 1)
-        nodes = 0
-        for c in classes:
-            row = frame.at_least[c]
-            if largest < len(row):
-                nodes += row[largest]
-        return nodes >= bigs
+    def at_least(self, node_class: int, size: int) -> list[int]:
+        """Per frame: ready nodes of ``node_class`` with at least ``size`` free GPUs."""
+        key = (node_class, size)
+        found = self._at_least.get(key)
+        if found is not None:
+            return found
+        state = self.state
+        count = sum(1 for n, f in enumerate(self.base)
+                    if state.ready[n] and state.node_class[n] == node_class and f >= size)
+        counts = [count]
+        for changed in self.changes[1:]:
+            for n, before, after in changed:
+                if state.node_class[n] == node_class and before < size <= after:
+                    count += 1
+            counts.append(count)
+        self._at_least[key] = counts
+        return counts
 
     def eta(self, demand: Demand, classes: tuple[int, ...]) -> float | None:
         """Estimated earliest start, or ``None`` when capacity suffices already (something
         else blocks the job) or never frees up within known runtime limits."""
-        if not classes or self._fits(0, demand, classes):
+        if not classes:
             return None
-        lo, hi = 1, len(self.frames)
+        gpus = demand.gpus
+        largest = demand.largest_member
+        width = max(self.state.classes[c].gpus for c in classes)
+        need_nodes = max(1, sum(1 for m in demand.members
+                                if m.gpus == largest and 2 * m.gpus > width))
+        free_rows = [self.free[c] for c in classes]
+        node_rows = [self.at_least(c, largest) for c in classes
+                     if largest <= self.state.classes[c].gpus]
+
+        def fits(i: int) -> bool:
+            return (sum(row[i] for row in free_rows) >= gpus
+                    and sum(row[i] for row in node_rows) >= need_nodes)
+
+        if fits(0):
+            return None
+        lo, hi = 1, len(self.times)
         while lo < hi:
             mid = (lo + hi) // 2
-            if self._fits(mid, demand, classes):
+            if fits(mid):
                 hi = mid
             else:
                 lo = mid + 1
-        if lo >= len(self.frames):
+        if lo >= len(self.times):
             return None
         return self.times[lo]
 

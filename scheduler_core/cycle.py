@@ -248,8 +248,8 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
         spec.cpus_per_gpu, spec.memory_gb_per_gpu, spec.topology, spec.min_gpus,
         spec.max_gpus, spec.roles,
     )
-    found = ctx.shapes.get(key)
-    if isinstance(found, JobShape):
+    found: JobShape | None = ctx.shapes.get(key)
+    if found is not None:
         return found
     invalid = invalid_request(spec)
     if invalid is not None:
@@ -290,12 +290,12 @@ def _quota_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) ->
     quotas, not on usage, so it is memoised.)"""
     if option.gpu_type is None or not ctx.ledger.governs(option.gpu_type):
         return False
-    key = ("never", team, option.gpu_type, gpus)
-    found = ctx.shapes.get(key)
+    key = (team, option.gpu_type, gpus)
+    found = ctx.quota_never.get(key)
     if found is None:
         found = ctx.ledger.check(team, option.gpu_type, gpus).never
-        ctx.shapes[key] = found
-    return bool(found)
+        ctx.quota_never[key] = found
+    return found
 
 
 def _settle(ctx: CycleContext, spec: JobSpec, outcome: Outcome) -> None:

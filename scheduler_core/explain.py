@@ -21,6 +21,9 @@ from scheduler_core.placement import loners
 from scheduler_core.state import FLEET
 from scheduler_core.types import JobSpec, PendingExplanation, ReasonCode, TopologyConstraint
 
+REASONS: dict[ReasonCode, str] = {code: code.value for code in ReasonCode}
+"""PascalCase reason per code (a dict lookup is cheaper than the enum's ``value``)."""
+
 CAPACITY_CODES = frozenset({
     ReasonCode.INSUFFICIENT_GPUS,
     ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
@@ -134,7 +137,8 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
 def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplanation, ...]:
     """One explanation per pending job that was not bound, in queue order."""
     timeline: ReleaseTimeline | None = None
-    etas: dict[tuple[Demand, tuple[int, ...]], float | None] = {}
+    # keyed by the identity of the gang: outcomes of one request shape share one Demand
+    etas: dict[tuple[int, tuple[int, ...]], float | None] = {}
     # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed by
     # identity because hashing an Outcome would hash its whole gang.
     worded: dict[int, tuple[float | None, str]] = {}
@@ -149,7 +153,7 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
         if shared is not None:
             eta, message = shared
             out.append(PendingExplanation(
-                spec.id, outcome.code, outcome.reason, message, outcome.resolvable,
+                spec.id, outcome.code, REASONS[outcome.code], message, outcome.resolvable,
                 position, eta, outcome.would_start_if,
             ))
             continue
@@ -162,7 +166,7 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                     - verdict.nominal - verdict.borrowable
                 eta = team_release_eta(ctx, spec.team, outcome.quota_type, shortage)
             elif outcome.code in CAPACITY_CODES and outcome.demand is not None:
-                key = (outcome.demand, outcome.classes)
+                key = (id(outcome.demand), outcome.classes)
                 if key not in etas:
                     if timeline is None:
                         timeline = ReleaseTimeline(ctx)

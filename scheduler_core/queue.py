@@ -17,6 +17,9 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
     now = ctx.snapshot.now
     seen: set[str] = set()
     keyed: list[tuple[tuple[float, ...], float, str, JobSpec]] = []
+    values = {name: pc.value for name, pc in ctx.priority.items()}
+    shares = ctx.shares
+    sort_key = plugin.sort_key
     for job in ctx.snapshot.pending:
         if job.id in seen:
             raise SnapshotError(f"pending job {job.id!r} appears twice in the snapshot")
@@ -25,7 +28,7 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
                 f"job {job.id!r} is both pending and running; a job is in exactly one of them"
             )
         seen.add(job.id)
-        qctx = QueueContext(now, ctx.priority_value(job), ctx.shares.get(job.team, 0.0))
-        keyed.append((plugin.sort_key(job, qctx), job.submitted_at, job.id, job))
+        qctx = QueueContext(now, values.get(job.priority_class, 0), shares.get(job.team, 0.0))
+        keyed.append((sort_key(job, qctx), job.submitted_at, job.id, job))
     keyed.sort(key=lambda k: (k[0], k[1], k[2]))
     return [k[3] for k in keyed]
