@@ -97,6 +97,7 @@ class CycleContext:
     shapes: dict[tuple[object, ...], Any] = field(default_factory=dict)
     """Admission facts per request shape (``cycle.JobShape``)."""
     quota_never: dict[tuple[str, str, int], bool] = field(default_factory=dict)
+    node_sizes: dict[tuple[tuple[str, ...], int], int] = field(default_factory=dict)
     untried_outcomes: dict[tuple[str, int], Outcome] = field(default_factory=dict)
     behind_head: set[ShapeKey] = field(default_factory=set)
     head_released: bool = False

@@ -161,20 +161,23 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
         if job.spec.id in running:
             raise SnapshotError(f"running job {job.spec.id!r} appears twice in the snapshot")
         running[job.spec.id] = job
-        role_cpu = {r.name: r.cpus_per_gpu or job.spec.cpus_per_gpu for r in job.spec.roles}
-        role_mem = {r.name: r.memory_gb_per_gpu or job.spec.memory_gb_per_gpu
-                    for r in job.spec.roles}
-        for p in job.placements:
-            grants = state.grants_of(
-                (p,),
-                role_cpu.get(p.role, job.spec.cpus_per_gpu),
-                role_mem.get(p.role, job.spec.memory_gb_per_gpu),
-                job.spec.id,
-            )
-            for g in grants:
-                state.take((JOB, job.spec.id), g)
-                key = (job.spec.team, state.nodes[g.node].gpu_type)
-                charges[key] = charges.get(key, 0) + g.gpus
+        spec = job.spec
+        holder = (JOB, spec.id)
+        if spec.roles:
+            role_cpu = {r.name: r.cpus_per_gpu or spec.cpus_per_gpu for r in spec.roles}
+            role_mem = {r.name: r.memory_gb_per_gpu or spec.memory_gb_per_gpu
+                        for r in spec.roles}
+            grants = []
+            for p in job.placements:
+                grants += state.grants_of((p,), role_cpu.get(p.role, spec.cpus_per_gpu),
+                                          role_mem.get(p.role, spec.memory_gb_per_gpu), spec.id)
+        else:
+            grants = state.grants_of(job.placements, spec.cpus_per_gpu, spec.memory_gb_per_gpu,
+                                     spec.id)
+        for g in grants:
+            state.take(holder, g)
+            key = (spec.team, state.nodes[g.node].gpu_type)
+            charges[key] = charges.get(key, 0) + g.gpus
     state.build_indexes()
     for (team, gpu_type), gpus in sorted(charges.items()):
         ledger.charge(team, gpu_type, gpus)
@@ -199,10 +202,14 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
 
 
 def _node_size(ctx: CycleContext, spec: JobSpec) -> int:
-    sizes: dict[str, int] = {}
-    for nc in ctx.state.classes:
-        sizes[nc.gpu_type.name] = max(sizes.get(nc.gpu_type.name, 0), nc.gpus)
-    return node_size_for(spec, sizes, ctx.gpu_types)
+    key = (spec.gpu_types, spec.min_gpu_memory_gb)
+    found = ctx.node_sizes.get(key)
+    if found is None:
+        sizes: dict[str, int] = {}
+        for nc in ctx.state.classes:
+            sizes[nc.gpu_type.name] = max(sizes.get(nc.gpu_type.name, 0), nc.gpus)
+        found = ctx.node_sizes[key] = node_size_for(spec, sizes, ctx.gpu_types)
+    return found
 
 
 def _classes_for(ctx: CycleContext, demand: Demand,

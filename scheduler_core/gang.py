@@ -66,6 +66,18 @@ def _member(spec: JobSpec, role: str, gpus: int) -> Member:
     )
 
 
+def _members(spec: JobSpec, sizes: list[int]) -> list[Member]:
+    """One member per size, sharing the object between members of equal size."""
+    made: dict[int, Member] = {}
+    out = []
+    for g in sizes:
+        m = made.get(g)
+        if m is None:
+            m = made[g] = _member(spec, "", g)
+        out.append(m)
+    return out
+
+
 def node_size_for(spec: JobSpec, node_sizes_by_type: Mapping[str, int],
                   gpu_types: Mapping[str, GpuTypeInfo]) -> int:
     """The GPUs of the largest node whose GPU type the job accepts (0 if none)."""
@@ -116,9 +128,9 @@ def demand_for(spec: JobSpec, gpus: int, node_size: int) -> Demand:
     elif spec.topology is TopologyConstraint.SAME_NODE:
         members.append(_member(spec, "", gpus))
     elif spec.gpus_per_node is not None:
-        members.extend(_member(spec, "", g) for g in _split(gpus, spec.gpus_per_node))
+        members.extend(_members(spec, _split(gpus, spec.gpus_per_node)))
     elif node_size > 0 and gpus > node_size:
-        members.extend(_member(spec, "", g) for g in _split(gpus, node_size))
+        members.extend(_members(spec, _split(gpus, node_size)))
     else:
         members.append(_member(spec, "", gpus))
     return Demand.of(tuple(members), spec.topology)

@@ -380,22 +380,23 @@ class ClusterState:
                   memory_gb_per_gpu: int, job_id: str) -> list[Grant]:
         """Translate a running job's placements into grants, validating them."""
         grants: list[Grant] = []
+        index_of = self.index_of
         for p in placements:
-            n = self.index_of.get(p.node)
+            n = index_of.get(p.node)
             if n is None:
                 raise SnapshotError(
                     f"running job {job_id!r} holds GPUs on unknown node {p.node!r}"
                 )
             width = self.nodes[n].gpus
-            bad = [i for i in p.gpu_indices if not 0 <= i < width]
-            if bad:
-                raise SnapshotError(
-                    f"running job {job_id!r} holds GPU indices {bad} on node {p.node!r}, "
-                    f"which has GPUs 0..{width - 1}"
-                )
-            gpus = len(set(p.gpu_indices))
-            grants.append(
-                Grant(n, mask_of(p.gpu_indices), cpus_per_gpu * gpus, memory_gb_per_gpu * gpus,
-                      p.role)
-            )
+            mask = 0
+            for i in p.gpu_indices:
+                if not 0 <= i < width:
+                    bad = [j for j in p.gpu_indices if not 0 <= j < width]
+                    raise SnapshotError(
+                        f"running job {job_id!r} holds GPU indices {bad} on node {p.node!r}, "
+                        f"which has GPUs 0..{width - 1}"
+                    )
+                mask |= 1 << i
+            gpus = mask.bit_count()
+            grants.append(Grant(n, mask, cpus_per_gpu * gpus, memory_gb_per_gpu * gpus, p.role))
         return grants
