@@ -140,6 +140,44 @@ def start_gunicorn(port: int, workers: int, threads: int) -> subprocess.Popen[by
     raise RuntimeError("gunicorn did not answer /healthz within 30 s")
 
 
+# ------------------------------------------------------------------------------ CPU cost
+
+
+def _children(parent: int) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == parent:
+                found.append(int(entry))
+    return found
+
+
+def _cpu_seconds(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += int(fields[11]) + int(fields[12])  # utime + stime, in clock ticks
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def server_pids(gunicorn: subprocess.Popen[bytes]) -> dict[str, list[int]]:
+    """gunicorn's master and workers, and the PostgreSQL server's processes (its postmaster
+    from the data directory test-services.sh started, when known)."""
+    pids = {"gunicorn": [gunicorn.pid, *_children(gunicorn.pid)], "postgresql": []}
+    data = os.environ.get("QM_TEST_PG_DATA")
+    if data and Path(data, "postmaster.pid").exists():
+        postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])
+        pids["postgresql"] = [postmaster, *_children(postmaster)]
+    return pids
+
+
 # -------------------------------------------------------------------------------- clients
 
 
@@ -255,7 +293,15 @@ def main() -> int:
     try:
         # warm every worker's connections and caches
         run_submits(port, setup["tokens"], 2.0)
+        pids = server_pids(server)
+        cpu_before = {k: _cpu_seconds(v) for k, v in pids.items()}
         submits = run_submits(port, setup["tokens"], args.seconds)
+        for name, before in cpu_before.items():
+            spent = _cpu_seconds(pids[name]) - before
+            submits[f"{name}_cpu_ms_per_submit"] = spent * 1000 / max(1, submits["submits"])
+        server_cpu = submits["gunicorn_cpu_ms_per_submit"] + submits["postgresql_cpu_ms_per_submit"]
+        # What the server side could sustain with the machine's CPUs to itself.
+        submits["capacity_per_s_on_idle_cpus"] = (os.cpu_count() or 1) * 1000 / server_cpu if server_cpu else 0.0
         array = run_array(port, setup["tokens"][0], 10)
         from controlplane.models import Job
 
@@ -279,6 +325,9 @@ def main() -> int:
         print(f"gunicorn gthread {args.workers}×{args.threads}, {os.cpu_count()} CPUs, PostgreSQL")
         print(f"submits: {submits['submits_per_s']:.0f}/s with {submits['clients']} clients "
               f"(p50 {submits['p50_ms']:.1f} ms, p99 {submits['p99_ms']:.1f} ms, {submits['errors']} errors)")
+        print(f"server CPU per submit: gunicorn {submits['gunicorn_cpu_ms_per_submit']:.2f} ms + PostgreSQL "
+              f"{submits['postgresql_cpu_ms_per_submit']:.2f} ms → capacity with {os.cpu_count()} idle CPUs "
+              f"≈ {submits['capacity_per_s_on_idle_cpus']:.0f} submits/s; load average now {os.getloadavg()[0]:.1f}")
         print(f"1,000-task array: server {array['server_ms_p50']:.1f} ms p50 (max {array['server_ms_max']:.1f}), "
               f"round trip {array['round_trip_ms_p50']:.1f} ms")
         print(f"lists with {lists['jobs_in_database']:,} jobs: " + ", ".join(

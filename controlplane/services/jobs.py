@@ -7,6 +7,7 @@ writes the job(s) and their JOB_SUBMITTED events together, or nothing at all.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import re
@@ -361,6 +362,61 @@ def submit(
     return Submitted(job, job_ids, indices, array_id)
 
 
+_JOB_PER_TASK = {
+    "array_index": "t.idx",
+    "env": "CASE WHEN t.idx IS NULL THEN {value}::jsonb "
+           "ELSE {value}::jsonb || jsonb_build_object({extra}, t.idx::text) END",
+    "idempotency_key": "CASE WHEN t.ord = 1 THEN {value} ELSE NULL END",
+}
+_EVENT_PER_TASK = {
+    "job_id": "j.id",
+    "data": "CASE WHEN j.array_index IS NULL THEN {value}::jsonb "
+            "WHEN j.array_index = {extra} THEN {value}::jsonb || jsonb_build_object('array_index', j.array_index) "
+            "ELSE ({value}::jsonb - 'request_fingerprint') || jsonb_build_object('array_index', j.array_index) END",
+}
+
+
+@dataclass(frozen=True)
+class _RowTemplate:
+    """How one model's row is copied in SQL: its columns, the SELECT expressions, and for each
+    parameter the field whose value it takes (None: the per-call extra value)."""
+
+    columns: str
+    expressions: str
+    slots: tuple[Any, ...]
+
+
+@functools.cache
+def _row_template(model: type[Job] | type[Event], per_task_key: str) -> _RowTemplate:
+    """Built once per process: the SQL text never changes, only the values do."""
+    per_task = _JOB_PER_TASK if per_task_key == "job" else _EVENT_PER_TASK
+    columns, expressions, slots = [], [], []
+    for f in model._meta.concrete_fields:
+        if f.primary_key:
+            continue
+        placeholder = f"%s::{f.cast_db_type(connection)}"
+        columns.append(connection.ops.quote_name(f.column))
+        expression = per_task.get(f.attname, "{value}")
+        # Parameters in the order their placeholders appear in the expression.
+        for piece in re.findall(r"\{value\}|\{extra\}", expression):
+            slots.append(f if piece == "{value}" else None)
+        expressions.append(expression.replace("{value}", placeholder).replace("{extra}", "%s"))
+    return _RowTemplate(", ".join(columns), ", ".join(expressions), tuple(slots))
+
+
+def _params(template: Job | Event, row: _RowTemplate, extra: Any) -> list[Any]:
+    values: dict[Any, Any] = {}
+    params = []
+    for f in row.slots:
+        if f is None:
+            params.append(extra)
+            continue
+        if f not in values:
+            values[f] = f.get_db_prep_save(f.pre_save(template, add=True), connection)
+        params.append(values[f])
+    return params
+
+
 def _insert_jobs_with_events(
     job: Job, event: Event, indices: list[int] | None
 ) -> tuple[list[int], list[int | None]]:
@@ -376,28 +432,21 @@ def _insert_jobs_with_events(
     per event, the job, and in its data the array index (the request fingerprint on the first).
     Returns the job ids and indices in index order.
     """
-    job_columns, job_values, job_params = _template_sql(job, {
-        "array_index": ("t.idx", []),
-        "env": ("CASE WHEN t.idx IS NULL THEN {value}::jsonb "
-                "ELSE {value}::jsonb || jsonb_build_object(%s, t.idx::text) END", [ARRAY_INDEX_ENV]),
-        "idempotency_key": ("CASE WHEN t.ord = 1 THEN {value} ELSE NULL END", []),
-    })
-    event_columns, event_values, event_params = _template_sql(event, {
-        "job_id": ("j.id", []),
-        "data": ("CASE WHEN j.array_index IS NULL THEN {value}::jsonb "
-                 "WHEN j.array_index = %s THEN {value}::jsonb || jsonb_build_object('array_index', j.array_index) "
-                 "ELSE ({value}::jsonb - 'request_fingerprint') || jsonb_build_object('array_index', j.array_index) END",
-                 [indices[0] if indices else None]),
-    })
+    job_row = _row_template(Job, "job")
+    event_row = _row_template(Event, "event")
     quote = connection.ops.quote_name
     sql = (
         "WITH t AS (SELECT * FROM unnest(%s::integer[]) WITH ORDINALITY AS t(idx, ord)), "
-        f"j AS (INSERT INTO {quote(Job._meta.db_table)} ({job_columns}) SELECT {job_values} FROM t ORDER BY t.ord "
-        "RETURNING id, array_index) "
-        f"INSERT INTO {quote(Event._meta.db_table)} ({event_columns}) SELECT {event_values} FROM j "
+        f"j AS (INSERT INTO {quote(Job._meta.db_table)} ({job_row.columns}) SELECT {job_row.expressions} FROM t "
+        "ORDER BY t.ord RETURNING id, array_index) "
+        f"INSERT INTO {quote(Event._meta.db_table)} ({event_row.columns}) SELECT {event_row.expressions} FROM j "
         "RETURNING job_id, (data->>'array_index')::integer"
     )
-    params = [indices if indices is not None else [None], *job_params, *event_params]
+    params = [
+        indices if indices is not None else [None],
+        *_params(job, job_row, ARRAY_INDEX_ENV),
+        *_params(event, event_row, indices[0] if indices else None),
+    ]
     # Alone, the statement is its own transaction. Inside a caller's transaction, a savepoint
     # keeps a failure (an idempotency-key race) from aborting the caller's work.
     with transaction.atomic() if connection.in_atomic_block else nullcontext(), connection.cursor() as cursor:
@@ -406,31 +455,3 @@ def _insert_jobs_with_events(
     # RETURNING follows insertion order in practice, not by promise: sort by index to be sure.
     rows.sort(key=lambda r: (r[1] is None, r[1] or 0))
     return [r[0] for r in rows], [r[1] for r in rows]
-
-
-def _template_sql(
-    template: Job | Event, per_task: dict[str, tuple[str, list[Any]]]
-) -> tuple[str, str, list[Any]]:
-    """(column list, SELECT expressions, parameters) that copy `template` into each new row;
-    `per_task` replaces a column's expression ({value} stands for the template's value)."""
-    columns, expressions, params = [], [], []
-    for f in template._meta.concrete_fields:
-        if f.primary_key:
-            continue
-        value = f.get_db_prep_save(f.pre_save(template, add=True), connection)
-        placeholder = f"%s::{f.cast_db_type(connection)}"
-        columns.append(connection.ops.quote_name(f.column))
-        if f.attname in per_task:
-            expression, extra = per_task[f.attname]
-            # Parameters in the order their placeholders appear in the expression.
-            pieces = re.split(r"(\{value\}|%s)", expression)
-            for piece in pieces:
-                if piece == "{value}":
-                    params.append(value)
-                elif piece == "%s":
-                    params.append(extra.pop(0))
-            expressions.append(expression.replace("{value}", placeholder))
-        else:
-            expressions.append(placeholder)
-            params.append(value)
-    return ", ".join(columns), ", ".join(expressions), params
