@@ -20,7 +20,7 @@ from scheduler_core.context import CycleContext
 from scheduler_core.gang import Demand, Member, is_elastic
 from scheduler_core.quota import QuotaVerdict
 from scheduler_core.state import FLEET, LEAF, SPINE
-from scheduler_core.types import JobSpec, ReasonCode, TopologyConstraint
+from scheduler_core.types import JobSpec, TopologyConstraint
 
 
 @dataclass(frozen=True, slots=True)

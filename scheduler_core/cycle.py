@@ -54,7 +54,7 @@ from scheduler_core.explain import diagnose, explain, type_names
 from scheduler_core.fairshare import dominant_shares
 from scheduler_core.fleet import fleet_figures
 from scheduler_core.gang import Demand, demand_for, elastic_sizes, node_size_for
-from scheduler_core.placement import Placer, PlacementRequest
+from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.plugins.registry import Plugins, build_plugins
 from scheduler_core.preemption import Found, Protected, nominate, preempt_for

@@ -67,7 +67,7 @@ class QuotaLedger:
         self.cohort_lendable: dict[tuple[str, str], int] = {}
         self.cohort_borrowed: dict[tuple[str, str], int] = {}
         self.cohort_max_lendable: dict[tuple[str, str], int] = {}
-        for (team, gpu_type), q in self.quota.items():
+        for (_team, gpu_type), q in self.quota.items():
             if q.cohort is None:
                 continue
             key = (q.cohort, gpu_type)

@@ -13,7 +13,7 @@ from scheduler_core.plugins.queue_order import Fifo, PriorityFairShare, Priority
 from scheduler_core.plugins.registry import build_plugins
 from scheduler_core.plugins.scores import Pack, Spread
 from scheduler_core.plugins.victims import LeastLostWork, NewestFirst
-from scheduler_core.state import ClusterState, Grant, JOB
+from scheduler_core.state import JOB, ClusterState, Grant
 from scheduler_core.types import GpuTypeInfo, NodeInfo, NodeState
 
 
