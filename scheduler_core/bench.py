@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import math
 import random
 import resource
 import subprocess
@@ -211,6 +212,10 @@ def build_snapshot(gpus: int, pending: int, running: int, seed: int = 7) -> Snap
         spec = dataclasses.replace(spec, gpus=size, gpus_per_node=None, min_gpus=None, max_gpus=None, gpu_types=(gpu_type,),
                                    min_gpu_memory_gb=0, topology=TopologyConstraint.ANY, cpus_per_gpu=4, memory_gb_per_gpu=32)
         started = spec.submitted_at + rng.uniform(0, HOUR)
+        # a running job is inside its runtime limit (the loop kills at the limit), with 1 to
+        # 24 hours left, so cycles do not spend themselves killing the synthetic fleet
+        hours_run = (NOW - started) / HOUR
+        spec = dataclasses.replace(spec, runtime_limit_s=math.ceil(hours_run + rng.choice((1, 2, 4, 8, 24))) * HOUR)
         running_jobs.append(
             RunningJob(
                 spec=spec,
@@ -282,6 +287,7 @@ def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerCon
         "cycles": cycles,
         "allocated_gpus_before": sum(len(p.gpu_indices) for job in base.running for p in job.placements),
         "binds": len(plan.binds),
+        "kills": len(plan.kills),
         "preemptions": len(plan.preemptions),
         "resizes": len(plan.resizes),
         "reservations": len(plan.reservations),
