@@ -120,11 +120,11 @@ def fill_jobs(count: int, team_ids: list[int], class_id: int) -> float:
 # --------------------------------------------------------------------------------- server
 
 
-def start_gunicorn(port: int, workers: int, threads: int) -> subprocess.Popen[bytes]:
+def start_gunicorn(port: int, workers: int, threads: int, worker_class: str) -> subprocess.Popen[bytes]:
     env = dict(os.environ, QM_USER_THROTTLE="100000000/hour", QM_LOG_LEVEL=os.environ.get("QM_LOG_LEVEL", "WARNING"),
                QM_IN_PROCESS_LOOP="0", DEBUG="0")
     cmd = [str(Path(sys.executable).parent / "gunicorn"), "controlplane.wsgi:application", "-b", f"127.0.0.1:{port}",
-           "--workers", str(workers), "--worker-class", "gthread", "--threads", str(threads), "--keep-alive", "30",
+           "--workers", str(workers), "--worker-class", worker_class, "--threads", str(threads), "--keep-alive", "30",
            "--log-level", "warning"]
     proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 30
@@ -277,8 +277,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=15.0, help="submit phase length")
     parser.add_argument("--clients", type=int, default=4)
-    parser.add_argument("--workers", type=int, default=3, help="gunicorn worker processes")
-    parser.add_argument("--threads", type=int, default=2, help="threads per gunicorn worker")
+    parser.add_argument("--workers", type=int, default=4, help="gunicorn worker processes")
+    parser.add_argument("--threads", type=int, default=1, help="threads per gunicorn worker (gthread)")
+    parser.add_argument("--worker-class", default="gthread", choices=["gthread", "sync"])
     parser.add_argument("--jobs", type=int, default=100_000, help="jobs in the database for the list phase")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -289,7 +290,7 @@ def main() -> int:
 
     setup = prepare_database(args.clients)
     port = _free_port()
-    server = start_gunicorn(port, args.workers, args.threads)
+    server = start_gunicorn(port, args.workers, args.threads, args.worker_class)
     try:
         # warm every worker's connections and caches
         run_submits(port, setup["tokens"], 2.0)
@@ -317,12 +318,13 @@ def main() -> int:
     finally:
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=30)
-    figures = {"config": {"workers": args.workers, "threads": args.threads, "cpus": os.cpu_count()},
+    figures = {"config": {"workers": args.workers, "threads": args.threads, "worker_class": args.worker_class,
+                          "cpus": os.cpu_count(), "load_average": os.getloadavg()[0]},
                "submits": submits, "array": array, "lists": lists}
     if args.json:
         print(json.dumps(figures, indent=2))
     else:
-        print(f"gunicorn gthread {args.workers}×{args.threads}, {os.cpu_count()} CPUs, PostgreSQL")
+        print(f"gunicorn {args.worker_class} {args.workers}×{args.threads}, {os.cpu_count()} CPUs, PostgreSQL")
         print(f"submits: {submits['submits_per_s']:.0f}/s with {submits['clients']} clients "
               f"(p50 {submits['p50_ms']:.1f} ms, p99 {submits['p99_ms']:.1f} ms, {submits['errors']} errors)")
         print(f"server CPU per submit: gunicorn {submits['gunicorn_cpu_ms_per_submit']:.2f} ms + PostgreSQL "

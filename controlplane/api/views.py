@@ -183,6 +183,11 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(s.job_payload(self.get_object()))
 
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        # job_payload renders a page of 50 jobs several times faster than the ModelSerializer.
+        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        return self.get_paginated_response([s.job_payload(job) for job in page])
+
     @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer, 200: s.JobSerializer},
                    parameters=[_IDEMPOTENCY_PARAM])
     def create(self, request: Request) -> Response:
