@@ -78,7 +78,7 @@ class DemoJobStream:
             },
         )
         try:
-            return submit(user, request).jobs[0]
+            return submit(user, request).job
         except SubmitRejected as rejected:
             log.warning("demo submit rejected", errors=rejected.errors)
             return None
