@@ -84,3 +84,12 @@ class AgentClient:
 
     def report(self, node: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._post(f"nodes/{node}/report", token, body)
+
+    def sync_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """Heartbeats/reports of several nodes in one request; each item carries `name` and
+        `token`. Returns one result per item, each with its own `status`."""
+        payload = self._post("nodes/heartbeats", "-", {"nodes": items})
+        results = payload.get("results")
+        if not isinstance(results, list) or len(results) != len(items):
+            raise Unreachable("nodes/heartbeats: the reply does not answer every node")
+        return results

@@ -33,7 +33,7 @@ from typing import Any
 
 import structlog
 
-from controlplane.agent.client import AgentClient, Refused, Unauthorized, Unreachable
+from controlplane.agent.client import AgentClient, ProtocolError, Refused, Unauthorized
 from controlplane.agent.members import Assignment, Launcher, Member, describe
 
 log = structlog.get_logger("qm.agent")
@@ -71,6 +71,16 @@ class NodeInventory:
         if self.devices:
             body["devices"] = self.devices
         return body
+
+
+@dataclass
+class Call:
+    """One request an agent wants to make: register, heartbeat (renews the lease) or report."""
+
+    kind: str
+    body: dict[str, Any]
+    sent: float
+    reports: list[dict[str, Any]]
 
 
 @dataclass
@@ -137,12 +147,110 @@ class NodeAgent:
 
     def step(self) -> float:
         """One round; returns how long to wait before the next one."""
+        call = self.begin()
+        if call is not None:
+            try:
+                reply = self.send(call)
+            except ProtocolError as error:
+                self.finish(call, error=error)
+            else:
+                self.finish(call, reply=reply)
+        return self.end()
+
+    def begin(self) -> Call | None:
+        """Steps 1–3 of the round, and the call to make now, if any (a process simulating many
+        nodes sends several nodes' calls in one request, then hands each its reply)."""
         now = self.clock()
         self._reap(now)
         self._enforce_deadlines(now)
         self._check_lease(now)
-        if not self.partitioned and (now >= self.next_contact or self.urgent or not self.registered):
-            self._contact(now)
+        if self.partitioned or not (now >= self.next_contact or self.urgent or not self.registered):
+            return None
+        if not self.registered:
+            if self.shutting_down:
+                return None
+            if self.members:
+                # Register only once everything we stopped is really gone: registering says
+                # "nothing of the past runs here", and the control plane frees GPUs on it.
+                for running in self.members.values():
+                    if running.stop_kind is None:
+                        self._stop(running, "stale", 0.0, now)
+                self.next_contact = now + 0.05
+                return None
+            token = self.token or self.bootstrap_token
+            if not token:
+                self.log.error("no node token and no bootstrap secret: set QM_AGENT_BOOTSTRAP_TOKEN")
+                self.next_contact = now + 30.0
+                return None
+            body = self.inventory.as_json()
+            body["running"] = sorted(self.members)
+            return Call("register", body, sent=self.clock(), reports=[])
+        reports, self.outbox = self.outbox, []
+        body = {"running": sorted(self.members), "reports": reports}
+        if self.shutting_down and not self.members:
+            body["goodbye"] = True
+        kind = "heartbeat" if not self.urgent or now >= self.next_contact else "report"
+        return Call(kind, body, sent=self.clock(), reports=reports)
+
+    def send(self, call: Call) -> dict[str, Any]:
+        """The call over this agent's own connection (one node, one request)."""
+        if call.kind == "register":
+            token = self.token or self.bootstrap_token
+            try:
+                return self.client.register(token, call.body)
+            except Unauthorized:
+                if self.token and self.bootstrap_token:
+                    self.token = ""
+                    return self.client.register(self.bootstrap_token, call.body)
+                raise
+        if call.kind == "heartbeat":
+            return self.client.heartbeat(self.name, self.token, call.body)
+        return self.client.report(self.name, self.token, call.body)
+
+    def finish(self, call: Call, *, reply: dict[str, Any] | None = None, error: ProtocolError | None = None) -> None:
+        """Steps 4–5: take the reply (or the failure) of `call`."""
+        now = self.clock()
+        if error is not None:
+            if call.reports:
+                # Not delivered (as far as we know): send them again; the server applies each
+                # report idempotently, so a duplicate does no harm.
+                self.outbox = call.reports + self.outbox
+            if isinstance(error, Unauthorized):
+                self.log.warning("token refused; stopping everything and registering again", detail=str(error))
+                for running in self.members.values():
+                    self._stop(running, "stale", 0.0, now)
+                self.registered = False
+                self.token = ""
+                self.next_contact = now + RETRY_S
+            elif isinstance(error, Refused):
+                self.log.error("control plane refused the request", detail=error.detail, status=error.status)
+                self.next_contact = now + max(self.interval_s, 5.0)
+            else:
+                self.log.warning("control plane unreachable", detail=str(error))
+                self.next_contact = now + min(self.interval_s, RETRY_S * 2)
+            return
+        assert reply is not None
+        if len(self.round_trips) < 10_000:
+            self.round_trips.append(now - call.sent)
+        if call.kind == "register":
+            self.token = str(reply["token"])
+            self.registered = True
+            self.node_state = str(reply.get("node_state", "ready"))
+            self._lease_renewed(call.sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
+            self.log.info("registered", state=self.node_state, lease_s=self.lease_s, interval_s=self.interval_s,
+                          settled=reply.get("settled_generations", []))
+            self.next_contact = self.clock()  # pull the desired state right away
+            self.urgent = True
+            return
+        self.urgent = False
+        if call.kind == "heartbeat":
+            self._lease_renewed(call.sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
+            self.next_contact = self.clock() + self.interval_s
+        self.node_state = str(reply.get("node_state", self.node_state))
+        self._apply(reply)
+
+    def end(self) -> float:
+        """Step 6, and how long to wait before the next round."""
         now = self.clock()
         if now >= self.next_sample and self.members:
             self._sample(now)
@@ -235,92 +343,12 @@ class NodeAgent:
             for i in reversed(samples[: len(self.outbox) - MAX_OUTBOX]):
                 del self.outbox[i]
 
-    def _contact(self, now: float) -> None:
-        try:
-            if not self.registered:
-                if self.shutting_down:
-                    return
-                if self.members:
-                    # Register only once everything we stopped is really gone: registering says
-                    # "nothing of the past runs here", and the control plane frees GPUs on it.
-                    for running in self.members.values():
-                        if running.stop_kind is None:
-                            self._stop(running, "stale", 0.0, now)
-                    self.next_contact = now + 0.05
-                    return
-                self._register()
-                return
-            self._sync(now)
-        except Unauthorized as error:
-            self.log.warning("token refused; stopping everything and registering again", detail=str(error))
-            for running in self.members.values():
-                self._stop(running, "stale", 0.0, now)
-            self.registered = False
-            self.token = ""
-            self.next_contact = self.clock() + RETRY_S
-        except Refused as error:
-            self.log.error("control plane refused the request", detail=error.detail, status=error.status)
-            self.next_contact = self.clock() + max(self.interval_s, 5.0)
-        except Unreachable as error:
-            self.log.warning("control plane unreachable", detail=str(error))
-            self.next_contact = self.clock() + min(self.interval_s, RETRY_S * 2)
-
-    def _register(self) -> None:
-        token = self.token or self.bootstrap_token
-        if not token:
-            raise Refused(401, "no node token and no bootstrap secret: set QM_AGENT_BOOTSTRAP_TOKEN")
-        body = self.inventory.as_json()
-        body["running"] = sorted(self.members)
-        sent = self.clock()
-        try:
-            reply = self.client.register(token, body)
-        except Unauthorized:
-            if self.token and self.bootstrap_token:
-                self.token = ""
-                reply = self.client.register(self.bootstrap_token, body)
-            else:
-                raise
-        self.token = str(reply["token"])
-        self.registered = True
-        self.node_state = str(reply.get("node_state", "ready"))
-        self._lease_renewed(sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
-        self.log.info("registered", state=self.node_state, lease_s=self.lease_s, interval_s=self.interval_s,
-                      settled=reply.get("settled_generations", []))
-        self.next_contact = self.clock()  # pull the desired state right away
-        self.urgent = True
-
     def _lease_renewed(self, sent: float, lease_s: float, interval: Any) -> None:
         self.lease_s = lease_s
         margin = max(1.0, 0.1 * lease_s)
         self.lease_valid_until = sent + lease_s - margin
         if self.interval_override is None and interval:
             self.interval_s = float(interval)
-
-    def _sync(self, now: float) -> None:
-        reports, self.outbox = self.outbox, []
-        body: dict[str, Any] = {"running": sorted(self.members), "reports": reports}
-        if self.shutting_down and not self.members:
-            body["goodbye"] = True
-        sent = self.clock()
-        heartbeat = not self.urgent or now >= self.next_contact
-        try:
-            if heartbeat:
-                reply = self.client.heartbeat(self.name, self.token, body)
-            else:
-                reply = self.client.report(self.name, self.token, body)
-            if len(self.round_trips) < 10_000:
-                self.round_trips.append(self.clock() - sent)
-        except (Unreachable, Refused):
-            # Not delivered (as far as we know): send them again; the server applies each
-            # report idempotently, so a duplicate does no harm.
-            self.outbox = reports + self.outbox
-            raise
-        self.urgent = False
-        if heartbeat:
-            self._lease_renewed(sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
-            self.next_contact = self.clock() + self.interval_s
-        self.node_state = str(reply.get("node_state", self.node_state))
-        self._apply(reply)
 
     # ------------------------------------------------------------------------------ desired
 

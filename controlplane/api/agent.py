@@ -37,6 +37,7 @@ from controlplane.services import agent_protocol as protocol
 log = structlog.get_logger(__name__)
 
 MAX_REPORTS = 2000
+MAX_BATCH = 256
 # Agent clocks are not trusted further than this: times from the future are taken as "now".
 MAX_CLOCK_SKEW = timedelta(seconds=5)
 
@@ -308,7 +309,55 @@ class ReportView(_SyncView):
     renew = False
 
 
+class BatchItemSerializer(SyncSerializer):
+    name = serializers.CharField(max_length=128)
+    token = serializers.CharField(max_length=256)
+    renew = serializers.BooleanField(required=False, default=True)
+
+
+class BatchSerializer(serializers.Serializer):
+    nodes = BatchItemSerializer(many=True, max_length=MAX_BATCH)
+
+
+class BatchSyncView(AgentView):
+    """Heartbeats and reports of many nodes in one request: for an agent process that speaks
+    for several nodes (`qm-agent --simulate N`). Each item carries its own node's token and is
+    authenticated alone, exactly as on the per-node endpoints; an item whose token does not
+    open its node gets a 401/403 result of its own, and the others proceed."""
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+
+    def post(self, request: Request) -> Response:
+        payload = BatchSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        items = payload.validated_data["nodes"]
+        now = timezone.now()
+        nodes = {n.name: n for n in Node.objects.filter(name__in={i["name"] for i in items})}
+        results: list[dict[str, Any] | None] = [None] * len(items)
+        accepted: list[tuple[int, protocol.SyncRequest]] = []
+        for index, item in enumerate(items):
+            node = nodes.get(item["name"])
+            if node is None or not protocol.token_opens(node, item["token"]):
+                known = protocol.node_for_token(item["token"])
+                status_code, detail = (
+                    (403, f"This token belongs to the agent of node {known.name!r}; it may not act for node {item['name']!r}.")
+                    if known is not None else (401, "Unknown agent token: register again with the bootstrap secret.")
+                )
+                results[index] = {"node": item["name"], "status": status_code, "detail": detail}
+                continue
+            accepted.append((index, protocol.SyncRequest(
+                node=node, reports=_reports(item.get("reports", []), now),
+                running=protocol.parse_running(item.get("running", [])), renew=item.get("renew", True),
+                goodbye=item.get("goodbye", False),
+            )))
+        for (index, _), desired in zip(accepted, protocol.sync_many([r for _, r in accepted], now=now), strict=True):
+            results[index] = {"status": 200, **desired.as_json()}
+        return Response({"results": results})
+
+
 urlpatterns = [
+    path("nodes/heartbeats", BatchSyncView.as_view(), name="agent-heartbeats"),
     path("register", RegisterView.as_view(), name="agent-register"),
     path("nodes/<str:name>/heartbeat", HeartbeatView.as_view(), name="agent-heartbeat"),
     path("nodes/<str:name>/report", ReportView.as_view(), name="agent-report"),

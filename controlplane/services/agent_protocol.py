@@ -35,7 +35,7 @@ from typing import Any
 
 import structlog
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, F, Value
 from django.db.models.functions import Coalesce, Greatest
 
@@ -198,6 +198,11 @@ def node_for_token(token: str) -> Node | None:
     if not token or not token.startswith(TOKEN_PREFIX):
         return None
     return Node.objects.filter(agent_token_hash=token_hash(token)).first()
+
+
+def token_opens(node: Node, token: str) -> bool:
+    """Whether `token` is `node`'s agent token (constant-time comparison of the hashes)."""
+    return bool(node.agent_token_hash) and hmac.compare_digest(node.agent_token_hash, token_hash(token))
 
 
 def lease_seconds() -> float:
@@ -371,6 +376,17 @@ def _live_allocations_on(node: Node) -> list[Allocation]:
 # --------------------------------------------------------------------------- heartbeat/report
 
 
+@dataclass(frozen=True)
+class SyncRequest:
+    """One node's heartbeat (renew=True) or report (renew=False)."""
+
+    node: Node
+    reports: Sequence[Report] = ()
+    running: Sequence[int] = ()
+    renew: bool = True
+    goodbye: bool = False
+
+
 def sync(
     node: Node,
     *,
@@ -380,83 +396,121 @@ def sync(
     now: datetime,
     goodbye: bool = False,
 ) -> Desired:
-    """Apply an agent's reports, renew its lease (heartbeat), and say what the node must run.
+    """Apply an agent's reports, renew its lease (heartbeat), and say what the node must run."""
+    return sync_many([SyncRequest(node, reports, running, renew, goodbye)], now=now)[0]
 
-    A node whose lease has expired, or that is quarantined, gets no renewal: the reply asks
-    the agent to stop everything it runs and register again.
+
+def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired]:
+    """Heartbeats and reports of many nodes at once (one agent, or a process simulating many).
+
+    Steps:
+      1. each node's reports, applied in order (only nodes that sent some);
+      2. goodbyes: the node is down, its remaining work fenced;
+      3. every heartbeat's lease renewed in one compare-and-set: a lease that already ran out,
+         or a quarantined or down node, is never renewed; such a node is expired (quarantined,
+         its allocations fenced) and its agent told to stop everything and register again;
+      4. every node's desired allocations, in two queries whatever the number of nodes;
+      5. what an agent runs that it is no longer given is listed to stop, and recorded.
     """
     from controlplane.services import reconcile
 
-    stale = apply_reports(node, reports, now=now)
-    reregister = False
-    if goodbye:
-        _goodbye(node, now)
-        reregister = True
-    elif renew:
-        if not renew_lease(node, now):
+    stale = apply_reports_many([(r.node, r.reports) for r in requests], now=now)
+    stale = {r.node.pk: stale.get(r.node.pk, []) for r in requests}
+    reregister: set[int] = set()
+    for request in requests:
+        if request.goodbye:
+            _goodbye(request.node, now)
+            reregister.add(request.node.pk)
+    heartbeats = [r.node for r in requests if r.renew and not r.goodbye]
+    renewed = renew_leases(heartbeats, now)
+    for node in heartbeats:
+        if node.pk not in renewed:
             # The lease ran out before this heartbeat arrived, or the node was quarantined.
             reconcile.expire_node(node.pk, now=now)
-            reregister = True
-    else:
-        reregister = Node.objects.filter(pk=node.pk, state__in=[NodeState.QUARANTINED, NodeState.DOWN]).exists()
-    if renew and not reregister:
-        # Renewed: the compare-and-set proved the node is neither quarantined nor down.
-        fresh = node
-        fresh.agent_lease_expires_at = now + timedelta(seconds=lease_seconds())
-        if fresh.state == NodeState.SUSPECT:
-            fresh.state = NodeState.READY
-    else:
-        fresh = Node.objects.only("name", "state", "agent_lease_expires_at").get(pk=node.pk)
-    if fresh.state in (NodeState.QUARANTINED, NodeState.DOWN):
-        reregister = True
-    allocations = [] if reregister else desired_allocations(fresh, now)
-    desired_generations = {a["generation"] for a in allocations}
-    stop = sorted({g for g in running if g not in desired_generations} | set(stale))
-    if stop:
-        # The agent runs work the control plane no longer gives it: a healed partition, a
-        # fenced allocation, a lost message. Record it; the reply makes the agent stop it.
-        running_stale = sorted(g for g in stop if g in set(running))
+            reregister.add(node.pk)
+    unsure = [r.node.pk for r in requests if r.node.pk not in renewed and r.node.pk not in reregister]
+    current = {
+        pk: (state, lease)
+        for pk, state, lease in Node.objects.filter(pk__in=unsure).values_list("pk", "state", "agent_lease_expires_at")
+    } if unsure else {}
+    expires = now + timedelta(seconds=lease_seconds())
+    view: dict[int, tuple[str, datetime | None]] = {}
+    for request in requests:
+        node = request.node
+        if node.pk in renewed:
+            # Renewed: the compare-and-set proved the node is neither quarantined nor down.
+            view[node.pk] = (NodeState.READY if node.state == NodeState.SUSPECT else node.state, expires)
+        elif node.pk in current:
+            view[node.pk] = current[node.pk]
+        else:
+            view[node.pk] = (NodeState.QUARANTINED if not request.goodbye else NodeState.DOWN, None)
+        if view[node.pk][0] in (NodeState.QUARANTINED, NodeState.DOWN):
+            reregister.add(node.pk)
+    desired = desired_allocations_many([r.node for r in requests if r.node.pk not in reregister], now)
+    replies = []
+    for request in requests:
+        node = request.node
+        state, lease = view[node.pk]
+        allocations = [] if node.pk in reregister else desired.get(node.pk, [])
+        given = {a["generation"] for a in allocations}
+        stop = sorted({g for g in request.running if g not in given} | set(stale[node.pk]))
+        running_stale = sorted(g for g in stop if g in set(request.running))
         if running_stale:
+            # The agent runs work the control plane no longer gives it: a healed partition, a
+            # fenced allocation, a lost message. Record it; the reply makes the agent stop it.
             transitions.record_event(
                 EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="StaleWorkStopped",
                 message=f"{node.name} still runs generation(s) {', '.join(map(str, running_stale))} that are no "
                 "longer its to run; told to stop them",
-                data={"generations": running_stale, "node_state": str(fresh.state)},
+                data={"generations": running_stale, "node_state": str(state)},
             )
-    return Desired(
-        node=fresh.name,
-        node_state=str(fresh.state),
-        lease_expires_at=None if reregister else fresh.agent_lease_expires_at,
-        lease_s=lease_seconds(),
-        heartbeat_interval_s=heartbeat_interval_seconds(),
-        reregister=reregister,
-        allocations=allocations,
-        stop=stop,
-        stale_reports=sorted(set(stale)),
-    )
+        replies.append(Desired(
+            node=node.name,
+            node_state=str(state),
+            lease_expires_at=None if node.pk in reregister else lease,
+            lease_s=lease_seconds(),
+            heartbeat_interval_s=heartbeat_interval_seconds(),
+            reregister=node.pk in reregister,
+            allocations=allocations,
+            stop=stop,
+            stale_reports=sorted(set(stale[node.pk])),
+        ))
+    return replies
 
 
 def renew_lease(node: Node, now: datetime) -> bool:
-    """Extend the node's lease if it is still valid. Compare-and-set: an expired lease, or a
-    quarantined node, is never renewed (reconcile may be fencing it right now)."""
+    return node.pk in renew_leases([node], now)
+
+
+def renew_leases(nodes: Sequence[Node], now: datetime) -> set[int]:
+    """Extend the leases that are still valid; returns the ids renewed. Compare-and-set: an
+    expired lease, or a quarantined or down node, is never renewed (reconcile may be fencing
+    it right now). A suspect node whose heartbeats resumed is ready again."""
+    if not nodes:
+        return set()
     expires = now + timedelta(seconds=lease_seconds())
-    renewed = (
-        Node.objects.filter(pk=node.pk, agent_lease_expires_at__gte=now)
+    ids = [n.pk for n in nodes]
+    updated = (
+        Node.objects.filter(pk__in=ids, agent_lease_expires_at__gte=now)
         .exclude(state__in=[NodeState.QUARANTINED, NodeState.DOWN])
         .update(last_heartbeat_at=now, agent_lease_expires_at=expires)
     )
-    if not renewed:
-        return False
-    if node.state == NodeState.SUSPECT and Node.objects.filter(pk=node.pk, state=NodeState.SUSPECT).update(
-        state=NodeState.READY
-    ):
-        transitions.record_event(
-            EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="HeartbeatsResumed",
-            message=f"{node.name}: suspect → ready, heartbeats resumed before its lease ran out",
-            data={"from": NodeState.SUSPECT.value, "to": NodeState.READY.value},
-        )
-        transaction.on_commit(_request_cycle)
-    return True
+    if not updated:
+        return set()
+    renewed = set(ids) if updated == len(set(ids)) else set(
+        Node.objects.filter(pk__in=ids, agent_lease_expires_at=expires).values_list("pk", flat=True)
+    )
+    for node in nodes:
+        if node.pk in renewed and node.state == NodeState.SUSPECT and Node.objects.filter(
+            pk=node.pk, state=NodeState.SUSPECT
+        ).update(state=NodeState.READY):
+            transitions.record_event(
+                EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="HeartbeatsResumed",
+                message=f"{node.name}: suspect → ready, heartbeats resumed before its lease ran out",
+                data={"from": NodeState.SUSPECT.value, "to": NodeState.READY.value},
+            )
+            transaction.on_commit(_request_cycle)
+    return renewed
 
 
 def _goodbye(node: Node, now: datetime) -> None:
@@ -478,97 +532,119 @@ def _goodbye(node: Node, now: datetime) -> None:
 
 
 def apply_reports(node: Node, reports: Sequence[Report], *, now: datetime) -> list[int]:
-    """Apply a batch of reports; returns the generations they named that are stale here."""
-    if not reports:
-        return []
-    generations = {r.generation for r in reports}
-    on_node = AllocationGpu.objects.filter(node=node, allocation__generation__in=generations).values("allocation_id")
+    """Apply one node's reports; returns the generations they named that are stale here."""
+    return apply_reports_many([(node, reports)], now=now).get(node.pk, [])
+
+
+def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now: datetime) -> dict[int, list[int]]:
+    """Apply the reports of many nodes; returns, per node, the generations that are stale there.
+
+    Steps (a handful of queries for the whole batch, plus one transaction per ending):
+      1. find every named allocation that holds GPUs on the reporting node; a generation that
+         does not (fenced since, or never this node's) is stale;
+      2. starts: an Event per node, `started_at` once every node of a gang has started;
+      3. progress: totals only move forward;
+      4. endings, in each node's order: exits and confirmed stops release the node's share
+         (services: _member_gone), work lost for a reason not the job's own is fenced;
+      5. usage samples.
+    """
+    batches = [(n, r) for n, r in batches if r]
+    stale: dict[int, set[int]] = {n.pk: set() for n, _ in batches}
+    if not batches:
+        return {}
+    generations = {r.generation for _, reports in batches for r in reports}
+    held = set(
+        AllocationGpu.objects.filter(node_id__in=[n.pk for n, _ in batches], allocation__generation__in=generations)
+        .values_list("allocation_id", "node_id")
+        .distinct()
+    )
     allocations = {
         a.generation: a
-        for a in Allocation.objects.filter(pk__in=on_node)
+        for a in Allocation.objects.filter(pk__in={a for a, _ in held})
         .select_related("job")
         .annotate(node_count=Count("gpus__node_id", distinct=True))
     }
-    stale: set[int] = set()
-    ordered = sorted(reports, key=lambda r: (_REPORT_ORDER[r.kind], r.at))
-    started: list[tuple[Allocation, Report]] = []
-    samples: list[tuple[Allocation, Report]] = []
+    started: list[tuple[Node, Allocation, Report]] = []
+    samples: list[tuple[Node, Allocation, Report]] = []
     progress: dict[int, Report] = {}
-    actor = actor_for(node)
-    for report in ordered:
-        allocation = allocations.get(report.generation)
-        if allocation is None:
-            stale.add(report.generation)
-            continue
-        live = allocation.state in LIVE_ALLOCATION_STATES
-        if report.kind == "sample":
-            samples.append((allocation, report))
-        elif not live:
-            # Released or fenced already: nothing to change. A process still running under it
-            # must stop; an exit of it is old news.
-            if report.kind in ("started", "progress"):
-                stale.add(report.generation)
-        elif report.kind == "started":
-            started.append((allocation, report))
-        elif report.kind == "progress":
-            previous = progress.get(allocation.job_id)
-            if previous is None or (report.steps or 0) >= (previous.steps or 0):
-                progress[allocation.job_id] = report
-        elif report.kind == "exited":
-            _flush_started(node, started, actor)
-            started = []
-            _member_gone(allocation.pk, allocation.generation, node, exit_code=report.exit_code,
-                         at=report.at, actor=actor)
-        elif report.kind in ("lost", "refused"):
-            _flush_started(node, started, actor)
-            started = []
-            _work_lost(allocation, node, report, actor=actor)
-    _flush_started(node, started, actor)
+    endings: list[tuple[Node, Allocation, Report]] = []
+    for node, reports in batches:
+        for report in sorted(reports, key=lambda r: (_REPORT_ORDER[r.kind], r.at)):
+            allocation = allocations.get(report.generation)
+            if allocation is None or (allocation.pk, node.pk) not in held:
+                stale[node.pk].add(report.generation)
+            elif report.kind == "sample":
+                samples.append((node, allocation, report))
+            elif allocation.state not in LIVE_ALLOCATION_STATES:
+                # Released or fenced already: nothing to change. A process still running under
+                # it must stop; an exit of it is old news.
+                if report.kind in ("started", "progress"):
+                    stale[node.pk].add(report.generation)
+            elif report.kind == "started":
+                started.append((node, allocation, report))
+            elif report.kind == "progress":
+                previous = progress.get(allocation.job_id)
+                if previous is None or (report.steps or 0) >= (previous.steps or 0):
+                    progress[allocation.job_id] = report
+            else:
+                endings.append((node, allocation, report))
+    _flush_started(started)
     _apply_progress(progress, now)
-    _store_samples(node, samples)
-    return sorted(stale)
+    for node, allocation, report in endings:
+        if report.kind == "exited":
+            _member_gone(allocation.pk, allocation.generation, node, exit_code=report.exit_code, at=report.at,
+                         actor=actor_for(node))
+        else:
+            _work_lost(allocation, node, report, actor=actor_for(node))
+    _store_samples(samples)
+    return {pk: sorted(generations) for pk, generations in stale.items()}
 
 
-def _flush_started(node: Node, started: list[tuple[Allocation, Report]], actor: str) -> None:
-    """Mark processes started on this node: an Event per node, and the allocation's
-    `started_at` once every node of the gang has reported (allocations carry `node_count`)."""
+def _flush_started(started: list[tuple[Node, Allocation, Report]]) -> None:
+    """Mark processes started: an Event per node, and the allocation's `started_at` once every
+    node of the gang has reported (allocations carry `node_count`)."""
     # A single-node allocation already started needs nothing; a gang's members are deduplicated
     # by their per-node events.
-    started = [(a, r) for a, r in started if a.node_count > 1 or a.started_at is None]
+    started = [(n, a, r) for n, a, r in started if a.node_count > 1 or a.started_at is None]
     if not started:
         return
-    multi_ids = [a.pk for a, _ in started if a.node_count > 1]
+    multi = {a.pk for _, a, _ in started if a.node_count > 1}
     already = set(
-        Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=multi_ids, node=node).values_list(
-            "allocation_id", flat=True
-        )
-    ) if multi_ids else set()
-    fresh = [(a, r) for a, r in started if a.pk not in already]
+        Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=multi).values_list("allocation_id", "node_id")
+    ) if multi else set()
+    seen: set[tuple[int, int]] = set()
+    fresh = []
+    for node, allocation, report in started:
+        key = (allocation.pk, node.pk)
+        if key not in already and key not in seen:
+            seen.add(key)
+            fresh.append((node, allocation, report))
     if not fresh:
         return
-    Event.objects.bulk_create(
-        [
-            Event(**transitions.event_fields(
-                EventKind.JOB_STARTED, actor, job=a.job, allocation=a, node=node, at=r.at, reason="Started",
-                message=f"Generation {a.generation} started on {node.name}", data={"generation": a.generation},
-            ))
-            for a, r in fresh
-        ]
-    )
-    nodes_of = {a.pk: a.node_count for a, _ in fresh}
-    multi = [a.pk for a, _ in fresh if nodes_of.get(a.pk, 1) > 1]
+    Event.objects.bulk_create([
+        Event(**transitions.event_fields(
+            EventKind.JOB_STARTED, actor_for(n), job=a.job, allocation=a, node=n, at=r.at, reason="Started",
+            message=f"Generation {a.generation} started on {n.name}", data={"generation": a.generation},
+        ))
+        for n, a, r in fresh
+    ])
     started_nodes = dict(
         Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=multi)
         .values("allocation_id")
         .annotate(n=Count("node_id", distinct=True))
         .values_list("allocation_id", "n")
     ) if multi else {}
-    complete: dict[datetime, list[int]] = defaultdict(list)
-    for allocation, report in fresh:
-        if nodes_of.get(allocation.pk, 1) <= started_nodes.get(allocation.pk, 1):
-            complete[report.at].append(allocation.pk)
-    for at, pks in complete.items():
-        Allocation.objects.filter(pk__in=pks, started_at__isnull=True).update(started_at=at)
+    complete = {
+        allocation.pk: report.at for _, allocation, report in fresh
+        if allocation.node_count <= started_nodes.get(allocation.pk, 1)
+    }
+    if complete:
+        # Compare-and-set per row (only the first start counts), pipelined in one round trip.
+        with connection.cursor() as cursor:
+            cursor.executemany(
+                f"UPDATE {Allocation._meta.db_table} SET started_at = %s WHERE id = %s AND started_at IS NULL",
+                [(connection.ops.adapt_datetimefield_value(at), pk) for pk, at in complete.items()],
+            )
 
 
 def _apply_progress(progress: dict[int, Report], now: datetime) -> None:
@@ -586,19 +662,19 @@ def _apply_progress(progress: dict[int, Report], now: datetime) -> None:
         Job.objects.filter(pk=job_id).update(**values)
 
 
-def _store_samples(node: Node, samples: list[tuple[Allocation, Report]]) -> None:
+def _store_samples(samples: list[tuple[Node, Allocation, Report]]) -> None:
     """Usage samples → UsageSample rows. A sample reaching past the allocation's end is cut at
     the end: nobody pays for time after a fence, even if a partitioned process ran on."""
     if not samples:
         return
-    gpus_here = dict(
-        AllocationGpu.objects.filter(node=node, allocation_id__in={a.pk for a, _ in samples})
-        .values("allocation_id")
-        .annotate(n=Count("id"))
-        .values_list("allocation_id", "n")
-    )
+    gpus_here = {
+        (allocation_id, node_id): n
+        for allocation_id, node_id, n in AllocationGpu.objects.filter(
+            allocation_id__in={a.pk for _, a, _ in samples}, node_id__in={n.pk for n, _, _ in samples}
+        ).values("allocation_id", "node_id").annotate(n=Count("id")).values_list("allocation_id", "node_id", "n")
+    }
     rows = []
-    for allocation, report in samples:
+    for node, allocation, report in samples:
         begin = report.started_at
         end = report.at
         if allocation.state not in LIVE_ALLOCATION_STATES and allocation.released_at is not None:
@@ -612,7 +688,7 @@ def _store_samples(node: Node, samples: list[tuple[Allocation, Report]]) -> None
                 node=node,
                 started_at=begin,
                 ended_at=end,
-                gpus=gpus_here.get(allocation.pk, 0),
+                gpus=gpus_here.get((allocation.pk, node.pk), 0),
                 gpu_activity=min(1.0, max(0.0, float(report.gpu_activity or 0.0))),
                 steps=max(0, int(report.steps or 0)),
                 useful_tokens=max(0, int(report.useful_tokens or 0)),
@@ -623,10 +699,11 @@ def _store_samples(node: Node, samples: list[tuple[Allocation, Report]]) -> None
         # node and interval start.
         seen = set(
             UsageSample.objects.filter(
-                node=node, allocation_id__in={r.allocation_id for r in rows}, started_at__in={r.started_at for r in rows}
-            ).values_list("allocation_id", "started_at")
+                node_id__in={r.node_id for r in rows}, allocation_id__in={r.allocation_id for r in rows},
+                started_at__in={r.started_at for r in rows},
+            ).values_list("allocation_id", "node_id", "started_at")
         )
-        rows = [r for r in rows if (r.allocation_id, r.started_at) not in seen]
+        rows = [r for r in rows if (r.allocation_id, r.node_id, r.started_at) not in seen]
         UsageSample.objects.bulk_create(rows)
 
 
@@ -735,26 +812,42 @@ def _request_cycle() -> None:
 
 
 def desired_allocations(node: Node, now: datetime) -> list[dict[str, Any]]:
-    """Every live allocation holding a live GPU on `node`, as the agent needs it (2 queries).
+    return desired_allocations_many([node], now).get(node.pk, [])
+
+
+def desired_allocations_many(nodes: Sequence[Node], now: datetime) -> dict[int, list[dict[str, Any]]]:
+    """Every live allocation holding a live GPU on each node, as its agent needs it: two
+    queries whatever the number of nodes.
 
     Ranks are numbered over the whole gang in (node name, GPU index) order, over all of its
     GPUs, so they never shift while a gang winds down node by node."""
-    here = AllocationGpu.objects.filter(node=node, live=True).values("allocation_id")
+    if not nodes:
+        return {}
+    names = {n.pk: n.name for n in nodes}
+    here = AllocationGpu.objects.filter(node_id__in=list(names), live=True).values("allocation_id")
     allocations = list(
         Allocation.objects.filter(pk__in=here, state__in=LIVE_ALLOCATION_STATES)
         .select_related("job")
         .order_by("generation")
     )
     if not allocations:
-        return []
+        return {}
     members: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
-    for allocation_id, node_name, gpu_index, live in (
+    live_on: dict[int, set[int]] = defaultdict(set)
+    for allocation_id, node_id, node_name, gpu_index, live in (
         AllocationGpu.objects.filter(allocation_id__in=[a.pk for a in allocations])
-        .values_list("allocation_id", "node__name", "gpu_index", "live")
+        .values_list("allocation_id", "node_id", "node__name", "gpu_index", "live")
         .order_by("allocation_id", "node__name", "gpu_index")
     ):
         members[allocation_id].append((node_name, gpu_index, live))
-    return [_allocation_payload(a, members[a.pk], node.name, now) for a in allocations]
+        if live and node_id in names:
+            live_on[node_id].add(allocation_id)
+    out: dict[int, list[dict[str, Any]]] = {}
+    for node_id, allocation_ids in live_on.items():
+        out[node_id] = [
+            _allocation_payload(a, members[a.pk], names[node_id], now) for a in allocations if a.pk in allocation_ids
+        ]
+    return out
 
 
 def _allocation_payload(

@@ -305,3 +305,58 @@ def test_desired_state_of_a_busy_node_is_read_in_a_constant_number_of_queries(
 
     assert len(body["allocations"]) == 8
     assert Job.objects.filter(state=JobState.RUNNING).count() == 8
+
+
+def test_a_batch_of_heartbeats_answers_every_node_alone_and_refuses_a_token_that_does_not_open_its_node(
+    fleet: LoopFleet,
+) -> None:
+    a, token_a = register_node("gpu-a")
+    b, token_b = register_node("gpu-b")
+    allocation = bind(make_job(fleet), {b: [2]})
+    Node.objects.filter(pk=a.pk).update(agent_lease_expires_at=timezone.now() - timedelta(seconds=1))
+    before_b = Node.objects.get(pk=b.pk).agent_lease_expires_at
+
+    response = agent_client("unused").post("/api/v1/agent/nodes/heartbeats", {"nodes": [
+        {"name": "gpu-a", "token": token_a},
+        {"name": "gpu-b", "token": token_b, "running": [allocation.generation]},
+        {"name": "gpu-b", "token": token_a},
+        {"name": "gpu-b", "token": "qma_forged"},
+    ]}, format="json")
+
+    assert response.status_code == 200
+    on_a, on_b, borrowed, forged = response.json()["results"]
+    assert on_a["status"] == 200 and on_a["reregister"] is True  # its lease had run out
+    assert on_b["status"] == 200 and [x["generation"] for x in on_b["allocations"]] == [allocation.generation]
+    assert borrowed["status"] == 403 and "gpu-a" in borrowed["detail"]
+    assert forged["status"] == 401
+    assert Node.objects.get(pk=a.pk).state == NodeState.QUARANTINED
+    assert Node.objects.get(pk=b.pk).agent_lease_expires_at > before_b
+
+
+def test_a_batch_report_does_not_renew_the_lease(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-a")
+    before = Node.objects.get(pk=node.pk).agent_lease_expires_at
+
+    results = agent_client("unused").post("/api/v1/agent/nodes/heartbeats", {"nodes": [
+        {"name": "gpu-a", "token": token, "renew": False},
+    ]}, format="json").json()["results"]
+
+    assert results[0]["status"] == 200
+    assert Node.objects.get(pk=node.pk).agent_lease_expires_at == before
+
+
+def test_the_desired_state_of_a_whole_batch_is_read_in_a_constant_number_of_queries(
+    fleet: LoopFleet, django_assert_max_num_queries: object
+) -> None:
+    tokens = {}
+    for i in range(20):
+        node, tokens[f"n{i}"] = register_node(f"n{i}")
+        bind(make_job(fleet, name=f"j{i}"), {node: [0]})
+    client = agent_client("unused")
+
+    with django_assert_max_num_queries(5):  # type: ignore[operator]
+        results = client.post("/api/v1/agent/nodes/heartbeats", {"nodes": [
+            {"name": name, "token": token} for name, token in tokens.items()
+        ]}, format="json").json()["results"]
+
+    assert [len(r["allocations"]) for r in results] == [1] * 20
