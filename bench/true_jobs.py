@@ -56,6 +56,7 @@ def main() -> int:
 
     import requests
     from django.db import connection
+    from django.db.models import Count
 
     from controlplane.choices import NodeState
     from controlplane.models import Job, Node
@@ -88,8 +89,17 @@ def main() -> int:
         submitted = time.perf_counter() - started
         if response.status_code != 201:
             raise SystemExit(f"submit failed: HTTP {response.status_code} {response.text[:500]}")
-        done = wait_for(lambda: not Job.objects.exclude(state__in=["succeeded", "failed"]).exists(), 180,
-                        "all jobs finished", poll=0.02) + submitted
+        timeline: list[tuple[float, int, int]] = []
+
+        def finished() -> bool:
+            counts = dict(Job.objects.values_list("state").annotate(n=Count("id")).values_list("state", "n"))
+            timeline.append((time.perf_counter() - started, counts.get("running", 0),
+                             counts.get("succeeded", 0) + counts.get("failed", 0)))
+            return timeline[-1][2] == args.jobs
+
+        done = wait_for(finished, 180, "all jobs finished", poll=0.05) + submitted
+        first_bound = next((t for t, running, ended in timeline if running or ended), None)
+        half = next((t for t, _, ended in timeline if ended >= args.jobs // 2), None)
         failed = Job.objects.filter(state="failed").count()
         connection.close()
         result = {
@@ -98,6 +108,8 @@ def main() -> int:
             "heartbeat_interval_s": args.interval,
             "registration_s": round(registered, 2),
             "submit_s": round(submitted, 2),
+            "first_job_bound_s": round(first_bound, 2) if first_bound is not None else None,
+            "half_finished_s": round(half, 2) if half is not None else None,
             "all_finished_s": round(done, 2),
             "failed": failed,
             "jobs_per_s": round(args.jobs / done, 1),

@@ -336,20 +336,42 @@ class ProcessLauncher:
 
         Only groups whose leader still carries this node's QM_AGENT_NODE are touched, so a
         recycled pid of an unrelated process is left alone."""
-        killed: list[int] = []
         if not self.root.exists():
-            return killed
-        for pgids in self.root.glob("g*/pgids"):
-            for raw in pgids.read_text().split():
-                pid = int(raw)
-                if _carries_node(pid, self.node_name):
-                    try:
-                        os.killpg(pid, signal.SIGKILL)
-                        killed.append(pid)
-                    except (ProcessLookupError, PermissionError):
-                        pass
-            pgids.unlink()
-        return killed
+            return []
+        groups: set[int] = set()
+        records = list(self.root.glob("g*/pgids"))
+        for record in records:
+            groups.update(int(raw) for raw in record.read_text().split())
+        # Every process still in one of those groups (the leader may be gone while its
+        # children live on), provided it carries this node's marker.
+        killed: list[int] = []
+        for pid, pgid in _process_groups():
+            if pgid in groups and _carries_node(pid, self.node_name):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed.append(pid)
+                except (ProcessLookupError, PermissionError):
+                    pass
+        for record in records:
+            record.unlink()
+        return sorted(killed)
+
+
+def _process_groups() -> list[tuple[int, int]]:
+    """(pid, process group) of every process this agent can see, from /proc."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name is in parentheses and may contain spaces: fields follow the last ')'.
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 2:
+            out.append((int(entry.name), int(fields[2])))
+    return out
 
 
 def _carries_node(pid: int, node_name: str) -> bool:

@@ -156,13 +156,32 @@ def test_job_processes_die_with_their_agent(tmp_path: Path) -> None:
 
 def test_a_restarted_agent_kills_what_its_predecessor_left_behind(tmp_path: Path) -> None:
     launcher = ProcessLauncher(tmp_path, "gpu-07", devices=None)
-    member = launcher.launch(assignment("sleep 60 & wait"))
+    member = launcher.launch(assignment("sleep 60 & echo $! > child.pid; wait"))
     pid = member.procs[0].pid  # type: ignore[attr-defined]
+    deadline = time.monotonic() + 5
+    while not (tmp_path / "gpu-07" / "g7" / "child.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    child = int((tmp_path / "gpu-07" / "g7" / "child.pid").read_text())
 
     killed = ProcessLauncher(tmp_path, "gpu-07", devices=None).sweep_leftovers()
 
-    assert killed == [pid]
+    assert killed == sorted([pid, child])
     assert wait_exit(member) == -signal.SIGKILL  # type: ignore[arg-type]
+
+
+def test_the_sweep_finds_children_whose_group_leader_is_gone(tmp_path: Path) -> None:
+    launcher = ProcessLauncher(tmp_path, "gpu-07", devices=None)
+    member = launcher.launch(assignment("sleep 60 & echo $! > child.pid; exit 0"))
+    leader = member.procs[0].pid  # type: ignore[attr-defined]
+    member.procs[0].wait()  # type: ignore[attr-defined]
+    child = int((tmp_path / "gpu-07" / "g7" / "child.pid").read_text())
+    assert alive(child) and not alive(leader)
+
+    assert ProcessLauncher(tmp_path, "gpu-07", devices=None).sweep_leftovers() == [child]
+    deadline = time.monotonic() + 5
+    while alive(child) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert not alive(child)
 
 
 def test_the_sweep_leaves_processes_of_other_nodes_alone(tmp_path: Path) -> None:
