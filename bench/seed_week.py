@@ -1,6 +1,6 @@
 """Our engine against the seed's scheduler on the seed's weeks, side by side, with the goals.
 
-    .venv/bin/python bench/seed_week.py [--extra-seeds 3] [--json] [--set KEY=VALUE ...]
+    .venv/bin/python bench/seed_week.py [--extra-seeds 3] [--json | --markdown] [--set KEY=VALUE ...]
 
 1. The seed's three weeks (``../shared/traces/seed_week_s9_load{085,095,105}.csv``; set
    ``QM_SHARED_DIR`` to find shared/ elsewhere) are replayed through our engine with the
@@ -368,6 +368,8 @@ def _cell(value: float | int | None) -> str:
         return "-"
     if isinstance(value, int):
         return str(value)
+    if (value == int(value) and abs(value) >= 1) or value == 0:
+        return f"{value:.0f}"
     if abs(value) < 1:
         return f"{value:.4f}"  # allocations differ in the 4th decimal at low load
     return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
@@ -396,13 +398,43 @@ def render(week: Week, ours: dict[str, float | int | None], seed: dict[str, floa
     return "\n".join(lines)
 
 
+def render_markdown(report: dict[str, Any]) -> str:
+    """The report as the Markdown tables of ``docs/engine.md`` (Benchmarks)."""
+    weeks = report["weeks"]
+    shared = [week for week in weeks if week["seed"] == SEED_TRACE_SEED]
+    head = "| metric | " + " | ".join(f"{week['load']:.2f} ours | seed | ours/seed" for week in shared) + " |"
+    lines = [head, "|---|" + "---:|" * (3 * len(shared))]
+    for key in (*METRIC_KEYS, "allocated_upper_bound"):
+        cells = []
+        for week in shared:
+            ours, theirs = week["ours"][key], week["seed_scheduler"].get(key)
+            cells += [_cell(ours), _cell(theirs), _ratio(ours, theirs) if theirs is not None else ""]
+        lines.append(f"| `{key}` | " + " | ".join(cells) + " |")
+    lines += ["", "| week | load (realized) | allocated ours / seed / bound | wait_mean_min ours / seed | "
+              "wait_large_p95_min ours / seed | wait_max_min ours / seed | goals missed |", "|---|---|---|---|---|---|---|"]
+    for week in weeks:
+        o, t = week["ours"], week["seed_scheduler"]
+        missed = "; ".join(goal["goal"] for goal in week["goals"] if not goal["met"]) or "none"
+        lines.append(
+            f"| {week['name']} | {week['load']:.2f} ({_cell(o['offered_load'])}) | "
+            f"{_cell(o['allocated'])} / {_cell(t['allocated'])} / {_cell(o['allocated_upper_bound'])} | "
+            f"{_cell(o['wait_mean_min'])} / {_cell(t['wait_mean_min'])} | "
+            f"{_cell(o['wait_large_p95_min'])} / {_cell(t['wait_large_p95_min'])} | "
+            f"{_cell(o['wait_max_min'])} / {_cell(t['wait_max_min'])} | {missed} |"
+        )
+    lines += ["", f"Goals met: {report['goals_met']} of {report['goals_total']}."]
+    return "\n".join(lines)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--extra-seeds", type=int, default=0, help="also draw N more weeks per load (seeds 10, 11, ...)")
     parser.add_argument("--first-extra-seed", type=int, default=SEED_TRACE_SEED + 1)
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="SchedulerConfig override for our engine")
     parser.add_argument("--workers", type=int, default=min(2, os.cpu_count() or 1), help="parallel replays (default 2)")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    output = parser.add_mutually_exclusive_group()
+    output.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    output.add_argument("--markdown", action="store_true", help="print the Markdown tables for docs/engine.md")
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     config_with(args.set)  # fail fast on a bad override, before any replay
@@ -436,6 +468,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report["goals_total"] = total
     if args.json:
         print(json.dumps(report))
+    elif args.markdown:
+        print(render_markdown(report))
     else:
         print("\n".join(f"check: {line}" for line in checks))
         print(f"seed scheduler: {peer_file} week(policy={SEED_POLICY!r}), run as a peer on the same jobs\n")

@@ -78,3 +78,17 @@ def test_goals_follow_the_issue_per_load() -> None:
     at_105 = bench.goals(1.05, ours, seed)
     assert not at_105[0].met  # 0.92 < 0.90 + 0.03
     assert not bench.goals(0.85, {**ours, "wait_max_min": 901.0}, seed)[-1].met
+
+
+def test_markdown_report_lists_every_metric_and_every_missed_goal() -> None:
+    metrics = {key: 1.0 for key in bench.METRIC_KEYS}
+    ours = {**metrics, "allocated": 0.95, "allocated_upper_bound": 0.99, "offered_load": 1.0}
+    seed = {**metrics, "allocated": 0.93}
+    report = {"weeks": [{"name": "w", "seed": bench.SEED_TRACE_SEED, "load": 1.05, "ours": ours, "seed_scheduler": seed,
+                         "goals": [{"goal": "allocated 0.9500 >= seed + 0.03 = 0.9600", "met": False}]}],
+              "goals_met": 3, "goals_total": 4}
+    text = bench.render_markdown(report)
+    assert all(f"| `{key}` |" in text for key in bench.METRIC_KEYS)
+    assert "| `allocated` | 0.9500 | 0.9300 | 1.02x |" in text
+    assert "allocated 0.9500 >= seed + 0.03 = 0.9600 |" in text
+    assert text.endswith("Goals met: 3 of 4.")
