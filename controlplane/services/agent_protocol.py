@@ -590,7 +590,18 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
                 endings.append((node, allocation, report))
     _flush_started(started)
     _apply_progress(progress, now)
+    # The common ending, a single-node job exiting (by itself or as asked), is settled for the
+    # whole batch at once; gang members and lost work go one by one.
+    alone = [(n, a, r) for n, a, r in endings if r.kind == "exited" and a.node_count == 1]
+    if alone:
+        if transitions.complete_releases(
+            [(a.pk, a.generation, r.exit_code, r.at) for _, a, r in alone],
+            actor_of={a.pk: actor_for(n) for n, a, _ in alone},
+        ):
+            _after_release()
     for node, allocation, report in endings:
+        if report.kind == "exited" and allocation.node_count == 1:
+            continue
         if report.kind == "exited":
             _member_gone(allocation.pk, allocation.generation, node, exit_code=report.exit_code, at=report.at,
                          actor=actor_for(node))

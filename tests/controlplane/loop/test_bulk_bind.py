@@ -65,3 +65,38 @@ def test_each_bound_gang_gets_its_own_increasing_generation_and_an_event(fleet: 
     assert generations == sorted(generations) and len(set(generations)) == 4
     assert Event.objects.filter(kind="job.bound", job__in=jobs).count() == 4
     assert Job.objects.filter(pk__in=[j.pk for j in jobs], state=JobState.RUNNING).count() == 4
+
+
+def test_a_batch_of_exits_settles_each_job_by_its_own_reason_and_code(fleet: LoopFleet) -> None:
+    node, _ = register_node("gpu-a")
+    ok, bad, cancelled, preempted = (make_job(fleet, name=n) for n in ("ok", "bad", "cancelled", "preempted"))
+    allocations = {j.name: bind(j, {node: [i]}) for i, j in enumerate((ok, bad, cancelled, preempted))}
+    transitions.cancel_job(cancelled, "user:alice")
+    p = allocations["preempted"]
+    transitions.signal_stop(p.pk, p.generation, reason=transitions.RELEASE_PREEMPTED, grace_period_s=5,
+                            at=timezone.now(), actor="test", message="make room")
+    now = timezone.now()
+    codes = {"ok": 0, "bad": 2, "cancelled": -15, "preempted": -15}
+
+    released = transitions.complete_releases(
+        [(a.pk, a.generation, codes[name], now) for name, a in allocations.items()], actor_of={}
+    )
+
+    assert released == 4
+    states = {j.name: Job.objects.get(pk=j.pk) for j in (ok, bad, cancelled, preempted)}
+    assert (states["ok"].state, states["ok"].exit_code) == (JobState.SUCCEEDED, 0)
+    assert (states["bad"].state, states["bad"].exit_code) == (JobState.FAILED, 2)
+    assert states["cancelled"].state == JobState.CANCELLED
+    assert states["preempted"].state == JobState.PENDING and states["preempted"].preemption_count == 1
+    assert not AllocationGpu.objects.filter(live=True).exists()
+    assert Event.objects.filter(kind="allocation.released").count() == 4
+
+
+def test_a_batch_exit_under_a_stale_generation_changes_nothing(fleet: LoopFleet) -> None:
+    node, _ = register_node("gpu-a")
+    job = make_job(fleet)
+    allocation = bind(job, {node: [0]})
+
+    assert transitions.complete_releases([(allocation.pk, allocation.generation - 1, 0, timezone.now())],
+                                         actor_of={}) == 0
+    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
