@@ -432,6 +432,8 @@ def _insert_jobs_with_events(
     per event, the job, and in its data the array index (the request fingerprint on the first).
     Returns the job ids and indices in index order.
     """
+    if connection.vendor != "postgresql":
+        return _insert_with_orm(job, event, indices)
     job_row = _row_template(Job, "job")
     event_row = _row_template(Event, "event")
     quote = connection.ops.quote_name
@@ -455,3 +457,36 @@ def _insert_jobs_with_events(
     # RETURNING follows insertion order in practice, not by promise: sort by index to be sure.
     rows.sort(key=lambda r: (r[1] is None, r[1] or 0))
     return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def _insert_with_orm(job: Job, event: Event, indices: list[int] | None) -> tuple[list[int], list[int | None]]:
+    """The same rows through the ORM, for the embedded demo's SQLite (which has neither
+    data-modifying CTEs nor jsonb): slower for big arrays, identical in content."""
+    with transaction.atomic():
+        if indices is None:
+            job.save(force_insert=True)
+            event.job = job
+            event.save(force_insert=True)
+            return [job.pk], [None]
+        tasks = [
+            Job(**{
+                **{f.attname: getattr(job, f.attname) for f in Job._meta.concrete_fields if not f.primary_key},
+                "array_index": index,
+                "env": {**job.env, ARRAY_INDEX_ENV: str(index)},
+                "idempotency_key": job.idempotency_key if position == 0 else None,
+            })
+            for position, index in enumerate(indices)
+        ]
+        Job.objects.bulk_create(tasks)
+        events = []
+        for position, task in enumerate(tasks):
+            data = {**event.data, "array_index": task.array_index}
+            if position:
+                data.pop("request_fingerprint", None)
+            events.append(Event(**{
+                **{f.attname: getattr(event, f.attname) for f in Event._meta.concrete_fields if not f.primary_key},
+                "job_id": task.pk, "data": data,
+            }))
+        Event.objects.bulk_create(events)
+    return [t.pk for t in tasks], list(indices)
+
