@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+import uuid
 from typing import Any
 
 import pytest
@@ -352,3 +353,30 @@ def test_concurrent_retries_with_one_key_create_one_job(fleet) -> None:
     assert all(r.status_code in (200, 201) for r in results)
     assert len({r.json()["id"] for r in results}) == 1
     assert Job.objects.filter(name="race").count() == 1
+
+
+def test_orm_write_path_of_the_sqlite_demo_writes_the_same_rows_as_the_set_based_insert(alice, fleet) -> None:
+    """The demo's SQLite takes _insert_with_orm; PostgreSQL the one-statement insert. Both,
+    given the same templates, must produce the same jobs and events."""
+    from django.utils import timezone
+
+    from controlplane.services import jobs as service
+    from controlplane.services.transitions import event_fields
+
+    def write(path: Any, key: str) -> list[tuple[Any, ...]]:
+        at = timezone.now()
+        job = Job(team=fleet.ml, priority_class=fleet.research, submitter=fleet.users["owner"], name=key, gpus=2,
+                  runtime_limit_s=60, env={"A": "1", "QM_ARRAY_ID": "x"}, array_id=uuid.uuid4(), idempotency_key=key,
+                  submitted_at=at, state_changed_at=at)
+        event = Event(**event_fields(EventKind.JOB_SUBMITTED, "user:alice", job=job, reason="Submitted",
+                                     message="m", data={"gpus": 2, "request_fingerprint": "f"}, at=at))
+        ids, indices = path(job, event, [3, 4])
+        rows = []
+        for job_id, index in zip(ids, indices):
+            task = Job.objects.get(pk=job_id)
+            submitted = Event.objects.get(job=task)
+            rows.append((index, task.array_index, task.env, task.idempotency_key is not None, task.gpus, task.team_id,
+                         submitted.data, submitted.team_id, submitted.kind))
+        return rows
+
+    assert write(service._insert_with_orm, "orm") == write(service._insert_jobs_with_events, "sql")
