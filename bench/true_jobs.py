@@ -49,6 +49,7 @@ def main() -> int:
     parser.add_argument("--agents", type=int, default=AGENTS)
     parser.add_argument("--jobs", type=int, default=JOBS)
     parser.add_argument("--interval", type=float, default=1.0, help="agents' heartbeat interval, seconds")
+    parser.add_argument("--timeline", action="store_true", help="print (seconds, running, finished) as it went")
     args = parser.parse_args()
     before = machine()
     prepare_database("qm_bench_true_jobs")
@@ -119,6 +120,9 @@ def main() -> int:
         }
     finally:
         plane.stop()
+    if args.timeline:
+        for t, running, ended in timeline[::5]:
+            print(f"{t:7.2f} s  running {running:5d}  finished {ended:5d}")
     print(json.dumps(result) if args.json else "\n".join(f"{k:>22}: {v}" for k, v in result.items()))
     return 0
 
