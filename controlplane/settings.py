@@ -187,6 +187,11 @@ SPECTACULAR_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "COMPONENT_SPLIT_REQUEST": True,
+    # Job and node both have a `state`; name their enums so the schema has no collision.
+    "ENUM_NAME_OVERRIDES": {
+        "JobStateEnum": "controlplane.choices.JobState",
+        "NodeStateEnum": "controlplane.choices.NodeState",
+    },
 }
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
