@@ -182,9 +182,8 @@ def check_json(request: HttpRequest) -> JsonResponse:
             tasks = len(job_service.parse_array(req.array))
         except ValueError as exc:
             return _verdict(False, f"array: {exc}", {"array": [str(exc)]})
-    infeasible = fleet_capability.check(
-        shape_spec(req), fleet_capability.fleet_shapes(), fleet_capability.known_gpu_types()
-    )
+    shapes, gpu_types = fleet_capability.fleet()
+    infeasible = fleet_capability.check(shape_spec(req), shapes, gpu_types)
     if infeasible is not None:
         return _verdict(False, f"This job can never run on this fleet: {infeasible.message}.",
                         {infeasible.field: [infeasible.message]})

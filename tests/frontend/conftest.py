@@ -50,7 +50,7 @@ def submit_as(demo: None) -> Callable[..., Job]:
         user = get_user_model().objects.get(username=username)
         fields.setdefault("name", "job")
         fields.setdefault("gpus", 8)
-        return submit(user, SubmitRequest(**fields)).jobs[0]
+        return submit(user, SubmitRequest(**fields)).job
 
     return make
 

@@ -200,7 +200,7 @@ def test_job_array_is_submitted_through_the_form(session):
 def test_waiting_job_shows_why_in_words_with_numbers(session):
     alice = session("alice")
     # vision may hold 40 H100 GPUs plus 32 borrowed: 96 can never be admitted under its quota now.
-    job = submit(user("alice"), SubmitRequest(name="too-big-for-quota", gpus=96, gpu_types=("H100-80GB",))).jobs[0]
+    job = submit(user("alice"), SubmitRequest(name="too-big-for-quota", gpus=96, gpu_types=("H100-80GB",))).job
     run_cycle("test")
     job.refresh_from_db()
     assert job.state == JobState.PENDING and job.pending_code
@@ -213,7 +213,7 @@ def test_waiting_job_shows_why_in_words_with_numbers(session):
 
 
 def test_member_cannot_open_another_teams_job(session):
-    bob_job = submit(user("bob"), SubmitRequest(name="language-secret", gpus=1)).jobs[0]
+    bob_job = submit(user("bob"), SubmitRequest(name="language-secret", gpus=1)).job
     alice = session("alice")
     response = alice.page.goto(alice.base + f"/jobs/{bob_job.pk}/")
     assert response.status == 404
@@ -222,7 +222,7 @@ def test_member_cannot_open_another_teams_job(session):
 
 
 def test_member_cancels_a_waiting_job_from_its_page(session):
-    job = submit(user("alice"), SubmitRequest(name="to-cancel", gpus=1)).jobs[0]
+    job = submit(user("alice"), SubmitRequest(name="to-cancel", gpus=1)).job
     alice = session("alice")
     alice.open(f"/jobs/{job.pk}/")
     alice.page.click("#cancel-job")

@@ -25,7 +25,7 @@ PINNED = {
     "/ui/jobs.json": 4,
     "/jobs/{job}/": 10,
     "/ui/jobs/{job}.json": 10,
-    "/teams/": 13,
+    "/teams/": 14,
     "/showback/": 10,
     "/nodes/": 6,
     "/ui/nodes.json": 6,

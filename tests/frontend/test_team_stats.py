@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from datetime import timedelta
 
 import pytest
@@ -10,22 +11,56 @@ from django.utils import timezone
 from controlplane.choices import JobState
 from controlplane.models import Job, Quota
 from controlplane.services.cycle import run_cycle
-from frontend.team_stats import box_stats, quota_rows, waits_and_slowdowns
+from frontend.team_stats import Bin, box_from_bins, quota_rows, waits_and_slowdowns
 
 pytestmark = pytest.mark.django_db
 
 
-def test_box_stats_are_tukeys_quartiles_and_whiskers():
-    stats = box_stats([1, 2, 3, 4, 5, 6, 7, 8, 9, 100])
+def exact_quartiles(values: list[float]) -> tuple[float, float, float]:
+    xs = sorted(values)
+
+    def q(p: float) -> float:
+        pos = (len(xs) - 1) * p
+        lo = int(pos)
+        hi = min(len(xs) - 1, lo + 1)
+        return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+    return q(0.25), q(0.5), q(0.75)
+
+
+def test_bins_of_single_values_give_exact_quartiles_and_tukeys_whiskers():
+    values = [1, 2, 3, 4, 5, 6, 7, 8, 9, 100]
+    stats = box_from_bins([Bin(1, v, v, v) for v in values])
     assert stats["n"] == 10
-    assert stats["median"] == 5.5
-    assert stats["q1"] == 3.25 and stats["q3"] == 7.75
+    assert (stats["q1"], stats["median"], stats["q3"]) == (3.25, 5.5, 7.75)
     assert stats["low"] == 1 and stats["high"] == 9  # 100 lies beyond 1.5 box heights
     assert stats["max"] == 100 and stats["mean"] == 14.5
 
 
-def test_box_stats_of_nothing_say_so():
-    assert box_stats([]) == {"n": 0}
+def test_nothing_binned_says_so():
+    assert box_from_bins([]) == {"n": 0}
+
+
+def test_quartiles_in_the_database_are_within_a_bins_width_of_the_exact_ones(demo, submit_as):
+    now = timezone.now()
+    rng = random.Random(3)
+    waits = [rng.expovariate(1 / 900.0) for _ in range(400)]  # seconds, mean 15 min
+    jobs = [submit_as("alice", name=f"w{i}", gpus=1) for i in range(len(waits))]
+    for job, wait in zip(jobs, waits, strict=True):
+        Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=2),
+                                             started_at=now - timedelta(hours=2) + timedelta(seconds=wait))
+    (stats,), _ = waits_and_slowdowns(now - timedelta(hours=3), now)
+    exact = exact_quartiles([w / 60 for w in waits])
+    for got, want in zip((stats["q1"], stats["median"], stats["q3"]), exact, strict=True):
+        assert got == pytest.approx(want, rel=0.06)
+    assert stats["mean"] == pytest.approx(sum(waits) / len(waits) / 60, abs=1e-3)
+    assert stats["max"] == pytest.approx(max(waits) / 60, abs=1e-3)
+
+
+def test_distribution_reads_a_handful_of_grouped_rows_in_one_query_per_measure(demo, django_assert_num_queries):
+    now = timezone.now()
+    with django_assert_num_queries(2):
+        waits_and_slowdowns(now - timedelta(days=7), now)
 
 
 def test_borrowing_team_shows_borrowed_and_idle_owner_shows_lent(demo, submit_as, django_assert_num_queries):
@@ -68,5 +103,6 @@ def test_waits_and_slowdowns_per_team(demo, submit_as):
                                        finished_at=now - timedelta(minutes=30), state=JobState.SUCCEEDED)
     Job.objects.filter(pk=b.pk).update(submitted_at=now - timedelta(minutes=50), started_at=now - timedelta(minutes=20))
     waits, slowdowns = waits_and_slowdowns(now - timedelta(hours=2), now)
-    assert waits == [{"team": "vision", **box_stats([10.0, 30.0])}]
-    assert slowdowns == [{"team": "vision", **box_stats([40 / 30])}]
+    assert [w["team"] for w in waits] == ["vision"]
+    assert (waits[0]["n"], waits[0]["q1"], waits[0]["median"], waits[0]["max"]) == (2, 15.0, 20.0, 30.0)
+    assert (slowdowns[0]["n"], slowdowns[0]["median"]) == (1, round(40 / 30, 3))
