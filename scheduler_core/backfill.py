@@ -13,7 +13,9 @@ needs runtime estimates, which enforced runtime limits make honest.
   can be placed; that time and those GPUs (GPU-granular, not whole nodes) are the promise.
   The currently free part of those GPUs is held for the job; a later job may use held GPUs
   only if its own runtime limit ends it before the reservation starts (see
-  :func:`may_backfill_into`). GPUs the head does not need are free for anyone.
+  :func:`may_backfill_into`). GPUs the head does not need are free for anyone. A head its
+  quota refuses now may still get the reservation when its own team's jobs release the quota
+  by then; later jobs of its team must then leave that quota free (:func:`delays_head_quota`).
 * :class:`ReleaseTimeline`: counts of free GPUs per node class at each future release time,
   for cheap ETA estimates of every other waiting job.
 """
@@ -75,14 +77,17 @@ def _release_groups(ctx: CycleContext) -> list[tuple[float, list[str]]]:
     return [(t, [job_id for _, job_id in sorted(rows)]) for t, rows in sorted(by_time.items())]
 
 
-def plan_reservation(ctx: CycleContext, spec: JobSpec,
-                     request: PlacementRequest) -> ActiveReservation | None:
+def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest, *,
+                     not_before: float | None = None,
+                     quota_type: str | None = None) -> ActiveReservation | None:
     """The earliest start (and GPUs) for ``request`` as running jobs end, or ``None``.
 
     Steps: remove running jobs one by one in order of expected end (what-ifs); after each
     removal, check the placer's index-only conditions and, once they hold, try a placement
-    (at most ``RESERVATION_PROBES`` tries); the start is the end of the last job removed;
-    undo every removal."""
+    (at most ``RESERVATION_PROBES`` tries); the start is the end of the last job removed, or
+    ``not_before`` if later (when the head's quota lifts); undo every removal.
+    ``quota_type`` marks a head that is over its quota now (see
+    :attr:`ActiveReservation.quota_team`)."""
     state = ctx.state
     restores: list[Restore] = []
     found: tuple[float, list[Grant]] | None = None
@@ -107,7 +112,9 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec,
             restore()
     if found is None:
         return None
-    reservation = ActiveReservation(spec.id, float(found[0]), tuple(found[1]))
+    start = float(found[0]) if not_before is None else max(float(found[0]), not_before)
+    reservation = ActiveReservation(spec.id, start, tuple(found[1]),
+                                    spec.team if quota_type is not None else None, quota_type)
     hold(ctx, reservation)
     return reservation
 
@@ -137,6 +144,33 @@ def may_backfill_into(ctx: CycleContext, spec: JobSpec) -> bool:
     if head is None or spec.runtime_limit_s is None:
         return False
     return ctx.snapshot.now + spec.runtime_limit_s <= head.start_at
+
+
+def ends_by_head(ctx: CycleContext, spec: JobSpec) -> bool:
+    """Does ``spec``'s runtime limit end it no later than the head's reservation starts?"""
+    head = ctx.head
+    return (head is not None and spec.runtime_limit_s is not None
+            and ctx.snapshot.now + spec.runtime_limit_s <= head.start_at)
+
+
+def delays_head_quota(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int]) -> bool:
+    """Would starting ``spec`` now on these GPUs leave the head's team over quota at the
+    head's start? Only for a head that is over quota now (its own team's jobs must release
+    enough GPUs by then) and a job of that team, on that GPU type, still running then."""
+    head = ctx.head
+    if head is None or head.quota_team != spec.team or head.quota_type is None:
+        return False
+    gpus = gpus_of_type.get(head.quota_type, 0)
+    return gpus > 0 and not ends_by_head(ctx, spec) and gpus > ctx.head_quota_slack
+
+
+def charge_head_quota(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int]) -> None:
+    """Record a start of the head's team that will still hold its GPUs at the head's start."""
+    head = ctx.head
+    if head is None or head.quota_team != spec.team or head.quota_type is None:
+        return
+    if not ends_by_head(ctx, spec):
+        ctx.head_quota_slack -= gpus_of_type.get(head.quota_type, 0)
 
 
 class ReleaseTimeline:
@@ -230,10 +264,8 @@ class ReleaseTimeline:
         return self.times[lo]
 
 
-def team_release_eta(ctx: CycleContext, team: str, gpu_type: str, shortage: int) -> float | None:
-    """When ``team`` will have released ``shortage`` GPUs of ``gpu_type`` by runtime limits."""
-    if shortage <= 0:
-        return ctx.snapshot.now
+def _team_ends(ctx: CycleContext, team: str, gpu_type: str) -> list[tuple[float, int]]:
+    """(expected end, GPUs of ``gpu_type``) of every holder of ``team`` with a known end."""
     ends: list[tuple[float, int]] = []
     for job_id, end in ctx.ends.items():
         spec = ctx.running[job_id].spec if job_id in ctx.running else ctx.bound_specs.get(job_id)
@@ -246,6 +278,19 @@ def team_release_eta(ctx: CycleContext, team: str, gpu_type: str, shortage: int)
         if gpus:
             ends.append((end, gpus))
     ends.sort()
+    return ends
+
+
+def team_released_by(ctx: CycleContext, team: str, gpu_type: str, at: float) -> int:
+    """GPUs of ``gpu_type`` that ``team``'s jobs will have released by ``at``."""
+    return sum(gpus for end, gpus in _team_ends(ctx, team, gpu_type) if end <= at)
+
+
+def team_release_eta(ctx: CycleContext, team: str, gpu_type: str, shortage: int) -> float | None:
+    """When ``team`` will have released ``shortage`` GPUs of ``gpu_type`` by runtime limits."""
+    if shortage <= 0:
+        return ctx.snapshot.now
+    ends = _team_ends(ctx, team, gpu_type)
     total = 0
     for end, gpus in ends:
         total += gpus

@@ -65,6 +65,10 @@ class ActiveReservation:
     job_id: str
     start_at: float
     grants: tuple[Grant, ...]
+    quota_team: str | None = None
+    """Set when the head is over its quota now and the reservation counts on its own team's
+    running jobs releasing enough ``quota_type`` GPUs by ``start_at``."""
+    quota_type: str | None = None
 
 
 @dataclass(slots=True)
@@ -89,6 +93,9 @@ class CycleContext:
     bound_specs: dict[str, JobSpec] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
     head: ActiveReservation | None = None
+    head_quota_slack: int = 0
+    """For a head over quota now: ``quota_type`` GPUs its team may still take this cycle for
+    longer than until ``start_at`` without the quota refusing the head at its start."""
     claimed_terminating: set[str] = field(default_factory=set)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     positions: dict[str, int] = field(default_factory=dict)

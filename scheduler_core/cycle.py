@@ -41,11 +41,15 @@ from scheduler_core.admission import (
     type_options,
 )
 from scheduler_core.backfill import (
+    charge_head_quota,
+    delays_head_quota,
     enforce_runtime_limits,
     expected_end,
     hold,
     may_backfill_into,
     plan_reservation,
+    team_release_eta,
+    team_released_by,
 )
 from scheduler_core.context import CycleContext, Outcome, ShapeKey
 from scheduler_core.elastic import grow_elastic
@@ -377,6 +381,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
     refusal: tuple[TypeOption, QuotaVerdict, int] | None = None
     admitted_option: TypeOption | None = None
     blocked_by_head = False
+    quota_blocked = False
     for size in sizes:
         demand = smallest if size == sizes[-1] else demand_for(spec, size, node_size)
         for option in options:
@@ -391,6 +396,10 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
                 continue
             if demand is smallest and admitted_option is None:
                 admitted_option = option
+            if option.gpu_type is not None and delays_head_quota(
+                    ctx, spec, {option.gpu_type: demand.gpus}):
+                quota_blocked = True
+                continue
             grants, behind = _attempt(ctx, spec, demand, member_classes, score)
             blocked_by_head = blocked_by_head or (behind and demand is smallest)
             if grants is None:
@@ -405,11 +414,30 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
                     v = ctx.ledger.check(spec.team, refused_type, demand.gpus)
                     refusal = refusal or (TypeOption(refused_type, member_classes), v, demand.gpus)
                     continue
+                if delays_head_quota(ctx, spec, gpus_by_type(
+                        ctx, [(g.node, g.gpus) for g in grants])):
+                    _rehold(ctx)
+                    quota_blocked = True
+                    continue
             _commit(ctx, spec, grants, borrowed)
             _rehold(ctx)
             ctx.timed("filter_score", mark)
             return
     mark = ctx.timed("filter_score", mark)
+    if quota_blocked and ctx.head is not None:
+        head = ctx.head
+        _settle(ctx, spec, Outcome(
+            ReasonCode.BEHIND_HIGHER_PRIORITY,
+            f"Team {spec.team}'s quota must have room for {head.job_id} when its reservation "
+            f"starts at t={head.start_at:.0f}; this job would still hold {head.quota_type} GPUs "
+            f"then, so starting now would delay it.",
+            True, f"{head.job_id} starts, or this job's runtime limit ends it before "
+                  f"t={head.start_at:.0f}",
+            demand=smallest,
+            classes=tuple(sorted({c for o in options for cls in o.member_classes for c in cls})),
+            needs_whole_node=needs_whole,
+        ))
+        return
 
     # 6. preempt (or wait for jobs already stopping) before reserving
     protected: str | None = None
@@ -428,6 +456,9 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
 
     if admitted_option is None:
         assert refusal is not None
+        if not blocked_by_head and _reserve_over_quota(ctx, spec, smallest, options, score,
+                                                       needs_whole):
+            return
         option, verdict, gpus = refusal
         _settle(ctx, spec, _quota_outcome(ctx, spec, option, verdict, gpus, smallest,
                                           needs_whole))
@@ -467,6 +498,57 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
             return
     _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, blocked_by_head,
                                 needs_whole))
+
+
+def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
+                        options: tuple[TypeOption, ...], score: ScorePlugin,
+                        needs_whole: bool) -> bool:
+    """Phase 5 for a job its quota refuses now: if its own team's running jobs release enough
+    quota by their runtime limits, it may still be the head, with a reservation from when both
+    the GPUs and the quota are there; later jobs of its team then start only if they leave
+    that quota free (:func:`~scheduler_core.backfill.delays_head_quota`). Without this a
+    team whose quota is full of its own work starves its large jobs behind its small ones."""
+    cfg = ctx.config
+    if not cfg.backfill or ctx.head is not None \
+            or ctx.reservation_searches >= MAX_RESERVATION_SEARCHES:
+        return False
+    for option in options:
+        gpu_type = option.gpu_type
+        if gpu_type is None or any(not c for c in option.member_classes):
+            continue
+        verdict = quota_for(ctx, spec, option, demand.gpus)
+        if verdict.admitted or verdict.never or not verdict.governed:
+            continue
+        shortage = verdict.used + demand.gpus - verdict.nominal - verdict.borrowable
+        lifts_at = team_release_eta(ctx, spec.team, gpu_type, shortage)
+        if lifts_at is None:
+            continue
+        ctx.reservation_searches += 1
+        member_classes = option.member_classes
+        reservation = plan_reservation(ctx, spec, PlacementRequest(demand, member_classes, score),
+                                       not_before=lifts_at, quota_type=gpu_type)
+        if reservation is None:
+            return False
+        ctx.head = reservation
+        ctx.head_quota_slack = (team_released_by(ctx, spec.team, gpu_type, reservation.start_at)
+                                - shortage)
+        placements = ctx.state.placements(reservation.grants)
+        ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
+        _settle(ctx, spec, Outcome(
+            ReasonCode.WAITING_FOR_RESERVATION,
+            f"Holds a reservation for {demand.gpus} GPUs on {len(placements)} nodes from "
+            f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
+            f"the {shortage} {gpu_type} GPUs its quota lacks now "
+            f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
+            f"by runtime limits; smaller jobs may use those GPUs only if they end before then.",
+            True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
+                  f"latest by their runtime limits)",
+            eta=reservation.start_at, demand=demand,
+            classes=tuple(sorted({c for cls in member_classes for c in cls})),
+            needs_whole_node=needs_whole, quota_type=gpu_type,
+        ))
+        return True
+    return False
 
 
 def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
@@ -528,8 +610,10 @@ def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: boo
     holder = (JOB, spec.id)
     for g in grants:
         state.take(holder, g)
-    for t, n in gpus_by_type(ctx, [(g.node, g.gpus) for g in grants]).items():
+    by_type = gpus_by_type(ctx, [(g.node, g.gpus) for g in grants])
+    for t, n in by_type.items():
         ctx.ledger.charge(spec.team, t, n)
+    charge_head_quota(ctx, spec, by_type)
     ctx.bound[spec.id] = Bind(spec.id, state.placements(grants), borrowed)
     ctx.bound_specs[spec.id] = spec
     if spec.runtime_limit_s is not None:

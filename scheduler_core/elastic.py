@@ -14,6 +14,7 @@ only when every pending job got its placement attempt this cycle."""
 from __future__ import annotations
 
 from scheduler_core.admission import capable_classes
+from scheduler_core.backfill import charge_head_quota, delays_head_quota
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import demand_for, is_elastic, replica_size
 from scheduler_core.placement import PlacementRequest
@@ -62,7 +63,8 @@ def grow_elastic(ctx: CycleContext) -> None:
             gain = growth_gain_s(remaining, gpus, added)
             if gain <= spec.resize_cost_s:
                 break
-            if not ctx.ledger.check(spec.team, gpu_type, added).admitted:
+            if not ctx.ledger.check(spec.team, gpu_type, added).admitted \
+                    or delays_head_quota(ctx, spec, {gpu_type: added}):
                 continue
             demand = demand_for(spec, added, state.classes[state.node_class[held[0].node]].gpus)
             classes = tuple(
@@ -78,6 +80,7 @@ def grow_elastic(ctx: CycleContext) -> None:
             for g in grants:
                 state.take(holder, g)
             ctx.ledger.charge(spec.team, gpu_type, added)
+            charge_head_quota(ctx, spec, {gpu_type: added})
             ctx.resized[spec.id] = Resize(
                 job_id=spec.id,
                 placements=_placements(ctx, holder),

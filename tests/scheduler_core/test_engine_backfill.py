@@ -148,3 +148,89 @@ def test_terminating_job_is_not_killed_again():
         .plan()
     )
     assert plan.kills == ()
+
+
+
+def own_quota_full(nodes=2, quota=16):
+    """Team ml's quota is the whole 2-node fleet (16 a100); its own jobs hold 12 of it: r0 all
+    of n0 until t=3600, r1 4 GPUs of n1 until t=7200. n1's other 4 GPUs are free."""
+    return (
+        make_cluster().nodes(nodes).at(0)
+        .quota("ml", "a100", quota)
+        .running(make_running(make_job("r0").team("ml").gpus(8).limit(3600)).whole("n0")
+                 .started(0),
+                 make_running(make_job("r1").team("ml").gpus(4).limit(7200))
+                 .on("n1", 0, 1, 2, 3).started(0))
+    )
+
+
+def test_head_job_over_quota_from_own_running_jobs_still_gets_a_reservation():
+    # big needs 8: the quota lacks 4 now (12 + 8 > 16) but r0's end at t=3600 lifts it,
+    # and n0 is whole then: big holds the reservation instead of waiting on quota forever.
+    plan = own_quota_full().pending(make_job("big").team("ml").gpus(8).submitted(0)).plan()
+    [reservation] = plan.reservations
+    assert reservation.job_id == "big"
+    assert reservation.start_at == 3600.0
+    explanation = why(plan, "big")
+    assert explanation.code is ReasonCode.WAITING_FOR_RESERVATION
+    assert explanation.eta == 3600.0
+    assert "quota" in explanation.message and "t=3600" in explanation.message
+
+
+def test_over_quota_reservation_starts_when_the_quota_lifts_not_before():
+    # quota 14: big (12, 4 per node) lacks 10 of quota now (12 + 12 > 14); the GPUs are there
+    # at t=3600 (n0 plus n1's free 4), the quota only once r1 also ends at t=7200.
+    plan = own_quota_full(quota=14).pending(
+        make_job("big").team("ml").gpus(12).per_node(4).submitted(0)).plan()
+    [reservation] = plan.reservations
+    assert reservation.start_at == 7200.0
+    assert why(plan, "big").eta == 7200.0
+
+
+def test_no_reservation_over_quota_when_own_jobs_have_no_runtime_limit():
+    plan = (
+        make_cluster().nodes(2).at(0)
+        .quota("ml", "a100", 16)
+        .running(make_running(make_job("r0").team("ml").gpus(8)).whole("n0").started(0),
+                 make_running(make_job("r1").team("ml").gpus(4)).on("n1", 0, 1, 2, 3)
+                 .started(0))
+        .pending(make_job("big").team("ml").gpus(8).submitted(0))
+        .plan()
+    )
+    assert plan.reservations == ()
+    assert why(plan, "big").code is ReasonCode.QUOTA_EXCEEDED
+
+
+@pytest.mark.parametrize(
+    ("limit", "starts"),
+    [(3600, True), (3601, False), (None, False)],
+    ids=["ends-by-the-reservation", "would-hold-quota-past-it", "no-runtime-limit"],
+)
+def test_small_jobs_of_the_same_team_do_not_delay_the_over_quota_head(limit, starts):
+    # Three nodes, quota 16, ml holds 12: big (12, 4 per node) lacks 8 of quota until r0 ends
+    # at t=3600, when it needs all of ml's room. small (4) fits now, on GPUs big does not hold,
+    # and within quota (12 + 4 <= 16), but if it still ran at t=3600 ml would be at
+    # 4 + 4 + 12 > 16 and big would have to wait.
+    plan = own_quota_full(nodes=3).pending(
+        make_job("big").team("ml").gpus(12).per_node(4).submitted(0),
+        make_job("small").team("ml").gpus(4).limit(limit).submitted(1),
+    ).plan()
+    assert [r.job_id for r in plan.reservations] == ["big"]
+    assert plan.reservations[0].start_at == 3600.0
+    assert ("small" in bound(plan)) == starts
+    if not starts:
+        explanation = why(plan, "small")
+        assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
+        assert "big" in explanation.message and "quota" in explanation.message
+
+
+def test_other_teams_are_not_held_back_by_an_over_quota_head():
+    plan = (
+        own_quota_full(nodes=3)
+        .quota("cv", "a100", 4)
+        .pending(make_job("big").team("ml").gpus(12).per_node(4).submitted(0),
+                 make_job("other").team("cv").gpus(4).limit(None).submitted(1))
+        .plan()
+    )
+    assert [r.job_id for r in plan.reservations] == ["big"]
+    assert "other" in bound(plan)

@@ -54,7 +54,7 @@ def test_quota_wait_eta_is_when_the_team_frees_enough():
         .running(make_running(make_job("a").team("ml").gpus(4).limit(1000)).on("n0", 0, 1, 2, 3),
                  make_running(make_job("b").team("ml").gpus(4).limit(5000)).on("n0", 4, 5, 6, 7))
         .pending(make_job("j").team("ml").gpus(4))
-        .plan()
+        .plan(SchedulerConfig(backfill=False))  # with backfill, j would hold a reservation
     )
     explanation = why(plan, "j")
     assert explanation.code is ReasonCode.QUOTA_EXCEEDED
