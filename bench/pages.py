@@ -237,12 +237,18 @@ def draw_jobs(count: int, days: int, now: datetime, rng: random.Random) -> list[
     origin = now - timedelta(days=days)
     jobs = []
     mu = math.log(MEAN_DURATION_S) - 0.5
-    for _ in range(count):
+    burst = count // 100
+    for _ in range(count - burst):
         size = pick(rng, SIZES)
         gpu_type = "H100-80GB" if rng.random() < 0.75 or size > 32 else "A100-40GB"
         duration = min(48 * 3600.0, max(60.0, rng.lognormvariate(mu, 1.0)))
         jobs.append({"submit_s": rng.random() * span, "gpus": size, "gpu_type": gpu_type, "duration_s": duration,
                      "team": rng.randrange(12), "preempted": rng.random() < 0.02})
+    # A busy afternoon: 1 % more jobs in the last three hours, so a queue waits now.
+    for _ in range(burst):
+        job = dict(jobs[rng.randrange(len(jobs))])
+        job["submit_s"] = span - rng.random() * 3 * 3600
+        jobs.append(job)
     jobs.sort(key=lambda j: j["submit_s"])
     capacity = {"H100-80GB": H100_NODES * GPUS_PER_NODE, "A100-40GB": A100_NODES * GPUS_PER_NODE}
     used = dict.fromkeys(capacity, 0)
@@ -579,6 +585,20 @@ def fleet_and_quota_rollups(fleet: dict[str, Any], now: datetime, days: int) -> 
             LEFT JOIN u ON u.bucket = b.bucket AND u.start = b.start AND u.team_id = q.team_id
                        AND u.gpu_type_id = q.gpu_type_id
         """, params)
+        # The accounting's job-less group rows: days from the jobs' day rows, months from the days.
+        group_keys = "team_id, project_id, priority_class_id, gpu_type_id, capacity_tier, borrowed"
+        cursor.execute(f"""
+            INSERT INTO controlplane_grouprollup (bucket, start, {group_keys}, {columns})
+            SELECT 86400, start, {group_keys}, {sums_plain.replace(" AS ", " AS _")}
+            FROM controlplane_usagerollup WHERE bucket = 86400 GROUP BY start, {group_keys}
+        """)
+        cursor.execute(f"""
+            INSERT INTO controlplane_grouprollup (bucket, start, {group_keys}, {columns})
+            SELECT 2629746, date_trunc('month', start AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', {group_keys},
+                   {sums_plain.replace(" AS ", " AS _")}
+            FROM controlplane_grouprollup WHERE bucket = 86400
+            GROUP BY date_trunc('month', start AT TIME ZONE 'UTC'), {group_keys}
+        """)
         cursor.execute("RESET enable_mergejoin")
         cursor.execute("RESET enable_nestloop")
         cursor.execute("ANALYZE")
@@ -635,11 +655,11 @@ def build(jobs_count: int, days: int, seed: int, reuse: bool = False) -> dict[st
 
 def measure(runs: int) -> list[dict[str, Any]]:
     from django.contrib.auth import get_user_model
-    from django.core.cache import cache
     from django.db import connection
     from django.test import Client
 
     from controlplane.models import Job
+    from frontend import whatif
 
     users = get_user_model()
     clients = {}
@@ -704,14 +724,24 @@ def measure(runs: int) -> list[dict[str, Any]]:
         })
         log(f"{label:32s} p50 {results[-1]['p50_ms']:7.1f} ms  max {results[-1]['max_ms']:7.1f} ms  "
             f"{len(queries)} queries")
-    cache.clear()
+    # The replay runs on a thread the page starts; time it from the click to its result.
     t0 = time.perf_counter()
     response = clients["admin"].get("/what-if/?run=1&days=1&placement=spread")
+    start_ms = (time.perf_counter() - t0) * 1000
+    key = re.search(r"key=([^\"&]+)", response.content.decode())
+    assert response.status_code == 200 and key, response.content.decode()[-2000:]
+    key_text = key.group(1).replace("%3A", ":")
+    state = whatif.status(key_text)
+    while state is not None and state["state"] == "running":
+        time.sleep(0.5)
+        state = whatif.status(key_text)
     replay_ms = (time.perf_counter() - t0) * 1000
-    replayed = re.search(r"<h2>([\d,]+) jobs of the last", response.content.decode())
-    assert response.status_code == 200 and replayed, response.content.decode()[-2000:]
-    jobs = int(replayed.group(1).replace(",", ""))
-    results.append({"page": "what-if replay of the last day (both runs, uncached)", "url": "/what-if/?run=1&days=1",
+    assert state is not None and state["state"] == "done", state
+    jobs = state["replay"].jobs
+    results.append({"page": "what-if page that starts a replay", "url": "/what-if/?run=1&days=1", "as": "admin",
+                    "queries": None, "bytes": len(response.content), "p50_ms": round(start_ms, 1), "p95_ms": None,
+                    "max_ms": round(start_ms, 1)})
+    results.append({"page": "what-if replay of the last day (both runs, in the background)", "url": "/what-if/?run=1&days=1",
                     "as": "admin", "queries": None, "bytes": len(response.content), "p50_ms": round(replay_ms, 1),
                     "p95_ms": None, "max_ms": round(replay_ms, 1), "replayed_jobs": jobs, "not_a_page_view": True})
     log(f"what-if replay of {jobs} jobs: {replay_ms:.0f} ms")

@@ -10,7 +10,7 @@ from typing import Any
 
 from django.db.models import Sum
 
-from controlplane.models import UsageRollup
+from controlplane.models import GroupRollup, UsageRollup
 from controlplane.services import accounting
 from controlplane.services.access import Access
 
@@ -35,12 +35,14 @@ def cost_bucket(window: accounting.Window, now: datetime) -> int:
 def cost_series(window: accounting.Window, group_by: str, access: Access, now: datetime,
                 rolled_until: datetime | None) -> tuple[dict[str, list[tuple[datetime, float]]], int]:
     """{group name: [(bucket start, $)]} over the window, and the bucket in seconds. One grouped
-    query over the rollup rows of one granularity; members read their own teams only."""
+    query: days from the accounting's job-less group rows, hours from the jobs' hour rows (a
+    window of two days at most); members read their own teams only."""
     bucket = cost_bucket(window, now)
     if rolled_until is None:
         return {}, bucket
     start = accounting.floor_to(window.start, bucket)
-    rows = UsageRollup.objects.filter(bucket=bucket, start__gte=start, start__lt=min(window.end, rolled_until))
+    table = GroupRollup if bucket == accounting.DAY else UsageRollup
+    rows = table.objects.filter(bucket=bucket, start__gte=start, start__lt=min(window.end, rolled_until))
     if not (access.is_admin or access.is_finance):
         rows = rows.filter(team_id__in=access.team_ids)
     names = _NAME_FIELDS[group_by]

@@ -21,5 +21,6 @@ urlpatterns = [
     path("ui/jobs/<int:job_id>.json", jobs.job_json, name="job-json"),
     path("ui/jobs/check.json", jobs.check_json, name="job-check"),
     path("ui/nodes.json", nodes.nodes_json, name="nodes-json"),
+    path("ui/what-if.json", whatif.what_if_json, name="what-if-json"),
     path("ui/vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js-versioned"),
 ]

@@ -21,6 +21,8 @@ import dataclasses
 import hashlib
 import json
 import math
+import pickle
+import threading
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -28,6 +30,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
+import structlog
+from django.conf import settings
 from django.core.cache import cache
 from django.db.models import Max
 from django.utils import timezone
@@ -38,9 +42,10 @@ from controlplane.services.snapshot import scheduler_config
 from scheduler_core.sim import FleetShape, SimulationError, TraceJob, simulate
 from scheduler_core.types import SchedulerConfig, WorkloadClass
 
+log = structlog.get_logger(__name__)
+
 MAX_DAYS = 30
 MAX_TRACE_JOBS = 20_000
-CACHE_S = 600
 PLACEMENTS = ("pack", "spread")
 BATCH_WORKLOADS = (WorkloadClass.TRAINING, WorkloadClass.BATCH, WorkloadClass.INTERACTIVE)
 
@@ -146,9 +151,71 @@ class Replay:
     at: datetime
 
 
-def replay(days: int, policy: Policy, *, now: datetime | None = None) -> Replay:
-    """Replay the last `days` days under the live policy and under `policy`. Cached for
-    CACHE_S seconds per (days, policy, the window's jobs as they stand)."""
+# ------------------------------------------------------------------------ running in the background
+#
+# A replay takes seconds to minutes (the engine runs at every arrival and completion of every
+# job, twice), far longer than a page may take. So a request starts it on a thread of the web
+# process and the page polls for its progress. State lives in a store every web worker reads:
+# Redis when the deployment has it (REDIS_URL), else Django's cache (the embedded demo's single
+# process). One replay runs at a time per deployment (a lock with a short lease the running
+# thread keeps renewing); a status whose thread died (its worker was recycled) expires after
+# STALE_AFTER_S without news, and the page then says so.
+
+KEY_PREFIX = "qm:what-if:"
+LOCK_KEY = KEY_PREFIX + "lock"
+STALE_AFTER_S = 30
+RESULT_TTL_S = 3600
+PROGRESS_EVERY_S = 1.0
+
+
+class Store:
+    """get/set/add/delete with a time-to-live, on Redis or on Django's cache."""
+
+    def __init__(self) -> None:
+        self.redis = None
+        if settings.REDIS_URL:
+            import redis
+
+            self.redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2.0, socket_connect_timeout=2.0)
+
+    def get(self, key: str) -> Any:
+        if self.redis is None:
+            return cache.get(key)
+        raw = self.redis.get(key)
+        return None if raw is None else pickle.loads(raw)
+
+    def set(self, key: str, value: Any, ttl: int) -> None:
+        if self.redis is None:
+            cache.set(key, value, ttl)
+        else:
+            self.redis.set(key, pickle.dumps(value), ex=ttl)
+
+    def add(self, key: str, value: Any, ttl: int) -> bool:
+        if self.redis is None:
+            return bool(cache.add(key, value, ttl))
+        return bool(self.redis.set(key, pickle.dumps(value), ex=ttl, nx=True))
+
+    def delete(self, key: str) -> None:
+        if self.redis is None:
+            cache.delete(key)
+        else:
+            self.redis.delete(key)
+
+
+@dataclass(frozen=True)
+class Request:
+    """A replay asked for: its key, and everything the thread needs (no database access there)."""
+
+    key: str
+    days: int
+    trace: list[TraceJob]
+    shape: FleetShape
+    runs: list[tuple[str, SchedulerConfig]]
+    at: datetime
+
+
+def prepare(days: int, policy: Policy, *, now: datetime | None = None) -> Request:
+    """Read the window's jobs and the fleet; refuse what cannot be replayed (ReplayRefused)."""
     if not 1 <= days <= MAX_DAYS:
         raise ReplayRefused(f"days: pick 1 to {MAX_DAYS}, got {days}")
     now = now or timezone.now()
@@ -158,29 +225,85 @@ def replay(days: int, policy: Policy, *, now: datetime | None = None) -> Replay:
         raise ReplayRefused(f"No job was submitted in the last {days} day{'s' if days != 1 else ''}: nothing to replay.")
     if len(rows) > MAX_TRACE_JOBS:
         raise ReplayRefused(
-            f"The last {days} days hold more than {MAX_TRACE_JOBS:,} jobs, more than a page request replays; "
+            f"The last {days} days hold more than {MAX_TRACE_JOBS:,} jobs, more than a replay here takes; "
             "pick fewer days, or run the simulator from the command line (python -m scheduler_core.sim)."
         )
     shape = fleet_shape()
     base = scheduler_config()
     baseline = live_policy(base)
     last_change = Job.objects.filter(pk__in=[r[0] for r in rows[-50:]]).aggregate(m=Max("state_changed_at"))["m"]
-    key = "qm:what-if:" + hashlib.sha256(json.dumps(
+    fingerprint = hashlib.sha256(json.dumps(
         [days, dataclasses.asdict(policy), dataclasses.asdict(baseline), len(rows), rows[0][0], rows[-1][0],
          str(last_change), dataclasses.asdict(shape), now.strftime("%Y-%m-%d %H")], default=str,
     ).encode()).hexdigest()
-    cached = cache.get(key)
-    if cached is not None:
-        return cached  # type: ignore[no-any-return]
-    trace = build_trace(rows, since)
+    return Request(
+        key=KEY_PREFIX + fingerprint, days=days, trace=build_trace(rows, since), shape=shape, at=now,
+        runs=[(f"live policy ({baseline.describe()})", baseline.config(base)),
+              (f"what-if ({policy.describe()})", policy.config(base))],
+    )
+
+
+def run(request: Request, progress: Any = None) -> Replay:
+    """Both replays, one after the other; `progress(fraction)` hears how far they are."""
     started = time.perf_counter()
-    runs = []
+    results = []
+    horizon = request.days * 86400.0
+    for i, (label, config) in enumerate(request.runs):
+        def report(simulated_s: float, i: int = i) -> None:
+            if progress is not None:
+                progress((i + min(1.0, simulated_s / horizon)) / len(request.runs))
+
+        try:
+            result = simulate(request.trace, request.shape, config=config, horizon_s=horizon, progress=report)
+        except SimulationError as exc:
+            raise ReplayRefused(f"The simulator stopped: {exc}") from exc
+        results.append((label, result.as_dict()))
+    return Replay(days=request.days, jobs=len(request.trace), shape=request.shape, runs=results,
+                  seconds=time.perf_counter() - started, at=request.at)
+
+
+def status(key: str, store: Store | None = None) -> dict[str, Any] | None:
+    """{"state": running|done|failed, ...} of a replay, or None when unknown or stale."""
+    if not key.startswith(KEY_PREFIX) or len(key) != len(KEY_PREFIX) + 64:
+        return None
+    return (store or Store()).get(key)  # type: ignore[no-any-return]
+
+
+def start(request: Request, store: Store | None = None) -> tuple[dict[str, Any], threading.Thread | None]:
+    """The replay's status, starting it on a thread unless it is known or another one runs."""
+    store = store or Store()
+    known = store.get(request.key)
+    if known is not None:
+        return known, None
+    if not store.add(LOCK_KEY, request.key, STALE_AFTER_S):
+        return {"state": "busy", "detail": "Another replay is running on this deployment; try again in a minute."}, None
+    running = {"state": "running", "progress": 0.0, "jobs": len(request.trace), "since": timezone.now()}
+    store.set(request.key, running, STALE_AFTER_S)
+    thread = threading.Thread(target=_work, args=(request, store), name="what-if", daemon=True)
+    thread.start()
+    return running, thread
+
+
+def _work(request: Request, store: Store) -> None:
+    last = 0.0
+    state = {"state": "running", "progress": 0.0, "jobs": len(request.trace), "since": timezone.now()}
+
+    def progress(fraction: float) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY_S:
+            last = now
+            state["progress"] = fraction
+            store.set(request.key, state, STALE_AFTER_S)
+            store.set(LOCK_KEY, request.key, STALE_AFTER_S)
+
     try:
-        for label, chosen in ((f"live policy ({baseline.describe()})", baseline), (f"what-if ({policy.describe()})", policy)):
-            result = simulate(trace, shape, config=chosen.config(base), horizon_s=days * 86400.0)
-            runs.append((label, result.as_dict()))
-    except SimulationError as exc:
-        raise ReplayRefused(f"The simulator stopped: {exc}") from exc
-    outcome = Replay(days=days, jobs=len(trace), shape=shape, runs=runs, seconds=time.perf_counter() - started, at=now)
-    cache.set(key, outcome, CACHE_S)
-    return outcome
+        replay = run(request, progress)
+    except Exception as exc:  # noqa: BLE001 - whatever stopped it, the page must say so
+        log.warning("what-if replay failed", key=request.key, error=str(exc))
+        store.set(request.key, {"state": "failed", "detail": str(exc)}, RESULT_TTL_S)
+    else:
+        log.info("what-if replay done", key=request.key, jobs=replay.jobs, seconds=round(replay.seconds, 2))
+        store.set(request.key, {"state": "done", "replay": replay}, RESULT_TTL_S)
+    finally:
+        store.delete(LOCK_KEY)

@@ -1,12 +1,18 @@
-"""`/what-if/`: the last N days of real jobs replayed under the live policy and another one."""
+"""`/what-if/`: the last N days of real jobs replayed under the live policy and another one.
+
+A replay runs on a thread (frontend/whatif.py) and the page follows it through
+`/ui/what-if.json?key=…`: progress while it runs, the comparison when it is done."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from controlplane.services.snapshot import scheduler_config
@@ -48,6 +54,19 @@ def replay_charts(result: whatif.Replay) -> list[figures.Chart]:
     ]
 
 
+def result_context(state: dict[str, Any] | None) -> dict[str, Any]:
+    """What the result fragment shows for a replay's status."""
+    if state is None:
+        return {"state": {"state": "lost"}}
+    context: dict[str, Any] = {"state": state}
+    if state["state"] == "done":
+        context["result"] = state["replay"]
+        context["charts"] = replay_charts(state["replay"])
+    elif state["state"] == "running":
+        context["percent"] = round(100 * float(state.get("progress", 0.0)))
+    return context
+
+
 @login_required
 @require_GET
 def what_if(request: HttpRequest) -> HttpResponse:
@@ -65,14 +84,31 @@ def what_if(request: HttpRequest) -> HttpResponse:
                            preemption=_flag(request.GET.get("preemption"), live.preemption))
     context: dict[str, Any] = {
         "page": "what-if", "live": live, "policy": policy, "days": days, "max_days": whatif.MAX_DAYS,
-        "placements": whatif.PLACEMENTS, "max_jobs": whatif.MAX_TRACE_JOBS, "error": error, "result": None,
+        "placements": whatif.PLACEMENTS, "max_jobs": whatif.MAX_TRACE_JOBS, "error": error, "asked": False,
+        "needs_plotly": True,
     }
     if request.GET.get("run") and not error:
         try:
-            result = whatif.replay(days, policy)
+            replay_request = whatif.prepare(days, policy)
         except whatif.ReplayRefused as exc:
             context["error"] = str(exc)
         else:
-            context["result"] = result
-            context["charts"] = replay_charts(result)
+            state, _ = whatif.start(replay_request)
+            context.update(result_context(state), asked=True)
+            if state["state"] in ("running", "busy"):
+                context["live_url"] = reverse("frontend:what-if-json") + "?" + urlencode({"key": replay_request.key})
+                context["live_every"] = 2000
     return render(request, "frontend/what_if.html", context)
+
+
+@login_required
+@require_GET
+def what_if_json(request: HttpRequest) -> JsonResponse:
+    key = request.GET.get("key", "")
+    state = whatif.status(key)
+    context = result_context(state)
+    finished = state is None or state["state"] in ("done", "failed")
+    return JsonResponse({
+        "html": {"what-if-result": render_to_string("frontend/_what_if_result.html", context, request=request)},
+        "stop": finished,
+    })

@@ -18,6 +18,7 @@ from playwright.sync_api import Browser, ConsoleMessage, Page, expect, sync_play
 from controlplane.choices import JobState, NodeState
 from controlplane.demo_fleet import seed_demo_fleet
 from controlplane.models import Job, Node
+from controlplane.services import accounting
 from controlplane.services.cycle import run_cycle
 from controlplane.services.jobs import SubmitRequest, submit
 from tests.frontend.page_data import preempted_event, sample
@@ -271,8 +272,9 @@ def fill_the_fleet() -> Job:
     for i in range(3):
         submit(user("bob"), SubmitRequest(name=f"language-{i}", gpus=4))
     submit(user("bob"), SubmitRequest(name="language-wide", gpus=64, gpus_per_node=8))
-    run_cycle("test")
     now = timezone.now()
+    run_cycle("test", now=now - timedelta(hours=1))
+    accounting.catch_up(now)
     for i in range(60):
         sample(now - timedelta(minutes=59 - i), allocated_gpus=40 + i, stranded_gpus=i % 7,
                pending_by_priority={"research": 1 + i % 4, "batch": i % 3},
@@ -289,6 +291,7 @@ def test_every_page_renders_each_chart_with_no_console_errors(session):
         "jobs": "/jobs/",
         "job": f"/jobs/{job.pk}/",
         "teams": "/teams/",
+        "showback": "/showback/?window=24h",
         "nodes": "/nodes/",
         "what-if": "/what-if/?run=1&days=1&placement=spread&backfill=on&preemption=on",
     }
@@ -297,19 +300,26 @@ def test_every_page_renders_each_chart_with_no_console_errors(session):
     for name, path in pages.items():
         response = admin.open(path)
         assert response.status == 200, f"{path}: HTTP {response.status}"
+        if name == "what-if":  # the replay runs in the background; the page follows it live
+            admin.page.wait_for_selector("[data-replay=done]", timeout=90_000)
+            admin.page.wait_for_function(
+                "[...document.querySelectorAll('[data-chart]')].every(b => b.dataset.rendered)", timeout=10_000)
         drawn[name] = admin.assert_charts_rendered()
         admin.screenshot(name)
         assert not admin.errors, f"{path}: {admin.errors}"
     assert drawn["overview"] == 6 and drawn["job"] == 2 and drawn["what-if"] == 4
-    assert drawn["teams"] >= 6 and drawn["nodes"] == 1
+    assert drawn["teams"] >= 6 and drawn["nodes"] == 1 and drawn["showback"] == 4
     alice = session("alice")
-    for name, path in (("overview-member", "/"), ("teams-member", "/teams/")):
+    for name, path in (("overview-member", "/"), ("teams-member", "/teams/"), ("showback-member", "/showback/")):
         alice.open(path)
         alice.assert_charts_rendered()
         alice.screenshot(name)
     finn = session("finn")
     finn.open("/jobs/")
     finn.screenshot("jobs-finance")
+    finn.open("/showback/?window=24h&group_by=project")
+    finn.assert_charts_rendered()
+    finn.screenshot("showback-finance-by-project")
 
 
 def test_login_page_screenshot(browser, live_server):

@@ -97,3 +97,11 @@ def test_showback_before_any_rollup_says_what_will_appear(client_for):
     assert response.status_code == 200
     charts = {c.key: c for c in response.context["charts"]}
     assert "No GPU time has been charged" in charts["cost_over_time"].empty
+
+
+def test_cost_per_day_reads_the_accounting_group_rows(client_for, two_hours_of_use):
+    charts = {c.key: c for c in client_for("finn").get("/showback/?window=7d").context["charts"]}
+    data = charts["cost_over_time"].figure["data"]
+    assert {trace["name"] for trace in data} == {"vision", "language"}
+    assert data[0]["xperiod"] == 86400 * 1000
+    assert sum(sum(trace["y"]) for trace in data) > 0

@@ -84,8 +84,18 @@
     });
     var html = data.html || {};
     Object.keys(html).forEach(function (key) {
-      document.querySelectorAll('[data-live-html="' + key + '"]').forEach(function (el) { el.innerHTML = html[key]; bindActions(el); });
+      document.querySelectorAll('[data-live-html="' + key + '"]').forEach(function (el) {
+        el.innerHTML = html[key];
+        bindActions(el);
+        // Charts that arrived inside the fragment: draw them from their own JSON.
+        el.querySelectorAll("[data-chart]").forEach(function (box) {
+          var empty = !box.querySelector(".empty").hidden;
+          draw(box, { figure: figureOf(box.dataset.chart),
+                      empty: empty ? box.querySelector(".empty p").textContent : "" });
+        });
+      });
     });
+    if (data.stop) QM.stop();
     document.body.dataset.liveUpdates = String(Number(document.body.dataset.liveUpdates || "0") + 1);
   };
 

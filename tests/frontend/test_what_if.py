@@ -1,0 +1,103 @@
+"""/what-if/: real jobs become a trace, the simulator replays it twice in the background, and the
+page follows the replay to its comparison."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from controlplane.models import Job
+from controlplane.services.cycle import run_cycle
+from frontend import whatif
+
+pytestmark = pytest.mark.django_db
+
+
+def wait_done(key: str, timeout_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        state = whatif.status(key)
+        if state is not None and state["state"] in ("done", "failed"):
+            return state
+        time.sleep(0.1)
+    raise AssertionError(f"replay {key} did not finish in {timeout_s} s: {whatif.status(key)}")
+
+
+def test_fleet_shape_deals_each_gpu_type_its_share_of_the_nodes(demo):
+    shape = whatif.fleet_shape()
+    assert (shape.nodes, shape.gpus_per_node) == (16, 8)
+    # 12 H100 nodes and 4 A100 nodes: dealt 3 to 1, in the nodes' own order (pool a100 first).
+    assert sorted(shape.gpu_types) == ["A100-40GB", "H100-80GB", "H100-80GB", "H100-80GB"]
+    assert shape.nodes_per_leaf == 4
+
+
+def test_trace_runs_finished_jobs_for_their_last_run_and_the_rest_to_their_limit(demo, submit_as):
+    done = submit_as("alice", name="done", gpus=8, gpu_types=("H100-80GB",))
+    waiting = submit_as("bob", name="waiting", gpus=2, runtime_limit_s=7200)
+    never = submit_as("bob", name="cancelled-early", gpus=1)
+    now = timezone.now()
+    Job.objects.filter(pk=done.pk).update(submitted_at=now - timedelta(hours=3), started_at=now - timedelta(hours=2),
+                                          finished_at=now - timedelta(hours=1), state=JobState.SUCCEEDED)
+    Job.objects.filter(pk=never.pk).update(state=JobState.CANCELLED, finished_at=now)
+    since = now - timedelta(days=1)
+    trace = {t.job_id: t for t in whatif.build_trace(whatif.trace_rows(since, now), since)}
+    assert set(trace) == {str(done.pk), str(waiting.pk)}
+    assert trace[str(done.pk)].duration_s == 3600 and trace[str(done.pk)].gpu_type == "H100-80GB"
+    assert trace[str(done.pk)].submit_s == pytest.approx(21 * 3600, abs=1)
+    assert trace[str(waiting.pk)].duration_s == 7200 and trace[str(waiting.pk)].gpu_type == ""
+    assert trace[str(waiting.pk)].priority == 500 and trace[str(waiting.pk)].team == "language"
+
+
+def test_nothing_to_replay_is_refused_with_a_reason(demo):
+    with pytest.raises(whatif.ReplayRefused, match="No job was submitted in the last 3 days"):
+        whatif.prepare(3, whatif.Policy("spread", True, True))
+
+
+def test_days_out_of_range_are_refused(demo):
+    with pytest.raises(whatif.ReplayRefused, match="days: pick 1 to 30"):
+        whatif.prepare(31, whatif.Policy("spread", True, True))
+
+
+def test_replay_runs_in_the_background_and_the_page_shows_both_runs(client_for, submit_as):
+    for i in range(6):
+        submit_as("alice" if i % 2 else "bob", name=f"j{i}", gpus=4 * (1 + i % 2))
+    run_cycle("test")
+    client = client_for("alice")
+    first = client.get("/what-if/?run=1&days=1&placement=spread&backfill=off&preemption=on")
+    assert first.status_code == 200
+    key = first.context["live_url"].split("key=")[1] if first.context.get("live_url") else None
+    if key is not None:  # still running when the page rendered: follow it as the page does
+        assert first.context["state"]["state"] == "running"
+        key = key.replace("%3A", ":")
+        assert wait_done(key)["state"] == "done"
+        live = client.get(f"/ui/what-if.json?key={key}").json()
+        assert live["stop"] is True and 'data-replay="done"' in live["html"]["what-if-result"]
+    page = client.get("/what-if/?run=1&days=1&placement=spread&backfill=off&preemption=on")
+    result = page.context["result"]
+    assert result.jobs == 6
+    labels = [label for label, _ in result.runs]
+    assert labels[0].startswith("live policy (pack") and labels[1] == "what-if (spread, backfill off, preemption on)"
+    assert {c.key for c in page.context["charts"]} == {"wait", "allocation", "stranded", "outcomes"}
+    assert all(r["jobs_total"] == 6 for _, r in result.runs)
+
+
+def test_a_second_replay_waits_while_one_runs(demo, submit_as):
+    submit_as("alice")
+    store = whatif.Store()
+    store.set(whatif.LOCK_KEY, "someone-else", 5)
+    try:
+        request = whatif.prepare(1, whatif.Policy("spread", True, True))
+        state, thread = whatif.start(request, store)
+        assert state["state"] == "busy" and thread is None
+    finally:
+        store.delete(whatif.LOCK_KEY)
+
+
+def test_an_unknown_or_stale_replay_says_it_stopped(client_for):
+    body = client_for("alice").get("/ui/what-if.json?key=qm:what-if:" + "0" * 64).json()
+    assert body["stop"] is True and 'data-replay="lost"' in body["html"]["what-if-result"]
+    assert whatif.status("not-a-key") is None
