@@ -106,6 +106,8 @@ class CycleContext:
     quota_never: dict[tuple[str, str, int], bool] = field(default_factory=dict)
     node_sizes: dict[tuple[tuple[str, ...], int], int] = field(default_factory=dict)
     untried_outcomes: dict[tuple[str, int], Outcome] = field(default_factory=dict)
+    """Outcome of jobs past the placement-attempt cap, per (team, ``JobShape.gang``)."""
+    gangs: dict[tuple[object, ...], int] = field(default_factory=dict)
     behind_head: set[ShapeKey] = field(default_factory=set)
     head_released: bool = False
     victim_hint: tuple[int | None, bool, bool] | None = None

@@ -251,6 +251,11 @@ class JobShape:
     key: tuple[object, ...]
     number: int
     """Sequence number of the shape in this cycle: a cheap dict key."""
+    gang: int
+    """Number of the shape's *gang*: what an untried job's outcome depends on besides its team
+    (member GPUs, topology, the type options with their capable classes, whole-node need and
+    the elastic note). Requests that differ only in CPUs or memory per GPU usually share it.
+    -1 for shapes that are invalid, can never run or have no ready node."""
 
 
 def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
@@ -265,7 +270,7 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
     invalid = invalid_request(spec)
     if invalid is not None:
         shape = JobShape(invalid, (), 0, Demand.of((), spec.topology), (), None, None, False, key,
-                         len(ctx.shapes))
+                         len(ctx.shapes), -1)
         ctx.shapes[key] = shape
         return shape
     node_size = _node_size(ctx, spec)
@@ -280,6 +285,14 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
         if not options:
             never = ("Can never run on this fleet: no single GPU type can host every member "
                      "of its gang.")
+    not_ready = none_ready(ctx, per_member) if never is None else None
+    needs_whole = bool(options) and _needs_whole(ctx, smallest, options[0].member_classes)
+    gang = -1
+    if never is None and not_ready is None:
+        gang_key = (tuple(m.gpus for m in smallest.members), smallest.topology,
+                    tuple((o.gpu_type, o.member_classes) for o in options), needs_whole,
+                    elastic_note(spec))
+        gang = ctx.gangs.setdefault(gang_key, len(ctx.gangs))
     shape = JobShape(
         invalid=None,
         sizes=sizes,
@@ -287,10 +300,11 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
         smallest=smallest,
         options=options,
         never=never,
-        not_ready=none_ready(ctx, per_member) if never is None else None,
-        needs_whole=bool(options) and _needs_whole(ctx, smallest, options[0].member_classes),
+        not_ready=not_ready,
+        needs_whole=needs_whole,
         key=key,
         number=len(ctx.shapes),
+        gang=gang,
     )
     ctx.shapes[key] = shape
     return shape
@@ -339,8 +353,9 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         return
     if ctx.attempts >= cfg.max_placement_attempts:
         # Past the last placement attempt nothing binds or holds any more, so a job's answer
-        # depends only on its team and shape: the first such job's outcome serves the rest.
-        known_outcome = ctx.untried_outcomes.get((spec.team, shape.number))
+        # depends only on its team and its shape's gang (see JobShape.gang): the first such
+        # job's outcome serves the rest. Position and ETA are still per job (phase 7).
+        known_outcome = ctx.untried_outcomes.get((spec.team, shape.gang))
         if isinstance(known_outcome, Outcome):
             ctx.untried += 1
             _settle(ctx, spec, known_outcome)
@@ -373,7 +388,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         ctx.untried += 1
         verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
         outcome = _untried(ctx, spec, smallest, options, verdicts, needs_whole)
-        ctx.untried_outcomes[(spec.team, shape.number)] = outcome
+        ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
         _settle(ctx, spec, outcome)
         return
 

@@ -137,8 +137,11 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
 def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplanation, ...]:
     """One explanation per pending job that was not bound, in queue order."""
     timeline: ReleaseTimeline | None = None
-    # keyed by the identity of the gang: outcomes of one request shape share one Demand
-    etas: dict[tuple[int, tuple[int, ...]], float | None] = {}
+    # ReleaseTimeline.eta depends only on the gang's GPU count, its largest member, how many
+    # members are that large, and the classes: requests that differ in CPUs or memory per GPU
+    # share one estimate
+    etas: dict[tuple[int, int, int, tuple[int, ...]], float | None] = {}
+    quota_etas: dict[tuple[str, str, int], float | None] = {}
     # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed by
     # identity because hashing an Outcome would hash its whole gang.
     worded: dict[int, tuple[float | None, str]] = {}
@@ -164,9 +167,16 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                                            outcome.demand.gpus if outcome.demand else spec.gpus)
                 shortage = verdict.used + (outcome.demand.gpus if outcome.demand else spec.gpus) \
                     - verdict.nominal - verdict.borrowable
-                eta = team_release_eta(ctx, spec.team, outcome.quota_type, shortage)
+                qkey = (spec.team, outcome.quota_type, shortage)
+                if qkey not in quota_etas:
+                    quota_etas[qkey] = team_release_eta(ctx, spec.team, outcome.quota_type,
+                                                        shortage)
+                eta = quota_etas[qkey]
             elif outcome.code in CAPACITY_CODES and outcome.demand is not None:
-                key = (id(outcome.demand), outcome.classes)
+                d = outcome.demand
+                largest = d.largest_member
+                key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
+                       outcome.classes)
                 if key not in etas:
                     if timeline is None:
                         timeline = ReleaseTimeline(ctx)

@@ -20,6 +20,8 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
     values = {name: pc.value for name, pc in ctx.priority.items()}
     shares = ctx.shares
     sort_key = plugin.sort_key
+    # one QueueContext per (priority class, team): it holds nothing job-specific
+    qctxs: dict[tuple[str, str], QueueContext] = {}
     for job in ctx.snapshot.pending:
         if job.id in seen:
             raise SnapshotError(f"pending job {job.id!r} appears twice in the snapshot")
@@ -28,7 +30,12 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
                 f"job {job.id!r} is both pending and running; a job is in exactly one of them"
             )
         seen.add(job.id)
-        qctx = QueueContext(now, values.get(job.priority_class, 0), shares.get(job.team, 0.0))
+        qkey = (job.priority_class, job.team)
+        qctx = qctxs.get(qkey)
+        if qctx is None:
+            qctx = qctxs[qkey] = QueueContext(now, values.get(job.priority_class, 0),
+                                              shares.get(job.team, 0.0))
         keyed.append((sort_key(job, qctx), job.submitted_at, job.id, job))
-    keyed.sort(key=lambda k: (k[0], k[1], k[2]))
+    # job ids are unique (checked above), so the comparison never reaches the JobSpec
+    keyed.sort()
     return [k[3] for k in keyed]

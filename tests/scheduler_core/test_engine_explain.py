@@ -123,6 +123,36 @@ def test_jobs_beyond_the_cycles_placement_budget_are_still_explained():
         assert "Not tried this cycle: the cycle's 2 placement attempts" in p.message
 
 
+def test_jobs_beyond_the_budget_that_share_a_gang_keep_their_own_team_position_and_note():
+    # Past the placement budget outcomes are shared per (team, gang): jobs that differ only in
+    # CPUs per GPU share one, but never across teams or between elastic and rigid requests.
+    plan = (
+        make_cluster().nodes(2).at(0)
+        .quota("ml", "a100", 16).quota("cv", "a100", 4)
+        .running(make_running(make_job("r").team("cv").gpus(4).limit(1000)).on("n1", 0, 1, 2, 3))
+        .pending(make_job("j0").team("ml").gpus(8).submitted(0),
+                 make_job("a").team("ml").gpus(2).cpus_per_gpu(4).submitted(1),
+                 make_job("b").team("ml").gpus(2).cpus_per_gpu(8).submitted(2),
+                 make_job("c").team("cv").gpus(2).cpus_per_gpu(4).submitted(3),
+                 make_job("d").team("cv").gpus(4).elastic(2, 4).cpus_per_gpu(8).submitted(4),
+                 make_job("e").team("cv").gpus(2).cpus_per_gpu(8).submitted(5))
+        .plan(SchedulerConfig(max_placement_attempts=1))
+    )
+    assert [b.job_id for b in plan.binds] == ["j0"]
+    by_id = {p.job_id: p for p in plan.pending}
+    for job_id in ("a", "b"):
+        assert by_id[job_id].code is ReasonCode.BEHIND_HIGHER_PRIORITY
+        assert "Not tried this cycle" in by_id[job_id].message
+    for job_id in ("c", "d", "e"):
+        assert by_id[job_id].code is ReasonCode.QUOTA_EXCEEDED
+        assert "team cv uses 4 of 4 nominal a100" in by_id[job_id].message
+        assert by_id[job_id].eta == 1000.0
+    assert "(elastic 2..4 GPUs)" in by_id["d"].message
+    assert "elastic" not in by_id["c"].message and "elastic" not in by_id["e"].message
+    positions = [p.queue_position for p in plan.pending]
+    assert len(set(positions)) == 5 and positions == sorted(positions)
+
+
 def test_pending_counts_by_reason_in_fleet_figures():
     plan = (
         make_cluster().nodes(1)
