@@ -562,6 +562,7 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
         a.generation: a
         for a in Allocation.objects.filter(pk__in={a for a, _ in held})
         .select_related("job")
+        .only("id", "generation", "state", "started_at", "released_at", "release_reason", "job_id", "job__team_id")
         .annotate(node_count=Count("gpus__node_id", distinct=True))
     }
     started: list[tuple[Node, Allocation, Report]] = []
@@ -836,17 +837,19 @@ def desired_allocations_many(nodes: Sequence[Node], now: datetime) -> dict[int, 
         return {}
     names = {n.pk: n.name for n in nodes}
     here = AllocationGpu.objects.filter(node_id__in=list(names), live=True).values("allocation_id")
+    # Plain rows, only the columns the agent needs: a heartbeat of a busy fleet builds
+    # thousands of these, and model instances with every job column cost several times more.
     allocations = list(
         Allocation.objects.filter(pk__in=here, state__in=LIVE_ALLOCATION_STATES)
-        .select_related("job")
         .order_by("generation")
+        .values(*_PAYLOAD_COLUMNS)
     )
     if not allocations:
         return {}
     members: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
     live_on: dict[int, set[int]] = defaultdict(set)
     for allocation_id, node_id, node_name, gpu_index, live in (
-        AllocationGpu.objects.filter(allocation_id__in=[a.pk for a in allocations])
+        AllocationGpu.objects.filter(allocation_id__in=[a["id"] for a in allocations])
         .values_list("allocation_id", "node_id", "node__name", "gpu_index", "live")
         .order_by("allocation_id", "node__name", "gpu_index")
     ):
@@ -856,36 +859,42 @@ def desired_allocations_many(nodes: Sequence[Node], now: datetime) -> dict[int, 
     out: dict[int, list[dict[str, Any]]] = {}
     for node_id, allocation_ids in live_on.items():
         out[node_id] = [
-            _allocation_payload(a, members[a.pk], names[node_id], now) for a in allocations if a.pk in allocation_ids
+            _allocation_payload(a, members[a["id"]], names[node_id], now) for a in allocations
+            if a["id"] in allocation_ids
         ]
     return out
 
 
+_PAYLOAD_COLUMNS = (
+    "id", "generation", "epoch", "state", "started_at", "release_deadline", "release_reason",
+    "job_id", "job__name", "job__command", "job__env", "job__runtime_limit_s", "job__checkpoint_interval_s",
+)
+
+
 def _allocation_payload(
-    allocation: Allocation, gang: list[tuple[str, int, bool]], here: str, now: datetime
+    allocation: dict[str, Any], gang: list[tuple[str, int, bool]], here: str, now: datetime
 ) -> dict[str, Any]:
-    job = allocation.job
     node_names = sorted({n for n, _, _ in gang})
     local = [(rank, gpu) for rank, (n, gpu, live) in enumerate(gang) if n == here and live]
     release = None
-    if allocation.state == AllocationState.RELEASING:
-        deadline = allocation.release_deadline or now
+    if allocation["state"] == AllocationState.RELEASING:
+        deadline = allocation["release_deadline"] or now
         release = {
-            "reason": allocation.release_reason,
+            "reason": allocation["release_reason"],
             "deadline": deadline.isoformat(),
             "grace_remaining_s": max(0.0, round((deadline - now).total_seconds(), 3)),
         }
     return {
-        "generation": allocation.generation,
-        "epoch": allocation.epoch,
-        "state": allocation.state,
+        "generation": allocation["generation"],
+        "epoch": allocation["epoch"],
+        "state": allocation["state"],
         "job": {
-            "id": job.pk,
-            "name": job.name,
-            "command": job.command,
-            "env": job.env or {},
-            "runtime_limit_s": job.runtime_limit_s,
-            "checkpoint_interval_s": job.checkpoint_interval_s,
+            "id": allocation["job_id"],
+            "name": allocation["job__name"],
+            "command": allocation["job__command"],
+            "env": allocation["job__env"] or {},
+            "runtime_limit_s": allocation["job__runtime_limit_s"],
+            "checkpoint_interval_s": allocation["job__checkpoint_interval_s"],
         },
         "gpus": [gpu for _, gpu in local],
         "ranks": [rank for rank, _ in local],
@@ -893,8 +902,8 @@ def _allocation_payload(
         "nnodes": len(node_names),
         "node_rank": node_names.index(here),
         "master_addr": node_names[0],
-        "master_port": master_port(allocation.generation),
-        "started_at": allocation.started_at.isoformat() if allocation.started_at else None,
+        "master_port": master_port(allocation["generation"]),
+        "started_at": allocation["started_at"].isoformat() if allocation["started_at"] else None,
         "release": release,
     }
 
