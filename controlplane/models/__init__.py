@@ -7,7 +7,14 @@ from controlplane.models.jobs import Allocation, AllocationGpu, Job
 from controlplane.models.quotas import Cohort, PriorityClass, Quota
 from controlplane.models.scheduling import FleetSample, SchedulerLease
 from controlplane.models.teams import Membership, Project, Team
-from controlplane.models.usage import AccountingCursor, FleetRollup, JobProgressRate, QuotaRollup, UsageRollup  # noqa: F401
+from controlplane.models.usage import (  # noqa: F401
+    AccountingCursor,
+    FleetRollup,
+    GroupRollup,
+    JobProgressRate,
+    QuotaRollup,
+    UsageRollup,
+)
 
 __all__ = [
     "Allocation",

@@ -7,6 +7,9 @@ Raw `UsageSample` rows from the agents are folded into these tables by the accou
   project and priority class are copied onto the row so a showback query is a single GROUP BY
   over one table. Hour rows are the sum of their minute rows and day rows the sum of their hour
   rows, column by column, so every granularity tells the same story.
+- `GroupRollup`: the same measures without the job: per (day or calendar month, team, project,
+  priority class, GPU type, capacity tier, borrowed), the sums of the jobs' day rows, so a
+  showback over months reads a few thousand rows instead of every job's every day.
 - `FleetRollup`: the fleet's capacity per (bucket, start, GPU type, capacity tier), with the
   same usage columns summed over jobs: `__idle__` = capacity − allocated.
 - `QuotaRollup`: each team's guarantee per GPU type and how much of it sat idle (neither used
@@ -30,11 +33,13 @@ USD = {"max_digits": 30, "decimal_places": 15, "default": 0}
 
 
 class RollupBucket(models.IntegerChoices):
-    """A rollup granularity; the value is its length in seconds."""
+    """A rollup granularity; the value is its length in seconds (a calendar month's rows start
+    on the 1st, UTC; its value is the mean Gregorian month and serves only as a label)."""
 
     MINUTE = 60, "Minute"
     HOUR = 3600, "Hour"
     DAY = 86400, "Day"
+    MONTH = 2_629_746, "Calendar month"
 
 
 class ProgressUnit(models.TextChoices):
@@ -134,6 +139,40 @@ class UsageRollup(UsageColumns):
 
     def __str__(self) -> str:
         return f"job {self.job_id} {self.get_bucket_display()} {self.start:%Y-%m-%d %H:%M}: ${self.cost_usd}"
+
+
+class GroupRollup(UsageColumns):
+    """All jobs of one team, project and priority class on one kind of capacity, per day or
+    calendar month: what long showback windows read."""
+
+    bucket = models.IntegerField(choices=RollupBucket.choices)
+    start = models.DateTimeField()
+    team = models.ForeignKey("controlplane.Team", on_delete=models.CASCADE, related_name="group_rollups")
+    project = models.ForeignKey(
+        "controlplane.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="group_rollups"
+    )
+    priority_class = models.ForeignKey(
+        "controlplane.PriorityClass", on_delete=models.PROTECT, related_name="group_rollups"
+    )
+    gpu_type = models.ForeignKey("controlplane.GpuType", on_delete=models.PROTECT, related_name="group_rollups")
+    capacity_tier = models.CharField(max_length=16, choices=CapacityTier.choices)
+    borrowed = models.BooleanField(default=False)
+
+    class Meta:
+        ordering = ["bucket", "start", "team_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["bucket", "start", "team", "project", "priority_class", "gpu_type", "capacity_tier",
+                        "borrowed"],
+                name="group_rollup_unique_cell", nulls_distinct=False,
+            ),
+            models.CheckConstraint(condition=Q(bucket__in=[86400, 2_629_746]), name="group_rollup_days_or_months"),
+            *_tiers_ordered("group_rollup"),
+        ]
+        indexes = [models.Index(fields=["team", "bucket", "start"], name="group_rollup_team_window")]
+
+    def __str__(self) -> str:
+        return f"team {self.team_id} {self.get_bucket_display()} {self.start:%Y-%m-%d}: ${self.cost_usd}"
 
 
 class FleetRollup(UsageColumns):

@@ -39,7 +39,8 @@ from typing import Any
 import structlog
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, Max, Min, Q, Sum
+from django.db.models import Count, DecimalField, F, Max, Min, Q, Sum, Value
+from django.db.models.functions import Cast, Least, Round, Trunc
 
 from controlplane.choices import EventKind, JobState
 from controlplane.models import (
@@ -49,6 +50,7 @@ from controlplane.models import (
     Event,
     FleetRollup,
     FleetSample,
+    GroupRollup,
     Job,
     JobProgressRate,
     Node,
@@ -87,12 +89,14 @@ from controlplane.services.usage_tiers import (
 log = structlog.get_logger(__name__)
 
 CURSOR_NAME = "usage"
-MINUTE, HOUR, DAY = RollupBucket.MINUTE, RollupBucket.HOUR, RollupBucket.DAY
+MINUTE, HOUR, DAY, MONTH = RollupBucket.MINUTE, RollupBucket.HOUR, RollupBucket.DAY, RollupBucket.MONTH
 #: Minutes re-derived on every run, so samples that arrive a little late are simply included.
 REROLL_MINUTES = 5
 #: A run that finds a backlog (first start, a long outage) rolls at most this much, then the
 #: next run goes on, so no single transaction grows without bound.
 MAX_CATCH_UP = timedelta(hours=6)
+#: Relative change of a job's average rate (before it has a steady window) worth a rewrite.
+UNSTEADY_RATE_TOLERANCE = 0.001
 #: Scheduling-cycle duration buckets (seconds) of the admission-attempt histogram.
 CYCLE_BUCKETS_S = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 #: Event kinds whose counts /metrics exposes as counters.
@@ -106,6 +110,7 @@ COUNTED_EVENT_KINDS = (
 )
 _REQUEUE_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED)
 _DIMENSIONS = ("job_id", "team_id", "project_id", "priority_class_id", "gpu_type_id", "capacity_tier", "borrowed")
+_GROUP_DIMENSIONS = _DIMENSIONS[1:]
 _CAPACITY_FIELDS = ("capacity_gpu_seconds", "capacity_cost_usd")
 _QUOTA_FIELDS = (
     "nominal_gpu_seconds", "used_gpu_seconds", "borrowed_gpu_seconds", "lent_gpu_seconds", "idle_gpu_seconds",
@@ -584,7 +589,11 @@ def _update_rates(job_minutes: dict[int, dict[int, JobMinute]], now: datetime, h
         changed.add(job_id)
     for job_id, unit, rate in _average_rates(unsteady, existing, horizon):
         current = existing.get(job_id)
-        if current is not None and current.unit == unit and current.per_active_gpu_second == rate:
+        # An average moves a little with every report; rewrite the job's rows only when it
+        # moves by more than UNSTEADY_RATE_TOLERANCE (a steady window replaces it anyway).
+        if current is not None and current.unit == unit and (
+            abs(rate - current.per_active_gpu_second) <= UNSTEADY_RATE_TOLERANCE * current.per_active_gpu_second
+        ):
             continue
         _save_rate(job_id, unit, rate, False, None, None, now, current)
         changed.add(job_id)
@@ -624,28 +633,21 @@ def _save_rate(job_id: int, unit: str, rate: float, steady: bool, w0: datetime |
 
 
 def _reprice_productive(job_id: int, horizon: datetime, touched: _Touched) -> None:
-    """A job's rate moved: recompute its productive tier on every minute row still kept.
+    """A job's rate moved: recompute its productive tier on every minute row still kept, in one
+    UPDATE: productive = min(active, round(retained progress ÷ rate, µs)).
 
     Hours before the raw-sample horizon keep the productive figure they were summed with (their
     minutes are gone); see docs/accounting.md, "Retention"."""
     rate = JobProgressRate.objects.get(job_id=job_id)
-    rows = list(
-        UsageRollup.objects.filter(bucket=MINUTE, job_id=job_id, start__gte=horizon).only(
-            "pk", "start", "active_gpu_seconds", "productive_gpu_seconds", "retained_steps", "retained_tokens"
-        )
-    )
-    changed = []
-    for row in rows:
-        retained = row.retained_steps if rate.unit == "steps" else row.retained_tokens
-        value = productive_of(row.active_gpu_seconds, retained, rate.per_active_gpu_second)
-        if value != row.productive_gpu_seconds:
-            row.productive_gpu_seconds = value
-            changed.append(row)
-    if not changed:
-        return
-    UsageRollup.objects.bulk_update(changed, ["productive_gpu_seconds"], batch_size=2000)
-    first, last = min(r.start for r in changed), max(r.start for r in changed) + timedelta(minutes=1)
-    touched.minutes(first, last, job_id)
+    rows = UsageRollup.objects.filter(bucket=MINUTE, job_id=job_id, start__gte=horizon)
+    retained = F("retained_steps") if rate.unit == "steps" else F("retained_tokens")
+    rows.update(productive_gpu_seconds=Least(
+        F("active_gpu_seconds"),
+        Round(Cast(retained / Value(rate.per_active_gpu_second), DecimalField(max_digits=30, decimal_places=9)), 6),
+    ))
+    span = rows.aggregate(first=Min("start"), last=Max("start"))
+    if span["first"] is not None:
+        touched.minutes(span["first"], span["last"] + timedelta(minutes=1), job_id)
 
 
 # ------------------------------------------------------------------------------ re-summing
@@ -653,54 +655,88 @@ def _reprice_productive(job_id: int, horizon: datetime, touched: _Touched) -> No
 
 def _resum(touched: _Touched) -> None:
     """Minutes → hours → days, for every cell a run touched (hours and days are plain sums)."""
-    days_all: set[datetime] = set()
-    job_days: dict[int, set[datetime]] = defaultdict(set)
-    for hour in sorted(touched.all_jobs_hours):
-        _resum_jobs(HOUR, hour, None)
-        days_all.add(floor_to(hour, DAY))
+    # Every hour first, then the days they make up (a day must never sum stale hours).
+    _resum_jobs(HOUR, touched.all_jobs_hours, None)
     for job_id, hours in touched.job_hours.items():
-        for hour in sorted(hours - touched.all_jobs_hours):
-            _resum_jobs(HOUR, hour, job_id)
-            job_days[job_id].add(floor_to(hour, DAY))
-    for day in sorted(days_all):
-        _resum_jobs(DAY, day, None)
-    for job_id, days in job_days.items():
-        for day in sorted(days - days_all):
-            _resum_jobs(DAY, day, job_id)
+        _resum_jobs(HOUR, hours - touched.all_jobs_hours, job_id)
+    days_all = {floor_to(h, DAY) for h in touched.all_jobs_hours}
+    _resum_jobs(DAY, days_all, None)
+    days = set(days_all)
+    for job_id, hours in touched.job_hours.items():
+        job_days = {floor_to(h, DAY) for h in hours}
+        _resum_jobs(DAY, job_days - days_all, job_id)
+        days |= job_days
+    _resum_groups(days)
     for a, b in _merge_ranges(touched.fleet_minutes):
         _resum_fleet_minutes(floor_to(a, MINUTE), b)
-    fleet_days = set()
-    for hour in sorted(touched.fleet_hours):
-        _resum_fleet(HOUR, hour)
-        fleet_days.add(floor_to(hour, DAY))
-    for day in sorted(fleet_days):
-        _resum_fleet(DAY, day)
-    quota_days = set()
-    for hour in sorted(touched.quota_hours):
-        _resum_quota(HOUR, hour)
-        quota_days.add(floor_to(hour, DAY))
-    for day in sorted(quota_days):
-        _resum_quota(DAY, day)
+    _resum_fleet(HOUR, touched.fleet_hours)
+    _resum_fleet(DAY, {floor_to(h, DAY) for h in touched.fleet_hours})
+    _resum_quota(HOUR, touched.quota_hours)
+    _resum_quota(DAY, {floor_to(h, DAY) for h in touched.quota_hours})
 
 
 def _finer(bucket: int) -> int:
     return MINUTE if bucket == HOUR else HOUR
 
 
-def _resum_jobs(bucket: int, start: datetime, job_id: int | None) -> None:
-    end = start + timedelta(seconds=bucket)
-    source = UsageRollup.objects.filter(bucket=_finer(bucket), start__gte=start, start__lt=end)
-    target = UsageRollup.objects.filter(bucket=bucket, start=start)
-    if job_id is not None:
-        source, target = source.filter(job_id=job_id), target.filter(job_id=job_id)
-    sums = source.values(*_DIMENSIONS).annotate(**{f"s_{f}": Sum(f) for f in USAGE_SUM_FIELDS})
-    rows = [
-        UsageRollup(bucket=bucket, start=start, **{d: s[d] for d in _DIMENSIONS},
-                    **{f: s[f"s_{f}"] for f in USAGE_SUM_FIELDS})
-        for s in sums
-    ]
-    target.delete()
-    UsageRollup.objects.bulk_create(rows, batch_size=2000)
+def _runs(starts: Iterable[datetime], bucket: int) -> list[tuple[datetime, datetime]]:
+    """Bucket starts as contiguous [first, end) ranges, so each range is re-summed in one query."""
+    step = timedelta(seconds=bucket)
+    return _merge_ranges((s, s + step) for s in starts)
+
+
+def _slot(bucket: int) -> Trunc:
+    return Trunc("start", "hour" if bucket == HOUR else "day", tzinfo=UTC)
+
+
+def _resum_jobs(bucket: int, starts: Iterable[datetime], job_id: int | None) -> None:
+    for a, b in _runs(starts, bucket):
+        source = UsageRollup.objects.filter(bucket=_finer(bucket), start__gte=a, start__lt=b)
+        target = UsageRollup.objects.filter(bucket=bucket, start__gte=a, start__lt=b)
+        if job_id is not None:
+            source, target = source.filter(job_id=job_id), target.filter(job_id=job_id)
+        sums = source.annotate(slot=_slot(bucket)).values("slot", *_DIMENSIONS).annotate(
+            **{f"s_{f}": Sum(f) for f in USAGE_SUM_FIELDS}
+        )
+        rows = [
+            UsageRollup(bucket=bucket, start=s["slot"], **{d: s[d] for d in _DIMENSIONS},
+                        **{f: s[f"s_{f}"] for f in USAGE_SUM_FIELDS})
+            for s in sums
+        ]
+        target.delete()
+        UsageRollup.objects.bulk_create(rows, batch_size=2000)
+
+
+def floor_month(moment: datetime) -> datetime:
+    return moment.astimezone(UTC).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+
+
+def next_month(month: datetime) -> datetime:
+    return month.replace(year=month.year + (month.month == 12), month=month.month % 12 + 1)
+
+
+def _resum_groups(days: set[datetime]) -> None:
+    """The job-less day rows of the touched days (sums of every job's day rows), then the
+    calendar months those days belong to (sums of their day rows)."""
+    usage = list(USAGE_SUM_FIELDS)
+    for a, b in _runs(days, DAY):
+        sums = (
+            UsageRollup.objects.filter(bucket=DAY, start__gte=a, start__lt=b)
+            .values("start", *_GROUP_DIMENSIONS).annotate(**{f"s_{f}": Sum(f) for f in usage})
+        )
+        rows = [GroupRollup(bucket=DAY, start=s["start"], **{d: s[d] for d in _GROUP_DIMENSIONS},
+                            **{f: s[f"s_{f}"] for f in usage}) for s in sums]
+        GroupRollup.objects.filter(bucket=DAY, start__gte=a, start__lt=b).delete()
+        GroupRollup.objects.bulk_create(rows, batch_size=2000)
+    for month in sorted({floor_month(d) for d in days}):
+        sums = (
+            GroupRollup.objects.filter(bucket=DAY, start__gte=month, start__lt=next_month(month))
+            .values(*_GROUP_DIMENSIONS).annotate(**{f"s_{f}": Sum(f) for f in usage})
+        )
+        rows = [GroupRollup(bucket=MONTH, start=month, **{d: s[d] for d in _GROUP_DIMENSIONS},
+                            **{f: s[f"s_{f}"] for f in usage}) for s in sums]
+        GroupRollup.objects.filter(bucket=MONTH, start=month).delete()
+        GroupRollup.objects.bulk_create(rows, batch_size=2000)
 
 
 def _resum_fleet_minutes(start: datetime, end: datetime) -> None:
@@ -720,37 +756,37 @@ def _resum_fleet_minutes(start: datetime, end: datetime) -> None:
     _upsert(FleetRollup, rows, ["bucket", "start", "gpu_type", "capacity_tier"], usage)
 
 
-def _resum_fleet(bucket: int, start: datetime) -> None:
-    end = start + timedelta(seconds=bucket)
+def _resum_fleet(bucket: int, starts: Iterable[datetime]) -> None:
     fields = [*USAGE_SUM_FIELDS, *_CAPACITY_FIELDS]
-    sums = (
-        FleetRollup.objects.filter(bucket=_finer(bucket), start__gte=start, start__lt=end)
-        .values("gpu_type_id", "capacity_tier")
-        .annotate(**{f"s_{f}": Sum(f) for f in fields})
-    )
-    rows = [
-        FleetRollup(bucket=bucket, start=start, gpu_type_id=s["gpu_type_id"], capacity_tier=s["capacity_tier"],
-                    **{f: s[f"s_{f}"] for f in fields})
-        for s in sums
-    ]
-    FleetRollup.objects.filter(bucket=bucket, start=start).delete()
-    FleetRollup.objects.bulk_create(rows, batch_size=2000)
+    for a, b in _runs(starts, bucket):
+        sums = (
+            FleetRollup.objects.filter(bucket=_finer(bucket), start__gte=a, start__lt=b)
+            .annotate(slot=_slot(bucket)).values("slot", "gpu_type_id", "capacity_tier")
+            .annotate(**{f"s_{f}": Sum(f) for f in fields})
+        )
+        rows = [
+            FleetRollup(bucket=bucket, start=s["slot"], gpu_type_id=s["gpu_type_id"], capacity_tier=s["capacity_tier"],
+                        **{f: s[f"s_{f}"] for f in fields})
+            for s in sums
+        ]
+        FleetRollup.objects.filter(bucket=bucket, start__gte=a, start__lt=b).delete()
+        FleetRollup.objects.bulk_create(rows, batch_size=2000)
 
 
-def _resum_quota(bucket: int, start: datetime) -> None:
-    end = start + timedelta(seconds=bucket)
-    sums = (
-        QuotaRollup.objects.filter(bucket=_finer(bucket), start__gte=start, start__lt=end)
-        .values("team_id", "gpu_type_id")
-        .annotate(**{f"s_{f}": Sum(f) for f in _QUOTA_FIELDS})
-    )
-    rows = [
-        QuotaRollup(bucket=bucket, start=start, team_id=s["team_id"], gpu_type_id=s["gpu_type_id"],
-                    **{f: s[f"s_{f}"] for f in _QUOTA_FIELDS})
-        for s in sums
-    ]
-    QuotaRollup.objects.filter(bucket=bucket, start=start).delete()
-    QuotaRollup.objects.bulk_create(rows, batch_size=2000)
+def _resum_quota(bucket: int, starts: Iterable[datetime]) -> None:
+    for a, b in _runs(starts, bucket):
+        sums = (
+            QuotaRollup.objects.filter(bucket=_finer(bucket), start__gte=a, start__lt=b)
+            .annotate(slot=_slot(bucket)).values("slot", "team_id", "gpu_type_id")
+            .annotate(**{f"s_{f}": Sum(f) for f in _QUOTA_FIELDS})
+        )
+        rows = [
+            QuotaRollup(bucket=bucket, start=s["slot"], team_id=s["team_id"], gpu_type_id=s["gpu_type_id"],
+                        **{f: s[f"s_{f}"] for f in _QUOTA_FIELDS})
+            for s in sums
+        ]
+        QuotaRollup.objects.filter(bucket=bucket, start__gte=a, start__lt=b).delete()
+        QuotaRollup.objects.bulk_create(rows, batch_size=2000)
 
 
 # ------------------------------------------------------------------------ /metrics counters
@@ -988,9 +1024,24 @@ class Showback:
         return total
 
 
-def _segments(start: datetime, end: datetime, now: datetime) -> tuple[datetime, datetime, list[tuple[int, datetime, datetime]]]:
-    """[start, end) as rollup rows: whole days from day rows, whole hours from hour rows, the
-    rest from minute rows. Each end is aligned to the finest rows still kept there."""
+Segment = tuple[int, datetime, datetime]
+
+
+def _floor(t: datetime, bucket: int) -> datetime:
+    return floor_month(t) if bucket == MONTH else floor_to(t, bucket)
+
+
+def _ceil(t: datetime, bucket: int) -> datetime:
+    if bucket != MONTH:
+        return ceil_to(t, bucket)
+    month = floor_month(t)
+    return month if month == t else next_month(month)
+
+
+def _segments(start: datetime, end: datetime, now: datetime, levels: Sequence[int]) -> tuple[datetime, datetime, list[Segment]]:
+    """[start, end) as rollup rows, coarsest first: whole months (if `levels` has them) from
+    month rows, whole days from day rows, whole hours from hour rows, the rest from minute
+    rows. Each end is aligned to the finest rows still kept there."""
     horizon, hours_from = raw_horizon(now), hour_horizon(now)
 
     def align(t: datetime, up: bool) -> datetime:
@@ -998,32 +1049,55 @@ def _segments(start: datetime, end: datetime, now: datetime) -> tuple[datetime, 
         return ceil_to(t, bucket) if up else floor_to(t, bucket)
 
     s, e = align(start, False), align(end, True)
-    out: list[tuple[int, datetime, datetime]] = []
-    if e <= s:
-        return s, e, out
-    d0, d1 = ceil_to(s, DAY), floor_to(e, DAY)
-    if d0 < d1:
-        out.append((DAY, d0, d1))
-        heads, tails = [(s, d0)], [(d1, e)]
-    else:
-        heads, tails = [(s, e)], []
-    for a, b in heads + tails:
-        h0, h1 = ceil_to(a, HOUR), floor_to(b, HOUR)
-        if h0 < h1:
-            out.append((HOUR, h0, h1))
-            for m0, m1 in ((a, h0), (h1, b)):
-                if m0 < m1:
-                    out.append((MINUTE, m0, m1))
-        elif a < b:
+    out: list[Segment] = []
+
+    def split(a: datetime, b: datetime, remaining: Sequence[int]) -> None:
+        if a >= b:
+            return
+        level = remaining[0]
+        if level == MINUTE:
             out.append((MINUTE, a, b))
+            return
+        c0, c1 = _ceil(a, level), _floor(b, level)
+        if c0 < c1:
+            out.append((level, c0, c1))
+            split(a, c0, remaining[1:])
+            split(c1, b, remaining[1:])
+        else:
+            split(a, b, remaining[1:])
+
+    split(s, e, levels)
     return s, e, out
 
 
-def _window_filter(segments: Sequence[tuple[int, datetime, datetime]]) -> Q:
-    q = Q(pk__in=[])
+_USAGE_SUMS = {
+    "allocated": "allocated_gpu_seconds", "active": "active_gpu_seconds", "productive": "productive_gpu_seconds",
+    "lost": "lost_gpu_seconds", "cost": "cost_usd", "lost_cost": "lost_cost_usd", "tokens": "retained_tokens",
+}
+
+
+def _sum_segments(model: Any, segments: Sequence[Segment], keys: Sequence[str], sums: dict[str, str],
+                  team_ids: Iterable[int] | None) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Σ per key over the segments, one aggregate per segment (each a plain range on the rollup
+    index, which the planner estimates well) joined with UNION ALL: one round trip."""
+    parts = []
     for bucket, a, b in segments:
-        q |= Q(bucket=bucket, start__gte=a, start__lt=b)
-    return q
+        qs = model.objects.filter(bucket=bucket, start__gte=a, start__lt=b)
+        if team_ids is not None:
+            qs = qs.filter(team_id__in=list(team_ids))
+        parts.append(qs.order_by().values(*keys).annotate(**{k: Sum(v) for k, v in sums.items()}))
+    if not parts:
+        return {}
+    query = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for row in query:
+        key = tuple(row[k] for k in keys)
+        into = merged.setdefault(key, {k: row[k] for k in keys})
+        for name in sums:
+            value = row[name]
+            if value is not None:
+                into[name] = into.get(name, 0) + value
+    return merged
 
 
 def _rolled_until() -> datetime | None:
@@ -1034,7 +1108,9 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
     """Cost and tiers per team, project, job or priority class over `window`.
 
     `access` is services.access.Access: finance and admins read every team and the fleet's
-    `__idle__`; members read their own teams only (and no fleet figures)."""
+    `__idle__`; members read their own teams only (and no fleet figures). Whole months and days
+    come from the job-less group rows (job grouping: from the jobs' day rows), the partial
+    hours and minutes at the ends from the jobs' hour and minute rows."""
     if group_by not in GROUP_BY:
         raise AccountingQueryError("group_by", f"'{group_by}' is not a grouping: use one of {', '.join(GROUP_BY)}.")
     reads_all = bool(access.is_admin or access.is_finance)
@@ -1042,49 +1118,49 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
         raise AccountingQueryError("team", "Only members of a team, finance and admins read showback.")
     rolled = _rolled_until()
     end = min(window.end, rolled) if rolled is not None else window.start
-    start, end, segments = _segments(window.start, max(end, window.start), now)
+    end = max(end, window.start)
+    start, end, segments = _segments(window.start, end, now, (MONTH, DAY, HOUR, MINUTE))
+    _, _, plain = _segments(window.start, end, now, (DAY, HOUR, MINUTE))
     if rolled is not None and end > rolled:
         end = rolled
-    where = _window_filter(segments)
-    rows = UsageRollup.objects.filter(where)
-    quota = QuotaRollup.objects.filter(where)
-    if not reads_all:
-        rows = rows.filter(team_id__in=access.team_ids)
-        quota = quota.filter(team_id__in=access.team_ids)
+    team_ids = None if reads_all else access.team_ids
     keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
             "priority_class": ["priority_class_id"]}[group_by]
-    sums = rows.values(*keys).annotate(
-        allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
-        productive=Sum("productive_gpu_seconds"), lost=Sum("lost_gpu_seconds"), cost=Sum("cost_usd"),
-        lost_cost=Sum("lost_cost_usd"), tokens=Sum("retained_tokens"),
-    )
-    entries = [_entry(group_by, s) for s in sums]
-    _name_entries(group_by, entries)
+    if group_by == "job":
+        merged = _sum_segments(UsageRollup, plain, keys, _USAGE_SUMS, team_ids)
+    else:
+        coarse = [seg for seg in segments if seg[0] in (MONTH, DAY)]
+        fine = [seg for seg in segments if seg[0] in (HOUR, MINUTE)]
+        merged = _sum_segments(GroupRollup, coarse, keys, _USAGE_SUMS, team_ids)
+        for key, row in _sum_segments(UsageRollup, fine, keys, _USAGE_SUMS, team_ids).items():
+            into = merged.setdefault(key, {k: row[k] for k in keys})
+            for name in _USAGE_SUMS:
+                into[name] = into.get(name, 0) + row.get(name, 0)
+    entries = [_entry(group_by, s) for s in merged.values()]
     idle_by_team = {
-        r["team_id"]: (r["gpu_s"] or Decimal(0), r["usd"] or Decimal(0))
-        for r in quota.values("team_id").annotate(gpu_s=Sum("idle_gpu_seconds"), usd=Sum("idle_cost_usd"))
+        key[0]: (row.get("gpu_s") or Decimal(0), row.get("usd") or Decimal(0))
+        for key, row in _sum_segments(QuotaRollup, plain, ["team_id"],
+                                      {"gpu_s": "idle_gpu_seconds", "usd": "idle_cost_usd"}, team_ids).items()
     }
     if group_by == "team":
         seen = {e.properties["team_id"] for e in entries}
         for team_id in set(idle_by_team) - seen:
-            entry = ShowbackEntry(key=str(team_id), name=str(team_id), properties={"team_id": team_id})
-            entries.append(entry)
-        _name_entries(group_by, entries)
+            entries.append(ShowbackEntry(key=str(team_id), name=str(team_id), properties={"team_id": team_id}))
         for entry in entries:
             gpu_s, usd = idle_by_team.get(entry.properties["team_id"], (Decimal(0), Decimal(0)))
             entry.idle_reserved_gpu_seconds, entry.idle_reserved_usd = gpu_s, usd
+    _name_entries(group_by, entries)
     entries.sort(key=lambda e: (-e.cost_usd, e.name))
     idle = capacity = capacity_cost = None
     if reads_all:
-        fleet = FleetRollup.objects.filter(where).aggregate(
-            capacity=Sum("capacity_gpu_seconds"), capacity_cost=Sum("capacity_cost_usd"),
-            allocated=Sum("allocated_gpu_seconds"), cost=Sum("cost_usd"),
-        )
-        capacity = fleet["capacity"] or Decimal(0)
-        capacity_cost = fleet["capacity_cost"] or Decimal(0)
+        fleet = _sum_segments(FleetRollup, plain, [], {
+            "capacity": "capacity_gpu_seconds", "capacity_cost": "capacity_cost_usd",
+            "allocated": "allocated_gpu_seconds", "cost": "cost_usd"}, None).get((), {})
+        capacity = fleet.get("capacity") or Decimal(0)
+        capacity_cost = fleet.get("capacity_cost") or Decimal(0)
         idle = ShowbackEntry(key=IDLE, name=IDLE, properties={})
-        idle.idle_gpu_seconds = capacity - (fleet["allocated"] or Decimal(0))
-        idle.cost_usd = capacity_cost - (fleet["cost"] or Decimal(0))
+        idle.idle_gpu_seconds = capacity - (fleet.get("allocated") or Decimal(0))
+        idle.cost_usd = capacity_cost - (fleet.get("cost") or Decimal(0))
     return Showback(
         window=window, start=start, end=end, group_by=group_by, entries=entries, idle=idle,
         capacity_gpu_seconds=capacity, capacity_cost_usd=capacity_cost, rolled_until=rolled,

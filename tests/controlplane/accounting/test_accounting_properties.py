@@ -24,7 +24,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from controlplane.choices import CapacityTier, EventKind
-from controlplane.models import Allocation, FleetRollup, QuotaRollup, UsageRollup
+from controlplane.models import Allocation, FleetRollup, GroupRollup, QuotaRollup, UsageRollup
 from controlplane.services import accounting, transitions
 from controlplane.services.access import Access
 from controlplane.services.usage_tiers import PriceBook, to_us
@@ -161,7 +161,12 @@ def check(built: dict, now) -> None:  # type: ignore[no-untyped-def]
     for model, extra in ((UsageRollup, []), (FleetRollup, ["capacity_gpu_seconds", "capacity_cost_usd"])):
         levels = [model.objects.filter(bucket=b).aggregate(**{x: Sum(x) for x in fields + extra})
                   for b in (accounting.MINUTE, accounting.HOUR, accounting.DAY)]
+        if model is UsageRollup:
+            job_levels = levels
         assert levels[0] == levels[1] == levels[2]
+    groups = [GroupRollup.objects.filter(bucket=b).aggregate(**{x: Sum(x) for x in fields})
+              for b in (accounting.DAY, accounting.MONTH)]
+    assert groups[0] == groups[1] == {k: job_levels[2][k] for k in groups[0]}
     quota_levels = [QuotaRollup.objects.filter(bucket=b).aggregate(i=Sum("idle_gpu_seconds"), c=Sum("idle_cost_usd"))
                     for b in (accounting.MINUTE, accounting.HOUR, accounting.DAY)]
     assert quota_levels[0] == quota_levels[1] == quota_levels[2]

@@ -16,6 +16,7 @@ from controlplane.choices import AllocationState, CapacityTier, EventKind, JobSt
 from controlplane.models import (
     Allocation,
     FleetRollup,
+    GroupRollup,
     Job,
     JobProgressRate,
     PriceRate,
@@ -50,6 +51,9 @@ def assert_levels_agree() -> None:
         levels = [model.objects.filter(bucket=b).aggregate(**{x: Sum(x) for x in fields})
                   for b in (accounting.MINUTE, accounting.HOUR, accounting.DAY)]
         assert levels[0] == levels[1] == levels[2], model.__name__
+    groups = [GroupRollup.objects.filter(bucket=b).aggregate(**{x: Sum(x) for x in fields})
+              for b in (accounting.DAY, accounting.MONTH)]
+    assert groups[0] == groups[1] == levels[2]
 
 
 def test_steady_job_three_tiers_and_cost() -> None:
