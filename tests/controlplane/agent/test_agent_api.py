@@ -168,7 +168,7 @@ def test_heartbeat_of_a_releasing_allocation_carries_the_remaining_grace(fleet: 
     assert 25 < desired["release"]["grace_remaining_s"] <= 30
 
 
-def test_heartbeat_after_the_lease_ran_out_is_not_renewed_and_the_node_is_quarantined(fleet: LoopFleet) -> None:
+def test_fencing_a_heartbeat_after_the_lease_ran_out_is_not_renewed_and_the_node_is_quarantined(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
     job = make_job(fleet)
     allocation = bind(job, {node: [0]})
@@ -200,7 +200,7 @@ def test_heartbeat_of_a_suspect_node_makes_it_ready_again(fleet: LoopFleet) -> N
     assert Event.objects.filter(node=node, kind=EventKind.NODE_STATE, reason="HeartbeatsResumed").exists()
 
 
-def test_a_returning_agent_is_told_to_stop_work_that_was_fenced_while_it_was_away(fleet: LoopFleet) -> None:
+def test_partition_a_returning_agent_is_told_to_stop_work_that_was_fenced_while_it_was_away(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
     allocation = bind(make_job(fleet), {node: [0]})
     old_generation = allocation.generation

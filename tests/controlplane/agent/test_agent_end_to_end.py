@@ -77,7 +77,7 @@ def test_cancelling_a_running_job_stops_its_process_and_the_job_ends_cancelled(l
     assert not agent.members
 
 
-def test_a_node_that_stops_heartbeating_goes_suspect_then_quarantined_and_its_job_runs_elsewhere(
+def test_partition_a_node_that_stops_heartbeating_goes_suspect_then_quarantined_and_its_job_runs_elsewhere(
     live_server: Any, settings: Any
 ) -> None:
     settings.QM = {**settings.QM, "AGENT_LEASE_S": 2.0, "SUSPECT_AFTER_S": 0.8}
@@ -112,7 +112,7 @@ def test_a_node_that_stops_heartbeating_goes_suspect_then_quarantined_and_its_jo
     assert Event.objects.filter(node__name=holder.name, reason="RegisteredClean").exists()
 
 
-def test_a_returning_agent_that_kept_running_learns_its_work_is_stale_and_stops_it(
+def test_partition_a_returning_agent_that_kept_running_learns_its_work_is_stale_and_stops_it(
     live_server: Any, settings: Any
 ) -> None:
     settings.QM = {**settings.QM, "AGENT_LEASE_S": 1.5, "SUSPECT_AFTER_S": 0.5}

@@ -156,7 +156,7 @@ def test_work_lost_on_a_node_requeues_the_job_instead_of_failing_it(fleet: LoopF
     assert Allocation.objects.get(pk=allocation.pk).state == AllocationState.FENCED
 
 
-def test_reports_about_a_fenced_generation_change_nothing_and_the_reply_says_stop(fleet: LoopFleet) -> None:
+def test_fencing_reports_about_a_fenced_generation_change_nothing_and_the_reply_says_stop(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
     job = make_job(fleet)
     allocation = bind(job, {node: [0]})

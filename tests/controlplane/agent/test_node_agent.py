@@ -129,7 +129,7 @@ def test_a_finished_job_is_reported_with_its_exit_code_and_not_launched_again() 
     assert agent.counters["launched"] == 1 and not agent.members
 
 
-def test_a_generation_older_than_one_already_seen_on_its_gpus_is_refused() -> None:
+def test_fencing_a_generation_older_than_one_already_seen_on_its_gpus_is_refused() -> None:
     plane, clock = ScriptedControlPlane(), FakeClock()
     plane.allocations = [allocation(9, [2])]
     agent = make_agent(plane, clock)
@@ -144,7 +144,7 @@ def test_a_generation_older_than_one_already_seen_on_its_gpus_is_refused() -> No
     assert agent.counters["refused"] == 1
 
 
-def test_a_newer_generation_for_busy_gpus_kills_the_older_member_before_it_launches() -> None:
+def test_fencing_a_newer_generation_for_busy_gpus_kills_the_older_member_before_it_launches() -> None:
     plane, clock = ScriptedControlPlane(), FakeClock()
     plane.allocations = [allocation(4, [0])]
     agent = make_agent(plane, clock)
@@ -204,7 +204,7 @@ def test_work_the_control_plane_no_longer_lists_is_killed_as_stale() -> None:
     assert [r["generation"] for r in plane.reports("lost")] == [6]
 
 
-def test_when_the_lease_cannot_be_renewed_the_agent_kills_its_work_before_the_lease_ends() -> None:
+def test_fencing_when_the_lease_cannot_be_renewed_the_agent_kills_its_work_before_the_lease_ends() -> None:
     clock = FakeClock()
     plane = ScriptedControlPlane(clock)
     plane.allocations = [allocation(6, [0])]

@@ -37,7 +37,7 @@ def test_a_node_within_its_suspect_window_stays_ready(fleet: LoopFleet) -> None:
     assert node.state == NodeState.READY
 
 
-def test_lease_expiry_quarantines_the_node_and_fences_the_whole_gang_with_lost_work(fleet: LoopFleet, settings) -> None:
+def test_fencing_lease_expiry_quarantines_the_node_and_fences_the_whole_gang_with_lost_work(fleet: LoopFleet, settings) -> None:
     a, _ = register_node("gpu-a")
     b, _ = register_node("gpu-b")
     job = make_job(fleet, gpus=16, gpus_per_node=8)
