@@ -154,3 +154,30 @@ def test_a_job_past_its_runtime_limit_is_stopped_and_ends_timed_out(live_server:
 
     assert not agent.members
     assert Event.objects.filter(job=job, kind=EventKind.JOB_TIMED_OUT).exists()
+
+
+def test_a_real_process_runs_a_scheduled_job_with_its_gpus_and_its_progress_reaches_the_job(
+    live_server: Any, tmp_path: Any
+) -> None:
+    from controlplane.agent.members import ProcessLauncher
+
+    fleet = build_loop_fleet()
+    inventory = NodeInventory(name="gpu-real", gpu_count=8, pool="h100", gpu_type="H100-80GB", cpus=8, memory_gb=64,
+                              leaf_switch="leaf-1", spine="spine-1")
+    agent = NodeAgent(inventory, client=AgentClient(live_server.url),
+                      launcher=ProcessLauncher(tmp_path, "gpu-real", devices=None), bootstrap_token=BOOTSTRAP,
+                      interval_s=0.2, sample_interval_s=0.2)
+    drive([agent], lambda: Node.objects.filter(name="gpu-real", state=NodeState.READY).exists())
+    command = ('echo "$CUDA_VISIBLE_DEVICES $WORLD_SIZE $RANK" > "$QM_PROGRESS_FILE.env"; '
+               'echo \'{"steps": 42, "useful_tokens": 4200, "checkpoint": true}\' >> "$QM_PROGRESS_FILE"; sleep 0.3')
+    job = make_job(fleet, gpus=2, command=command)
+
+    cycle.run_cycle("test")
+    drive([agent], lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED)
+
+    job.refresh_from_db()
+    allocation = Allocation.objects.get(job=job)
+    gpus = ",".join(str(g) for g in sorted(allocation.gpus.values_list("gpu_index", flat=True)))
+    seen = (tmp_path / "gpu-real" / f"g{allocation.generation}" / "rank0.progress.jsonl.env").read_text().split()
+    assert seen == [gpus, "2", "0"]
+    assert (job.steps, job.useful_tokens) == (42, 4200) and job.last_checkpoint_at is not None
