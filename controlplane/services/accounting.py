@@ -34,6 +34,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 import structlog
@@ -75,6 +76,7 @@ from controlplane.services.usage_tiers import (
     PriceBook,
     Sample,
     Span,
+    apportion,
     best_steady_window,
     ceil_to,
     derive_minutes,
@@ -1013,8 +1015,9 @@ class Showback:
     idle_reserved_gpu_seconds_total: Decimal = Decimal(0)
     idle_reserved_usd_total: Decimal = Decimal(0)
 
-    @property
+    @cached_property
     def total(self) -> ShowbackEntry:
+        """Σ entries (+ `__idle__`'s cost for fleet readers), computed once per report."""
         total = ShowbackEntry(key="TOTAL", name="TOTAL", properties={})
         for entry in self.entries:
             total.add(entry)
@@ -1244,8 +1247,6 @@ def _fmt(value: Decimal | None, quantum: Decimal) -> str:
 def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
     """Cents per entry (and `__idle__`, `TOTAL`) for cost, idle reserved and preemption waste,
     apportioned so every column adds up to its TOTAL exactly."""
-    from controlplane.services.usage_tiers import apportion
-
     rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
     cost = apportion([r.cost_usd for r in rows])
     waste = apportion([r.lost_cost_usd for r in rows])
