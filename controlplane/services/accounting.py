@@ -944,10 +944,9 @@ def month_window(text: str, now: datetime) -> Window:
         start = datetime(year, month, 1, tzinfo=UTC)
     except (ValueError, TypeError):
         raise AccountingQueryError("month", f"'{text}' is not a month: use YYYY-MM, such as 2026-11.") from None
-    end = datetime(year + (month == 12), month % 12 + 1, 1, tzinfo=UTC)
     if start > now:
         raise AccountingQueryError("month", f"{text} has not started yet.")
-    return Window(start, min(end, now), text)
+    return Window(start, min(next_month(start), now), text)
 
 
 @dataclass

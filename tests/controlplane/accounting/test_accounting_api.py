@@ -130,6 +130,8 @@ def test_month_is_the_monthly_report(clients: dict[str, APIClient], usage: Any) 
     ({"group_by": "user"}, "group_by"),
     ({"month": "2026-13"}, "month"),
     ({"month": "11-2026"}, "month"),
+    ({"month": "9999-12"}, "month"),
+    ({"month": "0000-01"}, "month"),
     ({"window": "7d", "month": "2026-11"}, "month"),
     ({"format": "xml"}, "format"),
 ])
