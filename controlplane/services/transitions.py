@@ -40,25 +40,9 @@ RELEASE_CANCELLED = "Cancelled"
 RELEASE_RESIZED = "Resized"
 
 
-class StaleDecision(Exception):
-    """A compare-and-set found the row changed under us: the decision no longer applies."""
-
-
-def record_event(
-    kind: EventKind | str,
-    actor: str,
-    *,
-    job: Job | None = None,
-    allocation: Allocation | None = None,
-    node: Node | None = None,
-    reason: str = "",
-    message: str = "",
-    data: dict[str, Any] | None = None,
-    epoch: int | None = None,
-    at: datetime | None = None,
-) -> Event:
-    return Event.objects.create(**event_fields(kind, actor, job=job, allocation=allocation, node=node,
-                                                reason=reason, message=message, data=data, epoch=epoch, at=at))
+def record_event(kind: EventKind | str, actor: str, **fields: Any) -> Event:
+    """Write one Event; `fields` are those of `event_fields`."""
+    return Event.objects.create(**event_fields(kind, actor, **fields))
 
 
 def event_fields(
