@@ -15,7 +15,17 @@ from django.db.models import Prefetch
 
 import scheduler_core as engine
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState
-from controlplane.models import Allocation, AllocationGpu, GpuType, Job, Node, PriorityClass, Project, Quota, Team
+from controlplane.models import (
+    Allocation,
+    AllocationGpu,
+    GpuType,
+    Job,
+    Node,
+    PriorityClass,
+    Project,
+    Quota,
+    Team,
+)
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ from controlplane.choices import (
     AllocationState,
     EventKind,
     JobState,
+    NodeState,
 )
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, SchedulerLease
 
@@ -176,13 +177,17 @@ def bind_jobs(
     pending = dict(
         Job.objects.select_for_update().filter(pk__in=ids, state=JobState.PENDING).values_list("pk", "team_id")
     )
-    # 2. no GPU live already, none twice in this batch
+    # 2. no GPU live already, none twice in this batch, and every node still ready (reconcile
+    #    may have quarantined one since our snapshot; it would only fence the bind next pass)
     wanted = {(m.node_id, i) for r in requests for m in r.gpus for i in m.gpu_indices}
     taken = _live_among(wanted)
+    unready = set(
+        Node.objects.filter(pk__in={node for node, _ in wanted}).exclude(state=NodeState.READY).values_list("pk", flat=True)
+    )
     chosen: list[BindRequest] = []
     for request in requests:
         gpus = {(m.node_id, i) for m in request.gpus for i in m.gpu_indices}
-        if request.job_id not in pending or gpus & taken:
+        if request.job_id not in pending or gpus & taken or any(m.node_id in unready for m in request.gpus):
             continue
         taken |= gpus
         chosen.append(request)

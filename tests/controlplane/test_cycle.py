@@ -119,3 +119,19 @@ def test_stale_plan_cannot_give_a_gpu_two_live_owners(small_fleet: Team) -> None
     result = cycle.commit_plan(plan, context, holder="leader", epoch=lease.epoch, plan_ms=0.0, started=0.0)
     assert result.binds == 0 and result.stale == 1
     assert Allocation.objects.filter(state=AllocationState.ACTIVE).count() == 1
+
+
+def test_stale_plan_does_not_bind_onto_a_node_that_went_unready_since_the_snapshot(small_fleet: Team) -> None:
+    job = _submit(small_fleet, "j1", 8, 8)
+    now = timezone.now()
+    lease = cycle.acquire_lease("leader", now)
+    assert lease is not None
+    context = read_snapshot(now, lease.epoch)
+    plan = cycle.engine.schedule(context.snapshot, cycle.scheduler_config())
+    (bind,) = plan.binds
+    Node.objects.filter(name=bind.placements[0].node).update(state="quarantined")
+    result = cycle.commit_plan(plan, context, holder="leader", epoch=lease.epoch, plan_ms=0.0, started=0.0)
+    assert result.binds == 0 and result.stale == 1
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    assert not AllocationGpu.objects.filter(live=True).exists()
