@@ -19,8 +19,9 @@
    windows of 1, 7, 30 and 365 days ending now (mid-minute, so every level of row is read),
    grouped by team, project and priority class, and by job for 1 and 7 days; each `--repeat`
    times per format: the report plus its JSON (serialised) or its CSV, as the API answers.
-4. The rollup task at this scale: the jobs running at the end get real allocations on the
-   fleet's nodes and agent samples every 10 s for the last 15 minutes; one run of
+4. The rollup task at this scale: every finished job gets its released allocation and GPU rows
+   (the year's history), the jobs running at the end get live allocations on the fleet's nodes
+   and agent samples every 10 s for the last 15 minutes; one run of
    `services.accounting.roll_up` (the trailing minutes, all jobs, capacity and idle guarantees,
    hours and days re-summed) is timed against its 15 s beat interval: the first run (every
    job's fault-free rate is new, so every job's rows are rewritten) and the next, steady one.
@@ -378,8 +379,36 @@ def time_rollup(jobs: list[dict[str, Any]], ids: list[int], fleet: dict[str, Any
     free: dict[str, list[list[Any]]] = defaultdict(list)  # gpu type → [[node id, tier, free GPUs]]
     for pk, name, tier in Node.objects.values_list("pk", "gpu_type__name", "capacity_tier").order_by("pk"):
         free[name].append([pk, tier, 8])
-    allocations, gpus, placed = [], [], []
+    # The year's history: every finished job's allocation, released, with its GPUs (the tables
+    # the rollup's queries must not scan end to end).
+    history, history_gpus, nodes_of = [], [], defaultdict(list)
+    for pk, name in Node.objects.values_list("pk", "gpu_type__name").order_by("pk"):
+        nodes_of[name].append(pk)
     generation = 0
+    for job_id, j in zip(ids, jobs, strict=True):
+        if j["end"] >= NOW:
+            continue
+        generation += 1
+        history.append({"job_id": job_id, "generation": generation, "epoch": 1, "state": "released",
+                        "borrowed": False, "created_at": j["start"], "started_at": j["start"],
+                        "released_at": j["end"], "release_reason": ""})
+    for chunk in range(0, len(history), 50_000):
+        Copier(Allocation).copy(history[chunk:chunk + 50_000])
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT id, job_id FROM controlplane_allocation")
+        allocation_of_job = {job: pk for pk, job in cursor.fetchall()}
+    for job_id, j in zip(ids, jobs, strict=True):
+        if j["end"] >= NOW:
+            continue
+        pool = nodes_of[j["gpu_type"]]
+        first = (job_id * 7) % len(pool)
+        history_gpus += [{"allocation_id": allocation_of_job[job_id], "node_id": pool[(first + i // 8) % len(pool)],
+                          "gpu_index": i % 8, "live": False} for i in range(j["gpus"])]
+        if len(history_gpus) >= 200_000:
+            Copier(AllocationGpu).copy(history_gpus)
+            history_gpus = []
+    Copier(AllocationGpu).copy(history_gpus)
+    allocations, gpus, placed = [], [], []
     for job_id, j in zip(ids, jobs, strict=True):
         if j["end"] < NOW:
             continue
@@ -401,7 +430,7 @@ def time_rollup(jobs: list[dict[str, Any]], ids: list[int], fleet: dict[str, Any
                             "borrowed": False, "created_at": j["start"], "started_at": j["start"]})
         placed.append((generation, j, members))
     Copier(Allocation).copy(allocations)
-    by_generation = dict(Allocation.objects.values_list("generation", "pk"))
+    by_generation = dict(Allocation.objects.filter(state="active").values_list("generation", "pk"))
     for generation, _, members in placed:
         for node_id, first, take in members:
             gpus += [{"allocation_id": by_generation[generation], "node_id": node_id, "gpu_index": first + i,
