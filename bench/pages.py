@@ -685,7 +685,7 @@ def measure(runs: int) -> list[dict[str, Any]]:
         *([("job, waiting", "u000", f"/jobs/{pending}/")] if pending else []),
         ("job live update", "u000", f"/ui/jobs/{running}.json"),
         ("teams, 7 days", "admin", "/teams/"),
-        ("teams, 30 days", "admin", "/teams/?window=30d"),
+        ("teams, 24 h", "admin", "/teams/?window=24h"),
         ("showback, 7 days by team", "finn", "/showback/"),
         ("showback, 30 days by project", "finn", "/showback/?window=30d&group_by=project"),
         ("showback, member, 7 days", "u000", "/showback/"),

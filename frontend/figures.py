@@ -59,9 +59,9 @@ def _layout(title: str, x_title: str, y_title: str, *, height: int = 320, **extr
         "title": {"text": title, "x": 0.0, "xanchor": "left", "font": {"size": 15}},
         "xaxis": {"title": {"text": x_title}, "automargin": True},
         "yaxis": {"title": {"text": y_title}, "automargin": True, "rangemode": "tozero"},
-        "margin": {"l": 60, "r": 20, "t": 44, "b": 50},
+        "margin": {"l": 60, "r": 20, "t": 44, "b": 90},
         "height": height,
-        "legend": {"orientation": "h", "y": -0.25},
+        "legend": {"orientation": "h", "x": 0.0, "y": 0.0, "yref": "container", "yanchor": "bottom"},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
     }

@@ -45,7 +45,7 @@ from scheduler_core.types import SchedulerConfig, WorkloadClass
 log = structlog.get_logger(__name__)
 
 MAX_DAYS = 30
-MAX_TRACE_JOBS = 20_000
+MAX_TRACE_JOBS = 5_000
 PLACEMENTS = ("pack", "spread")
 BATCH_WORKLOADS = (WorkloadClass.TRAINING, WorkloadClass.BATCH, WorkloadClass.INTERACTIVE)
 

@@ -116,3 +116,9 @@ def test_not_found_page_keeps_the_layout_and_says_why(client_for, submit_as):
     content = response.content.decode()
     assert "or the job belongs to a team you are not in" in content
     assert 'rel="icon"' in content and 'data-nav="overview"' in content
+
+
+def test_teams_page_offers_windows_of_a_week_at_most(client_for):
+    response = client_for("alice").get("/teams/?window=30d")
+    assert response.context["window"].key == "7d"
+    assert [w.key for w in response.context["windows"]] == ["1h", "6h", "24h", "7d"]
