@@ -80,7 +80,7 @@ class QuartermasterCollector(Collector):
         yield from self._gpus(cursor)
         yield from self._fleet_shape()
         yield from self._leader()
-        lost = Job.objects.aggregate(s=Sum("lost_gpu_seconds"))["s"] or 0.0
+        lost = ((cursor.event_counts if cursor else None) or {}).get(accounting.LOST_GPU_SECONDS_KEY, 0.0)
         yield CounterMetricFamily(f"{PREFIX}_preemption_lost_gpu_seconds",
                                   "GPU-seconds of work thrown away by evictions (since the last checkpoint).",
                                   value=float(lost))
@@ -119,6 +119,8 @@ class QuartermasterCollector(Collector):
         )
         merged: dict[tuple[str, ...], dict[tuple[str, ...], float]] = defaultdict(lambda: defaultdict(float))
         for key, n in ((cursor.event_counts if cursor else None) or {}).items():
+            if key == accounting.LOST_GPU_SECONDS_KEY:
+                continue
             kind, team, priority_class, reason = (key.split("|") + ["", "", "", ""])[:4]
             if kind == EventKind.JOB_BOUND:
                 merged[("admitted",)][(team, priority_class)] += n

@@ -40,7 +40,8 @@ from typing import Any
 import structlog
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Count, DecimalField, F, Max, Min, Q, Sum, Value
+from django.db.models import Count, DecimalField, F, FloatField, Max, Min, Q, Sum, Value
+from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Least, Round, Trunc
 
 from controlplane.choices import EventKind, JobState
@@ -813,10 +814,16 @@ def _fold_cycle_durations(cursor: AccountingCursor) -> None:
     cursor.last_fleet_sample_id = agg["top"]
 
 
+#: The event-count key under which the evictions' lost GPU-seconds accumulate.
+LOST_GPU_SECONDS_KEY = "lost_gpu_seconds"
+
+
 def _fold_event_counts(cursor: AccountingCursor, top_event: int) -> None:
-    """New job events → counts by kind, team, priority class and reason, for /metrics."""
+    """New job events → counts by kind, team, priority class and reason, and the GPU-seconds the
+    evictions threw away, for /metrics."""
+    new = Event.objects.filter(id__gt=cursor.last_counted_event_id, id__lte=top_event)
     rows = (
-        Event.objects.filter(id__gt=cursor.last_counted_event_id, id__lte=top_event, kind__in=COUNTED_EVENT_KINDS)
+        new.filter(kind__in=COUNTED_EVENT_KINDS)
         .values("kind", "team__name", "job__priority_class__name", "reason")
         .annotate(n=Count("id"))
     )
@@ -824,6 +831,11 @@ def _fold_event_counts(cursor: AccountingCursor, top_event: int) -> None:
     for r in rows:
         key = "|".join([r["kind"], r["team__name"] or "", r["job__priority_class__name"] or "", r["reason"] or ""])
         counts[key] = counts.get(key, 0) + r["n"]
+    lost = new.filter(kind__in=_REQUEUE_KINDS).aggregate(
+        s=Sum(Cast(KeyTextTransform("lost_gpu_seconds", "data"), FloatField()))
+    )["s"]
+    if lost:
+        counts[LOST_GPU_SECONDS_KEY] = counts.get(LOST_GPU_SECONDS_KEY, 0.0) + float(lost)
     cursor.event_counts = counts
     cursor.last_counted_event_id = max(cursor.last_counted_event_id, top_event)
 

@@ -12,7 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rest_framework.test import APIClient
 
 from controlplane.choices import EventKind, JobState
-from controlplane.models import FleetSample, SchedulerLease
+from controlplane.models import FleetSample, Job, SchedulerLease
 from controlplane.services import accounting, transitions
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import hold, report, running_job
@@ -54,7 +54,7 @@ def busy_fleet(fleet: Fleet) -> dict[str, Any]:
     FleetSample.objects.create(at=now, epoch=3, total_gpus=48, allocated_gpus=8, stranded_gpus=3, pending_jobs=2,
                                running_jobs=1, largest_free_block_by_pool={"h100": 8, "a100": 8}, cycle_ms=42.0)
     accounting.catch_up(now)
-    return {"job": job, "now": now}
+    return {"job": job, "now": now, "victim": victim.pk}
 
 
 @pytest.fixture
@@ -89,7 +89,9 @@ def test_metrics_parse_and_carry_the_kueue_families(admin_client: APIClient, bus
     assert histogram[(("le", "0.025"),)] == 0 and histogram[(("le", "0.05"),)] == 1
     assert histogram[(("le", "+Inf"),)] == 1
     assert m["quartermaster_admission_attempt_duration_seconds_count"][()] == 1
-    assert m["quartermaster_preemption_lost_gpu_seconds_total"][()] > 0
+    job = Job.objects.get(pk=busy_fleet["victim"])
+    assert m["quartermaster_preemption_lost_gpu_seconds_total"][()] == pytest.approx(job.lost_gpu_seconds, abs=0.01)
+    assert job.lost_gpu_seconds == pytest.approx(2 * 16 * 60)  # 2 GPUs since their start, 16 min before
 
 
 def test_counters_only_grow_as_the_rollup_folds_new_events(admin_client: APIClient, busy_fleet: Any, fleet: Fleet) -> None:
