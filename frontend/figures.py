@@ -592,12 +592,21 @@ def what_if_bars(key: str, title: str, caption: str, y_title: str, metrics: Sequ
     colours = ("#1c7ed6", "#e8590c")
     data = []
     for i, (name, result) in enumerate(runs):
-        ys = [None if result.get(m) is None else round(float(result[m]) * scale, 2) for m, _ in metrics]
+        ys = [_number(result.get(m), scale) for m, _ in metrics]
         data.append({"type": "bar", "name": name, "x": [label for _, label in metrics], "y": ys,
                      "marker": {"color": colours[i % 2]}, "text": [None if y is None else f"{y}{suffix}" for y in ys],
                      "textposition": "outside"})
     layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"})
     return Chart(key, title, caption, _figure(data, layout))
+
+
+def _number(value: Any, scale: float) -> float | int | None:
+    """A measure for a bar: counts stay whole numbers, the rest keep two decimals."""
+    if value is None:
+        return None
+    if isinstance(value, int) and scale == 1.0:
+        return value
+    return round(float(value) * scale, 2)
 
 
 def charts_json(charts: Iterable[Chart]) -> dict[str, dict[str, Any]]:

@@ -174,16 +174,20 @@ def binned_by_team(rows: QuerySet[Job], value: Any, scale: float = 1.0) -> list[
 def waits_and_slowdowns(since: datetime, until: datetime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per team, box statistics of
     - the wait (minutes) of jobs that started in the window: from submission to their last start;
-    - the slowdown of jobs that finished in the window after running: (finished − submitted) /
-      (finished − last start), the run floored at MIN_RUN_S.
+    - the bounded slowdown of jobs that finished in the window after running:
+      max(1, (finished − submitted) / max(finished − last start, MIN_RUN_S)) (Feitelson's bounded
+      slowdown: a job that ran a few seconds does not dwarf the rest, and none goes below 1).
     Two grouped queries; the jobs themselves never leave the database."""
     started = Job.objects.filter(started_at__gte=since, started_at__lte=until)
     waits = binned_by_team(started, Greatest(Seconds(F("started_at"), F("submitted_at")), Value(0.0)), 1 / 60.0)
     finished = Job.objects.filter(started_at__isnull=False, finished_at__gte=since, finished_at__lte=until)
     slowdowns = binned_by_team(
         finished,
-        Greatest(Seconds(F("finished_at"), F("submitted_at")), Value(0.0))
-        / Greatest(Seconds(F("finished_at"), F("started_at")), Value(MIN_RUN_S)),
+        Greatest(
+            Greatest(Seconds(F("finished_at"), F("submitted_at")), Value(0.0))
+            / Greatest(Seconds(F("finished_at"), F("started_at")), Value(MIN_RUN_S)),
+            Value(1.0),
+        ),
     )
     return waits, slowdowns
 

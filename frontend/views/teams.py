@@ -54,10 +54,10 @@ def teams(request: HttpRequest) -> HttpResponse:
             f"No job started in the {window.label}. Each team's spread of waits appears here.",
         ),
         figures.distribution_box(
-            "slowdown", "Slowdown", (
-                f"Per team, (time from submission to end) ÷ (run time) of the jobs that finished in the {window.label}; "
-                "1 means no wait at all. Log scale."
-            ), "slowdown (×, log scale)", slowdowns,
+            "slowdown", "Bounded slowdown", (
+                f"Per team, (time from submission to end) ÷ (run time, at least 60 s) of the jobs that finished in "
+                f"the {window.label}, at least 1; 1 means no wait at all. Log scale."
+            ), "bounded slowdown (×, log scale)", slowdowns,
             f"No job finished in the {window.label}. Each team's spread of slowdowns appears here.", log_y=True,
         ),
         figures.jobs_by_state(states),

@@ -106,3 +106,12 @@ def test_waits_and_slowdowns_per_team(demo, submit_as):
     assert [w["team"] for w in waits] == ["vision"]
     assert (waits[0]["n"], waits[0]["q1"], waits[0]["median"], waits[0]["max"]) == (2, 15.0, 20.0, 30.0)
     assert (slowdowns[0]["n"], slowdowns[0]["median"]) == (1, round(40 / 30, 3))
+
+
+def test_a_job_that_ran_seconds_has_a_bounded_slowdown_of_at_least_one(demo, submit_as):
+    now = timezone.now()
+    job = submit_as("alice", name="blip")
+    Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(seconds=15), started_at=now - timedelta(seconds=5),
+                                         finished_at=now - timedelta(seconds=1), state=JobState.SUCCEEDED)
+    _, slowdowns = waits_and_slowdowns(now - timedelta(hours=1), now)
+    assert slowdowns[0]["median"] == 1.0 and slowdowns[0]["n"] == 1
