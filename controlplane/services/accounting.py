@@ -183,7 +183,7 @@ def _slots(start: datetime, end: datetime, bucket: int) -> list[datetime]:
     return out
 
 
-def _in_bucket(bucket: int, start: datetime, end: datetime) -> Q:
+def in_bucket(bucket: int, start: datetime, end: datetime) -> Q:
     """Rows of `bucket` starting in [start, end), each start named (`start = ANY(...)`).
 
     Not a range: the minute rows crowd the recent end of the `start` histogram, so PostgreSQL
@@ -473,7 +473,7 @@ def _derive_and_store(
     rates = {
         r.job_id: (r.unit, r.per_active_gpu_second) for r in JobProgressRate.objects.filter(job_id__in=job_ids)
     }
-    stale = UsageRollup.objects.filter(_in_bucket(MINUTE, start, end))
+    stale = UsageRollup.objects.filter(in_bucket(MINUTE, start, end))
     if job_id is not None:
         stale = stale.filter(job_id=job_id)
     stale.delete()
@@ -521,7 +521,7 @@ def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: 
                     capacity_cost_usd=prices.cost(gpu_type_id, tier, m0, m1, gpus).quantize(USD_QUANTUM),
                 )
             )
-    FleetRollup.objects.filter(_in_bucket(MINUTE, start, end)).update(
+    FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).update(
         capacity_gpu_seconds=0, capacity_cost_usd=0
     )
     _upsert(FleetRollup, rows, ["bucket", "start", "gpu_type", "capacity_tier"], list(_CAPACITY_FIELDS))
@@ -558,7 +558,7 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
                     idle_gpu_seconds=idle, idle_cost_usd=cell.idle_cost_usd.quantize(USD_QUANTUM),
                 )
             )
-    QuotaRollup.objects.filter(_in_bucket(MINUTE, start, end)).delete()
+    QuotaRollup.objects.filter(in_bucket(MINUTE, start, end)).delete()
     QuotaRollup.objects.bulk_create(rows, batch_size=2000)
     touched.rows_written += len(rows)
     touched.quota_hours.update(_slots(start, end, HOUR))
@@ -703,8 +703,8 @@ def _slot(bucket: int) -> Trunc:
 
 def _resum_jobs(bucket: int, starts: Iterable[datetime], job_id: int | None) -> None:
     for a, b in _runs(starts, bucket):
-        source = UsageRollup.objects.filter(_in_bucket(_finer(bucket), a, b))
-        target = UsageRollup.objects.filter(_in_bucket(bucket, a, b))
+        source = UsageRollup.objects.filter(in_bucket(_finer(bucket), a, b))
+        target = UsageRollup.objects.filter(in_bucket(bucket, a, b))
         if job_id is not None:
             source, target = source.filter(job_id=job_id), target.filter(job_id=job_id)
         sums = source.annotate(slot=_slot(bucket)).values("slot", *_DIMENSIONS).annotate(
@@ -733,16 +733,16 @@ def _resum_groups(days: set[datetime]) -> None:
     usage = list(USAGE_SUM_FIELDS)
     for a, b in _runs(days, DAY):
         sums = (
-            UsageRollup.objects.filter(_in_bucket(DAY, a, b))
+            UsageRollup.objects.filter(in_bucket(DAY, a, b))
             .values("start", *_GROUP_DIMENSIONS).annotate(**{f"s_{f}": Sum(f) for f in usage})
         )
         rows = [GroupRollup(bucket=DAY, start=s["start"], **{d: s[d] for d in _GROUP_DIMENSIONS},
                             **{f: s[f"s_{f}"] for f in usage}) for s in sums]
-        GroupRollup.objects.filter(_in_bucket(DAY, a, b)).delete()
+        GroupRollup.objects.filter(in_bucket(DAY, a, b)).delete()
         GroupRollup.objects.bulk_create(rows, batch_size=2000)
     for month in sorted({floor_month(d) for d in days}):
         sums = (
-            GroupRollup.objects.filter(_in_bucket(DAY, month, next_month(month)))
+            GroupRollup.objects.filter(in_bucket(DAY, month, next_month(month)))
             .values(*_GROUP_DIMENSIONS).annotate(**{f"s_{f}": Sum(f) for f in usage})
         )
         rows = [GroupRollup(bucket=MONTH, start=month, **{d: s[d] for d in _GROUP_DIMENSIONS},
@@ -754,9 +754,9 @@ def _resum_groups(days: set[datetime]) -> None:
 def _resum_fleet_minutes(start: datetime, end: datetime) -> None:
     """The usage columns of the fleet's minute rows: sums of the jobs' minute rows."""
     usage = [f for f in USAGE_SUM_FIELDS]
-    FleetRollup.objects.filter(_in_bucket(MINUTE, start, end)).update(**{f: 0 for f in usage})
+    FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).update(**{f: 0 for f in usage})
     sums = (
-        UsageRollup.objects.filter(_in_bucket(MINUTE, start, end))
+        UsageRollup.objects.filter(in_bucket(MINUTE, start, end))
         .values("start", "gpu_type_id", "capacity_tier")
         .annotate(**{f"s_{f}": Sum(f) for f in usage})
     )
@@ -772,7 +772,7 @@ def _resum_fleet(bucket: int, starts: Iterable[datetime]) -> None:
     fields = [*USAGE_SUM_FIELDS, *_CAPACITY_FIELDS]
     for a, b in _runs(starts, bucket):
         sums = (
-            FleetRollup.objects.filter(_in_bucket(_finer(bucket), a, b))
+            FleetRollup.objects.filter(in_bucket(_finer(bucket), a, b))
             .annotate(slot=_slot(bucket)).values("slot", "gpu_type_id", "capacity_tier")
             .annotate(**{f"s_{f}": Sum(f) for f in fields})
         )
@@ -781,14 +781,14 @@ def _resum_fleet(bucket: int, starts: Iterable[datetime]) -> None:
                         **{f: s[f"s_{f}"] for f in fields})
             for s in sums
         ]
-        FleetRollup.objects.filter(_in_bucket(bucket, a, b)).delete()
+        FleetRollup.objects.filter(in_bucket(bucket, a, b)).delete()
         FleetRollup.objects.bulk_create(rows, batch_size=2000)
 
 
 def _resum_quota(bucket: int, starts: Iterable[datetime]) -> None:
     for a, b in _runs(starts, bucket):
         sums = (
-            QuotaRollup.objects.filter(_in_bucket(_finer(bucket), a, b))
+            QuotaRollup.objects.filter(in_bucket(_finer(bucket), a, b))
             .annotate(slot=_slot(bucket)).values("slot", "team_id", "gpu_type_id")
             .annotate(**{f"s_{f}": Sum(f) for f in _QUOTA_FIELDS})
         )
@@ -797,7 +797,7 @@ def _resum_quota(bucket: int, starts: Iterable[datetime]) -> None:
                         **{f: s[f"s_{f}"] for f in _QUOTA_FIELDS})
             for s in sums
         ]
-        QuotaRollup.objects.filter(_in_bucket(bucket, a, b)).delete()
+        QuotaRollup.objects.filter(in_bucket(bucket, a, b)).delete()
         QuotaRollup.objects.bulk_create(rows, batch_size=2000)
 
 
@@ -1121,7 +1121,7 @@ def _sum_segments(model: Any, segments: Sequence[Segment], keys: Sequence[str], 
     group = list(keys) or ["bucket"]  # no key: one row per segment, merged under ()
     parts = []
     for bucket, a, b in segments:
-        qs = model.objects.filter(_in_bucket(bucket, a, b))
+        qs = model.objects.filter(in_bucket(bucket, a, b))
         if team_ids is not None:
             qs = qs.filter(team_id__in=list(team_ids))
         parts.append(qs.order_by().values(*group).annotate(**{k: Sum(v) for k, v in sums.items()}))
@@ -1458,11 +1458,11 @@ def utilization_series(
         return []
     start, end = floor_to(window.start, bucket), min(window.end, rolled)
     if team_id is None:
-        qs = FleetRollup.objects.filter(_in_bucket(bucket, start, end))
+        qs = FleetRollup.objects.filter(in_bucket(bucket, start, end))
         sums = qs.values("start").annotate(capacity=Sum("capacity_gpu_seconds"), allocated=Sum("allocated_gpu_seconds"),
                                            active=Sum("active_gpu_seconds"), productive=Sum("productive_gpu_seconds"))
     else:
-        qs = UsageRollup.objects.filter(_in_bucket(bucket, start, end), team_id=team_id)
+        qs = UsageRollup.objects.filter(in_bucket(bucket, start, end), team_id=team_id)
         sums = qs.values("start").annotate(allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
                                            productive=Sum("productive_gpu_seconds"))
     points = []
