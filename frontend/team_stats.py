@@ -6,13 +6,13 @@ Each function is a fixed number of grouped queries, whatever the number of jobs.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, F, FloatField, Func, Max, Min, Q, QuerySet, Sum, Value
-from django.db.models.functions import Floor, Greatest, Ln
+from django.db import connection
+from django.db.models import Count, Q
 
 from controlplane.choices import FINISHED_JOB_STATES, JobState
 from controlplane.models import AllocationGpu, Job, Quota, Team
@@ -94,21 +94,6 @@ def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
     return sorted(rows, key=lambda r: (r.gpu_type, r.team))
 
 
-class Seconds(Func):
-    """`end − start` in seconds, as a float, on PostgreSQL and SQLite alike."""
-
-    arg_joiner = " - "
-    output_field = FloatField()
-
-    def as_postgresql(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(compiler, connection, template="EXTRACT(EPOCH FROM (%(expressions)s))::double precision",
-                           **extra)
-
-    def as_sqlite(self, compiler: Any, connection: Any, **extra: Any) -> Any:
-        return self.as_sql(compiler, connection, template="((julianday(%(expressions)s)) * 86400.0)",
-                           arg_joiner=") - julianday(", **extra)
-
-
 # Values are counted in logarithmic bins BINS_PER_E to a factor e (about 5 % wide each), with
 # each bin's count, sum, smallest and largest value: enough for quartiles within a bin's width
 # (interpolated between the bin's own smallest and largest value), exact means and extremes,
@@ -155,39 +140,63 @@ def box_from_bins(bins: Sequence[Bin]) -> dict[str, float | int]:
             "max": round(max(b.hi for b in bins), 3)}
 
 
-def binned_by_team(rows: QuerySet[Job], value: Any, scale: float = 1.0) -> list[dict[str, Any]]:
-    """Box statistics of `value` (an expression over each job) per team, from one grouped query."""
-    grouped = (
-        rows.annotate(v=value)
-        .annotate(bin=Floor(Ln(Greatest(F("v"), Value(1e-3))) * BINS_PER_E))
-        .values("team__name", "bin")
-        .annotate(n=Count("id"), total=Sum("v"), lo=Min("v"), hi=Max("v"))
-        .order_by("team__name", "bin")
+def _sql_dialect() -> tuple[str, str, str]:
+    """(seconds between two timestamps, greatest of two numbers, a clause that keeps a subquery
+    from being merged into its parent) in this database's SQL."""
+    if connection.vendor == "postgresql":
+        return "EXTRACT(EPOCH FROM ({end} - {start}))::double precision", "GREATEST({a}, {b})", "OFFSET 0"
+    if connection.vendor == "sqlite":
+        return "((julianday({end}) - julianday({start})) * 86400.0)", "MAX({a}, {b})", "LIMIT -1 OFFSET 0"
+    raise NotImplementedError(f"team statistics need PostgreSQL or SQLite, not {connection.vendor}")
+
+
+def binned_by_team(value: str, where: str, params: Sequence[Any], team_names: Mapping[int, str],
+                   scale: float = 1.0) -> list[dict[str, Any]]:
+    """Box statistics per team of `value` (SQL over one job row) for the jobs matching `where`.
+
+    One query, written in SQL because the ORM repeats an annotation in every aggregate that
+    uses it: the inner select computes each job's value once, the outer one counts it into its
+    bin. LN and FLOOR exist on PostgreSQL and, through Django, on SQLite."""
+    _, greatest, fence = _sql_dialect()
+    table = Job._meta.db_table
+    # The fence keeps the planner from folding the inner select into the outer one, which would
+    # put the value's expression back into every aggregate.
+    sql = (
+        f"SELECT team_id, FLOOR(LN({greatest.format(a='v', b='0.001')}) * {BINS_PER_E}) AS bin, "
+        f"COUNT(*), SUM(v), MIN(v), MAX(v) "
+        f"FROM (SELECT team_id, {value} AS v FROM {table} WHERE {where} {fence}) AS timed "
+        f"GROUP BY team_id, bin ORDER BY team_id, bin"
     )
     by_team: dict[str, list[Bin]] = defaultdict(list)
-    for r in grouped:
-        by_team[r["team__name"]].append(Bin(r["n"], float(r["total"]) * scale, float(r["lo"]) * scale,
-                                            float(r["hi"]) * scale))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, list(params))
+        for team_id, _, n, total, lo, hi in cursor.fetchall():
+            name = team_names.get(team_id, str(team_id))
+            by_team[name].append(Bin(int(n), float(total) * scale, float(lo) * scale, float(hi) * scale))
     return [{"team": team, **box_from_bins(bins)} for team, bins in sorted(by_team.items())]
 
 
-def waits_and_slowdowns(since: datetime, until: datetime) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def waits_and_slowdowns(since: datetime, until: datetime, team_names: Mapping[int, str] | None = None,
+                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per team, box statistics of
     - the wait (minutes) of jobs that started in the window: from submission to their last start;
     - the bounded slowdown of jobs that finished in the window after running:
       max(1, (finished − submitted) / max(finished − last start, MIN_RUN_S)) (Feitelson's bounded
       slowdown: a job that ran a few seconds does not dwarf the rest, and none goes below 1).
-    Two grouped queries; the jobs themselves never leave the database."""
-    started = Job.objects.filter(started_at__gte=since, started_at__lte=until)
-    waits = binned_by_team(started, Greatest(Seconds(F("started_at"), F("submitted_at")), Value(0.0)), 1 / 60.0)
-    finished = Job.objects.filter(started_at__isnull=False, finished_at__gte=since, finished_at__lte=until)
+    Two grouped queries (three without `team_names`); the jobs themselves never leave the
+    database."""
+    if team_names is None:
+        team_names = dict(Team.objects.values_list("id", "name"))
+    seconds, greatest, _ = _sql_dialect()
+    col = {f.name: f.column for f in Job._meta.concrete_fields}
+    submitted, started, finished = col["submitted_at"], col["started_at"], col["finished_at"]
+    wait = greatest.format(a=seconds.format(end=started, start=submitted), b="0")
+    waits = binned_by_team(wait, f"{started} >= %s AND {started} <= %s", [since, until], team_names, 1 / 60.0)
+    elapsed = greatest.format(a=seconds.format(end=finished, start=submitted), b="0")
+    ran = greatest.format(a=seconds.format(end=finished, start=started), b=repr(MIN_RUN_S))
+    slowdown = greatest.format(a=f"({elapsed}) / ({ran})", b="1.0")
     slowdowns = binned_by_team(
-        finished,
-        Greatest(
-            Greatest(Seconds(F("finished_at"), F("submitted_at")), Value(0.0))
-            / Greatest(Seconds(F("finished_at"), F("started_at")), Value(MIN_RUN_S)),
-            Value(1.0),
-        ),
+        slowdown, f"{started} IS NOT NULL AND {finished} >= %s AND {finished} <= %s", [since, until], team_names,
     )
     return waits, slowdowns
 

@@ -21,9 +21,9 @@ import dataclasses
 import hashlib
 import json
 import math
+import multiprocessing
 import pickle
 import threading
-import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -39,7 +39,9 @@ from django.utils import timezone
 from controlplane.choices import FINISHED_JOB_STATES
 from controlplane.models import Job, Node
 from controlplane.services.snapshot import scheduler_config
-from scheduler_core.sim import FleetShape, SimulationError, TraceJob, simulate
+from frontend import replay_worker
+from frontend.replay_worker import Work
+from scheduler_core.sim import FleetShape, TraceJob
 from scheduler_core.types import SchedulerConfig, WorkloadClass
 
 log = structlog.get_logger(__name__)
@@ -141,16 +143,6 @@ def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJ
     return jobs
 
 
-@dataclass(frozen=True)
-class Replay:
-    days: int
-    jobs: int
-    shape: FleetShape
-    runs: list[tuple[str, dict[str, Any]]]
-    seconds: float
-    at: datetime
-
-
 # ------------------------------------------------------------------------ running in the background
 #
 # A replay takes seconds to minutes (the engine runs at every arrival and completion of every
@@ -165,7 +157,7 @@ KEY_PREFIX = "qm:what-if:"
 LOCK_KEY = KEY_PREFIX + "lock"
 STALE_AFTER_S = 30
 RESULT_TTL_S = 3600
-PROGRESS_EVERY_S = 1.0
+PROGRESS_EVERY_S = replay_worker.PROGRESS_EVERY_S
 
 
 class Store:
@@ -204,14 +196,10 @@ class Store:
 
 @dataclass(frozen=True)
 class Request:
-    """A replay asked for: its key, and everything the thread needs (no database access there)."""
+    """A replay asked for: its key, and the work for the child process (no database there)."""
 
     key: str
-    days: int
-    trace: list[TraceJob]
-    shape: FleetShape
-    runs: list[tuple[str, SchedulerConfig]]
-    at: datetime
+    work: Work
 
 
 def prepare(days: int, policy: Policy, *, now: datetime | None = None) -> Request:
@@ -236,30 +224,11 @@ def prepare(days: int, policy: Policy, *, now: datetime | None = None) -> Reques
         [days, dataclasses.asdict(policy), dataclasses.asdict(baseline), len(rows), rows[0][0], rows[-1][0],
          str(last_change), dataclasses.asdict(shape), now.strftime("%Y-%m-%d %H")], default=str,
     ).encode()).hexdigest()
-    return Request(
-        key=KEY_PREFIX + fingerprint, days=days, trace=build_trace(rows, since), shape=shape, at=now,
+    return Request(key=KEY_PREFIX + fingerprint, work=Work(
+        days=days, trace=build_trace(rows, since), shape=shape, at=now,
         runs=[(f"live policy ({baseline.describe()})", baseline.config(base)),
               (f"what-if ({policy.describe()})", policy.config(base))],
-    )
-
-
-def run(request: Request, progress: Any = None) -> Replay:
-    """Both replays, one after the other; `progress(fraction)` hears how far they are."""
-    started = time.perf_counter()
-    results = []
-    horizon = request.days * 86400.0
-    for i, (label, config) in enumerate(request.runs):
-        def report(simulated_s: float, i: int = i) -> None:
-            if progress is not None:
-                progress((i + min(1.0, simulated_s / horizon)) / len(request.runs))
-
-        try:
-            result = simulate(request.trace, request.shape, config=config, horizon_s=horizon, progress=report)
-        except SimulationError as exc:
-            raise ReplayRefused(f"The simulator stopped: {exc}") from exc
-        results.append((label, result.as_dict()))
-    return Replay(days=request.days, jobs=len(request.trace), shape=request.shape, runs=results,
-                  seconds=time.perf_counter() - started, at=request.at)
+    ))
 
 
 def status(key: str, store: Store | None = None) -> dict[str, Any] | None:
@@ -270,40 +239,60 @@ def status(key: str, store: Store | None = None) -> dict[str, Any] | None:
 
 
 def start(request: Request, store: Store | None = None) -> tuple[dict[str, Any], threading.Thread | None]:
-    """The replay's status, starting it on a thread unless it is known or another one runs."""
+    """The replay's status, starting it unless it is known or another one runs: a thread of
+    this process supervises a spawned child process that simulates (replay_worker.child)."""
     store = store or Store()
     known = store.get(request.key)
     if known is not None:
         return known, None
     if not store.add(LOCK_KEY, request.key, STALE_AFTER_S):
         return {"state": "busy", "detail": "Another replay is running on this deployment; try again in a minute."}, None
-    running = {"state": "running", "progress": 0.0, "jobs": len(request.trace), "since": timezone.now()}
+    running = {"state": "running", "progress": 0.0, "jobs": len(request.work.trace)}
     store.set(request.key, running, STALE_AFTER_S)
-    thread = threading.Thread(target=_work, args=(request, store), name="what-if", daemon=True)
+    thread = threading.Thread(target=_supervise, args=(request, store), name="what-if", daemon=True)
     thread.start()
     return running, thread
 
 
-def _work(request: Request, store: Store) -> None:
-    last = 0.0
-    state = {"state": "running", "progress": 0.0, "jobs": len(request.trace), "since": timezone.now()}
-
-    def progress(fraction: float) -> None:
-        nonlocal last
-        now = time.monotonic()
-        if now - last >= PROGRESS_EVERY_S:
-            last = now
-            state["progress"] = fraction
-            store.set(request.key, state, STALE_AFTER_S)
-            store.set(LOCK_KEY, request.key, STALE_AFTER_S)
-
+def _supervise(request: Request, store: Store) -> None:
+    """Relay the child's progress and result to the store, renewing the lock's lease meanwhile.
+    Blocking on the pipe releases the interpreter lock: this thread costs the web worker nothing."""
+    context = multiprocessing.get_context("spawn")
+    receiving, sending = context.Pipe(duplex=False)
+    process = context.Process(target=replay_worker.child, args=(request.work, sending), name="what-if-replay",
+                              daemon=True)
+    state: dict[str, Any] = {"state": "running", "progress": 0.0, "jobs": len(request.work.trace)}
+    outcome: dict[str, Any] | None = None
     try:
-        replay = run(request, progress)
+        process.start()
+        sending.close()
+        while outcome is None:
+            if receiving.poll(PROGRESS_EVERY_S):
+                try:
+                    kind, value = receiving.recv()
+                except EOFError:
+                    outcome = {"state": "failed", "detail": "the replay process ended without a result"}
+                    break
+                if kind == "progress":
+                    state["progress"] = value
+                elif kind == "done":
+                    outcome = {"state": "done", "replay": value}
+                    log.info("what-if replay done", key=request.key, jobs=value.jobs, seconds=round(value.seconds, 2))
+                else:
+                    outcome = {"state": "failed", "detail": value}
+            elif not process.is_alive():
+                outcome = {"state": "failed", "detail": f"the replay process ended (exit code {process.exitcode})"}
+            if outcome is None:
+                store.set(request.key, state, STALE_AFTER_S)
+                store.set(LOCK_KEY, request.key, STALE_AFTER_S)
     except Exception as exc:  # noqa: BLE001 - whatever stopped it, the page must say so
-        log.warning("what-if replay failed", key=request.key, error=str(exc))
-        store.set(request.key, {"state": "failed", "detail": str(exc)}, RESULT_TTL_S)
-    else:
-        log.info("what-if replay done", key=request.key, jobs=replay.jobs, seconds=round(replay.seconds, 2))
-        store.set(request.key, {"state": "done", "replay": replay}, RESULT_TTL_S)
+        outcome = {"state": "failed", "detail": f"{type(exc).__name__}: {exc}"}
     finally:
+        if outcome is not None and outcome["state"] == "failed":
+            log.warning("what-if replay failed", key=request.key, detail=outcome["detail"])
+        store.set(request.key, outcome or {"state": "failed", "detail": "no result"}, RESULT_TTL_S)
         store.delete(LOCK_KEY)
+        receiving.close()
+        process.join(timeout=5)
+        if process.is_alive():
+            process.kill()

@@ -42,7 +42,7 @@ def teams(request: HttpRequest) -> HttpResponse:
     team_rows = list(Team.objects.select_related("cohort", "default_priority_class").order_by("name"))
     samples = fleet_series(since, until)
     latest_share = samples[-1]["dominant_share_by_team"] if samples else {}
-    waits, slowdowns = team_stats.waits_and_slowdowns(since, until)
+    waits, slowdowns = team_stats.waits_and_slowdowns(since, until, {t.pk: t.name for t in team_rows})
     states = [{"team": r["team__name"], "state": r["state"], "n": r["n"]} for r in team_stats.jobs_by_state(since)]
     charts = quota_charts + [
         figures.dominant_share(samples, [t.name for t in team_rows]),

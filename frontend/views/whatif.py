@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET
 
 from controlplane.services.snapshot import scheduler_config
 from frontend import figures, whatif
+from frontend.replay_worker import Replay
 
 WAIT_METRICS = (
     ("wait_mean_min", "mean, all jobs"),
@@ -33,7 +34,7 @@ def _flag(raw: str | None, default: bool) -> bool:
     return raw.lower() in {"on", "1", "true", "yes"}
 
 
-def replay_charts(result: whatif.Replay) -> list[figures.Chart]:
+def replay_charts(result: Replay) -> list[figures.Chart]:
     runs = result.runs
     return [
         figures.what_if_bars(

@@ -60,7 +60,7 @@ def test_quartiles_in_the_database_are_within_a_bins_width_of_the_exact_ones(dem
 def test_distribution_reads_a_handful_of_grouped_rows_in_one_query_per_measure(demo, django_assert_num_queries):
     now = timezone.now()
     with django_assert_num_queries(2):
-        waits_and_slowdowns(now - timedelta(days=7), now)
+        waits_and_slowdowns(now - timedelta(days=7), now, {})
 
 
 def test_borrowing_team_shows_borrowed_and_idle_owner_shows_lent(demo, submit_as, django_assert_num_queries):

@@ -1,0 +1,82 @@
+"""The what-if replay itself, in a process of its own.
+
+This module imports the simulator and nothing of Django, so a freshly spawned interpreter runs
+it without settings or a database: the web process reads the jobs, builds the trace, and hands
+it over; the child simulates and sends back its progress and its result through a pipe. A
+separate process keeps a replay's minutes of pure-Python work off the web worker's interpreter
+lock, so pages served meanwhile stay fast.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from multiprocessing.connection import Connection
+from typing import Any
+
+from scheduler_core.sim import FleetShape, SimulationError, TraceJob, simulate
+from scheduler_core.types import SchedulerConfig
+
+PROGRESS_EVERY_S = 1.0
+
+
+@dataclass(frozen=True)
+class Replay:
+    days: int
+    jobs: int
+    shape: FleetShape
+    runs: list[tuple[str, dict[str, Any]]]
+    seconds: float
+    at: datetime
+
+
+@dataclass(frozen=True)
+class Work:
+    """Everything a replay needs; picklable, so it crosses into the child process."""
+
+    days: int
+    trace: Sequence[TraceJob]
+    shape: FleetShape
+    runs: Sequence[tuple[str, SchedulerConfig]]
+    at: datetime
+
+
+def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
+    """Both replays, one after the other; `progress(fraction)` hears how far they are.
+    Raises SimulationError when the engine returns a plan that cannot take effect."""
+    started = time.perf_counter()
+    results = []
+    horizon = work.days * 86400.0
+    for i, (label, config) in enumerate(work.runs):
+        def report(simulated_s: float, i: int = i) -> None:
+            if progress is not None:
+                progress((i + min(1.0, simulated_s / horizon)) / len(work.runs))
+
+        result = simulate(list(work.trace), work.shape, config=config, horizon_s=horizon, progress=report)
+        results.append((label, result.as_dict()))
+    return Replay(days=work.days, jobs=len(work.trace), shape=work.shape, runs=results,
+                  seconds=time.perf_counter() - started, at=work.at)
+
+
+def child(work: Work, conn: Connection) -> None:
+    """The child process: run, sending ("progress", fraction) at most once a second, then
+    ("done", Replay) or ("failed", sentence)."""
+    last = 0.0
+
+    def progress(fraction: float) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last >= PROGRESS_EVERY_S:
+            last = now
+            conn.send(("progress", fraction))
+
+    try:
+        conn.send(("done", run(work, progress)))
+    except SimulationError as exc:
+        conn.send(("failed", f"The simulator stopped: {exc}"))
+    except Exception as exc:  # noqa: BLE001 - whatever stopped it, the page must say what
+        conn.send(("failed", f"{type(exc).__name__}: {exc}"))
+    finally:
+        conn.close()
