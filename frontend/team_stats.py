@@ -15,7 +15,8 @@ from django.db import connection
 from django.db.models import Count, Q
 
 from controlplane.choices import FINISHED_JOB_STATES, JobState
-from controlplane.models import AllocationGpu, Job, Quota, Team
+from controlplane.models import AllocationGpu, Job, Node, Quota, Team
+from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
 
 # A job that ran less than this counts as having run this long, as the engine's own slowdown
 # figure does: a job that ran one second would otherwise dwarf every other slowdown.
@@ -41,55 +42,55 @@ class QuotaRow:
 
 
 def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
-    """Per team and GPU type: nominal quota, GPUs held now, borrowed, lent.
+    """Per team and GPU type, now: nominal quota, GPUs held, of which borrowed, and lent.
 
-    - used: live GPUs the team's jobs hold on nodes of that type;
-    - borrowed: what it holds beyond its nominal quota, max(0, used − nominal);
-    - lent: its idle quota that borrowers of its cohort are using. Idle quota is
-      min(nominal − used, lending limit) when positive; the cohort's borrowed GPUs of a type are
-      attributed to its idle lenders in proportion to their idle quota, and never exceed it.
-    `visible_team_ids` (None: all) limits the rows returned, not the cohort arithmetic.
-    Three queries."""
-    teams = {t["id"]: t for t in Team.objects.values("id", "name", "cohort_id")}
-    nominal: dict[tuple[int, str], Quota] = {
-        (q.team_id, q.gpu_type.name): q for q in Quota.objects.select_related("gpu_type")
-    }
-    used: dict[tuple[int, str], int] = defaultdict(int)
+    The split is the accounting's own (`usage_tiers.idle_guarantees`, docs/accounting.md),
+    applied to this instant's holdings: a team's use within its guarantee is used, beyond it
+    borrowed; borrowers run first on capacity nobody is guaranteed, and only the rest is lent by
+    the cohort's teams with unused guarantee, in proportion to what each may lend (capped by its
+    lending limit). A team holding GPUs of a type it has no quota on borrows all of them.
+    `visible_team_ids` (None: all) limits the rows returned, not the arithmetic. Three queries."""
+    quotas = list(Quota.objects.values_list(
+        "team_id", "gpu_type_id", "nominal_gpus", "lending_limit", "borrowing_limit", "team__cohort_id",
+        "team__name", "gpu_type__name",
+    ))
+    held: dict[tuple[int, int], int] = {}
+    names: dict[int, str] = {q[0]: q[6] for q in quotas}
+    types: dict[int, str] = {q[1]: q[7] for q in quotas}
     for row in (
         AllocationGpu.objects.filter(live=True)
-        .values("allocation__job__team_id", "node__gpu_type__name")
+        .values("allocation__job__team_id", "allocation__job__team__name", "node__gpu_type_id", "node__gpu_type__name")
         .annotate(n=Count("id"))
         .order_by()
     ):
-        used[(row["allocation__job__team_id"], row["node__gpu_type__name"])] = row["n"]
-    keys = set(nominal) | set(used)
-    borrowed = {k: max(0, used.get(k, 0) - (nominal[k].nominal_gpus if k in nominal else 0)) for k in keys}
-    idle: dict[tuple[int, str], int] = {}
-    for k, q in nominal.items():
-        spare = max(0, q.nominal_gpus - used.get(k, 0))
-        idle[k] = spare if q.lending_limit is None else min(spare, q.lending_limit)
-    # Per (cohort, GPU type): borrowed GPUs in total, and idle quota in total.
-    pool_borrowed: dict[tuple[int | None, str], int] = defaultdict(int)
-    pool_idle: dict[tuple[int | None, str], int] = defaultdict(int)
-    for (team_id, gpu_type), n in borrowed.items():
-        pool_borrowed[(teams[team_id]["cohort_id"], gpu_type)] += n
-    for (team_id, gpu_type), n in idle.items():
-        pool_idle[(teams[team_id]["cohort_id"], gpu_type)] += n
+        key = (row["allocation__job__team_id"], row["node__gpu_type_id"])
+        held[key] = row["n"]
+        names[key[0]] = row["allocation__job__team__name"]
+        types[key[1]] = row["node__gpu_type__name"]
+    capacity: dict[int, int] = defaultdict(int)
+    for gpu_type_id, gpus in Node.objects.values_list("gpu_type_id", "gpu_count"):
+        capacity[gpu_type_id] += gpus
+    guarantees = [Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
+                  for t, g, n, lend, _, c, _, _ in quotas]
+    # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
+    cells = idle_guarantees(0, 1, guarantees,
+                            [Holding(t, g, n, 0, 1) for (t, g), n in held.items()], capacity, PriceBook())
+    limits = {(q[0], q[1]): (q[4], q[3]) for q in quotas}
     wanted = None if visible_team_ids is None else set(visible_team_ids)
     rows = []
-    for team_id, gpu_type in keys:
+    for key in set(cells) | set(held):
+        team_id, gpu_type_id = key
         if wanted is not None and team_id not in wanted:
             continue
-        cohort = teams[team_id]["cohort_id"]
-        pool = (cohort, gpu_type)
-        lent = 0.0
-        if cohort is not None and pool_idle[pool] > 0:
-            lent = idle.get((team_id, gpu_type), 0) * min(1.0, pool_borrowed[pool] / pool_idle[pool])
-        q = nominal.get((team_id, gpu_type))
+        cell = cells.get(key)
+        borrowing_limit, lending_limit = limits.get(key, (None, None))
         rows.append(QuotaRow(
-            team=teams[team_id]["name"], gpu_type=gpu_type, nominal=q.nominal_gpus if q else 0,
-            borrowing_limit=q.borrowing_limit if q else None, lending_limit=q.lending_limit if q else None,
-            used=used.get((team_id, gpu_type), 0), borrowed=borrowed[(team_id, gpu_type)], lent=lent,
+            team=names[team_id], gpu_type=types[gpu_type_id],
+            nominal=cell.nominal_gpu_us if cell else 0,
+            borrowing_limit=borrowing_limit, lending_limit=lending_limit,
+            used=held.get(key, 0),
+            borrowed=cell.borrowed_gpu_us if cell else held.get(key, 0),
+            lent=float(cell.lent_gpu_us) if cell else 0.0,
         ))
     return sorted(rows, key=lambda r: (r.gpu_type, r.team))
 

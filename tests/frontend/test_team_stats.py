@@ -115,3 +115,15 @@ def test_a_job_that_ran_seconds_has_a_bounded_slowdown_of_at_least_one(demo, sub
                                          finished_at=now - timedelta(seconds=1), state=JobState.SUCCEEDED)
     _, slowdowns = waits_and_slowdowns(now - timedelta(hours=1), now)
     assert slowdowns[0]["median"] == 1.0 and slowdowns[0]["n"] == 1
+
+
+def test_borrowers_run_first_on_capacity_nobody_is_guaranteed(demo, submit_as):
+    # serving gives up its 24 H100 GPUs of guarantee: language's 16 borrowed GPUs now run on
+    # unguaranteed capacity, so nobody lends (the accounting's definition).
+    Quota.objects.filter(team__name="serving", gpu_type__name="H100-80GB").update(nominal_gpus=0)
+    for i in range(6):
+        submit_as("bob", name=f"l{i}", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    rows = {(r.team, r.gpu_type): r for r in quota_rows(None)}
+    assert rows[("language", "H100-80GB")].borrowed == 16
+    assert all(r.lent == 0 for (team, gpu), r in rows.items() if gpu == "H100-80GB")
