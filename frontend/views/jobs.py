@@ -64,15 +64,23 @@ def _submit_choices(request: HttpRequest) -> dict[str, Any]:
     }
 
 
+def _job_teams(user: Any) -> list[str]:
+    """The teams whose jobs the user may read, for the team filter."""
+    who = access.access_of(user)
+    teams = Team.objects.all() if who.is_admin else Team.objects.filter(id__in=who.team_ids)
+    return list(teams.order_by("name").values_list("name", flat=True))
+
+
 @login_required
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
     user = request.user
     jobs = access.visible_jobs(user).select_related("team", "priority_class", "project", "submitter")
     filterset = JobFilterSet(request.GET or None, queryset=jobs)
-    rows = filterset.qs if filterset.is_bound and filterset.is_valid() else jobs
+    filtered = filterset.is_bound and filterset.is_valid()
+    rows = filterset.qs if filtered else jobs
     page = Paginator(rows.order_by("-submitted_at", "-id"), PAGE_SIZE).get_page(request.GET.get("page"))
-    array_id = request.GET.get("array_id") if filterset.is_bound and filterset.is_valid() else None
+    array_id = request.GET.get("array_id") if filtered else None
     array_states = None
     if array_id:
         array_states = {
@@ -90,9 +98,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "query": query.urlencode(),
         "states": JobState.choices,
         "chosen_states": request.GET.getlist("state"),
-        "visible_teams": list(access.visible_teams(user).filter(id__in=access.access_of(user).team_ids)
-                              .values_list("name", flat=True)) if not access.access_of(user).is_admin
-        else list(Team.objects.order_by("name").values_list("name", flat=True)),
+        "visible_teams": _job_teams(user),
         "array_id": array_id,
         "array_states": array_states,
         "may_submit": access.may_submit(user),

@@ -122,3 +122,16 @@ def test_teams_page_offers_windows_of_a_week_at_most(client_for):
     response = client_for("alice").get("/teams/?window=30d")
     assert response.context["window"].key == "7d"
     assert [w.key for w in response.context["windows"]] == ["1h", "6h", "24h", "7d"]
+
+
+def test_job_filters_take_the_browsers_datetime_inputs(client_for, submit_as):
+    job = submit_as("alice", name="recent")
+    response = client_for("alice").get("/jobs/?submitted_after=2020-01-01T00:00&state=pending&name=rec")
+    assert response.context["filter_errors"] == {}
+    assert [j.pk for j in response.context["jobs"]] == [job.pk]
+    assert client_for("alice").get("/jobs/?submitted_after=2099-01-01T00:00").context["jobs"].paginator.count == 0
+
+
+def test_a_filter_that_does_not_parse_says_which(client_for):
+    response = client_for("alice").get("/jobs/?submitted_after=yesterday")
+    assert "submitted_after" in response.context["filter_errors"]
