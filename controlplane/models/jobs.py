@@ -82,6 +82,9 @@ class Job(models.Model):
         indexes = [
             models.Index(fields=["team", "state"]),
             models.Index(fields=["state", "submitted_at"]),
+            # Dashboards and accounting window on these.
+            models.Index(fields=["started_at"]),
+            models.Index(fields=["finished_at"]),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gt=0), name="job_gpus_positive"),
@@ -131,6 +134,8 @@ class Allocation(models.Model):
 
     class Meta:
         ordering = ["-generation"]
+        # Accounting folds the allocations released since its cursor.
+        indexes = [models.Index(fields=["released_at"])]
         constraints = [
             models.CheckConstraint(condition=Q(generation__gt=0), name="allocation_generation_positive"),
         ]

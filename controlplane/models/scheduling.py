@@ -44,6 +44,8 @@ class FleetSample(models.Model):
     running_jobs = models.PositiveIntegerField()
     pending_by_priority = models.JSONField(default=dict)
     pending_by_team = models.JSONField(default=dict)
+    # {team: {priority_class: count}}: the overview's team filter stacks by class from this.
+    pending_by_team_priority = models.JSONField(default=dict)
     pending_by_reason = models.JSONField(default=dict)
     largest_free_block_by_pool = models.JSONField(default=dict)
     dominant_share_by_team = models.JSONField(default=dict)

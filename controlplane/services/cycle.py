@@ -272,6 +272,9 @@ def _store_fleet_sample(plan: engine.Plan, context: SnapshotContext, *, epoch: i
     snapshot = context.snapshot
     by_priority: Counter[str] = Counter(job.priority_class for job in snapshot.pending)
     by_team: Counter[str] = Counter(job.team for job in snapshot.pending)
+    by_team_priority: dict[str, Counter[str]] = {}
+    for job in snapshot.pending:
+        by_team_priority.setdefault(job.team, Counter())[job.priority_class] += 1
     feasible_waits = [
         snapshot.now - job.submitted_at
         for job, explanation in zip(snapshot.pending, _explanations_by_job(plan, snapshot), strict=True)
@@ -290,6 +293,7 @@ def _store_fleet_sample(plan: engine.Plan, context: SnapshotContext, *, epoch: i
         running_jobs=len(snapshot.running) + len(plan.binds),
         pending_by_priority=dict(sorted(by_priority.items())),
         pending_by_team=dict(sorted(by_team.items())),
+        pending_by_team_priority={team: dict(sorted(c.items())) for team, c in sorted(by_team_priority.items())},
         pending_by_reason=dict(fleet.pending_by_reason),
         largest_free_block_by_pool=dict(fleet.largest_free_block_by_pool),
         dominant_share_by_team={k: round(v, 6) for k, v in fleet.dominant_share_by_team.items()},
