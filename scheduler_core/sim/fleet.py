@@ -13,6 +13,11 @@ say what they are worth:
   (the remainder going to the first teams by name) in a single cohort ``fleet`` with
   unlimited borrowing and lending, so no GPU idles for want of quota while owners can still
   reclaim what they lent.
+
+A caller that knows the real fleet (the control plane's what-if page) hands the simulator its
+own parts instead: the exact node list, the GPU types, the priority classes and a quota table
+with cohorts and borrowing limits (:func:`check_fleet` refuses parts that contradict each
+other). Each part left out is derived as above, so the command line's replays are unchanged.
 """
 
 from __future__ import annotations
@@ -130,15 +135,77 @@ def build_quotas(jobs: Sequence[TraceJob], nodes: Sequence[NodeInfo]) -> tuple[Q
     return tuple(quotas)
 
 
-def job_spec(job: TraceJob, *, preemptions_in_window: int = 0) -> JobSpec:
+def node_sizes(nodes: Sequence[NodeInfo]) -> dict[str, int]:
+    """The GPUs of the largest node of each GPU type: a job of at least that many GPUs of the
+    type takes whole nodes (the engine's rule); with one shape, every type's node size."""
+    sizes: dict[str, int] = {}
+    for node in nodes:
+        sizes[node.gpu_type] = max(sizes.get(node.gpu_type, 0), node.gpus)
+    return sizes
+
+
+def check_fleet(
+    nodes: Sequence[NodeInfo],
+    gpu_types: Sequence[GpuTypeInfo],
+    quotas: Sequence[QuotaInfo],
+    priority_classes: Sequence[PriorityClassInfo],
+) -> None:
+    """Refuse a fleet the replay cannot stand on, naming the part at fault (ValueError)."""
+    if not nodes:
+        raise ValueError("fleet: nodes must not be empty")
+    names: set[str] = set()
+    types = {gpu_type.name for gpu_type in gpu_types}
+    if len(types) != len(gpu_types):
+        raise ValueError("fleet: a GPU type is listed twice")
+    for node in nodes:
+        if node.name in names:
+            raise ValueError(f"fleet: node {node.name!r} is listed twice")
+        names.add(node.name)
+        if node.gpus < 1:
+            raise ValueError(f"fleet: node {node.name!r} must have >= 1 GPU, got {node.gpus}")
+        if node.gpu_type not in types:
+            raise ValueError(f"fleet: node {node.name!r} has GPU type {node.gpu_type!r}, which is not among the GPU types")
+    seen: set[tuple[str, str]] = set()
+    for quota in quotas:
+        key = (quota.team, quota.gpu_type)
+        if key in seen:
+            raise ValueError(f"quotas: team {quota.team!r} has two quotas on {quota.gpu_type!r}")
+        seen.add(key)
+        if quota.gpu_type not in types:
+            raise ValueError(f"quotas: team {quota.team!r} has a quota on {quota.gpu_type!r}, which is not among the GPU types")
+        for field_name in ("nominal_gpus", "borrowing_limit", "lending_limit"):
+            value = getattr(quota, field_name)
+            if value is not None and value < 0:
+                raise ValueError(f"quotas: team {quota.team!r} on {quota.gpu_type!r}: {field_name} must be >= 0, got {value}")
+    if len({pc.name for pc in priority_classes}) != len(priority_classes):
+        raise ValueError("priority classes: a class name is listed twice")
+
+
+def class_names_by_value(
+    jobs: Sequence[TraceJob], priority_classes: Sequence[PriorityClassInfo]
+) -> dict[int, str]:
+    """Each trace priority's class: the class of that value (the first by name when several
+    share it). A priority no class has is refused (ValueError) rather than guessed."""
+    by_value: dict[int, str] = {}
+    for pc in sorted(priority_classes, key=lambda pc: pc.name):
+        by_value.setdefault(pc.value, pc.name)
+    for job in jobs:
+        if job.priority not in by_value:
+            values = ", ".join(str(v) for v in sorted(by_value)) or "none"
+            raise ValueError(f"job {job.job_id!r}: no priority class has value {job.priority} (values: {values})")
+    return by_value
+
+
+def job_spec(job: TraceJob, *, preemptions_in_window: int = 0, priority_class: str | None = None) -> JobSpec:
     """What the engine may know of a trace job: everything but its true duration.
 
+    ``priority_class``: the class's name when the caller gave the classes (default ``p<value>``).
     ``gpus_per_node`` is left to the engine, which puts jobs of at least one node's GPUs on
     whole nodes and smaller jobs on one node."""
     return JobSpec(
         id=job.job_id,
         team=team_of(job),
-        priority_class=priority_class_name(job.priority),
+        priority_class=priority_class if priority_class is not None else priority_class_name(job.priority),
         gpus=job.gpus,
         submitted_at=job.submit_s,
         gpu_types=(job.gpu_type,) if job.gpu_type else (),

@@ -37,17 +37,22 @@ from scheduler_core.sim.fleet import (
     build_nodes,
     build_priority_classes,
     build_quotas,
+    check_fleet,
+    class_names_by_value,
     job_spec,
+    node_sizes,
     team_of,
 )
 from scheduler_core.sim.metrics import JobOutcome, TimeIntegral, allocated_upper_bound, summarize
 from scheduler_core.sim.trace import TraceJob
 from scheduler_core.types import (
     GpuPlacement,
+    GpuTypeInfo,
     JobSpec,
     NodeInfo,
     Plan,
     PriorityClassInfo,
+    QuotaInfo,
     ReasonCode,
     RunningJob,
     SchedulerConfig,
@@ -150,6 +155,13 @@ class SimResult:
 class Simulator:
     """Replays ``jobs`` on the fleet ``shape`` with ``schedule`` until ``horizon_s``.
 
+    ``nodes``, ``gpu_types``, ``quotas`` and ``priority_classes``, when given, replace what
+    the simulator would derive from ``shape`` and the trace (see :mod:`scheduler_core.sim.fleet`):
+    the real fleet, a real or changed quota table (``()`` governs nothing), the real classes,
+    which must give every trace priority a class of that value. With ``nodes`` given, ``shape``
+    only lends its ``gpu_memory_gb`` when ``gpu_types`` is left out; a job of at least the
+    largest node of its GPU type takes whole nodes.
+
     ``clock`` (wall time, e.g. ``time.perf_counter``) is only used to time engine cycles for
     the report; ``progress`` is called with the simulated time after every instant."""
 
@@ -163,6 +175,10 @@ class Simulator:
         horizon_s: float,
         clock: Clock | None = None,
         progress: Callable[[float], None] | None = None,
+        nodes: Sequence[NodeInfo] | None = None,
+        gpu_types: Sequence[GpuTypeInfo] | None = None,
+        quotas: Sequence[QuotaInfo] | None = None,
+        priority_classes: Sequence[PriorityClassInfo] | None = None,
     ) -> None:
         if horizon_s <= 0:
             raise ValueError(f"horizon must be > 0 s, got {horizon_s}")
@@ -172,12 +188,30 @@ class Simulator:
         self.horizon_s = horizon_s
         self.clock = clock
         self.progress = progress
-        self.nodes: tuple[NodeInfo, ...] = build_nodes(shape)
+        self.nodes: tuple[NodeInfo, ...] = tuple(nodes) if nodes is not None else build_nodes(shape)
         self.node_by_name: dict[str, NodeInfo] = {node.name: node for node in self.nodes}
-        self.gpu_types = build_gpu_types(shape)
-        self.priority_classes: tuple[PriorityClassInfo, ...] = build_priority_classes(jobs)
+        if gpu_types is not None:
+            self.gpu_types = tuple(gpu_types)
+        elif nodes is not None:
+            self.gpu_types = tuple(
+                GpuTypeInfo(name=name, memory_gb=shape.gpu_memory_gb) for name in sorted({n.gpu_type for n in self.nodes})
+            )
+        else:
+            self.gpu_types = build_gpu_types(shape)
+        self.priority_classes: tuple[PriorityClassInfo, ...] = (
+            tuple(priority_classes) if priority_classes is not None else build_priority_classes(jobs)
+        )
         self.window_by_class = {pc.name: pc.budget_window_s for pc in self.priority_classes}
-        self.quotas = build_quotas(jobs, self.nodes)
+        self.quotas: tuple[QuotaInfo, ...] = tuple(quotas) if quotas is not None else build_quotas(jobs, self.nodes)
+        check_fleet(self.nodes, self.gpu_types, self.quotas, self.priority_classes)
+        self.class_by_value: dict[int, str] | None = (
+            class_names_by_value(jobs, self.priority_classes) if priority_classes is not None else None
+        )
+        self.total_gpus = sum(node.gpus for node in self.nodes)
+        self.node_size_by_type = node_sizes(self.nodes)
+        #: The largest node's GPUs: a typeless job of this many takes whole nodes, and the
+        #: metrics' "small" jobs are those below it.
+        self.node_size = max(self.node_size_by_type.values())
         # holder of every GPU: node name -> index -> job id
         self.holder: dict[str, dict[int, str]] = {node.name: {} for node in self.nodes}
         self.free: dict[str, int] = {node.name: node.gpus for node in self.nodes}
@@ -198,7 +232,7 @@ class Simulator:
         for job in jobs:
             if job.job_id in self.jobs:
                 raise ValueError(f"job id {job.job_id!r} appears twice in the trace")
-            self.jobs[job.job_id] = _Job(trace=job, spec=job_spec(job))
+            self.jobs[job.job_id] = _Job(trace=job, spec=self._spec(job))
             if job.submit_s < horizon_s:
                 self._push(job.submit_s, _Kind.ARRIVAL, job.job_id, 0)
 
@@ -253,7 +287,11 @@ class Simulator:
             self.pending_whole_node -= 1
 
     def _needs_whole_nodes(self, job: TraceJob) -> bool:
-        return job.gpus >= self.shape.gpus_per_node
+        return job.gpus >= self.node_size_by_type.get(job.gpu_type, self.node_size)
+
+    def _spec(self, job: TraceJob, preemptions_in_window: int = 0) -> JobSpec:
+        name = self.class_by_value[job.priority] if self.class_by_value is not None else None
+        return job_spec(job, preemptions_in_window=preemptions_in_window, priority_class=name)
 
     # ------------------------------------------------------------------------------ cycle
 
@@ -305,7 +343,7 @@ class Simulator:
         window = self.window_by_class.get(job.spec.priority_class, 0)
         count = sum(1 for at_s in job.preempted_at if now - at_s < window)
         if count != job.spec.preemptions_in_window:
-            job.spec = job_spec(job.trace, preemptions_in_window=count)
+            job.spec = self._spec(job.trace, count)
 
     def _update_usage(self, now: float) -> None:
         """Decay every team's usage to ``now`` and add what it held since the last update.
@@ -498,13 +536,13 @@ class Simulator:
         if checkpoint is not None:
             job.saved_gpu_s = job.progress_at(checkpoint)
         self._release(job, now)
-        job.spec = job_spec(job.trace, preemptions_in_window=len(job.preempted_at))
+        job.spec = self._spec(job.trace, len(job.preempted_at))
         self._enqueue(job, now)
 
     # ------------------------------------------------------------------------------ metrics
 
     def _record(self, now: float) -> None:
-        total = self.shape.total_gpus
+        total = self.total_gpus
         free_total = sum(self.free.values())
         self.allocated.set(now, total - free_total)
         stranded = 0
@@ -535,13 +573,13 @@ class Simulator:
         metrics = summarize(
             outcomes,
             horizon_s=horizon,
-            total_gpus=self.shape.total_gpus,
-            gpus_per_node=self.shape.gpus_per_node,
+            total_gpus=self.total_gpus,
+            gpus_per_node=self.node_size,
             allocated_gpu_seconds=self.allocated.area(),
             stranded_gpu_seconds=self.stranded.area(),
         )
         in_horizon = [job.trace for job in self.jobs.values() if job.trace.submit_s < horizon]
-        capacity = horizon * self.shape.total_gpus
+        capacity = horizon * self.total_gpus
         offered = sum(job.gpu_seconds for job in in_horizon)
         no_wait = sum(job.gpus * (min(job.submit_s + job.duration_s, horizon) - job.submit_s) for job in in_horizon)
         cycles = sorted(self.cycle_seconds)
@@ -551,7 +589,7 @@ class Simulator:
             "allocated_upper_bound": allocated_upper_bound(
                 ((job.submit_s, job.gpus, job.duration_s) for job in in_horizon),
                 horizon_s=horizon,
-                total_gpus=self.shape.total_gpus,
+                total_gpus=self.total_gpus,
             ),
             "jobs_pending_at_horizon": sum(1 for job in self.pending.values() if job.trace.submit_s < horizon),
             "jobs_running_at_horizon": len(self.active),
@@ -577,8 +615,15 @@ def simulate(
     horizon_s: float = 7 * 86400.0,
     clock: Clock | None = None,
     progress: Callable[[float], None] | None = None,
+    nodes: Sequence[NodeInfo] | None = None,
+    gpu_types: Sequence[GpuTypeInfo] | None = None,
+    quotas: Sequence[QuotaInfo] | None = None,
+    priority_classes: Sequence[PriorityClassInfo] | None = None,
 ) -> SimResult:
-    """Replay ``jobs`` through ``schedule`` (default: the engine's :func:`scheduler_core.schedule`)."""
+    """Replay ``jobs`` through ``schedule`` (default: the engine's :func:`scheduler_core.schedule`).
+
+    ``nodes``, ``gpu_types``, ``quotas``, ``priority_classes``: the real fleet's parts in place
+    of the ones derived from ``shape`` and the trace (see :class:`Simulator`)."""
     if schedule is None:
         from scheduler_core import schedule as engine_schedule
 
@@ -591,4 +636,8 @@ def simulate(
         horizon_s=horizon_s,
         clock=clock,
         progress=progress,
+        nodes=nodes,
+        gpu_types=gpu_types,
+        quotas=quotas,
+        priority_classes=priority_classes,
     ).run()
