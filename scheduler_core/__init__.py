@@ -1,11 +1,13 @@
 """Quartermaster's scheduling engine: a frozen snapshot in, a plan out.
 
 Pure Python: no Django, no I/O, no wall clock. ``schedule(snapshot, config)`` is the entry
-point (see :mod:`scheduler_core.cycle`); the types below are the whole public vocabulary.
+point (see :mod:`scheduler_core.cycle`); ``never_runs(spec, nodes, gpu_types)`` is its
+capability check for submit time (:mod:`scheduler_core.capability`); the types below are the whole public vocabulary.
 """
 
 from __future__ import annotations
 
+from scheduler_core.capability import Infeasible, NodeShape, never_runs
 from scheduler_core.cycle import schedule
 from scheduler_core.errors import ConfigError, SnapshotError
 from scheduler_core.types import (
@@ -42,9 +44,11 @@ __all__ = [
     "GangRole",
     "GpuPlacement",
     "GpuTypeInfo",
+    "Infeasible",
     "JobSpec",
     "Kill",
     "NodeInfo",
+    "NodeShape",
     "NodeState",
     "PendingExplanation",
     "Plan",
@@ -62,5 +66,6 @@ __all__ = [
     "TeamUsage",
     "TopologyConstraint",
     "WorkloadClass",
+    "never_runs",
     "schedule",
 ]

@@ -285,6 +285,20 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
         if not options:
             never = ("Can never run on this fleet: no single GPU type can host every member "
                      "of its gang.")
+        elif options[0].gpu_type is not None:
+            # A gang does not mix device types: it must fit on the GPUs of one type.
+            fitting = []
+            first: str | None = None
+            for option in options:
+                why = never_runs(ctx, smallest, list(option.member_classes))
+                if why is None:
+                    fitting.append(option)
+                elif first is None:
+                    first = f"{why} of type {option.gpu_type}"
+            options = tuple(fitting)
+            if not options:
+                never = (f"Can never run on this fleet: a gang does not mix GPU types, and on "
+                         f"each type it {first}.")
     not_ready = none_ready(ctx, per_member) if never is None else None
     needs_whole = bool(options) and _needs_whole(ctx, smallest, options[0].member_classes)
     gang = -1
