@@ -17,7 +17,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from scheduler_core.sim import FleetShape, SimulationError, TraceJob, simulate
-from scheduler_core.types import SchedulerConfig
+from scheduler_core.types import GpuTypeInfo, NodeInfo, PriorityClassInfo, QuotaInfo, SchedulerConfig
 
 PROGRESS_EVERY_S = 1.0
 
@@ -26,10 +26,20 @@ PROGRESS_EVERY_S = 1.0
 class Replay:
     days: int
     jobs: int
-    shape: FleetShape
+    nodes: int
+    gpus: int
     runs: list[tuple[str, dict[str, Any]]]
     seconds: float
     at: datetime
+
+
+@dataclass(frozen=True)
+class Run:
+    """One replay of the trace: its label, the engine's settings, the quota table."""
+
+    label: str
+    config: SchedulerConfig
+    quotas: tuple[QuotaInfo, ...]
 
 
 @dataclass(frozen=True)
@@ -38,9 +48,11 @@ class Work:
 
     days: int
     trace: Sequence[TraceJob]
-    shape: FleetShape
-    runs: Sequence[tuple[str, SchedulerConfig]]
     at: datetime
+    nodes: tuple[NodeInfo, ...]
+    gpu_types: tuple[GpuTypeInfo, ...]
+    priority_classes: tuple[PriorityClassInfo, ...]
+    runs: Sequence[Run]
 
 
 def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
@@ -49,15 +61,19 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
     started = time.perf_counter()
     results = []
     horizon = work.days * 86400.0
-    for i, (label, config) in enumerate(work.runs):
+    # The real fleet's parts replace everything the simulator would derive from a shape.
+    shape = FleetShape(nodes=len(work.nodes))
+    for i, replay_run in enumerate(work.runs):
         def report(simulated_s: float, i: int = i) -> None:
             if progress is not None:
                 progress((i + min(1.0, simulated_s / horizon)) / len(work.runs))
 
-        result = simulate(list(work.trace), work.shape, config=config, horizon_s=horizon, progress=report)
-        results.append((label, result.as_dict()))
-    return Replay(days=work.days, jobs=len(work.trace), shape=work.shape, runs=results,
-                  seconds=time.perf_counter() - started, at=work.at)
+        result = simulate(list(work.trace), shape, config=replay_run.config, horizon_s=horizon, progress=report,
+                          nodes=work.nodes, gpu_types=work.gpu_types, quotas=replay_run.quotas,
+                          priority_classes=work.priority_classes)
+        results.append((replay_run.label, result.as_dict()))
+    return Replay(days=work.days, jobs=len(work.trace), nodes=len(work.nodes), gpus=sum(n.gpus for n in work.nodes),
+                  runs=results, seconds=time.perf_counter() - started, at=work.at)
 
 
 def child(work: Work, conn: Connection) -> None:

@@ -11,8 +11,11 @@ How rows become a trace (the approximations are stated on the page and in docs/d
   waiting or running runs to its runtime limit, the most it may;
 - its priority is its class's value; a job that accepts exactly one GPU type asks for it, one
   that accepts several or any asks for any;
-- the fleet is the nodes' shape: the commonest GPUs per node, nodes per leaf switch and leaf
-  switches per spine, each GPU type on its share of the nodes.
+- the fleet is the real one: every registered node (its pool, GPU type and count, CPUs,
+  memory, leaf switch and spine), taken as ready throughout; the real GPU types and priority
+  classes; the real quota table (teams, cohorts, nominal GPUs, borrowing and lending limits)
+  for the live run, and for the what-if run the same table with the nominal GPUs the user
+  typed (see `quota_table`).
 """
 
 from __future__ import annotations
@@ -20,12 +23,10 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import math
 import multiprocessing
 import pickle
 import threading
-from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -37,12 +38,19 @@ from django.db.models import Max
 from django.utils import timezone
 
 from controlplane.choices import FINISHED_JOB_STATES
-from controlplane.models import Job, Node
+from controlplane.models import GpuType, Job, Node, PriorityClass, Quota, Team
 from controlplane.services.snapshot import scheduler_config
 from frontend import replay_worker
-from frontend.replay_worker import Work
-from scheduler_core.sim import FleetShape, TraceJob
-from scheduler_core.types import SchedulerConfig, WorkloadClass
+from frontend.replay_worker import Run, Work
+from scheduler_core.sim import TraceJob
+from scheduler_core.types import (
+    GpuTypeInfo,
+    NodeInfo,
+    PriorityClassInfo,
+    QuotaInfo,
+    SchedulerConfig,
+    WorkloadClass,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -61,10 +69,14 @@ class Policy:
     placement: str
     backfill: bool
     preemption: bool
+    # The quota table the run uses; None: the live one.
+    quotas: tuple[QuotaInfo, ...] | None = None
+    quota_note: str = ""
 
     def describe(self) -> str:
         return (f"{self.placement}, backfill {'on' if self.backfill else 'off'}, "
-                f"preemption {'on' if self.preemption else 'off'}")
+                f"preemption {'on' if self.preemption else 'off'}, "
+                + (self.quota_note or "live quotas"))
 
     def config(self, base: SchedulerConfig) -> SchedulerConfig:
         placement = dict(base.placement_by_workload)
@@ -79,30 +91,148 @@ def live_policy(config: SchedulerConfig) -> Policy:
                   backfill=config.backfill, preemption=config.preemption)
 
 
-def _commonest(values: Sequence[int], default: int) -> int:
-    return Counter(values).most_common(1)[0][0] if values else default
+@dataclass(frozen=True)
+class Fleet:
+    """The real fleet as the simulator takes it: nodes, GPU types, priority classes, the live
+    quota table, and each team's cohort (a quota typed for a team that has none joins it)."""
+
+    nodes: tuple[NodeInfo, ...]
+    gpu_types: tuple[GpuTypeInfo, ...]
+    priority_classes: tuple[PriorityClassInfo, ...]
+    quotas: tuple[QuotaInfo, ...]
+    cohort_of: Mapping[str, str | None]
+
+    @property
+    def gpus_by_type(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for node in self.nodes:
+            out[node.gpu_type] = out.get(node.gpu_type, 0) + node.gpus
+        return dict(sorted(out.items()))
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(node.gpus for node in self.nodes)
 
 
-def fleet_shape() -> FleetShape:
-    """The fleet's nodes as the simulator's regular shape (one query)."""
-    nodes = list(Node.objects.order_by("pool", "leaf_switch", "name").values_list(
-        "gpu_type__name", "gpu_type__memory_gb", "gpu_count", "leaf_switch", "spine"))
+def real_fleet() -> Fleet:
+    """Read the fleet and the quota table (five queries). Every node counts, taken as ready
+    throughout: a node cordoned or down now says nothing of the replayed days."""
+    nodes = tuple(
+        NodeInfo(name=name, pool=pool, gpu_type=gpu_type, gpus=gpus, cpus=cpus, memory_gb=memory, leaf=leaf,
+                 spine=spine, capacity_tier=tier, failure_domain=leaf)
+        for name, pool, gpu_type, gpus, cpus, memory, leaf, spine, tier in Node.objects.order_by("name").values_list(
+            "name", "pool", "gpu_type__name", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine", "capacity_tier")
+    )
     if not nodes:
         raise ReplayRefused("No node has registered yet: there is no fleet to replay on.")
-    per_leaf = Counter(leaf for _, _, _, leaf, _ in nodes)
-    leaves_per_spine = Counter(spine for _, spine in {(leaf, spine) for _, _, _, leaf, spine in nodes})
-    by_type = Counter(t for t, _, _, _, _ in nodes)
-    unit = math.gcd(*by_type.values())
-    order = list(dict.fromkeys(t for t, _, _, _, _ in nodes))  # types in node order
-    dealt = tuple(t for t in order for _ in range(by_type[t] // unit))
-    return FleetShape(
-        nodes=len(nodes),
-        gpus_per_node=_commonest([g for _, _, g, _, _ in nodes], 8),
-        nodes_per_leaf=_commonest(list(per_leaf.values()), 1),
-        leaves_per_spine=_commonest(list(leaves_per_spine.values()), 1),
-        gpu_types=dealt,
-        gpu_memory_gb=max(m for _, m, _, _, _ in nodes),
+    gpu_types = tuple(GpuTypeInfo(name=name, memory_gb=memory, throughput=throughput)
+                      for name, memory, throughput in GpuType.objects.order_by("name").values_list(
+                          "name", "memory_gb", "relative_throughput"))
+    classes = tuple(
+        PriorityClassInfo(name=p.name, value=p.value, preemptible=p.preemptible, may_preempt_lower=p.may_preempt_lower,
+                          grace_period_s=p.grace_period_s, min_runtime_s=p.min_runtime_s,
+                          preemption_budget=p.preemption_budget, budget_window_s=p.budget_window_s)
+        for p in PriorityClass.objects.order_by("name")
     )
+    cohort_of = dict(Team.objects.order_by("name").values_list("name", "cohort__name"))
+    quotas = tuple(
+        QuotaInfo(team=team, gpu_type=gpu_type, nominal_gpus=nominal, borrowing_limit=borrowing,
+                  lending_limit=lending, cohort=cohort)
+        for team, gpu_type, nominal, borrowing, lending, cohort in Quota.objects.order_by(
+            "team__name", "gpu_type__name").values_list(
+            "team__name", "gpu_type__name", "nominal_gpus", "borrowing_limit", "lending_limit", "team__cohort__name")
+    )
+    return Fleet(nodes=nodes, gpu_types=gpu_types, priority_classes=classes, quotas=quotas, cohort_of=cohort_of)
+
+
+@dataclass(frozen=True)
+class QuotaCell:
+    """One cell of the what-if quota table: a team's nominal GPUs of one type, live and asked."""
+
+    team: str
+    gpu_type: str
+    live: int | None
+    asked: int | None
+    capacity: int
+
+    @property
+    def field(self) -> str:
+        return f"quota:{self.team}:{self.gpu_type}"
+
+    @property
+    def changed(self) -> bool:
+        return self.live != self.asked
+
+
+def quota_field(team: str, gpu_type: str) -> str:
+    return f"quota:{team}:{gpu_type}"
+
+
+def quota_table(fleet: Fleet, data: Mapping[str, str]) -> tuple[list[QuotaCell], dict[str, str]]:
+    """The quota table of the what-if run, read from the form: one cell per team and GPU type
+    of the fleet, holding a whole number of nominal GPUs (empty: no quota on that type). A cell
+    the form does not send keeps its live value. Returns the cells and the errors by field."""
+    live = {(q.team, q.gpu_type): q.nominal_gpus for q in fleet.quotas}
+    capacity = fleet.gpus_by_type
+    cells: list[QuotaCell] = []
+    errors: dict[str, str] = {}
+    known = set()
+    for team in fleet.cohort_of:
+        for gpu_type, gpus in capacity.items():
+            name = quota_field(team, gpu_type)
+            known.add(name)
+            current = live.get((team, gpu_type))
+            raw = data.get(name)
+            asked = current
+            if raw is not None:
+                text = raw.strip()
+                if text == "":
+                    asked = None
+                else:
+                    try:
+                        asked = int(text)
+                    except ValueError:
+                        errors[name] = (f"quota of {team} on {gpu_type}: expected a whole number of GPUs "
+                                        f"(or nothing for no quota), got {raw!r}")
+                        asked = current
+                    else:
+                        if not 0 <= asked <= gpus:
+                            errors[name] = (f"quota of {team} on {gpu_type}: expected 0 to {gpus} (this fleet's "
+                                            f"{gpu_type} GPUs), got {asked}")
+                            asked = current
+            cells.append(QuotaCell(team=team, gpu_type=gpu_type, live=current, asked=asked, capacity=gpus))
+    for name in sorted(k for k in data if k.startswith("quota:") and k not in known):
+        errors[name] = f"{name}: no such team and GPU type on this fleet"
+    return cells, errors
+
+
+def quotas_of(fleet: Fleet, cells: Sequence[QuotaCell]) -> tuple[tuple[QuotaInfo, ...] | None, str]:
+    """The what-if run's quota table from the cells (None when it is the live one), and a
+    note naming each change. An edited quota keeps its live cohort and limits; a new one joins
+    its team's cohort with no limits."""
+    changed = [c for c in cells if c.changed]
+    if not changed:
+        return None, ""
+    by_key = {(q.team, q.gpu_type): q for q in fleet.quotas}
+    quotas = []
+    for cell in cells:
+        if cell.asked is None:
+            continue
+        base = by_key.get((cell.team, cell.gpu_type))
+        if base is None:
+            quotas.append(QuotaInfo(team=cell.team, gpu_type=cell.gpu_type, nominal_gpus=cell.asked,
+                                    cohort=fleet.cohort_of.get(cell.team)))
+        else:
+            quotas.append(dataclasses.replace(base, nominal_gpus=cell.asked))
+    # A quota of the live table on a type no node has stays as it is.
+    shown = {(c.team, c.gpu_type) for c in cells}
+    quotas += [q for q in fleet.quotas if (q.team, q.gpu_type) not in shown]
+
+    def word(n: int | None) -> str:
+        return "none" if n is None else str(n)
+
+    note = "quotas changed: " + "; ".join(f"{c.team} {c.gpu_type} {word(c.live)} → {word(c.asked)}" for c in changed)
+    return tuple(quotas), note
 
 
 def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
@@ -202,8 +332,9 @@ class Request:
     work: Work
 
 
-def prepare(days: int, policy: Policy, *, now: datetime | None = None) -> Request:
-    """Read the window's jobs and the fleet; refuse what cannot be replayed (ReplayRefused)."""
+def prepare(days: int, policy: Policy, *, now: datetime | None = None, fleet: Fleet | None = None) -> Request:
+    """Read the window's jobs and the fleet (unless given); refuse what cannot be replayed
+    (ReplayRefused)."""
     if not 1 <= days <= MAX_DAYS:
         raise ReplayRefused(f"days: pick 1 to {MAX_DAYS}, got {days}")
     now = now or timezone.now()
@@ -216,18 +347,20 @@ def prepare(days: int, policy: Policy, *, now: datetime | None = None) -> Reques
             f"The last {days} days hold more than {MAX_TRACE_JOBS:,} jobs, more than a replay here takes; "
             "pick fewer days, or run the simulator from the command line (python -m scheduler_core.sim)."
         )
-    shape = fleet_shape()
+    fleet = fleet or real_fleet()
     base = scheduler_config()
     baseline = live_policy(base)
     last_change = Job.objects.filter(pk__in=[r[0] for r in rows[-50:]]).aggregate(m=Max("state_changed_at"))["m"]
     fingerprint = hashlib.sha256(json.dumps(
         [days, dataclasses.asdict(policy), dataclasses.asdict(baseline), len(rows), rows[0][0], rows[-1][0],
-         str(last_change), dataclasses.asdict(shape), now.strftime("%Y-%m-%d %H")], default=str,
+         str(last_change), dataclasses.asdict(fleet), now.strftime("%Y-%m-%d %H")], default=str,
     ).encode()).hexdigest()
     return Request(key=KEY_PREFIX + fingerprint, work=Work(
-        days=days, trace=build_trace(rows, since), shape=shape, at=now,
-        runs=[(f"live policy ({baseline.describe()})", baseline.config(base)),
-              (f"what-if ({policy.describe()})", policy.config(base))],
+        days=days, trace=build_trace(rows, since), at=now, nodes=fleet.nodes, gpu_types=fleet.gpu_types,
+        priority_classes=fleet.priority_classes,
+        runs=[Run(f"live policy ({baseline.describe()})", baseline.config(base), fleet.quotas),
+              Run(f"what-if ({policy.describe()})", policy.config(base),
+                  policy.quotas if policy.quotas is not None else fleet.quotas)],
     ))
 
 

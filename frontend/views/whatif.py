@@ -68,29 +68,58 @@ def result_context(state: dict[str, Any] | None) -> dict[str, Any]:
     return context
 
 
+def quota_rows(cells: list[whatif.QuotaCell], gpu_types: list[str]) -> list[tuple[str, list[whatif.QuotaCell]]]:
+    """The quota table's cells as rows per team, columns in `gpu_types` order."""
+    by_team: dict[str, list[whatif.QuotaCell]] = {}
+    for cell in cells:
+        by_team.setdefault(cell.team, []).append(cell)
+    order = {name: i for i, name in enumerate(gpu_types)}
+    return [(team, sorted(row, key=lambda c: order[c.gpu_type])) for team, row in by_team.items()]
+
+
 @login_required
 @require_GET
 def what_if(request: HttpRequest) -> HttpResponse:
     live = whatif.live_policy(scheduler_config())
     other_placement = "spread" if live.placement == "pack" else "pack"
     placement = request.GET.get("placement") or other_placement
-    error = ""
+    errors: dict[str, str] = {}
     try:
         days = int(request.GET.get("days") or 7)
     except ValueError:
-        days, error = 7, f"days: expected a whole number of days, got {request.GET.get('days')!r}"
+        days, errors["days"] = 7, f"days: expected a whole number of days, got {request.GET.get('days')!r}"
+    if not errors and not 1 <= days <= whatif.MAX_DAYS:
+        errors["days"] = f"days: pick 1 to {whatif.MAX_DAYS}, got {days}"
     if placement not in whatif.PLACEMENTS:
-        error, placement = f"placement: choose pack or spread, got {placement!r}", other_placement
+        errors["placement"], placement = f"placement: choose pack or spread, got {placement!r}", other_placement
+    fleet: whatif.Fleet | None
+    try:
+        fleet = whatif.real_fleet()
+    except whatif.ReplayRefused as exc:
+        fleet, cells, quotas, note = None, [], None, ""
+        refused = str(exc)
+    else:
+        refused = ""
+        cells, quota_errors = whatif.quota_table(fleet, request.GET)
+        errors.update(quota_errors)
+        quotas, note = whatif.quotas_of(fleet, cells)
     policy = whatif.Policy(placement=placement, backfill=_flag(request.GET.get("backfill"), live.backfill),
-                           preemption=_flag(request.GET.get("preemption"), live.preemption))
+                           preemption=_flag(request.GET.get("preemption"), live.preemption), quotas=quotas,
+                           quota_note=note)
+    gpu_types = list(fleet.gpus_by_type) if fleet is not None else []
     context: dict[str, Any] = {
         "page": "what-if", "live": live, "policy": policy, "days": days, "max_days": whatif.MAX_DAYS,
-        "placements": whatif.PLACEMENTS, "max_jobs": whatif.MAX_TRACE_JOBS, "error": error, "asked": False,
-        "needs_plotly": True,
+        "placements": whatif.PLACEMENTS, "max_jobs": whatif.MAX_TRACE_JOBS, "errors": errors,
+        "error": refused, "asked": False, "needs_plotly": True,
+        "quota_types": list(fleet.gpus_by_type.items()) if fleet is not None else [],
+        "fleet_gpus": fleet.total_gpus if fleet is not None else 0,
+        "quota_rows": quota_rows(cells, gpu_types),
     }
-    if request.GET.get("run") and not error:
+    if errors:  # each bad field named on the page, nothing started
+        return render(request, "frontend/what_if.html", context, status=400)
+    if request.GET.get("run") and fleet is not None:
         try:
-            replay_request = whatif.prepare(days, policy)
+            replay_request = whatif.prepare(days, policy, fleet=fleet)
         except whatif.ReplayRefused as exc:
             context["error"] = str(exc)
         else:

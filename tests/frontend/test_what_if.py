@@ -3,6 +3,7 @@ page follows the replay to its comparison."""
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from datetime import timedelta
 
@@ -12,7 +13,9 @@ from django.utils import timezone
 from controlplane.choices import JobState
 from controlplane.models import Job
 from controlplane.services.cycle import run_cycle
+from controlplane.services.snapshot import scheduler_config
 from frontend import whatif
+from frontend.replay_worker import run as run_replay
 
 pytestmark = pytest.mark.django_db
 
@@ -27,12 +30,59 @@ def wait_done(key: str, timeout_s: float = 60.0) -> dict:
     raise AssertionError(f"replay {key} did not finish in {timeout_s} s: {whatif.status(key)}")
 
 
-def test_fleet_shape_deals_each_gpu_type_its_share_of_the_nodes(demo):
-    shape = whatif.fleet_shape()
-    assert (shape.nodes, shape.gpus_per_node) == (16, 8)
-    # 12 H100 nodes and 4 A100 nodes: dealt 3 to 1, in the nodes' own order (pool a100 first).
-    assert sorted(shape.gpu_types) == ["A100-40GB", "H100-80GB", "H100-80GB", "H100-80GB"]
-    assert shape.nodes_per_leaf == 4
+def test_the_replay_stands_on_the_real_fleet_and_quota_table(demo):
+    fleet = whatif.real_fleet()
+    assert len(fleet.nodes) == 16 and fleet.gpus_by_type == {"A100-40GB": 32, "H100-80GB": 96}
+    assert {n.leaf for n in fleet.nodes} == {"leaf-h1", "leaf-h2", "leaf-h3", "leaf-a1"}
+    vision = {q.gpu_type: q for q in fleet.quotas if q.team == "vision"}
+    assert (vision["H100-80GB"].nominal_gpus, vision["H100-80GB"].borrowing_limit) == (40, 32)
+    assert vision["H100-80GB"].cohort == "shared-fleet"
+    assert [c.name for c in fleet.priority_classes] == ["batch", "best-effort", "production", "research"]
+
+
+def test_the_quota_form_keeps_live_values_and_reads_changes(demo):
+    fleet = whatif.real_fleet()
+    cells, errors = whatif.quota_table(fleet, {})
+    assert errors == {} and whatif.quotas_of(fleet, cells) == (None, "")
+    cells, errors = whatif.quota_table(fleet, {"quota:vision:H100-80GB": "64", "quota:serving:A100-40GB": ""})
+    quotas, note = whatif.quotas_of(fleet, cells)
+    assert errors == {}
+    table = {(q.team, q.gpu_type): q for q in quotas}
+    assert table["vision", "H100-80GB"].nominal_gpus == 64 and table["vision", "H100-80GB"].borrowing_limit == 32
+    assert ("serving", "A100-40GB") not in table and table["language", "H100-80GB"].nominal_gpus == 32
+    assert note == "quotas changed: serving A100-40GB 8 → none; vision H100-80GB 40 → 64"
+
+
+@pytest.mark.parametrize(("field", "raw", "message"), [
+    ("quota:vision:H100-80GB", "lots", "quota of vision on H100-80GB: expected a whole number of GPUs"),
+    ("quota:vision:H100-80GB", "97", "quota of vision on H100-80GB: expected 0 to 96"),
+    ("quota:vision:A100-40GB", "-1", "expected 0 to 32"),
+    ("quota:nobody:H100-80GB", "8", "quota:nobody:H100-80GB: no such team and GPU type"),
+    ("days", "0", "days: pick 1 to 30, got 0"),
+])
+def test_bad_form_input_is_a_400_naming_the_field(client_for, field, raw, message):
+    response = client_for("alice").get("/what-if/", {"run": "1", "days": "1", field: raw})
+    assert response.status_code == 400
+    assert field in response.context["errors"] and message in response.context["errors"][field]
+    assert message.split(":")[0] in response.content.decode() and "live_url" not in response.context
+
+
+def test_another_quota_table_changes_the_replay(demo, submit_as):
+    # Vision may hold 40 + 32 = 72 H100s live; ten 8-GPU gangs ask for 80, so one waits for a
+    # gang to end (its runtime limit, 4 h). With a nominal quota of 96 all ten start at once.
+    now = timezone.now()
+    for i in range(10):
+        job = submit_as("alice", name=f"gang-{i}", gpus=8, gpu_types=("H100-80GB",))
+        Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=12))
+    fleet = whatif.real_fleet()
+    cells, errors = whatif.quota_table(fleet, {"quota:vision:H100-80GB": "96"})
+    quotas, note = whatif.quotas_of(fleet, cells)
+    policy = dataclasses.replace(whatif.live_policy(scheduler_config()), quotas=quotas, quota_note=note)
+    request = whatif.prepare(1, policy, fleet=fleet, now=now)
+    assert request.work.runs[1].quotas == quotas and request.work.runs[0].quotas == fleet.quotas
+    (live_label, live), (other_label, other) = run_replay(request.work).runs
+    assert "live quotas" in live_label and "vision H100-80GB 40 → 96" in other_label
+    assert live["wait_max_min"] == pytest.approx(240.0, abs=1) and other["wait_max_min"] == 0.0
 
 
 def test_trace_runs_finished_jobs_for_their_last_run_and_the_rest_to_their_limit(demo, submit_as):
@@ -80,7 +130,7 @@ def test_replay_runs_in_the_background_and_the_page_shows_both_runs(client_for, 
     result = page.context["result"]
     assert result.jobs == 6
     labels = [label for label, _ in result.runs]
-    assert labels[0].startswith("live policy (pack") and labels[1] == "what-if (spread, backfill off, preemption on)"
+    assert labels[0].startswith("live policy (pack") and labels[1] == "what-if (spread, backfill off, preemption on, live quotas)"
     assert {c.key for c in page.context["charts"]} == {"wait", "allocation", "stranded", "outcomes"}
     assert all(r["jobs_total"] == 6 for _, r in result.runs)
 
