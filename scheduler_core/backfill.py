@@ -22,6 +22,8 @@ needs runtime estimates, which enforced runtime limits make honest.
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.gang import Demand
 from scheduler_core.placement import PlacementRequest
@@ -181,8 +183,10 @@ class ReleaseTimeline:
     class are kept for every frame; "nodes with at least ``s`` free GPUs" per class is built
     on first use for each size ``s`` from the recorded changes. A query binary-searches the
     first frame where the gang's capable classes have enough free GPUs and enough nodes with
-    room for its largest member; it ignores jobs ahead in the queue, so it is an estimate,
-    labelled as such in the explanation."""
+    room for its largest member. :meth:`drain` adds the jobs ahead in the queue: the time by
+    which the free capacity of the classes, integrated from ``now``, covers the work (GPUs x
+    runtime limit) of the jobs ahead that wait for those classes, as if they ran back to back
+    with no fragmentation. Both are estimates, labelled as such in the explanation."""
 
     def __init__(self, ctx: CycleContext) -> None:
         state = ctx.state
@@ -213,6 +217,44 @@ class ReleaseTimeline:
             self.changes.append(changed)
             self.times.append(at)
         self._at_least: dict[tuple[int, int], list[int]] = {}
+        self._integrals: dict[tuple[int, ...], tuple[list[float], list[int]]] = {}
+
+    def capacity(self, node_class: int) -> int:
+        """Free GPUs of ``node_class`` once every known release happened."""
+        return self.free[node_class][-1]
+
+    def _integral(self, classes: tuple[int, ...]) -> tuple[list[float], list[int]]:
+        """Per frame: GPU-seconds free on ``classes`` from ``now`` to the frame's time, and
+        the free GPUs during the frame (built once per class set)."""
+        found = self._integrals.get(classes)
+        if found is not None:
+            return found
+        rows = [self.free[c] for c in classes]
+        rates = [sum(col) for col in zip(*rows, strict=True)] if len(rows) > 1 else list(rows[0])
+        times = self.times
+        area = [0.0]
+        total = 0.0
+        for i in range(1, len(times)):
+            total += rates[i - 1] * (times[i] - times[i - 1])
+            area.append(total)
+        found = self._integrals[classes] = (area, rates)
+        return found
+
+    def drain(self, classes: tuple[int, ...], work: float) -> float | None:
+        """When the free GPU-seconds of ``classes`` from ``now`` reach ``work`` (``now`` if
+        ``work`` is 0), or ``None`` if capacity stays too small to ever cover it."""
+        if not classes:
+            return None
+        if work <= 0:
+            return self.times[0]
+        area, rates = self._integral(classes)
+        i = bisect_right(area, work) - 1
+        rate = rates[i]
+        if rate <= 0:
+            if area[i] >= work:
+                return self.times[i]
+            return None
+        return self.times[i] + (work - area[i]) / rate
 
     def at_least(self, node_class: int, size: int) -> list[int]:
         """Per frame: ready nodes of ``node_class`` with at least ``size`` free GPUs."""

@@ -6,8 +6,13 @@ an unknown priority class). Numbers in the sentences are the ones the deciding p
 
 ETAs: a reservation or a nomination knows its start; a job over quota gets the time its team's
 own jobs will have released enough GPUs by their runtime limits; a job short of capacity gets
-the first release time at which enough capable GPUs (and nodes with room for its largest
-member) are free, ignoring jobs ahead of it (:class:`~scheduler_core.backfill.ReleaseTimeline`).
+the later of two estimates (:class:`~scheduler_core.backfill.ReleaseTimeline`): the first
+release time at which enough capable GPUs (and nodes with room for its largest member) are
+free, and the time by which the capacity of its node classes has run the work of the jobs ahead
+of it in the queue that wait for the same classes (their GPUs x runtime limits, or
+``default_runtime_estimate_s``; GPUs already held for them excluded), back to back. That second
+term is what makes a job's ETA grow with its queue position; it ignores fragmentation and
+backfill, so it is an estimate and the message says so.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from scheduler_core.backfill import ReleaseTimeline, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
-from scheduler_core.state import FLEET
+from scheduler_core.state import FLEET, HOLD
 from scheduler_core.types import JobSpec, PendingExplanation, ReasonCode, TopologyConstraint
 
 REASONS: dict[ReasonCode, str] = {code: code.value for code in ReasonCode}
@@ -33,6 +38,11 @@ CAPACITY_CODES = frozenset({
     ReasonCode.BEHIND_HIGHER_PRIORITY,
     ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
 })
+
+AHEAD_CODES = CAPACITY_CODES | {ReasonCode.WAITING_FOR_RESERVATION,
+                                ReasonCode.WAITING_FOR_PREEMPTION}
+"""Waiting jobs whose work counts as *ahead* of later jobs on the same node classes: those
+waiting for capacity (not those waiting for their quota, which may start much later)."""
 
 
 def type_names(ctx: CycleContext, classes: Sequence[int]) -> str:
@@ -145,6 +155,15 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed by
     # identity because hashing an Outcome would hash its whole gang.
     worded: dict[int, tuple[float | None, str]] = {}
+    # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class, and the
+    # class weights used to spread a job's work over its classes.
+    ahead: dict[int, float] = {}
+    weights: dict[tuple[int, ...], tuple[tuple[int, float], ...]] = {}
+    held: dict[str, int] = {}
+    for (kind, job_id), grants in ctx.state.holdings.items():
+        if kind == HOLD:
+            held[job_id] = sum(g.gpus for g in grants)
+    default_runtime = ctx.config.default_runtime_estimate_s
     out: list[PendingExplanation] = []
     bound = ctx.bound
     outcomes = ctx.outcomes
@@ -154,42 +173,67 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
         outcome = outcomes[spec.id]
         shared = worded.get(id(outcome))
         if shared is not None:
-            eta, message = shared
-            out.append(PendingExplanation(
-                spec.id, outcome.code, REASONS[outcome.code], message, outcome.resolvable,
-                position, eta, outcome.would_start_if,
-            ))
-            continue
-        eta = outcome.eta
-        if eta is None and outcome.resolvable:
-            if outcome.code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
-                verdict = ctx.ledger.check(spec.team, outcome.quota_type,
-                                           outcome.demand.gpus if outcome.demand else spec.gpus)
-                shortage = verdict.used + (outcome.demand.gpus if outcome.demand else spec.gpus) \
-                    - verdict.nominal - verdict.borrowable
-                qkey = (spec.team, outcome.quota_type, shortage)
-                if qkey not in quota_etas:
-                    quota_etas[qkey] = team_release_eta(ctx, spec.team, outcome.quota_type,
-                                                        shortage)
-                eta = quota_etas[qkey]
-            elif outcome.code in CAPACITY_CODES and outcome.demand is not None:
-                d = outcome.demand
-                largest = d.largest_member
-                key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
-                       outcome.classes)
-                if key not in etas:
-                    if timeline is None:
-                        timeline = ReleaseTimeline(ctx)
-                    etas[key] = timeline.eta(outcome.demand, outcome.classes)
-                eta = etas[key]
-        message = outcome.message
+            base, message = shared
+        else:
+            base = outcome.eta
+            if base is None and outcome.resolvable:
+                if outcome.code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
+                    gpus = outcome.demand.gpus if outcome.demand else spec.gpus
+                    verdict = ctx.ledger.check(spec.team, outcome.quota_type, gpus)
+                    shortage = verdict.used + gpus - verdict.nominal - verdict.borrowable
+                    qkey = (spec.team, outcome.quota_type, shortage)
+                    if qkey not in quota_etas:
+                        quota_etas[qkey] = team_release_eta(ctx, spec.team,
+                                                            outcome.quota_type, shortage)
+                    base = quota_etas[qkey]
+                elif outcome.code in CAPACITY_CODES and outcome.demand is not None:
+                    d = outcome.demand
+                    largest = d.largest_member
+                    key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
+                           outcome.classes)
+                    if key not in etas:
+                        if timeline is None:
+                            timeline = ReleaseTimeline(ctx)
+                        etas[key] = timeline.eta(outcome.demand, outcome.classes)
+                    base = etas[key]
+            message = outcome.message
+            worded[id(outcome)] = (base, message)
+        eta = base
+        code = outcome.code
+        if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
+            if timeline is None:
+                timeline = ReleaseTimeline(ctx)
+            classes = outcome.classes
+            spread = weights.get(classes)
+            if spread is None:
+                caps = [(c, timeline.capacity(c)) for c in classes]
+                total = sum(cap for _, cap in caps)
+                spread = weights[classes] = tuple(
+                    (c, cap / total) for c, cap in caps if total > 0 and cap > 0)
+            if code in CAPACITY_CODES:
+                work = 0.0
+                for c, _ in spread:
+                    work += ahead.get(c, 0.0)
+                drained = timeline.drain(classes, work) if work > 0 else None
+                if drained is not None and (eta is None and _fits_now(outcome) or
+                                            eta is not None and drained > eta):
+                    eta = drained
+            gpus = outcome.demand.gpus - held.get(spec.id, 0)
+            if gpus > 0:
+                runtime = spec.runtime_limit_s or default_runtime
+                for c, share in spread:
+                    ahead[c] = ahead.get(c, 0.0) + gpus * runtime * share
         if eta is not None and outcome.eta is None:
-            message += f" Estimated start t={eta:.0f} from runtime limits, not counting jobs ahead."
-        worded[id(outcome)] = (eta, message)
+            if eta != base:
+                message = (f"{outcome.message} Estimated start t={eta:.0f}: the capable GPUs "
+                           f"first run the jobs ahead of it (by their runtime limits, back to "
+                           f"back).")
+            else:
+                message = f"{outcome.message} Estimated start t={eta:.0f} from runtime limits."
         out.append(PendingExplanation(
             job_id=spec.id,
-            code=outcome.code,
-            reason=outcome.reason,
+            code=code,
+            reason=REASONS[code],
             message=message,
             resolvable=outcome.resolvable,
             queue_position=position,
@@ -197,3 +241,10 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
             would_start_if=outcome.would_start_if,
         ))
     return tuple(out)
+
+
+def _fits_now(outcome: Outcome) -> bool:
+    """Did the release timeline give no ETA because the capacity is there already (the job
+    waits behind others), rather than because it never frees up?"""
+    return outcome.code in (ReasonCode.BEHIND_HIGHER_PRIORITY,
+                            ReasonCode.PREEMPTION_BUDGET_EXHAUSTED)

@@ -160,3 +160,52 @@ def test_pending_counts_by_reason_in_fleet_figures():
         .plan()
     )
     assert plan.fleet.pending_by_reason == {"CanNeverRun": 1, "InvalidRequest": 1}
+
+
+def test_eta_counts_the_jobs_ahead_on_the_same_gpus():
+    # One node busy until t=3600; three 8-GPU jobs of one hour each wait for it. The first
+    # holds the reservation at 3600; the others start once the jobs ahead have run, back to
+    # back: 7200 and 10800, not all at 3600.
+    plan = (
+        make_cluster().nodes(1).at(0)
+        .running(make_running(make_job("r").gpus(8).limit(3600)).whole("n0"))
+        .pending(*(make_job(f"j{i}").gpus(8).limit(3600).submitted(i) for i in range(3)))
+        .plan()
+    )
+    assert why(plan, "j0").code is ReasonCode.WAITING_FOR_RESERVATION
+    assert why(plan, "j0").eta == 3600.0
+    assert why(plan, "j1").eta == 7200.0
+    assert why(plan, "j2").eta == 10800.0
+    assert "first run the jobs ahead of it" in why(plan, "j2").message
+
+
+def test_eta_ignores_jobs_ahead_on_other_gpus():
+    # The h100 job ahead does not delay the a100 job: its ETA is the a100 release time.
+    plan = (
+        make_cluster().nodes(1).nodes(1, gpu_type="h100", prefix="h").at(0)
+        .running(make_running(make_job("r").gpus(8).limit(3600)).whole("n0"),
+                 make_running(make_job("s").gpus(8).types("h100").limit(3600)).whole("h0"))
+        .pending(make_job("h1").gpus(8).types("h100").limit(7200).submitted(0),
+                 make_job("h2").gpus(8).types("h100").limit(7200).submitted(1),
+                 make_job("a").gpus(8).types("a100").limit(3600).submitted(2))
+        .plan(SchedulerConfig(backfill=False))
+    )
+    assert why(plan, "h1").eta == 3600.0
+    assert why(plan, "h2").eta == 3600.0 + 7200.0
+    assert why(plan, "a").eta == 3600.0
+
+
+def test_eta_of_a_job_behind_many_grows_with_its_position():
+    # Past the placement budget every job shares one outcome, but not one ETA.
+    plan = (
+        make_cluster().nodes(2).at(0)
+        .running(make_running(make_job("r").gpus(8).limit(1800)).whole("n0"),
+                 make_running(make_job("q").gpus(8).limit(1800)).whole("n1"))
+        .pending(*(make_job(f"j{i}").gpus(4).limit(3600).submitted(i) for i in range(8)))
+        .plan(SchedulerConfig(max_placement_attempts=1))
+    )
+    etas = [why(plan, f"j{i}").eta for i in range(8)]
+    assert all(e is not None for e in etas)
+    assert etas == sorted(etas) and etas[-1] > etas[0]
+    # 16 GPUs from t=1800; seven jobs of 4 GPUs x 1 h ahead of the last: 1800 + 7*4*3600/16
+    assert etas[-1] == 1800.0 + 7 * 4 * 3600 / 16
