@@ -8,7 +8,8 @@ dicts with plotly.js (served from our own static route, see `views/vendor.py`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import dataclasses
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -16,6 +17,7 @@ from typing import Any
 from django.utils import timezone
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
+from frontend.templatetags.qm import duration
 
 # Okabe–Ito, then Tableau: distinguishable, colour-blind-friendly for the first eight teams.
 TEAM_PALETTE = (
@@ -101,131 +103,139 @@ def _stride_note(samples: Sequence[Mapping[str, Any]]) -> str:
 # ----------------------------------------------------------------------------- the overview
 
 
+def _time_series(key: str, title: str, caption: str, y_title: str, samples: Sequence[Mapping[str, Any]],
+                 empty: str, traces: Callable[[list[str]], list[dict[str, Any]]], *, stride_note: bool = True,
+                 **layout: Any) -> Chart:
+    """A chart over time, one point per sample (`samples[i]["at"]`): the shared frame of every
+    time series. `traces(x)` lays out the data on the x values; `layout` adds to the frame."""
+    x_title = "time (UTC)"
+    if not samples:
+        return _empty(key, title, caption, x_title, y_title, empty)
+    x = [ts(s["at"]) for s in samples]
+    frame = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"}, **layout)
+    return Chart(key, title, caption + (_stride_note(samples) if stride_note else ""), _figure(traces(x), frame))
+
+
+NO_CYCLE_YET = "No scheduling cycle has run in this window yet. "
+#: Older samples count a team's pending jobs but not by class; the chart shows them as this.
+UNCLASSIFIED = "all classes (older samples)"
+
+
+def _ordered_classes(seen: set[str], priority_order: Sequence[str]) -> list[str]:
+    return [n for n in priority_order if n in seen] + sorted(seen - set(priority_order))
+
+
 def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[str], team: str | None = None) -> Chart:
-    """Pending jobs per cycle, stacked by priority class (or one team's pending jobs)."""
-    title = "Queue depth by priority class" if team is None else f"Queue depth of team {team}"
+    """Pending jobs per cycle, stacked by priority class (highest at the bottom): the whole
+    fleet's, or one team's (`pending_by_team_priority`). A sample stored before per-team
+    classes were recorded gives only the team's total; it is stacked as one grey series."""
+    title = "Queue depth by priority class" if team is None else f"Queue depth of team {team} by priority class"
     caption = (
         "Jobs waiting at each scheduling cycle"
-        + (", stacked by priority class (highest at the bottom)." if team is None
-           else f" that belong to team {team}, all priority classes together.")
+        + ("" if team is None else f" that belong to team {team}") + ", stacked by priority class (highest at the bottom)."
     )
-    x_title, y_title = "time (UTC)", "pending jobs"
-    if not samples:
-        return _empty("queue", title, caption, x_title, y_title,
-                      "No scheduling cycle has run in this window yet. Once the scheduler runs, the "
-                      "number of waiting jobs per priority class appears here, one point per cycle.")
-    x = [ts(s["at"]) for s in samples]
-    caption += _stride_note(samples)
-    data: list[dict[str, Any]]
-    if team is not None:
-        data = [{"type": "scatter", "mode": "lines", "name": team, "x": x,
-                 "y": [int((s["pending_by_team"] or {}).get(team, 0)) for s in samples],
-                 "fill": "tozeroy", "line": {"shape": "hv", "color": "#1c7ed6"}}]
-    else:
-        seen = {name for s in samples for name in (s["pending_by_priority"] or {})}
-        ordered = [n for n in priority_order if n in seen] + sorted(seen - set(priority_order))
+
+    def per_class(s: Mapping[str, Any]) -> Mapping[str, int]:
+        if team is None:
+            return s["pending_by_priority"] or {}
+        return (s.get("pending_by_team_priority") or {}).get(team) or {}
+
+    def unclassified(s: Mapping[str, Any]) -> int:
+        """The team's pending jobs of a sample that has no per-class counts for teams."""
+        if team is None or s.get("pending_by_team_priority"):
+            return 0
+        return int((s["pending_by_team"] or {}).get(team, 0))
+
+    def traces(x: list[str]) -> list[dict[str, Any]]:
+        ordered = _ordered_classes({name for s in samples for name in per_class(s)}, priority_order)
         data = [
             {"type": "scatter", "mode": "lines", "name": name, "x": x, "stackgroup": "pending",
-             "y": [int((s["pending_by_priority"] or {}).get(name, 0)) for s in samples], "line": {"shape": "hv"}}
+             "y": [int(per_class(s).get(name, 0)) for s in samples], "line": {"shape": "hv"}}
             for name in ordered
         ]
+        old = [unclassified(s) for s in samples]
+        if any(old):
+            data.append({"type": "scatter", "mode": "lines", "name": UNCLASSIFIED, "x": x, "stackgroup": "pending",
+                         "y": old, "line": {"shape": "hv", "color": "#adb5bd"}})
         if not data:
             data = [{"type": "scatter", "mode": "lines", "name": "all classes", "x": x,
                      "y": [0 for _ in samples], "line": {"shape": "hv", "color": "#868e96"}}]
-    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"})
-    return Chart("queue", title, caption, _figure(data, layout))
+        return data
+
+    return _time_series("queue", title, caption, "pending jobs", samples,
+                        NO_CYCLE_YET + "Once the scheduler runs, the number of waiting jobs per priority class "
+                        "appears here, one point per cycle.", traces)
 
 
 def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str = "") -> Chart:
     """Allocated, active and productive GPU time as % of fleet capacity, per interval."""
-    title = "Utilization in three tiers"
     caption = (
         "Share of the fleet's GPU time that was allocated to a job, active on the device, and "
         "productive (kept progress at the job's fault-free rate); each tier is at most the one above."
         + source_note
     )
-    x_title, y_title = "time (UTC)", "% of fleet GPU-time"
-    if not points:
-        return _empty("utilization", title, caption, x_title, y_title,
-                      "No usage recorded in this window yet. Once jobs run and agents report, the allocated, "
-                      "active and productive shares of the fleet appear here.")
-    x = [ts(p["at"]) for p in points]
-    data = []
-    for tier in ("allocated", "active", "productive"):
-        if any(p.get(tier) is not None for p in points):
-            data.append({
-                "type": "scatter", "mode": "lines", "name": tier, "x": x,
-                "y": [None if p.get(tier) is None else round(100.0 * float(p[tier]), 2) for p in points],
-                "line": {"color": TIER_COLOURS[tier], "shape": "hv"},
-            })
-    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"},
-                     yaxis={"range": [0, 100], "ticksuffix": "%"})
-    return Chart("utilization", title, caption, _figure(data, layout))
+
+    def traces(x: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"type": "scatter", "mode": "lines", "name": tier, "x": x,
+             "y": [None if p.get(tier) is None else round(100.0 * float(p[tier]), 2) for p in points],
+             "line": {"color": TIER_COLOURS[tier], "shape": "hv"}}
+            for tier in ("allocated", "active", "productive") if any(p.get(tier) is not None for p in points)
+        ]
+
+    return _time_series("utilization", "Utilization in three tiers", caption, "% of fleet GPU-time", points,
+                        "No usage recorded in this window yet. Once jobs run and agents report, the allocated, "
+                        "active and productive shares of the fleet appear here.", traces, stride_note=False,
+                        yaxis={"range": [0, 100], "ticksuffix": "%"})
 
 
 def stranded_gpus(samples: Sequence[Mapping[str, Any]]) -> Chart:
-    title = "Stranded GPUs"
-    caption = (
-        "Free GPUs on partly used ready nodes, counted while a job that needs a whole node waits: "
-        "capacity that exists but cannot start that job." + _stride_note(samples)
-    )
-    x_title, y_title = "time (UTC)", "GPUs"
-    if not samples:
-        return _empty("stranded", title, caption, x_title, y_title,
-                      "No scheduling cycle has run in this window yet. Stranded GPUs per cycle appear here.")
-    x = [ts(s["at"]) for s in samples]
-    data = [
-        {"type": "scatter", "mode": "lines", "name": "stranded GPUs", "x": x,
-         "y": [s["stranded_gpus"] for s in samples], "line": {"color": "#e8590c", "shape": "hv"}, "fill": "tozeroy"},
-        {"type": "scatter", "mode": "lines", "name": "free GPUs", "x": x,
-         "y": [max(0, s["total_gpus"] - s["allocated_gpus"] - s["unavailable_gpus"]) for s in samples],
-         "line": {"color": "#868e96", "dash": "dot", "shape": "hv"}},
-    ]
-    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"})
-    return Chart("stranded", title, caption, _figure(data, layout))
+    def traces(x: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"type": "scatter", "mode": "lines", "name": "stranded GPUs", "x": x,
+             "y": [s["stranded_gpus"] for s in samples], "line": {"color": "#e8590c", "shape": "hv"}, "fill": "tozeroy"},
+            {"type": "scatter", "mode": "lines", "name": "free GPUs", "x": x,
+             "y": [max(0, s["total_gpus"] - s["allocated_gpus"] - s["unavailable_gpus"]) for s in samples],
+             "line": {"color": "#868e96", "dash": "dot", "shape": "hv"}},
+        ]
+
+    return _time_series("stranded", "Stranded GPUs",
+                        "Free GPUs on partly used ready nodes, counted while a job that needs a whole node waits: "
+                        "capacity that exists but cannot start that job.", "GPUs", samples,
+                        NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces)
 
 
 def largest_free_block(samples: Sequence[Mapping[str, Any]]) -> Chart:
-    title = "Largest free block per pool"
-    caption = (
-        "Most free GPUs on any one ready node of each pool: the largest single-node job that could "
-        "start there now." + _stride_note(samples)
-    )
-    x_title, y_title = "time (UTC)", "GPUs on one node"
-    if not samples:
-        return _empty("free_block", title, caption, x_title, y_title,
-                      "No scheduling cycle has run in this window yet. The largest free block of each pool "
-                      "appears here.")
-    x = [ts(s["at"]) for s in samples]
     pools = sorted({p for s in samples for p in (s["largest_free_block_by_pool"] or {})})
-    data = [
-        {"type": "scatter", "mode": "lines", "name": pool, "x": x, "line": {"shape": "hv"},
-         "y": [(s["largest_free_block_by_pool"] or {}).get(pool) for s in samples]}
-        for pool in pools
-    ]
-    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"})
-    return Chart("free_block", title, caption, _figure(data, layout),
-                 empty="" if pools else "No ready node had a free GPU in this window. The largest free block of each "
-                 "pool appears here when one has.")
+
+    def traces(x: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"type": "scatter", "mode": "lines", "name": pool, "x": x, "line": {"shape": "hv"},
+             "y": [(s["largest_free_block_by_pool"] or {}).get(pool) for s in samples]}
+            for pool in pools
+        ]
+
+    chart = _time_series("free_block", "Largest free block per pool",
+                         "Most free GPUs on any one ready node of each pool: the largest single-node job that could "
+                         "start there now.", "GPUs on one node", samples,
+                         NO_CYCLE_YET + "The largest free block of each pool appears here.", traces)
+    if samples and not pools:
+        return dataclasses.replace(chart, empty="No ready node had a free GPU in this window. The largest free block "
+                                   "of each pool appears here when one has.")
+    return chart
 
 
 def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]]) -> Chart:
-    title = "Age of the oldest feasible pending job"
-    caption = (
-        "How long the longest-waiting job that can run on this fleet has waited, per cycle; jobs that "
-        "can never run are left out." + _stride_note(samples)
-    )
-    x_title, y_title = "time (UTC)", "wait (minutes)"
-    if not samples:
-        return _empty("oldest", title, caption, x_title, y_title,
-                      "No scheduling cycle has run in this window yet. The oldest feasible job's wait appears here.")
-    x = [ts(s["at"]) for s in samples]
-    y = [None if s["oldest_feasible_pending_s"] is None else round(s["oldest_feasible_pending_s"] / 60.0, 2)
-         for s in samples]
-    data = [{"type": "scatter", "mode": "lines", "name": "oldest feasible wait", "x": x, "y": y,
-             "connectgaps": False, "line": {"color": "#d9a400", "shape": "hv"}}]
-    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"}, showlegend=False)
-    return Chart("oldest", title, caption, _figure(data, layout))
+    def traces(x: list[str]) -> list[dict[str, Any]]:
+        y = [None if s["oldest_feasible_pending_s"] is None else round(s["oldest_feasible_pending_s"] / 60.0, 2)
+             for s in samples]
+        return [{"type": "scatter", "mode": "lines", "name": "oldest feasible wait", "x": x, "y": y,
+                 "connectgaps": False, "line": {"color": "#d9a400", "shape": "hv"}}]
+
+    return _time_series("oldest", "Age of the oldest feasible pending job",
+                        "How long the longest-waiting job that can run on this fleet has waited, per cycle; jobs that "
+                        "can never run are left out.", "wait (minutes)", samples,
+                        NO_CYCLE_YET + "The oldest feasible job's wait appears here.", traces, showlegend=False)
 
 
 def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: int | None = None,
@@ -344,7 +354,7 @@ def job_timeline(segments: Sequence[Mapping[str, Any]], events: Sequence[Mapping
             "marker": {"color": STATE_COLOURS.get(state, "#868e96")},
             "hovertext": [
                 f"{label} from {ts(seg['start'])} to {ts(seg['end']) if seg['end'] else 'now'}"
-                f" ({_duration(((seg['end'] or now) - seg['start']).total_seconds())})"
+                f" ({duration(((seg['end'] or now) - seg['start']).total_seconds())})"
                 for seg in mine
             ],
             "hoverinfo": "text",
@@ -363,17 +373,6 @@ def job_timeline(segments: Sequence[Mapping[str, Any]], events: Sequence[Mapping
                      yaxis={"type": "category", "categoryorder": "array", "categoryarray": categories[::-1],
                             "rangemode": "normal"})
     return Chart("timeline", title, caption, _figure(data, layout), height=layout["height"])
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0.0, seconds)
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.0f} min"
-    if seconds < 3 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} days"
 
 
 # --------------------------------------------------------------------------------- teams
@@ -402,26 +401,20 @@ def quota_usage(gpu_type: str, rows: Sequence[Mapping[str, Any]]) -> Chart:
 
 
 def dominant_share(samples: Sequence[Mapping[str, Any]], teams: Sequence[str]) -> Chart:
-    title = "Dominant share per team"
-    caption = (
-        "Each team's largest share of any one fleet resource (GPUs, CPUs, memory) it holds, per cycle: "
-        "what dominant resource fairness equalises." + _stride_note(samples)
-    )
-    x_title, y_title = "time (UTC)", "dominant share (% of the fleet)"
-    if not samples:
-        return _empty("dominant_share", title, caption, x_title, y_title,
-                      "No scheduling cycle has run in this window yet. Each team's dominant share appears here.")
-    x = [ts(s["at"]) for s in samples]
     shown = sorted(set(teams) | {t for s in samples for t in (s["dominant_share_by_team"] or {})})
     colours = team_colours(shown)
-    data = [
-        {"type": "scatter", "mode": "lines", "name": team, "x": x, "line": {"color": colours[team], "shape": "hv"},
-         "y": [round(100.0 * float((s["dominant_share_by_team"] or {}).get(team, 0.0)), 2) for s in samples]}
-        for team in shown
-    ]
-    layout = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"},
-                     yaxis={"ticksuffix": "%"})
-    return Chart("dominant_share", title, caption, _figure(data, layout))
+
+    def traces(x: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"type": "scatter", "mode": "lines", "name": team, "x": x, "line": {"color": colours[team], "shape": "hv"},
+             "y": [round(100.0 * float((s["dominant_share_by_team"] or {}).get(team, 0.0)), 2) for s in samples]}
+            for team in shown
+        ]
+
+    return _time_series("dominant_share", "Dominant share per team",
+                        "Each team's largest share of any one fleet resource (GPUs, CPUs, memory) it holds, per cycle: "
+                        "what dominant resource fairness equalises.", "dominant share (% of the fleet)", samples,
+                        NO_CYCLE_YET + "Each team's dominant share appears here.", traces, yaxis={"ticksuffix": "%"})
 
 
 def distribution_box(key: str, title: str, caption: str, y_title: str,
@@ -446,23 +439,29 @@ def distribution_box(key: str, title: str, caption: str, y_title: str,
     return Chart(key, title, caption, _figure(data, layout))
 
 
-def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
-    title = "Jobs by state"
-    caption = "Per team: jobs waiting or running now, and jobs submitted in the window that have finished, by state."
-    x_title, y_title = "team", "jobs"
-    if not rows:
-        return _empty("jobs_by_state", title, caption, x_title, y_title,
-                      "No job has been submitted in this window. Each team's jobs per state appear here.", category="x")
-    teams = sorted({r["team"] for r in rows})
-    counts = {(r["team"], r["state"]): r["n"] for r in rows}
+def _state_bars(key: str, title: str, caption: str, x_title: str, y_title: str, counts: Mapping[tuple[str, str], int],
+                states: Iterable[JobState] | Iterable[NodeState], empty: str) -> Chart:
+    """Bars per group (x), stacked by state in the states' own order, in the badges' colours.
+    `counts` maps (group, state value) to a count; states with no count anywhere are left out."""
+    if not counts:
+        return _empty(key, title, caption, x_title, y_title, empty, category="x")
+    groups = sorted({group for group, _ in counts})
     data = []
-    for state in JobState:
-        ys = [counts.get((t, state.value), 0) for t in teams]
+    for state in states:
+        ys = [counts.get((g, state.value), 0) for g in groups]
         if any(ys):
-            data.append({"type": "bar", "name": state.label, "x": teams, "y": ys,
+            data.append({"type": "bar", "name": state.label, "x": groups, "y": ys,
                          "marker": {"color": STATE_COLOURS.get(state, "#868e96")}})
     layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "category"})
-    return Chart("jobs_by_state", title, caption, _figure(data, layout))
+    return Chart(key, title, caption, _figure(data, layout))
+
+
+def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
+    return _state_bars(
+        "jobs_by_state", "Jobs by state",
+        "Per team: jobs waiting or running now, and jobs submitted in the window that have finished, by state.",
+        "team", "jobs", {(r["team"], r["state"]): r["n"] for r in rows}, JobState,
+        "No job has been submitted in this window. Each team's jobs per state appear here.")
 
 
 # ------------------------------------------------------------------------------- showback
@@ -562,22 +561,11 @@ def unit_costs(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
 
 
 def nodes_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
-    title = "GPUs by pool and node state"
-    caption = "How many GPUs each pool has on nodes that are ready, cordoned, draining, suspect, down or quarantined."
-    x_title, y_title = "pool", "GPUs"
-    if not rows:
-        return _empty("node_states", title, caption, x_title, y_title,
-                      "No node has registered yet. Each pool's GPUs by node state appear here.", category="x")
-    pools = sorted({r["pool"] for r in rows})
-    counts = {(r["pool"], r["state"]): r["gpus"] for r in rows}
-    data = []
-    for state in NodeState:
-        ys = [counts.get((p, state.value), 0) for p in pools]
-        if any(ys):
-            data.append({"type": "bar", "name": state.label, "x": pools, "y": ys,
-                         "marker": {"color": STATE_COLOURS.get(state, "#868e96")}})
-    layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "category"})
-    return Chart("node_states", title, caption, _figure(data, layout))
+    return _state_bars(
+        "node_states", "GPUs by pool and node state",
+        "How many GPUs each pool has on nodes that are ready, cordoned, draining, suspect, down or quarantined.",
+        "pool", "GPUs", {(r["pool"], r["state"]): r["gpus"] for r in rows}, NodeState,
+        "No node has registered yet. Each pool's GPUs by node state appear here.")
 
 
 # -------------------------------------------------------------------------------- what-if

@@ -35,6 +35,7 @@ SAMPLE_FIELDS = (
     "running_jobs",
     "pending_by_priority",
     "pending_by_team",
+    "pending_by_team_priority",
     "pending_by_reason",
     "largest_free_block_by_pool",
     "dominant_share_by_team",

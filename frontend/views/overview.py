@@ -81,17 +81,18 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
     }
 
 
-def _team(request: HttpRequest, teams: list[str]) -> str | None:
+def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None]:
+    """The window asked for, every team's name, and the team whose queue is asked for (if any)."""
+    window = window_from(request.GET.get("window"))
+    teams = list(Team.objects.order_by("name").values_list("name", flat=True))
     team = request.GET.get("team") or None
-    return team if team in teams else None
+    return window, teams, team if team in teams else None
 
 
 @login_required
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
-    window = window_from(request.GET.get("window"))
-    teams = list(Team.objects.order_by("name").values_list("name", flat=True))
-    team = _team(request, teams)
+    window, teams, team = _filters(request)
     payload = overview_payload(request, window, team)
     return render(request, "frontend/overview.html", {
         "page": "overview", "window": window, "windows": WINDOWS, "teams": teams, "team": team,
@@ -103,7 +104,6 @@ def overview(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def overview_json(request: HttpRequest) -> JsonResponse:
-    window = window_from(request.GET.get("window"))
-    teams = list(Team.objects.order_by("name").values_list("name", flat=True))
-    payload = overview_payload(request, window, _team(request, teams))
+    window, _, team = _filters(request)
+    payload = overview_payload(request, window, team)
     return JsonResponse({"charts": figures.charts_json(payload["charts"]), "text": payload["text"]})

@@ -97,12 +97,26 @@ def test_overview_json_carries_the_same_charts_as_the_page(client_for, samples):
     assert live["queue"]["figure"]["layout"]["title"]["text"] == page["queue"]["figure"]["layout"]["title"]["text"]
 
 
-def test_queue_chart_follows_the_team_filter(client_for, samples):
-    samples(5, pending_by_team={"vision": 3, "language": 1}, pending_by_priority={"research": 4})
-    charts = charts_of(client_for("alice").get("/?team=language").content.decode())
+def test_queue_chart_of_one_team_is_stacked_by_priority_class(client_for):
+    from tests.frontend.page_data import sample
+
+    now = timezone.now()
+    # two samples from before per-team classes were stored, then three that have them
+    for i in range(5):
+        old = i < 2
+        sample(now - timedelta(minutes=5 - i),
+               pending_by_team={"vision": 3, "language": 2 if old else 4},
+               pending_by_priority={"research": 5} if old else {"research": 4, "production": 3},
+               pending_by_team_priority={} if old else {"vision": {"research": 3},
+                                                         "language": {"production": 3, "research": 1}})
+    charts = charts_of(client_for("alice").get("/?team=language&window=1h").content.decode())
     queue = charts["queue"]["figure"]
-    assert queue["layout"]["title"]["text"] == "Queue depth of team language"
-    assert queue["data"][0]["y"] == [1] * 5
+    assert queue["layout"]["title"]["text"] == "Queue depth of team language by priority class"
+    # the classes highest first (production 1000, research 500); older samples as their own grey series
+    assert [(t["name"], t["y"], t.get("stackgroup")) for t in queue["data"]] == [
+        ("production", [0, 0, 3, 3, 3], "pending"), ("research", [0, 0, 1, 1, 1], "pending"),
+        ("all classes (older samples)", [2, 2, 0, 0, 0], "pending")]
+    assert "stacked by priority class" in charts["queue"]["caption"]
 
 
 def test_tiles_show_the_latest_sample_and_todays_lost_work(client_for, samples, submit_as):

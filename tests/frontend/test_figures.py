@@ -50,6 +50,20 @@ def test_queue_depth_stacks_priority_classes_highest_first():
     assert all(t["stackgroup"] == "pending" for t in chart.figure["data"])
 
 
+def test_queue_depth_of_a_team_stacks_its_classes_and_older_samples_as_their_total():
+    samples = [
+        {"at": T0, "pending_by_priority": {"batch": 4}, "pending_by_team": {"x": 4}, "pending_by_team_priority": {}},
+        {"at": T0 + timedelta(minutes=1), "pending_by_priority": {"batch": 2, "production": 1},
+         "pending_by_team": {"x": 2, "y": 1}, "pending_by_team_priority": {"x": {"batch": 2}, "y": {"production": 1}}},
+        # a cycle with nothing pending at all: zero everywhere, not an "older sample"
+        {"at": T0 + timedelta(minutes=2), "pending_by_priority": {}, "pending_by_team": {}, "pending_by_team_priority": {}},
+    ]
+    data = figures.queue_depth(samples, ["production", "batch"], team="x").figure["data"]
+    assert [(t["name"], t["y"]) for t in data] == [("batch", [0, 2, 0]), (figures.UNCLASSIFIED, [4, 0, 0])]
+    assert [(t["name"], t["y"]) for t in figures.queue_depth(samples, ["production", "batch"], team="y").figure["data"]] \
+        == [("production", [0, 1, 0])]
+
+
 def test_utilization_tiers_are_percentages_of_capacity():
     points = [{"at": T0, "allocated": 0.85, "active": 0.765, "productive": 0.306}]
     data = figures.utilization_tiers(points).figure["data"]
