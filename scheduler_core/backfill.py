@@ -201,19 +201,29 @@ class ReleaseTimeline:
         self.free: list[list[int]] = [[v] for v in sums]
         self.changes: list[list[tuple[int, int, int]]] = [[]]
         self.times: list[float] = [ctx.snapshot.now]
-        for at, job_ids in _release_groups(ctx):
+        holdings = state.holdings
+        ready = state.ready
+        node_class = state.node_class
+        by_time: dict[float, list[str]] = {}
+        for job_id, end in ctx.ends.items():
+            by_time.setdefault(end, []).append(job_id)
+        rows = self.free
+        for at in sorted(by_time):
             changed: list[tuple[int, int, int]] = []
-            for job_id in job_ids:
-                for g in state.holdings.get((JOB, job_id), []):
+            for job_id in by_time[at]:
+                for g in holdings.get((JOB, job_id), ()):
                     n = g.node
-                    if not state.ready[n]:
+                    if not ready[n]:
                         continue
                     before = free[n]
-                    free[n] = before + g.gpus
-                    sums[state.node_class[n]] += g.gpus
-                    changed.append((n, before, free[n]))
+                    gpus = g.mask.bit_count()
+                    free[n] = before + gpus
+                    sums[node_class[n]] += gpus
+                    changed.append((n, before, before + gpus))
+            if not changed:
+                continue
             for c in range(n_classes):
-                self.free[c].append(sums[c])
+                rows[c].append(sums[c])
             self.changes.append(changed)
             self.times.append(at)
         self._at_least: dict[tuple[int, int], list[int]] = {}
@@ -223,7 +233,7 @@ class ReleaseTimeline:
         """Free GPUs of ``node_class`` once every known release happened."""
         return self.free[node_class][-1]
 
-    def _integral(self, classes: tuple[int, ...]) -> tuple[list[float], list[int]]:
+    def integral(self, classes: tuple[int, ...]) -> tuple[list[float], list[int]]:
         """Per frame: GPU-seconds free on ``classes`` from ``now`` to the frame's time, and
         the free GPUs during the frame (built once per class set)."""
         found = self._integrals.get(classes)
@@ -247,7 +257,7 @@ class ReleaseTimeline:
             return None
         if work <= 0:
             return self.times[0]
-        area, rates = self._integral(classes)
+        area, rates = self.integral(classes)
         i = bisect_right(area, work) - 1
         rate = rates[i]
         if rate <= 0:

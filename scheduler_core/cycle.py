@@ -277,7 +277,7 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
     sizes = elastic_sizes(spec)
     smallest = demand_for(spec, sizes[-1], node_size)
     per_member = [capable_classes(ctx, m) for m in smallest.members]
-    reason = never_runs(ctx, smallest, per_member)
+    reason = _never(ctx, smallest, tuple(per_member))
     never = None if reason is None else f"Can never run on this fleet: it {reason}."
     options: tuple[TypeOption, ...] = ()
     if never is None:
@@ -290,7 +290,7 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
             fitting = []
             first: str | None = None
             for option in options:
-                why = never_runs(ctx, smallest, list(option.member_classes))
+                why = _never(ctx, smallest, option.member_classes)
                 if why is None:
                     fitting.append(option)
                 elif first is None:
@@ -322,6 +322,21 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
     )
     ctx.shapes[key] = shape
     return shape
+
+
+def _never(ctx: CycleContext, demand: Demand,
+           per_member: tuple[tuple[int, ...], ...]) -> str | None:
+    """:func:`~scheduler_core.admission.never_runs`, memoised per gang and classes."""
+    if not all(per_member):
+        # the sentence names the member nobody can host: not shared between gangs
+        return never_runs(ctx, demand, list(per_member))
+    # otherwise the answer depends on the members' GPU counts, the topology and the classes
+    key = (tuple([m.gpus for m in demand.members]), demand.topology, per_member)
+    memo = ctx.never_memo
+    if key in memo:
+        return memo[key]
+    found = memo[key] = never_runs(ctx, demand, list(per_member))
+    return found
 
 
 def _quota_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) -> bool:

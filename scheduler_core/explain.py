@@ -157,8 +157,8 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     worded: dict[int, tuple[float | None, str]] = {}
     # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class, and the
     # class weights used to spread a job's work over its classes.
-    ahead: dict[int, float] = {}
-    weights: dict[tuple[int, ...], tuple[tuple[int, float], ...]] = {}
+    ahead = [0.0] * len(ctx.state.classes)
+    lines: dict[tuple[int, ...], _DrainLine] = {}
     held: dict[str, int] = {}
     for (kind, job_id), grants in ctx.state.holdings.items():
         if kind == HOLD:
@@ -201,28 +201,26 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
         eta = base
         code = outcome.code
         if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
-            if timeline is None:
-                timeline = ReleaseTimeline(ctx)
             classes = outcome.classes
-            spread = weights.get(classes)
-            if spread is None:
-                caps = [(c, timeline.capacity(c)) for c in classes]
-                total = sum(cap for _, cap in caps)
-                spread = weights[classes] = tuple(
-                    (c, cap / total) for c, cap in caps if total > 0 and cap > 0)
+            line = lines.get(classes)
+            if line is None:
+                if timeline is None:
+                    timeline = ReleaseTimeline(ctx)
+                line = lines[classes] = _DrainLine(timeline, classes)
             if code in CAPACITY_CODES:
                 work = 0.0
-                for c, _ in spread:
-                    work += ahead.get(c, 0.0)
-                drained = timeline.drain(classes, work) if work > 0 else None
-                if drained is not None and (eta is None and _fits_now(outcome) or
-                                            eta is not None and drained > eta):
-                    eta = drained
-            gpus = outcome.demand.gpus - held.get(spec.id, 0)
+                for c, _ in line.spread:
+                    work += ahead[c]
+                if work > 0:
+                    drained = line.drain(work)
+                    if drained is not None and (eta is None and _fits_now(outcome) or
+                                                eta is not None and drained > eta):
+                        eta = drained
+            gpus = outcome.demand.gpus - held.get(spec.id, 0) if held else outcome.demand.gpus
             if gpus > 0:
-                runtime = spec.runtime_limit_s or default_runtime
-                for c, share in spread:
-                    ahead[c] = ahead.get(c, 0.0) + gpus * runtime * share
+                work = gpus * (spec.runtime_limit_s or default_runtime)
+                for c, share in line.spread:
+                    ahead[c] += work * share
         if eta is not None and outcome.eta is None:
             if eta != base:
                 message = (f"{outcome.message} Estimated start t={eta:.0f}: the capable GPUs "
@@ -230,17 +228,37 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                            f"back).")
             else:
                 message = f"{outcome.message} Estimated start t={eta:.0f} from runtime limits."
-        out.append(PendingExplanation(
-            job_id=spec.id,
-            code=code,
-            reason=REASONS[code],
-            message=message,
-            resolvable=outcome.resolvable,
-            queue_position=position,
-            eta=eta,
-            would_start_if=outcome.would_start_if,
-        ))
+        out.append(PendingExplanation(spec.id, code, REASONS[code], message, outcome.resolvable,
+                                      position, eta, outcome.would_start_if))
     return tuple(out)
+
+
+class _DrainLine:
+    """:meth:`ReleaseTimeline.drain` for one class set, for a work total that only grows
+    along the queue: a cursor over the frames instead of a search per job. ``spread`` says
+    how a job's work on these classes is shared among them (by their capacity)."""
+
+    __slots__ = ("area", "rates", "times", "cursor", "spread")
+
+    def __init__(self, timeline: ReleaseTimeline, classes: tuple[int, ...]) -> None:
+        self.area, self.rates = timeline.integral(classes)
+        self.times = timeline.times
+        self.cursor = 0
+        caps = [(c, timeline.capacity(c)) for c in classes]
+        total = sum(cap for _, cap in caps)
+        self.spread = tuple((c, cap / total) for c, cap in caps if total > 0 and cap > 0)
+
+    def drain(self, work: float) -> float | None:
+        area = self.area
+        i = self.cursor
+        last = len(area) - 1
+        while i < last and area[i + 1] <= work:
+            i += 1
+        self.cursor = i
+        rate = self.rates[i]
+        if rate <= 0:
+            return self.times[i] if area[i] >= work else None
+        return self.times[i] + (work - area[i]) / rate
 
 
 def _fits_now(outcome: Outcome) -> bool:
