@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
@@ -37,19 +39,29 @@ NO_ACCESS = Access(is_admin=False, is_finance=False, team_ids=frozenset())
 
 
 def access_of(user: AbstractBaseUser | AnonymousUser) -> Access:
+    """What `user` may see and do: read once per request (the user object carries it), or
+    already attached by the API's token authentication, which reads memberships in the same
+    query as the token (see `remember_memberships`)."""
     if not user.is_authenticated:
         return NO_ACCESS
     cached = getattr(user, "_qm_access", None)
     if cached is not None:
         return cached  # type: ignore[no-any-return]
     rows = list(Membership.objects.filter(user=user).values_list("team_id", "role"))
+    return remember_memberships(user, rows)
+
+
+def remember_memberships(user: AbstractBaseUser, rows: Iterable[Sequence[Any]]) -> Access:
+    """Attach the access given by `user`'s membership rows, each (team_id, role), to the user
+    object for the rest of the request, and return it."""
+    rows = list(rows)
     roles = {role for _, role in rows}
     access = Access(
         is_admin=bool(getattr(user, "is_superuser", False)) or Role.ADMIN in roles,
         is_finance=Role.FINANCE in roles,
         team_ids=frozenset(t for t, role in rows if t is not None and role != Role.FINANCE),
     )
-    user._qm_access = access  # type: ignore[union-attr]
+    user._qm_access = access  # type: ignore[attr-defined]
     return access
 
 

@@ -24,7 +24,7 @@ from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState, Topology, WorkloadClass
-from controlplane.models import Event, Job, PriorityClass, Project, Team
+from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
 from controlplane.services import access, fleet_capability
 from controlplane.services.transitions import event_fields
 from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
@@ -128,41 +128,132 @@ class _Resolved:
     array_indices: list[int] | None
 
 
-def _resolve(user: AbstractBaseUser, req: SubmitRequest, gpu_types: dict[str, GpuTypeInfo]) -> _Resolved:
+@dataclass
+class _Fleet:
+    """The fleet as the capability check sees it, and the check's verdicts on the shapes asked
+    so far: a submit repeats a handful of shapes, and the verdict depends on nothing else."""
+
+    shapes: list[fleet_capability.NodeShape]
+    gpu_types: dict[str, GpuTypeInfo]
+    verdicts: dict[JobSpec, fleet_capability.Infeasible | None] = field(default_factory=dict)
+
+    def check(self, spec: JobSpec) -> fleet_capability.Infeasible | None:
+        try:
+            return self.verdicts[spec]
+        except KeyError:
+            pass
+        verdict = fleet_capability.check(spec, self.shapes, self.gpu_types)
+        if len(self.verdicts) >= _MAX_VERDICTS:
+            self.verdicts.clear()
+        self.verdicts[spec] = verdict
+        return verdict
+
+
+_MAX_VERDICTS = 4096
+# Per process, keyed by a digest of the fleet query's rows that the submit's one read statement
+# computes in PostgreSQL: a node or GPU type added, changed or removed changes the digest, and
+# the next submit reads the fleet afresh. Nothing is trusted beyond what that statement saw.
+_fleets: dict[str | None, _Fleet] = {}
+
+
+def _fleet_for(digest: str | None) -> _Fleet:
+    cached = _fleets.get(digest)
+    if cached is None:
+        shapes, gpu_types = fleet_capability.fleet()
+        cached = _Fleet(shapes, gpu_types)
+        if len(_fleets) >= 8:
+            _fleets.clear()
+        _fleets[digest] = cached
+    return cached
+
+
+_TEAM_FIELDS = ("id", "name", "description", "cohort_id", "default_priority_class_id")
+
+
+@functools.cache
+def _read_statement() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+    """One statement for everything a submit reads: the team (named, else the user's first),
+    the priority class (named, else the team's default, else the lowest), the project, and a
+    digest of the fleet. Built once per process from the models' metadata."""
+    quote = connection.ops.quote_name
+    class_fields = tuple(f.attname for f in PriorityClass._meta.concrete_fields)
+    project_fields = tuple(f.attname for f in Project._meta.concrete_fields)
+    team_table, class_table = quote(Team._meta.db_table), quote(PriorityClass._meta.db_table)
+    fleet_sql = fleet_capability._FLEET_SQL.format(  # the very query fleet_capability.fleet() runs
+        gpu_type=GpuType._meta.db_table, node=Node._meta.db_table
+    )
+    sql = (
+        f"WITH tm AS (SELECT {', '.join(quote(c) for c in _TEAM_FIELDS)} FROM {team_table} "
+        "WHERE CASE WHEN %(team)s::text IS NULL THEN id = ANY(%(team_ids)s::bigint[]) ELSE name = %(team)s::text END "
+        "ORDER BY name LIMIT 1) "
+        f"SELECT {', '.join('tm.' + quote(c) for c in _TEAM_FIELDS)}, "
+        f"{', '.join('pc.' + quote(c) for c in class_fields)}, "
+        f"{', '.join('pr.' + quote(c) for c in project_fields)}, "
+        f"(SELECT md5(string_agg(f::text, ';' ORDER BY f::text)) FROM ({fleet_sql}) f) "
+        "FROM (VALUES (1)) AS one(x) LEFT JOIN tm ON true "
+        f"LEFT JOIN LATERAL (SELECT * FROM {class_table} c WHERE CASE WHEN %(klass)s::text IS NOT NULL "
+        "THEN c.name = %(klass)s::text ELSE c.id = COALESCE(tm.default_priority_class_id, "
+        f"(SELECT id FROM {class_table} ORDER BY value, name LIMIT 1)) END LIMIT 1) pc ON true "
+        f"LEFT JOIN {quote(Project._meta.db_table)} pr ON pr.team_id = tm.id AND pr.name = %(project)s::text"
+    )
+    return sql, class_fields, project_fields
+
+
+def _read(
+    user: AbstractBaseUser, req: SubmitRequest
+) -> tuple[Team | None, PriorityClass | None, Project | None, _Fleet]:
+    """The rows a submit needs, in one round trip (see _read_statement)."""
+    sql, class_fields, project_fields = _read_statement()
+    params = {
+        "team": req.team or None, "team_ids": sorted(access.access_of(user).team_ids),
+        "klass": req.priority_class or None, "project": req.project or None,
+    }
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        row = cursor.fetchone()
+    n_team, n_class = len(_TEAM_FIELDS), len(class_fields)
+    team_row, class_row = row[:n_team], row[n_team:n_team + n_class]
+    project_row = row[n_team + n_class:-1]
+    team = Team.from_db(connection.alias, _TEAM_FIELDS, team_row) if team_row[0] is not None else None
+    klass = PriorityClass.from_db(connection.alias, class_fields, class_row) if class_row[0] is not None else None
+    project = Project.from_db(connection.alias, project_fields, project_row) if project_row[0] is not None else None
+    if team is not None and klass is not None and team.default_priority_class_id == klass.pk:
+        team.default_priority_class = klass  # type: ignore[assignment]
+    return team, klass, project, _fleet_for(row[-1])
+
+
+def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fleet]:
     """Names to rows, defaults filled, cross-field rules checked. Raises SubmitRejected with
     every problem found, each under its field."""
     errors: dict[str, str] = {}
     who = access.access_of(user)
+    if connection.vendor == "postgresql":
+        team, priority_class, project, fleet = _read(user, req)
+    else:  # the embedded demo's SQLite: the same reads through the ORM
+        team, priority_class, project, fleet = _read_with_orm(user, req)
 
     # team: the one named, else the user's own
-    team: Team | None
     if req.team:
-        team = Team.objects.select_related("default_priority_class").filter(name=req.team).first()
         if team is None or not who.may_submit_for(team.pk):
             errors["team"] = f"no team named '{req.team}' that you may submit for"
             team = None
-    else:
-        team = access.primary_team(user)
-        if team is None:
-            errors["team"] = "you belong to no team; name the team to submit for"
+    elif team is None:
+        errors["team"] = "you belong to no team; name the team to submit for"
 
     # priority class: the one named, else the team's default, else the lowest class
-    priority_class: PriorityClass | None = None
     if req.priority_class:
-        priority_class = PriorityClass.objects.filter(name=req.priority_class).first()
         if priority_class is None:
             names = ", ".join(PriorityClass.objects.order_by("-value").values_list("name", flat=True))
             errors["priority_class"] = f"unknown priority class '{req.priority_class}'; choose one of: {names or '(none defined)'}"
-    elif team is not None:
-        priority_class = team.default_priority_class or PriorityClass.objects.order_by("value", "name").first()
-        if priority_class is None:
-            errors["priority_class"] = "no priority class is defined yet; an admin must create one"
+    elif team is None:
+        priority_class = None
+    elif priority_class is None:
+        errors["priority_class"] = "no priority class is defined yet; an admin must create one"
 
-    project: Project | None = None
-    if req.project and team is not None:
-        project = Project.objects.filter(team=team, name=req.project).first()
-        if project is None:
-            errors["project"] = f"team '{team.name}' has no project '{req.project}'"
+    if not (req.project and team is not None):
+        project = None
+    elif project is None:
+        errors["project"] = f"team '{team.name}' has no project '{req.project}'"
 
     runtime_limit_s = 0
     if priority_class is not None:
@@ -174,7 +265,7 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest, gpu_types: dict[str, Gp
             )
 
     if req.gpu_types:
-        known = set(gpu_types)
+        known = set(fleet.gpu_types)
         unknown = [t for t in req.gpu_types if t not in known]
         if unknown:
             errors["gpu_types"] = (
@@ -197,7 +288,25 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest, gpu_types: dict[str, Gp
 
     if errors or team is None or priority_class is None:
         raise SubmitRejected(errors)
-    return _Resolved(team, project, priority_class, runtime_limit_s, array_indices)
+    return _Resolved(team, project, priority_class, runtime_limit_s, array_indices), fleet
+
+
+def _read_with_orm(
+    user: AbstractBaseUser, req: SubmitRequest
+) -> tuple[Team | None, PriorityClass | None, Project | None, _Fleet]:
+    team: Team | None
+    if req.team:
+        team = Team.objects.select_related("default_priority_class").filter(name=req.team).first()
+    else:
+        team = access.primary_team(user)
+    priority_class: PriorityClass | None = None
+    if req.priority_class:
+        priority_class = PriorityClass.objects.filter(name=req.priority_class).first()
+    elif team is not None:
+        priority_class = team.default_priority_class or PriorityClass.objects.order_by("value", "name").first()
+    project = Project.objects.filter(team=team, name=req.project).first() if req.project and team else None
+    shapes, gpu_types = fleet_capability.fleet()
+    return team, priority_class, project, _Fleet(shapes, gpu_types)
 
 
 def engine_spec(req: SubmitRequest, resolved: _Resolved) -> JobSpec:
@@ -297,11 +406,10 @@ def submit(
             return replay
 
     # 2. names, defaults, rules
-    shapes, gpu_types = fleet_capability.fleet()
-    resolved = _resolve(user, req, gpu_types)
+    resolved, fleet = _resolve(user, req)
 
     # 3. the fleet's capability
-    infeasible = fleet_capability.check(engine_spec(req, resolved), shapes, gpu_types)
+    infeasible = fleet.check(engine_spec(req, resolved))
     if infeasible is not None:
         raise SubmitRejected({infeasible.field: infeasible.message})
 
