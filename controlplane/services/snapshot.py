@@ -7,11 +7,11 @@ live allocation and generation).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db.models import Prefetch
 
 import scheduler_core as engine
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState
@@ -45,6 +45,9 @@ class SnapshotContext:
     live_allocations: dict[str, LiveAllocation] = field(default_factory=dict)
     grace_by_job: dict[str, int] = field(default_factory=dict)
     team_ids: dict[str, int] = field(default_factory=dict)
+    # Each pending job's stored explanation as read: (code, message, queue position, ETA,
+    # would-start-if, resolvable). The commit writes only those the plan changes.
+    explanations: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
 def to_seconds(at: datetime) -> float:
@@ -67,8 +70,84 @@ def scheduler_config() -> engine.SchedulerConfig:
     )
 
 
-def job_spec(job: Job, team: str, priority_class: PriorityClass, project: str) -> engine.JobSpec:
-    roles = tuple(
+# The job columns a spec needs, read as plain tuples (no model instances: a cycle reads
+# thousands of jobs, and building a Job per row cost more than the engine's whole plan).
+_JOB_COLUMNS = (
+    "pk", "team_id", "priority_class_id", "project_id", "gpus", "submitted_at", "workload", "gpus_per_node",
+    "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus",
+    "runtime_limit_s", "checkpoint_interval_s", "roles", "submitter_id", "preemption_count", "last_preempted_at",
+)
+
+
+_EXPLANATION_COLUMNS = (
+    "pending_code", "pending_message", "queue_position", "eta", "pending_would_start_if", "pending_resolvable",
+)
+# The same columns reached from an allocation (a foreign key's id as `job__team`, not `job__team_id`).
+_JOB_COLUMNS_VIA_ALLOCATION = tuple(
+    "job_id" if c == "pk" else f"job__{c[:-3]}" if c.endswith("_id") else f"job__{c}" for c in _JOB_COLUMNS
+)
+
+
+class _SpecReader:
+    """Turns job rows (tuples in `_JOB_COLUMNS` order) into engine specs, memoising what many
+    jobs share (enum values, role tuples, GPU type tuples)."""
+
+    def __init__(self, now: datetime, teams: dict[int, Team], classes: dict[int, PriorityClass],
+                 projects: dict[int, str]) -> None:
+        self.now = now
+        self.team_names = {pk: t.name for pk, t in teams.items()}
+        self.classes = classes
+        self.projects = projects
+        self.budget_since = {pk: now - timedelta(seconds=pc.budget_window_s) for pk, pc in classes.items()}
+        self._workloads: dict[str, engine.WorkloadClass] = {}
+        self._topologies: dict[str, engine.TopologyConstraint] = {}
+        self._gpu_types: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+    def spec(self, row: tuple[Any, ...]) -> engine.JobSpec:
+        (pk, team_id, pc_id, project_id, gpus, submitted_at, workload, gpus_per_node, gpu_types, min_memory,
+         cpus_per_gpu, memory_per_gpu, topology, min_gpus, max_gpus, runtime_limit_s, checkpoint_interval_s,
+         roles, submitter_id, preemption_count, last_preempted_at) = row
+        wl = self._workloads.get(workload)
+        if wl is None:
+            wl = self._workloads[workload] = engine.WorkloadClass(workload)
+        topo = self._topologies.get(topology)
+        if topo is None:
+            topo = self._topologies[topology] = engine.TopologyConstraint(topology)
+        types: tuple[str, ...] = ()
+        if gpu_types:
+            key = tuple(gpu_types)
+            types = self._gpu_types.setdefault(key, key)
+        # The job keeps a count and the time of its last preemption, not every timestamp: a job
+        # whose last preemption fell outside its class's budget window has a fresh budget.
+        in_window = 0
+        if preemption_count and last_preempted_at is not None and last_preempted_at >= self.budget_since[pc_id]:
+            in_window = preemption_count
+        return engine.JobSpec(
+            id=str(pk),
+            team=self.team_names[team_id],
+            priority_class=self.classes[pc_id].name,
+            gpus=gpus,
+            submitted_at=submitted_at.timestamp(),
+            project=self.projects.get(project_id, "") if project_id is not None else "",
+            workload=wl,
+            gpus_per_node=gpus_per_node,
+            gpu_types=types,
+            min_gpu_memory_gb=min_memory,
+            cpus_per_gpu=cpus_per_gpu,
+            memory_gb_per_gpu=memory_per_gpu,
+            topology=topo,
+            min_gpus=min_gpus,
+            max_gpus=max_gpus,
+            runtime_limit_s=float(runtime_limit_s),
+            checkpoint_interval_s=float(checkpoint_interval_s) if checkpoint_interval_s else None,
+            roles=_roles(roles) if roles else (),
+            preemptions_in_window=in_window,
+            user=str(submitter_id or ""),
+        )
+
+
+def _roles(roles: list[dict[str, Any]]) -> tuple[engine.GangRole, ...]:
+    return tuple(
         engine.GangRole(
             name=str(role["name"]),
             count=int(role["count"]),
@@ -78,120 +157,103 @@ def job_spec(job: Job, team: str, priority_class: PriorityClass, project: str) -
             cpus_per_gpu=int(role.get("cpus_per_gpu", 0)),
             memory_gb_per_gpu=int(role.get("memory_gb_per_gpu", 0)),
         )
-        for role in (job.roles or [])
-    )
-    return engine.JobSpec(
-        id=str(job.pk),
-        team=team,
-        priority_class=priority_class.name,
-        gpus=job.gpus,
-        submitted_at=to_seconds(job.submitted_at),
-        project=project,
-        workload=engine.WorkloadClass(job.workload),
-        gpus_per_node=job.gpus_per_node,
-        gpu_types=tuple(job.gpu_types or ()),
-        min_gpu_memory_gb=job.min_gpu_memory_gb,
-        cpus_per_gpu=job.cpus_per_gpu,
-        memory_gb_per_gpu=job.memory_gb_per_gpu,
-        topology=engine.TopologyConstraint(job.topology),
-        min_gpus=job.min_gpus,
-        max_gpus=job.max_gpus,
-        runtime_limit_s=float(job.runtime_limit_s),
-        checkpoint_interval_s=float(job.checkpoint_interval_s) if job.checkpoint_interval_s else None,
-        roles=roles,
-        user=str(job.submitter_id or ""),
+        for role in roles
     )
 
 
-def _preemptions_in_window(job: Job, pc: PriorityClass, now: datetime) -> int:
-    """The job keeps a count and the time of its last preemption, not every timestamp: a job
-    whose last preemption fell outside its class's budget window has a fresh budget."""
-    if not job.preemption_count or job.last_preempted_at is None:
-        return 0
-    if job.last_preempted_at < now - timedelta(seconds=pc.budget_window_s):
-        return 0
-    return job.preemption_count
+_NODE_COLUMNS = ("pk", "name", "pool", "gpu_type_id", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine",
+                 "state", "capacity_tier")
 
 
 def read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
-    """One consistent read of everything a cycle needs (a handful of queries, no N+1)."""
+    """One consistent read of everything a cycle needs: a handful of queries returning plain
+    rows (values_list), turned straight into the engine's frozen types."""
     gpu_types = {g.pk: g for g in GpuType.objects.all()}
     priority_classes = {p.pk: p for p in PriorityClass.objects.all()}
     teams = {t.pk: t for t in Team.objects.select_related("cohort")}
-    nodes = list(Node.objects.all().order_by("name"))
+    nodes = list(Node.objects.order_by("name").values_list(*_NODE_COLUMNS))
+    node_names = {row[0]: row[1] for row in nodes}
     context = SnapshotContext(
         snapshot=engine.Snapshot(now=to_seconds(now), nodes=(), gpu_types=(), priority_classes=(), quotas=(),
                                  pending=(), running=()),
         read_at=now,
-        node_ids={n.name: n.pk for n in nodes},
+        node_ids={row[1]: row[0] for row in nodes},
         team_ids={t.name: t.pk for t in teams.values()},
     )
-    node_names = {n.pk: n.name for n in nodes}
-    project_names = _project_names()
+    reader = _SpecReader(now, teams, priority_classes, _project_names())
+    grace_by_job = context.grace_by_job
+    grace = {pk: pc.grace_period_s for pk, pc in priority_classes.items()}
 
     pending = []
-    for job in Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id"):
-        pc = priority_classes[job.priority_class_id]
-        spec = job_spec(job, teams[job.team_id].name, pc, project_names.get(job.project_id, ""))
-        pending.append(_with_budget(spec, _preemptions_in_window(job, pc, now)))
-        context.grace_by_job[spec.id] = pc.grace_period_s
+    explanations = context.explanations
+    width = len(_JOB_COLUMNS)
+    for row in Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values_list(
+        *_JOB_COLUMNS, *_EXPLANATION_COLUMNS
+    ):
+        spec = reader.spec(row[:width])
+        pending.append(spec)
+        grace_by_job[spec.id] = grace[row[2]]
+        explanations[spec.id] = row[width:]
 
-    running = []
-    live = (
+    # Live allocations with their job's columns, then their live GPUs: two queries.
+    allocation_rows = list(
         Allocation.objects.filter(state__in=LIVE_ALLOCATION_STATES)
-        .select_related("job")
-        .prefetch_related(Prefetch("gpus", queryset=AllocationGpu.objects.filter(live=True).order_by("node_id", "gpu_index")))
         .order_by("generation")
+        .values_list("pk", "generation", "state", "borrowed", "started_at", "created_at", "job__last_checkpoint_at",
+                     *_JOB_COLUMNS_VIA_ALLOCATION)
     )
-    for allocation in live:
-        job = allocation.job
-        pc = priority_classes[job.priority_class_id]
-        spec = _with_budget(
-            job_spec(job, teams[job.team_id].name, pc, project_names.get(job.project_id, "")),
-            _preemptions_in_window(job, pc, now),
-        )
-        per_node: dict[int, list[int]] = {}
-        for gpu in allocation.gpus.all():
-            per_node.setdefault(gpu.node_id, []).append(gpu.gpu_index)
+    per_allocation: dict[int, dict[int, list[int]]] = {}
+    for allocation_id, node_id, gpu_index in (
+        AllocationGpu.objects.filter(live=True, allocation__state__in=LIVE_ALLOCATION_STATES)
+        .order_by("allocation_id", "node_id", "gpu_index")
+        .values_list("allocation_id", "node_id", "gpu_index")
+    ):
+        per_allocation.setdefault(allocation_id, {}).setdefault(node_id, []).append(gpu_index)
+    running = []
+    for row in allocation_rows:
+        allocation_id, generation, state, borrowed, started_at, created_at, last_checkpoint_at = row[:7]
+        job_row = row[7:]
+        spec = reader.spec(job_row)
+        per_node = per_allocation.get(allocation_id, {})
         placements = tuple(
             engine.GpuPlacement(node=node_names[node_id], gpu_indices=tuple(indices))
             for node_id, indices in sorted(per_node.items(), key=lambda item: node_names[item[0]])
         )
-        started = allocation.started_at or allocation.created_at
+        started = started_at or created_at
         running.append(
             engine.RunningJob(
                 spec=spec,
                 placements=placements,
-                started_at=to_seconds(started),
-                borrowed=allocation.borrowed,
-                last_checkpoint_at=to_seconds(job.last_checkpoint_at) if job.last_checkpoint_at else None,
-                generation=allocation.generation,
-                terminating=allocation.state == AllocationState.RELEASING,
+                started_at=started.timestamp(),
+                borrowed=borrowed,
+                last_checkpoint_at=last_checkpoint_at.timestamp() if last_checkpoint_at else None,
+                generation=generation,
+                terminating=state == AllocationState.RELEASING,
             )
         )
         context.live_allocations[spec.id] = LiveAllocation(
-            allocation.pk, allocation.generation, sum(len(i) for i in per_node.values())
+            allocation_id, generation, sum(len(i) for i in per_node.values())
         )
-        context.grace_by_job[spec.id] = pc.grace_period_s
+        grace_by_job[spec.id] = grace[job_row[2]]
 
     context.snapshot = engine.Snapshot(
         now=to_seconds(now),
         epoch=epoch,
         nodes=tuple(
             engine.NodeInfo(
-                name=n.name,
-                pool=n.pool,
-                gpu_type=gpu_types[n.gpu_type_id].name,
-                gpus=n.gpu_count,
-                cpus=n.cpus,
-                memory_gb=n.memory_gb,
-                leaf=n.leaf_switch,
-                spine=n.spine,
-                state=engine.NodeState(n.state),
-                capacity_tier=n.capacity_tier,
-                failure_domain=n.leaf_switch,
+                name=name,
+                pool=pool,
+                gpu_type=gpu_types[gpu_type_id].name,
+                gpus=gpu_count,
+                cpus=cpus,
+                memory_gb=memory_gb,
+                leaf=leaf,
+                spine=spine,
+                state=engine.NodeState(state),
+                capacity_tier=capacity_tier,
+                failure_domain=leaf,
             )
-            for n in nodes
+            for _, name, pool, gpu_type_id, gpu_count, cpus, memory_gb, leaf, spine, state, capacity_tier in nodes
         ),
         gpu_types=tuple(
             engine.GpuTypeInfo(name=g.name, memory_gb=g.memory_gb, throughput=g.relative_throughput)
@@ -235,12 +297,6 @@ def read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
         ),
     )
     return context
-
-
-def _with_budget(spec: engine.JobSpec, in_window: int) -> engine.JobSpec:
-    if spec.preemptions_in_window == in_window:
-        return spec
-    return replace(spec, preemptions_in_window=in_window)
 
 
 def _project_names() -> dict[int, str]:

@@ -135,3 +135,55 @@ def test_stale_plan_does_not_bind_onto_a_node_that_went_unready_since_the_snapsh
     job.refresh_from_db()
     assert job.state == JobState.PENDING
     assert not AllocationGpu.objects.filter(live=True).exists()
+
+
+def _row_versions(ids: list[int]) -> dict[int, str]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT id, xmin::text FROM {Job._meta.db_table} WHERE id = ANY(%s)", [ids])
+        return dict(cursor.fetchall())
+
+
+def test_a_cycle_rewrites_only_the_explanations_that_changed(small_fleet: Team) -> None:
+    # 48 GPUs: the 8-GPU gangs fill them, the rest wait with a reason, a position and an ETA.
+    jobs = [_submit(small_fleet, f"g{i}", 8, 8, minutes_ago=30 - i) for i in range(9)]
+    cycle.run_cycle("worker-1")  # binds six, explains the rest counting the six ahead of them
+    cycle.run_cycle("worker-1")  # the three waiting are now first, second and third
+    waiting = [j.pk for j in jobs if Job.objects.get(pk=j.pk).state == JobState.PENDING]
+    assert len(waiting) == 3
+    stored = {j.pk: (j.pending_code, j.queue_position) for j in Job.objects.filter(pk__in=waiting)}
+    assert all(code and position for code, position in stored.values())
+    positions = sorted(p for _, p in stored.values())
+    assert positions == [1, 2, 3]
+    before = _row_versions(waiting)
+
+    # Nothing moved: the next cycle explains the same way and writes none of those rows.
+    cycle.run_cycle("worker-1")
+    assert _row_versions(waiting) == before
+
+    # The first waiting job is cancelled: the two behind it move up, and only they are written.
+    first = min(waiting, key=lambda pk: stored[pk][1])
+    Job.objects.filter(pk=first).update(state=JobState.CANCELLED)
+    cancelled = _row_versions([first])
+    cycle.run_cycle("worker-1")
+    after = _row_versions(waiting)
+    assert after[first] == cancelled[first]  # no longer pending: its explanation is left alone
+    behind = [pk for pk in waiting if pk != first]
+    assert all(after[pk] != before[pk] for pk in behind)
+    assert sorted(Job.objects.filter(pk__in=behind).values_list("queue_position", flat=True)) == positions[:2]
+
+
+def test_snapshot_reads_running_jobs_with_their_live_gpus_and_generation(small_fleet: Team) -> None:
+    gang = _submit(small_fleet, "gang", 16, 8, minutes_ago=5)
+    cycle.run_cycle("worker-1")
+    allocation = Allocation.objects.get(job=gang)
+    lease = SchedulerLease.objects.get(name="scheduler")
+    context = read_snapshot(timezone.now(), lease.epoch)
+    (running,) = context.snapshot.running
+    assert running.spec.id == str(gang.pk) and running.spec.gpus == 16 and running.spec.team == "ml"
+    assert running.generation == allocation.generation and not running.terminating
+    assert sum(len(p.gpu_indices) for p in running.placements) == 16
+    assert [p.node for p in running.placements] == sorted(p.node for p in running.placements)
+    assert context.live_allocations[str(gang.pk)].allocation_id == allocation.pk
+    assert context.live_allocations[str(gang.pk)].gpus == 16
