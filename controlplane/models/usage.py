@@ -23,8 +23,11 @@ both are summed by PostgreSQL's exact `numeric`, and rounded only when shown.
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.db import models
-from django.db.models import F, Q
+from django.db.models import F, Q, Value
+from django.db.models.expressions import CombinedExpression
 
 from controlplane.choices import CapacityTier
 
@@ -198,6 +201,16 @@ class FleetRollup(UsageColumns):
         return f"fleet {self.gpu_type_id}/{self.capacity_tier} {self.get_bucket_display()} {self.start:%Y-%m-%d %H:%M}"
 
 
+# The parts are exact decimals on PostgreSQL; SQLite (the demo's database) stores decimals as
+# binary floats, so the sum may miss the nominal by rounding. A thousandth of a GPU-second is far
+# below anything reported and far above float error at a year of a 10,000-GPU fleet.
+PARTS_TOLERANCE = Value(Decimal("0.001"), output_field=models.DecimalField(**GPU_SECONDS))
+
+
+def _parts_of_nominal() -> CombinedExpression:
+    return F("used_gpu_seconds") + F("lent_gpu_seconds") + F("idle_gpu_seconds")
+
+
 class QuotaRollup(models.Model):
     """A team's guarantee on one GPU type over one bucket: used, lent, and idle.
 
@@ -223,7 +236,8 @@ class QuotaRollup(models.Model):
             models.CheckConstraint(
                 condition=Q(idle_gpu_seconds__gte=0)
                 & Q(lent_gpu_seconds__gte=0)
-                & Q(nominal_gpu_seconds=F("used_gpu_seconds") + F("lent_gpu_seconds") + F("idle_gpu_seconds")),
+                & Q(nominal_gpu_seconds__lte=_parts_of_nominal() + PARTS_TOLERANCE)
+                & Q(nominal_gpu_seconds__gte=_parts_of_nominal() - PARTS_TOLERANCE),
                 name="quota_rollup_parts_make_nominal",
             ),
         ]
