@@ -142,6 +142,14 @@ QM = {
     # Lets a node agent register its node the first time (it then gets its own node token).
     # Empty: agents can only re-register with a node token they already hold.
     "AGENT_BOOTSTRAP_TOKEN": os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", ""),
+    # Accounting (docs/accounting.md): how often raw samples are rolled up, how long raw samples
+    # and minute rollups are kept (dropped only once their hour rollups exist), how long hour
+    # rollups are kept (day rollups are kept forever), and the bearer token Prometheus scrapes
+    # /metrics with (empty: signed-in admins only).
+    "ACCOUNTING_ROLLUP_S": float(os.environ.get("QM_ACCOUNTING_ROLLUP_S", "15")),
+    "RAW_SAMPLE_RETENTION_DAYS": float(os.environ.get("QM_RAW_SAMPLE_RETENTION_DAYS", "7")),
+    "HOUR_ROLLUP_RETENTION_DAYS": float(os.environ.get("QM_HOUR_ROLLUP_RETENTION_DAYS", "400")),
+    "METRICS_TOKEN": os.environ.get("QM_METRICS_TOKEN", ""),
 }
 # The scheduling loop has a queue of its own, so a long accounting rollup never delays a cycle:
 # run dedicated loop workers with `-Q qm.loop` and the rest with `-Q celery`; a worker started
