@@ -5,10 +5,12 @@ Each function is a fixed number of grouped queries, whatever the number of jobs.
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from datetime import timezone as dt_timezone
 from typing import Any
 
 from django.db import connection
@@ -17,6 +19,7 @@ from django.db.models import Count, Q
 from controlplane.choices import FINISHED_JOB_STATES, JobState
 from controlplane.models import AllocationGpu, Job, Node, Quota, Team
 from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
+from frontend.store import shared_store
 
 # A job that ran less than this counts as having run this long, as the engine's own slowdown
 # figure does: a job that ran one second would otherwise dwarf every other slowdown.
@@ -141,65 +144,157 @@ def box_from_bins(bins: Sequence[Bin]) -> dict[str, float | int]:
             "max": round(max(b.hi for b in bins), 3)}
 
 
-def _sql_dialect() -> tuple[str, str, str]:
+def _sql_dialect() -> tuple[str, str, str, str]:
     """(seconds between two timestamps, greatest of two numbers, a clause that keeps a subquery
-    from being merged into its parent) in this database's SQL."""
+    from being merged into its parent, the UTC day number of a timestamp) in this database's SQL."""
     if connection.vendor == "postgresql":
-        return "EXTRACT(EPOCH FROM ({end} - {start}))::double precision", "GREATEST({a}, {b})", "OFFSET 0"
+        return ("EXTRACT(EPOCH FROM ({end} - {start}))::double precision", "GREATEST({a}, {b})", "OFFSET 0",
+                "FLOOR(EXTRACT(EPOCH FROM {at}) / 86400)")
     if connection.vendor == "sqlite":
-        return "((julianday({end}) - julianday({start})) * 86400.0)", "MAX({a}, {b})", "LIMIT -1 OFFSET 0"
+        return ("((julianday({end}) - julianday({start})) * 86400.0)", "MAX({a}, {b})", "LIMIT -1 OFFSET 0",
+                "CAST(FLOOR(julianday({at}) - 2440587.5) AS INTEGER)")
     raise NotImplementedError(f"team statistics need PostgreSQL or SQLite, not {connection.vendor}")
 
 
-def binned_by_team(value: str, where: str, params: Sequence[Any], team_names: Mapping[int, str],
-                   scale: float = 1.0) -> list[dict[str, Any]]:
-    """Box statistics per team of `value` (SQL over one job row) for the jobs matching `where`.
+# ------------------------------------------------------------------ the distributions, by day
+#
+# A month holds a hundred thousand jobs; grouping them all on every view would cost half a
+# second. So the bins are also kept per UTC day and per measure in the shared store (Redis when
+# the deployment has it): a finished day's bins are read back, and only the window's two
+# partial days (its oldest and the current one) and any day not yet stored are grouped in the
+# database — in one query per measure whatever the window, the stored days' rows merged in.
+# Bins merge exactly (counts and sums add, extremes take the extreme), so a month costs what
+# two days cost. A stored day is kept DAY_TTL_S (RECENT_DAY_TTL_S for yesterday, whose jobs may
+# still be restarted after a preemption, which moves their start).
 
-    One query, written in SQL because the ORM repeats an annotation in every aggregate that
-    uses it: the inner select computes each job's value once, the outer one counts it into its
-    bin. LN and FLOOR exist on PostgreSQL and, through Django, on SQLite."""
-    _, greatest, fence = _sql_dialect()
+DAY_S = 86400
+DAY_TTL_S = 24 * 3600
+RECENT_DAY_TTL_S = 3600
+DAY_KEY = "qm:team-bins:v1:{measure}:{day}"
+
+# Per (team id, bin): count, sum, smallest, largest of the raw values.
+BinRows = dict[tuple[int, int], tuple[int, float, float, float]]
+
+
+@dataclass(frozen=True)
+class Measure:
+    name: str
+    value: str  # SQL over one job row
+    column: str  # the time column that places a job in the window
+    where: str  # extra condition on the job row ("" for none)
+    scale: float
+
+
+def _measures() -> tuple[Measure, Measure]:
+    """The wait (minutes) of jobs that started, and the bounded slowdown of jobs that finished:
+    max(1, (finished − submitted) / max(finished − last start, MIN_RUN_S)) (Feitelson's bounded
+    slowdown: a job that ran a few seconds does not dwarf the rest, and none goes below 1)."""
+    seconds, greatest, _, _ = _sql_dialect()
+    col = {f.name: f.column for f in Job._meta.concrete_fields}
+    submitted, started, finished = col["submitted_at"], col["started_at"], col["finished_at"]
+    wait = greatest.format(a=seconds.format(end=started, start=submitted), b="0")
+    elapsed = greatest.format(a=seconds.format(end=finished, start=submitted), b="0")
+    ran = greatest.format(a=seconds.format(end=finished, start=started), b=repr(MIN_RUN_S))
+    slowdown = greatest.format(a=f"({elapsed}) / ({ran})", b="1.0")
+    return (Measure("wait", wait, started, "", 1 / 60.0),
+            Measure("slowdown", slowdown, finished, f"{started} IS NOT NULL", 1.0))
+
+
+def _merge(into: BinRows, rows: Iterable[tuple[int, int, int, float, float, float]]) -> None:
+    for team_id, bin_no, n, total, lo, hi in rows:
+        key = (int(team_id), int(bin_no))
+        had = into.get(key)
+        if had is None:
+            into[key] = (int(n), float(total), float(lo), float(hi))
+        else:
+            into[key] = (had[0] + int(n), had[1] + float(total), min(had[2], float(lo)), max(had[3], float(hi)))
+
+
+def _day_start(day: int) -> datetime:
+    return datetime.fromtimestamp(day * DAY_S, tz=dt_timezone.utc)
+
+
+def _days(since: datetime, until: datetime) -> tuple[list[int], list[tuple[datetime, datetime]]]:
+    """The whole UTC days inside [since, until] that are over, and the rest as ranges."""
+    first = math.ceil(since.timestamp() / DAY_S)
+    today = math.floor(until.timestamp() / DAY_S)
+    if first >= today:
+        return [], [(since, until)]
+    ranges = [(since, _day_start(first))] if since < _day_start(first) else []
+    ranges.append((_day_start(today), until))
+    return list(range(first, today)), ranges
+
+
+def binned(measure: Measure, since: datetime, until: datetime, store: Any = None) -> BinRows:
+    """Bins of `measure` per team for the jobs whose time column falls in [since, until]: the
+    stored days' bins, plus one query for the partial days and the days not stored yet (which
+    are stored for the next view)."""
+    store = store or shared_store()
+    _, greatest, fence, day_of = _sql_dialect()
+    days, ranges = _days(since, until)
+    keys = {day: DAY_KEY.format(measure=measure.name, day=day) for day in days}
+    stored = store.get_many(list(keys.values())) if keys else {}
+    missing = [day for day in days if keys[day] not in stored]
+    out: BinRows = {}
+    for day in days:
+        if keys[day] in stored:
+            _merge(out, stored[keys[day]])
+    col = measure.column
+    conditions = [f"({col} >= %s AND {col} < %s)" for _ in ranges]
+    params: list[Any] = [t for r in ranges for t in r]
+    if ranges:  # the window's end is inclusive
+        conditions[-1] = f"({col} >= %s AND {col} <= %s)"
+    day_sql = "-1"
+    if missing:
+        lo, hi = _day_start(missing[0]), _day_start(missing[-1] + 1)
+        conditions.append(f"({col} >= %s AND {col} < %s)")
+        params += [lo, hi]
+        day_sql = f"CASE WHEN {col} >= %s AND {col} < %s THEN {day_of.format(at=col)} ELSE -1 END"
+        params = [lo, hi, *params]
+    where = "(" + " OR ".join(conditions) + ")" + (f" AND {measure.where}" if measure.where else "")
     table = Job._meta.db_table
     # The fence keeps the planner from folding the inner select into the outer one, which would
     # put the value's expression back into every aggregate.
     sql = (
-        f"SELECT team_id, FLOOR(LN({greatest.format(a='v', b='0.001')}) * {BINS_PER_E}) AS bin, "
+        f"SELECT day, team_id, FLOOR(LN({greatest.format(a='v', b='0.001')}) * {BINS_PER_E}) AS bin, "
         f"COUNT(*), SUM(v), MIN(v), MAX(v) "
-        f"FROM (SELECT team_id, {value} AS v FROM {table} WHERE {where} {fence}) AS timed "
-        f"GROUP BY team_id, bin ORDER BY team_id, bin"
+        f"FROM (SELECT {day_sql} AS day, team_id, {measure.value} AS v FROM {table} WHERE {where} {fence}) AS timed "
+        f"GROUP BY day, team_id, bin"
     )
-    by_team: dict[str, list[Bin]] = defaultdict(list)
+    fresh: dict[int, list[tuple[int, int, int, float, float, float]]] = {day: [] for day in missing}
     with connection.cursor() as cursor:
-        cursor.execute(sql, list(params))
-        for team_id, _, n, total, lo, hi in cursor.fetchall():
-            name = team_names.get(team_id, str(team_id))
-            by_team[name].append(Bin(int(n), float(total) * scale, float(lo) * scale, float(hi) * scale))
-    return [{"team": team, **box_from_bins(bins)} for team, bins in sorted(by_team.items())]
+        cursor.execute(sql, params)
+        for day, team_id, bin_no, n, total, lo_v, hi_v in cursor.fetchall():
+            row = (int(team_id), int(bin_no), int(n), float(total), float(lo_v), float(hi_v))
+            if int(day) in fresh:
+                fresh[int(day)].append(row)
+            _merge(out, [row])
+    latest = math.floor(until.timestamp() / DAY_S) - 1
+    for day, rows in fresh.items():
+        store.set(keys[day], rows, RECENT_DAY_TTL_S if day >= latest else DAY_TTL_S)
+    return out
+
+
+def boxes(bins: BinRows, team_names: Mapping[int, str], scale: float) -> list[dict[str, Any]]:
+    """Box statistics per team (by name) from its bins."""
+    by_team: dict[str, list[Bin]] = defaultdict(list)
+    for (team_id, _), (n, total, lo, hi) in sorted(bins.items()):
+        by_team[team_names.get(team_id, str(team_id))].append(Bin(n, total * scale, lo * scale, hi * scale))
+    return [{"team": team, **box_from_bins(b)} for team, b in sorted(by_team.items())]
 
 
 def waits_and_slowdowns(since: datetime, until: datetime, team_names: Mapping[int, str] | None = None,
-                        ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+                        store: Any = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Per team, box statistics of
     - the wait (minutes) of jobs that started in the window: from submission to their last start;
-    - the bounded slowdown of jobs that finished in the window after running:
-      max(1, (finished − submitted) / max(finished − last start, MIN_RUN_S)) (Feitelson's bounded
-      slowdown: a job that ran a few seconds does not dwarf the rest, and none goes below 1).
-    Two grouped queries (three without `team_names`); the jobs themselves never leave the
-    database."""
+    - the bounded slowdown of jobs that finished in the window after running.
+    One grouped query per measure (one more without `team_names`), whatever the window; the
+    jobs themselves never leave the database."""
     if team_names is None:
         team_names = dict(Team.objects.values_list("id", "name"))
-    seconds, greatest, _ = _sql_dialect()
-    col = {f.name: f.column for f in Job._meta.concrete_fields}
-    submitted, started, finished = col["submitted_at"], col["started_at"], col["finished_at"]
-    wait = greatest.format(a=seconds.format(end=started, start=submitted), b="0")
-    waits = binned_by_team(wait, f"{started} >= %s AND {started} <= %s", [since, until], team_names, 1 / 60.0)
-    elapsed = greatest.format(a=seconds.format(end=finished, start=submitted), b="0")
-    ran = greatest.format(a=seconds.format(end=finished, start=started), b=repr(MIN_RUN_S))
-    slowdown = greatest.format(a=f"({elapsed}) / ({ran})", b="1.0")
-    slowdowns = binned_by_team(
-        slowdown, f"{started} IS NOT NULL AND {finished} >= %s AND {finished} <= %s", [since, until], team_names,
-    )
-    return waits, slowdowns
+    wait, slowdown = _measures()
+    return (boxes(binned(wait, since, until, store), team_names, wait.scale),
+            boxes(binned(slowdown, since, until, store), team_names, slowdown.scale))
 
 
 def jobs_by_state(since: datetime) -> list[dict[str, Any]]:

@@ -24,7 +24,6 @@ import dataclasses
 import hashlib
 import json
 import multiprocessing
-import pickle
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -32,8 +31,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
-from django.conf import settings
-from django.core.cache import cache
 from django.db.models import Max
 from django.utils import timezone
 
@@ -42,6 +39,7 @@ from controlplane.models import GpuType, Job, Node, PriorityClass, Quota, Team
 from controlplane.services.snapshot import scheduler_config
 from frontend import replay_worker
 from frontend.replay_worker import Run, Work
+from frontend.store import Store
 from scheduler_core.sim import TraceJob
 from scheduler_core.types import (
     GpuTypeInfo,
@@ -288,40 +286,6 @@ LOCK_KEY = KEY_PREFIX + "lock"
 STALE_AFTER_S = 30
 RESULT_TTL_S = 3600
 PROGRESS_EVERY_S = replay_worker.PROGRESS_EVERY_S
-
-
-class Store:
-    """get/set/add/delete with a time-to-live, on Redis or on Django's cache."""
-
-    def __init__(self) -> None:
-        self.redis = None
-        if settings.REDIS_URL:
-            import redis
-
-            self.redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2.0, socket_connect_timeout=2.0)
-
-    def get(self, key: str) -> Any:
-        if self.redis is None:
-            return cache.get(key)
-        raw = self.redis.get(key)
-        return None if raw is None else pickle.loads(raw)
-
-    def set(self, key: str, value: Any, ttl: int) -> None:
-        if self.redis is None:
-            cache.set(key, value, ttl)
-        else:
-            self.redis.set(key, pickle.dumps(value), ex=ttl)
-
-    def add(self, key: str, value: Any, ttl: int) -> bool:
-        if self.redis is None:
-            return bool(cache.add(key, value, ttl))
-        return bool(self.redis.set(key, pickle.dumps(value), ex=ttl, nx=True))
-
-    def delete(self, key: str) -> None:
-        if self.redis is None:
-            cache.delete(key)
-        else:
-            self.redis.delete(key)
 
 
 @dataclass(frozen=True)

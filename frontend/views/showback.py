@@ -6,6 +6,7 @@ cent."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -34,17 +35,18 @@ def showback(request: HttpRequest) -> HttpResponse:
         group_by = "team"
     label = dict(GROUPINGS)[group_by]
     window_text = (request.GET.get("window") or DEFAULT_WINDOW).strip()
+    month = (request.GET.get("month") or "").strip()
     errors: list[str] = []
-    try:
-        window = accounting.parse_window(window_text, now)
-    except accounting.AccountingQueryError as exc:
-        errors.append(f"{exc.field}: {exc.message}")
+    window, month = _window_or_month(window_text, month, now, errors)
+    if errors and not month:
         window_text = DEFAULT_WINDOW
-        window = accounting.parse_window(window_text, now)
+    # The monthly report is the same report over a calendar month (the API's `month=`).
+    period = {"month": month} if month else {"window": window_text}
     context: dict[str, Any] = {
         "page": "showback", "group_by": group_by, "groupings": GROUPINGS, "window_text": window_text,
         "window_choices": WINDOW_CHOICES, "errors": errors, "sees_fleet": who.is_admin or who.is_finance,
-        "custom": window_text not in dict(WINDOW_CHOICES),
+        "custom": not month and window_text not in dict(WINDOW_CHOICES), "month": month,
+        "this_month": f"{now:%Y-%m}",
     }
     if not (who.is_admin or who.is_finance or who.team_ids):
         context["errors"].append("Showback is for members of a team, finance and admins; your account has no role yet.")
@@ -61,8 +63,24 @@ def showback(request: HttpRequest) -> HttpResponse:
     ]
     context.update({
         "report": report, "rows": rows, "charts": charts,
-        "csv_url": reverse("v1:showback") + "?" + urlencode({"window": window_text, "group_by": group_by,
-                                                              "format": "csv"}),
-        "json_url": reverse("v1:showback") + "?" + urlencode({"window": window_text, "group_by": group_by}),
+        "csv_url": reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"}),
+        "json_url": reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),
     })
     return render(request, "frontend/showback.html", context)
+
+
+def _window_or_month(
+    window_text: str, month: str, now: datetime, errors: list[str]
+) -> tuple[accounting.Window, str]:
+    """The report's period: a calendar month when one is asked for, else the window (7d when
+    either is malformed, with the problem named in `errors`)."""
+    if month:
+        try:
+            return accounting.month_window(month, now), month
+        except accounting.AccountingQueryError as exc:
+            errors.append(f"{exc.field}: {exc.message}")
+    try:
+        return accounting.parse_window(window_text, now), ""
+    except accounting.AccountingQueryError as exc:
+        errors.append(f"{exc.field}: {exc.message}")
+    return accounting.parse_window(DEFAULT_WINDOW, now), ""

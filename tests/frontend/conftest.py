@@ -27,6 +27,15 @@ def _fast_password_hashing(settings: Any) -> None:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_team_bins() -> None:
+    """The teams page keeps finished days' bins in the shared store (Redis in the suite): each
+    test starts without another test's days."""
+    from frontend.store import shared_store
+
+    shared_store().delete_prefix("qm:team-bins:")
+
+
 @pytest.fixture
 def demo(db: None) -> None:
     seed_demo_fleet()

@@ -118,10 +118,11 @@ def test_not_found_page_keeps_the_layout_and_says_why(client_for, submit_as):
     assert 'rel="icon"' in content and 'data-nav="overview"' in content
 
 
-def test_teams_page_offers_windows_of_a_week_at_most(client_for):
+def test_teams_page_offers_the_same_windows_as_showback_up_to_a_month(client_for):
     response = client_for("alice").get("/teams/?window=30d")
-    assert response.context["window"].key == "7d"
-    assert [w.key for w in response.context["windows"]] == ["1h", "6h", "24h", "7d"]
+    assert response.context["window"].key == "30d"
+    assert [w.key for w in response.context["windows"]] == ["1h", "6h", "24h", "7d", "30d"]
+    assert client_for("alice").get("/teams/?window=nonsense").context["window"].key == "7d"
 
 
 def test_job_filters_take_the_browsers_datetime_inputs(client_for, submit_as):

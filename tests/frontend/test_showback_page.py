@@ -105,3 +105,28 @@ def test_cost_per_day_reads_the_accounting_group_rows(client_for, two_hours_of_u
     assert {trace["name"] for trace in data} == {"vision", "language"}
     assert data[0]["xperiod"] == 86400 * 1000
     assert sum(sum(trace["y"]) for trace in data) > 0
+
+
+def test_monthly_report_covers_the_calendar_month_and_its_csv(client_for, two_hours_of_use):
+    month = f"{two_hours_of_use:%Y-%m}"
+    client = client_for("finn")
+    response = client.get(f"/showback/?month={month}&group_by=team")
+    html = response.content.decode()
+    assert f"Monthly report for {month}." in html
+    report = response.context["report"]
+    assert report.start == accounting.month_window(month, timezone.now()).start
+    service = accounting.showback(accounting.month_window(month, timezone.now()), "team",
+                                  accounting_access("finn"), timezone.now())
+    money = accounting.presented_money(service)
+    vision = next(e for e in service.entries if e.name == "vision")
+    rows = {r["name"]: r for r in response.context["rows"]}
+    assert rows["vision"]["cost_usd"] == money[vision.key]["cost_usd"] > Decimal(0)
+    href = re.search(r'href="([^"]+)" id="csv-download"', html).group(1).replace("&amp;", "&")
+    assert href == f"/api/v1/showback/?month={month}&group_by=team&format=csv"
+    assert client.get(href).content.decode().splitlines()[-1].startswith("TOTAL,")
+
+
+def test_a_month_that_does_not_parse_names_the_field_and_falls_back(client_for, two_hours_of_use):
+    html = client_for("finn").get("/showback/?month=2026-13").content.decode()
+    assert "month: &#x27;2026-13&#x27; is not a month" in html
+    assert "Monthly report for" not in html and 'id="showback-table"' in html

@@ -127,3 +127,43 @@ def test_borrowers_run_first_on_capacity_nobody_is_guaranteed(demo, submit_as):
     rows = {(r.team, r.gpu_type): r for r in quota_rows(None)}
     assert rows[("language", "H100-80GB")].borrowed == 16
     assert all(r.lent == 0 for (team, gpu), r in rows.items() if gpu == "H100-80GB")
+
+
+def test_a_month_merges_stored_days_with_the_partial_ones_exactly(demo, submit_as):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from frontend.store import shared_store
+    from frontend.team_stats import DAY_KEY
+
+    now = timezone.now()
+    # waits of 1, 2, ... 12 minutes, two jobs a day over the last six days (today included)
+    expected = []
+    for i in range(12):
+        job = submit_as("alice" if i % 3 else "bob", name=f"d{i}", gpus=1)
+        start = now - timedelta(days=i // 2, minutes=5 + i)
+        Job.objects.filter(pk=job.pk).update(submitted_at=start - timedelta(minutes=i + 1), started_at=start,
+                                             finished_at=start + timedelta(minutes=30), state=JobState.SUCCEEDED)
+        expected.append((("vision" if i % 3 else "language"), i + 1))
+    since = now - timedelta(days=30)
+    with CaptureQueriesContext(connection) as cold_queries:
+        cold = waits_and_slowdowns(since, now)
+    today = int(now.timestamp() // 86400)
+    stored = shared_store().get_many([DAY_KEY.format(measure="wait", day=d) for d in range(today - 31, today + 1)])
+    # every whole day of the window, empty ones too: not the partial first day, nor today
+    assert sorted(stored) == sorted(DAY_KEY.format(measure="wait", day=d) for d in range(today - 29, today))
+    with CaptureQueriesContext(connection) as warm_queries:
+        warm = waits_and_slowdowns(since, now)
+    assert warm == cold and len(cold_queries) == len(warm_queries) == 3  # team names, one per measure
+    assert "CASE WHEN" in cold_queries[1]["sql"] and "CASE WHEN" not in warm_queries[1]["sql"]
+    waits = {row["team"]: row for row in cold[0]}
+    for team in ("vision", "language"):
+        mine = sorted(w for t, w in expected if t == team)
+        assert waits[team]["n"] == len(mine) and waits[team]["max"] == pytest.approx(mine[-1], abs=1e-3)
+        assert waits[team]["mean"] == pytest.approx(sum(mine) / len(mine), abs=1e-3)
+    # slowdown of each: (30 + wait) / 30 minutes
+    slow = {row["team"]: row for row in cold[1]}
+    assert sum(row["n"] for row in slow.values()) == 10  # today's two finish after now
+    assert slow["language"]["max"] == pytest.approx((30 + 10) / 30, abs=1e-3)
+
+
