@@ -769,36 +769,30 @@ def _resum_fleet_minutes(start: datetime, end: datetime) -> None:
 
 
 def _resum_fleet(bucket: int, starts: Iterable[datetime]) -> None:
-    fields = [*USAGE_SUM_FIELDS, *_CAPACITY_FIELDS]
-    for a, b in _runs(starts, bucket):
-        sums = (
-            FleetRollup.objects.filter(in_bucket(_finer(bucket), a, b))
-            .annotate(slot=_slot(bucket)).values("slot", "gpu_type_id", "capacity_tier")
-            .annotate(**{f"s_{f}": Sum(f) for f in fields})
-        )
-        rows = [
-            FleetRollup(bucket=bucket, start=s["slot"], gpu_type_id=s["gpu_type_id"], capacity_tier=s["capacity_tier"],
-                        **{f: s[f"s_{f}"] for f in fields})
-            for s in sums
-        ]
-        FleetRollup.objects.filter(in_bucket(bucket, a, b)).delete()
-        FleetRollup.objects.bulk_create(rows, batch_size=2000)
+    _resum_coarser(FleetRollup, ("gpu_type_id", "capacity_tier"), [*USAGE_SUM_FIELDS, *_CAPACITY_FIELDS], bucket, starts)
 
 
 def _resum_quota(bucket: int, starts: Iterable[datetime]) -> None:
+    _resum_coarser(QuotaRollup, ("team_id", "gpu_type_id"), list(_QUOTA_FIELDS), bucket, starts)
+
+
+def _resum_coarser(
+    model: type[FleetRollup] | type[QuotaRollup], keys: tuple[str, str], fields: list[str], bucket: int,
+    starts: Iterable[datetime],
+) -> None:
+    """Rebuild the `bucket` rows over `starts` as the sums of the next finer bucket's rows."""
     for a, b in _runs(starts, bucket):
         sums = (
-            QuotaRollup.objects.filter(in_bucket(_finer(bucket), a, b))
-            .annotate(slot=_slot(bucket)).values("slot", "team_id", "gpu_type_id")
-            .annotate(**{f"s_{f}": Sum(f) for f in _QUOTA_FIELDS})
+            model.objects.filter(in_bucket(_finer(bucket), a, b))
+            .annotate(slot=_slot(bucket)).values("slot", *keys)
+            .annotate(**{f"s_{f}": Sum(f) for f in fields})
         )
         rows = [
-            QuotaRollup(bucket=bucket, start=s["slot"], team_id=s["team_id"], gpu_type_id=s["gpu_type_id"],
-                        **{f: s[f"s_{f}"] for f in _QUOTA_FIELDS})
+            model(bucket=bucket, start=s["slot"], **{k: s[k] for k in keys}, **{f: s[f"s_{f}"] for f in fields})
             for s in sums
         ]
-        QuotaRollup.objects.filter(in_bucket(bucket, a, b)).delete()
-        QuotaRollup.objects.bulk_create(rows, batch_size=2000)
+        model.objects.filter(in_bucket(bucket, a, b)).delete()
+        model.objects.bulk_create(rows, batch_size=2000)  # type: ignore[arg-type]
 
 
 # ------------------------------------------------------------------------ /metrics counters
