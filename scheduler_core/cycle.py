@@ -741,7 +741,8 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
         return grants
 
     classes = frozenset(c for cls in member_classes for c in cls)
-    return preempt_for(ctx, spec, demand.gpus, option.gpu_type, classes, fit)
+    return preempt_for(ctx, spec, demand.gpus, option.gpu_type, classes, fit,
+                       members=len(demand.members), largest=demand.largest_member)
 
 
 def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,

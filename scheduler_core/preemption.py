@@ -318,6 +318,7 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[_Opti
     what_if = WhatIf(ctx)
     chosen: list[tuple[_Option, Restore]] = []
     removed_whole: set[str] = set()
+    touched: dict[tuple[str, int | None], set[int]] = {}
     grants: list[Grant] | None = None
     try:
         for cand in order:
@@ -334,6 +335,8 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[_Opti
                         what_if.undo.remove(chosen[k][1])
                         del chosen[k]
                 removed_whole.add(cand.job_id)
+            touched[(cand.job_id, cand.shrink_to)] = {
+                g.node for g in (opt.part if opt.part is not None else _held(ctx, cand.job_id))}
             restore = what_if.remove(cand.job_id, opt.team, opt.part)
             chosen.append((opt, restore))
             grants = fit()
@@ -341,7 +344,27 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[_Opti
                 break
         if grants is None:
             return None
-        # Reprieve: most expensive victims first, keep them running if the job still fits.
+        # Reprieve, first in bulk: victims whose GPUs the placement does not touch were only
+        # removed on the way (the chooser's order is fleet-wide); put them all back at once
+        # and keep them running if the job still fits (one check instead of one per victim).
+        used_nodes = {g.node for g in grants}
+        spare = [k for k, (opt, _) in enumerate(chosen)
+                 if touched[(opt.candidate.job_id, opt.candidate.shrink_to)].isdisjoint(used_nodes)]
+        if spare and len(spare) < len(chosen):
+            for k in spare:
+                chosen[k][1]()
+                what_if.undo.remove(chosen[k][1])
+            again = fit()
+            if again is not None:
+                grants = again
+                dropped = set(spare)
+                chosen = [c for k, c in enumerate(chosen) if k not in dropped]
+            else:
+                for k in spare:
+                    opt = chosen[k][0]
+                    chosen[k] = (opt, what_if.remove(opt.candidate.job_id, opt.team, opt.part))
+        # Then one by one: most expensive victims first, keep them running if the job still
+        # fits.
         checks = 0
         for k in range(len(chosen) - 1, -1, -1):
             if checks >= MAX_REPRIEVE_CHECKS:
@@ -373,8 +396,12 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[_Opti
 
 
 def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
-                classes: frozenset[int], fit: FitCheck) -> Found | Protected | None:
-    """Find a way to start ``spec`` by nomination or preemption (steps in the module doc)."""
+                classes: frozenset[int], fit: FitCheck,
+                members: int = 1, largest: int | None = None) -> Found | Protected | None:
+    """Find a way to start ``spec`` by nomination or preemption (steps in the module doc).
+    ``members`` and ``largest`` (default: all ``gpus`` on one node) describe its gang for the
+    wait estimate of a reclaim (:func:`_cheaper_to_wait`)."""
+    largest = gpus if largest is None else largest
     nominated = _nomination(ctx, classes, spec.team, gpus, fit)
     if nominated is not None:
         return nominated
@@ -386,6 +413,9 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
         found = _search(ctx, spec, fit, options, budget)
         if found is not None:
             victims, grants = found
+            if _cheaper_to_wait(ctx, spec, gpus, members, largest, classes,
+                                [o.candidate for o in victims]):
+                return None
             return Found(
                 victims=tuple(o.candidate for o in victims),
                 claimed=(),
@@ -402,6 +432,70 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
                 )
             return Protected("; ".join(sorted(protected)[:3]))
     return None
+
+
+def capacity_eta(ctx: CycleContext, classes: frozenset[int], members: int,
+                 largest: int) -> float:
+    """A cheap, conservative start estimate for a gang of ``members`` members of at most
+    ``largest`` GPUs on ``classes``: when ``members`` capable ready nodes each have
+    ``largest`` free GPUs, as holders reach their expected ends (runtime limits; a holder
+    without one never frees its GPUs; GPUs held for reservations are not counted free)."""
+    state = ctx.state
+    node_class = state.node_class
+    ready = state.ready
+    now = ctx.snapshot.now
+    capable = [n for n in range(len(state.nodes)) if ready[n] and node_class[n] in classes]
+    if len(capable) < members or members < 1:
+        return float("inf")
+    releases: dict[int, list[tuple[float, int]]] = {}
+    wanted = set(capable)
+    for (kind, job_id), grants in state.holdings.items():
+        end = ctx.ends.get(job_id) if kind == JOB else None
+        if end is None:
+            continue
+        for g in grants:
+            if g.node in wanted:
+                releases.setdefault(g.node, []).append((max(now, end), g.gpus))
+    times: list[float] = []
+    for n in capable:
+        free = state.free_gpus[n]
+        if free >= largest:
+            times.append(now)
+            continue
+        for end, gpus in sorted(releases.get(n, ())):
+            free += gpus
+            if free >= largest:
+                times.append(end)
+                break
+    if len(times) < members:
+        return float("inf")
+    times.sort()
+    return times[members - 1]
+
+
+def _cheaper_to_wait(ctx: CycleContext, spec: JobSpec, gpus: int, members: int,
+                     largest: int, classes: frozenset[int],
+                     victims: list[VictimCandidate]) -> bool:
+    """Reclaim that counts its cost: an owner reclaiming lent GPUs (every victim borrowed, no
+    higher-priority need) does not preempt when waiting for capacity that frees by runtime
+    limits costs less than the work the victims would lose: ``gpus × (eta − start after the
+    grace period)`` against the victims' lost GPU-hours (time since checkpoint plus restart).
+    The estimate (:func:`capacity_eta`) is conservative, and as the wait goes on its cost
+    shrinks only if capacity really frees, so an owner whose capacity does not come back
+    still reclaims."""
+    if not victims or any(v.reason is not PreemptionReason.RECLAIM_BORROWED for v in victims):
+        return False
+    eta = capacity_eta(ctx, classes, members, largest)
+    if eta == float("inf"):
+        return False
+    grace = 0
+    for v in victims:
+        pc = ctx.priority.get(ctx.running[v.job_id].spec.priority_class)
+        if pc is not None:
+            grace = max(grace, pc.grace_period_s)
+    waiting = gpus * max(0.0, eta - (ctx.snapshot.now + grace)) / 3600.0
+    lost = sum(v.lost_gpu_hours for v in victims)
+    return waiting <= lost
 
 
 def nominate(ctx: CycleContext, spec: JobSpec, found: Found) -> float:
