@@ -34,18 +34,30 @@ def _redis() -> Any:
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1.0, socket_connect_timeout=1.0)
 
 
+# INCR, and on the window's first request its expiry, atomically in Redis: one command and one
+# reply per request (a pipeline of INCR and EXPIRE NX costs two of each to send and parse).
+_INCR_WITH_EXPIRY = """
+local n = redis.call('INCR', KEYS[1])
+if n == 1 then redis.call('EXPIRE', KEYS[1], ARGV[1]) end
+return n
+"""
+
+
+@cache
+def _incr_with_expiry() -> Any:
+    return _redis().register_script(_INCR_WITH_EXPIRY)
+
+
 def _count(key: str, period: int) -> int:
     """Count one request in `key`'s window and return the window's total.
 
-    On Redis: INCR and EXPIRE NX in one pipelined round trip. If Redis cannot be reached the
-    request is let through (throttling protects the service; it must not take it down).
-    Without Redis (the embedded demo): the default cache, add-then-incr."""
+    On Redis: one round trip (a script that increments the counter and gives a new window its
+    expiry). If Redis cannot be reached the request is let through (throttling protects the
+    service; it must not take it down). Without Redis (the embedded demo): the default cache,
+    add-then-incr."""
     if settings.REDIS_URL:
         try:
-            pipe = _redis().pipeline(transaction=False)
-            pipe.incr(f"qm-throttle:{key}")
-            pipe.expire(f"qm-throttle:{key}", period + 1, nx=True)
-            return int(pipe.execute()[0])
+            return int(_incr_with_expiry()(keys=[f"qm-throttle:{key}"], args=[period + 1]))
         except Exception as error:  # noqa: BLE001 - any Redis failure: let the request in, say so
             log.warning("throttle counter unavailable; request allowed", error=str(error))
             return 0

@@ -14,8 +14,9 @@ import re
 import time
 import uuid
 from contextlib import nullcontext
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 import structlog
@@ -79,7 +80,8 @@ class SubmitRequest:
 
     def fingerprint(self) -> str:
         """Stable digest of the request, to tell a retry from a reuse of its Idempotency-Key."""
-        body = asdict(self)
+        # The same JSON as json.dumps(dataclasses.asdict(self)), without asdict's deep copies.
+        body = {f.name: getattr(self, f.name) for f in fields(self)}
         body["gpu_types"] = sorted(body["gpu_types"])
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
@@ -150,20 +152,21 @@ class _Fleet:
 
 
 _MAX_VERDICTS = 4096
-# Per process, keyed by a digest of the fleet query's rows that the submit's one read statement
-# computes in PostgreSQL: a node or GPU type added, changed or removed changes the digest, and
-# the next submit reads the fleet afresh. Nothing is trusted beyond what that statement saw.
-_fleets: dict[str | None, _Fleet] = {}
+# Per process, keyed by the fleet's version that the submit's one read statement reads from
+# PostgreSQL (see _read_statement): a node or GPU type added, changed or removed changes the
+# version, and the next submit reads the fleet afresh. Nothing is trusted beyond what that
+# statement saw.
+_fleets: dict[str, _Fleet] = {}
 
 
-def _fleet_for(digest: str | None) -> _Fleet:
-    cached = _fleets.get(digest)
+def _fleet_for(version: str) -> _Fleet:
+    cached = _fleets.get(version)
     if cached is None:
         shapes, gpu_types = fleet_capability.fleet()
         cached = _Fleet(shapes, gpu_types)
         if len(_fleets) >= 8:
             _fleets.clear()
-        _fleets[digest] = cached
+        _fleets[version] = cached
     return cached
 
 
@@ -173,14 +176,22 @@ _TEAM_FIELDS = ("id", "name", "description", "cohort_id", "default_priority_clas
 @functools.cache
 def _read_statement() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """One statement for everything a submit reads: the team (named, else the user's first),
-    the priority class (named, else the team's default, else the lowest), the project, and a
-    digest of the fleet. Built once per process from the models' metadata."""
+    the priority class (named, else the team's default, else the lowest), the project, and the
+    fleet's version. Built once per process from the models' metadata."""
     quote = connection.ops.quote_name
     class_fields = tuple(f.attname for f in PriorityClass._meta.concrete_fields)
     project_fields = tuple(f.attname for f in Project._meta.concrete_fields)
     team_table, class_table = quote(Team._meta.db_table), quote(PriorityClass._meta.db_table)
-    fleet_sql = fleet_capability._FLEET_SQL.format(  # the very query fleet_capability.fleet() runs
-        gpu_type=GpuType._meta.db_table, node=Node._meta.db_table
+    # The fleet's version: per table, its row count and the sum of its rows' xmin (the id of
+    # the transaction that wrote each row version). Any insert, update or delete of a node or
+    # GPU type committed by another transaction changes it (an update writes a row version with
+    # a newer xmin; a delete changes the count or, replaced by an insert, the sum), and reading
+    # it costs a fraction of running the fleet query itself. Changes made earlier in the
+    # caller's own transaction all carry one xmin: then the last column says so, and the fleet
+    # is read afresh.
+    version = " || ':' || ".join(
+        f"(SELECT count(*) || '/' || coalesce(sum(xmin::text::bigint), 0) FROM {quote(table)})"
+        for table in (Node._meta.db_table, GpuType._meta.db_table)
     )
     sql = (
         f"WITH tm AS (SELECT {', '.join(quote(c) for c in _TEAM_FIELDS)} FROM {team_table} "
@@ -189,7 +200,7 @@ def _read_statement() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         f"SELECT {', '.join('tm.' + quote(c) for c in _TEAM_FIELDS)}, "
         f"{', '.join('pc.' + quote(c) for c in class_fields)}, "
         f"{', '.join('pr.' + quote(c) for c in project_fields)}, "
-        f"(SELECT md5(string_agg(f::text, ';' ORDER BY f::text)) FROM ({fleet_sql}) f) "
+        f"{version}, pg_current_xact_id_if_assigned() IS NOT NULL "
         "FROM (VALUES (1)) AS one(x) LEFT JOIN tm ON true "
         f"LEFT JOIN LATERAL (SELECT * FROM {class_table} c WHERE CASE WHEN %(klass)s::text IS NOT NULL "
         "THEN c.name = %(klass)s::text ELSE c.id = COALESCE(tm.default_priority_class_id, "
@@ -213,13 +224,17 @@ def _read(
         row = cursor.fetchone()
     n_team, n_class = len(_TEAM_FIELDS), len(class_fields)
     team_row, class_row = row[:n_team], row[n_team:n_team + n_class]
-    project_row = row[n_team + n_class:-1]
+    project_row = row[n_team + n_class:-2]
     team = Team.from_db(connection.alias, _TEAM_FIELDS, team_row) if team_row[0] is not None else None
     klass = PriorityClass.from_db(connection.alias, class_fields, class_row) if class_row[0] is not None else None
     project = Project.from_db(connection.alias, project_fields, project_row) if project_row[0] is not None else None
     if team is not None and klass is not None and team.default_priority_class_id == klass.pk:
         team.default_priority_class = klass  # type: ignore[assignment]
-    return team, klass, project, _fleet_for(row[-1])
+    # A transaction that has itself written may have changed the fleet in ways the version
+    # cannot tell (every row it wrote carries its one xmin): it reads the fleet itself.
+    own_writes = row[-1]
+    fleet = _Fleet(*fleet_capability.fleet()) if own_writes else _fleet_for(row[-2])
+    return team, klass, project, fleet
 
 
 def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fleet]:
@@ -472,57 +487,55 @@ def submit(
 
 _JOB_PER_TASK = {
     "array_index": "t.idx",
-    "env": "CASE WHEN t.idx IS NULL THEN {value}::jsonb "
-           "ELSE {value}::jsonb || jsonb_build_object({extra}, t.idx::text) END",
+    "env": "CASE WHEN t.idx IS NULL THEN {value} ELSE {value} || jsonb_build_object(%s::text, t.idx::text) END",
     "idempotency_key": "CASE WHEN t.ord = 1 THEN {value} ELSE NULL END",
 }
 _EVENT_PER_TASK = {
     "job_id": "j.id",
-    "data": "CASE WHEN j.array_index IS NULL THEN {value}::jsonb "
-            "WHEN j.array_index = {extra} THEN {value}::jsonb || jsonb_build_object('array_index', j.array_index) "
-            "ELSE ({value}::jsonb - 'request_fingerprint') || jsonb_build_object('array_index', j.array_index) END",
+    "data": "CASE WHEN j.array_index IS NULL THEN {value} "
+            "WHEN j.array_index = %s::integer THEN {value} || jsonb_build_object('array_index', j.array_index) "
+            "ELSE ({value} - 'request_fingerprint') || jsonb_build_object('array_index', j.array_index) END",
 }
 
 
 @dataclass(frozen=True)
 class _RowTemplate:
-    """How one model's row is copied in SQL: its columns, the SELECT expressions, and for each
-    parameter the field whose value it takes (None: the per-call extra value)."""
+    """How one model's row is copied in SQL: its columns, and the SELECT expressions over the
+    record `alias` that jsonb_populate_record makes of the row's values."""
 
     columns: str
     expressions: str
-    slots: tuple[Any, ...]
+    fields: tuple[Any, ...]
 
 
 @functools.cache
-def _row_template(model: type[Job] | type[Event], per_task_key: str) -> _RowTemplate:
+def _row_template(model: type[Job] | type[Event], per_task_key: str, alias: str) -> _RowTemplate:
     """Built once per process: the SQL text never changes, only the values do."""
     per_task = _JOB_PER_TASK if per_task_key == "job" else _EVENT_PER_TASK
-    columns, expressions, slots = [], [], []
+    quote = connection.ops.quote_name
+    columns, expressions, fields = [], [], []
     for f in model._meta.concrete_fields:
         if f.primary_key:
             continue
-        placeholder = f"%s::{f.cast_db_type(connection)}"
-        columns.append(connection.ops.quote_name(f.column))
-        expression = per_task.get(f.attname, "{value}")
-        # Parameters in the order their placeholders appear in the expression.
-        for piece in re.findall(r"\{value\}|\{extra\}", expression):
-            slots.append(f if piece == "{value}" else None)
-        expressions.append(expression.replace("{value}", placeholder).replace("{extra}", "%s"))
-    return _RowTemplate(", ".join(columns), ", ".join(expressions), tuple(slots))
+        columns.append(quote(f.column))
+        expressions.append(per_task.get(f.attname, "{value}").replace("{value}", f"{alias}.{quote(f.column)}"))
+        fields.append(f)
+    return _RowTemplate(", ".join(columns), ", ".join(expressions), tuple(fields))
 
 
-def _params(template: Job | Event, row: _RowTemplate, extra: Any) -> list[Any]:
-    values: dict[Any, Any] = {}
-    params = []
-    for f in row.slots:
-        if f is None:
-            params.append(extra)
-            continue
-        if f not in values:
-            values[f] = f.get_db_prep_save(f.pre_save(template, add=True), connection)
-        params.append(values[f])
-    return params
+def _json_value(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.isoformat()
+    if isinstance(value, uuid.UUID | Decimal):
+        return str(value)
+    return value
+
+
+def _record(instance: Job | Event, row: _RowTemplate) -> str:
+    """The instance's column values as one JSON object, for jsonb_populate_record: one
+    parameter instead of one per column (psycopg then reuses the statement's parsed form, and
+    no field's value goes through the ORM's per-field preparation)."""
+    return json.dumps({f.column: _json_value(getattr(instance, f.attname)) for f in row.fields})
 
 
 def _insert_jobs_with_events(
@@ -534,7 +547,8 @@ def _insert_jobs_with_events(
 
     Why not the ORM: bulk_create prepares every value of every row in Python (40 columns ×
     1,000 rows costs about a second) and save() takes a round trip per row plus BEGIN/COMMIT;
-    here each value is sent once, and a 1,000-task array takes milliseconds. The columns come
+    here each row's values go once, as one JSON object that jsonb_populate_record turns into a
+    row of the table's own types, and a 1,000-task array takes milliseconds. The columns come
     from the models' own metadata, so a new field cannot be forgotten. Per task only
     `array_index`, the env's QM_ARRAY_INDEX and the idempotency key (first task only) differ;
     per event, the job, and in its data the array index (the request fingerprint on the first).
@@ -542,20 +556,27 @@ def _insert_jobs_with_events(
     """
     if connection.vendor != "postgresql":
         return _insert_with_orm(job, event, indices)
-    job_row = _row_template(Job, "job")
-    event_row = _row_template(Event, "event")
+    job_row = _row_template(Job, "job", "r")
+    event_row = _row_template(Event, "event", "e")
     quote = connection.ops.quote_name
     sql = (
         "WITH t AS (SELECT * FROM unnest(%s::integer[]) WITH ORDINALITY AS t(idx, ord)), "
-        f"j AS (INSERT INTO {quote(Job._meta.db_table)} ({job_row.columns}) SELECT {job_row.expressions} FROM t "
+        f"j AS (INSERT INTO {quote(Job._meta.db_table)} ({job_row.columns}) SELECT {job_row.expressions} "
+        f"FROM t, jsonb_populate_record(NULL::{quote(Job._meta.db_table)}, %s::jsonb) r "
         "ORDER BY t.ord RETURNING id, array_index) "
-        f"INSERT INTO {quote(Event._meta.db_table)} ({event_row.columns}) SELECT {event_row.expressions} FROM j "
+        f"INSERT INTO {quote(Event._meta.db_table)} ({event_row.columns}) SELECT {event_row.expressions} "
+        f"FROM j, jsonb_populate_record(NULL::{quote(Event._meta.db_table)}, %s::jsonb) e "
         "RETURNING job_id, (data->>'array_index')::integer"
     )
+    # Parameters in the order their placeholders appear: the indices; the env's index variable
+    # (in the job's SELECT list), the job's record; the first index (in the event's SELECT
+    # list), the event's record.
     params = [
         indices if indices is not None else [None],
-        *_params(job, job_row, ARRAY_INDEX_ENV),
-        *_params(event, event_row, indices[0] if indices else None),
+        ARRAY_INDEX_ENV,
+        _record(job, job_row),
+        indices[0] if indices else None,
+        _record(event, event_row),
     ]
     # Alone, the statement is its own transaction. Inside a caller's transaction, a savepoint
     # keeps a failure (an idempotency-key race) from aborting the caller's work.

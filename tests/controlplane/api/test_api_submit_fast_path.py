@@ -13,7 +13,7 @@ from rest_framework.test import APIClient
 
 from controlplane.api import serializers as s
 from controlplane.choices import Role
-from controlplane.models import Job, Membership
+from controlplane.models import GpuType, Job, Membership, Node
 from tests.controlplane import factories as f
 
 JOBS = "/api/v1/jobs/"
@@ -137,27 +137,69 @@ def test_membership_change_takes_effect_on_the_next_request(fleet) -> None:
     assert r.status_code == 201 and r.json()["team"] == fleet.vision.name
 
 
-@pytest.mark.django_db
-def test_fleet_change_is_seen_by_the_next_submit(fleet, alice) -> None:
-    """The per-process fleet summary is keyed by a digest read with every submit: a node added
-    makes a shape that was impossible acceptable at once."""
+def _fleet_changes_decide_the_next_submit(fleet: Any, alice: APIClient) -> None:
     too_big = {"name": "x", "gpus": 8, "gpus_per_node": 8, "cpus_per_gpu": 40}
     r = alice.post(JOBS, too_big, format="json")
     assert r.status_code == 400 and "cpus_per_gpu" in r.json()["errors"]
 
-    f.make_node(fleet.h100, cpus=512)
-    r = alice.post(JOBS, too_big, format="json")
-    assert r.status_code == 201, r.json()
+    node = f.make_node(fleet.h100, cpus=512)  # added
+    assert alice.post(JOBS, too_big, format="json").status_code == 201
+
+    Node.objects.filter(pk=node.pk).update(cpus=96)  # changed
+    assert alice.post(JOBS, too_big, format="json").status_code == 400
+
+    Node.objects.filter(pk=node.pk).update(cpus=512)
+    assert alice.post(JOBS, too_big, format="json").status_code == 201
+    Node.objects.filter(pk=node.pk).delete()  # removed
+    assert alice.post(JOBS, too_big, format="json").status_code == 400
+
+    big_memory = {"name": "y", "gpus": 1, "min_gpu_memory_gb": 100}
+    assert alice.post(JOBS, big_memory, format="json").status_code == 400
+    GpuType.objects.filter(pk=fleet.h100.pk).update(memory_gb=141)  # a GPU type changed
+    assert alice.post(JOBS, big_memory, format="json").status_code == 201
+
+
+@pytest.mark.django_db(transaction=True)
+def test_fleet_change_committed_elsewhere_is_seen_by_the_next_submit(fleet, alice) -> None:
+    """Each change commits on its own, as an admin's or an agent's would: the per-process
+    fleet summary is keyed by the version read with every submit, so a node added, changed or
+    removed, or a GPU type changed, decides the very next submit."""
+    _fleet_changes_decide_the_next_submit(fleet, alice)
 
 
 @pytest.mark.django_db
+def test_fleet_change_in_the_submitters_own_transaction_is_seen_too(fleet, alice) -> None:
+    """Inside one transaction (the test's) every change carries the same xmin; the submit
+    sees that its transaction has written and reads the fleet itself."""
+    _fleet_changes_decide_the_next_submit(fleet, alice)
+
+
+@pytest.mark.django_db(transaction=True)
 def test_single_submit_takes_three_statements(fleet, alice, django_assert_num_queries) -> None:
-    """Token with user and memberships; team, class, project and fleet digest; the job with its
-    event. (In the test's transaction a savepoint pair wraps the write: 5 in all.)"""
+    """Token with user and memberships; team, class, project and the fleet's version; the job
+    with its event, which commits by itself."""
     alice.post(JOBS, {"name": "warm", "gpus": 1}, format="json")  # this process has seen the fleet
 
-    with django_assert_num_queries(5):
+    with django_assert_num_queries(3):
         r = alice.post(JOBS, {"name": "x", "gpus": 8, "gpu_type": "H100-80GB", "priority_class": "research",
                               "project": "llm"}, format="json")
 
     assert r.status_code == 201 and Job.objects.filter(name="x").count() == 1
+
+
+@pytest.mark.django_db
+def test_submitted_row_holds_exactly_what_the_response_says(fleet, alice) -> None:
+    """The one-statement insert (a JSON record per row) writes every column as the ORM would
+    read it back: the response, built from the in-memory job, equals the stored job."""
+    body = {"name": "full", "gpus": 16, "gpus_per_node": 8, "gpu_type": "H100-80GB", "min_gpu_memory_gb": 40,
+            "cpus_per_gpu": 8, "memory_gb_per_gpu": 64, "topology": "same_spine", "min_gpus": 8, "max_gpus": 32,
+            "priority_class": "production", "project": "llm", "runtime_limit_s": 7200, "checkpoint_interval_s": 600,
+            "command": "python train.py --lr 3e-4 'quoted' \"double\" \\ back", "env": {"WANDB_MODE": "off line ü"}}
+    r = alice.post(JOBS, body, format="json")
+    assert r.status_code == 201, r.json()
+
+    stored = Job.objects.select_related("team", "project", "submitter", "priority_class").get(pk=r.json()["id"])
+    assert s.job_payload(stored) == r.json()
+    event = stored.events.get()
+    assert event.team_id == stored.team_id and event.created_at == stored.submitted_at
+    assert event.data["gpus"] == 16 and len(event.data["request_fingerprint"]) == 64
