@@ -151,3 +151,18 @@ def test_an_unknown_or_stale_replay_says_it_stopped(client_for):
     body = client_for("alice").get("/ui/what-if.json?key=qm:what-if:" + "0" * 64).json()
     assert body["stop"] is True and 'data-replay="lost"' in body["html"]["what-if-result"]
     assert whatif.status("not-a-key") is None
+
+
+def test_the_page_replays_the_quota_table_typed_in_the_form(client_for, submit_as):
+    submit_as("alice", name="one", gpus=8, gpu_types=("H100-80GB",))
+    client = client_for("alice")
+    url = "/what-if/?run=1&days=1&placement=pack&backfill=on&preemption=on&quota%3Avision%3AH100-80GB=64"
+    first = client.get(url)
+    assert first.status_code == 200
+    form = first.content.decode()
+    assert 'name="quota:vision:H100-80GB"' in form and 'value="64"' in form
+    if first.context.get("live_url"):
+        wait_done(first.context["live_url"].split("key=")[1].replace("%3A", ":"))
+    labels = [label for label, _ in client.get(url).context["result"].runs]
+    assert labels[0].endswith("live quotas)")
+    assert labels[1] == "what-if (pack, backfill on, preemption on, quotas changed: vision H100-80GB 40 → 64)"
