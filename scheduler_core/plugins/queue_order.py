@@ -14,17 +14,22 @@ from scheduler_core.types import JobSpec
 
 class PriorityFairShare:
     """Key: effective priority (class value plus ``aging_per_hour`` points per whole hour
-    waited, descending), then dominant share (ascending), then submission time.
+    waited, descending), then dominant share (ascending), then the shorter runtime limit (a
+    job without one counts as ``default_runtime_s``), then submission time.
 
     Aging is counted in whole points so jobs of one class that waited about as long still tie
-    on priority and are ordered by fair share, not by a few seconds of age."""
+    on priority and are ordered by fair share, not by a few seconds of age. Among jobs that
+    still tie (same class, same aging point, same team share) the shortest goes first, which
+    lowers the mean wait (shortest job first) while aging bounds how far a long job can be
+    overtaken: only by jobs whose wait is within one aging point of its own."""
 
     NAME = "priority_fair_share"
 
-    def __init__(self, aging_per_hour: float = 1.0) -> None:
+    def __init__(self, aging_per_hour: float = 1.0, default_runtime_s: float = 4 * 3600.0) -> None:
         if aging_per_hour < 0 or math.isnan(aging_per_hour):
             raise ConfigError(f"aging_per_hour must be >= 0, got {aging_per_hour}")
         self.aging_per_hour = aging_per_hour
+        self.default_runtime_s = default_runtime_s
 
     def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
         waited_h = max(0.0, ctx.now - job.submitted_at) / 3600.0
@@ -33,11 +38,13 @@ class PriorityFairShare:
     def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
         waited_h = (ctx.now - job.submitted_at) / 3600.0
         aged = math.floor(self.aging_per_hour * waited_h) if waited_h > 0 else 0
-        return (-(ctx.priority_value + aged), ctx.dominant_share, job.submitted_at)
+        limit = job.runtime_limit_s if job.runtime_limit_s is not None else self.default_runtime_s
+        return (-(ctx.priority_value + aged), ctx.dominant_share, limit, job.submitted_at)
 
 
 class PriorityFifo:
-    """Priority class (descending, with the same aging), then submission time; no fair share."""
+    """Priority class (descending, with the same aging), then submission time; no fair share
+    and no shortest-first tie-break."""
 
     NAME = "priority_fifo"
 

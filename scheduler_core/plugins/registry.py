@@ -45,7 +45,7 @@ class Plugins:
 
 def _queue_order(config: SchedulerConfig) -> QueueOrderPlugin:
     if config.queue_order == PriorityFairShare.NAME:
-        return PriorityFairShare(config.aging_per_hour)
+        return PriorityFairShare(config.aging_per_hour, config.default_runtime_estimate_s)
     if config.queue_order == PriorityFifo.NAME:
         return PriorityFifo(config.aging_per_hour)
     if config.queue_order == Fifo.NAME:

@@ -53,7 +53,7 @@ def test_backfill_only_what_cannot_delay_the_reservation(limit, starts):
     # the only free GPUs are the 4 on n1, which the head's reservation holds.
     plan = (
         busy_pair()
-        .pending(make_job("head").gpus(12).per_node(4).submitted(0),
+        .pending(make_job("head").gpus(12).per_node(4).limit(600).submitted(0),
                  make_job("small").gpus(4).limit(limit).submitted(1))
         .plan()
     )
@@ -212,7 +212,7 @@ def test_small_jobs_of_the_same_team_do_not_delay_the_over_quota_head(limit, sta
     # and within quota (12 + 4 <= 16), but if it still ran at t=3600 ml would be at
     # 4 + 4 + 12 > 16 and big would have to wait.
     plan = own_quota_full(nodes=3).pending(
-        make_job("big").team("ml").gpus(12).per_node(4).submitted(0),
+        make_job("big").team("ml").gpus(12).per_node(4).limit(600).submitted(0),
         make_job("small").team("ml").gpus(4).limit(limit).submitted(1),
     ).plan()
     assert [r.job_id for r in plan.reservations] == ["big"]

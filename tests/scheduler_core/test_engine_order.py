@@ -156,3 +156,19 @@ def test_unknown_priority_class_is_explained_not_guessed():
     assert explanation.reason == "UnknownPriorityClass"
     assert "'urgent'" in explanation.message
     assert not explanation.resolvable
+
+
+def test_among_equal_priority_age_and_share_the_shorter_runtime_limit_goes_first():
+    # Same class, same team, same aging point: shortest runtime limit first (no limit counts
+    # as default_runtime_estimate_s, 4 h); a job one aging point older still goes before all.
+    plan = (
+        make_cluster().nodes(1).at(3 * 3600)
+        .running(make_running(make_job("r").gpus(8).limit(7 * 3600)).whole("n0"))
+        .pending(make_job("old-long").gpus(1).limit(9 * 3600).submitted(0),
+                 make_job("long").gpus(1).limit(8 * 3600).submitted(2 * 3600 + 10),
+                 make_job("none").gpus(1).submitted(2 * 3600 + 20),
+                 make_job("short").gpus(1).limit(2 * 3600).submitted(2 * 3600 + 30))
+        .plan()
+    )
+    order = sorted(plan.pending, key=lambda p: p.queue_position)
+    assert [p.job_id for p in order] == ["old-long", "short", "none", "long"]
