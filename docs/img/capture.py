@@ -48,6 +48,7 @@ def main() -> None:
         login.screenshot(path=str(OUT / "login.png"))
         admin = session("admin")
         shot(admin, "/?window=1h", "overview")
+        shot(admin, "/?window=1h&team=language", "overview-team")
         # The oldest running job on the first page of running jobs: the longest story.
         admin.goto(args.base + "/jobs/?state=running")
         running = admin.locator("table.jobs tbody tr").last.get_attribute("data-job")
@@ -57,9 +58,10 @@ def main() -> None:
         if waiting.count():
             job = waiting.first.locator("xpath=ancestor::tr").get_attribute("data-job")
             shot(admin, f"/jobs/{job}/", "job-waiting")
-        shot(admin, "/teams/?window=1h", "teams")
+        shot(admin, "/teams/?window=30d", "teams")
         shot(admin, "/nodes/", "nodes")
-        shot(admin, "/what-if/?run=1&days=1&placement=spread", "what-if", ready="[data-replay=done]")
+        shot(admin, "/what-if/?run=1&days=1&placement=pack&quota%3Avision%3AH100-80GB=16&quota%3Alanguage%3AH100-80GB=56",
+             "what-if", ready="[data-replay=done]")
         finn = session("finn")
         shot(finn, "/showback/?window=1h", "showback")
         alice = session("alice")
