@@ -153,10 +153,11 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     etas: dict[tuple[int, int, int, tuple[int, ...]], float | None] = {}
     quota_etas: dict[tuple[str, str, int], float | None] = {}
     # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed by
-    # identity because hashing an Outcome would hash its whole gang.
-    worded: dict[int, tuple[float | None, str]] = {}
-    # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class, and the
-    # class weights used to spread a job's work over its classes.
+    # identity because hashing an Outcome would hash its whole gang. Each entry also carries
+    # what the per-job part below needs, so no enum is hashed per job.
+    worded: dict[int, tuple[float | None, str, ReasonCode, str, bool, str,
+                            _DrainLine | None, bool, bool, int, bool, str | None]] = {}
+    # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class.
     ahead = [0.0] * len(ctx.state.classes)
     lines: dict[tuple[int, ...], _DrainLine] = {}
     held: dict[str, int] = {}
@@ -165,19 +166,19 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
             held[job_id] = sum(g.gpus for g in grants)
     default_runtime = ctx.config.default_runtime_estimate_s
     out: list[PendingExplanation] = []
+    append = out.append
     bound = ctx.bound
     outcomes = ctx.outcomes
     for position, spec in enumerate(queue, 1):
         if spec.id in bound:
             continue
         outcome = outcomes[spec.id]
-        shared = worded.get(id(outcome))
-        if shared is not None:
-            base, message = shared
-        else:
+        entry = worded.get(id(outcome))
+        if entry is None:
             base = outcome.eta
+            code = outcome.code
             if base is None and outcome.resolvable:
-                if outcome.code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
+                if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
                     gpus = outcome.demand.gpus if outcome.demand else spec.gpus
                     verdict = ctx.ledger.check(spec.team, outcome.quota_type, gpus)
                     shortage = verdict.used + gpus - verdict.nominal - verdict.borrowable
@@ -186,7 +187,7 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                         quota_etas[qkey] = team_release_eta(ctx, spec.team,
                                                             outcome.quota_type, shortage)
                     base = quota_etas[qkey]
-                elif outcome.code in CAPACITY_CODES and outcome.demand is not None:
+                elif code in CAPACITY_CODES and outcome.demand is not None:
                     d = outcome.demand
                     largest = d.largest_member
                     key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
@@ -196,40 +197,50 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                             timeline = ReleaseTimeline(ctx)
                         etas[key] = timeline.eta(outcome.demand, outcome.classes)
                     base = etas[key]
-            message = outcome.message
-            worded[id(outcome)] = (base, message)
+            line: _DrainLine | None = None
+            if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
+                line = lines.get(outcome.classes)
+                if line is None:
+                    if timeline is None:
+                        timeline = ReleaseTimeline(ctx)
+                    line = lines[outcome.classes] = _DrainLine(timeline, outcome.classes)
+            entry = worded[id(outcome)] = (
+                base, outcome.message, code, REASONS[code], outcome.resolvable,
+                outcome.would_start_if, line, code in CAPACITY_CODES, _fits_now(outcome),
+                outcome.demand.gpus if outcome.demand is not None else 0, outcome.eta is None,
+                None if base is None
+                else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
+            )
+        (base, text, code, reason, resolvable, would, line, capacity, fits_now, demand_gpus,
+         estimated, position_free) = entry
         eta = base
-        code = outcome.code
-        if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
-            classes = outcome.classes
-            line = lines.get(classes)
-            if line is None:
-                if timeline is None:
-                    timeline = ReleaseTimeline(ctx)
-                line = lines[classes] = _DrainLine(timeline, classes)
-            if code in CAPACITY_CODES:
+        message = text
+        if line is not None:
+            spread = line.spread
+            if capacity:
                 work = 0.0
-                for c, _ in line.spread:
+                for c, _ in spread:
                     work += ahead[c]
                 if work > 0:
                     drained = line.drain(work)
-                    if drained is not None and (eta is None and _fits_now(outcome) or
+                    if drained is not None and (eta is None and fits_now or
                                                 eta is not None and drained > eta):
                         eta = drained
-            gpus = outcome.demand.gpus - held.get(spec.id, 0) if held else outcome.demand.gpus
+            gpus = demand_gpus - held.get(spec.id, 0) if held else demand_gpus
             if gpus > 0:
                 work = gpus * (spec.runtime_limit_s or default_runtime)
-                for c, share in line.spread:
+                for c, share in spread:
                     ahead[c] += work * share
-        if eta is not None and outcome.eta is None:
+        if eta is not None and estimated:
             if eta != base:
-                message = (f"{outcome.message} Estimated start t={eta:.0f}: the capable GPUs "
-                           f"first run the jobs ahead of it (by their runtime limits, back to "
-                           f"back).")
+                message = (f"{text} Estimated start t={eta:.0f}: the capable GPUs first run the "
+                           f"jobs ahead of it (by their runtime limits, back to back).")
+            elif position_free is not None:
+                message = position_free
             else:
-                message = f"{outcome.message} Estimated start t={eta:.0f} from runtime limits."
-        out.append(PendingExplanation(spec.id, code, REASONS[code], message, outcome.resolvable,
-                                      position, eta, outcome.would_start_if))
+                message = f"{text} Estimated start t={eta:.0f} from runtime limits."
+        append(PendingExplanation(spec.id, code, reason, message, resolvable, position, eta,
+                                  would))
     return tuple(out)
 
 
