@@ -170,11 +170,14 @@ def _cpu_seconds(pids: list[int]) -> float:
 def server_pids(gunicorn: subprocess.Popen[bytes]) -> dict[str, list[int]]:
     """gunicorn's master and workers, and the PostgreSQL server's processes (its postmaster
     from the data directory test-services.sh started, when known)."""
-    pids = {"gunicorn": [gunicorn.pid, *_children(gunicorn.pid)], "postgresql": []}
+    pids = {"gunicorn": [gunicorn.pid, *_children(gunicorn.pid)], "postgresql": [], "redis": []}
     data = os.environ.get("QM_TEST_PG_DATA")
     if data and Path(data, "postmaster.pid").exists():
         postmaster = int(Path(data, "postmaster.pid").read_text().split()[0])
         pids["postgresql"] = [postmaster, *_children(postmaster)]
+    services = os.environ.get("QM_TEST_SERVICES_DIR")
+    if services and Path(services, "redis.pid").exists():  # the throttle's counters
+        pids["redis"] = [int(Path(services, "redis.pid").read_text().split()[0])]
     return pids
 
 
@@ -200,10 +203,14 @@ class _LeanConnection:
     reply's headers with the email package)."""
 
     def __init__(self, port: int, token: str) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=30)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.port = port
         self.head = (f"Host: 127.0.0.1:{port}\r\nAuthorization: Token {token}\r\nAccept: application/json\r\n"
                      "Content-Type: application/json\r\n").encode()
+        self._connect()
+
+    def _connect(self) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", self.port), timeout=30)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.buffer = b""
 
     def post(self, path: str, body: bytes) -> tuple[int, bytes]:
@@ -214,16 +221,22 @@ class _LeanConnection:
         head, _, rest = self.buffer.partition(b"\r\n\r\n")
         status = int(head[9:12])
         length = 0
+        close = False
         for line in head.split(b"\r\n")[1:]:
             name, _, value = line.partition(b":")
-            if name.lower() == b"content-length":
+            name = name.lower()
+            if name == b"content-length":
                 length = int(value)
-                break
+            elif name == b"connection" and value.strip().lower() == b"close":
+                close = True  # gunicorn's sync workers answer one request per connection
         while len(rest) < length:
             self.buffer = rest
             self._fill()
             rest = self.buffer
         self.buffer = rest[length:]
+        if close:
+            self.sock.close()
+            self._connect()
         return status, rest[:length]
 
     def _fill(self) -> None:
@@ -356,8 +369,16 @@ def postgres_durability(mode: str) -> dict[str, str]:
     return settings
 
 
+def parse_shape(shape: str, worker_class: str) -> tuple[str, int, int]:
+    """`3x1` (the default worker class, 3 workers × 1 thread) or `sync:3`."""
+    if ":" in shape:
+        worker_class, shape = shape.split(":", 1)
+    workers, _, threads = shape.partition("x")
+    return worker_class, int(workers), int(threads or 1)
+
+
 def measure_submits(setup: dict[str, Any], shape: str, worker_class: str, seconds: float) -> dict[str, Any]:
-    workers, threads = (int(x) for x in shape.split("x"))
+    worker_class, workers, threads = parse_shape(shape, worker_class)
     port = _free_port()
     server = start_gunicorn(port, workers, threads, worker_class)
     try:
@@ -370,12 +391,13 @@ def measure_submits(setup: dict[str, Any], shape: str, worker_class: str, second
         for name, before in cpu_before.items():
             spent = _cpu_seconds(pids[name]) - before
             submits[f"{name}_cpu_ms_per_submit"] = spent * 1000 / max(1, submits["submits"])
-        server_cpu = submits["gunicorn_cpu_ms_per_submit"] + submits["postgresql_cpu_ms_per_submit"]
+        server_cpu = sum(submits[f"{name}_cpu_ms_per_submit"] for name in pids)
         # What the server side could sustain with the machine's CPUs to itself.
         submits["capacity_per_s_on_idle_cpus"] = (os.cpu_count() or 1) * 1000 / server_cpu if server_cpu else 0.0
         submits["ratio_to_slurm"] = submits["submits_per_s"] / SLURM_SUBMITS_PER_S
         submits["load_average"] = [load_before, os.getloadavg()[0]]
         submits["server"] = f"gunicorn {worker_class} {workers}×{threads}"
+        submits.update(worker_class=worker_class, workers=workers, threads=threads)
         return submits
     finally:
         server.send_signal(signal.SIGTERM)
@@ -387,7 +409,8 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each submit measurement")
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--servers", default="2x1,4x1",
-                        help="gunicorn shapes WORKERSxTHREADS, each measured in this run, side by side")
+                        help="gunicorn shapes WORKERSxTHREADS (or CLASS:WORKERSxTHREADS, e.g. sync:3), each measured "
+                             "in this run, side by side")
     parser.add_argument("--worker-class", default="gthread", choices=["gthread", "sync"])
     parser.add_argument("--durability", default="both", choices=["as-started", "durable", "both"],
                         help="PostgreSQL settings for the submit phase (see postgres_durability)")
@@ -411,11 +434,10 @@ def main() -> int:
             runs.append(run)
     # The array and the lists on the last durability mode and the best shape of that mode.
     best = max((r for r in runs if r["postgresql"] == runs[-1]["postgresql"]), key=lambda r: r["submits_per_s"])
-    workers, threads = (int(x) for x in best["server"].split()[-1].split("×"))
     port = _free_port()
-    server = start_gunicorn(port, workers, threads, args.worker_class)
+    server = start_gunicorn(port, best["workers"], best["threads"], best["worker_class"])
     try:
-        warm_workers(port, setup["tokens"], 8 * workers)
+        warm_workers(port, setup["tokens"], 8 * best["workers"])
         run_array(port, setup["tokens"][0], 3)  # warm the array path too
         array = run_array(port, setup["tokens"][0], 10)
         array["postgresql"] = runs[-1]["postgresql"]
@@ -448,7 +470,8 @@ def main() -> int:
         print(f"  {r['server']:<22} PostgreSQL {durable:<38} {r['submits_per_s']:6.0f}/s = "
               f"{r['ratio_to_slurm']:.2f}× Slurm  p50 {r['p50_ms']:5.1f} ms  p99 {r['p99_ms']:5.1f} ms  "
               f"{r['errors']} errors | CPU ms/submit: gunicorn {r['gunicorn_cpu_ms_per_submit']:.2f}, PostgreSQL "
-              f"{r['postgresql_cpu_ms_per_submit']:.2f}, client {r['client_cpu_ms_per_submit']:.2f} "
+              f"{r['postgresql_cpu_ms_per_submit']:.2f}, Redis {r['redis_cpu_ms_per_submit']:.2f}, client "
+              f"{r['client_cpu_ms_per_submit']:.2f} "
               f"(server capacity on 2 idle CPUs ≈ {r['capacity_per_s_on_idle_cpus']:.0f}/s) | load "
               f"{r['load_average'][0]:.1f}→{r['load_average'][1]:.1f}")
     print(f"1,000-task array ({best['server']}): server {array['server_ms_p50']:.1f} ms p50 (max "

@@ -174,10 +174,14 @@ _TEAM_FIELDS = ("id", "name", "description", "cohort_id", "default_priority_clas
 
 
 @functools.cache
-def _read_statement() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
+def _read_statement(
+    named_team: bool, named_class: bool, named_project: bool
+) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """One statement for everything a submit reads: the team (named, else the user's first),
     the priority class (named, else the team's default, else the lowest), the project, and the
-    fleet's version. Built once per process from the models' metadata."""
+    fleet's version. Built once per process and per combination of names given, from the
+    models' metadata: each variant is plain joins PostgreSQL plans quickly, where one statement
+    for all cases would branch on its parameters."""
     quote = connection.ops.quote_name
     class_fields = tuple(f.attname for f in PriorityClass._meta.concrete_fields)
     project_fields = tuple(f.attname for f in Project._meta.concrete_fields)
@@ -193,19 +197,28 @@ def _read_statement() -> tuple[str, tuple[str, ...], tuple[str, ...]]:
         f"(SELECT count(*) || '/' || coalesce(sum(xmin::text::bigint), 0) FROM {quote(table)})"
         for table in (Node._meta.db_table, GpuType._meta.db_table)
     )
-    sql = (
-        f"WITH tm AS (SELECT {', '.join(quote(c) for c in _TEAM_FIELDS)} FROM {team_table} "
-        "WHERE CASE WHEN %(team)s::text IS NULL THEN id = ANY(%(team_ids)s::bigint[]) ELSE name = %(team)s::text END "
-        "ORDER BY name LIMIT 1) "
-        f"SELECT {', '.join('tm.' + quote(c) for c in _TEAM_FIELDS)}, "
-        f"{', '.join('pc.' + quote(c) for c in class_fields)}, "
-        f"{', '.join('pr.' + quote(c) for c in project_fields)}, "
-        f"{version}, pg_current_xact_id_if_assigned() IS NOT NULL "
-        "FROM (VALUES (1)) AS one(x) LEFT JOIN tm ON true "
-        f"LEFT JOIN LATERAL (SELECT * FROM {class_table} c WHERE CASE WHEN %(klass)s::text IS NOT NULL "
-        "THEN c.name = %(klass)s::text ELSE c.id = COALESCE(tm.default_priority_class_id, "
-        f"(SELECT id FROM {class_table} ORDER BY value, name LIMIT 1)) END LIMIT 1) pc ON true "
+    team_filter = (
+        "name = %(team)s::text" if named_team else "id = ANY(%(team_ids)s::bigint[]) ORDER BY name LIMIT 1"
+    )
+    class_join = (
+        f"LEFT JOIN {class_table} pc ON pc.name = %(klass)s::text" if named_class
+        else f"LEFT JOIN {class_table} pc ON pc.id = COALESCE(tm.default_priority_class_id, "
+             f"(SELECT id FROM {class_table} ORDER BY value, name LIMIT 1))"
+    )
+    project_columns = (
+        ", ".join("pr." + quote(c) for c in project_fields) if named_project
+        else ", ".join("NULL" for _ in project_fields)
+    )
+    project_join = (
         f"LEFT JOIN {quote(Project._meta.db_table)} pr ON pr.team_id = tm.id AND pr.name = %(project)s::text"
+        if named_project else ""
+    )
+    sql = (
+        f"WITH tm AS (SELECT {', '.join(quote(c) for c in _TEAM_FIELDS)} FROM {team_table} WHERE {team_filter}) "
+        f"SELECT {', '.join('tm.' + quote(c) for c in _TEAM_FIELDS)}, "
+        f"{', '.join('pc.' + quote(c) for c in class_fields)}, {project_columns}, "
+        f"{version}, pg_current_xact_id_if_assigned() IS NOT NULL "
+        f"FROM (VALUES (1)) AS one(x) LEFT JOIN tm ON true {class_join} {project_join}"
     )
     return sql, class_fields, project_fields
 
@@ -214,11 +227,10 @@ def _read(
     user: AbstractBaseUser, req: SubmitRequest
 ) -> tuple[Team | None, PriorityClass | None, Project | None, _Fleet]:
     """The rows a submit needs, in one round trip (see _read_statement)."""
-    sql, class_fields, project_fields = _read_statement()
-    params = {
-        "team": req.team or None, "team_ids": sorted(access.access_of(user).team_ids),
-        "klass": req.priority_class or None, "project": req.project or None,
-    }
+    sql, class_fields, project_fields = _read_statement(bool(req.team), bool(req.priority_class), bool(req.project))
+    params: dict[str, Any] = {"team": req.team, "klass": req.priority_class, "project": req.project}
+    if not req.team:
+        params["team_ids"] = sorted(access.access_of(user).team_ids)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         row = cursor.fetchone()
@@ -561,20 +573,22 @@ def _insert_jobs_with_events(
     quote = connection.ops.quote_name
     sql = (
         "WITH t AS (SELECT * FROM unnest(%s::integer[]) WITH ORDINALITY AS t(idx, ord)), "
+        # The job's record is made once (MATERIALIZED), not once per task.
+        f"r AS MATERIALIZED (SELECT * FROM jsonb_populate_record(NULL::{quote(Job._meta.db_table)}, %s::jsonb)), "
         f"j AS (INSERT INTO {quote(Job._meta.db_table)} ({job_row.columns}) SELECT {job_row.expressions} "
-        f"FROM t, jsonb_populate_record(NULL::{quote(Job._meta.db_table)}, %s::jsonb) r "
-        "ORDER BY t.ord RETURNING id, array_index) "
+        "FROM t, r ORDER BY t.ord RETURNING id, array_index) "
         f"INSERT INTO {quote(Event._meta.db_table)} ({event_row.columns}) SELECT {event_row.expressions} "
         f"FROM j, jsonb_populate_record(NULL::{quote(Event._meta.db_table)}, %s::jsonb) e "
         "RETURNING job_id, (data->>'array_index')::integer"
     )
-    # Parameters in the order their placeholders appear: the indices; the env's index variable
-    # (in the job's SELECT list), the job's record; the first index (in the event's SELECT
-    # list), the event's record.
+    # Parameters in the order their placeholders appear: the indices (an array literal: psycopg
+    # takes milliseconds to quote a list of 1,000 integers), the job's record, the env's index
+    # variable (in the job's SELECT list), the first index (in the event's SELECT list), the
+    # event's record.
     params = [
-        indices if indices is not None else [None],
-        ARRAY_INDEX_ENV,
+        "{" + ",".join(map(str, indices)) + "}" if indices is not None else "{NULL}",
         _record(job, job_row),
+        ARRAY_INDEX_ENV,
         indices[0] if indices else None,
         _record(event, event_row),
     ]
