@@ -284,6 +284,33 @@ def fill_the_fleet() -> Job:
     return job
 
 
+def test_what_if_replays_another_quota_table_typed_in_the_form(session):
+    admin = session("admin")
+    submit(user("alice"), SubmitRequest(name="gang", gpus=8, gpu_types=("H100-80GB",)))
+    admin.open("/what-if/")
+    admin.page.click(".quota-table summary")
+    cell = admin.page.locator("input[name='quota:vision:H100-80GB']")
+    expect(cell).to_have_value("40")  # prefilled with the live quota
+    cell.fill("500")  # the browser itself refuses more than the fleet's GPUs of the type
+    assert cell.evaluate("e => e.validity.rangeOverflow") is True
+    # and the server, asked directly, answers 400 naming the cell
+    response = admin.page.goto(admin.base + "/what-if/?run=1&days=1&quota%3Avision%3AH100-80GB=500")
+    assert response.status == 400
+    admin.expect_refusal("/what-if/", 400)
+    expect(admin.page.locator("#what-if-errors [data-field='quota:vision:H100-80GB']")).to_contain_text(
+        "quota of vision on H100-80GB: expected 0 to 96")
+    expect(admin.page.locator("input[name='quota:vision:H100-80GB']")).to_have_attribute("aria-invalid", "true")
+    admin.page.locator("input[name='quota:vision:H100-80GB']").fill("64")
+    admin.page.click("#what-if-form button[type=submit]")
+    admin.page.wait_for_selector("[data-replay=done]", timeout=90_000)
+    expect(admin.page.locator("#what-if-result table.compare thead")).to_contain_text(
+        "quotas changed: vision H100-80GB 40 → 64")
+    admin.page.wait_for_function(
+        "[...document.querySelectorAll('[data-chart]')].every(b => b.dataset.rendered)", timeout=10_000)
+    assert admin.assert_charts_rendered() == 4
+    admin.screenshot("what-if-quotas")
+
+
 def test_every_page_renders_each_chart_with_no_console_errors(session):
     job = fill_the_fleet()
     pages = {
