@@ -15,6 +15,7 @@ from rest_framework.authentication import SessionAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
 from rest_framework.request import Request
@@ -50,6 +51,22 @@ from controlplane.services.transitions import cancel_job, event_fields
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
 
 
+class ContentNegotiation(DefaultContentNegotiation):
+    """DRF's negotiation, with the answer for the commonest request given at once: a client
+    that accepts exactly `application/json` (the CLI, scripts, the load benchmark), asking for
+    no format override, gets the JSON renderer, as the full negotiation would decide."""
+
+    def select_renderer(self, request: Request, renderers: Any, format_suffix: str | None = None) -> Any:
+        if (
+            format_suffix is None
+            and request.META.get("HTTP_ACCEPT") == "application/json"
+            and self.settings.URL_FORMAT_OVERRIDE not in request.query_params
+            and renderers and type(renderers[0]) is JSONRenderer
+        ):
+            return renderers[0], "application/json"
+        return super().select_renderer(request, renderers, format_suffix)
+
+
 class ApiMixin:
     """What every user-facing endpoint shares. Authentication is spelled out rather than taken
     from settings: only user tokens and sessions authenticate here, so a node agent's
@@ -59,6 +76,7 @@ class ApiMixin:
     permission_classes = [IsPerson]
     parser_classes = [BoundedJSONParser]
     renderer_classes = [JSONRenderer, BrowsableAPIRenderer]
+    content_negotiation_class = ContentNegotiation
     throttle_classes = [PerUserThrottle]
     pagination_class = Pagination
     schema = QuartermasterAutoSchema()

@@ -203,3 +203,26 @@ def test_submitted_row_holds_exactly_what_the_response_says(fleet, alice) -> Non
     event = stored.events.get()
     assert event.team_id == stored.team_id and event.created_at == stored.submitted_at
     assert event.data["gpus"] == 16 and len(event.data["request_fingerprint"]) == 64
+
+
+@pytest.mark.parametrize("accept,query", [
+    ("application/json", ""), ("application/json", "?format=api"), ("text/html", ""), ("*/*", ""),
+    ("application/json; indent=4", ""), ("text/csv", ""), ("", ""),
+])
+def test_content_negotiation_shortcut_decides_as_drf_does(accept, query) -> None:
+    from rest_framework.negotiation import DefaultContentNegotiation
+    from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
+    from rest_framework.request import Request
+    from rest_framework.test import APIRequestFactory
+
+    from controlplane.api.views import ContentNegotiation
+
+    def decide(negotiation: Any) -> Any:
+        request = Request(APIRequestFactory().get(f"/api/v1/jobs/{query}", HTTP_ACCEPT=accept))
+        try:
+            renderer, media_type = negotiation.select_renderer(request, [JSONRenderer(), BrowsableAPIRenderer()])
+        except Exception as error:  # noqa: BLE001 - both must refuse alike
+            return type(error)
+        return type(renderer), media_type
+
+    assert decide(ContentNegotiation()) == decide(DefaultContentNegotiation())
