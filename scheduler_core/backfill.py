@@ -22,7 +22,8 @@ needs runtime estimates, which enforced runtime limits make honest.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
+from itertools import accumulate
 
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.gang import Demand
@@ -228,6 +229,7 @@ class ReleaseTimeline:
             self.times.append(at)
         self._at_least: dict[tuple[int, int], list[int]] = {}
         self._integrals: dict[tuple[int, ...], tuple[list[float], list[int]]] = {}
+        self._by_class: tuple[list[list[int]], list[list[tuple[int, int, int]]]] | None = None
 
     def capacity(self, node_class: int) -> int:
         """Free GPUs of ``node_class`` once every known release happened."""
@@ -272,15 +274,30 @@ class ReleaseTimeline:
         found = self._at_least.get(key)
         if found is not None:
             return found
-        state = self.state
-        count = sum(1 for n, f in enumerate(self.base)
-                    if state.ready[n] and state.node_class[n] == node_class and f >= size)
-        counts = [count]
-        for changed in self.changes[1:]:
-            for n, before, after in changed:
-                if state.node_class[n] == node_class and before < size <= after:
-                    count += 1
-            counts.append(count)
+        if self._by_class is None:
+            # once per timeline: base free GPUs sorted per class, and each frame's changes
+            # split by class, so a query never walks other classes' nodes
+            state = self.state
+            n_classes = len(state.classes)
+            base: list[list[int]] = [[] for _ in range(n_classes)]
+            for n, f in enumerate(self.base):
+                if state.ready[n]:
+                    base[state.node_class[n]].append(f)
+            for row in base:
+                row.sort()
+            per_class: list[list[tuple[int, int, int]]] = [[] for _ in range(n_classes)]
+            for frame, changed in enumerate(self.changes):
+                for n, before, after in changed:
+                    per_class[state.node_class[n]].append((frame, before, after))
+            self._by_class = (base, per_class)
+        base_rows, class_changes = self._by_class
+        row = base_rows[node_class]
+        count = len(row) - bisect_left(row, size)
+        steps = [0] * len(self.times)
+        for frame, before, after in class_changes[node_class]:
+            if before < size <= after:
+                steps[frame] += 1
+        counts = list(accumulate(steps, initial=count))[1:]
         self._at_least[key] = counts
         return counts
 
