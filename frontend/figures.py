@@ -572,9 +572,10 @@ def nodes_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
 
 
 def what_if_bars(key: str, title: str, caption: str, y_title: str, metrics: Sequence[tuple[str, str]],
-                 runs: Sequence[tuple[str, Mapping[str, Any]]], *, scale: float = 1.0, suffix: str = "") -> Chart:
-    """The same metrics for two replays side by side: one bar group per metric, one colour per run."""
-    x_title = "measure"
+                 runs: Sequence[tuple[str, Mapping[str, Any]]], *, scale: float = 1.0, suffix: str = "",
+                 x_title: str = "measure") -> Chart:
+    """The same metrics for two replays side by side: one bar group per metric (or per team,
+    with `x_title="team"`), one colour per run."""
     if not runs:
         return _empty(key, title, caption, x_title, y_title, "Run a replay to compare the two policies here.", category="x")
     colours = ("#1c7ed6", "#e8590c")

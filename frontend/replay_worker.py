@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from multiprocessing.connection import Connection
 from typing import Any
@@ -31,6 +31,8 @@ class Replay:
     runs: list[tuple[str, dict[str, Any]]]
     seconds: float
     at: datetime
+    # Per run (in the order of `runs`), per team: scheduler_core.sim.metrics.team_figures.
+    teams: list[dict[str, dict[str, Any]]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
     Raises SimulationError when the engine returns a plan that cannot take effect."""
     started = time.perf_counter()
     results = []
+    teams = []
     horizon = work.days * 86400.0
     # The real fleet's parts replace everything the simulator would derive from a shape.
     shape = FleetShape(nodes=len(work.nodes))
@@ -72,8 +75,9 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
                           nodes=work.nodes, gpu_types=work.gpu_types, quotas=replay_run.quotas,
                           priority_classes=work.priority_classes)
         results.append((replay_run.label, result.as_dict()))
+        teams.append(result.teams)
     return Replay(days=work.days, jobs=len(work.trace), nodes=len(work.nodes), gpus=sum(n.gpus for n in work.nodes),
-                  runs=results, seconds=time.perf_counter() - started, at=work.at)
+                  runs=results, seconds=time.perf_counter() - started, at=work.at, teams=teams)
 
 
 def child(work: Work, conn: Connection) -> None:

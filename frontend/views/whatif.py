@@ -34,8 +34,18 @@ def _flag(raw: str | None, default: bool) -> bool:
     return raw.lower() in {"on", "1", "true", "yes"}
 
 
+def per_team(result: Replay, measure: str) -> tuple[list[tuple[str, str]], list[tuple[str, dict[str, Any]]]]:
+    """One run's per-team figure as a run of `what_if_bars`: the teams are its measures."""
+    teams = sorted({team for run in result.teams for team in run})
+    runs = [(label, {team: figures_of.get(team, {}).get(measure) for team in teams})
+            for (label, _), figures_of in zip(result.runs, result.teams, strict=True)]
+    return [(team, team) for team in teams], runs
+
+
 def replay_charts(result: Replay) -> list[figures.Chart]:
     runs = result.runs
+    team_waits = per_team(result, "wait_mean_min")
+    team_hours = per_team(result, "allocated_gpu_hours")
     return [
         figures.what_if_bars(
             "wait", "Waits", "How long jobs waited to start under each policy; jobs still waiting at the end "
@@ -52,6 +62,13 @@ def replay_charts(result: Replay) -> list[figures.Chart]:
             "and preemptions.", "jobs",
             (("jobs_done", "finished"), ("jobs_pending_at_horizon", "still waiting"), ("preemptions", "preemptions")),
             runs),
+        figures.what_if_bars(
+            "team_waits", "Mean wait per team", "Each team's mean wait to start under each policy (jobs still waiting "
+            "at the end count until then): who gains and who pays under another policy or quota table.",
+            "wait (minutes)", *team_waits, suffix=" min", x_title="team"),
+        figures.what_if_bars(
+            "team_gpu_hours", "GPU-hours per team", "GPU-hours each team's jobs held over the replay under each "
+            "policy: where another quota table moves the fleet's capacity.", "GPU-hours", *team_hours, x_title="team"),
     ]
 
 

@@ -43,7 +43,13 @@ from scheduler_core.sim.fleet import (
     node_sizes,
     team_of,
 )
-from scheduler_core.sim.metrics import JobOutcome, TimeIntegral, allocated_upper_bound, summarize
+from scheduler_core.sim.metrics import (
+    JobOutcome,
+    TimeIntegral,
+    allocated_upper_bound,
+    summarize,
+    team_figures,
+)
 from scheduler_core.sim.trace import TraceJob
 from scheduler_core.types import (
     GpuPlacement,
@@ -143,10 +149,15 @@ class _Job:
 
 @dataclass(frozen=True, slots=True)
 class SimResult:
-    """A replay's metrics (see :mod:`scheduler_core.sim.metrics`) and how the run went."""
+    """A replay's metrics (see :mod:`scheduler_core.sim.metrics`) and how the run went.
+
+    ``teams``: per team, :func:`~scheduler_core.sim.metrics.team_figures` (who gains and who
+    pays under another policy or quota table); not part of :meth:`as_dict`, so the CLI's
+    report is what it always was."""
 
     metrics: dict[str, float | int | None]
     extras: dict[str, float | int | None]
+    teams: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, float | int | None]:
         return {**self.metrics, **self.extras}
@@ -226,6 +237,7 @@ class Simulator:
         self.teams = sorted({team_of(job) for job in jobs})
         self.team_usage: dict[str, float] = {team: 0.0 for team in self.teams}
         self.team_held: dict[str, int] = {team: 0 for team in self.teams}
+        self.team_allocated: dict[str, TimeIntegral] = {team: TimeIntegral(horizon_s) for team in self.teams}
         self.usage_as_of = 0.0
         self.cycle_seconds: list[float] = []
         self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0, "rejected": 0}
@@ -491,6 +503,7 @@ class Simulator:
         self._update_usage(now)
         team = team_of(job.trace)
         self.team_held[team] += gpus - job.gpus_held
+        self.team_allocated[team].set(now, self.team_held[team])
         job.gpus_held = gpus
 
     def _bind(self, job: _Job, placements: tuple[GpuPlacement, ...], borrowed: bool, now: float) -> None:
@@ -556,20 +569,21 @@ class Simulator:
     def _result(self) -> SimResult:
         horizon = self.horizon_s
         outcomes: list[JobOutcome] = []
+        team_outcomes: dict[str, list[JobOutcome]] = {team: [] for team in self.teams}
         for job in self.jobs.values():
             if job.trace.submit_s >= horizon or job.state is _State.REJECTED:
                 continue
             wait = job.wait_s + (horizon - job.pending_since if job.state is _State.PENDING else 0.0)
-            outcomes.append(
-                JobOutcome(
-                    job_id=job.trace.job_id,
-                    gpus=job.trace.gpus,
-                    submit_s=job.trace.submit_s,
-                    duration_s=job.trace.duration_s,
-                    wait_s=wait,
-                    end_s=job.end_s,
-                )
+            outcome = JobOutcome(
+                job_id=job.trace.job_id,
+                gpus=job.trace.gpus,
+                submit_s=job.trace.submit_s,
+                duration_s=job.trace.duration_s,
+                wait_s=wait,
+                end_s=job.end_s,
             )
+            outcomes.append(outcome)
+            team_outcomes[team_of(job.trace)].append(outcome)
         metrics = summarize(
             outcomes,
             horizon_s=horizon,
@@ -603,7 +617,13 @@ class Simulator:
             "engine_seconds_total": sum(cycles) if self.clock is not None else None,
             "horizon_min": horizon / 60.0,
         }
-        return SimResult(metrics=metrics, extras=extras)
+        teams = {
+            team: team_figures(
+                team_outcomes[team], horizon_s=horizon, allocated_gpu_seconds=self.team_allocated[team].area()
+            )
+            for team in self.teams
+        }
+        return SimResult(metrics=metrics, extras=extras, teams=teams)
 
 
 def simulate(

@@ -169,3 +169,20 @@ def summarize(
         "jobs_total": len(submitted),
         "mean_slowdown": _mean(slowdowns),
     }
+
+
+def team_figures(
+    outcomes: Sequence[JobOutcome], *, horizon_s: float, allocated_gpu_seconds: float
+) -> dict[str, float | int | None]:
+    """One team's share of a replay: its jobs submitted before the horizon and finished by it,
+    the mean and p95 of their waits (every submitted job, a job still waiting counted until the
+    horizon, as ``wait_mean_min``), and the GPU-hours it held over ``[0, horizon)``."""
+    submitted = [o for o in outcomes if o.submit_s < horizon_s]
+    waits = sorted(o.wait_s / 60.0 for o in submitted)
+    return {
+        "jobs_total": len(submitted),
+        "jobs_done": sum(1 for o in submitted if o.done_by(horizon_s)),
+        "wait_mean_min": _mean(waits),
+        "wait_p95_min": p95(waits) if waits else None,
+        "allocated_gpu_hours": allocated_gpu_seconds / 3600.0,
+    }

@@ -307,7 +307,7 @@ def test_what_if_replays_another_quota_table_typed_in_the_form(session):
         "quotas changed: vision H100-80GB 40 → 64")
     admin.page.wait_for_function(
         "[...document.querySelectorAll('[data-chart]')].every(b => b.dataset.rendered)", timeout=10_000)
-    assert admin.assert_charts_rendered() == 4
+    assert admin.assert_charts_rendered() == 6
     admin.screenshot("what-if-quotas")
 
 
@@ -334,7 +334,7 @@ def test_every_page_renders_each_chart_with_no_console_errors(session):
         drawn[name] = admin.assert_charts_rendered()
         admin.screenshot(name)
         assert not admin.errors, f"{path}: {admin.errors}"
-    assert drawn["overview"] == 6 and drawn["job"] == 2 and drawn["what-if"] == 4
+    assert drawn["overview"] == 6 and drawn["job"] == 2 and drawn["what-if"] == 6
     assert drawn["teams"] >= 6 and drawn["nodes"] == 1 and drawn["showback"] == 4
     alice = session("alice")
     for name, path in (("overview-member", "/"), ("teams-member", "/teams/"), ("showback-member", "/showback/")):

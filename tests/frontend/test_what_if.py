@@ -80,9 +80,15 @@ def test_another_quota_table_changes_the_replay(demo, submit_as):
     policy = dataclasses.replace(whatif.live_policy(scheduler_config()), quotas=quotas, quota_note=note)
     request = whatif.prepare(1, policy, fleet=fleet, now=now)
     assert request.work.runs[1].quotas == quotas and request.work.runs[0].quotas == fleet.quotas
-    (live_label, live), (other_label, other) = run_replay(request.work).runs
+    replay = run_replay(request.work)
+    (live_label, live), (other_label, other) = replay.runs
     assert "live quotas" in live_label and "vision H100-80GB 40 → 96" in other_label
     assert live["wait_max_min"] == pytest.approx(240.0, abs=1) and other["wait_max_min"] == 0.0
+    # per team: vision is the one that gains (one gang of ten waited 4 h: a mean of 24 min)
+    assert replay.teams[0]["vision"]["wait_mean_min"] == pytest.approx(24.0, abs=0.5)
+    assert replay.teams[1]["vision"]["wait_mean_min"] == 0.0
+    # both runs finish all ten 4-hour gangs within the 12 hours replayed: the same GPU-hours
+    assert replay.teams[0]["vision"]["allocated_gpu_hours"] == replay.teams[1]["vision"]["allocated_gpu_hours"] == 320.0
 
 
 def test_trace_runs_finished_jobs_for_their_last_run_and_the_rest_to_their_limit(demo, submit_as):
@@ -131,7 +137,8 @@ def test_replay_runs_in_the_background_and_the_page_shows_both_runs(client_for, 
     assert result.jobs == 6
     labels = [label for label, _ in result.runs]
     assert labels[0].startswith("live policy (pack") and labels[1] == "what-if (spread, backfill off, preemption on, live quotas)"
-    assert {c.key for c in page.context["charts"]} == {"wait", "allocation", "stranded", "outcomes"}
+    assert {c.key for c in page.context["charts"]} == {"wait", "allocation", "stranded", "outcomes", "team_waits",
+                                                      "team_gpu_hours"}
     assert all(r["jobs_total"] == 6 for _, r in result.runs)
 
 

@@ -60,6 +60,16 @@ def test_a_borrowing_limit_of_the_real_quota_table_makes_a_team_wait() -> None:
     assert strict["wait_max_min"] == pytest.approx(10.0)
 
 
+def test_each_team_gets_its_own_waits_and_gpu_hours_outside_the_report() -> None:
+    result = simulate(JOBS, FleetShape(nodes=2), horizon_s=7200.0, nodes=TWO_NODES, gpu_types=(H100,),
+                      quotas=(quota("vision", 8, 0), quota("language", 8)))
+    assert result.teams["vision"] == {"jobs_total": 2, "jobs_done": 2, "wait_mean_min": 5.0, "wait_p95_min": 10.0,
+                                      "allocated_gpu_hours": pytest.approx(2 * 8 * 600 / 3600)}
+    assert result.teams["language"]["wait_mean_min"] == 0.0
+    assert result.teams["language"]["allocated_gpu_hours"] == pytest.approx(60 / 3600)
+    assert "teams" not in result.as_dict() and not any(k.startswith("vision") for k in result.as_dict())
+
+
 def test_another_quota_table_changes_the_replay() -> None:
     changed = run(nodes=TWO_NODES, gpu_types=(H100,), quotas=(quota("vision", 16, 0), quota("language", 0)))
     assert changed["wait_max_min"] == 0.0 and changed["jobs_done"] == 3
