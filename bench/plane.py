@@ -66,12 +66,14 @@ class Plane:
         self.env = {**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP, "QM_LOG_LEVEL": "WARNING",
                     "QM_LOG_FORMAT": "json", "PYTHONPATH": str(REPO), **env}
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.names: list[str] = []
 
     def spawn(self, name: str, argv: list[str]) -> subprocess.Popen[bytes]:
         with open(self.workdir / f"{name}.log", "ab") as log:
             proc = subprocess.Popen(argv, env=self.env, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT,
                                     start_new_session=True)
         self.procs.append(proc)
+        self.names.append(name)
         return proc
 
     def web(self, workers: int = 3, threads: int = 8) -> None:
@@ -92,6 +94,26 @@ class Plane:
         import requests
 
         wait_for(lambda: _ok(requests, self.server + "/healthz"), timeout, "web server")
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds (user + system) each spawned process and its children have used so far
+        (everything in its session), from /proc: where a benchmark's time went."""
+        tick = os.sysconf("SC_CLK_TCK")
+        by_session: dict[int, float] = {}
+        for entry in Path("/proc").iterdir():
+            if not entry.name.isdigit():
+                continue
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            session = int(fields[3])  # after pid and (comm): state ppid pgrp session ...
+            by_session[session] = by_session.get(session, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+        out: dict[str, float] = {}
+        for name, proc in zip(self.names, self.procs, strict=True):
+            kind = name.rstrip("0123456789-") or name
+            out[kind] = round(out.get(kind, 0.0) + by_session.get(proc.pid, 0.0), 2)
+        return out
 
     def stop(self) -> None:
         for proc in self.procs:

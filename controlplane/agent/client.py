@@ -53,10 +53,12 @@ class AgentClient:
             self._local.session = session
         return session
 
-    def _post(self, path: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+    def _post(self, path: str, token: str, body: dict[str, Any],
+              timeout: tuple[float, float] | None = None) -> dict[str, Any]:
         try:
             response = self._session().post(
-                self.base + path, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=self.timeout
+                self.base + path, json=body, headers={"Authorization": f"Bearer {token}"},
+                timeout=timeout or self.timeout,
             )
         except requests.RequestException as error:
             # Drop the session: a half-dead keep-alive connection must not be reused.
@@ -84,6 +86,11 @@ class AgentClient:
 
     def report(self, node: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._post(f"nodes/{node}/report", token, body)
+
+    def wait(self, items: list[dict[str, str]], since: int | None, timeout_s: float) -> dict[str, Any]:
+        """Long poll until a commit wakes one of these nodes (each item: `name`, `token`)."""
+        return self._post("nodes/wait", "-", {"nodes": items, "since": since, "timeout_s": timeout_s},
+                          timeout=(self.timeout[0], timeout_s + READ_TIMEOUT_S))
 
     def sync_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Heartbeats/reports of several nodes in one request; each item carries `name` and

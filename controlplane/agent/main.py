@@ -18,6 +18,7 @@ import heapq
 import json
 import logging
 import os
+import select
 import signal
 import socket
 import sys
@@ -31,7 +32,7 @@ import structlog
 from controlplane.agent.client import AgentClient, ProtocolError, Refused, Unauthorized
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
-from controlplane.agent.node import Call, NodeAgent, NodeInventory, install_partition_signals
+from controlplane.agent.node import Call, NodeAgent, NodeInventory, WakeListener, install_partition_signals
 
 log = structlog.get_logger("qm.agent")
 
@@ -69,6 +70,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--threads", type=int, default=0, help="simulate: worker threads (default: by node count)")
     p.add_argument("--batch", type=int, default=64,
                    help="simulate: most nodes' heartbeats and reports sent in one request")
+    p.add_argument("--no-wake", action="store_true",
+                   help="hold no long poll for wake-ups: learn new work only from heartbeats")
     p.add_argument("--status-file", help="write what runs where (JSON) to this file twice a second, for drills")
     p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))
     p.add_argument("--log-level", default=os.environ.get("QM_LOG_LEVEL", "INFO"))
@@ -153,9 +156,10 @@ def run_real(args: argparse.Namespace) -> int:
     agent = NodeAgent(
         inventory, client=AgentClient(args.server), launcher=launcher, bootstrap_token=args.bootstrap_token,
         token=_load_token(token_path), interval_s=args.interval, sample_interval_s=args.sample_interval,
-        self_fence=not args.no_self_fence,
+        self_fence=not args.no_self_fence, exits_wake=True,
     )
     stop = threading.Event()
+    sleeper = SignalSleep()
 
     def on_term(signum: int, frame: object) -> None:
         if not agent.shutting_down:
@@ -168,6 +172,10 @@ def run_real(args: argparse.Namespace) -> int:
     install_partition_signals([agent])
     if args.status_file:
         start_status_writer(args.status_file, [agent], stop)
+    if not args.no_wake:
+        # A long poll on its own thread and connection: a commit that gives this node work
+        # (or asks it to stop some) makes the loop below run its round at once.
+        WakeListener([agent], AgentClient(args.server), lambda woken: sleeper.poke(), stop).start()
     log.info("agent starting", node=inventory.name, gpus=inventory.gpu_count, gpu_type=inventory.gpu_type,
              nvml=nvml is not None, server=args.server)
     saved = agent.token
@@ -184,8 +192,38 @@ def run_real(args: argparse.Namespace) -> int:
                     running.member.kill()
                 log.warning("control plane unreachable at shutdown; its lease will expire and fence", node=agent.name)
                 break
-        time.sleep(min(wait, 0.05) if agent.members or agent.shutting_down else min(wait, 1.0))
+        # Sleep until the next thing due, or until a signal: a job's process exiting
+        # (SIGCHLD), SIGTERM, the drills' SIGUSR1/2. No polling while jobs run.
+        sleeper.sleep(min(wait, 0.05) if agent.shutting_down else min(wait, 1.0))
     return 0
+
+
+class SignalSleep:
+    """Sleeps that any signal cuts short (signal.set_wakeup_fd on a socket pair)."""
+
+    def __init__(self) -> None:
+        self._read, self._write = socket.socketpair()
+        self._read.setblocking(False)
+        self._write.setblocking(False)
+        signal.set_wakeup_fd(self._write.fileno(), warn_on_full_buffer=False)
+        # SIGCHLD is ignored by default, so no byte would be written: give it a handler.
+        signal.signal(signal.SIGCHLD, lambda signum, frame: None)
+
+    def poke(self) -> None:
+        """Cut the current (or next) sleep short, from another thread."""
+        try:
+            self._write.send(b"w")
+        except BlockingIOError:
+            pass  # the buffer is full of wake-ups already
+
+    def sleep(self, seconds: float) -> None:
+        if seconds > 0:
+            select.select([self._read], [], [], seconds)
+        try:
+            while self._read.recv(4096):
+                pass
+        except BlockingIOError:
+            pass
 
 
 # ------------------------------------------------------------------------------- simulated nodes
@@ -283,11 +321,22 @@ def run_simulated(args: argparse.Namespace) -> int:
         start_status_writer(args.status_file, agents, stop)
     log.info("simulating nodes", nodes=len(agents), threads=threads, server=args.server)
     threading.Thread(target=_report_round_trips, args=(agents, stop), name="round-trips", daemon=True).start()
+    wake_events = [threading.Event() for _ in range(threads)]
     workers = [
-        threading.Thread(target=_drive, args=(agents[i::threads], stop, shutdown_deadline, client, args.batch),
+        threading.Thread(target=_drive, args=(agents[i::threads], stop, shutdown_deadline, client, args.batch,
+                                              wake_events[i]),
                          name=f"sim-{i}", daemon=True)
         for i in range(threads)
     ]
+    if not args.no_wake:
+        # One long poll for every simulated node; a wake-up pokes the threads driving them.
+        thread_of = {id(agent): i % threads for i, agent in enumerate(agents)}
+
+        def poke(woken: list[NodeAgent]) -> None:
+            for index in {thread_of[id(agent)] for agent in woken}:
+                wake_events[index].set()
+
+        WakeListener(agents, AgentClient(args.server), poke, stop).start()
     for w in workers:
         w.start()
     try:
@@ -317,21 +366,33 @@ def _report_round_trips(agents: list[NodeAgent], stop: threading.Event, every_s:
 
 
 def _drive(agents: list[NodeAgent], stop: threading.Event, shutdown_deadline: list[float],
-           client: AgentClient, batch: int) -> None:
+           client: AgentClient, batch: int, woken: threading.Event | None = None) -> None:
     """Run many simulated nodes on one thread: every node's round when it is due, and the
     heartbeats and reports of all nodes due together in one request (each item with its own
-    node's token), so a thousand nodes cost tens of requests a second, not a thousand."""
-    due = [(agent.next_contact, i) for i, agent in enumerate(agents)]
+    node's token), so a thousand nodes cost tens of requests a second, not a thousand. A
+    wake-up (`woken`) runs the rounds of the nodes it names at once."""
+    woken = woken or threading.Event()
+    scheduled = [agent.next_contact for agent in agents]  # each node's one live entry in `due`
+    due = [(at, i) for i, at in enumerate(scheduled)]
     heapq.heapify(due)
     while due and not stop.is_set():
+        if woken.is_set():
+            woken.clear()
+            now = time.monotonic()
+            for i, agent in enumerate(agents):
+                if agent.wake_requested and scheduled[i] > now:
+                    scheduled[i] = now
+                    heapq.heappush(due, (now, i))
         delay = due[0][0] - time.monotonic()
         if delay > 0:
-            stop.wait(min(delay, 0.2))
+            woken.wait(min(delay, 0.2))
             continue
         now = time.monotonic()
         ready: list[int] = []
         while due and due[0][0] <= now:
-            ready.append(heapq.heappop(due)[1])
+            at, i = heapq.heappop(due)
+            if at == scheduled[i]:  # else superseded by an earlier entry (a wake-up)
+                ready.append(i)
         calls: list[tuple[NodeAgent, Call]] = []
         for i in ready:
             agent = agents[i]
@@ -356,8 +417,11 @@ def _drive(agents: list[NodeAgent], stop: threading.Event, shutdown_deadline: li
                 log.exception("simulated node round failed", node=agent.name)
                 wait = 1.0
             if agent.done or (shutdown_deadline and time.monotonic() > shutdown_deadline[0]):
+                scheduled[i] = -1.0
                 continue
-            heapq.heappush(due, (time.monotonic() + max(wait, 0.005), i))
+            # A wake-up that came in during this round is served by the next one, right away.
+            scheduled[i] = time.monotonic() + (0.0 if agent.wake_requested else max(wait, 0.005))
+            heapq.heappush(due, (scheduled[i], i))
 
 
 def _send_alone(agent: NodeAgent, call: Call) -> None:

@@ -23,7 +23,9 @@ A round:
 
 from __future__ import annotations
 
+import math
 import signal
+import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
@@ -39,6 +41,7 @@ from controlplane.agent.members import Assignment, Launcher, Member, describe
 log = structlog.get_logger("qm.agent")
 
 MAX_OUTBOX = 5000
+START_REPORT_DELAY_S = 0.1
 FINISHED_MEMORY = 4096
 RETRY_S = 0.5
 DEFAULT_INTERVAL_S = 2.0
@@ -108,6 +111,7 @@ class NodeAgent:
         interval_s: float | None = None,
         sample_interval_s: float = 10.0,
         self_fence: bool = True,
+        exits_wake: bool = False,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -121,6 +125,9 @@ class NodeAgent:
         self.interval_s = interval_s or DEFAULT_INTERVAL_S
         self.sample_interval_s = sample_interval_s
         self.self_fence = self_fence
+        # True when the caller wakes the agent as soon as a process exits (SIGCHLD, see
+        # main.run_real): members then need no polling every 50 ms to be reaped promptly.
+        self.exits_wake = exits_wake
         self.clock = clock
         self.wall = wall
         self.log = log.bind(node=self.name)
@@ -137,6 +144,10 @@ class NodeAgent:
         self.next_contact = 0.0
         self.next_sample = 0.0
         self.urgent = False
+        # Set by the wake-up thread (another thread): the control plane has news for this node.
+        # Consumed at the start of a round, so a wake-up arriving mid-round is never lost.
+        self.wake_requested = False
+        self.report_at = math.inf  # when the queued reports must go out at the latest
         self.partitioned = False  # tests and demos: drop all traffic, keep running
         self.shutting_down = False
         self.self_fenced_at: float | None = None
@@ -164,6 +175,12 @@ class NodeAgent:
         self._reap(now)
         self._enforce_deadlines(now)
         self._check_lease(now)
+        if self.wake_requested and self.registered:
+            self.wake_requested = False
+            self.urgent = True
+        if now >= self.report_at:
+            self.report_at = math.inf
+            self.urgent = True
         if self.partitioned or not (now >= self.next_contact or self.urgent or not self.registered):
             return None
         if not self.registered:
@@ -186,6 +203,7 @@ class NodeAgent:
             body["running"] = sorted(self.members)
             return Call("register", body, sent=self.clock(), reports=[])
         reports, self.outbox = self.outbox, []
+        self.report_at = math.inf  # everything queued goes now
         body = {"running": sorted(self.members), "reports": reports}
         if self.shutting_down and not self.members:
             body["goodbye"] = True
@@ -258,10 +276,13 @@ class NodeAgent:
         return self._next_wait(self.clock())
 
     def _next_wait(self, now: float) -> float:
-        wakes = [self.next_contact - now]
+        wakes = [self.next_contact - now, self.report_at - now]
         for running in self.members.values():
             upcoming = running.member.next_event_in()
-            wakes.append(upcoming if upcoming is not None else 0.05)
+            if upcoming is not None:
+                wakes.append(upcoming)
+            elif not self.exits_wake:
+                wakes.append(0.05)
             if running.kill_at is not None:
                 wakes.append(running.kill_at - now)
         if self.members and self.self_fence and self.registered:
@@ -439,7 +460,9 @@ class NodeAgent:
                                                       sample_from_wall=wall)
         self.counters["launched"] += 1
         self._queue({"kind": "started", "generation": assignment.generation, "at": iso(wall)})
-        self.urgent = True
+        # Not at once: a start waits up to START_REPORT_DELAY_S for company (the other members
+        # launched in this round, a short job's exit), so one request carries them all.
+        self.report_at = min(self.report_at, self.clock() + START_REPORT_DELAY_S)
         self.log.info("launched", what=describe(assignment))
 
     # ------------------------------------------------------------------------------ samples
@@ -511,3 +534,49 @@ def install_partition_signals(agents: list[NodeAgent]) -> None:
 
     signal.signal(signal.SIGUSR1, cut)
     signal.signal(signal.SIGUSR2, heal)
+
+
+class WakeListener(threading.Thread):
+    """Holds a long poll (POST nodes/wait) for `agents` and, when the control plane says it has
+    news for some of them (work bound, a stop asked), marks them and calls `poke` so their
+    rounds run now instead of at their next heartbeat. Only latency rides on it: if the
+    control plane or Redis cannot answer, it backs off and the heartbeats carry on."""
+
+    def __init__(self, agents: list[NodeAgent], client: AgentClient, poke: Callable[[list[NodeAgent]], None],
+                 stop: threading.Event, timeout_s: float = 20.0) -> None:
+        super().__init__(name="wake-listener", daemon=True)
+        self.agents = agents
+        self.client = client
+        self.poke = poke
+        self.stop_event = stop
+        self.timeout_s = timeout_s
+        self.since: int | None = None
+        self.wakes = 0
+
+    def run(self) -> None:
+        backoff = 0.5
+        while not self.stop_event.is_set():
+            listening = [a for a in self.agents if a.registered and a.token and not a.partitioned
+                         and not a.shutting_down]
+            if not listening:
+                self.stop_event.wait(0.5)
+                continue
+            by_name = {a.name: a for a in listening}
+            try:
+                reply = self.client.wait([{"name": a.name, "token": a.token} for a in listening], self.since,
+                                         self.timeout_s)
+            except ProtocolError as error:
+                log.debug("wake-ups unavailable; heartbeats go on", detail=str(error))
+                self.since = None
+                self.stop_event.wait(backoff)
+                backoff = min(backoff * 2, 10.0)
+                continue
+            backoff = 0.5
+            self.since = int(reply.get("seq") or 0)
+            woken = [by_name[n] for n in reply.get("woken", []) if n in by_name and not by_name[n].partitioned]
+            for agent in woken:
+                agent.wake_requested = True
+            if woken:
+                self.wakes += len(woken)
+                log.debug("woken", nodes=[a.name for a in woken][:16], count=len(woken), seq=self.since)
+                self.poke(woken)

@@ -356,7 +356,59 @@ class BatchSyncView(AgentView):
         return Response({"results": results})
 
 
+class WaitItemSerializer(serializers.Serializer):
+    name = serializers.CharField(max_length=128)
+    token = serializers.CharField(max_length=256)
+
+
+class WaitSerializer(serializers.Serializer):
+    nodes = WaitItemSerializer(many=True, min_length=1, max_length=4096)
+    since = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
+    timeout_s = serializers.FloatField(min_value=0.0, max_value=protocol.MAX_WAIT_S, required=False, default=20.0)
+
+
+class WaitView(AgentView):
+    """A long poll: answered as soon as a commit gives one of these nodes new work or asks it
+    to stop something (or after `timeout_s`). The reply names the nodes woken and the sequence
+    number to wait from next; the agent then fetches its allocations with a report or a
+    heartbeat, as usual. Each item carries its node's token (one agent, or a process simulating
+    many nodes); a node whose token does not open it is listed in `refused`."""
+
+    authentication_classes: list[Any] = []
+    permission_classes: list[Any] = []
+
+    def post(self, request: Request) -> Response:
+        payload = WaitSerializer(data=request.data)
+        payload.is_valid(raise_exception=True)
+        data = payload.validated_data
+        items = data["nodes"]
+        nodes = {n.name: n for n in Node.objects.filter(name__in={i["name"] for i in items}).only(
+            "id", "name", "agent_token_hash")}
+        ids: dict[int, str] = {}
+        refused: list[str] = []
+        for item in items:
+            node = nodes.get(item["name"])
+            if node is None or not protocol.token_opens(node, item["token"]):
+                refused.append(item["name"])
+            else:
+                ids[node.pk] = node.name
+        if not ids:
+            return Response({"detail": "No item's token opens its node: register again.", "refused": refused},
+                            status=status.HTTP_401_UNAUTHORIZED)
+        # The thread keeps its database connection (idle) while it waits, as between requests:
+        # closing it would cost every wait a new PostgreSQL backend.
+        try:
+            woken, seq = protocol.wait_for_wake(list(ids), data["since"], data["timeout_s"])
+        except Exception as error:  # noqa: BLE001 - Redis unreachable: the agent heartbeats meanwhile
+            log.warning("agent wait failed", error=f"{type(error).__name__}: {error}")
+            return Response({"detail": "Wake-ups are unavailable; heartbeats go on as usual.",
+                             "code": "wake_unavailable"}, status=status.HTTP_503_SERVICE_UNAVAILABLE,
+                            headers={"Retry-After": "2"})
+        return Response({"woken": sorted(ids[n] for n in woken), "seq": seq, "refused": refused})
+
+
 urlpatterns = [
+    path("nodes/wait", WaitView.as_view(), name="agent-wait"),
     path("nodes/heartbeats", BatchSyncView.as_view(), name="agent-heartbeats"),
     path("register", RegisterView.as_view(), name="agent-register"),
     path("nodes/<str:name>/heartbeat", HeartbeatView.as_view(), name="agent-heartbeat"),

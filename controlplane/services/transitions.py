@@ -129,6 +129,7 @@ def bind_job(
         for index in member.gpu_indices
     ]
     AllocationGpu.objects.bulk_create(rows)
+    _wake_on_commit({row.node_id for row in rows})
     job = Job.objects.only("id", "team_id").get(pk=job_id)
     placement = _describe_gpus(rows)
     record_event(
@@ -249,6 +250,7 @@ def _bind_many(
         for index in member.gpu_indices
     ]
     AllocationGpu.objects.bulk_create(rows, batch_size=2000)
+    _wake_on_commit({row.node_id for row in rows})
     events = []
     for allocation, request in zip(allocations, chosen, strict=True):
         count = sum(len(m.gpu_indices) for m in request.gpus)
@@ -264,6 +266,14 @@ def _bind_many(
             data={"generation": allocation.generation, "gpus": count, "borrowed": request.borrowed},
         ))
     Event.objects.bulk_create(events, batch_size=2000)
+
+
+def _wake_on_commit(node_ids: Iterable[int]) -> None:
+    """Once committed, the nodes' agents fetch their new desired state at once (a wake-up,
+    see agent_protocol.wake_nodes), instead of at their next heartbeat."""
+    from controlplane.services.agent_protocol import wake_nodes_on_commit
+
+    wake_nodes_on_commit(node_ids)
 
 
 def _describe_gpus(rows: Sequence[AllocationGpu]) -> str:
@@ -298,6 +308,9 @@ def signal_stop(
     ).update(state=AllocationState.RELEASING, release_deadline=deadline, release_reason=reason)
     if not changed:
         return False
+    _wake_on_commit(
+        AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).values_list("node_id", flat=True)
+    )
     allocation = Allocation.objects.select_related("job").get(pk=allocation_id)
     job = allocation.job
     Job.objects.filter(pk=job.pk, state=JobState.RUNNING).update(state=JobState.PREEMPTING, state_changed_at=at)

@@ -360,3 +360,68 @@ def test_the_desired_state_of_a_whole_batch_is_read_in_a_constant_number_of_quer
         ]}, format="json").json()["results"]
 
     assert [len(r["allocations"]) for r in results] == [1] * 20
+
+
+WAIT = "/api/v1/agent/nodes/wait"
+
+
+def test_a_bind_wakes_its_nodes_agents_and_no_other(fleet: LoopFleet, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    node, token = register_node("gpu-01")
+    other, other_token = register_node("gpu-02")
+    client = agent_client("-")
+    first = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}, {"name": "gpu-02", "token": other_token}],
+                               "timeout_s": 5}, format="json")
+    assert first.status_code == 200, first.content
+    assert first.json()["woken"] == []  # no cursor yet: answered at once with the sequence number
+    since = first.json()["seq"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        bind(make_job(fleet, gpus=2), {node: [0, 1]})
+
+    started = timezone.now()
+    reply = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}, {"name": "gpu-02", "token": other_token}],
+                               "since": since, "timeout_s": 5}, format="json")
+    assert reply.status_code == 200, reply.content
+    assert reply.json()["woken"] == ["gpu-01"] and reply.json()["seq"] > since
+    assert (timezone.now() - started).total_seconds() < 2
+
+    # Nothing new since: the poll waits its whole timeout and wakes nobody.
+    quiet = client.post(WAIT, {"nodes": [{"name": "gpu-02", "token": other_token}], "since": reply.json()["seq"],
+                               "timeout_s": 0.3}, format="json")
+    assert quiet.status_code == 200 and quiet.json()["woken"] == []
+
+
+def test_a_stop_wakes_the_agent_of_the_allocations_node(fleet: LoopFleet, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    from controlplane.services import transitions
+
+    node, token = register_node("gpu-01")
+    allocation = bind(make_job(fleet, gpus=1), {node: [0]})
+    since = agent_client("-").post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}]}, format="json").json()["seq"]
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_PREEMPTED,
+                                       grace_period_s=5, at=timezone.now(), actor="test", message="make room")
+    reply = agent_client("-").post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}], "since": since,
+                                          "timeout_s": 5}, format="json")
+    assert reply.json()["woken"] == ["gpu-01"]
+
+
+def test_wait_refuses_a_token_that_does_not_open_its_node(fleet: LoopFleet) -> None:
+    _, token = register_node("gpu-01")
+    _, other_token = register_node("gpu-02")
+    client = agent_client("-")
+
+    alone = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": other_token}]}, format="json")
+    assert alone.status_code == 401 and alone.json()["refused"] == ["gpu-01"]
+
+    mixed = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}, {"name": "gpu-02", "token": token}],
+                               "timeout_s": 0}, format="json")
+    assert mixed.status_code == 200 and mixed.json()["refused"] == ["gpu-02"]
+
+
+def test_wait_with_bad_input_is_400_naming_the_field(fleet: LoopFleet) -> None:
+    _, token = register_node("gpu-01")
+    client = agent_client("-")
+    too_long = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}], "timeout_s": 3600}, format="json")
+    assert too_long.status_code == 400 and "timeout_s" in too_long.content.decode()
+    nobody = client.post(WAIT, {"nodes": []}, format="json")
+    assert nobody.status_code == 400 and "nodes" in nobody.content.decode()

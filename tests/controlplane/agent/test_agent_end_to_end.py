@@ -181,3 +181,33 @@ def test_a_real_process_runs_a_scheduled_job_with_its_gpus_and_its_progress_reac
     seen = (tmp_path / "gpu-real" / f"g{allocation.generation}" / "rank0.progress.jsonl.env").read_text().split()
     assert seen == [gpus, "2", "0"]
     assert (job.steps, job.useful_tokens) == (42, 4200) and job.last_checkpoint_at is not None
+
+
+def test_a_bind_wakes_the_agent_which_starts_the_job_long_before_its_next_heartbeat(live_server: Any) -> None:
+    import threading
+
+    from controlplane.agent.node import WakeListener
+
+    fleet = build_loop_fleet()
+    agent = sim_agent(live_server.url, interval_s=60.0)  # no heartbeat would come in this test's time
+    drive([agent], lambda: Node.objects.filter(name="sim-000", state=NodeState.READY).exists())
+    drive([agent], lambda: agent.next_contact > time.monotonic() + 30)  # registered, first pull done
+    poked = threading.Event()
+    stop = threading.Event()
+    listener = WakeListener([agent], AgentClient(live_server.url), lambda woken: poked.set(), stop, timeout_s=3.0)
+    listener.start()
+    try:
+        deadline = time.monotonic() + 5
+        while listener.since is None and time.monotonic() < deadline:  # holds its long poll now
+            time.sleep(0.02)
+        assert listener.since is not None
+        job = make_job(fleet, gpus=2)
+        bound_at = time.monotonic()
+        assert cycle.run_cycle("test").binds == 1
+        assert poked.wait(5.0), "the bind's commit did not wake the agent"
+        drive([agent], lambda: Allocation.objects.filter(job=job, started_at__isnull=False).exists(), timeout=5.0)
+        assert time.monotonic() - bound_at < 5.0 < agent.interval_s
+        assert listener.wakes >= 1
+    finally:
+        stop.set()
+        listener.join(timeout=15)
