@@ -57,6 +57,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="node token, job working directories, process-group records")
     p.add_argument("--interval", type=float, help="heartbeat interval in seconds (default: what the server says)")
     p.add_argument("--sample-interval", type=float, default=10.0, help="seconds between usage samples")
+    p.add_argument("--limit-grace", type=float, default=30.0,
+                   help="a job still running this long past its runtime limit, with no stop from the control "
+                        "plane, is stopped by the agent (SIGTERM, then SIGKILL after as long again)")
     p.add_argument("--stop-grace", type=float, default=10.0, help="on SIGTERM, seconds jobs get before SIGKILL")
     p.add_argument("--no-self-fence", action="store_true",
                    help="do NOT kill jobs when the lease cannot be renewed (drills only: models a frozen agent)")
@@ -156,7 +159,7 @@ def run_real(args: argparse.Namespace) -> int:
     agent = NodeAgent(
         inventory, client=AgentClient(args.server), launcher=launcher, bootstrap_token=args.bootstrap_token,
         token=_load_token(token_path), interval_s=args.interval, sample_interval_s=args.sample_interval,
-        self_fence=not args.no_self_fence, exits_wake=True,
+        self_fence=not args.no_self_fence, exits_wake=True, limit_grace_s=args.limit_grace,
     )
     stop = threading.Event()
     sleeper = SignalSleep()
@@ -298,7 +301,7 @@ def run_simulated(args: argparse.Namespace) -> int:
     agents = [
         NodeAgent(inv, client=client, launcher=launcher, bootstrap_token=args.bootstrap_token,
                   interval_s=args.interval, sample_interval_s=args.sample_interval,
-                  self_fence=not args.no_self_fence)
+                  self_fence=not args.no_self_fence, limit_grace_s=args.limit_grace)
         for inv in inventories
     ]
     # Spread first contacts over a second so N nodes do not register in one burst.

@@ -3,7 +3,10 @@
 `NodeAgent.step()` is one small round; the caller runs it again after the delay it returns.
 A round:
   1. reap: members whose processes are gone become `exited` (or `lost`) reports;
-  2. enforce: a member past its stop deadline is SIGKILLed;
+  2. enforce: a member past its stop deadline is SIGKILLed; a member still running
+     `limit_grace_s` past its runtime limit without having been told to stop (the control
+     plane is unreachable or its loop is down) is stopped here: SIGTERM, SIGKILL after the
+     same grace;
   3. self-fence: if the lease could not be renewed for `lease_s - margin`, measured on this
      machine's monotonic clock from the moment the last successful heartbeat was *sent*, every
      member is SIGKILLed. The control plane counts the same lease from when it *received* that
@@ -41,6 +44,10 @@ from controlplane.agent.members import Assignment, Launcher, Member, describe
 log = structlog.get_logger("qm.agent")
 
 MAX_OUTBOX = 5000
+# The control plane stops a job at its runtime limit; should it not have done so this long
+# after (it cannot be reached, its loop is down), the agent does: SIGTERM, and SIGKILL after
+# the same grace again.
+DEFAULT_LIMIT_GRACE_S = 30.0
 START_REPORT_DELAY_S = 0.1
 FINISHED_MEMORY = 4096
 RETRY_S = 0.5
@@ -92,11 +99,14 @@ class Running:
     member: Member
     started_wall: float
     sample_from_wall: float
+    started_clock: float = 0.0
     sampled_steps: int = 0
     sampled_tokens: int = 0
     reported_steps: int = -1
-    stop_kind: str | None = None  # release | stale | lease | shutdown | refused
+    stop_kind: str | None = None  # release | limit | stale | lease | shutdown | refused
     kill_at: float | None = None
+    # The agent's own runtime-limit deadline (monotonic): launch + limit + limit grace.
+    limit_at: float | None = None
 
 
 class NodeAgent:
@@ -112,6 +122,7 @@ class NodeAgent:
         sample_interval_s: float = 10.0,
         self_fence: bool = True,
         exits_wake: bool = False,
+        limit_grace_s: float = DEFAULT_LIMIT_GRACE_S,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -128,6 +139,7 @@ class NodeAgent:
         # True when the caller wakes the agent as soon as a process exits (SIGCHLD, see
         # main.run_real): members then need no polling every 50 ms to be reaped promptly.
         self.exits_wake = exits_wake
+        self.limit_grace_s = limit_grace_s
         self.clock = clock
         self.wall = wall
         self.log = log.bind(node=self.name)
@@ -151,7 +163,8 @@ class NodeAgent:
         self.partitioned = False  # tests and demos: drop all traffic, keep running
         self.shutting_down = False
         self.self_fenced_at: float | None = None
-        self.counters = {"launched": 0, "exited": 0, "refused": 0, "stale_killed": 0, "self_fenced": 0}
+        self.counters = {"launched": 0, "exited": 0, "refused": 0, "stale_killed": 0, "self_fenced": 0,
+                         "limit_stopped": 0}
         self.round_trips: list[float] = []  # seconds per call since the caller last drained them
 
     # ------------------------------------------------------------------------------ the round
@@ -285,6 +298,8 @@ class NodeAgent:
                 wakes.append(0.05)
             if running.kill_at is not None:
                 wakes.append(running.kill_at - now)
+            if running.limit_at is not None and running.stop_kind is None:
+                wakes.append(running.limit_at - now)
         if self.members and self.self_fence and self.registered:
             wakes.append(self.lease_valid_until - now)
         if self.members:
@@ -306,7 +321,7 @@ class NodeAgent:
             # `exited`: the job ended by itself or as the control plane asked (its exit code
             # decides its fate). `lost`: we stopped it for a reason that is not the job's own
             # (lease lost, shutdown, stale, refused), so it must be requeued, never failed.
-            kind = "exited" if running.stop_kind in (None, "release") else "lost"
+            kind = "exited" if running.stop_kind in (None, "release", "limit") else "lost"
             self._queue({"kind": kind, "generation": generation, "at": iso(wall), "exit_code": code,
                          "message": f"stopped: {running.stop_kind}" if running.stop_kind else ""})
             self.urgent = True
@@ -319,10 +334,18 @@ class NodeAgent:
             self.finished.popitem(last=False)
 
     def _enforce_deadlines(self, now: float) -> None:
-        for running in self.members.values():
+        for generation, running in self.members.items():
             if running.kill_at is not None and now >= running.kill_at:
                 running.member.kill()
                 running.kill_at = None
+            if running.limit_at is not None and now >= running.limit_at and running.stop_kind is None:
+                # Nobody told us to stop it by its runtime limit and the grace after it: the
+                # control plane is unreachable or its loop is down. Enforce the limit here.
+                self.log.warning("runtime limit passed without a stop from the control plane; stopping it",
+                                 generation=generation, job=running.assignment.job_id,
+                                 runtime_limit_s=running.assignment.runtime_limit_s, grace_s=self.limit_grace_s)
+                self.counters["limit_stopped"] += 1
+                self._stop(running, "limit", self.limit_grace_s, now)
 
     def _stop(self, running: Running, kind: str, grace_s: float, now: float) -> None:
         """SIGTERM now and SIGKILL after `grace_s` (0: SIGKILL at once). A later, harsher stop
@@ -420,6 +443,8 @@ class NodeAgent:
             self.highest_generation[gpu] = max(self.highest_generation.get(gpu, 0), generation)
         running = self.members.get(generation)
         if running is not None:
+            # The limit may have been changed since the launch: keep the latest.
+            running.limit_at = self._limit_deadline(running.started_clock, assignment)
             if assignment.state == "releasing" and assignment.release is not None:
                 if running.stop_kind is None:
                     self.log.info("stopping on request", generation=generation, reason=assignment.release.reason,
@@ -456,14 +481,21 @@ class NodeAgent:
                          "message": f"launch failed: {error}"[:500]})
             self.urgent = True
             return
+        started = self.clock()
         self.members[assignment.generation] = Running(assignment=assignment, member=member, started_wall=wall,
-                                                      sample_from_wall=wall)
+                                                      sample_from_wall=wall, started_clock=started,
+                                                      limit_at=self._limit_deadline(started, assignment))
         self.counters["launched"] += 1
         self._queue({"kind": "started", "generation": assignment.generation, "at": iso(wall)})
         # Not at once: a start waits up to START_REPORT_DELAY_S for company (the other members
         # launched in this round, a short job's exit), so one request carries them all.
         self.report_at = min(self.report_at, self.clock() + START_REPORT_DELAY_S)
         self.log.info("launched", what=describe(assignment))
+
+    def _limit_deadline(self, started: float, assignment: Assignment) -> float | None:
+        if not assignment.runtime_limit_s:
+            return None
+        return started + assignment.runtime_limit_s + self.limit_grace_s
 
     # ------------------------------------------------------------------------------ samples
 

@@ -84,7 +84,8 @@ def allocation(generation: int, gpus: list[int], *, state: str = "active", env: 
     }
 
 
-def make_agent(plane: ScriptedControlPlane, clock: FakeClock, *, self_fence: bool = True) -> NodeAgent:
+def make_agent(plane: ScriptedControlPlane, clock: FakeClock, *, self_fence: bool = True,
+               limit_grace_s: float = 30.0) -> NodeAgent:
     return NodeAgent(
         NodeInventory(name="n1", gpu_count=8, simulated=True),
         client=plane,  # type: ignore[arg-type]
@@ -93,6 +94,7 @@ def make_agent(plane: ScriptedControlPlane, clock: FakeClock, *, self_fence: boo
         interval_s=2.0,
         sample_interval_s=5.0,
         self_fence=self_fence,
+        limit_grace_s=limit_grace_s,
         clock=clock,
         wall=clock.wall,
     )
@@ -316,3 +318,46 @@ def test_shutdown_stops_every_member_and_says_goodbye() -> None:
     assert agent.done
     assert sorted(r["generation"] for r in plane.reports("lost")) == [5, 6]
     assert plane.syncs[-1].get("goodbye") is True
+
+
+def test_the_agent_stops_a_job_past_its_runtime_limit_when_the_control_plane_cannot_be_reached() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    job = allocation(4, [0], env={"QM_SIM_STOP_S": "60"})  # ignores SIGTERM for a minute
+    job["job"]["runtime_limit_s"] = 5
+    plane.allocations = [job]
+    agent = make_agent(plane, clock, limit_grace_s=3.0)
+    run_for(agent, clock, 0.5)
+    member = agent.members[4].member
+    launched = member.started
+    plane.down = True  # the control plane will never send the stop
+
+    run_for(agent, clock, 7.0)
+    assert member.terminated_at is None  # limit + grace (8 s) not reached yet
+    run_for(agent, clock, 1.5)  # past it, and well before the lease would run out (18 s)
+    assert member.terminated_at is not None and member.killed_at is None
+    assert 8.0 <= member.terminated_at - launched <= 8.0 + 0.25
+    run_for(agent, clock, 3.5)
+    assert member.killed_at is not None and member.killed_at - member.terminated_at <= 3.0 + 0.25
+    assert agent.counters["limit_stopped"] == 1 and agent.counters["self_fenced"] == 0
+
+    plane.down = False
+    run_for(agent, clock, 1.0)
+    (exited,) = plane.reports("exited")
+    assert exited["generation"] == 4 and exited["exit_code"] == -9
+
+
+def test_a_job_the_control_plane_stops_in_time_is_left_to_its_release_not_the_agents_limit() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    job = allocation(4, [0], env={"QM_SIM_STOP_S": "60"})
+    job["job"]["runtime_limit_s"] = 10
+    plane.allocations = [job]
+    agent = make_agent(plane, clock, limit_grace_s=3.0)
+    run_for(agent, clock, 10.0)
+    releasing = allocation(4, [0], state="releasing", grace=20.0, env={"QM_SIM_STOP_S": "60"})
+    releasing["job"]["runtime_limit_s"] = 10
+    plane.allocations = [releasing]
+
+    run_for(agent, clock, 8.0)  # past limit + the agent's grace: the release's longer grace rules
+    member = agent.members[4].member
+    assert member.terminated_at is not None and member.killed_at is None
+    assert agent.counters["limit_stopped"] == 0
