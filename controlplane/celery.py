@@ -8,6 +8,6 @@ from celery import Celery
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
-app = Celery("controlplane", include=["controlplane.tasks_accounting"])
+app = Celery("controlplane", include=["controlplane.tasks_accounting", "frontend.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["controlplane"])
