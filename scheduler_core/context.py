@@ -105,6 +105,8 @@ class CycleContext:
     """Admission facts per request shape (``cycle.JobShape``)."""
     quota_never: dict[tuple[str, str, int], bool] = field(default_factory=dict)
     never_memo: dict[tuple[object, ...], str | None] = field(default_factory=dict)
+    shape_facts: dict[object, Any] = field(default_factory=dict)
+    """Admission facts per (shape without CPUs and memory per GPU, capable classes)."""
     node_sizes: dict[tuple[tuple[str, ...], int], int] = field(default_factory=dict)
     untried_outcomes: dict[tuple[str, int], Outcome] = field(default_factory=dict)
     """Outcome of jobs past the placement-attempt cap, per (team, ``JobShape.gang``)."""

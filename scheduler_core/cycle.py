@@ -277,6 +277,15 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
     sizes = elastic_sizes(spec)
     smallest = demand_for(spec, sizes[-1], node_size)
     per_member = [capable_classes(ctx, m) for m in smallest.members]
+    # Requests that differ only in CPUs or memory per GPU usually keep the same capable
+    # classes: then everything below is the same and is taken from the first of them.
+    facts_key = (key[:4], key[6:], tuple(per_member)) if all(per_member) else None
+    facts = ctx.shape_facts.get(facts_key) if facts_key is not None else None
+    if facts is not None:
+        shape = JobShape(None, sizes, node_size, smallest, facts[0], facts[1], facts[2],
+                         facts[3], key, len(ctx.shapes), facts[4])
+        ctx.shapes[key] = shape
+        return shape
     reason = _never(ctx, smallest, tuple(per_member))
     never = None if reason is None else f"Can never run on this fleet: it {reason}."
     options: tuple[TypeOption, ...] = ()
@@ -307,6 +316,8 @@ def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
                     tuple((o.gpu_type, o.member_classes) for o in options), needs_whole,
                     elastic_note(spec))
         gang = ctx.gangs.setdefault(gang_key, len(ctx.gangs))
+    if facts_key is not None:
+        ctx.shape_facts[facts_key] = (options, never, not_ready, needs_whole, gang)
     shape = JobShape(
         invalid=None,
         sizes=sizes,
