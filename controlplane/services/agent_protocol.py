@@ -555,12 +555,16 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
     generations = {r.generation for _, reports in batches for r in reports}
     held = set(
         AllocationGpu.objects.filter(node_id__in=[n.pk for n, _ in batches], allocation__generation__in=generations)
+        .order_by()
         .values_list("allocation_id", "node_id")
         .distinct()
     )
+    # No ordering (the model's default would make Django copy the whole filter, big `IN`
+    # lists included, for every ORDER BY expression it resolves).
     allocations = {
         a.generation: a
-        for a in Allocation.objects.filter(pk__in={a for a, _ in held})
+        for a in Allocation.objects.filter(pk__in=sorted({a for a, _ in held}))
+        .order_by()
         .select_related("job")
         .only("id", "generation", "state", "started_at", "released_at", "release_reason", "job_id", "job__team_id")
         .annotate(node_count=Count("gpus__node_id", distinct=True))
@@ -651,12 +655,22 @@ def _flush_started(started: list[tuple[Node, Allocation, Report]]) -> None:
         if allocation.node_count <= started_nodes.get(allocation.pk, 1)
     }
     if complete:
-        # Compare-and-set per row (only the first start counts), pipelined in one round trip.
+        # Compare-and-set per row (only the first start counts): on PostgreSQL one statement
+        # for the whole batch, elsewhere one pipelined statement per row.
+        table = Allocation._meta.db_table
         with connection.cursor() as cursor:
-            cursor.executemany(
-                f"UPDATE {Allocation._meta.db_table} SET started_at = %s WHERE id = %s AND started_at IS NULL",
-                [(connection.ops.adapt_datetimefield_value(at), pk) for pk, at in complete.items()],
-            )
+            if connection.vendor == "postgresql":
+                ids = sorted(complete)
+                cursor.execute(
+                    f"UPDATE {table} AS a SET started_at = v.at FROM unnest(%s::bigint[], %s::timestamptz[]) "
+                    "AS v(id, at) WHERE a.id = v.id AND a.started_at IS NULL",
+                    [ids, [complete[pk] for pk in ids]],
+                )
+            else:
+                cursor.executemany(
+                    f"UPDATE {table} SET started_at = %s WHERE id = %s AND started_at IS NULL",
+                    [(connection.ops.adapt_datetimefield_value(at), pk) for pk, at in complete.items()],
+                )
 
 
 def _apply_progress(progress: dict[int, Report], now: datetime) -> None:
