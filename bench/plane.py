@@ -59,8 +59,8 @@ class Plane:
     def __init__(self, workdir: Path, env: dict[str, str]) -> None:
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
-        for old_log in workdir.glob("*.log"):
-            old_log.unlink()
+        for old in [*workdir.glob("*.log"), *workdir.glob("beat-schedule*")]:
+            old.unlink()  # a previous run's beat schedule would fire its "missed" tasks at start
         self.port = free_port()
         self.server = f"http://127.0.0.1:{self.port}"
         self.env = {**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP, "QM_LOG_LEVEL": "WARNING",
