@@ -205,14 +205,24 @@ class ReleaseTimeline:
         holdings = state.holdings
         ready = state.ready
         node_class = state.node_class
-        by_time: dict[float, list[str]] = {}
+        by_time: dict[float, list[tuple[str, str]]] = {}
         for job_id, end in ctx.ends.items():
-            by_time.setdefault(end, []).append(job_id)
+            by_time.setdefault(end, []).append((JOB, job_id))
+        # GPUs held for a reservation or a nomination come back when that job has run: its
+        # start plus its runtime limit (or the default estimate)
+        held = {job_id for kind, job_id in holdings if kind == HOLD}
+        if held:
+            default_runtime = ctx.config.default_runtime_estimate_s
+            for spec in ctx.snapshot.pending:
+                promise = ctx.reservations.get(spec.id) if spec.id in held else None
+                if promise is not None:
+                    end = promise.start_at + (spec.runtime_limit_s or default_runtime)
+                    by_time.setdefault(end, []).append((HOLD, spec.id))
         rows = self.free
         for at in sorted(by_time):
             changed: list[tuple[int, int, int]] = []
-            for job_id in by_time[at]:
-                for g in holdings.get((JOB, job_id), ()):
+            for holder in by_time[at]:
+                for g in holdings.get(holder, ()):
                     n = g.node
                     if not ready[n]:
                         continue

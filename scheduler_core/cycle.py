@@ -428,6 +428,9 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         ctx.untried += 1
         verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
         outcome = _untried(ctx, spec, smallest, options, verdicts, needs_whole)
+        if outcome.code is ReasonCode.INSUFFICIENT_GPUS and _reserve_untried(
+                ctx, spec, smallest, verdicts, score, needs_whole):
+            return
         ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
         _settle(ctx, spec, outcome)
         return
@@ -553,6 +556,45 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
             return
     _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, blocked_by_head,
                                 needs_whole))
+
+
+def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
+                     verdicts: list[tuple[TypeOption, QuotaVerdict]], score: ScorePlugin,
+                     needs_whole: bool) -> bool:
+    """Phase 5 past the placement budget: when no job holds the reservation yet, the first job
+    its quota admits but that cannot fit (fewer capable GPUs free than it needs, so no search
+    is needed to know) still gets it, so a busy cycle of small binds cannot leave the head
+    without a promise. Outcomes shared by later untried jobs were computed before the hold,
+    so they are dropped."""
+    cfg = ctx.config
+    if not cfg.backfill or ctx.head is not None \
+            or ctx.reservation_searches >= MAX_RESERVATION_SEARCHES:
+        return False
+    option = next((o for o, v in verdicts if v.admitted), None)
+    if option is None or any(not c for c in option.member_classes):
+        return False
+    if option.gpu_type is not None and delays_head_quota(ctx, spec, {option.gpu_type: demand.gpus}):
+        return False
+    ctx.reservation_searches += 1
+    member_classes = option.member_classes
+    reservation = plan_reservation(ctx, spec, PlacementRequest(demand, member_classes, score))
+    if reservation is None:
+        return False
+    ctx.head = reservation
+    ctx.untried_outcomes.clear()
+    placements = ctx.state.placements(reservation.grants)
+    ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
+    _settle(ctx, spec, Outcome(
+        ReasonCode.WAITING_FOR_RESERVATION,
+        f"Holds a reservation for {demand.gpus} GPUs on {len(placements)} nodes from "
+        f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
+        f"smaller jobs may use those GPUs only if they end before then.",
+        True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
+        eta=reservation.start_at, demand=demand,
+        classes=tuple(sorted({c for cls in member_classes for c in cls})),
+        needs_whole_node=needs_whole,
+    ))
+    return True
 
 
 def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,

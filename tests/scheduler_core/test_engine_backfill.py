@@ -234,3 +234,24 @@ def test_other_teams_are_not_held_back_by_an_over_quota_head():
     )
     assert [r.job_id for r in plan.reservations] == ["big"]
     assert "other" in bound(plan)
+
+
+def test_head_past_the_placement_budget_still_gets_the_reservation():
+    # The budget of one placement attempt goes to "small"; "big" (16 GPUs, 4 free) is past it
+    # but still gets the cycle's reservation, and jobs after it still share their outcome.
+    plan = (
+        make_cluster().nodes(2).at(0)
+        .running(make_running(make_job("r0").gpus(8).limit(3600)).whole("n0").started(0),
+                 make_running(make_job("r1").gpus(4).limit(7200)).on("n1", 0, 1, 2, 3)
+                 .started(0))
+        .pending(make_job("small").gpus(2).limit(600).submitted(0),
+                 make_job("big").gpus(16).limit(3600).submitted(1),
+                 make_job("later").gpus(16).limit(3600).submitted(2))
+        .plan(SchedulerConfig(max_placement_attempts=1))
+    )
+    assert [b.job_id for b in plan.binds] == ["small"]
+    [reservation] = plan.reservations
+    assert (reservation.job_id, reservation.start_at) == ("big", 7200.0)
+    assert why(plan, "big").code is ReasonCode.WAITING_FOR_RESERVATION
+    assert why(plan, "later").code is ReasonCode.INSUFFICIENT_GPUS
+    assert why(plan, "later").eta == 7200.0 + 3600.0
