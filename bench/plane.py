@@ -78,7 +78,9 @@ class Plane:
 
     def web(self, workers: int = 3, threads: int = 8) -> None:
         self.spawn("web", [str(BIN / "gunicorn"), "controlplane.wsgi:application", "-b", f"127.0.0.1:{self.port}",
-                           "-w", str(workers), "-k", "gthread", "--threads", str(threads), "--backlog", "4096"])
+                           "-w", str(workers), "-k", "gthread", "--threads", str(threads), "--backlog", "4096",
+                           *(["--access-logfile", str(self.workdir / "access.log"), "--access-logformat",
+                              "%(t)s %(m)s %(U)s %(s)s %(D)s"] if os.environ.get("QM_BENCH_ACCESS_LOG") else [])])
 
     def loop(self, workers: int = 1) -> None:
         """`workers` loop workers (queue qm.loop) and one worker for everything else (accounting)."""

@@ -36,7 +36,8 @@ def main() -> int:
     parser.add_argument("--jobs", type=int, default=JOBS)
     parser.add_argument("--interval", type=float, default=0.0,
                         help="agents' heartbeat interval, seconds (default: what the server says, 2.7 s)")
-    parser.add_argument("--web-threads", type=int, default=48, help="threads per web worker (2 workers)")
+    parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument("--web-threads", type=int, default=48, help="threads per web worker")
     parser.add_argument("--agent-log-level", default="WARNING", help="INFO logs every launch and exit")
     parser.add_argument("--no-wake", action="store_true", help="agents hold no wake-up long poll")
     parser.add_argument("--timeline", action="store_true", help="print the job states as they went")
@@ -52,8 +53,8 @@ def main() -> int:
     workdir = Path("/tmp/qm-bench/true-jobs")
     shutil.rmtree(workdir / "agents", ignore_errors=True)
     # Each agent holds one long poll (wake-ups) on a web thread: 2 × 48 threads leave room.
-    plane = start_plane(workdir, {"QM_CYCLE_INTERVAL_S": "1", "QM_CYCLE_DEBOUNCE_S": "0.2"}, web_workers=2,
-                        web_threads=args.web_threads)
+    plane = start_plane(workdir, {"QM_CYCLE_INTERVAL_S": "1", "QM_CYCLE_DEBOUNCE_S": "0.2"},
+                        web_workers=args.web_workers, web_threads=args.web_threads)
     try:
         agent = str(Path(sys.executable).parent / "qm-agent")
         for i in range(args.agents):
