@@ -72,12 +72,23 @@ def expected_end(ctx: CycleContext, job: RunningJob) -> float | None:
 def _release_groups(ctx: CycleContext) -> list[tuple[float, list[str]]]:
     """Holders with a known end, grouped by end time, earliest first; within a time, the
     largest holders first (a gang then needs fewer of them)."""
+    # Holders' GPUs and ends do not change during the cycle; only new binds add ends. So the
+    # groups are rebuilt only when ``ends`` has grown since the last call.
+    cached = ctx.release_groups
+    if cached is not None and cached[0] == len(ctx.ends):
+        return cached[1]
+    holdings = ctx.state.holdings
     by_time: dict[float, list[tuple[int, str]]] = {}
     for job_id, end in ctx.ends.items():
-        held = ctx.state.holdings.get((JOB, job_id))
+        held = holdings.get((JOB, job_id))
         if held:
-            by_time.setdefault(end, []).append((-sum(g.gpus for g in held), job_id))
-    return [(t, [job_id for _, job_id in sorted(rows)]) for t, rows in sorted(by_time.items())]
+            gpus = 0
+            for g in held:
+                gpus += g.mask.bit_count()
+            by_time.setdefault(end, []).append((-gpus, job_id))
+    groups = [(t, [job_id for _, job_id in sorted(rows)]) for t, rows in sorted(by_time.items())]
+    ctx.release_groups = (len(ctx.ends), groups)
+    return groups
 
 
 def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest, *,

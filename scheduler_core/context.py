@@ -106,6 +106,8 @@ class CycleContext:
     quota_never: dict[tuple[str, str, int], bool] = field(default_factory=dict)
     never_memo: dict[tuple[object, ...], str | None] = field(default_factory=dict)
     shape_facts: dict[object, Any] = field(default_factory=dict)
+    release_groups: tuple[int, list[tuple[float, list[str]]]] | None = None
+    """``backfill._release_groups`` and the size of ``ends`` it was built from."""
     """Admission facts per (shape without CPUs and memory per GPU, capable classes)."""
     node_sizes: dict[tuple[tuple[str, ...], int], int] = field(default_factory=dict)
     untried_outcomes: dict[tuple[str, int], Outcome] = field(default_factory=dict)

@@ -428,9 +428,11 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         ctx.untried += 1
         verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
         outcome = _untried(ctx, spec, smallest, options, verdicts, needs_whole)
-        if outcome.code is ReasonCode.INSUFFICIENT_GPUS and _reserve_untried(
-                ctx, spec, smallest, verdicts, score, needs_whole):
-            return
+        if outcome.code is ReasonCode.INSUFFICIENT_GPUS and ctx.head is None:
+            reserved = _reserve_untried(ctx, spec, smallest, verdicts, score, needs_whole)
+            ctx.timed("reserve_backfill", mark)
+            if reserved:
+                return
         ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
         _settle(ctx, spec, outcome)
         return
