@@ -53,7 +53,9 @@ def main() -> int:
     workdir = Path("/tmp/qm-bench/true-jobs")
     shutil.rmtree(workdir / "agents", ignore_errors=True)
     # Each agent holds one long poll (wake-ups) on a web thread: 2 × 48 threads leave room.
-    plane = start_plane(workdir, {"QM_CYCLE_INTERVAL_S": "1", "QM_CYCLE_DEBOUNCE_S": "0.2"},
+    # A process holds at most threads − 8 of them, so the API always has threads of its own.
+    plane = start_plane(workdir, {"QM_CYCLE_INTERVAL_S": "1", "QM_CYCLE_DEBOUNCE_S": "0.2",
+                                  "QM_AGENT_MAX_WAITS": str(max(1, args.web_threads - 8))},
                         web_workers=args.web_workers, web_threads=args.web_threads)
     try:
         agent = str(Path(sys.executable).parent / "qm-agent")

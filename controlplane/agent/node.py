@@ -594,16 +594,20 @@ class WakeListener(threading.Thread):
                 self.stop_event.wait(0.5)
                 continue
             by_name = {a.name: a for a in listening}
+            held = self.since is not None  # a cursor makes the server hold the poll
             try:
                 reply = self.client.wait([{"name": a.name, "token": a.token} for a in listening], self.since,
                                          self.timeout_s)
             except ProtocolError as error:
+                # Unreachable, Redis down, or the web process holds all the waits it may: back
+                # off (longer each time) and let the heartbeats carry the news meanwhile.
                 log.debug("wake-ups unavailable; heartbeats go on", detail=str(error))
                 self.since = None
                 self.stop_event.wait(backoff)
-                backoff = min(backoff * 2, 10.0)
+                backoff = min(backoff * 2, 30.0)
                 continue
-            backoff = 0.5
+            if held:
+                backoff = 0.5
             self.since = int(reply.get("seq") or 0)
             woken = [by_name[n] for n in reply.get("woken", []) if n in by_name and not by_name[n].partitioned]
             for agent in woken:

@@ -399,6 +399,10 @@ class WaitView(AgentView):
         # closing it would cost every wait a new PostgreSQL backend.
         try:
             woken, seq = protocol.wait_for_wake(list(ids), data["since"], data["timeout_s"])
+        except protocol.WaitsExhausted:
+            return Response({"detail": "This web process holds as many agent waits as it may; heartbeats go on as "
+                                       "usual. Retry later.", "code": "waits_exhausted"},
+                            status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "5"})
         except Exception as error:  # noqa: BLE001 - Redis unreachable: the agent heartbeats meanwhile
             log.warning("agent wait failed", error=f"{type(error).__name__}: {error}")
             return Response({"detail": "Wake-ups are unavailable; heartbeats go on as usual.",

@@ -959,9 +959,15 @@ def wake_nodes_on_commit(node_ids: Iterable[int]) -> None:
         transaction.on_commit(lambda: wake_nodes(ids))
 
 
+class WaitsExhausted(Exception):
+    """This process already holds AGENT_MAX_WAITS long polls: a wait now would take a thread
+    the API needs. The agent backs off and relies on its heartbeats meanwhile."""
+
+
 def wait_for_wake(node_ids: Sequence[int], since: int | None, timeout_s: float) -> tuple[list[int], int]:
     """Block up to `timeout_s` until one of `node_ids` is woken after sequence number `since`.
-    Returns (the nodes woken since then, the current sequence number to wait from next)."""
+    Returns (the nodes woken since then, the current sequence number to wait from next).
+    Raises WaitsExhausted when this process holds as many waits as it may."""
     return _hub().wait(list(node_ids), since, max(0.0, min(timeout_s, MAX_WAIT_S)))
 
 
@@ -977,6 +983,7 @@ class _WakeHub:
         self._listener: Any = None
         self._local_seq = 0
         self._local: dict[int, int] = {}
+        self._holding = 0  # waits this process holds now
 
     # -- storage of the sequence numbers
     def _redis(self) -> Any:
@@ -1028,6 +1035,11 @@ class _WakeHub:
         woken, current = self._woken(ids, since)
         if woken or since is None or timeout_s <= 0:
             return woken, current
+        with self._lock:
+            # Each wait holds a web thread: never so many that the API has none left.
+            if self._holding >= int(settings.QM.get("AGENT_MAX_WAITS", 4)):
+                raise WaitsExhausted(f"{self._holding} agent waits already held by this process")
+            self._holding += 1
         event = threading.Event()
         with self._lock:
             for n in ids:
@@ -1039,6 +1051,7 @@ class _WakeHub:
                 woken, current = self._woken(ids, since)
         finally:
             with self._lock:
+                self._holding -= 1
                 for n in ids:
                     waiters = self._waiters.get(n)
                     if waiters is not None:
@@ -1081,8 +1094,11 @@ class _WakeHub:
                 # Whatever was published while we were not subscribed: let every waiter re-check.
                 self._notify(None)
                 while True:
+                    asked = time.monotonic()
                     message = pubsub.get_message(timeout=1.0)
                     if message is None:
+                        if time.monotonic() - asked < 0.5:
+                            time.sleep(0.5)  # never spin should the connection stop blocking
                         continue
                     data = message.get("data")
                     if isinstance(data, bytes):

@@ -425,3 +425,14 @@ def test_wait_with_bad_input_is_400_naming_the_field(fleet: LoopFleet) -> None:
     assert too_long.status_code == 400 and "timeout_s" in too_long.content.decode()
     nobody = client.post(WAIT, {"nodes": []}, format="json")
     assert nobody.status_code == 400 and "nodes" in nobody.content.decode()
+
+
+def test_a_web_process_holds_no_more_waits_than_it_may(fleet: LoopFleet, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.QM = {**settings.QM, "AGENT_MAX_WAITS": 0}
+    _, token = register_node("gpu-01")
+    client = agent_client("-")
+    since = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}]}, format="json").json()["seq"]
+
+    held = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}], "since": since, "timeout_s": 5},
+                       format="json")
+    assert held.status_code == 503 and held.json()["code"] == "waits_exhausted"
