@@ -221,14 +221,12 @@ class ReleaseTimeline:
             by_time.setdefault(end, []).append((JOB, job_id))
         # GPUs held for a reservation or a nomination come back when that job has run: its
         # start plus its runtime limit (or the default estimate)
-        held = {job_id for kind, job_id in holdings if kind == HOLD}
-        if held:
-            default_runtime = ctx.config.default_runtime_estimate_s
-            for spec in ctx.snapshot.pending:
-                promise = ctx.reservations.get(spec.id) if spec.id in held else None
-                if promise is not None:
-                    end = promise.start_at + (spec.runtime_limit_s or default_runtime)
-                    by_time.setdefault(end, []).append((HOLD, spec.id))
+        default_runtime = ctx.config.default_runtime_estimate_s
+        for job_id, promise in ctx.reservations.items():
+            spec = ctx.reserved_specs.get(job_id)
+            if spec is not None and (HOLD, job_id) in holdings:
+                end = promise.start_at + (spec.runtime_limit_s or default_runtime)
+                by_time.setdefault(end, []).append((HOLD, job_id))
         rows = self.free
         for at in sorted(by_time):
             changed: list[tuple[int, int, int]] = []

@@ -92,6 +92,8 @@ class CycleContext:
     bound: dict[str, Bind] = field(default_factory=dict)
     bound_specs: dict[str, JobSpec] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)
+    reserved_specs: dict[str, JobSpec] = field(default_factory=dict)
+    """The request of every job in ``reservations``."""
     head: ActiveReservation | None = None
     head_quota_slack: int = 0
     """For a head over quota now: ``quota_type`` GPUs its team may still take this cycle for

@@ -544,6 +544,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
             ctx.head = reservation
             placements = ctx.state.placements(reservation.grants)
             ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
+            ctx.reserved_specs[spec.id] = spec
             gpus = sum(g.gpus for g in reservation.grants)
             _settle(ctx, spec, Outcome(
                 ReasonCode.WAITING_FOR_RESERVATION,
@@ -586,6 +587,7 @@ def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
     ctx.untried_outcomes.clear()
     placements = ctx.state.placements(reservation.grants)
     ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
+    ctx.reserved_specs[spec.id] = spec
     _settle(ctx, spec, Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
         f"Holds a reservation for {demand.gpus} GPUs on {len(placements)} nodes from "
@@ -633,6 +635,7 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
                                 - shortage)
         placements = ctx.state.placements(reservation.grants)
         ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
+        ctx.reserved_specs[spec.id] = spec
         _settle(ctx, spec, Outcome(
             ReasonCode.WAITING_FOR_RESERVATION,
             f"Holds a reservation for {demand.gpus} GPUs on {len(placements)} nodes from "
@@ -864,6 +867,7 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
         )
     placements = ctx.state.placements(found.grants)
     ctx.reservations[spec.id] = Reservation(spec.id, start, placements)
+    ctx.reserved_specs[spec.id] = spec
     if found.victims:
         names = ", ".join(sorted({v.job_id for v in found.victims}))
         message = (f"Preempting {names} to start on {demand.gpus} GPUs; it starts once they "

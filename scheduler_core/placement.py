@@ -149,7 +149,15 @@ class Placer:
         need = loners(self.state, req.demand, req.member_classes)
         if need <= 1:
             return self.state.largest_free_block(classes) >= largest
-        return self.state.nodes_with_free(classes, largest) >= need
+        if self.state.nodes_with_free(classes, largest) < need:
+            return False
+        topology = req.demand.topology
+        if len(req.demand.members) > 1 and topology in (TopologyConstraint.SAME_LEAF,
+                                                        TopologyConstraint.SAME_SPINE):
+            # some one switch must have the GPUs and the roomy nodes (per-domain index sums)
+            level = LEAF if topology is TopologyConstraint.SAME_LEAF else SPINE
+            return bool(self._domains(level, union, req, set()))
+        return True
 
     def _roomy_in(self, level: int, domain: int, classes: tuple[int, ...], largest: int) -> int:
         count = 0
