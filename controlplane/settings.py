@@ -144,7 +144,7 @@ QM = {
     "AGENT_BOOTSTRAP_TOKEN": os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", ""),
     # Wake-up long polls (POST /api/v1/agent/nodes/wait) one web process holds at once; each
     # holds a thread, so keep it below the process's threads (docs/operations.md, Wake-ups).
-    "AGENT_MAX_WAITS": int(os.environ.get("QM_AGENT_MAX_WAITS", "4")),
+    "AGENT_MAX_WAITS": int(os.environ.get("QM_AGENT_MAX_WAITS", "2")),
     # Accounting (docs/accounting.md): how often raw samples are rolled up, how long raw samples
     # and minute rollups are kept (dropped only once their hour rollups exist), how long hour
     # rollups are kept (day rollups are kept forever), and the bearer token Prometheus scrapes

@@ -1037,7 +1037,7 @@ class _WakeHub:
             return woken, current
         with self._lock:
             # Each wait holds a web thread: never so many that the API has none left.
-            if self._holding >= int(settings.QM.get("AGENT_MAX_WAITS", 4)):
+            if self._holding >= int(settings.QM.get("AGENT_MAX_WAITS", 2)):
                 raise WaitsExhausted(f"{self._holding} agent waits already held by this process")
             self._holding += 1
         event = threading.Event()

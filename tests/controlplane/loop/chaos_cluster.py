@@ -103,6 +103,8 @@ class Cluster:
             **CHAOS_ENV,
             "DATABASE_URL": test_database_url(),
             "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP,
+            # 2 web workers × 4 threads: one wake-up long poll per worker at most.
+            "QM_AGENT_MAX_WAITS": "1",
             "QM_LOG_FORMAT": "json",
             "QM_LOG_LEVEL": "WARNING",
             "PYTHONPATH": str(REPO),
