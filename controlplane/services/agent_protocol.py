@@ -253,7 +253,7 @@ def register(
         # Fencing draws generations from the lease row: lock it first (see the lock order
         # above), and only when there is something to fence, so registrations stay cheap.
         lease = reconcile.lock_scheduler_lease() if abandoned else None
-        node = Node.objects.select_for_update().filter(name=name).first()
+        node = Node.objects.select_for_update(no_key=True).filter(name=name).first()
         if not bootstrap and (
             node is None or not node.agent_token_hash or not hmac.compare_digest(node.agent_token_hash, token_hash(token))
         ):
@@ -517,7 +517,7 @@ def _goodbye(node: Node, now: datetime) -> None:
     """The agent shuts down after stopping its work: its lease ends now and the node is down
     until an agent registers it again."""
     with transaction.atomic():
-        current = Node.objects.select_for_update().get(pk=node.pk)
+        current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
         before = current.state
         Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=now, state=NodeState.DOWN)
         transitions.record_event(
@@ -751,7 +751,7 @@ def _member_gone(
         allocation = (
             # Lock the allocation row only: FOR UPDATE on the joined job and priority class
             # rows would make every report of the fleet queue on one priority-class row.
-            Allocation.objects.select_for_update(of=("self",))
+            Allocation.objects.select_for_update(no_key=True, of=("self",))
             .select_related("job__priority_class")
             .filter(pk=allocation_id, generation=generation)
             .first()

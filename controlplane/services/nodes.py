@@ -46,7 +46,7 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser) -> Node:
     Returns the node as stored afterwards. Raises NodeActionRefused when the current state does
     not allow it (a down node cannot be uncordoned; its agent must come back)."""
     with transaction.atomic():
-        current = Node.objects.select_for_update().get(pk=node.pk)
+        current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
         if current.state == action.target:
             return current  # already there: nothing changed, nothing to record
         if current.state not in action.allowed_from:

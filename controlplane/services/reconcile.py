@@ -127,7 +127,7 @@ def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
     who = actor()
     with transaction.atomic():
         lease = lock_scheduler_lease()
-        node = Node.objects.select_for_update().filter(pk=node_id).first()
+        node = Node.objects.select_for_update(no_key=True).filter(pk=node_id).first()
         if node is None:
             return 0, 0
         lapsed = node.agent_lease_expires_at is None or node.agent_lease_expires_at < now

@@ -176,7 +176,7 @@ def bind_jobs(
     ids = [r.job_id for r in requests]
     # 1. still pending (locked, so a concurrent cancel waits for our commit and then sees running)
     pending = dict(
-        Job.objects.select_for_update().filter(pk__in=ids, state=JobState.PENDING).values_list("pk", "team_id")
+        Job.objects.select_for_update(no_key=True).filter(pk__in=ids, state=JobState.PENDING).values_list("pk", "team_id")
     )
     # 2. no GPU live already, none twice in this batch, and every node still ready (reconcile
     #    may have quarantined one since our snapshot; it would only fence the bind next pass)
@@ -337,11 +337,11 @@ def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime,
     """
     with transaction.atomic():
         allocation = (
-            Allocation.objects.select_for_update().select_related("job").filter(pk=allocation_id).first()
+            Allocation.objects.select_for_update(no_key=True).select_related("job").filter(pk=allocation_id).first()
         )
         if allocation is None or allocation.state not in LIVE_ALLOCATION_STATES:
             return False
-        job = Job.objects.select_for_update().get(pk=allocation.job_id)
+        job = Job.objects.select_for_update(no_key=True).get(pk=allocation.job_id)
         Allocation.objects.filter(pk=allocation.pk).update(state=AllocationState.RELEASED, released_at=at)
         AllocationGpu.objects.filter(allocation=allocation, live=True).update(live=False)
         record_event(EventKind.ALLOCATION_RELEASED, actor, job=job, allocation=allocation, at=at,
@@ -368,14 +368,14 @@ def complete_releases(
     wanted = {allocation_id: (generation, code, at) for allocation_id, generation, code, at in items}
     with transaction.atomic():
         allocations = [
-            a for a in Allocation.objects.select_for_update(of=("self",)).filter(
+            a for a in Allocation.objects.select_for_update(no_key=True, of=("self",)).filter(
                 pk__in=list(wanted), state__in=LIVE_ALLOCATION_STATES
             ).order_by("pk")
             if a.generation == wanted[a.pk][0]
         ]
         if not allocations:
             return 0
-        jobs = {j.pk: j for j in Job.objects.select_for_update().filter(pk__in=[a.job_id for a in allocations]).order_by("pk")}
+        jobs = {j.pk: j for j in Job.objects.select_for_update(no_key=True).filter(pk__in=[a.job_id for a in allocations]).order_by("pk")}
         ids = [a.pk for a in allocations]
         adapt = connection.ops.adapt_datetimefield_value
         with connection.cursor() as cursor:
