@@ -163,6 +163,15 @@ CELERY_TASK_ROUTES = {name: {"queue": "qm.loop"} for name in ("qm.tick", "qm.cyc
 # Beat only ticks; tasks decide whether there is work (controlplane/tasks.py). A tick that
 # arrives later than one interval is dropped (expires), so a backlog never replays.
 CELERY_BEAT_SCHEDULE = {
+    # Accounting: raw samples → rollups; then what is past retention is dropped (docs/accounting.md).
+    "accounting-rollup": {
+        "task": "qm.accounting.roll_up",
+        "schedule": QM["ACCOUNTING_ROLLUP_S"],
+        "options": {"expires": QM["ACCOUNTING_ROLLUP_S"]},
+    },
+    "accounting-retention": {"task": "qm.accounting.retention", "schedule": 3600.0, "options": {"expires": 3600.0}},
+    # Within the hour yesterday's teams-page bins are kept, so no month view groups a day itself.
+    "keep-team-days": {"task": "qm.frontend.keep_team_days", "schedule": 1800.0, "options": {"expires": 1800.0}},
     "scheduling-cycle": {
         "task": "qm.tick",
         "schedule": QM["CYCLE_INTERVAL_S"],

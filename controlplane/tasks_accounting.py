@@ -19,7 +19,6 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from controlplane.celery import app
 from controlplane.services import accounting
 
 log = structlog.get_logger(__name__)
@@ -54,10 +53,3 @@ def accounting_loop() -> Any:
 
     return EmbeddedLoop("accounting", rollup_every_s(), [lambda: accounting.roll_up(timezone.now())])
 
-
-@app.on_after_finalize.connect
-def _schedule(sender: Any, **kwargs: Any) -> None:
-    """Beat's schedule for accounting; ticks that arrive late expire instead of piling up."""
-    every = rollup_every_s()
-    sender.add_periodic_task(every, roll_up_usage.s(), name="accounting-rollup", expires=every)
-    sender.add_periodic_task(3600.0, apply_usage_retention.s(), name="accounting-retention", expires=3600.0)

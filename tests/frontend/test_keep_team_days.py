@@ -40,7 +40,8 @@ def test_keep_team_days_stores_every_whole_day_of_the_longest_window(demo, submi
 def test_keep_team_days_is_on_beats_schedule_within_yesterdays_time_to_live():
     from frontend.team_stats import RECENT_DAY_TTL_S
 
-    app.finalize()
+    app.loader.import_default_modules()  # what a worker does: the task is registered there
+    assert "qm.frontend.keep_team_days" in app.tasks
     names = {entry["task"]: entry for entry in app.conf.beat_schedule.values()}
     assert "qm.frontend.keep_team_days" in names
     assert names["qm.frontend.keep_team_days"]["schedule"] < RECENT_DAY_TTL_S

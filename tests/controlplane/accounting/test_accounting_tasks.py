@@ -14,8 +14,8 @@ pytestmark = pytest.mark.django_db
 
 
 def test_beat_schedules_the_rollup_and_the_retention() -> None:
-    app.loader.import_default_modules()
-    app.finalize()
+    app.loader.import_default_modules()  # as a worker does
+    assert {"qm.accounting.roll_up", "qm.accounting.retention"} <= set(app.tasks)
     tasks = {entry["task"]: entry for entry in app.conf.beat_schedule.values()}
     assert tasks["qm.accounting.roll_up"]["schedule"] == 15.0
     assert tasks["qm.accounting.roll_up"]["options"]["expires"] == 15.0
