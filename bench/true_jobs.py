@@ -40,6 +40,9 @@ def main() -> int:
     parser.add_argument("--web-threads", type=int, default=48, help="threads per web worker")
     parser.add_argument("--agent-log-level", default="WARNING", help="INFO logs every launch and exit")
     parser.add_argument("--no-wake", action="store_true", help="agents hold no wake-up long poll")
+    parser.add_argument("--full-desired-state", action="store_true",
+                        help="agents ask for the whole desired state at every contact (the protocol before "
+                             "'unchanged' replies), for a side-by-side comparison")
     parser.add_argument("--timeline", action="store_true", help="print the job states as they went")
     args = parser.parse_args()
     before = machine()
@@ -67,6 +70,7 @@ def main() -> int:
                 "--bootstrap-token", BOOTSTRAP, *(["--interval", str(args.interval)] if args.interval else []),
                 "--sample-interval", "30",
                 "--log-level", args.agent_log_level, *(["--no-wake"] if args.no_wake else []),
+                *(["--full-desired-state"] if args.full_desired_state else []),
             ])
         registered = wait_registered(args.agents)
         time.sleep(2)
@@ -86,6 +90,7 @@ def main() -> int:
             "agents": args.agents, "gpus": args.agents * GPUS_PER_AGENT, "jobs": args.jobs,
             "heartbeat_interval_s": args.interval or "server default (2.7)",
             "wake_ups": not args.no_wake,
+            "unchanged_replies": not args.full_desired_state,
             "registration_s": round(registered, 2),
             "submit_s": round(submitted, 2),
             "first_job_bound_s": round(first_bound, 2) if first_bound is not None else None,

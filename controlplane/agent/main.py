@@ -75,6 +75,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="simulate: most nodes' heartbeats and reports sent in one request")
     p.add_argument("--no-wake", action="store_true",
                    help="hold no long poll for wake-ups: learn new work only from heartbeats")
+    p.add_argument("--full-desired-state", action="store_true",
+                   help="ask for the whole desired state at every contact, never 'unchanged' (for comparison)")
     p.add_argument("--status-file", help="write what runs where (JSON) to this file twice a second, for drills")
     p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))
     p.add_argument("--log-level", default=os.environ.get("QM_LOG_LEVEL", "INFO"))
@@ -160,6 +162,7 @@ def run_real(args: argparse.Namespace) -> int:
         inventory, client=AgentClient(args.server), launcher=launcher, bootstrap_token=args.bootstrap_token,
         token=_load_token(token_path), interval_s=args.interval, sample_interval_s=args.sample_interval,
         self_fence=not args.no_self_fence, exits_wake=True, limit_grace_s=args.limit_grace,
+        keep_desired=not args.full_desired_state,
     )
     stop = threading.Event()
     sleeper = SignalSleep()
@@ -301,7 +304,8 @@ def run_simulated(args: argparse.Namespace) -> int:
     agents = [
         NodeAgent(inv, client=client, launcher=launcher, bootstrap_token=args.bootstrap_token,
                   interval_s=args.interval, sample_interval_s=args.sample_interval,
-                  self_fence=not args.no_self_fence, limit_grace_s=args.limit_grace)
+                  self_fence=not args.no_self_fence, limit_grace_s=args.limit_grace,
+                  keep_desired=not args.full_desired_state)
         for inv in inventories
     ]
     # Spread first contacts over a second so N nodes do not register in one burst.

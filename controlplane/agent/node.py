@@ -123,6 +123,7 @@ class NodeAgent:
         self_fence: bool = True,
         exits_wake: bool = False,
         limit_grace_s: float = DEFAULT_LIMIT_GRACE_S,
+        keep_desired: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -153,6 +154,12 @@ class NodeAgent:
         self.refused: set[int] = set()
         self.highest_generation: dict[int, int] = {}
         self.outbox: list[dict[str, Any]] = []
+        # The desired allocations of the last full reply and their version: sent back as
+        # `known`, so while nothing concerning this node changed the control plane answers
+        # `unchanged` without building them again, and these are applied once more.
+        self.keep_desired = keep_desired
+        self.known_version: str | None = None
+        self.known_allocations: list[dict[str, Any]] = []
         self.next_contact = 0.0
         self.next_sample = 0.0
         self.urgent = False
@@ -217,7 +224,9 @@ class NodeAgent:
             return Call("register", body, sent=self.clock(), reports=[])
         reports, self.outbox = self.outbox, []
         self.report_at = math.inf  # everything queued goes now
-        body = {"running": sorted(self.members), "reports": reports}
+        body: dict[str, Any] = {"running": sorted(self.members), "reports": reports}
+        if self.known_version:
+            body["known"] = self.known_version
         if self.shutting_down and not self.members:
             body["goodbye"] = True
         kind = "heartbeat" if not self.urgent or now >= self.next_contact else "report"
@@ -252,6 +261,7 @@ class NodeAgent:
                     self._stop(running, "stale", 0.0, now)
                 self.registered = False
                 self.token = ""
+                self._forget_desired()
                 self.next_contact = now + RETRY_S
             elif isinstance(error, Refused):
                 self.log.error("control plane refused the request", detail=error.detail, status=error.status)
@@ -264,6 +274,7 @@ class NodeAgent:
         if len(self.round_trips) < 10_000:
             self.round_trips.append(now - call.sent)
         if call.kind == "register":
+            self._forget_desired()
             self.token = str(reply["token"])
             self.registered = True
             self.node_state = str(reply.get("node_state", "ready"))
@@ -404,9 +415,31 @@ class NodeAgent:
             for running in self.members.values():
                 self._stop(running, "stale", 0.0, now)
             self.registered = False
+            self._forget_desired()
             self.next_contact = now
             return
-        desired = [Assignment.from_json(a) for a in reply.get("allocations", [])]
+        if reply.get("unchanged"):
+            if self.known_version is None or reply.get("version") != self.known_version:
+                # Not the version we hold (cannot happen with one call at a time): apply only
+                # the stops, and ask for the whole desired state at once.
+                for generation in reply.get("stop", []):
+                    running = self.members.get(int(generation))
+                    if running is not None:
+                        self.counters["stale_killed"] += 1
+                        self._stop(running, "stale", 0.0, now)
+                self._forget_desired()
+                self.next_contact = now
+                return
+            allocations = self.known_allocations  # nothing concerning this node changed since
+        else:
+            allocations = list(reply.get("allocations", []))
+            version = reply.get("version")
+            self.known_version = str(version) if version and self.keep_desired else None
+            # Never keep a releasing allocation: its grace is counted from the reply.
+            if any(a.get("state") != "active" for a in allocations):
+                self.known_version = None
+            self.known_allocations = allocations if self.known_version else []
+        desired = [Assignment.from_json(a) for a in allocations]
         wanted = {a.generation for a in desired}
         for generation in reply.get("stop", []):
             running = self.members.get(int(generation))
@@ -421,6 +454,10 @@ class NodeAgent:
                 self._stop(running, "stale", 0.0, now)
         for assignment in desired:
             self._apply_one(assignment, now)
+
+    def _forget_desired(self) -> None:
+        self.known_version = None
+        self.known_allocations = []
 
     def _apply_one(self, assignment: Assignment, now: float) -> None:
         generation = assignment.generation

@@ -199,6 +199,9 @@ class SyncSerializer(serializers.Serializer):
     running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
     reports = ReportSerializer(many=True, required=False, max_length=MAX_REPORTS)
     goodbye = serializers.BooleanField(required=False, default=False)
+    # The `version` of the last reply whose allocations the agent holds: while it is still
+    # current, the reply says `unchanged` and carries no allocations.
+    known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
 
 
 def _clamp(at: datetime | None, now: datetime) -> datetime | None:
@@ -297,6 +300,7 @@ class _SyncView(AgentView):
             renew=self.renew,
             goodbye=data.get("goodbye", False),
             now=now,
+            known=data.get("known") or None,
         )
         return Response(desired.as_json())
 
@@ -349,7 +353,7 @@ class BatchSyncView(AgentView):
             accepted.append((index, protocol.SyncRequest(
                 node=node, reports=_reports(item.get("reports", []), now),
                 running=protocol.parse_running(item.get("running", [])), renew=item.get("renew", True),
-                goodbye=item.get("goodbye", False),
+                goodbye=item.get("goodbye", False), known=item.get("known") or None,
             )))
         for (index, _), desired in zip(accepted, protocol.sync_many([r for _, r in accepted], now=now), strict=True):
             results[index] = {"status": 200, **desired.as_json()}

@@ -158,6 +158,11 @@ class Desired:
     allocations: list[dict[str, Any]]
     stop: list[int]
     stale_reports: list[int]
+    # The version of the node's desired allocations this reply describes (see desired_versions):
+    # the agent sends it back as `known`; while it still matches, the reply says `unchanged`
+    # and carries no allocations (the agent keeps applying the ones it has).
+    version: str | None = None
+    unchanged: bool = False
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -170,6 +175,8 @@ class Desired:
             "allocations": self.allocations,
             "stop": self.stop,
             "stale_reports": self.stale_reports,
+            "version": self.version,
+            "unchanged": self.unchanged,
         }
 
 
@@ -385,6 +392,7 @@ class SyncRequest:
     running: Sequence[int] = ()
     renew: bool = True
     goodbye: bool = False
+    known: str | None = None  # the version of the desired state the agent holds, if any
 
 
 def sync(
@@ -395,9 +403,10 @@ def sync(
     renew: bool,
     now: datetime,
     goodbye: bool = False,
+    known: str | None = None,
 ) -> Desired:
     """Apply an agent's reports, renew its lease (heartbeat), and say what the node must run."""
-    return sync_many([SyncRequest(node, reports, running, renew, goodbye)], now=now)[0]
+    return sync_many([SyncRequest(node, reports, running, renew, goodbye, known)], now=now)[0]
 
 
 def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired]:
@@ -409,7 +418,9 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
       3. every heartbeat's lease renewed in one compare-and-set: a lease that already ran out,
          or a quarantined or down node, is never renewed; such a node is expired (quarantined,
          its allocations fenced) and its agent told to stop everything and register again;
-      4. every node's desired allocations, in two queries whatever the number of nodes;
+      4. every node's desired-state version, in one query; the desired allocations, in two
+         more queries whatever the number of nodes, only for the nodes whose agent does not
+         already hold that version (see desired_versions_many);
       5. what an agent runs that it is no longer given is listed to stop, and recorded.
     """
     from controlplane.services import reconcile
@@ -446,13 +457,28 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
             view[node.pk] = (NodeState.QUARANTINED if not request.goodbye else NodeState.DOWN, None)
         if view[node.pk][0] in (NodeState.QUARANTINED, NodeState.DOWN):
             reregister.add(node.pk)
-    desired = desired_allocations_many([r.node for r in requests if r.node.pk not in reregister], now)
+    # The versions are read before the allocations: a reply may carry allocations newer than
+    # its version (the next heartbeat then sends them again), never older.
+    serving = [r for r in requests if r.node.pk not in reregister]
+    versions = desired_versions_many([r.node.pk for r in serving])
+    unchanged: set[int] = set()
+    for request in serving:
+        if request.known:
+            version, _, releasing = versions.get(request.node.pk, _NO_ALLOCATIONS)
+            # A releasing allocation's grace is counted from now: always sent in full.
+            if request.known == version and not releasing:
+                unchanged.add(request.node.pk)
+    full = [r.node for r in serving if r.node.pk not in unchanged]
+    desired = desired_allocations_many(full, now)
     replies = []
     for request in requests:
         node = request.node
         state, lease = view[node.pk]
-        allocations = [] if node.pk in reregister else desired.get(node.pk, [])
-        given = {a["generation"] for a in allocations}
+        allocations = [] if node.pk in reregister or node.pk in unchanged else desired.get(node.pk, [])
+        if node.pk in unchanged:
+            given = set(versions[node.pk][1])
+        else:
+            given = {a["generation"] for a in allocations}
         stop = sorted({g for g in request.running if g not in given} | set(stale[node.pk]))
         running_stale = sorted(g for g in stop if g in set(request.running))
         if running_stale:
@@ -474,6 +500,8 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
             allocations=allocations,
             stop=stop,
             stale_reports=sorted(set(stale[node.pk])),
+            version=None if node.pk in reregister else versions[node.pk][0],
+            unchanged=node.pk in unchanged,
         ))
     return replies
 
@@ -876,6 +904,62 @@ def desired_allocations_many(nodes: Sequence[Node], now: datetime) -> dict[int, 
             _allocation_payload(a, members[a["id"]], names[node_id], now) for a in allocations
             if a["id"] in allocation_ids
         ]
+    return out
+
+
+# --- versions of the desired state
+#
+# A node's desired state is a function of the live allocations holding its live GPUs: their
+# generation, epoch, state, release deadline and reason, the GPUs they hold here, and their
+# job's runtime limit (the rest of a payload is fixed when the allocation is bound, but for
+# `started_at`, which the agent reported itself and does not read back: a start changes no
+# version, so the reply to a start report stays "unchanged"). The
+# version is a digest of exactly those columns, read in one plain query, so a heartbeat whose
+# agent already holds the current version needs neither the payload queries nor the payloads.
+# Fencing is untouched: the generations are in the version, so a fence, a release, a new bind or
+# a lease expiry changes it, `stop` is still computed from what the agent says it runs, and a
+# node that must register again never gets an "unchanged".
+
+_NO_ALLOCATIONS: tuple[str, tuple[int, ...], bool] = ("", (), False)
+
+
+def _digest(rows: Iterable[tuple[Any, ...]]) -> str:
+    return "v1:" + hashlib.sha1(repr(list(rows)).encode(), usedforsecurity=False).hexdigest()[:20]
+
+
+def _version_row(generation: int, epoch: int, state: str,
+                 release_deadline: datetime | None, release_reason: str | None, gpus: Sequence[int],
+                 runtime_limit_s: Any) -> tuple[Any, ...]:
+    return (int(generation), int(epoch), str(state),
+            release_deadline.isoformat() if release_deadline else None, release_reason or "",
+            tuple(sorted(int(g) for g in gpus)), None if runtime_limit_s is None else float(runtime_limit_s))
+
+
+def desired_versions_many(node_ids: Sequence[int]) -> dict[int, tuple[str, tuple[int, ...], bool]]:
+    """node id → (version of its desired allocations, their generations, whether one of them is
+    releasing), in one query. Nodes with no live allocation map to the empty version."""
+    if not node_ids:
+        return {}
+    gpu = AllocationGpu._meta.db_table
+    alloc = Allocation._meta.db_table
+    job = Job._meta.db_table
+    rows: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT g.node_id, a.generation, a.epoch, a.state, a.release_deadline, a.release_reason, "
+            f"array_agg(g.gpu_index), j.runtime_limit_s "
+            f"FROM {gpu} g JOIN {alloc} a ON a.id = g.allocation_id JOIN {job} j ON j.id = a.job_id "
+            f"WHERE g.node_id = ANY(%s) AND g.live AND a.state IN (%s, %s) "
+            f"GROUP BY g.node_id, a.id, j.runtime_limit_s ORDER BY g.node_id, a.generation",
+            [list(node_ids), AllocationState.ACTIVE.value, AllocationState.RELEASING.value],
+        )
+        for node_id, *row in cursor.fetchall():
+            rows[node_id].append(_version_row(*row))
+    out: dict[int, tuple[str, tuple[int, ...], bool]] = {}
+    for node_id in node_ids:
+        mine = rows.get(node_id, [])
+        out[node_id] = (_digest(mine), tuple(r[0] for r in mine),
+                        any(r[2] == AllocationState.RELEASING.value for r in mine))
     return out
 
 

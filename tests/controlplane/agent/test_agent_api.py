@@ -189,6 +189,70 @@ def test_fencing_a_heartbeat_after_the_lease_ran_out_is_not_renewed_and_the_node
     assert job.state == JobState.PENDING and job.preemption_count == 1
 
 
+def test_a_heartbeat_holding_the_current_version_is_answered_unchanged_until_the_nodes_work_changes(
+    fleet: LoopFleet,
+) -> None:
+    node, token = register_node("gpu-01")
+    other, _ = register_node("gpu-02")
+    first = bind(make_job(fleet, name="first"), {node: [0]})
+    client = agent_client(token)
+    full = client.post(heartbeat_url("gpu-01"), {"running": []}, format="json").json()
+    assert [a["generation"] for a in full["allocations"]] == [first.generation] and full["unchanged"] is False
+
+    same = client.post(heartbeat_url("gpu-01"), {"running": [first.generation], "known": full["version"]},
+                       format="json").json()
+    assert same["unchanged"] is True and same["allocations"] == [] and same["stop"] == []
+    assert same["version"] == full["version"] and same["reregister"] is False
+
+    bind(make_job(fleet, name="elsewhere"), {other: [0]})  # another node's work changes nothing here
+    assert client.post(heartbeat_url("gpu-01"), {"running": [first.generation], "known": full["version"]},
+                       format="json").json()["unchanged"] is True
+
+    second = bind(make_job(fleet, name="second"), {node: [1]})
+    grown = client.post(heartbeat_url("gpu-01"), {"running": [first.generation], "known": full["version"]},
+                        format="json").json()
+    assert grown["unchanged"] is False and grown["version"] != full["version"]
+    assert [a["generation"] for a in grown["allocations"]] == [first.generation, second.generation]
+
+
+def test_fencing_an_agent_holding_an_old_version_still_learns_its_generation_is_stale(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    allocation = bind(make_job(fleet), {node: [0]})
+    client = agent_client(token)
+    known = client.post(heartbeat_url("gpu-01"), {"running": []}, format="json").json()["version"]
+    from django.db import transaction
+
+    from controlplane.services import reconcile, transitions
+
+    with transaction.atomic():
+        assert transitions.fence_allocation(allocation.pk, lease=reconcile.lock_scheduler_lease(), at=timezone.now(),
+                                            actor="test", reason="Test")
+
+    body = client.post(heartbeat_url("gpu-01"), {"running": [allocation.generation], "known": known},
+                       format="json").json()
+
+    assert body["unchanged"] is False and body["allocations"] == []
+    assert body["stop"] == [allocation.generation]
+
+
+def test_a_releasing_allocation_is_always_sent_in_full_with_its_grace(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    allocation = bind(make_job(fleet), {node: [0]})
+    from controlplane.services import transitions
+
+    transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_PREEMPTED,
+                            grace_period_s=30, at=timezone.now(), actor="test", message="make room")
+    client = agent_client(token)
+    known = client.post(heartbeat_url("gpu-01"), {"running": [allocation.generation]}, format="json").json()["version"]
+
+    body = client.post(heartbeat_url("gpu-01"), {"running": [allocation.generation], "known": known},
+                       format="json").json()
+
+    assert body["unchanged"] is False
+    (desired,) = body["allocations"]
+    assert desired["state"] == AllocationState.RELEASING and 25 < desired["release"]["grace_remaining_s"] <= 30
+
+
 def test_heartbeat_of_a_suspect_node_makes_it_ready_again(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
     Node.objects.filter(pk=node.pk).update(state=NodeState.SUSPECT)

@@ -361,3 +361,43 @@ def test_a_job_the_control_plane_stops_in_time_is_left_to_its_release_not_the_ag
     member = agent.members[4].member
     assert member.terminated_at is not None and member.killed_at is None
     assert agent.counters["limit_stopped"] == 0
+
+
+def test_an_unchanged_reply_keeps_the_allocations_of_the_last_full_reply_and_a_later_one_replaces_them() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(7, [0])]
+    agent = make_agent(plane, clock)
+    base = {"node": "n1", "node_state": "ready", "lease_s": LEASE_S, "heartbeat_interval_s": 2.0,
+            "reregister": False, "stale_reports": []}
+    plane.queued_replies.append({**base, "allocations": [allocation(7, [0])], "stop": [], "version": "v1:seven"})
+    run_for(agent, clock, 0.5)
+    assert set(agent.members) == {7}
+
+    for _ in range(4):
+        plane.queued_replies.append({**base, "allocations": [], "stop": [], "version": "v1:seven", "unchanged": True})
+    run_for(agent, clock, 6.0)
+
+    assert set(agent.members) == {7} and agent.members[7].stop_kind is None  # not taken for "no longer listed"
+    assert all(body.get("known") == "v1:seven" for body in plane.syncs[1:])
+    plane.queued_replies.clear()
+    plane.allocations = []  # a full reply without it: stopped as stale
+    run_for(agent, clock, 3.0)
+    assert not agent.members
+
+
+def test_an_unchanged_reply_for_a_version_the_agent_does_not_hold_applies_only_the_stops_and_asks_again() -> None:
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    agent = make_agent(plane, clock)
+    base = {"node": "n1", "node_state": "ready", "lease_s": LEASE_S, "heartbeat_interval_s": 2.0,
+            "reregister": False, "stale_reports": []}
+    plane.queued_replies.append({**base, "allocations": [allocation(8, [0]), allocation(9, [1])], "stop": [],
+                                 "version": "v1:both"})
+    run_for(agent, clock, 0.5)
+    assert set(agent.members) == {8, 9}
+
+    plane.queued_replies.append({**base, "allocations": [], "stop": [9], "version": "v1:other", "unchanged": True})
+    plane.allocations = [allocation(8, [0])]
+    run_for(agent, clock, 0.5)
+
+    assert set(agent.members) == {8}
+    assert "known" not in plane.syncs[-1]  # it forgot what it held, and got everything again
