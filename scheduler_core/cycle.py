@@ -51,7 +51,7 @@ from scheduler_core.backfill import (
     team_release_eta,
     team_released_by,
 )
-from scheduler_core.context import CycleContext, Outcome, ShapeKey
+from scheduler_core.context import ActiveReservation, CycleContext, Outcome, ShapeKey
 from scheduler_core.elastic import grow_elastic
 from scheduler_core.errors import SnapshotError
 from scheduler_core.explain import diagnose, explain, type_names
@@ -583,11 +583,8 @@ def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
     reservation = plan_reservation(ctx, spec, PlacementRequest(demand, member_classes, score))
     if reservation is None:
         return False
-    ctx.head = reservation
+    placements = _hold_reservation(ctx, spec, reservation)
     ctx.untried_outcomes.clear()
-    placements = ctx.state.placements(reservation.grants)
-    ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
-    ctx.reserved_specs[spec.id] = spec
     _settle(ctx, spec, Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
         f"Holds a reservation for {demand.gpus} GPUs on {len(placements)} nodes from "
@@ -599,6 +596,17 @@ def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
         needs_whole_node=needs_whole,
     ))
     return True
+
+
+def _hold_reservation(
+    ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation
+) -> tuple[GpuPlacement, ...]:
+    """`spec` becomes the cycle's head: its reserved GPUs are what later jobs must not delay."""
+    ctx.head = reservation
+    placements = ctx.state.placements(reservation.grants)
+    ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
+    ctx.reserved_specs[spec.id] = spec
+    return placements
 
 
 def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
@@ -630,12 +638,9 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
                                        not_before=lifts_at, quota_type=gpu_type)
         if reservation is None:
             return False
-        ctx.head = reservation
+        placements = _hold_reservation(ctx, spec, reservation)
         ctx.head_quota_slack = (team_released_by(ctx, spec.team, gpu_type, reservation.start_at)
                                 - shortage)
-        placements = ctx.state.placements(reservation.grants)
-        ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
-        ctx.reserved_specs[spec.id] = spec
         _settle(ctx, spec, Outcome(
             ReasonCode.WAITING_FOR_RESERVATION,
             f"Holds a reservation for {demand.gpus} GPUs on {len(placements)} nodes from "
