@@ -928,8 +928,10 @@ def _digest(rows: Iterable[tuple[Any, ...]]) -> str:
 
 
 def _version_row(generation: int, epoch: int, state: str,
-                 release_deadline: datetime | None, release_reason: str | None, gpus: Sequence[int],
+                 release_deadline: datetime | None, release_reason: str | None, gpus: Sequence[int] | str,
                  runtime_limit_s: Any) -> tuple[Any, ...]:
+    if isinstance(gpus, str):  # SQLite's group_concat: "0,1,2"
+        gpus = [int(g) for g in gpus.split(",")]
     return (int(generation), int(epoch), str(state),
             release_deadline.isoformat() if release_deadline else None, release_reason or "",
             tuple(sorted(int(g) for g in gpus)), None if runtime_limit_s is None else float(runtime_limit_s))
@@ -944,14 +946,19 @@ def desired_versions_many(node_ids: Sequence[int]) -> dict[int, tuple[str, tuple
     alloc = Allocation._meta.db_table
     job = Job._meta.db_table
     rows: dict[int, list[tuple[Any, ...]]] = defaultdict(list)
+    if connection.vendor == "postgresql":
+        # One statement text whatever the number of nodes, so PostgreSQL reuses its plan.
+        gpus, among, ids = "array_agg(g.gpu_index)", "= ANY(%s)", [list(node_ids)]
+    else:  # SQLite, the embedded demo
+        gpus, among, ids = "group_concat(g.gpu_index)", f"IN ({', '.join(['%s'] * len(node_ids))})", list(node_ids)
     with connection.cursor() as cursor:
         cursor.execute(
             f"SELECT g.node_id, a.generation, a.epoch, a.state, a.release_deadline, a.release_reason, "
-            f"array_agg(g.gpu_index), j.runtime_limit_s "
+            f"{gpus}, j.runtime_limit_s "
             f"FROM {gpu} g JOIN {alloc} a ON a.id = g.allocation_id JOIN {job} j ON j.id = a.job_id "
-            f"WHERE g.node_id = ANY(%s) AND g.live AND a.state IN (%s, %s) "
+            f"WHERE g.node_id {among} AND g.live AND a.state IN (%s, %s) "
             f"GROUP BY g.node_id, a.id, j.runtime_limit_s ORDER BY g.node_id, a.generation",
-            [list(node_ids), AllocationState.ACTIVE.value, AllocationState.RELEASING.value],
+            [*ids, AllocationState.ACTIVE.value, AllocationState.RELEASING.value],
         )
         for node_id, *row in cursor.fetchall():
             rows[node_id].append(_version_row(*row))
