@@ -541,21 +541,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         reservation = plan_reservation(ctx, spec, PlacementRequest(smallest, member_classes, score))
         mark = ctx.timed("reserve_backfill", mark)
         if reservation is not None:
-            ctx.head = reservation
-            placements = ctx.state.placements(reservation.grants)
-            ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
-            ctx.reserved_specs[spec.id] = spec
-            gpus = sum(g.gpus for g in reservation.grants)
-            _settle(ctx, spec, Outcome(
-                ReasonCode.WAITING_FOR_RESERVATION,
-                f"Holds a reservation for {gpus} GPUs on {len(placements)} nodes from "
-                f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
-                f"smaller jobs may use those GPUs only if they end before then.",
-                True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
-                eta=reservation.start_at, demand=smallest,
-                classes=tuple(sorted({c for cls in member_classes for c in cls})),
-                needs_whole_node=needs_whole,
-            ))
+            _settle_reserved(ctx, spec, reservation, smallest, member_classes, needs_whole)
             return
     _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, blocked_by_head,
                                 needs_whole))
@@ -583,11 +569,19 @@ def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
     reservation = plan_reservation(ctx, spec, PlacementRequest(demand, member_classes, score))
     if reservation is None:
         return False
+    ctx.untried_outcomes.clear()  # computed before this hold
+    _settle_reserved(ctx, spec, reservation, demand, member_classes, needs_whole)
+    return True
+
+
+def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation, demand: Demand,
+                     member_classes: tuple[tuple[int, ...], ...], needs_whole: bool) -> None:
+    """`spec` holds the EASY reservation: it waits for it, with its start as the ETA."""
     placements = _hold_reservation(ctx, spec, reservation)
-    ctx.untried_outcomes.clear()
+    gpus = sum(g.gpus for g in reservation.grants)
     _settle(ctx, spec, Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {demand.gpus} GPUs on {len(placements)} nodes from "
+        f"Holds a reservation for {gpus} GPUs on {len(placements)} nodes from "
         f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
         f"smaller jobs may use those GPUs only if they end before then.",
         True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
@@ -595,7 +589,6 @@ def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
         classes=tuple(sorted({c for cls in member_classes for c in cls})),
         needs_whole_node=needs_whole,
     ))
-    return True
 
 
 def _hold_reservation(
