@@ -13,7 +13,17 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 
 from controlplane.choices import CapacityTier, Role
-from controlplane.models import Cohort, GpuType, Membership, Node, PriceRate, PriorityClass, Project, Quota, Team
+from controlplane.models import (
+    Cohort,
+    GpuType,
+    Membership,
+    Node,
+    PriceRate,
+    PriorityClass,
+    Project,
+    Quota,
+    Team,
+)
 
 PRICES_FROM = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

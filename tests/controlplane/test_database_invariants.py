@@ -8,7 +8,16 @@ from django.utils import timezone
 
 from controlplane.choices import AllocationState
 from controlplane.demo_fleet import seed_demo_fleet
-from controlplane.models import Allocation, AllocationGpu, Job, Node, PriorityClass, Quota, SchedulerLease, Team
+from controlplane.models import (
+    Allocation,
+    AllocationGpu,
+    Job,
+    Node,
+    PriorityClass,
+    Quota,
+    SchedulerLease,
+    Team,
+)
 
 pytestmark = pytest.mark.django_db
 
