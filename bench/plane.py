@@ -102,19 +102,33 @@ class Plane:
         (everything in its session), from /proc: where a benchmark's time went."""
         tick = os.sysconf("SC_CLK_TCK")
         by_session: dict[int, float] = {}
+        rows: list[tuple[int, int, str, float]] = []  # pid, ppid, comm, cpu
         for entry in Path("/proc").iterdir():
             if not entry.name.isdigit():
                 continue
             try:
-                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            except OSError:
+                head, tail = (entry / "stat").read_text().rsplit(")", 1)
+            except (OSError, ValueError):
                 continue
+            fields = tail.split()
+            used = (int(fields[11]) + int(fields[12])) / tick
             session = int(fields[3])  # after pid and (comm): state ppid pgrp session ...
-            by_session[session] = by_session.get(session, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+            by_session[session] = by_session.get(session, 0.0) + used
+            rows.append((int(entry.name), int(fields[1]), head.split("(", 1)[-1], used))
         out: dict[str, float] = {}
         for name, proc in zip(self.names, self.procs, strict=True):
             kind = name.rstrip("0123456789-") or name
             out[kind] = round(out.get(kind, 0.0) + by_session.get(proc.pid, 0.0), 2)
+        # This run's throwaway servers (other developers' may run too), and this process (the
+        # submit and the timeline's polling).
+        postmaster = _our_postmaster(rows)
+        out["postgres"] = round(sum(cpu for pid, ppid, comm, cpu in rows
+                                    if postmaster is not None and postmaster in (pid, ppid)), 2)
+        redis_port = urlsplit(os.environ.get("REDIS_URL", "")).port
+        out["redis"] = round(sum(cpu for pid, _, comm, cpu in rows
+                                 if comm == "redis-server" and redis_port and _cmdline_has(pid, f":{redis_port}")), 2)
+        mine = os.times()
+        out["bench"] = round(mine.user + mine.system, 2)
         return out
 
     def stop(self) -> None:
@@ -143,6 +157,36 @@ def wait_for(condition: Callable[[], bool], timeout: float, what: str, poll: flo
             raise SystemExit(f"{what}: not reached within {timeout:.0f} s")
         time.sleep(poll)
     return time.perf_counter() - started
+
+
+def _cmdline_has(pid: int, text: str) -> bool:
+    try:
+        return text.encode() in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+def _our_postmaster(rows: list[tuple[int, int, str, float]]) -> int | None:
+    """The pid of the PostgreSQL server DATABASE_URL points at: its data directory's
+    postmaster.pid names the port."""
+    port = urlsplit(os.environ.get("DATABASE_URL", "")).port
+    for pid, _, comm, _ in rows:
+        if comm != "postgres":
+            continue
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"-D" not in argv:
+            continue
+        datadir = argv[argv.index(b"-D") + 1].decode()
+        try:
+            lines = (Path(datadir) / "postmaster.pid").read_text().splitlines()
+        except OSError:
+            continue
+        if len(lines) > 3 and lines[0].strip() == str(pid) and lines[3].strip() == str(port):
+            return pid
+    return None
 
 
 def machine() -> dict[str, object]:

@@ -156,6 +156,37 @@ def _die_with_parent() -> None:
         _LIBC.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
+def _find_setpriv() -> str | None:
+    """util-linux's `setpriv`, if it can set the parent-death signal (util-linux ≥ 2.33)."""
+    import shutil
+
+    path = shutil.which("setpriv", path="/usr/bin:/bin:/usr/sbin:/sbin")
+    if path is None:
+        return None
+    try:
+        probe = subprocess.run([path, "--pdeathsig", "KILL", "/bin/true"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return path if probe.returncode == 0 else None
+
+
+_SETPRIV: str | None | bool = False  # False: not looked up yet
+
+
+def launch_argv(command: str) -> tuple[list[str], Callable[[], None] | None]:
+    """How to start `command` so that it dies with the agent: `setpriv --pdeathsig KILL
+    /bin/sh -c …` where setpriv exists (the agent spawns it without running Python in the
+    child, so CPython uses vfork: ~1.5 ms of CPU a process instead of ~4.7 ms for a fork of the
+    whole agent with a pre-exec hook), else a pre-exec hook that sets PR_SET_PDEATHSIG."""
+    global _SETPRIV
+    if _SETPRIV is False:
+        _SETPRIV = _find_setpriv() if os.environ.get("QM_AGENT_PREEXEC_PDEATHSIG", "") != "1" else None
+    if isinstance(_SETPRIV, str):
+        return [_SETPRIV, "--pdeathsig", "KILL", "/bin/sh", "-c", command], None
+    return ["/bin/sh", "-c", command], _die_with_parent
+
+
 def rank_environment(assignment: Assignment, local_index: int, per_node: bool) -> dict[str, str]:
     """The torch.distributed environment of one process of this node's gang member."""
     devices = ",".join(str(g) for g in assignment.gpus)
@@ -222,16 +253,17 @@ class ProcessMember:
                    "QM_AGENT_NODE": node_name}
             rank = env["RANK"]
             env["QM_PROGRESS_FILE"] = str(self.progress_file if rank == "0" else workdir / f"rank{rank}.progress.jsonl")
+            argv, pre_exec = launch_argv(assignment.command)
             with open(workdir / f"rank{rank}.log", "ab") as log:
                 proc = subprocess.Popen(
-                    ["/bin/sh", "-c", assignment.command],
+                    argv,
                     env=env,
                     cwd=str(workdir),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     start_new_session=True,
-                    preexec_fn=_die_with_parent,
+                    preexec_fn=pre_exec,
                 )
             self.procs.append(proc)
         (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")

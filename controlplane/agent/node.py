@@ -102,7 +102,8 @@ class Running:
     started_clock: float = 0.0
     sampled_steps: int = 0
     sampled_tokens: int = 0
-    reported_steps: int = -1
+    # (steps, useful tokens, last checkpoint) as last reported
+    reported_progress: tuple[int, int, float | None] = (0, 0, None)
     stop_kind: str | None = None  # release | limit | stale | lease | shutdown | refused
     kill_at: float | None = None
     # The agent's own runtime-limit deadline (monotonic): launch + limit + limit grace.
@@ -558,13 +559,16 @@ class NodeAgent:
         running.sample_from_wall = wall
         running.sampled_steps, running.sampled_tokens = max(steps, running.sampled_steps), max(
             tokens, running.sampled_tokens)
-        if rank_zero and (progress.steps != running.reported_steps or progress.last_checkpoint_at):
+        # Progress only when the job has written some since the last report: a job that writes
+        # none (most short jobs) costs the control plane no progress update per job.
+        moved = (progress.steps, progress.useful_tokens, progress.last_checkpoint_at)
+        if rank_zero and moved != running.reported_progress and moved != (0, 0, None):
             report: dict[str, Any] = {"kind": "progress", "generation": generation, "at": iso(wall),
                                       "steps": progress.steps, "useful_tokens": progress.useful_tokens}
             if progress.last_checkpoint_at is not None:
                 report["last_checkpoint_at"] = iso(progress.last_checkpoint_at)
             self._queue(report)
-            running.reported_steps = progress.steps
+            running.reported_progress = moved
 
     def _final_sample(self, running: Running, wall: float) -> None:
         self._sample_one(running, wall)

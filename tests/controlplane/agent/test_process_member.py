@@ -130,7 +130,15 @@ def test_a_job_without_a_command_fails_with_127(tmp_path: Path) -> None:
     assert member.poll() == 127
 
 
-def test_job_processes_die_with_their_agent(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["setpriv", "pre-exec hook"])
+def test_job_processes_die_with_their_agent(tmp_path: Path, how: str) -> None:
+    # setpriv --pdeathsig where util-linux has it (vfork, cheap); the pre-exec hook otherwise.
+    env = {**os.environ, "QM_AGENT_PREEXEC_PDEATHSIG": "1" if how == "pre-exec hook" else "0"}
+    if how == "setpriv":
+        from controlplane.agent.members import _find_setpriv
+
+        if _find_setpriv() is None:
+            pytest.skip("no setpriv with --pdeathsig on this machine")
     script = textwrap.dedent(f"""\
         import sys, time
         sys.path.insert(0, {str(Path.cwd())!r})
@@ -141,7 +149,7 @@ def test_job_processes_die_with_their_agent(tmp_path: Path) -> None:
         print(m.procs[0].pid, flush=True)
         time.sleep(60)
     """)
-    agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     child = int(agent.stdout.readline())
     assert alive(child)
 
