@@ -12,14 +12,17 @@ The business rules are in services/agent_protocol.py; this module parses and ans
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from datetime import timezone as dt_timezone
 from typing import Any
 
 import structlog
 from django.db import InterfaceError, OperationalError
 from django.urls import path
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
 from rest_framework.parsers import JSONParser
@@ -204,6 +207,156 @@ class SyncSerializer(serializers.Serializer):
     known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
 
 
+# --- the fast path
+#
+# Every agent request carries a few to a few hundred reports, and DRF's serializers cost
+# ~0.3 ms of CPU per report: a third of a busy agent endpoint's time. Well-formed bodies (what
+# qm-agent sends) are checked here in plain Python with exactly the serializers' rules; anything
+# else — a wrong type, a value out of range, a missing field — goes through the serializers,
+# which then name the field in their 400 as before. The fast path only ever accepts what the
+# serializers accept.
+
+_INT = int
+_UTC = dt_timezone.utc
+
+
+def _int_in(value: Any, low: int | None, high: int | None) -> bool:
+    return (type(value) is _INT and (low is None or value >= low) and (high is None or value <= high))
+
+
+def _when(value: Any) -> datetime | None:
+    """An aware ISO 8601 datetime string → datetime (in UTC, as the serializer gives it); None
+    when the serializer should judge it."""
+    if type(value) is not str or len(value) > 64:
+        return None
+    try:
+        parsed = parse_datetime(value)
+    except ValueError:
+        return None
+    if parsed is None or parsed.tzinfo is None:
+        return None
+    try:
+        return parsed.astimezone(_UTC)
+    except OverflowError:
+        return None
+
+
+def _plain_text(value: Any, max_length: int, *, blank: bool) -> bool:
+    """A string the CharField would take unchanged (it trims whitespace and refuses NUL)."""
+    return (type(value) is str and len(value) <= max_length and (blank or value != "")
+            and value == value.strip() and "\x00" not in value)
+
+
+_OPTIONAL_INTS = (("exit_code", -255, 255), ("steps", 0, None), ("useful_tokens", 0, None))
+_OPTIONAL_TIMES = ("last_checkpoint_at", "started_at")
+
+
+def _fast_report(item: Any) -> dict[str, Any] | None:
+    if type(item) is not dict:
+        return None
+    kind = item.get("kind")
+    if kind not in protocol.REPORT_KINDS or not _int_in(item.get("generation"), 1, None):
+        return None
+    at = _when(item.get("at"))
+    if at is None:
+        return None
+    out: dict[str, Any] = {"kind": kind, "generation": item["generation"], "at": at}
+    for name, low, high in _OPTIONAL_INTS:
+        if name in item:
+            value = item[name]
+            if value is not None and not _int_in(value, low, high):
+                return None
+            out[name] = value
+    for name in _OPTIONAL_TIMES:
+        if name in item:
+            value = item[name]
+            if value is not None:
+                value = _when(value)
+                if value is None:
+                    return None
+            out[name] = value
+    if "gpu_activity" in item:
+        value = item["gpu_activity"]
+        if value is not None:
+            if type(value) not in (int, float) or not math.isfinite(value) or not 0.0 <= value <= 1.0:
+                return None
+            value = float(value)
+        out["gpu_activity"] = value
+    if "message" in item:
+        value = item["message"]
+        if not _plain_text(value, 500, blank=True):
+            return None
+        out["message"] = value
+    if kind == "exited" and "exit_code" not in out:
+        return None
+    if kind == "sample" and (out.get("started_at") is None or out["started_at"] >= at
+                             or out.get("gpu_activity") is None):
+        return None
+    return out
+
+
+def _fast_sync(data: Any, *, batch_item: bool = False) -> dict[str, Any] | None:
+    """SyncSerializer's (or BatchItemSerializer's) validated data, or None: ask the serializer."""
+    if type(data) is not dict:
+        return None
+    out: dict[str, Any] = {"goodbye": False}
+    if "running" in data:
+        running = data["running"]
+        if type(running) is not list or len(running) > 4096 or not all(_int_in(g, 1, None) for g in running):
+            return None
+        out["running"] = running
+    if "reports" in data:
+        raw = data["reports"]
+        if type(raw) is not list or len(raw) > MAX_REPORTS:
+            return None
+        reports = []
+        for item in raw:
+            report = _fast_report(item)
+            if report is None:
+                return None
+            reports.append(report)
+        out["reports"] = reports
+    if "goodbye" in data:
+        if type(data["goodbye"]) is not bool:
+            return None
+        out["goodbye"] = data["goodbye"]
+    if "known" in data:
+        known = data["known"]
+        if known is not None and not _plain_text(known, 64, blank=True):
+            return None
+        out["known"] = known
+    if batch_item:
+        name, token = data.get("name"), data.get("token")
+        if not _plain_text(name, 128, blank=False) or not _plain_text(token, 256, blank=False):
+            return None
+        out["name"], out["token"] = name, token
+        renew = data.get("renew", True)
+        if type(renew) is not bool:
+            return None
+        out["renew"] = renew
+    return out
+
+
+def _validated_sync(data: Any) -> dict[str, Any]:
+    fast = _fast_sync(data)
+    if fast is not None:
+        return fast
+    payload = SyncSerializer(data=data)
+    payload.is_valid(raise_exception=True)
+    return dict(payload.validated_data)
+
+
+def _validated_batch(data: Any) -> list[dict[str, Any]]:
+    nodes = data.get("nodes") if type(data) is dict else None
+    if type(nodes) is list and len(nodes) <= MAX_BATCH:
+        items = [_fast_sync(item, batch_item=True) for item in nodes]
+        if all(item is not None for item in items):
+            return items  # type: ignore[return-value]
+    payload = BatchSerializer(data=data)
+    payload.is_valid(raise_exception=True)
+    return list(payload.validated_data["nodes"])
+
+
 def _clamp(at: datetime | None, now: datetime) -> datetime | None:
     if at is None:
         return None
@@ -287,9 +440,7 @@ class _SyncView(AgentView):
     renew = False
 
     def post(self, request: Request, name: str) -> Response:
-        payload = SyncSerializer(data=request.data)
-        payload.is_valid(raise_exception=True)
-        data = payload.validated_data
+        data = _validated_sync(request.data)
         now = timezone.now()
         # No transaction around the whole call: each step takes its own locks in the global
         # order (lease → node → allocation → job → GPUs), see services/agent_protocol.py.
@@ -333,9 +484,7 @@ class BatchSyncView(AgentView):
     permission_classes: list[Any] = []
 
     def post(self, request: Request) -> Response:
-        payload = BatchSerializer(data=request.data)
-        payload.is_valid(raise_exception=True)
-        items = payload.validated_data["nodes"]
+        items = _validated_batch(request.data)
         now = timezone.now()
         nodes = {n.name: n for n in Node.objects.filter(name__in={i["name"] for i in items})}
         results: list[dict[str, Any] | None] = [None] * len(items)

@@ -204,7 +204,9 @@ def node_for_token(token: str) -> Node | None:
     """The node whose agent holds `token`, or None. Only the token's hash is ever stored."""
     if not token or not token.startswith(TOKEN_PREFIX):
         return None
-    return Node.objects.filter(agent_token_hash=token_hash(token)).first()
+    # A token's hash names one node: no ordering needed (first() would sort by id).
+    found = list(Node.objects.filter(agent_token_hash=token_hash(token)).order_by()[:1])
+    return found[0] if found else None
 
 
 def token_opens(node: Node, token: str) -> bool:
@@ -468,7 +470,9 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
             # A releasing allocation's grace is counted from now: always sent in full.
             if request.known == version and not releasing:
                 unchanged.add(request.node.pk)
-    full = [r.node for r in serving if r.node.pk not in unchanged]
+    # A node given nothing needs no payload queries (the last exit of a wave, an idle node).
+    full = [r.node for r in serving if r.node.pk not in unchanged
+            and versions.get(r.node.pk, _NO_ALLOCATIONS)[1]]
     desired = desired_allocations_many(full, now)
     replies = []
     for request in requests:
@@ -581,12 +585,13 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
     if not batches:
         return {}
     generations = {r.generation for _, reports in batches for r in reports}
-    held = set(
-        AllocationGpu.objects.filter(node_id__in=[n.pk for n, _ in batches], allocation__generation__in=generations)
-        .order_by()
-        .values_list("allocation_id", "node_id")
-        .distinct()
-    )
+    # (allocation, node) → how many of the allocation's GPUs are on that node (samples need it).
+    held: dict[tuple[int, int], int] = {
+        (allocation_id, node_id): n
+        for allocation_id, node_id, n in AllocationGpu.objects.filter(
+            node_id__in=[n.pk for n, _ in batches], allocation__generation__in=generations
+        ).order_by().values("allocation_id", "node_id").annotate(n=Count("id")).values_list("allocation_id", "node_id", "n")
+    }
     # No ordering (the model's default would make Django copy the whole filter, big `IN`
     # lists included, for every ORDER BY expression it resolves).
     allocations = {
@@ -640,7 +645,7 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
                          actor=actor_for(node))
         else:
             _work_lost(allocation, node, report, actor=actor_for(node))
-    _store_samples(samples)
+    _store_samples(samples, held)
     return {pk: sorted(generations) for pk, generations in stale.items()}
 
 
@@ -716,17 +721,12 @@ def _apply_progress(progress: dict[int, Report], now: datetime) -> None:
         Job.objects.filter(pk=job_id).update(**values)
 
 
-def _store_samples(samples: list[tuple[Node, Allocation, Report]]) -> None:
+def _store_samples(samples: list[tuple[Node, Allocation, Report]], gpus_here: dict[tuple[int, int], int]) -> None:
     """Usage samples → UsageSample rows. A sample reaching past the allocation's end is cut at
-    the end: nobody pays for time after a fence, even if a partitioned process ran on."""
+    the end: nobody pays for time after a fence, even if a partitioned process ran on.
+    `gpus_here` maps (allocation id, node id) to the allocation's GPUs on that node."""
     if not samples:
         return
-    gpus_here = {
-        (allocation_id, node_id): n
-        for allocation_id, node_id, n in AllocationGpu.objects.filter(
-            allocation_id__in={a.pk for _, a, _ in samples}, node_id__in={n.pk for n, _, _ in samples}
-        ).values("allocation_id", "node_id").annotate(n=Count("id")).values_list("allocation_id", "node_id", "n")
-    }
     rows = []
     for node, allocation, report in samples:
         begin = report.started_at
@@ -748,17 +748,34 @@ def _store_samples(samples: list[tuple[Node, Allocation, Report]]) -> None:
                 useful_tokens=max(0, int(report.useful_tokens or 0)),
             )
         )
-    if rows:
-        # A resent batch (its reply was lost) must not count twice: one sample per allocation,
-        # node and interval start.
-        seen = set(
-            UsageSample.objects.filter(
-                node_id__in={r.node_id for r in rows}, allocation_id__in={r.allocation_id for r in rows},
-                started_at__in={r.started_at for r in rows},
-            ).values_list("allocation_id", "node_id", "started_at")
-        )
-        rows = [r for r in rows if (r.allocation_id, r.node_id, r.started_at) not in seen]
-        UsageSample.objects.bulk_create(rows)
+    if not rows:
+        return
+    # A resent batch (its reply was lost) must not count twice: one sample per allocation,
+    # node and interval start.
+    if connection.vendor == "postgresql":
+        # One statement: the rows not stored yet are inserted (no read, no model instances).
+        table = UsageSample._meta.db_table
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} (allocation_id, job_id, node_id, started_at, ended_at, gpus, gpu_activity, "
+                "steps, useful_tokens) SELECT DISTINCT ON (v.a, v.n, v.s) v.a, v.j, v.n, v.s, v.e, v.g, v.act, v.st, "
+                "v.tok FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::timestamptz[], %s::timestamptz[], "
+                "%s::integer[], %s::float8[], %s::bigint[], %s::bigint[]) AS v(a, j, n, s, e, g, act, st, tok) "
+                f"WHERE NOT EXISTS (SELECT 1 FROM {table} u WHERE u.allocation_id = v.a AND u.node_id = v.n "
+                "AND u.started_at = v.s)",
+                [[r.allocation_id for r in rows], [r.job_id for r in rows], [r.node_id for r in rows],
+                 [r.started_at for r in rows], [r.ended_at for r in rows], [r.gpus for r in rows],
+                 [r.gpu_activity for r in rows], [r.steps for r in rows], [r.useful_tokens for r in rows]],
+            )
+        return
+    seen = set(
+        UsageSample.objects.filter(
+            node_id__in={r.node_id for r in rows}, allocation_id__in={r.allocation_id for r in rows},
+            started_at__in={r.started_at for r in rows},
+        ).values_list("allocation_id", "node_id", "started_at")
+    )
+    rows = [r for r in rows if (r.allocation_id, r.node_id, r.started_at) not in seen]
+    UsageSample.objects.bulk_create(rows)
 
 
 def _member_gone(
