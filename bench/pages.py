@@ -305,10 +305,12 @@ def place_running(jobs: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> No
 
 
 def store_jobs(jobs: list[dict[str, Any]], fleet: dict[str, Any], now: datetime, rng: random.Random) -> None:
-    from controlplane.models import Allocation, AllocationGpu, Event, Job
+    from controlplane.models import Allocation, AllocationGpu, Event, Job, PendingPlace
+    from controlplane.models.jobs import split_numbers
 
     classes = fleet["classes"]
     rows, events, allocations, gpus = [], [], [], []
+    places: list[dict[str, Any]] = []
     allocation_id = gpu_id = 0
     pending_rank = 0
     for pk, job in enumerate(jobs, start=1):
@@ -342,12 +344,15 @@ def store_jobs(jobs: list[dict[str, Any]], fleet: dict[str, Any], now: datetime,
         if state == "pending":
             pending_rank += 1
             code, text = rng.choice(REASONS)
-            row.update(pending_code=code, queue_position=pending_rank,
-                       pending_message=text.format(team=team["team"].name, held=128, quota=128, borrow=64,
-                                                   gpus=job["gpus"], free=37, block=5, pos=pending_rank,
-                                                   mins=rng.randint(2, 90)),
-                       pending_would_start_if="a running job of its cohort ends",
-                       eta=now + timedelta(minutes=rng.randint(2, 240)))
+            # Stored as a cycle stores it: the words on the job, the numbers, position and ETA
+            # in its PendingPlace.
+            words, numbers = split_numbers(text.format(team=team["team"].name, held=128, quota=128, borrow=64,
+                                                       gpus=job["gpus"], free=37, block=5, pos=pending_rank,
+                                                       mins=rng.randint(2, 90)))
+            row.update(pending_code=code, pending_words=words,
+                       would_start_if_words="a running job of its cohort ends")
+            places.append({"job_id": pk, "queue_position": pending_rank, "numbers": " ".join(numbers),
+                           "eta": now + timedelta(minutes=rng.randint(2, 240))})
         if state in ("succeeded", "failed", "timed_out", "running"):
             ran = ((job["finished_at"] or now) - job["started_at"]).total_seconds()
             row.update(steps=int(ran * 2), useful_tokens=int(ran * job["gpus"] * 4000),
@@ -393,6 +398,7 @@ def store_jobs(jobs: list[dict[str, Any]], fleet: dict[str, Any], now: datetime,
         rows.append(row)
     log(f"writing {len(rows):,} jobs, {len(events):,} events, {len(gpus):,} live GPUs")
     copy_rows(Job, rows)
+    copy_rows(PendingPlace, places)
     copy_rows(Allocation, allocations)
     copy_rows(AllocationGpu, gpus)
     copy_rows(Event, events)

@@ -303,6 +303,12 @@ class JobSerializer(serializers.ModelSerializer):
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpu_types = serializers.ListField(child=serializers.CharField(), read_only=True)
     env = serializers.DictField(child=serializers.CharField(), read_only=True)
+    # The reason's sentences with their numbers, the queue position and the ETA are read
+    # through the job's PendingPlace (Job.pending_message and the like).
+    pending_message = serializers.CharField(read_only=True)
+    pending_would_start_if = serializers.CharField(read_only=True)
+    queue_position = serializers.IntegerField(read_only=True, allow_null=True)
+    eta = serializers.DateTimeField(read_only=True, allow_null=True)
 
     class Meta:
         model = Job

@@ -203,7 +203,10 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     permission_classes = [SubmitsJobs]
 
     def get_queryset(self) -> QuerySet[Job]:
-        return access.visible_jobs(self.request.user).select_related("team", "project", "submitter", "priority_class")
+        # `place`: a waiting job's queue position, ETA and the numbers of its reason.
+        return access.visible_jobs(self.request.user).select_related(
+            "team", "project", "submitter", "priority_class", "place"
+        )
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(s.job_payload(self.get_object()))
@@ -217,6 +220,8 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
                    parameters=[_IDEMPOTENCY_PARAM])
     def create(self, request: Request) -> Response:
         result = _submit(request, s.JobSubmitSerializer)
+        if not result.replayed:
+            result.job.unranked()  # a job just submitted has no place in the queue yet: no query
         # The job carries its team, project, class and submitter objects: no query to render it.
         return Response(
             s.job_payload(result.job),

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import re
+from datetime import datetime
+
 from django.conf import settings
 from django.db import models
 from django.db.models import F, Q
@@ -60,13 +63,15 @@ class Job(models.Model):
     state_changed_at = models.DateTimeField()
     exit_code = models.IntegerField(null=True, blank=True)
     borrowed = models.BooleanField(default=False, help_text="Runs on capacity borrowed from the cohort.")
-    # The engine's last word on a waiting job.
+    # The engine's last word on a waiting job: the reason's stable part. Its sentences are
+    # stored with each number replaced by NUMBER_MARK; the numbers, the queue position and the
+    # ETA move every cycle and live in the job's PendingPlace (`place`), so a cycle rewrites this
+    # row only when the reason's words change. Read the sentences as `pending_message` and
+    # `pending_would_start_if` (numbers filled in), the position and ETA as `queue_position`, `eta`.
     pending_code = models.CharField(max_length=48, blank=True)
-    pending_message = models.CharField(max_length=500, blank=True)
+    pending_words = models.CharField(max_length=500, blank=True)
     pending_resolvable = models.BooleanField(default=True)
-    pending_would_start_if = models.CharField(max_length=300, blank=True)
-    queue_position = models.PositiveIntegerField(null=True, blank=True)
-    eta = models.DateTimeField(null=True, blank=True)
+    would_start_if_words = models.CharField(max_length=300, blank=True)
 
     # --- progress and preemption history -------------------------------------------------------------
     steps = models.BigIntegerField(default=0)
@@ -108,6 +113,106 @@ class Job(models.Model):
     @property
     def is_elastic(self) -> bool:
         return self.min_gpus is not None or self.max_gpus is not None
+
+    # --- the engine's explanation, as users read it ------------------------------------------
+
+    def _place(self) -> PendingPlace | None:
+        """The job's place in the last cycle's queue, if it has one. Only a job that waited has
+        one (a bind deletes it), so a running or finished job costs no query."""
+        if self.state not in _PLACED_STATES:
+            return None
+        try:
+            return self.place  # type: ignore[no-any-return]
+        except PendingPlace.DoesNotExist:
+            return None
+
+    def unranked(self) -> None:
+        """Record that the job has no place in the queue (a job just submitted), so reading
+        its position costs no query."""
+        Job._meta.get_field("place").set_cached_value(self, None)
+
+    def _numbers(self) -> list[str]:
+        place = self._place()
+        return place.numbers.split() if place is not None and place.numbers else []
+
+    @property
+    def pending_message(self) -> str:
+        """The engine's sentence on why the job waits, with its numbers."""
+        if NUMBER_MARK not in self.pending_words:
+            return self.pending_words
+        return fill_numbers(self.pending_words, self._numbers())
+
+    @pending_message.setter
+    def pending_message(self, text: str) -> None:
+        self.pending_words = text.replace(NUMBER_MARK, "")
+
+    @property
+    def pending_would_start_if(self) -> str:
+        """What would let the job start, with its numbers (those after the message's)."""
+        if NUMBER_MARK not in self.would_start_if_words:
+            return self.would_start_if_words
+        return fill_numbers(self.would_start_if_words, self._numbers()[self.pending_words.count(NUMBER_MARK):])
+
+    @pending_would_start_if.setter
+    def pending_would_start_if(self, text: str) -> None:
+        self.would_start_if_words = text.replace(NUMBER_MARK, "")
+
+    @property
+    def queue_position(self) -> int | None:
+        """1-based rank in the last cycle's queue order; None until a cycle ranked it."""
+        place = self._place()
+        return place.queue_position if place is not None else None
+
+    @property
+    def eta(self) -> datetime | None:
+        """The last cycle's estimated start, if the engine could give one."""
+        place = self._place()
+        return place.eta if place is not None else None
+
+
+NUMBER_MARK = "\ue000"
+"""Where a number goes in a stored sentence (a private-use character no sentence contains)."""
+
+_NUMBER = re.compile(r"([0-9]+(?:\.[0-9]+)?)")
+# A job waiting, or one that stopped while waiting, may have a place; a bind deletes it.
+_PLACED_STATES = frozenset({JobState.PENDING, JobState.CANCELLED, JobState.UNSCHEDULABLE})
+
+
+def split_numbers(text: str) -> tuple[str, list[str]]:
+    """A sentence → (its words with each number replaced by NUMBER_MARK, the numbers as written).
+    `fill_numbers(*split_numbers(text)) == text` for any text."""
+    if NUMBER_MARK in text:
+        text = text.replace(NUMBER_MARK, "")
+    parts = _NUMBER.split(text)  # words, number, words, number, …, words
+    return NUMBER_MARK.join(parts[0::2]), parts[1::2]
+
+
+def fill_numbers(words: str, numbers: list[str]) -> str:
+    """The inverse of split_numbers: each NUMBER_MARK replaced by the next number."""
+    parts = words.split(NUMBER_MARK)
+    out = [parts[0]]
+    for index, part in enumerate(parts[1:]):
+        out.append(numbers[index] if index < len(numbers) else "")
+        out.append(part)
+    return "".join(out)
+
+
+class PendingPlace(models.Model):
+    """A waiting job's place in the last cycle's queue: its position, its ETA and the numbers of
+    its reason's sentences (space-separated, message first, then would-start-if).
+
+    These move every cycle (a job ahead starts and everyone behind moves up; time passes and the
+    ETAs move; free GPUs and quota use change), so they live in this narrow table, rewritten in
+    one statement per cycle, while the wide jobs row changes only when the reason's words do.
+    A bind deletes the row; a job cancelled while waiting keeps its last one."""
+
+    job = models.OneToOneField(Job, primary_key=True, on_delete=models.CASCADE, related_name="place")
+    queue_position = models.PositiveIntegerField()
+    eta = models.DateTimeField(null=True, blank=True)
+    numbers = models.TextField(blank=True)
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} at {self.queue_position}"
 
 
 class Allocation(models.Model):

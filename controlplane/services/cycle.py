@@ -30,7 +30,8 @@ from django.utils import timezone
 
 import scheduler_core as engine
 from controlplane.choices import JobState
-from controlplane.models import FleetSample, Job, SchedulerLease, Team
+from controlplane.models import FleetSample, Job, PendingPlace, SchedulerLease, Team
+from controlplane.models.jobs import split_numbers
 from controlplane.services import transitions
 from controlplane.services.snapshot import SnapshotContext, read_snapshot, scheduler_config
 
@@ -193,70 +194,105 @@ def commit_plan(
 
 
 def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
-    """Write each waiting job's reason, position and ETA: only the rows whose words, position
-    or ETA changed since the snapshot read them, in one statement. An Event records each job
-    whose reason to wait changed."""
+    """Store each waiting job's reason, position and ETA.
+
+    A reason's sentences are split into their words (each number marked) and their numbers
+    (models.jobs.split_numbers). The words, code and resolvability stay on the jobs row, which
+    is rewritten only when they change: a reason changed, not a number. Everything that moves
+    each cycle (queue position, ETA, the numbers: free GPUs, quota use, the estimated start)
+    goes to the narrow PendingPlace, in one statement. An Event records each job whose reason
+    to wait changed."""
     if not plan.pending:
         return
     rows: list[tuple[Any, ...]] = []
+    places: list[tuple[Any, ...]] = []
     reasons: dict[int, engine.PendingExplanation] = {}
+    would_splits: dict[str, tuple[str, list[str]]] = {}
+    fromtimestamp = datetime.fromtimestamp
+    utc = dt_timezone.utc
     for explanation in plan.pending:
         old = context.explanations.get(explanation.job_id)
         if old is None:
             continue  # not pending when the snapshot read it
-        eta = datetime.fromtimestamp(explanation.eta, tz=dt_timezone.utc) if explanation.eta else None
-        message = explanation.message[:500]
-        would = explanation.would_start_if[:300]
-        if (old[0] == explanation.reason and old[1] == message and old[2] == explanation.queue_position
-                and old[4] == would and old[5] == explanation.resolvable and _same_eta(old[3], eta)):
-            continue
+        words, numbers = split_numbers(explanation.message[:500])
+        split = would_splits.get(explanation.would_start_if)
+        if split is None:  # many jobs share one: split it once
+            split = would_splits[explanation.would_start_if] = split_numbers(explanation.would_start_if[:300])
+        would, would_numbers = split
         pk = int(explanation.job_id)
-        rows.append((pk, explanation.reason, message, explanation.queue_position, eta, would,
-                     explanation.resolvable))
+        eta = fromtimestamp(explanation.eta, tz=utc) if explanation.eta else None
+        places.append((pk, explanation.queue_position, eta, " ".join(numbers + would_numbers)))
+        if (old[0] == explanation.reason and old[1] == words and old[2] == would
+                and old[3] == explanation.resolvable):
+            continue
+        rows.append((pk, explanation.reason, words, would, explanation.resolvable))
         if old[0] != explanation.reason:
             reasons[pk] = explanation
-    if not rows:
-        return
-    written = _write_explanations(rows)
+    written = _write_reasons(rows) if rows else set()
+    _write_places(places)
     _record_reason_changes([e for pk, e in reasons.items() if pk in written], context)
 
 
-def _write_explanations(rows: list[tuple[Any, ...]]) -> set[int]:
-    """(id, code, message, position, ETA, would-start-if, resolvable) rows → the jobs still
-    pending; returns the ids written. On PostgreSQL one UPDATE … FROM unnest(arrays): a few
-    thousand rows in tens of milliseconds, where one statement per row took most of a second."""
+def _write_reasons(rows: list[tuple[Any, ...]]) -> set[int]:
+    """(id, code, words, would-start-if words, resolvable) rows → the jobs still pending;
+    returns the ids written. On PostgreSQL one UPDATE … FROM unnest(arrays)."""
     table = Job._meta.db_table
     pending = JobState.PENDING.value
     if connection.vendor == "postgresql":
         columns = list(zip(*rows, strict=True))
         with connection.cursor() as cursor:
             cursor.execute(
-                f"UPDATE {table} AS j SET pending_code = v.code, pending_message = v.message, "
-                "queue_position = v.pos, eta = v.eta, pending_would_start_if = v.would, "
-                "pending_resolvable = v.resolvable "
-                "FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::integer[], %s::timestamptz[], "
-                "%s::varchar[], %s::boolean[]) AS v(id, code, message, pos, eta, would, resolvable) "
+                f"UPDATE {table} AS j SET pending_code = v.code, pending_words = v.words, "
+                "would_start_if_words = v.would, pending_resolvable = v.resolvable "
+                "FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::varchar[], %s::boolean[]) "
+                "AS v(id, code, words, would, resolvable) "
                 "WHERE j.id = v.id AND j.state = %s RETURNING j.id",
                 [*(list(c) for c in columns), pending],
             )
             return {row[0] for row in cursor.fetchall()}
     # SQLite (the embedded demo): one pipelined statement per row.
-    adapt = connection.ops.adapt_datetimefield_value
     with connection.cursor() as cursor:
         cursor.executemany(
-            f"UPDATE {table} SET pending_code = %s, pending_message = %s, queue_position = %s, "
-            "eta = %s, pending_would_start_if = %s, pending_resolvable = %s WHERE id = %s AND state = %s",
-            [(code, message, pos, adapt(eta), would, resolvable, pk, pending)
-             for pk, code, message, pos, eta, would, resolvable in rows],
+            f"UPDATE {table} SET pending_code = %s, pending_words = %s, would_start_if_words = %s, "
+            "pending_resolvable = %s WHERE id = %s AND state = %s",
+            [(code, words, would, resolvable, pk, pending) for pk, code, words, would, resolvable in rows],
         )
     return set(Job.objects.filter(pk__in=[r[0] for r in rows], state=pending).values_list("pk", flat=True))
 
 
-def _same_eta(a: datetime | None, b: datetime | None) -> bool:
-    if a is None or b is None:
-        return a is b
-    # ETAs move a little every cycle as time passes; rewrite them only when they move a minute.
-    return abs((a - b).total_seconds()) < 60
+def _write_places(places: list[tuple[Any, ...]]) -> None:
+    """(id, position, ETA, numbers) rows → PendingPlace, for the jobs still pending. On
+    PostgreSQL one INSERT … ON CONFLICT that leaves unchanged rows alone; the table is narrow
+    and roomy (fill factor 50), so most of these updates are HOT."""
+    if not places:
+        return
+    table = PendingPlace._meta.db_table
+    jobs = Job._meta.db_table
+    pending = JobState.PENDING.value
+    if connection.vendor == "postgresql":
+        columns = list(zip(*places, strict=True))
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"INSERT INTO {table} AS p (job_id, queue_position, eta, numbers) "
+                "SELECT v.id, v.pos, v.eta, v.numbers "
+                "FROM unnest(%s::bigint[], %s::integer[], %s::timestamptz[], %s::text[]) AS v(id, pos, eta, numbers) "
+                f"JOIN {jobs} AS j ON j.id = v.id AND j.state = %s "
+                "ON CONFLICT (job_id) DO UPDATE SET queue_position = EXCLUDED.queue_position, eta = EXCLUDED.eta, "
+                "numbers = EXCLUDED.numbers WHERE (p.queue_position, p.eta, p.numbers) "
+                "IS DISTINCT FROM (EXCLUDED.queue_position, EXCLUDED.eta, EXCLUDED.numbers)",
+                [*(list(c) for c in columns), pending],
+            )
+        return
+    # SQLite (the embedded demo): one pipelined upsert per row, for the jobs still pending.
+    still = set(Job.objects.filter(pk__in=[p[0] for p in places], state=pending).values_list("pk", flat=True))
+    adapt = connection.ops.adapt_datetimefield_value
+    with connection.cursor() as cursor:
+        cursor.executemany(
+            f"INSERT INTO {table} (job_id, queue_position, eta, numbers) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (job_id) DO UPDATE SET queue_position = excluded.queue_position, eta = excluded.eta, "
+            "numbers = excluded.numbers",
+            [(pk, pos, adapt(eta), numbers) for pk, pos, eta, numbers in places if pk in still],
+        )
 
 
 def _record_reason_changes(explanations: list[engine.PendingExplanation], context: SnapshotContext) -> None:

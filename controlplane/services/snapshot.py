@@ -45,8 +45,9 @@ class SnapshotContext:
     live_allocations: dict[str, LiveAllocation] = field(default_factory=dict)
     grace_by_job: dict[str, int] = field(default_factory=dict)
     team_ids: dict[str, int] = field(default_factory=dict)
-    # Each pending job's stored explanation as read: (code, message, queue position, ETA,
-    # would-start-if, resolvable). The commit writes only those the plan changes.
+    # Each pending job's stored reason as read: (code, message words, would-start-if words,
+    # resolvable), numbers marked (models.jobs.split_numbers). The commit rewrites only those
+    # whose words the plan changes; positions, ETAs and numbers go to PendingPlace.
     explanations: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
@@ -80,7 +81,7 @@ _JOB_COLUMNS = (
 
 
 _EXPLANATION_COLUMNS = (
-    "pending_code", "pending_message", "queue_position", "eta", "pending_would_start_if", "pending_resolvable",
+    "pending_code", "pending_words", "would_start_if_words", "pending_resolvable",
 )
 # The same columns reached from an allocation (a foreign key's id as `job__team`, not `job__team_id`).
 _JOB_COLUMNS_VIA_ALLOCATION = tuple(

@@ -30,7 +30,7 @@ from controlplane.choices import (
     JobState,
     NodeState,
 )
-from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, SchedulerLease
+from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PendingPlace, SchedulerLease
 
 log = structlog.get_logger(__name__)
 
@@ -112,13 +112,12 @@ def bind_job(
         state_changed_at=at,
         borrowed=borrowed,
         pending_code="",
-        pending_message="",
-        pending_would_start_if="",
-        queue_position=None,
-        eta=None,
+        pending_words="",
+        would_start_if_words="",
     )
     if not changed:
         return None
+    PendingPlace.objects.filter(job_id=job_id).delete()
     (generation,) = draw_generations(lease, 1)
     allocation = Allocation.objects.create(
         job_id=job_id, generation=generation, epoch=lease.epoch, borrowed=borrowed, created_at=at
@@ -234,8 +233,10 @@ def _bind_many(
         if group:
             Job.objects.filter(pk__in=group, state=JobState.PENDING).update(
                 state=JobState.RUNNING, started_at=at, state_changed_at=at, borrowed=borrowed, pending_code="",
-                pending_message="", pending_would_start_if="", queue_position=None, eta=None,
+                pending_words="", would_start_if_words="",
             )
+    # A running job has no place in the queue (its position, ETA and the reason's numbers).
+    PendingPlace.objects.filter(job_id__in=[r.job_id for r in chosen]).delete()
     generations = draw_generations(lease, len(chosen))
     allocations = Allocation.objects.bulk_create(
         [
@@ -469,7 +470,7 @@ def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind
         last_preempted_at=at,
         lost_gpu_seconds=F("lost_gpu_seconds") + lost,
         pending_code="Requeued",
-        pending_message=f"Requeued whole after being {why}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost",
+        pending_words=f"Requeued whole after being {why}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost",
     )
     record_event(kind, actor, job=job, allocation=allocation, at=at, reason=reason,
                  message=f"Requeued whole after being {why}; lost {lost / 3600:.2f} GPU-hours since the last checkpoint",

@@ -75,7 +75,8 @@ def _job_teams(user: Any) -> list[str]:
 @require_GET
 def job_list(request: HttpRequest) -> HttpResponse:
     user = request.user
-    jobs = access.visible_jobs(user).select_related("team", "priority_class", "project", "submitter")
+    # `place`: a waiting job's queue position, ETA and the numbers of its reason.
+    jobs = access.visible_jobs(user).select_related("team", "priority_class", "project", "submitter", "place")
     filterset = JobFilterSet(request.GET or None, queryset=jobs)
     filtered = filterset.is_bound and filterset.is_valid()
     rows = filterset.qs if filtered else jobs
@@ -121,8 +122,9 @@ def job_list_json(request: HttpRequest) -> JsonResponse:
     except ValueError:
         return JsonResponse({"detail": "ids: expected comma-separated job ids", "errors": {"ids": ["not integers"]}},
                             status=400)
-    jobs = access.visible_jobs(request.user).filter(pk__in=ids).only(
-        "id", "state", "pending_code", "pending_message", "queue_position", "eta", "team_id"
+    jobs = access.visible_jobs(request.user).filter(pk__in=ids).select_related("place").only(
+        "id", "state", "pending_code", "pending_words", "team_id", "place__queue_position", "place__eta",
+        "place__numbers",
     )
     return JsonResponse({"html": {
         f"job-state-{job.pk}": render_to_string("frontend/_job_state_cell.html", {"job": job}) for job in jobs
@@ -208,7 +210,7 @@ def check_json(request: HttpRequest) -> JsonResponse:
 
 def _visible_job(request: HttpRequest, job_id: int) -> Job:
     """The job if the user may read it; otherwise 404, so another team's job does not leak."""
-    job = (access.visible_jobs(request.user).select_related("team", "project", "priority_class", "submitter")
+    job = (access.visible_jobs(request.user).select_related("team", "project", "priority_class", "submitter", "place")
            .filter(pk=job_id).first())
     if job is None:
         raise Http404("No such job, or not yours to see.")

@@ -23,6 +23,7 @@ from controlplane.models import (
     Job,
     Membership,
     Node,
+    PendingPlace,
     PriceRate,
     PriorityClass,
     Project,
@@ -117,5 +118,11 @@ def make_job(team: Team, priority_class: PriorityClass | None = None, **kw: Any)
         "name": f"job-{_n()}", "gpus": 1, "runtime_limit_s": 3600, "state": JobState.PENDING,
         "submitted_at": at, "state_changed_at": at,
     }
+    # A waiting job's queue position and ETA live in its PendingPlace.
+    place = {k: kw.pop(k) for k in ("queue_position", "eta") if k in kw}
     fields.update(kw)
-    return Job.objects.create(team=team, priority_class=pc, **fields)
+    job = Job.objects.create(team=team, priority_class=pc, **fields)
+    if place:
+        assert "queue_position" in place, "a job with an ETA has a queue position"
+        PendingPlace.objects.create(job=job, queue_position=place["queue_position"], eta=place.get("eta"))
+    return job

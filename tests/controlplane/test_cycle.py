@@ -162,16 +162,29 @@ def test_a_cycle_rewrites_only_the_explanations_that_changed(small_fleet: Team) 
     cycle.run_cycle("worker-1")
     assert _row_versions(waiting) == before
 
-    # The first waiting job is cancelled: the two behind it move up, and only they are written.
-    first = min(waiting, key=lambda pk: stored[pk][1])
+    # The first waiting job (the head, holding a reservation) is cancelled: the two behind it
+    # move up. The second becomes the head: its reason changed, so its row is rewritten and an
+    # Event says so. The third still waits for GPUs: only its position, ETA and numbers moved,
+    # which live in PendingPlace, so its jobs row is not rewritten.
+    first, second, third = sorted(waiting, key=lambda pk: stored[pk][1])
     Job.objects.filter(pk=first).update(state=JobState.CANCELLED)
     cancelled = _row_versions([first])
+    third_before = Job.objects.select_related("place").get(pk=third)  # its place read now
+    events_before = Event.objects.filter(job_id__in=waiting).count()
     cycle.run_cycle("worker-1")
     after = _row_versions(waiting)
     assert after[first] == cancelled[first]  # no longer pending: its explanation is left alone
-    behind = [pk for pk in waiting if pk != first]
-    assert all(after[pk] != before[pk] for pk in behind)
-    assert sorted(Job.objects.filter(pk__in=behind).values_list("queue_position", flat=True)) == positions[:2]
+    assert after[second] != before[second]
+    assert after[third] == before[third]
+    assert Event.objects.filter(job_id=second, kind=EventKind.JOB_PENDING).count() >= 1
+    assert Event.objects.filter(job_id__in=waiting).count() == events_before + 1
+    third_now = Job.objects.get(pk=third)
+    assert (third_before.queue_position, third_now.queue_position) == (3, 2)
+    assert third_now.pending_code == third_before.pending_code
+    assert third_now.eta is not None and third_now.eta < third_before.eta  # one job less ahead of it
+    assert f"t={third_now.eta.timestamp():.0f}" in third_now.pending_message
+    # The cancelled job keeps its last place, as it kept its last explanation.
+    assert Job.objects.get(pk=first).queue_position == 1
 
 
 def test_snapshot_reads_running_jobs_with_their_live_gpus_and_generation(small_fleet: Team) -> None:

@@ -319,7 +319,7 @@ def test_fast_job_payload_matches_the_documented_serializer(fleet, alice) -> Non
     from controlplane.api.serializers import JobSerializer, job_payload
 
     job = f.make_job(fleet.ml, project=fleet.llm, submitter=fleet.users["owner"], gpu_types=["H100-80GB"],
-                     env={"A": "1"}, eta=timezone.now(), started_at=timezone.now(), exit_code=0,
+                     env={"A": "1"}, queue_position=4, eta=timezone.now(), started_at=timezone.now(), exit_code=0,
                      array_id="6f1c1ad2-6bb5-4c5e-9d5b-3a5b1e2f0c11", array_index=3)
     bare = f.make_job(fleet.vision)
     for one in (Job.objects.get(pk=job.pk), Job.objects.get(pk=bare.pk)):
