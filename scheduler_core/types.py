@@ -258,6 +258,8 @@ class SchedulerConfig:
     ``max_preemption_searches`` the pending jobs that may look for victims.
     ``default_runtime_estimate_s`` is the remaining run time assumed for a running elastic job
     without a runtime limit when weighing growth against its resize cost.
+    ``pack_candidates`` is how many nodes of the fullest bucket that fits the ``pack`` score
+    compares by its tie-breaks (busy longest by runtime limits, then the fullest leaf).
     """
 
     queue_order: str = "priority_fair_share"
@@ -281,6 +283,7 @@ class SchedulerConfig:
     max_preemption_searches: int = 16
     max_placement_attempts: int = 256
     default_runtime_estimate_s: float = 4 * 3600.0
+    pack_candidates: int = 32
 
 
 # ----------------------------------------------------------------------------------- the plan

@@ -69,11 +69,13 @@ def build_plugins(config: SchedulerConfig) -> Plugins:
         raise ConfigError(
             f"filters: {missing} are required (feasibility comes first); got {list(config.filters)}"
         )
+    if config.pack_candidates < 1:
+        raise ConfigError(f"pack_candidates must be >= 1, got {config.pack_candidates}")
     scores: dict[WorkloadClass, ScorePlugin] = {}
     for workload in WorkloadClass:
         name = config.placement_by_workload.get(workload, Pack.NAME)
         _pick(f"placement_by_workload[{workload.value}]", name, SCORES)
-        scores[workload] = SCORES[name]()
+        scores[workload] = Pack(config.pack_candidates) if name == Pack.NAME else SCORES[name]()
     _pick("victim_chooser", config.victim_chooser, VICTIM_CHOOSERS)
     for field_name in ("max_preemptions_per_cycle", "max_placement_attempts"):
         value = getattr(config, field_name)

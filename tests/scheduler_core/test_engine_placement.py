@@ -191,3 +191,27 @@ def test_pack_tie_goes_to_the_node_that_stays_busy_longest(limit_a, limit_b, exp
         .plan()
     )
     assert bound_nodes(plan, "small") == [expected]
+
+
+@pytest.mark.parametrize(
+    ("pack_candidates", "expected"),
+    [(None, "n5"), (6, "n5"), (4, "n3"), (1, "n0")],
+    ids=["default-compares-every-equally-full-node", "six-candidates-see-all-six",
+         "four-candidates-see-only-the-first-four-by-name", "one-candidate-is-first-fit"],
+)
+def test_pack_tie_compares_every_equally_full_node_up_to_pack_candidates(pack_candidates, expected):
+    # six nodes with 4 GPUs used each; the later the name, the longer its job runs: the busy-
+    # longest node is the last one, which only a wide enough comparison finds
+    cluster = make_cluster().nodes(6).running(*(
+        make_running(make_job(f"r{i}").gpus(4).limit(1000.0 * (i + 1))).on(f"n{i}", 0, 1, 2, 3)
+        for i in range(6)
+    )).pending(make_job("small").gpus(2))
+    config = SchedulerConfig() if pack_candidates is None else SchedulerConfig(
+        pack_candidates=pack_candidates)
+    assert bound_nodes(cluster.plan(config), "small") == [expected]
+
+
+@pytest.mark.parametrize("value", [0, -3], ids=["zero", "negative"])
+def test_pack_candidates_below_one_is_rejected_naming_the_field(value):
+    with pytest.raises(ConfigError, match=rf"pack_candidates must be >= 1, got {value}"):
+        make_cluster().nodes(1).plan(SchedulerConfig(pack_candidates=value))
