@@ -49,6 +49,11 @@ MAX_OUTBOX = 5000
 # the same grace again.
 DEFAULT_LIMIT_GRACE_S = 30.0
 START_REPORT_DELAY_S = 0.1
+# An exit goes out at once, unless members launched less than EXIT_COMPANY_S ago still run (a
+# burst of short jobs): then it waits up to EXIT_REPORT_DELAY_S for their exits, so one report
+# carries the burst's exits instead of one report each. The last of them goes at once.
+EXIT_REPORT_DELAY_S = 0.05
+EXIT_COMPANY_S = 1.0
 FINISHED_MEMORY = 4096
 RETRY_S = 0.5
 DEFAULT_INTERVAL_S = 2.0
@@ -322,6 +327,7 @@ class NodeAgent:
 
     def _reap(self, now: float) -> None:
         wall = self.wall()
+        ended = False
         for generation, running in list(self.members.items()):
             code = running.member.poll()
             if code is None:
@@ -336,9 +342,14 @@ class NodeAgent:
             kind = "exited" if running.stop_kind in (None, "release", "limit") else "lost"
             self._queue({"kind": kind, "generation": generation, "at": iso(wall), "exit_code": code,
                          "message": f"stopped: {running.stop_kind}" if running.stop_kind else ""})
-            self.urgent = True
+            ended = True
             self.log.info("member ended", generation=generation, job=running.assignment.job_id, exit_code=code,
                           stop=running.stop_kind)
+        if ended:
+            if any(now - r.started_clock < EXIT_COMPANY_S for r in self.members.values()):
+                self.report_at = min(self.report_at, now + EXIT_REPORT_DELAY_S)
+            else:
+                self.urgent = True
 
     def _remember_finished(self, generation: int, code: int | None) -> None:
         self.finished[generation] = code

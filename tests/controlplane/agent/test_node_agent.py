@@ -401,3 +401,29 @@ def test_an_unchanged_reply_for_a_version_the_agent_does_not_hold_applies_only_t
 
     assert set(agent.members) == {8}
     assert "known" not in plane.syncs[-1]  # it forgot what it held, and got everything again
+
+
+def test_exits_of_a_burst_of_short_jobs_go_out_in_one_report_and_a_lone_exit_at_once() -> None:
+    clock = FakeClock()
+    plane = ScriptedControlPlane(clock)
+    plane.allocations = [
+        allocation(5, [0], env={"QM_SIM_DURATION_S": "0.50"}),
+        allocation(6, [1], env={"QM_SIM_DURATION_S": "0.53"}),
+        allocation(7, [2], env={"QM_SIM_DURATION_S": "3.0"}),
+    ]
+    agent = make_agent(plane, clock)
+
+    run_for(agent, clock, 1.2, tick=0.01)
+
+    # 5 and 6 ended 30 ms apart while 7, launched with them, ran on: one report carries both.
+    carrying = [body for body in plane.syncs if any(r["kind"] == "exited" for r in body.get("reports", []))]
+    assert [[r["generation"] for r in body["reports"] if r["kind"] == "exited"] for body in carrying] == [[5, 6]]
+
+    plane.allocations = [a for a in plane.allocations if a["generation"] == 7]
+    ends_at = agent.members[7].started_clock + 3.0
+    run_for(agent, clock, 2.5, tick=0.01)
+
+    # 7 ended alone, long after its launch: reported in the round that saw it end.
+    last = [i for i, body in enumerate(plane.syncs) if any(r["kind"] == "exited" for r in body.get("reports", []))][-1]
+    assert [r["generation"] for r in plane.syncs[last]["reports"] if r["kind"] == "exited"] == [7]
+    assert ends_at <= plane.synced_at[last] < ends_at + 0.015
