@@ -235,8 +235,9 @@ class NodeAgent:
             body["known"] = self.known_version
         if self.shutting_down and not self.members:
             body["goodbye"] = True
-        kind = "heartbeat" if not self.urgent or now >= self.next_contact else "report"
-        return Call(kind, body, sent=self.clock(), reports=reports)
+        # Every contact renews the lease, an urgent report included: the next heartbeat is then
+        # due a whole interval later, so an agent that reports often needs no separate ones.
+        return Call("heartbeat", body, sent=self.clock(), reports=reports)
 
     def send(self, call: Call) -> dict[str, Any]:
         """The call over this agent's own connection (one node, one request)."""

@@ -368,15 +368,18 @@ def complete_releases(
         return 0
     wanted = {allocation_id: (generation, code, at) for allocation_id, generation, code, at in items}
     with transaction.atomic():
+        # Only the columns used here (a requeue reads the rest lazily): whole job rows cost
+        # more to build than everything else an exit report does.
         allocations = [
             a for a in Allocation.objects.select_for_update(no_key=True, of=("self",)).filter(
                 pk__in=list(wanted), state__in=LIVE_ALLOCATION_STATES
-            ).order_by("pk")
+            ).only("id", "generation", "state", "job_id", "release_reason").order_by("pk")
             if a.generation == wanted[a.pk][0]
         ]
         if not allocations:
             return 0
-        jobs = {j.pk: j for j in Job.objects.select_for_update(no_key=True).filter(pk__in=[a.job_id for a in allocations]).order_by("pk")}
+        jobs = {j.pk: j for j in Job.objects.select_for_update(no_key=True).filter(
+            pk__in=[a.job_id for a in allocations]).only("id", "team_id").order_by("pk")}
         ids = [a.pk for a in allocations]
         adapt = connection.ops.adapt_datetimefield_value
         with connection.cursor() as cursor:
