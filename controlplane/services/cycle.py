@@ -57,6 +57,8 @@ class CycleResult:
     stale: int = 0
     plan_ms: float = 0.0
     total_ms: float = 0.0
+    read_ms: float = 0.0  # the snapshot read
+    commit_ms: float = 0.0  # the fenced commit, from the lease check to the end of the transaction
 
 
 def acquire_lease(holder: str, now: datetime, ttl_s: float | None = None) -> SchedulerLease | None:
@@ -105,14 +107,17 @@ def run_cycle(holder: str, now: datetime | None = None) -> CycleResult:
     epoch = lease.epoch
     cycle_log = log.bind(holder=holder, epoch=epoch)
     # 2. read
+    read_started = time.perf_counter()
     context = read_snapshot(now, epoch)
     # 3. plan
     plan_started = time.perf_counter()
+    read_ms = (plan_started - read_started) * 1000
     plan = engine.schedule(context.snapshot, scheduler_config())
     plan_ms = (time.perf_counter() - plan_started) * 1000
     # 4. commit
     try:
-        result = commit_plan(plan, context, holder=holder, epoch=epoch, plan_ms=plan_ms, started=started)
+        result = commit_plan(plan, context, holder=holder, epoch=epoch, plan_ms=plan_ms, started=started,
+                             read_ms=read_ms)
     except Deposed as deposed:
         cycle_log.warning("cycle discarded: deposed", detail=str(deposed))
         return CycleResult(led=False, epoch=epoch, plan_ms=plan_ms)
@@ -124,9 +129,11 @@ def run_cycle(holder: str, now: datetime | None = None) -> CycleResult:
 
 
 def commit_plan(
-    plan: engine.Plan, context: SnapshotContext, *, holder: str, epoch: int, plan_ms: float, started: float
+    plan: engine.Plan, context: SnapshotContext, *, holder: str, epoch: int, plan_ms: float, started: float,
+    read_ms: float = 0.0,
 ) -> CycleResult:
     now = context.read_at
+    commit_started = time.perf_counter()
     actor = f"scheduler@epoch:{epoch}"
     binds = stops = resizes = stale = 0
     with transaction.atomic():
@@ -188,9 +195,10 @@ def commit_plan(
         SchedulerLease.objects.filter(pk=lease.pk).update(
             last_cycle_at=now, last_cycle_ms=cycle_ms, cycles=F("cycles") + 1
         )
-    total_ms = (time.perf_counter() - started) * 1000
+    ended = time.perf_counter()
     return CycleResult(led=True, epoch=epoch, binds=binds, stops=stops, resizes=resizes,
-                       pending=len(plan.pending), stale=stale, plan_ms=plan_ms, total_ms=total_ms)
+                       pending=len(plan.pending), stale=stale, plan_ms=plan_ms, total_ms=(ended - started) * 1000,
+                       read_ms=read_ms, commit_ms=(ended - commit_started) * 1000)
 
 
 def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
