@@ -87,10 +87,15 @@ class AgentClient:
     def report(self, node: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
         return self._post(f"nodes/{node}/report", token, body)
 
-    def wait(self, items: list[dict[str, str]], since: int | None, timeout_s: float) -> dict[str, Any]:
-        """Long poll until a commit wakes one of these nodes (each item: `name`, `token`)."""
-        return self._post("nodes/wait", "-", {"nodes": items, "since": since, "timeout_s": timeout_s},
-                          timeout=(self.timeout[0], timeout_s + READ_TIMEOUT_S))
+    def wait(self, items: list[dict[str, Any]], since: int | None, timeout_s: float,
+             desired: bool = False) -> dict[str, Any]:
+        """Long poll until a commit wakes one of these nodes (each item: `name`, `token`, and
+        with `desired` the node's `running` and `known`: the reply then carries each woken
+        node's desired state)."""
+        body: dict[str, Any] = {"nodes": items, "since": since, "timeout_s": timeout_s}
+        if desired:
+            body["desired"] = True
+        return self._post("nodes/wait", "-", body, timeout=(self.timeout[0], timeout_s + READ_TIMEOUT_S))
 
     def sync_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Heartbeats/reports of several nodes in one request; each item carries `name` and

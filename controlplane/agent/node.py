@@ -177,8 +177,14 @@ class NodeAgent:
         self.shutting_down = False
         self.self_fenced_at: float | None = None
         self.counters = {"launched": 0, "exited": 0, "refused": 0, "stale_killed": 0, "self_fenced": 0,
-                         "limit_stopped": 0}
+                         "limit_stopped": 0, "prefetched": 0}
         self.round_trips: list[float] = []  # seconds per call since the caller last drained them
+        # Desired states that came with a wake-up (WakeListener, another thread): (the value of
+        # `held_changes` when the wait was sent, the reply). Applied by the next round only if
+        # what the agent holds has not changed since (every reply taken since said "unchanged"
+        # for the version it held then), so an older desired state never overrides a newer one.
+        self.held_changes = 0
+        self.prefetched: tuple[int, dict[str, Any]] | None = None
 
     # ------------------------------------------------------------------------------ the round
 
@@ -201,6 +207,17 @@ class NodeAgent:
         self._reap(now)
         self._enforce_deadlines(now)
         self._check_lease(now)
+        if self.prefetched is not None:
+            since, reply = self.prefetched
+            self.prefetched = None
+            if since == self.held_changes and self.registered and not self.partitioned:
+                # The wake-up brought the desired state, read after the commit that woke us:
+                # apply it as a report's reply (no lease renewal), no request needed.
+                self.wake_requested = False
+                self.held_changes += 1
+                self.counters["prefetched"] += 1
+                self.node_state = str(reply.get("node_state", self.node_state))
+                self._apply(reply)
         if self.wake_requested and self.registered:
             self.wake_requested = False
             self.urgent = True
@@ -257,6 +274,9 @@ class NodeAgent:
     def finish(self, call: Call, *, reply: dict[str, Any] | None = None, error: ProtocolError | None = None) -> None:
         """Steps 4–5: take the reply (or the failure) of `call`."""
         now = self.clock()
+        if not (reply is not None and call.kind != "register" and reply.get("unchanged") and self.known_version
+                and reply.get("version") == self.known_version):
+            self.held_changes += 1  # anything but "unchanged" for what we hold (see `prefetched`)
         if error is not None:
             if call.reports:
                 # Not delivered (as far as we know): send them again; the server applies each
@@ -400,6 +420,7 @@ class NodeAgent:
         for running in self.members.values():
             self._stop(running, "lease", 0.0, now)
         self.registered = False
+        self.held_changes += 1
 
     # ------------------------------------------------------------------------------ talking
 
@@ -596,6 +617,11 @@ class NodeAgent:
         self.urgent = True
 
     @property
+    def busy(self) -> bool:
+        """Reports are queued or due soon (read from the wake-up thread: a hint, not a lock)."""
+        return bool(self.outbox) or self.urgent or self.report_at != math.inf
+
+    @property
     def done(self) -> bool:
         """Shut down: nothing runs and the control plane has taken the goodbye (or refused us,
         in which case there is nobody left to tell)."""
@@ -628,9 +654,12 @@ class WakeListener(threading.Thread):
     control plane or Redis cannot answer, it backs off and the heartbeats carry on."""
 
     def __init__(self, agents: list[NodeAgent], client: AgentClient, poke: Callable[[list[NodeAgent]], None],
-                 stop: threading.Event, timeout_s: float = 20.0) -> None:
+                 stop: threading.Event, timeout_s: float = 20.0, desired: bool = False) -> None:
         super().__init__(name="wake-listener", daemon=True)
         self.agents = agents
+        # Ask for the woken nodes' desired state with the wake-up itself (saves each woken agent
+        # the request that would fetch it).
+        self.desired = desired
         self.client = client
         self.poke = poke
         self.stop_event = stop
@@ -648,9 +677,20 @@ class WakeListener(threading.Thread):
                 continue
             by_name = {a.name: a for a in listening}
             held = self.since is not None  # a cursor makes the server hold the poll
+            items: list[dict[str, Any]] = []
+            sent: dict[str, int] = {}
+            for a in listening:
+                item: dict[str, Any] = {"name": a.name, "token": a.token}
+                if self.desired:
+                    # What the agent's next report would say (read across threads: a copy of
+                    # the keys is atomic; `held_changes` tells later whether it still holds).
+                    sent[a.name] = a.held_changes
+                    item["running"] = sorted(list(a.members))
+                    if a.known_version:
+                        item["known"] = a.known_version
+                items.append(item)
             try:
-                reply = self.client.wait([{"name": a.name, "token": a.token} for a in listening], self.since,
-                                         self.timeout_s)
+                reply = self.client.wait(items, self.since, self.timeout_s, desired=self.desired)
             except ProtocolError as error:
                 # Unreachable, Redis down, or the web process holds all the waits it may: back
                 # off (longer each time) and let the heartbeats carry the news meanwhile.
@@ -663,9 +703,19 @@ class WakeListener(threading.Thread):
                 backoff = 0.5
             self.since = int(reply.get("seq") or 0)
             woken = [by_name[n] for n in reply.get("woken", []) if n in by_name and not by_name[n].partitioned]
+            desired = reply.get("desired") or {}
             for agent in woken:
+                if agent.name in desired and agent.name in sent:
+                    agent.prefetched = (sent[agent.name], desired[agent.name])
                 agent.wake_requested = True
             if woken:
                 self.wakes += len(woken)
                 log.debug("woken", nodes=[a.name for a in woken][:16], count=len(woken), seq=self.since)
                 self.poke(woken)
+                # Before asking again, let the rounds take what came and send what it caused
+                # (starts, quick exits): the next wait then says what they run by then, and its
+                # desired state is not dropped as older than the replies to those reports.
+                deadline = time.monotonic() + 1.0
+                while (any(a.prefetched is not None or a.busy for a in woken) and time.monotonic() < deadline
+                       and not self.stop_event.is_set()):
+                    self.stop_event.wait(0.005)

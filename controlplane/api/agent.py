@@ -512,20 +512,28 @@ class BatchSyncView(AgentView):
 class WaitItemSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=128)
     token = serializers.CharField(max_length=256)
+    # With `desired`: what the agent runs and the version it holds, as in a heartbeat.
+    running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
+    known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
 
 
 class WaitSerializer(serializers.Serializer):
     nodes = WaitItemSerializer(many=True, min_length=1, max_length=4096)
     since = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
     timeout_s = serializers.FloatField(min_value=0.0, max_value=protocol.MAX_WAIT_S, required=False, default=20.0)
+    # The reply carries each woken node's desired state (what a report with no reports would
+    # answer), so the agent needs no request of its own to fetch it.
+    desired = serializers.BooleanField(required=False, default=False)
 
 
 class WaitView(AgentView):
     """A long poll: answered as soon as a commit gives one of these nodes new work or asks it
     to stop something (or after `timeout_s`). The reply names the nodes woken and the sequence
-    number to wait from next; the agent then fetches its allocations with a report or a
-    heartbeat, as usual. Each item carries its node's token (one agent, or a process simulating
-    many nodes); a node whose token does not open it is listed in `refused`."""
+    number to wait from next; with `desired`, it also carries each woken node's desired state
+    (computed from the item's `running` and `known`, as a report would be), else the agent
+    fetches it with a report or a heartbeat. Each item carries its node's token (one agent, or
+    a process simulating many nodes); a node whose token does not open it is listed in
+    `refused`."""
 
     authentication_classes: list[Any] = []
     permission_classes: list[Any] = []
@@ -561,7 +569,22 @@ class WaitView(AgentView):
             return Response({"detail": "Wake-ups are unavailable; heartbeats go on as usual.",
                              "code": "wake_unavailable"}, status=status.HTTP_503_SERVICE_UNAVAILABLE,
                             headers={"Retry-After": "2"})
-        return Response({"woken": sorted(ids[n] for n in woken), "seq": seq, "refused": refused})
+        reply: dict[str, Any] = {"woken": sorted(ids[n] for n in woken), "seq": seq, "refused": refused}
+        if data["desired"] and woken:
+            reply["desired"] = self._desired(woken, {i["name"]: i for i in items})
+        return Response(reply)
+
+    @staticmethod
+    def _desired(woken: list[int], items: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """Each woken node's desired state, read after the commit that woke it: exactly the
+        reply to a report carrying no reports (no lease renewal: a wait is not a heartbeat)."""
+        nodes = list(Node.objects.filter(pk__in=woken).order_by("pk"))
+        requests = [protocol.SyncRequest(
+            node=node, reports=(), running=protocol.parse_running(items[node.name].get("running", [])), renew=False,
+            known=items[node.name].get("known") or None,
+        ) for node in nodes]
+        replies = protocol.sync_many(requests, now=timezone.now())
+        return {node.name: desired.as_json() for node, desired in zip(nodes, replies, strict=True)}
 
 
 urlpatterns = [

@@ -500,3 +500,42 @@ def test_a_web_process_holds_no_more_waits_than_it_may(fleet: LoopFleet, setting
     held = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}], "since": since, "timeout_s": 5},
                        format="json")
     assert held.status_code == 503 and held.json()["code"] == "waits_exhausted"
+
+
+def test_a_wake_up_can_carry_the_woken_nodes_desired_state(fleet: LoopFleet, django_capture_on_commit_callbacks) -> None:  # type: ignore[no-untyped-def]
+    node, token = register_node("gpu-01")
+    _, other_token = register_node("gpu-02")
+    old = bind(make_job(fleet, gpus=1), {node: [7]})
+    from controlplane.services import transitions
+
+    with django_capture_on_commit_callbacks(execute=True):
+        assert transitions.complete_release(old.pk, exit_code=0, at=timezone.now(), actor="test")
+    client = agent_client("-")
+    items = [{"name": "gpu-01", "token": token, "running": [old.generation]}, {"name": "gpu-02", "token": other_token}]
+    since = client.post(WAIT, {"nodes": items, "desired": True}, format="json").json()["seq"]
+
+    with django_capture_on_commit_callbacks(execute=True):
+        allocation = bind(make_job(fleet, gpus=2), {node: [0, 1]})
+    reply = client.post(WAIT, {"nodes": items, "since": since, "timeout_s": 5, "desired": True}, format="json")
+
+    assert reply.status_code == 200, reply.content
+    body = reply.json()
+    assert body["woken"] == ["gpu-01"] and set(body["desired"]) == {"gpu-01"}  # only the woken node's
+    desired = body["desired"]["gpu-01"]
+    # Exactly what a report would answer: the new allocation, and the released one it still
+    # runs named to stop; its lease is not renewed (a wait is not a heartbeat).
+    assert [a["generation"] for a in desired["allocations"]] == [allocation.generation]
+    assert desired["allocations"][0]["gpus"] == [0, 1]
+    assert desired["stop"] == [old.generation] and desired["version"] and not desired["unchanged"]
+    assert Event.objects.filter(node=node, reason="StaleWorkStopped").exists()
+    node.refresh_from_db()
+    before = node.agent_lease_expires_at
+    again = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token, "known": desired["version"]}],
+                               "since": since, "timeout_s": 5, "desired": True}, format="json").json()
+    assert again["desired"]["gpu-01"]["unchanged"] is True and again["desired"]["gpu-01"]["allocations"] == []
+    node.refresh_from_db()
+    assert node.agent_lease_expires_at == before
+
+    # Without `desired`, a wake-up only names the nodes, as before.
+    plain = client.post(WAIT, {"nodes": items, "since": since, "timeout_s": 5}, format="json").json()
+    assert plain["woken"] == ["gpu-01"] and "desired" not in plain

@@ -211,3 +211,52 @@ def test_a_bind_wakes_the_agent_which_starts_the_job_long_before_its_next_heartb
     finally:
         stop.set()
         listener.join(timeout=15)
+
+
+def test_a_wake_up_that_carries_the_desired_state_starts_the_job_without_a_fetch(live_server: Any) -> None:
+    import threading
+
+    from controlplane.agent.node import WakeListener
+
+    class CountingClient(AgentClient):
+        def __init__(self, server: str) -> None:
+            super().__init__(server)
+            self.syncs = 0
+
+        def heartbeat(self, node: str, token: str, body: dict[str, Any]) -> dict[str, Any]:
+            self.syncs += 1 if not body.get("reports") else 0  # a fetch: a contact with nothing to report
+            return super().heartbeat(node, token, body)
+
+    fleet = build_loop_fleet()
+    client = CountingClient(live_server.url)
+    agent = sim_agent(live_server.url, interval_s=60.0)
+    agent.client = client
+    drive([agent], lambda: Node.objects.filter(name="sim-000", state=NodeState.READY).exists())
+    drive([agent], lambda: agent.next_contact > time.monotonic() + 30)  # registered, first pull done
+    fetches = client.syncs
+    poked = threading.Event()
+    stop = threading.Event()
+    listener = WakeListener([agent], AgentClient(live_server.url), lambda woken: poked.set(), stop, timeout_s=3.0,
+                            desired=True)
+    listener.start()
+    try:
+        deadline = time.monotonic() + 5
+        while listener.since is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        job = make_job(fleet, gpus=2, env={"QM_SIM_DURATION_S": "30"})
+        assert cycle.run_cycle("test").binds == 1
+        assert poked.wait(5.0), "the bind's commit did not wake the agent"
+        drive([agent], lambda: Allocation.objects.filter(job=job, started_at__isnull=False).exists(), timeout=5.0)
+        allocation = Allocation.objects.get(job=job)
+        assert set(agent.members) == {allocation.generation}
+        assert agent.counters["prefetched"] >= 1
+        assert client.syncs == fetches  # the start report went out; no request fetched the allocation
+
+        # Cancelled: the stop comes with the wake-up too, and the job ends cancelled.
+        taken = agent.counters["prefetched"]
+        assert transitions.cancel_job(Job.objects.get(pk=job.pk), "test")
+        drive([agent], lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, timeout=10.0)
+        assert agent.counters["prefetched"] > taken and not agent.members
+    finally:
+        stop.set()
+        listener.join(timeout=15)

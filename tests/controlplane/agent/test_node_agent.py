@@ -427,3 +427,49 @@ def test_exits_of_a_burst_of_short_jobs_go_out_in_one_report_and_a_lone_exit_at_
     last = [i for i, body in enumerate(plane.syncs) if any(r["kind"] == "exited" for r in body.get("reports", []))][-1]
     assert [r["generation"] for r in plane.syncs[last]["reports"] if r["kind"] == "exited"] == [7]
     assert ends_at <= plane.synced_at[last] < ends_at + 0.015
+
+
+def test_a_desired_state_from_a_wake_up_is_applied_only_if_nothing_newer_came_since() -> None:
+    clock = FakeClock()
+    plane = ScriptedControlPlane(clock)
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 0.5)  # registered, nothing to run
+    syncs = len(plane.syncs)
+
+    # Nothing came since the wait was sent: applied, and no request fetches it.
+    agent.prefetched = (agent.held_changes, {"node_state": "ready", "allocations": [allocation(5, [0])], "stop": [],
+                                             "version": "v1:a"})
+    agent.wake_requested = True
+    agent.step()
+    assert set(agent.members) == {5} and agent.counters["prefetched"] == 1
+    assert not [b for b in plane.syncs[syncs:] if not b.get("reports")]
+    assert agent.known_version == "v1:a"
+
+    # Since the next wait was sent, a heartbeat answered "unchanged" for the version held: what
+    # the agent holds did not change, so the wake-up's state (a newer bind) still applies.
+    sent = agent.held_changes
+    plane.queued_replies.append({"node_state": "ready", "lease_s": LEASE_S, "heartbeat_interval_s": 2.0,
+                                 "allocations": [], "stop": [], "version": "v1:a", "unchanged": True})
+    clock.now += 2.5
+    agent.step()
+    assert agent.held_changes == sent
+    agent.prefetched = (sent, {"node_state": "ready", "allocations": [allocation(5, [0]), allocation(6, [1])],
+                               "stop": [], "version": "v1:b"})
+    agent.wake_requested = True
+    agent.step()
+    assert set(agent.members) == {5, 6} and agent.counters["prefetched"] == 2
+
+    # A full reply taken after the wait was sent is newer: the wake-up's state is dropped (it
+    # would stop 6, which the newer reply still gives) and the agent asks instead.
+    plane.allocations = [allocation(5, [0]), allocation(6, [1])]
+    sent = agent.held_changes
+    clock.now += 2.5
+    agent.step()  # a heartbeat with a full reply
+    assert agent.held_changes > sent
+    agent.prefetched = (sent, {"node_state": "ready", "allocations": [allocation(5, [0])], "stop": [6],
+                               "version": "v1:c"})
+    agent.wake_requested = True
+    asked = len(plane.syncs)
+    agent.step()
+    assert set(agent.members) == {5, 6} and agent.members[6].stop_kind is None
+    assert agent.counters["prefetched"] == 2 and len(plane.syncs) == asked + 1
