@@ -13,7 +13,9 @@ needs runtime estimates, which enforced runtime limits make honest.
   can be placed; that time and those GPUs (GPU-granular, not whole nodes) are the promise.
   The currently free part of those GPUs is held for the job; a later job may use held GPUs
   only if its own runtime limit ends it before the reservation starts (see
-  :func:`may_backfill_into`). GPUs the head does not need are free for anyone. A head its
+  :func:`may_backfill_into`), or if the head still starts at that time on other GPUs with the
+  job running (:func:`starts_on_time`; the reservation then moves to those GPUs). GPUs the
+  head does not need are free for anyone. A head its
   quota refuses now may still get the reservation when its own team's jobs release the quota
   by then; later jobs of its team must then leave that quota free (:func:`delays_head_quota`).
 * :class:`ReleaseTimeline`: counts of free GPUs per node class at each future release time,
@@ -131,6 +133,33 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
                                     spec.team if quota_type is not None else None, quota_type)
     hold(ctx, reservation)
     return reservation
+
+
+def starts_on_time(ctx: CycleContext, request: PlacementRequest) -> ActiveReservation | None:
+    """Can the head still start at its reservation's time with what holds GPUs now? Every
+    holder whose expected end is at or before the head's start is removed (what-ifs) and the
+    head's gang is placed once; the grants found (or ``None``) are its reservation at the same
+    start. Everything is undone; nothing is held."""
+    head = ctx.head
+    if head is None:
+        return None
+    state = ctx.state
+    restores: list[Restore] = []
+    grants: list[Grant] | None = None
+    try:
+        for at, job_ids in _release_groups(ctx):
+            if at > head.start_at:
+                break
+            for job_id in job_ids:
+                restores.append(state.simulate_removal((JOB, job_id)))
+        if ctx.placer.plausible(request):
+            grants = ctx.placer.place(request)
+    finally:
+        for restore in reversed(restores):
+            restore()
+    if grants is None:
+        return None
+    return ActiveReservation(head.job_id, head.start_at, tuple(grants))
 
 
 def hold(ctx: CycleContext, reservation: ActiveReservation) -> None:

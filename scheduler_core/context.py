@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from scheduler_core.gang import Demand, Member
-from scheduler_core.placement import Placer
+from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.registry import Plugins
 from scheduler_core.quota import QuotaLedger
 from scheduler_core.state import ClusterState, Grant
@@ -95,6 +95,12 @@ class CycleContext:
     reserved_specs: dict[str, JobSpec] = field(default_factory=dict)
     """The request of every job in ``reservations``."""
     head: ActiveReservation | None = None
+    head_request: PlacementRequest | None = None
+    """The head's gang while its reservation may move to other GPUs with the same start
+    (``backfill.starts_on_time``); ``None`` for a head over its quota now, which never moves."""
+    head_needs_whole: bool = False
+    reservation_moves: int = 0
+    """Moves of the head's reservation tried this cycle (``max_reservation_moves``)."""
     head_quota_slack: int = 0
     """For a head over quota now: ``quota_type`` GPUs its team may still take this cycle for
     longer than until ``start_at`` without the quota refusing the head at its start."""

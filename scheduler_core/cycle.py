@@ -48,6 +48,7 @@ from scheduler_core.backfill import (
     hold,
     may_backfill_into,
     plan_reservation,
+    starts_on_time,
     team_release_eta,
     team_released_by,
 )
@@ -538,10 +539,11 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
     if cfg.backfill and ctx.head is None and ctx.reservation_searches < MAX_RESERVATION_SEARCHES \
             and not blocked_by_head:
         ctx.reservation_searches += 1
-        reservation = plan_reservation(ctx, spec, PlacementRequest(smallest, member_classes, score))
+        request = PlacementRequest(smallest, member_classes, score)
+        reservation = plan_reservation(ctx, spec, request)
         mark = ctx.timed("reserve_backfill", mark)
         if reservation is not None:
-            _settle_reserved(ctx, spec, reservation, smallest, member_classes, needs_whole)
+            _settle_reserved(ctx, spec, reservation, request, needs_whole)
             return
     _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, blocked_by_head,
                                 needs_whole))
@@ -566,18 +568,23 @@ def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
         return False
     ctx.reservation_searches += 1
     member_classes = option.member_classes
-    reservation = plan_reservation(ctx, spec, PlacementRequest(demand, member_classes, score))
+    request = PlacementRequest(demand, member_classes, score)
+    reservation = plan_reservation(ctx, spec, request)
     if reservation is None:
         return False
     ctx.untried_outcomes.clear()  # computed before this hold
-    _settle_reserved(ctx, spec, reservation, demand, member_classes, needs_whole)
+    _settle_reserved(ctx, spec, reservation, request, needs_whole)
     return True
 
 
-def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation, demand: Demand,
-                     member_classes: tuple[tuple[int, ...], ...], needs_whole: bool) -> None:
-    """`spec` holds the EASY reservation: it waits for it, with its start as the ETA."""
+def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation,
+                     request: PlacementRequest, needs_whole: bool) -> None:
+    """`spec` holds the EASY reservation: it waits for it, with its start as the ETA. (Called
+    again with the new GPUs when the reservation moves, see :func:`_move_head`.)"""
+    demand, member_classes = request.demand, request.member_classes
     placements = _hold_reservation(ctx, spec, reservation)
+    ctx.head_request = request
+    ctx.head_needs_whole = needs_whole
     gpus = sum(g.gpus for g in reservation.grants)
     _settle(ctx, spec, Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
@@ -682,7 +689,7 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
     if key in ctx.failed_shapes:
         return None, False
     eligible = may_backfill_into(ctx, spec)
-    if key in ctx.behind_head and not eligible:
+    if key in ctx.behind_head and not eligible and not _may_move_head(ctx):
         return None, True
     ctx.attempts += 1
     state.release((HOLD, ctx.head.job_id))
@@ -693,10 +700,40 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
         _rehold(ctx)
         return None, False
     ctx.behind_head.add(key)
-    if eligible:
+    if eligible or _move_head(ctx, spec, grants):
         return grants, False
     _rehold(ctx)
     return None, True
+
+
+def _may_move_head(ctx: CycleContext) -> bool:
+    return (ctx.head is not None and ctx.head_request is not None
+            and ctx.reservation_moves < ctx.config.max_reservation_moves)
+
+
+def _move_head(ctx: CycleContext, spec: JobSpec, grants: list[Grant]) -> bool:
+    """May ``spec`` start on ``grants`` (which use GPUs held for the head) although its runtime
+    limit ends it after the head's start? Yes if, with ``spec`` running, the head still starts
+    at the same time on other GPUs (:func:`~scheduler_core.backfill.starts_on_time`): the head
+    is not delayed, so EASY's promise holds, and the reservation moves to those GPUs. The
+    head's hold is released on entry (see :func:`_attempt`); the new one is taken by
+    :func:`_rehold` after ``spec`` commits."""
+    head, request = ctx.head, ctx.head_request
+    if head is None or request is None or not _may_move_head(ctx):
+        return False
+    ctx.reservation_moves += 1
+    state = ctx.state
+    probe = (JOB, spec.id)
+    for g in grants:
+        state.take(probe, g)
+    try:
+        moved = starts_on_time(ctx, request)
+    finally:
+        state.release(probe)
+    if moved is None:
+        return False
+    _settle_reserved(ctx, ctx.reserved_specs[head.job_id], moved, request, ctx.head_needs_whole)
+    return True
 
 
 def _rehold(ctx: CycleContext) -> None:

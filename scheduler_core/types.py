@@ -284,6 +284,7 @@ class SchedulerConfig:
     max_placement_attempts: int = 256
     default_runtime_estimate_s: float = 4 * 3600.0
     pack_candidates: int = 32
+    max_reservation_moves: int = 8
 
 
 # ----------------------------------------------------------------------------------- the plan

@@ -77,7 +77,8 @@ def build_plugins(config: SchedulerConfig) -> Plugins:
         _pick(f"placement_by_workload[{workload.value}]", name, SCORES)
         scores[workload] = Pack(config.pack_candidates) if name == Pack.NAME else SCORES[name]()
     _pick("victim_chooser", config.victim_chooser, VICTIM_CHOOSERS)
-    for field_name in ("max_preemptions_per_cycle", "max_placement_attempts"):
+    for field_name in ("max_preemptions_per_cycle", "max_placement_attempts",
+                       "max_reservation_moves"):
         value = getattr(config, field_name)
         if value < 0:
             raise ConfigError(f"{field_name} must be >= 0, got {value}")

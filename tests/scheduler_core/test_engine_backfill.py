@@ -255,3 +255,54 @@ def test_head_past_the_placement_budget_still_gets_the_reservation():
     assert why(plan, "big").code is ReasonCode.WAITING_FOR_RESERVATION
     assert why(plan, "later").code is ReasonCode.INSUFFICIENT_GPUS
     assert why(plan, "later").eta == 7200.0 + 3600.0
+
+
+def two_draining_nodes(b_rest_limit: float, *more):
+    """n0: 4 GPUs busy until t=3600, 4 free. n1: 4 GPUs busy until t=3600 and 2 until
+    ``b_rest_limit``, 2 free. A whole-node head (first in the queue: its runtime limit is the
+    shortest) reserves n0, whose job comes first among those ending at t=3600."""
+    return (
+        make_cluster().nodes(2).at(0)
+        .running(make_running(make_job("ra").gpus(4).limit(3600)).on("n0", 0, 1, 2, 3).started(0),
+                 make_running(make_job("rb").gpus(4).limit(3600)).on("n1", 0, 1, 2, 3).started(0),
+                 make_running(make_job("rc").gpus(2).limit(b_rest_limit)).on("n1", 4, 5)
+                 .started(0))
+        .pending(make_job("head").gpus(8).limit(3600).submitted(0),
+                 make_job("small").gpus(4).limit(7200).submitted(1), *more)
+    )
+
+
+@pytest.mark.parametrize(
+    ("b_rest_limit", "moves", "small_starts", "head_node"),
+    [(3600, None, True, "n1"), (3600, 0, False, "n0"), (7200, None, False, "n0")],
+    ids=["head-still-starts-on-time-on-the-other-node-so-the-reservation-moves",
+         "classic-easy-with-no-moves-keeps-small-waiting",
+         "the-other-node-frees-too-late-so-small-would-delay-the-head"],
+)
+def test_backfill_past_the_head_start_only_when_the_head_still_starts_on_time_elsewhere(
+        b_rest_limit, moves, small_starts, head_node):
+    # "small" (4 GPUs, limit 2 h) fits only on n0's 4 free GPUs, which the head's reservation
+    # (8 GPUs at t=3600) holds, and would run past t=3600. It may start only if the head can
+    # still start at t=3600 on other GPUs: n1, once rb and rc are gone by then.
+    config = SchedulerConfig() if moves is None else SchedulerConfig(max_reservation_moves=moves)
+    plan = two_draining_nodes(b_rest_limit).plan(config)
+    assert ("small" in bound(plan)) == small_starts
+    [reservation] = plan.reservations
+    assert reservation.job_id == "head"
+    assert reservation.start_at == 3600.0
+    assert [p.node for p in reservation.placements] == [head_node]
+    assert why(plan, "head").eta == 3600.0
+    if small_starts:
+        assert bound_nodes(plan, "small") == ["n0"]
+        assert "on 1 nodes from t=3600" in why(plan, "head").message
+    else:
+        assert why(plan, "small").code is ReasonCode.BEHIND_HIGHER_PRIORITY
+
+
+def test_a_moved_reservation_holds_its_new_gpus_for_the_head():
+    # after "small" takes n0, n1's 2 free GPUs are held for the head: a 2-GPU job of 2 h
+    # cannot take them, a 2-GPU job that ends by t=3600 can
+    plan = two_draining_nodes(3600, make_job("long2").gpus(2).limit(7200).submitted(2)).plan()
+    assert "small" in bound(plan)
+    assert "long2" not in bound(plan)
+    assert plan.fleet.reserved_gpus == 2
