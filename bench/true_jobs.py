@@ -43,9 +43,9 @@ def main() -> int:
     parser.add_argument("--full-desired-state", action="store_true",
                         help="agents ask for the whole desired state at every contact (the protocol before "
                              "'unchanged' replies), for a side-by-side comparison")
-    parser.add_argument("--wake-without-state", action="store_true",
-                        help="a wake-up only says 'ask now', the agent then fetches its desired state (the protocol "
-                             "before wake-ups carried it), for a side-by-side comparison")
+    parser.add_argument("--wake-with-state", action="store_true",
+                        help="agents ask for their desired state with each wake-up (qm-agent --wake-with-state) "
+                             "instead of fetching it after one, for a side-by-side comparison")
     parser.add_argument("--timeline", action="store_true", help="print the job states as they went")
     args = parser.parse_args()
     before = machine()
@@ -74,7 +74,7 @@ def main() -> int:
                 "--sample-interval", "30",
                 "--log-level", args.agent_log_level, *(["--no-wake"] if args.no_wake else []),
                 *(["--full-desired-state"] if args.full_desired_state else []),
-                *(["--wake-without-state"] if args.wake_without_state else []),
+                *(["--wake-with-state"] if args.wake_with_state else []),
             ])
         registered = wait_registered(args.agents)
         time.sleep(2)
@@ -95,7 +95,7 @@ def main() -> int:
             "heartbeat_interval_s": args.interval or "server default (2.7)",
             "wake_ups": not args.no_wake,
             "unchanged_replies": not args.full_desired_state,
-            "wake_carries_state": not args.wake_without_state,
+            "wake_carries_state": args.wake_with_state,
             "registration_s": round(registered, 2),
             "submit_s": round(submitted, 2),
             "first_job_bound_s": round(first_bound, 2) if first_bound is not None else None,

@@ -75,9 +75,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="simulate: most nodes' heartbeats and reports sent in one request")
     p.add_argument("--no-wake", action="store_true",
                    help="hold no long poll for wake-ups: learn new work only from heartbeats")
-    p.add_argument("--wake-without-state", action="store_true",
-                   help="a wake-up only says 'ask now' (the protocol before wake-ups carried the desired state), "
-                        "for comparison")
+    p.add_argument("--wake-with-state", action="store_true",
+                   help="ask for the desired state with each wake-up instead of fetching it after one (measured: no "
+                        "gain in true_jobs; see docs/operations.md)")
     p.add_argument("--full-desired-state", action="store_true",
                    help="ask for the whole desired state at every contact, never 'unchanged' (for comparison)")
     p.add_argument("--status-file", help="write what runs where (JSON) to this file twice a second, for drills")
@@ -185,7 +185,7 @@ def run_real(args: argparse.Namespace) -> int:
         # A long poll on its own thread and connection: a commit that gives this node work
         # (or asks it to stop some) makes the loop below run its round at once.
         WakeListener([agent], AgentClient(args.server), lambda woken: sleeper.poke(), stop,
-                     desired=not args.wake_without_state).start()
+                     desired=args.wake_with_state).start()
     log.info("agent starting", node=inventory.name, gpus=inventory.gpu_count, gpu_type=inventory.gpu_type,
              nvml=nvml is not None, server=args.server)
     saved = agent.token

@@ -618,8 +618,15 @@ class NodeAgent:
 
     @property
     def busy(self) -> bool:
-        """Reports are queued or due soon (read from the wake-up thread: a hint, not a lock)."""
-        return bool(self.outbox) or self.urgent or self.report_at != math.inf
+        """Reports are queued or due soon, or members launched in the last EXIT_COMPANY_S still
+        run (short jobs whose exits are coming). Read from the wake-up thread: a hint, not a lock."""
+        if self.outbox or self.urgent or self.report_at != math.inf:
+            return True
+        now = self.clock()
+        try:
+            return any(now - r.started_clock < EXIT_COMPANY_S for r in list(self.members.values()))
+        except RuntimeError:  # changed while we looked
+            return True
 
     @property
     def done(self) -> bool:
@@ -718,4 +725,4 @@ class WakeListener(threading.Thread):
                 deadline = time.monotonic() + 1.0
                 while (any(a.prefetched is not None or a.busy for a in woken) and time.monotonic() < deadline
                        and not self.stop_event.is_set()):
-                    self.stop_event.wait(0.005)
+                    self.stop_event.wait(0.02)
