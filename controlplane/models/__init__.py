@@ -26,6 +26,7 @@ __all__ = [
     "Job",
     "Membership",
     "Node",
+    "PendingPlace",
     "PriceRate",
     "PriorityClass",
     "Project",
