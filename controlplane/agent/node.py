@@ -12,8 +12,8 @@ A round:
      member is SIGKILLed. The control plane counts the same lease from when it *received* that
      heartbeat, so the processes are gone before it may fence the allocations and reuse the
      GPUs. The agent then registers again, clean;
-  4. talk: register if needed, else heartbeat with the reports (or just report, when an exit
-     should be known at once);
+  4. talk: register if needed, else heartbeat with the reports (every contact renews the lease;
+     an exit goes at once, or within 50 ms when the rest of a burst of short jobs is ending);
   5. apply the desired allocations:
        - a generation lower than one already seen on any of its GPUs is refused (stale or out
          of order) and reported;
