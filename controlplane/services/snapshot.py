@@ -69,9 +69,10 @@ class EpochSeconds(Func):
     PostgreSQL: `EXTRACT(EPOCH ...)` is an exact numeric (PostgreSQL 14+), and its cast to
     double precision rounds correctly, as Python's int / int division does.
     SQLite (the demo) stores Django's timestamps as UTC text `YYYY-MM-DD HH:MM:SS[.ffffff]`;
-    its date functions keep only milliseconds, so whole seconds come from `strftime('%s')` and
-    the microseconds from the text itself, and the exact integer of microseconds is divided
-    by 1e6 in double precision (both operands exact: one correctly rounded division).
+    its date functions keep only milliseconds (and round: `.999999` would become the next
+    second), so the whole seconds come from `strftime('%s')` of the text cut before its
+    fraction, the microseconds from the text itself, and the exact integer of microseconds is
+    divided by 1e6 in double precision (both operands exact: one correctly rounded division).
     """
 
     arity = 1
@@ -91,7 +92,7 @@ class EpochSeconds(Func):
     def as_sqlite(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
         sql, params = compiler.compile(self.source_expressions[0])
         return (
-            f"((CAST(strftime('%%s', {sql}) AS INTEGER) * 1000000"
+            f"((CAST(strftime('%%s', substr({sql}, 1, 19)) AS INTEGER) * 1000000"
             f" + CAST(substr({sql}, 21, 6) AS INTEGER)) / 1000000.0)",
             (*params, *params),
         )
