@@ -2,6 +2,7 @@
 
     python -m scheduler_core.bench --json            # 10,000 GPUs, 5,000 pending, 2,000 running
     python -m scheduler_core.bench --json --sweep    # 1k / 10k / 50k GPUs, each in its own process
+    python -m scheduler_core.bench --json --full     # the default, then the same fleet FULL
 
 The fleet (deterministic, seeded RNG): nodes of 8 GPUs; two GPU types (``a100-40gb`` on the
 first 40 % of nodes, ``h100-80gb`` on the rest); three-level topology, 32 nodes per leaf switch
@@ -12,6 +13,12 @@ seed's size mix plus 128-GPU gangs, with type and memory constraints, same-leaf 
 elastic jobs and serving replicas. Every cycle runs on a fresh snapshot one second later, so
 aging and decay move. Printed: ``gpus, pending, running, cycle_ms_p50, cycle_ms_p95,
 peak_rss_mb`` plus what the plans did; p95 is the seed's index rule (``sorted[int(0.95 n)]``).
+
+``--full`` adds the control loop's steady state (``scenario: "full"``): the same snapshot after
+one cycle's plan has been applied (binds become running jobs started at that cycle, preempted
+jobs are terminating, resizes take effect), so about 99 % of the GPUs are held and the waiting
+jobs' preemption searches walk a full fleet; ``max_placement_attempts`` is the loop's 4,096
+(``QM_MAX_PLACEMENTS_PER_CYCLE``).
 """
 
 from __future__ import annotations
@@ -243,11 +250,54 @@ def build_snapshot(gpus: int, pending: int, running: int, seed: int = 7) -> Snap
     )
 
 
+FULL_MAX_PLACEMENT_ATTEMPTS = 4096
+"""The control loop's ``QM_MAX_PLACEMENTS_PER_CYCLE``."""
+
+
+def apply_plan(snapshot: Snapshot, plan: Plan, now: float) -> Snapshot:
+    """The snapshot the next cycle sees once ``plan`` is carried out, as the control loop
+    carries it out: killed jobs are gone, preempted ones terminating, resizes done, bound jobs
+    running since ``snapshot.now``; time moves to ``now``."""
+    killed = {kill.job_id for kill in plan.kills}
+    preempted = {p.job_id for p in plan.preemptions}
+    resized = {r.job_id: r for r in plan.resizes}
+    running: list[RunningJob] = []
+    for job in snapshot.running:
+        if job.spec.id in killed:
+            continue
+        if job.spec.id in preempted:
+            job = dataclasses.replace(job, terminating=True)
+        elif job.spec.id in resized:
+            change = resized[job.spec.id]
+            job = dataclasses.replace(job, placements=change.placements, generation=job.generation + 1)
+        running.append(job)
+    specs = {spec.id: spec for spec in snapshot.pending}
+    for bind in plan.binds:
+        running.append(RunningJob(spec=specs[bind.job_id], placements=bind.placements, started_at=snapshot.now,
+                                  borrowed=bind.borrowed))
+    bound = {bind.job_id for bind in plan.binds}
+    pending = tuple(spec for spec in snapshot.pending if spec.id not in bound)
+    return dataclasses.replace(snapshot, now=now, running=tuple(running), pending=pending, epoch=snapshot.epoch + 1)
+
+
+def full_config() -> SchedulerConfig:
+    return SchedulerConfig(max_placement_attempts=FULL_MAX_PLACEMENT_ATTEMPTS)
+
+
+def build_full_snapshot(gpus: int, pending: int, running: int) -> Snapshot:
+    """The fleet after the loop's first cycle: :func:`build_snapshot` with one plan applied."""
+    from scheduler_core import schedule
+
+    base = build_snapshot(gpus, pending, running)
+    return apply_plan(base, schedule(base, full_config()), base.now + 60)
+
+
 def _p(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerConfig | None = None) -> dict[str, object]:
+def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerConfig | None = None,
+        full: bool = False) -> dict[str, object]:
     """Time ``cycles`` full cycles (after one warm-up) and report the figures.
 
     The engine is given the wall clock so its plan carries per-phase durations; the clock
@@ -256,8 +306,9 @@ def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerCon
     to five further cycles run with the engine's phase clock on."""
     from scheduler_core import schedule
 
-    config = config if config is not None else SchedulerConfig()
-    base = build_snapshot(gpus, pending, running)
+    if config is None:
+        config = full_config() if full else SchedulerConfig()
+    base = build_full_snapshot(gpus, pending, running) if full else build_snapshot(gpus, pending, running)
     schedule(base, config)  # warm-up: imports, plugin construction
     seconds: list[float] = []
     cpu_seconds: list[float] = []
@@ -277,6 +328,7 @@ def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerCon
     seconds.sort()
     assert plan is not None
     return {
+        "scenario": "full" if full else "default",
         "gpus": sum(node.gpus for node in base.nodes),
         "pending": len(base.pending),
         "running": len(base.running),
@@ -286,6 +338,7 @@ def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerCon
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
         "cycles": cycles,
         "allocated_gpus_before": sum(len(p.gpu_indices) for job in base.running for p in job.placements),
+        "max_placement_attempts": config.max_placement_attempts,
         "binds": len(plan.binds),
         "kills": len(plan.kills),
         "preemptions": len(plan.preemptions),
@@ -303,6 +356,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler_core.bench", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--json", action="store_true", help="print JSON (one object)")
     parser.add_argument("--sweep", action="store_true", help="1k, 10k and 50k GPUs, each in a fresh process")
+    parser.add_argument("--full", action="store_true",
+                        help="also time the full fleet (the loop's steady state, see the module doc)")
     parser.add_argument("--gpus", type=int, default=10_000)
     parser.add_argument("--pending", type=int, default=5_000)
     parser.add_argument("--running", type=int, default=2_000)
@@ -329,12 +384,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cycles = args.cycles or (5 if args.gpus >= 50_000 else 20)
     row = run(args.gpus, args.pending, args.running, cycles)
-    print(json.dumps(row) if args.json else _line(row))
+    if not args.full:
+        print(json.dumps(row) if args.json else _line(row))
+        return 0
+    full = run(args.gpus, args.pending, args.running, cycles, full=True)
+    if args.json:
+        print(json.dumps({"default": row, "full": full}))
+    else:
+        print(_line(row))
+        print(_line(full))
     return 0
 
 
 def _line(row: dict[str, object]) -> str:
-    return (f"{row['gpus']:>7} GPUs  {row['pending']:>6} pending  {row['running']:>6} running  "
+    return (f"{row.get('scenario', 'default'):>7}  {row['gpus']:>7} GPUs  {row['pending']:>6} pending  {row['running']:>6} running  "
             f"cycle p50 {row['cycle_ms_p50']} ms  p95 {row['cycle_ms_p95']} ms  peak RSS {row['peak_rss_mb']} MB")
 
 

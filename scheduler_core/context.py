@@ -30,6 +30,7 @@ from scheduler_core.types import (
     SchedulerConfig,
     Snapshot,
 )
+from scheduler_core.victims import VictimIndex
 
 ShapeKey = tuple[Demand, tuple[tuple[int, ...], ...], str, bool]
 """(gang, allowed node classes per member, score plugin, may use reserved GPUs)."""
@@ -125,6 +126,11 @@ class CycleContext:
     head_released: bool = False
     victim_hint: tuple[int | None, bool, bool] | None = None
     stopping: list[tuple[int, str, frozenset[int]]] | None = None
+    team_holders: tuple[int, dict[str, list[str]]] = field(default_factory=lambda: (0, {}))
+    """Keys of ``ends`` per team, and how many keys of ``ends`` that covers
+    (``backfill._team_holders``)."""
+    victims: VictimIndex | None = None
+    """Running jobs indexed for preemption searches (``victims.VictimIndex``)."""
     attempts: int = 0
     preemption_searches: int = 0
     reservation_searches: int = 0

@@ -41,7 +41,8 @@ from scheduler_core.context import CycleContext
 from scheduler_core.gang import is_elastic, minimum_gpus, replica_size
 from scheduler_core.plugins.protocols import VictimCandidate
 from scheduler_core.state import HOLD, JOB, Grant, Restore
-from scheduler_core.types import JobSpec, PreemptionReason, RunningJob
+from scheduler_core.types import JobSpec, PreemptionReason, PriorityClassInfo, RunningJob
+from scheduler_core.victims import Held, VictimIndex
 
 MAX_VICTIMS_PER_SEARCH = 64
 MAX_REPRIEVE_CHECKS = 16
@@ -79,7 +80,8 @@ def lost_gpu_hours(ctx: CycleContext, job: RunningJob, gpus: int) -> float:
 
 
 def _held(ctx: CycleContext, job_id: str) -> list[Grant]:
-    return list(ctx.state.holdings.get((JOB, job_id), []))
+    """The job's grants (the state's own list: read it, do not change it)."""
+    return ctx.state.holdings.get((JOB, job_id), [])
 
 
 def _by_type(ctx: CycleContext, grants: list[Grant]) -> dict[str, int]:
@@ -183,14 +185,12 @@ def _nomination(ctx: CycleContext, classes: frozenset[int], team: str, gpus: int
     return Found(victims=(), claimed=claimed, grants=tuple(grants))
 
 
-def _eligible(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
-              job: RunningJob) -> tuple[int, PreemptionReason] | None:
-    """The tier and reason under which ``spec`` may preempt ``job``, if any."""
-    mine = ctx.priority.get(spec.priority_class)
-    theirs = ctx.priority.get(job.spec.priority_class)
-    if mine is None:
-        return None
-    victim_types = _by_type(ctx, _held(ctx, job.spec.id))
+def _eligible(ctx: CycleContext, spec: JobSpec, mine: PriorityClassInfo, gpus: int,
+              gpu_type: str | None, held: Held) -> tuple[int, PreemptionReason] | None:
+    """The tier and reason under which ``spec`` (of class ``mine``) may preempt the job of
+    ``held``, if any."""
+    job = held.job
+    victim_types = held.by_type
     if job.borrowed and job.spec.team != spec.team and gpu_type is not None \
             and gpu_type in victim_types:
         q_mine = ctx.ledger.quota.get((spec.team, gpu_type))
@@ -200,6 +200,7 @@ def _eligible(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
             within = ctx.ledger.used_by(spec.team, gpu_type) + gpus <= q_mine.nominal_gpus
             if within:
                 return 0, PreemptionReason.RECLAIM_BORROWED
+    theirs = ctx.priority.get(job.spec.priority_class)
     if not mine.may_preempt_lower or theirs is None or not theirs.preemptible:
         return None
     if theirs.value >= mine.value:
@@ -207,23 +208,6 @@ def _eligible(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
     ungoverned = any(not ctx.ledger.governs(t) for t in victim_types)
     if job.spec.team == spec.team or job.borrowed or ungoverned:
         return 1, PreemptionReason.HIGHER_PRIORITY
-    return None
-
-
-def _protection(ctx: CycleContext, job: RunningJob) -> str | None:
-    pc = ctx.priority.get(job.spec.priority_class)
-    if pc is None:
-        return None
-    ran = ctx.snapshot.now - job.started_at
-    if ran < pc.min_runtime_s:
-        return (
-            f"{job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
-        )
-    if job.spec.preemptions_in_window >= pc.preemption_budget:
-        return (
-            f"{job.spec.id} was already preempted {job.spec.preemptions_in_window} times "
-            f"within {pc.budget_window_s} s (budget {pc.preemption_budget})"
-        )
     return None
 
 
@@ -264,48 +248,59 @@ class _Option:
 
 
 def _candidates(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: str | None,
-                classes: frozenset[int], include_protected: bool
-                ) -> tuple[list[_Option], list[str]]:
+                classes: frozenset[int]) -> tuple[list[_Option], list[_Option], list[str]]:
+    """The ways to free GPUs for ``spec``: without the protected jobs, with them, and why
+    those are protected. Only the jobs of the cycle's :class:`VictimIndex` pool for
+    ``spec``'s priority are visited (the others can never be its victims)."""
+    mine = ctx.priority.get(spec.priority_class)
+    if mine is None:
+        return [], [], []
+    if ctx.victims is None:
+        ctx.victims = VictimIndex(ctx)
+    index = ctx.victims
     options: list[_Option] = []
+    every: list[_Option] = []
     protected: list[str] = []
-    for job_id, job in ctx.running.items():
-        if job.terminating or job_id in ctx.killed or job_id in ctx.preempted \
-                or job_id in ctx.resized or job_id == spec.id:
+    holdings = ctx.state.holdings
+    killed, preempted, resized = ctx.killed, ctx.preempted, ctx.resized
+    for held in index.pool(mine, spec.team):
+        job_id = held.job_id
+        if job_id in killed or job_id in preempted or job_id in resized or job_id == spec.id \
+                or (JOB, job_id) not in holdings:
             continue
-        held = _held(ctx, job_id)
-        if not held:
+        job = held.job
+        if job.spec.team != spec.team and held.classes.isdisjoint(classes):
             continue
-        same_quota = job.spec.team == spec.team
-        if not same_quota and not any(ctx.state.node_class[g.node] in classes for g in held):
-            continue
-        verdict = _eligible(ctx, spec, gpus_needed, gpu_type, job)
+        verdict = _eligible(ctx, spec, mine, gpus_needed, gpu_type, held)
         if verdict is None:
             continue
-        why = _protection(ctx, job)
+        why = index.protection(job)
         if why is not None:
             protected.append(why)
-            if not include_protected:
-                continue
         tier, reason = verdict
         value = ctx.priority_value(job.spec)
-        gpus = sum(g.gpus for g in held)
+        gpus = held.gpus
+        found: list[_Option] = []
         if is_elastic(job.spec):
             pause = gpus * job.spec.resize_cost_s / 3600.0
             pieces = _replica_pieces(ctx, job)
             for k, piece in enumerate(pieces):
-                options.append(_Option(
+                found.append(_Option(
                     VictimCandidate(job_id, tier, reason, value, sum(g.gpus for g in piece),
                                     pause, job.started_at,
                                     shrink_to=gpus - sum(sum(g.gpus for g in p)
                                                          for p in pieces[:k + 1])),
                     job.spec.team, piece,
                 ))
-        options.append(_Option(
+        found.append(_Option(
             VictimCandidate(job_id, tier, reason, value, gpus, lost_gpu_hours(ctx, job, gpus),
                             job.started_at),
             job.spec.team, None,
         ))
-    return options, protected
+        every += found
+        if why is None:
+            options += found
+    return options, every, protected
 
 
 def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[_Option],
@@ -405,8 +400,7 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
     nominated = _nomination(ctx, classes, spec.team, gpus, fit)
     if nominated is not None:
         return nominated
-    options, protected = _candidates(ctx, spec, gpus, gpu_type, classes,
-                                     include_protected=False)
+    options, all_options, protected = _candidates(ctx, spec, gpus, gpu_type, classes)
     used = len(ctx.preempted) + len(ctx.resized)
     budget = ctx.config.max_preemptions_per_cycle - used
     if options and budget > 0:
@@ -423,7 +417,6 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
                 parts=tuple(tuple(o.part) if o.part is not None else None for o in victims),
             )
     if protected or (options and budget <= 0):
-        all_options, _ = _candidates(ctx, spec, gpus, gpu_type, classes, include_protected=True)
         if all_options and _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH):
             if budget <= 0:
                 return Protected(

@@ -1,0 +1,130 @@
+"""The running jobs a preemption search may look at, indexed once per cycle.
+
+A preemption search (:func:`scheduler_core.preemption.preempt_for`) asks, for one waiting
+job, which running jobs it could preempt. Walking every running job for every search is what
+made a full fleet slow (up to 16 searches × ~3,000 running jobs, each recomputing the job's
+GPUs per type from its grants). Two facts make an index exact:
+
+* Whether a job could *ever* be a victim of a preemptor depends only on the job's borrowed
+  flag, team, priority class and GPU types, and on the preemptor's priority class and team:
+  tier 0 needs borrowed work; tier 1 a preemptible job of a strictly lower priority value
+  that is borrowed, of the preemptor's team, or on a GPU type no quota governs.
+  :meth:`VictimIndex.pool` keeps, per preemptor priority and team, the jobs passing that
+  test, in ``ctx.running`` order, so a search sees the same jobs in the same order as a walk
+  of every running job would, minus those it could never preempt (in a full fleet, most).
+* What a running job holds changes during a cycle only when it is killed, preempted or
+  resized (those jobs are skipped by every search) or inside a what-if, which is undone
+  before the next search. So its GPUs per type, its GPU count and its node classes, taken at
+  the first search of the cycle, stay true for every search that may still pick it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from scheduler_core.state import JOB
+from scheduler_core.types import PriorityClassInfo, RunningJob
+
+if TYPE_CHECKING:
+    from scheduler_core.context import CycleContext
+
+
+@dataclass(frozen=True, slots=True)
+class Held:
+    """A running job and what it holds at its first search of the cycle."""
+
+    job_id: str
+    job: RunningJob
+    by_type: dict[str, int]
+    gpus: int
+    classes: frozenset[int]
+
+
+class VictimIndex:
+    """Possible victims per preemptor priority, built lazily once per cycle."""
+
+    def __init__(self, ctx: CycleContext) -> None:
+        self._ctx = ctx
+        self._pools: dict[tuple[int, bool, str], list[Held]] = {}
+        self._rows: list[tuple[RunningJob, PriorityClassInfo | None]] | None = None
+        self._held: dict[str, Held] = {}
+        self._protection: dict[str, str | None] = {}
+
+    def pool(self, mine: PriorityClassInfo, team: str) -> list[Held]:
+        """Running jobs (not terminating) a job of class ``mine`` and team ``team`` might
+        preempt: borrowed ones, and, if ``mine`` may preempt lower classes, preemptible ones
+        of a strictly lower priority value of ``team`` or holding GPUs of a type no quota
+        governs; in ``ctx.running`` order. Jobs holding nothing are left out."""
+        key = (mine.value, mine.may_preempt_lower, team)
+        found = self._pools.get(key)
+        if found is not None:
+            return found
+        if self._rows is None:
+            priority = self._ctx.priority
+            self._rows = [(job, priority.get(job.spec.priority_class))
+                          for job in self._ctx.running.values() if not job.terminating]
+        lower = mine.may_preempt_lower
+        governed = self._ctx.ledger.governed_types
+        out: list[Held] = []
+        for job, theirs in self._rows:
+            if not job.borrowed and not (lower and theirs is not None and theirs.preemptible
+                                         and theirs.value < mine.value):
+                continue
+            held = self.held(job)
+            if held is None:
+                continue
+            if job.borrowed or job.spec.team == team \
+                    or any(t not in governed for t in held.by_type):
+                out.append(held)
+        self._pools[key] = out
+        return out
+
+    def held(self, job: RunningJob) -> Held | None:
+        """What ``job`` holds (``None`` if nothing), computed at its first call this cycle."""
+        job_id = job.spec.id
+        found = self._held.get(job_id)
+        if found is not None:
+            return found
+        ctx = self._ctx
+        grants = ctx.state.holdings.get((JOB, job_id))
+        if not grants:
+            return None
+        nodes = ctx.state.nodes
+        node_class = ctx.state.node_class
+        by_type: dict[str, int] = {}
+        gpus = 0
+        for g in grants:
+            n = g.gpus
+            t = nodes[g.node].gpu_type
+            by_type[t] = by_type.get(t, 0) + n
+            gpus += n
+        found = Held(job_id, job, by_type, gpus, frozenset(node_class[g.node] for g in grants))
+        self._held[job_id] = found
+        return found
+
+    def protection(self, job: RunningJob) -> str | None:
+        """Why ``job`` may not be preempted now (minimum runtime, preemption budget)."""
+        job_id = job.spec.id
+        if job_id in self._protection:
+            return self._protection[job_id]
+        why = _protection(self._ctx, job)
+        self._protection[job_id] = why
+        return why
+
+
+def _protection(ctx: CycleContext, job: RunningJob) -> str | None:
+    pc = ctx.priority.get(job.spec.priority_class)
+    if pc is None:
+        return None
+    ran = ctx.snapshot.now - job.started_at
+    if ran < pc.min_runtime_s:
+        return (
+            f"{job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
+        )
+    if job.spec.preemptions_in_window >= pc.preemption_budget:
+        return (
+            f"{job.spec.id} was already preempted {job.spec.preemptions_in_window} times "
+            f"within {pc.budget_window_s} s (budget {pc.preemption_budget})"
+        )
+    return None
