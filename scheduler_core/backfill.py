@@ -25,7 +25,7 @@ needs runtime estimates, which enforced runtime limits make honest.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import accumulate
+from itertools import accumulate, islice
 
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.gang import Demand
@@ -381,19 +381,32 @@ class ReleaseTimeline:
         return self.times[lo]
 
 
+def _team_holders(ctx: CycleContext, team: str) -> list[str]:
+    """The holders of ``team`` with a known end (keys of ``ctx.ends``). ``ends`` only gains
+    keys during a cycle, so the grouping is extended with the keys added since last time."""
+    seen, by_team = ctx.team_holders
+    if seen < len(ctx.ends):
+        for job_id in islice(ctx.ends, seen, None):
+            spec = ctx.running[job_id].spec if job_id in ctx.running \
+                else ctx.bound_specs.get(job_id)
+            if spec is not None:
+                by_team.setdefault(spec.team, []).append(job_id)
+        ctx.team_holders = (len(ctx.ends), by_team)
+    return by_team.get(team, [])
+
+
 def _team_ends(ctx: CycleContext, team: str, gpu_type: str) -> list[tuple[float, int]]:
     """(expected end, GPUs of ``gpu_type``) of every holder of ``team`` with a known end."""
     ends: list[tuple[float, int]] = []
-    for job_id, end in ctx.ends.items():
-        spec = ctx.running[job_id].spec if job_id in ctx.running else ctx.bound_specs.get(job_id)
-        if spec is None or spec.team != team:
-            continue
-        gpus = sum(
-            g.gpus for g in ctx.state.holdings.get((JOB, job_id), [])
-            if ctx.state.nodes[g.node].gpu_type == gpu_type
-        )
+    holdings = ctx.state.holdings
+    nodes = ctx.state.nodes
+    for job_id in _team_holders(ctx, team):
+        gpus = 0
+        for g in holdings.get((JOB, job_id), ()):
+            if nodes[g.node].gpu_type == gpu_type:
+                gpus += g.gpus
         if gpus:
-            ends.append((end, gpus))
+            ends.append((ctx.ends[job_id], gpus))
     ends.sort()
     return ends
 
