@@ -284,11 +284,11 @@ def full_config() -> SchedulerConfig:
     return SchedulerConfig(max_placement_attempts=FULL_MAX_PLACEMENT_ATTEMPTS)
 
 
-def build_full_snapshot(gpus: int, pending: int, running: int) -> Snapshot:
+def build_full_snapshot(gpus: int, pending: int, running: int, seed: int = 7) -> Snapshot:
     """The fleet after the loop's first cycle: :func:`build_snapshot` with one plan applied."""
     from scheduler_core import schedule
 
-    base = build_snapshot(gpus, pending, running)
+    base = build_snapshot(gpus, pending, running, seed)
     return apply_plan(base, schedule(base, full_config()), base.now + 60)
 
 

@@ -1,0 +1,179 @@
+"""The full fleet (the control loop's steady state, ``scheduler_core.bench --full``): the
+per-cycle victim index (``scheduler_core.victims``) and the other speed-ups of that round
+change no decision.
+
+Two independent proofs:
+
+* *Golden plans.* The SHA-256 of ``repr(plan)`` for full-fleet snapshots, computed with the
+  engine as it was before the index (commit d2a9bfd, run from ``git archive d2a9bfd``) by::
+
+      snap = build_full_snapshot(gpus, pending, running, seed)
+      plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
+      hashlib.sha256(repr(plan).encode()).hexdigest()
+
+  The plan's ``repr`` carries every bind, preemption (reason, grace, lost GPU-hours, message),
+  resize, reservation, explanation (reason, message, ETA) and the fleet figures.
+* *Reference search.* The victim search of before the index, kept below as the plain walk
+  over every running job, is swapped in for ``preemption._candidates``; the plans must be
+  equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pytest
+
+from scheduler_core import preemption, schedule
+from scheduler_core.bench import build_full_snapshot, full_config
+from scheduler_core.context import CycleContext
+from scheduler_core.gang import is_elastic
+from scheduler_core.plugins.protocols import VictimCandidate
+from scheduler_core.state import JOB
+from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
+
+GOLDEN = {
+    (1000, 500, 200, 7): "0eae687d08c8653ef032b584fd871f71a5ed459e9b4fffb60b5601ad516d4ea2",
+    (1000, 500, 200, 1): "5be2775ab21b9c04cacab421389cd31fe419ad51c014f11f79dd1f8b1bf242ee",
+    (1000, 500, 200, 3): "9a537b08d57f7eba30c7c4f1ce3b0b21cf6b2b67b804cb7d14157d26068acec4",
+    (2000, 1000, 400, 4): "83c112e7512050f5393fab5569239811ed9f1fa31f7d74ac6e618c1511c5fca0",
+    (10000, 5000, 2000, 7): "412a8a7b59137d2be8689de5c6aca68114cf1f21a8d4de1aacb4ce0f6947c376",
+}
+
+
+def full(gpus: int, pending: int, running: int, seed: int) -> Snapshot:
+    snap = build_full_snapshot(gpus, pending, running, seed)
+    return dataclasses.replace(snap, now=snap.now + 1)
+
+
+@pytest.mark.parametrize("size", sorted(GOLDEN), ids=lambda s: f"{s[0]}gpus-seed{s[3]}")
+def test_full_fleet_plan_equals_the_plan_of_the_engine_before_the_index(size):
+    plan = schedule(full(*size), full_config())
+    assert hashlib.sha256(repr(plan).encode()).hexdigest() == GOLDEN[size]
+
+
+def test_full_fleet_snapshot_is_the_loops_steady_state():
+    snap = full(1000, 500, 200, 7)
+    held = sum(len(p.gpu_indices) for job in snap.running for p in job.placements)
+    assert held >= 0.95 * sum(n.gpus for n in snap.nodes)
+    assert any(job.terminating for job in snap.running)  # last cycle's victims draining
+    assert full_config().max_placement_attempts == 4096
+
+
+# ---------------------------------------------------------------- the reference search
+
+
+def _ref_by_type(ctx: CycleContext, job_id: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for g in ctx.state.holdings.get((JOB, job_id), []):
+        t = ctx.state.nodes[g.node].gpu_type
+        out[t] = out.get(t, 0) + g.gpus
+    return out
+
+
+def _ref_eligible(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
+                  job: RunningJob) -> tuple[int, PreemptionReason] | None:
+    mine = ctx.priority.get(spec.priority_class)
+    theirs = ctx.priority.get(job.spec.priority_class)
+    if mine is None:
+        return None
+    victim_types = _ref_by_type(ctx, job.spec.id)
+    if job.borrowed and job.spec.team != spec.team and gpu_type is not None \
+            and gpu_type in victim_types:
+        q_mine = ctx.ledger.quota.get((spec.team, gpu_type))
+        q_theirs = ctx.ledger.quota.get((job.spec.team, gpu_type))
+        if q_mine is not None and q_theirs is not None and q_mine.cohort is not None \
+                and q_mine.cohort == q_theirs.cohort \
+                and ctx.ledger.used_by(spec.team, gpu_type) + gpus <= q_mine.nominal_gpus:
+            return 0, PreemptionReason.RECLAIM_BORROWED
+    if not mine.may_preempt_lower or theirs is None or not theirs.preemptible:
+        return None
+    if theirs.value >= mine.value:
+        return None
+    ungoverned = any(not ctx.ledger.governs(t) for t in victim_types)
+    if job.spec.team == spec.team or job.borrowed or ungoverned:
+        return 1, PreemptionReason.HIGHER_PRIORITY
+    return None
+
+
+def _ref_protection(ctx: CycleContext, job: RunningJob) -> str | None:
+    pc = ctx.priority.get(job.spec.priority_class)
+    if pc is None:
+        return None
+    ran = ctx.snapshot.now - job.started_at
+    if ran < pc.min_runtime_s:
+        return f"{job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
+    if job.spec.preemptions_in_window >= pc.preemption_budget:
+        return (
+            f"{job.spec.id} was already preempted {job.spec.preemptions_in_window} times "
+            f"within {pc.budget_window_s} s (budget {pc.preemption_budget})"
+        )
+    return None
+
+
+def _ref_walk(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: str | None,
+              classes: frozenset[int], include_protected: bool) -> tuple[list, list[str]]:
+    options: list = []
+    protected: list[str] = []
+    for job_id, job in ctx.running.items():
+        if job.terminating or job_id in ctx.killed or job_id in ctx.preempted \
+                or job_id in ctx.resized or job_id == spec.id:
+            continue
+        held = list(ctx.state.holdings.get((JOB, job_id), []))
+        if not held:
+            continue
+        if job.spec.team != spec.team \
+                and not any(ctx.state.node_class[g.node] in classes for g in held):
+            continue
+        verdict = _ref_eligible(ctx, spec, gpus_needed, gpu_type, job)
+        if verdict is None:
+            continue
+        why = _ref_protection(ctx, job)
+        if why is not None:
+            protected.append(why)
+            if not include_protected:
+                continue
+        tier, reason = verdict
+        value = ctx.priority_value(job.spec)
+        gpus = sum(g.gpus for g in held)
+        if is_elastic(job.spec):
+            pause = gpus * job.spec.resize_cost_s / 3600.0
+            pieces = preemption._replica_pieces(ctx, job)
+            for k, piece in enumerate(pieces):
+                options.append(preemption._Option(
+                    VictimCandidate(job_id, tier, reason, value, sum(g.gpus for g in piece),
+                                    pause, job.started_at,
+                                    shrink_to=gpus - sum(sum(g.gpus for g in p)
+                                                         for p in pieces[:k + 1])),
+                    job.spec.team, piece))
+        options.append(preemption._Option(
+            VictimCandidate(job_id, tier, reason, value, gpus,
+                            preemption.lost_gpu_hours(ctx, job, gpus), job.started_at),
+            job.spec.team, None))
+    return options, protected
+
+
+def reference_candidates(ctx, spec, gpus_needed, gpu_type, classes):
+    options, protected = _ref_walk(ctx, spec, gpus_needed, gpu_type, classes, False)
+    every, _ = _ref_walk(ctx, spec, gpus_needed, gpu_type, classes, True)
+    return options, every, protected
+
+
+@pytest.mark.parametrize("size", [(1000, 500, 200, 7), (1000, 500, 200, 3),
+                                  (2000, 1000, 400, 4), (1000, 500, 200, 5)])
+def test_indexed_victim_search_gives_the_reference_walks_plan(monkeypatch, size):
+    snap = full(*size)
+    indexed: Plan = schedule(snap, full_config())
+    calls: list[int] = []
+
+    def walk(*args):
+        found = reference_candidates(*args)
+        calls.append(len(found[1]))
+        return found
+
+    monkeypatch.setattr(preemption, "_candidates", walk)
+    reference = schedule(snap, full_config())
+    assert calls and sum(calls) > 0  # the searches ran and found candidates
+    assert indexed == reference
+    assert indexed.preemptions == reference.preemptions
