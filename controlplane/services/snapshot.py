@@ -152,9 +152,20 @@ def _job_fields(columns: tuple[str, ...]) -> list[Any]:
     return [field(c) for c in columns]
 
 
+# The specs of the last read in this process, by their row (see `_SpecReader`), and the names
+# they were built with. One read replaces both; a worker's reads follow each other.
+_last_specs: dict[tuple[Any, ...], engine.JobSpec] = {}
+_last_names: tuple[dict[int, str], dict[int, str], dict[int, str]] | None = None
+
+
 class _SpecReader:
     """Turns job rows (tuples in `_JOB_COLUMNS` order) into engine specs, memoising what many
-    jobs share (enum values, role tuples, GPU type tuples)."""
+    jobs share (enum values, role tuples, GPU type tuples).
+
+    A job's row rarely changes from one cycle to the next, and a spec is frozen: a row read
+    exactly as in the last read, under the same team, class and project names, with the same
+    preemptions inside its budget window (that one moves with `now`), gets the last read's spec
+    object again instead of a new, equal one. `done` hands this read's specs to the next."""
 
     def __init__(self, now: datetime, teams: dict[int, Team], classes: dict[int, PriorityClass],
                  projects: dict[int, str]) -> None:
@@ -170,11 +181,31 @@ class _SpecReader:
         self._topologies: dict[str, engine.TopologyConstraint] = {}
         self._gpu_types: dict[str | None, tuple[str, ...]] = {}
         self._roles: dict[str | None, tuple[engine.GangRole, ...]] = {}
+        self._names = (self.team_names, {pk: pc.name for pk, pc in classes.items()}, projects)
+        self._last = _last_specs if self._names == _last_names else {}
+        self._seen: dict[tuple[Any, ...], engine.JobSpec] = {}
+
+    def done(self) -> None:
+        global _last_specs, _last_names
+        _last_specs, _last_names = self._seen, self._names
 
     def spec(self, row: tuple[Any, ...]) -> engine.JobSpec:
+        # The job keeps a count and the time of its last preemption, not every timestamp: a job
+        # whose last preemption fell outside its class's budget window has a fresh budget.
+        preemption_count, last_preempted_at = row[19], row[20]
+        in_window = 0
+        if preemption_count and last_preempted_at is not None and last_preempted_at >= self.budget_since[row[2]]:
+            in_window = preemption_count
+        spec = self._last.get(row)
+        if spec is None or spec.preemptions_in_window != in_window:
+            spec = self._spec(row, in_window)
+        self._seen[row] = spec
+        return spec
+
+    def _spec(self, row: tuple[Any, ...], in_window: int) -> engine.JobSpec:
         (pk, team_id, pc_id, project_id, gpus, submitted_at, workload, gpus_per_node, gpu_types, min_memory,
          cpus_per_gpu, memory_per_gpu, topology, min_gpus, max_gpus, runtime_limit_s, checkpoint_interval_s,
-         roles, submitter_id, preemption_count, last_preempted_at) = row
+         roles, submitter_id, _preemption_count, _last_preempted_at) = row
         wl = self._workloads.get(workload)
         if wl is None:
             wl = self._workloads[workload] = engine.WorkloadClass(workload)
@@ -188,11 +219,6 @@ class _SpecReader:
         if gang is None:
             parsed = json.loads(roles) if roles else None
             gang = self._roles[roles] = _roles(parsed) if parsed else ()
-        # The job keeps a count and the time of its last preemption, not every timestamp: a job
-        # whose last preemption fell outside its class's budget window has a fresh budget.
-        in_window = 0
-        if preemption_count and last_preempted_at is not None and last_preempted_at >= self.budget_since[pc_id]:
-            in_window = preemption_count
         return engine.JobSpec(
             id=str(pk),
             team=self.team_names[team_id],
@@ -319,6 +345,8 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
             allocation_id, generation, sum(len(i) for i in per_node.values())
         )
         grace_by_job[spec.id] = grace[job_row[2]]
+
+    reader.done()
 
     context.snapshot = engine.Snapshot(
         now=to_seconds(now),

@@ -105,7 +105,7 @@ def build_fleet() -> None:
         AllocationGpu.objects.create(allocation=allocation, node=nodes[i % 3], gpu_index=i // 3, live=True)
 
 
-def _reference(snapshot: engine.Snapshot) -> engine.Snapshot:
+def _reference(snapshot: engine.Snapshot, now: datetime = NOW) -> engine.Snapshot:
     """The snapshot with every value that comes from a timestamp recomputed the previous way:
     the row's datetime as Django reads it, then `.timestamp()`, and the budget window compared
     as datetimes."""
@@ -115,7 +115,7 @@ def _reference(snapshot: engine.Snapshot) -> engine.Snapshot:
     def spec(s: engine.JobSpec) -> engine.JobSpec:
         j = jobs[s.id]
         in_window = 0
-        since = NOW - timedelta(seconds=j.priority_class.budget_window_s)
+        since = now - timedelta(seconds=j.priority_class.budget_window_s)
         if j.preemption_count and j.last_preempted_at is not None and j.last_preempted_at >= since:
             in_window = j.preemption_count
         return dataclasses.replace(s, submitted_at=j.submitted_at.timestamp(), preemptions_in_window=in_window)
@@ -154,6 +154,21 @@ def check_snapshot_matches_reference() -> None:
     assert any(s.submitted_at < 0 for s in snapshot.pending)
     assert any(s.submitted_at % 1 for s in snapshot.pending)
     assert engine.schedule(snapshot, engine.SchedulerConfig()) == engine.schedule(reference, engine.SchedulerConfig())
+
+    # The reader hands a row read exactly as last time its last spec again: still the reference
+    # when nothing changed, when the budget window moved past a preemption (same rows, other
+    # `now`), when a team was renamed and when a job's row changed.
+    assert read_snapshot(NOW, epoch=3).snapshot == snapshot
+    later = NOW + timedelta(hours=1)
+    moved = read_snapshot(later, epoch=3).snapshot
+    assert moved == _reference(moved, later)
+    assert [s.preemptions_in_window for s in moved.pending] != [s.preemptions_in_window for s in snapshot.pending]
+    Team.objects.filter(name="ml").update(name="ml-2")
+    Job.objects.filter(name="j2").update(gpus=2, submitted_at=NOW - timedelta(microseconds=7))
+    changed = read_snapshot(NOW, epoch=3).snapshot
+    assert changed == _reference(changed, NOW)
+    assert {s.team for s in changed.pending} == {"ml-2", "vision"}
+    assert 2 in {s.gpus for s in changed.pending}
 
 
 @pytest.mark.django_db
