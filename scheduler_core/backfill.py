@@ -395,8 +395,9 @@ def _team_holders(ctx: CycleContext, team: str) -> list[str]:
     return by_team.get(team, [])
 
 
-def _team_ends(ctx: CycleContext, team: str, gpu_type: str) -> list[tuple[float, int]]:
-    """(expected end, GPUs of ``gpu_type``) of every holder of ``team`` with a known end."""
+def team_ends(ctx: CycleContext, team: str, gpu_type: str) -> list[tuple[float, int]]:
+    """(expected end, GPUs of ``gpu_type``) of every holder of ``team`` with a known end,
+    sorted; true for the state as it is now."""
     ends: list[tuple[float, int]] = []
     holdings = ctx.state.holdings
     nodes = ctx.state.nodes
@@ -413,14 +414,17 @@ def _team_ends(ctx: CycleContext, team: str, gpu_type: str) -> list[tuple[float,
 
 def team_released_by(ctx: CycleContext, team: str, gpu_type: str, at: float) -> int:
     """GPUs of ``gpu_type`` that ``team``'s jobs will have released by ``at``."""
-    return sum(gpus for end, gpus in _team_ends(ctx, team, gpu_type) if end <= at)
+    return sum(gpus for end, gpus in team_ends(ctx, team, gpu_type) if end <= at)
 
 
-def team_release_eta(ctx: CycleContext, team: str, gpu_type: str, shortage: int) -> float | None:
-    """When ``team`` will have released ``shortage`` GPUs of ``gpu_type`` by runtime limits."""
+def team_release_eta(ctx: CycleContext, team: str, gpu_type: str, shortage: int,
+                     ends: list[tuple[float, int]] | None = None) -> float | None:
+    """When ``team`` will have released ``shortage`` GPUs of ``gpu_type`` by runtime limits.
+    ``ends``: :func:`team_ends` for the current state, if the caller already has it."""
     if shortage <= 0:
         return ctx.snapshot.now
-    ends = _team_ends(ctx, team, gpu_type)
+    if ends is None:
+        ends = team_ends(ctx, team, gpu_type)
     total = 0
     for end, gpus in ends:
         total += gpus

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from scheduler_core.backfill import ReleaseTimeline, team_release_eta
+from scheduler_core.backfill import ReleaseTimeline, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
@@ -152,6 +152,8 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     # share one estimate
     etas: dict[tuple[int, int, int, tuple[int, ...]], float | None] = {}
     quota_etas: dict[tuple[str, str, int], float | None] = {}
+    # the state no longer changes in this phase: one release list per (team, GPU type)
+    releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
     # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed by
     # identity because hashing an Outcome would hash its whole gang. Each entry also carries
     # what the per-job part below needs, so no enum is hashed per job.
@@ -184,8 +186,12 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                     shortage = verdict.used + gpus - verdict.nominal - verdict.borrowable
                     qkey = (spec.team, outcome.quota_type, shortage)
                     if qkey not in quota_etas:
+                        tkey = (spec.team, outcome.quota_type)
+                        if tkey not in releases:
+                            releases[tkey] = team_ends(ctx, *tkey)
                         quota_etas[qkey] = team_release_eta(ctx, spec.team,
-                                                            outcome.quota_type, shortage)
+                                                            outcome.quota_type, shortage,
+                                                            releases[tkey])
                     base = quota_etas[qkey]
                 elif code in CAPACITY_CODES and outcome.demand is not None:
                     d = outcome.demand
