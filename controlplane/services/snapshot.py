@@ -152,10 +152,11 @@ def _job_fields(columns: tuple[str, ...]) -> list[Any]:
     return [field(c) for c in columns]
 
 
-# The specs of the last read in this process, by their row (see `_SpecReader`), and the names
-# they were built with. One read replaces both; a worker's reads follow each other.
-_last_specs: dict[tuple[Any, ...], engine.JobSpec] = {}
-_last_names: tuple[dict[int, str], dict[int, str], dict[int, str]] | None = None
+# The names the last read in this process built its specs with, and those specs by their row
+# (see `_SpecReader`): one pair, replaced whole by one assignment, so reads in two threads at
+# once never pair one read's specs with the other's names.
+_Names = tuple[dict[int, str], dict[int, str], dict[int, str]]
+_last_read: tuple[_Names, dict[tuple[Any, ...], engine.JobSpec]] | None = None
 
 
 class _SpecReader:
@@ -182,12 +183,13 @@ class _SpecReader:
         self._gpu_types: dict[str | None, tuple[str, ...]] = {}
         self._roles: dict[str | None, tuple[engine.GangRole, ...]] = {}
         self._names = (self.team_names, {pk: pc.name for pk, pc in classes.items()}, projects)
-        self._last = _last_specs if self._names == _last_names else {}
+        last = _last_read
+        self._last = last[1] if last is not None and last[0] == self._names else {}
         self._seen: dict[tuple[Any, ...], engine.JobSpec] = {}
 
     def done(self) -> None:
-        global _last_specs, _last_names
-        _last_specs, _last_names = self._seen, self._names
+        global _last_read
+        _last_read = (self._names, self._seen)
 
     def spec(self, row: tuple[Any, ...]) -> engine.JobSpec:
         # The job keeps a count and the time of its last preemption, not every timestamp: a job
