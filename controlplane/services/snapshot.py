@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import NotSupportedError
 from django.db.models import FloatField, Func, TextField
 from django.db.models.functions import Cast, Coalesce
 from django.utils.functional import cached_property
@@ -84,7 +85,10 @@ class EpochSeconds(Func):
         return self._convert_value_noop
 
     def as_sql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
-        raise NotImplementedError(f"EpochSeconds has no SQL for {connection.vendor}")
+        # Quartermaster runs on PostgreSQL (production, tests) and SQLite (the embedded demo).
+        raise NotSupportedError(
+            f"the scheduler's snapshot reads timestamps on PostgreSQL or SQLite, not on {connection.vendor}"
+        )
 
     def as_postgresql(self, compiler: Any, connection: Any, **extra_context: Any) -> Any:
         sql, params = compiler.compile(self.source_expressions[0])

@@ -219,3 +219,12 @@ def test_snapshot_timestamps_equal_the_datetime_reading_on_sqlite(tmp_path: Path
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "sqlite ok" in done.stdout
+
+
+def test_epoch_seconds_on_an_unsupported_database_is_refused_by_name() -> None:
+    from types import SimpleNamespace
+
+    from django.db import NotSupportedError
+
+    with pytest.raises(NotSupportedError, match="not on mysql"):
+        EpochSeconds("submitted_at").as_sql(None, SimpleNamespace(vendor="mysql"))
