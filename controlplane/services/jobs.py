@@ -336,12 +336,13 @@ def _read_with_orm(
     return team, priority_class, project, _Fleet(shapes, gpu_types)
 
 
-def engine_spec(req: SubmitRequest, resolved: _Resolved) -> JobSpec:
-    """The request as the engine will see the job, for the fleet capability check."""
+def engine_spec(req: SubmitRequest, team: str, priority_class: str, runtime_limit_s: int | None) -> JobSpec:
+    """The request as the engine will see the job, for the fleet capability check. That check
+    reads the shape only, so the form's check before submit may pass the names as asked."""
     return JobSpec(
         id="submit",
-        team=resolved.team.name,
-        priority_class=resolved.priority_class.name,
+        team=team,
+        priority_class=priority_class,
         gpus=req.gpus,
         submitted_at=0.0,
         workload=EngineWorkload(req.workload),
@@ -353,8 +354,17 @@ def engine_spec(req: SubmitRequest, resolved: _Resolved) -> JobSpec:
         topology=TopologyConstraint(req.topology),
         min_gpus=req.min_gpus,
         max_gpus=req.max_gpus,
-        runtime_limit_s=float(resolved.runtime_limit_s),
+        runtime_limit_s=float(runtime_limit_s) if runtime_limit_s else None,
     )
+
+
+def check_shape(req: SubmitRequest) -> fleet_capability.Infeasible | None:
+    """The first reason this fleet can never run the request's shape, or None: the submit
+    form's live check. Team, priority class and limits are left as asked; submit() resolves
+    and checks them."""
+    shapes, gpu_types = fleet_capability.fleet()
+    spec = engine_spec(req, req.team or "", req.priority_class or "", req.runtime_limit_s)
+    return fleet_capability.check(spec, shapes, gpu_types)
 
 
 def _replay(user: AbstractBaseUser, key: str, fingerprint: str) -> Submitted | None:
@@ -436,7 +446,9 @@ def submit(
     resolved, fleet = _resolve(user, req)
 
     # 3. the fleet's capability
-    infeasible = fleet.check(engine_spec(req, resolved))
+    infeasible = fleet.check(
+        engine_spec(req, resolved.team.name, resolved.priority_class.name, resolved.runtime_limit_s)
+    )
     if infeasible is not None:
         raise SubmitRejected({infeasible.field: infeasible.message})
 

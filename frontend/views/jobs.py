@@ -27,13 +27,11 @@ from controlplane.api.serializers import JobArraySubmitSerializer, JobSubmitSeri
 from controlplane.choices import JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project, Team
-from controlplane.services import access, accounting, fleet_capability
+from controlplane.services import access, accounting
 from controlplane.services import jobs as job_service
 from frontend import figures
 from frontend.heatmap import fleet_grid
 from frontend.timeline import state_segments
-from scheduler_core.types import JobSpec, TopologyConstraint
-from scheduler_core.types import WorkloadClass as EngineWorkload
 
 PAGE_SIZE = 50
 MAX_EVENTS = 1000
@@ -134,28 +132,6 @@ def job_list_json(request: HttpRequest) -> JsonResponse:
 # ------------------------------------------------------------------------------ live checks
 
 
-def shape_spec(req: job_service.SubmitRequest) -> JobSpec:
-    """The request's shape as the engine sees it, for the fleet capability check (which reads
-    the shape only: team and priority class are resolved and checked at submit)."""
-    return JobSpec(
-        id="check",
-        team=req.team or "",
-        priority_class=req.priority_class or "",
-        gpus=req.gpus,
-        submitted_at=0.0,
-        workload=EngineWorkload(req.workload),
-        gpus_per_node=req.gpus_per_node,
-        gpu_types=tuple(req.gpu_types),
-        min_gpu_memory_gb=req.min_gpu_memory_gb,
-        cpus_per_gpu=req.cpus_per_gpu,
-        memory_gb_per_gpu=req.memory_gb_per_gpu,
-        topology=TopologyConstraint(req.topology),
-        min_gpus=req.min_gpus,
-        max_gpus=req.max_gpus,
-        runtime_limit_s=float(req.runtime_limit_s) if req.runtime_limit_s else None,
-    )
-
-
 def _refusal(detail: str, errors: dict[str, list[str]], status: int = 400) -> JsonResponse:
     return JsonResponse({"detail": detail, "code": "invalid", "errors": errors}, status=status)
 
@@ -190,8 +166,7 @@ def check_json(request: HttpRequest) -> JsonResponse:
             tasks = len(job_service.parse_array(req.array))
         except ValueError as exc:
             return _verdict(False, f"array: {exc}", {"array": [str(exc)]})
-    shapes, gpu_types = fleet_capability.fleet()
-    infeasible = fleet_capability.check(shape_spec(req), shapes, gpu_types)
+    infeasible = job_service.check_shape(req)
     if infeasible is not None:
         return _verdict(False, f"This job can never run on this fleet: {infeasible.message}.",
                         {infeasible.field: [infeasible.message]})
