@@ -13,15 +13,13 @@ Goal: started ≤ 10 s (Kueue's CI admits ~42 jobs/s; KAI's nightly test takes 6
 
 from __future__ import annotations
 
-import argparse
-import json
 import sys
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fleet_setup import Timeline, seed, start_plane, submit_array, wait_registered  # noqa: E402
+from fleet_setup import Timeline, options, report, seed, start_plane, submit_array, wait_registered  # noqa: E402
 from plane import BOOTSTRAP, machine, prepare_database  # noqa: E402
 
 NODES = 500
@@ -30,15 +28,9 @@ JOBS = 4000
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", action="store_true")
+    parser = options(__doc__.split("\n\n")[0], jobs=JOBS, web_workers=3)
     parser.add_argument("--nodes", type=int, default=NODES)
-    parser.add_argument("--jobs", type=int, default=JOBS)
     parser.add_argument("--threads", type=int, default=32, help="threads of the simulating agent process")
-    parser.add_argument("--web-workers", type=int, default=3)
-    parser.add_argument("--interval", type=float, default=0.0,
-                        help="simulated agents' heartbeat interval (default: what the server says, 2.7 s)")
-    parser.add_argument("--timeline", action="store_true", help="print the job states as they went")
     args = parser.parse_args()
     before = machine()
     prepare_database("qm_bench_admission")
@@ -66,7 +58,7 @@ def main() -> int:
         bound = timeline.first(lambda s: s[1] == 0 and s[2] == args.jobs)
         first_bound = timeline.first(lambda s: s[2] > 0)
         cycles = list(FleetSample.objects.order_by("at").values_list("cycle_ms", flat=True))
-        cpu_after = plane.cpu_seconds()
+        cpu = plane.cpu_seconds_since(cpu_before)
         connection.close()
         result = {
             "benchmark": "admission_throughput",
@@ -81,14 +73,12 @@ def main() -> int:
             "goal_s": 10.0,
             "goal_met": started_all <= 10.0,
             "largest_cycle_ms": round(max(cycles), 1) if cycles else None,
-            "cpu_s_during_run": {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_after.items()},
+            "cpu_s_during_run": cpu,
             **before,
         }
     finally:
         plane.stop()
-    if args.timeline:
-        print("\n".join(timeline.lines()))
-    print(json.dumps(result) if args.json else "\n".join(f"{k:>22}: {v}" for k, v in result.items()))
+    report(result, timeline, args)
     return 0
 
 

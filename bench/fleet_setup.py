@@ -1,9 +1,12 @@
 """What the end-to-end loop benchmarks share: one team with room for the whole fleet, an API
-token, the control plane's processes, the submit of one job array, and a timeline of the
-job states while it runs (bench/admission.py, bench/true_jobs.py)."""
+token, the control plane's processes, the submit of one job array, a timeline of the job
+states while it runs, their common options and their report (bench/admission.py,
+bench/true_jobs.py)."""
 
 from __future__ import annotations
 
+import argparse
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -12,6 +15,25 @@ from typing import Any
 from plane import Plane, wait_for
 
 GPU_TYPE = "H100-80GB"
+
+
+def options(description: str, *, jobs: int, web_workers: int) -> argparse.ArgumentParser:
+    """The options every loop benchmark takes; each adds its own."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--jobs", type=int, default=jobs)
+    parser.add_argument("--interval", type=float, default=0.0,
+                        help="agents' heartbeat interval, seconds (default: what the server says, 2.7 s)")
+    parser.add_argument("--web-workers", type=int, default=web_workers)
+    parser.add_argument("--timeline", action="store_true", help="print the job states as they went")
+    return parser
+
+
+def report(result: dict[str, Any], timeline: Timeline, args: argparse.Namespace) -> None:
+    """The job states as they went (with --timeline), then the figures: JSON with --json."""
+    if args.timeline:
+        print("\n".join(timeline.lines()))
+    print(json.dumps(result) if args.json else "\n".join(f"{k:>22}: {v}" for k, v in result.items()))
 
 
 def seed(total_gpus: int) -> str:

@@ -131,6 +131,10 @@ class Plane:
         out["bench"] = round(mine.user + mine.system, 2)
         return out
 
+    def cpu_seconds_since(self, before: dict[str, float]) -> dict[str, float]:
+        """What each process has used since `before` (an earlier cpu_seconds())."""
+        return {k: round(v - before.get(k, 0.0), 2) for k, v in self.cpu_seconds().items()}
+
     def stop(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:

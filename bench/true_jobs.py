@@ -12,8 +12,6 @@ succeeded. Goal ≤ 10 s (Slurm 22.05 on this same machine: 19.9 s).
 
 from __future__ import annotations
 
-import argparse
-import json
 import shutil
 import sys
 import time
@@ -21,7 +19,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from fleet_setup import GPU_TYPE, Timeline, seed, start_plane, submit_array, wait_registered  # noqa: E402
+from fleet_setup import (  # noqa: E402
+    GPU_TYPE,
+    Timeline,
+    options,
+    report,
+    seed,
+    start_plane,
+    submit_array,
+    wait_registered,
+)
 from plane import BOOTSTRAP, machine, prepare_database  # noqa: E402
 
 AGENTS = 64
@@ -30,13 +37,8 @@ JOBS = 1000
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--json", action="store_true")
+    parser = options(__doc__.split("\n\n")[0], jobs=JOBS, web_workers=2)
     parser.add_argument("--agents", type=int, default=AGENTS)
-    parser.add_argument("--jobs", type=int, default=JOBS)
-    parser.add_argument("--interval", type=float, default=0.0,
-                        help="agents' heartbeat interval, seconds (default: what the server says, 2.7 s)")
-    parser.add_argument("--web-workers", type=int, default=2)
     parser.add_argument("--web-threads", type=int, default=48, help="threads per web worker")
     parser.add_argument("--agent-log-level", default="WARNING", help="INFO logs every launch and exit")
     parser.add_argument("--no-wake", action="store_true", help="agents hold no wake-up long poll")
@@ -46,7 +48,6 @@ def main() -> int:
     parser.add_argument("--wake-with-state", action="store_true",
                         help="agents ask for their desired state with each wake-up (qm-agent --wake-with-state) "
                              "instead of fetching it after one, for a side-by-side comparison")
-    parser.add_argument("--timeline", action="store_true", help="print the job states as they went")
     args = parser.parse_args()
     before = machine()
     prepare_database("qm_bench_true_jobs")
@@ -87,7 +88,7 @@ def main() -> int:
         first_bound = timeline.first(lambda s: s[2] or s[4])
         half = timeline.first(lambda s: s[4] >= args.jobs // 2)
         failed = Job.objects.filter(state="failed").count()
-        cpu_after = plane.cpu_seconds()
+        cpu = plane.cpu_seconds_since(cpu_before)
         connection.close()
         result = {
             "benchmark": "true_jobs_real_agents",
@@ -105,14 +106,12 @@ def main() -> int:
             "jobs_per_s": round(args.jobs / done, 1),
             "goal_s": 10.0,
             "goal_met": done <= 10.0 and failed == 0,
-            "cpu_s_during_run": {k: round(v - cpu_before.get(k, 0.0), 2) for k, v in cpu_after.items()},
+            "cpu_s_during_run": cpu,
             **before,
         }
     finally:
         plane.stop()
-    if args.timeline:
-        print("\n".join(timeline.lines()))
-    print(json.dumps(result) if args.json else "\n".join(f"{k:>22}: {v}" for k, v in result.items()))
+    report(result, timeline, args)
     return 0
 
 
