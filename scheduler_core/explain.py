@@ -24,7 +24,13 @@ from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
 from scheduler_core.state import FLEET, HOLD
-from scheduler_core.types import JobSpec, PendingExplanation, ReasonCode, TopologyConstraint
+from scheduler_core.types import (
+    JobSpec,
+    PendingExplanation,
+    ReasonCode,
+    TopologyConstraint,
+    pending_explanation,
+)
 
 REASONS: dict[ReasonCode, str] = {code: code.value for code in ReasonCode}
 """PascalCase reason per code (a dict lookup is cheaper than the enum's ``value``)."""
@@ -245,7 +251,7 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                 message = position_free
             else:
                 message = f"{text} Estimated start t={eta:.0f} from runtime limits."
-        append(PendingExplanation(spec.id, code, reason, message, resolvable, position, eta,
+        append(pending_explanation(spec.id, code, reason, message, resolvable, position, eta,
                                   would))
     return tuple(out)
 

@@ -362,6 +362,31 @@ class PendingExplanation:
     would_start_if: str
 
 
+_new = object.__new__
+(_set_job_id, _set_code, _set_reason, _set_message, _set_resolvable, _set_queue_position,
+ _set_eta, _set_would_start_if) = (vars(PendingExplanation)[name].__set__ for name in (
+    "job_id", "code", "reason", "message", "resolvable", "queue_position", "eta",
+    "would_start_if"))
+
+
+def pending_explanation(job_id: str, code: ReasonCode, reason: str, message: str,
+                        resolvable: bool, queue_position: int, eta: float | None,
+                        would_start_if: str) -> PendingExplanation:
+    """``PendingExplanation(...)``, equal and with the same ``repr``, built about twice as
+    fast: a frozen dataclass's ``__init__`` goes through ``object.__setattr__`` per field,
+    this sets the slots directly. The engine builds one per waiting job, thousands a cycle."""
+    made: PendingExplanation = _new(PendingExplanation)
+    _set_job_id(made, job_id)
+    _set_code(made, code)
+    _set_reason(made, reason)
+    _set_message(made, message)
+    _set_resolvable(made, resolvable)
+    _set_queue_position(made, queue_position)
+    _set_eta(made, eta)
+    _set_would_start_if(made, would_start_if)
+    return made
+
+
 @dataclass(frozen=True, slots=True)
 class FleetFigures:
     """What the dashboards show for this cycle, counted after the plan's binds.

@@ -1,0 +1,60 @@
+"""The speed-ups of the cycle benchmark (issue #3, cycle p50 under 70 ms) change no plan.
+
+* *Golden plans.* SHA-256 of ``repr(plan)`` for the benchmark's default snapshots
+  (``scheduler_core.bench.build_snapshot``, one second later), under the default config and
+  under the loop's config, computed with the engine as it was before these speed-ups (commit
+  ee3462c, from a ``git worktree`` of it) by::
+
+      snap = build_snapshot(gpus, pending, running, seed)
+      plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
+      hashlib.sha256(repr(plan).encode()).hexdigest()
+
+  ``test_engine_full_fleet.py`` holds the same proof for the full fleet.
+* *Cheaper construction.* Values the engine builds without the dataclass ``__init__`` are
+  equal to, hash like and print like the ones ``__init__`` builds, and stay frozen.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+
+import pytest
+
+from scheduler_core import schedule
+from scheduler_core.bench import build_snapshot, full_config
+from scheduler_core.types import (
+    PendingExplanation,
+    ReasonCode,
+    SchedulerConfig,
+    pending_explanation,
+)
+
+GOLDEN = {
+    (1000, 500, 200, 1, "default"): "5f1df5d5f588fa2e43261f419be51ef8fca3acf3758c75c9779d2465bca64bb2",
+    (1000, 500, 200, 3, "loop"): "6ebc938a8a87d9e19bad0fcb0b467adeb49e580b4292a14faab6bdad35e6375c",
+    (2000, 1000, 400, 4, "default"): "aedf4af4c74d3080ae136bab8a2d6cd252b6a645b6ca09e0a994ecd4c9d0ed14",
+    (10000, 5000, 2000, 7, "default"): "0c26e3f68619088c0753cfa589a7462274b545fcfd796cc725f0064258b00e62",
+    (10000, 5000, 2000, 7, "loop"): "a8103267d5e0d9f0421b6c4080aec3660b447c3f30b957fedac89709aeae8a60",
+}
+
+
+@pytest.mark.parametrize("case", sorted(GOLDEN), ids=lambda c: f"{c[0]}gpus-seed{c[3]}-{c[4]}")
+def test_benchmark_plan_equals_the_plan_of_the_engine_before_the_speedups(case):
+    gpus, pending, running, seed, config = case
+    snap = build_snapshot(gpus, pending, running, seed)
+    plan = schedule(dataclasses.replace(snap, now=snap.now + 1),
+                    full_config() if config == "loop" else SchedulerConfig())
+    assert hashlib.sha256(repr(plan).encode()).hexdigest() == GOLDEN[case]
+
+
+@pytest.mark.parametrize("eta", [None, 1234.5])
+def test_pending_explanation_built_fast_equals_the_dataclass(eta):
+    args = ("job-1", ReasonCode.INSUFFICIENT_GPUS, "InsufficientGpus", "Needs 8 GPUs; 2 are free.",
+            True, 7, eta, "6 more GPUs free up")
+    fast, slow = pending_explanation(*args), PendingExplanation(*args)
+    assert type(fast) is PendingExplanation
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    assert dataclasses.astuple(fast) == args
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.eta = 0.0  # type: ignore[misc]
