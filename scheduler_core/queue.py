@@ -6,6 +6,8 @@ then job id, so the order is total and the same snapshot always yields the same 
 
 from __future__ import annotations
 
+from typing import cast
+
 from scheduler_core.context import CycleContext
 from scheduler_core.errors import SnapshotError
 from scheduler_core.plugins.protocols import QueueContext
@@ -16,13 +18,15 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
     plugin = ctx.plugins.queue_order
     now = ctx.snapshot.now
     seen: set[str] = set()
-    keyed: list[tuple[tuple[float, ...], float, str, JobSpec]] = []
+    keyed: list[tuple[float | str | int, ...]] = []
+    lengths: set[int] = set()
     values = {name: pc.value for name, pc in ctx.priority.items()}
     shares = ctx.shares
     sort_key = plugin.sort_key
     # one QueueContext per (priority class, team): it holds nothing job-specific
     qctxs: dict[tuple[str, str], QueueContext] = {}
-    for job in ctx.snapshot.pending:
+    pending = ctx.snapshot.pending
+    for index, job in enumerate(pending):
         if job.id in seen:
             raise SnapshotError(f"pending job {job.id!r} appears twice in the snapshot")
         if job.id in ctx.running:
@@ -35,7 +39,14 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
         if qctx is None:
             qctx = qctxs[qkey] = QueueContext(now, values.get(job.priority_class, 0),
                                               shares.get(job.team, 0.0))
-        keyed.append((sort_key(job, qctx), job.submitted_at, job.id, job))
-    # job ids are unique (checked above), so the comparison never reaches the JobSpec
-    keyed.sort()
-    return [k[3] for k in keyed]
+        key = sort_key(job, qctx)
+        lengths.add(len(key))
+        keyed.append(key + (job.submitted_at, job.id, index))
+    # The order is (key, submitted_at, id). One flat tuple per job sorts about twice as fast
+    # as nested ones and gives the same order when all keys have one length, as the built-in
+    # plugins' keys do. Job ids are unique (checked above): no comparison reaches the index.
+    if len(lengths) > 1:
+        keyed.sort(key=lambda k: (k[:-3], k[-3:]))
+    else:
+        keyed.sort()
+    return [pending[cast(int, k[-1])] for k in keyed]

@@ -23,7 +23,13 @@ import pytest
 
 from scheduler_core import schedule
 from scheduler_core.bench import build_snapshot, full_config
+from scheduler_core.cycle import _context
+from scheduler_core.plugins.protocols import QueueContext
+from scheduler_core.plugins.queue_order import Fifo, PriorityFairShare
+from scheduler_core.plugins.registry import build_plugins
+from scheduler_core.queue import order_queue
 from scheduler_core.types import (
+    JobSpec,
     PendingExplanation,
     ReasonCode,
     SchedulerConfig,
@@ -58,3 +64,27 @@ def test_pending_explanation_built_fast_equals_the_dataclass(eta):
     assert dataclasses.astuple(fast) == args
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.eta = 0.0  # type: ignore[misc]
+
+
+class _RaggedKeys:
+    """A queue-order plugin whose keys differ in length: (2,) sorts before (2, 0.5) as a
+    prefix, which a flat (key..., submitted_at, id) tuple would not respect."""
+
+    NAME = "ragged"
+
+    def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+        rank = float(int(job.id.rsplit("-", 1)[1]) % 3)
+        return (rank,) if job.gpus % 2 else (rank, 1.0 / job.gpus)
+
+
+@pytest.mark.parametrize("plugin", [_RaggedKeys(), PriorityFairShare(), Fifo()],
+                         ids=lambda p: p.NAME)
+def test_queue_order_is_key_then_submission_then_id(plugin):
+    snap = build_snapshot(1000, 400, 100, seed=5)
+    cfg = SchedulerConfig()
+    ctx = _context(snap, cfg, dataclasses.replace(build_plugins(cfg), queue_order=plugin), None)
+    qctx = {spec.id: QueueContext(snap.now, ctx.priority_value(spec), ctx.shares.get(spec.team, 0.0))
+            for spec in snap.pending}
+    expected = sorted(snap.pending,
+                      key=lambda s: (plugin.sort_key(s, qctx[s.id]), s.submitted_at, s.id))
+    assert order_queue(ctx) == expected
