@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Model, QuerySet
 
 from controlplane.choices import Role
 from controlplane.models import Event, Job, Membership, Project, Quota, Team
@@ -36,6 +36,8 @@ class Access:
 
 
 NO_ACCESS = Access(is_admin=False, is_finance=False, team_ids=frozenset())
+
+_Row = TypeVar("_Row", bound=Model)
 
 
 def access_of(user: AbstractBaseUser | AnonymousUser) -> Access:
@@ -65,19 +67,26 @@ def remember_memberships(user: AbstractBaseUser, rows: Iterable[Sequence[Any]]) 
     return access
 
 
+def _scoped(rows: QuerySet[_Row], access: Access, *, sees_all: bool, team: str = "team_id") -> QuerySet[_Row]:
+    """Every row for a user who `sees_all`, else only the rows of the user's own teams."""
+    return rows if sees_all else rows.filter(**{f"{team}__in": access.team_ids})
+
+
 def visible_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
     """Jobs a user may read one by one (finance sees costs, not job details of other teams)."""
     access = access_of(user)
-    if access.is_admin:
-        return Job.objects.all()
-    return Job.objects.filter(team_id__in=access.team_ids)
+    return _scoped(Job.objects.all(), access, sees_all=access.is_admin)
+
+
+def member_teams(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
+    """The teams whose jobs the user may read and submit for: every team for admins."""
+    access = access_of(user)
+    return _scoped(Team.objects.all(), access, sees_all=access.is_admin, team="id")
 
 
 def visible_teams(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
     access = access_of(user)
-    if access.is_admin or access.is_finance:
-        return Team.objects.all()
-    return Team.objects.filter(id__in=access.team_ids)
+    return _scoped(Team.objects.all(), access, sees_all=access.reads_all_costs, team="id")
 
 
 def primary_team(user: AbstractBaseUser | AnonymousUser) -> Team | None:
@@ -102,22 +111,16 @@ def may_submit(user: AbstractBaseUser | AnonymousUser) -> bool:
 
 def visible_projects(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Project]:
     access = access_of(user)
-    if access.is_admin or access.is_finance:
-        return Project.objects.all()
-    return Project.objects.filter(team_id__in=access.team_ids)
+    return _scoped(Project.objects.all(), access, sees_all=access.reads_all_costs)
 
 
 def visible_quotas(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Quota]:
     """Members read their own team's quotas; finance reads all (idle reserved capacity is a cost)."""
     access = access_of(user)
-    if access.is_admin or access.is_finance:
-        return Quota.objects.all()
-    return Quota.objects.filter(team_id__in=access.team_ids)
+    return _scoped(Quota.objects.all(), access, sees_all=access.reads_all_costs)
 
 
 def visible_events(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Event]:
     """Admins read the whole audit trail; members read what happened to their team's jobs."""
     access = access_of(user)
-    if access.is_admin:
-        return Event.objects.all()
-    return Event.objects.filter(team_id__in=access.team_ids)
+    return _scoped(Event.objects.all(), access, sees_all=access.is_admin)

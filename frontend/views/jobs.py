@@ -26,7 +26,7 @@ from controlplane.api.errors import flatten
 from controlplane.api.serializers import JobArraySubmitSerializer, JobSubmitSerializer
 from controlplane.choices import JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
-from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project, Team
+from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
 from controlplane.services import access, accounting
 from controlplane.services import jobs as job_service
 from frontend import figures
@@ -45,11 +45,7 @@ CANCELLABLE = (JobState.PENDING, JobState.RUNNING)
 def _submit_choices(request: HttpRequest) -> dict[str, Any]:
     """What the submit form offers: the teams the user may submit for, their projects, the
     priority classes, the GPU types of the fleet."""
-    who = access.access_of(request.user)
-    teams = list(
-        (Team.objects.all() if who.is_admin else Team.objects.filter(id__in=who.team_ids))
-        .select_related("default_priority_class").order_by("name")
-    )
+    teams = list(access.member_teams(request.user).select_related("default_priority_class").order_by("name"))
     projects = list(Project.objects.filter(team__in=teams).order_by("team__name", "name").values("team__name", "name"))
     return {
         "submit_teams": teams,
@@ -64,9 +60,7 @@ def _submit_choices(request: HttpRequest) -> dict[str, Any]:
 
 def _job_teams(user: Any) -> list[str]:
     """The teams whose jobs the user may read, for the team filter."""
-    who = access.access_of(user)
-    teams = Team.objects.all() if who.is_admin else Team.objects.filter(id__in=who.team_ids)
-    return list(teams.order_by("name").values_list("name", flat=True))
+    return list(access.member_teams(user).order_by("name").values_list("name", flat=True))
 
 
 @login_required

@@ -29,7 +29,7 @@ def teams(request: HttpRequest) -> HttpResponse:
     window = window_from(request.GET.get("window"), BY_KEY["7d"])
     since, until = window.bounds(timezone.now())
     who = access_of(request.user)
-    sees_all = who.is_admin or who.is_finance
+    sees_all = who.reads_all_costs
     quota_rows = team_stats.quota_rows(None if sees_all else who.team_ids)
     gpu_types = list(GpuType.objects.order_by("name").values_list("name", flat=True))
     quota_charts = []
