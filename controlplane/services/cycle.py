@@ -128,6 +128,35 @@ def run_cycle(holder: str, now: datetime | None = None) -> CycleResult:
     return result
 
 
+@dataclass(frozen=True)
+class _StopOrder:
+    """One running generation the plan stops, with the release reason and grace it gets."""
+
+    job_id: str
+    generation: int
+    reason: str
+    grace_period_s: float
+    message: str
+    lost_gpu_hours: float | None = None
+
+
+def _stop_orders(plan: engine.Plan, context: SnapshotContext) -> list[_StopOrder]:
+    """The plan's stops in the order they are signalled: runtime limits, preemptions, resizes.
+    An elastic job changes size by stopping its current generation with reason Resized; it is
+    requeued and the next cycle binds it at the size that fits."""
+    grace = context.grace_by_job
+    return [
+        *(_StopOrder(k.job_id, k.generation, transitions.RELEASE_RUNTIME_LIMIT, grace.get(k.job_id, 30), k.message)
+          for k in plan.kills),
+        *(_StopOrder(p.job_id, p.generation, transitions.RELEASE_PREEMPTED, p.grace_period_s, p.message,
+                     p.lost_gpu_hours)
+          for p in plan.preemptions),
+        *(_StopOrder(r.job_id, r.generation, transitions.RELEASE_RESIZED, grace.get(r.job_id, 30),
+                     r.message or f"Resized from {r.from_gpus} to {r.to_gpus} GPUs")
+          for r in plan.resizes),
+    ]
+
+
 def commit_plan(
     plan: engine.Plan, context: SnapshotContext, *, holder: str, epoch: int, plan_ms: float, started: float,
     read_ms: float = 0.0,
@@ -138,39 +167,21 @@ def commit_plan(
     binds = stops = resizes = stale = 0
     with transaction.atomic():
         lease = locked_lease_if_current(epoch, holder)
-        for kill in plan.kills:
-            live = context.live_allocations.get(kill.job_id)
+        for order in _stop_orders(plan, context):
+            live = context.live_allocations.get(order.job_id)
             if live is None:
-                continue
+                continue  # nothing of it runs any more: nothing to stop
             ok = transitions.signal_stop(
-                live.allocation_id, kill.generation or live.generation,
-                reason=transitions.RELEASE_RUNTIME_LIMIT, grace_period_s=context.grace_by_job.get(kill.job_id, 30),
-                at=now, actor=actor, message=kill.message, epoch=epoch,
+                live.allocation_id, order.generation or live.generation, reason=order.reason,
+                grace_period_s=order.grace_period_s, at=now, actor=actor, message=order.message, epoch=epoch,
+                lost_gpu_hours=order.lost_gpu_hours,
             )
-            stops, stale = (stops + 1, stale) if ok else (stops, stale + 1)
-        for preemption in plan.preemptions:
-            live = context.live_allocations.get(preemption.job_id)
-            if live is None:
-                continue
-            ok = transitions.signal_stop(
-                live.allocation_id, preemption.generation or live.generation,
-                reason=transitions.RELEASE_PREEMPTED, grace_period_s=preemption.grace_period_s, at=now,
-                actor=actor, message=preemption.message, epoch=epoch, lost_gpu_hours=preemption.lost_gpu_hours,
-            )
-            stops, stale = (stops + 1, stale) if ok else (stops, stale + 1)
-        for resize in plan.resizes:
-            # An elastic job changes size by stopping its current generation with reason
-            # Resized; it is requeued and the next cycle binds it at the size that fits.
-            live = context.live_allocations.get(resize.job_id)
-            if live is None:
-                continue
-            ok = transitions.signal_stop(
-                live.allocation_id, resize.generation or live.generation,
-                reason=transitions.RELEASE_RESIZED, grace_period_s=context.grace_by_job.get(resize.job_id, 30),
-                at=now, actor=actor, epoch=epoch,
-                message=resize.message or f"Resized from {resize.from_gpus} to {resize.to_gpus} GPUs",
-            )
-            resizes, stale = (resizes + 1, stale) if ok else (resizes, stale + 1)
+            if not ok:
+                stale += 1
+            elif order.reason == transitions.RELEASE_RESIZED:
+                resizes += 1
+            else:
+                stops += 1
         # All binds in a handful of queries (transitions.bind_jobs): a bind whose GPU already
         # has a live owner, or whose job is no longer pending, means our snapshot was stale;
         # that gang is left out whole and the next cycle sees the truth.
