@@ -9,14 +9,15 @@ compare by shape, so the cycle can remember that a shape failed and skip identic
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
 
 
-@dataclass(frozen=True, slots=True)
-class Member:
-    """One member of a gang: GPUs, CPUs and memory it needs on a single node."""
+class Member(NamedTuple):
+    """One member of a gang: GPUs, CPUs and memory it needs on a single node. A named tuple,
+    not a dataclass: gangs are built and hashed (as dict keys) thousands of times a cycle,
+    and a tuple is built and hashed in C. Never compared with other tuples."""
 
     role: str
     gpus: int
@@ -33,10 +34,10 @@ class Member:
         return gpu.memory_gb >= self.min_gpu_memory_gb
 
 
-@dataclass(frozen=True, slots=True)
-class Demand:
+class Demand(NamedTuple):
     """A gang: members sorted largest first (then by role), plus its topology constraint.
-    Build it with :meth:`of`, which also fills the totals."""
+    Build it with :meth:`of`, which also fills the totals. A named tuple, like
+    :class:`Member`."""
 
     members: tuple[Member, ...]
     topology: TopologyConstraint

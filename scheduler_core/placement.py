@@ -305,7 +305,13 @@ class Placer:
     def _take_on(self, node: int, member: Member, gang: GangContext) -> None:
         state = self.state
         mask = choose_gpus(state.free_mask[node], state.nodes[node].gpus, member.gpus)
-        state.take(_PROBE, Grant(node, mask, member.cpus, member.memory_gb, member.role))
+        self._take(Grant(node, mask, member.cpus, member.memory_gb, member.role), gang)
+
+    def _take(self, grant: Grant, gang: GangContext) -> None:
+        """Take ``grant`` under the probe holder and count it in the gang."""
+        state = self.state
+        node = grant.node
+        state.take(_PROBE, grant)
         gang.used_nodes[node] = gang.used_nodes.get(node, 0) + 1
         fd = failure_domain(state, node)
         gang.domain_counts[fd] = gang.domain_counts.get(fd, 0) + 1
@@ -316,7 +322,8 @@ class Placer:
         grant = self._choose(level, domain, member, classes, score, gang)
         if grant is None:
             return False
-        self._take_on(grant.node, member, gang)
+        # the grant is what _take_on would build: nothing changed since _choose
+        self._take(grant, gang)
         return True
 
     def _choose(self, level: int, domain: int, member: Member, classes: tuple[int, ...],
