@@ -107,7 +107,6 @@ class CycleContext:
     longer than until ``start_at`` without the quota refusing the head at its start."""
     claimed_terminating: set[str] = field(default_factory=set)
     outcomes: dict[str, Outcome] = field(default_factory=dict)
-    positions: dict[str, int] = field(default_factory=dict)
     failed_shapes: dict[ShapeKey, bool] = field(default_factory=dict)
     capable: dict[Member, tuple[int, ...]] = field(default_factory=dict)
     shapes: dict[tuple[object, ...], Any] = field(default_factory=dict)
@@ -115,6 +114,10 @@ class CycleContext:
     quota_never: dict[tuple[str, str, int], bool] = field(default_factory=dict)
     never_memo: dict[tuple[object, ...], str | None] = field(default_factory=dict)
     shape_facts: dict[object, Any] = field(default_factory=dict)
+    shape_frames: dict[tuple[object, ...], tuple[int, tuple[int, ...], Demand]] = field(
+        default_factory=dict)
+    """(node size, sizes, smallest demand) per request shape without CPUs and memory per GPU
+    (``cycle._new_shape``); jobs without roles only."""
     release_groups: tuple[int, list[tuple[float, list[str]]]] | None = None
     """``backfill._release_groups`` and the size of ``ends`` it was built from."""
     """Admission facts per (shape without CPUs and memory per GPU, capable classes)."""

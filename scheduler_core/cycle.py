@@ -27,7 +27,7 @@ from __future__ import annotations
 import gc
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler_core.admission import (
     TypeOption,
@@ -59,7 +59,13 @@ from scheduler_core.errors import SnapshotError
 from scheduler_core.explain import diagnose, explain, type_names
 from scheduler_core.fairshare import dominant_shares
 from scheduler_core.fleet import fleet_figures
-from scheduler_core.gang import Demand, demand_for, elastic_sizes, node_size_for
+from scheduler_core.gang import (
+    Demand,
+    demand_for,
+    elastic_sizes,
+    node_size_for,
+    with_resources_per_gpu,
+)
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.plugins.registry import Plugins, build_plugins
@@ -136,9 +142,9 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
     mark = ctx.timed("order", mark)
 
     # 2.-6. admit, filter, score, reserve/backfill, preempt: one job at a time, in order
-    for position, spec in enumerate(queue, 1):
-        ctx.positions[spec.id] = position
-        _decide(ctx, spec)
+    for spec in queue:
+        if ctx.attempts < cfg.max_placement_attempts or not _settle_untried(ctx, spec):
+            _decide(ctx, spec)
     mark = ctx.tick()
 
     # 5b. elastic jobs grow into what is left
@@ -255,9 +261,9 @@ def _needs_whole(ctx: CycleContext, demand: Demand,
     )
 
 
-@dataclass(frozen=True, slots=True)
-class JobShape:
-    """What admission derives from a request's shape alone, shared by identical requests."""
+class JobShape(NamedTuple):
+    """What admission derives from a request's shape alone, shared by identical requests. (A
+    named tuple: hundreds are built per cycle, and a tuple is built in C.)"""
 
     invalid: str | None
     sizes: tuple[int, ...]
@@ -277,24 +283,40 @@ class JobShape:
     -1 for shapes that are invalid, can never run or have no ready node."""
 
 
+def _shape_key(spec: JobSpec) -> tuple[object, ...]:
+    return (spec.gpus, spec.gpus_per_node, spec.gpu_types, spec.min_gpu_memory_gb,
+            spec.cpus_per_gpu, spec.memory_gb_per_gpu, spec.topology, spec.min_gpus,
+            spec.max_gpus, spec.roles)
+
+
 def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
-    key: tuple[object, ...] = (
-        spec.gpus, spec.gpus_per_node, spec.gpu_types, spec.min_gpu_memory_gb,
-        spec.cpus_per_gpu, spec.memory_gb_per_gpu, spec.topology, spec.min_gpus,
-        spec.max_gpus, spec.roles,
-    )
+    key = _shape_key(spec)
     found: JobShape | None = ctx.shapes.get(key)
     if found is not None:
         return found
+    return _new_shape(ctx, spec, key)
+
+
+def _new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> JobShape:
     invalid = invalid_request(spec)
     if invalid is not None:
         shape = JobShape(invalid, (), 0, Demand.of((), spec.topology), (), None, None, False, key,
                          len(ctx.shapes), -1)
         ctx.shapes[key] = shape
         return shape
-    node_size = _node_size(ctx, spec)
-    sizes = elastic_sizes(spec)
-    smallest = demand_for(spec, sizes[-1], node_size)
+    # Without roles, CPUs and memory per GPU only scale the members: requests that differ in
+    # nothing else share the node size, the sizes and the members' GPUs (the frame).
+    frame_key = key[:4] + key[6:] if not spec.roles else None
+    frame = ctx.shape_frames.get(frame_key) if frame_key is not None else None
+    if frame is not None:
+        node_size, sizes, like = frame
+        smallest = with_resources_per_gpu(like, spec.cpus_per_gpu, spec.memory_gb_per_gpu)
+    else:
+        node_size = _node_size(ctx, spec)
+        sizes = elastic_sizes(spec)
+        smallest = demand_for(spec, sizes[-1], node_size)
+        if frame_key is not None:
+            ctx.shape_frames[frame_key] = (node_size, sizes, smallest)
     per_member = [capable_classes(ctx, m) for m in smallest.members]
     # Requests that differ only in CPUs or memory per GPU usually keep the same capable
     # classes: then everything below is the same and is taken from the first of them.
@@ -384,6 +406,26 @@ def _quota_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) ->
 
 def _settle(ctx: CycleContext, spec: JobSpec, outcome: Outcome) -> None:
     ctx.outcomes[spec.id] = outcome
+
+
+def _settle_untried(ctx: CycleContext, spec: JobSpec) -> bool:
+    """The common case of :func:`_decide` past the last placement attempt, on its own for
+    speed (thousands of jobs a cycle): a valid job of a known class whose (team, gang) already
+    has an outcome takes it. ``False`` when :func:`_decide` must look at the job."""
+    key = _shape_key(spec)
+    shape: JobShape | None = ctx.shapes.get(key)
+    if shape is None:
+        shape = _new_shape(ctx, spec, key)
+    if shape.invalid is not None or spec.priority_class not in ctx.priority \
+            or (spec.runtime_limit_s is not None and spec.runtime_limit_s <= 0) \
+            or spec.resize_cost_s < 0:
+        return False
+    known = ctx.untried_outcomes.get((spec.team, shape.gang))
+    if known is None:
+        return False
+    ctx.untried += 1
+    ctx.outcomes[spec.id] = known
+    return True
 
 
 def _decide(ctx: CycleContext, spec: JobSpec) -> None:

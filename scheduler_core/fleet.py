@@ -18,44 +18,33 @@ from scheduler_core.types import FleetFigures
 def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
                   whole_node_job_waits: bool) -> FleetFigures:
     state = ctx.state
-    n_nodes = len(state.nodes)
-    allocated_on = [0] * n_nodes
-    held_on = [0] * n_nodes
-    borrowed = 0
-    for (kind, job_id), grants in state.holdings.items():
-        gpus = 0
-        for g in grants:
-            if kind == JOB:
-                allocated_on[g.node] += g.gpus
-            elif kind == HOLD:
-                held_on[g.node] += g.gpus
-            gpus += g.gpus
-        if kind != JOB:
-            continue
-        running = ctx.running.get(job_id)
-        bind = ctx.bound.get(job_id)
-        if (running is not None and running.borrowed) or (bind is not None and bind.borrowed):
-            borrowed += gpus
+    held_on, other_on, borrowed = _holdings(ctx)
     total = allocated = free = reserved = unavailable = stranded = 0
     largest: dict[str, int] = {}
+    free_gpus = state.free_gpus
+    ready = state.ready
     for n, node in enumerate(state.nodes):
+        # free_gpus counts every holder; running and bound jobs hold what the others do not
+        idle = free_gpus[n] + other_on[n]
+        on_node = node.gpus - idle - held_on[n]
         total += node.gpus
-        allocated += allocated_on[n]
-        idle = node.gpus - allocated_on[n] - held_on[n]
-        if not state.ready[n]:
+        allocated += on_node
+        if not ready[n]:
             unavailable += idle + held_on[n]
             continue
         reserved += held_on[n]
         free += idle
-        largest[node.pool] = max(largest.get(node.pool, 0), idle)
-        if whole_node_job_waits and allocated_on[n] > 0:
+        if idle > largest.get(node.pool, 0):
+            largest[node.pool] = idle
+        elif node.pool not in largest:
+            largest[node.pool] = 0
+        if whole_node_job_waits and on_node > 0:
             stranded += idle
     now = ctx.snapshot.now
-    slowdowns = [
-        ((j.started_at - j.spec.submitted_at) + max(60.0, now - j.started_at))
-        / max(60.0, now - j.started_at)
-        for j in ctx.running.values()
-    ]
+    slowdowns = []
+    for j in ctx.running.values():
+        ran = max(60.0, now - j.started_at)
+        slowdowns.append(((j.started_at - j.spec.submitted_at) + ran) / ran)
     return FleetFigures(
         total_gpus=total,
         allocated_gpus=allocated,
@@ -69,3 +58,25 @@ def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
         borrowed_gpus=borrowed,
         mean_slowdown=sum(slowdowns) / len(slowdowns) if slowdowns else 0.0,
     )
+
+
+def _holdings(ctx: CycleContext) -> tuple[list[int], list[int], int]:
+    """GPUs per node held for reservations and nominations, GPUs per node of any other holder
+    that is not a job, and GPUs of borrowed jobs. Jobs' GPUs per node are what is left, so
+    only the few holders that are not jobs are walked grant by grant."""
+    n_nodes = len(ctx.state.nodes)
+    held_on = [0] * n_nodes
+    other_on = [0] * n_nodes
+    borrowed = 0
+    running, bound = ctx.running, ctx.bound
+    for (kind, job_id), grants in ctx.state.holdings.items():
+        if kind == JOB:
+            job = running.get(job_id)
+            bind = bound.get(job_id)
+            if (job is not None and job.borrowed) or (bind is not None and bind.borrowed):
+                borrowed += sum(g.mask.bit_count() for g in grants)
+            continue
+        into = held_on if kind == HOLD else other_on
+        for g in grants:
+            into[g.node] += g.mask.bit_count()
+    return held_on, other_on, borrowed

@@ -137,6 +137,21 @@ def demand_for(spec: JobSpec, gpus: int, node_size: int) -> Demand:
     return Demand.of(tuple(members), spec.topology)
 
 
+def with_resources_per_gpu(demand: Demand, cpus_per_gpu: int, memory_gb_per_gpu: int) -> Demand:
+    """``demand`` (of a job without roles) for a job that differs only in CPUs and memory per
+    GPU: equal to what :func:`demand_for` builds for that job, without splitting and sorting
+    again (members' order does not depend on CPUs or memory)."""
+    made: dict[int, Member] = {}
+    members = []
+    for m in demand.members:
+        scaled = made.get(m.gpus)
+        if scaled is None:
+            scaled = made[m.gpus] = Member(m.role, m.gpus, m.gpu_types, m.min_gpu_memory_gb,
+                                           cpus_per_gpu * m.gpus, memory_gb_per_gpu * m.gpus)
+        members.append(scaled)
+    return Demand(tuple(members), demand.topology, demand.gpus, demand.largest_member)
+
+
 def replica_size(spec: JobSpec) -> int:
     """GPUs per replica of an elastic job: ``gpus_per_node``, else its minimum size."""
     if spec.gpus_per_node is not None and spec.gpus_per_node > 0:
