@@ -30,7 +30,7 @@ from itertools import accumulate, islice
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.gang import Demand
 from scheduler_core.placement import PlacementRequest
-from scheduler_core.state import HOLD, JOB, Grant, Restore
+from scheduler_core.state import FLEET, HOLD, JOB, Grant, Restore
 from scheduler_core.types import JobSpec, Kill, RunningJob
 
 RESERVATION_PROBES = 24
@@ -108,11 +108,15 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
     restores: list[Restore] = []
     found: tuple[float, list[Grant]] | None = None
     probes = 0
+    # plausible() fails first of all on too few free GPUs: checked here, that costs one
+    # index sum per removal instead of the whole test
+    union = ctx.placer.union(request.member_classes)
+    gpus = request.demand.gpus
     try:
         for at, job_ids in _release_groups(ctx):
             for job_id in job_ids:
                 restores.append(state.simulate_removal((JOB, job_id)))
-                if not ctx.placer.plausible(request):
+                if state.free_in(FLEET, 0, union) < gpus or not ctx.placer.plausible(request):
                     continue
                 probes += 1
                 grants = ctx.placer.place(request)

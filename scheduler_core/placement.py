@@ -87,6 +87,15 @@ class Placer:
         self.state = state
         self.filters = tuple(filters)
         self.topology = topology
+        self._unions: dict[tuple[tuple[int, ...], ...], tuple[int, ...]] = {}
+
+    def union(self, member_classes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
+        """Every class some member may use, sorted (memoised: gangs of one shape ask often)."""
+        found = self._unions.get(member_classes)
+        if found is None:
+            found = self._unions[member_classes] = tuple(sorted(
+                {c for cls in member_classes for c in cls}))
+        return found
 
     # ------------------------------------------------------------------ public
 
@@ -95,7 +104,7 @@ class Placer:
         members = req.demand.members
         if not self.plausible(req):
             return None
-        union = tuple(sorted({c for cls in req.member_classes for c in cls}))
+        union = self.union(req.member_classes)
         if len(members) > 1 and req.demand.topology is TopologyConstraint.SAME_NODE:
             return self._one_node(req)
         if len(members) == 1:
@@ -139,7 +148,7 @@ class Placer:
         it. ``place`` fails whenever this is ``False``; it costs a few dict lookups."""
         if not req.demand.members or any(not cls for cls in req.member_classes):
             return False
-        union = tuple(sorted({c for cls in req.member_classes for c in cls}))
+        union = self.union(req.member_classes)
         if self.state.free_in(FLEET, 0, union) < req.demand.gpus:
             return False
         largest = req.demand.largest_member

@@ -220,11 +220,13 @@ class ClusterState:
     def _move(self, node: int, old_free: int, new_free: int) -> None:
         if not self._indexed or not self.ready[node] or old_free == new_free:
             return
+        buckets_of = self.buckets
+        free_sum = self.free_sum
         for key in self._keys[node]:
-            buckets = self.buckets[key]
+            buckets = buckets_of[key]
             del buckets[old_free][node]
             buckets[new_free][node] = None
-            self.free_sum[key] += new_free - old_free
+            free_sum[key] += new_free - old_free
 
     # ------------------------------------------------------------------ taking and giving
 
@@ -242,20 +244,24 @@ class ClusterState:
             )
         old = self.free_gpus[n]
         self.free_mask[n] &= ~grant.mask
-        self.free_gpus[n] = old - grant.gpus
+        new = self.free_gpus[n] = old - grant.mask.bit_count()
         self.free_cpus[n] -= grant.cpus
         self.free_mem[n] -= grant.memory_gb
-        self._move(n, old, self.free_gpus[n])
-        self.holdings.setdefault(holder, []).append(grant)
+        self._move(n, old, new)
+        held = self.holdings.get(holder)
+        if held is None:
+            self.holdings[holder] = [grant]
+        else:
+            held.append(grant)
 
     def _give_back(self, grant: Grant) -> None:
         n = grant.node
         old = self.free_gpus[n]
         self.free_mask[n] |= grant.mask
-        self.free_gpus[n] = old + grant.gpus
+        new = self.free_gpus[n] = old + grant.mask.bit_count()
         self.free_cpus[n] += grant.cpus
         self.free_mem[n] += grant.memory_gb
-        self._move(n, old, self.free_gpus[n])
+        self._move(n, old, new)
 
     def release(self, holder: Holder) -> list[Grant]:
         """Free everything ``holder`` holds; returns what it held."""
