@@ -80,15 +80,25 @@ def _release_groups(ctx: CycleContext) -> list[tuple[float, list[str]]]:
     if cached is not None and cached[0] == len(ctx.ends):
         return cached[1]
     holdings = ctx.state.holdings
-    by_time: dict[float, list[tuple[int, str]]] = {}
+    rows: list[tuple[float, int, str]] = []
     for job_id, end in ctx.ends.items():
         held = holdings.get((JOB, job_id))
         if held:
             gpus = 0
             for g in held:
                 gpus += g.mask.bit_count()
-            by_time.setdefault(end, []).append((-gpus, job_id))
-    groups = [(t, [job_id for _, job_id in sorted(rows)]) for t, rows in sorted(by_time.items())]
+            rows.append((end, -gpus, job_id))
+    # one sort of every holder, then runs of equal ends: most ends are distinct, and a sort
+    # per end time cost more than the rest of the function
+    rows.sort()
+    groups: list[tuple[float, list[str]]] = []
+    last: list[str] = []
+    for end, _, job_id in rows:
+        if groups and groups[-1][0] == end:
+            last.append(job_id)
+        else:
+            last = [job_id]
+            groups.append((end, last))
     ctx.release_groups = (len(ctx.ends), groups)
     return groups
 

@@ -63,9 +63,14 @@ def loners(state: ClusterState, demand: Demand,
     than half of the widest capable node): each needs a node of its own."""
     largest = demand.largest_member
     count = 0
+    seen: tuple[int, ...] | None = None
+    widest = 0
     for m, cls in zip(demand.members, member_classes, strict=True):
-        if m.gpus == largest and 2 * m.gpus > state.widest(cls):
-            count += 1
+        if m.gpus == largest:
+            if cls is not seen:  # members of a gang usually share one classes tuple
+                seen, widest = cls, state.widest(cls)
+            if 2 * m.gpus > widest:
+                count += 1
     return count
 
 
