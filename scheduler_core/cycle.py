@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import gc
 import math
+from collections import Counter
 from collections.abc import Callable
+from operator import attrgetter
 from typing import NamedTuple
 
 from scheduler_core.admission import (
@@ -153,9 +155,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
 
     # 7. explain what is left
     pending = explain(ctx, queue)
-    by_reason: dict[str, int] = {}
-    for p in pending:
-        by_reason[p.reason] = by_reason.get(p.reason, 0) + 1
+    by_reason = Counter(map(attrgetter("reason"), pending))
     whole_waits = any(
         ctx.outcomes[p.job_id].needs_whole_node and p.resolvable for p in pending
     )
@@ -590,7 +590,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
             ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
             f"It could start by preemption, but the candidates are protected: {protected}.",
             True, "the protected jobs pass their minimum runtime or budget window, or GPUs free up",
-            demand=smallest, classes=tuple(sorted({c for cls in member_classes for c in cls})),
+            demand=smallest, classes=ctx.placer.union(member_classes),
             needs_whole_node=needs_whole,
         ))
         return
@@ -653,7 +653,7 @@ def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReserv
         f"smaller jobs may use those GPUs only if they end before then.",
         True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
         eta=reservation.start_at, demand=demand,
-        classes=tuple(sorted({c for cls in member_classes for c in cls})),
+        classes=ctx.placer.union(member_classes),
         needs_whole_node=needs_whole,
     ))
 
@@ -711,7 +711,7 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
             True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
                   f"latest by their runtime limits)",
             eta=reservation.start_at, demand=demand,
-            classes=tuple(sorted({c for cls in member_classes for c in cls})),
+            classes=ctx.placer.union(member_classes),
             needs_whole_node=needs_whole, quota_type=gpu_type,
         ))
         return True
@@ -727,7 +727,7 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
     the head job. When the grants use held GPUs, the hold stays released until
     :func:`_rehold` runs after the commit."""
     state = ctx.state
-    union = tuple(sorted({c for cls in member_classes for c in cls}))
+    union = ctx.placer.union(member_classes)
     free = state.free_in(FLEET, 0, union)
     head_held = 0
     if ctx.head is not None:
@@ -825,7 +825,7 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
     if not admitted:
         o, v = verdicts[0]
         return _quota_outcome(ctx, spec, o, v, demand.gpus, demand, needs_whole)
-    classes = tuple(sorted({c for cls in admitted[0].member_classes for c in cls}))
+    classes = ctx.placer.union(admitted[0].member_classes)
     free = ctx.state.free_in(FLEET, 0, classes)
     if free < demand.gpus:
         kind = type_names(ctx, classes)
@@ -852,7 +852,7 @@ def _quota_outcome(ctx: CycleContext, spec: JobSpec, option: TypeOption, verdict
         f"team {spec.team} frees {max(1, verdict.used + gpus - verdict.nominal - verdict.borrowable)} "
         f"{gpu_type} GPUs or its cohort lends more",
         demand=demand,
-        classes=tuple(sorted({c for cls in option.member_classes for c in cls})),
+        classes=ctx.placer.union(option.member_classes),
         needs_whole_node=needs_whole,
         quota_type=option.gpu_type,
     )
@@ -975,6 +975,6 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
         would = "the stopping jobs release their GPUs"
     _settle(ctx, spec, Outcome(
         ReasonCode.WAITING_FOR_PREEMPTION, message, True, would, eta=start, demand=demand,
-        classes=tuple(sorted({c for cls in option.member_classes for c in cls})),
+        classes=ctx.placer.union(option.member_classes),
         needs_whole_node=needs_whole,
     ))

@@ -61,7 +61,7 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
              needs_whole: bool) -> Outcome:
     """Why a gang that passed quota found no room, from the free-capacity indexes."""
     state = ctx.state
-    union = tuple(sorted({c for cls in member_classes for c in cls}))
+    union = ctx.placer.union(member_classes)
     kind = type_names(ctx, union)
     free = state.free_in(FLEET, 0, union)
     need = demand.gpus
@@ -234,7 +234,19 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                 for c, _ in spread:
                     work += ahead[c]
                 if work > 0:
-                    drained = line.drain(work)
+                    # ReleaseTimeline.drain(classes, work) from the line's cursor, inlined: it runs
+                    # for thousands of jobs a cycle
+                    area = line.area
+                    i = line.cursor
+                    last = len(area) - 1
+                    while i < last and area[i + 1] <= work:
+                        i += 1
+                    line.cursor = i
+                    rate = line.rates[i]
+                    if rate > 0:
+                        drained: float | None = line.times[i] + (work - area[i]) / rate
+                    else:
+                        drained = line.times[i] if area[i] >= work else None
                     if drained is not None and (eta is None and fits_now or
                                                 eta is not None and drained > eta):
                         eta = drained
@@ -258,8 +270,9 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
 
 class _DrainLine:
     """:meth:`ReleaseTimeline.drain` for one class set, for a work total that only grows
-    along the queue: a cursor over the frames instead of a search per job. ``spread`` says
-    how a job's work on these classes is shared among them (by their capacity)."""
+    along the queue: a cursor over the frames instead of a search per job (advanced in
+    :func:`explain`'s loop). ``spread`` says how a job's work on these classes is shared among
+    them (by their capacity)."""
 
     __slots__ = ("area", "rates", "times", "cursor", "spread")
 
@@ -270,18 +283,6 @@ class _DrainLine:
         caps = [(c, timeline.capacity(c)) for c in classes]
         total = sum(cap for _, cap in caps)
         self.spread = tuple((c, cap / total) for c, cap in caps if total > 0 and cap > 0)
-
-    def drain(self, work: float) -> float | None:
-        area = self.area
-        i = self.cursor
-        last = len(area) - 1
-        while i < last and area[i + 1] <= work:
-            i += 1
-        self.cursor = i
-        rate = self.rates[i]
-        if rate <= 0:
-            return self.times[i] if area[i] >= work else None
-        return self.times[i] + (work - area[i]) / rate
 
 
 def _fits_now(outcome: Outcome) -> bool:
