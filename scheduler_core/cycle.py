@@ -63,6 +63,7 @@ from scheduler_core.fairshare import dominant_shares
 from scheduler_core.fleet import fleet_figures
 from scheduler_core.gang import (
     Demand,
+    Member,
     demand_for,
     elastic_sizes,
     node_size_for,
@@ -317,7 +318,13 @@ def _new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> Job
         smallest = demand_for(spec, sizes[-1], node_size)
         if frame_key is not None:
             ctx.shape_frames[frame_key] = (node_size, sizes, smallest)
-    per_member = [capable_classes(ctx, m) for m in smallest.members]
+    per_member: list[tuple[int, ...]] = []
+    member: Member | None = None
+    classes: tuple[int, ...] = ()
+    for m in smallest.members:
+        if m is not member:  # equal members of a gang are usually one object
+            member, classes = m, capable_classes(ctx, m)
+        per_member.append(classes)
     # Requests that differ only in CPUs or memory per GPU usually keep the same capable
     # classes: then everything below is the same and is taken from the first of them.
     facts_key = (key[:4], key[6:], tuple(per_member)) if all(per_member) else None
@@ -530,6 +537,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
                 ok, borrowed, refused_type = quota_for_grants(
                     ctx, spec, gpus_by_type(ctx, [(g.node, g.gpus) for g in grants]))
                 if not ok:
+                    ctx.placer.drop()
                     _rehold(ctx)
                     assert refused_type is not None
                     v = ctx.ledger.check(spec.team, refused_type, demand.gpus)
@@ -537,6 +545,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
                     continue
                 if delays_head_quota(ctx, spec, gpus_by_type(
                         ctx, [(g.node, g.gpus) for g in grants])):
+                    ctx.placer.drop()
                     _rehold(ctx)
                     quota_blocked = True
                     continue
@@ -739,7 +748,8 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
     key: ShapeKey = (demand, member_classes, score.NAME, False)
     if free >= demand.gpus and key not in ctx.failed_shapes:
         ctx.attempts += 1
-        grants = ctx.placer.place(request)
+        # kept grants are adopted by _commit or dropped by _decide before anything else
+        grants = ctx.placer.place(request, keep=True)
         if grants is not None:
             return grants, False
         ctx.failed_shapes[key] = True
@@ -805,8 +815,11 @@ def _rehold(ctx: CycleContext) -> None:
 def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: bool) -> None:
     state = ctx.state
     holder = (JOB, spec.id)
-    for g in grants:
-        state.take(holder, g)
+    if ctx.placer.kept:
+        ctx.placer.adopt(holder)
+    else:
+        for g in grants:
+            state.take(holder, g)
     by_type = gpus_by_type(ctx, [(g.node, g.gpus) for g in grants])
     for t, n in by_type.items():
         ctx.ledger.charge(spec.team, t, n)

@@ -93,6 +93,8 @@ class Placer:
         self.filters = tuple(filters)
         self.topology = topology
         self._unions: dict[tuple[tuple[int, ...], ...], tuple[int, ...]] = {}
+        self.kept = False
+        """The last :meth:`place` left its grants taken under the probe holder."""
 
     def union(self, member_classes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
         """Every class some member may use, sorted (memoised: gangs of one shape ask often)."""
@@ -104,8 +106,14 @@ class Placer:
 
     # ------------------------------------------------------------------ public
 
-    def place(self, req: PlacementRequest) -> list[Grant] | None:
-        """Grants for every member of the gang, or ``None``. The state is left unchanged."""
+    def place(self, req: PlacementRequest, *, keep: bool = False) -> list[Grant] | None:
+        """Grants for every member of the gang, or ``None``. The state is left unchanged,
+        except with ``keep`` when the gang was placed by a single attempt over the whole
+        fleet (a spreading gang): then its grants stay taken under the probe holder and
+        :attr:`kept` is set, and the caller must :meth:`adopt` or :meth:`drop` them before
+        anything else touches the state. The state then ends as if the grants had been
+        released and taken again (same holdings, same bucket order), without the work."""
+        assert not self.kept, "the grants kept by the last place() were not adopted or dropped"
         members = req.demand.members
         if not self.plausible(req):
             return None
@@ -123,11 +131,13 @@ class Placer:
         hinted = {self.state.leaf[n] for n in req.seed_nodes} | {
             self.state.spine[n] for n in req.seed_nodes
         }
+        # over the whole fleet there is one domain, so one attempt: its grants are the answer
+        keep = keep and scopes == (FLEET,)
         for level in scopes:
             best: tuple[float, int, list[Grant]] | None = None
             ok = failed = 0
             for rank, domain in enumerate(self._domains(level, union, req, hinted)):
-                grants = self._attempt(level, domain, req)
+                grants = self._attempt(level, domain, req, keep)
                 if grants is None:
                     failed += 1
                     if failed >= FAILED_DOMAINS_PER_SCOPE:
@@ -242,10 +252,13 @@ class Placer:
             gang.domain_counts[fd] = gang.domain_counts.get(fd, 0) + 1
         return gang
 
-    def _attempt(self, level: int, domain: int, req: PlacementRequest) -> list[Grant] | None:
-        """Place every member inside one domain; release and return the grants."""
+    def _attempt(self, level: int, domain: int, req: PlacementRequest,
+                 keep: bool = False) -> list[Grant] | None:
+        """Place every member inside one domain; release (unless ``keep`` and placed) and
+        return the grants."""
         gang = self._seeded(req)
         pending = list(zip(req.demand.members, req.member_classes, strict=True))
+        placed = False
         try:
             if req.score.prefers_locality and len(pending) > 1:
                 leftover = self._fill(level, domain, pending, req.score, gang)
@@ -256,9 +269,25 @@ class Placer:
                 ]
             if leftover:
                 return None
+            placed = True
             return list(self.state.holdings.get(_PROBE, []))
         finally:
+            if keep and placed:
+                self.kept = True
+            else:
+                self.state.release(_PROBE)
+
+    def adopt(self, holder: Holder) -> None:
+        """Give the kept grants (see :meth:`place`) to ``holder``."""
+        if self.kept:
+            self.state.transfer(_PROBE, holder)
+            self.kept = False
+
+    def drop(self) -> None:
+        """Release the kept grants (see :meth:`place`), if any."""
+        if self.kept:
             self.state.release(_PROBE)
+            self.kept = False
 
     def _fill(self, level: int, domain: int, members: list[tuple[Member, tuple[int, ...]]],
               score: ScorePlugin, gang: GangContext) -> list[tuple[Member, tuple[int, ...]]]:

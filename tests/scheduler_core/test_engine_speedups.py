@@ -23,16 +23,19 @@ import pytest
 
 from scheduler_core import schedule
 from scheduler_core.bench import build_snapshot, full_config
-from scheduler_core.cycle import _context
+from scheduler_core.cycle import _context, _shape
+from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.protocols import QueueContext
 from scheduler_core.plugins.queue_order import Fifo, PriorityFairShare
 from scheduler_core.plugins.registry import build_plugins
 from scheduler_core.queue import order_queue
+from scheduler_core.state import JOB
 from scheduler_core.types import (
     JobSpec,
     PendingExplanation,
     ReasonCode,
     SchedulerConfig,
+    WorkloadClass,
     pending_explanation,
 )
 
@@ -88,3 +91,50 @@ def test_queue_order_is_key_then_submission_then_id(plugin):
     expected = sorted(snap.pending,
                       key=lambda s: (plugin.sort_key(s, qctx[s.id]), s.submitted_at, s.id))
     assert order_queue(ctx) == expected
+
+
+def _index_view(state):
+    return (state.holdings, state.free_mask, state.free_gpus, state.free_cpus, state.free_mem,
+            state.free_sum, {key: [list(bucket) for bucket in buckets]
+                             for key, buckets in state.buckets.items()})
+
+
+def test_a_kept_spread_gang_adopted_leaves_the_state_of_release_and_take_again():
+    snap = build_snapshot(1000, 400, 100, seed=5)
+    cfg = SchedulerConfig()
+    serving = [s for s in snap.pending if s.workload is WorkloadClass.SERVING and s.gpus > 1]
+    assert len(serving) >= 3
+    views = []
+    for keep in (False, True):
+        ctx = _context(snap, cfg, build_plugins(cfg), None)
+        for spec in serving[:3]:
+            shape = _shape(ctx, spec)
+            request = PlacementRequest(shape.smallest, shape.options[0].member_classes,
+                                       ctx.plugins.score_by_workload[spec.workload])
+            grants = ctx.placer.place(request, keep=keep)
+            assert grants is not None and len(grants) > 1
+            assert ctx.placer.kept is keep
+            if keep:
+                ctx.placer.adopt((JOB, spec.id))
+            else:
+                for g in grants:
+                    ctx.state.take((JOB, spec.id), g)
+            assert not ctx.placer.kept
+        views.append(_index_view(ctx.state))
+    assert views[0] == views[1]
+
+
+def test_a_kept_gang_dropped_leaves_the_state_of_a_plain_place():
+    snap = build_snapshot(1000, 400, 100, seed=5)
+    cfg = SchedulerConfig()
+    spec = next(s for s in snap.pending if s.workload is WorkloadClass.SERVING and s.gpus > 1)
+    views = []
+    for keep in (False, True):
+        ctx = _context(snap, cfg, build_plugins(cfg), None)
+        shape = _shape(ctx, spec)
+        request = PlacementRequest(shape.smallest, shape.options[0].member_classes,
+                                   ctx.plugins.score_by_workload[spec.workload])
+        assert ctx.placer.place(request, keep=keep) is not None
+        ctx.placer.drop()
+        views.append(_index_view(ctx.state))
+    assert views[0] == views[1]
