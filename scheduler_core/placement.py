@@ -95,6 +95,8 @@ class Placer:
         self._unions: dict[tuple[tuple[int, ...], ...], tuple[int, ...]] = {}
         self.kept = False
         """The last :meth:`place` left its grants taken under the probe holder."""
+        self._gang_facts: dict[tuple[Demand, tuple[tuple[int, ...], ...]],
+                               tuple[tuple[int, ...], tuple[int, ...], int] | None] = {}
 
     def union(self, member_classes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
         """Every class some member may use, sorted (memoised: gangs of one shape ask often)."""
@@ -136,14 +138,16 @@ class Placer:
         for level in scopes:
             best: tuple[float, int, list[Grant]] | None = None
             ok = failed = 0
-            for rank, domain in enumerate(self._domains(level, union, req, hinted)):
+            domains = self._domains(level, union, req, hinted)
+            for rank, domain in enumerate(domains):
                 grants = self._attempt(level, domain, req, keep)
                 if grants is None:
                     failed += 1
                     if failed >= FAILED_DOMAINS_PER_SCOPE:
                         break
                     continue
-                cost = self.topology.cost(self.state, grants)
+                # with a single candidate domain there is nothing to compare the cost with
+                cost = self.topology.cost(self.state, grants) if len(domains) > 1 else 0.0
                 if best is None or cost < best[0]:
                     best = (cost, rank, grants)
                 ok += 1
@@ -161,16 +165,16 @@ class Placer:
         """Index-only necessary conditions: enough free capable GPUs, and as many nodes with
         room for the largest member as there are members too large to share a node with
         it. ``place`` fails whenever this is ``False``; it costs a few dict lookups."""
-        if not req.demand.members or any(not cls for cls in req.member_classes):
+        key = (req.demand, req.member_classes)
+        facts = self._gang_facts.get(key)
+        if facts is None:
+            facts = self._gang_facts[key] = self._facts(req)
+        if facts is None:
             return False
-        union = self.union(req.member_classes)
+        union, classes, need = facts
         if self.state.free_in(FLEET, 0, union) < req.demand.gpus:
             return False
         largest = req.demand.largest_member
-        biggest = [cls for m, cls in zip(req.demand.members, req.member_classes, strict=True)
-                   if m.gpus == largest]
-        classes = tuple(sorted({c for cls in biggest for c in cls}))
-        need = loners(self.state, req.demand, req.member_classes)
         if need <= 1:
             return self.state.largest_free_block(classes) >= largest
         if self.state.nodes_with_free(classes, largest) < need:
@@ -182,6 +186,19 @@ class Placer:
             level = LEAF if topology is TopologyConstraint.SAME_LEAF else SPINE
             return bool(self._domains(level, union, req, set()))
         return True
+
+    def _facts(self, req: PlacementRequest) -> tuple[tuple[int, ...], tuple[int, ...], int] | None:
+        """What :meth:`plausible` needs that depends on the gang and the fleet's classes only:
+        the classes' union, the classes of its largest members and how many of those need a
+        node of their own (``None`` for a gang that cannot be placed at all)."""
+        if not req.demand.members or any(not cls for cls in req.member_classes):
+            return None
+        largest = req.demand.largest_member
+        biggest = [cls for m, cls in zip(req.demand.members, req.member_classes, strict=True)
+                   if m.gpus == largest]
+        classes = tuple(sorted({c for cls in biggest for c in cls}))
+        return (self.union(req.member_classes), classes,
+                loners(self.state, req.demand, req.member_classes))
 
     def _roomy_in(self, level: int, domain: int, classes: tuple[int, ...], largest: int) -> int:
         count = 0
