@@ -178,6 +178,8 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
 
 # ---------------------------------------------------------------------------- setup
 
+_spec_id = attrgetter("spec.id")
+
 
 def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
              clock: Callable[[], float] | None) -> CycleContext:
@@ -187,7 +189,8 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
     ledger = QuotaLedger(snapshot.quotas)
     charges: dict[tuple[str, str], int] = {}
     running: dict[str, RunningJob] = {}
-    for job in sorted(snapshot.running, key=lambda j: j.spec.id):
+    node_types = [node.gpu_type for node in state.nodes]
+    for job in sorted(snapshot.running, key=_spec_id):
         if job.spec.id in running:
             raise SnapshotError(f"running job {job.spec.id!r} appears twice in the snapshot")
         running[job.spec.id] = job
@@ -204,10 +207,11 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
         else:
             grants = state.grants_of(job.placements, spec.cpus_per_gpu, spec.memory_gb_per_gpu,
                                      spec.id)
+        take = state.take
         for g in grants:
-            state.take(holder, g)
-            key = (spec.team, state.nodes[g.node].gpu_type)
-            charges[key] = charges.get(key, 0) + g.gpus
+            take(holder, g)
+            key = (spec.team, node_types[g.node])
+            charges[key] = charges.get(key, 0) + g.mask.bit_count()
     state.build_indexes()
     for (team, gpu_type), gpus in sorted(charges.items()):
         ledger.charge(team, gpu_type, gpus)

@@ -30,7 +30,9 @@ def held_resources(running: Iterable[RunningJob]) -> dict[str, tuple[float, floa
     """GPUs, CPUs and memory (GB) each team holds now."""
     held: dict[str, tuple[float, float, float]] = {}
     for job in running:
-        gpus = sum(len(p.gpu_indices) for p in job.placements)
+        gpus = 0
+        for p in job.placements:
+            gpus += len(p.gpu_indices)
         g, c, m = held.get(job.spec.team, (0.0, 0.0, 0.0))
         held[job.spec.team] = (
             g + gpus,

@@ -193,6 +193,8 @@ class ClusterState:
             for key in keys:
                 self.class_domain_gpus[key] = self.class_domain_gpus.get(key, 0) + node.gpus
         self.holdings: dict[Holder, list[Grant]] = {}
+        self._masks: dict[tuple[tuple[int, ...], int], int] = {}
+        """GPU mask per (GPU indices, node width) checked by :meth:`grants_of`."""
         # When each node's current holders will be gone at the latest (runtime limits; inf
         # when some holder has none; 0 for an idle node). Only read by score plugins.
         self.busy_until: list[float] = [0.0] * len(ordered)
@@ -202,21 +204,24 @@ class ClusterState:
 
     def build_indexes(self) -> None:
         """Bucket every ready node by its current free GPUs (call once, after loading)."""
+        all_buckets, free_sum = self.buckets, self.free_sum
         for i, node in enumerate(self.nodes):
             if not self.ready[i]:
                 continue
             c = self.node_class[i]
             free = self.free_gpus[i]
+            slots = []
             for key in self._keys[i]:
-                buckets = self.buckets.get(key)
+                buckets = all_buckets.get(key)
                 if buckets is None:
-                    buckets = self.buckets[key] = [{} for _ in range(node.gpus + 1)]
-                    self.free_sum[key] = 0
+                    buckets = all_buckets[key] = [{} for _ in range(node.gpus + 1)]
+                    free_sum[key] = 0
                     if key[0] != FLEET:
                         self.domains_of_class.setdefault((key[0], c), []).append(key[1])
                 buckets[free][i] = None
-                self.free_sum[key] += free
-            self._slots[i] = tuple((self.buckets[key], key) for key in self._keys[i])
+                free_sum[key] += free
+                slots.append((buckets, key))
+            self._slots[i] = tuple(slots)
 
     # ------------------------------------------------------------------ index maintenance
 
@@ -402,6 +407,7 @@ class ClusterState:
         """Translate a running job's placements into grants, validating them."""
         grants: list[Grant] = []
         index_of = self.index_of
+        masks = self._masks
         for p in placements:
             n = index_of.get(p.node)
             if n is None:
@@ -409,15 +415,20 @@ class ClusterState:
                     f"running job {job_id!r} holds GPUs on unknown node {p.node!r}"
                 )
             width = self.nodes[n].gpus
-            mask = 0
-            for i in p.gpu_indices:
-                if not 0 <= i < width:
-                    bad = [j for j in p.gpu_indices if not 0 <= j < width]
-                    raise SnapshotError(
-                        f"running job {job_id!r} holds GPU indices {bad} on node {p.node!r}, "
-                        f"which has GPUs 0..{width - 1}"
-                    )
-                mask |= 1 << i
+            # a fleet's placements repeat a few index tuples: each is checked and turned into
+            # a mask once per width
+            mask = masks.get((p.gpu_indices, width), -1)
+            if mask < 0:
+                mask = 0
+                for i in p.gpu_indices:
+                    if not 0 <= i < width:
+                        bad = [j for j in p.gpu_indices if not 0 <= j < width]
+                        raise SnapshotError(
+                            f"running job {job_id!r} holds GPU indices {bad} on node "
+                            f"{p.node!r}, which has GPUs 0..{width - 1}"
+                        )
+                    mask |= 1 << i
+                masks[(p.gpu_indices, width)] = mask
             gpus = mask.bit_count()
             grants.append(Grant(n, mask, cpus_per_gpu * gpus, memory_gb_per_gpu * gpus, p.role))
         return grants
