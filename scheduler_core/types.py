@@ -363,6 +363,18 @@ class PendingExplanation:
 
 
 _new = object.__new__
+_set_node, _set_gpu_indices, _set_role = (vars(GpuPlacement)[name].__set__ for name in (
+    "node", "gpu_indices", "role"))
+
+
+def gpu_placement(node: str, gpu_indices: tuple[int, ...], role: str = "") -> GpuPlacement:
+    """``GpuPlacement(...)``, equal and with the same ``repr``, built without the frozen
+    ``__init__`` (see :func:`pending_explanation`): every bind's plan builds several."""
+    made: GpuPlacement = _new(GpuPlacement)
+    _set_node(made, node)
+    _set_gpu_indices(made, gpu_indices)
+    _set_role(made, role)
+    return made
 (_set_job_id, _set_code, _set_reason, _set_message, _set_resolvable, _set_queue_position,
  _set_eta, _set_would_start_if) = (vars(PendingExplanation)[name].__set__ for name in (
     "job_id", "code", "reason", "message", "resolvable", "queue_position", "eta",

@@ -29,13 +29,15 @@ from scheduler_core.plugins.protocols import QueueContext
 from scheduler_core.plugins.queue_order import Fifo, PriorityFairShare
 from scheduler_core.plugins.registry import build_plugins
 from scheduler_core.queue import order_queue
-from scheduler_core.state import JOB
+from scheduler_core.state import JOB, choose_gpus, indices_of
 from scheduler_core.types import (
+    GpuPlacement,
     JobSpec,
     PendingExplanation,
     ReasonCode,
     SchedulerConfig,
     WorkloadClass,
+    gpu_placement,
     pending_explanation,
 )
 
@@ -67,6 +69,26 @@ def test_pending_explanation_built_fast_equals_the_dataclass(eta):
     assert dataclasses.astuple(fast) == args
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.eta = 0.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("role", ["", "worker"])
+def test_gpu_placement_built_fast_equals_the_dataclass(role):
+    fast, slow = gpu_placement("node-00003", (2, 3), role), GpuPlacement("node-00003", (2, 3), role)
+    assert type(fast) is GpuPlacement
+    assert fast == slow and hash(fast) == hash(slow) and repr(fast) == repr(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.role = "x"  # type: ignore[misc]
+
+
+def test_memoised_index_helpers_match_a_bit_walk():
+    for mask in range(1 << 9):
+        walked = tuple(i for i in range(9) if mask >> i & 1)
+        assert indices_of(mask) == walked
+        for count in range(1, 10):
+            chosen = choose_gpus(mask, 9, count)
+            assert chosen == choose_gpus.__wrapped__(mask, 9, count)
+            if mask.bit_count() >= count:
+                assert chosen.bit_count() == count and chosen & ~mask == 0
 
 
 class _RaggedKeys:
