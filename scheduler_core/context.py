@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from scheduler_core.gang import Demand, Member
 from scheduler_core.placement import PlacementRequest, Placer
@@ -36,9 +36,9 @@ ShapeKey = tuple[Demand, tuple[tuple[int, ...], ...], str, bool]
 """(gang, allowed node classes per member, score plugin, may use reserved GPUs)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Outcome:
+class Outcome(NamedTuple):
     """Why a pending job did not start this cycle, as decided by the phase that stopped it.
+    (A named tuple: cheap to build; never compared or hashed, see ``explain``.)
 
     ``eta`` is set when the deciding phase knows the start (a reservation, a nomination);
     otherwise phase 7 estimates one from the release timeline for ``demand`` on
