@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from operator import attrgetter
 from typing import NamedTuple
 
 from scheduler_core.errors import SnapshotError
@@ -121,12 +122,15 @@ def choose_gpus(free_mask: int, width: int, count: int) -> int:
     return mask
 
 
+_node_name = attrgetter("name")
+
+
 class ClusterState:
     """Mutable per-cycle view of who holds which GPUs, with the indexes described above."""
 
     def __init__(self, nodes: Sequence[NodeInfo], gpu_types: Mapping[str, GpuTypeInfo],
                  *, indexed: bool = True) -> None:
-        ordered = sorted(nodes, key=lambda n: n.name)
+        ordered = sorted(nodes, key=_node_name)
         self.nodes: list[NodeInfo] = ordered
         self.index_of: dict[str, int] = {}
         self.classes: list[NodeClass] = []
@@ -136,11 +140,6 @@ class ClusterState:
         self.node_class: list[int] = []
         self.leaf: list[int] = []
         self.spine: list[int] = []
-        self.ready: list[bool] = []
-        self.free_mask: list[int] = []
-        self.free_gpus: list[int] = []
-        self.free_cpus: list[int] = []
-        self.free_mem: list[int] = []
         self.leaf_names: list[tuple[str, str]] = []
         self.spine_names: list[str] = []
         self.leaves_of_spine: dict[int, list[int]] = {}
@@ -169,11 +168,12 @@ class ClusterState:
                 self.leaves_of_spine[spine_ids[node.spine]].append(leaf_ids[lkey])
             self.leaf.append(leaf_ids[lkey])
             self.spine.append(spine_ids[node.spine])
-            self.ready.append(node.state is NodeState.READY)
-            self.free_mask.append((1 << node.gpus) - 1)
-            self.free_gpus.append(node.gpus)
-            self.free_cpus.append(node.cpus)
-            self.free_mem.append(node.memory_gb)
+        # one comprehension per column: cheaper than appends in the loop above
+        self.ready: list[bool] = [node.state is NodeState.READY for node in ordered]
+        self.free_mask: list[int] = [(1 << node.gpus) - 1 for node in ordered]
+        self.free_gpus: list[int] = [node.gpus for node in ordered]
+        self.free_cpus: list[int] = [node.cpus for node in ordered]
+        self.free_mem: list[int] = [node.memory_gb for node in ordered]
 
         # Buckets and free sums (ready nodes only) are built by ``build_indexes`` once the
         # running jobs are loaded, so loading does not move nodes between buckets.
@@ -188,13 +188,14 @@ class ClusterState:
         # Capacity of every node, ready or not: what the fleet could ever offer.
         self.class_node_count: list[int] = [0] * len(self.classes)
         self.class_domain_gpus: dict[IndexKey, int] = {}
-        for i, node in enumerate(ordered):
-            c = self.node_class[i]
-            keys = ((FLEET, 0, c), (SPINE, self.spine[i], c), (LEAF, self.leaf[i], c))
+        domain_gpus = self.class_domain_gpus
+        for node, c, spine, leaf in zip(ordered, self.node_class, self.spine, self.leaf,
+                                        strict=True):
+            keys = ((FLEET, 0, c), (SPINE, spine, c), (LEAF, leaf, c))
             self._keys.append(keys)
             self.class_node_count[c] += 1
             for key in keys:
-                self.class_domain_gpus[key] = self.class_domain_gpus.get(key, 0) + node.gpus
+                domain_gpus[key] = domain_gpus.get(key, 0) + node.gpus
         self.holdings: dict[Holder, list[Grant]] = {}
         self._masks: dict[tuple[tuple[int, ...], int], int] = {}
         """GPU mask per (GPU indices, node width) checked by :meth:`grants_of`."""
