@@ -311,8 +311,8 @@ def _new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> Job
         return shape
     # Without roles, CPUs and memory per GPU only scale the members: requests that differ in
     # nothing else share the node size, the sizes and the members' GPUs (the frame).
-    frame_key = key[:4] + key[6:] if not spec.roles else None
-    frame = ctx.shape_frames.get(frame_key) if frame_key is not None else None
+    frame_key = key[:4] + key[6:]
+    frame = ctx.shape_frames.get(frame_key) if not spec.roles else None
     if frame is not None:
         node_size, sizes, like = frame
         smallest = with_resources_per_gpu(like, spec.cpus_per_gpu, spec.memory_gb_per_gpu)
@@ -320,7 +320,7 @@ def _new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> Job
         node_size = _node_size(ctx, spec)
         sizes = elastic_sizes(spec)
         smallest = demand_for(spec, sizes[-1], node_size)
-        if frame_key is not None:
+        if not spec.roles:
             ctx.shape_frames[frame_key] = (node_size, sizes, smallest)
     per_member: list[tuple[int, ...]] = []
     member: Member | None = None
@@ -331,7 +331,7 @@ def _new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> Job
         per_member.append(classes)
     # Requests that differ only in CPUs or memory per GPU usually keep the same capable
     # classes: then everything below is the same and is taken from the first of them.
-    facts_key = (key[:4], key[6:], tuple(per_member)) if all(per_member) else None
+    facts_key = (frame_key, tuple(per_member)) if all(per_member) else None
     facts = ctx.shape_facts.get(facts_key) if facts_key is not None else None
     if facts is not None:
         shape = JobShape(None, sizes, node_size, smallest, facts[0], facts[1], facts[2],
@@ -478,7 +478,10 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         return
     sizes, smallest, options = shape.sizes, shape.smallest, shape.options
     node_size = shape.node_size
-    if all(_quota_never(ctx, spec.team, o, smallest.gpus) for o in options):
+    for o in options:  # all(_quota_never(...)), without a generator
+        if not _quota_never(ctx, spec.team, o, smallest.gpus):
+            break
+    else:
         o = options[0]
         v = quota_for(ctx, spec, o, smallest.gpus)
         _settle(ctx, spec, Outcome(

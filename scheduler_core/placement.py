@@ -28,7 +28,7 @@ the state is unchanged when ``place`` returns; the caller commits the grants it 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from scheduler_core.gang import Demand, Member
 from scheduler_core.plugins.protocols import FilterPlugin, GangContext, ScorePlugin, TopologyScorer
@@ -74,11 +74,11 @@ def loners(state: ClusterState, demand: Demand,
     return count
 
 
-@dataclass(frozen=True, slots=True)
-class PlacementRequest:
+class PlacementRequest(NamedTuple):
     """One gang to place. ``member_classes[i]`` are the node classes member ``i`` may use
     (capable and, for quota, of an allowed GPU type). ``seed`` is what the job already holds
-    (an elastic job growing), so new members co-locate or spread relative to it."""
+    (an elastic job growing), so new members co-locate or spread relative to it. (A named
+    tuple: one is built per placement attempt.)"""
 
     demand: Demand
     member_classes: tuple[tuple[int, ...], ...]
