@@ -207,9 +207,8 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
         else:
             grants = state.grants_of(job.placements, spec.cpus_per_gpu, spec.memory_gb_per_gpu,
                                      spec.id)
-        take = state.take
+        state.load(holder, grants)
         for g in grants:
-            take(holder, g)
             key = (spec.team, node_types[g.node])
             charges[key] = charges.get(key, 0) + g.mask.bit_count()
     state.build_indexes()

@@ -265,6 +265,27 @@ class ClusterState:
         else:
             held.append(grant)
 
+    def load(self, holder: Holder, grants: list[Grant]) -> None:
+        """:meth:`take` each grant, in order, for a running job loaded before
+        :meth:`build_indexes` (so there is no index to move): the cycle loads thousands."""
+        if grants and self._slots[grants[0].node] is not None:
+            raise RuntimeError("ClusterState.load() is for loading, before build_indexes()")
+        free_mask, free_gpus = self.free_mask, self.free_gpus
+        free_cpus, free_mem = self.free_cpus, self.free_mem
+        for grant in grants:
+            n = grant.node
+            if grant.mask & ~free_mask[n]:
+                self.take(holder, grant)  # raises, naming the GPUs held twice
+            free_mask[n] &= ~grant.mask
+            free_gpus[n] -= grant.mask.bit_count()
+            free_cpus[n] -= grant.cpus
+            free_mem[n] -= grant.memory_gb
+            held = self.holdings.get(holder)
+            if held is None:
+                self.holdings[holder] = [grant]
+            else:
+                held.append(grant)
+
     def _give_back(self, grant: Grant) -> None:
         n = grant.node
         old = self.free_gpus[n]

@@ -24,12 +24,13 @@ import pytest
 from scheduler_core import schedule
 from scheduler_core.bench import build_snapshot, full_config
 from scheduler_core.cycle import _context, _shape
+from scheduler_core.errors import SnapshotError
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.protocols import QueueContext
 from scheduler_core.plugins.queue_order import Fifo, PriorityFairShare
 from scheduler_core.plugins.registry import build_plugins
 from scheduler_core.queue import order_queue
-from scheduler_core.state import JOB, choose_gpus, indices_of
+from scheduler_core.state import JOB, ClusterState, Grant, choose_gpus, indices_of
 from scheduler_core.types import (
     GpuPlacement,
     JobSpec,
@@ -160,3 +161,29 @@ def test_a_kept_gang_dropped_leaves_the_state_of_a_plain_place():
         ctx.placer.drop()
         views.append(_index_view(ctx.state))
     assert views[0] == views[1]
+
+
+def test_loading_running_jobs_equals_taking_their_grants_one_by_one():
+    snap = build_snapshot(1000, 100, 200, seed=3)
+    gpu_types = {t.name: t for t in snap.gpu_types}
+    loaded, taken = (ClusterState(snap.nodes, gpu_types, indexed=False) for _ in range(2))
+    for job in snap.running:
+        spec = job.spec
+        grants = loaded.grants_of(job.placements, spec.cpus_per_gpu, spec.memory_gb_per_gpu,
+                                  spec.id)
+        loaded.load((JOB, spec.id), grants)
+        for g in grants:
+            taken.take((JOB, spec.id), g)
+    loaded.build_indexes()
+    taken.build_indexes()
+    assert _index_view(loaded) == _index_view(taken)
+
+
+def test_loading_a_gpu_held_twice_fails_like_taking_it():
+    s = ClusterState(build_snapshot(16, 0, 0).nodes, {}, indexed=False)
+    s.load((JOB, "j"), [Grant(0, 0b11, 0, 0)])
+    with pytest.raises(SnapshotError, match=r"GPUs \[1\] of node 'node-00000' are held twice.*'k'.*'j'"):
+        s.load((JOB, "k"), [Grant(0, 0b100, 0, 0), Grant(0, 0b10, 0, 0)])
+    s.build_indexes()
+    with pytest.raises(RuntimeError, match="before build_indexes"):
+        s.load((JOB, "m"), [Grant(1, 0b1, 0, 0)])
