@@ -132,7 +132,7 @@ class Placer:
         ]
         hinted = {self.state.leaf[n] for n in req.seed_nodes} | {
             self.state.spine[n] for n in req.seed_nodes
-        }
+        } if req.seed_nodes else set()
         # over the whole fleet there is one domain, so one attempt: its grants are the answer
         keep = keep and scopes == (FLEET,)
         for level in scopes:

@@ -420,12 +420,10 @@ class ClusterState:
         merged: dict[tuple[int, str], int] = {}
         for g in grants:
             merged[(g.node, g.role)] = merged.get((g.node, g.role), 0) | g.mask
-        out = [
-            gpu_placement(self.nodes[n].name, indices_of(mask), role)
-            for (n, role), mask in merged.items()
-        ]
-        out.sort(key=lambda p: (p.node, p.role, p.gpu_indices))
-        return tuple(out)
+        # (node name, role) is unique per merged entry, so sorting on it alone (no key
+        # function) gives the order of (node, role, gpu_indices)
+        named = sorted([(self.nodes[n].name, role, mask) for (n, role), mask in merged.items()])
+        return tuple([gpu_placement(name, indices_of(mask), role) for name, role, mask in named])
 
     def grants_of(self, placements: Iterable[GpuPlacement], cpus_per_gpu: int,
                   memory_gb_per_gpu: int, job_id: str) -> list[Grant]:
