@@ -181,10 +181,7 @@ class ClusterState:
         self.free_sum: dict[IndexKey, int] = {}
         self.domains_of_class: dict[tuple[int, int], list[int]] = {}
         self._keys: list[tuple[IndexKey, IndexKey, IndexKey]] = []
-        # Per node, once indexed: (buckets, key) of its three index keys, or None for a node
-        # that is not ready (outside the indexes). Saves three dict lookups per move.
-        self._slots: list[tuple[tuple[list[dict[int, None]], IndexKey], ...] | None] = [
-            None] * len(ordered)
+        self._indexed = False
         # Capacity of every node, ready or not: what the fleet could ever offer.
         self.class_node_count: list[int] = [0] * len(self.classes)
         self.class_domain_gpus: dict[IndexKey, int] = {}
@@ -214,7 +211,6 @@ class ClusterState:
                 continue
             c = self.node_class[i]
             free = self.free_gpus[i]
-            slots = []
             for key in self._keys[i]:
                 buckets = all_buckets.get(key)
                 if buckets is None:
@@ -224,17 +220,17 @@ class ClusterState:
                         self.domains_of_class.setdefault((key[0], c), []).append(key[1])
                 buckets[free][i] = None
                 free_sum[key] += free
-                slots.append((buckets, key))
-            self._slots[i] = tuple(slots)
+        self._indexed = True
 
     # ------------------------------------------------------------------ index maintenance
 
     def _move(self, node: int, old_free: int, new_free: int) -> None:
-        slots = self._slots[node]
-        if slots is None or old_free == new_free:
+        if not self._indexed or not self.ready[node] or old_free == new_free:
             return
         free_sum = self.free_sum
-        for buckets, key in slots:
+        all_buckets = self.buckets
+        for key in self._keys[node]:
+            buckets = all_buckets[key]
             del buckets[old_free][node]
             buckets[new_free][node] = None
             free_sum[key] += new_free - old_free
@@ -268,7 +264,7 @@ class ClusterState:
     def load(self, holder: Holder, grants: list[Grant]) -> None:
         """:meth:`take` each grant, in order, for a running job loaded before
         :meth:`build_indexes` (so there is no index to move): the cycle loads thousands."""
-        if grants and self._slots[grants[0].node] is not None:
+        if self._indexed:
             raise RuntimeError("ClusterState.load() is for loading, before build_indexes()")
         free_mask, free_gpus = self.free_mask, self.free_gpus
         free_cpus, free_mem = self.free_cpus, self.free_mem
