@@ -187,3 +187,14 @@ def test_loading_a_gpu_held_twice_fails_like_taking_it():
     s.build_indexes()
     with pytest.raises(RuntimeError, match="before build_indexes"):
         s.load((JOB, "m"), [Grant(1, 0b1, 0, 0)])
+
+
+def test_a_pending_job_twice_or_also_running_is_named():
+    snap = build_snapshot(1000, 50, 20, seed=2)
+    twice = dataclasses.replace(snap, pending=snap.pending + (snap.pending[7],))
+    with pytest.raises(SnapshotError, match=f"pending job '{snap.pending[7].id}' appears twice"):
+        schedule(twice)
+    running = dataclasses.replace(snap.pending[3], id=snap.running[0].spec.id)
+    both = dataclasses.replace(snap, pending=(snap.pending[0], running) + snap.pending[1:])
+    with pytest.raises(SnapshotError, match=f"job '{running.id}' is both pending and running"):
+        schedule(both)
