@@ -53,6 +53,52 @@ class IsoDateTimeFilter(filters.IsoDateTimeFilter):
     field_class = UtcIsoDateTimeField
 
 
+# Ids are PostgreSQL bigints (SQLite's integers are as wide): one beyond is no id at all.
+MAX_ID = 2**63 - 1
+
+
+class IdFilter(filters.NumberFilter):
+    """A row's id: a whole number from 1 to MAX_ID, else a 400 (django-filter's NumberFilter
+    takes decimals, so `?job=1.5` matched job 1, and a 20-digit id overflowed SQLite: a 500)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", 1)
+        kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)
+
+    def get_max_validator(self) -> None:
+        return None  # the field's own max_value bounds it
+
+
+class StrictBooleanField(forms.NullBooleanField):
+    """true/false (or 1/0, any case), or absent. django-filter's field reads anything else as
+    "no filter", so `?preemptible=maybe` answered with every row."""
+
+    widget = forms.TextInput  # NullBooleanSelect would turn "maybe" into None before us
+    _VALUES = {"true": True, "1": True, "false": False, "0": False}
+
+    def to_python(self, value: Any) -> bool | None:
+        if value in (None, ""):
+            return None
+        if isinstance(value, bool):
+            return value
+        try:
+            return self._VALUES[str(value).strip().lower()]
+        except KeyError:
+            raise forms.ValidationError(
+                f"'{str(value)[:40]}' is not true or false.", code="invalid"
+            ) from None
+
+    def validate(self, value: Any) -> None:
+        pass
+
+
+class BooleanFilter(filters.BooleanFilter):
+    field_class = StrictBooleanField
+
+
 class JobFilterSet(filters.FilterSet):
     team = filters.CharFilter(field_name="team__name", help_text="Team name.")
     project = filters.CharFilter(field_name="project__name", help_text="Project name.")
@@ -108,7 +154,7 @@ class QuotaFilterSet(filters.FilterSet):
 
 class PriorityClassFilterSet(filters.FilterSet):
     name = filters.CharFilter(field_name="name")
-    preemptible = filters.BooleanFilter(field_name="preemptible")
+    preemptible = BooleanFilter(field_name="preemptible")
 
     class Meta:
         model = PriorityClass
@@ -143,7 +189,7 @@ class NodeFilterSet(filters.FilterSet):
     leaf_switch = filters.CharFilter(field_name="leaf_switch")
     spine = filters.CharFilter(field_name="spine")
     capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
-    simulated = filters.BooleanFilter(field_name="simulated")
+    simulated = BooleanFilter(field_name="simulated")
 
     class Meta:
         model = Node
@@ -152,7 +198,7 @@ class NodeFilterSet(filters.FilterSet):
 
 class EventFilterSet(filters.FilterSet):
     kind = filters.MultipleChoiceFilter(choices=EventKind.choices, help_text="Repeat for several kinds.")
-    job = filters.NumberFilter(field_name="job_id")
+    job = IdFilter(field_name="job_id", help_text="Job id.")
     node = filters.CharFilter(field_name="node__name", help_text="Node name.")
     team = filters.CharFilter(field_name="team__name", help_text="Team name.")
     reason = filters.CharFilter(field_name="reason")

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import IntegrityError
 from django.db.models import ProtectedError, RestrictedError
+from django.http import Http404
 from rest_framework import exceptions, status
 from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
@@ -75,6 +77,12 @@ def _translate(exc: Exception) -> Exception:
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
     exc = _translate(exc)
+    # DRF answers Django's own Http404 and PermissionDenied as NotFound and PermissionDenied;
+    # translated here first, so their answers carry those codes (not "error").
+    if isinstance(exc, Http404):
+        exc = exceptions.NotFound(*exc.args)
+    elif isinstance(exc, DjangoPermissionDenied):
+        exc = exceptions.PermissionDenied(*exc.args)
     response = drf_exception_handler(exc, context)
     if response is None:
         return None
