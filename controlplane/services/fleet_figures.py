@@ -33,7 +33,7 @@ class QueueFigures:
 
 
 def queue_figures(now: datetime | None = None) -> QueueFigures:
-    """Two grouped queries, whatever the queue's length."""
+    """Three queries (two grouped, one count), whatever the queue's length."""
     now = now or timezone.now()
     figures = QueueFigures()
     by_reason: Counter[str] = Counter()
@@ -56,13 +56,17 @@ def queue_figures(now: datetime | None = None) -> QueueFigures:
             oldest = row["first"]
     for row in (
         Job.objects.filter(state__in=[JobState.RUNNING, JobState.PREEMPTING, JobState.UNSCHEDULABLE])
-        .values("state").annotate(n=Count("id"), g=Sum("gpus")).order_by()
+        .values("state").annotate(n=Count("id")).order_by()
     ):
         if row["state"] == JobState.UNSCHEDULABLE:
             figures.unschedulable_jobs += row["n"]
         else:
             figures.running_jobs += row["n"]
-            figures.running_gpus += row["g"] or 0
+    # The GPUs running jobs hold, not the GPUs they asked for: an elastic job runs anywhere
+    # between its minimum and maximum, and these must agree with the fleet's figures.
+    figures.running_gpus = AllocationGpu.objects.filter(
+        live=True, allocation__job__state__in=[JobState.RUNNING, JobState.PREEMPTING]
+    ).count()
     figures.oldest_pending_s = (now - oldest).total_seconds() if oldest is not None else None
     figures.pending_by_reason = dict(sorted(by_reason.items()))
     figures.pending_by_priority_class = dict(sorted(by_class.items()))

@@ -171,7 +171,7 @@ def test_queue_metrics_count_pending_by_reason_class_and_team(fleet, alice) -> N
     f.make_job(fleet.ml, gpus=4, pending_code="QuotaExceeded", submitted_at=timezone.now() - timedelta(minutes=10))
     f.make_job(fleet.ml, gpus=2, pending_code="InsufficientContiguousGpus")
     f.make_job(fleet.vision, gpus=8, pending_code="QuotaExceeded", priority_class=fleet.production)
-    f.make_job(fleet.vision, gpus=1, state=JobState.RUNNING)
+    _run(f.make_job(fleet.vision, gpus=1), fleet.nodes[1], 1)
     f.make_job(fleet.vision, gpus=99, state=JobState.UNSCHEDULABLE)
 
     body = alice.get(f"{J}/metrics/queue/").json()
