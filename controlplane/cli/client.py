@@ -7,6 +7,8 @@ The token lives in $XDG_CONFIG_HOME/quartermaster/config.json (default
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import time
@@ -83,7 +85,9 @@ class Api:
         """Call the API and return its JSON (or text when `raw`); raise ApiError with the
         API's message on any 4xx/5xx, CliError when the server cannot be reached."""
         url = f"{self.url}/api/v1/{path.lstrip('/')}"
-        all_headers = {"Accept": "application/json", **(headers or {})}
+        # A raw request asks for another format by `?format=` (CSV): accepting only JSON then
+        # would be refused (406).
+        all_headers = {"Accept": "*/*" if raw else "application/json", **(headers or {})}
         if self.token:
             all_headers["Authorization"] = f"Token {self.token}"
         attempts = RETRIES if retry else 1
@@ -111,7 +115,7 @@ class Api:
             try:
                 data = response.json()
             except ValueError:
-                data = {"detail": response.text.strip()[:300] or response.reason}
+                data = {"detail": _csv_error(response) or response.text.strip()[:300] or response.reason}
             detail = str(data.get("detail") or response.reason) if isinstance(data, dict) else str(data)
             if response.status_code == 401:
                 detail += " Run `qm login` first." if not self.token else " Your token was refused: run `qm login` again."
@@ -124,6 +128,16 @@ class Api:
         if response.status_code == 204 or not response.content:
             return None
         return response.json()
+
+
+def _csv_error(response: requests.Response) -> str | None:
+    """A CSV answer's error: one `error` column with the API's sentence in its one cell."""
+    if not response.headers.get("Content-Type", "").startswith("text/csv"):
+        return None
+    rows = list(csv.reader(io.StringIO(response.text)))
+    if len(rows) == 2 and rows[0] == ["error"] and len(rows[1]) == 1:
+        return rows[1][0]
+    return None
 
 
 def _first_line(exc: Exception) -> str:

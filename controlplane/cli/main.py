@@ -354,7 +354,8 @@ def cmd_node_action(api: Api, args: argparse.Namespace) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", help="server URL (default: the one you logged in to, or $QM_URL)")
+    common.add_argument("--url", "--server", dest="url",
+                        help="server URL (default: $QM_URL, else the one you logged in to)")
     common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
 
     parser = argparse.ArgumentParser(prog="qm", description="Quartermaster: GPU jobs from the command line.",

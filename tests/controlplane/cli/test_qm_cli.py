@@ -183,3 +183,30 @@ def test_qm_console_script_is_installed_and_answers_help() -> None:
     done = os.popen(f"{script} --help").read()
 
     assert "submit" in done and "showback" in done
+
+
+def test_showback_csv_prints_finances_csv(qm, fleet) -> None:
+    # Found by hand: `qm showback --csv` answered "Could not satisfy the request Accept header."
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("showback", "--by", "team", "--window", "7d", "--csv")
+
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[0].startswith("team,gpu_hours_allocated,") and lines[-1].startswith("TOTAL,")
+
+
+def test_showback_csv_with_a_bad_window_prints_the_apis_message(qm, fleet) -> None:
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("showback", "--window", "lately", "--csv")
+
+    assert r.code == 1 and r.out == ""
+    assert r.err.startswith("error: Invalid request. window: 'lately' is not a window") and "Traceback" not in r.err
+
+
+def test_login_takes_the_server_as_the_readme_spells_it(qm, fleet, live_server) -> None:
+    r = qm("login", "--server", live_server.url, "-u", "alice", "--password-stdin", stdin="alice\n")
+
+    assert r.code == 0, r.err
+    assert f"Logged in to {live_server.url} as alice" in r.out
