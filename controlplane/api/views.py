@@ -233,19 +233,25 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
-        if job.state not in (JobState.PENDING, JobState.RUNNING):
-            if job.state == JobState.PREEMPTING:
-                raise Conflict(f"Job {job.pk} is already stopping; it will be {'cancelled' if self._cancelling(job) else 'requeued'} when its processes exit.")
-            raise Conflict(f"Job {job.pk} is {job.state}; only pending or running jobs can be cancelled.")
+        self._refuse_unless_cancellable(job)
         if not cancel_job(job, f"user:{request.user.get_username()}"):
+            # Something got there first (another cancel, a bind, an exit): say where it is now.
             job.refresh_from_db()
-            raise Conflict(f"Job {job.pk} changed state to {job.state} meanwhile; nothing was cancelled.")
+            self._refuse_unless_cancellable(job)
+            raise Conflict(f"Job {job.pk} changed state meanwhile; nothing was cancelled. Try again.")
         job.refresh_from_db()
         detail = (
             f"Job {job.pk} cancelled." if job.state == JobState.CANCELLED
             else f"Job {job.pk} is stopping: its processes get {job.priority_class.grace_period_s} s to exit."
         )
         return Response({"job": s.job_payload(job), "detail": detail})
+
+    def _refuse_unless_cancellable(self, job: Job) -> None:
+        if job.state in (JobState.PENDING, JobState.RUNNING):
+            return
+        if job.state == JobState.PREEMPTING:
+            raise Conflict(f"Job {job.pk} is already stopping; it will be {'cancelled' if self._cancelling(job) else 'requeued'} when its processes exit.")
+        raise Conflict(f"Job {job.pk} is {job.state}; only pending or running jobs can be cancelled.")
 
     @staticmethod
     def _cancelling(job: Job) -> bool:

@@ -517,19 +517,26 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
 
 
 def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
-    """Cancel a job: a waiting one at once, a running one by stopping its processes first."""
+    """Cancel a job: a waiting one at once, a running one by stopping its processes first.
+
+    One transaction: the job's state, its allocation's and their events are written together
+    or not at all, so a concurrent reader never sees a cancel half done (an allocation stopping
+    under a job still running). Returns False if the job was neither waiting nor running with
+    a live allocation (another cancel, a bind or an exit got there first)."""
     at = at or timezone.now()
-    if Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
-        state=JobState.CANCELLED, finished_at=at, state_changed_at=at
-    ):
-        record_event(EventKind.JOB_CANCELLED, actor, job=job, at=at, reason="Cancelled", message="Cancelled while waiting")
-        record_event(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled", message="Job cancelled")
-        return True
-    allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
-    if allocation is None:
-        return False
-    grace = job.priority_class.grace_period_s
-    return signal_stop(
-        allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at, actor=actor,
-        message=f"Cancelled by {actor}; processes get {grace} s to exit",
-    )
+    with transaction.atomic():
+        if Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
+            state=JobState.CANCELLED, finished_at=at, state_changed_at=at
+        ):
+            record_event(EventKind.JOB_CANCELLED, actor, job=job, at=at, reason="Cancelled",
+                         message="Cancelled while waiting")
+            record_event(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled", message="Job cancelled")
+            return True
+        allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
+        if allocation is None:
+            return False
+        grace = job.priority_class.grace_period_s
+        return signal_stop(
+            allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at, actor=actor,
+            message=f"Cancelled by {actor}; processes get {grace} s to exit",
+        )
