@@ -168,7 +168,15 @@ def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[s
 
 
 def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str = "") -> Chart:
-    """Allocated, active and productive GPU time as % of fleet capacity, per interval."""
+    """Allocated, active and productive GPU time as % of fleet capacity, per interval.
+
+    Each value holds from its bucket's start to the next one's (a step). A point that says
+    where its bucket ends (`until`) closes the last step there: otherwise the newest bucket is
+    only the top of a vertical line, and a window's only bucket (a fleet's first hour under
+    *24 hours*, its first day under *30 days*) a lone point that plotly draws as nothing."""
+    last = points[-1] if points else None
+    if last is not None and last.get("until") is not None and last["until"] > last["at"]:
+        points = [*points, {**last, "at": last["until"]}]
     caption = (
         "Share of the fleet's GPU time that was allocated to a job, active on the device, and "
         "productive (kept progress at the job's fault-free rate); each tier is at most the one above."

@@ -4,20 +4,21 @@ bucket, turned here into shares of the capacity."""
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from controlplane.services import accounting
 
 
 def utilization_points(since: datetime, until: datetime, label: str, now: datetime) -> tuple[list[dict[str, Any]], str]:
-    """Points {at, allocated, active, productive} as fractions of the fleet's GPU capacity over
+    """Points {at, until, allocated, active, productive} as fractions of the fleet's GPU capacity over
     each bucket, and a note naming the bucket. Two queries (the cursor, one grouped read)."""
     bucket = accounting.choose_bucket(since, until, now)
     series = accounting.utilization_series(accounting.Window(since, until, label), now, bucket=bucket)
     points = [
         {
             "at": p.start,
+            "until": p.start + timedelta(seconds=p.seconds),  # the bucket's end, or the rollup's for the newest
             "allocated": p.allocated_gpus / p.capacity_gpus,
             "active": p.active_gpus / p.capacity_gpus,
             "productive": p.productive_gpus / p.capacity_gpus,

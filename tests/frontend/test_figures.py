@@ -71,6 +71,24 @@ def test_utilization_tiers_are_percentages_of_capacity():
                                                     ("productive", [30.6])]
 
 
+def test_utilization_steps_hold_the_last_bucket_until_it_ends():
+    """A bucket's value is a step from its start to its end: the last bucket (and a window's
+    only one, in a fleet's first hour or day) must be a visible segment, not a lone point that
+    plotly draws as nothing."""
+    only = [{"at": T0, "until": T0 + timedelta(minutes=42), "allocated": 0.5, "active": 0.4, "productive": 0.3}]
+    data = figures.utilization_tiers(only).figure["data"]
+    assert [(t["name"], t["x"], t["y"]) for t in data] == [
+        (tier, ["2026-11-29 09:00:00", "2026-11-29 09:42:00"], [y, y])
+        for tier, y in (("allocated", 50.0), ("active", 40.0), ("productive", 30.0))
+    ]
+    two = [{"at": T0, "until": T0 + timedelta(hours=1), "allocated": 0.2, "active": 0.1, "productive": 0.1},
+           {"at": T0 + timedelta(hours=1), "until": T0 + timedelta(hours=1, minutes=5), "allocated": 0.9,
+            "active": 0.7, "productive": 0.6}]
+    allocated = figures.utilization_tiers(two).figure["data"][0]
+    assert allocated["x"] == ["2026-11-29 09:00:00", "2026-11-29 10:00:00", "2026-11-29 10:05:00"]
+    assert allocated["y"] == [20.0, 90.0, 90.0]
+
+
 def test_timeline_draws_a_bar_per_stretch_and_a_mark_per_event():
     segments = [{"state": "pending", "start": T0, "end": T0 + timedelta(minutes=5)},
                 {"state": "running", "start": T0 + timedelta(minutes=5), "end": None}]
