@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.contrib import admin, messages
+from django.db import transaction
 from django.db.models import Sum
 from django.http import HttpRequest
 
@@ -22,6 +23,7 @@ from controlplane.models import (
     SchedulerLease,
     Team,
 )
+from controlplane.services import quotas
 
 
 class MembershipInline(admin.TabularInline):
@@ -39,12 +41,34 @@ class QuotaInline(admin.TabularInline):
     extra = 0
 
 
+def _actor(request: HttpRequest) -> str:
+    return f"user:{request.user.get_username()}"
+
+
 @admin.register(Team)
 class TeamAdmin(admin.ModelAdmin):
     list_display = ("name", "cohort", "default_priority_class")
     list_filter = ("cohort",)
     search_fields = ("name",)
     inlines = [MembershipInline, ProjectInline, QuotaInline]
+
+    def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
+        """The team page's quotas are recorded as quota.changed events, as on the quota pages
+        and in the API (the change view's transaction holds the rows and their events)."""
+        if formset.model is not Quota:
+            return super().save_formset(request, form, formset, change)
+        ids = [f.instance.pk for f in formset.initial_forms if f.instance.pk]
+        before = {q.pk: quotas.quota_record(q) for q in Quota.objects.select_related("team", "gpu_type").filter(pk__in=ids)}
+        saved = formset.save(commit=False)
+        for quota in formset.deleted_objects:
+            quotas.record_quota_change(quota, "deleted", before.get(quota.pk), _actor(request))
+            quota.delete()
+        for quota in saved:
+            known = before.get(quota.pk)
+            quota.save()
+            quotas.record_quota_change(quota, "changed" if known else "created", known, _actor(request))
+        formset.save_m2m()
+        return None
 
 
 def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:
@@ -83,10 +107,24 @@ class QuotaAdmin(admin.ModelAdmin):
     list_filter = ("gpu_type", "team__cohort")
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        # The admin's change view runs in one transaction: the quota and its event go together.
+        before = quotas.quota_record(Quota.objects.select_related("team", "gpu_type").get(pk=obj.pk)) if change else None
         super().save_model(request, obj, form, change)
+        quotas.record_quota_change(obj, "changed" if change else "created", before, _actor(request))
         if obj.team.cohort is not None:
             for warning in cohort_overcommit_warnings(obj.team.cohort):
                 self.message_user(request, warning, level=messages.WARNING)
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            quotas.record_quota_change(obj, "deleted", quotas.quota_record(obj), _actor(request))
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            for quota in queryset.select_related("team", "gpu_type"):
+                quotas.record_quota_change(quota, "deleted", quotas.quota_record(quota), _actor(request))
+            super().delete_queryset(request, queryset)
 
 
 @admin.register(PriorityClass)

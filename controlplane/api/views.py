@@ -30,7 +30,7 @@ from controlplane.api.parsers import BoundedJSONParser
 from controlplane.api.permissions import IsAdmin, IsPerson, ReadOnlyUnlessAdmin, SubmitsJobs
 from controlplane.api.schema import QuartermasterAutoSchema
 from controlplane.api.throttling import LoginThrottle, PerUserThrottle
-from controlplane.choices import EventKind, JobState
+from controlplane.choices import JobState
 from controlplane.filtersets import (
     CohortFilterSet,
     EventFilterSet,
@@ -44,9 +44,9 @@ from controlplane.filtersets import (
     TeamFilterSet,
 )
 from controlplane.models import Cohort, Event, GpuType, Job, Membership, Node, PriceRate, PriorityClass, Quota
-from controlplane.services import access, fleet_figures, nodes
+from controlplane.services import access, fleet_figures, nodes, quotas
 from controlplane.services import jobs as job_service
-from controlplane.services.transitions import cancel_job, event_fields
+from controlplane.services.transitions import cancel_job
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
 
@@ -375,14 +375,7 @@ class QuotaViewSet(AdminWritableViewSet):
         return access.visible_quotas(self.request.user).select_related("team", "gpu_type")
 
     def _record(self, quota: Quota, verb: str, before: dict[str, Any] | None) -> None:
-        after = dict(s.QuotaSerializer(quota).data) if verb != "deleted" else None
-        fields = event_fields(
-            EventKind.QUOTA_CHANGED, f"user:{self.request.user.get_username()}", reason=f"Quota{verb.title()}",
-            message=f"Quota of {quota.team.name} on {quota.gpu_type.name} {verb}"
-            + (f": nominal {quota.nominal_gpus} GPUs" if after else ""),
-            data={"before": before, "after": after},
-        )
-        Event.objects.create(**{**fields, "team_id": quota.team_id})
+        quotas.record_quota_change(quota, verb, before, f"user:{self.request.user.get_username()}")
 
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():
@@ -390,12 +383,12 @@ class QuotaViewSet(AdminWritableViewSet):
 
     def perform_update(self, serializer: Any) -> None:
         with transaction.atomic():
-            before = dict(s.QuotaSerializer(serializer.instance).data)
+            before = quotas.quota_record(serializer.instance)
             self._record(serializer.save(), "changed", before)
 
     def perform_destroy(self, instance: Quota) -> None:
         with transaction.atomic():
-            before = dict(s.QuotaSerializer(instance).data)
+            before = quotas.quota_record(instance)
             self._record(instance, "deleted", before)
             instance.delete()
 
