@@ -170,6 +170,23 @@ def test_live_validation_says_at_once_why_a_shape_can_never_run(session):
     alice.expect_refusal("/api/v1/jobs/", 400)
 
 
+def test_live_validation_names_zero_gpus_and_forgets_errors_of_a_cleared_field(session):
+    alice = session("alice")
+    alice.open("/jobs/")
+    alice.page.fill("[data-field=name]", "nothing")
+    gpus_error = alice.page.locator("[data-error-for=gpus]")
+    verdict = alice.page.locator("[data-verdict]")
+    # 0 is a number the user typed, not an empty field: it is checked like any other.
+    alice.page.fill("[data-field=gpus]", "0")
+    expect(gpus_error).to_contain_text("greater than or equal to 1", timeout=5_000)
+    expect(verdict).to_contain_text("gpus")
+    # Emptied, the field says nothing any more: neither the old error nor the old verdict stays.
+    alice.page.fill("[data-field=gpus]", "")
+    expect(gpus_error).to_be_hidden(timeout=5_000)
+    expect(verdict).to_have_text("")
+    expect(alice.page.locator("[data-field=gpus]")).not_to_have_attribute("aria-invalid", "true")
+
+
 def test_submit_errors_from_the_api_are_shown_on_their_fields(session):
     alice = session("alice")
     alice.open("/jobs/")

@@ -243,7 +243,13 @@
     function check() {
       var mine = ++seq;
       var body = formBody(form);
-      if (!body.gpus) { verdict.textContent = ""; verdict.className = "verdict"; return; }
+      // Nothing to check until GPUs are typed (0 is typed, and checked); an emptied field
+      // also takes its earlier errors and verdict away.
+      if (body.gpus === undefined) {
+        showErrors(form, {});
+        verdict.textContent = ""; verdict.className = "verdict";
+        return;
+      }
       QM.api("POST", checkUrl, body).then(function (result) {
         if (mine !== seq) return;  // a newer keystroke's answer will come
         var unplaced = showErrors(form, result.data.errors || {});
