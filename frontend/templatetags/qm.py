@@ -113,6 +113,15 @@ def usd(value: Any) -> str:
 
 
 @register.filter
+def percent(fraction: Any) -> str:
+    """A fraction as a percentage with two decimals at most, as the charts label it (0.0047 →
+    "0.47%", not a whole-number "0%")."""
+    if fraction is None:
+        return "–"
+    return f"{round(float(fraction) * 100, 2)}%"
+
+
+@register.filter
 def thousands(value: Any) -> str:
     if value is None:
         return "–"
