@@ -49,6 +49,7 @@ class StrictFieldsMixin:
                 for k in data
                 if k not in known
             }
+            unknown.update(self._read_only_changes(data))
         try:
             value = super().to_internal_value(data)  # type: ignore[misc]
         except serializers.ValidationError as exc:
@@ -58,6 +59,29 @@ class StrictFieldsMixin:
         if unknown:
             raise serializers.ValidationError(unknown, code="unknown")
         return value
+
+    def _read_only_changes(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
+        """Read-only fields whose value says what the caller wants (Meta.set_elsewhere: field →
+        where it is set), given with a value they do not have: refused rather than dropped, so
+        nobody believes a cohort gained a team or a node went down. The value they do have (a
+        body read, changed and written back) passes."""
+        elsewhere: dict[str, str] = getattr(getattr(self, "Meta", None), "set_elsewhere", {})
+        refused: dict[str, list[str]] = {}
+        instance = getattr(self, "instance", None)
+        for name, where in elsewhere.items():
+            if name not in data:
+                continue
+            given = data[name]
+            if instance is None:
+                current: Any = [] if isinstance(given, list) else None
+            else:
+                field = self.fields[name]  # type: ignore[attr-defined]
+                current = field.to_representation(field.get_attribute(instance))
+            same = (sorted(map(str, given)) == sorted(map(str, current))
+                    if isinstance(given, list) and isinstance(current, list) else given == current)
+            if not same:
+                refused[name] = [f"Read-only here: {where}."]
+        return refused
 
 
 class ConstraintCheckedModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
@@ -414,6 +438,7 @@ class CohortSerializer(ConstraintCheckedModelSerializer):
     class Meta:
         model = Cohort
         fields = ["id", "name", "description", "teams"]
+        set_elsewhere = {"teams": "a team joins a cohort through its own cohort field (PATCH teams/{id}/ {\"cohort\": …})"}
 
 
 class QuotaSerializer(ConstraintCheckedModelSerializer):
@@ -476,6 +501,8 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
         ]
         read_only_fields = ["state", "agent_lease_expires_at", "last_heartbeat_at"]
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
+        set_elsewhere = {"state": "use the node's cordon, drain and uncordon actions; "
+                                  "the control loop sets down, suspect and quarantined"}
 
 
 class EventSerializer(serializers.ModelSerializer):
