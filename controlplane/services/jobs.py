@@ -38,7 +38,7 @@ MAX_ARRAY_INDEX = 1_000_000
 ARRAY_INDEX_ENV = "QM_ARRAY_INDEX"
 ARRAY_ID_ENV = "QM_ARRAY_ID"
 
-_ARRAY_PART = re.compile(r"^(\d+)(?:-(\d+)(?::(\d+))?)?$")
+_ARRAY_PART = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?$")  # ASCII digits: int() reads others too
 
 
 class SubmitRejected(Exception):
@@ -115,9 +115,11 @@ def parse_array(spec: str) -> list[int]:
             raise ValueError(f"range {part} has step 0")
         if last > MAX_ARRAY_INDEX:
             raise ValueError(f"index {last} is beyond the largest allowed index {MAX_ARRAY_INDEX}")
-        if (last - first) // step + 1 + len(indices) > MAX_ARRAY_TASKS:
+        if (last - first) // step + 1 > MAX_ARRAY_TASKS:
             raise ValueError(f"an array holds at most {MAX_ARRAY_TASKS} tasks")
         indices.update(range(first, last + 1, step))
+        if len(indices) > MAX_ARRAY_TASKS:  # counted once where ranges overlap
+            raise ValueError(f"an array holds at most {MAX_ARRAY_TASKS} tasks")
     return sorted(indices)
 
 
