@@ -1,5 +1,7 @@
 from django.contrib.auth import views as auth_views
+from django.templatetags.static import static
 from django.urls import path
+from django.views.generic import RedirectView
 
 from frontend.views import jobs, nodes, overview, showback, teams, vendor, whatif
 
@@ -23,4 +25,7 @@ urlpatterns = [
     path("ui/nodes.json", nodes.nodes_json, name="nodes-json"),
     path("ui/what-if.json", whatif.what_if_json, name="what-if-json"),
     path("ui/vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js-versioned"),
+    # Pages that do not link our icon (the Django admin, the API's browsable views) make browsers
+    # ask for /favicon.ico.
+    path("favicon.ico", RedirectView.as_view(url=static("frontend/favicon.svg"), permanent=True)),
 ]

@@ -136,3 +136,11 @@ def test_job_filters_take_the_browsers_datetime_inputs(client_for, submit_as):
 def test_a_filter_that_does_not_parse_says_which(client_for):
     response = client_for("alice").get("/jobs/?submitted_after=yesterday")
     assert "submitted_after" in response.context["filter_errors"]
+
+
+def test_browsers_asking_for_favicon_ico_get_the_icon_not_a_404(demo):
+    """Pages without our <link rel=icon> (the Django admin, the API's browsable views) make
+    browsers ask for /favicon.ico: each used to log a 404."""
+    response = Client().get("/favicon.ico")
+    assert response.status_code == 301
+    assert response["Location"].endswith("/frontend/favicon.svg")
