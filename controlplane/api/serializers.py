@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -320,6 +321,24 @@ def plain_submit_request(data: Any, serializer_class: type[JobSubmitSerializer])
     return SubmitRequest(gpu_types=tuple(dict.fromkeys(gpu_types or ([gpu_type] if gpu_type else []))), **values)
 
 
+# The engine counts time in seconds, which in the control plane are Unix seconds; its sentences
+# say them as `t=1795989660`. Ten digits or more (from September 2001 on) is a wall time; fewer
+# is a simulator's offset from its origin, left as it is. The pages say them the same way.
+_ENGINE_TIME = re.compile(r"\bt=([0-9]{10,})(?:\.[0-9]+)?\b")
+
+
+def _utc(match: re.Match[str]) -> str:
+    try:
+        return datetime.fromtimestamp(int(match.group(1)), tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):
+        return match.group(0)
+
+
+def engine_times(text: str) -> str:
+    """The engine's sentence with each `t=<Unix seconds>` said as a UTC time."""
+    return _ENGINE_TIME.sub(_utc, text) if "t=" in text else text
+
+
 class JobSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="name", read_only=True)
     project = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
@@ -373,8 +392,8 @@ def job_payload(job: Job) -> dict[str, Any]:
         "state": job.state, "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),
         "finished_at": when(job.finished_at), "state_changed_at": when(job.state_changed_at),
         "exit_code": job.exit_code, "borrowed": job.borrowed, "pending_code": job.pending_code,
-        "pending_message": job.pending_message, "pending_resolvable": job.pending_resolvable,
-        "pending_would_start_if": job.pending_would_start_if, "queue_position": job.queue_position,
+        "pending_message": engine_times(job.pending_message), "pending_resolvable": job.pending_resolvable,
+        "pending_would_start_if": engine_times(job.pending_would_start_if), "queue_position": job.queue_position,
         "eta": when(job.eta), "steps": job.steps, "useful_tokens": job.useful_tokens,
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
         "lost_gpu_seconds": job.lost_gpu_seconds,
@@ -509,6 +528,10 @@ class EventSerializer(serializers.ModelSerializer):
     node = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     team = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
     data = serializers.DictField(read_only=True)
+    message = serializers.SerializerMethodField(help_text="What happened, in words (engine times said in UTC).")
+
+    def get_message(self, event: Event) -> str:
+        return engine_times(event.message)
 
     class Meta:
         model = Event

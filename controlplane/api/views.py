@@ -289,11 +289,11 @@ def explanation(job: Job) -> dict[str, Any]:
         "name": job.name,
         "state": job.state,
         "reason_code": job.pending_code if job.state in (JobState.PENDING, JobState.UNSCHEDULABLE) else "",
-        "reason": reason,
+        "reason": s.engine_times(reason),
         "resolvable": job.pending_resolvable if job.state == JobState.PENDING else job.state != JobState.UNSCHEDULABLE,
         "queue_position": job.queue_position if waiting else None,
         "eta": job.eta if waiting else None,
-        "would_start_if": job.pending_would_start_if if waiting else "",
+        "would_start_if": s.engine_times(job.pending_would_start_if) if waiting else "",
     }
 
 

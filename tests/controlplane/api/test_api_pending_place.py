@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import scheduler_core as engine
+from controlplane.api.serializers import engine_times
 from controlplane.choices import EventKind, JobState
 from controlplane.models import Event, Job, PendingPlace
 from controlplane.models.jobs import NUMBER_MARK, fill_numbers, split_numbers
@@ -66,13 +67,13 @@ def _assert_api_says_what_the_engine_said(client: Any, plan: engine.Plan) -> Non
             continue
         eta = datetime.fromtimestamp(e.eta, tz=UTC) if e.eta else None
         assert body["pending_code"] == e.reason
-        assert body["pending_message"] == e.message[:500]
-        assert body["pending_would_start_if"] == e.would_start_if[:300]
+        assert body["pending_message"] == engine_times(e.message[:500])
+        assert body["pending_would_start_if"] == engine_times(e.would_start_if[:300])
         assert body["queue_position"] == e.queue_position
         assert body["eta"] == (eta.isoformat().replace("+00:00", "Z") if eta else None)
         why = client.get(f"{J}/jobs/{e.job_id}/explain/").json()
         assert (why["reason_code"], why["reason"], why["queue_position"], why["would_start_if"]) == (
-            e.reason, e.message[:500], e.queue_position, e.would_start_if[:300])
+            e.reason, engine_times(e.message[:500]), e.queue_position, engine_times(e.would_start_if[:300]))
         listed = client.get(f"{J}/jobs/", {"name": body["name"]}).json()["results"]
         assert [row for row in listed if row["id"] == body["id"]] == [body]
 
