@@ -30,7 +30,7 @@ from controlplane.api.parsers import BoundedJSONParser
 from controlplane.api.permissions import IsAdmin, IsPerson, ReadOnlyUnlessAdmin, SubmitsJobs
 from controlplane.api.schema import QuartermasterAutoSchema
 from controlplane.api.throttling import LoginThrottle, PerUserThrottle
-from controlplane.choices import JobState
+from controlplane.choices import AllocationState, EventKind, JobState
 from controlplane.filtersets import (
     CohortFilterSet,
     EventFilterSet,
@@ -277,7 +277,9 @@ def explanation(job: Job) -> dict[str, Any]:
     waiting = job.state == JobState.PENDING
     if waiting:
         reason = job.pending_message or "Waiting for the next scheduling cycle."
-    elif job.state in (JobState.RUNNING, JobState.PREEMPTING):
+    elif job.state == JobState.PREEMPTING:
+        reason = _stopping(job)
+    elif job.state == JobState.RUNNING:
         reason = f"{job.get_state_display()} since {job.started_at:%Y-%m-%d %H:%M:%S} UTC." if job.started_at else job.get_state_display()
     elif job.state == JobState.UNSCHEDULABLE:
         reason = job.pending_message or "The fleet can never run this job as asked."
@@ -295,6 +297,26 @@ def explanation(job: Job) -> dict[str, Any]:
         "eta": job.eta if waiting else None,
         "would_start_if": s.engine_times(job.pending_would_start_if) if waiting else "",
     }
+
+
+_STOP_KINDS = (EventKind.JOB_PREEMPTING, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)
+
+
+def _stopping(job: Job) -> str:
+    """A job being stopped: since when, the notice that stopped it (preempted by whom and what
+    it loses, cancelled by whom, its runtime limit, a gang member's exit) and its deadline."""
+    since = f"Stopping since {job.state_changed_at:%Y-%m-%d %H:%M:%S} UTC"
+    allocation = job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation").first()
+    if allocation is None:
+        return since + "."
+    notice = (
+        Event.objects.filter(job=job, allocation=allocation, kind__in=_STOP_KINDS)
+        .order_by("-created_at", "-id").values_list("message", flat=True).first()
+    ) or allocation.release_reason
+    text = f"{since}: {notice.rstrip('.')}." if notice else f"{since}."
+    if allocation.release_deadline is not None:
+        text += f" Its processes must exit by {allocation.release_deadline:%Y-%m-%d %H:%M:%S} UTC."
+    return text
 
 
 class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
