@@ -433,13 +433,22 @@ def distribution_box(key: str, title: str, caption: str, y_title: str,
     if not usable:
         return _empty(key, title, caption, x_title, y_title, empty, category="x")
     colours = team_colours(s["team"] for s in usable)
-    data = [{
+    data: list[dict[str, Any]] = [{
         "type": "box", "name": s["team"], "x": [s["team"]],
         "q1": [s["q1"]], "median": [s["median"]], "q3": [s["q3"]],
         "lowerfence": [s["low"]], "upperfence": [s["high"]], "mean": [s["mean"]],
         "marker": {"color": colours[s["team"]]}, "boxmean": True,
-        "hovertemplate": f"{s['team']}: n={s['n']}<br>median %{{median}}<br>q1 %{{q1}} · q3 %{{q3}}<extra></extra>",
+        "hovertemplate": (f"{s['team']}: n={s['n']}<br>median %{{median}}<br>q1 %{{q1}} · q3 %{{q3}}"
+                          f"<br>mean {s['mean']:g}" + (f" · longest {s['max']:g}" if s.get("max") is not None else "")
+                          + "<extra></extra>"),
     } for s in usable]
+    # Outliers are not drawn (the browser gets quartiles, not values): the longest value beyond
+    # the whisker is, so a mean pulled above the whisker by it has a visible reason.
+    data += [{
+        "type": "scatter", "mode": "markers", "name": f"{s['team']} longest", "x": [s["team"]], "y": [s["max"]],
+        "marker": {"color": colours[s["team"]], "symbol": "circle-open", "size": 9}, "showlegend": False,
+        "hovertemplate": f"{s['team']}: longest {s['max']:g}<extra></extra>",
+    } for s in usable if s.get("max") is not None and s["max"] > s["high"]]
     layout = _layout(title, x_title, y_title, showlegend=False, xaxis={"type": "category"},
                      yaxis={"type": "log" if log_y else "linear"})
     if log_y:

@@ -47,14 +47,16 @@ def teams(request: HttpRequest) -> HttpResponse:
         figures.distribution_box(
             "waits", "Waits before starting", (
                 f"Per team, minutes from submission to start of the jobs that started in the {window.label}: box = "
-                "middle half, line = median, dashed = mean, whiskers = 1.5 × the box's height."
+                "middle half, line = median, dashed = mean, whiskers = 1.5 × the box's height, circle = the longest "
+                "wait when it lies beyond the whisker."
             ), "wait (minutes)", waits,
             f"No job started in the {window.label}. Each team's spread of waits appears here.",
         ),
         figures.distribution_box(
             "slowdown", "Bounded slowdown", (
                 f"Per team, (time from submission to end) ÷ (run time, at least 60 s) of the jobs that finished in "
-                f"the {window.label}, at least 1; 1 means no wait at all. Log scale."
+                f"the {window.label}, at least 1; 1 means no wait at all; circle = the largest when it lies beyond the "
+                "whisker. Log scale."
             ), "bounded slowdown (×, log scale)", slowdowns,
             f"No job finished in the {window.label}. Each team's spread of slowdowns appears here.", log_y=True,
         ),

@@ -107,6 +107,22 @@ def test_box_plot_carries_precomputed_quartiles_not_raw_values():
     assert "y" not in trace
 
 
+def test_box_plot_shows_the_longest_value_beyond_the_whisker_that_pulls_the_mean_up():
+    """Without outliers drawn, a mean above the upper whisker floats there with nothing to
+    explain it: the longest value is marked when it lies beyond the whisker, and the hover
+    says the mean and the longest."""
+    stats = [{"team": "vision", "n": 9, "q1": 0.0, "median": 0.1, "q3": 0.2, "low": 0.0, "high": 0.5, "mean": 0.75,
+              "max": 5.0},
+             {"team": "language", "n": 4, "q1": 1.0, "median": 2.0, "q3": 3.0, "low": 0.5, "high": 4.0, "mean": 2.2,
+              "max": 4.0}]
+    data = figures.distribution_box("waits", "t", "c", "wait (minutes)", stats, "none").figure["data"]
+    boxes = [t for t in data if t["type"] == "box"]
+    longest = [t for t in data if t["type"] == "scatter"]
+    assert [b["name"] for b in boxes] == ["vision", "language"]
+    assert [(t["x"], t["y"]) for t in longest] == [(["vision"], [5.0])]  # language's longest is its whisker
+    assert "mean 0.75" in boxes[0]["hovertemplate"] and "longest 5" in boxes[0]["hovertemplate"]
+
+
 def test_every_empty_chart_says_what_will_appear():
     empties = [
         figures.queue_depth([], []), figures.utilization_tiers([]), figures.stranded_gpus([]),
