@@ -7,7 +7,7 @@ static files (drf-spectacular-sidecar), never from a CDN.
 
 from __future__ import annotations
 
-from django.urls import include, path
+from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
@@ -71,4 +71,6 @@ urlpatterns = [
     path("schema/", SchemaView.as_view(), name="api-schema"),
     path("docs/", SwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", RedocView.as_view(url_name="api-schema"), name="api-redoc"),
+    # Last: any other path under /api/ answers in the API's error shape (see views.no_such_path).
+    re_path(r"^.*$", views.no_such_path),
 ]

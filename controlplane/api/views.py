@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import re
 import time
+import uuid
 from typing import Any
 
 from django.contrib.auth import authenticate
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
+from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
+from django.urls import Resolver404, resolve
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
 from rest_framework.authentication import SessionAuthentication
@@ -115,6 +118,32 @@ class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
     def perform_destroy(self, instance: Any) -> None:
         with transaction.atomic():
             instance.delete()
+
+
+# ------------------------------------------------------------------------- unknown paths
+
+
+def no_such_path(request: HttpRequest) -> HttpResponse:
+    """A path under /api/ that is no endpoint: a 404 in the API's error shape (not the pages'
+    HTML). A path that lacks only its trailing slash is redirected for GET and HEAD, as Django
+    does; any other method is refused and told the right path, since HTTP clients follow a
+    redirect of a POST as a GET: the submit would be lost behind a 200 and a page of jobs."""
+    path = request.path_info
+    if not path.endswith("/"):
+        slashed = path + "/"
+        try:
+            resolve(slashed)
+        except Resolver404:
+            pass
+        else:
+            if request.method in ("GET", "HEAD"):
+                query = request.META.get("QUERY_STRING", "")
+                return HttpResponsePermanentRedirect(slashed + (f"?{query}" if query else ""))
+            return JsonResponse({
+                "detail": f"No endpoint at {path}. The API's paths end with a trailing slash: "
+                          f"{request.method} {slashed}", "code": "not_found"}, status=404)
+    return JsonResponse({"detail": f"No endpoint at {path}; see /api/schema/ for the API's paths.",
+                         "code": "not_found"}, status=404)
 
 
 # ------------------------------------------------------------------------------------ auth
@@ -359,6 +388,10 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
         )
 
     def retrieve(self, request: Request, array_id: str | None = None) -> Response:
+        try:
+            uuid.UUID(str(array_id))
+        except ValueError:
+            raise NotFound("No such job array, or not yours to see.") from None
         return Response(self._summary(access.visible_jobs(request.user).filter(array_id=array_id)))
 
 
