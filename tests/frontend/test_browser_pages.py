@@ -366,6 +366,18 @@ def test_every_page_renders_each_chart_with_no_console_errors(session):
     finn.screenshot("showback-finance-by-project")
 
 
+def test_no_page_scrolls_sideways_on_a_tablet(session):
+    """At 768 px the wide tables scroll inside their panel; the page itself never does."""
+    fill_the_fleet()  # its accounting has caught up: the showback table has every column filled
+    finn = session("finn")
+    finn.page.set_viewport_size({"width": 768, "height": 1000})
+    for path in ("/", "/teams/", "/showback/?window=24h", "/showback/?window=24h&group_by=project", "/nodes/"):
+        finn.open(path)
+        width = finn.page.evaluate("document.documentElement.scrollWidth")
+        assert width <= 768, f"{path} is {width} px wide at 768 px"
+    finn.screenshot("showback-tablet")
+
+
 def test_login_page_screenshot(browser, live_server):
     seed_demo_fleet()
     s = Session(browser, live_server.url)
