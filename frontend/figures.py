@@ -599,9 +599,11 @@ def what_if_bars(key: str, title: str, caption: str, y_title: str, metrics: Sequ
     data = []
     for i, (name, result) in enumerate(runs):
         ys = [_number(result.get(m), scale) for m, _ in metrics]
-        data.append({"type": "bar", "name": name, "x": [label for _, label in metrics], "y": ys,
+        # The legend (which does not wrap) names the run; the hover, like the table, the whole policy.
+        data.append({"type": "bar", "name": name.split(" (", 1)[0], "x": [label for _, label in metrics], "y": ys,
                      "marker": {"color": colours[i % 2]}, "text": [None if y is None else f"{y}{suffix}" for y in ys],
-                     "textposition": "outside"})
+                     "textposition": "outside",
+                     "hovertemplate": f"{name}<br>%{{x}}: %{{text}}<extra></extra>"})
     layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"})
     return Chart(key, title, caption, _figure(data, layout))
 
