@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import Sum
@@ -23,7 +24,7 @@ from controlplane.models import (
     SchedulerLease,
     Team,
 )
-from controlplane.services import quotas
+from controlplane.services import nodes, quotas
 
 
 class MembershipInline(admin.TabularInline):
@@ -143,8 +144,18 @@ class PriceRateAdmin(admin.ModelAdmin):
     list_filter = ("gpu_type", "capacity_tier")
 
 
+class NodeForm(forms.ModelForm):
+    def clean_gpu_count(self) -> int:
+        gpu_count: int = self.cleaned_data["gpu_count"]
+        refusal = nodes.gpu_count_refusal(self.instance, gpu_count) if gpu_count is not None else None
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return gpu_count
+
+
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
+    form = NodeForm
     list_display = ("name", "pool", "gpu_type", "gpu_count", "leaf_switch", "spine", "state", "last_heartbeat_at")
     list_filter = ("pool", "state", "gpu_type", "leaf_switch")
     search_fields = ("name",)

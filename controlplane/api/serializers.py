@@ -26,6 +26,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.services import nodes
 from controlplane.services.jobs import SubmitRequest
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
@@ -522,6 +523,13 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
         set_elsewhere = {"state": "use the node's cordon, drain and uncordon actions; "
                                   "the control loop sets down, suspect and quarantined"}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if self.instance is not None and "gpu_count" in attrs:
+            refusal = nodes.gpu_count_refusal(self.instance, attrs["gpu_count"])
+            if refusal:
+                raise serializers.ValidationError({"gpu_count": refusal})
+        return super().validate(attrs)
 
 
 class EventSerializer(serializers.ModelSerializer):

@@ -19,8 +19,22 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from controlplane.choices import EventKind, NodeState
-from controlplane.models import Node
+from controlplane.models import AllocationGpu, Node
 from controlplane.services.transitions import record_event
+
+
+def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
+    """Why `node` may not have `gpu_count` GPUs now, or None: live allocations hold GPUs whose
+    index would be beyond it (the engine refuses such a fleet, so every cycle would fail). The
+    API and the admin UI ask this before shrinking a node; an agent's re-registration makes
+    the same check (services/agent_protocol.py)."""
+    if node.pk is None:
+        return None
+    beyond = AllocationGpu.objects.filter(node_id=node.pk, live=True, gpu_index__gte=gpu_count).count()
+    if not beyond:
+        return None
+    return (f"{beyond} GPU(s) with index ≥ {gpu_count} are held by live allocations; "
+            "drain the node before shrinking its inventory")
 
 
 class NodeActionRefused(Exception):
