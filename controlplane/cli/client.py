@@ -15,6 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import requests
 
@@ -76,9 +77,9 @@ class Api:
     @classmethod
     def from_environment(cls, url: str | None = None) -> Api:
         config = load_config()
-        base = url or os.environ.get("QM_URL") or config.get("url") or DEFAULT_URL
+        base = server_url(url or os.environ.get("QM_URL") or config.get("url") or DEFAULT_URL)
         token = os.environ.get("QM_TOKEN") or (config.get("token") if config.get("url", base) == base else None)
-        return cls(base.rstrip("/"), token)
+        return cls(base, token)
 
     def request(self, method: str, path: str, *, body: Any = None, params: Any = None,
                 headers: dict[str, str] | None = None, retry: bool = False, raw: bool = False) -> Any:
@@ -104,6 +105,8 @@ class Api:
                 if attempt < attempts:
                     continue
                 raise CliError(f"{self.url} did not answer within {TIMEOUT_S} s", exit_code=2) from exc
+            except requests.RequestException as exc:  # a URL requests cannot use, too many redirects…
+                raise CliError(f"cannot reach {self.url}: {_first_line(exc)}", exit_code=2) from exc
             if response.status_code in RETRY_STATUSES and attempt < attempts:
                 time.sleep(0.5 * attempt)
                 continue
@@ -115,7 +118,8 @@ class Api:
             try:
                 data = response.json()
             except ValueError:
-                data = {"detail": _csv_error(response) or response.text.strip()[:300] or response.reason}
+                data = {"detail": _csv_error(response) or _not_the_api(response)
+                        or response.text.strip()[:300] or response.reason}
             detail = str(data.get("detail") or response.reason) if isinstance(data, dict) else str(data)
             if response.status_code == 401:
                 detail += " Run `qm login` first." if not self.token else " Your token was refused: run `qm login` again."
@@ -128,6 +132,37 @@ class Api:
         if response.status_code == 204 or not response.content:
             return None
         return response.json()
+
+
+def server_url(text: str) -> str:
+    """The server's base URL as given (`--url`, $QM_URL, the config), checked: http or https
+    with a host (a port in range), without a trailing slash or the API's own `/api/v1`."""
+    base = text.strip().rstrip("/")
+    for suffix in ("/api/v1", "/api"):
+        if base.endswith(suffix):
+            base = base[: -len(suffix)]
+    parts = urlsplit(base)
+    problem = None
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        problem = "give it as http://host:port or https://host"
+    else:
+        try:
+            parts.port  # noqa: B018 (raises on a port out of range or not a number)
+        except ValueError:
+            problem = "its port is not a number from 1 to 65535"
+        if " " in parts.netloc:
+            problem = "its host name contains a space"
+    if problem:
+        raise CliError(f"'{text}' is not a server URL: {problem} (see --url or $QM_URL)", exit_code=2)
+    return base
+
+
+def _not_the_api(response: requests.Response) -> str | None:
+    """An HTML page where the API should answer: the URL points somewhere else."""
+    if "html" not in response.headers.get("Content-Type", ""):
+        return None
+    return (f"{response.status_code} {response.reason} from {response.url}: an HTML page, not the Quartermaster API; "
+            "check --url (the server's address, such as http://localhost:8000)")
 
 
 def _csv_error(response: requests.Response) -> str | None:

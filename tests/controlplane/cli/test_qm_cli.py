@@ -210,3 +210,26 @@ def test_login_takes_the_server_as_the_readme_spells_it(qm, fleet, live_server) 
 
     assert r.code == 0, r.err
     assert f"Logged in to {live_server.url} as alice" in r.out
+
+
+@pytest.mark.parametrize("url", ["localhost:8101", "ftp://example.org", "http://localhost:99999", "http://exa mple"])
+def test_a_malformed_server_url_is_a_sentence_not_a_traceback(qm, fleet, url) -> None:
+    # Found by hand: `qm login --url localhost:8101` printed a requests traceback.
+    r = qm("login", "--url", url, "-u", "alice", "--password-stdin", stdin="alice\n")
+
+    assert r.code == 2 and "Traceback" not in r.err, r.err
+    assert r.err.startswith("error: ") and "http://" in r.err
+
+
+def test_a_server_url_with_the_api_prefix_still_works(qm, fleet, live_server) -> None:
+    r = qm("login", "--url", f"{live_server.url}/api/v1/", "-u", "alice", "--password-stdin", stdin="alice\n")
+
+    assert r.code == 0, r.err
+    assert qm("whoami", "--json").json()["username"] == "alice"
+
+
+def test_a_url_that_is_not_the_api_says_so_instead_of_printing_html(qm, fleet, live_server) -> None:
+    r = qm("login", "--url", f"{live_server.url}/elsewhere", "-u", "alice", "--password-stdin", stdin="alice\n")
+
+    assert r.code == 1 and "<html" not in r.err.lower() and "Traceback" not in r.err
+    assert "not the Quartermaster API" in r.err
