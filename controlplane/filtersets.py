@@ -87,8 +87,9 @@ class StrictBooleanField(forms.NullBooleanField):
         try:
             return self._VALUES[str(value).strip().lower()]
         except KeyError:
+            # The value goes in as a parameter: django-filter %-formats the message.
             raise forms.ValidationError(
-                f"'{str(value)[:40]}' is not true or false.", code="invalid"
+                "'%(value)s' is not true or false.", code="invalid", params={"value": str(value)[:40]}
             ) from None
 
     def validate(self, value: Any) -> None:

@@ -54,7 +54,7 @@ def test_an_event_filter_on_a_job_id_still_filters(fleet, admin) -> None:
 @pytest.mark.parametrize(("path", "name"), [
     ("priority-classes/", "preemptible"), ("nodes/", "simulated"),
 ])
-@pytest.mark.parametrize("value", ["maybe", "2", "yes please"])
+@pytest.mark.parametrize("value", ["maybe", "2", "yes please", "%", "%s%d"])
 def test_a_yes_no_filter_with_another_value_is_a_400(fleet, admin, path, name, value) -> None:
     r = admin.get(f"{J}/{path}", {name: value})
 
