@@ -352,14 +352,22 @@ def cmd_node_action(api: Api, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ parser
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _common_options(defaults: bool) -> argparse.ArgumentParser:
+    """--url and --json, taken before or after the command. The commands' copies have no
+    defaults of their own (SUPPRESS), else they would overwrite what was given before the
+    command (`qm --json whoami` printed a table, `qm --url … list` asked another server)."""
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--url", "--server", dest="url",
+    common.add_argument("--url", "--server", dest="url", default=None if defaults else argparse.SUPPRESS,
                         help="server URL (default: $QM_URL, else the one you logged in to)")
-    common.add_argument("--json", action="store_true", help="print the API's JSON instead of a table")
+    common.add_argument("--json", action="store_true", default=False if defaults else argparse.SUPPRESS,
+                        help="print the API's JSON instead of a table")
+    return common
 
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common_options(defaults=False)
     parser = argparse.ArgumentParser(prog="qm", description="Quartermaster: GPU jobs from the command line.",
-                                     parents=[common])
+                                     parents=[_common_options(defaults=True)])
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     p = sub.add_parser("login", parents=[common], help="get a token and store it")
@@ -449,6 +457,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return error.exit_code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        # The reader stopped early (`qm list | head`): nothing left to say. Point stdout at
+        # /dev/null so the interpreter's last flush at exit does not fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import shutil
 import stat
+import subprocess
 import sys
 from pathlib import Path
 
@@ -15,6 +17,7 @@ from django.utils import timezone
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Job, Node
 from tests.controlplane import factories as f
+from tests.controlplane.cli.conftest import REPO
 
 pytestmark = pytest.mark.slow
 
@@ -233,3 +236,31 @@ def test_a_url_that_is_not_the_api_says_so_instead_of_printing_html(qm, fleet, l
 
     assert r.code == 1 and "<html" not in r.err.lower() and "Traceback" not in r.err
     assert "not the Quartermaster API" in r.err
+
+
+def test_options_before_the_command_are_not_dropped(alice_qm) -> None:
+    # Found by hand: `qm --url http://localhost:1 whoami` asked the logged-in server, and
+    # `qm --json whoami` printed a table: the command's own defaults overwrote them.
+    who = alice_qm("--json", "whoami")
+    assert who.code == 0 and who.json()["username"] == "alice"
+
+    r = alice_qm("--url", "http://127.0.0.1:9", "whoami")
+    assert r.code == 2 and "cannot reach http://127.0.0.1:9" in r.err
+
+    after = alice_qm("whoami", "--json")  # given after the command, as before
+    assert after.code == 0 and after.json()["username"] == "alice"
+
+
+def test_output_piped_into_a_reader_that_stops_early_is_no_traceback(alice_qm, fleet, tmp_path, live_server) -> None:
+    # Found by hand: `qm whoami | head -3` ended in a BrokenPipeError traceback.
+    # More than a pipe holds (64 KiB), so the reader is gone while qm still writes.
+    for i in range(500):
+        f.make_job(fleet.ml, name=f"{i:04d}-" + "x" * 120)
+    env = {**os.environ, "HOME": str(tmp_path), "XDG_CONFIG_HOME": str(tmp_path / "config"),
+           "QM_URL": live_server.url, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        f"{shlex.quote(sys.executable)} -m controlplane.cli.main list --all --limit 1000 | head -n 2",
+        shell=True, capture_output=True, text=True, env=env, cwd=REPO, timeout=60,
+    )
+
+    assert len(done.stdout.splitlines()) == 2 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
