@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import re
 from datetime import datetime, timedelta
-from datetime import timezone as dt_timezone
 from typing import Any
 
 from django import template
@@ -89,17 +87,13 @@ def utc(at: datetime | None) -> str:
     return timezone.localtime(at, timezone.get_fixed_timezone(0)).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
-#: The engine's times, `t=<seconds>`: Unix seconds in the control plane. Counts below 10⁹ (before
-#: 2001) are a simulator's offsets from its origin, not wall times, and stay as they are.
-_ENGINE_TIME = re.compile(r"\bt=(\d{10,})(?:\.\d+)?\b")
-
-
 @register.filter
 def engine_times(text: str | None) -> str:
-    """The engine's sentence with each `t=<Unix seconds>` said as a UTC time."""
-    if not text:
-        return text or ""
-    return _ENGINE_TIME.sub(lambda m: utc(datetime.fromtimestamp(int(m.group(1)), tz=dt_timezone.utc)), text)
+    """The engine's sentence with each `t=<Unix seconds>` said as a UTC time: the API's rule
+    (`controlplane.api.serializers.engine_times`), so pages and API say the same words."""
+    from controlplane.api.serializers import engine_times as say_engine_times
+
+    return say_engine_times(text or "")
 
 
 @register.filter

@@ -28,6 +28,8 @@ def test_engine_times_become_utc_and_small_counts_stay():
     # A simulator's offsets from its origin are not wall times: left as they are.
     assert engine_times("Estimated start t=3600 from runtime limits.") == "Estimated start t=3600 from runtime limits."
     assert engine_times("") == ""
+    # A count no date can hold stays as it is rather than failing the page.
+    assert engine_times("by t=99999999999999999999.") == "by t=99999999999999999999."
     assert datetime.fromtimestamp(1795989660, timezone.utc).strftime("%H:%M:%S") == "22:01:00"
 
 
