@@ -162,8 +162,25 @@ class NodeAdmin(admin.ModelAdmin):
     exclude = ("agent_token_hash",)
 
 
+class ShownNotEdited(admin.ModelAdmin):
+    """Records whose changes go through the services (submit, cancel, the control loop, the
+    agents), which keep lease fencing and the audit trail: the admin shows them, nothing more.
+    Editing a job's state here halted every scheduling cycle; deleting a running job would free
+    GPUs its processes still use; an edited event or lease epoch would falsify the audit trail
+    or the fencing."""
+
+    def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+
 @admin.register(Job)
-class JobAdmin(admin.ModelAdmin):
+class JobAdmin(ShownNotEdited):
     list_display = ("id", "name", "team", "priority_class", "gpus", "state", "pending_code", "submitted_at")
     list_filter = ("state", "team", "priority_class", "workload")
     search_fields = ("name",)
@@ -175,9 +192,18 @@ class AllocationGpuInline(admin.TabularInline):
     extra = 0
     readonly_fields = ("node", "gpu_index", "live")
 
+    def has_add_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
 
 @admin.register(Allocation)
-class AllocationAdmin(admin.ModelAdmin):
+class AllocationAdmin(ShownNotEdited):
     list_display = ("generation", "job", "epoch", "state", "borrowed", "created_at", "released_at")
     list_filter = ("state", "borrowed")
     raw_id_fields = ("job",)
@@ -185,12 +211,12 @@ class AllocationAdmin(admin.ModelAdmin):
 
 
 @admin.register(Event)
-class EventAdmin(admin.ModelAdmin):
+class EventAdmin(ShownNotEdited):
     list_display = ("created_at", "kind", "actor", "reason", "message")
     list_filter = ("kind",)
     raw_id_fields = ("job", "allocation", "node", "team")
 
 
 @admin.register(SchedulerLease)
-class SchedulerLeaseAdmin(admin.ModelAdmin):
+class SchedulerLeaseAdmin(ShownNotEdited):
     list_display = ("name", "holder", "epoch", "expires_at", "last_cycle_at", "last_cycle_ms")
