@@ -301,6 +301,18 @@ class Simulator:
     def _needs_whole_nodes(self, job: TraceJob) -> bool:
         return job.gpus >= self.node_size_by_type.get(job.gpu_type, self.node_size)
 
+    def _check_whole_nodes(self, where: str, job: TraceJob, partial: Sequence[str]) -> None:
+        """A job of at least one node's GPUs takes whole nodes; when its GPUs are not a multiple
+        of the node size, the remainder goes on one more node (12 GPUs on 8-GPU nodes: 8 + 4),
+        as the engine splits it (``gang.demand_for``)."""
+        size = self.node_size_by_type.get(job.gpu_type, self.node_size)
+        remainder = job.gpus % size
+        if len(partial) > (1 if remainder else 0):
+            shape = f"{job.gpus // size} whole node(s)" + (f" and {remainder} GPUs on one more" if remainder else "")
+            raise SimulationError(
+                f"{where}: needs whole nodes ({job.gpus} GPUs: {shape}), got {', '.join(partial)}"
+            )
+
     def _spec(self, job: TraceJob, preemptions_in_window: int = 0) -> JobSpec:
         name = self.class_by_value[job.priority] if self.class_by_value is not None else None
         return job_spec(job, preemptions_in_window=preemptions_in_window, priority_class=name)
@@ -449,6 +461,7 @@ class Simulator:
         if not placements:
             raise SimulationError(f"{where}: placed on no GPUs")
         seen_nodes: set[str] = set()
+        partial: list[str] = []
         total = 0
         rigid = job.trace.min_gpus is None and job.trace.max_gpus is None
         for placement in placements:
@@ -470,11 +483,11 @@ class Simulator:
                     raise SimulationError(f"{where}: GPU {node.name}/{index} is held by {owner}")
             if job.trace.gpu_type and node.gpu_type != job.trace.gpu_type:
                 raise SimulationError(f"{where}: needs {job.trace.gpu_type}, placed on {node.gpu_type} node {node.name}")
-            if rigid and self._needs_whole_nodes(job.trace) and len(indices) != node.gpus:
-                raise SimulationError(
-                    f"{where}: needs whole nodes ({job.trace.gpus} GPUs), got {len(indices)} of {node.gpus} on {node.name}"
-                )
+            if len(indices) != node.gpus:
+                partial.append(f"{len(indices)} of {node.gpus} on {node.name}")
             total += len(indices)
+        if rigid and self._needs_whole_nodes(job.trace):
+            self._check_whole_nodes(where, job.trace, partial)
         if rigid and not self._needs_whole_nodes(job.trace) and len(placements) != 1:
             raise SimulationError(f"{where}: a {job.trace.gpus}-GPU job must sit on one node, got {len(placements)}")
         low = job.trace.min_gpus if job.trace.min_gpus is not None else job.trace.gpus

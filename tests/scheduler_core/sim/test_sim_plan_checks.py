@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import pytest
 
-from scheduler_core.sim import FleetShape, SimulationError, Simulator, TraceJob
+from scheduler_core.sim import FleetShape, SimulationError, Simulator, TraceJob, simulate
 from scheduler_core.types import Bind, FleetFigures, GpuPlacement, Plan, Resize, SchedulerConfig, Snapshot
 
 HOUR = 3600.0
@@ -41,17 +41,33 @@ def first_cycle_only(binds: tuple[Bind, ...]) -> Callable[[Snapshot], Plan]:
         ((Bind("a", (on("n0000", 0),)),), "got 1 GPUs, needs between 2 and 2"),
         ((Bind("a", (on("n0000", 0), on("n0001", 0))),), "must sit on one node"),
         ((Bind("w", (on("n0000", *range(8)), on("n0001", 0, 1, 2, 3))),), "needs whole nodes"),
+        ((Bind("t", (on("n0000", 0, 1, 2, 3, 4, 5), on("n0001", 0, 1, 2, 3, 4, 5))),), "needs whole nodes \\(12 GPUs: 1 whole"),
         ((Bind("a", (on("n0009", 0, 1),)),), "unknown node"),
         ((Bind("a", (on("n0000", 7, 8),)),), "GPU 8 does not exist"),
         ((Bind("ghost", (on("n0000", 0, 1),)),), "ghost, which is unknown, not pending"),
     ],
     ids=["gpu-held-twice", "partial-gang", "small-job-split", "whole-node-job-on-part-of-a-node",
-         "unknown-node", "gpu-out-of-range", "unknown-job"],
+         "twelve-gpu-job-split-six-and-six", "unknown-node", "gpu-out-of-range", "unknown-job"],
 )
 def test_plan_that_cannot_take_effect_is_refused(binds: tuple[Bind, ...], message: str) -> None:
-    trace = [TraceJob("a", 0, 2, HOUR, None, "u"), TraceJob("b", 0, 2, HOUR, None, "u"), TraceJob("w", 0, 16, HOUR, None, "u")]
+    trace = [TraceJob("a", 0, 2, HOUR, None, "u"), TraceJob("b", 0, 2, HOUR, None, "u"), TraceJob("w", 0, 16, HOUR, None, "u"),
+             TraceJob("t", 0, 12, HOUR, None, "u")]
     with pytest.raises(SimulationError, match=message):
         run(trace, first_cycle_only(binds))
+
+
+def test_job_of_more_than_a_node_not_a_multiple_takes_whole_nodes_and_its_remainder_on_one_more() -> None:
+    # 12 GPUs on 8-GPU nodes: the engine's split (gang.demand_for) is a whole node and 4 more
+    binds = (Bind("t", (on("n0000", *range(8)), on("n0001", 0, 1, 2, 3))),)
+    sim = Simulator([TraceJob("t", 0, 12, HOUR, None, "u")], TWO_NODES,
+                    lambda snapshot, config: first_cycle_only(binds)(snapshot), SchedulerConfig(), horizon_s=4 * HOUR)
+    assert sim.run().as_dict()["jobs_done"] == 1
+
+
+def test_engine_replays_a_twelve_gpu_job_as_the_live_scheduler_places_it() -> None:
+    result = simulate([TraceJob("t", 0, 12, 600, HOUR, "u", team="t")], FleetShape(nodes=4, gpus_per_node=8),
+                      horizon_s=2 * HOUR)
+    assert result.as_dict()["jobs_done"] == 1
 
 
 def test_stale_generation_is_refused() -> None:
