@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
@@ -153,13 +155,33 @@ class NodeForm(forms.ModelForm):
         return gpu_count
 
 
+def _node_action(verb: Any, label: str) -> Any:
+    def act(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Any) -> None:
+        for node in queryset:
+            try:
+                verb(node, request.user)
+            except nodes.NodeActionRefused as exc:
+                modeladmin.message_user(request, str(exc), level=messages.ERROR)
+    act.__name__ = verb.__name__
+    return admin.action(description=label)(act)
+
+
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
+    """A node's state moves by the cordon, drain and uncordon actions (services/nodes.py: a
+    compare-and-set with a node.state event) and by the control loop; it is not edited here."""
+
     form = NodeForm
     list_display = ("name", "pool", "gpu_type", "gpu_count", "leaf_switch", "spine", "state", "last_heartbeat_at")
     list_filter = ("pool", "state", "gpu_type", "leaf_switch")
     search_fields = ("name",)
     exclude = ("agent_token_hash",)
+    readonly_fields = ("state", "agent_lease_expires_at", "last_heartbeat_at")
+    actions = [
+        _node_action(nodes.cordon, "Cordon: take no new work"),
+        _node_action(nodes.drain, "Drain: take no new work, let running jobs finish"),
+        _node_action(nodes.uncordon, "Uncordon: take work again"),
+    ]
 
 
 class ShownNotEdited(admin.ModelAdmin):

@@ -73,3 +73,24 @@ def test_allocations_events_and_the_lease_are_read_only(fleet, browser, model) -
     assert type(obj).objects.filter(pk=obj.pk).exists()
     page = browser.get(f"/admin/controlplane/{model}/{obj.pk}/change/").content.decode()
     assert 'name="_save"' not in page
+
+
+def test_a_nodes_state_moves_by_the_admins_actions_with_their_events_not_by_editing(fleet, browser) -> None:
+    from controlplane.models import Node
+
+    node = fleet.nodes[2]
+    page = browser.get(f"/admin/controlplane/node/{node.pk}/change/")
+    form = page.context["adminform"].form
+    assert "state" not in form.fields  # shown, not editable
+    data = {name: ("" if form[name].value() is None else form[name].value()) for name in form.fields}
+    data = {k: v for k, v in data.items() if v is not False}
+    r = browser.post(f"/admin/controlplane/node/{node.pk}/change/", {**data, "state": "down"})
+    assert r.status_code == 302 and Node.objects.get(pk=node.pk).state == "ready"
+
+    r = browser.post("/admin/controlplane/node/", {"action": "cordon", "_selected_action": [node.pk]})
+
+    assert r.status_code == 302 and Node.objects.get(pk=node.pk).state == "cordoned"
+    event = Event.objects.get(kind=EventKind.NODE_STATE, node=node)
+    assert event.actor == "user:boss" and event.data["to"] == "cordoned"
+    browser.post("/admin/controlplane/node/", {"action": "uncordon", "_selected_action": [node.pk]})
+    assert Node.objects.get(pk=node.pk).state == "ready"
