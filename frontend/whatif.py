@@ -241,7 +241,7 @@ def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
         .values_list(
             "id", "submitted_at", "started_at", "finished_at", "state", "gpus", "runtime_limit_s",
             "submitter__username", "team__name", "priority_class__value", "gpu_types",
-            "checkpoint_interval_s", "min_gpus", "max_gpus",
+            "checkpoint_interval_s", "min_gpus", "max_gpus", "gpus_per_node",
         )[: MAX_TRACE_JOBS + 1]
     )
 
@@ -249,7 +249,7 @@ def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
 def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJob]:
     jobs = []
     for (pk, submitted, started, finished, state, gpus, limit, user, team, priority, gpu_types, checkpoint,
-         min_gpus, max_gpus) in rows:
+         min_gpus, max_gpus, gpus_per_node) in rows:
         if state in FINISHED_JOB_STATES and started is not None and finished is not None:
             duration = max(1.0, (finished - started).total_seconds())
         else:
@@ -267,6 +267,7 @@ def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJ
             checkpoint_interval_s=float(checkpoint) if checkpoint else None,
             min_gpus=min_gpus,
             max_gpus=max_gpus,
+            gpus_per_node=gpus_per_node,
         ))
     return jobs
 

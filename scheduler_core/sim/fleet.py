@@ -200,8 +200,8 @@ def job_spec(job: TraceJob, *, preemptions_in_window: int = 0, priority_class: s
     """What the engine may know of a trace job: everything but its true duration.
 
     ``priority_class``: the class's name when the caller gave the classes (default ``p<value>``).
-    ``gpus_per_node`` is left to the engine, which puts jobs of at least one node's GPUs on
-    whole nodes and smaller jobs on one node."""
+    Without ``gpus_per_node`` the engine puts jobs of at least one node's GPUs on whole nodes
+    and smaller jobs on one node."""
     return JobSpec(
         id=job.job_id,
         team=team_of(job),
@@ -213,6 +213,7 @@ def job_spec(job: TraceJob, *, preemptions_in_window: int = 0, priority_class: s
         max_gpus=job.max_gpus,
         runtime_limit_s=job.runtime_limit_s,
         checkpoint_interval_s=job.checkpoint_interval_s,
+        gpus_per_node=job.gpus_per_node,
         preemptions_in_window=preemptions_in_window,
         user=job.user,
     )

@@ -299,7 +299,7 @@ class Simulator:
             self.pending_whole_node -= 1
 
     def _needs_whole_nodes(self, job: TraceJob) -> bool:
-        return job.gpus >= self.node_size_by_type.get(job.gpu_type, self.node_size)
+        return job.gpus_per_node is None and job.gpus >= self.node_size_by_type.get(job.gpu_type, self.node_size)
 
     def _check_whole_nodes(self, where: str, job: TraceJob, partial: Sequence[str]) -> None:
         """A job of at least one node's GPUs takes whole nodes; when its GPUs are not a multiple
@@ -488,7 +488,8 @@ class Simulator:
             total += len(indices)
         if rigid and self._needs_whole_nodes(job.trace):
             self._check_whole_nodes(where, job.trace, partial)
-        if rigid and not self._needs_whole_nodes(job.trace) and len(placements) != 1:
+        if rigid and job.trace.gpus_per_node is None and not self._needs_whole_nodes(job.trace) \
+                and len(placements) != 1:
             raise SimulationError(f"{where}: a {job.trace.gpus}-GPU job must sit on one node, got {len(placements)}")
         low = job.trace.min_gpus if job.trace.min_gpus is not None else job.trace.gpus
         high = job.trace.max_gpus if job.trace.max_gpus is not None else job.trace.gpus

@@ -1,7 +1,7 @@
 """Job traces for the simulator: CSV in, validated :class:`TraceJob` records out.
 
 Columns (header required, order free): ``job_id,submit_s,gpus,duration_s,runtime_limit_s,user``
-and optionally ``team,priority,gpu_type,checkpoint_interval_s,min_gpus,max_gpus``.
+and optionally ``team,priority,gpu_type,checkpoint_interval_s,min_gpus,max_gpus,gpus_per_node``.
 
 ``duration_s`` is the job's true run time. Only the simulator reads it, to end the job; the
 engine is given ``runtime_limit_s`` (what a user declares) and never the true duration.
@@ -27,6 +27,7 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "checkpoint_interval_s",
     "min_gpus",
     "max_gpus",
+    "gpus_per_node",
 )
 
 
@@ -65,6 +66,9 @@ class TraceJob:
     checkpoint_interval_s: float | None = None
     min_gpus: int | None = None
     max_gpus: int | None = None
+    #: The job's own layout (members of this many GPUs), as a live job may ask; without it the
+    #: engine puts a job of at least one node's GPUs on whole nodes and a smaller one on one node.
+    gpus_per_node: int | None = None
 
     @property
     def gpu_seconds(self) -> float:
@@ -143,6 +147,9 @@ def _parse_row(row: _Row) -> TraceJob:
     if max_gpus is not None and max_gpus < gpus:
         raise row.fail("max_gpus", f"expected at least gpus ({gpus}), got {max_gpus}")
     priority = row.integer("priority", minimum=None, optional=True)
+    gpus_per_node = row.integer("gpus_per_node", minimum=1, optional=True)
+    if gpus_per_node is not None and gpus_per_node > gpus:
+        raise row.fail("gpus_per_node", f"expected at most gpus ({gpus}), got {gpus_per_node}")
     return TraceJob(
         job_id=job_id,
         submit_s=_required_float(row, "submit_s", positive=False),
@@ -156,6 +163,7 @@ def _parse_row(row: _Row) -> TraceJob:
         checkpoint_interval_s=row.number("checkpoint_interval_s", positive=True, optional=True),
         min_gpus=min_gpus,
         max_gpus=max_gpus,
+        gpus_per_node=gpus_per_node,
     )
 
 

@@ -108,6 +108,22 @@ def test_trace_runs_finished_jobs_for_their_last_run_and_the_rest_to_their_limit
     assert trace[str(waiting.pk)].priority == 500 and trace[str(waiting.pk)].team == "language"
 
 
+def test_jobs_of_a_node_and_a_half_and_with_their_own_layout_replay_as_they_were_asked(demo, submit_as):
+    # 12 GPUs on 8-GPU nodes is a whole node and 4 more; 16 GPUs in members of 4 may share nodes.
+    # Either made every replay of its window fail before the simulator knew these shapes.
+    odd = submit_as("alice", name="node-and-a-half", gpus=12, gpu_types=("H100-80GB",), runtime_limit_s=3600)
+    laid_out = submit_as("alice", name="fours", gpus=16, gpus_per_node=4, gpu_types=("H100-80GB",),
+                         runtime_limit_s=3600)
+    now = timezone.now()
+    Job.objects.filter(pk__in=[odd.pk, laid_out.pk]).update(submitted_at=now - timedelta(hours=6))
+    since = now - timedelta(days=1)
+    trace = {t.job_id: t for t in whatif.build_trace(whatif.trace_rows(since, now), since)}
+    assert trace[str(laid_out.pk)].gpus_per_node == 4 and trace[str(odd.pk)].gpus_per_node is None
+    replay = run_replay(whatif.prepare(1, whatif.Policy("pack", True, True), now=now).work)
+    for _, run in replay.runs:
+        assert run["jobs_total"] == 2 and run["jobs_done"] == 2
+
+
 def test_nothing_to_replay_is_refused_with_a_reason(demo):
     with pytest.raises(whatif.ReplayRefused, match="No job was submitted in the last 3 days"):
         whatif.prepare(3, whatif.Policy("spread", True, True))

@@ -4,6 +4,7 @@ These use hand-written plans, not the engine: they test the simulator's own book
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 
 import pytest
@@ -68,6 +69,27 @@ def test_engine_replays_a_twelve_gpu_job_as_the_live_scheduler_places_it() -> No
     result = simulate([TraceJob("t", 0, 12, 600, HOUR, "u", team="t")], FleetShape(nodes=4, gpus_per_node=8),
                       horizon_s=2 * HOUR)
     assert result.as_dict()["jobs_done"] == 1
+
+
+def test_job_with_its_own_layout_may_share_nodes_in_members_of_that_size() -> None:
+    # 12 GPUs in members of 4 (gpus_per_node): one member on a half-used node is a valid bind
+    trace = [TraceJob("s", 0, 4, HOUR, None, "u"), TraceJob("g", 0, 12, HOUR, None, "u", gpus_per_node=4)]
+    binds = (Bind("s", (on("n0000", 0, 1, 2, 3),)),
+             Bind("g", (on("n0000", 4, 5, 6, 7), on("n0001", *range(8)))))
+    sim = Simulator(trace, TWO_NODES, lambda snapshot, config: first_cycle_only(binds)(snapshot),
+                    SchedulerConfig(), horizon_s=4 * HOUR)
+    assert sim.run().as_dict()["jobs_done"] == 2
+
+
+def test_engine_replays_a_laid_out_gang_on_partly_used_nodes() -> None:
+    # two 6-GPU jobs leave 2 GPUs free on each node; 4 GPUs in members of 2 start at once,
+    # where a 4-GPU job without a layout would wait 2 h for one node to have 4 free
+    laid_out = [TraceJob("s1", 0, 6, 2 * HOUR, 3 * HOUR, "u", team="t"), TraceJob("s2", 0, 6, 2 * HOUR, 3 * HOUR, "u", team="t"),
+                TraceJob("g", 60, 4, 600, HOUR, "u", team="t", gpus_per_node=2)]
+    got = simulate(laid_out, TWO_NODES, horizon_s=4 * HOUR).as_dict()
+    assert got["jobs_done"] == 3 and got["wait_max_min"] == 0
+    plain = [*laid_out[:2], dataclasses.replace(laid_out[2], gpus_per_node=None)]
+    assert simulate(plain, TWO_NODES, horizon_s=4 * HOUR).as_dict()["wait_max_min"] == pytest.approx(119)
 
 
 def test_stale_generation_is_refused() -> None:

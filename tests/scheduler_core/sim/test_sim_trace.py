@@ -69,6 +69,15 @@ def test_elastic_bounds_must_bracket_the_preferred_size() -> None:
         parse(f"{HEADER},max_gpus\nj1,0,8,60,120,u,4\n")
 
 
+def test_a_jobs_own_layout_is_read_and_must_fit_in_the_job() -> None:
+    (job,) = parse(f"{HEADER},gpus_per_node\nj1,0,16,60,120,u,4\n")
+    assert job.gpus_per_node == 4
+    with pytest.raises(TraceError, match="column 'gpus_per_node': expected at most gpus \\(8\\), got 16"):
+        parse(f"{HEADER},gpus_per_node\nj1,0,8,60,120,u,16\n")
+    with pytest.raises(TraceError, match="column 'gpus_per_node': expected an integer >= 1, got '0'"):
+        parse(f"{HEADER},gpus_per_node\nj1,0,8,60,120,u,0\n")
+
+
 def test_missing_required_column_is_named() -> None:
     with pytest.raises(TraceError, match="line 1, column 'runtime_limit_s': required column missing"):
         parse("job_id,submit_s,gpus,duration_s,user\nj1,0,1,60,u\n")
