@@ -114,6 +114,22 @@ def _count(**kwargs: Any) -> serializers.IntegerField:
     return serializers.IntegerField(min_value=0, max_value=MAX_INT, **kwargs)
 
 
+# Control characters (C0, DEL, C1) and bidirectional overrides: a name is one line of visible
+# text, never an escape sequence for whoever prints it. (NUL has DRF's own message.)
+_INVISIBLE = re.compile("[\x01-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_INVISIBLE_MESSAGE = "control characters (escape sequences, new lines, tabs) are not allowed in a name"
+
+
+class NameField(serializers.CharField):
+    """A short name people read in lists and terminals."""
+
+    def to_internal_value(self, data: Any) -> str:
+        value: str = super().to_internal_value(data)
+        if _INVISIBLE.search(value):
+            raise serializers.ValidationError(_INVISIBLE_MESSAGE)
+        return value
+
+
 class EnvField(serializers.DictField):
     """Environment variables: names as in POSIX shells, string values."""
 
@@ -137,7 +153,7 @@ class EnvField(serializers.DictField):
 class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     """A job submission. Only `name` and `gpus` are required."""
 
-    name = serializers.CharField(max_length=128, help_text="What the job is called.")
+    name = NameField(max_length=128, help_text="What the job is called (one line of visible text).")
     gpus = serializers.IntegerField(
         min_value=1, max_value=MAX_JOB_GPUS, help_text="GPUs the job needs (its preferred size if elastic)."
     )
@@ -204,6 +220,7 @@ _INVALID = object()
 def _string_check(field: serializers.CharField) -> _Check:
     """What `field` would return for a plain str it accepts, else _INVALID."""
     trim, blank, most = field.trim_whitespace, field.allow_blank, field.max_length
+    visible_only = isinstance(field, NameField)
 
     def check(value: Any) -> Any:
         if type(value) is not str:
@@ -213,6 +230,8 @@ def _string_check(field: serializers.CharField) -> _Check:
         if (not value and not blank) or (most is not None and len(value) > most):
             return _INVALID
         if "\x00" in value or _SURROGATES.search(value):
+            return _INVALID
+        if visible_only and _INVISIBLE.search(value):
             return _INVALID
         return value
 

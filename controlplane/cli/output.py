@@ -58,9 +58,22 @@ def age(value: str | None, now: datetime | None = None) -> str:
     return human_duration(((now or datetime.now(timezone.utc)) - when).total_seconds())
 
 
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def visible(value: Any) -> str:
+    """`value` as text the terminal prints as it is: control characters and bidirectional
+    overrides written as escapes (a job named with an escape sequence cannot recolour or move
+    the cursor of whoever lists it, nor split a table's row)."""
+    text = str(value)
+    if not _INVISIBLE.search(text):
+        return text
+    return _INVISIBLE.sub(lambda m: repr(m.group())[1:-1], text)  # "\x1b", "\n", "\u202e"
+
+
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout) -> None:
     """Columns padded to their widest cell; numbers right-aligned."""
-    cells = [[("-" if v is None or v == "" else str(v)) for v in row] for row in rows]
+    cells = [[("-" if v is None or v == "" else visible(v)) for v in row] for row in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
     out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
@@ -80,7 +93,7 @@ def _is_number(text: str) -> bool:
 
 
 def fields(pairs: Iterable[tuple[str, Any]], out: TextIO = sys.stdout) -> None:
-    items = [(k, "-" if v is None or v == "" else v) for k, v in pairs]
+    items = [(k, "-" if v is None or v == "" else visible(v)) for k, v in pairs]
     width = max((len(k) for k, _ in items), default=0)
     for key, value in items:
         out.write(f"{key + ':':<{width + 1}} {value}\n")

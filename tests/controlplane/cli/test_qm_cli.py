@@ -264,3 +264,17 @@ def test_output_piped_into_a_reader_that_stops_early_is_no_traceback(alice_qm, f
     )
 
     assert len(done.stdout.splitlines()) == 2 and "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_control_characters_stored_in_a_job_are_printed_visibly(alice_qm, fleet) -> None:
+    # A row written before names were checked, or any free text: the terminal never gets it raw.
+    job = f.make_job(fleet.ml, name="evil\x1b[31mRED\nline2", command="run\x1b]0;title\x07")
+
+    listed = alice_qm("list")
+    status = alice_qm("status", str(job.pk))
+
+    assert listed.code == 0 and status.code == 0
+    for out in (listed.out, status.out):
+        assert "\x1b" not in out and "\x07" not in out
+        assert "evil\\x1b[31mRED\\nline2" in out
+    assert len([line for line in listed.out.splitlines() if str(job.pk) in line]) == 1
