@@ -241,8 +241,8 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(e)
         return 0
     head = f"Job {e['job']} ({e['name']}) is {e['state']}"
-    print(head + (f": {e['reason_code']}" if e["reason_code"] else "."))
-    print(f"  {e['reason']}")
+    print(output.visible(head + (f": {e['reason_code']}" if e["reason_code"] else ".")))
+    print(f"  {output.visible(e['reason'])}")
     if e["state"] == "pending":
         eta = output.parse_time(e["eta"])
         start = "unknown"
@@ -345,7 +345,7 @@ def cmd_node_action(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(node)
     else:
-        print(f"{node['name']} is {node['state']}.")
+        print(output.visible(f"{node['name']} is {node['state']}."))
     return 0
 
 
@@ -453,7 +453,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CliError(f"`qm {args.command}` takes no command after --")
         return COMMANDS[args.command](api, args)
     except CliError as error:
-        print(f"error: {error}", file=sys.stderr)
+        # Line by line: the field errors' own lines stay lines, any other control character is escaped.
+        print("error: " + "\n".join(output.visible(line) for line in str(error).split("\n")), file=sys.stderr)
         return error.exit_code
     except KeyboardInterrupt:
         return 130

@@ -278,3 +278,12 @@ def test_control_characters_stored_in_a_job_are_printed_visibly(alice_qm, fleet)
         assert "\x1b" not in out and "\x07" not in out
         assert "evil\\x1b[31mRED\\nline2" in out
     assert len([line for line in listed.out.splitlines() if str(job.pk) in line]) == 1
+
+
+def test_explain_prints_a_stored_name_with_control_characters_visibly(alice_qm, fleet) -> None:
+    job = f.make_job(fleet.ml, name="bad\x1b[2Jname", pending_code="QuotaExceeded",
+                     pending_message="needs 1 GPU\x1b[31m", queue_position=1)
+
+    r = alice_qm("explain", str(job.pk))
+
+    assert r.code == 0 and "\x1b" not in r.out and "bad\\x1b[2Jname" in r.out and "GPU\\x1b[31m" in r.out
