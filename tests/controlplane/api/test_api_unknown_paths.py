@@ -9,14 +9,21 @@ naming no field."""
 from __future__ import annotations
 
 import pytest
+from rest_framework.test import APIClient
 
 from controlplane.models import Job
+from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
 
 
-def test_a_post_without_the_trailing_slash_is_a_404_saying_where_to_post(fleet, alice) -> None:
+def test_a_post_without_the_trailing_slash_is_a_404_saying_where_to_post(fleet) -> None:
+    # CSRF enforced as in a real server (the test client skips it by default): a token client
+    # has no CSRF cookie, and the answer must still be the API's 404, not Django's CSRF page.
+    alice = APIClient(enforce_csrf_checks=True)
+    alice.credentials(HTTP_AUTHORIZATION=f"Token {f.token_for(fleet.users['owner'])}")
+
     r = alice.post(f"{J}/jobs", {"name": "x", "gpus": 1}, format="json")
 
     assert r.status_code == 404 and r["Content-Type"] == "application/json"
