@@ -344,16 +344,17 @@ def _store_fleet_sample(plan: engine.Plan, context: SnapshotContext, *, epoch: i
     if last is not None and (context.read_at - last).total_seconds() < SAMPLE_EVERY_S:
         return
     snapshot = context.snapshot
-    by_priority: Counter[str] = Counter(job.priority_class for job in snapshot.pending)
-    by_team: Counter[str] = Counter(job.team for job in snapshot.pending)
+    # Every waiting figure counts the same jobs: those still waiting after this cycle (the
+    # plan's pending), not the snapshot's pending from before this cycle's admissions, so the
+    # tile's count, the queue chart's breakdowns and the oldest wait agree.
+    explanations = {e.job_id: e for e in plan.pending}
+    waiting = [job for job in snapshot.pending if job.id in explanations]
+    by_priority: Counter[str] = Counter(job.priority_class for job in waiting)
+    by_team: Counter[str] = Counter(job.team for job in waiting)
     by_team_priority: dict[str, Counter[str]] = {}
-    for job in snapshot.pending:
+    for job in waiting:
         by_team_priority.setdefault(job.team, Counter())[job.priority_class] += 1
-    feasible_waits = [
-        snapshot.now - job.submitted_at
-        for job, explanation in zip(snapshot.pending, _explanations_by_job(plan, snapshot), strict=True)
-        if explanation is None or explanation.resolvable
-    ]
+    feasible_waits = [snapshot.now - job.submitted_at for job in waiting if explanations[job.id].resolvable]
     fleet = plan.fleet
     FleetSample.objects.create(
         at=context.read_at,
@@ -363,7 +364,7 @@ def _store_fleet_sample(plan: engine.Plan, context: SnapshotContext, *, epoch: i
         unavailable_gpus=fleet.unavailable_gpus,
         borrowed_gpus=fleet.borrowed_gpus,
         stranded_gpus=fleet.stranded_gpus,
-        pending_jobs=len(plan.pending),
+        pending_jobs=len(waiting),
         running_jobs=len(snapshot.running) + len(plan.binds),
         pending_by_priority=dict(sorted(by_priority.items())),
         pending_by_team=dict(sorted(by_team.items())),
@@ -375,11 +376,6 @@ def _store_fleet_sample(plan: engine.Plan, context: SnapshotContext, *, epoch: i
         oldest_feasible_pending_s=max(feasible_waits) if feasible_waits else None,
         cycle_ms=cycle_ms,
     )
-
-
-def _explanations_by_job(plan: engine.Plan, snapshot: engine.Snapshot) -> list[engine.PendingExplanation | None]:
-    by_id = {e.job_id: e for e in plan.pending}
-    return [by_id.get(job.id) for job in snapshot.pending]
 
 
 def _fold_team_usage(context: SnapshotContext, now: datetime) -> None:
