@@ -28,6 +28,7 @@ from controlplane.models import (
 )
 from controlplane.services import nodes
 from controlplane.services.jobs import SubmitRequest
+from controlplane.services.jobs import shape_errors as job_shape_errors
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
@@ -192,6 +193,14 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "gpu_type" in attrs and attrs.get("gpu_types"):
             raise serializers.ValidationError({"gpu_type": "give gpu_type or gpu_types, not both"})
+        # The shape's cross-field rules, the very ones submit() applies: the form's live check
+        # (which runs this serializer) names the same fields with the same messages.
+        errors = job_shape_errors(
+            gpus=attrs["gpus"], gpus_per_node=attrs.get("gpus_per_node"), topology=attrs.get("topology", Topology.ANY),
+            min_gpus=attrs.get("min_gpus"), max_gpus=attrs.get("max_gpus"),
+        )
+        if errors:
+            raise serializers.ValidationError({field: [message] for field, message in errors.items()})
         return attrs
 
     def to_submit_request(self) -> SubmitRequest:
@@ -338,6 +347,9 @@ def plain_submit_request(data: Any, serializer_class: type[JobSubmitSerializer])
     gpu_types = values.pop("gpu_types", None)
     if gpu_type is not None and gpu_types:
         return None  # both: the serializer explains
+    if job_shape_errors(gpus=values["gpus"], gpus_per_node=values.get("gpus_per_node"), topology=values["topology"],
+                        min_gpus=values.get("min_gpus"), max_gpus=values.get("max_gpus")):
+        return None  # a shape the rules fault: the serializer explains, naming each field
     return SubmitRequest(gpu_types=tuple(dict.fromkeys(gpu_types or ([gpu_type] if gpu_type else []))), **values)
 
 

@@ -251,6 +251,25 @@ def _read(
     return team, klass, project, fleet
 
 
+def shape_errors(
+    *, gpus: int, gpus_per_node: int | None, topology: str, min_gpus: int | None, max_gpus: int | None
+) -> dict[str, str]:
+    """The shape's cross-field rules, each problem under its field: an elastic range must hold
+    gpus, and a same_node job's gpus_per_node is all its GPUs. One function for every path that
+    judges a shape (the submit serializer, its plain-data fast path, submit() itself, and so the
+    form's live check), so none of them says a shape runs that another refuses."""
+    errors: dict[str, str] = {}
+    if min_gpus is not None and min_gpus > gpus:
+        errors["min_gpus"] = f"min_gpus {min_gpus} is more than gpus {gpus}"
+    if max_gpus is not None and max_gpus < gpus:
+        errors["max_gpus"] = f"max_gpus {max_gpus} is less than gpus {gpus}"
+    if gpus_per_node is not None and topology == Topology.SAME_NODE and gpus_per_node != gpus:
+        errors["gpus_per_node"] = (
+            f"a same_node job puts all its {gpus} GPUs on one node; gpus_per_node must equal gpus or be left out"
+        )
+    return errors
+
+
 def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fleet]:
     """Names to rows, defaults filled, cross-field rules checked. Raises SubmitRejected with
     every problem found, each under its field."""
@@ -301,12 +320,8 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
                 f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
             )
 
-    if req.min_gpus is not None and req.min_gpus > req.gpus:
-        errors["min_gpus"] = f"min_gpus {req.min_gpus} is more than gpus {req.gpus}"
-    if req.max_gpus is not None and req.max_gpus < req.gpus:
-        errors["max_gpus"] = f"max_gpus {req.max_gpus} is less than gpus {req.gpus}"
-    if req.gpus_per_node is not None and req.topology == Topology.SAME_NODE and req.gpus_per_node != req.gpus:
-        errors["gpus_per_node"] = f"a same_node job puts all its {req.gpus} GPUs on one node; gpus_per_node must equal gpus or be left out"
+    errors.update(shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
+                               min_gpus=req.min_gpus, max_gpus=req.max_gpus))
 
     array_indices: list[int] | None = None
     if req.array is not None:
@@ -364,6 +379,9 @@ def check_shape(req: SubmitRequest) -> fleet_capability.Infeasible | None:
     """The first reason this fleet can never run the request's shape, or None: the submit
     form's live check. Team, priority class and limits are left as asked; submit() resolves
     and checks them."""
+    for name, message in shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
+                                      min_gpus=req.min_gpus, max_gpus=req.max_gpus).items():
+        return fleet_capability.Infeasible(field=name, message=message)  # the first; the serializer names all
     shapes, gpu_types = fleet_capability.fleet()
     spec = engine_spec(req, req.team or "", req.priority_class or "", req.runtime_limit_s)
     return fleet_capability.check(spec, shapes, gpu_types)
