@@ -703,7 +703,7 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
         verdict = quota_for(ctx, spec, option, demand.gpus)
         if verdict.admitted or verdict.never or not verdict.governed:
             continue
-        shortage = verdict.used + demand.gpus - verdict.nominal - verdict.borrowable
+        shortage = verdict.shortage(demand.gpus)
         lifts_at = team_release_eta(ctx, spec.team, gpu_type, shortage)
         if lifts_at is None:
             continue
@@ -861,6 +861,17 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
     )
 
 
+def quota_remedy(team: str, gpu_type: str, verdict: QuotaVerdict, gpus: int) -> str:
+    """What would let ``gpus`` more GPUs fit the team's quota: the team freeing some of its own
+    (as many as :meth:`QuotaVerdict.shortage`), or the cohort lending more where that can help."""
+    shortage = max(1, verdict.shortage(gpus))
+    if shortage <= verdict.used:
+        return (f"team {team} frees {shortage} {gpu_type} GPUs"
+                + (" or its cohort lends more" if verdict.cohort_may_lend_more else ""))
+    return (f"its cohort lends {shortage - verdict.used} more {gpu_type} GPUs and team {team} "
+            f"frees the {verdict.used} it holds, or the cohort lends {shortage} more")
+
+
 def _quota_outcome(ctx: CycleContext, spec: JobSpec, option: TypeOption, verdict: QuotaVerdict,
                    gpus: int, demand: Demand, needs_whole: bool) -> Outcome:
     gpu_type = option.gpu_type or "any"
@@ -868,8 +879,7 @@ def _quota_outcome(ctx: CycleContext, spec: JobSpec, option: TypeOption, verdict
         ReasonCode.QUOTA_EXCEEDED,
         f"Over quota: {verdict.describe(spec.team, gpu_type, gpus)}{elastic_note(spec)}.",
         True,
-        f"team {spec.team} frees {max(1, verdict.used + gpus - verdict.nominal - verdict.borrowable)} "
-        f"{gpu_type} GPUs or its cohort lends more",
+        quota_remedy(spec.team, gpu_type, verdict, gpus),
         demand=demand,
         classes=ctx.placer.union(option.member_classes),
         needs_whole_node=needs_whole,

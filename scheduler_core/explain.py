@@ -189,7 +189,7 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                 if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
                     gpus = outcome.demand.gpus if outcome.demand else spec.gpus
                     verdict = ctx.ledger.check(spec.team, outcome.quota_type, gpus)
-                    shortage = verdict.used + gpus - verdict.nominal - verdict.borrowable
+                    shortage = verdict.shortage(gpus)
                     qkey = (spec.team, outcome.quota_type, shortage)
                     if qkey not in quota_etas:
                         tkey = (spec.team, outcome.quota_type)

@@ -38,6 +38,18 @@ class QuotaVerdict(NamedTuple):
     never: bool = False
     """The request exceeds what the team could ever get (nominal + borrowing limit, or what the
     whole cohort owns)."""
+    room: int = 0
+    """How many GPUs beyond nominal the team may hold in all now, its own borrowed GPUs
+    included (``borrowable`` is what is left of it)."""
+    cohort_may_lend_more: bool = False
+    """Whether more lending by the cohort could raise ``room`` (it is below the borrowing
+    limit)."""
+
+    def shortage(self, gpus: int) -> int:
+        """How many of its GPUs of this type the team must free before ``gpus`` more fit its
+        quota as the cohort lends now. Freeing borrowed GPUs gives back borrowing room, so this
+        is measured against nominal plus the whole room, not plus what is left of it."""
+        return self.used + gpus - self.nominal - self.room
 
     def describe(self, team: str, gpu_type: str, gpus: int) -> str:
         return (
@@ -121,6 +133,7 @@ class QuotaLedger:
             room = min(room, q.borrowing_limit)
         excess_after = max(0, after - nominal)
         admitted = after <= nominal or excess_after <= room
+        may_lend_more = q.borrowing_limit is None or room < q.borrowing_limit
         ceiling_room = self.cohort_max_lendable[ckey] - _lendable(q, 0)
         if q.borrowing_limit is not None:
             ceiling_room = min(ceiling_room, q.borrowing_limit)
@@ -132,4 +145,6 @@ class QuotaLedger:
             nominal=nominal,
             borrowable=max(0, room - excess),
             never=gpus > nominal + ceiling_room,
+            room=room,
+            cohort_may_lend_more=may_lend_more,
         )

@@ -209,3 +209,58 @@ def test_eta_of_a_job_behind_many_grows_with_its_position():
     assert etas == sorted(etas) and etas[-1] > etas[0]
     # 16 GPUs from t=1800; seven jobs of 4 GPUs x 1 h ahead of the last: 1800 + 7*4*3600/16
     assert etas[-1] == 1800.0 + 7 * 4 * 3600 / 16
+
+
+def borrowing_team(*, limit: int | None, lender_nominal: int, lender_uses: int, ml_jobs: tuple[int, ...]):
+    """Team ml (nominal 8) in cohort c with team lend; ml runs jobs of the given sizes (limits
+    1000, 2000, …), lend runs ``lender_uses`` GPUs of its own; 8-GPU nodes, enough of them free."""
+    cluster = (make_cluster().nodes(8).at(0)
+               .quota("ml", "a100", 8, borrowing_limit=limit, cohort="c")
+               .quota("lend", "a100", lender_nominal, cohort="c"))
+    node = 0
+    for k, gpus in enumerate(ml_jobs):
+        cluster.running(make_running(make_job(f"m{k}").team("ml").gpus(gpus).limit(1000 * (k + 1)))
+                        .on(f"n{node}", *range(gpus)))
+        node += 1
+    if lender_uses:
+        cluster.running(make_running(make_job("l").team("lend").gpus(lender_uses).limit(9000))
+                        .on(f"n{node}", *range(lender_uses)))
+    return cluster
+
+
+@pytest.mark.parametrize(
+    ("limit", "lender_nominal", "lender_uses", "ml_jobs", "asks", "remedy", "eta"),
+    [
+        # ml holds 12 of 8 nominal (4 borrowed, limit 8): 16 fit, so freeing 4 lets 8 more in;
+        # the cohort lending more cannot help past the limit
+        (8, 16, 0, (4, 8), 8, "team ml frees 4 a100 GPUs", 1000.0),
+        # no limit, the cohort lends at most 4: 12 + 8 must come down to 8 + 4
+        (None, 4, 0, (4, 8), 8, "team ml frees 8 a100 GPUs or its cohort lends more", 2000.0),
+        # ml holds 2; lend uses 4 of its 8 and lends the other 4: 14 more would need 4 freed,
+        # more than ml holds, so the cohort must lend too
+        (None, 8, 4, (2,), 14, "its cohort lends 2 more a100 GPUs and team ml frees the 2 it "
+                               "holds, or the cohort lends 4 more", None),
+    ],
+    ids=["at-the-borrowing-limit", "cohort-lends-no-more", "more-than-the-team-holds"],
+)
+def test_quota_remedy_counts_the_borrowing_room_freed_gpus_give_back(
+        limit, lender_nominal, lender_uses, ml_jobs, asks, remedy, eta):
+    cluster = borrowing_team(limit=limit, lender_nominal=lender_nominal, lender_uses=lender_uses,
+                             ml_jobs=ml_jobs)
+    plan = cluster.pending(make_job("j").team("ml").gpus(asks).per_node(2)).plan(
+        SchedulerConfig(backfill=False))
+    explanation = why(plan, "j")
+    assert explanation.code is ReasonCode.QUOTA_EXCEEDED
+    assert explanation.would_start_if == remedy
+    assert explanation.eta == eta
+
+
+def test_quota_reservation_waits_for_what_the_quota_lacks_not_for_the_borrowing_room_too():
+    # ml holds 12 of 8 nominal with a borrowing limit of 8: it lacks 4 for 8 more, which its
+    # first job frees at t=1000 (the formula that ignored the room it gets back said 8, t=2000)
+    cluster = borrowing_team(limit=8, lender_nominal=16, lender_uses=0, ml_jobs=(4, 8))
+    plan = cluster.pending(make_job("j").team("ml").gpus(8)).plan()
+    explanation = why(plan, "j")
+    assert explanation.code is ReasonCode.WAITING_FOR_RESERVATION
+    assert "released the 4 a100 GPUs its quota lacks now" in explanation.message
+    assert explanation.eta == 1000.0

@@ -5,7 +5,11 @@ change no decision.
 Two independent proofs:
 
 * *Golden plans.* The SHA-256 of ``repr(plan)`` for full-fleet snapshots, computed with the
-  engine as it was before the index (commit d2a9bfd, run from ``git archive d2a9bfd``) by::
+  engine as it was before the index (commit d2a9bfd, run from ``git archive d2a9bfd``) by the
+  lines below, and computed again, the same way, when a fix was meant to change plans (the
+  quota shortage that counts the borrowing room freed GPUs give back, 2026-11-29: binds,
+  preemptions and resizes unchanged; quota-bound jobs' remedies, ETAs and one reservation
+  moved earlier)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -34,11 +38,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "0eae687d08c8653ef032b584fd871f71a5ed459e9b4fffb60b5601ad516d4ea2",
-    (1000, 500, 200, 1): "5be2775ab21b9c04cacab421389cd31fe419ad51c014f11f79dd1f8b1bf242ee",
-    (1000, 500, 200, 3): "9a537b08d57f7eba30c7c4f1ce3b0b21cf6b2b67b804cb7d14157d26068acec4",
-    (2000, 1000, 400, 4): "83c112e7512050f5393fab5569239811ed9f1fa31f7d74ac6e618c1511c5fca0",
-    (10000, 5000, 2000, 7): "412a8a7b59137d2be8689de5c6aca68114cf1f21a8d4de1aacb4ce0f6947c376",
+    (1000, 500, 200, 7): "61a99401bd556232151f04884b49f0822d3407ba4b8f2708228960086afeaeee",
+    (1000, 500, 200, 1): "859361639707eeea0b3a139d26ace0d85135410c44901cde301175c12fe937db",
+    (1000, 500, 200, 3): "b2225b518e5a488db933628e0a17602deafe44372f3da5a584a98f15ff54fc08",
+    (2000, 1000, 400, 4): "658e681494806f739adf953ba292daec89295687e8fd2ebeab8c537434d06738",
+    (10000, 5000, 2000, 7): "53c34e0fc67f0a432f0ef6f90175cf7dff592b8410b9765fa37d32ece7bdb98d",
 }
 
 

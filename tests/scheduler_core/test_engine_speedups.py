@@ -43,11 +43,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "5f1df5d5f588fa2e43261f419be51ef8fca3acf3758c75c9779d2465bca64bb2",
-    (1000, 500, 200, 3, "loop"): "6ebc938a8a87d9e19bad0fcb0b467adeb49e580b4292a14faab6bdad35e6375c",
-    (2000, 1000, 400, 4, "default"): "aedf4af4c74d3080ae136bab8a2d6cd252b6a645b6ca09e0a994ecd4c9d0ed14",
+    (1000, 500, 200, 1, "default"): "ba99b18048fd295604d39fc2070fd4744c7109aadd0735693bb213803293bf62",
+    (1000, 500, 200, 3, "loop"): "f1c57836b742d9c1850ce84482a6fac91ff97fb6165af2c46ca6ff80768fa3fa",
+    (2000, 1000, 400, 4, "default"): "a3c9e394ae4dd765535d5e7adf95dc0b66e818c2ab769e2a7f7a45f4b2f08738",
     (10000, 5000, 2000, 7, "default"): "0c26e3f68619088c0753cfa589a7462274b545fcfd796cc725f0064258b00e62",
-    (10000, 5000, 2000, 7, "loop"): "a8103267d5e0d9f0421b6c4080aec3660b447c3f30b957fedac89709aeae8a60",
+    (10000, 5000, 2000, 7, "loop"): "c1ddcaa8d0b2bf47dccb30aaf5ac1008dc7ae0b8f55b59a1d6dba01ce9109b5a",
 }
 
 
