@@ -54,9 +54,10 @@ def cost_series(window: accounting.Window, group_by: str, access: Access, now: d
 
 
 def report_rows(report: accounting.Showback) -> list[dict[str, Any]]:
-    """The report's groups, __idle__ and TOTAL, with money in cents that add up (the accounting
-    service's apportionment, the same the CSV uses)."""
+    """The report's groups, __idle__ and TOTAL, with money in cents and tokens in whole tokens that
+    add up (the accounting service's apportionment, the same the CSV uses)."""
     money = accounting.presented_money(report)
+    tokens = accounting.presented_tokens(report)
     rows = []
     for entry in [*report.entries, *([report.idle] if report.idle is not None else []), report.total]:
         m = money[entry.key]
@@ -74,8 +75,8 @@ def report_rows(report: accounting.Showback) -> list[dict[str, Any]]:
             "cost_usd": cost,
             "usd_per_gpu_hour": entry.usd_per_gpu_hour,
             "usd_per_productive_gpu_hour": entry.usd_per_productive_gpu_hour,
-            "useful_tokens": entry.useful_tokens,
-            "usd_per_million_tokens": entry.usd_per_useful_token * 1_000_000 if entry.usd_per_useful_token else None,
+            "useful_tokens": tokens[entry.key],
+            "usd_per_million_tokens": accounting.usd_per_million_tokens(entry),
             "idle_reserved_usd": m["idle_reserved_usd"] if (report.group_by == "team" or entry.key == "TOTAL") else None,
             "preemption_waste_usd": m["preemption_waste_usd"],
             "lost_gpu_hours": float(entry.lost_gpu_seconds / 3600),

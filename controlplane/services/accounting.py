@@ -1273,11 +1273,17 @@ def _job_names(ids: list[int]) -> dict[int, tuple[str, str]]:
 CSV_COLUMNS = (
     "gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd", "usd_per_gpu_hour",
     "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd",
+    # Appended (existing consumers read the columns above by position): the rest of what the
+    # /showback/ page shows.
+    "usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens", "preemption_lost_gpu_hours",
+    "gpu_hours_idle",
 )
 CENT = Decimal("0.01")
 _HOURS_Q = Decimal("0.0001")
 _RATE_Q = Decimal("0.0001")
 _TOKEN_RATE_Q = Decimal("0.000000000001")
+_MILLION_TOKENS_RATE_Q = Decimal("0.000001")
+_MILLION = Decimal(1_000_000)
 
 
 def _hours(gpu_seconds: Decimal) -> Decimal:
@@ -1286,6 +1292,22 @@ def _hours(gpu_seconds: Decimal) -> Decimal:
 
 def _fmt(value: Decimal | None, quantum: Decimal) -> str:
     return "" if value is None else str(value.quantize(quantum))
+
+
+def usd_per_million_tokens(entry: ShowbackEntry) -> Decimal | None:
+    """$ per million useful tokens: the page's and the CSV's figure (exact, unrounded)."""
+    per_token = entry.usd_per_useful_token
+    return None if per_token is None else per_token * _MILLION
+
+
+def presented_tokens(report: Showback) -> dict[str, int]:
+    """Useful tokens per entry (and `TOTAL`) as whole tokens, apportioned like the cents so the
+    rows add up to TOTAL; `__idle__` has none."""
+    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
+    whole = apportion([Decimal(repr(r.useful_tokens)) for r in rows], Decimal(1))
+    out = {r.key: int(t) for r, t in zip(rows, whole, strict=True)}
+    out["TOTAL"] = sum(out.values())
+    return out
 
 
 def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
@@ -1311,33 +1333,36 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
 
 def showback_csv(report: Showback) -> str:
     """Finance's CSV: one row per group, `__idle__` for fleet readers, and a final TOTAL row whose
-    money columns equal the sums of the rows above to the cent."""
+    money and token columns equal the sums of the rows above (money to the cent). It carries
+    every figure the /showback/ page shows."""
     import csv
     import io
 
     money = presented_money(report)
+    tokens = presented_tokens(report)
+    fleet = report.idle is not None
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([report.group_by, *CSV_COLUMNS])
-    rows = sorted(report.entries, key=lambda e: e.name)
-    for entry in rows:
+
+    def row(entry: ShowbackEntry, reserved: object, idle_hours: Decimal | None) -> list[object]:
         m = money[entry.key]
-        writer.writerow([
+        return [
             entry.name, _hours(entry.allocated_gpu_seconds), _hours(entry.active_gpu_seconds),
             _hours(entry.productive_gpu_seconds), m["cost_usd"], _fmt(entry.usd_per_gpu_hour, _RATE_Q),
-            _fmt(entry.usd_per_useful_token, _TOKEN_RATE_Q),
-            m["idle_reserved_usd"] if report.group_by == "team" else "", m["preemption_waste_usd"],
-        ])
+            _fmt(entry.usd_per_useful_token, _TOKEN_RATE_Q), reserved, m["preemption_waste_usd"],
+            _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q), tokens[entry.key],
+            _fmt(usd_per_million_tokens(entry), _MILLION_TOKENS_RATE_Q), _hours(entry.lost_gpu_seconds),
+            "" if idle_hours is None else _hours(idle_hours),
+        ]
+
+    for entry in sorted(report.entries, key=lambda e: e.name):
+        reserved = money[entry.key]["idle_reserved_usd"] if report.group_by == "team" else ""
+        writer.writerow(row(entry, reserved, Decimal(0) if fleet else None))
     if report.idle is not None:
-        m = money[IDLE]
-        writer.writerow([IDLE, "0.0000", "0.0000", "0.0000", m["cost_usd"], "", "", "", m["preemption_waste_usd"]])
+        writer.writerow(row(report.idle, "", report.idle.idle_gpu_seconds))
     total = report.total
-    m = money["TOTAL"]
-    writer.writerow([
-        "TOTAL", _hours(total.allocated_gpu_seconds), _hours(total.active_gpu_seconds),
-        _hours(total.productive_gpu_seconds), m["cost_usd"], _fmt(total.usd_per_gpu_hour, _RATE_Q),
-        _fmt(total.usd_per_useful_token, _TOKEN_RATE_Q), m["idle_reserved_usd"], m["preemption_waste_usd"],
-    ])
+    writer.writerow(row(total, money["TOTAL"]["idle_reserved_usd"], total.idle_gpu_seconds if fleet else None))
     return buffer.getvalue()
 
 
@@ -1347,11 +1372,12 @@ def showback_json(report: Showback) -> dict[str, Any]:
     and `totalCost`, plus our tiers; `__idle__` is the unallocated capacity. Money is rounded to
     the cent with the same apportionment as the CSV, so the entries add up to `totals`."""
     money = presented_money(report)
+    tokens = presented_tokens(report)
     window = {"start": _iso(report.start), "end": _iso(report.end)}
     minutes = (report.end - report.start).total_seconds() / 60
     allocations: dict[str, Any] = {}
     for entry in report.entries:
-        allocations[entry.name] = _allocation(entry, money[entry.key], window, minutes)
+        allocations[entry.name] = _allocation(entry, money[entry.key], tokens[entry.key], window, minutes)
     if report.idle is not None:
         idle = report.idle
         allocations[IDLE] = {
@@ -1360,7 +1386,7 @@ def showback_json(report: Showback) -> dict[str, Any]:
             "gpuCost": float(money[IDLE]["cost_usd"]), "totalCost": float(money[IDLE]["cost_usd"]),
         }
     total = report.total
-    totals = _allocation(total, money["TOTAL"], window, minutes)
+    totals = _allocation(total, money["TOTAL"], tokens["TOTAL"], window, minutes)
     totals["idleReservedGpuHours"] = float(_hours(report.idle_reserved_gpu_seconds_total))
     if report.capacity_gpu_seconds is not None:
         totals["capacityGpuHours"] = float(_hours(report.capacity_gpu_seconds))
@@ -1377,7 +1403,8 @@ def showback_json(report: Showback) -> dict[str, Any]:
     }
 
 
-def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], window: dict[str, str], minutes: float) -> dict[str, Any]:
+def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, window: dict[str, str],
+                minutes: float) -> dict[str, Any]:
     def number(value: Decimal | None, quantum: Decimal) -> float | None:
         return None if value is None else float(value.quantize(quantum))
 
@@ -1397,8 +1424,9 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], window: dict[st
         "totalCost": float(money["cost_usd"]),
         "usdPerGpuHour": number(entry.usd_per_gpu_hour, _RATE_Q),
         "usdPerProductiveGpuHour": number(entry.usd_per_productive_gpu_hour, _RATE_Q),
-        "usefulTokens": round(entry.useful_tokens),
+        "usefulTokens": tokens,
         "usdPerUsefulToken": number(entry.usd_per_useful_token, _TOKEN_RATE_Q),
+        "usdPerMillionTokens": number(usd_per_million_tokens(entry), _MILLION_TOKENS_RATE_Q),
         "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
         or entry.key == "TOTAL" else None,
         "preemptionLostGpuHours": float(_hours(entry.lost_gpu_seconds)),

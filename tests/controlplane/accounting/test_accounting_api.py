@@ -87,8 +87,10 @@ def test_csv_has_the_exact_columns_and_a_total_row_that_adds_up(clients: dict[st
     assert response.status_code == 200
     assert response["Content-Type"].startswith("text/csv")
     rows = list(csv.reader(io.StringIO(response.content.decode())))
-    assert rows[0] == ["team", "gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd",
-                       "usd_per_gpu_hour", "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd"]
+    assert rows[0][:9] == ["team", "gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd",
+                           "usd_per_gpu_hour", "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd"]
+    assert rows[0][9:] == ["usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens",
+                           "preemption_lost_gpu_hours", "gpu_hours_idle"]
     body, total = rows[1:-1], rows[-1]
     assert [r[0] for r in body] == ["ml", "vision", "__idle__"]
     assert total[0] == "TOTAL"

@@ -1,0 +1,129 @@
+"""Finance's showback CSV carries every figure the /showback/ page shows, in plain fixed-point
+notation with a fixed number of places per column, and a TOTAL row that adds up.
+
+The report is built by hand (the accounting service's own `Showback` and `ShowbackEntry`), so
+every expected figure is worked out in the test; the page-versus-CSV check over real rollups is
+tests/frontend/test_showback_csv_matches_page.py.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import UTC, datetime
+from decimal import Decimal
+
+from controlplane.services import accounting
+from controlplane.services.accounting import Showback, ShowbackEntry, Window
+
+START = datetime(2026, 11, 2, tzinfo=UTC)
+END = datetime(2026, 11, 3, tzinfo=UTC)
+
+OLD_COLUMNS = ["gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd", "usd_per_gpu_hour",
+               "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd"]
+NEW_COLUMNS = ["usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens",
+               "preemption_lost_gpu_hours", "gpu_hours_idle"]
+# Decimal places per column: every non-empty cell of a column has exactly these.
+PLACES = {"gpu_hours_allocated": 4, "gpu_hours_active": 4, "gpu_hours_productive": 4, "cost_usd": 2,
+          "usd_per_gpu_hour": 4, "usd_per_useful_token": 12, "idle_reserved_usd": 2, "preemption_waste_usd": 2,
+          "usd_per_productive_gpu_hour": 4, "useful_tokens": 0, "usd_per_million_tokens": 6,
+          "preemption_lost_gpu_hours": 4, "gpu_hours_idle": 4}
+
+
+def entry(key: str, **figures: object) -> ShowbackEntry:
+    return ShowbackEntry(key=key, name=key, properties={"team_id": key}, **figures)  # type: ignore[arg-type]
+
+
+def fleet_report(group_by: str = "team", with_idle: bool = True) -> Showback:
+    """ml: 8 GPU-h allocated, 6 active, 5 productive, $20 (plus a 15th-decimal crumb), 16 GPU-s
+    lost ($0.0111), 3,600,000 tokens, $1.006 idle reserved; serve: 1 GPU-h, $20, 160,830,000.6 tokens
+    ($1.24354...e-7 a token); vision: 2 GPU-h, $5, no tokens, nothing productive; __idle__:
+    1 GPU-h, $2.50."""
+    team = group_by == "team"
+    ml = entry("ml", allocated_gpu_seconds=Decimal(28_800), active_gpu_seconds=Decimal(21_600),
+               productive_gpu_seconds=Decimal(18_000), lost_gpu_seconds=Decimal(16),
+               cost_usd=Decimal("20.000000000000001"), lost_cost_usd=Decimal("0.0111"), useful_tokens=3_600_000.0,
+               idle_reserved_usd=Decimal("1.006") if team else None,
+               idle_reserved_gpu_seconds=Decimal(1447) if team else None)
+    serve = entry("serve", allocated_gpu_seconds=Decimal(3600), active_gpu_seconds=Decimal(3600),
+                  productive_gpu_seconds=Decimal(3600), cost_usd=Decimal(20), useful_tokens=160_830_000.6,
+                  idle_reserved_usd=Decimal(0) if team else None, idle_reserved_gpu_seconds=Decimal(0) if team else None)
+    vision = entry("vision", allocated_gpu_seconds=Decimal(7200), cost_usd=Decimal(5),
+                   idle_reserved_usd=Decimal(0) if team else None,
+                   idle_reserved_gpu_seconds=Decimal(0) if team else None)
+    idle = None
+    if with_idle:
+        idle = ShowbackEntry(key=accounting.IDLE, name=accounting.IDLE, properties={},
+                             idle_gpu_seconds=Decimal(3600), cost_usd=Decimal("2.5"))
+    return Showback(
+        window=Window(START, END, "1d"), start=START, end=END, group_by=group_by, entries=[ml, serve, vision],
+        idle=idle, capacity_gpu_seconds=Decimal(43_200) if with_idle else None,
+        capacity_cost_usd=Decimal("47.5") if with_idle else None, rolled_until=END,
+        idle_reserved_gpu_seconds_total=Decimal(1447), idle_reserved_usd_total=Decimal("1.006"),
+    )
+
+
+def read(report: Showback) -> tuple[list[str], dict[str, dict[str, str]]]:
+    rows = list(csv.reader(io.StringIO(accounting.showback_csv(report))))
+    header = rows[0]
+    return header, {r[0]: dict(zip(header, r, strict=True)) for r in rows[1:]}
+
+
+def test_the_existing_columns_come_first_in_their_order_and_the_pages_figures_follow() -> None:
+    header, _ = read(fleet_report())
+    assert header[0] == "team"
+    assert header[1:9] == OLD_COLUMNS
+    assert header[9:] == NEW_COLUMNS
+    assert list(accounting.CSV_COLUMNS) == OLD_COLUMNS + NEW_COLUMNS
+
+
+def test_the_new_columns_carry_what_the_page_shows() -> None:
+    _, rows = read(fleet_report())
+    ml, serve, vision, idle, total = rows["ml"], rows["serve"], rows["vision"], rows["__idle__"], rows["TOTAL"]
+    assert ml["usd_per_productive_gpu_hour"] == "4.0000"          # $20 / 5 productive GPU-h
+    assert ml["useful_tokens"] == "3600000"
+    assert ml["usd_per_million_tokens"] == "5.555556"             # $20 / 3.6M tokens × 1M
+    assert ml["preemption_lost_gpu_hours"] == "0.0044"            # 16 GPU-s
+    assert ml["preemption_waste_usd"] == "0.01"
+    assert serve["useful_tokens"] == "160830001"
+    assert serve["usd_per_million_tokens"] == "0.124355"
+    assert vision["usd_per_productive_gpu_hour"] == "" and vision["usd_per_million_tokens"] == ""
+    assert vision["useful_tokens"] == "0" and vision["preemption_lost_gpu_hours"] == "0.0000"
+    assert idle["gpu_hours_idle"] == "1.0000" and idle["cost_usd"] == "2.50"
+    assert ml["gpu_hours_idle"] == vision["gpu_hours_idle"] == "0.0000"
+    assert total["gpu_hours_idle"] == "1.0000"
+    assert total["useful_tokens"] == "164430001"   # the column adds up
+    assert total["preemption_lost_gpu_hours"] == "0.0044"
+    assert serve["usd_per_productive_gpu_hour"] == "20.0000"
+    assert total["usd_per_productive_gpu_hour"] == "7.9167"      # $47.50 (idle included) / 6 productive GPU-h
+    assert total["usd_per_million_tokens"] == "0.288877"          # $47.50 / 164,430,000.6 tokens
+
+
+def test_the_total_row_adds_up() -> None:
+    for group_by in ("team", "priority_class"):
+        header, rows = read(fleet_report(group_by))
+        total = rows.pop("TOTAL")
+        for column in ("cost_usd", "preemption_waste_usd", "idle_reserved_usd", "useful_tokens", "gpu_hours_idle"):
+            if group_by != "team" and column == "idle_reserved_usd":
+                assert {r[column] for r in rows.values()} == {""} and total[column] == "1.01"
+                continue
+            assert sum(Decimal(r[column] or "0") for r in rows.values()) == Decimal(total[column]), column
+        assert total["cost_usd"] == "47.50"
+
+
+def test_the_json_carries_the_same_figures() -> None:
+    report = fleet_report()
+    body = accounting.showback_json(report)
+    sets, totals = body["data"][0], body["totals"]
+    _, rows = read(report)
+    for name in ("ml", "serve", "vision"):
+        a, row = sets[name], rows[name]
+        assert str(a["usefulTokens"]) == row["useful_tokens"]
+        assert a["usdPerMillionTokens"] == (float(row["usd_per_million_tokens"]) if row["usd_per_million_tokens"]
+                                            else None)
+        assert a["usdPerProductiveGpuHour"] == (float(row["usd_per_productive_gpu_hour"])
+                                                if row["usd_per_productive_gpu_hour"] else None)
+        assert a["preemptionLostGpuHours"] == float(row["preemption_lost_gpu_hours"])
+    assert str(totals["usefulTokens"]) == rows["TOTAL"]["useful_tokens"]
+    assert totals["usdPerMillionTokens"] == float(rows["TOTAL"]["usd_per_million_tokens"])
+    assert sets["__idle__"]["gpuHours"] == float(rows["__idle__"]["gpu_hours_idle"])
