@@ -47,10 +47,26 @@ from controlplane.filtersets import (
     QuotaFilterSet,
     TeamFilterSet,
 )
-from controlplane.models import Cohort, Event, GpuType, Job, Membership, Node, PriceRate, PriorityClass, Quota
+from controlplane.models import (
+    Allocation,
+    Cohort,
+    Event,
+    GpuType,
+    Job,
+    Membership,
+    Node,
+    PriceRate,
+    PriorityClass,
+    Quota,
+)
 from controlplane.services import access, fleet_figures, nodes, quotas
 from controlplane.services import jobs as job_service
-from controlplane.services.transitions import cancel_job
+from controlplane.services.transitions import (
+    RELEASE_CANCELLED,
+    RELEASE_RUNTIME_LIMIT,
+    REQUEUEING_STOPS,
+    cancel_job,
+)
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
 
@@ -270,23 +286,40 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             job.refresh_from_db()
             self._refuse_unless_cancellable(job)
             raise Conflict(f"Job {job.pk} changed state meanwhile; nothing was cancelled. Try again.")
+        was = job.state
         job.refresh_from_db()
-        detail = (
-            f"Job {job.pk} cancelled." if job.state == JobState.CANCELLED
-            else f"Job {job.pk} is stopping: its processes get {job.priority_class.grace_period_s} s to exit."
-        )
+        if job.state == JobState.CANCELLED:
+            detail = f"Job {job.pk} cancelled."
+        elif was == JobState.PREEMPTING:
+            stop = self._stop(job)
+            by = (f" by {stop.release_deadline:%Y-%m-%d %H:%M:%S} UTC"
+                  if stop is not None and stop.release_deadline else "")
+            detail = (f"Job {job.pk} was being stopped to be requeued; it will be cancelled instead of being "
+                      f"requeued when its processes exit{by}.")
+        else:
+            detail = f"Job {job.pk} is stopping: its processes get {job.priority_class.grace_period_s} s to exit."
         return Response({"job": s.job_payload(job), "detail": detail})
 
     def _refuse_unless_cancellable(self, job: Job) -> None:
         if job.state in (JobState.PENDING, JobState.RUNNING):
             return
         if job.state == JobState.PREEMPTING:
-            raise Conflict(f"Job {job.pk} is already stopping; it will be {'cancelled' if self._cancelling(job) else 'requeued'} when its processes exit.")
+            stop = self._stop(job)
+            reason = stop.release_reason if stop is not None else ""
+            if reason in REQUEUEING_STOPS:
+                return  # preempted or resized: the cancel turns the stop into a cancel
+            if reason == RELEASE_RUNTIME_LIMIT:
+                raise Conflict(f"Job {job.pk} is already stopping at its runtime limit; it will end timed out "
+                               "when its processes exit.")
+            if reason == RELEASE_CANCELLED:
+                raise Conflict(f"Job {job.pk} is already stopping; it will be cancelled when its processes exit.")
+            raise Conflict(f"Job {job.pk} is already stopping; it will end when its processes exit.")
         raise Conflict(f"Job {job.pk} is {job.state}; only pending or running jobs can be cancelled.")
 
     @staticmethod
-    def _cancelling(job: Job) -> bool:
-        return job.allocations.filter(release_reason="Cancelled").exists()
+    def _stop(job: Job) -> Allocation | None:
+        """The allocation being stopped under a stopping job (its latest generation)."""
+        return job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation").first()
 
     @extend_schema(responses={200: s.EventSerializer(many=True)}, filters=False)
     @action(detail=True, methods=["get"], filterset_class=None, serializer_class=s.EventSerializer)

@@ -516,27 +516,68 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     return True
 
 
+#: Stops that would requeue the job: a cancel during one turns it into a cancel.
+REQUEUEING_STOPS = {RELEASE_PREEMPTED: "preempted", RELEASE_RESIZED: "stopped to resize"}
+
+
 def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
-    """Cancel a job: a waiting one at once, a running one by stopping its processes first.
+    """Cancel a job: a waiting one at once, a running one by stopping its processes first, and
+    one being stopped to be requeued (preempted, resized) by making that stop a cancel.
 
     One transaction: the job's state, its allocation's and their events are written together
     or not at all, so a concurrent reader never sees a cancel half done (an allocation stopping
-    under a job still running). Returns False if the job was neither waiting nor running with
-    a live allocation (another cancel, a bind or an exit got there first)."""
+    under a job still running). Returns False if the job was neither waiting, nor running with
+    a live allocation, nor stopping to be requeued (another cancel, a bind or an exit got there
+    first, or its stop already ends it: a runtime limit, a gang member's exit)."""
     at = at or timezone.now()
     with transaction.atomic():
-        if Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
-            state=JobState.CANCELLED, finished_at=at, state_changed_at=at
-        ):
-            record_event(EventKind.JOB_CANCELLED, actor, job=job, at=at, reason="Cancelled",
-                         message="Cancelled while waiting")
-            record_event(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled", message="Job cancelled")
-            return True
-        allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
-        if allocation is None:
-            return False
-        grace = job.priority_class.grace_period_s
-        return signal_stop(
-            allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at, actor=actor,
-            message=f"Cancelled by {actor}; processes get {grace} s to exit",
-        )
+        # Twice at most: a preempted job's stop may complete (and requeue it) between our
+        # reads; it is then waiting, and cancelled at once.
+        for _ in range(2):
+            if Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
+                state=JobState.CANCELLED, finished_at=at, state_changed_at=at
+            ):
+                record_event(EventKind.JOB_CANCELLED, actor, job=job, at=at, reason="Cancelled",
+                             message="Cancelled while waiting")
+                record_event(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled",
+                             message="Job cancelled")
+                return True
+            allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
+            if allocation is not None:
+                grace = job.priority_class.grace_period_s
+                return signal_stop(
+                    allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at,
+                    actor=actor, message=f"Cancelled by {actor}; processes get {grace} s to exit",
+                )
+            if _cancel_requeueing_stop(job, actor, at=at):
+                return True
+        return False
+
+
+def _cancel_requeueing_stop(job: Job, actor: str, *, at: datetime) -> bool:
+    """A job whose processes are being stopped to requeue it: the stop becomes a cancel, so
+    once its agents confirm (or its node is fenced) the job ends cancelled instead of waiting
+    again. Compare-and-set on (generation, releasing, the requeueing reason); the stop itself
+    is untouched: same deadline, GPUs owned until the processes are gone."""
+    allocation = (
+        job.allocations.filter(state=AllocationState.RELEASING, release_reason__in=list(REQUEUEING_STOPS))
+        .order_by("-generation").first()
+    )
+    if allocation is None:
+        return False
+    if not Allocation.objects.filter(
+        pk=allocation.pk, generation=allocation.generation, state=AllocationState.RELEASING,
+        release_reason=allocation.release_reason,
+    ).update(release_reason=RELEASE_CANCELLED):
+        return False
+    why = REQUEUEING_STOPS[allocation.release_reason]
+    deadline = allocation.release_deadline
+    by = f" by {deadline:%Y-%m-%d %H:%M:%S} UTC" if deadline else ""
+    record_event(
+        EventKind.JOB_CANCELLED, actor, job=job, allocation=allocation, at=at, reason=RELEASE_CANCELLED,
+        message=f"Cancelled by {actor} while being {why}; it ends cancelled instead of being requeued "
+                f"once its processes exit{by}",
+        data={"generation": allocation.generation, "deadline": deadline.isoformat() if deadline else None,
+              "was": allocation.release_reason},
+    )
+    return True
