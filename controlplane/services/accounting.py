@@ -1284,6 +1284,7 @@ _RATE_Q = Decimal("0.0001")
 _TOKEN_RATE_Q = Decimal("0.000000000001")
 _MILLION_TOKENS_RATE_Q = Decimal("0.000001")
 _MILLION = Decimal(1_000_000)
+_WHOLE = Decimal(1)
 
 
 def _hours(gpu_seconds: Decimal) -> Decimal:
@@ -1291,7 +1292,12 @@ def _hours(gpu_seconds: Decimal) -> Decimal:
 
 
 def _fmt(value: Decimal | None, quantum: Decimal) -> str:
-    return "" if value is None else str(value.quantize(quantum))
+    """Plain fixed-point text with exactly `quantum`'s places ("" for no value): never Decimal's
+    scientific `1.24355E-7`, and zero as `0.00` like any other cent figure, never `0` or `-0.00`."""
+    if value is None:
+        return ""
+    rounded = value.quantize(quantum)
+    return format(abs(rounded) if rounded == 0 else rounded, "f")
 
 
 def usd_per_million_tokens(entry: ShowbackEntry) -> Decimal | None:
@@ -1345,22 +1351,26 @@ def showback_csv(report: Showback) -> str:
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow([report.group_by, *CSV_COLUMNS])
 
-    def row(entry: ShowbackEntry, reserved: object, idle_hours: Decimal | None) -> list[object]:
+    def hours(gpu_seconds: Decimal | None) -> str:
+        return _fmt(None if gpu_seconds is None else gpu_seconds / _HOUR_S, _HOURS_Q)
+
+    def row(entry: ShowbackEntry, reserved: Decimal | None, idle_gpu_seconds: Decimal | None) -> list[str]:
+        # Fixed places per column: hours 4, cents 2, $/GPU-hour 4, $/token 12, $/1M tokens 6, tokens 0.
         m = money[entry.key]
         return [
-            entry.name, _hours(entry.allocated_gpu_seconds), _hours(entry.active_gpu_seconds),
-            _hours(entry.productive_gpu_seconds), m["cost_usd"], _fmt(entry.usd_per_gpu_hour, _RATE_Q),
-            _fmt(entry.usd_per_useful_token, _TOKEN_RATE_Q), reserved, m["preemption_waste_usd"],
-            _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q), tokens[entry.key],
-            _fmt(usd_per_million_tokens(entry), _MILLION_TOKENS_RATE_Q), _hours(entry.lost_gpu_seconds),
-            "" if idle_hours is None else _hours(idle_hours),
+            entry.name, hours(entry.allocated_gpu_seconds), hours(entry.active_gpu_seconds),
+            hours(entry.productive_gpu_seconds), _fmt(m["cost_usd"], CENT), _fmt(entry.usd_per_gpu_hour, _RATE_Q),
+            _fmt(entry.usd_per_useful_token, _TOKEN_RATE_Q), _fmt(reserved, CENT),
+            _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
+            _fmt(Decimal(tokens[entry.key]), _WHOLE), _fmt(usd_per_million_tokens(entry), _MILLION_TOKENS_RATE_Q),
+            hours(entry.lost_gpu_seconds), hours(idle_gpu_seconds),
         ]
 
     for entry in sorted(report.entries, key=lambda e: e.name):
-        reserved = money[entry.key]["idle_reserved_usd"] if report.group_by == "team" else ""
+        reserved = money[entry.key]["idle_reserved_usd"] if report.group_by == "team" else None
         writer.writerow(row(entry, reserved, Decimal(0) if fleet else None))
     if report.idle is not None:
-        writer.writerow(row(report.idle, "", report.idle.idle_gpu_seconds))
+        writer.writerow(row(report.idle, None, report.idle.idle_gpu_seconds))
     total = report.total
     writer.writerow(row(total, money["TOTAL"]["idle_reserved_usd"], total.idle_gpu_seconds if fleet else None))
     return buffer.getvalue()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import UTC, datetime
 from decimal import Decimal
 
@@ -97,6 +98,40 @@ def test_the_new_columns_carry_what_the_page_shows() -> None:
     assert serve["usd_per_productive_gpu_hour"] == "20.0000"
     assert total["usd_per_productive_gpu_hour"] == "7.9167"      # $47.50 (idle included) / 6 productive GPU-h
     assert total["usd_per_million_tokens"] == "0.288877"          # $47.50 / 164,430,000.6 tokens
+
+
+def test_a_token_price_is_fixed_point_never_scientific() -> None:
+    for group_by in ("team", "job"):
+        header, rows = read(fleet_report(group_by))
+        for row in rows.values():
+            assert not any(re.search(r"\d[eE][-+]?\d", row[c]) for c in header[1:]), row
+    _, rows = read(fleet_report())
+    assert rows["serve"]["usd_per_useful_token"] == "0.000000124355"   # $20 / 160,830,000.6 tokens
+
+
+def test_every_column_has_a_fixed_number_of_places_zero_included() -> None:
+    for group_by in ("team", "project"):
+        for with_idle in (True, False):
+            header, rows = read(fleet_report(group_by, with_idle))
+            for name, row in rows.items():
+                for column in header[1:]:
+                    cell = row[column]
+                    if cell == "":
+                        continue
+                    places = PLACES[column]
+                    pattern = r"-?\d+" + (rf"\.\d{{{places}}}" if places else "")
+                    assert re.fullmatch(pattern, cell), (group_by, with_idle, name, column, cell)
+
+
+def test_an_empty_report_writes_zero_with_its_columns_places() -> None:
+    report = Showback(window=Window(START, END, "1d"), start=START, end=END, group_by="team", entries=[], idle=None,
+                      capacity_gpu_seconds=None, capacity_cost_usd=None, rolled_until=END)
+    header, rows = read(report)
+    total = rows["TOTAL"]
+    assert total["cost_usd"] == "0.00" and total["preemption_waste_usd"] == "0.00"
+    assert total["idle_reserved_usd"] == "0.00"
+    assert total["gpu_hours_allocated"] == "0.0000" and total["useful_tokens"] == "0"
+    assert total["gpu_hours_idle"] == ""   # a reader who sees no fleet figures is not told the fleet's idle
 
 
 def test_the_total_row_adds_up() -> None:
