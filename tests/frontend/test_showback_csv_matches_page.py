@@ -40,8 +40,9 @@ PAGE_TO_CSV = {
 }
 
 
-@pytest.fixture
-def preempted_after_an_hour(submit_as):
+def preempt_after_an_hour(submit_as, since_checkpoint_s: int):
+    """vision's job runs 8 GPUs for an hour and is preempted `since_checkpoint_s` after its last
+    checkpoint; language's job runs for two hours. The rollups are caught up."""
     now = timezone.now().replace(microsecond=0)
     vision = submit_as("alice", name="v", gpus=8, gpu_types=("H100-80GB",))
     submit_as("bob", name="l", gpus=8, gpu_types=("H100-80GB",))
@@ -49,13 +50,19 @@ def preempted_after_an_hour(submit_as):
     allocation = Allocation.objects.get(job=vision)
     node = allocation.gpus.first().node
     agent_samples(allocation, node, now - timedelta(hours=2), now - timedelta(hours=1), tokens_per_s=1000)
-    Job.objects.filter(pk=vision.pk).update(last_checkpoint_at=now - timedelta(hours=1, seconds=2))
+    Job.objects.filter(pk=vision.pk).update(last_checkpoint_at=now - timedelta(hours=1, seconds=since_checkpoint_s))
     assert transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_PREEMPTED,
                                    grace_period_s=30, at=now - timedelta(hours=1, seconds=1), actor="test",
                                    message="preempted")
     assert transitions.complete_release(allocation.pk, exit_code=None, at=now - timedelta(hours=1), actor="test")
     accounting.catch_up(now)
     return now
+
+
+@pytest.fixture
+def preempted_after_an_hour(submit_as):
+    """16 GPU-s lost: 8 GPUs, 2 s after the checkpoint."""
+    return preempt_after_an_hour(submit_as, 2)
 
 
 def csv_rows(client: Any, html: str) -> tuple[list[str], dict[str, dict[str, str]]]:
@@ -101,3 +108,17 @@ def test_every_figure_on_the_page_is_in_its_csv(client_for, preempted_after_an_h
             for tier in ("allocated", "active", "productive"):
                 assert cell(row[f"gpu_hours_{tier}"]) == at(r[f"gpu_hours_{tier}"], 4), tier
 
+
+def test_a_small_preemption_loss_never_reads_zero(client_for, preempted_after_an_hour):
+    response = client_for("finn").get("/showback/?window=24h")
+    vision = next(r for r in response.context["rows"] if r["name"] == "vision")
+    assert 0 < vision["lost_gpu_hours"] < 0.01          # 16 GPU-s
+    html = response.content.decode()
+    assert "(0.0 GPU-h)" not in html and "(0.00 GPU-h)" not in html
+    assert "(&lt; 0.01 GPU-h)" in html
+
+
+def test_a_larger_loss_shows_two_decimals(client_for, submit_as):
+    preempt_after_an_hour(submit_as, 120)            # 8 GPUs × 120 s = 0.2667 GPU-h
+    html = client_for("finn").get("/showback/?window=24h").content.decode()
+    assert "(0.27 GPU-h)" in html and "(0.3 GPU-h)" not in html
