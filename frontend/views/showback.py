@@ -1,8 +1,8 @@
 """`/showback/`: what the fleet cost and who used it, from the accounting service.
 
 Finance and admins read every team and the capacity no job held (`__idle__`); members read
-their own team. The CSV is the API's (`/api/v1/showback/?format=csv`), the same figures to the
-cent."""
+their own team. The CSV is the API's (`/api/v1/showback/?format=csv`): every figure of the
+page's table, in the same cents and tokens (tests/frontend/test_showback_csv_matches_page.py)."""
 
 from __future__ import annotations
 

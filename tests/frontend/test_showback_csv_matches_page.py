@@ -122,3 +122,15 @@ def test_a_larger_loss_shows_two_decimals(client_for, submit_as):
     preempt_after_an_hour(submit_as, 120)            # 8 GPUs × 120 s = 0.2667 GPU-h
     html = client_for("finn").get("/showback/?window=24h").content.decode()
     assert "(0.27 GPU-h)" in html and "(0.3 GPU-h)" not in html
+
+
+def test_the_pages_note_promises_what_the_csv_holds(client_for, preempted_after_an_hour):
+    html = client_for("finn").get("/showback/?window=24h").content.decode()
+    note = re.search(r'<p class="note">(.*?)</p>', html, re.S).group(1)
+    assert "the CSV carries every figure of this table" in note
+    assert "the same figures" not in note
+    # What the note says adds up does add up on the page: the money and the tokens.
+    rows = client_for("finn").get("/showback/?window=24h").context["rows"]
+    body, total = [r for r in rows if not r["is_total"]], next(r for r in rows if r["is_total"])
+    for column in ("cost_usd", "preemption_waste_usd", "useful_tokens"):
+        assert sum(r[column] for r in body) == total[column], column
