@@ -36,7 +36,9 @@ from frontend.timeline import state_segments
 PAGE_SIZE = 50
 MAX_EVENTS = 1000
 MAX_LIVE_ROWS = 100
-CANCELLABLE = (JobState.PENDING, JobState.RUNNING)
+#: A preempting job may be cancelled too: its requeueing stop becomes a cancel (the API answers
+#: 409 with the reason when the stop already ends the job, e.g. at its runtime limit).
+CANCELLABLE = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING)
 
 
 # --------------------------------------------------------------------------------- the list

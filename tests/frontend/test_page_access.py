@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from controlplane.models import Job
+
 pytestmark = pytest.mark.django_db
 
 PAGES = ["/", "/jobs/", "/teams/", "/showback/", "/nodes/", "/what-if/"]
@@ -101,6 +103,16 @@ def test_cancel_button_is_offered_to_the_owning_team_only(client_for, submit_as)
     job = submit_as("alice")
     assert b'id="cancel-job"' in client_for("alice").get(f"/jobs/{job.pk}/").content
     assert b'id="cancel-job"' in client_for("admin").get(f"/jobs/{job.pk}/").content
+
+
+@pytest.mark.parametrize(("state", "offered"), [
+    ("preempting", True),  # a cancel turns the requeueing stop into a cancel (services.transitions)
+    ("succeeded", False), ("cancelled", False),
+])
+def test_cancel_button_follows_what_the_api_can_cancel(client_for, submit_as, state, offered):
+    job = submit_as("alice")
+    Job.objects.filter(pk=job.pk).update(state=state)
+    assert (b'id="cancel-job"' in client_for("alice").get(f"/jobs/{job.pk}/").content) is offered
 
 
 def test_members_see_their_own_teams_quota_only(client_for):
