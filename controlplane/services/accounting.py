@@ -28,6 +28,7 @@ half of one. Raw samples are dropped by `apply_retention` only once their minute
 
 from __future__ import annotations
 
+import math
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -1284,7 +1285,6 @@ _RATE_Q = Decimal("0.0001")
 _TOKEN_RATE_Q = Decimal("0.000000000001")
 _MILLION_TOKENS_RATE_Q = Decimal("0.000001")
 _MILLION = Decimal(1_000_000)
-_WHOLE = Decimal(1)
 
 
 def _hours(gpu_seconds: Decimal) -> Decimal:
@@ -1300,19 +1300,27 @@ def _fmt(value: Decimal | None, quantum: Decimal) -> str:
     return format(abs(rounded) if rounded == 0 else rounded, "f")
 
 
-def usd_per_million_tokens(entry: ShowbackEntry) -> Decimal | None:
-    """$ per million useful tokens: the page's and the CSV's figure (exact, unrounded)."""
-    per_token = entry.usd_per_useful_token
+def usd_per_million_tokens(entry: ShowbackEntry, per_token: Decimal | None = None) -> Decimal | None:
+    """$ per million useful tokens: the page's and the CSV's figure (exact, unrounded).
+    `per_token`: the entry's `usd_per_useful_token` when the caller has it already."""
+    per_token = per_token if per_token is not None else entry.usd_per_useful_token
     return None if per_token is None else per_token * _MILLION
 
 
 def presented_tokens(report: Showback) -> dict[str, int]:
-    """Useful tokens per entry (and `TOTAL`) as whole tokens, apportioned like the cents so the
-    rows add up to TOTAL; `__idle__` has none."""
+    """Useful tokens per entry (and `TOTAL`) as whole tokens, apportioned like the cents (largest
+    remainder, ties to the earlier entry) so the rows add up to TOTAL; `__idle__` has none.
+    Tokens are floats (progress is pro-rated over sample intervals): integer arithmetic on their
+    floors, the rounded exact sum (math.fsum) as the total."""
     rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
-    whole = apportion([Decimal(repr(r.useful_tokens)) for r in rows], Decimal(1))
-    out = {r.key: int(t) for r, t in zip(rows, whole, strict=True)}
-    out["TOTAL"] = sum(out.values())
+    values = [r.useful_tokens for r in rows]
+    whole = [math.floor(v) for v in values]
+    units = round(math.fsum(values)) - sum(whole)
+    if units > 0:
+        for i in sorted(range(len(values)), key=lambda i: (whole[i] - values[i], i))[:units]:
+            whole[i] += 1
+    out = {r.key: t for r, t in zip(rows, whole, strict=True)}
+    out["TOTAL"] = sum(whole)
     return out
 
 
@@ -1357,12 +1365,13 @@ def showback_csv(report: Showback) -> str:
     def row(entry: ShowbackEntry, reserved: Decimal | None, idle_gpu_seconds: Decimal | None) -> list[str]:
         # Fixed places per column: hours 4, cents 2, $/GPU-hour 4, $/token 12, $/1M tokens 6, tokens 0.
         m = money[entry.key]
+        per_token = entry.usd_per_useful_token
         return [
             entry.name, hours(entry.allocated_gpu_seconds), hours(entry.active_gpu_seconds),
             hours(entry.productive_gpu_seconds), _fmt(m["cost_usd"], CENT), _fmt(entry.usd_per_gpu_hour, _RATE_Q),
-            _fmt(entry.usd_per_useful_token, _TOKEN_RATE_Q), _fmt(reserved, CENT),
+            _fmt(per_token, _TOKEN_RATE_Q), _fmt(reserved, CENT),
             _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
-            _fmt(Decimal(tokens[entry.key]), _WHOLE), _fmt(usd_per_million_tokens(entry), _MILLION_TOKENS_RATE_Q),
+            str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
             hours(entry.lost_gpu_seconds), hours(idle_gpu_seconds),
         ]
 
@@ -1418,6 +1427,7 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
     def number(value: Decimal | None, quantum: Decimal) -> float | None:
         return None if value is None else float(value.quantize(quantum))
 
+    per_token = entry.usd_per_useful_token
     return {
         "name": entry.name,
         "properties": entry.properties,
@@ -1435,8 +1445,8 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
         "usdPerGpuHour": number(entry.usd_per_gpu_hour, _RATE_Q),
         "usdPerProductiveGpuHour": number(entry.usd_per_productive_gpu_hour, _RATE_Q),
         "usefulTokens": tokens,
-        "usdPerUsefulToken": number(entry.usd_per_useful_token, _TOKEN_RATE_Q),
-        "usdPerMillionTokens": number(usd_per_million_tokens(entry), _MILLION_TOKENS_RATE_Q),
+        "usdPerUsefulToken": number(per_token, _TOKEN_RATE_Q),
+        "usdPerMillionTokens": number(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
         "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
         or entry.key == "TOTAL" else None,
         "preemptionLostGpuHours": float(_hours(entry.lost_gpu_seconds)),
