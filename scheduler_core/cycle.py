@@ -862,14 +862,20 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
 
 
 def quota_remedy(team: str, gpu_type: str, verdict: QuotaVerdict, gpus: int) -> str:
-    """What would let ``gpus`` more GPUs fit the team's quota: the team freeing some of its own
-    (as many as :meth:`QuotaVerdict.shortage`), or the cohort lending more where that can help."""
+    """What would let ``gpus`` more GPUs fit the team's quota: the team freeing
+    :meth:`QuotaVerdict.shortage` of its own GPUs, or the cohort lending that many more (up to
+    the borrowing limit and what the others could ever lend), or, when neither alone can, both."""
     shortage = max(1, verdict.shortage(gpus))
+    headroom = max(0, verdict.ceiling_room - verdict.room)
+    ways = []
     if shortage <= verdict.used:
-        return (f"team {team} frees {shortage} {gpu_type} GPUs"
-                + (" or its cohort lends more" if verdict.cohort_may_lend_more else ""))
-    return (f"its cohort lends {shortage - verdict.used} more {gpu_type} GPUs and team {team} "
-            f"frees the {verdict.used} it holds, or the cohort lends {shortage} more")
+        ways.append(f"team {team} frees {shortage} {gpu_type} GPUs")
+    if shortage <= headroom:
+        ways.append(f"its cohort lends {shortage} more" + ("" if ways else f" {gpu_type} GPUs"))
+    if ways:
+        return " or ".join(ways)
+    return (f"team {team} frees {shortage - headroom} {gpu_type} GPUs and its cohort lends "
+            f"{headroom} more")
 
 
 def _quota_outcome(ctx: CycleContext, spec: JobSpec, option: TypeOption, verdict: QuotaVerdict,

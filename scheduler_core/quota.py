@@ -41,9 +41,8 @@ class QuotaVerdict(NamedTuple):
     room: int = 0
     """How many GPUs beyond nominal the team may hold in all now, its own borrowed GPUs
     included (``borrowable`` is what is left of it)."""
-    cohort_may_lend_more: bool = False
-    """Whether more lending by the cohort could raise ``room`` (it is below the borrowing
-    limit)."""
+    ceiling_room: int = 0
+    """The most ``room`` could ever be: the borrowing limit, or all the others could lend."""
 
     def shortage(self, gpus: int) -> int:
         """How many of its GPUs of this type the team must free before ``gpus`` more fit its
@@ -133,7 +132,6 @@ class QuotaLedger:
             room = min(room, q.borrowing_limit)
         excess_after = max(0, after - nominal)
         admitted = after <= nominal or excess_after <= room
-        may_lend_more = q.borrowing_limit is None or room < q.borrowing_limit
         ceiling_room = self.cohort_max_lendable[ckey] - _lendable(q, 0)
         if q.borrowing_limit is not None:
             ceiling_room = min(ceiling_room, q.borrowing_limit)
@@ -146,5 +144,5 @@ class QuotaLedger:
             borrowable=max(0, room - excess),
             never=gpus > nominal + ceiling_room,
             room=room,
-            cohort_may_lend_more=may_lend_more,
+            ceiling_room=ceiling_room,
         )

@@ -232,16 +232,20 @@ def borrowing_team(*, limit: int | None, lender_nominal: int, lender_uses: int, 
     ("limit", "lender_nominal", "lender_uses", "ml_jobs", "asks", "remedy", "eta"),
     [
         # ml holds 12 of 8 nominal (4 borrowed, limit 8): 16 fit, so freeing 4 lets 8 more in;
-        # the cohort lending more cannot help past the limit
+        # the cohort cannot lend past the limit
         (8, 16, 0, (4, 8), 8, "team ml frees 4 a100 GPUs", 1000.0),
-        # no limit, the cohort lends at most 4: 12 + 8 must come down to 8 + 4
-        (None, 4, 0, (4, 8), 8, "team ml frees 8 a100 GPUs or its cohort lends more", 2000.0),
-        # ml holds 2; lend uses 4 of its 8 and lends the other 4: 14 more would need 4 freed,
-        # more than ml holds, so the cohort must lend too
-        (None, 8, 4, (2,), 14, "its cohort lends 2 more a100 GPUs and team ml frees the 2 it "
-                               "holds, or the cohort lends 4 more", None),
+        # no limit, and the lender already lends all it has (4): 12 + 8 must come down to 8 + 4
+        (None, 4, 0, (4, 8), 8, "team ml frees 8 a100 GPUs", 2000.0),
+        # the lender uses 8 of its 16 and lends 8: ml (12, asks 8) frees 4, or the lender lends
+        # 4 of the 8 it uses
+        (None, 16, 8, (4, 8), 8, "team ml frees 4 a100 GPUs or its cohort lends 4 more", 1000.0),
+        # ml holds 2; the lender uses 4 of its 8 and lends 4: 16 more need 6, more than ml holds
+        # and than the lender could add, so both
+        (None, 8, 4, (2,), 16, "team ml frees 2 a100 GPUs and its cohort lends 4 more", None),
+        # ml holds 2 and asks 14: 4 short, which only the lender can give
+        (None, 8, 4, (2,), 14, "its cohort lends 4 more a100 GPUs", None),
     ],
-    ids=["at-the-borrowing-limit", "cohort-lends-no-more", "more-than-the-team-holds"],
+    ids=["at-the-borrowing-limit", "cohort-lends-all-it-has", "either", "both", "cohort-only"],
 )
 def test_quota_remedy_counts_the_borrowing_room_freed_gpus_give_back(
         limit, lender_nominal, lender_uses, ml_jobs, asks, remedy, eta):
