@@ -99,3 +99,23 @@ def test_not_found_answers_carry_the_not_found_code(fleet, alice) -> None:
     r = alice.get(f"{J}/jobs/987654321/")
 
     assert r.status_code == 404 and r.json()["code"] == "not_found"
+
+
+@pytest.mark.parametrize("url", ["jobs/", "nodes/", "events/", "quotas/", "teams/"])
+def test_a_query_parameter_a_list_does_not_know_is_a_400_naming_it(fleet, admin, url) -> None:
+    # `tema` for `team`: ignoring it answered every job in scope
+    r = admin.get(f"{J}/{url}", {"tema": "vision", "limit": "5"})
+
+    assert r.status_code == 400, r.content
+    errors = r.json()["errors"]
+    assert list(errors) == ["tema"]
+    assert "Unknown query parameter" in errors["tema"][0] and "limit" in errors["tema"][0]
+
+
+def test_known_filters_pagination_and_format_still_pass(fleet, admin) -> None:
+    f.make_job(fleet.ml)
+
+    r = admin.get(f"{J}/jobs/", {"team": fleet.ml.name, "limit": "5", "offset": "0", "format": "json"})
+
+    assert r.status_code == 200, r.content
+    assert r.json()["count"] == 1
