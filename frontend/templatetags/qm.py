@@ -106,6 +106,22 @@ def usd(value: Any) -> str:
     return f"${amount:,.2f}"
 
 
+def _hours_text(hours: float) -> str:
+    """GPU-hours to one decimal, but a small non-zero amount never reads as nothing: two
+    decimals below 1, and "< 0.01" below that."""
+    if hours == 0:
+        return "0"
+    if abs(hours) < 0.01:
+        return "< 0.01"
+    return f"{hours:,.2f}" if abs(hours) < 1 else f"{hours:,.1f}"
+
+
+@register.filter
+def as_gpu_hours(hours: Any) -> str:
+    """A figure already in GPU-hours (showback's)."""
+    return "–" if hours is None else _hours_text(float(hours))
+
+
 @register.filter
 def percent(fraction: Any) -> str:
     """A fraction as a percentage with two decimals at most, as the charts label it (0.0047 →
@@ -142,6 +158,5 @@ def plotly_js_url() -> str:
 
 @register.filter
 def gpu_hours(seconds: Any) -> str:
-    if seconds is None:
-        return "–"
-    return f"{float(seconds) / 3600:,.2f}"
+    """GPU-seconds as GPU-hours."""
+    return "–" if seconds is None else _hours_text(float(seconds) / 3600)
