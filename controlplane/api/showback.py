@@ -18,6 +18,7 @@ from django.utils import timezone
 from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import exceptions, serializers
+from rest_framework.fields import DateTimeField
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.renderers import BaseRenderer
 from rest_framework.request import Request
@@ -28,6 +29,9 @@ from controlplane.api.views import ApiMixin
 from controlplane.models import Team
 from controlplane.services import accounting
 from controlplane.services.access import access_of, visible_teams
+
+#: Times as the rest of the API writes them (DRF's ISO 8601, UTC as "Z").
+_when = DateTimeField().to_representation
 
 
 class CsvRenderer(BaseRenderer):
@@ -211,12 +215,12 @@ class UtilizationView(ApiMixin, APIView):
             raise exceptions.ValidationError({"bucket": ["That many points is too many: choose a coarser bucket."]})
         points = accounting.utilization_series(window, now, team_id=team.pk if team else None, bucket=bucket)
         return Response({
-            "window": {"start": window.start.isoformat(), "end": window.end.isoformat()},
+            "window": {"start": _when(window.start), "end": _when(window.end)},
             "team": team.name if team else None,
             "bucket": {60: "minute", 3600: "hour", 86400: "day"}[bucket],
             "bucketSeconds": bucket,
             "points": [
-                {"t": p.start.isoformat(), "seconds": p.seconds, "capacityGpus": p.capacity_gpus,
+                {"t": _when(p.start), "seconds": p.seconds, "capacityGpus": p.capacity_gpus,
                  "allocatedGpus": p.allocated_gpus, "activeGpus": p.active_gpus, "productiveGpus": p.productive_gpus}
                 for p in points
             ],

@@ -159,6 +159,9 @@ def test_utilization_series_has_the_three_tiers_ordered(clients: dict[str, APICl
     for p in points:
         assert p["capacityGpus"] >= p["allocatedGpus"] >= p["activeGpus"] >= p["productiveGpus"] >= 0
     assert max(p["allocatedGpus"] for p in points) == pytest.approx(12)
+    # times as everywhere else in the API: UTC written "Z"
+    window = response.json()["window"]
+    assert all(t.endswith("Z") for t in (window["start"], window["end"], points[0]["t"]))
 
 
 def test_utilization_of_a_team_needs_access_to_it(clients: dict[str, APIClient], usage: Any) -> None:
