@@ -59,7 +59,7 @@ from controlplane.models import (
     PriorityClass,
     Quota,
 )
-from controlplane.services import access, fleet_figures, nodes, quotas
+from controlplane.services import access, cohorts, fleet_figures, nodes, quotas
 from controlplane.services import jobs as job_service
 from controlplane.services.transitions import (
     RELEASE_CANCELLED,
@@ -187,6 +187,23 @@ class TokenView(ApiMixin, APIView):
         return Response({"token": token.key, "username": user.get_username()})
 
 
+class LogoutView(ApiMixin, APIView):
+    """Revoke the token this request was sent with: the next request with it is 401.
+
+    A user has one token (DRF authtoken), shared by every `qm` they logged in with, so all of
+    them are logged out; `POST auth/token/` then issues a new one. Called with a session (the
+    browser), it revokes the user's API token likewise and leaves the session alone. Like
+    logging in, it records no event (sign-ins and sign-outs are not in the audit trail)."""
+
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request: Request) -> Response:
+        if isinstance(request.auth, Token):
+            Token.objects.filter(key=request.auth.key).delete()
+        else:
+            Token.objects.filter(user=request.user).delete()
+        return Response(status=204)
+
+
 class MeView(ApiMixin, APIView):
     """Who the credentials belong to, and what they may do."""
 
@@ -251,9 +268,10 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
 
     def get_queryset(self) -> QuerySet[Job]:
         # `place`: a waiting job's queue position, ETA and the numbers of its reason.
+        # `gpus_held`: the GPUs the job holds now, counted inside the same query.
         return access.visible_jobs(self.request.user).select_related(
             "team", "project", "submitter", "priority_class", "place"
-        )
+        ).annotate(gpus_held=s.gpus_held_expression())
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(s.job_payload(self.get_object()))
@@ -269,6 +287,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         result = _submit(request, s.JobSubmitSerializer)
         if not result.replayed:
             result.job.unranked()  # a job just submitted has no place in the queue yet: no query
+            result.job.gpus_held = 0  # nor any GPUs
         # The job carries its team, project, class and submitter objects: no query to render it.
         return Response(
             s.job_payload(result.job),
@@ -450,9 +469,29 @@ class ProjectViewSet(AdminWritableViewSet):
 
 
 class CohortViewSet(AdminWritableViewSet):
+    """Cohorts: teams that lend each other quota. Every change is recorded as a quota.changed
+    event (reason CohortCreated, CohortChanged or CohortDeleted) with before and after."""
+
     serializer_class = s.CohortSerializer
     filterset_class = CohortFilterSet
     queryset = Cohort.objects.prefetch_related("teams")
+
+    def _record(self, cohort: Cohort, verb: str, before: dict[str, Any] | None) -> None:
+        cohorts.record_cohort_change(cohort, verb, before, f"user:{self.request.user.get_username()}")
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            self._record(serializer.save(), "created", None)
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            before = cohorts.cohort_record(serializer.instance)
+            self._record(serializer.save(), "changed", before)
+
+    def perform_destroy(self, instance: Cohort) -> None:
+        with transaction.atomic():
+            self._record(instance, "deleted", cohorts.cohort_record(instance))
+            instance.delete()
 
 
 class QuotaViewSet(AdminWritableViewSet):
