@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
@@ -50,6 +51,16 @@ class Quota(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team.name} × {self.gpu_type.name}: {self.nominal_gpus}"
+
+    def clean(self) -> None:
+        """A team lends only its unused nominal quota, so a lending limit above nominal would
+        promise what it never has (Kueue refuses it too)."""
+        if self.lending_limit is not None and self.nominal_gpus is not None \
+                and self.lending_limit > self.nominal_gpus:
+            raise ValidationError({"lending_limit": (
+                f"{self.lending_limit} is more than nominal_gpus ({self.nominal_gpus}): a team lends "
+                f"only its unused nominal quota; leave it empty to lend all of it."
+            )})
 
 
 class PriorityClass(models.Model):

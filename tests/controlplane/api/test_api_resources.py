@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 import pytest
+from django.core.exceptions import ValidationError as DjangoValidationError
 from django.utils import timezone
 
 from controlplane.choices import AllocationState, EventKind, JobState, NodeState
@@ -221,6 +222,28 @@ def test_priority_class_with_default_beyond_max_is_a_400(fleet, admin) -> None:
                                              "max_runtime_limit_s": 5}, format="json")
 
     assert r.status_code == 400 and "default_runtime_limit_s" in r.json()["errors"]
+
+
+def test_lending_limit_above_nominal_is_a_400_naming_it_and_changes_nothing(fleet, admin) -> None:
+    quota = fleet.ml.quotas.get()
+
+    r = admin.patch(f"{J}/quotas/{quota.pk}/", {"lending_limit": 17}, format="json")
+    lowered = admin.patch(f"{J}/quotas/{quota.pk}/", {"nominal_gpus": 4, "lending_limit": 8}, format="json")
+
+    assert r.status_code == 400 and list(r.json()["errors"]) == ["lending_limit"]
+    assert "more than nominal_gpus (16)" in r.json()["errors"]["lending_limit"][0]
+    assert lowered.status_code == 400 and "more than nominal_gpus (4)" in lowered.json()["errors"]["lending_limit"][0]
+    quota.refresh_from_db()
+    assert (quota.nominal_gpus, quota.lending_limit) == (16, None)
+    assert admin.patch(f"{J}/quotas/{quota.pk}/", {"lending_limit": 16}, format="json").status_code == 200
+
+
+def test_admin_form_refuses_a_lending_limit_above_nominal(fleet) -> None:
+    quota = fleet.ml.quotas.get()
+    quota.lending_limit = 40
+    with pytest.raises(DjangoValidationError) as caught:
+        quota.full_clean()
+    assert "lending_limit" in caught.value.message_dict
 
 
 def test_duplicate_quota_is_a_400_naming_the_rule(fleet, admin) -> None:
