@@ -26,7 +26,7 @@ from controlplane.models import (
     SchedulerLease,
     Team,
 )
-from controlplane.services import nodes, quotas
+from controlplane.services import cohorts, nodes, quotas
 
 
 class MembershipInline(admin.TabularInline):
@@ -94,7 +94,27 @@ def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:
 
 @admin.register(Cohort)
 class CohortAdmin(admin.ModelAdmin):
+    """Cohorts created, changed or deleted here are recorded as the API's are
+    (services/cohorts.py: quota.changed events, reasons Cohort*)."""
+
     list_display = ("name", "description")
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        # The admin's change view runs in one transaction: the cohort and its event go together.
+        before = cohorts.cohort_record(Cohort.objects.get(pk=obj.pk)) if change else None
+        super().save_model(request, obj, form, change)
+        cohorts.record_cohort_change(obj, "changed" if change else "created", before, _actor(request))
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            cohorts.record_cohort_change(obj, "deleted", cohorts.cohort_record(obj), _actor(request))
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            for cohort in queryset:
+                cohorts.record_cohort_change(cohort, "deleted", cohorts.cohort_record(cohort), _actor(request))
+            super().delete_queryset(request, queryset)
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):  # type: ignore[no-untyped-def]
         cohort = self.get_object(request, object_id)

@@ -58,6 +58,7 @@ class RedocView(_PeopleOnly, SpectacularRedocView):
 
 v1 = [
     path("auth/token/", views.TokenView.as_view(), name="auth-token"),
+    path("auth/logout/", views.LogoutView.as_view(), name="auth-logout"),
     path("auth/me/", views.MeView.as_view(), name="auth-me"),
     path("metrics/queue/", views.QueueMetricsView.as_view(), name="metrics-queue"),
     path("metrics/fragmentation/", views.FragmentationMetricsView.as_view(), name="metrics-fragmentation"),

@@ -26,7 +26,16 @@ from typing import Any
 import yaml
 
 from controlplane.cli import output
-from controlplane.cli.client import Api, ApiError, CliError, config_path, load_config, save_config
+from controlplane.cli.client import (
+    DEFAULT_URL,
+    Api,
+    ApiError,
+    CliError,
+    config_path,
+    load_config,
+    save_config,
+    server_url,
+)
 
 ACTIVE_STATES = ["pending", "running", "preempting"]
 # YAML keys and flags that are spelled differently from the API's fields.
@@ -55,10 +64,54 @@ def cmd_login(api: Api, args: argparse.Namespace) -> int:
 
 
 def cmd_logout(api: Api, args: argparse.Namespace) -> int:
-    config = load_config()
-    config.pop("token", None)
-    save_config(config)
-    print(f"Logged out; token removed from {config_path()}.")
+    """Revoke the stored token on the server it came from, then forget it here. A user has one
+    token, so every `qm` logged in as them is logged out too. The local copy goes even when the
+    server cannot be asked; only failing to remove it is an error."""
+    path = config_path()
+    try:
+        config, unreadable = load_config(), False
+    except CliError:
+        config, unreadable = {}, True
+    token = config.get("token")
+    if token is None and not unreadable:
+        env = " ($QM_TOKEN in your environment is left alone.)" if os.environ.get("QM_TOKEN") else ""
+        print(f"Not logged in: no token stored in {path}.{env}")
+        return 0
+    server, revoked, note = api.url, False, ""
+    if unreadable:
+        note = f"{path} could not be read; removing it (a token in it, if any, was not revoked on the server)."
+        print(f"warning: {note}", file=sys.stderr)
+    if token is not None:
+        try:
+            server = server_url(config.get("url") or api.url)
+            Api(server, token).request("POST", "auth/logout/")
+            revoked = True
+            note = (f"Token revoked on {server}: every qm logged in as {config.get('username') or 'you'} "
+                    "is logged out (one token per user).")
+        except ApiError as error:
+            if error.status == 401:
+                note = f"The token was already invalid on {server} (revoked by another logout or an admin)."
+            else:
+                note = f"The server refused to revoke the token ({error}); it may still be valid there."
+                print(f"warning: {note}", file=sys.stderr)
+        except CliError as error:
+            note = (f"{error}: the token was NOT revoked on the server and stays valid there until you "
+                    "`qm login` and `qm logout` again with the server reachable, or an admin deletes it.")
+            print(f"warning: {note}", file=sys.stderr)
+    try:
+        if unreadable:
+            path.unlink()
+        else:
+            config.pop("token", None)
+            save_config(config)
+    except OSError as exc:
+        raise CliError(f"could not remove the stored token from {path}: {exc}") from exc
+    if args.json:
+        output.emit_json({"server": server, "revoked": revoked, "config": str(path), "note": note})
+        return 0
+    if note and (revoked or "already invalid" in note):
+        print(note)
+    print(f"Logged out; token removed from {path}.")
     return 0
 
 
@@ -373,7 +426,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("login", parents=[common], help="get a token and store it")
     p.add_argument("--username", "-u")
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
-    sub.add_parser("logout", parents=[common], help="forget the stored token")
+    sub.add_parser("logout", parents=[common], help="revoke the token on the server and forget it here",
+                   description="Revoke the stored token on the server it was issued by, then remove it from "
+                               "the config file. A user has one token, so this logs out every qm logged in as "
+                               "you (other machines, scripts) at once. If the server cannot be reached the "
+                               "token is still removed here, with a warning that it stays valid there.")
     sub.add_parser("whoami", parents=[common], help="who the stored token belongs to")
 
     p = sub.add_parser("submit", parents=[common], help="submit a job or a job array",
@@ -446,7 +503,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, command = argv[:at], argv[at + 1:]
     args = build_parser().parse_args(argv)
     try:
-        api = Api.from_environment(args.url)
+        try:
+            api = Api.from_environment(args.url)
+        except CliError:
+            if args.command != "logout":
+                raise
+            # An unreadable config file: logout removes it (its token cannot be revoked).
+            api = Api(server_url(args.url or os.environ.get("QM_URL") or DEFAULT_URL), None)
         if args.command == "submit":
             return cmd_submit(api, args, command)
         if command:

@@ -30,6 +30,7 @@ J = "/api/v1"
 MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("auth_token", "post", f"{J}/auth/token/", {"username": "alice", "password": "alice"}, (200,) * 6),
     ("auth_me", "get", f"{J}/auth/me/", None, READ_ALL),
+    ("auth_logout", "post", f"{J}/auth/logout/", None, (401, 204, 204, 204, 204, 401)),
     ("jobs_list", "get", f"{J}/jobs/", None, READ_ALL),
     ("jobs_submit", "post", f"{J}/jobs/", {"name": "m", "gpus": 1, "team": "ml"}, SUBMIT),
     ("job_detail", "get", f"{J}/jobs/{{job}}/", None, READ_OWN),

@@ -37,6 +37,9 @@ CHECKS = [
     )
 ]
 AGENT_PREFIX = "/api/v1/agent/"
+# Logging out revokes the token the run sends, so every later operation would answer 401: it is
+# exercised by its own tests (test_api_logout.py, test_qm_logout.py) instead.
+LOGOUT_PATH = "/api/v1/auth/logout/"
 
 
 @pytest.fixture
@@ -77,7 +80,7 @@ def test_generated_requests_find_no_server_error_and_no_schema_violation(fleet, 
     operations = 0
     for result in schema.get_all_operations():
         operation = result.ok()
-        if operation.path.startswith(AGENT_PREFIX):
+        if operation.path.startswith(AGENT_PREFIX) or operation.path == LOGOUT_PATH:
             continue
         operations += 1
         try:

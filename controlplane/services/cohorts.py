@@ -1,0 +1,41 @@
+"""Cohort changes and their audit trail: every cohort created, changed or deleted, through the
+API or the admin UI, is recorded with the cohort before and after, as quota changes are
+(services/quotas.py).
+
+A cohort is the quotas' borrowing group: its teams lend each other unused quota, and deleting
+it takes them out (Team.cohort is SET_NULL), so they stop lending and borrowing. The events
+therefore use the `quota.changed` kind, with reasons CohortCreated, CohortChanged and
+CohortDeleted (`GET events/?kind=quota.changed&reason=CohortDeleted`). A kind of their own
+(`cohort.changed`) would need a migration: Event.kind carries its choices in the model, so a
+new choice is a schema change for Django."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controlplane.choices import EventKind
+from controlplane.models import Cohort, Event
+from controlplane.services.transitions import event_fields
+
+
+def cohort_record(cohort: Cohort) -> dict[str, Any]:
+    """The cohort as the API shows it (CohortSerializer's fields, teams by name): what an
+    event's before and after hold. Read from the database, so call it before a deletion."""
+    teams = sorted(cohort.teams.values_list("name", flat=True)) if cohort.pk else []
+    return {"id": cohort.pk, "name": cohort.name, "description": cohort.description, "teams": teams}
+
+
+def record_cohort_change(cohort: Cohort, verb: str, before: dict[str, Any] | None, actor: str) -> Event:
+    """`verb`: created, changed or deleted. Call it in the transaction that writes the cohort
+    (for a deletion, before deleting it, with `before` read then)."""
+    after = cohort_record(cohort) if verb != "deleted" else None
+    message = f"Cohort {cohort.name} {verb}"
+    if verb == "deleted" and before and before["teams"]:
+        message += f": {', '.join(before['teams'])} no longer lend or borrow through it"
+    elif verb == "changed" and before and after and before["name"] != after["name"]:
+        message = f"Cohort {before['name']} changed (now {after['name']})"
+    fields = event_fields(
+        EventKind.QUOTA_CHANGED, actor, reason=f"Cohort{verb.title()}", message=message,
+        data={"before": before, "after": after},
+    )
+    return Event.objects.create(**fields)
