@@ -240,13 +240,36 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     return params
 
 
+def _elastic(job: dict[str, Any]) -> str:
+    """`elastic 4–16` for an elastic job, else empty."""
+    if not (job.get("min_gpus") or job.get("max_gpus")):
+        return ""
+    return f"elastic {job['min_gpus'] or job['gpus']}–{job['max_gpus'] or job['gpus']}"
+
+
+def _gpus_cell(job: dict[str, Any]) -> str | int:
+    """The list's GPUS cell: the GPUs asked, or `held/asked` for an elastic job holding GPUs (it
+    may have grown or shrunk) and for any job holding other than it asked."""
+    held = job.get("gpus_held") or 0
+    if held and (_elastic(job) or held != job["gpus"]):
+        return f"{held}/{job['gpus']}"
+    return job["gpus"]
+
+
+def _gpus_line(job: dict[str, Any]) -> str:
+    """`16 held (asked 8, elastic 4–16)`; `none held (asked 8)` for a job holding no GPUs."""
+    held = job.get("gpus_held") or 0
+    asked = ", ".join(part for part in (f"asked {job['gpus']}", _elastic(job)) if part)
+    return f"{held or 'none'} held ({asked})"
+
+
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
     page = api.request("GET", "jobs/", params=_list_params(args, api))
     if args.json:
         output.emit_json(page)
         return 0
     rows = [
-        (j["id"], j["name"], j["team"], j["state"], j["gpus"], j["priority_class"], output.age(j["submitted_at"]),
+        (j["id"], j["name"], j["team"], j["state"], _gpus_cell(j), j["priority_class"], output.age(j["submitted_at"]),
          j["queue_position"], j["pending_code"] if j["state"] == "pending" else "")
         for j in page["results"]
     ]
@@ -254,6 +277,8 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
         return 0
     output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "REASON"])
+    if any("/" in str(row[4]) for row in rows):
+        print("GPUS of an elastic job holding GPUs: held/asked (e.g. 16/8: asked 8, grown to 16).")
     if page["count"] > len(rows):
         print(f"({len(rows)} of {page['count']}; use --limit to see more)")
     return 0
@@ -267,12 +292,12 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(job)
         return 0
     shape = f"{job['gpus']} GPUs" + (f", {job['gpus_per_node']} per node" if job["gpus_per_node"] else "")
-    if job["min_gpus"] or job["max_gpus"]:
-        shape += f", elastic {job['min_gpus'] or job['gpus']}–{job['max_gpus'] or job['gpus']}"
+    if _elastic(job):
+        shape += f", {_elastic(job)}"
     output.fields([
         ("job", f"{job['id']} {job['name']}"), ("state", job["state"]), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
-        ("shape", shape), ("gpu types", ", ".join(job["gpu_types"]) or "any"), ("topology", job["topology"]),
+        ("gpus", _gpus_line(job)), ("shape", shape), ("gpu types", ", ".join(job["gpu_types"]) or "any"), ("topology", job["topology"]),
         ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", job["submitted_at"]),
         ("started", job["started_at"]), ("finished", job["finished_at"]), ("exit code", job["exit_code"]),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
