@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db.models import Count, IntegerField, OuterRef, Subquery
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
@@ -417,26 +417,41 @@ class JobSerializer(serializers.ModelSerializer):
         read_only_fields = fields
 
 
+def _held_gpus() -> QuerySet[AllocationGpu]:
+    """GPUs held now, counted as `metrics/queue/` counts running GPUs: the live GPU rows of live
+    allocations."""
+    return AllocationGpu.objects.filter(live=True, allocation__state__in=LIVE_ALLOCATION_STATES)
+
+
 def gpus_held_expression() -> Coalesce:
-    """The GPUs a job holds now, as an annotation (`.annotate(gpus_held=gpus_held_expression())`):
-    one correlated count per row inside the same query, so a page of jobs costs no extra query.
-    Counted as `metrics/queue/` counts running GPUs: live GPU rows of live allocations."""
+    """The GPUs a job holds now, as an annotation (`.annotate(gpus_held=gpus_held_expression())`)
+    for a query reading one job. Not for a filtered list: under the filters' SELECT DISTINCT,
+    PostgreSQL evaluates it for every matching row before the LIMIT (a list of 200 of 16,666
+    running jobs took 182 ms instead of 79); lists use attach_gpus_held."""
     held = (
-        AllocationGpu.objects.filter(
-            allocation__job=OuterRef("pk"), live=True, allocation__state__in=LIVE_ALLOCATION_STATES
-        )
+        _held_gpus().filter(allocation__job=OuterRef("pk"))
         .order_by().values("allocation__job").annotate(n=Count("id")).values("n")
     )
     return Coalesce(Subquery(held, output_field=IntegerField()), 0)
+
+
+def attach_gpus_held(jobs: Sequence[Job]) -> None:
+    """Set `gpus_held` on each job of a page, in one query whatever the page's length."""
+    if not jobs:
+        return
+    held = dict(
+        _held_gpus().filter(allocation__job_id__in=[job.pk for job in jobs])
+        .order_by().values("allocation__job_id").annotate(n=Count("id")).values_list("allocation__job_id", "n")
+    )
+    for job in jobs:
+        job.gpus_held = held.get(job.pk, 0)  # type: ignore[attr-defined]
 
 
 def gpus_held(job: Job) -> int:
     """The annotation when the job was read with it, otherwise one count."""
     held = getattr(job, "gpus_held", None)
     if held is None:
-        held = AllocationGpu.objects.filter(
-            allocation__job=job, live=True, allocation__state__in=LIVE_ALLOCATION_STATES
-        ).count()
+        held = _held_gpus().filter(allocation__job=job).count()
     return int(held)
 
 

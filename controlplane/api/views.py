@@ -268,10 +268,9 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
 
     def get_queryset(self) -> QuerySet[Job]:
         # `place`: a waiting job's queue position, ETA and the numbers of its reason.
-        # `gpus_held`: the GPUs the job holds now, counted inside the same query.
         return access.visible_jobs(self.request.user).select_related(
             "team", "project", "submitter", "priority_class", "place"
-        ).annotate(gpus_held=s.gpus_held_expression())
+        )
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(s.job_payload(self.get_object()))
@@ -279,6 +278,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # job_payload renders a page of 50 jobs several times faster than the ModelSerializer.
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        s.attach_gpus_held(page)  # one query for the page's held GPUs, not one per job
         return self.get_paginated_response([s.job_payload(job) for job in page])
 
     @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer, 200: s.JobSerializer},
