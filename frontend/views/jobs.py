@@ -23,7 +23,12 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 
 from controlplane.api.errors import flatten
-from controlplane.api.serializers import JobArraySubmitSerializer, JobSubmitSerializer
+from controlplane.api.serializers import (
+    JobArraySubmitSerializer,
+    JobSubmitSerializer,
+    attach_gpus_held,
+    gpus_held_expression,
+)
 from controlplane.choices import JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
@@ -75,6 +80,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     filtered = filterset.is_bound and filterset.is_valid()
     rows = filterset.qs if filtered else jobs
     page = Paginator(rows.order_by("-submitted_at", "-id"), PAGE_SIZE).get_page(request.GET.get("page"))
+    # The GPUs each listed job holds now (an elastic job's may differ from its request): one query.
+    attach_gpus_held(page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
     array_states = None
     if array_id:
@@ -182,7 +189,7 @@ def check_json(request: HttpRequest) -> JsonResponse:
 def _visible_job(request: HttpRequest, job_id: int) -> Job:
     """The job if the user may read it; otherwise 404, so another team's job does not leak."""
     job = (access.visible_jobs(request.user).select_related("team", "project", "priority_class", "submitter", "place")
-           .filter(pk=job_id).first())
+           .annotate(gpus_held=gpus_held_expression()).filter(pk=job_id).first())
     if job is None:
         raise Http404("No such job, or not yours to see.")
     return job
@@ -200,7 +207,6 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         AllocationGpu.objects.filter(allocation__job=job, live=True).values_list("node_id", flat=True).distinct()
     )
     grid = fleet_grid(request.user, node_ids=node_ids) if node_ids else []
-    held = sum(1 for row in grid for slot in row.slots if slot is not None and slot.job_id == job.pk)
     placement = figures.fleet_heatmap(
         grid, key="placement", highlight_job=job.pk, title="Where it runs",
         caption="The nodes holding this job's GPUs: its own slots in red, other jobs' slots by team, free slots pale.",
@@ -224,7 +230,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "events": events[::-1][:200],
         "event_count": len(events),
         "charts": [figures.job_timeline(segments, events, now=now), placement],
-        "gpus_held": held,
+        "gpus_held": job.gpus_held,  # annotated by _visible_job: the API's count
         "array_states": array_states,
         "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id),
         "cancel_url": reverse("v1:job-cancel", args=[job.pk]),
@@ -260,5 +266,6 @@ def job_json(request: HttpRequest, job_id: int) -> JsonResponse:
         "html": {
             "job-status": _status_html(request, payload),
             "job-events": render_to_string("frontend/_job_events.html", payload, request=request),
+            "job-gpus": render_to_string("frontend/_job_gpus.html", payload, request=request).strip(),
         },
     })

@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 PINNED = {
     "/": 13,
     "/ui/overview.json": 13,
-    "/jobs/": 10,
+    "/jobs/": 11,  # one for the listed jobs' held GPUs (gpus_held)
     "/ui/jobs.json": 4,
     "/jobs/{job}/": 10,
     "/ui/jobs/{job}.json": 10,
