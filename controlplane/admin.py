@@ -55,6 +55,13 @@ class TeamAdmin(admin.ModelAdmin):
     search_fields = ("name",)
     inlines = [MembershipInline, ProjectInline, QuotaInline]
 
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        """A team joining, leaving or changing cohort is recorded as in the API
+        (services/cohorts.py; the change view's transaction holds the team and its event)."""
+        before = cohorts.cohort_of(obj.pk) if change else None
+        super().save_model(request, obj, form, change)
+        cohorts.record_team_move(obj, before, _actor(request))
+
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
         """The team page's quotas are recorded as quota.changed events, as on the quota pages
         and in the API (the change view's transaction holds the rows and their events)."""

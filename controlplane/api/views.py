@@ -453,11 +453,23 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
 
 
 class TeamViewSet(AdminWritableViewSet):
+    """Teams. A team joining, leaving or changing cohort is recorded as a quota.changed event
+    (reason TeamCohortChanged), as cohort changes are."""
+
     serializer_class = s.TeamSerializer
     filterset_class = TeamFilterSet
 
     def get_queryset(self) -> QuerySet[Any]:
         return access.visible_teams(self.request.user).select_related("cohort", "default_priority_class")
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            cohorts.record_team_move(serializer.save(), None, f"user:{self.request.user.get_username()}")
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            before = cohorts.cohort_of(serializer.instance.pk)
+            cohorts.record_team_move(serializer.save(), before, f"user:{self.request.user.get_username()}")
 
 
 class ProjectViewSet(AdminWritableViewSet):

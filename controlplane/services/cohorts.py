@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from controlplane.choices import EventKind
-from controlplane.models import Cohort, Event
+from controlplane.models import Cohort, Event, Team
 from controlplane.services.transitions import event_fields
 
 
@@ -38,4 +38,30 @@ def record_cohort_change(cohort: Cohort, verb: str, before: dict[str, Any] | Non
         EventKind.QUOTA_CHANGED, actor, reason=f"Cohort{verb.title()}", message=message,
         data={"before": before, "after": after},
     )
+    return Event.objects.create(**fields)
+
+
+def cohort_of(team_id: int | None) -> str | None:
+    """The name of the team's cohort as stored now (read before a change is saved)."""
+    if team_id is None:
+        return None
+    return Team.objects.filter(pk=team_id).values_list("cohort__name", flat=True).first()
+
+
+def record_team_move(team: Team, before: str | None, actor: str) -> Event | None:
+    """A team that joined, left or changed cohort starts or stops lending and borrowing there:
+    recorded like a cohort change (reason TeamCohortChanged). Nothing when the cohort stayed.
+    Call it in the transaction that saves the team, with ``before`` from :func:`cohort_of`."""
+    after = team.cohort.name if team.cohort_id is not None else None
+    if before == after:
+        return None
+    if before is None:
+        message = f"Team {team.name} joined cohort {after}"
+    elif after is None:
+        message = f"Team {team.name} left cohort {before}: it no longer lends or borrows"
+    else:
+        message = f"Team {team.name} moved from cohort {before} to {after}"
+    fields = event_fields(EventKind.QUOTA_CHANGED, actor, reason="TeamCohortChanged", message=message,
+                          data={"team": team.name, "before": {"cohort": before}, "after": {"cohort": after}})
+    fields["team_id"] = team.pk
     return Event.objects.create(**fields)

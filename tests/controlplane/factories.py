@@ -126,3 +126,20 @@ def make_job(team: Team, priority_class: PriorityClass | None = None, **kw: Any)
         assert "queue_position" in place, "a job with an ETA has a queue position"
         PendingPlace.objects.create(job=job, queue_position=place["queue_position"], eta=place.get("eta"))
     return job
+
+
+def admin_change_form(page: Any) -> dict[str, Any]:
+    """The POST data of a Django admin change page as rendered (the object's fields and every
+    inline formset with its management form), for tests that change one value and submit."""
+    form: dict[str, Any] = {}
+    for field, bound in ((name, page.context["adminform"].form[name]) for name in page.context["adminform"].form.fields):
+        form[field] = "" if bound.value() is None else bound.value()
+    for inline in page.context["inline_admin_formsets"]:
+        formset = inline.formset
+        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
+            form[f"{formset.prefix}-{name}"] = formset.management_form[name].value()
+        for i, inline_form in enumerate(formset.forms):
+            for field in inline_form.fields:
+                value = inline_form[field].value()
+                form[f"{formset.prefix}-{i}-{field}"] = "" if value is None else value
+    return form

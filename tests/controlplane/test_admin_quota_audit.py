@@ -75,23 +75,12 @@ def test_quotas_changed_on_the_teams_admin_page_are_recorded(fleet, browser) -> 
     quota = fleet.ml.quotas.get()
     page = browser.get(f"/admin/controlplane/team/{fleet.ml.pk}/change/")
     assert page.status_code == 200
-    team_form = page.context["adminform"].form
-    form: dict[str, Any] = {}
-    for field in team_form.fields:
-        value = team_form[field].value()
-        form[field] = "" if value is None else value
     # The team page's inlines: memberships, projects and quotas, each a formset.
-    for formset in page.context["inline_admin_formsets"]:
-        management = formset.formset.management_form
-        prefix = formset.formset.prefix
-        for name in ("TOTAL_FORMS", "INITIAL_FORMS", "MIN_NUM_FORMS", "MAX_NUM_FORMS"):
-            form[f"{prefix}-{name}"] = management[name].value()
-        for i, inline_form in enumerate(formset.formset.forms):
-            for field in inline_form.fields:
-                value = inline_form[field].value()
-                form[f"{prefix}-{i}-{field}"] = "" if value is None else value
-            if formset.formset.model is Quota and inline_form.instance.pk == quota.pk:
-                form[f"{prefix}-{i}-nominal_gpus"] = 12
+    form = f.admin_change_form(page)
+    for inline in page.context["inline_admin_formsets"]:
+        for i, inline_form in enumerate(inline.formset.forms):
+            if inline.formset.model is Quota and inline_form.instance.pk == quota.pk:
+                form[f"{inline.formset.prefix}-{i}-nominal_gpus"] = 12
     form = {k: v for k, v in form.items() if v is not False}
 
     r = browser.post(f"/admin/controlplane/team/{fleet.ml.pk}/change/", form)

@@ -128,3 +128,44 @@ def test_cohorts_deleted_in_bulk_from_the_admin_list_are_each_recorded(fleet, br
     assert set(deleted) == {"all", "extra"}
     assert deleted["all"].data["before"]["teams"] == ["ml", "vision"] and deleted["extra"].data["before"]["teams"] == []
     assert all(e.reason == "CohortDeleted" and e.actor == "user:boss" for e in deleted.values())
+
+
+# ------------------------------------------------------------------------- team moves
+
+
+def _team_moves() -> list[Event]:
+    return list(Event.objects.filter(reason="TeamCohortChanged").order_by("id"))
+
+
+def test_a_team_joining_leaving_or_changing_cohort_through_the_api_is_recorded(fleet) -> None:
+    admin = client_for(fleet, "admin")
+    assert admin.post("/api/v1/cohorts/", {"name": "spare"}, format="json").status_code == 201
+    vision = Team.objects.get(name="vision")
+    was = vision.cohort.name
+
+    assert admin.patch(f"/api/v1/teams/{vision.pk}/", {"description": "same cohort"}, format="json").status_code == 200
+    assert _team_moves() == []  # nothing moved, nothing recorded
+    assert admin.patch(f"/api/v1/teams/{vision.pk}/", {"cohort": "spare"}, format="json").status_code == 200
+    assert admin.patch(f"/api/v1/teams/{vision.pk}/", {"cohort": None}, format="json").status_code == 200
+    assert admin.post("/api/v1/teams/", {"name": "newcomers", "cohort": "spare"}, format="json").status_code == 201
+
+    moved, left, joined = _team_moves()
+    assert moved.message == f"Team vision moved from cohort {was} to spare"
+    assert moved.kind == EventKind.QUOTA_CHANGED and moved.team == vision and moved.actor == "user:root"
+    assert moved.data == {"team": "vision", "before": {"cohort": was}, "after": {"cohort": "spare"}}
+    assert left.message == "Team vision left cohort spare: it no longer lends or borrows"
+    assert joined.message == "Team newcomers joined cohort spare"
+
+
+def test_a_team_moved_to_another_cohort_in_the_admin_is_recorded(fleet, browser) -> None:
+    spare = Cohort.objects.create(name="spare")
+    ml = Team.objects.get(pk=fleet.ml.pk)
+    page = browser.get(f"/admin/controlplane/team/{ml.pk}/change/")
+    form = {k: v for k, v in f.admin_change_form(page).items() if v is not False}
+    form["cohort"] = spare.pk
+
+    r = browser.post(f"/admin/controlplane/team/{ml.pk}/change/", form)
+
+    assert r.status_code == 302, r.context["errors"]
+    (moved,) = _team_moves()
+    assert moved.data["after"] == {"cohort": "spare"} and moved.actor == "user:boss" and moved.team == ml
