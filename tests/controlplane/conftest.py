@@ -1,7 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from django.db import connection
+from django.test import Client
+
+from tests.controlplane import factories as f
+from tests.controlplane.fleet_fixture import Fleet, build_fleet
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -14,3 +20,19 @@ def _real_postgresql(django_db_setup, django_db_blocker) -> None:  # type: ignor
                 "which starts a throwaway server and sets DATABASE_URL",
                 returncode=2,
             )
+
+
+# The admin UI's tests (tests/controlplane/test_admin_*.py, test_cohort_audit.py); the API, CLI,
+# agent and accounting folders define their own `fleet`.
+@pytest.fixture
+def fleet(db: Any) -> Fleet:
+    return build_fleet()
+
+
+@pytest.fixture
+def browser(fleet: Fleet) -> Client:
+    """A superuser (boss) signed in to the admin UI."""
+    f.make_user("boss", superuser=True)
+    client = Client()
+    assert client.login(username="boss", password="boss")
+    return client

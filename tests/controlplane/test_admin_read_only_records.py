@@ -11,28 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job, SchedulerLease
 from tests.controlplane import factories as f
-from tests.controlplane.fleet_fixture import build_fleet
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def fleet(db: Any) -> Any:
-    return build_fleet()
-
-
-@pytest.fixture
-def browser(fleet: Any) -> Client:
-    f.make_user("boss", superuser=True)
-    client = Client()
-    assert client.login(username="boss", password="boss")
-    return client
 
 
 def _running(fleet: Any) -> tuple[Job, Allocation]:

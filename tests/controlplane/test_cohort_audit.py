@@ -11,12 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from django.test import Client
 
 from controlplane.choices import EventKind
 from controlplane.models import Cohort, Event, Team
 from tests.controlplane import factories as f
-from tests.controlplane.fleet_fixture import GENEROUS_THROTTLE_RATES, build_fleet, client_for
+from tests.controlplane.fleet_fixture import GENEROUS_THROTTLE_RATES, client_for
 
 pytestmark = pytest.mark.django_db
 
@@ -25,19 +24,6 @@ pytestmark = pytest.mark.django_db
 def _test_settings(settings: Any) -> None:
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": GENEROUS_THROTTLE_RATES}
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
-
-
-@pytest.fixture
-def fleet(db: Any) -> Any:
-    return build_fleet()
-
-
-@pytest.fixture
-def browser(fleet: Any) -> Client:
-    f.make_user("boss", superuser=True)
-    client = Client()
-    assert client.login(username="boss", password="boss")
-    return client
 
 
 def _cohort_events() -> list[Event]:
