@@ -246,6 +246,10 @@ def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]]) -> Chart:
                         NO_CYCLE_YET + "The oldest feasible job's wait appears here.", traces, showlegend=False)
 
 
+#: Height of one category's label in a heat map's colour bar, in pixels.
+COLOURBAR_LABEL_PX = 40
+
+
 def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: int | None = None,
                   title: str = "Fleet heat map", caption: str | None = None) -> Chart:
     """Nodes (rows) × GPU slots (columns), each held slot coloured by its team, free slots pale,
@@ -310,12 +314,17 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
         scale.append([k / n, colour])
         scale.append([(k + 1) / n, colour])
     height = max(260, min(2400, 18 * len(rows) + 110))
+    # The colour bar's share of the plot: room for every category's label (40 px each, its title
+    # and padding included) however few the rows, or a one-node job page draws "this job" over
+    # "free".
+    plot_px = height - 90  # the layout's top and bottom margins
+    bar_len = min(1.0, max(0.3, (COLOURBAR_LABEL_PX * n + 30) / plot_px))
     data: list[dict[str, Any]] = [{
         "type": "heatmap", "z": z, "x": list(range(width)), "y": labels, "text": text,
         "customdata": links, "hoverinfo": "text", "hovertemplate": "%{text}<extra></extra>",
         "colorscale": scale, "zmin": -0.5, "zmax": n - 0.5, "xgap": 2, "ygap": 2,
         "colorbar": {"tickmode": "array", "tickvals": list(range(n)), "ticktext": categories,
-                     "title": {"text": "holder"}, "len": min(1.0, max(0.3, 40 * n / height))},
+                     "title": {"text": "holder"}, "len": bar_len},
     }]
     if len(rows) <= 160:
         data.append({

@@ -35,6 +35,18 @@ def test_heat_map_highlights_one_jobs_gpus():
     assert heat["z"] == [[1, 2, 0]]
 
 
+def test_heat_map_colour_bar_has_room_for_every_label_even_on_one_node():
+    # a job page's map of one node: 260 px tall, 170 px of plot; "free" and "this job" each
+    # need their label's room on the bar, or they are drawn over each other (as they were at
+    # 26 px each)
+    rows = [node("n1", [Slot("vision", 7)] * 4 + [None] * 4)]
+    figure = figures.fleet_heatmap(rows, key="placement", highlight_job=7).figure
+    heat = figure["data"][0]
+    plot_px = figure["layout"]["height"] - 90
+    per_label_px = heat["colorbar"]["len"] * plot_px / len(heat["colorbar"]["ticktext"])
+    assert per_label_px >= figures.COLOURBAR_LABEL_PX
+
+
 def test_heat_map_with_nodes_of_different_sizes_leaves_missing_slots_blank():
     rows = [node("n1", [None] * 8), node("n2", [None] * 4)]
     heat = figures.fleet_heatmap(rows).figure["data"][0]

@@ -115,6 +115,16 @@ def test_cancel_button_follows_what_the_api_can_cancel(client_for, submit_as, st
     assert (b'id="cancel-job"' in client_for("alice").get(f"/jobs/{job.pk}/").content) is offered
 
 
+@pytest.mark.parametrize(("fields", "shown"), [
+    ({}, "no CPU or memory request (GPUs only)"),
+    ({"cpus_per_gpu": 8, "memory_gb_per_gpu": 64}, "8 CPUs, 64 GB memory"),
+    ({"cpus_per_gpu": 4}, "4 CPUs, no memory request"),
+])
+def test_job_page_says_what_a_job_asked_per_gpu(client_for, submit_as, fields, shown):
+    job = submit_as("alice", **fields)
+    assert shown in client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
+
+
 def test_members_see_their_own_teams_quota_only(client_for):
     content = client_for("alice").get("/teams/").content.decode()
     table = content[content.index('<table class="teams">'):content.index("</table>")]
