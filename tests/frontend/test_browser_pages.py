@@ -201,6 +201,23 @@ def test_submit_errors_from_the_api_are_shown_on_their_fields(session):
     alice.expect_refusal("/api/v1/jobs/", 400)
 
 
+def test_a_live_check_answering_after_the_submit_leaves_the_submits_errors(session):
+    # Submitted within the live check's 250 ms debounce: the check fires after the submit and,
+    # not knowing the class's runtime maximum, used to wipe the submit's error off the field.
+    alice = session("alice")
+    alice.open("/jobs/")
+    alice.page.fill("[data-field=name]", "too-long-2")
+    alice.page.fill("[data-field=gpus]", "1")
+    alice.page.select_option("[data-field=priority_class]", "best-effort")
+    alice.page.fill("[data-field=runtime_limit_s]", "48")
+    alice.page.click("#submit-job button[type=submit]")
+    error = alice.page.locator("[data-error-for=runtime_limit_s]")
+    expect(error).to_contain_text("beyond the maximum", timeout=5_000)
+    alice.page.wait_for_timeout(1_500)  # long after the debounced check would have answered
+    expect(error).to_contain_text("beyond the maximum", timeout=100)
+    alice.expect_refusal("/api/v1/jobs/", 400)
+
+
 def test_job_array_is_submitted_through_the_form(session):
     alice = session("alice")
     alice.open("/jobs/")

@@ -270,6 +270,10 @@
 
     form.addEventListener("submit", function (event) {
       event.preventDefault();
+      // The submit's answer is the last word: a live check still waiting to fire, or one on its
+      // way back, would otherwise replace the submit's field errors with its own.
+      window.clearTimeout(debounce);
+      seq++;
       var body = formBody(form);
       var isArray = body.array !== undefined;
       var url = isArray ? form.dataset.arrayUrl : form.dataset.jobUrl;
