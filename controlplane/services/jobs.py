@@ -613,7 +613,7 @@ def _insert_jobs_with_events(
         f"FROM j, jsonb_populate_record(NULL::{quote(Event._meta.db_table)}, %s::jsonb) e "
         "RETURNING job_id, (data->>'array_index')::integer"
     )
-    # Parameters in the order their placeholders appear: the indices (an array literal: psycopg
+    # Parameters in the order their %s markers appear: the indices (an array literal: psycopg
     # takes milliseconds to quote a list of 1,000 integers), the job's record, the env's index
     # variable (in the job's SELECT list), the first index (in the event's SELECT list), the
     # event's record.

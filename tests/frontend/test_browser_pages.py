@@ -187,14 +187,19 @@ def test_live_validation_names_zero_gpus_and_forgets_errors_of_a_cleared_field(s
     expect(alice.page.locator("[data-field=gpus]")).not_to_have_attribute("aria-invalid", "true")
 
 
-def test_submit_errors_from_the_api_are_shown_on_their_fields(session):
-    alice = session("alice")
+def submit_beyond_the_class_maximum(alice: Any, name: str) -> None:
+    """Fill the form with a runtime limit the class refuses and submit it at once."""
     alice.open("/jobs/")
-    alice.page.fill("[data-field=name]", "too-long")
+    alice.page.fill("[data-field=name]", name)
     alice.page.fill("[data-field=gpus]", "1")
     alice.page.select_option("[data-field=priority_class]", "best-effort")
     alice.page.fill("[data-field=runtime_limit_s]", "48")  # hours; best-effort allows 24
     alice.page.click("#submit-job button[type=submit]")
+
+
+def test_submit_errors_from_the_api_are_shown_on_their_fields(session):
+    alice = session("alice")
+    submit_beyond_the_class_maximum(alice, "too-long")
     expect(alice.page.locator("[data-error-for=runtime_limit_s]")).to_contain_text("beyond the maximum",
                                                                                    timeout=5_000)
     assert not Job.objects.filter(name="too-long").exists()
@@ -205,12 +210,7 @@ def test_a_live_check_answering_after_the_submit_leaves_the_submits_errors(sessi
     # Submitted within the live check's 250 ms debounce: the check fires after the submit and,
     # not knowing the class's runtime maximum, used to wipe the submit's error off the field.
     alice = session("alice")
-    alice.open("/jobs/")
-    alice.page.fill("[data-field=name]", "too-long-2")
-    alice.page.fill("[data-field=gpus]", "1")
-    alice.page.select_option("[data-field=priority_class]", "best-effort")
-    alice.page.fill("[data-field=runtime_limit_s]", "48")
-    alice.page.click("#submit-job button[type=submit]")
+    submit_beyond_the_class_maximum(alice, "too-long-2")
     error = alice.page.locator("[data-error-for=runtime_limit_s]")
     expect(error).to_contain_text("beyond the maximum", timeout=5_000)
     alice.page.wait_for_timeout(1_500)  # long after the debounced check would have answered
