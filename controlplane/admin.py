@@ -102,7 +102,7 @@ def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:
 @admin.register(Cohort)
 class CohortAdmin(admin.ModelAdmin):
     """Cohorts created, changed or deleted here are recorded as the API's are
-    (services/cohorts.py: quota.changed events, reasons Cohort*)."""
+    (services/cohorts.py: cohort.changed events, reasons Cohort*)."""
 
     list_display = ("name", "description")
 

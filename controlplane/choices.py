@@ -91,6 +91,7 @@ class EventKind(models.TextChoices):
     NODE_REGISTERED = "node.registered", "Node registered"
     NODE_STATE = "node.state", "Node state changed"
     QUOTA_CHANGED = "quota.changed", "Quota changed"
+    COHORT_CHANGED = "cohort.changed", "Cohort changed"
     LEADER_ELECTED = "leader.elected", "Scheduler leader elected"
 
 

@@ -453,7 +453,7 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
 
 
 class TeamViewSet(AdminWritableViewSet):
-    """Teams. A team joining, leaving or changing cohort is recorded as a quota.changed event
+    """Teams. A team joining, leaving or changing cohort is recorded as a cohort.changed event
     (reason TeamCohortChanged), as cohort changes are."""
 
     serializer_class = s.TeamSerializer
@@ -481,7 +481,7 @@ class ProjectViewSet(AdminWritableViewSet):
 
 
 class CohortViewSet(AdminWritableViewSet):
-    """Cohorts: teams that lend each other quota. Every change is recorded as a quota.changed
+    """Cohorts: teams that lend each other quota. Every change is recorded as a cohort.changed
     event (reason CohortCreated, CohortChanged or CohortDeleted) with before and after."""
 
     serializer_class = s.CohortSerializer

@@ -3,11 +3,11 @@ API or the admin UI, is recorded with the cohort before and after, as quota chan
 (services/quotas.py).
 
 A cohort is the quotas' borrowing group: its teams lend each other unused quota, and deleting
-it takes them out (Team.cohort is SET_NULL), so they stop lending and borrowing. The events
-therefore use the `quota.changed` kind, with reasons CohortCreated, CohortChanged and
-CohortDeleted (`GET events/?kind=quota.changed&reason=CohortDeleted`). A kind of their own
-(`cohort.changed`) would need a migration: Event.kind carries its choices in the model, so a
-new choice is a schema change for Django."""
+it takes them out (Team.cohort is SET_NULL), so they stop lending and borrowing. The events are
+of kind `cohort.changed`, with reasons CohortCreated, CohortChanged and CohortDeleted, and
+TeamCohortChanged for a team that joins, leaves or changes cohort
+(`GET events/?kind=cohort.changed&reason=CohortDeleted`). Events written before migration 0009
+used `quota.changed` with the same reasons; that migration moved them to this kind."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def record_cohort_change(cohort: Cohort, verb: str, before: dict[str, Any] | Non
     elif verb == "changed" and before and after and before["name"] != after["name"]:
         message = f"Cohort {before['name']} changed (now {after['name']})"
     fields = event_fields(
-        EventKind.QUOTA_CHANGED, actor, reason=f"Cohort{verb.title()}", message=message,
+        EventKind.COHORT_CHANGED, actor, reason=f"Cohort{verb.title()}", message=message,
         data={"before": before, "after": after},
     )
     return Event.objects.create(**fields)
@@ -61,7 +61,7 @@ def record_team_move(team: Team, before: str | None, actor: str) -> Event | None
         message = f"Team {team.name} left cohort {before}: it no longer lends or borrows"
     else:
         message = f"Team {team.name} moved from cohort {before} to {after}"
-    fields = event_fields(EventKind.QUOTA_CHANGED, actor, reason="TeamCohortChanged", message=message,
+    fields = event_fields(EventKind.COHORT_CHANGED, actor, reason="TeamCohortChanged", message=message,
                           data={"team": team.name, "before": {"cohort": before}, "after": {"cohort": after}})
     fields["team_id"] = team.pk
     return Event.objects.create(**fields)

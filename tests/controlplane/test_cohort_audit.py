@@ -2,9 +2,10 @@
 API or the admin UI, is recorded with before and after, as quota changes are.
 
 Found by QA: deleting a cohort (which silently takes its teams out of it, so they stop lending
-and borrowing) left no event, while every quota change was recorded. The events use the
-`quota.changed` kind with reasons CohortCreated/CohortChanged/CohortDeleted: a cohort is the
-quota's borrowing group, and a kind of its own would need a migration (Event.kind has choices)."""
+and borrowing) left no event, while every quota change was recorded. The events are of kind
+`cohort.changed` with reasons CohortCreated/CohortChanged/CohortDeleted (and TeamCohortChanged
+for a team's move); until migration 0009 they were `quota.changed` events, which that migration
+moves to the new kind."""
 
 from __future__ import annotations
 
@@ -47,7 +48,7 @@ def test_a_cohort_created_changed_and_deleted_through_the_api_is_recorded(fleet)
 
     created, changed, deleted = _cohort_events()
     for event in (created, changed, deleted):
-        assert event.kind == EventKind.QUOTA_CHANGED and event.actor == "user:root"
+        assert event.kind == EventKind.COHORT_CHANGED and event.actor == "user:root"
     assert created.reason == "CohortCreated" and created.data["before"] is None
     assert created.data["after"] == {"id": cohort_id, "name": "gpu-rich", "description": "lenders", "teams": []}
     assert changed.reason == "CohortChanged"
@@ -65,7 +66,7 @@ def test_cohort_events_are_read_back_through_the_events_api(fleet) -> None:
     cohort = Cohort.objects.get(name="all")
     assert admin.delete(f"/api/v1/cohorts/{cohort.pk}/").status_code == 204
 
-    r = admin.get("/api/v1/events/", {"kind": "quota.changed", "reason": "CohortDeleted"})
+    r = admin.get("/api/v1/events/", {"kind": "cohort.changed", "reason": "CohortDeleted"})
 
     assert r.status_code == 200 and r.data["count"] == 1
     assert r.data["results"][0]["data"]["before"]["teams"] == ["ml", "vision"]
@@ -95,7 +96,7 @@ def test_a_cohort_added_changed_and_deleted_in_the_admin_is_recorded(fleet, brow
 
     created, changed, deleted = _cohort_events()
     assert [e.reason for e in (created, changed, deleted)] == ["CohortCreated", "CohortChanged", "CohortDeleted"]
-    assert all(e.kind == EventKind.QUOTA_CHANGED and e.actor == "user:boss" for e in (created, changed, deleted))
+    assert all(e.kind == EventKind.COHORT_CHANGED and e.actor == "user:boss" for e in (created, changed, deleted))
     assert created.data["after"]["description"] == "idle capacity"
     assert changed.data["before"]["description"] == "idle capacity" and changed.data["after"]["description"] == "changed"
     assert deleted.data["before"]["name"] == "spare" and deleted.data["after"] is None
@@ -137,7 +138,7 @@ def test_a_team_joining_leaving_or_changing_cohort_through_the_api_is_recorded(f
 
     moved, left, joined = _team_moves()
     assert moved.message == f"Team vision moved from cohort {was} to spare"
-    assert moved.kind == EventKind.QUOTA_CHANGED and moved.team == vision and moved.actor == "user:root"
+    assert moved.kind == EventKind.COHORT_CHANGED and moved.team == vision and moved.actor == "user:root"
     assert moved.data == {"team": "vision", "before": {"cohort": was}, "after": {"cohort": "spare"}}
     assert left.message == "Team vision left cohort spare: it no longer lends or borrows"
     assert joined.message == "Team newcomers joined cohort spare"
@@ -155,3 +156,39 @@ def test_a_team_moved_to_another_cohort_in_the_admin_is_recorded(fleet, browser)
     assert r.status_code == 302, r.context["errors"]
     (moved,) = _team_moves()
     assert moved.data["after"] == {"cohort": "spare"} and moved.actor == "user:boss" and moved.team == ml
+
+
+# ------------------------------------------------------------------------ migration 0009
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0009_moves_recorded_cohort_events_to_their_own_kind() -> None:
+    """Cohort events written before 0009 were quota.changed; after it, one filter on
+    cohort.changed finds the whole cohort history, and quota events stay where they were.
+    Reversing it puts them back."""
+    from django.db import connection
+    from django.db.migrations.executor import MigrationExecutor
+    from django.utils import timezone
+
+    before, after = [("controlplane", "0008_pending_place")], [("controlplane", "0009_cohort_changed_event_kind")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    OldEvent = executor.loader.project_state(before).apps.get_model("controlplane", "Event")
+    now = timezone.now()
+    reasons = ["CohortCreated", "CohortChanged", "CohortDeleted", "TeamCohortChanged", "QuotaChanged"]
+    for reason in reasons:
+        OldEvent.objects.create(created_at=now, kind="quota.changed", actor="user:root", reason=reason)
+    OldEvent.objects.create(created_at=now, kind="node.state", actor="user:root", reason="CohortLookalike")
+    try:
+        executor = MigrationExecutor(connection)
+        executor.migrate(after)
+        kinds = dict(Event.objects.values_list("reason", "kind"))
+        assert kinds == {**{r: "cohort.changed" for r in reasons[:4]}, "QuotaChanged": "quota.changed",
+                         "CohortLookalike": "node.state"}
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(before)
+        assert set(OldEvent.objects.filter(reason__in=reasons).values_list("kind", flat=True)) == {"quota.changed"}
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
