@@ -63,6 +63,18 @@ def _query_error(error: accounting.AccountingQueryError) -> exceptions.Validatio
     return exceptions.ValidationError({error.field: [error.message]})
 
 
+def _refuse_unknown(request: Request, query: type[serializers.Serializer], *extra: str) -> None:
+    """A parameter the endpoint does not take is a 400 naming it: `?windw=30d` answered the
+    default week and `?tema=ml` the whole fleet, figures a reader took for what was asked."""
+    known = {*query().fields, *extra}
+    unknown = sorted(set(request.query_params) - known)
+    if unknown:
+        takes = ", ".join(sorted(known))
+        raise exceptions.ValidationError({
+            name[:40]: [f"Unknown query parameter; this endpoint takes: {takes}."] for name in unknown[:10]
+        })
+
+
 class ShowbackQuery(serializers.Serializer):
     window = serializers.CharField(required=False, help_text="7d, 24h, 30m, 2w, today, yesterday, or start,end (RFC 3339).")
     month = serializers.RegexField(r"^\d{4}-\d{2}$", required=False, help_text="A calendar month in UTC: 2026-11.")
@@ -131,6 +143,7 @@ class ShowbackView(ApiMixin, APIView):
         responses={(200, "application/json"): SHOWBACK_RESPONSE, (200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request: Request) -> Any:
+        _refuse_unknown(request, ShowbackQuery, "format")
         query = ShowbackQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         access = access_of(request.user)
@@ -195,6 +208,7 @@ class UtilizationView(ApiMixin, APIView):
 
     @extend_schema(parameters=[UtilizationQuery], responses={200: UTILIZATION_RESPONSE})
     def get(self, request: Request) -> Response:
+        _refuse_unknown(request, UtilizationQuery, "format")
         query = UtilizationQuery(data=request.query_params)
         query.is_valid(raise_exception=True)
         now = timezone.now()

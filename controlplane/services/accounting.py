@@ -898,6 +898,8 @@ IDLE = "__idle__"
 UNALLOCATED = "__unallocated__"
 _HOUR_S = Decimal(3600)
 _WINDOW_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: The longest window answered (ten years): a window is read as lists of bucket starts.
+_MAX_WINDOW_S = 3660 * 86400
 
 
 class AccountingQueryError(ValueError):
@@ -926,11 +928,20 @@ def parse_window(text: str, now: datetime) -> Window:
         day = floor_to(now, DAY)
         return Window(day, now, text) if text == "today" else Window(day - timedelta(days=1), day, text)
     if "," in text:
-        first, _, second = text.partition(",")
+        parts = text.split(",")
+        if len(parts) != 2:
+            raise AccountingQueryError("window", f"'{text}' is not a window: give two RFC 3339 instants, start,end.")
+        first, second = parts
         start, end = _instant(first), _instant(second)
         if end <= start:
             raise AccountingQueryError("window", f"The window ends ({second}) before it starts ({first}).")
-        return Window(start, min(end, now), text)
+        if start >= now:
+            raise AccountingQueryError("window", f"The window starts ({first}) after now ({_iso(now)}): nothing "
+                                       "has been used there yet.")
+        end = min(end, now)
+        if (end - start).total_seconds() > _MAX_WINDOW_S:
+            raise AccountingQueryError("window", f"'{text}' spans more than ten years; use a shorter window.")
+        return Window(start, end, text)
     number, unit = text[:-1], text[-1:].lower()
     if unit not in _WINDOW_UNITS or not number.isdigit() or int(number) <= 0:
         raise AccountingQueryError(
@@ -938,7 +949,7 @@ def parse_window(text: str, now: datetime) -> Window:
             "today, yesterday, or start,end in RFC 3339."
         )
     seconds = int(number) * _WINDOW_UNITS[unit]
-    if seconds > 3660 * 86400:
+    if seconds > _MAX_WINDOW_S:
         raise AccountingQueryError("window", f"'{text}' reaches back more than ten years; use a shorter window.")
     return Window(now - timedelta(seconds=seconds), now, text)
 
@@ -950,7 +961,10 @@ def _instant(text: str) -> datetime:
         raise AccountingQueryError("window", f"'{text}' is not an RFC 3339 instant (2026-11-01T00:00:00Z).") from None
     if moment.tzinfo is None:
         raise AccountingQueryError("window", f"'{text}' has no time zone; add Z or an offset.")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise AccountingQueryError("window", f"'{text}' is outside the years 1 to 9999 in UTC.") from None
 
 
 def month_window(text: str, now: datetime) -> Window:
