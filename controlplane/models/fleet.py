@@ -1,9 +1,16 @@
 from __future__ import annotations
 
+from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
 from controlplane.choices import CapacityTier, NodeState
+
+
+# The API's bounds (controlplane/api/serializers.py); the admin's forms check them in clean().
+MIN_RELATIVE_THROUGHPUT = 0.001
+MAX_RELATIVE_THROUGHPUT = 1e6
+MAX_NODE_GPUS = 1024
 
 
 class GpuType(models.Model):
@@ -19,6 +26,15 @@ class GpuType(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The API's bounds, said on the field (the check constraint alone gave the admin form
+        "Constraint … is violated" above the form)."""
+        throughput = self.relative_throughput
+        if throughput is not None and not MIN_RELATIVE_THROUGHPUT <= throughput <= MAX_RELATIVE_THROUGHPUT:
+            raise ValidationError({"relative_throughput": (
+                f"{throughput:g} is outside {MIN_RELATIVE_THROUGHPUT:g}–{MAX_RELATIVE_THROUGHPUT:g}: "
+                "the GPU's speed relative to the others, e.g. 1.0 for the reference type")})
 
 
 class PriceRate(models.Model):
@@ -40,6 +56,12 @@ class PriceRate(models.Model):
 
     def __str__(self) -> str:
         return f"{self.gpu_type} {self.capacity_tier} ${self.usd_per_gpu_hour}/GPU-h from {self.effective_from:%Y-%m-%d}"
+
+    def clean(self) -> None:
+        """Said on the field (the check constraint alone gave the admin form "Constraint … is
+        violated" above the form)."""
+        if self.usd_per_gpu_hour is not None and self.usd_per_gpu_hour < 0:
+            raise ValidationError({"usd_per_gpu_hour": f"{self.usd_per_gpu_hour} is negative: a price is 0 or more"})
 
 
 class Node(models.Model):
@@ -69,3 +91,9 @@ class Node(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def clean(self) -> None:
+        """The API's bounds, said on the field (the check constraint alone gave the admin form
+        "Constraint … is violated" above the form)."""
+        if self.gpu_count is not None and not 1 <= self.gpu_count <= MAX_NODE_GPUS:
+            raise ValidationError({"gpu_count": f"{self.gpu_count} is outside 1–{MAX_NODE_GPUS}: a node has at least one GPU"})

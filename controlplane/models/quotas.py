@@ -94,3 +94,10 @@ class PriorityClass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.value})"
+
+    def clean(self) -> None:
+        """The default runtime limit within the maximum, said on the field and in the API's words
+        (the check constraint alone gave the admin form "Constraint … is violated" above the form)."""
+        default, most = self.default_runtime_limit_s, self.max_runtime_limit_s
+        if default is not None and most is not None and default > most:
+            raise ValidationError({"default_runtime_limit_s": f"{default} s is beyond max_runtime_limit_s ({most} s)"})
