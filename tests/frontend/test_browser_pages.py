@@ -395,6 +395,26 @@ def test_no_page_scrolls_sideways_on_a_tablet(session):
     finn.screenshot("showback-tablet")
 
 
+@pytest.mark.parametrize("width", [390, 820], ids=["phone", "tablet"])
+def test_no_page_scrolls_sideways_on_a_phone_or_tablet(session, width):
+    """On a phone the charts, the tiles and the submit form fit the screen (two-column grids fall
+    to one, labels sit above their fields), the top bar wraps, and the wide tables (jobs, events,
+    nodes, teams, the what-if quota table) scroll inside their own box; the page never does."""
+    job = fill_the_fleet()
+    admin = session("admin")
+    admin.page.set_viewport_size({"width": width, "height": 900})
+    for path in ("/", "/jobs/", f"/jobs/{job.pk}/", "/teams/", "/nodes/", "/what-if/"):
+        admin.open(path)
+        if path == "/what-if/":
+            admin.page.click(".quota-table summary")
+        page_width = admin.page.evaluate("document.documentElement.scrollWidth")
+        assert page_width <= width, f"{path} is {page_width} px wide at {width} px"
+        # The top bar's last control (Log out) is on the screen, not cut off at its right edge.
+        right = admin.page.evaluate("document.querySelector('.topbar .who button').getBoundingClientRect().right")
+        assert right <= width, f"{path}: Log out ends at {right} px on a {width} px screen"
+        admin.screenshot(f"{path.strip('/').replace('/', '-') or 'overview'}-{width}px")
+
+
 def test_login_page_screenshot(browser, live_server):
     seed_demo_fleet()
     s = Session(browser, live_server.url)
