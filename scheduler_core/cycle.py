@@ -441,10 +441,23 @@ def _settle_untried(ctx: CycleContext, spec: JobSpec) -> bool:
 def _decide(ctx: CycleContext, spec: JobSpec) -> None:
     """Phases 2 to 6 for one pending job; records a bind or an outcome."""
     mark = ctx.tick()
-    cfg = ctx.config
-
-    # 2. admit: a valid request, a known class, capable somewhere, a quota that could cover it
     shape = _shape(ctx, spec)
+    if not _admit(ctx, spec, shape):
+        return
+    score = ctx.plugins.score_by_workload[spec.workload]
+    mark = ctx.timed("admit", mark)
+    if ctx.attempts >= ctx.config.max_placement_attempts:
+        _decide_untried(ctx, spec, shape, score, mark)
+        return
+    misses = _filter_and_score(ctx, spec, shape, score)
+    mark = ctx.timed("filter_score", mark)
+    if misses is not None:
+        _decide_unplaced(ctx, spec, shape, score, misses, mark)
+
+
+def _admit(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> bool:
+    """Phase 2: a valid request, a known class, capable somewhere, a quota that could cover
+    it, a ready capable node. Settles the job and returns ``False`` when it goes no further."""
     invalid = shape.invalid
     if invalid is None and spec.runtime_limit_s is not None and spec.runtime_limit_s <= 0:
         invalid = f"runtime_limit_s must be positive when given, got {spec.runtime_limit_s}"
@@ -453,7 +466,7 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
     if invalid is not None:
         _settle(ctx, spec, Outcome(ReasonCode.INVALID_REQUEST, f"Invalid request: {invalid}.",
                                    False, "the request is corrected"))
-        return
+        return False
     if spec.priority_class not in ctx.priority:
         known = ", ".join(sorted(ctx.priority)) or "none"
         _settle(ctx, spec, Outcome(
@@ -461,8 +474,8 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
             f"Priority class {spec.priority_class!r} does not exist (known: {known}).",
             False, f"priority class {spec.priority_class!r} is created or the job names a known one",
         ))
-        return
-    if ctx.attempts >= cfg.max_placement_attempts:
+        return False
+    if ctx.attempts >= ctx.config.max_placement_attempts:
         # Past the last placement attempt nothing binds or holds any more, so a job's answer
         # depends only on its team and its shape's gang (see JobShape.gang): the first such
         # job's outcome serves the rest. Position and ETA are still per job (phase 7).
@@ -470,137 +483,158 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         if isinstance(known_outcome, Outcome):
             ctx.untried += 1
             _settle(ctx, spec, known_outcome)
-            return
+            return False
     if shape.never is not None:
         _settle(ctx, spec, Outcome(ReasonCode.CAN_NEVER_RUN, shape.never, False,
                                    "the request changes or the fleet gains capable nodes"))
-        return
-    sizes, smallest, options = shape.sizes, shape.smallest, shape.options
-    node_size = shape.node_size
-    for o in options:  # all(_quota_never(...)), without a generator
-        if not _quota_never(ctx, spec.team, o, smallest.gpus):
-            break
-    else:
-        o = options[0]
-        v = quota_for(ctx, spec, o, smallest.gpus)
-        _settle(ctx, spec, Outcome(
-            ReasonCode.CAN_NEVER_RUN,
-            f"Can never run under its quota: {v.describe(spec.team, o.gpu_type or 'any', smallest.gpus)}, "
-            f"more than nominal plus everything it may borrow.",
-            False, f"team {spec.team}'s quota or borrowing limit grows",
-        ))
-        return
+        return False
+    if _quota_never_for_any(ctx, spec, shape):
+        return False
     if shape.not_ready is not None:
         _settle(ctx, spec, Outcome(ReasonCode.NODE_NOT_READY, f"Waiting: {shape.not_ready}.",
                                    True, "a capable node returns to ready"))
-        return
-    score = ctx.plugins.score_by_workload[spec.workload]
-    needs_whole = shape.needs_whole
-    mark = ctx.timed("admit", mark)
+        return False
+    return True
 
-    if ctx.attempts >= cfg.max_placement_attempts:
-        ctx.untried += 1
-        verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
-        outcome = _untried(ctx, spec, smallest, options, verdicts, needs_whole)
-        if outcome.code is ReasonCode.INSUFFICIENT_GPUS and ctx.head is None:
-            reserved = _reserve_untried(ctx, spec, smallest, verdicts, score, needs_whole)
-            ctx.timed("reserve_backfill", mark)
-            if reserved:
-                return
-        ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
-        _settle(ctx, spec, outcome)
-        return
 
-    # 3.+4. filter and score, largest size first for elastic jobs, preferred GPU type first
-    refusal: tuple[TypeOption, QuotaVerdict, int] | None = None
-    admitted_option: TypeOption | None = None
-    blocked_by_head = False
-    quota_blocked = False
-    for size in sizes:
-        demand = smallest if size == sizes[-1] else demand_for(spec, size, node_size)
-        for option in options:
+def _quota_never_for_any(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> bool:
+    """Settles the job as never able to run when no GPU type option's quota could ever cover
+    its smallest size."""
+    smallest = shape.smallest
+    for o in shape.options:  # all(_quota_never(...)), without a generator
+        if not _quota_never(ctx, spec.team, o, smallest.gpus):
+            return False
+    o = shape.options[0]
+    v = quota_for(ctx, spec, o, smallest.gpus)
+    _settle(ctx, spec, Outcome(
+        ReasonCode.CAN_NEVER_RUN,
+        f"Can never run under its quota: {v.describe(spec.team, o.gpu_type or 'any', smallest.gpus)}, "
+        f"more than nominal plus everything it may borrow.",
+        False, f"team {spec.team}'s quota or borrowing limit grows",
+    ))
+    return True
+
+
+def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
+                    mark: float | None) -> None:
+    """Phases 3 to 5 past the last placement attempt: explained from the indexes without a
+    search; the outcome serves every later job of the same team and gang."""
+    ctx.untried += 1
+    smallest, options = shape.smallest, shape.options
+    verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
+    outcome = _untried(ctx, spec, smallest, options, verdicts, shape.needs_whole)
+    if outcome.code is ReasonCode.INSUFFICIENT_GPUS and ctx.head is None:
+        reserved = _reserve_untried(ctx, spec, smallest, verdicts, score, shape.needs_whole)
+        ctx.timed("reserve_backfill", mark)
+        if reserved:
+            return
+    ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
+    _settle(ctx, spec, outcome)
+
+
+class _Misses:
+    """Why phases 3-4 placed nothing, for the phases after them: the first quota refusal
+    (option, verdict, GPUs), the first option the quota admits at the smallest size, and
+    whether the head's reservation (its GPUs, or its team's quota) stood in the way."""
+
+    __slots__ = ("refusal", "admitted_option", "blocked_by_head", "quota_blocked")
+
+    def __init__(self) -> None:
+        self.refusal: tuple[TypeOption, QuotaVerdict, int] | None = None
+        self.admitted_option: TypeOption | None = None
+        self.blocked_by_head = False
+        self.quota_blocked = False
+
+
+def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
+                      score: ScorePlugin) -> _Misses | None:
+    """Phases 3 and 4: place the job, largest size first for elastic jobs, preferred GPU type
+    first. Binds it and returns ``None``, or returns why nothing was placed."""
+    misses = _Misses()
+    smallest = shape.smallest
+    for size in shape.sizes:
+        demand = smallest if size == shape.sizes[-1] else demand_for(spec, size, shape.node_size)
+        for option in shape.options:
             member_classes = (option.member_classes if demand is smallest
                               else _classes_for(ctx, demand, option))
             if any(not c for c in member_classes):
                 continue
             verdict = quota_for(ctx, spec, option, demand.gpus)
             if not verdict.admitted:
-                if refusal is None or demand is smallest:
-                    refusal = refusal or (option, verdict, demand.gpus)
+                if misses.refusal is None or demand is smallest:
+                    misses.refusal = misses.refusal or (option, verdict, demand.gpus)
                 continue
-            if demand is smallest and admitted_option is None:
-                admitted_option = option
+            if demand is smallest and misses.admitted_option is None:
+                misses.admitted_option = option
             if option.gpu_type is not None and delays_head_quota(
                     ctx, spec, {option.gpu_type: demand.gpus}):
-                quota_blocked = True
+                misses.quota_blocked = True
                 continue
             grants, behind = _attempt(ctx, spec, demand, member_classes, score)
-            blocked_by_head = blocked_by_head or (behind and demand is smallest)
+            misses.blocked_by_head = misses.blocked_by_head or (behind and demand is smallest)
             if grants is None:
                 continue
             borrowed = verdict.borrowed
             if option.gpu_type is None:
-                ok, borrowed, refused_type = quota_for_grants(
-                    ctx, spec, gpus_by_type(ctx, [(g.node, g.gpus) for g in grants]))
-                if not ok:
-                    ctx.placer.drop()
-                    _rehold(ctx)
-                    assert refused_type is not None
-                    v = ctx.ledger.check(spec.team, refused_type, demand.gpus)
-                    refusal = refusal or (TypeOption(refused_type, member_classes), v, demand.gpus)
+                any_type = _quota_for_any_type(ctx, spec, grants, member_classes, demand, misses)
+                if any_type is None:
                     continue
-                if delays_head_quota(ctx, spec, gpus_by_type(
-                        ctx, [(g.node, g.gpus) for g in grants])):
-                    ctx.placer.drop()
-                    _rehold(ctx)
-                    quota_blocked = True
-                    continue
+                borrowed = any_type
             _commit(ctx, spec, grants, borrowed)
             _rehold(ctx)
-            ctx.timed("filter_score", mark)
-            return
-    mark = ctx.timed("filter_score", mark)
-    if quota_blocked and ctx.head is not None:
-        head = ctx.head
-        _settle(ctx, spec, Outcome(
-            ReasonCode.BEHIND_HIGHER_PRIORITY,
-            f"Team {spec.team}'s quota must have room for {head.job_id} when its reservation "
-            f"starts at t={head.start_at:.0f}; this job would still hold {head.quota_type} GPUs "
-            f"then, so starting now would delay it.",
-            True, f"{head.job_id} starts, or this job's runtime limit ends it before "
-                  f"t={head.start_at:.0f}",
-            demand=smallest,
-            classes=tuple(sorted({c for o in options for cls in o.member_classes for c in cls})),
-            needs_whole_node=needs_whole,
-        ))
+            return None
+    return misses
+
+
+def _quota_for_any_type(ctx: CycleContext, spec: JobSpec, grants: list[Grant],
+                        member_classes: tuple[tuple[int, ...], ...], demand: Demand,
+                        misses: _Misses) -> bool | None:
+    """A job that takes any GPU type learns its types only from its grants: check them
+    against its quota and the head's. Whether it borrows, or ``None`` (grants dropped) when
+    its quota refuses those types or they would delay the head."""
+    by_type = gpus_by_type(ctx, [(g.node, g.gpus) for g in grants])
+    ok, borrowed, refused_type = quota_for_grants(ctx, spec, by_type)
+    if not ok:
+        ctx.placer.drop()
+        _rehold(ctx)
+        assert refused_type is not None
+        v = ctx.ledger.check(spec.team, refused_type, demand.gpus)
+        misses.refusal = misses.refusal or (TypeOption(refused_type, member_classes), v, demand.gpus)
+        return None
+    if delays_head_quota(ctx, spec, by_type):
+        ctx.placer.drop()
+        _rehold(ctx)
+        misses.quota_blocked = True
+        return None
+    return borrowed
+
+
+def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
+                     misses: _Misses, mark: float | None) -> None:
+    """Phases 5 and 6 for a job phases 3-4 could not place: wait behind the head's quota,
+    preempt, reserve (the head job), or explain."""
+    smallest, options, needs_whole = shape.smallest, shape.options, shape.needs_whole
+    if misses.quota_blocked and ctx.head is not None:
+        _settle(ctx, spec, _behind_head_quota(ctx, spec, shape))
         return
 
     # 6. preempt (or wait for jobs already stopping) before reserving
-    protected: str | None = None
-    if cfg.preemption and ctx.preemption_searches < cfg.max_preemption_searches \
-            and _may_find_victims(ctx, spec):
-        ctx.preemption_searches += 1
-        for option in options:
-            result = _preempt(ctx, spec, smallest, option, score)
-            if isinstance(result, Found):
-                _apply_preemption(ctx, spec, smallest, option, result, needs_whole)
-                ctx.timed("preempt", mark)
-                return
-            if isinstance(result, Protected) and protected is None:
-                protected = result.why
+    protected = _try_preemption(ctx, spec, shape, score, mark)
+    if protected is True:
+        return
     mark = ctx.timed("preempt", mark)
 
-    if admitted_option is None:
-        assert refusal is not None
-        if not blocked_by_head and _reserve_over_quota(ctx, spec, smallest, options, score,
-                                                       needs_whole):
+    if misses.admitted_option is None:
+        assert misses.refusal is not None
+        if not misses.blocked_by_head and _reserve_over_quota(ctx, spec, smallest, options, score,
+                                                              needs_whole):
             return
-        option, verdict, gpus = refusal
+        option, verdict, gpus = misses.refusal
         _settle(ctx, spec, _quota_outcome(ctx, spec, option, verdict, gpus, smallest,
                                           needs_whole))
         return
-    member_classes = admitted_option.member_classes
-    if protected is not None:
+    member_classes = misses.admitted_option.member_classes
+    if isinstance(protected, str):
         _settle(ctx, spec, Outcome(
             ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
             f"It could start by preemption, but the candidates are protected: {protected}.",
@@ -611,17 +645,56 @@ def _decide(ctx: CycleContext, spec: JobSpec) -> None:
         return
 
     # 5. reserve: the first job that cannot start gets the EASY reservation
-    if cfg.backfill and ctx.head is None and ctx.reservation_searches < MAX_RESERVATION_SEARCHES \
-            and not blocked_by_head:
+    if ctx.config.backfill and ctx.head is None \
+            and ctx.reservation_searches < MAX_RESERVATION_SEARCHES and not misses.blocked_by_head:
         ctx.reservation_searches += 1
         request = PlacementRequest(smallest, member_classes, score)
         reservation = plan_reservation(ctx, spec, request)
-        mark = ctx.timed("reserve_backfill", mark)
+        ctx.timed("reserve_backfill", mark)
         if reservation is not None:
             _settle_reserved(ctx, spec, reservation, request, needs_whole)
             return
-    _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, blocked_by_head,
+    _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, misses.blocked_by_head,
                                 needs_whole))
+
+
+def _behind_head_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> Outcome:
+    """The job fits, but what it would hold of its team's quota is what the head job needs
+    when its reservation starts."""
+    head = ctx.head
+    assert head is not None
+    return Outcome(
+        ReasonCode.BEHIND_HIGHER_PRIORITY,
+        f"Team {spec.team}'s quota must have room for {head.job_id} when its reservation "
+        f"starts at t={head.start_at:.0f}; this job would still hold {head.quota_type} GPUs "
+        f"then, so starting now would delay it.",
+        True, f"{head.job_id} starts, or this job's runtime limit ends it before "
+              f"t={head.start_at:.0f}",
+        demand=shape.smallest,
+        classes=tuple(sorted({c for o in shape.options for cls in o.member_classes for c in cls})),
+        needs_whole_node=shape.needs_whole,
+    )
+
+
+def _try_preemption(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
+                    mark: float | None) -> bool | str | None:
+    """Phase 6: ``True`` when victims were found and the job's preemption is planned; the
+    first protection that stopped it (a sentence) when candidates exist but are protected;
+    ``None`` otherwise."""
+    if not (ctx.config.preemption and ctx.preemption_searches < ctx.config.max_preemption_searches
+            and _may_find_victims(ctx, spec)):
+        return None
+    ctx.preemption_searches += 1
+    protected: str | None = None
+    for option in shape.options:
+        result = _preempt(ctx, spec, shape.smallest, option, score)
+        if isinstance(result, Found):
+            _apply_preemption(ctx, spec, shape.smallest, option, result, shape.needs_whole)
+            ctx.timed("preempt", mark)
+            return True
+        if isinstance(result, Protected) and protected is None:
+            protected = result.why
+    return protected
 
 
 def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
