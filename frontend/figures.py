@@ -51,9 +51,25 @@ def ts(at: datetime) -> str:
     return timezone.localtime(at, timezone.get_fixed_timezone(0)).strftime("%Y-%m-%d %H:%M:%S")
 
 
-def team_colours(teams: Iterable[str]) -> dict[str, str]:
-    """One colour per team, stable for a given set of team names (sorted)."""
-    return {name: TEAM_PALETTE[i % len(TEAM_PALETTE)] for i, name in enumerate(sorted(set(teams)))}
+#: A name the chart cannot tie to a team (a team deleted since a sample named it).
+NO_TEAM_COLOUR = "#868e96"
+
+
+def team_colour(team_id: int) -> str:
+    """A team's colour on every chart of every page: its id picks it, so the same team keeps its
+    colour whichever other teams a chart shows, and a new team never repaints the others. (Ranking
+    the names a chart happens to show gave one team two colours on the same page.)"""
+    return TEAM_PALETTE[(team_id - 1) % len(TEAM_PALETTE)]
+
+
+def team_colours(team_ids: Mapping[str, int]) -> dict[str, str]:
+    """`team_colour` for each team name (name → id)."""
+    return {name: team_colour(team_id) for name, team_id in team_ids.items()}
+
+
+def group_colours(names: Iterable[str]) -> dict[str, str]:
+    """One colour per group name of one chart (projects, priority classes), in name order."""
+    return {name: TEAM_PALETTE[i % len(TEAM_PALETTE)] for i, name in enumerate(sorted(set(names)))}
 
 
 def _layout(title: str, x_title: str, y_title: str, *, height: int = 320, **extra: Any) -> dict[str, Any]:
@@ -264,8 +280,9 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
     if not rows:
         return _empty(key, title, caption, x_title, y_title,
                       "No node has registered yet. When node agents register, every GPU appears here as a cell.", category="y")
-    teams = sorted({s.team for r in rows for s in r.slots if s is not None})
-    colours = team_colours(teams)
+    team_ids = {s.team: s.team_id for r in rows for s in r.slots if s is not None}
+    teams = sorted(team_ids)
+    colours = team_colours(team_ids)
     width = max(len(r.slots) for r in rows)
     # Each cell's category: free, on a node that takes no work, this job (when highlighting), or
     # its holder's team. Only categories present are coloured and listed in the colour bar.
@@ -417,13 +434,14 @@ def quota_usage(gpu_type: str, rows: Sequence[Mapping[str, Any]]) -> Chart:
     return Chart(key, title, caption, _figure(data, layout))
 
 
-def dominant_share(samples: Sequence[Mapping[str, Any]], teams: Sequence[str]) -> Chart:
-    shown = sorted(set(teams) | {t for s in samples for t in (s["dominant_share_by_team"] or {})})
-    colours = team_colours(shown)
+def dominant_share(samples: Sequence[Mapping[str, Any]], team_ids: Mapping[str, int]) -> Chart:
+    """A line per team (every team in `team_ids`, name → id, and any a sample names)."""
+    shown = sorted(set(team_ids) | {t for s in samples for t in (s["dominant_share_by_team"] or {})})
+    colours = team_colours(team_ids)
 
     def traces(x: list[str]) -> list[dict[str, Any]]:
         return [
-            {"type": "scatter", "mode": "lines", "name": team, "x": x, "line": {"color": colours[team], "shape": "hv"},
+            {"type": "scatter", "mode": "lines", "name": team, "x": x, "line": {"color": colours.get(team, NO_TEAM_COLOUR), "shape": "hv"},
              "y": [round(100.0 * float((s["dominant_share_by_team"] or {}).get(team, 0.0)), 2) for s in samples]}
             for team in shown
         ]
@@ -435,13 +453,16 @@ def dominant_share(samples: Sequence[Mapping[str, Any]], teams: Sequence[str]) -
 
 
 def distribution_box(key: str, title: str, caption: str, y_title: str,
-                     stats: Sequence[Mapping[str, Any]], empty: str, *, log_y: bool = False) -> Chart:
-    """Box plots from precomputed quartiles (the browser never receives the raw values)."""
+                     stats: Sequence[Mapping[str, Any]], empty: str, *, team_ids: Mapping[str, int],
+                     log_y: bool = False) -> Chart:
+    """Box plots from precomputed quartiles (the browser never receives the raw values), one per
+    team, in the team's colour (`team_ids`: name → id)."""
     x_title = "team"
     usable = [s for s in stats if s["n"] > 0]
     if not usable:
         return _empty(key, title, caption, x_title, y_title, empty, category="x")
-    colours = team_colours(s["team"] for s in usable)
+    known = team_colours(team_ids)
+    colours = {s["team"]: known.get(s["team"], NO_TEAM_COLOUR) for s in usable}
     data: list[dict[str, Any]] = [{
         "type": "box", "name": s["team"], "x": [s["team"]],
         "q1": [s["q1"]], "median": [s["median"]], "q3": [s["q3"]],
@@ -494,14 +515,18 @@ def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
 
 
 def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group_label: str, bucket: str,
-                   bucket_s: int) -> Chart:
+                   bucket_s: int, *, team_ids: Mapping[str, int] | None = None) -> Chart:
+    """Cost per bucket, stacked by group; grouped by team (`team_ids`, name → id), in the teams'
+    own colours, as on every other page."""
     key, title = "cost_over_time", f"Cost per {bucket} by {group_label}"
     caption = f"GPU cost per {bucket} by {group_label}, at the price of each GPU type and capacity tier in force then."
     x_title, y_title = f"{bucket} (UTC)", "cost (USD)"
     if not series or not any(v for _, points in series.items() for _, v in points):
         return _empty(key, title, caption, x_title, y_title,
                       f"No GPU time has been charged in this window. Cost per {group_label} per {bucket} appears here.")
-    colours = team_colours(series.keys())
+    colours = group_colours(series.keys())
+    if team_ids is not None:
+        colours = {name: team_colour(team_ids[name]) if name in team_ids else colours[name] for name in series}
     data = [
         {"type": "bar", "name": name, "x": [ts(at) for at, _ in points], "y": [round(v, 2) for _, v in points],
          "marker": {"color": colours[name]}, "xperiod": bucket_s * 1000, "xperiodalignment": "start"}

@@ -18,10 +18,12 @@ from controlplane.services.access import access_of
 
 @dataclass(frozen=True)
 class Slot:
-    """A held GPU. `job_id` is None when the viewer may not read the job."""
+    """A held GPU. `job_id` is None when the viewer may not read the job; `team_id` picks the
+    team's colour (figures.team_colour)."""
 
     team: str
     job_id: int | None
+    team_id: int
 
 
 @dataclass(frozen=True)
@@ -62,7 +64,8 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
     for node_id, index, job_id, team_id, team in gpus.values_list(
         "node_id", "gpu_index", "allocation__job_id", "allocation__job__team_id", "allocation__job__team__name"
     ):
-        holders[(node_id, index)] = Slot(team=team, job_id=job_id if access.may_read_team(team_id) else None)
+        holders[(node_id, index)] = Slot(team=team, job_id=job_id if access.may_read_team(team_id) else None,
+                                              team_id=team_id)
     rows = []
     for n in nodes.order_by("pool", "leaf_switch", "name").values(
         "id", "name", "pool", "leaf_switch", "spine", "state", "gpu_count", "gpu_type__name", "capacity_tier"

@@ -42,15 +42,16 @@ def teams(request: HttpRequest) -> HttpResponse:
     latest_share = samples[-1]["dominant_share_by_team"] if samples else {}
     waits, slowdowns = team_stats.waits_and_slowdowns(since, until, {t.pk: t.name for t in team_rows})
     states = [{"team": r["team__name"], "state": r["state"], "n": r["n"]} for r in team_stats.jobs_by_state(since)]
+    team_ids = {t.name: t.pk for t in team_rows}
     charts = quota_charts + [
-        figures.dominant_share(samples, [t.name for t in team_rows]),
+        figures.dominant_share(samples, team_ids),
         figures.distribution_box(
             "waits", "Waits before starting", (
                 f"Per team, minutes from submission to start of the jobs that started in the {window.label}: box = "
                 "middle half, line = median, dashed = mean, whiskers = 1.5 × the box's height, circle = the longest "
                 "wait when it lies beyond the whisker."
             ), "wait (minutes)", waits,
-            f"No job started in the {window.label}. Each team's spread of waits appears here.",
+            f"No job started in the {window.label}. Each team's spread of waits appears here.", team_ids=team_ids,
         ),
         figures.distribution_box(
             "slowdown", "Bounded slowdown", (
@@ -59,6 +60,7 @@ def teams(request: HttpRequest) -> HttpResponse:
                 "whisker. Log scale."
             ), "bounded slowdown (×, log scale)", slowdowns,
             f"No job finished in the {window.label}. Each team's spread of slowdowns appears here.", log_y=True,
+            team_ids=team_ids,
         ),
         figures.jobs_by_state(states),
     ]

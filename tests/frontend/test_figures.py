@@ -16,8 +16,8 @@ def node(name: str, slots: list[Slot | None], state: str = "ready", pool: str = 
 
 
 def test_heat_map_colours_each_slot_by_its_team_and_counts_free_slots():
-    rows = [node("n1", [Slot("vision", 7), Slot("vision", 7), None, None]),
-            node("n2", [Slot("language", None), None, None, None], state="cordoned")]
+    rows = [node("n1", [Slot("vision", 7, team_id=1), Slot("vision", 7, team_id=1), None, None]),
+            node("n2", [Slot("language", None, team_id=2), None, None, None], state="cordoned")]
     chart = figures.fleet_heatmap(rows)
     heat = chart.figure["data"][0]
     assert heat["colorbar"]["ticktext"] == ["free", "node takes no work", "language", "vision"]
@@ -29,7 +29,7 @@ def test_heat_map_colours_each_slot_by_its_team_and_counts_free_slots():
 
 
 def test_heat_map_highlights_one_jobs_gpus():
-    rows = [node("n1", [Slot("vision", 7), Slot("vision", 8), None])]
+    rows = [node("n1", [Slot("vision", 7, team_id=1), Slot("vision", 8, team_id=1), None])]
     heat = figures.fleet_heatmap(rows, key="placement", highlight_job=7).figure["data"][0]
     assert heat["colorbar"]["ticktext"] == ["free", "this job", "vision"]
     assert heat["z"] == [[1, 2, 0]]
@@ -39,7 +39,7 @@ def test_heat_map_colour_bar_has_room_for_every_label_even_on_one_node():
     # a job page's map of one node: 260 px tall, 170 px of plot; "free" and "this job" each
     # need their label's room on the bar, or they are drawn over each other (as they were at
     # 26 px each)
-    rows = [node("n1", [Slot("vision", 7)] * 4 + [None] * 4)]
+    rows = [node("n1", [Slot("vision", 7, team_id=1)] * 4 + [None] * 4)]
     figure = figures.fleet_heatmap(rows, key="placement", highlight_job=7).figure
     heat = figure["data"][0]
     plot_px = figure["layout"]["height"] - 90
@@ -113,7 +113,7 @@ def test_timeline_draws_a_bar_per_stretch_and_a_mark_per_event():
 
 def test_box_plot_carries_precomputed_quartiles_not_raw_values():
     stats = [{"team": "vision", "n": 10, "q1": 1.0, "median": 2.0, "q3": 3.0, "low": 0.5, "high": 5.0, "mean": 2.2}]
-    trace = figures.distribution_box("waits", "t", "c", "wait (minutes)", stats, "none").figure["data"][0]
+    trace = figures.distribution_box("waits", "t", "c", "wait (minutes)", stats, "none", team_ids={"vision": 1, "language": 2}).figure["data"][0]
     assert (trace["q1"], trace["median"], trace["q3"], trace["lowerfence"], trace["upperfence"]) == (
         [1.0], [2.0], [3.0], [0.5], [5.0])
     assert "y" not in trace
@@ -127,7 +127,7 @@ def test_box_plot_shows_the_longest_value_beyond_the_whisker_that_pulls_the_mean
               "max": 5.0},
              {"team": "language", "n": 4, "q1": 1.0, "median": 2.0, "q3": 3.0, "low": 0.5, "high": 4.0, "mean": 2.2,
               "max": 4.0}]
-    data = figures.distribution_box("waits", "t", "c", "wait (minutes)", stats, "none").figure["data"]
+    data = figures.distribution_box("waits", "t", "c", "wait (minutes)", stats, "none", team_ids={"vision": 1, "language": 2}).figure["data"]
     boxes = [t for t in data if t["type"] == "box"]
     longest = [t for t in data if t["type"] == "scatter"]
     assert [b["name"] for b in boxes] == ["vision", "language"]
@@ -139,7 +139,7 @@ def test_every_empty_chart_says_what_will_appear():
     empties = [
         figures.queue_depth([], []), figures.utilization_tiers([]), figures.stranded_gpus([]),
         figures.largest_free_block([]), figures.oldest_feasible_wait([]), figures.fleet_heatmap([]),
-        figures.job_timeline([], [], now=T0), figures.quota_usage("H100-80GB", []), figures.dominant_share([], []),
+        figures.job_timeline([], [], now=T0), figures.quota_usage("H100-80GB", []), figures.dominant_share([], {}),
         figures.jobs_by_state([]), figures.cost_over_time({}, "team", "day", 86400), figures.cost_breakdown([], "team"),
         figures.unit_costs([], "team"), figures.waste([], "team", True), figures.nodes_by_state([]),
     ]
