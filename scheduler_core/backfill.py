@@ -25,6 +25,7 @@ needs runtime estimates, which enforced runtime limits make honest.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from itertools import accumulate, islice
 
 from scheduler_core.context import ActiveReservation, CycleContext
@@ -241,7 +242,9 @@ class ReleaseTimeline:
     room for its largest member. :meth:`drain` adds the jobs ahead in the queue: the time by
     which the free capacity of the classes, integrated from ``now``, covers the work (GPUs x
     runtime limit) of the jobs ahead that wait for those classes, as if they ran back to back
-    with no fragmentation. Both are estimates, labelled as such in the explanation."""
+    with no fragmentation. Both are estimates, labelled as such in the explanation. GPUs
+    promised to a reservation or a nomination come back only when that job has run, whoever
+    holds them now; jobs preempted in the cycle free theirs after their grace period."""
 
     def __init__(self, ctx: CycleContext) -> None:
         state = ctx.state
@@ -259,30 +262,58 @@ class ReleaseTimeline:
         holdings = state.holdings
         ready = state.ready
         node_class = state.node_class
-        by_time: dict[float, list[tuple[str, str]]] = {}
-        for job_id, end in ctx.ends.items():
-            by_time.setdefault(end, []).append((JOB, job_id))
-        # GPUs held for a reservation or a nomination come back when that job has run: its
-        # start plus its runtime limit (or the default estimate)
+        now = ctx.snapshot.now
+        # GPUs promised to a reservation or a nomination are taken by that job at its start,
+        # whoever holds them now, and come back only when it has run: its start plus its
+        # runtime limit (or the default estimate). Their release by today's holder (a running
+        # job, or the hold) is deferred to then, so the work of a job with a promise is in the
+        # timeline itself, and a job behind the head is not told it can start on the head's
+        # GPUs. A GPU promised twice comes back at the later of the two ends.
         default_runtime = ctx.config.default_runtime_estimate_s
+        promised: dict[int, int] = {}
+        promise_ends: list[tuple[float, str]] = []
         for job_id, promise in ctx.reservations.items():
             spec = ctx.reserved_specs.get(job_id)
-            if spec is not None and (HOLD, job_id) in holdings:
-                end = promise.start_at + (spec.runtime_limit_s or default_runtime)
-                by_time.setdefault(end, []).append((HOLD, job_id))
+            if spec is not None:
+                promise_ends.append((promise.start_at + (spec.runtime_limit_s or default_runtime),
+                                     job_id))
+        by_time: dict[float, list[tuple[int, int]]] = {}
+        index_of = state.index_of
+        for end, job_id in sorted(promise_ends, reverse=True):
+            for p in ctx.reservations[job_id].placements:
+                n = index_of[p.node]
+                mask = 0
+                for i in p.gpu_indices:
+                    mask |= 1 << i
+                mask &= ~promised.get(n, 0)
+                if mask:
+                    promised[n] = promised.get(n, 0) | mask
+                    # bits free now stay counted from now (a hold covers every free one)
+                    mask &= ~state.free_mask[n]
+                    if mask:
+                        by_time.setdefault(end, []).append((n, mask))
+        # jobs preempted this cycle release their GPUs after their grace period
+        stops = {p.job_id: now + p.grace_period_s for p in ctx.preempted.values()}
+        # (a hold always belongs to a promise: its GPUs come back with the promise's)
+        for kind, job_id in holdings:
+            release = stops.get(job_id, ctx.ends.get(job_id)) if kind == JOB else None
+            if release is None:
+                continue
+            for g in holdings[(kind, job_id)]:
+                mask = g.mask & ~promised.get(g.node, 0) if promised else g.mask
+                if mask:
+                    by_time.setdefault(release, []).append((g.node, mask))
         rows = self.free
         for at in sorted(by_time):
             changed: list[tuple[int, int, int]] = []
-            for holder in by_time[at]:
-                for g in holdings.get(holder, ()):
-                    n = g.node
-                    if not ready[n]:
-                        continue
-                    before = free[n]
-                    gpus = g.mask.bit_count()
-                    free[n] = before + gpus
-                    sums[node_class[n]] += gpus
-                    changed.append((n, before, before + gpus))
+            for n, mask in by_time[at]:
+                if not ready[n]:
+                    continue
+                before = free[n]
+                gpus = mask.bit_count()
+                free[n] = before + gpus
+                sums[node_class[n]] += gpus
+                changed.append((n, before, before + gpus))
             if not changed:
                 continue
             for c in range(n_classes):
@@ -363,11 +394,9 @@ class ReleaseTimeline:
         self._at_least[key] = counts
         return counts
 
-    def eta(self, demand: Demand, classes: tuple[int, ...]) -> float | None:
-        """Estimated earliest start, or ``None`` when capacity suffices already (something
-        else blocks the job) or never frees up within known runtime limits."""
-        if not classes:
-            return None
+    def _fits(self, demand: Demand, classes: tuple[int, ...]) -> Callable[[int], bool]:
+        """Does the gang fit at frame ``i``: enough free GPUs of ``classes`` and enough nodes
+        with room for its largest member?"""
         gpus = demand.gpus
         largest = demand.largest_member
         width = max(self.state.classes[c].gpus for c in classes)
@@ -381,6 +410,18 @@ class ReleaseTimeline:
             return (sum(row[i] for row in free_rows) >= gpus
                     and sum(row[i] for row in node_rows) >= need_nodes)
 
+        return fits
+
+    def fits_at(self, demand: Demand, classes: tuple[int, ...], frame: int) -> bool:
+        """Does the gang fit at ``frame`` (0: now) by the counts alone?"""
+        return bool(classes) and self._fits(demand, classes)(frame)
+
+    def eta(self, demand: Demand, classes: tuple[int, ...]) -> float | None:
+        """Estimated earliest start, or ``None`` when capacity suffices already (something
+        else blocks the job) or never frees up within known runtime limits."""
+        if not classes:
+            return None
+        fits = self._fits(demand, classes)
         if fits(0):
             return None
         lo, hi = 1, len(self.times)

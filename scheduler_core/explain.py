@@ -5,14 +5,16 @@ Statuses carry what happens next (Kubernetes' Unschedulable vs UnschedulableAndU
 an unknown priority class). Numbers in the sentences are the ones the deciding phase saw.
 
 ETAs: a reservation or a nomination knows its start; a job over quota gets the time its team's
-own jobs will have released enough GPUs by their runtime limits; a job short of capacity gets
+own jobs will have released enough GPUs by their runtime limits, or the first release time at
+which its gang fits if that is later (it needs both); a job short of capacity gets
 the later of two estimates (:class:`~scheduler_core.backfill.ReleaseTimeline`): the first
 release time at which enough capable GPUs (and nodes with room for its largest member) are
 free, and the time by which the capacity of its node classes has run the work of the jobs ahead
 of it in the queue that wait for the same classes (their GPUs x runtime limits, or
 ``default_runtime_estimate_s``; GPUs already held for them excluded), back to back. That second
 term is what makes a job's ETA grow with its queue position; it ignores fragmentation and
-backfill, so it is an estimate and the message says so.
+backfill, so it is an estimate and the message says so. GPUs promised to a reservation or a
+nomination stay busy in the timeline until that job has run, so its work is not counted ahead.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from scheduler_core.backfill import ReleaseTimeline, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
-from scheduler_core.state import FLEET, HOLD
+from scheduler_core.state import FLEET
 from scheduler_core.types import (
     JobSpec,
     PendingExplanation,
@@ -151,12 +153,18 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
 
 
 def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplanation, ...]:
-    """One explanation per pending job that was not bound, in queue order."""
+    """One explanation per pending job that was not bound, in queue order.
+
+    Steps per job: the outcome's own ETA (a reservation's or a nomination's start), else, for
+    a job over its quota, the time its team's jobs release the quota it lacks, and, for a job
+    short of capacity, the first release time at which its gang fits; then the drain term
+    (the work queued ahead of it on its node classes, run back to back). A job over its quota
+    also needs the GPUs: its ETA is the later of the quota's time and the capacity terms."""
     timeline: ReleaseTimeline | None = None
     # ReleaseTimeline.eta depends only on the gang's GPU count, its largest member, how many
     # members are that large, and the classes: requests that differ in CPUs or memory per GPU
-    # share one estimate
-    etas: dict[tuple[int, int, int, tuple[int, ...]], float | None] = {}
+    # share one estimate. The flag: does the capacity suffice already?
+    etas: dict[tuple[int, int, int, tuple[int, ...]], tuple[float | None, bool]] = {}
     quota_etas: dict[tuple[str, str, int], float | None] = {}
     # the state no longer changes in this phase: one release list per (team, GPU type)
     releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
@@ -164,14 +172,14 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     # identity because hashing an Outcome would hash its whole gang. Each entry also carries
     # what the per-job part below needs, so no enum is hashed per job.
     worded: dict[int, tuple[float | None, str, ReasonCode, str, bool, str,
-                            _DrainLine | None, bool, bool, int, bool, str | None]] = {}
+                            _DrainLine | None, bool, bool, int, bool, str | None,
+                            float | None, bool]] = {}
     # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class.
     ahead = [0.0] * len(ctx.state.classes)
     lines: dict[tuple[int, ...], _DrainLine] = {}
-    held: dict[str, int] = {}
-    for (kind, job_id), grants in ctx.state.holdings.items():
-        if kind == HOLD:
-            held[job_id] = sum(g.gpus for g in grants)
+    # A job with a reservation or a nomination is in the release timeline itself (its GPUs
+    # are busy from its start until it has run): its work is not added again.
+    promised = ctx.reservations
     default_runtime = ctx.config.default_runtime_estimate_s
     out: list[PendingExplanation] = []
     append = out.append
@@ -185,7 +193,23 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
         if entry is None:
             base = outcome.eta
             code = outcome.code
+            quota_at: float | None = None
+            capacity_now = False
             if base is None and outcome.resolvable:
+                capacity = (code in CAPACITY_CODES or code is ReasonCode.QUOTA_EXCEEDED) \
+                    and outcome.demand is not None
+                if capacity:
+                    d = outcome.demand
+                    assert d is not None
+                    largest = d.largest_member
+                    key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
+                           outcome.classes)
+                    if key not in etas:
+                        if timeline is None:
+                            timeline = ReleaseTimeline(ctx)
+                        etas[key] = (timeline.eta(d, outcome.classes),
+                                     timeline.fits_at(d, outcome.classes, 0))
+                    base, capacity_now = etas[key]
                 if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
                     gpus = outcome.demand.gpus if outcome.demand else spec.gpus
                     verdict = ctx.ledger.check(spec.team, outcome.quota_type, gpus)
@@ -198,17 +222,17 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                         quota_etas[qkey] = team_release_eta(ctx, spec.team,
                                                             outcome.quota_type, shortage,
                                                             releases[tkey])
-                    base = quota_etas[qkey]
-                elif code in CAPACITY_CODES and outcome.demand is not None:
-                    d = outcome.demand
-                    largest = d.largest_member
-                    key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
-                           outcome.classes)
-                    if key not in etas:
-                        if timeline is None:
-                            timeline = ReleaseTimeline(ctx)
-                        etas[key] = timeline.eta(outcome.demand, outcome.classes)
-                    base = etas[key]
+                    quota_at = quota_etas[qkey]
+                    # it needs both its quota and the GPUs: the later of the two, unknown if
+                    # either is (GPUs that never free by runtime limits)
+                    if quota_at is None or not capacity:
+                        base = quota_at
+                    elif base is None:
+                        base = quota_at if capacity_now else None
+                    else:
+                        base = max(base, quota_at)
+                    if base is None:
+                        quota_at = None
             line: _DrainLine | None = None
             if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
                 line = lines.get(outcome.classes)
@@ -216,20 +240,24 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                     if timeline is None:
                         timeline = ReleaseTimeline(ctx)
                     line = lines[outcome.classes] = _DrainLine(timeline, outcome.classes)
+            # A job over its quota waits for its team's jobs, not for the queue ahead of it
+            # (which may run beside it): its capacity term is the release time alone.
+            drains = code in CAPACITY_CODES
             entry = worded[id(outcome)] = (
                 base, outcome.message, code, REASONS[code], outcome.resolvable,
-                outcome.would_start_if, line, code in CAPACITY_CODES, _fits_now(outcome),
+                outcome.would_start_if, line, drains, _fits_now(outcome),
                 outcome.demand.gpus if outcome.demand is not None else 0, outcome.eta is None,
-                None if base is None
+                None if base is None or (quota_at is not None and base > quota_at)
                 else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
+                quota_at, code in AHEAD_CODES,
             )
-        (base, text, code, reason, resolvable, would, line, capacity, fits_now, demand_gpus,
-         estimated, position_free) = entry
+        (base, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus,
+         estimated, position_free, quota_at, adds) = entry
         eta = base
         message = text
         if line is not None:
             spread = line.spread
-            if capacity:
+            if drains:
                 work = 0.0
                 for c, _ in spread:
                     work += ahead[c]
@@ -250,13 +278,16 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                     if drained is not None and (eta is None and fits_now or
                                                 eta is not None and drained > eta):
                         eta = drained
-            gpus = demand_gpus - held.get(spec.id, 0) if held else demand_gpus
-            if gpus > 0:
-                work = gpus * (spec.runtime_limit_s or default_runtime)
+            if adds and spec.id not in promised:
+                work = demand_gpus * (spec.runtime_limit_s or default_runtime)
                 for c, share in spread:
                     ahead[c] += work * share
         if eta is not None and estimated:
-            if eta != base:
+            if quota_at is not None and eta > quota_at:
+                message = (f"{text} Estimated start t={eta:.0f}: its quota has room from "
+                           f"t={quota_at:.0f}, but the capable GPUs are busy until then (by "
+                           f"runtime limits).")
+            elif eta != base:
                 message = (f"{text} Estimated start t={eta:.0f}: the capable GPUs first run the "
                            f"jobs ahead of it (by their runtime limits, back to back).")
             elif position_free is not None:

@@ -9,7 +9,9 @@ Two independent proofs:
   lines below, and computed again, the same way, when a fix was meant to change plans (the
   quota shortage that counts the borrowing room freed GPUs give back, 2026-11-29: binds,
   preemptions and resizes unchanged; quota-bound jobs' remedies, ETAs and one reservation
-  moved earlier)::
+  moved earlier; and ETAs that count promised GPUs as busy until the promise has run and a
+  quota-bound job's busy GPUs, 2026-11-29: binds, preemptions, resizes, reservations, kills,
+  reasons, positions and fleet figures unchanged, only ETAs and their sentences)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -38,11 +40,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "76441dbb22307f4a148e151e4b605438c0867381a9af54d5db4cf204d457784b",
-    (1000, 500, 200, 1): "23cdd6e7aa7f8decd1eea03a89064e3db2f18da0742e76ca1b62e631090099bf",
-    (1000, 500, 200, 3): "f5743f95daac1f9046a1749f474388f0c687c6b6417e9f2f1c9b30836115558d",
-    (2000, 1000, 400, 4): "68338898ed51f3045437c18e71c5f0444c32a580b3a39d998b5cbdd056b7ed21",
-    (10000, 5000, 2000, 7): "21d7d4a90e5d358353b3cd670fcc49340ca06189daed22e09784c4f337d02bf0",
+    (1000, 500, 200, 7): "3903f6c275ca62f98ac0451bff7f4d263d50d6531adbb5ef57db5efbd9f6cb9f",
+    (1000, 500, 200, 1): "179ba5f4385dddebeaae438bdb56f192ff55675d9b778fa81014c9809f295bc9",
+    (1000, 500, 200, 3): "7eaecaf8777ffd5c6422dababb2ce3529823326680489303c9553c47d9b3640a",
+    (2000, 1000, 400, 4): "3c1fabd8b7906897c4e5cfccd6b7425d61bf3e0f21442f6e29a35e8689d9f3ac",
+    (10000, 5000, 2000, 7): "532dd675c8357dc3b9ab866b399398c387c469d96ebd36e1b96db2ad4d1e7f29",
 }
 
 

@@ -3,7 +3,9 @@
 * *Golden plans.* SHA-256 of ``repr(plan)`` for the benchmark's default snapshots
   (``scheduler_core.bench.build_snapshot``, one second later), under the default config and
   under the loop's config, computed with the engine as it was before these speed-ups (commit
-  ee3462c, from a ``git worktree`` of it) by::
+  ee3462c, from a ``git worktree`` of it), and again when only explanations were meant to
+  change (ETAs that count promised GPUs as busy until the promise has run, 2026-11-29: every
+  decision, reason and position unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -43,11 +45,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "d0aa93a20f120eb43512459248c3fd4082246e4c448c62fa943c8b6fa3fa0d6c",
-    (1000, 500, 200, 3, "loop"): "5f710e349dd9d49d65eaaea2cbce920e81673d6bf2ce8252e3f313aa9a269cda",
-    (2000, 1000, 400, 4, "default"): "e74a2808200d1a558a154116132557814987062a30dc9e02110da474cfda3b62",
-    (10000, 5000, 2000, 7, "default"): "0c26e3f68619088c0753cfa589a7462274b545fcfd796cc725f0064258b00e62",
-    (10000, 5000, 2000, 7, "loop"): "e6f4b64c4960c7ace8aa9a49e246aa32f982bba525c9a41b720fedf7b7e307c8",
+    (1000, 500, 200, 1, "default"): "601dc4147b9da6dba3797d7b41f0bf0a833c624bf01440b1851030e524ef2835",
+    (1000, 500, 200, 3, "loop"): "fb3f44a70063e288b5d76d0747a5db3c2a0b3cf32518b381569a5d5952f954cd",
+    (2000, 1000, 400, 4, "default"): "09a24225b3e0c43e9f4248b92dd9d6e40150c327eb42f97cf1a34d4b8f61c1f4",
+    (10000, 5000, 2000, 7, "default"): "5b4fc6c369d25b31ce7fd47f2204f398037fc7a7a138c9dab67717196f70b24e",
+    (10000, 5000, 2000, 7, "loop"): "b017c22140442be425681fef1028c90fc41c9f156fd9ebedeb61cf9b1d2bcba6",
 }
 
 

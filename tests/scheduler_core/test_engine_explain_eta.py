@@ -1,0 +1,180 @@
+"""ETAs that hold when the fleet evolves as the runtime limits say: every running job ends
+exactly at its limit, and the engine is asked again at every end and every promised start.
+
+A job behind the head's reservation on the head's GPUs starts when the head has run, not when
+the GPUs it runs on now free up; a job over its quota whose GPUs are busy starts when both its
+quota and the GPUs are there."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from engine_builders import make_cluster, make_job, make_running, why
+
+from scheduler_core import Plan, ReasonCode, RunningJob, SchedulerConfig, Snapshot, schedule
+
+
+def evolve(snap: Snapshot, config: SchedulerConfig | None = None) -> tuple[Plan, dict[str, float]]:
+    """The first plan, and when each pending job started as time moves from one runtime-limit
+    end (or promised start) to the next. Preempted jobs stop after their grace period."""
+    first = schedule(snap, config)
+    plan = first
+    starts: dict[str, float] = {}
+    pending = list(snap.pending)
+    running = list(snap.running)
+    stopping: dict[str, float] = {}
+    now = snap.now
+    for _ in range(200):
+        by_id = {j.id: j for j in pending}
+        for b in plan.binds:
+            starts[b.job_id] = now
+            pending.remove(by_id[b.job_id])
+            running.append(RunningJob(spec=by_id[b.job_id], placements=b.placements,
+                                      started_at=now))
+        for p in plan.preemptions:
+            stopping.setdefault(p.job_id, now + p.grace_period_s)
+        running = [dataclasses.replace(r, terminating=True) if r.spec.id in stopping else r
+                   for r in running]
+        ends = [r.started_at + r.spec.runtime_limit_s for r in running
+                if r.spec.runtime_limit_s is not None]
+        ends += list(stopping.values()) + [r.start_at for r in plan.reservations]
+        future = [t for t in ends if t > now]
+        if not pending or not future:
+            break
+        now = min(future)
+        running = [r for r in running
+                   if not (r.spec.runtime_limit_s is not None
+                           and r.started_at + r.spec.runtime_limit_s <= now)
+                   and not stopping.get(r.spec.id, now + 1) <= now]
+        plan = schedule(dataclasses.replace(snap, now=now, pending=tuple(pending),
+                                            running=tuple(running)), config)
+    return first, starts
+
+
+def behind_a_partly_free_head():
+    """n0: r0 holds 4 GPUs until t=3600 (4 free); n1: r1 holds all 8 until t=7200. The head
+    (16 GPUs, 1 h) is promised both nodes from t=7200 and holds n0's 4 free GPUs; j1 (8 GPUs,
+    too long to backfill) can only run after it, at t=10800."""
+    return (
+        make_cluster().nodes(2).at(0)
+        .running(make_running(make_job("r0").gpus(4).limit(3600)).on("n0", 0, 1, 2, 3),
+                 make_running(make_job("r1").gpus(8).limit(7200)).whole("n1"))
+        .pending(make_job("head").gpus(16).limit(3600).submitted(0),
+                 make_job("j1").gpus(8).limit(10000).submitted(1))
+    )
+
+
+def test_a_job_behind_the_head_is_not_promised_the_heads_gpus():
+    # Before: 9600 (n0's 4 GPUs from t=3600 were counted as running the head's work before
+    # the head could start; the head needs both nodes at once, from t=7200).
+    first, starts = evolve(behind_a_partly_free_head().snapshot())
+    head, j1 = why(first, "head"), why(first, "j1")
+    assert head.code is ReasonCode.WAITING_FOR_RESERVATION and head.eta == 7200.0
+    assert j1.eta == 10800.0
+    assert "Estimated start t=10800" in j1.message
+    assert starts == {"head": 7200.0, "j1": 10800.0}
+
+
+def test_a_job_that_can_run_beside_the_head_is_estimated_at_the_heads_start():
+    # Three nodes: the head is promised n0 and n1 from t=7200; n2 frees at t=7200 too, so j1
+    # may start beside the head then, not after it. (Next cycle, when n0 is whole at t=3600,
+    # the head's promise moves to n1 and n2 and j1 starts on n0, earlier than told.)
+    snap = (
+        behind_a_partly_free_head()
+        .nodes(1, start=2)
+        .running(make_running(make_job("r2").gpus(8).limit(7200)).whole("n2"))
+        .snapshot()
+    )
+    first, starts = evolve(snap)
+    assert why(first, "head").eta == 7200.0
+    assert why(first, "j1").eta == 7200.0
+    assert starts["head"] == 7200.0 and starts["j1"] <= 7200.0
+
+
+def over_quota_on_busy_gpus():
+    """One h100 node: ml (quota 8) runs m on 4 GPUs until t=1000, cv runs c on the other 4
+    until t=5000. ml's j1 (8 GPUs) takes the reservation at t=5000; ml's j2 (8 GPUs) has its
+    quota back at t=1000 but the node is j1's from 5000 to 8000."""
+    return (
+        make_cluster().nodes(1).nodes(1, gpu_type="h100", prefix="h").at(0)
+        .quota("ml", "h100", 8).quota("cv", "h100", 8)
+        .running(
+            make_running(make_job("m").team("ml").gpus(4).types("h100").limit(1000))
+            .on("h0", 0, 1, 2, 3),
+            make_running(make_job("c").team("cv").gpus(4).types("h100").limit(5000))
+            .on("h0", 4, 5, 6, 7),
+            make_running(make_job("d").team("cv").gpus(8).types("a100").limit(9000)).whole("n0"),
+        )
+        .pending(make_job("j1").team("ml").gpus(8).types("h100").limit(3000).submitted(1),
+                 make_job("j2").team("ml").gpus(8).types("h100").limit(3000).submitted(2))
+    )
+
+
+def test_a_job_over_quota_waits_for_its_gpus_too():
+    # Before: t=1000, its quota's time alone, although its GPUs were busy until t=8000 and it
+    # was behind the head (ETA 5000) in the queue.
+    first, starts = evolve(over_quota_on_busy_gpus().snapshot())
+    j1, j2 = why(first, "j1"), why(first, "j2")
+    assert j1.code is ReasonCode.WAITING_FOR_RESERVATION and j1.eta == 5000.0
+    assert j2.code is ReasonCode.QUOTA_EXCEEDED
+    assert j2.eta == 8000.0
+    assert j2.message.endswith(
+        "Estimated start t=8000: its quota has room from t=1000, but the capable GPUs are busy "
+        "until then (by runtime limits).")
+    assert j2.would_start_if == "team ml frees 4 h100 GPUs"
+    assert starts == {"j1": 5000.0, "j2": 8000.0}
+
+
+def test_a_job_over_quota_whose_gpus_free_first_keeps_its_quota_time():
+    plan = (
+        make_cluster().nodes(2).at(0)
+        .quota("ml", "a100", 8)
+        .running(make_running(make_job("a").team("ml").gpus(8).limit(1000)).whole("n0"))
+        .pending(make_job("j").team("ml").gpus(4))
+        .plan(SchedulerConfig(backfill=False))
+    )
+    j = why(plan, "j")
+    assert j.code is ReasonCode.QUOTA_EXCEEDED and j.eta == 1000.0
+    assert j.message.endswith("Estimated start t=1000 from runtime limits.")
+
+
+def test_a_job_over_quota_whose_gpus_never_free_by_runtime_limits_has_no_eta():
+    # The only capable node is held by a job without a runtime limit: nothing says when its
+    # GPUs free, so the quota's time (t=1000) is not an answer.
+    plan = (
+        make_cluster().nodes(1).nodes(1, gpu_type="h100", prefix="h").at(0)
+        .quota("ml", "h100", 8).quota("cv", "h100", 8)
+        .running(
+            make_running(make_job("m").team("ml").gpus(4).types("h100").limit(1000))
+            .on("h0", 0, 1, 2, 3),
+            make_running(make_job("c").team("cv").gpus(4).types("h100")).on("h0", 4, 5, 6, 7),
+        )
+        .pending(make_job("j").team("ml").gpus(8).types("h100"))
+        .plan(SchedulerConfig(backfill=False))
+    )
+    j = why(plan, "j")
+    assert j.code is ReasonCode.QUOTA_EXCEEDED
+    assert j.eta is None
+    assert "Estimated start" not in j.message
+
+
+@pytest.mark.parametrize("snapshot", [
+    lambda: behind_a_partly_free_head().snapshot(),
+    lambda: over_quota_on_busy_gpus().snapshot(),
+    lambda: (make_cluster().nodes(1).at(0)
+             .running(make_running(make_job("r").gpus(8).limit(3600)).whole("n0"))
+             .pending(*(make_job(f"j{i}").gpus(8).limit(3600).submitted(i) for i in range(3)))
+             .snapshot()),
+], ids=["behind-a-partly-free-head", "over-quota-on-busy-gpus", "three-one-hour-jobs-in-a-row"])
+def test_etas_are_never_in_the_past_never_before_the_head_and_kept(snapshot):
+    snap = snapshot()
+    first, starts = evolve(snap)
+    heads = [p for p in first.pending if p.code is ReasonCode.WAITING_FOR_RESERVATION]
+    assert len(heads) == 1
+    head = heads[0]
+    for p in first.pending:
+        assert p.eta is not None and p.eta >= snap.now, p
+        if p.queue_position > head.queue_position:
+            assert p.eta >= head.eta, p  # none of these backfills: each starts at or after it
+        assert starts[p.job_id] <= p.eta, (p, starts[p.job_id])
