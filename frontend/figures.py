@@ -79,6 +79,10 @@ def _layout(title: str, x_title: str, y_title: str, *, height: int = 320, **extr
         "yaxis": {"title": {"text": y_title}, "automargin": True, "rangemode": "tozero"},
         "margin": {"l": 60, "r": 20, "t": 44, "b": 90},
         "height": height,
+        # Shown even for one trace (plotly's default hides a lone trace's legend): one node state,
+        # one priority class or one pool is still a colour the reader must be told. Charts whose
+        # colours say nothing (heat map, box plots) turn it off.
+        "showlegend": True,
         "legend": {"orientation": "h", "x": 0.0, "y": 0.0, "yref": "container", "yanchor": "bottom"},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",

@@ -45,6 +45,11 @@ def assert_contract(key: str, chart: dict) -> None:
         if layout[axis].get("type") != "category":
             assert UNITS.search(title), f"{key}: numeric {axis} names no unit: {title!r}"
     assert len(chart["caption"]) > 30 and chart["caption"].count("\n") == 0, f"{key}: caption missing or not one line"
+    # plotly draws a legend only from two traces on: a chart of one named trace (one node state,
+    # one priority class, one pool) would show a colour nobody names, unless it says so.
+    in_legend = [t for t in figure["data"] if t.get("name") and t.get("showlegend", True)]
+    if len(in_legend) == 1:
+        assert layout.get("showlegend") is not None, f"{key}: one named trace ({in_legend[0]['name']}) and no legend"
     if chart["empty"]:
         assert "appear" in chart["empty"] or "Run a replay" in chart["empty"], f"{key}: empty state says nothing"
     else:
