@@ -3,7 +3,7 @@
     qm login [--url URL] [--username NAME] [--password-stdin]
     qm submit [FILE.yaml] [--gpus 16 --gpus-per-node 8 --gpu-type H100-80GB --time 4h
               --priority research --array 0-99 ...] [-- COMMAND ...]
-    qm list | qm status [JOB] | qm explain JOB | qm cancel JOB...
+    qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm nodes | qm cordon|drain|uncordon NODE
 
@@ -17,6 +17,7 @@ import argparse
 import getpass
 import os
 import sys
+import time
 import uuid
 from collections.abc import Sequence
 from datetime import datetime, timezone
@@ -198,8 +199,12 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
     return spec
 
 
-def _field_errors(error: ApiError) -> str:
-    return "".join(f"\n  {field}: {' '.join(msgs)}" for field, msgs in error.errors.items())
+def _refusal(error: ApiError) -> str:
+    """The API's refusal: its sentence, or, when it names fields, each field at fault on a line
+    of its own (the sentence says the same, so printing both said every problem twice)."""
+    if not error.errors:
+        return str(error)
+    return "Invalid request." + "".join(f"\n  {field}: {' '.join(msgs)}" for field, msgs in error.errors.items())
 
 
 def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
@@ -210,7 +215,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
         result = api.request("POST", "job-arrays/" if is_array else "jobs/", body=spec,
                              headers={"Idempotency-Key": key}, retry=True)
     except ApiError as error:
-        raise CliError(str(error) + _field_errors(error)) from error
+        raise CliError(_refusal(error)) from error
     if args.json:
         output.emit_json(result)
     elif is_array:
@@ -229,6 +234,8 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
 
 def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     params: dict[str, Any] = {"limit": args.limit}
+    if args.offset:
+        params["offset"] = args.offset
     if args.state:
         params["state"] = args.state
     elif not args.all:
@@ -236,7 +243,11 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     if args.team:
         params["team"] = args.team
     if args.mine:
-        params["user"] = load_config().get("username") or api.request("GET", "auth/me/")["username"]
+        # The stored name only goes with the stored token: with $QM_TOKEN (or another server's
+        # token) it named someone else, and `--mine` listed nothing.
+        config = load_config()
+        stored = config.get("username") if api.token and config.get("token") == api.token else None
+        params["user"] = stored or api.request("GET", "auth/me/")["username"]
     return params
 
 
@@ -279,8 +290,11 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
     output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "REASON"])
     if any("/" in str(row[4]) for row in rows):
         print("GPUS of an elastic job holding GPUs: held/asked (e.g. 16/8: asked 8, grown to 16).")
-    if page["count"] > len(rows):
-        print(f"({len(rows)} of {page['count']}; use --limit to see more)")
+    shown_to = args.offset + len(rows)
+    if page["count"] > shown_to or args.offset:
+        # The API gives at most 1,000 a page: past that, --limit alone cannot show the rest.
+        more = f"; --offset {shown_to} for the next" if page["count"] > shown_to else ""
+        print(f"({args.offset + 1}–{shown_to} of {page['count']}{more})")
     return 0
 
 
@@ -294,6 +308,10 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     shape = f"{job['gpus']} GPUs" + (f", {job['gpus_per_node']} per node" if job["gpus_per_node"] else "")
     if _elastic(job):
         shape += f", {_elastic(job)}"
+    # A stopping job (state `preempting` whatever stopped it: a preemption, a resize, a cancel, its
+    # runtime limit) says why and by when, as `qm explain` does: the state alone read as a
+    # preemption for a job its owner had just cancelled.
+    stopping = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "preempting" else ""
     output.fields([
         ("job", f"{job['id']} {job['name']}"), ("state", job["state"]), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
@@ -301,6 +319,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", job["submitted_at"]),
         ("started", job["started_at"]), ("finished", job["finished_at"]), ("exit code", job["exit_code"]),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
+        ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
         ("preemptions", job["preemption_count"]), ("command", job["command"]),
     ])
@@ -308,7 +327,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
 
 
 def _job_id(text: str) -> int:
-    if not text.isdigit():
+    if not (text.isascii() and text.isdigit()):  # int() refuses '²', which isdigit() accepts
         raise CliError(f"'{text}' is not a job id (a number, as `qm list` shows)")
     return int(text)
 
@@ -336,19 +355,100 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
-    failed = 0
-    for job in args.jobs:
+    """Cancel each job named. Every id is checked before any job is cancelled (a typo among
+    them cancelled the jobs before it and not those after). With --json: the API's answer for
+    one job; for several, one JSON list of the answers of the jobs cancelled."""
+    ids = [_job_id(job) for job in args.jobs]
+    failed, results = 0, []
+    for job_id in ids:
         try:
-            result = api.request("POST", f"jobs/{_job_id(job)}/cancel/")
+            result = api.request("POST", f"jobs/{job_id}/cancel/")
         except ApiError as error:
-            print(f"error: job {job}: {error}", file=sys.stderr)
+            print(f"error: job {job_id}: {error}", file=sys.stderr)
             failed += 1
             continue
-        if args.json:
-            output.emit_json(result)
-        else:
+        results.append(result)
+        if not args.json:
             print(result["detail"])
+    if args.json and len(ids) > 1:
+        output.emit_json(results)
+    elif args.json and results:
+        output.emit_json(results[0])
     return 1 if failed else 0
+
+
+FINISHED_STATES = {"succeeded", "failed", "cancelled", "timed_out", "unschedulable"}
+EVENTS_PAGE = 1000
+
+
+def _event_line(event: dict[str, Any]) -> tuple[str, str, str, str]:
+    when = output.parse_time(event["created_at"])
+    return (f"{when:%Y-%m-%d %H:%M:%S}" if when else "-", event["kind"], event["actor"], event["message"])
+
+
+def _print_streamed(cells: Sequence[str]) -> None:
+    """One line of `events --follow`: columns of fixed width, since later lines cannot widen
+    the ones already printed."""
+    time_, kind, actor, what = (output.visible(c) for c in cells)
+    print(f"{time_:<19}  {kind:<20}  {actor:<18}  {what}".rstrip(), flush=True)
+
+
+def _events_after(api: Api, job_id: int, seen: set[int], start: int) -> list[dict[str, Any]]:
+    """The job's events from position `start` on (oldest first), those not yet in `seen`."""
+    found: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": EVENTS_PAGE, "offset": start}
+    while True:
+        page = api.request("GET", f"jobs/{job_id}/events/", params=params)
+        found.extend(e for e in page["results"] if e["id"] not in seen)
+        if not page["next"] or not page["results"]:
+            return found
+        params["offset"] += len(page["results"])
+
+
+def cmd_events(api: Api, args: argparse.Namespace) -> int:
+    """A job's history, oldest first: each state change with who did it and why (a preemption
+    names the job it made room for and what was lost). `--follow` keeps printing new events
+    until the job has finished."""
+    job_id = _job_id(args.job)
+    if not args.interval > 0:
+        raise CliError(f"--interval {args.interval}: give a number of seconds above 0")
+    seen: set[int] = set()
+    events = _events_after(api, job_id, seen, 0)
+    if args.json and not args.follow:
+        output.emit_json(events)
+        return 0
+    headers = ["TIME (UTC)", "EVENT", "BY", "WHAT"]
+    if args.json:
+        for event in events:
+            output.emit_json_line(event)
+    elif args.follow:
+        _print_streamed(headers)
+        for event in events:
+            _print_streamed(_event_line(event))
+    elif events:
+        output.table([_event_line(e) for e in events], headers)
+    else:
+        print(f"Job {job_id} has no events.")
+    seen.update(e["id"] for e in events)
+    if not args.follow:
+        return 0
+    while True:
+        job = api.request("GET", f"jobs/{job_id}/")
+        # Events committed out of order land a little before the end: look back a few.
+        fresh = _events_after(api, job_id, seen, max(0, len(seen) - 20))
+        for event in fresh:
+            if args.json:
+                output.emit_json_line(event)
+            else:
+                _print_streamed(_event_line(event))
+        seen.update(e["id"] for e in fresh)
+        sys.stdout.flush()
+        if job["state"] in FINISHED_STATES:
+            if not args.json:
+                code = f", exit code {job['exit_code']}" if job["exit_code"] is not None else ""
+                print(output.visible(f"Job {job_id} ({job['name']}) ended {job['state']}{code}."))
+            return 0
+        time.sleep(args.interval)
 
 
 # --------------------------------------------------------------------------------- showback
@@ -388,7 +488,9 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     allocations: dict[str, Any] = {}
     for chunk in report.get("data", []):
         allocations.update(chunk)
-    rows = [[name] + [_money(a.get(key), key) for _, key in SHOWBACK_COLUMNS] for name, a in sorted(allocations.items())]
+    # Job ids in numeric order (as text, job 100 came between 10 and 11).
+    ordered = sorted(allocations.items(), key=lambda item: (0, int(item[0]), "") if item[0].isascii() and item[0].isdigit() else (1, 0, item[0]))
+    rows = [[name] + [_money(a.get(key), key) for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
     totals = report.get("totals") or {}
     if totals:
         rows.append(["TOTAL"] + [_money(totals.get(key), key) for _, key in SHOWBACK_COLUMNS])
@@ -491,10 +593,19 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--all", action="store_true", help="include finished jobs")
         p.add_argument("--team")
         p.add_argument("--mine", action="store_true", help="only jobs you submitted")
-        p.add_argument("--limit", type=int, default=50)
+        p.add_argument("--limit", type=int, default=50, help="jobs per page, at most 1000 (default 50)")
+        p.add_argument("--offset", type=int, default=0, help="skip this many jobs (the next page)")
 
     p = sub.add_parser("explain", parents=[common], help="why a job waits, and what would start it")
     p.add_argument("job")
+    p = sub.add_parser("events", parents=[common], help="a job's history; --follow to watch it",
+                       description="Every state change of a job, oldest first, with who made it and why "
+                                   "(submitted, bound, started, preempted and by whom, requeued, cancelled, "
+                                   "finished). With --follow, new events are printed as they happen until the "
+                                   "job has finished. --json: a JSON list (with --follow, one JSON object a line).")
+    p.add_argument("job")
+    p.add_argument("--follow", "-f", action="store_true", help="keep watching until the job has finished")
+    p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
     p = sub.add_parser("cancel", parents=[common], help="cancel jobs")
     p.add_argument("jobs", nargs="+", metavar="JOB")
 
@@ -515,7 +626,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "cancel": cmd_cancel, "showback": cmd_showback, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "cancel": cmd_cancel, "showback": cmd_showback, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
 }
 

@@ -101,3 +101,8 @@ def fields(pairs: Iterable[tuple[str, Any]], out: TextIO = sys.stdout) -> None:
 
 def emit_json(data: Any, out: TextIO = sys.stdout) -> None:
     out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
+
+
+def emit_json_line(data: Any, out: TextIO = sys.stdout) -> None:
+    """One JSON document on one line (a stream a script reads line by line)."""
+    out.write(json.dumps(data) + "\n")

@@ -52,14 +52,16 @@ def qm(live_server: Any, tmp_path: Path) -> Callable[..., Run]:
     }
     env.pop("QM_TOKEN", None)
 
-    def run(*args: str, stdin: str | None = None, url: str | None = None) -> Run:
-        call_env = dict(env, QM_URL=url) if url else env
+    def run(*args: str, stdin: str | None = None, url: str | None = None, extra_env: dict[str, str] | None = None) -> Run:
+        call_env = dict(env, QM_URL=url) if url else dict(env)
+        call_env.update(extra_env or {})
         done = subprocess.run(
             [sys.executable, "-m", "controlplane.cli.main", *args], input=stdin, capture_output=True,
             text=True, env=call_env, cwd=REPO, timeout=60,
         )
         return Run(done.returncode, done.stdout, done.stderr)
 
+    run.env = env  # type: ignore[attr-defined]  # for a test that starts qm itself (Popen)
     return run
 
 

@@ -1,0 +1,205 @@
+"""`qm` as a researcher uses it from a terminal, against a live server: what QA found wrong.
+
+- `qm cancel 11 1x 12` cancelled job 11, then stopped at the typo: 12 was left running, and the
+  one error line did not say 11 had been cancelled.
+- `qm cancel 11 12 --json` printed two JSON documents one after the other: not JSON.
+- `qm list --mine` with `$QM_TOKEN` (a CI job's token) filtered on the name stored by the last
+  `qm login`, someone else's, and listed nothing.
+- `qm status ²` (any digit that is not 0-9) ended in a Python traceback.
+- `qm status` of a stopping job said `state: preempting` and nothing more, even for a job its
+  owner had just cancelled; `qm explain` knew why.
+- a refused submit printed every problem twice (the API's sentence, then the same per field).
+- `qm list --limit 2000` said "use --limit to see more": the API gives at most 1,000 a page and
+  the CLI had no way to the next one.
+- `qm showback --by job` listed job 100 between 10 and 11.
+- no way to see a job's history (preempted by whom, requeued, cancelled) or to watch it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import time
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from controlplane.models import Allocation, AllocationGpu, Job, SchedulerLease
+from controlplane.services import accounting
+from controlplane.services.transitions import RELEASE_PREEMPTED, cancel_job, signal_stop
+from tests.controlplane import factories as f
+from tests.controlplane.accounting.builders import hold, running_job
+from tests.controlplane.cli.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def test_cancel_with_a_bad_id_among_them_cancels_none(alice_qm, fleet) -> None:
+    first, last = f.make_job(fleet.ml), f.make_job(fleet.ml)
+
+    r = alice_qm("cancel", str(first.pk), "1x", str(last.pk))
+
+    assert r.code == 1 and "'1x' is not a job id" in r.err
+    assert set(Job.objects.values_list("state", flat=True)) == {JobState.PENDING}
+
+
+def test_cancel_json_of_several_jobs_is_one_json_list(alice_qm, fleet) -> None:
+    a, b = f.make_job(fleet.ml), f.make_job(fleet.ml)
+
+    r = alice_qm("cancel", str(a.pk), str(b.pk), "--json")
+
+    assert r.code == 0, r.err
+    assert [answer["job"]["id"] for answer in r.json()] == [a.pk, b.pk]
+    assert {answer["job"]["state"] for answer in r.json()} == {JobState.CANCELLED}
+    one = alice_qm("cancel", str(f.make_job(fleet.ml).pk), "--json")
+    assert one.code == 0 and one.json()["job"]["state"] == JobState.CANCELLED  # one job: the API's answer
+
+
+def test_cancel_json_with_a_refusal_is_still_one_document_and_exit_1(alice_qm, fleet) -> None:
+    live, done = f.make_job(fleet.ml), f.make_job(fleet.ml, state=JobState.SUCCEEDED)
+
+    r = alice_qm("cancel", str(live.pk), str(done.pk), "--json")
+
+    assert r.code == 1 and f"job {done.pk}" in r.err
+    assert [answer["job"]["id"] for answer in r.json()] == [live.pk]
+
+
+def test_list_mine_with_qm_token_lists_the_tokens_owner_jobs(alice_qm, fleet) -> None:
+    """Logged in as alice; $QM_TOKEN is bob's (team vision): --mine is bob's jobs."""
+    f.make_job(fleet.vision, name="bobs", submitter=fleet.users["other_team"])
+    f.make_job(fleet.ml, name="alices", submitter=fleet.users["owner"])
+
+    bob = alice_qm("list", "--mine", extra_env={"QM_TOKEN": f.token_for(fleet.users["other_team"])})
+    alice = alice_qm("list", "--mine")
+
+    assert bob.code == 0 and "bobs" in bob.out, bob.out + bob.err
+    assert alice.code == 0 and "alices" in alice.out and "bobs" not in alice.out
+
+
+@pytest.mark.parametrize("text", ["²", "١٢", "-3", "4.0"])
+def test_a_job_id_that_is_not_ascii_digits_is_a_sentence(alice_qm, text) -> None:
+    for command in ("status", "explain", "events", "cancel"):
+        r = alice_qm(command, text)
+        assert r.code == 1 and f"'{text}' is not a job id" in r.err and "Traceback" not in r.err, (command, r.err)
+
+
+def test_status_of_a_stopping_job_says_why_and_by_when(alice_qm, fleet) -> None:
+    SchedulerLease.objects.create(epoch=1)
+    started = timezone.now().replace(microsecond=0) - timedelta(hours=1)
+    preempted = f.make_job(fleet.ml, gpus=2, state=JobState.RUNNING, started_at=started)
+    allocation = Allocation.objects.create(job=preempted, generation=7, epoch=1, created_at=started, started_at=started)
+    AllocationGpu.objects.bulk_create(AllocationGpu(allocation=allocation, node=fleet.nodes[1], gpu_index=i)
+                                      for i in range(2))
+    notice = "Preempted: higher-priority job 99 (production, 1000) needs its 2 H100-80GB GPUs"
+    assert signal_stop(allocation.pk, allocation.generation, reason=RELEASE_PREEMPTED, grace_period_s=30,
+                       at=timezone.now(), actor="scheduler", message=notice)
+    cancelled = f.make_job(fleet.ml, gpus=2, state=JobState.RUNNING, started_at=started)
+    allocation = Allocation.objects.create(job=cancelled, generation=8, epoch=1, created_at=started, started_at=started)
+    AllocationGpu.objects.bulk_create(AllocationGpu(allocation=allocation, node=fleet.nodes[2], gpu_index=i)
+                                      for i in range(2))
+    assert cancel_job(Job.objects.get(pk=cancelled.pk), "user:alice")
+
+    out = {job: alice_qm("status", str(job.pk)) for job in (preempted, cancelled)}
+
+    assert re.search(r"^state:\s+preempting$", out[preempted].out, re.M)
+    assert re.search(rf"^stopping:\s+Stopping since .*: {re.escape(notice)}\. Its processes must exit by ",
+                     out[preempted].out, re.M), out[preempted].out
+    assert re.search(r"^stopping:\s+Stopping since .*Cancelled by user:alice", out[cancelled].out, re.M)
+    running = f.make_job(fleet.ml, state=JobState.RUNNING, started_at=started)
+    assert re.search(r"^stopping:\s+-$", alice_qm("status", str(running.pk)).out, re.M)
+
+
+def test_a_refused_submit_names_each_field_once(alice_qm) -> None:
+    r = alice_qm("submit", "--name", "x", "--gpus", "4", "--min-gpus", "8", "--max-gpus", "2")
+
+    assert r.code == 1
+    assert r.err.count("min_gpus 8 is more than gpus 4") == 1 and r.err.count("max_gpus 2 is less than gpus 4") == 1
+    assert r.err.splitlines() == ["error: Invalid request.", "  min_gpus: min_gpus 8 is more than gpus 4",
+                                  "  max_gpus: max_gpus 2 is less than gpus 4"]
+
+
+def test_list_pages_with_offset_and_says_how_to_reach_the_next(alice_qm, fleet) -> None:
+    jobs = [f.make_job(fleet.ml, name=f"j{i}") for i in range(5)]
+
+    first = alice_qm("list", "--limit", "2")
+    second = alice_qm("list", "--limit", "2", "--offset", "2")
+    last = alice_qm("list", "--limit", "2", "--offset", "4")
+
+    def ids(out: str) -> list[int]:
+        return [int(line.split()[0]) for line in out.splitlines()[1:] if line.split() and line.split()[0].isdigit()]
+
+    newest_first = [job.pk for job in reversed(jobs)]
+    assert ids(first.out) == newest_first[:2] and "(1–2 of 5; --offset 2 for the next)" in first.out
+    assert ids(second.out) == newest_first[2:4] and "(3–4 of 5; --offset 4 for the next)" in second.out
+    assert ids(last.out) == newest_first[4:] and "(5–5 of 5)" in last.out
+    assert "(" not in alice_qm("list").out.splitlines()[-1]  # everything on one page: no footer
+
+
+def test_showback_by_job_lists_jobs_in_numeric_order(qm, fleet) -> None:
+    now = timezone.now().replace(microsecond=0)
+    start = now - timedelta(hours=2)
+    for pk, node in ((100, fleet.nodes[1]), (9, fleet.nodes[2]), (10, fleet.nodes[3])):
+        job = running_job(fleet.ml, gpus=1, started_at=start, id=pk)
+        hold(job, [(node, 1)], start, start + timedelta(minutes=30))
+    accounting.catch_up(now)
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("showback", "--by", "job", "--window", "1d")
+
+    assert r.code == 0, r.err
+    rows = [line.split()[0] for line in r.out.splitlines()[2:]]
+    assert rows[:3] == ["9", "10", "100"], r.out
+
+
+def test_events_prints_a_jobs_history_oldest_first(alice_qm, fleet) -> None:
+    r = alice_qm("submit", "--name", "hist", "--gpus", "1")
+    job = Job.objects.get(name="hist")
+    cancel_job(job, "user:alice")
+
+    table = alice_qm("events", str(job.pk))
+    as_json = alice_qm("events", str(job.pk), "--json")
+
+    assert r.code == 0 and table.code == 0, table.err
+    lines = table.out.splitlines()
+    assert lines[0].split() == ["TIME", "(UTC)", "EVENT", "BY", "WHAT"]
+    assert "job.submitted" in lines[1] and "user:alice" in lines[1] and "job.cancelled" in lines[2]
+    assert [e["kind"] for e in as_json.json()] == ["job.submitted", "job.cancelled", "job.finished"]
+    other = alice_qm("events", str(f.make_job(fleet.vision).pk))
+    assert other.code == 1 and "No Job matches" in other.err
+
+
+def test_events_follow_prints_new_events_until_the_job_ends(alice_qm, fleet) -> None:
+    assert alice_qm("submit", "--name", "watched", "--gpus", "1").code == 0
+    job = Job.objects.get(name="watched")
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "controlplane.cli.main", "events", str(job.pk), "--follow", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=alice_qm.env, cwd=REPO,
+    )
+    try:
+        time.sleep(2)  # it has printed the submit and is polling
+        assert watcher.poll() is None, watcher.communicate()
+        cancel_job(Job.objects.get(pk=job.pk), "user:alice")
+        out, err = watcher.communicate(timeout=30)
+    finally:
+        watcher.kill()
+
+    assert watcher.returncode == 0, err
+    assert "job.submitted" in out and "job.cancelled" in out and "job.finished" in out
+    assert out.rstrip().endswith(f"Job {job.pk} (watched) ended cancelled.")
+
+
+def test_events_follow_json_is_one_object_a_line(alice_qm, fleet) -> None:
+    job = f.make_job(fleet.ml, state=JobState.CANCELLED)
+    alice_qm("submit", "--name", "x", "--gpus", "1")  # an event of another job: not in this one's stream
+
+    r = alice_qm("events", str(job.pk), "--follow", "--json")
+
+    assert r.code == 0 and r.out == ""  # a finished job without events: nothing, and it returns at once
+    submitted = Job.objects.get(name="x")
+    cancel_job(submitted, "user:alice")
+    lines = alice_qm("events", str(submitted.pk), "--follow", "--json").out.splitlines()
+    assert [json.loads(line)["kind"] for line in lines] == ["job.submitted", "job.cancelled", "job.finished"]
