@@ -289,7 +289,6 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
     priority_classes = {p.pk: p for p in PriorityClass.objects.all()}
     teams = {t.pk: t for t in Team.objects.select_related("cohort")}
     nodes = list(Node.objects.order_by("name").values_list(*_NODE_COLUMNS))
-    node_names = {row[0]: row[1] for row in nodes}
     context = SnapshotContext(
         snapshot=engine.Snapshot(now=to_seconds(now), nodes=(), gpu_types=(), priority_classes=(), quotas=(),
                                  pending=(), running=()),
@@ -298,21 +297,46 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
         team_ids={t.name: t.pk for t in teams.values()},
     )
     reader = _SpecReader(now, teams, priority_classes, _project_names())
-    grace_by_job = context.grace_by_job
     grace = {pk: pc.grace_period_s for pk, pc in priority_classes.items()}
+    pending = _read_pending(context, reader, grace)
+    running = _read_running(context, reader, grace, {row[0]: row[1] for row in nodes})
+    reader.done()
 
+    context.snapshot = engine.Snapshot(
+        now=to_seconds(now),
+        epoch=epoch,
+        nodes=_node_infos(nodes, gpu_types),
+        gpu_types=tuple(
+            engine.GpuTypeInfo(name=g.name, memory_gb=g.memory_gb, throughput=g.relative_throughput)
+            for g in sorted(gpu_types.values(), key=lambda g: g.name)
+        ),
+        priority_classes=_priority_class_infos(priority_classes),
+        quotas=_quota_infos(teams, gpu_types),
+        pending=pending,
+        running=running,
+        team_usage=_team_usages(teams, now),
+    )
+    return context
+
+
+def _read_pending(context: SnapshotContext, reader: _SpecReader, grace: dict[int, int]) -> tuple[engine.JobSpec, ...]:
+    """Waiting jobs in submission order, with the explanation columns the commit compares
+    against (one query)."""
     pending = []
-    explanations = context.explanations
     width = len(_JOB_COLUMNS)
     for row in Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values_list(
         *_job_fields(_JOB_COLUMNS), *_EXPLANATION_COLUMNS
     ):
         spec = reader.spec(row[:width])
         pending.append(spec)
-        grace_by_job[spec.id] = grace[row[2]]
-        explanations[spec.id] = row[width:]
+        context.grace_by_job[spec.id] = grace[row[2]]
+        context.explanations[spec.id] = row[width:]
+    return tuple(pending)
 
-    # Live allocations with their job's columns, then their live GPUs: two queries.
+
+def _read_running(context: SnapshotContext, reader: _SpecReader, grace: dict[int, int],
+                  node_names: dict[int, str]) -> tuple[engine.RunningJob, ...]:
+    """Live allocations with their job's columns, then their live GPUs: two queries."""
     allocation_rows = list(
         Allocation.objects.filter(state__in=LIVE_ALLOCATION_STATES)
         .order_by("generation")
@@ -350,71 +374,70 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
         context.live_allocations[spec.id] = LiveAllocation(
             allocation_id, generation, sum(len(i) for i in per_node.values())
         )
-        grace_by_job[spec.id] = grace[job_row[2]]
+        context.grace_by_job[spec.id] = grace[job_row[2]]
+    return tuple(running)
 
-    reader.done()
 
-    context.snapshot = engine.Snapshot(
-        now=to_seconds(now),
-        epoch=epoch,
-        nodes=tuple(
-            engine.NodeInfo(
-                name=name,
-                pool=pool,
-                gpu_type=gpu_types[gpu_type_id].name,
-                gpus=gpu_count,
-                cpus=cpus,
-                memory_gb=memory_gb,
-                leaf=leaf,
-                spine=spine,
-                state=engine.NodeState(state),
-                capacity_tier=capacity_tier,
-                failure_domain=leaf,
-            )
-            for _, name, pool, gpu_type_id, gpu_count, cpus, memory_gb, leaf, spine, state, capacity_tier in nodes
-        ),
-        gpu_types=tuple(
-            engine.GpuTypeInfo(name=g.name, memory_gb=g.memory_gb, throughput=g.relative_throughput)
-            for g in sorted(gpu_types.values(), key=lambda g: g.name)
-        ),
-        priority_classes=tuple(
-            engine.PriorityClassInfo(
-                name=p.name,
-                value=p.value,
-                preemptible=p.preemptible,
-                may_preempt_lower=p.may_preempt_lower,
-                grace_period_s=p.grace_period_s,
-                min_runtime_s=p.min_runtime_s,
-                preemption_budget=p.preemption_budget,
-                budget_window_s=p.budget_window_s,
-            )
-            for p in sorted(priority_classes.values(), key=lambda p: p.name)
-        ),
-        quotas=tuple(
-            engine.QuotaInfo(
-                team=teams[q.team_id].name,
-                gpu_type=gpu_types[q.gpu_type_id].name,
-                nominal_gpus=q.nominal_gpus,
-                borrowing_limit=q.borrowing_limit,
-                lending_limit=q.lending_limit,
-                cohort=teams[q.team_id].cohort.name if teams[q.team_id].cohort else None,
-            )
-            for q in Quota.objects.order_by("team_id", "gpu_type_id")
-        ),
-        pending=tuple(pending),
-        running=tuple(running),
-        team_usage=tuple(
-            engine.TeamUsage(
-                team=t.name,
-                gpu_seconds=t.decayed_gpu_seconds,
-                cpu_seconds=t.decayed_cpu_seconds,
-                memory_gb_seconds=t.decayed_memory_gb_seconds,
-                as_of=to_seconds(t.usage_as_of) if t.usage_as_of else to_seconds(now),
-            )
-            for t in sorted(teams.values(), key=lambda t: t.name)
-        ),
+def _node_infos(nodes: list[tuple[Any, ...]], gpu_types: dict[int, GpuType]) -> tuple[engine.NodeInfo, ...]:
+    return tuple(
+        engine.NodeInfo(
+            name=name,
+            pool=pool,
+            gpu_type=gpu_types[gpu_type_id].name,
+            gpus=gpu_count,
+            cpus=cpus,
+            memory_gb=memory_gb,
+            leaf=leaf,
+            spine=spine,
+            state=engine.NodeState(state),
+            capacity_tier=capacity_tier,
+            failure_domain=leaf,
+        )
+        for _, name, pool, gpu_type_id, gpu_count, cpus, memory_gb, leaf, spine, state, capacity_tier in nodes
     )
-    return context
+
+
+def _priority_class_infos(priority_classes: dict[int, PriorityClass]) -> tuple[engine.PriorityClassInfo, ...]:
+    return tuple(
+        engine.PriorityClassInfo(
+            name=p.name,
+            value=p.value,
+            preemptible=p.preemptible,
+            may_preempt_lower=p.may_preempt_lower,
+            grace_period_s=p.grace_period_s,
+            min_runtime_s=p.min_runtime_s,
+            preemption_budget=p.preemption_budget,
+            budget_window_s=p.budget_window_s,
+        )
+        for p in sorted(priority_classes.values(), key=lambda p: p.name)
+    )
+
+
+def _quota_infos(teams: dict[int, Team], gpu_types: dict[int, GpuType]) -> tuple[engine.QuotaInfo, ...]:
+    return tuple(
+        engine.QuotaInfo(
+            team=teams[q.team_id].name,
+            gpu_type=gpu_types[q.gpu_type_id].name,
+            nominal_gpus=q.nominal_gpus,
+            borrowing_limit=q.borrowing_limit,
+            lending_limit=q.lending_limit,
+            cohort=teams[q.team_id].cohort.name if teams[q.team_id].cohort else None,
+        )
+        for q in Quota.objects.order_by("team_id", "gpu_type_id")
+    )
+
+
+def _team_usages(teams: dict[int, Team], now: datetime) -> tuple[engine.TeamUsage, ...]:
+    return tuple(
+        engine.TeamUsage(
+            team=t.name,
+            gpu_seconds=t.decayed_gpu_seconds,
+            cpu_seconds=t.decayed_cpu_seconds,
+            memory_gb_seconds=t.decayed_memory_gb_seconds,
+            as_of=to_seconds(t.usage_as_of) if t.usage_as_of else to_seconds(now),
+        )
+        for t in sorted(teams.values(), key=lambda t: t.name)
+    )
 
 
 def _project_names() -> dict[int, str]:
