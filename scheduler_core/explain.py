@@ -19,12 +19,15 @@ nomination stay busy in the timeline until that job has run, so its work is not 
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
+from itertools import accumulate
 
 from scheduler_core.backfill import ReleaseTimeline, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
+from scheduler_core.quota import QuotaLedger
 from scheduler_core.state import FLEET
 from scheduler_core.types import (
     JobSpec,
@@ -214,14 +217,21 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                     gpus = outcome.demand.gpus if outcome.demand else spec.gpus
                     verdict = ctx.ledger.check(spec.team, outcome.quota_type, gpus)
                     shortage = verdict.shortage(gpus)
-                    qkey = (spec.team, outcome.quota_type, shortage)
+                    cohort = ctx.ledger.cohort_of(spec.team, outcome.quota_type)
+                    qkey = (spec.team, outcome.quota_type,
+                            shortage if cohort is None else -gpus)
                     if qkey not in quota_etas:
-                        tkey = (spec.team, outcome.quota_type)
-                        if tkey not in releases:
-                            releases[tkey] = team_ends(ctx, *tkey)
-                        quota_etas[qkey] = team_release_eta(ctx, spec.team,
-                                                            outcome.quota_type, shortage,
-                                                            releases[tkey])
+                        if cohort is None:
+                            tkey = (spec.team, outcome.quota_type)
+                            if tkey not in releases:
+                                releases[tkey] = team_ends(ctx, *tkey)
+                            quota_etas[qkey] = team_release_eta(ctx, spec.team,
+                                                                outcome.quota_type, shortage,
+                                                                releases[tkey])
+                        else:
+                            quota_etas[qkey] = cohort_release_eta(ctx, spec.team,
+                                                                  outcome.quota_type, gpus,
+                                                                  releases)
                     quota_at = quota_etas[qkey]
                     # it needs both its quota and the GPUs: the later of the two, unknown if
                     # either is (GPUs that never free by runtime limits)
@@ -297,6 +307,51 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
         append(pending_explanation(spec.id, code, reason, message, resolvable, position, eta,
                                   would))
     return tuple(out)
+
+
+def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
+                       releases: dict[tuple[str, str], list[tuple[float, int]]]
+                       ) -> float | None:
+    """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` as the running jobs of
+    its cohort end by their runtime limits: its own jobs free its quota, the others' free what
+    they lend. ``None`` if that never happens by known limits.
+
+    Steps: the cohort's members on the type and, per member, its releases in time order
+    (``releases`` memoises :func:`~scheduler_core.backfill.team_ends` per team and type); a
+    binary search over the release times for the first at which a ledger charged with each
+    member's use then admits the request. Use only falls as time passes, and admission only
+    grows as use falls (less own use, more lent, less borrowed by others), so the search is
+    sound. Jobs that start meanwhile are not foreseen."""
+    ledger = ctx.ledger
+    cohort = ledger.cohort_of(team, gpu_type)
+    members = ledger.cohort_members(cohort, gpu_type) if cohort is not None else ()
+    freed: list[tuple[str, list[float], list[int]]] = []
+    times: set[float] = set()
+    for member in members:
+        key = (member.team, gpu_type)
+        if key not in releases:
+            releases[key] = team_ends(ctx, *key)
+        ends = [end for end, _ in releases[key]]
+        freed.append((member.team, ends, list(accumulate(g for _, g in releases[key]))))
+        times.update(ends)
+
+    def admitted(at: float) -> bool:
+        trial = QuotaLedger(members)
+        for member, ends, total in freed:
+            k = bisect_right(ends, at)
+            trial.charge(member, gpu_type, ledger.used_by(member, gpu_type)
+                         - (total[k - 1] if k else 0))
+        return trial.check(team, gpu_type, gpus).admitted
+
+    order = sorted(times)
+    lo, hi = 0, len(order)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if admitted(order[mid]):
+            hi = mid
+        else:
+            lo = mid + 1
+    return order[lo] if lo < len(order) else None
 
 
 class _DrainLine:

@@ -89,6 +89,15 @@ class QuotaLedger:
     def governs(self, gpu_type: str) -> bool:
         return gpu_type in self.governed_types
 
+    def cohort_of(self, team: str, gpu_type: str) -> str | None:
+        """The cohort ``team`` borrows from on ``gpu_type`` (``None``: it cannot borrow)."""
+        q = self.quota.get((team, gpu_type))
+        return q.cohort if q is not None else None
+
+    def cohort_members(self, cohort: str, gpu_type: str) -> tuple[QuotaInfo, ...]:
+        """The quotas of ``cohort`` on ``gpu_type``, by team (for ETA what-ifs)."""
+        return tuple(q for (_, t), q in self.quota.items() if t == gpu_type and q.cohort == cohort)
+
     def used_by(self, team: str, gpu_type: str) -> int:
         return self.used.get((team, gpu_type), 0)
 

@@ -240,10 +240,11 @@ def borrowing_team(*, limit: int | None, lender_nominal: int, lender_uses: int, 
         # 4 of the 8 it uses
         (None, 16, 8, (4, 8), 8, "team ml frees 4 a100 GPUs or its cohort lends 4 more", 1000.0),
         # ml holds 2; the lender uses 4 of its 8 and lends 4: 16 more need 6, more than ml holds
-        # and than the lender could add, so both
-        (None, 8, 4, (2,), 16, "team ml frees 2 a100 GPUs and its cohort lends 4 more", None),
-        # ml holds 2 and asks 14: 4 short, which only the lender can give
-        (None, 8, 4, (2,), 14, "its cohort lends 4 more a100 GPUs", None),
+        # and than the lender could add, so both: ml's job ends at t=1000, the lender's at
+        # t=9000 (before, no ETA: only ml's own jobs were asked)
+        (None, 8, 4, (2,), 16, "team ml frees 2 a100 GPUs and its cohort lends 4 more", 9000.0),
+        # ml holds 2 and asks 14: 4 short, which only the lender can give, at t=9000
+        (None, 8, 4, (2,), 14, "its cohort lends 4 more a100 GPUs", 9000.0),
     ],
     ids=["at-the-borrowing-limit", "cohort-lends-all-it-has", "either", "both", "cohort-only"],
 )

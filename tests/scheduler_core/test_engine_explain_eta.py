@@ -178,3 +178,47 @@ def test_etas_are_never_in_the_past_never_before_the_head_and_kept(snapshot):
         if p.queue_position > head.queue_position:
             assert p.eta >= head.eta, p  # none of these backfills: each starts at or after it
         assert starts[p.job_id] <= p.eta, (p, starts[p.job_id])
+
+
+def cohort_lends_when_its_job_ends():
+    """Cohort c on two nodes: ml (nominal 8) runs nothing and asks 12, so it must borrow 4;
+    team lend (nominal 8) uses all 8 of its own until t=2000 and lends nothing before then.
+    ml's own jobs free nothing: the lender's job ending is what lets it start."""
+    return (
+        make_cluster().nodes(2).at(0)
+        .quota("ml", "a100", 8, cohort="c").quota("lend", "a100", 8, cohort="c")
+        .running(make_running(make_job("l").team("lend").gpus(8).limit(2000)).whole("n0"))
+        .pending(make_job("j").team("ml").gpus(12).per_node(4).limit(3600))
+    )
+
+
+def test_a_job_over_quota_waits_for_its_cohort_to_lend():
+    # Before: no ETA, since only ml's own jobs were asked when they free the quota it lacks.
+    first, starts = evolve(cohort_lends_when_its_job_ends().snapshot(),
+                           SchedulerConfig(backfill=False))
+    j = why(first, "j")
+    assert j.code is ReasonCode.QUOTA_EXCEEDED
+    assert "team ml uses 0 of 8 nominal a100 GPUs and can borrow 0 more; this job needs 12" \
+        in j.message
+    assert j.would_start_if == "its cohort lends 4 more a100 GPUs"
+    assert j.eta == 2000.0
+    assert starts == {"j": 2000.0}
+
+
+def test_a_job_over_quota_waits_for_the_later_of_its_team_and_its_cohort():
+    # ml also runs 4 GPUs until t=5000 and asks 16: 4 + 16 = 20 needs 12 beyond nominal, and
+    # the lender can lend at most 8 (from t=2000): ml must also free its 4, at t=5000.
+    snap = (
+        make_cluster().nodes(3).at(0)
+        .quota("ml", "a100", 8, cohort="c").quota("lend", "a100", 8, cohort="c")
+        .running(make_running(make_job("l").team("lend").gpus(8).limit(2000)).whole("n0"),
+                 make_running(make_job("m").team("ml").gpus(4).limit(5000)).on("n2", 0, 1, 2, 3))
+        .pending(make_job("k").team("ml").gpus(16).per_node(4).limit(3600))
+        .snapshot()
+    )
+    first, starts = evolve(snap, SchedulerConfig(backfill=False))
+    k = why(first, "k")
+    assert k.code is ReasonCode.QUOTA_EXCEEDED
+    assert k.would_start_if == "team ml frees 4 a100 GPUs and its cohort lends 8 more"
+    assert k.eta == 5000.0
+    assert starts == {"k": 5000.0}

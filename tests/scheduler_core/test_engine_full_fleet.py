@@ -10,7 +10,7 @@ Two independent proofs:
   quota shortage that counts the borrowing room freed GPUs give back, 2026-11-29: binds,
   preemptions and resizes unchanged; quota-bound jobs' remedies, ETAs and one reservation
   moved earlier; and ETAs that count promised GPUs as busy until the promise has run and a
-  quota-bound job's busy GPUs, 2026-11-29: binds, preemptions, resizes, reservations, kills,
+  quota-bound job's busy GPUs and its cohort's lending, 2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons, positions and fleet figures unchanged, only ETAs and their sentences)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -40,11 +40,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "3903f6c275ca62f98ac0451bff7f4d263d50d6531adbb5ef57db5efbd9f6cb9f",
-    (1000, 500, 200, 1): "179ba5f4385dddebeaae438bdb56f192ff55675d9b778fa81014c9809f295bc9",
-    (1000, 500, 200, 3): "7eaecaf8777ffd5c6422dababb2ce3529823326680489303c9553c47d9b3640a",
-    (2000, 1000, 400, 4): "3c1fabd8b7906897c4e5cfccd6b7425d61bf3e0f21442f6e29a35e8689d9f3ac",
-    (10000, 5000, 2000, 7): "532dd675c8357dc3b9ab866b399398c387c469d96ebd36e1b96db2ad4d1e7f29",
+    (1000, 500, 200, 7): "3f573c6478ef6e48eb5245b0e42ae0e69c43025fe834424af5391b4d71909c89",
+    (1000, 500, 200, 1): "dbc9d9d771d63f26fba4aa826546165907a8528d60ac856465bd45440519119b",
+    (1000, 500, 200, 3): "03850eeb928b5a7c225b7bd374dc1224edaf260416802b0f49a46db4071b73ad",
+    (2000, 1000, 400, 4): "e22fed3aa6dda2849d8f87f52ec785636a9cd5a1af797ac06980f588cccbba2e",
+    (10000, 5000, 2000, 7): "d2c1592e285ec955360e5b05d938b6301635f2d4d7b1410e99f0c34b32ffb93d",
 }
 
 

@@ -4,7 +4,8 @@
   (``scheduler_core.bench.build_snapshot``, one second later), under the default config and
   under the loop's config, computed with the engine as it was before these speed-ups (commit
   ee3462c, from a ``git worktree`` of it), and again when only explanations were meant to
-  change (ETAs that count promised GPUs as busy until the promise has run, 2026-11-29: every
+  change (ETAs that count promised GPUs as busy until the promise has run, and a quota-bound
+  job's busy GPUs and its cohort's lending, 2026-11-29: every
   decision, reason and position unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
@@ -45,11 +46,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "601dc4147b9da6dba3797d7b41f0bf0a833c624bf01440b1851030e524ef2835",
-    (1000, 500, 200, 3, "loop"): "fb3f44a70063e288b5d76d0747a5db3c2a0b3cf32518b381569a5d5952f954cd",
-    (2000, 1000, 400, 4, "default"): "09a24225b3e0c43e9f4248b92dd9d6e40150c327eb42f97cf1a34d4b8f61c1f4",
+    (1000, 500, 200, 1, "default"): "89833d27af7e6ee13452ee323554c738ac33721a65a493bdd23fbccb5f96635b",
+    (1000, 500, 200, 3, "loop"): "9d498d48ae9431b08663a6284742de50bbf12bf6294e1df3209b3554b713ac0e",
+    (2000, 1000, 400, 4, "default"): "4b3d4545ab2745124a1d78db5ce6b6acc3670c1d2634cecdf9e8877efaf6e6fe",
     (10000, 5000, 2000, 7, "default"): "5b4fc6c369d25b31ce7fd47f2204f398037fc7a7a138c9dab67717196f70b24e",
-    (10000, 5000, 2000, 7, "loop"): "b017c22140442be425681fef1028c90fc41c9f156fd9ebedeb61cf9b1d2bcba6",
+    (10000, 5000, 2000, 7, "loop"): "38f829c0b80893d21ceaaa35541cca4e302496fac06f06254b511a4ef39e969d",
 }
 
 
