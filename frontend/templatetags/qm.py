@@ -82,8 +82,11 @@ def duration(value: timedelta | float | int | None) -> str:
 
 @register.filter
 def utc(at: datetime | None) -> str:
+    """A time to the nearest second, as the engine's `t=` counts are rounded: an ETA and the
+    reason sentence beside it name the same second."""
     if at is None:
         return "–"
+    at = at + timedelta(microseconds=500_000)  # cut to the second below: rounds to the nearest
     return timezone.localtime(at, timezone.get_fixed_timezone(0)).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 

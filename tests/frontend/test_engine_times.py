@@ -13,7 +13,7 @@ from controlplane.choices import JobState
 from controlplane.models import Event, Job
 from controlplane.services.cycle import run_cycle
 from controlplane.services.jobs import SubmitRequest, submit
-from frontend.templatetags.qm import engine_times
+from frontend.templatetags.qm import engine_times, utc
 
 pytestmark = pytest.mark.django_db
 
@@ -31,6 +31,13 @@ def test_engine_times_become_utc_and_small_counts_stay():
     # A count no date can hold stays as it is rather than failing the page.
     assert engine_times("by t=99999999999999999999.") == "by t=99999999999999999999."
     assert datetime.fromtimestamp(1795989660, timezone.utc).strftime("%H:%M:%S") == "22:01:00"
+
+
+def test_utc_times_round_to_the_nearest_second_as_the_engine_does():
+    assert utc(datetime(2026, 11, 30, 0, 50, 6, 672_000, tzinfo=timezone.utc)) == "2026-11-30 00:50:07 UTC"
+    assert utc(datetime(2026, 11, 30, 0, 50, 6, 200_000, tzinfo=timezone.utc)) == "2026-11-30 00:50:06 UTC"
+    assert engine_times(f"t={datetime(2026, 11, 30, 0, 50, 6, 672_000, tzinfo=timezone.utc).timestamp():.0f}") == (
+        "2026-11-30 00:50:07 UTC")
 
 
 def test_a_waiting_jobs_page_and_list_say_its_estimated_start_in_utc(client_for):
@@ -54,6 +61,10 @@ def test_a_waiting_jobs_page_and_list_say_its_estimated_start_in_utc(client_for)
     seconds = int(RAW_T.search(job.pending_message).group()[2:])
     said_utc = datetime.fromtimestamp(seconds, timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC")
     assert said_utc in page
+    # The ETA beside the sentence names the same second (the engine rounds t= to the nearest
+    # second; the ETA, cut to its second, read a second earlier: "start 00:50:07", "ETA 00:50:06").
+    assert re.search(r'<dd id="eta">' + re.escape(utc(job.eta)), page)
+    assert utc(job.eta) == utc(datetime.fromtimestamp(round(job.eta.timestamp()), timezone.utc))
     live = client.get(f"/ui/jobs/{job.pk}.json").json()
     assert not RAW_T.search(live["html"]["job-status"] + live["html"]["job-events"])
     assert not RAW_T.search(str(live["charts"]))  # the timeline's hover words
