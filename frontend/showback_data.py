@@ -8,7 +8,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import DateTimeField, F, Sum, Value
 
 from controlplane.models import GroupRollup, UsageRollup
 from controlplane.services import accounting
@@ -32,25 +32,53 @@ def cost_bucket(window: accounting.Window, now: datetime) -> int:
     return bucket
 
 
-def cost_series(window: accounting.Window, group_by: str, access: Access, now: datetime,
-                rolled_until: datetime | None) -> tuple[dict[str, list[tuple[datetime, float]]], int]:
-    """{group name: [(bucket start, $)]} over the window, and the bucket in seconds. One grouped
-    query: days from the accounting's job-less group rows, hours from the jobs' hour rows (a
-    window of two days at most); members read their own teams only."""
-    bucket = cost_bucket(window, now)
-    if rolled_until is None:
+def cost_series(report: accounting.Showback, group_by: str, access: Access,
+                now: datetime) -> tuple[dict[str, list[tuple[datetime, float]]], int]:
+    """{group name: [(bucket start, $)]} over exactly the report's window, and the bucket in
+    seconds, so the bars add up to the table. Whole buckets come from one grouped query (days
+    from the accounting's job-less group rows, hours from the jobs' hour rows); a bucket the
+    window cuts at either end is read from the finer rows inside the window (the showback's
+    own segments), not whole. Members read their own teams only."""
+    bucket = cost_bucket(report.window, now)
+    start, end = report.start, report.end
+    if report.rolled_until is None or end <= start:
         return {}, bucket
-    start = accounting.floor_to(window.start, bucket)
-    table = GroupRollup if bucket == accounting.DAY else UsageRollup
-    rows = table.objects.filter(bucket=bucket, start__gte=start, start__lt=min(window.end, rolled_until))
-    if not (access.is_admin or access.is_finance):
-        rows = rows.filter(team_id__in=access.team_ids)
+    team_ids = None if (access.is_admin or access.is_finance) else access.team_ids
     names = _NAME_FIELDS[group_by]
-    series: dict[str, list[tuple[datetime, float]]] = defaultdict(list)
-    for row in rows.values("start", *names).annotate(cost=Sum("cost_usd")).order_by("start"):
+    costs: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
+
+    def add(at: datetime, row: dict[str, Any]) -> None:
         name = "/".join(str(row[n] or accounting.UNALLOCATED) for n in names)
-        series[name].append((row["start"], float(row["cost"] or Decimal(0))))
-    return dict(series), bucket
+        costs[name][at] += float(row["cost"] or Decimal(0))
+
+    whole_from, whole_to = accounting.ceil_to(start, bucket), accounting.floor_to(end, bucket)
+    cut: list[tuple[datetime, datetime, datetime]] = []  # (bar, from, to): buckets the window cuts
+    if whole_from > whole_to:
+        cut.append((accounting.floor_to(start, bucket), start, end))
+    else:
+        if start < whole_from:
+            cut.append((accounting.floor_to(start, bucket), start, whole_from))
+        if whole_to < end:
+            cut.append((whole_to, whole_to, end))
+    # One UNION ALL query: whole buckets from their rows, each cut bucket from the finer rows
+    # inside the window, every piece labelled with the bar it belongs to.
+    parts = []
+    if whole_from < whole_to:
+        table = GroupRollup if bucket == accounting.DAY else UsageRollup
+        parts.append(table.objects.filter(accounting.in_bucket(bucket, whole_from, whole_to)).annotate(bar=F("start")))
+    finer = (accounting.HOUR, accounting.MINUTE) if bucket == accounting.DAY else (accounting.MINUTE,)
+    for bar, a, b in cut:
+        for level, s0, s1 in accounting.segments(a, b, now, finer)[2]:
+            parts.append(UsageRollup.objects.filter(accounting.in_bucket(level, s0, s1))
+                         .annotate(bar=Value(bar, output_field=DateTimeField())))
+    if not parts:
+        return {}, bucket
+    if team_ids is not None:
+        parts = [p.filter(team_id__in=list(team_ids)) for p in parts]
+    sums = [p.order_by().values("bar", *names).annotate(cost=Sum("cost_usd")) for p in parts]
+    for row in sums[0].union(*sums[1:], all=True) if len(sums) > 1 else sums[0]:
+        add(row["bar"], row)
+    return {name: sorted(points.items()) for name, points in costs.items()}, bucket
 
 
 def report_rows(report: accounting.Showback) -> list[dict[str, Any]]:

@@ -1102,6 +1102,10 @@ def _segments(start: datetime, end: datetime, now: datetime, levels: Sequence[in
     return s, e, out
 
 
+#: Public names for pages that read a window the way showback does (frontend/showback_data.py).
+segments = _segments
+
+
 def _bucket_starts(a: datetime, b: datetime, bucket: int) -> list[datetime]:
     if bucket != MONTH:
         return _slots(a, b, bucket)

@@ -53,7 +53,7 @@ def showback(request: HttpRequest) -> HttpResponse:
         return render(request, "frontend/showback.html", context)
     report = accounting.showback(window, group_by, who, now)
     rows = report_rows(report)
-    series, bucket = cost_series(window, group_by, who, now, report.rolled_until)
+    series, bucket = cost_series(report, group_by, who, now)
     bucket_name = "hour" if bucket == accounting.HOUR else "day"
     charts = [
         figures.cost_over_time(series, label, bucket_name, bucket),
