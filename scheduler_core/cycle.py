@@ -491,8 +491,17 @@ def _admit(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> bool:
     if _quota_never_for_any(ctx, spec, shape):
         return False
     if shape.not_ready is not None:
-        _settle(ctx, spec, Outcome(ReasonCode.NODE_NOT_READY, f"Waiting: {shape.not_ready}.",
-                                   True, "a capable node returns to ready"))
+        # the nodes come first (nothing runs without them), but a job also over its quota
+        # says so: a node coming back would not start it
+        message, would = f"Waiting: {shape.not_ready}.", "a capable node returns to ready"
+        verdicts = [(o, quota_for(ctx, spec, o, shape.smallest.gpus)) for o in shape.options]
+        if verdicts and not any(v.admitted for _, v in verdicts):
+            o, v = verdicts[0]
+            gpu_type = o.gpu_type or "any"
+            message += (f" It is also over quota: "
+                        f"{v.describe(spec.team, gpu_type, shape.smallest.gpus)}.")
+            would += f", and {quota_remedy(spec.team, gpu_type, v, shape.smallest.gpus)}"
+        _settle(ctx, spec, Outcome(ReasonCode.NODE_NOT_READY, message, True, would))
         return False
     return True
 
@@ -736,7 +745,7 @@ def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReserv
     gpus = sum(g.gpus for g in reservation.grants)
     _settle(ctx, spec, Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {gpus} GPUs on {len(placements)} nodes from "
+        f"Holds a reservation for {gpus} GPUs on {_nodes(len(placements))} from "
         f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
         f"smaller jobs may use those GPUs only if they end before then.",
         True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
@@ -744,6 +753,10 @@ def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReserv
         classes=ctx.placer.union(member_classes),
         needs_whole_node=needs_whole,
     ))
+
+
+def _nodes(count: int) -> str:
+    return "1 node" if count == 1 else f"{count} nodes"
 
 
 def _hold_reservation(
@@ -791,7 +804,7 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
                                 - shortage)
         _settle(ctx, spec, Outcome(
             ReasonCode.WAITING_FOR_RESERVATION,
-            f"Holds a reservation for {demand.gpus} GPUs on {len(placements)} nodes from "
+            f"Holds a reservation for {demand.gpus} GPUs on {_nodes(len(placements))} from "
             f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
             f"the {shortage} {gpu_type} GPUs its quota lacks now "
             f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "

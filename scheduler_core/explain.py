@@ -28,7 +28,7 @@ from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
 from scheduler_core.quota import QuotaLedger
-from scheduler_core.state import FLEET
+from scheduler_core.state import FLEET, LEAF, SPINE
 from scheduler_core.types import (
     JobSpec,
     PendingExplanation,
@@ -116,10 +116,15 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
             f"{bigs - roomy} more nodes with {largest_member} free {kind} GPUs",
         )
     if demand.topology in (TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE):
-        where = "leaf switch" if demand.topology is TopologyConstraint.SAME_LEAF else "spine"
+        leaf = demand.topology is TopologyConstraint.SAME_LEAF
+        where = "leaf switch" if leaf else "spine"
+        level, domains = (LEAF, len(state.leaf_names)) if leaf else (SPINE,
+                                                                      len(state.spine_names))
+        most = max((state.free_in(level, d, union) for d in range(domains)), default=0)
         return out(
             ReasonCode.TOPOLOGY_UNSATISFIED,
-            f"{free} {kind} GPUs free, but no single {where} has room for all {need}.",
+            f"{free} {kind} GPUs free, but no single {where} has room for all {need} (at most "
+            f"{most} free under one).",
             f"{need} {kind} GPUs free up under one {where}",
         )
     cpu_short = mem_short = 0
@@ -207,12 +212,17 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                     largest = d.largest_member
                     key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
                            outcome.classes)
-                    if key not in etas:
+                    if code is ReasonCode.TOPOLOGY_UNSATISFIED:
                         if timeline is None:
                             timeline = ReleaseTimeline(ctx)
-                        etas[key] = (timeline.eta(d, outcome.classes),
-                                     timeline.fits_at(d, outcome.classes, 0))
-                    base, capacity_now = etas[key]
+                        base, capacity_now = domain_eta(timeline, d, outcome.classes), False
+                    else:
+                        if key not in etas:
+                            if timeline is None:
+                                timeline = ReleaseTimeline(ctx)
+                            etas[key] = (timeline.eta(d, outcome.classes),
+                                         timeline.fits_at(d, outcome.classes, 0))
+                        base, capacity_now = etas[key]
                 if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
                     gpus = outcome.demand.gpus if outcome.demand else spec.gpus
                     verdict = ctx.ledger.check(spec.team, outcome.quota_type, gpus)
@@ -307,6 +317,40 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
         append(pending_explanation(spec.id, code, reason, message, resolvable, position, eta,
                                   would))
     return tuple(out)
+
+
+def domain_eta(timeline: ReleaseTimeline, demand: Demand,
+               classes: tuple[int, ...]) -> float | None:
+    """For a ``same_leaf`` or ``same_spine`` gang: the first release time at which one leaf
+    switch (spine) has enough free GPUs of ``classes`` and enough nodes with room for its
+    largest member; ``None`` if none does by known runtime limits. (The fleet-wide
+    :meth:`ReleaseTimeline.eta` says "fits now" as soon as the fleet has the GPUs somewhere.)
+
+    Steps: free GPUs per ready capable node now; then frame by frame the recorded releases,
+    keeping per domain the free sum and the count of nodes with room."""
+    state = timeline.state
+    wanted = set(classes)
+    domain_of = state.leaf if demand.topology is TopologyConstraint.SAME_LEAF else state.spine
+    largest = demand.largest_member
+    width = max(state.classes[c].gpus for c in classes)
+    need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
+    free: dict[int, int] = {}
+    roomy: dict[int, int] = {}
+    capable = [state.ready[n] and state.node_class[n] in wanted for n in range(len(state.nodes))]
+    for n, f in enumerate(timeline.base):
+        if capable[n]:
+            d = domain_of[n]
+            free[d] = free.get(d, 0) + f
+            roomy[d] = roomy.get(d, 0) + (f >= largest)
+    for i, changed in enumerate(timeline.changes):
+        for n, before, after in changed:
+            if capable[n]:
+                d = domain_of[n]
+                free[d] += after - before
+                roomy[d] += (after >= largest) - (before >= largest)
+        if any(f >= demand.gpus and roomy[d] >= need_nodes for d, f in free.items()):
+            return timeline.times[i]
+    return None
 
 
 def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,

@@ -294,7 +294,7 @@ def test_backfill_past_the_head_start_only_when_the_head_still_starts_on_time_el
     assert why(plan, "head").eta == 3600.0
     if small_starts:
         assert bound_nodes(plan, "small") == ["n0"]
-        assert "on 1 nodes from t=3600" in why(plan, "head").message
+        assert "on 1 node from t=3600" in why(plan, "head").message
     else:
         assert why(plan, "small").code is ReasonCode.BEHIND_HIGHER_PRIORITY
 

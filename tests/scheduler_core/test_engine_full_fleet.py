@@ -10,7 +10,8 @@ Two independent proofs:
   quota shortage that counts the borrowing room freed GPUs give back, 2026-11-29: binds,
   preemptions and resizes unchanged; quota-bound jobs' remedies, ETAs and one reservation
   moved earlier; and ETAs that count promised GPUs as busy until the promise has run and a
-  quota-bound job's busy GPUs and its cohort's lending, 2026-11-29: binds, preemptions, resizes, reservations, kills,
+  quota-bound job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node",
+  2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons, positions and fleet figures unchanged, only ETAs and their sentences)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -41,7 +42,7 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 
 GOLDEN = {
     (1000, 500, 200, 7): "3f573c6478ef6e48eb5245b0e42ae0e69c43025fe834424af5391b4d71909c89",
-    (1000, 500, 200, 1): "dbc9d9d771d63f26fba4aa826546165907a8528d60ac856465bd45440519119b",
+    (1000, 500, 200, 1): "ef2ed78b5b2a4f406b7a775ed507169f02842ef34fec4019955e71cab1accba5",
     (1000, 500, 200, 3): "03850eeb928b5a7c225b7bd374dc1224edaf260416802b0f49a46db4071b73ad",
     (2000, 1000, 400, 4): "e22fed3aa6dda2849d8f87f52ec785636a9cd5a1af797ac06980f588cccbba2e",
     (10000, 5000, 2000, 7): "d2c1592e285ec955360e5b05d938b6301635f2d4d7b1410e99f0c34b32ffb93d",

@@ -5,7 +5,7 @@
   under the loop's config, computed with the engine as it was before these speed-ups (commit
   ee3462c, from a ``git worktree`` of it), and again when only explanations were meant to
   change (ETAs that count promised GPUs as busy until the promise has run, and a quota-bound
-  job's busy GPUs and its cohort's lending, 2026-11-29: every
+  job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", 2026-11-29: every
   decision, reason and position unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
@@ -46,7 +46,7 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "89833d27af7e6ee13452ee323554c738ac33721a65a493bdd23fbccb5f96635b",
+    (1000, 500, 200, 1, "default"): "abf44f300b91c1c7e41d2297c07b07ca5ef39752600f5f89f3496ebf1b929a42",
     (1000, 500, 200, 3, "loop"): "9d498d48ae9431b08663a6284742de50bbf12bf6294e1df3209b3554b713ac0e",
     (2000, 1000, 400, 4, "default"): "4b3d4545ab2745124a1d78db5ce6b6acc3670c1d2634cecdf9e8877efaf6e6fe",
     (10000, 5000, 2000, 7, "default"): "5b4fc6c369d25b31ce7fd47f2204f398037fc7a7a138c9dab67717196f70b24e",
