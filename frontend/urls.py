@@ -16,6 +16,7 @@ urlpatterns = [
     path("teams/", teams.teams, name="teams"),
     path("showback/", showback.showback, name="showback"),
     path("nodes/", nodes.nodes, name="nodes"),
+    path("nodes/<str:name>/", nodes.node_detail, name="node"),
     path("what-if/", whatif.what_if, name="what-if"),
     # Small JSON endpoints the pages poll for live updates.
     path("ui/overview.json", overview.overview_json, name="overview-json"),
@@ -23,6 +24,7 @@ urlpatterns = [
     path("ui/jobs/<int:job_id>.json", jobs.job_json, name="job-json"),
     path("ui/jobs/check.json", jobs.check_json, name="job-check"),
     path("ui/nodes.json", nodes.nodes_json, name="nodes-json"),
+    path("ui/nodes/<str:name>.json", nodes.node_json, name="node-json"),
     path("ui/what-if.json", whatif.what_if_json, name="what-if-json"),
     path("ui/vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js-versioned"),
     # Pages that do not link our icon (the Django admin, the API's browsable views) make browsers

@@ -231,6 +231,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "event_count": len(events),
         "charts": [figures.job_timeline(segments, events, now=now), placement],
         "gpus_held": job.gpus_held,  # annotated by _visible_job: the API's count
+        "nodes": [r.name for r in grid],
         "array_states": array_states,
         "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id),
         "cancel_url": reverse("v1:job-cancel", args=[job.pk]),

@@ -1,5 +1,7 @@
 """`/nodes/`: every node by pool and leaf switch, its state and heartbeat; admins cordon, drain
-and uncordon here (through the API's node actions, which call services/nodes.py)."""
+and uncordon here (through the API's node actions, which call services/nodes.py).
+`/nodes/<name>/`: one node — inventory, topology, state, heartbeat and agent lease, the jobs
+holding its GPUs (other teams' as their team only) and its recent events."""
 
 from __future__ import annotations
 
@@ -8,15 +10,17 @@ from itertools import groupby
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.db.models import Q
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from controlplane.choices import NodeState
-from controlplane.models import Node
+from controlplane.choices import CapacityTier, NodeState
+from controlplane.models import Event, Node
+from controlplane.services import access
 from controlplane.services.access import access_of
 from frontend import figures
 from frontend.heatmap import fleet_grid
@@ -46,6 +50,7 @@ def nodes_payload(request: HttpRequest) -> dict[str, Any]:
             "heartbeat_age_s": (now - last).total_seconds() if last else None,
             "lease_expires_at": beat.get("agent_lease_expires_at"),
             "simulated": beat.get("simulated", False),
+            "tier": CapacityTier(row.capacity_tier).label if row.capacity_tier in CapacityTier.values else row.capacity_tier,
             "actions": [
                 (verb, reverse(f"v1:node-{verb}", args=[row.id])) for verb in ACTIONS.get(NodeState(row.state), ())
             ] if is_admin else [],
@@ -83,4 +88,86 @@ def nodes_json(request: HttpRequest) -> JsonResponse:
     return JsonResponse({
         "charts": figures.charts_json(payload["charts"]),
         "html": {"nodes-table": render_to_string("frontend/_nodes_table.html", payload, request=request)},
+    })
+
+
+#: The newest events a node's page lists.
+NODE_EVENTS = 50
+
+
+def _node(name: str) -> Node:
+    node = Node.objects.select_related("gpu_type").filter(name=name).first()
+    if node is None:
+        raise Http404(f"No node is named {name!r}.")
+    return node
+
+
+def node_payload(request: HttpRequest, node: Node) -> dict[str, Any]:
+    """One node's page, in a fixed number of queries: its row (given), its slots (two), the jobs
+    holding them (one) and its newest events (one)."""
+    now = timezone.now()
+    who = access_of(request.user)
+    grid = fleet_grid(request.user, node_ids=[node.pk])
+    row = grid[0] if grid else None
+    # Slots by holder: a job the reader may read by id and name, another team's job by its team.
+    held: dict[int, dict[str, Any]] = {}  # by job id, or by minus the team id for a job not readable
+    for index, slot in enumerate(row.slots if row else ()):
+        if slot is None:
+            continue
+        key = slot.job_id if slot.job_id is not None else -slot.team_id
+        entry = held.setdefault(key, {"job_id": slot.job_id, "team": slot.team, "slots": []})
+        entry["slots"].append(index)
+    readable = [k for k in held if k > 0]
+    jobs = {
+        j["id"]: j for j in access.visible_jobs(request.user).filter(pk__in=readable)
+        .values("id", "name", "state", "priority_class__name", "submitter__username", "started_at")
+    }
+    holders = []
+    for entry in sorted(held.values(), key=lambda e: e["slots"][0]):
+        entry["job"] = jobs.get(entry["job_id"]) if entry["job_id"] is not None else None
+        holders.append(entry)
+    # The node's own events (registration, state changes: fleet facts, like its state) for
+    # everyone; events of jobs on it only for readers of the job's team.
+    events = Event.objects.filter(node=node)
+    if not who.is_admin:
+        events = events.filter(Q(team__isnull=True) | Q(team_id__in=who.team_ids))
+    last = node.last_heartbeat_at
+    placement = figures.fleet_heatmap(
+        grid, key="placement", title=f"GPUs of {node.name}",
+        caption="Each GPU slot of this node, coloured by the team holding it; pale slots are free, grey ones sit "
+                "on a node that takes no work.",
+    )
+    return {
+        "node": node,
+        "row": row,
+        "holders": holders,
+        "free": row.free if row else node.gpu_count,
+        "events": list(events.order_by("-created_at", "-id")
+                       .values("created_at", "kind", "reason", "message", "actor")[:NODE_EVENTS]),
+        "heartbeat_age_s": (now - last).total_seconds() if last else None,
+        "is_admin": who.is_admin,
+        "actions": [(verb, reverse(f"v1:node-{verb}", args=[node.pk])) for verb in ACTIONS.get(NodeState(node.state), ())]
+        if who.is_admin else [],
+        "charts": [placement],
+    }
+
+
+@login_required
+@require_GET
+def node_detail(request: HttpRequest, name: str) -> HttpResponse:
+    node = _node(name)
+    payload = node_payload(request, node)
+    return render(request, "frontend/node_detail.html", {
+        **payload, "page": "nodes", "charts": {c.key: c for c in payload["charts"]},
+        "live_url": reverse("frontend:node-json", args=[node.name]), "live_every": 10000,
+    })
+
+
+@login_required
+@require_GET
+def node_json(request: HttpRequest, name: str) -> JsonResponse:
+    payload = node_payload(request, _node(name))
+    return JsonResponse({
+        "charts": figures.charts_json(payload["charts"]),
+        "html": {"node-status": render_to_string("frontend/_node_status.html", payload, request=request)},
     })

@@ -277,6 +277,20 @@ def test_admin_cordons_and_uncordons_a_node(session):
     assert Node.objects.get(name="h100-03").state == NodeState.READY
 
 
+def test_admin_opens_a_node_from_the_list_and_cordons_it_there(session):
+    admin = session("admin")
+    admin.open("/nodes/")
+    admin.page.click('tr[data-node="h100-03"] a')
+    admin.page.wait_for_url(admin.base + "/nodes/h100-03/")
+    admin.page.wait_for_selector("body[data-charts-ready=true]")
+    assert admin.assert_charts_rendered() == 1
+    admin.page.click("[data-node-action=cordon]")
+    expect(admin.page.locator("#node-state .badge")).to_have_text("Cordoned", timeout=LIVE_TIMEOUT_MS)
+    expect(admin.page.locator("table.events")).to_contain_text("cordon by admin", timeout=LIVE_TIMEOUT_MS)
+    assert Node.objects.get(name="h100-03").state == NodeState.CORDONED
+    admin.screenshot("node")
+
+
 def test_overview_updates_live_without_a_reload(session):
     now = timezone.now()
     sample(now - timedelta(seconds=30), pending_jobs=2)
@@ -403,7 +417,7 @@ def test_no_page_scrolls_sideways_on_a_phone_or_tablet(session, width):
     job = fill_the_fleet()
     admin = session("admin")
     admin.page.set_viewport_size({"width": width, "height": 900})
-    for path in ("/", "/jobs/", f"/jobs/{job.pk}/", "/teams/", "/nodes/", "/what-if/"):
+    for path in ("/", "/jobs/", f"/jobs/{job.pk}/", "/teams/", "/nodes/", "/nodes/h100-01/", "/what-if/"):
         admin.open(path)
         if path == "/what-if/":
             admin.page.click(".quota-table summary")

@@ -69,7 +69,7 @@ def test_every_chart_keeps_the_contract_with_data(client_for, submit_as, samples
     if started.context.get("live_url"):  # the replay runs in the background: let it finish
         wait_done(started.context["live_url"].split("key=")[1].replace("%3A", ":"))
     for url in ["/", "/jobs/", f"/jobs/{job_id}/", "/teams/", "/showback/", "/showback/?group_by=project", "/nodes/",
-                what_if]:
+                "/nodes/h100-01/", what_if]:
         html = client_for("admin" if "jobs/" not in url else "alice").get(url).content.decode()
         charts = charts_of(html)
         if url not in ("/jobs/",):
@@ -79,7 +79,7 @@ def test_every_chart_keeps_the_contract_with_data(client_for, submit_as, samples
 
 
 def test_every_chart_keeps_the_contract_on_an_empty_fleet(client_for):
-    for url in ["/", "/teams/", "/showback/", "/nodes/"]:
+    for url in ["/", "/teams/", "/showback/", "/nodes/", "/nodes/h100-01/"]:
         charts = charts_of(client_for("admin").get(url).content.decode())
         assert charts
         for key, chart in charts.items():

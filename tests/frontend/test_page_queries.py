@@ -11,7 +11,7 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from controlplane.choices import JobState
-from controlplane.models import Job
+from controlplane.models import AllocationGpu, Job, Node
 from controlplane.services import accounting
 from controlplane.services.cycle import run_cycle
 
@@ -29,6 +29,8 @@ PINNED = {
     "/showback/": 10,
     "/nodes/": 6,
     "/ui/nodes.json": 6,
+    "/nodes/{node}/": 8,  # the node, its slots (two), the jobs on it, its events
+    "/ui/nodes/{node}.json": 8,
 }
 
 
@@ -42,10 +44,12 @@ def load(client_for, submit_as, samples, jobs: int) -> dict[str, int]:
     client = client_for("admin")
     # A running job: its page also draws the nodes it runs on (two queries more than a waiting one's).
     job = Job.objects.filter(state=JobState.RUNNING).order_by("pk").first().pk
+    # the node of that job: its page lists the jobs on it
+    node = Node.objects.get(pk=AllocationGpu.objects.filter(allocation__job_id=job, live=True).values("node_id")[:1])
     ids = ",".join(str(j.pk) for j in client.get("/jobs/").context["jobs"])
     for url in PINNED:
         with CaptureQueriesContext(connection) as queries:
-            target = url.format(job=job) + (f"?ids={ids}" if url == "/ui/jobs.json" else "")
+            target = url.format(job=job, node=node.name) + (f"?ids={ids}" if url == "/ui/jobs.json" else "")
             assert client.get(target).status_code == 200
         counts[url] = len(queries)
     return counts
