@@ -161,6 +161,8 @@ def run_real(args: argparse.Namespace) -> int:
     if leftovers:
         log.warning("killed processes a previous agent left behind", node=inventory.name, process_groups=leftovers)
     token_path = _token_file(state_dir, inventory.name)
+    if not args.bootstrap_token and not _load_token(token_path):
+        return _no_way_to_register(f"node {inventory.name} has no token in {token_path}")
     agent = NodeAgent(
         inventory, client=AgentClient(args.server), launcher=launcher, bootstrap_token=args.bootstrap_token,
         token=_load_token(token_path), interval_s=args.interval, sample_interval_s=args.sample_interval,
@@ -301,7 +303,18 @@ def start_status_writer(path: str, agents: list[NodeAgent], stop: threading.Even
     return thread
 
 
+def _no_way_to_register(why: str) -> int:
+    """An agent that can never register exits at once (status 2) instead of running on, doing
+    nothing but log an error every 30 s (what it did before)."""
+    log.error(f"cannot register: {why} and no bootstrap secret was given; set QM_AGENT_BOOTSTRAP_TOKEN "
+              "(or --bootstrap-token) to the control plane's")
+    return 2
+
+
 def run_simulated(args: argparse.Namespace) -> int:
+    if not args.bootstrap_token:
+        # Simulated nodes keep no token between runs: every start registers them.
+        return _no_way_to_register("simulated nodes register at every start")
     inventories = simulated_inventories(args)
     client = AgentClient(args.server)
     launcher = SimulatedLauncher()

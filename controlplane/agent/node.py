@@ -56,6 +56,9 @@ EXIT_REPORT_DELAY_S = 0.05
 EXIT_COMPANY_S = 1.0
 FINISHED_MEMORY = 4096
 RETRY_S = 0.5
+# A registration the control plane refused (wrong or missing bootstrap secret) is retried this
+# slowly: only an operator's fix helps.
+REGISTER_REFUSED_RETRY_S = 30.0
 DEFAULT_INTERVAL_S = 2.0
 
 
@@ -167,6 +170,7 @@ class NodeAgent:
         self.known_version: str | None = None
         self.known_allocations: list[dict[str, Any]] = []
         self.next_contact = 0.0
+        self.register_not_before = 0.0  # a refused registration is retried no sooner than this
         self.next_sample = 0.0
         self.urgent = False
         # Set by the wake-up thread (another thread): the control plane has news for this node.
@@ -227,7 +231,7 @@ class NodeAgent:
         if self.partitioned or not (now >= self.next_contact or self.urgent or not self.registered):
             return None
         if not self.registered:
-            if self.shutting_down:
+            if self.shutting_down or now < self.register_not_before:
                 return None
             if self.members:
                 # Register only once everything we stopped is really gone: registering says
@@ -282,7 +286,20 @@ class NodeAgent:
                 # Not delivered (as far as we know): send them again; the server applies each
                 # report idempotently, so a duplicate does no harm.
                 self.outbox = call.reports + self.outbox
-            if isinstance(error, Unauthorized):
+            if isinstance(error, Unauthorized) and call.kind == "register":
+                # Registration refused: the bootstrap secret is not the server's (or there is
+                # none and the node token was refused). Retrying at once cannot help: retry
+                # slowly, saying what to fix. (Before: "token refused; … registering again"
+                # twice a second, forever, for a mistyped secret.)
+                self.registered = False
+                self.token = ""
+                self.log.error(
+                    "the control plane refused the bootstrap secret: QM_AGENT_BOOTSTRAP_TOKEN (--bootstrap-token) "
+                    "is not the server's" if self.bootstrap_token else
+                    "the control plane refused the node token and there is no bootstrap secret: "
+                    "set QM_AGENT_BOOTSTRAP_TOKEN", detail=str(error), retry_in_s=REGISTER_REFUSED_RETRY_S)
+                self.next_contact = self.register_not_before = now + REGISTER_REFUSED_RETRY_S
+            elif isinstance(error, Unauthorized):
                 self.log.warning("token refused; stopping everything and registering again", detail=str(error))
                 for running in self.members.values():
                     self._stop(running, "stale", 0.0, now)
