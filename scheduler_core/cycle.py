@@ -643,11 +643,17 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
                                           needs_whole))
         return
     member_classes = misses.admitted_option.member_classes
-    if isinstance(protected, str):
+    if isinstance(protected, Protected):
+        lifts = _protection_lifts(ctx, protected.victims)
+        when = "" if lifts is None else (
+            f"; it may preempt them from t={lifts[0]:.0f} and start once they have stopped, "
+            f"by t={lifts[1]:.0f}")
         _settle(ctx, spec, Outcome(
             ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
-            f"It could start by preemption, but the candidates are protected: {protected}.",
+            f"It could start by preemption, but the candidates are protected: "
+            f"{protected.why}{when}.",
             True, "the protected jobs pass their minimum runtime or budget window, or GPUs free up",
+            eta=None if lifts is None else lifts[1],
             demand=smallest, classes=ctx.placer.union(member_classes),
             needs_whole_node=needs_whole,
         ))
@@ -685,16 +691,37 @@ def _behind_head_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> Out
     )
 
 
+def _protection_lifts(ctx: CycleContext, victims: tuple[str, ...]) -> tuple[float, float] | None:
+    """When the jobs a preemption would take are all past their minimum runtime, and when
+    they would have stopped after their grace periods; ``None`` when one is protected by its
+    preemption budget (the snapshot does not say when its window lets it go) or unknown."""
+    if not victims:
+        return None
+    now = ctx.snapshot.now
+    free_from, grace = now, 0
+    for job_id in victims:
+        job = ctx.running.get(job_id)
+        pc = ctx.priority.get(job.spec.priority_class) if job is not None else None
+        if job is None or pc is None:
+            return None
+        if now - job.started_at < pc.min_runtime_s:
+            free_from = max(free_from, job.started_at + pc.min_runtime_s)
+        elif job.spec.preemptions_in_window >= pc.preemption_budget:
+            return None
+        grace = max(grace, pc.grace_period_s)
+    return free_from, free_from + grace
+
+
 def _try_preemption(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
-                    mark: float | None) -> bool | str | None:
+                    mark: float | None) -> bool | Protected | None:
     """Phase 6: ``True`` when victims were found and the job's preemption is planned; the
-    first protection that stopped it (a sentence) when candidates exist but are protected;
-    ``None`` otherwise."""
+    first protection that stopped it when candidates exist but are protected; ``None``
+    otherwise."""
     if not (ctx.config.preemption and ctx.preemption_searches < ctx.config.max_preemption_searches
             and _may_find_victims(ctx, spec)):
         return None
     ctx.preemption_searches += 1
-    protected: str | None = None
+    protected: Protected | None = None
     for option in shape.options:
         result = _preempt(ctx, spec, shape.smallest, option, score)
         if isinstance(result, Found):
@@ -702,7 +729,7 @@ def _try_preemption(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
             ctx.timed("preempt", mark)
             return True
         if isinstance(result, Protected) and protected is None:
-            protected = result.why
+            protected = result
     return protected
 
 

@@ -253,6 +253,21 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                         base = max(base, quota_at)
                     if base is None:
                         quota_at = None
+            elif code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED and outcome.demand is not None:
+                # the time its victims' protection lifts (and they stop), unless the GPUs free
+                # up earlier by runtime limits anyway
+                d = outcome.demand
+                largest = d.largest_member
+                key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
+                       outcome.classes)
+                if key not in etas:
+                    if timeline is None:
+                        timeline = ReleaseTimeline(ctx)
+                    etas[key] = (timeline.eta(d, outcome.classes),
+                                 timeline.fits_at(d, outcome.classes, 0))
+                freed = etas[key][0]
+                if freed is not None and base is not None and freed < base:
+                    base = freed
             line: _DrainLine | None = None
             if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
                 line = lines.get(outcome.classes)
@@ -262,11 +277,11 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                     line = lines[outcome.classes] = _DrainLine(timeline, outcome.classes)
             # A job over its quota waits for its team's jobs, not for the queue ahead of it
             # (which may run beside it): its capacity term is the release time alone.
-            drains = code in CAPACITY_CODES
+            drains = code in CAPACITY_CODES and outcome.eta is None
             entry = worded[id(outcome)] = (
                 base, outcome.message, code, REASONS[code], outcome.resolvable,
                 outcome.would_start_if, line, drains, _fits_now(outcome),
-                outcome.demand.gpus if outcome.demand is not None else 0, outcome.eta is None,
+                outcome.demand.gpus if outcome.demand is not None else 0, base != outcome.eta,
                 None if base is None or (quota_at is not None and base > quota_at)
                 else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
                 quota_at, code in AHEAD_CODES,

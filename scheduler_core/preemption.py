@@ -69,6 +69,8 @@ class Protected:
     exceeding the cycle's preemption budget; ``why`` says which, with numbers."""
 
     why: str
+    victims: tuple[str, ...] = ()
+    """The jobs the search would preempt if none were protected (for the wait estimate)."""
 
 
 def lost_gpu_hours(ctx: CycleContext, job: RunningJob, gpus: int) -> float:
@@ -417,13 +419,16 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
                 parts=tuple(tuple(o.part) if o.part is not None else None for o in victims),
             )
     if protected or (options and budget <= 0):
-        if all_options and _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH):
+        unprotected = _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH) \
+            if all_options else None
+        if unprotected:
             if budget <= 0:
                 return Protected(
                     f"this cycle's preemption budget of {ctx.config.max_preemptions_per_cycle} "
                     "victims is spent"
                 )
-            return Protected("; ".join(sorted(protected)[:3]))
+            return Protected("; ".join(sorted(protected)[:3]),
+                             tuple(sorted({o.candidate.job_id for o in unprotected[0]})))
     return None
 
 

@@ -14,10 +14,14 @@ from engine_builders import make_cluster, make_job, make_running, why
 
 from scheduler_core import Plan, ReasonCode, RunningJob, SchedulerConfig, Snapshot, schedule
 
+NO_BACKFILL = SchedulerConfig(backfill=False)
 
-def evolve(snap: Snapshot, config: SchedulerConfig | None = None) -> tuple[Plan, dict[str, float]]:
+
+def evolve(snap: Snapshot, config: SchedulerConfig | None = None,
+           also_at: tuple[float, ...] = ()) -> tuple[Plan, dict[str, float]]:
     """The first plan, and when each pending job started as time moves from one runtime-limit
-    end (or promised start) to the next. Preempted jobs stop after their grace period."""
+    end (or promised start, or ETA, or a time in ``also_at``) to the next. Preempted jobs stop
+    after their grace period; they are not requeued."""
     first = schedule(snap, config)
     plan = first
     starts: dict[str, float] = {}
@@ -39,6 +43,8 @@ def evolve(snap: Snapshot, config: SchedulerConfig | None = None) -> tuple[Plan,
         ends = [r.started_at + r.spec.runtime_limit_s for r in running
                 if r.spec.runtime_limit_s is not None]
         ends += list(stopping.values()) + [r.start_at for r in plan.reservations]
+        ends += [p.eta for p in plan.pending if p.eta is not None]  # the loop cycles often
+        ends += also_at
         future = [t for t in ends if t > now]
         if not pending or not future:
             break
@@ -222,3 +228,55 @@ def test_a_job_over_quota_waits_for_the_later_of_its_team_and_its_cohort():
     assert k.would_start_if == "team ml frees 4 a100 GPUs and its cohort lends 8 more"
     assert k.eta == 5000.0
     assert starts == {"k": 5000.0}
+
+
+def protected_by_its_minimum_runtime(min_runtime_s: int = 3600, limit: float = 20000):
+    """v (low, grace 30 s) started at t=600 and may not be preempted before t=600 +
+    min_runtime_s; h (high) needs its node at t=1000. v's runtime limit ends it at 600 +
+    limit."""
+    return (
+        make_cluster().nodes(1).at(1000)
+        .priority("low", 10, grace_period_s=30, min_runtime_s=min_runtime_s)
+        .running(make_running(make_job("v").priority("low").gpus(8).limit(limit))
+                 .whole("n0").started(600))
+        .pending(make_job("h").priority("high").gpus(8).limit(3600))
+    )
+
+
+def test_a_job_waiting_for_a_minimum_runtime_is_told_when_it_lifts():
+    # Before: "Estimated start t=20600 from runtime limits" (v's limit); it started at 4230.
+    first, starts = evolve(protected_by_its_minimum_runtime().snapshot(), NO_BACKFILL,
+                           also_at=(4200.0,))  # a cycle when the minimum runtime is over
+    h = why(first, "h")
+    assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert h.message == (
+        "It could start by preemption, but the candidates are protected: v has run 400 s of its "
+        "3600 s minimum runtime; it may preempt them from t=4200 and start once they have "
+        "stopped, by t=4230.")
+    assert h.eta == 4230.0
+    assert starts == {"h": 4230.0}
+
+
+def test_a_job_whose_gpus_free_before_the_protection_lifts_gets_the_earlier_time():
+    first, starts = evolve(protected_by_its_minimum_runtime(limit=2000).snapshot(), NO_BACKFILL)
+    h = why(first, "h")
+    assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert h.eta == 2600.0  # v's runtime limit ends it before its minimum runtime is over
+    assert h.message.endswith("by t=4230. Estimated start t=2600 from runtime limits.")
+    assert starts == {"h": 2600.0}
+
+
+def test_a_job_waiting_for_a_preemption_budget_keeps_the_runtime_limit_estimate():
+    # The snapshot says how often v was preempted in its window, not when the window moves on.
+    snap = (
+        make_cluster().nodes(1).at(1000)
+        .priority("low", 10, grace_period_s=30, preemption_budget=1)
+        .running(make_running(make_job("v").priority("low").gpus(8).limit(20000)
+                              .preempted_times(1)).whole("n0").started(600))
+        .pending(make_job("h").priority("high").gpus(8).limit(3600))
+        .snapshot()
+    )
+    h = why(schedule(snap, NO_BACKFILL), "h")
+    assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert "it may preempt them from" not in h.message
+    assert h.eta == 20600.0

@@ -11,7 +11,7 @@ Two independent proofs:
   preemptions and resizes unchanged; quota-bound jobs' remedies, ETAs and one reservation
   moved earlier; and ETAs that count promised GPUs as busy until the promise has run and a
   quota-bound job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node",
-  2026-11-29: binds, preemptions, resizes, reservations, kills,
+  when a minimum runtime lifts, 2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons, positions and fleet figures unchanged, only ETAs and their sentences)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -42,10 +42,10 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 
 GOLDEN = {
     (1000, 500, 200, 7): "3f573c6478ef6e48eb5245b0e42ae0e69c43025fe834424af5391b4d71909c89",
-    (1000, 500, 200, 1): "ef2ed78b5b2a4f406b7a775ed507169f02842ef34fec4019955e71cab1accba5",
+    (1000, 500, 200, 1): "9ce3ff9d934e94c8fb57db58d4ba436de71294625651a61266bad7be026c5c42",
     (1000, 500, 200, 3): "03850eeb928b5a7c225b7bd374dc1224edaf260416802b0f49a46db4071b73ad",
-    (2000, 1000, 400, 4): "e22fed3aa6dda2849d8f87f52ec785636a9cd5a1af797ac06980f588cccbba2e",
-    (10000, 5000, 2000, 7): "d2c1592e285ec955360e5b05d938b6301635f2d4d7b1410e99f0c34b32ffb93d",
+    (2000, 1000, 400, 4): "468c7e0045b0539c1c68834d61ba48ed6178c493a433379e5e8e8fdda2e03d8f",
+    (10000, 5000, 2000, 7): "c08760dc68ca0fc8d166cdf5f09770a0962f01271f125b807ed01053033eff93",
 }
 
 

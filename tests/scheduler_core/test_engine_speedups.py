@@ -5,7 +5,8 @@
   under the loop's config, computed with the engine as it was before these speed-ups (commit
   ee3462c, from a ``git worktree`` of it), and again when only explanations were meant to
   change (ETAs that count promised GPUs as busy until the promise has run, and a quota-bound
-  job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", 2026-11-29: every
+  job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", when a minimum
+  runtime lifts, 2026-11-29: every
   decision, reason and position unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
@@ -49,7 +50,7 @@ GOLDEN = {
     (1000, 500, 200, 1, "default"): "abf44f300b91c1c7e41d2297c07b07ca5ef39752600f5f89f3496ebf1b929a42",
     (1000, 500, 200, 3, "loop"): "9d498d48ae9431b08663a6284742de50bbf12bf6294e1df3209b3554b713ac0e",
     (2000, 1000, 400, 4, "default"): "4b3d4545ab2745124a1d78db5ce6b6acc3670c1d2634cecdf9e8877efaf6e6fe",
-    (10000, 5000, 2000, 7, "default"): "5b4fc6c369d25b31ce7fd47f2204f398037fc7a7a138c9dab67717196f70b24e",
+    (10000, 5000, 2000, 7, "default"): "41a7795ce23bcbcdcc808e9eb9ce66e96aab17b4ae87e8212d752cc3e0663af9",
     (10000, 5000, 2000, 7, "loop"): "38f829c0b80893d21ceaaa35541cca4e302496fac06f06254b511a4ef39e969d",
 }
 
