@@ -20,6 +20,8 @@ Families (labels in brackets):
   quartermaster_gpus_capacity / _allocated / _active / _productive[gpu_type]   gauges
   quartermaster_stranded_gpus, quartermaster_largest_free_block_gpus[pool] gauges
   quartermaster_leader_epoch                                               gauge
+  quartermaster_last_cycle_timestamp_seconds                               gauge
+  quartermaster_nodes / quartermaster_node_gpus[pool, state]               gauges (every state, 0 included)
   quartermaster_preemption_lost_gpu_seconds_total                          counter
   quartermaster_accounting_rolled_until_timestamp_seconds                  gauge
 
@@ -49,7 +51,7 @@ from rest_framework.authentication import SessionAuthentication, TokenAuthentica
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
-from controlplane.choices import EventKind, JobState
+from controlplane.choices import EventKind, JobState, NodeState
 from controlplane.models import (
     AccountingCursor,
     AllocationGpu,
@@ -79,6 +81,7 @@ class QuartermasterCollector(Collector):
         yield from self._quotas()
         yield from self._gpus(cursor)
         yield from self._fleet_shape()
+        yield from self._nodes()
         yield from self._leader()
         lost = ((cursor.event_counts if cursor else None) or {}).get(accounting.LOST_GPU_SECONDS_KEY, 0.0)
         yield CounterMetricFamily(f"{PREFIX}_preemption_lost_gpu_seconds",
@@ -231,12 +234,40 @@ class QuartermasterCollector(Collector):
         yield stranded
         yield largest
 
+    def _nodes(self) -> Iterator[GaugeMetricFamily]:
+        """Nodes and their GPUs by pool and state, for an operator's alerts (a node suspect,
+        quarantined or down; a pool with too few ready GPUs). Every state of every pool has a
+        series, 0 when no node is in it, so an alert on `> 0` or a ratio needs no `absent()`."""
+        nodes = GaugeMetricFamily(
+            f"{PREFIX}_nodes", "Nodes per pool and state (ready, suspect, cordoned, draining, down, quarantined).",
+            labels=["pool", "state"],
+        )
+        gpus = GaugeMetricFamily(f"{PREFIX}_node_gpus", "GPUs of the nodes per pool and node state.",
+                                 labels=["pool", "state"])
+        counts: dict[tuple[str, str], tuple[int, int]] = {}
+        for r in Node.objects.values("pool", "state").annotate(n=Count("id"), g=Sum("gpu_count")):
+            counts[(r["pool"], r["state"])] = (r["n"], r["g"] or 0)
+        for pool in sorted({pool for pool, _ in counts}):
+            for state in NodeState:
+                n, g = counts.get((pool, state.value), (0, 0))
+                nodes.add_metric([pool, state.value], n)
+                gpus.add_metric([pool, state.value], g)
+        yield nodes
+        yield gpus
+
     def _leader(self) -> Iterator[GaugeMetricFamily]:
         epoch = GaugeMetricFamily(f"{PREFIX}_leader_epoch", "The scheduler leader's epoch (fencing token).")
-        lease = SchedulerLease.objects.filter(name="scheduler").values("epoch").first()
+        last = GaugeMetricFamily(
+            f"{PREFIX}_last_cycle_timestamp_seconds",
+            "When the last scheduling cycle committed (Unix time); alert when it lags (the loop is down).",
+        )
+        lease = SchedulerLease.objects.filter(name="scheduler").values("epoch", "last_cycle_at").first()
         if lease is not None:
             epoch.add_metric([], lease["epoch"])
+            if lease["last_cycle_at"] is not None:
+                last.add_metric([], lease["last_cycle_at"].timestamp())
         yield epoch
+        yield last
 
 
 def _le(bound: float) -> str:
