@@ -208,6 +208,7 @@ def roll_up(now: datetime) -> RollupResult:
             begin = _first_activity(horizon, now)
         else:
             begin = floor_to(min(cursor.rolled_until, now), MINUTE) - timedelta(minutes=REROLL_MINUTES)
+            begin = max(begin, _first_rolled_minute(cursor.rolled_until))
         begin = max(begin, horizon)
         end = min(now, begin + MAX_CATCH_UP)
         top_sample = UsageSample.objects.aggregate(m=Max("id"))["m"] or 0
@@ -264,6 +265,18 @@ def _first_activity(horizon: datetime, now: datetime) -> datetime:
         t=Min("created_at")
     )["t"]
     return floor_to(first, MINUTE) if first is not None else floor_to(now, MINUTE)
+
+
+def _first_rolled_minute(rolled_until: datetime) -> datetime:
+    """Where the rollups begin: the earliest minute of capacity or guarantees still kept (else
+    the minute rolled last). The trailing re-derivation never reaches back before it: the
+    second run would otherwise write capacity and idle guarantees for the five minutes before
+    the first run, time the accounting never watched (usage there is late news, found by id)."""
+    starts = [
+        model.objects.filter(bucket=MINUTE).aggregate(t=Min("start"))["t"] for model in (FleetRollup, QuotaRollup)
+    ]
+    known = [t for t in starts if t is not None]
+    return min(known) if known else floor_to(rolled_until, MINUTE)
 
 
 def catch_up(now: datetime, max_runs: int = 1000) -> RollupResult:
