@@ -147,42 +147,44 @@ def _row_versions(ids: list[int]) -> dict[int, str]:
 
 def test_a_cycle_rewrites_only_the_explanations_that_changed(small_fleet: Team) -> None:
     # 48 GPUs: the 8-GPU gangs fill them, the rest wait with a reason, a position and an ETA.
-    jobs = [_submit(small_fleet, f"g{i}", 8, 8, minutes_ago=30 - i) for i in range(9)]
+    jobs = [_submit(small_fleet, f"g{i}", 8, 8, minutes_ago=30 - i) for i in range(10)]
     cycle.run_cycle("worker-1")  # binds six, explains the rest counting the six ahead of them
-    cycle.run_cycle("worker-1")  # the three waiting are now first, second and third
+    cycle.run_cycle("worker-1")  # the four waiting are now first to fourth
     waiting = [j.pk for j in jobs if Job.objects.get(pk=j.pk).state == JobState.PENDING]
-    assert len(waiting) == 3
+    assert len(waiting) == 4
     stored = {j.pk: (j.pending_code, j.queue_position) for j in Job.objects.filter(pk__in=waiting)}
     assert all(code and position for code, position in stored.values())
     positions = sorted(p for _, p in stored.values())
-    assert positions == [1, 2, 3]
+    assert positions == [1, 2, 3, 4]
     before = _row_versions(waiting)
 
     # Nothing moved: the next cycle explains the same way and writes none of those rows.
     cycle.run_cycle("worker-1")
     assert _row_versions(waiting) == before
 
-    # The first waiting job (the head, holding a reservation) is cancelled: the two behind it
+    # The first waiting job (the head, holding a reservation) is cancelled: the ones behind it
     # move up. The second becomes the head: its reason changed, so its row is rewritten and an
-    # Event says so. The third still waits for GPUs: only its position, ETA and numbers moved,
+    # Event says so. (The third now has no waiting job ahead but the head, whose GPUs the
+    # estimate already counts busy: its sentence no longer says it waits for jobs ahead.) The
+    # fourth still waits for GPUs behind the third: only its position, ETA and numbers moved,
     # which live in PendingPlace, so its jobs row is not rewritten.
-    first, second, third = sorted(waiting, key=lambda pk: stored[pk][1])
+    first, second, third, fourth = sorted(waiting, key=lambda pk: stored[pk][1])
     Job.objects.filter(pk=first).update(state=JobState.CANCELLED)
     cancelled = _row_versions([first])
-    third_before = Job.objects.select_related("place").get(pk=third)  # its place read now
+    fourth_before = Job.objects.select_related("place").get(pk=fourth)  # its place read now
     events_before = Event.objects.filter(job_id__in=waiting).count()
     cycle.run_cycle("worker-1")
     after = _row_versions(waiting)
     assert after[first] == cancelled[first]  # no longer pending: its explanation is left alone
     assert after[second] != before[second]
-    assert after[third] == before[third]
+    assert after[fourth] == before[fourth]
     assert Event.objects.filter(job_id=second, kind=EventKind.JOB_PENDING).count() >= 1
     assert Event.objects.filter(job_id__in=waiting).count() == events_before + 1
-    third_now = Job.objects.get(pk=third)
-    assert (third_before.queue_position, third_now.queue_position) == (3, 2)
-    assert third_now.pending_code == third_before.pending_code
-    assert third_now.eta is not None and third_now.eta < third_before.eta  # one job less ahead of it
-    assert f"t={third_now.eta.timestamp():.0f}" in third_now.pending_message
+    fourth_now = Job.objects.get(pk=fourth)
+    assert (fourth_before.queue_position, fourth_now.queue_position) == (4, 3)
+    assert fourth_now.pending_code == fourth_before.pending_code
+    assert fourth_now.eta is not None and fourth_now.eta < fourth_before.eta  # one job less ahead
+    assert f"t={fourth_now.eta.timestamp():.0f}" in fourth_now.pending_message
     # The cancelled job keeps its last place, as it kept its last explanation.
     assert Job.objects.get(pk=first).queue_position == 1
 
