@@ -425,8 +425,6 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
          already hold that version (see desired_versions_many);
       5. what an agent runs that it is no longer given is listed to stop, and recorded.
     """
-    from controlplane.services import reconcile
-
     stale = apply_reports_many([(r.node, r.reports) for r in requests], now=now)
     stale = {r.node.pk: stale.get(r.node.pk, []) for r in requests}
     reregister: set[int] = set()
@@ -434,6 +432,45 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
         if request.goodbye:
             _goodbye(request.node, now)
             reregister.add(request.node.pk)
+    view = _renew_heartbeats(requests, now, reregister)
+    # The versions are read before the allocations: a reply may carry allocations newer than
+    # its version (the next heartbeat then sends them again), never older.
+    serving = [r for r in requests if r.node.pk not in reregister]
+    versions = desired_versions_many([r.node.pk for r in serving])
+    unchanged: set[int] = set()
+    for request in serving:
+        if request.known:
+            version, _, releasing = versions.get(request.node.pk, _NO_ALLOCATIONS)
+            # A releasing allocation's grace is counted from now: always sent in full.
+            if request.known == version and not releasing:
+                unchanged.add(request.node.pk)
+    # A node given nothing needs no payload queries (the last exit of a wave, an idle node).
+    full = [r.node for r in serving if r.node.pk not in unchanged
+            and versions.get(r.node.pk, _NO_ALLOCATIONS)[1]]
+    desired = desired_allocations_many(full, now)
+    replies = []
+    for request in requests:
+        pk = request.node.pk
+        if pk in reregister:
+            replies.append(_reply(request, view[pk], [], set(), stale[pk], None, now, reregister=True))
+            continue
+        if pk in unchanged:
+            allocations, given = [], set(versions[pk][1])
+        else:
+            allocations = desired.get(pk, [])
+            given = {a["generation"] for a in allocations}
+        replies.append(_reply(request, view[pk], allocations, given, stale[pk], versions[pk][0], now,
+                              unchanged=pk in unchanged))
+    return replies
+
+
+def _renew_heartbeats(requests: Sequence[SyncRequest], now: datetime,
+                      reregister: set[int]) -> dict[int, tuple[str, datetime | None]]:
+    """Step 3 of :func:`sync_many`: every heartbeat's lease renewed in one compare-and-set;
+    a node whose lease ran out, or that is quarantined or down, is expired and added to
+    ``reregister``. Returns each node's state and lease as its reply tells them."""
+    from controlplane.services import reconcile
+
     heartbeats = [r.node for r in requests if r.renew and not r.goodbye]
     renewed = renew_leases(heartbeats, now)
     for node in heartbeats:
@@ -459,55 +496,40 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
             view[node.pk] = (NodeState.QUARANTINED if not request.goodbye else NodeState.DOWN, None)
         if view[node.pk][0] in (NodeState.QUARANTINED, NodeState.DOWN):
             reregister.add(node.pk)
-    # The versions are read before the allocations: a reply may carry allocations newer than
-    # its version (the next heartbeat then sends them again), never older.
-    serving = [r for r in requests if r.node.pk not in reregister]
-    versions = desired_versions_many([r.node.pk for r in serving])
-    unchanged: set[int] = set()
-    for request in serving:
-        if request.known:
-            version, _, releasing = versions.get(request.node.pk, _NO_ALLOCATIONS)
-            # A releasing allocation's grace is counted from now: always sent in full.
-            if request.known == version and not releasing:
-                unchanged.add(request.node.pk)
-    # A node given nothing needs no payload queries (the last exit of a wave, an idle node).
-    full = [r.node for r in serving if r.node.pk not in unchanged
-            and versions.get(r.node.pk, _NO_ALLOCATIONS)[1]]
-    desired = desired_allocations_many(full, now)
-    replies = []
-    for request in requests:
-        node = request.node
-        state, lease = view[node.pk]
-        allocations = [] if node.pk in reregister or node.pk in unchanged else desired.get(node.pk, [])
-        if node.pk in unchanged:
-            given = set(versions[node.pk][1])
-        else:
-            given = {a["generation"] for a in allocations}
-        stop = sorted({g for g in request.running if g not in given} | set(stale[node.pk]))
-        running_stale = sorted(g for g in stop if g in set(request.running))
-        if running_stale:
-            # The agent runs work the control plane no longer gives it: a healed partition, a
-            # fenced allocation, a lost message. Record it; the reply makes the agent stop it.
-            transitions.record_event(
-                EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="StaleWorkStopped",
-                message=f"{node.name} still runs generation(s) {', '.join(map(str, running_stale))} that are no "
-                "longer its to run; told to stop them",
-                data={"generations": running_stale, "node_state": str(state)},
-            )
-        replies.append(Desired(
-            node=node.name,
-            node_state=str(state),
-            lease_expires_at=None if node.pk in reregister else lease,
-            lease_s=lease_seconds(),
-            heartbeat_interval_s=heartbeat_interval_seconds(),
-            reregister=node.pk in reregister,
-            allocations=allocations,
-            stop=stop,
-            stale_reports=sorted(set(stale[node.pk])),
-            version=None if node.pk in reregister else versions[node.pk][0],
-            unchanged=node.pk in unchanged,
-        ))
-    return replies
+    return view
+
+
+def _reply(request: SyncRequest, view: tuple[str, datetime | None], allocations: list[dict[str, Any]],
+           given: set[int], stale: list[int], version: str | None, now: datetime, *,
+           reregister: bool = False, unchanged: bool = False) -> Desired:
+    """Step 5 of :func:`sync_many`: one node's answer. What its agent runs and is not given
+    any more is listed to stop (and recorded when it still runs it)."""
+    node = request.node
+    state, lease = view
+    stop = sorted({g for g in request.running if g not in given} | set(stale))
+    running_stale = sorted(g for g in stop if g in set(request.running))
+    if running_stale:
+        # The agent runs work the control plane no longer gives it: a healed partition, a
+        # fenced allocation, a lost message. Record it; the reply makes the agent stop it.
+        transitions.record_event(
+            EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="StaleWorkStopped",
+            message=f"{node.name} still runs generation(s) {', '.join(map(str, running_stale))} that are no "
+            "longer its to run; told to stop them",
+            data={"generations": running_stale, "node_state": str(state)},
+        )
+    return Desired(
+        node=node.name,
+        node_state=str(state),
+        lease_expires_at=None if reregister else lease,
+        lease_s=lease_seconds(),
+        heartbeat_interval_s=heartbeat_interval_seconds(),
+        reregister=reregister,
+        allocations=allocations,
+        stop=stop,
+        stale_reports=sorted(set(stale)),
+        version=version,
+        unchanged=unchanged,
+    )
 
 
 def renew_lease(node: Node, now: datetime) -> bool:
