@@ -54,12 +54,20 @@ class TeamAdmin(admin.ModelAdmin):
     list_filter = ("cohort",)
     search_fields = ("name",)
     inlines = [MembershipInline, ProjectInline, QuotaInline]
+    # The team's decayed past usage (fair share) is the scheduling loop's, folded forward every
+    # cycle: shown, never an input (saving the page wrote back the values it was opened with).
+    readonly_fields = ("decayed_gpu_seconds", "decayed_cpu_seconds", "decayed_memory_gb_seconds", "usage_as_of")
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         """A team joining, leaving or changing cohort is recorded as in the API
-        (services/cohorts.py; the change view's transaction holds the team and its event)."""
+        (services/cohorts.py; the change view's transaction holds the team and its event).
+        A change writes only the form's own columns, so a cycle's usage fold committed while
+        the request ran is kept."""
         before = cohorts.cohort_of(obj.pk) if change else None
-        super().save_model(request, obj, form, change)
+        if change:
+            obj.save(update_fields=[name for name in form.fields if name not in self.readonly_fields])
+        else:
+            super().save_model(request, obj, form, change)
         cohorts.record_team_move(obj, before, _actor(request))
 
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
@@ -196,7 +204,10 @@ def _node_action(verb: Any, label: str) -> Any:
 @admin.register(Node)
 class NodeAdmin(admin.ModelAdmin):
     """A node's state moves by the cordon, drain and uncordon actions (services/nodes.py: a
-    compare-and-set with a node.state event) and by the control loop; it is not edited here."""
+    compare-and-set with a node.state event) and by the control loop; it is not edited here.
+    A change writes only the form's columns: the state, lease and heartbeat the control loop and
+    the agent wrote while the request ran are kept (a whole-row save wrote back the ones read
+    at its start)."""
 
     form = NodeForm
     list_display = ("name", "pool", "gpu_type", "gpu_count", "leaf_switch", "spine", "state", "last_heartbeat_at")
@@ -209,6 +220,12 @@ class NodeAdmin(admin.ModelAdmin):
         _node_action(nodes.drain, "Drain: take no new work, let running jobs finish"),
         _node_action(nodes.uncordon, "Uncordon: take work again"),
     ]
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        if change:
+            obj.save(update_fields=list(form.fields))
+        else:
+            super().save_model(request, obj, form, change)
 
 
 class ShownNotEdited(admin.ModelAdmin):
