@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import getpass
 import os
+import shlex
 import sys
 import time
 import uuid
@@ -149,11 +150,19 @@ def _load_spec_file(path: str) -> dict[str, Any]:
         if field in ("runtime_limit_s", "checkpoint_interval_s") and isinstance(value, str):
             value = _duration(value, str(key))
         if field == "command" and isinstance(value, list):
-            value = " ".join(str(v) for v in value)
+            value = shell_command([str(v) for v in value])
         if field == "array" and isinstance(value, int):
             value = str(value)
         spec[field] = value
     return spec
+
+
+def shell_command(words: list[str]) -> str:
+    """The command line the node agent gives `/bin/sh -c`. Several words are an argv, kept as
+    they are (quoted where the shell would split or expand them, as `srun` passes its arguments:
+    `-- python train.py --run "lr sweep"` ran `--run lr sweep`, two words); a single word is a
+    shell command line as written (`-- 'python a.py && python b.py'`, `-- 'train.py > log'`)."""
+    return words[0] if len(words) == 1 else shlex.join(words)
 
 
 def _duration(text: str, flag: str) -> int:
@@ -189,9 +198,15 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
             env[key] = value
         spec["env"] = env
     if command:
-        spec["command"] = " ".join(command)
+        spec["command"] = shell_command(command)
     if "name" not in spec and spec.get("command"):
-        spec["name"] = Path(str(spec["command"]).split()[0]).name
+        # The program's name: the first word as the shell reads it (`'my prog.py' --x` is 'my prog.py').
+        try:
+            words = shlex.split(str(spec["command"]))
+        except ValueError:  # an unfinished quote: the node's shell will refuse it, the name need not
+            words = str(spec["command"]).split()
+        if words:
+            spec["name"] = Path(words[0]).name or words[0]
     if "name" not in spec:
         raise CliError("a job needs a name: give --name, a `name:` in the YAML file, or a command after --")
     if "gpus" not in spec:

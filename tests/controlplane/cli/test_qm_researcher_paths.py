@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import subprocess
 import sys
 import time
@@ -203,3 +204,26 @@ def test_events_follow_json_is_one_object_a_line(alice_qm, fleet) -> None:
     cancel_job(submitted, "user:alice")
     lines = alice_qm("events", str(submitted.pk), "--follow", "--json").out.splitlines()
     assert [json.loads(line)["kind"] for line in lines] == ["job.submitted", "job.cancelled", "job.finished"]
+
+
+def test_the_command_after_dashes_keeps_its_words(alice_qm, tmp_path) -> None:
+    """`-- python train.py --run "lr sweep 1"` was joined with spaces, and the node's /bin/sh ran
+    `--run lr sweep 1`: four words. Several words are an argv, kept; one is a shell line as written."""
+    argv = ["python", "my train.py", "--run", "lr sweep 1", "$HOME", "it's"]
+    assert alice_qm("submit", "--name", "argv", "--gpus", "1", "--", *argv).code == 0
+    assert alice_qm("submit", "--name", "line", "--gpus", "1", "--", "python a.py && python b.py > log").code == 0
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: listed\ngpus: 1\ncommand: [python, x.py, --tag, 'a b']\n")
+    assert alice_qm("submit", str(spec)).code == 0
+
+    assert shlex.split(Job.objects.get(name="argv").command) == argv
+    assert Job.objects.get(name="line").command == "python a.py && python b.py > log"
+    assert shlex.split(Job.objects.get(name="listed").command) == ["python", "x.py", "--tag", "a b"]
+    named = alice_qm("submit", "--gpus", "1", "--", "/opt/my tools/train.py", "--x")
+    assert named.code == 0 and "(train.py)" in named.out  # the name: the program's, as the shell reads it
+
+
+def test_a_blank_command_without_a_name_is_a_sentence(alice_qm) -> None:
+    r = alice_qm("submit", "--gpus", "1", "--", " ")
+
+    assert r.code == 1 and "a job needs a name" in r.err and "Traceback" not in r.err
