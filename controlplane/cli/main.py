@@ -373,6 +373,12 @@ def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
     """Cancel each job named. Every id is checked before any job is cancelled (a typo among
     them cancelled the jobs before it and not those after). With --json: the API's answer for
     one job; for several, one JSON list of the answers of the jobs cancelled."""
+    if args.array:
+        if args.jobs:
+            raise CliError("give job ids or --array, not both")
+        return _cancel_array(api, args)
+    if not args.jobs:
+        raise CliError("name the jobs to cancel (qm cancel 412 413), or --array ARRAY_ID")
     ids = [_job_id(job) for job in args.jobs]
     failed, results = 0, []
     for job_id in ids:
@@ -389,6 +395,45 @@ def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(results)
     elif args.json and results:
         output.emit_json(results[0])
+    return 1 if failed else 0
+
+
+def _cancel_array(api: Api, args: argparse.Namespace) -> int:
+    """Cancel every task of an array still pending or running: one line for the lot (a
+    10,000-task sweep is not 10,000 lines). A task that finished or began stopping meanwhile
+    (409) is counted apart, not as a failure."""
+    try:
+        array_id = str(uuid.UUID(args.array.strip()))
+    except ValueError:
+        raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+    summary = api.request("GET", f"job-arrays/{array_id}/")  # 404 when no such array, or not yours
+    ids: list[int] = []
+    params: dict[str, Any] = {"array_id": array_id, "state": ACTIVE_STATES, "limit": 1000, "offset": 0}
+    while True:
+        page = api.request("GET", "jobs/", params=params)
+        ids.extend(job["id"] for job in page["results"])
+        if not page["next"] or not page["results"]:
+            break
+        params["offset"] += len(page["results"])
+    results: list[Any] = []
+    skipped = failed = 0
+    for job_id in ids:
+        try:
+            results.append(api.request("POST", f"jobs/{job_id}/cancel/"))
+        except ApiError as error:
+            if error.status == 409:
+                skipped += 1
+            else:
+                failed += 1
+                print(f"error: job {job_id}: {error}", file=sys.stderr)
+    if args.json:
+        output.emit_json(results)
+    else:
+        cancelled = sum(1 for r in results if r["job"]["state"] == "cancelled")
+        stopping = len(results) - cancelled
+        print(f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): {cancelled} cancelled, "
+              f"{stopping} stopping" + (f", {skipped} already finished or stopping" if skipped else "")
+              + (f", {failed} refused" if failed else "") + ".")
     return 1 if failed else 0
 
 
@@ -621,8 +666,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job")
     p.add_argument("--follow", "-f", action="store_true", help="keep watching until the job has finished")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
-    p = sub.add_parser("cancel", parents=[common], help="cancel jobs")
-    p.add_argument("jobs", nargs="+", metavar="JOB")
+    p = sub.add_parser("cancel", parents=[common], help="cancel jobs, or every task of an array",
+                       description="Cancel jobs: a pending job at once, a running one is told to stop (its "
+                                   "processes get the class's grace period). Every id is checked first. "
+                                   "--array cancels every task of an array still pending or running.")
+    p.add_argument("jobs", nargs="*", metavar="JOB")
+    p.add_argument("--array", metavar="ARRAY_ID", help="every pending or running task of this job array")
 
     p = sub.add_parser("showback", parents=[common], help="cost and utilization by team, project, job or class")
     p.add_argument("--by", default="team", choices=["team", "project", "job", "priority_class"])

@@ -227,3 +227,33 @@ def test_a_blank_command_without_a_name_is_a_sentence(alice_qm) -> None:
     r = alice_qm("submit", "--gpus", "1", "--", " ")
 
     assert r.code == 1 and "a job needs a name" in r.err and "Traceback" not in r.err
+
+
+def test_cancel_array_cancels_every_live_task_in_one_line(alice_qm, fleet) -> None:
+    r = alice_qm("submit", "--name", "sweep", "--gpus", "1", "--array", "0-4")
+    array_id = str(Job.objects.filter(name="sweep").first().array_id)
+    done = Job.objects.get(name="sweep", array_index=4)
+    done.state = JobState.SUCCEEDED
+    done.save(update_fields=["state"])
+
+    cancelled = alice_qm("cancel", "--array", array_id)
+
+    assert r.code == 0 and cancelled.code == 0, cancelled.err
+    assert cancelled.out == f"Array {array_id} (sweep, 5 tasks): 4 cancelled, 0 stopping.\n"
+    assert sorted(Job.objects.filter(name="sweep").values_list("state", flat=True)) == [
+        JobState.CANCELLED] * 4 + [JobState.SUCCEEDED]
+    again = alice_qm("cancel", "--array", array_id, "--json")
+    assert again.code == 0 and again.json() == []
+
+
+def test_cancel_array_refuses_what_is_no_array_of_yours(alice_qm, fleet) -> None:
+    theirs = f.make_job(fleet.vision, array_id="6f1c1ad2-0000-4000-8000-000000000001", array_index=0)
+
+    other = alice_qm("cancel", "--array", str(theirs.array_id))
+    bad = alice_qm("cancel", "--array", "nope")
+    both = alice_qm("cancel", "1", "--array", str(theirs.array_id))
+
+    assert other.code == 1 and "No such job array, or not yours to see" in other.err
+    assert bad.code == 1 and "'nope' is not an array id" in bad.err
+    assert both.code == 1 and "not both" in both.err
+    assert Job.objects.get(pk=theirs.pk).state == JobState.PENDING
