@@ -222,6 +222,15 @@ def _refusal(error: ApiError) -> str:
     return "Invalid request." + "".join(f"\n  {field}: {' '.join(msgs)}" for field, msgs in error.errors.items())
 
 
+def array_span(ids: list[int]) -> str:
+    """`jobs 413–512`, only when they are: the tasks of one array need not have consecutive ids
+    (concurrent submits take ids from the same sequence meanwhile)."""
+    low, high = min(ids), max(ids)
+    if high - low + 1 == len(ids):
+        return f"jobs {low}–{high}"
+    return f"jobs {low} to {high}, not all consecutive"
+
+
 def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     spec = _spec_from_args(args, command)
     key = args.idempotency_key or f"qm-{uuid.uuid4()}"
@@ -234,9 +243,8 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     if args.json:
         output.emit_json(result)
     elif is_array:
-        ids = result["job_ids"]
         print(f"Submitted array {result['array_id']}: {result['count']} tasks of {spec['gpus']} GPU(s), "
-              f"jobs {ids[0]}–{ids[-1]} (team {result['team']}).")
+              f"{array_span(result['job_ids'])} (team {result['team']}).")
     else:
         print(f"Submitted job {result['id']} ({result['name']}): {result['gpus']} GPU(s), "
               f"priority {result['priority_class']}, team {result['team']}, "
@@ -257,6 +265,11 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
         params["state"] = ACTIVE_STATES
     if args.team:
         params["team"] = args.team
+    if args.array:
+        try:
+            params["array_id"] = str(uuid.UUID(args.array.strip()))
+        except ValueError:
+            raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
     if args.mine:
         # The stored name only goes with the stored token: with $QM_TOKEN (or another server's
         # token) it named someone else, and `--mine` listed nothing.
@@ -653,6 +666,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--all", action="store_true", help="include finished jobs")
         p.add_argument("--team")
         p.add_argument("--mine", action="store_true", help="only jobs you submitted")
+        p.add_argument("--array", metavar="ARRAY_ID", help="only the tasks of this job array")
         p.add_argument("--limit", type=int, default=50, help="jobs per page, at most 1000 (default 50)")
         p.add_argument("--offset", type=int, default=0, help="skip this many jobs (the next page)")
 

@@ -257,3 +257,27 @@ def test_cancel_array_refuses_what_is_no_array_of_yours(alice_qm, fleet) -> None
     assert bad.code == 1 and "'nope' is not an array id" in bad.err
     assert both.code == 1 and "not both" in both.err
     assert Job.objects.get(pk=theirs.pk).state == JobState.PENDING
+
+
+def test_list_array_lists_only_that_arrays_tasks(alice_qm, fleet) -> None:
+    assert alice_qm("submit", "--name", "mine", "--gpus", "1", "--array", "0-2").code == 0
+    f.make_job(fleet.ml, name="other")
+    array_id = str(Job.objects.filter(name="mine").first().array_id)
+
+    r = alice_qm("list", "--array", array_id)
+    bad = alice_qm("list", "--array", "0-2")
+
+    assert r.code == 0 and r.out.count("mine") == 3 and "other" not in r.out
+    assert bad.code == 1 and "'0-2' is not an array id" in bad.err
+
+
+def test_an_array_whose_ids_are_not_consecutive_does_not_claim_a_range(alice_qm, fleet) -> None:
+    """Concurrent submits may take ids between an array's tasks; 'jobs 413–512' then took in others' jobs."""
+    from controlplane.cli.main import array_span
+
+    r = alice_qm("submit", "--name", "sweep", "--gpus", "1", "--array", "0-2")
+
+    ids = sorted(Job.objects.filter(name="sweep").values_list("id", flat=True))
+    assert r.code == 0 and f"jobs {ids[0]}–{ids[-1]} (team ml)" in r.out
+    assert array_span([5, 6, 9]) == "jobs 5 to 9, not all consecutive"
+    assert array_span([5, 6, 7]) == "jobs 5–7" and array_span([5]) == "jobs 5–5"
