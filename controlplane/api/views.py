@@ -10,7 +10,7 @@ from typing import Any
 from django.contrib.auth import authenticate
 from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.http import HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
@@ -271,6 +271,14 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         return access.visible_jobs(self.request.user).select_related(
             "team", "project", "submitter", "priority_class", "place"
         )
+
+    def get_object(self) -> Job:
+        """The job, or a 404 in words (DRF's "No Job matches the given query." reached `qm`
+        users as is): the same answer whether it does not exist or is another team's."""
+        try:
+            return super().get_object()  # type: ignore[no-any-return]
+        except Http404:
+            raise NotFound(f"No job {str(self.kwargs.get('pk'))[:40]}, or not yours to see.") from None
 
     def retrieve(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         return Response(s.job_payload(self.get_object()))

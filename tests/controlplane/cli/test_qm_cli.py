@@ -123,7 +123,7 @@ def test_explain_of_another_teams_job_is_not_found(alice_qm, fleet) -> None:
 
     r = alice_qm("explain", str(job.pk))
 
-    assert r.code == 1 and "No Job matches" in r.err
+    assert r.code == 1 and f"No job {job.pk}, or not yours to see." in r.err
 
 
 def test_cancel_cancels_and_reports(alice_qm, fleet) -> None:
