@@ -24,10 +24,13 @@ both are summed by PostgreSQL's exact `numeric`, and rounded only when shown.
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.expressions import CombinedExpression
+from django.db.models.signals import post_delete, post_save, pre_save
+from django.dispatch import receiver
 
 from controlplane.choices import CapacityTier
 
@@ -295,3 +298,31 @@ class AccountingCursor(models.Model):
 
     def __str__(self) -> str:
         return f"accounting cursor {self.name}: rolled until {self.rolled_until}"
+
+
+# A rate added, corrected, moved or removed after the hours it prices were rolled: the rollups
+# are repriced from the earliest instant it affects (services/accounting.reprice), inside the
+# same transaction as the change (API, admin, shell alike).
+
+
+@receiver(pre_save, sender="controlplane.PriceRate")
+def _remember_previous_rate(sender: type[models.Model], instance: Any, **kwargs: Any) -> None:
+    previous = sender.objects.filter(pk=instance.pk).values_list("effective_from", flat=True).first() \
+        if instance.pk else None
+    instance._qm_previous_effective_from = previous
+
+
+@receiver(post_save, sender="controlplane.PriceRate")
+@receiver(post_delete, sender="controlplane.PriceRate")
+def _reprice_after_rate_change(sender: type[models.Model], instance: Any, **kwargs: Any) -> None:
+    if kwargs.get("raw"):
+        return  # loaddata
+    from django.utils import timezone
+
+    from controlplane.services import accounting
+
+    since = instance.effective_from
+    previous = getattr(instance, "_qm_previous_effective_from", None)
+    if previous is not None and previous < since:
+        since = previous
+    accounting.reprice(since, timezone.now())

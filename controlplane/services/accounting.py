@@ -809,6 +809,114 @@ def _resum_coarser(
         model.objects.bulk_create(rows, batch_size=2000)  # type: ignore[arg-type]
 
 
+# ------------------------------------------------------------------------ price corrections
+
+
+def reprice(since: datetime, now: datetime) -> int:
+    """A price rate was added, corrected, moved or removed with effect from `since`: rewrite
+    the cost of every rollup from there on at the rates now in the table, as if they had been
+    known when those minutes were rolled (cost = GPU-seconds × the rate in force then).
+
+    Minutes priced by one rate throughout are rewritten in place (GPU-seconds × rate), for jobs,
+    capacity and idle guarantees; a minute a rate starts inside is re-derived from the raw rows
+    (split at the instant, as the rollup does). Hours, days and the group rows are then
+    re-summed. Minute rows exist only within the raw retention: hours older than the earliest
+    minute kept keep the prices they were rolled with (logged). Returns the minute rows
+    rewritten. Holds the cursor lock (waits for a running rollup)."""
+    with transaction.atomic():
+        cursor = AccountingCursor.objects.select_for_update().filter(name=CURSOR_NAME).first()
+        if cursor is None or cursor.rolled_until is None or since >= cursor.rolled_until:
+            return 0
+        kept = [m.objects.filter(bucket=MINUTE).aggregate(t=Min("start"))["t"]
+                for m in (UsageRollup, FleetRollup, QuotaRollup)]
+        first_kept = min((t for t in kept if t is not None), default=None)
+        if first_kept is None:
+            return 0
+        start, end = max(floor_to(since, MINUTE), first_kept), cursor.rolled_until
+        if floor_to(since, MINUTE) < first_kept:
+            log.warning("price change before the minutes kept", since=since.isoformat(),
+                        repriced_from=first_kept.isoformat(),
+                        hint="hours before the raw retention keep the prices they were rolled with")
+        prices = PriceBook.from_rows(
+            PriceRate.objects.values_list("gpu_type_id", "capacity_tier", "effective_from", "usd_per_gpu_hour")
+        )
+        s_us, e_us = to_us(start), to_us(end)
+        # Minutes a rate starts inside (not on the minute): re-derived, not rewritten in place.
+        cut = sorted({from_us(t // MINUTE_US * MINUTE_US) for key in prices.keys() for t in prices.starts(key)
+                      if s_us < t < e_us and t % MINUTE_US})
+        rows = 0
+        hour_s = Decimal(3600)
+        for model in (UsageRollup, FleetRollup):
+            cells = set(model.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
+                        .values_list("gpu_type_id", "capacity_tier").distinct())
+            for gpu_type_id, tier in cells:
+                for a, b, rate in _uniform_pieces(prices.segments(gpu_type_id, tier, s_us, e_us), e_us):
+                    per_s = (rate or Decimal(0)) / hour_s
+                    update = {"cost_usd": F("allocated_gpu_seconds") * per_s,
+                              "lost_cost_usd": F("lost_gpu_seconds") * per_s}
+                    if model is FleetRollup:
+                        update = {"capacity_cost_usd": F("capacity_gpu_seconds") * per_s}
+                    rows += model.objects.filter(
+                        bucket=MINUTE, start__gte=a, start__lt=b, gpu_type_id=gpu_type_id, capacity_tier=tier,
+                    ).exclude(start__in=cut).update(**update)
+        for gpu_type_id in set(QuotaRollup.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
+                               .values_list("gpu_type_id", flat=True).distinct()):
+            for a, b, rate in _uniform_pieces(_reserved_segments(prices, gpu_type_id, s_us, e_us), e_us):
+                rows += QuotaRollup.objects.filter(
+                    bucket=MINUTE, start__gte=a, start__lt=b, gpu_type_id=gpu_type_id,
+                ).exclude(start__in=cut).update(idle_cost_usd=F("idle_gpu_seconds") * ((rate or Decimal(0)) / hour_s))
+        touched = _Touched()
+        for minute in cut:
+            m1 = min(minute + timedelta(minutes=1), end)
+            _derive_and_store(minute, m1, None, prices, touched)
+            _reprice_capacity_minute(minute, m1, prices)
+            _store_idle_guarantees(minute, m1, prices, touched)
+        touched.minutes(start, end, None)
+        touched.quota_hours.update(_slots(start, end, HOUR))
+        _resum(touched)
+    log.info("repriced", since=since.isoformat(), repriced_from=start.isoformat(), minute_rows=rows + touched.rows_written)
+    return rows + touched.rows_written
+
+
+def _uniform_pieces(
+    segments: Sequence[tuple[int, int, Decimal | None]], end_us: int
+) -> list[tuple[datetime, datetime, Decimal | None]]:
+    """Price segments as the minute starts wholly inside each (the last, partial minute of the
+    rollup counts as inside when no rate starts in it)."""
+    out = []
+    for a, b, rate in segments:
+        lo = -(-a // MINUTE_US) * MINUTE_US
+        hi = -(-b // MINUTE_US) * MINUTE_US if b == end_us else b // MINUTE_US * MINUTE_US
+        if hi > lo:
+            out.append((from_us(lo), from_us(hi), rate))
+    return out
+
+
+def _reserved_segments(prices: PriceBook, gpu_type_id: int, start_us: int, end_us: int
+                       ) -> list[tuple[int, int, Decimal | None]]:
+    """[start, end) cut where the rate pricing an idle guarantee changes (reserved, else
+    on-demand, else spot, as `usage_tiers._price_idle` picks it)."""
+    starts = {t for tier in ("reserved", "on_demand", "spot") for t in prices.starts((gpu_type_id, tier))
+              if start_us < t < end_us}
+    bounds = [start_us, *sorted(starts), end_us]
+    out = []
+    for a, b in zip(bounds, bounds[1:], strict=False):
+        tier = prices.reserved_rate_key(gpu_type_id, a)
+        out.append((a, b, prices.rate_at(gpu_type_id, tier, a) if tier is not None else None))
+    return out
+
+
+def _reprice_capacity_minute(start: datetime, end: datetime, prices: PriceBook) -> None:
+    """The capacity cost of one minute a rate starts inside: its GPUs (constant over the
+    minute) priced piece by piece."""
+    seconds = Decimal((end - start).total_seconds())
+    for row in FleetRollup.objects.filter(bucket=MINUTE, start=start):
+        gpus = row.capacity_gpu_seconds / seconds
+        row.capacity_cost_usd = prices.cost(row.gpu_type_id, row.capacity_tier, to_us(start), to_us(end),
+                                            gpus).quantize(USD_QUANTUM)
+        row.save(update_fields=["capacity_cost_usd"])
+
+
 # ------------------------------------------------------------------------ /metrics counters
 
 

@@ -98,6 +98,14 @@ class PriceBook:
             book._rates[key] = [r for _, r in entries]
         return book
 
+    def keys(self) -> list[tuple[int, str]]:
+        """The (GPU type, capacity tier) pairs that have a rate."""
+        return list(self._starts)
+
+    def starts(self, key: tuple[int, str]) -> list[int]:
+        """When each rate of (GPU type, capacity tier) comes into force, in µs, in order."""
+        return list(self._starts.get(key, []))
+
     def rate_at(self, gpu_type_id: int, tier: str, at_us: int) -> Decimal | None:
         starts = self._starts.get((gpu_type_id, tier))
         if not starts:
