@@ -123,17 +123,48 @@ def _stride_note(samples: Sequence[Mapping[str, Any]]) -> str:
 # ----------------------------------------------------------------------------- the overview
 
 
+#: A stretch between two cycle samples this many times the window's usual step (and at least
+#: MIN_GAP_S) had no scheduling cycle: the scheduler was down or stuck.
+GAP_FACTOR = 3.0
+MIN_GAP_S = 60.0
+GAP_COLOUR = "#dee2e6"
+
+
+def cycle_gaps(samples: Sequence[Mapping[str, Any]]) -> list[tuple[datetime, datetime]]:
+    """Stretches with no cycle sample: consecutive samples further apart than GAP_FACTOR times
+    the median step between them (and MIN_GAP_S). A line drawn step-wise across such a stretch
+    holds the last value, as if the fleet had stood still while nobody looked."""
+    if len(samples) < 3:
+        return []
+    pairs = list(zip(samples[:-1], samples[1:], strict=True))
+    steps = [(b["at"] - a["at"]).total_seconds() for a, b in pairs]
+    usual = sorted(steps)[len(steps) // 2]
+    limit = max(GAP_FACTOR * usual, MIN_GAP_S)
+    return [(a["at"], b["at"]) for (a, b), step in zip(pairs, steps, strict=True) if step > limit]
+
+
 def _time_series(key: str, title: str, caption: str, y_title: str, samples: Sequence[Mapping[str, Any]],
                  empty: str, traces: Callable[[list[str]], list[dict[str, Any]]], *, stride_note: bool = True,
-                 **layout: Any) -> Chart:
+                 mark_gaps: bool = True, **layout: Any) -> Chart:
     """A chart over time, one point per sample (`samples[i]["at"]`): the shared frame of every
-    time series. `traces(x)` lays out the data on the x values; `layout` adds to the frame."""
+    time series. `traces(x)` lays out the data on the x values; `layout` adds to the frame.
+    With `mark_gaps` (cycle samples), stretches with no cycle are shaded grey and the caption
+    says so."""
     x_title = "time (UTC)"
     if not samples:
         return _empty(key, title, caption, x_title, y_title, empty)
     x = [ts(s["at"]) for s in samples]
     frame = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"}, **layout)
-    return Chart(key, title, caption + (_stride_note(samples) if stride_note else ""), _figure(traces(x), frame))
+    note = _stride_note(samples) if stride_note else ""
+    gaps = cycle_gaps(samples) if mark_gaps else []
+    if gaps:
+        frame["shapes"] = [
+            {"type": "rect", "xref": "x", "yref": "paper", "x0": ts(start), "x1": ts(end), "y0": 0, "y1": 1,
+             "fillcolor": GAP_COLOUR, "opacity": 0.6, "line": {"width": 0}, "layer": "below"}
+            for start, end in gaps
+        ]
+        note += " Grey: no scheduling cycle ran (each line holds its last value across it)."
+    return Chart(key, title, caption + note, _figure(traces(x), frame))
 
 
 NO_CYCLE_YET = "No scheduling cycle has run in this window yet. "
@@ -214,6 +245,7 @@ def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str =
     return _time_series("utilization", "Utilization in three tiers", caption, "% of fleet GPU-time", points,
                         "No usage recorded in this window yet. Once jobs run and agents report, the allocated, "
                         "active and productive shares of the fleet appear here.", traces, stride_note=False,
+                        mark_gaps=False,
                         yaxis={"range": [0, 100], "ticksuffix": "%"})
 
 

@@ -146,3 +146,21 @@ def test_every_empty_chart_says_what_will_appear():
     for chart in empties:
         assert chart.empty and ("appear" in chart.empty), chart.key
         assert chart.figure["data"] == []
+
+
+def test_a_stretch_with_no_cycle_is_shaded_and_said_not_drawn_as_a_steady_fleet():
+    """The scheduler stopped for ten minutes: the step-wise lines hold their last value across
+    it, so the stretch is shaded grey and the caption says no cycle ran."""
+    at = [T0 + timedelta(seconds=5 * i) for i in range(20)]
+    at += [at[-1] + timedelta(minutes=10) + timedelta(seconds=5 * i) for i in range(20)]
+    samples = [{"at": t, "stranded_gpus": 1, "allocated_gpus": 10, "total_gpus": 16, "unavailable_gpus": 0}
+               for t in at]
+    chart = figures.stranded_gpus(samples)
+    shapes = chart.figure["layout"]["shapes"]
+    assert [(s["x0"], s["x1"]) for s in shapes] == [(figures.ts(at[19]), figures.ts(at[20]))]
+    assert "no scheduling cycle ran" in chart.caption
+    import plotly.graph_objects as go
+
+    go.Figure(chart.figure)  # plotly.js understands the bands
+    steady = figures.stranded_gpus(samples[:20])
+    assert "shapes" not in steady.figure["layout"] and "no scheduling cycle" not in steady.caption
