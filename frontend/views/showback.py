@@ -31,15 +31,21 @@ def showback(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     who = access_of(request.user)
     group_by = request.GET.get("group_by") or "team"
+    errors: list[str] = []
     if group_by not in dict(GROUPINGS):
+        # Said, not silently replaced: a link asking for ?group_by=job read as a team report.
+        errors.append(f"group_by: '{group_by[:40]}' is not a grouping here; showing team "
+                      f"(this page groups by {', '.join(text for _, text in GROUPINGS)}; "
+                      "the API also groups by job).")
         group_by = "team"
     label = dict(GROUPINGS)[group_by]
     window_text = (request.GET.get("window") or DEFAULT_WINDOW).strip()
     month = (request.GET.get("month") or "").strip()
-    errors: list[str] = []
-    window, month = _window_or_month(window_text, month, now, errors)
-    if errors and not month:
+    period_errors: list[str] = []
+    window, month = _window_or_month(window_text, month, now, period_errors)
+    if period_errors and not month:
         window_text = DEFAULT_WINDOW
+    errors += period_errors
     # The monthly report is the same report over a calendar month (the API's `month=`).
     period = {"month": month} if month else {"window": window_text}
     context: dict[str, Any] = {

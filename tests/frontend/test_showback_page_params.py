@@ -1,0 +1,25 @@
+"""/showback/ says when it does not show what the link asked for, instead of silently showing
+something else."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("asked", ["job", "user", "teams"])
+def test_a_grouping_the_page_does_not_have_is_named_and_team_is_shown(client_for, asked):
+    response = client_for("finn").get("/showback/", {"group_by": asked, "window": "24h"})
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert f"group_by: &#x27;{asked}&#x27; is not a grouping here" in page
+    assert response.context["group_by"] == "team"
+    # the window asked for is kept: only the grouping fell back
+    assert response.context["window_text"] == "24h"
+
+
+def test_a_grouping_the_page_has_says_nothing(client_for):
+    response = client_for("finn").get("/showback/", {"group_by": "priority_class", "window": "24h"})
+    assert response.context["errors"] == []
+    assert response.context["group_by"] == "priority_class"
