@@ -75,3 +75,23 @@ def test_job_page_and_its_live_update_show_held_and_asked_gpus(client_for, jobs,
     assert _text(live["job-gpus"]) == says
     if running_on:
         assert running_on in page and running_on in _text(live["job-status"])
+
+
+def test_a_jobs_cost_says_gpu_hours_by_the_pages_one_rule(client_for, submit_as):
+    """'8.0 allocated', '0.05 active', '< 0.01 productive' — as the showback says them — not
+    the rollup's four places ('8.0000 allocated · 0.0000 productive')."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from controlplane.services import accounting
+    from controlplane.services.cycle import run_cycle
+
+    job = submit_as("alice", name="costed", gpus=8)
+    run_cycle("test", now=timezone.now() - timedelta(hours=1))
+    accounting.catch_up(timezone.now())
+    html = client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
+    said = re.search(r"<dt>GPU-hours</dt><dd>(.*?)</dd>", html).group(1)
+    assert re.fullmatch(r"(0|< 0\.01|[\d,]+\.\d|0\.\d\d) allocated · (0|< 0\.01|[\d,]+\.\d|0\.\d\d) active · "
+                        r"(0|< 0\.01|[\d,]+\.\d|0\.\d\d) productive", said), said
+    assert said.startswith("8.0 allocated"), said
