@@ -85,8 +85,15 @@ class TeamAdmin(admin.ModelAdmin):
             known = before.get(quota.pk)
             quota.save()
             quotas.record_quota_change(quota, "changed" if known else "created", known, _actor(request))
+            _warn_held_above_nominal(self, request, quota)
         formset.save_m2m()
         return None
+
+
+def _warn_held_above_nominal(modeladmin: admin.ModelAdmin, request: HttpRequest, quota: Quota) -> None:
+    warning = quotas.held_above_nominal(quota)
+    if warning:
+        modeladmin.message_user(request, warning, level=messages.WARNING)
 
 
 def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:
@@ -149,6 +156,7 @@ class QuotaAdmin(admin.ModelAdmin):
         before = quotas.quota_record(Quota.objects.select_related("team", "gpu_type").get(pk=obj.pk)) if change else None
         super().save_model(request, obj, form, change)
         quotas.record_quota_change(obj, "changed" if change else "created", before, _actor(request))
+        _warn_held_above_nominal(self, request, obj)
         if obj.team.cohort is not None:
             for warning in cohort_overcommit_warnings(obj.team.cohort):
                 self.message_user(request, warning, level=messages.WARNING)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from controlplane.choices import EventKind
-from controlplane.models import Event, Quota
+from controlplane.models import AllocationGpu, Event, Quota
 from controlplane.services.transitions import event_fields
 
 
@@ -32,3 +32,24 @@ def record_quota_change(quota: Quota, verb: str, before: dict[str, Any] | None, 
         data={"before": before, "after": after},
     )
     return Event.objects.create(**{**fields, "team_id": quota.team_id})
+
+
+def held_above_nominal(quota: Quota) -> str | None:
+    """What an admin should know after setting `quota` below what its team holds now, or None.
+
+    Lowering a quota stops nothing: the team's running jobs keep their GPUs, it starts no more
+    work of that type while it holds more than nominal plus what it may borrow, and the jobs it
+    was given within the old quota are not borrowed work, so other teams cannot reclaim them
+    (docs/operations.md, *Changing quotas on a running fleet*)."""
+    held = AllocationGpu.objects.filter(
+        live=True, node__gpu_type_id=quota.gpu_type_id, allocation__job__team_id=quota.team_id,
+    ).count()
+    if held <= quota.nominal_gpus:
+        return None
+    return (
+        f"{quota.team.name} holds {held} {quota.gpu_type.name} GPUs now, {held - quota.nominal_gpus} above its new "
+        f"nominal {quota.nominal_gpus}. Its running jobs keep them (lowering a quota stops nothing); it starts no "
+        f"more {quota.gpu_type.name} work while over its quota and borrowing limit, and jobs it was given within "
+        "the old quota are not borrowed work, so other teams cannot reclaim them: they free their GPUs when they "
+        "end (see docs/operations.md, Changing quotas on a running fleet)."
+    )
