@@ -680,10 +680,10 @@ def _behind_head_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> Out
     assert head is not None
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
-        f"Team {spec.team}'s quota must have room for {head.job_id} when its reservation "
+        f"Team {spec.team}'s quota must have room for job {head.job_id} when its reservation "
         f"starts at t={head.start_at:.0f}; this job would still hold {head.quota_type} GPUs "
         f"then, so starting now would delay it.",
-        True, f"{head.job_id} starts, or this job's runtime limit ends it before "
+        True, f"job {head.job_id} starts, or this job's runtime limit ends it before "
               f"t={head.start_at:.0f}",
         demand=shape.smallest,
         classes=tuple(sorted({c for o in shape.options for cls in o.member_classes for c in cls})),
@@ -780,6 +780,12 @@ def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReserv
         classes=ctx.placer.union(member_classes),
         needs_whole_node=needs_whole,
     ))
+
+
+def _jobs(ids: list[str]) -> str:
+    """Job ids as a sentence names them ("job 12", "jobs 12, 15"): in the control plane they
+    are bare numbers."""
+    return ("job " if len(ids) == 1 else "jobs ") + ", ".join(ids)
 
 
 def _nodes(count: int) -> str:
@@ -1067,7 +1073,7 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
         ).items())
         if victim.reason is PreemptionReason.RECLAIM_BORROWED:
             why = (f"team {spec.team} reclaims the {kind} GPUs it lent to team {job.spec.team}, "
-                   f"for {spec.id}")
+                   f"for job {spec.id}")
         else:
             why = (f"higher-priority job {spec.id} ({pc.name}, {pc.value}) needs its {kind} "
                    f"GPUs ({vpc.name}, {vpc.value})")
@@ -1077,9 +1083,14 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
             for_job=spec.id,
             grace_period_s=vpc.grace_period_s,
             lost_gpu_hours=round(victim.lost_gpu_hours, 6),
+            # what it loses is what it has not saved: a job that checkpoints within its grace
+            # period loses only its restart (the demo's jobs did, and lost 0.00 GPU-hours
+            # where the notice had said 6.68 were lost)
             message=(
-                f"Preempted: {why}. About {victim.lost_gpu_hours:.2f} GPU-hours since its last "
-                f"checkpoint are lost; it has {vpc.grace_period_s} s to checkpoint and requeues."
+                f"Preempted: {why}. It has {vpc.grace_period_s} s to checkpoint and stop, then "
+                f"requeues; without a checkpoint in that time it loses about "
+                f"{victim.lost_gpu_hours:.2f} GPU-hours (its work since its last checkpoint"
+                f"{', and its restart' if job.spec.restart_cost_s > 0 else ''})."
             ),
             generation=job.generation,
         )
@@ -1104,7 +1115,7 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
             for_job=spec.id,
             message=(
                 f"Shrinks from {before} to {after} GPUs (its minimum is {job.spec.min_gpus}) so "
-                f"{spec.id} can start, instead of being preempted whole."
+                f"job {spec.id} can start, instead of being preempted whole."
             ),
             generation=job.generation,
         )
@@ -1112,12 +1123,12 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
     ctx.reservations[spec.id] = Reservation(spec.id, start, placements)
     ctx.reserved_specs[spec.id] = spec
     if found.victims:
-        names = ", ".join(sorted({v.job_id for v in found.victims}))
+        names = _jobs(sorted({v.job_id for v in found.victims}))
         message = (f"Preempting {names} to start on {demand.gpus} GPUs; it starts once they "
                    f"have stopped, by t={start:.0f}.")
         would = "the preempted jobs stop within their grace period"
     else:
-        names = ", ".join(found.claimed)
+        names = _jobs(list(found.claimed))
         message = (f"Waits for {names}, already stopping, to release the GPUs it needs, by "
                    f"t={start:.0f}.")
         would = "the stopping jobs release their GPUs"

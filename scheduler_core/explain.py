@@ -84,9 +84,9 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
         )
         return out(
             ReasonCode.BEHIND_HIGHER_PRIORITY,
-            f"It fits only on GPUs reserved for {head.job_id}, which starts at "
+            f"It fits only on GPUs reserved for job {head.job_id}, which starts at "
             f"t={head.start_at:.0f}; {why}, so starting now would delay it.",
-            f"{head.job_id} starts, or this job declares a runtime limit ending before "
+            f"job {head.job_id} starts, or this job declares a runtime limit ending before "
             f"t={head.start_at:.0f}",
         )
     if free < need:

@@ -61,7 +61,7 @@ def test_backfill_only_what_cannot_delay_the_reservation(limit, starts):
     if not starts:
         explanation = why(plan, "small")
         assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
-        assert "reserved for head" in explanation.message
+        assert "reserved for job head" in explanation.message
     assert plan.reservations[0].start_at == 3600.0
 
 

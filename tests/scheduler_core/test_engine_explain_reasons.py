@@ -123,7 +123,7 @@ def test_a_job_behind_the_head_names_it_and_its_start():
     assert head.code is ReasonCode.WAITING_FOR_RESERVATION and head.eta == 3600.0
     assert long.code is ReasonCode.BEHIND_HIGHER_PRIORITY
     assert long.message.startswith(
-        "It fits only on GPUs reserved for head, which starts at t=3600; its runtime limit of "
+        "It fits only on GPUs reserved for job head, which starts at t=3600; its runtime limit of "
         "7200 s ends after that, so starting now would delay it.")
     assert long.queue_position > head.queue_position
     assert long.eta == 7200.0  # when the head has run on the two nodes
@@ -144,7 +144,13 @@ def test_a_preemption_notice_carries_grace_reason_and_the_gpu_hours_it_loses():
     assert notice.grace_period_s == 45
     assert notice.reason.value == "higher_priority" and notice.for_job == "h"
     assert abs(notice.lost_gpu_hours - 8 * 1360 / 3600) < 1e-6
-    assert "About 3.02 GPU-hours since its last checkpoint are lost; it has 45 s" \
-        in notice.message
+    # Before: "About 3.02 GPU-hours since its last checkpoint are lost; it has 45 s to
+    # checkpoint", though a job that checkpoints in its grace period loses only its restart
+    assert notice.message == (
+        "Preempted: higher-priority job h (high, 1000) needs its 8 a100 GPUs (low, 10). It has "
+        "45 s to checkpoint and stop, then requeues; without a checkpoint in that time it loses "
+        "about 3.02 GPU-hours (its work since its last checkpoint, and its restart).")
     h = why(plan, "h")
     assert h.code is ReasonCode.WAITING_FOR_PREEMPTION and h.eta == 5045.0
+    assert h.message == ("Preempting job v to start on 8 GPUs; it starts once they have stopped, "
+                         "by t=5045.")

@@ -11,7 +11,8 @@ Two independent proofs:
   preemptions and resizes unchanged; quota-bound jobs' remedies, ETAs and one reservation
   moved earlier; and ETAs that count promised GPUs as busy until the promise has run and a
   quota-bound job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node",
-  when a minimum runtime lifts, 2026-11-29: binds, preemptions, resizes, reservations, kills,
+  when a minimum runtime lifts, jobs named "job N", a preemption notice that says a checkpoint
+  in the grace period saves the work, 2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons, positions and fleet figures unchanged, only ETAs and their sentences)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -41,11 +42,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "3f573c6478ef6e48eb5245b0e42ae0e69c43025fe834424af5391b4d71909c89",
-    (1000, 500, 200, 1): "9ce3ff9d934e94c8fb57db58d4ba436de71294625651a61266bad7be026c5c42",
-    (1000, 500, 200, 3): "03850eeb928b5a7c225b7bd374dc1224edaf260416802b0f49a46db4071b73ad",
-    (2000, 1000, 400, 4): "468c7e0045b0539c1c68834d61ba48ed6178c493a433379e5e8e8fdda2e03d8f",
-    (10000, 5000, 2000, 7): "c08760dc68ca0fc8d166cdf5f09770a0962f01271f125b807ed01053033eff93",
+    (1000, 500, 200, 7): "1341f939c09532d47221c84ab008251f579b243e72243168ec63fb7d3cfed78e",
+    (1000, 500, 200, 1): "6a2dec1f64e9cfac0af94953802665b4a4abb53d01fea4a3274a4917208ba70c",
+    (1000, 500, 200, 3): "df787f8deb42136e19bdd6d994246f9690d1e98748d4dfe6b9503cc048f336d4",
+    (2000, 1000, 400, 4): "73ebc585904cda2648f3892fc7942ceafad47454ee5dd120982055da11dc671e",
+    (10000, 5000, 2000, 7): "c50ec21866093ef04f17d6c6b7490f0f0de7d926530fd54df2b5e2218b521f81",
 }
 
 

@@ -6,7 +6,7 @@
   ee3462c, from a ``git worktree`` of it), and again when only explanations were meant to
   change (ETAs that count promised GPUs as busy until the promise has run, and a quota-bound
   job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", when a minimum
-  runtime lifts, 2026-11-29: every
+  runtime lifts, jobs named "job N", the preemption notice's wording, 2026-11-29: every
   decision, reason and position unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
@@ -47,11 +47,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "abf44f300b91c1c7e41d2297c07b07ca5ef39752600f5f89f3496ebf1b929a42",
-    (1000, 500, 200, 3, "loop"): "9d498d48ae9431b08663a6284742de50bbf12bf6294e1df3209b3554b713ac0e",
-    (2000, 1000, 400, 4, "default"): "4b3d4545ab2745124a1d78db5ce6b6acc3670c1d2634cecdf9e8877efaf6e6fe",
+    (1000, 500, 200, 1, "default"): "32c594bb0b0464644b7560f529885d9d0b8c5f1197e2b0106493e00a6d5b24a9",
+    (1000, 500, 200, 3, "loop"): "30f2e131e69eaf3642e0ad53c0b5dc4df3fdef14d76c74766f1084746bec5187",
+    (2000, 1000, 400, 4, "default"): "ac38261da701a311b4c15650fbe853a9074c885b7b0c68b3446d35b9197be472",
     (10000, 5000, 2000, 7, "default"): "41a7795ce23bcbcdcc808e9eb9ce66e96aab17b4ae87e8212d752cc3e0663af9",
-    (10000, 5000, 2000, 7, "loop"): "38f829c0b80893d21ceaaa35541cca4e302496fac06f06254b511a4ef39e969d",
+    (10000, 5000, 2000, 7, "loop"): "ad54c56844acd45231c23e3733444410175c0c6de144b6d5a1f62121b391ce9b",
 }
 
 
