@@ -96,7 +96,8 @@ NODE_EVENTS = 50
 
 
 def _node(name: str) -> Node:
-    node = Node.objects.select_related("gpu_type").filter(name=name).first()
+    # A NUL byte names no node (PostgreSQL refuses to compare it at all).
+    node = None if "\x00" in name else Node.objects.select_related("gpu_type").filter(name=name).first()
     if node is None:
         raise Http404(f"No node is named {name!r}.")
     return node

@@ -76,3 +76,5 @@ def test_an_admin_cordons_from_the_node_page_and_it_says_who_did(client_for):
 def test_an_unknown_node_is_a_404(client_for):
     assert client_for("alice").get("/nodes/no-such-node/").status_code == 404
     assert client_for("alice").get("/ui/nodes/no-such-node.json").status_code == 404
+    # a name PostgreSQL cannot even compare (a NUL byte) is no node either, not a 500
+    assert client_for("alice").get("/nodes/a%00b/").status_code == 404
