@@ -23,6 +23,7 @@ from frontend import figures
 from frontend.showback_data import GROUPINGS, WINDOW_CHOICES, cost_series, report_rows
 
 DEFAULT_WINDOW = "7d"
+PARAMETERS = ("window", "month", "group_by")
 
 
 @login_required
@@ -31,7 +32,10 @@ def showback(request: HttpRequest) -> HttpResponse:
     now = timezone.now()
     who = access_of(request.user)
     group_by = request.GET.get("group_by") or "team"
-    errors: list[str] = []
+    errors: list[str] = [
+        f"{name[:40]}: not a parameter of this page (it takes {', '.join(PARAMETERS)}); ignored."
+        for name in sorted(set(request.GET) - set(PARAMETERS))[:10]
+    ]
     if group_by not in dict(GROUPINGS):
         # Said, not silently replaced: a link asking for ?group_by=job read as a team report.
         errors.append(f"group_by: '{group_by[:40]}' is not a grouping here; showing team "

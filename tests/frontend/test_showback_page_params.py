@@ -23,3 +23,11 @@ def test_a_grouping_the_page_has_says_nothing(client_for):
     response = client_for("finn").get("/showback/", {"group_by": "priority_class", "window": "24h"})
     assert response.context["errors"] == []
     assert response.context["group_by"] == "priority_class"
+
+
+def test_a_misspelt_parameter_is_named_not_silently_ignored(client_for):
+    """?windw=30d showed the default week with nothing to say the 30 days were not read."""
+    response = client_for("finn").get("/showback/", {"windw": "30d"})
+    assert response.status_code == 200
+    assert any(e.startswith("windw: not a parameter of this page") for e in response.context["errors"])
+    assert response.context["window_text"] == "7d"
