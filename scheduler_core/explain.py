@@ -193,9 +193,12 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     append = out.append
     bound = ctx.bound
     outcomes = ctx.outcomes
-    for position, spec in enumerate(queue, 1):
+    # 1-based among the jobs still waiting: those this cycle binds are no longer ahead
+    position = 0
+    for spec in queue:
         if spec.id in bound:
             continue
+        position += 1
         outcome = outcomes[spec.id]
         entry = worded.get(id(outcome))
         if entry is None:

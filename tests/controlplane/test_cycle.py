@@ -148,8 +148,8 @@ def _row_versions(ids: list[int]) -> dict[int, str]:
 def test_a_cycle_rewrites_only_the_explanations_that_changed(small_fleet: Team) -> None:
     # 48 GPUs: the 8-GPU gangs fill them, the rest wait with a reason, a position and an ETA.
     jobs = [_submit(small_fleet, f"g{i}", 8, 8, minutes_ago=30 - i) for i in range(10)]
-    cycle.run_cycle("worker-1")  # binds six, explains the rest counting the six ahead of them
-    cycle.run_cycle("worker-1")  # the four waiting are now first to fourth
+    cycle.run_cycle("worker-1")  # binds six and explains the four left, first to fourth
+    cycle.run_cycle("worker-1")  # the same again
     waiting = [j.pk for j in jobs if Job.objects.get(pk=j.pk).state == JobState.PENDING]
     assert len(waiting) == 4
     stored = {j.pk: (j.pending_code, j.queue_position) for j in Job.objects.filter(pk__in=waiting)}

@@ -154,3 +154,18 @@ def test_a_preemption_notice_carries_grace_reason_and_the_gpu_hours_it_loses():
     assert h.code is ReasonCode.WAITING_FOR_PREEMPTION and h.eta == 5045.0
     assert h.message == ("Preempting job v to start on 8 GPUs; it starts once they have stopped, "
                          "by t=5045.")
+
+
+def test_queue_positions_count_only_the_jobs_still_waiting():
+    # Before: 3 and 4, counting the two jobs this very cycle started (the control plane stored
+    # "#3" for a job with no job waiting ahead of it, until the next cycle).
+    plan = (
+        make_cluster().nodes(1).at(0)
+        .pending(make_job("a").gpus(4).limit(600).submitted(0),
+                 make_job("b").gpus(4).limit(600).submitted(1),
+                 make_job("c").gpus(8).limit(600).submitted(2),
+                 make_job("d").gpus(8).limit(600).submitted(3))
+        .plan()
+    )
+    assert sorted(b.job_id for b in plan.binds) == ["a", "b"]
+    assert [(p.job_id, p.queue_position) for p in plan.pending] == [("c", 1), ("d", 2)]

@@ -12,8 +12,9 @@ Two independent proofs:
   moved earlier; and ETAs that count promised GPUs as busy until the promise has run and a
   quota-bound job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node",
   when a minimum runtime lifts, jobs named "job N", a preemption notice that says a checkpoint
-  in the grace period saves the work, 2026-11-29: binds, preemptions, resizes, reservations, kills,
-  reasons, positions and fleet figures unchanged, only ETAs and their sentences)::
+  in the grace period saves the work, queue positions among the jobs still waiting,
+  2026-11-29: binds, preemptions, resizes, reservations, kills,
+  reasons and fleet figures unchanged, only ETAs, sentences and positions)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -44,8 +45,8 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 GOLDEN = {
     (1000, 500, 200, 7): "1341f939c09532d47221c84ab008251f579b243e72243168ec63fb7d3cfed78e",
     (1000, 500, 200, 1): "6a2dec1f64e9cfac0af94953802665b4a4abb53d01fea4a3274a4917208ba70c",
-    (1000, 500, 200, 3): "df787f8deb42136e19bdd6d994246f9690d1e98748d4dfe6b9503cc048f336d4",
-    (2000, 1000, 400, 4): "73ebc585904cda2648f3892fc7942ceafad47454ee5dd120982055da11dc671e",
+    (1000, 500, 200, 3): "f6040529d2a9cae392af25e1adaae3ab4acfd849455352d3ee340b63e63f6cb8",
+    (2000, 1000, 400, 4): "c9954bb02d4a1306f53c11c1fa1d11e5e12637f0a5aa40fbe7b7bc635049cac6",
     (10000, 5000, 2000, 7): "c50ec21866093ef04f17d6c6b7490f0f0de7d926530fd54df2b5e2218b521f81",
 }
 

@@ -6,8 +6,8 @@
   ee3462c, from a ``git worktree`` of it), and again when only explanations were meant to
   change (ETAs that count promised GPUs as busy until the promise has run, and a quota-bound
   job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", when a minimum
-  runtime lifts, jobs named "job N", the preemption notice's wording, 2026-11-29: every
-  decision, reason and position unchanged), by::
+  runtime lifts, jobs named "job N", the preemption notice's wording, positions among the
+  jobs still waiting, 2026-11-29: every decision and reason unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -47,11 +47,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "32c594bb0b0464644b7560f529885d9d0b8c5f1197e2b0106493e00a6d5b24a9",
-    (1000, 500, 200, 3, "loop"): "30f2e131e69eaf3642e0ad53c0b5dc4df3fdef14d76c74766f1084746bec5187",
-    (2000, 1000, 400, 4, "default"): "ac38261da701a311b4c15650fbe853a9074c885b7b0c68b3446d35b9197be472",
-    (10000, 5000, 2000, 7, "default"): "41a7795ce23bcbcdcc808e9eb9ce66e96aab17b4ae87e8212d752cc3e0663af9",
-    (10000, 5000, 2000, 7, "loop"): "ad54c56844acd45231c23e3733444410175c0c6de144b6d5a1f62121b391ce9b",
+    (1000, 500, 200, 1, "default"): "dd3a5186a9ca23242b98288eee6615bcb58d384bc6f698305bf624c308a2518b",
+    (1000, 500, 200, 3, "loop"): "2ec408a46785fd67cc729f646482768e1cc07f4f6cf1e86c8ed0c2e93aaab47e",
+    (2000, 1000, 400, 4, "default"): "6133086c5a89b839c3ba368ce571459d03d073cc3f328e83274f1b3f4e52c757",
+    (10000, 5000, 2000, 7, "default"): "8a15656e7f923771a2fc209afef5aa428df6bcb4b4f42bc0aa5a0c02617d424e",
+    (10000, 5000, 2000, 7, "loop"): "eaa7805d103fc49750205a51e8f8f428ae9a6afca98e92310d6989ba76269208",
 }
 
 
