@@ -199,12 +199,24 @@ class NodeForm(forms.ModelForm):
 
 
 def _node_action(verb: Any, label: str) -> Any:
+    """An admin list action over the selected nodes; says what moved, what already was there
+    and what was refused (before, a successful action said nothing at all)."""
     def act(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Any) -> None:
-        for node in queryset:
+        moved: list[str] = []
+        already: list[str] = []
+        for node in queryset.order_by("name"):
+            before = node.state
             try:
-                verb(node, request.user)
+                after = verb(node, request.user)
             except nodes.NodeActionRefused as exc:
                 modeladmin.message_user(request, str(exc), level=messages.ERROR)
+                continue
+            (already if after.state == before else moved).append(f"{node.name} ({before} → {after.state})")
+        if moved:
+            modeladmin.message_user(request, f"{label.split(':')[0]}: " + ", ".join(moved), level=messages.SUCCESS)
+        if already:
+            modeladmin.message_user(request, "Already there, nothing recorded: "
+                                    + ", ".join(a.split(" (")[0] for a in already), level=messages.INFO)
     act.__name__ = verb.__name__
     return admin.action(description=label)(act)
 

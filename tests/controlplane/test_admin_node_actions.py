@@ -1,0 +1,59 @@
+"""The admin's node list actions (cordon, drain, uncordon) say what they did.
+
+Found in headless Chromium on /admin/controlplane/node/: selecting two nodes and running
+"Cordon" cordoned them (two node.state events) but the page came back with no message at all,
+the same as when nothing happened; only a refusal was said.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.messages import get_messages
+
+from controlplane.choices import EventKind, NodeState
+from controlplane.models import Event, Node
+
+pytestmark = pytest.mark.django_db
+
+
+def _act(browser: Any, action: str, selected: list[Node]) -> dict[str, list[str]]:
+    r = browser.post("/admin/controlplane/node/", {
+        "action": action, "_selected_action": [n.pk for n in selected], "index": 0,
+    }, follow=True)
+    assert r.status_code == 200
+    said: dict[str, list[str]] = {}
+    for m in get_messages(r.wsgi_request):
+        said.setdefault(m.level_tag, []).append(str(m))
+    return said
+
+
+def test_cordon_says_which_nodes_moved_and_from_where(fleet, browser) -> None:
+    a, b = fleet.nodes[1], fleet.nodes[4]
+
+    said = _act(browser, "cordon", [a, b])
+
+    assert said == {"success": ["Cordon: a100-0 (ready → cordoned), h100-1 (ready → cordoned)"]}
+    assert set(Node.objects.filter(pk__in=[a.pk, b.pk]).values_list("state", flat=True)) == {NodeState.CORDONED}
+    assert Event.objects.filter(kind=EventKind.NODE_STATE, reason="Cordoned").count() == 2
+
+
+def test_a_node_already_there_and_a_refused_one_are_said_apart(fleet, browser) -> None:
+    cordoned, ready, gone = fleet.nodes[1], fleet.nodes[2], fleet.nodes[3]
+    Node.objects.filter(pk=cordoned.pk).update(state=NodeState.CORDONED)
+    Node.objects.filter(pk=gone.pk).update(state=NodeState.QUARANTINED)
+
+    said = _act(browser, "cordon", [cordoned, ready, gone])
+
+    assert said["success"] == ["Cordon: h100-2 (ready → cordoned)"]
+    assert said["info"] == ["Already there, nothing recorded: h100-1"]
+    [refusal] = said["error"]
+    assert refusal.startswith("node h100-3 is quarantined; it can be cordoned only from ready or suspect or draining")
+    assert Event.objects.filter(kind=EventKind.NODE_STATE).count() == 1
+
+
+def test_uncordon_and_drain_say_so_too(fleet, browser) -> None:
+    node = fleet.nodes[1]
+    assert _act(browser, "drain", [node]) == {"success": ["Drain: h100-1 (ready → draining)"]}
+    assert _act(browser, "uncordon", [node]) == {"success": ["Uncordon: h100-1 (draining → ready)"]}
