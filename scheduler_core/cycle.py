@@ -58,7 +58,7 @@ from scheduler_core.backfill import (
 from scheduler_core.context import ActiveReservation, CycleContext, Outcome, ShapeKey
 from scheduler_core.elastic import grow_elastic
 from scheduler_core.errors import SnapshotError
-from scheduler_core.explain import diagnose, explain, type_names
+from scheduler_core.explain import diagnose, explain, held_note, type_names
 from scheduler_core.fairshare import dominant_shares
 from scheduler_core.fleet import fleet_figures
 from scheduler_core.gang import (
@@ -968,7 +968,8 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
     if free < demand.gpus:
         kind = type_names(ctx, classes)
         return Outcome(ReasonCode.INSUFFICIENT_GPUS,
-                       f"Needs {demand.gpus} {kind} GPUs; {free} are free.", True,
+                       f"Needs {demand.gpus} {kind} GPUs; {free} are free"
+                       f"{held_note(ctx, classes)}.", True,
                        f"{demand.gpus - free} more {kind} GPUs free up", demand=demand,
                        classes=classes, needs_whole_node=needs_whole)
     return Outcome(

@@ -28,7 +28,7 @@ from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
 from scheduler_core.quota import QuotaLedger
-from scheduler_core.state import FLEET, LEAF, SPINE
+from scheduler_core.state import FLEET, HOLD, LEAF, SPINE
 from scheduler_core.types import (
     JobSpec,
     PendingExplanation,
@@ -59,6 +59,27 @@ waiting for capacity (not those waiting for their quota, which may start much la
 def type_names(ctx: CycleContext, classes: Sequence[int]) -> str:
     names = sorted({ctx.state.classes[c].gpu_type.name for c in classes})
     return "/".join(names) if names else "capable"
+
+
+def held_note(ctx: CycleContext, classes: Sequence[int]) -> str:
+    """Idle GPUs of ``classes`` held for a reservation or a nomination, as a clause (they are
+    not free, but a user looking at the nodes sees them idle): " (4 more are idle, held for
+    job big's reservation)", or ""."""
+    state = ctx.state
+    wanted = set(classes)
+    holders = []
+    total = 0
+    for job_id in ctx.reservations:
+        gpus = sum(g.gpus for g in state.holdings.get((HOLD, job_id), ())
+                   if state.node_class[g.node] in wanted)
+        if gpus:
+            holders.append(job_id)
+            total += gpus
+    if not total:
+        return ""
+    whose = (f"job {holders[0]}'s reservation" if len(holders) == 1
+             else f"the reservations of jobs {', '.join(holders)}")
+    return f" ({total} more are idle, held for {whose})"
 
 
 def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
@@ -92,7 +113,7 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
     if free < need:
         return out(
             ReasonCode.INSUFFICIENT_GPUS,
-            f"Needs {need} {kind} GPUs; {free} are free.",
+            f"Needs {need} {kind} GPUs; {free} are free{held_note(ctx, union)}.",
             f"{need - free} more {kind} GPUs free up",
         )
     largest_member = demand.largest_member

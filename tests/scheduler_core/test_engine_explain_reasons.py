@@ -169,3 +169,22 @@ def test_queue_positions_count_only_the_jobs_still_waiting():
     )
     assert sorted(b.job_id for b in plan.binds) == ["a", "b"]
     assert [(p.job_id, p.queue_position) for p in plan.pending] == [("c", 1), ("d", 2)]
+
+
+def test_idle_gpus_held_for_a_reservation_are_named_not_called_free():
+    # n0 has 4 idle GPUs, held for the head (16 GPUs from t=7200). Before: "Needs 8 a100 GPUs;
+    # 0 are free." while the node page showed 4 idle GPUs.
+    plan = (
+        make_cluster().nodes(2).at(0)
+        .running(make_running(make_job("r0").gpus(4).limit(3600)).on("n0", 0, 1, 2, 3),
+                 make_running(make_job("r1").gpus(8).limit(7200)).whole("n1"))
+        .pending(make_job("head").gpus(16).limit(3600).submitted(0),
+                 make_job("j1").gpus(8).limit(10000).submitted(1))
+        .plan()
+    )
+    assert [(r.job_id, r.start_at) for r in plan.reservations] == [("head", 7200.0)]
+    j1 = why(plan, "j1")
+    assert j1.code is ReasonCode.INSUFFICIENT_GPUS
+    assert j1.message.startswith(
+        "Needs 8 a100 GPUs; 0 are free (4 more are idle, held for job head's reservation).")
+    assert plan.fleet.reserved_gpus == 4 and plan.fleet.free_gpus == 0

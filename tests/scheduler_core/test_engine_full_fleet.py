@@ -13,7 +13,7 @@ Two independent proofs:
   quota-bound job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node",
   when a minimum runtime lifts, jobs named "job N", a preemption notice that says a checkpoint
   in the grace period saves the work, queue positions among the jobs still waiting,
-  2026-11-29: binds, preemptions, resizes, reservations, kills,
+  idle GPUs held for a reservation named, 2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons and fleet figures unchanged, only ETAs, sentences and positions)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -44,8 +44,8 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 
 GOLDEN = {
     (1000, 500, 200, 7): "1341f939c09532d47221c84ab008251f579b243e72243168ec63fb7d3cfed78e",
-    (1000, 500, 200, 1): "6a2dec1f64e9cfac0af94953802665b4a4abb53d01fea4a3274a4917208ba70c",
-    (1000, 500, 200, 3): "f6040529d2a9cae392af25e1adaae3ab4acfd849455352d3ee340b63e63f6cb8",
+    (1000, 500, 200, 1): "4550178a35ba7b391a2adcbdd6ca2cc2a658a15f160b39bd18682bfdea5d59a8",
+    (1000, 500, 200, 3): "ebcb547570a57fd6f53164fb99a020a2f8f50c36d9edb7bb4b6f5127cf48c66b",
     (2000, 1000, 400, 4): "c9954bb02d4a1306f53c11c1fa1d11e5e12637f0a5aa40fbe7b7bc635049cac6",
     (10000, 5000, 2000, 7): "c50ec21866093ef04f17d6c6b7490f0f0de7d926530fd54df2b5e2218b521f81",
 }

@@ -7,7 +7,7 @@
   change (ETAs that count promised GPUs as busy until the promise has run, and a quota-bound
   job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", when a minimum
   runtime lifts, jobs named "job N", the preemption notice's wording, positions among the
-  jobs still waiting, 2026-11-29: every decision and reason unchanged), by::
+  jobs still waiting, held GPUs named, 2026-11-29: every decision and reason unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -47,11 +47,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "dd3a5186a9ca23242b98288eee6615bcb58d384bc6f698305bf624c308a2518b",
-    (1000, 500, 200, 3, "loop"): "2ec408a46785fd67cc729f646482768e1cc07f4f6cf1e86c8ed0c2e93aaab47e",
-    (2000, 1000, 400, 4, "default"): "6133086c5a89b839c3ba368ce571459d03d073cc3f328e83274f1b3f4e52c757",
+    (1000, 500, 200, 1, "default"): "1b31348a3e09808b88dd3614d55ef29b418aec91093799600c5ec3f1eecc224d",
+    (1000, 500, 200, 3, "loop"): "90b06e063c0526faf626ca6a0a9dbb938bf3b24d516173b06e82311469ba732e",
+    (2000, 1000, 400, 4, "default"): "e6085d78cb8f18529780ba32cec08803adc5be6e7e4ec19ecc4bc9c1bbdb8742",
     (10000, 5000, 2000, 7, "default"): "8a15656e7f923771a2fc209afef5aa428df6bcb4b4f42bc0aa5a0c02617d424e",
-    (10000, 5000, 2000, 7, "loop"): "eaa7805d103fc49750205a51e8f8f428ae9a6afca98e92310d6989ba76269208",
+    (10000, 5000, 2000, 7, "loop"): "95eddfa8c9fc4ccf380eb0fe3d93aff5d569a3cb869e17def90da4cf57e574ba",
 }
 
 
