@@ -84,7 +84,14 @@ class ContentNegotiation(DefaultContentNegotiation):
             and renderers and type(renderers[0]) is JSONRenderer
         ):
             return renderers[0], "application/json"
-        return super().select_renderer(request, renderers, format_suffix)
+        try:
+            return super().select_renderer(request, renderers, format_suffix)
+        except Http404:
+            # DRF answers an unknown `?format=` with a bare 404 "Not found.", which reads as a
+            # missing endpoint: it is a bad query parameter, a 400 naming it.
+            wanted = str(request.query_params.get(self.settings.URL_FORMAT_OVERRIDE, ""))[:40]
+            takes = ", ".join(sorted({r.format for r in renderers}))
+            raise ValidationError({"format": [f"'{wanted}' is not a format here: use {takes}."]}) from None
 
 
 class ApiMixin:
