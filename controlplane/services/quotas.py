@@ -21,14 +21,34 @@ def quota_record(quota: Quota) -> dict[str, Any]:
     }
 
 
+_LIMITS = (("nominal_gpus", "nominal"), ("borrowing_limit", "borrowing limit"), ("lending_limit", "lending limit"),
+           ("nominal_cpus", "nominal CPUs"), ("nominal_memory_gb", "nominal memory GB"))
+
+
+def _what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+    """The event's one line, so the audit trail reads without opening its data: each limit that
+    moved, before → after ("none" = unlimited or unset); a new or deleted quota's figures."""
+    def shown(value: Any) -> str:
+        return "none" if value is None else str(value)
+    if before is None or after is None:
+        record = after or before or {}
+        said = [f"{label} {shown(record.get(key))}" for key, label in _LIMITS if record.get(key) is not None
+                or key in ("nominal_gpus", "borrowing_limit")]
+        return ("was " if after is None else "") + ", ".join(said)
+    moved = [f"{label} {shown(before.get(key))} → {shown(after.get(key))}" for key, label in _LIMITS
+             if before.get(key) != after.get(key)]
+    if before.get("team") != after.get("team") or before.get("gpu_type") != after.get("gpu_type"):
+        moved.insert(0, f"was {before.get('team')} on {before.get('gpu_type')}")
+    return ", ".join(moved) or "saved unchanged"
+
+
 def record_quota_change(quota: Quota, verb: str, before: dict[str, Any] | None, actor: str) -> Event:
     """`verb`: created, changed or deleted. Call it in the transaction that writes the quota
     (for a deletion, before deleting it)."""
     after = quota_record(quota) if verb != "deleted" else None
     fields = event_fields(
         EventKind.QUOTA_CHANGED, actor, reason=f"Quota{verb.title()}",
-        message=f"Quota of {quota.team.name} on {quota.gpu_type.name} {verb}"
-        + (f": nominal {quota.nominal_gpus} GPUs" if after else ""),
+        message=f"Quota of {quota.team.name} on {quota.gpu_type.name} {verb}: " + _what_changed(before, after),
         data={"before": before, "after": after},
     )
     return Event.objects.create(**{**fields, "team_id": quota.team_id})
