@@ -23,6 +23,7 @@ ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--d
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--base", default="http://127.0.0.1:8000")
+    parser.add_argument("--skip", action="append", default=[], help="a screenshot not to retake (e.g. showback)")
     args = parser.parse_args()
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=ARGS)
@@ -37,6 +38,8 @@ def main() -> None:
             return page
 
         def shot(page, path: str, name: str, ready: str = "body[data-charts-ready=true]") -> None:  # type: ignore[no-untyped-def]
+            if name in args.skip:
+                return
             page.goto(args.base + path)
             page.wait_for_selector(ready, timeout=600_000)
             page.wait_for_timeout(500)
@@ -60,11 +63,18 @@ def main() -> None:
             shot(admin, f"/jobs/{job}/", "job-waiting")
         shot(admin, "/teams/?window=30d", "teams")
         shot(admin, "/nodes/", "nodes")
+        # The node the oldest running job runs on: the page's jobs and events are never empty.
+        admin.goto(args.base + f"/jobs/{running}/")
+        node = admin.locator("#job-status a[href^='/nodes/'], [data-live-html=job-status] a[href^='/nodes/']").first
+        shot(admin, node.get_attribute("href"), "node")
         shot(admin, "/what-if/?run=1&days=1&placement=pack&quota%3Avision%3AH100-80GB=16&quota%3Alanguage%3AH100-80GB=56",
              "what-if", ready="[data-replay=done]")
         finn = session("finn")
         shot(finn, "/showback/?window=1h", "showback")
         alice = session("alice")
+        alice.set_viewport_size({"width": 390, "height": 844})
+        shot(alice, "/", "overview-phone")
+        alice.set_viewport_size({"width": 1400, "height": 1000})
         alice.goto(args.base + "/jobs/")
         alice.fill("[data-field=name]", "too-wide")
         alice.fill("[data-field=gpus]", "16")
