@@ -23,7 +23,7 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
 
-from scheduler_core.backfill import ReleaseTimeline, team_ends, team_release_eta
+from scheduler_core.backfill import ReleaseTimeline, ends_by_head, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
@@ -202,13 +202,24 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     # what the per-job part below needs, so no enum is hashed per job.
     worded: dict[int, tuple[float | None, str, ReasonCode, str, bool, str,
                             _DrainLine | None, bool, bool, int, bool, str | None,
-                            float | None, bool]] = {}
+                            float | None, bool, str | None]] = {}
     # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class.
     ahead = [0.0] * len(ctx.state.classes)
     lines: dict[tuple[int, ...], _DrainLine] = {}
     # A job with a reservation or a nomination is in the release timeline itself (its GPUs
     # are busy from its start until it has run): its work is not added again.
     promised = ctx.reservations
+    # The head over its quota now (team, GPU type, its GPUs, when it has run, id, start), and
+    # per request size the quota ETA of a later job of its team that would outlast its start.
+    head_quota: tuple[str, str, int, float, str, float] | None = None
+    head = ctx.head
+    if head is not None and head.quota_team is not None and head.quota_type is not None:
+        head_spec = ctx.reserved_specs[head.job_id]
+        head_quota = (head.quota_team, head.quota_type, sum(g.gpus for g in head.grants),
+                      head.start_at + (head_spec.runtime_limit_s
+                                       or ctx.config.default_runtime_estimate_s),
+                      head.job_id, head.start_at)
+    after_head: dict[int, float | None] = {}
     default_runtime = ctx.config.default_runtime_estimate_s
     out: list[PendingExplanation] = []
     append = out.append
@@ -308,10 +319,10 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                 outcome.demand.gpus if outcome.demand is not None else 0, base != outcome.eta,
                 None if base is None or (quota_at is not None and base > quota_at)
                 else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
-                quota_at, code in AHEAD_CODES,
+                quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
             )
         (base, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus,
-         estimated, position_free, quota_at, adds) = entry
+         estimated, position_free, quota_at, adds, quota_type) = entry
         eta = base
         message = text
         if line is not None:
@@ -341,6 +352,23 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                 work = demand_gpus * (spec.runtime_limit_s or default_runtime)
                 for c, share in spread:
                     ahead[c] += work * share
+        if quota_type is not None and head_quota is not None and spec.team == head_quota[0] \
+                and quota_type == head_quota[1] and not ends_by_head(ctx, spec):
+            # The head holds its reservation on this team's quota: this job, still running at
+            # the head's start, must leave it room (the cycle's own rule), so its quota counts
+            # the head as held from now until the head has run.
+            if demand_gpus not in after_head:
+                after_head[demand_gpus] = _quota_eta_after_head(ctx, spec.team, quota_type,
+                                                                demand_gpus, head_quota[2],
+                                                                head_quota[3], releases)
+            later = after_head[demand_gpus]
+            if later is None or eta is None or later > eta:
+                eta = later
+                message = text if later is None else (
+                    f"{text} Estimated start t={later:.0f}: its team's quota must also hold job "
+                    f"{head_quota[4]} from its reservation at t={head_quota[5]:.0f} until it has "
+                    f"run (by runtime limits).")
+                estimated = False
         if eta is not None and estimated:
             if quota_at is not None and eta > quota_at:
                 message = (f"{text} Estimated start t={eta:.0f}: its quota has room from "
@@ -392,9 +420,26 @@ def domain_eta(timeline: ReleaseTimeline, demand: Demand,
     return None
 
 
+def _quota_eta_after_head(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
+                          head_gpus: int, head_end: float,
+                          releases: dict[tuple[str, str], list[tuple[float, int]]]
+                          ) -> float | None:
+    """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` while also holding the
+    head's ``head_gpus`` until ``head_end``."""
+    key = (team, gpu_type)
+    if key not in releases:
+        releases[key] = team_ends(ctx, *key)
+    if ctx.ledger.cohort_of(team, gpu_type) is not None:
+        return cohort_release_eta(ctx, team, gpu_type, gpus, releases,
+                                  extra=(head_end, head_gpus))
+    shortage = ctx.ledger.check(team, gpu_type, gpus + head_gpus).shortage(gpus + head_gpus)
+    return team_release_eta(ctx, team, gpu_type, shortage,
+                            sorted([*releases[key], (head_end, head_gpus)]))
+
+
 def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
-                       releases: dict[tuple[str, str], list[tuple[float, int]]]
-                       ) -> float | None:
+                       releases: dict[tuple[str, str], list[tuple[float, int]]],
+                       extra: tuple[float, int] | None = None) -> float | None:
     """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` as the running jobs of
     its cohort end by their runtime limits: its own jobs free its quota, the others' free what
     they lend. ``None`` if that never happens by known limits.
@@ -404,7 +449,8 @@ def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
     binary search over the release times for the first at which a ledger charged with each
     member's use then admits the request. Use only falls as time passes, and admission only
     grows as use falls (less own use, more lent, less borrowed by others), so the search is
-    sound. Jobs that start meanwhile are not foreseen."""
+    sound. Jobs that start meanwhile are not foreseen, except ``extra``: GPUs ``team`` also
+    holds from now until a time (the head's reservation on its quota)."""
     ledger = ctx.ledger
     cohort = ledger.cohort_of(team, gpu_type)
     members = ledger.cohort_members(cohort, gpu_type) if cohort is not None else ()
@@ -414,15 +460,19 @@ def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
         key = (member.team, gpu_type)
         if key not in releases:
             releases[key] = team_ends(ctx, *key)
-        ends = [end for end, _ in releases[key]]
-        freed.append((member.team, ends, list(accumulate(g for _, g in releases[key]))))
+        rows = releases[key]
+        if extra is not None and member.team == team:
+            rows = sorted([*rows, extra])
+        ends = [end for end, _ in rows]
+        freed.append((member.team, ends, list(accumulate(g for _, g in rows))))
         times.update(ends)
 
     def admitted(at: float) -> bool:
         trial = QuotaLedger(members)
         for member, ends, total in freed:
             k = bisect_right(ends, at)
-            trial.charge(member, gpu_type, ledger.used_by(member, gpu_type)
+            held = extra[1] if extra is not None and member == team else 0
+            trial.charge(member, gpu_type, ledger.used_by(member, gpu_type) + held
                          - (total[k - 1] if k else 0))
         return trial.check(team, gpu_type, gpus).admitted
 

@@ -280,3 +280,43 @@ def test_a_job_waiting_for_a_preemption_budget_keeps_the_runtime_limit_estimate(
     assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
     assert "it may preempt them from" not in h.message
     assert h.eta == 20600.0
+
+
+def a_team_head_over_its_quota(small_limit: float, *, cohort: str | None = None):
+    """Team ml (nominal 16) holds all 16 GPUs (m1 until t=1000, m2 until t=5000); its big job
+    (16 GPUs, 1 h) holds the reservation from t=5000, when its quota is back. Its small job
+    (8 GPUs) is behind it on the same quota."""
+    cluster = make_cluster().nodes(4).at(0).quota("ml", "a100", 16, borrowing_limit=0,
+                                                  cohort=cohort)
+    if cohort is not None:
+        cluster.quota("lend", "a100", 0, cohort=cohort)
+    return (
+        cluster
+        .running(make_running(make_job("m1").team("ml").gpus(8).limit(1000)).whole("n0"),
+                 make_running(make_job("m2").team("ml").gpus(8).limit(5000)).whole("n1"))
+        .pending(make_job("big").team("ml").gpus(16).limit(3600).submitted(0),
+                 make_job("small").team("ml").gpus(8).limit(small_limit).submitted(1))
+    )
+
+
+@pytest.mark.parametrize("cohort", [None, "c"], ids=["no-cohort", "in-a-cohort"])
+def test_a_job_that_would_outlast_the_heads_start_waits_for_the_head_on_its_quota(cohort):
+    # Before: t=1000, when m1 frees 8 of the quota; but started then, small would still hold
+    # them at t=5000 and the head would not fit its quota, so the cycle holds it back until
+    # the head has run (t=8600).
+    first, starts = evolve(a_team_head_over_its_quota(7200, cohort=cohort).snapshot())
+    big, small = why(first, "big"), why(first, "small")
+    assert big.code is ReasonCode.WAITING_FOR_RESERVATION and big.eta == 5000.0
+    assert small.code is ReasonCode.QUOTA_EXCEEDED
+    assert small.eta == 8600.0
+    assert small.message.endswith(
+        "Estimated start t=8600: its team's quota must also hold job big from its reservation "
+        "at t=5000 until it has run (by runtime limits).")
+    assert starts == {"big": 5000.0, "small": 8600.0}
+
+
+def test_a_job_that_ends_before_the_heads_start_keeps_its_quota_time():
+    first, starts = evolve(a_team_head_over_its_quota(3600).snapshot())
+    small = why(first, "small")
+    assert small.eta == 1000.0  # it ends at 4600, before the head's start
+    assert starts == {"big": 5000.0, "small": 1000.0}

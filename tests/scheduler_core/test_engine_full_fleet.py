@@ -13,7 +13,8 @@ Two independent proofs:
   quota-bound job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node",
   when a minimum runtime lifts, jobs named "job N", a preemption notice that says a checkpoint
   in the grace period saves the work, queue positions among the jobs still waiting,
-  idle GPUs held for a reservation named, 2026-11-29: binds, preemptions, resizes, reservations, kills,
+  idle GPUs held for a reservation named, a job on the quota of a head over its quota,
+  2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons and fleet figures unchanged, only ETAs, sentences and positions)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -43,11 +44,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "1341f939c09532d47221c84ab008251f579b243e72243168ec63fb7d3cfed78e",
-    (1000, 500, 200, 1): "4550178a35ba7b391a2adcbdd6ca2cc2a658a15f160b39bd18682bfdea5d59a8",
+    (1000, 500, 200, 7): "67d77e3da5f6beed253b9fe524b19d98b30531dae061d05972c713bc3d501043",
+    (1000, 500, 200, 1): "a838c87aa79b355d6cbd787a23cebd86de7bc7bda4a2aafa276503d877213c29",
     (1000, 500, 200, 3): "ebcb547570a57fd6f53164fb99a020a2f8f50c36d9edb7bb4b6f5127cf48c66b",
     (2000, 1000, 400, 4): "c9954bb02d4a1306f53c11c1fa1d11e5e12637f0a5aa40fbe7b7bc635049cac6",
-    (10000, 5000, 2000, 7): "c50ec21866093ef04f17d6c6b7490f0f0de7d926530fd54df2b5e2218b521f81",
+    (10000, 5000, 2000, 7): "f97f982632f9c241f573ce671ea50dccfba901ff482d914a8aa85c19a67b197d",
 }
 
 
