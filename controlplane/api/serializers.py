@@ -376,6 +376,23 @@ def engine_times(text: str) -> str:
     return _ENGINE_TIME.sub(_utc, text) if "t=" in text else text
 
 
+class _WhileWaiting:
+    """A waiting job's place: its queue position and ETA, null once it no longer waits. A job
+    cancelled while waiting keeps its last place row (its reason's numbers live there), and
+    answered `"queue_position": 19, "eta": …` for a job that will never start."""
+
+    def get_attribute(self, instance: Job) -> Any:
+        return super().get_attribute(instance) if instance.state == JobState.PENDING else None  # type: ignore[misc]
+
+
+class _QueuePositionField(_WhileWaiting, serializers.IntegerField):
+    pass
+
+
+class _EtaField(_WhileWaiting, serializers.DateTimeField):
+    pass
+
+
 class _GpusHeldField(serializers.IntegerField):
     """The job's annotation when read with it, otherwise counted (see gpus_held)."""
 
@@ -394,8 +411,10 @@ class JobSerializer(serializers.ModelSerializer):
     # through the job's PendingPlace (Job.pending_message and the like).
     pending_message = serializers.CharField(read_only=True)
     pending_would_start_if = serializers.CharField(read_only=True)
-    queue_position = serializers.IntegerField(read_only=True, allow_null=True)
-    eta = serializers.DateTimeField(read_only=True, allow_null=True)
+    queue_position = _QueuePositionField(
+        read_only=True, allow_null=True, help_text="1-based place in the last cycle's queue; null unless pending.")
+    eta = _EtaField(read_only=True, allow_null=True,
+                    help_text="The engine's estimated start, if it could give one; null unless pending.")
     gpus_held = _GpusHeldField(
         read_only=True,
         help_text="GPUs the job holds now (its live allocations); 0 when it holds none. `gpus` is the size it "
@@ -465,6 +484,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         text = value.isoformat()
         return text[:-6] + "Z" if text.endswith("+00:00") else text
 
+    waiting = job.state == JobState.PENDING  # a job cancelled while waiting keeps its place row
     return {
         "id": job.pk, "name": job.name, "team": job.team.name if job.team_id else None,
         "project": job.project.name if job.project_id else None,
@@ -480,8 +500,8 @@ def job_payload(job: Job) -> dict[str, Any]:
         "finished_at": when(job.finished_at), "state_changed_at": when(job.state_changed_at),
         "exit_code": job.exit_code, "borrowed": job.borrowed, "pending_code": job.pending_code,
         "pending_message": engine_times(job.pending_message), "pending_resolvable": job.pending_resolvable,
-        "pending_would_start_if": engine_times(job.pending_would_start_if), "queue_position": job.queue_position,
-        "eta": when(job.eta), "steps": job.steps, "useful_tokens": job.useful_tokens,
+        "pending_would_start_if": engine_times(job.pending_would_start_if), "queue_position": job.queue_position if waiting else None,
+        "eta": when(job.eta) if waiting else None, "steps": job.steps, "useful_tokens": job.useful_tokens,
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
         "lost_gpu_seconds": job.lost_gpu_seconds,
     }
