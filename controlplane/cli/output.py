@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import re
 import sys
+import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timezone
 from typing import Any, TextIO
@@ -74,14 +75,25 @@ def visible(value: Any) -> str:
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout) -> None:
     """Columns padded to their widest cell; numbers right-aligned."""
     cells = [[("-" if v is None or v == "" else visible(v)) for v in row] for row in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    widths = [max([width(h)] + [width(r[i]) for r in cells]) for i, h in enumerate(headers)]
     numeric = [all(_is_number(r[i]) for r in cells) and bool(cells) for i in range(len(headers))]
-    out.write("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
+    out.write("  ".join(_pad(h, w) for h, w in zip(headers, widths, strict=True)).rstrip() + "\n")
     for row in cells:
-        line = "  ".join(
-            (c.rjust(w) if num else c.ljust(w)) for c, w, num in zip(row, widths, numeric, strict=True)
-        )
+        line = "  ".join(_pad(c, w, right=num) for c, w, num in zip(row, widths, numeric, strict=True))
         out.write(line.rstrip() + "\n")
+
+
+def width(text: str) -> int:
+    """Columns `text` takes on a terminal: East Asian wide and full-width characters (名, 🚀) take
+    two, combining marks none (a job named in Japanese pushed every later column out of line)."""
+    if text.isascii():
+        return len(text)
+    return sum(0 if unicodedata.combining(c) else 2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def _pad(text: str, columns: int, right: bool = False) -> str:
+    gap = " " * max(0, columns - width(text))
+    return gap + text if right else text + gap
 
 
 def _is_number(text: str) -> bool:

@@ -281,3 +281,17 @@ def test_an_array_whose_ids_are_not_consecutive_does_not_claim_a_range(alice_qm,
     assert r.code == 0 and f"jobs {ids[0]}–{ids[-1]} (team ml)" in r.out
     assert array_span([5, 6, 9]) == "jobs 5 to 9, not all consecutive"
     assert array_span([5, 6, 7]) == "jobs 5–7" and array_span([5]) == "jobs 5–5"
+
+
+def test_wide_characters_in_a_name_keep_the_table_in_line(alice_qm, fleet) -> None:
+    """`名前 🚀` takes 5 terminal columns, not 4: the columns after it were pushed out of line."""
+    from controlplane.cli.output import width
+
+    for name in ("名前 🚀", "ascii-name", "ünïcødé"):
+        f.make_job(fleet.ml, name=name)
+
+    lines = alice_qm("list").out.splitlines()[:4]
+
+    starts = {line[: line.index(" ml ")] for line in lines[1:]}
+    assert len({width(prefix) for prefix in starts}) == 1, lines
+    assert width(lines[0][: lines[0].index("TEAM")]) == width(next(iter(starts))) + 1
