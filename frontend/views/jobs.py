@@ -9,6 +9,7 @@ when a shape can never run on this fleet and why.
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -195,6 +196,31 @@ def _visible_job(request: HttpRequest, job_id: int) -> Job:
     return job
 
 
+#: Events that end a run the job did not choose to end: it goes back to the queue whole.
+REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
+
+
+def last_preemption(events: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """The job's latest preemption, from its events (oldest first): the signal (`job.preempting`:
+    why, and the deadline to checkpoint and exit) and, once its processes are gone, the requeue
+    (what was lost). None for a job never stopped so."""
+    signal = requeue = None
+    for e in events:
+        if e["kind"] == "job.preempting":
+            signal, requeue = e, None
+        elif e["kind"] in REQUEUE_KINDS:
+            requeue = e
+            if signal is not None and signal["created_at"] > e["created_at"]:
+                signal = None
+    if signal is None and requeue is None:
+        return None
+    deadline = None
+    if signal is not None and (signal.get("data") or {}).get("deadline"):
+        deadline = datetime.fromisoformat(signal["data"]["deadline"])
+    return {"signal": signal, "requeue": requeue, "deadline": deadline,
+            "at": (signal or requeue or {}).get("created_at")}
+
+
 def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     """Everything the job page shows besides the job row itself, in a fixed number of queries."""
     now = timezone.now()
@@ -226,6 +252,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     who = access.access_of(request.user)
     return {
         "job": job,
+        "preemption": last_preemption(events),
         "cost": accounting.job_cost(job.pk),
         "events": events[::-1][:200],
         "event_count": len(events),
