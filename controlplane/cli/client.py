@@ -161,6 +161,10 @@ def _not_the_api(response: requests.Response) -> str | None:
     """An HTML page where the API should answer: the URL points somewhere else."""
     if "html" not in response.headers.get("Content-Type", ""):
         return None
+    if response.status_code >= 500:
+        # The server (or a proxy before it) failed: the address is right, "check --url" was not.
+        return (f"{response.status_code} {response.reason} from {response.url}: the server failed to answer "
+                "(an HTML error page); try again, and tell its admins if it goes on")
     return (f"{response.status_code} {response.reason} from {response.url}: an HTML page, not the Quartermaster API; "
             "check --url (the server's address, such as http://localhost:8000)")
 

@@ -295,3 +295,37 @@ def test_wide_characters_in_a_name_keep_the_table_in_line(alice_qm, fleet) -> No
     starts = {line[: line.index(" ml ")] for line in lines[1:]}
     assert len({width(prefix) for prefix in starts}) == 1, lines
     assert width(lines[0][: lines[0].index("TEAM")]) == width(next(iter(starts))) + 1
+
+
+@pytest.fixture
+def failing_proxy():
+    """A server answering every request as a failing proxy does: 502 with an HTML page."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def _fail(self) -> None:
+            body = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
+            self.send_response(502)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _fail
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_failing_server_is_not_called_a_wrong_url(qm, fleet, failing_proxy) -> None:
+    """A 502 page from a proxy said 'an HTML page, not the Quartermaster API; check --url'."""
+    r = qm("list", url=failing_proxy, extra_env={"QM_TOKEN": "x"})
+
+    assert r.code == 1 and "Traceback" not in r.err and "<html" not in r.err
+    assert "502 Bad Gateway" in r.err and "the server failed to answer" in r.err and "check --url" not in r.err
