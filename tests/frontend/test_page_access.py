@@ -166,3 +166,21 @@ def test_browsers_asking_for_favicon_ico_get_the_icon_not_a_404(demo):
     response = Client().get("/favicon.ico")
     assert response.status_code == 301
     assert response["Location"].endswith("/frontend/favicon.svg")
+
+
+def test_the_submitted_range_is_read_and_labelled_as_utc(client_for, submit_as):
+    """The browser's datetime inputs carry no zone: the filter reads them as UTC, and the labels
+    say so (a reader in another zone would otherwise type local time and miss hours of jobs)."""
+    from datetime import timedelta, timezone as tz
+
+    from django.utils import timezone
+
+    submit_as("alice", name="just-now")
+    now = timezone.now().astimezone(tz.utc)
+    client = client_for("alice")
+    html = client.get("/jobs/").content.decode()
+    assert "Submitted after (UTC)" in html and "before (UTC)" in html
+    just_before = (now - timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")
+    just_after = (now + timedelta(minutes=5)).strftime("%Y-%m-%dT%H:%M")
+    assert client.get(f"/jobs/?submitted_after={just_before}").context["jobs"].paginator.count == 1
+    assert client.get(f"/jobs/?submitted_after={just_after}").context["jobs"].paginator.count == 0
