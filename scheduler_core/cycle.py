@@ -637,21 +637,19 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
         assert misses.refusal is not None
         if not misses.blocked_by_head and _reserve_over_quota(ctx, spec, smallest, options, score,
                                                               needs_whole):
+            _also_by_preemption(ctx, spec, protected)
             return
         option, verdict, gpus = misses.refusal
         _settle(ctx, spec, _quota_outcome(ctx, spec, option, verdict, gpus, smallest,
                                           needs_whole))
+        _also_by_preemption(ctx, spec, protected)
         return
     member_classes = misses.admitted_option.member_classes
     if isinstance(protected, Protected):
         lifts = _protection_lifts(ctx, protected.victims)
-        when = "" if lifts is None else (
-            f"; it may preempt them from t={lifts[0]:.0f} and start once they have stopped, "
-            f"by t={lifts[1]:.0f}")
         _settle(ctx, spec, Outcome(
             ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
-            f"It could start by preemption, but the candidates are protected: "
-            f"{protected.why}{when}.",
+            _protected_sentence(protected, lifts),
             True, "the protected jobs pass their minimum runtime or budget window, or GPUs free up",
             eta=None if lifts is None else lifts[1],
             demand=smallest, classes=ctx.placer.union(member_classes),
@@ -689,6 +687,33 @@ def _behind_head_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> Out
         classes=tuple(sorted({c for o in shape.options for cls in o.member_classes for c in cls})),
         needs_whole_node=shape.needs_whole,
     )
+
+
+def _protected_sentence(protected: Protected, lifts: tuple[float, float] | None) -> str:
+    when = "" if lifts is None else (
+        f"; it may preempt them from t={lifts[0]:.0f} and start once they have stopped, "
+        f"by t={lifts[1]:.0f}")
+    return f"It could start by preemption, but the candidates are protected: {protected.why}{when}."
+
+
+def _also_by_preemption(ctx: CycleContext, spec: JobSpec,
+                        protected: bool | Protected | None) -> None:
+    """A job over its quota (waiting for it, or holding the reservation until it lifts) that
+    could preempt its way in once its victims' minimum runtime is over says so, and that time
+    is its ETA when it comes first: the cycle will then preempt. (Explanation only: the
+    decision was taken.)"""
+    if not isinstance(protected, Protected):
+        return
+    lifts = _protection_lifts(ctx, protected.victims)
+    if lifts is None:
+        return
+    outcome = ctx.outcomes[spec.id]
+    eta = lifts[1] if outcome.eta is None else min(outcome.eta, lifts[1])
+    ctx.outcomes[spec.id] = outcome._replace(
+        message=f"{outcome.message} It could also start by preemption, but the candidates are "
+                f"protected: {protected.why}; it may preempt them from t={lifts[0]:.0f} and "
+                f"start once they have stopped, by t={lifts[1]:.0f}.",
+        eta=eta)
 
 
 def _protection_lifts(ctx: CycleContext, victims: tuple[str, ...]) -> tuple[float, float] | None:

@@ -238,9 +238,12 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
             code = outcome.code
             quota_at: float | None = None
             capacity_now = False
-            if base is None and outcome.resolvable:
-                capacity = (code in CAPACITY_CODES or code is ReasonCode.QUOTA_EXCEEDED) \
-                    and outcome.demand is not None
+            quota_code = code is ReasonCode.QUOTA_EXCEEDED
+            if (base is None or quota_code) and outcome.resolvable:
+                # (a job over quota may come with the time its preemption would start it:
+                # then the earlier of that and its quota's time)
+                preset = base
+                capacity = (code in CAPACITY_CODES or quota_code) and outcome.demand is not None
                 if capacity:
                     d = outcome.demand
                     assert d is not None
@@ -288,6 +291,9 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                         base = max(base, quota_at)
                     if base is None:
                         quota_at = None
+                if preset is not None:
+                    if base is None or preset < base:
+                        base, quota_at = preset, None
             elif code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED and outcome.demand is not None:
                 # the time its victims' protection lifts (and they stop), unless the GPUs free
                 # up earlier by runtime limits anyway

@@ -320,3 +320,32 @@ def test_a_job_that_ends_before_the_heads_start_keeps_its_quota_time():
     small = why(first, "small")
     assert small.eta == 1000.0  # it ends at 4600, before the head's start
     assert starts == {"big": 5000.0, "small": 1000.0}
+
+
+def over_quota_behind_its_own_protected_job(config: SchedulerConfig | None = None):
+    """Team ml (nominal 8) runs v (low, minimum runtime 3600 s, started at t=600) on all 8 of
+    its GPUs; its high job h (8 GPUs) is over quota, and would preempt v if v's minimum
+    runtime were over (at t=4200)."""
+    return (
+        make_cluster().nodes(1).at(1000).quota("ml", "a100", 8)
+        .priority("low", 10, grace_period_s=30, min_runtime_s=3600)
+        .running(make_running(make_job("v").priority("low").gpus(8).limit(20000))
+                 .whole("n0").started(600))
+        .pending(make_job("h").priority("high").gpus(8).limit(3600))
+        .snapshot()
+    )
+
+
+@pytest.mark.parametrize("config", [None, NO_BACKFILL], ids=["holds-the-reservation",
+                                                          "no-backfill"])
+def test_a_job_over_quota_that_may_preempt_its_own_teams_job_later_is_told_when(config):
+    # Before: t=20600 (v's runtime limit, when the quota frees by itself), although the cycle
+    # preempts v as soon as its minimum runtime is over and h starts at t=4230.
+    first, starts = evolve(over_quota_behind_its_own_protected_job(), config, also_at=(4200.0,))
+    h = why(first, "h")
+    assert h.code in (ReasonCode.WAITING_FOR_RESERVATION, ReasonCode.QUOTA_EXCEEDED)
+    assert (" It could also start by preemption, but the candidates are protected: v has run "
+            "400 s of its 3600 s minimum runtime; it may preempt them from t=4200 and start once "
+            "they have stopped, by t=4230.") in h.message
+    assert h.eta == 4230.0
+    assert starts == {"h": 4230.0}

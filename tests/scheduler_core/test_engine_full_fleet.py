@@ -13,8 +13,8 @@ Two independent proofs:
   quota-bound job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node",
   when a minimum runtime lifts, jobs named "job N", a preemption notice that says a checkpoint
   in the grace period saves the work, queue positions among the jobs still waiting,
-  idle GPUs held for a reservation named, a job on the quota of a head over its quota,
-  2026-11-29: binds, preemptions, resizes, reservations, kills,
+  idle GPUs held for a reservation named, a job on the quota of a head over its quota, a job
+  over quota that may preempt once a minimum runtime lifts, 2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons and fleet figures unchanged, only ETAs, sentences and positions)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -44,11 +44,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "67d77e3da5f6beed253b9fe524b19d98b30531dae061d05972c713bc3d501043",
-    (1000, 500, 200, 1): "a838c87aa79b355d6cbd787a23cebd86de7bc7bda4a2aafa276503d877213c29",
+    (1000, 500, 200, 7): "9278d2f8c6d2b34dc90fe8a0232fe73ed1c7a5a5cd72b3d1f588a725f474022f",
+    (1000, 500, 200, 1): "86f2d99f0439e6e56f80d719bb4e120b777fc370f5aaa8f9cae514fdf51472b4",
     (1000, 500, 200, 3): "ebcb547570a57fd6f53164fb99a020a2f8f50c36d9edb7bb4b6f5127cf48c66b",
-    (2000, 1000, 400, 4): "c9954bb02d4a1306f53c11c1fa1d11e5e12637f0a5aa40fbe7b7bc635049cac6",
-    (10000, 5000, 2000, 7): "f97f982632f9c241f573ce671ea50dccfba901ff482d914a8aa85c19a67b197d",
+    (2000, 1000, 400, 4): "b051c21e6cfa5f1cf6f092b24c21e2b068cbc1567bc9b8d55b163c6ebc1168e3",
+    (10000, 5000, 2000, 7): "f4503290323b352d6fb3c91a70f6b673456cfb2dddc40c34fea84d360f6b1647",
 }
 
 

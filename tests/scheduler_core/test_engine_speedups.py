@@ -8,7 +8,7 @@
   job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", when a minimum
   runtime lifts, jobs named "job N", the preemption notice's wording, positions among the
   jobs still waiting, held GPUs named, a job
-  behind a head over its quota, 2026-11-29: every decision and reason unchanged), by::
+  behind a head over its quota, preemption once a minimum runtime lifts, 2026-11-29: every decision and reason unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
