@@ -52,8 +52,12 @@ def replay_charts(result: Replay) -> list[figures.Chart]:
             "count until then in the overall mean.", "wait (minutes)", WAIT_METRICS, runs, suffix=" min"),
         figures.what_if_bars(
             "allocation", "Allocation", "Share of the fleet's GPU time allocated to jobs over the replay, next to "
-            "the load the jobs offered.", "% of fleet GPU-time",
-            (("allocated", "allocated"), ("offered_load", "offered load")), runs, scale=100.0, suffix="%"),
+            "what the same jobs would have held in the window had none waited (work past the window's end, such as "
+            "a running job's remaining runtime limit, counts in neither).", "% of fleet GPU-time",
+            # Not the simulator's offered_load: it counts each job's whole run, past the window's
+            # end too, so a window ending on jobs just started showed several times the GPU time
+            # any scheduler could have allocated in it, next to waits of zero.
+            (("allocated", "allocated"), ("no_wait_allocated", "if no job waited")), runs, scale=100.0, suffix="%"),
         figures.what_if_bars(
             "stranded", "Stranded GPUs", "Mean free GPUs on partly used nodes while a whole-node job waited.",
             "GPUs (time mean)", (("stranded_gpus", "stranded GPUs"),), runs),

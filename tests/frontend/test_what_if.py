@@ -156,6 +156,15 @@ def test_replay_runs_in_the_background_and_the_page_shows_both_runs(client_for, 
     assert {c.key for c in page.context["charts"]} == {"wait", "allocation", "stranded", "outcomes", "team_waits",
                                                       "team_gpu_hours"}
     assert all(r["jobs_total"] == 6 for _, r in result.runs)
+    # The jobs were submitted moments before the window's end and none waited: the allocation
+    # chart compares what they held with what they would have held in the window had none
+    # waited — the same — not with their whole runtime limits past the window (their "offered
+    # load", several times more, which read as a fleet that could not keep up).
+    allocation = next(c for c in page.context["charts"] if c.key == "allocation").figure["data"]
+    for trace, (_, r) in zip(allocation, result.runs, strict=True):
+        allocated, compared = trace["y"]
+        assert r["wait_max_min"] == 0.0 and r["offered_load"] > 3 * r["allocated"]
+        assert compared == pytest.approx(allocated, abs=0.02), (allocated, compared)
 
 
 def test_a_second_replay_waits_while_one_runs(demo, submit_as):
