@@ -291,6 +291,32 @@ def test_admin_opens_a_node_from_the_list_and_cordons_it_there(session):
     admin.screenshot("node")
 
 
+def test_a_keyboard_reaches_any_window_and_applies_it_with_enter(session):
+    """Arrow keys on a picker that applied on every change sent the page away at the first
+    arrow (24 hours → 7 days), with the focus lost: 30 days could not be reached by keyboard.
+    Arrows now move through the options; Enter (or leaving the field) applies; a click applies
+    at once as before."""
+    alice = session("alice")
+    for path in ("/", "/teams/"):
+        alice.open(path)
+        picker = alice.page.locator("select[name=window]")
+        picker.focus()
+        before = picker.input_value()
+        alice.page.keyboard.press("ArrowDown")
+        alice.page.wait_for_timeout(300)
+        assert alice.page.url == alice.base + path, "the first arrow navigated away"
+        while picker.input_value() != "30d":
+            alice.page.keyboard.press("ArrowDown")
+        assert picker.input_value() != before
+        with alice.page.expect_navigation():
+            alice.page.keyboard.press("Enter")
+        assert "window=30d" in alice.page.url
+    alice.open("/")
+    with alice.page.expect_navigation():
+        alice.page.select_option("select[name=team]", "vision")  # a pointer's choice applies at once
+    assert "team=vision" in alice.page.url
+
+
 def test_overview_updates_live_without_a_reload(session):
     now = timezone.now()
     sample(now - timedelta(seconds=30), pending_jobs=2)

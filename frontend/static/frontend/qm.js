@@ -299,11 +299,33 @@
     });
   }
 
+  /* ------------------------------------------------------ pickers that apply on choice */
+
+  /* <select data-autosubmit>: a pointer's choice applies at once. With the keyboard, the arrows
+     move through the options and Enter (or leaving the field) applies: submitting on every
+     change sent the page away at the first arrow, focus lost, so a keyboard could not reach
+     an option two steps away. */
+  function bindAutosubmit(root) {
+    root.querySelectorAll("select[data-autosubmit]").forEach(function (select) {
+      var initial = select.value;
+      var keyed = false;
+      function apply() { if (select.value !== initial) { initial = select.value; select.form.submit(); } }
+      select.addEventListener("keydown", function (event) {
+        if (event.key === "Enter") { event.preventDefault(); apply(); return; }
+        keyed = true;
+      });
+      select.addEventListener("mousedown", function () { keyed = false; });
+      select.addEventListener("change", function () { if (!keyed) apply(); });
+      select.addEventListener("blur", function () { if (keyed) apply(); keyed = false; });
+    });
+  }
+
   /* ---------------------------------------------------------------------------- boot */
 
   document.addEventListener("DOMContentLoaded", function () {
     QM.drawAll();
     bindActions(document);
+    bindAutosubmit(document);
     var form = document.getElementById("submit-job");
     if (form) bindSubmitForm(form);
     QM.start();
