@@ -483,8 +483,8 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
     names the job it made room for and what was lost). `--follow` keeps printing new events
     until the job has finished."""
     job_id = _job_id(args.job)
-    if not args.interval > 0:
-        raise CliError(f"--interval {args.interval}: give a number of seconds above 0")
+    if not 0 < args.interval <= 3600:  # NaN fails too; time.sleep() cannot wait `inf`
+        raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
     seen: set[int] = set()
     events = _events_after(api, job_id, seen, 0)
     if args.json and not args.follow:

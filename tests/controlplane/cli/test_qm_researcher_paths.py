@@ -329,3 +329,12 @@ def test_a_failing_server_is_not_called_a_wrong_url(qm, fleet, failing_proxy) ->
 
     assert r.code == 1 and "Traceback" not in r.err and "<html" not in r.err
     assert "502 Bad Gateway" in r.err and "the server failed to answer" in r.err and "check --url" not in r.err
+
+
+@pytest.mark.parametrize("interval", ["0", "-1", "nan", "inf", "1e300"])
+def test_events_follow_refuses_an_interval_it_cannot_wait(alice_qm, fleet, interval) -> None:
+    job = f.make_job(fleet.ml)
+
+    r = alice_qm("events", str(job.pk), "--follow", "--interval", interval)
+
+    assert r.code == 1 and "--interval" in r.err and "Traceback" not in r.err
