@@ -17,6 +17,7 @@ import argparse
 import heapq
 import json
 import logging
+import math
 import os
 import select
 import signal
@@ -26,6 +27,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import structlog
 
@@ -37,9 +39,43 @@ from controlplane.agent.node import Call, NodeAgent, NodeInventory, WakeListener
 log = structlog.get_logger("qm.agent")
 
 
+def _whole(least: int) -> Any:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"{value} is less than {least}")
+        return value
+    return parse
+
+
+def _seconds(*, zero: bool) -> Any:
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
+            raise argparse.ArgumentTypeError(f"{text} must be {'0 or more' if zero else 'more than 0'} seconds")
+        return value
+    return parse
+
+
+def _server_url(text: str) -> str:
+    url = urlsplit(text)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an http(s) URL, e.g. https://qm.example.org")
+    return text
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Numbers and the server URL are checked here: a bad one exits 2 naming the option (before,
+    --batch 0 crashed a thread, --simulate 0 ran nothing and exited 0, a server without a scheme
+    was retried forever as 'control plane unreachable')."""
     p = argparse.ArgumentParser(prog="qm-agent", description="Quartermaster node agent.")
-    p.add_argument("--server", default=os.environ.get("QM_SERVER", "http://127.0.0.1:8000"),
+    p.add_argument("--server", type=_server_url, default=os.environ.get("QM_SERVER", "http://127.0.0.1:8000"),
                    help="control plane base URL (env QM_SERVER)")
     p.add_argument("--bootstrap-token", default=os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", ""),
                    help="secret for first registration (env QM_AGENT_BOOTSTRAP_TOKEN)")
@@ -47,31 +83,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="node name; other nodes reach this one by it (MASTER_ADDR)")
     p.add_argument("--pool")
     p.add_argument("--gpu-type", help="GPU type name as the control plane knows it, e.g. H100-80GB")
-    p.add_argument("--gpus", type=int, help="declared GPU count (without NVML); per node with --simulate")
-    p.add_argument("--cpus", type=int)
-    p.add_argument("--memory-gb", type=int)
+    p.add_argument("--gpus", type=_whole(1), help="declared GPU count (without NVML); per node with --simulate")
+    p.add_argument("--cpus", type=_whole(1))
+    p.add_argument("--memory-gb", type=_whole(1))
     p.add_argument("--leaf-switch")
     p.add_argument("--spine")
     p.add_argument("--capacity-tier", choices=["reserved", "on_demand", "spot"])
     p.add_argument("--state-dir", default=os.environ.get("QM_AGENT_STATE_DIR", "/var/lib/qm-agent"),
                    help="node token, job working directories, process-group records")
-    p.add_argument("--interval", type=float, help="heartbeat interval in seconds (default: what the server says)")
-    p.add_argument("--sample-interval", type=float, default=10.0, help="seconds between usage samples")
-    p.add_argument("--limit-grace", type=float, default=30.0,
+    p.add_argument("--interval", type=_seconds(zero=False), help="heartbeat interval in seconds (default: what the server says)")
+    p.add_argument("--sample-interval", type=_seconds(zero=False), default=10.0, help="seconds between usage samples")
+    p.add_argument("--limit-grace", type=_seconds(zero=True), default=30.0,
                    help="a job still running this long past its runtime limit, with no stop from the control "
                         "plane, is stopped by the agent (SIGTERM, then SIGKILL after as long again)")
-    p.add_argument("--stop-grace", type=float, default=10.0, help="on SIGTERM, seconds jobs get before SIGKILL")
+    p.add_argument("--stop-grace", type=_seconds(zero=True), default=10.0, help="on SIGTERM, seconds jobs get before SIGKILL")
     p.add_argument("--no-self-fence", action="store_true",
                    help="do NOT kill jobs when the lease cannot be renewed (drills only: models a frozen agent)")
-    p.add_argument("--simulate", type=int, metavar="N", help="run N simulated nodes in this process")
+    p.add_argument("--simulate", type=_whole(1), metavar="N", help="run N simulated nodes in this process")
     p.add_argument("--name-prefix", default="sim-", help="simulated node names: PREFIX000, PREFIX001, …")
-    p.add_argument("--start-index", type=int, default=0)
-    p.add_argument("--nodes-per-leaf", type=int, default=8)
-    p.add_argument("--leaves-per-spine", type=int, default=4)
+    p.add_argument("--start-index", type=_whole(0), default=0)
+    p.add_argument("--nodes-per-leaf", type=_whole(1), default=8)
+    p.add_argument("--leaves-per-spine", type=_whole(1), default=4)
     p.add_argument("--inventory", help="JSON file: a list of nodes (name and any inventory fields) to simulate")
     p.add_argument("--names", help="comma-separated names of existing nodes to simulate, inventory as stored")
-    p.add_argument("--threads", type=int, default=0, help="simulate: worker threads (default: by node count)")
-    p.add_argument("--batch", type=int, default=64,
+    p.add_argument("--threads", type=_whole(0), default=0, help="simulate: worker threads (default: by node count)")
+    p.add_argument("--batch", type=_whole(1), default=64,
                    help="simulate: most nodes' heartbeats and reports sent in one request")
     p.add_argument("--no-wake", action="store_true",
                    help="hold no long poll for wake-ups: learn new work only from heartbeats")
