@@ -21,7 +21,7 @@ import sys
 import time
 import uuid
 from collections.abc import Sequence
-from datetime import datetime, timezone
+from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -135,11 +135,13 @@ def cmd_whoami(api: Api, args: argparse.Namespace) -> int:
 
 def _load_spec_file(path: str) -> dict[str, Any]:
     try:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text()
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from exc
     try:
-        data = yaml.safe_load(text)
+        data = _plain(yaml.safe_load(text))
     except yaml.YAMLError as exc:
         raise CliError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
     if not isinstance(data, dict):
@@ -155,6 +157,21 @@ def _load_spec_file(path: str) -> dict[str, Any]:
             value = str(value)
         spec[field] = value
     return spec
+
+
+def _plain(value: Any) -> Any:
+    """YAML's values as JSON's: a date or time YAML read from `name: 2026-11-29` is the text it
+    was written as (it ended in a traceback: "Object of type date is not JSON serializable"),
+    a set a list, bytes refused by the API as any other wrong type would be."""
+    if isinstance(value, dict):
+        return {str(k) if isinstance(k, date | datetime) else k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if isinstance(value, date | datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return repr(value)
+    return value
 
 
 def shell_command(words: list[str]) -> str:
@@ -190,6 +207,8 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
     if args.checkpoint_every:
         spec["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
     if args.env:
+        if not isinstance(spec.get("env") or {}, dict):
+            raise CliError("env in the YAML file must be a mapping of NAME: value, to add --env to it")
         env = dict(spec.get("env") or {})
         for item in args.env:
             key, sep, value = item.partition("=")

@@ -338,3 +338,24 @@ def test_events_follow_refuses_an_interval_it_cannot_wait(alice_qm, fleet, inter
     r = alice_qm("events", str(job.pk), "--follow", "--interval", interval)
 
     assert r.code == 1 and "--interval" in r.err and "Traceback" not in r.err
+
+
+def test_yaml_files_qm_cannot_send_as_they_are_are_sentences_or_sent_as_text(alice_qm, tmp_path) -> None:
+    """Three tracebacks: a file not in UTF-8, `env:` a list with --env, and a value YAML reads as
+    a date (`name: 2026-11-29`: "Object of type date is not JSON serializable")."""
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes(b"name: caf\xe9\ngpus: 1\n")
+    env_list = tmp_path / "env.yaml"
+    env_list.write_text("name: x\ngpus: 1\nenv: [A]\n")
+    dated = tmp_path / "dated.yaml"
+    dated.write_text("name: 2026-11-29\ngpus: 1\n")
+
+    r_latin = alice_qm("submit", str(latin))
+    r_env = alice_qm("submit", str(env_list), "--env", "B=1")
+    r_dated = alice_qm("submit", str(dated))
+
+    assert r_latin.code == 1 and "is not UTF-8 text" in r_latin.err
+    assert r_env.code == 1 and "env in the YAML file must be a mapping" in r_env.err
+    assert r_dated.code == 0, r_dated.err
+    assert Job.objects.get().name == "2026-11-29"
+    assert not any("Traceback" in r.err for r in (r_latin, r_env, r_dated))
