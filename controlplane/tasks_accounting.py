@@ -46,6 +46,18 @@ def apply_usage_retention() -> str:
     return f"dropped {result.samples_deleted} samples, {result.minute_rows_deleted} minute and {result.hour_rows_deleted} hour rows"
 
 
+@shared_task(name="qm.accounting.reprice", ignore_result=True)
+def reprice_rollups(since: str, keys: list[list[Any]] | None = None) -> str:
+    """A price rate changed with effect from `since` (ISO 8601): reprice the rollups from there
+    (services/accounting.reprice). Queued on commit of the rate's save, so the save itself is
+    quick; a week of a large fleet takes minutes (docs/accounting.md)."""
+    from datetime import datetime
+
+    rows = accounting.reprice(datetime.fromisoformat(since), timezone.now(),
+                              [(g, t) for g, t in keys] if keys is not None else None)
+    return f"repriced {rows} minute rows from {since}"
+
+
 def accounting_loop() -> Any:
     """The same rollup hosted on a thread of the web process, for the embedded demo (no Celery):
     `loops.append(accounting_loop())` beside controlplane.embedded.scheduling_loop()."""

@@ -301,15 +301,17 @@ class AccountingCursor(models.Model):
 
 
 # A rate added, corrected, moved or removed after the hours it prices were rolled: the rollups
-# are repriced from the earliest instant it affects (services/accounting.reprice), inside the
-# same transaction as the change (API, admin, shell alike).
+# are repriced from the earliest instant it affects, for the GPU types and tiers it touches
+# (services/accounting.reprice), by a Celery task queued when the change commits (API, admin,
+# shell alike); without a broker (the demo) the task runs at once, after the commit.
 
 
 @receiver(pre_save, sender="controlplane.PriceRate")
 def _remember_previous_rate(sender: type[models.Model], instance: Any, **kwargs: Any) -> None:
-    previous = sender.objects.filter(pk=instance.pk).values_list("effective_from", flat=True).first() \
+    instance._qm_previous_rate = (
+        sender.objects.filter(pk=instance.pk).values_list("gpu_type_id", "capacity_tier", "effective_from").first()
         if instance.pk else None
-    instance._qm_previous_effective_from = previous
+    )
 
 
 @receiver(post_save, sender="controlplane.PriceRate")
@@ -317,12 +319,27 @@ def _remember_previous_rate(sender: type[models.Model], instance: Any, **kwargs:
 def _reprice_after_rate_change(sender: type[models.Model], instance: Any, **kwargs: Any) -> None:
     if kwargs.get("raw"):
         return  # loaddata
-    from django.utils import timezone
-
-    from controlplane.services import accounting
+    from django.db import transaction
 
     since = instance.effective_from
-    previous = getattr(instance, "_qm_previous_effective_from", None)
-    if previous is not None and previous < since:
-        since = previous
-    accounting.reprice(since, timezone.now())
+    keys = [[instance.gpu_type_id, str(instance.capacity_tier)]]
+    previous = getattr(instance, "_qm_previous_rate", None)
+    if previous is not None:
+        keys.append([previous[0], str(previous[1])])
+        since = min(since, previous[2])
+    since_text = since.isoformat()
+
+    def queue() -> None:
+        import structlog
+
+        from controlplane.tasks_accounting import reprice_rollups
+
+        try:
+            reprice_rollups.delay(since_text, keys)
+        except Exception:  # the rate is saved; say how to apply it rather than fail the request
+            structlog.get_logger(__name__).exception(
+                "price change not repriced", since=since_text, keys=keys,
+                hint="run controlplane.services.accounting.reprice(since, now) once the broker is back",
+            )
+
+    transaction.on_commit(queue)

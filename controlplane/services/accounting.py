@@ -812,7 +812,7 @@ def _resum_coarser(
 # ------------------------------------------------------------------------ price corrections
 
 
-def reprice(since: datetime, now: datetime) -> int:
+def reprice(since: datetime, now: datetime, keys: Iterable[tuple[int, str]] | None = None) -> int:
     """A price rate was added, corrected, moved or removed with effect from `since`: rewrite
     the cost of every rollup from there on at the rates now in the table, as if they had been
     known when those minutes were rolled (cost = GPU-seconds × the rate in force then).
@@ -821,8 +821,12 @@ def reprice(since: datetime, now: datetime) -> int:
     capacity and idle guarantees; a minute a rate starts inside is re-derived from the raw rows
     (split at the instant, as the rollup does). Hours, days and the group rows are then
     re-summed. Minute rows exist only within the raw retention: hours older than the earliest
-    minute kept keep the prices they were rolled with (logged). Returns the minute rows
-    rewritten. Holds the cursor lock (waits for a running rollup)."""
+    minute kept keep the prices they were rolled with (logged). `keys`: the (GPU type, capacity
+    tier) pairs whose rates changed (None: all); only their rows, and the idle guarantees of
+    their GPU types, are rewritten. Returns the minute rows rewritten. Holds the cursor lock
+    (waits for a running rollup). Runs as the Celery task `qm.accounting.reprice`, queued when
+    a rate is saved (models/usage.py)."""
+    only = {(int(g), str(t)) for g, t in keys} if keys is not None else None
     with transaction.atomic():
         cursor = AccountingCursor.objects.select_for_update().filter(name=CURSOR_NAME).first()
         if cursor is None or cursor.rolled_until is None or since >= cursor.rolled_until:
@@ -833,7 +837,9 @@ def reprice(since: datetime, now: datetime) -> int:
         if first_kept is None:
             return 0
         start, end = max(floor_to(since, MINUTE), first_kept), cursor.rolled_until
-        if floor_to(since, MINUTE) < first_kept:
+        if floor_to(since, MINUTE) < first_kept and FleetRollup.objects.filter(
+            bucket=HOUR, start__gte=floor_to(since, HOUR), start__lt=floor_to(first_kept, HOUR)
+        ).exists():
             log.warning("price change before the minutes kept", since=since.isoformat(),
                         repriced_from=first_kept.isoformat(),
                         hint="hours before the raw retention keep the prices they were rolled with")
@@ -850,6 +856,8 @@ def reprice(since: datetime, now: datetime) -> int:
             cells = set(model.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
                         .values_list("gpu_type_id", "capacity_tier").distinct())
             for gpu_type_id, tier in cells:
+                if only is not None and (gpu_type_id, tier) not in only:
+                    continue
                 for a, b, rate in _uniform_pieces(prices.segments(gpu_type_id, tier, s_us, e_us), e_us):
                     per_s = (rate or Decimal(0)) / hour_s
                     update = {"cost_usd": F("allocated_gpu_seconds") * per_s,
@@ -861,6 +869,8 @@ def reprice(since: datetime, now: datetime) -> int:
                     ).exclude(start__in=cut).update(**update)
         for gpu_type_id in set(QuotaRollup.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
                                .values_list("gpu_type_id", flat=True).distinct()):
+            if only is not None and gpu_type_id not in {g for g, _ in only}:
+                continue
             for a, b, rate in _uniform_pieces(_reserved_segments(prices, gpu_type_id, s_us, e_us), e_us):
                 rows += QuotaRollup.objects.filter(
                     bucket=MINUTE, start__gte=a, start__lt=b, gpu_type_id=gpu_type_id,

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.db.models import Sum
 
+from controlplane.celery import app
 from controlplane.choices import CapacityTier
 from controlplane.models import FleetRollup, GroupRollup, PriceRate, QuotaRollup, UsageRollup
 from controlplane.services import accounting
@@ -27,6 +29,14 @@ pytestmark = pytest.mark.django_db
 FINANCE = Access(is_admin=False, is_finance=True, team_ids=frozenset())
 CENT = Decimal("0.01")
 NOW = T0 + minutes(180)
+
+
+@pytest.fixture
+def committed(monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any) -> Any:
+    """`with committed(): rate.save()`: the save commits and its queued `qm.accounting.reprice`
+    runs, at once, as in the demo (no broker; a worker does it otherwise)."""
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    return lambda: django_capture_on_commit_callbacks(execute=True)
 
 
 @pytest.fixture
@@ -66,23 +76,25 @@ def test_the_figures_before_any_correction(rolled: dict[str, object]) -> None:
                          "fleet": Decimal("60.00")}
 
 
-def test_a_corrected_rate_reprices_the_hours_already_rolled(rolled: dict[str, object]) -> None:
+def test_a_corrected_rate_reprices_the_hours_already_rolled(rolled: dict[str, object], committed: Any) -> None:
     """The reserved H100 rate was entered wrong: $2.50 becomes $2.00, in force since January.
     Before, showback kept $2.50 for every minute rolled before the edit (ml $20.00)."""
     rate = PriceRate.objects.get(gpu_type=rolled["gpu"], capacity_tier=CapacityTier.RESERVED)
     rate.usd_per_gpu_hour = Decimal("2.0000")
-    rate.save()
+    with committed():
+        rate.save()
     assert figures() == {"ml": Decimal("16.00"), "idle": Decimal("32.00"), "reserved": Decimal("32.00"),
                          "fleet": Decimal("48.00")}
     assert_levels_agree()
 
 
-def test_a_new_rate_from_a_past_instant_mid_minute_applies_from_that_instant(rolled: dict[str, object]) -> None:
+def test_a_new_rate_from_a_past_instant_mid_minute_applies_from_that_instant(rolled: dict[str, object], committed: Any) -> None:
     """A rate of $3.10 from 11:00:30 (added at 13:00, after everything was rolled):
     ml: 4 × 1.008333 h × $2.50 + 4 × 0.991667 h × $3.10 = $10.0833 + $12.2967 = $22.38;
     capacity: 8 × 1.008333 × 2.50 + 8 × 1.991667 × 3.10 = $20.1667 + $49.3933 = $69.56."""
-    f.make_price_rate(rolled["gpu"], "3.1000", tier=CapacityTier.RESERVED,
-                      effective_from=T0 + minutes(60) + timedelta(seconds=30))
+    with committed():
+        f.make_price_rate(rolled["gpu"], "3.1000", tier=CapacityTier.RESERVED,
+                          effective_from=T0 + minutes(60) + timedelta(seconds=30))
     got = figures()
     assert got["ml"] == Decimal("22.38")
     assert got["fleet"] == Decimal("69.56")
@@ -93,24 +105,54 @@ def test_a_new_rate_from_a_past_instant_mid_minute_applies_from_that_instant(rol
     assert_levels_agree()
 
 
-def test_a_removed_rate_leaves_its_hours_to_the_rate_before_it(rolled: dict[str, object]) -> None:
-    extra = f.make_price_rate(rolled["gpu"], "3.1000", tier=CapacityTier.RESERVED, effective_from=T0 + minutes(60))
+def test_a_removed_rate_leaves_its_hours_to_the_rate_before_it(rolled: dict[str, object], committed: Any) -> None:
+    with committed():
+        extra = f.make_price_rate(rolled["gpu"], "3.1000", tier=CapacityTier.RESERVED, effective_from=T0 + minutes(60))
     assert figures()["ml"] == Decimal("22.40")  # 4 × 1 h × 2.50 + 4 × 1 h × 3.10
-    extra.delete()
+    with committed():
+        extra.delete()
     assert figures() == {"ml": Decimal("20.00"), "idle": Decimal("40.00"), "reserved": Decimal("40.00"),
                          "fleet": Decimal("60.00")}
     assert_levels_agree()
 
 
-def test_a_rate_moved_later_reprices_from_where_it_was(rolled: dict[str, object]) -> None:
-    extra = f.make_price_rate(rolled["gpu"], "3.1000", tier=CapacityTier.RESERVED, effective_from=T0 + minutes(60))
+def test_a_rate_moved_later_reprices_from_where_it_was(rolled: dict[str, object], committed: Any) -> None:
+    with committed():
+        extra = f.make_price_rate(rolled["gpu"], "3.1000", tier=CapacityTier.RESERVED, effective_from=T0 + minutes(60))
     extra.effective_from = datetime(2026, 11, 2, 11, 30, tzinfo=UTC)
-    extra.save()
+    with committed():
+        extra.save()
     assert figures()["ml"] == Decimal("21.20")  # 4 × 1.5 h × 2.50 + 4 × 0.5 h × 3.10
     assert_levels_agree()
 
 
-def test_a_rate_from_the_future_changes_nothing_rolled(rolled: dict[str, object]) -> None:
-    f.make_price_rate(rolled["gpu"], "9.0000", tier=CapacityTier.RESERVED, effective_from=NOW + timedelta(days=1))
+def test_a_rate_from_the_future_changes_nothing_rolled(rolled: dict[str, object], committed: Any) -> None:
+    with committed():
+        f.make_price_rate(rolled["gpu"], "9.0000", tier=CapacityTier.RESERVED, effective_from=NOW + timedelta(days=1))
     assert figures() == {"ml": Decimal("20.00"), "idle": Decimal("40.00"), "reserved": Decimal("40.00"),
                          "fleet": Decimal("60.00")}
+
+
+def test_another_gpu_types_rate_leaves_these_rows_alone(rolled: dict[str, object], committed: Any) -> None:
+    """A rate for A100s (none in this fleet) reprices nothing here: only the GPU types and
+    tiers a change touches are rewritten."""
+    a100 = f.make_gpu_type("A100-40GB", 40)
+    before = sorted(UsageRollup.objects.values_list("bucket", "start", "job_id", "cost_usd"))
+    with committed():
+        f.make_price_rate(a100, "0.1000", tier=CapacityTier.RESERVED, effective_from=T0 - timedelta(days=1))
+    assert sorted(UsageRollup.objects.values_list("bucket", "start", "job_id", "cost_usd")) == before
+    assert figures()["ml"] == Decimal("20.00")
+
+
+def test_the_save_itself_only_queues_the_repricing(rolled: dict[str, object], committed: Any,
+                                                   django_capture_on_commit_callbacks: Any) -> None:
+    """The rate's transaction does not wait for the rewrite (a week of a large fleet takes
+    minutes): it queues one task on commit, and until it runs the figures are the old ones."""
+    rate = PriceRate.objects.get(gpu_type=rolled["gpu"], capacity_tier=CapacityTier.RESERVED)
+    rate.usd_per_gpu_hour = Decimal("2.0000")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        rate.save()
+    assert len(callbacks) == 1
+    assert figures()["ml"] == Decimal("20.00")
+    callbacks[0]()
+    assert figures()["ml"] == Decimal("16.00")
