@@ -105,6 +105,10 @@ class Api:
                 if attempt < attempts:
                     continue
                 raise CliError(f"{self.url} did not answer within {TIMEOUT_S} s", exit_code=2) from exc
+            except requests.exceptions.InvalidHeader as exc:
+                # Only the token goes into a header from outside: a pasted token with a new line.
+                raise CliError("the token has characters no token has (a new line, a space?): check $QM_TOKEN, "
+                               "or `qm login` again") from exc
             except requests.RequestException as exc:  # a URL requests cannot use, too many redirects…
                 raise CliError(f"cannot reach {self.url}: {_first_line(exc)}", exit_code=2) from exc
             if response.status_code in RETRY_STATUSES and attempt < attempts:
@@ -141,10 +145,15 @@ def server_url(text: str) -> str:
     for suffix in ("/api/v1", "/api"):
         if base.endswith(suffix):
             base = base[: -len(suffix)]
-    parts = urlsplit(base)
     problem = None
+    try:
+        parts = urlsplit(base)
+    except ValueError as exc:  # `http://[::1`: an IPv6 address not closed
+        raise CliError(f"'{text}' is not a server URL: {exc} (see --url or $QM_URL)", exit_code=2) from exc
     if parts.scheme not in ("http", "https") or not parts.netloc:
         problem = "give it as http://host:port or https://host"
+    elif parts.query or parts.fragment or "?" in base or "#" in base:
+        problem = "a server's address has no ?query or #fragment"
     else:
         try:
             parts.port  # noqa: B018 (raises on a port out of range or not a number)

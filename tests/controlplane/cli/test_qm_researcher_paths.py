@@ -359,3 +359,21 @@ def test_yaml_files_qm_cannot_send_as_they_are_are_sentences_or_sent_as_text(ali
     assert r_dated.code == 0, r_dated.err
     assert Job.objects.get().name == "2026-11-29"
     assert not any("Traceback" in r.err for r in (r_latin, r_env, r_dated))
+
+
+@pytest.mark.parametrize(("url", "words"), [
+    ("http://[::1", "Invalid IPv6 URL"),  # was a ValueError traceback
+    ("http://localhost:8000/?team=ml", "no ?query or #fragment"),  # was sent as .../?team=ml/api/v1/jobs/
+    ("http://localhost:8000#x", "no ?query or #fragment"),
+])
+def test_server_urls_qm_cannot_use_are_sentences(qm, fleet, url, words) -> None:
+    r = qm("list", url=url)
+
+    assert r.code == 2 and words in r.err and "Traceback" not in r.err
+
+
+def test_a_token_with_a_new_line_is_said_to_be_the_tokens_fault(alice_qm, fleet) -> None:
+    """It said "cannot reach <server>" (exit 2), as if the server were down."""
+    r = alice_qm("list", extra_env={"QM_TOKEN": "abc\ndef"})
+
+    assert r.code == 1 and "check $QM_TOKEN" in r.err and "cannot reach" not in r.err
