@@ -55,7 +55,12 @@ def load_config() -> dict[str, Any]:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise CliError(f"cannot read {path}: {exc}; run `qm login` again") from exc
-    return data if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        return {}
+    wrong = sorted(k for k in ("url", "token", "username") if k in data and not isinstance(data[k], str | None))
+    if wrong:  # edited by hand: `"url": 5` ended in an AttributeError traceback
+        raise CliError(f"cannot read {path}: {', '.join(wrong)} should be text; run `qm login` again")
+    return data
 
 
 def save_config(data: dict[str, Any]) -> Path:

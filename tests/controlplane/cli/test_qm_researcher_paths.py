@@ -377,3 +377,15 @@ def test_a_token_with_a_new_line_is_said_to_be_the_tokens_fault(alice_qm, fleet)
     r = alice_qm("list", extra_env={"QM_TOKEN": "abc\ndef"})
 
     assert r.code == 1 and "check $QM_TOKEN" in r.err and "cannot reach" not in r.err
+
+
+def test_a_config_file_edited_into_wrong_types_is_a_sentence(qm, fleet, tmp_path) -> None:
+    config = tmp_path / "config" / "quartermaster" / "config.json"
+    config.parent.mkdir(parents=True)
+    config.write_text('{"url": 5, "token": ["x"]}')
+
+    r = qm("list")
+    out = qm("logout")
+
+    assert r.code == 1 and "url should be text" in r.err and "Traceback" not in r.err
+    assert out.code == 0 and not config.exists()  # logout removes a config it cannot read
