@@ -140,7 +140,12 @@ class Api:
             return response.text
         if response.status_code == 204 or not response.content:
             return None
-        return response.json()
+        try:
+            return response.json()
+        except ValueError as exc:  # a 200 that is no JSON: some other site's page (a catch-all), a login portal
+            kind = response.headers.get("Content-Type", "no content type")
+            raise CliError(f"{response.status_code} {response.reason} from {response.url} is not the Quartermaster API's "
+                           f"JSON ({kind}); check --url (the server's address, such as http://localhost:8000)") from exc
 
 
 def server_url(text: str) -> str:

@@ -389,3 +389,37 @@ def test_a_config_file_edited_into_wrong_types_is_a_sentence(qm, fleet, tmp_path
 
     assert r.code == 1 and "url should be text" in r.err and "Traceback" not in r.err
     assert out.code == 0 and not config.exists()  # logout removes a config it cannot read
+
+
+@pytest.fixture
+def catch_all_site():
+    """A web site that answers every path 200 with its home page (a single-page app)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def _page(self) -> None:
+            body = b"<!doctype html><html><body>Welcome</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _page
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+def test_a_site_answering_200_with_a_page_is_not_the_api(qm, fleet, catch_all_site) -> None:
+    """A 200 HTML answer ended in a JSONDecodeError traceback."""
+    for args in (("list",), ("login", "-u", "alice", "--password-stdin")):
+        r = qm(*args, url=catch_all_site, stdin="alice\n", extra_env={"QM_TOKEN": "x"})
+        assert r.code == 1 and "is not the Quartermaster API's JSON (text/html)" in r.err, r.err
+        assert "Traceback" not in r.err
