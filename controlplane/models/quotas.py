@@ -4,6 +4,10 @@ from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
 
+# The largest figure a quota may hold, in GPUs: ten times the largest fleets of 2026, and small
+# enough that a day of it in GPU-seconds fits the accounting's columns (models/usage.py).
+MAX_QUOTA_GPUS = 1_000_000
+
 
 class Cohort(models.Model):
     """Teams in one cohort lend each other their unused quota."""
@@ -54,7 +58,16 @@ class Quota(models.Model):
 
     def clean(self) -> None:
         """A team lends only its unused nominal quota, so a lending limit above nominal would
-        promise what it never has (Kueue refuses it too)."""
+        promise what it never has (Kueue refuses it too). No figure passes MAX_QUOTA_GPUS: the
+        accounting multiplies nominal GPUs by seconds into fixed-size columns, and a fat-fingered
+        quota (the demo took 99999999999999) stopped every later rollup."""
+        too_big = {
+            name: f"{value} is more than {MAX_QUOTA_GPUS:,} GPUs, the most a quota may name"
+            for name in ("nominal_gpus", "borrowing_limit", "lending_limit")
+            if (value := getattr(self, name)) is not None and value > MAX_QUOTA_GPUS
+        }
+        if too_big:
+            raise ValidationError(too_big)
         if self.lending_limit is not None and self.nominal_gpus is not None \
                 and self.lending_limit > self.nominal_gpus:
             raise ValidationError({"lending_limit": (
