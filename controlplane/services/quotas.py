@@ -67,7 +67,7 @@ def held_above_nominal(quota: Quota) -> str | None:
     if held <= quota.nominal_gpus:
         return None
     return (
-        f"{quota.team.name} holds {held} {quota.gpu_type.name} GPUs now, {held - quota.nominal_gpus} above its new "
+        f"Team {quota.team.name} holds {held} {quota.gpu_type.name} GPUs now, {held - quota.nominal_gpus} above its new "
         f"nominal {quota.nominal_gpus}. Its running jobs keep them (lowering a quota stops nothing); it starts no "
         f"more {quota.gpu_type.name} work while over its quota and borrowing limit, and jobs it was given within "
         "the old quota are not borrowed work, so other teams cannot reclaim them: they free their GPUs when they "

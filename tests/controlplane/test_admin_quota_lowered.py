@@ -50,7 +50,7 @@ def test_lowering_a_quota_below_what_the_team_holds_warns_with_the_numbers(fleet
     assert r.status_code == 200
     assert Quota.objects.get(pk=ml_runs_16.pk).nominal_gpus == 6
     [warning] = [w for w in _warnings(r) if "holds" in w]
-    assert warning.startswith("ml holds 16 H100-80GB GPUs now, 10 above its new nominal 6.")
+    assert warning.startswith("Team ml holds 16 H100-80GB GPUs now, 10 above its new nominal 6.")
     assert "lowering a quota stops nothing" in warning and "cannot reclaim them" in warning
 
 
@@ -68,7 +68,7 @@ def test_the_same_warning_on_the_teams_page(fleet, browser, ml_runs_16) -> None:
 
     assert r.status_code == 200
     assert Quota.objects.get(pk=ml_runs_16.pk).nominal_gpus == 8
-    assert [w for w in _warnings(r) if w.startswith("ml holds 16 H100-80GB GPUs now, 8 above its new nominal 8.")]
+    assert [w for w in _warnings(r) if w.startswith("Team ml holds 16 H100-80GB GPUs now, 8 above its new nominal 8.")]
 
 
 @pytest.mark.parametrize("nominal", [16, 24])
