@@ -284,6 +284,8 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
         params["state"] = ACTIVE_STATES
     if args.team:
         params["team"] = args.team
+    if args.sort:
+        params["ordering"] = args.sort.replace(" ", "")
     if args.array:
         try:
             params["array_id"] = str(uuid.UUID(args.array.strip()))
@@ -686,6 +688,9 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--team")
         p.add_argument("--mine", action="store_true", help="only jobs you submitted")
         p.add_argument("--array", metavar="ARRAY_ID", help="only the tasks of this job array")
+        p.add_argument("--sort", metavar="FIELD[,FIELD]",
+                       help="id, submitted_at, gpus, queue_position, priority, name or state; -FIELD descends "
+                            "(default: newest first)")
         p.add_argument("--limit", type=int, default=50, help="jobs per page, at most 1000 (default 50)")
         p.add_argument("--offset", type=int, default=0, help="skip this many jobs (the next page)")
 

@@ -423,3 +423,14 @@ def test_a_site_answering_200_with_a_page_is_not_the_api(qm, fleet, catch_all_si
         r = qm(*args, url=catch_all_site, stdin="alice\n", extra_env={"QM_TOKEN": "x"})
         assert r.code == 1 and "is not the Quartermaster API's JSON (text/html)" in r.err, r.err
         assert "Traceback" not in r.err
+
+
+def test_list_sort_orders_the_table(alice_qm, fleet) -> None:
+    f.make_job(fleet.ml, name="second", queue_position=2)
+    f.make_job(fleet.ml, name="first", queue_position=1)
+
+    r = alice_qm("list", "--sort", "queue_position")
+    bad = alice_qm("list", "--sort", "colour")
+
+    assert r.code == 0 and [line.split()[1] for line in r.out.splitlines()[1:3]] == ["first", "second"]
+    assert bad.code == 1 and "ordering" in bad.err
