@@ -19,7 +19,8 @@ nomination stay busy in the timeline until that job has run, so its work is not 
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
 
@@ -27,7 +28,6 @@ from scheduler_core.backfill import ReleaseTimeline, ends_by_head, team_ends, te
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
-from scheduler_core.quota import QuotaLedger
 from scheduler_core.state import FLEET, HOLD, LEAF, SPINE
 from scheduler_core.types import (
     JobSpec,
@@ -197,12 +197,15 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     quota_etas: dict[tuple[str, str, int], float | None] = {}
     # the state no longer changes in this phase: one release list per (team, GPU type)
     releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    cums: Cumulative = {}
+    needs: _NeedEtas = {}
     # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed by
     # identity because hashing an Outcome would hash its whole gang. Each entry also carries
     # what the per-job part below needs, so no enum is hashed per job.
     worded: dict[int, tuple[float | None, str, ReasonCode, str, bool, str,
                             _DrainLine | None, bool, bool, int, bool, str | None,
-                            float | None, bool, str | None]] = {}
+                            float | None, bool, str | None,
+                            tuple[float | None, bool] | None, float | None, str | None]] = {}
     # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class.
     ahead = [0.0] * len(ctx.state.classes)
     lines: dict[tuple[int, ...], _DrainLine] = {}
@@ -220,6 +223,10 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                                        or ctx.config.default_runtime_estimate_s),
                       head.job_id, head.start_at)
     after_head: dict[int, float | None] = {}
+    # Per (team, GPU type): the GPUs its waiting jobs so far in the queue will hold of its
+    # quota, and when the last of them will have run; and memoised quota ETAs behind them.
+    quota_ahead: dict[tuple[str, str], tuple[int, float]] = {}
+    quota_etas_ahead: dict[tuple[str, str, int, int, float], float | None] = {}
     default_runtime = ctx.config.default_runtime_estimate_s
     out: list[PendingExplanation] = []
     append = out.append
@@ -238,6 +245,8 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
             code = outcome.code
             quota_at: float | None = None
             capacity_now = False
+            capacity_part: tuple[float | None, bool] | None = None
+            preset = None
             quota_code = code is ReasonCode.QUOTA_EXCEEDED
             if (base is None or quota_code) and outcome.resolvable:
                 # (a job over quota may come with the time its preemption would start it:
@@ -261,6 +270,8 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                             etas[key] = (timeline.eta(d, outcome.classes),
                                          timeline.fits_at(d, outcome.classes, 0))
                         base, capacity_now = etas[key]
+                if capacity:
+                    capacity_part = (base, capacity_now)
                 if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
                     gpus = outcome.demand.gpus if outcome.demand else spec.gpus
                     verdict = ctx.ledger.check(spec.team, outcome.quota_type, gpus)
@@ -279,7 +290,7 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                         else:
                             quota_etas[qkey] = cohort_release_eta(ctx, spec.team,
                                                                   outcome.quota_type, gpus,
-                                                                  releases)
+                                                                  releases, cums=cums)
                     quota_at = quota_etas[qkey]
                     # it needs both its quota and the GPUs: the later of the two, unknown if
                     # either is (GPUs that never free by runtime limits)
@@ -322,13 +333,16 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
             entry = worded[id(outcome)] = (
                 base, outcome.message, code, REASONS[code], outcome.resolvable,
                 outcome.would_start_if, line, drains, _fits_now(outcome),
-                outcome.demand.gpus if outcome.demand is not None else 0, base != outcome.eta,
+                outcome.demand.gpus if outcome.demand is not None else 0,
+                outcome.eta is None or base != outcome.eta,
                 None if base is None or (quota_at is not None and base > quota_at)
                 else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
                 quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
+                capacity_part, preset, _charged_type(ctx, outcome),
             )
         (base, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus,
-         estimated, position_free, quota_at, adds, quota_type) = entry
+         estimated, position_free, quota_at, adds, quota_type, capacity_part, preset,
+         charged) = entry
         eta = base
         message = text
         if line is not None:
@@ -358,6 +372,31 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                 work = demand_gpus * (spec.runtime_limit_s or default_runtime)
                 for c, share in spread:
                     ahead[c] += work * share
+        if quota_type is not None and quota_at is not None \
+                and (spec.team, quota_type) in quota_ahead:
+            # Its team's waiting jobs ahead of it on this quota take it first: they hold it
+            # from now until the last of them has run (by their ETAs and runtime limits).
+            held, until = quota_ahead[(spec.team, quota_type)]
+            qkey2 = (spec.team, quota_type, demand_gpus, held, until)
+            if qkey2 not in quota_etas_ahead:
+                quota_etas_ahead[qkey2] = _quota_eta_after_head(
+                    ctx, spec.team, quota_type, demand_gpus, held, until, releases, cums, needs)
+            q2 = quota_etas_ahead[qkey2]
+            if q2 is None or q2 > quota_at:
+                later = q2
+                if q2 is not None and capacity_part is not None:
+                    cap_eta, cap_now = capacity_part
+                    later = max(q2, cap_eta) if cap_eta is not None else (q2 if cap_now
+                                                                           else None)
+                if later is not None and preset is not None:
+                    later = min(later, preset)
+                if later is None or eta is None or later > eta:
+                    eta = later
+                    message = text if later is None else (
+                        f"{text} Estimated start t={later:.0f}: its team's quota goes first to "
+                        f"the {held} {quota_type} GPUs of its jobs ahead of it in the queue (by "
+                        f"runtime limits).")
+                    estimated = False
         if quota_type is not None and head_quota is not None and spec.team == head_quota[0] \
                 and quota_type == head_quota[1] and not ends_by_head(ctx, spec):
             # The head holds its reservation on this team's quota: this job, still running at
@@ -366,7 +405,8 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
             if demand_gpus not in after_head:
                 after_head[demand_gpus] = _quota_eta_after_head(ctx, spec.team, quota_type,
                                                                 demand_gpus, head_quota[2],
-                                                                head_quota[3], releases)
+                                                                head_quota[3], releases, cums,
+                                                                needs)
             later = after_head[demand_gpus]
             if later is None or eta is None or later > eta:
                 eta = later
@@ -387,9 +427,30 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
                 message = position_free
             else:
                 message = f"{text} Estimated start t={eta:.0f} from runtime limits."
+        if charged is not None and resolvable and (
+                head_quota is None or spec.id != head_quota[4]):
+            # what this job will hold of its team's quota once it starts, for the jobs behind
+            qa_key = (spec.team, charged)
+            held, until = quota_ahead.get(qa_key, (0, ctx.snapshot.now))
+            ends_at = math.inf if eta is None else eta + (spec.runtime_limit_s or default_runtime)
+            quota_ahead[qa_key] = (held + demand_gpus, max(until, ends_at))
         append(pending_explanation(spec.id, code, reason, message, resolvable, position, eta,
                                   would))
     return tuple(out)
+
+
+def _charged_type(ctx: CycleContext, outcome: Outcome) -> str | None:
+    """The governed GPU type a waiting job will charge to its team's quota when it starts:
+    its quota's type when over quota, else the one type of its capable classes."""
+    if outcome.quota_type is not None:
+        return outcome.quota_type
+    if outcome.demand is None or not outcome.classes:
+        return None
+    names = {ctx.state.classes[c].gpu_type.name for c in outcome.classes}
+    if len(names) != 1:
+        return None
+    (name,) = names
+    return name if ctx.ledger.governs(name) else None
 
 
 def domain_eta(timeline: ReleaseTimeline, demand: Demand,
@@ -428,24 +489,76 @@ def domain_eta(timeline: ReleaseTimeline, demand: Demand,
 
 def _quota_eta_after_head(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
                           head_gpus: int, head_end: float,
-                          releases: dict[tuple[str, str], list[tuple[float, int]]]
-                          ) -> float | None:
-    """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` while also holding the
-    head's ``head_gpus`` until ``head_end``."""
-    key = (team, gpu_type)
-    if key not in releases:
-        releases[key] = team_ends(ctx, *key)
+                          releases: dict[tuple[str, str], list[tuple[float, int]]],
+                          cums: Cumulative, needs: _NeedEtas) -> float | None:
+    """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` while also holding
+    ``head_gpus`` more until ``head_end`` (the head's reservation on its quota, or the jobs of
+    the team ahead of it in the queue): before ``head_end`` it must fit with them, from then
+    on alone. Use only falls as time passes, so that is the earlier of the time ``gpus +
+    head_gpus`` fit and the later of ``head_end`` and the time ``gpus`` fit."""
+    alone = _need_eta(ctx, team, gpu_type, gpus, releases, cums, needs)
+    # past a few searches per team and type (a deep queue of one team's jobs), only the
+    # later, safe bound: when the others have run
+    searched = needs.get((team, gpu_type, -2)) or 0.0
+    needs[(team, gpu_type, -2)] = searched + 1
+    with_them = _need_eta(ctx, team, gpu_type, gpus + head_gpus, releases, cums, needs) \
+        if searched < MAX_QUOTA_SEARCHES or (team, gpu_type, gpus + head_gpus) in needs \
+        else None
+    after = None if alone is None or head_end == math.inf else max(head_end, alone)
+    found = [t for t in (with_them, after) if t is not None]
+    return min(found) if found else None
+
+
+MAX_QUOTA_SEARCHES = 16
+"""Quota ETAs with the team's jobs ahead held, searched per team and GPU type and cycle."""
+
+_NeedEtas = dict[tuple[str, str, int], float | None]
+"""Per (team, GPU type, GPUs): when its quota admits that many more by runtime limits."""
+
+
+def _need_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
+              releases: dict[tuple[str, str], list[tuple[float, int]]],
+              cums: Cumulative, needs: _NeedEtas) -> float | None:
+    key = (team, gpu_type, gpus)
+    if key in needs:
+        return needs[key]
+    # more GPUs never fit earlier: once a size never fits, larger ones need no search
+    never = needs.get((team, gpu_type, -1))
+    if never is not None and gpus >= never:
+        return None
     if ctx.ledger.cohort_of(team, gpu_type) is not None:
-        return cohort_release_eta(ctx, team, gpu_type, gpus, releases,
-                                  extra=(head_end, head_gpus))
-    shortage = ctx.ledger.check(team, gpu_type, gpus + head_gpus).shortage(gpus + head_gpus)
-    return team_release_eta(ctx, team, gpu_type, shortage,
-                            sorted([*releases[key], (head_end, head_gpus)]))
+        found = cohort_release_eta(ctx, team, gpu_type, gpus, releases, cums=cums)
+    else:
+        ends, total = _cumulative(ctx, team, gpu_type, releases, cums)
+        need = ctx.ledger.check(team, gpu_type, gpus).shortage(gpus)
+        k = bisect_left(total, need)
+        found = ctx.snapshot.now if need <= 0 else (ends[k] if k < len(total) else None)
+    needs[key] = found
+    if found is None and (never is None or gpus < never):
+        needs[(team, gpu_type, -1)] = float(gpus)
+    return found
+
+
+Cumulative = dict[tuple[str, str], tuple[list[float], list[int]]]
+"""Per (team, GPU type): its release times and the GPUs released by each, cumulated."""
+
+
+def _cumulative(ctx: CycleContext, team: str, gpu_type: str,
+                releases: dict[tuple[str, str], list[tuple[float, int]]],
+                cums: Cumulative) -> tuple[list[float], list[int]]:
+    key = (team, gpu_type)
+    found = cums.get(key)
+    if found is None:
+        if key not in releases:
+            releases[key] = team_ends(ctx, *key)
+        rows = releases[key]
+        found = cums[key] = ([end for end, _ in rows], list(accumulate(g for _, g in rows)))
+    return found
 
 
 def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
                        releases: dict[tuple[str, str], list[tuple[float, int]]],
-                       extra: tuple[float, int] | None = None) -> float | None:
+                       cums: Cumulative | None = None) -> float | None:
     """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` as the running jobs of
     its cohort end by their runtime limits: its own jobs free its quota, the others' free what
     they lend. ``None`` if that never happens by known limits.
@@ -455,34 +568,31 @@ def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
     binary search over the release times for the first at which a ledger charged with each
     member's use then admits the request. Use only falls as time passes, and admission only
     grows as use falls (less own use, more lent, less borrowed by others), so the search is
-    sound. Jobs that start meanwhile are not foreseen, except ``extra``: GPUs ``team`` also
-    holds from now until a time (the head's reservation on its quota)."""
+    sound. Jobs that start meanwhile are not foreseen (see :func:`_quota_eta_after_head`)."""
     ledger = ctx.ledger
     cohort = ledger.cohort_of(team, gpu_type)
     members = ledger.cohort_members(cohort, gpu_type) if cohort is not None else ()
     freed: list[tuple[str, list[float], list[int]]] = []
     times: set[float] = set()
+    cums = {} if cums is None else cums
     for member in members:
-        key = (member.team, gpu_type)
-        if key not in releases:
-            releases[key] = team_ends(ctx, *key)
-        rows = releases[key]
-        if extra is not None and member.team == team:
-            rows = sorted([*rows, extra])
-        ends = [end for end, _ in rows]
-        freed.append((member.team, ends, list(accumulate(g for _, g in rows))))
-        times.update(ends)
+        ends, total = _cumulative(ctx, member.team, gpu_type, releases, cums)
+        freed.append((member.team, ends, total))
+    # the cohort's release times, sorted once per cohort and type (under a key no team has)
+    okey = ("", f"{cohort}\0{gpu_type}")
+    if okey not in cums:
+        for _, ends, _ in freed:
+            times.update(ends)
+        cums[okey] = (sorted(times), [])
+    order = cums[okey][0]
 
     def admitted(at: float) -> bool:
-        trial = QuotaLedger(members)
+        uses = {}
         for member, ends, total in freed:
             k = bisect_right(ends, at)
-            held = extra[1] if extra is not None and member == team else 0
-            trial.charge(member, gpu_type, ledger.used_by(member, gpu_type) + held
-                         - (total[k - 1] if k else 0))
-        return trial.check(team, gpu_type, gpus).admitted
+            uses[member] = ledger.used_by(member, gpu_type) - (total[k - 1] if k else 0)
+        return ledger.admits_with(uses, team, gpu_type, gpus)
 
-    order = sorted(times)
     lo, hi = 0, len(order)
     while lo < hi:
         mid = (lo + hi) // 2

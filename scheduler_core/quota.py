@@ -74,6 +74,7 @@ class QuotaLedger:
         for q in sorted(quotas, key=lambda q: (q.team, q.gpu_type)):
             self.quota[(q.team, q.gpu_type)] = q
         self.governed_types = frozenset(t for _, t in self.quota)
+        self._members: dict[tuple[str, str], tuple[QuotaInfo, ...]] = {}
         self.used: dict[tuple[str, str], int] = {}
         self.cohort_lendable: dict[tuple[str, str], int] = {}
         self.cohort_borrowed: dict[tuple[str, str], int] = {}
@@ -96,7 +97,38 @@ class QuotaLedger:
 
     def cohort_members(self, cohort: str, gpu_type: str) -> tuple[QuotaInfo, ...]:
         """The quotas of ``cohort`` on ``gpu_type``, by team (for ETA what-ifs)."""
-        return tuple(q for (_, t), q in self.quota.items() if t == gpu_type and q.cohort == cohort)
+        key = (cohort, gpu_type)
+        found = self._members.get(key)
+        if found is None:
+            found = self._members[key] = tuple(
+                q for (_, t), q in self.quota.items() if t == gpu_type and q.cohort == cohort)
+        return found
+
+    def admits_with(self, uses: dict[str, int], team: str, gpu_type: str, gpus: int) -> bool:
+        """Would :meth:`check` admit ``gpus`` more for ``team`` if each team of its cohort
+        used ``uses[team]`` GPUs of ``gpu_type`` (teams not given: what they use now)? For ETA
+        what-ifs: the same rules as :meth:`check`, without building a ledger."""
+        q = self.quota.get((team, gpu_type))
+        if gpu_type not in self.governed_types:
+            return True
+        used = uses.get(team, self.used_by(team, gpu_type))
+        nominal = q.nominal_gpus if q is not None else 0
+        after = used + gpus
+        if q is not None and after <= nominal:
+            return True
+        if q is None or q.cohort is None:
+            return after <= nominal
+        lendable = borrowed = 0
+        for other in self.cohort_members(q.cohort, gpu_type):
+            if other.team == team:
+                continue
+            other_used = uses.get(other.team, self.used_by(other.team, gpu_type))
+            lendable += _lendable(other, other_used)
+            borrowed += _excess(other, other_used)
+        room = max(0, lendable - borrowed)
+        if q.borrowing_limit is not None:
+            room = min(room, q.borrowing_limit)
+        return max(0, after - nominal) <= room
 
     def used_by(self, team: str, gpu_type: str) -> int:
         return self.used.get((team, gpu_type), 0)

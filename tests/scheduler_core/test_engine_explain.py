@@ -146,7 +146,14 @@ def test_jobs_beyond_the_budget_that_share_a_gang_keep_their_own_team_position_a
     for job_id in ("c", "d", "e"):
         assert by_id[job_id].code is ReasonCode.QUOTA_EXCEEDED
         assert "team cv uses 4 of 4 nominal a100" in by_id[job_id].message
-        assert by_id[job_id].eta == 1000.0
+    # r frees cv's 4 GPUs at t=1000: c and d (2 each) take them; e waits until they have run
+    # (no runtime limit: the default estimate of 4 h)
+    assert by_id["c"].eta == by_id["d"].eta == 1000.0
+    assert by_id["e"].eta == 1000.0 + 14400.0
+    assert "its team's quota goes first to the 4 a100 GPUs of its jobs ahead of it" \
+        in by_id["e"].message
+    # a job not tried this cycle still says how its estimate was made
+    assert by_id["b"].eta is not None and "Estimated start" in by_id["b"].message
     assert "(elastic 2..4 GPUs)" in by_id["d"].message
     assert "elastic" not in by_id["c"].message and "elastic" not in by_id["e"].message
     positions = [p.queue_position for p in plan.pending]

@@ -349,3 +349,48 @@ def test_a_job_over_quota_that_may_preempt_its_own_teams_job_later_is_told_when(
             "they have stopped, by t=4230.") in h.message
     assert h.eta == 4230.0
     assert starts == {"h": 4230.0}
+
+
+def test_jobs_over_quota_queue_for_it_in_order():
+    # Before: both t=1000, when m frees the quota; the second starts only when the first has
+    # run on it (t=4600).
+    snap = (
+        make_cluster().nodes(2).at(0).quota("ml", "a100", 8)
+        .running(make_running(make_job("m").team("ml").gpus(8).limit(1000)).whole("n0"))
+        .pending(make_job("j1").team("ml").gpus(8).limit(3600).submitted(1),
+                 make_job("j2").team("ml").gpus(8).limit(3600).submitted(2))
+        .snapshot()
+    )
+    first, starts = evolve(snap, NO_BACKFILL)
+    j1, j2 = why(first, "j1"), why(first, "j2")
+    assert (j1.code, j2.code) == (ReasonCode.QUOTA_EXCEEDED, ReasonCode.QUOTA_EXCEEDED)
+    assert (j1.eta, j2.eta) == (1000.0, 4600.0)
+    assert j2.message.endswith(
+        "Estimated start t=4600: its team's quota goes first to the 8 a100 GPUs of its jobs ahead "
+        "of it in the queue (by runtime limits).")
+    assert starts == {"j1": 1000.0, "j2": 4600.0}
+
+
+def test_the_quota_what_if_of_the_etas_answers_as_a_ledger_charged_that_way():
+    import random
+
+    from scheduler_core import QuotaInfo
+    from scheduler_core.quota import QuotaLedger
+
+    rnd = random.Random(7)
+    for _ in range(500):
+        quotas = [QuotaInfo(t, "a100", rnd.choice([0, 4, 8, 16]),
+                            rnd.choice([None, 0, 4, 8]), rnd.choice([None, 0, 4]),
+                            rnd.choice(["c", "c", None]))
+                  for t in ("ml", "cv", "nlp")]
+        now = {q.team: rnd.choice([0, 2, 4, 8, 12, 20]) for q in quotas}
+        ledger = QuotaLedger(quotas)
+        for team, used in now.items():
+            ledger.charge(team, "a100", used)
+        then = {q.team: rnd.choice([0, 2, 4, 8, 12]) for q in quotas if rnd.random() < 0.8}
+        trial = QuotaLedger(quotas)
+        for team in now:
+            trial.charge(team, "a100", then.get(team, now[team]))
+        team, gpus = rnd.choice(["ml", "cv", "nlp"]), rnd.choice([1, 2, 4, 8, 16])
+        assert ledger.admits_with(then, team, "a100", gpus) == \
+            trial.check(team, "a100", gpus).admitted, (quotas, now, then, team, gpus)

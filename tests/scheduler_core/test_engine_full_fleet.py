@@ -14,7 +14,8 @@ Two independent proofs:
   when a minimum runtime lifts, jobs named "job N", a preemption notice that says a checkpoint
   in the grace period saves the work, queue positions among the jobs still waiting,
   idle GPUs held for a reservation named, a job on the quota of a head over its quota, a job
-  over quota that may preempt once a minimum runtime lifts, 2026-11-29: binds, preemptions, resizes, reservations, kills,
+  over quota that may preempt once a minimum runtime lifts, a team's jobs over quota queueing
+  for it in order, 2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons and fleet figures unchanged, only ETAs, sentences and positions)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -44,11 +45,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "9278d2f8c6d2b34dc90fe8a0232fe73ed1c7a5a5cd72b3d1f588a725f474022f",
-    (1000, 500, 200, 1): "86f2d99f0439e6e56f80d719bb4e120b777fc370f5aaa8f9cae514fdf51472b4",
-    (1000, 500, 200, 3): "ebcb547570a57fd6f53164fb99a020a2f8f50c36d9edb7bb4b6f5127cf48c66b",
-    (2000, 1000, 400, 4): "b051c21e6cfa5f1cf6f092b24c21e2b068cbc1567bc9b8d55b163c6ebc1168e3",
-    (10000, 5000, 2000, 7): "f4503290323b352d6fb3c91a70f6b673456cfb2dddc40c34fea84d360f6b1647",
+    (1000, 500, 200, 7): "17202e3bd96424d8a653e508455de641b288c3c1ed3f9ffbe48b609e040ca224",
+    (1000, 500, 200, 1): "88806749b498247b486de08179ae561775c4f23c7bc785967adccbdce1e96dcc",
+    (1000, 500, 200, 3): "1ee6a517f3cb51cf2d57ea66f3aee6c9b5f1dfff82d9c412291b0ad69368c44f",
+    (2000, 1000, 400, 4): "f58a3d3d50c4b0df1965e3752d72b795d2f6fa91ab610b7b049a4f80be5f2689",
+    (10000, 5000, 2000, 7): "3a93644617967c602e1f9a352600cd97803d8b4fd4a047708c78b2d6b299fbd1",
 }
 
 

@@ -8,7 +8,7 @@
   job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", when a minimum
   runtime lifts, jobs named "job N", the preemption notice's wording, positions among the
   jobs still waiting, held GPUs named, a job
-  behind a head over its quota, preemption once a minimum runtime lifts, 2026-11-29: every decision and reason unchanged), by::
+  behind a head over its quota, preemption once a minimum runtime lifts, quota queues, 2026-11-29: every decision and reason unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -48,11 +48,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "1b31348a3e09808b88dd3614d55ef29b418aec91093799600c5ec3f1eecc224d",
-    (1000, 500, 200, 3, "loop"): "90b06e063c0526faf626ca6a0a9dbb938bf3b24d516173b06e82311469ba732e",
-    (2000, 1000, 400, 4, "default"): "e6085d78cb8f18529780ba32cec08803adc5be6e7e4ec19ecc4bc9c1bbdb8742",
-    (10000, 5000, 2000, 7, "default"): "8a15656e7f923771a2fc209afef5aa428df6bcb4b4f42bc0aa5a0c02617d424e",
-    (10000, 5000, 2000, 7, "loop"): "95eddfa8c9fc4ccf380eb0fe3d93aff5d569a3cb869e17def90da4cf57e574ba",
+    (1000, 500, 200, 1, "default"): "6a0cee7cc25a6cdbe0cf3289446393eb92b5e2a3f623f2789ff3f826c6a04292",
+    (1000, 500, 200, 3, "loop"): "2474696a62f2ad8b7bec50c1aedba07ec42628efca0faa0db6696d0cf82b1570",
+    (2000, 1000, 400, 4, "default"): "9672657bd0b622b8cf4cac466e24876a3399c5421e9e740015fac01c4f8abdcc",
+    (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
+    (10000, 5000, 2000, 7, "loop"): "3f6635c6f0e837f0a1d5006b87ad7e3640fffde0e5eaa5988a70fa074e47b841",
 }
 
 
