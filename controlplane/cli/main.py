@@ -739,6 +739,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:
         at = argv.index("--")
         argv, command = argv[:at], argv[at + 1:]
+    # `--sort -gpus`: argparse takes a value that starts with '-' for an option of its own.
+    for i, word in enumerate(argv[:-1]):
+        if word == "--sort" and argv[i + 1].startswith("-") and argv[i + 1][1:2].isalpha():
+            argv[i:i + 2] = [f"--sort={argv[i + 1]}"]
+            break
     args = build_parser().parse_args(argv)
     try:
         try:

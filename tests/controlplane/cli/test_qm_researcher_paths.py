@@ -434,3 +434,7 @@ def test_list_sort_orders_the_table(alice_qm, fleet) -> None:
 
     assert r.code == 0 and [line.split()[1] for line in r.out.splitlines()[1:3]] == ["first", "second"]
     assert bad.code == 1 and "ordering" in bad.err
+    # a descending field as a user types it, not only as --sort=-queue_position (argparse took
+    # '-queue_position' for an option)
+    down = alice_qm("list", "--sort", "-queue_position")
+    assert down.code == 0 and [line.split()[1] for line in down.out.splitlines()[1:3]] == ["second", "first"]
