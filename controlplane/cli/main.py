@@ -368,6 +368,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", job["submitted_at"]),
         ("started", job["started_at"]), ("finished", job["finished_at"]), ("exit code", job["exit_code"]),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
+        ("queue position", job["queue_position"]), ("earliest start", job["eta"]),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
         ("preemptions", job["preemption_count"]), ("command", job["command"]),

@@ -438,3 +438,15 @@ def test_list_sort_orders_the_table(alice_qm, fleet) -> None:
     # '-queue_position' for an option)
     down = alice_qm("list", "--sort", "-queue_position")
     assert down.code == 0 and [line.split()[1] for line in down.out.splitlines()[1:3]] == ["second", "first"]
+
+
+def test_status_of_a_waiting_job_gives_its_place_and_eta(alice_qm, fleet) -> None:
+    eta = (timezone.now() + timedelta(hours=1)).replace(microsecond=0)
+    job = f.make_job(fleet.ml, pending_code="QuotaExceeded", pending_message="over quota", queue_position=4, eta=eta)
+
+    out = alice_qm("status", str(job.pk)).out
+
+    assert re.search(r"^queue position:\s+4$", out, re.M), out
+    assert re.search(rf"^earliest start:\s+{eta:%Y-%m-%dT%H:%M:%S}Z$", out, re.M), out
+    running = alice_qm("status", str(f.make_job(fleet.ml, state=JobState.RUNNING).pk)).out
+    assert re.search(r"^queue position:\s+-$", running, re.M) and re.search(r"^earliest start:\s+-$", running, re.M)
