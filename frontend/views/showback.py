@@ -66,7 +66,8 @@ def showback(request: HttpRequest) -> HttpResponse:
     series, bucket = cost_series(report, group_by, who, now)
     bucket_name = "hour" if bucket == accounting.HOUR else "day"
     charts = [
-        figures.cost_over_time(series, label, bucket_name, bucket),
+        figures.cost_over_time(series, label, bucket_name, bucket, team_ids={
+            e.name: e.properties["team_id"] for e in report.entries} if group_by == "team" else None),
         figures.cost_breakdown(rows, label),
         figures.unit_costs(rows, label),
         figures.waste(rows, label, with_idle_reserved=group_by == "team"),

@@ -83,3 +83,20 @@ def test_a_member_reads_bars_of_their_own_team_only(client_for, hundred_hours_of
     costs, bars = table_costs(response), bar_sums(response)
     assert set(bars) == {"vision"} == set(costs)
     assert abs(Decimal(str(bars["vision"][0])) - costs["vision"]) <= Decimal("0.12")
+
+
+def test_each_teams_bars_are_in_the_teams_own_colour(client_for, submit_as):
+    """Every page draws a team in one colour (figures.team_colour of its id); the showback's bars
+    were coloured by their rank among the teams this chart happened to show."""
+    from controlplane.models import Team
+    from frontend import figures
+
+    now = timezone.now()
+    submit_as("alice", name="v", gpus=8, gpu_types=("H100-80GB",))
+    submit_as("bob", name="l", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test", now=now - timedelta(hours=2))
+    accounting.catch_up(now)
+    chart = next(c for c in client_for("finn").get("/showback/", {"window": "24h"}).context["charts"]
+                 if c.key == "cost_over_time")
+    colours = {t["name"]: t["marker"]["color"] for t in chart.figure["data"]}
+    assert colours == {name: figures.team_colour(Team.objects.get(name=name).pk) for name in ("language", "vision")}
