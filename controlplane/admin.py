@@ -10,6 +10,7 @@ from django.db import transaction
 from django.db.models import Sum
 from django.http import HttpRequest
 
+from controlplane.choices import NodeState
 from controlplane.models import (
     Allocation,
     AllocationGpu,
@@ -205,18 +206,24 @@ def _node_action(verb: Any, label: str) -> Any:
         moved: list[str] = []
         already: list[str] = []
         for node in queryset.order_by("name"):
-            before = node.state
+            before, wished = node.state, node.unschedulable
             try:
                 after = verb(node, request.user)
             except nodes.NodeActionRefused as exc:
                 modeladmin.message_user(request, str(exc), level=messages.ERROR)
                 continue
-            (already if after.state == before else moved).append(f"{node.name} ({before} → {after.state})")
+            if after.state != before:
+                moved.append(f"{node.name} ({before} → {after.state})")
+            elif after.unschedulable != wished:  # away: only the wish for its return changed
+                returns = NodeState.CORDONED if after.unschedulable else NodeState.READY
+                moved.append(f"{node.name} ({before}, returns {returns})")
+            else:
+                already.append(node.name)
         if moved:
             modeladmin.message_user(request, f"{label.split(':')[0]}: " + ", ".join(moved), level=messages.SUCCESS)
         if already:
-            modeladmin.message_user(request, "Already there, nothing recorded: "
-                                    + ", ".join(a.split(" (")[0] for a in already), level=messages.INFO)
+            modeladmin.message_user(request, "Already there, nothing recorded: " + ", ".join(already),
+                                    level=messages.INFO)
     act.__name__ = verb.__name__
     return admin.action(description=label)(act)
 

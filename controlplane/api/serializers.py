@@ -623,12 +623,14 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
         model = Node
         fields = [
             "id", "name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine",
-            "capacity_tier", "state", "allocated_gpus", "agent_lease_expires_at", "last_heartbeat_at", "simulated",
+            "capacity_tier", "state", "unschedulable", "allocated_gpus", "agent_lease_expires_at", "last_heartbeat_at",
+            "simulated",
         ]
-        read_only_fields = ["state", "agent_lease_expires_at", "last_heartbeat_at"]
+        read_only_fields = ["state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at"]
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
         set_elsewhere = {"state": "use the node's cordon, drain and uncordon actions; "
-                                  "the control loop sets down, suspect and quarantined"}
+                                  "the control loop sets down, suspect and quarantined",
+                         "unschedulable": "use the node's cordon, drain and uncordon actions"}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if self.instance is not None and "gpu_count" in attrs:

@@ -76,6 +76,11 @@ class Node(models.Model):
     spine = models.CharField(max_length=64)
     capacity_tier = models.CharField(max_length=16, choices=CapacityTier.choices, default=CapacityTier.ON_DEMAND)
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.READY)
+    unschedulable = models.BooleanField(
+        default=False,
+        help_text="Set by cordon and drain, cleared by uncordon: the operator's wish, which outlives the node "
+        "going down and coming back (it returns cordoned, not ready).",
+    )
     agent_lease_expires_at = models.DateTimeField(null=True, blank=True)
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
     # sha256 of the per-node agent token; the token itself is shown once at registration.

@@ -275,7 +275,8 @@ def register(
         )
         before = node.state
         if node.state in (NodeState.SUSPECT, NodeState.QUARANTINED, NodeState.DOWN):
-            node.state = NodeState.READY
+            # An operator's cordon or drain outlives the node going away (services/nodes.py).
+            node.state = NodeState.CORDONED if node.unschedulable else NodeState.READY
         fresh = new_token()
         node.agent_token_hash = token_hash(fresh)
         node.last_heartbeat_at = now
@@ -292,7 +293,8 @@ def register(
         if before != node.state:
             transitions.record_event(
                 EventKind.NODE_STATE, actor, node=node, at=now, reason="RegisteredClean",
-                message=f"{node.name}: {before} → {node.state}: its agent registered again with nothing stale running",
+                message=f"{node.name}: {before} → {node.state}: its agent registered again with nothing stale running"
+                + ("; it stays out of service until an operator uncordons it" if node.unschedulable else ""),
                 data={"from": str(before), "to": str(node.state)},
             )
         transaction.on_commit(_request_cycle)

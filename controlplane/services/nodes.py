@@ -6,9 +6,13 @@
 - uncordon: a cordoned or draining node takes work again.
 
 Health states (suspect, down, quarantined) belong to the control loop, which sets them from
-heartbeats and leases; an operator cannot wish a down node back to ready. Each action is a
-compare-and-set on the node's state, so an operator's click and the control loop's verdict
-can't overwrite each other: if the state moved between read and write, the action is refused.
+heartbeats and leases; an operator cannot wish a down node back to ready. The operator's wish
+is kept apart from health, in ``Node.unschedulable`` (Kubernetes' name for a cordon): cordon
+and drain set it, uncordon clears it, and a node whose agent registers again comes back
+cordoned while it is set. So a cordon outlives the node going down, and a node that is down
+or quarantined can be cordoned (or uncordoned) for when it returns. Each action runs under
+the node's row lock, so an operator's click and the control loop's verdict can't overwrite
+each other.
 """
 
 from __future__ import annotations
@@ -47,37 +51,61 @@ class _Action:
     target: NodeState
     allowed_from: tuple[NodeState, ...]
     reason: str
+    unschedulable: bool
 
 
-CORDON = _Action("cordon", NodeState.CORDONED, (NodeState.READY, NodeState.SUSPECT, NodeState.DRAINING), "Cordoned")
-DRAIN = _Action("drain", NodeState.DRAINING, (NodeState.READY, NodeState.SUSPECT, NodeState.CORDONED), "Draining")
-UNCORDON = _Action("uncordon", NodeState.READY, (NodeState.CORDONED, NodeState.DRAINING), "Uncordoned")
+CORDON = _Action("cordon", NodeState.CORDONED, (NodeState.READY, NodeState.SUSPECT, NodeState.DRAINING), "Cordoned", True)
+DRAIN = _Action("drain", NodeState.DRAINING, (NodeState.READY, NodeState.SUSPECT, NodeState.CORDONED), "Draining", True)
+UNCORDON = _Action("uncordon", NodeState.READY, (NodeState.CORDONED, NodeState.DRAINING), "Uncordoned", False)
+
+# States the control loop owns while the node is away; an action there only records the wish.
+_AWAY = (NodeState.QUARANTINED, NodeState.DOWN)
 
 
 def _apply(node: Node, action: _Action, user: AbstractBaseUser) -> Node:
     """Move `node` to the action's state, or leave it where it already is.
 
     Returns the node as stored afterwards. Raises NodeActionRefused when the current state does
-    not allow it (a down node cannot be uncordoned; its agent must come back)."""
+    not allow it (a suspect node cannot be uncordoned: it was never cordoned)."""
     with transaction.atomic():
         current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
+        if current.state in _AWAY:
+            return _while_away(current, action, user)
         if current.state == action.target:
             return current  # already there: nothing changed, nothing to record
         if current.state not in action.allowed_from:
             raise NodeActionRefused(
                 f"node {current.name} is {current.state}; it can be {action.verb}ed only from "
-                + " or ".join(str(s) for s in action.allowed_from)
-                + (". It returns to ready by itself when its agent re-registers" if action is UNCORDON else "")
+                + " or ".join(str(s) for s in (*action.allowed_from, *_AWAY))
             )
         before = current.state
         # Row lock held: the control loop's health update waits for us, then sees our state.
-        Node.objects.filter(pk=current.pk, state=before).update(state=action.target)
-        current.state = action.target
+        Node.objects.filter(pk=current.pk).update(state=action.target, unschedulable=action.unschedulable)
+        current.state, current.unschedulable = action.target, action.unschedulable
         record_event(
             EventKind.NODE_STATE, f"user:{user.get_username()}", node=current, reason=action.reason,
             message=f"{current.name}: {before} → {action.target} ({action.verb} by {user.get_username()})",
-            data={"from": str(before), "to": str(action.target), "action": action.verb},
+            data={"from": str(before), "to": str(action.target), "action": action.verb,
+                  "unschedulable": action.unschedulable},
         )
+    return current
+
+
+def _while_away(current: Node, action: _Action, user: AbstractBaseUser) -> Node:
+    """A quarantined or down node keeps its state (the control loop's); the action decides
+    how it comes back when its agent registers again: cordoned, or ready."""
+    if current.unschedulable == action.unschedulable:
+        return current  # the wish is already recorded
+    Node.objects.filter(pk=current.pk).update(unschedulable=action.unschedulable)
+    current.unschedulable = action.unschedulable
+    comes_back = NodeState.CORDONED if action.unschedulable else NodeState.READY
+    record_event(
+        EventKind.NODE_STATE, f"user:{user.get_username()}", node=current, reason=action.reason,
+        message=f"{current.name}: {action.verb}ed by {user.get_username()} while {current.state}; it returns "
+        f"{comes_back} when its agent registers again",
+        data={"from": str(current.state), "to": str(current.state), "action": action.verb,
+              "unschedulable": action.unschedulable, "returns": str(comes_back)},
+    )
     return current
 
 

@@ -40,17 +40,26 @@ def test_cordon_says_which_nodes_moved_and_from_where(fleet, browser) -> None:
 
 
 def test_a_node_already_there_and_a_refused_one_are_said_apart(fleet, browser) -> None:
-    cordoned, ready, gone = fleet.nodes[1], fleet.nodes[2], fleet.nodes[3]
-    Node.objects.filter(pk=cordoned.pk).update(state=NodeState.CORDONED)
+    cordoned, ready, suspect = fleet.nodes[1], fleet.nodes[2], fleet.nodes[3]
+    Node.objects.filter(pk=cordoned.pk).update(state=NodeState.CORDONED, unschedulable=True)
+    Node.objects.filter(pk=suspect.pk).update(state=NodeState.SUSPECT)
+
+    said = _act(browser, "uncordon", [cordoned, ready, suspect])
+
+    assert said["success"] == ["Uncordon: h100-1 (cordoned → ready)"]
+    assert said["info"] == ["Already there, nothing recorded: h100-2"]
+    [refusal] = said["error"]
+    assert refusal.startswith("node h100-3 is suspect; it can be uncordoned only from cordoned or draining")
+    assert Event.objects.filter(kind=EventKind.NODE_STATE).count() == 1
+
+
+def test_cordoning_a_quarantined_node_says_how_it_returns(fleet, browser) -> None:
+    gone = fleet.nodes[3]
     Node.objects.filter(pk=gone.pk).update(state=NodeState.QUARANTINED)
 
-    said = _act(browser, "cordon", [cordoned, ready, gone])
-
-    assert said["success"] == ["Cordon: h100-2 (ready → cordoned)"]
-    assert said["info"] == ["Already there, nothing recorded: h100-1"]
-    [refusal] = said["error"]
-    assert refusal.startswith("node h100-3 is quarantined; it can be cordoned only from ready or suspect or draining")
-    assert Event.objects.filter(kind=EventKind.NODE_STATE).count() == 1
+    assert _act(browser, "cordon", [gone]) == {"success": ["Cordon: h100-3 (quarantined, returns cordoned)"]}
+    assert _act(browser, "cordon", [gone]) == {"info": ["Already there, nothing recorded: h100-3"]}
+    assert Node.objects.get(pk=gone.pk).state == NodeState.QUARANTINED
 
 
 def test_uncordon_and_drain_say_so_too(fleet, browser) -> None:

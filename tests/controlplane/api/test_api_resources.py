@@ -124,17 +124,30 @@ def test_node_action_changes_state_and_records_an_event(fleet, admin, action, st
 
     assert r.status_code == 200 and r.json()["state"] == end
     event = Event.objects.get(node=node, kind=EventKind.NODE_STATE)
-    assert event.actor == "user:root" and event.data == {"from": start, "to": end, "action": action}
+    assert event.actor == "user:root"
+    assert event.data == {"from": start, "to": end, "action": action, "unschedulable": action != "uncordon"}
+    assert r.json()["unschedulable"] is (action != "uncordon")
 
 
-def test_uncordoning_a_down_node_is_refused_with_409(fleet, admin) -> None:
+def test_cordoning_a_down_node_keeps_it_down_and_out_of_service_when_it_returns(fleet, admin) -> None:
     node = fleet.nodes[2]
     Node.objects.filter(pk=node.pk).update(state=NodeState.DOWN)
 
+    r = admin.post(f"{J}/nodes/{node.pk}/cordon/")
+
+    assert r.status_code == 200 and r.json()["state"] == NodeState.DOWN and r.json()["unschedulable"] is True
+    event = Event.objects.get(node=node, kind=EventKind.NODE_STATE)
+    assert event.data["returns"] == NodeState.CORDONED
+
+
+def test_uncordoning_a_suspect_node_is_refused_with_409(fleet, admin) -> None:
+    node = fleet.nodes[2]
+    Node.objects.filter(pk=node.pk).update(state=NodeState.SUSPECT)
+
     r = admin.post(f"{J}/nodes/{node.pk}/uncordon/")
 
-    assert r.status_code == 409 and "agent re-registers" in r.json()["detail"]
-    assert Node.objects.get(pk=node.pk).state == NodeState.DOWN
+    assert r.status_code == 409 and "suspect" in r.json()["detail"]
+    assert Node.objects.get(pk=node.pk).state == NodeState.SUSPECT
     assert not Event.objects.filter(node=node).exists()
 
 
