@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+import structlog
+from django.db import DatabaseError
 from django.db.models import Count
 from django.http import HttpRequest, JsonResponse
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from controlplane.choices import JobState, NodeState
-from controlplane.models import Job, Node
+from controlplane.models import Job, Node, SchedulerLease
+
+log = structlog.get_logger(__name__)
 
 
 @require_GET
 def healthz(request: HttpRequest) -> JsonResponse:
-    """Liveness plus a glance at the queue, read from the live database (one query per table)."""
+    """Liveness plus a glance at the queue and the loop, read from the live database (one query
+    per table). A database that cannot be read is a 503 in JSON, so a load balancer or a probe
+    gets an answer it can parse instead of an HTML error page. A stalled loop does not fail the
+    check (the web still serves); its last cycle's age is there to alert on."""
+    try:
+        return JsonResponse({"status": "ok", **_glance()})
+    except DatabaseError as error:
+        log.warning("healthz: database unavailable", error=str(error))
+        return JsonResponse({"status": "unavailable", "database": f"unreachable: {type(error).__name__}"}, status=503)
+
+
+def _glance() -> dict[str, object]:
     by_state = dict(
         Job.objects.filter(state__in=[JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING])
         .values_list("state")
@@ -20,13 +36,15 @@ def healthz(request: HttpRequest) -> JsonResponse:
         .values_list("state", "n")
     )
     ready = Node.objects.filter(state=NodeState.READY).count()
-    return JsonResponse(
-        {
-            "status": "ok",
-            "jobs": {
-                "pending": by_state.get(JobState.PENDING, 0),
-                "running": by_state.get(JobState.RUNNING, 0) + by_state.get(JobState.PREEMPTING, 0),
-            },
-            "nodes": {"ready": ready},
-        }
-    )
+    last_cycle_at = SchedulerLease.objects.filter(name="scheduler").values_list("last_cycle_at", flat=True).first()
+    return {
+        "jobs": {
+            "pending": by_state.get(JobState.PENDING, 0),
+            "running": by_state.get(JobState.RUNNING, 0) + by_state.get(JobState.PREEMPTING, 0),
+        },
+        "nodes": {"ready": ready},
+        "loop": {
+            "last_cycle_at": last_cycle_at.isoformat().replace("+00:00", "Z") if last_cycle_at else None,
+            "last_cycle_age_s": round((timezone.now() - last_cycle_at).total_seconds(), 1) if last_cycle_at else None,
+        },
+    }
