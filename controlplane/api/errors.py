@@ -61,10 +61,23 @@ def _sentence(fields: dict[str, list[str]]) -> str:
     return "Invalid request. " + " ".join(parts) if parts else "Invalid request."
 
 
+# Rows that are history, not configuration: what they protect cannot be deleted at all.
+_HISTORY = {"usagerollup", "grouprollup", "quotarollup"}
+
+
+def _still_in_use(objects: Any) -> str:
+    objects = list(objects)
+    if any(o._meta.model_name in _HISTORY for o in objects):
+        rows = sum(o._meta.model_name in _HISTORY for o in objects)
+        return (f"It has accounting history ({rows} showback and quota rollup row(s)), which is kept for finance's "
+                "reports; it cannot be deleted. Remove its members and quotas to retire it instead.")
+    blockers = sorted({str(o) for o in objects[:5]})
+    return f"Still in use by {', '.join(blockers)}; remove or move those first."
+
+
 def _translate(exc: Exception) -> Exception:
     if isinstance(exc, ProtectedError | RestrictedError):
-        blockers = sorted({str(o) for o in list(exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects)[:5]})
-        return Conflict(f"Still in use by {', '.join(blockers)}; remove or move those first.")
+        return Conflict(_still_in_use(exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects))
     if isinstance(exc, RequestDataTooBig):
         return PayloadTooLarge()
     if isinstance(exc, DjangoValidationError):

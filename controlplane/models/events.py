@@ -17,8 +17,9 @@ class Event(models.Model):
     allocation = models.ForeignKey(
         "controlplane.Allocation", null=True, blank=True, on_delete=models.CASCADE, related_name="events"
     )
-    node = models.ForeignKey("controlplane.Node", null=True, blank=True, on_delete=models.CASCADE, related_name="events")
-    team = models.ForeignKey("controlplane.Team", null=True, blank=True, on_delete=models.CASCADE, related_name="events")
+    # A deleted node or team leaves its events in the trail (their messages name it).
+    node = models.ForeignKey("controlplane.Node", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
+    team = models.ForeignKey("controlplane.Team", null=True, blank=True, on_delete=models.SET_NULL, related_name="events")
     epoch = models.BigIntegerField(null=True, blank=True)
     data = models.JSONField(default=dict, blank=True)
 

@@ -116,7 +116,7 @@ class UsageRollup(UsageColumns):
     bucket = models.IntegerField(choices=RollupBucket.choices)
     start = models.DateTimeField()
     job = models.ForeignKey("controlplane.Job", on_delete=models.CASCADE, related_name="usage_rollups")
-    team = models.ForeignKey("controlplane.Team", on_delete=models.CASCADE, related_name="usage_rollups")
+    team = models.ForeignKey("controlplane.Team", on_delete=models.PROTECT, related_name="usage_rollups")
     project = models.ForeignKey(
         "controlplane.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="usage_rollups"
     )
@@ -153,7 +153,7 @@ class GroupRollup(UsageColumns):
 
     bucket = models.IntegerField(choices=RollupBucket.choices)
     start = models.DateTimeField()
-    team = models.ForeignKey("controlplane.Team", on_delete=models.CASCADE, related_name="group_rollups")
+    team = models.ForeignKey("controlplane.Team", on_delete=models.PROTECT, related_name="group_rollups")
     project = models.ForeignKey(
         "controlplane.Project", null=True, blank=True, on_delete=models.SET_NULL, related_name="group_rollups"
     )
@@ -223,7 +223,7 @@ class QuotaRollup(models.Model):
 
     bucket = models.IntegerField(choices=RollupBucket.choices)
     start = models.DateTimeField()
-    team = models.ForeignKey("controlplane.Team", on_delete=models.CASCADE, related_name="quota_rollups")
+    team = models.ForeignKey("controlplane.Team", on_delete=models.PROTECT, related_name="quota_rollups")
     gpu_type = models.ForeignKey("controlplane.GpuType", on_delete=models.PROTECT, related_name="quota_rollups")
     nominal_gpu_seconds = models.DecimalField(**GPU_SECONDS)
     used_gpu_seconds = models.DecimalField(**GPU_SECONDS, help_text="Used by the team within its guarantee.")
