@@ -128,7 +128,11 @@ class JobFilterSet(filters.FilterSet):
     submitted_after = IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
     array_id = filters.UUIDFilter(field_name="array_id")
-    pending_code = filters.CharFilter(field_name="pending_code", help_text="Reason code, e.g. QuotaExceeded.")
+    pending_code = filters.CharFilter(
+        method="filter_pending_code",
+        help_text="Why a job waits, e.g. QuotaExceeded: waiting jobs (and those that can never run) only, "
+                  "since a job keeps its last reason after it leaves the queue.",
+    )
     name = filters.CharFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
     ordering = JobOrderingFilter(
         fields=(("id", "id"), ("submitted_at", "submitted_at"), ("gpus", "gpus"),
@@ -137,6 +141,9 @@ class JobFilterSet(filters.FilterSet):
         help_text="Sort by id, submitted_at, gpus, queue_position, priority, name or state; '-' descends; "
                   "several comma-separated. Default: newest first.",
     )
+
+    def filter_pending_code(self, queryset: Any, name: str, value: str) -> Any:
+        return queryset.filter(pending_code=value, state__in=(JobState.PENDING, JobState.UNSCHEDULABLE))
 
     class Meta:
         model = Job

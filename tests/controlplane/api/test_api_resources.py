@@ -106,6 +106,21 @@ def test_job_list_filters_by_state_team_priority_class_user_and_time(fleet, admi
     assert admin.get(f"{J}/jobs/", {"state": "bogus"}).status_code == 400
 
 
+def test_filtering_by_waiting_reason_lists_only_jobs_that_still_wait(fleet, admin) -> None:
+    """Found by QA: a job keeps its last reason after it leaves the queue, so
+    ?pending_code=QuotaExceeded also listed cancelled and finished jobs."""
+    f.make_job(fleet.ml, name="waits", pending_code="QuotaExceeded")
+    f.make_job(fleet.ml, name="gave-up", state=JobState.CANCELLED, pending_code="QuotaExceeded")
+    f.make_job(fleet.ml, name="ran", state=JobState.SUCCEEDED, pending_code="QuotaExceeded")
+    f.make_job(fleet.ml, name="never", state=JobState.UNSCHEDULABLE, pending_code="CanNeverRun")
+
+    def names(code: str) -> list[str]:
+        return sorted(j["name"] for j in admin.get(f"{J}/jobs/", {"pending_code": code}).json()["results"])
+
+    assert names("QuotaExceeded") == ["waits"]
+    assert names("CanNeverRun") == ["never"]
+
+
 # ----------------------------------------------------------------------------- node actions
 
 
