@@ -549,6 +549,7 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
 # --------------------------------------------------------------------------------- showback
 
 
+IDLE_ENTRY = "__idle__"
 SHOWBACK_COLUMNS = [
     ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
     ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/USEFUL TOKEN", "usdPerUsefulToken"),
@@ -585,7 +586,10 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         allocations.update(chunk)
     # Job ids in numeric order (as text, job 100 came between 10 and 11).
     ordered = sorted(allocations.items(), key=lambda item: (0, int(item[0]), "") if item[0].isascii() and item[0].isdigit() else (1, 0, item[0]))
-    rows = [[name] + [_money(a.get(key), key) for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
+    # __idle__'s GPU-hours are capacity no job held (OpenCost's convention): not allocated hours,
+    # so its GPU-hour cells stay empty and the columns add up to TOTAL; a line below says them.
+    rows = [[name] + [("-" if name == IDLE_ENTRY and key.startswith("gpuHours") else _money(a.get(key), key))
+                      for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
     totals = report.get("totals") or {}
     if totals:
         rows.append(["TOTAL"] + [_money(totals.get(key), key) for _, key in SHOWBACK_COLUMNS])
@@ -593,6 +597,10 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         print("Nothing recorded in this window.")
         return 0
     output.table(rows, [args.by.upper()] + [h for h, _ in SHOWBACK_COLUMNS])
+    idle = allocations.get(IDLE_ENTRY)
+    if idle and idle.get("gpuHours") is not None:
+        print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
+              f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
     return 0
 
 

@@ -9,6 +9,7 @@ import shutil
 import stat
 import subprocess
 import sys
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -287,3 +288,25 @@ def test_explain_prints_a_stored_name_with_control_characters_visibly(alice_qm, 
     r = alice_qm("explain", str(job.pk))
 
     assert r.code == 0 and "\x1b" not in r.out and "bad\\x1b[2Jname" in r.out and "GPU\\x1b[31m" in r.out
+
+
+def test_showback_table_columns_add_up_and_idle_capacity_is_said_apart(qm, fleet) -> None:
+    """Found by QA: `qm showback` put __idle__'s unallocated GPU-hours in the GPU-H ALLOC
+    column, so the column did not add up to TOTAL (4.48 + 4.37 + 2.97 ≠ 7.34)."""
+    from controlplane.services import accounting
+    from tests.controlplane.accounting.builders import hold, running_job
+
+    now = timezone.now().replace(microsecond=0)
+    start = now - timedelta(hours=2)
+    job = running_job(fleet.ml, gpus=8, started_at=start, priority_class=fleet.research)
+    hold(job, [(fleet.nodes[1], 8)], start, start + timedelta(hours=1))
+    accounting.catch_up(now)
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("showback", "--by", "team", "--window", "1d")
+
+    assert r.code == 0, r.err
+    rows = {line.split()[0]: line.split()[1:] for line in r.out.splitlines()[2:] if line.strip()}
+    assert rows["ml"][0] == "8.00" and rows["TOTAL"][0] == "8.00" and rows["__idle__"][0] == "-"
+    idle_line = [line for line in r.out.splitlines() if line.startswith("__idle__:")]
+    assert len(idle_line) == 1 and "GPU-hours of capacity no job held" in idle_line[0]
