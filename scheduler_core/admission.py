@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import Demand, Member, is_elastic
 from scheduler_core.quota import QuotaVerdict
+from scheduler_core.sentences import counted, verb
 from scheduler_core.state import FLEET, LEAF, SPINE
 from scheduler_core.types import JobSpec, TopologyConstraint
 
@@ -89,7 +90,7 @@ def _incapable_reason(ctx: CycleContext, member: Member) -> str:
     widest = max(nc.gpus for nc in type_ok)
     if widest < member.gpus:
         return (
-            f"needs {member.gpus} GPUs on one node; the largest capable node has {widest}"
+            f"needs {counted(member.gpus, 'GPU')} on one node; the largest capable node has {widest}"
         )
     cpus = max(nc.cpus for nc in type_ok if nc.gpus >= member.gpus)
     if cpus < member.cpus:
@@ -112,7 +113,7 @@ def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ..
                     f"node every member accepts has {widest}")
     total = sum(ctx.state.classes[c].gpus * _class_nodes(ctx, c) for c in union)
     if total < demand.gpus:
-        return f"needs {demand.gpus} capable GPUs; the whole fleet has {total}"
+        return f"needs {counted(demand.gpus, 'capable GPU')}; the whole fleet has {total}"
     level = {TopologyConstraint.SAME_LEAF: LEAF, TopologyConstraint.SAME_SPINE: SPINE}.get(
         demand.topology
     )
@@ -144,7 +145,8 @@ def none_ready(ctx: CycleContext, per_member: list[tuple[int, ...]]) -> str | No
     for cls in per_member:
         if all((FLEET, 0, c) not in ctx.state.free_sum for c in cls):
             down = sum(_class_nodes(ctx, c) for c in cls)
-            return f"all {down} nodes that could host it are not ready (down, cordoned or draining)"
+            which = "the only node" if down == 1 else f"all {down} nodes"
+            return f"{which} that could host it {verb(down, 'is', 'are')} not ready (down, cordoned or draining)"
     return None
 
 

@@ -31,15 +31,12 @@ from itertools import accumulate, islice
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.gang import Demand
 from scheduler_core.placement import PlacementRequest
+from scheduler_core.sentences import duration
 from scheduler_core.state import FLEET, HOLD, JOB, Grant, Restore
 from scheduler_core.types import JobSpec, Kill, RunningJob
 
 RESERVATION_PROBES = 24
 """Placement attempts (at distinct release times) spent looking for the head's start."""
-
-
-def _hours(seconds: float) -> str:
-    return f"{seconds / 3600:.1f} h"
 
 
 def enforce_runtime_limits(ctx: CycleContext) -> None:
@@ -52,8 +49,8 @@ def enforce_runtime_limits(ctx: CycleContext) -> None:
         ctx.killed[job_id] = Kill(
             job_id=job_id,
             message=(
-                f"Job {job_id} reached its runtime limit of {_hours(limit)} "
-                f"(started {_hours(now - job.started_at)} ago) and is stopped."
+                f"Job {job_id} reached its runtime limit of {duration(limit)} "
+                f"(started {duration(now - job.started_at)} ago) and is stopped."
             ),
             generation=job.generation,
         )

@@ -58,7 +58,7 @@ from scheduler_core.backfill import (
 from scheduler_core.context import ActiveReservation, CycleContext, Outcome, ShapeKey
 from scheduler_core.elastic import grow_elastic
 from scheduler_core.errors import SnapshotError
-from scheduler_core.explain import diagnose, explain, held_note, type_names
+from scheduler_core.explain import diagnose, explain, short_of_gpus, type_names
 from scheduler_core.fairshare import dominant_shares
 from scheduler_core.fleet import fleet_figures
 from scheduler_core.gang import (
@@ -75,6 +75,7 @@ from scheduler_core.plugins.registry import Plugins, build_plugins
 from scheduler_core.preemption import Found, Protected, nominate, preempt_for
 from scheduler_core.queue import order_queue
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
+from scheduler_core.sentences import counted
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant, indices_of
 from scheduler_core.types import (
     Bind,
@@ -797,7 +798,7 @@ def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReserv
     gpus = sum(g.gpus for g in reservation.grants)
     _settle(ctx, spec, Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {gpus} GPUs on {_nodes(len(placements))} from "
+        f"Holds a reservation for {gpus} GPUs on {counted(len(placements), 'node')} from "
         f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
         f"smaller jobs may use those GPUs only if they end before then.",
         True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
@@ -811,10 +812,6 @@ def _jobs(ids: list[str]) -> str:
     """Job ids as a sentence names them ("job 12", "jobs 12, 15"): in the control plane they
     are bare numbers."""
     return ("job " if len(ids) == 1 else "jobs ") + ", ".join(ids)
-
-
-def _nodes(count: int) -> str:
-    return "1 node" if count == 1 else f"{count} nodes"
 
 
 def _hold_reservation(
@@ -862,7 +859,7 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
                                 - shortage)
         _settle(ctx, spec, Outcome(
             ReasonCode.WAITING_FOR_RESERVATION,
-            f"Holds a reservation for {demand.gpus} GPUs on {_nodes(len(placements))} from "
+            f"Holds a reservation for {demand.gpus} GPUs on {counted(len(placements), 'node')} from "
             f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
             f"the {shortage} {gpu_type} GPUs its quota lacks now "
             f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
@@ -992,10 +989,8 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
     free = ctx.state.free_in(FLEET, 0, classes)
     if free < demand.gpus:
         kind = type_names(ctx, classes)
-        return Outcome(ReasonCode.INSUFFICIENT_GPUS,
-                       f"Needs {demand.gpus} {kind} GPUs; {free} are free"
-                       f"{held_note(ctx, classes)}.", True,
-                       f"{demand.gpus - free} more {kind} GPUs free up", demand=demand,
+        message, would = short_of_gpus(ctx, demand.gpus, free, kind, classes)
+        return Outcome(ReasonCode.INSUFFICIENT_GPUS, message, True, would, demand=demand,
                        classes=classes, needs_whole_node=needs_whole)
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
@@ -1014,12 +1009,13 @@ def quota_remedy(team: str, gpu_type: str, verdict: QuotaVerdict, gpus: int) -> 
     headroom = max(0, verdict.ceiling_room - verdict.room)
     ways = []
     if shortage <= verdict.used:
-        ways.append(f"team {team} frees {shortage} {gpu_type} GPUs")
+        ways.append(f"team {team} frees {counted(shortage, f'{gpu_type} GPU')}")
     if shortage <= headroom:
-        ways.append(f"its cohort lends {shortage} more" + ("" if ways else f" {gpu_type} GPUs"))
+        ways.append(f"its cohort lends {shortage} more" if ways
+                    else f"its cohort lends {counted(shortage, f'more {gpu_type} GPU')}")
     if ways:
         return " or ".join(ways)
-    return (f"team {team} frees {shortage - headroom} {gpu_type} GPUs and its cohort lends "
+    return (f"team {team} frees {counted(shortage - headroom, f'{gpu_type} GPU')} and its cohort lends "
             f"{headroom} more")
 
 
@@ -1140,7 +1136,7 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
             to_gpus=after,
             for_job=spec.id,
             message=(
-                f"Shrinks from {before} to {after} GPUs (its minimum is {job.spec.min_gpus}) so "
+                f"Shrinks from {before} to {counted(after, 'GPU')} (its minimum is {job.spec.min_gpus}) so "
                 f"job {spec.id} can start, instead of being preempted whole."
             ),
             generation=job.generation,
@@ -1150,7 +1146,7 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
     ctx.reserved_specs[spec.id] = spec
     if found.victims:
         names = _jobs(sorted({v.job_id for v in found.victims}))
-        message = (f"Preempting {names} to start on {demand.gpus} GPUs; it starts once they "
+        message = (f"Preempting {names} to start on {counted(demand.gpus, 'GPU')}; it starts once they "
                    f"have stopped, by t={start:.0f}.")
         would = "the preempted jobs stop within their grace period"
     else:

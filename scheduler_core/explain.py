@@ -28,6 +28,7 @@ from scheduler_core.backfill import ReleaseTimeline, ends_by_head, team_ends, te
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
+from scheduler_core.sentences import counted, verb
 from scheduler_core.state import FLEET, HOLD, LEAF, SPINE
 from scheduler_core.types import (
     JobSpec,
@@ -59,6 +60,15 @@ waiting for capacity (not those waiting for their quota, which may start much la
 def type_names(ctx: CycleContext, classes: Sequence[int]) -> str:
     names = sorted({ctx.state.classes[c].gpu_type.name for c in classes})
     return "/".join(names) if names else "capable"
+
+
+def short_of_gpus(ctx: CycleContext, need: int, free: int, kind: str,
+                  classes: tuple[int, ...]) -> tuple[str, str]:
+    """``InsufficientGpus``' sentence and what would start the job."""
+    short = need - free
+    return (f"Needs {counted(need, f'{kind} GPU')}; {free} {verb(free, 'is', 'are')} free"
+            f"{held_note(ctx, classes)}.",
+            f"{counted(short, f'more {kind} GPU')} {verb(short, 'frees', 'free')} up")
 
 
 def held_note(ctx: CycleContext, classes: Sequence[int]) -> str:
@@ -111,11 +121,7 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
             f"t={head.start_at:.0f}",
         )
     if free < need:
-        return out(
-            ReasonCode.INSUFFICIENT_GPUS,
-            f"Needs {need} {kind} GPUs; {free} are free{held_note(ctx, union)}.",
-            f"{need - free} more {kind} GPUs free up",
-        )
+        return out(ReasonCode.INSUFFICIENT_GPUS, *short_of_gpus(ctx, need, free, kind, union))
     largest_member = demand.largest_member
     big_classes = tuple(sorted({c for m, cls in zip(demand.members, member_classes, strict=True)
                                 if m.gpus == largest_member for c in cls}))

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scheduler_core.sentences import counted
 from scheduler_core.state import JOB
 from scheduler_core.types import PriorityClassInfo, RunningJob
 
@@ -120,11 +121,11 @@ def _protection(ctx: CycleContext, job: RunningJob) -> str | None:
     ran = ctx.snapshot.now - job.started_at
     if ran < pc.min_runtime_s:
         return (
-            f"{job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
+            f"job {job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
         )
     if job.spec.preemptions_in_window >= pc.preemption_budget:
         return (
-            f"{job.spec.id} was already preempted {job.spec.preemptions_in_window} times "
+            f"job {job.spec.id} was already preempted {counted(job.spec.preemptions_in_window, 'time')} "
             f"within {pc.budget_window_s} s (budget {pc.preemption_budget})"
         )
     return None

@@ -128,7 +128,17 @@ def test_runtime_limit_is_enforced(now, killed):
         kill = plan.kills[0]
         assert kill.reason is PreemptionReason.RUNTIME_LIMIT
         assert kill.generation == 4
-        assert "1.0 h" in kill.message
+        assert "runtime limit of 60 min (started " in kill.message
+
+
+def test_a_short_runtime_limits_kill_says_its_seconds() -> None:
+    # Found by QA: `qm submit --time 8s` was killed "at its runtime limit of 0.0 h (started 0.0 h ago)".
+    plan = (
+        make_cluster().nodes(1).at(9)
+        .running(make_running(make_job("j").gpus(1).limit(8)).whole("n0").started(0))
+        .plan()
+    )
+    assert plan.kills[0].message == "Job j reached its runtime limit of 8 s (started 9 s ago) and is stopped."
 
 
 def test_job_without_runtime_limit_is_never_killed():

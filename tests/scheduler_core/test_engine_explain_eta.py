@@ -250,7 +250,7 @@ def test_a_job_waiting_for_a_minimum_runtime_is_told_when_it_lifts():
     h = why(first, "h")
     assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
     assert h.message == (
-        "It could start by preemption, but the candidates are protected: v has run 400 s of its "
+        "It could start by preemption, but the candidates are protected: job v has run 400 s of its "
         "3600 s minimum runtime; it may preempt them from t=4200 and start once they have "
         "stopped, by t=4230.")
     assert h.eta == 4230.0
@@ -344,7 +344,7 @@ def test_a_job_over_quota_that_may_preempt_its_own_teams_job_later_is_told_when(
     first, starts = evolve(over_quota_behind_its_own_protected_job(), config, also_at=(4200.0,))
     h = why(first, "h")
     assert h.code in (ReasonCode.WAITING_FOR_RESERVATION, ReasonCode.QUOTA_EXCEEDED)
-    assert (" It could also start by preemption, but the candidates are protected: v has run "
+    assert (" It could also start by preemption, but the candidates are protected: job v has run "
             "400 s of its 3600 s minimum runtime; it may preempt them from t=4200 and start once "
             "they have stopped, by t=4230.") in h.message
     assert h.eta == 4230.0

@@ -103,7 +103,7 @@ def test_job_whose_capable_nodes_are_all_down_waits_for_them():
     explanation = why(plan, "j")
     assert explanation.code is ReasonCode.NODE_NOT_READY
     assert explanation.resolvable
-    assert "1 nodes" in explanation.message
+    assert "the only node that could host it is not ready" in explanation.message
 
 
 @pytest.mark.parametrize(

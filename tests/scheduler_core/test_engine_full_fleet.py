@@ -15,7 +15,8 @@ Two independent proofs:
   in the grace period saves the work, queue positions among the jobs still waiting,
   idle GPUs held for a reservation named, a job on the quota of a head over its quota, a job
   over quota that may preempt once a minimum runtime lifts, a team's jobs over quota queueing
-  for it in order, 2026-11-29: binds, preemptions, resizes, reservations, kills,
+  for it in order, sentences that count ("1 GPU", "the only node", "preempted 1 time") and
+  a short runtime limit's kill in seconds, 2026-11-29: binds, preemptions, resizes, reservations, kills,
   reasons and fleet figures unchanged, only ETAs, sentences and positions)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
@@ -45,11 +46,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "17202e3bd96424d8a653e508455de641b288c3c1ed3f9ffbe48b609e040ca224",
-    (1000, 500, 200, 1): "88806749b498247b486de08179ae561775c4f23c7bc785967adccbdce1e96dcc",
-    (1000, 500, 200, 3): "1ee6a517f3cb51cf2d57ea66f3aee6c9b5f1dfff82d9c412291b0ad69368c44f",
-    (2000, 1000, 400, 4): "f58a3d3d50c4b0df1965e3752d72b795d2f6fa91ab610b7b049a4f80be5f2689",
-    (10000, 5000, 2000, 7): "3a93644617967c602e1f9a352600cd97803d8b4fd4a047708c78b2d6b299fbd1",
+    (1000, 500, 200, 7): "86ee66b8c6862833876dd3a940b4fd2d405f1aaaf3e67498615935e719a91c58",
+    (1000, 500, 200, 1): "c1952b4c703ec4e748cc0fe988e35e0a520ca3244923c842d61327db3c886dd0",
+    (1000, 500, 200, 3): "ae4e4a7bf98ab019c538ee1a83a8aa815d819a57fc287f1b60c49534db0fa28f",
+    (2000, 1000, 400, 4): "61cd69b07239dc5787a90a1c1020f95d0a0f5484624421789dbd0ff41587939c",
+    (10000, 5000, 2000, 7): "7407df4ee19b47601e3b893a70d53e418882b30c85b132ace82ca3be5da24726",
 }
 
 
@@ -114,10 +115,11 @@ def _ref_protection(ctx: CycleContext, job: RunningJob) -> str | None:
         return None
     ran = ctx.snapshot.now - job.started_at
     if ran < pc.min_runtime_s:
-        return f"{job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
+        return f"job {job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
     if job.spec.preemptions_in_window >= pc.preemption_budget:
+        n = job.spec.preemptions_in_window
         return (
-            f"{job.spec.id} was already preempted {job.spec.preemptions_in_window} times "
+            f"job {job.spec.id} was already preempted {n} time{'' if n == 1 else 's'} "
             f"within {pc.budget_window_s} s (budget {pc.preemption_budget})"
         )
     return None

@@ -8,7 +8,8 @@
   job's busy GPUs and its cohort's lending, a topology gang's leaf, "1 node", when a minimum
   runtime lifts, jobs named "job N", the preemption notice's wording, positions among the
   jobs still waiting, held GPUs named, a job
-  behind a head over its quota, preemption once a minimum runtime lifts, quota queues, 2026-11-29: every decision and reason unchanged), by::
+  behind a head over its quota, preemption once a minimum runtime lifts, quota queues,
+  sentences that count ("1 GPU frees up"), 2026-11-29: every decision and reason unchanged), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -48,11 +49,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "6a0cee7cc25a6cdbe0cf3289446393eb92b5e2a3f623f2789ff3f826c6a04292",
-    (1000, 500, 200, 3, "loop"): "2474696a62f2ad8b7bec50c1aedba07ec42628efca0faa0db6696d0cf82b1570",
-    (2000, 1000, 400, 4, "default"): "9672657bd0b622b8cf4cac466e24876a3399c5421e9e740015fac01c4f8abdcc",
+    (1000, 500, 200, 1, "default"): "9cbd110846197053a7816008f54b30b651f01d9d9075f3da387387eaca482ed1",
+    (1000, 500, 200, 3, "loop"): "658e9ae91ca67d66322bf03cf1a22749bc00ff4a14bbed84f2d6b602690a0957",
+    (2000, 1000, 400, 4, "default"): "54019e21dcc431b958d7e33b260f9b20bab159fc8ce88a274585735d29cb3dec",
     (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
-    (10000, 5000, 2000, 7, "loop"): "3f6635c6f0e837f0a1d5006b87ad7e3640fffde0e5eaa5988a70fa074e47b841",
+    (10000, 5000, 2000, 7, "loop"): "b0d3f0d92a6ccfb8ada2404ba6bd914e7a048178ddb6bc8b91ebfab284f1c1d3",
 }
 
 

@@ -1,0 +1,41 @@
+"""The engine's sentences count in words that agree with their numbers (found by QA: "Needs 1
+GPUs", "all 1 nodes", "preempted 1 times", a kill "at its runtime limit of 0.0 h")."""
+
+from __future__ import annotations
+
+import pytest
+
+from scheduler_core.sentences import counted, duration, verb
+from scheduler_core.types import ReasonCode, SchedulerConfig
+from tests.scheduler_core.engine_builders import make_cluster, make_job, make_running, why
+
+
+@pytest.mark.parametrize("count,noun,said", [
+    (1, "GPU", "1 GPU"), (0, "GPU", "0 GPUs"), (8, "h100 GPU", "8 h100 GPUs"), (1, "node", "1 node"),
+    (3, "more a100 GPU", "3 more a100 GPUs"), (1, "time", "1 time"),
+])
+def test_counted_agrees_with_its_number(count: int, noun: str, said: str) -> None:
+    assert counted(count, noun) == said
+
+
+def test_verb_agrees_with_its_number() -> None:
+    assert [verb(n, "is", "are") for n in (0, 1, 2)] == ["are", "is", "are"]
+
+
+@pytest.mark.parametrize("seconds,said", [(8, "8 s"), (119, "119 s"), (600, "10 min"), (3600, "60 min"),
+                                          (7200, "2.0 h"), (9000, "2.5 h")])
+def test_duration_is_said_as_a_person_says_it(seconds: float, said: str) -> None:
+    assert duration(seconds) == said
+
+
+def test_a_one_gpu_job_short_of_gpus_is_told_in_the_singular() -> None:
+    plan = (
+        make_cluster().nodes(1).at(10)
+        .running(make_running(make_job("busy").gpus(8).limit(3600)).whole("n0").started(0))
+        .pending(make_job("one").gpus(1))
+        .plan(SchedulerConfig(backfill=False))
+    )
+    explanation = why(plan, "one")
+    assert explanation.code is ReasonCode.INSUFFICIENT_GPUS
+    assert explanation.message.startswith("Needs 1 ") and " GPU; 0 are free" in explanation.message
+    assert explanation.would_start_if is not None and explanation.would_start_if.endswith("GPU frees up")
