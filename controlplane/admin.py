@@ -27,7 +27,7 @@ from controlplane.models import (
     SchedulerLease,
     Team,
 )
-from controlplane.services import cohorts, nodes, quotas
+from controlplane.services import cohorts, config_audit, nodes, quotas
 
 
 class MembershipInline(admin.TabularInline):
@@ -49,8 +49,49 @@ def _actor(request: HttpRequest) -> str:
     return f"user:{request.user.get_username()}"
 
 
+class ConfigAudited(admin.ModelAdmin):
+    """Creations, changes and deletions here are config.changed events, as in the API
+    (services/config_audit.py); the change view's transaction holds the row and its event.
+    A change writes only the form's own columns (see TeamAdmin, NodeAdmin)."""
+
+    def _write(self, obj: Any, form: Any, change: bool) -> None:
+        if change:
+            obj.save(update_fields=[name for name in form.fields if name not in self.get_readonly_fields(None)])
+        else:
+            obj.save()
+
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        before = config_audit.before_change(obj) if change else None
+        self._write(obj, form, change)
+        config_audit.record_config_change(obj, "changed" if change else "created", before, _actor(request))
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        config_audit.record_config_change(obj, "deleted", config_audit.config_record(obj), _actor(request))
+        super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            for obj in queryset:
+                self.delete_model(request, obj)
+
+
+def _audit_inline_formset(request: HttpRequest, formset: Any) -> None:
+    """A team page's memberships and projects, saved with their config.changed events."""
+    ids = [f.instance.pk for f in formset.initial_forms if f.instance.pk]
+    before = {o.pk: config_audit.config_record(o) for o in formset.model._default_manager.filter(pk__in=ids)}
+    saved = formset.save(commit=False)
+    for obj in formset.deleted_objects:
+        config_audit.record_config_change(obj, "deleted", before.get(obj.pk), _actor(request))
+        obj.delete()
+    for obj in saved:
+        known = before.get(obj.pk)
+        obj.save()
+        config_audit.record_config_change(obj, "changed" if known else "created", known, _actor(request))
+    formset.save_m2m()
+
+
 @admin.register(Team)
-class TeamAdmin(admin.ModelAdmin):
+class TeamAdmin(ConfigAudited):
     list_display = ("name", "cohort", "default_priority_class")
     list_filter = ("cohort",)
     search_fields = ("name",)
@@ -65,17 +106,15 @@ class TeamAdmin(admin.ModelAdmin):
         A change writes only the form's own columns, so a cycle's usage fold committed while
         the request ran is kept."""
         before = cohorts.cohort_of(obj.pk) if change else None
-        if change:
-            obj.save(update_fields=[name for name in form.fields if name not in self.readonly_fields])
-        else:
-            super().save_model(request, obj, form, change)
+        super().save_model(request, obj, form, change)
         cohorts.record_team_move(obj, before, _actor(request))
 
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
         """The team page's quotas are recorded as quota.changed events, as on the quota pages
         and in the API (the change view's transaction holds the rows and their events)."""
         if formset.model is not Quota:
-            return super().save_formset(request, form, formset, change)
+            _audit_inline_formset(request, formset)
+            return None
         ids = [f.instance.pk for f in formset.initial_forms if f.instance.pk]
         before = {q.pk: quotas.quota_record(q) for q in Quota.objects.select_related("team", "gpu_type").filter(pk__in=ids)}
         saved = formset.save(commit=False)
@@ -175,17 +214,17 @@ class QuotaAdmin(admin.ModelAdmin):
 
 
 @admin.register(PriorityClass)
-class PriorityClassAdmin(admin.ModelAdmin):
+class PriorityClassAdmin(ConfigAudited):
     list_display = ("name", "value", "preemptible", "may_preempt_lower", "grace_period_s", "preemption_budget")
 
 
 @admin.register(GpuType)
-class GpuTypeAdmin(admin.ModelAdmin):
+class GpuTypeAdmin(ConfigAudited):
     list_display = ("name", "memory_gb", "relative_throughput")
 
 
 @admin.register(PriceRate)
-class PriceRateAdmin(admin.ModelAdmin):
+class PriceRateAdmin(ConfigAudited):
     list_display = ("gpu_type", "capacity_tier", "usd_per_gpu_hour", "effective_from")
     list_filter = ("gpu_type", "capacity_tier")
 
@@ -229,7 +268,7 @@ def _node_action(verb: Any, label: str) -> Any:
 
 
 @admin.register(Node)
-class NodeAdmin(admin.ModelAdmin):
+class NodeAdmin(ConfigAudited):
     """A node's state moves by the cordon, drain and uncordon actions (services/nodes.py: a
     compare-and-set with a node.state event) and by the control loop; it is not edited here.
     A change writes only the form's columns: the state, lease and heartbeat the control loop and
@@ -241,18 +280,13 @@ class NodeAdmin(admin.ModelAdmin):
     list_filter = ("pool", "state", "gpu_type", "leaf_switch")
     search_fields = ("name",)
     exclude = ("agent_token_hash",)
-    readonly_fields = ("state", "agent_lease_expires_at", "last_heartbeat_at")
+    readonly_fields = ("state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at")
     actions = [
         _node_action(nodes.cordon, "Cordon: take no new work"),
         _node_action(nodes.drain, "Drain: take no new work, let running jobs finish"),
         _node_action(nodes.uncordon, "Uncordon: take work again"),
     ]
 
-    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
-        if change:
-            obj.save(update_fields=list(form.fields))
-        else:
-            super().save_model(request, obj, form, change)
 
 
 class ShownNotEdited(admin.ModelAdmin):

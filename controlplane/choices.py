@@ -92,6 +92,7 @@ class EventKind(models.TextChoices):
     NODE_STATE = "node.state", "Node state changed"
     QUOTA_CHANGED = "quota.changed", "Quota changed"
     COHORT_CHANGED = "cohort.changed", "Cohort changed"
+    CONFIG_CHANGED = "config.changed", "Configuration changed"
     LEADER_ELECTED = "leader.elected", "Scheduler leader elected"
 
 

@@ -59,7 +59,7 @@ from controlplane.models import (
     PriorityClass,
     Quota,
 )
-from controlplane.services import access, cohorts, fleet_figures, nodes, quotas
+from controlplane.services import access, cohorts, config_audit, fleet_figures, nodes, quotas
 from controlplane.services import jobs as job_service
 from controlplane.services.transitions import (
     RELEASE_CANCELLED,
@@ -127,20 +127,28 @@ class ApiMixin:
 
 class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
     """Everyone signed in reads within their scope; admins write. Writes run in a transaction
-    so a failing constraint leaves nothing behind."""
+    so a failing constraint leaves nothing behind, with their config.changed event
+    (services/config_audit.py) for the records it audits."""
 
     permission_classes = [ReadOnlyUnlessAdmin]
 
+    def _actor(self) -> str:
+        return f"user:{self.request.user.get_username()}"
+
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():
-            serializer.save()
+            config_audit.record_config_change(serializer.save(), "created", None, self._actor())
 
     def perform_update(self, serializer: Any) -> None:
         with transaction.atomic():
-            serializer.save()
+            before = config_audit.before_change(serializer.instance)
+            config_audit.record_config_change(serializer.save(), "changed", before, self._actor())
 
     def perform_destroy(self, instance: Any) -> None:
         with transaction.atomic():
+            if config_audit.audited(instance):
+                config_audit.record_config_change(instance, "deleted", config_audit.config_record(instance),
+                                                  self._actor())
             instance.delete()
 
 
@@ -479,12 +487,17 @@ class TeamViewSet(AdminWritableViewSet):
 
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():
-            cohorts.record_team_move(serializer.save(), None, f"user:{self.request.user.get_username()}")
+            team = serializer.save()
+            config_audit.record_config_change(team, "created", None, self._actor())
+            cohorts.record_team_move(team, None, self._actor())
 
     def perform_update(self, serializer: Any) -> None:
         with transaction.atomic():
             before = cohorts.cohort_of(serializer.instance.pk)
-            cohorts.record_team_move(serializer.save(), before, f"user:{self.request.user.get_username()}")
+            settings_before = config_audit.before_change(serializer.instance)
+            team = serializer.save()
+            config_audit.record_config_change(team, "changed", settings_before, self._actor())
+            cohorts.record_team_move(team, before, self._actor())
 
 
 class ProjectViewSet(AdminWritableViewSet):

@@ -1,0 +1,114 @@
+"""Configuration changes and their audit trail: a priority class, GPU type, price rate, team,
+project, membership or node's inventory created, changed or deleted, through the API or the
+admin UI, is recorded as a ``config.changed`` event with the record before and after (quotas
+and cohorts have kinds of their own: services/quotas.py, services/cohorts.py).
+
+These are the settings that decide who runs first, what a job may ask for and what an hour
+costs; "who set the production class to 50, and when" must be answerable later. Reasons are
+the model and the verb: PriorityClassChanged, PriceRateCreated, MembershipDeleted, ...
+Only the columns an admin sets are recorded: never a node's health, lease or token hash, nor a
+team's decayed usage, which the control loop writes every cycle.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+from django.db import models
+
+from controlplane.choices import EventKind
+from controlplane.models import Event, GpuType, Membership, Node, PriceRate, PriorityClass, Project, Team
+from controlplane.services.transitions import event_fields
+
+AUDITED: dict[type[models.Model], tuple[str, ...]] = {
+    PriorityClass: ("name", "value", "description", "preemptible", "may_preempt_lower", "grace_period_s",
+                    "min_runtime_s", "preemption_budget", "budget_window_s", "default_runtime_limit_s",
+                    "max_runtime_limit_s"),
+    GpuType: ("name", "memory_gb", "relative_throughput"),
+    PriceRate: ("gpu_type", "capacity_tier", "usd_per_gpu_hour", "effective_from"),
+    Team: ("name", "description", "default_priority_class"),
+    Project: ("name", "team", "description"),
+    Membership: ("user", "team", "role"),
+    Node: ("name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine", "capacity_tier",
+           "simulated"),
+}
+
+
+_LABELS: dict[type[models.Model], str] = {GpuType: "GPU type"}
+
+
+def audited(obj: models.Model) -> bool:
+    return type(obj) in AUDITED
+
+
+def config_record(obj: models.Model) -> dict[str, Any]:
+    """The audited columns, as JSON: related records by their name, decimals and times as text."""
+    record: dict[str, Any] = {"id": obj.pk}
+    for name in AUDITED[type(obj)]:
+        if not hasattr(obj, name) and not hasattr(obj, f"{name}_id"):
+            continue
+        field = obj._meta.get_field(name)
+        value = getattr(obj, name, None) if not field.is_relation else _related(obj, field)
+        if isinstance(value, Decimal):
+            value = str(value)
+        elif hasattr(value, "isoformat"):
+            value = value.isoformat().replace("+00:00", "Z")
+        record[name] = value
+    return record
+
+
+def _related(obj: models.Model, field: Any) -> str | None:
+    if getattr(obj, field.attname) is None:
+        return None
+    related = getattr(obj, field.name)
+    return str(getattr(related, "get_username", lambda: related)())
+
+
+def before_change(obj: models.Model) -> dict[str, Any] | None:
+    """The record as stored now (read before the change is saved), or None for a new one."""
+    if not audited(obj) or obj.pk is None:
+        return None
+    stored = type(obj)._default_manager.filter(pk=obj.pk).first()
+    return config_record(stored) if stored is not None else None
+
+
+def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | None, actor: str) -> Event | None:
+    """`verb`: created, changed or deleted. Call it in the transaction that writes the record
+    (for a deletion, before deleting it, with ``before`` from :func:`config_record`). Nothing
+    for a model that is not audited, or a change that changed nothing."""
+    if not audited(obj):
+        return None
+    after = config_record(obj) if verb != "deleted" else None
+    if verb == "changed" and before == after:
+        return None
+    label = _LABELS.get(type(obj), str(obj._meta.verbose_name))
+    fields = event_fields(
+        EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
+        message=f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{_what_changed(before, after)}",
+        data={"model": obj._meta.model_name, "before": before, "after": after},
+    )
+    # Written before a deletion: the event keeps pointing at the record until it goes
+    # (Event.node and Event.team are SET_NULL), and its message names it for ever.
+    if isinstance(obj, Node):
+        fields["node_id"] = obj.pk
+    team_id = obj.pk if isinstance(obj, Team) else getattr(obj, "team_id", None)
+    if team_id is not None:
+        fields["team_id"] = team_id
+    return Event.objects.create(**fields)
+
+
+def _name(obj: models.Model, before: dict[str, Any] | None) -> str:
+    if isinstance(obj, PriceRate):
+        return f"{obj.gpu_type.name} {obj.capacity_tier}"
+    if isinstance(obj, Membership):
+        return f"of {obj.user.get_username()} in {obj.team.name if obj.team_id else 'no team'}"
+    return str((before or {}).get("name") or getattr(obj, "name", obj.pk))
+
+
+def _what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+    """The event's line, readable without its data: each column that moved, before → after."""
+    if before is None or after is None:
+        return ""
+    moved = [f"{key} {before.get(key)} → {after.get(key)}" for key in after if key != "id" and before.get(key) != after.get(key)]
+    return ": " + ", ".join(moved)
