@@ -108,3 +108,11 @@ def test_a_node_deleted_in_the_admin_leaves_its_record_in_the_trail(fleet, brows
     assert r.status_code == 302 and not Node.objects.filter(pk=spare.pk).exists()
     (event,) = _config_events(reason="NodeDeleted")
     assert event.node_id is None and event.data["before"]["gpu_count"] == 8 and "spare-01" in event.message
+
+
+def test_the_node_page_has_no_input_for_the_operators_cordon(fleet, browser) -> None:
+    """unschedulable is set by cordon, drain and uncordon (with their node.state events), not typed."""
+    page = browser.get(f"/admin/controlplane/node/{fleet.nodes[0].pk}/change/")
+
+    assert "unschedulable" not in page.context["adminform"].form.fields
+    assert 'name="unschedulable"' not in page.content.decode()
