@@ -34,7 +34,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from controlplane.choices import LIVE_ALLOCATION_STATES, EventKind, NodeState
-from controlplane.models import Allocation, AllocationGpu, Node, SchedulerLease
+from controlplane.models import Allocation, AllocationGpu, Event, Node, SchedulerLease
 from controlplane.services import transitions
 from controlplane.services.cycle import LEASE_NAME
 
@@ -165,6 +165,16 @@ def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
     return quarantined, fenced
 
 
+def _ran_work_since_drain(node: Node) -> bool:
+    """Did a job end on ``node`` after it was last set draining? (Its Drained event then says
+    its last job finished; a node drained while idle just had nothing running.)"""
+    drained_at = (Event.objects.filter(node=node, kind=EventKind.NODE_STATE, reason="Draining")
+                  .order_by("-created_at").values_list("created_at", flat=True).first())
+    if drained_at is None:
+        return True
+    return Allocation.objects.filter(gpus__node=node, released_at__gte=drained_at).exists()
+
+
 def _cordon_drained(now: datetime) -> int:
     busy = AllocationGpu.objects.filter(live=True, allocation__state__in=LIVE_ALLOCATION_STATES).values("node_id")
     count = 0
@@ -177,7 +187,8 @@ def _cordon_drained(now: datetime) -> int:
                 count += 1
                 transitions.record_event(
                     EventKind.NODE_STATE, who, node=node, at=now, reason="Drained",
-                    message=f"{node.name}: draining → cordoned, its last job has finished",
+                    message=f"{node.name}: draining → cordoned, "
+                    + ("its last job has finished" if _ran_work_since_drain(node) else "nothing was running on it"),
                     data={"from": NodeState.DRAINING.value, "to": NodeState.CORDONED.value},
                 )
     return count

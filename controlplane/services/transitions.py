@@ -480,6 +480,17 @@ def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind
                  data={"lost_gpu_seconds": round(lost, 3), "generation": allocation.generation})
 
 
+#: What happened to a fenced allocation's node, by fence reason (reconcile.FENCE_*,
+#: agent_protocol.FENCE_*), as a job's requeue event and reason say it.
+FENCED_BECAUSE = {
+    "NodeLeaseExpired": "fenced off a node that stopped answering",
+    "NodeUnavailable": "fenced off a node whose agent shut down",
+    "AgentRestarted": "fenced: its node's agent restarted without it",
+    "WorkLostOnNode": "fenced: its node's agent lost its processes",
+    "RefusedByAgent": "fenced: its node's agent refused to run it",
+}
+
+
 def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime, actor: str, reason: str) -> bool:
     """Take an allocation away from owners we can no longer hear from.
 
@@ -502,17 +513,18 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
                  reason=reason, message=f"Fenced: generation {allocation.generation} → {new_generation}",
                  data={"old_generation": allocation.generation, "new_generation": new_generation})
     job = allocation.job
+    node_gone = "its node's agent shut down" if reason == "NodeUnavailable" else "its node stopped answering"
     if allocation.release_reason == RELEASE_CANCELLED:
         Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, finished_at=at, state_changed_at=at)
         record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, at=at, reason="Cancelled",
-                     message="Cancelled; its node stopped answering before confirming the stop")
+                     message=f"Cancelled; {node_gone} before confirming the stop")
     elif allocation.release_reason == RELEASE_RUNTIME_LIMIT:
         Job.objects.filter(pk=job.pk).update(state=JobState.TIMED_OUT, finished_at=at, state_changed_at=at)
         record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, at=at, reason="TimedOut",
-                     message="Timed out; its node stopped answering before confirming the stop")
+                     message=f"Timed out; {node_gone} before confirming the stop")
     else:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
-                 why="fenced off a node that stopped answering")
+                 why=FENCED_BECAUSE.get(reason, "fenced off a node that stopped answering"))
     return True
 
 

@@ -1,0 +1,59 @@
+"""The events say what happened to a node and its jobs, not one story for every case.
+
+Found by QA: a clean agent shutdown requeued its jobs "fenced off a node that stopped answering",
+and draining an idle node recorded "its last job has finished" when nothing had run there."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from controlplane.choices import EventKind, JobState
+from controlplane.models import Event
+from controlplane.services import agent_protocol, nodes, reconcile
+from tests.controlplane.agent.test_agent_api import heartbeat_url
+from tests.controlplane.loop_fixtures import LoopFleet, agent_client, bind, make_job, register_node
+
+
+@pytest.fixture
+def operator(db: object) -> object:
+    return get_user_model().objects.create_superuser("ops", "ops@example.com", "ops")
+
+
+def test_a_job_on_a_node_whose_agent_shut_down_is_requeued_saying_so(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    job = make_job(fleet)
+    bind(job, {node: [0]})
+
+    agent_client(token).post(heartbeat_url("gpu-01"), {"goodbye": True}, format="json")
+
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    requeued = Event.objects.get(job=job, kind=EventKind.JOB_REQUEUED)
+    assert "agent shut down" in requeued.message and "stopped answering" not in requeued.message
+
+
+def test_draining_an_idle_node_says_nothing_was_running(fleet: LoopFleet, operator) -> None:
+    node, _ = register_node("gpu-01")
+    nodes.drain(node, operator)
+
+    assert reconcile.reconcile_nodes().cordoned == 1
+
+    drained = Event.objects.get(node=node, reason="Drained")
+    assert drained.message == "gpu-01: draining → cordoned, nothing was running on it"
+
+
+def test_draining_a_busy_node_says_its_last_job_finished(fleet: LoopFleet, operator) -> None:
+    node, _ = register_node("gpu-01")
+    allocation = bind(make_job(fleet), {node: [0]})
+    nodes.drain(node, operator)
+    assert reconcile.reconcile_nodes().cordoned == 0
+
+    agent_protocol.apply_reports(
+        node, [agent_protocol.Report("exited", allocation.generation, timezone.now(), exit_code=0)], now=timezone.now()
+    )
+    assert reconcile.reconcile_nodes().cordoned == 1
+
+    drained = Event.objects.get(node=node, reason="Drained")
+    assert drained.message == "gpu-01: draining → cordoned, its last job has finished"
