@@ -32,13 +32,29 @@ ACTIONS = {
     NodeState.CORDONED: ("uncordon", "drain"),
     NodeState.DRAINING: ("uncordon", "cordon"),
 }
+# A node that is away keeps its health state; the operator decides how it returns.
+AWAY = (NodeState.QUARANTINED, NodeState.DOWN)
+
+
+def node_actions(state: str, unschedulable: bool) -> tuple[str, ...]:
+    if NodeState(state) in AWAY:
+        return ("uncordon",) if unschedulable else ("cordon",)
+    return ACTIONS.get(NodeState(state), ())
+
+
+def returns_as(state: str, unschedulable: bool) -> str | None:
+    """How an away node comes back when its agent registers again ("cordoned" or "ready")."""
+    if NodeState(state) not in AWAY:
+        return None
+    return "cordoned" if unschedulable else "ready"
 
 
 def nodes_payload(request: HttpRequest) -> dict[str, Any]:
     now = timezone.now()
     grid = {row.id: row for row in fleet_grid(request.user)}
     beats = {
-        n["id"]: n for n in Node.objects.values("id", "last_heartbeat_at", "agent_lease_expires_at", "simulated")
+        n["id"]: n for n in Node.objects.values("id", "last_heartbeat_at", "agent_lease_expires_at", "simulated",
+                                                "unschedulable")
     }
     is_admin = access_of(request.user).is_admin
     rows = []
@@ -51,8 +67,10 @@ def nodes_payload(request: HttpRequest) -> dict[str, Any]:
             "lease_expires_at": beat.get("agent_lease_expires_at"),
             "simulated": beat.get("simulated", False),
             "tier": CapacityTier(row.capacity_tier).label if row.capacity_tier in CapacityTier.values else row.capacity_tier,
+            "returns_as": returns_as(row.state, beat.get("unschedulable", False)),
             "actions": [
-                (verb, reverse(f"v1:node-{verb}", args=[row.id])) for verb in ACTIONS.get(NodeState(row.state), ())
+                (verb, reverse(f"v1:node-{verb}", args=[row.id]))
+                for verb in node_actions(row.state, beat.get("unschedulable", False))
             ] if is_admin else [],
         })
     pools = []
@@ -147,8 +165,9 @@ def node_payload(request: HttpRequest, node: Node) -> dict[str, Any]:
                        .values("created_at", "kind", "reason", "message", "actor")[:NODE_EVENTS]),
         "heartbeat_age_s": (now - last).total_seconds() if last else None,
         "is_admin": who.is_admin,
-        "actions": [(verb, reverse(f"v1:node-{verb}", args=[node.pk])) for verb in ACTIONS.get(NodeState(node.state), ())]
-        if who.is_admin else [],
+        "returns_as": returns_as(node.state, node.unschedulable),
+        "actions": [(verb, reverse(f"v1:node-{verb}", args=[node.pk]))
+                    for verb in node_actions(node.state, node.unschedulable)] if who.is_admin else [],
         "charts": [placement],
     }
 

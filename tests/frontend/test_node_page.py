@@ -78,3 +78,23 @@ def test_an_unknown_node_is_a_404(client_for):
     assert client_for("alice").get("/ui/nodes/no-such-node.json").status_code == 404
     # a name PostgreSQL cannot even compare (a NUL byte) is no node either, not a 500
     assert client_for("alice").get("/nodes/a%00b/").status_code == 404
+
+
+def test_a_node_that_is_away_offers_the_cordon_for_its_return_and_says_how_it_returns(client_for):
+    """A quarantined or down node keeps its health state; an admin decides whether it comes
+    back cordoned (services/nodes.py, Node.unschedulable). Before, the pages offered nothing."""
+    node = Node.objects.order_by("name").first()
+    Node.objects.filter(pk=node.pk).update(state="quarantined")
+    admin = client_for("admin")
+    page = admin.get(f"/nodes/{node.name}/").content.decode()
+    listing = admin.get("/nodes/").content.decode()
+    assert "returns ready when its agent registers again" in page and "returns ready" in listing
+    assert f'data-api-post="/api/v1/nodes/{node.pk}/cordon/"' in page
+    assert f'data-api-post="/api/v1/nodes/{node.pk}/cordon/"' in listing
+
+    cordon(node, get_user_model().objects.get(username="admin"))
+
+    page = admin.get(f"/nodes/{node.name}/").content.decode()
+    assert "returns cordoned when its agent registers again" in page
+    assert f'data-api-post="/api/v1/nodes/{node.pk}/uncordon/"' in page
+    assert "returns cordoned" in admin.get("/nodes/").content.decode()
