@@ -607,13 +607,20 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ nodes
 
 
+def _node_state(node: dict[str, Any]) -> str:
+    """A node away (down, quarantined) that an operator cordoned comes back cordoned: say so."""
+    if node["state"] in ("down", "quarantined") and node.get("unschedulable"):
+        return f"{node['state']} (returns cordoned)"
+    return str(node["state"])
+
+
 def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
     page = api.request("GET", "nodes/", params={"limit": 1000})
     if args.json:
         output.emit_json(page)
         return 0
     output.table(
-        [(n["name"], n["pool"], n["gpu_type"], f"{n['allocated_gpus']}/{n['gpu_count']}", n["state"], n["leaf_switch"],
+        [(n["name"], n["pool"], n["gpu_type"], f"{n['allocated_gpus']}/{n['gpu_count']}", _node_state(n), n["leaf_switch"],
           output.age(n["last_heartbeat_at"])) for n in page["results"]],
         ["NODE", "POOL", "GPU TYPE", "GPUS USED", "STATE", "LEAF", "HEARTBEAT"],
     )
@@ -628,7 +635,9 @@ def cmd_node_action(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(node)
     else:
-        print(output.visible(f"{node['name']} is {node['state']}."))
+        away = node["state"] in ("down", "quarantined")
+        back = " It returns " + ("cordoned" if node.get("unschedulable") else "ready") + " when its agent registers again."
+        print(output.visible(f"{node['name']} is {node['state']}." + (back if away else "")))
     return 0
 
 

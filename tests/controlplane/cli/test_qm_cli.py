@@ -156,6 +156,17 @@ def test_admin_cordons_a_node_by_name(qm, fleet) -> None:
     assert "h100-2" in qm("nodes").out
 
 
+def test_admin_cordons_a_down_node_for_its_return(qm, fleet) -> None:
+    Node.objects.filter(name="h100-2").update(state=NodeState.DOWN)
+    assert qm("login", "-u", "root", "--password-stdin", stdin="root\n").code == 0
+
+    r = qm("cordon", "h100-2")
+
+    assert r.code == 0 and r.out.strip() == "h100-2 is down. It returns cordoned when its agent registers again.", r.err
+    row = next(line for line in qm("nodes").out.splitlines() if line.startswith("h100-2 "))
+    assert "down (returns cordoned)" in row
+
+
 def test_member_cannot_cordon(alice_qm) -> None:
     r = alice_qm("cordon", "h100-2")
 
