@@ -462,3 +462,23 @@ def test_login_page_screenshot(browser, live_server):
     s.screenshot("login")
     s.context.close()
     assert not s.errors, s.errors
+
+
+def test_the_showback_pickers_wait_for_enter_too(session):
+    """The showback page's window and grouping pickers still submitted on every change: the first
+    arrow key reloaded the page (found by the QA of the other pickers)."""
+    finn = session("finn")
+    finn.open("/showback/")
+    for name in ("window", "group_by"):
+        picker = finn.page.locator(f"select[name={name}]")
+        picker.focus()
+        before = picker.input_value()
+        finn.page.keyboard.press("ArrowDown")
+        finn.page.wait_for_timeout(300)
+        assert finn.page.url == finn.base + "/showback/", f"the first arrow on {name} navigated away"
+        chosen = picker.input_value()
+        assert chosen != before
+        with finn.page.expect_navigation():
+            finn.page.keyboard.press("Enter")
+        assert f"{name}={chosen}" in finn.page.url
+        finn.open("/showback/")
