@@ -20,7 +20,7 @@ from typing import Any
 
 import structlog
 from django.db import IntegrityError, connection, transaction
-from django.db.models import F
+from django.db.models import Count, F
 from django.utils import timezone
 
 from controlplane.choices import (
@@ -344,12 +344,12 @@ def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime,
             return False
         job = Job.objects.select_for_update(no_key=True).get(pk=allocation.job_id)
         Allocation.objects.filter(pk=allocation.pk).update(state=AllocationState.RELEASED, released_at=at)
-        AllocationGpu.objects.filter(allocation=allocation, live=True).update(live=False)
+        held = AllocationGpu.objects.filter(allocation=allocation, live=True).update(live=False)
         record_event(EventKind.ALLOCATION_RELEASED, actor, job=job, allocation=allocation, at=at,
                      reason=allocation.release_reason or "Exited",
                      message=f"Generation {allocation.generation} released its GPUs",
                      data={"generation": allocation.generation, "exit_code": exit_code})
-        _settle_job(job, allocation, exit_code=exit_code, at=at, actor=actor)
+        _settle_job(job, allocation, exit_code=exit_code, at=at, actor=actor, held=held)
     return True
 
 
@@ -388,6 +388,12 @@ def complete_releases(
                 f"UPDATE {Allocation._meta.db_table} SET state = %s, released_at = %s WHERE id = %s",
                 [(AllocationState.RELEASED.value, adapt(wanted[a.pk][2]), a.pk) for a in allocations],
             )
+        requeued = [a.pk for a in allocations if a.release_reason in (RELEASE_PREEMPTED, RELEASE_RESIZED)]
+        # The GPUs a requeued job still held (a gang member that exited earlier held none).
+        held_by = dict(
+            AllocationGpu.objects.filter(allocation_id__in=requeued, live=True).values("allocation_id")
+            .annotate(n=Count("id")).values_list("allocation_id", "n")
+        ) if requeued else {}
         AllocationGpu.objects.filter(allocation_id__in=ids, live=True).update(live=False)
         events = []
         finished: list[tuple[str, Any, Any, int | None, int]] = []
@@ -403,7 +409,7 @@ def complete_releases(
             )))
             reason = allocation.release_reason
             if reason in (RELEASE_PREEMPTED, RELEASE_RESIZED):
-                _settle_job(job, allocation, exit_code=code, at=at, actor=actor)
+                _settle_job(job, allocation, exit_code=code, at=at, actor=actor, held=held_by.get(allocation.pk, 0))
                 continue
             if reason == RELEASE_RUNTIME_LIMIT:
                 state = JobState.TIMED_OUT
@@ -429,15 +435,17 @@ def complete_releases(
     return len(allocations)
 
 
-def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: datetime, actor: str) -> None:
+def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: datetime, actor: str,
+                held: int) -> None:
+    """``held``: the GPUs the allocation held until this release."""
     reason = allocation.release_reason
     if reason == RELEASE_PREEMPTED:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_PREEMPTED, reason=reason,
-                 why="preempted")
+                 why="preempted", held=held)
         return
     if reason == RELEASE_RESIZED:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_RESIZED, reason=reason,
-                 why="stopped to resize")
+                 why="stopped to resize", held=held)
         return
     if reason == RELEASE_RUNTIME_LIMIT:
         state, kind = JobState.TIMED_OUT, EventKind.JOB_FINISHED
@@ -461,9 +469,10 @@ def lost_gpu_seconds(job: Job, allocation_gpus: int, at: datetime) -> float:
 
 
 def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind: EventKind, reason: str,
-             why: str) -> None:
-    gpus = AllocationGpu.objects.filter(allocation=allocation).count()
-    lost = lost_gpu_seconds(job, gpus, at)
+             why: str, held: int) -> None:
+    """``held``: the GPUs the allocation held until it was stopped; a gang member that exited
+    before lost nothing here (counting every GPU it ever held overstated the loss)."""
+    lost = lost_gpu_seconds(job, held, at)
     Job.objects.filter(pk=job.pk).update(
         state=JobState.PENDING,
         state_changed_at=at,
@@ -508,7 +517,7 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     )
     if not changed:
         return False
-    AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).update(live=False)
+    held = AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).update(live=False)
     record_event(EventKind.ALLOCATION_FENCED, actor, job=allocation.job, allocation=allocation, epoch=lease.epoch, at=at,
                  reason=reason, message=f"Fenced: generation {allocation.generation} → {new_generation}",
                  data={"old_generation": allocation.generation, "new_generation": new_generation})
@@ -524,7 +533,7 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
                      message=f"Timed out; {node_gone} before confirming the stop")
     else:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
-                 why=FENCED_BECAUSE.get(reason, "fenced off a node that stopped answering"))
+                 why=FENCED_BECAUSE.get(reason, "fenced off a node that stopped answering"), held=held)
     return True
 
 

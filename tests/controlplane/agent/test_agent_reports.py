@@ -7,8 +7,8 @@ from datetime import timedelta
 from django.utils import timezone
 
 from controlplane.choices import AllocationState, EventKind, JobState
-from controlplane.models import Allocation, AllocationGpu, Event, Job, UsageSample
-from controlplane.services import agent_protocol, transitions
+from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, UsageSample
+from controlplane.services import agent_protocol, reconcile, transitions
 from tests.controlplane.loop_fixtures import LoopFleet, agent_client, bind, make_job, register_node
 
 
@@ -127,6 +127,26 @@ def test_a_gang_member_that_fails_stops_the_rest_and_frees_only_its_own_gpus_fir
     job.refresh_from_db()
     assert job.state == JobState.FAILED and job.exit_code == 1  # the member that ended the gang decides
     assert Allocation.objects.get(pk=allocation.pk).state == AllocationState.RELEASED
+
+
+def test_a_fenced_gang_loses_only_the_work_of_the_gpus_it_still_held(fleet: LoopFleet) -> None:
+    """Found by reading (accounting QA): a requeue counted every GPU the allocation ever held, so
+    a gang whose member on b had already exited, fenced when a's node went silent, was charged
+    b's GPUs as lost work too (more than showback's preemption GPU-hours for it)."""
+    a, _ = register_node("gpu-a")
+    b, token_b = register_node("gpu-b")
+    job = make_job(fleet, gpus=4, gpus_per_node=2)
+    allocation = bind(job, {a: [0, 1], b: [0, 1]}, at=timezone.now() - timedelta(minutes=10))
+    report(agent_client(token_b), "gpu-b", {"kind": "exited", "generation": allocation.generation, "at": at(),
+                                            "exit_code": 0})
+    assert AllocationGpu.objects.filter(allocation=allocation, live=True).count() == 2
+    Node.objects.filter(pk=a.pk).update(agent_lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    reconcile.expire_node(a.pk, now=timezone.now())
+
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    assert 2 * 9 * 60 < job.lost_gpu_seconds < 2 * 11 * 60  # a's two GPUs for ten minutes, not four
 
 
 def test_a_gang_whose_members_all_exit_zero_succeeds(fleet: LoopFleet) -> None:
