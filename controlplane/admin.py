@@ -75,18 +75,23 @@ class ConfigAudited(admin.ModelAdmin):
                 self.delete_model(request, obj)
 
 
-def _audit_inline_formset(request: HttpRequest, formset: Any) -> None:
-    """A team page's memberships and projects, saved with their config.changed events."""
+def _save_recorded_formset(request: HttpRequest, formset: Any, snapshot: Any, record: Any,
+                           after_save: Any = None) -> None:
+    """Save an inline formset row by row, each change with its audit event (the change view's
+    transaction holds the rows and their events): ``snapshot(obj)`` is what an event's before
+    and after hold, ``record(obj, verb, before, actor)`` writes it."""
     ids = [f.instance.pk for f in formset.initial_forms if f.instance.pk]
-    before = {o.pk: config_audit.config_record(o) for o in formset.model._default_manager.filter(pk__in=ids)}
+    before = {o.pk: snapshot(o) for o in formset.model._default_manager.filter(pk__in=ids)}
     saved = formset.save(commit=False)
     for obj in formset.deleted_objects:
-        config_audit.record_config_change(obj, "deleted", before.get(obj.pk), _actor(request))
+        record(obj, "deleted", before.get(obj.pk), _actor(request))
         obj.delete()
     for obj in saved:
         known = before.get(obj.pk)
         obj.save()
-        config_audit.record_config_change(obj, "changed" if known else "created", known, _actor(request))
+        record(obj, "changed" if known else "created", known, _actor(request))
+        if after_save is not None:
+            after_save(obj)
     formset.save_m2m()
 
 
@@ -111,22 +116,12 @@ class TeamAdmin(ConfigAudited):
 
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
         """The team page's quotas are recorded as quota.changed events, as on the quota pages
-        and in the API (the change view's transaction holds the rows and their events)."""
-        if formset.model is not Quota:
-            _audit_inline_formset(request, formset)
-            return None
-        ids = [f.instance.pk for f in formset.initial_forms if f.instance.pk]
-        before = {q.pk: quotas.quota_record(q) for q in Quota.objects.select_related("team", "gpu_type").filter(pk__in=ids)}
-        saved = formset.save(commit=False)
-        for quota in formset.deleted_objects:
-            quotas.record_quota_change(quota, "deleted", before.get(quota.pk), _actor(request))
-            quota.delete()
-        for quota in saved:
-            known = before.get(quota.pk)
-            quota.save()
-            quotas.record_quota_change(quota, "changed" if known else "created", known, _actor(request))
-            _warn_held_above_nominal(self, request, quota)
-        formset.save_m2m()
+        and in the API; its memberships and projects as config.changed events."""
+        if formset.model is Quota:
+            _save_recorded_formset(request, formset, quotas.quota_record, quotas.record_quota_change,
+                                   lambda quota: _warn_held_above_nominal(self, request, quota))
+        else:
+            _save_recorded_formset(request, formset, config_audit.config_record, config_audit.record_config_change)
         return None
 
 

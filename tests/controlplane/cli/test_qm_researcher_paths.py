@@ -297,22 +297,20 @@ def test_wide_characters_in_a_name_keep_the_table_in_line(alice_qm, fleet) -> No
     assert width(lines[0][: lines[0].index("TEAM")]) == width(next(iter(starts))) + 1
 
 
-@pytest.fixture
-def failing_proxy():
-    """A server answering every request as a failing proxy does: 502 with an HTML page."""
+def _serve_every_path(status: int, body: bytes):
+    """A local HTTP server answering every GET and POST with ``status`` and this HTML page."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     class Handler(BaseHTTPRequestHandler):
-        def _fail(self) -> None:
-            body = b"<html><body><h1>502 Bad Gateway</h1></body></html>"
-            self.send_response(502)
+        def _answer(self) -> None:
+            self.send_response(status)
             self.send_header("Content-Type", "text/html")
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
             self.wfile.write(body)
 
-        do_GET = do_POST = _fail
+        do_GET = do_POST = _answer
 
         def log_message(self, *args) -> None:
             pass
@@ -321,6 +319,12 @@ def failing_proxy():
     threading.Thread(target=server.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{server.server_address[1]}"
     server.shutdown()
+
+
+@pytest.fixture
+def failing_proxy():
+    """A server answering every request as a failing proxy does: 502 with an HTML page."""
+    yield from _serve_every_path(502, b"<html><body><h1>502 Bad Gateway</h1></body></html>")
 
 
 def test_a_failing_server_is_not_called_a_wrong_url(qm, fleet, failing_proxy) -> None:
@@ -394,27 +398,7 @@ def test_a_config_file_edited_into_wrong_types_is_a_sentence(qm, fleet, tmp_path
 @pytest.fixture
 def catch_all_site():
     """A web site that answers every path 200 with its home page (a single-page app)."""
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-    class Handler(BaseHTTPRequestHandler):
-        def _page(self) -> None:
-            body = b"<!doctype html><html><body>Welcome</body></html>"
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        do_GET = do_POST = _page
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    yield from _serve_every_path(200, b"<!doctype html><html><body>Welcome</body></html>")
 
 
 def test_a_site_answering_200_with_a_page_is_not_the_api(qm, fleet, catch_all_site) -> None:
