@@ -23,6 +23,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from itertools import accumulate
+from typing import NamedTuple
 
 from scheduler_core.backfill import ReleaseTimeline, ends_by_head, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
@@ -187,6 +188,270 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
     )
 
 
+class _Worded(NamedTuple):
+    """What :func:`explain` needs of one outcome, worded once however many jobs share it (a
+    named tuple: built in C, unpacked per job)."""
+
+    base: float | None
+    """The outcome's own ETA, or the one estimated from runtime limits (capacity, quota)."""
+    text: str
+    code: ReasonCode
+    reason: str
+    resolvable: bool
+    would: str
+    line: _DrainLine | None
+    """The queue's drain line on its classes, for jobs that wait behind others there."""
+    drains: bool
+    """Short of capacity with no ETA of its own: it waits for the work queued ahead to drain."""
+    fits_now: bool
+    demand_gpus: int
+    estimated: bool
+    """Its ETA is an estimate (not the reservation's or nomination's own start)."""
+    position_free: str | None
+    """Its sentence with the estimate when the queue ahead changes nothing."""
+    quota_at: float | None
+    """When its quota has room (by runtime limits), for a job over its quota."""
+    adds: bool
+    """Its own work counts for the jobs behind it on its classes."""
+    quota_type: str | None
+    capacity_part: tuple[float | None, bool] | None
+    preset: float | None
+    """The start a preemption would give it, for a job over quota that may preempt later."""
+    charged: str | None
+    """The GPU type it will charge to its team's quota once it starts."""
+
+
+class _Explainer:
+    """Phase 7's memos for one cycle: the release timeline, ETAs per gang shape and per quota,
+    the queue's drain lines, and along the queue the work and the quota its waiting jobs will
+    take. The state no longer changes in this phase, so every memo holds for the cycle."""
+
+    def __init__(self, ctx: CycleContext) -> None:
+        self.ctx = ctx
+        self.timeline: ReleaseTimeline | None = None
+        # ReleaseTimeline.eta depends only on the gang's GPU count, its largest member, how
+        # many members are that large, and the classes: requests that differ in CPUs or memory
+        # per GPU share one estimate. The flag: does the capacity suffice already?
+        self.etas: dict[tuple[int, int, int, tuple[int, ...]], tuple[float | None, bool]] = {}
+        self.quota_etas: dict[tuple[str, str, int], float | None] = {}
+        self.releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
+        self.cums: Cumulative = {}
+        self.needs: _NeedEtas = {}
+        # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed
+        # by identity because hashing an Outcome would hash its whole gang.
+        self.worded: dict[int, _Worded] = {}
+        # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class.
+        self.ahead = [0.0] * len(ctx.state.classes)
+        self.lines: dict[tuple[int, ...], _DrainLine] = {}
+        # A job with a reservation or a nomination is in the release timeline itself (its GPUs
+        # are busy from its start until it has run): its work is not added again.
+        self.promised = ctx.reservations
+        self.head_quota = _head_quota(ctx)
+        # per request size, the quota ETA of a later job of the head's team that would outlast
+        # the head's start
+        self.after_head: dict[int, float | None] = {}
+        # Per (team, GPU type): the GPUs its waiting jobs so far in the queue will hold of its
+        # quota, and when the last of them will have run; and memoised quota ETAs behind them.
+        self.quota_ahead: dict[tuple[str, str], tuple[int, float]] = {}
+        self.quota_etas_ahead: dict[tuple[str, str, int, int, float], float | None] = {}
+        self.default_runtime = ctx.config.default_runtime_estimate_s
+
+    def _timeline(self) -> ReleaseTimeline:
+        if self.timeline is None:
+            self.timeline = ReleaseTimeline(self.ctx)
+        return self.timeline
+
+    # -- per outcome -------------------------------------------------------------------------
+
+    def word(self, spec: JobSpec, outcome: Outcome) -> _Worded:
+        base, code = outcome.eta, outcome.code
+        quota_at: float | None = None
+        capacity_part: tuple[float | None, bool] | None = None
+        preset = None
+        quota_code = code is ReasonCode.QUOTA_EXCEEDED
+        if (base is None or quota_code) and outcome.resolvable:
+            # (a job over quota may come with the time its preemption would start it: then
+            # the earlier of that and its quota's time)
+            preset = base
+            base, quota_at, capacity_part = self._estimate(spec, outcome, base)
+            if preset is not None and (base is None or preset < base):
+                base, quota_at = preset, None
+        elif code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED and outcome.demand is not None:
+            # the time its victims' protection lifts (and they stop), unless the GPUs free up
+            # earlier by runtime limits anyway
+            freed = self._capacity_eta(outcome.demand, outcome.classes)[0]
+            if freed is not None and base is not None and freed < base:
+                base = freed
+        line: _DrainLine | None = None
+        if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
+            line = self.lines.get(outcome.classes)
+            if line is None:
+                line = self.lines[outcome.classes] = _DrainLine(self._timeline(), outcome.classes)
+        # A job over its quota waits for its team's jobs, not for the queue ahead of it (which
+        # may run beside it): its capacity term is the release time alone.
+        drains = code in CAPACITY_CODES and outcome.eta is None
+        return _Worded(
+            base, outcome.message, code, REASONS[code], outcome.resolvable,
+            outcome.would_start_if, line, drains, _fits_now(outcome),
+            outcome.demand.gpus if outcome.demand is not None else 0,
+            outcome.eta is None or base != outcome.eta,
+            None if base is None or (quota_at is not None and base > quota_at)
+            else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
+            quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
+            capacity_part, preset, _charged_type(self.ctx, outcome),
+        )
+
+    def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
+        largest = d.largest_member
+        key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest), classes)
+        found = self.etas.get(key)
+        if found is None:
+            timeline = self._timeline()
+            found = self.etas[key] = (timeline.eta(d, classes), timeline.fits_at(d, classes, 0))
+        return found
+
+    def _estimate(self, spec: JobSpec, outcome: Outcome, base: float | None
+                  ) -> tuple[float | None, float | None, tuple[float | None, bool] | None]:
+        """(ETA, when its quota has room, the capacity term) for a job short of capacity or
+        over its quota: it needs both, so the later of the two, unknown if either is (GPUs
+        that never free by runtime limits)."""
+        code = outcome.code
+        quota_at: float | None = None
+        capacity_part: tuple[float | None, bool] | None = None
+        capacity_now = False
+        d = outcome.demand
+        capacity = (code in CAPACITY_CODES or code is ReasonCode.QUOTA_EXCEEDED) and d is not None
+        if d is not None and capacity:
+            if code is ReasonCode.TOPOLOGY_UNSATISFIED:
+                base, capacity_now = domain_eta(self._timeline(), d, outcome.classes), False
+            else:
+                base, capacity_now = self._capacity_eta(d, outcome.classes)
+            capacity_part = (base, capacity_now)
+        if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
+            quota_at = self._quota_time(spec, outcome, outcome.quota_type)
+            if quota_at is None or not capacity:
+                base = quota_at
+            elif base is None:
+                base = quota_at if capacity_now else None
+            else:
+                base = max(base, quota_at)
+            if base is None:
+                quota_at = None
+        return base, quota_at, capacity_part
+
+    def _quota_time(self, spec: JobSpec, outcome: Outcome, quota_type: str) -> float | None:
+        """When the team's (or its cohort's) jobs have released the quota this job lacks."""
+        ctx = self.ctx
+        gpus = outcome.demand.gpus if outcome.demand else spec.gpus
+        shortage = ctx.ledger.check(spec.team, quota_type, gpus).shortage(gpus)
+        cohort = ctx.ledger.cohort_of(spec.team, quota_type)
+        qkey = (spec.team, quota_type, shortage if cohort is None else -gpus)
+        if qkey not in self.quota_etas:
+            if cohort is None:
+                tkey = (spec.team, quota_type)
+                if tkey not in self.releases:
+                    self.releases[tkey] = team_ends(ctx, *tkey)
+                self.quota_etas[qkey] = team_release_eta(ctx, spec.team, quota_type, shortage,
+                                                         self.releases[tkey])
+            else:
+                self.quota_etas[qkey] = cohort_release_eta(ctx, spec.team, quota_type, gpus,
+                                                           self.releases, cums=self.cums)
+        return self.quota_etas[qkey]
+
+    # -- per job, along the queue --------------------------------------------------------------
+
+    def place(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
+        """This job's explanation where it stands in the queue (thousands a cycle: the worded
+        outcome is unpacked once, and the rarer quota terms are calls of their own)."""
+        (eta, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus, estimated, _,
+         quota_at, adds, quota_type, _, _, charged) = w
+        message = text
+        if line is not None:
+            eta = self._drain(spec, line, drains, fits_now, adds and spec.id not in self.promised,
+                              demand_gpus, eta)
+        if quota_type is not None and quota_at is not None and (spec.team, quota_type) in self.quota_ahead:
+            eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated)
+        head_quota = self.head_quota
+        if quota_type is not None and head_quota is not None and spec.team == head_quota[0] \
+                and quota_type == head_quota[1] and not ends_by_head(self.ctx, spec):
+            eta, message, estimated = self._behind_head(w, eta, message, estimated, head_quota)
+        if eta is not None and estimated:
+            message = _estimated_sentence(w, eta)
+        if charged is not None and resolvable and (head_quota is None or spec.id != head_quota[4]):
+            # what this job will hold of its team's quota once it starts, for the jobs behind
+            key = (spec.team, charged)
+            held, until = self.quota_ahead.get(key, (0, self.ctx.snapshot.now))
+            ends_at = math.inf if eta is None else eta + (spec.runtime_limit_s or self.default_runtime)
+            self.quota_ahead[key] = (held + demand_gpus, max(until, ends_at))
+        return pending_explanation(spec.id, code, reason, message, resolvable, position, eta, would)
+
+    def _drain(self, spec: JobSpec, line: _DrainLine, drains: bool, fits_now: bool, adds: bool,
+               gpus: int, eta: float | None) -> float | None:
+        """The work queued ahead on its classes runs first (back to back); its own work then
+        counts for the jobs behind it (``adds``)."""
+        spread, ahead = line.spread, self.ahead
+        if drains:
+            work = 0.0
+            for c, _ in spread:
+                work += ahead[c]
+            if work > 0:
+                drained = line.drained(work)
+                if drained is not None and (eta is None and fits_now or eta is not None and drained > eta):
+                    eta = drained
+        if adds:
+            work = gpus * (spec.runtime_limit_s or self.default_runtime)
+            for c, share in spread:
+                ahead[c] += work * share
+        return eta
+
+    def _behind_own_jobs(self, spec: JobSpec, w: _Worded, eta: float | None, message: str,
+                         estimated: bool) -> tuple[float | None, str, bool]:
+        """Its team's waiting jobs ahead of it on this quota take it first: they hold it from
+        now until the last of them has run (by their ETAs and runtime limits)."""
+        assert w.quota_type is not None and w.quota_at is not None
+        held, until = self.quota_ahead[(spec.team, w.quota_type)]
+        key = (spec.team, w.quota_type, w.demand_gpus, held, until)
+        if key not in self.quota_etas_ahead:
+            self.quota_etas_ahead[key] = _quota_eta_after_head(
+                self.ctx, spec.team, w.quota_type, w.demand_gpus, held, until, self.releases,
+                self.cums, self.needs)
+        q2 = self.quota_etas_ahead[key]
+        if q2 is None or q2 > w.quota_at:
+            later = q2
+            if q2 is not None and w.capacity_part is not None:
+                cap_eta, cap_now = w.capacity_part
+                later = max(q2, cap_eta) if cap_eta is not None else (q2 if cap_now else None)
+            if later is not None and w.preset is not None:
+                later = min(later, w.preset)
+            if later is None or eta is None or later > eta:
+                message = w.text if later is None else (
+                    f"{w.text} Estimated start t={later:.0f}: its team's quota goes first to "
+                    f"the {held} {w.quota_type} GPUs of its jobs ahead of it in the queue (by "
+                    f"runtime limits).")
+                return later, message, False
+        return eta, message, estimated
+
+    def _behind_head(self, w: _Worded, eta: float | None, message: str, estimated: bool,
+                     head_quota: tuple[str, str, int, float, str, float]
+                     ) -> tuple[float | None, str, bool]:
+        """The head holds its reservation on this team's quota: this job, still running at the
+        head's start, must leave it room (the cycle's own rule), so its quota counts the head
+        as held from now until the head has run."""
+        team, quota_type, head_gpus, head_done, head_id, head_start = head_quota
+        if w.demand_gpus not in self.after_head:
+            self.after_head[w.demand_gpus] = _quota_eta_after_head(
+                self.ctx, team, quota_type, w.demand_gpus, head_gpus, head_done, self.releases,
+                self.cums, self.needs)
+        later = self.after_head[w.demand_gpus]
+        if later is None or eta is None or later > eta:
+            message = w.text if later is None else (
+                f"{w.text} Estimated start t={later:.0f}: its team's quota must also hold job "
+                f"{head_id} from its reservation at t={head_start:.0f} until it has run (by "
+                f"runtime limits).")
+            return later, message, False
+        return eta, message, estimated
+
+
 def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplanation, ...]:
     """One explanation per pending job that was not bound, in queue order.
 
@@ -195,45 +460,8 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     short of capacity, the first release time at which its gang fits; then the drain term
     (the work queued ahead of it on its node classes, run back to back). A job over its quota
     also needs the GPUs: its ETA is the later of the quota's time and the capacity terms."""
-    timeline: ReleaseTimeline | None = None
-    # ReleaseTimeline.eta depends only on the gang's GPU count, its largest member, how many
-    # members are that large, and the classes: requests that differ in CPUs or memory per GPU
-    # share one estimate. The flag: does the capacity suffice already?
-    etas: dict[tuple[int, int, int, tuple[int, ...]], tuple[float | None, bool]] = {}
-    quota_etas: dict[tuple[str, str, int], float | None] = {}
-    # the state no longer changes in this phase: one release list per (team, GPU type)
-    releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
-    cums: Cumulative = {}
-    needs: _NeedEtas = {}
-    # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed by
-    # identity because hashing an Outcome would hash its whole gang. Each entry also carries
-    # what the per-job part below needs, so no enum is hashed per job.
-    worded: dict[int, tuple[float | None, str, ReasonCode, str, bool, str,
-                            _DrainLine | None, bool, bool, int, bool, str | None,
-                            float | None, bool, str | None,
-                            tuple[float | None, bool] | None, float | None, str | None]] = {}
-    # Work (GPU-seconds) of the waiting jobs so far in the queue, per node class.
-    ahead = [0.0] * len(ctx.state.classes)
-    lines: dict[tuple[int, ...], _DrainLine] = {}
-    # A job with a reservation or a nomination is in the release timeline itself (its GPUs
-    # are busy from its start until it has run): its work is not added again.
-    promised = ctx.reservations
-    # The head over its quota now (team, GPU type, its GPUs, when it has run, id, start), and
-    # per request size the quota ETA of a later job of its team that would outlast its start.
-    head_quota: tuple[str, str, int, float, str, float] | None = None
-    head = ctx.head
-    if head is not None and head.quota_team is not None and head.quota_type is not None:
-        head_spec = ctx.reserved_specs[head.job_id]
-        head_quota = (head.quota_team, head.quota_type, sum(g.gpus for g in head.grants),
-                      head.start_at + (head_spec.runtime_limit_s
-                                       or ctx.config.default_runtime_estimate_s),
-                      head.job_id, head.start_at)
-    after_head: dict[int, float | None] = {}
-    # Per (team, GPU type): the GPUs its waiting jobs so far in the queue will hold of its
-    # quota, and when the last of them will have run; and memoised quota ETAs behind them.
-    quota_ahead: dict[tuple[str, str], tuple[int, float]] = {}
-    quota_etas_ahead: dict[tuple[str, str, int, int, float], float | None] = {}
-    default_runtime = ctx.config.default_runtime_estimate_s
+    explainer = _Explainer(ctx)
+    worded, place = explainer.worded, explainer.place
     out: list[PendingExplanation] = []
     append = out.append
     bound = ctx.bound
@@ -245,204 +473,36 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
             continue
         position += 1
         outcome = outcomes[spec.id]
-        entry = worded.get(id(outcome))
-        if entry is None:
-            base = outcome.eta
-            code = outcome.code
-            quota_at: float | None = None
-            capacity_now = False
-            capacity_part: tuple[float | None, bool] | None = None
-            preset = None
-            quota_code = code is ReasonCode.QUOTA_EXCEEDED
-            if (base is None or quota_code) and outcome.resolvable:
-                # (a job over quota may come with the time its preemption would start it:
-                # then the earlier of that and its quota's time)
-                preset = base
-                capacity = (code in CAPACITY_CODES or quota_code) and outcome.demand is not None
-                if capacity:
-                    d = outcome.demand
-                    assert d is not None
-                    largest = d.largest_member
-                    key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
-                           outcome.classes)
-                    if code is ReasonCode.TOPOLOGY_UNSATISFIED:
-                        if timeline is None:
-                            timeline = ReleaseTimeline(ctx)
-                        base, capacity_now = domain_eta(timeline, d, outcome.classes), False
-                    else:
-                        if key not in etas:
-                            if timeline is None:
-                                timeline = ReleaseTimeline(ctx)
-                            etas[key] = (timeline.eta(d, outcome.classes),
-                                         timeline.fits_at(d, outcome.classes, 0))
-                        base, capacity_now = etas[key]
-                if capacity:
-                    capacity_part = (base, capacity_now)
-                if code is ReasonCode.QUOTA_EXCEEDED and outcome.quota_type is not None:
-                    gpus = outcome.demand.gpus if outcome.demand else spec.gpus
-                    verdict = ctx.ledger.check(spec.team, outcome.quota_type, gpus)
-                    shortage = verdict.shortage(gpus)
-                    cohort = ctx.ledger.cohort_of(spec.team, outcome.quota_type)
-                    qkey = (spec.team, outcome.quota_type,
-                            shortage if cohort is None else -gpus)
-                    if qkey not in quota_etas:
-                        if cohort is None:
-                            tkey = (spec.team, outcome.quota_type)
-                            if tkey not in releases:
-                                releases[tkey] = team_ends(ctx, *tkey)
-                            quota_etas[qkey] = team_release_eta(ctx, spec.team,
-                                                                outcome.quota_type, shortage,
-                                                                releases[tkey])
-                        else:
-                            quota_etas[qkey] = cohort_release_eta(ctx, spec.team,
-                                                                  outcome.quota_type, gpus,
-                                                                  releases, cums=cums)
-                    quota_at = quota_etas[qkey]
-                    # it needs both its quota and the GPUs: the later of the two, unknown if
-                    # either is (GPUs that never free by runtime limits)
-                    if quota_at is None or not capacity:
-                        base = quota_at
-                    elif base is None:
-                        base = quota_at if capacity_now else None
-                    else:
-                        base = max(base, quota_at)
-                    if base is None:
-                        quota_at = None
-                if preset is not None:
-                    if base is None or preset < base:
-                        base, quota_at = preset, None
-            elif code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED and outcome.demand is not None:
-                # the time its victims' protection lifts (and they stop), unless the GPUs free
-                # up earlier by runtime limits anyway
-                d = outcome.demand
-                largest = d.largest_member
-                key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest),
-                       outcome.classes)
-                if key not in etas:
-                    if timeline is None:
-                        timeline = ReleaseTimeline(ctx)
-                    etas[key] = (timeline.eta(d, outcome.classes),
-                                 timeline.fits_at(d, outcome.classes, 0))
-                freed = etas[key][0]
-                if freed is not None and base is not None and freed < base:
-                    base = freed
-            line: _DrainLine | None = None
-            if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
-                line = lines.get(outcome.classes)
-                if line is None:
-                    if timeline is None:
-                        timeline = ReleaseTimeline(ctx)
-                    line = lines[outcome.classes] = _DrainLine(timeline, outcome.classes)
-            # A job over its quota waits for its team's jobs, not for the queue ahead of it
-            # (which may run beside it): its capacity term is the release time alone.
-            drains = code in CAPACITY_CODES and outcome.eta is None
-            entry = worded[id(outcome)] = (
-                base, outcome.message, code, REASONS[code], outcome.resolvable,
-                outcome.would_start_if, line, drains, _fits_now(outcome),
-                outcome.demand.gpus if outcome.demand is not None else 0,
-                outcome.eta is None or base != outcome.eta,
-                None if base is None or (quota_at is not None and base > quota_at)
-                else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
-                quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
-                capacity_part, preset, _charged_type(ctx, outcome),
-            )
-        (base, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus,
-         estimated, position_free, quota_at, adds, quota_type, capacity_part, preset,
-         charged) = entry
-        eta = base
-        message = text
-        if line is not None:
-            spread = line.spread
-            if drains:
-                work = 0.0
-                for c, _ in spread:
-                    work += ahead[c]
-                if work > 0:
-                    # ReleaseTimeline.drain(classes, work) from the line's cursor, inlined: it runs
-                    # for thousands of jobs a cycle
-                    area = line.area
-                    i = line.cursor
-                    last = len(area) - 1
-                    while i < last and area[i + 1] <= work:
-                        i += 1
-                    line.cursor = i
-                    rate = line.rates[i]
-                    if rate > 0:
-                        drained: float | None = line.times[i] + (work - area[i]) / rate
-                    else:
-                        drained = line.times[i] if area[i] >= work else None
-                    if drained is not None and (eta is None and fits_now or
-                                                eta is not None and drained > eta):
-                        eta = drained
-            if adds and spec.id not in promised:
-                work = demand_gpus * (spec.runtime_limit_s or default_runtime)
-                for c, share in spread:
-                    ahead[c] += work * share
-        if quota_type is not None and quota_at is not None \
-                and (spec.team, quota_type) in quota_ahead:
-            # Its team's waiting jobs ahead of it on this quota take it first: they hold it
-            # from now until the last of them has run (by their ETAs and runtime limits).
-            held, until = quota_ahead[(spec.team, quota_type)]
-            qkey2 = (spec.team, quota_type, demand_gpus, held, until)
-            if qkey2 not in quota_etas_ahead:
-                quota_etas_ahead[qkey2] = _quota_eta_after_head(
-                    ctx, spec.team, quota_type, demand_gpus, held, until, releases, cums, needs)
-            q2 = quota_etas_ahead[qkey2]
-            if q2 is None or q2 > quota_at:
-                later = q2
-                if q2 is not None and capacity_part is not None:
-                    cap_eta, cap_now = capacity_part
-                    later = max(q2, cap_eta) if cap_eta is not None else (q2 if cap_now
-                                                                           else None)
-                if later is not None and preset is not None:
-                    later = min(later, preset)
-                if later is None or eta is None or later > eta:
-                    eta = later
-                    message = text if later is None else (
-                        f"{text} Estimated start t={later:.0f}: its team's quota goes first to "
-                        f"the {held} {quota_type} GPUs of its jobs ahead of it in the queue (by "
-                        f"runtime limits).")
-                    estimated = False
-        if quota_type is not None and head_quota is not None and spec.team == head_quota[0] \
-                and quota_type == head_quota[1] and not ends_by_head(ctx, spec):
-            # The head holds its reservation on this team's quota: this job, still running at
-            # the head's start, must leave it room (the cycle's own rule), so its quota counts
-            # the head as held from now until the head has run.
-            if demand_gpus not in after_head:
-                after_head[demand_gpus] = _quota_eta_after_head(ctx, spec.team, quota_type,
-                                                                demand_gpus, head_quota[2],
-                                                                head_quota[3], releases, cums,
-                                                                needs)
-            later = after_head[demand_gpus]
-            if later is None or eta is None or later > eta:
-                eta = later
-                message = text if later is None else (
-                    f"{text} Estimated start t={later:.0f}: its team's quota must also hold job "
-                    f"{head_quota[4]} from its reservation at t={head_quota[5]:.0f} until it has "
-                    f"run (by runtime limits).")
-                estimated = False
-        if eta is not None and estimated:
-            if quota_at is not None and eta > quota_at:
-                message = (f"{text} Estimated start t={eta:.0f}: its quota has room from "
-                           f"t={quota_at:.0f}, but the capable GPUs are busy until then (by "
-                           f"runtime limits).")
-            elif eta != base:
-                message = (f"{text} Estimated start t={eta:.0f}: the capable GPUs first run the "
-                           f"jobs ahead of it (by their runtime limits, back to back).")
-            elif position_free is not None:
-                message = position_free
-            else:
-                message = f"{text} Estimated start t={eta:.0f} from runtime limits."
-        if charged is not None and resolvable and (
-                head_quota is None or spec.id != head_quota[4]):
-            # what this job will hold of its team's quota once it starts, for the jobs behind
-            qa_key = (spec.team, charged)
-            held, until = quota_ahead.get(qa_key, (0, ctx.snapshot.now))
-            ends_at = math.inf if eta is None else eta + (spec.runtime_limit_s or default_runtime)
-            quota_ahead[qa_key] = (held + demand_gpus, max(until, ends_at))
-        append(pending_explanation(spec.id, code, reason, message, resolvable, position, eta,
-                                  would))
+        w = worded.get(id(outcome))
+        if w is None:
+            w = worded[id(outcome)] = explainer.word(spec, outcome)
+        append(place(spec, w, position))
     return tuple(out)
+
+
+def _head_quota(ctx: CycleContext) -> tuple[str, str, int, float, str, float] | None:
+    """The head job over its quota now: (team, GPU type, its GPUs, when it has run, its id,
+    its start)."""
+    head = ctx.head
+    if head is None or head.quota_team is None or head.quota_type is None:
+        return None
+    head_spec = ctx.reserved_specs[head.job_id]
+    return (head.quota_team, head.quota_type, sum(g.gpus for g in head.grants),
+            head.start_at + (head_spec.runtime_limit_s or ctx.config.default_runtime_estimate_s),
+            head.job_id, head.start_at)
+
+
+def _estimated_sentence(w: _Worded, eta: float) -> str:
+    """The sentence of a job whose ETA is an estimate, saying what it waits for."""
+    if w.quota_at is not None and eta > w.quota_at:
+        return (f"{w.text} Estimated start t={eta:.0f}: its quota has room from "
+                f"t={w.quota_at:.0f}, but the capable GPUs are busy until then (by runtime limits).")
+    if eta != w.base:
+        return (f"{w.text} Estimated start t={eta:.0f}: the capable GPUs first run the jobs ahead "
+                f"of it (by their runtime limits, back to back).")
+    if w.position_free is not None:
+        return w.position_free
+    return f"{w.text} Estimated start t={eta:.0f} from runtime limits."
 
 
 def _charged_type(ctx: CycleContext, outcome: Outcome) -> str | None:
@@ -611,8 +671,8 @@ def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
 
 class _DrainLine:
     """:meth:`ReleaseTimeline.drain` for one class set, for a work total that only grows
-    along the queue: a cursor over the frames instead of a search per job (advanced in
-    :func:`explain`'s loop). ``spread`` says how a job's work on these classes is shared among
+    along the queue: a cursor over the frames instead of a search per job (advanced by
+    :meth:`drained` along the queue). ``spread`` says how a job's work on these classes is shared among
     them (by their capacity)."""
 
     __slots__ = ("area", "rates", "times", "cursor", "spread")
@@ -624,6 +684,20 @@ class _DrainLine:
         caps = [(c, timeline.capacity(c)) for c in classes]
         total = sum(cap for _, cap in caps)
         self.spread = tuple((c, cap / total) for c, cap in caps if total > 0 and cap > 0)
+
+    def drained(self, work: float) -> float | None:
+        """When ``work`` GPU-seconds queued on these classes have run: ReleaseTimeline.drain
+        from the cursor, which only moves forward (the work ahead only grows along the queue)."""
+        area = self.area
+        i = self.cursor
+        last = len(area) - 1
+        while i < last and area[i + 1] <= work:
+            i += 1
+        self.cursor = i
+        rate = self.rates[i]
+        if rate > 0:
+            return self.times[i] + (work - area[i]) / rate
+        return self.times[i] if area[i] >= work else None
 
 
 def _fits_now(outcome: Outcome) -> bool:
