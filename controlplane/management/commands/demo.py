@@ -109,7 +109,9 @@ class AgentSupervisor(threading.Thread):
         token = settings.QM.get("AGENT_BOOTSTRAP_TOKEN") or secrets.token_urlsafe(24)
         settings.QM["AGENT_BOOTSTRAP_TOKEN"] = token
         names = ",".join(str(node["name"]) for node in demo_nodes())
-        state_dir = settings.BASE_DIR / "var" / "agents"
+        # One state directory per demo port: two demos of one checkout (on other databases)
+        # would otherwise hand each other's agents their node tokens.
+        state_dir = settings.BASE_DIR / "var" / f"agents-{self.port}"
         command = [
             sys.executable, "-m", "controlplane.agent.main", "--server", self.url, "--names", names,
             "--state-dir", str(state_dir), "--sample-interval", "5", "--log-format", "console",
