@@ -24,6 +24,7 @@ Keeping the cycle fast (1,250 nodes x 8 GPUs, 5,000 pending, 2,000 running):
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import math
 from collections import Counter
@@ -189,6 +190,8 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
     state = ClusterState(snapshot.nodes, gpu_types, indexed=False)
     ledger = QuotaLedger(snapshot.quotas)
     charges: dict[tuple[str, str], int] = {}
+    # of which jobs marked borrowed at their bind
+    flagged: dict[tuple[str, str], int] = {}
     running: dict[str, RunningJob] = {}
     node_types = [node.gpu_type for node in state.nodes]
     for job in sorted(snapshot.running, key=_spec_id):
@@ -212,9 +215,12 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
         for g in grants:
             key = (spec.team, node_types[g.node])
             charges[key] = charges.get(key, 0) + g.mask.bit_count()
+            if job.borrowed:
+                flagged[key] = flagged.get(key, 0) + g.mask.bit_count()
     state.build_indexes()
     for (team, gpu_type), gpus in sorted(charges.items()):
         ledger.charge(team, gpu_type, gpus)
+    _borrowing_beyond_a_lowered_quota(running, state, ledger, charges, flagged, node_types)
     shares = dominant_shares(snapshot.now, snapshot.nodes, snapshot.running,
                              snapshot.team_usage, cfg.fair_share_half_life_s)
     return CycleContext(
@@ -230,6 +236,43 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
         shares=shares,
         clock=clock,
     )
+
+
+def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: ClusterState,
+                                      ledger: QuotaLedger, charges: dict[tuple[str, str], int],
+                                      flagged: dict[tuple[str, str], int],
+                                      node_types: list[str]) -> None:
+    """A team holding more of a GPU type than its (lowered) nominal quota in a cohort borrows
+    the excess from the cohort, whatever its jobs were marked when they started: its jobs
+    started last are marked borrowed until they cover the excess, so an owner reclaims that
+    capacity as it reclaims any borrowed capacity (seed 004: borrowers first).
+
+    Jobs started within the quota of their day are never over it otherwise (each one fitted
+    beside every job still running), so this changes nothing until an admin lowers a quota."""
+    for key, held in sorted(charges.items()):
+        q = ledger.quota.get(key)
+        if q is None or q.cohort is None:
+            continue
+        excess = held - flagged.get(key, 0) - q.nominal_gpus
+        if excess <= 0:
+            continue
+        team, gpu_type = key
+        mine = [job for job in running.values() if job.spec.team == team and not job.borrowed]
+        # GPUs already stopping go back to the cohort anyway
+        excess -= sum(_held_of_type(state, job, gpu_type, node_types) for job in mine if job.terminating)
+        for job in sorted((j for j in mine if not j.terminating),
+                          key=lambda j: (-j.started_at, j.spec.id)):
+            if excess <= 0:
+                break
+            gpus = _held_of_type(state, job, gpu_type, node_types)
+            if gpus:
+                running[job.spec.id] = dataclasses.replace(job, borrowed=True)
+                excess -= gpus
+
+
+def _held_of_type(state: ClusterState, job: RunningJob, gpu_type: str, node_types: list[str]) -> int:
+    return sum(g.mask.bit_count() for g in state.holdings.get((JOB, job.spec.id), [])
+               if node_types[g.node] == gpu_type)
 
 
 # ---------------------------------------------------------------------------- per job

@@ -57,10 +57,11 @@ def record_quota_change(quota: Quota, verb: str, before: dict[str, Any] | None, 
 def held_above_nominal(quota: Quota) -> str | None:
     """What an admin should know after setting `quota` below what its team holds now, or None.
 
-    Lowering a quota stops nothing: the team's running jobs keep their GPUs, it starts no more
-    work of that type while it holds more than nominal plus what it may borrow, and the jobs it
-    was given within the old quota are not borrowed work, so other teams cannot reclaim them
-    (docs/operations.md, *Changing quotas on a running fleet*)."""
+    Lowering a quota stops nothing by itself: the team's running jobs keep their GPUs and it
+    starts no more work of that type while it holds more than nominal plus what it may borrow.
+    In a cohort, what it holds above the new nominal is borrowed (its jobs started last), so a
+    team owed its guarantee reclaims it by preemption (docs/operations.md, *Changing quotas on
+    a running fleet*)."""
     held = AllocationGpu.objects.filter(
         live=True, node__gpu_type_id=quota.gpu_type_id, allocation__job__team_id=quota.team_id,
     ).count()
@@ -69,7 +70,11 @@ def held_above_nominal(quota: Quota) -> str | None:
     return (
         f"Team {quota.team.name} holds {held} {quota.gpu_type.name} GPUs now, {held - quota.nominal_gpus} above its new "
         f"nominal {quota.nominal_gpus}. Its running jobs keep them (lowering a quota stops nothing); it starts no "
-        f"more {quota.gpu_type.name} work while over its quota and borrowing limit, and jobs it was given within "
-        "the old quota are not borrowed work, so other teams cannot reclaim them: they free their GPUs when they "
-        "end (see docs/operations.md, Changing quotas on a running fleet)."
+        f"more {quota.gpu_type.name} work while over its quota and borrowing limit. "
+        + (f"In cohort {quota.team.cohort.name} the {held - quota.nominal_gpus} above nominal count as borrowed "
+           "(its jobs started last): a team owed its guarantee may reclaim them by preemption, after their "
+           "class's minimum runtime "
+           if quota.team.cohort_id is not None else
+           "It is in no cohort, so no other team can reclaim them: they free their GPUs when they end ")
+        + "(see docs/operations.md, Changing quotas on a running fleet)."
     )

@@ -1,10 +1,10 @@
 """An admin who lowers a quota below what the team holds is told what that does and does not do.
 
 Found on the demo: vision's H100 quota lowered from 40 to 16 while it ran 40 GPUs of jobs, and
-serving's raised to its share. The admin page said only "changed successfully"; serving's jobs
-then waited about ten hours (vision's runtime limits), because lowering a quota stops nothing and
-jobs admitted within the old quota are not borrowed work that another team may reclaim
-(docs/operations.md, *Changing quotas on a running fleet*).
+serving's raised to its share. The admin page said only "changed successfully", though lowering a
+quota stops nothing by itself; what the team holds above the new nominal is borrowed in its
+cohort, which other teams reclaim by preemption (docs/operations.md, *Changing quotas on a
+running fleet*).
 """
 
 from __future__ import annotations
@@ -51,7 +51,8 @@ def test_lowering_a_quota_below_what_the_team_holds_warns_with_the_numbers(fleet
     assert Quota.objects.get(pk=ml_runs_16.pk).nominal_gpus == 6
     [warning] = [w for w in _warnings(r) if "holds" in w]
     assert warning.startswith("Team ml holds 16 H100-80GB GPUs now, 10 above its new nominal 6.")
-    assert "lowering a quota stops nothing" in warning and "cannot reclaim them" in warning
+    assert "lowering a quota stops nothing" in warning
+    assert "In cohort all the 10 above nominal count as borrowed (its jobs started last)" in warning
 
 
 def test_the_same_warning_on_the_teams_page(fleet, browser, ml_runs_16) -> None:
@@ -78,3 +79,13 @@ def test_no_warning_when_the_team_holds_no_more_than_its_quota(fleet, browser, m
 
     assert r.status_code == 200 and Quota.objects.get(pk=ml_runs_16.pk).nominal_gpus == nominal
     assert not [w for w in _warnings(r) if "holds" in w]
+
+
+def test_a_team_in_no_cohort_is_told_nobody_reclaims_what_it_holds(fleet, browser, ml_runs_16) -> None:
+    type(fleet.ml).objects.filter(pk=fleet.ml.pk).update(cohort=None)
+
+    r = browser.post(f"/admin/controlplane/quota/{ml_runs_16.pk}/change/", _quota_form(ml_runs_16, nominal_gpus=6),
+                     follow=True)
+
+    [warning] = [w for w in _warnings(r) if "holds" in w]
+    assert "It is in no cohort, so no other team can reclaim them" in warning

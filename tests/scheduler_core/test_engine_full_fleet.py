@@ -17,7 +17,10 @@ Two independent proofs:
   over quota that may preempt once a minimum runtime lifts, a team's jobs over quota queueing
   for it in order, sentences that count ("1 GPU", "the only node", "preempted 1 time") and
   a short runtime limit's kill in seconds, 2026-11-29: binds, preemptions, resizes, reservations, kills,
-  reasons and fleet figures unchanged, only ETAs, sentences and positions)::
+  reasons and fleet figures unchanged, only ETAs, sentences and positions; and a team holding
+  more than its nominal quota in a cohort borrows the excess whatever its jobs' marks, so its
+  latest jobs become borrowers, 2026-11-29: the synthetic 1,000-GPU snapshots, whose running
+  jobs hold more than some teams' quotas, preempt other victims; the others are unchanged)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -46,9 +49,9 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "86ee66b8c6862833876dd3a940b4fd2d405f1aaaf3e67498615935e719a91c58",
-    (1000, 500, 200, 1): "c1952b4c703ec4e748cc0fe988e35e0a520ca3244923c842d61327db3c886dd0",
-    (1000, 500, 200, 3): "ae4e4a7bf98ab019c538ee1a83a8aa815d819a57fc287f1b60c49534db0fa28f",
+    (1000, 500, 200, 7): "9a8bfe280d507549ccdc98e3a44ae959574cc2bed99ac3b1a15bb8507402f4c4",
+    (1000, 500, 200, 1): "d8c433ff3a963cd41111fca26a3168996a7c7de722aa6d2448156cb9c81c0540",
+    (1000, 500, 200, 3): "bcf20adace3852a5d7bfc00d6a31005e0673e3ab984ee3e5970129b16aef920c",
     (2000, 1000, 400, 4): "61cd69b07239dc5787a90a1c1020f95d0a0f5484624421789dbd0ff41587939c",
     (10000, 5000, 2000, 7): "7407df4ee19b47601e3b893a70d53e418882b30c85b132ace82ca3be5da24726",
 }

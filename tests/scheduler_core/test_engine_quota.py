@@ -169,3 +169,43 @@ def test_borrower_beyond_nominal_cannot_reclaim():
     )
     # 16 used + 24 > nominal 32: not a reclaim, and equal-or-lower priority preempts nothing
     assert plan.preemptions == ()
+
+
+def lowered_quota_cluster(vision: int = 8, serving: int = 16):
+    """Vision ran 16 GPUs in a cohort when its quota was 16; an admin has lowered it to 8 and
+    raised serving's to 16. Serving runs nothing; the fleet (16 GPUs) is full."""
+    return (
+        make_cluster().nodes(2)
+        .priority("production", 1000).priority("research", 10)
+        .quota("vision", "a100", vision, cohort="shared")
+        .quota("serving", "a100", serving, cohort="shared")
+        .running(
+            make_running(make_job("older").team("vision").priority("research").gpus(8)).whole("n0")
+            .started(1_000),
+            make_running(make_job("newer").team("vision").priority("research").gpus(8)).whole("n1")
+            .started(2_000),
+        )
+        .at(10_000)
+    )
+
+
+def test_a_team_over_a_lowered_quota_borrows_the_excess_and_its_owner_reclaims_it():
+    """Found by QA: after a quota was lowered, the team's jobs still counted as within quota
+    (their borrowed mark was set at bind), so the owner of the capacity waited hours for their
+    runtime limits instead of reclaiming it."""
+    plan = lowered_quota_cluster().pending(
+        make_job("incident").team("serving").priority("research").gpus(8)).plan()
+
+    [victim] = plan.preemptions
+    assert victim.reason is PreemptionReason.RECLAIM_BORROWED and victim.for_job == "incident"
+    assert victim.job_id == "newer", "the excess is the work started last"
+    assert plan.fleet.borrowed_gpus == 8
+
+
+def test_a_team_within_its_quota_lends_nothing_to_reclaim():
+    plan = (
+        lowered_quota_cluster(vision=16, serving=8)
+        .pending(make_job("incident").team("serving").priority("research").gpus(8))
+        .plan()
+    )
+    assert plan.preemptions == () and plan.fleet.borrowed_gpus == 0

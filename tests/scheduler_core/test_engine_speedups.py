@@ -9,7 +9,10 @@
   runtime lifts, jobs named "job N", the preemption notice's wording, positions among the
   jobs still waiting, held GPUs named, a job
   behind a head over its quota, preemption once a minimum runtime lifts, quota queues,
-  sentences that count ("1 GPU frees up"), 2026-11-29: every decision and reason unchanged), by::
+  sentences that count ("1 GPU frees up"), 2026-11-29: every decision and reason unchanged;
+  and once when decisions were meant to change: a team over its nominal quota in a cohort
+  borrows the excess, 2026-11-29, which moves victims and binds in the 1,000-GPU snapshots
+  whose synthetic running jobs exceed some teams' quotas), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -49,8 +52,8 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "9cbd110846197053a7816008f54b30b651f01d9d9075f3da387387eaca482ed1",
-    (1000, 500, 200, 3, "loop"): "658e9ae91ca67d66322bf03cf1a22749bc00ff4a14bbed84f2d6b602690a0957",
+    (1000, 500, 200, 1, "default"): "32b9987142286ce2db2a54b27d554eac91786d77b53d6408a06be39eb8bb9137",
+    (1000, 500, 200, 3, "loop"): "c5915c5517e961a8e063a9551673b58ffafad357afbcad387fec28f4b61614ae",
     (2000, 1000, 400, 4, "default"): "54019e21dcc431b958d7e33b260f9b20bab159fc8ce88a274585735d29cb3dec",
     (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
     (10000, 5000, 2000, 7, "loop"): "b0d3f0d92a6ccfb8ada2404ba6bd914e7a048178ddb6bc8b91ebfab284f1c1d3",
