@@ -904,7 +904,7 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
             ReasonCode.WAITING_FOR_RESERVATION,
             f"Holds a reservation for {demand.gpus} GPUs on {counted(len(placements), 'node')} from "
             f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
-            f"the {shortage} {gpu_type} GPUs its quota lacks now "
+            f"the {counted(shortage, f'{gpu_type} GPU')} its quota lacks now "
             f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
             f"by runtime limits; smaller jobs may use those GPUs only if they end before then.",
             True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "

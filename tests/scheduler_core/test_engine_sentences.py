@@ -39,3 +39,16 @@ def test_a_one_gpu_job_short_of_gpus_is_told_in_the_singular() -> None:
     assert explanation.code is ReasonCode.INSUFFICIENT_GPUS
     assert explanation.message.startswith("Needs 1 ") and " GPU; 0 are free" in explanation.message
     assert explanation.would_start_if is not None and explanation.would_start_if.endswith("GPU frees up")
+
+
+def test_a_reservation_waiting_for_one_gpu_of_its_quota_says_gpu() -> None:
+    # Seen on the demo: "released the 1 H100-80GB GPUs its quota lacks now".
+    plan = (
+        make_cluster().nodes(2).at(10).quota("ml", "a100", 8)
+        .running(make_running(make_job("small").team("ml").gpus(1).limit(3600)).on("n0", 0).started(0))
+        .pending(make_job("big").team("ml").gpus(8))
+        .plan()
+    )
+    explanation = why(plan, "big")
+    assert explanation.code is ReasonCode.WAITING_FOR_RESERVATION, explanation.message
+    assert "released the 1 a100 GPU its quota lacks now" in explanation.message
