@@ -1639,10 +1639,13 @@ def choose_bucket(start: datetime, end: datetime, now: datetime) -> int:
 
 
 def utilization_series(
-    window: Window, now: datetime, *, team_id: int | None = None, bucket: int | None = None
+    window: Window, now: datetime, *, team_id: int | None = None, bucket: int | None = None,
+    exact_first_bucket: bool = True,
 ) -> list[UtilizationPoint]:
     """The three tiers over time, for the fleet (with capacity) or one team (without): the
-    overview and team charts. Callers check that the reader may see `team_id`."""
+    overview and team charts. Callers check that the reader may see `team_id`.
+    ``exact_first_bucket``: average the first bucket of history over the time it was rolled
+    (one more query); callers that only take ratios of the tiers can skip it."""
     bucket = bucket or choose_bucket(window.start, window.end, now)
     rolled = _rolled_until()
     if rolled is None:
@@ -1657,8 +1660,12 @@ def utilization_series(
         sums = qs.values("start").annotate(allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
                                            productive=Sum("productive_gpu_seconds"))
     points = []
-    for s in sums.order_by("start"):
+    rows = list(sums.order_by("start"))
+    began = _first_rolled_within(rows[0]["start"], bucket) if rows and exact_first_bucket else None
+    for s in rows:
         covered = min(float(bucket), (rolled - s["start"]).total_seconds())
+        if began is not None and s["start"] < began < s["start"] + timedelta(seconds=bucket):
+            covered -= (began - s["start"]).total_seconds()  # nothing was rolled before `began`
         if covered <= 0:
             continue
         capacity = s.get("capacity")
@@ -1669,6 +1676,24 @@ def utilization_series(
             productive_gpus=float(s["productive"] or 0) / covered,
         ))
     return points
+
+
+def _first_rolled_within(start: datetime, bucket: int) -> datetime | None:
+    """When the fleet's rollups begin inside the bucket at ``start``, read from the next finer
+    rows kept there: the accounting's first run falls mid-bucket on a fresh fleet, and a
+    time-average over the whole bucket understated it (87.5 of 128 GPUs of capacity in the
+    demo's first hour). Retention drops finer rows only at whole days (raw_horizon,
+    hour_horizon), so a bucket either has its finer rows from its start or none (then: None,
+    the whole bucket); only while a retention run deletes a day 400 days old in batches may
+    that day briefly read short."""
+    finer = {HOUR: MINUTE, DAY: HOUR}.get(bucket)
+    if finer is None:
+        return None
+    first: datetime | None = (
+        FleetRollup.objects.filter(bucket=finer, start__gte=start, start__lt=start + timedelta(seconds=bucket))
+        .order_by("start").values_list("start", flat=True).first()
+    )
+    return first
 
 
 def job_cost(job_id: int) -> dict[str, Any]:

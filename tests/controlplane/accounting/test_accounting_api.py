@@ -17,6 +17,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from controlplane.models import Node
 from controlplane.services import accounting
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import hold, report, running_job
@@ -162,6 +163,19 @@ def test_utilization_series_has_the_three_tiers_ordered(clients: dict[str, APICl
     # times as everywhere else in the API: UTC written "Z"
     window = response.json()["window"]
     assert all(t.endswith("Z") for t in (window["start"], window["end"], points[0]["t"]))
+
+
+def test_the_first_bucket_of_history_averages_over_the_time_accounted(clients: dict[str, APIClient],
+                                                                      usage: Any) -> None:
+    """Found by QA: the first hour of a fresh fleet averaged its GPU-seconds over the whole hour,
+    so capacityGpus read 87.5 of 128 GPUs in the demo's first hour (the accounting began
+    mid-hour)."""
+    fleet_gpus = sum(Node.objects.values_list("gpu_count", flat=True))
+    points = clients["admin"].get(UTILIZATION, {"window": "3h", "bucket": "hour"}).json()["points"]
+
+    assert points and all(p["capacityGpus"] == pytest.approx(fleet_gpus) for p in points)
+    assert points[0]["seconds"] < 3600  # it began mid-hour
+    assert all(p["capacityGpus"] >= p["allocatedGpus"] for p in points)
 
 
 def test_utilization_of_a_team_needs_access_to_it(clients: dict[str, APIClient], usage: Any) -> None:
