@@ -423,12 +423,9 @@ class _Explainer:
                 later = max(q2, cap_eta) if cap_eta is not None else (q2 if cap_now else None)
             if later is not None and w.preset is not None:
                 later = min(later, w.preset)
-            if later is None or eta is None or later > eta:
-                message = w.text if later is None else (
-                    f"{w.text} Estimated start t={later:.0f}: its team's quota goes first to "
-                    f"the {held} {w.quota_type} GPUs of its jobs ahead of it in the queue (by "
-                    f"runtime limits).")
-                return later, message, False
+            return _if_later(w, later, eta, message, estimated,
+                             f"its team's quota goes first to the {held} {w.quota_type} GPUs of "
+                             f"its jobs ahead of it in the queue (by runtime limits).")
         return eta, message, estimated
 
     def _behind_head(self, w: _Worded, eta: float | None, message: str, estimated: bool,
@@ -442,14 +439,18 @@ class _Explainer:
             self.after_head[w.demand_gpus] = _quota_eta_after_head(
                 self.ctx, team, quota_type, w.demand_gpus, head_gpus, head_done, self.releases,
                 self.cums, self.needs)
-        later = self.after_head[w.demand_gpus]
-        if later is None or eta is None or later > eta:
-            message = w.text if later is None else (
-                f"{w.text} Estimated start t={later:.0f}: its team's quota must also hold job "
-                f"{head_id} from its reservation at t={head_start:.0f} until it has run (by "
-                f"runtime limits).")
-            return later, message, False
-        return eta, message, estimated
+        return _if_later(w, self.after_head[w.demand_gpus], eta, message, estimated,
+                         f"its team's quota must also hold job {head_id} from its reservation at "
+                         f"t={head_start:.0f} until it has run (by runtime limits).")
+
+
+def _if_later(w: _Worded, later: float | None, eta: float | None, message: str, estimated: bool,
+              why: str) -> tuple[float | None, str, bool]:
+    """A quota term that starts the job later (or makes its start unknown) replaces the ETA
+    and says why; otherwise the job keeps what it had."""
+    if later is None or eta is None or later > eta:
+        return later, (w.text if later is None else f"{w.text} Estimated start t={later:.0f}: {why}"), False
+    return eta, message, estimated
 
 
 def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplanation, ...]:
