@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
+from django.utils import timezone
+
 from controlplane.models import Event, FleetSample, Job, PriorityClass, Team
+from controlplane.services import accounting
+from controlplane.services.cycle import run_cycle
 
 
 def sample(at: datetime, **fields: Any) -> FleetSample:
@@ -31,3 +35,14 @@ def team(name: str) -> Team:
 
 def priority(name: str) -> PriorityClass:
     return PriorityClass.objects.get(name=name)
+
+
+def both_teams_ran_for(submit_as: Any, hours: float) -> datetime:
+    """vision (alice) and language (bob) each hold 8 H100 from `hours` ago until now, with the
+    rollups caught up; returns now."""
+    now = timezone.now()
+    submit_as("alice", name="v", gpus=8, gpu_types=("H100-80GB",))
+    submit_as("bob", name="l", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test", now=now - timedelta(hours=hours))
+    accounting.catch_up(now)
+    return now

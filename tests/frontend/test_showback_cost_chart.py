@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from controlplane.services import accounting
 from controlplane.services.cycle import run_cycle
+from tests.frontend.page_data import both_teams_ran_for
 
 pytestmark = pytest.mark.django_db
 
@@ -19,12 +20,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def hundred_hours_of_use(submit_as):
     """vision and language each hold 8 H100 from 100 hours ago until now; rollups caught up."""
-    now = timezone.now()
-    submit_as("alice", name="v", gpus=8, gpu_types=("H100-80GB",))
-    submit_as("bob", name="l", gpus=8, gpu_types=("H100-80GB",))
-    run_cycle("test", now=now - timedelta(hours=100))
-    accounting.catch_up(now)
-    return now
+    return both_teams_ran_for(submit_as, hours=100)
 
 
 def _iso(moment):

@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from controlplane.services import accounting
-from controlplane.services.cycle import run_cycle
+from tests.frontend.page_data import both_teams_ran_for
 
 pytestmark = pytest.mark.django_db
 
@@ -18,12 +18,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def two_hours_of_use(submit_as):
     """vision and language each ran for the last two hours; the rollups are caught up."""
-    now = timezone.now()
-    submit_as("alice", name="v", gpus=8, gpu_types=("H100-80GB",))
-    submit_as("bob", name="l", gpus=8, gpu_types=("H100-80GB",))
-    run_cycle("test", now=now - timedelta(hours=2))
-    accounting.catch_up(now)
-    return now
+    return both_teams_ran_for(submit_as, hours=2)
 
 
 def table_names(html: str) -> list[str]:
