@@ -171,7 +171,8 @@ def test_browsers_asking_for_favicon_ico_get_the_icon_not_a_404(demo):
 def test_the_submitted_range_is_read_and_labelled_as_utc(client_for, submit_as):
     """The browser's datetime inputs carry no zone: the filter reads them as UTC, and the labels
     say so (a reader in another zone would otherwise type local time and miss hours of jobs)."""
-    from datetime import timedelta, timezone as tz
+    from datetime import timedelta
+    from datetime import timezone as tz
 
     from django.utils import timezone
 
