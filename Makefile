@@ -27,7 +27,7 @@ test: install browser
 	scripts/test-services.sh $(PY) -m pytest $(ARGS)
 
 lint: install
-	$(VENV)/bin/ruff check scheduler_core controlplane frontend tests
+	$(VENV)/bin/ruff check scheduler_core controlplane frontend tests bench
 
 typecheck: install
 	$(VENV)/bin/mypy --strict scheduler_core

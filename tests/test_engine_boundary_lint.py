@@ -37,3 +37,11 @@ def test_scheduler_core_passes_its_purity_lint() -> None:
     result = subprocess.run([*_ruff(), "check", "--no-cache", "--select", "TID251", "scheduler_core"], cwd=ROOT,
                             capture_output=True, text=True)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_the_whole_tree_passes_make_lint() -> None:
+    """`make lint`'s rules (pyproject's ruff section) hold everywhere, so a slip shows in CI, not
+    in the next person's editor."""
+    paths = ["scheduler_core", "controlplane", "frontend", "tests", "bench"]
+    result = subprocess.run([*_ruff(), "check", "--no-cache", *paths], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout + result.stderr
