@@ -87,9 +87,11 @@ class Api:
         return cls(base, token)
 
     def request(self, method: str, path: str, *, body: Any = None, params: Any = None,
-                headers: dict[str, str] | None = None, retry: bool = False, raw: bool = False) -> Any:
+                headers: dict[str, str] | None = None, retry: bool = False, raw: bool = False,
+                response_headers: dict[str, str] | None = None) -> Any:
         """Call the API and return its JSON (or text when `raw`); raise ApiError with the
-        API's message on any 4xx/5xx, CliError when the server cannot be reached."""
+        API's message on any 4xx/5xx, CliError when the server cannot be reached. A dict given
+        as `response_headers` is filled with the answer's headers (names in lower case)."""
         url = f"{self.url}/api/v1/{path.lstrip('/')}"
         # A raw request asks for another format by `?format=` (CSV): accepting only JSON then
         # would be refused (406).
@@ -119,6 +121,8 @@ class Api:
             if response.status_code in RETRY_STATUSES and attempt < attempts:
                 time.sleep(0.5 * attempt)
                 continue
+            if response_headers is not None:
+                response_headers.update({k.lower(): v for k, v in response.headers.items()})
             return self._result(response, raw)
         raise AssertionError("unreachable: the last attempt returns or raises")
 

@@ -254,21 +254,41 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     spec = _spec_from_args(args, command)
     key = args.idempotency_key or f"qm-{uuid.uuid4()}"
     is_array = "array" in spec
+    answer: dict[str, str] = {}
     try:
         result = api.request("POST", "job-arrays/" if is_array else "jobs/", body=spec,
-                             headers={"Idempotency-Key": key}, retry=True)
+                             headers={"Idempotency-Key": key}, retry=True, response_headers=answer)
     except ApiError as error:
         raise CliError(_refusal(error)) from error
+    # The server answered with what an earlier submit under this key created. With our own fresh
+    # key that can only be our retry of a request whose answer was lost: this run created it.
+    replayed = bool(args.idempotency_key) and answer.get("idempotent-replayed") == "true"
     if args.json:
         output.emit_json(result)
     elif is_array:
-        print(f"Submitted array {result['array_id']}: {result['count']} tasks of {spec['gpus']} GPU(s), "
-              f"{array_span(result['job_ids'])} (team {result['team']}).")
+        what = (f"array {result['array_id']}: {result['count']} tasks of {spec['gpus']} GPU(s), "
+                f"{array_span(result['job_ids'])} (team {result['team']})")
+        if replayed:
+            print(output.visible(f"Idempotency key {key} was already used: no new tasks were submitted. "
+                                 f"It returned {what}, now {_array_states(result)}."))
+        else:
+            print(f"Submitted {what}.")
     else:
-        print(f"Submitted job {result['id']} ({result['name']}): {result['gpus']} GPU(s), "
-              f"priority {result['priority_class']}, team {result['team']}, "
-              f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}.")
+        what = (f"job {result['id']} ({result['name']}): {result['gpus']} GPU(s), "
+                f"priority {result['priority_class']}, team {result['team']}, "
+                f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}")
+        if replayed:
+            print(output.visible(f"Idempotency key {key} was already used: no new job was submitted. "
+                                 f"It returned {what}."))
+        else:
+            print(output.visible(f"Submitted {what}."))
     return 0
+
+
+def _array_states(summary: dict[str, Any]) -> str:
+    """`3 running, 1 pending`: an array's tasks by state, as a replay reads them now."""
+    states = summary.get("states") or {}
+    return ", ".join(f"{n} {state}" for state, n in sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))) or "no tasks"
 
 
 # ------------------------------------------------------------------------------ list, status
