@@ -183,8 +183,25 @@ class CohortAdmin(admin.ModelAdmin):
 
 @admin.register(Quota)
 class QuotaAdmin(admin.ModelAdmin):
-    list_display = ("team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit")
+    list_display = ("team", "cohort", "gpu_type", "nominal_gpus", "held_now", "above_nominal", "borrowing_limit",
+                    "lending_limit")
     list_filter = ("gpu_type", "team__cohort")
+    list_select_related = ("team__cohort", "gpu_type")
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return quotas.with_held_gpus(super().get_queryset(request))
+
+    @admin.display(description="cohort", ordering="team__cohort__name")
+    def cohort(self, obj: Quota) -> str:
+        return obj.team.cohort.name if obj.team.cohort_id is not None else "-"
+
+    @admin.display(description="held now", ordering="held_gpus")
+    def held_now(self, obj: Quota) -> int:
+        return int(getattr(obj, "held_gpus", 0))
+
+    @admin.display(description="above nominal (borrowed)")
+    def above_nominal(self, obj: Quota) -> int:
+        return max(0, self.held_now(obj) - obj.nominal_gpus)
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         # The admin's change view runs in one transaction: the quota and its event go together.

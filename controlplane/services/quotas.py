@@ -5,6 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
+from django.db.models.functions import Coalesce
+
 from controlplane.choices import EventKind
 from controlplane.models import AllocationGpu, Event, Quota
 from controlplane.services.transitions import event_fields
@@ -52,6 +55,17 @@ def record_quota_change(quota: Quota, verb: str, before: dict[str, Any] | None, 
         data={"before": before, "after": after},
     )
     return Event.objects.create(**{**fields, "team_id": quota.team_id})
+
+
+def with_held_gpus(queryset: QuerySet[Quota]) -> QuerySet[Quota]:
+    """Each quota annotated with ``held_gpus``: the GPUs of its type its team's live allocations
+    hold now, in one query (the admin's quota list shows it beside the nominal and the limits)."""
+    held = (
+        AllocationGpu.objects.filter(live=True, node__gpu_type_id=OuterRef("gpu_type_id"),
+                                     allocation__job__team_id=OuterRef("team_id"))
+        .order_by().values("allocation__job__team_id").annotate(n=Count("pk")).values("n")
+    )
+    return queryset.annotate(held_gpus=Coalesce(Subquery(held, output_field=IntegerField()), Value(0)))
 
 
 def held_above_nominal(quota: Quota) -> str | None:
