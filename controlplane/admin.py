@@ -7,8 +7,9 @@ from typing import Any
 from django import forms
 from django.contrib import admin, messages
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Count, Sum
 from django.http import HttpRequest
+from django.utils.html import format_html, format_html_join
 
 from controlplane.choices import NodeState
 from controlplane.models import (
@@ -154,7 +155,37 @@ class CohortAdmin(admin.ModelAdmin):
     """Cohorts created, changed or deleted here are recorded as the API's are
     (services/cohorts.py: cohort.changed events, reasons Cohort*)."""
 
-    list_display = ("name", "description")
+    list_display = ("name", "description", "member_teams")
+    readonly_fields = ("members",)
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).annotate(team_count=Count("teams"))
+
+    @admin.display(description="teams", ordering="team_count")
+    def member_teams(self, obj: Cohort) -> int:
+        return int(getattr(obj, "team_count", 0))
+
+    @admin.display(description="members and their quotas")
+    def members(self, obj: Cohort) -> str:
+        """What the cohort pools, read where it is tuned: each member's quota per GPU type with
+        its limits and what it holds now (edit them on the team or quota pages)."""
+        if obj.pk is None:
+            return "Add teams to this cohort on their team pages."
+        rows = quotas.with_held_gpus(
+            Quota.objects.filter(team__cohort=obj).select_related("team", "gpu_type").order_by("gpu_type__name", "team__name")
+        )
+        def limit(value: int | None) -> str:
+            return "none" if value is None else str(value)
+        body = format_html_join(
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((q.gpu_type.name, q.team.name, q.nominal_gpus, limit(q.borrowing_limit), limit(q.lending_limit),
+              q.held_gpus) for q in rows),
+        )
+        if not body:
+            return "No member team has a quota yet."
+        return format_html(
+            "<table><thead><tr><th>GPU type</th><th>team</th><th>nominal</th><th>borrowing limit</th>"
+            "<th>lending limit</th><th>held now</th></tr></thead><tbody>{}</tbody></table>", body)
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         # The admin's change view runs in one transaction: the cohort and its event go together.
