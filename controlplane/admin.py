@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.db import transaction
 from django.db.models import Count, Sum
@@ -104,7 +105,15 @@ class TeamAdmin(ConfigAudited):
     inlines = [MembershipInline, ProjectInline, QuotaInline]
     # The team's decayed past usage (fair share) is the scheduling loop's, folded forward every
     # cycle: shown, never an input (saving the page wrote back the values it was opened with).
-    readonly_fields = ("decayed_gpu_seconds", "decayed_cpu_seconds", "decayed_memory_gb_seconds", "usage_as_of")
+    readonly_fields = ("fair_share_usage", "usage_as_of")
+    exclude = ("decayed_gpu_seconds", "decayed_cpu_seconds", "decayed_memory_gb_seconds")
+
+    @admin.display(description="fair-share usage (decayed)")
+    def fair_share_usage(self, obj: Team) -> str:
+        half_life_days = float(settings.QM["FAIR_SHARE_HALF_LIFE_S"]) / 86400
+        return (f"{obj.decayed_gpu_seconds / 3600:,.1f} GPU-hours, {obj.decayed_cpu_seconds / 3600:,.1f} CPU-hours, "
+                f"{obj.decayed_memory_gb_seconds / 3600:,.1f} GB-hours of memory; past use counts half after "
+                f"{half_life_days:g} days (QM_FAIR_SHARE_HALF_LIFE_S). The scheduler orders teams by it.")
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         """A team joining, leaving or changing cohort is recorded as in the API

@@ -37,7 +37,7 @@ def test_the_team_page_shows_the_decayed_usage_without_an_input_for_it(fleet, br
     assert not set(USAGE_FIELDS) & set(form.fields)
     html = page.content.decode()
     assert 'name="decayed_gpu_seconds"' not in html
-    assert "Decayed gpu seconds" in html  # still shown, read-only
+    assert "Fair-share usage (decayed)" in html  # still shown, read-only
 
 
 def test_saving_the_team_page_keeps_the_usage_the_loop_folded_in_meanwhile(fleet, browser) -> None:
@@ -86,3 +86,12 @@ def test_saving_a_node_page_keeps_the_state_and_lease_written_while_it_ran(fleet
     stored = Node.objects.get(pk=node.pk)
     assert stored.leaf_switch == "leaf-z"
     assert (stored.state, stored.agent_lease_expires_at) == (NodeState.SUSPECT, renewed)
+
+
+def test_the_team_page_reads_fair_share_usage_in_hours_with_its_half_life(fleet, browser) -> None:
+    """Before: "Decayed gpu seconds: 11997.86134982022", a raw float with no unit an admin reads."""
+    Team.objects.filter(pk=fleet.ml.pk).update(decayed_gpu_seconds=12_600.0, decayed_cpu_seconds=360.0,
+                                               decayed_memory_gb_seconds=0.0)
+    html = browser.get(f"/admin/controlplane/team/{fleet.ml.pk}/change/").content.decode()
+    assert "3.5 GPU-hours, 0.1 CPU-hours, 0.0 GB-hours of memory; past use counts half after 7 days" in html
+    assert "12600" not in html
