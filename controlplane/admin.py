@@ -30,6 +30,7 @@ from controlplane.models import (
     Team,
 )
 from controlplane.services import cohorts, config_audit, nodes, quotas
+from scheduler_core.sentences import counted, duration
 
 
 class MembershipInline(admin.TabularInline):
@@ -265,9 +266,37 @@ class QuotaAdmin(admin.ModelAdmin):
             super().delete_queryset(request, queryset)
 
 
+def _span(seconds: int) -> str:
+    """A configured span as it was likely typed: whole days, whole hours, else as sentences say it."""
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{seconds // 86400} d"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return duration(seconds)
+
+
 @admin.register(PriorityClass)
 class PriorityClassAdmin(ConfigAudited):
-    list_display = ("name", "value", "preemptible", "may_preempt_lower", "grace_period_s", "preemption_budget")
+    list_display = ("name", "value", "preemptible", "may_preempt_lower", "grace_period", "min_runtime", "budget",
+                    "runtime_limits")
+
+    @admin.display(description="grace period", ordering="grace_period_s")
+    def grace_period(self, obj: PriorityClass) -> str:
+        return _span(obj.grace_period_s)
+
+    @admin.display(description="min runtime before preemption", ordering="min_runtime_s")
+    def min_runtime(self, obj: PriorityClass) -> str:
+        return _span(obj.min_runtime_s) if obj.min_runtime_s else "none"
+
+    @admin.display(description="preemption budget", ordering="preemption_budget")
+    def budget(self, obj: PriorityClass) -> str:
+        if not obj.preemptible:
+            return "not preemptible"
+        return f"{counted(obj.preemption_budget, 'preemption')} per job per {_span(obj.budget_window_s)}"
+
+    @admin.display(description="runtime limit: default / max")
+    def runtime_limits(self, obj: PriorityClass) -> str:
+        return f"{_span(obj.default_runtime_limit_s)} / {_span(obj.max_runtime_limit_s)}"
 
 
 @admin.register(GpuType)

@@ -1,0 +1,33 @@
+"""The priority-class list says what each class does when it comes to preemption, in words and
+units: before, it showed a bare "preemption budget 3" with no window and no minimum runtime, so
+an admin could not read what protects a running job."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.django_db
+
+
+def _cells(html: str, name: str) -> list[str]:
+    for row in re.findall(r"<tr>(.*?)</tr>", html, re.S):
+        if f">{name}</a>" in row:
+            return [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+    raise AssertionError(f"no row for {name}")
+
+
+def test_the_priority_class_list_reads_budget_window_minimum_runtime_and_limits(fleet, browser) -> None:
+    f.make_priority_class("nightly", 50, preemption_budget=1, budget_window_s=7 * 86400, min_runtime_s=900,
+                          grace_period_s=90, default_runtime_limit_s=2 * 3600, max_runtime_limit_s=2 * 86400)
+    html = browser.get("/admin/controlplane/priorityclass/").content.decode()
+    assert _cells(html, "nightly")[-4:] == ["90 s", "15 min", "1 preemption per job per 7 d", "2 h / 2 d"]
+
+
+def test_a_class_that_is_never_preempted_says_so_instead_of_a_budget(fleet, browser) -> None:
+    f.make_priority_class("critical", 5000, preemptible=False, preemption_budget=3)
+    html = browser.get("/admin/controlplane/priorityclass/").content.decode()
+    assert _cells(html, "critical")[-2] == "not preemptible"
