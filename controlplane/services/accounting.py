@@ -164,6 +164,12 @@ class _Touched:
     fleet_minutes: list[tuple[datetime, datetime]] = field(default_factory=list)
     fleet_hours: set[datetime] = field(default_factory=set)
     quota_hours: set[datetime] = field(default_factory=set)
+    #: Days whose hour rows were repriced in place (their minutes are gone): their day rows
+    #: (jobs, fleet, guarantees) and group rows are re-summed from those hours.
+    days_from_hours: set[datetime] = field(default_factory=set)
+    #: Days whose jobs' day rows were repriced in place (their hours are gone too): their
+    #: group rows (and months) are re-summed.
+    group_days: set[datetime] = field(default_factory=set)
     rows_written: int = 0
 
     def minutes(self, start: datetime, end: datetime, job_id: int | None) -> None:
@@ -685,20 +691,20 @@ def _resum(touched: _Touched) -> None:
     _resum_jobs(HOUR, touched.all_jobs_hours, None)
     for job_id, hours in touched.job_hours.items():
         _resum_jobs(HOUR, hours - touched.all_jobs_hours, job_id)
-    days_all = {floor_to(h, DAY) for h in touched.all_jobs_hours}
+    days_all = {floor_to(h, DAY) for h in touched.all_jobs_hours} | touched.days_from_hours
     _resum_jobs(DAY, days_all, None)
     days = set(days_all)
     for job_id, hours in touched.job_hours.items():
         job_days = {floor_to(h, DAY) for h in hours}
         _resum_jobs(DAY, job_days - days_all, job_id)
         days |= job_days
-    _resum_groups(days)
+    _resum_groups(days | touched.group_days)
     for a, b in _merge_ranges(touched.fleet_minutes):
-        _resum_fleet_minutes(floor_to(a, MINUTE), b)
+        _resum_fleet_usage(MINUTE, floor_to(a, MINUTE), b)
     _resum_fleet(HOUR, touched.fleet_hours)
-    _resum_fleet(DAY, {floor_to(h, DAY) for h in touched.fleet_hours})
+    _resum_fleet(DAY, {floor_to(h, DAY) for h in touched.fleet_hours} | touched.days_from_hours)
     _resum_quota(HOUR, touched.quota_hours)
-    _resum_quota(DAY, {floor_to(h, DAY) for h in touched.quota_hours})
+    _resum_quota(DAY, {floor_to(h, DAY) for h in touched.quota_hours} | touched.days_from_hours)
 
 
 def _finer(bucket: int) -> int:
@@ -765,17 +771,19 @@ def _resum_groups(days: set[datetime]) -> None:
         GroupRollup.objects.bulk_create(rows, batch_size=2000)
 
 
-def _resum_fleet_minutes(start: datetime, end: datetime) -> None:
-    """The usage columns of the fleet's minute rows: sums of the jobs' minute rows."""
+def _resum_fleet_usage(bucket: int, start: datetime, end: datetime) -> None:
+    """The usage columns of the fleet's `bucket` rows over [start, end): sums of the jobs' rows
+    of the same bucket (minutes as they are rolled; hours and days whose finer rows are gone
+    after a price correction repriced the jobs' rows in place)."""
     usage = [f for f in USAGE_SUM_FIELDS]
-    FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).update(**{f: 0 for f in usage})
+    FleetRollup.objects.filter(in_bucket(bucket, start, end)).update(**{f: 0 for f in usage})
     sums = (
-        UsageRollup.objects.filter(in_bucket(MINUTE, start, end))
+        UsageRollup.objects.filter(in_bucket(bucket, start, end))
         .values("start", "gpu_type_id", "capacity_tier")
         .annotate(**{f"s_{f}": Sum(f) for f in usage})
     )
     rows = [
-        FleetRollup(bucket=MINUTE, start=s["start"], gpu_type_id=s["gpu_type_id"], capacity_tier=s["capacity_tier"],
+        FleetRollup(bucket=bucket, start=s["start"], gpu_type_id=s["gpu_type_id"], capacity_tier=s["capacity_tier"],
                     **{f: s[f"s_{f}"] for f in usage})
         for s in sums
     ]
@@ -819,13 +827,15 @@ def reprice(since: datetime, now: datetime, keys: Iterable[tuple[int, str]] | No
 
     Minutes priced by one rate throughout are rewritten in place (GPU-seconds × rate), for jobs,
     capacity and idle guarantees; a minute a rate starts inside is re-derived from the raw rows
-    (split at the instant, as the rollup does). Hours, days and the group rows are then
-    re-summed. Minute rows exist only within the raw retention: hours older than the earliest
-    minute kept keep the prices they were rolled with (logged). `keys`: the (GPU type, capacity
-    tier) pairs whose rates changed (None: all); only their rows, and the idle guarantees of
-    their GPU types, are rewritten. Returns the minute rows rewritten. Holds the cursor lock
-    (waits for a running rollup). Runs as the Celery task `qm.accounting.reprice`, queued when
-    a rate is saved (models/usage.py)."""
+    (split at the instant, as the rollup does). Before the earliest minute kept (the raw
+    retention), the hour rows there — and the day rows where the hours are gone too — are
+    rewritten the same way wherever one rate prices the whole bucket; a bucket a rate starts
+    inside cannot be split without its finer rows, keeps the price it had and is logged
+    (`_reprice_before_minutes`). Hours, days and the group rows are then re-summed.
+    `keys`: the (GPU type, capacity tier) pairs whose rates changed (None: all); only their
+    rows, and the idle guarantees of their GPU types, are rewritten. Returns the rollup rows
+    rewritten. Holds the cursor lock (waits for a running rollup). Runs as the Celery task
+    `qm.accounting.reprice`, queued when a rate is saved (models/usage.py)."""
     only = {(int(g), str(t)) for g, t in keys} if keys is not None else None
     with transaction.atomic():
         cursor = AccountingCursor.objects.select_for_update().filter(name=CURSOR_NAME).first()
@@ -834,58 +844,206 @@ def reprice(since: datetime, now: datetime, keys: Iterable[tuple[int, str]] | No
         kept = [m.objects.filter(bucket=MINUTE).aggregate(t=Min("start"))["t"]
                 for m in (UsageRollup, FleetRollup, QuotaRollup)]
         first_kept = min((t for t in kept if t is not None), default=None)
-        if first_kept is None:
-            return 0
-        start, end = max(floor_to(since, MINUTE), first_kept), cursor.rolled_until
-        if floor_to(since, MINUTE) < first_kept and FleetRollup.objects.filter(
-            bucket=HOUR, start__gte=floor_to(since, HOUR), start__lt=floor_to(first_kept, HOUR)
-        ).exists():
-            log.warning("price change before the minutes kept", since=since.isoformat(),
-                        repriced_from=first_kept.isoformat(),
-                        hint="hours before the raw retention keep the prices they were rolled with")
         prices = PriceBook.from_rows(
             PriceRate.objects.values_list("gpu_type_id", "capacity_tier", "effective_from", "usd_per_gpu_hour")
         )
-        s_us, e_us = to_us(start), to_us(end)
-        # Minutes a rate starts inside (not on the minute): re-derived, not rewritten in place.
-        cut = sorted({from_us(t // MINUTE_US * MINUTE_US) for key in prices.keys() for t in prices.starts(key)
-                      if s_us < t < e_us and t % MINUTE_US})
-        rows = 0
-        hour_s = Decimal(3600)
-        for model in (UsageRollup, FleetRollup):
-            cells = set(model.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
-                        .values_list("gpu_type_id", "capacity_tier").distinct())
-            for gpu_type_id, tier in cells:
-                if only is not None and (gpu_type_id, tier) not in only:
-                    continue
-                for a, b, rate in _uniform_pieces(prices.segments(gpu_type_id, tier, s_us, e_us), e_us):
-                    per_s = (rate or Decimal(0)) / hour_s
-                    update = {"cost_usd": F("allocated_gpu_seconds") * per_s,
-                              "lost_cost_usd": F("lost_gpu_seconds") * per_s}
-                    if model is FleetRollup:
-                        update = {"capacity_cost_usd": F("capacity_gpu_seconds") * per_s}
-                    rows += model.objects.filter(
-                        bucket=MINUTE, start__gte=a, start__lt=b, gpu_type_id=gpu_type_id, capacity_tier=tier,
-                    ).exclude(start__in=cut).update(**update)
-        for gpu_type_id in set(QuotaRollup.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
-                               .values_list("gpu_type_id", flat=True).distinct()):
-            if only is not None and gpu_type_id not in {g for g, _ in only}:
-                continue
-            for a, b, rate in _uniform_pieces(_reserved_segments(prices, gpu_type_id, s_us, e_us), e_us):
-                rows += QuotaRollup.objects.filter(
-                    bucket=MINUTE, start__gte=a, start__lt=b, gpu_type_id=gpu_type_id,
-                ).exclude(start__in=cut).update(idle_cost_usd=F("idle_gpu_seconds") * ((rate or Decimal(0)) / hour_s))
         touched = _Touched()
-        for minute in cut:
-            m1 = min(minute + timedelta(minutes=1), end)
-            _derive_and_store(minute, m1, None, prices, touched)
-            _reprice_capacity_minute(minute, m1, prices)
-            _store_idle_guarantees(minute, m1, prices, touched)
-        touched.minutes(start, end, None)
-        touched.quota_hours.update(_slots(start, end, HOUR))
+        older = _Repriced()
+        minutes_from = first_kept if first_kept is not None else cursor.rolled_until
+        if floor_to(since, MINUTE) < minutes_from:
+            older = _reprice_before_minutes(since, minutes_from, prices, only, touched)
+        rows = 0
+        start = minutes_from
+        if first_kept is not None:
+            start, end = max(floor_to(since, MINUTE), first_kept), cursor.rolled_until
+            rows = _reprice_minutes(start, end, prices, only, touched)
         _resum(touched)
-    log.info("repriced", since=since.isoformat(), repriced_from=start.isoformat(), minute_rows=rows + touched.rows_written)
-    return rows + touched.rows_written
+    log.info("repriced", since=since.isoformat(), minutes_from=start.isoformat(),
+             minute_rows=rows + touched.rows_written, hour_rows=older.hour_rows, day_rows=older.day_rows,
+             kept_buckets=older.kept)
+    return rows + touched.rows_written + older.hour_rows + older.day_rows
+
+
+def _reprice_minutes(start: datetime, end: datetime, prices: PriceBook, only: set[tuple[int, str]] | None,
+                     touched: _Touched) -> int:
+    """Reprice the minute rows of [start, end) (all kept): in place where one rate prices the
+    whole minute, re-derived from the raw rows where a rate starts inside it. Marks the hours
+    and days above them for re-summing; returns the rows rewritten in place."""
+    s_us, e_us = to_us(start), to_us(end)
+    # Minutes a rate starts inside (not on the minute): re-derived, not rewritten in place.
+    cut = sorted({from_us(t // MINUTE_US * MINUTE_US) for key in prices.keys() for t in prices.starts(key)
+                  if s_us < t < e_us and t % MINUTE_US})
+    rows = 0
+    for model in (UsageRollup, FleetRollup):
+        cells = set(model.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
+                    .values_list("gpu_type_id", "capacity_tier").distinct())
+        for gpu_type_id, tier in cells:
+            if only is not None and (gpu_type_id, tier) not in only:
+                continue
+            for a, b, rate in _uniform_pieces(prices.segments(gpu_type_id, tier, s_us, e_us), e_us):
+                rows += model.objects.filter(
+                    bucket=MINUTE, start__gte=a, start__lt=b, gpu_type_id=gpu_type_id, capacity_tier=tier,
+                ).exclude(start__in=cut).update(**_priced(model, rate))
+    for gpu_type_id in set(QuotaRollup.objects.filter(bucket=MINUTE, start__gte=start, start__lt=end)
+                           .values_list("gpu_type_id", flat=True).distinct()):
+        if only is not None and gpu_type_id not in {g for g, _ in only}:
+            continue
+        for a, b, rate in _uniform_pieces(_reserved_segments(prices, gpu_type_id, s_us, e_us), e_us):
+            rows += QuotaRollup.objects.filter(
+                bucket=MINUTE, start__gte=a, start__lt=b, gpu_type_id=gpu_type_id,
+            ).exclude(start__in=cut).update(**_priced(QuotaRollup, rate))
+    for minute in cut:
+        m1 = min(minute + timedelta(minutes=1), end)
+        _derive_and_store(minute, m1, None, prices, touched)
+        _reprice_capacity_minute(minute, m1, prices)
+        _store_idle_guarantees(minute, m1, prices, touched)
+    touched.minutes(start, end, None)
+    touched.quota_hours.update(_slots(start, end, HOUR))
+    return rows
+
+
+_PER_GPU_SECOND = Decimal(3600)
+
+
+def _priced(model: Any, rate: Decimal | None) -> dict[str, Any]:
+    """The UPDATE that prices `model`'s rows at `rate` $/GPU-hour (None: before the first rate,
+    nothing): jobs' cost and lost cost, the fleet's capacity cost, a guarantee's idle cost."""
+    per_s = (rate or Decimal(0)) / _PER_GPU_SECOND
+    if model is FleetRollup:
+        return {"capacity_cost_usd": F("capacity_gpu_seconds") * per_s}
+    if model is QuotaRollup:
+        return {"idle_cost_usd": F("idle_gpu_seconds") * per_s}
+    return {"cost_usd": F("allocated_gpu_seconds") * per_s, "lost_cost_usd": F("lost_gpu_seconds") * per_s}
+
+
+@dataclass
+class _Repriced:
+    """What `_reprice_before_minutes` rewrote, and how many buckets kept their price."""
+
+    hour_rows: int = 0
+    day_rows: int = 0
+    kept: int = 0
+
+
+_BUCKET_NAMES = {HOUR: "hour", DAY: "day"}
+
+
+def _reprice_before_minutes(since: datetime, minutes_from: datetime, prices: PriceBook,
+                            only: set[tuple[int, str]] | None, touched: _Touched) -> _Repriced:
+    """A price change reaching before the earliest minute kept: reprice the coarser rows that
+    exist there. Hours wholly before the minutes kept (hour retention, 400 days), then days
+    before the earliest hour kept (days are kept for ever). A bucket one rate prices
+    throughout is rewritten in place from its GPU-seconds — exact, as its minutes were priced
+    at that one rate; a bucket a rate starts inside keeps its old price and is logged (its
+    split needs the finer rows retention dropped). The fleet's usage columns of those buckets
+    are re-summed from the jobs' rows at once, the days above repriced hours and the group rows
+    of every day touched by `_resum` (marked in `touched`)."""
+    done = _Repriced()
+    hour_end = floor_to(minutes_from, HOUR)
+    hour_starts = [m.objects.filter(bucket=HOUR, start__lt=hour_end).aggregate(t=Min("start"))["t"]
+                   for m in (UsageRollup, FleetRollup, QuotaRollup)]
+    hours_from = min((t for t in hour_starts if t is not None), default=hour_end)
+    h0 = max(floor_to(since, HOUR), hours_from)
+    if h0 < hour_end:
+        done.hour_rows, kept = _reprice_buckets(HOUR, h0, hour_end, prices, only)
+        done.kept += kept
+        _resum_fleet_usage(HOUR, h0, hour_end)
+        touched.days_from_hours.update(_slots(h0, hour_end, DAY))
+    day_end = floor_to(hours_from, DAY)
+    day_starts = [m.objects.filter(bucket=DAY, start__lt=day_end).aggregate(t=Min("start"))["t"]
+                  for m in (UsageRollup, FleetRollup, QuotaRollup)]
+    days_from = min((t for t in day_starts if t is not None), default=day_end)
+    d0 = max(floor_to(since, DAY), days_from)
+    if d0 < day_end:
+        done.day_rows, kept = _reprice_buckets(DAY, d0, day_end, prices, only)
+        done.kept += kept
+        _resum_fleet_usage(DAY, d0, day_end)
+        touched.group_days.update(_slots(d0, day_end, DAY))
+    return done
+
+
+def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceBook,
+                     only: set[tuple[int, str]] | None) -> tuple[int, int]:
+    """Reprice the `bucket` rows (hours or days, both ends aligned) of [start, end) in place,
+    one UPDATE per table, (GPU type, tier) and stretch of whole buckets under one rate. Returns
+    the rows rewritten and the buckets that kept their old price (each logged)."""
+    s_us, e_us = to_us(start), to_us(end)
+    rows = 0
+    # (bucket start, GPU type, tier) → (tables, instants where a rate starts inside the bucket)
+    kept: dict[tuple[datetime, int, str], tuple[set[str], set[datetime]]] = {}
+    cells = set(FleetRollup.objects.filter(in_bucket(bucket, start, end))
+                .values_list("gpu_type_id", "capacity_tier").distinct())
+    for gpu_type_id, tier in sorted(cells):
+        if only is not None and (gpu_type_id, tier) not in only:
+            continue
+        pieces, cuts = _whole_buckets(prices.segments(gpu_type_id, tier, s_us, e_us), bucket)
+        for model in (UsageRollup, FleetRollup):
+            for a, b, rate in pieces:
+                rows += model.objects.filter(in_bucket(bucket, a, b), gpu_type_id=gpu_type_id,
+                                             capacity_tier=tier).update(**_priced(model, rate))
+            for at, boundary in cuts:
+                if model.objects.filter(bucket=bucket, start=at, gpu_type_id=gpu_type_id,
+                                        capacity_tier=tier).exists():
+                    entry = kept.setdefault((at, gpu_type_id, tier), (set(), set()))
+                    entry[0].add(model.__name__)
+                    entry[1].add(boundary)
+    touched_types = {g for g, _ in only} if only is not None else None
+    for gpu_type_id in sorted(set(QuotaRollup.objects.filter(in_bucket(bucket, start, end))
+                                  .values_list("gpu_type_id", flat=True).distinct())):
+        if touched_types is not None and gpu_type_id not in touched_types:
+            continue
+        pieces, cuts = _whole_buckets(_reserved_segments(prices, gpu_type_id, s_us, e_us), bucket)
+        for a, b, rate in pieces:
+            rows += QuotaRollup.objects.filter(in_bucket(bucket, a, b), gpu_type_id=gpu_type_id).update(
+                **_priced(QuotaRollup, rate))
+        for at, boundary in cuts:
+            if not QuotaRollup.objects.filter(bucket=bucket, start=at, gpu_type_id=gpu_type_id).exists():
+                continue
+            b_us = to_us(boundary)
+            # the idle guarantee's price follows the reserved rate rule: name the tiers starting there
+            for tier in ("reserved", "on_demand", "spot"):
+                if b_us in prices.starts((gpu_type_id, tier)):
+                    entry = kept.setdefault((at, gpu_type_id, tier), (set(), set()))
+                    entry[0].add(QuotaRollup.__name__)
+                    entry[1].add(boundary)
+    if kept:
+        from controlplane.models import GpuType
+
+        names = dict(GpuType.objects.filter(pk__in={g for _, g, _ in kept}).values_list("pk", "name"))
+        for (at, gpu_type_id, tier), (tables, boundaries) in sorted(kept.items()):
+            log.warning(
+                "price change inside a rollup bucket whose finer rows are gone: kept its old price",
+                bucket=_BUCKET_NAMES[bucket], start=_iso(at), gpu_type=names.get(gpu_type_id, str(gpu_type_id)),
+                gpu_type_id=gpu_type_id, capacity_tier=tier, tables=sorted(tables),
+                rate_changes_at=[_iso(t) for t in sorted(boundaries)],
+                why=f"a rate starts inside this {_BUCKET_NAMES[bucket]} and retention has dropped the finer rows "
+                    "that would split it",
+                hint="correct prices within the raw retention (QM_RAW_SAMPLE_RETENTION_DAYS) to have them "
+                     "applied to the minute",
+            )
+    return rows, len({at for at, _, _ in kept})
+
+
+def _whole_buckets(
+    segments: Sequence[tuple[int, int, Decimal | None]], bucket: int
+) -> tuple[list[tuple[datetime, datetime, Decimal | None]], list[tuple[datetime, datetime]]]:
+    """Price segments of a bucket-aligned range as stretches of whole buckets under one rate,
+    and the buckets a rate change cuts (bucket start, instant of the change). Neighbouring
+    segments at the same rate are one: a rate that starts at the price before it cuts nothing."""
+    merged: list[tuple[int, int, Decimal | None]] = []
+    for a, b, rate in segments:
+        if merged and merged[-1][2] == rate:
+            merged[-1] = (merged[-1][0], b, rate)
+        else:
+            merged.append((a, b, rate))
+    step = bucket * 1_000_000
+    pieces = []
+    for a, b, rate in merged:
+        lo, hi = -(-a // step) * step, b // step * step
+        if hi > lo:
+            pieces.append((from_us(lo), from_us(hi), rate))
+    cuts = [(from_us(a // step * step), from_us(a)) for a, _, _ in merged[1:] if a % step]
+    return pieces, cuts
 
 
 def _uniform_pieces(

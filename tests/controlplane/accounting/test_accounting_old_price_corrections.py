@@ -1,0 +1,289 @@
+"""A price correction that reaches back past the minute rows kept: finance corrects last
+month's rate, and the hours (and days) whose minutes retention has already dropped follow it,
+wherever one rate prices the whole bucket (docs/accounting.md, "Cost").
+
+Fleet: one H100 node of 8 GPUs (reserved, $2.50/GPU-h from 2026-01-01); team ml holds a
+guarantee of 8 H100. Job A holds 4 GPUs 10:00–13:00 on 2 November, job B 4 GPUs 10:00–12:00 on
+3 November. The rollups run from 2 November 10:00 to 4 November 00:30 with one day of raw
+retention, then retention runs: 2 November has hour and day rows but no minutes (with one day
+of hour retention too: day rows only); 3 November keeps its minutes.
+
+  2 Nov  ml 4 × 3 h = 12 GPU-h ($30.00);  capacity 8 × 14 h = 112 GPU-h ($280.00);
+         idle guarantee 112 − 12 = 100 GPU-h ($250.00)
+  3 Nov  ml 4 × 2 h =  8 GPU-h ($20.00);  capacity 8 × 24 h = 192 GPU-h ($480.00);
+         idle guarantee 192 − 8 = 184 GPU-h ($460.00)
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.db.models import Sum
+
+from controlplane.celery import app
+from controlplane.choices import CapacityTier
+from controlplane.models import FleetRollup, GroupRollup, PriceRate, QuotaRollup, UsageRollup
+from controlplane.services import accounting
+from controlplane.services.access import Access
+from tests.controlplane import factories as f
+from tests.controlplane.accounting.builders import T0, h100, hold, minutes, node, report, running_job
+
+pytestmark = pytest.mark.django_db
+FINANCE = Access(is_admin=False, is_finance=True, team_ids=frozenset())
+CENT = Decimal("0.01")
+NOV2 = datetime(2026, 11, 2, tzinfo=UTC)
+NOV3 = NOV2 + timedelta(days=1)
+LATER = NOV3 + timedelta(days=1, minutes=30)
+MINUTE, HOUR, DAY, MONTH = accounting.MINUTE, accounting.HOUR, accounting.DAY, accounting.MONTH
+
+
+@pytest.fixture
+def committed(monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callbacks: Any) -> Any:
+    """`with committed(): rate.save()`: the save commits and its queued `qm.accounting.reprice`
+    runs at once, as in the demo (no broker; a worker does it otherwise)."""
+    monkeypatch.setitem(app.conf, "task_always_eager", True)
+    return lambda: django_capture_on_commit_callbacks(execute=True)
+
+
+def build(settings: Any, *, hour_retention_days: float = 400, extra_rate: tuple[str, datetime] | None = None) -> Any:
+    """The fleet above, rolled up and past retention. `extra_rate`: a reserved rate known
+    while the rollups ran (its minutes were split at its start)."""
+    settings.QM = {**settings.QM, "RAW_SAMPLE_RETENTION_DAYS": 1, "HOUR_ROLLUP_RETENTION_DAYS": hour_retention_days}
+    gpu = h100("2.5000")
+    if extra_rate is not None:
+        f.make_price_rate(gpu, extra_rate[0], tier=CapacityTier.RESERVED, effective_from=extra_rate[1])
+    n = node(gpu)
+    team = f.make_team("ml")
+    f.make_quota(team, gpu, nominal_gpus=8)
+    a = running_job(team, gpus=4, started_at=T0)
+    report(hold(a, [(n, 4)], T0, T0 + minutes(180)), n, T0, T0 + minutes(180))
+    accounting.catch_up(NOV3)
+    b_start = NOV3 + timedelta(hours=10)
+    b = running_job(team, gpus=4, started_at=b_start)
+    report(hold(b, [(n, 4)], b_start, b_start + minutes(120)), n, b_start, b_start + minutes(120))
+    accounting.catch_up(LATER)
+    accounting.apply_retention(LATER)
+    for model in (UsageRollup, FleetRollup, QuotaRollup):
+        assert not model.objects.filter(bucket=MINUTE, start__lt=NOV3).exists()
+        assert model.objects.filter(bucket=MINUTE, start__gte=NOV3).exists()
+        assert model.objects.filter(bucket=HOUR, start__lt=NOV3).exists() == (hour_retention_days > 1)
+        assert model.objects.filter(bucket=DAY, start=NOV2).exists()
+    return gpu
+
+
+def figures(start: datetime, end: datetime) -> dict[str, Decimal]:
+    report = accounting.showback(accounting.Window(start, end, "w"), "team", FINANCE, LATER)
+    assert (report.start, report.end) == (start, end)
+    ml = next(e for e in report.entries if e.name == "ml")
+    return {"ml": ml.cost_usd.quantize(CENT), "idle": report.idle.cost_usd.quantize(CENT),
+            "reserved": (ml.idle_reserved_usd or Decimal(0)).quantize(CENT),
+            "fleet": (report.capacity_cost_usd or Decimal(0)).quantize(CENT)}
+
+
+def day(d: datetime) -> dict[str, Decimal]:
+    return figures(d, d + timedelta(days=1))
+
+
+def money(ml: str, fleet: str, reserved: str) -> dict[str, Decimal]:
+    return {"ml": Decimal(ml), "idle": Decimal(fleet) - Decimal(ml), "reserved": Decimal(reserved),
+            "fleet": Decimal(fleet)}
+
+
+def rate(gpu: Any, since: datetime = datetime(2026, 1, 1, tzinfo=UTC)) -> PriceRate:
+    return PriceRate.objects.get(gpu_type=gpu, capacity_tier=CapacityTier.RESERVED, effective_from=since)
+
+
+def snapshot(start: datetime, end: datetime) -> list[tuple[Any, ...]]:
+    rows: list[tuple[Any, ...]] = []
+    for model, fields in ((UsageRollup, ("job_id", "cost_usd", "lost_cost_usd")),
+                          (FleetRollup, ("cost_usd", "capacity_cost_usd")), (QuotaRollup, ("team_id", "idle_cost_usd"))):
+        rows += sorted((model.__name__, *r) for r in model.objects.filter(start__gte=start, start__lt=end)
+                       .values_list("bucket", "start", "gpu_type_id", *fields))
+    return rows
+
+
+def assert_levels_agree() -> None:
+    """Every coarser row is the sum of the finer rows kept under it, to the last decimal."""
+    for model, fields, keys in (
+        (UsageRollup, ["cost_usd", "lost_cost_usd", "allocated_gpu_seconds"], ["job_id", "gpu_type_id"]),
+        (FleetRollup, ["cost_usd", "capacity_cost_usd"], ["gpu_type_id", "capacity_tier"]),
+        (QuotaRollup, ["idle_cost_usd", "idle_gpu_seconds"], ["team_id", "gpu_type_id"]),
+    ):
+        for finer, coarser in ((MINUTE, HOUR), (HOUR, DAY)):
+            for row in model.objects.filter(bucket=coarser).values("start", *keys, *fields):
+                length = timedelta(seconds=coarser)
+                under = model.objects.filter(bucket=finer, start__gte=row["start"], start__lt=row["start"] + length,
+                                             **{k: row[k] for k in keys})
+                if not under.exists():
+                    continue  # retention dropped them
+                sums = under.aggregate(**{x: Sum(x) for x in fields})
+                assert sums == {x: row[x] for x in fields}, (model.__name__, coarser, row["start"])
+    # the fleet's usage columns are the jobs' sums at every level kept
+    for bucket in (HOUR, DAY):
+        fleet = FleetRollup.objects.filter(bucket=bucket).aggregate(c=Sum("cost_usd"), lost=Sum("lost_cost_usd"))
+        jobs = UsageRollup.objects.filter(bucket=bucket).aggregate(c=Sum("cost_usd"), lost=Sum("lost_cost_usd"))
+        assert fleet == jobs, bucket
+    usage_days = UsageRollup.objects.filter(bucket=DAY).aggregate(c=Sum("cost_usd"))["c"]
+    assert GroupRollup.objects.filter(bucket=DAY).aggregate(c=Sum("cost_usd"))["c"] == usage_days
+    assert GroupRollup.objects.filter(bucket=MONTH).aggregate(c=Sum("cost_usd"))["c"] == usage_days
+
+
+def at(gpu_seconds: Decimal, usd_per_gpu_hour: str) -> Decimal:
+    return (gpu_seconds * Decimal(usd_per_gpu_hour) / 3600).quantize(Decimal("1e-15"))
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
+    """The warnings of buckets that kept their old price."""
+    return [r.msg for r in caplog.records
+            if isinstance(r.msg, dict) and r.levelno >= logging.WARNING and "rate_changes_at" in r.msg]
+
+
+def test_the_figures_before_any_correction(settings: Any) -> None:
+    build(settings)
+    assert day(NOV2) == money("30.00", "280.00", "250.00")
+    assert day(NOV3) == money("20.00", "480.00", "460.00")
+    assert_levels_agree()
+
+
+def test_halving_last_months_rate_halves_the_hours_whose_minutes_are_gone(settings: Any, committed: Any,
+                                                                          caplog: pytest.LogCaptureFixture) -> None:
+    """Before: 2 November kept $2.50 ($30.00, $280.00 …) and only 3 November was halved."""
+    gpu = build(settings)
+    hour_rows = {r.pk: r for r in UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV3)}
+    correction = rate(gpu)
+    correction.usd_per_gpu_hour = Decimal("1.2500")
+    with committed():
+        correction.save()
+    assert day(NOV2) == money("15.00", "140.00", "125.00")
+    assert figures(NOV2 + timedelta(hours=9), NOV2 + timedelta(hours=14)) == money("15.00", "40.00", "25.00")
+    assert day(NOV3) == money("10.00", "240.00", "230.00")
+    # each hour row: its GPU-seconds at the new rate; exactly half of what it was
+    for row in UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV3):
+        assert row.cost_usd == at(row.allocated_gpu_seconds, "1.25")
+        assert (row.cost_usd * 2).quantize(CENT) == hour_rows[row.pk].cost_usd.quantize(CENT)
+    for row in FleetRollup.objects.filter(bucket__in=[HOUR, DAY], start__lt=NOV3):
+        assert row.capacity_cost_usd == at(row.capacity_gpu_seconds, "1.25")
+    for row in QuotaRollup.objects.filter(bucket__in=[HOUR, DAY], start__lt=NOV3):
+        assert row.idle_cost_usd == at(row.idle_gpu_seconds, "1.25")
+    month = accounting.showback(accounting.month_window("2026-11", LATER), "team", FINANCE, LATER)
+    assert month.total.cost_usd.quantize(CENT) == Decimal("385.00")  # (280 + 480 + the half hour to 00:30, 10) / 2
+    assert_levels_agree()
+    assert warnings_of(caplog) == []
+
+
+def test_halving_the_rate_halves_days_whose_hours_are_gone_too(settings: Any, committed: Any) -> None:
+    gpu = build(settings, hour_retention_days=1)
+    correction = rate(gpu)
+    correction.usd_per_gpu_hour = Decimal("1.2500")
+    with committed():
+        correction.save()
+    assert day(NOV2) == money("15.00", "140.00", "125.00")
+    assert day(NOV3) == money("10.00", "240.00", "230.00")
+    nov2 = UsageRollup.objects.get(bucket=DAY, start=NOV2)
+    assert nov2.cost_usd == at(Decimal(4 * 3 * 3600), "1.25")
+    group = GroupRollup.objects.get(bucket=DAY, start=NOV2)
+    assert group.cost_usd == nov2.cost_usd
+    assert GroupRollup.objects.get(bucket=MONTH).cost_usd == UsageRollup.objects.filter(bucket=DAY).aggregate(
+        c=Sum("cost_usd"))["c"]
+    assert_levels_agree()
+
+
+def test_a_rate_starting_inside_an_hour_whose_minutes_are_gone_keeps_that_hours_price(
+    settings: Any, committed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """$3.10 from 2 November 11:30. The 11:00 hour cannot be split without its minutes: it keeps
+    $2.50, and the log says so; 12:00 onwards is at $3.10.
+      ml 2 Nov: 4 × 2.50 (10h) + 4 × 2.50 (11h, kept) + 4 × 3.10 (12h) = $32.40
+      capacity: 8 × 2.50 × 2 + 8 × 3.10 × 12 = $337.60
+      idle guarantee: 4 × 2.50 + 4 × 2.50 + 4 × 3.10 + 8 × 3.10 × 11 = $305.20"""
+    gpu = build(settings)
+    cut = NOV2 + timedelta(hours=11)
+    before = snapshot(cut, cut + timedelta(hours=1))
+    with committed():
+        f.make_price_rate(gpu, "3.1000", tier=CapacityTier.RESERVED, effective_from=cut + minutes(30))
+    assert snapshot(cut, cut + timedelta(hours=1)) == before
+    assert day(NOV2) == money("32.40", "337.60", "305.20")
+    assert day(NOV3) == money("24.80", "595.20", "570.40")
+    for row in UsageRollup.objects.filter(bucket=HOUR, start__gte=cut + timedelta(hours=1), start__lt=NOV3):
+        assert row.cost_usd == at(row.allocated_gpu_seconds, "3.10")
+    assert_levels_agree()
+    kept = warnings_of(caplog)
+    assert len(kept) == 1, kept
+    assert kept[0]["bucket"] == "hour"
+    assert kept[0]["start"] == "2026-11-02T11:00:00Z"
+    assert kept[0]["gpu_type"] == "H100-80GB"
+    assert kept[0]["capacity_tier"] == "reserved"
+    assert kept[0]["rate_changes_at"] == ["2026-11-02T11:30:00Z"]
+    assert set(kept[0]["tables"]) == {"UsageRollup", "FleetRollup", "QuotaRollup"}
+
+
+def test_a_rate_starting_inside_a_day_whose_hours_are_gone_keeps_that_days_price(
+    settings: Any, committed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    gpu = build(settings, hour_retention_days=1)
+    before = snapshot(NOV2, NOV3)
+    with committed():
+        f.make_price_rate(gpu, "3.1000", tier=CapacityTier.RESERVED, effective_from=NOV2 + timedelta(hours=11, minutes=30))
+    assert snapshot(NOV2, NOV3) == before
+    assert day(NOV2) == money("30.00", "280.00", "250.00")
+    assert day(NOV3) == money("24.80", "595.20", "570.40")
+    assert_levels_agree()
+    kept = warnings_of(caplog)
+    assert [(w["bucket"], w["start"], w["capacity_tier"]) for w in kept] == [("day", "2026-11-02T00:00:00Z", "reserved")]
+
+
+def test_a_rate_removed_after_its_minutes_are_gone_leaves_whole_hours_to_the_rate_before(
+    settings: Any, committed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """$3.10 from 11:30 was in the table when the minutes were rolled (the 11:00 hour was split
+    minute by minute). Removed later, every hour lies within the $2.50 rate again: all of them,
+    the 11:00 hour included, are repriced exactly."""
+    split = NOV2 + timedelta(hours=11, minutes=30)
+    gpu = build(settings, extra_rate=("3.1000", split))
+    assert day(NOV2)["ml"] == Decimal("33.60")  # 10 + 4 × (0.5 × 2.50 + 0.5 × 3.10) + 4 × 3.10
+    with committed():
+        rate(gpu, split).delete()
+    assert day(NOV2) == money("30.00", "280.00", "250.00")
+    assert day(NOV3) == money("20.00", "480.00", "460.00")
+    assert_levels_agree()
+    assert warnings_of(caplog) == []
+
+
+def test_time_moved_before_the_first_rate_costs_nothing(settings: Any, committed: Any) -> None:
+    """The only reserved rate now starts at 2 November 12:00: the hours before it are unpriced."""
+    gpu = build(settings)
+    moved = rate(gpu)
+    moved.effective_from = NOV2 + timedelta(hours=12)
+    with committed():
+        moved.save()
+    assert day(NOV2) == money("10.00", "240.00", "230.00")
+    assert UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV2 + timedelta(hours=12)).aggregate(
+        c=Sum("cost_usd"))["c"] == 0
+    assert day(NOV3) == money("20.00", "480.00", "460.00")
+    assert_levels_agree()
+
+
+def test_a_change_within_the_minutes_kept_leaves_the_older_rows_alone(settings: Any, committed: Any,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """$3.10 from 3 November 12:00: 2 November is untouched, 3 November's afternoon repriced."""
+    gpu = build(settings)
+    before = snapshot(NOV2, NOV3)
+    with committed():
+        f.make_price_rate(gpu, "3.1000", tier=CapacityTier.RESERVED, effective_from=NOV3 + timedelta(hours=12))
+    assert snapshot(NOV2, NOV3) == before
+    assert day(NOV3) == money("20.00", "537.60", "517.60")  # 8 × 12 × 2.50 + 8 × 12 × 3.10
+    assert_levels_agree()
+    assert warnings_of(caplog) == []
+
+
+def test_another_gpu_types_rate_leaves_old_rows_alone(settings: Any, committed: Any) -> None:
+    build(settings)
+    a100 = f.make_gpu_type("A100-40GB", 40)
+    before = snapshot(NOV2, LATER)
+    with committed():
+        f.make_price_rate(a100, "0.1000", tier=CapacityTier.RESERVED, effective_from=NOV2 - timedelta(days=30))
+    assert snapshot(NOV2, LATER) == before
