@@ -171,3 +171,18 @@ def test_a_month_merges_stored_days_with_the_partial_ones_exactly(demo, submit_a
     assert slow["language"]["max"] == pytest.approx((30 + 10) / 30, abs=1e-3)
 
 
+
+
+def test_the_teams_table_writes_whole_lent_gpus_as_whole_numbers(demo, submit_as, client):
+    """Before: "uses 0, 10.0 lent" beside "uses 48, 16 borrowed"; a fraction only where the
+    proportional split leaves one."""
+    from django.contrib.auth.models import User
+
+    for i in range(6):
+        submit_as("bob", name=f"l{i}", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    client.force_login(User.objects.get(username="admin"))
+    html = client.get("/teams/").content.decode()
+    assert "H100-80GB: 40 / 32 — uses 0, 10 lent" in html
+    assert "H100-80GB: 24 / 8 — uses 0, 6 lent" in html
+    assert "10.0 lent" not in html
