@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -369,6 +369,13 @@ def _utc(match: re.Match[str]) -> str:
         return datetime.fromtimestamp(int(match.group(1)), tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
     except (OverflowError, ValueError, OSError):
         return match.group(0)
+
+
+def utc_second(at: datetime) -> str:
+    """A stored time in a sentence, to the nearest second as the pages say it
+    (`frontend.templatetags.qm.utc`): cut to the second below, `qm explain` said 23:22:05 where
+    the job's page said 23:22:06."""
+    return (at + timedelta(microseconds=500_000)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
 
 
 def engine_times(text: str) -> str:

@@ -334,7 +334,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             detail = f"Job {job.pk} cancelled."
         elif was == JobState.PREEMPTING:
             stop = self._stop(job)
-            by = (f" by {stop.release_deadline:%Y-%m-%d %H:%M:%S} UTC"
+            by = (f" by {s.utc_second(stop.release_deadline)}"
                   if stop is not None and stop.release_deadline else "")
             detail = (f"Job {job.pk} was being stopped to be requeued; it will be cancelled instead of being "
                       f"requeued when its processes exit{by}.")
@@ -386,11 +386,11 @@ def explanation(job: Job) -> dict[str, Any]:
     elif job.state == JobState.PREEMPTING:
         reason = _stopping(job)
     elif job.state == JobState.RUNNING:
-        reason = f"{job.get_state_display()} since {job.started_at:%Y-%m-%d %H:%M:%S} UTC." if job.started_at else job.get_state_display()
+        reason = f"{job.get_state_display()} since {s.utc_second(job.started_at)}." if job.started_at else job.get_state_display()
     elif job.state == JobState.UNSCHEDULABLE:
         reason = job.pending_message or "The fleet can never run this job as asked."
     else:
-        when = f" at {job.finished_at:%Y-%m-%d %H:%M:%S} UTC" if job.finished_at else ""
+        when = f" at {s.utc_second(job.finished_at)}" if job.finished_at else ""
         reason = f"{job.get_state_display()}{when}" + (f" with exit code {job.exit_code}." if job.exit_code is not None else ".")
     return {
         "job": job.pk,
@@ -411,7 +411,7 @@ _STOP_KINDS = (EventKind.JOB_PREEMPTING, EventKind.JOB_CANCELLED, EventKind.JOB_
 def _stopping(job: Job) -> str:
     """A job being stopped: since when, the notice that stopped it (preempted by whom and what
     it loses, cancelled by whom, its runtime limit, a gang member's exit) and its deadline."""
-    since = f"Stopping since {job.state_changed_at:%Y-%m-%d %H:%M:%S} UTC"
+    since = f"Stopping since {s.utc_second(job.state_changed_at)}"
     allocation = job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation").first()
     if allocation is None:
         return since + "."
@@ -421,7 +421,7 @@ def _stopping(job: Job) -> str:
     ) or allocation.release_reason
     text = f"{since}: {notice.rstrip('.')}." if notice else f"{since}."
     if allocation.release_deadline is not None:
-        text += f" Its processes must exit by {allocation.release_deadline:%Y-%m-%d %H:%M:%S} UTC."
+        text += f" Its processes must exit by {s.utc_second(allocation.release_deadline)}."
     return text
 
 
