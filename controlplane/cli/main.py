@@ -385,10 +385,11 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("job", f"{job['id']} {job['name']}"), ("state", job["state"]), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
         ("gpus", _gpus_line(job)), ("shape", shape), ("gpu types", ", ".join(job["gpu_types"]) or "any"), ("topology", job["topology"]),
-        ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", job["submitted_at"]),
-        ("started", job["started_at"]), ("finished", job["finished_at"]), ("exit code", job["exit_code"]),
+        ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", output.utc_text(job["submitted_at"])),
+        ("started", output.utc_text(job["started_at"])), ("finished", output.utc_text(job["finished_at"])),
+        ("exit code", job["exit_code"]),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
-        ("queue position", job["queue_position"]), ("earliest start", job["eta"]),
+        ("queue position", job["queue_position"]), ("earliest start", output.utc_text(job["eta"])),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
         ("preemptions", job["preemption_count"]), ("command", job["command"]),
@@ -414,7 +415,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
         eta = output.parse_time(e["eta"])
         start = "unknown"
         if eta is not None:
-            start = f"{e['eta']} (in {output.human_duration(max(0.0, (eta - datetime.now(timezone.utc)).total_seconds()))})"
+            start = f"{output.utc_text(e['eta'])} (in {output.human_duration(max(0.0, (eta - datetime.now(timezone.utc)).total_seconds()))})"
         output.fields([
             ("  queue position", e["queue_position"]),
             ("  earliest start", start),
@@ -497,8 +498,7 @@ EVENTS_PAGE = 1000
 
 
 def _event_line(event: dict[str, Any]) -> tuple[str, str, str, str]:
-    when = output.parse_time(event["created_at"])
-    return (f"{when:%Y-%m-%d %H:%M:%S}" if when else "-", event["kind"], event["actor"], event["message"])
+    return (output.utc_text(event["created_at"], suffix=""), event["kind"], event["actor"], event["message"])
 
 
 def _print_streamed(cells: Sequence[str]) -> None:

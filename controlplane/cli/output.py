@@ -7,7 +7,7 @@ import re
 import sys
 import unicodedata
 from collections.abc import Iterable, Sequence
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any, TextIO
 
 _UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
@@ -50,6 +50,17 @@ def parse_time(value: str | None) -> datetime | None:
     if not value:
         return None
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def utc_text(value: str | None, suffix: str = " UTC") -> str:
+    """An API time as the pages and the API's sentences say it: UTC, to the nearest second
+    (`2026-11-30 03:14:21 UTC`); "-" for none. The raw `2026-11-30T03:14:20.769399Z` sat a
+    second away from the sentence above it."""
+    when = parse_time(value)
+    if when is None:
+        return "-"
+    when = (when + timedelta(microseconds=500_000)).astimezone(timezone.utc)
+    return f"{when:%Y-%m-%d %H:%M:%S}{suffix}"
 
 
 def age(value: str | None, now: datetime | None = None) -> str:
