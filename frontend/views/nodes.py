@@ -164,6 +164,8 @@ def node_payload(request: HttpRequest, node: Node) -> dict[str, Any]:
         "events": list(events.order_by("-created_at", "-id")
                        .values("created_at", "kind", "reason", "message", "actor")[:NODE_EVENTS]),
         "heartbeat_age_s": (now - last).total_seconds() if last else None,
+        # A lease in the past has run out (it said "until 23:29:21 UTC (now)" hours later).
+        "lease_expired": node.agent_lease_expires_at is not None and node.agent_lease_expires_at <= now,
         "is_admin": who.is_admin,
         "returns_as": returns_as(node.state, node.unschedulable),
         "actions": [(verb, reverse(f"v1:node-{verb}", args=[node.pk]))
