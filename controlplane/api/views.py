@@ -321,6 +321,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     @extend_schema(request=None, responses={200: s.CancelResultSerializer})
     @action(detail=True, methods=["post"])
     def cancel(self, request: Request, pk: str | None = None) -> Response:
+        refuse_fields(request, "cancel takes no fields")
         job = self.get_object()
         self._refuse_unless_cancellable(job)
         if not cancel_job(job, f"user:{request.user.get_username()}"):
@@ -376,6 +377,18 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def explain(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         return Response(explanation(job))
+
+
+def refuse_fields(request: Request, refusal: str) -> None:
+    """An action takes no fields: any sent is refused naming it, as an unknown field of any other
+    body is (`{"reason": "bad DIMM"}` on a cordon answered 200 and the reason was nowhere). No
+    body, or `{}` (what the pages send), acts."""
+    data = request.data
+    if not data:
+        return
+    if isinstance(data, dict):
+        raise ValidationError({str(k)[:64]: [refusal] for k in data})
+    raise ValidationError({"non_field_errors": [f"{refusal}: send no body, or {{}}"]})
 
 
 def explanation(job: Job) -> dict[str, Any]:
@@ -596,6 +609,7 @@ class NodeViewSet(AdminWritableViewSet):
         serializer.instance.allocated_gpus = 0  # a new node holds nothing yet
 
     def _act(self, request: Request, verb: Any) -> Response:
+        refuse_fields(request, f"{verb.__name__} takes no fields (its node.state event records who did it and when)")
         node = self.get_object()
         try:
             verb(node, request.user)
