@@ -53,6 +53,10 @@ class Outcome(NamedTuple):
     classes: tuple[int, ...] = ()
     needs_whole_node: bool = False
     quota_type: str | None = None
+    type_options: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """For a job over its quota on several GPU types: each type it accepts with its node
+    classes, in its order of preference. Phase 7 estimates each and keeps the earliest;
+    ``quota_type`` is the type of its remedy (the fewest GPUs to free or lend)."""
 
     @property
     def reason(self) -> str:

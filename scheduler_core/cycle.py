@@ -93,6 +93,7 @@ from scheduler_core.types import (
     SchedulerConfig,
     Snapshot,
 )
+from scheduler_core.victims import budget_lifts_at
 
 MAX_RESERVATION_SEARCHES = 3
 """Jobs that may look for a reservation per cycle (only one can hold it: EASY)."""
@@ -540,11 +541,9 @@ def _admit(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> bool:
         message, would = f"Waiting: {shape.not_ready}.", "a capable node returns to ready"
         verdicts = [(o, quota_for(ctx, spec, o, shape.smallest.gpus)) for o in shape.options]
         if verdicts and not any(v.admitted for _, v in verdicts):
-            o, v = verdicts[0]
-            gpu_type = o.gpu_type or "any"
-            message += (f" It is also over quota: "
-                        f"{v.describe(spec.team, gpu_type, shape.smallest.gpus)}.")
-            would += f", and {quota_remedy(spec.team, gpu_type, v, shape.smallest.gpus)}"
+            words = over_quota(ctx, spec, shape.options, shape.smallest.gpus)
+            message += f" It is also over quota{words.lead}: {words.numbers}."
+            would += f", and {words.remedy}"
         _settle(ctx, spec, Outcome(ReasonCode.NODE_NOT_READY, message, True, would))
         return False
     return True
@@ -557,12 +556,11 @@ def _quota_never_for_any(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> b
     for o in shape.options:  # all(_quota_never(...)), without a generator
         if not _quota_never(ctx, spec.team, o, smallest.gpus):
             return False
-    o = shape.options[0]
-    v = quota_for(ctx, spec, o, smallest.gpus)
+    words = over_quota(ctx, spec, shape.options, smallest.gpus)
     _settle(ctx, spec, Outcome(
         ReasonCode.CAN_NEVER_RUN,
-        f"Can never run under its quota: {v.describe(spec.team, o.gpu_type or 'any', smallest.gpus)}, "
-        f"more than nominal plus everything it may borrow.",
+        f"Can never run under its quota{words.lead}: {words.numbers}, more than nominal plus "
+        f"everything it may borrow.",
         False, f"team {spec.team}'s quota or borrowing limit grows",
     ))
     return True
@@ -683,8 +681,7 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
                                                               needs_whole):
             _also_by_preemption(ctx, spec, protected)
             return
-        option, verdict, gpus = misses.refusal
-        _settle(ctx, spec, _quota_outcome(ctx, spec, option, verdict, gpus, smallest,
+        _settle(ctx, spec, _quota_outcome(ctx, spec, options, misses.refusal, smallest,
                                           needs_whole))
         _also_by_preemption(ctx, spec, protected)
         return
@@ -761,9 +758,13 @@ def _also_by_preemption(ctx: CycleContext, spec: JobSpec,
 
 
 def _protection_lifts(ctx: CycleContext, victims: tuple[str, ...]) -> tuple[float, float] | None:
-    """When the jobs a preemption would take are all past their minimum runtime, and when
-    they would have stopped after their grace periods; ``None`` when one is protected by its
-    preemption budget (the snapshot does not say when its window lets it go) or unknown."""
+    """When the jobs a preemption would take are all past their minimum runtime and back
+    under their preemption budget, and when they would have stopped after their grace
+    periods; ``None`` when one is over its budget and the snapshot does not say when its
+    window lets it go (``JobSpec.preemption_budget_frees_at``), or a victim is unknown.
+    (Before the snapshot carried that time, a job whose victim had spent its budget got no
+    time at all, and one whose victim was also inside its minimum runtime got the end of the
+    minimum runtime alone.)"""
     if not victims:
         return None
     now = ctx.snapshot.now
@@ -775,8 +776,11 @@ def _protection_lifts(ctx: CycleContext, victims: tuple[str, ...]) -> tuple[floa
             return None
         if now - job.started_at < pc.min_runtime_s:
             free_from = max(free_from, job.started_at + pc.min_runtime_s)
-        elif job.spec.preemptions_in_window >= pc.preemption_budget:
-            return None
+        if job.spec.preemptions_in_window >= pc.preemption_budget:
+            lifts = budget_lifts_at(job, now)
+            if lifts is None:
+                return None
+            free_from = max(free_from, lifts)
         grace = max(grace, pc.grace_period_s)
     return free_from, free_from + grace
 
@@ -1026,8 +1030,7 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
     """Explain a job the cycle had no placement attempts left for, from indexes only."""
     admitted = [o for o, v in verdicts if v.admitted]
     if not admitted:
-        o, v = verdicts[0]
-        return _quota_outcome(ctx, spec, o, v, demand.gpus, demand, needs_whole)
+        return _quota_outcome(ctx, spec, options, None, demand, needs_whole)
     classes = ctx.placer.union(admitted[0].member_classes)
     free = ctx.state.free_in(FLEET, 0, classes)
     if free < demand.gpus:
@@ -1062,18 +1065,73 @@ def quota_remedy(team: str, gpu_type: str, verdict: QuotaVerdict, gpus: int) -> 
             f"{headroom} more")
 
 
-def _quota_outcome(ctx: CycleContext, spec: JobSpec, option: TypeOption, verdict: QuotaVerdict,
-                   gpus: int, demand: Demand, needs_whole: bool) -> Outcome:
-    gpu_type = option.gpu_type or "any"
+class OverQuota(NamedTuple):
+    """A job its quota refuses on every GPU type it accepts, in words: ``lead`` ("" or " on
+    both GPU types it accepts"), ``numbers`` (each type's use, nominal and borrowable, and the
+    job's GPUs), ``remedy`` (:func:`quota_remedy` for ``option``, the type needing the fewest
+    GPUs freed or lent) and that ``option``, the one its ETA and quota type concern."""
+
+    lead: str
+    numbers: str
+    remedy: str
+    option: TypeOption
+
+
+def over_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
+               gpus: int) -> OverQuota:
+    """The words for ``gpus`` GPUs that no GPU type option's quota admits. One option: the
+    ledger's sentence (:meth:`QuotaVerdict.describe`). Several: each type with its numbers,
+    and the remedy of the type whose quota lacks the fewest GPUs (its
+    :meth:`QuotaVerdict.shortage`; ties go to the job's preferred type, the options' order);
+    a type its team can never get that many of is never the remedy while another can be.
+    (Before, the sentence and the remedy named the first type only: a job accepting a100 or
+    h100 was told about a100 alone, though it was over quota on both.)"""
+    verdicts = [(o, quota_for(ctx, spec, o, gpus)) for o in options]
+    if len(verdicts) == 1:
+        o, v = verdicts[0]
+        gpu_type = o.gpu_type or "any"
+        return OverQuota("", v.describe(spec.team, gpu_type, gpus),
+                         quota_remedy(spec.team, gpu_type, v, gpus), o)
+    best, best_verdict = verdicts[0]
+    for o, v in verdicts[1:]:
+        if (v.never, v.shortage(gpus)) < (best_verdict.never, best_verdict.shortage(gpus)):
+            best, best_verdict = o, v
+    clauses = [f"{v.used} of {counted(v.nominal, f'nominal {o.gpu_type} GPU')} and can borrow "
+               f"{v.borrowable} more" for o, v in verdicts]
+    listed = (f"{clauses[0]}, and {clauses[1]}" if len(clauses) == 2
+              else f"{', '.join(clauses[:-1])}, and {clauses[-1]}")
+    lead = (" on both GPU types it accepts" if len(clauses) == 2
+            else f" on all {len(clauses)} GPU types it accepts")
+    gpu_type = best.gpu_type or "any"
+    return OverQuota(lead, f"team {spec.team} uses {listed}; this job needs {gpus}",
+                     quota_remedy(spec.team, gpu_type, best_verdict, gpus), best)
+
+
+def _quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
+                   refusal: tuple[TypeOption, QuotaVerdict, int] | None, demand: Demand,
+                   needs_whole: bool) -> Outcome:
+    """``QuotaExceeded`` for a job no GPU type option's quota admits at its smallest size
+    (what must fit for it to start, and what its ETA counts). A heterogeneous gang, whose
+    roles choose their types, is refused after placement: ``refusal`` says on which type.
+    (Before, an elastic job was described at the first size refused, its largest, while its
+    ETA counted its smallest.)"""
+    if refusal is not None and any(o.gpu_type is None for o in options):
+        option, verdict, gpus = refusal
+        words = OverQuota("", verdict.describe(spec.team, option.gpu_type or "any", gpus),
+                          quota_remedy(spec.team, option.gpu_type or "any", verdict, gpus), option)
+    else:
+        words = over_quota(ctx, spec, options, demand.gpus)
     return Outcome(
         ReasonCode.QUOTA_EXCEEDED,
-        f"Over quota: {verdict.describe(spec.team, gpu_type, gpus)}{elastic_note(spec)}.",
+        f"Over quota{words.lead}: {words.numbers}{elastic_note(spec)}.",
         True,
-        quota_remedy(spec.team, gpu_type, verdict, gpus),
+        words.remedy,
         demand=demand,
-        classes=ctx.placer.union(option.member_classes),
+        classes=ctx.placer.union(words.option.member_classes),
         needs_whole_node=needs_whole,
-        quota_type=option.gpu_type,
+        quota_type=words.option.gpu_type,
+        type_options=tuple((o.gpu_type, ctx.placer.union(o.member_classes)) for o in options
+                           if o.gpu_type is not None) if words.lead else (),
     )
 
 

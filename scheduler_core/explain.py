@@ -219,6 +219,8 @@ class _Worded(NamedTuple):
     """The start a preemption would give it, for a job over quota that may preempt later."""
     charged: str | None
     """The GPU type it will charge to its team's quota once it starts."""
+    alternatives: tuple[_Worded, ...] = ()
+    """Over its quota on several GPU types: its words per type (the start is the earliest)."""
 
 
 class _Explainer:
@@ -264,6 +266,8 @@ class _Explainer:
     # -- per outcome -------------------------------------------------------------------------
 
     def word(self, spec: JobSpec, outcome: Outcome) -> _Worded:
+        if outcome.type_options and outcome.resolvable:
+            return self._word_types(spec, outcome)
         base, code = outcome.eta, outcome.code
         quota_at: float | None = None
         capacity_part: tuple[float | None, bool] | None = None
@@ -300,6 +304,23 @@ class _Explainer:
             quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
             capacity_part, preset, _charged_type(self.ctx, outcome),
         )
+
+    def _word_types(self, spec: JobSpec, outcome: Outcome) -> _Worded:
+        """A job over its quota on several GPU types starts on whichever type first has both
+        the quota and the GPUs: it is worded once per type, as a job of that type alone
+        would be, and :meth:`place` keeps the type with the earliest start (ties: the type it
+        prefers; with no start known, the type of its remedy). The sentence of a type other
+        than the remedy's says so. (Before, only the first type was estimated: a job whose
+        a100 quota had room at once was told the start of its h100 quota.)"""
+        remedy = outcome.quota_type
+        alternatives = []
+        for gpu_type, classes in outcome.type_options:
+            note = "" if gpu_type == remedy else f" It would start first on its {gpu_type} GPUs."
+            alternatives.append(self.word(spec, outcome._replace(
+                message=outcome.message + note, quota_type=gpu_type, classes=classes,
+                type_options=())))
+        fallback = next((w for w in alternatives if w.charged == remedy), alternatives[0])
+        return fallback._replace(alternatives=tuple(alternatives))
 
     def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
         largest = d.largest_member
@@ -363,8 +384,10 @@ class _Explainer:
     def place(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
         """This job's explanation where it stands in the queue (thousands a cycle: the worded
         outcome is unpacked once, and the rarer quota terms are calls of their own)."""
+        if w.alternatives:
+            return self._place_earliest(spec, w, position)
         (eta, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus, estimated, _,
-         quota_at, adds, quota_type, _, _, charged) = w
+         quota_at, adds, quota_type, _, _, charged, _) = w
         message = text
         if line is not None:
             eta = self._drain(spec, line, drains, fits_now, adds and spec.id not in self.promised,
@@ -384,6 +407,40 @@ class _Explainer:
             ends_at = math.inf if eta is None else eta + (spec.runtime_limit_s or self.default_runtime)
             self.quota_ahead[key] = (held + demand_gpus, max(until, ends_at))
         return pending_explanation(spec.id, code, reason, message, resolvable, position, eta, would)
+
+    def _place_earliest(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
+        """:meth:`place` for a job over its quota on several GPU types: each type's start with
+        its quota terms (its team's jobs ahead on that type, the head's reservation on it),
+        the earliest kept; only that type's GPUs then count as held for the jobs behind it.
+        (A job over quota adds no work to the drain lines, so the types' terms are
+        independent.)"""
+        head_quota = self.head_quota
+        best: tuple[_Worded, float, str] | None = None
+        for alt in w.alternatives:
+            eta, message, estimated = alt.base, alt.text, alt.estimated
+            if alt.quota_type is not None and alt.quota_at is not None \
+                    and (spec.team, alt.quota_type) in self.quota_ahead:
+                eta, message, estimated = self._behind_own_jobs(spec, alt, eta, message, estimated)
+            if alt.quota_type is not None and head_quota is not None \
+                    and spec.team == head_quota[0] and alt.quota_type == head_quota[1] \
+                    and not ends_by_head(self.ctx, spec):
+                eta, message, estimated = self._behind_head(alt, eta, message, estimated,
+                                                            head_quota)
+            if eta is not None and estimated:
+                message = _estimated_sentence(alt, eta)
+            if eta is not None and (best is None or eta < best[1]):
+                best = (alt, eta, message)
+        if best is None:  # no start known on any type: the words of its remedy's type
+            alt = w._replace(alternatives=())
+            return self.place(spec, alt, position)
+        alt, eta, message = best
+        if alt.charged is not None and (head_quota is None or spec.id != head_quota[4]):
+            key = (spec.team, alt.charged)
+            held, until = self.quota_ahead.get(key, (0, self.ctx.snapshot.now))
+            ends_at = eta + (spec.runtime_limit_s or self.default_runtime)
+            self.quota_ahead[key] = (held + alt.demand_gpus, max(until, ends_at))
+        return pending_explanation(spec.id, alt.code, alt.reason, message, alt.resolvable,
+                                   position, eta, alt.would)
 
     def _drain(self, spec: JobSpec, line: _DrainLine, drains: bool, fits_now: bool, adds: bool,
                gpus: int, eta: float | None) -> float | None:

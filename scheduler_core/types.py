@@ -162,7 +162,11 @@ class JobSpec:
     ``min_gpus``/``max_gpus`` make the job elastic in replicas of ``gpus_per_node`` (or of
     ``min_gpus`` when ``gpus_per_node`` is ``None``). ``roles`` make it a heterogeneous gang;
     ``gpus`` is then the sum over roles. ``preemptions_in_window`` is how many times this job
-    was preempted inside its priority class's budget window.
+    was preempted inside its priority class's budget window. ``preemption_budget_frees_at``:
+    when the window will have moved past enough of those preemptions for the job to be under
+    its class's ``preemption_budget`` again, so that it may be preempted again; read only
+    while it is at or over its budget, to say when that protection lifts (it decides
+    nothing: ``preemptions_in_window`` does). ``None``: the snapshot does not know.
     """
 
     id: str
@@ -187,6 +191,7 @@ class JobSpec:
     preemptions_in_window: int = 0
     user: str = ""
     restart_cost_s: float = 0.0
+    preemption_budget_frees_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

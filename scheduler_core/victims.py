@@ -114,18 +114,45 @@ class VictimIndex:
         return why
 
 
+def budget_lifts_at(job: RunningJob, now: float) -> float | None:
+    """When ``job``, at or over its class's preemption budget now, may be preempted again:
+    the snapshot's ``preemption_budget_frees_at`` if it is still to come, else ``None``
+    (unknown, or a snapshot that has it in the past while still counting the job over its
+    budget: the count decides, so no time can be promised)."""
+    frees = job.spec.preemption_budget_frees_at
+    return frees if frees is not None and frees > now else None
+
+
+def _window(seconds: int) -> str:
+    """A budget window as people say it: "24 h", "30 min", "90 s"."""
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{seconds // 60} min"
+    return f"{seconds} s"
+
+
 def _protection(ctx: CycleContext, job: RunningJob) -> str | None:
+    """Why ``job`` may not be preempted now, with numbers: "job v has run 400 s of its 3600 s
+    minimum runtime", "job v was preempted 3 times in the last 24 h, its budget, and may be
+    preempted again from t=90000" (the time when the snapshot knows it), or both."""
     pc = ctx.priority.get(job.spec.priority_class)
     if pc is None:
         return None
     ran = ctx.snapshot.now - job.started_at
-    if ran < pc.min_runtime_s:
-        return (
-            f"job {job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
-        )
-    if job.spec.preemptions_in_window >= pc.preemption_budget:
-        return (
-            f"job {job.spec.id} was already preempted {counted(job.spec.preemptions_in_window, 'time')} "
-            f"within {pc.budget_window_s} s (budget {pc.preemption_budget})"
-        )
-    return None
+    young = ran < pc.min_runtime_s
+    times = job.spec.preemptions_in_window
+    spent = times >= pc.preemption_budget
+    if not young and not spent:
+        return None
+    why = f"job {job.spec.id}"
+    if young:
+        why += f" has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
+    if spent:
+        budget = ("its budget" if times == pc.preemption_budget
+                  else f"over its budget of {pc.preemption_budget}")
+        lifts = budget_lifts_at(job, ctx.snapshot.now)
+        again = "" if lifts is None else f", and may be preempted again from t={lifts:.0f}"
+        why += (f"{' and' if young else ''} was preempted {counted(times, 'time')} in the last "
+                f"{_window(pc.budget_window_s)}, {budget}{again}")
+    return why

@@ -182,6 +182,7 @@ class _SpecReader:
         # floats at today's epoch, so the comparison is the datetimes' comparison.
         self.budget_since = {pk: (now - timedelta(seconds=pc.budget_window_s)).timestamp()
                              for pk, pc in classes.items()}
+        self.budget_window = {pk: pc.budget_window_s for pk, pc in classes.items()}
         self._workloads: dict[str, engine.WorkloadClass] = {}
         self._topologies: dict[str, engine.TopologyConstraint] = {}
         self._gpu_types: dict[str | None, tuple[str, ...]] = {}
@@ -197,18 +198,23 @@ class _SpecReader:
 
     def spec(self, row: tuple[Any, ...]) -> engine.JobSpec:
         # The job keeps a count and the time of its last preemption, not every timestamp: a job
-        # whose last preemption fell outside its class's budget window has a fresh budget.
+        # whose last preemption fell outside its class's budget window has a fresh budget. So
+        # the count leaves the window all at once, when its last preemption does: from then on
+        # the job is under its budget again (`preemption_budget_frees_at`, read from the same
+        # row, no query of its own).
         preemption_count, last_preempted_at = row[19], row[20]
         in_window = 0
+        frees_at = None
         if preemption_count and last_preempted_at is not None and last_preempted_at >= self.budget_since[row[2]]:
             in_window = preemption_count
+            frees_at = last_preempted_at + self.budget_window[row[2]]
         spec = self._last.get(row)
-        if spec is None or spec.preemptions_in_window != in_window:
-            spec = self._spec(row, in_window)
+        if spec is None or spec.preemptions_in_window != in_window or spec.preemption_budget_frees_at != frees_at:
+            spec = self._spec(row, in_window, frees_at)
         self._seen[row] = spec
         return spec
 
-    def _spec(self, row: tuple[Any, ...], in_window: int) -> engine.JobSpec:
+    def _spec(self, row: tuple[Any, ...], in_window: int, frees_at: float | None) -> engine.JobSpec:
         (pk, team_id, pc_id, project_id, gpus, submitted_at, workload, gpus_per_node, gpu_types, min_memory,
          cpus_per_gpu, memory_per_gpu, topology, min_gpus, max_gpus, runtime_limit_s, checkpoint_interval_s,
          roles, submitter_id, _preemption_count, _last_preempted_at) = row
@@ -245,6 +251,7 @@ class _SpecReader:
             checkpoint_interval_s=float(checkpoint_interval_s) if checkpoint_interval_s else None,
             roles=gang,
             preemptions_in_window=in_window,
+            preemption_budget_frees_at=frees_at,
             user=str(submitter_id or ""),
         )
 

@@ -196,10 +196,13 @@ def class_names_by_value(
     return by_value
 
 
-def job_spec(job: TraceJob, *, preemptions_in_window: int = 0, priority_class: str | None = None) -> JobSpec:
+def job_spec(job: TraceJob, *, preemptions_in_window: int = 0, priority_class: str | None = None,
+             preemption_budget_frees_at: float | None = None) -> JobSpec:
     """What the engine may know of a trace job: everything but its true duration.
 
     ``priority_class``: the class's name when the caller gave the classes (default ``p<value>``).
+    ``preemptions_in_window`` and ``preemption_budget_frees_at``: its preemptions inside its
+    class's budget window, and when it will be under its budget again (see ``JobSpec``).
     Without ``gpus_per_node`` the engine puts jobs of at least one node's GPUs on whole nodes
     and smaller jobs on one node."""
     return JobSpec(
@@ -215,5 +218,6 @@ def job_spec(job: TraceJob, *, preemptions_in_window: int = 0, priority_class: s
         checkpoint_interval_s=job.checkpoint_interval_s,
         gpus_per_node=job.gpus_per_node,
         preemptions_in_window=preemptions_in_window,
+        preemption_budget_frees_at=preemption_budget_frees_at,
         user=job.user,
     )

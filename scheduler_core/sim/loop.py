@@ -41,6 +41,7 @@ from scheduler_core.sim.fleet import (
     class_names_by_value,
     job_spec,
     node_sizes,
+    priority_class_name,
     team_of,
 )
 from scheduler_core.sim.metrics import (
@@ -213,6 +214,7 @@ class Simulator:
             tuple(priority_classes) if priority_classes is not None else build_priority_classes(jobs)
         )
         self.window_by_class = {pc.name: pc.budget_window_s for pc in self.priority_classes}
+        self.budget_by_class = {pc.name: pc.preemption_budget for pc in self.priority_classes}
         self.quotas: tuple[QuotaInfo, ...] = tuple(quotas) if quotas is not None else build_quotas(jobs, self.nodes)
         check_fleet(self.nodes, self.gpu_types, self.quotas, self.priority_classes)
         self.class_by_value: dict[int, str] | None = (
@@ -313,9 +315,21 @@ class Simulator:
                 f"{where}: needs whole nodes ({job.gpus} GPUs: {shape}), got {', '.join(partial)}"
             )
 
-    def _spec(self, job: TraceJob, preemptions_in_window: int = 0) -> JobSpec:
+    def _spec(self, job: TraceJob, preempted_at: Sequence[float] = ()) -> JobSpec:
+        """The engine's view of ``job`` preempted at ``preempted_at`` (ascending), the times
+        its class's budget window counts: how many, and when the window will have moved past
+        enough of them for the job to be under its budget again (the oldest counted one while
+        it is exactly at its budget)."""
         name = self.class_by_value[job.priority] if self.class_by_value is not None else None
-        return job_spec(job, preemptions_in_window=preemptions_in_window, priority_class=name)
+        count = len(preempted_at)
+        frees_at = None
+        if count:
+            pc = name if name is not None else priority_class_name(job.priority)
+            budget = self.budget_by_class.get(pc, 0)
+            if 0 < budget <= count:
+                frees_at = preempted_at[count - budget] + self.window_by_class.get(pc, 0)
+        return job_spec(job, preemptions_in_window=count, priority_class=name,
+                        preemption_budget_frees_at=frees_at)
 
     # ------------------------------------------------------------------------------ cycle
 
@@ -367,7 +381,8 @@ class Simulator:
         window = self.window_by_class.get(job.spec.priority_class, 0)
         count = sum(1 for at_s in job.preempted_at if now - at_s < window)
         if count != job.spec.preemptions_in_window:
-            job.spec = self._spec(job.trace, count)
+            # the times are in order: those still in the window are the last ``count``
+            job.spec = self._spec(job.trace, job.preempted_at[len(job.preempted_at) - count:])
 
     def _update_usage(self, now: float) -> None:
         """Decay every team's usage to ``now`` and add what it held since the last update.
@@ -563,7 +578,7 @@ class Simulator:
         if checkpoint is not None:
             job.saved_gpu_s = job.progress_at(checkpoint)
         self._release(job, now)
-        job.spec = self._spec(job.trace, len(job.preempted_at))
+        job.spec = self._spec(job.trace, job.preempted_at)
         self._enqueue(job, now)
 
     # ------------------------------------------------------------------------------ metrics

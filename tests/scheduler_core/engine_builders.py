@@ -110,8 +110,8 @@ class JobBuilder:
     def serving(self) -> JobBuilder:
         return self.workload(WorkloadClass.SERVING)
 
-    def preempted_times(self, n: int) -> JobBuilder:
-        return self._set(preemptions_in_window=n)
+    def preempted_times(self, n: int, *, budget_frees_at: float | None = None) -> JobBuilder:
+        return self._set(preemptions_in_window=n, preemption_budget_frees_at=budget_frees_at)
 
     def obj(self) -> JobSpec:
         return JobSpec(**self._f)

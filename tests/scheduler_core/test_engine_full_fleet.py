@@ -20,7 +20,11 @@ Two independent proofs:
   reasons and fleet figures unchanged, only ETAs, sentences and positions; and a team holding
   more than its nominal quota in a cohort borrows the excess whatever its jobs' marks, so its
   latest jobs become borrowers, 2026-11-29: the synthetic 1,000-GPU snapshots, whose running
-  jobs hold more than some teams' quotas, preempt other victims; the others are unchanged)::
+  jobs hold more than some teams' quotas, preempt other victims; the others are unchanged;
+  and a job over its quota on every GPU type it accepts named with each type's numbers, the
+  remedy of the type lacking the fewest GPUs, the ETA of the type that starts it first, and
+  an elastic job described at its smallest size, 2026-11-30: compared field by field against
+  the plans before, only ``QuotaExceeded`` jobs' sentences, remedies and ETAs changed)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -49,11 +53,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "9a8bfe280d507549ccdc98e3a44ae959574cc2bed99ac3b1a15bb8507402f4c4",
-    (1000, 500, 200, 1): "d8c433ff3a963cd41111fca26a3168996a7c7de722aa6d2448156cb9c81c0540",
-    (1000, 500, 200, 3): "bcf20adace3852a5d7bfc00d6a31005e0673e3ab984ee3e5970129b16aef920c",
-    (2000, 1000, 400, 4): "61cd69b07239dc5787a90a1c1020f95d0a0f5484624421789dbd0ff41587939c",
-    (10000, 5000, 2000, 7): "7407df4ee19b47601e3b893a70d53e418882b30c85b132ace82ca3be5da24726",
+    (1000, 500, 200, 7): "8909d667ecff5fcc990d734d83d61990502bf87d5a5ca3df6b8c11b6c2485fbc",
+    (1000, 500, 200, 1): "0d78c39888b83c70028b6b09dfd41fe0cb5ce792b1bfa565bf5eed1dd36014db",
+    (1000, 500, 200, 3): "f622bd27613382fad5eadc86a5368f794b68876eefe9d1c2ed760f0c1b0a9cee",
+    (2000, 1000, 400, 4): "66b88d876aafbbc4cba6c5285d0af3c6bcb3f2a85e81809a394f415a5ee5f270",
+    (10000, 5000, 2000, 7): "6f6fa3b5fca3d2563dc906fbb172045f74ccc19944c25576bf1614d8c271d930",
 }
 
 
@@ -117,15 +121,25 @@ def _ref_protection(ctx: CycleContext, job: RunningJob) -> str | None:
     if pc is None:
         return None
     ran = ctx.snapshot.now - job.started_at
-    if ran < pc.min_runtime_s:
-        return f"job {job.spec.id} has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
-    if job.spec.preemptions_in_window >= pc.preemption_budget:
-        n = job.spec.preemptions_in_window
-        return (
-            f"job {job.spec.id} was already preempted {n} time{'' if n == 1 else 's'} "
-            f"within {pc.budget_window_s} s (budget {pc.preemption_budget})"
-        )
-    return None
+    young = ran < pc.min_runtime_s
+    n = job.spec.preemptions_in_window
+    spent = n >= pc.preemption_budget
+    if not young and not spent:
+        return None
+    why = f"job {job.spec.id}"
+    if young:
+        why += f" has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
+    if spent:
+        w = pc.budget_window_s
+        window = (f"{w // 3600} h" if w >= 3600 and w % 3600 == 0
+                  else f"{w // 60} min" if w >= 60 and w % 60 == 0 else f"{w} s")
+        budget = "its budget" if n == pc.preemption_budget else f"over its budget of {pc.preemption_budget}"
+        frees = job.spec.preemption_budget_frees_at
+        again = (f", and may be preempted again from t={frees:.0f}"
+                 if frees is not None and frees > ctx.snapshot.now else "")
+        why += (f"{' and' if young else ''} was preempted {n} time{'' if n == 1 else 's'} in the "
+                f"last {window}, {budget}{again}")
+    return why
 
 
 def _ref_walk(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: str | None,

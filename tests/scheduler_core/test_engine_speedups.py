@@ -9,7 +9,10 @@
   runtime lifts, jobs named "job N", the preemption notice's wording, positions among the
   jobs still waiting, held GPUs named, a job
   behind a head over its quota, preemption once a minimum runtime lifts, quota queues,
-  sentences that count ("1 GPU frees up"), 2026-11-29: every decision and reason unchanged;
+  sentences that count ("1 GPU frees up"), 2026-11-29, and a job over its quota on several
+  GPU types named type by type, with the cheapest type's remedy and the earliest type's ETA,
+  2026-11-30 (only ``QuotaExceeded`` sentences, remedies and ETAs changed): every decision
+  and reason unchanged;
   and once when decisions were meant to change: a team over its nominal quota in a cohort
   borrows the excess, 2026-11-29, which moves victims and binds in the 1,000-GPU snapshots
   whose synthetic running jobs exceed some teams' quotas), by::
@@ -52,11 +55,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "32b9987142286ce2db2a54b27d554eac91786d77b53d6408a06be39eb8bb9137",
-    (1000, 500, 200, 3, "loop"): "c5915c5517e961a8e063a9551673b58ffafad357afbcad387fec28f4b61614ae",
-    (2000, 1000, 400, 4, "default"): "54019e21dcc431b958d7e33b260f9b20bab159fc8ce88a274585735d29cb3dec",
+    (1000, 500, 200, 1, "default"): "1b26365743f0e0f61e55f9b01b312ce9eb7b5e23bb020951fe3cd3641d46cfb9",
+    (1000, 500, 200, 3, "loop"): "134be0758f676f416512bc04b05d452265d6b9b1c1f9ea447db8ac412ac204ab",
+    (2000, 1000, 400, 4, "default"): "c780fa02076421fce532092b2f3ba8ddb7881e3b328e9510a56c65f66e689af1",
     (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
-    (10000, 5000, 2000, 7, "loop"): "b0d3f0d92a6ccfb8ada2404ba6bd914e7a048178ddb6bc8b91ebfab284f1c1d3",
+    (10000, 5000, 2000, 7, "loop"): "aa30041cb2173dd3cb8ac9b578ae561f4eadb77bfb3cae812ae9479a4b878632",
 }
 
 

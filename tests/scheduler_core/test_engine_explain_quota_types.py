@@ -1,0 +1,131 @@
+"""A job over its quota on every GPU type it accepts is told so type by type (each type's use,
+nominal quota and what it may borrow), its remedy is the cheapest way across types (the type
+whose quota lacks the fewest GPUs), and its ETA is the earliest start over those types
+(quota and GPUs both there). Before, the sentence and the remedy named the first type alone,
+and the ETA was that type's."""
+
+from __future__ import annotations
+
+from engine_builders import make_cluster, make_job, make_running, why
+from test_engine_explain_eta import evolve
+
+from scheduler_core import NodeState, ReasonCode, SchedulerConfig
+
+NO_BACKFILL = SchedulerConfig(backfill=False)
+
+
+def over_quota_on_both_types(a100_ends: float = 1000.0, h100_ends: float = 5000.0):
+    """Team ml: a100 quota 8, all 8 held by a (until ``a100_ends``); h100 quota 8, 4 held by
+    h (until ``h100_ends``). j asks for 8 GPUs of a100 or h100: the h100 quota lacks 4, the
+    a100 quota 8."""
+    return (
+        make_cluster().nodes(1, prefix="a").nodes(1, gpu_type="h100", prefix="h").at(0)
+        .quota("ml", "a100", 8).quota("ml", "h100", 8)
+        .running(make_running(make_job("a").gpus(8).types("a100").limit(a100_ends)).whole("a0"),
+                 make_running(make_job("h").gpus(4).types("h100").limit(h100_ends))
+                 .on("h0", 0, 1, 2, 3))
+        .pending(make_job("j").gpus(8).types("a100", "h100").limit(3600))
+    )
+
+
+def test_a_job_over_quota_on_both_types_it_accepts_names_each_with_its_numbers():
+    j = why(over_quota_on_both_types().plan(NO_BACKFILL), "j")
+    assert j.code is ReasonCode.QUOTA_EXCEEDED
+    assert j.message.startswith(
+        "Over quota on both GPU types it accepts: team ml uses 8 of 8 nominal a100 GPUs and can "
+        "borrow 0 more, and 4 of 8 nominal h100 GPUs and can borrow 0 more; this job needs 8.")
+
+
+def test_the_remedy_of_a_job_over_quota_on_several_types_is_the_type_lacking_the_fewest():
+    j = why(over_quota_on_both_types().plan(NO_BACKFILL), "j")
+    assert j.would_start_if == "team ml frees 4 h100 GPUs"
+
+
+def test_a_job_over_quota_on_several_types_starts_on_the_type_that_frees_first():
+    # the a100 quota (8 short) is back at t=1000, the h100 one (4 short) at t=5000: its start
+    # is t=1000, on a100, although the remedy names h100
+    first, starts = evolve(over_quota_on_both_types().snapshot(), NO_BACKFILL)
+    j = why(first, "j")
+    assert j.eta == 1000.0
+    assert "It would start first on its a100 GPUs. Estimated start t=1000" in j.message
+    assert starts == {"j": 1000.0}
+
+
+def test_a_job_over_quota_on_several_types_whose_remedy_type_frees_first_says_no_more():
+    first, starts = evolve(over_quota_on_both_types(a100_ends=9000.0, h100_ends=2000.0)
+                           .snapshot(), NO_BACKFILL)
+    j = why(first, "j")
+    assert j.eta == 2000.0
+    assert "It would start first" not in j.message
+    assert starts == {"j": 2000.0}
+
+
+def test_a_job_of_any_type_over_quota_on_each_lists_every_type():
+    plan = (
+        make_cluster().nodes(1, prefix="a").nodes(1, gpu_type="h100", prefix="h")
+        .nodes(1, gpu_type="t4", prefix="t").at(0)
+        .quota("ml", "a100", 4).quota("ml", "h100", 2).quota("ml", "t4", 1)
+        .pending(make_job("j").gpus(8).limit(3600))
+        .plan(NO_BACKFILL)
+    )
+    j = why(plan, "j")
+    # no quota can ever hold 8: it can never run, and every type says why
+    assert j.code is ReasonCode.CAN_NEVER_RUN
+    assert j.message == (
+        "Can never run under its quota on all 3 GPU types it accepts: team ml uses 0 of 1 "
+        "nominal t4 GPU and can borrow 0 more, 0 of 4 nominal a100 GPUs and can borrow 0 more, "
+        "and 0 of 2 nominal h100 GPUs and can borrow 0 more; this job needs 8, more than nominal "
+        "plus everything it may borrow.")
+
+
+def test_a_job_over_quota_on_one_type_and_never_on_the_other_is_told_the_reachable_remedy():
+    # no h100 quota at all for ml (nominal 0, no cohort): the remedy is on a100
+    plan = (
+        make_cluster().nodes(1, prefix="a").nodes(1, gpu_type="h100", prefix="h").at(0)
+        .quota("ml", "a100", 8).quota("cv", "h100", 8)
+        .running(make_running(make_job("a").gpus(8).types("a100").limit(1000)).whole("a0"))
+        .pending(make_job("j").gpus(8).types("h100", "a100").limit(3600))
+        .plan(NO_BACKFILL)
+    )
+    j = why(plan, "j")
+    assert j.code is ReasonCode.QUOTA_EXCEEDED
+    assert "0 of 0 nominal h100 GPUs and can borrow 0 more, and 8 of 8 nominal a100" in j.message
+    assert j.would_start_if == "team ml frees 8 a100 GPUs"
+    assert j.eta == 1000.0
+
+
+def test_an_elastic_job_over_quota_is_described_at_the_size_it_can_start_with():
+    # quota 8, 4 held: 8..16 GPUs need 4 freed for the 8 it can start with (before: "needs
+    # 16" and "frees 12", while its ETA counted 8)
+    plan = (
+        make_cluster().nodes(2).at(0).quota("ml", "a100", 8)
+        .running(make_running(make_job("r").gpus(4).limit(1000)).on("n0", 0, 1, 2, 3))
+        .pending(make_job("e").elastic(8, 16).per_node(8).limit(3600))
+        .plan(NO_BACKFILL)
+    )
+    e = why(plan, "e")
+    assert e.code is ReasonCode.QUOTA_EXCEEDED
+    assert e.message.startswith(
+        "Over quota: team ml uses 4 of 8 nominal a100 GPUs and can borrow 0 more; this job "
+        "needs 8 (elastic 8..16 GPUs).")
+    assert e.would_start_if == "team ml frees 4 a100 GPUs"
+    assert e.eta == 1000.0
+
+
+def test_a_job_on_nodes_not_ready_and_over_quota_on_both_types_names_each():
+    plan = (
+        make_cluster().nodes(1, prefix="a", state=NodeState.DOWN)
+        .nodes(1, gpu_type="h100", prefix="h", state=NodeState.DOWN).at(0)
+        .quota("ml", "a100", 8).quota("ml", "h100", 8)
+        .running(make_running(make_job("a").gpus(4).types("a100")).on("a0", 0, 1, 2, 3),
+                 make_running(make_job("h").gpus(2).types("h100")).on("h0", 0, 1))
+        .pending(make_job("j").gpus(7).types("a100", "h100").limit(3600))
+        .plan(NO_BACKFILL)
+    )
+    j = why(plan, "j")
+    assert j.code is ReasonCode.NODE_NOT_READY
+    assert j.message.endswith(
+        "It is also over quota on both GPU types it accepts: team ml uses 4 of 8 nominal a100 "
+        "GPUs and can borrow 0 more, and 2 of 8 nominal h100 GPUs and can borrow 0 more; this "
+        "job needs 7.")
+    assert j.would_start_if == "a capable node returns to ready, and team ml frees 1 h100 GPU"
