@@ -49,13 +49,15 @@ def apply_usage_retention() -> str:
 @shared_task(name="qm.accounting.reprice", ignore_result=True)
 def reprice_rollups(since: str, keys: list[list[Any]] | None = None) -> str:
     """A price rate changed with effect from `since` (ISO 8601): reprice the rollups from there
-    (services/accounting.reprice). Queued on commit of the rate's save, so the save itself is
-    quick; a week of a large fleet takes minutes (docs/accounting.md)."""
+    (services/accounting.reprice): the minutes kept, and before them the hour and day rows one
+    rate prices throughout (a bucket a rate starts inside keeps its price and is logged).
+    Queued on commit of the rate's save, so the save itself is quick; a week of a large fleet
+    takes minutes (docs/accounting.md)."""
     from datetime import datetime
 
     rows = accounting.reprice(datetime.fromisoformat(since), timezone.now(),
                               [(g, t) for g, t in keys] if keys is not None else None)
-    return f"repriced {rows} minute rows from {since}"
+    return f"repriced {rows} rollup rows from {since}"
 
 
 def accounting_loop() -> Any:

@@ -849,18 +849,23 @@ def reprice(since: datetime, now: datetime, keys: Iterable[tuple[int, str]] | No
         )
         touched = _Touched()
         older = _Repriced()
+        clock = [time.perf_counter()]
         minutes_from = first_kept if first_kept is not None else cursor.rolled_until
         if floor_to(since, MINUTE) < minutes_from:
             older = _reprice_before_minutes(since, minutes_from, prices, only, touched)
+        clock.append(time.perf_counter())
         rows = 0
         start = minutes_from
         if first_kept is not None:
             start, end = max(floor_to(since, MINUTE), first_kept), cursor.rolled_until
             rows = _reprice_minutes(start, end, prices, only, touched)
+        clock.append(time.perf_counter())
         _resum(touched)
+        clock.append(time.perf_counter())
     log.info("repriced", since=since.isoformat(), minutes_from=start.isoformat(),
              minute_rows=rows + touched.rows_written, hour_rows=older.hour_rows, day_rows=older.day_rows,
-             kept_buckets=older.kept)
+             kept_buckets=older.kept, before_minutes_s=round(clock[1] - clock[0], 2),
+             minutes_s=round(clock[2] - clock[1], 2), resum_s=round(clock[3] - clock[2], 2))
     return rows + touched.rows_written + older.hour_rows + older.day_rows
 
 
@@ -945,30 +950,41 @@ def _reprice_before_minutes(since: datetime, minutes_from: datetime, prices: Pri
     hours_from = min((t for t in hour_starts if t is not None), default=hour_end)
     h0 = max(floor_to(since, HOUR), hours_from)
     if h0 < hour_end:
-        done.hour_rows, kept = _reprice_buckets(HOUR, h0, hour_end, prices, only)
+        done.hour_rows, kept, spans = _reprice_buckets(HOUR, h0, hour_end, prices, only)
         done.kept += kept
-        _resum_fleet_usage(HOUR, h0, hour_end)
-        touched.days_from_hours.update(_slots(h0, hour_end, DAY))
+        for a, b in spans:
+            _resum_fleet_usage(HOUR, a, b)
+            touched.days_from_hours.update(_slots(a, b, DAY))
     day_end = floor_to(hours_from, DAY)
     day_starts = [m.objects.filter(bucket=DAY, start__lt=day_end).aggregate(t=Min("start"))["t"]
                   for m in (UsageRollup, FleetRollup, QuotaRollup)]
     days_from = min((t for t in day_starts if t is not None), default=day_end)
     d0 = max(floor_to(since, DAY), days_from)
     if d0 < day_end:
-        done.day_rows, kept = _reprice_buckets(DAY, d0, day_end, prices, only)
+        done.day_rows, kept, spans = _reprice_buckets(DAY, d0, day_end, prices, only)
         done.kept += kept
-        _resum_fleet_usage(DAY, d0, day_end)
-        touched.group_days.update(_slots(d0, day_end, DAY))
+        for a, b in spans:
+            _resum_fleet_usage(DAY, a, b)
+            touched.group_days.update(_slots(a, b, DAY))
     return done
 
 
 def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceBook,
-                     only: set[tuple[int, str]] | None) -> tuple[int, int]:
+                     only: set[tuple[int, str]] | None) -> tuple[int, int, list[tuple[datetime, datetime]]]:
     """Reprice the `bucket` rows (hours or days, both ends aligned) of [start, end) in place,
     one UPDATE per table, (GPU type, tier) and stretch of whole buckets under one rate. Returns
-    the rows rewritten and the buckets that kept their old price (each logged)."""
+    the rows rewritten, the buckets that kept their old price (each logged) and the stretches
+    where rows were rewritten (to re-sum above)."""
     s_us, e_us = to_us(start), to_us(end)
     rows = 0
+    spans: list[tuple[datetime, datetime]] = []
+
+    def update(qs: Any, model: Any, a: datetime, b: datetime, rate: Decimal | None) -> int:
+        n: int = qs.update(**_priced(model, rate))
+        if n:
+            spans.append((a, b))
+        return n
+
     # (bucket start, GPU type, tier) → (tables, instants where a rate starts inside the bucket)
     kept: dict[tuple[datetime, int, str], tuple[set[str], set[datetime]]] = {}
     cells = set(FleetRollup.objects.filter(in_bucket(bucket, start, end))
@@ -979,8 +995,8 @@ def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceB
         pieces, cuts = _whole_buckets(prices.segments(gpu_type_id, tier, s_us, e_us), bucket)
         for model in (UsageRollup, FleetRollup):
             for a, b, rate in pieces:
-                rows += model.objects.filter(in_bucket(bucket, a, b), gpu_type_id=gpu_type_id,
-                                             capacity_tier=tier).update(**_priced(model, rate))
+                rows += update(model.objects.filter(in_bucket(bucket, a, b), gpu_type_id=gpu_type_id,
+                                                    capacity_tier=tier), model, a, b, rate)
             for at, boundary in cuts:
                 if model.objects.filter(bucket=bucket, start=at, gpu_type_id=gpu_type_id,
                                         capacity_tier=tier).exists():
@@ -994,15 +1010,16 @@ def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceB
             continue
         pieces, cuts = _whole_buckets(_reserved_segments(prices, gpu_type_id, s_us, e_us), bucket)
         for a, b, rate in pieces:
-            rows += QuotaRollup.objects.filter(in_bucket(bucket, a, b), gpu_type_id=gpu_type_id).update(
-                **_priced(QuotaRollup, rate))
+            rows += update(QuotaRollup.objects.filter(in_bucket(bucket, a, b), gpu_type_id=gpu_type_id),
+                           QuotaRollup, a, b, rate)
         for at, boundary in cuts:
             if not QuotaRollup.objects.filter(bucket=bucket, start=at, gpu_type_id=gpu_type_id).exists():
                 continue
             b_us = to_us(boundary)
-            # the idle guarantee's price follows the reserved rate rule: name the tiers starting there
-            for tier in ("reserved", "on_demand", "spot"):
-                if b_us in prices.starts((gpu_type_id, tier)):
+            # the idle guarantee's price follows the reserved rate rule: name the tiers pricing
+            # it on either side of the change
+            for tier in {prices.reserved_rate_key(gpu_type_id, b_us - 1), prices.reserved_rate_key(gpu_type_id, b_us)}:
+                if tier is not None:
                     entry = kept.setdefault((at, gpu_type_id, tier), (set(), set()))
                     entry[0].add(QuotaRollup.__name__)
                     entry[1].add(boundary)
@@ -1021,7 +1038,7 @@ def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceB
                 hint="correct prices within the raw retention (QM_RAW_SAMPLE_RETENTION_DAYS) to have them "
                      "applied to the minute",
             )
-    return rows, len({at for at, _, _ in kept})
+    return rows, len({at for at, _, _ in kept}), _merge_ranges(spans)
 
 
 def _whole_buckets(

@@ -49,13 +49,17 @@ def committed(monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callback
     return lambda: django_capture_on_commit_callbacks(execute=True)
 
 
-def build(settings: Any, *, hour_retention_days: float = 400, extra_rate: tuple[str, datetime] | None = None) -> Any:
+def build(settings: Any, *, hour_retention_days: float = 400, extra_rate: tuple[str, datetime] | None = None,
+          on_demand: str | None = None) -> Any:
     """The fleet above, rolled up and past retention. `extra_rate`: a reserved rate known
-    while the rollups ran (its minutes were split at its start)."""
+    while the rollups ran (its minutes were split at its start); `on_demand`: an on-demand
+    H100 rate since January (no node is on demand)."""
     settings.QM = {**settings.QM, "RAW_SAMPLE_RETENTION_DAYS": 1, "HOUR_ROLLUP_RETENTION_DAYS": hour_retention_days}
     gpu = h100("2.5000")
     if extra_rate is not None:
         f.make_price_rate(gpu, extra_rate[0], tier=CapacityTier.RESERVED, effective_from=extra_rate[1])
+    if on_demand is not None:
+        f.make_price_rate(gpu, on_demand, tier=CapacityTier.ON_DEMAND, effective_from=datetime(2026, 1, 1, tzinfo=UTC))
     n = node(gpu)
     team = f.make_team("ml")
     f.make_quota(team, gpu, nominal_gpus=8)
@@ -264,6 +268,18 @@ def test_time_moved_before_the_first_rate_costs_nothing(settings: Any, committed
     assert UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV2 + timedelta(hours=12)).aggregate(
         c=Sum("cost_usd"))["c"] == 0
     assert day(NOV3) == money("20.00", "480.00", "460.00")
+    assert_levels_agree()
+
+
+def test_idle_guarantees_follow_the_reserved_rate_rule_in_old_hours(settings: Any, committed: Any) -> None:
+    """The reserved rate removed: the reserved node's hours cost nothing (no rate of its tier),
+    and an idle guarantee, reserved capacity, is priced at the on-demand rate ($4.00) instead."""
+    gpu = build(settings, on_demand="4.0000")
+    assert day(NOV2) == money("30.00", "280.00", "250.00")
+    with committed():
+        rate(gpu).delete()
+    assert day(NOV2) == money("0.00", "0.00", "400.00")  # 100 idle GPU-h × $4.00
+    assert day(NOV3) == money("0.00", "0.00", "736.00")  # 184 idle GPU-h × $4.00
     assert_levels_agree()
 
 
