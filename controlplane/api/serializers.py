@@ -29,7 +29,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
-from controlplane.services import nodes
+from controlplane.services import nodes, quotas
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import shape_errors as job_shape_errors
 
@@ -577,13 +577,26 @@ class CohortSerializer(ConstraintCheckedModelSerializer):
 class QuotaSerializer(ConstraintCheckedModelSerializer):
     team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
     gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
+    cohort = serializers.SerializerMethodField(help_text="The team's cohort, whose members lend and borrow; null if none.")
+    held_gpus = serializers.SerializerMethodField(help_text="GPUs of this type the team's running jobs hold now.")
+    borrowed_gpus = serializers.SerializerMethodField(
+        help_text="Of held_gpus, how many are above nominal: borrowed from the cohort, reclaimable by preemption.")
 
     class Meta:
         model = Quota
         fields = [
             "id", "team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit",
-            "nominal_cpus", "nominal_memory_gb",
+            "nominal_cpus", "nominal_memory_gb", "cohort", "held_gpus", "borrowed_gpus",
         ]
+
+    def get_cohort(self, obj: Quota) -> str | None:
+        return obj.team.cohort.name if obj.team.cohort_id is not None else None
+
+    def get_held_gpus(self, obj: Quota) -> int:
+        return quotas.held_gpus(obj)
+
+    def get_borrowed_gpus(self, obj: Quota) -> int:
+        return max(0, quotas.held_gpus(obj) - obj.nominal_gpus)
 
 
 class PriorityClassSerializer(ConstraintCheckedModelSerializer):

@@ -554,7 +554,7 @@ class QuotaViewSet(AdminWritableViewSet):
     filterset_class = QuotaFilterSet
 
     def get_queryset(self) -> QuerySet[Any]:
-        return access.visible_quotas(self.request.user).select_related("team", "gpu_type")
+        return quotas.with_held_gpus(access.visible_quotas(self.request.user).select_related("team__cohort", "gpu_type"))
 
     def _record(self, quota: Quota, verb: str, before: dict[str, Any] | None) -> None:
         quotas.record_quota_change(quota, verb, before, f"user:{self.request.user.get_username()}")

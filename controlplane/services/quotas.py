@@ -68,6 +68,17 @@ def with_held_gpus(queryset: QuerySet[Quota]) -> QuerySet[Quota]:
     return queryset.annotate(held_gpus=Coalesce(Subquery(held, output_field=IntegerField()), Value(0)))
 
 
+def held_gpus(quota: Quota) -> int:
+    """The GPUs of the quota's type its team's live allocations hold now (the annotation of
+    :func:`with_held_gpus` when the quota came from it)."""
+    annotated = getattr(quota, "held_gpus", None)
+    if annotated is not None:
+        return int(annotated)
+    return AllocationGpu.objects.filter(
+        live=True, node__gpu_type_id=quota.gpu_type_id, allocation__job__team_id=quota.team_id,
+    ).count()
+
+
 def held_above_nominal(quota: Quota) -> str | None:
     """What an admin should know after setting `quota` below what its team holds now, or None.
 
@@ -76,9 +87,7 @@ def held_above_nominal(quota: Quota) -> str | None:
     In a cohort, what it holds above the new nominal is borrowed (its jobs started last), so a
     team owed its guarantee reclaims it by preemption (docs/operations.md, *Changing quotas on
     a running fleet*)."""
-    held = AllocationGpu.objects.filter(
-        live=True, node__gpu_type_id=quota.gpu_type_id, allocation__job__team_id=quota.team_id,
-    ).count()
+    held = held_gpus(quota)
     if held <= quota.nominal_gpus:
         return None
     return (
