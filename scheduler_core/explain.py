@@ -256,6 +256,8 @@ class _Explainer:
         # quota, and when the last of them will have run; and memoised quota ETAs behind them.
         self.quota_ahead: dict[tuple[str, str], tuple[int, float]] = {}
         self.quota_etas_ahead: dict[tuple[str, str, int, int, float], float | None] = {}
+        # the words per GPU type of jobs over their quota on several (see _word_types)
+        self.typed: dict[tuple[object, ...], _Worded] = {}
         self.default_runtime = ctx.config.default_runtime_estimate_s
 
     def _timeline(self) -> ReleaseTimeline:
@@ -312,6 +314,14 @@ class _Explainer:
         prefers; with no start known, the type of its remedy). The sentence of a type other
         than the remedy's says so. (Before, only the first type was estimated: a job whose
         a100 quota had room at once was told the start of its h100 quota.)"""
+        # Jobs of a team and a gang shape over the same quotas get equal outcomes (each its
+        # own object): worded once. (The words depend on the team, not on the rest of the job.)
+        key = (spec.team, id(outcome.demand), outcome.eta, outcome.message,
+               outcome.would_start_if, outcome.quota_type, outcome.type_options,
+               outcome.needs_whole_node)
+        found = self.typed.get(key)
+        if found is not None:
+            return found
         remedy = outcome.quota_type
         alternatives = []
         for gpu_type, classes in outcome.type_options:
@@ -320,7 +330,8 @@ class _Explainer:
                 message=outcome.message + note, quota_type=gpu_type, classes=classes,
                 type_options=())))
         fallback = next((w for w in alternatives if w.charged == remedy), alternatives[0])
-        return fallback._replace(alternatives=tuple(alternatives))
+        found = self.typed[key] = fallback._replace(alternatives=tuple(alternatives))
+        return found
 
     def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
         largest = d.largest_member
@@ -417,7 +428,12 @@ class _Explainer:
         head_quota = self.head_quota
         best: tuple[_Worded, float, str] | None = None
         for alt in w.alternatives:
-            eta, message, estimated = alt.base, alt.text, alt.estimated
+            # the quota terms only ever start a job later than its type's own estimate (or
+            # make it unknown): a type whose estimate is no earlier cannot win
+            if alt.base is None or best is not None and alt.base >= best[1]:
+                continue
+            eta: float | None = alt.base
+            message, estimated = alt.text, alt.estimated
             if alt.quota_type is not None and alt.quota_at is not None \
                     and (spec.team, alt.quota_type) in self.quota_ahead:
                 eta, message, estimated = self._behind_own_jobs(spec, alt, eta, message, estimated)
