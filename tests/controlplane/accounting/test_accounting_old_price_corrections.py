@@ -22,7 +22,9 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.db import connection
 from django.db.models import Sum
+from django.test.utils import CaptureQueriesContext
 
 from controlplane.celery import app
 from controlplane.choices import CapacityTier
@@ -158,10 +160,14 @@ def test_halving_last_months_rate_halves_the_hours_whose_minutes_are_gone(settin
     """Before: 2 November kept $2.50 ($30.00, $280.00 …) and only 3 November was halved."""
     gpu = build(settings)
     hour_rows = {r.pk: r for r in UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV3)}
+    old_rows = sum(m.objects.filter(bucket=HOUR, start__lt=NOV3).count() for m in (UsageRollup, FleetRollup, QuotaRollup))
     correction = rate(gpu)
     correction.usd_per_gpu_hour = Decimal("1.2500")
-    with committed():
+    with CaptureQueriesContext(connection) as queries, committed():
         correction.save()
+    # bulk: one UPDATE per table and stretch of hours under one rate, never one per row
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "rollup" in q["sql"]]
+    assert old_rows == 31 and len(updates) <= 10, updates
     assert day(NOV2) == money("15.00", "140.00", "125.00")
     assert figures(NOV2 + timedelta(hours=9), NOV2 + timedelta(hours=14)) == money("15.00", "40.00", "25.00")
     assert day(NOV3) == money("10.00", "240.00", "230.00")
