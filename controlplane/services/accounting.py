@@ -852,7 +852,8 @@ def reprice(since: datetime, now: datetime, keys: Iterable[tuple[int, str]] | No
         clock = [time.perf_counter()]
         minutes_from = first_kept if first_kept is not None else cursor.rolled_until
         if floor_to(since, MINUTE) < minutes_from:
-            older = _reprice_before_minutes(since, minutes_from, prices, only, touched)
+            older = _reprice_before_minutes(since, minutes_from, prices, only, touched,
+                                            _changed_until(since, prices, only))
         clock.append(time.perf_counter())
         rows = 0
         start = minutes_from
@@ -933,8 +934,22 @@ class _Repriced:
 _BUCKET_NAMES = {HOUR: "hour", DAY: "day"}
 
 
+def _changed_until(since: datetime, prices: PriceBook, only: set[tuple[int, str]] | None) -> datetime | None:
+    """Where the prices a change (from `since`, of one GPU type and tier) can have moved end:
+    the next rate of that type and tier after `since` — a rate added, corrected, removed or
+    moved within one type and tier changes prices only up to there; None: no end known (several
+    types or tiers, or a call for all of them). Rows past it are repriced all the same (they come
+    out as they were); only the warnings about buckets kept at their price are limited to it."""
+    if only is None or len(only) != 1:
+        return None
+    (key,) = only
+    later = [t for t in prices.starts(key) if t > to_us(since)]
+    return from_us(later[0]) if later else None
+
+
 def _reprice_before_minutes(since: datetime, minutes_from: datetime, prices: PriceBook,
-                            only: set[tuple[int, str]] | None, touched: _Touched) -> _Repriced:
+                            only: set[tuple[int, str]] | None, touched: _Touched,
+                            changed_until: datetime | None = None) -> _Repriced:
     """A price change reaching before the earliest minute kept: reprice the coarser rows that
     exist there. Hours wholly before the minutes kept (hour retention, 400 days), then days
     before the earliest hour kept (days are kept for ever). A bucket one rate prices
@@ -950,7 +965,7 @@ def _reprice_before_minutes(since: datetime, minutes_from: datetime, prices: Pri
     hours_from = min((t for t in hour_starts if t is not None), default=hour_end)
     h0 = max(floor_to(since, HOUR), hours_from)
     if h0 < hour_end:
-        done.hour_rows, kept, spans = _reprice_buckets(HOUR, h0, hour_end, prices, only)
+        done.hour_rows, kept, spans = _reprice_buckets(HOUR, h0, hour_end, prices, only, changed_until)
         done.kept += kept
         for a, b in spans:
             _resum_fleet_usage(HOUR, a, b)
@@ -961,7 +976,7 @@ def _reprice_before_minutes(since: datetime, minutes_from: datetime, prices: Pri
     days_from = min((t for t in day_starts if t is not None), default=day_end)
     d0 = max(floor_to(since, DAY), days_from)
     if d0 < day_end:
-        done.day_rows, kept, spans = _reprice_buckets(DAY, d0, day_end, prices, only)
+        done.day_rows, kept, spans = _reprice_buckets(DAY, d0, day_end, prices, only, changed_until)
         done.kept += kept
         for a, b in spans:
             _resum_fleet_usage(DAY, a, b)
@@ -970,11 +985,14 @@ def _reprice_before_minutes(since: datetime, minutes_from: datetime, prices: Pri
 
 
 def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceBook,
-                     only: set[tuple[int, str]] | None) -> tuple[int, int, list[tuple[datetime, datetime]]]:
+                     only: set[tuple[int, str]] | None, changed_until: datetime | None = None,
+                     ) -> tuple[int, int, list[tuple[datetime, datetime]]]:
     """Reprice the `bucket` rows (hours or days, both ends aligned) of [start, end) in place,
     one UPDATE per table, (GPU type, tier) and stretch of whole buckets under one rate. Returns
     the rows rewritten, the buckets that kept their old price (each logged) and the stretches
-    where rows were rewritten (to re-sum above)."""
+    where rows were rewritten (to re-sum above). A bucket a rate starts inside that begins at or
+    after `changed_until` keeps its price silently: the change did not reach it, so the split
+    it was rolled with still holds."""
     s_us, e_us = to_us(start), to_us(end)
     rows = 0
     spans: list[tuple[datetime, datetime]] = []
@@ -998,6 +1016,8 @@ def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceB
                 rows += update(model.objects.filter(in_bucket(bucket, a, b), gpu_type_id=gpu_type_id,
                                                     capacity_tier=tier), model, a, b, rate)
             for at, boundary in cuts:
+                if changed_until is not None and at >= changed_until:
+                    continue
                 if model.objects.filter(bucket=bucket, start=at, gpu_type_id=gpu_type_id,
                                         capacity_tier=tier).exists():
                     entry = kept.setdefault((at, gpu_type_id, tier), (set(), set()))
@@ -1013,6 +1033,8 @@ def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceB
             rows += update(QuotaRollup.objects.filter(in_bucket(bucket, a, b), gpu_type_id=gpu_type_id),
                            QuotaRollup, a, b, rate)
         for at, boundary in cuts:
+            if changed_until is not None and at >= changed_until:
+                continue
             if not QuotaRollup.objects.filter(bucket=bucket, start=at, gpu_type_id=gpu_type_id).exists():
                 continue
             b_us = to_us(boundary)

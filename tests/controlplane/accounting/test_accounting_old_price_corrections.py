@@ -51,15 +51,15 @@ def committed(monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callback
     return lambda: django_capture_on_commit_callbacks(execute=True)
 
 
-def build(settings: Any, *, hour_retention_days: float = 400, extra_rate: tuple[str, datetime] | None = None,
+def build(settings: Any, *, hour_retention_days: float = 400, extra_rates: tuple[tuple[str, datetime], ...] = (),
           on_demand: str | None = None) -> Any:
-    """The fleet above, rolled up and past retention. `extra_rate`: a reserved rate known
-    while the rollups ran (its minutes were split at its start); `on_demand`: an on-demand
+    """The fleet above, rolled up and past retention. `extra_rates`: reserved rates known
+    while the rollups ran (their minutes were split at their starts); `on_demand`: an on-demand
     H100 rate since January (no node is on demand)."""
     settings.QM = {**settings.QM, "RAW_SAMPLE_RETENTION_DAYS": 1, "HOUR_ROLLUP_RETENTION_DAYS": hour_retention_days}
     gpu = h100("2.5000")
-    if extra_rate is not None:
-        f.make_price_rate(gpu, extra_rate[0], tier=CapacityTier.RESERVED, effective_from=extra_rate[1])
+    for usd, since in extra_rates:
+        f.make_price_rate(gpu, usd, tier=CapacityTier.RESERVED, effective_from=since)
     if on_demand is not None:
         f.make_price_rate(gpu, on_demand, tier=CapacityTier.ON_DEMAND, effective_from=datetime(2026, 1, 1, tzinfo=UTC))
     n = node(gpu)
@@ -253,7 +253,7 @@ def test_a_rate_removed_after_its_minutes_are_gone_leaves_whole_hours_to_the_rat
     minute by minute). Removed later, every hour lies within the $2.50 rate again: all of them,
     the 11:00 hour included, are repriced exactly."""
     split = NOV2 + timedelta(hours=11, minutes=30)
-    gpu = build(settings, extra_rate=("3.1000", split))
+    gpu = build(settings, extra_rates=(("3.1000", split),))
     assert day(NOV2)["ml"] == Decimal("33.60")  # 10 + 4 × (0.5 × 2.50 + 0.5 × 3.10) + 4 × 3.10
     with committed():
         rate(gpu, split).delete()
@@ -261,6 +261,33 @@ def test_a_rate_removed_after_its_minutes_are_gone_leaves_whole_hours_to_the_rat
     assert day(NOV3) == money("20.00", "480.00", "460.00")
     assert_levels_agree()
     assert warnings_of(caplog) == []
+
+
+def test_a_bucket_the_change_does_not_reach_keeps_its_split_without_a_warning(
+    settings: Any, committed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Rates known when 2 November was rolled: $2.50 (January), $3.00 from 15:00, $3.10 from
+    20:30 (the 20:00 hour was split minute by minute). Halving January's rate changes prices up
+    to 15:00 only: the 20:00 hour's split still holds, so nothing is logged about it.
+      ml 4 × 3 h × 1.25 = $15.00; capacity 8 × (5 × 1.25 + 5.5 × 3.00 + 3.5 × 3.10) = $268.80;
+      idle guarantee (12 + 16) GPU-h × 1.25 + 8 × (5.5 × 3.00 + 3.5 × 3.10) = $253.80
+    Moving the 15:00 rate to 15:30 then cuts the 15:00 hour, which is logged (and only it)."""
+    gpu = build(settings, extra_rates=(("3.0000", NOV2 + timedelta(hours=15)),
+                                       ("3.1000", NOV2 + timedelta(hours=20, minutes=30))))
+    split_hour = snapshot(NOV2 + timedelta(hours=20), NOV2 + timedelta(hours=21))
+    correction = rate(gpu)
+    correction.usd_per_gpu_hour = Decimal("1.2500")
+    with committed():
+        correction.save()
+    assert day(NOV2) == money("15.00", "268.80", "253.80")
+    assert snapshot(NOV2 + timedelta(hours=20), NOV2 + timedelta(hours=21)) == split_hour
+    assert warnings_of(caplog) == []
+    moved = rate(gpu, NOV2 + timedelta(hours=15))
+    moved.effective_from = NOV2 + timedelta(hours=15, minutes=30)
+    with committed():
+        moved.save()
+    assert [(w["bucket"], w["start"]) for w in warnings_of(caplog)] == [("hour", "2026-11-02T15:00:00Z")]
+    assert_levels_agree()
 
 
 def test_time_moved_before_the_first_rate_costs_nothing(settings: Any, committed: Any) -> None:
