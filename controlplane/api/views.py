@@ -344,25 +344,13 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         return Response({"job": s.job_payload(job), "detail": detail})
 
     def _refuse_unless_cancellable(self, job: Job) -> None:
-        if job.state in (JobState.PENDING, JobState.RUNNING):
-            return
-        if job.state == JobState.PREEMPTING:
-            stop = self._stop(job)
-            reason = stop.release_reason if stop is not None else ""
-            if reason in REQUEUEING_STOPS:
-                return  # preempted or resized: the cancel turns the stop into a cancel
-            if reason == RELEASE_RUNTIME_LIMIT:
-                raise Conflict(f"Job {job.pk} is already stopping at its runtime limit; it will end timed out "
-                               "when its processes exit.")
-            if reason == RELEASE_CANCELLED:
-                raise Conflict(f"Job {job.pk} is already stopping; it will be cancelled when its processes exit.")
-            raise Conflict(f"Job {job.pk} is already stopping; it will end when its processes exit.")
-        raise Conflict(f"Job {job.pk} is {job.state}; only pending or running jobs can be cancelled.")
+        refusal = cancel_refusal(job)
+        if refusal is not None:
+            raise Conflict(refusal)
 
     @staticmethod
     def _stop(job: Job) -> Allocation | None:
-        """The allocation being stopped under a stopping job (its latest generation)."""
-        return job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation").first()
+        return stop_of(job)
 
     @extend_schema(responses={200: s.EventSerializer(many=True)}, filters=False)
     @action(detail=True, methods=["get"], filterset_class=None, serializer_class=s.EventSerializer)
@@ -421,21 +409,52 @@ def explanation(job: Job) -> dict[str, Any]:
 _STOP_KINDS = (EventKind.JOB_PREEMPTING, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)
 
 
-def _stopping(job: Job) -> str:
-    """A job being stopped: since when, the notice that stopped it (preempted by whom and what
-    it loses, cancelled by whom, its runtime limit, a gang member's exit) and its deadline."""
+def stop_of(job: Job) -> Allocation | None:
+    """The allocation being stopped under a stopping job (its latest generation)."""
+    return job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation").first()
+
+
+def cancel_refusal(job: Job) -> str | None:
+    """Why a cancel of this job would be refused (409), or None when it may be cancelled: a job
+    stopped to be requeued (preempted, resized) may, its stop then ends it cancelled."""
+    if job.state in (JobState.PENDING, JobState.RUNNING):
+        return None
+    if job.state == JobState.PREEMPTING:
+        stop = stop_of(job)
+        reason = stop.release_reason if stop is not None else ""
+        if reason in REQUEUEING_STOPS:
+            return None  # preempted or resized: the cancel turns the stop into a cancel
+        if reason == RELEASE_RUNTIME_LIMIT:
+            return (f"Job {job.pk} is already stopping at its runtime limit; it will end timed out "
+                    "when its processes exit.")
+        if reason == RELEASE_CANCELLED:
+            return f"Job {job.pk} is already stopping; it will be cancelled when its processes exit."
+        return f"Job {job.pk} is already stopping; it will end when its processes exit."
+    return f"Job {job.pk} is {job.state}; only pending or running jobs can be cancelled."
+
+
+def stop_notice(job: Job) -> tuple[str, str]:
+    """A job being stopped: the kind of the notice that stopped it last (`job.preempting`,
+    `job.cancelled`, `job.timed_out`; "" when none was recorded) and the sentence `qm explain`
+    and the job's page say: since when, that notice (preempted by whom and what it loses,
+    cancelled by whom, its runtime limit, a gang member's exit) and its deadline."""
     since = f"Stopping since {s.utc_second(job.state_changed_at)}"
-    allocation = job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation").first()
+    allocation = stop_of(job)
     if allocation is None:
-        return since + "."
-    notice = (
+        return "", since + "."
+    last = (
         Event.objects.filter(job=job, allocation=allocation, kind__in=_STOP_KINDS)
-        .order_by("-created_at", "-id").values_list("message", flat=True).first()
-    ) or allocation.release_reason
+        .order_by("-created_at", "-id").values_list("kind", "message").first()
+    )
+    kind, notice = last if last is not None else ("", allocation.release_reason)
     text = f"{since}: {notice.rstrip('.')}." if notice else f"{since}."
     if allocation.release_deadline is not None:
         text += f" Its processes must exit by {s.utc_second(allocation.release_deadline)}."
-    return text
+    return kind, text
+
+
+def _stopping(job: Job) -> str:
+    return stop_notice(job)[1]
 
 
 class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):

@@ -30,6 +30,7 @@ from controlplane.api.serializers import (
     attach_gpus_held,
     gpus_held_expression,
 )
+from controlplane.api.views import cancel_refusal, stop_notice
 from controlplane.choices import JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
@@ -196,6 +197,9 @@ def _visible_job(request: HttpRequest, job_id: int) -> Job:
     return job
 
 
+#: The heading of a stopping job's notice, by the kind of the event that stopped it.
+STOP_TITLES = {"job.cancelled": "Being cancelled", "job.timed_out": "Stopping at its runtime limit"}
+
 #: Events that end a run the job did not choose to end: it goes back to the queue whole.
 REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
 
@@ -250,9 +254,15 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
             .values("state").annotate(n=Count("id")).order_by()
         }
     who = access.access_of(request.user)
+    # A stopping job says what stopped it last, in the API's words (`qm explain`): a cancel or
+    # its runtime limit read as "Stopping: its processes were signalled", and a job preempted
+    # once, run again and cancelled said "Being preempted" with the old preemption's words.
+    stop_kind, stop_text = stop_notice(job) if job.state == JobState.PREEMPTING else ("", "")
     return {
         "job": job,
         "preemption": last_preemption(events),
+        "stopping": {"title": STOP_TITLES.get(stop_kind, "Stopping"), "text": stop_text}
+        if stop_text and stop_kind != "job.preempting" else None,
         "cost": accounting.job_cost(job.pk),
         "events": events[::-1][:200],
         "event_count": len(events),
@@ -260,7 +270,8 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "gpus_held": job.gpus_held,  # annotated by _visible_job: the API's count
         "nodes": [r.name for r in grid],
         "array_states": array_states,
-        "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id),
+        # Not where the API would refuse it (409): a job already being cancelled, or stopping at its limit.
+        "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id) and cancel_refusal(job) is None,
         "cancel_url": reverse("v1:job-cancel", args=[job.pk]),
         "now": now,
     }

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
-from controlplane.models import Job
+from controlplane.choices import AllocationState
+from controlplane.models import Allocation, Job
+from controlplane.services.transitions import RELEASE_PREEMPTED
 
 pytestmark = pytest.mark.django_db
 
@@ -112,7 +115,12 @@ def test_cancel_button_is_offered_to_the_owning_team_only(client_for, submit_as)
 def test_cancel_button_follows_what_the_api_can_cancel(client_for, submit_as, state, offered):
     job = submit_as("alice")
     Job.objects.filter(pk=job.pk).update(state=state)
+    if state == "preempting":  # stopped to be requeued: the allocation it is giving back says so
+        Allocation.objects.create(job=job, generation=1, epoch=1, created_at=timezone.now(),
+                                  state=AllocationState.RELEASING, release_reason=RELEASE_PREEMPTED)
     assert (b'id="cancel-job"' in client_for("alice").get(f"/jobs/{job.pk}/").content) is offered
+    api = client_for("alice").post(f"/api/v1/jobs/{job.pk}/cancel/", {}, content_type="application/json")
+    assert (api.status_code == 200) is offered  # the page offers what the API does
 
 
 @pytest.mark.parametrize(("fields", "shown"), [
