@@ -20,10 +20,17 @@ from django.db.models.functions import Cast, Coalesce
 from django.utils.functional import cached_property
 
 import scheduler_core as engine
-from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState
+from controlplane.choices import (
+    FINISHED_JOB_STATES,
+    LIVE_ALLOCATION_STATES,
+    AllocationState,
+    EventKind,
+    JobState,
+)
 from controlplane.models import (
     Allocation,
     AllocationGpu,
+    Event,
     GpuType,
     Job,
     Node,
@@ -156,6 +163,25 @@ def _job_fields(columns: tuple[str, ...]) -> list[Any]:
     return [field(c) for c in columns]
 
 
+#: The events of a requeue that counted against a job's preemption budget (transitions._requeue
+#: adds one to `Job.preemption_count` for each).
+REQUEUE_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED)
+
+
+def _recent_requeues(now: datetime, window_s: int) -> dict[int, list[float]]:
+    """Per job requeued at least twice, its last time inside the widest budget window, the
+    times (epoch seconds, ascending) of its requeues inside that window: one query, on the
+    events' (job, created_at) index, over the few jobs it concerns."""
+    since = now - timedelta(seconds=window_s)
+    jobs = Job.objects.filter(preemption_count__gte=2, last_preempted_at__gte=since).exclude(
+        state__in=FINISHED_JOB_STATES).values("pk")
+    times: dict[int, list[float]] = {}
+    for job_id, at in (Event.objects.filter(job_id__in=jobs, kind__in=REQUEUE_KINDS, created_at__gte=since)
+                       .order_by("job_id", "created_at").values_list("job_id", EpochSeconds("created_at"))):
+        times.setdefault(job_id, []).append(at)
+    return times
+
+
 # The names the last read in this process built its specs with, and those specs by their row
 # (see `_SpecReader`): one pair, replaced whole by one assignment, so reads in two threads at
 # once never pair one read's specs with the other's names.
@@ -183,6 +209,7 @@ class _SpecReader:
         self.budget_since = {pk: (now - timedelta(seconds=pc.budget_window_s)).timestamp()
                              for pk, pc in classes.items()}
         self.budget_window = {pk: pc.budget_window_s for pk, pc in classes.items()}
+        self.recent_requeues = _recent_requeues(now, max(self.budget_window.values(), default=0))
         self._workloads: dict[str, engine.WorkloadClass] = {}
         self._topologies: dict[str, engine.TopologyConstraint] = {}
         self._gpu_types: dict[str | None, tuple[str, ...]] = {}
@@ -192,22 +219,32 @@ class _SpecReader:
         self._last = last[1] if last is not None and last[0] == self._names else {}
         self._seen: dict[tuple[Any, ...], engine.JobSpec] = {}
 
+    def _inside_window(self, job_id: int, class_id: int, count: int, last: float) -> tuple[int, float]:
+        """(requeues inside the class's budget window, when enough of them have left it for the
+        job to be under its budget again: the last one's time plus the window when under it)."""
+        window = self.budget_window[class_id]
+        inside = [t for t in self.recent_requeues.get(job_id, ()) if t >= self.budget_since[class_id]]
+        if count == 1 or not inside:
+            # One requeue; or its events are gone, and all of them count while the last one does.
+            return count, last + window
+        budget = self.classes[class_id].preemption_budget
+        leaving = inside[min(len(inside) - 1, max(0, len(inside) - budget))]
+        return len(inside), leaving + window
+
     def done(self) -> None:
         global _last_read
         _last_read = (self._names, self._seen)
 
     def spec(self, row: tuple[Any, ...]) -> engine.JobSpec:
-        # The job keeps a count and the time of its last preemption, not every timestamp: a job
-        # whose last preemption fell outside its class's budget window has a fresh budget. So
-        # the count leaves the window all at once, when its last preemption does: from then on
-        # the job is under its budget again (`preemption_budget_frees_at`, read from the same
-        # row, no query of its own).
+        # The job keeps a count and the time of its last preemption: none inside the window is
+        # none at all, and one is that one. A job requeued more than once with its last
+        # requeue inside the window (rare) has its requeues' times read from their events
+        # (`recent_requeues`, one query per cycle), so the window slides over each of them.
         preemption_count, last_preempted_at = row[19], row[20]
         in_window = 0
         frees_at = None
         if preemption_count and last_preempted_at is not None and last_preempted_at >= self.budget_since[row[2]]:
-            in_window = preemption_count
-            frees_at = last_preempted_at + self.budget_window[row[2]]
+            in_window, frees_at = self._inside_window(row[0], row[2], preemption_count, last_preempted_at)
         spec = self._last.get(row)
         if spec is None or spec.preemptions_in_window != in_window or spec.preemption_budget_frees_at != frees_at:
             spec = self._spec(row, in_window, frees_at)
