@@ -354,6 +354,9 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         for j in page["results"]
     ]
     if not rows:
+        if page["count"] == 0 and not args.offset and _reads_no_jobs(api):
+            print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
+            return 0
         print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
         return 0
     output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "REASON"])
@@ -365,6 +368,14 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         more = f"; --offset {shown_to} for the next" if page["count"] > shown_to else ""
         print(f"({args.offset + 1}–{shown_to} of {page['count']}{more})")
     return 0
+
+
+def _reads_no_jobs(api: Api) -> bool:
+    """Finance, not also an admin or a team's member, is shown no job at all: an empty list says
+    nothing of the queue."""
+    me = api.request("GET", "auth/me/")
+    in_a_team = any(m.get("team") for m in me.get("memberships") or [])
+    return bool(me.get("is_finance")) and not me.get("is_admin") and not in_a_team
 
 
 def cmd_status(api: Api, args: argparse.Namespace) -> int:
