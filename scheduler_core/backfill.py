@@ -103,7 +103,9 @@ def _release_groups(ctx: CycleContext) -> list[tuple[float, list[str]]]:
 
 def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest, *,
                      not_before: float | None = None,
-                     quota_type: str | None = None) -> ActiveReservation | None:
+                     quota_type: str | None = None,
+                     hold_now: bool = True,
+                     before: float | None = None) -> ActiveReservation | None:
     """The earliest start (and GPUs) for ``request`` as running jobs end, or ``None``.
 
     Steps: remove running jobs one by one in order of expected end (what-ifs); after each
@@ -111,7 +113,9 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
     (at most ``RESERVATION_PROBES`` tries); the start is the end of the last job removed, or
     ``not_before`` if later (when the head's quota lifts); undo every removal.
     ``quota_type`` marks a head that is over its quota now (see
-    :attr:`ActiveReservation.quota_team`)."""
+    :attr:`ActiveReservation.quota_team`). ``hold_now=False`` only computes it, for a caller
+    comparing several (one per GPU type the job accepts) that then holds the one it keeps;
+    ``before`` stops the search at that time (a start there would not beat the one in hand)."""
     state = ctx.state
     restores: list[Restore] = []
     found: tuple[float, list[Grant]] | None = None
@@ -122,6 +126,8 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
     gpus = request.demand.gpus
     try:
         for at, job_ids in _release_groups(ctx):
+            if before is not None and max(at, not_before or at) >= before:
+                break
             for job_id in job_ids:
                 restores.append(state.simulate_removal((JOB, job_id)))
                 if state.free_in(FLEET, 0, union) < gpus or not ctx.placer.plausible(request):
@@ -143,7 +149,8 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
     start = float(found[0]) if not_before is None else max(float(found[0]), not_before)
     reservation = ActiveReservation(spec.id, start, tuple(found[1]),
                                     spec.team if quota_type is not None else None, quota_type)
-    hold(ctx, reservation)
+    if hold_now:
+        hold(ctx, reservation)
     return reservation
 
 

@@ -588,11 +588,12 @@ class _Misses:
     (option, verdict, GPUs), the first option the quota admits at the smallest size, and
     whether the head's reservation (its GPUs, or its team's quota) stood in the way."""
 
-    __slots__ = ("refusal", "admitted_option", "blocked_by_head", "quota_blocked")
+    __slots__ = ("refusal", "admitted_option", "admitted_options", "blocked_by_head", "quota_blocked")
 
     def __init__(self) -> None:
         self.refusal: tuple[TypeOption, QuotaVerdict, int] | None = None
         self.admitted_option: TypeOption | None = None
+        self.admitted_options: list[TypeOption] = []
         self.blocked_by_head = False
         self.quota_blocked = False
 
@@ -615,8 +616,10 @@ def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
                 if misses.refusal is None or demand is smallest:
                     misses.refusal = misses.refusal or (option, verdict, demand.gpus)
                 continue
-            if demand is smallest and misses.admitted_option is None:
-                misses.admitted_option = option
+            if demand is smallest:
+                if misses.admitted_option is None:
+                    misses.admitted_option = option
+                misses.admitted_options.append(option)
             if option.gpu_type is not None and delays_head_quota(
                     ctx, spec, {option.gpu_type: demand.gpus}):
                 misses.quota_blocked = True
@@ -702,10 +705,13 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
     if ctx.config.backfill and ctx.head is None \
             and ctx.reservation_searches < MAX_RESERVATION_SEARCHES and not misses.blocked_by_head:
         ctx.reservation_searches += 1
-        request = PlacementRequest(smallest, member_classes, score)
-        reservation = plan_reservation(ctx, spec, request)
+        found = _earliest_reservation(ctx, spec, [
+            (PlacementRequest(smallest, option.member_classes, score), None)
+            for option in misses.admitted_options if all(option.member_classes)])
         ctx.timed("reserve_backfill", mark)
-        if reservation is not None:
+        if found is not None:
+            reservation, request, _ = found
+            hold(ctx, reservation)
             _settle_reserved(ctx, spec, reservation, request, needs_whole)
             return
     _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, misses.blocked_by_head,
@@ -818,20 +824,42 @@ def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
     if not cfg.backfill or ctx.head is not None \
             or ctx.reservation_searches >= MAX_RESERVATION_SEARCHES:
         return False
-    option = next((o for o, v in verdicts if v.admitted), None)
-    if option is None or any(not c for c in option.member_classes):
-        return False
-    if option.gpu_type is not None and delays_head_quota(ctx, spec, {option.gpu_type: demand.gpus}):
+    admitted = [o for o, v in verdicts if v.admitted and all(o.member_classes)]
+    if not admitted:
         return False
     ctx.reservation_searches += 1
-    member_classes = option.member_classes
-    request = PlacementRequest(demand, member_classes, score)
-    reservation = plan_reservation(ctx, spec, request)
-    if reservation is None:
+    found = _earliest_reservation(ctx, spec, [(PlacementRequest(demand, o.member_classes, score), None)
+                                              for o in admitted])
+    if found is None:
         return False
+    reservation, request, _ = found
+    hold(ctx, reservation)
     ctx.untried_outcomes.clear()  # computed before this hold
     _settle_reserved(ctx, spec, reservation, request, needs_whole)
     return True
+
+
+_Candidate = tuple[PlacementRequest, tuple[TypeOption, QuotaVerdict, int, float] | None]
+
+
+def _earliest_reservation(
+        ctx: CycleContext, spec: JobSpec, candidates: list[_Candidate],
+) -> tuple[ActiveReservation, PlacementRequest, tuple[TypeOption, QuotaVerdict, int, float] | None] | None:
+    """The head's reservation on the GPU type that frees first, of the types it accepts (each
+    candidate: its request, and for a head over its quota the type's option, verdict,
+    shortage and the time that quota lifts); the type it prefers wins a tie. Nothing is held.
+    Before, the first type with any reservation was taken: a serving job accepting H100 or
+    A100 waited 4 h for H100 while its A100 quota freed in 2 h."""
+    best = None
+    for request, over_quota in candidates:
+        reservation = plan_reservation(
+            ctx, spec, request, hold_now=False,
+            not_before=None if over_quota is None else over_quota[3],
+            quota_type=None if over_quota is None else over_quota[0].gpu_type,
+            before=None if best is None else best[0].start_at)
+        if reservation is not None and (best is None or reservation.start_at < best[0].start_at):
+            best = (reservation, request, over_quota)
+    return best
 
 
 def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation,
@@ -884,6 +912,7 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
     if not cfg.backfill or ctx.head is not None \
             or ctx.reservation_searches >= MAX_RESERVATION_SEARCHES:
         return False
+    candidates: list[_Candidate] = []
     for option in options:
         gpu_type = option.gpu_type
         if gpu_type is None or any(not c for c in option.member_classes):
@@ -893,32 +922,38 @@ def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
             continue
         shortage = verdict.shortage(demand.gpus)
         lifts_at = team_release_eta(ctx, spec.team, gpu_type, shortage)
-        if lifts_at is None:
-            continue
-        ctx.reservation_searches += 1
-        member_classes = option.member_classes
-        reservation = plan_reservation(ctx, spec, PlacementRequest(demand, member_classes, score),
-                                       not_before=lifts_at, quota_type=gpu_type)
-        if reservation is None:
-            return False
-        placements = _hold_reservation(ctx, spec, reservation)
-        ctx.head_quota_slack = (team_released_by(ctx, spec.team, gpu_type, reservation.start_at)
-                                - shortage)
-        _settle(ctx, spec, Outcome(
-            ReasonCode.WAITING_FOR_RESERVATION,
-            f"Holds a reservation for {demand.gpus} GPUs on {counted(len(placements), 'node')} from "
-            f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
-            f"the {counted(shortage, f'{gpu_type} GPU')} its quota lacks now "
-            f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
-            f"by runtime limits; smaller jobs may use those GPUs only if they end before then.",
-            True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
-                  f"latest by their runtime limits)",
-            eta=reservation.start_at, demand=demand,
-            classes=ctx.placer.union(member_classes),
-            needs_whole_node=needs_whole, quota_type=gpu_type,
-        ))
-        return True
-    return False
+        if lifts_at is not None:
+            candidates.append((PlacementRequest(demand, option.member_classes, score),
+                               (option, verdict, shortage, lifts_at)))
+    if not candidates:
+        return False
+    ctx.reservation_searches += 1
+    found = _earliest_reservation(ctx, spec, candidates)
+    if found is None:
+        return False
+    reservation, _, chosen = found
+    assert chosen is not None
+    option, verdict, shortage, _ = chosen
+    gpu_type = option.gpu_type
+    assert gpu_type is not None
+    hold(ctx, reservation)
+    placements = _hold_reservation(ctx, spec, reservation)
+    ctx.head_quota_slack = (team_released_by(ctx, spec.team, gpu_type, reservation.start_at)
+                            - shortage)
+    _settle(ctx, spec, Outcome(
+        ReasonCode.WAITING_FOR_RESERVATION,
+        f"Holds a reservation for {demand.gpus} GPUs on {counted(len(placements), 'node')} from "
+        f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
+        f"the {counted(shortage, f'{gpu_type} GPU')} its quota lacks now "
+        f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
+        f"by runtime limits; smaller jobs may use those GPUs only if they end before then.",
+        True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
+              f"latest by their runtime limits)",
+        eta=reservation.start_at, demand=demand,
+        classes=ctx.placer.union(option.member_classes),
+        needs_whole_node=needs_whole, quota_type=gpu_type,
+    ))
+    return True
 
 
 def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
