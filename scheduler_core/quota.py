@@ -52,7 +52,8 @@ class QuotaVerdict(NamedTuple):
 
     def describe(self, team: str, gpu_type: str, gpus: int) -> str:
         return (
-            f"team {team} uses {self.used} of {self.nominal} nominal {gpu_type} GPUs and can "
+            f"team {team} uses {self.used} of {self.nominal} nominal {gpu_type} "
+            f"{'GPU' if self.nominal == 1 else 'GPUs'} and can "
             f"borrow {self.borrowable} more; this job needs {gpus}"
         )
 

@@ -129,3 +129,13 @@ def test_a_job_on_nodes_not_ready_and_over_quota_on_both_types_names_each():
         "GPUs and can borrow 0 more, and 2 of 8 nominal h100 GPUs and can borrow 0 more; this "
         "job needs 7.")
     assert j.would_start_if == "a capable node returns to ready, and team ml frees 1 h100 GPU"
+
+
+def test_a_quota_of_one_gpu_reads_in_the_singular():
+    plan = (
+        make_cluster().nodes(1, prefix="a").at(0).quota("ml", "a100", 1)
+        .running(make_running(make_job("r").gpus(1).types("a100").limit(3600)).on("a0", 0))
+        .pending(make_job("j").gpus(1).types("a100").limit(3600))
+        .plan(NO_BACKFILL)
+    )
+    assert "team ml uses 1 of 1 nominal a100 GPU and can borrow 0 more; this job needs 1" in why(plan, "j").message
