@@ -711,10 +711,23 @@ def _finer(bucket: int) -> int:
     return MINUTE if bucket == HOUR else HOUR
 
 
+#: The longest range re-summed in one query: a price correction reaching a year back re-sums a
+#: year of days, which in one piece would hold every job's day rows of the year in memory.
+MAX_RESUM_RUN = timedelta(days=7)
+
+
 def _runs(starts: Iterable[datetime], bucket: int) -> list[tuple[datetime, datetime]]:
-    """Bucket starts as contiguous [first, end) ranges, so each range is re-summed in one query."""
+    """Bucket starts as contiguous [first, end) ranges of at most MAX_RESUM_RUN (whole buckets),
+    so each range is re-summed in one query."""
     step = timedelta(seconds=bucket)
-    return _merge_ranges((s, s + step) for s in starts)
+    most = max(step, MAX_RESUM_RUN // step * step)
+    out = []
+    for a, b in _merge_ranges((s, s + step) for s in starts):
+        while b - a > most:
+            out.append((a, a + most))
+            a += most
+        out.append((a, b))
+    return out
 
 
 def _slot(bucket: int) -> Trunc:

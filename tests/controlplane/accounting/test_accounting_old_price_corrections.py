@@ -155,10 +155,17 @@ def test_the_figures_before_any_correction(settings: Any) -> None:
     assert_levels_agree()
 
 
-def test_halving_last_months_rate_halves_the_hours_whose_minutes_are_gone(settings: Any, committed: Any,
-                                                                          caplog: pytest.LogCaptureFixture) -> None:
-    """Before: 2 November kept $2.50 ($30.00, $280.00 …) and only 3 November was halved."""
+@pytest.mark.parametrize("run", [None, timedelta(hours=1)], ids=["runs-of-a-week", "runs-of-one-bucket"])
+def test_halving_last_months_rate_halves_the_hours_whose_minutes_are_gone(
+    settings: Any, committed: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+    run: timedelta | None,
+) -> None:
+    """Before: 2 November kept $2.50 ($30.00, $280.00 …) and only 3 November was halved.
+    `run`: the longest range re-summed at once (a year back is re-summed a week at a time);
+    one bucket at a time gives the same rows."""
     gpu = build(settings)
+    if run is not None:
+        monkeypatch.setattr(accounting, "MAX_RESUM_RUN", run)
     hour_rows = {r.pk: r for r in UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV3)}
     old_rows = sum(m.objects.filter(bucket=HOUR, start__lt=NOV3).count() for m in (UsageRollup, FleetRollup, QuotaRollup))
     correction = rate(gpu)
