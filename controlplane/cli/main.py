@@ -233,12 +233,27 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
     return spec
 
 
-def _refusal(error: ApiError) -> str:
+#: Flags spelled otherwise than the API field they set: a refusal names the flag as typed too.
+FLAG_OF_FIELD = {"runtime_limit_s": "time", "priority_class": "priority", "checkpoint_interval_s": "checkpoint_every",
+                 "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type"}
+
+
+def _refusal(error: ApiError, args: argparse.Namespace | None = None) -> str:
     """The API's refusal: its sentence, or, when it names fields, each field at fault on a line
-    of its own (the sentence says the same, so printing both said every problem twice)."""
+    of its own (the sentence says the same, so printing both said every problem twice). A field
+    set by a flag of another spelling names the flag and its value (`runtime_limit_s (--time 8d)`)."""
     if not error.errors:
         return str(error)
-    return "Invalid request." + "".join(f"\n  {field}: {' '.join(msgs)}" for field, msgs in error.errors.items())
+
+    def name(field: str) -> str:
+        flag = FLAG_OF_FIELD.get(field)
+        given = getattr(args, flag, None) if args is not None and flag else None
+        if not given:
+            return field
+        words = given if isinstance(given, list) else [given]
+        return f"{field} (" + " ".join(f"--{flag.replace('_', '-')} {word}" for word in words) + ")"
+
+    return "Invalid request." + "".join(f"\n  {name(field)}: {' '.join(msgs)}" for field, msgs in error.errors.items())
 
 
 def array_span(ids: list[int]) -> str:
@@ -259,7 +274,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
         result = api.request("POST", "job-arrays/" if is_array else "jobs/", body=spec,
                              headers={"Idempotency-Key": key}, retry=True, response_headers=answer)
     except ApiError as error:
-        raise CliError(_refusal(error)) from error
+        raise CliError(_refusal(error, args)) from error
     # The server answered with what an earlier submit under this key created. With our own fresh
     # key that can only be our retry of a request whose answer was lost: this run created it.
     replayed = bool(args.idempotency_key) and answer.get("idempotent-replayed") == "true"

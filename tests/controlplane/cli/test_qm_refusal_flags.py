@@ -1,0 +1,30 @@
+"""A refused `qm submit` named the API's fields, not the flags typed: `qm submit --time 8d` said
+"runtime_limit_s: 691200 s is beyond the maximum of priority class 'research' (604800 s)", a
+field the user never wrote. Where a flag is spelled otherwise than its field, the line now
+names the flag and what was given; fields named as typed (a YAML file's) read as before."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_refusal_names_the_flag_the_user_typed(alice_qm) -> None:
+    too_long = alice_qm("submit", "--name", "x", "--gpus", "1", "--time", "8d")
+    no_class = alice_qm("submit", "--name", "x", "--gpus", "1", "--priority", "nope")
+
+    assert too_long.code == 1 and no_class.code == 1
+    assert too_long.err.splitlines()[0] == "error: Invalid request."
+    assert too_long.err.splitlines()[1].startswith("  runtime_limit_s (--time 8d): "), too_long.err
+    assert no_class.err.splitlines()[1].startswith(
+        "  priority_class (--priority nope): unknown priority class 'nope'"), no_class.err
+
+
+def test_a_yaml_files_fields_read_as_written(alice_qm, tmp_path) -> None:
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: x\ngpus: 1\nruntime_limit_s: 0\n")
+
+    r = alice_qm("submit", str(spec))
+
+    assert r.code == 1 and "  runtime_limit_s: " in r.err and "--time" not in r.err
