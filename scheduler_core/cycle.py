@@ -28,7 +28,7 @@ import dataclasses
 import gc
 import math
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from operator import attrgetter
 from typing import NamedTuple
 
@@ -83,6 +83,7 @@ from scheduler_core.types import (
     GpuPlacement,
     GpuTypeInfo,
     JobSpec,
+    PendingExplanation,
     Plan,
     Preemption,
     PreemptionReason,
@@ -160,10 +161,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
     # 7. explain what is left
     pending = explain(ctx, queue)
     by_reason = Counter(map(attrgetter("reason"), pending))
-    whole_waits = any(
-        ctx.outcomes[p.job_id].needs_whole_node and p.resolvable for p in pending
-    )
-    fleet = fleet_figures(ctx, by_reason, whole_waits)
+    fleet = fleet_figures(ctx, by_reason, _classes_whole_node_jobs_wait_for(ctx, queue, pending))
     ctx.timed("explain", mark)
 
     return Plan(
@@ -581,6 +579,26 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
             return
     ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
     _settle(ctx, spec, outcome)
+
+
+def _classes_whole_node_jobs_wait_for(ctx: CycleContext, queue: Sequence[JobSpec],
+                                      pending: tuple[PendingExplanation, ...]) -> frozenset[int]:
+    """The node classes some waiting job that needs whole nodes could use, over every GPU type
+    it accepts: free GPUs on a partly used node of another class (another GPU type, too little
+    memory) strand nothing."""
+    waiting = {p.job_id for p in pending if p.resolvable and ctx.outcomes[p.job_id].needs_whole_node}
+    classes: set[int] = set()
+    seen: set[int] = set()
+    for spec in queue:
+        if spec.id not in waiting:
+            continue
+        shape = _shape(ctx, spec)
+        if shape.number in seen:
+            continue
+        seen.add(shape.number)
+        for option in shape.options:
+            classes.update(ctx.placer.union(option.member_classes))
+    return frozenset(classes)
 
 
 class _Misses:

@@ -1,7 +1,8 @@
 """Fleet figures for the dashboards (issue #3 item 10), counted after the plan's binds.
 
 * ``stranded_gpus`` (seed 000): free GPUs on partially used ready nodes, while some job that
-  needs at least one whole node waits; zero when no such job waits.
+  needs at least one whole node waits and could use that node (its GPU type and memory);
+  zero when no such job waits.
 * ``largest_free_block_by_pool``: most free GPUs on one ready node, per pool.
 * ``dominant_share_by_team``: the DRF shares the queue was ordered by.
 * ``mean_slowdown`` (seed 001): mean over running jobs of (wait + run so far) / run so far,
@@ -16,13 +17,15 @@ from scheduler_core.types import FleetFigures
 
 
 def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
-                  whole_node_job_waits: bool) -> FleetFigures:
+                  whole_node_classes: frozenset[int]) -> FleetFigures:
+    """``whole_node_classes``: the node classes some waiting whole-node job could use."""
     state = ctx.state
     held_on, other_on, borrowed = _holdings(ctx)
     total = allocated = free = reserved = unavailable = stranded = 0
     largest: dict[str, int] = {}
     free_gpus = state.free_gpus
     ready = state.ready
+    node_class = state.node_class
     for n, node in enumerate(state.nodes):
         # free_gpus counts every holder; running and bound jobs hold what the others do not
         idle = free_gpus[n] + other_on[n]
@@ -38,7 +41,7 @@ def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
             largest[node.pool] = idle
         elif node.pool not in largest:
             largest[node.pool] = 0
-        if whole_node_job_waits and on_node > 0:
+        if on_node > 0 and node_class[n] in whole_node_classes:
             stranded += idle
     now = ctx.snapshot.now
     slowdowns = []

@@ -31,6 +31,31 @@ def test_stranded_gpus_count_only_while_a_whole_node_job_waits(waiting, stranded
     assert plan.fleet.stranded_gpus == stranded
 
 
+@pytest.mark.parametrize(
+    ("waiting_type", "stranded"),
+    [("h100", 2), ("a100", 5), (None, 7)],
+    ids=["h100-gang-waits-only-h100-free-gpus-are-stranded", "a100-gang-waits-only-a100-free-gpus",
+         "any-type-gang-waits-both"],
+)
+def test_stranded_gpus_count_only_nodes_the_waiting_whole_node_job_could_use(waiting_type, stranded):
+    """Before, the free GPUs of a partly used A100 node counted as stranded while only H100
+    whole-node jobs waited, where they could never run (the overview said 10, the
+    fragmentation API 6)."""
+    job = make_job("big").gpus(16)
+    if waiting_type is not None:
+        job = job.types(waiting_type)
+    plan = (
+        make_cluster().nodes(2, prefix="a").nodes(2, gpu_type="h100", prefix="h").at(600)
+        .running(make_running(make_job("ra").gpus(3).types("a100")).on("a0", 0, 1, 2).started(0),
+                 make_running(make_job("rh").gpus(6).types("h100")).on("h0", *range(6)).started(0),
+                 make_running(make_job("rh2").gpus(8).types("h100")).whole("h1").started(0),
+                 make_running(make_job("ra2").gpus(8).types("a100")).whole("a1").started(0))
+        .pending(job)
+        .plan(SchedulerConfig(backfill=False))
+    )
+    assert plan.fleet.stranded_gpus == stranded
+
+
 def test_fleet_totals_add_up():
     cluster = half_used(24).nodes(1, prefix="down", state=NodeState.DOWN)
     plan = cluster.plan()
