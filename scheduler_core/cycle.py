@@ -1248,8 +1248,10 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
             ctx, [(g.node, g.gpus) for g in ctx.state.holdings.get((JOB, victim.job_id), [])]
         ).items())
         if victim.reason is PreemptionReason.RECLAIM_BORROWED:
-            why = (f"team {spec.team} reclaims the {kind} GPUs it lent to team {job.spec.team}, "
-                   f"for job {spec.id}")
+            # the gang stops whole: its GPUs are the job's size, not what its team borrowed
+            why = (f"team {spec.team} reclaims capacity it lent to team {job.spec.team}, for job "
+                   f"{spec.id}; this job ran beyond team {job.spec.team}'s quota and stops whole, "
+                   f"with its {kind} GPUs")
         else:
             why = (f"higher-priority job {spec.id} ({pc.name}, {pc.value}) needs its {kind} "
                    f"GPUs ({vpc.name}, {vpc.value})")

@@ -120,6 +120,23 @@ def test_owner_within_nominal_reclaims_borrowed_work_before_its_own_lower_priori
     assert p.reason is PreemptionReason.RECLAIM_BORROWED
 
 
+def test_a_reclaimed_gang_is_told_it_stops_whole_not_that_all_its_gpus_were_lent():
+    """cv borrows 2 of the 6 GPUs its gang holds; the notice said "ml reclaims the 6 a100
+    GPUs it lent to team cv", three times what ml lent."""
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .quota("ml", "a100", 4, cohort="c").quota("cv", "a100", 4, cohort="c")
+        .running(make_running(make_job("cv-gang").team("cv").priority("normal").gpus(6))
+                 .on("n0", *range(6)).started(0).borrowed())
+        .pending(make_job("mine").team("ml").priority("normal").gpus(4))
+        .plan()
+    )
+    [p] = plan.preemptions
+    assert p.message.startswith(
+        "Preempted: team ml reclaims capacity it lent to team cv, for job mine; this job ran beyond "
+        "team cv's quota and stops whole, with its 6 a100 GPUs.")
+
+
 @pytest.mark.parametrize(
     ("preemptor", "victim"),
     [("normal", "normal"), ("low", "normal")],

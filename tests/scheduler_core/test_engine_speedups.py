@@ -11,8 +11,9 @@
   behind a head over its quota, preemption once a minimum runtime lifts, quota queues,
   sentences that count ("1 GPU frees up"), 2026-11-29, and a job over its quota on several
   GPU types named type by type, with the cheapest type's remedy and the earliest type's ETA,
-  2026-11-30 (only ``QuotaExceeded`` sentences, remedies and ETAs changed): every decision
-  and reason unchanged;
+  2026-11-30 (only ``QuotaExceeded`` sentences, remedies and ETAs changed), and a reclaim's
+  notice saying its victim stops whole with its GPUs instead of calling them all lent,
+  2026-11-30: every decision and reason unchanged;
   and once when decisions were meant to change: a team over its nominal quota in a cohort
   borrows the excess, 2026-11-29, which moves victims and binds in the 1,000-GPU snapshots
   whose synthetic running jobs exceed some teams' quotas), by::
@@ -55,11 +56,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "1b26365743f0e0f61e55f9b01b312ce9eb7b5e23bb020951fe3cd3641d46cfb9",
+    (1000, 500, 200, 1, "default"): "0a8b460b508435688c34dc2838139875627e232bfb1b26a46417bfeaa8c9044b",
     (1000, 500, 200, 3, "loop"): "134be0758f676f416512bc04b05d452265d6b9b1c1f9ea447db8ac412ac204ab",
     (2000, 1000, 400, 4, "default"): "82aad822303923c3025b6d202db32547b7df43aac22164f5379fc44d3a5fd494",
     (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
-    (10000, 5000, 2000, 7, "loop"): "ec4defa68e6abdce3ec72e8b86d6dee7e6c8101c3d3de371283e84dc01149d63",
+    (10000, 5000, 2000, 7, "loop"): "ef250167f055eee2464c14e27f069d39899553b07b1d44d58ebedba2d1a43cd7",
 }
 
 
