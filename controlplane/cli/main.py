@@ -5,6 +5,7 @@
               --priority research --array 0-99 ...] [-- COMMAND ...]
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
     qm showback --by team --window 7d | --month 2026-11 [--csv]
+    qm quotas [--team T]
     qm nodes | qm cordon|drain|uncordon NODE
 
 Human tables by default, `--json` for scripts. Errors print the API's message and exit 1 (2 when
@@ -650,6 +651,34 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     return 0
 
 
+# ----------------------------------------------------------------------------------- quotas
+
+
+def _limit(value: int | None) -> str:
+    return "none" if value is None else str(value)
+
+
+def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
+    """Your team's quotas (admins and finance: every team's) with what each holds now."""
+    params: dict[str, Any] = {"limit": 1000}
+    if args.team:
+        params["team"] = args.team
+    page = api.request("GET", "quotas/", params=params)
+    if args.json:
+        output.emit_json(page)
+        return 0
+    rows = sorted(page["results"], key=lambda q: (q["team"], q["gpu_type"]))
+    if not rows:
+        print("No quota" + (f" for team {args.team}." if args.team else " you can see."))
+        return 0
+    output.table(
+        [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"], _limit(q["borrowing_limit"]),
+          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"]) for q in rows],
+        ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED"],
+    )
+    return 0
+
+
 # ------------------------------------------------------------------------------------ nodes
 
 
@@ -782,6 +811,13 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--month", help="a calendar month: 2026-11")
     p.add_argument("--csv", action="store_true", help="finance's CSV, with a TOTAL row")
 
+    p = sub.add_parser("quotas", parents=[common], help="your team's quotas and what it holds now",
+                       description="Quota per team and GPU type: the nominal guarantee, how many more it may "
+                                   "borrow from its cohort and lend to it, the GPUs its running jobs hold now "
+                                   "and how many of those are borrowed (beyond the nominal, reclaimable by "
+                                   "preemption). Members see their team's; admins and finance every team's.")
+    p.add_argument("--team", help="only this team's quotas")
+
     sub.add_parser("nodes", parents=[common], help="the fleet's nodes")
     for action, helptext in (("cordon", "take no new work"), ("drain", "take no new work, let jobs finish"),
                              ("uncordon", "take work again")):
@@ -792,7 +828,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "cancel": cmd_cancel, "showback": cmd_showback, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "cancel": cmd_cancel, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
 }
 

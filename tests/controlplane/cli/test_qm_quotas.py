@@ -1,0 +1,34 @@
+"""`qm quotas`: a researcher asks how much of its quota its team holds and how much it borrows,
+as `sshare` or `kubectl get clusterqueue` answer it; before, only the admin UI and the teams page
+said so."""
+
+from __future__ import annotations
+
+import pytest
+from django.utils import timezone
+
+from tests.controlplane.accounting.builders import hold, running_job
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_member_reads_its_teams_quota_holdings_and_borrowing(alice_qm, fleet) -> None:
+    now = timezone.now()
+    for node in fleet.nodes[0:3]:
+        hold(running_job(fleet.ml, gpus=8, started_at=now), [(node, 8)], now)
+
+    r = alice_qm("quotas")
+
+    assert r.code == 0, r.err
+    lines = r.out.strip().splitlines()
+    assert lines[0].split() == ["TEAM", "COHORT", "GPU", "TYPE", "NOMINAL", "MAY", "BORROW", "MAY", "LEND",
+                                "HELD", "NOW", "BORROWED"]
+    assert [line.split() for line in lines[1:]] == [["ml", "all", "H100-80GB", "16", "none", "none", "24", "8"]]
+
+
+def test_an_admin_reads_one_team_with_team(qm, fleet) -> None:
+    assert qm("login", "--username", "root", "--password-stdin", stdin="root\n").code == 0
+    everyone = qm("quotas")
+    assert {line.split()[0] for line in everyone.out.strip().splitlines()[1:]} == {"ml", "vision"}
+    one = qm("quotas", "--team", "vision", "--json").json()
+    assert [(q["team"], q["held_gpus"], q["borrowed_gpus"]) for q in one["results"]] == [("vision", 0, 0)]
