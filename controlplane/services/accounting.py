@@ -53,6 +53,7 @@ from controlplane.models import (
     Event,
     FleetRollup,
     FleetSample,
+    GpuType,
     GroupRollup,
     Job,
     JobProgressRate,
@@ -520,25 +521,88 @@ def _derive_and_store(
     return derivation
 
 
+@dataclass(frozen=True)
+class _NodeSpan:
+    """A node's GPUs in the fleet over [joined_us, left_us) (None: before or after the window)."""
+
+    gpu_type_id: int
+    tier: str
+    gpus: int
+    joined_us: int | None
+    left_us: int | None
+
+
+_NODE_JOINS = Q(kind=EventKind.NODE_REGISTERED, reason="Registered") | Q(kind=EventKind.CONFIG_CHANGED,
+                                                                          reason="NodeCreated")
+
+
+def _fleet_spans(start: datetime) -> list[_NodeSpan]:
+    """The nodes in the fleet at some instant from `start` on, each with when it joined (its
+    agent's first registration, or its creation through the API or the admin) and, for a node
+    deleted since, when it left. A node without such an event since `start` was there before."""
+    joined: dict[int, int] = {}
+    for node_id, data, at in Event.objects.filter(_NODE_JOINS, created_at__gt=start).values_list(
+        "node_id", "data", "created_at"
+    ):
+        # A deleted node's events lose their node_id; its audit record keeps its id.
+        key = node_id if node_id is not None else ((data or {}).get("after") or {}).get("id")
+        if key is not None:
+            joined[key] = min(joined.get(key, to_us(at)), to_us(at))
+    spans = [
+        _NodeSpan(gpu_type_id, tier, gpus, joined.get(node_id), None)
+        for node_id, gpu_type_id, tier, gpus in Node.objects.values_list("id", "gpu_type_id", "capacity_tier",
+                                                                         "gpu_count")
+    ]
+    deleted = list(Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason="NodeDeleted", created_at__gt=start)
+                   .values_list("data", "created_at"))
+    if deleted:
+        type_ids = dict(GpuType.objects.values_list("name", "id"))
+        for data, at in deleted:
+            before = (data or {}).get("before") or {}
+            gpu_type_id = type_ids.get(before.get("gpu_type"))
+            if gpu_type_id is None or not before.get("gpu_count"):
+                continue  # its GPU type was renamed or deleted since: nothing left to price it by
+            spans.append(_NodeSpan(gpu_type_id, str(before.get("capacity_tier")), int(before["gpu_count"]),
+                                   joined.get(before.get("id")), to_us(at)))
+    return spans
+
+
 def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: _Touched) -> None:
     """The fleet's GPUs per (type, tier) for each minute of [start, end), priced.
 
-    Capacity is the nodes registered when the minute is rolled; it is written for the trailing
-    minutes only and kept as it was when late news re-derives older usage."""
-    fleet: dict[tuple[int, str], int] = defaultdict(int)
-    for gpu_type_id, tier, gpus in Node.objects.values_list("gpu_type_id", "capacity_tier", "gpu_count"):
-        fleet[(gpu_type_id, tier)] += gpus
+    Capacity is the nodes in the fleet, each from when it joined (registered or was created) and,
+    if deleted, until it was; it is written for the trailing minutes only and kept as it was when
+    late news re-derives older usage. (Before, every node registered when the minute was rolled
+    counted for all of it: nodes registered at 23:20:24 appeared in the capacity from 23:15.)"""
+    whole: dict[tuple[int, str], int] = defaultdict(int)
+    partial: list[_NodeSpan] = []
+    for span in _fleet_spans(start):
+        if span.joined_us is None and span.left_us is None:
+            whole[(span.gpu_type_id, span.tier)] += span.gpus
+        else:
+            partial.append(span)
     rows = []
     s_us, e_us = to_us(start), to_us(end)
     for minute in _slots(start, end, MINUTE):
         m0 = max(to_us(minute), s_us)
         m1 = min(to_us(minute) + MINUTE_US, e_us)
-        for (gpu_type_id, tier), gpus in fleet.items():
+        gpu_us: dict[tuple[int, str], int] = defaultdict(int)
+        cost: dict[tuple[int, str], Decimal] = defaultdict(Decimal)
+        for (gpu_type_id, tier), gpus in whole.items():
+            gpu_us[(gpu_type_id, tier)] += gpus * (m1 - m0)
+            cost[(gpu_type_id, tier)] += prices.cost(gpu_type_id, tier, m0, m1, gpus)
+        for span in partial:
+            a = max(m0, span.joined_us if span.joined_us is not None else m0)
+            b = min(m1, span.left_us if span.left_us is not None else m1)
+            if b > a:
+                gpu_us[(span.gpu_type_id, span.tier)] += span.gpus * (b - a)
+                cost[(span.gpu_type_id, span.tier)] += prices.cost(span.gpu_type_id, span.tier, a, b, span.gpus)
+        for (gpu_type_id, tier), held_us in gpu_us.items():
             rows.append(
                 FleetRollup(
                     bucket=MINUTE, start=minute, gpu_type_id=gpu_type_id, capacity_tier=tier,
-                    capacity_gpu_seconds=Decimal(gpus * (m1 - m0)).scaleb(-6),
-                    capacity_cost_usd=prices.cost(gpu_type_id, tier, m0, m1, gpus).quantize(USD_QUANTUM),
+                    capacity_gpu_seconds=Decimal(held_us).scaleb(-6),
+                    capacity_cost_usd=cost[(gpu_type_id, tier)].quantize(USD_QUANTUM),
                 )
             )
     FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).update(
