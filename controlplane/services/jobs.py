@@ -28,6 +28,7 @@ from controlplane.choices import EventKind, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
 from controlplane.services import access, fleet_capability
 from controlplane.services.transitions import event_fields
+from scheduler_core.sentences import counted, duration
 from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
 from scheduler_core.types import WorkloadClass as EngineWorkload
 
@@ -409,12 +410,12 @@ def _replay(user: AbstractBaseUser, key: str, fingerprint: str) -> Submitted | N
 
 
 def _describe(req: SubmitRequest, resolved: _Resolved) -> str:
-    shape = f"{req.gpus} GPUs" + (f" ({req.gpus_per_node} per node)" if req.gpus_per_node else "")
+    shape = counted(req.gpus, "GPU") + (f" ({req.gpus_per_node} per node)" if req.gpus_per_node else "")
     if req.min_gpus is not None or req.max_gpus is not None:
         shape += f", elastic {req.min_gpus or req.gpus}–{req.max_gpus or req.gpus}"
     if req.gpu_types:
         shape += f" of {'/'.join(req.gpu_types)}"
-    return f"{shape}, priority class {resolved.priority_class.name}, runtime limit {resolved.runtime_limit_s} s"
+    return f"{shape}, priority class {resolved.priority_class.name}, runtime limit {duration(resolved.runtime_limit_s)}"
 
 
 _last_cycle_request = 0.0

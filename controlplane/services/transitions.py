@@ -31,6 +31,7 @@ from controlplane.choices import (
     NodeState,
 )
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PendingPlace, SchedulerLease
+from scheduler_core.sentences import counted
 
 log = structlog.get_logger(__name__)
 
@@ -133,7 +134,7 @@ def bind_job(
     placement = _describe_gpus(rows)
     record_event(
         EventKind.JOB_BOUND, actor, job=job, allocation=allocation, epoch=lease.epoch, at=at,
-        reason="Admitted", message=f"Bound to {len(rows)} GPUs ({placement}), generation {generation}"
+        reason="Admitted", message=f"Bound to {counted(len(rows), 'GPU')} ({placement}), generation {generation}"
         + (", on borrowed capacity" if borrowed else ""),
         data={"generation": generation, "gpus": len(rows), "borrowed": borrowed},
     )
@@ -261,7 +262,7 @@ def _bind_many(
         )
         events.append(Event(
             created_at=at, kind=str(EventKind.JOB_BOUND), actor=actor, reason="Admitted",
-            message=(f"Bound to {count} GPUs ({placement}), generation {allocation.generation}"
+            message=(f"Bound to {counted(count, 'GPU')} ({placement}), generation {allocation.generation}"
                      + (", on borrowed capacity" if request.borrowed else ""))[:1000],
             job_id=request.job_id, allocation=allocation, team_id=teams.get(request.job_id), epoch=lease.epoch,
             data={"generation": allocation.generation, "gpus": count, "borrowed": request.borrowed},
