@@ -470,9 +470,10 @@ def lost_gpu_seconds(job: Job, allocation_gpus: int, at: datetime) -> float:
 
 
 def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind: EventKind, reason: str,
-             why: str, held: int) -> None:
+             why: str, held: int, node: Node | None = None) -> None:
     """``held``: the GPUs the allocation held until it was stopped; a gang member that exited
-    before lost nothing here (counting every GPU it ever held overstated the loss)."""
+    before lost nothing here (counting every GPU it ever held overstated the loss). ``node``:
+    the event's node, when the stop concerns one node."""
     lost = lost_gpu_seconds(job, held, at)
     Job.objects.filter(pk=job.pk).update(
         state=JobState.PENDING,
@@ -485,20 +486,37 @@ def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind
         pending_code="Requeued",
         pending_words=f"Requeued whole after being {why}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost",
     )
-    record_event(kind, actor, job=job, allocation=allocation, at=at, reason=reason,
+    record_event(kind, actor, job=job, allocation=allocation, node=node, at=at, reason=reason,
                  message=f"Requeued whole after being {why}; lost {lost / 3600:.2f} GPU-hours since the last checkpoint",
                  data={"lost_gpu_seconds": round(lost, 3), "generation": allocation.generation})
 
 
 #: What happened to a fenced allocation's node, by fence reason (reconcile.FENCE_*,
-#: agent_protocol.FENCE_*), as a job's requeue event and reason say it.
+#: agent_protocol.FENCE_*), as a job's requeue event and reason say it: with the node's name
+#: when the allocation held one node, else naming the nodes it held.
 FENCED_BECAUSE = {
-    "NodeLeaseExpired": "fenced off a node that stopped answering",
-    "NodeUnavailable": "fenced off a node whose agent shut down",
-    "AgentRestarted": "fenced: its node's agent restarted without it",
-    "WorkLostOnNode": "fenced: its node's agent lost its processes",
-    "RefusedByAgent": "fenced: its node's agent refused to run it",
+    "NodeLeaseExpired": ("fenced off {node}, which stopped answering", "fenced off a node that stopped answering"),
+    "NodeUnavailable": ("fenced off {node}, whose agent shut down", "fenced off a node whose agent shut down"),
+    "AgentRestarted": ("fenced: {node}'s agent restarted without it", "fenced: a node's agent restarted without it"),
+    "WorkLostOnNode": ("fenced: {node}'s agent lost its processes", "fenced: a node's agent lost its processes"),
+    "RefusedByAgent": ("fenced: {node}'s agent refused to run it", "fenced: a node's agent refused to run it"),
 }
+
+
+def fenced_because(reason: str, node_names: Sequence[str]) -> str:
+    """Why a fenced allocation's job was requeued, naming the node(s) it held."""
+    one, many = FENCED_BECAUSE.get(reason, FENCED_BECAUSE["NodeLeaseExpired"])
+    if len(node_names) == 1:
+        return one.format(node=node_names[0])
+    return f"{many} (it held {', '.join(node_names)})" if node_names else many
+
+
+def _held_nodes(allocation_id: int) -> list[tuple[int, str]]:
+    """The nodes an allocation held GPUs on, by name: one query, whatever the number of GPUs."""
+    return sorted(
+        set(AllocationGpu.objects.filter(allocation_id=allocation_id).values_list("node_id", "node__name")),
+        key=lambda n: n[1],
+    )
 
 
 def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime, actor: str, reason: str) -> bool:
@@ -518,23 +536,35 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     )
     if not changed:
         return False
+    held_nodes = _held_nodes(allocation_id)
+    names = [name for _, name in held_nodes]
+    # The events' node, when the allocation held one (a gang's events name its nodes instead).
+    node = Node(pk=held_nodes[0][0], name=names[0]) if len(held_nodes) == 1 else None
     held = AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).update(live=False)
-    record_event(EventKind.ALLOCATION_FENCED, actor, job=allocation.job, allocation=allocation, epoch=lease.epoch, at=at,
-                 reason=reason, message=f"Fenced: generation {allocation.generation} → {new_generation}",
-                 data={"old_generation": allocation.generation, "new_generation": new_generation})
+    record_event(EventKind.ALLOCATION_FENCED, actor, job=allocation.job, allocation=allocation, node=node,
+                 epoch=lease.epoch, at=at, reason=reason,
+                 message=f"Fenced off {', '.join(names) or 'its nodes'}: generation {allocation.generation} → "
+                 f"{new_generation}",
+                 data={"old_generation": allocation.generation, "new_generation": new_generation, "nodes": names})
     job = allocation.job
-    node_gone = "its node's agent shut down" if reason == "NodeUnavailable" else "its node stopped answering"
+    if len(names) == 1:
+        node_gone = f"{names[0]}'s agent shut down" if reason == "NodeUnavailable" else f"{names[0]} stopped answering"
+    else:
+        which = f"one of its nodes ({', '.join(names)})"
+        node_gone = f"the agent of {which} shut down" if reason == "NodeUnavailable" else f"{which} stopped answering"
     if allocation.release_reason == RELEASE_CANCELLED:
         Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, finished_at=at, state_changed_at=at)
-        record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, at=at, reason="Cancelled",
+        record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
+                     reason="Cancelled",
                      message=f"Cancelled; {node_gone} before confirming the stop")
     elif allocation.release_reason == RELEASE_RUNTIME_LIMIT:
         Job.objects.filter(pk=job.pk).update(state=JobState.TIMED_OUT, finished_at=at, state_changed_at=at)
-        record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, at=at, reason="TimedOut",
+        record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
+                     reason="TimedOut",
                      message=f"Timed out; {node_gone} before confirming the stop")
     else:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
-                 why=FENCED_BECAUSE.get(reason, "fenced off a node that stopped answering"), held=held)
+                 why=fenced_because(reason, names), held=held, node=node)
     return True
 
 
