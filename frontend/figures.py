@@ -402,6 +402,12 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
 # ---------------------------------------------------------------------------------- a job
 
 
+def _segment_label(segment: Mapping[str, Any]) -> str:
+    """A timeline row's words: the state's label, or why a stopping job stops (its `label`)."""
+    label = str(segment.get("label") or segment["state"])
+    return str(JobState(label).label) if label in JobState.values else label[:1].upper() + label[1:]
+
+
 def job_timeline(segments: Sequence[Mapping[str, Any]], events: Sequence[Mapping[str, Any]], *, now: datetime) -> Chart:
     """Gantt-style: one bar per stretch of time the job spent in a state, events as marks."""
     title = "Timeline"
@@ -410,12 +416,17 @@ def job_timeline(segments: Sequence[Mapping[str, Any]], events: Sequence[Mapping
     if not segments and not events:
         return _empty("timeline", title, caption, x_title, y_title,
                       "No event has been recorded for this job yet. Submission, binding, preemption and exit appear here.", category="y")
-    order = [s.value for s in JobState]
-    present = [s for s in order if any(seg["state"] == s for seg in segments)]
+    # A row per state, and per reason while stopping (a segment's `label`: "Stopping: cancelled",
+    # "Stopping: runtime limit", "Preempting"), in the states' order.
+    rows: list[tuple[str, str]] = []
+    for state in [s.value for s in JobState]:
+        for seg in segments:
+            row = (_segment_label(seg), state)
+            if seg["state"] == state and row not in rows:
+                rows.append(row)
     data: list[dict[str, Any]] = []
-    for state in present:
-        mine = [seg for seg in segments if seg["state"] == state]
-        label = JobState(state).label
+    for label, state in rows:
+        mine = [seg for seg in segments if seg["state"] == state and _segment_label(seg) == label]
         data.append({
             "type": "bar", "orientation": "h", "name": label,
             "y": [label] * len(mine),
@@ -437,7 +448,7 @@ def job_timeline(segments: Sequence[Mapping[str, Any]], events: Sequence[Mapping
             "hovertext": [f"{ts(e['created_at'])} · {e['kind']}<br>{e['reason']}: {engine_times(e['message'])[:160]}" for e in events],
             "hoverinfo": "text",
         })
-    categories = ["events"] + [JobState(s).label for s in present]
+    categories = ["events"] + [label for label, _ in rows]
     layout = _layout(title, x_title, y_title, height=max(220, 60 + 44 * len(categories)),
                      barmode="overlay", xaxis={"type": "date"},
                      yaxis={"type": "category", "categoryorder": "array", "categoryarray": categories[::-1],

@@ -11,7 +11,9 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from controlplane.api.serializers import stopping_label
 from controlplane.choices import EventKind, JobState
+from controlplane.services.transitions import RELEASE_CANCELLED, RELEASE_PREEMPTED, RELEASE_RUNTIME_LIMIT
 
 # The state a job is in after each kind of event. JOB_FINISHED names its state in its data.
 STATE_AFTER = {
@@ -41,19 +43,36 @@ def _state_after(event: Mapping[str, Any], current: str | None) -> str | None:
     return str(state) if state is not None else current
 
 
+#: The events that start a stop (their reason is the stop's release reason), and the release
+#: reason each implies when an event records none.
+STOP_KINDS = {
+    EventKind.JOB_PREEMPTING: RELEASE_PREEMPTED,
+    EventKind.JOB_TIMED_OUT: RELEASE_RUNTIME_LIMIT,
+    EventKind.JOB_CANCELLED: RELEASE_CANCELLED,
+}
+
+
 def state_segments(events: Sequence[Mapping[str, Any]], *, current_state: str) -> list[dict[str, Any]]:
-    """[{state, start, end}] in time order; the last stretch of a job not yet finished has
-    end None (it lasts until now). Finished states get no stretch: the job's story ends there."""
+    """[{state, label, start, end}] in time order; the last stretch of a job not yet finished has
+    end None (it lasts until now). Finished states get no stretch: the job's story ends there.
+    `label` is the state, except while stopping (`preempting`, whatever stops the job): why, as
+    the API's `state_label` says it ("stopping: cancelled", "stopping: runtime limit",
+    "preempting"); a preempted job its owner then cancels starts a new stretch."""
     segments: list[dict[str, Any]] = []
     state: str | None = None
+    label: str | None = None
     since: datetime | None = None
     for event in events:
         after = _state_after(event, state)
-        if after == state:
+        if after == JobState.PREEMPTING and event["kind"] in STOP_KINDS:
+            after_label = stopping_label(event.get("reason") or STOP_KINDS[event["kind"]])
+        else:
+            after_label = label if after == state else after
+        if after == state and after_label == label:
             continue
         if state is not None and since is not None and state not in TERMINAL:
-            segments.append({"state": state, "start": since, "end": event["created_at"]})
-        state, since = after, event["created_at"]
+            segments.append({"state": state, "label": label, "start": since, "end": event["created_at"]})
+        state, label, since = after, after_label, event["created_at"]
     if state is not None and since is not None and state not in TERMINAL and current_state not in TERMINAL:
-        segments.append({"state": state, "start": since, "end": None})
+        segments.append({"state": state, "label": label, "start": since, "end": None})
     return segments

@@ -15,8 +15,9 @@ from django.db.models.functions import Coalesce
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 
-from controlplane.choices import LIVE_ALLOCATION_STATES, JobState, Topology, WorkloadClass
+from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState, Topology, WorkloadClass
 from controlplane.models import (
+    Allocation,
     AllocationGpu,
     Cohort,
     Event,
@@ -30,8 +31,15 @@ from controlplane.models import (
     Team,
 )
 from controlplane.services import nodes, quotas
+from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import shape_errors as job_shape_errors
+from controlplane.services.transitions import (
+    RELEASE_CANCELLED,
+    RELEASE_PREEMPTED,
+    RELEASE_RESIZED,
+    RELEASE_RUNTIME_LIMIT,
+)
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
@@ -407,6 +415,60 @@ class _GpusHeldField(serializers.IntegerField):
         return gpus_held(instance)
 
 
+#: What a stopping job is doing, by the release reason of the stop under it. The state stays
+#: `preempting` whatever stops a job; the job list, its timeline, `qm status` and the API's
+#: `state_label` all say it with these words.
+STOPPING_LABELS = {
+    RELEASE_PREEMPTED: "preempting",
+    RELEASE_RESIZED: "stopping: resize",
+    RELEASE_CANCELLED: "stopping: cancelled",
+    RELEASE_RUNTIME_LIMIT: "stopping: runtime limit",
+    RELEASE_GANG_MEMBER_EXITED: "stopping: gang member exited",
+    RELEASE_GANG_MEMBER_FAILED: "stopping: gang member failed",
+}
+
+
+def stopping_label(release_reason: str | None) -> str:
+    """A stopping job's label from its stop's release reason ("stopping" when none is known)."""
+    return STOPPING_LABELS.get(release_reason or "", "stopping")
+
+
+def stop_reason(job: Job) -> str:
+    """The release reason of the stop under a stopping job: attached to a page's jobs by
+    attach_gpus_held, otherwise read (its latest releasing allocation); "" when none."""
+    reason = getattr(job, "stop_reason", None)
+    if reason is None:
+        reason = (
+            job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation")
+            .values_list("release_reason", flat=True).first()
+        ) or ""
+    return str(reason)
+
+
+def attach_stop_reasons(jobs: Sequence[Job]) -> None:
+    """Set `stop_reason` on the stopping jobs among `jobs`: one query, none without such a job
+    (a list that does not call attach_gpus_held)."""
+    stopping = [job for job in jobs if job.state == JobState.PREEMPTING]
+    if not stopping:
+        return
+    reasons = dict(
+        Allocation.objects.filter(job_id__in=[job.pk for job in stopping], state=AllocationState.RELEASING)
+        .order_by("job_id", "generation").values_list("job_id", "release_reason")
+    )  # the latest generation of each job last: it wins
+    for job in stopping:
+        job.stop_reason = reasons.get(job.pk, "")  # type: ignore[attr-defined]
+
+
+def state_label(job: Job) -> str:
+    """`state`, said as what the job is doing: a stopping job names why it stops."""
+    return stopping_label(stop_reason(job)) if job.state == JobState.PREEMPTING else str(job.state)
+
+
+class _StateLabelField(serializers.CharField):
+    def get_attribute(self, instance: Any) -> str:
+        return state_label(instance)
+
+
 class JobSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="name", read_only=True)
     project = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
@@ -422,6 +484,13 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True, allow_null=True, help_text="1-based place in the last cycle's queue; null unless pending.")
     eta = _EtaField(read_only=True, allow_null=True,
                     help_text="The engine's estimated start, if it could give one; null unless pending.")
+    state_label = _StateLabelField(
+        read_only=True,
+        help_text="What the state means now: the state itself, except for a job being stopped (state "
+                  "`preempting` whatever stops it), which says why: `preempting`, `stopping: cancelled`, "
+                  "`stopping: runtime limit`, `stopping: resize`, `stopping: gang member exited`, "
+                  "`stopping: gang member failed` (`stopping` when the reason is unknown).",
+    )
     gpus_held = _GpusHeldField(
         read_only=True,
         help_text="GPUs the job holds now (its live allocations); 0 when it holds none. `gpus` is the size it "
@@ -435,7 +504,7 @@ class JobSerializer(serializers.ModelSerializer):
             "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
             "topology", "min_gpus", "max_gpus", "gpus_held", "runtime_limit_s", "checkpoint_interval_s", "command",
             "env", "array_id", "array_index",
-            "state", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
+            "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
             "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "lost_gpu_seconds",
@@ -462,15 +531,26 @@ def gpus_held_expression() -> Coalesce:
 
 
 def attach_gpus_held(jobs: Sequence[Job]) -> None:
-    """Set `gpus_held` on each job of a page, in one query whatever the page's length."""
+    """Set `gpus_held` on each job of a page, and `stop_reason` on its stopping jobs (for
+    `state_label`), in one query whatever the page's length."""
     if not jobs:
         return
-    held = dict(
-        _held_gpus().filter(allocation__job_id__in=[job.pk for job in jobs])
-        .order_by().values("allocation__job_id").annotate(n=Count("id")).values_list("allocation__job_id", "n")
-    )
+    held: dict[int, int] = {}
+    reasons: dict[int, tuple[int, str]] = {}
+    for job_id, state, generation, reason, n in (
+        _held_gpus().filter(allocation__job_id__in=[job.pk for job in jobs]).order_by()
+        .values("allocation__job_id", "allocation__state", "allocation__generation", "allocation__release_reason")
+        .annotate(n=Count("id"))
+        .values_list("allocation__job_id", "allocation__state", "allocation__generation",
+                     "allocation__release_reason", "n")
+    ):
+        held[job_id] = held.get(job_id, 0) + n
+        if state == AllocationState.RELEASING and generation > reasons.get(job_id, (-1, ""))[0]:
+            reasons[job_id] = (generation, reason)
     for job in jobs:
         job.gpus_held = held.get(job.pk, 0)  # type: ignore[attr-defined]
+        if job.pk in reasons:
+            job.stop_reason = reasons[job.pk][1]  # type: ignore[attr-defined]
 
 
 def gpus_held(job: Job) -> int:
@@ -503,7 +583,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "max_gpus": job.max_gpus, "gpus_held": gpus_held(job), "runtime_limit_s": job.runtime_limit_s,
         "checkpoint_interval_s": job.checkpoint_interval_s, "command": job.command, "env": dict(job.env),
         "array_id": str(job.array_id) if job.array_id else None, "array_index": job.array_index,
-        "state": job.state, "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),
+        "state": job.state, "state_label": state_label(job), "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),
         "finished_at": when(job.finished_at), "state_changed_at": when(job.state_changed_at),
         "exit_code": job.exit_code, "borrowed": job.borrowed, "pending_code": job.pending_code,
         "pending_message": engine_times(job.pending_message), "pending_resolvable": job.pending_resolvable,

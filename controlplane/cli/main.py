@@ -343,6 +343,13 @@ def _elastic(job: dict[str, Any]) -> str:
     return f"elastic {job['min_gpus'] or job['gpus']}–{job['max_gpus'] or job['gpus']}"
 
 
+def _state(job: dict[str, Any]) -> str:
+    """The job's state as the API labels it: a stopping job (state `preempting` whatever stops it)
+    says why, `stopping: cancelled`, `stopping: runtime limit` or `preempting` (the job list and
+    timeline say the same). A server without `state_label` gives the state."""
+    return str(job.get("state_label") or job["state"])
+
+
 def _gpus_cell(job: dict[str, Any]) -> str | int:
     """The list's GPUS cell: the GPUs asked, or `held/asked` for an elastic job holding GPUs (it
     may have grown or shrunk) and for any job holding other than it asked."""
@@ -365,7 +372,7 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(page)
         return 0
     rows = [
-        (j["id"], j["name"], j["team"], j["state"], _gpus_cell(j), j["priority_class"], output.age(j["submitted_at"]),
+        (j["id"], j["name"], j["team"], _state(j), _gpus_cell(j), j["priority_class"], output.age(j["submitted_at"]),
          j["queue_position"], j["pending_code"] if j["state"] == "pending" else "")
         for j in page["results"]
     ]
@@ -409,7 +416,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     # preemption for a job its owner had just cancelled.
     stopping = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "preempting" else ""
     output.fields([
-        ("job", f"{job['id']} {job['name']}"), ("state", job["state"]), ("team", job["team"]),
+        ("job", f"{job['id']} {job['name']}"), ("state", _state(job)), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
         ("gpus", _gpus_line(job)), ("shape", shape), ("gpu types", ", ".join(job["gpu_types"]) or "any"), ("topology", job["topology"]),
         ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", output.utc_text(job["submitted_at"])),

@@ -11,6 +11,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, json_script
 
+from controlplane.api.serializers import state_label
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services.access import access_of, may_submit
 
@@ -45,6 +46,20 @@ def state_badge(state: str) -> str:
     colour = STATE_COLOURS.get(state, "#868e96")
     return format_html('<span class="badge" data-state="{}" style="background:{}">{}</span>', state, colour,
                        _LABELS.get(state, state))
+
+
+def state_text(label: str) -> str:
+    """A state label as the badges say it: "stopping: cancelled" → "Stopping: cancelled"."""
+    return _LABELS.get(label) or label[:1].upper() + label[1:]
+
+
+@register.simple_tag
+def job_state_badge(job: Any) -> str:
+    """A job's badge: its state's colour, and its API `state_label` as words, so a job stopping
+    because it was cancelled or reached its runtime limit does not read "Preempting"."""
+    state = str(job.state)
+    return format_html('<span class="badge" data-state="{}" style="background:{}">{}</span>', state,
+                       STATE_COLOURS.get(state, "#868e96"), state_text(state_label(job)))
 
 
 @register.filter

@@ -28,6 +28,7 @@ from controlplane.api.serializers import (
     JobArraySubmitSerializer,
     JobSubmitSerializer,
     attach_gpus_held,
+    attach_stop_reasons,
     gpus_held_expression,
 )
 from controlplane.api.views import cancel_refusal, stop_notice
@@ -129,6 +130,8 @@ def job_list_json(request: HttpRequest) -> JsonResponse:
         "id", "state", "pending_code", "pending_words", "team_id", "place__queue_position", "place__eta",
         "place__numbers",
     )
+    jobs = list(jobs)
+    attach_stop_reasons(jobs)  # a stopping job's badge says why (one query, none without one)
     return JsonResponse({"html": {
         f"job-state-{job.pk}": render_to_string("frontend/_job_state_cell.html", {"job": job}) for job in jobs
     }})
