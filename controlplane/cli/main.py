@@ -39,6 +39,7 @@ from controlplane.cli.client import (
     save_config,
     server_url,
 )
+from scheduler_core.sentences import counted
 
 ACTIVE_STATES = ["pending", "running", "preempting"]
 # YAML keys and flags that are spelled differently from the API's fields.
@@ -282,7 +283,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     if args.json:
         output.emit_json(result)
     elif is_array:
-        what = (f"array {result['array_id']}: {result['count']} tasks of {spec['gpus']} GPU(s), "
+        what = (f"array {result['array_id']}: {result['count']} tasks of {counted(spec['gpus'], 'GPU')}, "
                 f"{array_span(result['job_ids'])} (team {result['team']})")
         if replayed:
             print(output.visible(f"Idempotency key {key} was already used: no new tasks were submitted. "
@@ -290,7 +291,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
         else:
             print(f"Submitted {what}.")
     else:
-        what = (f"job {result['id']} ({result['name']}): {result['gpus']} GPU(s), "
+        what = (f"job {result['id']} ({result['name']}): {counted(result['gpus'], 'GPU')}, "
                 f"priority {result['priority_class']}, team {result['team']}, "
                 f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}")
         if replayed:
@@ -408,7 +409,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(job)
         return 0
-    shape = f"{job['gpus']} GPUs" + (f", {job['gpus_per_node']} per node" if job["gpus_per_node"] else "")
+    shape = counted(job["gpus"], "GPU") + (f", {job['gpus_per_node']} per node" if job["gpus_per_node"] else "")
     if _elastic(job):
         shape += f", {_elastic(job)}"
     # A stopping job (state `preempting` whatever stopped it: a preemption, a resize, a cancel, its
