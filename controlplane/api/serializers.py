@@ -449,14 +449,20 @@ def attach_stop_reasons(jobs: Sequence[Job]) -> None:
     """Set `stop_reason` on the stopping jobs among `jobs`: one query, none without such a job
     (a list that does not call attach_gpus_held)."""
     stopping = [job for job in jobs if job.state == JobState.PREEMPTING]
-    if not stopping:
-        return
-    reasons = dict(
-        Allocation.objects.filter(job_id__in=[job.pk for job in stopping], state=AllocationState.RELEASING)
-        .order_by("job_id", "generation").values_list("job_id", "release_reason")
-    )  # the latest generation of each job last: it wins
+    reasons = stop_reasons([job.pk for job in stopping])
     for job in stopping:
         job.stop_reason = reasons.get(job.pk, "")  # type: ignore[attr-defined]
+
+
+def stop_reasons(job_ids: Sequence[int]) -> dict[int, str]:
+    """The release reason of the stop under each of these (stopping) jobs: one query, none for
+    no job."""
+    if not job_ids:
+        return {}
+    return dict(
+        Allocation.objects.filter(job_id__in=list(job_ids), state=AllocationState.RELEASING)
+        .order_by("job_id", "generation").values_list("job_id", "release_reason")
+    )  # the latest generation of each job last: it wins
 
 
 def state_label(job: Job) -> str:

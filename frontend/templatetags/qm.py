@@ -42,10 +42,11 @@ def qm_nav(context: dict[str, Any]) -> dict[str, Any]:
 
 
 @register.simple_tag
-def state_badge(state: str) -> str:
+def state_badge(state: str, label: str = "") -> str:
+    """A state's badge in its colour; `label` (a job's `state_label`) words it when given."""
     colour = STATE_COLOURS.get(state, "#868e96")
     return format_html('<span class="badge" data-state="{}" style="background:{}">{}</span>', state, colour,
-                       _LABELS.get(state, state))
+                       state_text(label) if label else _LABELS.get(state, state))
 
 
 def state_text(label: str) -> str:

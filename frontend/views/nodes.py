@@ -18,7 +18,8 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from controlplane.choices import CapacityTier, NodeState
+from controlplane.api.serializers import stop_reasons, stopping_label
+from controlplane.choices import CapacityTier, JobState, NodeState
 from controlplane.models import Event, Node
 from controlplane.services import access
 from controlplane.services.access import access_of
@@ -141,6 +142,10 @@ def node_payload(request: HttpRequest, node: Node) -> dict[str, Any]:
         j["id"]: j for j in access.visible_jobs(request.user).filter(pk__in=readable)
         .values("id", "name", "state", "priority_class__name", "submitter__username", "started_at")
     }
+    # A stopping job's badge says why it stops, as on the jobs list (a query only if one is).
+    reasons = stop_reasons([j["id"] for j in jobs.values() if j["state"] == JobState.PREEMPTING])
+    for j in jobs.values():
+        j["state_label"] = stopping_label(reasons.get(j["id"])) if j["state"] == JobState.PREEMPTING else j["state"]
     holders = []
     for entry in sorted(held.values(), key=lambda e: e["slots"][0]):
         entry["job"] = jobs.get(entry["job_id"]) if entry["job_id"] is not None else None

@@ -67,3 +67,14 @@ def test_the_job_page_badge_and_timeline_say_why_it_stops(client_for, stopping) 
         assert words in json.loads(figure.group(1))
         if label != "preempting":
             assert "Preempting" not in json.loads(figure.group(1))
+
+
+def test_the_node_page_says_why_the_jobs_on_it_stop(client_for, stopping) -> None:
+    client = client_for("alice")
+    for label, job in stopping.items():
+        words = label[:1].upper() + label[1:]
+        node = Allocation.objects.filter(job=job).values_list("gpus__node__name", flat=True).first()
+        html = client.get(f"/nodes/{node}/").content.decode()
+        row = re.search(rf'href="/jobs/{job.pk}/">.*?</tr>', html, flags=re.S)
+        assert row is not None
+        assert f'data-state="preempting" style="background:#e8590c">{words}</span>' in row.group(0)
