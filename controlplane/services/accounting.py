@@ -1943,13 +1943,20 @@ def utilization_series(
         if covered <= 0:
             continue
         capacity = s.get("capacity")
+
         points.append(UtilizationPoint(
             start=s["start"], seconds=covered,
-            capacity_gpus=float(capacity) / covered if capacity is not None else None,
-            allocated_gpus=float(s["allocated"] or 0) / covered, active_gpus=float(s["active"] or 0) / covered,
-            productive_gpus=float(s["productive"] or 0) / covered,
+            capacity_gpus=_gpus(capacity, covered) if capacity is not None else None,
+            allocated_gpus=_gpus(s["allocated"], covered), active_gpus=_gpus(s["active"], covered),
+            productive_gpus=_gpus(s["productive"], covered),
         ))
     return points
+
+
+def _gpus(gpu_seconds: Any, seconds: float) -> float:
+    """GPUs on average over `seconds`. GPU-seconds are exact to the microsecond, so six places
+    say all of it, and a partial minute's 159.99999999999997 GPUs reads 160.0."""
+    return round(float(gpu_seconds or 0) / seconds, 6)
 
 
 def _first_rolled_within(start: datetime, bucket: int) -> datetime | None:
