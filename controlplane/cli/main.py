@@ -157,8 +157,23 @@ def _load_spec_file(path: str) -> dict[str, Any]:
             value = shell_command([str(v) for v in value])
         if field == "array" and isinstance(value, int):
             value = str(value)
+        if field == "env" and isinstance(value, dict):
+            _env_values_are_text(path, value)
         spec[field] = value
     return spec
+
+
+def _env_values_are_text(path: str, env: dict[Any, Any]) -> None:
+    """YAML reads `DEBUG: yes` as true and `VERSION: 1.10` as 1.1: refuse them with the fix
+    (quote the value) rather than the API's bare "Not a valid string", or pass a changed value."""
+    unquoted = [(name, value) for name, value in env.items() if isinstance(value, bool | int | float)]
+    if not unquoted:
+        return
+    said = "; ".join(
+        f"env.{name}: YAML read it as the {'boolean' if isinstance(value, bool) else 'number'} "
+        f"{str(value).lower() if isinstance(value, bool) else value}" for name, value in unquoted[:5])
+    raise CliError(f"{path}: {said}. Environment values are text: quote them in the file "
+                   f"({unquoted[0][0]}: \"...\") to pass exactly what you wrote.")
 
 
 def _plain(value: Any) -> Any:
