@@ -1036,28 +1036,25 @@ def _reprice_before_minutes(since: datetime, minutes_from: datetime, prices: Pri
     are re-summed from the jobs' rows at once, the days above repriced hours and the group rows
     of every day touched by `_resum` (marked in `touched`)."""
     done = _Repriced()
-    hour_end = floor_to(minutes_from, HOUR)
-    hour_starts = [m.objects.filter(bucket=HOUR, start__lt=hour_end).aggregate(t=Min("start"))["t"]
-                   for m in (UsageRollup, FleetRollup, QuotaRollup)]
-    hours_from = min((t for t in hour_starts if t is not None), default=hour_end)
-    h0 = max(floor_to(since, HOUR), hours_from)
-    if h0 < hour_end:
-        done.hour_rows, kept, spans = _reprice_buckets(HOUR, h0, hour_end, prices, only, changed_until)
-        done.kept += kept
-        for a, b in spans:
-            _resum_fleet_usage(HOUR, a, b)
-            touched.days_from_hours.update(_slots(a, b, DAY))
-    day_end = floor_to(hours_from, DAY)
-    day_starts = [m.objects.filter(bucket=DAY, start__lt=day_end).aggregate(t=Min("start"))["t"]
+    end = minutes_from
+    # hours before the minutes kept, then days before the hours kept
+    for bucket, days_to_resum in ((HOUR, touched.days_from_hours), (DAY, touched.group_days)):
+        end = floor_to(end, bucket)
+        firsts = [m.objects.filter(bucket=bucket, start__lt=end).aggregate(t=Min("start"))["t"]
                   for m in (UsageRollup, FleetRollup, QuotaRollup)]
-    days_from = min((t for t in day_starts if t is not None), default=day_end)
-    d0 = max(floor_to(since, DAY), days_from)
-    if d0 < day_end:
-        done.day_rows, kept, spans = _reprice_buckets(DAY, d0, day_end, prices, only, changed_until)
-        done.kept += kept
-        for a, b in spans:
-            _resum_fleet_usage(DAY, a, b)
-            touched.group_days.update(_slots(a, b, DAY))
+        first = min((t for t in firsts if t is not None), default=end)
+        start = max(floor_to(since, bucket), first)
+        if start < end:
+            rows, kept, spans = _reprice_buckets(bucket, start, end, prices, only, changed_until)
+            if bucket == HOUR:
+                done.hour_rows = rows
+            else:
+                done.day_rows = rows
+            done.kept += kept
+            for a, b in spans:
+                _resum_fleet_usage(bucket, a, b)
+                days_to_resum.update(_slots(a, b, DAY))
+        end = first
     return done
 
 
