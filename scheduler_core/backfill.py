@@ -101,6 +101,27 @@ def _release_groups(ctx: CycleContext) -> list[tuple[float, list[str]]]:
     return groups
 
 
+def _enough_gpus_at(ctx: CycleContext, classes: tuple[int, ...], gpus: int) -> float:
+    """When the GPUs of ``classes`` free (as holders end) first add up to ``gpus``: no start
+    can come earlier, so a search that must beat a start at or before it need not run. Counts
+    only, nothing is moved."""
+    state = ctx.state
+    free = state.free_in(FLEET, 0, classes)
+    if free >= gpus:
+        return ctx.snapshot.now
+    wanted = set(classes)
+    node_class = state.node_class
+    holdings = state.holdings
+    for at, job_ids in _release_groups(ctx):
+        for job_id in job_ids:
+            for g in holdings.get((JOB, job_id), ()):
+                if node_class[g.node] in wanted:
+                    free += g.mask.bit_count()
+        if free >= gpus:
+            return at
+    return float("inf")
+
+
 def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest, *,
                      not_before: float | None = None,
                      quota_type: str | None = None,
@@ -124,6 +145,8 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
     # index sum per removal instead of the whole test
     union = ctx.placer.union(request.member_classes)
     gpus = request.demand.gpus
+    if before is not None and _enough_gpus_at(ctx, union, gpus) >= before:
+        return None
     try:
         for at, job_ids in _release_groups(ctx):
             if before is not None and max(at, not_before or at) >= before:
