@@ -131,6 +131,8 @@ class ShowbackView(ApiMixin, APIView):
     OpenCost's allocation API (`__idle__` is capacity no job held). `format=csv` gives finance
     the CSV with a final TOTAL row; `month=YYYY-MM` is the monthly report."""
 
+    query_parameters = None  # checked by _refuse_unknown against its query serializer
+
     renderer_classes = [*ApiMixin.renderer_classes, CsvRenderer]
     content_negotiation_class = FormatNegotiation
 
@@ -205,6 +207,8 @@ DEFINITIONS = {
 class UtilizationView(ApiMixin, APIView):
     """Allocated, active and productive GPUs over time (time-averaged per bucket), for the fleet
     or one team. Every signed-in person may read the fleet's; a team's needs access to it."""
+
+    query_parameters = None  # checked by _refuse_unknown against its query serializer
 
     @extend_schema(parameters=[UtilizationQuery], responses={200: UTILIZATION_RESPONSE})
     def get(self, request: Request) -> Response:

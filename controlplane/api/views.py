@@ -111,9 +111,28 @@ class ApiMixin:
     def get_exception_handler(self) -> Any:
         return exception_handler
 
+    #: The query parameters a GET of this view takes when it is not a filtered list (whose
+    #: filter backend names unknown ones); None: the view checks its own.
+    query_parameters: frozenset[str] | None = frozenset({"format"})
+
     def initial(self, request: Request, *args: Any, **kwargs: Any) -> None:
         self._started = time.perf_counter()
         super().initial(request, *args, **kwargs)  # type: ignore[misc]
+        self._refuse_unknown_query_parameters(request)
+
+    def _refuse_unknown_query_parameters(self, request: Request) -> None:
+        """`GET jobs/5/explain/?verbose=1` answered as if the parameter meant something, as a
+        list's unknown filter once did: a parameter the endpoint does not take is a 400 naming
+        it (after authentication, so a stranger still gets the 401)."""
+        takes = self.query_parameters
+        if request.method != "GET" or takes is None or getattr(self, "action", None) == "list":
+            return
+        unknown = sorted(set(request.query_params) - takes)
+        if unknown:
+            listed = ", ".join(sorted(takes))
+            raise ValidationError({
+                name[:40]: [f"Unknown query parameter; this endpoint takes: {listed}."] for name in unknown[:10]
+            })
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         """Adds `Server-Timing: app;dur=<ms>`: time inside the view, authentication included
@@ -353,7 +372,8 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         return stop_of(job)
 
     @extend_schema(responses={200: s.EventSerializer(many=True)}, filters=False)
-    @action(detail=True, methods=["get"], filterset_class=None, serializer_class=s.EventSerializer)
+    @action(detail=True, methods=["get"], filterset_class=None, serializer_class=s.EventSerializer,
+            query_parameters=frozenset({"format", "limit", "offset"}))
     def events(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         events = Event.objects.filter(job=job).select_related("node", "team").order_by("created_at", "id")
