@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
-from controlplane.api.serializers import stopping_label
 from controlplane.choices import EventKind, JobState
+from controlplane.services.stopping import stopping_label
 from controlplane.services.transitions import RELEASE_CANCELLED, RELEASE_PREEMPTED, RELEASE_RUNTIME_LIMIT
 
 # The state a job is in after each kind of event. JOB_FINISHED names its state in its data.

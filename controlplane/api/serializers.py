@@ -17,7 +17,6 @@ from rest_framework.fields import get_error_detail
 
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState, Topology, WorkloadClass
 from controlplane.models import (
-    Allocation,
     AllocationGpu,
     Cohort,
     Event,
@@ -31,15 +30,9 @@ from controlplane.models import (
     Team,
 )
 from controlplane.services import nodes, quotas
-from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import shape_errors as job_shape_errors
-from controlplane.services.transitions import (
-    RELEASE_CANCELLED,
-    RELEASE_PREEMPTED,
-    RELEASE_RESIZED,
-    RELEASE_RUNTIME_LIMIT,
-)
+from controlplane.services.stopping import state_label
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
@@ -413,61 +406,6 @@ class _GpusHeldField(serializers.IntegerField):
 
     def get_attribute(self, instance: Any) -> int:
         return gpus_held(instance)
-
-
-#: What a stopping job is doing, by the release reason of the stop under it. The state stays
-#: `preempting` whatever stops a job; the job list, its timeline, `qm status` and the API's
-#: `state_label` all say it with these words.
-STOPPING_LABELS = {
-    RELEASE_PREEMPTED: "preempting",
-    RELEASE_RESIZED: "stopping: resize",
-    RELEASE_CANCELLED: "stopping: cancelled",
-    RELEASE_RUNTIME_LIMIT: "stopping: runtime limit",
-    RELEASE_GANG_MEMBER_EXITED: "stopping: gang member exited",
-    RELEASE_GANG_MEMBER_FAILED: "stopping: gang member failed",
-}
-
-
-def stopping_label(release_reason: str | None) -> str:
-    """A stopping job's label from its stop's release reason ("stopping" when none is known)."""
-    return STOPPING_LABELS.get(release_reason or "", "stopping")
-
-
-def stop_reason(job: Job) -> str:
-    """The release reason of the stop under a stopping job: attached to a page's jobs by
-    attach_gpus_held, otherwise read (its latest releasing allocation); "" when none."""
-    reason = getattr(job, "stop_reason", None)
-    if reason is None:
-        reason = (
-            job.allocations.filter(state=AllocationState.RELEASING).order_by("-generation")
-            .values_list("release_reason", flat=True).first()
-        ) or ""
-    return str(reason)
-
-
-def attach_stop_reasons(jobs: Sequence[Job]) -> None:
-    """Set `stop_reason` on the stopping jobs among `jobs`: one query, none without such a job
-    (a list that does not call attach_gpus_held)."""
-    stopping = [job for job in jobs if job.state == JobState.PREEMPTING]
-    reasons = stop_reasons([job.pk for job in stopping])
-    for job in stopping:
-        job.stop_reason = reasons.get(job.pk, "")  # type: ignore[attr-defined]
-
-
-def stop_reasons(job_ids: Sequence[int]) -> dict[int, str]:
-    """The release reason of the stop under each of these (stopping) jobs: one query, none for
-    no job."""
-    if not job_ids:
-        return {}
-    return dict(
-        Allocation.objects.filter(job_id__in=list(job_ids), state=AllocationState.RELEASING)
-        .order_by("job_id", "generation").values_list("job_id", "release_reason")
-    )  # the latest generation of each job last: it wins
-
-
-def state_label(job: Job) -> str:
-    """`state`, said as what the job is doing: a stopping job names why it stops."""
-    return stopping_label(stop_reason(job)) if job.state == JobState.PREEMPTING else str(job.state)
 
 
 class _StateLabelField(serializers.CharField):

@@ -11,9 +11,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, json_script
 
-from controlplane.api.serializers import state_label
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services.access import access_of, may_submit
+from controlplane.services.stopping import state_label
 
 register = template.Library()
 

@@ -28,7 +28,6 @@ from controlplane.api.serializers import (
     JobArraySubmitSerializer,
     JobSubmitSerializer,
     attach_gpus_held,
-    attach_stop_reasons,
     gpus_held_expression,
 )
 from controlplane.api.views import cancel_refusal, stop_notice
@@ -37,6 +36,7 @@ from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
 from controlplane.services import access, accounting
 from controlplane.services import jobs as job_service
+from controlplane.services.stopping import attach_stop_reasons
 from frontend import figures
 from frontend.heatmap import fleet_grid
 from frontend.timeline import state_segments

@@ -18,11 +18,11 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
 
-from controlplane.api.serializers import stop_reasons, stopping_label
 from controlplane.choices import CapacityTier, JobState, NodeState
 from controlplane.models import Event, Node
 from controlplane.services import access
 from controlplane.services.access import access_of
+from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures
 from frontend.heatmap import fleet_grid
 
