@@ -17,15 +17,19 @@ from rest_framework.request import Request
 LIST_PARAMETERS = frozenset({"limit", "offset", "format"})
 
 
+def refuse_unknown_parameters(request: Request, takes: set[str] | frozenset[str], what: str = "endpoint") -> None:
+    """A 400 naming each query parameter outside `takes`, and listing what this `what` takes."""
+    unknown = sorted(set(request.query_params) - takes)
+    if unknown:
+        listed = ", ".join(sorted(takes))
+        raise ValidationError({
+            name[:40]: [f"Unknown query parameter; this {what} takes: {listed}."] for name in unknown[:10]
+        })
+
+
 class StrictFilterBackend(DjangoFilterBackend):
     def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: Any) -> QuerySet[Any]:
         filterset_class = self.get_filterset_class(view, queryset)
         if filterset_class is not None:
-            filters = set(filterset_class.base_filters)
-            unknown = sorted(set(request.query_params) - filters - LIST_PARAMETERS)
-            if unknown:
-                known = ", ".join(sorted(filters | LIST_PARAMETERS))
-                raise ValidationError({
-                    name[:40]: [f"Unknown query parameter; this list takes: {known}."] for name in unknown[:10]
-                })
+            refuse_unknown_parameters(request, set(filterset_class.base_filters) | LIST_PARAMETERS, "list")
         return super().filter_queryset(request, queryset, view)  # type: ignore[no-any-return]

@@ -25,6 +25,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api.filter_backends import refuse_unknown_parameters
 from controlplane.api.views import ApiMixin
 from controlplane.models import Team
 from controlplane.services import accounting
@@ -66,13 +67,7 @@ def _query_error(error: accounting.AccountingQueryError) -> exceptions.Validatio
 def _refuse_unknown(request: Request, query: type[serializers.Serializer], *extra: str) -> None:
     """A parameter the endpoint does not take is a 400 naming it: `?windw=30d` answered the
     default week and `?tema=ml` the whole fleet, figures a reader took for what was asked."""
-    known = {*query().fields, *extra}
-    unknown = sorted(set(request.query_params) - known)
-    if unknown:
-        takes = ", ".join(sorted(known))
-        raise exceptions.ValidationError({
-            name[:40]: [f"Unknown query parameter; this endpoint takes: {takes}."] for name in unknown[:10]
-        })
+    refuse_unknown_parameters(request, {*query().fields, *extra})
 
 
 class ShowbackQuery(serializers.Serializer):

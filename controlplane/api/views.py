@@ -29,6 +29,7 @@ from rest_framework.views import APIView
 from controlplane.api import serializers as s
 from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.errors import Conflict, exception_handler
+from controlplane.api.filter_backends import refuse_unknown_parameters
 from controlplane.api.pagination import Pagination
 from controlplane.api.parsers import BoundedJSONParser
 from controlplane.api.permissions import IsAdmin, IsPerson, ReadOnlyUnlessAdmin, SubmitsJobs
@@ -125,14 +126,8 @@ class ApiMixin:
         list's unknown filter once did: a parameter the endpoint does not take is a 400 naming
         it (after authentication, so a stranger still gets the 401)."""
         takes = self.query_parameters
-        if request.method != "GET" or takes is None or getattr(self, "action", None) == "list":
-            return
-        unknown = sorted(set(request.query_params) - takes)
-        if unknown:
-            listed = ", ".join(sorted(takes))
-            raise ValidationError({
-                name[:40]: [f"Unknown query parameter; this endpoint takes: {listed}."] for name in unknown[:10]
-            })
+        if request.method == "GET" and takes is not None and getattr(self, "action", None) != "list":
+            refuse_unknown_parameters(request, takes)
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
         """Adds `Server-Timing: app;dur=<ms>`: time inside the view, authentication included
