@@ -264,6 +264,18 @@ def shape_errors(
         errors["min_gpus"] = f"min_gpus {min_gpus} is more than gpus {gpus}"
     if max_gpus is not None and max_gpus < gpus:
         errors["max_gpus"] = f"max_gpus {max_gpus} is less than gpus {gpus}"
+    # The engine takes an elastic range whole or not at all: one bound alone left the job
+    # pending for ever as InvalidRequest. The missing bound is the field at fault.
+    if min_gpus is not None and max_gpus is None and "min_gpus" not in errors:
+        errors["max_gpus"] = (
+            f"an elastic job gives min_gpus and max_gpus together: min_gpus {min_gpus} without max_gpus "
+            f"(max_gpus {gpus}, its gpus, to shrink only)"
+        )
+    if max_gpus is not None and min_gpus is None and "max_gpus" not in errors:
+        errors["min_gpus"] = (
+            f"an elastic job gives min_gpus and max_gpus together: max_gpus {max_gpus} without min_gpus "
+            f"(min_gpus {gpus}, its gpus, to grow only)"
+        )
     if gpus_per_node is not None and topology == Topology.SAME_NODE and gpus_per_node != gpus:
         errors["gpus_per_node"] = (
             f"a same_node job puts all its {gpus} GPUs on one node; gpus_per_node must equal gpus or be left out"
