@@ -33,6 +33,9 @@ class Replay:
     at: datetime
     # Per run (in the order of `runs`), per team: scheduler_core.sim.metrics.team_figures.
     teams: list[dict[str, dict[str, Any]]] = field(default_factory=list)
+    # The stretch replayed: from the window's first submission to `at`.
+    replayed_from: datetime | None = None
+    horizon_s: float | None = None
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,10 @@ class Work:
     days: int
     trace: Sequence[TraceJob]
     at: datetime
+    # The replay starts at the window's first submission, not at its edge: a fleet younger
+    # than the window (or idle at its start) would otherwise be measured over days it did not
+    # have a job to run, and `allocated` would read 0.01 % for both policies.
+    replayed_from: datetime
     nodes: tuple[NodeInfo, ...]
     gpu_types: tuple[GpuTypeInfo, ...]
     priority_classes: tuple[PriorityClassInfo, ...]
@@ -63,7 +70,7 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
     started = time.perf_counter()
     results = []
     teams = []
-    horizon = work.days * 86400.0
+    horizon = max(1.0, (work.at - work.replayed_from).total_seconds())
     # The real fleet's parts replace everything the simulator would derive from a shape.
     shape = FleetShape(nodes=len(work.nodes))
     for i, replay_run in enumerate(work.runs):
@@ -77,7 +84,8 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
         results.append((replay_run.label, result.as_dict()))
         teams.append(result.teams)
     return Replay(days=work.days, jobs=len(work.trace), nodes=len(work.nodes), gpus=sum(n.gpus for n in work.nodes),
-                  runs=results, seconds=time.perf_counter() - started, at=work.at, teams=teams)
+                  runs=results, seconds=time.perf_counter() - started, at=work.at, teams=teams,
+                  replayed_from=work.replayed_from, horizon_s=horizon)
 
 
 def child(work: Work, conn: Connection) -> None:

@@ -7,6 +7,8 @@ module only turns rows into a trace and a fleet shape, and the two results into 
 How rows become a trace (the approximations are stated on the page and in docs/dashboards.md):
 - every job submitted in the window that ran or still waits; jobs that ended without ever
   starting (cancelled while waiting, can never run) are left out;
+- the replay runs from the first of them's submission to now, not from the window's edge, so
+  a fleet younger than the window is measured over the time it had jobs;
 - a finished job runs as long as its last run took (finished − last start); a job still
   waiting or running runs to its runtime limit, the most it may;
 - its priority is its class's value; a job that accepts exactly one GPU type asks for it, one
@@ -320,8 +322,9 @@ def prepare(days: int, policy: Policy, *, now: datetime | None = None, fleet: Fl
         [days, dataclasses.asdict(policy), dataclasses.asdict(baseline), len(rows), rows[0][0], rows[-1][0],
          str(last_change), dataclasses.asdict(fleet), now.strftime("%Y-%m-%d %H")], default=str,
     ).encode()).hexdigest()
+    first_submitted = rows[0][1]
     return Request(key=KEY_PREFIX + fingerprint, work=Work(
-        days=days, trace=build_trace(rows, since), at=now, nodes=fleet.nodes, gpu_types=fleet.gpu_types,
+        days=days, trace=build_trace(rows, first_submitted), at=now, replayed_from=first_submitted, nodes=fleet.nodes, gpu_types=fleet.gpu_types,
         priority_classes=fleet.priority_classes,
         runs=[Run(f"live policy ({baseline.describe()})", baseline.config(base), fleet.quotas),
               Run(f"what-if ({policy.describe()})", policy.config(base),

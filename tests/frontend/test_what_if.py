@@ -198,3 +198,20 @@ def test_the_page_replays_the_quota_table_typed_in_the_form(client_for, submit_a
     labels = [label for label, _ in client.get(url).context["result"].runs]
     assert labels[0].endswith("live quotas)")
     assert labels[1] == "what-if (pack, backfill on, preemption on, quotas changed: vision H100-80GB 40 → 64)"
+
+
+def test_the_replay_runs_from_the_windows_first_submission_not_its_edge(demo, submit_as):
+    # A fleet two hours old asked for "the last 7 days": its hours spread over a week read
+    # 0.01 % allocated for both policies. The replay spans the time it had jobs.
+    jobs = [submit_as("alice", name=f"gang{i}", gpus=8, gpu_types=("H100-80GB",), runtime_limit_s=7200)
+            for i in range(4)]
+    now = timezone.now()
+    Job.objects.filter(pk__in=[j.pk for j in jobs]).update(submitted_at=now - timedelta(hours=2))
+    request = whatif.prepare(7, whatif.Policy("pack", True, True), now=now)
+    assert request.work.replayed_from == now - timedelta(hours=2)
+    assert all(t.submit_s == 0.0 for t in request.work.trace)
+    replay = run_replay(request.work)
+    assert replay.horizon_s == pytest.approx(7200)
+    for _, run in replay.runs:
+        # four 8-GPU jobs on 128 GPUs for the whole two hours replayed
+        assert run["allocated"] == pytest.approx(32 / 128, abs=0.01)
