@@ -268,11 +268,18 @@ def register(
         ):
             raise AgentForbidden(f"this token belongs to another node's agent; it may not register {name!r}")
         created = node is None
-        node = _create_node(name, inventory) if node is None else _update_inventory(node, inventory)
-        actor = actor_for(node)
+        actor = actor_for(name)
+        # What the agent no longer runs is settled before the new inventory is checked: a
+        # fresh agent with fewer GPUs (one fell off the bus) runs nothing on the ones it lost,
+        # so their old allocations are fenced here rather than refusing it until its lease
+        # runs out. Work it says it still runs on GPUs it no longer declares is refused (400).
         released = (
-            _settle_abandoned_allocations(node, keep, lease=lease, now=now, actor=actor) if lease is not None else []
+            _settle_abandoned_allocations(node, keep, lease=lease, now=now, actor=actor)
+            if node is not None and lease is not None else []
         )
+        was = None if node is None else (node.gpu_count, node.gpu_type.name)
+        node = _create_node(name, inventory) if node is None else _update_inventory(node, inventory)
+        changed = was is not None and was != (node.gpu_count, node.gpu_type.name)
         before = node.state
         if node.state in (NodeState.SUSPECT, NodeState.QUARANTINED, NodeState.DOWN):
             # An operator's cordon or drain outlives the node going away (services/nodes.py).
@@ -286,9 +293,11 @@ def register(
             EventKind.NODE_REGISTERED, actor, node=node, at=now, reason="Registered" if created else "ReRegistered",
             message=f"{node.name} registered {node.gpu_count}× {node.gpu_type.name}"
             + ("" if created else f", was {before}")
+            + (_inventory_change(was, node) if changed and was is not None else "")
             + (f"; {len(released)} allocation(s) it no longer runs were settled" if released else ""),
             data={"gpus": node.gpu_count, "from": str(before), "settled_generations": released,
-                  "devices": list(inventory.devices)[:16]},
+                  "devices": list(inventory.devices)[:16],
+                  **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {})},
         )
         if before != node.state:
             transitions.record_event(
@@ -300,6 +309,17 @@ def register(
         transaction.on_commit(_request_cycle)
     log.info("agent registered", node=name, created=created, settled=released)
     return Registration(node=node, token=fresh, lease_expires_at=node.agent_lease_expires_at, released=released)
+
+
+def _inventory_change(was: tuple[int, str], node: Node) -> str:
+    """'; its GPUs changed: 8 → 4 GPUs' (and the type, when that changed)."""
+    count, type_name = was
+    parts = []
+    if count != node.gpu_count:
+        parts.append(f"{count} → {node.gpu_count} GPUs")
+    if type_name != node.gpu_type.name:
+        parts.append(f"GPU type {type_name} → {node.gpu_type.name}")
+    return "; its GPUs changed: " + ", ".join(parts)
 
 
 def _create_node(name: str, inventory: Inventory) -> Node:
