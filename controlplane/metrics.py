@@ -229,8 +229,14 @@ class QuartermasterCollector(Collector):
         sample = FleetSample.objects.order_by("-at").values("stranded_gpus", "largest_free_block_by_pool").first()
         if sample is not None:
             stranded.add_metric([], sample["stranded_gpus"])
-            for pool, gpus in sorted((sample["largest_free_block_by_pool"] or {}).items()):
-                largest.add_metric([str(pool)], float(gpus))
+            # The cycle's sample names only pools with a ready node; a pool whose nodes are all
+            # cordoned, draining, suspect, quarantined or down can start nothing: 0, not absent
+            # (an alert on `< 8` must fire then, as the API's fragmentation says 0).
+            by_pool = {str(pool): float(gpus) for pool, gpus in (sample["largest_free_block_by_pool"] or {}).items()}
+            for pool in Node.objects.values_list("pool", flat=True).distinct().order_by():
+                by_pool.setdefault(str(pool), 0.0)
+            for pool, gpus in sorted(by_pool.items()):
+                largest.add_metric([pool], gpus)
         yield stranded
         yield largest
 

@@ -265,13 +265,16 @@ def stranded_gpus(samples: Sequence[Mapping[str, Any]]) -> Chart:
                         NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces)
 
 
-def largest_free_block(samples: Sequence[Mapping[str, Any]]) -> Chart:
-    pools = sorted({p for s in samples for p in (s["largest_free_block_by_pool"] or {})})
+def largest_free_block(samples: Sequence[Mapping[str, Any]], fleet_pools: Sequence[str] = ()) -> Chart:
+    """One line per pool: the pools the samples name and `fleet_pools` (the fleet's pools now).
+    A cycle's sample names only pools with a ready node; a pool it leaves out had none, so it
+    could start nothing there: 0, not a gap."""
+    pools = sorted({p for s in samples for p in (s["largest_free_block_by_pool"] or {})} | set(fleet_pools))
 
     def traces(x: list[str]) -> list[dict[str, Any]]:
         return [
             {"type": "scatter", "mode": "lines", "name": pool, "x": x, "line": {"shape": "hv"},
-             "y": [(s["largest_free_block_by_pool"] or {}).get(pool) for s in samples]}
+             "y": [(s["largest_free_block_by_pool"] or {}).get(pool, 0) for s in samples]}
             for pool in pools
         ]
 

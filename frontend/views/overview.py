@@ -41,7 +41,7 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
         figures.queue_depth(samples, priority_order, team),
         figures.utilization_tiers(tiers, source_note=tier_note),
         figures.stranded_gpus(samples),
-        figures.largest_free_block(samples),
+        figures.largest_free_block(samples, sorted({row.pool for row in grid})),
         heatmap,
         figures.oldest_feasible_wait(samples),
     ]
