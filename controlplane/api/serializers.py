@@ -544,6 +544,11 @@ class JobArraySerializer(serializers.Serializer):
     team = serializers.CharField()
     count = serializers.IntegerField()
     states = serializers.DictField(child=serializers.IntegerField(), help_text="Tasks per state.")
+    state_labels = serializers.DictField(
+        child=serializers.IntegerField(),
+        help_text="Tasks per state_label: the states, a stopping task counted by why it stops "
+                  "('stopping: cancelled', 'preempting', ...).",
+    )
     job_ids = serializers.ListField(child=serializers.IntegerField(), help_text="Job ids in index order.")
     indices = serializers.ListField(child=serializers.IntegerField())
 

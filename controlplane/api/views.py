@@ -62,6 +62,7 @@ from controlplane.models import (
 )
 from controlplane.services import access, cohorts, config_audit, fleet_figures, nodes, quotas
 from controlplane.services import jobs as job_service
+from controlplane.services.stopping import label_totals, stop_reasons, totals_by_label
 from controlplane.services.transitions import (
     RELEASE_CANCELLED,
     RELEASE_RUNTIME_LIMIT,
@@ -487,9 +488,13 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
         states: dict[str, int] = {}
         for row in rows:
             states[row[2]] = states.get(row[2], 0) + 1
+        # A stopping task is counted by why it stops, as its own state_label says (one query,
+        # none when no task is stopping).
+        reasons = stop_reasons([r[0] for r in rows if r[2] == JobState.PREEMPTING])
         return {
             "array_id": rows[0][5], "name": rows[0][3], "team": rows[0][4], "count": len(rows),
-            "states": states, "job_ids": [r[0] for r in rows], "indices": [r[1] for r in rows],
+            "states": states, "state_labels": {label: n for _, label, n in totals_by_label(states, reasons)},
+            "job_ids": [r[0] for r in rows], "indices": [r[1] for r in rows],
         }
 
     @extend_schema(request=s.JobArraySubmitSerializer, responses={201: s.JobArraySerializer, 200: s.JobArraySerializer},
@@ -497,13 +502,18 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
     def create(self, request: Request) -> Response:
         result = _submit(request, s.JobArraySubmitSerializer)
         # Tasks are created pending; a replay reads their states now.
-        states = (
-            dict(Job.objects.filter(array_id=result.array_id).values_list("state").annotate(n=Count("id")).order_by())
-            if result.replayed else {JobState.PENDING.value: len(result.job_ids)}
+        totals = (
+            label_totals(Job.objects.filter(array_id=result.array_id))
+            if result.replayed else [(JobState.PENDING.value, JobState.PENDING.value, len(result.job_ids))]
         )
+        states: dict[str, int] = {}
+        for state, _, n in totals:
+            states[state] = states.get(state, 0) + n
         body = {
             "array_id": result.array_id, "name": result.job.name, "team": result.job.team.name,
-            "count": len(result.job_ids), "states": states, "job_ids": result.job_ids, "indices": result.indices,
+            "count": len(result.job_ids), "states": states,
+            "state_labels": {label: n for _, label, n in totals},
+            "job_ids": result.job_ids, "indices": result.indices,
         }
         return Response(
             body,

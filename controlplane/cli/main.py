@@ -318,8 +318,9 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
 
 
 def _array_states(summary: dict[str, Any]) -> str:
-    """`3 running, 1 pending`: an array's tasks by state, as a replay reads them now."""
-    states = summary.get("states") or {}
+    """`3 running, 1 stopping: cancelled`: an array's tasks by state_label (a stopping task by
+    why it stops), as a replay reads them now; by state from a server that does not say labels."""
+    states = summary.get("state_labels") or summary.get("states") or {}
     return ", ".join(f"{n} {state}" for state, n in sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))) or "no tasks"
 
 

@@ -4,7 +4,10 @@ these words, read from the release reason of the allocation being stopped."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
+
+from django.db.models import Count, QuerySet
 
 from controlplane.choices import AllocationState, JobState
 from controlplane.models import Allocation, Job
@@ -67,3 +70,39 @@ def stop_reasons(job_ids: Sequence[int]) -> dict[int, str]:
 def state_label(job: Job) -> str:
     """`state`, said as what the job is doing: a stopping job names why it stops."""
     return stopping_label(stop_reason(job)) if job.state == JobState.PREEMPTING else str(job.state)
+
+
+#: The order totals list a stopping job's labels in: as STOPPING_LABELS, then one with no reason.
+_LABEL_ORDER = [*STOPPING_LABELS.values(), "stopping"]
+
+
+def label_totals(jobs: QuerySet[Job]) -> list[tuple[str, str, int]]:
+    """How many of `jobs` (an array's tasks) are in each state, said as state_label: (state,
+    label, count) in the states' order, a stopping state split by why it stops. One query, two
+    when some job is stopping."""
+    counts = dict(jobs.order_by().values_list("state").annotate(n=Count("id")))
+    reasons: dict[int, str] = {}
+    if counts.get(JobState.PREEMPTING):
+        reasons = dict(
+            Allocation.objects.filter(job__in=jobs.filter(state=JobState.PREEMPTING).values("pk"),
+                                      state=AllocationState.RELEASING)
+            .order_by("job_id", "generation").values_list("job_id", "release_reason")
+        )  # the latest generation of each job last: it wins
+    return totals_by_label(counts, reasons)
+
+
+def totals_by_label(counts: Mapping[str, int], reasons: Mapping[int, str]) -> list[tuple[str, str, int]]:
+    """(state, label, count) from counts per state and the stop reasons of the stopping jobs
+    among them (stop_reasons); a stopping job without a releasing allocation is "stopping"."""
+    totals: list[tuple[str, str, int]] = []
+    for state in JobState.values:
+        n = counts.get(state, 0)
+        if not n:
+            continue
+        if state != JobState.PREEMPTING:
+            totals.append((state, state, n))
+            continue
+        labels = Counter(stopping_label(reason) for reason in reasons.values())
+        labels["stopping"] += max(0, n - sum(labels.values()))
+        totals.extend((state, label, labels[label]) for label in _LABEL_ORDER if labels[label])
+    return totals

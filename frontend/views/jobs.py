@@ -14,7 +14,6 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
-from django.db.models import Count
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
@@ -36,7 +35,7 @@ from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
 from controlplane.services import access, accounting
 from controlplane.services import jobs as job_service
-from controlplane.services.stopping import attach_stop_reasons
+from controlplane.services.stopping import attach_stop_reasons, label_totals
 from frontend import figures
 from frontend.heatmap import fleet_grid
 from frontend.timeline import state_segments
@@ -87,11 +86,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     attach_gpus_held(page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
     array_states = None
-    if array_id:
-        array_states = {
-            r["state"]: r["n"]
-            for r in jobs.filter(array_id=array_id).values("state").annotate(n=Count("id")).order_by()
-        }
+    if array_id:  # (state, state_label, n): a stopping task counted by why it stops
+        array_states = label_totals(jobs.filter(array_id=array_id))
     ids = [job.pk for job in page.object_list][:MAX_LIVE_ROWS]
     query = request.GET.copy()
     query.pop("page", None)
@@ -250,12 +246,8 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
             empty="This job holds no GPUs now. While it runs, its GPUs appear here on the nodes' heat map.",
         )
     array_states = None
-    if job.array_id:
-        array_states = {
-            r["state"]: r["n"]
-            for r in access.visible_jobs(request.user).filter(array_id=job.array_id)
-            .values("state").annotate(n=Count("id")).order_by()
-        }
+    if job.array_id:  # (state, state_label, n), as the list's array summary
+        array_states = label_totals(access.visible_jobs(request.user).filter(array_id=job.array_id))
     who = access.access_of(request.user)
     # A stopping job says what stopped it last, in the API's words (`qm explain`): a cancel or
     # its runtime limit read as "Stopping: its processes were signalled", and a job preempted
