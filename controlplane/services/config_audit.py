@@ -18,7 +18,18 @@ from typing import Any
 from django.db import models
 
 from controlplane.choices import EventKind
-from controlplane.models import Event, GpuType, Membership, Node, PriceRate, PriorityClass, Project, Team
+from controlplane.models import (
+    Cohort,
+    Event,
+    GpuType,
+    Membership,
+    Node,
+    PriceRate,
+    PriorityClass,
+    Project,
+    Quota,
+    Team,
+)
 from controlplane.services.transitions import event_fields
 
 AUDITED: dict[type[models.Model], tuple[str, ...]] = {
@@ -112,3 +123,27 @@ def _what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -
         return ""
     moved = [f"{key} {before.get(key)} → {after.get(key)}" for key in after if key != "id" and before.get(key) != after.get(key)]
     return ": " + ", ".join(moved)
+
+
+def changed_by_since(obj: models.Model, since: Any) -> list[str]:
+    """Who changed ``obj`` (a quota, cohort or audited record) after ``since``, oldest first,
+    from the audit trail: what an admin whose page was opened at ``since`` is told before her
+    save would undo their change. A team's cohort move counts as a change of the team."""
+    kind = {Quota: EventKind.QUOTA_CHANGED, Cohort: EventKind.COHORT_CHANGED}.get(type(obj), EventKind.CONFIG_CHANGED)
+    kinds = [kind, EventKind.COHORT_CHANGED] if isinstance(obj, Team) else [kind]
+    model = obj._meta.model_name
+    actors: list[str] = []
+    for event_kind, reason, actor, data in (
+        Event.objects.filter(kind__in=kinds, created_at__gt=since).order_by("created_at", "id")
+        .values_list("kind", "reason", "actor", "data")
+    ):
+        record = (data or {}).get("after") or (data or {}).get("before") or {}
+        if event_kind == EventKind.COHORT_CHANGED and reason == "TeamCohortChanged":
+            ours = isinstance(obj, Team) and data.get("team") == getattr(obj, "name", None)
+        elif event_kind == EventKind.CONFIG_CHANGED:
+            ours = data.get("model") == model and record.get("id") == obj.pk
+        else:
+            ours = record.get("id") == obj.pk
+        if ours and actor not in actors:
+            actors.append(actor)
+    return actors

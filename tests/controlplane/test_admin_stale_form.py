@@ -1,0 +1,135 @@
+"""Two admins editing the same record: a change saved by one since the other opened the page is
+never silently undone by the other's save.
+
+Found on the demo (two admin sessions on /admin/controlplane/quota/4/change/): admin B lowered
+language's A100 borrowing limit from 8 to 4; admin A, whose page still showed 8, raised the
+nominal from 16 to 20 and saved. A's save wrote the whole form back, so the borrowing limit
+returned to 8 without either of them knowing (the trail read "nominal 16 → 20, borrowing limit
+4 → 8" under A's name, a change A never made).
+
+Now the page remembers what it showed when it was opened: a field the other admin changed and
+this one left alone keeps the other's value (and the page says so); a field both changed is
+refused on the field, naming who changed it and to what, and shows the stored value, so the
+second save is a decision.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.messages import get_messages
+from django.test import Client
+
+from controlplane.choices import EventKind
+from controlplane.models import Event, PriorityClass, Quota
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def carol(fleet) -> Client:  # type: ignore[no-untyped-def]
+    """A second admin, signed in on her own."""
+    f.make_user("carol", superuser=True)
+    client = Client()
+    assert client.login(username="carol", password="carol")
+    return client
+
+
+def _open(client: Client, path: str) -> dict[str, Any]:
+    page = client.get(path)
+    assert page.status_code == 200
+    return {k: v for k, v in f.admin_change_form(page).items() if v is not False}
+
+
+def _messages(response: Any) -> list[str]:
+    return [str(m) for m in get_messages(response.wsgi_request)]
+
+
+def test_a_field_changed_by_another_admin_since_the_page_opened_keeps_her_value(fleet, browser, carol) -> None:
+    quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
+    path = f"/admin/controlplane/quota/{quota.pk}/change/"
+    mine = _open(browser, path)
+    hers = _open(carol, path)
+    hers["borrowing_limit"] = 4
+    assert carol.post(path, hers).status_code == 302
+
+    mine["nominal_gpus"] = 24
+    r = browser.post(path, mine, follow=True)
+
+    assert r.status_code == 200 and r.redirect_chain, r.content[:3000]
+    quota.refresh_from_db()
+    assert (quota.nominal_gpus, quota.borrowing_limit) == (24, 4)
+    last = Event.objects.filter(kind=EventKind.QUOTA_CHANGED).order_by("-id").first()
+    assert last is not None and last.actor == "user:boss"
+    assert last.message == "Quota of ml on H100-80GB changed: nominal 16 → 24"
+    assert any("Kept the change user:carol saved since you opened this page: borrowing limit none → 4" in m
+               for m in _messages(r)), _messages(r)
+
+
+def test_a_field_both_admins_changed_is_refused_naming_who_and_the_stored_value(fleet, browser, carol) -> None:
+    quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
+    path = f"/admin/controlplane/quota/{quota.pk}/change/"
+    mine = _open(browser, path)
+    hers = _open(carol, path)
+    hers["nominal_gpus"] = 12
+    assert carol.post(path, hers).status_code == 302
+    events = Event.objects.count()
+
+    mine["nominal_gpus"] = 24
+    r = browser.post(path, mine)
+
+    assert r.status_code == 200
+    errors = r.context["adminform"].form.errors
+    assert list(errors) == ["nominal_gpus"]
+    [error] = errors["nominal_gpus"]
+    assert error.startswith("user:carol changed this from 16 to 12 since you opened this page; your 24 was not saved.")
+    assert Quota.objects.get(pk=quota.pk).nominal_gpus == 12 and Event.objects.count() == events
+    # The page now shows what is stored; saving it again is a decision, and goes through.
+    again = {k: v for k, v in f.admin_change_form(r).items() if v is not False}
+    assert again["nominal_gpus"] in (12, "12")
+    again["nominal_gpus"] = 24
+    assert browser.post(path, again).status_code == 302
+    assert Quota.objects.get(pk=quota.pk).nominal_gpus == 24
+
+
+def test_a_quota_changed_on_its_page_is_not_undone_by_a_save_of_the_team_page(fleet, browser, carol) -> None:
+    quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
+    team_path = f"/admin/controlplane/team/{fleet.ml.pk}/change/"
+    mine = _open(browser, team_path)
+    hers = _open(carol, f"/admin/controlplane/quota/{quota.pk}/change/")
+    hers["nominal_gpus"] = 8
+    assert carol.post(f"/admin/controlplane/quota/{quota.pk}/change/", hers).status_code == 302
+
+    mine["description"] = "machine learning"
+    r = browser.post(team_path, mine)
+
+    assert r.status_code == 302, r.content[:3000]
+    assert Quota.objects.get(pk=quota.pk).nominal_gpus == 8
+    assert not Event.objects.filter(kind=EventKind.QUOTA_CHANGED, actor="user:boss").exists()
+
+
+def test_a_priority_class_keeps_both_admins_changes_to_different_fields(fleet, browser, carol) -> None:
+    path = f"/admin/controlplane/priorityclass/{fleet.research.pk}/change/"
+    mine = _open(browser, path)
+    hers = _open(carol, path)
+    hers["grace_period_s"] = 300
+    assert carol.post(path, hers).status_code == 302
+
+    mine["preemption_budget"] = 1
+    assert browser.post(path, mine).status_code == 302
+
+    research = PriorityClass.objects.get(pk=fleet.research.pk)
+    assert (research.grace_period_s, research.preemption_budget) == (300, 1)
+    mine_event = Event.objects.filter(kind=EventKind.CONFIG_CHANGED, actor="user:boss").get()
+    assert mine_event.data["before"]["grace_period_s"] == mine_event.data["after"]["grace_period_s"] == 300
+
+
+def test_a_page_submitted_without_what_it_showed_saves_as_before(fleet, browser) -> None:
+    """Scripts that post the form's fields only (no opened_as) are not refused."""
+    quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
+    r = browser.post(f"/admin/controlplane/quota/{quota.pk}/change/", {
+        "team": fleet.ml.pk, "gpu_type": fleet.h100.pk, "nominal_gpus": 20, "borrowing_limit": "",
+        "lending_limit": "", "nominal_cpus": "", "nominal_memory_gb": ""})
+    assert r.status_code == 302 and Quota.objects.get(pk=quota.pk).nominal_gpus == 20
