@@ -68,6 +68,11 @@ def _refuse_unknown(request: Request, query: type[serializers.Serializer], *extr
     """A parameter the endpoint does not take is a 400 naming it: `?windw=30d` answered the
     default week and `?tema=ml` the whole fleet, figures a reader took for what was asked."""
     refuse_unknown_parameters(request, {*query().fields, *extra})
+    # `?window=7d&window=1d` answered the last one silently: which did the reader mean?
+    twice = sorted(name for name in request.query_params if len(request.query_params.getlist(name)) > 1)
+    if twice:
+        raise exceptions.ValidationError({name: [f"Given {len(request.query_params.getlist(name))} times "
+                                                 "(twice or more); give it once."] for name in twice})
 
 
 class ShowbackQuery(serializers.Serializer):

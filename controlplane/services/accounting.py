@@ -29,6 +29,7 @@ half of one. Raw samples are dropped by `apply_retention` only once their minute
 from __future__ import annotations
 
 import math
+import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -1356,9 +1357,16 @@ def parse_window(text: str, now: datetime) -> Window:
     return Window(now - timedelta(seconds=seconds), now, text)
 
 
+#: An offset whose '+' a URL's query string turned into a space ("…T06:00:00 05:00").
+_SPACED_OFFSET = re.compile(r"(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:?\d{2})$")
+
+
 def _instant(text: str) -> datetime:
+    # `curl '…?window=2026-11-30T06:00:00+05:00,…'` sends the '+' unencoded, and a query string
+    # reads it as a space: the instant is unambiguous, so read the space as the '+' it was.
+    text = _SPACED_OFFSET.sub(r"\1+\2", text.strip())
     try:
-        moment = datetime.fromisoformat(text.strip().replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     except ValueError:
         raise AccountingQueryError("window", f"'{text}' is not an RFC 3339 instant (2026-11-01T00:00:00Z).") from None
     if moment.tzinfo is None:
@@ -1576,7 +1584,9 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
     start, end, segments = _segments(window.start, end, now, (MONTH, DAY, HOUR, MINUTE))
     _, _, plain = _segments(window.start, end, now, (DAY, HOUR, MINUTE))
     if rolled is not None and end > rolled:
-        end = rolled
+        # Never before the start: a window starting in the seconds not rolled yet is empty, not
+        # negative (it read "minutes": -0.03 with an end before its start).
+        end = max(rolled, start)
     team_ids = None if reads_all else access.team_ids
     keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
             "priority_class": ["priority_class_id"]}[group_by]
