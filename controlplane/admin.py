@@ -216,6 +216,13 @@ class ConfigAudited(KeepsOthersChanges):
             for obj in queryset:
                 self.delete_model(request, obj)
 
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        """The confirmation page also says what changes in the records that stay (a team whose
+        default class this is)."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        return [*deleted, *(line for obj in objs for line in config_audit.deletion_consequences(obj))], \
+            counts, perms_needed, protected
+
 
 def _save_recorded_formset(request: HttpRequest, formset: Any, snapshot: Any, record: Any,
                            after_save: Any = None) -> None:
@@ -352,6 +359,12 @@ class CohortAdmin(KeepsOthersChanges):
             for cohort in queryset:
                 cohorts.record_cohort_change(cohort, "deleted", cohorts.cohort_record(cohort), _actor(request))
             super().delete_queryset(request, queryset)
+
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        """The confirmation page also names the teams that leave the cohort."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        return [*deleted, *(line for cohort in objs for line in cohorts.leaving_teams(cohort))], \
+            counts, perms_needed, protected
 
     def change_view(self, request: HttpRequest, object_id: str, form_url: str = "", extra_context=None):  # type: ignore[no-untyped-def]
         cohort = self.get_object(request, object_id)

@@ -38,7 +38,18 @@ def record_cohort_change(cohort: Cohort, verb: str, before: dict[str, Any] | Non
         EventKind.COHORT_CHANGED, actor, reason=f"Cohort{verb.title()}", message=message,
         data={"before": before, "after": after},
     )
-    return Event.objects.create(**fields)
+    event = Event.objects.create(**fields)
+    if verb == "deleted" and cohort.pk is not None:
+        # Team.cohort is SET_NULL: each team leaves, and its own history says so.
+        for team in Team.objects.filter(cohort_id=cohort.pk).order_by("name"):
+            _record_move(team, cohort.name, None, actor, f" (cohort {cohort.name} deleted)")
+    return event
+
+
+def leaving_teams(cohort: Cohort) -> list[str]:
+    """What deleting ``cohort`` does to its teams, one line each (the admin's confirmation page)."""
+    return [f"Team {name} leaves the cohort: it no longer lends or borrows"
+            for name in cohort.teams.order_by("name").values_list("name", flat=True)]
 
 
 def cohort_of(team_id: int | None) -> str | None:
@@ -55,13 +66,17 @@ def record_team_move(team: Team, before: str | None, actor: str) -> Event | None
     after = team.cohort.name if team.cohort_id is not None else None
     if before == after:
         return None
+    return _record_move(team, before, after, actor)
+
+
+def _record_move(team: Team, before: str | None, after: str | None, actor: str, why: str = "") -> Event:
     if before is None:
         message = f"Team {team.name} joined cohort {after}"
     elif after is None:
         message = f"Team {team.name} left cohort {before}: it no longer lends or borrows"
     else:
         message = f"Team {team.name} moved from cohort {before} to {after}"
-    fields = event_fields(EventKind.COHORT_CHANGED, actor, reason="TeamCohortChanged", message=message,
+    fields = event_fields(EventKind.COHORT_CHANGED, actor, reason="TeamCohortChanged", message=message + why,
                           data={"team": team.name, "before": {"cohort": before}, "after": {"cohort": after}})
     fields["team_id"] = team.pk
     return Event.objects.create(**fields)

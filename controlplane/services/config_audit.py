@@ -84,7 +84,8 @@ def before_change(obj: models.Model) -> dict[str, Any] | None:
     return config_record(stored) if stored is not None else None
 
 
-def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | None, actor: str) -> Event | None:
+def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | None, actor: str,
+                         why: str = "") -> Event | None:
     """`verb`: created, changed or deleted. Call it in the transaction that writes the record
     (for a deletion, before deleting it, with ``before`` from :func:`config_record`). Nothing
     for a model that is not audited, or a change that changed nothing."""
@@ -96,7 +97,7 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     label = _LABELS.get(type(obj), str(obj._meta.verbose_name))
     fields = event_fields(
         EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
-        message=f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{_what_changed(before, after)}",
+        message=f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{_what_changed(before, after)}{why}",
         data={"model": obj._meta.model_name, "before": before, "after": after},
     )
     # Written before a deletion: the event keeps pointing at the record until it goes
@@ -106,7 +107,29 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     team_id = obj.pk if isinstance(obj, Team) else getattr(obj, "team_id", None)
     if team_id is not None:
         fields["team_id"] = team_id
-    return Event.objects.create(**fields)
+    event = Event.objects.create(**fields)
+    if verb == "deleted" and isinstance(obj, PriorityClass) and obj.pk is not None:
+        # Team.default_priority_class is SET_NULL: each team that had it loses its default.
+        for team in Team.objects.filter(default_priority_class_id=obj.pk).select_related("default_priority_class"):
+            was = config_record(team)
+            team.default_priority_class = None
+            record_config_change(team, "changed", was, actor, why=f" (class {obj.name} deleted)")
+    return event
+
+
+def deletion_consequences(obj: models.Model) -> list[str]:
+    """What deleting ``obj`` does to the records that point at it without being deleted, one
+    line each (the admin's confirmation page): a priority class that is a team's default."""
+    if not isinstance(obj, PriorityClass):
+        return []
+    teams = list(Team.objects.filter(default_priority_class_id=obj.pk).order_by("name").values_list("name", flat=True))
+    if not teams:
+        return []
+    fallback = PriorityClass.objects.exclude(pk=obj.pk).order_by("value", "name").first()
+    gets = (f"will get {fallback}, the lowest class" if fallback is not None
+            else "will be refused, as no class is left")
+    return [f"Team {name}: its default class becomes none; its jobs submitted without a class {gets} "
+            "(set another default on the team's page)" for name in teams]
 
 
 def _name(obj: models.Model, before: dict[str, Any] | None) -> str:
