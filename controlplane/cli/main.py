@@ -432,6 +432,10 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     # runtime limit) says why and by when, as `qm explain` does: the state alone read as a
     # preemption for a job its owner had just cancelled.
     stopping = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "preempting" else ""
+    preempted, requeued = _last_preemption(api, job) if not stopping else ("", "")
+    preemptions = str(job["preemption_count"])
+    if job["preemption_count"]:
+        preemptions += f", {(job.get('lost_gpu_seconds') or 0) / 3600:.2f} GPU-hours of work lost"
     output.fields([
         ("job", f"{job['id']} {job['name']}"), ("state", _state(job)), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
@@ -443,9 +447,39 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("queue position", job["queue_position"]), ("earliest start", output.utc_text(job["eta"])),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
-        ("preemptions", job["preemption_count"]), ("command", job["command"]),
+        ("preemptions", preemptions),
+        *([("last preempted", preempted)] if preempted else []),
+        *([("requeued", requeued)] if requeued else []),
+        ("command", job["command"]),
     ])
     return 0
+
+
+#: The events of a preemption: its notice, then how the stop ended (the job page's "Preempted").
+_SIGNAL_KINDS = ("job.preempting",)
+_REQUEUE_KINDS = ("job.preempted", "job.requeued")
+
+
+def _last_preemption(api: Api, job: dict[str, Any]) -> tuple[str, str]:
+    """The notice of the job's last preemption (when, why, for whom, the grace it had) and what
+    became of it (requeued, the work lost), in the events' words: ("", "") for a job never
+    preempted. One request, newest first."""
+    if not job["preemption_count"]:
+        return "", ""
+    page = api.request("GET", "events/", params={"job": job["id"], "kind": [*_SIGNAL_KINDS, *_REQUEUE_KINDS],
+                                                  "limit": 2})
+    signal = requeue = None
+    for event in page["results"]:  # newest first: the requeue, then the notice it followed
+        if event["kind"] in _REQUEUE_KINDS and signal is None and requeue is None:
+            requeue = event
+        elif event["kind"] in _SIGNAL_KINDS and signal is None:
+            signal = event
+    return _said(signal), _said(requeue)
+
+
+def _said(event: dict[str, Any] | None) -> str:
+    """`2026-11-30 01:46:10 UTC: <its message>`, or "" for no event."""
+    return f"{output.utc_text(event['created_at'])}: {event['message']}" if event else ""
 
 
 def _job_id(text: str) -> int:
