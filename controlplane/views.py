@@ -6,11 +6,11 @@ import structlog
 from django.db import DatabaseError
 from django.db.models import Count
 from django.http import HttpRequest, JsonResponse
-from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from controlplane.choices import JobState, NodeState
-from controlplane.models import Job, Node, SchedulerLease
+from controlplane.models import Job, Node
+from controlplane.services.fleet_figures import loop_figures
 
 log = structlog.get_logger(__name__)
 
@@ -20,7 +20,7 @@ def healthz(request: HttpRequest) -> JsonResponse:
     """Liveness plus a glance at the queue and the loop, read from the live database (one query
     per table). A database that cannot be read is a 503 in JSON, so a load balancer or a probe
     gets an answer it can parse instead of an HTML error page. A stalled loop does not fail the
-    check (the web still serves); its last cycle's age is there to alert on."""
+    check (the web still serves); it says `loop.stalled` and its last cycle's age to alert on."""
     try:
         return JsonResponse({"status": "ok", **_glance()})
     except DatabaseError as error:
@@ -36,7 +36,7 @@ def _glance() -> dict[str, object]:
         .values_list("state", "n")
     )
     ready = Node.objects.filter(state=NodeState.READY).count()
-    last_cycle_at = SchedulerLease.objects.filter(name="scheduler").values_list("last_cycle_at", flat=True).first()
+    loop = loop_figures()
     return {
         "jobs": {
             "pending": by_state.get(JobState.PENDING, 0),
@@ -44,7 +44,10 @@ def _glance() -> dict[str, object]:
         },
         "nodes": {"ready": ready},
         "loop": {
-            "last_cycle_at": last_cycle_at.isoformat().replace("+00:00", "Z") if last_cycle_at else None,
-            "last_cycle_age_s": round((timezone.now() - last_cycle_at).total_seconds(), 1) if last_cycle_at else None,
+            "last_cycle_at": loop.last_cycle_at.isoformat().replace("+00:00", "Z") if loop.last_cycle_at else None,
+            "last_cycle_age_s": loop.last_cycle_age_s,
+            # Said in words, still 200: the web serves, and a load balancer must not take it out.
+            "stalled": loop.stalled,
+            "stalled_after_s": loop.stalled_after_s,
         },
     }

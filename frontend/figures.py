@@ -130,33 +130,38 @@ MIN_GAP_S = 60.0
 GAP_COLOUR = "#dee2e6"
 
 
-def cycle_gaps(samples: Sequence[Mapping[str, Any]]) -> list[tuple[datetime, datetime]]:
+def cycle_gaps(samples: Sequence[Mapping[str, Any]], until: datetime | None = None) -> list[tuple[datetime, datetime]]:
     """Stretches with no cycle sample: consecutive samples further apart than GAP_FACTOR times
     the median step between them (and MIN_GAP_S). A line drawn step-wise across such a stretch
-    holds the last value, as if the fleet had stood still while nobody looked."""
+    holds the last value, as if the fleet had stood still while nobody looked. With `until` (the
+    window's end: now), a loop silent since the last sample is such a stretch too, up to it."""
     if len(samples) < 3:
         return []
     pairs = list(zip(samples[:-1], samples[1:], strict=True))
     steps = [(b["at"] - a["at"]).total_seconds() for a, b in pairs]
     usual = sorted(steps)[len(steps) // 2]
     limit = max(GAP_FACTOR * usual, MIN_GAP_S)
-    return [(a["at"], b["at"]) for (a, b), step in zip(pairs, steps, strict=True) if step > limit]
+    gaps = [(a["at"], b["at"]) for (a, b), step in zip(pairs, steps, strict=True) if step > limit]
+    last = samples[-1]["at"]
+    if until is not None and (until - last).total_seconds() > limit:
+        gaps.append((last, until))
+    return gaps
 
 
 def _time_series(key: str, title: str, caption: str, y_title: str, samples: Sequence[Mapping[str, Any]],
                  empty: str, traces: Callable[[list[str]], list[dict[str, Any]]], *, stride_note: bool = True,
-                 mark_gaps: bool = True, **layout: Any) -> Chart:
+                 mark_gaps: bool = True, until: datetime | None = None, **layout: Any) -> Chart:
     """A chart over time, one point per sample (`samples[i]["at"]`): the shared frame of every
     time series. `traces(x)` lays out the data on the x values; `layout` adds to the frame.
     With `mark_gaps` (cycle samples), stretches with no cycle are shaded grey and the caption
-    says so."""
+    says so; with `until` (the window's end), so is a stretch from the last sample up to it."""
     x_title = "time (UTC)"
     if not samples:
         return _empty(key, title, caption, x_title, y_title, empty)
     x = [ts(s["at"]) for s in samples]
     frame = _layout(title, x_title, y_title, hovermode="x unified", xaxis={"type": "date"}, **layout)
     note = _stride_note(samples) if stride_note else ""
-    gaps = cycle_gaps(samples) if mark_gaps else []
+    gaps = cycle_gaps(samples, until) if mark_gaps else []
     if gaps:
         frame["shapes"] = [
             {"type": "rect", "xref": "x", "yref": "paper", "x0": ts(start), "x1": ts(end), "y0": 0, "y1": 1,
@@ -164,6 +169,8 @@ def _time_series(key: str, title: str, caption: str, y_title: str, samples: Sequ
             for start, end in gaps
         ]
         note += " Grey: no scheduling cycle ran (each line holds its last value across it)."
+        if until is not None and gaps[-1][1] == until:
+            note += f" None has run since {ts(gaps[-1][0])} UTC."
     return Chart(key, title, caption + note, _figure(traces(x), frame))
 
 
@@ -176,7 +183,8 @@ def _ordered_classes(seen: set[str], priority_order: Sequence[str]) -> list[str]
     return [n for n in priority_order if n in seen] + sorted(seen - set(priority_order))
 
 
-def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[str], team: str | None = None) -> Chart:
+def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[str], team: str | None = None,
+                *, until: datetime | None = None) -> Chart:
     """Pending jobs per cycle, stacked by priority class (highest at the bottom): the whole
     fleet's, or one team's (`pending_by_team_priority`). A sample stored before per-team
     classes were recorded gives only the team's total; it is stacked as one grey series."""
@@ -215,7 +223,7 @@ def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[s
 
     return _time_series("queue", title, caption, "pending jobs", samples,
                         NO_CYCLE_YET + "Once the scheduler runs, the number of waiting jobs per priority class "
-                        "appears here, one point per cycle.", traces)
+                        "appears here, one point per cycle.", traces, until=until)
 
 
 def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str = "") -> Chart:
@@ -249,7 +257,7 @@ def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str =
                         yaxis={"range": [0, 100], "ticksuffix": "%"})
 
 
-def stranded_gpus(samples: Sequence[Mapping[str, Any]]) -> Chart:
+def stranded_gpus(samples: Sequence[Mapping[str, Any]], *, until: datetime | None = None) -> Chart:
     def traces(x: list[str]) -> list[dict[str, Any]]:
         return [
             {"type": "scatter", "mode": "lines", "name": "stranded GPUs", "x": x,
@@ -262,10 +270,11 @@ def stranded_gpus(samples: Sequence[Mapping[str, Any]]) -> Chart:
     return _time_series("stranded", "Stranded GPUs",
                         "Free GPUs on partly used ready nodes, counted while a job that needs a whole node waits: "
                         "capacity that exists but cannot start that job.", "GPUs", samples,
-                        NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces)
+                        NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces, until=until)
 
 
-def largest_free_block(samples: Sequence[Mapping[str, Any]], fleet_pools: Sequence[str] = ()) -> Chart:
+def largest_free_block(samples: Sequence[Mapping[str, Any]], fleet_pools: Sequence[str] = (), *,
+                       until: datetime | None = None) -> Chart:
     """One line per pool: the pools the samples name and `fleet_pools` (the fleet's pools now).
     A cycle's sample names only pools with a ready node; a pool it leaves out had none, so it
     could start nothing there: 0, not a gap."""
@@ -281,14 +290,14 @@ def largest_free_block(samples: Sequence[Mapping[str, Any]], fleet_pools: Sequen
     chart = _time_series("free_block", "Largest free block per pool",
                          "Most free GPUs on any one ready node of each pool: the largest single-node job that could "
                          "start there now.", "GPUs on one node", samples,
-                         NO_CYCLE_YET + "The largest free block of each pool appears here.", traces)
+                         NO_CYCLE_YET + "The largest free block of each pool appears here.", traces, until=until)
     if samples and not pools:
         return dataclasses.replace(chart, empty="No ready node had a free GPU in this window. The largest free block "
                                    "of each pool appears here when one has.")
     return chart
 
 
-def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]]) -> Chart:
+def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]], *, until: datetime | None = None) -> Chart:
     def traces(x: list[str]) -> list[dict[str, Any]]:
         y = [None if s["oldest_feasible_pending_s"] is None else round(s["oldest_feasible_pending_s"] / 60.0, 2)
              for s in samples]
@@ -298,7 +307,8 @@ def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]]) -> Chart:
     return _time_series("oldest", "Age of the oldest feasible pending job",
                         "How long the longest-waiting job that can run on this fleet has waited, per cycle; jobs that "
                         "can never run are left out.", "wait (minutes)", samples,
-                        NO_CYCLE_YET + "The oldest feasible job's wait appears here.", traces, showlegend=False)
+                        NO_CYCLE_YET + "The oldest feasible job's wait appears here.", traces, showlegend=False,
+                        until=until)
 
 
 #: Height of one category's label in a heat map's colour bar, in pixels.

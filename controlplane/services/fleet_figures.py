@@ -11,11 +11,12 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from django.conf import settings
 from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
 
 from controlplane.choices import JobState, NodeState
-from controlplane.models import AllocationGpu, Job, Node
+from controlplane.models import AllocationGpu, Job, Node, SchedulerLease
 from scheduler_core.types import ReasonCode
 
 
@@ -174,3 +175,34 @@ def fragmentation_figures() -> FragmentationFigures:
         pending_for_contiguous_gpus=contiguous,
         pools=ordered,
     )
+
+
+# ----------------------------------------------------------------------------- the loop
+
+
+def loop_stalled_after_s() -> float:
+    """Silence after which the scheduling loop counts as stalled: 30 s (the alert threshold in
+    docs/operations.md), or five cycle intervals when those are longer."""
+    return max(30.0, 5.0 * float(settings.QM["CYCLE_INTERVAL_S"]))
+
+
+def loop_stalled(age_s: float | None) -> bool | None:
+    """Whether a loop whose last cycle is `age_s` old has stalled (None: no cycle yet)."""
+    return None if age_s is None else age_s > loop_stalled_after_s()
+
+
+@dataclass
+class LoopFigures:
+    last_cycle_at: datetime | None
+    last_cycle_age_s: float | None
+    stalled_after_s: float
+    stalled: bool | None
+
+
+def loop_figures(now: datetime | None = None) -> LoopFigures:
+    """When the leader last committed a cycle, and whether the loop has stalled (one query)."""
+    now = now or timezone.now()
+    last = SchedulerLease.objects.filter(name="scheduler").values_list("last_cycle_at", flat=True).first()
+    age = round((now - last).total_seconds(), 1) if last is not None else None
+    return LoopFigures(last_cycle_at=last, last_cycle_age_s=age, stalled_after_s=loop_stalled_after_s(),
+                       stalled=loop_stalled(age))

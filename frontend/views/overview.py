@@ -14,6 +14,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from controlplane.models import PriorityClass, Team
+from controlplane.services.fleet_figures import loop_stalled
 from frontend import figures
 from frontend.fleet_series import fleet_series, lost_work_since
 from frontend.heatmap import fleet_grid
@@ -37,13 +38,15 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
     grid = fleet_grid(request.user)
     today = lost_work_since(start_of_day(now))
     heatmap = figures.fleet_heatmap(grid)
+    # A window that ends now shades a loop silent since its last sample up to now.
+    live_until = until if until >= now else None
     charts = [
-        figures.queue_depth(samples, priority_order, team),
+        figures.queue_depth(samples, priority_order, team, until=live_until),
         figures.utilization_tiers(tiers, source_note=tier_note),
-        figures.stranded_gpus(samples),
-        figures.largest_free_block(samples, sorted({row.pool for row in grid})),
+        figures.stranded_gpus(samples, until=live_until),
+        figures.largest_free_block(samples, sorted({row.pool for row in grid}), until=live_until),
         heatmap,
-        figures.oldest_feasible_wait(samples),
+        figures.oldest_feasible_wait(samples, until=live_until),
     ]
     numbers: dict[str, Any] = {
         "as_of": latest["at"] if latest else None,
@@ -57,6 +60,10 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
         "preemptions_today": today["preemptions"],
         "fenced_requeues_today": today["fenced_requeues"],
         "lost_gpu_hours_today": today["lost_gpu_hours"],
+        # How long ago the newest cycle sample was taken (a sample is stored every few seconds
+        # of a running loop): past loop_stalled_after_s the loop has stopped, and every figure
+        # above is that old.
+        "as_of_age_s": (now - latest["at"]).total_seconds() if latest else None,
     }
     return {"charts": charts, "numbers": numbers, "text": overview_text(numbers)}
 
@@ -78,7 +85,16 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
         "fenced_requeues_today": count(n["fenced_requeues_today"]),
         "lost_gpu_hours_today": f"{n['lost_gpu_hours_today']:,.1f}",
         "as_of": qm.utc(n["as_of"]) if n["as_of"] else "none yet",
+        "loop": loop_warning(n["as_of"], n["as_of_age_s"]),
     }
+
+
+def loop_warning(as_of: datetime | None, age_s: float | None) -> str:
+    """The words the overview shows when the scheduling loop has stopped ("" while it runs)."""
+    if as_of is None or age_s is None or not loop_stalled(age_s):
+        return ""
+    return (f"The scheduling loop has not run for {qm.duration(age_s)} (since {qm.utc(as_of)}): the figures and "
+            "charts above are that old, and nothing new is admitted until it is back.")
 
 
 def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None]:

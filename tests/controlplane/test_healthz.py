@@ -31,7 +31,7 @@ def test_healthz_answers_without_login_from_the_live_database(client: Client) ->
     assert response.status_code == 200
     body = response.json()
     assert body == {"status": "ok", "jobs": {"pending": 2, "running": 1}, "nodes": {"ready": 15},
-                    "loop": {"last_cycle_at": None, "last_cycle_age_s": None}}
+                    "loop": {"last_cycle_at": None, "last_cycle_age_s": None, "stalled": None, "stalled_after_s": 30.0}}
 
 
 def test_healthz_gives_the_age_of_the_loops_last_cycle(client: Client) -> None:
