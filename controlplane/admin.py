@@ -269,7 +269,9 @@ class TeamAdmin(ConfigAudited):
         the request ran is kept."""
         before = cohorts.cohort_of(obj.pk) if change else None
         super().save_model(request, obj, form, change)
-        cohorts.record_team_move(obj, before, _actor(request))
+        if cohorts.record_team_move(obj, before, _actor(request)) is not None and change:
+            for warning in quotas.held_above_nominal_after_move(obj, before):
+                self.message_user(request, warning, level=messages.WARNING)
 
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
         """The team page's quotas are recorded as quota.changed events, as on the quota pages

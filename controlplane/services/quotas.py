@@ -9,7 +9,7 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, 
 from django.db.models.functions import Coalesce
 
 from controlplane.choices import EventKind
-from controlplane.models import AllocationGpu, Event, Quota
+from controlplane.models import AllocationGpu, Event, Quota, Team
 from controlplane.services.transitions import event_fields
 
 
@@ -101,3 +101,42 @@ def held_above_nominal(quota: Quota) -> str | None:
            "It is in no cohort, so no other team can reclaim them: they free their GPUs when they end ")
         + "(see docs/operations.md, Changing quotas on a running fleet)."
     )
+
+
+def held_above_nominal_after_move(team: Team, before: str | None) -> list[str]:
+    """What an admin should know after moving ``team`` from cohort ``before`` (a name, or None)
+    to its cohort now, per GPU type it holds more of than its nominal quota (none when it holds
+    no more). Moving stops nothing: the GPUs above nominal stay with the team's running jobs;
+    the old cohort's teams can no longer reclaim them (reclaim works within a cohort), and in
+    the new one they count as borrowed."""
+    nominal = dict(Quota.objects.filter(team=team).values_list("gpu_type__name", "nominal_gpus"))
+    held = dict(
+        AllocationGpu.objects.filter(live=True, allocation__job__team=team).order_by()
+        .values_list("node__gpu_type__name").annotate(n=Count("pk")).values_list("node__gpu_type__name", "n")
+    )
+    after = team.cohort.name if team.cohort_id is not None else None
+    old_members = (list(Team.objects.filter(cohort__name=before).exclude(pk=team.pk).order_by("name")
+                        .values_list("name", flat=True)) if before is not None else [])
+    warnings = []
+    for gpu_type in sorted(held):
+        over = held[gpu_type] - nominal.get(gpu_type, 0)
+        if over <= 0:
+            continue
+        said = (f"Team {team.name} holds {held[gpu_type]} {gpu_type} GPUs, {over} above its nominal "
+                f"{nominal.get(gpu_type, 0)}. Its running jobs keep them (moving a team stops nothing).")
+        if old_members:
+            said += (f" The teams of cohort {before} ({', '.join(old_members)}) can no longer reclaim them by "
+                     f"preemption: they free when {team.name}'s jobs end.")
+        if after is None:
+            said += f" In no cohort, {team.name} borrows nothing: it starts no more {gpu_type} work above its nominal."
+        else:
+            lenders = list(Quota.objects.filter(team__cohort_id=team.cohort_id, gpu_type__name=gpu_type,
+                                                nominal_gpus__gt=0).exclude(team=team).order_by("team__name")
+                           .values_list("team__name", flat=True))
+            said += (f" In cohort {after} the {over} above nominal count as borrowed: a team of it owed its guarantee "
+                     f"({', '.join(lenders)}) may reclaim them by preemption, after their class's minimum runtime."
+                     if lenders else
+                     f" In cohort {after} no other team has {gpu_type} quota to lend, so {team.name} starts no more "
+                     f"{gpu_type} work above its nominal.")
+        warnings.append(said)
+    return warnings
