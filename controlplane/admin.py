@@ -290,6 +290,20 @@ def _warn_held_above_nominal(modeladmin: admin.ModelAdmin, request: HttpRequest,
         modeladmin.message_user(request, warning, level=messages.WARNING)
 
 
+def _limit(value: int | None) -> str:
+    """A borrowing or lending limit as the events, qm quotas and the cohort page say it."""
+    return "none" if value is None else str(value)
+
+
+def _borrowed(held: int, quota: Quota) -> str:
+    """What the team holds above its nominal, and by how much that passes its borrowing limit
+    (after its quota or limit was lowered under what it runs)."""
+    above = max(0, held - quota.nominal_gpus)
+    if quota.borrowing_limit is not None and above > quota.borrowing_limit:
+        return f"{above} ({above - quota.borrowing_limit} over its borrowing limit {quota.borrowing_limit})"
+    return str(above)
+
+
 def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:
     """Guarantees in a cohort that exceed the fleet's capacity of that GPU type."""
     warnings = []
@@ -332,18 +346,19 @@ class CohortAdmin(KeepsOthersChanges):
         rows = quotas.with_held_gpus(
             Quota.objects.filter(team__cohort=obj).select_related("team", "gpu_type").order_by("gpu_type__name", "team__name")
         )
-        def limit(value: int | None) -> str:
-            return "none" if value is None else str(value)
+        lent = quotas.lent_now()
         body = format_html_join(
-            "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((q.gpu_type.name, q.team.name, q.nominal_gpus, limit(q.borrowing_limit), limit(q.lending_limit),
-              q.held_gpus) for q in rows),
+            "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            ((q.gpu_type.name, q.team.name, q.nominal_gpus, _limit(q.borrowing_limit), _limit(q.lending_limit),
+              q.held_gpus, _borrowed(q.held_gpus, q), quotas.gpus_said(lent.get((q.team_id, q.gpu_type_id), 0.0)))
+             for q in rows),
         )
         if not body:
             return "No member team has a quota yet."
         return format_html(
             "<table><thead><tr><th>GPU type</th><th>team</th><th>nominal</th><th>borrowing limit</th>"
-            "<th>lending limit</th><th>held now</th></tr></thead><tbody>{}</tbody></table>", body)
+            "<th>lending limit</th><th>held now</th><th>borrowed</th><th>lent</th></tr></thead><tbody>{}</tbody></table>",
+            body)
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         # The admin's change view runs in one transaction: the cohort and its event go together.
@@ -378,13 +393,33 @@ class CohortAdmin(KeepsOthersChanges):
 
 @admin.register(Quota)
 class QuotaAdmin(KeepsOthersChanges):
-    list_display = ("team", "cohort", "gpu_type", "nominal_gpus", "held_now", "above_nominal", "borrowing_limit",
-                    "lending_limit")
+    list_display = ("team", "cohort", "gpu_type", "nominal_gpus", "held_now", "above_nominal", "lent",
+                    "borrowing", "lending")
     list_filter = ("gpu_type", "team__cohort")
     list_select_related = ("team__cohort", "gpu_type")
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return quotas.with_held_gpus(super().get_queryset(request))
+
+    def get_changelist_instance(self, request: HttpRequest) -> Any:
+        """The page's quotas with what each lends now (quotas.lent_now: three queries)."""
+        changelist = super().get_changelist_instance(request)
+        lent = quotas.lent_now()
+        for quota in changelist.result_list:
+            quota.lent_gpus = lent.get((quota.team_id, quota.gpu_type_id), 0.0)
+        return changelist
+
+    @admin.display(description="lent now")
+    def lent(self, obj: Quota) -> str:
+        return quotas.gpus_said(getattr(obj, "lent_gpus", 0.0))
+
+    @admin.display(description="borrowing limit", ordering="borrowing_limit")
+    def borrowing(self, obj: Quota) -> str:
+        return _limit(obj.borrowing_limit)
+
+    @admin.display(description="lending limit", ordering="lending_limit")
+    def lending(self, obj: Quota) -> str:
+        return _limit(obj.lending_limit)
 
     @admin.display(description="cohort", ordering="team__cohort__name")
     def cohort(self, obj: Quota) -> str:
@@ -395,8 +430,8 @@ class QuotaAdmin(KeepsOthersChanges):
         return int(getattr(obj, "held_gpus", 0))
 
     @admin.display(description="above nominal (borrowed)")
-    def above_nominal(self, obj: Quota) -> int:
-        return max(0, self.held_now(obj) - obj.nominal_gpus)
+    def above_nominal(self, obj: Quota) -> str:
+        return _borrowed(self.held_now(obj), obj)
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         # The admin's change view runs in one transaction: the quota and its event go together.

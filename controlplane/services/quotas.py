@@ -9,8 +9,9 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, 
 from django.db.models.functions import Coalesce
 
 from controlplane.choices import EventKind
-from controlplane.models import AllocationGpu, Event, Quota, Team
+from controlplane.models import AllocationGpu, Event, Node, Quota, Team
 from controlplane.services.transitions import event_fields
+from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
 
 
 def quota_record(quota: Quota) -> dict[str, Any]:
@@ -140,3 +141,28 @@ def held_above_nominal_after_move(team: Team, before: str | None) -> list[str]:
                      f"{gpu_type} work above its nominal.")
         warnings.append(said)
     return warnings
+
+
+def lent_now() -> dict[tuple[int, int], float]:
+    """Per (team id, GPU type id) with a quota: the GPUs of its unused guarantee other teams of
+    its cohort run on now, the teams page's "lent" (the accounting's split, usage_tiers.
+    idle_guarantees, over this instant: borrowers run first on capacity nobody is guaranteed,
+    the rest is lent in proportion to what each team may lend). Three queries."""
+    guarantees = [Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
+                  for t, g, n, lend, c in Quota.objects.values_list(
+                      "team_id", "gpu_type_id", "nominal_gpus", "lending_limit", "team__cohort_id")]
+    holdings = [Holding(team_id, gpu_type_id, n, 0, 1) for team_id, gpu_type_id, n in (
+        AllocationGpu.objects.filter(live=True).order_by()
+        .values_list("allocation__job__team_id", "node__gpu_type_id").annotate(n=Count("pk"))
+    )]
+    capacity: dict[int, int] = {}
+    for gpu_type_id, gpus in Node.objects.values_list("gpu_type_id", "gpu_count"):
+        capacity[gpu_type_id] = capacity.get(gpu_type_id, 0) + gpus
+    # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
+    cells = idle_guarantees(0, 1, guarantees, holdings, capacity, PriceBook())
+    return {key: float(cell.lent_gpu_us) for key, cell in cells.items()}
+
+
+def gpus_said(value: float) -> str:
+    """A GPU count that may be a share (lent GPUs split in proportion): 8, 2.7."""
+    return f"{round(value, 1):g}"
