@@ -36,6 +36,11 @@ def showback(request: HttpRequest) -> HttpResponse:
         f"{name[:40]}: not a parameter of this page (it takes {', '.join(PARAMETERS)}); ignored."
         for name in sorted(set(request.GET) - set(PARAMETERS))[:10]
     ]
+    # `?window=7d&window=1d` showed one day without a word (the API refuses it): say which is shown.
+    errors += [
+        f"{name}: given twice or more; showing the last, '{request.GET[name][:40]}'."
+        for name in PARAMETERS if len(request.GET.getlist(name)) > 1
+    ]
     if group_by not in dict(GROUPINGS):
         # Said, not silently replaced: a link asking for ?group_by=job read as a team report.
         errors.append(f"group_by: '{group_by[:40]}' is not a grouping here; showing team "
@@ -46,6 +51,10 @@ def showback(request: HttpRequest) -> HttpResponse:
     window_text = (request.GET.get("window") or DEFAULT_WINDOW).strip()
     month = (request.GET.get("month") or "").strip()
     period_errors: list[str] = []
+    if month and request.GET.get("window", "").strip():
+        # The API refuses both; a link carrying both showed the month and dropped the window unsaid.
+        period_errors.append(f"window: '{window_text[:40]}' not shown: this link also asks for the month "
+                             f"{month[:40]}, which is shown (give either a window or a month).")
     window, month = _window_or_month(window_text, month, now, period_errors)
     if period_errors and not month:
         window_text = DEFAULT_WINDOW
