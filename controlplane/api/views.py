@@ -654,6 +654,8 @@ class NodeViewSet(AdminWritableViewSet):
 
     def _act(self, request: Request, verb: Any) -> Response:
         refuse_fields(request, f"{verb.__name__} takes no fields (its node.state event records who did it and when)")
+        # Before the lookup, which applies the list's filters: `?pool=a100` answered 404.
+        refuse_unknown_parameters(request, self.query_parameters or frozenset())
         node = self.get_object()
         try:
             verb(node, request.user)
