@@ -156,6 +156,32 @@ class EnvField(serializers.DictField):
 
 # --------------------------------------------------------------------------------------- jobs
 
+#: The most roles one heterogeneous gang may name.
+MAX_ROLES = 64
+
+
+class GangRoleSerializer(StrictFieldsMixin, serializers.Serializer):
+    """One role of a heterogeneous gang: `count` members of `gpus_per_member` GPUs each, every
+    member on one node; what a role leaves out (GPU types, memory, CPUs) it takes from the job."""
+
+    name = NameField(max_length=64, help_text="The role's name, e.g. `trainer`, `rollout`, `reward`.")
+    count = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, help_text="Members of this role.")
+    gpus_per_member = serializers.IntegerField(
+        min_value=1, max_value=MAX_GPUS_PER_NODE, help_text="GPUs of each member, on one node.")
+    gpu_type = serializers.CharField(required=False, max_length=64, help_text="Shorthand for gpu_types=[…].")
+    gpu_types = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=32,
+                                      help_text="Acceptable GPU types of this role; omitted: the job's.")
+    min_gpu_memory_gb = _count(required=False, default=0)
+    cpus_per_gpu = _count(required=False, default=0)
+    memory_gb_per_gpu = _count(required=False, default=0)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "gpu_type" in attrs and attrs.get("gpu_types"):
+            raise serializers.ValidationError({"gpu_type": "give gpu_type or gpu_types, not both"})
+        gpu_type = attrs.pop("gpu_type", None)
+        attrs["gpu_types"] = list(dict.fromkeys(attrs.get("gpu_types") or ([gpu_type] if gpu_type else [])))
+        return attrs
+
 
 class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     """A job submission. Only `name` and `gpus` are required."""
@@ -195,6 +221,12 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     checkpoint_interval_s = _positive(required=False, allow_null=True)
     command = serializers.CharField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False)
     env = EnvField(required=False, default=dict)
+    roles = GangRoleSerializer(
+        many=True, required=False, allow_empty=False, max_length=MAX_ROLES,
+        help_text="A heterogeneous gang: roles started together or not at all (e.g. 1 learner of 8 GPUs and "
+                  "4 rollout workers of 1 GPU). `gpus` is then their sum; not with gpus_per_node or an elastic "
+                  "range.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "gpu_type" in attrs and attrs.get("gpu_types"):
@@ -203,7 +235,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         # (which runs this serializer) names the same fields with the same messages.
         errors = job_shape_errors(
             gpus=attrs["gpus"], gpus_per_node=attrs.get("gpus_per_node"), topology=attrs.get("topology", Topology.ANY),
-            min_gpus=attrs.get("min_gpus"), max_gpus=attrs.get("max_gpus"),
+            min_gpus=attrs.get("min_gpus"), max_gpus=attrs.get("max_gpus"), roles=attrs.get("roles") or (),
         )
         if errors:
             raise serializers.ValidationError({field: [message] for field, message in errors.items()})
@@ -213,7 +245,8 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         data = dict(self.validated_data)
         gpu_type = data.pop("gpu_type", None)
         gpu_types = tuple(dict.fromkeys(data.pop("gpu_types", None) or ([gpu_type] if gpu_type else [])))
-        return SubmitRequest(gpu_types=gpu_types, **data)
+        roles = tuple(dict(role) for role in data.pop("roles", None) or ())
+        return SubmitRequest(gpu_types=gpu_types, roles=roles, **data)
 
 
 class JobArraySubmitSerializer(JobSubmitSerializer):
@@ -303,8 +336,14 @@ def _env_check(field: EnvField) -> _Check:
     return check
 
 
+def _to_the_serializer(value: Any) -> Any:
+    return _INVALID
+
+
 def _field_check(field: serializers.Field) -> _Check:
     # Order matters: ChoiceField and EnvField before their parents' kinds.
+    if isinstance(field, serializers.ListSerializer):
+        return _to_the_serializer  # a heterogeneous gang's roles: the serializer types them
     if isinstance(field, serializers.ChoiceField):
         return _choice_check(field)
     if isinstance(field, EnvField):
@@ -420,6 +459,11 @@ class JobSerializer(serializers.ModelSerializer):
     priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
     gpu_types = serializers.ListField(child=serializers.CharField(), read_only=True)
     env = serializers.DictField(child=serializers.CharField(), read_only=True)
+    roles = serializers.ListField(
+        child=serializers.DictField(), read_only=True,
+        help_text="A heterogeneous gang's roles (each: name, count, gpus_per_member, gpu_types, "
+                  "min_gpu_memory_gb, cpus_per_gpu, memory_gb_per_gpu); empty for any other job.",
+    )
     # The reason's sentences with their numbers, the queue position and the ETA are read
     # through the job's PendingPlace (Job.pending_message and the like).
     pending_message = serializers.CharField(read_only=True)
@@ -446,7 +490,7 @@ class JobSerializer(serializers.ModelSerializer):
         fields = [
             "id", "name", "team", "project", "submitter", "priority_class", "workload",
             "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
-            "topology", "min_gpus", "max_gpus", "gpus_held", "runtime_limit_s", "checkpoint_interval_s", "command",
+            "topology", "min_gpus", "max_gpus", "roles", "gpus_held", "runtime_limit_s", "checkpoint_interval_s", "command",
             "env", "array_id", "array_index",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
@@ -524,7 +568,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "gpus": job.gpus, "gpus_per_node": job.gpus_per_node, "gpu_types": list(job.gpu_types),
         "min_gpu_memory_gb": job.min_gpu_memory_gb, "cpus_per_gpu": job.cpus_per_gpu,
         "memory_gb_per_gpu": job.memory_gb_per_gpu, "topology": job.topology, "min_gpus": job.min_gpus,
-        "max_gpus": job.max_gpus, "gpus_held": gpus_held(job), "runtime_limit_s": job.runtime_limit_s,
+        "max_gpus": job.max_gpus, "roles": [dict(role) for role in job.roles or ()], "gpus_held": gpus_held(job), "runtime_limit_s": job.runtime_limit_s,
         "checkpoint_interval_s": job.checkpoint_interval_s, "command": job.command, "env": dict(job.env),
         "array_id": str(job.array_id) if job.array_id else None, "array_index": job.array_index,
         "state": job.state, "state_label": state_label(job), "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),

@@ -245,9 +245,38 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
             spec["name"] = Path(words[0]).name or words[0]
     if "name" not in spec:
         raise CliError("a job needs a name: give --name, a `name:` in the YAML file, or a command after --")
+    if "gpus" not in spec and _roles_gpus(spec.get("roles")) is not None:
+        spec["gpus"] = _roles_gpus(spec["roles"])  # a heterogeneous gang: its roles' sum
     if "gpus" not in spec:
         raise CliError("a job needs --gpus (or `gpus:` in the YAML file)")
     return spec
+
+
+def _roles_gpus(roles: Any) -> int | None:
+    """The GPUs a gang's `roles:` add up to (count × gpus_per_member each), or None when they
+    are not plainly numbers: the API then names what is wrong with them."""
+    if not isinstance(roles, list) or not roles:
+        return None
+    total = 0
+    for role in roles:
+        count = role.get("count") if isinstance(role, dict) else None
+        each = role.get("gpus_per_member") if isinstance(role, dict) else None
+        if type(count) is not int or type(each) is not int:
+            return None
+        total += count * each
+    return total
+
+
+def roles_line(roles: list[dict[str, Any]]) -> str:
+    """`learner 1×8 GPUs (of H100-80GB) + rollout 4×1 GPU (of A100-40GB)`, as the job's
+    submitted event says them."""
+    parts = []
+    for role in roles:
+        part = f"{role['name']} {role['count']}×{counted(role['gpus_per_member'], 'GPU')}"
+        if role.get("gpu_types"):
+            part += f" (of {'/'.join(role['gpu_types'])})"
+        parts.append(part)
+    return " + ".join(parts)
 
 
 #: Flags spelled otherwise than the API field they set: a refusal names the flag as typed too.
@@ -439,7 +468,9 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     output.fields([
         ("job", f"{job['id']} {job['name']}"), ("state", _state(job)), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
-        ("gpus", _gpus_line(job)), ("shape", shape), ("gpu types", ", ".join(job["gpu_types"]) or "any"), ("topology", job["topology"]),
+        ("gpus", _gpus_line(job)), ("shape", shape),
+        *([("roles", roles_line(job["roles"]))] if job.get("roles") else []),
+        ("gpu types", ", ".join(job["gpu_types"]) or "any"), ("topology", job["topology"]),
         ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", output.utc_text(job["submitted_at"])),
         ("started", output.utc_text(job["started_at"])), ("finished", output.utc_text(job["finished_at"])),
         ("exit code", job["exit_code"]),

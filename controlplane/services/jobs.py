@@ -13,6 +13,7 @@ import json
 import re
 import time
 import uuid
+from collections.abc import Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -29,7 +30,7 @@ from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Projec
 from controlplane.services import access, fleet_capability
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import counted, duration
-from scheduler_core.types import GpuTypeInfo, JobSpec, TopologyConstraint
+from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
 from scheduler_core.types import WorkloadClass as EngineWorkload
 
 log = structlog.get_logger(__name__)
@@ -78,6 +79,9 @@ class SubmitRequest:
     command: str = ""
     env: dict[str, str] = field(default_factory=dict)
     array: str | None = None
+    # A heterogeneous gang: roles admitted together, each {"name", "count", "gpus_per_member",
+    # "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu"} (see role_record).
+    roles: tuple[dict[str, Any], ...] = ()
 
     def fingerprint(self) -> str:
         """Stable digest of the request, to tell a retry from a reuse of its Idempotency-Key."""
@@ -252,14 +256,56 @@ def _read(
     return team, klass, project, fleet
 
 
+def role_record(role: dict[str, Any]) -> dict[str, Any]:
+    """One role of a heterogeneous gang as the job row stores it and the snapshot reads it
+    (services.snapshot._roles): every key present, GPU types a list without repeats."""
+    return {
+        "name": str(role["name"]),
+        "count": int(role["count"]),
+        "gpus_per_member": int(role["gpus_per_member"]),
+        "gpu_types": list(dict.fromkeys(role.get("gpu_types") or ())),
+        "min_gpu_memory_gb": int(role.get("min_gpu_memory_gb") or 0),
+        "cpus_per_gpu": int(role.get("cpus_per_gpu") or 0),
+        "memory_gb_per_gpu": int(role.get("memory_gb_per_gpu") or 0),
+    }
+
+
+def roles_text(roles: Sequence[dict[str, Any]]) -> str:
+    """`ps 1×1 GPU + worker 2×8 GPUs (of A100-40GB)`: a gang's roles in a line."""
+    parts = []
+    for role in roles:
+        part = f"{role['name']} {role['count']}×{counted(role['gpus_per_member'], 'GPU')}"
+        if role.get("gpu_types"):
+            part += f" (of {'/'.join(role['gpu_types'])})"
+        parts.append(part)
+    return " + ".join(parts)
+
+
 def shape_errors(
-    *, gpus: int, gpus_per_node: int | None, topology: str, min_gpus: int | None, max_gpus: int | None
+    *, gpus: int, gpus_per_node: int | None, topology: str, min_gpus: int | None, max_gpus: int | None,
+    roles: Sequence[dict[str, Any]] = (),
 ) -> dict[str, str]:
     """The shape's cross-field rules, each problem under its field: an elastic range must hold
-    gpus, and a same_node job's gpus_per_node is all its GPUs. One function for every path that
-    judges a shape (the submit serializer, its plain-data fast path, submit() itself, and so the
-    form's live check), so none of them says a shape runs that another refuses."""
+    gpus, and a same_node job's gpus_per_node is all its GPUs; a heterogeneous gang's gpus is
+    its roles' sum, its roles place its members (no gpus_per_node) and it is not elastic. One
+    function for every path that judges a shape (the submit serializer, its plain-data fast
+    path, submit() itself, and so the form's live check), so none of them says a shape runs
+    that another refuses."""
     errors: dict[str, str] = {}
+    if roles:
+        total = sum(int(r["count"]) * int(r["gpus_per_member"]) for r in roles)
+        if gpus != total:
+            errors["gpus"] = f"gpus {gpus} is not the sum of its roles' GPUs: {roles_text(roles)} = {total}"
+        names = [str(r["name"]) for r in roles]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            errors["roles"] = f"role names must differ: {', '.join(repr(n) for n in twice)} given twice"
+        if gpus_per_node is not None:
+            errors["gpus_per_node"] = "a heterogeneous gang's members are its roles' (gpus_per_member each); leave gpus_per_node out"
+        for name, value in (("min_gpus", min_gpus), ("max_gpus", max_gpus)):
+            if value is not None:
+                errors[name] = f"a heterogeneous gang (roles) is not elastic; leave {name} out"
+        return errors
     if min_gpus is not None and min_gpus > gpus:
         errors["min_gpus"] = f"min_gpus {min_gpus} is more than gpus {gpus}"
     if max_gpus is not None and max_gpus < gpus:
@@ -333,8 +379,15 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
                 f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
             )
 
+    if req.roles:
+        known = set(fleet.gpu_types)
+        unknown = sorted({t for role in req.roles for t in role.get("gpu_types") or () if t not in known})
+        if unknown:
+            errors["roles"] = (
+                f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
+            )
     errors.update(shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
-                               min_gpus=req.min_gpus, max_gpus=req.max_gpus))
+                               min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles))
 
     array_indices: list[int] | None = None
     if req.array is not None:
@@ -385,6 +438,12 @@ def engine_spec(req: SubmitRequest, team: str, priority_class: str, runtime_limi
         min_gpus=req.min_gpus,
         max_gpus=req.max_gpus,
         runtime_limit_s=float(runtime_limit_s) if runtime_limit_s else None,
+        roles=tuple(
+            GangRole(name=r["name"], count=r["count"], gpus_per_member=r["gpus_per_member"],
+                     gpu_types=tuple(r["gpu_types"]), min_gpu_memory_gb=r["min_gpu_memory_gb"],
+                     cpus_per_gpu=r["cpus_per_gpu"], memory_gb_per_gpu=r["memory_gb_per_gpu"])
+            for r in map(role_record, req.roles)
+        ),
     )
 
 
@@ -393,7 +452,7 @@ def check_shape(req: SubmitRequest) -> fleet_capability.Infeasible | None:
     form's live check. Team, priority class and limits are left as asked; submit() resolves
     and checks them."""
     for name, message in shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
-                                      min_gpus=req.min_gpus, max_gpus=req.max_gpus).items():
+                                      min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles).items():
         return fleet_capability.Infeasible(field=name, message=message)  # the first; the serializer names all
     shapes, gpu_types = fleet_capability.fleet()
     spec = engine_spec(req, req.team or "", req.priority_class or "", req.runtime_limit_s)
@@ -427,6 +486,8 @@ def _describe(req: SubmitRequest, resolved: _Resolved) -> str:
         shape += f", elastic {req.min_gpus or req.gpus}–{req.max_gpus or req.gpus}"
     if req.gpu_types:
         shape += f" of {'/'.join(req.gpu_types)}"
+    if req.roles:
+        shape += f" as roles {roles_text(req.roles)}"
     return f"{shape}, priority class {resolved.priority_class.name}, runtime limit {duration(resolved.runtime_limit_s)}"
 
 
@@ -504,6 +565,7 @@ def submit(
         topology=req.topology,
         min_gpus=req.min_gpus,
         max_gpus=req.max_gpus,
+        roles=[role_record(r) for r in req.roles],
         runtime_limit_s=resolved.runtime_limit_s,
         checkpoint_interval_s=req.checkpoint_interval_s,
         command=req.command,

@@ -265,6 +265,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "gpus_held": job.gpus_held,  # annotated by _visible_job: the API's count
         "nodes": [r.name for r in grid],
         "array_states": array_states,
+        "roles": job_service.roles_text(job.roles) if job.roles else "",  # a heterogeneous gang's
         # Not where the API would refuse it (409): a job already being cancelled, or stopping at its limit.
         "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id) and cancel_refusal(job) is None,
         "cancel_url": reverse("v1:job-cancel", args=[job.pk]),
