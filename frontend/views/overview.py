@@ -93,8 +93,8 @@ def loop_warning(as_of: datetime | None, age_s: float | None) -> str:
     """The words the overview shows when the scheduling loop has stopped ("" while it runs)."""
     if as_of is None or age_s is None or not loop_stalled(age_s):
         return ""
-    return (f"The scheduling loop has not run for {qm.duration(age_s)} (since {qm.utc(as_of)}): the figures and "
-            "charts above are that old, and nothing new is admitted until it is back.")
+    return (f"The scheduling loop has not run for {qm.duration(age_s)} (since {qm.utc(as_of)}): every figure and "
+            "chart on this page is that old, and nothing new is admitted until it is back.")
 
 
 def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None]:
