@@ -17,7 +17,7 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 
-from controlplane.choices import NodeState
+from controlplane.choices import AllocationState, NodeState
 from controlplane.models import (
     Allocation,
     AllocationGpu,
@@ -466,6 +466,27 @@ def _span(seconds: int) -> str:
 
 @admin.register(PriorityClass)
 class PriorityClassAdmin(ConfigAudited):
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        """A stop's deadline is fixed when it is ordered (Allocation.release_deadline): a new grace
+        period changes only later stops, which the admin is told when jobs of the class are
+        stopping now."""
+        super().save_model(request, obj, form, change)
+        if not change or "grace_period_s" not in form.changed_data:
+            return
+        stopping = list(
+            Allocation.objects.filter(state=AllocationState.RELEASING, job__priority_class=obj)
+            .order_by("release_deadline", "job_id").values_list("job_id", "release_deadline")
+        )
+        if stopping:
+            jobs = "; ".join(f"job {job_id}" + (f", by {deadline:%H:%M:%S} UTC" if deadline else "")
+                             for job_id, deadline in stopping[:5])
+            more = f" and {len(stopping) - 5} more" if len(stopping) > 5 else ""
+            self.message_user(request, (
+                f"{counted(len(stopping), 'job')} of class {obj.name} {'is' if len(stopping) == 1 else 'are'} stopping "
+                f"now ({jobs}{more}): {'it keeps' if len(stopping) == 1 else 'they keep'} the grace "
+                f"{'it was' if len(stopping) == 1 else 'they were'} given; the new {obj.grace_period_s} s applies to "
+                "stops ordered from now on."), level=messages.INFO)
+
     list_display = ("name", "value", "preemptible", "may_preempt_lower", "grace_period", "min_runtime", "budget",
                     "runtime_limits")
 
