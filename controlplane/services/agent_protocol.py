@@ -859,7 +859,10 @@ def _member_gone(
                 reason="MemberExited",
                 message=f"Generation {allocation.generation}: the member on {node.name} is gone"
                 + (f" (exit code {exit_code})" if exit_code is not None else "") + f"; its {changed} GPU(s) are free",
-                data={"generation": allocation.generation, "exit_code": exit_code, "node": node.name, "gpus": changed},
+                # stopping: gone as the stop asked (its GPUs' work since the checkpoint is lost
+                # with the rest, transitions.held_until_stop), not on its own before it.
+                data={"generation": allocation.generation, "exit_code": exit_code, "node": node.name, "gpus": changed,
+                      "stopping": allocation.state == AllocationState.RELEASING},
             )
             _after_release()
         if not AllocationGpu.objects.filter(allocation=allocation, live=True).exists():

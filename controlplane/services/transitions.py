@@ -345,7 +345,7 @@ def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime,
             return False
         job = Job.objects.select_for_update(no_key=True).get(pk=allocation.job_id)
         Allocation.objects.filter(pk=allocation.pk).update(state=AllocationState.RELEASED, released_at=at)
-        held = AllocationGpu.objects.filter(allocation=allocation, live=True).update(live=False)
+        held = held_until_stop(allocation.pk, AllocationGpu.objects.filter(allocation=allocation, live=True).update(live=False))
         record_event(EventKind.ALLOCATION_RELEASED, actor, job=job, allocation=allocation, at=at,
                      reason=allocation.release_reason or "Exited",
                      message=f"Generation {allocation.generation} released its GPUs",
@@ -461,6 +461,18 @@ def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: 
                  data={"state": state.value, "exit_code": exit_code})
 
 
+def held_until_stop(allocation_id: int, live: int) -> int:
+    """The GPUs an allocation held until its stop: those still live (`live`) and those of gang
+    members whose agents confirmed the stop one node at a time before this release (each
+    confirmation frees its node at once). Without them a gang preempted on four nodes was
+    settled with none and said 'lost 0.00 GPU-hours'. A member gone on its own before the stop
+    held nothing then and is not counted."""
+    stopped = Event.objects.filter(
+        allocation_id=allocation_id, kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited"
+    ).values_list("data", flat=True)
+    return live + sum(int(d.get("gpus") or 0) for d in stopped if isinstance(d, dict) and d.get("stopping"))
+
+
 def lost_gpu_seconds(job: Job, allocation_gpus: int, at: datetime) -> float:
     """Work thrown away by stopping now: GPUs × time since the last checkpoint (or start)."""
     since = job.last_checkpoint_at or job.started_at or at
@@ -540,7 +552,7 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     names = [name for _, name in held_nodes]
     # The events' node, when the allocation held one (a gang's events name its nodes instead).
     node = Node(pk=held_nodes[0][0], name=names[0]) if len(held_nodes) == 1 else None
-    held = AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).update(live=False)
+    held = held_until_stop(allocation_id, AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).update(live=False))
     record_event(EventKind.ALLOCATION_FENCED, actor, job=allocation.job, allocation=allocation, node=node,
                  epoch=lease.epoch, at=at, reason=reason,
                  message=f"Fenced off {', '.join(names) or 'its nodes'}: generation {allocation.generation} → "
