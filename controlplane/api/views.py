@@ -50,6 +50,7 @@ from controlplane.filtersets import (
 )
 from controlplane.models import (
     Allocation,
+    AllocationGpu,
     Cohort,
     Event,
     GpuType,
@@ -69,6 +70,7 @@ from controlplane.services.transitions import (
     REQUEUEING_STOPS,
     cancel_job,
 )
+from scheduler_core.sentences import counted
 
 IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
 
@@ -395,6 +397,16 @@ def refuse_fields(request: Request, refusal: str) -> None:
     raise ValidationError({"non_field_errors": [f"{refusal}: send no body, or {{}}"]})
 
 
+def _where(job: Job) -> str:
+    """` on 16 GPUs of h100-01, h100-02`: the GPUs a running job holds and their nodes, as the
+    job page says them (one query); "" when it holds none."""
+    names = list(AllocationGpu.objects.filter(allocation__job=job, live=True).values_list("node__name", flat=True))
+    if not names:
+        return ""
+    borrowed = ", partly on capacity borrowed from the cohort" if job.borrowed else ""
+    return f" on {counted(len(names), 'GPU')} of {', '.join(sorted(set(names)))}{borrowed}"
+
+
 def explanation(job: Job) -> dict[str, Any]:
     """The engine's last word on a waiting job, or a plain account of where any other job is."""
     waiting = job.state == JobState.PENDING
@@ -403,7 +415,8 @@ def explanation(job: Job) -> dict[str, Any]:
     elif job.state == JobState.PREEMPTING:
         reason = _stopping(job)
     elif job.state == JobState.RUNNING:
-        reason = f"{job.get_state_display()} since {s.utc_second(job.started_at)}." if job.started_at else job.get_state_display()
+        reason = f"{job.get_state_display()} since {s.utc_second(job.started_at)}" if job.started_at else job.get_state_display()
+        reason += _where(job) + "."
     elif job.state == JobState.UNSCHEDULABLE:
         reason = job.pending_message or "The fleet can never run this job as asked."
     else:

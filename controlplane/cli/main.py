@@ -461,6 +461,8 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     # runtime limit) says why and by when, as `qm explain` does: the state alone read as a
     # preemption for a job its owner had just cancelled.
     stopping = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "preempting" else ""
+    # A running job: since when, on which GPUs of which nodes (the API's explanation).
+    running = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "running" else ""
     preempted, requeued = _last_preemption(api, job) if not stopping else ("", "")
     preemptions = str(job["preemption_count"])
     if job["preemption_count"]:
@@ -476,6 +478,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("exit code", job["exit_code"]),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
         ("queue position", job["queue_position"]), ("earliest start", output.utc_text(job["eta"])),
+        *([("running", running)] if running else []),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
         ("preemptions", preemptions),
