@@ -268,6 +268,7 @@ def register(
         ):
             raise AgentForbidden(f"this token belongs to another node's agent; it may not register {name!r}")
         created = node is None
+        _refuse_stale_running(node, keep)
         actor = actor_for(name)
         # What the agent no longer runs is settled before the new inventory is checked: a
         # fresh agent with fewer GPUs (one fell off the bus) runs nothing on the ones it lost,
@@ -309,6 +310,24 @@ def register(
         transaction.on_commit(_request_cycle)
     log.info("agent registered", node=name, created=created, settled=released)
     return Registration(node=node, token=fresh, lease_expires_at=node.agent_lease_expires_at, released=released)
+
+
+def _refuse_stale_running(node: Node | None, running: set[int]) -> None:
+    """Registering says "nothing of the past runs here but `running`", and makes the node's other
+    GPUs free for new work: a generation it names that is no longer live on the node (fenced,
+    released, or never bound here) would run beside that new work. 400 naming `running`; the
+    node stays as it was until the agent has stopped them. (`qm-agent` registers only once all
+    its processes are gone.)"""
+    if not running:
+        return
+    live = set() if node is None else {a.generation for a in _live_allocations_on(node)}
+    stale = sorted(running - live)
+    if stale:
+        listed = ", ".join(str(g) for g in stale[:20]) + (" …" if len(stale) > 20 else "")
+        raise InvalidAgentRequest({"running": (
+            f"generation(s) {listed} are no longer this node's to run (fenced, released or never bound here); "
+            "stop them, then register again without them"
+        )})
 
 
 def _inventory_change(was: tuple[int, str], node: Node) -> str:
