@@ -159,6 +159,9 @@ def _load_spec_file(path: str) -> dict[str, Any]:
             value = str(value)
         if field == "env" and isinstance(value, dict):
             _env_values_are_text(path, value)
+        if field == "roles" and isinstance(value, list):  # `gpus-per-member:` as the top level's keys
+            value = [{str(k).replace("-", "_"): v for k, v in role.items()} if isinstance(role, dict) else role
+                     for role in value]
         spec[field] = value
     return spec
 

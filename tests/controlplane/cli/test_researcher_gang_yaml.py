@@ -53,3 +53,14 @@ def test_a_gang_whose_gpus_disagree_is_refused_naming_gpus(alice_qm, fleet, tmp_
     assert refused.code == 1
     assert "gpus: gpus 9 is not the sum of its roles' GPUs" in refused.err
     assert not Job.objects.exists()
+
+
+def test_role_keys_may_be_written_with_dashes_like_the_top_levels(alice_qm, fleet, tmp_path) -> None:
+    f.make_quota(fleet.ml, fleet.a100, 8)
+    spec = tmp_path / "gang.yaml"
+    spec.write_text(GANG.replace("gpus_per_member", "gpus-per-member").replace("gpu_type", "gpu-type"))
+
+    submitted = alice_qm("submit", str(spec))
+
+    assert submitted.code == 0, submitted.err
+    assert [r["gpus_per_member"] for r in Job.objects.get().roles] == [8, 1]
