@@ -78,10 +78,15 @@ def nodes_payload(request: HttpRequest) -> dict[str, Any]:
     for pool, in_pool in groupby(rows, key=lambda r: r["node"].pool):
         in_pool = list(in_pool)
         leaves = [(leaf, list(members)) for leaf, members in groupby(in_pool, key=lambda r: r["node"].leaf_switch)]
+        ready = [r["node"] for r in in_pool if r["node"].schedulable]
         pools.append({
             "pool": pool, "leaves": leaves,
             "gpus": sum(len(r["node"].slots) for r in in_pool),
             "used": sum(r["node"].used for r in in_pool),
+            # As the API's fragmentation counts them (services/fleet_figures.py): free GPUs of
+            # ready nodes only, and the most on one of them.
+            "free_ready": sum(n.free for n in ready),
+            "largest_free_block": max((n.free for n in ready), default=0),
         })
     gpus_by_state: dict[tuple[str, str], int] = defaultdict(int)
     for row in grid.values():
