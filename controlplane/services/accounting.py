@@ -345,7 +345,7 @@ def _late_news(
         if e["kind"] in (EventKind.JOB_BOUND, EventKind.ALLOCATION_RELEASED, EventKind.ALLOCATION_FENCED):
             add(e["job_id"], e["created_at"], begin, holdings=True)
         elif e["kind"] in _REQUEUE_KINDS:
-            window = _requeue_window(e, _allocation_gpus([e["allocation_id"]]).get(e["allocation_id"], 0))
+            window = _requeue_window(e, _gpus_at_eviction([e["allocation_id"]])[0].get(e["allocation_id"], 0))
             if window is not None:
                 add(e["job_id"], from_us(window.start_us), from_us(window.end_us))
         else:
@@ -419,14 +419,33 @@ def _allocation_gpus(allocation_ids: Iterable[int | None]) -> dict[int, int]:
     )
 
 
-def _requeue_window(event: dict[str, Any], gpus: int) -> LossWindow | None:
+def _gpus_at_eviction(allocation_ids: Iterable[int | None]) -> tuple[dict[int, int], dict[int, frozenset[int]]]:
+    """The GPUs each allocation held when it was stopped, as the transitions service counts
+    them for the lost work it records (`transitions.held_until_stop`): all of its GPUs but those
+    of gang members gone on their own before the stop; and those members' nodes, which the loss
+    spares. Dividing the record by every GPU the allocation ever had made a loss window too
+    short: a gang fenced after its member on b had finished showed half the preemption waste the
+    job recorded."""
+    gpus = _allocation_gpus(allocation_ids)
+    spared: dict[int, set[int]] = defaultdict(set)
+    for allocation_id, node_id, data in Event.objects.filter(
+        allocation_id__in=list(gpus), kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited"
+    ).values_list("allocation_id", "node_id", "data"):
+        if isinstance(data, dict) and not data.get("stopping"):
+            gpus[allocation_id] -= int(data.get("gpus") or 0)
+            if node_id is not None:
+                spared[allocation_id].add(node_id)
+    return gpus, {a: frozenset(nodes) for a, nodes in spared.items()}
+
+
+def _requeue_window(event: dict[str, Any], gpus: int, spared: frozenset[int] = frozenset()) -> LossWindow | None:
     """An eviction's lost work: the transitions service recorded GPUs × time since the last
     checkpoint (or the start) as `lost_gpu_seconds`; the window ends at the eviction."""
     lost = float((event.get("data") or {}).get("lost_gpu_seconds") or 0.0)
     if gpus <= 0 or lost <= 0 or event.get("allocation_id") is None:
         return None
     end = to_us(event["created_at"])
-    return LossWindow(event["allocation_id"], end - round(lost * 1_000_000 / gpus), end, EVICTED)
+    return LossWindow(event["allocation_id"], end - round(lost * 1_000_000 / gpus), end, EVICTED, spared)
 
 
 def _loss_windows(job_ids: set[int], allocation_gpus: dict[int, int]) -> list[LossWindow]:
@@ -434,19 +453,20 @@ def _loss_windows(job_ids: set[int], allocation_gpus: dict[int, int]) -> list[Lo
     if not job_ids:
         return []
     windows: list[LossWindow] = []
+    at_eviction, spared = _gpus_at_eviction(allocation_gpus)
     created = dict(
         Allocation.objects.filter(pk__in=allocation_gpus).values_list("pk", "created_at")
     )
     for e in Event.objects.filter(
         job_id__in=job_ids, kind__in=_REQUEUE_KINDS, allocation_id__in=list(allocation_gpus)
     ).values("allocation_id", "created_at", "data"):
-        window = _requeue_window(e, allocation_gpus.get(e["allocation_id"], 0))
+        window = _requeue_window(e, at_eviction.get(e["allocation_id"], 0), spared.get(e["allocation_id"], frozenset()))
         if window is None:
             continue
         since = created.get(window.allocation_id)
         # Snap to the bind when the record's rounding (1 ms) lands just before it.
         if since is not None and abs(window.start_us - to_us(since)) < 1000:
-            window = LossWindow(window.allocation_id, to_us(since), window.end_us, EVICTED)
+            window = LossWindow(window.allocation_id, to_us(since), window.end_us, EVICTED, window.spared_nodes)
         windows.append(window)
     windows.extend(w for w, _ in _failure_windows(job_ids))
     return windows

@@ -186,6 +186,9 @@ class LossWindow:
     start_us: int
     end_us: int
     kind: str
+    #: Nodes whose gang member ended on its own before the eviction: they held nothing when it
+    #: came, so none of their work is in this loss (the record counts the GPUs still held).
+    spared_nodes: frozenset[int] = frozenset()
 
 
 CellKey = tuple[int, int, int, str, bool]  # (minute start µs, job, GPU type, capacity tier, borrowed)
@@ -301,7 +304,7 @@ def derive_minutes(
         span_start = max(span.start_us, start_us)
         if span_end <= span_start:
             continue
-        windows = losses_by_allocation.get(span.allocation_id, [])
+        windows = [w for w in losses_by_allocation.get(span.allocation_id, []) if span.node_id not in w.spared_nodes]
         evictions = [w for w in windows if w.kind == EVICTED]
         span_samples = samples_by_span.get((span.allocation_id, span.node_id), [])
         starts, longest = index.get((span.allocation_id, span.node_id), ([], 0))

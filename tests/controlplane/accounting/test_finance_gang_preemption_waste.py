@@ -102,3 +102,29 @@ def test_a_member_that_exited_before_the_stop_still_loses_nothing_there(loop_fle
     job.refresh_from_db()
     assert job.state in (JobState.SUCCEEDED, JobState.FAILED)  # the member that ended the gang decides
     assert job.lost_gpu_seconds == 0
+
+
+def test_a_fenced_gang_with_a_member_gone_before_shows_the_loss_the_job_records(loop_fleet: LoopFleet) -> None:
+    """The showback's preemption waste equals the job's record: a gang whose member on b had
+    finished on its own, fenced when a's node went silent, lost a's 8 GPUs × 10 minutes (4,800
+    GPU-seconds, the job's record); the rollup spread that over all 16 GPUs the allocation ever
+    had, so its loss window was 5 minutes long and the showback said 2,400."""
+    from controlplane.models import Node
+    from controlplane.services import reconcile
+
+    job, allocation, nodes = _gang_on_two_nodes(loop_fleet, timedelta(minutes=10))
+    (a, _), (b, token_b) = nodes
+    _report(token_b, b.name, kind="exited", generation=allocation.generation,
+            at=(timezone.now() - timedelta(minutes=8)).isoformat(), exit_code=0)
+    Node.objects.filter(pk=a.pk).update(agent_lease_expires_at=timezone.now() - timedelta(seconds=1))
+    reconcile.expire_node(a.pk, now=timezone.now())
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING
+    assert 8 * 9.9 * 60 < job.lost_gpu_seconds < 8 * 10.1 * 60, job.lost_gpu_seconds
+
+    now = timezone.now() + timedelta(seconds=1)
+    accounting.catch_up(now)
+    report = accounting.showback(accounting.Window(now - timedelta(hours=1), now, "1h"), "job",
+                                 access_of(f.make_user("finn", role=Role.FINANCE)), now)
+    (entry,) = report.entries
+    assert entry.lost_gpu_seconds == pytest.approx(Decimal(job.lost_gpu_seconds), abs=Decimal("0.01"))
