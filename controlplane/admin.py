@@ -84,16 +84,18 @@ class OpenedAsForm(forms.ModelForm):
                 for name, field in self.fields.items() if name != "opened_as"}
 
     def _shown_now(self) -> str:
-        return json.dumps({"at": timezone.now().isoformat(), "values": self._stored()}, default=str)
+        return json.dumps({"at": timezone.now().isoformat(), "pk": self.instance.pk, "values": self._stored()},
+                          default=str)
 
     def _opened(self) -> tuple[datetime, dict[str, Any]] | None:
+        """When the page was opened and the values it showed (with the record's key as "pk")."""
         try:
             opened = json.loads(self.data.get(self.add_prefix("opened_as")) or "null")
             at = parse_datetime(opened["at"])
-            values = opened["values"]
+            values = {**opened["values"], "pk": opened.get("pk")}
         except (ValueError, TypeError, KeyError):
             return None
-        return (at, values) if at is not None and isinstance(values, dict) else None
+        return (at, values) if at is not None else None
 
     def _shown(self, name: str, value: Any) -> str:
         field = self.fields[name]
@@ -117,14 +119,30 @@ class OpenedAsForm(forms.ModelForm):
         else:
             data[key] = "" if prepared is None else str(prepared)
 
+    def _deleted_meanwhile(self) -> None:
+        """A row of an inline another admin deleted since the page opened: its hidden id is
+        refused, which the page showed as "Please correct the error below." with no error on
+        it. Said on the row instead; ticking Delete on it (or reloading) lets the page save."""
+        opened = self._opened()
+        if "id" not in self._errors or opened is None or opened[1]["pk"] is None:
+            return
+        model, pk = self._meta.model, opened[1]["pk"]
+        deleted = config_audit.deleted_since(model, pk, opened[0])
+        who, shown = deleted if deleted is not None else ("another admin", f"{model._meta.verbose_name} {pk}")
+        del self._errors["id"]
+        self.add_error(None, f"{who} deleted this row ({shown}) since you opened this page: tick Delete on it, or "
+                             "reload the page, to save your other changes.")
+
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean()
+        if self.instance.pk is None:
+            self._deleted_meanwhile()
         opened = self._opened() if self.instance.pk is not None else None
         if opened is None:
             return cleaned
         at, was = opened
         now = self._stored()
-        moved = [name for name in now if name in was and was[name] != now[name] and name in cleaned]
+        moved = [name for name in now if name in was and name != "pk" and was[name] != now[name] and name in cleaned]
         if not moved:
             return cleaned
         who = ", ".join(config_audit.changed_by_since(self.instance, at)) or "another admin"

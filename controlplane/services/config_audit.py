@@ -170,3 +170,25 @@ def changed_by_since(obj: models.Model, since: Any) -> list[str]:
         if ours and actor not in actors:
             actors.append(actor)
     return actors
+
+
+def deleted_since(model: type[models.Model], pk: Any, since: Any) -> tuple[str, str] | None:
+    """Who deleted the ``model`` record ``pk`` after ``since``, and the record as it was, in
+    words ("ml × H100-80GB: 16", "alice in ml as member"), from its deletion event; None when
+    the trail has no such deletion."""
+    kind = {Quota: EventKind.QUOTA_CHANGED, Cohort: EventKind.COHORT_CHANGED}.get(model, EventKind.CONFIG_CHANGED)
+    for actor, data in (
+        Event.objects.filter(kind=kind, reason__endswith="Deleted", created_at__gt=since).order_by("-created_at", "-id")
+        .values_list("actor", "data")
+    ):
+        before = (data or {}).get("before") or {}
+        if before.get("id") != pk or (kind == EventKind.CONFIG_CHANGED and data.get("model") != model._meta.model_name):
+            continue
+        if model is Quota:
+            shown = f"{before.get('team')} × {before.get('gpu_type')}: {before.get('nominal_gpus')}"
+        elif model is Membership:
+            shown = f"{before.get('user')} in {before.get('team') or 'no team'} as {before.get('role')}"
+        else:
+            shown = str(before.get("name") or pk)
+        return actor, shown
+    return None
