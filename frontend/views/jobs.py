@@ -46,6 +46,12 @@ MAX_LIVE_ROWS = 100
 #: A preempting job may be cancelled too: its requeueing stop becomes a cancel (the API answers
 #: 409 with the reason when the stop already ends the job, e.g. at its runtime limit).
 CANCELLABLE = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING)
+#: The sorts the list's form offers: the API's `ordering` values (JobFilterSet), in words.
+SORTS = (
+    ("", "newest first"), ("queue_position", "queue order"), ("-priority", "highest priority"),
+    ("-gpus", "most GPUs"), ("gpus", "fewest GPUs"), ("submitted_at", "oldest first"), ("name", "name"),
+    ("state", "state"),
+)
 
 
 # --------------------------------------------------------------------------------- the list
@@ -81,7 +87,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
     filterset = JobFilterSet(request.GET or None, queryset=jobs)
     filtered = filterset.is_bound and filterset.is_valid()
     rows = filterset.qs if filtered else jobs
-    page = Paginator(rows.order_by("-submitted_at", "-id"), PAGE_SIZE).get_page(request.GET.get("page"))
+    # `?ordering=` sorts as the API does (the filterset's own ordering); newest first otherwise.
+    ordering = request.GET.get("ordering", "") if filtered else ""
+    if not ordering:
+        rows = rows.order_by("-submitted_at", "-id")
+    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     # The GPUs each listed job holds now (an elastic job's may differ from its request): one query.
     attach_gpus_held(page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
@@ -98,6 +108,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "filter_errors": filterset.errors if filterset.is_bound else {},
         "query": query.urlencode(),
         "states": JobState.choices,
+        "orderings": SORTS,
+        "ordering": ordering,
         "chosen_states": request.GET.getlist("state"),
         "visible_teams": _job_teams(user),
         "array_id": array_id,
