@@ -42,7 +42,7 @@ def record_cohort_change(cohort: Cohort, verb: str, before: dict[str, Any] | Non
     if verb == "deleted" and cohort.pk is not None:
         # Team.cohort is SET_NULL: each team leaves, and its own history says so.
         for team in Team.objects.filter(cohort_id=cohort.pk).order_by("name"):
-            _record_move(team, cohort.name, None, actor, f" (cohort {cohort.name} deleted)")
+            record_move(team, cohort.name, None, actor, f" (cohort {cohort.name} deleted)")
     return event
 
 
@@ -66,10 +66,12 @@ def record_team_move(team: Team, before: str | None, actor: str) -> Event | None
     after = team.cohort.name if team.cohort_id is not None else None
     if before == after:
         return None
-    return _record_move(team, before, after, actor)
+    return record_move(team, before, after, actor)
 
 
-def _record_move(team: Team, before: str | None, after: str | None, actor: str, why: str = "") -> Event:
+def record_move(team: Team, before: str | None, after: str | None, actor: str, why: str = "") -> Event:
+    """The TeamCohortChanged event of ``team`` going from cohort ``before`` to ``after`` (names
+    or None), ``why`` appended to its words."""
     if before is None:
         message = f"Team {team.name} joined cohort {after}"
     elif after is None:

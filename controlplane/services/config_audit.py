@@ -30,6 +30,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.services import cohorts, quotas
 from controlplane.services.transitions import event_fields
 
 AUDITED: dict[type[models.Model], tuple[str, ...]] = {
@@ -108,6 +109,8 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     if team_id is not None:
         fields["team_id"] = team_id
     event = Event.objects.create(**fields)
+    if verb == "deleted" and isinstance(obj, Team) and obj.pk is not None:
+        _record_team_cascade(obj, actor)
     if verb == "deleted" and isinstance(obj, PriorityClass) and obj.pk is not None:
         # Team.default_priority_class is SET_NULL: each team that had it loses its default.
         for team in Team.objects.filter(default_priority_class_id=obj.pk).select_related("default_priority_class"):
@@ -115,6 +118,20 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
             team.default_priority_class = None
             record_config_change(team, "changed", was, actor, why=f" (class {obj.name} deleted)")
     return event
+
+
+def _record_team_cascade(team: Team, actor: str) -> None:
+    """A team's quotas, projects and memberships go with it (CASCADE), and it leaves its cohort:
+    each is recorded as if deleted on its own, so no trail is left believing they remain."""
+    why = f" (team {team.name} deleted)"
+    for quota in Quota.objects.filter(team_id=team.pk).select_related("team", "gpu_type"):
+        quotas.record_quota_change(quota, "deleted", quotas.quota_record(quota), actor, why=why)
+    for row in [*Project.objects.filter(team_id=team.pk).select_related("team"),
+                *Membership.objects.filter(team_id=team.pk).select_related("team", "user")]:
+        record_config_change(row, "deleted", config_record(row), actor, why=why)
+    cohort = cohorts.cohort_of(team.pk)
+    if cohort is not None:
+        cohorts.record_move(team, cohort, None, actor, why)
 
 
 def deletion_consequences(obj: models.Model) -> list[str]:

@@ -46,13 +46,13 @@ def _what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -
     return ", ".join(moved) or "saved unchanged"
 
 
-def record_quota_change(quota: Quota, verb: str, before: dict[str, Any] | None, actor: str) -> Event:
+def record_quota_change(quota: Quota, verb: str, before: dict[str, Any] | None, actor: str, why: str = "") -> Event:
     """`verb`: created, changed or deleted. Call it in the transaction that writes the quota
-    (for a deletion, before deleting it)."""
+    (for a deletion, before deleting it). ``why`` is appended to the event's words."""
     after = quota_record(quota) if verb != "deleted" else None
     fields = event_fields(
         EventKind.QUOTA_CHANGED, actor, reason=f"Quota{verb.title()}",
-        message=f"Quota of {quota.team.name} on {quota.gpu_type.name} {verb}: " + _what_changed(before, after),
+        message=f"Quota of {quota.team.name} on {quota.gpu_type.name} {verb}: " + _what_changed(before, after) + why,
         data={"before": before, "after": after},
     )
     return Event.objects.create(**{**fields, "team_id": quota.team_id})

@@ -85,3 +85,25 @@ def test_each_team_of_a_deleted_cohort_records_that_it_left(fleet, browser, how)
         ("vision", "Team vision left cohort all: it no longer lends or borrows (cohort all deleted)"),
     ]
     assert all(e.actor == "user:boss" and e.data["after"] == {"cohort": None} for e in moves)
+
+
+def test_a_deleted_team_leaves_the_deletion_of_its_quotas_projects_and_memberships_in_the_trail(fleet, browser) -> None:
+    """Found on the demo: team tmpteam, created with an 8-GPU H100 quota and deleted a minute
+    later, left 'Quota of tmpteam on H100-80GB created: nominal 8' and 'Team tmpteam deleted'
+    in the trail, and nothing of its quota's deletion (cascaded), so a reader of the quota
+    events believed tmpteam still held a guarantee."""
+    team = f.make_team("tmpteam", cohort=Cohort.objects.get(name="all"))
+    f.make_quota(team, fleet.h100, 8)
+    f.make_project(team, "scratch")
+    f.make_user("tess", team=team)
+
+    r = browser.post(f"/admin/controlplane/team/{team.pk}/delete/", {"post": "yes"})
+
+    assert r.status_code == 302 and not Team.objects.filter(name="tmpteam").exists()
+    said = {e.reason: e.message for e in Event.objects.filter(actor="user:boss")}
+    assert said["QuotaDeleted"] == ("Quota of tmpteam on H100-80GB deleted: was nominal 8, borrowing limit none "
+                                    "(team tmpteam deleted)")
+    assert said["ProjectDeleted"].startswith("Project scratch deleted")
+    assert said["MembershipDeleted"].startswith("Membership of tess in tmpteam deleted")
+    assert said["TeamDeleted"].startswith("Team tmpteam deleted")
+    assert said["TeamCohortChanged"] == "Team tmpteam left cohort all: it no longer lends or borrows (team tmpteam deleted)"
