@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
-from controlplane.models import PriorityClass, Team
+from controlplane.models import FleetSample, PriorityClass, Team
 from controlplane.services.fleet_figures import loop_stalled
 from frontend import figures
 from frontend.fleet_series import fleet_series, lost_work_since
@@ -65,6 +65,12 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
         # above is that old.
         "as_of_age_s": (now - latest["at"]).total_seconds() if latest else None,
     }
+    if latest is None:
+        # No cycle in this window: a loop silent for longer than the window is said as such,
+        # not "none yet" as on a fleet that never ran (one query, only then).
+        newest = FleetSample.objects.filter(at__lte=now).order_by("-at").values_list("at", flat=True).first()
+        if newest is not None:
+            numbers["as_of"], numbers["as_of_age_s"] = newest, (now - newest).total_seconds()
     return {"charts": charts, "numbers": numbers, "text": overview_text(numbers)}
 
 

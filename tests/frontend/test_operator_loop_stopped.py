@@ -58,3 +58,17 @@ def test_operator_a_running_loop_shades_nothing_and_says_nothing(
     for key in CYCLE_CHARTS:
         assert "shapes" not in body["charts"][key]["figure"]["layout"], key
     assert body["text"]["loop"] == ""
+
+
+def test_operator_a_loop_silent_for_longer_than_the_window_is_said_not_called_none_yet(
+    client_for: Callable[[str], Client], demo: Any,
+) -> None:
+    """The loop stopped two hours ago: the last hour holds no sample, and the tile said "Last
+    scheduling cycle: none yet" with no warning, as on a fleet that never ran."""
+    last = timezone.now() - timedelta(hours=2)
+    _stored_until(last)
+
+    text = client_for("admin").get("/ui/overview.json?window=1h").json()["text"]
+
+    assert text["as_of"].startswith(figures.ts(last)[:16]), text
+    assert "2.0 h" in text["loop"] and "has not run" in text["loop"], text
