@@ -603,6 +603,8 @@ class ExplanationSerializer(serializers.Serializer):
     job = serializers.IntegerField()
     name = serializers.CharField()
     state = serializers.ChoiceField(choices=JobState.choices)
+    state_label = serializers.CharField(
+        help_text="The job's state_label: its state, or for a stopping job why it stops ('stopping: cancelled').")
     reason_code = serializers.CharField(help_text="PascalCase reason, e.g. QuotaExceeded; empty when not waiting.")
     reason = serializers.CharField(help_text="A sentence with numbers.")
     resolvable = serializers.BooleanField(help_text="False when waiting cannot help: the job can never run as asked.")

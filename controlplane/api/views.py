@@ -63,7 +63,7 @@ from controlplane.models import (
 )
 from controlplane.services import access, cohorts, config_audit, fleet_figures, nodes, quotas
 from controlplane.services import jobs as job_service
-from controlplane.services.stopping import label_totals, stop_reasons, totals_by_label
+from controlplane.services.stopping import label_totals, state_label, stop_reasons, totals_by_label
 from controlplane.services.transitions import (
     RELEASE_CANCELLED,
     RELEASE_RUNTIME_LIMIT,
@@ -426,6 +426,7 @@ def explanation(job: Job) -> dict[str, Any]:
         "job": job.pk,
         "name": job.name,
         "state": job.state,
+        "state_label": state_label(job),
         "reason_code": job.pending_code if job.state in (JobState.PENDING, JobState.UNSCHEDULABLE) else "",
         "reason": s.engine_times(reason),
         "resolvable": job.pending_resolvable if job.state == JobState.PENDING else job.state != JobState.UNSCHEDULABLE,

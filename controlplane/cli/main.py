@@ -530,7 +530,8 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(e)
         return 0
-    head = f"Job {e['job']} ({e['name']}) is {e['state']}"
+    # Its state_label in words: a job being cancelled is "stopping: cancelled", as qm list says.
+    head = f"Job {e['job']} ({e['name']}) is {str(e.get('state_label') or e['state']).replace('_', ' ')}"
     print(output.visible(head + (f": {e['reason_code']}" if e["reason_code"] else ".")))
     print(f"  {output.visible(e['reason'])}")
     if e["state"] == "pending":
