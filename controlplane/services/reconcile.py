@@ -131,31 +131,50 @@ def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
         if node is None:
             return 0, 0
         lapsed = node.agent_lease_expires_at is None or node.agent_lease_expires_at < now
+        before = node.state
         if node.state not in (NodeState.QUARANTINED, NodeState.DOWN):
             if not lapsed:
                 return 0, 0  # a heartbeat renewed it after our read: not ours to fence
-            before = node.state
             Node.objects.filter(pk=node.pk).update(state=NodeState.QUARANTINED)
             quarantined = 1
-            transitions.record_event(
-                EventKind.NODE_STATE, who, node=node, at=now, reason="LeaseExpired",
-                message=f"{node.name}: {before} → quarantined, its agent lease ran out at "
-                f"{node.agent_lease_expires_at:%H:%M:%S}; its allocations are fenced and its GPUs stay unused until "
-                "its agent registers again, clean",
-                data={"from": str(before), "to": NodeState.QUARANTINED.value,
-                      "lease_expired_at": node.agent_lease_expires_at.isoformat() if node.agent_lease_expires_at else None},
-            )
             reason = FENCE_LEASE_EXPIRED
         else:
             reason = FENCE_LEASE_EXPIRED if node.state == NodeState.QUARANTINED else FENCE_NODE_UNAVAILABLE
         here = AllocationGpu.objects.filter(node=node, live=True).values("allocation_id")
-        for allocation_id in (
+        live = list(
             Allocation.objects.filter(pk__in=here, state__in=LIVE_ALLOCATION_STATES)
             .order_by("generation")
-            .values_list("pk", flat=True)
-        ):
+            .values_list("pk", "generation", "job_id")
+        )
+        # The other nodes each allocation holds (a gang's fence event names them all but can
+        # carry no one node, so this node's own event says what was fenced off it).
+        elsewhere: dict[int, set[str]] = {}
+        for allocation_id, name in AllocationGpu.objects.filter(
+            allocation_id__in=[pk for pk, _, _ in live], live=True
+        ).exclude(node=node).values_list("allocation_id", "node__name"):
+            elsewhere.setdefault(allocation_id, set()).add(name)
+        done: list[dict[str, int]] = []
+        words: list[str] = []
+        for allocation_id, generation, job_id in live:
             if transitions.fence_allocation(allocation_id, lease=lease, at=now, actor=who, reason=reason):
                 fenced += 1
+                new = Allocation.objects.filter(pk=allocation_id).values_list("generation", flat=True).first()
+                done.append({"job": job_id, "generation": generation, "new_generation": int(new or 0)})
+                others = sorted(elsewhere.get(allocation_id, ()))
+                words.append(f"job {job_id} (generation {generation} → {new}"
+                             + (f", also on {', '.join(others)}" if others else "") + ")")
+        if quarantined:
+            transitions.record_event(
+                EventKind.NODE_STATE, who, node=node, at=now, reason="LeaseExpired",
+                message=f"{node.name}: {before} → quarantined, its agent lease ran out at "
+                f"{node.agent_lease_expires_at:%H:%M:%S}; its allocations are fenced and its GPUs stay unused until "
+                "its agent registers again, clean; "
+                + (f"fenced {', '.join(words[:20])}" + (f" and {len(words) - 20} more" if len(words) > 20 else "")
+                   if words else "nothing ran on it"),
+                data={"from": str(before), "to": NodeState.QUARANTINED.value,
+                      "lease_expired_at": node.agent_lease_expires_at.isoformat() if node.agent_lease_expires_at else None,
+                      "fenced": done},
+            )
         if quarantined or fenced:
             from controlplane import tasks
 
