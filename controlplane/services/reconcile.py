@@ -164,6 +164,20 @@ def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
                 words.append(f"job {job_id} (generation {generation} → {new}"
                              + (f", also on {', '.join(others)}" if others else "") + ")")
         if quarantined:
+            # A gang fenced since this node was last heard from, through another of its nodes
+            # (one agent simulating both, or a switch taking both down), was lost here too.
+            mine = {pk for pk, _, _ in live}
+            since = node.last_heartbeat_at or now
+            for event in Event.objects.filter(
+                kind=EventKind.ALLOCATION_FENCED, created_at__gte=since, created_at__lte=now, node__isnull=True,
+                allocation__gpus__node=node,
+            ).exclude(allocation_id__in=mine).distinct().values("job_id", "data"):
+                data = event["data"] or {}
+                others = sorted(set(data.get("nodes") or ()) - {node.name})
+                done.append({"job": event["job_id"], "generation": int(data.get("old_generation") or 0),
+                             "new_generation": int(data.get("new_generation") or 0)})
+                words.append(f"job {event['job_id']} (generation {data.get('old_generation')} → "
+                             f"{data.get('new_generation')}" + (f", also on {', '.join(others)}" if others else "") + ")")
             transitions.record_event(
                 EventKind.NODE_STATE, who, node=node, at=now, reason="LeaseExpired",
                 message=f"{node.name}: {before} → quarantined, its agent lease ran out at "

@@ -55,3 +55,22 @@ def test_operator_a_node_with_nothing_on_it_says_nothing_was_fenced(fleet: LoopF
 
     event = Event.objects.get(node=a, kind=EventKind.NODE_STATE, reason="LeaseExpired")
     assert "nothing ran on it" in event.message and event.data["fenced"] == []
+
+
+def test_operator_both_nodes_of_a_gang_expiring_in_one_pass_each_name_it(fleet: LoopFleet) -> None:
+    """Killing the one agent of two simulated nodes lapses both leases, in one reconcile pass or
+    a second apart: the first node fences the gang, and the second must not say "nothing ran on
+    it"."""
+    a, _ = register_node("gpu-01")
+    b, _ = register_node("gpu-02")
+    gang = bind(make_job(fleet, gpus=16, name="gang"), {a: list(range(8)), b: list(range(8))})
+    now = timezone.now()
+    Node.objects.filter(pk__in=[a.pk, b.pk]).update(agent_lease_expires_at=now - timedelta(seconds=5))
+
+    reconcile.expire_node(a.pk, now=now)
+    reconcile.expire_node(b.pk, now=now + timedelta(seconds=1.5))
+
+    second = Event.objects.get(node=b, kind=EventKind.NODE_STATE, reason="LeaseExpired")
+    new = Allocation.objects.get(pk=gang.pk).generation
+    assert f"fenced job {gang.job_id} (generation {gang.generation} → {new}, also on gpu-01)" in second.message
+    assert second.data["fenced"] == [{"job": gang.job_id, "generation": gang.generation, "new_generation": new}]
