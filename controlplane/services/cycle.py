@@ -233,10 +233,10 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
         old = context.explanations.get(explanation.job_id)
         if old is None:
             continue  # not pending when the snapshot read it
-        words, numbers = split_numbers(explanation.message[:500])
+        words, numbers = split_numbers(fit_stored(explanation.message, 500))
         split = would_splits.get(explanation.would_start_if)
         if split is None:  # many jobs share one: split it once
-            split = would_splits[explanation.would_start_if] = split_numbers(explanation.would_start_if[:300])
+            split = would_splits[explanation.would_start_if] = split_numbers(fit_stored(explanation.would_start_if, 300))
         would, would_numbers = split
         pk = int(explanation.job_id)
         eta = fromtimestamp(explanation.eta, tz=utc) if explanation.eta else None
@@ -250,6 +250,19 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
     written = _write_reasons(rows) if rows else set()
     _write_places(places)
     _record_reason_changes([e for pk, e in reasons.items() if pk in written], context)
+
+
+def fit_stored(text: str, limit: int) -> str:
+    """`text` in at most `limit` characters (its stored column's size): whole, or cut after the
+    last clause that fits ("; " or ". "), else at a word, and marked " …". A plain slice cut a
+    reason mid-clause and mid-number ("of its 300 " for "of its 3000 s")."""
+    if len(text) <= limit:
+        return text
+    room = text[:limit - 2]
+    end = max(room.rfind("; "), room.rfind(". "))
+    if end < limit // 2:
+        end = room.rfind(" ")
+    return (room[:end + 1] if end > 0 else room).rstrip() + " …"
 
 
 def _write_reasons(rows: list[tuple[Any, ...]]) -> set[int]:
