@@ -678,8 +678,14 @@ class AllocationAdmin(ShownNotEdited):
 
 @admin.register(Event)
 class EventAdmin(ShownNotEdited):
+    """The audit trail: searched by its words (who, why, what: "vision", "user:carol",
+    "QuotaChanged") and filtered by kind (not by reason: listing a long trail's distinct
+    reasons would scan it on every page)."""
+
     list_display = ("created_at", "kind", "actor", "reason", "message")
     list_filter = ("kind",)
+    search_fields = ("message", "actor", "reason")
+    show_full_result_count = False  # a busy fleet's trail is long: no second count of it per page
     raw_id_fields = ("job", "allocation", "node", "team")
 
 
