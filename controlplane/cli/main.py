@@ -475,7 +475,11 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
         ("gpus", _gpus_line(job)), ("shape", shape),
         *([("roles", roles_line(job["roles"]))] if job.get("roles") else []),
-        ("gpu types", ", ".join(job["gpu_types"]) or "any"), ("topology", job["topology"]),
+        ("gpu types", (", ".join(job["gpu_types"]) or "any")
+         + (f", at least {job['min_gpu_memory_gb']} GB each" if job.get("min_gpu_memory_gb") else "")),
+        ("per gpu", _per_gpu(job)), ("topology", job["topology"]), ("workload", job.get("workload")),
+        ("checkpoints", f"every {output.human_duration(job['checkpoint_interval_s'])}"
+         if job.get("checkpoint_interval_s") else ""),
         ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", output.utc_text(job["submitted_at"])),
         ("started", output.utc_text(job["started_at"])), ("finished", output.utc_text(job["finished_at"])),
         ("exit code", job["exit_code"]),
@@ -517,6 +521,16 @@ def _last_preemption(api: Api, job: dict[str, Any]) -> tuple[str, str]:
 def _said(event: dict[str, Any] | None) -> str:
     """`2026-11-30 01:46:10 UTC: <its message>`, or "" for no event."""
     return f"{output.utc_text(event['created_at'])}: {event['message']}" if event else ""
+
+
+def _per_gpu(job: dict[str, Any]) -> str:
+    """`8 CPUs, 64 GB memory`: the host resources asked per GPU; "" when none."""
+    parts = []
+    if job.get("cpus_per_gpu"):
+        parts.append(f"{job['cpus_per_gpu']} CPU{'s' if job['cpus_per_gpu'] != 1 else ''}")
+    if job.get("memory_gb_per_gpu"):
+        parts.append(f"{job['memory_gb_per_gpu']} GB memory")
+    return ", ".join(parts)
 
 
 def _job_id(text: str) -> int:
