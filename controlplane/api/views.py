@@ -460,7 +460,8 @@ def cancel_refusal(job: Job) -> str | None:
         if reason == RELEASE_CANCELLED:
             return f"Job {job.pk} is already stopping; it will be cancelled when its processes exit."
         return f"Job {job.pk} is already stopping; it will end when its processes exit."
-    return f"Job {job.pk} is {job.state}; only pending or running jobs can be cancelled."
+    return (f"Job {job.pk} has already ended: {job.get_state_display().lower()}; "
+            "only pending or running jobs can be cancelled.")
 
 
 def stop_notice(job: Job) -> tuple[str, str]:
