@@ -35,3 +35,11 @@ def test_a_parameter_given_twice_is_named(client_for, query, name):
 def test_one_period_says_nothing(client_for):
     for query in ("window=7d", "month=2026-11", "window=24h&group_by=project"):
         assert client_for("finn").get("/showback/?" + query).context["errors"] == [], query
+
+
+def test_the_fully_loaded_total_is_said_to_fleet_readers_only(client_for):
+    """TOTAL's $ / GPU-h read $19.67 beside rows of $2–3 on the demo, with nothing on the page to
+    say it carries the idle capacity's cost; members' TOTAL has no idle capacity in it."""
+    said = "idle capacity included, by the GPU-hours and tokens the jobs used"
+    assert said in client_for("finn").get("/showback/?window=24h").content.decode()
+    assert said not in client_for("alice").get("/showback/?window=24h").content.decode()
