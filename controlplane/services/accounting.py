@@ -419,14 +419,15 @@ def _allocation_gpus(allocation_ids: Iterable[int | None]) -> dict[int, int]:
     )
 
 
-def _gpus_at_eviction(allocation_ids: Iterable[int | None]) -> tuple[dict[int, int], dict[int, frozenset[int]]]:
+def _gpus_at_eviction(allocation_ids: Iterable[int | None], counted: dict[int, int] | None = None
+                      ) -> tuple[dict[int, int], dict[int, frozenset[int]]]:
     """The GPUs each allocation held when it was stopped, as the transitions service counts
     them for the lost work it records (`transitions.held_until_stop`): all of its GPUs but those
     of gang members gone on their own before the stop; and those members' nodes, which the loss
     spares. Dividing the record by every GPU the allocation ever had made a loss window too
     short: a gang fenced after its member on b had finished showed half the preemption waste the
-    job recorded."""
-    gpus = _allocation_gpus(allocation_ids)
+    job recorded. `counted`: every GPU of each allocation, when the caller has them (spans)."""
+    gpus = dict(counted) if counted is not None else _allocation_gpus(allocation_ids)
     spared: dict[int, set[int]] = defaultdict(set)
     for allocation_id, node_id, data in Event.objects.filter(
         allocation_id__in=list(gpus), kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited"
@@ -453,7 +454,7 @@ def _loss_windows(job_ids: set[int], allocation_gpus: dict[int, int]) -> list[Lo
     if not job_ids:
         return []
     windows: list[LossWindow] = []
-    at_eviction, spared = _gpus_at_eviction(allocation_gpus)
+    at_eviction, spared = _gpus_at_eviction(allocation_gpus, allocation_gpus)
     created = dict(
         Allocation.objects.filter(pk__in=allocation_gpus).values_list("pk", "created_at")
     )
