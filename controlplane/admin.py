@@ -253,23 +253,31 @@ _RETIRE = {
     PriorityClass: "To retire it, give the teams whose default it is another one.",
     Node: "To retire it, drain it (Nodes: the Drain action).",
 }
+# Records that refer to another and can be deleted or changed first; every other protecting
+# record (jobs, allocations, rollups) is history, kept for good.
+_SETTINGS = (Quota, Node)
 
 
 def _history(obj: Any) -> list[str]:
     """What protects ``obj`` from deletion (Django's PROTECT), counted per kind, with what to do
     instead; nothing when nothing does."""
-    lines = []
+    lines, history = [], False
     for relation in obj._meta.related_objects:
         if relation.on_delete is not models.PROTECT:
             continue
-        n = relation.related_model._base_manager.filter(**{relation.field.name: obj.pk}).count()
+        rows = relation.related_model._base_manager.filter(**{relation.field.name: obj.pk})
+        n = rows.count()
         if n:
-            lines.append(f"{str(relation.related_model._meta.verbose_name_plural).capitalize()}: {n:,}")
-    if not lines:
-        return []
+            setting = relation.related_model in _SETTINGS
+            history = history or not setting
+            named = ", ".join(str(row) for row in rows[:10]) + (", …" if n > 10 else "") if setting else ""
+            lines.append(f"{str(relation.related_model._meta.verbose_name_plural).capitalize()}: {n:,}"
+                         + (f" (delete or change them first): {named}" if setting else ""))
+    if not history:
+        return lines
     label = str(obj._meta.verbose_name)
-    return [*lines, f"{label[:1].upper()}{label[1:]} {getattr(obj, 'name', obj)} has history that accounting and the audit trail keep. "
-            + _RETIRE.get(type(obj), "")]
+    return [*lines, f"{label[:1].upper()}{label[1:]} {getattr(obj, 'name', obj)} has history that accounting and the "
+            "audit trail keep. " + _RETIRE.get(type(obj), "")]
 
 
 def _save_recorded_formset(request: HttpRequest, formset: Any, snapshot: Any, record: Any,

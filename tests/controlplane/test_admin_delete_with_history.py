@@ -89,3 +89,13 @@ def test_a_priority_class_in_use_says_so(fleet, browser) -> None:
 
     assert "Cannot delete priority class" in page and "<li>Jobs: 1</li>" in page
     assert "Priority class research has history that accounting and the audit trail keep." in page
+
+
+def test_a_gpu_type_used_only_by_quotas_says_to_delete_them_first(fleet, browser) -> None:
+    b200 = f.make_gpu_type("B200", 192)
+    f.make_quota(fleet.ml, b200, 8)
+
+    page = _text(browser.get(f"/admin/controlplane/gputype/{b200.pk}/delete/"))
+
+    assert "Cannot delete gpu type" in page and "<li>Quotas: 1 (delete or change them first): ml × B200: 8</li>" in page
+    assert "history" not in page
