@@ -190,6 +190,8 @@ def check_json(request: HttpRequest) -> JsonResponse:
         f", {req.gpus_per_node} per node" if req.gpus_per_node else "")
     if req.gpu_types:
         what += f" of {' or '.join(req.gpu_types)}"
+    if req.roles:  # a heterogeneous gang: what each role gets
+        what += f" as roles {job_service.roles_text(req.roles)}"
     if tasks > 1:
         what = f"{tasks} tasks of {what}"
     return _verdict(True, f"This fleet can run {what}. Team, priority class, project and limits are checked "

@@ -113,3 +113,14 @@ def test_a_retried_gang_submit_returns_the_first_job(fleet: Fleet, alice: APICli
     assert again.json()["id"] == first.json()["id"]
     assert other.status_code == 409
     assert Job.objects.count() == 1
+
+
+@pytest.mark.django_db
+def test_the_live_check_says_the_roles_it_can_run(fleet: Fleet) -> None:
+    page = Client()
+    page.force_login(fleet.users["owner"])
+    verdict = page.post(CHECK, data=json.dumps(GANG), content_type="application/json").json()
+
+    assert verdict["runs"] is True
+    assert verdict["detail"].startswith(
+        "This fleet can run 12 GPUs as roles learner 1×8 GPUs (of H100-80GB) + rollout 4×1 GPU (of A100-40GB).")
