@@ -296,7 +296,7 @@ def _save_recorded_formset(request: HttpRequest, formset: Any, snapshot: Any, re
         obj.save()
         record(obj, "changed" if known else "created", known, _actor(request))
         if after_save is not None:
-            after_save(obj)
+            after_save(obj, known)
     formset.save_m2m()
 
 
@@ -334,14 +334,15 @@ class TeamAdmin(ConfigAudited):
         and in the API; its memberships and projects as config.changed events."""
         if formset.model is Quota:
             _save_recorded_formset(request, formset, quotas.quota_record, quotas.record_quota_change,
-                                   lambda quota: _warn_held_above_nominal(self, request, quota))
+                                   lambda quota, before: _warn_held_above_nominal(self, request, quota, before))
         else:
             _save_recorded_formset(request, formset, config_audit.config_record, config_audit.record_config_change)
         return None
 
 
-def _warn_held_above_nominal(modeladmin: admin.ModelAdmin, request: HttpRequest, quota: Quota) -> None:
-    warning = quotas.held_above_nominal(quota)
+def _warn_held_above_nominal(modeladmin: admin.ModelAdmin, request: HttpRequest, quota: Quota,
+                             before: dict[str, Any] | None) -> None:
+    warning = quotas.held_above_nominal(quota, before)
     if warning:
         modeladmin.message_user(request, warning, level=messages.WARNING)
 
@@ -494,7 +495,7 @@ class QuotaAdmin(KeepsOthersChanges):
         before = quotas.quota_record(Quota.objects.select_related("team", "gpu_type").get(pk=obj.pk)) if change else None
         super().save_model(request, obj, form, change)
         quotas.record_quota_change(obj, "changed" if change else "created", before, _actor(request))
-        _warn_held_above_nominal(self, request, obj)
+        _warn_held_above_nominal(self, request, obj, before)
         if obj.team.cohort is not None:
             for warning in cohort_overcommit_warnings(obj.team.cohort):
                 self.message_user(request, warning, level=messages.WARNING)

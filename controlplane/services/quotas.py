@@ -80,26 +80,43 @@ def held_gpus(quota: Quota) -> int:
     ).count()
 
 
-def held_above_nominal(quota: Quota) -> str | None:
-    """What an admin should know after setting `quota` below what its team holds now, or None.
+def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> str | None:
+    """What an admin should know after a change (``before``: the quota as it was, from
+    :func:`quota_record`; None for a new one) leaves `quota`'s team holding more than its
+    nominal, or None. Nothing for a change that moved neither the nominal nor the borrowing
+    limit: it changed nothing of this.
 
-    Lowering a quota stops nothing by itself: the team's running jobs keep their GPUs and it
+    Changing a quota stops nothing by itself: the team's running jobs keep their GPUs, and it
     starts no more work of that type while it holds more than nominal plus what it may borrow.
     In a cohort, what it holds above the new nominal is borrowed (its jobs started last), so a
     team owed its guarantee reclaims it by preemption (docs/operations.md, *Changing quotas on
     a running fleet*)."""
-    held = held_gpus(quota)
-    if held <= quota.nominal_gpus:
+    if before is not None and (before.get("nominal_gpus"), before.get("borrowing_limit")) == (
+            quota.nominal_gpus, quota.borrowing_limit):
         return None
-    return (
-        f"Team {quota.team.name} holds {held} {quota.gpu_type.name} GPUs now, {held - quota.nominal_gpus} above its new "
-        f"nominal {quota.nominal_gpus}. Its running jobs keep them (lowering a quota stops nothing); it starts no "
-        f"more {quota.gpu_type.name} work while over its quota and borrowing limit. "
-        + (f"In cohort {quota.team.cohort.name} the {held - quota.nominal_gpus} above nominal count as borrowed "
-           "(its jobs started last): a team owed its guarantee may reclaim them by preemption, after their "
-           "class's minimum runtime "
-           if quota.team.cohort_id is not None else
-           "It is in no cohort, so no other team can reclaim them: they free their GPUs when they end ")
+    held = held_gpus(quota)
+    over, limit, kind = held - quota.nominal_gpus, quota.borrowing_limit, quota.gpu_type.name
+    if over <= 0:
+        return None
+    moved = before is None or before.get("nominal_gpus") != quota.nominal_gpus
+    lowered = before is not None and (before.get("nominal_gpus") or 0) > quota.nominal_gpus
+    said = f"Team {quota.team.name} holds {held} {kind} GPUs now, {over} above its {'new ' if moved else ''}nominal " \
+           f"{quota.nominal_gpus}"
+    if limit is not None and over > limit:
+        said += f", {over - limit} beyond its borrowing limit {limit}"
+    said += f". Its running jobs keep them ({'lowering' if lowered else 'changing'} a quota stops nothing); "
+    if quota.team.cohort_id is None or (limit is not None and over >= limit):
+        said += f"it starts no more {kind} work while over its quota and borrowing limit. "
+    elif limit is None:
+        said += f"it may borrow more {kind} GPUs (it has no borrowing limit) where its cohort has them to lend. "
+    else:
+        said += f"it may borrow up to {limit - over} more {kind} GPUs where its cohort has them to lend. "
+    return said + (
+        (f"In cohort {quota.team.cohort.name} the {over} above nominal count as borrowed "
+         "(its jobs started last): a team owed its guarantee may reclaim them by preemption, after their "
+         "class's minimum runtime "
+         if quota.team.cohort_id is not None else
+         "It is in no cohort, so no other team can reclaim them: they free their GPUs when they end ")
         + "(see docs/operations.md, Changing quotas on a running fleet)."
     )
 
