@@ -366,9 +366,10 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
     if priority_class is not None:
         runtime_limit_s = req.runtime_limit_s or priority_class.default_runtime_limit_s
         if runtime_limit_s > priority_class.max_runtime_limit_s:
-            errors["runtime_limit_s"] = (
-                f"{runtime_limit_s} s is beyond the maximum of priority class '{priority_class.name}' "
-                f"({priority_class.max_runtime_limit_s} s)"
+            errors["runtime_limit_s"] = (  # in hours too: the form asks hours, qm takes 8d
+                f"{runtime_limit_s} s ({duration(runtime_limit_s)}) is beyond the maximum of priority class "
+                f"'{priority_class.name}' ({priority_class.max_runtime_limit_s} s), which is "
+                f"{duration(priority_class.max_runtime_limit_s)}"
             )
 
     if req.gpu_types:
