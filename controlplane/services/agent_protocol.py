@@ -928,11 +928,26 @@ def _work_lost(allocation: Allocation, node: Node, report: Report, *, actor: str
     with transaction.atomic():
         lease = reconcile.lock_scheduler_lease()
         fenced = transitions.fence_allocation(
-            allocation.pk, lease=lease, at=report.at, actor=actor,
-            reason=FENCE_REFUSED if report.kind == "refused" else FENCE_WORK_LOST,
+            allocation.pk, lease=lease, at=report.at, actor=actor, reason=_why_work_was_lost(report),
         )
     if fenced:
         _after_release()
+
+
+#: How `qm-agent` words a member it stopped itself when shutting down (SIGTERM to the agent).
+AGENT_SHUTDOWN_STOP = "stopped: shutdown"
+
+
+def _why_work_was_lost(report: Report) -> str:
+    """The fence's reason: refused by the agent, stopped because the agent shut down (its job's
+    history then says so, as when a node goes away — not that the processes were lost), or lost."""
+    from controlplane.services import reconcile
+
+    if report.kind == "refused":
+        return FENCE_REFUSED
+    if report.message.strip() == AGENT_SHUTDOWN_STOP:
+        return reconcile.FENCE_NODE_UNAVAILABLE
+    return FENCE_WORK_LOST
 
 
 def _after_release() -> None:
