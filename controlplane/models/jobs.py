@@ -264,6 +264,9 @@ class AllocationGpu(models.Model):
     node = models.ForeignKey("controlplane.Node", on_delete=models.PROTECT, related_name="allocation_gpus")
     gpu_index = models.PositiveSmallIntegerField()
     live = models.BooleanField(default=True)
+    # The heterogeneous-gang role this GPU serves (its member's); empty for a plain gang. The
+    # agent tells the process on it (QM_ROLE), so every member knows what to run as.
+    role = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["node__name", "gpu_index"]

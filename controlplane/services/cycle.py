@@ -188,7 +188,7 @@ def commit_plan(
         requests = [
             transitions.BindRequest(
                 job_id=int(bind.job_id),
-                gpus=[transitions.GpuSet(node_id=context.node_ids[p.node], gpu_indices=p.gpu_indices)
+                gpus=[transitions.GpuSet(node_id=context.node_ids[p.node], gpu_indices=p.gpu_indices, role=p.role)
                       for p in bind.placements],
                 borrowed=bind.borrowed,
             )

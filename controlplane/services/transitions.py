@@ -86,10 +86,11 @@ def draw_generations(lease: SchedulerLease, count: int) -> list[int]:
 
 @dataclass(frozen=True)
 class GpuSet:
-    """The GPUs of one gang member on one node."""
+    """The GPUs of one gang member on one node (and its role, in a heterogeneous gang)."""
 
     node_id: int
     gpu_indices: Sequence[int]
+    role: str = ""
 
 
 def bind_job(
@@ -124,7 +125,7 @@ def bind_job(
         job_id=job_id, generation=generation, epoch=lease.epoch, borrowed=borrowed, created_at=at
     )
     rows = [
-        AllocationGpu(allocation=allocation, node_id=member.node_id, gpu_index=index, live=True)
+        AllocationGpu(allocation=allocation, node_id=member.node_id, gpu_index=index, live=True, role=member.role)
         for member in gpus
         for index in member.gpu_indices
     ]
@@ -246,7 +247,7 @@ def _bind_many(
         ]
     )
     rows = [
-        AllocationGpu(allocation=allocation, node_id=member.node_id, gpu_index=index, live=True)
+        AllocationGpu(allocation=allocation, node_id=member.node_id, gpu_index=index, live=True, role=member.role)
         for allocation, request in zip(allocations, chosen, strict=True)
         for member in request.gpus
         for index in member.gpu_indices
