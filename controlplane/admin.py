@@ -121,17 +121,20 @@ class OpenedAsForm(forms.ModelForm):
 
     def _deleted_meanwhile(self) -> None:
         """A row of an inline another admin deleted since the page opened: its hidden id is
-        refused, which the page showed as "Please correct the error below." with no error on
-        it. Said on the row instead; ticking Delete on it (or reloading) lets the page save."""
+        refused, and the page cannot show the row again (it is no longer in the team's rows),
+        so it answered "Please correct the error below." with no error on it and saved nothing
+        until reloaded. The row is left out instead, as deleted, and the page says so."""
         opened = self._opened()
-        if "id" not in self._errors or opened is None or opened[1]["pk"] is None:
+        if "id" not in self._errors or opened is None or opened[1]["pk"] is None or self.prefix is None:
             return
         model, pk = self._meta.model, opened[1]["pk"]
         deleted = config_audit.deleted_since(model, pk, opened[0])
         who, shown = deleted if deleted is not None else ("another admin", f"{model._meta.verbose_name} {pk}")
         del self._errors["id"]
-        self.add_error(None, f"{who} deleted this row ({shown}) since you opened this page: tick Delete on it, or "
-                             "reload the page, to save your other changes.")
+        self.cleaned_data["DELETE"] = True  # the formset leaves it out: nothing of it is saved
+        label = str(model._meta.verbose_name)
+        self.kept_changes.append(f"{label[:1].upper()}{label[1:]} {shown} was deleted by {who} since you opened this "
+                                 "page: its row on your page was left out, nothing of it saved.")
 
     def clean(self) -> dict[str, Any]:
         cleaned: dict[str, Any] = super().clean()
