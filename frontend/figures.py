@@ -656,7 +656,14 @@ def unit_costs(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
     if not shown:
         return _empty(key, title, caption, x_title, y_title,
                       f"No GPU time has been charged in this window. Each {label}'s price per GPU-hour appears here.", category="x")
-    names = ["all" if r["is_total"] else r["name"] for r in shown]
+    # TOTAL for finance and admins divides the whole fleet's cost, idle capacity included, by what
+    # the jobs used: the fully loaded price, not an average of the bars beside it.
+    fleet = any(r["is_idle"] for r in rows)
+    total = "TOTAL, idle capacity included" if fleet else "TOTAL"
+    if fleet:
+        caption += (" TOTAL is fully loaded: the whole fleet's cost, idle capacity included, over the GPU-hours "
+                    "jobs used.")
+    names = [total if r["is_total"] else r["name"] for r in shown]
     data = [
         {"type": "bar", "name": "per allocated GPU-hour", "x": names,
          "y": [round(float(r["usd_per_gpu_hour"]), 4) for r in shown], "marker": {"color": TIER_COLOURS["allocated"]}},

@@ -1600,14 +1600,20 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
     if not reads_all and not access.team_ids:
         raise AccountingQueryError("team", "Only members of a team, finance and admins read showback.")
     rolled = _rolled_until()
-    end = min(window.end, rolled) if rolled is not None else window.start
-    end = max(end, window.start)
-    start, end, segments = _segments(window.start, end, now, (MONTH, DAY, HOUR, MINUTE))
-    _, _, plain = _segments(window.start, end, now, (DAY, HOUR, MINUTE))
-    if rolled is not None and end > rolled:
+    # The report ends on the last whole minute rolled: a minute rolled only in part grows at
+    # the next run, so the same start,end read again (the page's CSV link) would cover more.
+    covered = floor_to(rolled, MINUTE) if rolled is not None else None
+    if covered is None or covered <= window.start:
+        # Nothing of the window rolled whole yet: an empty report, not the minute rolled in part.
+        start = end = floor_to(window.start, MINUTE)
+        segments, plain = [], []
+    else:
+        start, end, segments = _segments(window.start, min(window.end, covered), now, (MONTH, DAY, HOUR, MINUTE))
+        _, _, plain = _segments(window.start, min(window.end, covered), now, (DAY, HOUR, MINUTE))
+    if covered is not None and end > covered:
         # Never before the start: a window starting in the seconds not rolled yet is empty, not
         # negative (it read "minutes": -0.03 with an end before its start).
-        end = max(rolled, start)
+        end = max(covered, start)
     team_ids = None if reads_all else access.team_ids
     keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
             "priority_class": ["priority_class_id"]}[group_by]

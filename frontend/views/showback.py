@@ -81,6 +81,10 @@ def showback(request: HttpRequest) -> HttpResponse:
         figures.unit_costs(rows, label),
         figures.waste(rows, label, with_idle_reserved=group_by == "team"),
     ]
+    # The CSV and JSON are the period the page shows, by its instants: `window=7d` (or a month
+    # still running) read later covered a later period than the page. A whole month keeps its name.
+    if report.end > report.start and not (month and report.end == accounting.next_month(report.start)):
+        period = {"window": f"{accounting._iso(report.start)},{accounting._iso(report.end)}"}
     context.update({
         "report": report, "rows": rows, "charts": charts,
         "csv_url": reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"}),

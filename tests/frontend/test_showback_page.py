@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 from decimal import Decimal
+from urllib.parse import urlencode
 
 import pytest
 from django.utils import timezone
@@ -67,9 +68,12 @@ def test_cost_over_time_has_a_bar_per_team(client_for, two_hours_of_use):
 
 def test_csv_link_points_at_the_apis_csv_for_the_same_window_and_grouping(client_for, two_hours_of_use):
     client = client_for("finn")
-    html = client.get("/showback/?window=24h&group_by=project").content.decode()
+    response = client.get("/showback/?window=24h&group_by=project")
+    html, report = response.content.decode(), response.context["report"]
     href = re.search(r'href="([^"]+)" id="csv-download"', html).group(1).replace("&amp;", "&")
-    assert href == "/api/v1/showback/?window=24h&group_by=project&format=csv"
+    # The period the page shows, by its instants (24h read later would be a later period).
+    period = urlencode({"window": f"{accounting._iso(report.start)},{accounting._iso(report.end)}"})
+    assert href == f"/api/v1/showback/?{period}&group_by=project&format=csv"
     csv = client.get(href)
     assert csv.status_code == 200 and csv.content.decode().splitlines()[-1].startswith("TOTAL,")
 
@@ -117,7 +121,12 @@ def test_monthly_report_covers_the_calendar_month_and_its_csv(client_for, two_ho
     rows = {r["name"]: r for r in response.context["rows"]}
     assert rows["vision"]["cost_usd"] == money[vision.key]["cost_usd"] > Decimal(0)
     href = re.search(r'href="([^"]+)" id="csv-download"', html).group(1).replace("&amp;", "&")
-    assert href == f"/api/v1/showback/?month={month}&group_by=team&format=csv"
+    # A month still running is named by the instants the page covers; a whole month by its name.
+    if report.end == accounting.next_month(report.start):
+        assert href == f"/api/v1/showback/?month={month}&group_by=team&format=csv"
+    else:
+        period = urlencode({"window": f"{accounting._iso(report.start)},{accounting._iso(report.end)}"})
+        assert href == f"/api/v1/showback/?{period}&group_by=team&format=csv"
     assert client.get(href).content.decode().splitlines()[-1].startswith("TOTAL,")
 
 
