@@ -35,7 +35,7 @@ from controlplane.models import (
     Team,
 )
 from controlplane.services import cohorts, config_audit, nodes, quotas
-from scheduler_core.sentences import counted, duration
+from scheduler_core.sentences import counted
 
 
 class _OpenedAsField(forms.CharField):
@@ -515,13 +515,7 @@ class QuotaAdmin(KeepsOthersChanges):
             super().delete_queryset(request, queryset)
 
 
-def _span(seconds: int) -> str:
-    """A configured span as it was likely typed: whole days, whole hours, else as sentences say it."""
-    if seconds >= 86400 and seconds % 86400 == 0:
-        return f"{seconds // 86400} d"
-    if seconds >= 3600 and seconds % 3600 == 0:
-        return f"{seconds // 3600} h"
-    return duration(seconds)
+_span = config_audit.span
 
 
 @admin.register(PriorityClass)

@@ -32,6 +32,7 @@ from controlplane.models import (
 )
 from controlplane.services import cohorts, quotas
 from controlplane.services.transitions import event_fields
+from scheduler_core.sentences import duration
 
 AUDITED: dict[type[models.Model], tuple[str, ...]] = {
     PriorityClass: ("name", "value", "description", "preemptible", "may_preempt_lower", "grace_period_s",
@@ -157,11 +158,42 @@ def _name(obj: models.Model, before: dict[str, Any] | None) -> str:
     return str((before or {}).get("name") or getattr(obj, "name", obj.pk))
 
 
+# A setting's name in the events' words, where its column's name is not a word.
+_WORDS = {
+    "grace_period_s": "grace period", "min_runtime_s": "min runtime", "budget_window_s": "budget window",
+    "default_runtime_limit_s": "default runtime limit", "max_runtime_limit_s": "max runtime limit",
+    "gpu_count": "GPUs", "cpus": "CPUs", "memory_gb": "memory GB", "gpu_type": "GPU type",
+    "usd_per_gpu_hour": "$ per GPU-hour",
+}
+
+
+def span(seconds: int) -> str:
+    """A configured span as it was likely typed: whole days, whole hours, else as sentences say it."""
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{seconds // 86400} d"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{seconds // 3600} h"
+    return duration(seconds)
+
+
+def _said(key: str, value: Any) -> str:
+    if value is None or (key == "min_runtime_s" and value == 0):
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key.endswith("_s") and isinstance(value, int):
+        return span(value)
+    return str(value)
+
+
 def _what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
-    """The event's line, readable without its data: each column that moved, before → after."""
+    """The event's line, readable without its data: each setting that moved, before → after, in
+    words ("grace period 30 s → 10 min", "default priority class production (1000) → none");
+    the data keeps the columns and their values."""
     if before is None or after is None:
         return ""
-    moved = [f"{key} {before.get(key)} → {after.get(key)}" for key in after if key != "id" and before.get(key) != after.get(key)]
+    moved = [f"{_WORDS.get(key, key.replace('_', ' '))} {_said(key, before.get(key))} → {_said(key, after.get(key))}"
+             for key in after if key != "id" and before.get(key) != after.get(key)]
     return ": " + ", ".join(moved)
 
 

@@ -56,7 +56,7 @@ def test_a_node_inventory_change_through_the_api_is_recorded_on_the_node(fleet) 
     assert admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_count": 4}, format="json").status_code == 200
 
     (event,) = _config_events(node=node)
-    assert event.reason == "NodeChanged" and event.message == f"Node {node.name} changed: gpu_count 8 → 4"
+    assert event.reason == "NodeChanged" and event.message == f"Node {node.name} changed: GPUs 8 → 4"
 
 
 def test_a_team_renamed_through_the_api_is_recorded_under_its_old_and_new_name(fleet) -> None:

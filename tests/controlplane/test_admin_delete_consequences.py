@@ -47,7 +47,7 @@ def test_a_deleted_default_class_is_recorded_on_each_team_that_had_it(fleet, bro
     assert event.team == fleet.vision and event.actor == "user:boss"
     assert event.data["before"]["default_priority_class"] == "production (1000)"
     assert event.data["after"]["default_priority_class"] is None
-    assert event.message == ("Team vision changed: default_priority_class production (1000) → None "
+    assert event.message == ("Team vision changed: default priority class production (1000) → none "
                              "(class production deleted)")
 
 

@@ -89,7 +89,7 @@ def test_two_admins_on_one_priority_class(admins, live_server) -> None:
     stored = PriorityClass.objects.get(pk=research.pk)
     assert (stored.value, stored.grace_period_s, stored.preemption_budget) == (510, 600, 1)
     mine = Event.objects.filter(kind=EventKind.CONFIG_CHANGED, actor="user:boss").get()
-    assert mine.message == "Priority class research changed: preemption_budget 3 → 1"
+    assert mine.message == "Priority class research changed: preemption budget 3 → 1"
 
 
 def test_a_team_page_whose_quota_row_was_deleted_meanwhile(admins, live_server) -> None:
