@@ -180,6 +180,9 @@ class NodeAgent:
         self.partitioned = False  # tests and demos: drop all traffic, keep running
         self.shutting_down = False
         self.self_fenced_at: float | None = None
+        # A self-fence the control plane has not heard of yet: the next registration says when
+        # (its jobs' history then reads "stopped answering", not "agent restarted").
+        self.self_fence_untold: float | None = None
         self.counters = {"launched": 0, "exited": 0, "refused": 0, "stale_killed": 0, "self_fenced": 0,
                          "limit_stopped": 0, "prefetched": 0}
         self.round_trips: list[float] = []  # seconds per call since the caller last drained them
@@ -248,6 +251,8 @@ class NodeAgent:
                 return None
             body = self.inventory.as_json()
             body["running"] = sorted(self.members)
+            if self.self_fence_untold is not None:
+                body["self_fenced_at"] = iso(self.self_fence_untold)
             return Call("register", body, sent=self.clock(), reports=[])
         reports, self.outbox = self.outbox, []
         self.report_at = math.inf  # everything queued goes now
@@ -321,6 +326,7 @@ class NodeAgent:
             self._forget_desired()
             self.token = str(reply["token"])
             self.registered = True
+            self.self_fence_untold = None
             self.node_state = str(reply.get("node_state", "ready"))
             self._lease_renewed(call.sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
             self.log.info("registered", state=self.node_state, lease_s=self.lease_s, interval_s=self.interval_s,
@@ -432,6 +438,7 @@ class NodeAgent:
         # allocations and hand the GPUs to someone else. Nothing of ours may run then.
         self.counters["self_fenced"] += 1
         self.self_fenced_at = self.wall()
+        self.self_fence_untold = self.self_fenced_at
         self.log.warning("self-fenced: lease not renewed in time, killing every member",
                          members=sorted(self.members), lease_s=self.lease_s, at=iso(self.self_fenced_at))
         for running in self.members.values():

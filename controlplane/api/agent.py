@@ -170,6 +170,9 @@ class RegisterSerializer(serializers.Serializer):
     simulated = serializers.BooleanField(required=False, allow_null=True, default=None)
     devices = DeviceSerializer(many=True, required=False, max_length=1024)
     running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
+    # When the agent killed its work itself because it could not renew its lease, if it did
+    # since it last registered: what this registration settles was lost to a partition.
+    self_fenced_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
 class ReportSerializer(serializers.Serializer):
@@ -412,7 +415,8 @@ class RegisterView(AgentView):
         )
         try:
             registration = protocol.register(
-                data["name"], inventory, token=request.auth, running=data.get("running", []), now=timezone.now()
+                data["name"], inventory, token=request.auth, running=data.get("running", []), now=timezone.now(),
+                self_fenced_at=data.get("self_fenced_at"),
             )
         except protocol.InvalidAgentRequest as error:
             raise exceptions.ValidationError(error.errors) from error

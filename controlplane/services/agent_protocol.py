@@ -233,7 +233,8 @@ def actor_for(node: Node | str) -> str:
 
 
 def register(
-    name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime
+    name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime,
+    self_fenced_at: datetime | None = None,
 ) -> Registration:
     """Register (or re-register) the agent of node `name`.
 
@@ -242,7 +243,9 @@ def register(
       2. create the node from the inventory, or update what the agent declares;
       3. settle the node's live allocations the agent no longer runs (a fresh agent runs none:
          its processes died with the old one): releasing ones are confirmed stopped, active
-         ones are fenced and their jobs requeued whole with the lost work recorded;
+         ones are fenced and their jobs requeued whole with the lost work recorded (as
+         `NodeLeaseExpired` when the agent says it self-fenced at `self_fenced_at`: the node
+         stopped answering, its agent did not restart);
       4. a suspect, quarantined or down node is ready again (it registered clean); cordoned
          and draining nodes stay as the operator left them;
       5. issue a fresh token (stored as sha256) and a lease.
@@ -275,7 +278,9 @@ def register(
         # so their old allocations are fenced here rather than refusing it until its lease
         # runs out. Work it says it still runs on GPUs it no longer declares is refused (400).
         released = (
-            _settle_abandoned_allocations(node, keep, lease=lease, now=now, actor=actor)
+            _settle_abandoned_allocations(node, keep, lease=lease, now=now, actor=actor,
+                                          reason=FENCE_AGENT_RESTARTED if self_fenced_at is None
+                                          else reconcile.FENCE_LEASE_EXPIRED)
             if node is not None and lease is not None else []
         )
         was = None if node is None else (node.gpu_count, node.gpu_type.name)
@@ -295,7 +300,9 @@ def register(
             message=f"{node.name} registered {node.gpu_count}× {node.gpu_type.name}"
             + ("" if created else f", was {before}")
             + (_inventory_change(was, node) if changed and was is not None else "")
-            + (f"; {len(released)} allocation(s) it no longer runs were settled" if released else ""),
+            + (f"; {len(released)} allocation(s) it no longer runs were settled" if released else "")
+            + (f" (its agent had stopped them itself at {self_fenced_at:%H:%M:%S} when it could not renew its lease)"
+               if released and self_fenced_at is not None else ""),
             data={"gpus": node.gpu_count, "from": str(before), "settled_generations": released,
                   "devices": list(inventory.devices)[:16],
                   **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {})},
@@ -400,7 +407,7 @@ def _apply_inventory(node: Node, inventory: Inventory) -> Node:
 
 
 def _settle_abandoned_allocations(
-    node: Node, keep: set[int], *, lease: SchedulerLease, now: datetime, actor: str
+    node: Node, keep: set[int], *, lease: SchedulerLease, now: datetime, actor: str, reason: str
 ) -> list[int]:
     """Live allocations on `node` whose generation the agent does not run any more."""
     settled: list[int] = []
@@ -412,9 +419,7 @@ def _settle_abandoned_allocations(
             # It was being stopped anyway; the agent confirms nothing of it runs here.
             _member_gone(allocation.pk, allocation.generation, node, exit_code=None, at=now, actor=actor)
         else:
-            transitions.fence_allocation(
-                allocation.pk, lease=lease, at=now, actor=actor, reason=FENCE_AGENT_RESTARTED
-            )
+            transitions.fence_allocation(allocation.pk, lease=lease, at=now, actor=actor, reason=reason)
     return settled
 
 
