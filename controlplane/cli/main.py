@@ -745,15 +745,19 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     ordered = sorted(allocations.items(), key=lambda item: (0, int(item[0]), "") if item[0].isascii() and item[0].isdigit() else (1, 0, item[0]))
     # __idle__'s GPU-hours are capacity no job held (OpenCost's convention): not allocated hours,
     # so its GPU-hour cells stay empty and the columns add up to TOTAL; a line below says them.
-    rows = [[name] + [("-" if name == IDLE_ENTRY and key.startswith("gpuHours") else _money(a.get(key), key))
-                      for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
+    # A job row says whose job it is (its id alone sent finance to look each one up).
+    named = ("job", "team", "project") if args.by == "job" else ()
+    rows = [[name] + [str((a.get("properties") or {}).get(p) or "-") for p in named]
+            + [("-" if name == IDLE_ENTRY and key.startswith("gpuHours") else _money(a.get(key), key))
+               for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
     totals = report.get("totals") or {}
     if totals:
-        rows.append(["TOTAL"] + [_money(totals.get(key), key) for _, key in SHOWBACK_COLUMNS])
+        rows.append(["TOTAL"] + ["" for _ in named] + [_money(totals.get(key), key) for _, key in SHOWBACK_COLUMNS])
     if not allocations:
         print("Nothing recorded in this window.")
         return 0
-    output.table(rows, [args.by.upper()] + [h for h, _ in SHOWBACK_COLUMNS])
+    output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
+                 + [h for h, _ in SHOWBACK_COLUMNS])
     idle = allocations.get(IDLE_ENTRY)
     if idle and idle.get("gpuHours") is not None:
         print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
