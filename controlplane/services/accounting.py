@@ -1703,27 +1703,29 @@ def _name_entries(group_by: str, entries: list[ShowbackEntry]) -> None:
     else:
         jobs = _job_names([e.properties["job_id"] for e in entries])
         for e in entries:
-            name, team = jobs.get(e.properties["job_id"], ("", ""))
+            name, team, project = jobs.get(e.properties["job_id"], ("", "", ""))
             e.name = e.key
-            e.properties = {"job_id": e.properties["job_id"], "job": name, "team": team}
+            e.properties = {"job_id": e.properties["job_id"], "job": name, "team": team, "project": project}
 
 
-def _job_names(ids: list[int]) -> dict[int, tuple[str, str]]:
-    """Job and team names for many jobs at once. On PostgreSQL the ids travel as one array
-    parameter (`= ANY(%s)`): a seven-thousand-item IN list costs more to build than to run."""
+def _job_names(ids: list[int]) -> dict[int, tuple[str, str, str]]:
+    """Job, team and project names ("" for a job without a project) for many jobs at once. On
+    PostgreSQL the ids travel as one array parameter (`= ANY(%s)`): a seven-thousand-item IN
+    list costs more to build than to run."""
     from django.db import connection
 
-    from controlplane.models import Team
+    from controlplane.models import Project, Team
 
     if connection.vendor != "postgresql":
-        return {pk: (name, team) for pk, name, team in
-                Job.objects.filter(pk__in=ids).values_list("pk", "name", "team__name")}
+        return {pk: (name, team, project or "") for pk, name, team, project in
+                Job.objects.filter(pk__in=ids).values_list("pk", "name", "team__name", "project__name")}
     with connection.cursor() as cursor:
         cursor.execute(
-            f'SELECT j.id, j.name, t.name FROM "{Job._meta.db_table}" j JOIN "{Team._meta.db_table}" t '
-            "ON t.id = j.team_id WHERE j.id = ANY(%s)", [ids],
+            f'SELECT j.id, j.name, t.name, p.name FROM "{Job._meta.db_table}" j JOIN "{Team._meta.db_table}" t '
+            f'ON t.id = j.team_id LEFT JOIN "{Project._meta.db_table}" p ON p.id = j.project_id '
+            "WHERE j.id = ANY(%s)", [ids],
         )
-        return {pk: (name, team) for pk, name, team in cursor.fetchall()}
+        return {pk: (name, team, project or "") for pk, name, team, project in cursor.fetchall()}
 
 
 # ------------------------------------------------------------------------------ presentation
@@ -1736,6 +1738,8 @@ CSV_COLUMNS = (
     "usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens", "preemption_lost_gpu_hours",
     "gpu_hours_idle",
 )
+#: Appended for `group_by=job`: whose job each row is (the JSON's properties carry them too).
+JOB_CSV_COLUMNS = ("job_name", "team", "project")
 CENT = Decimal("0.01")
 _HOURS_Q = Decimal("0.0001")
 _RATE_Q = Decimal("0.0001")
@@ -1814,7 +1818,8 @@ def showback_csv(report: Showback) -> str:
     fleet = report.idle is not None
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow([report.group_by, *CSV_COLUMNS])
+    by_job = report.group_by == "job"
+    writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ())])
 
     def hours(gpu_seconds: Decimal | None) -> str:
         return _fmt(None if gpu_seconds is None else gpu_seconds / _HOUR_S, _HOURS_Q)
@@ -1830,6 +1835,8 @@ def showback_csv(report: Showback) -> str:
             _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
             str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
             hours(entry.lost_gpu_seconds), hours(idle_gpu_seconds),
+            *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
+               str(entry.properties.get("project", ""))) if by_job else ()),
         ]
 
     for entry in sorted(report.entries, key=lambda e: e.name):
