@@ -1,20 +1,26 @@
 """The demo fleet: two pools, three teams in one cohort, four priority classes, a price table,
-and the demo users. Idempotent: running it twice changes nothing.
+and the demo users. Seeds a fresh database once: running it again changes nothing, and never
+brings back a record someone renamed or deleted since (renaming team `language` to `lang-ai`
+and restarting the demo made a second `language`, with bob in both). The seed leaves a
+`config.changed` event (reason DemoSeeded) in the audit trail; a database without it that holds
+a fleet already (seeded by an earlier version) counts as seeded too.
 
 Demo only: the users' passwords are their names.
 """
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django.contrib.auth import get_user_model
 from django.db import transaction
+from django.utils import timezone
 
-from controlplane.choices import CapacityTier, Role
+from controlplane.choices import CapacityTier, EventKind, Role
 from controlplane.models import (
     Cohort,
+    Event,
     GpuType,
     Membership,
     Node,
@@ -25,7 +31,7 @@ from controlplane.models import (
     Team,
 )
 
-PRICES_FROM = datetime(2026, 1, 1, tzinfo=timezone.utc)
+PRICES_FROM = datetime(2026, 1, 1, tzinfo=UTC)
 
 GPU_TYPES = [("H100-80GB", 80, 1.0), ("A100-40GB", 40, 0.45)]
 PRICES = {
@@ -69,8 +75,28 @@ def demo_nodes() -> list[dict[str, object]]:
     return nodes
 
 
+SEEDED_REASON = "DemoSeeded"
+
+
+def already_seeded() -> bool:
+    """The demo seeded this database before (its event), or it holds a fleet already."""
+    return (Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason=SEEDED_REASON).exists()
+            or Team.objects.exists() or GpuType.objects.exists() or PriorityClass.objects.exists())
+
+
 @transaction.atomic
 def seed_demo_fleet(*, with_nodes: bool = True) -> None:
+    if already_seeded():
+        return
+    _seed(with_nodes)
+    Event.objects.create(
+        created_at=timezone.now(), kind=EventKind.CONFIG_CHANGED, actor="demo", reason=SEEDED_REASON,
+        message="Demo fleet seeded (teams, GPU types, prices, priority classes, quotas and demo users); "
+                "the demo seeds a database once and leaves later changes as they are.",
+    )
+
+
+def _seed(with_nodes: bool) -> None:
     gpu_types = {}
     for name, memory, throughput in GPU_TYPES:
         gpu_types[name], _ = GpuType.objects.get_or_create(
