@@ -69,7 +69,12 @@ def teams(request: HttpRequest) -> HttpResponse:
             "team": t,
             "dominant_share": latest_share.get(t.name),
             "decayed_gpu_hours": t.decayed_gpu_seconds / 3600.0,
-            "quotas": [r for r in quota_rows if r.team == t.name],
+            "quotas": [
+                {**r.as_dict(), "lent": r.lent, "over_limit": (
+                    r.borrowed - r.borrowing_limit if r.borrowing_limit is not None and r.borrowed > r.borrowing_limit
+                    else 0)}
+                for r in quota_rows if r.team == t.name
+            ],
         }
         for t in team_rows
         if sees_all or t.pk in who.team_ids
