@@ -351,8 +351,8 @@ def _warn_held_above_nominal(modeladmin: admin.ModelAdmin, request: HttpRequest,
 
 
 def _limit(value: int | None) -> str:
-    """A borrowing or lending limit as the events, qm quotas and the cohort page say it."""
-    return "none" if value is None else str(value)
+    """A borrowing or lending limit; an empty one is unlimited ("none" alone read as zero)."""
+    return "no limit" if value is None else str(value)
 
 
 def _borrowed(held: int, quota: Quota) -> str:

@@ -34,7 +34,7 @@ def test_the_cohort_page_lists_each_members_quota_limits_and_holdings(fleet, bro
     html = browser.get(f"/admin/controlplane/cohort/{cohort.pk}/change/").content.decode()
 
     assert _rows(html) == [["H100-80GB", "ml", "16", "8", "4", "0", "0", "0"],
-                           ["H100-80GB", "vision", "16", "none", "none", "8", "0", "0"]]
+                           ["H100-80GB", "vision", "16", "no limit", "no limit", "8", "0", "0"]]
 
 
 def test_the_cohort_list_counts_member_teams(fleet, browser) -> None:

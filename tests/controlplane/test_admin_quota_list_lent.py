@@ -58,7 +58,7 @@ def test_the_list_shows_held_borrowed_and_lent_as_the_teams_page_does(fleet, bro
     ml, vision = rows[("ml", "H100-80GB")], rows[("vision", "H100-80GB")]
     assert (ml["Held now"], ml["Above nominal (borrowed)"], ml["Lent now"]) == ("24", "8", "0")
     assert (vision["Held now"], vision["Above nominal (borrowed)"], vision["Lent now"]) == ("0", "0", "8")
-    assert ml["Borrowing limit"] == "none" and ml["Lending limit"] == "none"
+    assert ml["Borrowing limit"] == "no limit" and ml["Lending limit"] == "no limit"
     for row in team_stats.quota_rows(None):
         shown = rows[(row.team, row.gpu_type)]
         assert (shown["Held now"], shown["Above nominal (borrowed)"], shown["Lent now"]) == (
@@ -83,8 +83,8 @@ def test_the_cohort_page_shows_borrowed_and_lent(fleet, browser, ml_borrows_8) -
             for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S) if "<td>" in row]
 
     assert head == ["GPU type", "team", "nominal", "borrowing limit", "lending limit", "held now", "borrowed", "lent"]
-    assert rows == [["H100-80GB", "ml", "16", "none", "none", "24", "8", "0"],
-                    ["H100-80GB", "vision", "16", "none", "none", "0", "0", "8"]]
+    assert rows == [["H100-80GB", "ml", "16", "no limit", "no limit", "24", "8", "0"],
+                    ["H100-80GB", "vision", "16", "no limit", "no limit", "0", "0", "8"]]
 
 
 def test_the_list_still_costs_the_same_queries_however_many_quotas(fleet, browser) -> None:

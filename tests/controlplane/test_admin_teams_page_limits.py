@@ -1,5 +1,5 @@
 """The teams page says when a team holds more than its quota and borrowing limit allow, as the
-admin's quota list does, and shows an unlimited borrowing limit as the admin pages do.
+admin's quota list does, and shows an unlimited borrowing limit as "no limit", as the admin pages do.
 
 Found on the demo after vision's H100 quota was lowered from 40 to 16 under 72 running GPUs:
 /teams/ read "H100-80GB: 16 / 32 — uses 72, 56 borrowed", leaving the reader to work out that
@@ -45,4 +45,4 @@ def test_a_team_beyond_its_borrowing_limit_is_said_to_be(fleet, browser, ml_hold
 def test_within_its_limit_nothing_more_is_said(fleet, browser, ml_holds_24) -> None:
     cell = _quota_cell(browser.get("/teams/").content.decode(), "ml")
 
-    assert cell == "H100-80GB: 16 / none — uses 24, 8 borrowed"
+    assert cell == "H100-80GB: 16 / no limit — uses 24, 8 borrowed"
