@@ -8,7 +8,9 @@ Real members (`ProcessMember`) run the job's command with `/bin/sh -c`, one proc
 default (the torch.distributed `env://` contract: CUDA_VISIBLE_DEVICES lists the node's GPUs of
 the allocation, LOCAL_RANK picks one, RANK/WORLD_SIZE number every GPU of the gang), or one
 process per node with `QM_LAUNCH=per_node` in the job's env (for launchers such as torchrun,
-which get NNODES/NODE_RANK/LOCAL_WORLD_SIZE). Every process gets `QM_PROGRESS_FILE`: the job
+which get NNODES/NODE_RANK/LOCAL_WORLD_SIZE). A heterogeneous gang's processes also learn
+their role: QM_ROLE, QM_ROLE_RANK and QM_ROLE_WORLD_SIZE per GPU, or QM_ROLES (the node's
+local GPUs of each role) per node. Every process gets `QM_PROGRESS_FILE`: the job
 appends JSON lines such as `{"steps": 1200, "useful_tokens": 4915200, "checkpoint": true}`
 (cumulative totals for the whole job; the agent reads the RANK=0 process's file).
 
@@ -68,6 +70,11 @@ class Assignment:
     checkpoint_interval_s: float | None
     runtime_limit_s: float | None
     release: Release | None
+    # A heterogeneous gang's roles, aligned with `gpus` (empty for a plain gang): each GPU's
+    # role, its rank within the role, and each role's GPUs over the whole gang.
+    roles: tuple[str, ...] = ()
+    role_ranks: tuple[int, ...] = ()
+    role_sizes: tuple[tuple[str, int], ...] = ()
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Assignment:
@@ -91,6 +98,9 @@ class Assignment:
             runtime_limit_s=float(job["runtime_limit_s"]) if job.get("runtime_limit_s") else None,
             release=Release(str(release.get("reason", "")), float(release.get("grace_remaining_s", 0.0)))
             if release else None,
+            roles=tuple(str(r) for r in data.get("roles") or ()),
+            role_ranks=tuple(int(r) for r in data.get("role_ranks") or ()),
+            role_sizes=tuple((str(k), int(v)) for k, v in (data.get("role_sizes") or {}).items()),
         )
 
     @property
@@ -202,13 +212,39 @@ def rank_environment(assignment: Assignment, local_index: int, per_node: bool) -
         "QM_GENERATION": str(assignment.generation),
     }
     if per_node:
-        return {**common, "WORLD_SIZE": str(assignment.nnodes), "RANK": str(assignment.node_rank), "LOCAL_RANK": "0"}
+        return {**common, "WORLD_SIZE": str(assignment.nnodes), "RANK": str(assignment.node_rank), "LOCAL_RANK": "0",
+                **_node_roles_environment(assignment)}
     return {
         **common,
         "WORLD_SIZE": str(assignment.world_size),
         "RANK": str(assignment.ranks[local_index]),
         "LOCAL_RANK": str(local_index),
+        **_gpu_role_environment(assignment, local_index),
     }
+
+
+def _gpu_role_environment(assignment: Assignment, local_index: int) -> dict[str, str]:
+    """A heterogeneous gang's process: what it runs as (QM_ROLE), its rank among that role's
+    GPUs over the gang (QM_ROLE_RANK) and how many they are (QM_ROLE_WORLD_SIZE)."""
+    if not assignment.roles:
+        return {}
+    role = assignment.roles[local_index]
+    return {"QM_ROLE": role, "QM_ROLE_RANK": str(assignment.role_ranks[local_index]),
+            "QM_ROLE_WORLD_SIZE": str(dict(assignment.role_sizes).get(role, 0))}
+
+
+def _node_roles_environment(assignment: Assignment) -> dict[str, str]:
+    """A launcher started once per node learns which of its LOCAL GPUs serve which role
+    (QM_ROLES="learner=0,1;rollout=2"), and QM_ROLE when they all serve one."""
+    if not assignment.roles:
+        return {}
+    local: dict[str, list[str]] = {}
+    for index, role in enumerate(assignment.roles):
+        local.setdefault(role, []).append(str(index))
+    env = {"QM_ROLES": ";".join(f"{role}={','.join(indices)}" for role, indices in local.items())}
+    if len(local) == 1:
+        env["QM_ROLE"] = assignment.roles[0]
+    return env
 
 
 class DeviceMonitor(Protocol):

@@ -991,14 +991,14 @@ def desired_allocations_many(nodes: Sequence[Node], now: datetime) -> dict[int, 
     )
     if not allocations:
         return {}
-    members: dict[int, list[tuple[str, int, bool]]] = defaultdict(list)
+    members: dict[int, list[tuple[str, int, bool, str]]] = defaultdict(list)
     live_on: dict[int, set[int]] = defaultdict(set)
-    for allocation_id, node_id, node_name, gpu_index, live in (
+    for allocation_id, node_id, node_name, gpu_index, live, role in (
         AllocationGpu.objects.filter(allocation_id__in=[a["id"] for a in allocations])
-        .values_list("allocation_id", "node_id", "node__name", "gpu_index", "live")
+        .values_list("allocation_id", "node_id", "node__name", "gpu_index", "live", "role")
         .order_by("allocation_id", "node__name", "gpu_index")
     ):
-        members[allocation_id].append((node_name, gpu_index, live))
+        members[allocation_id].append((node_name, gpu_index, live, role))
         if live and node_id in names:
             live_on[node_id].add(allocation_id)
     out: dict[int, list[dict[str, Any]]] = {}
@@ -1080,10 +1080,10 @@ _PAYLOAD_COLUMNS = (
 
 
 def _allocation_payload(
-    allocation: dict[str, Any], gang: list[tuple[str, int, bool]], here: str, now: datetime
+    allocation: dict[str, Any], gang: list[tuple[str, int, bool, str]], here: str, now: datetime
 ) -> dict[str, Any]:
-    node_names = sorted({n for n, _, _ in gang})
-    local = [(rank, gpu) for rank, (n, gpu, live) in enumerate(gang) if n == here and live]
+    node_names = sorted({n for n, _, _, _ in gang})
+    local = [(rank, gpu) for rank, (n, gpu, live, _) in enumerate(gang) if n == here and live]
     release = None
     if allocation["state"] == AllocationState.RELEASING:
         deadline = allocation["release_deadline"] or now
@@ -1113,7 +1113,25 @@ def _allocation_payload(
         "master_port": master_port(allocation["generation"]),
         "started_at": allocation["started_at"].isoformat() if allocation["started_at"] else None,
         "release": release,
+        **_roles_payload(gang, here),
     }
+
+
+def _roles_payload(gang: list[tuple[str, int, bool, str]], here: str) -> dict[str, Any]:
+    """A heterogeneous gang's roles as this node's processes need them, aligned with `gpus`:
+    each GPU's role, its rank within the role (numbered like `ranks`, over the role's GPUs of
+    the whole gang) and each role's size. Nothing for a plain gang."""
+    if not any(role for _, _, _, role in gang):
+        return {}
+    role_ranks: list[int] = []
+    roles: list[str] = []
+    sizes: dict[str, int] = defaultdict(int)
+    for node, _, live, role in gang:
+        if node == here and live:
+            roles.append(role)
+            role_ranks.append(sizes[role])
+        sizes[role] += 1
+    return {"roles": roles, "role_ranks": role_ranks, "role_sizes": dict(sizes)}
 
 
 def master_port(generation: int) -> int:
