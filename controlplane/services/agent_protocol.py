@@ -57,6 +57,7 @@ from controlplane.models import (
     UsageSample,
 )
 from controlplane.services import transitions
+from scheduler_core.sentences import counted, verb
 
 log = structlog.get_logger(__name__)
 
@@ -882,7 +883,8 @@ def _member_gone(
                 EventKind.ALLOCATION_RELEASED, actor, job=allocation.job, allocation=allocation, node=node, at=at,
                 reason="MemberExited",
                 message=f"Generation {allocation.generation}: the member on {node.name} is gone"
-                + (f" (exit code {exit_code})" if exit_code is not None else "") + f"; its {changed} GPU(s) are free",
+                + (f" (exit code {exit_code})" if exit_code is not None else "")
+                + f"; its {counted(changed, 'GPU')} {verb(changed, 'is', 'are')} free",
                 # stopping: gone as the stop asked (its GPUs' work since the checkpoint is lost
                 # with the rest, transitions.held_until_stop), not on its own before it.
                 data={"generation": allocation.generation, "exit_code": exit_code, "node": node.name, "gpus": changed,
