@@ -400,11 +400,21 @@ def refuse_fields(request: Request, refusal: str) -> None:
 def _where(job: Job) -> str:
     """` on 16 GPUs of h100-01, h100-02`: the GPUs a running job holds and their nodes, as the
     job page says them (one query); "" when it holds none."""
-    names = list(AllocationGpu.objects.filter(allocation__job=job, live=True).values_list("node__name", flat=True))
-    if not names:
+    rows = list(AllocationGpu.objects.filter(allocation__job=job, live=True).values_list("node__name", "role"))
+    if not rows:
         return ""
     borrowed = ", partly on capacity borrowed from the cohort" if job.borrowed else ""
-    return f" on {counted(len(names), 'GPU')} of {', '.join(sorted(set(names)))}{borrowed}"
+    if not job.roles:
+        return f" on {counted(len(rows), 'GPU')} of {', '.join(sorted({n for n, _ in rows}))}{borrowed}"
+    # A heterogeneous gang: where each role runs, in the order the job names its roles.
+    by_role: dict[str, list[str]] = {}
+    for node, role in rows:
+        by_role.setdefault(role, []).append(node)
+    order = [str(r.get("name", "")) for r in job.roles]
+    parts = [f"{role or 'unassigned'} {counted(len(names), 'GPU')} of {', '.join(sorted(set(names)))}"
+             for role, names in sorted(by_role.items(), key=lambda kv: (kv[0] not in order, order.index(kv[0])
+                                                                         if kv[0] in order else 0, kv[0]))]
+    return f" on {counted(len(rows), 'GPU')}: {'; '.join(parts)}{borrowed}"
 
 
 def explanation(job: Job) -> dict[str, Any]:

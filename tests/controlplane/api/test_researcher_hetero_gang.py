@@ -124,3 +124,19 @@ def test_the_live_check_says_the_roles_it_can_run(fleet: Fleet) -> None:
     assert verdict["runs"] is True
     assert verdict["detail"].startswith(
         "This fleet can run 12 GPUs as roles learner 1×8 GPUs (of H100-80GB) + rollout 4×1 GPU (of A100-40GB).")
+
+
+@pytest.mark.django_db
+def test_the_explanation_of_a_running_gang_says_where_each_role_runs(fleet: Fleet, alice: APIClient) -> None:
+    f.make_quota(fleet.ml, fleet.a100, 8)
+    job_id = alice.post(JOBS, GANG, format="json").json()["id"]
+    run_cycle("test")
+    nodes: dict[str, set[str]] = {}
+    for role, node in AllocationGpu.objects.filter(allocation__job_id=job_id, live=True).values_list("role", "node__name"):
+        nodes.setdefault(role, set()).add(node)
+
+    reason = alice.get(f"{JOBS}{job_id}/explain/").json()["reason"]
+
+    assert reason.endswith(
+        f" on 12 GPUs: learner 8 GPUs of {', '.join(sorted(nodes['learner']))}; "
+        f"rollout 4 GPUs of {', '.join(sorted(nodes['rollout']))}."), reason
