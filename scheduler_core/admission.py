@@ -146,8 +146,22 @@ def none_ready(ctx: CycleContext, per_member: list[tuple[int, ...]]) -> str | No
         if all((FLEET, 0, c) not in ctx.state.free_sum for c in cls):
             down = sum(_class_nodes(ctx, c) for c in cls)
             which = "the only node" if down == 1 else f"all {down} nodes"
-            return f"{which} that could host it {verb(down, 'is', 'are')} not ready (down, cordoned or draining)"
+            return f"{which} that could host it {verb(down, 'is', 'are')} not ready ({_not_ready_states(ctx, cls)})"
     return None
+
+
+def _not_ready_states(ctx: CycleContext, classes: tuple[int, ...]) -> str:
+    """The states of the nodes of these classes, none of them ready: "quarantined" for one
+    node, "1 down, 2 quarantined" for several."""
+    wanted = set(classes)
+    states: dict[str, int] = {}
+    node_class = ctx.state.node_class
+    for n, node in enumerate(ctx.state.nodes):
+        if node_class[n] in wanted:
+            states[node.state.value] = states.get(node.state.value, 0) + 1
+    if sum(states.values()) == 1:
+        return next(iter(states))
+    return ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
 
 
 def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
