@@ -222,10 +222,14 @@ class QuartermasterCollector(Collector):
     # -- fleet shape and leadership --------------------------------------------------------
 
     def _fleet_shape(self) -> Iterator[GaugeMetricFamily]:
-        stranded = GaugeMetricFamily(f"{PREFIX}_stranded_gpus",
-                                     "Free GPUs no pending job can use because of their shape (fragmentation).")
-        largest = GaugeMetricFamily(f"{PREFIX}_largest_free_block_gpus", "Most free GPUs on one node, per pool.",
-                                    labels=["pool"])
+        stranded = GaugeMetricFamily(
+            f"{PREFIX}_stranded_gpus",
+            "Idle GPUs on partly used ready nodes while a job that needs a whole node waits (fragmentation); "
+            "GPUs held idle for a waiting job's reservation included.")
+        largest = GaugeMetricFamily(
+            f"{PREFIX}_largest_free_block_gpus",
+            "Most idle GPUs on one ready node, per pool; GPUs held idle for a waiting job's reservation included.",
+            labels=["pool"])
         sample = FleetSample.objects.order_by("-at").values("stranded_gpus", "largest_free_block_by_pool").first()
         if sample is not None:
             stranded.add_metric([], sample["stranded_gpus"])

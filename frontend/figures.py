@@ -268,8 +268,9 @@ def stranded_gpus(samples: Sequence[Mapping[str, Any]], *, until: datetime | Non
         ]
 
     return _time_series("stranded", "Stranded GPUs",
-                        "Free GPUs on partly used ready nodes, counted while a job that needs a whole node waits: "
-                        "capacity that exists but cannot start that job.", "GPUs", samples,
+                        "Idle GPUs on partly used ready nodes, counted while a job that needs a whole node waits: "
+                        "capacity that exists but cannot start that job. GPUs held idle for a waiting job's "
+                        "reservation count too (as in /metrics and the fragmentation API).", "GPUs", samples,
                         NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces, until=until)
 
 

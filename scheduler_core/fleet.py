@@ -1,9 +1,12 @@
 """Fleet figures for the dashboards (issue #3 item 10), counted after the plan's binds.
 
-* ``stranded_gpus`` (seed 000): free GPUs on partially used ready nodes, while some job that
+* ``stranded_gpus`` (seed 000): idle GPUs on partially used ready nodes, while some job that
   needs at least one whole node waits and could use that node (its GPU type and memory);
-  zero when no such job waits.
-* ``largest_free_block_by_pool``: most free GPUs on one ready node, per pool.
+  zero when no such job waits. Idle includes the GPUs held for a waiting job's reservation or
+  nomination: they run nothing, as the fragmentation API, the simulator and the seed count
+  them; ``reserved_gpus`` says how many of the idle GPUs are so held.
+* ``largest_free_block_by_pool``: most idle GPUs on one ready node, per pool (held ones
+  included, as above).
 * ``dominant_share_by_team``: the DRF shares the queue was ordered by.
 * ``mean_slowdown`` (seed 001): mean over running jobs of (wait + run so far) / run so far,
   with run time floored at 60 s so a job that just started does not dominate.
@@ -37,12 +40,15 @@ def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
             continue
         reserved += held_on[n]
         free += idle
-        if idle > largest.get(node.pool, 0):
-            largest[node.pool] = idle
+        # Held GPUs run nothing: the stranded and largest-block figures count every idle GPU,
+        # as the fragmentation API reading live allocations does.
+        unused = idle + held_on[n]
+        if unused > largest.get(node.pool, 0):
+            largest[node.pool] = unused
         elif node.pool not in largest:
             largest[node.pool] = 0
         if on_node > 0 and node_class[n] in whole_node_classes:
-            stranded += idle
+            stranded += unused
     now = ctx.snapshot.now
     slowdowns = []
     for j in ctx.running.values():

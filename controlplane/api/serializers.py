@@ -801,11 +801,13 @@ class PoolFragmentationSerializer(serializers.Serializer):
     allocated_gpus = serializers.IntegerField()
     free_gpus = serializers.IntegerField(help_text="Free GPUs on ready nodes.")
     unavailable_gpus = serializers.IntegerField(help_text="Free GPUs on nodes that are not ready.")
-    largest_free_block = serializers.IntegerField(help_text="Most free GPUs on one ready node.")
+    largest_free_block = serializers.IntegerField(
+        help_text="Most idle GPUs on one ready node; GPUs held idle for a waiting job's reservation included.")
     whole_free_nodes = serializers.IntegerField()
     partially_used_nodes = serializers.IntegerField()
     stranded_gpus = serializers.IntegerField(
-        help_text="Free GPUs on partially used ready nodes while a job needing whole nodes of this pool waits."
+        help_text="Idle GPUs on partly used ready nodes while a job needing whole nodes of this pool waits; "
+                  "GPUs held idle for a waiting job's reservation included."
     )
     waiting_whole_node_jobs = serializers.IntegerField()
 
@@ -814,7 +816,10 @@ class FragmentationMetricsSerializer(serializers.Serializer):
     total_gpus = serializers.IntegerField()
     allocated_gpus = serializers.IntegerField()
     free_gpus = serializers.IntegerField()
-    stranded_gpus = serializers.IntegerField()
+    stranded_gpus = serializers.IntegerField(
+        help_text="Idle GPUs on partly used ready nodes while a job that needs a whole node waits; "
+                  "GPUs held idle for a waiting job's reservation included (the cycle's figure in /metrics)."
+    )
     pending_for_contiguous_gpus = serializers.IntegerField(
         help_text="Jobs waiting as InsufficientContiguousGpus: enough GPUs free, not in one piece."
     )

@@ -111,7 +111,10 @@ def fragmentation_figures() -> FragmentationFigures:
     1. Live GPUs per node (one grouped query) against each node's GPU count.
     2. Per pool: free GPUs on ready nodes, the largest free block, whole free nodes.
     3. Stranded GPUs (FleetFigures' definition): free GPUs on partially used ready nodes,
-       counted only while a pending job that needs whole nodes of that pool waits: its GPUs per
+       counted only while a pending job that needs whole nodes of that pool waits. Free here is
+       idle: no live allocation holds it, so GPUs the cycle holds for a waiting job's
+       reservation count, as the cycle's stranded GPUs and largest free block count them
+       (scheduler_core/fleet.py; docs/dashboards.md). That job's GPUs per
        node (or its size, when it leaves that to the scheduler) reach the pool's node size, and
        it accepts the pool's GPU type and memory.
     """

@@ -26,7 +26,12 @@ Two independent proofs:
   an elastic job described at its smallest size, 2026-11-30: compared field by field against
   the plans before, only ``QuotaExceeded`` jobs' sentences, remedies and ETAs changed; and a
   reclaim's notice saying the victim stops whole with its GPUs instead of calling them all
-  lent, 2026-11-30: decisions identical, one message per changed snapshot)::
+  lent, 2026-11-30: decisions identical, one message per changed snapshot; and the fleet
+  figures counting the idle GPUs held for a reservation as stranded and in the largest free
+  block, 2026-11-30: compared field by field against the plans before (binds, preemptions,
+  resizes, reservations, kills, every explanation's code, reason, position and ETA, every
+  sentence, and the other fleet figures identical), only seed 3's ``stranded_gpus`` 0 → 17
+  and its h100 largest free block 0 → 3 changed)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -57,7 +62,7 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 GOLDEN = {
     (1000, 500, 200, 7): "8909d667ecff5fcc990d734d83d61990502bf87d5a5ca3df6b8c11b6c2485fbc",
     (1000, 500, 200, 1): "0d78c39888b83c70028b6b09dfd41fe0cb5ce792b1bfa565bf5eed1dd36014db",
-    (1000, 500, 200, 3): "c4c460d8e9f1a9994aa6b779daee7b2f617287c1d8990815bbd8443dd7ae00fd",
+    (1000, 500, 200, 3): "f21e441293e6334213c7a5276c35700d8139b4f199ae0a6bcc82f34fc3e67a43",
     (2000, 1000, 400, 4): "66b88d876aafbbc4cba6c5285d0af3c6bcb3f2a85e81809a394f415a5ee5f270",
     (10000, 5000, 2000, 7): "6f6fa3b5fca3d2563dc906fbb172045f74ccc19944c25576bf1614d8c271d930",
 }

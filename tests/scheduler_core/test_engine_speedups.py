@@ -13,7 +13,12 @@
   GPU types named type by type, with the cheapest type's remedy and the earliest type's ETA,
   2026-11-30 (only ``QuotaExceeded`` sentences, remedies and ETAs changed), and a reclaim's
   notice saying its victim stops whole with its GPUs instead of calling them all lent,
-  2026-11-30: every decision and reason unchanged;
+  2026-11-30: every decision and reason unchanged; and the fleet figures counting the idle
+  GPUs held for a reservation as stranded and in the largest free block, 2026-11-30: compared
+  field by field (binds, preemptions, resizes, reservations, kills, every explanation's code,
+  reason, position, ETA and sentence, the other fleet figures: identical), only
+  ``stranded_gpus`` 0 → 22 and 0 → 4 and the h100 largest free block 0 → 3 and 0 → 4 of the
+  1,000-GPU loop and 2,000-GPU default snapshots changed;
   and once when decisions were meant to change: a team over its nominal quota in a cohort
   borrows the excess, 2026-11-29, which moves victims and binds in the 1,000-GPU snapshots
   whose synthetic running jobs exceed some teams' quotas), by::
@@ -57,8 +62,8 @@ from scheduler_core.types import (
 
 GOLDEN = {
     (1000, 500, 200, 1, "default"): "0a8b460b508435688c34dc2838139875627e232bfb1b26a46417bfeaa8c9044b",
-    (1000, 500, 200, 3, "loop"): "134be0758f676f416512bc04b05d452265d6b9b1c1f9ea447db8ac412ac204ab",
-    (2000, 1000, 400, 4, "default"): "82aad822303923c3025b6d202db32547b7df43aac22164f5379fc44d3a5fd494",
+    (1000, 500, 200, 3, "loop"): "fe70d6f0945fabc6a70a0556ec70873a6e254f2d90033d065f4ca056bbf91354",
+    (2000, 1000, 400, 4, "default"): "a0b0ac04cbc64a6af674b20692aabb91ceb0b164eddf1a16b9723066a1602e13",
     (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
     (10000, 5000, 2000, 7, "loop"): "ef250167f055eee2464c14e27f069d39899553b07b1d44d58ebedba2d1a43cd7",
 }
