@@ -525,7 +525,8 @@ class PriorityClassAdmin(ConfigAudited):
         period changes only later stops, which the admin is told when jobs of the class are
         stopping now."""
         super().save_model(request, obj, form, change)
-        if not change or "grace_period_s" not in form.changed_data:
+        touched = {"grace_period_s", "preemptible", "min_runtime_s"} & set(form.changed_data)
+        if not change or not touched:
             return
         stopping = list(
             Allocation.objects.filter(state=AllocationState.RELEASING, job__priority_class=obj)
@@ -535,11 +536,14 @@ class PriorityClassAdmin(ConfigAudited):
             jobs = "; ".join(f"job {job_id}" + (f", by {deadline:%H:%M:%S} UTC" if deadline else "")
                              for job_id, deadline in stopping[:5])
             more = f" and {len(stopping) - 5} more" if len(stopping) > 5 else ""
+            one = len(stopping) == 1
+            what = (f"{'it keeps' if one else 'they keep'} the grace {'it was' if one else 'they were'} given; the new "
+                    f"{obj.grace_period_s} s applies to stops ordered from now on." if touched == {"grace_period_s"} else
+                    f"{'its stop goes' if one else 'their stops go'} ahead; the change applies to stops ordered from "
+                    "now on.")
             self.message_user(request, (
-                f"{counted(len(stopping), 'job')} of class {obj.name} {'is' if len(stopping) == 1 else 'are'} stopping "
-                f"now ({jobs}{more}): {'it keeps' if len(stopping) == 1 else 'they keep'} the grace "
-                f"{'it was' if len(stopping) == 1 else 'they were'} given; the new {obj.grace_period_s} s applies to "
-                "stops ordered from now on."), level=messages.INFO)
+                f"{counted(len(stopping), 'job')} of class {obj.name} {'is' if one else 'are'} stopping "
+                f"now ({jobs}{more}): {what}"), level=messages.INFO)
 
     list_display = ("name", "value", "preemptible", "may_preempt_lower", "grace_period", "min_runtime", "budget",
                     "runtime_limits")

@@ -55,3 +55,20 @@ def test_nothing_said_when_no_job_of_the_class_is_stopping(fleet, browser) -> No
     said = _change_grace(browser, fleet.research, 300)
 
     assert not [m for m in said if "stopping now" in m]
+
+
+def test_making_the_class_not_preemptible_says_the_stops_under_way_go_ahead(fleet, browser) -> None:
+    now = timezone.now()
+    job = running_job(fleet.ml, gpus=8, started_at=now - timedelta(hours=1), priority_class=fleet.research)
+    allocation = hold(job, [(fleet.nodes[1], 8)], now - timedelta(hours=1))
+    deadline = (now + timedelta(seconds=20)).replace(microsecond=0)
+    Allocation.objects.filter(pk=allocation.pk).update(state=AllocationState.RELEASING, release_deadline=deadline)
+    path = f"/admin/controlplane/priorityclass/{fleet.research.pk}/change/"
+    form = {k: v for k, v in f.admin_change_form(browser.get(path)).items() if v is not False and k != "preemptible"}
+
+    r = browser.post(path, form, follow=True)
+
+    assert r.status_code == 200 and not PriorityClass.objects.get(pk=fleet.research.pk).preemptible
+    said = [str(m) for m in get_messages(r.wsgi_request)]
+    assert (f"1 job of class research is stopping now (job {job.pk}, by {deadline:%H:%M:%S} UTC): its stop goes "
+            "ahead; the change applies to stops ordered from now on.") in said
