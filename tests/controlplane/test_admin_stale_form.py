@@ -22,7 +22,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from controlplane.choices import EventKind
-from controlplane.models import Event, PriorityClass, Quota
+from controlplane.models import Event, PriceRate, PriorityClass, Quota
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -152,3 +152,46 @@ def test_a_quota_row_deleted_by_another_admin_is_left_out_of_the_team_page_save(
     assert not Quota.objects.filter(pk=quota.pk).exists()
     assert ("Quota ml × H100-80GB: 16 was deleted by user:carol since you opened this page: its row on your page "
             "was left out, nothing of it saved.") in _messages(r)
+
+
+def _open_price(client: Client, path: str) -> dict[str, Any]:
+    """The page's form with its start as the two inputs the page posts (date, time)."""
+    form = _open(client, path)
+    start = form.pop("effective_from")
+    form["effective_from_0"], form["effective_from_1"] = f"{start:%Y-%m-%d}", f"{start:%H:%M:%S}"
+    return form
+
+
+def test_a_price_keeps_both_admins_changes_to_its_date_and_its_rate(fleet, browser, carol) -> None:
+    """The date and time of a price's start is a two-part field: kept like any other."""
+    rate = PriceRate.objects.get(gpu_type=fleet.h100)
+    path = f"/admin/controlplane/pricerate/{rate.pk}/change/"
+    mine = _open_price(browser, path)
+    hers = _open_price(carol, path)
+    hers["effective_from_0"], hers["effective_from_1"] = "2026-02-01", "00:00:00"
+    assert carol.post(path, hers).status_code == 302
+
+    mine["usd_per_gpu_hour"] = "3.1000"
+    r = browser.post(path, mine, follow=True)
+
+    assert r.status_code == 200 and r.redirect_chain, r.context["adminform"].form.errors
+    rate.refresh_from_db()
+    assert str(rate.usd_per_gpu_hour) == "3.1000" and rate.effective_from.date().isoformat() == "2026-02-01"
+    assert any(m.startswith("Kept the change user:carol saved since you opened this page: effective from")
+               for m in _messages(r)), _messages(r)
+
+
+def test_a_price_both_admins_dated_is_refused_and_shows_the_stored_date(fleet, browser, carol) -> None:
+    rate = PriceRate.objects.get(gpu_type=fleet.h100)
+    path = f"/admin/controlplane/pricerate/{rate.pk}/change/"
+    mine = _open_price(browser, path)
+    hers = _open_price(carol, path)
+    hers["effective_from_0"] = "2026-02-01"
+    assert carol.post(path, hers).status_code == 302
+
+    mine["effective_from_0"] = "2026-03-01"
+    r = browser.post(path, mine)
+
+    assert r.status_code == 200
+    assert list(r.context["adminform"].form.errors) == ["effective_from"], r.context["adminform"].form.errors
+    assert 'value="2026-02-01"' in r.content.decode()
