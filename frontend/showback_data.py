@@ -105,6 +105,9 @@ def report_rows(report: accounting.Showback) -> list[dict[str, Any]]:
             "usd_per_productive_gpu_hour": entry.usd_per_productive_gpu_hour,
             "useful_tokens": tokens[entry.key],
             "usd_per_million_tokens": accounting.usd_per_million_tokens(entry),
+            # Beside it: the cost that reported no tokens, which $ / 1M tokens leaves out.
+            "cost_without_tokens_usd": m["cost_without_tokens_usd"],
+            "share_without_tokens": None if entry.share_without_tokens is None else float(entry.share_without_tokens),
             "idle_reserved_usd": m["idle_reserved_usd"] if (report.group_by == "team" or entry.key == "TOTAL") else None,
             "preemption_waste_usd": m["preemption_waste_usd"],
             "lost_gpu_hours": float(entry.lost_gpu_seconds / 3600),
@@ -120,3 +123,27 @@ def report_rows(report: accounting.Showback) -> list[dict[str, Any]]:
 
 def _share(part: Decimal, whole: Decimal) -> float:
     return float(part / whole) if whole else 0.0
+
+
+def idle_reserved_note(report: accounting.Showback) -> str:
+    """Where "Idle reserved quota" and the "no job (idle capacity)" row meet (finance and admins,
+    team grouping): why the two differ, and per GPU type where the guarantees read more than the
+    idle capacity cost, both amounts. Empty when no guarantee sat idle."""
+    if report.idle is None or not report.idle_reserved_usd_total:
+        return ""
+    text = ("Idle reserved quota and the no-job row are two readings of the same idle capacity, not two charges "
+            "(TOTAL's cost counts it once, in the no-job row). Idle guarantees are priced at their GPU type's "
+            "reserved rate, what a guarantee is worth; the no-job row is what the idle nodes cost at their own "
+            "tier, so the two differ where idle nodes are on-demand or spot.")
+    for t in report.idle_by_gpu_type:
+        if t.reserved_usd.quantize(accounting.CENT) > t.idle_usd.quantize(accounting.CENT):
+            rate = t.idle_usd * 3600 / t.idle_gpu_seconds if t.idle_gpu_seconds else None
+            text += (f" On {t.gpu_type}, guarantees idle for {t.reserved_gpu_seconds / 3600:,.1f} GPU-h read "
+                     f"{_usd(t.reserved_usd)} at the reserved rate, more than the idle {t.gpu_type} capacity "
+                     f"({t.idle_gpu_seconds / 3600:,.1f} GPU-h) cost: {_usd(t.idle_usd)}"
+                     + (f", {_usd(rate)} per GPU-hour." if rate is not None else "."))
+    return text
+
+
+def _usd(value: Decimal) -> str:
+    return f"${value.quantize(accounting.CENT):,}"

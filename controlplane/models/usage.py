@@ -79,6 +79,25 @@ class UsageColumns(models.Model):
         abstract = True
 
 
+class TokenCostColumns(models.Model):
+    """What the jobs that reported useful tokens held and cost: the numerator of $ per useful
+    token (docs/accounting.md, "$ per useful token"). A job that has reported any useful tokens
+    counts whole, from its first minute (start-up, stalls and lost work are what its tokens
+    cost); a job that reported none (evaluation counted in steps, a serving job that reported
+    nothing) is in cost_usd only. Jobs' and groups' rows carry them; the fleet's do not."""
+
+    token_gpu_seconds = models.DecimalField(
+        **GPU_SECONDS, help_text="Allocated GPU-seconds of jobs that reported useful tokens.")
+    token_cost_usd = models.DecimalField(**USD, help_text="What those GPU-seconds cost at the price in force.")
+
+    class Meta:
+        abstract = True
+
+
+#: Summed like the usage columns, for jobs' and groups' rows only.
+TOKEN_SUM_FIELDS = ("token_gpu_seconds", "token_cost_usd")
+
+
 USAGE_SUM_FIELDS = (
     "allocated_gpu_seconds",
     "active_gpu_seconds",
@@ -110,7 +129,7 @@ def _tiers_ordered(prefix: str) -> list[models.CheckConstraint]:
     ]
 
 
-class UsageRollup(UsageColumns):
+class UsageRollup(UsageColumns, TokenCostColumns):
     """What one job did on one kind of capacity over one minute, hour or day."""
 
     bucket = models.IntegerField(choices=RollupBucket.choices)
@@ -147,7 +166,7 @@ class UsageRollup(UsageColumns):
         return f"job {self.job_id} {self.get_bucket_display()} {self.start:%Y-%m-%d %H:%M}: ${self.cost_usd}"
 
 
-class GroupRollup(UsageColumns):
+class GroupRollup(UsageColumns, TokenCostColumns):
     """All jobs of one team, project and priority class on one kind of capacity, per day or
     calendar month: what long showback windows read."""
 

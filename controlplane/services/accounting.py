@@ -65,7 +65,7 @@ from controlplane.models import (
     UsageRollup,
     UsageSample,
 )
-from controlplane.models.usage import USAGE_SUM_FIELDS, RollupBucket
+from controlplane.models.usage import TOKEN_SUM_FIELDS, USAGE_SUM_FIELDS, RollupBucket
 from controlplane.services.usage_tiers import (
     EVICTED,
     FAILED,
@@ -516,6 +516,7 @@ def _derive_and_store(
     rates = {
         r.job_id: (r.unit, r.per_active_gpu_second) for r in JobProgressRate.objects.filter(job_id__in=job_ids)
     }
+    token_jobs = _token_jobs(derivation, job_ids, touched)
     stale = UsageRollup.objects.filter(in_bucket(MINUTE, start, end))
     if job_id is not None:
         stale = stale.filter(job_id=job_id)
@@ -525,6 +526,8 @@ def _derive_and_store(
         team_id, project_id, pc_id = meta[jid]
         unit, rate = rates.get(jid, (None, None))
         active = cell.active
+        cost = cell.cost_usd.quantize(USD_QUANTUM)
+        tokens_job = jid in token_jobs
         rows.append(
             UsageRollup(
                 bucket=MINUTE, start=from_us(minute), job_id=jid, team_id=team_id, project_id=project_id,
@@ -533,14 +536,42 @@ def _derive_and_store(
                 productive_gpu_seconds=productive_of(active, cell.retained_progress(unit or "steps"), rate),
                 reported_gpu_seconds=cell.reported, lost_gpu_seconds=cell.lost, steps=cell.steps,
                 useful_tokens=cell.useful_tokens, retained_steps=cell.retained_steps,
-                retained_tokens=cell.retained_tokens, cost_usd=cell.cost_usd.quantize(USD_QUANTUM),
+                retained_tokens=cell.retained_tokens, cost_usd=cost,
                 lost_cost_usd=cell.lost_cost_usd.quantize(USD_QUANTUM),
+                token_gpu_seconds=cell.allocated if tokens_job else Decimal(0),
+                token_cost_usd=cost if tokens_job else Decimal(0),
             )
         )
     UsageRollup.objects.bulk_create(rows, batch_size=2000)
     touched.rows_written += len(rows)
     touched.minutes(start, end, job_id)
     return derivation
+
+
+def _token_jobs(derivation: Derivation, job_ids: set[int], touched: _Touched) -> set[int]:
+    """The jobs of a derivation that have reported useful tokens: in these minutes, to their
+    agent (`Job.useful_tokens`) or in minutes rolled before. All their GPU time is token work
+    (the numerator of $ per useful token). A job whose first tokens come after minutes already
+    rolled (start-up, a model still loading) has those rows counted as token work now, at every
+    granularity in place, and the group rows of their days re-summed."""
+    found = {key[1] for key, cell in derivation.cells.items() if cell.useful_tokens > 0}
+    rest = job_ids - found
+    if rest:
+        found |= set(Job.objects.filter(pk__in=rest, useful_tokens__gt=0).values_list("pk", flat=True))
+        rest = job_ids - found
+    if rest:
+        found |= set(UsageRollup.objects.filter(bucket=DAY, job_id__in=rest, useful_tokens__gt=0)
+                     .values_list("job_id", flat=True).distinct())
+    if found:
+        untagged = list(UsageRollup.objects.filter(bucket=DAY, job_id__in=found,
+                                                   allocated_gpu_seconds__gt=F("token_gpu_seconds"))
+                        .values_list("job_id", "start").distinct())
+        if untagged:
+            UsageRollup.objects.filter(job_id__in={j for j, _ in untagged}).exclude(
+                token_gpu_seconds=F("allocated_gpu_seconds"), token_cost_usd=F("cost_usd"),
+            ).update(token_gpu_seconds=F("allocated_gpu_seconds"), token_cost_usd=F("cost_usd"))
+            touched.group_days.update(day for _, day in untagged)
+    return found
 
 
 @dataclass(frozen=True)
@@ -826,12 +857,13 @@ def _resum_jobs(bucket: int, starts: Iterable[datetime], job_id: int | None) -> 
         target = UsageRollup.objects.filter(in_bucket(bucket, a, b))
         if job_id is not None:
             source, target = source.filter(job_id=job_id), target.filter(job_id=job_id)
+        summed = (*USAGE_SUM_FIELDS, *TOKEN_SUM_FIELDS)
         sums = source.annotate(slot=_slot(bucket)).values("slot", *_DIMENSIONS).annotate(
-            **{f"s_{f}": Sum(f) for f in USAGE_SUM_FIELDS}
+            **{f"s_{f}": Sum(f) for f in summed}
         )
         rows = [
             UsageRollup(bucket=bucket, start=s["slot"], **{d: s[d] for d in _DIMENSIONS},
-                        **{f: s[f"s_{f}"] for f in USAGE_SUM_FIELDS})
+                        **{f: s[f"s_{f}"] for f in summed})
             for s in sums
         ]
         target.delete()
@@ -849,7 +881,7 @@ def next_month(month: datetime) -> datetime:
 def _resum_groups(days: set[datetime]) -> None:
     """The job-less day rows of the touched days (sums of every job's day rows), then the
     calendar months those days belong to (sums of their day rows)."""
-    usage = list(USAGE_SUM_FIELDS)
+    usage = [*USAGE_SUM_FIELDS, *TOKEN_SUM_FIELDS]
     for a, b in _runs(days, DAY):
         sums = (
             UsageRollup.objects.filter(in_bucket(DAY, a, b))
@@ -1018,7 +1050,8 @@ def _priced(model: Any, rate: Decimal | None) -> dict[str, Any]:
         return {"capacity_cost_usd": F("capacity_gpu_seconds") * per_s}
     if model is QuotaRollup:
         return {"idle_cost_usd": F("idle_gpu_seconds") * per_s}
-    return {"cost_usd": F("allocated_gpu_seconds") * per_s, "lost_cost_usd": F("lost_gpu_seconds") * per_s}
+    return {"cost_usd": F("allocated_gpu_seconds") * per_s, "lost_cost_usd": F("lost_gpu_seconds") * per_s,
+            "token_cost_usd": F("token_gpu_seconds") * per_s}
 
 
 @dataclass
@@ -1427,6 +1460,8 @@ class ShowbackEntry:
     idle_reserved_gpu_seconds: Decimal | None = None
     idle_reserved_usd: Decimal | None = None
     idle_gpu_seconds: Decimal = Decimal(0)
+    #: What the jobs that reported useful tokens cost (the numerator of $ per useful token).
+    token_cost_usd: Decimal = Decimal(0)
 
     def add(self, other: ShowbackEntry) -> None:
         self.allocated_gpu_seconds += other.allocated_gpu_seconds
@@ -1437,6 +1472,7 @@ class ShowbackEntry:
         self.lost_cost_usd += other.lost_cost_usd
         self.useful_tokens += other.useful_tokens
         self.idle_gpu_seconds += other.idle_gpu_seconds
+        self.token_cost_usd += other.token_cost_usd
         if other.idle_reserved_usd is not None:
             self.idle_reserved_usd = (self.idle_reserved_usd or Decimal(0)) + other.idle_reserved_usd
             self.idle_reserved_gpu_seconds = (self.idle_reserved_gpu_seconds or Decimal(0)) + (
@@ -1453,7 +1489,20 @@ class ShowbackEntry:
 
     @property
     def usd_per_useful_token(self) -> Decimal | None:
-        return self.cost_usd / Decimal(repr(self.useful_tokens)) if self.useful_tokens >= 1 else None
+        """What the jobs that reported useful tokens cost, over those tokens (docs/accounting.md,
+        "$ per useful token"): the cost of jobs that reported none is not in it, but beside it
+        (`cost_without_tokens_usd`)."""
+        return self.token_cost_usd / Decimal(repr(self.useful_tokens)) if self.useful_tokens >= 1 else None
+
+    @property
+    def cost_without_tokens_usd(self) -> Decimal:
+        """The cost that reported no useful tokens: jobs that reported none (and, in TOTAL and
+        `__idle__`, the capacity no job held)."""
+        return self.cost_usd - self.token_cost_usd
+
+    @property
+    def share_without_tokens(self) -> Decimal | None:
+        return self.cost_without_tokens_usd / self.cost_usd if self.cost_usd else None
 
 
 @dataclass
@@ -1474,6 +1523,8 @@ class Showback:
     rolled_until: datetime | None
     idle_reserved_gpu_seconds_total: Decimal = Decimal(0)
     idle_reserved_usd_total: Decimal = Decimal(0)
+    #: Fleet readers: idle guarantees and idle capacity per GPU type (`IdleByGpuType`).
+    idle_by_gpu_type: list[Any] = field(default_factory=list)
 
     @cached_property
     def total(self) -> ShowbackEntry:
@@ -1550,6 +1601,7 @@ def _bucket_starts(a: datetime, b: datetime, bucket: int) -> list[datetime]:
 _USAGE_SUMS = {
     "allocated": "allocated_gpu_seconds", "active": "active_gpu_seconds", "productive": "productive_gpu_seconds",
     "lost": "lost_gpu_seconds", "cost": "cost_usd", "lost_cost": "lost_cost_usd", "tokens": "retained_tokens",
+    "token_cost": "token_cost_usd",
 }
 
 
@@ -1628,11 +1680,18 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
             for name in _USAGE_SUMS:
                 into[name] = into.get(name, 0) + row.get(name, 0)
     entries = [_entry(group_by, s) for s in merged.values()]
-    idle_by_team = {
-        key[0]: (row.get("gpu_s") or Decimal(0), row.get("usd") or Decimal(0))
-        for key, row in _sum_segments(QuotaRollup, plain, ["team_id"],
-                                      {"gpu_s": "idle_gpu_seconds", "usd": "idle_cost_usd"}, team_ids).items()
-    }
+    idle_by_team: dict[int, tuple[Decimal, Decimal]] = {}
+    reserved_by_type: dict[int, tuple[Decimal, Decimal]] = {}
+    type_names: dict[int, str] = {}
+    for (team_id, gpu_type_id, type_name), row in _sum_segments(
+        QuotaRollup, plain, ["team_id", "gpu_type_id", "gpu_type__name"],
+        {"gpu_s": "idle_gpu_seconds", "usd": "idle_cost_usd"}, team_ids,
+    ).items():
+        type_names[gpu_type_id] = type_name
+        gpu_s, usd = row.get("gpu_s") or Decimal(0), row.get("usd") or Decimal(0)
+        for into, key in ((idle_by_team, team_id), (reserved_by_type, gpu_type_id)):
+            was = into.get(key, (Decimal(0), Decimal(0)))
+            into[key] = (was[0] + gpu_s, was[1] + usd)
     if group_by == "team":
         seen = {e.properties["team_id"] for e in entries}
         for team_id in set(idle_by_team) - seen:
@@ -1643,21 +1702,56 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
     _name_entries(group_by, entries)
     entries.sort(key=lambda e: (-e.cost_usd, e.name))
     idle = capacity = capacity_cost = None
+    by_type: list[IdleByGpuType] = []
     if reads_all:
-        fleet = _sum_segments(FleetRollup, plain, [], {
+        fleet: dict[str, Decimal] = defaultdict(Decimal)
+        per_type = _sum_segments(FleetRollup, plain, ["gpu_type_id", "gpu_type__name"], {
             "capacity": "capacity_gpu_seconds", "capacity_cost": "capacity_cost_usd",
-            "allocated": "allocated_gpu_seconds", "cost": "cost_usd"}, None).get((), {})
-        capacity = fleet.get("capacity") or Decimal(0)
-        capacity_cost = fleet.get("capacity_cost") or Decimal(0)
+            "allocated": "allocated_gpu_seconds", "cost": "cost_usd"}, None)
+        for row in per_type.values():
+            for name in ("capacity", "capacity_cost", "allocated", "cost"):
+                fleet[name] += row.get(name) or Decimal(0)
+        capacity = fleet["capacity"]
+        capacity_cost = fleet["capacity_cost"]
         idle = ShowbackEntry(key=IDLE, name=IDLE, properties={})
-        idle.idle_gpu_seconds = capacity - (fleet.get("allocated") or Decimal(0))
-        idle.cost_usd = capacity_cost - (fleet.get("cost") or Decimal(0))
+        idle.idle_gpu_seconds = capacity - fleet["allocated"]
+        idle.cost_usd = capacity_cost - fleet["cost"]
+        type_names.update({key[0]: key[1] for key in per_type})
+        by_type = _idle_by_gpu_type({key[0]: row for key, row in per_type.items()}, reserved_by_type, type_names)
     return Showback(
         window=window, start=start, end=end, group_by=group_by, entries=entries, idle=idle,
         capacity_gpu_seconds=capacity, capacity_cost_usd=capacity_cost, rolled_until=rolled,
         idle_reserved_gpu_seconds_total=sum((v[0] for v in idle_by_team.values()), Decimal(0)),
         idle_reserved_usd_total=sum((v[1] for v in idle_by_team.values()), Decimal(0)),
+        idle_by_gpu_type=by_type,
     )
+
+
+@dataclass(frozen=True)
+class IdleByGpuType:
+    """Per GPU type, the two readings of capacity no job used: guarantees idle (priced at the
+    type's reserved rate: what a guarantee is worth) and the idle capacity (what the idle nodes
+    cost, at their own tiers). They differ where the idle nodes are not reserved capacity."""
+
+    gpu_type: str
+    reserved_gpu_seconds: Decimal
+    reserved_usd: Decimal
+    idle_gpu_seconds: Decimal
+    idle_usd: Decimal
+
+
+def _idle_by_gpu_type(fleet: dict[int, dict[str, Any]], reserved: dict[int, tuple[Decimal, Decimal]],
+                      names: dict[int, str]) -> list[IdleByGpuType]:
+    out = []
+    for gpu_type_id in set(fleet) | set(reserved):
+        row = fleet.get(gpu_type_id, {})
+        gpu_s, usd = reserved.get(gpu_type_id, (Decimal(0), Decimal(0)))
+        out.append(IdleByGpuType(
+            gpu_type=names.get(gpu_type_id, str(gpu_type_id)), reserved_gpu_seconds=gpu_s, reserved_usd=usd,
+            idle_gpu_seconds=(row.get("capacity") or Decimal(0)) - (row.get("allocated") or Decimal(0)),
+            idle_usd=(row.get("capacity_cost") or Decimal(0)) - (row.get("cost") or Decimal(0)),
+        ))
+    return sorted(out, key=lambda t: t.gpu_type)
 
 
 def _entry(group_by: str, s: dict[str, Any]) -> ShowbackEntry:
@@ -1672,6 +1766,7 @@ def _entry(group_by: str, s: dict[str, Any]) -> ShowbackEntry:
         active_gpu_seconds=s["active"] or Decimal(0), productive_gpu_seconds=s["productive"] or Decimal(0),
         lost_gpu_seconds=s["lost"] or Decimal(0), cost_usd=s["cost"] or Decimal(0),
         lost_cost_usd=s["lost_cost"] or Decimal(0), useful_tokens=float(s["tokens"] or 0.0),
+        token_cost_usd=s.get("token_cost") or Decimal(0),
     )
 
 
@@ -1737,7 +1832,11 @@ CSV_COLUMNS = (
     # /showback/ page shows.
     "usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens", "preemption_lost_gpu_hours",
     "gpu_hours_idle",
+    # Beside $ per useful token (which counts only the jobs that reported tokens): the cost that
+    # reported none, in cents, and its share of the row's cost.
+    "cost_without_tokens_usd", "share_of_cost_without_tokens",
 )
+_SHARE_Q = Decimal("0.0001")
 #: Appended for `group_by=job`: whose job each row is (the JSON's properties carry them too).
 JOB_CSV_COLUMNS = ("job_name", "team", "project")
 CENT = Decimal("0.01")
@@ -1792,13 +1891,15 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
     cost = apportion([r.cost_usd for r in rows])
     waste = apportion([r.lost_cost_usd for r in rows])
     reserved = apportion([r.idle_reserved_usd or Decimal(0) for r in rows])
+    without = apportion([r.cost_without_tokens_usd for r in rows])
     out = {
-        r.key: {"cost_usd": c, "preemption_waste_usd": w, "idle_reserved_usd": i}
-        for r, c, w, i in zip(rows, cost, waste, reserved, strict=True)
+        r.key: {"cost_usd": c, "preemption_waste_usd": w, "idle_reserved_usd": i, "cost_without_tokens_usd": n}
+        for r, c, w, i, n in zip(rows, cost, waste, reserved, without, strict=True)
     }
     total_reserved = report.idle_reserved_usd_total
     out["TOTAL"] = {
         "cost_usd": sum(cost, Decimal(0)),
+        "cost_without_tokens_usd": sum(without, Decimal(0)),
         "preemption_waste_usd": sum(waste, Decimal(0)),
         "idle_reserved_usd": sum(reserved, Decimal(0)) if report.group_by == "team"
         else total_reserved.quantize(CENT),
@@ -1835,6 +1936,7 @@ def showback_csv(report: Showback) -> str:
             _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
             str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
             hours(entry.lost_gpu_seconds), hours(idle_gpu_seconds),
+            _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
             *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
                str(entry.properties.get("project", ""))) if by_job else ()),
         ]
@@ -1867,6 +1969,8 @@ def showback_json(report: Showback) -> dict[str, Any]:
             "name": IDLE, "properties": {}, "window": window, "start": window["start"], "end": window["end"],
             "minutes": minutes, "gpuHours": float(_hours(idle.idle_gpu_seconds)),
             "gpuCost": float(money[IDLE]["cost_usd"]), "totalCost": float(money[IDLE]["cost_usd"]),
+            "costWithoutTokens": float(money[IDLE]["cost_without_tokens_usd"]),
+            "shareOfCostWithoutTokens": _share(idle.cost_without_tokens_usd, idle.cost_usd),
         }
     total = report.total
     totals = _allocation(total, money["TOTAL"], tokens["TOTAL"], window, minutes)
@@ -1911,6 +2015,8 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
         "usefulTokens": tokens,
         "usdPerUsefulToken": number(per_token, _TOKEN_RATE_Q),
         "usdPerMillionTokens": number(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
+        "costWithoutTokens": float(money["cost_without_tokens_usd"]),
+        "shareOfCostWithoutTokens": _share(entry.cost_without_tokens_usd, entry.cost_usd),
         "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
         or entry.key == "TOTAL" else None,
         "preemptionLostGpuHours": float(_hours(entry.lost_gpu_seconds)),

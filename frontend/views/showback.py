@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET
 from controlplane.services import accounting
 from controlplane.services.access import access_of
 from frontend import figures
-from frontend.showback_data import GROUPINGS, WINDOW_CHOICES, cost_series, report_rows
+from frontend.showback_data import GROUPINGS, WINDOW_CHOICES, cost_series, idle_reserved_note, report_rows
 
 DEFAULT_WINDOW = "7d"
 PARAMETERS = ("window", "month", "group_by")
@@ -87,6 +87,7 @@ def showback(request: HttpRequest) -> HttpResponse:
         period = {"window": f"{accounting._iso(report.start)},{accounting._iso(report.end)}"}
     context.update({
         "report": report, "rows": rows, "charts": charts,
+        "idle_reserved_note": idle_reserved_note(report) if group_by == "team" else "",
         "csv_url": reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"}),
         "json_url": reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),
     })

@@ -40,6 +40,7 @@ def test_one_period_says_nothing(client_for):
 def test_the_fully_loaded_total_is_said_to_fleet_readers_only(client_for):
     """TOTAL's $ / GPU-h read $19.67 beside rows of $2–3 on the demo, with nothing on the page to
     say it carries the idle capacity's cost; members' TOTAL has no idle capacity in it."""
-    said = "idle capacity included, by the GPU-hours and tokens the jobs used"
+    # (tokens are priced by the jobs that reported them: docs/accounting.md, "$ per useful token")
+    said = "idle capacity included, by the GPU-hours the jobs used"
     assert said in client_for("finn").get("/showback/?window=24h").content.decode()
     assert said not in client_for("alice").get("/showback/?window=24h").content.decode()

@@ -37,8 +37,9 @@ PINNED = {
 def load(client_for, submit_as, samples, jobs: int) -> dict[str, int]:
     for i in range(jobs):
         submit_as("alice" if i % 2 else "bob", name=f"j{i}", gpus=1 + i % 8)
-    run_cycle("test")
-    accounting.roll_up(timezone.now())  # the utilization chart and costs read the rollups
+    run_cycle("test", now=timezone.now() - timedelta(minutes=2))
+    # the utilization chart and costs read the rollups (a report covers whole minutes rolled)
+    accounting.roll_up(timezone.now())
     samples(50, every=timedelta(minutes=1))
     counts = {}
     client = client_for("admin")

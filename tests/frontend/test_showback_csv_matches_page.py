@@ -35,6 +35,7 @@ PAGE_TO_CSV = {
     "$ / productive GPU-h": ("usd_per_productive_gpu_hour",),
     "Useful tokens": ("useful_tokens",),
     "$ / 1M tokens": ("usd_per_million_tokens",),
+    "Cost without tokens": ("cost_without_tokens_usd", "share_of_cost_without_tokens"),
     "Preemption waste": ("preemption_waste_usd", "preemption_lost_gpu_hours"),
     "Idle reserved quota": ("idle_reserved_usd",),
 }
@@ -95,6 +96,7 @@ def test_every_figure_on_the_page_is_in_its_csv(client_for, preempted_after_an_h
         row = rows[r["name"]]
         assert cell(row["cost_usd"]) == r["cost_usd"]
         assert cell(row["preemption_waste_usd"]) == r["preemption_waste_usd"]
+        assert cell(row["cost_without_tokens_usd"]) == r["cost_without_tokens_usd"]
         if r["idle_reserved_usd"] is not None and not r["is_idle"]:   # the page shows none for idle
             assert cell(row["idle_reserved_usd"]) == r["idle_reserved_usd"]
         assert cell(row["usd_per_gpu_hour"]) == at(r["usd_per_gpu_hour"], 4)

@@ -91,7 +91,8 @@ def test_csv_has_the_exact_columns_and_a_total_row_that_adds_up(clients: dict[st
     assert rows[0][:9] == ["team", "gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd",
                            "usd_per_gpu_hour", "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd"]
     assert rows[0][9:] == ["usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens",
-                           "preemption_lost_gpu_hours", "gpu_hours_idle"]
+                           "preemption_lost_gpu_hours", "gpu_hours_idle", "cost_without_tokens_usd",
+                           "share_of_cost_without_tokens"]
     body, total = rows[1:-1], rows[-1]
     assert [r[0] for r in body] == ["ml", "vision", "__idle__"]
     assert total[0] == "TOTAL"
@@ -115,7 +116,8 @@ def test_other_groupings(clients: dict[str, APIClient], usage: Any, group_by: st
 def test_group_by_job_names_each_job(clients: dict[str, APIClient], usage: Any) -> None:
     sets = allocations(clients["admin"].get(SHOWBACK, {"window": "1d", "group_by": "job"}))
     entry = sets[str(usage["ml_job"].pk)]
-    assert entry["properties"] == {"job_id": usage["ml_job"].pk, "job": usage["ml_job"].name, "team": "ml"}
+    assert entry["properties"] == {"job_id": usage["ml_job"].pk, "job": usage["ml_job"].name, "team": "ml",
+                                   "project": usage["ml_job"].project.name if usage["ml_job"].project else ""}
 
 
 def test_month_is_the_monthly_report(clients: dict[str, APIClient], usage: Any) -> None:

@@ -29,19 +29,21 @@ def test_the_second_run_does_not_reach_back_before_the_first() -> None:
     10:00:20). The second run, 15 s later, re-derived the five minutes before where the first
     stopped, 09:55–10:00, which no run had ever covered: 5 minutes × 8 GPUs of capacity
     ($1.67) and of ml's idle guarantee ($1.67) appeared for time before the accounting began.
-    Capacity must be 8 GPUs × 35 s = 280 GPU-s, from 10:00:00."""
+    Capacity must be 8 GPUs × 60 s over the minute from 10:00:00 (rolled whole at 10:01:05)."""
     gpu = h100()
     node(gpu)
     f.make_quota(f.make_team("ml"), gpu, nominal_gpus=8)
-    for at in (T0 + 20 * SECONDS, T0 + 35 * SECONDS, T0 + 50 * SECONDS):
+    for at in (T0 + 20 * SECONDS, T0 + 35 * SECONDS, T0 + 50 * SECONDS, T0 + 65 * SECONDS):
         accounting.roll_up(at)
-    now = T0 + 50 * SECONDS
+    now = T0 + 65 * SECONDS
     assert FleetRollup.objects.filter(bucket=accounting.MINUTE).aggregate(m=Min("start"))["m"] == T0
     assert QuotaRollup.objects.filter(bucket=accounting.MINUTE).aggregate(m=Min("start"))["m"] == T0
+    # The report ends on the last whole minute rolled (10:01): the minute from 10:00, nothing before.
     report = accounting.showback(accounting.Window(T0 - minutes(60), now, "1h"), "team", FINANCE, now)
-    assert report.capacity_gpu_seconds == Decimal(8 * 50)
-    assert report.idle_reserved_gpu_seconds_total == Decimal(8 * 50)
-    assert report.capacity_cost_usd.quantize(Decimal("0.0001")) == Decimal("0.2778")  # 8 × 50 s × $2.50/h
+    assert report.end == T0 + minutes(1)
+    assert report.capacity_gpu_seconds == Decimal(8 * 60)
+    assert report.idle_reserved_gpu_seconds_total == Decimal(8 * 60)
+    assert report.capacity_cost_usd.quantize(Decimal("0.0001")) == Decimal("0.3333")  # 8 × 60 s × $2.50/h
 
 
 def test_a_late_bind_before_the_first_run_is_still_counted() -> None:
@@ -57,8 +59,9 @@ def test_a_late_bind_before_the_first_run_is_still_counted() -> None:
     assert usage == T0 - minutes(2)
     now = T0 + 65 * SECONDS
     shown = accounting.showback(accounting.Window(T0 - minutes(60), now, "1h"), "team", FINANCE, now)
-    assert shown.total.allocated_gpu_seconds == Decimal(8 * (120 + 65))
-    assert shown.capacity_gpu_seconds == Decimal(8 * (120 + 65))
+    # to the last whole minute rolled, 10:01
+    assert shown.total.allocated_gpu_seconds == Decimal(8 * (120 + 60))
+    assert shown.capacity_gpu_seconds == Decimal(8 * (120 + 60))
 
 
 def _snapshot() -> dict[str, list[tuple[object, ...]]]:

@@ -79,7 +79,8 @@ def test_a_gang_stopped_by_a_preemption_loses_the_work_of_every_gpu_it_held(loop
     assert "lost 0.00 GPU-hours" not in event.message
 
     # … and the showback charges it as preemption waste: 16 GPUs × 10 min at $3.60 = $9.60
-    now = timezone.now() + timedelta(seconds=1)
+    # rolled past the stop's minute: a report ends on the last whole minute rolled
+    now = timezone.now() + timedelta(minutes=1, seconds=1)
     accounting.catch_up(now)
     finance = f.make_user("finn", role=Role.FINANCE)
     report = accounting.showback(accounting.Window(now - timedelta(hours=1), now, "1h"), "job",
@@ -122,7 +123,8 @@ def test_a_fenced_gang_with_a_member_gone_before_shows_the_loss_the_job_records(
     assert job.state == JobState.PENDING
     assert 8 * 9.9 * 60 < job.lost_gpu_seconds < 8 * 10.1 * 60, job.lost_gpu_seconds
 
-    now = timezone.now() + timedelta(seconds=1)
+    # rolled past the stop's minute: a report ends on the last whole minute rolled
+    now = timezone.now() + timedelta(minutes=1, seconds=1)
     accounting.catch_up(now)
     report = accounting.showback(accounting.Window(now - timedelta(hours=1), now, "1h"), "job",
                                  access_of(f.make_user("finn", role=Role.FINANCE)), now)

@@ -23,12 +23,14 @@ END = datetime(2026, 11, 3, tzinfo=UTC)
 OLD_COLUMNS = ["gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd", "usd_per_gpu_hour",
                "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd"]
 NEW_COLUMNS = ["usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens",
-               "preemption_lost_gpu_hours", "gpu_hours_idle"]
+               "preemption_lost_gpu_hours", "gpu_hours_idle", "cost_without_tokens_usd",
+               "share_of_cost_without_tokens"]
 # Decimal places per column: every non-empty cell of a column has exactly these.
 PLACES = {"gpu_hours_allocated": 4, "gpu_hours_active": 4, "gpu_hours_productive": 4, "cost_usd": 2,
           "usd_per_gpu_hour": 4, "usd_per_useful_token": 12, "idle_reserved_usd": 2, "preemption_waste_usd": 2,
           "usd_per_productive_gpu_hour": 4, "useful_tokens": 0, "usd_per_million_tokens": 6,
-          "preemption_lost_gpu_hours": 4, "gpu_hours_idle": 4}
+          "preemption_lost_gpu_hours": 4, "gpu_hours_idle": 4, "cost_without_tokens_usd": 2,
+          "share_of_cost_without_tokens": 4}
 
 
 def entry(key: str, **figures: object) -> ShowbackEntry:
@@ -39,15 +41,17 @@ def fleet_report(group_by: str = "team", with_idle: bool = True) -> Showback:
     """ml: 8 GPU-h allocated, 6 active, 5 productive, $20 (plus a 15th-decimal crumb), 16 GPU-s
     lost ($0.0111), 3,600,000 tokens, $1.006 idle reserved; serve: 1 GPU-h, $20, 160,830,000.6 tokens
     ($1.24354...e-7 a token); vision: 2 GPU-h, $5, no tokens, nothing productive; __idle__:
-    1 GPU-h, $2.50."""
+    1 GPU-h, $2.50. ml and serve are wholly jobs that reported tokens (their cost is token cost)."""
     team = group_by == "team"
     ml = entry("ml", allocated_gpu_seconds=Decimal(28_800), active_gpu_seconds=Decimal(21_600),
                productive_gpu_seconds=Decimal(18_000), lost_gpu_seconds=Decimal(16),
                cost_usd=Decimal("20.000000000000001"), lost_cost_usd=Decimal("0.0111"), useful_tokens=3_600_000.0,
+               token_cost_usd=Decimal("20.000000000000001"),
                idle_reserved_usd=Decimal("1.006") if team else None,
                idle_reserved_gpu_seconds=Decimal(1447) if team else None)
     serve = entry("serve", allocated_gpu_seconds=Decimal(3600), active_gpu_seconds=Decimal(3600),
                   productive_gpu_seconds=Decimal(3600), cost_usd=Decimal(20), useful_tokens=160_830_000.6,
+                  token_cost_usd=Decimal(20),
                   idle_reserved_usd=Decimal(0) if team else None, idle_reserved_gpu_seconds=Decimal(0) if team else None)
     vision = entry("vision", allocated_gpu_seconds=Decimal(7200), cost_usd=Decimal(5),
                    idle_reserved_usd=Decimal(0) if team else None,
@@ -97,7 +101,14 @@ def test_the_new_columns_carry_what_the_page_shows() -> None:
     assert total["preemption_lost_gpu_hours"] == "0.0044"
     assert serve["usd_per_productive_gpu_hour"] == "20.0000"
     assert total["usd_per_productive_gpu_hour"] == "7.9167"      # $47.50 (idle included) / 6 productive GPU-h
-    assert total["usd_per_million_tokens"] == "0.288877"          # $47.50 / 164,430,000.6 tokens
+    # $ per token counts the jobs that reported tokens: ($20 + $20) / 164,430,000.6 tokens; vision's
+    # $5 and the idle $2.50 are the cost without tokens beside it
+    assert total["usd_per_million_tokens"] == "0.243265"
+    assert (vision["cost_without_tokens_usd"], idle["cost_without_tokens_usd"]) == ("5.00", "2.50")
+    assert (ml["cost_without_tokens_usd"], ml["share_of_cost_without_tokens"]) == ("0.00", "0.0000")
+    assert vision["share_of_cost_without_tokens"] == "1.0000"
+    assert total["cost_without_tokens_usd"] == "7.50"
+    assert total["share_of_cost_without_tokens"] == "0.1579"     # $7.50 / $47.50
 
 
 def test_a_token_price_is_fixed_point_never_scientific() -> None:
