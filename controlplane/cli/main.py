@@ -484,7 +484,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("started", output.utc_text(job["started_at"])), ("finished", output.utc_text(job["finished_at"])),
         ("exit code", job["exit_code"]),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
-        ("queue position", job["queue_position"]), ("earliest start", output.utc_text(job["eta"])),
+        ("queue position", job["queue_position"]), ("earliest start", _eta_text(job["eta"], relative=False)),
         *([("running", running)] if running else []),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
@@ -539,6 +539,19 @@ def _job_id(text: str) -> int:
     return int(text)
 
 
+def _eta_text(value: str | None, *, relative: bool) -> str:
+    """An ETA as the job's page says it: "<time> (in 2h)"; once passed, "was <time>, passed
+    3m ago: no scheduling cycle has run since" (each cycle writes every waiting job's ETA anew,
+    never before the cycle), not "(in 0s)" as if it were starting."""
+    eta = output.parse_time(value)
+    if eta is None:
+        return output.utc_text(value)
+    ahead = (eta - datetime.now(timezone.utc)).total_seconds()
+    if ahead > 0:
+        return f"{output.utc_text(value)} (in {output.human_duration(ahead)})" if relative else output.utc_text(value)
+    return f"was {output.utc_text(value)}, passed {output.human_duration(-ahead)} ago: no scheduling cycle has run since"
+
+
 def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     e = api.request("GET", f"jobs/{_job_id(args.job)}/explain/")
     if args.json:
@@ -549,10 +562,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     print(output.visible(head + (f": {e['reason_code']}" if e["reason_code"] else ".")))
     print(f"  {output.visible(e['reason'])}")
     if e["state"] == "pending":
-        eta = output.parse_time(e["eta"])
-        start = "unknown"
-        if eta is not None:
-            start = f"{output.utc_text(e['eta'])} (in {output.human_duration(max(0.0, (eta - datetime.now(timezone.utc)).total_seconds()))})"
+        start = _eta_text(e["eta"], relative=True) if e["eta"] else "unknown"
         output.fields([
             ("  queue position", e["queue_position"]),
             ("  earliest start", start),
@@ -710,7 +720,6 @@ IDLE_ENTRY = "__idle__"
 SHOWBACK_COLUMNS = [
     ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
     ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/USEFUL TOKEN", "usdPerUsefulToken"),
-    ("COST W/O TOKENS $", "costWithoutTokens"),
     ("IDLE RESERVED $", "idleReservedCost"), ("PREEMPTION WASTE $", "preemptionWasteCost"),
 ]
 

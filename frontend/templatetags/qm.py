@@ -82,6 +82,43 @@ def until(at: datetime | None) -> str:
 
 
 @register.filter
+def eta_until(at: datetime | None) -> str:
+    """An ETA's distance for a list's cell: "in 5 min", or "passed 3 min ago" once it is in
+    the past (an estimate no cycle has renewed is not "now": nothing starts until one runs)."""
+    if at is None:
+        return "unknown"
+    delta = (at - timezone.now()).total_seconds()
+    return f"in {duration(delta)}" if delta > 0 else f"passed {duration(-delta)} ago"
+
+
+@register.simple_tag
+def eta_text(at: datetime | None) -> str:
+    """A waiting job's ETA for its page: "<time> (in 5 min)"; once passed, that it passed and
+    why nothing has started. Each cycle writes every waiting job's ETA anew, never before the
+    cycle, so an ETA in the past means no cycle has run since it: the loop's last cycle (one
+    query, only then) says whether the loop has stalled or the next cycle is just due."""
+    from controlplane.services.fleet_figures import loop_figures
+
+    if at is None:
+        return "–"
+    now = timezone.now()
+    delta = (at - now).total_seconds()
+    if delta > 0:
+        return f"{utc(at)} (in {duration(delta)})"
+    loop = loop_figures(now)
+    if loop.last_cycle_at is not None and loop.last_cycle_at >= at:
+        # A cycle ran after it and left it as it was (the loop is never so, but say only the true).
+        return f"was {utc(at)}, passed {duration(-delta)} ago; the next scheduling cycle estimates it again"
+    text = f"was {utc(at)}, passed {duration(-delta)} ago: no scheduling cycle has run since"
+    if loop.last_cycle_at is None:
+        return text + "; the scheduling loop has not run yet, and nothing starts until it does"
+    if loop.stalled:
+        return (text + f"; the scheduling loop has not run since {utc(loop.last_cycle_at)} "
+                f"({age(loop.last_cycle_at)}), and nothing starts until it is back")
+    return text + "; the next one estimates it again"
+
+
+@register.filter
 def duration(value: timedelta | float | int | None) -> str:
     if value is None:
         return "–"
