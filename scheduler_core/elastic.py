@@ -35,6 +35,22 @@ def _remaining(ctx: CycleContext, job: RunningJob) -> float:
     return ctx.config.default_runtime_estimate_s
 
 
+def resize_cost_s(ctx: CycleContext, job: RunningJob) -> tuple[float, str]:
+    """What growing costs the job, in seconds of its run, and how to say it. Where a resize
+    restarts the job (``SchedulerConfig.resize_restarts``: the control plane stops it and
+    binds it again at the new size), the work since its last checkpoint is lost and its
+    restart paid too."""
+    spec = job.spec
+    if not ctx.config.resize_restarts:
+        return spec.resize_cost_s, f"its {spec.resize_cost_s:.0f} s resize cost"
+    since = job.last_checkpoint_at if job.last_checkpoint_at is not None else job.started_at
+    lost = max(0.0, ctx.snapshot.now - since)
+    cost = spec.resize_cost_s + spec.restart_cost_s + lost
+    return cost, (f"the {cost:.0f} s a restart costs it ({lost:.0f} s of work since its "
+                  f"{'last checkpoint' if job.last_checkpoint_at is not None else 'start'} "
+                  f"and {spec.resize_cost_s + spec.restart_cost_s:.0f} s to resize)")
+
+
 def grow_elastic(ctx: CycleContext) -> None:
     if not ctx.config.elastic_growth or ctx.untried:
         return
@@ -56,29 +72,18 @@ def grow_elastic(ctx: CycleContext) -> None:
         size = replica_size(spec)
         room = (spec.max_gpus - gpus) // size
         remaining = _remaining(ctx, job)
+        cost, cost_words = resize_cost_s(ctx, job)
         gpu_type = state.nodes[held[0].node].gpu_type
-        score = ctx.plugins.score_by_workload[spec.workload]
         for k in range(room, 0, -1):
             added = k * size
             gain = growth_gain_s(remaining, gpus, added)
-            if gain <= spec.resize_cost_s:
+            if gain <= cost:
                 break
             if not ctx.ledger.check(spec.team, gpu_type, added).admitted \
                     or delays_head_quota(ctx, spec, {gpu_type: added}):
                 continue
-            demand = demand_for(spec, added, state.classes[state.node_class[held[0].node]].gpus)
-            classes = tuple(
-                tuple(c for c in capable_classes(ctx, m)
-                      if state.classes[c].gpu_type.name == gpu_type)
-                for m in demand.members
-            )
-            request = PlacementRequest(demand, classes, score,
-                                       seed_nodes=tuple(sorted({g.node for g in held})))
-            grants = ctx.placer.place(request)
-            if grants is None:
+            if not _regrow(ctx, job, gpus + added, gpu_type):
                 continue
-            for g in grants:
-                state.take(holder, g)
             ctx.ledger.charge(spec.team, gpu_type, added)
             charge_head_quota(ctx, spec, {gpu_type: added})
             ctx.resized[spec.id] = Resize(
@@ -89,11 +94,37 @@ def grow_elastic(ctx: CycleContext) -> None:
                 for_job=None,
                 message=(
                     f"Grows from {gpus} to {gpus + added} GPUs: finishes about {gain:.0f} s "
-                    f"sooner, more than its {spec.resize_cost_s:.0f} s resize cost."
+                    f"sooner, more than {cost_words}."
                 ),
                 generation=job.generation,
             )
             break
+
+
+def _regrow(ctx: CycleContext, job: RunningJob, total: int, gpu_type: str) -> bool:
+    """Give the job ``total`` GPUs of its type in the shape a fresh bind at that size would
+    have (:func:`.gang.demand_for`), its own GPUs counted free and its nodes preferred; or
+    leave it as it is and say False.
+
+    Adding members to what it holds could build a shape no bind makes (8 GPUs as 4 + 4 on two
+    nodes, where a job of a node's GPUs takes a whole node): where a resize restarts the job,
+    its next bind could not place that size, started it at the old one, and the next cycle
+    grew it again, a restart every cycle."""
+    state, spec = ctx.state, job.spec
+    holder = (JOB, spec.id)
+    held = state.release(holder)
+    node_size = state.classes[state.node_class[held[0].node]].gpus
+    demand = demand_for(spec, total, node_size)
+    classes = tuple(
+        tuple(c for c in capable_classes(ctx, m) if state.classes[c].gpu_type.name == gpu_type)
+        for m in demand.members
+    )
+    request = PlacementRequest(demand, classes, ctx.plugins.score_by_workload[spec.workload],
+                               seed_nodes=tuple(sorted({g.node for g in held})))
+    grants = ctx.placer.place(request)
+    for g in held if grants is None else grants:
+        state.take(holder, g)
+    return grants is not None
 
 
 def _placements(ctx: CycleContext, holder: tuple[str, str]) -> tuple[GpuPlacement, ...]:

@@ -262,7 +262,9 @@ class SchedulerConfig:
     still explained); ``max_preemptions_per_cycle`` caps victims per cycle and
     ``max_preemption_searches`` the pending jobs that may look for victims.
     ``default_runtime_estimate_s`` is the remaining run time assumed for a running elastic job
-    without a runtime limit when weighing growth against its resize cost.
+    without a runtime limit when weighing growth against its resize cost. ``resize_restarts``:
+    a resize stops the job and binds it again (the control plane), so growth must also repay
+    the work since its last checkpoint and its restart cost; the simulator resizes in place.
     ``pack_candidates`` is how many nodes of the fullest bucket that fits the ``pack`` score
     compares by its tie-breaks (busy longest by runtime limits, then the fullest leaf).
     """
@@ -288,6 +290,7 @@ class SchedulerConfig:
     max_preemption_searches: int = 16
     max_placement_attempts: int = 256
     default_runtime_estimate_s: float = 4 * 3600.0
+    resize_restarts: bool = False
     pack_candidates: int = 32
     max_reservation_moves: int = 8
 

@@ -123,6 +123,9 @@ def scheduler_config() -> engine.SchedulerConfig:
         fair_share_half_life_s=float(qm["FAIR_SHARE_HALF_LIFE_S"]),
         placement_by_workload=by_workload,
         max_placement_attempts=int(qm.get("MAX_PLACEMENTS_PER_CYCLE", 4096)),
+        # The loop resizes a job by stopping it and binding it again (agents cannot change a
+        # running process's GPUs), so growth must repay the work since its checkpoint.
+        resize_restarts=True,
     )
 
 

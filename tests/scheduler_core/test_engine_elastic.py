@@ -126,3 +126,66 @@ def test_elastic_job_at_its_minimum_is_preempted_whole():
     )
     assert preempted(plan) == ["e"]
     assert plan.resizes == ()
+
+
+def _four_busy_nodes():
+    # n0: a holds 6; n1: b holds 4-7; n2: c holds 0-3; n3: d holds 0-3; 8 GPUs free, none
+    # of them a whole node.
+    return (
+        make_cluster().nodes(4, gpus=8).quota("ml", "a100", 32)
+        .running(make_running(make_job("a").gpus(6).limit(14400)).on("n0", 0, 1, 2, 3, 4, 5).started(0),
+                 make_running(make_job("b").gpus(4).limit(14400)).on("n1", 4, 5, 6, 7).started(0),
+                 make_running(make_job("c").gpus(4).limit(14400)).on("n2", 0, 1, 2, 3).started(0),
+                 make_running(make_job("d").gpus(4).limit(14400)).on("n3", 0, 1, 2, 3).started(0))
+    )
+
+
+def test_elastic_growth_keeps_the_shape_a_fresh_bind_would_give():
+    # e (2..8 GPUs in pairs, no gpus_per_node) runs 4 on n1. Growing to 8 as 4 + 4 on two nodes
+    # is a shape no bind makes (a job of a node's GPUs takes a whole node): where a resize
+    # restarts the job, its next bind started it at 4 again, and the cycle after grew it again,
+    # a restart every cycle for ever.
+    grown = (_four_busy_nodes()
+             .running(make_running(make_job("e").gpus(4).elastic(2, 8).limit(14400)).on("n1", 0, 1, 2, 3)
+                      .started(0))
+             .at(10).plan())
+    for resize in grown.resizes:
+        sizes = [len(p.gpu_indices) for p in resize.placements]
+        assert len(sizes) == 1, f"grown to {resize.to_gpus} as {sizes}: a bind would never place that"
+    requeued = _four_busy_nodes().pending(make_job("e").gpus(4).elastic(2, 8).limit(14400)).at(20).plan()
+    rebound = gpu_count(bound(requeued)["e"])
+    assert all(resize.to_gpus == rebound for resize in grown.resizes), (grown.resizes, rebound)
+
+
+@pytest.mark.parametrize(("other_half_free", "grows_on"), [(True, "n0"), (False, "n1")],
+                         ids=["grows-in-place", "moves-to-a-whole-free-node"])
+def test_elastic_job_grows_to_a_whole_node_where_one_is_free(other_half_free, grows_on):
+    cluster = make_cluster().nodes(2, gpus=8).at(NOW)
+    if not other_half_free:
+        cluster = cluster.running(make_running(make_job("x").gpus(4).limit(86400)).on("n0", 4, 5, 6, 7)
+                                  .started(NOW - 60))
+    plan = (cluster.running(make_running(make_job("e").gpus(4).elastic(2, 8).limit(86400)).on("n0", 0, 1, 2, 3)
+                            .started(NOW - 60))
+            .plan())
+    [resize] = plan.resizes
+    assert resize.to_gpus == 8
+    assert [(p.node, len(p.gpu_indices)) for p in resize.placements] == [(grows_on, 8)]
+
+
+@pytest.mark.parametrize(("checkpointed_ago", "grows"), [(600.0, True), (3000.0, False)],
+                         ids=["recent-checkpoint-grows", "work-lost-since-checkpoint-outweighs-the-gain"])
+def test_elastic_growth_that_restarts_the_job_repays_the_work_since_its_checkpoint(checkpointed_ago, grows):
+    # 8 GPUs with 1 h left; 8 more save 1800 s. Where a resize restarts the job (the control
+    # plane), the work since its last checkpoint is lost and the restart paid too (300 s).
+    cluster = (make_cluster().nodes(2).at(NOW)
+               .running(make_running(make_job("e").gpus(8).per_node(8).elastic(8, 16).limit(7200)
+                                     .restart_cost(300)).whole("n0").started(NOW - 3600)
+                        .checkpointed(NOW - checkpointed_ago)))
+    assert len(cluster.plan().resizes) == 1  # resizing in place, nothing is lost
+    plan = cluster.plan(SchedulerConfig(resize_restarts=True))
+    if grows:
+        [resize] = plan.resizes
+        assert resize.message == ("Grows from 8 to 16 GPUs: finishes about 1800 s sooner, more than the 900 s a "
+                                  "restart costs it (600 s of work since its last checkpoint and 300 s to resize).")
+    else:
+        assert plan.resizes == ()
