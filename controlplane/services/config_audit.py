@@ -179,6 +179,8 @@ def span(seconds: int) -> str:
 def _said(key: str, value: Any) -> str:
     if value is None or (key == "min_runtime_s" and value == 0):
         return "none"
+    if value == "":
+        return "empty"
     if isinstance(value, bool):
         return "yes" if value else "no"
     if key.endswith("_s") and isinstance(value, int):

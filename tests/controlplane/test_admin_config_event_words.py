@@ -49,3 +49,8 @@ def test_the_data_keeps_the_columns_and_values(fleet) -> None:
     _changed(fleet.research, grace_period_s=600)
     event = Event.objects.get(kind=EventKind.CONFIG_CHANGED)
     assert event.data["before"]["grace_period_s"] == 30 and event.data["after"]["grace_period_s"] == 600
+
+
+def test_an_empty_text_reads_empty(fleet) -> None:
+    """Found on the demo: 'Team serving changed: description  → inference'."""
+    assert _changed(fleet.vision, description="inference") == "Team vision changed: description empty → inference"
