@@ -105,6 +105,11 @@ _ALLOCATION = inline_serializer(
         "usefulTokens": serializers.IntegerField(required=False),
         "usdPerUsefulToken": serializers.FloatField(required=False, allow_null=True),
         "usdPerMillionTokens": serializers.FloatField(required=False, allow_null=True),
+        "costWithoutTokens": serializers.FloatField(
+            required=False, help_text="Cost of jobs that reported no useful tokens (and, for __idle__ and TOTAL, "
+            "the idle capacity): not in usdPerUsefulToken, which counts the token-reporting jobs only."),
+        "shareOfCostWithoutTokens": serializers.FloatField(required=False, allow_null=True,
+                                                           help_text="costWithoutTokens ÷ totalCost."),
         "idleReservedCost": serializers.FloatField(required=False, allow_null=True),
         "preemptionLostGpuHours": serializers.FloatField(required=False),
         "preemptionWasteCost": serializers.FloatField(required=False),
