@@ -553,14 +553,27 @@ def _quota_never_for_any(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> b
     for o in shape.options:  # all(_quota_never(...)), without a generator
         if not _quota_never(ctx, spec.team, o, smallest.gpus):
             return False
-    words = over_quota(ctx, spec, shape.options, smallest.gpus)
     _settle(ctx, spec, Outcome(
-        ReasonCode.CAN_NEVER_RUN,
-        f"Can never run under its quota{words.lead}: {words.numbers}, more than nominal plus "
-        f"everything it may borrow.",
+        ReasonCode.CAN_NEVER_RUN, never_under_quota(ctx, spec, shape.options, smallest.gpus),
         False, f"team {spec.team}'s quota or borrowing limit grows",
     ))
     return True
+
+
+def never_under_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
+                      gpus: int) -> str:
+    """Why no quota could ever admit ``gpus`` GPUs: per GPU type, the most the team may ever
+    hold (nominal, plus its borrowing limit or all its cohort could lend). Before, it gave
+    today's use and what was left to borrow ("can borrow 0 more"), though the ceiling is what
+    rules the job out."""
+    clauses = []
+    for o in options:
+        v = quota_for(ctx, spec, o, gpus)
+        most = v.nominal + v.ceiling_room
+        clauses.append(f"at most {counted(most, f'{o.gpu_type} GPU')} ({v.nominal} nominal"
+                       + (f" and {v.ceiling_room} borrowed at most)" if v.ceiling_room else ", none to borrow)"))
+    listed = clauses[0] if len(clauses) == 1 else f"{', '.join(clauses[:-1])} or {clauses[-1]}"
+    return f"Can never run under its quota: team {spec.team} may hold {listed}; this job needs {gpus}."
 
 
 def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
@@ -1259,8 +1272,11 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
                    f"{spec.id}; this job ran beyond team {job.spec.team}'s quota and stops whole, "
                    f"with its {kind} GPUs")
         else:
-            why = (f"higher-priority job {spec.id} ({pc.name}, {pc.value}) needs its {kind} "
-                   f"GPUs ({vpc.name}, {vpc.value})")
+            # the preemptor's need and the victim's GPUs apart: "needs its 16 GPUs" read as if
+            # the preemptor needed 16 when it needed 8 and the victim's gang stops whole
+            why = (f"higher-priority job {spec.id} ({pc.name}, {pc.value}) needs "
+                   f"{counted(demand.gpus, 'GPU')}, and this job ({vpc.name}, {vpc.value}) stops "
+                   f"whole to free them, with its {kind} GPUs")
         ctx.preempted[victim.job_id] = Preemption(
             job_id=victim.job_id,
             reason=victim.reason,

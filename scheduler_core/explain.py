@@ -540,17 +540,24 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     append = out.append
     bound = ctx.bound
     outcomes = ctx.outcomes
-    # 1-based among the jobs still waiting: those this cycle binds are no longer ahead
+    # 1-based among the jobs still waiting: those this cycle binds are no longer ahead, and
+    # jobs that can never run as asked rank after every job that can (before, two of them
+    # ahead made a runnable job read position 3 of a queue it led)
     position = 0
+    resolvable = [outcomes[spec.id].resolvable for spec in queue if spec.id not in bound]
+    never_position = sum(resolvable)
     for spec in queue:
         if spec.id in bound:
             continue
-        position += 1
         outcome = outcomes[spec.id]
+        if outcome.resolvable:
+            position += 1
+        else:
+            never_position += 1
         w = worded.get(id(outcome))
         if w is None:
             w = worded[id(outcome)] = explainer.word(spec, outcome)
-        append(place(spec, w, position))
+        append(place(spec, w, position if outcome.resolvable else never_position))
     return tuple(out)
 
 

@@ -357,7 +357,8 @@ class PendingExplanation:
     """Why one job is still waiting, and what would start it.
 
     ``resolvable``: ``False`` when no amount of waiting helps (the job can never run on this
-    fleet as it is). ``queue_position``: 1-based rank in the cycle's order. ``eta``: earliest
+    fleet as it is). ``queue_position``: 1-based rank in the cycle's order, jobs that can never
+    run ranked after every job that can. ``eta``: earliest
     start the engine can compute from runtime limits, or ``None``."""
 
     job_id: str

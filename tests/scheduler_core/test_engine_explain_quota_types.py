@@ -72,10 +72,24 @@ def test_a_job_of_any_type_over_quota_on_each_lists_every_type():
     # no quota can ever hold 8: it can never run, and every type says why
     assert j.code is ReasonCode.CAN_NEVER_RUN
     assert j.message == (
-        "Can never run under its quota on all 3 GPU types it accepts: team ml uses 0 of 1 "
-        "nominal t4 GPU and can borrow 0 more, 0 of 4 nominal a100 GPUs and can borrow 0 more, "
-        "and 0 of 2 nominal h100 GPUs and can borrow 0 more; this job needs 8, more than nominal "
-        "plus everything it may borrow.")
+        "Can never run under its quota: team ml may hold at most 1 t4 GPU (1 nominal, none to "
+        "borrow), at most 4 a100 GPUs (4 nominal, none to borrow) or at most 2 h100 GPUs (2 "
+        "nominal, none to borrow); this job needs 8.")
+
+
+def test_a_job_beyond_its_borrowing_limit_is_told_the_ceiling_not_todays_room():
+    # ml's cohort could lend 64, but ml may borrow 48 at most: 88 can never fit. Before, the
+    # sentence gave today's use and room ("can borrow 0 more" once others borrowed it).
+    plan = (
+        make_cluster().nodes(16, gpu_type="h100").at(0)
+        .quota("ml", "h100", 32, borrowing_limit=48, cohort="all").quota("cv", "h100", 64, cohort="all")
+        .pending(make_job("big").gpus(88).types("h100").limit(3600))
+        .plan(NO_BACKFILL)
+    )
+    big = why(plan, "big")
+    assert big.code is ReasonCode.CAN_NEVER_RUN
+    assert big.message == ("Can never run under its quota: team ml may hold at most 80 h100 GPUs (32 nominal "
+                           "and 48 borrowed at most); this job needs 88.")
 
 
 def test_a_job_over_quota_on_one_type_and_never_on_the_other_is_told_the_reachable_remedy():

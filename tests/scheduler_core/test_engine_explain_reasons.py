@@ -147,7 +147,8 @@ def test_a_preemption_notice_carries_grace_reason_and_the_gpu_hours_it_loses():
     # Before: "About 3.02 GPU-hours since its last checkpoint are lost; it has 45 s to
     # checkpoint", though a job that checkpoints in its grace period loses only its restart
     assert notice.message == (
-        "Preempted: higher-priority job h (high, 1000) needs its 8 a100 GPUs (low, 10). It has "
+        "Preempted: higher-priority job h (high, 1000) needs 8 GPUs, and this job (low, 10) "
+        "stops whole to free them, with its 8 a100 GPUs. It has "
         "45 s to checkpoint and stop, then requeues; without a checkpoint in that time it loses "
         "about 3.02 GPU-hours (its work since its last checkpoint, and its restart).")
     h = why(plan, "h")
@@ -188,3 +189,20 @@ def test_idle_gpus_held_for_a_reservation_are_named_not_called_free():
     assert j1.message.startswith(
         "Needs 8 a100 GPUs; 0 are free (4 more are idle, held for job head's reservation).")
     assert plan.fleet.reserved_gpus == 4 and plan.fleet.free_gpus == 0
+
+
+def test_preemption_notice_tells_the_preemptors_need_apart_from_the_victims_gang():
+    # h needs 8; v's 16-GPU gang stops whole. Before: "h needs its 16 a100 GPUs", as if h
+    # needed 16.
+    plan = (
+        make_cluster().nodes(2).at(5000)
+        .priority("high", 1000).priority("low", 10, grace_period_s=45)
+        .running(make_running(make_job("v").priority("low").gpus(16).limit(20000)).whole("n0", "n1")
+                 .started(1000))
+        .pending(make_job("h").priority("high").gpus(8).limit(3600))
+        .plan()
+    )
+    [notice] = plan.preemptions
+    assert notice.message.startswith(
+        "Preempted: higher-priority job h (high, 1000) needs 8 GPUs, and this job (low, 10) stops whole to "
+        "free them, with its 16 a100 GPUs.")

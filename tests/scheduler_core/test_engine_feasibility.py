@@ -176,7 +176,8 @@ def test_job_beyond_its_quota_ceiling_can_never_run():
     )
     explanation = why(plan, "j")
     assert explanation.code is ReasonCode.CAN_NEVER_RUN
-    assert "uses 0 of 8 nominal a100 GPUs" in explanation.message
+    assert "may hold at most 16 a100 GPUs (8 nominal and 8 borrowed at most); this job needs 24" \
+        in explanation.message
 
 
 def test_down_node_does_not_make_a_job_never_runnable():

@@ -31,7 +31,10 @@ Two independent proofs:
   block, 2026-11-30: compared field by field against the plans before (binds, preemptions,
   resizes, reservations, kills, every explanation's code, reason, position and ETA, every
   sentence, and the other fleet figures identical), only seed 3's ``stranded_gpus`` 0 → 17
-  and its h100 largest free block 0 → 3 changed)::
+  and its h100 largest free block 0 → 3 changed); and a higher-priority preemption's notice
+  saying the preemptor's need apart from the victim's GPUs ("needs 8 GPUs, and this job stops
+  whole to free them, with its 16 … GPUs"), 2026-11-30: compared field by field against the
+  plans before, only preemption messages changed::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -60,10 +63,10 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "8909d667ecff5fcc990d734d83d61990502bf87d5a5ca3df6b8c11b6c2485fbc",
-    (1000, 500, 200, 1): "0d78c39888b83c70028b6b09dfd41fe0cb5ce792b1bfa565bf5eed1dd36014db",
-    (1000, 500, 200, 3): "f21e441293e6334213c7a5276c35700d8139b4f199ae0a6bcc82f34fc3e67a43",
-    (2000, 1000, 400, 4): "66b88d876aafbbc4cba6c5285d0af3c6bcb3f2a85e81809a394f415a5ee5f270",
+    (1000, 500, 200, 7): "066ccdbf8813676cf4715064edc34b21915f221cbb753db51958bbd380636403",
+    (1000, 500, 200, 1): "fae54324a50df7b24e57e03a3c9447742fa94a153ee246612229ec6825bb7fe6",
+    (1000, 500, 200, 3): "f4c00563aa13a6dd0e30eb0773e765dab50052a8d72c910948ac78c270148d2c",
+    (2000, 1000, 400, 4): "1b185f355bc2eab17c817932bc5d7da7bb6305adb2ae2f7dc5a627818e4788b4",
     (10000, 5000, 2000, 7): "6f6fa3b5fca3d2563dc906fbb172045f74ccc19944c25576bf1614d8c271d930",
 }
 

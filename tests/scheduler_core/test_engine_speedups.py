@@ -18,7 +18,9 @@
   field by field (binds, preemptions, resizes, reservations, kills, every explanation's code,
   reason, position, ETA and sentence, the other fleet figures: identical), only
   ``stranded_gpus`` 0 → 22 and 0 → 4 and the h100 largest free block 0 → 3 and 0 → 4 of the
-  1,000-GPU loop and 2,000-GPU default snapshots changed;
+  1,000-GPU loop and 2,000-GPU default snapshots changed; and a higher-priority preemption's
+  notice saying the preemptor's need apart from the victim's GPUs, 2026-11-30: compared field
+  by field, only preemption messages changed;
   and once when decisions were meant to change: a team over its nominal quota in a cohort
   borrows the excess, 2026-11-29, which moves victims and binds in the 1,000-GPU snapshots
   whose synthetic running jobs exceed some teams' quotas), by::
@@ -61,9 +63,9 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "0a8b460b508435688c34dc2838139875627e232bfb1b26a46417bfeaa8c9044b",
-    (1000, 500, 200, 3, "loop"): "fe70d6f0945fabc6a70a0556ec70873a6e254f2d90033d065f4ca056bbf91354",
-    (2000, 1000, 400, 4, "default"): "a0b0ac04cbc64a6af674b20692aabb91ceb0b164eddf1a16b9723066a1602e13",
+    (1000, 500, 200, 1, "default"): "c56c7fc5ef48061e30491c8d9fb54cae00115ddfcb9dd8634620ce14ab3dcaed",
+    (1000, 500, 200, 3, "loop"): "fa5e949ea419392ded60fc8c6fce6ba1acc2d8ce2acd47593aa371893d9114b7",
+    (2000, 1000, 400, 4, "default"): "e04b88ab491ecf7af37fe1d0217f27a0309fec6569a54ef03f31c3102de7b9cc",
     (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
     (10000, 5000, 2000, 7, "loop"): "ef250167f055eee2464c14e27f069d39899553b07b1d44d58ebedba2d1a43cd7",
 }
