@@ -1354,6 +1354,7 @@ GROUP_BY = ("team", "project", "job", "priority_class")
 IDLE = "__idle__"
 UNALLOCATED = "__unallocated__"
 _HOUR_S = Decimal(3600)
+_ZERO, _ONE = Decimal(0), Decimal(1)
 _WINDOW_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 #: The longest window answered (ten years): a window is read as lists of bucket starts.
 _MAX_WINDOW_S = 3660 * 86400
@@ -1502,7 +1503,14 @@ class ShowbackEntry:
 
     @property
     def share_without_tokens(self) -> Decimal | None:
-        return self.cost_without_tokens_usd / self.cost_usd if self.cost_usd else None
+        # Most rows are all or nothing (a job, a team of one kind of work): no division for them.
+        if not self.cost_usd:
+            return None
+        if self.token_cost_usd == self.cost_usd:
+            return _ZERO
+        if not self.token_cost_usd:
+            return _ONE
+        return self.cost_without_tokens_usd / self.cost_usd
 
 
 @dataclass
@@ -1996,6 +2004,7 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
         return None if value is None else float(value.quantize(quantum))
 
     per_token = entry.usd_per_useful_token
+    share = entry.share_without_tokens
     return {
         "name": entry.name,
         "properties": entry.properties,
@@ -2016,7 +2025,7 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
         "usdPerUsefulToken": number(per_token, _TOKEN_RATE_Q),
         "usdPerMillionTokens": number(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
         "costWithoutTokens": float(money["cost_without_tokens_usd"]),
-        "shareOfCostWithoutTokens": _share(entry.cost_without_tokens_usd, entry.cost_usd),
+        "shareOfCostWithoutTokens": None if share is None else round(float(share), 6),
         "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
         or entry.key == "TOTAL" else None,
         "preemptionLostGpuHours": float(_hours(entry.lost_gpu_seconds)),
