@@ -725,7 +725,10 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
         set_elsewhere = {"state": "use the node's cordon, drain and uncordon actions; "
                                   "the control loop sets down, suspect and quarantined",
-                         "unschedulable": "use the node's cordon, drain and uncordon actions"}
+                         "unschedulable": "use the node's cordon, drain and uncordon actions",
+                         "agent_lease_expires_at": "the node's agent renews its lease with every heartbeat",
+                         "last_heartbeat_at": "the node's agent reports it with every heartbeat",
+                         "allocated_gpus": "counted from the node's live allocations"}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if self.instance is not None and "gpu_count" in attrs:

@@ -129,7 +129,10 @@ class ApiMixin:
         list's unknown filter once did: a parameter the endpoint does not take is a 400 naming
         it (after authentication, so a stranger still gets the 401)."""
         takes = self.query_parameters
-        if request.method == "GET" and takes is not None and getattr(self, "action", None) != "list":
+        if takes is not None and not (request.method == "GET" and getattr(self, "action", None) == "list"):
+            # every method: a detail action looks its object up through the list's filters, so
+            # `POST jobs/5/cancel/?team=vision` answered 404 "not yours to see" for a job that
+            # is, and `?force=1` a 400 listing the list's filters as what cancel takes
             refuse_unknown_parameters(request, takes)
 
     def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
@@ -679,8 +682,6 @@ class NodeViewSet(AdminWritableViewSet):
 
     def _act(self, request: Request, verb: Any) -> Response:
         refuse_fields(request, f"{verb.__name__} takes no fields (its node.state event records who did it and when)")
-        # Before the lookup, which applies the list's filters: `?pool=a100` answered 404.
-        refuse_unknown_parameters(request, self.query_parameters or frozenset())
         node = self.get_object()
         try:
             verb(node, request.user)
