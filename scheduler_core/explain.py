@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
-from scheduler_core.backfill import ReleaseTimeline, ends_by_head, team_ends, team_release_eta
+from scheduler_core.backfill import ReleaseTimeline, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
@@ -251,7 +251,7 @@ class _Explainer:
         self.head_quota = _head_quota(ctx)
         # per request size, the quota ETA of a later job of the head's team that would outlast
         # the head's start
-        self.after_head: dict[int, float | None] = {}
+        self.after_head: dict[tuple[int, int, float], float | None] = {}
         # Per (team, GPU type): the GPUs its waiting jobs so far in the queue will hold of its
         # quota, and when the last of them will have run; and memoised quota ETAs behind them.
         self.quota_ahead: dict[tuple[str, str], tuple[int, float]] = {}
@@ -407,7 +407,7 @@ class _Explainer:
             eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated)
         head_quota = self.head_quota
         if quota_type is not None and head_quota is not None and spec.team == head_quota[0] \
-                and quota_type == head_quota[1] and not ends_by_head(self.ctx, spec):
+                and quota_type == head_quota[1] and not _ends_by_head_from(spec, eta, head_quota):
             eta, message, estimated = self._behind_head(w, eta, message, estimated, head_quota)
         if eta is not None and estimated:
             message = _estimated_sentence(w, eta)
@@ -439,7 +439,7 @@ class _Explainer:
                 eta, message, estimated = self._behind_own_jobs(spec, alt, eta, message, estimated)
             if alt.quota_type is not None and head_quota is not None \
                     and spec.team == head_quota[0] and alt.quota_type == head_quota[1] \
-                    and not ends_by_head(self.ctx, spec):
+                    and not _ends_by_head_from(spec, eta, head_quota):
                 eta, message, estimated = self._behind_head(alt, eta, message, estimated,
                                                             head_quota)
             if eta is not None and estimated:
@@ -508,13 +508,29 @@ class _Explainer:
         head's start, must leave it room (the cycle's own rule), so its quota counts the head
         as held from now until the head has run."""
         team, quota_type, head_gpus, head_done, head_id, head_start = head_quota
-        if w.demand_gpus not in self.after_head:
-            self.after_head[w.demand_gpus] = _quota_eta_after_head(
-                self.ctx, team, quota_type, w.demand_gpus, head_gpus, head_done, self.releases,
+        # with the team's jobs ahead of it in the queue too: each term alone had room, and
+        # two 32-GPU jobs behind a 32-GPU head were both promised the start that only one of
+        # them could have beside the head under an 80-GPU ceiling
+        held, until = self.quota_ahead.get((team, quota_type), (0, head_done))
+        key = (w.demand_gpus, head_gpus + held, max(head_done, until))
+        if key not in self.after_head:
+            self.after_head[key] = _quota_eta_after_head(
+                self.ctx, team, quota_type, w.demand_gpus, key[1], key[2], self.releases,
                 self.cums, self.needs)
-        return _if_later(w, self.after_head[w.demand_gpus], eta, message, estimated,
+        also = f", and the {held} {quota_type} GPUs of its jobs ahead of it in the queue" if held else ""
+        return _if_later(w, self.after_head[key], eta, message, estimated,
                          f"its team's quota must also hold job {head_id} from its reservation at "
-                         f"t={head_start:.0f} until it has run (by runtime limits).")
+                         f"t={head_start:.0f} until it has run{also} (by runtime limits).")
+
+
+def _ends_by_head_from(spec: JobSpec, eta: float | None, head_quota: tuple[str, str, int, float, str, float]
+                       ) -> bool:
+    """Does the job, started at its estimate, end by its runtime limit before the head's
+    reservation starts? (The cycle's backfill asks it of a start now; an ETA is later, and a
+    job of 1 h estimated to start 30 min before the head's start still runs then: two such
+    jobs of the head's team were both promised a start that the head's quota could not leave
+    room for.)"""
+    return eta is not None and spec.runtime_limit_s is not None and eta + spec.runtime_limit_s <= head_quota[5]
 
 
 def _if_later(w: _Worded, later: float | None, eta: float | None, message: str, estimated: bool,

@@ -153,3 +153,27 @@ def test_a_quota_of_one_gpu_reads_in_the_singular():
         .plan(NO_BACKFILL)
     )
     assert "team ml uses 1 of 1 nominal a100 GPU and can borrow 0 more; this job needs 1" in why(plan, "j").message
+
+
+def test_jobs_behind_a_head_over_its_quota_count_the_head_and_each_other():
+    # language (32 nominal, may borrow 48: 80 at most) holds 16 until t=7200; the head q1 holds
+    # a reservation of 32 from t=7200; q2..q4 (32 each, 1 h) wait behind it. Vision's 64 free at
+    # t=5400. Before: q2 and q3 were both promised t=5400, though beside the head and the 16
+    # only one of them fits under 80: q3 started at 9000, its ETA passed.
+    snap = (make_cluster().nodes(16, gpu_type="h100").at(0)
+            .quota("language", "h100", 32, borrowing_limit=48, cohort="all")
+            .quota("vision", "h100", 96, cohort="all")
+            .running(make_running(make_job("held").team("language").gpus(16).types("h100").limit(7200))
+                     .whole("n0", "n1").started(0),
+                     make_running(make_job("v1").team("vision").gpus(64).types("h100").limit(5400))
+                     .whole(*[f"n{i}" for i in range(2, 10)]).started(0),
+                     make_running(make_job("v2").team("vision").gpus(48).types("h100").limit(9000))
+                     .whole(*[f"n{i}" for i in range(10, 16)]).started(0))
+            .pending(*[make_job(f"q{i}").team("language").gpus(32).types("h100").limit(3600).submitted(i)
+                       for i in range(1, 5)])
+            .snapshot())
+    first, starts = evolve(snap)
+    for job in ("q1", "q2", "q3", "q4"):  # no ETA passes (each started by it); they may be late
+        assert starts[job] <= why(first, job).eta, (job, why(first, job).eta, starts[job])
+    assert (starts["q2"], starts["q3"], starts["q4"]) == (5400.0, 9000.0, 9000.0)
+    assert "and the 32 h100 GPUs of its jobs ahead of it in the queue" in why(first, "q3").message
