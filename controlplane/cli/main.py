@@ -720,6 +720,7 @@ IDLE_ENTRY = "__idle__"
 SHOWBACK_COLUMNS = [
     ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
     ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/USEFUL TOKEN", "usdPerUsefulToken"),
+    ("COST W/O TOKENS $", "costWithoutTokens"),
     ("IDLE RESERVED $", "idleReservedCost"), ("PREEMPTION WASTE $", "preemptionWasteCost"),
 ]
 
