@@ -656,12 +656,15 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
     held_gpus = serializers.SerializerMethodField(help_text="GPUs of this type the team's running jobs hold now.")
     borrowed_gpus = serializers.SerializerMethodField(
         help_text="Of held_gpus, how many are above nominal: borrowed from the cohort, reclaimable by preemption.")
+    lent_gpus = serializers.SerializerMethodField(
+        help_text="GPUs of its unused nominal quota that other teams of its cohort run on now (the teams "
+                  "page's and the admin's 'lent'; a share when several teams lend, hence one decimal).")
 
     class Meta:
         model = Quota
         fields = [
             "id", "team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit",
-            "nominal_cpus", "nominal_memory_gb", "cohort", "held_gpus", "borrowed_gpus",
+            "nominal_cpus", "nominal_memory_gb", "cohort", "held_gpus", "borrowed_gpus", "lent_gpus",
         ]
 
     def get_cohort(self, obj: Quota) -> str | None:
@@ -672,6 +675,13 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
 
     def get_borrowed_gpus(self, obj: Quota) -> int:
         return max(0, quotas.held_gpus(obj) - obj.nominal_gpus)
+
+    def get_lent_gpus(self, obj: Quota) -> float:
+        # once per response, not per quota: the split is three queries over the whole fleet
+        lent = self.context.get("lent_now")
+        if lent is None:
+            lent = self.context["lent_now"] = quotas.lent_now()
+        return round(lent.get((obj.team_id, obj.gpu_type_id), 0.0), 1)
 
 
 class PriorityClassSerializer(ConstraintCheckedModelSerializer):

@@ -798,8 +798,8 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
         return 0
     output.table(
         [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"], _limit(q["borrowing_limit"]),
-          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"]) for q in rows],
-        ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED"],
+          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"], f'{q.get("lent_gpus", 0):g}') for q in rows],
+        ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED", "LENT NOW"],
     )
     return 0
 

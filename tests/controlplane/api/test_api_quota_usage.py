@@ -58,3 +58,18 @@ def test_a_changed_quota_answers_with_its_holdings(fleet) -> None:
     r = client_for(fleet, "admin").patch(f"{J}/quotas/{quota.pk}/", {"nominal_gpus": 4}, format="json")
     assert r.status_code == 200
     assert (r.json()["held_gpus"], r.json()["borrowed_gpus"]) == (8, 4)
+
+
+def test_a_quota_says_what_its_team_lends_now_as_the_teams_page_does(fleet) -> None:
+    # ml holds 24 on a nominal 16 (borrows 8); vision, idle, lends them. Before, the API had no
+    # lent figure while /teams/ and the admin's quota list showed it.
+    now = timezone.now()
+    for node in fleet.nodes[0:3]:
+        hold(running_job(fleet.ml, gpus=8, started_at=now), [(node, 8)], now)
+    results = client_for(fleet, "admin").get(f"{J}/quotas/").json()["results"]
+    lent = {q["team"]: q["lent_gpus"] for q in results}
+    assert lent == {"ml": 0.0, "vision": 8.0}
+    from controlplane.services import quotas
+    assert {(q["team"], q["lent_gpus"]) for q in results} == {
+        (team, round(quotas.lent_now().get((tid, fleet.h100.pk), 0.0), 1))
+        for team, tid in (("ml", fleet.ml.pk), ("vision", fleet.vision.pk))}

@@ -22,8 +22,18 @@ def test_a_member_reads_its_teams_quota_holdings_and_borrowing(alice_qm, fleet) 
     assert r.code == 0, r.err
     lines = r.out.strip().splitlines()
     assert lines[0].split() == ["TEAM", "COHORT", "GPU", "TYPE", "NOMINAL", "MAY", "BORROW", "MAY", "LEND",
-                                "HELD", "NOW", "BORROWED"]
-    assert [line.split() for line in lines[1:]] == [["ml", "all", "H100-80GB", "16", "none", "none", "24", "8"]]
+                                "HELD", "NOW", "BORROWED", "LENT", "NOW"]
+    assert [line.split() for line in lines[1:]] == [["ml", "all", "H100-80GB", "16", "none", "none", "24", "8", "0"]]
+
+
+def test_an_admin_reads_what_each_team_lends(qm, fleet) -> None:
+    now = timezone.now()
+    for node in fleet.nodes[0:3]:
+        hold(running_job(fleet.ml, gpus=8, started_at=now), [(node, 8)], now)
+    assert qm("login", "--username", "root", "--password-stdin", stdin="root\n").code == 0
+    rows = {line.split()[0]: line.split() for line in qm("quotas").out.strip().splitlines()[1:]}
+    # vision's idle nominal carries ml's 8 borrowed GPUs
+    assert rows["vision"][-1] == "8" and rows["ml"][-1] == "0"
 
 
 def test_an_admin_reads_one_team_with_team(qm, fleet) -> None:
