@@ -6,6 +6,9 @@ that says "1 GPUs" or "a runtime limit of 0.0 h" reads as a bug even when its nu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from typing import Any
+
 
 def counted(count: int, noun: str) -> str:
     """``count`` and ``noun``, the noun's last word in the plural unless ``count`` is 1:
@@ -25,3 +28,16 @@ def duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def gang_roles(roles: Sequence[Mapping[str, Any]]) -> str:
+    """A heterogeneous gang's roles in a line, as its submitted event, the job page and
+    ``qm status`` say them: ``learner 1×8 GPUs (of H100-80GB) + rollout 4×1 GPU (of A100-40GB)``.
+    Each role as the API gives it: ``name``, ``count``, ``gpus_per_member``, ``gpu_types``."""
+    parts = []
+    for role in roles:
+        part = f"{role['name']} {role['count']}×{counted(role['gpus_per_member'], 'GPU')}"
+        if role.get("gpu_types"):
+            part += f" (of {'/'.join(role['gpu_types'])})"
+        parts.append(part)
+    return " + ".join(parts)

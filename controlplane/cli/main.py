@@ -39,7 +39,7 @@ from controlplane.cli.client import (
     save_config,
     server_url,
 )
-from scheduler_core.sentences import counted
+from scheduler_core.sentences import counted, gang_roles
 
 ACTIVE_STATES = ["pending", "running", "preempting"]
 # YAML keys and flags that are spelled differently from the API's fields.
@@ -270,18 +270,6 @@ def _roles_gpus(roles: Any) -> int | None:
     return total
 
 
-def roles_line(roles: list[dict[str, Any]]) -> str:
-    """`learner 1×8 GPUs (of H100-80GB) + rollout 4×1 GPU (of A100-40GB)`, as the job's
-    submitted event says them."""
-    parts = []
-    for role in roles:
-        part = f"{role['name']} {role['count']}×{counted(role['gpus_per_member'], 'GPU')}"
-        if role.get("gpu_types"):
-            part += f" (of {'/'.join(role['gpu_types'])})"
-        parts.append(part)
-    return " + ".join(parts)
-
-
 #: Flags spelled otherwise than the API field they set: a refusal names the flag as typed too.
 FLAG_OF_FIELD = {"runtime_limit_s": "time", "priority_class": "priority", "checkpoint_interval_s": "checkpoint_every",
                  "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type"}
@@ -474,7 +462,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("job", f"{job['id']} {job['name']}"), ("state", _state(job)), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
         ("gpus", _gpus_line(job)), ("shape", shape),
-        *([("roles", roles_line(job["roles"]))] if job.get("roles") else []),
+        *([("roles", gang_roles(job["roles"]))] if job.get("roles") else []),
         ("gpu types", (", ".join(job["gpu_types"]) or "any")
          + (f", at least {job['min_gpu_memory_gb']} GB each" if job.get("min_gpu_memory_gb") else "")),
         ("per gpu", _per_gpu(job)), ("topology", job["topology"]), ("workload", job.get("workload")),

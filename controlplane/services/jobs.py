@@ -29,7 +29,7 @@ from controlplane.choices import EventKind, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
 from controlplane.services import access, fleet_capability
 from controlplane.services.transitions import event_fields
-from scheduler_core.sentences import counted, duration
+from scheduler_core.sentences import counted, duration, gang_roles
 from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
 from scheduler_core.types import WorkloadClass as EngineWorkload
 
@@ -270,17 +270,6 @@ def role_record(role: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def roles_text(roles: Sequence[dict[str, Any]]) -> str:
-    """`ps 1×1 GPU + worker 2×8 GPUs (of A100-40GB)`: a gang's roles in a line."""
-    parts = []
-    for role in roles:
-        part = f"{role['name']} {role['count']}×{counted(role['gpus_per_member'], 'GPU')}"
-        if role.get("gpu_types"):
-            part += f" (of {'/'.join(role['gpu_types'])})"
-        parts.append(part)
-    return " + ".join(parts)
-
-
 def shape_errors(
     *, gpus: int, gpus_per_node: int | None, topology: str, min_gpus: int | None, max_gpus: int | None,
     roles: Sequence[dict[str, Any]] = (),
@@ -295,7 +284,7 @@ def shape_errors(
     if roles:
         total = sum(int(r["count"]) * int(r["gpus_per_member"]) for r in roles)
         if gpus != total:
-            errors["gpus"] = f"gpus {gpus} is not the sum of its roles' GPUs: {roles_text(roles)} = {total}"
+            errors["gpus"] = f"gpus {gpus} is not the sum of its roles' GPUs: {gang_roles(roles)} = {total}"
         names = [str(r["name"]) for r in roles]
         twice = sorted({n for n in names if names.count(n) > 1})
         if twice:
@@ -488,7 +477,7 @@ def _describe(req: SubmitRequest, resolved: _Resolved) -> str:
     if req.gpu_types:
         shape += f" of {'/'.join(req.gpu_types)}"
     if req.roles:
-        shape += f" as roles {roles_text(req.roles)}"
+        shape += f" as roles {gang_roles(req.roles)}"
     return f"{shape}, priority class {resolved.priority_class.name}, runtime limit {duration(resolved.runtime_limit_s)}"
 
 

@@ -39,6 +39,7 @@ from controlplane.services.stopping import attach_stop_reasons, label_totals
 from frontend import figures
 from frontend.heatmap import fleet_grid
 from frontend.timeline import state_segments
+from scheduler_core.sentences import gang_roles
 
 PAGE_SIZE = 50
 MAX_EVENTS = 1000
@@ -191,7 +192,7 @@ def check_json(request: HttpRequest) -> JsonResponse:
     if req.gpu_types:
         what += f" of {' or '.join(req.gpu_types)}"
     if req.roles:  # a heterogeneous gang: what each role gets
-        what += f" as roles {job_service.roles_text(req.roles)}"
+        what += f" as roles {gang_roles(req.roles)}"
     if tasks > 1:
         what = f"{tasks} tasks of {what}"
     return _verdict(True, f"This fleet can run {what}. Team, priority class, project and limits are checked "
@@ -279,7 +280,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "gpus_held": job.gpus_held,  # annotated by _visible_job: the API's count
         "nodes": [r.name for r in grid],
         "array_states": array_states,
-        "roles": job_service.roles_text(job.roles) if job.roles else "",  # a heterogeneous gang's
+        "roles": gang_roles(job.roles) if job.roles else "",  # a heterogeneous gang's
         # Not where the API would refuse it (409): a job already being cancelled, or stopping at its limit.
         "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id) and cancel_refusal(job) is None,
         "cancel_url": reverse("v1:job-cancel", args=[job.pk]),
