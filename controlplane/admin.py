@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, date, datetime, time
-from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -13,10 +10,9 @@ from django.contrib import admin, messages
 from django.db import models, transaction
 from django.db.models import Count, Sum
 from django.http import HttpRequest
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 from django.utils.html import format_html, format_html_join
 
+from controlplane.admin_forms import KeepsOthersChanges, OpenedAsForm
 from controlplane.choices import AllocationState, NodeState
 from controlplane.models import (
     Allocation,
@@ -36,156 +32,6 @@ from controlplane.models import (
 )
 from controlplane.services import cohorts, config_audit, nodes, quotas
 from scheduler_core.sentences import counted
-
-
-class _OpenedAsField(forms.CharField):
-    """What the page showed when it was opened; never a change of its own."""
-
-    def has_changed(self, initial: Any, data: Any) -> bool:
-        return False
-
-
-def _plain(value: Any) -> Any:
-    """A field's value as JSON compares it: a related record by its key, numbers and times
-    as text."""
-    if isinstance(value, models.Model):
-        return value.pk
-    if isinstance(value, Decimal):
-        return format(value.normalize(), "f")
-    if isinstance(value, datetime):
-        return (value.astimezone(UTC) if timezone.is_aware(value) else value).isoformat(timespec="seconds")
-    if isinstance(value, date | time):
-        return value.isoformat()
-    return value
-
-
-class OpenedAsForm(forms.ModelForm):
-    """A change page that remembers what it showed when it was opened (a hidden field), so a
-    save never silently undoes what another admin saved meanwhile. On saving, each field
-    another admin changed since then:
-
-    - left as shown here: keeps the other admin's value (``kept_changes``, said on the page);
-    - changed here too, to something else: refused on the field, naming who changed it and to
-      what; the page then shows the stored value, so saving again is a decision.
-
-    A page posted without it (a script posting the fields only) saves as before."""
-
-    opened_as = _OpenedAsField(widget=forms.HiddenInput, required=False)
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.kept_changes: list[str] = []
-        if self.instance.pk is not None and not self.is_bound:
-            self.initial["opened_as"] = self._shown_now()
-
-    def _stored(self) -> dict[str, Any]:
-        """The record's values as the page shows them (for a bound form: as stored now)."""
-        return {name: _plain(self.get_initial_for_field(field, name))
-                for name, field in self.fields.items() if name != "opened_as"}
-
-    def _shown_now(self) -> str:
-        return json.dumps({"at": timezone.now().isoformat(), "pk": self.instance.pk, "values": self._stored()},
-                          default=str)
-
-    def _opened(self) -> tuple[datetime, dict[str, Any]] | None:
-        """When the page was opened and the values it showed (with the record's key as "pk")."""
-        try:
-            opened = json.loads(self.data.get(self.add_prefix("opened_as")) or "null")
-            at = parse_datetime(opened["at"])
-            values = {**opened["values"], "pk": opened.get("pk")}
-        except (ValueError, TypeError, KeyError):
-            return None
-        return (at, values) if at is not None else None
-
-    def _shown(self, name: str, value: Any) -> str:
-        field = self.fields[name]
-        if value is None or value == "":
-            return "none"
-        if isinstance(value, bool):
-            return "yes" if value else "no"
-        if isinstance(field, forms.ModelChoiceField):
-            return str(field.queryset.model._default_manager.filter(pk=value).first() or value)
-        return str(value)
-
-    def _show_stored(self, data: Any, name: str, value: Any) -> None:
-        """Set the page's field to the stored ``value`` (for the page shown again)."""
-        key, field = self.add_prefix(name), self.fields[name]
-        prepared = field.prepare_value(value)
-        if isinstance(field.widget, forms.MultiWidget):
-            for suffix, part in zip(field.widget.widgets_names, field.widget.decompress(prepared), strict=False):
-                data[key + suffix] = "" if part is None else str(part)
-        elif isinstance(field.widget, forms.CheckboxInput):
-            data[key] = "true" if prepared else "false"
-        else:
-            data[key] = "" if prepared is None else str(prepared)
-
-    def _deleted_meanwhile(self) -> None:
-        """A row of an inline another admin deleted since the page opened: its hidden id is
-        refused, and the page cannot show the row again (it is no longer in the team's rows),
-        so it answered "Please correct the error below." with no error on it and saved nothing
-        until reloaded. The row is left out instead, as deleted, and the page says so."""
-        opened = self._opened()
-        if "id" not in self._errors or opened is None or opened[1]["pk"] is None or self.prefix is None:
-            return
-        model, pk = self._meta.model, opened[1]["pk"]
-        deleted = config_audit.deleted_since(model, pk, opened[0])
-        who, shown = deleted if deleted is not None else ("another admin", f"{model._meta.verbose_name} {pk}")
-        del self._errors["id"]
-        self.cleaned_data["DELETE"] = True  # the formset leaves it out: nothing of it is saved
-        label = str(model._meta.verbose_name)
-        self.kept_changes.append(f"{label[:1].upper()}{label[1:]} {shown} was deleted by {who} since you opened this "
-                                 "page: its row on your page was left out, nothing of it saved.")
-
-    def clean(self) -> dict[str, Any]:
-        cleaned: dict[str, Any] = super().clean()
-        if self.instance.pk is None:
-            self._deleted_meanwhile()
-        opened = self._opened() if self.instance.pk is not None else None
-        if opened is None:
-            return cleaned
-        at, was = opened
-        now = self._stored()
-        moved = [name for name in now if name in was and name != "pk" and was[name] != now[name] and name in cleaned]
-        if not moved:
-            return cleaned
-        who = ", ".join(config_audit.changed_by_since(self.instance, at)) or "another admin"
-        data = self.data.copy()
-        kept = []
-        for name in moved:
-            sent = _plain(cleaned[name])
-            if sent == now[name]:
-                continue
-            label = str(self.fields[name].label or name).lower()
-            stored = getattr(self.instance, name)
-            self._show_stored(data, name, stored)
-            if sent == was[name]:
-                cleaned[name] = stored
-                kept.append(f"{label} {self._shown(name, was[name])} → {self._shown(name, now[name])}")
-            else:
-                self.add_error(name, (
-                    f"{who} changed this from {self._shown(name, was[name])} to {self._shown(name, now[name])} "
-                    f"since you opened this page; your {self._shown(name, sent)} was not saved. The field now shows "
-                    f"the stored value: save again to replace it."))
-        if kept:
-            self.kept_changes.append(f"Kept the change {who} saved since you opened this page: " + ", ".join(kept)
-                                     + f" (on {self.instance}).")
-        data[self.add_prefix("opened_as")] = self._shown_now()
-        self.data = data
-        self.__dict__.pop("changed_data", None)  # a formset asks before cleaning; ask again
-        return cleaned
-
-
-class KeepsOthersChanges(admin.ModelAdmin):
-    """Change pages (and their inlines) that never silently undo another admin's save
-    (OpenedAsForm), and say which of her changes they kept."""
-
-    form = OpenedAsForm
-
-    def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
-        super().save_related(request, form, formsets, change)
-        for each in [form, *(f for formset in formsets for f in formset.forms)]:
-            for line in getattr(each, "kept_changes", ()):
-                self.message_user(request, line, level=messages.WARNING)
 
 
 class MembershipInline(admin.TabularInline):
