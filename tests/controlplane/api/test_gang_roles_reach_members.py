@@ -7,7 +7,6 @@ the job launches once per node)."""
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from controlplane.models import AllocationGpu, Job, Node
 from controlplane.services.agent_protocol import desired_allocations_many
 from controlplane.services.cycle import run_cycle
 from tests.controlplane import factories as f
+from tests.controlplane.agent.test_process_member import wait_exit
 from tests.controlplane.fleet_fixture import Fleet
 
 LEARNER = {"name": "learner", "count": 1, "gpus_per_member": 8, "gpu_type": "H100-80GB"}
@@ -83,16 +83,6 @@ def test_a_plain_gangs_heartbeat_says_nothing_of_roles(fleet: Fleet, alice: APIC
     run_cycle("test")
     for payload in payloads(Job.objects.get(pk=response.json()["id"])).values():
         assert "roles" not in payload
-
-
-def wait_exit(member: ProcessMember, timeout: float = 10.0) -> int:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        code = member.poll()
-        if code is not None:
-            return code
-        time.sleep(0.02)
-    raise AssertionError("member did not exit in time")
 
 
 def payload(gpus: list[int], roles: list[str], role_ranks: list[int], env: dict[str, str]) -> dict:
