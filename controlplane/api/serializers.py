@@ -495,7 +495,7 @@ class JobSerializer(serializers.ModelSerializer):
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
-            "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "lost_gpu_seconds",
+            "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "requeue_count", "lost_gpu_seconds",
         ]
         read_only_fields = fields
 
@@ -578,7 +578,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "pending_would_start_if": engine_times(job.pending_would_start_if), "queue_position": job.queue_position if waiting else None,
         "eta": when(job.eta) if waiting else None, "steps": job.steps, "useful_tokens": job.useful_tokens,
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
-        "lost_gpu_seconds": job.lost_gpu_seconds,
+        "requeue_count": job.requeue_count, "lost_gpu_seconds": job.lost_gpu_seconds,
     }
 
 

@@ -456,7 +456,10 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     running = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "running" else ""
     preempted, requeued = _last_preemption(api, job) if not stopping else ("", "")
     preemptions = str(job["preemption_count"])
-    if job["preemption_count"]:
+    other = job.get("requeue_count", job["preemption_count"]) - job["preemption_count"]
+    if other > 0:  # resized or fenced: requeued whole, but not against the preemption budget
+        preemptions += f"; requeued {other} more time{'s' if other != 1 else ''} to resize or off a lost node"
+    if job["preemption_count"] or other > 0:
         preemptions += f", {(job.get('lost_gpu_seconds') or 0) / 3600:.2f} GPU-hours of work lost"
     output.fields([
         ("job", f"{job['id']} {job['name']}"), ("state", _state(job)), ("team", job["team"]),
@@ -486,14 +489,14 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
 
 #: The events of a preemption: its notice, then how the stop ended (the job page's "Preempted").
 _SIGNAL_KINDS = ("job.preempting",)
-_REQUEUE_KINDS = ("job.preempted", "job.requeued")
+_REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
 
 
 def _last_preemption(api: Api, job: dict[str, Any]) -> tuple[str, str]:
     """The notice of the job's last preemption (when, why, for whom, the grace it had) and what
     became of it (requeued, the work lost), in the events' words: ("", "") for a job never
     preempted. One request, newest first."""
-    if not job["preemption_count"]:
+    if not job.get("requeue_count", job["preemption_count"]):
         return "", ""
     page = api.request("GET", "events/", params={"job": job["id"], "kind": [*_SIGNAL_KINDS, *_REQUEUE_KINDS],
                                                   "limit": 2})

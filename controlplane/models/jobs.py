@@ -78,8 +78,14 @@ class Job(models.Model):
     useful_tokens = models.BigIntegerField(default=0)
     last_checkpoint_at = models.DateTimeField(null=True, blank=True)
     last_progress_at = models.DateTimeField(null=True, blank=True)
+    # Preemptions by the scheduler (for a higher priority or a reclaiming owner) are what a
+    # priority class's preemption budget counts. A job can also be stopped and requeued whole
+    # without being preempted: to resize it, or fenced off a node that failed. Those count in
+    # `requeue_count` (every requeue, preemptions included) and not against the budget: a node
+    # that fails three times must not make its jobs unpreemptible for a day.
     preemption_count = models.PositiveIntegerField(default=0)
     last_preempted_at = models.DateTimeField(null=True, blank=True)
+    requeue_count = models.PositiveIntegerField(default=0)
     lost_gpu_seconds = models.FloatField(default=0.0)
 
     class Meta:
@@ -109,6 +115,12 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.pk} {self.name}"
+
+    @property
+    def requeues_not_preempted(self) -> int:
+        """Times the job was stopped and requeued whole without being preempted: to resize it,
+        or fenced off a node that failed (they do not count against the preemption budget)."""
+        return max(0, self.requeue_count - self.preemption_count)
 
     @property
     def is_elastic(self) -> bool:

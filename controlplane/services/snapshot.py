@@ -166,9 +166,9 @@ def _job_fields(columns: tuple[str, ...]) -> list[Any]:
     return [field(c) for c in columns]
 
 
-#: The events of a requeue that counted against a job's preemption budget (transitions._requeue
-#: adds one to `Job.preemption_count` for each).
-REQUEUE_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED)
+#: The events of a requeue that counts against a job's preemption budget (transitions._requeue
+#: adds one to `Job.preemption_count` for each): a preemption; not a resize, not a fence.
+BUDGET_KINDS = (EventKind.JOB_PREEMPTED,)
 
 
 def _recent_requeues(now: datetime, window_s: int) -> dict[int, list[float]]:
@@ -179,7 +179,7 @@ def _recent_requeues(now: datetime, window_s: int) -> dict[int, list[float]]:
     jobs = Job.objects.filter(preemption_count__gte=2, last_preempted_at__gte=since).exclude(
         state__in=FINISHED_JOB_STATES).values("pk")
     times: dict[int, list[float]] = {}
-    for job_id, at in (Event.objects.filter(job_id__in=jobs, kind__in=REQUEUE_KINDS, created_at__gte=since)
+    for job_id, at in (Event.objects.filter(job_id__in=jobs, kind__in=BUDGET_KINDS, created_at__gte=since)
                        .order_by("job_id", "created_at").values_list("job_id", EpochSeconds("created_at"))):
         times.setdefault(job_id, []).append(at)
     return times

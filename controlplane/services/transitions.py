@@ -488,13 +488,18 @@ def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind
     before lost nothing here (counting every GPU it ever held overstated the loss). ``node``:
     the event's node, when the stop concerns one node."""
     lost = lost_gpu_seconds(job, held, at)
+    # Only a preemption counts against the class's preemption budget (see `Job.requeue_count`).
+    preempted: dict[str, Any] = (
+        {"preemption_count": F("preemption_count") + 1, "last_preempted_at": at}
+        if kind == EventKind.JOB_PREEMPTED else {}
+    )
     Job.objects.filter(pk=job.pk).update(
         state=JobState.PENDING,
         state_changed_at=at,
         started_at=None,
         borrowed=False,
-        preemption_count=F("preemption_count") + 1,
-        last_preempted_at=at,
+        requeue_count=F("requeue_count") + 1,
+        **preempted,
         lost_gpu_seconds=F("lost_gpu_seconds") + lost,
         pending_code="Requeued",
         pending_words=f"Requeued whole after being {why}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost",

@@ -186,7 +186,7 @@ def test_fencing_a_heartbeat_after_the_lease_ran_out_is_not_renewed_and_the_node
     allocation.refresh_from_db()
     assert allocation.state == AllocationState.FENCED and allocation.generation > old_generation
     job.refresh_from_db()
-    assert job.state == JobState.PENDING and job.preemption_count == 1
+    assert job.state == JobState.PENDING and job.preemption_count == 0 and job.requeue_count == 1
 
 
 def test_a_heartbeat_holding_the_current_version_is_answered_unchanged_until_the_nodes_work_changes(

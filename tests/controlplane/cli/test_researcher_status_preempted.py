@@ -58,3 +58,26 @@ def test_status_of_a_job_never_preempted_adds_nothing(alice_qm) -> None:
 
     assert _field(status.out, "preemptions") == "0"
     assert "last preempted:" not in status.out and "requeued:" not in status.out
+
+
+def test_status_of_a_job_stopped_to_resize_says_so_apart_from_its_preemptions(alice_qm) -> None:
+    """A resize requeues the job whole but is not a preemption (it does not count against the
+    class's preemption budget): `preemptions: 0`, then the requeue and its lost work."""
+    assert alice_qm("submit", "--name", "grower", "--gpus", "8", "--gpu-type", "H100-80GB").code == 0
+    run_cycle("test")
+    job = Job.objects.get()
+    allocation = Allocation.objects.get(job=job, state=AllocationState.ACTIVE)
+    at = timezone.now()
+    Job.objects.filter(pk=job.pk).update(started_at=at - timedelta(minutes=2))
+    assert transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_RESIZED,
+                                   grace_period_s=30, at=at, actor="scheduler@epoch:1", message="resize")
+    assert transitions.complete_release(allocation.pk, exit_code=None, at=at + timedelta(seconds=20),
+                                        actor="agent:h100-0")
+    job.refresh_from_db()
+    assert (job.preemption_count, job.requeue_count) == (0, 1)
+
+    status = alice_qm("status", str(job.pk))
+
+    assert _field(status.out, "preemptions") == (
+        f"0; requeued 1 more time to resize or off a lost node, {job.lost_gpu_seconds / 3600:.2f} GPU-hours of work lost")
+    assert "Requeued whole after being stopped to resize" in _field(status.out, "requeued")

@@ -55,7 +55,7 @@ def test_fencing_lease_expiry_quarantines_the_node_and_fences_the_whole_gang_wit
     assert allocation.state == AllocationState.FENCED and allocation.generation > old_generation
     assert not AllocationGpu.objects.filter(allocation=allocation, live=True).exists()
     job.refresh_from_db()
-    assert job.state == JobState.PENDING and job.preemption_count == 1 and job.lost_gpu_seconds >= 0
+    assert job.state == JobState.PENDING and job.preemption_count == 0 and job.requeue_count == 1 and job.lost_gpu_seconds >= 0
     assert Event.objects.filter(kind=EventKind.ALLOCATION_FENCED, allocation=allocation, reason="NodeLeaseExpired").exists()
 
 
