@@ -1,0 +1,289 @@
+"""One node's GPU time in the three tiers over a window: what the node page shows.
+
+The accounting rollups (services/accounting.py) are per job, GPU type and capacity tier, not per
+node, so a node's tiers are read from the rows that do name the node, within the raw retention
+(QM["RAW_SAMPLE_RETENTION_DAYS"], 7 days) — no schema change, a fixed number of queries:
+
+- **allocated**: the node's `AllocationGpu` rows, each held from its allocation's bind to its
+  release (or to the moment a gang member on this node exited on its own, `allocation.released`
+  with reason `MemberExited`), exactly as the rollup reads them (`accounting._spans`);
+- **active** (allocated and not stalled): the node's own agent samples (`UsageSample`), GPUs ×
+  seconds × reported device activity, cut exactly at the window's edges and the buckets' bounds,
+  and never more than allocated for an allocation in a bucket. Time no sample covers is not
+  active, as in the rollup;
+- **productive** (active and doing useful work): a gang reports its progress once, from the node
+  of rank 0, so a node's own samples cannot say which of its active time was productive. The
+  job's rollup rows of the same bucket can: the node's active GPU-seconds of a job × the job's
+  productive ÷ active in that bucket. A job alone on the node gets exactly its productive
+  GPU-seconds; a gang's productive time is shared among its nodes in proportion to their active
+  time. Time the rollup has not reached yet is left out: the window ends at the accounting
+  cursor, like every other tier chart.
+- **capacity**: the node's GPUs × the time since it joined the fleet (its first registration, or
+  its creation through the API or the admin) within the window.
+
+Per GPU: allocated is exact per slot; an agent reports one activity per job and node (the mean
+over that job's GPUs there), so a job's GPUs on the node share its active and productive time
+evenly.
+
+A window reaching back beyond the raw retention starts at its horizon (`reaches_back_to`), the
+raw rows being gone; keeping per-node tiers longer needs a per-node rollup (docs/dashboards.md).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.db import connection
+from django.db.models import Q, Sum
+
+from controlplane.choices import EventKind
+from controlplane.models import AccountingCursor, AllocationGpu, Event, Node, UsageRollup, UsageSample
+from controlplane.services import accounting
+from controlplane.services.usage_tiers import from_us, quantize_down, to_us
+
+US = 1_000_000
+GPU_HOUR = Decimal(3600)
+
+
+@dataclass(frozen=True)
+class NodeTierBucket:
+    """One bucket of the chart, cut to the window: GPU-seconds per tier and of capacity."""
+
+    start: datetime
+    end: datetime
+    capacity: Decimal
+    allocated: Decimal
+    active: Decimal
+    productive: Decimal
+
+
+@dataclass(frozen=True)
+class GpuTiers:
+    """One GPU slot of the node over the window, in GPU-seconds."""
+
+    index: int
+    capacity: Decimal
+    allocated: Decimal
+    active: Decimal
+    productive: Decimal
+
+
+@dataclass(frozen=True)
+class NodeTiers:
+    start: datetime  # what the figures cover: [start, end)
+    end: datetime
+    asked_start: datetime  # the window asked for
+    asked_end: datetime
+    bucket: int
+    reaches_back_to: datetime  # the raw retention's horizon: nothing per node before it
+    rolled_until: datetime | None
+    joined_at: datetime | None  # inside the window: capacity counts from here
+    capacity: Decimal
+    allocated: Decimal
+    active: Decimal
+    productive: Decimal
+    buckets: list[NodeTierBucket]
+    gpus: list[GpuTiers]
+
+    @property
+    def empty(self) -> bool:
+        return self.end <= self.start
+
+    @property
+    def cut_at_horizon(self) -> bool:
+        return self.asked_start < self.reaches_back_to
+
+    def hours(self, tier: str) -> Decimal:
+        value: Decimal = getattr(self, tier)
+        return value / GPU_HOUR
+
+    def share(self, tier: str) -> float | None:
+        return float(getattr(self, tier) / self.capacity) if self.capacity > 0 else None
+
+
+_NODE_JOINS = Q(kind=EventKind.NODE_REGISTERED, reason="Registered") | Q(kind=EventKind.CONFIG_CHANGED,
+                                                                          reason="NodeCreated")
+
+
+def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket: int | None = None) -> NodeTiers:
+    """The node's capacity, allocated, active and productive GPU-seconds over [start, end) (cut
+    to the raw retention and to where the rollup has reached), per bucket and per GPU. At most
+    six queries, whatever the node's history: the cursor, when the node joined, its GPUs' holders,
+    gang members gone early, its samples (one grouped read) and its jobs' rollup rows."""
+    bucket = bucket or accounting.choose_bucket(start, end, now)
+    horizon = accounting.raw_horizon(now)
+    rolled = AccountingCursor.objects.filter(name=accounting.CURSOR_NAME).values_list("rolled_until", flat=True).first()
+    lo = max(start, horizon)
+    hi = min(end, rolled) if rolled is not None else lo
+    empty = NodeTiers(lo, lo, start, end, bucket, horizon, rolled, None, Decimal(0), Decimal(0), Decimal(0),
+                      Decimal(0), [], [])
+    if hi <= lo:
+        return empty
+    joined = (Event.objects.filter(_NODE_JOINS, node=node).order_by("created_at")
+              .values_list("created_at", flat=True).first())
+    lo_us, hi_us, step = to_us(lo), to_us(hi), bucket * US
+    keys = list(range(lo_us // step, (hi_us - 1) // step + 1))  # bucket numbers since the epoch
+
+    def cut(k: int) -> tuple[int, int]:
+        return max(lo_us, k * step), min(hi_us, (k + 1) * step)
+
+    # Capacity: the node's GPUs from when it joined.
+    joined_us = to_us(joined) if joined is not None else None
+    capacity: dict[int, int] = {}
+    for k in keys:
+        a, b = cut(k)
+        if joined_us is not None:
+            a = max(a, joined_us)
+        capacity[k] = node.gpu_count * max(0, b - a)
+
+    # Allocated: each GPU slot's holders, per bucket (GPU-µs, exact).
+    spans = _spans(node, lo, hi)
+    allocated: dict[tuple[int, int], int] = defaultdict(int)  # (allocation, bucket) → GPU-µs
+    slot_allocated: dict[int, int] = defaultdict(int)
+    gpus_of: dict[int, list[int]] = defaultdict(list)  # allocation → its slots on this node
+    job_of: dict[int, int] = {}
+    for allocation_id, job_id, index, s0, s1 in spans:
+        gpus_of[allocation_id].append(index)
+        job_of[allocation_id] = job_id
+        a, b = max(s0, lo_us), min(s1 if s1 is not None else hi_us, hi_us)
+        if b <= a:
+            continue
+        slot_allocated[index] += b - a
+        for k in range(a // step, (b - 1) // step + 1):
+            c0, c1 = cut(k)
+            allocated[(allocation_id, k)] += max(0, min(b, c1) - max(a, c0))
+
+    # Active: the node's samples, per allocation and bucket, never above allocated.
+    seen = _active(node, lo_us, hi_us, bucket)
+    active: dict[tuple[int, int], Decimal] = {}
+    for key, gpu_us in seen.items():
+        if key[0] in job_of:
+            active[key] = min(quantize_down(gpu_us / US), Decimal(allocated.get(key, 0)).scaleb(-6))
+
+    # Productive: the node's active × its job's productive ÷ active in the bucket.
+    ratio = _productive_ratios({job_of[a] for a, _ in active}, bucket, lo, hi)
+    productive: dict[tuple[int, int], Decimal] = {}
+    for (allocation_id, k), value in active.items():
+        r = ratio.get((job_of[allocation_id], k))
+        productive[(allocation_id, k)] = quantize_down(value * r) if r is not None else Decimal(0)
+
+    def total(cells: dict[tuple[int, int], Any], k: int | None = None) -> Decimal:
+        return sum((Decimal(v) if isinstance(v, int) else v for (_, kk), v in cells.items() if k is None or kk == k),
+                   Decimal(0))
+
+    allocated_s = {key: Decimal(v).scaleb(-6) for key, v in allocated.items()}
+    buckets = []
+    for k in keys:
+        a, b = cut(k)
+        buckets.append(NodeTierBucket(
+            start=from_us(a), end=from_us(b), capacity=Decimal(capacity[k]).scaleb(-6),
+            allocated=total(allocated_s, k), active=total(active, k), productive=total(productive, k),
+        ))
+    per_slot_active: dict[int, Decimal] = defaultdict(Decimal)
+    per_slot_productive: dict[int, Decimal] = defaultdict(Decimal)
+    for (allocation_id, _), value in active.items():
+        slots = gpus_of[allocation_id]
+        for index in slots:
+            per_slot_active[index] += value / len(slots)
+    for (allocation_id, _), value in productive.items():
+        slots = gpus_of[allocation_id]
+        for index in slots:
+            per_slot_productive[index] += value / len(slots)
+    slot_capacity = Decimal(sum(capacity.values())).scaleb(-6) / node.gpu_count
+    gpus = [
+        GpuTiers(index=i, capacity=slot_capacity, allocated=Decimal(slot_allocated.get(i, 0)).scaleb(-6),
+                 active=quantize_down(per_slot_active.get(i, Decimal(0))),
+                 productive=quantize_down(per_slot_productive.get(i, Decimal(0))))
+        for i in range(max([node.gpu_count - 1, *slot_allocated]) + 1)
+    ]
+    return NodeTiers(
+        start=lo, end=hi, asked_start=start, asked_end=end, bucket=bucket, reaches_back_to=horizon,
+        rolled_until=rolled, joined_at=joined if joined is not None and joined > lo else None,
+        capacity=Decimal(sum(capacity.values())).scaleb(-6), allocated=total(allocated_s), active=total(active),
+        productive=total(productive), buckets=buckets, gpus=gpus,
+    )
+
+
+def _spans(node: Node, lo: datetime, hi: datetime) -> list[tuple[int, int, int, int, int | None]]:
+    """(allocation, job, GPU index, held from µs, held until µs or None) of every slot of the node
+    held at some point in [lo, hi). Two queries."""
+    rows = list(
+        AllocationGpu.objects.filter(node=node, allocation__created_at__lt=hi)
+        .filter(Q(allocation__released_at__isnull=True) | Q(allocation__released_at__gt=lo))
+        .values_list("allocation_id", "allocation__job_id", "gpu_index", "allocation__created_at",
+                     "allocation__released_at")
+    )
+    # A gang member whose processes ended frees this node's GPUs before the allocation settles.
+    member_end = dict(
+        Event.objects.filter(kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited", node=node,
+                             allocation_id__in={r[0] for r in rows})
+        .values_list("allocation_id", "created_at")
+    ) if rows else {}
+    out = []
+    for allocation_id, job_id, index, created, released in rows:
+        early = member_end.get(allocation_id)
+        if early is not None and (released is None or early < released):
+            released = early
+        out.append((allocation_id, job_id, index, to_us(created), to_us(released) if released is not None else None))
+    return out
+
+
+def _active(node: Node, lo_us: int, hi_us: int, bucket: int) -> dict[tuple[int, int], float]:
+    """GPU-µs × activity of the node's samples per (allocation, bucket number), each sample cut to
+    [lo, hi) and at the buckets' bounds. One query: samples inside one bucket are summed by the
+    database; the few that cross a bound (about one per allocation and bucket) come back as rows
+    and are cut here."""
+    if connection.vendor == "postgresql":
+        epoch, greatest, least, floor = "EXTRACT(EPOCH FROM {})::float8", "GREATEST", "LEAST", "FLOOR({})"
+    else:  # SQLite, the embedded demo's database: julianday is exact to about 0.1 ms there
+        epoch, greatest, least, floor = "((julianday({}) - 2440587.5) * 86400.0)", "MAX", "MIN", "CAST({} AS INTEGER)"
+    table = connection.ops.quote_name(UsageSample._meta.db_table)
+    lo_s, hi_s, length = lo_us / US, hi_us / US, float(bucket)
+    sql = (
+        f"WITH c AS (SELECT allocation_id AS a, gpus AS g, gpu_activity AS act, "
+        f"{greatest}({epoch.format('started_at')}, %s) AS s0, {least}({epoch.format('ended_at')}, %s) AS s1 "
+        f"FROM {table} WHERE node_id = %s AND ended_at > %s AND started_at < %s), "
+        f"k AS (SELECT a, g, act, s0, s1, {floor.format('s0 / %s')} AS k0 FROM c WHERE s1 > s0) "
+        "SELECT 0, a, k0, SUM(g * act * (s1 - s0)), 0, 0 FROM k WHERE s1 <= (k0 + 1) * %s GROUP BY a, k0 "
+        "UNION ALL SELECT 1, a, g, act, s0, s1 FROM k WHERE s1 > (k0 + 1) * %s"
+    )
+    adapt = connection.ops.adapt_datetimefield_value
+    params = [lo_s, hi_s, node.pk, adapt(from_us(lo_us)), adapt(from_us(hi_us)), length, length, length]
+    out: dict[tuple[int, int], float] = defaultdict(float)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for crossing, a, x, y, s0, s1 in cursor.fetchall():
+            if not crossing:
+                out[(int(a), int(x))] += float(y) * US
+                continue
+            gpus, act, s0, s1 = int(x), float(y), float(s0), float(s1)
+            k = int(s0 // length)
+            while k * length < s1:
+                piece = min(s1, (k + 1) * length) - max(s0, k * length)
+                if piece > 0:
+                    out[(int(a), k)] += gpus * act * piece * US
+                k += 1
+    return out
+
+
+def _productive_ratios(job_ids: set[int], bucket: int, lo: datetime, hi: datetime) -> dict[tuple[int, int], Decimal]:
+    """(job, bucket number) → the job's productive ÷ active GPU-seconds over that bucket, from
+    its rollup rows (all GPU types, tiers and borrowed flags of the job together). One query."""
+    if not job_ids:
+        return {}
+    step = timedelta(seconds=bucket)
+    rows = (
+        UsageRollup.objects.filter(accounting.in_bucket(bucket, lo, hi), job_id__in=job_ids)
+        .values("job_id", "start").annotate(active=Sum("active_gpu_seconds"), productive=Sum("productive_gpu_seconds"))
+    )
+    out = {}
+    for r in rows:
+        active = Decimal(r["active"] or 0)
+        if active > 0:
+            k = to_us(r["start"]) // (int(step.total_seconds()) * US)
+            out[(r["job_id"], k)] = min(Decimal(1), Decimal(r["productive"] or 0) / active)
+    return out
