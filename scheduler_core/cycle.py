@@ -728,10 +728,12 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
     member_classes = misses.admitted_option.member_classes
     if isinstance(protected, Protected):
         lifts = _protection_lifts(ctx, protected.victims)
+        code = _protection_code(ctx, protected)
         _settle(ctx, spec, Outcome(
-            ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
-            _protected_sentence(protected, lifts),
-            True, "the protected jobs pass their minimum runtime or budget window, or GPUs free up",
+            code, _protected_sentence(protected, lifts),
+            True, "the protected jobs pass their minimum runtime, or GPUs free up"
+            if code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
+            else "the protected jobs pass their minimum runtime or budget window, or GPUs free up",
             eta=None if lifts is None else lifts[1],
             demand=smallest, classes=ctx.placer.union(member_classes),
             needs_whole_node=needs_whole,
@@ -771,6 +773,19 @@ def _behind_head_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> Out
         classes=tuple(sorted({c for o in shape.options for cls in o.member_classes for c in cls})),
         needs_whole_node=shape.needs_whole,
     )
+
+
+def _protection_code(ctx: CycleContext, protected: Protected) -> ReasonCode:
+    """``PreemptionBudgetExhausted`` when a budget stands in the way (the cycle's, or one of
+    the victims' own); ``MinimumRuntimeProtected`` when only their minimum runtimes do."""
+    if not protected.victims:
+        return ReasonCode.PREEMPTION_BUDGET_EXHAUSTED  # the cycle's budget is spent
+    for job_id in protected.victims:
+        job = ctx.running.get(job_id)
+        pc = ctx.priority.get(job.spec.priority_class) if job is not None else None
+        if pc is None or job is None or job.spec.preemptions_in_window >= pc.preemption_budget:
+            return ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    return ReasonCode.MINIMUM_RUNTIME_PROTECTED
 
 
 def _protected_sentence(protected: Protected, lifts: tuple[float, float] | None) -> str:

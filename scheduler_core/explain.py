@@ -50,7 +50,11 @@ CAPACITY_CODES = frozenset({
     ReasonCode.TOPOLOGY_UNSATISFIED,
     ReasonCode.BEHIND_HIGHER_PRIORITY,
     ReasonCode.PREEMPTION_BUDGET_EXHAUSTED,
+    ReasonCode.MINIMUM_RUNTIME_PROTECTED,
 })
+
+PROTECTED_CODES = frozenset({ReasonCode.PREEMPTION_BUDGET_EXHAUSTED, ReasonCode.MINIMUM_RUNTIME_PROTECTED})
+"""Preemption would start the job, but what it would preempt may not be preempted yet."""
 
 AHEAD_CODES = CAPACITY_CODES | {ReasonCode.WAITING_FOR_RESERVATION,
                                 ReasonCode.WAITING_FOR_PREEMPTION}
@@ -282,7 +286,7 @@ class _Explainer:
             base, quota_at, capacity_part = self._estimate(spec, outcome, base)
             if preset is not None and (base is None or preset < base):
                 base, quota_at = preset, None
-        elif code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED and outcome.demand is not None:
+        elif code in PROTECTED_CODES and outcome.demand is not None:
             # the time its victims' protection lifts (and they stop), unless the GPUs free up
             # earlier by runtime limits anyway
             freed = self._capacity_eta(outcome.demand, outcome.classes)[0]
@@ -800,5 +804,4 @@ class _DrainLine:
 def _fits_now(outcome: Outcome) -> bool:
     """Did the release timeline give no ETA because the capacity is there already (the job
     waits behind others), rather than because it never frees up?"""
-    return outcome.code in (ReasonCode.BEHIND_HIGHER_PRIORITY,
-                            ReasonCode.PREEMPTION_BUDGET_EXHAUSTED)
+    return outcome.code is ReasonCode.BEHIND_HIGHER_PRIORITY or outcome.code in PROTECTED_CODES

@@ -59,6 +59,7 @@ class ReasonCode(str, enum.Enum):
     WAITING_FOR_PREEMPTION = "WaitingForPreemption"
     BEHIND_HIGHER_PRIORITY = "BehindHigherPriority"
     PREEMPTION_BUDGET_EXHAUSTED = "PreemptionBudgetExhausted"
+    MINIMUM_RUNTIME_PROTECTED = "MinimumRuntimeProtected"
     CAN_NEVER_RUN = "CanNeverRun"
     NODE_NOT_READY = "NodeNotReady"
     UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"

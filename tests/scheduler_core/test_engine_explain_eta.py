@@ -248,7 +248,8 @@ def test_a_job_waiting_for_a_minimum_runtime_is_told_when_it_lifts():
     first, starts = evolve(protected_by_its_minimum_runtime().snapshot(), NO_BACKFILL,
                            also_at=(4200.0,))  # a cycle when the minimum runtime is over
     h = why(first, "h")
-    assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert h.code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
+    assert h.would_start_if == "the protected jobs pass their minimum runtime, or GPUs free up"
     assert h.message == (
         "It could start by preemption, but the candidates are protected: job v has run 400 s of its "
         "3600 s minimum runtime; it may preempt them from t=4200 and start once they have "
@@ -260,7 +261,7 @@ def test_a_job_waiting_for_a_minimum_runtime_is_told_when_it_lifts():
 def test_a_job_whose_gpus_free_before_the_protection_lifts_gets_the_earlier_time():
     first, starts = evolve(protected_by_its_minimum_runtime(limit=2000).snapshot(), NO_BACKFILL)
     h = why(first, "h")
-    assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert h.code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
     assert h.eta == 2600.0  # v's runtime limit ends it before its minimum runtime is over
     assert h.message.endswith("by t=4230. Estimated start t=2600 from runtime limits.")
     assert starts == {"h": 2600.0}

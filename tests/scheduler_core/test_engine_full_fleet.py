@@ -38,7 +38,11 @@ Two independent proofs:
   over its quota counting the head and its own jobs ahead together, and asking whether it ends
   before the head's start from its ETA rather than from now, 2026-11-30: compared field by
   field, only ``QuotaExceeded`` jobs' ETAs and sentences changed (1,000 GPUs seed 7: 40 ETAs,
-  37 later; seed 1: 1; 10,000 GPUs: 520, 460 later)::
+  37 later; seed 1: 1; 10,000 GPUs: 520, 460 later); and a job whose victims are protected
+  only by their minimum runtime waiting ``MinimumRuntimeProtected`` instead of
+  ``PreemptionBudgetExhausted``, 2026-11-30: compared field by field, only those jobs' code,
+  reason and "would start if" (1,000 GPUs seed 1: 2 jobs; 2,000: 6; 10,000: 4) and the fleet's
+  count of jobs by reason changed::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -68,10 +72,10 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 
 GOLDEN = {
     (1000, 500, 200, 7): "5ade4a55ae9bbe7440266330cbd161f2e26fb85d0217ad5153a25279d5795f87",
-    (1000, 500, 200, 1): "409f9eb1cee6508a8c772a48f17e5d635ff52374c5d5a79bf1d96cf11c1bf72d",
+    (1000, 500, 200, 1): "3e25c6aafb3951d9cf0d2e3bc81aecc8b78aa508dff9c6cb6088ef3778d21dad",
     (1000, 500, 200, 3): "f4c00563aa13a6dd0e30eb0773e765dab50052a8d72c910948ac78c270148d2c",
-    (2000, 1000, 400, 4): "1b185f355bc2eab17c817932bc5d7da7bb6305adb2ae2f7dc5a627818e4788b4",
-    (10000, 5000, 2000, 7): "01f07bd3ed69baefe244c418496744b2dd7d052bef5c47892df9728745c8fe94",
+    (2000, 1000, 400, 4): "e0fca3ec286b47df402156b240d1164656849d157a75b5a58932a3e52948cef8",
+    (10000, 5000, 2000, 7): "52f2d2628a55afc8f64aa7c51c3b3c380b0ec6b022b0ee0eef383b0d4891098b",
 }
 
 

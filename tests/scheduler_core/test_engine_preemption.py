@@ -175,15 +175,20 @@ def test_class_that_may_not_preempt_waits():
 
 
 @pytest.mark.parametrize(
-    ("klass", "preempted_times", "started", "phrase"),
+    ("klass", "preempted_times", "started", "phrase", "code"),
     [
-        (dict(min_runtime_s=3600), 0, NOW - 600, "600 s of its 3600 s minimum runtime"),
-        (dict(preemption_budget=2), 2, 0.0, "preempted 2 times"),
+        (dict(min_runtime_s=3600), 0, NOW - 600, "600 s of its 3600 s minimum runtime",
+         ReasonCode.MINIMUM_RUNTIME_PROTECTED),
+        (dict(preemption_budget=2), 2, 0.0, "preempted 2 times", ReasonCode.PREEMPTION_BUDGET_EXHAUSTED),
+        # both: the budget is the longer-lived protection, and the code says so
+        (dict(min_runtime_s=3600, preemption_budget=2), 2, NOW - 600, "minimum runtime and was preempted 2 times",
+         ReasonCode.PREEMPTION_BUDGET_EXHAUSTED),
     ],
-    ids=["minimum-runtime-protects-a-young-job", "budget-protects-a-often-preempted-job"],
+    ids=["minimum-runtime-protects-a-young-job", "budget-protects-a-often-preempted-job",
+         "budget-and-minimum-runtime-both"],
 )
 def test_protected_victims_are_not_preempted_and_the_wait_says_why(klass, preempted_times,
-                                                                   started, phrase):
+                                                                   started, phrase, code):
     plan = (
         make_cluster().nodes(1).at(NOW)
         .priority("low", 10, **klass)
@@ -194,7 +199,8 @@ def test_protected_victims_are_not_preempted_and_the_wait_says_why(klass, preemp
     )
     assert plan.preemptions == ()
     explanation = why(plan, "hi")
-    assert explanation.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert explanation.code is code
+    assert explanation.reason == code.value
     assert phrase in explanation.message
 
 
