@@ -227,7 +227,34 @@ def queue_depth(samples: Sequence[Mapping[str, Any]], priority_order: Sequence[s
 
 
 def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str = "") -> Chart:
-    """Allocated, active and productive GPU time as % of fleet capacity, per interval.
+    """Allocated, active and productive GPU time as % of fleet capacity, per interval."""
+    caption = (
+        "Share of the fleet's GPU time that was allocated to a job, active on the device, and "
+        "productive (kept progress at the job's fault-free rate); each tier is at most the one above."
+        + source_note
+    )
+    return _tier_steps("utilization", "Utilization in three tiers", caption, "% of fleet GPU-time", points,
+                       "No usage recorded in this window yet. Once jobs run and agents report, the allocated, "
+                       "active and productive shares of the fleet appear here.")
+
+
+def node_utilization_tiers(points: Sequence[Mapping[str, Any]], node: str, *, source_note: str = "") -> Chart:
+    """One node's allocated, active and productive GPU time as % of its own capacity, per
+    interval (services/node_tiers.py)."""
+    caption = (
+        f"Share of {node}'s GPU time that was allocated to a job, active on the device (allocated and not "
+        "stalled, as its agent reported), and productive (active and making kept progress); each tier is at "
+        "most the one above." + source_note
+    )
+    return _tier_steps("node_tiers", f"Utilization of {node} in three tiers", caption, f"% of {node}'s GPU-time",
+                       points,
+                       f"No usage of {node} recorded in this window yet. Once jobs run on it and its agent "
+                       "reports, the allocated, active and productive shares of its GPUs appear here.")
+
+
+def _tier_steps(key: str, title: str, caption: str, y_title: str, points: Sequence[Mapping[str, Any]],
+                empty: str) -> Chart:
+    """The three tiers as steps, shares of a capacity (the overview's and the node page's chart).
 
     Each value holds from its bucket's start to the next one's (a step). A point that says
     where its bucket ends (`until`) closes the last step there: otherwise the newest bucket is
@@ -236,11 +263,6 @@ def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str =
     last = points[-1] if points else None
     if last is not None and last.get("until") is not None and last["until"] > last["at"]:
         points = [*points, {**last, "at": last["until"]}]
-    caption = (
-        "Share of the fleet's GPU time that was allocated to a job, active on the device, and "
-        "productive (kept progress at the job's fault-free rate); each tier is at most the one above."
-        + source_note
-    )
 
     def traces(x: list[str]) -> list[dict[str, Any]]:
         return [
@@ -250,10 +272,7 @@ def utilization_tiers(points: Sequence[Mapping[str, Any]], *, source_note: str =
             for tier in ("allocated", "active", "productive") if any(p.get(tier) is not None for p in points)
         ]
 
-    return _time_series("utilization", "Utilization in three tiers", caption, "% of fleet GPU-time", points,
-                        "No usage recorded in this window yet. Once jobs run and agents report, the allocated, "
-                        "active and productive shares of the fleet appear here.", traces, stride_note=False,
-                        mark_gaps=False,
+    return _time_series(key, title, caption, y_title, points, empty, traces, stride_note=False, mark_gaps=False,
                         yaxis={"range": [0, 100], "ticksuffix": "%"})
 
 

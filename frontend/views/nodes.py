@@ -1,7 +1,8 @@
 """`/nodes/`: every node by pool and leaf switch, its state and heartbeat; admins cordon, drain
 and uncordon here (through the API's node actions, which call services/nodes.py).
 `/nodes/<name>/`: one node — inventory, topology, state, heartbeat and agent lease, the jobs
-holding its GPUs (other teams' as their team only) and its recent events."""
+holding its GPUs (other teams' as their team only), its recent events, and its GPU time over a
+window in the three tiers (services/node_tiers.py)."""
 
 from __future__ import annotations
 
@@ -22,9 +23,11 @@ from controlplane.choices import CapacityTier, JobState, NodeState
 from controlplane.models import Event, Node
 from controlplane.services import access
 from controlplane.services.access import access_of
+from controlplane.services.node_tiers import NodeTiers, node_tiers
 from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures
 from frontend.heatmap import fleet_grid
+from frontend.windows import WINDOWS, window_from
 
 # Which actions an admin is offered in each state (services/nodes.py refuses the rest anyway).
 ACTIONS = {
@@ -184,13 +187,45 @@ def node_payload(request: HttpRequest, node: Node) -> dict[str, Any]:
     }
 
 
+TIERS = ("allocated", "active", "productive")
+
+
+def tiers_payload(node: Node, tiers: NodeTiers) -> dict[str, Any]:
+    """The node's tiers for the page: a row per tier (GPU-hours, share of the node's capacity),
+    a row per GPU, and the chart of shares per bucket."""
+    points = [
+        {"at": b.start, "until": b.end, **{t: float(getattr(b, t) / b.capacity) for t in TIERS}}
+        for b in tiers.buckets if b.capacity > 0
+    ]
+    name = {60: "minute", 3600: "hour", 86400: "day"}.get(tiers.bucket, f"{tiers.bucket} s")
+    note = f" One point per {name}, time-averaged."
+    if tiers.cut_at_horizon:
+        note += f" Per-node figures reach back to {figures.ts(tiers.reaches_back_to)} UTC (the raw samples' retention)."
+    return {
+        "rows": [{"tier": t, "gpu_hours": tiers.hours(t), "share": tiers.share(t)} for t in TIERS],
+        "capacity_gpu_hours": tiers.hours("capacity"),
+        "gpus": [
+            {"index": g.index, **{t: getattr(g, t) / 3600 for t in TIERS},
+             **{f"{t}_share": (getattr(g, t) / g.capacity if g.capacity > 0 else None) for t in TIERS}}
+            for g in tiers.gpus
+        ],
+        "chart": figures.node_utilization_tiers(points, node.name, source_note=note),
+        "figures": tiers,
+    }
+
+
 @login_required
 @require_GET
 def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     node = _node(name)
     payload = node_payload(request, node)
+    window = window_from(request.GET.get("window"))
+    now = timezone.now()
+    since, until = window.bounds(now)
+    tiers = tiers_payload(node, node_tiers(node, since, until, now))
+    charts = {c.key: c for c in [*payload["charts"], tiers["chart"]]}
     return render(request, "frontend/node_detail.html", {
-        **payload, "page": "nodes", "charts": {c.key: c for c in payload["charts"]},
+        **payload, "page": "nodes", "charts": charts, "tiers": tiers, "window": window, "windows": WINDOWS,
         "live_url": reverse("frontend:node-json", args=[node.name]), "live_every": 10000,
     })
 

@@ -29,7 +29,10 @@ PINNED = {
     "/showback/": 10,
     "/nodes/": 6,
     "/ui/nodes.json": 6,
-    "/nodes/{node}/": 8,  # the node, its slots (two), the jobs on it, its events
+    # the node, its slots (two), the jobs on it, its events; its tiers over the window
+    # (services/node_tiers.py): the rollup cursor, when it joined, its GPUs' holders, gang
+    # members gone early, its samples; its jobs' rollup rows once its agent reported activity (14)
+    "/nodes/{node}/": 13,
     "/ui/nodes/{node}.json": 8,
 }
 

@@ -1,0 +1,126 @@
+"""An operator opens one node and reads its GPU time in the three tiers over a chosen window:
+allocated, active (allocated and not stalled) and productive (active and doing useful work), as
+GPU-hours and shares of the node's own capacity, a chart over time and a row per GPU.
+
+On h100-01 (8 GPUs), for the last two hours, as the agent reports them:
+- a training job on GPUs 0–3, activity 0.5, 15 steps/s throughout (steady: productive = active);
+- a job on GPUs 4–5 stalled throughout (activity 0);
+- a job on GPU 6 busy at 0.5 but reporting no progress at all;
+- GPU 7 free.
+So over any window inside those two hours: allocated 7/8 = 87.5 %, active (4 × 0.5 + 0.5) / 8 =
+31.25 %, productive 4 × 0.5 / 8 = 25 % of the node's GPU time; over the last hour about 7.0, 2.5
+and 2.0 GPU-hours of 8.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from controlplane.models import Node, Team
+from controlplane.services import accounting
+from controlplane.services.usage_tiers import floor_to
+from tests.controlplane.accounting.builders import hold, report, running_job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def node_at_work(demo) -> Node:
+    node = Node.objects.get(name="h100-01")
+    team = Team.objects.get(name="vision")
+    now = timezone.now()
+    since = floor_to(now, 60) - timedelta(hours=2)
+    trainer = hold(running_job(team, gpus=4, started_at=since, name="trainer"), [(node, 4)], since)
+    stalled = hold(running_job(team, gpus=2, started_at=since, name="stalled"), [(node, 2)], since, first_index=4)
+    silent = hold(running_job(team, gpus=1, started_at=since, name="silent"), [(node, 1)], since, first_index=6)
+    every = timedelta(seconds=10)
+    report(trainer, node, since, now, every=every, activity=0.5, steps_per_s=15)
+    report(stalled, node, since, now, every=every, activity=0.0, steps_per_s=0)
+    report(silent, node, since, now, every=every, activity=0.5, steps_per_s=0)
+    accounting.catch_up(now)
+    return node
+
+
+def tier_cells(html: str, tier: str) -> tuple[str, str]:
+    row = html.split(f'<tr data-tier="{tier}">', 1)[1].split("</tr>", 1)[0]
+    cells = [c.split("</td>", 1)[0] for c in row.split("<td>")[1:]]
+    return cells[1], cells[2]
+
+
+def gpu_cells(html: str, index: int) -> list[str]:
+    row = html.split(f'<tr data-gpu="{index}">', 1)[1].split("</tr>", 1)[0]
+    return [c.split("</td>", 1)[0] for c in row.split("<td>")[1:]]
+
+
+def test_the_node_page_shows_its_three_tiers_for_the_chosen_window(client_for, node_at_work):
+    page = client_for("admin").get(f"/nodes/{node_at_work.name}/?window=1h")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="node-tiers-window"' in html and '<option value="1h" selected>' in html
+    assert tier_cells(html, "allocated") == ("7.0", "87.5%")
+    assert tier_cells(html, "active") == ("2.5", "31.25%")
+    assert tier_cells(html, "productive") == ("2.0", "25.0%")
+    assert "Share of h100-01&#x27;s capacity (8.0 GPU-h)" in html or "Share of h100-01's capacity (8.0 GPU-h)" in html
+    # per GPU: the trainer's, the stalled job's, the silent job's and the free one
+    # (the window ends at the last rollup, a moment before the page: just under an hour per GPU)
+    assert gpu_cells(html, 0)[1:] == ["1.00", "0.50", "0.50", "100.0% / 50.0% / 50.0%"]
+    assert gpu_cells(html, 4)[1:] == ["1.00", "0", "0", "100.0% / 0.0% / 0.0%"]
+    assert gpu_cells(html, 6)[1:] == ["1.00", "0.50", "0", "100.0% / 50.0% / 0.0%"]
+    assert gpu_cells(html, 7)[1:] == ["0", "0", "0", "0.0% / 0.0% / 0.0%"]
+    # the chart: a step per minute, in the tiers' colours, shares of the node's GPU time
+    chart = page.context["charts"]["node_tiers"]
+    assert not chart.empty and chart.title == "Utilization of h100-01 in three tiers"
+    traces = {t["name"]: t for t in chart.figure["data"]}
+    assert list(traces) == ["allocated", "active", "productive"]
+    assert len(traces["allocated"]["x"]) >= 60
+    # every whole minute (the newest is partial: its last sample's steps were rounded to whole steps)
+    assert set(traces["allocated"]["y"][:-2]) == {87.5}
+    assert set(traces["active"]["y"][:-2]) == {31.25}
+    assert set(traces["productive"]["y"][:-2]) == {25.0}
+    assert "One point per minute" in chart.caption
+
+
+def test_another_window_and_another_reader_see_the_same_node_figures(client_for, node_at_work):
+    html = client_for("bob").get(f"/nodes/{node_at_work.name}/?window=6h").content.decode()
+    # the node's figures are fleet facts; the jobs on it stay another team's
+    assert "trainer" not in html and "a job of team vision" in html
+    # six hours asked, two hours of work: the shares count the node's whole capacity over the window
+    assert '<option value="6h" selected>' in html
+    allocated_h, allocated_share = tier_cells(html, "allocated")
+    # 7 GPUs × 2 h and up to a minute (the work began on the minute two hours before the test)
+    assert 14.0 <= float(allocated_h) <= 14.2
+    assert 29.1 <= float(allocated_share.rstrip("%")) <= 29.6  # of 8 GPUs × 6 h
+
+
+def test_a_node_nobody_used_says_so(client_for, node_at_work):
+    page = client_for("alice").get("/nodes/h100-02/")
+    html = page.content.decode()
+    assert tier_cells(html, "allocated")[0] == "0" and tier_cells(html, "productive")[1] == "0.0%"
+    assert '<option value="24h" selected>' in html  # the default window
+
+
+def test_the_node_page_reads_its_tiers_in_the_same_queries_whatever_its_history(client_for, node_at_work):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for("admin")
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as queries:
+            assert client.get(f"/nodes/{node_at_work.name}/?window=6h").status_code == 200
+        return len(queries)
+
+    before = count()
+    # twenty more short jobs came and went on GPU 7 over the two hours, each reported every 10 s
+    team = Team.objects.get(name="vision")
+    start = floor_to(timezone.now(), 60) - timedelta(hours=2)
+    for i in range(20):
+        at = start + timedelta(minutes=5 * i)
+        job = hold(running_job(team, gpus=1, started_at=at, name=f"short-{i}"), [(node_at_work, 1)], at,
+                   at + timedelta(minutes=4), first_index=7)
+        report(job, node_at_work, at, at + timedelta(minutes=4), every=timedelta(seconds=10), activity=0.5)
+    accounting.catch_up(timezone.now())
+    assert count() == before == 14  # the page's 8, and the tiers' 6
