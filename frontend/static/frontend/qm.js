@@ -190,42 +190,118 @@
 
   /* ------------------------------------------------------------------ the submit form */
 
+  /* One input's value as the API takes it; undefined when left empty. */
+  function inputValue(input) {
+    var kind = input.dataset.kind || "text";
+    if (input.tagName === "SELECT" && input.multiple) {
+      var chosen = Array.prototype.filter.call(input.options, function (o) { return o.selected; }).map(function (o) { return o.value; });
+      return chosen.length ? chosen : undefined;
+    }
+    var raw = input.value.trim();
+    if (raw === "") return undefined;
+    if (kind === "int") return /^-?\d+$/.test(raw) ? Number(raw) : raw;
+    if (kind === "hours" || kind === "minutes") {
+      var amount = Number(raw);
+      return isFinite(amount) ? Math.round(amount * (kind === "hours" ? 3600 : 60)) : raw;
+    }
+    return raw;
+  }
+
+  function roleRows(form) {
+    return Array.prototype.slice.call(form.querySelectorAll("[data-role-row]"));
+  }
+
+  /* A heterogeneous gang's roles as the API takes them: one object per row, its filled fields. */
+  function formRoles(form) {
+    return roleRows(form).map(function (row) {
+      var role = {};
+      row.querySelectorAll("[data-role-field]").forEach(function (input) {
+        var value = inputValue(input);
+        if (value !== undefined) role[input.dataset.roleField] = value;
+      });
+      return role;
+    });
+  }
+
   function formBody(form) {
     var body = {};
     form.querySelectorAll("[data-field]").forEach(function (input) {
-      var name = input.dataset.field;
-      var kind = input.dataset.kind || "text";
-      if (input.tagName === "SELECT" && input.multiple) {
-        var chosen = Array.prototype.filter.call(input.options, function (o) { return o.selected; }).map(function (o) { return o.value; });
-        if (chosen.length) body[name] = chosen;
-        return;
+      var value = inputValue(input);
+      if (value !== undefined) body[input.dataset.field] = value;
+    });
+    var roles = formRoles(form);
+    if (roles.length) body.roles = roles;
+    return body;
+  }
+
+  /* With roles, the API takes `gpus` as their sum (members × GPUs per member): the GPUs field
+     shows it, read-only, summing the rows whose two numbers are typed (empty until one is).
+     Without roles it is the researcher's field again, with what they had typed. */
+  function syncRoleGpus(form) {
+    var gpus = form.querySelector('[data-field="gpus"]');
+    var note = form.querySelector("[data-gpus-from-roles]");
+    var roles = formRoles(form);
+    if (!roles.length) {
+      if (gpus.readOnly) {
+        gpus.readOnly = false;
+        gpus.value = gpus.dataset.typed || "";
+        note.hidden = true;
       }
-      var raw = input.value.trim();
-      if (raw === "") return;
-      if (kind === "int") {
-        body[name] = /^-?\d+$/.test(raw) ? Number(raw) : raw;
-      } else if (kind === "hours" || kind === "minutes") {
-        var amount = Number(raw);
-        body[name] = isFinite(amount) ? Math.round(amount * (kind === "hours" ? 3600 : 60)) : raw;
-      } else {
-        body[name] = raw;
+      return;
+    }
+    if (!gpus.readOnly) {
+      gpus.dataset.typed = gpus.value;
+      gpus.readOnly = true;
+      note.hidden = false;
+    }
+    var total = null;
+    roles.forEach(function (role) {
+      if (typeof role.count === "number" && typeof role.gpus_per_member === "number") {
+        total = (total || 0) + role.count * role.gpus_per_member;
       }
     });
-    return body;
+    gpus.value = total === null ? "" : String(total);
+  }
+
+  /* Each row's legend, remove button and error slots say its place: the API names a role's
+     field by its index (`roles.1.count`), and so does the slot that shows the error. */
+  function numberRoles(form) {
+    roleRows(form).forEach(function (row, i) {
+      row.querySelector("[data-role-legend]").textContent = "Role " + (i + 1);
+      row.querySelector("[data-remove-role]").setAttribute("aria-label", "Remove role " + (i + 1));
+      row.querySelectorAll("[data-role-field]").forEach(function (input) {
+        var field = input.dataset.roleField;
+        input.dataset.path = "roles." + i + "." + field;
+        var slot = row.querySelector('[data-role-error="' + field + '"]');
+        slot.id = "role-" + i + "-" + field + "-error";
+        input.setAttribute("aria-describedby", slot.id);
+      });
+      row.querySelectorAll("[data-role-error]").forEach(function (slot) {
+        var field = slot.dataset.roleError;
+        slot.dataset.errorFor = "roles." + i + (field ? "." + field : "");
+      });
+    });
   }
 
   function showErrors(form, errors) {
     form.querySelectorAll("[data-error-for]").forEach(function (el) { el.textContent = ""; el.hidden = true; });
-    form.querySelectorAll("[data-field]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
+    form.querySelectorAll("[data-field], [data-path]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
     var unplaced = [];
     Object.keys(errors || {}).forEach(function (field) {
-      var base = field.split(".")[0];
-      var slot = form.querySelector('[data-error-for="' + base + '"]');
+      // The nearest slot: `roles.1.count` on its row's field, `gpu_types.0` on gpu_types.
+      var parts = field.split(".");
+      var slot = null;
+      var key = field;
+      while (parts.length && !slot) {
+        key = parts.join(".");
+        slot = form.querySelector('[data-error-for="' + key + '"]');
+        parts.pop();
+      }
       var text = [].concat(errors[field]).join(" ");
       if (slot) {
-        slot.textContent = text;
+        slot.textContent = slot.textContent ? slot.textContent + " " + text : text;
         slot.hidden = false;
-        var input = form.querySelector('[data-field="' + base + '"]');
+        var input = form.querySelector('[data-field="' + key + '"], [data-path="' + key + '"]');
         if (input) input.setAttribute("aria-invalid", "true");
       } else {
         unplaced.push(field + ": " + text);
@@ -243,8 +319,9 @@
     function check() {
       var mine = ++seq;
       var body = formBody(form);
-      // Nothing to check until GPUs are typed (0 is typed, and checked); an emptied field
-      // also takes its earlier errors and verdict away.
+      // Nothing to check until GPUs are typed (0 is typed, and checked), or with roles until
+      // one role has its members and GPUs per member; an emptied field also takes its earlier
+      // errors and verdict away.
       if (body.gpus === undefined) {
         showErrors(form, {});
         verdict.textContent = ""; verdict.className = "verdict";
@@ -263,10 +340,43 @@
       });
     }
 
-    form.addEventListener("input", function () {
+    function checkSoon() {
       window.clearTimeout(debounce);
       debounce = window.setTimeout(check, 250);
+    }
+
+    form.addEventListener("input", function (event) {
+      if (event.target.dataset.roleField) syncRoleGpus(form);
+      checkSoon();
     });
+
+    var rows = form.querySelector("[data-role-rows]");
+    var template = document.getElementById("role-row-template");
+    var addRole = form.querySelector("[data-add-role]");
+    if (rows && template && addRole) {
+      addRole.addEventListener("click", function () {
+        rows.appendChild(template.content.cloneNode(true));
+        seq++;  // an answer on its way names the rows as they were
+        numberRoles(form);
+        syncRoleGpus(form);
+        var added = rows.lastElementChild;
+        added.querySelector('[data-role-field="name"]').focus();
+        checkSoon();
+      });
+      rows.addEventListener("click", function (event) {
+        var remove = event.target.closest("[data-remove-role]");
+        if (!remove) return;
+        var row = remove.closest("[data-role-row]");
+        var next = row.nextElementSibling || row.previousElementSibling;
+        row.remove();
+        seq++;
+        numberRoles(form);
+        syncRoleGpus(form);
+        // Focus stays in the roles: on the row that took its place, else on "Add a role".
+        (next ? next.querySelector("[data-remove-role]") : addRole).focus();
+        checkSoon();
+      });
+    }
 
     form.addEventListener("submit", function (event) {
       event.preventDefault();
