@@ -18,7 +18,7 @@ Families (labels in brackets):
                                             [team, gpu_type, cohort]       gauges (no series = no limit)
   quartermaster_quota_usage_gpus[team, gpu_type]                           gauge
   quartermaster_gpus_capacity / _allocated / _active / _productive[gpu_type]   gauges
-  quartermaster_stranded_gpus, quartermaster_largest_free_block_gpus[pool] gauges
+  quartermaster_stranded_gpus, quartermaster_reserved_gpus, quartermaster_largest_free_block_gpus[pool] gauges
   quartermaster_leader_epoch                                               gauge
   quartermaster_last_cycle_timestamp_seconds                               gauge
   quartermaster_nodes / quartermaster_node_gpus[pool, state]               gauges (every state, 0 included)
@@ -230,9 +230,15 @@ class QuartermasterCollector(Collector):
             f"{PREFIX}_largest_free_block_gpus",
             "Most idle GPUs on one ready node, per pool; GPUs held idle for a waiting job's reservation included.",
             labels=["pool"])
-        sample = FleetSample.objects.order_by("-at").values("stranded_gpus", "largest_free_block_by_pool").first()
+        reserved = GaugeMetricFamily(
+            f"{PREFIX}_reserved_gpus",
+            "Idle GPUs held for a waiting job's reservation or nomination (nodes draining for a gang); "
+            "part of the idle GPUs, and of the stranded ones when on a partly used node.")
+        sample = FleetSample.objects.order_by("-at").values(
+            "stranded_gpus", "reserved_gpus", "largest_free_block_by_pool").first()
         if sample is not None:
             stranded.add_metric([], sample["stranded_gpus"])
+            reserved.add_metric([], sample["reserved_gpus"])
             # The cycle's sample names only pools with a ready node; a pool whose nodes are all
             # cordoned, draining, suspect, quarantined or down can start nothing: 0, not absent
             # (an alert on `< 8` must fire then, as the API's fragmentation says 0).
@@ -242,6 +248,7 @@ class QuartermasterCollector(Collector):
             for pool, gpus in sorted(by_pool.items()):
                 largest.add_metric([pool], gpus)
         yield stranded
+        yield reserved
         yield largest
 
     def _nodes(self) -> Iterator[GaugeMetricFamily]:

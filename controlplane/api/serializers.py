@@ -836,5 +836,11 @@ class FragmentationMetricsSerializer(serializers.Serializer):
     pending_for_contiguous_gpus = serializers.IntegerField(
         help_text="Jobs waiting as InsufficientContiguousGpus: enough GPUs free, not in one piece."
     )
+    reserved_gpus = serializers.IntegerField(
+        allow_null=True,
+        help_text="Idle GPUs held for a waiting job's reservation or nomination (nodes draining for a gang), "
+                  "as the last scheduling cycle counted them (quartermaster_reserved_gpus in /metrics); "
+                  "null before the first cycle."
+    )
     pools = PoolFragmentationSerializer(many=True)
 

@@ -40,6 +40,9 @@ class FleetSample(models.Model):
     unavailable_gpus = models.PositiveIntegerField(default=0)
     borrowed_gpus = models.PositiveIntegerField(default=0)
     stranded_gpus = models.PositiveIntegerField()
+    # Idle GPUs held for a waiting job's reservation or nomination (EASY backfill's drain): part
+    # of the idle GPUs, and of `stranded_gpus` when on a partly used node.
+    reserved_gpus = models.PositiveIntegerField(default=0)
     pending_jobs = models.PositiveIntegerField()
     running_jobs = models.PositiveIntegerField()
     pending_by_priority = models.JSONField(default=dict)

@@ -377,6 +377,7 @@ def _store_fleet_sample(plan: engine.Plan, context: SnapshotContext, *, epoch: i
         unavailable_gpus=fleet.unavailable_gpus,
         borrowed_gpus=fleet.borrowed_gpus,
         stranded_gpus=fleet.stranded_gpus,
+        reserved_gpus=fleet.reserved_gpus,
         pending_jobs=len(waiting),
         running_jobs=len(snapshot.running) + len(plan.binds),
         pending_by_priority=dict(sorted(by_priority.items())),

@@ -16,7 +16,7 @@ from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
 
 from controlplane.choices import JobState, NodeState
-from controlplane.models import AllocationGpu, Job, Node, SchedulerLease
+from controlplane.models import AllocationGpu, FleetSample, Job, Node, SchedulerLease
 from scheduler_core.types import ReasonCode
 
 
@@ -102,6 +102,9 @@ class FragmentationFigures:
     stranded_gpus: int
     pending_for_contiguous_gpus: int
     pools: list[PoolFragmentation]
+    # The last cycle's count of idle GPUs held for a waiting job's reservation or nomination
+    # (None before the first cycle): which of the free GPUs above are draining for a gang.
+    reserved_gpus: int | None = None
 
 
 def fragmentation_figures() -> FragmentationFigures:
@@ -170,7 +173,9 @@ def fragmentation_figures() -> FragmentationFigures:
     contiguous = Job.objects.filter(
         state=JobState.PENDING, pending_code=ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS.value
     ).count()
+    reserved = FleetSample.objects.order_by("-at").values_list("reserved_gpus", flat=True).first()
     return FragmentationFigures(
+        reserved_gpus=reserved,
         total_gpus=sum(p.total_gpus for p in ordered),
         allocated_gpus=sum(p.allocated_gpus for p in ordered),
         free_gpus=sum(p.free_gpus for p in ordered),
