@@ -19,7 +19,9 @@ node, so a node's tiers are read from the rows that do name the node, within the
   time. Time the rollup has not reached yet is left out: the window ends at the accounting
   cursor, like every other tier chart.
 - **capacity**: the node's GPUs × the time since it joined the fleet (its first registration, or
-  its creation through the API or the admin) within the window.
+  its creation through the API or the admin) within the window, and since the accounting began
+  (its first minute of the fleet's capacity kept): a fresh fleet's first hour is not read as
+  the share of the hour it existed, as on the overview.
 
 Per GPU: allocated is exact per slot; an agent reports one activity per job and node (the mean
 over that job's GPUs there), so a job's GPUs on the node share its active and productive time
@@ -41,9 +43,17 @@ from django.db import connection
 from django.db.models import Q, Sum
 
 from controlplane.choices import EventKind
-from controlplane.models import AccountingCursor, AllocationGpu, Event, Node, UsageRollup, UsageSample
+from controlplane.models import (
+    AccountingCursor,
+    AllocationGpu,
+    Event,
+    FleetRollup,
+    Node,
+    UsageRollup,
+    UsageSample,
+)
 from controlplane.services import accounting
-from controlplane.services.usage_tiers import from_us, quantize_down, to_us
+from controlplane.services.usage_tiers import floor_to, from_us, quantize_down, to_us
 
 US = 1_000_000
 GPU_HOUR = Decimal(3600)
@@ -82,6 +92,7 @@ class NodeTiers:
     reaches_back_to: datetime  # the raw retention's horizon: nothing per node before it
     rolled_until: datetime | None
     joined_at: datetime | None  # inside the window: capacity counts from here
+    accounting_began: datetime | None  # inside the window: nor was anything rolled before this
     capacity: Decimal
     allocated: Decimal
     active: Decimal
@@ -112,33 +123,35 @@ _NODE_JOINS = Q(kind=EventKind.NODE_REGISTERED, reason="Registered") | Q(kind=Ev
 def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket: int | None = None) -> NodeTiers:
     """The node's capacity, allocated, active and productive GPU-seconds over [start, end) (cut
     to the raw retention and to where the rollup has reached), per bucket and per GPU. At most
-    six queries, whatever the node's history: the cursor, when the node joined, its GPUs' holders,
-    gang members gone early, its samples (one grouped read) and its jobs' rollup rows."""
+    seven queries, whatever the node's history: the cursor, when the node joined, when the
+    accounting began, its GPUs' holders, gang members gone early, its samples (one grouped read)
+    and its jobs' rollup rows."""
     bucket = bucket or accounting.choose_bucket(start, end, now)
     horizon = accounting.raw_horizon(now)
     rolled = AccountingCursor.objects.filter(name=accounting.CURSOR_NAME).values_list("rolled_until", flat=True).first()
     lo = max(start, horizon)
     hi = min(end, rolled) if rolled is not None else lo
-    empty = NodeTiers(lo, lo, start, end, bucket, horizon, rolled, None, Decimal(0), Decimal(0), Decimal(0),
-                      Decimal(0), [], [])
+    empty = NodeTiers(lo, lo, start, end, bucket, horizon, rolled, None, None, Decimal(0), Decimal(0),
+                      Decimal(0), Decimal(0), [], [])
     if hi <= lo:
         return empty
     joined = (Event.objects.filter(_NODE_JOINS, node=node).order_by("created_at")
               .values_list("created_at", flat=True).first())
+    began = (FleetRollup.objects.filter(bucket=accounting.MINUTE, start__gte=floor_to(lo, accounting.MINUTE))
+             .order_by("start").values_list("start", flat=True).first())
+    began = began if began is not None and began > lo else None
     lo_us, hi_us, step = to_us(lo), to_us(hi), bucket * US
     keys = list(range(lo_us // step, (hi_us - 1) // step + 1))  # bucket numbers since the epoch
 
     def cut(k: int) -> tuple[int, int]:
         return max(lo_us, k * step), min(hi_us, (k + 1) * step)
 
-    # Capacity: the node's GPUs from when it joined.
-    joined_us = to_us(joined) if joined is not None else None
+    # Capacity: the node's GPUs from when it joined, and the accounting watched.
+    counted_from = max(to_us(t) for t in (lo, joined, began) if t is not None)
     capacity: dict[int, int] = {}
     for k in keys:
         a, b = cut(k)
-        if joined_us is not None:
-            a = max(a, joined_us)
-        capacity[k] = node.gpu_count * max(0, b - a)
+        capacity[k] = node.gpu_count * max(0, b - max(a, counted_from))
 
     # Allocated: each GPU slot's holders, per bucket (GPU-µs, exact).
     spans = _spans(node, lo, hi)
@@ -203,6 +216,7 @@ def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket
     return NodeTiers(
         start=lo, end=hi, asked_start=start, asked_end=end, bucket=bucket, reaches_back_to=horizon,
         rolled_until=rolled, joined_at=joined if joined is not None and joined > lo else None,
+        accounting_began=began,
         capacity=Decimal(sum(capacity.values())).scaleb(-6), allocated=total(allocated_s), active=total(active),
         productive=total(productive), buckets=buckets, gpus=gpus,
     )

@@ -30,9 +30,10 @@ PINNED = {
     "/nodes/": 6,
     "/ui/nodes.json": 6,
     # the node, its slots (two), the jobs on it, its events; its tiers over the window
-    # (services/node_tiers.py): the rollup cursor, when it joined, its GPUs' holders, gang
-    # members gone early, its samples; its jobs' rollup rows once its agent reported activity (14)
-    "/nodes/{node}/": 13,
+    # (services/node_tiers.py): the rollup cursor, when it joined, when the accounting began, its
+    # GPUs' holders, gang members gone early, its samples; its jobs' rollup rows once its agent
+    # reported activity (15)
+    "/nodes/{node}/": 14,
     "/ui/nodes/{node}.json": 8,
 }
 

@@ -65,7 +65,7 @@ def fleet() -> dict[str, object]:
 def test_a_nodes_hour_in_three_tiers_with_a_stall_and_no_progress_report(fleet) -> None:
     with CaptureQueriesContext(connection) as queries:
         t = node_tiers(fleet["n"], T0, NOW, NOW)
-    assert len(queries) <= 6
+    assert len(queries) <= 7
     assert t.bucket == accounting.MINUTE and (t.start, t.end) == (T0, NOW)
     assert t.capacity == Decimal(28_800)
     assert t.allocated == Decimal(21_600)
@@ -112,6 +112,10 @@ def test_capacity_counts_from_the_nodes_registration_and_the_window_ends_at_the_
     Event.objects.filter(node=fleet["n"]).update(created_at=T0 + minutes(20))
     t = node_tiers(fleet["n"], T0, NOW, NOW)
     assert t.joined_at == T0 + minutes(20) and t.capacity == Decimal(8 * 40 * 60)
+    # asked from before the accounting's first minute: nothing was watched then, so no capacity either
+    Event.objects.filter(node=fleet["n"]).delete()
+    earlier = node_tiers(fleet["n"], T0 - minutes(30), NOW, NOW)
+    assert earlier.accounting_began == T0 and earlier.capacity == Decimal(28_800) and earlier.allocated == 21_600
     # asked past the last rollup: the figures stop there
     later = node_tiers(fleet["n"], T0, NOW + minutes(30), NOW + minutes(30))
     assert later.end == NOW and later.allocated == Decimal(21_600)
