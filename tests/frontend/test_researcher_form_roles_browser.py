@@ -133,3 +133,24 @@ def test_a_bad_role_is_named_next_to_its_field_in_the_apis_words(session: Any) -
     expect(members).not_to_have_attribute("aria-invalid", "true")
     expect(page.locator("[data-verdict]")).to_contain_text("This fleet can run 12 GPUs", timeout=5_000)
     alice.expect_refusal("/api/v1/jobs/", 400)  # the two 400s the test provoked
+
+
+def test_role_rows_fit_a_phone(session: Any) -> None:  # noqa: F811
+    """On a 390 px screen two role rows and the roles' error fit: the page does not scroll sideways."""
+    alice = session("alice")
+    alice.page.set_viewport_size({"width": 390, "height": 900})
+    alice.open("/jobs/")
+    page = alice.page
+    page.fill("[data-field=name]", "phone-gang")
+    page.click("[data-add-role]")
+    page.click("[data-add-role]")
+    fill_role(page, 0, name="learner", count="1", gpus_per_member="8", gpu_types=["H100-80GB"])
+    fill_role(page, 1, name="rollout", count="4", gpus_per_member="16")
+    # A member no node can hold concerns the gang as a whole: said above the rows, on `roles`.
+    expect(page.locator('[data-error-for="roles"]')).to_contain_text("the largest node has 8", timeout=5_000)
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 390, f"the jobs page with two roles is {width} px wide on a 390 px screen"
+    for i in range(2):
+        right = page.evaluate(f"document.querySelectorAll('[data-role-row]')[{i}].getBoundingClientRect().right")
+        assert right <= 390, f"role {i + 1} ends at {right} px on a 390 px screen"
+    alice.screenshot("submit-form-roles-390px")
