@@ -284,12 +284,16 @@ def stranded_gpus(samples: Sequence[Mapping[str, Any]], *, until: datetime | Non
             {"type": "scatter", "mode": "lines", "name": "free GPUs", "x": x,
              "y": [max(0, s["total_gpus"] - s["allocated_gpus"] - s["unavailable_gpus"]) for s in samples],
              "line": {"color": "#868e96", "dash": "dot", "shape": "hv"}},
+            {"type": "scatter", "mode": "lines", "name": "held for a reservation", "x": x,
+             "y": [s.get("reserved_gpus", 0) for s in samples], "line": {"color": "#1971c2", "dash": "dash", "shape": "hv"}},
         ]
 
     return _time_series("stranded", "Stranded GPUs",
                         "Idle GPUs on partly used ready nodes, counted while a job that needs a whole node waits: "
                         "capacity that exists but cannot start that job. GPUs held idle for a waiting job's "
-                        "reservation count too (as in /metrics and the fragmentation API).", "GPUs", samples,
+                        "reservation count too (as in /metrics and the fragmentation API); the dashed line is "
+                        "how many idle GPUs were so held (nodes draining for a gang; samples before 30 Nov "
+                        "2026 did not keep it and read 0).", "GPUs", samples,
                         NO_CYCLE_YET + "Stranded GPUs per cycle appear here.", traces, until=until)
 
 

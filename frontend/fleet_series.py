@@ -31,6 +31,7 @@ SAMPLE_FIELDS = (
     "unavailable_gpus",
     "borrowed_gpus",
     "stranded_gpus",
+    "reserved_gpus",
     "pending_jobs",
     "running_jobs",
     "pending_by_priority",

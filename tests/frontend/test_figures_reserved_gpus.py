@@ -41,3 +41,7 @@ def test_reserved_gpus_are_stored_exported_and_served(submit_as: Any, client_for
     api = client_for("alice").get("/api/v1/metrics/fragmentation/").json()
     assert api["reserved_gpus"] == sample.reserved_gpus
     assert scrape(client_for("admin"))["quartermaster_reserved_gpus"][()] == sample.reserved_gpus
+    chart = client_for("alice").get("/ui/overview.json").json()["charts"]["stranded"]["figure"]
+    held = next(t for t in chart["data"] if t["name"] == "held for a reservation")
+    stranded = next(t for t in chart["data"] if t["name"] == "stranded GPUs")
+    assert held["y"][-2:] == [0, 6] and stranded["y"][-1] == 11
