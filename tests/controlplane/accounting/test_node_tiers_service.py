@@ -134,3 +134,19 @@ def test_beyond_the_raw_retention_nothing_is_claimed(fleet) -> None:
     t = node_tiers(fleet["n"], later - timedelta(days=30), later, later)
     assert t.cut_at_horizon and t.start == accounting.raw_horizon(later)
     assert t.empty and t.allocated == Decimal(0)
+
+
+def test_the_nodes_add_up_to_the_fleets_rollup(fleet) -> None:
+    """Every node's figures summed are the accounting's for the fleet: the same time, counted once."""
+    from django.db.models import Sum
+
+    from controlplane.models import FleetRollup
+
+    nodes = [node_tiers(fleet[x], T0, NOW, NOW) for x in ("n", "m")]
+    rolled = FleetRollup.objects.filter(bucket=accounting.MINUTE, start__gte=T0, start__lt=NOW).aggregate(
+        capacity=Sum("capacity_gpu_seconds"), allocated=Sum("allocated_gpu_seconds"),
+        active=Sum("active_gpu_seconds"), productive=Sum("productive_gpu_seconds"))
+    assert sum(t.capacity for t in nodes) == rolled["capacity"] == 16 * 3600
+    assert sum(t.allocated for t in nodes) == rolled["allocated"] == 28_800
+    assert close(sum(t.active for t in nodes), rolled["active"]) and close(rolled["active"], 12_600)
+    assert close(sum(t.productive for t in nodes), rolled["productive"]) and close(rolled["productive"], 9_600)
