@@ -12,7 +12,7 @@ from typing import Any
 import django_filters as filters
 from django import forms
 from django.db.models import F
-from django_filters.fields import IsoDateTimeField
+from django_filters.fields import BaseCSVField, IsoDateTimeField
 
 from controlplane.choices import CapacityTier, EventKind, JobState, NodeState, WorkloadClass
 from controlplane.models import (
@@ -101,11 +101,26 @@ class BooleanFilter(filters.BooleanFilter):
     field_class = StrictBooleanField
 
 
+class NoEmptyItemsCSVField(BaseCSVField):
+    """A comma-separated list without empty items: `?ordering=id,,gpus` (or `gpus,`) is a 400
+    naming the parameter, where the empty name passed the choice check and then failed (a 500)."""
+
+    def clean(self, value: Any) -> Any:
+        if value and any(item in self.empty_values for item in value):
+            raise forms.ValidationError(
+                "'%(value)s' has an empty field: separate the fields by single commas.",
+                code="invalid", params={"value": ",".join(str(item) for item in value)[:80]},
+            )
+        return super().clean(value)
+
+
 class JobOrderingFilter(filters.OrderingFilter):
     """`?ordering=queue_position` (`-` for descending, several comma-separated): a choice, so a
     field it does not sort by is a 400 naming `ordering`. Rows without the value (a running job
     has no queue position) come last either way, on SQLite as on PostgreSQL, and the newest id
     breaks ties, so pages do not overlap."""
+
+    base_field_class = NoEmptyItemsCSVField
 
     def filter(self, qs: Any, value: Any) -> Any:
         if not value:
