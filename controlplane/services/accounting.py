@@ -1998,13 +1998,17 @@ def showback_json(report: Showback) -> dict[str, Any]:
     }
 
 
+def _number(value: Decimal | None, quantum: Decimal) -> float | None:
+    return None if value is None else float(value.quantize(quantum))
+
+
 def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, window: dict[str, str],
                 minutes: float) -> dict[str, Any]:
-    def number(value: Decimal | None, quantum: Decimal) -> float | None:
-        return None if value is None else float(value.quantize(quantum))
-
+    number = _number
     per_token = entry.usd_per_useful_token
     share = entry.share_without_tokens
+    allocated = entry.allocated_gpu_seconds
+    cost = float(money["cost_usd"])
     return {
         "name": entry.name,
         "properties": entry.properties,
@@ -2012,13 +2016,13 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
         "start": window["start"],
         "end": window["end"],
         "minutes": minutes,
-        "gpuHours": float(_hours(entry.allocated_gpu_seconds)),
+        "gpuHours": float(_hours(allocated)),
         "gpuHoursActive": float(_hours(entry.active_gpu_seconds)),
         "gpuHoursProductive": float(_hours(entry.productive_gpu_seconds)),
-        "gpuEfficiency": _share(entry.active_gpu_seconds, entry.allocated_gpu_seconds),
-        "gpuProductiveEfficiency": _share(entry.productive_gpu_seconds, entry.allocated_gpu_seconds),
-        "gpuCost": float(money["cost_usd"]),
-        "totalCost": float(money["cost_usd"]),
+        "gpuEfficiency": _share(entry.active_gpu_seconds, allocated),
+        "gpuProductiveEfficiency": _share(entry.productive_gpu_seconds, allocated),
+        "gpuCost": cost,
+        "totalCost": cost,
         "usdPerGpuHour": number(entry.usd_per_gpu_hour, _RATE_Q),
         "usdPerProductiveGpuHour": number(entry.usd_per_productive_gpu_hour, _RATE_Q),
         "usefulTokens": tokens,
