@@ -283,7 +283,7 @@ def test_admin_opens_a_node_from_the_list_and_cordons_it_there(session):
     admin.page.click('tr[data-node="h100-03"] a')
     admin.page.wait_for_url(admin.base + "/nodes/h100-03/")
     admin.page.wait_for_selector("body[data-charts-ready=true]")
-    assert admin.assert_charts_rendered() == 1
+    assert admin.assert_charts_rendered() == 2  # its GPU slots, and its GPU time in three tiers
     admin.page.click("[data-node-action=cordon]")
     expect(admin.page.locator("#node-state .badge")).to_have_text("Cordoned", timeout=LIVE_TIMEOUT_MS)
     expect(admin.page.locator("table.events")).to_contain_text("cordon by admin", timeout=LIVE_TIMEOUT_MS)
