@@ -37,7 +37,6 @@ from collections import defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
 from django.db import connection
 from django.db.models import Q, Sum
@@ -184,17 +183,22 @@ def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket
         r = ratio.get((job_of[allocation_id], k))
         productive[(allocation_id, k)] = quantize_down(value * r) if r is not None else Decimal(0)
 
-    def total(cells: dict[tuple[int, int], Any], k: int | None = None) -> Decimal:
-        return sum((Decimal(v) if isinstance(v, int) else v for (_, kk), v in cells.items() if k is None or kk == k),
-                   Decimal(0))
+    def per_bucket(cells: dict[tuple[int, int], Decimal]) -> dict[int, Decimal]:
+        sums: dict[int, Decimal] = defaultdict(Decimal)
+        for (_, k), value in cells.items():
+            sums[k] += value
+        return sums
 
-    allocated_s = {key: Decimal(v).scaleb(-6) for key, v in allocated.items()}
+    allocated_k = per_bucket({key: Decimal(v).scaleb(-6) for key, v in allocated.items()})
+    active_k, productive_k = per_bucket(active), per_bucket(productive)
     buckets = []
     for k in keys:
         a, b = cut(k)
         buckets.append(NodeTierBucket(
-            start=from_us(a), end=from_us(b), capacity=Decimal(capacity[k]).scaleb(-6),
-            allocated=total(allocated_s, k), active=total(active, k), productive=total(productive, k),
+            # a step starts where capacity starts counting (the node joined, the accounting began)
+            start=from_us(max(a, min(b, counted_from))), end=from_us(b), capacity=Decimal(capacity[k]).scaleb(-6),
+            allocated=allocated_k.get(k, Decimal(0)), active=active_k.get(k, Decimal(0)),
+            productive=productive_k.get(k, Decimal(0)),
         ))
     per_slot_active: dict[int, Decimal] = defaultdict(Decimal)
     per_slot_productive: dict[int, Decimal] = defaultdict(Decimal)
@@ -217,8 +221,9 @@ def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket
         start=lo, end=hi, asked_start=start, asked_end=end, bucket=bucket, reaches_back_to=horizon,
         rolled_until=rolled, joined_at=joined if joined is not None and joined > lo else None,
         accounting_began=began,
-        capacity=Decimal(sum(capacity.values())).scaleb(-6), allocated=total(allocated_s), active=total(active),
-        productive=total(productive), buckets=buckets, gpus=gpus,
+        capacity=Decimal(sum(capacity.values())).scaleb(-6), allocated=sum(allocated_k.values(), Decimal(0)),
+        active=sum(active_k.values(), Decimal(0)), productive=sum(productive_k.values(), Decimal(0)),
+        buckets=buckets, gpus=gpus,
     )
 
 

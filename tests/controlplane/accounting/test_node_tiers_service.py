@@ -116,6 +116,10 @@ def test_capacity_counts_from_the_nodes_registration_and_the_window_ends_at_the_
     Event.objects.filter(node=fleet["n"]).delete()
     earlier = node_tiers(fleet["n"], T0 - minutes(30), NOW, NOW)
     assert earlier.accounting_began == T0 and earlier.capacity == Decimal(28_800) and earlier.allocated == 21_600
+    # and the chart's steps start there, not at the window's edge
+    assert [b.start for b in earlier.buckets if b.capacity > 0][0] == T0
+    hourly = node_tiers(fleet["n"], T0 - minutes(30), NOW, NOW, bucket=accounting.HOUR)
+    assert [(b.start, b.end, b.capacity) for b in hourly.buckets if b.capacity] == [(T0, NOW, Decimal(28_800))]
     # asked past the last rollup: the figures stop there
     later = node_tiers(fleet["n"], T0, NOW + minutes(30), NOW + minutes(30))
     assert later.end == NOW and later.allocated == Decimal(21_600)
