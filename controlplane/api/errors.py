@@ -75,6 +75,49 @@ def _still_in_use(objects: Any) -> str:
     return f"Still in use by {', '.join(blockers)}; remove or move those first."
 
 
+# What to do instead of deleting a record that history protects (as the admin's pages say).
+_RETIRE = {
+    "team": "To retire it, take it out of its cohort and delete its quotas and memberships.",
+    "priorityclass": "To retire it, give the teams whose default it is another one.",
+    "node": "To retire it, drain it (POST nodes/{pk}/drain/).",
+}
+# Rows that refer to a record and can themselves be deleted or changed first; every other
+# protecting row (jobs, the GPUs of their allocations, rollups) is history, kept for good.
+_SETTINGS = {"quota", "node"}
+_HISTORY_WORDS = {
+    "job": ("job", "jobs"),
+    "allocationgpu": ("allocated GPU of jobs", "allocated GPUs of jobs"),
+}
+
+
+def refused_deletion(instance: Any, objects: Any) -> str:
+    """Why ``instance`` cannot be deleted, in words for the record deleted: what history protects
+    it, counted per kind, and how to retire it instead; or the settings that still use it."""
+    objects = list(objects)
+    models = [o._meta.model_name for o in objects]
+    if all(name in _SETTINGS for name in models):
+        return _still_in_use(objects)
+    counts: dict[str, int] = {}
+    for name in models:
+        if name in _HISTORY:
+            name = "rollup"
+        if name not in _SETTINGS:
+            counts[name] = counts.get(name, 0) + 1
+    parts = []
+    for name, n in counts.items():
+        if name == "rollup":
+            parts.append(f"{n:,} showback and quota rollup row{'s' if n != 1 else ''}")
+        else:
+            one, many = _HISTORY_WORDS.get(name, (name, name + "s"))
+            parts.append(f"{n:,} {one if n == 1 else many}")
+    label = str(instance._meta.verbose_name)
+    label = {"gpu type": "GPU type"}.get(label, label)
+    advice = _RETIRE.get(instance._meta.model_name, "").format(pk=instance.pk)
+    return (f"{label[:1].upper()}{label[1:]} {getattr(instance, 'name', instance)} has accounting history that "
+            f"finance's reports and the audit trail keep ({', '.join(parts)}); it cannot be deleted."
+            + (f" {advice}" if advice else ""))
+
+
 def _translate(exc: Exception) -> Exception:
     if isinstance(exc, ProtectedError | RestrictedError):
         return Conflict(_still_in_use(exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects))

@@ -9,6 +9,7 @@ from typing import Any
 
 from django.contrib.auth import authenticate
 from django.db import transaction
+from django.db.models import ProtectedError, RestrictedError
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.urls import Resolver404, resolve
@@ -28,7 +29,7 @@ from rest_framework.views import APIView
 
 from controlplane.api import serializers as s
 from controlplane.api.authentication import TokenAuthentication
-from controlplane.api.errors import Conflict, exception_handler
+from controlplane.api.errors import Conflict, exception_handler, refused_deletion
 from controlplane.api.filter_backends import refuse_unknown_parameters
 from controlplane.api.pagination import Pagination
 from controlplane.api.parsers import BoundedJSONParser
@@ -169,7 +170,12 @@ class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
             if config_audit.audited(instance):
                 config_audit.record_config_change(instance, "deleted", config_audit.config_record(instance),
                                                   self._actor())
-            instance.delete()
+            try:
+                instance.delete()
+            except ProtectedError as exc:
+                raise Conflict(refused_deletion(instance, exc.protected_objects)) from None
+            except RestrictedError as exc:
+                raise Conflict(refused_deletion(instance, exc.restricted_objects)) from None
 
 
 # ------------------------------------------------------------------------- unknown paths
