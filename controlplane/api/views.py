@@ -9,8 +9,7 @@ from typing import Any
 
 from django.contrib.auth import authenticate
 from django.db import transaction
-from django.db.models import ProtectedError, RestrictedError
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, ProtectedError, Q, QuerySet, RestrictedError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.urls import Resolver404, resolve
 from django.views.decorators.csrf import csrf_exempt
