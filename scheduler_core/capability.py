@@ -88,9 +88,21 @@ def _members_per_node(member: Member, shape: NodeShape) -> int:
     return min(limits)
 
 
+def _role_field(spec: JobSpec, member: Member, name: str) -> str:
+    """The request field a gang member's refusal is about: a role's own (``roles.1.count``, the
+    API's key for it) when the member is a role's, so the form shows it on that role's row."""
+    for index, role in enumerate(spec.roles):
+        if role.name == member.role:
+            return f"roles.{index}.{name}"
+    return "roles"
+
+
+def _whose(spec: JobSpec, member: Member) -> str:
+    """"role learner " before a sentence about one role's members; "" for a plain job."""
+    return f"role {member.role} " if spec.roles and member.role else ""
+
+
 def _single_member_field(spec: JobSpec) -> str:
-    if spec.roles:
-        return "roles"
     if spec.gpus_per_node is not None and spec.topology is not TopologyConstraint.SAME_NODE:
         return "gpus_per_node"
     return "gpus"
@@ -108,12 +120,19 @@ def _fleet_names(shapes: Iterable[NodeShape]) -> str:
 
 def _type_refusal(spec: JobSpec, member: Member, shapes: list[NodeShape]) -> Infeasible:
     fleet = _fleet_names(shapes)
-    field = "roles" if spec.roles else "gpu_types"
+    # A role without its own GPU types or memory takes the job's: then the job's field is wrong.
+    role = next((r for r in spec.roles if r.name == member.role), None)
+    field = _role_field(spec, member, "gpu_types") if role is not None and role.gpu_types else "gpu_types"
+    memory_field = (_role_field(spec, member, "min_gpu_memory_gb") if role is not None and role.min_gpu_memory_gb
+                    else "min_gpu_memory_gb")
     if member.gpu_types and not any(s.gpu_type.name in member.gpu_types for s in shapes):
-        return Infeasible(field, f"no node carries {' or '.join(member.gpu_types)}; the fleet has {fleet}")
+        kinds = " or ".join(member.gpu_types)
+        said = (f"{_whose(spec, member)}asks {kinds} GPUs, which no node carries" if _whose(spec, member)
+                else f"no node carries {kinds}")
+        return Infeasible(field, f"{said}; the fleet has {fleet}")
     return Infeasible(
-        "roles" if spec.roles else "min_gpu_memory_gb",
-        f"asks GPUs with at least {member.min_gpu_memory_gb} GB of memory"
+        memory_field,
+        f"{_whose(spec, member)}asks GPUs with at least {member.min_gpu_memory_gb} GB of memory"
         + (f" among {', '.join(member.gpu_types)}" if member.gpu_types else "")
         + f"; the fleet has {fleet}",
     )
@@ -121,26 +140,27 @@ def _type_refusal(spec: JobSpec, member: Member, shapes: list[NodeShape]) -> Inf
 
 def _member_refusal(spec: JobSpec, member: Member, capable: list[NodeShape]) -> Infeasible:
     """Why no capable node hosts ``member`` (GPUs, then CPUs, then memory)."""
+    whose = _whose(spec, member)
     biggest_gpus = max(s.gpus for s in capable)
     if member.gpus > biggest_gpus:
         return Infeasible(
-            _single_member_field(spec),
-            f"asks {member.gpus} GPUs on one node; the largest node has {biggest_gpus}",
+            _role_field(spec, member, "gpus_per_member") if spec.roles else _single_member_field(spec),
+            f"{whose}asks {member.gpus} GPUs on one node; the largest node has {biggest_gpus}",
         )
     roomy = [s for s in capable if s.gpus >= member.gpus]
     most_cpus = max(s.cpus for s in roomy)
     per_gpu = member.cpus // member.gpus if member.gpus else 0
     if member.cpus > most_cpus:
         return Infeasible(
-            "roles" if spec.roles else "cpus_per_gpu",
-            f"asks {member.cpus} CPUs on one node ({member.gpus} GPUs × {per_gpu}); "
+            _role_field(spec, member, "cpus_per_gpu") if spec.roles else "cpus_per_gpu",
+            f"{whose}asks {member.cpus} CPUs on one node ({member.gpus} GPUs × {per_gpu}); "
             f"the largest node with {member.gpus} GPUs has {most_cpus}",
         )
     most_memory = max(s.memory_gb for s in roomy if s.cpus >= member.cpus)
     per_gpu_mem = member.memory_gb // member.gpus if member.gpus else 0
     return Infeasible(
-        "roles" if spec.roles else "memory_gb_per_gpu",
-        f"asks {member.memory_gb} GB of memory on one node ({member.gpus} GPUs × "
+        _role_field(spec, member, "memory_gb_per_gpu") if spec.roles else "memory_gb_per_gpu",
+        f"{whose}asks {member.memory_gb} GB of memory on one node ({member.gpus} GPUs × "
         f"{per_gpu_mem} GB); the largest node with {member.gpus} GPUs has {most_memory} GB",
     )
 
@@ -256,8 +276,8 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
         room = sum(_members_per_node(member, s) * s.count for s in capable)
         if copies > room:
             return Infeasible(
-                _single_member_field(spec),
-                f"asks {copies} nodes with {member.gpus} free GPUs"
+                _role_field(spec, member, "count") if spec.roles else _single_member_field(spec),
+                f"{_whose(spec, member)}asks {copies} nodes with {member.gpus} free GPUs"
                 + (f", {member.cpus} CPUs" if member.cpus else "")
                 + (f" and {member.memory_gb} GB" if member.memory_gb else "")
                 + f" each; the fleet has room for {room}",

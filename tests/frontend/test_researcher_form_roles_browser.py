@@ -146,8 +146,9 @@ def test_role_rows_fit_a_phone(session: Any) -> None:  # noqa: F811
     page.click("[data-add-role]")
     fill_role(page, 0, name="learner", count="1", gpus_per_member="8", gpu_types=["H100-80GB"])
     fill_role(page, 1, name="rollout", count="4", gpus_per_member="16")
-    # A member no node can hold concerns the gang as a whole: said above the rows, on `roles`.
-    expect(page.locator('[data-error-for="roles"]')).to_contain_text("the largest node has 8", timeout=5_000)
+    # A member no node can hold is said on its own role's field, naming the role.
+    expect(page.locator('[data-error-for="roles.1.gpus_per_member"]')).to_contain_text(
+        "role rollout asks 16 GPUs on one node; the largest node has 8", timeout=5_000)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the jobs page with two roles is {width} px wide on a 390 px screen"
     for i in range(2):

@@ -48,7 +48,12 @@ SMALL = fleet((2, "a100", 8, "l0"), (2, "a100-40", 8, "l1"))
         (make_job("j").gpus(8).per_node(8).memory_per_gpu(80), "memory_gb_per_gpu", "640 GB"),
         (make_job("j").gpus(24).topology("same_leaf"), "topology", "largest leaf switch has 16"),
         (make_job("j").gpus(64).elastic(48, 64), "min_gpus", "asks 48 GPUs"),
-        (make_job("j").roles(role("ps", 1, 1, "t4"), role("w", 2, 8)), "roles", "no node carries t4"),
+        (make_job("j").roles(role("ps", 1, 1, "t4"), role("w", 2, 8)), "roles.0.gpu_types",
+         "role ps asks t4 GPUs, which no node carries"),
+        (make_job("j").roles(role("ps", 1, 1), role("w", 1, 16)), "roles.1.gpus_per_member",
+         "role w asks 16 GPUs on one node; the largest node has 8"),
+        (make_job("j").types("t4").roles(role("ps", 1, 1), role("w", 1, 8)), "gpu_types",
+         "role ps asks t4 GPUs, which no node carries"),
         (make_job("j").roles(role("a", 1, 4, "a100"), role("b", 1, 8, "a100")).topology("same_node"),
          "topology", "12 GPUs on one node"),
     ],
@@ -56,7 +61,8 @@ SMALL = fleet((2, "a100", 8, "l0"), (2, "a100-40", 8, "l1"))
          "larger-than-any-one-type",
          "member-wider-than-any-node", "same-node-wider-than-any-node", "cpus-beyond-any-node",
          "memory-beyond-any-node", "same-leaf-beyond-any-leaf", "elastic-minimum-too-large",
-         "role-type-nobody-has", "heterogeneous-same-node-too-wide"],
+         "role-type-nobody-has", "role-member-wider-than-any-node", "roles-take-the-jobs-unknown-type",
+         "heterogeneous-same-node-too-wide"],
 )
 def test_never_runs_names_the_field_and_the_engine_agrees(job, field, words):
     spec = job.obj()
