@@ -195,7 +195,9 @@ def run_real(args: argparse.Namespace) -> int:
     launcher = ProcessLauncher(state_dir, inventory.name, nvml)
     leftovers = launcher.sweep_leftovers()
     if leftovers:
-        log.warning("killed processes a previous agent left behind", node=inventory.name, process_groups=leftovers)
+        log.warning("killed processes a previous agent left behind", node=inventory.name, pids=leftovers)
+    # Started now rather than with the first job: its ~10 ms are paid here, not in a launch.
+    launcher.reaper.start()
     token_path = _token_file(state_dir, inventory.name)
     if not args.bootstrap_token and not _load_token(token_path):
         return _no_way_to_register(f"node {inventory.name} has no token in {token_path}")

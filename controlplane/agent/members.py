@@ -15,9 +15,12 @@ appends JSON lines such as `{"steps": 1200, "useful_tokens": 4915200, "checkpoin
 (cumulative totals for the whole job; the agent reads the RANK=0 process's file).
 
 Each process runs in its own session (so the whole tree can be signalled) and dies with the
-agent (PR_SET_PDEATHSIG), and its process group is recorded in the state directory so a
-restarted agent kills anything a killed predecessor left behind: a GPU never keeps a process
-the control plane no longer knows about.
+agent (PR_SET_PDEATHSIG). What it started in turn (torchrun's workers, a pipeline, anything
+that forks) dies with the agent too: a `Reaper`, a small process of its own, is told every
+process group the agent starts and kills them all the moment the agent is gone, however it
+went (SIGKILL, the OOM killer). The groups are also recorded in the state directory, so a
+restarted agent kills anything left behind even if the reaper could not: a GPU never keeps a
+process the control plane no longer knows about.
 
 Simulated members make progress at the rates in the job's env (QM_SIM_DURATION_S,
 QM_SIM_STEPS_PER_S, QM_SIM_TOKENS_PER_STEP, QM_SIM_ACTIVITY, QM_SIM_EXIT_CODE, QM_SIM_STOP_S)
@@ -33,6 +36,7 @@ import os
 import shlex
 import signal
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -263,8 +267,10 @@ class ProcessMember:
         node_name: str,
         devices: DeviceMonitor | None,
         base_env: dict[str, str] | None = None,
+        reaper: Reaper | None = None,
     ) -> None:
         self.generation = assignment.generation
+        self.reaper = reaper
         self.assignment = assignment
         self.devices = devices
         self.workdir = workdir
@@ -303,6 +309,8 @@ class ProcessMember:
                 )
             self.procs.append(proc)
         (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
+        if reaper is not None:
+            reaper.watch([p.pid for p in self.procs])
 
     def poll(self) -> int | None:
         if self._exit_code is not None:
@@ -343,6 +351,8 @@ class ProcessMember:
             (self.workdir / "pgids").unlink()
         except FileNotFoundError:
             pass
+        if self.reaper is not None:
+            self.reaper.forget([p.pid for p in self.procs])
 
     def _read_progress(self) -> None:
         try:
@@ -403,36 +413,145 @@ class ProcessLauncher:
         self.root = state_dir / node_name
         self.node_name = node_name
         self.devices = devices
+        self.reaper = Reaper(node_name)
 
     def launch(self, assignment: Assignment) -> Member:
         return ProcessMember(
-            assignment, workdir=self.root / f"g{assignment.generation}", node_name=self.node_name, devices=self.devices
+            assignment, workdir=self.root / f"g{assignment.generation}", node_name=self.node_name, devices=self.devices,
+            reaper=self.reaper,
         )
 
     def sweep_leftovers(self) -> list[int]:
         """Kill process groups a previous agent of this node recorded and left running.
 
-        Only groups whose leader still carries this node's QM_AGENT_NODE are touched, so a
-        recycled pid of an unrelated process is left alone."""
+        Only processes that still carry this node's QM_AGENT_NODE are touched, so a recycled
+        pid of an unrelated process is left alone."""
         if not self.root.exists():
             return []
         groups: set[int] = set()
         records = list(self.root.glob("g*/pgids"))
         for record in records:
             groups.update(int(raw) for raw in record.read_text().split())
-        # Every process still in one of those groups (the leader may be gone while its
-        # children live on), provided it carries this node's marker.
-        killed: list[int] = []
-        for pid, pgid in _process_groups():
-            if pgid in groups and _carries_node(pid, self.node_name):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed.append(pid)
-                except (ProcessLookupError, PermissionError):
-                    pass
+        killed = kill_groups(groups, self.node_name)
         for record in records:
             record.unlink()
-        return sorted(killed)
+        return killed
+
+
+def kill_groups(groups: set[int], node_name: str) -> list[int]:
+    """SIGKILL every process still in one of `groups` (the leader may be gone while its
+    children live on) that carries this node's marker; the pids killed."""
+    killed: list[int] = []
+    for pid, pgid in _process_groups():
+        if pgid in groups and _carries_node(pid, node_name):
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed.append(pid)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return sorted(killed)
+
+
+# The reaper's whole program: the standard library only (no site, no Django, no package on the
+# path), ~10 ms to start. It reads "+pgid" / "-pgid" lines until the agent's end of the pipe
+# closes, then kills what is left of those groups (as kill_groups does) and exits.
+_REAPER_PROGRAM = r'''
+import json, os, signal, sys, time
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+node = sys.argv[1]
+marker = ("QM_AGENT_NODE=" + node).encode()
+groups, buffer = set(), b""
+while True:
+    try:
+        chunk = os.read(0, 65536)
+    except InterruptedError:
+        continue
+    except OSError:
+        chunk = b""
+    if not chunk:
+        break
+    buffer += chunk
+    *lines, buffer = buffer.split(b"\n")
+    for line in lines:
+        if line[:1] == b"+":
+            groups.add(int(line[1:]))
+        elif line[:1] == b"-":
+            groups.discard(int(line[1:]))
+killed = []
+for entry in os.listdir("/proc"):
+    if not entry.isdigit():
+        continue
+    try:
+        with open("/proc/" + entry + "/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if len(fields) < 3 or int(fields[2]) not in groups:
+            continue
+        with open("/proc/" + entry + "/environ", "rb") as f:
+            if marker not in f.read().split(b"\0"):
+                continue
+        os.kill(int(entry), signal.SIGKILL)
+        killed.append(int(entry))
+    except (OSError, ValueError):
+        continue
+if killed:
+    sys.stderr.write(json.dumps({"node": node, "pids": sorted(killed), "event": "agent gone: killed what its jobs "
+                                 "left running", "level": "warning", "logger": "qm.agent.reaper",
+                                 "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
+'''
+
+
+class Reaper:
+    """Kills every process group the agent started the moment the agent is gone.
+
+    PR_SET_PDEATHSIG reaches only the process the agent started (`/bin/sh -c …`); whatever
+    that shell started (torchrun's workers, a pipeline, `cd … && python train.py`) was
+    re-parented to init when the agent was killed, and kept its GPUs and went on writing while
+    the control plane ran the job again elsewhere, until an agent was started again on the node
+    and swept it. The reaper is a small process in its own session (a kill of the agent's
+    process group leaves it alone); the agent tells it over a pipe which groups it started and
+    which ended. When the pipe closes — the agent exited, or was killed with SIGKILL or by the
+    OOM killer — it SIGKILLs every process still in those groups that carries this node's
+    marker, and exits. An agent that exits normally has stopped its jobs first: nothing is left.
+    Only groups this agent told it of are touched, never those of an agent started after it."""
+
+    def __init__(self, node_name: str) -> None:
+        self.node_name = node_name
+        self.groups: set[int] = set()
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the reaper now (else with the first job), telling it every group known."""
+        if self._proc is not None and self._proc.poll() is None:
+            return
+        self._proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", "-c", _REAPER_PROGRAM, self.node_name],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
+        )
+        if self.groups:
+            self._send("".join(f"+{g}\n" for g in sorted(self.groups)))
+
+    def watch(self, groups: list[int]) -> None:
+        self.groups.update(groups)
+        if self._proc is None or self._proc.poll() is not None:
+            self.start()  # tells it every group, these included
+        else:
+            self._send("".join(f"+{g}\n" for g in groups))
+
+    def forget(self, groups: list[int]) -> None:
+        self.groups.difference_update(groups)
+        if self._proc is not None and self._proc.poll() is None:
+            self._send("".join(f"-{g}\n" for g in groups))
+
+    def _send(self, text: str) -> None:
+        assert self._proc is not None and self._proc.stdin is not None
+        try:
+            self._proc.stdin.write(text.encode())
+            self._proc.stdin.flush()
+        except OSError:
+            # The reaper is gone (killed on its own): the next watch starts another one, and a
+            # restarted agent's sweep remains.
+            pass
 
 
 def _process_groups() -> list[tuple[int, int]]:

@@ -1,0 +1,84 @@
+"""A job's whole process tree dies with its agent, not only the shell the agent started.
+
+Found on the SRE drill (docs/operations.md, "kill -9 the agent"): a real `qm-agent` ran job 1
+(`echo … >> $QM_PROGRESS_FILE; sleep 600`, two GPUs). After `kill -9` of the agent the two
+`/bin/sh -c` processes died (PR_SET_PDEATHSIG), but their `sleep 600` children lived on,
+re-parented to init, for as long as no new agent was started on the node — while the control
+plane fenced the job 20 s later and started it again elsewhere. A training script run through
+`torchrun`, a shell pipeline or any command that forks behaves like that `sleep`: the old run
+kept its GPUs busy and kept writing next to the new one. Only a restarted agent's sweep killed
+them. Now a small reaper process started with the agent's first job kills every process group
+the agent recorded the moment the agent dies, however it dies.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.choices import JobState, NodeState
+from controlplane.models import Job, Node
+from controlplane.services import cycle
+from tests.controlplane.agent.test_process_member import alive
+from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
+
+QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
+
+
+def _wait(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_server: Any, tmp_path: Path) -> None:
+    fleet = build_loop_fleet()
+    log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
+    agent = subprocess.Popen(
+        [QM_AGENT, "--server", live_server.url, "--name", "gpu-sre", "--gpus", "2", "--gpu-type", "H100-80GB",
+         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(tmp_path / "state"),
+         "--interval", "0.5", "--no-wake", "--log-format", "console"],
+        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    children: list[int] = []
+    try:
+        _wait(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register")
+        job = make_job(fleet, gpus=2, command="sleep 120 & echo $! > child.$LOCAL_RANK; wait")
+        assert cycle.run_cycle("test").binds == 1
+        _wait(lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING
+              and len(list((tmp_path / "state" / "gpu-sre").glob("g*/child.*"))) == 2
+              and all(p.read_text().strip() for p in (tmp_path / "state" / "gpu-sre").glob("g*/child.*")),
+              20, "the job's processes to start")
+        children = [int(p.read_text()) for p in (tmp_path / "state" / "gpu-sre").glob("g*/child.*")]
+        assert all(alive(pid) for pid in children)
+
+        os.kill(agent.pid, signal.SIGKILL)
+        agent.wait(timeout=10)
+
+        deadline = time.monotonic() + 5
+        while any(alive(pid) for pid in children) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        survivors = [pid for pid in children if alive(pid)]
+        assert not survivors, f"the job's processes {survivors} outlived their agent"
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        for pid in children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        log.close()
