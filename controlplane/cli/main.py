@@ -357,6 +357,8 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
         params["state"] = ACTIVE_STATES
     if args.team:
         params["team"] = args.team
+    if args.node:
+        params["node"] = args.node
     if args.sort:
         params["ordering"] = args.sort.replace(" ", "")
     if args.array:
@@ -403,6 +405,16 @@ def _gpus_line(job: dict[str, Any]) -> str:
     return f"{held or 'none'} held ({asked})"
 
 
+def _start_cell(job: dict[str, Any]) -> str:
+    """When a waiting job is expected to start (its ETA, as `squeue --start` says): `in 2h`,
+    `passed` once the time is past (no cycle has run since), `-` without one."""
+    eta = output.parse_time(job.get("eta")) if job["state"] == "pending" else None
+    if eta is None:
+        return "-"
+    ahead = (eta - datetime.now(timezone.utc)).total_seconds()
+    return f"in {output.human_duration(ahead)}" if ahead > 0 else "passed"
+
+
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
     page = api.request("GET", "jobs/", params=_list_params(args, api))
     if args.json:
@@ -410,7 +422,7 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         return 0
     rows = [
         (j["id"], j["name"], j["team"], _state(j), _gpus_cell(j), j["priority_class"], output.age(j["submitted_at"]),
-         j["queue_position"], j["pending_code"] if j["state"] == "pending" else "")
+         j["queue_position"], _start_cell(j), j["pending_code"] if j["state"] == "pending" else "")
         for j in page["results"]
     ]
     if not rows:
@@ -419,9 +431,11 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
             return 0
         print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
         return 0
-    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "REASON"])
+    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"])
     if any("/" in str(row[4]) for row in rows):
         print("GPUS of an elastic job holding GPUs: held/asked (e.g. 16/8: asked 8, grown to 16).")
+    if any(row[8] == "passed" for row in rows):
+        print("START passed: the expected start has passed and no scheduling cycle has run since.")
     shown_to = args.offset + len(rows)
     if page["count"] > shown_to or args.offset:
         # The API gives at most 1,000 a page: past that, --limit alone cannot show the rest.
@@ -897,6 +911,7 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--team")
         p.add_argument("--mine", action="store_true", help="only jobs you submitted")
         p.add_argument("--array", metavar="ARRAY_ID", help="only the tasks of this job array")
+        p.add_argument("--node", help="only the jobs holding GPUs on this node now (as squeue -w)")
         p.add_argument("--sort", metavar="FIELD[,FIELD]",
                        help="id, submitted_at, gpus, queue_position, priority, name or state; -FIELD descends "
                             "(default: newest first)")
