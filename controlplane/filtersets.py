@@ -16,6 +16,7 @@ from django_filters.fields import BaseCSVField, IsoDateTimeField
 
 from controlplane.choices import CapacityTier, EventKind, JobState, NodeState, WorkloadClass
 from controlplane.models import (
+    AllocationGpu,
     Cohort,
     Event,
     GpuType,
@@ -149,6 +150,11 @@ class JobFilterSet(filters.FilterSet):
                   "since a job keeps its last reason after it leaves the queue.",
     )
     name = filters.CharFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
+    node = filters.CharFilter(
+        method="filter_node",
+        help_text="Node name: the jobs holding GPUs on that node now (running, or stopping until its GPUs are "
+                  "given back), as `squeue -w` lists them.",
+    )
     ordering = JobOrderingFilter(
         fields=(("id", "id"), ("submitted_at", "submitted_at"), ("gpus", "gpus"),
                 ("place__queue_position", "queue_position"), ("priority_class__value", "priority"),
@@ -156,6 +162,11 @@ class JobFilterSet(filters.FilterSet):
         help_text="Sort by id, submitted_at, gpus, queue_position, priority, name or state; '-' descends; "
                   "several comma-separated. Default: newest first.",
     )
+
+    def filter_node(self, queryset: Any, name: str, value: str) -> Any:
+        # A subquery, not a join: a gang holds several GPU rows on a node, and each job is listed once.
+        held = AllocationGpu.objects.filter(node__name=value, live=True).values("allocation__job_id")
+        return queryset.filter(pk__in=held)
 
     def filter_pending_code(self, queryset: Any, name: str, value: str) -> Any:
         return queryset.filter(pending_code=value, state__in=(JobState.PENDING, JobState.UNSCHEDULABLE))
