@@ -13,6 +13,7 @@ import django_filters as filters
 from django import forms
 from django.db.models import F
 from django_filters.fields import BaseCSVField, IsoDateTimeField
+from drf_spectacular.utils import extend_schema_field
 
 from controlplane.choices import CapacityTier, EventKind, JobState, NodeState, WorkloadClass
 from controlplane.models import (
@@ -59,6 +60,7 @@ class IsoDateTimeFilter(filters.IsoDateTimeFilter):
 MAX_ID = 2**63 - 1
 
 
+@extend_schema_field({"type": "integer", "minimum": 1, "maximum": MAX_ID})
 class IdFilter(filters.NumberFilter):
     """A row's id: a whole number from 1 to MAX_ID, else a 400 (django-filter's NumberFilter
     takes decimals, so `?job=1.5` matched job 1, and a 20-digit id overflowed SQLite: a 500)."""
