@@ -240,16 +240,18 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
                                       ledger: QuotaLedger, charges: dict[tuple[str, str], int],
                                       flagged: dict[tuple[str, str], int],
                                       node_types: list[str]) -> None:
-    """A team holding more of a GPU type than its (lowered) nominal quota in a cohort borrows
-    the excess from the cohort, whatever its jobs were marked when they started: its jobs
-    started last are marked borrowed until they cover the excess, so an owner reclaims that
-    capacity as it reclaims any borrowed capacity (seed 004: borrowers first).
+    """A team holding more of a GPU type than its (lowered) nominal quota borrows the excess,
+    whatever its jobs were marked when they started: from its cohort, or, in none (moved out,
+    or its quota lowered), from the teams whose guarantee it holds. Its jobs started last are
+    marked borrowed until they cover the excess, so an owner reclaims that capacity as it
+    reclaims any borrowed capacity (seed 004: borrowers first).
 
     Jobs started within the quota of their day are never over it otherwise (each one fitted
-    beside every job still running), so this changes nothing until an admin lowers a quota."""
+    beside every job still running), so this changes nothing until an admin lowers a quota or
+    moves a team."""
     for key, held in sorted(charges.items()):
         q = ledger.quota.get(key)
-        if q is None or q.cohort is None:
+        if q is None:
             continue
         excess = held - flagged.get(key, 0) - q.nominal_gpus
         if excess <= 0:

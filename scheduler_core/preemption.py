@@ -13,9 +13,11 @@ Steps for one pending job that found no room (:func:`preempt_for`):
    anyway. If the job fits once they are gone (a what-if on the state and the quota ledger),
    it claims them and waits; no new victim is chosen. This is also what keeps a preemptor
    from choosing fresh victims every cycle while its victims drain.
-2. *Candidates.* Running jobs it may preempt: tier 0, borrowed work of another team of its
-   cohort on the same GPU type while the preemptor stays within its nominal quota
-   (``reclaim_borrowed``, any priority, Kueue's ``reclaimWithinCohort: Any``); tier 1,
+2. *Candidates.* Running jobs it may preempt: tier 0, borrowed work of another team on the
+   same GPU type while the preemptor stays within its nominal quota (``reclaim_borrowed``, any
+   priority, Kueue's ``reclaimWithinCohort: Any``): of its own cohort, or of a cohort (or a
+   team in none) that holds more above nominal than it lends itself, as a team moved out of
+   the cohort it borrowed from does (:meth:`QuotaLedger.overdrawn`); tier 1,
    preemptible jobs of a strictly lower priority class, of its own team, borrowed, or on GPU
    types no quota governs (``higher_priority``). Jobs inside their minimum runtime or past
    their preemption budget are protected. An elastic job above its minimum offers its extra
@@ -197,8 +199,9 @@ def _eligible(ctx: CycleContext, spec: JobSpec, mine: PriorityClassInfo, gpus: i
             and gpu_type in victim_types:
         q_mine = ctx.ledger.quota.get((spec.team, gpu_type))
         q_theirs = ctx.ledger.quota.get((job.spec.team, gpu_type))
-        if q_mine is not None and q_theirs is not None and q_mine.cohort is not None \
-                and q_mine.cohort == q_theirs.cohort:
+        if q_mine is not None and q_theirs is not None and (
+                (q_mine.cohort is not None and q_mine.cohort == q_theirs.cohort)
+                or ctx.ledger.overdrawn(job.spec.team, gpu_type)):
             within = ctx.ledger.used_by(spec.team, gpu_type) + gpus <= q_mine.nominal_gpus
             if within:
                 return 0, PreemptionReason.RECLAIM_BORROWED

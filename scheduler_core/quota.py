@@ -134,6 +134,20 @@ class QuotaLedger:
     def used_by(self, team: str, gpu_type: str) -> int:
         return self.used.get((team, gpu_type), 0)
 
+    def overdrawn(self, team: str, gpu_type: str) -> bool:
+        """Does ``team``'s side hold more ``gpu_type`` GPUs above nominal than it lends itself:
+        its cohort (its borrowers' excess beyond its lenders' unused quota), or the team alone
+        when it is in no cohort (anything above its nominal)? That excess is capacity
+        guaranteed to teams outside it: a team moved out of the cohort it borrowed from, or
+        whose quota was lowered, holds it until reclaimed (seed 004: borrowers first)."""
+        q = self.quota.get((team, gpu_type))
+        if q is None:
+            return False
+        if q.cohort is None:
+            return self.used_by(team, gpu_type) > q.nominal_gpus
+        key = (q.cohort, gpu_type)
+        return self.cohort_borrowed[key] > self.cohort_lendable[key]
+
     def charge(self, team: str, gpu_type: str, gpus: int) -> None:
         """Record ``gpus`` more (or, negative, fewer) GPUs in use by ``team``."""
         key = (team, gpu_type)

@@ -88,9 +88,10 @@ def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> st
 
     Changing a quota stops nothing by itself: the team's running jobs keep their GPUs, and it
     starts no more work of that type while it holds more than nominal plus what it may borrow.
-    In a cohort, what it holds above the new nominal is borrowed (its jobs started last), so a
-    team owed its guarantee reclaims it by preemption (docs/operations.md, *Changing quotas on
-    a running fleet*)."""
+    What it holds above the new nominal is borrowed (its jobs started last), so a team owed its
+    guarantee reclaims it by preemption: of its cohort, or of any cohort once the team's side
+    holds more above nominal than it lends itself (a team in no cohort: anything above its
+    nominal) (docs/operations.md, *Changing quotas on a running fleet*)."""
     if before is not None and (before.get("nominal_gpus"), before.get("borrowing_limit")) == (
             quota.nominal_gpus, quota.borrowing_limit):
         return None
@@ -116,7 +117,9 @@ def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> st
          "(its jobs started last): a team owed its guarantee may reclaim them by preemption, after their "
          "class's minimum runtime "
          if quota.team.cohort_id is not None else
-         "It is in no cohort, so no other team can reclaim them: they free their GPUs when they end ")
+         f"It is in no cohort, so it borrows the {over} above nominal from the teams whose guarantee they are: "
+         "a team of any cohort owed its guarantee may reclaim them by preemption, after their class's minimum "
+         "runtime ")
         + "(see docs/operations.md, Changing quotas on a running fleet)."
     )
 
@@ -124,9 +127,11 @@ def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> st
 def held_above_nominal_after_move(team: Team, before: str | None) -> list[str]:
     """What an admin should know after moving ``team`` from cohort ``before`` (a name, or None)
     to its cohort now, per GPU type it holds more of than its nominal quota (none when it holds
-    no more). Moving stops nothing: the GPUs above nominal stay with the team's running jobs;
-    the old cohort's teams can no longer reclaim them (reclaim works within a cohort), and in
-    the new one they count as borrowed."""
+    no more). Moving stops nothing: the GPUs above nominal stay with the team's running jobs,
+    and count as borrowed in the new cohort (or from whoever's guarantee they are, in none).
+    The old cohort's teams reclaim them only while the team's new side holds more above
+    nominal than it lends itself (reclaim crosses cohorts then: scheduler_core's
+    QuotaLedger.overdrawn)."""
     nominal = dict(Quota.objects.filter(team=team).values_list("gpu_type__name", "nominal_gpus"))
     held = dict(
         AllocationGpu.objects.filter(live=True, allocation__job__team=team).order_by()
@@ -142,9 +147,13 @@ def held_above_nominal_after_move(team: Team, before: str | None) -> list[str]:
             continue
         said = (f"Team {team.name} holds {held[gpu_type]} {gpu_type} GPUs, {over} above its nominal "
                 f"{nominal.get(gpu_type, 0)}. Its running jobs keep them (moving a team stops nothing).")
-        if old_members:
-            said += (f" The teams of cohort {before} ({', '.join(old_members)}) can no longer reclaim them by "
-                     f"preemption: they free when {team.name}'s jobs end.")
+        if old_members and after is None:
+            said += (f" The teams of cohort {before} ({', '.join(old_members)}) may still reclaim them by "
+                     f"preemption, after their class's minimum runtime: in no cohort, what {team.name} holds above "
+                     f"its nominal is another team's guarantee.")
+        elif old_members:
+            said += (f" The teams of cohort {before} ({', '.join(old_members)}) may reclaim them by preemption "
+                     f"only while cohort {after} holds more {gpu_type} GPUs above its nominal than its teams lend.")
         if after is None:
             said += f" In no cohort, {team.name} borrows nothing: it starts no more {gpu_type} work above its nominal."
         else:

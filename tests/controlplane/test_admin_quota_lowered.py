@@ -81,11 +81,12 @@ def test_no_warning_when_the_team_holds_no_more_than_its_quota(fleet, browser, m
     assert not [w for w in _warnings(r) if "holds" in w]
 
 
-def test_a_team_in_no_cohort_is_told_nobody_reclaims_what_it_holds(fleet, browser, ml_runs_16) -> None:
+def test_a_team_in_no_cohort_is_told_any_owed_team_reclaims_what_it_holds(fleet, browser, ml_runs_16) -> None:
     type(fleet.ml).objects.filter(pk=fleet.ml.pk).update(cohort=None)
 
     r = browser.post(f"/admin/controlplane/quota/{ml_runs_16.pk}/change/", _quota_form(ml_runs_16, nominal_gpus=6),
                      follow=True)
 
     [warning] = [w for w in _warnings(r) if "holds" in w]
-    assert "It is in no cohort, so no other team can reclaim them" in warning
+    assert ("It is in no cohort, so it borrows the 10 above nominal from the teams whose guarantee they are: a team "
+            "of any cohort owed its guarantee may reclaim them by preemption") in warning

@@ -4,8 +4,10 @@ what the move does to those GPUs.
 Found on the demo: vision held 72 H100 GPUs on a nominal 16 (56 borrowed from shared-fleet);
 the admin moved it to a new cohort `solo` on its team page, which said only "changed
 successfully". From then on language, owed 8 GPUs of its 32 nominal in shared-fleet, could no
-longer reclaim them (reclaim works within a cohort): its job went from "may preempt them from
+longer reclaim them (reclaim worked within a cohort): its job went from "may preempt them from
 01:53" to "Holds a reservation … from 05:48, when running jobs reach their runtime limits".
+Reclaim now crosses cohorts from a side holding more above nominal than it lends itself
+(tests/controlplane/test_reclaim_across_cohorts.py); the warning says when.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def _move(browser: Any, team: Team, cohort: Cohort | None) -> Any:
     return r
 
 
-def test_moving_a_borrowing_team_to_another_cohort_says_its_old_cohort_cannot_reclaim(fleet, browser,
+def test_moving_a_borrowing_team_to_another_cohort_says_when_its_old_cohort_reclaims(fleet, browser,
                                                                                       ml_borrows_8) -> None:
     solo = f.make_cohort("solo")
 
@@ -55,16 +57,17 @@ def test_moving_a_borrowing_team_to_another_cohort_says_its_old_cohort_cannot_re
     [warning] = [w for w in _warnings(r) if "holds" in w]
     assert warning == (
         "Team ml holds 24 H100-80GB GPUs, 8 above its nominal 16. Its running jobs keep them (moving a team stops "
-        "nothing). The teams of cohort all (vision) can no longer reclaim them by preemption: they free when ml's "
-        "jobs end. In cohort solo no other team has H100-80GB quota to lend, so ml starts no more H100-80GB work "
-        "above its nominal.")
+        "nothing). The teams of cohort all (vision) may reclaim them by preemption only while cohort solo holds "
+        "more H100-80GB GPUs above its nominal than its teams lend. In cohort solo no other team has H100-80GB "
+        "quota to lend, so ml starts no more H100-80GB work above its nominal.")
 
 
-def test_moving_a_borrowing_team_out_of_any_cohort_says_nobody_reclaims(fleet, browser, ml_borrows_8) -> None:
+def test_moving_a_borrowing_team_out_of_any_cohort_says_its_old_cohort_still_reclaims(fleet, browser, ml_borrows_8) -> None:
     r = _move(browser, ml_borrows_8, None)
 
     [warning] = [w for w in _warnings(r) if "holds" in w]
-    assert "The teams of cohort all (vision) can no longer reclaim them by preemption" in warning
+    assert ("The teams of cohort all (vision) may still reclaim them by preemption, after their class's minimum "
+            "runtime: in no cohort, what ml holds above its nominal is another team's guarantee.") in warning
     assert warning.endswith("In no cohort, ml borrows nothing: it starts no more H100-80GB work above its nominal.")
 
 

@@ -42,7 +42,12 @@ Two independent proofs:
   only by their minimum runtime waiting ``MinimumRuntimeProtected`` instead of
   ``PreemptionBudgetExhausted``, 2026-11-30: compared field by field, only those jobs' code,
   reason and "would start if" (1,000 GPUs seed 1: 2 jobs; 2,000: 6; 10,000: 4) and the fleet's
-  count of jobs by reason changed::
+  count of jobs by reason changed; and, meant to change decisions, an owner within its
+  nominal reclaiming across cohorts from a side holding more above nominal than it lends
+  itself (the synthetic running jobs leave cohort labs so, 40 A100 GPUs above nominal against
+  16 lent in seed 1), 2026-11-30: seed 1's two preemptions become one, seed 3's victims
+  change, the 2,000-GPU fleet gains a reclaim, the 10,000-GPU one moves two jobs' reasons
+  (``InsufficientGpus``), with the ETAs and sentences that follow::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -72,10 +77,10 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 
 GOLDEN = {
     (1000, 500, 200, 7): "5ade4a55ae9bbe7440266330cbd161f2e26fb85d0217ad5153a25279d5795f87",
-    (1000, 500, 200, 1): "3e25c6aafb3951d9cf0d2e3bc81aecc8b78aa508dff9c6cb6088ef3778d21dad",
-    (1000, 500, 200, 3): "f4c00563aa13a6dd0e30eb0773e765dab50052a8d72c910948ac78c270148d2c",
-    (2000, 1000, 400, 4): "e0fca3ec286b47df402156b240d1164656849d157a75b5a58932a3e52948cef8",
-    (10000, 5000, 2000, 7): "52f2d2628a55afc8f64aa7c51c3b3c380b0ec6b022b0ee0eef383b0d4891098b",
+    (1000, 500, 200, 1): "e49524d5a252d0951072c2e5e1bfc29d9f0d8ee206536f8b2a9ff6dac1bc2e7c",
+    (1000, 500, 200, 3): "f3f59abe0bd4510c81518e41bf0fc871ae623de1e33b282d06d18917320f8f3f",
+    (2000, 1000, 400, 4): "559c622146b7e76688661d3331a89eea350c81bffe9d0df70f9b816ee2a1d403",
+    (10000, 5000, 2000, 7): "169ed40cf9e0cf70ab0c4c5d07954a1e2c493c40cac178e3f995795a6ab2b7ba",
 }
 
 
@@ -120,8 +125,9 @@ def _ref_eligible(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | N
             and gpu_type in victim_types:
         q_mine = ctx.ledger.quota.get((spec.team, gpu_type))
         q_theirs = ctx.ledger.quota.get((job.spec.team, gpu_type))
-        if q_mine is not None and q_theirs is not None and q_mine.cohort is not None \
-                and q_mine.cohort == q_theirs.cohort \
+        if q_mine is not None and q_theirs is not None \
+                and ((q_mine.cohort is not None and q_mine.cohort == q_theirs.cohort)
+                     or ctx.ledger.overdrawn(job.spec.team, gpu_type)) \
                 and ctx.ledger.used_by(spec.team, gpu_type) + gpus <= q_mine.nominal_gpus:
             return 0, PreemptionReason.RECLAIM_BORROWED
     if not mine.may_preempt_lower or theirs is None or not theirs.preemptible:

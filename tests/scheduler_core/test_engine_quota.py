@@ -202,6 +202,56 @@ def test_a_team_over_a_lowered_quota_borrows_the_excess_and_its_owner_reclaims_i
     assert plan.fleet.borrowed_gpus == 8
 
 
+def moved_team_cluster(vision_cohort: str | None, *, vision: int = 8, solo_lender: int = 0):
+    """Vision borrowed 8 from cohort shared (16 GPUs held, nominal 8); an admin then moved it to
+    ``vision_cohort`` (None: no cohort). Serving, still in shared and within its nominal,
+    asks for 8 on a full fleet. ``solo_lender``: a team of vision's new cohort with that much
+    unused quota to lend it."""
+    cluster = lowered_quota_cluster(vision=vision, serving=8)
+    cluster._quotas = [q for q in cluster._quotas if q.team != "vision"]
+    cluster.quota("vision", "a100", vision, cohort=vision_cohort)
+    if solo_lender:
+        cluster.quota("speech", "a100", solo_lender, cohort=vision_cohort)
+    return cluster.pending(make_job("incident").team("serving").priority("research").gpus(8))
+
+
+@pytest.mark.parametrize("cohort", ["solo", None], ids=["moved-to-another-cohort", "moved-out-of-any-cohort"])
+def test_reclaim_crosses_cohorts_from_a_team_that_borrowed_and_moved(cohort):
+    """Found by QA: a team moved out of the cohort it borrowed from kept the borrowed GPUs out
+    of its lenders' reach (reclaim worked within a cohort), so serving, within its nominal,
+    waited for vision's runtime limits. What a side holds above its nominal beyond what it
+    lends itself is guaranteed to someone else: the owner reclaims it wherever it went."""
+    plan = moved_team_cluster(cohort).plan()
+
+    [victim] = plan.preemptions
+    assert victim.reason is PreemptionReason.RECLAIM_BORROWED and victim.for_job == "incident"
+    assert victim.job_id == "newer", "the excess is the work started last"
+
+
+def test_reclaim_does_not_cross_into_a_cohort_that_lends_its_own_borrowers():
+    """Vision borrows 8 in its new cohort from speech, which lends 8 unused: that cohort holds
+    nothing beyond its own nominal, and serving may not reclaim across cohorts (the fleet's
+    nominal quotas, 32, exceed its 16 GPUs: serving's wait is the oversubscription's)."""
+    plan = moved_team_cluster("solo", solo_lender=8).plan()
+
+    assert plan.preemptions == ()
+    assert why(plan, "incident").code is not ReasonCode.WAITING_FOR_PREEMPTION
+
+
+def test_overdrawn_is_a_side_holding_more_above_nominal_than_it_lends():
+    ledger = QuotaLedger([QuotaInfo("a", "h100", 8, cohort="c"), QuotaInfo("b", "h100", 8, cohort="c"),
+                          QuotaInfo("x", "h100", 8)])
+    ledger.charge("a", "h100", 12)  # borrows 4 of b's 8 unused
+    assert not ledger.overdrawn("a", "h100") and not ledger.overdrawn("b", "h100")
+    ledger.charge("b", "h100", 6)  # b now lends only 2: the cohort holds 2 beyond its own quota
+    assert ledger.overdrawn("a", "h100") and ledger.overdrawn("b", "h100")
+    ledger.charge("x", "h100", 8)
+    assert not ledger.overdrawn("x", "h100")
+    ledger.charge("x", "h100", 1)
+    assert ledger.overdrawn("x", "h100")
+    assert not ledger.overdrawn("nobody", "h100")
+
+
 def test_a_team_within_its_quota_lends_nothing_to_reclaim():
     plan = (
         lowered_quota_cluster(vision=16, serving=8)

@@ -23,7 +23,11 @@
   by field, only preemption messages changed;
   and once when decisions were meant to change: a team over its nominal quota in a cohort
   borrows the excess, 2026-11-29, which moves victims and binds in the 1,000-GPU snapshots
-  whose synthetic running jobs exceed some teams' quotas), by::
+  whose synthetic running jobs exceed some teams' quotas; and an owner within its nominal
+  reclaiming across cohorts from a side that holds more above nominal than it lends itself,
+  2026-11-30: the 1,000-GPU default snapshot's labs cohort becomes so as its lenders bind
+  within their nominal, and one victim changes (a higher-priority preemption of run-000059
+  instead of the reclaim of run-000131), with the ETAs that follow), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -63,7 +67,7 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "c56c7fc5ef48061e30491c8d9fb54cae00115ddfcb9dd8634620ce14ab3dcaed",
+    (1000, 500, 200, 1, "default"): "57e9360fc2fdd3998fa50239f04e5c4b7105edafe7bda2d780f4b46206567dcb",
     (1000, 500, 200, 3, "loop"): "fa5e949ea419392ded60fc8c6fce6ba1acc2d8ce2acd47593aa371893d9114b7",
     (2000, 1000, 400, 4, "default"): "e04b88ab491ecf7af37fe1d0217f27a0309fec6569a54ef03f31c3102de7b9cc",
     (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
