@@ -597,6 +597,17 @@ class JobArraySerializer(serializers.Serializer):
     indices = serializers.ListField(child=serializers.IntegerField())
 
 
+class JobArrayCancelSerializer(JobArraySerializer):
+    """`POST job-arrays/{array_id}/cancel/`: the array after the cancel, and what it did."""
+
+    cancelled = serializers.IntegerField(help_text="Tasks cancelled at once (they were waiting).")
+    stopping = serializers.IntegerField(help_text="Running tasks told to stop: they end cancelled once their "
+                                                  "processes exit (the class's grace period).")
+    skipped = serializers.IntegerField(help_text="Tasks already stopping (a cancel, their runtime limit, a gang "
+                                                 "member's exit) or that changed state meanwhile: not cancelled.")
+    detail = serializers.CharField()
+
+
 class ExplanationSerializer(serializers.Serializer):
     """Why a job is where it is: for a waiting job, the engine's reason code and sentence."""
 

@@ -554,12 +554,42 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
             headers={"Idempotent-Replayed": "true"} if result.replayed else {},
         )
 
-    def retrieve(self, request: Request, array_id: str | None = None) -> Response:
+    def _tasks(self, request: Request, array_id: str | None) -> QuerySet[Job]:
         try:
             uuid.UUID(str(array_id))
         except ValueError:
             raise NotFound("No such job array, or not yours to see.") from None
-        return Response(self._summary(access.visible_jobs(request.user).filter(array_id=array_id)))
+        return access.visible_jobs(request.user).filter(array_id=array_id)
+
+    def retrieve(self, request: Request, array_id: str | None = None) -> Response:
+        return Response(self._summary(self._tasks(request, array_id)))
+
+    @extend_schema(request=None, responses={200: s.JobArrayCancelSerializer})
+    @action(detail=True, methods=["post"])
+    def cancel(self, request: Request, array_id: str | None = None) -> Response:
+        """Every task still pending, running or stopping to be requeued is cancelled, one by one
+        as `POST jobs/{id}/cancel/` does (`scancel ARRAY_ID`); tasks already finished are left
+        alone, and those already stopping for another reason are counted as skipped."""
+        refuse_fields(request, "cancel takes no fields")
+        tasks = self._tasks(request, array_id)
+        if not tasks.exists():
+            raise NotFound("No such job array, or not yours to see.")
+        actor = f"user:{request.user.get_username()}"
+        done: list[int] = []
+        skipped = 0
+        live = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING)
+        for job in tasks.filter(state__in=live).select_related("priority_class").order_by("array_index", "id"):
+            if cancel_refusal(job) is None and cancel_job(job, actor):
+                done.append(job.pk)
+            else:
+                skipped += 1
+        cancelled = Job.objects.filter(pk__in=done, state=JobState.CANCELLED).count() if done else 0
+        stopping = len(done) - cancelled
+        summary = self._summary(tasks)
+        detail = (f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): {cancelled} cancelled, "
+                  f"{stopping} stopping" + (f", {skipped} already finished or stopping" if skipped else "") + ".")
+        return Response({**summary, "cancelled": cancelled, "stopping": stopping, "skipped": skipped,
+                         "detail": detail})
 
 
 # ------------------------------------------------------------------------- fleet & teams

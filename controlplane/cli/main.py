@@ -607,42 +607,20 @@ def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
 
 
 def _cancel_array(api: Api, args: argparse.Namespace) -> int:
-    """Cancel every task of an array still pending or running: one line for the lot (a
-    10,000-task sweep is not 10,000 lines). A task that finished or began stopping meanwhile
-    (409) is counted apart, not as a failure."""
+    """Cancel every task of an array still pending or running, in one request
+    (`POST job-arrays/{id}/cancel/`, as `scancel ARRAY_ID`): one line for the lot. Tasks that
+    finished or began stopping meanwhile are counted apart, not as failures. One request per
+    task took 24 s for 1,000 tasks, minutes for 10,000. --json: the API's answer."""
     try:
         array_id = str(uuid.UUID(args.array.strip()))
     except ValueError:
         raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
-    summary = api.request("GET", f"job-arrays/{array_id}/")  # 404 when no such array, or not yours
-    ids: list[int] = []
-    params: dict[str, Any] = {"array_id": array_id, "state": ACTIVE_STATES, "limit": 1000, "offset": 0}
-    while True:
-        page = api.request("GET", "jobs/", params=params)
-        ids.extend(job["id"] for job in page["results"])
-        if not page["next"] or not page["results"]:
-            break
-        params["offset"] += len(page["results"])
-    results: list[Any] = []
-    skipped = failed = 0
-    for job_id in ids:
-        try:
-            results.append(api.request("POST", f"jobs/{job_id}/cancel/"))
-        except ApiError as error:
-            if error.status == 409:
-                skipped += 1
-            else:
-                failed += 1
-                print(f"error: job {job_id}: {error}", file=sys.stderr)
+    answer = api.request("POST", f"job-arrays/{array_id}/cancel/")  # 404 when no such array, or not yours
     if args.json:
-        output.emit_json(results)
+        output.emit_json(answer)
     else:
-        cancelled = sum(1 for r in results if r["job"]["state"] == "cancelled")
-        stopping = len(results) - cancelled
-        print(f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): {cancelled} cancelled, "
-              f"{stopping} stopping" + (f", {skipped} already finished or stopping" if skipped else "")
-              + (f", {failed} refused" if failed else "") + ".")
-    return 1 if failed else 0
+        print(output.visible(answer["detail"]))
+    return 0
 
 
 FINISHED_STATES = {"succeeded", "failed", "cancelled", "timed_out", "unschedulable"}
