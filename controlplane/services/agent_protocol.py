@@ -697,6 +697,7 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
                 endings.append((node, allocation, report))
     _flush_started(started)
     _apply_progress(progress, now)
+    _time_out_limit_stops(endings)
     # The common ending, a single-node job exiting (by itself or as asked), is settled for the
     # whole batch at once; gang members and lost work go one by one.
     alone = [(n, a, r) for n, a, r in endings if r.kind == "exited" and a.node_count == 1]
@@ -943,6 +944,35 @@ def _work_lost(allocation: Allocation, node: Node, report: Report, *, actor: str
 
 #: How `qm-agent` words a member it stopped itself when shutting down (SIGTERM to the agent).
 AGENT_SHUTDOWN_STOP = "stopped: shutdown"
+#: ... and one it stopped at the job's runtime limit, no stop having come from the control plane.
+AGENT_LIMIT_STOP = "stopped: limit"
+
+
+def _time_out_limit_stops(endings: Sequence[tuple[Node, Allocation, Report]]) -> None:
+    """An exit the agent caused at the job's runtime limit (its fallback when no stop came: the
+    loop down, the control plane unreachable) ends the job as the control plane's own stop at the
+    limit does: the allocation is marked stopping for `RuntimeLimitExceeded` (a `job.timed_out`
+    event naming the node) before the exit settles it, so the job ends timed out, not succeeded
+    or failed by the exit code its SIGTERM handler chose. Only once the limit has passed by the
+    control plane's own record (the allocation's start and the job's limit): before it, the
+    exit is the job's own, as any other."""
+    for node, allocation, report in endings:
+        if report.kind != "exited" or report.message.strip() != AGENT_LIMIT_STOP:
+            continue
+        if allocation.state != AllocationState.ACTIVE or allocation.started_at is None:
+            continue
+        limit = Job.objects.filter(pk=allocation.job_id).values_list("runtime_limit_s", flat=True).first()
+        if not limit or report.at < allocation.started_at + timedelta(seconds=limit):
+            continue
+        ran = (report.at - allocation.started_at).total_seconds()
+        with transaction.atomic():
+            if transitions.signal_stop(
+                allocation.pk, allocation.generation, reason=transitions.RELEASE_RUNTIME_LIMIT, grace_period_s=0.0,
+                at=report.at, actor=actor_for(node),
+                message=f"Job {allocation.job_id} reached its runtime limit of {limit} s (started {ran:.0f} s ago); "
+                f"no stop came from the control plane, so the agent on {node.name} stopped it",
+            ):
+                allocation.state = AllocationState.RELEASING
 
 
 def _why_work_was_lost(report: Report) -> str:
