@@ -447,6 +447,13 @@ class _GpusHeldField(serializers.IntegerField):
         return gpus_held(instance)
 
 
+class _NodesField(serializers.ListField):
+    """The job's page-wide read when read with it, otherwise one query (see nodes_held)."""
+
+    def get_attribute(self, instance: Any) -> list[str]:
+        return nodes_held(instance)
+
+
 class _StateLabelField(serializers.CharField):
     def get_attribute(self, instance: Any) -> str:
         return state_label(instance)
@@ -485,12 +492,18 @@ class JobSerializer(serializers.ModelSerializer):
                   "asked for: an elastic job runs anywhere between `min_gpus` and `max_gpus`.",
     )
 
+    nodes = _NodesField(
+        child=serializers.CharField(), read_only=True,
+        help_text="The nodes the job holds GPUs on now, by name (as `scontrol show job` says NodeList); empty when "
+                  "it holds none. A stopping job keeps those it has not yet given back.",
+    )
+
     class Meta:
         model = Job
         fields = [
             "id", "name", "team", "project", "submitter", "priority_class", "workload",
             "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
-            "topology", "min_gpus", "max_gpus", "roles", "gpus_held", "runtime_limit_s", "checkpoint_interval_s", "command",
+            "topology", "min_gpus", "max_gpus", "roles", "gpus_held", "nodes", "runtime_limit_s", "checkpoint_interval_s", "command",
             "env", "array_id", "array_index",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
@@ -524,19 +537,23 @@ def attach_gpus_held(jobs: Sequence[Job]) -> None:
     if not jobs:
         return
     held: dict[int, int] = {}
+    where: dict[int, set[str]] = {}
     reasons: dict[int, tuple[int, str]] = {}
-    for job_id, state, generation, reason, n in (
+    for job_id, state, generation, reason, node, n in (
         _held_gpus().filter(allocation__job_id__in=[job.pk for job in jobs]).order_by()
-        .values("allocation__job_id", "allocation__state", "allocation__generation", "allocation__release_reason")
+        .values("allocation__job_id", "allocation__state", "allocation__generation", "allocation__release_reason",
+                "node__name")
         .annotate(n=Count("id"))
         .values_list("allocation__job_id", "allocation__state", "allocation__generation",
-                     "allocation__release_reason", "n")
+                     "allocation__release_reason", "node__name", "n")
     ):
         held[job_id] = held.get(job_id, 0) + n
+        where.setdefault(job_id, set()).add(node)
         if state == AllocationState.RELEASING and generation > reasons.get(job_id, (-1, ""))[0]:
             reasons[job_id] = (generation, reason)
     for job in jobs:
         job.gpus_held = held.get(job.pk, 0)  # type: ignore[attr-defined]
+        job.nodes_held = sorted(where.get(job.pk, ()))  # type: ignore[attr-defined]
         if job.pk in reasons:
             job.stop_reason = reasons[job.pk][1]  # type: ignore[attr-defined]
 
@@ -547,6 +564,16 @@ def gpus_held(job: Job) -> int:
     if held is None:
         held = _held_gpus().filter(allocation__job=job).count()
     return int(held)
+
+
+def nodes_held(job: Job) -> list[str]:
+    """The nodes the job holds GPUs on now, by name: read with the page (attach_gpus_held),
+    otherwise one query."""
+    nodes = getattr(job, "nodes_held", None)
+    if nodes is None:
+        nodes = list(_held_gpus().filter(allocation__job=job).order_by("node__name")
+                     .values_list("node__name", flat=True).distinct())
+    return list(nodes)
 
 
 def job_payload(job: Job) -> dict[str, Any]:
@@ -568,7 +595,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "gpus": job.gpus, "gpus_per_node": job.gpus_per_node, "gpu_types": list(job.gpu_types),
         "min_gpu_memory_gb": job.min_gpu_memory_gb, "cpus_per_gpu": job.cpus_per_gpu,
         "memory_gb_per_gpu": job.memory_gb_per_gpu, "topology": job.topology, "min_gpus": job.min_gpus,
-        "max_gpus": job.max_gpus, "roles": [dict(role) for role in job.roles or ()], "gpus_held": gpus_held(job), "runtime_limit_s": job.runtime_limit_s,
+        "max_gpus": job.max_gpus, "roles": [dict(role) for role in job.roles or ()], "gpus_held": gpus_held(job), "nodes": nodes_held(job), "runtime_limit_s": job.runtime_limit_s,
         "checkpoint_interval_s": job.checkpoint_interval_s, "command": job.command, "env": dict(job.env),
         "array_id": str(job.array_id) if job.array_id else None, "array_index": job.array_index,
         "state": job.state, "state_label": state_label(job), "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),

@@ -336,6 +336,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         if not result.replayed:
             result.job.unranked()  # a job just submitted has no place in the queue yet: no query
             result.job.gpus_held = 0  # nor any GPUs
+            result.job.nodes_held = []  # on any node
         # The job carries its team, project, class and submitter objects: no query to render it.
         return Response(
             s.job_payload(result.job),
