@@ -468,8 +468,13 @@ class NodeAgent:
     def _apply(self, reply: dict[str, Any]) -> None:
         now = self.clock()
         if reply.get("reregister"):
-            self.log.warning("control plane says this node must register again; stopping everything",
-                             state=reply.get("node_state"), running=sorted(self.members))
+            if self.shutting_down and not self.members:
+                # The answer to our goodbye: the node is down until an agent registers it again.
+                self.log.info("goodbye taken: the node is down until an agent registers it again",
+                              state=reply.get("node_state"))
+            else:
+                self.log.warning("control plane says this node must register again; stopping everything",
+                                 state=reply.get("node_state"), running=sorted(self.members))
             for running in self.members.values():
                 self._stop(running, "stale", 0.0, now)
             self.registered = False
