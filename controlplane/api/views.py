@@ -576,7 +576,8 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
         if not tasks.exists():
             raise NotFound("No such job array, or not yours to see.")
         actor = f"user:{request.user.get_username()}"
-        done: list[int] = []
+        # The waiting tasks together (a few statements), then each running or stopping one.
+        done: list[int] = job_service.cancel_waiting(tasks, actor)
         skipped = 0
         live = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING)
         for job in tasks.filter(state__in=live).select_related("priority_class").order_by("array_index", "id"):

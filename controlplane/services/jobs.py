@@ -730,3 +730,33 @@ def _insert_with_orm(job: Job, event: Event, indices: list[int] | None) -> tuple
         Event.objects.bulk_create(events)
     return [t.pk for t in tasks], list(indices)
 
+
+
+def cancel_waiting(jobs: Any, actor: str, *, at: datetime | None = None) -> list[int]:
+    """Cancel the waiting jobs among ``jobs`` (a queryset) together, as `cancel_job` cancels one
+    waiting job (the same state, times and `job.cancelled` and `job.finished` events), in a few
+    statements whatever their number: a 10,000-task array, one job at a time, took 20.8 s on the
+    demo. The rows are locked first, so a cycle binding one of them meanwhile either wins (the
+    job is no longer waiting and is left to the caller) or waits and then finds it cancelled.
+    Returns the ids cancelled."""
+    at = at or timezone.now()
+    with transaction.atomic():
+        # Locked by id: the caller's queryset may join (its visibility rules), and FOR UPDATE
+        # then would lock those rows too, or be refused on an outer join's nullable side.
+        waiting = Job.objects.filter(pk__in=jobs.values("pk"), state=JobState.PENDING)
+        rows = list(waiting.select_for_update().order_by("pk").values_list("pk", "team_id"))
+        if not rows:
+            return []
+        ids = [pk for pk, _ in rows]
+        Job.objects.filter(pk__in=ids, state=JobState.PENDING).update(
+            state=JobState.CANCELLED, finished_at=at, state_changed_at=at
+        )
+        events = []
+        for pk, team_id in rows:
+            job = Job(pk=pk, team_id=team_id)
+            events.append(Event(**event_fields(EventKind.JOB_CANCELLED, actor, job=job, at=at, reason="Cancelled",
+                                               message="Cancelled while waiting")))
+            events.append(Event(**event_fields(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled",
+                                               message="Job cancelled")))
+        Event.objects.bulk_create(events, batch_size=2000)
+    return ids
