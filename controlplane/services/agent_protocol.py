@@ -260,8 +260,10 @@ def register(
         )
     keep = set(running)
     existing = Node.objects.filter(name=name).first()
-    # Allocations bound after this read are new work for the fresh agent, not abandoned ones.
-    abandoned = existing is not None and any(a.generation not in keep for a in _live_allocations_on(existing))
+    # Allocations bound after this read are new work for the fresh agent, not abandoned ones:
+    # only those read here are settled below (before 30 Nov every live one was, under the lock,
+    # so a job bound onto the node's free GPUs meanwhile was fenced without ever running).
+    abandoned = {a.pk for a in _live_allocations_on(existing) if a.generation not in keep} if existing else set()
     with transaction.atomic():
         # Fencing draws generations from the lease row: lock it first (see the lock order
         # above), and only when there is something to fence, so registrations stay cheap.
@@ -279,7 +281,7 @@ def register(
         # so their old allocations are fenced here rather than refusing it until its lease
         # runs out. Work it says it still runs on GPUs it no longer declares is refused (400).
         released = (
-            _settle_abandoned_allocations(node, keep, lease=lease, now=now, actor=actor,
+            _settle_abandoned_allocations(node, keep, abandoned, lease=lease, now=now, actor=actor,
                                           reason=FENCE_AGENT_RESTARTED if self_fenced_at is None
                                           else reconcile.FENCE_LEASE_EXPIRED)
             if node is not None and lease is not None else []
@@ -408,12 +410,13 @@ def _apply_inventory(node: Node, inventory: Inventory) -> Node:
 
 
 def _settle_abandoned_allocations(
-    node: Node, keep: set[int], *, lease: SchedulerLease, now: datetime, actor: str, reason: str
+    node: Node, keep: set[int], abandoned: set[int], *, lease: SchedulerLease, now: datetime, actor: str, reason: str
 ) -> list[int]:
-    """Live allocations on `node` whose generation the agent does not run any more."""
+    """Live allocations on `node` whose generation the agent does not run any more, of those
+    (`abandoned`, by id) that were live before it registered."""
     settled: list[int] = []
     for allocation in _live_allocations_on(node):
-        if allocation.generation in keep:
+        if allocation.generation in keep or allocation.pk not in abandoned:
             continue
         settled.append(allocation.generation)
         if allocation.state == AllocationState.RELEASING:
