@@ -14,7 +14,9 @@ class UsageSample(models.Model):
 
     allocation = models.ForeignKey("controlplane.Allocation", on_delete=models.CASCADE, related_name="usage_samples")
     job = models.ForeignKey("controlplane.Job", on_delete=models.CASCADE, related_name="usage_samples")
-    node = models.ForeignKey("controlplane.Node", on_delete=models.CASCADE, related_name="usage_samples")
+    # Indexed with ended_at below (one index, not two: samples are the busiest insert).
+    node = models.ForeignKey("controlplane.Node", on_delete=models.CASCADE, related_name="usage_samples",
+                             db_index=False)
     started_at = models.DateTimeField()
     ended_at = models.DateTimeField(db_index=True)
     gpus = models.PositiveIntegerField()
@@ -24,6 +26,11 @@ class UsageSample(models.Model):
 
     class Meta:
         ordering = ["-ended_at"]
+        indexes = [
+            # A node's samples over a window (the node page's tiers): before, a 6-hour window read
+            # the node's whole week through the node_id index and discarded 96 % of it.
+            models.Index(fields=["node", "ended_at"], name="usage_sample_node_ended"),
+        ]
         constraints = [
             models.CheckConstraint(condition=Q(gpu_activity__gte=0) & Q(gpu_activity__lte=1), name="usage_activity_0_1"),
             models.CheckConstraint(condition=Q(ended_at__gt=models.F("started_at")), name="usage_interval_positive"),
