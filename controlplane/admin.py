@@ -425,6 +425,16 @@ class PriceRateAdmin(ConfigAudited):
 
 
 class NodeForm(OpenedAsForm):
+    """A node's GPU type and count do not change under its running work: the API's rule
+    (services/nodes.py), said on the field."""
+
+    def clean_gpu_type(self) -> GpuType:
+        gpu_type: GpuType = self.cleaned_data["gpu_type"]
+        refusal = nodes.gpu_type_refusal(self.instance, gpu_type) if gpu_type is not None else None
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return gpu_type
+
     def clean_gpu_count(self) -> int:
         gpu_count: int = self.cleaned_data["gpu_count"]
         refusal = nodes.gpu_count_refusal(self.instance, gpu_count) if gpu_count is not None else None

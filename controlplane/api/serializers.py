@@ -779,10 +779,16 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
                          "allocated_gpus": "counted from the node's live allocations"}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if self.instance is not None and "gpu_count" in attrs:
-            refusal = nodes.gpu_count_refusal(self.instance, attrs["gpu_count"])
-            if refusal:
-                raise serializers.ValidationError({"gpu_count": refusal})
+        """A node's GPU type and count do not change under its running work (services/nodes.py,
+        as the admin's node page): each refusal names its field and the jobs holding the GPUs."""
+        refused: dict[str, str] = {}
+        if self.instance is not None:
+            for name, rule in (("gpu_type", nodes.gpu_type_refusal), ("gpu_count", nodes.gpu_count_refusal)):
+                refusal = rule(self.instance, attrs[name]) if name in attrs else None
+                if refusal:
+                    refused[name] = refusal
+        if refused:
+            raise serializers.ValidationError(refused)
         return super().validate(attrs)
 
 

@@ -23,8 +23,29 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 
 from controlplane.choices import EventKind, NodeState
-from controlplane.models import AllocationGpu, Node
+from controlplane.models import AllocationGpu, GpuType, Node
 from controlplane.services.transitions import record_event
+
+_DRAIN_FIRST = ("drain it first (POST nodes/{pk}/drain/, or the Drain action of the admin's node list): it takes "
+                "no new work, and once its jobs have finished it is cordoned and {what} may change; then uncordon it")
+
+
+def _holders(node_pk: int, indices: bool, **gpus: object) -> str:
+    """The jobs whose live allocations hold the node's GPUs (those matching ``gpus``), in words:
+    "job 12 a100-train (8 GPUs)", or with ``indices`` "job 12 a100-train (GPUs 6, 7)"; the first
+    five jobs, then how many more."""
+    held: dict[tuple[int, str], list[int]] = {}
+    for job_id, name, index in (
+        AllocationGpu.objects.filter(node_id=node_pk, live=True, **gpus)
+        .order_by("allocation__job_id", "gpu_index")
+        .values_list("allocation__job_id", "allocation__job__name", "gpu_index")
+    ):
+        held.setdefault((job_id, name), []).append(index)
+    said = [f"job {job_id} {name} (" + (f"GPU{'s' if len(ix) > 1 else ''} {', '.join(map(str, ix))}" if indices
+                                        else f"{len(ix)} GPU{'s' if len(ix) > 1 else ''}") + ")"
+            for (job_id, name), ix in list(held.items())[:5]]
+    more = len(held) - len(said)
+    return ", ".join(said) + (f" and {more} more job{'s' if more > 1 else ''}" if more else "")
 
 
 def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
@@ -37,8 +58,28 @@ def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
     beyond = AllocationGpu.objects.filter(node_id=node.pk, live=True, gpu_index__gte=gpu_count).count()
     if not beyond:
         return None
-    return (f"{beyond} GPU(s) with index ≥ {gpu_count} are held by live allocations; "
-            "drain the node before shrinking its inventory")
+    return (f"{beyond} GPU(s) with index ≥ {gpu_count} are held by live allocations: "
+            f"{_holders(node.pk, True, gpu_index__gte=gpu_count)}; "
+            + _DRAIN_FIRST.format(pk=node.pk, what="its GPU count"))
+
+
+def gpu_type_refusal(node: Node, gpu_type: GpuType) -> str | None:
+    """Why `node`'s GPUs may not become `gpu_type` now, or None: live allocations hold some of
+    them. The jobs holding them asked for the stored type, and their GPUs count against that
+    type's quota and are priced as it (by the node's type, read live): a change under them
+    would move them to another quota and price while they run. The API and the admin UI ask
+    this before changing a node's type."""
+    if node.pk is None:
+        return None
+    stored = Node.objects.filter(pk=node.pk).values_list("gpu_type_id", "gpu_type__name").first()
+    if stored is None or stored[0] == gpu_type.pk:
+        return None
+    held = AllocationGpu.objects.filter(node_id=node.pk, live=True).count()
+    if not held:
+        return None
+    return (f"{held} of its GPUs are held as {stored[1]} by {_holders(node.pk, False)}: its GPU type cannot "
+            f"become {gpu_type.name} under them (their quota, price and placement are {stored[1]}'s); "
+            + _DRAIN_FIRST.format(pk=node.pk, what="its GPU type"))
 
 
 class NodeActionRefused(Exception):

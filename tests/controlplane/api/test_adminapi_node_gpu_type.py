@@ -1,0 +1,108 @@
+"""A node's GPU type cannot change while live allocations hold its GPUs, through the API or the
+admin UI: the same rule (services/nodes.py) as a gpu_count below the GPUs held.
+
+Found by QA as a platform engineer: `PATCH nodes/{id}/ {"gpu_type": "H100-80GB"}` on an A100 node
+whose 8 GPUs an A100 job held answered 200. From then on the job, which asked for A100s, ran on
+what the fleet called H100s: its GPUs counted against the team's H100 quota (held_gpus) and were
+priced as H100s, and the A100 quota showed it holding nothing. The admin's node page took the
+same change."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, Quota
+from controlplane.services import quotas
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.django_db
+J = "/api/v1"
+
+
+def _hold(fleet, node: Node, indices: list[int], name: str = "a100-train") -> Job:
+    now = timezone.now()
+    job = f.make_job(fleet.ml, name=name, gpus=len(indices), gpu_types=[node.gpu_type.name],
+                     state=JobState.RUNNING, started_at=now)
+    allocation = Allocation.objects.create(job=job, generation=1, epoch=1, created_at=now, started_at=now)
+    AllocationGpu.objects.bulk_create(AllocationGpu(allocation=allocation, node=node, gpu_index=i) for i in indices)
+    return job
+
+
+def test_a_node_whose_gpus_are_held_keeps_its_gpu_type_and_the_refusal_names_the_jobs(fleet, admin) -> None:
+    node = fleet.nodes[4]  # a100-0
+    job = _hold(fleet, node, list(range(8)))
+    f.make_quota(fleet.ml, fleet.a100, 8)
+
+    r = admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_type": "H100-80GB"}, format="json")
+
+    assert r.status_code == 400, r.json()
+    body = r.json()
+    assert list(body["errors"]) == ["gpu_type"], body
+    said = body["errors"]["gpu_type"][0]
+    assert "A100-40GB" in said and "H100-80GB" in said, said
+    assert f"job {job.pk} a100-train (8 GPUs)" in said, said
+    assert "drain" in said and f"nodes/{node.pk}/drain/" in said, said
+    stored = Node.objects.get(pk=node.pk)
+    assert stored.gpu_type == fleet.a100
+    assert not Event.objects.filter(reason="NodeChanged").exists()
+    # the job's GPUs still count as A100s, against the A100 quota
+    assert quotas.held_gpus(Quota.objects.get(team=fleet.ml, gpu_type=fleet.a100)) == 8
+    assert quotas.held_gpus(Quota.objects.get(team=fleet.ml, gpu_type=fleet.h100)) == 0
+
+
+def test_a_put_with_the_same_type_passes_and_a_free_node_may_change_type(fleet, admin) -> None:
+    node = fleet.nodes[4]
+    _hold(fleet, node, [0, 1])
+
+    same = admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_type": "A100-40GB", "pool": "a100-new"}, format="json")
+    assert same.status_code == 200, same.json()
+
+    free = fleet.nodes[5]
+    r = admin.patch(f"{J}/nodes/{free.pk}/", {"gpu_type": "H100-80GB"}, format="json")
+    assert r.status_code == 200, r.json()
+    assert Node.objects.get(pk=free.pk).gpu_type == fleet.h100
+
+
+def test_a_finished_job_no_longer_holds_the_type(fleet, admin) -> None:
+    node = fleet.nodes[4]
+    job = _hold(fleet, node, [0, 1])
+    AllocationGpu.objects.filter(allocation__job=job).update(live=False)
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED)
+
+    r = admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_type": "H100-80GB"}, format="json")
+
+    assert r.status_code == 200, r.json()
+
+
+def test_both_fields_refused_together_name_each(fleet, admin) -> None:
+    node = fleet.nodes[4]
+    _hold(fleet, node, [6, 7])
+
+    r = admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_type": "H100-80GB", "gpu_count": 4}, format="json")
+
+    assert r.status_code == 400
+    assert sorted(r.json()["errors"]) == ["gpu_count", "gpu_type"], r.json()
+    assert Node.objects.get(pk=node.pk).gpu_count == 8
+
+
+def test_the_admin_ui_refuses_the_same_change_on_the_field(fleet) -> None:
+    node = fleet.nodes[4]
+    job = _hold(fleet, node, list(range(8)))
+    f.make_user("boss", superuser=True)
+    browser = Client()
+    assert browser.login(username="boss", password="boss")
+    page = browser.get(f"/admin/controlplane/node/{node.pk}/change/")
+    form = page.context["adminform"].form
+    data = {name: ("" if form[name].value() is None else form[name].value()) for name in form.fields}
+    data = {k: v for k, v in data.items() if v is not False}
+
+    r = browser.post(f"/admin/controlplane/node/{node.pk}/change/", {**data, "gpu_type": fleet.h100.pk})
+
+    assert r.status_code == 200
+    errors = r.context["adminform"].form.errors
+    assert list(errors) == ["gpu_type"], errors
+    assert f"job {job.pk} a100-train (8 GPUs)" in errors["gpu_type"][0]
+    assert Node.objects.get(pk=node.pk).gpu_type == fleet.a100
