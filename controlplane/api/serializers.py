@@ -29,6 +29,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
 from controlplane.services import nodes, quotas
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import shape_errors as job_shape_errors
@@ -743,6 +744,9 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
 
 class GpuTypeSerializer(ConstraintCheckedModelSerializer):
     relative_throughput = serializers.FloatField(min_value=0.001, max_value=1e6, required=False)
+    memory_gb = serializers.IntegerField(
+        min_value=MIN_GPU_MEMORY_GB, max_value=MAX_GPU_MEMORY_GB, help_text="Memory of one GPU, in GB.",
+        error_messages={"min_value": GPU_MEMORY_WORDS, "max_value": GPU_MEMORY_WORDS})
 
     class Meta:
         model = GpuType

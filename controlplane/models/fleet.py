@@ -10,6 +10,13 @@ from controlplane.choices import CapacityTier, NodeState
 MIN_RELATIVE_THROUGHPUT = 0.001
 MAX_RELATIVE_THROUGHPUT = 1e6
 MAX_NODE_GPUS = 1024
+# A GPU's memory: at least 1 GB; at most 4 TB, some ten times the largest GPU of 2026 (288 GB).
+# Jobs pick GPU types by it (min_gpu_memory_gb): 0 matched no job asking for memory, and an
+# absurd figure every one.
+MIN_GPU_MEMORY_GB = 1
+MAX_GPU_MEMORY_GB = 4096
+GPU_MEMORY_WORDS = ("a GPU has at least 1 GB of memory and at most 4,096 GB: give its memory in GB, "
+                    "e.g. 80 for an H100-80GB")
 
 
 class GpuType(models.Model):
@@ -28,12 +35,19 @@ class GpuType(models.Model):
 
     def clean(self) -> None:
         """The API's bounds, said on the field (the check constraint alone gave the admin form
-        "Constraint … is violated" above the form)."""
+        "Constraint … is violated" above the form). Memory has no check constraint (it would
+        need a migration); this and the API's field bounds refuse 0 and absurd figures."""
+        errors = {}
         throughput = self.relative_throughput
         if throughput is not None and not MIN_RELATIVE_THROUGHPUT <= throughput <= MAX_RELATIVE_THROUGHPUT:
-            raise ValidationError({"relative_throughput": (
+            errors["relative_throughput"] = (
                 f"{throughput:g} is outside {MIN_RELATIVE_THROUGHPUT:g}–{MAX_RELATIVE_THROUGHPUT:g}: "
-                "the GPU's speed relative to the others, e.g. 1.0 for the reference type")})
+                "the GPU's speed relative to the others, e.g. 1.0 for the reference type")
+        memory = self.memory_gb
+        if memory is not None and not MIN_GPU_MEMORY_GB <= memory <= MAX_GPU_MEMORY_GB:
+            errors["memory_gb"] = f"{memory} GB: {GPU_MEMORY_WORDS}"
+        if errors:
+            raise ValidationError(errors)
 
 
 class PriceRate(models.Model):
