@@ -107,8 +107,10 @@ class ConstraintCheckedModelSerializer(StrictFieldsMixin, serializers.ModelSeria
         for name, value in attrs.items():
             setattr(candidate, name, value)
         try:
-            candidate.validate_constraints()
+            # clean() first, as Django's full_clean: its words name the field (a quota's second
+            # for one GPU type), where a constraint's say "… already exists." on no field.
             candidate.clean()
+            candidate.validate_constraints()
         except DjangoValidationError as exc:
             raise serializers.ValidationError(get_error_detail(exc)) from exc
         return attrs
@@ -705,6 +707,9 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
             "id", "team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit",
             "nominal_cpus", "nominal_memory_gb", "cohort", "held_gpus", "borrowed_gpus", "lent_gpus",
         ]
+        # A second quota for one team and GPU type is refused by Quota.clean() on the field, naming
+        # the quota to change (DRF's unique-together check said it on no field).
+        validators: list[Any] = []
 
     def get_cohort(self, obj: Quota) -> str | None:
         return obj.team.cohort.name if obj.team.cohort_id is not None else None

@@ -68,12 +68,32 @@ class Quota(models.Model):
         }
         if too_big:
             raise ValidationError(too_big)
+        self._refuse_second_quota()
         if self.lending_limit is not None and self.nominal_gpus is not None \
                 and self.lending_limit > self.nominal_gpus:
             raise ValidationError({"lending_limit": (
                 f"{self.lending_limit} is more than nominal_gpus ({self.nominal_gpus}): a team lends "
                 f"only its unused nominal quota; leave it empty to lend all of it."
             )})
+
+
+    def _refuse_second_quota(self) -> None:
+        """A team has one quota per GPU type (the unique constraint): a second is refused on the
+        field that made it one, naming the quota to change instead (the constraint alone said
+        "The fields team, gpu_type must make a unique set." on no field in the API)."""
+        if self.team_id is None or self.gpu_type_id is None:
+            return
+        others = Quota.objects.filter(team_id=self.team_id, gpu_type_id=self.gpu_type_id)
+        other = (others.exclude(pk=self.pk) if self.pk is not None else others).values_list("pk", flat=True).first()
+        if other is None:
+            return
+        field = "gpu_type"
+        if self.pk is not None:
+            stored = Quota.objects.filter(pk=self.pk).values_list("gpu_type_id", flat=True).first()
+            if stored == self.gpu_type_id:
+                field = "team"  # the type stayed: moving it to this team made it a second
+        raise ValidationError({field: (
+            f"team {self.team.name} already has a quota for {self.gpu_type.name}: change that one (id {other})")})
 
 
 class PriorityClass(models.Model):

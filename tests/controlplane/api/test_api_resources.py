@@ -277,7 +277,8 @@ def test_admin_form_refuses_a_lending_limit_above_nominal(fleet) -> None:
 def test_duplicate_quota_is_a_400_naming_the_rule(fleet, admin) -> None:
     r = admin.post(f"{J}/quotas/", {"team": "ml", "gpu_type": "H100-80GB", "nominal_gpus": 1}, format="json")
 
-    assert r.status_code == 400 and "unique" in r.json()["detail"].lower()
+    # on the field, naming the quota to change (test_adminapi_quota_duplicate.py)
+    assert r.status_code == 400 and "ml already has a quota for H100-80GB" in r.json()["errors"]["gpu_type"][0]
 
 
 # ------------------------------------------------------------------------------ query counts
