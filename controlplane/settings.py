@@ -1,16 +1,22 @@
 """Django settings, 12-factor.
 
 With nothing set, the embedded default serves the demo: SQLite and the scheduling loop
-in-process, no Redis needed. Production sets DATABASE_URL (PostgreSQL) and REDIS_URL, and runs
-Celery workers and beat (see docs/operations.md).
+in-process, no Redis needed. Production sets DATABASE_URL (PostgreSQL), REDIS_URL, SECRET_KEY and
+ALLOWED_HOSTS (it refuses to start without the last two), and runs Celery workers and beat (see
+docs/operations.md).
 """
 
 from __future__ import annotations
 
+import logging
+import logging.config
 import os
+import secrets
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
 BASE_DIR = Path(__file__).resolve().parent.parent
@@ -24,11 +30,6 @@ def _env_bool(name: str, default: bool) -> bool:
 
 
 DEBUG = _env_bool("DEBUG", False)
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    # Only the embedded demo may run without a secret; production must set one.
-    SECRET_KEY = "quartermaster-insecure-demo-key-set-SECRET_KEY-in-production"
-ALLOWED_HOSTS = [h.strip() for h in os.environ.get("ALLOWED_HOSTS", "*").split(",") if h.strip()]
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
@@ -90,6 +91,49 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+# --- Secret key and host names ---------------------------------------------------------------
+# A deployment (PostgreSQL or Redis configured, DEBUG off) must name its own SECRET_KEY and
+# ALLOWED_HOSTS: it refuses to start without them rather than sign sessions with a key anyone
+# can read here, or answer to any Host header. The embedded demo (SQLite, no Redis) needs no
+# configuration: it signs with a key generated at start, and says so in its log.
+DEPLOYMENT = not DEBUG and (DATABASES["default"]["ENGINE"] != "django.db.backends.sqlite3" or bool(REDIS_URL))
+_GENERATE_KEY = "python -c 'import secrets; print(secrets.token_urlsafe(50))'"
+# The key this repository once shipped as the demo's fallback: published, so never a secret.
+_PUBLISHED_DEMO_KEY = "quartermaster-insecure-demo-key-set-SECRET_KEY-in-production"
+_STARTUP_WARNINGS: list[str] = []
+SECRET_KEY = os.environ.get("SECRET_KEY", "").strip()
+if DEPLOYMENT and not SECRET_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is not set. This process runs as a deployment (DATABASE_URL is PostgreSQL or "
+        "REDIS_URL is set, and DEBUG is off), and without its own key it would sign sessions with one "
+        "anyone can know, so an admin's session could be forged. Set SECRET_KEY to a long random "
+        "string, the same for every process (web, workers, beat, migrate), e.g. the output of "
+        f"`{_GENERATE_KEY}`, and keep it secret (docs/operations.md, Starting it)."
+    )
+if DEPLOYMENT and SECRET_KEY == _PUBLISHED_DEMO_KEY:
+    raise ImproperlyConfigured(
+        "SECRET_KEY is the demo's key published in this repository, so anyone could forge a session. "
+        f"Generate one of your own, e.g. with `{_GENERATE_KEY}` (docs/operations.md, Starting it)."
+    )
+if not SECRET_KEY:
+    SECRET_KEY = secrets.token_urlsafe(50)
+    _STARTUP_WARNINGS.append(
+        "SECRET_KEY is not set: the embedded demo signs sessions with a key generated at start, so a "
+        "restart signs everyone out. Fine for the demo; anything else sets SECRET_KEY "
+        "(docs/operations.md, Starting it)."
+    )
+_hosts = os.environ.get("ALLOWED_HOSTS", "").strip()
+if DEPLOYMENT and not _hosts:
+    raise ImproperlyConfigured(
+        "ALLOWED_HOSTS is not set. A deployment names the host names its web answers to, "
+        "comma-separated: the public name clients use (e.g. qm.example.org) and any internal one the "
+        "agents or a load balancer's health check use (e.g. web,localhost). `*` accepts any Host "
+        "header, only behind a proxy that checks it (docs/operations.md, Starting it)."
+    )
+ALLOWED_HOSTS = [h.strip() for h in (_hosts or "*").split(",") if h.strip()]
+
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
@@ -112,7 +156,6 @@ LOGIN_REDIRECT_URL = "/"
 LOGOUT_REDIRECT_URL = "/accounts/login/"
 
 # --- Celery / Redis -------------------------------------------------------------------------
-REDIS_URL = os.environ.get("REDIS_URL", "")
 # Without Redis the demo runs the loop in-process; tasks then execute eagerly.
 CELERY_BROKER_URL = REDIS_URL or "memory://"
 CELERY_RESULT_BACKEND = None
@@ -230,3 +273,14 @@ LOGGING = {
     "root": {"handlers": ["console"], "level": os.environ.get("QM_LOG_LEVEL", "INFO")},
     "loggers": {"django.server": {"level": "WARNING"}},
 }
+
+
+def configure_logging(config: dict[str, Any]) -> None:
+    """Django's dictConfig, then what the settings had to say before logging was set up (the
+    demo's generated key), so it reaches the process's log in its format."""
+    logging.config.dictConfig(config)
+    for message in _STARTUP_WARNINGS:
+        logging.getLogger("controlplane.settings").warning(message)
+
+
+LOGGING_CONFIG = "controlplane.settings.configure_logging"

@@ -57,6 +57,11 @@ for _ in $(seq 50); do redis-cli -p "$redis_port" ping >/dev/null 2>&1 && break;
 
 export DATABASE_URL="postgres://qm@127.0.0.1:$pg_port/quartermaster"
 export REDIS_URL="redis://127.0.0.1:$redis_port/0"
+# With PostgreSQL and Redis the settings are a deployment's, which refuses to start without its
+# own key and host names (docs/operations.md, Starting it): a fresh key per run, and the names
+# the suite's servers and Django's test client are reached by.
+export SECRET_KEY="${SECRET_KEY:-$(python3 -c 'import secrets; print(secrets.token_urlsafe(50))')}"
+export ALLOWED_HOSTS="${ALLOWED_HOSTS:-localhost,127.0.0.1,testserver}"
 # Tests that restart the servers (chaos) need to know how.
 export QM_TEST_PG_BIN="$pg_bin" QM_TEST_PG_DATA="$work/pg" QM_TEST_PG_USER="$pg_user" QM_TEST_PG_LOG="$work/pg.log"
 export QM_TEST_REDIS_PORT="$redis_port" QM_TEST_SERVICES_DIR="$work"
