@@ -41,7 +41,7 @@ from typing import Any
 
 import structlog
 from django.conf import settings
-from django.db import transaction
+from django.db import connection, transaction
 from django.db.models import Count, DecimalField, F, FloatField, Max, Min, Q, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Least, Round, Trunc
@@ -1632,15 +1632,31 @@ def _sum_segments(model: Any, segments: Sequence[Segment], keys: Sequence[str], 
     if not parts:
         return {}
     query = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    width = len(keys)
     merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for row in query:
-        key = tuple(row[k] for k in keys)
-        into = merged.setdefault(key, {k: row[k] for k in keys})
-        for name in sums:
-            value = row[name]
+    for values in _rows(query, [*group, *sums]):
+        key = values[:width] if width else ()
+        into = merged.get(key)
+        if into is None:
+            into = merged[key] = dict(zip(keys, key, strict=True))
+        for name, value in zip(sums, values[len(group):], strict=True):
             if value is not None:
                 into[name] = into.get(name, 0) + value
     return merged
+
+
+def _rows(query: Any, columns: Sequence[str]) -> Iterable[tuple[Any, ...]]:
+    """A `values()` query's rows as tuples in `columns` order (its fields, then its
+    annotations). On PostgreSQL, as the driver gives them: Django's per-value converters cost
+    ~25 ms on a week by job (8,000 rows), and PostgreSQL's SUM already gives Decimal for
+    decimal and bigint columns, float for float ones. Elsewhere (the SQLite demo, whose sums of
+    decimals are floats) through Django, which makes them Decimal."""
+    if connection.vendor != "postgresql":
+        return (tuple(row[c] for c in columns) for row in query)
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
 
 
 def _rolled_until() -> datetime | None:
