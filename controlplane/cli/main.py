@@ -127,7 +127,9 @@ def cmd_whoami(api: Api, args: argparse.Namespace) -> int:
     output.fields([
         ("user", me["username"]), ("server", api.url), ("default team", me["default_team"]),
         ("may submit", "yes" if me["may_submit"] else "no"),
-        ("roles", ", ".join(f"{m['role']}@{m['team'] or '-'}" for m in me["memberships"])),
+        # A role without a team (finance, admin) reads the whole fleet: said so, not "finance@-".
+        ("roles", ", ".join(f"{m['role']}@{m['team']}" if m["team"] else f"{m['role']} (fleet-wide)"
+                            for m in me["memberships"])),
     ])
     return 0
 
@@ -731,7 +733,9 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(report)
         return 0
     window = report.get("window", {})
-    print(f"Showback by {args.by}, {window.get('start', '?')} → {window.get('end', '?')} ({report.get('currency', 'USD')})")
+    # The window's ends as every other qm command says a time (the raw ISO text before).
+    print(f"Showback by {args.by}, {output.utc_text(window.get('start'), '')} → "
+          f"{output.utc_text(window.get('end'))} ({report.get('currency', 'USD')})")
     allocations: dict[str, Any] = {}
     for chunk in report.get("data", []):
         allocations.update(chunk)

@@ -34,6 +34,15 @@ def test_login_stores_the_token_privately_and_whoami_uses_it(qm, fleet, tmp_path
     assert who.code == 0 and who.json()["username"] == "alice" and who.json()["default_team"] == "ml"
 
 
+def test_whoami_says_a_fleet_wide_role_in_words(qm, fleet) -> None:
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("whoami")
+
+    assert r.code == 0, r.err
+    assert "finance (fleet-wide)" in r.out and "@-" not in r.out
+
+
 def test_wrong_password_prints_the_apis_message(qm, fleet) -> None:
     r = qm("login", "--username", "alice", "--password-stdin", stdin="nope\n")
 
@@ -180,6 +189,9 @@ def test_showback_by_team_prints_a_table_or_says_it_is_empty(qm, fleet) -> None:
 
     assert r.code == 0, r.err
     assert r.out.startswith("Showback by team")
+    # the window's ends read like every other qm time, not as raw ISO text
+    assert re.match(r"Showback by team, \d{4}-\d\d-\d\d \d\d:\d\d:\d\d → \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(USD\)",
+                    r.out), r.out.splitlines()[0]
     month = qm("showback", "--month", "2026-11", "--json")
     assert month.code == 0 and "data" in month.json()
 
