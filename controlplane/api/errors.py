@@ -2,23 +2,31 @@
 
 Every error body is `{"detail": "...", "code": "...", "errors": {"field": ["..."]}}`: `detail`
 is one sentence a CLI can print as is, naming each field at fault; `errors` (validation only)
-maps fields to their problems, nested fields joined with dots (`env.PATH`).
+maps fields to their problems, nested fields joined with dots (`env.PATH`). A database that
+cannot be reached (stopped, restarting, the network) is a 503 `database_unavailable` with
+`retry_after` and a Retry-After header, always JSON, logged as one `api.database_unavailable` line.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import structlog
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.db import IntegrityError
+from django.db import IntegrityError, InterfaceError, OperationalError
 from django.db.models import ProtectedError, RestrictedError
-from django.http import Http404
+from django.http import Http404, HttpRequest, JsonResponse
 from rest_framework import exceptions, status
 from rest_framework.fields import get_error_detail
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
+
+log = structlog.get_logger(__name__)
+
+#: What a client is told to wait before trying again while the database cannot be reached.
+DATABASE_RETRY_AFTER_S = 5
 
 
 class Conflict(exceptions.APIException):
@@ -133,7 +141,27 @@ def _translate(exc: Exception) -> Exception:
     return exc
 
 
-def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | None:
+def database_unavailable(exc: Exception, request: HttpRequest | None) -> JsonResponse:
+    """The answer to a request the database could not serve: a 503 in JSON whatever the request
+    asked for (the HTML and CSV renderers read the database themselves), with when to retry."""
+    cause = exc.__cause__ or exc
+    log.error("api.database_unavailable", path=getattr(request, "path", None),
+              method=getattr(request, "method", None), retry_after_s=DATABASE_RETRY_AFTER_S,
+              error=f"{type(cause).__module__}.{type(cause).__name__}: "
+                    f"{str(cause).splitlines()[0] if str(cause) else ''}")
+    response = JsonResponse(
+        {"detail": "Database unavailable: the server cannot reach its database right now; "
+                   f"try again in {DATABASE_RETRY_AFTER_S} s.",
+         "code": "database_unavailable", "retry_after": DATABASE_RETRY_AFTER_S},
+        status=status.HTTP_503_SERVICE_UNAVAILABLE,
+    )
+    response["Retry-After"] = str(DATABASE_RETRY_AFTER_S)
+    return response
+
+
+def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | JsonResponse | None:
+    if isinstance(exc, OperationalError | InterfaceError):
+        return database_unavailable(exc, context.get("request"))
     exc = _translate(exc)
     # DRF answers Django's own Http404 and PermissionDenied as NotFound and PermissionDenied;
     # translated here first, so their answers carry those codes (not "error").
