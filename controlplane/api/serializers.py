@@ -662,6 +662,17 @@ class CancelResultSerializer(serializers.Serializer):
 # ------------------------------------------------------------------------------- fleet & teams
 
 
+class DeletedSerializer(serializers.Serializer):
+    """The answer to a DELETE that changed more than the record deleted."""
+
+    detail = serializers.CharField(help_text="What was deleted and what that did, in one sentence.")
+    consequences = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="One line per record the deletion changed or took with it: a cohort's teams leaving it (and what "
+                  "becomes of GPUs they run above their nominal), a team's quotas, projects and memberships, a GPU "
+                  "type's prices, the teams whose default class it was.")
+
+
 class TeamSerializer(ConstraintCheckedModelSerializer):
     cohort = serializers.SlugRelatedField(slug_field="name", queryset=Cohort.objects.all(), required=False, allow_null=True)
     default_priority_class = serializers.SlugRelatedField(

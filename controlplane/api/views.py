@@ -164,6 +164,22 @@ class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
             before = config_audit.before_change(serializer.instance)
             config_audit.record_config_change(serializer.save(), "changed", before, self._actor())
 
+    @extend_schema(responses={200: s.DeletedSerializer, 204: None})
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """204 when the deletion changed nothing else; else 200 saying what it did to the records
+        that stay or went with it, as the admin's confirmation page lists them
+        (config_audit.deleted_with: a cohort's teams leave it, a team's quotas go, ...)."""
+        instance = self.get_object()
+        lines = config_audit.deleted_with(instance)
+        label = str(instance._meta.verbose_name)
+        label = {"gpu type": "GPU type"}.get(label, label)
+        name = getattr(instance, "name", instance)
+        self.perform_destroy(instance)
+        if not lines:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response({"detail": f"{label[:1].upper()}{label[1:]} {name} deleted: " + "; ".join(lines) + ".",
+                         "consequences": lines})
+
     def perform_destroy(self, instance: Any) -> None:
         with transaction.atomic():
             if config_audit.audited(instance):

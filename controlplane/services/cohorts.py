@@ -15,6 +15,7 @@ from typing import Any
 
 from controlplane.choices import EventKind
 from controlplane.models import Cohort, Event, Team
+from controlplane.services import quotas
 from controlplane.services.transitions import event_fields
 
 
@@ -47,9 +48,23 @@ def record_cohort_change(cohort: Cohort, verb: str, before: dict[str, Any] | Non
 
 
 def leaving_teams(cohort: Cohort) -> list[str]:
-    """What deleting ``cohort`` does to its teams, one line each (the admin's confirmation page)."""
-    return [f"Team {name} leaves the cohort: it no longer lends or borrows"
-            for name in cohort.teams.order_by("name").values_list("name", flat=True)]
+    """What deleting ``cohort`` does to its teams, one line each (the admin's confirmation page,
+    the API's answer to the DELETE): each leaves it and no longer lends or borrows; a team
+    running more than its nominal keeps those GPUs (deleting stops nothing), but in no cohort
+    they are borrowed from whoever's guarantee they are, reclaimable by preemption
+    (scheduler_core's QuotaLedger.overdrawn; services/quotas.py, held_above_nominal)."""
+    lines = []
+    for team in cohort.teams.order_by("name"):
+        line = f"Team {team.name} leaves the cohort: it no longer lends or borrows"
+        above = quotas.above_nominal(team)
+        if above:
+            held = ", ".join(f"{held - nominal} {name} GPUs above its nominal {nominal}"
+                             for name, held, nominal in above)
+            line += (f"; its running jobs keep the {held} (deleting the cohort stops nothing), but in no cohort "
+                     f"it starts no more work above its nominal, and a team of any cohort owed its guarantee may "
+                     f"reclaim them by preemption, after their class's minimum runtime")
+        lines.append(line)
+    return lines
 
 
 def cohort_of(team_id: int | None) -> str | None:

@@ -112,6 +112,10 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     event = Event.objects.create(**fields)
     if verb == "deleted" and isinstance(obj, Team) and obj.pk is not None:
         _record_team_cascade(obj, actor)
+    if verb == "deleted" and isinstance(obj, GpuType) and obj.pk is not None:
+        # PriceRate.gpu_type is CASCADE: the type's prices go with it, each recorded.
+        for rate in PriceRate.objects.filter(gpu_type_id=obj.pk).select_related("gpu_type"):
+            record_config_change(rate, "deleted", config_record(rate), actor, why=f" (GPU type {obj.name} deleted)")
     if verb == "deleted" and isinstance(obj, PriorityClass) and obj.pk is not None:
         # Team.default_priority_class is SET_NULL: each team that had it loses its default.
         for team in Team.objects.filter(default_priority_class_id=obj.pk).select_related("default_priority_class"):
@@ -148,6 +152,34 @@ def deletion_consequences(obj: models.Model) -> list[str]:
             else "will be refused, as no class is left")
     return [f"Team {name}: its default class becomes none; its jobs submitted without a class {gets} "
             "(set another default on the team's page)" for name in teams]
+
+
+def deleted_with(obj: models.Model) -> list[str]:
+    """Everything deleting ``obj`` changes beyond it, one line each, read before it is deleted:
+    what the API's DELETE answers (the admin's confirmation page lists the same: the rows that
+    go with it, and :func:`deletion_consequences`). A cohort's teams leave it
+    (services/cohorts.py); a team's quotas, projects and memberships go with it and it leaves its
+    cohort; a GPU type's prices go with it; a priority class's teams lose their default."""
+    if isinstance(obj, Cohort):
+        return cohorts.leaving_teams(obj)
+    if isinstance(obj, Team):
+        lines = [f"Its quota on {q.gpu_type.name} (nominal {q.nominal_gpus}) is deleted"
+                 for q in Quota.objects.filter(team_id=obj.pk).select_related("gpu_type").order_by("gpu_type__name")]
+        lines += [f"Project {name} is deleted"
+                  for name in Project.objects.filter(team_id=obj.pk).order_by("name").values_list("name", flat=True)]
+        lines += [f"{user} is no longer a member of {obj.name} (was {role})" for user, role in
+                  Membership.objects.filter(team_id=obj.pk).order_by("user__username")
+                  .values_list("user__username", "role")]
+        cohort = cohorts.cohort_of(obj.pk)
+        if cohort is not None:
+            lines.append(f"It leaves cohort {cohort}: it no longer lends or borrows")
+        return lines
+    if isinstance(obj, GpuType):
+        return [f"Its price {rate.gpu_type.name} {rate.capacity_tier} (${rate.usd_per_gpu_hour} per GPU-hour from "
+                f"{rate.effective_from:%Y-%m-%d}) is deleted"
+                for rate in PriceRate.objects.filter(gpu_type_id=obj.pk).select_related("gpu_type")
+                .order_by("capacity_tier", "effective_from")]
+    return deletion_consequences(obj)
 
 
 def _name(obj: models.Model, before: dict[str, Any] | None) -> str:

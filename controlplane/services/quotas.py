@@ -124,6 +124,17 @@ def held_above_nominal(quota: Quota, before: dict[str, Any] | None = None) -> st
     )
 
 
+def above_nominal(team: Team) -> list[tuple[str, int, int]]:
+    """Per GPU type ``team``'s live allocations hold more of than its nominal quota (none: 0):
+    (type name, GPUs held, nominal), by type name. Two queries."""
+    nominal = dict(Quota.objects.filter(team=team).values_list("gpu_type__name", "nominal_gpus"))
+    held = dict(
+        AllocationGpu.objects.filter(live=True, allocation__job__team=team).order_by()
+        .values_list("node__gpu_type__name").annotate(n=Count("pk")).values_list("node__gpu_type__name", "n")
+    )
+    return [(name, held[name], nominal.get(name, 0)) for name in sorted(held) if held[name] > nominal.get(name, 0)]
+
+
 def held_above_nominal_after_move(team: Team, before: str | None) -> list[str]:
     """What an admin should know after moving ``team`` from cohort ``before`` (a name, or None)
     to its cohort now, per GPU type it holds more of than its nominal quota (none when it holds
@@ -132,21 +143,14 @@ def held_above_nominal_after_move(team: Team, before: str | None) -> list[str]:
     The old cohort's teams reclaim them only while the team's new side holds more above
     nominal than it lends itself (reclaim crosses cohorts then: scheduler_core's
     QuotaLedger.overdrawn)."""
-    nominal = dict(Quota.objects.filter(team=team).values_list("gpu_type__name", "nominal_gpus"))
-    held = dict(
-        AllocationGpu.objects.filter(live=True, allocation__job__team=team).order_by()
-        .values_list("node__gpu_type__name").annotate(n=Count("pk")).values_list("node__gpu_type__name", "n")
-    )
     after = team.cohort.name if team.cohort_id is not None else None
     old_members = (list(Team.objects.filter(cohort__name=before).exclude(pk=team.pk).order_by("name")
                         .values_list("name", flat=True)) if before is not None else [])
     warnings = []
-    for gpu_type in sorted(held):
-        over = held[gpu_type] - nominal.get(gpu_type, 0)
-        if over <= 0:
-            continue
-        said = (f"Team {team.name} holds {held[gpu_type]} {gpu_type} GPUs, {over} above its nominal "
-                f"{nominal.get(gpu_type, 0)}. Its running jobs keep them (moving a team stops nothing).")
+    for gpu_type, held, nominal in above_nominal(team):
+        over = held - nominal
+        said = (f"Team {team.name} holds {held} {gpu_type} GPUs, {over} above its nominal "
+                f"{nominal}. Its running jobs keep them (moving a team stops nothing).")
         if old_members and after is None:
             said += (f" The teams of cohort {before} ({', '.join(old_members)}) may still reclaim them by "
                      f"preemption, after their class's minimum runtime: in no cohort, what {team.name} holds above "
