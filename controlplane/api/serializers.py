@@ -690,6 +690,7 @@ class ProjectSerializer(ConstraintCheckedModelSerializer):
     class Meta:
         model = Project
         fields = ["id", "team", "name", "description"]
+        validators: list[Any] = []  # a second of one name: Project.clean() says it on the name
 
 
 class CohortSerializer(ConstraintCheckedModelSerializer):
@@ -776,6 +777,7 @@ class PriceRateSerializer(ConstraintCheckedModelSerializer):
     class Meta:
         model = PriceRate
         fields = ["id", "gpu_type", "capacity_tier", "usd_per_gpu_hour", "effective_from"]
+        validators: list[Any] = []  # a second from one start: PriceRate.clean() says it on effective_from
 
 
 class NodeSerializer(ConstraintCheckedModelSerializer):

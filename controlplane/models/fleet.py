@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from datetime import UTC
+
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
@@ -75,6 +77,18 @@ class PriceRate(models.Model):
         violated" above the form)."""
         if self.usd_per_gpu_hour is not None and self.usd_per_gpu_hour < 0:
             raise ValidationError({"usd_per_gpu_hour": f"{self.usd_per_gpu_hour} is negative: a price is 0 or more"})
+        # One price per GPU type, tier and start (the unique constraint), said on the start and
+        # naming the price to change (the constraint said it on no field).
+        if self.gpu_type_id is None or not self.capacity_tier or self.effective_from is None:
+            return
+        same = PriceRate.objects.filter(gpu_type_id=self.gpu_type_id, capacity_tier=self.capacity_tier,
+                                        effective_from=self.effective_from)
+        other = (same.exclude(pk=self.pk) if self.pk is not None else same).values_list("pk", flat=True).first()
+        if other is not None:
+            at = self.effective_from.astimezone(UTC) if self.effective_from.tzinfo else self.effective_from
+            raise ValidationError({"effective_from": (
+                f"{self.gpu_type.name} {self.capacity_tier} already has a price from {at:%Y-%m-%d %H:%M} UTC: change "
+                f"that one (id {other}), or start this one at another time")})
 
 
 class Node(models.Model):

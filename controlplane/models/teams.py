@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django.conf import settings
+from django.core.exceptions import ValidationError
 from django.db import models
 
 from controlplane.choices import Role
@@ -59,3 +60,14 @@ class Project(models.Model):
 
     def __str__(self) -> str:
         return f"{self.team.name}/{self.name}"
+
+    def clean(self) -> None:
+        """One project of a name per team (the unique constraint), said on the name and naming
+        the project to change (the constraint said it on no field)."""
+        if self.team_id is None or not self.name:
+            return
+        same = Project.objects.filter(team_id=self.team_id, name=self.name)
+        other = (same.exclude(pk=self.pk) if self.pk is not None else same).values_list("pk", flat=True).first()
+        if other is not None:
+            raise ValidationError({"name": f"team {self.team.name} already has a project {self.name}: "
+                                           f"change that one (id {other})"})
