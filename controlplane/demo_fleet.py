@@ -17,7 +17,7 @@ from django.contrib.auth import get_user_model
 from django.db import transaction
 from django.utils import timezone
 
-from controlplane.choices import CapacityTier, EventKind, Role
+from controlplane.choices import CapacityTier, EventKind, NodeState, Role
 from controlplane.models import (
     Cohort,
     Event,
@@ -85,10 +85,14 @@ def already_seeded() -> bool:
 
 
 @transaction.atomic
-def seed_demo_fleet(*, with_nodes: bool = True) -> None:
+def seed_demo_fleet(*, with_nodes: bool = True, awaiting_agents: bool = False) -> None:
+    """``awaiting_agents``: the nodes are seeded down until their agents register (the demo
+    starts real agent processes). Seeded ready, the reconciler marked each one suspect, "its
+    agent never registered", seconds before it registered: two false events per node at every
+    demo start. Tests without agents keep them ready."""
     if already_seeded():
         return
-    _seed(with_nodes)
+    _seed(with_nodes, awaiting_agents)
     Event.objects.create(
         created_at=timezone.now(), kind=EventKind.CONFIG_CHANGED, actor="demo", reason=SEEDED_REASON,
         message="Demo fleet seeded (teams, GPU types, prices, priority classes, quotas and demo users); "
@@ -96,7 +100,7 @@ def seed_demo_fleet(*, with_nodes: bool = True) -> None:
     )
 
 
-def _seed(with_nodes: bool) -> None:
+def _seed(with_nodes: bool, awaiting_agents: bool = False) -> None:
     gpu_types = {}
     for name, memory, throughput in GPU_TYPES:
         gpu_types[name], _ = GpuType.objects.get_or_create(
@@ -144,5 +148,6 @@ def _seed(with_nodes: bool) -> None:
             Node.objects.get_or_create(
                 name=spec["name"],
                 defaults={**{k: v for k, v in spec.items() if k not in {"name", "gpu_type"}},
-                          "gpu_type": gpu_types[str(spec["gpu_type"])], "simulated": True},
+                          "gpu_type": gpu_types[str(spec["gpu_type"])], "simulated": True,
+                          **({"state": NodeState.DOWN} if awaiting_agents else {})},
             )

@@ -274,6 +274,9 @@ def register(
         ):
             raise AgentForbidden(f"this token belongs to another node's agent; it may not register {name!r}")
         created = node is None
+        # A node an admin (or the demo) created whose agent never spoke registers for the
+        # first time, not "again".
+        first = created or node.last_heartbeat_at is None
         _refuse_stale_running(node, keep)
         actor = actor_for(name)
         # What the agent no longer runs is settled before the new inventory is checked: a
@@ -299,9 +302,9 @@ def register(
         node.agent_lease_expires_at = now + timedelta(seconds=lease_seconds())
         node.save()
         transitions.record_event(
-            EventKind.NODE_REGISTERED, actor, node=node, at=now, reason="Registered" if created else "ReRegistered",
+            EventKind.NODE_REGISTERED, actor, node=node, at=now, reason="Registered" if first else "ReRegistered",
             message=f"{node.name} registered {node.gpu_count}× {node.gpu_type.name}"
-            + ("" if created else f", was {before}")
+            + ("" if created else f", was {before}" + (" (its agent's first registration)" if first else ""))
             + (_inventory_change(was, node) if changed and was is not None else "")
             + (f"; {len(released)} allocation(s) it no longer runs were settled" if released else "")
             + (f" (its agent had stopped them itself at {self_fenced_at:%H:%M:%S} when it could not renew its lease)"
@@ -313,7 +316,9 @@ def register(
         if before != node.state:
             transitions.record_event(
                 EventKind.NODE_STATE, actor, node=node, at=now, reason="RegisteredClean",
-                message=f"{node.name}: {before} → {node.state}: its agent registered again with nothing stale running"
+                message=f"{node.name}: {before} → {node.state}: "
+                + ("its agent registered for the first time" if first
+                   else "its agent registered again with nothing stale running")
                 + ("; it stays out of service until an operator uncordons it" if node.unschedulable else ""),
                 data={"from": str(before), "to": str(node.state)},
             )

@@ -35,3 +35,35 @@ def test_demo_job_stream_submits_pending_jobs_with_simulated_run_parameters() ->
     for job in jobs:
         assert int(job.env["QM_SIM_DURATION_S"]) > 0
         assert job.runtime_limit_s >= int(job.env["QM_SIM_DURATION_S"])
+
+
+def test_demo_nodes_wait_down_for_their_agents_and_register_for_the_first_time(settings) -> None:
+    """Seeded ready, every demo node was marked suspect ("its agent never registered") seconds
+    before its agent registered ("ReRegistered … was suspect"): two false events per node at
+    every demo start. Seeded down, the reconciler leaves them alone and the first registration
+    says so."""
+    from django.utils import timezone
+
+    from controlplane.choices import EventKind, NodeState
+    from controlplane.models import Event
+    from controlplane.services import agent_protocol, reconcile
+    from tests.controlplane.loop_fixtures import BOOTSTRAP, inventory
+
+    settings.QM = {**settings.QM, "AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}
+    seed_demo_fleet(awaiting_agents=True)
+    assert set(Node.objects.values_list("state", flat=True)) == {NodeState.DOWN}
+
+    reconcile.reconcile_nodes()
+    assert not Event.objects.filter(kind=EventKind.NODE_STATE).exists()
+
+    node = Node.objects.get(name="h100-01")
+    agent_protocol.register("h100-01", inventory(pool=node.pool, gpu_type=node.gpu_type.name, gpu_count=node.gpu_count,
+                                                  cpus=node.cpus, memory_gb=node.memory_gb,
+                                                  leaf_switch=node.leaf_switch, spine=node.spine),
+                            token=BOOTSTRAP, running=[], now=timezone.now())
+    node.refresh_from_db()
+    assert node.state == NodeState.READY
+    registered = Event.objects.get(kind=EventKind.NODE_REGISTERED, node=node)
+    assert registered.reason == "Registered" and "its agent's first registration" in registered.message
+    state = Event.objects.get(kind=EventKind.NODE_STATE, node=node)
+    assert state.message == "h100-01: down → ready: its agent registered for the first time"

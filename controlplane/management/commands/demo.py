@@ -40,7 +40,7 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         (settings.BASE_DIR / "var").mkdir(exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
-        seed_demo_fleet()
+        seed_demo_fleet(awaiting_agents=True)
         port, host = options["port"], options["host"]
         _refuse_busy_port(host, port)
         url = f"http://{host}:{port}"
