@@ -13,6 +13,7 @@ move an allocation towards released, which can never give a GPU two owners.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -20,7 +21,7 @@ from typing import Any
 
 import structlog
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from controlplane.choices import (
@@ -40,6 +41,16 @@ RELEASE_PREEMPTED = "Preempted"
 RELEASE_RUNTIME_LIMIT = "RuntimeLimitExceeded"
 RELEASE_CANCELLED = "Cancelled"
 RELEASE_RESIZED = "Resized"
+
+#: The reason of a `job.finished` event, by the state it ends in: one PascalCase spelling per
+#: outcome, whichever path settled it (`quartermaster_finished_jobs_total` splits by it). A
+#: runtime limit is `TimedOut`; some paths wrote `Timedout` (the label without its space) before.
+FINISHED_REASONS = {
+    JobState.SUCCEEDED: "Succeeded",
+    JobState.FAILED: "Failed",
+    JobState.CANCELLED: "Cancelled",
+    JobState.TIMED_OUT: "TimedOut",
+}
 
 
 def record_event(kind: EventKind | str, actor: str, **fields: Any) -> Event:
@@ -132,12 +143,13 @@ def bind_job(
     AllocationGpu.objects.bulk_create(rows)
     _wake_on_commit({row.node_id for row in rows})
     job = Job.objects.only("id", "team_id").get(pk=job_id)
-    placement = _describe_gpus(rows)
+    placement, names = _describe_gpus(rows)
+    node, held = where_held(sorted(names.items(), key=lambda n: n[1]))
     record_event(
-        EventKind.JOB_BOUND, actor, job=job, allocation=allocation, epoch=lease.epoch, at=at,
+        EventKind.JOB_BOUND, actor, job=job, allocation=allocation, node=node, epoch=lease.epoch, at=at,
         reason="Admitted", message=f"Bound to {counted(len(rows), 'GPU')} ({placement}), generation {generation}"
         + (", on borrowed capacity" if borrowed else ""),
-        data={"generation": generation, "gpus": len(rows), "borrowed": borrowed},
+        data={"generation": generation, "gpus": len(rows), "borrowed": borrowed, "nodes": held},
     )
     return allocation
 
@@ -257,6 +269,7 @@ def _bind_many(
     events = []
     for allocation, request in zip(allocations, chosen, strict=True):
         count = sum(len(m.gpu_indices) for m in request.gpus)
+        node, held = where_held({(m.node_id, str(node_names.get(m.node_id, m.node_id))) for m in request.gpus})
         placement = ", ".join(
             f"{node_names.get(m.node_id, m.node_id)}:{','.join(map(str, sorted(m.gpu_indices)))}"
             for m in sorted(request.gpus, key=lambda m: m.node_id)
@@ -265,8 +278,9 @@ def _bind_many(
             created_at=at, kind=str(EventKind.JOB_BOUND), actor=actor, reason="Admitted",
             message=(f"Bound to {counted(count, 'GPU')} ({placement}), generation {allocation.generation}"
                      + (", on borrowed capacity" if request.borrowed else ""))[:1000],
-            job_id=request.job_id, allocation=allocation, team_id=teams.get(request.job_id), epoch=lease.epoch,
-            data={"generation": allocation.generation, "gpus": count, "borrowed": request.borrowed},
+            job_id=request.job_id, allocation=allocation, node=node, team_id=teams.get(request.job_id),
+            epoch=lease.epoch, data={"generation": allocation.generation, "gpus": count, "borrowed": request.borrowed,
+                                     "nodes": held},
         ))
     Event.objects.bulk_create(events, batch_size=2000)
 
@@ -279,12 +293,32 @@ def _wake_on_commit(node_ids: Iterable[int]) -> None:
     wake_nodes_on_commit(node_ids)
 
 
-def _describe_gpus(rows: Sequence[AllocationGpu]) -> str:
+def _describe_gpus(rows: Sequence[AllocationGpu]) -> tuple[str, dict[int, str]]:
+    """Where the GPUs are, in words ("gpu-01:0,1, gpu-02:0,1"), and their nodes' names by id."""
     per_node: dict[int, list[int]] = {}
     for row in rows:
         per_node.setdefault(row.node_id, []).append(row.gpu_index)
     names = dict(Node.objects.filter(pk__in=per_node).values_list("pk", "name"))
-    return ", ".join(f"{names.get(n, n)}:{','.join(map(str, sorted(g)))}" for n, g in sorted(per_node.items()))
+    words = ", ".join(f"{names.get(n, n)}:{','.join(map(str, sorted(g)))}" for n, g in sorted(per_node.items()))
+    return words, {n: str(names.get(n, n)) for n in per_node}
+
+
+def where_held(nodes: Iterable[tuple[int, str]]) -> tuple[Node | None, list[str]]:
+    """An allocation's event's `node` and the names of the nodes it held GPUs on (`data.nodes`).
+
+    The node when the allocation held GPUs on exactly one, so that node's history
+    (`events/?node=`, the node's page) shows the job from its bind to its end; None for a gang
+    (one event, several nodes), whose events name its nodes in their words and in `data.nodes`
+    instead, as fence events do. `nodes`: (id, name) pairs, repeats allowed."""
+    held = sorted(set(nodes), key=lambda n: n[1])
+    names = [name for _, name in held]
+    return (Node(pk=held[0][0], name=names[0]) if len(held) == 1 else None), names
+
+
+def on_nodes(names: Sequence[str]) -> str:
+    """A gang's nodes, for its events' words (" (on gpu-a, gpu-b)"); "" for one node, which is
+    the event's `node`."""
+    return f" (on {', '.join(names)})" if len(names) > 1 else ""
 
 
 def signal_stop(
@@ -311,9 +345,13 @@ def signal_stop(
     ).update(state=AllocationState.RELEASING, release_deadline=deadline, release_reason=reason)
     if not changed:
         return False
-    _wake_on_commit(
-        AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).values_list("node_id", flat=True)
+    # One query for both: the nodes to wake (those still holding live GPUs) and the event's node.
+    held = list(
+        AllocationGpu.objects.filter(allocation_id=allocation_id).order_by()
+        .values_list("node_id", "node__name", "live").distinct()
     )
+    _wake_on_commit({node_id for node_id, _, live in held if live})
+    node, names = where_held((node_id, name) for node_id, name, _ in held)
     allocation = Allocation.objects.select_related("job").get(pk=allocation_id)
     job = allocation.job
     Job.objects.filter(pk=job.pk, state=JobState.RUNNING).update(state=JobState.PREEMPTING, state_changed_at=at)
@@ -322,11 +360,12 @@ def signal_stop(
         RELEASE_RUNTIME_LIMIT: EventKind.JOB_TIMED_OUT,
         RELEASE_CANCELLED: EventKind.JOB_CANCELLED,
     }.get(reason, EventKind.JOB_PREEMPTING)
-    data: dict[str, Any] = {"generation": generation, "deadline": deadline.isoformat(), "grace_period_s": grace_period_s}
+    data: dict[str, Any] = {"generation": generation, "deadline": deadline.isoformat(), "grace_period_s": grace_period_s,
+                            "nodes": names}
     if lost_gpu_hours is not None:
         data["expected_lost_gpu_hours"] = round(lost_gpu_hours, 4)
-    record_event(kind, actor, job=job, allocation=allocation, epoch=epoch, at=at, reason=reason,
-                 message=message, data=data)
+    record_event(kind, actor, job=job, allocation=allocation, node=node, epoch=epoch, at=at, reason=reason,
+                 message=message + on_nodes(names), data=data)
     return True
 
 
@@ -345,13 +384,14 @@ def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime,
         if allocation is None or allocation.state not in LIVE_ALLOCATION_STATES:
             return False
         job = Job.objects.select_for_update(no_key=True).get(pk=allocation.job_id)
+        node, names = where_held(_held_nodes(allocation.pk))
         Allocation.objects.filter(pk=allocation.pk).update(state=AllocationState.RELEASED, released_at=at)
         held = held_until_stop(allocation.pk, AllocationGpu.objects.filter(allocation=allocation, live=True).update(live=False))
-        record_event(EventKind.ALLOCATION_RELEASED, actor, job=job, allocation=allocation, at=at,
+        record_event(EventKind.ALLOCATION_RELEASED, actor, job=job, allocation=allocation, node=node, at=at,
                      reason=allocation.release_reason or "Exited",
-                     message=f"Generation {allocation.generation} released its GPUs",
-                     data={"generation": allocation.generation, "exit_code": exit_code})
-        _settle_job(job, allocation, exit_code=exit_code, at=at, actor=actor, held=held)
+                     message=f"Generation {allocation.generation} released its GPUs{on_nodes(names)}",
+                     data={"generation": allocation.generation, "exit_code": exit_code, "nodes": names})
+        _settle_job(job, allocation, exit_code=exit_code, at=at, actor=actor, held=held, node=node, names=names)
     return True
 
 
@@ -390,12 +430,17 @@ def complete_releases(
                 f"UPDATE {Allocation._meta.db_table} SET state = %s, released_at = %s WHERE id = %s",
                 [(AllocationState.RELEASED.value, adapt(wanted[a.pk][2]), a.pk) for a in allocations],
             )
-        requeued = [a.pk for a in allocations if a.release_reason in (RELEASE_PREEMPTED, RELEASE_RESIZED)]
-        # The GPUs a requeued job still held (a gang member that exited earlier held none).
-        held_by = dict(
-            AllocationGpu.objects.filter(allocation_id__in=requeued, live=True).values("allocation_id")
-            .annotate(n=Count("id")).values_list("allocation_id", "n")
-        ) if requeued else {}
+        # One query for the whole batch: the nodes each allocation held GPUs on (its events' node
+        # or, for a gang, their names) and the GPUs each still holds live (a requeued job's lost
+        # work counts those; a gang member that exited earlier held none).
+        nodes_of: dict[int, list[tuple[int, str]]] = defaultdict(list)
+        held_by: dict[int, int] = defaultdict(int)
+        for allocation_id, node_id, name, live in (
+            AllocationGpu.objects.filter(allocation_id__in=ids).order_by().values("allocation_id", "node_id", "node__name")
+            .annotate(live=Count("id", filter=Q(live=True))).values_list("allocation_id", "node_id", "node__name", "live")
+        ):
+            nodes_of[allocation_id].append((node_id, name))
+            held_by[allocation_id] += live
         AllocationGpu.objects.filter(allocation_id__in=ids, live=True).update(live=False)
         events = []
         finished: list[tuple[str, Any, Any, int | None, int]] = []
@@ -403,15 +448,17 @@ def complete_releases(
             _, code, at = wanted[allocation.pk]
             job = jobs[allocation.job_id]
             actor = actor_of.get(allocation.pk, "agent")
+            node, names = where_held(nodes_of[allocation.pk])
             events.append(Event(**event_fields(
-                EventKind.ALLOCATION_RELEASED, actor, job=job, allocation=allocation, at=at,
+                EventKind.ALLOCATION_RELEASED, actor, job=job, allocation=allocation, node=node, at=at,
                 reason=allocation.release_reason or "Exited",
-                message=f"Generation {allocation.generation} released its GPUs",
-                data={"generation": allocation.generation, "exit_code": code},
+                message=f"Generation {allocation.generation} released its GPUs{on_nodes(names)}",
+                data={"generation": allocation.generation, "exit_code": code, "nodes": names},
             )))
             reason = allocation.release_reason
             if reason in (RELEASE_PREEMPTED, RELEASE_RESIZED):
-                _settle_job(job, allocation, exit_code=code, at=at, actor=actor, held=held_by.get(allocation.pk, 0))
+                _settle_job(job, allocation, exit_code=code, at=at, actor=actor, held=held_by[allocation.pk],
+                            node=node, names=names)
                 continue
             if reason == RELEASE_RUNTIME_LIMIT:
                 state = JobState.TIMED_OUT
@@ -421,10 +468,11 @@ def complete_releases(
                 state = JobState.SUCCEEDED if code == 0 else JobState.FAILED
             finished.append((state.value, adapt(at), adapt(at), code, job.pk))
             events.append(Event(**event_fields(
-                EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, at=at,
-                reason=state.label.replace(" ", ""),
-                message=f"Job {state.label.lower()}" + (f" with exit code {code}" if code is not None else ""),
-                data={"state": state.value, "exit_code": code},
+                EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
+                reason=FINISHED_REASONS[state],
+                message=f"Job {state.label.lower()}" + (f" with exit code {code}" if code is not None else "")
+                + on_nodes(names),
+                data={"state": state.value, "exit_code": code, "nodes": names},
             )))
         if finished:
             with connection.cursor() as cursor:
@@ -438,16 +486,17 @@ def complete_releases(
 
 
 def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: datetime, actor: str,
-                held: int) -> None:
-    """``held``: the GPUs the allocation held until this release."""
+                held: int, node: Node | None, names: Sequence[str]) -> None:
+    """``held``: the GPUs the allocation held until this release; ``node``, ``names``: where it
+    held them (`where_held`)."""
     reason = allocation.release_reason
     if reason == RELEASE_PREEMPTED:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_PREEMPTED, reason=reason,
-                 why="preempted", held=held)
+                 why="preempted", held=held, node=node, names=names, on=on_nodes(names))
         return
     if reason == RELEASE_RESIZED:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_RESIZED, reason=reason,
-                 why="stopped to resize", held=held)
+                 why="stopped to resize", held=held, node=node, names=names, on=on_nodes(names))
         return
     if reason == RELEASE_RUNTIME_LIMIT:
         state, kind = JobState.TIMED_OUT, EventKind.JOB_FINISHED
@@ -457,9 +506,10 @@ def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: 
         state = JobState.SUCCEEDED if exit_code == 0 else JobState.FAILED
         kind = EventKind.JOB_FINISHED
     Job.objects.filter(pk=job.pk).update(state=state, finished_at=at, state_changed_at=at, exit_code=exit_code)
-    record_event(kind, actor, job=job, allocation=allocation, at=at, reason=state.label.replace(" ", ""),
-                 message=f"Job {state.label.lower()}" + (f" with exit code {exit_code}" if exit_code is not None else ""),
-                 data={"state": state.value, "exit_code": exit_code})
+    record_event(kind, actor, job=job, allocation=allocation, node=node, at=at, reason=FINISHED_REASONS[state],
+                 message=f"Job {state.label.lower()}" + (f" with exit code {exit_code}" if exit_code is not None else "")
+                 + on_nodes(names),
+                 data={"state": state.value, "exit_code": exit_code, "nodes": list(names)})
 
 
 def held_until_stop(allocation_id: int, live: int) -> int:
@@ -483,10 +533,11 @@ def lost_gpu_seconds(job: Job, allocation_gpus: int, at: datetime) -> float:
 
 
 def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind: EventKind, reason: str,
-             why: str, held: int, node: Node | None = None) -> None:
+             why: str, held: int, node: Node | None, names: Sequence[str], on: str = "") -> None:
     """``held``: the GPUs the allocation held until it was stopped; a gang member that exited
-    before lost nothing here (counting every GPU it ever held overstated the loss). ``node``:
-    the event's node, when the stop concerns one node."""
+    before lost nothing here (counting every GPU it ever held overstated the loss). ``node``,
+    ``names``: where it held them (`where_held`); ``on``: the gang's nodes for the event's words,
+    when ``why`` does not name them already."""
     lost = lost_gpu_seconds(job, held, at)
     # Only a preemption counts against the class's preemption budget (see `Job.requeue_count`).
     preempted: dict[str, Any] = (
@@ -505,8 +556,9 @@ def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind
         pending_words=f"Requeued whole after being {why}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost",
     )
     record_event(kind, actor, job=job, allocation=allocation, node=node, at=at, reason=reason,
-                 message=f"Requeued whole after being {why}; lost {lost / 3600:.2f} GPU-hours since the last checkpoint",
-                 data={"lost_gpu_seconds": round(lost, 3), "generation": allocation.generation})
+                 message=f"Requeued whole after being {why}{on}; lost {lost / 3600:.2f} GPU-hours since the last "
+                 "checkpoint",
+                 data={"lost_gpu_seconds": round(lost, 3), "generation": allocation.generation, "nodes": list(names)})
 
 
 #: What happened to a fenced allocation's node, by fence reason (reconcile.FENCE_*,
@@ -532,7 +584,8 @@ def fenced_because(reason: str, node_names: Sequence[str]) -> str:
 def _held_nodes(allocation_id: int) -> list[tuple[int, str]]:
     """The nodes an allocation held GPUs on, by name: one query, whatever the number of GPUs."""
     return sorted(
-        set(AllocationGpu.objects.filter(allocation_id=allocation_id).values_list("node_id", "node__name")),
+        set(AllocationGpu.objects.filter(allocation_id=allocation_id).order_by().values_list("node_id", "node__name")
+            .distinct()),
         key=lambda n: n[1],
     )
 
@@ -554,10 +607,8 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     )
     if not changed:
         return False
-    held_nodes = _held_nodes(allocation_id)
-    names = [name for _, name in held_nodes]
     # The events' node, when the allocation held one (a gang's events name its nodes instead).
-    node = Node(pk=held_nodes[0][0], name=names[0]) if len(held_nodes) == 1 else None
+    node, names = where_held(_held_nodes(allocation_id))
     held = held_until_stop(allocation_id, AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).update(live=False))
     record_event(EventKind.ALLOCATION_FENCED, actor, job=allocation.job, allocation=allocation, node=node,
                  epoch=lease.epoch, at=at, reason=reason,
@@ -573,16 +624,18 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     if allocation.release_reason == RELEASE_CANCELLED:
         Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, finished_at=at, state_changed_at=at)
         record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
-                     reason="Cancelled",
-                     message=f"Cancelled; {node_gone} before confirming the stop")
+                     reason=FINISHED_REASONS[JobState.CANCELLED],
+                     message=f"Cancelled; {node_gone} before confirming the stop",
+                     data={"state": JobState.CANCELLED.value, "exit_code": None, "nodes": names})
     elif allocation.release_reason == RELEASE_RUNTIME_LIMIT:
         Job.objects.filter(pk=job.pk).update(state=JobState.TIMED_OUT, finished_at=at, state_changed_at=at)
         record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
-                     reason="TimedOut",
-                     message=f"Timed out; {node_gone} before confirming the stop")
+                     reason=FINISHED_REASONS[JobState.TIMED_OUT],
+                     message=f"Timed out; {node_gone} before confirming the stop",
+                     data={"state": JobState.TIMED_OUT.value, "exit_code": None, "nodes": names})
     else:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
-                 why=fenced_because(reason, names), held=held, node=node)
+                 why=fenced_because(reason, names), held=held, node=node, names=names)
     return True
 
 
@@ -643,11 +696,12 @@ def _cancel_requeueing_stop(job: Job, actor: str, *, at: datetime) -> bool:
     why = REQUEUEING_STOPS[allocation.release_reason]
     deadline = allocation.release_deadline
     by = f" by {deadline:%Y-%m-%d %H:%M:%S} UTC" if deadline else ""
+    node, names = where_held(_held_nodes(allocation.pk))
     record_event(
-        EventKind.JOB_CANCELLED, actor, job=job, allocation=allocation, at=at, reason=RELEASE_CANCELLED,
+        EventKind.JOB_CANCELLED, actor, job=job, allocation=allocation, node=node, at=at, reason=RELEASE_CANCELLED,
         message=f"Cancelled by {actor} while being {why}; it ends cancelled instead of being requeued "
-                f"once its processes exit{by}",
+                f"once its processes exit{by}{on_nodes(names)}",
         data={"generation": allocation.generation, "deadline": deadline.isoformat() if deadline else None,
-              "was": allocation.release_reason},
+              "was": allocation.release_reason, "nodes": names},
     )
     return True
