@@ -12,7 +12,7 @@ Families (labels in brackets):
   quartermaster_finished_jobs_total[team, priority_class, reason]          counter
   quartermaster_preempted_jobs_total[team, priority_class, reason]         counter
   quartermaster_evicted_jobs_total[team, priority_class, reason]           counter
-  quartermaster_admission_attempt_duration_seconds                         histogram
+  quartermaster_admission_attempt_duration_seconds                         histogram (sampled cycles)
   quartermaster_cycle_duration_seconds, quartermaster_cycles_total         gauge, counter
   quartermaster_quota_nominal_gpus / _borrowing_limit_gpus / _lending_limit_gpus
                                             [team, gpu_type, cohort]       gauges (no series = no limit)
@@ -22,7 +22,8 @@ Families (labels in brackets):
   quartermaster_leader_epoch                                               gauge
   quartermaster_last_cycle_timestamp_seconds                               gauge
   quartermaster_nodes / quartermaster_node_gpus[pool, state]               gauges (every state, 0 included)
-  quartermaster_preemption_lost_gpu_seconds_total                          counter
+  quartermaster_requeue_lost_gpu_seconds_total                             counter
+  quartermaster_preemption_lost_gpu_seconds_total                          counter (deprecated: the same value)
   quartermaster_accounting_rolled_until_timestamp_seconds                  gauge
 
 Access: admins (session or API token), or a scraper presenting `Authorization: Bearer <token>`
@@ -68,6 +69,9 @@ from controlplane.services.access import access_of
 PREFIX = "quartermaster"
 # Evictions: the control plane stopped a job before its end (Kueue's "evicted").
 _EVICTION_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED, EventKind.JOB_TIMED_OUT)
+# `job.finished` reasons stored before every path spelt them as transitions.FINISHED_REASONS
+# does: counted under the one spelling, so a database from before reads one series per outcome.
+_FINISHED_REASON_SPELLINGS = {"Timedout": "TimedOut"}
 
 
 class QuartermasterCollector(Collector):
@@ -83,10 +87,18 @@ class QuartermasterCollector(Collector):
         yield from self._fleet_shape()
         yield from self._nodes()
         yield from self._leader()
-        lost = ((cursor.event_counts if cursor else None) or {}).get(accounting.LOST_GPU_SECONDS_KEY, 0.0)
-        yield CounterMetricFamily(f"{PREFIX}_preemption_lost_gpu_seconds",
-                                  "GPU-seconds of work thrown away by evictions (since the last checkpoint).",
-                                  value=float(lost))
+        lost = float(((cursor.event_counts if cursor else None) or {}).get(accounting.LOST_GPU_SECONDS_KEY, 0.0))
+        yield CounterMetricFamily(
+            f"{PREFIX}_requeue_lost_gpu_seconds",
+            "GPU-seconds of work thrown away (since each job's last checkpoint) when the control plane stopped a "
+            "job and requeued it whole: preemptions, resizes and fences alike (the jobs' lost_gpu_seconds).",
+            value=lost)
+        # Its old name, one release more: it always counted resizes and fences too.
+        yield CounterMetricFamily(
+            f"{PREFIX}_preemption_lost_gpu_seconds",
+            f"Deprecated: use {PREFIX}_requeue_lost_gpu_seconds_total, the same value. Despite its name it counts "
+            "the work lost to resizes and fences too, not to preemptions alone.",
+            value=lost)
 
     # -- queue ---------------------------------------------------------------------------
 
@@ -128,7 +140,7 @@ class QuartermasterCollector(Collector):
             if kind == EventKind.JOB_BOUND:
                 merged[("admitted",)][(team, priority_class)] += n
             elif kind == EventKind.JOB_FINISHED:
-                merged[("finished",)][(team, priority_class, reason)] += n
+                merged[("finished",)][(team, priority_class, _FINISHED_REASON_SPELLINGS.get(reason, reason))] += n
             if kind == EventKind.JOB_PREEMPTED:
                 merged[("preempted",)][(team, priority_class, reason)] += n
             if kind in _EVICTION_KINDS:
@@ -140,14 +152,17 @@ class QuartermasterCollector(Collector):
             yield family
 
     def _cycles(self, cursor: AccountingCursor | None) -> Iterator[Any]:
+        from controlplane.services.cycle import SAMPLE_EVERY_S
+
         counts = list((cursor.cycle_bucket_counts if cursor else None) or [0] * len(accounting.CYCLE_BUCKETS_S))
         buckets = [(_le(b), float(c)) for b, c in zip(accounting.CYCLE_BUCKETS_S, counts, strict=False)]
         total = float(cursor.cycle_count) if cursor else 0.0
         buckets.append(("+Inf", total))
         yield HistogramMetricFamily(
             f"{PREFIX}_admission_attempt_duration_seconds",
-            "Duration of scheduling cycles (each an admission attempt over the whole queue), as recorded in "
-            "the fleet samples.", buckets=buckets, sum_value=float(cursor.cycle_sum_s) if cursor else 0.0,
+            "Duration of scheduling cycles (each an admission attempt over the whole queue), sampled: only the "
+            f"cycle that wrote each fleet sample (one every {SAMPLE_EVERY_S:g} s at most) is counted, so _count is the number of "
+            f"sampled cycles, not of cycles (that is {PREFIX}_cycles_total).", buckets=buckets, sum_value=float(cursor.cycle_sum_s) if cursor else 0.0,
         )
         lease = SchedulerLease.objects.filter(name="scheduler").values("last_cycle_ms", "cycles").first()
         last = GaugeMetricFamily(f"{PREFIX}_cycle_duration_seconds", "Duration of the last scheduling cycle.")
