@@ -57,3 +57,39 @@ def test_every_compose_command_resolves_to_a_project_entry_point() -> None:
             assert callable(_import_target(scripts[program])), f"{name}: {scripts[program]} is not callable"
         else:
             raise AssertionError(f"service {name} runs {program!r}, which is no entry point of this project")
+
+
+def _option(args: list[str], *names: str) -> str | None:
+    for i, arg in enumerate(args):
+        for name in names:
+            if arg == name and i + 1 < len(args):
+                return args[i + 1]
+            if name.startswith("--") and arg.startswith(name + "="):
+                return arg.split("=", 1)[1]
+    return None
+
+
+# Threads a web process keeps for the API (submits, heartbeats, reports, pages) beyond the agents'
+# long polls it may hold: docs/operations.md, The web service.
+API_THREADS = 8
+
+
+def test_the_web_holds_the_agents_long_polls_with_threads_to_spare() -> None:
+    """Found by an SRE: the web ran gunicorn's sync workers (one request at a time) without
+    QM_AGENT_MAX_WAITS, so each agent's ~20 s wake-up wait took a whole worker and a handful of
+    agents starved the API. Its worker class, threads and the waits cap must agree."""
+    compose = _compose()
+    web = compose["services"]["web"]
+    args = web["command"][1:]
+    environment = {**compose["x-app"]["environment"], **(web.get("environment") or {})}
+    worker_class = _option(args, "-k", "--worker-class")
+    threads = int(_option(args, "--threads") or 1)
+    workers = int(_option(args, "-w", "--workers") or 1)
+    max_waits = int(environment.get("QM_AGENT_MAX_WAITS", 2))  # the settings' default when unset
+
+    assert worker_class == "gthread", f"web runs {worker_class or 'sync'} workers: a long poll takes a whole process"
+    assert "QM_AGENT_MAX_WAITS" in environment, "the waits cap must be set with the thread count, not left to default"
+    assert threads >= max_waits + API_THREADS, (threads, max_waits)
+    # Connections do not spread evenly over processes: room for twice the agent processes compose runs.
+    agents = sum(1 for service in compose["services"].values() if service.get("command", [""])[0] == "qm-agent")
+    assert workers * max_waits >= 2 * agents and max_waits >= 4, (workers, max_waits, agents)
