@@ -896,8 +896,10 @@ def _member_gone(
                 + f"; its {counted(changed, 'GPU')} {verb(changed, 'is', 'are')} free",
                 # stopping: gone as the stop asked (its GPUs' work since the checkpoint is lost
                 # with the rest, transitions.held_until_stop), not on its own before it.
-                data={"generation": allocation.generation, "exit_code": exit_code, "node": node.name, "gpus": changed,
-                      "stopping": allocation.state == AllocationState.RELEASING},
+                # `nodes` as every allocation event says where (one node here); `node` kept for
+                # readers of events written before 30 Nov.
+                data={"generation": allocation.generation, "exit_code": exit_code, "node": node.name,
+                      "nodes": [node.name], "gpus": changed, "stopping": allocation.state == AllocationState.RELEASING},
             )
             _after_release()
         if not AllocationGpu.objects.filter(allocation=allocation, live=True).exists():

@@ -121,8 +121,11 @@ def test_a_gangs_events_carry_no_node_but_name_its_nodes_in_words_and_data(fleet
         assert event.node_id is None, kind
         assert event.data["nodes"] == ["gpu-a", "gpu-b"], kind
         assert "gpu-a" in event.message and "gpu-b" in event.message, (kind, event.message)
-    # Each node's history has what happened on it alone: its member's exit.
+    # Each node's history has what happened on it alone: its member's exit, whose data says
+    # where as every allocation event does.
     assert [e["reason"] for e in _history("gpu-a") if e["job"] == job.pk] == ["MemberExited"]
+    exit_a = Event.objects.get(job=job, reason="MemberExited", node=a)
+    assert exit_a.data["nodes"] == ["gpu-a"]
 
 
 @pytest.mark.parametrize("path", ["complete_release", "complete_releases", "fence"])
