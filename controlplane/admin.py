@@ -442,6 +442,19 @@ class NodeForm(OpenedAsForm):
             raise forms.ValidationError(refusal)
         return gpu_count
 
+    def _host(self, field: str) -> int:
+        value: int = self.cleaned_data[field]
+        refusal = nodes.host_refusal(self.instance, field, value) if value is not None else None
+        if refusal:
+            raise forms.ValidationError(refusal)
+        return value
+
+    def clean_cpus(self) -> int:
+        return self._host("cpus")
+
+    def clean_memory_gb(self) -> int:
+        return self._host("memory_gb")
+
 
 def _node_action(verb: Any, label: str) -> Any:
     """An admin list action over the selected nodes; says what moved, what already was there

@@ -801,12 +801,17 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
                          "allocated_gpus": "counted from the node's live allocations"}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        """A node's GPU type and count do not change under its running work (services/nodes.py,
-        as the admin's node page): each refusal names its field and the jobs holding the GPUs."""
+        """A node's GPU type and count do not change under its running work, nor its CPUs and
+        memory below what that work holds (services/nodes.py, as the admin's node page): each
+        refusal names its field and the jobs holding the GPUs."""
         refused: dict[str, str] = {}
         if self.instance is not None:
             for name, rule in (("gpu_type", nodes.gpu_type_refusal), ("gpu_count", nodes.gpu_count_refusal)):
                 refusal = rule(self.instance, attrs[name]) if name in attrs else None
+                if refusal:
+                    refused[name] = refusal
+            for name in ("cpus", "memory_gb"):
+                refusal = nodes.host_refusal(self.instance, name, attrs[name]) if name in attrs else None
                 if refusal:
                     refused[name] = refusal
         if refused:

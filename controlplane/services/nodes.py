@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Sum
 
 from controlplane.choices import EventKind, NodeState
 from controlplane.models import AllocationGpu, GpuType, Node
@@ -61,6 +62,25 @@ def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
     return (f"{beyond} GPU(s) with index ≥ {gpu_count} are held by live allocations: "
             f"{_holders(node.pk, True, gpu_index__gte=gpu_count)}; "
             + _DRAIN_FIRST.format(pk=node.pk, what="its GPU count"))
+
+
+_HOST_PER_GPU = {"cpus": ("allocation__job__cpus_per_gpu", "CPUs"),
+                 "memory_gb": ("allocation__job__memory_gb_per_gpu", "GB of memory")}
+
+
+def host_refusal(node: Node, field: str, value: int) -> str | None:
+    """Why `node` may not have `value` CPUs (``field`` "cpus") or GB of memory ("memory_gb")
+    now, or None: its running jobs hold more than that on it (each job asks its per-GPU CPUs
+    and memory beside every GPU it holds). Below it the engine's free counts go negative and
+    the node reads as fuller than full. The API and the admin UI ask this before changing them."""
+    if node.pk is None:
+        return None
+    column, unit = _HOST_PER_GPU[field]
+    held = AllocationGpu.objects.filter(node_id=node.pk, live=True).aggregate(n=Sum(column))["n"] or 0
+    if value >= held:
+        return None
+    return (f"its running jobs hold {held} {unit} on it ({_holders(node.pk, False)}): it cannot have {value}; "
+            + _DRAIN_FIRST.format(pk=node.pk, what=f"its {unit.split(' of ')[-1]}"))
 
 
 def gpu_type_refusal(node: Node, gpu_type: GpuType) -> str | None:
