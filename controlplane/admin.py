@@ -360,6 +360,13 @@ class QuotaAdmin(KeepsOthersChanges):
                 quotas.record_quota_change(quota, "deleted", quotas.quota_record(quota), _actor(request))
             super().delete_queryset(request, queryset)
 
+    def get_deleted_objects(self, objs, request):  # type: ignore[no-untyped-def]
+        """The confirmation page also says what becomes of the GPUs the team's running jobs
+        hold under the quota (the API's DELETE answers the same)."""
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        return [*deleted, *(line for obj in objs for line in config_audit.deletion_consequences(obj))], \
+            counts, perms_needed, protected
+
 
 _span = config_audit.span
 

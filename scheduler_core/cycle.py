@@ -247,13 +247,15 @@ def _borrowing_beyond_a_lowered_quota(running: dict[str, RunningJob], state: Clu
     reclaims any borrowed capacity (seed 004: borrowers first).
 
     Jobs started within the quota of their day are never over it otherwise (each one fitted
-    beside every job still running), so this changes nothing until an admin lowers a quota or
-    moves a team."""
+    beside every job still running), so this changes nothing until an admin lowers a quota,
+    deletes one or moves a team."""
     for key, held in sorted(charges.items()):
         q = ledger.quota.get(key)
-        if q is None:
+        # A team with no quota on a GPU type quotas govern (its quota deleted under it) holds
+        # all of it above a nominal of 0.
+        if q is None and not ledger.governs(key[1]):
             continue
-        excess = held - flagged.get(key, 0) - q.nominal_gpus
+        excess = held - flagged.get(key, 0) - (q.nominal_gpus if q is not None else 0)
         if excess <= 0:
             continue
         team, gpu_type = key

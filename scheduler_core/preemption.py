@@ -199,8 +199,8 @@ def _eligible(ctx: CycleContext, spec: JobSpec, mine: PriorityClassInfo, gpus: i
             and gpu_type in victim_types:
         q_mine = ctx.ledger.quota.get((spec.team, gpu_type))
         q_theirs = ctx.ledger.quota.get((job.spec.team, gpu_type))
-        if q_mine is not None and q_theirs is not None and (
-                (q_mine.cohort is not None and q_mine.cohort == q_theirs.cohort)
+        if q_mine is not None and (
+                (q_theirs is not None and q_mine.cohort is not None and q_mine.cohort == q_theirs.cohort)
                 or ctx.ledger.overdrawn(job.spec.team, gpu_type)):
             within = ctx.ledger.used_by(spec.team, gpu_type) + gpus <= q_mine.nominal_gpus
             if within:

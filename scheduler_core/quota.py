@@ -137,12 +137,15 @@ class QuotaLedger:
     def overdrawn(self, team: str, gpu_type: str) -> bool:
         """Does ``team``'s side hold more ``gpu_type`` GPUs above nominal than it lends itself:
         its cohort (its borrowers' excess beyond its lenders' unused quota), or the team alone
-        when it is in no cohort (anything above its nominal)? That excess is capacity
+        when it is in no cohort (anything above its nominal), or a team with no quota at all on
+        a governed type (anything it holds)? That excess is capacity
         guaranteed to teams outside it: a team moved out of the cohort it borrowed from, or
         whose quota was lowered, holds it until reclaimed (seed 004: borrowers first)."""
         q = self.quota.get((team, gpu_type))
         if q is None:
-            return False
+            # No quota on a type quotas govern (deleted under running work): all it holds is
+            # someone else's guarantee.
+            return gpu_type in self.governed_types and self.used_by(team, gpu_type) > 0
         if q.cohort is None:
             return self.used_by(team, gpu_type) > q.nominal_gpus
         key = (q.cohort, gpu_type)

@@ -141,7 +141,16 @@ def _record_team_cascade(team: Team, actor: str) -> None:
 
 def deletion_consequences(obj: models.Model) -> list[str]:
     """What deleting ``obj`` does to the records that point at it without being deleted, one
-    line each (the admin's confirmation page): a priority class that is a team's default."""
+    line each (the admin's confirmation page): a priority class that is a team's default; a
+    quota whose team's running jobs hold GPUs of its type."""
+    if isinstance(obj, Quota):
+        held = quotas.held_gpus(obj)
+        if not held:
+            return []
+        return [f"Team {obj.team.name}'s running jobs hold {held} {obj.gpu_type.name} GPUs: they keep them (deleting "
+                "a quota stops nothing), but with no quota all of them count as borrowed, and any team owed its "
+                "guarantee may reclaim them by preemption, after their class's minimum runtime; the team starts no "
+                f"more {obj.gpu_type.name} work"]
     if not isinstance(obj, PriorityClass):
         return []
     teams = list(Team.objects.filter(default_priority_class_id=obj.pk).order_by("name").values_list("name", flat=True))

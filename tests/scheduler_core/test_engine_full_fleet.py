@@ -125,8 +125,8 @@ def _ref_eligible(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | N
             and gpu_type in victim_types:
         q_mine = ctx.ledger.quota.get((spec.team, gpu_type))
         q_theirs = ctx.ledger.quota.get((job.spec.team, gpu_type))
-        if q_mine is not None and q_theirs is not None \
-                and ((q_mine.cohort is not None and q_mine.cohort == q_theirs.cohort)
+        if q_mine is not None \
+                and ((q_theirs is not None and q_mine.cohort is not None and q_mine.cohort == q_theirs.cohort)
                      or ctx.ledger.overdrawn(job.spec.team, gpu_type)) \
                 and ctx.ledger.used_by(spec.team, gpu_type) + gpus <= q_mine.nominal_gpus:
             return 0, PreemptionReason.RECLAIM_BORROWED

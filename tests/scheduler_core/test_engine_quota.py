@@ -238,6 +238,19 @@ def test_reclaim_does_not_cross_into_a_cohort_that_lends_its_own_borrowers():
     assert why(plan, "incident").code is not ReasonCode.WAITING_FOR_PREEMPTION
 
 
+def test_reclaim_from_a_team_whose_quota_was_deleted_under_its_running_work():
+    """Vision's quota on a100 was deleted while it ran 16 GPUs: before, a team with no quota
+    was never a reclaim victim (its jobs were not even marked borrowed), so serving, within its
+    nominal, waited for vision's runtime limits. All it holds is now someone else's guarantee."""
+    cluster = lowered_quota_cluster(serving=8)
+    cluster._quotas = [q for q in cluster._quotas if q.team != "vision"]
+    plan = cluster.pending(make_job("incident").team("serving").priority("research").gpus(8)).plan()
+
+    [victim] = plan.preemptions
+    assert victim.reason is PreemptionReason.RECLAIM_BORROWED and victim.job_id == "newer"
+    assert plan.fleet.borrowed_gpus == 16
+
+
 def test_overdrawn_is_a_side_holding_more_above_nominal_than_it_lends():
     ledger = QuotaLedger([QuotaInfo("a", "h100", 8, cohort="c"), QuotaInfo("b", "h100", 8, cohort="c"),
                           QuotaInfo("x", "h100", 8)])
@@ -250,6 +263,8 @@ def test_overdrawn_is_a_side_holding_more_above_nominal_than_it_lends():
     ledger.charge("x", "h100", 1)
     assert ledger.overdrawn("x", "h100")
     assert not ledger.overdrawn("nobody", "h100")
+    ledger.charge("gone", "h100", 8)  # no quota on a governed type: all it holds is borrowed
+    assert ledger.overdrawn("gone", "h100") and not ledger.overdrawn("gone", "t4")
 
 
 def test_a_team_within_its_quota_lends_nothing_to_reclaim():
