@@ -54,9 +54,7 @@ def test_the_admin_ui_refuses_the_same_cut(fleet) -> None:
     browser = Client()
     assert browser.login(username="boss", password="boss")
     page = browser.get(f"/admin/controlplane/node/{node.pk}/change/")
-    form = page.context["adminform"].form
-    data = {name: ("" if form[name].value() is None else form[name].value()) for name in form.fields}
-    data = {k: v for k, v in data.items() if v is not False}
+    data = {k: v for k, v in f.admin_change_form(page).items() if v is not False}
 
     r = browser.post(f"/admin/controlplane/node/{node.pk}/change/", {**data, "cpus": 32})
 
