@@ -24,6 +24,9 @@ class NodeState(models.TextChoices):
     DRAINING = "draining", "Draining"
     DOWN = "down", "Down"
     QUARANTINED = "quarantined", "Quarantined"
+    # Taken out of the fleet for good: no agent, no work, no capacity, no idle cost. Kept (not
+    # deleted) because its history, allocations and usage name it.
+    RETIRED = "retired", "Retired"
 
 
 class WorkloadClass(models.TextChoices):
@@ -49,6 +52,24 @@ class JobState(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
     TIMED_OUT = "timed_out", "Timed out"
     UNSCHEDULABLE = "unschedulable", "Can never run"
+
+
+class JobHold(models.TextChoices):
+    """Why a pending job is kept out of the queue (Slurm's user and admin holds). A user's
+    hold is released by its submitter, its team or an admin; an admin's hold only by an admin."""
+
+    NONE = "", "Not held"
+    USER = "user", "Held by a user"
+    ADMIN = "admin", "Held by an admin"
+
+
+class DependencyCondition(models.TextChoices):
+    """When a job may start relative to another (Slurm's --dependency types)."""
+
+    AFTER = "after", "after it starts"
+    AFTER_OK = "afterok", "after it succeeds"
+    AFTER_NOT_OK = "afternotok", "after it fails"
+    AFTER_ANY = "afterany", "after it ends"
 
 
 LIVE_JOB_STATES = (JobState.RUNNING, JobState.PREEMPTING)
@@ -85,6 +106,9 @@ class EventKind(models.TextChoices):
     JOB_TIMED_OUT = "job.timed_out", "Job hit its runtime limit"
     JOB_REQUEUED = "job.requeued", "Job requeued"
     JOB_UNSCHEDULABLE = "job.unschedulable", "Job can never run"
+    JOB_HELD = "job.held", "Job held"
+    JOB_RELEASED = "job.released", "Job released"
+    JOB_UPDATED = "job.updated", "Job changed while waiting"
     ALLOCATION_CREATED = "allocation.created", "Allocation created"
     ALLOCATION_RELEASED = "allocation.released", "Allocation released"
     ALLOCATION_FENCED = "allocation.fenced", "Allocation fenced"
@@ -111,4 +135,5 @@ STATE_COLOURS = {
     NodeState.DRAINING: "#1c7ed6",
     NodeState.DOWN: "#c92a2a",
     NodeState.QUARANTINED: "#862e9c",
+    NodeState.RETIRED: "#343a40",
 }

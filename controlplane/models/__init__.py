@@ -3,7 +3,7 @@
 from controlplane.models.accounting import UsageSample
 from controlplane.models.events import Event
 from controlplane.models.fleet import GpuType, Node, PriceRate
-from controlplane.models.jobs import Allocation, AllocationGpu, Job, PendingPlace
+from controlplane.models.jobs import Allocation, AllocationGpu, Job, JobDependency, PendingPlace
 from controlplane.models.quotas import Cohort, PriorityClass, Quota
 from controlplane.models.scheduling import FleetSample, SchedulerLease
 from controlplane.models.teams import Membership, Project, Team
@@ -24,6 +24,7 @@ __all__ = [
     "FleetSample",
     "GpuType",
     "Job",
+    "JobDependency",
     "Membership",
     "Node",
     "PendingPlace",

@@ -114,6 +114,8 @@ class Node(models.Model):
     # sha256 of the per-node agent token; the token itself is shown once at registration.
     agent_token_hash = models.CharField(max_length=64, blank=True)
     simulated = models.BooleanField(default=False)
+    # When it left the fleet (state `retired`): capacity and idle cost end here.
+    retired_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["pool", "leaf_switch", "name"]

@@ -10,6 +10,8 @@ from django.db.models import F, Q
 from controlplane.choices import (
     LIVE_ALLOCATION_STATES,
     AllocationState,
+    DependencyCondition,
+    JobHold,
     JobState,
     Topology,
     WorkloadClass,
@@ -87,6 +89,13 @@ class Job(models.Model):
     last_preempted_at = models.DateTimeField(null=True, blank=True)
     requeue_count = models.PositiveIntegerField(default=0)
     lost_gpu_seconds = models.FloatField(default=0.0)
+
+    # --- holds: a held pending job is kept out of the queue until released ------------------------
+    hold = models.CharField(max_length=8, choices=JobHold.choices, blank=True, default=JobHold.NONE)
+    held_at = models.DateTimeField(null=True, blank=True)
+    held_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -225,6 +234,30 @@ class PendingPlace(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id} at {self.queue_position}"
+
+
+class JobDependency(models.Model):
+    """`job` may start only once `upstream` meets `condition` (Slurm's --dependency).
+
+    `satisfied_at` is set when the condition is met; a condition that can no longer be met
+    (afterok on a job that failed) ends the dependent job instead. An upstream job is never
+    deleted while a job depends on it (PROTECT): the dependency would silently vanish."""
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="dependencies")
+    upstream = models.ForeignKey(Job, on_delete=models.PROTECT, related_name="dependents")
+    condition = models.CharField(max_length=16, choices=DependencyCondition.choices,
+                                 default=DependencyCondition.AFTER_OK)
+    satisfied_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["job_id", "upstream_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["job", "upstream"], name="job_dependency_once_per_upstream"),
+            models.CheckConstraint(condition=~Q(job=F("upstream")), name="job_dependency_not_on_itself"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} {self.condition}:{self.upstream_id}"
 
 
 class Allocation(models.Model):
