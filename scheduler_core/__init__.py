@@ -12,6 +12,8 @@ from scheduler_core.cycle import schedule
 from scheduler_core.errors import ConfigError, SnapshotError
 from scheduler_core.types import (
     Bind,
+    DependencyCondition,
+    DependencyWait,
     FleetFigures,
     GangRole,
     GpuPlacement,
@@ -40,6 +42,8 @@ from scheduler_core.types import (
 __all__ = [
     "Bind",
     "ConfigError",
+    "DependencyCondition",
+    "DependencyWait",
     "FleetFigures",
     "GangRole",
     "GpuPlacement",

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from scheduler_core.backfill import ReleaseTimeline, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
+from scheduler_core.eligibility import OutOfLine, out_of_line
 from scheduler_core.gang import Demand
 from scheduler_core.placement import loners
 from scheduler_core.sentences import counted, verb
@@ -578,6 +579,11 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
         if w is None:
             w = worded[id(outcome)] = explainer.word(spec, outcome)
         append(place(spec, w, position if outcome.resolvable else never_position))
+    for spec in out_of_line(ctx.snapshot.pending):
+        never_position += 1
+        why = OutOfLine(spec)
+        append(pending_explanation(spec.id, why.code, REASONS[why.code], why.message, True,
+                                   never_position, None, why.would_start_if))
     return tuple(out)
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import cast
 
 from scheduler_core.context import CycleContext
+from scheduler_core.eligibility import in_line
 from scheduler_core.errors import SnapshotError
 from scheduler_core.plugins.protocols import QueueContext
 from scheduler_core.types import JobSpec
@@ -27,6 +28,8 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
     qctxs: dict[tuple[str, str], QueueContext] = {}
     pending = ctx.snapshot.pending
     for index, job in enumerate(pending):
+        if not in_line(job):
+            continue
         qkey = (job.priority_class, job.team)
         qctx = qctxs.get(qkey)
         if qctx is None:

@@ -64,6 +64,17 @@ class ReasonCode(str, enum.Enum):
     NODE_NOT_READY = "NodeNotReady"
     UNKNOWN_PRIORITY_CLASS = "UnknownPriorityClass"
     INVALID_REQUEST = "InvalidRequest"
+    HELD = "Held"
+    WAITING_FOR_DEPENDENCY = "WaitingForDependency"
+
+
+class DependencyCondition(str, enum.Enum):
+    """When a job may start relative to another job (Slurm's ``--dependency`` types)."""
+
+    AFTER = "after"
+    AFTER_OK = "afterok"
+    AFTER_NOT_OK = "afternotok"
+    AFTER_ANY = "afterany"
 
 
 class PreemptionReason(str, enum.Enum):
@@ -154,6 +165,17 @@ class GangRole:
 
 
 @dataclass(frozen=True, slots=True)
+class DependencyWait:
+    """A dependency not met yet: the job may start only once job ``upstream`` meets
+    ``condition``. ``upstream_state`` is where that job stands now ("pending", "running"), for
+    the sentence; the caller decides what is met, the engine only keeps the job out of line."""
+
+    upstream: str
+    condition: DependencyCondition
+    upstream_state: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class JobSpec:
     """What a job asks for.
 
@@ -168,6 +190,8 @@ class JobSpec:
     its class's ``preemption_budget`` again, so that it may be preempted again; read only
     while it is at or over its budget, to say when that protection lifts (it decides
     nothing: ``preemptions_in_window`` does). ``None``: the snapshot does not know.
+    ``held_by`` (who holds it) and ``waits_on`` (dependencies not met yet) keep a job out of
+    the queue: it is explained, ranked after every queued job, and holds nothing.
     """
 
     id: str
@@ -193,6 +217,8 @@ class JobSpec:
     user: str = ""
     restart_cost_s: float = 0.0
     preemption_budget_frees_at: float | None = None
+    held_by: str = ""
+    waits_on: tuple[DependencyWait, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -359,7 +385,8 @@ class PendingExplanation:
 
     ``resolvable``: ``False`` when no amount of waiting helps (the job can never run on this
     fleet as it is). ``queue_position``: 1-based rank in the cycle's order, jobs that can never
-    run ranked after every job that can. ``eta``: earliest
+    run ranked after every job that can, and held jobs and jobs waiting for a dependency (not
+    in line at all) after those. ``eta``: earliest
     start the engine can compute from runtime limits, or ``None``."""
 
     job_id: str

@@ -16,6 +16,8 @@ from dataclasses import replace
 from typing import Any
 
 from scheduler_core import (
+    DependencyCondition,
+    DependencyWait,
     GangRole,
     GpuPlacement,
     GpuTypeInfo,
@@ -112,6 +114,15 @@ class JobBuilder:
 
     def preempted_times(self, n: int, *, budget_frees_at: float | None = None) -> JobBuilder:
         return self._set(preemptions_in_window=n, preemption_budget_frees_at=budget_frees_at)
+
+    def held(self, by: str) -> JobBuilder:
+        return self._set(held_by=by)
+
+    def after(self, upstream: str, condition: DependencyCondition | str = DependencyCondition.AFTER_OK,
+              upstream_state: str = "") -> JobBuilder:
+        waits = self._f.get("waits_on", ()) + (
+            DependencyWait(upstream, DependencyCondition(condition), upstream_state),)
+        return self._set(waits_on=waits)
 
     def obj(self) -> JobSpec:
         return JobSpec(**self._f)
