@@ -12,6 +12,7 @@ from typing import Any
 import django_filters as filters
 from django import forms
 from django.db.models import F
+from django.utils import timezone
 from django_filters.fields import BaseCSVField, IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
 
@@ -29,6 +30,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.services import job_history
 
 
 class UtcIsoDateTimeField(IsoDateTimeField):
@@ -70,6 +72,26 @@ class IdFilter(filters.NumberFilter):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("min_value", 1)
         kwargs.setdefault("max_value", MAX_ID)
+        super().__init__(*args, **kwargs)
+
+    def get_max_validator(self) -> None:
+        return None  # the field's own max_value bounds it
+
+
+# PostgreSQL `integer` columns (exit codes, seconds): beyond them a 400, not a database error.
+MAX_INT = 2**31 - 1
+
+
+@extend_schema_field({"type": "integer"})
+class IntegerFilter(filters.NumberFilter):
+    """A whole number within `min_value`..`max_value` (default: a PostgreSQL integer), else a 400
+    naming the parameter (NumberFilter takes `1.5`, and a 20-digit number reached the database)."""
+
+    field_class = forms.IntegerField
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("min_value", -MAX_INT - 1)
+        kwargs.setdefault("max_value", MAX_INT)
         super().__init__(*args, **kwargs)
 
     def get_max_validator(self) -> None:
@@ -132,6 +154,9 @@ class JobOrderingFilter(filters.OrderingFilter):
         for param in value:
             descending = param.startswith("-")
             field = self.param_map[param.lstrip("-")]
+            if field == "elapsed" and "elapsed" not in qs.query.annotations:
+                # The latest run's length, to now for a job still running (job_history).
+                qs = qs.annotate(elapsed=job_history.elapsed_expression(timezone.now()))
             ordering.append(F(field).desc(nulls_last=True) if descending else F(field).asc(nulls_last=True))
         return qs.order_by(*ordering, "-id")
 
@@ -145,6 +170,25 @@ class JobFilterSet(filters.FilterSet):
     workload = filters.ChoiceFilter(choices=WorkloadClass.choices)
     submitted_after = IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
+    started_after = IsoDateTimeFilter(field_name="started_at", lookup_expr="gte",
+                                      help_text="Started (its latest run) at or after this time.")
+    started_before = IsoDateTimeFilter(field_name="started_at", lookup_expr="lt",
+                                       help_text="Started (its latest run) before this time.")
+    finished_after = IsoDateTimeFilter(field_name="finished_at", lookup_expr="gte",
+                                       help_text="Ended (succeeded, failed, cancelled, timed out) at or after this time.")
+    finished_before = IsoDateTimeFilter(field_name="finished_at", lookup_expr="lt",
+                                        help_text="Ended before this time.")
+    exit_code = IntegerFilter(field_name="exit_code", help_text="The exit code its processes ended with.")
+    ran_longer_than_s = IntegerFilter(
+        method="filter_ran_longer_than_s", min_value=0,
+        help_text="Jobs whose latest run lasted more than this many seconds (`elapsed_s`; a running job's "
+                  "counts to now).",
+    )
+    ran_on = filters.CharFilter(
+        method="filter_ran_on",
+        help_text="Node name: every job that ever held GPUs on that node, in any run, finished or not "
+                  "(`node` is the jobs holding GPUs there now).",
+    )
     array_id = filters.UUIDFilter(field_name="array_id")
     pending_code = filters.CharFilter(
         method="filter_pending_code",
@@ -160,15 +204,24 @@ class JobFilterSet(filters.FilterSet):
     ordering = JobOrderingFilter(
         fields=(("id", "id"), ("submitted_at", "submitted_at"), ("gpus", "gpus"),
                 ("place__queue_position", "queue_position"), ("priority_class__value", "priority"),
-                ("name", "name"), ("state", "state")),
-        help_text="Sort by id, submitted_at, gpus, queue_position, priority, name or state; '-' descends; "
-                  "several comma-separated. Default: newest first.",
+                ("name", "name"), ("state", "state"), ("started_at", "started_at"),
+                ("finished_at", "finished_at"), ("elapsed", "elapsed")),
+        help_text="Sort by id, submitted_at, gpus, queue_position, priority, name, state, started_at, "
+                  "finished_at or elapsed; '-' descends; several comma-separated. Default: newest first.",
     )
 
     def filter_node(self, queryset: Any, name: str, value: str) -> Any:
         # A subquery, not a join: a gang holds several GPU rows on a node, and each job is listed once.
         held = AllocationGpu.objects.filter(node__name=value, live=True).values("allocation__job_id")
         return queryset.filter(pk__in=held)
+
+    def filter_ran_on(self, queryset: Any, name: str, value: str) -> Any:
+        # Every GPU row it ever had there, released ones included: a subquery, each job once.
+        held = AllocationGpu.objects.filter(node__name=value).values("allocation__job_id")
+        return queryset.filter(pk__in=held)
+
+    def filter_ran_longer_than_s(self, queryset: Any, name: str, value: int) -> Any:
+        return queryset.filter(job_history.ran_longer_than(value, timezone.now()))
 
     def filter_pending_code(self, queryset: Any, name: str, value: str) -> Any:
         return queryset.filter(pending_code=value, state__in=(JobState.PENDING, JobState.UNSCHEDULABLE))

@@ -12,6 +12,7 @@ from django.db import transaction
 from django.db.models import Count, ProtectedError, Q, QuerySet, RestrictedError
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.urls import Resolver404, resolve
+from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.utils import OpenApiParameter, extend_schema
 from rest_framework import mixins, status, viewsets
@@ -61,7 +62,7 @@ from controlplane.models import (
     PriorityClass,
     Quota,
 )
-from controlplane.services import access, cohorts, config_audit, fleet_figures, nodes, quotas
+from controlplane.services import access, cohorts, config_audit, fleet_figures, job_history, nodes, quotas
 from controlplane.services import jobs as job_service
 from controlplane.services.stopping import label_totals, state_label, stop_reasons, totals_by_label
 from controlplane.services.transitions import (
@@ -347,6 +348,10 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
 
     @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer, 200: s.JobSerializer},
                    parameters=[_IDEMPOTENCY_PARAM])
+        job_history.attach_history(page)  # one for its GPU-hours and nodes ever held (none for a queue)
+        read_at = timezone.now()  # every running job's elapsed_s to the same instant
+        for job in page:
+            job.read_at = read_at  # type: ignore[attr-defined]
     def create(self, request: Request) -> Response:
         result = _submit(request, s.JobSubmitSerializer)
         if not result.replayed:
