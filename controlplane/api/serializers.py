@@ -462,6 +462,38 @@ class _StateLabelField(serializers.CharField):
         return state_label(instance)
 
 
+class _HistoryField:
+    """A history figure (services/job_history.py): read with the page, otherwise one query."""
+
+    figure: Callable[[Job], Any]
+
+    def get_attribute(self, instance: Any) -> Any:
+        return type(self).figure(instance)
+
+
+class _ElapsedField(serializers.IntegerField):
+    def get_attribute(self, instance: Any) -> int | None:
+        return job_history.elapsed_seconds(instance, read_at(instance))
+
+
+class _GpuHoursField(_HistoryField, serializers.FloatField):
+    figure = job_history.gpu_hours
+
+
+class _LostGpuHoursField(_HistoryField, serializers.FloatField):
+    figure = job_history.lost_gpu_hours
+
+
+class _RanOnField(_HistoryField, serializers.ListField):
+    figure = job_history.ran_on
+
+
+def read_at(job: Job) -> datetime:
+    """The moment a page of jobs was read (every running job's elapsed_s counts to the same
+    instant), else now."""
+    return getattr(job, "read_at", None) or datetime.now(UTC)
+
+
 class JobSerializer(serializers.ModelSerializer):
     team = serializers.SlugRelatedField(slug_field="name", read_only=True)
     project = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
@@ -501,6 +533,27 @@ class JobSerializer(serializers.ModelSerializer):
                   "it holds none. A stopping job keeps those it has not yet given back.",
     )
 
+    elapsed_s = _ElapsedField(
+        read_only=True, allow_null=True,
+        help_text="Seconds its latest run lasted, from `started_at` to `finished_at` (to now while it runs or "
+                  "stops), as sacct's Elapsed; null when it is not running and has not started since it was "
+                  "last queued (pending, requeued, or cancelled before it ever started).",
+    )
+    gpu_hours = _GpuHoursField(
+        read_only=True,
+        help_text="GPU-hours it held over all its runs (every allocation, bind to release, a preempted run "
+                  "included): the accounting's allocated GPU-hours, as the job page's cost says them, as of the "
+                  "last rollup (~15 s behind).",
+    )
+    lost_gpu_hours = _LostGpuHoursField(
+        read_only=True,
+        help_text="GPU-hours of work its preemptions and other requeues threw away (`lost_gpu_seconds` / 3600).",
+    )
+    ran_on = _RanOnField(
+        child=serializers.CharField(), read_only=True,
+        help_text="Every node it ever held GPUs on, in any run, sorted (`nodes` is where it holds GPUs now).",
+    )
+
     class Meta:
         model = Job
         fields = [
@@ -512,6 +565,7 @@ class JobSerializer(serializers.ModelSerializer):
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
             "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "requeue_count", "lost_gpu_seconds",
+            "elapsed_s", "gpu_hours", "lost_gpu_hours", "ran_on",
         ]
         read_only_fields = fields
 
@@ -609,39 +663,9 @@ def job_payload(job: Job) -> dict[str, Any]:
         "eta": when(job.eta) if waiting else None, "steps": job.steps, "useful_tokens": job.useful_tokens,
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
         "requeue_count": job.requeue_count, "lost_gpu_seconds": job.lost_gpu_seconds,
+        "elapsed_s": job_history.elapsed_seconds(job, read_at(job)), "gpu_hours": job_history.gpu_hours(job),
+        "lost_gpu_hours": job_history.lost_gpu_hours(job), "ran_on": job_history.ran_on(job),
     }
-class _HistoryField:
-    """A history figure (services/job_history.py): read with the page, otherwise one query."""
-
-    figure: Callable[[Job], Any]
-
-    def get_attribute(self, instance: Any) -> Any:
-        return type(self).figure(instance)
-
-
-class _ElapsedField(serializers.IntegerField):
-    def get_attribute(self, instance: Any) -> int | None:
-        return job_history.elapsed_seconds(instance, read_at(instance))
-
-
-class _GpuHoursField(_HistoryField, serializers.FloatField):
-    figure = job_history.gpu_hours
-
-
-class _LostGpuHoursField(_HistoryField, serializers.FloatField):
-    figure = job_history.lost_gpu_hours
-
-
-class _RanOnField(_HistoryField, serializers.ListField):
-    figure = job_history.ran_on
-
-
-def read_at(job: Job) -> datetime:
-    """The moment a page of jobs was read (every running job's elapsed_s counts to the same
-    instant), else now."""
-    return getattr(job, "read_at", None) or datetime.now(UTC)
-
-
 
 
 class JobArraySerializer(serializers.Serializer):
@@ -692,26 +716,6 @@ class CancelResultSerializer(serializers.Serializer):
 
 
 # ------------------------------------------------------------------------------- fleet & teams
-    elapsed_s = _ElapsedField(
-        read_only=True, allow_null=True,
-        help_text="Seconds its latest run lasted, from `started_at` to `finished_at` (to now while it runs or "
-                  "stops), as sacct's Elapsed; null when it is not running and has not started since it was "
-                  "last queued (pending, requeued, or cancelled before it ever started).",
-    )
-    gpu_hours = _GpuHoursField(
-        read_only=True,
-        help_text="GPU-hours it held over all its runs (every allocation, bind to release, a preempted run "
-                  "included): the accounting's allocated GPU-hours, as the job page's cost says them, as of the "
-                  "last rollup (~15 s behind).",
-    )
-    lost_gpu_hours = _LostGpuHoursField(
-        read_only=True,
-        help_text="GPU-hours of work its preemptions and other requeues threw away (`lost_gpu_seconds` / 3600).",
-    )
-    ran_on = _RanOnField(
-        child=serializers.CharField(), read_only=True,
-        help_text="Every node it ever held GPUs on, in any run, sorted (`nodes` is where it holds GPUs now).",
-    )
 
 
 class DeletedSerializer(serializers.Serializer):
@@ -724,7 +728,6 @@ class DeletedSerializer(serializers.Serializer):
                   "becomes of GPUs they run above their nominal), a team's quotas, projects and memberships, a GPU "
                   "type's prices, the teams whose default class it was.")
 
-            "elapsed_s", "gpu_hours", "lost_gpu_hours", "ran_on",
 
 class TeamSerializer(ConstraintCheckedModelSerializer):
     cohort = serializers.SlugRelatedField(slug_field="name", queryset=Cohort.objects.all(), required=False, allow_null=True)
@@ -824,8 +827,6 @@ class GpuTypeSerializer(ConstraintCheckedModelSerializer):
 
 
 class PriceRateSerializer(ConstraintCheckedModelSerializer):
-        "elapsed_s": job_history.elapsed_seconds(job, read_at(job)), "gpu_hours": job_history.gpu_hours(job),
-        "lost_gpu_hours": job_history.lost_gpu_hours(job), "ran_on": job_history.ran_on(job),
     gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
     usd_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
 

@@ -344,14 +344,14 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         # job_payload renders a page of 50 jobs several times faster than the ModelSerializer.
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         s.attach_gpus_held(page)  # one query for the page's held GPUs, not one per job
-        return self.get_paginated_response([s.job_payload(job) for job in page])
-
-    @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer, 200: s.JobSerializer},
-                   parameters=[_IDEMPOTENCY_PARAM])
         job_history.attach_history(page)  # one for its GPU-hours and nodes ever held (none for a queue)
         read_at = timezone.now()  # every running job's elapsed_s to the same instant
         for job in page:
             job.read_at = read_at  # type: ignore[attr-defined]
+        return self.get_paginated_response([s.job_payload(job) for job in page])
+
+    @extend_schema(request=s.JobSubmitSerializer, responses={201: s.JobSerializer, 200: s.JobSerializer},
+                   parameters=[_IDEMPOTENCY_PARAM])
     def create(self, request: Request) -> Response:
         result = _submit(request, s.JobSubmitSerializer)
         if not result.replayed:
