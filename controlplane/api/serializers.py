@@ -15,7 +15,14 @@ from django.db.models.functions import Coalesce
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 
-from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState, Topology, WorkloadClass
+from controlplane.choices import (
+    LIVE_ALLOCATION_STATES,
+    AllocationState,
+    DependencyCondition,
+    JobState,
+    Topology,
+    WorkloadClass,
+)
 from controlplane.models import (
     AllocationGpu,
     Cohort,
@@ -31,6 +38,8 @@ from controlplane.models import (
 )
 from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
 from controlplane.services import job_history, nodes, quotas
+from controlplane.services.dependencies import MAX_DEPENDENCIES
+from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import shape_errors as job_shape_errors
 from controlplane.services.stopping import state_label
@@ -186,6 +195,26 @@ class GangRoleSerializer(StrictFieldsMixin, serializers.Serializer):
         return attrs
 
 
+class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
+    """One dependency of a submit (Slurm's `--dependency=afterok:12`): a job, or every task of a
+    job array, and the condition it must meet before this job may start."""
+
+    job = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False,
+                                   help_text="The id of the job waited on.")
+    array = serializers.UUIDField(required=False, help_text="Or a job array's id: every one of its tasks.")
+    condition = serializers.ChoiceField(
+        choices=DependencyCondition.choices, required=False, default=DependencyCondition.AFTER_OK,
+        help_text="`after` (it started), `afterok` (it succeeded; the default), `afternotok` (it failed, was "
+                  "cancelled or timed out), `afterany` (it ended).",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if ("job" in attrs) == ("array" in attrs):
+            raise serializers.ValidationError({"job": "give the job waited on (job: 12) or a job array (array: its id), "
+                                                      "one of the two"})
+        return attrs
+
+
 class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     """A job submission. Only `name` and `gpus` are required."""
 
@@ -230,6 +259,13 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "4 rollout workers of 1 GPU). `gpus` is then their sum; not with gpus_per_node or an elastic "
                   "range.",
     )
+    dependencies = DependencySerializer(
+        many=True, required=False, max_length=MAX_DEPENDENCIES,
+        help_text="Jobs it waits on (Slurm's --dependency), each `{\"job\": 12, \"condition\": \"afterok\"}` or "
+                  "`{\"array\": \"<array id>\"}` for every task of an array. Until each is met it is not in the queue "
+                  "and holds nothing (reason WaitingForDependency); once one can never be met it is cancelled "
+                  "(DependencyNeverSatisfied).",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "gpu_type" in attrs and attrs.get("gpu_types"):
@@ -249,6 +285,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         gpu_type = data.pop("gpu_type", None)
         gpu_types = tuple(dict.fromkeys(data.pop("gpu_types", None) or ([gpu_type] if gpu_type else [])))
         roles = tuple(dict(role) for role in data.pop("roles", None) or ())
+        data["dependencies"] = tuple(dict(item) for item in data.pop("dependencies", None) or ())
         return SubmitRequest(gpu_types=gpu_types, roles=roles, **data)
 
 
@@ -457,6 +494,48 @@ class _NodesField(serializers.ListField):
         return nodes_held(instance)
 
 
+def _when(value: Any) -> str | None:
+    if value is None:
+        return None
+    text = value.isoformat()
+    return text[:-6] + "Z" if text.endswith("+00:00") else text
+
+
+def attach_dependencies(jobs: Sequence[Job]) -> None:
+    """Set each job's `dependencies` and `dependents` for the API, in two queries whatever the
+    page's length (services/dependencies.of_jobs)."""
+    deps, dependents = dependencies_of_jobs([job.pk for job in jobs])
+    for job in jobs:
+        job.dependency_list = [  # type: ignore[attr-defined]
+            {"job": d["job"], "condition": d["condition"], "satisfied_at": _when(d["satisfied_at"]), "state": d["state"]}
+            for d in deps[job.pk]
+        ]
+        job.dependent_ids = dependents[job.pk]  # type: ignore[attr-defined]
+
+
+def job_dependencies(job: Job) -> list[dict[str, Any]]:
+    """The job's dependencies as the API says them: read with the page, otherwise two queries."""
+    if getattr(job, "dependency_list", None) is None:
+        attach_dependencies([job])
+    return list(job.dependency_list)  # type: ignore[attr-defined]
+
+
+def job_dependents(job: Job) -> list[int]:
+    if getattr(job, "dependent_ids", None) is None:
+        attach_dependencies([job])
+    return list(job.dependent_ids)  # type: ignore[attr-defined]
+
+
+class _DependenciesField(serializers.ListField):
+    def get_attribute(self, instance: Any) -> list[dict[str, Any]]:
+        return job_dependencies(instance)
+
+
+class _DependentsField(serializers.ListField):
+    def get_attribute(self, instance: Any) -> list[int]:
+        return job_dependents(instance)
+
+
 class _StateLabelField(serializers.CharField):
     def get_attribute(self, instance: Any) -> str:
         return state_label(instance)
@@ -505,6 +584,15 @@ class JobSerializer(serializers.ModelSerializer):
         child=serializers.DictField(), read_only=True,
         help_text="A heterogeneous gang's roles (each: name, count, gpus_per_member, gpu_types, "
                   "min_gpu_memory_gb, cpus_per_gpu, memory_gb_per_gpu); empty for any other job.",
+    )
+    dependencies = _DependenciesField(
+        child=serializers.DictField(), read_only=True,
+        help_text="The jobs it waits on (Slurm's --dependency), each: job, condition (after, afterok, afternotok, "
+                  "afterany), satisfied_at (null until met) and the job's state now; empty for none.",
+    )
+    dependents = _DependentsField(
+        child=serializers.IntegerField(), read_only=True,
+        help_text="The ids of the jobs that wait on this one (their `dependencies` name it).",
     )
     # The reason's sentences with their numbers, the queue position and the ETA are read
     # through the job's PendingPlace (Job.pending_message and the like).
@@ -560,7 +648,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "name", "team", "project", "submitter", "priority_class", "workload",
             "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
             "topology", "min_gpus", "max_gpus", "roles", "gpus_held", "nodes", "runtime_limit_s", "checkpoint_interval_s", "command",
-            "env", "array_id", "array_index",
+            "env", "array_id", "array_index", "dependencies", "dependents",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
@@ -655,6 +743,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "max_gpus": job.max_gpus, "roles": [dict(role) for role in job.roles or ()], "gpus_held": gpus_held(job), "nodes": nodes_held(job), "runtime_limit_s": job.runtime_limit_s,
         "checkpoint_interval_s": job.checkpoint_interval_s, "command": job.command, "env": dict(job.env),
         "array_id": str(job.array_id) if job.array_id else None, "array_index": job.array_index,
+        "dependencies": job_dependencies(job), "dependents": job_dependents(job),
         "state": job.state, "state_label": state_label(job), "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),
         "finished_at": when(job.finished_at), "state_changed_at": when(job.state_changed_at),
         "exit_code": job.exit_code, "borrowed": job.borrowed, "pending_code": job.pending_code,

@@ -64,6 +64,7 @@ from controlplane.models import (
 )
 from controlplane.services import access, cohorts, config_audit, fleet_figures, job_history, nodes, quotas
 from controlplane.services import jobs as job_service
+from controlplane.services.dependencies import NEVER_SATISFIED
 from controlplane.services.stopping import label_totals, state_label, stop_reasons, totals_by_label
 from controlplane.services.transitions import (
     RELEASE_CANCELLED,
@@ -343,6 +344,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # job_payload renders a page of 50 jobs several times faster than the ModelSerializer.
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        s.attach_dependencies(page)  # two queries for the page's dependencies and dependents
         s.attach_gpus_held(page)  # one query for the page's held GPUs, not one per job
         job_history.attach_history(page)  # one for its GPU-hours and nodes ever held (none for a queue)
         read_at = timezone.now()  # every running job's elapsed_s to the same instant
@@ -358,6 +360,9 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             result.job.unranked()  # a job just submitted has no place in the queue yet: no query
             result.job.gpus_held = 0  # nor any GPUs
             result.job.nodes_held = []  # on any node
+            result.job.dependent_ids = []  # and no job can wait on it yet
+            if not (isinstance(request.data, dict) and request.data.get("dependencies")):
+                result.job.dependency_list = []  # nor does it wait on any
         # The job carries its team, project, class and submitter objects: no query to render it.
         return Response(
             s.job_payload(result.job),
@@ -459,6 +464,8 @@ def explanation(job: Job) -> dict[str, Any]:
         reason += _where(job) + "."
     elif job.state == JobState.UNSCHEDULABLE:
         reason = job.pending_message or "The fleet can never run this job as asked."
+    elif ended_by_dependency(job):
+        reason = job.pending_message  # why: what its upstream job did
     else:
         when = f" at {s.utc_second(job.finished_at)}" if job.finished_at else ""
         reason = f"{job.get_state_display()}{when}" + (f" with exit code {job.exit_code}." if job.exit_code is not None else ".")
@@ -467,13 +474,19 @@ def explanation(job: Job) -> dict[str, Any]:
         "name": job.name,
         "state": job.state,
         "state_label": state_label(job),
-        "reason_code": job.pending_code if job.state in (JobState.PENDING, JobState.UNSCHEDULABLE) else "",
+        "reason_code": job.pending_code if job.state in (JobState.PENDING, JobState.UNSCHEDULABLE)
+        or ended_by_dependency(job) else "",
         "reason": s.engine_times(reason),
         "resolvable": job.pending_resolvable if job.state == JobState.PENDING else job.state != JobState.UNSCHEDULABLE,
         "queue_position": job.queue_position if waiting else None,
         "eta": job.eta if waiting else None,
         "would_start_if": s.engine_times(job.pending_would_start_if) if waiting else "",
     }
+
+
+def ended_by_dependency(job: Job) -> bool:
+    """A job cancelled because a dependency of it can never be met: its reason says which."""
+    return job.state == JobState.CANCELLED and job.pending_code == NEVER_SATISFIED
 
 
 _STOP_KINDS = (EventKind.JOB_PREEMPTING, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)

@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
-from controlplane.services import access, fleet_capability
+from controlplane.services import access, dependencies, fleet_capability
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import counted, duration, gang_roles
 from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
@@ -79,6 +79,9 @@ class SubmitRequest:
     command: str = ""
     env: dict[str, str] = field(default_factory=dict)
     array: str | None = None
+    # Jobs (or job arrays) it waits on, each {"job": 12} or {"array": uuid} with a "condition"
+    # (services/dependencies.py).
+    dependencies: tuple[dict[str, Any], ...] = ()
     # A heterogeneous gang: roles admitted together, each {"name", "count", "gpus_per_member",
     # "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu"} (see role_record).
     roles: tuple[dict[str, Any], ...] = ()
@@ -88,6 +91,10 @@ class SubmitRequest:
         # The same JSON as json.dumps(dataclasses.asdict(self)), without asdict's deep copies.
         body = {f.name: getattr(self, f.name) for f in fields(self)}
         body["gpu_types"] = sorted(body["gpu_types"])
+        if body["dependencies"]:
+            body["dependencies"] = [{k: str(v) for k, v in sorted(d.items())} for d in body["dependencies"]]
+        else:
+            del body["dependencies"]  # a request without them digests as it did before they existed
         return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
@@ -525,7 +532,17 @@ def submit(
         replay = _replay(user, idempotency_key, fingerprint)
         if replay is not None:
             return replay
+    if req.dependencies:
+        # The upstream jobs stay locked from their check to the dependency rows' insert, which
+        # commits with the job(s): all of it, or nothing (services/dependencies.py).
+        with transaction.atomic():
+            return _submit(user, req, idempotency_key, fingerprint, now)
+    return _submit(user, req, idempotency_key, fingerprint, now)
 
+
+def _submit(
+    user: AbstractBaseUser, req: SubmitRequest, idempotency_key: str | None, fingerprint: str, now: datetime | None,
+) -> Submitted:
     # 2. names, defaults, rules
     resolved, fleet = _resolve(user, req)
 
@@ -535,6 +552,13 @@ def submit(
     )
     if infeasible is not None:
         raise SubmitRejected({infeasible.field: infeasible.message})
+    upstream: list[dependencies.Upstream] = []
+    if req.dependencies:
+        try:
+            upstream = dependencies.resolve(user, dependencies.wanted_from(req.dependencies),
+                                            tasks=len(resolved.array_indices or [None]))
+        except dependencies.Refused as exc:
+            raise SubmitRejected(exc.errors) from exc
 
     # 4. write it all, or nothing
     at = now or timezone.now()
@@ -584,6 +608,8 @@ def submit(
                 return replay
         raise
     job.pk, job.array_index = job_ids[0], indices[0]
+    if upstream:
+        dependencies.record(job_ids, upstream, at=at)
     if array_id is not None:
         job.env = {**job.env, ARRAY_INDEX_ENV: str(indices[0])}
     # New work: ask for a scheduling cycle (debounced there; the insert is already committed
@@ -759,4 +785,5 @@ def cancel_waiting(jobs: Any, actor: str, *, at: datetime | None = None) -> list
             events.append(Event(**event_fields(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled",
                                                message="Job cancelled")))
         Event.objects.bulk_create(events, batch_size=2000)
+        dependencies.ended([dependencies.Change(pk, JobState.CANCELLED) for pk in ids], at=at, actor=actor)
     return ids

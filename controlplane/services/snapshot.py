@@ -7,6 +7,7 @@ live allocation and generation).
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 from dataclasses import dataclass, field
@@ -345,7 +346,7 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
     )
     reader = _SpecReader(now, teams, priority_classes, _project_names())
     grace = {pk: pc.grace_period_s for pk, pc in priority_classes.items()}
-    pending = _read_pending(context, reader, grace)
+    pending = _with_dependency_waits(_read_pending(context, reader, grace))
     running = _read_running(context, reader, grace, {row[0]: row[1] for row in nodes})
     reader.done()
 
@@ -423,6 +424,29 @@ def _read_running(context: SnapshotContext, reader: _SpecReader, grace: dict[int
         )
         context.grace_by_job[spec.id] = grace[job_row[2]]
     return tuple(running)
+
+
+def _with_dependency_waits(pending: tuple[engine.JobSpec, ...]) -> tuple[engine.JobSpec, ...]:
+    """Each waiting job with dependencies not met yet carries them (`JobSpec.waits_on`, with
+    where each upstream job stands now): the engine keeps it out of line. One query per cycle
+    (services/dependencies.waits), whatever the number of jobs; the control plane decides
+    what is met."""
+    from controlplane.services import dependencies
+
+    waits = dependencies.waits()
+    if not waits:
+        return pending
+    conditions = {c.value: c for c in engine.DependencyCondition}
+    out = []
+    for spec in pending:
+        mine = waits.get(int(spec.id))
+        if mine:
+            spec = dataclasses.replace(spec, waits_on=tuple(
+                engine.DependencyWait(upstream=str(upstream), condition=conditions[condition], upstream_state=state)
+                for upstream, condition, state in mine
+            ))
+        out.append(spec)
+    return tuple(out)
 
 
 def _node_infos(nodes: list[tuple[Any, ...]], gpu_types: dict[int, GpuType]) -> tuple[engine.NodeInfo, ...]:

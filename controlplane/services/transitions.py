@@ -32,6 +32,7 @@ from controlplane.choices import (
     NodeState,
 )
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PendingPlace, SchedulerLease
+from controlplane.services import dependencies
 from scheduler_core.sentences import counted
 
 log = structlog.get_logger(__name__)
@@ -131,6 +132,7 @@ def bind_job(
     if not changed:
         return None
     PendingPlace.objects.filter(job_id=job_id).delete()
+    dependencies.started([job_id], at=at, actor=actor)  # its `after` dependents may start now
     (generation,) = draw_generations(lease, 1)
     allocation = Allocation.objects.create(
         job_id=job_id, generation=generation, epoch=lease.epoch, borrowed=borrowed, created_at=at
@@ -283,6 +285,7 @@ def _bind_many(
                                      "nodes": held},
         ))
     Event.objects.bulk_create(events, batch_size=2000)
+    dependencies.started([r.job_id for r in chosen], at=at, actor=actor)  # their `after` dependents
 
 
 def _wake_on_commit(node_ids: Iterable[int]) -> None:
@@ -482,6 +485,9 @@ def complete_releases(
                     finished,
                 )
         Event.objects.bulk_create(events, batch_size=2000)
+        # The batch's dependents, in one query when none waits on these jobs.
+        dependencies.ended([dependencies.Change(pk, state, code) for state, _, _, code, pk in finished],
+                           at=max((wanted[a.pk][2] for a in allocations)), actor="agent")
     return len(allocations)
 
 
@@ -510,6 +516,7 @@ def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: 
                  message=f"Job {state.label.lower()}" + (f" with exit code {exit_code}" if exit_code is not None else "")
                  + on_nodes(names),
                  data={"state": state.value, "exit_code": exit_code, "nodes": list(names)})
+    dependencies.ended([dependencies.Change(job.pk, state, exit_code)], at=at, actor=actor)
 
 
 def held_until_stop(allocation_id: int, live: int) -> int:
@@ -627,12 +634,14 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
                      reason=FINISHED_REASONS[JobState.CANCELLED],
                      message=f"Cancelled; {node_gone} before confirming the stop",
                      data={"state": JobState.CANCELLED.value, "exit_code": None, "nodes": names})
+        dependencies.ended([dependencies.Change(job.pk, JobState.CANCELLED)], at=at, actor=actor)
     elif allocation.release_reason == RELEASE_RUNTIME_LIMIT:
         Job.objects.filter(pk=job.pk).update(state=JobState.TIMED_OUT, finished_at=at, state_changed_at=at)
         record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
                      reason=FINISHED_REASONS[JobState.TIMED_OUT],
                      message=f"Timed out; {node_gone} before confirming the stop",
                      data={"state": JobState.TIMED_OUT.value, "exit_code": None, "nodes": names})
+        dependencies.ended([dependencies.Change(job.pk, JobState.TIMED_OUT)], at=at, actor=actor)
     else:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
                  why=fenced_because(reason, names), held=held, node=node, names=names)
@@ -664,6 +673,7 @@ def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
                              message="Cancelled while waiting")
                 record_event(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled",
                              message="Job cancelled")
+                dependencies.ended([dependencies.Change(job.pk, JobState.CANCELLED)], at=at, actor=actor)
                 return True
             allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
             if allocation is not None:

@@ -1,0 +1,415 @@
+"""Job dependencies (Slurm's ``--dependency=afterok:12:13,afterany:14``): the rules, in one home.
+
+A dependency says that job J may start only once job U meets a condition:
+
+- ``after``: U has started (or ended without starting: Slurm's "begun execution or been
+  cancelled"). A preempted or requeued U does not take it back.
+- ``afterok``: U succeeded. Never met once U failed, was cancelled, timed out or can never run.
+- ``afternotok``: U ended without succeeding (failed, cancelled, timed out, can never run).
+  Never met once U succeeded.
+- ``afterany``: U ended, however.
+
+The control plane decides what is met; the engine only keeps a job with unmet dependencies out
+of line (scheduler_core/eligibility.py, ``JobSpec.waits_on``). Three places use these rules:
+
+1. the submit (`resolve`, `record`): refuses a dependency that can already never be met, and
+   records one already met as satisfied at once;
+2. the transitions (`started`, `ended`, called from services/transitions.py wherever a job
+   starts or ends): mark the dependents' conditions satisfied, and cancel a waiting dependent
+   whose condition can no longer be met (reason ``DependencyNeverSatisfied``), which in turn
+   ends its own dependents' hopes, down a chain of any length (a work list, no recursion);
+3. the snapshot (`waits`): the unmet dependencies of every waiting job, in one query.
+
+Concurrency: the submit locks its upstream jobs' rows FOR SHARE (PostgreSQL) while it reads
+their states and writes its dependency rows, and every transition updates the upstream job's
+row before it looks for dependents. So either the transition waits for the submit to commit and
+then finds its new dependency rows (READ COMMITTED: each statement sees what committed before
+it), or the submit waits for the transition and reads the new state: a dependency is never
+left waiting on a job that already ended.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import connection
+from django.db.models import Count, Q
+
+from controlplane.choices import FINISHED_JOB_STATES, DependencyCondition, EventKind, JobState
+from controlplane.models import Event, Job, JobDependency
+from controlplane.services import access
+
+#: The most dependencies one submit may list (each a job, or a whole job array).
+MAX_DEPENDENCIES = 64
+#: The most upstream jobs one job may wait on, once arrays are counted task by task.
+MAX_UPSTREAM_JOBS = 10_000
+#: The reason a job is cancelled with when a dependency of it can no longer be met.
+NEVER_SATISFIED = "DependencyNeverSatisfied"
+#: The reason of the event saying a dependency is met.
+SATISFIED = "DependencySatisfied"
+
+_ENDED_BADLY = frozenset({JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT, JobState.UNSCHEDULABLE})
+_FINISHED = frozenset(FINISHED_JOB_STATES)
+_STARTED = frozenset({JobState.RUNNING, JobState.PREEMPTING}) | _FINISHED
+
+#: What the dependent waits for, said after "this job was to run only after it ...".
+_AWAITED = {
+    DependencyCondition.AFTER: "started",
+    DependencyCondition.AFTER_OK: "succeeded",
+    DependencyCondition.AFTER_NOT_OK: "failed",
+    DependencyCondition.AFTER_ANY: "ended",
+}
+#: The same, as the job page and `qm status` say it ("Runs after: job 12 succeeds").
+AWAITS = {
+    DependencyCondition.AFTER: "starts",
+    DependencyCondition.AFTER_OK: "succeeds",
+    DependencyCondition.AFTER_NOT_OK: "fails",
+    DependencyCondition.AFTER_ANY: "ends",
+}
+
+
+def is_met(condition: str, state: str, *, has_started: bool = False) -> bool:
+    """Whether a job in `state` meets `condition` now. `has_started`: it ran before and was
+    requeued (pending again), which still meets ``after``."""
+    if condition == DependencyCondition.AFTER:
+        return state in _STARTED or has_started
+    if condition == DependencyCondition.AFTER_OK:
+        return state == JobState.SUCCEEDED
+    if condition == DependencyCondition.AFTER_NOT_OK:
+        return state in _ENDED_BADLY
+    return state in _FINISHED  # afterany
+
+
+def never_met(condition: str, state: str) -> bool:
+    """Whether `condition` can no longer be met by a job in `state` (it ended otherwise)."""
+    if condition == DependencyCondition.AFTER_OK:
+        return state in _ENDED_BADLY
+    if condition == DependencyCondition.AFTER_NOT_OK:
+        return state == JobState.SUCCEEDED
+    return False
+
+
+def outcome(state: str, exit_code: int | None) -> str:
+    """What became of a job, for a sentence after "job 12 ": "failed (exit 3)", "succeeded"."""
+    if state == JobState.FAILED:
+        return f"failed (exit {exit_code})" if exit_code is not None else "failed"
+    return {
+        JobState.SUCCEEDED: "succeeded",
+        JobState.CANCELLED: "was cancelled",
+        JobState.TIMED_OUT: "timed out",
+        JobState.UNSCHEDULABLE: "can never run",
+        JobState.RUNNING: "started",
+        JobState.PREEMPTING: "started",
+    }.get(JobState(state), str(state))
+
+
+def state_word(state: str) -> str:
+    """Where an upstream job stands, in the words the engine's sentence puts in brackets
+    ("now running"): its state, "stopping" for a job being stopped."""
+    return "stopping" if state == JobState.PREEMPTING else JobState(state).label.lower()
+
+
+# ----------------------------------------------------------------------------------- submit
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """One dependency as asked: a job id or a job array's id, and the condition."""
+
+    job: int | None
+    array: uuid.UUID | None
+    condition: str
+
+
+@dataclass(frozen=True)
+class Upstream:
+    """One upstream job of a submit, read and locked: whether its condition is met already."""
+
+    job_id: int
+    condition: str
+    met: bool
+
+
+class Refused(Exception):
+    """The dependencies cannot be recorded: `errors` maps each item's field to why."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+def wanted_from(items: Iterable[dict[str, Any]]) -> tuple[Wanted, ...]:
+    """The API's items (`{"job": 12, "condition": "afterok"}` or `{"array": uuid, ...}`),
+    already typed by the serializer, as `Wanted`."""
+    return tuple(
+        Wanted(job=item.get("job"), array=item.get("array"),
+               condition=str(item.get("condition") or DependencyCondition.AFTER_OK))
+        for item in items
+    )
+
+
+def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1) -> list[Upstream]:
+    """Check a submit's dependencies and lock their upstream jobs; the caller holds the
+    transaction that then inserts the job(s) and calls `record`.
+
+    Steps:
+    1. at most MAX_DEPENDENCIES items, none naming one job (or array) twice;
+    2. read the named jobs and the tasks of the named arrays among those `user` may see
+       (services/access.py: another team's job is "no job 12 you can see", as if it did not
+       exist), locking their rows FOR SHARE so that none starts or ends before we commit;
+    3. refuse a condition that can already never be met, saying what became of the job.
+    Raises Refused naming each item's field (``dependencies.1.condition``)."""
+    errors: dict[str, str] = {}
+    if len(wanted) > MAX_DEPENDENCIES:
+        raise Refused({"dependencies": f"at most {MAX_DEPENDENCIES} dependencies, got {len(wanted)}; "
+                                       "depend on a job array to wait on many jobs at once"})
+    seen: dict[Any, int] = {}
+    for i, item in enumerate(wanted):
+        key = ("job", item.job) if item.job is not None else ("array", item.array)
+        field = f"dependencies.{i}.{key[0]}"
+        if key in seen:
+            errors[field] = (f"{key[0]} {key[1]} is already dependency {seen[key]}; a job depends on another "
+                             "job once, with one condition")
+        else:
+            seen[key] = i
+    if errors:
+        raise Refused(errors)
+    ids = [w.job for w in wanted if w.job is not None]
+    arrays = [w.array for w in wanted if w.array is not None]
+    visible = access.visible_jobs(user)
+    rows = _locked_rows(visible, ids, arrays)
+    by_id = {row[0]: row for row in rows}
+    by_array: dict[uuid.UUID, list[tuple[Any, ...]]] = defaultdict(list)
+    for row in rows:
+        if row[4] is not None:
+            by_array[row[4]].append(row)
+    upstream: dict[int, Upstream] = {}
+    for i, item in enumerate(wanted):
+        if item.job is not None:
+            field, found = f"dependencies.{i}.job", [by_id[item.job]] if item.job in by_id else []
+            if not found:
+                errors[field] = f"no job {item.job} you can see"
+                continue
+        else:
+            field, found = f"dependencies.{i}.array", by_array.get(item.array, [])  # type: ignore[arg-type]
+            if not found:
+                errors[field] = f"no job array {item.array} you can see"
+                continue
+        for job_id, state, exit_code, requeue_count, _array in sorted(found):
+            if never_met(item.condition, state):
+                errors[f"dependencies.{i}.condition"] = (
+                    f"job {job_id} {outcome(state, exit_code)}: {item.condition} can never be met "
+                    f"(this job would run only after it {_AWAITED[DependencyCondition(item.condition)]})"
+                )
+                break
+            if job_id in upstream:
+                errors[field] = f"job {job_id} is named twice among the dependencies (once directly, once in an array)"
+                break
+            upstream[job_id] = Upstream(job_id, item.condition,
+                                        is_met(item.condition, state, has_started=requeue_count > 0))
+    if not errors and len(upstream) * tasks > MAX_UPSTREAM_JOBS:
+        errors["dependencies"] = (f"{len(upstream)} upstream jobs for {tasks} tasks make "
+                                  f"{len(upstream) * tasks} dependencies; at most {MAX_UPSTREAM_JOBS}")
+    if errors:
+        raise Refused(errors)
+    return list(upstream.values())
+
+
+def _locked_rows(visible: Any, ids: list[int], arrays: list[uuid.UUID]) -> list[tuple[Any, ...]]:
+    """(id, state, exit_code, requeue_count, array_id) of the named jobs and arrays' tasks the
+    user may see. On PostgreSQL the rows are locked FOR SHARE: a transition's UPDATE of one
+    waits for our commit (and then finds our dependency rows), and we wait for one already
+    under way (and then read its new state). SQLite (the demo) writes one transaction at a
+    time anyway."""
+    if not ids and not arrays:
+        return []
+    named = Q(pk__in=ids) | Q(array_id__in=arrays)
+    query = visible.filter(named).order_by("pk").values_list("pk", "state", "exit_code", "requeue_count", "array_id")
+    if connection.vendor != "postgresql":
+        return list(query)
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(f"{sql} FOR SHARE", params)
+        rows = cursor.fetchall()
+    return [tuple(r) for r in rows]
+
+
+def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime) -> int:
+    """Write each new job's dependency rows (a condition met already: satisfied now). Returns
+    how many were written. The caller's transaction also holds the jobs' insert."""
+    rows = [
+        JobDependency(job_id=job_id, upstream_id=u.job_id, condition=u.condition, satisfied_at=at if u.met else None)
+        for job_id in job_ids
+        for u in upstream
+    ]
+    JobDependency.objects.bulk_create(rows, batch_size=2000)
+    return len(rows)
+
+
+# ------------------------------------------------------------------------------ transitions
+
+
+@dataclass(frozen=True)
+class Change:
+    """A job that started or ended: its new state and, once ended, its exit code."""
+
+    job_id: int
+    state: str
+    exit_code: int | None = None
+
+
+def started(job_ids: Iterable[int], *, at: datetime, actor: str) -> None:
+    """Jobs just bound (pending → running): their ``after`` dependents' conditions are met.
+    One query when no job waits on them starting."""
+    changes = [Change(pk, JobState.RUNNING) for pk in job_ids]
+    if changes:
+        _settle(changes, at=at, actor=actor, only_after=True)
+
+
+def ended(changes: Sequence[Change], *, at: datetime, actor: str) -> None:
+    """Jobs that just ended (succeeded, failed, cancelled, timed out): their dependents'
+    conditions are met, or can no longer be met (the waiting dependent is cancelled, and so
+    on down its chain). One query when no job depends on them."""
+    if changes:
+        _settle(list(changes), at=at, actor=actor, only_after=False)
+
+
+def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool) -> None:
+    """Steps, repeated while a round cancels dependents (a work list, so a chain of any
+    length costs rounds, not stack):
+    1. the unmet dependencies on this round's jobs, with their dependent's state (one query);
+    2. those now met: satisfied_at set (one update), and an event on each waiting dependent;
+    3. those never to be met: each waiting dependent cancelled (compare-and-set on pending),
+       with its events; the cancelled jobs are the next round's changes."""
+    while changes:
+        by_id = {c.job_id: c for c in changes}
+        rows = JobDependency.objects.filter(upstream_id__in=list(by_id), satisfied_at__isnull=True)
+        if only_after:
+            rows = rows.filter(condition=DependencyCondition.AFTER)
+        found = list(rows.order_by("job_id", "upstream_id").values_list(
+            "pk", "job_id", "upstream_id", "condition", "job__state", "job__team_id"))
+        if not found:
+            return
+        met: list[tuple[int, int, int, str, int]] = []
+        doomed: dict[int, tuple[int, str, int]] = {}
+        for pk, job_id, upstream_id, condition, job_state, team_id in found:
+            change = by_id[upstream_id]
+            if is_met(condition, change.state):
+                met.append((pk, job_id, upstream_id, condition, team_id))
+            elif never_met(condition, change.state) and job_state == JobState.PENDING and job_id not in doomed:
+                doomed[job_id] = (upstream_id, condition, team_id)
+        if met:
+            JobDependency.objects.filter(pk__in=[m[0] for m in met]).update(satisfied_at=at)
+            _record_met(met, by_id, {m[1] for m in met if m[1] not in doomed}, at=at, actor=actor)
+        changes = _cancel(doomed, by_id, at=at, actor=actor)
+        only_after = False
+
+
+def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Change], waiting: set[int], *,
+                at: datetime, actor: str) -> None:
+    """One event per dependency met, on its dependent if that still waits: what the upstream
+    job did, and what is left to wait for (one query for all of them)."""
+    pending = set(Job.objects.filter(pk__in=waiting, state=JobState.PENDING).values_list("pk", flat=True))
+    if not pending:
+        return
+    left = dict(
+        JobDependency.objects.filter(job_id__in=pending, satisfied_at__isnull=True).order_by()
+        .values("job_id").annotate(n=Count("id")).values_list("job_id", "n")
+    )
+    events = []
+    for _, job_id, upstream_id, condition, team_id in met:
+        if job_id not in pending:
+            continue
+        change = by_id[upstream_id]
+        n = left.get(job_id, 0)
+        rest = ("; it waits on no other job now" if not n
+                else f"; it still waits on {n} other job{'s' if n != 1 else ''}")
+        events.append(Event(
+            created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
+            message=f"Job {upstream_id} {outcome(change.state, change.exit_code)}: its dependency {condition} "
+                    f"is met{rest}",
+            job_id=job_id, team_id=team_id,
+            data={"upstream": upstream_id, "condition": condition, "upstream_state": change.state,
+                  "waiting_on": n},
+        ))
+    Event.objects.bulk_create(events)
+
+
+def _cancel(doomed: dict[int, tuple[int, str, int]], by_id: dict[int, Change], *, at: datetime,
+            actor: str) -> list[Change]:
+    """Cancel each waiting job whose dependency can no longer be met; returns those cancelled
+    (a job bound or cancelled meanwhile is left alone: compare-and-set on pending)."""
+    cancelled: list[Change] = []
+    events: list[Event] = []
+    for job_id, (upstream_id, condition, team_id) in sorted(doomed.items()):
+        change = by_id[upstream_id]
+        sentence = (f"Job {upstream_id} {outcome(change.state, change.exit_code)}: this job was to run only "
+                    f"after it {_AWAITED[DependencyCondition(condition)]} ({condition}), so it is cancelled.")
+        if not Job.objects.filter(pk=job_id, state=JobState.PENDING).update(
+            state=JobState.CANCELLED, finished_at=at, state_changed_at=at, pending_code=NEVER_SATISFIED,
+            pending_words=sentence[:500], would_start_if_words="", pending_resolvable=False,
+        ):
+            continue
+        cancelled.append(Change(job_id, JobState.CANCELLED))
+        data = {"upstream": upstream_id, "condition": condition, "upstream_state": change.state,
+                "upstream_exit_code": change.exit_code}
+        events.append(Event(created_at=at, kind=str(EventKind.JOB_CANCELLED), actor=actor, reason=NEVER_SATISFIED,
+                            message=sentence, job_id=job_id, team_id=team_id, data=data))
+        events.append(Event(created_at=at, kind=str(EventKind.JOB_FINISHED), actor=actor, reason="Cancelled",
+                            message=f"Job cancelled: its dependency on job {upstream_id} can never be met",
+                            job_id=job_id, team_id=team_id, data={"state": JobState.CANCELLED.value,
+                                                                  "exit_code": None}))
+    if events:
+        Event.objects.bulk_create(events)
+    return cancelled
+
+
+# --------------------------------------------------------------------------------- snapshot
+
+
+def waits() -> dict[int, list[tuple[int, str, str]]]:
+    """Per waiting job, its dependencies not met yet: (upstream id, condition, the upstream's
+    state word), by upstream id. One query per cycle, whatever the number of jobs. A condition
+    its upstream meets already (a transition missed; it cannot, but the snapshot does not
+    trust it) does not keep the job waiting."""
+    out: dict[int, list[tuple[int, str, str]]] = {}
+    for job_id, upstream_id, condition, state, requeues in (
+        JobDependency.objects.filter(satisfied_at__isnull=True, job__state=JobState.PENDING)
+        .order_by("job_id", "upstream_id")
+        .values_list("job_id", "upstream_id", "condition", "upstream__state", "upstream__requeue_count")
+    ):
+        if is_met(condition, state, has_started=requeues > 0):
+            continue
+        out.setdefault(job_id, []).append((upstream_id, condition, state_word(state)))
+    return out
+
+
+# -------------------------------------------------------------------------------- read side
+
+
+def of_jobs(job_ids: Sequence[int]) -> tuple[dict[int, list[dict[str, Any]]], dict[int, list[int]]]:
+    """For the API and the pages: each job's dependencies (job, condition, satisfied_at, the
+    upstream's state) and the ids of the jobs that depend on it. Two queries for any number of
+    jobs (none for none)."""
+    deps: dict[int, list[dict[str, Any]]] = {pk: [] for pk in job_ids}
+    dependents: dict[int, list[int]] = {pk: [] for pk in job_ids}
+    if not job_ids:
+        return deps, dependents
+    for job_id, upstream_id, condition, satisfied_at, state, exit_code in (
+        JobDependency.objects.filter(job_id__in=job_ids).order_by("job_id", "upstream_id")
+        .values_list("job_id", "upstream_id", "condition", "satisfied_at", "upstream__state", "upstream__exit_code")
+    ):
+        deps[job_id].append({"job": upstream_id, "condition": condition, "satisfied_at": satisfied_at,
+                             "state": state, "exit_code": exit_code})
+    for upstream_id, job_id in (
+        JobDependency.objects.filter(upstream_id__in=job_ids).order_by("upstream_id", "job_id")
+        .values_list("upstream_id", "job_id")
+    ):
+        dependents[upstream_id].append(job_id)
+    return deps, dependents
