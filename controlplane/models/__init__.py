@@ -13,6 +13,7 @@ from controlplane.models.usage import (  # noqa: F401
     GroupRollup,
     JobProgressRate,
     QuotaRollup,
+    NodeActivityRollup,
     UsageRollup,
 )
 

@@ -223,6 +223,36 @@ class FleetRollup(UsageColumns):
         return f"fleet {self.gpu_type_id}/{self.capacity_tier} {self.get_bucket_display()} {self.start:%Y-%m-%d %H:%M}"
 
 
+class NodeActivityRollup(models.Model):
+    """What one allocation's agent reported on one node over one UTC hour: GPU-seconds ×
+    device activity, summed over its samples cut at the hour's bounds (float, as the samples'
+    activity is). The node page's active tier (services/node_tiers.py) reads whole hours here
+    and only the window's partial first and last hours from the raw samples: a busy node's week
+    is a thousand rows instead of half a million samples.
+
+    Folded in by the accounting task from the samples it has not folded yet (ids above
+    `AccountingCursor.last_node_sample_id`, in the same transaction that moves it): samples are
+    never updated, so adding each new one's share to its hours once keeps every row equal to the
+    sum over its samples, and a reader adds the samples above that id itself. Kept as long as the
+    hour rollups."""
+
+    node = models.ForeignKey("controlplane.Node", on_delete=models.CASCADE, related_name="activity_rollups",
+                             db_index=False)  # the unique index below starts with it
+    allocation = models.ForeignKey("controlplane.Allocation", on_delete=models.CASCADE,
+                                   related_name="node_activity_rollups")
+    start = models.DateTimeField(help_text="The UTC hour's start.")
+    active_gpu_seconds = models.FloatField(default=0.0, help_text="Σ GPUs × seconds × activity of its samples.")
+
+    class Meta:
+        ordering = ["node_id", "start", "allocation_id"]
+        constraints = [
+            models.UniqueConstraint(fields=["node", "start", "allocation"], name="node_activity_rollup_unique_cell"),
+        ]
+
+    def __str__(self) -> str:
+        return f"node {self.node_id} allocation {self.allocation_id} {self.start:%Y-%m-%d %H:00}: {self.active_gpu_seconds}"
+
+
 # The parts are exact decimals on PostgreSQL; SQLite (the demo's database) stores decimals as
 # binary floats, so the sum may miss the nominal by rounding. A thousandth of a GPU-second is far
 # below anything reported and far above float error at a year of a 10,000-GPU fleet.
@@ -306,6 +336,10 @@ class AccountingCursor(models.Model):
     last_sample_id = models.BigIntegerField(default=0)
     last_event_id = models.BigIntegerField(default=0)
     last_fleet_sample_id = models.BigIntegerField(default=0)
+    # The samples folded into NodeActivityRollup: every sample up to this id, none above.
+    last_node_sample_id = models.BigIntegerField(default=0)
+    # The longest of those samples (s): a sample crossing an instant ends at most this long after it.
+    longest_node_sample_s = models.FloatField(default=0.0)
     # Job events folded in for /metrics counters: {"kind|team|priority_class|reason": count}.
     event_counts = models.JSONField(default=dict, blank=True)
     last_counted_event_id = models.BigIntegerField(default=0)

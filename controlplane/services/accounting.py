@@ -59,6 +59,7 @@ from controlplane.models import (
     Job,
     JobProgressRate,
     Node,
+    NodeActivityRollup,
     PriceRate,
     Quota,
     QuotaRollup,
@@ -249,10 +250,13 @@ def roll_up(now: datetime) -> RollupResult:
             _reprice_productive(job_id, horizon, touched)
         # 5. minutes → hours → days
         _resum(touched)
-        # 6. /metrics counters
+        # 6. /metrics counters, and the nodes' hourly activity (the node page's active tier)
         _fold_cycle_durations(cursor)
         _fold_event_counts(cursor, top_event)
         # 7. move on
+        from controlplane.services.node_tiers import fold_node_activity  # node_tiers imports this module
+
+        fold_node_activity(cursor, top_sample)
         cursor.rolled_until = end
         cursor.last_sample_id = max(cursor.last_sample_id, top_sample)
         cursor.last_event_id = max(cursor.last_event_id, top_event)
@@ -1405,6 +1409,7 @@ def parse_window(text: str, now: datetime) -> Window:
         raise AccountingQueryError(
             "window", f"'{text}' is not a window: use a positive whole number with m, h, d or w (7d), "
             "today, yesterday, or start,end in RFC 3339."
+        hours += _delete_in_batches(NodeActivityRollup.objects.filter(start__lt=old), batch)
         )
     seconds = int(number) * _WINDOW_UNITS[unit]
     if seconds > _MAX_WINDOW_S:

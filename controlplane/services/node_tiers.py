@@ -39,7 +39,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.db import connection
-from django.db.models import Q, Sum
+from django.db.models import F, Max, Q, Sum
 
 from controlplane.choices import EventKind
 from controlplane.models import (
@@ -48,6 +48,7 @@ from controlplane.models import (
     Event,
     FleetRollup,
     Node,
+    NodeActivityRollup,
     UsageRollup,
     UsageSample,
 )
@@ -55,6 +56,7 @@ from controlplane.services import accounting
 from controlplane.services.usage_tiers import floor_to, from_us, quantize_down, to_us
 
 US = 1_000_000
+HOUR = 3600
 GPU_HOUR = Decimal(3600)
 
 
@@ -119,15 +121,23 @@ _NODE_JOINS = Q(kind=EventKind.NODE_REGISTERED, reason="Registered") | Q(kind=Ev
                                                                           reason="NodeCreated")
 
 
-def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket: int | None = None) -> NodeTiers:
+def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket: int | None = None, *,
+               hourly: bool = True) -> NodeTiers:
     """The node's capacity, allocated, active and productive GPU-seconds over [start, end) (cut
     to the raw retention and to where the rollup has reached), per bucket and per GPU. At most
-    seven queries, whatever the node's history: the cursor, when the node joined, when the
-    accounting began, its GPUs' holders, gang members gone early, its samples (one grouped read)
-    and its jobs' rollup rows."""
+    eight queries, whatever the node's history: the cursor, when the node joined, when the
+    accounting began, its GPUs' holders, gang members gone early, its samples (one grouped read),
+    its hourly activity rows (hour and day buckets) and its jobs' rollup rows.
+
+    With hour or day buckets the whole hours come from `NodeActivityRollup` and only the
+    window's partial first and last hours (and samples not folded yet) from the raw samples;
+    `hourly=False` reads every sample instead (the same figures, to float rounding: the
+    benchmark's and the tests' reference)."""
     bucket = bucket or accounting.choose_bucket(start, end, now)
     horizon = accounting.raw_horizon(now)
-    rolled = AccountingCursor.objects.filter(name=accounting.CURSOR_NAME).values_list("rolled_until", flat=True).first()
+    rolled, folded, longest = (AccountingCursor.objects.filter(name=accounting.CURSOR_NAME)
+                               .values_list("rolled_until", "last_node_sample_id", "longest_node_sample_s").first()
+                               or (None, 0, 0.0))
     lo = max(start, horizon)
     hi = min(end, rolled) if rolled is not None else lo
     empty = NodeTiers(lo, lo, start, end, bucket, horizon, rolled, None, None, Decimal(0), Decimal(0),
@@ -170,7 +180,7 @@ def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket
             allocated[(allocation_id, k)] += max(0, min(b, c1) - max(a, c0))
 
     # Active: the node's samples, per allocation and bucket, never above allocated.
-    seen = _active(node, lo_us, hi_us, bucket)
+    seen = _active(node, lo_us, hi_us, bucket, (folded, longest) if hourly else None)
     active: dict[tuple[int, int], Decimal] = {}
     for key, gpu_us in seen.items():
         if key[0] in job_of:
@@ -251,49 +261,138 @@ def _spans(node: Node, lo: datetime, hi: datetime) -> list[tuple[int, int, int, 
     return out
 
 
-def _active(node: Node, lo_us: int, hi_us: int, bucket: int) -> dict[tuple[int, int], float]:
-    """GPU-µs × activity of the node's samples per (allocation, bucket number), each sample cut to
-    [lo, hi) and at the buckets' bounds, exactly, in one grouped query.
+def _active(node: Node, lo_us: int, hi_us: int, bucket: int, folded: tuple[int, float] | None
+            ) -> dict[tuple[int, int], float]:
+    """GPU-µs × activity of the node's samples per (allocation, bucket number), each sample cut
+    to [lo, hi) and at the buckets' bounds, in one grouped query.
 
-    Samples are grouped by allocation and by the buckets k0 and k1 their start and end fall in,
-    with W = Σ GPUs × activity and the offsets of their ends into those buckets, R0 = Σ W·(s0 −
-    k0·L) and R1 = Σ W·(s1 − k1·L). A group inside one bucket (k0 = k1) is R1 − R0 there; one
+    With hour or day buckets and `folded` (the cursor's `last_node_sample_id` and the longest
+    of those samples), the whole hours [h0, h1) inside the window come from the node's
+    `NodeActivityRollup` rows, which hold every sample up to that id (each row read as one
+    sample spanning its hour). The samples read are then the folded ones of the partial hours at
+    the edges — found through the (node, ended_at) index between the edge's start and its end
+    plus the longest sample, as no folded sample crossing the edge ends later — and the ones
+    above that id over the whole window (not folded yet; few, found by id). Otherwise every
+    sample of the window."""
+    adapt = connection.ops.adapt_datetimefield_value
+    node_in = "node_id = %s AND ended_at > %s AND started_at < %s"
+    h0, h1 = -(-lo_us // (HOUR * US)) * HOUR * US, hi_us // (HOUR * US) * HOUR * US
+    if not folded or not folded[0] or bucket % HOUR or h1 <= h0:  # (id 0: nothing folded yet)
+        arms = [_sample_arm(node_in, [node.pk, adapt(from_us(lo_us)), adapt(from_us(hi_us))], lo_us, hi_us)]
+    else:
+        through, longest = folded
+        reach = int(longest * US) + US  # a second's margin over the float
+        arms = [_hour_arm(node, h0, h1)]
+        for a, b in ((lo_us, h0), (h1, hi_us)):
+            if b > a:
+                arms.append(_sample_arm(node_in + " AND ended_at < %s AND id <= %s",
+                                        [node.pk, adapt(from_us(a)), adapt(from_us(b)), adapt(from_us(b + reach)),
+                                         through], a, b))
+        arms.append(_sample_arm(node_in + " AND id > %s",
+                                [node.pk, adapt(from_us(lo_us)), adapt(from_us(hi_us)), through], lo_us, hi_us))
+    return {(a, k): gpu_us for (_, a, k), gpu_us in _grouped(arms, bucket).items()}
+
+
+def _epoch(column: str) -> str:
+    if connection.vendor == "postgresql":
+        return f"date_part('epoch', {column})"  # float8 already (EXTRACT is numeric, several times slower)
+    return f"((julianday({column}) - 2440587.5) * 86400.0)"  # SQLite: exact to about 0.1 ms
+
+
+def _sample_arm(where: str, params: list[object], lo_us: int, hi_us: int, *, by_node: bool = False
+                ) -> tuple[str, list[object]]:
+    """The samples `where` selects, as (node,) allocation, weight (GPUs × activity) and the
+    interval's ends in epoch seconds, cut to [lo, hi)."""
+    greatest, least = ("GREATEST", "LEAST") if connection.vendor == "postgresql" else ("MAX", "MIN")
+    table = connection.ops.quote_name(UsageSample._meta.db_table)
+    return (f"SELECT {'node_id AS n, ' if by_node else ''}allocation_id AS a, gpus * gpu_activity AS w, "
+            f"{greatest}({_epoch('started_at')}, %s) AS s0, {least}({_epoch('ended_at')}, %s) AS s1 "
+            f"FROM {table} WHERE {where}", [lo_us / US, hi_us / US, *params])
+
+
+def _hour_arm(node: Node, h0_us: int, h1_us: int) -> tuple[str, list[object]]:
+    """The node's hourly activity rows of [h0, h1), each read as one sample spanning its hour."""
+    table = connection.ops.quote_name(NodeActivityRollup._meta.db_table)
+    adapt = connection.ops.adapt_datetimefield_value
+    return (f"SELECT allocation_id AS a, active_gpu_seconds / {HOUR}.0 AS w, {_epoch('start')} AS s0, "
+            f"{_epoch('start')} + {HOUR}.0 AS s1 FROM {table} WHERE node_id = %s AND start >= %s AND start < %s",
+            [node.pk, adapt(from_us(h0_us)), adapt(from_us(h1_us))])
+
+
+def fold_node_activity(cursor: AccountingCursor, through_id: int, limit: int = 1_000_000) -> int:
+    """Add the samples with ids in (cursor.last_node_sample_id, through_id] — at most `limit`
+    of that id range, the rest is the next run's — to `NodeActivityRollup`, each cut at the UTC
+    hours' bounds, and move the cursor's id and longest sample on (the caller saves it). From id
+    0 (a new cursor) the rows are rebuilt. Returns the rows written. Called by the accounting
+    run (services/accounting.roll_up) under its cursor lock, in its transaction."""
+    after_id = cursor.last_node_sample_id
+    through_id = min(through_id, after_id + limit)
+    if through_id <= after_id:
+        return 0
+    if after_id == 0:
+        NodeActivityRollup.objects.all().delete()
+        cursor.longest_node_sample_s = 0.0
+    new = UsageSample.objects.filter(id__gt=after_id, id__lte=through_id)
+    longest = new.aggregate(m=Max(F("ended_at") - F("started_at")))["m"]
+    cells = _grouped([_sample_arm("id > %s AND id <= %s", [after_id, through_id], 0, 10**11 * US, by_node=True)],
+                     HOUR, by_node=True)
+    if cells:
+        table = connection.ops.quote_name(NodeActivityRollup._meta.db_table)
+        adapt = connection.ops.adapt_datetimefield_value
+        sql = (
+            f"INSERT INTO {table} (node_id, allocation_id, start, active_gpu_seconds) VALUES (%s, %s, %s, %s) "
+            "ON CONFLICT (node_id, start, allocation_id) DO UPDATE "
+            f"SET active_gpu_seconds = {table}.active_gpu_seconds + excluded.active_gpu_seconds"
+        )
+        with connection.cursor() as db:
+            db.executemany(sql, [(n, a, adapt(from_us(k * HOUR * US)), gpu_us / US)
+                                 for (n, a, k), gpu_us in cells.items()])
+    cursor.last_node_sample_id = through_id
+    if longest is not None:
+        cursor.longest_node_sample_s = max(cursor.longest_node_sample_s, longest.total_seconds())
+    return len(cells)
+
+
+def _grouped(arms: list[tuple[str, list[object]]], bucket: int, *, by_node: bool = False
+             ) -> dict[tuple[int, int, int], float]:
+    """GPU-µs × activity per (node or 0, allocation, bucket number) of the intervals the arms
+    select (each a query of (node,) allocation, weight and ends in epoch seconds, disjoint in
+    time), cut at the buckets' bounds, exactly, in one grouped query.
+
+    Intervals are grouped by allocation and by the buckets k0 and k1 their start and end fall
+    in, with W = Σ GPUs × activity and the offsets of their ends into those buckets, R0 = Σ W·(s0
+    − k0·L) and R1 = Σ W·(s1 − k1·L). A group inside one bucket (k0 = k1) is R1 − R0 there; one
     that crosses bounds gives W·L − R0 to k0, W·L to each bucket between and R1 to k1. Offsets
     into a bucket stay small, so summing them in floating point loses nothing that matters."""
     if connection.vendor == "postgresql":
-        # date_part is float8 already (EXTRACT is numeric, several times slower); OFFSET 0 keeps
-        # the inner query whole, so each row's instants are computed once, not at every use.
-        epoch, greatest, least, floor = "date_part('epoch', {})", "GREATEST", "LEAST", "FLOOR({})"
-        fence = " OFFSET 0"
-    else:  # SQLite, the embedded demo's database: julianday is exact to about 0.1 ms there
-        epoch, greatest, least, floor = "((julianday({}) - 2440587.5) * 86400.0)", "MAX", "MIN", "CAST({} AS INTEGER)"
-        fence = ""
-    table = connection.ops.quote_name(UsageSample._meta.db_table)
+        # OFFSET 0 keeps the inner query whole, so each row's instants are computed once, not at
+        # every use.
+        floor, fence = "FLOOR({})", " OFFSET 0"
+    else:  # SQLite, the embedded demo's database
+        floor, fence = "CAST({} AS INTEGER)", ""
     length = float(bucket)
+    n = "n, " if by_node else ""
+    union = " UNION ALL ".join(f"({sql}{fence})" if fence and len(arms) > 1 else f"{sql}{fence}" for sql, _ in arms)
     sql = (
-        "SELECT a, k0, k1, SUM(w), SUM(w * (s0 - k0 * %s)), SUM(w * (s1 - k1 * %s)) FROM ("
-        f"SELECT a, w, s0, s1, {floor.format('s0 / %s')} AS k0, {floor.format('s1 / %s')} AS k1 FROM ("
-        f"SELECT allocation_id AS a, gpus * gpu_activity AS w, {greatest}({epoch.format('started_at')}, %s) AS s0, "
-        f"{least}({epoch.format('ended_at')}, %s) AS s1 "
-        f"FROM {table} WHERE node_id = %s AND ended_at > %s AND started_at < %s{fence}"
-        f") AS cut WHERE s1 > s0{fence}) AS placed GROUP BY a, k0, k1"
+        f"SELECT {n}a, k0, k1, SUM(w), SUM(w * (s0 - k0 * %s)), SUM(w * (s1 - k1 * %s)) FROM ("
+        f"SELECT {n}a, w, s0, s1, {floor.format('s0 / %s')} AS k0, {floor.format('s1 / %s')} AS k1 FROM ("
+        f"{union}) AS cut WHERE s1 > s0{fence}) AS placed GROUP BY {n}a, k0, k1"
     )
-    adapt = connection.ops.adapt_datetimefield_value
-    params = [length, length, length, length, lo_us / US, hi_us / US, node.pk, adapt(from_us(lo_us)),
-              adapt(from_us(hi_us))]
-    out: dict[tuple[int, int], float] = defaultdict(float)
+    out: dict[tuple[int, int, int], float] = defaultdict(float)
     with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for a, k0, k1, w, r0, r1 in cursor.fetchall():
+        cursor.execute(sql, [length, length, length, length, *(p for _, params in arms for p in params)])
+        for row in cursor.fetchall():
+            node_id = int(row[0]) if by_node else 0
+            a, k0, k1, w, r0, r1 = row[1:] if by_node else row
             a, k0, k1, w, r0, r1 = int(a), int(k0), int(k1), float(w), float(r0), float(r1)
             if k0 == k1:
-                out[(a, k0)] += (r1 - r0) * US
+                out[(node_id, a, k0)] += (r1 - r0) * US
                 continue
-            out[(a, k0)] += (w * length - r0) * US
+            out[(node_id, a, k0)] += (w * length - r0) * US
             for k in range(k0 + 1, k1):
-                out[(a, k)] += w * length * US
+                out[(node_id, a, k)] += w * length * US
             if r1 > 0:
-                out[(a, k1)] += r1 * US
+                out[(node_id, a, k1)] += r1 * US
     return out
 
 
