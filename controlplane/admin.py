@@ -100,7 +100,8 @@ class ConfigAudited(KeepsOthersChanges):
 _RETIRE = {
     Team: "To retire it, take it out of its cohort and delete its quotas and memberships on this team's page.",
     PriorityClass: "To retire it, give the teams whose default it is another one.",
-    Node: "To retire it, drain it (Nodes: the Drain action).",
+    Node: ("To retire it, drain it (Nodes: the Drain action), then retire it once it is cordoned (Nodes: the "
+           "Retire action): it leaves the fleet's capacity and idle cost, and its history stays."),
 }
 # Records that refer to another and can be deleted or changed first; every other protecting
 # record (jobs, allocations, rollups) is history, kept for good.
@@ -219,7 +220,8 @@ def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:
         .annotate(total=Sum("nominal_gpus"))
     )
     for row in guaranteed:
-        capacity = Node.objects.filter(gpu_type_id=row["gpu_type_id"]).aggregate(n=Sum("gpu_count"))["n"] or 0
+        capacity = Node.objects.filter(gpu_type_id=row["gpu_type_id"]).exclude(state=NodeState.RETIRED).aggregate(
+            n=Sum("gpu_count"))["n"] or 0
         if row["total"] > capacity:
             warnings.append(
                 f"Cohort {cohort.name} guarantees {row['total']} {row['gpu_type__name']} GPUs "
@@ -494,8 +496,9 @@ def _node_action(verb: Any, label: str) -> Any:
 
 @admin.register(Node)
 class NodeAdmin(ConfigAudited):
-    """A node's state moves by the cordon, drain and uncordon actions (services/nodes.py: a
-    compare-and-set with a node.state event) and by the control loop; it is not edited here.
+    """A node's state moves by the cordon, drain, uncordon, retire and return actions
+    (services/nodes.py: a compare-and-set with a node.state event) and by the control loop; it
+    is not edited here.
     A change writes only the form's columns: the state, lease and heartbeat the control loop and
     the agent wrote while the request ran are kept (a whole-row save wrote back the ones read
     at its start)."""
@@ -505,11 +508,13 @@ class NodeAdmin(ConfigAudited):
     list_filter = ("pool", "state", "gpu_type", "leaf_switch")
     search_fields = ("name",)
     exclude = ("agent_token_hash",)
-    readonly_fields = ("state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at")
+    readonly_fields = ("state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at", "retired_at")
     actions = [
         _node_action(nodes.cordon, "Cordon: take no new work"),
         _node_action(nodes.drain, "Drain: take no new work, let running jobs finish"),
         _node_action(nodes.uncordon, "Uncordon: take work again"),
+        _node_action(nodes.retire, "Retire selected nodes: out of the fleet for good (refused while jobs run there)"),
+        _node_action(nodes.return_to_service, "Return selected nodes to service: down until their agents register"),
     ]
 
 

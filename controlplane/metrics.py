@@ -21,7 +21,8 @@ Families (labels in brackets):
   quartermaster_stranded_gpus, quartermaster_reserved_gpus, quartermaster_largest_free_block_gpus[pool] gauges
   quartermaster_leader_epoch                                               gauge
   quartermaster_last_cycle_timestamp_seconds                               gauge
-  quartermaster_nodes / quartermaster_node_gpus[pool, state]               gauges (every state, 0 included)
+  quartermaster_nodes / quartermaster_node_gpus[pool, state]               gauges (every state, 0 included;
+                                            retired nodes left out, as from every fleet figure)
   quartermaster_requeue_lost_gpu_seconds_total                             counter
   quartermaster_preemption_lost_gpu_seconds_total                          counter (deprecated: the same value)
   quartermaster_accounting_rolled_until_timestamp_seconds                  gauge
@@ -205,7 +206,7 @@ class QuartermasterCollector(Collector):
 
     def _gpus(self, cursor: AccountingCursor | None) -> Iterator[GaugeMetricFamily]:
         capacity = GaugeMetricFamily(f"{PREFIX}_gpus_capacity", "GPUs of the fleet's nodes.", labels=["gpu_type"])
-        for r in Node.objects.values("gpu_type__name").annotate(n=Sum("gpu_count")):
+        for r in Node.objects.exclude(state=NodeState.RETIRED).values("gpu_type__name").annotate(n=Sum("gpu_count")):
             capacity.add_metric([r["gpu_type__name"]], r["n"])
         allocated = GaugeMetricFamily(f"{PREFIX}_gpus_allocated", "GPUs held by live allocations now.",
                                       labels=["gpu_type"])
@@ -258,7 +259,7 @@ class QuartermasterCollector(Collector):
             # cordoned, draining, suspect, quarantined or down can start nothing: 0, not absent
             # (an alert on `< 8` must fire then, as the API's fragmentation says 0).
             by_pool = {str(pool): float(gpus) for pool, gpus in (sample["largest_free_block_by_pool"] or {}).items()}
-            for pool in Node.objects.values_list("pool", flat=True).distinct().order_by():
+            for pool in Node.objects.exclude(state=NodeState.RETIRED).values_list("pool", flat=True).distinct().order_by():
                 by_pool.setdefault(str(pool), 0.0)
             for pool, gpus in sorted(by_pool.items()):
                 largest.add_metric([pool], gpus)
@@ -269,7 +270,9 @@ class QuartermasterCollector(Collector):
     def _nodes(self) -> Iterator[GaugeMetricFamily]:
         """Nodes and their GPUs by pool and state, for an operator's alerts (a node suspect,
         quarantined or down; a pool with too few ready GPUs). Every state of every pool has a
-        series, 0 when no node is in it, so an alert on `> 0` or a ratio needs no `absent()`."""
+        series, 0 when no node is in it, so an alert on `> 0` or a ratio needs no `absent()`.
+        Retired nodes are out of the fleet: no series counts them, and a pool whose nodes are all
+        retired has none."""
         nodes = GaugeMetricFamily(
             f"{PREFIX}_nodes", "Nodes per pool and state (ready, suspect, cordoned, draining, down, quarantined).",
             labels=["pool", "state"],
@@ -277,10 +280,11 @@ class QuartermasterCollector(Collector):
         gpus = GaugeMetricFamily(f"{PREFIX}_node_gpus", "GPUs of the nodes per pool and node state.",
                                  labels=["pool", "state"])
         counts: dict[tuple[str, str], tuple[int, int]] = {}
-        for r in Node.objects.values("pool", "state").annotate(n=Count("id"), g=Sum("gpu_count")):
+        for r in Node.objects.exclude(state=NodeState.RETIRED).values("pool", "state").annotate(
+                n=Count("id"), g=Sum("gpu_count")):
             counts[(r["pool"], r["state"])] = (r["n"], r["g"] or 0)
         for pool in sorted({pool for pool, _ in counts}):
-            for state in NodeState:
+            for state in (s for s in NodeState if s != NodeState.RETIRED):
                 n, g = counts.get((pool, state.value), (0, 0))
                 nodes.add_metric([pool, state.value], n)
                 gpus.add_metric([pool, state.value], g)

@@ -52,9 +52,10 @@ class NodeRow:
 
 
 def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int] | None = None) -> list[NodeRow]:
-    """Every node (or those in `node_ids`) ordered by pool, leaf switch and name."""
+    """Every node in the fleet (or those in `node_ids`) ordered by pool, leaf switch and name: a
+    retired node is out of the fleet, and shows only when asked for by id."""
     access = access_of(user)
-    nodes = Node.objects.all()
+    nodes = Node.objects.all() if node_ids is not None else Node.objects.exclude(state=NodeState.RETIRED)
     gpus = AllocationGpu.objects.filter(live=True)
     if node_ids is not None:
         wanted = list(node_ids)

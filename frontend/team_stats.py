@@ -16,7 +16,7 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Q
 
-from controlplane.choices import FINISHED_JOB_STATES, JobState
+from controlplane.choices import FINISHED_JOB_STATES, JobState, NodeState
 from controlplane.models import AllocationGpu, Job, Node, Quota, Team
 from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
 from frontend.store import shared_store
@@ -71,7 +71,7 @@ def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
         names[key[0]] = row["allocation__job__team__name"]
         types[key[1]] = row["node__gpu_type__name"]
     capacity: dict[int, int] = defaultdict(int)
-    for gpu_type_id, gpus in Node.objects.values_list("gpu_type_id", "gpu_count"):
+    for gpu_type_id, gpus in Node.objects.exclude(state=NodeState.RETIRED).values_list("gpu_type_id", "gpu_count"):
         capacity[gpu_type_id] += gpus
     guarantees = [Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
                   for t, g, n, lend, _, c, _, _ in quotas]

@@ -36,7 +36,7 @@ import structlog
 from django.db.models import Max
 from django.utils import timezone
 
-from controlplane.choices import FINISHED_JOB_STATES
+from controlplane.choices import FINISHED_JOB_STATES, NodeState
 from controlplane.models import GpuType, Job, Node, PriorityClass, Quota, Team
 from controlplane.services.snapshot import scheduler_config
 from frontend import replay_worker
@@ -116,11 +116,12 @@ class Fleet:
 
 def real_fleet() -> Fleet:
     """Read the fleet and the quota table (five queries). Every node counts, taken as ready
-    throughout: a node cordoned or down now says nothing of the replayed days."""
+    throughout: a node cordoned or down now says nothing of the replayed days. A retired node is
+    out of the fleet: left out."""
     nodes = tuple(
         NodeInfo(name=name, pool=pool, gpu_type=gpu_type, gpus=gpus, cpus=cpus, memory_gb=memory, leaf=leaf,
                  spine=spine, capacity_tier=tier, failure_domain=leaf)
-        for name, pool, gpu_type, gpus, cpus, memory, leaf, spine, tier in Node.objects.order_by("name").values_list(
+        for name, pool, gpu_type, gpus, cpus, memory, leaf, spine, tier in Node.objects.exclude(state=NodeState.RETIRED).order_by("name").values_list(
             "name", "pool", "gpu_type__name", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine", "capacity_tier")
     )
     if not nodes:

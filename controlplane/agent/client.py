@@ -3,6 +3,8 @@
 Errors are typed by what the agent should do about them:
   - `Unauthorized` (401): the token is unknown; stop everything and register again;
   - `Refused` (400/403): the request itself is wrong; retrying it unchanged will not help;
+  - `Retired` (409, code `node_retired`): an admin retired the node; nothing runs here until
+    an admin returns it to service (a `Refused`);
   - `Unreachable` (network error, timeout, 5xx): retryable; keep running until the lease ends.
 """
 
@@ -36,6 +38,18 @@ class Refused(ProtocolError):
         super().__init__(f"HTTP {status}: {detail}")
         self.status = status
         self.detail = detail
+
+
+class Retired(Refused):
+    """The node is retired: the control plane refuses its agent until an admin returns it."""
+
+
+def refusal(status: int, payload: Any) -> Refused:
+    """The error for a 4xx answer (not 401) with its JSON body (or a batch item's result)."""
+    detail = str(payload.get("detail", payload)) if isinstance(payload, dict) else str(payload)
+    if status == 409 and isinstance(payload, dict) and payload.get("code") == "node_retired":
+        return Retired(status, detail)
+    return Refused(status, detail)
 
 
 class AgentClient:
@@ -73,7 +87,7 @@ class AgentClient:
         if response.status_code == 401:
             raise Unauthorized(str(payload.get("detail", "unauthorized")))
         if response.status_code >= 400:
-            raise Refused(response.status_code, str(payload.get("detail", payload)))
+            raise refusal(response.status_code, payload)
         if not isinstance(payload, dict):
             raise Unreachable(f"{path}: expected a JSON object, got {type(payload).__name__}")
         return payload

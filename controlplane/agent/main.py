@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
-from controlplane.agent.client import AgentClient, ProtocolError, Refused, Unauthorized
+from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, refusal
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
 from controlplane.agent.node import Call, NodeAgent, NodeInventory, WakeListener, install_partition_signals
@@ -511,7 +511,7 @@ def _send_batch(client: AgentClient, calls: list[tuple[NodeAgent, Call]]) -> Non
         elif status == 401:
             agent.finish(call, error=Unauthorized(str(result.get("detail", ""))))
         else:
-            agent.finish(call, error=Refused(status, str(result.get("detail", ""))))
+            agent.finish(call, error=refusal(status, result))
 
 
 if __name__ == "__main__":

@@ -38,7 +38,8 @@ from typing import Any
 
 import structlog
 
-from controlplane.agent.client import AgentClient, ProtocolError, Refused, Unauthorized
+from controlplane.agent.client import AgentClient, ProtocolError, Refused, Retired, Unauthorized
+from controlplane.agent.logs import BACKLOG_DELAY_S, Chunk, LogShipper
 from controlplane.agent.members import Assignment, Launcher, Member, describe
 
 log = structlog.get_logger("qm.agent")
@@ -59,6 +60,9 @@ RETRY_S = 0.5
 # A registration the control plane refused (wrong or missing bootstrap secret) is retried this
 # slowly: only an operator's fix helps.
 REGISTER_REFUSED_RETRY_S = 30.0
+# A retired node's agent (the control plane answers 409 node_retired) asks again this rarely:
+# only an admin's "return to service" helps, and the agent then registers on its own.
+RETIRED_RETRY_S = 300.0
 DEFAULT_INTERVAL_S = 2.0
 
 
@@ -317,9 +321,28 @@ class NodeAgent:
                 self.next_contact = now + max(self.interval_s, 5.0)
             else:
                 self.log.warning("control plane unreachable", detail=str(error))
+            elif isinstance(error, Retired):
+                # Retired by an admin: nothing runs here any more. Before 30 Nov such a refused
+                # registration was sent again every round, forever (a refusal set no delay).
+                for running in self.members.values():
+                    if running.stop_kind is None:
+                        self._stop(running, "stale", 0.0, now)
+                first = self.node_state != "retired"
+                self.registered = False
+                self.token = ""
+                self.node_state = "retired"
+                self._forget_desired()
+                (self.log.error if first else self.log.info)(
+                    "this node is retired: the control plane refuses its agent until an admin returns it to service; "
+                    "asking again every few minutes", detail=error.detail, retry_in_s=RETIRED_RETRY_S)
+                self.next_contact = self.register_not_before = now + RETIRED_RETRY_S
                 self.next_contact = now + min(self.interval_s, RETRY_S * 2)
             return
         assert reply is not None
+                if call.kind == "register":
+                    # Retrying an unchanged registration at once cannot help (before, nothing
+                    # delayed it: it was sent again every round).
+                    self.register_not_before = self.next_contact
         if len(self.round_trips) < 10_000:
             self.round_trips.append(now - call.sent)
         if call.kind == "register":

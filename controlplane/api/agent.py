@@ -32,8 +32,8 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from controlplane.api.errors import exception_handler
-from controlplane.choices import CapacityTier
+from controlplane.api.errors import Conflict, exception_handler
+from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.services import agent_protocol as protocol
 
@@ -90,6 +90,14 @@ class AgentTokenAuthentication(BaseAuthentication):
             )
         return AgentPrincipal(node), token
 
+            # Retiring a node revokes its agent's token: say so (409), not "unknown token". The
+            # node is named by the path (heartbeat, report) or by a registration's body.
+            context = getattr(request, "parser_context", None) or {}
+            name = context.get("kwargs", {}).get("name")
+            if name is None and isinstance(context.get("view"), RegisterView) and isinstance(request.data, dict):
+                name = request.data.get("name")
+            if isinstance(name, str) and name:
+                _refuse_if_retired(Node.objects.filter(name=name, state=NodeState.RETIRED).first())
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="qm-agent"'
 
@@ -99,6 +107,11 @@ class MayRegister(BasePermission):
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         return isinstance(request.user, AgentPrincipal | BootstrapPrincipal)
+
+def _refuse_if_retired(node: Node | None) -> None:
+    if node is not None and node.state == NodeState.RETIRED:
+        raise Conflict(str(protocol.NodeRetired(node)), code="node_retired")
+
 
 
 class IsThisNodesAgent(BasePermission):
@@ -480,6 +493,8 @@ class BatchSerializer(serializers.Serializer):
 
 class BatchSyncView(AgentView):
     """Heartbeats and reports of many nodes in one request: for an agent process that speaks
+        except protocol.NodeRetired as error:
+            raise Conflict(str(error), code="node_retired") from error
     for several nodes (`qm-agent --simulate N`). Each item carries its own node's token and is
     authenticated alone, exactly as on the per-node endpoints; an item whose token does not
     open its node gets a 401/403 result of its own, and the others proceed."""
@@ -554,6 +569,10 @@ class WaitView(AgentView):
         for item in items:
             node = nodes.get(item["name"])
             if node is None or not protocol.token_opens(node, item["token"]):
+                if known is None and node is not None and node.state == NodeState.RETIRED:
+                    results[index] = {"node": item["name"], "status": 409, "code": "node_retired",
+                                      "detail": str(protocol.NodeRetired(node))}
+                    continue
                 refused.append(item["name"])
             else:
                 ids[node.pk] = node.name

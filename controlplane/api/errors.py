@@ -87,9 +87,9 @@ def _still_in_use(objects: Any) -> str:
 _RETIRE = {
     "team": "To retire it, take it out of its cohort and delete its quotas and memberships.",
     "priorityclass": "To retire it, give the teams whose default it is another one.",
-    "node": ("To retire it, drain it (POST nodes/{pk}/drain/), stop its agent once it is cordoned, and move it to "
-             "a pool of its own (PATCH nodes/{pk}/ with pool \"retired\"): docs/operations.md, Taking a node out "
-             "for good."),
+    "node": ("To retire it, drain it (POST nodes/{pk}/drain/), then retire it once it is cordoned (POST "
+             "nodes/{pk}/retire/): it leaves the fleet's capacity and idle cost and its agent is refused, while its "
+             "history stays; docs/operations.md, Taking a node out for good."),
 }
 # Rows that refer to a record and can themselves be deleted or changed first; every other
 # protecting row (jobs, the GPUs of their allocations, rollups) is history, kept for good.

@@ -934,12 +934,13 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
         fields = [
             "id", "name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine",
             "capacity_tier", "state", "unschedulable", "allocated_gpus", "agent_lease_expires_at", "last_heartbeat_at",
-            "simulated",
+            "simulated", "retired_at",
         ]
-        read_only_fields = ["state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at"]
+        read_only_fields = ["state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at", "retired_at"]
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
-        set_elsewhere = {"state": "use the node's cordon, drain and uncordon actions; "
-                                  "the control loop sets down, suspect and quarantined",
+        set_elsewhere = {"state": "use the node's cordon, drain and uncordon actions, retire (POST nodes/{id}/retire/) "
+                                  "and return (POST nodes/{id}/return/); the control loop sets down, suspect and "
+                                  "quarantined",
                          "unschedulable": "use the node's cordon, drain and uncordon actions",
                          "agent_lease_expires_at": "the node's agent renews its lease with every heartbeat",
                          "last_heartbeat_at": "the node's agent reports it with every heartbeat",
@@ -1035,6 +1036,8 @@ class PoolFragmentationSerializer(serializers.Serializer):
     whole_free_nodes = serializers.IntegerField()
     partially_used_nodes = serializers.IntegerField()
     stranded_gpus = serializers.IntegerField(
+                         "retired_at": "set when an admin retires the node: retire (POST nodes/{id}/retire/); "
+                                       "cleared by return (POST nodes/{id}/return/)",
         help_text="Idle GPUs on partly used ready nodes while a job needing whole nodes of this pool waits; "
                   "GPUs held idle for a waiting job's reservation included."
     )

@@ -737,7 +737,8 @@ class PriceRateViewSet(AdminWritableViewSet):
 
 
 class NodeViewSet(AdminWritableViewSet):
-    """GPU nodes. State changes go through the cordon, drain and uncordon actions (admins)."""
+    """GPU nodes. State changes go through the cordon, drain, uncordon, retire and return actions
+    (admins). A retired node stays listed (filter with ?state=retired, or ?state=ready&state=…)."""
 
     serializer_class = s.NodeSerializer
     filterset_class = NodeFilterSet
@@ -806,3 +807,16 @@ class FragmentationMetricsView(ApiMixin, APIView):
     @extend_schema(responses={200: s.FragmentationMetricsSerializer})
     def get(self, request: Request) -> Response:
         return Response(s.FragmentationMetricsSerializer(fleet_figures.fragmentation_figures()).data)
+    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def retire(self, request: Request, pk: str | None = None) -> Response:
+        """Take the node out of the fleet for good: no work, no agent, no capacity or idle cost
+        from now on. 409 while jobs hold its GPUs (drain it first)."""
+        return self._act(request, nodes.retire)
+
+    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin], url_path="return", url_name="return")
+    def return_to_service(self, request: Request, pk: str | None = None) -> Response:
+        """Bring a retired node back: down until its agent registers again (then cordoned)."""
+        return self._act(request, nodes.return_to_service)
+

@@ -253,7 +253,6 @@ def roll_up(now: datetime) -> RollupResult:
         # 6. /metrics counters, and the nodes' hourly activity (the node page's active tier)
         _fold_cycle_durations(cursor)
         _fold_event_counts(cursor, top_event)
-        # 7. move on
         from controlplane.services.node_tiers import fold_node_activity  # node_tiers imports this module
 
         fold_node_activity(cursor, top_sample)
@@ -596,7 +595,9 @@ _NODE_JOINS = Q(kind=EventKind.NODE_REGISTERED, reason="Registered") | Q(kind=Ev
 def _fleet_spans(start: datetime) -> list[_NodeSpan]:
     """The nodes in the fleet at some instant from `start` on, each with when it joined (its
     agent's first registration, or its creation through the API or the admin) and, for a node
-    deleted since, when it left. A node without such an event since `start` was there before."""
+    deleted since, when it left. A node without such an event since `start` was there before.
+    A retired node is out of the fleet from its retirement (``retired_at``) until it is
+    returned to service, if ever: its capacity before that still counts."""
     joined: dict[int, int] = {}
     for node_id, data, at in Event.objects.filter(_NODE_JOINS, created_at__gt=start).values_list(
         "node_id", "data", "created_at"
@@ -606,7 +607,7 @@ def _fleet_spans(start: datetime) -> list[_NodeSpan]:
         if key is not None:
             joined[key] = min(joined.get(key, to_us(at)), to_us(at))
     spans = [
-        _NodeSpan(gpu_type_id, tier, gpus, joined.get(node_id), None)
+        _NodeSpan(gpu_type_id, tier, gpus, a, b)
         for node_id, gpu_type_id, tier, gpus in Node.objects.values_list("id", "gpu_type_id", "capacity_tier",
                                                                          "gpu_count")
     ]
@@ -619,8 +620,9 @@ def _fleet_spans(start: datetime) -> list[_NodeSpan]:
             gpu_type_id = type_ids.get(before.get("gpu_type"))
             if gpu_type_id is None or not before.get("gpu_count"):
                 continue  # its GPU type was renamed or deleted since: nothing left to price it by
-            spans.append(_NodeSpan(gpu_type_id, str(before.get("capacity_tier")), int(before["gpu_count"]),
-                                   joined.get(before.get("id")), to_us(at)))
+            spans.extend(_NodeSpan(gpu_type_id, str(before.get("capacity_tier")), int(before["gpu_count"]), a, b)
+                         for a, b in _within(joined.get(before.get("id")), to_us(at),
+                                             retirements.get(before.get("id"))))
     return spans
 
 
@@ -659,10 +661,12 @@ def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: 
                 FleetRollup(
                     bucket=MINUTE, start=minute, gpu_type_id=gpu_type_id, capacity_tier=tier,
                     capacity_gpu_seconds=Decimal(held_us).scaleb(-6),
+    retirements = _retirements(start)
                     capacity_cost_usd=cost[(gpu_type_id, tier)].quantize(USD_QUANTUM),
                 )
             )
     FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).update(
+        for a, b in _within(joined.get(node_id), None, retirements.get(node_id))
         capacity_gpu_seconds=0, capacity_cost_usd=0
     )
     _upsert(FleetRollup, rows, ["bucket", "start", "gpu_type", "capacity_tier"], list(_CAPACITY_FIELDS))
@@ -677,9 +681,16 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
             "team_id", "gpu_type_id", "nominal_gpus", "lending_limit", "team__cohort_id"
         )
     ]
-    capacity: dict[int, int] = defaultdict(int)
-    for gpu_type_id, gpus in Node.objects.values_list("gpu_type_id", "gpu_count"):
-        capacity[gpu_type_id] += gpus
+    # The fleet's GPUs per type: every node, less a retired one from its retirement on (its
+    # capacity before still counts), minute by minute.
+    retirements = _retirements(start)
+    steady: dict[int, int] = defaultdict(int)
+    timed: list[tuple[int, int, list[tuple[int | None, int | None]]]] = []
+    for node_id, gpu_type_id, gpus in Node.objects.values_list("id", "gpu_type_id", "gpu_count"):
+        if node_id in retirements:
+            timed.append((gpu_type_id, gpus, retirements[node_id]))
+        else:
+            steady[gpu_type_id] += gpus
     spans, teams = _spans(start, end, None)
     s_us, e_us = to_us(start), to_us(end)
     holdings = [
@@ -744,6 +755,12 @@ def _update_rates(job_minutes: dict[int, dict[int, JobMinute]], now: datetime, h
         current = existing.get(job_id)
         # An average moves a little with every report; rewrite the job's rows only when it
         # moves by more than UNSTEADY_RATE_TOLERANCE (a steady window replaces it anyway).
+        capacity = steady
+        if timed:
+            capacity = defaultdict(int, steady)
+            for gpu_type_id, gpus, present in timed:
+                if any((a is None or a <= m0) and (b is None or b > m0) for a, b in present):
+                    capacity[gpu_type_id] += gpus
         if current is not None and current.unit == unit and (
             abs(rate - current.per_active_gpu_second) <= UNSTEADY_RATE_TOLERANCE * current.per_active_gpu_second
         ):
@@ -1392,6 +1409,7 @@ def parse_window(text: str, now: datetime) -> Window:
     if "," in text:
         parts = text.split(",")
         if len(parts) != 2:
+        hours += _delete_in_batches(NodeActivityRollup.objects.filter(start__lt=old), batch)
             raise AccountingQueryError("window", f"'{text}' is not a window: give two RFC 3339 instants, start,end.")
         first, second = parts
         start, end = _instant(first), _instant(second)

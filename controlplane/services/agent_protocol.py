@@ -85,6 +85,17 @@ class AgentForbidden(Exception):
     """A valid agent asked for another node's endpoints (HTTP 403)."""
 
 
+class NodeRetired(Exception):
+    """The node was retired (services/nodes.retire): its agent is refused until an admin returns
+    it to service (HTTP 409, code ``node_retired``)."""
+
+    def __init__(self, node: Node) -> None:
+        from controlplane.services import nodes
+
+        super().__init__(nodes.retired_refusal(node))
+        self.node = node
+
+
 class InvalidAgentRequest(Exception):
     """The request cannot be applied; `errors` maps each field to what is wrong (HTTP 400)."""
 
@@ -248,13 +259,17 @@ def register(
          `NodeLeaseExpired` when the agent says it self-fenced at `self_fenced_at`: the node
          stopped answering, its agent did not restart);
       4. a suspect, quarantined or down node is ready again (it registered clean); cordoned
-         and draining nodes stay as the operator left them;
+         and draining nodes stay as the operator left them; a retired node is refused
+         (NodeRetired, 409) until an admin returns it to service;
       5. issue a fresh token (stored as sha256) and a lease.
     """
     from controlplane.services import reconcile
 
     bootstrap = is_bootstrap_secret(token)
     if not bootstrap and node_for_token(token) is None:
+        gone = Node.objects.filter(name=name, state=NodeState.RETIRED).first()
+        if gone is not None:
+            raise NodeRetired(gone)  # its token was revoked when it was retired: say why
         raise AgentAuthError(
             "register needs the bootstrap secret (QM_AGENT_BOOTSTRAP_TOKEN) or this node's own token"
         )
@@ -273,6 +288,8 @@ def register(
             node is None or not node.agent_token_hash or not hmac.compare_digest(node.agent_token_hash, token_hash(token))
         ):
             raise AgentForbidden(f"this token belongs to another node's agent; it may not register {name!r}")
+        if node is not None and node.state == NodeState.RETIRED:
+            raise NodeRetired(node)
         created = node is None
         # A node an admin (or the demo) created whose agent never spoke registers for the
         # first time, not "again".
@@ -533,7 +550,9 @@ def _renew_heartbeats(requests: Sequence[SyncRequest], now: datetime,
             # The lease ran out before this heartbeat arrived, or the node was quarantined.
             reconcile.expire_node(node.pk, now=now)
             reregister.add(node.pk)
-    unsure = [r.node.pk for r in requests if r.node.pk not in renewed and r.node.pk not in reregister]
+    # Not renewed: read what the node is now (quarantined by the expiry above, or retired
+    # meanwhile: the reply says which), a goodbye's excepted (down, see below).
+    unsure = [r.node.pk for r in requests if r.node.pk not in renewed and not r.goodbye]
     current = {
         pk: (state, lease)
         for pk, state, lease in Node.objects.filter(pk__in=unsure).values_list("pk", "state", "agent_lease_expires_at")
@@ -544,13 +563,13 @@ def _renew_heartbeats(requests: Sequence[SyncRequest], now: datetime,
         node = request.node
         if node.pk in renewed:
             # Renewed: the compare-and-set proved the node is neither quarantined nor down.
-            view[node.pk] = (NodeState.READY if node.state == NodeState.SUSPECT else node.state, expires)
+            view[node.pk] = (node.state if node.state != NodeState.SUSPECT else NodeState.READY, expires)
         elif node.pk in current:
             view[node.pk] = current[node.pk]
         else:
             view[node.pk] = (NodeState.QUARANTINED if not request.goodbye else NodeState.DOWN, None)
-        if view[node.pk][0] in (NodeState.QUARANTINED, NodeState.DOWN):
-            reregister.add(node.pk)
+        if view[node.pk][0] in (NodeState.QUARANTINED, NodeState.DOWN, NodeState.RETIRED):
+            reregister.add(node.pk)  # a retired node's registration is then refused (409)
     return view
 
 
@@ -593,15 +612,17 @@ def renew_lease(node: Node, now: datetime) -> bool:
 
 def renew_leases(nodes: Sequence[Node], now: datetime) -> set[int]:
     """Extend the leases that are still valid; returns the ids renewed. Compare-and-set: an
-    expired lease, or a quarantined or down node, is never renewed (reconcile may be fencing
-    it right now). A suspect node whose heartbeats resumed is ready again."""
+    expired lease, or a quarantined, down or retired node, is never renewed (reconcile may be
+    fencing it right now). A suspect node whose heartbeats resumed is ready again, or cordoned
+    or draining again when an operator had cordoned or drained it (the node objects given are
+    updated to the state they returned to)."""
     if not nodes:
         return set()
     expires = now + timedelta(seconds=lease_seconds())
     ids = [n.pk for n in nodes]
     updated = (
         Node.objects.filter(pk__in=ids, agent_lease_expires_at__gte=now)
-        .exclude(state__in=[NodeState.QUARANTINED, NodeState.DOWN])
+        .exclude(state__in=[NodeState.QUARANTINED, NodeState.DOWN, NodeState.RETIRED])
         .update(last_heartbeat_at=now, agent_lease_expires_at=expires)
     )
     if not updated:
@@ -610,13 +631,20 @@ def renew_leases(nodes: Sequence[Node], now: datetime) -> set[int]:
         Node.objects.filter(pk__in=ids, agent_lease_expires_at=expires).values_list("pk", flat=True)
     )
     for node in nodes:
-        if node.pk in renewed and node.state == NodeState.SUSPECT and Node.objects.filter(
-            pk=node.pk, state=NodeState.SUSPECT
-        ).update(state=NodeState.READY):
+        if node.pk not in renewed or node.state != NodeState.SUSPECT:
+            continue
+        from controlplane.services import reconcile
+
+        wish = Node.objects.filter(pk=node.pk).values_list("unschedulable", flat=True).first()
+        node.unschedulable = bool(wish)
+        back = reconcile.state_after_suspect(node)
+        if Node.objects.filter(pk=node.pk, state=NodeState.SUSPECT).update(state=back):
+            node.state = back
             transitions.record_event(
                 EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="HeartbeatsResumed",
-                message=f"{node.name}: suspect → ready, heartbeats resumed before its lease ran out",
-                data={"from": NodeState.SUSPECT.value, "to": NodeState.READY.value},
+                message=f"{node.name}: suspect → {back}, heartbeats resumed before its lease ran out"
+                + ("" if back == NodeState.READY else f" (it stays {back}, as an operator left it)"),
+                data={"from": NodeState.SUSPECT.value, "to": str(back)},
             )
             transaction.on_commit(_request_cycle)
     return renewed

@@ -24,7 +24,7 @@ __all__ = ["Infeasible", "NodeShape", "check", "fleet"]
 _FLEET_SQL = """
     SELECT t.name, t.memory_gb, t.relative_throughput,
            n.gpu_count, n.cpus, n.memory_gb, n.leaf_switch, n.spine, count(n.id)
-    FROM {gpu_type} t LEFT JOIN {node} n ON n.gpu_type_id = t.id
+    FROM {gpu_type} t LEFT JOIN {node} n ON n.gpu_type_id = t.id AND n.state <> 'retired'
     GROUP BY t.id, n.gpu_count, n.cpus, n.memory_gb, n.leaf_switch, n.spine
 """
 

@@ -111,7 +111,8 @@ def fragmentation_figures() -> FragmentationFigures:
     """Free GPUs per pool, how they are scattered, and how many are stranded.
 
     Steps:
-    1. Live GPUs per node (one grouped query) against each node's GPU count.
+    1. Live GPUs per node (one grouped query) against each node's GPU count (retired nodes
+       left out).
     2. Per pool: free GPUs on ready nodes, the largest free block, whole free nodes.
     3. Stranded GPUs (FleetFigures' definition): free GPUs on partially used ready nodes,
        counted only while a pending job that needs whole nodes of that pool waits. Free here is
@@ -125,7 +126,9 @@ def fragmentation_figures() -> FragmentationFigures:
         AllocationGpu.objects.filter(live=True).values("node_id").annotate(n=Count("id")).values_list("node_id", "n")
     )
     pools: dict[str, PoolFragmentation] = {}
-    for node in Node.objects.select_related("gpu_type").only(
+    # A retired node is out of the fleet: none of its GPUs count (nor does its pool, when all of
+    # that pool's nodes are retired).
+    for node in Node.objects.exclude(state=NodeState.RETIRED).select_related("gpu_type").only(
         "id", "pool", "gpu_count", "state", "gpu_type__name", "gpu_type__memory_gb"
     ):
         pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type.name, gpu_memory_gb=node.gpu_type.memory_gb))

@@ -1,9 +1,13 @@
-"""Operator actions on nodes: cordon, drain, uncordon.
+"""Operator actions on nodes: cordon, drain, uncordon, retire, return to service.
 
 - cordon: the node takes no new work; what runs there keeps running.
 - drain: the node takes no new work and its running jobs are left to finish (the control loop
   turns a drained node with nothing left on it into a cordoned one).
 - uncordon: a cordoned or draining node takes work again.
+- retire: the node leaves the fleet for good (state ``retired``, ``retired_at``): no agent, no
+  work, no capacity, no idle cost from then on; refused while jobs hold its GPUs (drain it
+  first). It is kept, not deleted: its history, allocations and usage name it.
+- return to service: a retired node comes back as ``down`` until its agent registers again.
 
 Health states (suspect, down, quarantined) belong to the control loop, which sets them from
 heartbeats and leases; an operator cannot wish a down node back to ready. The operator's wish
@@ -18,10 +22,12 @@ each other.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import Count, Sum
+from django.utils import timezone
 
 from controlplane.choices import EventKind, NodeState
 from controlplane.models import AllocationGpu, GpuType, Node
@@ -130,7 +136,13 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser) -> Node:
     not allow it (a suspect node cannot be uncordoned: it was never cordoned)."""
     with transaction.atomic():
         current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
-        if current.state in _AWAY:
+        if current.state == NodeState.RETIRED:
+            raise NodeActionRefused(
+                f"node {current.name} is retired (since {_when(current.retired_at)}); it cannot be {action.verb}ed: "
+                f"return it to service first (POST nodes/{current.pk}/return/, `qm nodes return {current.name}`)")
+        if current.state in _AWAY or (current.state == NodeState.SUSPECT and current.unschedulable):
+            # A silent node the operator had cordoned or drained (reconcile made it suspect):
+            # as while it is away, the action only changes how it comes back.
             return _while_away(current, action, user)
         if current.state == action.target:
             return current  # already there: nothing changed, nothing to record
@@ -153,8 +165,9 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser) -> Node:
 
 
 def _while_away(current: Node, action: _Action, user: AbstractBaseUser) -> Node:
-    """A quarantined or down node keeps its state (the control loop's); the action decides
-    how it comes back when its agent registers again: cordoned, or ready."""
+    """A quarantined, down or (cordoned, then) suspect node keeps its state (the control
+    loop's); the action decides how it comes back when its agent is heard again: cordoned, or
+    ready."""
     if current.unschedulable == action.unschedulable:
         return current  # the wish is already recorded
     Node.objects.filter(pk=current.pk).update(unschedulable=action.unschedulable)
@@ -163,7 +176,8 @@ def _while_away(current: Node, action: _Action, user: AbstractBaseUser) -> Node:
     record_event(
         EventKind.NODE_STATE, f"user:{user.get_username()}", node=current, reason=action.reason,
         message=f"{current.name}: {action.verb}ed by {user.get_username()} while {current.state}; it returns "
-        f"{comes_back} when its agent registers again",
+        f"{comes_back} when its agent " + ("heartbeats again" if current.state == NodeState.SUSPECT
+                                           else "registers again"),
         data={"from": str(current.state), "to": str(current.state), "action": action.verb,
               "unschedulable": action.unschedulable, "returns": str(comes_back)},
     )
@@ -180,3 +194,101 @@ def drain(node: Node, user: AbstractBaseUser) -> Node:
 
 def uncordon(node: Node, user: AbstractBaseUser) -> Node:
     return _apply(node, UNCORDON, user)
+
+
+# ---------------------------------------------------------------------------- retirement
+
+RETIRED_REASON = "Retired"
+RETURNED_REASON = "ReturnedToService"
+
+
+def _when(at: datetime | None) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if at is not None else "an unknown time"
+
+
+def retired_refusal(node: Node) -> str:
+    """What an agent of a retired node is told (services/agent_protocol.py answers it as a 409)."""
+    return (f"node {node.name} is retired since {_when(node.retired_at)}; an admin returns it to service first "
+            f"(POST nodes/{node.pk}/return/, `qm nodes return {node.name}`, or the admin's node list), then its "
+            "agent registers again")
+
+
+def retire_refusal(node: Node) -> str | None:
+    """Why `node` may not be retired now, or None: jobs hold its GPUs through live allocations
+    (a retired node runs nothing and its agent is shut out, so their work would be lost)."""
+    held = (AllocationGpu.objects.filter(node_id=node.pk, live=True)
+            .aggregate(jobs=Count("allocation__job_id", distinct=True), gpus=Count("id")))
+    if not held["jobs"]:
+        return None
+    jobs = held["jobs"]
+    return (f"node {node.name} still runs {jobs} job{'s' if jobs > 1 else ''} on {held['gpus']} of its "
+            f"{node.gpu_count} GPUs ({_holders(node.pk, False)}); drain it first (`qm nodes drain {node.name}`, "
+            f"POST nodes/{node.pk}/drain/, or the Drain action of the admin's node list): it takes no new work, and "
+            "once its jobs have finished it is cordoned; then retire it")
+
+
+def retire(node: Node, user: AbstractBaseUser, *, now: datetime | None = None) -> Node:
+    """Take `node` out of the fleet for good: state retired, ``retired_at`` now, unschedulable,
+    its agent's lease and token cleared (the agent is refused from then on, 409). The scheduler
+    never sees it again, and the fleet's capacity and idle cost leave it out from ``retired_at``
+    on (services/accounting.py). Refused (NodeActionRefused) while jobs hold its GPUs. A node
+    already retired stays as it is (nothing recorded).
+
+    The scheduler lease row is locked first (lock order lease → node, as reconcile and the
+    cycle's commit): a cycle committing a bind onto this node either commits before us (and we
+    see its allocation and refuse) or after us (and its bind sees the node is no longer ready)."""
+    from controlplane.services.reconcile import lock_scheduler_lease
+
+    actor = user.get_username()
+    with transaction.atomic():
+        lock_scheduler_lease()
+        current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
+        if current.state == NodeState.RETIRED:
+            return current
+        refusal = retire_refusal(current)
+        if refusal:
+            raise NodeActionRefused(refusal)
+        at = now or timezone.now()
+        before = current.state
+        Node.objects.filter(pk=current.pk).update(
+            state=NodeState.RETIRED, retired_at=at, unschedulable=True, agent_lease_expires_at=None,
+            agent_token_hash="")
+        current.state, current.retired_at, current.unschedulable = NodeState.RETIRED, at, True
+        current.agent_lease_expires_at, current.agent_token_hash = None, ""
+        record_event(
+            EventKind.NODE_STATE, f"user:{actor}", node=current, reason=RETIRED_REASON, at=at,
+            message=f"{current.name}: {before} → retired by {actor}; its {current.gpu_count} "
+            f"{current.gpu_type.name} GPUs leave the fleet's capacity and idle cost, and its agent is refused until "
+            "an admin returns it to service",
+            data={"from": str(before), "to": NodeState.RETIRED.value, "action": "retire", "unschedulable": True,
+                  "gpus": current.gpu_count, "retired_at": at.isoformat(), "node_id": current.pk},
+        )
+    return current
+
+
+def return_to_service(node: Node, user: AbstractBaseUser, *, now: datetime | None = None) -> Node:
+    """Bring a retired node back: state down (its agent has no token: it registers again with
+    the bootstrap secret, and the node then comes back cordoned, as an operator's cordon
+    outlives a node going away; uncordon it to take work), ``retired_at`` cleared. Its GPUs
+    count in the fleet's capacity again from now. Refused (NodeActionRefused) for a node that
+    is not retired."""
+    actor = user.get_username()
+    with transaction.atomic():
+        current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
+        if current.state != NodeState.RETIRED:
+            raise NodeActionRefused(
+                f"node {current.name} is {current.state}, not retired: only a retired node can be returned to service")
+        at = now or timezone.now()
+        since = current.retired_at
+        Node.objects.filter(pk=current.pk).update(state=NodeState.DOWN, retired_at=None)
+        current.state, current.retired_at = NodeState.DOWN, None
+        record_event(
+            EventKind.NODE_STATE, f"user:{actor}", node=current, reason=RETURNED_REASON, at=at,
+            message=f"{current.name}: retired → down, returned to service by {actor} (retired since {_when(since)}); "
+            f"its {current.gpu_count} GPUs count in the fleet again; it stays down until its agent registers, and "
+            + ("comes back cordoned (uncordon it to take work)" if current.unschedulable else "comes back ready"),
+            data={"from": NodeState.RETIRED.value, "to": NodeState.DOWN.value, "action": "return",
+                  "retired_at": since.isoformat() if since else None, "unschedulable": current.unschedulable,
+                  "node_id": current.pk},
+        )
+    return current

@@ -8,7 +8,7 @@ from typing import Any
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery, Value
 from django.db.models.functions import Coalesce
 
-from controlplane.choices import EventKind
+from controlplane.choices import EventKind, NodeState
 from controlplane.models import AllocationGpu, Event, Node, Quota, Team
 from controlplane.services.transitions import event_fields
 from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
@@ -186,7 +186,7 @@ def lent_now() -> dict[tuple[int, int], float]:
         .values_list("allocation__job__team_id", "node__gpu_type_id").annotate(n=Count("pk"))
     )]
     capacity: dict[int, int] = {}
-    for gpu_type_id, gpus in Node.objects.values_list("gpu_type_id", "gpu_count"):
+    for gpu_type_id, gpus in Node.objects.exclude(state=NodeState.RETIRED).values_list("gpu_type_id", "gpu_count"):
         capacity[gpu_type_id] = capacity.get(gpu_type_id, 0) + gpus
     # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
     cells = idle_guarantees(0, 1, guarantees, holdings, capacity, PriceBook())

@@ -2,8 +2,11 @@
 
 Steps of one pass (`reconcile_nodes`), each a compare-and-set that a concurrent pass, a
 heartbeat or an operator's click cannot be overwritten by:
-  1. suspect: a ready node silent for SUSPECT_AFTER_S gets no new work (its running work is
-     left alone: a late heartbeat makes it ready again);
+  1. suspect: a ready, cordoned or draining node silent for SUSPECT_AFTER_S is suspect: it
+     gets no new work and its running work is left alone; a late heartbeat makes it ready
+     again, or, when an operator had cordoned or drained it (``unschedulable``), cordoned or
+     draining again (`state_after_suspect`). Before 30 Nov only a ready node went suspect: a
+     silent cordoned or draining node showed as cordoned until its lease ran out;
   2. expire: a node whose agent lease ran out is quarantined and every live allocation on it is
      fenced (generation bumped, state fenced, job requeued whole with its lost work recorded).
      The node's GPUs are not used again until its agent registers clean; the agent itself
@@ -72,7 +75,7 @@ def reconcile_nodes(now: datetime | None = None) -> ReconcileResult:
     quarantined = fenced = 0
     expired = list(
         Node.objects.filter(agent_lease_expires_at__lt=now)
-        .exclude(state__in=[NodeState.QUARANTINED, NodeState.DOWN])
+        .exclude(state__in=[NodeState.QUARANTINED, NodeState.DOWN, NodeState.RETIRED])
         .values_list("pk", flat=True)
     )
     for node_id in expired:
@@ -96,26 +99,47 @@ def reconcile_nodes(now: datetime | None = None) -> ReconcileResult:
     return result
 
 
+# The states a silent node leaves for suspect: in service, or kept out of it by an operator's
+# cordon or drain (it then comes back as it was, see state_after_suspect).
+_HEARD_STATES = (NodeState.READY, NodeState.CORDONED, NodeState.DRAINING)
+MISSED_HEARTBEATS = "MissedHeartbeats"
+
+
 def _mark_suspect(now: datetime) -> int:
     cutoff = now - timedelta(seconds=float(settings.QM["SUSPECT_AFTER_S"]))
     silent = Q(last_heartbeat_at__lt=cutoff) | Q(last_heartbeat_at__isnull=True)
     count = 0
     who = actor()
-    for node in Node.objects.filter(silent, state=NodeState.READY).only("pk", "name", "last_heartbeat_at"):
-        # Compare-and-set: a heartbeat that landed since the read wins.
-        if Node.objects.filter(silent, pk=node.pk, state=NodeState.READY).update(state=NodeState.SUSPECT):
+    for node in Node.objects.filter(silent, state__in=_HEARD_STATES).only(
+            "pk", "name", "state", "unschedulable", "last_heartbeat_at"):
+        # Compare-and-set: a heartbeat (or an operator's click) that landed since the read wins.
+        if Node.objects.filter(silent, pk=node.pk, state=node.state).update(state=NodeState.SUSPECT):
             count += 1
             heard = (
                 f"last heard {(now - node.last_heartbeat_at).total_seconds():.1f} s ago"
                 if node.last_heartbeat_at else "its agent never registered"
             )
+            returns = node.state if node.unschedulable and node.state != NodeState.READY else NodeState.READY
             transitions.record_event(
-                EventKind.NODE_STATE, who, node=node, at=now, reason="MissedHeartbeats",
-                message=f"{node.name}: ready → suspect, {heard}; no new work goes there, running work is left alone",
-                data={"from": NodeState.READY.value, "to": NodeState.SUSPECT.value,
+                EventKind.NODE_STATE, who, node=node, at=now, reason=MISSED_HEARTBEATS,
+                message=f"{node.name}: {node.state} → suspect, {heard}; no new work goes there, running work is left "
+                f"alone" + (f"; it returns {returns} when heartbeats resume" if returns != NodeState.READY else ""),
+                data={"from": str(node.state), "to": NodeState.SUSPECT.value, "returns": str(returns),
+                      "unschedulable": node.unschedulable,
                       "last_heartbeat_at": node.last_heartbeat_at.isoformat() if node.last_heartbeat_at else None},
             )
     return count
+
+
+def state_after_suspect(node: Node) -> NodeState:
+    """Where a suspect node goes when its heartbeats resume: ready, unless an operator's cordon
+    or drain is still wished (``unschedulable``): then draining if it was draining when it fell
+    silent (its MissedHeartbeats event says), else cordoned."""
+    if not node.unschedulable:
+        return NodeState.READY
+    was = (Event.objects.filter(node_id=node.pk, kind=EventKind.NODE_STATE, reason=MISSED_HEARTBEATS)
+           .order_by("-created_at", "-id").values_list("data", flat=True).first() or {}).get("from")
+    return NodeState.DRAINING if was == NodeState.DRAINING.value else NodeState.CORDONED
 
 
 def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
@@ -128,8 +152,8 @@ def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
     with transaction.atomic():
         lease = lock_scheduler_lease()
         node = Node.objects.select_for_update(no_key=True).filter(pk=node_id).first()
-        if node is None:
-            return 0, 0
+        if node is None or node.state == NodeState.RETIRED:
+            return 0, 0  # a retired node holds nothing, and its agent is refused
         lapsed = node.agent_lease_expires_at is None or node.agent_lease_expires_at < now
         before = node.state
         if node.state not in (NodeState.QUARANTINED, NodeState.DOWN):

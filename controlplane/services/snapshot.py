@@ -28,6 +28,7 @@ from controlplane.choices import (
     EventKind,
     JobState,
 )
+    NodeState,
 from controlplane.models import (
     Allocation,
     AllocationGpu,
@@ -336,7 +337,9 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
     gpu_types = {g.pk: g for g in GpuType.objects.all()}
     priority_classes = {p.pk: p for p in PriorityClass.objects.all()}
     teams = {t.pk: t for t in Team.objects.select_related("cohort")}
-    nodes = list(Node.objects.order_by("name").values_list(*_NODE_COLUMNS))
+    # A retired node is out of the fleet for good: the engine never sees it (it holds no live
+    # allocation: services/nodes.retire refuses while one does).
+    nodes = list(Node.objects.exclude(state=NodeState.RETIRED).order_by("name").values_list(*_NODE_COLUMNS))
     context = SnapshotContext(
         snapshot=engine.Snapshot(now=to_seconds(now), nodes=(), gpu_types=(), priority_classes=(), quotas=(),
                                  pending=(), running=()),

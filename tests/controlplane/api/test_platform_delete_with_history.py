@@ -55,7 +55,8 @@ def test_a_node_that_ran_jobs_says_drain_not_remove(fleet, admin) -> None:
     detail = r.json()["detail"]
     assert detail.startswith(f"Node {node.name} has accounting history"), detail
     assert "2 allocated GPUs of jobs" in detail and "cannot be deleted" in detail
-    assert "drain it" in detail and "a pool of its own" in detail  # as docs/operations.md's runbook says
+    assert "drain it" in detail and f"retire it once it is cordoned (POST nodes/{node.pk}/retire/)" in detail
+    assert "a pool of its own" not in detail  # the workaround before the retired state
     assert ":0 g" not in detail  # not the allocation GPU rows' own names ("1:0 g7")
     assert "remove or move" not in detail
     assert Node.objects.filter(pk=node.pk).exists()
