@@ -316,11 +316,6 @@ class NodeAgent:
                 self.token = ""
                 self._forget_desired()
                 self.next_contact = now + RETRY_S
-            elif isinstance(error, Refused):
-                self.log.error("control plane refused the request", detail=error.detail, status=error.status)
-                self.next_contact = now + max(self.interval_s, 5.0)
-            else:
-                self.log.warning("control plane unreachable", detail=str(error))
             elif isinstance(error, Retired):
                 # Retired by an admin: nothing runs here any more. Before 30 Nov such a refused
                 # registration was sent again every round, forever (a refusal set no delay).
@@ -336,13 +331,18 @@ class NodeAgent:
                     "this node is retired: the control plane refuses its agent until an admin returns it to service; "
                     "asking again every few minutes", detail=error.detail, retry_in_s=RETIRED_RETRY_S)
                 self.next_contact = self.register_not_before = now + RETIRED_RETRY_S
-                self.next_contact = now + min(self.interval_s, RETRY_S * 2)
-            return
-        assert reply is not None
+            elif isinstance(error, Refused):
+                self.log.error("control plane refused the request", detail=error.detail, status=error.status)
+                self.next_contact = now + max(self.interval_s, 5.0)
                 if call.kind == "register":
                     # Retrying an unchanged registration at once cannot help (before, nothing
                     # delayed it: it was sent again every round).
                     self.register_not_before = self.next_contact
+            else:
+                self.log.warning("control plane unreachable", detail=str(error))
+                self.next_contact = now + min(self.interval_s, RETRY_S * 2)
+            return
+        assert reply is not None
         if len(self.round_trips) < 10_000:
             self.round_trips.append(now - call.sent)
         if call.kind == "register":

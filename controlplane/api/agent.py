@@ -84,12 +84,6 @@ class AgentTokenAuthentication(BaseAuthentication):
             return BootstrapPrincipal(), token
         node = protocol.node_for_token(token)
         if node is None:
-            raise exceptions.AuthenticationFailed(
-                "Unknown agent token: it was never issued or a newer registration replaced it; "
-                "register again with the bootstrap secret."
-            )
-        return AgentPrincipal(node), token
-
             # Retiring a node revokes its agent's token: say so (409), not "unknown token". The
             # node is named by the path (heartbeat, report) or by a registration's body.
             context = getattr(request, "parser_context", None) or {}
@@ -98,8 +92,19 @@ class AgentTokenAuthentication(BaseAuthentication):
                 name = request.data.get("name")
             if isinstance(name, str) and name:
                 _refuse_if_retired(Node.objects.filter(name=name, state=NodeState.RETIRED).first())
+            raise exceptions.AuthenticationFailed(
+                "Unknown agent token: it was never issued or a newer registration replaced it; "
+                "register again with the bootstrap secret."
+            )
+        return AgentPrincipal(node), token
+
     def authenticate_header(self, request: Request) -> str:
         return 'Bearer realm="qm-agent"'
+
+
+def _refuse_if_retired(node: Node | None) -> None:
+    if node is not None and node.state == NodeState.RETIRED:
+        raise Conflict(str(protocol.NodeRetired(node)), code="node_retired")
 
 
 class MayRegister(BasePermission):
@@ -107,11 +112,6 @@ class MayRegister(BasePermission):
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         return isinstance(request.user, AgentPrincipal | BootstrapPrincipal)
-
-def _refuse_if_retired(node: Node | None) -> None:
-    if node is not None and node.state == NodeState.RETIRED:
-        raise Conflict(str(protocol.NodeRetired(node)), code="node_retired")
-
 
 
 class IsThisNodesAgent(BasePermission):
@@ -437,6 +437,8 @@ class RegisterView(AgentView):
             raise exceptions.PermissionDenied(str(error)) from error
         except protocol.AgentAuthError as error:
             raise exceptions.AuthenticationFailed(str(error)) from error
+        except protocol.NodeRetired as error:
+            raise Conflict(str(error), code="node_retired") from error
         node = registration.node
         return Response(
             {
@@ -493,8 +495,6 @@ class BatchSerializer(serializers.Serializer):
 
 class BatchSyncView(AgentView):
     """Heartbeats and reports of many nodes in one request: for an agent process that speaks
-        except protocol.NodeRetired as error:
-            raise Conflict(str(error), code="node_retired") from error
     for several nodes (`qm-agent --simulate N`). Each item carries its own node's token and is
     authenticated alone, exactly as on the per-node endpoints; an item whose token does not
     open its node gets a 401/403 result of its own, and the others proceed."""
@@ -512,6 +512,10 @@ class BatchSyncView(AgentView):
             node = nodes.get(item["name"])
             if node is None or not protocol.token_opens(node, item["token"]):
                 known = protocol.node_for_token(item["token"])
+                if known is None and node is not None and node.state == NodeState.RETIRED:
+                    results[index] = {"node": item["name"], "status": 409, "code": "node_retired",
+                                      "detail": str(protocol.NodeRetired(node))}
+                    continue
                 status_code, detail = (
                     (403, f"This token belongs to the agent of node {known.name!r}; it may not act for node {item['name']!r}.")
                     if known is not None else (401, "Unknown agent token: register again with the bootstrap secret.")
@@ -569,10 +573,6 @@ class WaitView(AgentView):
         for item in items:
             node = nodes.get(item["name"])
             if node is None or not protocol.token_opens(node, item["token"]):
-                if known is None and node is not None and node.state == NodeState.RETIRED:
-                    results[index] = {"node": item["name"], "status": 409, "code": "node_retired",
-                                      "detail": str(protocol.NodeRetired(node))}
-                    continue
                 refused.append(item["name"])
             else:
                 ids[node.pk] = node.name

@@ -942,6 +942,8 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
                                   "and return (POST nodes/{id}/return/); the control loop sets down, suspect and "
                                   "quarantined",
                          "unschedulable": "use the node's cordon, drain and uncordon actions",
+                         "retired_at": "set when an admin retires the node: retire (POST nodes/{id}/retire/); "
+                                       "cleared by return (POST nodes/{id}/return/)",
                          "agent_lease_expires_at": "the node's agent renews its lease with every heartbeat",
                          "last_heartbeat_at": "the node's agent reports it with every heartbeat",
                          "allocated_gpus": "counted from the node's live allocations"}
@@ -1036,8 +1038,6 @@ class PoolFragmentationSerializer(serializers.Serializer):
     whole_free_nodes = serializers.IntegerField()
     partially_used_nodes = serializers.IntegerField()
     stranded_gpus = serializers.IntegerField(
-                         "retired_at": "set when an admin retires the node: retire (POST nodes/{id}/retire/); "
-                                       "cleared by return (POST nodes/{id}/return/)",
         help_text="Idle GPUs on partly used ready nodes while a job needing whole nodes of this pool waits; "
                   "GPUs held idle for a waiting job's reservation included."
     )

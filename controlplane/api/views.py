@@ -779,6 +779,19 @@ class NodeViewSet(AdminWritableViewSet):
         """Take work again (from cordoned or draining)."""
         return self._act(request, nodes.uncordon)
 
+    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def retire(self, request: Request, pk: str | None = None) -> Response:
+        """Take the node out of the fleet for good: no work, no agent, no capacity or idle cost
+        from now on. 409 while jobs hold its GPUs (drain it first)."""
+        return self._act(request, nodes.retire)
+
+    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin], url_path="return", url_name="return")
+    def return_to_service(self, request: Request, pk: str | None = None) -> Response:
+        """Bring a retired node back: down until its agent registers again (then cordoned)."""
+        return self._act(request, nodes.return_to_service)
+
 
 class EventViewSet(ApiMixin, viewsets.ReadOnlyModelViewSet):
     """The audit trail: admins read all of it, members what happened to their team's jobs."""
@@ -807,16 +820,3 @@ class FragmentationMetricsView(ApiMixin, APIView):
     @extend_schema(responses={200: s.FragmentationMetricsSerializer})
     def get(self, request: Request) -> Response:
         return Response(s.FragmentationMetricsSerializer(fleet_figures.fragmentation_figures()).data)
-    @extend_schema(request=None, responses={200: s.NodeSerializer})
-    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
-    def retire(self, request: Request, pk: str | None = None) -> Response:
-        """Take the node out of the fleet for good: no work, no agent, no capacity or idle cost
-        from now on. 409 while jobs hold its GPUs (drain it first)."""
-        return self._act(request, nodes.retire)
-
-    @extend_schema(request=None, responses={200: s.NodeSerializer})
-    @action(detail=True, methods=["post"], permission_classes=[IsAdmin], url_path="return", url_name="return")
-    def return_to_service(self, request: Request, pk: str | None = None) -> Response:
-        """Bring a retired node back: down until its agent registers again (then cordoned)."""
-        return self._act(request, nodes.return_to_service)
-

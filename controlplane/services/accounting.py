@@ -67,6 +67,7 @@ from controlplane.models import (
     UsageSample,
 )
 from controlplane.models.usage import TOKEN_SUM_FIELDS, USAGE_SUM_FIELDS, RollupBucket
+from controlplane.services.nodes import RETIRED_REASON, RETURNED_REASON
 from controlplane.services.usage_tiers import (
     EVICTED,
     FAILED,
@@ -256,6 +257,7 @@ def roll_up(now: datetime) -> RollupResult:
         from controlplane.services.node_tiers import fold_node_activity  # node_tiers imports this module
 
         fold_node_activity(cursor, top_sample)
+        # 7. move on
         cursor.rolled_until = end
         cursor.last_sample_id = max(cursor.last_sample_id, top_sample)
         cursor.last_event_id = max(cursor.last_event_id, top_event)
@@ -592,6 +594,58 @@ _NODE_JOINS = Q(kind=EventKind.NODE_REGISTERED, reason="Registered") | Q(kind=Ev
                                                                           reason="NodeCreated")
 
 
+# Retiring a node takes it out of the fleet, returning it to service brings it back
+# (services/nodes.py records both as node.state events with these reasons).
+_RETIRED, _RETURNED = RETIRED_REASON, RETURNED_REASON
+
+
+def _retirements(start: datetime) -> dict[int, list[tuple[int | None, int | None]]]:
+    """When each node that was retired (now, or at some instant from `start` on) was in the
+    fleet from `start` on: [(from_us, until_us)], None for before or after the window; an empty
+    list for a node retired before `start` and not returned since. A node missing here was in
+    the fleet throughout, as far as retirement goes (joins and deletions are _fleet_spans')."""
+    flips: dict[int, list[tuple[str, int]]] = defaultdict(list)
+    for node_id, data, reason, at in Event.objects.filter(
+        kind=EventKind.NODE_STATE, reason__in=(_RETIRED, _RETURNED), created_at__gt=start
+    ).order_by("created_at", "id").values_list("node_id", "data", "reason", "created_at"):
+        # A deleted node's events lose their node_id; their data keep it.
+        key = node_id if node_id is not None else (data or {}).get("node_id")
+        if key is not None:
+            flips[int(key)].append((reason, to_us(at)))
+    out: dict[int, list[tuple[int | None, int | None]]] = {}
+    for node_id, retired_at in Node.objects.filter(retired_at__isnull=False).values_list("id", "retired_at"):
+        if node_id not in flips:
+            out[node_id] = [] if retired_at <= start else [(None, to_us(retired_at))]
+    for node_id, seen in flips.items():
+        inside = seen[0][0] == _RETIRED  # in the fleet until its first retirement since `start`
+        since: int | None = None
+        spans: list[tuple[int | None, int | None]] = []
+        for reason, at in seen:
+            if reason == _RETIRED and inside:
+                spans.append((since, at))
+                inside = False
+            elif reason == _RETURNED and not inside:
+                since, inside = at, True
+        if inside:
+            spans.append((since, None))
+        out[node_id] = spans
+    return out
+
+
+def _within(joined: int | None, left: int | None, spans: list[tuple[int | None, int | None]] | None,
+            ) -> list[tuple[int | None, int | None]]:
+    """[joined, left) cut to the spans a node was not retired in (None: no retirement)."""
+    if spans is None:
+        return [(joined, left)]
+    cut = []
+    for a, b in spans:
+        lo = a if joined is None else (joined if a is None else max(a, joined))
+        hi = b if left is None else (left if b is None else min(b, left))
+        if lo is None or hi is None or hi > lo:
+            cut.append((lo, hi))
+    return cut
+
+
 def _fleet_spans(start: datetime) -> list[_NodeSpan]:
     """The nodes in the fleet at some instant from `start` on, each with when it joined (its
     agent's first registration, or its creation through the API or the admin) and, for a node
@@ -606,10 +660,12 @@ def _fleet_spans(start: datetime) -> list[_NodeSpan]:
         key = node_id if node_id is not None else ((data or {}).get("after") or {}).get("id")
         if key is not None:
             joined[key] = min(joined.get(key, to_us(at)), to_us(at))
+    retirements = _retirements(start)
     spans = [
         _NodeSpan(gpu_type_id, tier, gpus, a, b)
         for node_id, gpu_type_id, tier, gpus in Node.objects.values_list("id", "gpu_type_id", "capacity_tier",
                                                                          "gpu_count")
+        for a, b in _within(joined.get(node_id), None, retirements.get(node_id))
     ]
     deleted = list(Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason="NodeDeleted", created_at__gt=start)
                    .values_list("data", "created_at"))
@@ -661,12 +717,10 @@ def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: 
                 FleetRollup(
                     bucket=MINUTE, start=minute, gpu_type_id=gpu_type_id, capacity_tier=tier,
                     capacity_gpu_seconds=Decimal(held_us).scaleb(-6),
-    retirements = _retirements(start)
                     capacity_cost_usd=cost[(gpu_type_id, tier)].quantize(USD_QUANTUM),
                 )
             )
     FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).update(
-        for a, b in _within(joined.get(node_id), None, retirements.get(node_id))
         capacity_gpu_seconds=0, capacity_cost_usd=0
     )
     _upsert(FleetRollup, rows, ["bucket", "start", "gpu_type", "capacity_tier"], list(_CAPACITY_FIELDS))
@@ -701,6 +755,12 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
     for minute in _slots(start, end, MINUTE):
         m0, m1 = max(to_us(minute), s_us), min(to_us(minute) + MINUTE_US, e_us)
         here = [h for h in holdings if h.start_us < m1 and h.end_us > m0]
+        capacity = steady
+        if timed:
+            capacity = defaultdict(int, steady)
+            for gpu_type_id, gpus, present in timed:
+                if any((a is None or a <= m0) and (b is None or b > m0) for a, b in present):
+                    capacity[gpu_type_id] += gpus
         for (team_id, gpu_type_id), cell in idle_guarantees(m0, m1, guarantees, here, capacity, prices).items():
             nominal, used, borrowed, lent, idle = cell.parts()
             rows.append(
@@ -755,12 +815,6 @@ def _update_rates(job_minutes: dict[int, dict[int, JobMinute]], now: datetime, h
         current = existing.get(job_id)
         # An average moves a little with every report; rewrite the job's rows only when it
         # moves by more than UNSTEADY_RATE_TOLERANCE (a steady window replaces it anyway).
-        capacity = steady
-        if timed:
-            capacity = defaultdict(int, steady)
-            for gpu_type_id, gpus, present in timed:
-                if any((a is None or a <= m0) and (b is None or b > m0) for a, b in present):
-                    capacity[gpu_type_id] += gpus
         if current is not None and current.unit == unit and (
             abs(rate - current.per_active_gpu_second) <= UNSTEADY_RATE_TOLERANCE * current.per_active_gpu_second
         ):
@@ -1355,6 +1409,7 @@ def apply_retention(now: datetime, batch: int = 50_000) -> RetentionResult:
             _delete_in_batches(model.objects.filter(bucket=HOUR, start__lt=old), batch)
             for model in (UsageRollup, FleetRollup, QuotaRollup)
         )
+        hours += _delete_in_batches(NodeActivityRollup.objects.filter(start__lt=old), batch)
     log.info("usage retention", samples=samples, minute_rows=minutes, hour_rows=hours, horizon=horizon.isoformat())
     return RetentionResult(ran=True, samples_deleted=samples, minute_rows_deleted=minutes, hour_rows_deleted=hours)
 
@@ -1409,7 +1464,6 @@ def parse_window(text: str, now: datetime) -> Window:
     if "," in text:
         parts = text.split(",")
         if len(parts) != 2:
-        hours += _delete_in_batches(NodeActivityRollup.objects.filter(start__lt=old), batch)
             raise AccountingQueryError("window", f"'{text}' is not a window: give two RFC 3339 instants, start,end.")
         first, second = parts
         start, end = _instant(first), _instant(second)
@@ -1427,7 +1481,6 @@ def parse_window(text: str, now: datetime) -> Window:
         raise AccountingQueryError(
             "window", f"'{text}' is not a window: use a positive whole number with m, h, d or w (7d), "
             "today, yesterday, or start,end in RFC 3339."
-        hours += _delete_in_batches(NodeActivityRollup.objects.filter(start__lt=old), batch)
         )
     seconds = int(number) * _WINDOW_UNITS[unit]
     if seconds > _MAX_WINDOW_S:

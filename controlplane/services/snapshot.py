@@ -27,8 +27,8 @@ from controlplane.choices import (
     AllocationState,
     EventKind,
     JobState,
-)
     NodeState,
+)
 from controlplane.models import (
     Allocation,
     AllocationGpu,
