@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import copy
 import functools
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -253,6 +254,10 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     checkpoint_interval_s = _positive(required=False, allow_null=True)
     command = serializers.CharField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False)
     env = EnvField(required=False, default=dict)
+    hold = serializers.BooleanField(
+        required=False, default=False,
+        help_text="Submit it held (sbatch -H): it waits out of the queue until released (POST jobs/{id}/release/).",
+    )
     roles = GangRoleSerializer(
         many=True, required=False, allow_empty=False, max_length=MAX_ROLES,
         help_text="A heterogeneous gang: roles started together or not at all (e.g. 1 learner of 8 GPUs and "
@@ -287,6 +292,64 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         roles = tuple(dict(role) for role in data.pop("roles", None) or ())
         data["dependencies"] = tuple(dict(item) for item in data.pop("dependencies", None) or ())
         return SubmitRequest(gpu_types=gpu_types, roles=roles, **data)
+
+
+#: Job fields a PATCH cannot change, and what to do instead (the rest are set by the scheduler).
+_FIXED_AT_SUBMIT = "fixed at submit; to change it, cancel the job and resubmit it"
+JOB_FIELDS_SET_ELSEWHERE = {
+    "team": "a job stays in the team it was submitted for; cancel it and resubmit it for another team",
+    "workload": _FIXED_AT_SUBMIT, "command": _FIXED_AT_SUBMIT, "env": _FIXED_AT_SUBMIT, "roles": _FIXED_AT_SUBMIT,
+    "hold": "use POST jobs/{id}/hold/ and jobs/{id}/release/ (qm hold, qm release)",
+    "state": "use POST jobs/{id}/cancel/, hold/ and release/; the scheduler sets the rest",
+}
+
+
+class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
+    """`PATCH jobs/{id}/`: the fields to change, each typed and bounded exactly as the submit
+    types it (the submit serializer's own field definitions). While the job waits: its name,
+    project, priority class, limits and shape; once it runs, its name and a lower runtime limit.
+    The changed job is then judged as a submit of it would be (services/holds.update)."""
+
+    CHANGEABLE = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s", "gpus",
+                  "gpus_per_node", "gpu_type", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
+                  "topology", "min_gpus", "max_gpus")
+
+    def get_fields(self) -> dict[str, serializers.Field]:
+        submit = JobSubmitSerializer._declared_fields
+        fields: dict[str, serializers.Field] = {}
+        for name in self.CHANGEABLE:
+            typed = fields[name] = copy.deepcopy(submit[name])  # a fresh field of the same kind and bounds
+            typed.required, typed.default = False, serializers.empty
+            if name == "project":  # null: no project
+                typed.allow_null = True
+                typed.help_text = "Project name within the job's team; null for none."
+        return fields
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, Mapping):
+            errors: dict[str, list[str]] = {}
+            for key in data:
+                if key in JOB_FIELDS_SET_ELSEWHERE:
+                    errors[str(key)] = [f"Read-only: {JOB_FIELDS_SET_ELSEWHERE[key]}."]
+                elif key in JobSerializer.Meta.fields and key not in self.CHANGEABLE:
+                    errors[str(key)] = ["Read-only: the scheduler and the job's agents set it."]
+                elif key not in self.CHANGEABLE:
+                    errors[str(key)] = [f"Unknown field. Accepted fields: {', '.join(sorted(self.CHANGEABLE))}."]
+            if errors:
+                raise serializers.ValidationError(errors, code="unknown")
+            if not data:
+                raise serializers.ValidationError(
+                    {"non_field_errors": [f"Nothing to change: send one or more of {', '.join(self.CHANGEABLE)}."]})
+        return super().to_internal_value(data)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "gpu_type" in attrs and attrs.get("gpu_types"):
+            raise serializers.ValidationError({"gpu_type": "give gpu_type or gpu_types, not both"})
+        if "gpu_type" in attrs:
+            attrs["gpu_types"] = [attrs.pop("gpu_type")]
+        if "gpu_types" in attrs:
+            attrs["gpu_types"] = list(dict.fromkeys(attrs["gpu_types"] or ()))
+        return attrs
 
 
 class JobArraySubmitSerializer(JobSubmitSerializer):
@@ -376,6 +439,10 @@ def _env_check(field: EnvField) -> _Check:
     return check
 
 
+def _boolean_check(value: Any) -> Any:
+    return value if type(value) is bool else _INVALID
+
+
 def _to_the_serializer(value: Any) -> Any:
     return _INVALID
 
@@ -384,6 +451,8 @@ def _field_check(field: serializers.Field) -> _Check:
     # Order matters: ChoiceField and EnvField before their parents' kinds.
     if isinstance(field, serializers.ListSerializer):
         return _to_the_serializer  # a heterogeneous gang's roles: the serializer types them
+    if isinstance(field, serializers.BooleanField):
+        return _boolean_check  # JSON true/false; anything else ("yes", 1) the serializer types
     if isinstance(field, serializers.ChoiceField):
         return _choice_check(field)
     if isinstance(field, EnvField):
@@ -602,6 +671,9 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True, allow_null=True, help_text="1-based place in the last cycle's queue; null unless pending.")
     eta = _EtaField(read_only=True, allow_null=True,
                     help_text="The engine's estimated start, if it could give one; null unless pending.")
+    held_by = serializers.SlugRelatedField(
+        slug_field="username", read_only=True, allow_null=True,
+        help_text="Who placed the hold (`hold`: `user` or `admin`, empty when not held), since `held_at`.")
     state_label = _StateLabelField(
         read_only=True,
         help_text="What the state means now: the state itself, except for a job being stopped (state "
@@ -653,6 +725,7 @@ class JobSerializer(serializers.ModelSerializer):
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
             "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "requeue_count", "lost_gpu_seconds",
+            "hold", "held_at", "held_by",
             "elapsed_s", "gpu_hours", "lost_gpu_hours", "ran_on",
         ]
         read_only_fields = fields
@@ -752,6 +825,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "eta": when(job.eta) if waiting else None, "steps": job.steps, "useful_tokens": job.useful_tokens,
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
         "requeue_count": job.requeue_count, "lost_gpu_seconds": job.lost_gpu_seconds,
+        "hold": job.hold, "held_at": when(job.held_at), "held_by": job.held_by.get_username() if job.held_by_id else None,
         "elapsed_s": job_history.elapsed_seconds(job, read_at(job)), "gpu_hours": job_history.gpu_hours(job),
         "lost_gpu_hours": job_history.lost_gpu_hours(job), "ran_on": job_history.ran_on(job),
     }
@@ -799,9 +873,30 @@ class ExplanationSerializer(serializers.Serializer):
     would_start_if = serializers.CharField(help_text="What would let it start.")
 
 
+class JobArrayHoldSerializer(JobArraySerializer):
+    """`POST job-arrays/{array_id}/hold/` and `release/`: the array after it, and what it did."""
+
+    changed = serializers.ListField(child=serializers.IntegerField(), help_text="Ids of the tasks held (released).")
+    unchanged = serializers.IntegerField(help_text="Waiting tasks already so: held already (not held).")
+    not_waiting = serializers.IntegerField(help_text="Tasks running or ended: only a waiting task is held or released.")
+    refused = serializers.IntegerField(help_text="Tasks under an admin's hold, which only an admin releases.")
+    detail = serializers.CharField()
+
+
 class CancelResultSerializer(serializers.Serializer):
     job = JobSerializer()
     detail = serializers.CharField()
+
+
+class JobChangeSerializer(serializers.Serializer):
+    """The answer to a hold, release or change of a job: the job as it is now, and what was done."""
+
+    job = JobSerializer()
+    changed = serializers.BooleanField(help_text="False when the job already was as asked (held, not held, ...).")
+    changes = serializers.DictField(
+        child=serializers.ListField(), required=False,
+        help_text="PATCH only: each field changed, [old, new] (a project or class by name).")
+    detail = serializers.CharField(help_text="What was done, in one sentence.")
 
 
 # ------------------------------------------------------------------------------- fleet & teams

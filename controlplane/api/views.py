@@ -19,7 +19,7 @@ from rest_framework import mixins, status, viewsets
 from rest_framework.authentication import SessionAuthentication
 from rest_framework.authtoken.models import Token
 from rest_framework.decorators import action
-from rest_framework.exceptions import NotFound, ValidationError
+from rest_framework.exceptions import NotFound, PermissionDenied, ValidationError
 from rest_framework.negotiation import DefaultContentNegotiation
 from rest_framework.permissions import AllowAny
 from rest_framework.renderers import BrowsableAPIRenderer, JSONRenderer
@@ -62,7 +62,16 @@ from controlplane.models import (
     PriorityClass,
     Quota,
 )
-from controlplane.services import access, cohorts, config_audit, fleet_figures, job_history, nodes, quotas
+from controlplane.services import (
+    access,
+    cohorts,
+    config_audit,
+    fleet_figures,
+    holds,
+    job_history,
+    nodes,
+    quotas,
+)
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED
 from controlplane.services.stopping import label_totals, state_label, stop_reasons, totals_by_label
@@ -327,7 +336,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def get_queryset(self) -> QuerySet[Job]:
         # `place`: a waiting job's queue position, ETA and the numbers of its reason.
         return access.visible_jobs(self.request.user).select_related(
-            "team", "project", "submitter", "priority_class", "place"
+            "team", "project", "submitter", "priority_class", "place", "held_by"
         )
 
     def get_object(self) -> Job:
@@ -395,6 +404,45 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
             detail = f"Job {job.pk} is stopping: its processes get {job.priority_class.grace_period_s} s to exit."
         return Response({"job": s.job_payload(job), "detail": detail})
 
+    @extend_schema(request=s.JobUpdateSerializer, responses={200: s.JobChangeSerializer})
+    def partial_update(self, request: Request, pk: str | None = None) -> Response:
+        """Change a job (`scontrol update`): while it waits, its name, project, priority class,
+        limits and shape, judged as a submit of the changed job would be; once it runs, its
+        name and a lower runtime limit (admins may raise it). 409 names each field a running
+        job cannot change."""
+        job = self.get_object()
+        body = s.JobUpdateSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        return self._changed(lambda: holds.update(request.user, job.pk, dict(body.validated_data)))
+
+    @extend_schema(request=None, responses={200: s.JobChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, pk: str | None = None) -> Response:
+        """Hold a waiting job (`scontrol hold`): out of the queue until released. An admin's hold
+        is released only by an admin."""
+        refuse_fields(request, "hold takes no fields")
+        job = self.get_object()
+        return self._changed(lambda: holds.hold(request.user, job.pk))
+
+    @extend_schema(request=None, responses={200: s.JobChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, pk: str | None = None) -> Response:
+        """Release a held job (`scontrol release`): back in the queue from the next cycle."""
+        refuse_fields(request, "release takes no fields")
+        job = self.get_object()
+        return self._changed(lambda: holds.release(request.user, job.pk))
+
+    def _changed(self, act: Any) -> Response:
+        try:
+            outcome = act()
+        except holds.Refused as refusal:
+            return refusal_answer(refusal)
+        job = self.get_queryset().get(pk=outcome.job.pk)
+        body = {"job": s.job_payload(job), "changed": outcome.changed, "detail": outcome.detail}
+        if self.action == "partial_update":
+            body["changes"] = {name: [old, new] for name, (old, new) in outcome.changes.items()}
+        return Response(body)
+
     def _refuse_unless_cancellable(self, job: Job) -> None:
         refusal = cancel_refusal(job)
         if refusal is not None:
@@ -418,6 +466,22 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def explain(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         return Response(explanation(job))
+
+
+def refusal_answer(refusal: holds.Refused) -> Response:
+    """A hold, release or change refused by services/holds.py, in the API's error shape: 403;
+    409, naming each field a running or ended job cannot change (`errors`, as a 400 names
+    them); or 400 naming each field at fault."""
+    if refusal.status == 400:
+        raise ValidationError({name: [message] for name, message in refusal.errors.items()}
+                              or {"non_field_errors": [refusal.detail]})
+    if refusal.status == 403:
+        raise PermissionDenied(refusal.detail)
+    if not refusal.errors:
+        raise Conflict(refusal.detail)
+    return Response({"detail": refusal.detail, "code": "conflict",
+                     "errors": {name: [message] for name, message in refusal.errors.items()}},
+                    status=status.HTTP_409_CONFLICT)
 
 
 def refuse_fields(request: Request, refusal: str) -> None:
@@ -598,6 +662,37 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
 
     def retrieve(self, request: Request, array_id: str | None = None) -> Response:
         return Response(self._summary(self._tasks(request, array_id)))
+
+    @extend_schema(request=None, responses={200: s.JobArrayHoldSerializer})
+    @action(detail=True, methods=["post"])
+    def hold(self, request: Request, array_id: str | None = None) -> Response:
+        """Hold every waiting task (`scontrol hold ARRAY`); running and ended tasks are counted."""
+        return self._hold(request, array_id, release_them=False)
+
+    @extend_schema(request=None, responses={200: s.JobArrayHoldSerializer})
+    @action(detail=True, methods=["post"])
+    def release(self, request: Request, array_id: str | None = None) -> Response:
+        """Release every held task (`scontrol release ARRAY`); an admin's holds only by an admin."""
+        return self._hold(request, array_id, release_them=True)
+
+    def _hold(self, request: Request, array_id: str | None, *, release_them: bool) -> Response:
+        verb = "release" if release_them else "hold"
+        refuse_fields(request, f"{verb} takes no fields")
+        tasks = self._tasks(request, array_id)
+        ids = list(tasks.filter(state=JobState.PENDING).order_by("array_index", "id").values_list("pk", flat=True))
+        summary = self._summary(tasks)  # 404 when no such array, or not yours
+        done = holds.hold_array(request.user, ids, release_them=release_them)
+        summary = self._summary(tasks)
+        not_waiting = summary["count"] - len(ids) + done.not_waiting
+        past = "released" if release_them else "held"
+        already = "not held" if release_them else "held already"
+        detail = (f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): "
+                  f"{len(done.changed)} {past}" + (f", {done.unchanged} {already}" if done.unchanged else "")
+                  + (f", {not_waiting} not waiting (running or ended)" if not_waiting else "")
+                  + (f", {done.refused} under an admin's hold (only an admin releases it)" if done.refused else "")
+                  + ".")
+        return Response({**summary, "changed": done.changed, "unchanged": done.unchanged, "not_waiting": not_waiting,
+                         "refused": done.refused, "detail": detail})
 
     @extend_schema(request=None, responses={200: s.JobArrayCancelSerializer})
     @action(detail=True, methods=["post"])

@@ -33,7 +33,12 @@ from controlplane.choices import JobState
 from controlplane.models import FleetSample, Job, PendingPlace, SchedulerLease, Team
 from controlplane.models.jobs import split_numbers
 from controlplane.services import transitions
-from controlplane.services.snapshot import SnapshotContext, read_snapshot, scheduler_config
+from controlplane.services.snapshot import (
+    BIND_GUARD_COLUMNS,
+    SnapshotContext,
+    read_snapshot,
+    scheduler_config,
+)
 
 log = structlog.get_logger(__name__)
 
@@ -191,11 +196,15 @@ def commit_plan(
                 gpus=[transitions.GpuSet(node_id=context.node_ids[p.node], gpu_indices=p.gpu_indices, role=p.role)
                       for p in bind.placements],
                 borrowed=bind.borrowed,
+                as_read=context.as_read.get(bind.job_id),
             )
             for bind in plan.binds
         ]
+        # A job held or changed (PATCH) since the read is left out too: its row no longer reads
+        # as the snapshot read it (snapshot.BIND_GUARD_COLUMNS), see transitions.bind_jobs.
         bound, not_bound = transitions.bind_jobs(
-            requests, lease=lease, at=now, actor=actor, node_names={v: k for k, v in context.node_ids.items()}
+            requests, lease=lease, at=now, actor=actor, node_names={v: k for k, v in context.node_ids.items()},
+            guard_columns=BIND_GUARD_COLUMNS,
         )
         binds += bound
         stale += not_bound

@@ -25,7 +25,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from controlplane.choices import EventKind, JobState, Topology, WorkloadClass
+from controlplane.choices import EventKind, JobHold, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
 from controlplane.services import access, dependencies, fleet_capability
 from controlplane.services.transitions import event_fields
@@ -85,11 +85,15 @@ class SubmitRequest:
     # A heterogeneous gang: roles admitted together, each {"name", "count", "gpus_per_member",
     # "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu"} (see role_record).
     roles: tuple[dict[str, Any], ...] = ()
+    # Submitted held (sbatch -H): out of the queue until released (services/holds.py).
+    hold: bool = False
 
     def fingerprint(self) -> str:
         """Stable digest of the request, to tell a retry from a reuse of its Idempotency-Key."""
         # The same JSON as json.dumps(dataclasses.asdict(self)), without asdict's deep copies.
         body = {f.name: getattr(self, f.name) for f in fields(self)}
+        if not body["hold"]:
+            del body["hold"]  # the digest of a request without a hold is what it was before holds
         body["gpu_types"] = sorted(body["gpu_types"])
         if body["dependencies"]:
             body["dependencies"] = [{k: str(v) for k, v in sorted(d.items())} for d in body["dependencies"]]
@@ -563,6 +567,7 @@ def _submit(
     # 4. write it all, or nothing
     at = now or timezone.now()
     array_id = uuid.uuid4() if resolved.array_indices is not None else None
+    held, held_words = _held_at_submit(user, req, at)
     job = Job(
         team=resolved.team,
         project=resolved.project,
@@ -590,13 +595,13 @@ def _submit(
         state=JobState.PENDING,
         submitted_at=at,
         state_changed_at=at,
-        pending_code="Submitted",
-        pending_message="Waiting for the next scheduling cycle",
+        **{"pending_code": "Submitted", "pending_message": "Waiting for the next scheduling cycle", **held},
     )
     event = Event(**event_fields(
         EventKind.JOB_SUBMITTED, f"user:{user.get_username()}", job=job, reason="Submitted",
-        message=f"Submitted by {user.get_username()}: {_describe(req, resolved)}",
-        data={"gpus": req.gpus, "request_fingerprint": fingerprint}, at=at,
+        message=f"Submitted by {user.get_username()}: {_describe(req, resolved)}" + (held_words if held else ""),
+        data={"gpus": req.gpus, "request_fingerprint": fingerprint, **({"hold": held["hold"]} if held else {})},
+        at=at,
     ))
     try:
         # One statement writes the job(s) and their events: atomic by itself, one round trip.
@@ -618,6 +623,21 @@ def _submit(
     log.info("jobs_submitted", team=resolved.team.name, count=len(job_ids), array_id=str(array_id) if array_id else None,
              first_job=job_ids[0], user=user.get_username())
     return Submitted(job, job_ids, indices, array_id)
+
+
+def _held_at_submit(user: AbstractBaseUser, req: SubmitRequest, at: datetime) -> tuple[dict[str, Any], str]:
+    """A job submitted held (sbatch -H): its hold, by whom and since when, and the engine's own
+    words for it until the next cycle says them, plus the submit event's words for it; ({}, "")
+    for a job not held."""
+    if not req.hold:
+        return {}, ""
+    from controlplane.services import holds  # holds builds on this module
+
+    level = JobHold.ADMIN if access.access_of(user).is_admin else JobHold.USER
+    label = holds.hold_label_of(level, user.get_username())
+    message, would = holds.held_sentence(label)
+    return ({"hold": level, "held_at": at, "held_by": user, "pending_code": "Held", "pending_message": message,
+             "pending_would_start_if": would}, f"; held by {label} until released")
 
 
 _JOB_PER_TASK = {

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth import get_user_model
 from django.db import NotSupportedError
 from django.db.models import FloatField, Func, TextField
 from django.db.models.functions import Cast, Coalesce
@@ -41,6 +42,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.services.holds import hold_label_of
 
 
 @dataclass(frozen=True)
@@ -64,6 +66,10 @@ class SnapshotContext:
     # resolvable), numbers marked (models.jobs.split_numbers). The commit rewrites only those
     # whose words the plan changes; positions, ETAs and numbers go to PendingPlace.
     explanations: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # Each pending job's row as read (its spec's columns, then its hold's): the commit binds a
+    # job only if its locked row still reads the same (`BIND_GUARD_COLUMNS`), so a job held or
+    # changed after this read is never bound by a plan made from it.
+    as_read: dict[str, tuple[Any, ...]] = field(default_factory=dict)
 
 
 def to_seconds(at: datetime) -> float:
@@ -143,6 +149,8 @@ _JOB_COLUMNS = (
 _EXPLANATION_COLUMNS = (
     "pending_code", "pending_words", "would_start_if_words", "pending_resolvable",
 )
+# Who holds a pending job (`Job.hold`, `held_by`): a held job is out of line (JobSpec.held_by).
+_HOLD_COLUMNS = ("hold", "held_by_id")
 # The same columns reached from an allocation (a foreign key's id as `job__team`, not `job__team_id`).
 _JOB_COLUMNS_VIA_ALLOCATION = tuple(
     "job_id" if c == "pk" else f"job__{c[:-3]}" if c.endswith("_id") else f"job__{c}" for c in _JOB_COLUMNS
@@ -372,17 +380,32 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
 
 def _read_pending(context: SnapshotContext, reader: _SpecReader, grace: dict[int, int]) -> tuple[engine.JobSpec, ...]:
     """Waiting jobs in submission order, with the explanation columns the commit compares
-    against (one query)."""
+    against (one query), a held job's spec naming who holds it (one more query, only when a
+    job is held)."""
     pending = []
     width = len(_JOB_COLUMNS)
+    held: dict[int, tuple[str, int | None]] = {}
     for row in Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values_list(
-        *_job_fields(_JOB_COLUMNS), *_EXPLANATION_COLUMNS
+        *_job_fields(_JOB_COLUMNS), *_HOLD_COLUMNS, *_EXPLANATION_COLUMNS
     ):
         spec = reader.spec(row[:width])
+        hold = row[width:width + 2]
+        if hold[0]:
+            held[len(pending)] = hold
         pending.append(spec)
         context.grace_by_job[spec.id] = grace[row[2]]
-        context.explanations[spec.id] = row[width:]
+        context.explanations[spec.id] = row[width + 2:]
+        context.as_read[spec.id] = row[:width + 2]
+    if held:
+        names = dict(get_user_model().objects.filter(pk__in={by for _, by in held.values()}).values_list(
+            "pk", "username"))
+        for index, (level, by) in held.items():
+            pending[index] = dataclasses.replace(pending[index], held_by=hold_label_of(level, names.get(by, "")))
     return tuple(pending)
+
+
+#: What the commit re-reads of a job it binds, under the row's lock, to compare with `as_read`.
+BIND_GUARD_COLUMNS = (*_job_fields(_JOB_COLUMNS), *_HOLD_COLUMNS)
 
 
 def _read_running(context: SnapshotContext, reader: _SpecReader, grace: dict[int, int],

@@ -28,6 +28,7 @@ from controlplane.choices import (
     LIVE_ALLOCATION_STATES,
     AllocationState,
     EventKind,
+    JobHold,
     JobState,
     NodeState,
 )
@@ -163,6 +164,8 @@ class BindRequest:
     job_id: int
     gpus: Sequence[GpuSet]
     borrowed: bool
+    # The job's row as the plan's snapshot read it (its `guard_columns`, see bind_jobs), or None.
+    as_read: tuple[Any, ...] | None = None
 
 
 def bind_jobs(
@@ -172,12 +175,18 @@ def bind_jobs(
     at: datetime,
     actor: str,
     node_names: dict[int, str],
+    guard_columns: Sequence[Any] = (),
 ) -> tuple[int, int]:
     """Bind many pending jobs in a handful of queries, each gang whole or not at all.
 
     The caller holds the leader lease row locked (the cycle's commit), so no other bind runs
     concurrently and live GPUs can only become free under us, never taken. Steps:
-      1. lock the requested jobs that are still pending; a job cancelled meanwhile is stale;
+      1. lock the requested jobs that are still pending and not held; a job cancelled or held
+         meanwhile is stale, and so is one whose row no longer reads as the plan's snapshot
+         read it (`guard_columns`, compared with each request's `as_read`): a job whose shape,
+         class or limit changed after the read (PATCH jobs/{id}/) is never bound with the old
+         one. A change that commits first is what this locked read sees; one that comes later
+         waits for this commit and then finds the job running (services/holds.py);
       2. drop every request touching a GPU that is live already, or that an earlier request of
          this batch takes (a stale snapshot): it is stale, the next cycle sees the truth;
       3. mark the jobs running, draw one generation each, insert the allocations, their GPUs
@@ -189,10 +198,17 @@ def bind_jobs(
     if not requests:
         return 0, 0
     ids = [r.job_id for r in requests]
-    # 1. still pending (locked, so a concurrent cancel waits for our commit and then sees running)
-    pending = dict(
-        Job.objects.select_for_update(no_key=True).filter(pk__in=ids, state=JobState.PENDING).values_list("pk", "team_id")
-    )
+    # 1. still pending (locked, so a concurrent cancel waits for our commit and then sees running),
+    #    not held, and as the snapshot read it
+    pending: dict[int, int] = {}
+    as_read = {r.job_id: r.as_read for r in requests}
+    for row in Job.objects.select_for_update(no_key=True).filter(
+        pk__in=ids, state=JobState.PENDING, hold=JobHold.NONE
+    ).values_list("pk", "team_id", *guard_columns):
+        expected = as_read.get(row[0])
+        if guard_columns and expected is not None and tuple(row[2:]) != tuple(expected):
+            continue  # changed since the snapshot: stale, the next cycle plans it as it is now
+        pending[row[0]] = row[1]
     # 2. no GPU live already, none twice in this batch, and every node still ready (reconcile
     #    may have quarantined one since our snapshot; it would only fence the bind next pass)
     wanted = {(m.node_id, i) for r in requests for m in r.gpus for i in m.gpu_indices}

@@ -1,0 +1,388 @@
+"""Holding, releasing and changing a waiting job (Slurm's `scontrol hold/release/update`,
+`sbatch -H`; Kueue's inactive workloads).
+
+A held job stays pending but out of line: the snapshot passes who holds it (`JobSpec.held_by`)
+and the engine keeps it out of the queue and explains it (`Held`). A user's hold is placed and
+released by the job's team (its submitter and any member) or an admin; an admin's hold only by
+an admin. Only a waiting job is held, released or reshaped; a running job may only be renamed
+and have its runtime limit lowered (raised by an admin only, as in Slurm).
+
+Concurrency: every write here locks the job row first (FOR NO KEY UPDATE, the mode the cycle's
+bind takes, so the two serialise) and re-checks the state under the lock. A bind that locked
+first wins: the job is then running and a hold or a shape change is refused with 409. A change
+that locked first makes the row differ from what the cycle's snapshot read, and the bind of a
+plan built from that snapshot is dropped as stale (`transitions.bind_jobs`, `as_read`): a job
+is never bound with a shape it no longer asks for, nor while held.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import structlog
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.choices import EventKind, JobHold, JobState
+from controlplane.models import Event, Job, PendingPlace
+from controlplane.services import access
+from controlplane.services import jobs as job_service
+from controlplane.services.transitions import event_fields
+from scheduler_core.eligibility import OutOfLine
+from scheduler_core.sentences import duration
+from scheduler_core.types import JobSpec
+
+log = structlog.get_logger(__name__)
+
+#: The fields a waiting job's owner may change (PATCH jobs/{id}/), as the submit names them.
+SHAPE_FIELDS = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
+                "topology", "min_gpus", "max_gpus")
+CHANGEABLE_WHILE_WAITING = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s",
+                            *SHAPE_FIELDS)
+#: What may change once it runs: its name, and its runtime limit (lowered; raised by admins).
+CHANGEABLE_WHILE_RUNNING = ("name", "runtime_limit_s")
+_RUNNING_STATES = (JobState.RUNNING, JobState.PREEMPTING)
+
+
+class Refused(Exception):
+    """A hold, release or change that may not happen: `status` (403, 409 or 400), one sentence,
+    and the fields at fault when the refusal is about fields."""
+
+    def __init__(self, status: int, detail: str, errors: dict[str, str] | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+        self.errors = errors or {}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What a hold, release or change did: the job as it is now, whether anything changed, and
+    the sentence the API, `qm` and the page say."""
+
+    job: Job
+    changed: bool
+    detail: str
+    changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
+
+
+def hold_label_of(hold: str, username: str) -> str:
+    """Who holds a job, as the engine's sentence says it (`JobSpec.held_by`): "alice", or
+    "admin root" for an admin's hold ("a user" / "an admin" once the account is gone)."""
+    if hold == JobHold.ADMIN:
+        return f"admin {username}" if username else "an admin"
+    return username or "a user"
+
+
+def hold_label(job: Job, username: str | None = None) -> str:
+    name = username if username is not None else (job.held_by.get_username() if job.held_by_id else "")
+    return hold_label_of(job.hold, name)
+
+
+def held_sentence(label: str) -> tuple[str, str]:
+    """The engine's own words for a job held by `label` (its reason and what would start it),
+    stored at once so the job's page says it before the next cycle does."""
+    why = OutOfLine(JobSpec(id="held", team="", priority_class="", gpus=1, submitted_at=0.0, held_by=label))
+    return why.message, why.would_start_if
+
+
+def _actor(user: AbstractBaseUser) -> str:
+    return f"user:{user.get_username()}"
+
+
+def _locked(job_id: int) -> Job:
+    """The job row, locked for the rest of the caller's transaction (see the module's note)."""
+    return Job.objects.select_for_update(no_key=True).get(pk=job_id)
+
+
+def _may_act(user: AbstractBaseUser, job: Job) -> access.Access:
+    who = access.access_of(user)
+    if not who.may_submit_for(job.team_id):
+        raise Refused(403, f"Job {job.pk} belongs to another team; only its team or an admin may change it.")
+    return who
+
+
+def _state_words(job: Job) -> str:
+    if job.state == JobState.PREEMPTING:
+        return "being stopped"
+    return job.get_state_display().lower()
+
+
+def _not_waiting(job: Job, verb: str) -> Refused:
+    """Why a hold or release of a job that no longer waits is refused, and what to do instead."""
+    if job.state in _RUNNING_STATES:
+        return Refused(409, f"Job {job.pk} is {_state_words(job)}: only a waiting job can be {verb}. To stop it, "
+                            f"cancel it (qm cancel {job.pk}); to run it later, resubmit it held (qm submit --hold) "
+                            "and release it when you want it to start.")
+    return Refused(409, f"Job {job.pk} has already ended ({_state_words(job)}): only a waiting job can be {verb}.")
+
+
+def _since(job: Job) -> str:
+    return f" since {job.held_at:%Y-%m-%d %H:%M:%S} UTC" if job.held_at else ""
+
+
+def _request_cycle_on_commit() -> None:
+    # A held job frees its place for those behind it; a released one asks for its own.
+    transaction.on_commit(job_service._request_cycle)
+
+
+# ------------------------------------------------------------------------------ hold, release
+
+
+def hold(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) -> Outcome:
+    """Hold a waiting job: out of the queue until released. An admin's hold is `admin` (only an
+    admin releases it), anyone else's `user`. Holding a job already held changes nothing,
+    except that an admin's hold replaces a user's."""
+    at = at or timezone.now()
+    with transaction.atomic():
+        job = _locked(job_id)
+        who = _may_act(user, job)
+        if job.state != JobState.PENDING:
+            raise _not_waiting(job, "held")
+        level = JobHold.ADMIN if who.is_admin else JobHold.USER
+        if job.hold == JobHold.ADMIN or (job.hold == JobHold.USER and level == JobHold.USER):
+            return Outcome(job, False, f"Job {job.pk} is already held by {hold_label(job)}{_since(job)}; "
+                                       "nothing changed.")
+        was = hold_label(job) if job.hold else ""
+        job.hold, job.held_at, job.held_by = level, at, user  # type: ignore[assignment]
+        label = hold_label(job, user.get_username())
+        message, would = held_sentence(label)
+        job.pending_code = "Held"
+        job.pending_message, job.pending_would_start_if = message, would  # stored words (see models.jobs)
+        job.pending_resolvable = True
+        job.save(update_fields=["hold", "held_at", "held_by", "pending_code", "pending_words",
+                                "would_start_if_words", "pending_resolvable"])
+        # Out of line: no queue position until released (the next cycle ranks it after every queued job).
+        PendingPlace.objects.filter(job_id=job.pk).delete()
+        Event.objects.create(**event_fields(
+            EventKind.JOB_HELD, _actor(user), job=job, at=at, reason="Held",
+            message=f"Held by {label}" + (f" (was held by {was})" if was else "")
+            + ": out of the queue until released",
+            data={"hold": level, "held_by": user.get_username(), **({"was": was} if was else {})},
+        ))
+        _request_cycle_on_commit()
+    log.info("job_held", job=job.pk, hold=level, user=user.get_username())
+    return Outcome(job, True, f"Job {job.pk} held by {label}: it is out of the queue and holds nothing until "
+                              f"released (qm release {job.pk}).")
+
+
+def release(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) -> Outcome:
+    """Release a held job: back in line at the next cycle. A user's hold is released by the
+    job's team or an admin, an admin's only by an admin (403 naming who holds it)."""
+    at = at or timezone.now()
+    with transaction.atomic():
+        job = _locked(job_id)
+        who = _may_act(user, job)
+        if job.state != JobState.PENDING:
+            raise _not_waiting(job, "released")
+        if not job.hold:
+            return Outcome(job, False, f"Job {job.pk} is not held; it waits in the queue. Nothing changed.")
+        label = hold_label(job)
+        if job.hold == JobHold.ADMIN and not who.is_admin:
+            raise Refused(403, f"Job {job.pk} is held by {label}{_since(job)}: only an admin may release an "
+                               "admin's hold. Ask an admin to release it.")
+        job.hold, job.held_at, job.held_by = JobHold.NONE, None, None
+        job.pending_code = "Released"
+        job.pending_message = f"Released by {user.get_username()}: back in the queue from the next scheduling cycle."
+        job.pending_would_start_if = ""
+        job.save(update_fields=["hold", "held_at", "held_by", "pending_code", "pending_words",
+                                "would_start_if_words"])
+        Event.objects.create(**event_fields(
+            EventKind.JOB_RELEASED, _actor(user), job=job, at=at, reason="Released",
+            message=f"Released by {user.get_username()} (was held by {label}): back in the queue",
+            data={"was": label},
+        ))
+        _request_cycle_on_commit()
+    log.info("job_released", job=job.pk, user=user.get_username())
+    return Outcome(job, True, f"Job {job.pk} released: it is back in the queue from the next scheduling cycle.")
+
+
+@dataclass(frozen=True)
+class ArrayOutcome:
+    """A hold or release of every waiting task of an array: the tasks changed, and those left
+    as they were (already so, not waiting, or an admin's hold a member may not release)."""
+
+    changed: list[int]
+    unchanged: int
+    not_waiting: int
+    refused: int
+
+
+def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool) -> ArrayOutcome:
+    """Hold (or release) each waiting task of an array, one locked row at a time in task order
+    (each as `hold`/`release` does, with its event); tasks that no longer wait are counted, not
+    refused: an array is usually partly running."""
+    changed: list[int] = []
+    unchanged = not_waiting = refused = 0
+    act = release if release_them else hold
+    at = timezone.now()
+    for job_id in job_ids:
+        try:
+            outcome = act(user, job_id, at=at)
+        except Refused as refusal:
+            if refusal.status == 409:
+                not_waiting += 1
+            else:
+                refused += 1
+            continue
+        if outcome.changed:
+            changed.append(job_id)
+        else:
+            unchanged += 1
+    return ArrayOutcome(changed, unchanged, not_waiting, refused)
+
+
+# ------------------------------------------------------------------------------------ change
+
+
+def _value_of(job: Job, name: str) -> Any:
+    """A field as the submit names it (names for the project and class)."""
+    if name == "project":
+        return job.project.name if job.project_id else None
+    if name == "priority_class":
+        return job.priority_class.name
+    if name == "gpu_types":
+        return list(job.gpu_types or ())
+    return getattr(job, name)
+
+
+def _words(name: str, value: Any) -> str:
+    if value is None or value == []:
+        return "none"
+    if name in ("runtime_limit_s", "checkpoint_interval_s"):
+        return f"{value} s ({duration(value)})" if value >= 60 else f"{value} s"
+    if isinstance(value, list):
+        return "/".join(map(str, value))
+    return str(value)
+
+
+def _as_submitted(job: Job, changes: dict[str, Any]) -> job_service.SubmitRequest:
+    """The job as a submit request with `changes` applied: judged by the submit's own rules."""
+    values = {name: _value_of(job, name) for name in CHANGEABLE_WHILE_WAITING}
+    values.update(changes)
+    return job_service.SubmitRequest(
+        name=values["name"], gpus=values["gpus"], gpus_per_node=values["gpus_per_node"],
+        gpu_types=tuple(values["gpu_types"] or ()), min_gpu_memory_gb=values["min_gpu_memory_gb"] or 0,
+        cpus_per_gpu=values["cpus_per_gpu"] or 0, memory_gb_per_gpu=values["memory_gb_per_gpu"] or 0,
+        topology=values["topology"], min_gpus=values["min_gpus"], max_gpus=values["max_gpus"],
+        priority_class=values["priority_class"], team=job.team.name, project=values["project"],
+        workload=job.workload, runtime_limit_s=values["runtime_limit_s"],
+        checkpoint_interval_s=values["checkpoint_interval_s"], roles=tuple(dict(r) for r in job.roles or ()),
+    )
+
+
+def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: datetime | None = None) -> Outcome:
+    """Change a job (Slurm's `scontrol update`): while it waits, its name, project, priority
+    class, limits and shape, judged exactly as a submit of the changed job would be (names,
+    the class's maximum runtime, the shape's rules, what this fleet can ever run); once it
+    runs, only its name and a lower runtime limit (a higher one is for admins). One
+    JOB_UPDATED event lists each field's old and new value.
+
+    `changes` are typed already (the API's JobUpdateSerializer): field → new value, `gpu_types`
+    a list, `runtime_limit_s` None for the class default."""
+    at = at or timezone.now()
+    with transaction.atomic():
+        # Locked as _locked does (only the job's row), with the names the rules and the event say.
+        job = (Job.objects.select_for_update(no_key=True, of=("self",))
+               .select_related("team", "project", "priority_class").get(pk=job_id))
+        who = _may_act(user, job)
+        if job.state in _RUNNING_STATES:
+            _check_running_change(job, changes, who)
+        elif job.state != JobState.PENDING:
+            field_name = next(iter(changes), "non_field_errors")
+            raise Refused(409, f"Job {job.pk} has already ended ({_state_words(job)}); nothing about it can change.",
+                          {field_name: f"job {job.pk} has already ended ({_state_words(job)})"})
+        before = {name: _value_of(job, name) for name in changes}
+        resolved = None
+        if job.state == JobState.PENDING and set(changes) - {"name"}:
+            resolved = _judge_as_submit(user, job, changes)
+        if resolved is not None and "runtime_limit_s" in changes:
+            changes = {**changes, "runtime_limit_s": resolved.runtime_limit_s}  # null: the class default
+        diff = {name: (before[name], value) for name, value in changes.items() if before[name] != value}
+        if not diff:
+            return Outcome(job, False, f"Job {job.pk} already is as asked; nothing changed.")
+        _apply(job, diff, resolved)
+        waiting = job.state == JobState.PENDING
+        if waiting and set(diff) - {"name"}:
+            # The stored reason spoke of the old request: say so until the next cycle words it anew.
+            job.pending_code = job.pending_code if job.hold else "Changed"
+            if not job.hold:
+                job.pending_message = (f"Changed by {user.get_username()}; waiting for the next scheduling cycle "
+                                       "to judge it as it is now.")
+                job.pending_would_start_if = ""
+        job.save()
+        said = ", ".join(f"{name} {_words(name, old)} → {_words(name, new)}" for name, (old, new) in diff.items())
+        Event.objects.create(**event_fields(
+            EventKind.JOB_UPDATED, _actor(user), job=job, at=at, reason="Changed",
+            message=f"Changed by {user.get_username()} while {'waiting' if waiting else _state_words(job)}: {said}",
+            data={"changes": {name: [old, new] for name, (old, new) in diff.items()}, "state": job.state},
+        ))
+        if waiting and set(diff) - {"name"} or "runtime_limit_s" in diff:
+            _request_cycle_on_commit()
+    log.info("job_updated", job=job.pk, fields=sorted(diff), user=user.get_username())
+    detail = f"Job {job.pk} changed: {said}."
+    if not waiting and "runtime_limit_s" in diff and job.started_at is not None:
+        ran = (at - job.started_at).total_seconds()
+        if ran >= job.runtime_limit_s:
+            detail += (f" It has run {duration(ran)}, past its new limit: the next scheduling cycle stops it.")
+    return Outcome(job, True, detail, diff)
+
+
+def _check_running_change(job: Job, changes: dict[str, Any], who: access.Access) -> None:
+    """A running job keeps its shape, project and class: each such field is refused (409)
+    naming it and the state; a raised runtime limit is for admins (403)."""
+    state = _state_words(job)
+    fixed = {name: (f"job {job.pk} is {state}: {name} changes only while it waits; to run it with another "
+                    f"{name}, cancel it and resubmit")
+             for name in changes if name not in CHANGEABLE_WHILE_RUNNING}
+    if fixed:
+        raise Refused(409, f"Job {job.pk} is {state}: only its name and runtime limit can change now, not "
+                           f"{', '.join(fixed)}.", fixed)
+    limit = changes.get("runtime_limit_s", job.runtime_limit_s)
+    if "runtime_limit_s" in changes and limit is None:
+        raise Refused(400, "runtime_limit_s: a running job's limit is given in seconds, not reset to its class's "
+                           "default.", {"runtime_limit_s": "give the new limit in seconds"})
+    if limit > job.runtime_limit_s:
+        if not who.is_admin:
+            raise Refused(403, f"Job {job.pk} is {state}: its runtime limit may be lowered, but only an admin may "
+                               f"raise it ({_words('runtime_limit_s', job.runtime_limit_s)} now, "
+                               f"{_words('runtime_limit_s', limit)} asked).",
+                          {"runtime_limit_s": "only an admin may raise a running job's runtime limit"})
+        most = job.priority_class.max_runtime_limit_s
+        if limit > most:
+            raise Refused(400, f"runtime_limit_s: {limit} s ({duration(limit)}) is beyond the maximum of priority "
+                               f"class '{job.priority_class.name}' ({most} s), which is {duration(most)}.",
+                          {"runtime_limit_s": f"{limit} s ({duration(limit)}) is beyond the maximum of priority "
+                                              f"class '{job.priority_class.name}' ({most} s), which is "
+                                              f"{duration(most)}"})
+
+
+def _judge_as_submit(user: AbstractBaseUser, job: Job, changes: dict[str, Any]) -> Any:
+    """The changed job judged by the submit's rules (services.jobs: names, defaults, the class's
+    maximum runtime, the shape's cross-field rules, the fleet's capability): 400 naming each
+    field at fault, in the submit's words."""
+    req = _as_submitted(job, changes)
+    try:
+        resolved, fleet = job_service._resolve(user, req)
+    except job_service.SubmitRejected as exc:
+        raise Refused(400, "Invalid change.", exc.errors) from exc
+    infeasible = fleet.check(job_service.engine_spec(req, resolved.team.name, resolved.priority_class.name,
+                                                     resolved.runtime_limit_s))
+    if infeasible is not None:
+        raise Refused(400, "Invalid change.", {infeasible.field: infeasible.message})
+    return resolved
+
+
+def _apply(job: Job, diff: dict[str, tuple[Any, Any]], resolved: Any) -> None:
+    for name, (_, new) in diff.items():
+        if name == "project":
+            job.project = resolved.project if resolved is not None else None
+        elif name == "priority_class":
+            job.priority_class = resolved.priority_class
+        elif name == "gpu_types":
+            job.gpu_types = list(dict.fromkeys(new or ()))
+        else:
+            setattr(job, name, new)
