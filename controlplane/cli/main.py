@@ -4,6 +4,7 @@
     qm submit [FILE.yaml] [--gpus 16 --gpus-per-node 8 --gpu-type H100-80GB --time 4h
               --priority research --array 0-99 ...] [-- COMMAND ...]
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
+    qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm quotas [--team T]
     qm nodes | qm cordon|drain|uncordon NODE
@@ -15,6 +16,7 @@ the server cannot be reached); never a traceback.
 from __future__ import annotations
 
 import argparse
+import csv
 import getpass
 import os
 import shlex
@@ -698,6 +700,114 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+# ---------------------------------------------------------------------------------- history
+
+#: The states a job can end in: what `qm history` lists (pending and running jobs: `qm list`).
+ENDED_STATES = ["succeeded", "failed", "cancelled", "timed_out"]
+HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
+                   "LOST-GPU-H", "NODES"]
+HISTORY_PAGE = 1000  # the API's largest page
+
+
+def _when(text: str, flag: str, now: datetime) -> datetime:
+    try:
+        return output.parse_when(text, now)
+    except ValueError as exc:
+        raise CliError(f"{flag}: {exc}") from exc
+
+
+def _history_window(args: argparse.Namespace, now: datetime) -> tuple[datetime, datetime]:
+    """[since, until): by default from 00:00 UTC today (sacct's default start) to now."""
+    since = _when(args.since, "--since", now) if args.since else _when("today", "--since", now)
+    until = _when(args.until, "--until", now) if args.until else now
+    if until <= since:
+        raise CliError(f"--until {output.utc_text(until.isoformat())} is not after --since "
+                       f"{output.utc_text(since.isoformat())}: give a window that ends after it starts")
+    return since, until
+
+
+def _history_jobs(api: Api, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every job of the window, page by page (1,000 a request), oldest end first. The window's
+    end is fixed before the first page, so a job ending meanwhile cannot shift the pages."""
+    jobs: list[dict[str, Any]] = []
+    params = {**params, "limit": HISTORY_PAGE, "offset": 0}
+    while True:
+        page = api.request("GET", "jobs/", params=params)
+        jobs.extend(page["results"])
+        if not page.get("next") or not page["results"]:
+            return jobs
+        params["offset"] += len(page["results"])
+
+
+def _nodes_cell(nodes: list[str], whole: bool) -> str:
+    """Every node for CSV and JSON; in the table at most three (`h100-01,h100-02,+6`)."""
+    if whole or len(nodes) <= 3:
+        return ",".join(nodes)
+    return ",".join(nodes[:2]) + f",+{len(nodes) - 2}"
+
+
+def _history_row(job: dict[str, Any], whole: bool) -> list[Any]:
+    return [
+        job["id"], job["name"], job["team"], job["submitter"] or "", _state(job),
+        "" if job["exit_code"] is None else job["exit_code"], output.utc_text(job["started_at"], suffix=""),
+        output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else "",
+        job["gpus"], f"{job['gpu_hours']:.2f}", f"{job['lost_gpu_hours']:.2f}",
+        _nodes_cell(job.get("ran_on") or [], whole),
+    ]
+
+
+def _history_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    states: dict[str, int] = {}
+    for job in jobs:
+        states[job["state"]] = states.get(job["state"], 0) + 1
+    return {"jobs": len(jobs), "states": dict(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "gpu_hours": round(sum(j["gpu_hours"] for j in jobs), 4),
+            "lost_gpu_hours": round(sum(j["lost_gpu_hours"] for j in jobs), 4)}
+
+
+def cmd_history(api: Api, args: argparse.Namespace) -> int:
+    """The jobs that ended in a window, as `sacct` lists them: how each ended (state, exit code),
+    when it started and how long its last run took, its GPUs, the GPU-hours it held over all its
+    runs and those its preemptions threw away, the nodes it ran on; then the totals."""
+    now = datetime.now(timezone.utc)
+    since, until = _history_window(args, now)
+    fmt = "json" if args.json else args.format
+    params: dict[str, Any] = {
+        "state": args.state or ENDED_STATES, "finished_after": since.isoformat(),
+        "finished_before": until.isoformat(), "ordering": "finished_at",
+    }
+    for flag, field in (("user", "user"), ("team", "team"), ("node", "ran_on"), ("name", "name"),
+                        ("exit_code", "exit_code")):
+        if getattr(args, flag) is not None:
+            params[field] = getattr(args, flag)
+    jobs = _history_jobs(api, params)
+    totals = _history_totals(jobs)
+    if fmt == "json":
+        output.emit_json({"since": since.isoformat(), "until": until.isoformat(), "totals": totals, "jobs": jobs})
+        return 0
+    if fmt == "csv":
+        writer = csv.writer(sys.stdout, lineterminator="\n")
+        writer.writerow(HISTORY_COLUMNS)
+        writer.writerows(_history_row(job, whole=True) for job in jobs)
+        writer.writerow(["TOTAL", f"{totals['jobs']} jobs", "", "", "", "", "", "", "",
+                         f"{totals['gpu_hours']:.2f}", f"{totals['lost_gpu_hours']:.2f}", ""])
+        return 0
+    window = f"{output.utc_text(since.isoformat(), suffix='')} → {output.utc_text(until.isoformat())}"
+    if not jobs:
+        if _reads_no_jobs(api):
+            print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
+            return 0
+        print(f"No job ended {window}" + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
+              + ". Pending and running jobs: qm list.")
+        return 0
+    output.table([_history_row(job, whole=False) for job in jobs], HISTORY_COLUMNS)
+    ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
+    print(output.visible(
+        f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {totals['gpu_hours']:,.2f} GPU-hours held, "
+        f"{totals['lost_gpu_hours']:,.2f} GPU-hours of work lost to preemptions and requeues."))
+    return 0
+
+
 # --------------------------------------------------------------------------------- showback
 
 
@@ -917,6 +1027,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("--array", metavar="ARRAY_ID", help="every pending or running task of this job array")
 
+    p = sub.add_parser(
+        "history", aliases=["sacct"], parents=[common], help="jobs that ended: how, how long, GPU-hours (as sacct)",
+        description="The jobs that ended (succeeded, failed, cancelled, timed out) in a window, oldest end first, "
+                    "as sacct lists them: state and exit code, start, the last run's elapsed time, GPUs, the "
+                    "GPU-hours each held over all its runs (the accounting's allocated GPU-hours), those its "
+                    "preemptions and requeues threw away, the nodes it ran on; then the totals. The window is "
+                    "[--since, --until): by default from 00:00 UTC today (sacct's default) to now. Times: 2h, 90m, "
+                    "3d (that long ago), today, yesterday, now, 10:30 (today, UTC), 2026-11-29, "
+                    "2026-11-29T10:00 (UTC unless it gives an offset).")
+    p.add_argument("--since", "-S", metavar="WHEN", help="ended at or after (default: 00:00 UTC today)")
+    p.add_argument("--until", "-E", metavar="WHEN", help="ended before (default: now)")
+    p.add_argument("--state", "-s", action="append", choices=ENDED_STATES,
+                   help="only jobs that ended so (repeatable; default: every way of ending)")
+    p.add_argument("--user", "-u", help="only this user's jobs")
+    p.add_argument("--team", help="only this team's jobs")
+    p.add_argument("--node", help="only jobs that ran on this node (in any run), as sacct --nodelist")
+    p.add_argument("--name", help="only jobs whose name contains this")
+    p.add_argument("--exit-code", type=int, help="only jobs that ended with this exit code")
+    p.add_argument("--format", choices=["table", "csv", "json"], default="table",
+                   help="table (default), csv (with a TOTAL row) or json (the API's jobs and the totals)")
+
     p = sub.add_parser("showback", parents=[common], help="cost and utilization by team, project, job or class")
     p.add_argument("--by", default="team", choices=["team", "project", "job", "priority_class"])
     when = p.add_mutually_exclusive_group()
@@ -943,6 +1074,7 @@ COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
     "explain": cmd_explain, "events": cmd_events, "cancel": cmd_cancel, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
+    "history": cmd_history, "sacct": cmd_history,
 }
 
 

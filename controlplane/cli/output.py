@@ -129,3 +129,45 @@ def emit_json(data: Any, out: TextIO = sys.stdout) -> None:
 def emit_json_line(data: Any, out: TextIO = sys.stdout) -> None:
     """One JSON document on one line (a stream a script reads line by line)."""
     out.write(json.dumps(data) + "\n")
+
+
+_DAY_WORDS = {"today": 0, "yesterday": 1}
+_WHEN_HELP = ("use 2h, 90m, 3d (that long ago), today, yesterday, now, 10:30 (today, UTC), a date "
+              "(2026-11-29) or a time (2026-11-29T10:00, UTC unless it says its offset)")
+
+
+_TIME_OF_DAY = re.compile(r"^(\d{1,2}):(\d{2})(?::(\d{2}))?$")
+
+
+def parse_when(text: str, now: datetime) -> datetime:
+    """A moment as `qm history --since/--until` takes it: `2h`, `1d12h` (that long before
+    `now`), `today` and `yesterday` (their 00:00 UTC), `now`, `10:30` (today at that time UTC,
+    as sacct takes `HH:MM`), a date (its 00:00 UTC) or an ISO time (UTC when it gives no
+    offset). Anything else is a ValueError saying what to give."""
+    value = text.strip().lower()
+    midnight = now.astimezone(timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    try:
+        if value in _DAY_WORDS:
+            return midnight - timedelta(days=_DAY_WORDS[value])
+        if value == "now":
+            return now
+        m = _DURATION.match(value)
+        if value and m and any(m.groups()):
+            return now - timedelta(seconds=parse_duration(value))
+        m = _TIME_OF_DAY.match(value)
+        if m:
+            return midnight.replace(hour=int(m.group(1)), minute=int(m.group(2)), second=int(m.group(3) or 0))
+        when = datetime.fromisoformat(text.strip().replace("Z", "+00:00").replace("z", "+00:00"))
+        return when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when.astimezone(timezone.utc)
+    except (ValueError, OverflowError):
+        raise ValueError(f"'{text}' is not a time: {_WHEN_HELP}") from None
+
+
+def clock(seconds: float | None) -> str:
+    """Elapsed time as sacct says it: `HH:MM:SS`, `D-HH:MM:SS` from a day on; "-" for none."""
+    if seconds is None:
+        return "-"
+    whole = int(seconds)
+    days, rest = divmod(whole, 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text

@@ -1,0 +1,149 @@
+"""`qm history` (alias `qm sacct`): the jobs that ended in a window, as sacct lists them, with
+their exit codes, elapsed times, GPU-hours (the accounting's) and lost GPU-hours, and a totals
+line; csv and json for finance's scripts; human times for --since/--until, bad ones refused
+naming the option. Before, no `qm` command answered "what did my jobs do yesterday"."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from controlplane.choices import AllocationState, JobState
+from controlplane.models import Allocation, AllocationGpu, Job, Node
+from controlplane.services import accounting
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.slow
+_generation = iter(range(1, 10_000))
+
+
+def _held(job: Job, node: Node, start: datetime, end: datetime, gpus: int) -> None:
+    allocation = Allocation.objects.create(job=job, generation=next(_generation), epoch=1, created_at=start,
+                                           started_at=start, released_at=end, state=AllocationState.RELEASED)
+    AllocationGpu.objects.bulk_create(AllocationGpu(allocation=allocation, node=node, gpu_index=i, live=False)
+                                      for i in range(gpus))
+
+
+@pytest.fixture
+def yesterday(fleet: Any) -> dict[str, Any]:
+    """Yesterday's work of team ml: a job preempted off h100-1 and finished on h100-2 (8 GPUs for
+    1 h, then 4 GPUs for 1 h: 12 GPU-hours, 2 of them lost), one that failed with exit code 137
+    after 30 min on 2 GPUs (1 GPU-hour), and one cancelled while it waited. Also a job that ended
+    today and one of team vision, which alice's history must not show; the accounting rolled up."""
+    day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    alice = fleet.users["owner"]
+    t1 = day + timedelta(hours=9)
+    moved = f.make_job(fleet.ml, name="train-7b", gpus=8, min_gpus=4, max_gpus=8, submitter=alice,
+                       state=JobState.SUCCEEDED, exit_code=0, started_at=t1 + timedelta(hours=1, minutes=10),
+                       finished_at=t1 + timedelta(hours=2, minutes=10), preemption_count=1, requeue_count=1,
+                       lost_gpu_seconds=2 * 3600.0, submitted_at=t1)
+    _held(moved, fleet.nodes[1], t1, t1 + timedelta(hours=1), 8)
+    _held(moved, fleet.nodes[2], t1 + timedelta(hours=1, minutes=10), t1 + timedelta(hours=2, minutes=10), 4)
+    t2 = day + timedelta(hours=14)
+    oom = f.make_job(fleet.ml, name="eval-oom", gpus=2, submitter=alice, state=JobState.FAILED, exit_code=137,
+                     started_at=t2, finished_at=t2 + timedelta(minutes=30), submitted_at=t2)
+    _held(oom, fleet.nodes[3], t2, t2 + timedelta(minutes=30), 2)
+    waited = f.make_job(fleet.ml, name="never-ran", submitter=alice, state=JobState.CANCELLED,
+                        finished_at=day + timedelta(hours=20), submitted_at=day + timedelta(hours=19))
+    today = f.make_job(fleet.ml, name="today", submitter=alice, state=JobState.SUCCEEDED, exit_code=0,
+                       started_at=day + timedelta(days=1, minutes=1), finished_at=day + timedelta(days=1, minutes=2))
+    f.make_job(fleet.vision, name="bobs", state=JobState.SUCCEEDED, started_at=t2, finished_at=t2 + timedelta(hours=1))
+    accounting.catch_up(day + timedelta(days=1))
+    return {"day": day, "moved": moved, "oom": oom, "waited": waited, "today": today}
+
+
+def _rows(out: str) -> dict[str, list[str]]:
+    """The table's rows by job name (columns split on runs of two or more spaces)."""
+    lines = out.splitlines()
+    assert lines[0].split() == ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS",
+                                "GPU-H", "LOST-GPU-H", "NODES"], out
+    rows = [re.split(r"\s{2,}", line.strip()) for line in lines[1:] if re.match(r"^\s*\d+\s{2,}", line)]
+    return {row[1]: row for row in rows}
+
+
+def test_history_since_yesterday_lists_what_ended_with_its_figures_and_totals(alice_qm, yesterday) -> None:
+    day = yesterday["day"]
+    run = alice_qm("history", "--since", "yesterday", "--until", "today")
+
+    assert run.code == 0, run.err
+    rows = _rows(run.out)
+    assert list(rows) == ["train-7b", "eval-oom", "never-ran"]  # oldest end first; not today's, not bob's
+    start = (day + timedelta(hours=10, minutes=10)).strftime("%Y-%m-%d %H:%M:%S")
+    assert rows["train-7b"] == [str(yesterday["moved"].pk), "train-7b", "ml", "alice", "succeeded", "0", start,
+                                "01:00:00", "8", "12.00", "2.00", "h100-1,h100-2"]
+    assert rows["eval-oom"][4:] == ["failed", "137", rows["eval-oom"][6], "00:30:00", "2", "1.00", "0.00", "h100-3"]
+    assert rows["never-ran"][4:] == ["cancelled", "-", "-", "-", "1", "0.00", "0.00", "-"]
+    totals = run.out.strip().splitlines()[-1]
+    assert totals.startswith(f"3 jobs ended {day:%Y-%m-%d} 00:00:00 → {day + timedelta(days=1):%Y-%m-%d} 00:00:00 UTC: ")
+    assert "1 cancelled, 1 failed, 1 succeeded; 13.00 GPU-hours held, 2.00 GPU-hours of work lost" in totals
+
+
+def test_history_gpu_hours_are_the_accountings(alice_qm, yesterday) -> None:
+    run = alice_qm("history", "--since", "yesterday", "--format", "json")
+    jobs = {j["name"]: j for j in run.json()["jobs"]}
+    cost = accounting.job_cost(yesterday["moved"].pk)
+    assert jobs["train-7b"]["gpu_hours"] == float(cost["gpu_hours_allocated"]) == 12.0
+    assert run.json()["totals"] == {"jobs": 4, "states": {"succeeded": 2, "cancelled": 1, "failed": 1},
+                                    "gpu_hours": 13.0, "lost_gpu_hours": 2.0}
+
+
+def test_history_filters_by_state_node_name_and_exit_code(alice_qm, yesterday) -> None:
+    def names(*args: str) -> list[str]:
+        run = alice_qm("sacct", "--since", "yesterday", "--until", "today", *args)
+        assert run.code == 0, run.err
+        return list(_rows(run.out)) if "JOBID" in run.out else []
+
+    assert names("--state", "failed", "--state", "timed_out") == ["eval-oom"]
+    assert names("--node", "h100-1") == ["train-7b"]  # preempted off it, finished elsewhere: it ran there
+    assert names("--name", "oom") == ["eval-oom"]
+    assert names("--exit-code", "0") == ["train-7b"]
+    assert names("--user", "bob") == []
+
+
+def test_history_csv_has_every_column_every_node_and_a_total_row(alice_qm, yesterday) -> None:
+    run = alice_qm("history", "--since", "yesterday", "--until", "today", "--format", "csv")
+    assert run.code == 0, run.err
+    rows = list(csv.reader(io.StringIO(run.out)))
+    assert rows[0] == ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
+                       "LOST-GPU-H", "NODES"]
+    assert [r[1] for r in rows[1:-1]] == ["train-7b", "eval-oom", "never-ran"]
+    assert rows[1][9:] == ["12.00", "2.00", "h100-1,h100-2"] and rows[2][5] == "137"
+    assert rows[-1] == ["TOTAL", "3 jobs", "", "", "", "", "", "", "", "13.00", "2.00", ""]
+
+
+def test_history_defaults_to_since_midnight_utc_today(alice_qm, yesterday) -> None:
+    run = alice_qm("history")
+    assert run.code == 0, run.err
+    assert list(_rows(run.out)) == ["today"]
+
+
+def test_history_pages_through_more_jobs_than_one_request_gives(alice_qm, fleet) -> None:
+    at = timezone.now() - timedelta(hours=1)
+    Job.objects.bulk_create(Job(team=fleet.ml, priority_class=fleet.research, name=f"sweep-{i}", gpus=1,
+                                runtime_limit_s=3600, state=JobState.SUCCEEDED, submitted_at=at, state_changed_at=at,
+                                started_at=at, finished_at=at + timedelta(seconds=i % 600)) for i in range(1203))
+    run = alice_qm("history", "--since", "2h", "--format", "json")
+    assert run.code == 0, run.err
+    assert run.json()["totals"]["jobs"] == 1203 and len({j["id"] for j in run.json()["jobs"]}) == 1203
+
+
+@pytest.mark.parametrize("args,option", [
+    (["--since", "tomorrow"], "--since"), (["--since", "2026-13-01"], "--since"), (["--until", "soon"], "--until"),
+    (["--since", "1h", "--until", "2h"], "--until"),
+])
+def test_a_time_that_is_no_time_is_refused_naming_the_option(alice_qm, args, option) -> None:
+    run = alice_qm("history", *args)
+    assert run.code == 1 and run.out == ""
+    assert run.err.startswith(f"error: {option}"), run.err
+    assert "Traceback" not in run.err
+
+
+def test_history_says_when_nothing_ended(alice_qm, fleet) -> None:
+    run = alice_qm("history", "--since", "2026-11-01", "--until", "2026-11-02")
+    assert run.code == 0 and "No job ended 2026-11-01 00:00:00 → 2026-11-02 00:00:00 UTC" in run.out, run.out
