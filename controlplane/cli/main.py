@@ -7,7 +7,7 @@
     qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm quotas [--team T]
-    qm nodes | qm cordon|drain|uncordon NODE
+    qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
 
 Human tables by default, `--json` for scripts. Errors print the API's message and exit 1 (2 when
 the server cannot be reached); never a traceback.
@@ -904,36 +904,74 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
 # ------------------------------------------------------------------------------------ nodes
 
 
+NODE_ACTIONS = ("cordon", "drain", "uncordon", "retire", "return")
+
+
 def _node_state(node: dict[str, Any]) -> str:
-    """A node away (down, quarantined) that an operator cordoned comes back cordoned: say so."""
-    if node["state"] in ("down", "quarantined") and node.get("unschedulable"):
+    """A node away (down, quarantined, or suspect after a cordon) that an operator cordoned comes
+    back cordoned: say so; a retired node says since when."""
+    if node["state"] == "retired" and node.get("retired_at"):
+        return f"retired {str(node['retired_at'])[:10]}"
+    if node["state"] in ("down", "quarantined", "suspect") and node.get("unschedulable"):
         return f"{node['state']} (returns cordoned)"
     return str(node["state"])
 
 
 def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
+    """`qm nodes [--all]` lists the fleet (retired nodes only with --all); `qm nodes ACTION NODE`
+    acts on one node, as `qm cordon NODE` does."""
+    if args.action is not None:
+        if args.action not in NODE_ACTIONS:
+            raise CliError(f"unknown node action '{args.action}': one of {', '.join(NODE_ACTIONS)} "
+                           "(e.g. `qm nodes retire NODE`)")
+        if not args.node:
+            raise CliError(f"`qm nodes {args.action}` needs a node name: qm nodes {args.action} NODE")
+        return _node_action(api, args, args.action)
+    if args.node:
+        raise CliError(f"`qm nodes` takes no node name alone: `qm nodes ACTION {args.node}` with ACTION one of "
+                       + ", ".join(NODE_ACTIONS))
     page = api.request("GET", "nodes/", params={"limit": 1000})
+    rows = page["results"]
+    hidden = [] if args.all else [n for n in rows if n["state"] == "retired"]
+    if hidden:
+        rows = [n for n in rows if n["state"] != "retired"]
     if args.json:
-        output.emit_json(page)
+        output.emit_json({**page, "results": rows} if hidden else page)
         return 0
     output.table(
         [(n["name"], n["pool"], n["gpu_type"], f"{n['allocated_gpus']}/{n['gpu_count']}", _node_state(n), n["leaf_switch"],
-          output.age(n["last_heartbeat_at"])) for n in page["results"]],
+          output.age(n["last_heartbeat_at"])) for n in rows],
         ["NODE", "POOL", "GPU TYPE", "GPUS USED", "STATE", "LEAF", "HEARTBEAT"],
     )
+    if hidden:
+        gpus = sum(int(n["gpu_count"]) for n in hidden)
+        print(f"{len(hidden)} retired node{'s' if len(hidden) > 1 else ''} ({gpus} GPUs) not shown, out of the "
+              "fleet: qm nodes --all lists them")
     return 0
 
 
 def cmd_node_action(api: Api, args: argparse.Namespace) -> int:
+    return _node_action(api, args, args.command)
+
+
+def _node_action(api: Api, args: argparse.Namespace, action: str) -> int:
     found = api.request("GET", "nodes/", params={"name": args.node})["results"]
     if not found:
         raise CliError(f"no node named '{args.node}'")
-    node = api.request("POST", f"nodes/{found[0]['id']}/{args.command}/")
+    node = api.request("POST", f"nodes/{found[0]['id']}/{action}/")
     if args.json:
         output.emit_json(node)
+    elif node["state"] == "retired":
+        print(output.visible(f"{node['name']} is retired: out of the fleet (no work, no capacity, its agent refused) "
+                             f"until an admin returns it to service (qm nodes return {node['name']})."))
+    elif action == "return":
+        print(output.visible(f"{node['name']} is {node['state']}: back in the fleet, until its agent registers "
+                             "again; it then comes back " + ("cordoned (qm uncordon it to take work)."
+                                                            if node.get("unschedulable") else "ready.")))
     else:
-        away = node["state"] in ("down", "quarantined")
-        back = " It returns " + ("cordoned" if node.get("unschedulable") else "ready") + " when its agent registers again."
+        away = node["state"] in ("down", "quarantined") or (node["state"] == "suspect" and node.get("unschedulable"))
+        back = (" It returns " + ("cordoned" if node.get("unschedulable") else "ready") + " when its agent "
+                + ("heartbeats" if node["state"] == "suspect" else "registers") + " again.")
         print(output.visible(f"{node['name']} is {node['state']}." + (back if away else "")))
     return 0
 
@@ -1062,7 +1100,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "preemption). Members see their team's; admins and finance every team's.")
     p.add_argument("--team", help="only this team's quotas")
 
-    sub.add_parser("nodes", parents=[common], help="the fleet's nodes")
+    p = sub.add_parser("nodes", parents=[common], help="the fleet's nodes; qm nodes retire|return NODE (admins)",
+                       description="The fleet's nodes (retired ones only with --all). With an action and a node "
+                                   "(admins): cordon, drain, uncordon, retire (out of the fleet for good; refused "
+                                   "while jobs run there: drain it first) or return (a retired node back to "
+                                   "service: down until its agent registers, then cordoned).")
+    p.add_argument("action", nargs="?", metavar="ACTION", help="cordon, drain, uncordon, retire or return")
+    p.add_argument("node", nargs="?", metavar="NODE")
+    p.add_argument("--all", action="store_true", help="list retired nodes too")
     for action, helptext in (("cordon", "take no new work"), ("drain", "take no new work, let jobs finish"),
                              ("uncordon", "take work again")):
         p = sub.add_parser(action, parents=[common], help=f"{helptext} (admins)")

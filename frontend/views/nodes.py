@@ -1,5 +1,7 @@
-"""`/nodes/`: every node by pool and leaf switch, its state and heartbeat; admins cordon, drain
-and uncordon here (through the API's node actions, which call services/nodes.py).
+"""`/nodes/`: every node by pool and leaf switch, its state and heartbeat; admins cordon, drain,
+uncordon and retire here (through the API's node actions, which call services/nodes.py).
+Retired nodes are out of the fleet: listed apart, under the pools, in no pool's figures; an
+admin returns one to service from there.
 `/nodes/<name>/`: one node — inventory, topology, state, heartbeat and agent lease, the jobs
 holding its GPUs (other teams' as their team only), its recent events, and its GPU time over a
 window in the three tiers (services/node_tiers.py)."""
@@ -30,27 +32,46 @@ from frontend.heatmap import fleet_grid
 from frontend.windows import WINDOWS, window_from
 
 # Which actions an admin is offered in each state (services/nodes.py refuses the rest anyway).
+# Retire is offered where a node runs nothing as a rule (drained into cordoned, or dead); the
+# API refuses it while jobs hold GPUs there, saying to drain it first.
 ACTIONS = {
     NodeState.READY: ("cordon", "drain"),
     NodeState.SUSPECT: ("cordon", "drain"),
-    NodeState.CORDONED: ("uncordon", "drain"),
+    NodeState.CORDONED: ("uncordon", "drain", "retire"),
     NodeState.DRAINING: ("uncordon", "cordon"),
+    NodeState.RETIRED: ("return",),
 }
 # A node that is away keeps its health state; the operator decides how it returns.
 AWAY = (NodeState.QUARANTINED, NodeState.DOWN)
 
 
+def _away(state: str, unschedulable: bool) -> bool:
+    # A silent node an operator had cordoned or drained is suspect and keeps that wish.
+    return NodeState(state) in AWAY or (NodeState(state) == NodeState.SUSPECT and unschedulable)
+
+
 def node_actions(state: str, unschedulable: bool) -> tuple[str, ...]:
-    if NodeState(state) in AWAY:
-        return ("uncordon",) if unschedulable else ("cordon",)
+    if _away(state, unschedulable):
+        wish = ("uncordon",) if unschedulable else ("cordon",)
+        return wish + (("retire",) if NodeState(state) in AWAY else ())
     return ACTIONS.get(NodeState(state), ())
 
 
 def returns_as(state: str, unschedulable: bool) -> str | None:
-    """How an away node comes back when its agent registers again ("cordoned" or "ready")."""
-    if NodeState(state) not in AWAY:
+    """How an away node comes back when its agent is heard again ("cordoned" or "ready")."""
+    if not _away(state, unschedulable):
         return None
     return "cordoned" if unschedulable else "ready"
+
+
+def retired_payload(is_admin: bool) -> dict[str, Any]:
+    """The retired nodes, newest retirement first (one query): out of the fleet, listed apart."""
+    retired = [
+        {**n, "actions": [("return", reverse("v1:node-return", args=[n["id"]]))] if is_admin else []}
+        for n in Node.objects.filter(state=NodeState.RETIRED).order_by("-retired_at", "name")
+        .values("id", "name", "pool", "gpu_count", "gpu_type__name", "retired_at")
+    ]
+    return {"retired": retired, "retired_gpus": sum(n["gpu_count"] for n in retired)}
 
 
 def nodes_payload(request: HttpRequest) -> dict[str, Any]:
@@ -95,7 +116,8 @@ def nodes_payload(request: HttpRequest) -> dict[str, Any]:
     for row in grid.values():
         gpus_by_state[(row.pool, row.state)] += len(row.slots)
     chart = figures.nodes_by_state([{"pool": p, "state": s, "gpus": g} for (p, s), g in sorted(gpus_by_state.items())])
-    return {"pools": pools, "charts": [chart], "is_admin": is_admin, "node_count": len(rows)}
+    return {"pools": pools, "charts": [chart], "is_admin": is_admin, "node_count": len(rows),
+            **retired_payload(is_admin)}
 
 
 @login_required
