@@ -213,6 +213,38 @@ def _duration(text: str, flag: str) -> int:
         raise CliError(f"{flag}: {exc}") from exc
 
 
+#: Slurm's dependency types qm takes (`--dependency afterok:12:13,afterany:14`), and how a job's
+#: status says each: "job 12 succeeds".
+DEPENDENCY_TYPES = {"after": "starts", "afterok": "succeeds", "afternotok": "fails", "afterany": "ends"}
+
+
+def parse_dependency(text: str) -> list[dict[str, Any]]:
+    """Slurm's `--dependency` list as the API's `dependencies`: `afterok:12:13,afterany:14` →
+    [{job 12, afterok}, {job 13, afterok}, {job 14, afterany}]. A job array's id (a UUID, as
+    `qm submit --array` printed) stands for every task of the array. Raises CliError naming the
+    option and the part at fault."""
+    if "?" in text:
+        raise CliError(f"--dependency {text}: '?' (any one of them) is not supported; every dependency "
+                       "must be met (separate them with commas)")
+    items: list[dict[str, Any]] = []
+    for part in text.replace(" ", "").split(","):
+        kind, sep, ids = part.partition(":")
+        if kind not in DEPENDENCY_TYPES:
+            raise CliError(f"--dependency {text}: '{part}' is not TYPE:JOB[:JOB...]; TYPE is one of "
+                           f"{', '.join(DEPENDENCY_TYPES)}")
+        if not sep or not ids:
+            raise CliError(f"--dependency {text}: '{part}' names no job; write {kind}:JOB (e.g. {kind}:12)")
+        for ref in ids.split(":"):
+            if ref.isascii() and ref.isdigit() and int(ref) > 0:
+                items.append({"job": int(ref), "condition": kind})
+                continue
+            try:
+                items.append({"array": str(uuid.UUID(ref)), "condition": kind})
+            except ValueError:
+                raise CliError(f"--dependency {text}: '{ref}' is not a job id (a number) or a job array's id") from None
+    return items
+
+
 def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
     spec = _load_spec_file(args.file) if args.file else {}
     flags = {
@@ -240,6 +272,8 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
                 raise CliError(f"--env {item}: expected NAME=VALUE")
             env[key] = value
         spec["env"] = env
+    if args.dependency:
+        spec["dependencies"] = parse_dependency(args.dependency)
     if command:
         spec["command"] = shell_command(command)
     if "name" not in spec and spec.get("command"):
@@ -276,7 +310,8 @@ def _roles_gpus(roles: Any) -> int | None:
 
 #: Flags spelled otherwise than the API field they set: a refusal names the flag as typed too.
 FLAG_OF_FIELD = {"runtime_limit_s": "time", "priority_class": "priority", "checkpoint_interval_s": "checkpoint_every",
-                 "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type"}
+                 "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type",
+                 "dependencies": "dependency"}
 
 
 def _refusal(error: ApiError, args: argparse.Namespace | None = None) -> str:
@@ -287,7 +322,8 @@ def _refusal(error: ApiError, args: argparse.Namespace | None = None) -> str:
         return str(error)
 
     def name(field: str) -> str:
-        flag = FLAG_OF_FIELD.get(field)
+        # An item's field (`dependencies.1.condition`) was typed as its list's flag.
+        flag = FLAG_OF_FIELD.get(field) or FLAG_OF_FIELD.get(field.split(".")[0])
         given = getattr(args, flag, None) if args is not None and flag else None
         if not given:
             return field
@@ -332,7 +368,8 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     else:
         what = (f"job {result['id']} ({result['name']}): {counted(result['gpus'], 'GPU')}, "
                 f"priority {result['priority_class']}, team {result['team']}, "
-                f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}")
+                f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}"
+                + (f", runs after {runs_after(result)}" if result.get("dependencies") else ""))
         if replayed:
             print(output.visible(f"Idempotency key {key} was already used: no new job was submitted. "
                                  f"It returned {what}."))
@@ -497,6 +534,8 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         *([("running", running)] if running else []),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
+        *([("runs after", runs_after(job))] if job.get("dependencies") else []),
+        *([("waited on by", ", ".join(f"job {pk}" for pk in job["dependents"]))] if job.get("dependents") else []),
         ("preemptions", preemptions),
         *([("last preempted", preempted)] if preempted else []),
         *([("requeued", requeued)] if requeued else []),
@@ -508,6 +547,16 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
 #: The events of a preemption: its notice, then how the stop ended (the job page's "Preempted").
 _SIGNAL_KINDS = ("job.preempting",)
 _REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
+
+
+def runs_after(job: dict[str, Any]) -> str:
+    """`job 12 succeeds (running), job 13 ends (met)`: the job's dependencies and where each
+    stands; empty for none."""
+    parts = []
+    for dep in job.get("dependencies") or []:
+        where = "met" if dep.get("satisfied_at") else dep.get("state") or "?"
+        parts.append(f"job {dep['job']} {DEPENDENCY_TYPES.get(dep['condition'], dep['condition'])} ({where})")
+    return ", ".join(parts)
 
 
 def _last_preemption(api: Api, job: dict[str, Any]) -> tuple[str, str]:
@@ -1027,6 +1076,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--team")
     p.add_argument("--workload", choices=["training", "serving", "interactive", "batch"])
     p.add_argument("--checkpoint-every", metavar="DURATION")
+    p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...",
+                   help="start only once these jobs meet TYPE (Slurm's --dependency): after (started), afterok "
+                        "(succeeded), afternotok (failed), afterany (ended); e.g. afterok:12:13,afterany:14. "
+                        "JOB may be a job array's id (every task)")
     p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
     p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2")
     p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")

@@ -35,6 +35,7 @@ from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
 from controlplane.services import access, accounting
 from controlplane.services import jobs as job_service
+from controlplane.services.dependencies import NEVER_SATISFIED, page_of
 from controlplane.services.stopping import attach_stop_reasons, label_totals
 from frontend import figures
 from frontend.heatmap import fleet_grid
@@ -268,6 +269,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     # its runtime limit read as "Stopping: its processes were signalled", and a job preempted
     # once, run again and cancelled said "Being preempted" with the old preemption's words.
     stop_kind, stop_text = stop_notice(job) if job.state == JobState.PREEMPTING else ("", "")
+    runs_after, waited_on_by = page_of(job.pk)  # its dependencies both ways: one query
     return {
         "job": job,
         "preemption": last_preemption(events),
@@ -281,6 +283,8 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "nodes": [r.name for r in grid],
         "array_states": array_states,
         "roles": gang_roles(job.roles) if job.roles else "",  # a heterogeneous gang's
+        "runs_after": runs_after, "waited_on_by": waited_on_by,  # its dependencies, both ways
+        "dependency_cancelled": job.state == JobState.CANCELLED and job.pending_code == NEVER_SATISFIED,
         # Not where the API would refuse it (409): a job already being cancelled, or stopping at its limit.
         "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id) and cancel_refusal(job) is None,
         "cancel_url": reverse("v1:job-cancel", args=[job.pk]),

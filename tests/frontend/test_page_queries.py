@@ -23,8 +23,8 @@ PINNED = {
     "/ui/overview.json": 13,
     "/jobs/": 11,  # one for the listed jobs' held GPUs (gpus_held)
     "/ui/jobs.json": 4,
-    "/jobs/{job}/": 10,
-    "/ui/jobs/{job}.json": 10,
+    "/jobs/{job}/": 11,  # one for its dependencies, both ways (services/dependencies.page_of)
+    "/ui/jobs/{job}.json": 11,
     "/teams/": 14,
     "/showback/": 10,
     "/nodes/": 6,
