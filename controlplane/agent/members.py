@@ -284,6 +284,7 @@ class ProcessMember:
         per_node = assignment.env.get("QM_LAUNCH", "per_gpu") == "per_node"
         count = 1 if per_node else max(1, len(assignment.gpus))
         self.procs: list[subprocess.Popen[bytes]] = []
+        self.ranks: list[int] = []  # each process's RANK: its output is rank<RANK>.log
         self.progress_file = workdir / "rank0.progress.jsonl"
         if not assignment.command.strip():
             self._exit_code = NO_COMMAND_EXIT_CODE
@@ -294,6 +295,7 @@ class ProcessMember:
             env = {**env_base, **assignment.env, **rank_environment(assignment, index, per_node),
                    "QM_AGENT_NODE": node_name}
             rank = env["RANK"]
+            self.ranks.append(int(rank))
             env["QM_PROGRESS_FILE"] = str(self.progress_file if rank == "0" else workdir / f"rank{rank}.progress.jsonl")
             argv, pre_exec = launch_argv(assignment.command)
             with open(workdir / f"rank{rank}.log", "ab") as log:
@@ -386,6 +388,18 @@ class ProcessMember:
 
     def next_event_in(self) -> float | None:
         return None
+
+    def output_ranks(self) -> list[int]:
+        return list(self.ranks)
+
+    def read_output(self, rank: int, offset: int, limit: int) -> bytes:
+        """Up to `limit` bytes of rank `rank`'s stdout+stderr from byte `offset` (agent/logs.py)."""
+        try:
+            with open(self.workdir / f"rank{rank}.log", "rb") as f:
+                f.seek(offset)
+                return f.read(limit)
+        except FileNotFoundError:
+            return b""
 
 
 def apply_progress_line(progress: Progress, item: dict[str, Any], *, now: float) -> None:
@@ -600,6 +614,10 @@ class SimulatedMember:
     QM_SIM_STEPS_PER_S, QM_SIM_TOKENS_PER_STEP: its progress; QM_SIM_ACTIVITY: device activity;
     QM_SIM_EXIT_CODE: its exit code; QM_SIM_STOP_S: how long it takes to checkpoint and exit
     after SIGTERM (longer than the grace period means it gets SIGKILLed, like a real job).
+
+    Its rank 0 prints what a training script's would (QM_SIM_LOG_EVERY_S, default 5; 0: nothing
+    but the first and last lines): the command, a `step … loss …` line every so often, and how
+    it ended. The other ranks print nothing, as most training scripts' other ranks.
     """
 
     assignment: Assignment
@@ -611,6 +629,11 @@ class SimulatedMember:
     killed_at: float | None = None
     last_checkpoint: float | None = None
     _spec: dict[str, float | None] = field(default_factory=dict)
+    # Rank 0's output not yet read past (agent/logs.py reads forward only), and where it begins.
+    _out: bytearray = field(default_factory=bytearray)
+    _out_base: int = 0
+    _lines: int = -1  # progress lines written (-1: not even the first line)
+    _closed: bool = False
 
     def __post_init__(self) -> None:
         env = self.assignment.env
@@ -624,6 +647,7 @@ class SimulatedMember:
             "exit_code": _env_float(env, "QM_SIM_EXIT_CODE", 0.0),
             "stop_s": _env_float(env, "QM_SIM_STOP_S", 0.2),
             "checkpoint_s": _env_float(env, "QM_SIM_CHECKPOINT_S", self.assignment.checkpoint_interval_s),
+            "log_every_s": _env_float(env, "QM_SIM_LOG_EVERY_S", 5.0),
         }
 
     def _end(self) -> tuple[float, int] | None:
@@ -676,6 +700,51 @@ class SimulatedMember:
 
     def activity(self) -> float | None:
         return float(self._spec["activity"] or 0.0)
+
+    def output_ranks(self) -> list[int]:
+        return [0] if self.assignment.hosts_rank_zero else []
+
+    def read_output(self, rank: int, offset: int, limit: int) -> bytes:
+        """Rank 0's output from byte `offset` (what it printed by now; see the class)."""
+        if rank != 0:
+            return b""
+        self._write_output()
+        if offset > self._out_base:  # read past: never asked for again
+            del self._out[: offset - self._out_base]
+            self._out_base = offset
+        start = offset - self._out_base
+        return bytes(self._out[start:start + limit])
+
+    def _write_output(self) -> None:
+        a = self.assignment
+        if self._lines < 0:
+            self._lines = 0
+            self._out += (f"[sim] job {a.job_id} ({a.job_name}), generation {a.generation}, rank 0 of "
+                          f"{a.world_size}: {a.command or '(no command)'}\n").encode()
+        if self._closed:
+            return
+        every = float(self._spec["log_every_s"] or 0.0)
+        ran = self._ran_until() - self.started
+        rate = float(self._spec["steps_per_s"] or 0.0)
+        per_step = float(self._spec["tokens_per_step"] or 0.0)
+        while every > 0 and (self._lines + 1) * every <= ran:
+            self._lines += 1
+            steps = int(self._lines * every * rate)
+            loss = 1.6 + 2.4 * math.exp(-steps / 3000.0)
+            self._out += f"step {steps} tokens {int(steps * per_step)} loss {loss:.3f}\n".encode()
+        end = self._end()
+        if end is None or self.clock() < end[0]:
+            return
+        self._closed = True
+        steps = int(ran * rate)
+        if self.killed_at is not None and end[1] == -signal.SIGKILL:
+            return  # a killed process says nothing
+        if end[1] == -signal.SIGTERM:
+            self._out += f"SIGTERM received: checkpoint saved at step {steps}, exiting\n".encode()
+        elif end[1] == 0:
+            self._out += f"training finished: {steps} steps\n".encode()
+        else:
+            self._out += f"error: simulated failure after {steps} steps (exit code {end[1]})\n".encode()
 
     def next_event_in(self) -> float | None:
         # Nothing changes a simulated job but its own end: without one (no duration, not

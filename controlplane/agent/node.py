@@ -103,6 +103,7 @@ class Call:
     body: dict[str, Any]
     sent: float
     reports: list[dict[str, Any]]
+    logs: list[Chunk] = field(default_factory=list)  # the output chunks in `body` (see agent/logs.py)
 
 
 @dataclass
@@ -167,6 +168,7 @@ class NodeAgent:
         self.refused: set[int] = set()
         self.highest_generation: dict[int, int] = {}
         self.outbox: list[dict[str, Any]] = []
+        self.shipper = LogShipper()  # each rank's output, shipped with the contacts
         # The desired allocations of the last full reply and their version: sent back as
         # `known`, so while nothing concerning this node changed the control plane answers
         # `unchanged` without building them again, and these are applied once more.
@@ -263,11 +265,14 @@ class NodeAgent:
         body: dict[str, Any] = {"running": sorted(self.members), "reports": reports}
         if self.known_version:
             body["known"] = self.known_version
+        logs = self.shipper.collect()
+        if logs:
+            body["logs"] = [chunk.as_json() for chunk in logs]
         if self.shutting_down and not self.members:
             body["goodbye"] = True
         # Every contact renews the lease, an urgent report included: the next heartbeat is then
         # due a whole interval later, so an agent that reports often needs no separate ones.
-        return Call("heartbeat", body, sent=self.clock(), reports=reports)
+        return Call("heartbeat", body, sent=self.clock(), reports=reports, logs=logs)
 
     def send(self, call: Call) -> dict[str, Any]:
         """The call over this agent's own connection (one node, one request)."""
@@ -343,6 +348,10 @@ class NodeAgent:
                 self.next_contact = now + min(self.interval_s, RETRY_S * 2)
             return
         assert reply is not None
+        if call.logs:
+            self.shipper.delivered(call.logs)
+            if self.shipper.backlog:  # more output waits than one contact carries: send it soon
+                self.report_at = min(self.report_at, now + BACKLOG_DELAY_S)
         if len(self.round_trips) < 10_000:
             self.round_trips.append(now - call.sent)
         if call.kind == "register":
@@ -401,6 +410,7 @@ class NodeAgent:
                 continue
             del self.members[generation]
             self._remember_finished(generation, code)
+            self.shipper.ended(generation)  # its last output goes with the exit, the rest after
             self.counters["exited"] += 1
             self._final_sample(running, wall)
             # `exited`: the job ended by itself or as the control plane asked (its exit code
@@ -609,6 +619,7 @@ class NodeAgent:
                                                       sample_from_wall=wall, started_clock=started,
                                                       limit_at=self._limit_deadline(started, assignment))
         self.counters["launched"] += 1
+        self.shipper.watch(assignment.generation, member)
         self._queue({"kind": "started", "generation": assignment.generation, "at": iso(wall)})
         # Not at once: a start waits up to START_REPORT_DELAY_S for company (the other members
         # launched in this round, a short job's exit), so one request carries them all.

@@ -4,6 +4,8 @@
     POST nodes/<name>/heartbeat    renew the lease, apply reports, get the desired allocations
     POST nodes/<name>/report       apply reports at once (an exit), get the desired allocations
 
+A heartbeat or a report may carry `logs`, chunks of the jobs' output (services/job_logs.py).
+
 Agents authenticate with `Authorization: Bearer <token>`. A node token opens only its own
 node's endpoints; the bootstrap secret (QM_AGENT_BOOTSTRAP_TOKEN) opens only `register`. User
 tokens and sessions are not accepted here, and agent tokens are not accepted anywhere else.
@@ -36,11 +38,15 @@ from controlplane.api.errors import Conflict, exception_handler
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.services import agent_protocol as protocol
+from controlplane.services import job_logs
 
 log = structlog.get_logger(__name__)
 
 MAX_REPORTS = 2000
 MAX_BATCH = 256
+# Output chunks per contact, and their bytes in all (the agent sends at most 256 KiB).
+MAX_LOG_CHUNKS = 256
+MAX_LOG_BYTES = 1024 * 1024
 # Agent clocks are not trusted further than this: times from the future are taken as "now".
 MAX_CLOCK_SKEW = timedelta(seconds=5)
 
@@ -214,13 +220,30 @@ class ReportSerializer(serializers.Serializer):
         return attrs
 
 
+class LogChunkSerializer(serializers.Serializer):
+    """New output of one rank of one run: `bytes` bytes from byte `offset` on, as UTF-8 text."""
+
+    generation = serializers.IntegerField(min_value=1)
+    rank = serializers.IntegerField(min_value=0, max_value=1_000_000)
+    offset = serializers.IntegerField(min_value=0)
+    bytes = serializers.IntegerField(min_value=1, max_value=job_logs.CHUNK_BYTES)
+    text = serializers.CharField(trim_whitespace=False, max_length=job_logs.CHUNK_BYTES)
+
+
 class SyncSerializer(serializers.Serializer):
     running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
     reports = ReportSerializer(many=True, required=False, max_length=MAX_REPORTS)
+    logs = LogChunkSerializer(many=True, required=False, max_length=MAX_LOG_CHUNKS)
     goodbye = serializers.BooleanField(required=False, default=False)
     # The `version` of the last reply whose allocations the agent holds: while it is still
     # current, the reply says `unchanged` and carries no allocations.
     known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
+
+    def validate_logs(self, chunks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if sum(c["bytes"] for c in chunks) > MAX_LOG_BYTES:
+            raise serializers.ValidationError(f"At most {MAX_LOG_BYTES} bytes of output per contact; send the "
+                                              "rest with the next one.")
+        return chunks
 
 
 # --- the fast path
@@ -311,6 +334,23 @@ def _fast_report(item: Any) -> dict[str, Any] | None:
     return out
 
 
+def _fast_logs(raw: Any) -> list[dict[str, Any]] | None:
+    """LogChunkSerializer's rules (CharField refuses NUL), or None: ask the serializer."""
+    if type(raw) is not list or len(raw) > MAX_LOG_CHUNKS:
+        return None
+    total = 0
+    for item in raw:
+        if type(item) is not dict or len(item) != 5:
+            return None
+        nbytes, text = item.get("bytes"), item.get("text")
+        if not (_int_in(item.get("generation"), 1, None) and _int_in(item.get("rank"), 0, 1_000_000)
+                and _int_in(item.get("offset"), 0, None) and _int_in(nbytes, 1, job_logs.CHUNK_BYTES)
+                and type(text) is str and 0 < len(text) <= job_logs.CHUNK_BYTES and "\x00" not in text):
+            return None
+        total += nbytes
+    return raw if total <= MAX_LOG_BYTES else None
+
+
 def _fast_sync(data: Any, *, batch_item: bool = False) -> dict[str, Any] | None:
     """SyncSerializer's (or BatchItemSerializer's) validated data, or None: ask the serializer."""
     if type(data) is not dict:
@@ -332,6 +372,11 @@ def _fast_sync(data: Any, *, batch_item: bool = False) -> dict[str, Any] | None:
                 return None
             reports.append(report)
         out["reports"] = reports
+    if "logs" in data:
+        logs = _fast_logs(data["logs"])
+        if logs is None:
+            return None
+        out["logs"] = logs
     if "goodbye" in data:
         if type(data["goodbye"]) is not bool:
             return None
@@ -371,6 +416,16 @@ def _validated_batch(data: Any) -> list[dict[str, Any]]:
     payload = BatchSerializer(data=data)
     payload.is_valid(raise_exception=True)
     return list(payload.validated_data["nodes"])
+
+
+def _store_logs(batches: list[tuple[Node, list[dict[str, Any]]]], now: datetime) -> None:
+    """The contacts' output chunks, stored before their reports are applied: a job's last lines
+    are in before the exit that ends it, so whoever follows its output reads them."""
+    for node, chunks in batches:
+        if chunks:
+            job_logs.store(node.pk, node.name, [
+                job_logs.Chunk(c["generation"], c["rank"], c["offset"], c["bytes"], c["text"]) for c in chunks
+            ], now=now)
 
 
 def _clamp(at: datetime | None, now: datetime) -> datetime | None:
@@ -461,6 +516,7 @@ class _SyncView(AgentView):
     def post(self, request: Request, name: str) -> Response:
         data = _validated_sync(request.data)
         now = timezone.now()
+        _store_logs([(request.user.node, data.get("logs") or [])], now)
         # No transaction around the whole call: each step takes its own locks in the global
         # order (lease → node → allocation → job → GPUs), see services/agent_protocol.py.
         desired = protocol.sync(
@@ -527,6 +583,7 @@ class BatchSyncView(AgentView):
                 running=protocol.parse_running(item.get("running", [])), renew=item.get("renew", True),
                 goodbye=item.get("goodbye", False), known=item.get("known") or None,
             )))
+        _store_logs([(r.node, items[index].get("logs") or []) for index, r in accepted], now)
         for (index, _), desired in zip(accepted, protocol.sync_many([r for _, r in accepted], now=now), strict=True):
             results[index] = {"status": 200, **desired.as_json()}
         return Response({"results": results})

@@ -27,6 +27,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api import job_logs as logs_api
 from controlplane.api import serializers as s
 from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.errors import Conflict, exception_handler, refused_deletion
@@ -466,6 +467,14 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def explain(self, request: Request, pk: str | None = None) -> Response:
         job = self.get_object()
         return Response(explanation(job))
+
+    @extend_schema(responses={200: logs_api.RESPONSE}, parameters=logs_api.PARAMETERS, filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None, query_parameters=logs_api.QUERY_PARAMETERS,
+            renderer_classes=[JSONRenderer, BrowsableAPIRenderer, logs_api.LogTextRenderer])
+    def logs(self, request: Request, pk: str | None = None) -> Response:
+        """The job's output (stdout and stderr) by rank and run, as its agents shipped it: follow
+        it with `offset` = the last reply's `next_offset`; `?format=txt` for the text alone."""
+        return Response(logs_api.read(self.get_object(), request.query_params))
 
 
 def refusal_answer(refusal: holds.Refused) -> Response:

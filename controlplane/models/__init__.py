@@ -4,6 +4,7 @@ from controlplane.models.accounting import UsageSample
 from controlplane.models.events import Event
 from controlplane.models.fleet import GpuType, Node, PriceRate
 from controlplane.models.jobs import Allocation, AllocationGpu, Job, JobDependency, PendingPlace
+from controlplane.models.logs import JobLogChunk
 from controlplane.models.quotas import Cohort, PriorityClass, Quota
 from controlplane.models.scheduling import FleetSample, SchedulerLease
 from controlplane.models.teams import Membership, Project, Team
@@ -12,8 +13,8 @@ from controlplane.models.usage import (  # noqa: F401
     FleetRollup,
     GroupRollup,
     JobProgressRate,
-    QuotaRollup,
     NodeActivityRollup,
+    QuotaRollup,
     UsageRollup,
 )
 
@@ -26,6 +27,7 @@ __all__ = [
     "GpuType",
     "Job",
     "JobDependency",
+    "JobLogChunk",
     "Membership",
     "Node",
     "PendingPlace",

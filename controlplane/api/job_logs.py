@@ -1,0 +1,106 @@
+"""GET /api/v1/jobs/{id}/logs/: a job's output, as JSON to follow or as plain text.
+
+    ?rank=0             the process's RANK (default 0)
+    ?generation=G       which run (default: the job's latest); `generations` lists them all
+    ?offset=N           from byte N on, at most 1 MiB (follow: ask again from `next_offset`)
+    ?tail_bytes=N       the last N bytes (at most what is kept, 8 MiB), from a line's start
+    ?tail_lines=N       the last N lines (at most 10,000)
+    ?format=txt         the text alone (text/plain), the pruning notice first: the job page's
+                        "raw text" link, and `curl … | less`
+
+The job is looked up as GET jobs/{id}/ does: another team's job is a 404 here too. The rules
+(merging, pruning, what a read returns) are in services/job_logs.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiParameter, inline_serializer
+from rest_framework import serializers
+from rest_framework.exceptions import ValidationError
+from rest_framework.renderers import BaseRenderer
+
+from controlplane.models import Job
+from controlplane.services import job_logs
+
+QUERY_PARAMETERS = frozenset({"format", "rank", "generation", "offset", "tail_bytes", "tail_lines"})
+
+
+class LogTextRenderer(BaseRenderer):
+    """The output as text/plain. Never HTML: a job's output is shown, not interpreted."""
+
+    media_type = "text/plain"
+    format = "txt"
+    charset = "utf-8"
+
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+        if isinstance(data, dict) and "text" in data:
+            notice = f"{data['notice']}\n" if data.get("notice") and data.get("text") else ""
+            return (notice + str(data["text"])).encode("utf-8")
+        if isinstance(data, dict):  # an error: each field's words, one a line
+            lines = []
+            for key, value in data.items():
+                if key == "code":
+                    continue
+                words = " ".join(map(str, value)) if isinstance(value, list) else str(value)
+                lines.append(words if key == "detail" else f"{key}: {words}")
+            return ("\n".join(lines) + "\n").encode("utf-8")
+        return str(data).encode("utf-8")
+
+
+def _whole(params: Any, name: str, least: int, most: int | None = None) -> int | None:
+    raw = params.get(name)
+    if raw is None or raw == "":
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValidationError({name: [f"'{str(raw)[:40]}' is not a whole number: give {least} or more."]}) from None
+    if value < least or (most is not None and value > most):
+        span = f"from {least} to {most}" if most is not None else f"{least} or more"
+        raise ValidationError({name: [f"{value} is out of range: give {span}."]})
+    return value
+
+
+def read(job: Job, params: Any) -> dict[str, Any]:
+    """The reply to GET jobs/{id}/logs/ with these query parameters (400 naming a bad one)."""
+    rank = _whole(params, "rank", 0, 1_000_000)
+    try:
+        output = job_logs.read(
+            job, rank=0 if rank is None else rank, generation=_whole(params, "generation", 1),
+            offset=_whole(params, "offset", 0),
+            tail_bytes=_whole(params, "tail_bytes", 1, job_logs.keep_bytes()),
+            tail_lines=_whole(params, "tail_lines", 1, job_logs.MAX_TAIL_LINES),
+        )
+    except job_logs.BadRead as error:
+        raise ValidationError({k: [v] for k, v in error.errors.items()}) from error
+    reply = output.as_json()
+    reply["job_state"] = job.state
+    return reply
+
+
+PARAMETERS = [
+    OpenApiParameter("rank", int, description="The process's RANK (default 0)."),
+    OpenApiParameter("generation", int, description="Which run of the job (default: its latest)."),
+    OpenApiParameter("offset", int, description="Read from this byte on (at most 1 MiB); follow with next_offset."),
+    OpenApiParameter("tail_bytes", int, description="The last N bytes (at most the 8 MiB kept per rank)."),
+    OpenApiParameter("tail_lines", int, description="The last N lines (at most 10,000)."),
+]
+
+RESPONSE = inline_serializer("JobLogs", fields={
+    "job": serializers.IntegerField(),
+    "job_state": serializers.CharField(),
+    "generation": serializers.IntegerField(allow_null=True, help_text="The run read (null: the job never ran)."),
+    "generations": serializers.ListField(child=serializers.IntegerField(), help_text="Every run, oldest first."),
+    "rank": serializers.IntegerField(),
+    "ranks": serializers.ListField(child=serializers.IntegerField(), help_text="Ranks of this run with output."),
+    "node": serializers.CharField(allow_null=True, help_text="Where this rank ran."),
+    "offset": serializers.IntegerField(help_text="Byte offset where `text` begins."),
+    "next_offset": serializers.IntegerField(help_text="Ask from here for what comes next (follow)."),
+    "end_offset": serializers.IntegerField(help_text="Bytes received of this rank so far."),
+    "pruned_bytes": serializers.IntegerField(help_text="Bytes at the start no longer kept."),
+    "more": serializers.BooleanField(help_text="A forward read stopped at 1 MiB: more after next_offset."),
+    "notice": serializers.CharField(help_text="What is missing, in words (pruned bytes, no output yet)."),
+    "text": serializers.CharField(help_text="The output, UTF-8 (undecodable bytes read as U+FFFD)."),
+})

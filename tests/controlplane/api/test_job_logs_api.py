@@ -1,0 +1,283 @@
+"""A job's output through the control plane: agents ship it with their contacts, users read it
+at GET /api/v1/jobs/{id}/logs/ (services/job_logs.py, api/job_logs.py).
+
+The agents' side is played over HTTP with each node's real token, as qm-agent sends it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.db import transaction
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from controlplane.choices import AllocationState
+from controlplane.models import Allocation, Job, JobLogChunk, Team
+from controlplane.services import job_logs, reconcile, transitions
+from tests.controlplane import factories as f
+from tests.controlplane.loop_fixtures import BOOTSTRAP, LoopFleet, agent_client, bind, build_loop_fleet, make_job, register_node
+
+pytestmark = pytest.mark.django_db
+J = "/api/v1"
+
+
+@pytest.fixture(autouse=True)
+def _fast_hashing_and_bootstrap(settings: Any) -> None:
+    settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+    settings.QM = {**settings.QM, "AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}
+
+
+@pytest.fixture
+def fleet(db: Any) -> LoopFleet:
+    return build_loop_fleet()
+
+
+def user_client(user: Any) -> APIClient:
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {f.token_for(user)}")
+    return client
+
+
+@pytest.fixture
+def alice(fleet: LoopFleet) -> APIClient:
+    return user_client(f.make_user("alice", team=fleet.team))
+
+
+def chunk(generation: int, offset: int, text: str, rank: int = 0) -> dict[str, Any]:
+    return {"generation": generation, "rank": rank, "offset": offset, "bytes": len(text.encode()), "text": text}
+
+
+def ship(token: str, node: str, *chunks: dict[str, Any], endpoint: str = "heartbeat") -> dict[str, Any]:
+    r = agent_client(token).post(f"{J}/agent/nodes/{node}/{endpoint}", {"logs": list(chunks)}, format="json")
+    assert r.status_code == 200, r.content
+    return r.json()
+
+
+def logs(client: APIClient, job: Job, **params: Any) -> dict[str, Any]:
+    r = client.get(f"{J}/jobs/{job.pk}/logs/", params)
+    assert r.status_code == 200, r.content
+    return r.json()
+
+
+def running_job(fleet: LoopFleet, node: Any, gpus: list[int] | None = None) -> tuple[Job, int]:
+    job = make_job(fleet, gpus=len(gpus or [0]))
+    return job, bind(job, {node: gpus or [0]}).generation
+
+
+def test_a_retried_report_does_not_duplicate_lines(fleet: LoopFleet, alice: APIClient) -> None:
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    first = chunk(g, 0, "epoch 1\n")
+    ship(token, "gpu-01", first)
+    ship(token, "gpu-01", first)  # the reply was lost: the agent sends the same chunk again
+    ship(token, "gpu-01", chunk(g, 8, "epoch 2\n"), endpoint="report")
+    ship(token, "gpu-01", chunk(g, 8, "epoch 2\n"))
+
+    body = logs(alice, job)
+
+    assert body["text"] == "epoch 1\nepoch 2\n"
+    assert body["generation"] == g and body["rank"] == 0 and body["node"] == "gpu-01"
+    assert body["offset"] == 0 and body["next_offset"] == 16 and body["pruned_bytes"] == 0
+
+
+def test_small_chunks_that_follow_on_share_a_row(fleet: LoopFleet, alice: APIClient) -> None:
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    offset = 0
+    for i in range(50):
+        line = f"step {i}\n"
+        ship(token, "gpu-01", chunk(g, offset, line))
+        offset += len(line)
+
+    assert JobLogChunk.objects.filter(job=job).count() == 1
+    assert logs(alice, job)["text"] == "".join(f"step {i}\n" for i in range(50))
+
+
+def test_two_ranks_are_kept_apart(fleet: LoopFleet, alice: APIClient) -> None:
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node, [0, 1])
+    ship(token, "gpu-01", chunk(g, 0, "rank zero says hi\n", rank=0), chunk(g, 0, "rank one here\n", rank=1))
+
+    zero, one = logs(alice, job), logs(alice, job, rank=1)
+
+    assert zero["text"] == "rank zero says hi\n" and one["text"] == "rank one here\n"
+    assert zero["ranks"] == one["ranks"] == [0, 1]
+    nothing = logs(alice, job, rank=5)
+    assert nothing["text"] == "" and "Rank 5" in nothing["notice"] and "0, 1" in nothing["notice"]
+
+
+def test_a_requeued_jobs_two_runs_are_kept_apart_and_a_fenced_runs_late_lines_join_its_own(
+    fleet: LoopFleet, alice: APIClient
+) -> None:
+    node, token = register_node("gpu-01")
+    job, first = running_job(fleet, node)
+    ship(token, "gpu-01", chunk(first, 0, "first run: step 1\n"))
+    allocation = Allocation.objects.get(job=job)
+    with transaction.atomic():
+        assert transitions.fence_allocation(allocation.pk, lease=reconcile.lock_scheduler_lease(),
+                                            at=timezone.now(), actor="test", reason="test")
+    job.refresh_from_db()
+    second = bind(job, {node: [1]}).generation
+    # The old run's agent had not been told yet: its last line arrives after the new run began.
+    ship(token, "gpu-01", chunk(second, 0, "second run: step 1\n"), chunk(first, 18, "first run: step 2\n"))
+
+    latest = logs(alice, job)
+    old = logs(alice, job, generation=first)
+
+    assert latest["generation"] == second and latest["text"] == "second run: step 1\n"
+    assert old["text"] == "first run: step 1\nfirst run: step 2\n"
+    assert latest["generations"] == [first, second]
+    assert Allocation.objects.get(pk=allocation.pk).state == AllocationState.FENCED
+
+
+def test_a_chunk_naming_a_run_never_on_that_node_is_dropped(fleet: LoopFleet, alice: APIClient) -> None:
+    node, _ = register_node("gpu-01")
+    register_node("gpu-02")
+    _, intruder = register_node("gpu-03")
+    job, g = running_job(fleet, node)
+
+    ship(intruder, "gpu-03", chunk(g, 0, "not my job\n"))
+
+    assert not JobLogChunk.objects.exists()
+    assert logs(alice, job)["text"] == ""
+
+
+def test_another_teams_member_gets_the_same_404_as_for_the_job(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    ship(token, "gpu-01", chunk(g, 0, "secret weights path\n"))
+    bob = user_client(f.make_user("bob", team=Team.objects.create(name="vision")))
+
+    for path in (f"{J}/jobs/{job.pk}/", f"{J}/jobs/{job.pk}/logs/", f"{J}/jobs/{job.pk}/logs/?format=txt"):
+        r = bob.get(path)
+        assert r.status_code == 404, path
+        assert "secret" not in r.content.decode()
+    assert f"No job {job.pk}" in bob.get(f"{J}/jobs/{job.pk}/logs/").json()["detail"]
+    admin = user_client(f.make_user("root", superuser=True))
+    assert logs(admin, job)["text"] == "secret weights path\n"
+
+
+def test_following_returns_only_what_came_after_the_offset(fleet: LoopFleet, alice: APIClient) -> None:
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    ship(token, "gpu-01", chunk(g, 0, "loading data\n"))
+    seen = logs(alice, job)
+    idle = logs(alice, job, offset=seen["next_offset"])
+    ship(token, "gpu-01", chunk(g, 13, "step 100 loss 2.1\n"))
+
+    new = logs(alice, job, offset=idle["next_offset"])
+
+    assert idle["text"] == "" and idle["next_offset"] == 13
+    assert new["text"] == "step 100 loss 2.1\n" and new["offset"] == 13 and new["next_offset"] == 31
+
+
+def test_tails_cut_to_whole_lines(fleet: LoopFleet, alice: APIClient) -> None:
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    text = "".join(f"line {i:03d}\n" for i in range(100))  # 9 bytes a line
+    ship(token, "gpu-01", chunk(g, 0, text))
+
+    assert logs(alice, job, tail_lines=3)["text"] == "line 097\nline 098\nline 099\n"
+    assert logs(alice, job, tail_bytes=20)["text"] == "line 098\nline 099\n"
+    assert logs(alice, job, tail_lines=500)["text"] == text
+
+
+def test_pruning_keeps_each_ranks_last_bytes_and_the_reader_says_what_went(
+    fleet: LoopFleet, alice: APIClient, settings: Any
+) -> None:
+    settings.QM = {**settings.QM, "JOB_LOG_KEEP_BYTES_PER_RANK": 40_000}
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    offset = 0
+    for i in range(10):  # ten chunks of 10,000 bytes
+        text = f"{i}" * 9_999 + "\n"
+        ship(token, "gpu-01", chunk(g, offset, text))
+        offset += 10_000
+
+    rows = list(JobLogChunk.objects.filter(job=job).order_by("offset").values_list("offset", "nbytes"))
+    body = logs(alice, job)
+    raw = alice.get(f"{J}/jobs/{job.pk}/logs/", {"format": "txt"})
+
+    kept = sum(n for _, n in rows)
+    assert 40_000 <= kept <= 50_000 and rows[-1] == (90_000, 10_000)
+    assert body["pruned_bytes"] == rows[0][0] > 0 and body["offset"] == rows[0][0]
+    assert body["notice"] == f"… {rows[0][0]} bytes earlier were pruned (the last 40000 bytes of each rank's output are kept)."
+    assert body["text"].endswith("9" * 9_999 + "\n") and len(body["text"]) == kept
+    assert raw["Content-Type"].startswith("text/plain")
+    assert raw.content.decode().startswith(f"… {rows[0][0]} bytes earlier were pruned")
+    # A follower already past the pruned part is not told again.
+    assert logs(alice, job, offset=90_000)["notice"] == ""
+
+
+def test_output_goes_with_its_job(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    ship(token, "gpu-01", chunk(g, 0, "hello\n"))
+    assert JobLogChunk.objects.filter(job=job).exists()
+
+    Job.objects.filter(pk=job.pk).delete()
+
+    assert not JobLogChunk.objects.exists()
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"rank": "-1"}, "rank"),
+    ({"rank": "zero"}, "rank"),
+    ({"generation": "999999"}, "generation"),
+    ({"offset": "abc"}, "offset"),
+    ({"tail_bytes": "0"}, "tail_bytes"),
+    ({"tail_bytes": str(9 * 1024 * 1024)}, "tail_bytes"),
+    ({"tail_lines": "10001"}, "tail_lines"),
+    ({"offset": "0", "tail_lines": "5"}, "tail_lines"),
+    ({"lines": "5"}, "lines"),
+], ids=["negative-rank", "word-rank", "other-generation", "word-offset", "zero-tail", "tail-past-kept",
+        "too-many-lines", "offset-and-tail", "unknown"])
+def test_a_bad_parameter_is_a_400_naming_it(fleet: LoopFleet, alice: APIClient, params: dict[str, str],
+                                            field: str) -> None:
+    node, _ = register_node("gpu-01")
+    job, _ = running_job(fleet, node)
+
+    r = alice.get(f"{J}/jobs/{job.pk}/logs/", params)
+
+    assert r.status_code == 400, r.content
+    assert field in r.json()["errors"], r.json()
+    assert field in r.json()["detail"]
+
+
+def test_a_job_that_never_ran_has_no_output_in_words(fleet: LoopFleet, alice: APIClient) -> None:
+    job = make_job(fleet)
+
+    body = logs(alice, job)
+
+    assert body["generation"] is None and body["generations"] == [] and body["text"] == ""
+    assert body["notice"] == f"Job {job.pk} has not run yet: no output."
+
+
+@pytest.mark.parametrize(("bad", "field"), [
+    ({"bytes": 64 * 1024 + 1}, "bytes"),
+    ({"offset": -1}, "offset"),
+    ({"text": ""}, "text"),
+], ids=["chunk-over-64KiB", "negative-offset", "empty-text"])
+def test_the_agent_endpoint_refuses_a_bad_chunk_naming_the_field(fleet: LoopFleet, bad: dict[str, Any],
+                                                                 field: str) -> None:
+    node, token = register_node("gpu-01")
+    _, g = running_job(fleet, node)
+
+    r = agent_client(token).post(f"{J}/agent/nodes/gpu-01/heartbeat", {"logs": [{**chunk(g, 0, "x\n"), **bad}]},
+                                 format="json")
+
+    assert r.status_code == 400
+    assert f"logs.0.{field}" in r.json()["errors"], r.json()
+    assert not JobLogChunk.objects.exists()
+
+
+def test_the_agent_endpoint_refuses_more_than_a_mebibyte_in_one_contact(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    _, g = running_job(fleet, node, [0])
+    big = "y" * job_logs.CHUNK_BYTES
+    chunks = [chunk(g, 0, big, rank=r) for r in range(17)]  # 17 x 64 KiB
+
+    r = agent_client(token).post(f"{J}/agent/nodes/gpu-01/heartbeat", {"logs": chunks}, format="json")
+
+    assert r.status_code == 400 and "logs" in r.json()["errors"], r.json()
