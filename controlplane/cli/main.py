@@ -4,6 +4,7 @@
     qm submit [FILE.yaml] [--gpus 16 --gpus-per-node 8 --gpu-type H100-80GB --time 4h
               --priority research --array 0-99 ...] [-- COMMAND ...]
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
+    qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high
     qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm quotas [--team T]
@@ -260,6 +261,8 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
         spec["gpu_types"] = args.gpu_type
     if args.time:
         spec["runtime_limit_s"] = _duration(args.time, "--time")
+    if args.hold:
+        spec["hold"] = True  # sbatch -H: submitted held, out of the queue until `qm release`
     if args.checkpoint_every:
         spec["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
     if args.env:
@@ -427,7 +430,11 @@ def _state(job: dict[str, Any]) -> str:
     """The job's state as the API labels it: a stopping job (state `preempting` whatever stops it)
     says why, `stopping: cancelled`, `stopping: runtime limit` or `preempting` (the job list and
     timeline say the same). A server without `state_label` gives the state."""
-    return str(job.get("state_label") or job["state"])
+    label = str(job.get("state_label") or job["state"])
+    # A held job waits out of the queue: `pending (held)`, `pending (held by admin)`.
+    if job["state"] == "pending" and job.get("hold"):
+        return f"{label} (held{' by admin' if job['hold'] == 'admin' else ''})"
+    return label
 
 
 def _gpus_cell(job: dict[str, Any]) -> str | int:
@@ -669,6 +676,82 @@ def _cancel_array(api: Api, args: argparse.Namespace) -> int:
     except ValueError:
         raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
     answer = api.request("POST", f"job-arrays/{array_id}/cancel/")  # 404 when no such array, or not yours
+    if args.json:
+        output.emit_json(answer)
+    else:
+        print(output.visible(answer["detail"]))
+    return 0
+
+
+def cmd_hold(api: Api, args: argparse.Namespace) -> int:
+    """Hold (`qm hold`) or release (`qm release`) each job named, or every waiting task of an
+    array: as `scontrol hold/release`. Every id is checked before any job is touched; a job
+    that cannot be held (running, ended, another's admin hold) is an error line, the others
+    still act. --json: the API's answer (a list for several jobs)."""
+    verb = args.command  # "hold" or "release"
+    if args.array:
+        if args.jobs:
+            raise CliError("give job ids or --array, not both")
+        try:
+            array_id = str(uuid.UUID(args.array.strip()))
+        except ValueError:
+            raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+        answer = api.request("POST", f"job-arrays/{array_id}/{verb}/")
+        if args.json:
+            output.emit_json(answer)
+        else:
+            print(output.visible(answer["detail"]))
+        return 0
+    if not args.jobs:
+        raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
+    ids = [_job_id(job) for job in args.jobs]
+    failed, results = 0, []
+    for job_id in ids:
+        try:
+            result = api.request("POST", f"jobs/{job_id}/{verb}/")
+        except ApiError as error:
+            print(f"error: job {job_id}: {output.visible(str(error))}", file=sys.stderr)
+            failed += 1
+            continue
+        results.append(result)
+        if not args.json:
+            print(output.visible(result["detail"]))
+    if args.json:
+        output.emit_json(results if len(ids) > 1 else (results[0] if results else {}))
+    return 1 if failed else 0
+
+
+#: `qm update` flags → the API's fields (PATCH jobs/{id}/), as `qm submit` spells them.
+UPDATE_FLAGS = {"name": "name", "gpus": "gpus", "gpus_per_node": "gpus_per_node",
+                "min_gpu_memory": "min_gpu_memory_gb", "cpus_per_gpu": "cpus_per_gpu",
+                "memory_per_gpu": "memory_gb_per_gpu", "topology": "topology", "min_gpus": "min_gpus",
+                "max_gpus": "max_gpus", "priority": "priority_class", "project": "project"}
+
+
+def cmd_update(api: Api, args: argparse.Namespace) -> int:
+    """Change a job (`scontrol update`): while it waits, its name, project, class, limits and
+    shape, judged as a submit of the changed job would be; once it runs, its name and a lower
+    runtime limit. Prints what changed, old -> new."""
+    body: dict[str, Any] = {field: getattr(args, flag) for flag, field in UPDATE_FLAGS.items()
+                            if getattr(args, flag) is not None}
+    if args.no_project:
+        if args.project is not None:
+            raise CliError("give --project NAME or --no-project, not both")
+        body["project"] = None
+    if args.gpu_type:
+        body["gpu_types"] = args.gpu_type
+    if args.time:
+        body["runtime_limit_s"] = _duration(args.time, "--time")
+    if args.checkpoint_every:
+        body["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
+    if not body:
+        raise CliError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, ... "
+                       "(qm update --help)")
+    job_id = _job_id(args.job)
+    try:
+        answer = api.request("PATCH", f"jobs/{job_id}/", body=body)
+    except ApiError as error:
+        raise CliError(_refusal(error, args)) from error
     if args.json:
         output.emit_json(answer)
     else:
@@ -1083,6 +1166,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
     p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2")
     p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")
+    p.add_argument("--hold", "-H", action="store_true",
+                   help="submit it held: it waits out of the queue until `qm release JOB` (sbatch -H)")
 
     for name, helptext in (("list", "your team's jobs (pending and running unless --all)"),
                            ("status", "one job in detail, or the list")):
@@ -1117,6 +1202,37 @@ def build_parser() -> argparse.ArgumentParser:
                                    "--array cancels every task of an array still pending or running.")
     p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("--array", metavar="ARRAY_ID", help="every pending or running task of this job array")
+    for verb, helptext, description in (
+        ("hold", "keep waiting jobs out of the queue until released",
+         "Hold waiting jobs (scontrol hold): they stay pending, out of the queue, holding nothing, until "
+         "released. An admin's hold is released only by an admin. A running job cannot be held: cancel it."),
+        ("release", "put held jobs back in the queue",
+         "Release held jobs (scontrol release): back in the queue from the next scheduling cycle."),
+    ):
+        p = sub.add_parser(verb, parents=[common], help=helptext, description=description)
+        p.add_argument("jobs", nargs="*", metavar="JOB")
+        p.add_argument("--array", metavar="ARRAY_ID", help="every waiting task of this job array")
+    p = sub.add_parser("update", parents=[common], help="change a waiting job (or a running one's name and limit)",
+                       description="Change a job (scontrol update), with qm submit's flags. While it waits: its "
+                                   "name, project, priority, limits and shape, checked as a submit of the changed "
+                                   "job would be. Once it runs: only --name, and --time lowered (admins may raise "
+                                   "it). Prints each change, old -> new.")
+    p.add_argument("job")
+    p.add_argument("--name", "-n")
+    p.add_argument("--gpus", "-g", type=int)
+    p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
+    p.add_argument("--min-gpu-memory", type=int, metavar="GB")
+    p.add_argument("--cpus-per-gpu", type=int)
+    p.add_argument("--memory-per-gpu", type=int, metavar="GB")
+    p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
+    p.add_argument("--min-gpus", type=int)
+    p.add_argument("--max-gpus", type=int)
+    p.add_argument("--time", "--time-limit", "-t", dest="time", help="runtime limit: 4h, 90m, 1d12h, 04:00:00")
+    p.add_argument("--priority", "-p", help="priority class")
+    p.add_argument("--project")
+    p.add_argument("--no-project", action="store_true", help="take the job out of its project")
+    p.add_argument("--checkpoint-every", metavar="DURATION")
 
     p = sub.add_parser(
         "history", aliases=["sacct"], parents=[common], help="jobs that ended: how, how long, GPU-hours (as sacct)",
@@ -1170,7 +1286,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "cancel": cmd_cancel, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "cancel": cmd_cancel, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history,
 }
