@@ -571,7 +571,7 @@ def _when(value: Any) -> str | None:
 
 
 def attach_dependencies(jobs: Sequence[Job]) -> None:
-    """Set each job's `dependencies` and `dependents` for the API, in two queries whatever the
+    """Set each job's `dependencies` and `dependents` for the API, in one query whatever the
     page's length (services/dependencies.of_jobs)."""
     deps, dependents = dependencies_of_jobs([job.pk for job in jobs])
     for job in jobs:
@@ -583,7 +583,7 @@ def attach_dependencies(jobs: Sequence[Job]) -> None:
 
 
 def job_dependencies(job: Job) -> list[dict[str, Any]]:
-    """The job's dependencies as the API says them: read with the page, otherwise two queries."""
+    """The job's dependencies as the API says them: read with the page, otherwise one query."""
     if getattr(job, "dependency_list", None) is None:
         attach_dependencies([job])
     return list(job.dependency_list)  # type: ignore[attr-defined]

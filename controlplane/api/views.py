@@ -354,7 +354,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # job_payload renders a page of 50 jobs several times faster than the ModelSerializer.
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
-        s.attach_dependencies(page)  # two queries for the page's dependencies and dependents
+        s.attach_dependencies(page)  # one query for the page's dependencies and dependents
         s.attach_gpus_held(page)  # one query for the page's held GPUs, not one per job
         job_history.attach_history(page)  # one for its GPU-hours and nodes ever held (none for a queue)
         read_at = timezone.now()  # every running job's elapsed_s to the same instant

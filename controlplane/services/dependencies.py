@@ -394,24 +394,22 @@ def waits() -> dict[int, list[tuple[int, str, str]]]:
 
 
 def of_jobs(job_ids: Sequence[int]) -> tuple[dict[int, list[dict[str, Any]]], dict[int, list[int]]]:
-    """For the API and the pages: each job's dependencies (job, condition, satisfied_at, the
-    upstream's state) and the ids of the jobs that depend on it. Two queries for any number of
-    jobs (none for none)."""
+    """For the API: each job's dependencies (job, condition, satisfied_at, the upstream's
+    state) and the ids of the jobs that depend on it. One query for any number of jobs (none
+    for none)."""
     deps: dict[int, list[dict[str, Any]]] = {pk: [] for pk in job_ids}
     dependents: dict[int, list[int]] = {pk: [] for pk in job_ids}
     if not job_ids:
         return deps, dependents
-    for job_id, upstream_id, condition, satisfied_at, state, exit_code in (
-        JobDependency.objects.filter(job_id__in=job_ids).order_by("job_id", "upstream_id")
-        .values_list("job_id", "upstream_id", "condition", "satisfied_at", "upstream__state", "upstream__exit_code")
+    for job_id, upstream_id, condition, satisfied_at, state in (
+        JobDependency.objects.filter(Q(job_id__in=job_ids) | Q(upstream_id__in=job_ids)).order_by("job_id", "upstream_id")
+        .values_list("job_id", "upstream_id", "condition", "satisfied_at", "upstream__state")
     ):
-        deps[job_id].append({"job": upstream_id, "condition": condition, "satisfied_at": satisfied_at,
-                             "state": state, "exit_code": exit_code})
-    for upstream_id, job_id in (
-        JobDependency.objects.filter(upstream_id__in=job_ids).order_by("upstream_id", "job_id")
-        .values_list("upstream_id", "job_id")
-    ):
-        dependents[upstream_id].append(job_id)
+        if job_id in deps:
+            deps[job_id].append({"job": upstream_id, "condition": condition, "satisfied_at": satisfied_at,
+                                 "state": state})
+        if upstream_id in dependents:
+            dependents[upstream_id].append(job_id)
     return deps, dependents
 
 

@@ -220,7 +220,7 @@ def test_the_fast_payload_matches_the_documented_serializer_with_dependencies(fl
     assert job_payload(stored) == dict(JobSerializer(stored).data)
 
 
-def test_the_job_list_reads_dependencies_in_two_queries_whatever_the_page(fleet, alice) -> None:
+def test_the_job_list_reads_dependencies_in_one_query_whatever_the_page(fleet, alice) -> None:
     def list_queries() -> int:
         with CaptureQueriesContext(connection) as queries:
             assert alice.get(JOBS).status_code == 200
