@@ -2,7 +2,7 @@
 
 The accounting rollups (services/accounting.py) are per job, GPU type and capacity tier, not per
 node, so a node's tiers are read from the rows that do name the node, within the raw retention
-(QM["RAW_SAMPLE_RETENTION_DAYS"], 7 days) — no schema change, a fixed number of queries:
+(QM["RAW_SAMPLE_RETENTION_DAYS"], 7 days), in a fixed number of queries:
 
 - **allocated**: the node's `AllocationGpu` rows, each held from its allocation's bind to its
   release (or to the moment a gang member on this node exited on its own, `allocation.released`
@@ -10,7 +10,12 @@ node, so a node's tiers are read from the rows that do name the node, within the
 - **active** (allocated and not stalled): the node's own agent samples (`UsageSample`), GPUs ×
   seconds × reported device activity, cut exactly at the window's edges and the buckets' bounds,
   and never more than allocated for an allocation in a bucket. Time no sample covers is not
-  active, as in the rollup;
+  active, as in the rollup. With hour or day buckets (24 hours and more) the whole hours come
+  from the node's `NodeActivityRollup` rows (the same sums per allocation and UTC hour, folded
+  in by the accounting run, `fold_node_activity`) and only the window's partial first and last
+  hours, and samples not folded yet, from the samples: a busy node's week is about 1,400 rows
+  and 3,000 samples instead of 480,000 samples, with the same figures to float rounding
+  (`hourly=False` reads every sample, the tests' and the benchmark's reference);
 - **productive** (active and doing useful work): a gang reports its progress once, from the node
   of rank 0, so a node's own samples cannot say which of its active time was productive. The
   job's rollup rows of the same bucket can: the node's active GPU-seconds of a job × the job's
@@ -28,7 +33,9 @@ over that job's GPUs there), so a job's GPUs on the node share its active and pr
 evenly.
 
 A window reaching back beyond the raw retention starts at its horizon (`reaches_back_to`), the
-raw rows being gone; keeping per-node tiers longer needs a per-node rollup (docs/dashboards.md).
+raw rows being gone. The hourly activity rows are kept as long as the hour rollups, so the
+active tier could reach further; the figures stop at the horizon still, where the samples the
+page's figures are checked against end (docs/dashboards.md).
 """
 
 from __future__ import annotations
