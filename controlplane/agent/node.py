@@ -62,7 +62,7 @@ RETRY_S = 0.5
 REGISTER_REFUSED_RETRY_S = 30.0
 # A retired node's agent (the control plane answers 409 node_retired) asks again this rarely:
 # only an admin's "return to service" helps, and the agent then registers on its own.
-RETIRED_RETRY_S = 300.0
+RETIRED_RETRY_S = 60.0
 DEFAULT_INTERVAL_S = 2.0
 
 
@@ -334,7 +334,7 @@ class NodeAgent:
                 self._forget_desired()
                 (self.log.error if first else self.log.info)(
                     "this node is retired: the control plane refuses its agent until an admin returns it to service; "
-                    "asking again every few minutes", detail=error.detail, retry_in_s=RETIRED_RETRY_S)
+                    "asking again every minute", detail=error.detail, retry_in_s=RETIRED_RETRY_S)
                 self.next_contact = self.register_not_before = now + RETIRED_RETRY_S
             elif isinstance(error, Refused):
                 self.log.error("control plane refused the request", detail=error.detail, status=error.status)
