@@ -30,7 +30,7 @@ from controlplane.api.serializers import (
     gpus_held_expression,
 )
 from controlplane.api.views import cancel_refusal, stop_notice
-from controlplane.choices import JobState, Topology, WorkloadClass
+from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
 from controlplane.services import access, accounting
@@ -137,7 +137,7 @@ def job_list_json(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"detail": "ids: expected comma-separated job ids", "errors": {"ids": ["not integers"]}},
                             status=400)
     jobs = access.visible_jobs(request.user).filter(pk__in=ids).select_related("place").only(
-        "id", "state", "pending_code", "pending_words", "team_id", "place__queue_position", "place__eta",
+        "id", "state", "hold", "pending_code", "pending_words", "team_id", "place__queue_position", "place__eta",
         "place__numbers",
     )
     jobs = list(jobs)
@@ -205,7 +205,8 @@ def check_json(request: HttpRequest) -> JsonResponse:
 
 def _visible_job(request: HttpRequest, job_id: int) -> Job:
     """The job if the user may read it; otherwise 404, so another team's job does not leak."""
-    job = (access.visible_jobs(request.user).select_related("team", "project", "priority_class", "submitter", "place")
+    job = (access.visible_jobs(request.user).select_related("team", "project", "priority_class", "submitter", "place",
+                                                            "held_by")
            .annotate(gpus_held=gpus_held_expression()).filter(pk=job_id).first())
     if job is None:
         raise Http404("No such job, or not yours to see.")
@@ -288,6 +289,13 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         # Not where the API would refuse it (409): a job already being cancelled, or stopping at its limit.
         "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id) and cancel_refusal(job) is None,
         "cancel_url": reverse("v1:job-cancel", args=[job.pk]),
+        # Hold and release where the API allows them (services/holds.py): a waiting job of the
+        # user's team; an admin's hold is released only by an admin.
+        "may_hold": job.state == JobState.PENDING and not job.hold and who.may_submit_for(job.team_id),
+        "may_release": (job.state == JobState.PENDING and bool(job.hold) and who.may_submit_for(job.team_id)
+                        and (job.hold != JobHold.ADMIN or who.is_admin)),
+        "hold_url": reverse("v1:job-hold", args=[job.pk]),
+        "release_url": reverse("v1:job-release", args=[job.pk]),
         "now": now,
     }
 
