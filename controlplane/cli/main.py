@@ -372,6 +372,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
         what = (f"job {result['id']} ({result['name']}): {counted(result['gpus'], 'GPU')}, "
                 f"priority {result['priority_class']}, team {result['team']}, "
                 f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}"
+                + (f" and held: `qm release {result['id']}` to queue it" if result.get("hold") else "")
                 + (f", runs after {runs_after(result)}" if result.get("dependencies") else ""))
         if replayed:
             print(output.visible(f"Idempotency key {key} was already used: no new job was submitted. "
@@ -751,7 +752,8 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
     try:
         answer = api.request("PATCH", f"jobs/{job_id}/", body=body)
     except ApiError as error:
-        raise CliError(_refusal(error, args)) from error
+        # A 409 (a running job's shape) says it in a sentence naming the fields; a 400 names each.
+        raise CliError(_refusal(error, args) if error.status == 400 else str(error)) from error
     if args.json:
         output.emit_json(answer)
     else:

@@ -27,6 +27,14 @@ def test_submit_hold_then_release_with_qm(alice_qm, fleet) -> None:
     assert Job.objects.get(pk=job.pk).hold == JobHold.NONE
 
 
+def test_qm_submit_hold_says_it_is_held_and_how_to_queue_it(alice_qm, fleet) -> None:
+    run = alice_qm("submit", "--name", "later", "--gpus", "2", "-H")
+    assert run.code == 0, run.err
+    job = Job.objects.get(name="later")
+    assert run.out == (f"Submitted job {job.pk} (later): 2 GPUs, priority research, team ml, limit 4h, pending and "
+                       f"held: `qm release {job.pk}` to queue it.\n")
+
+
 def test_qm_hold_several_jobs_reports_each_and_fails_for_the_running_one(alice_qm, fleet) -> None:
     waiting = _submitted(alice_qm)
     running = f.make_job(fleet.ml, state=JobState.RUNNING)
@@ -75,7 +83,7 @@ def test_qm_update_of_a_running_jobs_gpus_says_it_runs(alice_qm, fleet) -> None:
     running = f.make_job(fleet.ml, state=JobState.RUNNING)
     run = alice_qm("update", str(running.pk), "--gpus", "2")
     assert run.code == 1
-    assert f"gpus: job {running.pk} is running: gpus changes only while it waits" in run.err
+    assert run.err == f"error: Job {running.pk} is running: only its name and runtime limit can change now, not gpus.\n"
 
 
 def test_qm_update_with_nothing_to_change_says_what_it_takes(alice_qm, fleet) -> None:
