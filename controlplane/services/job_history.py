@@ -18,7 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
 
 from django.db.models import (
     Case,
@@ -132,9 +131,5 @@ def ran_on(job: Job) -> list[str]:
 
 def lost_gpu_hours(job: Job) -> float:
     """The work its preemptions and other requeues threw away (`lost_gpu_seconds`), in hours."""
-    return round(job.lost_gpu_seconds / 3600, 4)
+    return round(float(job.lost_gpu_seconds) / 3600, 4)
 
-
-def history_fields(job: Job, now: datetime) -> dict[str, Any]:
-    return {"elapsed_s": elapsed_seconds(job, now), "gpu_hours": gpu_hours(job),
-            "lost_gpu_hours": lost_gpu_hours(job), "ran_on": ran_on(job)}
