@@ -6,6 +6,7 @@
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
     qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high
     qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
+    qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f]
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm quotas [--team T]
     qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
@@ -834,6 +835,127 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+# ------------------------------------------------------------------------------------- logs
+
+
+class _RankOutput:
+    """One rank's output as `qm logs` prints it: raw, or each line prefixed `[rank N] ` (a
+    line that has not ended yet waits for its end, so two ranks' halves never share a line)."""
+
+    def __init__(self, rank: int, prefixed: bool) -> None:
+        self.rank, self.prefixed, self.partial = rank, prefixed, ""
+        self.next_offset: int | None = None
+
+    def write(self, text: str) -> None:
+        if not self.prefixed:
+            sys.stdout.write(text)
+            return
+        lines = (self.partial + text).split("\n")
+        self.partial = lines.pop()
+        for line in lines:
+            sys.stdout.write(f"[rank {self.rank}] {line}\n")
+
+    def close(self) -> None:
+        if self.prefixed and self.partial:
+            sys.stdout.write(f"[rank {self.rank}] {self.partial}\n")
+            self.partial = ""
+
+
+def _read_logs(api: Api, job_id: int, params: dict[str, Any]) -> dict[str, Any]:
+    return api.request("GET", f"jobs/{job_id}/logs/", params={k: v for k, v in params.items() if v is not None})
+
+
+def cmd_logs(api: Api, args: argparse.Namespace) -> int:
+    """A job's output (stdout and stderr), as its agents shipped it: rank 0 of its latest run by
+    default. --follow keeps printing what comes until the job has ended (Ctrl-C stops it). What
+    qm says about the output (pruned bytes, a new run) goes to standard error, so standard
+    output holds the job's own bytes only."""
+    job_id = _job_id(args.job)
+    if args.tail is not None and not 0 < args.tail <= 10_000:
+        raise CliError(f"--tail {args.tail}: give a number of lines from 1 to 10000")
+    if not 0 < args.interval <= 3600:
+        raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
+    if args.rank is not None and args.rank < 0:
+        raise CliError(f"--rank {args.rank}: ranks count from 0")
+    first = _read_logs(api, job_id, {"rank": args.rank or 0, "generation": args.generation, "tail_lines": args.tail})
+    generation = first["generation"]
+    ranks = (first["ranks"] or [0]) if args.all_ranks else [args.rank or 0]
+    outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks) for rank in ranks}
+
+    def say(words: str) -> None:
+        if not args.json:
+            sys.stdout.flush()
+            print(output.visible(words), file=sys.stderr, flush=True)
+
+    def show(rank: int, reply: dict[str, Any]) -> bool:
+        outputs[rank].next_offset = reply["next_offset"]
+        if args.json:
+            if reply["text"] or not args.follow:
+                output.emit_json_line(reply)
+            return bool(reply["text"])
+        if reply["notice"] and (reply["text"] or not args.follow):
+            say(reply["notice"])
+        outputs[rank].write(reply["text"])
+        return bool(reply["text"])
+
+    def drain(rank: int, reply: dict[str, Any]) -> bool:
+        """Show `reply` and what is stored after it now; whether any text came."""
+        got = show(rank, reply)
+        while reply["more"]:
+            reply = _read_logs(api, job_id, {"rank": rank, "generation": reply["generation"],
+                                             "offset": reply["next_offset"]})
+            got = show(rank, reply) or got
+        return got
+
+    def close() -> None:
+        for out in outputs.values():
+            out.close()
+        sys.stdout.flush()
+
+    for rank in ranks:
+        drain(rank, first if rank == first["rank"] else _read_logs(
+            api, job_id, {"rank": rank, "generation": generation, "tail_lines": args.tail}))
+    sys.stdout.flush()
+    if not args.follow:
+        close()
+        return 0
+    if first["job_state"] in FINISHED_STATES:
+        close()
+        say(f"--- job {job_id} ended {first['job_state']} ---")
+        return 0
+    while True:
+        time.sleep(args.interval)
+        got = False
+        latest: dict[str, Any] = {}
+        for rank, out in list(outputs.items()):
+            latest = _read_logs(api, job_id, {"rank": rank, "generation": generation, "offset": out.next_offset})
+            got = drain(rank, latest) or got
+        sys.stdout.flush()
+        if generation is None and latest["generation"] is not None:
+            generation = latest["generation"]  # its first run began: what was read is its output
+            say(f"--- job {job_id} started: generation {generation} ---")
+        elif args.generation is None and latest["generations"] and latest["generations"][-1] != generation:
+            # The job runs again (requeued, preempted): follow the new run from its first byte.
+            close()
+            generation = latest["generations"][-1]
+            say(f"--- job {job_id} runs again: generation {generation} ---")
+            outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks) for rank in outputs}
+            for out in outputs.values():
+                out.next_offset = 0
+            continue
+        if args.all_ranks:
+            for rank in latest["ranks"]:
+                if rank not in outputs:  # a rank that wrote its first bytes since
+                    outputs[rank] = _RankOutput(rank, prefixed=True)
+                    outputs[rank].next_offset = 0
+        if latest["job_state"] in FINISHED_STATES and not got:
+            # Ended, and a round brought nothing more: its last lines came with the exit (more
+            # than 64 KiB a rank follow within a second, and are read above while they come).
+            close()
+            say(f"--- job {job_id} ended {latest['job_state']} ---")
+            return 0
+
+
 # ---------------------------------------------------------------------------------- history
 
 #: The states a job can end in: what `qm history` lists (pending and running jobs: `qm list`).
@@ -1198,6 +1320,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job")
     p.add_argument("--follow", "-f", action="store_true", help="keep watching until the job has finished")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
+    p = sub.add_parser("logs", parents=[common], help="a job's output (stdout and stderr); -f to follow it",
+                       description="A job's output as its processes wrote it (stdout and stderr together), "
+                                   "rank 0 of its latest run unless told otherwise. The last 8 MiB of each rank "
+                                   "are kept. With --follow, new output is printed as it arrives (every few "
+                                   "seconds: it comes with the node's heartbeats) until the job has ended; a "
+                                   "requeued job's next run is followed too. --json: the API's replies, one a line.")
+    p.add_argument("job")
+    which = p.add_mutually_exclusive_group()
+    which.add_argument("--rank", type=int, metavar="N", help="this process's output (its RANK; default 0)")
+    which.add_argument("--all-ranks", action="store_true", help="every rank's, each line marked [rank N]")
+    p.add_argument("--generation", type=int, metavar="G", help="this run (default: the latest; qm events lists them)")
+    p.add_argument("--tail", type=int, metavar="N", help="only the last N lines (each rank's)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the job has ended")
+    p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
     p = sub.add_parser("cancel", parents=[common], help="cancel jobs, or every task of an array",
                        description="Cancel jobs: a pending job at once, a running one is told to stop (its "
                                    "processes get the class's grace period). Every id is checked first. "
@@ -1288,7 +1424,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "cancel": cmd_cancel, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "logs": cmd_logs, "cancel": cmd_cancel, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history,
 }

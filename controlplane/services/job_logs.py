@@ -130,6 +130,8 @@ def _fenced_runs(generations: set[int], node_id: int) -> dict[int, int]:
 def _store_rank(job_id: int, generation: int, rank: int, node_name: str, chunks: list[Chunk], now: datetime,
                 result: Stored) -> None:
     rows = JobLogChunk.objects.filter(generation=generation, rank=rank)
+    # Rows stay small next to what is kept, so pruning (whole rows) keeps close to that.
+    merge_limit = min(MERGE_BYTES, max(1, keep_bytes() // 8))
     last = rows.order_by("-offset").values("id", "offset", "nbytes").first()
     first_end = None if last is None else last["offset"] + last["nbytes"]
     for chunk in chunks:
@@ -139,7 +141,7 @@ def _store_rank(job_id: int, generation: int, rank: int, node_name: str, chunks:
             result.duplicates += 1
             continue
         if (last is not None and chunk.offset == last["offset"] + last["nbytes"]
-                and last["nbytes"] + chunk.nbytes <= MERGE_BYTES):
+                and last["nbytes"] + chunk.nbytes <= merge_limit):
             # Compare-and-set on the row's end: a twin of this report applied meanwhile has
             # moved it, and then this chunk is a duplicate.
             if JobLogChunk.objects.filter(pk=last["id"], nbytes=last["nbytes"]).update(
@@ -215,15 +217,13 @@ class Output:
 
 
 def generations_of(job: Job) -> list[int]:
-    """Every run of the job, oldest first, by the generation its agents knew it by (a fenced
-    run's allocation was given a new one: the run's own is in the fence event)."""
-    runs = set(Allocation.objects.filter(job=job).exclude(state=AllocationState.FENCED)
-               .values_list("generation", flat=True))
-    for data in Event.objects.filter(job=job, kind=EventKind.ALLOCATION_FENCED).values_list("data", flat=True):
-        if isinstance(data, dict) and isinstance(data.get("old_generation"), int):
-            runs.add(data["old_generation"])
-    runs.update(JobLogChunk.objects.filter(job=job).order_by().values_list("generation", flat=True).distinct())
-    return sorted(runs)
+    """The job's runs, oldest first, by the generation its agents knew them by: every run not
+    fenced, and every run with output (a fenced run's allocation was given a new generation,
+    never a run's; its output is stored under the run's own). One query."""
+    runs = (Allocation.objects.filter(job=job).exclude(state=AllocationState.FENCED).order_by()
+            .values_list("generation", flat=True)
+            .union(JobLogChunk.objects.filter(job=job).order_by().values_list("generation", flat=True)))
+    return sorted(set(runs))
 
 
 def read(job: Job, *, rank: int = 0, generation: int | None = None, offset: int | None = None,
@@ -248,14 +248,15 @@ def read(job: Job, *, rank: int = 0, generation: int | None = None, offset: int 
         empty.notice = f"Job {job.pk} has not run yet: no output."
         return empty
     rows = JobLogChunk.objects.filter(generation=generation, rank=rank)
-    empty.ranks = sorted(set(JobLogChunk.objects.filter(job=job, generation=generation)
-                             .order_by().values_list("rank", flat=True).distinct()))
-    bounds = rows.aggregate(start=Min("offset"), last=Max("offset"))
-    if bounds["start"] is None:
+    # Every rank of the run with where its output starts and ends, in one query.
+    spans = {r["rank"]: r for r in JobLogChunk.objects.filter(job=job, generation=generation).order_by()
+             .values("rank").annotate(start=Min("offset"), end=Max(F("offset") + F("nbytes")),
+                                      node=Max("node_name"))}
+    empty.ranks = sorted(spans)
+    if rank not in spans:
         empty.notice = _no_output(job, generation, rank, empty.ranks)
         return empty
-    tail = rows.filter(offset=bounds["last"]).values("offset", "nbytes", "node_name").get()
-    end, start, node = tail["offset"] + tail["nbytes"], bounds["start"], tail["node_name"]
+    end, start, node = spans[rank]["end"], spans[rank]["start"], spans[rank]["node"]
     out = Output(job_id=job.pk, generation=generation, generations=generations, rank=rank, ranks=empty.ranks,
                  node=node, offset=start, next_offset=end, end_offset=end, pruned_bytes=start, text="", more=False,
                  notice="")

@@ -33,7 +33,7 @@ from controlplane.api.views import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
-from controlplane.services import access, accounting
+from controlplane.services import access, accounting, job_logs
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of
 from controlplane.services.stopping import attach_stop_reasons, label_totals
@@ -45,6 +45,8 @@ from scheduler_core.sentences import gang_roles
 PAGE_SIZE = 50
 MAX_EVENTS = 1000
 MAX_LIVE_ROWS = 100
+#: The job page's Output panel: the last lines of rank 0 of the latest run.
+OUTPUT_LINES = 200
 #: A preempting job may be cancelled too: its requeueing stop becomes a cancel (the API answers
 #: 409 with the reason when the stop already ends the job, e.g. at its runtime limit).
 CANCELLABLE = (JobState.PENDING, JobState.RUNNING, JobState.PREEMPTING)
@@ -296,8 +298,23 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
                         and (job.hold != JobHold.ADMIN or who.is_admin)),
         "hold_url": reverse("v1:job-hold", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
+        "output": job_output(job),
         "now": now,
     }
+
+
+def job_output(job: Job) -> dict[str, Any]:
+    """The Output panel: rank 0's last OUTPUT_LINES lines of the latest run, and the link to
+    all of it kept as plain text (the API's ?format=txt). The template escapes the text: job
+    output is shown, never read as HTML."""
+    output = job_logs.read(job, rank=0, tail_lines=OUTPUT_LINES)
+    raw = None
+    if output.generation is not None:
+        raw = reverse("v1:job-logs", args=[job.pk]) + "?" + urlencode(
+            {"format": "txt", "generation": output.generation, "rank": 0, "tail_bytes": job_logs.keep_bytes()})
+    return {"text": output.text, "notice": output.notice, "generation": output.generation,
+            "generations": len(output.generations), "ranks": output.ranks, "node": output.node,
+            "end_offset": output.end_offset, "lines": OUTPUT_LINES, "raw_url": raw}
 
 
 def _status_html(request: HttpRequest, payload: dict[str, Any]) -> str:
@@ -329,5 +346,6 @@ def job_json(request: HttpRequest, job_id: int) -> JsonResponse:
             "job-status": _status_html(request, payload),
             "job-events": render_to_string("frontend/_job_events.html", payload, request=request),
             "job-gpus": render_to_string("frontend/_job_gpus.html", payload, request=request).strip(),
+            "job-output": render_to_string("frontend/_job_output.html", payload, request=request),
         },
     })

@@ -23,8 +23,10 @@ PINNED = {
     "/ui/overview.json": 13,
     "/jobs/": 11,  # one for the listed jobs' held GPUs (gpus_held)
     "/ui/jobs.json": 4,
-    "/jobs/{job}/": 11,  # one for its dependencies, both ways (services/dependencies.page_of)
-    "/ui/jobs/{job}.json": 11,
+    # one for its dependencies, both ways (services/dependencies.page_of); its Output panel two
+    # (its runs; each rank's span), three once it has output (the last lines)
+    "/jobs/{job}/": 13,
+    "/ui/jobs/{job}.json": 13,
     "/teams/": 14,
     "/showback/": 10,
     "/nodes/": 6,

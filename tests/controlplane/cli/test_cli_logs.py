@@ -1,0 +1,152 @@
+"""`qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f]`: a job's output, as
+`kubectl logs`, Slurm's slurm-<id>.out and `runai logs` give it. Standard output carries the
+job's own bytes only; what qm says about them goes to standard error."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from controlplane.models import Job, Node
+from controlplane.services import job_logs
+from tests.controlplane import factories as f
+from tests.controlplane.cli.conftest import REPO, Run
+from tests.controlplane.fleet_fixture import Fleet
+from tests.controlplane.loop_fixtures import bind
+
+
+def ship(job: Job, generation: int, offset: int, text: str, rank: int = 0, node: str = "h100-0") -> int:
+    """What an agent's heartbeat carrying this chunk stores; returns the next offset."""
+    n = Node.objects.get(name=node)
+    job_logs.store(n.pk, n.name, [job_logs.Chunk(generation, rank, offset, len(text.encode()), text)],
+                   now=timezone.now())
+    return offset + len(text.encode())
+
+
+def running(fleet: Fleet, gpus: list[int] | None = None) -> tuple[Job, int]:
+    job = f.make_job(fleet.ml, name="train-llm", gpus=len(gpus or [0]), submitter=fleet.users["owner"])
+    return job, bind(job, {fleet.nodes[0]: gpus or [0]}).generation
+
+
+def test_qm_logs_prints_the_jobs_output_as_written(alice_qm: Callable[..., Run], fleet: Fleet) -> None:
+    job, g = running(fleet)
+    ship(job, g, 0, "loading shards\nstep 1 loss 3.2\n\x1b[32mok\x1b[0m\n")
+
+    run = alice_qm("logs", str(job.pk))
+
+    assert run.code == 0, run.err
+    assert run.out == "loading shards\nstep 1 loss 3.2\n\x1b[32mok\x1b[0m\n"  # raw, colours and all
+    assert run.err == ""
+
+
+def test_qm_logs_tail_prints_the_last_lines(alice_qm: Callable[..., Run], fleet: Fleet) -> None:
+    job, g = running(fleet)
+    ship(job, g, 0, "".join(f"step {i}\n" for i in range(1, 101)))
+
+    run = alice_qm("logs", str(job.pk), "--tail", "2")
+
+    assert run.code == 0 and run.out == "step 99\nstep 100\n"
+
+
+def test_qm_logs_all_ranks_marks_each_line_with_its_rank(alice_qm: Callable[..., Run], fleet: Fleet) -> None:
+    job, g = running(fleet, [0, 1])
+    ship(job, g, 0, "zero a\nzero b\n", rank=0)
+    ship(job, g, 0, "one a\nno newline yet", rank=1)
+
+    run = alice_qm("logs", str(job.pk), "--all-ranks")
+
+    assert run.code == 0, run.err
+    assert run.out == "[rank 0] zero a\n[rank 0] zero b\n[rank 1] one a\n[rank 1] no newline yet\n"
+    assert alice_qm("logs", str(job.pk), "--rank", "1").out == "one a\nno newline yet"
+
+
+def test_qm_logs_follow_prints_new_output_until_the_job_ends(qm: Callable[..., Run], alice_qm: Callable[..., Run],
+                                                            fleet: Fleet) -> None:
+    job, g = running(fleet)
+    at = ship(job, g, 0, "epoch 1\n")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "controlplane.cli.main", "logs", str(job.pk), "-f", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=qm.env, cwd=REPO,  # type: ignore[attr-defined]
+    )
+    try:
+        time.sleep(1.0)
+        at = ship(job, g, at, "epoch 2\n")
+        time.sleep(0.6)
+        ship(job, g, at, "done\n")
+        Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now(), exit_code=0)
+        out, err = follower.communicate(timeout=20)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+
+    assert follower.returncode == 0, err
+    assert out == "epoch 1\nepoch 2\ndone\n"
+    assert err == f"--- job {job.pk} ended succeeded ---\n"
+
+
+def test_qm_logs_follow_stops_cleanly_on_ctrl_c(qm: Callable[..., Run], alice_qm: Callable[..., Run],
+                                                fleet: Fleet) -> None:
+    job, g = running(fleet)
+    ship(job, g, 0, "waiting for data\n")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "controlplane.cli.main", "logs", str(job.pk), "--follow", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=qm.env, cwd=REPO,  # type: ignore[attr-defined]
+    )
+    assert follower.stdout is not None
+    first = follower.stdout.readline()  # it is following now
+    time.sleep(0.5)
+    follower.send_signal(signal.SIGINT)
+    out, err = follower.communicate(timeout=10)
+
+    assert follower.returncode == 130
+    assert first + out == "waiting for data\n" and "Traceback" not in err
+
+
+def test_qm_logs_says_pruned_bytes_on_standard_error(alice_qm: Callable[..., Run], fleet: Fleet,
+                                                     settings: Any) -> None:
+    settings.QM = {**settings.QM, "JOB_LOG_KEEP_BYTES_PER_RANK": 1000}
+    job, g = running(fleet)
+    at = 0
+    for i in range(6):
+        at = ship(job, g, at, f"{i}" * 499 + "\n")
+
+    run = alice_qm("logs", str(job.pk))
+
+    assert run.code == 0
+    assert run.err == "… 2000 bytes earlier were pruned (the last 1000 bytes of each rank's output are kept).\n"
+    assert run.out == "".join(f"{i}" * 499 + "\n" for i in range(4, 6))
+
+
+def test_qm_logs_of_another_teams_job_is_refused_as_for_the_job(qm: Callable[..., Run], fleet: Fleet) -> None:
+    job, g = running(fleet)
+    ship(job, g, 0, "private\n")
+    assert qm("login", "--username", "bob", "--password-stdin", stdin="bob\n").code == 0
+
+    run = qm("logs", str(job.pk))
+
+    assert run.code == 1 and run.out == ""
+    assert f"No job {job.pk}, or not yours to see." in run.err
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--tail", "0"], "--tail 0: give a number of lines from 1 to 10000"),
+    (["--rank", "-2"], "--rank -2: ranks count from 0"),
+    (["--interval", "0"], "--interval 0.0: give a number of seconds above 0"),
+    (["--generation", "999999"], "generation"),
+], ids=["tail-zero", "negative-rank", "zero-interval", "unknown-generation"])
+def test_qm_logs_refuses_a_bad_option_naming_it(alice_qm: Callable[..., Run], fleet: Fleet, args: list[str],
+                                                words: str) -> None:
+    job, _ = running(fleet)
+
+    run = alice_qm("logs", str(job.pk), *args)
+
+    assert run.code == 1 and words in run.err and "Traceback" not in run.err
