@@ -501,9 +501,11 @@ def complete_releases(
                     finished,
                 )
         Event.objects.bulk_create(events, batch_size=2000)
-        # The batch's dependents, in one query when none waits on these jobs.
+        # The batch's dependents, in one query when none waits on these jobs; their events are
+        # by whoever reported the batch (one agent, as a rule).
         dependencies.ended([dependencies.Change(pk, state, code) for state, _, _, code, pk in finished],
-                           at=max((wanted[a.pk][2] for a in allocations)), actor="agent")
+                           at=max(wanted[a.pk][2] for a in allocations),
+                           actor=actor_of.get(allocations[0].pk, "agent"))
     return len(allocations)
 
 
