@@ -17,7 +17,14 @@ from controlplane.models import Allocation, Event, Job, JobDependency
 from controlplane.services import jobs as job_service
 from controlplane.services import reconcile, transitions
 from controlplane.services.dependencies import NEVER_SATISFIED, SATISFIED
-from tests.controlplane.loop_fixtures import BOOTSTRAP, LoopFleet, bind, build_loop_fleet, make_job, register_node
+from tests.controlplane.loop_fixtures import (
+    BOOTSTRAP,
+    LoopFleet,
+    bind,
+    build_loop_fleet,
+    make_job,
+    register_node,
+)
 
 pytestmark = pytest.mark.django_db
 
