@@ -41,9 +41,11 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import connection
 from django.db.models import Count, Q
 
+import scheduler_core as engine
 from controlplane.choices import FINISHED_JOB_STATES, DependencyCondition, EventKind, JobState
 from controlplane.models import Event, Job, JobDependency
 from controlplane.services import access
+from scheduler_core.eligibility import OutOfLine
 
 #: The most dependencies one submit may list (each a job, or a whole job array).
 MAX_DEPENDENCIES = 64
@@ -134,6 +136,7 @@ class Upstream:
     job_id: int
     condition: str
     met: bool
+    state: str = ""
 
 
 class Refused(Exception):
@@ -212,7 +215,7 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1)
                 errors[field] = f"job {job_id} is named twice among the dependencies (once directly, once in an array)"
                 break
             upstream[job_id] = Upstream(job_id, item.condition,
-                                        is_met(item.condition, state, has_started=requeue_count > 0))
+                                        is_met(item.condition, state, has_started=requeue_count > 0), state)
     if not errors and len(upstream) * tasks > MAX_UPSTREAM_JOBS:
         errors["dependencies"] = (f"{len(upstream)} upstream jobs for {tasks} tasks make "
                                   f"{len(upstream) * tasks} dependencies; at most {MAX_UPSTREAM_JOBS}")
@@ -238,6 +241,22 @@ def _locked_rows(visible: Any, ids: list[int], arrays: list[uuid.UUID]) -> list[
         cursor.execute(f"{sql} FOR SHARE", params)
         rows = cursor.fetchall()
     return [tuple(r) for r in rows]
+
+
+def waiting_words(upstream: Sequence[Upstream]) -> tuple[str, str, str]:
+    """A new job's reason until the first cycle says it: ("WaitingForDependency", the engine's
+    sentence, what would start it) when a dependency is not met yet, else the submit's own
+    ("Submitted", "Waiting for the next scheduling cycle", ""). The sentence is the engine's
+    (scheduler_core.eligibility), so the cycle's first word on it is the same."""
+    waits = tuple(
+        engine.DependencyWait(upstream=str(u.job_id), condition=engine.DependencyCondition(u.condition),
+                              upstream_state=state_word(u.state))
+        for u in sorted(upstream, key=lambda u: u.job_id) if not u.met
+    )
+    if not waits:
+        return "Submitted", "Waiting for the next scheduling cycle", ""
+    why = OutOfLine(engine.JobSpec(id="submit", team="", priority_class="", gpus=1, submitted_at=0.0, waits_on=waits))
+    return why.code.value, why.message, why.would_start_if
 
 
 def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime) -> int:

@@ -597,6 +597,9 @@ def _submit(
         state_changed_at=at,
         **{"pending_code": "Submitted", "pending_message": "Waiting for the next scheduling cycle", **held},
     )
+    if upstream and not job.hold:
+        # Until the first cycle explains it, the job already says what it waits for (the engine's words).
+        job.pending_code, job.pending_message, job.pending_would_start_if = dependencies.waiting_words(upstream)
     event = Event(**event_fields(
         EventKind.JOB_SUBMITTED, f"user:{user.get_username()}", job=job, reason="Submitted",
         message=f"Submitted by {user.get_username()}: {_describe(req, resolved)}" + (held_words if held else ""),

@@ -126,11 +126,25 @@ def test_after_on_a_job_requeued_after_it_started_is_met(fleet, alice) -> None:
     assert JobDependency.objects.get(job_id=r.json()["id"]).satisfied_at is not None
 
 
-def test_a_condition_not_met_yet_waits(fleet, alice) -> None:
+def test_a_condition_not_met_yet_waits_and_says_so_from_the_submit_on(fleet, alice) -> None:
     up = upstream(fleet, state=JobState.RUNNING)
     r = submit(alice, dependencies=[{"job": up.pk, "condition": "afterok"}])
 
     assert JobDependency.objects.get(job_id=r.json()["id"]).satisfied_at is None
+    # the engine's own words, before the first cycle says them
+    assert r.json()["pending_code"] == "WaitingForDependency"
+    assert r.json()["pending_message"] == (f"Waits for job {up.pk} to succeed (now running): until then it is not "
+                                           "in the queue and holds nothing.")
+    assert r.json()["pending_would_start_if"] == f"job {up.pk} succeeds"
+    assert Job.objects.get(pk=r.json()["id"]).pending_code == "WaitingForDependency"
+
+
+def test_a_job_whose_dependencies_are_all_met_waits_for_the_cycle_as_any_other(fleet, alice) -> None:
+    up = upstream(fleet, state=JobState.SUCCEEDED)
+    r = submit(alice, dependencies=[{"job": up.pk}])
+
+    assert (r.json()["pending_code"], r.json()["pending_message"]) == (
+        "Submitted", "Waiting for the next scheduling cycle")
 
 
 def test_an_unknown_condition_is_refused_on_its_item(fleet, alice) -> None:
