@@ -31,6 +31,7 @@ def test_researcher_holds_and_releases_a_waiting_job_from_its_page(session: Any)
         f"(qm release {job.pk}).", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#held-badge")).to_have_text("held", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#held-note")).to_contain_text("Held by alice since")
+    expect(page.locator("#eta")).to_have_text("none while it is held")
     expect(page.locator("#hold-job")).to_have_count(0)
     assert Job.objects.get(pk=job.pk).hold == JobHold.USER
 
@@ -59,4 +60,4 @@ def test_an_admins_hold_offers_a_member_no_release_and_says_why(session: Any) ->
 
     expect(alice.page.locator("#held-badge")).to_have_text("held by admin")
     expect(alice.page.locator("#release-job")).to_have_count(0)
-    expect(alice.page.locator("#held-note")).to_contain_text("an admin's hold: only an admin may release it")
+    expect(alice.page.locator("#held-note")).to_contain_text("an admin's hold, only an admin may release it")
