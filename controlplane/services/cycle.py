@@ -39,6 +39,7 @@ from controlplane.services.snapshot import (
     read_snapshot,
     scheduler_config,
 )
+from scheduler_core.eligibility import in_line
 
 log = structlog.get_logger(__name__)
 
@@ -376,7 +377,10 @@ def _store_fleet_sample(plan: engine.Plan, context: SnapshotContext, *, epoch: i
     by_team_priority: dict[str, Counter[str]] = {}
     for job in waiting:
         by_team_priority.setdefault(job.team, Counter())[job.priority_class] += 1
-    feasible_waits = [snapshot.now - job.submitted_at for job in waiting if explanations[job.id].resolvable]
+    # A job held or waiting for a dependency is not in line (eligibility.in_line): its wait is
+    # its owner's choice, and a job held for a week read as the queue's oldest feasible wait.
+    feasible_waits = [snapshot.now - job.submitted_at for job in waiting
+                      if explanations[job.id].resolvable and in_line(job)]
     fleet = plan.fleet
     FleetSample.objects.create(
         at=context.read_at,

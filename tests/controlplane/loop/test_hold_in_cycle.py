@@ -19,7 +19,7 @@ from controlplane.models import Allocation, AllocationGpu, Event, Job, Scheduler
 from controlplane.services import cycle, holds
 from controlplane.services.snapshot import read_snapshot, scheduler_config
 from tests.controlplane import factories as f
-from tests.controlplane.loop_fixtures import LoopFleet, build_loop_fleet, make_job, register_node
+from tests.controlplane.loop_fixtures import LoopFleet, bind, build_loop_fleet, make_job, register_node
 
 
 @pytest.fixture
@@ -205,3 +205,21 @@ def test_race_a_bind_waiting_on_the_changes_row_lock_is_dropped(committed: tuple
     job.refresh_from_db()
     assert job.state == JobState.PENDING and job.gpus == 2 and _bound_gpus(job) == 0
     assert Event.objects.filter(job=job, kind=EventKind.JOB_UPDATED).count() == 1
+
+
+def test_a_long_held_job_is_not_the_queues_oldest_feasible_wait(fleet: LoopFleet, alice: Any) -> None:
+    from controlplane.models import FleetSample
+
+    a, _ = register_node("gpu-a")
+    register_node("gpu-b")
+    now = timezone.now()
+    bind(make_job(fleet, gpus=1, name="blocker"), {a: [0]})  # the 16-GPU jobs fit the fleet, not now
+    held = make_job(fleet, gpus=16, name="held-a-week", submitter=alice, submitted_at=now - timedelta(days=7))
+    make_job(fleet, gpus=16, name="waits", submitted_at=now - timedelta(minutes=10))
+    holds.hold(alice, held.pk)
+
+    cycle.run_cycle("worker-1", now=now)
+
+    sample = FleetSample.objects.latest("at")
+    assert sample.pending_jobs == 2  # both wait, and both are counted as waiting
+    assert 590 <= sample.oldest_feasible_pending_s <= 610  # the queued job's 10 minutes, not the held one's week
