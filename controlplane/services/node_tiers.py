@@ -280,7 +280,12 @@ def _active(node: Node, lo_us: int, hi_us: int, bucket: int, folded: tuple[int, 
     the edges — found through the (node, ended_at) index between the edge's start and its end
     plus the longest sample, as no folded sample crossing the edge ends later — and the ones
     above that id over the whole window (not folded yet; few, found by id). Otherwise every
-    sample of the window."""
+    sample of the window.
+
+    The cursor is read one query before the rows: a run committing in between folds samples
+    above the id read, which this query then counts twice if they lie in the window's whole
+    hours — a late sample (resent after a partition), folded in those few milliseconds, for one
+    rendering. Samples of the present hour, the usual ones, are read raw either way."""
     adapt = connection.ops.adapt_datetimefield_value
     node_in = "node_id = %s AND ended_at > %s AND started_at < %s"
     h0, h1 = -(-lo_us // (HOUR * US)) * HOUR * US, hi_us // (HOUR * US) * HOUR * US
