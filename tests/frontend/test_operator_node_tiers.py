@@ -125,3 +125,39 @@ def test_the_node_page_reads_its_tiers_in_the_same_queries_whatever_its_history(
         report(job, node_at_work, at, at + timedelta(minutes=4), every=timedelta(seconds=10), activity=0.5)
     accounting.catch_up(timezone.now())
     assert count() == before == 15  # the page's 8, and the tiers' 7
+
+
+def test_a_week_reads_whole_hours_from_the_hourly_rows_with_the_same_figures_and_queries(client_for, node_at_work,
+                                                                                          monkeypatch):
+    """Over 7 days (hour buckets) the page reads the node's whole hours from its hourly activity
+    rows: the same table, per-GPU rows and chart as reading every sample, in the same queries."""
+    from functools import partial
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from controlplane.models import NodeActivityRollup
+    from controlplane.services.node_tiers import node_tiers
+    from frontend.views import nodes as view
+
+    assert NodeActivityRollup.objects.filter(node=node_at_work).exists()
+    client = client_for("admin")
+
+    def page(hourly: bool) -> tuple[str, list, int]:
+        monkeypatch.setattr(view, "node_tiers", partial(node_tiers, hourly=hourly))
+        with CaptureQueriesContext(connection) as queries:
+            response = client.get(f"/nodes/{node_at_work.name}/?window=7d")
+        assert response.status_code == 200
+        chart = response.context["charts"]["node_tiers"].figure["data"]
+        # (the shares to a millionth of a percent: both reads round each figure to the µs)
+        return (response.content.decode(), [(t["name"], t["x"], [round(y, 6) for y in t["y"]]) for t in chart],
+                len(queries))
+
+    (rows_html, rows_chart, rows_queries), (raw_html, raw_chart, raw_queries) = page(True), page(False)
+    for tier in ("allocated", "active", "productive"):
+        assert tier_cells(rows_html, tier) == tier_cells(raw_html, tier)
+    assert tier_cells(rows_html, "allocated")[1] == "87.5%"
+    for index in range(8):
+        assert gpu_cells(rows_html, index) == gpu_cells(raw_html, index)
+    assert rows_chart == raw_chart and len(rows_chart[0][1]) >= 2  # an hour a point
+    assert rows_queries == raw_queries
