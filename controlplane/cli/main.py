@@ -976,6 +976,9 @@ def _history_window(args: argparse.Namespace, now: datetime) -> tuple[datetime, 
     """[since, until): by default from 00:00 UTC today (sacct's default start) to now."""
     since = _when(args.since, "--since", now) if args.since else _when("today", "--since", now)
     until = _when(args.until, "--until", now) if args.until else now
+    if until <= since and not args.until:
+        raise CliError(f"--since {output.utc_text(since.isoformat())} is not in the past (it is "
+                       f"{output.utc_text(now.isoformat())}): nothing can have ended since")
     if until <= since:
         raise CliError(f"--until {output.utc_text(until.isoformat())} is not after --since "
                        f"{output.utc_text(since.isoformat())}: give a window that ends after it starts")
