@@ -137,3 +137,17 @@ STATE_COLOURS = {
     NodeState.QUARANTINED: "#862e9c",
     NodeState.RETIRED: "#343a40",
 }
+
+
+class NotifyOn(models.TextChoices):
+    """What a notification hook may subscribe to (services/notifications.py maps job events to
+    these): Slurm's --mail-type BEGIN, END, FAIL, REQUEUE, split the way researchers ask."""
+
+    STARTED = "started", "Job started"
+    SUCCEEDED = "succeeded", "Job succeeded"
+    FAILED = "failed", "Job failed"
+    TIMED_OUT = "timed_out", "Job timed out"
+    CANCELLED = "cancelled", "Job cancelled"
+    PREEMPTED = "preempted", "Job preempted"
+    REQUEUED = "requeued", "Job requeued"
+    UNSCHEDULABLE = "unschedulable", "Job can never run"

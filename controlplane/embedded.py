@@ -31,14 +31,26 @@ def sqlite_concurrency(sender: object, connection: object, **kwargs: object) -> 
 class EmbeddedLoop(threading.Thread):
     """Runs `steps` every `interval_s` until stopped; a crashing step is logged, not fatal."""
 
-    def __init__(self, name: str, interval_s: float, steps: list[Callable[[], object]]) -> None:
+    def __init__(self, name: str, interval_s: float, steps: list[Callable[[], object]],
+                 wake: threading.Event | None = None) -> None:
         super().__init__(name=name, daemon=True)
         self.interval_s = interval_s
         self.steps = steps
         self._stop_event = threading.Event()
+        # Set by others to run the steps now rather than at the end of the interval.
+        self._wake = wake
 
     def stop(self) -> None:
         self._stop_event.set()
+        if self._wake is not None:
+            self._wake.set()
+
+    def _pause(self) -> None:
+        if self._wake is None:
+            self._stop_event.wait(self.interval_s)
+            return
+        self._wake.wait(self.interval_s)
+        self._wake.clear()
 
     def run(self) -> None:
         while not self._stop_event.is_set():
@@ -49,7 +61,7 @@ class EmbeddedLoop(threading.Thread):
                     log.exception("embedded loop step failed", loop=self.name, step=getattr(step, "__name__", "?"))
                 finally:
                     close_old_connections()
-            self._stop_event.wait(self.interval_s)
+            self._pause()
         connection.close()
 
 
@@ -61,3 +73,14 @@ def scheduling_loop() -> EmbeddedLoop:
     holder = holder_name()
     steps: list[Callable[[], object]] = [lambda: run_cycle(holder)]
     return EmbeddedLoop("scheduling-loop", float(settings.QM["CYCLE_INTERVAL_S"]), steps)
+
+
+def notification_loop() -> EmbeddedLoop:
+    """The webhook sender on a thread of its own (a slow receiver never delays the cycle),
+    woken when a commit queues deliveries (tasks.request_notifications), else every
+    NOTIFY_INTERVAL_S for the retries."""
+    from controlplane import tasks
+    from controlplane.services import notifications
+
+    return EmbeddedLoop("notifications", float(settings.QM.get("NOTIFY_INTERVAL_S", 10)),
+                        [notifications.deliver_due], wake=tasks.notifications_requested)

@@ -196,6 +196,18 @@ QM = {
     "RAW_SAMPLE_RETENTION_DAYS": float(os.environ.get("QM_RAW_SAMPLE_RETENTION_DAYS", "7")),
     "HOUR_ROLLUP_RETENTION_DAYS": float(os.environ.get("QM_HOUR_ROLLUP_RETENTION_DAYS", "400")),
     "METRICS_TOKEN": os.environ.get("QM_METRICS_TOKEN", ""),
+    # Job notifications by webhook (docs/operations.md, Notifications): the web UI's address for
+    # the job links, how often the sender runs, each POST's connect and read timeouts, attempts
+    # before a delivery is given up, failed attempts in a row before a hook reads as failing,
+    # how long sent rows are kept, and the hosts hooks may POST to (comma-separated names or
+    # .domain suffixes; empty: any host, private addresses included).
+    "PUBLIC_URL": os.environ.get("QM_PUBLIC_URL", ""),
+    "NOTIFY_INTERVAL_S": float(os.environ.get("QM_NOTIFY_INTERVAL_S", "10")),
+    "WEBHOOK_TIMEOUT_S": float(os.environ.get("QM_WEBHOOK_TIMEOUT_S", "5")),
+    "WEBHOOK_MAX_ATTEMPTS": int(os.environ.get("QM_WEBHOOK_MAX_ATTEMPTS", "10")),
+    "WEBHOOK_FAILING_AFTER": int(os.environ.get("QM_WEBHOOK_FAILING_AFTER", "5")),
+    "NOTIFICATION_KEEP_DAYS": float(os.environ.get("QM_NOTIFICATION_KEEP_DAYS", "30")),
+    "WEBHOOK_ALLOWED_HOSTS": [h.strip() for h in os.environ.get("QM_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()],
 }
 # The scheduling loop has a queue of its own, so a long accounting rollup never delays a cycle:
 # run dedicated loop workers with `-Q qm.loop` and the rest with `-Q celery`; a worker started
@@ -224,6 +236,12 @@ CELERY_BEAT_SCHEDULE = {
         "task": "qm.reconcile",
         "schedule": QM["CYCLE_INTERVAL_S"],
         "options": {"expires": QM["CYCLE_INTERVAL_S"]},
+    },
+    # Webhook deliveries due (retries included); new ones are also sent on commit.
+    "notification-delivery": {
+        "task": "qm.notify",
+        "schedule": QM["NOTIFY_INTERVAL_S"],
+        "options": {"expires": QM["NOTIFY_INTERVAL_S"]},
     },
 }
 

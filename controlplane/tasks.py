@@ -5,6 +5,9 @@
   submit, a job's end or a node coming back.
 - `qm.reconcile` (beat, every CYCLE_INTERVAL_S): node health, lease expiry, fencing
   (services/reconcile.py).
+- `qm.notify` (beat, every NOTIFY_INTERVAL_S, and enqueued after a commit that queued webhook
+  deliveries by `request_notifications`): POST what the outbox owes (services/notifications.py),
+  on the default queue, never the loop's, so a slow receiver never delays a cycle.
 
 Several workers may run. Exactly one leads the cycle, by the lease row in PostgreSQL
 (services/cycle.acquire_lease); a tick or trigger that lands on another worker is forwarded
@@ -50,6 +53,9 @@ DEBOUNCE_KEY = "qm:cycle:debounce"
 # Set when a cycle is requested in a process that runs the loop itself (the embedded demo):
 # the loop's wait can wake on it instead of sleeping out its interval.
 cycle_requested = threading.Event()
+# The same for the embedded demo's notification sender (controlplane/embedded.notification_loop).
+notifications_requested = threading.Event()
+NOTIFY_DEBOUNCE_KEY = "qm:notify:debounce"
 
 _worker_nodename: str | None = None
 _redis_client: Any = None
@@ -99,6 +105,14 @@ def cycle(requested_at: float, forwarded: bool = False) -> str:
 def reconcile_nodes() -> str:
     result = reconcile.reconcile_nodes()
     return "found work" if result.found_work else "nothing to do"
+
+
+@shared_task(name="qm.notify", ignore_result=True)
+def deliver_notifications() -> str:
+    from controlplane.services import notifications
+
+    sent = notifications.deliver_due()
+    return f"{sent.delivered} delivered, {sent.failed} failed" if sent.found_work else "nothing to do"
 
 
 def _cycle_step(*, not_before: datetime, forwarded: bool, kind: str, requested_at: float | None = None) -> str:
@@ -151,6 +165,21 @@ def request_cycle() -> None:
         )
     except Exception as error:  # noqa: BLE001 - Redis is only a trigger; the next tick covers it
         log.warning("cycle trigger not sent; the next tick will run it", error=str(error))
+
+
+def request_notifications() -> None:
+    """Wake the webhook sender soon; called on commit of a transaction that queued deliveries.
+    Requests within half a second share one run, which starts once that window closes; a lost
+    one waits for beat's next `qm.notify`."""
+    if settings.QM.get("IN_PROCESS_LOOP") or getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
+        notifications_requested.set()
+        return
+    try:
+        if not _redis().set(NOTIFY_DEBOUNCE_KEY, "1", nx=True, px=500):
+            return
+        deliver_notifications.apply_async(countdown=0.5, expires=60, retry=False)
+    except Exception as error:  # noqa: BLE001 - Redis is only a trigger; beat's next run sends them
+        log.warning("notification trigger not sent; the next scheduled run will send them", error=str(error))
 
 
 def _redis() -> Any:

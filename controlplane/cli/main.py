@@ -10,6 +10,7 @@
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm quotas [--team T]
     qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
+    qm notify add URL --events started,failed [--team T] | qm notify list | qm notify rm ID | qm notify test ID
 
 Human tables by default, `--json` for scripts. Errors print the API's message and exit 1 (2 when
 the server cannot be reached); never a traceback.
@@ -1235,6 +1236,87 @@ def _node_action(api: Api, args: argparse.Namespace, action: str) -> int:
     return 0
 
 
+# ------------------------------------------------------------------------------ notifications
+
+
+NOTIFY_EVENTS = ("started", "succeeded", "failed", "timed_out", "cancelled", "preempted", "requeued", "unschedulable")
+#: `qm notify add --events` shorthands, as Slurm's --mail-type spells them.
+NOTIFY_ALIASES = {"begin": ["started"], "end": ["succeeded", "failed", "timed_out", "cancelled"],
+                  "fail": ["failed", "timed_out"], "requeue": ["requeued"], "all": list(NOTIFY_EVENTS)}
+
+
+def _notify_events(text: str) -> list[str]:
+    events: list[str] = []
+    for word in (w.strip() for w in text.split(",")):
+        if word:
+            events.extend(NOTIFY_ALIASES.get(word.lower(), [word]))
+    return list(dict.fromkeys(events))
+
+
+def _hook_id(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CliError(f"'{text}' is not a hook id: `qm notify list` shows them") from None
+
+
+def cmd_notify(api: Api, args: argparse.Namespace) -> int:
+    """`qm notify add|list|rm|test`: webhooks for your jobs' events (notification-hooks/)."""
+    action = args.notify_action
+    if action == "add":
+        body: dict[str, Any] = {"url": args.url, "events": _notify_events(args.events)}
+        if args.team:
+            body["team"] = args.team
+        if args.secret:
+            body["secret"] = args.secret
+        try:
+            hook = api.request("POST", "notification-hooks/", body=body)
+        except ApiError as error:
+            flags = {"url": "URL", "events": f"--events {args.events}", "team": f"--team {args.team}",
+                     "secret": "--secret"}
+            if error.errors:
+                raise CliError("Invalid request." + "".join(
+                    f"\n  {field} ({flags.get(field.split('.')[0], field)}): {' '.join(msgs)}"
+                    for field, msgs in error.errors.items())) from None
+            raise
+        if args.json:
+            output.emit_json(hook)
+            return 0
+        whose = f"every job of team {hook['team']}" if hook["team"] else "your own jobs"
+        print(output.visible(f"Hook {hook['id']} POSTs {', '.join(hook['events'])} of {whose} to {hook['url']}."))
+        print(output.visible(f"Its secret (shown once; receivers check X-Quartermaster-Signature with it): "
+                             f"{hook['secret']}"))
+        print(f"Try it: qm notify test {hook['id']}")
+        return 0
+    if action == "list":
+        page = api.request("GET", "notification-hooks/", params={"limit": 1000})
+        if args.json:
+            output.emit_json(page)
+            return 0
+        rows = page["results"]
+        if not rows:
+            print("No notification hooks. Add one: qm notify add URL --events started,failed")
+            return 0
+        output.table([(h["id"], h["url"], ",".join(h["events"]), h["team"] or "(own jobs)",
+                       "yes" if h["active"] else "paused", h["status"]) for h in rows],
+                     ["ID", "URL", "EVENTS", "TEAM", "ACTIVE", "STATUS"])
+        return 0
+    hook_id = _hook_id(args.hook)
+    if action == "rm":
+        api.request("DELETE", f"notification-hooks/{hook_id}/")
+        if args.json:
+            output.emit_json({"deleted": hook_id})
+        else:
+            print(f"Hook {hook_id} removed, with the deliveries it still had to send.")
+        return 0
+    answer = api.request("POST", f"notification-hooks/{hook_id}/test/")
+    if args.json:
+        output.emit_json(answer)
+    else:
+        print(output.visible(answer["detail"]))
+    return 0 if answer["delivered"] else 1
+
+
 # ------------------------------------------------------------------------------------ parser
 
 
@@ -1422,6 +1504,25 @@ def build_parser() -> argparse.ArgumentParser:
                              ("uncordon", "take work again")):
         p = sub.add_parser(action, parents=[common], help=f"{helptext} (admins)")
         p.add_argument("node")
+
+    p = sub.add_parser("notify", parents=[common], help="webhooks for your jobs' events (Slack, ...)",
+                       description="Tell a URL when your jobs start, end, fail, are preempted or requeued, or can "
+                                   "never run (Slurm's --mail-type, by webhook): an HTTP POST of JSON whose "
+                                   "`text` a Slack incoming webhook shows as is, signed with the hook's secret "
+                                   "(X-Quartermaster-Signature: sha256=HMAC). Deliveries are retried for about "
+                                   "3 hours while the receiver is down.")
+    actions = p.add_subparsers(dest="notify_action", required=True, metavar="ACTION")
+    q = actions.add_parser("add", parents=[common], help="subscribe a URL")
+    q.add_argument("url", metavar="URL")
+    q.add_argument("--events", "-e", default="started,succeeded,failed,timed_out,cancelled,preempted",
+                   help=f"comma-separated: {', '.join(NOTIFY_EVENTS)}; or Slurm's begin, end, fail, requeue, all "
+                        "(default: all but requeued and unschedulable)")
+    q.add_argument("--team", help="every job of this team of yours (default: the jobs you submit)")
+    q.add_argument("--secret", help="the signature's key (default: a random one, printed once)")
+    actions.add_parser("list", parents=[common], help="your hooks and how their deliveries go")
+    for action, helptext in (("rm", "remove a hook"), ("test", "send a test notification now")):
+        q = actions.add_parser(action, parents=[common], help=helptext)
+        q.add_argument("hook", metavar="ID")
     return parser
 
 
@@ -1429,7 +1530,7 @@ COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
     "explain": cmd_explain, "events": cmd_events, "logs": cmd_logs, "cancel": cmd_cancel, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
-    "history": cmd_history, "sacct": cmd_history,
+    "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify,
 }
 
 

@@ -5,6 +5,7 @@ from controlplane.models.events import Event
 from controlplane.models.fleet import GpuType, Node, PriceRate
 from controlplane.models.jobs import Allocation, AllocationGpu, Job, JobDependency, PendingPlace
 from controlplane.models.logs import JobLogChunk
+from controlplane.models.notifications import NotificationDelivery, NotificationHook
 from controlplane.models.quotas import Cohort, PriorityClass, Quota
 from controlplane.models.scheduling import FleetSample, SchedulerLease
 from controlplane.models.teams import Membership, Project, Team
@@ -30,6 +31,8 @@ __all__ = [
     "JobLogChunk",
     "Membership",
     "Node",
+    "NotificationDelivery",
+    "NotificationHook",
     "PendingPlace",
     "PriceRate",
     "PriorityClass",

@@ -1,12 +1,41 @@
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import Any
+
 from django.db import models
 
 from controlplane.choices import EventKind
 
 
+class EventQuerySet(models.QuerySet["Event"]):
+    """Every Event is written through `create` or `bulk_create` (services/transitions.py's
+    record_event and the bulk writers of binds, exits, cancels, dependencies, reasons): the one
+    place where job events also queue their webhook notifications, in the same transaction
+    (services/notifications.enqueue: no query for a batch without a job event anyone can
+    subscribe to, one to find the matching hooks otherwise, one more to queue deliveries)."""
+
+    def create(self, **kwargs: Any) -> Event:
+        event = super().create(**kwargs)
+        _notify([event])
+        return event
+
+    def bulk_create(self, objs: Iterable[Event], *args: Any, **kwargs: Any) -> list[Event]:
+        events = super().bulk_create(objs, *args, **kwargs)
+        _notify(events)
+        return events
+
+
+def _notify(events: list[Event]) -> None:
+    from controlplane.services import notifications
+
+    notifications.enqueue(events)
+
+
 class Event(models.Model):
     """The audit trail: every state change of a job, allocation, node or quota — who, when, why."""
+
+    objects = EventQuerySet.as_manager()
 
     created_at = models.DateTimeField(db_index=True)
     kind = models.CharField(max_length=32, choices=EventKind.choices)

@@ -23,7 +23,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from controlplane.demo_fleet import demo_nodes, seed_demo_fleet
 from controlplane.demo_stream import DemoJobStream
-from controlplane.embedded import EmbeddedLoop, scheduling_loop
+from controlplane.embedded import EmbeddedLoop, notification_loop, scheduling_loop
 from controlplane.services.reconcile import reconcile_nodes
 from controlplane.tasks_accounting import accounting_loop
 
@@ -44,10 +44,12 @@ class Command(BaseCommand):
         port, host = options["port"], options["host"]
         _refuse_busy_port(host, port)
         url = f"http://{host}:{port}"
+        settings.QM["PUBLIC_URL"] = settings.QM.get("PUBLIC_URL") or url  # its notifications' job links
         loops = [
             scheduling_loop(),
             EmbeddedLoop("reconcile", float(settings.QM["CYCLE_INTERVAL_S"]), [reconcile_nodes]),
             accounting_loop(),
+            notification_loop(),
         ]
         if not options["no_stream"]:
             stream = DemoJobStream()

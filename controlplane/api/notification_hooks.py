@@ -1,0 +1,168 @@
+"""/api/v1/notification-hooks/: a user's webhooks for their jobs' events (services/notifications.py).
+
+    GET    notification-hooks/              your hooks (admins: everyone's, ?user=NAME for one user's)
+    POST   notification-hooks/              {"url", "events": [...], "team"?: name, "secret"?, "active"?}
+    GET    notification-hooks/{id}/         one, with its state in words (`status`, `failing`)
+    PATCH  notification-hooks/{id}/         change url, events, team, secret, active
+    DELETE notification-hooks/{id}/         remove it and its queued deliveries
+    POST   notification-hooks/{id}/test/    POST a test notification now; says what the receiver answered
+    GET    notification-hooks/{id}/deliveries/  its last 50 deliveries, newest first
+
+A hook of another user is a 404 (admins see and change every hook, but only ever create their
+own). The secret is shown once, in the answer to the POST that created it (or the PATCH that
+set it); receivers check `X-Quartermaster-Signature` with it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema, inline_serializer
+from rest_framework import serializers, status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from controlplane.api.views import ApiMixin
+from controlplane.models import NotificationDelivery, NotificationHook, Team
+from controlplane.services import access, notifications
+
+
+class NotificationHookSerializer(serializers.ModelSerializer):
+    user = serializers.CharField(source="user.username", read_only=True)
+    team = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64,
+                                 help_text="A team's name: every job of that team; null/absent: your own jobs.")
+    events = serializers.ListField(child=serializers.CharField(max_length=40), max_length=20,
+                                   help_text="started, succeeded, failed, timed_out, cancelled, preempted, "
+                                             "requeued, unschedulable")
+    url = serializers.CharField(max_length=500)
+    secret = serializers.CharField(write_only=True, required=False, min_length=16, max_length=128,
+                                   help_text="Key of the signature (default: a random one, shown once).")
+    failing = serializers.SerializerMethodField()
+    status = serializers.SerializerMethodField()
+    waiting_deliveries = serializers.SerializerMethodField()
+
+    class Meta:
+        model = NotificationHook
+        fields = ["id", "user", "url", "events", "team", "secret", "active", "created_at", "last_delivery_at",
+                  "last_status", "consecutive_failures", "failing", "status", "waiting_deliveries"]
+        read_only_fields = ["created_at", "last_delivery_at", "last_status", "consecutive_failures"]
+
+    def to_representation(self, instance: NotificationHook) -> dict[str, Any]:
+        data = super().to_representation(instance)
+        data["team"] = instance.team.name if instance.team_id else None
+        shown = getattr(instance, "_show_secret", False)
+        if shown:
+            data["secret"] = instance.secret
+        return data
+
+    def get_failing(self, hook: NotificationHook) -> bool:
+        return notifications.health(hook)[0]
+
+    def get_status(self, hook: NotificationHook) -> str:
+        return notifications.health(hook, due=getattr(hook, "due", None))[1]
+
+    def get_waiting_deliveries(self, hook: NotificationHook) -> int:
+        return int(getattr(hook, "due", 0) or 0)
+
+    def validate_url(self, value: str) -> str:
+        value = value.strip()
+        problem = notifications.url_problem(value)
+        if problem is not None:
+            raise ValidationError(problem)
+        return value
+
+    def validate_events(self, value: list[str]) -> list[str]:
+        problem = notifications.events_problem(value)
+        if problem is not None:
+            raise ValidationError(problem)
+        return list(dict.fromkeys(value))  # in the order given, once each
+
+    def validate_team(self, value: str | None) -> Team | None:
+        if not value:
+            return None
+        team = Team.objects.filter(name=value).first()
+        request = self.context["request"]
+        who = access.access_of(request.user)
+        if team is None or not who.may_read_team(team.pk):
+            mine = sorted(Team.objects.filter(pk__in=who.team_ids).values_list("name", flat=True))
+            raise ValidationError(
+                f"you are not in a team named '{value[:64]}': give one of yours ({', '.join(mine) or 'you have none'}), "
+                "or leave team out for your own jobs.")
+        return team
+
+
+class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
+    serializer_class = NotificationHookSerializer
+    filterset_class = None
+    query_parameters = frozenset({"format", "user", "limit", "offset"})
+
+    def get_queryset(self) -> QuerySet[NotificationHook]:
+        hooks = NotificationHook.objects.select_related("user", "team").annotate(
+            due=Count("deliveries", filter=Q(deliveries__next_attempt_at__isnull=False)))
+        if not access.access_of(self.request.user).is_admin:
+            return hooks.filter(user=self.request.user)
+        user = self.request.query_params.get("user") if getattr(self, "action", None) == "list" else None
+        return hooks.filter(user__username=user) if user else hooks
+
+    def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        unknown = sorted(set(request.query_params) - self.query_parameters)
+        if unknown:
+            raise ValidationError({unknown[0]: [f"not a parameter of this list: use {', '.join(sorted(self.query_parameters))}."]})
+        return super().list(request, *args, **kwargs)
+
+    def perform_create(self, serializer: Any) -> None:
+        data = serializer.validated_data
+        hook = serializer.save(user=self.request.user, created_at=timezone.now(),
+                               secret=data.get("secret") or notifications.new_secret())
+        hook._show_secret = True
+        hook.due = 0
+
+    def perform_update(self, serializer: Any) -> None:
+        hook = serializer.save()
+        hook._show_secret = "secret" in serializer.validated_data
+
+    def perform_destroy(self, instance: NotificationHook) -> None:
+        with transaction.atomic():
+            instance.delete()
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        response = super().create(request, *args, **kwargs)
+        response.status_code = status.HTTP_201_CREATED
+        return response
+
+    @extend_schema(request=None, responses=inline_serializer("NotificationTest", {
+        "delivered": serializers.BooleanField(), "status": serializers.IntegerField(allow_null=True),
+        "detail": serializers.CharField(), "delivery": serializers.IntegerField(),
+        "seconds": serializers.FloatField()}))
+    @action(detail=True, methods=["post"])
+    def test(self, request: Request, pk: str | None = None) -> Response:
+        """POST a test notification to the hook now (not retried) and say what came back."""
+        hook = self.get_object()
+        row, outcome = notifications.send_test(hook, actor=f"user:{request.user.get_username()}")
+        detail = (f"Delivered: the receiver answered {outcome.words} in {outcome.seconds:.2f} s." if outcome.ok
+                  else f"Not delivered: {outcome.words}. Check the URL and that the receiver is up, then test again.")
+        return Response({"delivered": outcome.ok, "status": outcome.status, "detail": detail, "delivery": row.pk,
+                         "seconds": round(outcome.seconds, 3)})
+
+    @extend_schema(responses=inline_serializer("NotificationDeliveryRow", {
+        "id": serializers.IntegerField(), "event": serializers.CharField(),
+        "job_id": serializers.IntegerField(allow_null=True), "created_at": serializers.DateTimeField(),
+        "attempts": serializers.IntegerField(), "delivered_at": serializers.DateTimeField(allow_null=True),
+        "next_attempt_at": serializers.DateTimeField(allow_null=True),
+        "last_status": serializers.IntegerField(allow_null=True), "last_error": serializers.CharField(),
+        "text": serializers.CharField()}, many=True))
+    @action(detail=True, methods=["get"])
+    def deliveries(self, request: Request, pk: str | None = None) -> Response:
+        """The hook's last 50 deliveries, newest first: sent, waiting (next_attempt_at) or given up."""
+        hook = self.get_object()
+        rows = NotificationDelivery.objects.filter(hook=hook).order_by("-id")[:50]
+        return Response([{
+            "id": r.pk, "event": r.event, "job_id": r.job_id, "created_at": r.created_at, "attempts": r.attempts,
+            "delivered_at": r.delivered_at, "next_attempt_at": r.next_attempt_at, "last_status": r.last_status,
+            "last_error": r.last_error, "text": str((r.payload or {}).get("text", "")),
+        } for r in rows])

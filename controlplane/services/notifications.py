@@ -1,0 +1,529 @@
+"""Job notifications by webhook: Slurm's --mail-type, delivered as HTTP POSTs of JSON.
+
+A user subscribes a URL (NotificationHook) to some of NotifyOn's events, for their own jobs or
+for every job of one of their teams. The rest happens in two places:
+
+1. `enqueue`, called by Event's `create` and `bulk_create` (models/events.py), so in the very
+   transaction that records a job's event: it maps each job event to what a hook may subscribe
+   to (`notify_on`), finds the hooks that want it in ONE query for the whole batch (none for a
+   batch without such an event: a job's waiting reason, an allocation, a node), and writes one
+   NotificationDelivery row per (hook, event) in one more. The outbox commits with the event or
+   not at all; after the commit the sender is woken (`tasks.request_notifications`).
+2. `deliver_due`, run by the Celery task `qm.notify` (beat every NOTIFY_INTERVAL_S, and woken on
+   commit) on the default queue, never the loop's, and by its own thread in the embedded demo:
+   it claims the due rows (FOR UPDATE SKIP LOCKED, then pushes their due time past the claim,
+   so two senders never POST the same row and a sender that dies mid-way only delays them),
+   POSTs each hook's rows in order on a small thread pool (5 s connect and read timeouts), and
+   writes the outcomes. A failed POST is retried after 30 s, 1 min, 2 min, ... up to 1 h, at most
+   WEBHOOK_MAX_ATTEMPTS times (10: about 3 hours), then given up and said so; the hook's other
+   rows due in that round wait with it (a dead receiver costs one timeout a round, not one per
+   row). A hook whose last WEBHOOK_FAILING_AFTER attempts failed reads as failing on the API.
+
+Each POST carries `X-Quartermaster-Signature: sha256=<hex HMAC-SHA256 of the body with the
+hook's secret>`, `X-Quartermaster-Event` and `X-Quartermaster-Delivery` (the row's id, the same
+on every retry, for receivers to drop repeats). Redirects are not followed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import requests
+import structlog
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from controlplane.choices import EventKind, JobState, NotifyOn, Role
+
+if TYPE_CHECKING:
+    from controlplane.models import Event, NotificationDelivery, NotificationHook
+
+log = structlog.get_logger(__name__)
+
+TEST_EVENT = "test"
+USER_AGENT = "Quartermaster-Webhook/1"
+SIGNATURE_HEADER = "X-Quartermaster-Signature"
+#: How long a claimed row stays out of other senders' reach (a sender that dies holds it so long).
+CLAIM_S = 120.0
+BACKOFF_FIRST_S = 30.0
+BACKOFF_MAX_S = 3600.0
+SENDER_THREADS = 8
+
+_FINISHED = {JobState.SUCCEEDED.value: NotifyOn.SUCCEEDED, JobState.FAILED.value: NotifyOn.FAILED,
+             JobState.TIMED_OUT.value: NotifyOn.TIMED_OUT}
+_FINISHED_REASONS = {"Succeeded": JobState.SUCCEEDED.value, "Failed": JobState.FAILED.value,
+                     "TimedOut": JobState.TIMED_OUT.value, "Timedout": JobState.TIMED_OUT.value}
+_REQUEUES = {EventKind.JOB_PREEMPTED.value, EventKind.JOB_REQUEUED.value, EventKind.JOB_RESIZED.value}
+_STATE_AFTER = {NotifyOn.STARTED: JobState.RUNNING.value, NotifyOn.SUCCEEDED: JobState.SUCCEEDED.value,
+                NotifyOn.FAILED: JobState.FAILED.value, NotifyOn.TIMED_OUT: JobState.TIMED_OUT.value,
+                NotifyOn.REQUEUED: JobState.PENDING.value, NotifyOn.UNSCHEDULABLE: JobState.UNSCHEDULABLE.value}
+
+
+def _qm(name: str, default: Any) -> Any:
+    return settings.QM.get(name, default)
+
+
+def timeout_s() -> float:
+    return float(_qm("WEBHOOK_TIMEOUT_S", 5.0))
+
+
+def max_attempts() -> int:
+    return int(_qm("WEBHOOK_MAX_ATTEMPTS", 10))
+
+
+def failing_after() -> int:
+    return int(_qm("WEBHOOK_FAILING_AFTER", 5))
+
+
+def new_secret() -> str:
+    return secrets.token_urlsafe(32)
+
+
+# ------------------------------------------------------------------------------ which events
+
+
+def notify_on(event: Event) -> str | None:
+    """What a hook subscribes to for this job event, or None (not notified).
+
+    started: the job was bound to its GPUs (Slurm's BEGIN). succeeded, failed, timed_out: its
+    `job.finished` (a cancel's finish is not notified again: its `job.cancelled` said it, with
+    who). cancelled: `job.cancelled` (a user, an admin, or a dependency that can never be met).
+    preempted: the preemption notice (`job.preempting`, the engine's sentence with the grace
+    period and the GPU-hours it will lose). requeued: requeued after a preemption, a resize or a
+    node that failed under it. unschedulable: the engine found it can never run."""
+    kind = event.kind
+    if kind == EventKind.JOB_BOUND:
+        return NotifyOn.STARTED.value
+    if kind == EventKind.JOB_FINISHED:
+        data = event.data if isinstance(event.data, dict) else {}
+        state = data.get("state") or _FINISHED_REASONS.get(event.reason)
+        found = _FINISHED.get(str(state))
+        return found.value if found is not None else None
+    if kind == EventKind.JOB_CANCELLED:
+        return NotifyOn.CANCELLED.value
+    if kind == EventKind.JOB_PREEMPTING:
+        return NotifyOn.PREEMPTED.value if event.reason == "Preempted" else None
+    if kind in _REQUEUES:
+        return NotifyOn.REQUEUED.value
+    if kind == EventKind.JOB_UNSCHEDULABLE:
+        return NotifyOn.UNSCHEDULABLE.value
+    return None
+
+
+# ---------------------------------------------------------------------------------- enqueue
+
+
+@dataclass(frozen=True)
+class _Match:
+    hook_id: int
+    events: frozenset[str]
+    job_name: str
+    job_state: str
+    team: str
+
+
+def enqueue(events: Sequence[Event]) -> int:
+    """Queue the deliveries these just-written events owe (see the module's docstring, step 1).
+    Runs in the caller's transaction. Returns how many rows it queued."""
+    wanted = [(e, on) for e in events if e.job_id is not None and (on := notify_on(e)) is not None]
+    if not wanted:
+        return 0
+    matches = _matching_hooks(sorted({int(e.job_id) for e, _ in wanted}))  # type: ignore[arg-type]
+    if not matches:
+        return 0
+    from controlplane.models import NotificationDelivery
+
+    base = public_url()
+    rows = []
+    for event, on in wanted:
+        for match in matches.get(int(event.job_id), ()):  # type: ignore[arg-type]
+            if on in match.events:
+                rows.append(NotificationDelivery(
+                    hook_id=match.hook_id, job_id=event.job_id, event=on, created_at=event.created_at,
+                    next_attempt_at=event.created_at, payload=_payload(event, on, match, base),
+                ))
+    if not rows:
+        return 0
+    NotificationDelivery.objects.bulk_create(rows, batch_size=2000)
+    transaction.on_commit(_wake_sender)
+    return len(rows)
+
+
+def _matching_hooks(job_ids: list[int]) -> dict[int, list[_Match]]:
+    """The active hooks that follow each of these jobs: their submitter's own hooks, and the
+    hooks on their team of users who may still read it (members who are not finance, admins).
+    One query (on SQLite one per 500 jobs)."""
+    from controlplane.models import Job, Membership, NotificationHook, Team
+
+    user_table = get_user_model()._meta.db_table
+    sql = (
+        f"SELECT h.id, h.events, j.id, j.name, j.state, t.name FROM {NotificationHook._meta.db_table} h "
+        f"JOIN {user_table} u ON u.id = h.user_id "
+        f"JOIN {Job._meta.db_table} j ON ((h.team_id IS NULL AND j.submitter_id = h.user_id) OR j.team_id = h.team_id) "
+        f"JOIN {Team._meta.db_table} t ON t.id = j.team_id "
+        "WHERE h.active AND u.is_active AND j.id {ids} AND (h.team_id IS NULL OR u.is_superuser OR EXISTS ("
+        f"SELECT 1 FROM {Membership._meta.db_table} m WHERE m.user_id = h.user_id "
+        "AND ((m.team_id = h.team_id AND m.role <> %s) OR m.role = %s)))"
+    )
+    rows: list[tuple[Any, ...]] = []
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(sql.replace("{ids}", "= ANY(%s)"), [job_ids, Role.FINANCE.value, Role.ADMIN.value])
+            rows.extend(cursor.fetchall())
+        else:
+            for at in range(0, len(job_ids), 500):
+                chunk = job_ids[at:at + 500]
+                cursor.execute(sql.replace("{ids}", f"IN ({', '.join(['%s'] * len(chunk))})"),
+                               [*chunk, Role.FINANCE.value, Role.ADMIN.value])
+                rows.extend(cursor.fetchall())
+    found: dict[int, list[_Match]] = defaultdict(list)
+    seen: set[tuple[int, int]] = set()
+    for hook_id, kinds, job_id, name, state, team in rows:
+        if (hook_id, job_id) in seen:
+            continue
+        seen.add((hook_id, job_id))
+        kinds = json.loads(kinds) if isinstance(kinds, str | bytes) else kinds
+        found[job_id].append(_Match(hook_id, frozenset(map(str, kinds or ())), name, state, team))
+    return found
+
+
+def public_url() -> str:
+    """The web UI's address as people reach it (QM_PUBLIC_URL), for the job links; "" when not
+    set (the links are then paths, /jobs/42/)."""
+    return str(_qm("PUBLIC_URL", "") or "").rstrip("/")
+
+
+def _who(actor: str) -> str:
+    return actor.split(":", 1)[1] if actor.startswith("user:") else actor
+
+
+def _payload(event: Event, on: str, match: _Match, base: str) -> dict[str, Any]:
+    data = event.data if isinstance(event.data, dict) else {}
+    label = NotifyOn(on).label.removeprefix("Job ")
+    if on == NotifyOn.CANCELLED:
+        label = f"{label} by {_who(event.actor)}"
+    state = data.get("state") or _STATE_AFTER.get(NotifyOn(on), match.job_state)
+    url = f"{base}/jobs/{event.job_id}/"
+    message = event.message or label
+    payload: dict[str, Any] = {
+        "text": f"Job {event.job_id} {match.job_name} ({match.team}) {label}: {message} {url}",
+        "event": on,
+        "job_id": event.job_id,
+        "job_name": match.job_name,
+        "team": match.team,
+        "state": state,
+        "message": message,
+        "reason": event.reason,
+        "actor": event.actor,
+        "url": url,
+        "at": event.created_at.isoformat(),
+    }
+    if on in (NotifyOn.SUCCEEDED, NotifyOn.FAILED, NotifyOn.TIMED_OUT):
+        payload["exit_code"] = data.get("exit_code")
+    if on == NotifyOn.PREEMPTED:
+        payload["grace_period_s"] = data.get("grace_period_s")
+        payload["expected_lost_gpu_hours"] = data.get("expected_lost_gpu_hours")
+    if on == NotifyOn.REQUEUED and "lost_gpu_seconds" in data:
+        payload["lost_gpu_hours"] = round(float(data["lost_gpu_seconds"]) / 3600, 4)
+    return payload
+
+
+def _wake_sender() -> None:
+    from controlplane import tasks
+
+    tasks.request_notifications()
+
+
+# -------------------------------------------------------------------------------- the rules
+
+
+class Refused(ValueError):
+    """A hook's URL, events or team refused: `errors` maps each field to its sentence."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+def allowed_hosts() -> list[str]:
+    raw = _qm("WEBHOOK_ALLOWED_HOSTS", [])
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    return [h.strip().lower() for h in raw if h and h.strip()]
+
+
+def host_allowed(host: str, allowed: Sequence[str]) -> bool:
+    """Any host when `allowed` is empty; else an exact name, or a subdomain of `.example.com`
+    (also written `*.example.com`)."""
+    if not allowed:
+        return True
+    host = host.lower().rstrip(".")
+    for pattern in allowed:
+        suffix = pattern[1:] if pattern.startswith("*.") else pattern
+        if host == pattern or (suffix.startswith(".") and (host.endswith(suffix) or host == suffix[1:])):
+            return True
+    return False
+
+
+def url_problem(url: str) -> str | None:
+    """Why this URL cannot be a hook's, in words; None when it can."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a port that is no number
+    except ValueError:
+        return f"'{url[:100]}' is not a URL: give http(s)://host/path."
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"'{url[:100]}' is not an http or https URL: give http(s)://host/path (e.g. a Slack incoming webhook)."
+    if parts.username or parts.password:
+        return "a URL with a user name or password in it would show them to everyone who reads the hook: " \
+               "put the credential in the path or query as the receiver allows, or use the signature."
+    allowed = allowed_hosts()
+    if not host_allowed(parts.hostname, allowed):
+        return (f"{parts.hostname} is not among the hosts webhooks may reach here (QM_WEBHOOK_ALLOWED_HOSTS: "
+                f"{', '.join(allowed)}); ask an admin.")
+    return None
+
+
+def events_problem(events: Any) -> str | None:
+    known = [c.value for c in NotifyOn]
+    if not isinstance(events, list) or not events:
+        return f"give a list of one or more of: {', '.join(known)}."
+    unknown = [str(e) for e in events if e not in known]
+    if unknown:
+        return f"{', '.join(repr(u)[:40] for u in unknown)} {'is' if len(unknown) == 1 else 'are'} not " \
+               f"an event: use {', '.join(known)}."
+    return None
+
+
+# ---------------------------------------------------------------------------------- sending
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    status: int | None
+    words: str  # "HTTP 200", "HTTP 500: <body>", "timed out after 5 s", "connection refused", ...
+    seconds: float
+
+
+def sign(secret: str, body: bytes) -> str:
+    return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
+
+
+def post(url: str, secret: str, payload: dict[str, Any], *, event: str, delivery_id: int | None) -> Outcome:
+    """One POST, with the signature; never raises. Only a 2xx counts as delivered."""
+    started = time.monotonic()
+    problem = url_problem(url)
+    if problem is not None:
+        return Outcome(False, None, f"not sent: {problem}", 0.0)
+    body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
+    headers = {
+        "Content-Type": "application/json", "User-Agent": USER_AGENT, SIGNATURE_HEADER: sign(secret, body),
+        "X-Quartermaster-Event": event, "X-Quartermaster-Delivery": str(delivery_id or ""),
+    }
+    wait = timeout_s()
+    try:
+        with requests.post(url, data=body, headers=headers, timeout=(wait, wait), allow_redirects=False,
+                           stream=True) as response:
+            said = response.raw.read(300, decode_content=True).decode("utf-8", "replace").strip()
+            status = response.status_code
+            location = response.headers.get("Location", "")
+    except requests.Timeout:
+        return Outcome(False, None, f"timed out after {wait:g} s", time.monotonic() - started)
+    except requests.ConnectionError as error:
+        words = "connection refused" if "refused" in str(error).lower() else f"could not connect ({_short(error)})"
+        return Outcome(False, None, words, time.monotonic() - started)
+    except requests.RequestException as error:
+        return Outcome(False, None, f"failed: {_short(error)}", time.monotonic() - started)
+    seconds = time.monotonic() - started
+    if 200 <= status < 300:
+        return Outcome(True, status, f"HTTP {status}", seconds)
+    if 300 <= status < 400:
+        return Outcome(False, status, f"HTTP {status} redirect to {location[:150]} (not followed: give the hook "
+                                      "the final URL)", seconds)
+    return Outcome(False, status, f"HTTP {status}" + (f": {' '.join(said.split())[:200]}" if said else ""), seconds)
+
+
+def _short(error: BaseException) -> str:
+    return " ".join(str(error).split())[:200]
+
+
+def backoff_s(attempts: int) -> float:
+    """The wait after the `attempts`-th failed attempt: 30 s, 1 min, 2 min, ... at most 1 h."""
+    return min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** max(0, attempts - 1))
+
+
+@dataclass(frozen=True)
+class Sent:
+    found_work: bool
+    delivered: int = 0
+    failed: int = 0
+    postponed: int = 0
+
+
+def deliver_due(*, now: datetime | None = None, limit: int = 200) -> Sent:
+    """POST the deliveries due at `now` (the module's docstring, step 2)."""
+    now = now or timezone.now()
+    rows = _claim(now, limit)
+    if not rows:
+        _prune_now_and_then(now)
+        return Sent(found_work=False)
+    by_hook: dict[int, list[NotificationDelivery]] = defaultdict(list)
+    for row in rows:
+        by_hook[row.hook_id].append(row)
+    with ThreadPoolExecutor(max_workers=min(SENDER_THREADS, len(by_hook)), thread_name_prefix="qm-webhook") as pool:
+        outcomes = list(pool.map(_send_in_order, by_hook.values()))
+    done = timezone.now()
+    delivered = failed = postponed = 0
+    for batch, sent in zip(by_hook.values(), outcomes, strict=True):
+        retry_at: datetime | None = None
+        for row, outcome in zip(batch, sent, strict=False):
+            if outcome.ok:
+                delivered += 1
+            else:
+                failed += 1
+            retry_at = _record(row, outcome, done)
+        for row in batch[len(sent):]:  # behind a failure of the same hook: wait with it
+            postponed += 1
+            type(row).objects.filter(pk=row.pk).update(next_attempt_at=retry_at or done)
+        _record_hook(batch[0].hook, sent, done)
+    log.info("notifications.sent", delivered=delivered, failed=failed, postponed=postponed, hooks=len(by_hook))
+    return Sent(found_work=True, delivered=delivered, failed=failed, postponed=postponed)
+
+
+def _claim(now: datetime, limit: int) -> list[NotificationDelivery]:
+    from controlplane.models import NotificationDelivery
+
+    with transaction.atomic():
+        due = NotificationDelivery.objects.filter(next_attempt_at__lte=now, hook__active=True).order_by(
+            "next_attempt_at", "id")
+        if connection.features.has_select_for_update_skip_locked:
+            due = due.select_for_update(skip_locked=True, of=("self",))
+        ids = list(due.values_list("id", flat=True)[:limit])
+        if not ids:
+            return []
+        NotificationDelivery.objects.filter(pk__in=ids).update(next_attempt_at=now + timedelta(seconds=CLAIM_S))
+    return list(NotificationDelivery.objects.filter(pk__in=ids).select_related("hook").order_by("id"))
+
+
+def _send_in_order(batch: list[NotificationDelivery]) -> list[Outcome]:
+    """One hook's due rows, oldest first, until one fails (on a sender thread: no database)."""
+    sent: list[Outcome] = []
+    for row in batch:
+        outcome = post(row.hook.url, row.hook.secret, row.payload, event=row.event, delivery_id=row.pk)
+        sent.append(outcome)
+        if not outcome.ok:
+            break
+    return sent
+
+
+def _record(row: NotificationDelivery, outcome: Outcome, at: datetime) -> datetime | None:
+    """Write one attempt's outcome; returns when the row is tried again (None: never)."""
+    attempts = row.attempts + 1
+    fields: dict[str, Any] = {"attempts": attempts, "last_status": outcome.status}
+    retry_at: datetime | None = None
+    if outcome.ok:
+        fields.update(delivered_at=at, next_attempt_at=None, last_error="")
+    elif attempts >= max_attempts():
+        fields.update(next_attempt_at=None, last_error=f"gave up after {attempts} attempts; the last: {outcome.words}"[:500])
+    else:
+        retry_at = at + timedelta(seconds=backoff_s(attempts))
+        fields.update(next_attempt_at=retry_at, last_error=outcome.words[:500])
+    type(row).objects.filter(pk=row.pk).update(**fields)
+    return retry_at
+
+
+def _record_hook(hook: NotificationHook, sent: list[Outcome], at: datetime) -> None:
+    if not sent:
+        return
+    last = sent[-1]
+    failures = sum(not o.ok for o in sent)
+    status = f"{last.words} at {at:%Y-%m-%d %H:%M:%S} UTC"[:300]
+    consecutive = 0 if last.ok else F("consecutive_failures") + failures
+    type(hook).objects.filter(pk=hook.pk).update(last_delivery_at=at, last_status=status,
+                                                 consecutive_failures=consecutive)
+
+
+def send_test(hook: NotificationHook, *, actor: str) -> tuple[NotificationDelivery, Outcome]:
+    """POST a test notification to the hook now (not retried), record it like any delivery."""
+    from controlplane.models import NotificationDelivery
+
+    at = timezone.now()
+    url = f"{public_url()}/jobs/"
+    payload = {
+        "text": f"Test notification from Quartermaster for hook {hook.pk} ({', '.join(hook.events)}), sent by "
+                f"{_who(actor)}: it works. {url}",
+        "event": TEST_EVENT, "job_id": None, "job_name": None, "team": hook.team.name if hook.team_id else None,
+        "state": None, "message": "Test notification: it works.", "reason": "Test", "actor": actor, "url": url,
+        "at": at.isoformat(),
+    }
+    row = NotificationDelivery.objects.create(hook=hook, event=TEST_EVENT, payload=payload, created_at=at)
+    outcome = post(hook.url, hook.secret, payload, event=TEST_EVENT, delivery_id=row.pk)
+    done = timezone.now()
+    NotificationDelivery.objects.filter(pk=row.pk).update(
+        attempts=1, last_status=outcome.status, delivered_at=done if outcome.ok else None,
+        last_error="" if outcome.ok else outcome.words[:500])
+    _record_hook(hook, [outcome], done)
+    row.refresh_from_db()
+    return row, outcome
+
+
+def health(hook: NotificationHook, *, due: int | None = None) -> tuple[bool, str]:
+    """(failing, the hook's state in one sentence) for the API and `qm notify list`."""
+    failing = hook.consecutive_failures >= failing_after()
+    if not hook.active:
+        words = "paused (active is false): nothing is sent; deliveries queued before wait"
+    elif failing:
+        words = (f"failing: the last {hook.consecutive_failures} attempts failed ({hook.last_status}); deliveries "
+                 f"are kept and retried with backoff (at most {max_attempts()} attempts each): fix the receiver, "
+                 "or change the URL")
+    elif hook.last_delivery_at is None:
+        words = "nothing sent yet"
+    elif hook.consecutive_failures:
+        words = f"retrying: the last {hook.consecutive_failures} attempt(s) failed ({hook.last_status})"
+    else:
+        words = f"delivering: {hook.last_status}"
+    if due:
+        words += f"; {due} delivery(ies) waiting to be sent"
+    return failing, words
+
+
+# -------------------------------------------------------------------------------- retention
+
+_pruned_at = 0.0
+_prune_lock = threading.Lock()
+
+
+def prune(now: datetime, *, keep_days: float | None = None) -> int:
+    """Drop delivered and given-up rows older than NOTIFICATION_KEEP_DAYS (30 by default)."""
+    from controlplane.models import NotificationDelivery
+
+    days = float(_qm("NOTIFICATION_KEEP_DAYS", 30) if keep_days is None else keep_days)
+    deleted, _ = NotificationDelivery.objects.filter(
+        next_attempt_at__isnull=True, created_at__lt=now - timedelta(days=days)).delete()
+    return deleted
+
+
+def _prune_now_and_then(now: datetime) -> None:
+    """At most once an hour per process, in an idle round."""
+    global _pruned_at
+    with _prune_lock:
+        if time.monotonic() - _pruned_at < 3600 and _pruned_at:
+            return
+        _pruned_at = time.monotonic()
+    prune(now)
