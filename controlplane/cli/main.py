@@ -1264,7 +1264,7 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
     """`qm notify add|list|rm|test`: webhooks for your jobs' events (notification-hooks/)."""
     action = args.notify_action
     if action == "add":
-        body: dict[str, Any] = {"url": args.url, "events": _notify_events(args.events)}
+        body: dict[str, Any] = {"url": args.hook_url, "events": _notify_events(args.events)}
         if args.team:
             body["team"] = args.team
         if args.secret:
@@ -1513,7 +1513,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "3 hours while the receiver is down.")
     actions = p.add_subparsers(dest="notify_action", required=True, metavar="ACTION")
     q = actions.add_parser("add", parents=[common], help="subscribe a URL")
-    q.add_argument("url", metavar="URL")
+    q.add_argument("hook_url", metavar="URL")  # not `url`: that is --url, the server's
     q.add_argument("--events", "-e", default="started,succeeded,failed,timed_out,cancelled,preempted",
                    help=f"comma-separated: {', '.join(NOTIFY_EVENTS)}; or Slurm's begin, end, fail, requeue, all "
                         "(default: all but requeued and unschedulable)")
