@@ -432,21 +432,25 @@ def of_jobs(job_ids: Sequence[int]) -> tuple[dict[int, list[dict[str, Any]]], di
     return deps, dependents
 
 
-def page_of(job_id: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+def page_of(job_id: int, viewer: access.Access) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """For the job's page, in one query: what it runs after (each upstream job, what it waits
-    for it to do in words, where it stands, when it was met) and the jobs waiting on it."""
+    for it to do in words, where it stands, when it was met) and the jobs waiting on it. A job
+    of a team the viewer may not read (an admin may tie jobs of two teams) is named by its id
+    only: no name, no link (`visible` False)."""
     runs_after: list[dict[str, Any]] = []
     waited_on_by: list[dict[str, Any]] = []
-    for dependent, upstream, condition, met_at, up_state, up_name, down_state, down_name in (
+    for dependent, upstream, condition, met_at, up_state, up_name, up_team, down_state, down_name, down_team in (
         JobDependency.objects.filter(Q(job_id=job_id) | Q(upstream_id=job_id)).order_by("job_id", "upstream_id")
         .values_list("job_id", "upstream_id", "condition", "satisfied_at", "upstream__state", "upstream__name",
-                     "job__state", "job__name")
+                     "upstream__team_id", "job__state", "job__name", "job__team_id")
     ):
         if dependent == job_id:
-            runs_after.append({"job": upstream, "name": up_name, "condition": condition,
-                               "awaits": AWAITS[DependencyCondition(condition)], "state": state_word(up_state),
-                               "met_at": met_at})
+            visible = viewer.may_read_team(up_team)
+            runs_after.append({"job": upstream, "name": up_name if visible else "", "visible": visible,
+                               "condition": condition, "awaits": AWAITS[DependencyCondition(condition)],
+                               "state": state_word(up_state), "met_at": met_at})
         else:
-            waited_on_by.append({"job": dependent, "name": down_name, "condition": condition,
-                                 "state": state_word(down_state), "met_at": met_at})
+            visible = viewer.may_read_team(down_team)
+            waited_on_by.append({"job": dependent, "name": down_name if visible else "", "visible": visible,
+                                 "condition": condition, "state": state_word(down_state), "met_at": met_at})
     return runs_after, waited_on_by

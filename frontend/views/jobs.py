@@ -272,7 +272,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     # its runtime limit read as "Stopping: its processes were signalled", and a job preempted
     # once, run again and cancelled said "Being preempted" with the old preemption's words.
     stop_kind, stop_text = stop_notice(job) if job.state == JobState.PREEMPTING else ("", "")
-    runs_after, waited_on_by = page_of(job.pk)  # its dependencies both ways: one query
+    runs_after, waited_on_by = page_of(job.pk, access.access_of(request.user))  # both ways: one query
     return {
         "job": job,
         "preemption": last_preemption(events),

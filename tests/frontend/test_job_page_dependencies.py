@@ -52,3 +52,18 @@ def test_a_job_without_dependencies_shows_neither_line(client_for, submit_as):
     job = submit_as("alice", name="alone", gpus=8)
     for page in _pages(client_for("alice"), job):
         assert "Runs after:" not in page and "Jobs waiting on this one:" not in page
+
+
+def test_another_teams_job_is_named_by_its_id_only(client_for, submit_as):
+    """An admin may tie a job of one team to another team's: the page names that job by its id,
+    without its name or a link (its page would be a 404 for them anyway)."""
+    theirs = submit_as("bob", name="language-secret", gpus=8)
+    ours = submit_as("admin", name="vision-eval", gpus=8, team="vision", dependencies=({"job": theirs.pk},))
+
+    for page in _pages(client_for("alice"), ours):
+        assert f"job {theirs.pk} (another team's) succeeds" in page
+        assert "language-secret" not in page and f'href="/jobs/{theirs.pk}/"' not in page
+    for page in _pages(client_for("bob"), theirs):
+        assert f"job {ours.pk} (another team's, afterok, pending)" in page and "vision-eval" not in page
+    for page in _pages(client_for("admin"), ours):
+        assert f'<a href="/jobs/{theirs.pk}/">job {theirs.pk}</a> (language-secret)' in page
