@@ -213,3 +213,24 @@ def test_a_bind_without_after_dependents_costs_one_query_of_the_dependencies(loo
     with CaptureQueriesContext(connection) as queries:
         bind(job, {node: [0]})
     assert _dependency_queries(queries) == 1
+
+
+def test_an_upstream_fenced_while_stopping_at_its_limit_times_out_and_cancels_afterok(loop_fleet: LoopFleet) -> None:
+    """The fence path: a job stopping at its runtime limit whose node stops answering ends timed
+    out there (fence_allocation), and that end settles its dependents too."""
+    node, _ = register_node("n-fence")
+    up, down, any_end = (make_job(loop_fleet, name=n) for n in ("up", "down", "report"))
+    depends(down, up)
+    depends(any_end, up, DependencyCondition.AFTER_ANY)
+    allocation = bind(up, {node: [0]})
+    with transaction.atomic():
+        lease = reconcile.lock_scheduler_lease()
+        assert transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_RUNTIME_LIMIT,
+                                       grace_period_s=5, at=timezone.now(), actor="test", message="limit")
+        assert transitions.fence_allocation(allocation.pk, lease=lease, at=timezone.now(), actor="reconcile",
+                                            reason="NodeLeaseExpired")
+
+    assert state(up) == JobState.TIMED_OUT
+    assert state(down) == JobState.CANCELLED
+    assert Event.objects.get(job=down, kind=EventKind.JOB_CANCELLED).message.startswith(f"Job {up.pk} timed out:")
+    assert JobDependency.objects.get(job=any_end).satisfied_at is not None
