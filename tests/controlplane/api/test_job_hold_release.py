@@ -69,7 +69,8 @@ def test_another_teams_member_cannot_hold_a_job_it_cannot_see(fleet, clients) ->
 
 def test_finance_cannot_hold(fleet, clients) -> None:
     job = f.make_job(fleet.ml)
-    assert clients["finance"].post(f"{J}{job.pk}/hold/").status_code in (403, 404)
+    r = clients["finance"].post(f"{J}{job.pk}/hold/")
+    assert r.status_code == 403 and r.json()["detail"].startswith("Finance accounts read showback and costs")
     assert _held(job) == (JobHold.NONE, None)
 
 
@@ -178,6 +179,17 @@ def test_submit_held_creates_the_job_held(fleet, alice) -> None:
     assert _held(job) == (JobHold.USER, "alice") and job.held_at == job.submitted_at
     submitted = Event.objects.get(job=job, kind=EventKind.JOB_SUBMITTED)
     assert submitted.message.endswith("; held by alice until released") and submitted.data["hold"] == "user"
+
+
+def test_an_admin_submitting_held_places_an_admin_hold_on_every_task_of_an_array(fleet, admin) -> None:
+    r = admin.post(A, {"name": "sweep", "gpus": 1, "array": "0-2", "team": "ml", "hold": True}, format="json")
+
+    assert r.status_code == 201, r.content[:400]
+    tasks = Job.objects.filter(array_id=r.json()["array_id"])
+    assert tasks.count() == 3
+    assert set(tasks.values_list("hold", "held_by__username", "pending_code")) == {("admin", "root", "Held")}
+    assert {j.pending_message for j in tasks} == {"Held by admin root: until it is released it is not in the queue "
+                                                  "and holds nothing."}
 
 
 def test_submit_without_hold_is_not_held_and_keeps_its_fingerprint(fleet, alice) -> None:
