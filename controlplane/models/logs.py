@@ -12,8 +12,8 @@ class JobLogChunk(models.Model):
     read from the rank's log file on its node; `text` is those bytes decoded as UTF-8 (invalid
     bytes and NULs become U+FFFD), so `offset + nbytes` is the next chunk's `offset`. The agent
     ships at most 64 KiB per rank per report; small chunks that follow on are appended to the
-    rank's last row up to 16 KiB (services/job_logs.py), so a chatty job costs rows by the
-    16 KiB, not by the heartbeat. Only the last bytes of each rank are kept (QM
+    rank's last row up to 4 KiB (services/job_logs.py), so a chatty job costs rows by the
+    4 KiB, not by the heartbeat. Only the last bytes of each rank are kept (QM
     JOB_LOG_KEEP_BYTES_PER_RANK, 8 MiB by default); older chunks are pruned.
     """
 
