@@ -196,6 +196,8 @@ QM = {
     "RAW_SAMPLE_RETENTION_DAYS": float(os.environ.get("QM_RAW_SAMPLE_RETENTION_DAYS", "7")),
     "HOUR_ROLLUP_RETENTION_DAYS": float(os.environ.get("QM_HOUR_ROLLUP_RETENTION_DAYS", "400")),
     "METRICS_TOKEN": os.environ.get("QM_METRICS_TOKEN", ""),
+    # Jobs' output kept per rank of each run (services/job_logs.py); older bytes are pruned.
+    "JOB_LOG_KEEP_BYTES_PER_RANK": int(os.environ.get("QM_JOB_LOG_KEEP_BYTES_PER_RANK", str(8 * 1024 * 1024))),
     # Job notifications by webhook (docs/operations.md, Notifications): the web UI's address for
     # the job links, how often the sender runs, each POST's connect and read timeouts, attempts
     # before a delivery is given up, failed attempts in a row before a hook reads as failing,
