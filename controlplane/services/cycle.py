@@ -177,6 +177,9 @@ def commit_plan(
             live = context.live_allocations.get(order.job_id)
             if live is None:
                 continue  # nothing of it runs any more: nothing to stop
+            if order.reason == transitions.RELEASE_RUNTIME_LIMIT and _limit_changed(order.job_id, context):
+                stale += 1  # its limit changed since the read (PATCH jobs/{id}/): the next cycle judges it anew
+                continue
             ok = transitions.signal_stop(
                 live.allocation_id, order.generation or live.generation, reason=order.reason,
                 grace_period_s=order.grace_period_s, at=now, actor=actor, message=order.message, epoch=epoch,
@@ -220,6 +223,17 @@ def commit_plan(
     return CycleResult(led=True, epoch=epoch, binds=binds, stops=stops, resizes=resizes,
                        pending=len(plan.pending), stale=stale, plan_ms=plan_ms, total_ms=(ended - started) * 1000,
                        read_ms=read_ms, commit_ms=(ended - commit_started) * 1000)
+
+
+def _limit_changed(job_id: str, context: SnapshotContext) -> bool:
+    """Whether a running job's runtime limit differs from the one the plan's snapshot read (an
+    admin raised it, its owner lowered it: services/holds.update). The job row is locked as
+    that change locks it, so a change committed first is seen here, and one that comes later
+    waits for this commit and finds the job stopping."""
+    read = next((r.spec.runtime_limit_s for r in context.snapshot.running if r.spec.id == job_id), None)
+    now = (Job.objects.select_for_update(no_key=True).filter(pk=int(job_id))
+           .values_list("runtime_limit_s", flat=True).first())
+    return read is not None and now is not None and float(now) != read
 
 
 def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:

@@ -223,3 +223,44 @@ def test_a_long_held_job_is_not_the_queues_oldest_feasible_wait(fleet: LoopFleet
     sample = FleetSample.objects.latest("at")
     assert sample.pending_jobs == 2  # both wait, and both are counted as waiting
     assert 590 <= sample.oldest_feasible_pending_s <= 610  # the queued job's 10 minutes, not the held one's week
+
+
+def _past_its_limit(fleet: LoopFleet) -> tuple[Job, Allocation]:
+    a, _ = register_node("gpu-a")
+    job = make_job(fleet, gpus=1, name="long", runtime_limit_s=3600)
+    allocation = bind(job, {a: [0]}, at=timezone.now() - timedelta(hours=2))
+    return job, allocation
+
+
+def _kill_planned(job: Job) -> tuple[engine.Plan, Any, SchedulerLease]:
+    lease = cycle.acquire_lease("worker-1", timezone.now())
+    assert lease is not None
+    context = read_snapshot(timezone.now(), lease.epoch)
+    plan = engine.schedule(context.snapshot, scheduler_config())
+    assert [k.job_id for k in plan.kills] == [str(job.pk)]
+    return plan, context, lease
+
+
+def test_a_runtime_limit_stop_planned_before_an_admin_raised_the_limit_is_dropped(fleet: LoopFleet) -> None:
+    root = f.make_user("root", superuser=True)
+    job, allocation = _past_its_limit(fleet)
+    plan, context, lease = _kill_planned(job)
+
+    holds.update(root, job.pk, {"runtime_limit_s": 4 * 3600})
+    result = _commit(plan, context, lease)
+
+    assert (result.stops, result.stale) == (0, 1)
+    allocation.refresh_from_db()
+    assert allocation.state == "active" and Job.objects.get(pk=job.pk).state == JobState.RUNNING
+    assert not Event.objects.filter(job=job, kind=EventKind.JOB_TIMED_OUT).exists()
+    assert cycle.run_cycle("worker-1").stops == 0  # judged anew: 2 h of its 4 h
+
+
+def test_a_runtime_limit_stop_of_an_unchanged_job_goes_ahead(fleet: LoopFleet) -> None:
+    job, allocation = _past_its_limit(fleet)
+    plan, context, lease = _kill_planned(job)
+
+    result = _commit(plan, context, lease)
+
+    assert (result.stops, result.stale) == (1, 0)
+    assert Event.objects.filter(job=job, kind=EventKind.JOB_TIMED_OUT).exists()
