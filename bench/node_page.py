@@ -1,4 +1,4 @@
-"""Node page benchmark: a busy node's tiers over 6 hours, 24 hours and 7 days, read sample by
+"""Node page benchmark: a busy node's tiers over 6 hours, 24 hours, 7 and 30 days, read sample by
 sample (before) and from its hourly activity rows (now), side by side, on PostgreSQL.
 
     flock /tmp/qm-bench.lock scripts/test-services.sh .venv/bin/python bench/node_page.py \
@@ -10,13 +10,14 @@ sample (before) and from its hourly activity rows (now), side by side, on Postgr
    each day's turn; the last ones still live), its agent reporting every `--every` seconds at
    its own offset, activity drawn per job between 0.2 and 0.9: with 10 s, 483,840 samples on a
    node over the week, ~1.9 million in the table over four nodes. Written with COPY. The jobs'
-   hour rollup rows (productive = 80 % of active) are what the productive tier reads.
+   hour and day rollup rows (productive = 80 % of active) are what the productive tier reads.
 3. The accounting cursor as a run leaves it (rolled to the last minute), and the nodes' hourly
    activity rows folded by `node_tiers.fold_node_activity` — the very function the accounting
    run calls — from every sample but the last two minutes' (those arrive after the fold, as
    between two runs: the page reads them from the samples). The fold of the whole backlog and
    of one minute's samples are timed too. ANALYZE.
-4. For each window ending now (as the page asks): `services.node_tiers.node_tiers` for the first
+4. For each window ending now (as the page asks; 30 days is cut to the raw retention's 7 days
+   from UTC midnight, in day buckets): `services.node_tiers.node_tiers` for the first
    node, sample by sample (`hourly=False`, the code before) and from the hourly rows, alternated,
    `--runs` times after a warm-up each: median and max ms, queries, and the largest difference
    between the two paths' figures (totals, buckets, GPUs; GPU-seconds). Then the whole page
@@ -34,6 +35,7 @@ import random
 import statistics
 import sys
 import time
+from collections import defaultdict
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -48,7 +50,7 @@ AIM_MS = 120.0
 TOLERANCE = Decimal("0.01")
 GPUS = 8
 WINDOWS = (("6 hours", "6h", timedelta(hours=6)), ("24 hours", "24h", timedelta(hours=24)),
-           ("7 days", "7d", timedelta(days=7)))
+           ("7 days", "7d", timedelta(days=7)), ("30 days", "30d", timedelta(days=30)))  # 30: cut to the retention
 TIERS = ("capacity", "allocated", "active", "productive")
 
 
@@ -138,15 +140,20 @@ def build(args: argparse.Namespace, now: Any) -> dict[str, Any]:
                     (early if e <= cut else late).append(
                         (allocation.pk, job.pk, n.pk, t, e, 1, activity, 10 * args.every, 0))
                     t = e
-                hour = day
+                hour, days = day, defaultdict(int)
                 while hour < end:
-                    active = Decimal(3600 * activity).quantize(Decimal("0.000001"))
-                    rollups.append(UsageRollup(
-                        bucket=3600, start=hour, job=job, team=team, priority_class=pc, gpu_type=gpu_type,
-                        capacity_tier=CapacityTier.RESERVED, allocated_gpu_seconds=3600, active_gpu_seconds=active,
-                        productive_gpu_seconds=(active * Decimal("0.8")).quantize(Decimal("0.000001")),
-                        reported_gpu_seconds=3600))
+                    days[floor_to(hour, 86400)] += 1
                     hour += timedelta(hours=1)
+                # an hour row per hour it ran and a day row per UTC day (their sums), as the accounting keeps
+                for bucket, at, hours in [*((3600, day + timedelta(hours=h), 1) for h in range(sum(days.values()))),
+                                          *((86400, d, n) for d, n in days.items())]:
+                    active = Decimal(3600 * hours * activity).quantize(Decimal("0.000001"))
+                    rollups.append(UsageRollup(
+                        bucket=bucket, start=at, job=job, team=team, priority_class=pc, gpu_type=gpu_type,
+                        capacity_tier=CapacityTier.RESERVED, allocated_gpu_seconds=3600 * hours,
+                        active_gpu_seconds=active,
+                        productive_gpu_seconds=(active * Decimal("0.8")).quantize(Decimal("0.000001")),
+                        reported_gpu_seconds=3600 * hours))
             day = until
         log(f"{n.name}: {len(early) + len(late):,} samples so far")
     UsageRollup.objects.bulk_create(rollups, batch_size=5000)
