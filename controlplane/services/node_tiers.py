@@ -132,9 +132,10 @@ def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket
                hourly: bool = True) -> NodeTiers:
     """The node's capacity, allocated, active and productive GPU-seconds over [start, end) (cut
     to the raw retention and to where the rollup has reached), per bucket and per GPU. At most
-    eight queries, whatever the node's history: the cursor, when the node joined, when the
-    accounting began, its GPUs' holders, gang members gone early, its samples (one grouped read),
-    its hourly activity rows (hour and day buckets) and its jobs' rollup rows.
+    seven queries, whatever the node's history: the cursor, when the node joined, when the
+    accounting began, its GPUs' holders, gang members gone early, its activity (one grouped read
+    of its samples, and of its hourly activity rows with hour and day buckets) and its jobs'
+    rollup rows.
 
     With hour or day buckets the whole hours come from `NodeActivityRollup` and only the
     window's partial first and last hours (and samples not folded yet) from the raw samples;
