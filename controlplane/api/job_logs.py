@@ -38,13 +38,12 @@ class LogTextRenderer(BaseRenderer):
         if isinstance(data, dict) and "text" in data:
             notice = f"{data['notice']}\n" if data.get("notice") and data.get("text") else ""
             return (notice + str(data["text"])).encode("utf-8")
-        if isinstance(data, dict):  # an error: each field's words, one a line
-            lines = []
-            for key, value in data.items():
-                if key == "code":
-                    continue
-                words = " ".join(map(str, value)) if isinstance(value, list) else str(value)
-                lines.append(words if key == "detail" else f"{key}: {words}")
+        if isinstance(data, dict):  # an error: each field's words a line, else the detail
+            errors = data.get("errors")
+            if isinstance(errors, dict) and errors:
+                lines = [f"{key}: {' '.join(map(str, v)) if isinstance(v, list) else v}" for key, v in errors.items()]
+            else:
+                lines = [str(data.get("detail", data))]
             return ("\n".join(lines) + "\n").encode("utf-8")
         return str(data).encode("utf-8")
 

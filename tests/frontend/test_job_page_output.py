@@ -86,6 +86,14 @@ def test_in_chromium_hostile_output_is_text_and_new_output_appears_live(session:
 
     expect(page.locator("pre.job-output")).to_have_text(HOSTILE)
     assert page.evaluate("window.__qm_pwned") is None
-    ship(job, at, "step 2 loss 1.9\n")
-    expect(page.locator("pre.job-output")).to_contain_text("step 2 loss 1.9", timeout=LIVE_TIMEOUT_MS)
+    ship(job, at, "".join(f"step {i} loss 1.9\n" for i in range(1, 301)))
+    expect(page.locator("pre.job-output")).to_contain_text("step 300 loss 1.9", timeout=LIVE_TIMEOUT_MS)
     assert page.evaluate("window.__qm_pwned") is None
+    # The box scrolls, and opens at the newest line (after the live refresh too).
+    assert page.evaluate("""() => {
+        const box = document.querySelector('.job-output-scroll'), pre = box.querySelector('pre');
+        const text = pre.firstChild, range = document.createRange();
+        range.setStart(text, text.length - 3); range.setEnd(text, text.length - 2);
+        const line = range.getBoundingClientRect(), frame = box.getBoundingClientRect();
+        return box.scrollHeight > box.clientHeight && line.top >= frame.top && line.bottom <= frame.bottom + 1;
+    }""")

@@ -281,3 +281,13 @@ def test_the_agent_endpoint_refuses_more_than_a_mebibyte_in_one_contact(fleet: L
     r = agent_client(token).post(f"{J}/agent/nodes/gpu-01/heartbeat", {"logs": chunks}, format="json")
 
     assert r.status_code == 400 and "logs" in r.json()["errors"], r.json()
+
+
+def test_a_bad_parameter_in_plain_text_is_said_in_words(fleet: LoopFleet, alice: APIClient) -> None:
+    node, _ = register_node("gpu-01")
+    job, _ = running_job(fleet, node)
+
+    r = alice.get(f"{J}/jobs/{job.pk}/logs/", {"format": "txt", "rank": "x"})
+
+    assert r.status_code == 400 and r["Content-Type"].startswith("text/plain")
+    assert r.content.decode() == "rank: 'x' is not a whole number: give 0 or more.\n"
