@@ -349,17 +349,19 @@ def fold_node_activity(cursor: AccountingCursor, through_id: int, limit: int = 1
     longest = new.aggregate(m=Max(F("ended_at") - F("started_at")))["m"]
     cells = _grouped([_sample_arm("id > %s AND id <= %s", [after_id, through_id], 0, 10**11 * US, by_node=True)],
                      HOUR, by_node=True)
-    if cells:
-        table = connection.ops.quote_name(NodeActivityRollup._meta.db_table)
-        adapt = connection.ops.adapt_datetimefield_value
-        sql = (
-            f"INSERT INTO {table} (node_id, allocation_id, start, active_gpu_seconds) VALUES (%s, %s, %s, %s) "
-            "ON CONFLICT (node_id, start, allocation_id) DO UPDATE "
-            f"SET active_gpu_seconds = {table}.active_gpu_seconds + excluded.active_gpu_seconds"
-        )
-        with connection.cursor() as db:
-            db.executemany(sql, [(n, a, adapt(from_us(k * HOUR * US)), gpu_us / US)
-                                 for (n, a, k), gpu_us in cells.items()])
+    table = connection.ops.quote_name(NodeActivityRollup._meta.db_table)
+    adapt = connection.ops.adapt_datetimefield_value
+    rows = [(n, a, adapt(from_us(k * HOUR * US)), gpu_us / US) for (n, a, k), gpu_us in cells.items()]
+    with connection.cursor() as db:
+        for i in range(0, len(rows), 200):  # 800 parameters a statement: within SQLite's oldest limit
+            batch = rows[i:i + 200]
+            db.execute(
+                f"INSERT INTO {table} (node_id, allocation_id, start, active_gpu_seconds) VALUES "
+                + ", ".join(["(%s, %s, %s, %s)"] * len(batch))
+                + " ON CONFLICT (node_id, start, allocation_id) DO UPDATE "
+                f"SET active_gpu_seconds = {table}.active_gpu_seconds + excluded.active_gpu_seconds",
+                [x for row in batch for x in row],
+            )
     cursor.last_node_sample_id = through_id
     if longest is not None:
         cursor.longest_node_sample_s = max(cursor.longest_node_sample_s, longest.total_seconds())
