@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
+import os
 import threading
 import time
 from collections.abc import Iterator
@@ -417,3 +419,31 @@ def test_sender_threads_are_not_left_behind(fleet: LoopFleet, alice: Any, receiv
     bind(job_of(fleet, alice), {node: [0]})
     send_all()
     assert not [t for t in threading.enumerate() if t.name.startswith("qm-webhook")]
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs the Redis `make test` starts")
+@pytest.mark.django_db(transaction=True)
+def test_a_commit_that_queues_deliveries_sends_the_task_to_the_default_queue_once(receiver: Receiver) -> None:
+    import redis
+    from django.conf import settings as django_settings
+
+    from controlplane import tasks
+
+    broker = redis.Redis.from_url(django_settings.REDIS_URL)
+    broker.flushdb()
+    fleet = build_loop_fleet()
+    alice = f.make_user("alice", team=fleet.team)
+    node, _ = register_node("n-1")
+    bind(job_of(fleet, alice, "before-any-hook"), {node: [0]})
+    assert broker.llen("celery") == 0  # nothing queued, nothing to wake
+
+    hook(alice, receiver.url, ["started"])
+    for gpu in (1, 2, 3):
+        bind(job_of(fleet, alice, f"j{gpu}"), {node: [gpu]})
+
+    messages = [json.loads(raw)["headers"] for raw in broker.lrange("celery", 0, -1)]
+    assert [m["task"] for m in messages] == ["qm.notify"]  # three commits within the window: one run
+    assert messages[0]["eta"]
+    on_the_loops_queue = [json.loads(raw)["headers"]["task"] for raw in broker.lrange("qm.loop", 0, -1)]
+    assert "qm.notify" not in on_the_loops_queue  # never where the cycles run
+    assert broker.pttl(tasks.NOTIFY_DEBOUNCE_KEY) > 0
