@@ -164,3 +164,8 @@ def test_the_list_reads_in_a_fixed_number_of_queries(alice: APIClient, fleet: Fl
         add(alice, url=f"https://example.org/{i}")
     with django_assert_max_num_queries(4):
         assert len(alice.get(URL).json()["results"]) == 12
+
+
+def test_a_node_agent_token_is_refused(clients: dict[str, APIClient]) -> None:
+    assert clients["agent"].get(URL).status_code == 401
+    assert add(clients["agent"]).status_code == 401
