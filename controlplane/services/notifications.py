@@ -14,7 +14,7 @@ for every job of one of their teams. The rest happens in two places:
    it claims the due rows (FOR UPDATE SKIP LOCKED, then pushes their due time past the claim,
    so two senders never POST the same row and a sender that dies mid-way only delays them),
    POSTs each hook's rows in order on a small thread pool (5 s connect and read timeouts), and
-   writes the outcomes. A failed POST is retried after 30 s, 1 min, 2 min, ... up to 1 h, at most
+   writes the outcomes. A row never overtakes an older row of its hook that waits for a retry. A failed POST is retried after 30 s, 1 min, 2 min, ... up to 1 h, at most
    WEBHOOK_MAX_ATTEMPTS times (10: about 3 hours), then given up and said so; the hook's other
    rows due in that round wait with it (a dead receiver costs one timeout a round, not one per
    row). A hook whose last WEBHOOK_FAILING_AFTER attempts failed reads as failing on the API.
@@ -45,7 +45,7 @@ import structlog
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import Exists, F, OuterRef
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState, NotifyOn, Role
@@ -410,8 +410,12 @@ def _claim(now: datetime, limit: int) -> list[NotificationDelivery]:
     from controlplane.models import NotificationDelivery
 
     with transaction.atomic():
-        due = NotificationDelivery.objects.filter(next_attempt_at__lte=now, hook__active=True).order_by(
-            "next_attempt_at", "id")
+        # Not behind an older row of its hook that waits for a retry (or is claimed by another
+        # sender): a hook's notifications arrive in the order they were queued.
+        waiting = NotificationDelivery.objects.filter(hook_id=OuterRef("hook_id"), id__lt=OuterRef("id"),
+                                                      next_attempt_at__gt=now)
+        due = NotificationDelivery.objects.filter(next_attempt_at__lte=now, hook__active=True).exclude(
+            Exists(waiting)).order_by("next_attempt_at", "id")
         if connection.features.has_select_for_update_skip_locked:
             due = due.select_for_update(skip_locked=True, of=("self",))
         ids = list(due.values_list("id", flat=True)[:limit])

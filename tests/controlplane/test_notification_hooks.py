@@ -447,3 +447,20 @@ def test_a_commit_that_queues_deliveries_sends_the_task_to_the_default_queue_onc
     on_the_loops_queue = [json.loads(raw)["headers"]["task"] for raw in broker.lrange("qm.loop", 0, -1)]
     assert "qm.notify" not in on_the_loops_queue  # never where the cycles run
     assert broker.pttl(tasks.NOTIFY_DEBOUNCE_KEY) > 0
+
+
+def test_a_notification_queued_during_a_retry_wait_does_not_overtake_the_older_one(fleet: LoopFleet, alice: Any) -> None:
+    for receiver in running(statuses=[500]):
+        h = hook(alice, receiver.url, ["started", "succeeded"])
+        node, _ = register_node("n-1")
+        allocation = bind(job_of(fleet, alice, "first"), {node: [0]})
+        now = timezone.now() + timedelta(seconds=1)
+        assert notifications.deliver_due(now=now).failed == 1  # "started" waits 30 s for its retry
+        transitions.complete_release(allocation.pk, exit_code=0, at=timezone.now(), actor="agent")
+
+        assert notifications.deliver_due(now=now + timedelta(seconds=5)).found_work is False  # behind it
+        sent = notifications.deliver_due(now=now + timedelta(seconds=31))
+
+        assert sent.delivered == 2
+        assert [r.json()["event"] for r in receiver.received] == ["started", "started", "succeeded"]
+        assert not NotificationDelivery.objects.filter(hook=h, delivered_at=None).exists()
