@@ -117,6 +117,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--full-desired-state", action="store_true",
                    help="ask for the whole desired state at every contact, never 'unchanged' (for comparison)")
     p.add_argument("--status-file", help="write what runs where (JSON) to this file twice a second, for drills")
+    p.add_argument("--no-output", action="store_true", default=os.environ.get("QM_AGENT_NO_OUTPUT", "") == "1",
+                   help="do not ship jobs' output to the control plane (env QM_AGENT_NO_OUTPUT=1): it stays in "
+                        "the state directory, and qm logs and the job page have none")
     p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))
     p.add_argument("--log-level", default=os.environ.get("QM_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
@@ -205,7 +208,7 @@ def run_real(args: argparse.Namespace) -> int:
         inventory, client=AgentClient(args.server), launcher=launcher, bootstrap_token=args.bootstrap_token,
         token=_load_token(token_path), interval_s=args.interval, sample_interval_s=args.sample_interval,
         self_fence=not args.no_self_fence, exits_wake=True, limit_grace_s=args.limit_grace,
-        keep_desired=not args.full_desired_state,
+        keep_desired=not args.full_desired_state, ship_output=not args.no_output,
     )
     stop = threading.Event()
     sleeper = SignalSleep()
@@ -360,7 +363,7 @@ def run_simulated(args: argparse.Namespace) -> int:
         NodeAgent(inv, client=client, launcher=launcher, bootstrap_token=args.bootstrap_token,
                   interval_s=args.interval, sample_interval_s=args.sample_interval,
                   self_fence=not args.no_self_fence, limit_grace_s=args.limit_grace,
-                  keep_desired=not args.full_desired_state)
+                  keep_desired=not args.full_desired_state, ship_output=not args.no_output)
         for inv in inventories
     ]
     # Spread first contacts over a second so N nodes do not register in one burst.

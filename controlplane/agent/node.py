@@ -138,6 +138,7 @@ class NodeAgent:
         exits_wake: bool = False,
         limit_grace_s: float = DEFAULT_LIMIT_GRACE_S,
         keep_desired: bool = True,
+        ship_output: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
     ) -> None:
@@ -169,6 +170,7 @@ class NodeAgent:
         self.highest_generation: dict[int, int] = {}
         self.outbox: list[dict[str, Any]] = []
         self.shipper = LogShipper()  # each rank's output, shipped with the contacts
+        self.ship_output = ship_output  # False: the output stays on the node (--no-output)
         # The desired allocations of the last full reply and their version: sent back as
         # `known`, so while nothing concerning this node changed the control plane answers
         # `unchanged` without building them again, and these are applied once more.
@@ -619,7 +621,8 @@ class NodeAgent:
                                                       sample_from_wall=wall, started_clock=started,
                                                       limit_at=self._limit_deadline(started, assignment))
         self.counters["launched"] += 1
-        self.shipper.watch(assignment.generation, member)
+        if self.ship_output:
+            self.shipper.watch(assignment.generation, member)
         self._queue({"kind": "started", "generation": assignment.generation, "at": iso(wall)})
         # Not at once: a start waits up to START_REPORT_DELAY_S for company (the other members
         # launched in this round, a short job's exit), so one request carries them all.

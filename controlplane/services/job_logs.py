@@ -120,7 +120,18 @@ def store(node_id: int, node_name: str, chunks: Sequence[Chunk], *, now: datetim
     for chunk in chunks:
         if chunk.generation in jobs:
             by_rank[(chunk.generation, chunk.rank)].append(chunk)
+    # A rank's first chunk (its output's first bytes, e.g. with the start report) needs no read:
+    # all of a contact's go in one INSERT, and the unique (generation, rank, offset) drops a resend.
+    first = [these[0] for these in by_rank.values() if len(these) == 1 and these[0].offset == 0]
+    if first:
+        JobLogChunk.objects.bulk_create([
+            JobLogChunk(job_id=jobs[c.generation], generation=c.generation, node_name=node_name, rank=c.rank,
+                        offset=0, nbytes=c.nbytes, text=clean_text(c.text), received_at=now) for c in first
+        ], ignore_conflicts=True)
+        result.inserted += len(first)
     for (generation, rank), these in by_rank.items():
+        if len(these) == 1 and these[0].offset == 0:
+            continue
         _store_rank(jobs[generation], generation, rank, node_name, sorted(these, key=lambda c: c.offset), now,
                     result)
     return result

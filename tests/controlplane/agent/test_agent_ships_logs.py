@@ -210,3 +210,24 @@ def test_a_chunk_never_cuts_a_character_in_two_while_the_process_writes() -> Non
 
 def test_undecodable_bytes_and_nul_read_as_the_replacement_character() -> None:
     assert decode(b"ok \xff\x00 done\n") == "ok \ufffd\ufffd done\n"
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_told_no_output_ships_none(live_server: Any, monkeypatch: Any) -> None:
+    from controlplane.agent.main import parse_args
+
+    assert parse_args(["--no-output"]).no_output and not parse_args([]).no_output
+    monkeypatch.setenv("QM_AGENT_NO_OUTPUT", "1")
+    assert parse_args([]).no_output
+    fleet = build_loop_fleet()
+    inventory = NodeInventory(name="sim-quiet", gpu_count=8, pool="h100", gpu_type="H100-80GB", cpus=64,
+                              memory_gb=512, leaf_switch="leaf-1", spine="spine-1", simulated=True)
+    agent = NodeAgent(inventory, client=AgentClient(live_server.url), launcher=SimulatedLauncher(),
+                      bootstrap_token=BOOTSTRAP, interval_s=0.2, sample_interval_s=0.5, ship_output=False)
+    drive(agent, lambda: Node.objects.filter(name="sim-quiet", state=NodeState.READY).exists())
+    job = make_job(fleet, env={"QM_SIM_DURATION_S": "0.6", "QM_SIM_LOG_EVERY_S": "0.1"})
+    cycle.run_cycle("test")
+
+    drive(agent, lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED)
+
+    assert not JobLogChunk.objects.exists()
