@@ -464,3 +464,16 @@ def test_a_notification_queued_during_a_retry_wait_does_not_overtake_the_older_o
         assert sent.delivered == 2
         assert [r.json()["event"] for r in receiver.received] == ["started", "started", "succeeded"]
         assert not NotificationDelivery.objects.filter(hook=h, delivered_at=None).exists()
+
+
+def test_sent_and_given_up_rows_are_pruned_after_the_keep_days_and_waiting_ones_kept(fleet: LoopFleet,
+                                                                                    alice: Any) -> None:
+    h = hook(alice, dead_url(), ["started"])
+    long_ago = timezone.now() - timedelta(days=31)
+    sent, given_up, waiting, recent = (
+        NotificationDelivery.objects.create(hook=h, event="started", payload={}, created_at=at, next_attempt_at=due,
+                                            delivered_at=done)
+        for at, due, done in ((long_ago, None, long_ago), (long_ago, None, None), (long_ago, long_ago, None),
+                              (timezone.now(), None, timezone.now())))
+    assert notifications.prune(timezone.now()) == 2
+    assert set(NotificationDelivery.objects.values_list("pk", flat=True)) == {waiting.pk, recent.pk}
