@@ -22,6 +22,7 @@ from datetime import datetime
 from typing import Any
 
 import structlog
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.utils import timezone
@@ -212,26 +213,66 @@ class ArrayOutcome:
 
 
 def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool) -> ArrayOutcome:
-    """Hold (or release) each waiting task of an array, one locked row at a time in task order
-    (each as `hold`/`release` does, with its event); tasks that no longer wait are counted, not
-    refused: an array is usually partly running."""
+    """Hold (or release) each waiting task among `job_ids` as `hold`/`release` does one (the same
+    rules, columns and one event each), in a few statements whatever their number, as
+    `jobs.cancel_waiting` cancels them: the rows are locked first, in id order, so a cycle
+    binding one meanwhile either wins (the task runs and is counted as not waiting) or finds it
+    held. Tasks that no longer wait are counted, not refused: an array is usually partly running."""
+    at = timezone.now()
+    who = access.access_of(user)
+    name = user.get_username()
     changed: list[int] = []
     unchanged = not_waiting = refused = 0
-    act = release if release_them else hold
-    at = timezone.now()
-    for job_id in job_ids:
-        try:
-            outcome = act(user, job_id, at=at)
-        except Refused as refusal:
-            if refusal.status == 409:
+    with transaction.atomic():
+        rows = list(Job.objects.filter(pk__in=job_ids).select_for_update(no_key=True).order_by("pk")
+                    .values_list("pk", "team_id", "state", "hold", "held_by_id"))
+        holders = dict(get_user_model().objects.filter(pk__in={r[4] for r in rows if r[4]}).values_list(
+            "pk", "username"))
+        level = JobHold.ADMIN if who.is_admin else JobHold.USER
+        events: list[Event] = []
+        for pk, team_id, state, held, held_by in rows:
+            if state != JobState.PENDING:
                 not_waiting += 1
-            else:
+                continue
+            if not who.may_submit_for(team_id):
                 refused += 1
-            continue
-        if outcome.changed:
-            changed.append(job_id)
-        else:
-            unchanged += 1
+                continue
+            was = hold_label_of(held, holders.get(held_by, "")) if held else ""
+            if release_them:
+                if not held:
+                    unchanged += 1
+                    continue
+                if held == JobHold.ADMIN and not who.is_admin:
+                    refused += 1
+                    continue
+                message = f"Released by {name} (was held by {was}): back in the queue"
+                kind, reason, data = EventKind.JOB_RELEASED, "Released", {"was": was}
+            else:
+                if held == JobHold.ADMIN or (held == JobHold.USER and level == JobHold.USER):
+                    unchanged += 1
+                    continue
+                message = (f"Held by {hold_label_of(level, name)}" + (f" (was held by {was})" if was else "")
+                           + ": out of the queue until released")
+                kind, reason = EventKind.JOB_HELD, "Held"
+                data = {"hold": level, "held_by": name, **({"was": was} if was else {})}
+            changed.append(pk)
+            events.append(Event(**event_fields(kind, _actor(user), job=Job(pk=pk, team_id=team_id), at=at,
+                                               reason=reason, message=message, data=data)))
+        if changed:
+            if release_them:
+                Job.objects.filter(pk__in=changed).update(
+                    hold=JobHold.NONE, held_at=None, held_by=None, pending_code="Released",
+                    pending_words=f"Released by {name}: back in the queue from the next scheduling cycle.",
+                    would_start_if_words="")
+            else:
+                message, would = held_sentence(hold_label_of(level, name))
+                Job.objects.filter(pk__in=changed).update(
+                    hold=level, held_at=at, held_by=user, pending_code="Held", pending_words=message,
+                    would_start_if_words=would, pending_resolvable=True)
+                PendingPlace.objects.filter(job_id__in=changed).delete()
+            Event.objects.bulk_create(events, batch_size=2000)
+            _request_cycle_on_commit()
+    log.info("array_released" if release_them else "array_held", jobs=len(changed), user=name)
     return ArrayOutcome(changed, unchanged, not_waiting, refused)
 
 
@@ -306,14 +347,18 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
             return Outcome(job, False, f"Job {job.pk} already is as asked; nothing changed.")
         _apply(job, diff, resolved)
         waiting = job.state == JobState.PENDING
-        if waiting and set(diff) - {"name"}:
-            # The stored reason spoke of the old request: say so until the next cycle words it anew.
-            job.pending_code = job.pending_code if job.hold else "Changed"
-            if not job.hold:
-                job.pending_message = (f"Changed by {user.get_username()}; waiting for the next scheduling cycle "
-                                       "to judge it as it is now.")
-                job.pending_would_start_if = ""
-        job.save()
+        written = list(diff)  # the model's fields are named as the request's
+        if waiting and set(diff) - {"name"} and not job.hold:
+            # The stored reason spoke of the old request: say so until the next cycle words it
+            # anew (a held job's reason, its hold, stays true).
+            job.pending_code = "Changed"
+            job.pending_message = (f"Changed by {user.get_username()}; waiting for the next scheduling cycle "
+                                   "to judge it as it is now.")
+            job.pending_would_start_if = ""
+            written += ["pending_code", "pending_words", "would_start_if_words"]
+        # Only what changed: agents write a running job's progress columns meanwhile (they wait
+        # for this row lock, and write after it).
+        job.save(update_fields=written)
         said = ", ".join(f"{name} {_words(name, old)} → {_words(name, new)}" for name, (old, new) in diff.items())
         Event.objects.create(**event_fields(
             EventKind.JOB_UPDATED, _actor(user), job=job, at=at, reason="Changed",

@@ -231,3 +231,40 @@ def test_array_hold_of_another_teams_array_is_a_404(fleet, alice) -> None:
     array_id = str(uuid.uuid4())
     f.make_job(fleet.vision, array_id=array_id, array_index=0)
     assert alice.post(f"{A}{array_id}/hold/").status_code == 404
+
+
+@pytest.mark.parametrize("tasks", [3, 300])
+def test_array_hold_and_release_take_the_same_few_queries_whatever_the_arrays_size(
+    fleet, alice, django_assert_max_num_queries, tasks,
+) -> None:
+    array_id = str(uuid.uuid4())
+    Job.objects.bulk_create(
+        Job(team=fleet.ml, priority_class=fleet.research, name="wide", gpus=1, runtime_limit_s=3600,
+            submitted_at=timezone.now(), state_changed_at=timezone.now(), array_id=array_id, array_index=i)
+        for i in range(tasks))
+
+    with django_assert_max_num_queries(16):
+        held = alice.post(f"{A}{array_id}/hold/")
+    with django_assert_max_num_queries(16):
+        released = alice.post(f"{A}{array_id}/release/")
+
+    assert len(held.json()["changed"]) == tasks and len(released.json()["changed"]) == tasks
+    assert Event.objects.filter(job__array_id=array_id, kind=EventKind.JOB_HELD).count() == tasks
+    assert Event.objects.filter(job__array_id=array_id, kind=EventKind.JOB_RELEASED,
+                                message="Released by alice (was held by alice): back in the queue").count() == tasks
+    assert set(Job.objects.filter(array_id=array_id).values_list("hold", "pending_code")) == {("", "Released")}
+
+
+def test_an_admins_array_hold_replaces_the_users_holds(fleet, alice, admin) -> None:
+    array_id = str(uuid.uuid4())
+    tasks = [f.make_job(fleet.ml, name="sweep", array_id=array_id, array_index=i) for i in range(2)]
+    alice.post(f"{J}{tasks[0].pk}/hold/")
+
+    body = admin.post(f"{A}{array_id}/hold/").json()
+
+    assert body["changed"] == [t.pk for t in tasks] and body["unchanged"] == 0
+    assert _held(tasks[0]) == (JobHold.ADMIN, "root") and _held(tasks[1]) == (JobHold.ADMIN, "root")
+    assert Event.objects.filter(job=tasks[0], kind=EventKind.JOB_HELD).order_by("id").last().message == (
+        "Held by admin root (was held by alice): out of the queue until released")
+    again = alice.post(f"{A}{array_id}/hold/").json()
+    assert again["changed"] == [] and again["unchanged"] == 2
