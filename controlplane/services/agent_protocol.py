@@ -7,7 +7,9 @@ An agent speaks for exactly one node. It
      releasing ones with their deadline), each with its generation, command, environment and
      rank information;
   3. reports: processes started, exited (with the exit code), lost (stopped for a reason that
-     is not the job's own), progress, device-activity samples.
+     is not the job's own), progress, device-activity samples;
+  4. ships its jobs' output with any heartbeat or report (`logs`: chunks by generation, rank
+     and byte offset), stored before the reports are applied (services/job_logs.py).
 
 The storage side of fencing (seed 001 §8.2) lives here and in services/reconcile.py:
   - an expired lease is never renewed: the node is quarantined and its allocations fenced; the
