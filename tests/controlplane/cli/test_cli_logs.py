@@ -12,11 +12,12 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from django.db import transaction
 from django.utils import timezone
 
 from controlplane.choices import JobState
-from controlplane.models import Job, Node
-from controlplane.services import job_logs
+from controlplane.models import Allocation, Job, Node
+from controlplane.services import job_logs, reconcile, transitions
 from tests.controlplane import factories as f
 from tests.controlplane.cli.conftest import REPO, Run
 from tests.controlplane.fleet_fixture import Fleet
@@ -91,6 +92,36 @@ def test_qm_logs_follow_prints_new_output_until_the_job_ends(qm: Callable[..., R
     assert follower.returncode == 0, err
     assert out == "epoch 1\nepoch 2\ndone\n"
     assert err == f"--- job {job.pk} ended succeeded ---\n"
+
+
+def test_qm_logs_follow_goes_on_into_a_requeued_jobs_next_run(qm: Callable[..., Run], alice_qm: Callable[..., Run],
+                                                             fleet: Fleet) -> None:
+    job, first = running(fleet)
+    ship(job, first, 0, "run 1: step 1\n")
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "controlplane.cli.main", "logs", str(job.pk), "-f", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=qm.env, cwd=REPO,  # type: ignore[attr-defined]
+    )
+    try:
+        assert follower.stdout is not None and follower.stdout.readline() == "run 1: step 1\n"
+        with transaction.atomic():  # its node was lost: fenced, requeued whole, bound again
+            allocation = Allocation.objects.get(job=job)
+            assert transitions.fence_allocation(allocation.pk, lease=reconcile.lock_scheduler_lease(),
+                                                at=timezone.now(), actor="test", reason="test")
+        second = bind(Job.objects.get(pk=job.pk), {fleet.nodes[0]: [1]}).generation
+        ship(job, second, 0, "run 2: resumed from checkpoint\n")
+        time.sleep(1.0)
+        Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now(), exit_code=0)
+        out, err = follower.communicate(timeout=20)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+
+    assert follower.returncode == 0, err
+    assert out == "run 2: resumed from checkpoint\n"
+    assert err == (f"--- job {job.pk} runs again: generation {second} ---\n"
+                   f"--- job {job.pk} ended succeeded ---\n")
 
 
 def test_qm_logs_follow_stops_cleanly_on_ctrl_c(qm: Callable[..., Run], alice_qm: Callable[..., Run],
