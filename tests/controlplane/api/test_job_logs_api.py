@@ -16,7 +16,15 @@ from controlplane.choices import AllocationState
 from controlplane.models import Allocation, Job, JobLogChunk, Team
 from controlplane.services import job_logs, reconcile, transitions
 from tests.controlplane import factories as f
-from tests.controlplane.loop_fixtures import BOOTSTRAP, LoopFleet, agent_client, bind, build_loop_fleet, make_job, register_node
+from tests.controlplane.loop_fixtures import (
+    BOOTSTRAP,
+    LoopFleet,
+    agent_client,
+    bind,
+    build_loop_fleet,
+    make_job,
+    register_node,
+)
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
