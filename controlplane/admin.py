@@ -23,6 +23,7 @@ from controlplane.models import (
     Job,
     Membership,
     Node,
+    NotificationHook,
     PriceRate,
     PriorityClass,
     Project,
@@ -578,6 +579,25 @@ class EventAdmin(ShownNotEdited):
     search_fields = ("message", "actor", "reason")
     show_full_result_count = False  # a busy fleet's trail is long: no second count of it per page
     raw_id_fields = ("job", "allocation", "node", "team")
+
+
+@admin.register(NotificationHook)
+class NotificationHookAdmin(admin.ModelAdmin):
+    """Users' webhooks (docs/api.md, Notifications by webhook), which users add and change
+    through the API or `qm notify` (where the URL is checked): here an admin sees every hook and
+    how its deliveries go, and pauses one (active) or deletes it. The secret is never shown."""
+
+    list_display = ("id", "user", "url", "team", "active", "consecutive_failures", "last_status", "last_delivery_at")
+    list_filter = ("active",)
+    search_fields = ("url", "user__username", "last_status")
+    fields = ("user", "team", "url", "events", "active", "created_at", "last_delivery_at", "last_status",
+              "consecutive_failures")
+    readonly_fields = ("user", "team", "url", "events", "created_at", "last_delivery_at", "last_status",
+                       "consecutive_failures")
+    list_select_related = ("user", "team")
+
+    def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
+        return False
 
 
 @admin.register(SchedulerLease)
