@@ -421,11 +421,11 @@ def _validated_batch(data: Any) -> list[dict[str, Any]]:
 def _store_logs(batches: list[tuple[Node, list[dict[str, Any]]]], now: datetime) -> None:
     """The contacts' output chunks, stored before their reports are applied: a job's last lines
     are in before the exit that ends it, so whoever follows its output reads them."""
-    for node, chunks in batches:
-        if chunks:
-            job_logs.store(node.pk, node.name, [
-                job_logs.Chunk(c["generation"], c["rank"], c["offset"], c["bytes"], c["text"]) for c in chunks
-            ], now=now)
+    job_logs.store_many([
+        (node.pk, node.name, [job_logs.Chunk(c["generation"], c["rank"], c["offset"], c["bytes"], c["text"])
+                              for c in chunks])
+        for node, chunks in batches if chunks
+    ], now=now)
 
 
 def _clamp(at: datetime | None, now: datetime) -> datetime | None:

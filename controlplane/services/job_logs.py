@@ -18,7 +18,8 @@ a report may carry `logs`, chunks of `{generation, rank, offset, bytes, text}`. 
   3. prune: when a rank's output has passed a PRUNE_STEP boundary since its last row began, its
      rows wholly older than the last `keep_bytes()` are deleted (one DELETE on the rank's index).
 The common contact, a few lines of one rank that follow on its last row, is one UPDATE (after
-the first contact of a run, whose generation → job is then remembered in this process).
+the first contact of a run, whose generation → job is then remembered in this process); a batch
+of many nodes' contacts, one UPDATE for all such chunks on PostgreSQL (store_many).
 
 Reading (`read`): one rank of one generation, from a byte offset (following) or the last bytes
 or lines (tail); the text, where it starts and the offset to ask from next. Bytes that were
@@ -34,7 +35,7 @@ from datetime import datetime
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Min, Sum, TextField, Value
 from django.db.models.functions import Concat
 
@@ -99,42 +100,105 @@ class Stored:
 
 def store(node_id: int, node_name: str, chunks: Sequence[Chunk], *, now: datetime) -> Stored:
     """Store one node's chunks (see the module's steps)."""
+    return store_many([(node_id, node_name, chunks)], now=now)
+
+
+def store_many(batches: Sequence[tuple[int, str, Sequence[Chunk]]], *, now: datetime) -> Stored:
+    """Store the chunks of many nodes' contacts (a batch of simulated nodes, or one node), in a
+    number of queries that does not grow with the nodes or ranks in the common cases: one to find
+    the runs not met before, one INSERT for every rank's first chunk, and on PostgreSQL one
+    UPDATE for every chunk that follows on its rank's last row. The rest (a chunk that starts a
+    new row, a resend, pruning) costs a few queries per rank."""
     result = Stored()
-    if not chunks:
+    batches = [(n, name, c) for n, name, c in batches if c]
+    if not batches:
         return result
-    generations = {c.generation for c in chunks}
-    jobs = {g: _RUNS[(node_id, g)] for g in generations if (node_id, g) in _RUNS}
-    if generations - set(jobs):
-        found = dict(
-            Allocation.objects.filter(generation__in=generations - set(jobs), gpus__node_id=node_id)
-            .order_by().values_list("generation", "job_id").distinct()
-        )
-        if generations - set(jobs) - set(found):
-            found.update(_fenced_runs(generations - set(jobs) - set(found), node_id))
-        jobs.update(found)
-        if len(_RUNS) > 50_000:
-            _RUNS.clear()
-        _RUNS.update(((node_id, g), job) for g, job in found.items())
-    result.refused = sorted(generations - set(jobs))
+    jobs = _runs_of({(node_id, c.generation) for node_id, _, chunks in batches for c in chunks})
     by_rank: dict[tuple[int, int], list[Chunk]] = defaultdict(list)
-    for chunk in chunks:
-        if chunk.generation in jobs:
+    node_of: dict[tuple[int, int], str] = {}
+    refused: set[int] = set()
+    for node_id, node_name, chunks in batches:
+        for chunk in chunks:
+            if (node_id, chunk.generation) not in jobs:
+                refused.add(chunk.generation)
+                continue
             by_rank[(chunk.generation, chunk.rank)].append(chunk)
+            node_of[(chunk.generation, chunk.rank)] = node_name
+    result.refused = sorted(refused)
+    job_of = {g: job for (_, g), job in jobs.items()}
     # A rank's first chunk (its output's first bytes, e.g. with the start report) needs no read:
-    # all of a contact's go in one INSERT, and the unique (generation, rank, offset) drops a resend.
+    # all of them go in one INSERT, and the unique (generation, rank, offset) drops a resend.
     first = [these[0] for these in by_rank.values() if len(these) == 1 and these[0].offset == 0]
     if first:
         JobLogChunk.objects.bulk_create([
-            JobLogChunk(job_id=jobs[c.generation], generation=c.generation, node_name=node_name, rank=c.rank,
-                        offset=0, nbytes=c.nbytes, text=clean_text(c.text), received_at=now) for c in first
+            JobLogChunk(job_id=job_of[c.generation], generation=c.generation, node_name=node_of[(c.generation, c.rank)],
+                        rank=c.rank, offset=0, nbytes=c.nbytes, text=clean_text(c.text), received_at=now)
+            for c in first
         ], ignore_conflicts=True)
         result.inserted += len(first)
-    for (generation, rank), these in by_rank.items():
-        if len(these) == 1 and these[0].offset == 0:
-            continue
-        _store_rank(jobs[generation], generation, rank, node_name, sorted(these, key=lambda c: c.offset), now,
-                    result)
+    rest = {key: these for key, these in by_rank.items() if not (len(these) == 1 and these[0].offset == 0)}
+    merge_limit = _merge_limit()
+    # The common contact: a few lines that follow on the rank's last row, appended in place.
+    single = [these[0] for these in rest.values() if len(these) == 1 and these[0].nbytes < merge_limit]
+    for key in _append_many(single, merge_limit, now):
+        del rest[key]
+        result.appended += 1
+    for (generation, rank), these in rest.items():
+        _store_rank(job_of[generation], generation, rank, node_of[(generation, rank)],
+                    sorted(these, key=lambda c: c.offset), now, result)
     return result
+
+
+def _runs_of(pairs: set[tuple[int, int]]) -> dict[tuple[int, int], int]:
+    """(node id, generation) → job, for the pairs whose generation held GPUs on that node (a
+    fenced run's found from its fence event); the others are left out."""
+    jobs = {pair: _RUNS[pair] for pair in pairs if pair in _RUNS}
+    missing = pairs - set(jobs)
+    if not missing:
+        return jobs
+    found = {
+        (node_id, generation): job_id
+        for generation, node_id, job_id in Allocation.objects.filter(
+            generation__in={g for _, g in missing}, gpus__node_id__in={n for n, _ in missing}
+        ).order_by().values_list("generation", "gpus__node_id", "job_id").distinct()
+        if (node_id, generation) in missing
+    }
+    for node_id in {n for n, _ in missing - set(found)}:
+        for generation, job_id in _fenced_runs({g for n, g in missing - set(found) if n == node_id}, node_id).items():
+            found[(node_id, generation)] = job_id
+    if len(_RUNS) > 50_000:
+        _RUNS.clear()
+    _RUNS.update(found)
+    jobs.update(found)
+    return jobs
+
+
+def _merge_limit() -> int:
+    # Rows stay small next to what is kept, so pruning (whole rows) keeps close to that.
+    return min(MERGE_BYTES, max(1, keep_bytes() // 8))
+
+
+def _append_many(chunks: list[Chunk], merge_limit: int, now: datetime) -> list[tuple[int, int]]:
+    """Append each chunk to its rank's row that ends where it begins, if that row has room; the
+    (generation, rank) of those appended. PostgreSQL: one UPDATE for all; else one each. Each is
+    a compare-and-set on the row's end: under PostgreSQL's row lock a twin's append that
+    committed first moved the end, so this one matches nothing (and is then found a duplicate)."""
+    if not chunks:
+        return []
+    if connection.vendor != "postgresql":
+        return [(c.generation, c.rank) for c in chunks
+                if _append(JobLogChunk.objects.filter(generation=c.generation, rank=c.rank), c, merge_limit, now)]
+    table = JobLogChunk._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"UPDATE {table} AS t SET text = t.text || v.text, nbytes = t.nbytes + v.n, received_at = %s "
+            "FROM unnest(%s::bigint[], %s::integer[], %s::bigint[], %s::integer[], %s::text[]) AS v(g, r, o, n, text) "
+            "WHERE t.generation = v.g AND t.rank = v.r AND t.\"offset\" >= v.o - %s AND t.\"offset\" < v.o "
+            "AND t.\"offset\" + t.nbytes = v.o AND t.nbytes <= %s - v.n RETURNING t.generation, t.rank",
+            [now, [c.generation for c in chunks], [c.rank for c in chunks], [c.offset for c in chunks],
+             [c.nbytes for c in chunks], [clean_text(c.text) for c in chunks], merge_limit, merge_limit],
+        )
+        return [(int(g), int(r)) for g, r in cursor.fetchall()]
 
 
 #: (node id, generation) → job id of runs found on a node. Never stale: a run's job and the node
@@ -159,13 +223,7 @@ def _fenced_runs(generations: set[int], node_id: int) -> dict[int, int]:
 def _store_rank(job_id: int, generation: int, rank: int, node_name: str, chunks: list[Chunk], now: datetime,
                 result: Stored) -> None:
     rows = JobLogChunk.objects.filter(generation=generation, rank=rank)
-    # Rows stay small next to what is kept, so pruning (whole rows) keeps close to that.
-    merge_limit = min(MERGE_BYTES, max(1, keep_bytes() // 8))
-    if len(chunks) == 1 and chunks[0].nbytes < merge_limit and _append(rows, chunks[0], merge_limit, now):
-        # The common case, a job printing a few lines between two contacts: one UPDATE, no read
-        # (it cannot cross a prune boundary worth a DELETE by much: the next one will).
-        result.appended += 1
-        return
+    merge_limit = _merge_limit()
     last = rows.order_by("-offset").values("id", "offset", "nbytes").first()
     # Where the rank's last row began: appends since (the fast path above) may have passed a
     # prune boundary, and this catches it.

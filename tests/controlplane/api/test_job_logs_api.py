@@ -299,3 +299,49 @@ def test_a_bad_parameter_in_plain_text_is_said_in_words(fleet: LoopFleet, alice:
 
     assert r.status_code == 400 and r["Content-Type"].startswith("text/plain")
     assert r.content.decode() == "rank: 'x' is not a whole number: give 0 or more.\n"
+
+
+def _queries(run: Any) -> int:
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    with CaptureQueriesContext(connection) as captured:
+        run()
+    return len(captured.captured_queries)
+
+
+def test_output_that_follows_on_costs_a_heartbeat_one_query(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-01")
+    _, g = running_job(fleet, node)
+    client = agent_client(token)
+    url = f"{J}/agent/nodes/gpu-01/heartbeat"
+    client.post(url, {"running": [g], "logs": [chunk(g, 0, "starting\n")]}, format="json")
+
+    idle = _queries(lambda: client.post(url, {"running": [g]}, format="json"))
+    printing = _queries(lambda: client.post(url, {"running": [g], "logs": [chunk(g, 9, "step 1\n")]}, format="json"))
+
+    assert printing == idle + 1
+
+
+def test_a_batch_of_nodes_output_is_stored_in_a_constant_number_of_queries(fleet: LoopFleet) -> None:
+    nodes = {}
+    for i in range(20):
+        node, token = register_node(f"n{i}")
+        nodes[f"n{i}"] = (token, running_job(fleet, node)[1])
+    client = agent_client("unused")
+    url = f"{J}/agent/nodes/heartbeats"
+
+    def batch(offset: int, text: str, logs: bool = True) -> None:
+        r = client.post(url, {"nodes": [
+            {"name": name, "token": token, "running": [g], **({"logs": [chunk(g, offset, text)]} if logs else {})}
+            for name, (token, g) in nodes.items()
+        ]}, format="json")
+        assert r.status_code == 200 and all(x["status"] == 200 for x in r.json()["results"])
+
+    idle = _queries(lambda: batch(0, "", logs=False))
+    first = _queries(lambda: batch(0, "started\n"))  # every run's first lines: one lookup, one INSERT
+    following = _queries(lambda: batch(8, "step 1\n"))  # one UPDATE for all twenty
+
+    assert first == idle + 2 and following == idle + 1
+    assert all(logs(user_client(f.make_user(f"u{g}", superuser=True)), Job.objects.get(allocations__generation=g))[
+        "text"] == "started\nstep 1\n" for _, g in list(nodes.values())[:3])
