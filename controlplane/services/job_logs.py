@@ -39,7 +39,7 @@ from django.db import IntegrityError, connection, transaction
 from django.db.models import F, Max, Min, Sum, TextField, Value
 from django.db.models.functions import Concat
 
-from controlplane.choices import AllocationState, EventKind
+from controlplane.choices import FINISHED_JOB_STATES, AllocationState, EventKind
 from controlplane.models import Allocation, Event, Job, JobLogChunk
 from scheduler_core.sentences import counted
 
@@ -350,7 +350,9 @@ def read(job: Job, *, rank: int = 0, generation: int | None = None, offset: int 
                    offset=offset or 0, next_offset=offset or 0, end_offset=0, pruned_bytes=0, text="", more=False,
                    notice="")
     if generation is None:
-        empty.notice = f"Job {job.pk} has not run yet: no output."
+        # a job that ended without a run (cancelled while waiting, a dependency never met) never will
+        empty.notice = (f"Job {job.pk} never ran: no output." if job.state in FINISHED_JOB_STATES
+                        else f"Job {job.pk} has not run yet: no output.")
         return empty
     rows = JobLogChunk.objects.filter(generation=generation, rank=rank)
     # Every rank of the run with where its output starts and ends, in one query.
