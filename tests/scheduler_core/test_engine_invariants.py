@@ -186,7 +186,10 @@ class FleetMachine(RuleBasedStateMachine):
             old = gpus_of(running[resize.job_id].placements)
             new = gpus_of(resize.placements)
             if resize.for_job is None:
-                assert old <= new
+                # growth takes the shape a fresh bind at the new size would have, so it may move
+                # off GPUs it held (docs/engine.md, Elastic jobs); what it adds must be free
+                assert len(new) > len(old), "growth only adds GPUs"
+                assert (resize.from_gpus, resize.to_gpus) == (len(old), len(new))
                 for gpu in new - old:
                     taken[gpu] += 1
             else:
