@@ -19,14 +19,16 @@ the server cannot be reached); never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import csv
 import getpass
 import os
 import shlex
+import signal
 import sys
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import date, datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -641,70 +643,27 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
-    """Cancel each job named. Every id is checked before any job is cancelled (a typo among
-    them cancelled the jobs before it and not those after). With --json: the API's answer for
-    one job; for several, one JSON list of the answers of the jobs cancelled."""
-    if args.array:
-        if args.jobs:
-            raise CliError("give job ids or --array, not both")
-        return _cancel_array(api, args)
-    if not args.jobs:
-        raise CliError("name the jobs to cancel (qm cancel 412 413), or --array ARRAY_ID")
-    ids = [_job_id(job) for job in args.jobs]
-    failed, results = 0, []
-    for job_id in ids:
-        try:
-            result = api.request("POST", f"jobs/{job_id}/cancel/")
-        except ApiError as error:
-            print(f"error: job {job_id}: {error}", file=sys.stderr)
-            failed += 1
-            continue
-        results.append(result)
-        if not args.json:
-            print(result["detail"])
-    if args.json and len(ids) > 1:
-        output.emit_json(results)
-    elif args.json and results:
-        output.emit_json(results[0])
-    return 1 if failed else 0
-
-
-def _cancel_array(api: Api, args: argparse.Namespace) -> int:
-    """Cancel every task of an array still pending or running, in one request
-    (`POST job-arrays/{id}/cancel/`, as `scancel ARRAY_ID`): one line for the lot. Tasks that
-    finished or began stopping meanwhile are counted apart, not as failures. One request per
-    task took 24 s for 1,000 tasks, minutes for 10,000. --json: the API's answer."""
-    try:
-        array_id = str(uuid.UUID(args.array.strip()))
-    except ValueError:
-        raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
-    answer = api.request("POST", f"job-arrays/{array_id}/cancel/")  # 404 when no such array, or not yours
-    if args.json:
-        output.emit_json(answer)
-    else:
-        print(output.visible(answer["detail"]))
-    return 0
+    """Cancel each job named (`scancel`), or every task of an array still pending or running."""
+    return _act_on_jobs(api, args, "cancel")
 
 
 def cmd_hold(api: Api, args: argparse.Namespace) -> int:
     """Hold (`qm hold`) or release (`qm release`) each job named, or every waiting task of an
-    array: as `scontrol hold/release`. Every id is checked before any job is touched; a job
-    that cannot be held (running, ended, another's admin hold) is an error line, the others
-    still act. --json: the API's answer (a list for several jobs)."""
-    verb = args.command  # "hold" or "release"
+    array: as `scontrol hold/release`. A job that cannot be held (running, ended, another's
+    admin hold) is an error line; the others still act."""
+    return _act_on_jobs(api, args, args.command)
+
+
+def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
+    """POST `jobs/{id}/{verb}/` for each job named, or `job-arrays/{id}/{verb}/` once for an
+    array. Every id is checked before any job is touched (a typo among them acted on the jobs
+    before it and not those after); a refused job is an error line on standard error and the
+    others still act. --json: the API's answer for one job; for several, one JSON list of the
+    answers of the jobs acted on."""
     if args.array:
         if args.jobs:
             raise CliError("give job ids or --array, not both")
-        try:
-            array_id = str(uuid.UUID(args.array.strip()))
-        except ValueError:
-            raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
-        answer = api.request("POST", f"job-arrays/{array_id}/{verb}/")
-        if args.json:
-            output.emit_json(answer)
-        else:
-            print(output.visible(answer["detail"]))
-        return 0
+        return _act_on_array(api, args, verb)
     if not args.jobs:
         raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
     ids = [_job_id(job) for job in args.jobs]
@@ -719,9 +678,28 @@ def cmd_hold(api: Api, args: argparse.Namespace) -> int:
         results.append(result)
         if not args.json:
             print(output.visible(result["detail"]))
-    if args.json:
-        output.emit_json(results if len(ids) > 1 else (results[0] if results else {}))
+    if args.json and len(ids) > 1:
+        output.emit_json(results)
+    elif args.json and results:
+        output.emit_json(results[0])
     return 1 if failed else 0
+
+
+def _act_on_array(api: Api, args: argparse.Namespace, verb: str) -> int:
+    """Act on every task of an array in one request (`POST job-arrays/{id}/{verb}/`, as
+    `scancel ARRAY_ID`): one line for the lot. Tasks that finished or began stopping meanwhile
+    are counted apart, not as failures. One request per task took 24 s for 1,000 tasks, minutes
+    for 10,000. --json: the API's answer."""
+    try:
+        array_id = str(uuid.UUID(args.array.strip()))
+    except ValueError:
+        raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+    answer = api.request("POST", f"job-arrays/{array_id}/{verb}/")  # 404 when no such array, or not yours
+    if args.json:
+        output.emit_json(answer)
+    else:
+        print(output.visible(answer["detail"]))
+    return 0
 
 
 #: `qm update` flags → the API's fields (PATCH jobs/{id}/), as `qm submit` spells them.
@@ -924,37 +902,75 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
         close()
         say(f"--- job {job_id} ended {first['job_state']} ---")
         return 0
-    while True:
-        time.sleep(args.interval)
-        got = False
-        latest: dict[str, Any] = {}
-        for rank, out in list(outputs.items()):
-            latest = _read_logs(api, job_id, {"rank": rank, "generation": generation, "offset": out.next_offset})
-            got = drain(rank, latest) or got
-        sys.stdout.flush()
-        if generation is None and latest["generation"] is not None:
-            generation = latest["generation"]  # its first run began: what was read is its output
-            say(f"--- job {job_id} started: generation {generation} ---")
-        elif args.generation is None and latest["generations"] and latest["generations"][-1] != generation:
-            # The job runs again (requeued, preempted): follow the new run from its first byte.
-            close()
-            generation = latest["generations"][-1]
-            say(f"--- job {job_id} runs again: generation {generation} ---")
-            outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks) for rank in outputs}
-            for out in outputs.values():
-                out.next_offset = 0
-            continue
-        if args.all_ranks:
-            for rank in latest["ranks"]:
-                if rank not in outputs:  # a rank that wrote its first bytes since
-                    outputs[rank] = _RankOutput(rank, prefixed=True)
-                    outputs[rank].next_offset = 0
-        if latest["job_state"] in FINISHED_STATES and not got:
-            # Ended, and a round brought nothing more: its last lines came with the exit (more
-            # than 64 KiB a rank follow within a second, and are read above while they come).
-            close()
-            say(f"--- job {job_id} ended {latest['job_state']} ---")
-            return 0
+    # Ctrl-C ends the follow between two reads, not inside one: a KeyboardInterrupt raised in
+    # the middle of an HTTP request could leave the connection pool's lock held, and the
+    # process hung on its way out (seen under load). A second Ctrl-C interrupts at once.
+    with _ctrl_c_between_rounds() as stopped:
+        while not stopped.wait(args.interval):
+            got = False
+            latest: dict[str, Any] = {}
+            for rank, out in list(outputs.items()):
+                latest = _read_logs(api, job_id, {"rank": rank, "generation": generation, "offset": out.next_offset})
+                got = drain(rank, latest) or got
+            sys.stdout.flush()
+            if generation is None and latest["generation"] is not None:
+                generation = latest["generation"]  # its first run began: what was read is its output
+                say(f"--- job {job_id} started: generation {generation} ---")
+            elif args.generation is None and latest["generations"] and latest["generations"][-1] != generation:
+                # The job runs again (requeued, preempted): follow the new run from its first byte.
+                close()
+                generation = latest["generations"][-1]
+                say(f"--- job {job_id} runs again: generation {generation} ---")
+                outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks) for rank in outputs}
+                for out in outputs.values():
+                    out.next_offset = 0
+                continue
+            if args.all_ranks:
+                for rank in latest["ranks"]:
+                    if rank not in outputs:  # a rank that wrote its first bytes since
+                        outputs[rank] = _RankOutput(rank, prefixed=True)
+                        outputs[rank].next_offset = 0
+            if latest["job_state"] in FINISHED_STATES and not got:
+                # Ended, and a round brought nothing more: its last lines came with the exit (more
+                # than 64 KiB a rank follow within a second, and are read above while they come).
+                close()
+                say(f"--- job {job_id} ended {latest['job_state']} ---")
+                return 0
+    close()
+    return 130
+
+
+class _CtrlC:
+    """Whether Ctrl-C was pressed. The handler only sets a flag (it takes no lock: one taken
+    inside a handler can be the lock the interrupted code holds)."""
+
+    def __init__(self) -> None:
+        self.pressed = False
+
+    def wait(self, seconds: float) -> bool:
+        """Sleep up to `seconds`, in short naps so a Ctrl-C ends it soon; whether it came."""
+        until = time.monotonic() + seconds
+        while not self.pressed and (left := until - time.monotonic()) > 0:
+            time.sleep(min(left, 0.05))
+        return self.pressed
+
+
+@contextlib.contextmanager
+def _ctrl_c_between_rounds() -> Iterator[_CtrlC]:
+    """While inside, the first Ctrl-C is noted (the loop stops at its next check) instead of
+    raising; a second one raises KeyboardInterrupt as usual."""
+    ctrl_c = _CtrlC()
+
+    def on_ctrl_c(signum: int, frame: Any) -> None:
+        if ctrl_c.pressed:
+            raise KeyboardInterrupt
+        ctrl_c.pressed = True
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        yield ctrl_c
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 # ---------------------------------------------------------------------------------- history
@@ -1332,6 +1348,19 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     return common
 
 
+def _add_shape_flags(p: argparse.ArgumentParser) -> None:
+    """The job's shape, as qm submit and qm update both take it."""
+    p.add_argument("--gpus", "-g", type=int)
+    p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
+    p.add_argument("--min-gpu-memory", type=int, metavar="GB")
+    p.add_argument("--cpus-per-gpu", type=int)
+    p.add_argument("--memory-per-gpu", type=int, metavar="GB")
+    p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
+    p.add_argument("--min-gpus", type=int)
+    p.add_argument("--max-gpus", type=int)
+
+
 def build_parser() -> argparse.ArgumentParser:
     common = _common_options(defaults=False)
     parser = argparse.ArgumentParser(prog="qm", description="Quartermaster: GPU jobs from the command line.",
@@ -1353,15 +1382,7 @@ def build_parser() -> argparse.ArgumentParser:
                        "Anything after -- is the command.")
     p.add_argument("file", nargs="?", help="YAML file with job fields (- for standard input)")
     p.add_argument("--name", "-n")
-    p.add_argument("--gpus", "-g", type=int)
-    p.add_argument("--gpus-per-node", type=int)
-    p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
-    p.add_argument("--min-gpu-memory", type=int, metavar="GB")
-    p.add_argument("--cpus-per-gpu", type=int)
-    p.add_argument("--memory-per-gpu", type=int, metavar="GB")
-    p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
-    p.add_argument("--min-gpus", type=int)
-    p.add_argument("--max-gpus", type=int)
+    _add_shape_flags(p)
     p.add_argument("--time", "-t", help="runtime limit: 4h, 90m, 1d12h, 04:00:00")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project")
@@ -1442,15 +1463,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "it). Prints each change, old -> new.")
     p.add_argument("job")
     p.add_argument("--name", "-n")
-    p.add_argument("--gpus", "-g", type=int)
-    p.add_argument("--gpus-per-node", type=int)
-    p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
-    p.add_argument("--min-gpu-memory", type=int, metavar="GB")
-    p.add_argument("--cpus-per-gpu", type=int)
-    p.add_argument("--memory-per-gpu", type=int, metavar="GB")
-    p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
-    p.add_argument("--min-gpus", type=int)
-    p.add_argument("--max-gpus", type=int)
+    _add_shape_flags(p)
     p.add_argument("--time", "--time-limit", "-t", dest="time", help="runtime limit: 4h, 90m, 1d12h, 04:00:00")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project")
