@@ -541,6 +541,9 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", output.utc_text(job["submitted_at"])),
         ("started", output.utc_text(job["started_at"])), ("finished", output.utc_text(job["finished_at"])),
         ("exit code", job["exit_code"]),
+        ("elapsed", output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else ""),
+        ("gpu-hours", f"{job['gpu_hours']:.2f} held over all its runs (the accounting's)"
+         if job.get("gpu_hours") else ""),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
         ("queue position", job["queue_position"]), ("earliest start", _eta_text(job["eta"], relative=False)),
         *([("running", running)] if running else []),

@@ -15,6 +15,7 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import AllocationState, JobState
+from controlplane.cli import output
 from controlplane.models import Allocation, AllocationGpu, Job, Node
 from controlplane.services import accounting
 from tests.controlplane import factories as f
@@ -91,6 +92,17 @@ def test_history_gpu_hours_are_the_accountings(alice_qm, yesterday) -> None:
     assert jobs["train-7b"]["gpu_hours"] == float(cost["gpu_hours_allocated"]) == 12.0
     assert run.json()["totals"] == {"jobs": 4, "states": {"succeeded": 2, "cancelled": 1, "failed": 1},
                                     "gpu_hours": 13.0, "lost_gpu_hours": 2.0}
+
+
+def test_status_says_elapsed_time_and_gpu_hours_as_history_does(alice_qm, yesterday) -> None:
+    job = yesterday["moved"]
+    status = alice_qm("status", str(job.pk))
+    assert status.code == 0, status.err
+    history = {j["name"]: j for j in alice_qm("history", "--since", "yesterday", "--format", "json").json()["jobs"]}
+    lines = {key.rstrip(":"): value for key, value in (line.split(None, 1) for line in status.out.splitlines()
+                                                       if line.startswith(("elapsed:", "gpu-hours:")))}
+    assert lines["gpu-hours"].strip() == "12.00 held over all its runs (the accounting's)"
+    assert lines["elapsed"].strip() == output.clock(history["train-7b"]["elapsed_s"])
 
 
 def test_history_filters_by_state_node_name_and_exit_code(alice_qm, yesterday) -> None:
