@@ -11,7 +11,7 @@ from typing import Any
 
 import django_filters as filters
 from django import forms
-from django.db.models import F
+from django.db.models import F, QuerySet
 from django.utils import timezone
 from django_filters.fields import BaseCSVField, IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
@@ -304,10 +304,17 @@ class NodeFilterSet(filters.FilterSet):
     spine = filters.CharFilter(field_name="spine")
     capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
     simulated = BooleanFilter(field_name="simulated")
+    retired = BooleanFilter(method="filter_retired", help_text="true: only retired nodes (out of the fleet); "
+                                                                "false: the fleet without them. Unset: every node.")
 
     class Meta:
         model = Node
         fields: list[str] = []
+
+    def filter_retired(self, queryset: QuerySet[Node], name: str, value: bool | None) -> QuerySet[Node]:
+        if value is None:
+            return queryset
+        return queryset.filter(state=NodeState.RETIRED) if value else queryset.exclude(state=NodeState.RETIRED)
 
 
 class EventFilterSet(filters.FilterSet):

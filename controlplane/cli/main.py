@@ -1197,8 +1197,9 @@ def _node_state(node: dict[str, Any]) -> str:
 
 
 def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
-    """`qm nodes [--all]` lists the fleet (retired nodes only with --all); `qm nodes ACTION NODE`
-    acts on one node, as `qm cordon NODE` does."""
+    """`qm nodes` lists the fleet (the API leaves retired nodes out: ?retired=false), `--retired`
+    only the retired ones, `--all` both; `qm nodes ACTION NODE` acts on one node, as `qm cordon
+    NODE` does."""
     if args.action is not None:
         if args.action not in NODE_ACTIONS:
             raise CliError(f"unknown node action '{args.action}': one of {', '.join(NODE_ACTIONS)} "
@@ -1209,23 +1210,32 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
     if args.node:
         raise CliError(f"`qm nodes` takes no node name alone: `qm nodes ACTION {args.node}` with ACTION one of "
                        + ", ".join(NODE_ACTIONS))
-    page = api.request("GET", "nodes/", params={"limit": 1000})
+    if args.all and args.retired:
+        raise CliError("--all and --retired do not go together: --all lists every node, --retired only the retired")
+    params: dict[str, Any] = {"limit": 1000}
+    if not args.all:
+        params["retired"] = "true" if args.retired else "false"
+    page = api.request("GET", "nodes/", params=params)
     rows = page["results"]
-    hidden = [] if args.all else [n for n in rows if n["state"] == "retired"]
-    if hidden:
-        rows = [n for n in rows if n["state"] != "retired"]
     if args.json:
-        output.emit_json({**page, "results": rows} if hidden else page)
+        output.emit_json(page)
         return 0
     output.table(
         [(n["name"], n["pool"], n["gpu_type"], f"{n['allocated_gpus']}/{n['gpu_count']}", _node_state(n), n["leaf_switch"],
           output.age(n["last_heartbeat_at"])) for n in rows],
         ["NODE", "POOL", "GPU TYPE", "GPUS USED", "STATE", "LEAF", "HEARTBEAT"],
     )
-    if hidden:
-        gpus = sum(int(n["gpu_count"]) for n in hidden)
-        print(f"{len(hidden)} retired node{'s' if len(hidden) > 1 else ''} ({gpus} GPUs) not shown, out of the "
-              "fleet: qm nodes --all lists them")
+    if int(page.get("count", len(rows))) > len(rows):
+        print(f"{len(rows)} of {page['count']} nodes shown (the API's largest page): filter with the API "
+              "(nodes/?pool=…, ?state=…) for the rest")
+    if not args.all and not args.retired:
+        retired = api.request("GET", "nodes/", params={"retired": "true", "limit": 1})
+        hidden = int(retired.get("count", 0))
+        if hidden:
+            print(f"{hidden} retired node{'s' if hidden > 1 else ''} not shown, out of the fleet: "
+                  "qm nodes --retired lists them (--all with the rest)")
+    elif args.retired and not rows:
+        print("No retired nodes.")
     return 0
 
 
@@ -1509,13 +1519,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--team", help="only this team's quotas")
 
     p = sub.add_parser("nodes", parents=[common], help="the fleet's nodes; qm nodes retire|return NODE (admins)",
-                       description="The fleet's nodes (retired ones only with --all). With an action and a node "
+                       description="The fleet's nodes (retired ones with --retired, or --all for both). With an action and a node "
                                    "(admins): cordon, drain, uncordon, retire (out of the fleet for good; refused "
                                    "while jobs run there: drain it first) or return (a retired node back to "
                                    "service: down until its agent registers, then cordoned).")
     p.add_argument("action", nargs="?", metavar="ACTION", help="cordon, drain, uncordon, retire or return")
     p.add_argument("node", nargs="?", metavar="NODE")
     p.add_argument("--all", action="store_true", help="list retired nodes too")
+    p.add_argument("--retired", action="store_true", help="list only the retired nodes")
     for action, helptext in (("cordon", "take no new work"), ("drain", "take no new work, let jobs finish"),
                              ("uncordon", "take work again")):
         p = sub.add_parser(action, parents=[common], help=f"{helptext} (admins)")

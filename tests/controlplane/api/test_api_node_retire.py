@@ -109,3 +109,27 @@ def test_the_list_keeps_retired_nodes_and_filters_them_by_state(fleet, admin) ->
     assert sorted(n["name"] for n in retired["results"]) == ["a100-1", "h100-2"]
     assert all(n["retired_at"] for n in retired["results"])
     assert len(ready["results"]) == 4 and all(n["state"] == "ready" for n in ready["results"])
+
+
+def test_the_retired_filter_lists_the_retired_nodes_or_the_fleet_without_them(fleet, admin) -> None:
+    admin.post(f"{J}/nodes/{fleet.nodes[2].pk}/retire/")
+    admin.post(f"{J}/nodes/{fleet.nodes[5].pk}/retire/")
+    admin.post(f"{J}/nodes/{fleet.nodes[1].pk}/cordon/")
+
+    retired = admin.get(f"{J}/nodes/", {"retired": "true"}).json()
+    in_fleet = admin.get(f"{J}/nodes/", {"retired": "false"}).json()
+    one_of_the_retired = admin.get(f"{J}/nodes/", {"retired": "true", "limit": 1}).json()
+    cordoned_in_fleet = admin.get(f"{J}/nodes/", {"retired": "false", "state": "cordoned"}).json()
+
+    assert sorted(n["name"] for n in retired["results"]) == ["a100-1", "h100-2"] and retired["count"] == 2
+    assert in_fleet["count"] == 4 and all(n["state"] != "retired" for n in in_fleet["results"])
+    assert one_of_the_retired["count"] == 2 and len(one_of_the_retired["results"]) == 1  # counted on the server
+    assert [n["name"] for n in cordoned_in_fleet["results"]] == ["h100-1"]
+    assert admin.get(f"{J}/nodes/").json()["count"] == 6  # unset: every node, as before
+
+
+def test_a_retired_filter_that_is_not_a_boolean_is_a_400_naming_it(fleet, admin) -> None:
+    r = admin.get(f"{J}/nodes/", {"retired": "maybe"})
+
+    assert r.status_code == 400
+    assert "retired" in r.json()["errors"] and "'maybe' is not true or false." in r.json()["errors"]["retired"][0]

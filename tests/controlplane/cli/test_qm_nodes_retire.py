@@ -33,12 +33,31 @@ def test_admin_retires_a_node_and_qm_nodes_hides_it_unless_all(qm, fleet) -> Non
     assert Node.objects.get(name="h100-2").state == NodeState.RETIRED
     listed = qm("nodes").out
     assert "h100-2" not in listed and "h100-3" in listed
-    assert "1 retired node (8 GPUs) not shown, out of the fleet: qm nodes --all lists them" in listed
+    assert "1 retired node not shown, out of the fleet: qm nodes --retired lists them (--all with the rest)" in listed
     every = qm("nodes", "--all").out
     row = next(line for line in every.splitlines() if line.startswith("h100-2 "))
-    assert f"retired {timezone.now():%Y-%m-%d}" in row and "not shown" not in every
-    names = [n["name"] for n in json.loads(qm("nodes", "--json").out)["results"]]
-    assert "h100-2" not in names and len(names) == 5
+    assert f"retired {timezone.now():%Y-%m-%d}" in row and "not shown" not in every and "h100-3 " in every
+    only = qm("nodes", "--retired").out
+    assert [line.split()[0] for line in only.splitlines()[1:]] == ["h100-2"], only
+    assert f"retired {timezone.now():%Y-%m-%d}" in only and "not shown" not in only
+    page = json.loads(qm("nodes", "--json").out)
+    names = [n["name"] for n in page["results"]]
+    assert "h100-2" not in names and len(names) == 5 and page["count"] == 5  # filtered by the server
+    assert [n["name"] for n in json.loads(qm("nodes", "--retired", "--json").out)["results"]] == ["h100-2"]
+
+
+def test_qm_nodes_asks_the_server_for_the_fleet_without_retired_nodes_and_their_count(qm, fleet) -> None:
+    _root(qm)
+    Node.objects.exclude(name="h100-0").update(state=NodeState.RETIRED, retired_at=timezone.now())
+
+    listed = qm("nodes", "--json")
+    retired = qm("nodes", "--retired")
+    both = qm("nodes", "--all", "--retired")
+
+    assert [n["name"] for n in json.loads(listed.out)["results"]] == ["h100-0"]
+    assert "5 retired nodes not shown" in qm("nodes").out
+    assert retired.code == 0 and len(retired.out.strip().splitlines()) == 6  # the header and five nodes
+    assert both.code != 0 and "--all and --retired do not go together" in both.err
 
 
 def test_admin_returns_a_retired_node_to_service(qm, fleet) -> None:
