@@ -210,6 +210,9 @@ QM = {
     "WEBHOOK_FAILING_AFTER": int(os.environ.get("QM_WEBHOOK_FAILING_AFTER", "5")),
     "NOTIFICATION_KEEP_DAYS": float(os.environ.get("QM_NOTIFICATION_KEEP_DAYS", "30")),
     "WEBHOOK_ALLOWED_HOSTS": [h.strip() for h in os.environ.get("QM_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()],
+    # Private, loopback, link-local (cloud metadata) addresses a hook may reach anyway, in CIDR.
+    "WEBHOOK_ALLOWED_NETWORKS": [
+        n.strip() for n in os.environ.get("QM_WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()],
 }
 # The scheduling loop has a queue of its own, so a long accounting rollup never delays a cycle:
 # run dedicated loop workers with `-Q qm.loop` and the rest with `-Q celery`; a worker started

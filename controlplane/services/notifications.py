@@ -21,15 +21,20 @@ for every job of one of their teams. The rest happens in two places:
 
 Each POST carries `X-Quartermaster-Signature: sha256=<hex HMAC-SHA256 of the body with the
 hook's secret>`, `X-Quartermaster-Event` and `X-Quartermaster-Delivery` (the row's id, the same
-on every retry, for receivers to drop repeats). Redirects are not followed.
+on every retry, for receivers to drop repeats). Redirects are not followed. The host is resolved
+at every POST and the connection pinned to the address checked: a private, loopback,
+link-local or metadata address is refused unless QM_WEBHOOK_ALLOWED_NETWORKS holds it
+(`address_problem`), and the refusal is the delivery's error.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+import ipaddress
 import json
 import secrets
+import socket
 import threading
 import time
 from collections import defaultdict
@@ -40,8 +45,9 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-import requests
+import certifi
 import structlog
+import urllib3
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
@@ -296,7 +302,85 @@ def url_problem(url: str) -> str | None:
     if not host_allowed(parts.hostname, allowed):
         return (f"{parts.hostname} is not among the hosts webhooks may reach here (QM_WEBHOOK_ALLOWED_HOSTS: "
                 f"{', '.join(allowed)}); ask an admin.")
+    try:
+        literal = ipaddress.ip_address(parts.hostname)
+    except ValueError:
+        return None  # a name: its addresses are checked when it is resolved, at every POST
+    return address_problem(parts.hostname, literal)
+
+
+# ------------------------------------------------------------------- where a POST may go
+
+#: The cloud providers' instance-metadata addresses (AWS, GCP, Azure, OpenStack; AWS's IPv6 one).
+METADATA_ADDRESSES = frozenset({ipaddress.ip_address("169.254.169.254"), ipaddress.ip_address("fd00:ec2::254")})
+_NETWORKS_SETTING = "QM_WEBHOOK_ALLOWED_NETWORKS"
+
+
+def allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    """QM_WEBHOOK_ALLOWED_NETWORKS: the non-public networks a hook may reach anyway, in CIDR
+    (`10.20.0.0/16`, `127.0.0.1/32`, `fd12::/64`). An entry that is no network is left out (and
+    logged): the setting can only allow less by mistake, never more."""
+    raw = _qm("WEBHOOK_ALLOWED_NETWORKS", [])
+    if isinstance(raw, str):
+        raw = raw.split(",")
+    networks = []
+    for entry in raw:
+        entry = str(entry).strip()
+        if not entry:
+            continue
+        try:
+            networks.append(ipaddress.ip_network(entry, strict=False))
+        except ValueError:
+            log.error("notifications.bad_allowed_network", setting=_NETWORKS_SETTING, entry=entry[:60],
+                      detail="not an address or network in CIDR (10.20.0.0/16): left out")
+    return networks
+
+
+def _address_kind(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """What makes an address one a webhook may not reach by default; None for a public one."""
+    if address in METADATA_ADDRESSES:
+        return "a cloud instance-metadata"
+    if address.is_loopback:
+        return "a loopback"
+    if address.is_link_local:
+        return "a link-local"
+    if address.is_unspecified:
+        return "an unspecified"
+    if address.is_multicast:
+        return "a multicast"
+    if address.is_private:
+        return "a private"
+    if not address.is_global:
+        return "a non-public (reserved or shared)"
     return None
+
+
+def address_problem(host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str | None:
+    """Why a POST may not go to `address` (what `host` names), in words; None when it may.
+
+    Public addresses may; private, loopback, link-local (the cloud metadata service's
+    169.254.169.254 among them), unspecified, multicast and other non-public ones only when
+    QM_WEBHOOK_ALLOWED_NETWORKS holds them. An IPv4 address written as IPv6 (::ffff:127.0.0.1)
+    is judged as the IPv4 one."""
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+        address = address.ipv4_mapped
+    kind = _address_kind(address)
+    if kind is None or any(address in network for network in allowed_networks()):
+        return None
+    subject = f"{address} is" if host == str(address) else f"{host} resolves to {address},"
+    return (f"{subject} {kind} address, which webhooks may not reach here (server-side request forgery); "
+            f"an admin may allow its network in {_NETWORKS_SETTING} (e.g. {address}/32 or 10.0.0.0/8).")
+
+
+def resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
+    """The addresses `host` names, in the resolver's order, without repeats. Raises OSError
+    (socket.gaierror) when it names none."""
+    found: list[ipaddress.IPv4Address | ipaddress.IPv6Address] = []
+    for *_, sockaddr in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM):
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if address not in found:
+            found.append(address)
+    return found
 
 
 def events_problem(events: Any) -> str | None:
@@ -326,30 +410,77 @@ def sign(secret: str, body: bytes) -> str:
 
 
 def post(url: str, secret: str, payload: dict[str, Any], *, event: str, delivery_id: int | None) -> Outcome:
-    """One POST, with the signature; never raises. Only a 2xx counts as delivered."""
+    """One POST, with the signature; never raises. Only a 2xx counts as delivered.
+
+    The host is resolved here, every address it names is checked (`address_problem`: one
+    refused address refuses the POST), and the connection goes to the checked address itself,
+    the host name kept for the Host header and for TLS (SNI, the certificate's name): a name
+    whose answer changes between the check and the connection (DNS rebinding) cannot send the
+    POST elsewhere. Environment proxies are not used (a proxy would resolve the name again)."""
     started = time.monotonic()
     problem = url_problem(url)
     if problem is not None:
         return Outcome(False, None, f"not sent: {problem}", 0.0)
+    parts = urlsplit(url)
+    host = str(parts.hostname)
+    https = parts.scheme == "https"
+    port = parts.port or (443 if https else 80)
+    try:
+        addresses = resolve(host, port)
+    except (OSError, UnicodeError) as error:
+        return Outcome(False, None, f"not sent: could not resolve {host} ({_short(error)})", time.monotonic() - started)
+    for address in addresses:
+        refused = address_problem(host, address)
+        if refused is not None:
+            log.warning("notifications.address_refused", host=host, address=str(address), delivery=delivery_id,
+                        setting=_NETWORKS_SETTING)
+            return Outcome(False, None, f"not sent: {refused}", time.monotonic() - started)
     body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     headers = {
+        "Host": (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else ""),
         "Content-Type": "application/json", "User-Agent": USER_AGENT, SIGNATURE_HEADER: sign(secret, body),
         "X-Quartermaster-Event": event, "X-Quartermaster-Delivery": str(delivery_id or ""),
     }
+    target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
     wait = timeout_s()
-    try:
-        with requests.post(url, data=body, headers=headers, timeout=(wait, wait), allow_redirects=False,
-                           stream=True) as response:
-            said = response.raw.read(300, decode_content=True).decode("utf-8", "replace").strip()
-            status = response.status_code
+    failure = Outcome(False, None, f"could not connect (no address for {host})", 0.0)
+    for address in addresses:  # the next one only when this one cannot be connected to
+        try:
+            return _post_to(address, port, https, host, target, body, headers, wait, started)
+        except urllib3.exceptions.NewConnectionError as error:  # before ConnectTimeoutError: its subclass
+            words = "connection refused" if "refused" in str(error).lower() else f"could not connect ({_short(error)})"
+            failure = Outcome(False, None, words, time.monotonic() - started)
+        except urllib3.exceptions.ConnectTimeoutError:
+            failure = Outcome(False, None, f"timed out after {wait:g} s", time.monotonic() - started)
+        except (urllib3.exceptions.ReadTimeoutError, TimeoutError):
+            return Outcome(False, None, f"timed out after {wait:g} s", time.monotonic() - started)
+        except urllib3.exceptions.SSLError as error:
+            return Outcome(False, None, f"TLS failed: {_short(error)}", time.monotonic() - started)
+        except (urllib3.exceptions.HTTPError, OSError) as error:
+            return Outcome(False, None, f"failed: {_short(error)}", time.monotonic() - started)
+    return failure
+
+
+def _post_to(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int, https: bool, host: str, target: str,
+             body: bytes, headers: dict[str, str], wait: float, started: float) -> Outcome:
+    """The POST on a connection to `address` itself (pinned: no second resolution)."""
+    timeout = urllib3.Timeout(connect=wait, read=wait)
+    pool: urllib3.HTTPConnectionPool
+    if https:
+        pool = urllib3.HTTPSConnectionPool(str(address), port, timeout=timeout, maxsize=1, retries=False,
+                                           cert_reqs="CERT_REQUIRED", ca_certs=certifi.where(),
+                                           assert_hostname=host, server_hostname=host)
+    else:
+        pool = urllib3.HTTPConnectionPool(str(address), port, timeout=timeout, maxsize=1, retries=False)
+    with pool:
+        response = pool.urlopen("POST", target, body=body, headers=headers, redirect=False, retries=False,
+                                preload_content=False, assert_same_host=False)
+        try:
+            said = response.read(300, decode_content=True).decode("utf-8", "replace").strip()
+            status = response.status
             location = response.headers.get("Location", "")
-    except requests.Timeout:
-        return Outcome(False, None, f"timed out after {wait:g} s", time.monotonic() - started)
-    except requests.ConnectionError as error:
-        words = "connection refused" if "refused" in str(error).lower() else f"could not connect ({_short(error)})"
-        return Outcome(False, None, words, time.monotonic() - started)
-    except requests.RequestException as error:
-        return Outcome(False, None, f"failed: {_short(error)}", time.monotonic() - started)
+        finally:
+            response.release_conn()
     seconds = time.monotonic() - started
     if 200 <= status < 300:
         return Outcome(True, status, f"HTTP {status}", seconds)

@@ -33,7 +33,7 @@ from tests.controlplane.loop_fixtures import (
     make_job,
     register_node,
 )
-from tests.controlplane.webhook_receiver import Receiver, dead_url, running
+from tests.controlplane.webhook_receiver import LOOPBACK, Receiver, dead_url, running
 
 ALL = ["started", "succeeded", "failed", "timed_out", "cancelled", "preempted", "requeued", "unschedulable"]
 
@@ -41,7 +41,7 @@ ALL = ["started", "succeeded", "failed", "timed_out", "cancelled", "preempted", 
 @pytest.fixture(autouse=True)
 def _settings(settings: Any) -> None:
     settings.QM = {**settings.QM, "AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP, "PUBLIC_URL": "https://qm.example.org",
-                   "WEBHOOK_TIMEOUT_S": 0.5}
+                   "WEBHOOK_TIMEOUT_S": 0.5, "WEBHOOK_ALLOWED_NETWORKS": [LOOPBACK]}
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 

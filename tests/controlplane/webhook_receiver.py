@@ -2,7 +2,9 @@
 
 It records every POST (headers and body) and answers with the next status of `statuses`
 (200 once they run out). `hang=True` accepts the connection and never answers (a receiver
-that is up but stuck); `dead_url()` is a port nothing listens on.
+that is up but stuck); `dead_url()` is a port nothing listens on. The receiver is on a loopback
+address, which a hook may reach only when QM_WEBHOOK_ALLOWED_NETWORKS holds it: tests that
+deliver to it allow `LOOPBACK`.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+LOOPBACK = "127.0.0.1/32"
 
 
 @dataclass

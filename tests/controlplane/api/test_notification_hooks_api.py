@@ -12,14 +12,14 @@ from rest_framework.test import APIClient
 
 from controlplane.models import NotificationDelivery, NotificationHook
 from tests.controlplane.fleet_fixture import Fleet
-from tests.controlplane.webhook_receiver import Receiver, dead_url, running
+from tests.controlplane.webhook_receiver import LOOPBACK, Receiver, dead_url, running
 
 URL = "/api/v1/notification-hooks/"
 
 
 @pytest.fixture(autouse=True)
 def _short_timeout(settings: Any) -> None:
-    settings.QM = {**settings.QM, "WEBHOOK_TIMEOUT_S": 0.5}
+    settings.QM = {**settings.QM, "WEBHOOK_TIMEOUT_S": 0.5, "WEBHOOK_ALLOWED_NETWORKS": [LOOPBACK]}
 
 
 @pytest.fixture
@@ -169,3 +169,29 @@ def test_the_list_reads_in_a_fixed_number_of_queries(alice: APIClient, fleet: Fl
 def test_a_node_agent_token_is_refused(clients: dict[str, APIClient]) -> None:
     assert clients["agent"].get(URL).status_code == 401
     assert add(clients["agent"]).status_code == 401
+
+
+def test_a_url_on_a_metadata_private_or_loopback_address_is_refused_naming_url(alice: APIClient,
+                                                                                settings: Any) -> None:
+    settings.QM = {**settings.QM, "WEBHOOK_ALLOWED_NETWORKS": []}
+    for url, words in [("http://169.254.169.254/latest/meta-data/", "169.254.169.254 is a cloud instance-metadata "
+                                                                    "address, which webhooks may not reach here"),
+                       ("http://10.0.0.5/hook", "10.0.0.5 is a private address"),
+                       ("http://127.0.0.1:9/hook", "127.0.0.1 is a loopback address")]:
+        refused = add(alice, url=url)
+        assert refused.status_code == 400, refused.content
+        assert list(refused.json()["errors"]) == ["url"] and words in refused.json()["errors"]["url"][0]
+    assert not NotificationHook.objects.exists()
+
+
+def test_the_test_action_says_a_loopback_receiver_is_refused_once_its_network_is_no_longer_allowed(
+        alice: APIClient, receiver: Receiver, settings: Any) -> None:
+    hook = add(alice, url=receiver.url).json()["id"]
+    settings.QM = {**settings.QM, "WEBHOOK_ALLOWED_NETWORKS": []}
+
+    body = alice.post(f"{URL}{hook}/test/").json()
+
+    assert body["delivered"] is False and body["status"] is None and receiver.received == []
+    assert "127.0.0.1 is a loopback address, which webhooks may not reach here" in body["detail"]
+    (row,) = alice.get(f"{URL}{hook}/deliveries/").json()
+    assert "QM_WEBHOOK_ALLOWED_NETWORKS" in row["last_error"]

@@ -9,7 +9,12 @@ from typing import Any
 import pytest
 
 from controlplane.models import NotificationHook
-from tests.controlplane.webhook_receiver import Receiver, dead_url, running
+from tests.controlplane.webhook_receiver import LOOPBACK, Receiver, dead_url, running
+
+
+@pytest.fixture(autouse=True)
+def _loopback_receiver_allowed(settings: Any) -> None:
+    settings.QM = {**settings.QM, "WEBHOOK_ALLOWED_NETWORKS": [LOOPBACK]}  # the receiver is on 127.0.0.1
 
 
 @pytest.fixture
