@@ -24,6 +24,7 @@ from rest_framework.renderers import BaseRenderer
 from controlplane.models import Job
 from controlplane.services import job_logs
 
+MAX_RANK = 1_000_000
 QUERY_PARAMETERS = frozenset({"format", "rank", "generation", "offset", "tail_bytes", "tail_lines"})
 
 
@@ -62,12 +63,20 @@ def _whole(params: Any, name: str, least: int, most: int | None = None) -> int |
     return value
 
 
+def rank_and_generation(params: Any) -> tuple[int, int | None]:
+    """`?rank=` (default 0) and `?generation=` (default None: the latest run) as whole numbers;
+    ValidationError naming the parameter otherwise. The job page's Output panel reads its
+    choice with this too, so both say a bad value in the same words."""
+    rank = _whole(params, "rank", 0, MAX_RANK)
+    return 0 if rank is None else rank, _whole(params, "generation", 1)
+
+
 def read(job: Job, params: Any) -> dict[str, Any]:
     """The reply to GET jobs/{id}/logs/ with these query parameters (400 naming a bad one)."""
-    rank = _whole(params, "rank", 0, 1_000_000)
+    rank, generation = rank_and_generation(params)
     try:
         output = job_logs.read(
-            job, rank=0 if rank is None else rank, generation=_whole(params, "generation", 1),
+            job, rank=rank, generation=generation,
             offset=_whole(params, "offset", 0),
             tail_bytes=_whole(params, "tail_bytes", 1, job_logs.keep_bytes()),
             tail_lines=_whole(params, "tail_lines", 1, job_logs.MAX_TAIL_LINES),

@@ -21,7 +21,9 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
+from rest_framework.exceptions import ValidationError
 
+from controlplane.api import job_logs as job_logs_api
 from controlplane.api.errors import flatten
 from controlplane.api.serializers import (
     JobArraySubmitSerializer,
@@ -45,7 +47,7 @@ from scheduler_core.sentences import gang_roles
 PAGE_SIZE = 50
 MAX_EVENTS = 1000
 MAX_LIVE_ROWS = 100
-#: The job page's Output panel: the last lines of rank 0 of the latest run.
+#: The job page's Output panel: the last lines of one rank of one run (rank 0 of the latest by default).
 OUTPUT_LINES = 200
 #: A preempting job may be cancelled too: its requeueing stop becomes a cancel (the API answers
 #: 409 with the reason when the stop already ends the job, e.g. at its runtime limit).
@@ -298,23 +300,57 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
                         and (job.hold != JobHold.ADMIN or who.is_admin)),
         "hold_url": reverse("v1:job-hold", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
-        "output": job_output(job),
+        "output": job_output(job, request.GET),
         "now": now,
     }
 
 
-def job_output(job: Job) -> dict[str, Any]:
-    """The Output panel: rank 0's last OUTPUT_LINES lines of the latest run, and the link to
-    all of it kept as plain text (the API's ?format=txt). The template escapes the text: job
+def job_output(job: Job, params: Any = None) -> dict[str, Any]:
+    """The Output panel: the last OUTPUT_LINES lines of one rank of one run (`?rank=` and
+    `?generation=` as the API reads them; by default rank 0 of the latest run, followed into
+    the next run), the runs and the ranks with output to choose from, and the link to all of
+    that rank's output kept, as plain text (the API's ?format=txt). A bad choice is said in
+    `error`, naming the parameter as the API's 400 does. The template escapes the text: job
     output is shown, never read as HTML."""
-    output = job_logs.read(job, rank=0, tail_lines=OUTPUT_LINES)
+    params = params if params is not None else {}
+    chosen = {name: str(params.get(name, "")) for name in ("generation", "rank") if params.get(name, "") != ""}
+    try:
+        rank, generation = job_logs_api.rank_and_generation(params)
+        output = job_logs.read(job, rank=rank, generation=generation, tail_lines=OUTPUT_LINES)
+    except ValidationError as error:
+        return _output_error(job, chosen, flatten(error.detail))
+    except job_logs.BadRead as error:
+        return _output_error(job, chosen, error.errors)
     raw = None
     if output.generation is not None:
         raw = reverse("v1:job-logs", args=[job.pk]) + "?" + urlencode(
-            {"format": "txt", "generation": output.generation, "rank": 0, "tail_bytes": job_logs.keep_bytes()})
+            {"format": "txt", "generation": output.generation, "rank": rank, "tail_bytes": job_logs.keep_bytes()})
+    runs = output.generations
     return {"text": output.text, "notice": output.notice, "generation": output.generation,
-            "generations": len(output.generations), "ranks": output.ranks, "node": output.node,
-            "end_offset": output.end_offset, "lines": OUTPUT_LINES, "raw_url": raw}
+            "run": runs.index(output.generation) + 1 if output.generation in runs else None,
+            "generations": len(runs), "runs": runs[::-1], "rank": rank, "ranks": output.ranks,
+            "rank_choices": sorted({*output.ranks, rank}), "follows_latest": generation is None,
+            "node": output.node, "end_offset": output.end_offset, "lines": OUTPUT_LINES, "raw_url": raw,
+            "chosen": chosen, "error": ""}
+
+
+def _output_error(job: Job, chosen: dict[str, str], errors: Any) -> dict[str, Any]:
+    """The panel for a choice it cannot show: what is wrong, and the runs to choose from."""
+    errors = {name: [str(v) for v in value] if isinstance(value, list) else [str(value)]
+              for name, value in errors.items()}
+    words = "; ".join(f"{name}: {' '.join(value)}" for name, value in errors.items())
+    runs = job_logs.generations_of(job)
+    return {"text": "", "notice": "", "generation": None, "run": None, "generations": len(runs),
+            "runs": runs[::-1], "rank": 0, "ranks": [], "rank_choices": [0], "follows_latest": True, "node": None,
+            "end_offset": 0, "lines": OUTPUT_LINES, "raw_url": None, "chosen": chosen,
+            "error": f"Cannot show that output: {words}", "errors": errors}
+
+
+def _live_url(job: Job, output: dict[str, Any]) -> str:
+    """The page's live refresh, asking for the same rank and run as the page (a bad choice is
+    left out: the page says what is wrong and its Output panel is not refreshed)."""
+    url = reverse("frontend:job-json", args=[job.pk])
+    return url + "?" + urlencode(output["chosen"]) if output["chosen"] and not output["error"] else url
 
 
 def _status_html(request: HttpRequest, payload: dict[str, Any]) -> str:
@@ -330,8 +366,8 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         **payload,
         "page": "jobs",
         "charts": {c.key: c for c in payload["charts"]},
-        "live_url": reverse("frontend:job-json", args=[job.pk]),
-    })
+        "live_url": _live_url(job, payload["output"]),
+    }, status=400 if payload["output"]["error"] else 200)
 
 
 @login_required
@@ -339,6 +375,9 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_json(request: HttpRequest, job_id: int) -> JsonResponse:
     job = _visible_job(request, job_id)
     payload = job_payload(request, job)
+    if payload["output"]["error"]:  # a bad ?rank= or ?generation=: 400 naming it, as the API's logs/
+        errors = payload["output"]["errors"]
+        return JsonResponse({"errors": errors, "detail": payload["output"]["error"]}, status=400)
     return JsonResponse({
         "state": job.state,
         "charts": figures.charts_json(payload["charts"]),

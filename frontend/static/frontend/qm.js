@@ -85,6 +85,10 @@
     var html = data.html || {};
     Object.keys(html).forEach(function (key) {
       document.querySelectorAll('[data-live-html="' + key + '"]').forEach(function (el) {
+        // A choice being made (a select of the fragment has focus) is not swept away: the
+        // fragment is refreshed by the next update after it.
+        var focused = document.activeElement;
+        if (focused && focused.tagName === "SELECT" && el.contains(focused)) return;
         el.innerHTML = html[key];
         bindActions(el);
         // Charts that arrived inside the fragment: draw them from their own JSON.
@@ -166,6 +170,17 @@
       });
     });
   };
+
+  /* A form marked data-submit-on-change (the job page's run and rank) goes as soon as one of its
+     selects changes; empty choices are left out of the address. Its button stays for keyboards. */
+  document.addEventListener("change", function (event) {
+    var form = event.target.closest && event.target.closest("form[data-submit-on-change]");
+    if (!form || event.target.tagName !== "SELECT") return;
+    var query = new URLSearchParams();
+    new FormData(form).forEach(function (value, name) { if (value !== "") query.append(name, value); });
+    var text = query.toString();
+    window.location.assign(form.getAttribute("action") + (text ? "?" + text : ""));
+  });
 
   /* Buttons that call the API: <button data-api-post="/api/v1/..." data-confirm="..."> */
   function bindActions(root) {
