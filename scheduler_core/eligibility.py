@@ -40,7 +40,9 @@ class OutOfLine:
         waits = _waits_sentence(spec.waits_on)
         if spec.held_by:
             self.code = ReasonCode.HELD
-            self.message = (f"Held by {spec.held_by}: until it is released it is not in the "
+            # The holder's reason, when given, as they wrote it ("waiting for dataset v3").
+            because = f"{spec.hold_reason} — " if spec.hold_reason else ""
+            self.message = (f"Held by {spec.held_by}: {because}until it is released it is not in the "
                             "queue and holds nothing.")
             if waits:
                 self.message += f" It also waits for {waits}."

@@ -192,6 +192,8 @@ class JobSpec:
     nothing: ``preemptions_in_window`` does). ``None``: the snapshot does not know.
     ``held_by`` (who holds it) and ``waits_on`` (dependencies not met yet) keep a job out of
     the queue: it is explained, ranked after every queued job, and holds nothing.
+    ``hold_reason``: why it is held, in its holder's words (one line; "" when none was
+    given), said in the explanation; it decides nothing.
     """
 
     id: str
@@ -219,6 +221,7 @@ class JobSpec:
     preemption_budget_frees_at: float | None = None
     held_by: str = ""
     waits_on: tuple[DependencyWait, ...] = ()
+    hold_reason: str = ""
 
 
 @dataclass(frozen=True, slots=True)

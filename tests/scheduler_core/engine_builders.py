@@ -115,8 +115,8 @@ class JobBuilder:
     def preempted_times(self, n: int, *, budget_frees_at: float | None = None) -> JobBuilder:
         return self._set(preemptions_in_window=n, preemption_budget_frees_at=budget_frees_at)
 
-    def held(self, by: str) -> JobBuilder:
-        return self._set(held_by=by)
+    def held(self, by: str, reason: str = "") -> JobBuilder:
+        return self._set(held_by=by, hold_reason=reason)
 
     def after(self, upstream: str, condition: DependencyCondition | str = DependencyCondition.AFTER_OK,
               upstream_state: str = "") -> JobBuilder:

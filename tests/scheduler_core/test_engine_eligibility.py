@@ -27,6 +27,19 @@ def test_held_job_is_not_queued_and_holds_nothing() -> None:
     assert held.resolvable
 
 
+def test_held_job_with_a_reason_says_it_in_its_holders_words() -> None:
+    plan = (make_cluster().nodes(1)
+            .pending(make_job("h").gpus(4).held("admin root", "waiting for maintenance on rack 3")
+                     .after("up", upstream_state="running"))
+            .plan())
+
+    held = why(plan, "h")
+    assert held.code is ReasonCode.HELD
+    assert held.message == ("Held by admin root: waiting for maintenance on rack 3 — until it is released it is not "
+                            "in the queue and holds nothing. It also waits for job up to succeed (now running).")
+    assert held.would_start_if == "it is released and job up succeeds"
+
+
 def test_held_head_gets_no_reservation_and_small_jobs_run() -> None:
     # The held 16-GPU job would be the head (high priority, whole nodes): held, it reserves
     # nothing, so the small job binds and nothing is said to wait for a reservation.
