@@ -38,9 +38,11 @@ from controlplane.models import (
     Team,
 )
 from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
+from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import job_history, nodes, quotas
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
+from controlplane.services.holds import reason_problem
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import shape_errors as job_shape_errors
 from controlplane.services.stopping import state_label
@@ -148,6 +150,35 @@ class NameField(serializers.CharField):
         if _INVISIBLE.search(value):
             raise serializers.ValidationError(_INVISIBLE_MESSAGE)
         return value
+
+
+class HoldReasonField(serializers.CharField):
+    """Why a job is held, in its holder's words: one line of visible text, a string only (a
+    number or a list is not a reason), at most HOLD_REASON_MAX_LENGTH characters; the rest of
+    its rules are the service's (services/holds.reason_problem)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("max_length", HOLD_REASON_MAX_LENGTH)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError(f"a reason is a string (one line of text), not {type(data).__name__}")
+        value: str = super().to_internal_value(data)
+        problem = reason_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+
+class HoldSerializer(StrictFieldsMixin, serializers.Serializer):
+    """`POST jobs/{id}/hold/` and `job-arrays/{id}/hold/`: an optional reason."""
+
+    reason = HoldReasonField(help_text="Why it is held, in your words (one line, at most "
+                                       f"{HOLD_REASON_MAX_LENGTH} characters): said in its explanation and "
+                                       "the job.held event; cleared on release.")
 
 
 class EnvField(serializers.DictField):
@@ -258,6 +289,9 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         required=False, default=False,
         help_text="Submit it held (sbatch -H): it waits out of the queue until released (POST jobs/{id}/release/).",
     )
+    hold_reason = HoldReasonField(
+        help_text="With `hold`: why it is held, in your words (one line); said in its explanation.",
+    )
     roles = GangRoleSerializer(
         many=True, required=False, allow_empty=False, max_length=MAX_ROLES,
         help_text="A heterogeneous gang: roles started together or not at all (e.g. 1 learner of 8 GPUs and "
@@ -300,6 +334,7 @@ JOB_FIELDS_SET_ELSEWHERE = {
     "team": "a job stays in the team it was submitted for; cancel it and resubmit it for another team",
     "workload": _FIXED_AT_SUBMIT, "command": _FIXED_AT_SUBMIT, "env": _FIXED_AT_SUBMIT, "roles": _FIXED_AT_SUBMIT,
     "hold": "use POST jobs/{id}/hold/ and jobs/{id}/release/ (qm hold, qm release)",
+    "hold_reason": "a hold's reason is given with it: POST jobs/{id}/hold/ {\"reason\": …} (qm hold --reason)",
     "state": "use POST jobs/{id}/cancel/, hold/ and release/; the scheduler sets the rest",
 }
 
@@ -725,7 +760,7 @@ class JobSerializer(serializers.ModelSerializer):
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
             "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "requeue_count", "lost_gpu_seconds",
-            "hold", "held_at", "held_by",
+            "hold", "held_at", "held_by", "hold_reason",
             "elapsed_s", "gpu_hours", "lost_gpu_hours", "ran_on",
         ]
         read_only_fields = fields
@@ -826,6 +861,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
         "requeue_count": job.requeue_count, "lost_gpu_seconds": job.lost_gpu_seconds,
         "hold": job.hold, "held_at": when(job.held_at), "held_by": job.held_by.get_username() if job.held_by_id else None,
+        "hold_reason": job.hold_reason,
         "elapsed_s": job_history.elapsed_seconds(job, read_at(job)), "gpu_hours": job_history.gpu_hours(job),
         "lost_gpu_hours": job_history.lost_gpu_hours(job), "ran_on": job_history.ran_on(job),
     }

@@ -416,14 +416,14 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         body.is_valid(raise_exception=True)
         return self._changed(lambda: holds.update(request.user, job.pk, dict(body.validated_data)))
 
-    @extend_schema(request=None, responses={200: s.JobChangeSerializer})
+    @extend_schema(request=s.HoldSerializer, responses={200: s.JobChangeSerializer})
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, pk: str | None = None) -> Response:
-        """Hold a waiting job (`scontrol hold`): out of the queue until released. An admin's hold
-        is released only by an admin."""
-        refuse_fields(request, "hold takes no fields")
+        """Hold a waiting job (`scontrol hold`): out of the queue until released, with an optional
+        `reason` in the holder's words. An admin's hold is released only by an admin."""
+        reason = hold_reason_of(request)
         job = self.get_object()
-        return self._changed(lambda: holds.hold(request.user, job.pk))
+        return self._changed(lambda: holds.hold(request.user, job.pk, reason=reason))
 
     @extend_schema(request=None, responses={200: s.JobChangeSerializer})
     @action(detail=True, methods=["post"])
@@ -491,6 +491,18 @@ def refusal_answer(refusal: holds.Refused) -> Response:
     return Response({"detail": refusal.detail, "code": "conflict",
                      "errors": {name: [message] for name, message in refusal.errors.items()}},
                     status=status.HTTP_409_CONFLICT)
+
+
+def hold_reason_of(request: Request) -> str:
+    """A hold's body: nothing, `{}` (what the pages send) or `{"reason": "…"}`; any other field,
+    or a reason that is not one line of text, is refused naming it."""
+    if not request.data:
+        return ""
+    if not isinstance(request.data, dict):
+        raise ValidationError({"non_field_errors": ["send no body, {}, or {\"reason\": \"…\"}"]})
+    body = s.HoldSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return str(body.validated_data.get("reason", ""))
 
 
 def refuse_fields(request: Request, refusal: str) -> None:
@@ -672,7 +684,7 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
     def retrieve(self, request: Request, array_id: str | None = None) -> Response:
         return Response(self._summary(self._tasks(request, array_id)))
 
-    @extend_schema(request=None, responses={200: s.JobArrayHoldSerializer})
+    @extend_schema(request=s.HoldSerializer, responses={200: s.JobArrayHoldSerializer})
     @action(detail=True, methods=["post"])
     def hold(self, request: Request, array_id: str | None = None) -> Response:
         """Hold every waiting task (`scontrol hold ARRAY`); running and ended tasks are counted."""
@@ -685,12 +697,18 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
         return self._hold(request, array_id, release_them=True)
 
     def _hold(self, request: Request, array_id: str | None, *, release_them: bool) -> Response:
-        verb = "release" if release_them else "hold"
-        refuse_fields(request, f"{verb} takes no fields")
+        reason = ""
+        if release_them:
+            refuse_fields(request, "release takes no fields")
+        else:
+            reason = hold_reason_of(request)
         tasks = self._tasks(request, array_id)
         ids = list(tasks.filter(state=JobState.PENDING).order_by("array_index", "id").values_list("pk", flat=True))
         summary = self._summary(tasks)  # 404 when no such array, or not yours
-        done = holds.hold_array(request.user, ids, release_them=release_them)
+        try:
+            done = holds.hold_array(request.user, ids, release_them=release_them, reason=reason)
+        except holds.Refused as refusal:
+            return refusal_answer(refusal)
         summary = self._summary(tasks)
         not_waiting = summary["count"] - len(ids) + done.not_waiting
         past = "released" if release_them else "held"

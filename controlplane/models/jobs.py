@@ -17,6 +17,9 @@ from controlplane.choices import (
     WorkloadClass,
 )
 
+#: The longest reason a hold carries (`Job.hold_reason`): one line, as Slurm's job comments.
+HOLD_REASON_MAX_LENGTH = 200
+
 
 class Job(models.Model):
     """What a team asked to run, and where it stands.
@@ -96,6 +99,9 @@ class Job(models.Model):
     held_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Why, in the holder's words (`scontrol hold` comments, an admin's "waiting for maintenance"):
+    # one line, said in the Held explanation; cleared on release.
+    hold_reason = models.CharField(max_length=HOLD_REASON_MAX_LENGTH, blank=True, default="")
 
     class Meta:
         ordering = ["-submitted_at", "-id"]

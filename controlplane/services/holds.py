@@ -2,10 +2,12 @@
 `sbatch -H`; Kueue's inactive workloads).
 
 A held job stays pending but out of line: the snapshot passes who holds it (`JobSpec.held_by`)
-and the engine keeps it out of the queue and explains it (`Held`). A user's hold is placed and
-released by the job's team (its submitter and any member) or an admin; an admin's hold only by
-an admin. Only a waiting job is held, released or reshaped; a running job may only be renamed
-and have its runtime limit lowered (raised by an admin only, as in Slurm).
+and why (`JobSpec.hold_reason`, the holder's own words, e.g. "waiting for dataset v3"), and the
+engine keeps it out of the queue and explains it (`Held`); a release clears the reason. A
+user's hold is placed and released by the job's team (its submitter and any member) or an
+admin; an admin's hold only by an admin. Only a waiting job is held, released or reshaped; a
+running job may only be renamed and have its runtime limit lowered (raised by an admin only,
+as in Slurm).
 
 Concurrency: every write here locks the job row first (FOR NO KEY UPDATE, the mode the cycle's
 bind takes, so the two serialise) and re-checks the state under the lock. A bind that locked
@@ -17,6 +19,7 @@ is never bound with a shape it no longer asks for, nor while held.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -29,6 +32,7 @@ from django.utils import timezone
 
 from controlplane.choices import EventKind, JobHold, JobState
 from controlplane.models import Event, Job, PendingPlace
+from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import access
 from controlplane.services import jobs as job_service
 from controlplane.services.transitions import event_fields
@@ -83,11 +87,33 @@ def hold_label(job: Job, username: str | None = None) -> str:
     return hold_label_of(job.hold, name)
 
 
-def held_sentence(label: str) -> tuple[str, str]:
-    """The engine's own words for a job held by `label` (its reason and what would start it),
-    stored at once so the job's page says it before the next cycle does."""
-    why = OutOfLine(JobSpec(id="held", team="", priority_class="", gpus=1, submitted_at=0.0, held_by=label))
+def held_sentence(label: str, reason: str = "") -> tuple[str, str]:
+    """The engine's own words for a job held by `label` for `reason` (why it waits and what
+    would start it), stored at once so the job's page says it before the next cycle does."""
+    why = OutOfLine(JobSpec(id="held", team="", priority_class="", gpus=1, submitted_at=0.0, held_by=label,
+                            hold_reason=reason))
     return why.message, why.would_start_if
+
+
+# Control characters (C0, DEL, C1) and bidirectional overrides: a reason is one line of visible
+# text, as a job's name is (api.serializers.NameField), never an escape sequence for a terminal.
+_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def reason_problem(reason: str) -> str:
+    """What is wrong with a hold's reason, in words for its field; "" when nothing is."""
+    if len(reason) > HOLD_REASON_MAX_LENGTH:
+        return f"at most {HOLD_REASON_MAX_LENGTH} characters ({len(reason)} given)"
+    if _INVISIBLE.search(reason):
+        return "one line of visible text: control characters (new lines, tabs, escape sequences) are not allowed"
+    return ""
+
+
+def _held_event_words(label: str, was: str, reason: str) -> tuple[str, dict[str, Any]]:
+    """A job.held event's message, and the data beside what each caller adds: the reason."""
+    message = (f"Held by {label}" + (f" (was held by {was})" if was else "")
+               + (f": {reason} —" if reason else ":") + " out of the queue until released")
+    return message, ({"reason": reason} if reason else {})
 
 
 def _actor(user: AbstractBaseUser) -> str:
@@ -133,11 +159,15 @@ def _request_cycle_on_commit() -> None:
 # ------------------------------------------------------------------------------ hold, release
 
 
-def hold(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) -> Outcome:
-    """Hold a waiting job: out of the queue until released. An admin's hold is `admin` (only an
-    admin releases it), anyone else's `user`. Holding a job already held changes nothing,
-    except that an admin's hold replaces a user's."""
+def hold(user: AbstractBaseUser, job_id: int, *, reason: str = "", at: datetime | None = None) -> Outcome:
+    """Hold a waiting job: out of the queue until released, for `reason` (the holder's words,
+    one line; "" for none). An admin's hold is `admin` (only an admin releases it), anyone
+    else's `user`. Holding a job already held changes nothing (its reason included), except
+    that an admin's hold replaces a user's."""
     at = at or timezone.now()
+    problem = reason_problem(reason)
+    if problem:
+        raise Refused(400, f"reason: {problem}.", {"reason": problem})
     with transaction.atomic():
         job = _locked(job_id)
         who = _may_act(user, job)
@@ -145,29 +175,30 @@ def hold(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) -> 
             raise _not_waiting(job, "held")
         level = JobHold.ADMIN if who.is_admin else JobHold.USER
         if job.hold == JobHold.ADMIN or (job.hold == JobHold.USER and level == JobHold.USER):
-            return Outcome(job, False, f"Job {job.pk} is already held by {hold_label(job)}{_since(job)}; "
+            because = f" ({job.hold_reason})" if job.hold_reason else ""
+            return Outcome(job, False, f"Job {job.pk} is already held by {hold_label(job)}{_since(job)}{because}; "
                                        "nothing changed.")
         was = hold_label(job) if job.hold else ""
         job.hold, job.held_at, job.held_by = level, at, user  # type: ignore[assignment]
+        job.hold_reason = reason
         label = hold_label(job, user.get_username())
-        message, would = held_sentence(label)
+        message, would = held_sentence(label, reason)
         job.pending_code = "Held"
         job.pending_message, job.pending_would_start_if = message, would  # stored words (see models.jobs)
         job.pending_resolvable = True
-        job.save(update_fields=["hold", "held_at", "held_by", "pending_code", "pending_words",
+        job.save(update_fields=["hold", "held_at", "held_by", "hold_reason", "pending_code", "pending_words",
                                 "would_start_if_words", "pending_resolvable"])
         # Out of line: no queue position until released (the next cycle ranks it after every queued job).
         PendingPlace.objects.filter(job_id=job.pk).delete()
+        said, because = _held_event_words(label, was, reason)
         Event.objects.create(**event_fields(
-            EventKind.JOB_HELD, _actor(user), job=job, at=at, reason="Held",
-            message=f"Held by {label}" + (f" (was held by {was})" if was else "")
-            + ": out of the queue until released",
-            data={"hold": level, "held_by": user.get_username(), **({"was": was} if was else {})},
+            EventKind.JOB_HELD, _actor(user), job=job, at=at, reason="Held", message=said,
+            data={"hold": level, "held_by": user.get_username(), **({"was": was} if was else {}), **because},
         ))
         _request_cycle_on_commit()
-    log.info("job_held", job=job.pk, hold=level, user=user.get_username())
-    return Outcome(job, True, f"Job {job.pk} held by {label}: it is out of the queue and holds nothing until "
-                              f"released (qm release {job.pk}).")
+    log.info("job_held", job=job.pk, hold=level, user=user.get_username(), reason=reason)
+    return Outcome(job, True, f"Job {job.pk} held by {label}" + (f" ({reason})" if reason else "")
+                   + f": it is out of the queue and holds nothing until released (qm release {job.pk}).")
 
 
 def release(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) -> Outcome:
@@ -183,18 +214,20 @@ def release(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) 
             return Outcome(job, False, f"Job {job.pk} is not held; it waits in the queue. Nothing changed.")
         label = hold_label(job)
         if job.hold == JobHold.ADMIN and not who.is_admin:
-            raise Refused(403, f"Job {job.pk} is held by {label}{_since(job)}: only an admin may release an "
-                               "admin's hold. Ask an admin to release it.")
-        job.hold, job.held_at, job.held_by = JobHold.NONE, None, None
+            because = f" ({job.hold_reason})" if job.hold_reason else ""
+            raise Refused(403, f"Job {job.pk} is held by {label}{_since(job)}{because}: only an admin may release "
+                               "an admin's hold. Ask an admin to release it.")
+        was_reason = job.hold_reason
+        job.hold, job.held_at, job.held_by, job.hold_reason = JobHold.NONE, None, None, ""
         job.pending_code = "Released"
         job.pending_message = f"Released by {user.get_username()}: back in the queue from the next scheduling cycle."
         job.pending_would_start_if = ""
-        job.save(update_fields=["hold", "held_at", "held_by", "pending_code", "pending_words",
+        job.save(update_fields=["hold", "held_at", "held_by", "hold_reason", "pending_code", "pending_words",
                                 "would_start_if_words"])
         Event.objects.create(**event_fields(
             EventKind.JOB_RELEASED, _actor(user), job=job, at=at, reason="Released",
             message=f"Released by {user.get_username()} (was held by {label}): back in the queue",
-            data={"was": label},
+            data={"was": label, **({"was_reason": was_reason} if was_reason else {})},
         ))
         _request_cycle_on_commit()
     log.info("job_released", job=job.pk, user=user.get_username())
@@ -212,25 +245,29 @@ class ArrayOutcome:
     refused: int
 
 
-def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool) -> ArrayOutcome:
+def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool, reason: str = "") -> ArrayOutcome:
     """Hold (or release) each waiting task among `job_ids` as `hold`/`release` does one (the same
-    rules, columns and one event each), in a few statements whatever their number, as
-    `jobs.cancel_waiting` cancels them: the rows are locked first, in id order, so a cycle
-    binding one meanwhile either wins (the task runs and is counted as not waiting) or finds it
-    held. Tasks that no longer wait are counted, not refused: an array is usually partly running."""
+    rules, columns and one event each; a hold's `reason` on each), in a few statements whatever
+    their number, as `jobs.cancel_waiting` cancels them: the rows are locked first, in id
+    order, so a cycle binding one meanwhile either wins (the task runs and is counted as not
+    waiting) or finds it held. Tasks that no longer wait are counted, not refused: an array is
+    usually partly running."""
     at = timezone.now()
+    problem = reason_problem(reason)
+    if problem:
+        raise Refused(400, f"reason: {problem}.", {"reason": problem})
     who = access.access_of(user)
     name = user.get_username()
     changed: list[int] = []
     unchanged = not_waiting = refused = 0
     with transaction.atomic():
         rows = list(Job.objects.filter(pk__in=job_ids).select_for_update(no_key=True).order_by("pk")
-                    .values_list("pk", "team_id", "state", "hold", "held_by_id"))
+                    .values_list("pk", "team_id", "state", "hold", "held_by_id", "hold_reason"))
         holders = dict(get_user_model().objects.filter(pk__in={r[4] for r in rows if r[4]}).values_list(
             "pk", "username"))
         level = JobHold.ADMIN if who.is_admin else JobHold.USER
         events: list[Event] = []
-        for pk, team_id, state, held, held_by in rows:
+        for pk, team_id, state, held, held_by, held_for in rows:
             if state != JobState.PENDING:
                 not_waiting += 1
                 continue
@@ -246,33 +283,34 @@ def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool
                     refused += 1
                     continue
                 message = f"Released by {name} (was held by {was}): back in the queue"
-                kind, reason, data = EventKind.JOB_RELEASED, "Released", {"was": was}
+                kind, code = EventKind.JOB_RELEASED, "Released"
+                data = {"was": was, **({"was_reason": held_for} if held_for else {})}
             else:
                 if held == JobHold.ADMIN or (held == JobHold.USER and level == JobHold.USER):
                     unchanged += 1
                     continue
-                message = (f"Held by {hold_label_of(level, name)}" + (f" (was held by {was})" if was else "")
-                           + ": out of the queue until released")
-                kind, reason = EventKind.JOB_HELD, "Held"
-                data = {"hold": level, "held_by": name, **({"was": was} if was else {})}
+                message, because = _held_event_words(hold_label_of(level, name), was, reason)
+                kind, code = EventKind.JOB_HELD, "Held"
+                data = {"hold": level, "held_by": name, **({"was": was} if was else {}), **because}
             changed.append(pk)
             events.append(Event(**event_fields(kind, _actor(user), job=Job(pk=pk, team_id=team_id), at=at,
-                                               reason=reason, message=message, data=data)))
+                                               reason=code, message=message, data=data)))
         if changed:
             if release_them:
                 Job.objects.filter(pk__in=changed).update(
-                    hold=JobHold.NONE, held_at=None, held_by=None, pending_code="Released",
+                    hold=JobHold.NONE, held_at=None, held_by=None, hold_reason="", pending_code="Released",
                     pending_words=f"Released by {name}: back in the queue from the next scheduling cycle.",
                     would_start_if_words="")
             else:
-                message, would = held_sentence(hold_label_of(level, name))
+                message, would = held_sentence(hold_label_of(level, name), reason)
                 Job.objects.filter(pk__in=changed).update(
-                    hold=level, held_at=at, held_by=user, pending_code="Held", pending_words=message,
+                    hold=level, held_at=at, held_by=user, hold_reason=reason, pending_code="Held", pending_words=message,
                     would_start_if_words=would, pending_resolvable=True)
                 PendingPlace.objects.filter(job_id__in=changed).delete()
             Event.objects.bulk_create(events, batch_size=2000)
             _request_cycle_on_commit()
-    log.info("array_released" if release_them else "array_held", jobs=len(changed), user=name)
+    log.info("array_released" if release_them else "array_held", jobs=len(changed), user=name,
+             **({} if release_them else {"reason": reason}))
     return ArrayOutcome(changed, unchanged, not_waiting, refused)
 
 

@@ -85,8 +85,10 @@ class SubmitRequest:
     # A heterogeneous gang: roles admitted together, each {"name", "count", "gpus_per_member",
     # "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu"} (see role_record).
     roles: tuple[dict[str, Any], ...] = ()
-    # Submitted held (sbatch -H): out of the queue until released (services/holds.py).
+    # Submitted held (sbatch -H): out of the queue until released (services/holds.py), with
+    # the holder's reason ("" for none; only with `hold`).
     hold: bool = False
+    hold_reason: str = ""
 
     def fingerprint(self) -> str:
         """Stable digest of the request, to tell a retry from a reuse of its Idempotency-Key."""
@@ -94,6 +96,8 @@ class SubmitRequest:
         body = {f.name: getattr(self, f.name) for f in fields(self)}
         if not body["hold"]:
             del body["hold"]  # the digest of a request without a hold is what it was before holds
+        if not body["hold_reason"]:
+            del body["hold_reason"]  # nor one without a reason what it was before reasons
         body["gpu_types"] = sorted(body["gpu_types"])
         if body["dependencies"]:
             body["dependencies"] = [{k: str(v) for k, v in sorted(d.items())} for d in body["dependencies"]]
@@ -390,6 +394,15 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
     errors.update(shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
                                min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles))
 
+    if req.hold_reason:
+        from controlplane.services import holds  # holds builds on this module
+
+        problem = holds.reason_problem(req.hold_reason)
+        if problem:
+            errors["hold_reason"] = problem
+        elif not req.hold:
+            errors["hold_reason"] = "a reason is for a job submitted held: send \"hold\": true with it, or no reason"
+
     array_indices: list[int] | None = None
     if req.array is not None:
         try:
@@ -603,7 +616,8 @@ def _submit(
     event = Event(**event_fields(
         EventKind.JOB_SUBMITTED, f"user:{user.get_username()}", job=job, reason="Submitted",
         message=f"Submitted by {user.get_username()}: {_describe(req, resolved)}" + (held_words if held else ""),
-        data={"gpus": req.gpus, "request_fingerprint": fingerprint, **({"hold": held["hold"]} if held else {})},
+        data={"gpus": req.gpus, "request_fingerprint": fingerprint, **({"hold": held["hold"]} if held else {}),
+              **({"hold_reason": req.hold_reason} if held and req.hold_reason else {})},
         at=at,
     ))
     try:
@@ -638,9 +652,11 @@ def _held_at_submit(user: AbstractBaseUser, req: SubmitRequest, at: datetime) ->
 
     level = JobHold.ADMIN if access.access_of(user).is_admin else JobHold.USER
     label = holds.hold_label_of(level, user.get_username())
-    message, would = holds.held_sentence(label)
-    return ({"hold": level, "held_at": at, "held_by": user, "pending_code": "Held", "pending_message": message,
-             "pending_would_start_if": would}, f"; held by {label} until released")
+    message, would = holds.held_sentence(label, req.hold_reason)
+    because = f" ({req.hold_reason})" if req.hold_reason else ""
+    return ({"hold": level, "held_at": at, "held_by": user, "hold_reason": req.hold_reason, "pending_code": "Held",
+             "pending_message": message, "pending_would_start_if": would},
+            f"; held by {label}{because} until released")
 
 
 _JOB_PER_TASK = {

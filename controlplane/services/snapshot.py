@@ -149,8 +149,9 @@ _JOB_COLUMNS = (
 _EXPLANATION_COLUMNS = (
     "pending_code", "pending_words", "would_start_if_words", "pending_resolvable",
 )
-# Who holds a pending job (`Job.hold`, `held_by`): a held job is out of line (JobSpec.held_by).
-_HOLD_COLUMNS = ("hold", "held_by_id")
+# Who holds a pending job (`Job.hold`, `held_by`) and why: a held job is out of line
+# (JobSpec.held_by), its holder's reason said in its explanation (JobSpec.hold_reason).
+_HOLD_COLUMNS = ("hold", "held_by_id", "hold_reason")
 # The same columns reached from an allocation (a foreign key's id as `job__team`, not `job__team_id`).
 _JOB_COLUMNS_VIA_ALLOCATION = tuple(
     "job_id" if c == "pk" else f"job__{c[:-3]}" if c.endswith("_id") else f"job__{c}" for c in _JOB_COLUMNS
@@ -384,23 +385,25 @@ def _read_pending(context: SnapshotContext, reader: _SpecReader, grace: dict[int
     job is held)."""
     pending = []
     width = len(_JOB_COLUMNS)
-    held: dict[int, tuple[str, int | None]] = {}
+    held: dict[int, tuple[str, int | None, str]] = {}
+    hold_width = len(_HOLD_COLUMNS)
     for row in Job.objects.filter(state=JobState.PENDING).order_by("submitted_at", "id").values_list(
         *_job_fields(_JOB_COLUMNS), *_HOLD_COLUMNS, *_EXPLANATION_COLUMNS
     ):
         spec = reader.spec(row[:width])
-        hold = row[width:width + 2]
+        hold = row[width:width + hold_width]
         if hold[0]:
             held[len(pending)] = hold
         pending.append(spec)
         context.grace_by_job[spec.id] = grace[row[2]]
-        context.explanations[spec.id] = row[width + 2:]
-        context.as_read[spec.id] = row[:width + 2]
+        context.explanations[spec.id] = row[width + hold_width:]
+        context.as_read[spec.id] = row[:width + hold_width]
     if held:
-        names = dict(get_user_model().objects.filter(pk__in={by for _, by in held.values()}).values_list(
+        names = dict(get_user_model().objects.filter(pk__in={by for _, by, _ in held.values()}).values_list(
             "pk", "username"))
-        for index, (level, by) in held.items():
-            pending[index] = dataclasses.replace(pending[index], held_by=hold_label_of(level, names.get(by, "")))
+        for index, (level, by, reason) in held.items():
+            pending[index] = dataclasses.replace(pending[index], held_by=hold_label_of(level, names.get(by, "")),
+                                                 hold_reason=reason)
     return tuple(pending)
 
 
