@@ -3,7 +3,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from frontend.views import jobs, nodes, overview, showback, teams, vendor, whatif
+from frontend.views import jobs, nodes, notifications, overview, showback, teams, vendor, whatif
 
 app_name = "frontend"
 
@@ -18,6 +18,7 @@ urlpatterns = [
     path("nodes/", nodes.nodes, name="nodes"),
     path("nodes/<str:name>/", nodes.node_detail, name="node"),
     path("what-if/", whatif.what_if, name="what-if"),
+    path("notifications/", notifications.notifications_page, name="notifications"),
     # Small JSON endpoints the pages poll for live updates.
     path("ui/overview.json", overview.overview_json, name="overview-json"),
     path("ui/jobs.json", jobs.job_list_json, name="jobs-json"),
@@ -26,6 +27,7 @@ urlpatterns = [
     path("ui/nodes.json", nodes.nodes_json, name="nodes-json"),
     path("ui/nodes/<str:name>.json", nodes.node_json, name="node-json"),
     path("ui/what-if.json", whatif.what_if_json, name="what-if-json"),
+    path("ui/notifications.json", notifications.notifications_json, name="notifications-json"),
     path("ui/vendor/plotly-<str:version>.min.js", vendor.plotly_js, name="plotly-js-versioned"),
     # Pages that do not link our icon (the Django admin, the API's browsable views) make browsers
     # ask for /favicon.ico.

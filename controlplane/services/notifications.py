@@ -51,7 +51,8 @@ import urllib3
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.db import connection, transaction
-from django.db.models import Exists, F, OuterRef
+from django.db.models import Count, Exists, F, OuterRef, Q, Window
+from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState, NotifyOn, Role
@@ -662,3 +663,133 @@ def _prune_now_and_then(now: datetime) -> None:
             return
         _pruned_at = time.monotonic()
     prune(now)
+
+
+# ------------------------------------------------------------------- the settings page's reads
+
+#: A path segment this long made only of token characters, with a digit or a capital in it, is
+#: taken for a credential (Slack's 24-character key, Mattermost's 26, Discord's 68, a Teams
+#: workflow's 32-hex id); lower-case words (`receiver-of-jobs`) are a path's names.
+_TOKEN_MIN_CHARS = 16
+_TOKEN_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_.~%+=")
+_WORD_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz-_.")
+MASK = "…"
+
+
+def _token_like(segment: str) -> bool:
+    chars = set(segment)
+    return len(segment) >= _TOKEN_MIN_CHARS and chars <= _TOKEN_CHARS and not chars <= _WORD_CHARS
+
+
+def _masked(value: str) -> str:
+    return value[:3] + MASK if len(value) > 6 else MASK
+
+
+def masked_url(url: str) -> str:
+    """A hook's URL as a page shows it: the credentials some receivers keep in their URLs hidden.
+
+    Every query value is hidden (`?token=abc…`, Teams' `sig=`), and so is every path segment of
+    16 or more token characters with a digit or a capital (Slack's `/services/T…/B…/<key>`,
+    Mattermost's `/hooks/<key>`);
+    each keeps its first 3 characters so a user tells two hooks apart. A user name or password
+    (refused by `url_problem`, but an older row may have one) is hidden whole."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return _masked(url)
+    host = f"[{host}]" if ":" in host else host  # an IPv6 address
+    netloc = (f"{MASK}@" if parts.username or parts.password else "") + host + (f":{port}" if port else "")
+    segments = [
+        _masked(s) if _token_like(s) else s for s in parts.path.split("/")
+    ]
+    query = "&".join(
+        (f"{pair.split('=', 1)[0]}={_masked(pair.split('=', 1)[1])}" if "=" in pair else _masked(pair))
+        for pair in parts.query.split("&") if pair
+    )
+    return f"{parts.scheme}://{netloc}{'/'.join(segments)}" + (f"?{query}" if query else "")
+
+
+@dataclass(frozen=True)
+class DeliveryRow:
+    """One delivery as the settings page lists it."""
+
+    id: int
+    event: str
+    job_id: int | None
+    created_at: datetime
+    attempts: int
+    status: str  # delivered, waiting, failed, queued
+    result: str  # "HTTP 200", "connection refused", "gave up after 10 attempts; the last: HTTP 500"
+    next_attempt_at: datetime | None
+
+
+def delivery_row(row: NotificationDelivery) -> DeliveryRow:
+    """A delivery's state in words: delivered (with the receiver's status), waiting for a retry
+    (with the last attempt's error), never tried yet, or failed for good (given up, or a test,
+    which is never retried)."""
+    code = f"HTTP {row.last_status}" if row.last_status else ""
+    if row.delivered_at is not None:
+        status, result = "delivered", code or "delivered"
+    elif row.next_attempt_at is not None:
+        status = "waiting" if row.attempts else "queued"
+        result = row.last_error or code or "not tried yet"
+    else:
+        status, result = "failed", row.last_error or code or "not delivered"
+    return DeliveryRow(row.pk, row.event, row.job_id, row.created_at, row.attempts, status, result,
+                       row.next_attempt_at)
+
+
+@dataclass(frozen=True)
+class HookRow:
+    """One hook as the settings page lists it, with its latest deliveries, newest first."""
+
+    hook: NotificationHook
+    shown_url: str
+    team: str | None
+    failing: bool
+    status: str
+    deliveries: list[DeliveryRow]
+
+
+def hooks_of(user: Any) -> Any:
+    """The hooks a user manages on their own settings page: their own, admins' included (the API's
+    `?user=` and the admin UI reach other users' hooks)."""
+    from controlplane.models import NotificationHook
+
+    return NotificationHook.objects.filter(user=user).select_related("team").annotate(
+        due=Count("deliveries", filter=Q(deliveries__next_attempt_at__isnull=False))).order_by("id")
+
+
+def hooks_page(user: Any, *, deliveries: int = 5) -> list[HookRow]:
+    """The user's hooks, each with its last `deliveries` deliveries: two queries whatever the
+    number of hooks and deliveries (one when the user has none)."""
+    from controlplane.models import NotificationDelivery
+
+    hooks = list(hooks_of(user))
+    if not hooks:
+        return []
+    latest: dict[int, list[DeliveryRow]] = defaultdict(list)
+    rows = NotificationDelivery.objects.filter(hook_id__in=[h.pk for h in hooks]).defer("payload").annotate(
+        newest=Window(RowNumber(), partition_by=F("hook_id"), order_by=F("id").desc())
+    ).filter(newest__lte=deliveries).order_by("hook_id", "-id")
+    for row in rows:
+        latest[row.hook_id].append(delivery_row(row))
+    page = []
+    for hook in hooks:
+        failing, words = health(hook, due=hook.due)
+        page.append(HookRow(hook, masked_url(hook.url), hook.team.name if hook.team_id else None, failing, words,
+                            latest[hook.pk]))
+    return page
+
+
+def teams_to_follow(user: Any) -> list[str]:
+    """The teams a user may give a hook (`team`): their own, every team for an admin (the API's
+    `validate_team` says the same)."""
+    from controlplane.models import Team
+    from controlplane.services import access
+
+    who = access.access_of(user)
+    teams = Team.objects.all() if who.is_admin else Team.objects.filter(pk__in=who.team_ids)
+    return list(teams.order_by("name").values_list("name", flat=True))

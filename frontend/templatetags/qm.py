@@ -35,6 +35,8 @@ def qm_nav(context: dict[str, Any]) -> dict[str, Any]:
         ("nodes", "Nodes", reverse("frontend:nodes")),
         ("what-if", "What-if", reverse("frontend:what-if")),
     ]
+    if may_submit(user):  # those with jobs to be told about (finance accounts have none)
+        links.append(("notifications", "Notifications", reverse("frontend:notifications")))
     if access.is_admin:
         links.append(("admin", "Admin", reverse("admin:index")))
     role = "admin" if access.is_admin else "finance" if access.is_finance else "member" if access.team_ids else "no role"

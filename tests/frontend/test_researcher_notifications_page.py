@@ -1,0 +1,202 @@
+"""/notifications/: a user's webhooks and their last deliveries, theirs only, in a fixed number of
+queries; the API behind its buttons refuses another user's hook; its field-error slots cover
+every field the API names."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from controlplane.models import NotificationDelivery, NotificationHook, Team
+from controlplane.services import notifications
+
+pytestmark = pytest.mark.django_db
+
+API = "/api/v1/notification-hooks/"
+SLACK = "https://hooks.slack.com/services/T0AAAA1111/B0BBBB2222/abcdEFGHijklMNOPqrstUVWX"
+
+
+def hook(username: str, url: str = SLACK, *, events: list[str] | None = None, team: str | None = None,
+         active: bool = True) -> NotificationHook:
+    return NotificationHook.objects.create(
+        user=get_user_model().objects.get(username=username), url=url, events=events or ["started", "failed"],
+        team=Team.objects.get(name=team) if team else None, secret="s" * 32, active=active,
+        created_at=timezone.now())
+
+
+def delivery(h: NotificationHook, event: str = "failed", **fields: Any) -> NotificationDelivery:
+    fields.setdefault("created_at", timezone.now())
+    return NotificationDelivery.objects.create(hook=h, event=event, payload={"text": "x"}, **fields)
+
+
+def hook_ids(content: bytes) -> list[int]:
+    return [int(i) for i in re.findall(rb'data-hook="(\d+)"', content)]
+
+
+def test_the_page_lists_the_users_hooks_with_their_last_deliveries_and_no_one_elses(
+        client_for: Callable[[str], Client]) -> None:
+    own = hook("alice", events=["started", "failed"])
+    team = hook("alice", "https://chat.example.org/hooks/x?token=hunter2hunter2", events=["preempted"],
+                team="vision", active=False)
+    bobs = hook("bob", "https://bob.example.org/secret-path-of-bob", events=["succeeded"])
+    delivery(bobs, created_at=timezone.now())
+    now = timezone.now()
+    for i in range(7):  # only the newest five are listed, newest first
+        delivery(own, "started", created_at=now - timedelta(minutes=10 - i), attempts=1, last_status=200,
+                 delivered_at=now)
+    waiting = delivery(own, "failed", attempts=2, last_status=503, last_error="HTTP 503: down",
+                       next_attempt_at=now + timedelta(minutes=2))
+    gave_up = delivery(team, "preempted", attempts=10, last_status=None,
+                       last_error="gave up after 10 attempts; the last: connection refused")
+
+    response = client_for("alice").get("/notifications/")
+    assert response.status_code == 200
+    content = response.content
+    text = content.decode()
+    assert hook_ids(content) == [own.pk, team.pk]
+    # Credentials in a URL are hidden: Slack's key in its path, a token in the query.
+    assert "abcdEFGHijklMNOPqrstUVWX" not in text and "hunter2hunter2" not in text
+    assert "https://hooks.slack.com/services/T0AAAA1111/B0BBBB2222/abc…" in text
+    assert "https://chat.example.org/hooks/x?token=hun…" in text
+    # Another user's hook is not there, nor any word of it.
+    assert "bob.example.org" not in text and f'id="hook-{bobs.pk}"' not in text
+
+    rows = {h.hook.pk: h for h in response.context["hooks"]}
+    assert [d.id for d in rows[own.pk].deliveries] == sorted(
+        NotificationDelivery.objects.filter(hook=own).values_list("id", flat=True), reverse=True)[:5]
+    first = rows[own.pk].deliveries[0]
+    assert (first.id, first.status, first.result, first.attempts) == (waiting.pk, "waiting", "HTTP 503: down", 2)
+    assert rows[own.pk].deliveries[1].status == "delivered" and rows[own.pk].deliveries[1].result == "HTTP 200"
+    (last,) = rows[team.pk].deliveries
+    assert (last.id, last.status) == (gave_up.pk, "failed")
+    assert last.result.startswith("gave up after 10 attempts")
+    # What each hook is: events, whose jobs, enabled, its state in words.
+    own_html = text[text.index(f'id="hook-{own.pk}"'):text.index(f'id="hook-{team.pk}"')]
+    assert "started, failed" in own_html and "my own jobs" in own_html
+    assert "waiting: HTTP 503: down" in own_html and "1 delivery(ies) waiting to be sent" in own_html
+    team_html = text[text.index(f'id="hook-{team.pk}"'):]
+    assert "every job of team vision" in team_html and "no: paused" in team_html and "Resume" in team_html
+    assert "failed: gave up after 10 attempts" in team_html
+
+    # The live fragment lists the same hooks.
+    live = client_for("alice").get("/ui/notifications.json").json()["html"]["hooks"]
+    assert hook_ids(live.encode()) == [own.pk, team.pk] and "bob.example.org" not in live
+
+
+def test_bob_sees_only_his_and_an_admin_sees_her_own_on_her_page(client_for: Callable[[str], Client]) -> None:
+    alices = hook("alice")
+    bobs = hook("bob")
+    assert hook_ids(client_for("bob").get("/notifications/").content) == [bobs.pk]
+    admins = hook("admin")
+    assert hook_ids(client_for("admin").get("/notifications/").content) == [admins.pk]
+    assert alices.pk not in hook_ids(client_for("admin").get("/ui/notifications.json").json()["html"]["hooks"].encode())
+
+
+def test_the_buttons_api_refuses_another_users_hook(client_for: Callable[[str], Client]) -> None:
+    bobs = hook("bob", active=True)
+    alice = client_for("alice")
+    assert alice.patch(f"{API}{bobs.pk}/", {"active": False}, content_type="application/json").status_code == 404
+    assert alice.post(f"{API}{bobs.pk}/test/").status_code == 404
+    assert alice.delete(f"{API}{bobs.pk}/").status_code == 404
+    bobs.refresh_from_db()
+    assert bobs.active is True and not NotificationDelivery.objects.filter(hook=bobs).exists()
+
+
+def test_the_page_calls_the_api_with_the_session_and_its_csrf_token(demo: None) -> None:
+    """What the page's script does: same-origin session, the token from the page's meta tag."""
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(get_user_model().objects.get(username="alice"))
+    page = browser.get("/notifications/").content.decode()
+    token = re.search(r'<meta name="csrf-token" content="([^"]+)">', page).group(1)
+    api_url = re.search(r'id="add-hook"[^>]*data-api-url="([^"]+)"', page).group(1)
+    body = {"url": "https://hooks.slack.com/services/T0/B0/x", "events": ["failed"]}
+
+    assert browser.post(api_url, body, content_type="application/json").status_code == 403
+    assert not NotificationHook.objects.exists()
+    created = browser.post(api_url, body, content_type="application/json", HTTP_X_CSRFTOKEN=token)
+    assert created.status_code == 201 and len(created.json()["secret"]) >= 32
+    h = NotificationHook.objects.get()
+    pause = re.search(r'data-hook-action="pause" data-method="PATCH" data-body=\'([^\']+)\' data-url="([^"]+)"',
+                      browser.get("/ui/notifications.json").json()["html"]["hooks"])
+    assert pause.group(2) == f"{API}{h.pk}/"
+    assert browser.patch(pause.group(2), pause.group(1), content_type="application/json",
+                         HTTP_X_CSRFTOKEN=token).status_code == 200
+    h.refresh_from_db()
+    assert h.active is False
+
+
+@pytest.mark.parametrize("body", [
+    {"url": "ftp://example.org/x", "events": ["nope"], "team": "language", "secret": "short"},
+    {"url": "https://elsewhere.example.com/x", "events": []},
+], ids=["every-field", "host-not-allowed-and-no-events"])
+def test_every_field_the_api_refuses_has_its_slot_on_the_form(client_for: Callable[[str], Client], settings: Any,
+                                                             body: dict[str, Any]) -> None:
+    settings.QM = {**settings.QM, "WEBHOOK_ALLOWED_HOSTS": "hooks.slack.com"}
+    alice = client_for("alice")
+    refused = alice.post(API, body, content_type="application/json")
+    assert refused.status_code == 400
+    fields = {f.split(".")[0] for f in refused.json()["errors"]}
+    assert fields == set(body)  # each field given was refused
+    page = alice.get("/notifications/").content.decode()
+    slots = set(re.findall(r'data-error-for="([^"]+)"', page))
+    assert fields <= slots, fields - slots
+    inputs = set(re.findall(r'data-field="([^"]+)"', page))
+    if 'name="events" value="started" data-event' in page:
+        inputs.add("events")
+    assert fields <= inputs, fields - inputs
+    # The teams offered are those the API takes from her: vision only.
+    assert re.findall(r'<option value="(\w+)">every job of team', page) == ["vision"]
+
+
+def test_queries_do_not_grow_with_hooks_or_deliveries(client_for: Callable[[str], Client]) -> None:
+    alice = client_for("alice")
+
+    def counts() -> tuple[int, int]:
+        out = []
+        for url in ("/notifications/", "/ui/notifications.json"):
+            with CaptureQueriesContext(connection) as queries:
+                assert alice.get(url).status_code == 200
+            out.append(len(queries))
+        return out[0], out[1]
+
+    h = hook("alice")
+    delivery(h)
+    few = counts()
+    for i in range(12):
+        more = hook("alice", events=["started"], team="vision" if i % 2 else None)
+        for _ in range(8):
+            delivery(more, attempts=1, last_status=200, delivered_at=timezone.now())
+    many = counts()
+    assert few == many, (few, many)
+    assert len(client_for("alice").get("/notifications/").context["hooks"]) == 13
+    assert few[0] <= 7, few
+
+
+def test_the_nav_and_the_user_name_lead_to_the_page(client_for: Callable[[str], Client]) -> None:
+    page = client_for("alice").get("/").content.decode()
+    assert 'data-nav="notifications"' in page
+    assert '<a class="user" href="/notifications/"' in page
+    assert 'data-nav="notifications"' not in client_for("finn").get("/").content.decode()
+    active = client_for("alice").get("/notifications/").content.decode()
+    assert 'href="/notifications/" data-nav="notifications" class="active"' in active
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    (SLACK, "https://hooks.slack.com/services/T0AAAA1111/B0BBBB2222/abc…"),
+    ("https://mm.example.org/hooks/xjdu83hd72hsy3hdnsk2hd8sj1", "https://mm.example.org/hooks/xjd…"),
+    ("https://x.example.org/in?token=abcdefgh&v=1", "https://x.example.org/in?token=abc…&v=…"),
+    ("http://127.0.0.1:8080/hook", "http://127.0.0.1:8080/hook"),
+    ("https://u:pw@x.example.org/a", "https://…@x.example.org/a"),
+    ("http://[::1]:9000/webhooks/receiver-of-jobs", "http://[::1]:9000/webhooks/receiver-of-jobs"),
+])
+def test_masked_url_hides_what_looks_like_a_credential(url: str, shown: str) -> None:
+    assert notifications.masked_url(url) == shown
