@@ -267,6 +267,8 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
         spec["runtime_limit_s"] = _duration(args.time, "--time")
     if args.hold:
         spec["hold"] = True  # sbatch -H: submitted held, out of the queue until `qm release`
+    if args.hold_reason is not None:
+        spec["hold_reason"] = args.hold_reason  # the API refuses it without --hold, naming it
     if args.checkpoint_every:
         spec["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
     if args.env:
@@ -545,6 +547,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("gpu-hours", f"{job['gpu_hours']:.2f} held over all its runs (the accounting's)"
          if job.get("gpu_hours") else ""),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
+        *([("hold reason", job["hold_reason"])] if job.get("hold") and job.get("hold_reason") else []),
         ("queue position", job["queue_position"]), ("earliest start", _eta_text(job["eta"], relative=False)),
         *([("running", running)] if running else []),
         ("stopping", stopping),
@@ -670,10 +673,11 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     if not args.jobs:
         raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
     ids = [_job_id(job) for job in args.jobs]
+    body = _action_body(args)
     failed, results = 0, []
     for job_id in ids:
         try:
-            result = api.request("POST", f"jobs/{job_id}/{verb}/")
+            result = api.request("POST", f"jobs/{job_id}/{verb}/", body=body)
         except ApiError as error:
             print(f"error: job {job_id}: {output.visible(str(error))}", file=sys.stderr)
             failed += 1
@@ -697,12 +701,18 @@ def _act_on_array(api: Api, args: argparse.Namespace, verb: str) -> int:
         array_id = str(uuid.UUID(args.array.strip()))
     except ValueError:
         raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
-    answer = api.request("POST", f"job-arrays/{array_id}/{verb}/")  # 404 when no such array, or not yours
+    answer = api.request("POST", f"job-arrays/{array_id}/{verb}/", body=_action_body(args))  # 404: none, or not yours
     if args.json:
         output.emit_json(answer)
     else:
         print(output.visible(answer["detail"]))
     return 0
+
+
+def _action_body(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`qm hold --reason TEXT`: the hold's body; the other actions send none."""
+    reason = getattr(args, "reason", None)
+    return {"reason": reason} if reason is not None else None
 
 
 #: `qm update` flags → the API's fields (PATCH jobs/{id}/), as `qm submit` spells them.
@@ -1411,6 +1421,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")
     p.add_argument("--hold", "-H", action="store_true",
                    help="submit it held: it waits out of the queue until `qm release JOB` (sbatch -H)")
+    p.add_argument("--hold-reason", metavar="TEXT", help="with --hold: why it is held, in your words")
 
     for name, helptext in (("list", "your team's jobs (pending and running unless --all)"),
                            ("status", "one job in detail, or the list")):
@@ -1469,6 +1480,10 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(verb, parents=[common], help=helptext, description=description)
         p.add_argument("jobs", nargs="*", metavar="JOB")
         p.add_argument("--array", metavar="ARRAY_ID", help="every waiting task of this job array")
+        if verb == "hold":
+            p.add_argument("--reason", "-r", metavar="TEXT",
+                           help="why, in your words (one line, at most 200 characters), e.g. "
+                                "'waiting for dataset v3': its explanation and events say it")
     p = sub.add_parser("update", parents=[common], help="change a waiting job (or a running one's name and limit)",
                        description="Change a job (scontrol update), with qm submit's flags. While it waits: its "
                                    "name, project, priority, limits and shape, checked as a submit of the changed "
