@@ -231,6 +231,21 @@ class JobFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
+class JobHistoryFilterSet(JobFilterSet):
+    """The `/history/` page's filters: the jobs list's own (one rule, one home: a bad value is
+    refused there as here, naming its parameter), with `state` limited to the states a job ends
+    in, and no `ordering` (the history is newest end first)."""
+
+    state = filters.MultipleChoiceFilter(
+        choices=[(state.value, state.label) for state in job_history.ENDED_STATES],
+        help_text="How it ended; repeat for several.",
+    )
+    ordering = None  # type: ignore[assignment]
+
+    class Meta(JobFilterSet.Meta):
+        pass
+
+
 class TeamFilterSet(filters.FilterSet):
     name = filters.CharFilter(field_name="name")
     cohort = filters.CharFilter(field_name="cohort__name", help_text="Cohort name.")

@@ -3,7 +3,7 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from frontend.views import jobs, nodes, notifications, overview, showback, teams, vendor, whatif
+from frontend.views import history, jobs, nodes, notifications, overview, showback, teams, vendor, whatif
 
 app_name = "frontend"
 
@@ -13,6 +13,8 @@ urlpatterns = [
     path("", overview.overview, name="overview"),
     path("jobs/", jobs.job_list, name="jobs"),
     path("jobs/<int:job_id>/", jobs.job_detail, name="job"),
+    path("history/", history.history, name="history"),
+    path("history.csv", history.history_csv, name="history-csv"),
     path("teams/", teams.teams, name="teams"),
     path("showback/", showback.showback, name="showback"),
     path("nodes/", nodes.nodes, name="nodes"),

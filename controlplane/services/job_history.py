@@ -11,12 +11,18 @@ its runs, and where it ran. The API's job fields (`elapsed_s`, `gpu_hours`, `ran
   is as fresh as the rollup (`rolled_until`, every ~15 s): a job finished a few seconds ago may
   not yet have its last seconds counted.
 - ran on: every node the job held a GPU on in any of its runs, released ones included.
+
+The `/history/` page (and its CSV) lists the jobs that ended with these figures: `history_rows`
+for a page, `history_totals` over the whole filtered set, `history_csv` for the download.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from datetime import datetime, timedelta
+import csv
+import io
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
 from django.db.models import (
@@ -28,13 +34,14 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     Q,
+    QuerySet,
     Sum,
     Value,
     When,
 )
 from django.db.models.functions import Cast
 
-from controlplane.choices import LIVE_JOB_STATES
+from controlplane.choices import LIVE_JOB_STATES, JobState
 from controlplane.models import AllocationGpu, Job, UsageRollup
 from controlplane.models.usage import RollupBucket
 
@@ -119,17 +126,179 @@ def _attached(job: Job) -> Job:
     return job
 
 
+def _gpu_hours_of(seconds: Decimal) -> float:
+    return float((seconds / _HOUR_S).quantize(_HOURS_Q))
+
+
 def gpu_hours(job: Job) -> float:
     """The job's allocated GPU-hours so far (4 decimals), read with its page or on its own."""
-    seconds: Decimal = _attached(job).allocated_gpu_seconds  # type: ignore[attr-defined]
-    return float((seconds / _HOUR_S).quantize(_HOURS_Q))
+    return _gpu_hours_of(_attached(job).allocated_gpu_seconds)  # type: ignore[attr-defined]
 
 
 def ran_on(job: Job) -> list[str]:
     return list(_attached(job).ran_on)  # type: ignore[attr-defined]
 
 
+def _lost_hours_of(seconds: float) -> float:
+    return round(float(seconds) / 3600, 4)
+
+
 def lost_gpu_hours(job: Job) -> float:
     """The work its preemptions and other requeues threw away (`lost_gpu_seconds`), in hours."""
-    return round(float(job.lost_gpu_seconds) / 3600, 4)
+    return _lost_hours_of(job.lost_gpu_seconds)
 
+
+
+# ------------------------------------------------------------------- the history of ended jobs
+
+#: The states a job ends in: what the history lists (`qm history`'s states; pending, running and
+#: unschedulable jobs are the jobs list's).
+ENDED_STATES = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT)
+#: Jobs read per query when every row of a filtered set is written (the CSV).
+CSV_CHUNK = 1000
+
+
+def ended_jobs(jobs: QuerySet[Job]) -> QuerySet[Job]:
+    """The jobs of `jobs` (already scoped to the reader and filtered) that ended, newest end
+    first (the newest id breaks ties, so pages never overlap), with what a row names."""
+    return (jobs.filter(state__in=ENDED_STATES).select_related("team", "project", "submitter")
+            .order_by(F("finished_at").desc(nulls_last=True), "-id"))
+
+
+def _second(at: datetime | None) -> str:
+    """A stored time as ISO 8601 UTC to the nearest second, as the pages round it."""
+    if at is None:
+        return ""
+    return (at + timedelta(microseconds=500_000)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def clock(seconds: int | None) -> str:
+    """Elapsed time as sacct says it: `HH:MM:SS`, `D-HH:MM:SS` from a day on; "" for none."""
+    if seconds is None:
+        return ""
+    days, rest = divmod(int(seconds), 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
+@dataclass(frozen=True)
+class HistoryRow:
+    """One ended job with its history figures, as the page's table and the CSV both say them."""
+
+    job: Job
+    elapsed_s: int | None
+    gpu_hours: float
+    lost_gpu_hours: float
+    ran_on: list[str]
+
+    @property
+    def elapsed(self) -> str:
+        return clock(self.elapsed_s)
+
+    @property
+    def submitted(self) -> str:
+        return _second(self.job.submitted_at)
+
+    @property
+    def started(self) -> str:
+        return _second(self.job.started_at)
+
+    @property
+    def ended(self) -> str:
+        return _second(self.job.finished_at)
+
+
+def history_rows(jobs: Sequence[Job], now: datetime) -> list[HistoryRow]:
+    """A page of ended jobs with their figures: one query for all of them (`attach_history`)."""
+    attach_history(jobs)
+    return [HistoryRow(job, elapsed_seconds(job, now), gpu_hours(job), lost_gpu_hours(job), ran_on(job))
+            for job in jobs]
+
+
+@dataclass
+class HistoryTotals:
+    """The whole filtered set: how many jobs, by how they ended, and the sums of the rows'
+    own figures (each job's `gpu_hours` and `lost_gpu_hours` as its row says them, added up:
+    `qm history`'s totals line adds them the same way)."""
+
+    jobs: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    _gpu_hours: Decimal = Decimal(0)  # summed exactly: each figure has 4 decimals
+    _lost_gpu_hours: Decimal = Decimal(0)
+
+    def add(self, state: str, gpu_hours: float, lost_gpu_hours: float) -> None:
+        self.jobs += 1
+        self.states[state] = self.states.get(state, 0) + 1
+        self._gpu_hours += Decimal(str(gpu_hours))
+        self._lost_gpu_hours += Decimal(str(lost_gpu_hours))
+
+    @property
+    def gpu_hours(self) -> float:
+        return float(self._gpu_hours)
+
+    @property
+    def lost_gpu_hours(self) -> float:
+        return float(self._lost_gpu_hours)
+
+    @property
+    def by_state(self) -> list[tuple[str, int]]:
+        """(state, jobs), the commonest first."""
+        return sorted(self.states.items(), key=lambda kv: (-kv[1], kv[0]))
+
+
+def history_totals(jobs: QuerySet[Job]) -> HistoryTotals:
+    """Totals over every job of `jobs` (an `ended_jobs` set), not one page: two queries whatever
+    its size, one for the jobs' states and lost work, one for their day rollups' GPU-seconds
+    summed per job (accounting.job_cost's sum), each job's then rounded as `gpu_hours` rounds it."""
+    ids = jobs.order_by().values("pk")
+    held = dict(
+        UsageRollup.objects.filter(bucket=RollupBucket.DAY, job_id__in=ids).order_by()
+        .values("job_id").annotate(g=Sum("allocated_gpu_seconds")).values_list("job_id", "g")
+    )
+    totals = HistoryTotals()
+    for pk, state, lost in jobs.order_by().values_list("pk", "state", "lost_gpu_seconds").iterator(chunk_size=5000):
+        totals.add(state, _gpu_hours_of(Decimal(str(held.get(pk) or 0))), _lost_hours_of(lost))
+    return totals
+
+
+#: The CSV's columns: the table's, each figure in full (GPU-hours to 4 decimals, every node).
+CSV_COLUMNS = ["job_id", "name", "team", "project", "user", "state", "exit_code", "submitted_at", "started_at",
+               "finished_at", "elapsed_s", "elapsed", "gpus", "gpu_hours", "lost_gpu_hours", "ran_on"]
+
+
+def csv_cells(row: HistoryRow) -> list[str]:
+    job = row.job
+    return [
+        str(job.pk), job.name, job.team.name, job.project.name if job.project else "",
+        job.submitter.get_username() if job.submitter else "", str(job.state),
+        "" if job.exit_code is None else str(job.exit_code), row.submitted, row.started, row.ended,
+        "" if row.elapsed_s is None else str(row.elapsed_s), row.elapsed, str(job.gpus),
+        f"{row.gpu_hours:.4f}", f"{row.lost_gpu_hours:.4f}", " ".join(row.ran_on),
+    ]
+
+
+def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
+    """Every job of `jobs` (an `ended_jobs` set) as CSV lines, the page's columns and order, then
+    a TOTAL row (the sums of the rows above, as `history_totals` says them). The ids are read
+    first, so a job ending meanwhile cannot shift a chunk; then CSV_CHUNK jobs per query, with
+    their figures (one more query each)."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+
+    def line(cells: list[str]) -> str:
+        buffer.seek(0)
+        buffer.truncate()
+        writer.writerow(cells)
+        return buffer.getvalue()
+
+    yield line(CSV_COLUMNS)
+    ids = list(jobs.values_list("pk", flat=True))
+    totals = HistoryTotals()
+    for start in range(0, len(ids), CSV_CHUNK):
+        chunk = ids[start:start + CSV_CHUNK]
+        by_id = {job.pk: job for job in jobs.filter(pk__in=chunk)}
+        for row in history_rows([by_id[pk] for pk in chunk if pk in by_id], now):
+            totals.add(str(row.job.state), row.gpu_hours, row.lost_gpu_hours)
+            yield line(csv_cells(row))
+    total = ["TOTAL", f"{totals.jobs} jobs"] + [""] * (len(CSV_COLUMNS) - 5)
+    yield line([*total, f"{totals.gpu_hours:.4f}", f"{totals.lost_gpu_hours:.4f}", ""])

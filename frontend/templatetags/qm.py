@@ -29,6 +29,7 @@ def qm_nav(context: dict[str, Any]) -> dict[str, Any]:
     links = [("overview", "Overview", reverse("frontend:overview"))]
     if may_submit(user):
         links.append(("jobs", "Jobs", reverse("frontend:jobs")))
+        links.append(("history", "History", reverse("frontend:history")))
     links += [
         ("teams", "Teams", reverse("frontend:teams")),
         ("showback", "Showback", reverse("frontend:showback")),

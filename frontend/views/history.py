@@ -1,0 +1,86 @@
+"""`/history/`: the jobs that ended, as `qm history` / `sacct` list them, and `/history.csv`.
+
+The filters are the jobs API's (`JobHistoryFilterSet`, a `JobFilterSet`), the scope the API's
+(`access.visible_jobs`), the figures and totals `services/job_history.py`'s: this view only
+reads the query, hands it over and renders what comes back.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.core.paginator import Paginator
+from django.db.models import QuerySet
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+from django.views.decorators.http import require_GET
+from rest_framework.exceptions import ValidationError
+
+from controlplane.api.filter_backends import refuse_unknown_parameters
+from controlplane.filtersets import JobHistoryFilterSet
+from controlplane.models import Job
+from controlplane.services import access, job_history
+
+PAGE_SIZE = 50
+#: The query parameters the page takes besides its filters.
+PAGE_PARAMETERS = frozenset({"page"})
+
+
+def _filtered(request: HttpRequest) -> tuple[JobHistoryFilterSet, QuerySet[Job] | None, dict[str, list[str]]]:
+    """The reader's ended jobs under the query's filters, or the errors naming each bad parameter
+    (an unknown one too, as the API refuses it)."""
+    filterset = JobHistoryFilterSet(request.GET, queryset=access.visible_jobs(request.user))
+    try:
+        refuse_unknown_parameters(SimpleNamespace(query_params=request.GET),  # type: ignore[arg-type]
+                                  set(JobHistoryFilterSet.base_filters) | PAGE_PARAMETERS, "page")
+    except ValidationError as exc:
+        return filterset, None, {name: [str(m) for m in messages] for name, messages in exc.detail.items()}
+    if not filterset.is_valid():
+        return filterset, None, {name: [str(m) for m in messages] for name, messages in filterset.errors.items()}
+    return filterset, job_history.ended_jobs(filterset.qs), {}
+
+
+@login_required
+@require_GET
+def history(request: HttpRequest) -> HttpResponse:
+    filterset, jobs, errors = _filtered(request)
+    query = request.GET.copy()
+    query.pop("page", None)
+    context: dict[str, Any] = {
+        "page": "history",
+        "errors": errors,
+        "query": query.urlencode(),
+        "states": [(state.value, state.label) for state in job_history.ENDED_STATES],
+        "chosen_states": request.GET.getlist("state"),
+        "visible_teams": list(access.member_teams(request.user).order_by("name").values_list("name", flat=True)),
+        "may_submit": access.may_submit(request.user),
+    }
+    if jobs is None:
+        return render(request, "frontend/history.html", context, status=400)
+    totals = job_history.history_totals(jobs)
+    paginator = Paginator(jobs, PAGE_SIZE)
+    paginator.count = totals.jobs  # type: ignore[misc]  # counted with the totals: no COUNT(*) more
+    listed = paginator.get_page(request.GET.get("page"))
+    context.update({
+        "jobs": listed,
+        "rows": job_history.history_rows(listed.object_list, timezone.now()),
+        "totals": totals,
+    })
+    return render(request, "frontend/history.html", context)
+
+
+@login_required
+@require_GET
+def history_csv(request: HttpRequest) -> HttpResponse:
+    """The page's filtered set, every row (not one page), with a TOTAL row."""
+    _, jobs, errors = _filtered(request)
+    if jobs is None:
+        text = "; ".join(f"{name}: {' '.join(messages)}" for name, messages in errors.items())
+        return HttpResponse(text + "\n", status=400, content_type="text/plain; charset=utf-8")
+    now = timezone.now()
+    response = StreamingHttpResponse(job_history.history_csv(jobs, now), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.csv"'
+    return response

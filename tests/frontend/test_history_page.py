@@ -1,0 +1,321 @@
+"""`/history/`: the jobs that ended, as `qm history` lists them, in the browser's page and its CSV.
+
+The filters are the jobs API's (a bad value is a 400 naming its parameter, never a 500), the
+scope the API's (a member reads their teams' jobs, finance none, an admin every team's), the
+GPU-hours the accounting's (`job_history.gpu_hours`, the figure the API says), and the totals
+cover the whole filtered set, not the page shown."""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.contrib.auth import get_user_model
+from django.db import connection
+from django.test import Client
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from controlplane.choices import AllocationState, JobState
+from controlplane.models import Allocation, AllocationGpu, Job, Node, Project, Team, UsageRollup
+from controlplane.services import accounting, job_history
+from frontend.views.history import PAGE_SIZE
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.django_db
+H = "/history/"
+CSV = "/history.csv"
+_generation = iter(range(1, 100_000))
+
+
+def _held(job: Job, node: Node, start: datetime, end: datetime, gpus: int) -> None:
+    allocation = Allocation.objects.create(
+        job=job, generation=next(_generation), epoch=1, created_at=start, started_at=start, released_at=end,
+        state=AllocationState.RELEASED)
+    AllocationGpu.objects.bulk_create(
+        AllocationGpu(allocation=allocation, node=node, gpu_index=i, live=False) for i in range(gpus))
+
+
+def _ended(team: str, name: str, started: datetime, minutes: int, state: str = JobState.SUCCEEDED,
+           **kw: Any) -> Job:
+    kw.setdefault("exit_code", 0 if state == JobState.SUCCEEDED else 1)
+    submitter = kw.pop("user", None)
+    return f.make_job(
+        Team.objects.get(name=team), name=name, state=state, submitted_at=started - timedelta(minutes=5),
+        started_at=started, finished_at=started + timedelta(minutes=minutes),
+        submitter=get_user_model().objects.get(username=submitter) if submitter else None, **kw)
+
+
+def _node(name: str) -> Node:
+    return Node.objects.get(name=name)
+
+
+def _rows(response: Any) -> list[dict[str, str]]:
+    """The history table's rows, as cells keyed by the column headings."""
+    html = response.content.decode()
+    head = re.search(r"<thead>(.*?)</thead>", html, re.S)
+    assert head, html[:2000]
+    columns = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<th>(.*?)</th>", head.group(1), re.S)]
+    body = re.search(r"<tbody>(.*?)</tbody>", html, re.S)
+    rows = []
+    for tr in re.findall(r"<tr data-job[^>]*>(.*?)</tr>", body.group(1), re.S):
+        cells = re.findall(r"<td([^>]*)>(.*?)</td>", tr, re.S)
+        row = {}
+        for column, (attrs, inner) in zip(columns, cells, strict=True):
+            value = re.search(r'data-value="([^"]*)"', attrs)
+            row[column] = value.group(1) if value else re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", inner)).strip()
+        rows.append(row)
+    return rows
+
+
+def _ids(response: Any) -> list[int]:
+    assert response.status_code == 200, response.content[:600]
+    return [int(row["Job"]) for row in _rows(response)] if b"<tbody>" in response.content else []
+
+
+def _csv(client: Client, params: dict[str, Any] | None = None) -> list[list[str]]:
+    response = client.get(CSV, params or {})
+    assert response.status_code == 200, response.content[:400] if not response.streaming else ""
+    assert response["Content-Type"].startswith("text/csv")
+    assert "attachment" in response["Content-Disposition"]
+    return list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+
+
+def _totals(response: Any) -> tuple[int, str, str]:
+    html = response.content.decode()
+    found = re.search(r'id="history-totals" data-jobs="(\d+)" data-gpu-hours="([\d.]+)" '
+                      r'data-lost-gpu-hours="([\d.]+)"', html)
+    assert found, html[:3000]
+    return int(found.group(1)), found.group(2), found.group(3)
+
+
+@pytest.fixture
+def history(demo: None) -> dict[str, Job]:
+    """Ended jobs of two teams, within the last hours (the rollup catches up to now), plus jobs
+    that have not ended (never listed): a preempted-then-finished vision job on two nodes."""
+    now = timezone.now().replace(second=0, microsecond=0)
+    t0 = now - timedelta(hours=4)
+    jobs = {
+        "moved": _ended("vision", "moved", t0 + timedelta(minutes=40), 30, user="alice", gpus=8,
+                        preemption_count=1, requeue_count=1, lost_gpu_seconds=8 * 600.0,
+                        project=Project.objects.get(name="detector")),
+        "oom": _ended("vision", "oom", t0 + timedelta(minutes=90), 20, JobState.FAILED, user="alice", gpus=2,
+                      exit_code=137),
+        "cancelled": _ended("vision", "cancelled", t0 + timedelta(minutes=120), 5, JobState.CANCELLED, gpus=1,
+                            exit_code=None),
+        "llm": _ended("language", "llm", t0 + timedelta(minutes=30), 60, user="bob", gpus=4,
+                      project=Project.objects.get(name="llm-pretrain")),
+    }
+    _held(jobs["moved"], _node("h100-01"), t0, t0 + timedelta(minutes=30), gpus=8)  # preempted off h100-01
+    _held(jobs["moved"], _node("h100-02"), t0 + timedelta(minutes=40), t0 + timedelta(minutes=70), gpus=8)
+    _held(jobs["oom"], _node("h100-03"), t0 + timedelta(minutes=90), t0 + timedelta(minutes=110), gpus=2)
+    _held(jobs["cancelled"], _node("h100-03"), t0 + timedelta(minutes=120), t0 + timedelta(minutes=125), gpus=1)
+    _held(jobs["llm"], _node("h100-04"), t0 + timedelta(minutes=30), t0 + timedelta(minutes=90), gpus=4)
+    f.make_job(Team.objects.get(name="vision"), name="still-running", state=JobState.RUNNING, started_at=now)
+    f.make_job(Team.objects.get(name="vision"), name="waiting")
+    accounting.catch_up(now)
+    return jobs
+
+
+# ------------------------------------------------------------------------------- the table
+
+
+def test_the_page_lists_ended_jobs_newest_end_first_with_the_apis_figures(client_for, history) -> None:
+    alice = client_for("alice")
+    response = alice.get(H)
+    rows = _rows(response)
+    j = history
+    # vision's ended jobs only: not language's, not the running or waiting ones
+    assert [int(r["Job"]) for r in rows] == [j["cancelled"].pk, j["oom"].pk, j["moved"].pk]
+    moved = rows[2]
+    assert (moved["Name"], moved["Team"], moved["Project"], moved["User"]) == ("moved", "vision", "detector", "alice")
+    assert moved["Elapsed"] == "00:30:00" and moved["GPUs"] == "8" and moved["Exit"] == "0"
+    # 8 GPUs for 30 min on each of two nodes: 8 GPU-hours, the accounting's and the API's figure
+    api = alice.get(f"/api/v1/jobs/{j['moved'].pk}/").json()
+    assert api["gpu_hours"] == 8.0 == float(moved["GPU-h"])
+    assert accounting.job_cost(j["moved"].pk)["gpu_hours_allocated"] == Decimal("8.0000")
+    assert float(moved["Lost GPU-h"]) == api["lost_gpu_hours"] == 1.3333
+    assert moved["Ran on"] == "h100-01 h100-02" and api["ran_on"] == ["h100-01", "h100-02"]
+    oom = rows[1]
+    assert (oom["Exit"], oom["State"], float(oom["GPU-h"])) == ("137", "Failed", 0.6667)
+    assert f'href="/jobs/{j["oom"].pk}/"' in response.content.decode()
+
+
+def test_totals_cover_the_whole_filtered_set_not_the_page(client_for, history, monkeypatch) -> None:
+    monkeypatch.setattr("frontend.views.history.PAGE_SIZE", 2)
+    alice = client_for("alice")
+    first = alice.get(H)
+    assert len(_rows(first)) == 2
+    # 8 + 20 min × 2 GPUs + 5 min × 1 GPU: 8 + 0.6667 + 0.0833
+    assert _totals(first) == (3, "8.7500", "1.3333")
+    assert "page 1 of 2" in first.content.decode()
+    second = alice.get(H, {"page": 2})
+    assert _ids(second) == [history["moved"].pk] and _totals(second) == _totals(first)
+    # each total is the sum of the rows' own figures, over every page
+    figures = [job_history.gpu_hours(job) for job in Job.objects.filter(team__name="vision", state__in=job_history.ENDED_STATES)]
+    assert f"{sum(Decimal(str(g)) for g in figures):.4f}" == "8.7500"
+    failed = alice.get(H, {"state": ["failed", "cancelled"]})
+    assert _totals(failed) == (2, "0.7500", "0.0000")
+
+
+# ----------------------------------------------------------------------------- the filters
+
+
+def test_every_history_filter_narrows_as_the_api_does(client_for, history) -> None:
+    admin = client_for("admin")
+    j = history
+    window_start = (j["oom"].finished_at - timedelta(minutes=1)).strftime("%Y-%m-%dT%H:%M")
+    cases: list[tuple[dict[str, Any], list[Job]]] = [
+        ({"team": "language"}, [j["llm"]]),
+        ({"project": "detector"}, [j["moved"]]),
+        ({"user": "alice"}, [j["oom"], j["moved"]]),
+        ({"state": "failed"}, [j["oom"]]),
+        ({"state": ["failed", "cancelled"]}, [j["cancelled"], j["oom"]]),
+        ({"exit_code": "137"}, [j["oom"]]),
+        ({"ran_longer_than_s": "1800"}, [j["llm"]]),  # 60 min; moved ran exactly 30 (not more)
+        ({"ran_on": "h100-01"}, [j["moved"]]),  # preempted off it, finished elsewhere
+        ({"ran_on": "h100-03"}, [j["cancelled"], j["oom"]]),
+        ({"finished_after": window_start}, [j["cancelled"], j["oom"]]),
+        ({"finished_before": window_start}, [j["llm"], j["moved"]]),
+        ({"started_after": j["oom"].started_at.isoformat()}, [j["cancelled"], j["oom"]]),
+        ({"started_before": j["moved"].started_at.isoformat()}, [j["llm"]]),
+        ({"team": "vision", "state": "succeeded", "ran_on": "h100-02"}, [j["moved"]]),
+    ]
+    for params, expected in cases:
+        page = _ids(admin.get(H, params))
+        api = admin.get("/api/v1/jobs/", {**params, "ordering": "-finished_at",
+                                          "state": params.get("state", job_history.ENDED_STATES)}).json()
+        assert page == [job.pk for job in expected] == [row["id"] for row in api["results"]], params
+
+
+@pytest.mark.parametrize(("params", "field"), [
+    ({"finished_after": "yesterday-ish"}, "finished_after"),
+    ({"started_before": "2026-13-45T00:00"}, "started_before"),
+    ({"exit_code": "1.5"}, "exit_code"),
+    ({"exit_code": "99999999999"}, "exit_code"),
+    ({"ran_longer_than_s": "1h"}, "ran_longer_than_s"),
+    ({"ran_longer_than_s": "-1"}, "ran_longer_than_s"),
+    ({"state": "running"}, "state"),  # not a state a job ends in
+    ({"tema": "vision"}, "tema"),  # a typo is refused, as the API refuses it, not ignored
+])
+def test_a_bad_filter_is_a_400_naming_the_field_on_the_page_and_the_csv(client_for, history, params, field) -> None:
+    alice = client_for("alice")
+    response = alice.get(H, params)
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert f'data-error-for="{field}"' in html and "<tbody>" not in html
+    assert f"<code>{field}</code>:" in html
+    download = alice.get(CSV, params)
+    assert download.status_code == 400 and download.content.decode().startswith(f"{field}: ")
+    # the API names the same field for the same value (the state aside: the API lists running jobs)
+    if field not in ("state",):
+        api = alice.get("/api/v1/jobs/", params)
+        assert api.status_code == 400 and list(api.json()["errors"]) == [field]
+
+
+# ---------------------------------------------------------------------------- who sees what
+
+
+def test_each_reader_sees_what_the_api_shows_them(client_for, history) -> None:
+    j = history
+    every = [j["cancelled"].pk, j["oom"].pk, j["llm"].pk, j["moved"].pk]
+    assert _ids(client_for("admin").get(H)) == every
+    assert _ids(client_for("bob").get(H)) == [j["llm"].pk]
+    assert _ids(client_for("bob").get(H, {"team": "vision"})) == []  # another team's name matches nothing
+    finn = client_for("finn").get(H)
+    assert _ids(finn) == [] and _totals(finn) == (0, "0.0000", "0.0000")
+    assert "Finance accounts see no jobs" in finn.content.decode()
+    assert client_for("finn").get("/api/v1/jobs/").json()["count"] == 0  # as the API answers finance
+    assert len(_csv(client_for("bob"))) == 3  # header, llm, TOTAL
+    assert Client().get(H).status_code == 302  # signed out: to the login page
+
+
+def test_the_nav_offers_history_to_those_who_read_jobs(client_for, demo) -> None:
+    assert 'data-nav="history"' in client_for("alice").get("/").content.decode()
+    assert 'data-nav="history"' in client_for("admin").get("/").content.decode()
+    assert 'data-nav="history"' not in client_for("finn").get("/").content.decode()
+
+
+# --------------------------------------------------------------------------------- the CSV
+
+
+def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, history, monkeypatch) -> None:
+    monkeypatch.setattr("frontend.views.history.PAGE_SIZE", 2)  # the CSV is not one page
+    monkeypatch.setattr(job_history, "CSV_CHUNK", 2)  # and is read in chunks, in the table's order
+    admin = client_for("admin")
+    params = {"state": ["succeeded", "failed", "cancelled"]}
+    lines = _csv(admin, params)
+    assert lines[0] == job_history.CSV_COLUMNS
+    table = _rows(admin.get(H, params)) + _rows(admin.get(H, {**params, "page": 2}))
+    body, total = lines[1:-1], lines[-1]
+    assert len(body) == len(table) == 4
+    for row, cells in zip(table, body, strict=True):
+        line = dict(zip(job_history.CSV_COLUMNS, cells, strict=True))
+        assert line["job_id"] == row["Job"] and line["name"] == row["Name"] and line["team"] == row["Team"]
+        assert (line["project"] or "–") == row["Project"] and (line["user"] or "–") == row["User"]
+        assert (line["exit_code"] or "–") == row["Exit"] and line["elapsed"] == row["Elapsed"]
+        assert line["gpus"] == row["GPUs"] and line["ran_on"] == row["Ran on"]
+        assert line["gpu_hours"] == row["GPU-h"] and line["lost_gpu_hours"] == row["Lost GPU-h"]
+        api = admin.get(f"/api/v1/jobs/{line['job_id']}/").json()
+        assert (float(line["gpu_hours"]), int(line["elapsed_s"]), line["state"]) == (
+            api["gpu_hours"], api["elapsed_s"], api["state"])
+        assert line["finished_at"] == api["finished_at"].replace("+00:00", "Z")[:19] + "Z"
+    jobs, gpu_hours, lost = _totals(admin.get(H, params))
+    assert total[:2] == ["TOTAL", f"{jobs} jobs"] and total[13:15] == [gpu_hours, lost]
+    assert Decimal(gpu_hours) == sum(Decimal(cells[13]) for cells in body)
+    # the page links the CSV of its own filters
+    assert f'href="{CSV}?state=succeeded&amp;state=failed&amp;state=cancelled"' in admin.get(H, params).content.decode()
+
+
+# ---------------------------------------------------------------------------- query counts
+
+
+def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> None:
+    alice = client_for("alice")
+    now = timezone.now().replace(second=0, microsecond=0)
+    t0 = now - timedelta(hours=2)
+
+    def add(n: int) -> None:
+        for i in range(n):
+            job = _ended("vision", f"j{i}", t0 + timedelta(minutes=i), 10, user="alice", gpus=1,
+                         project=Project.objects.get(name="detector"))
+            _held(job, _node(f"h100-0{1 + i % 4}"), t0 + timedelta(minutes=i), t0 + timedelta(minutes=i + 10), gpus=1)
+        accounting.catch_up(now)
+
+    def queries() -> int:
+        alice.get(H)  # the session and memberships read once, as on any page
+        with CaptureQueriesContext(connection) as captured:
+            response = alice.get(H)
+        assert response.status_code == 200
+        return len(captured)
+
+    add(3)
+    three = queries()
+    assert len(_rows(alice.get(H))) == 3
+    add(37)
+    forty = queries()
+    assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
+    # the session, the user, the memberships, the team menu; the totals (two); the page's jobs;
+    # their GPU-hours and nodes (one for the page)
+    assert forty == three == 8, f"{three} queries for 3 jobs, {forty} for 40"
+    assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
+
+
+def test_the_csv_reads_a_chunk_of_jobs_per_query_not_a_job(client_for, demo, monkeypatch) -> None:
+    monkeypatch.setattr(job_history, "CSV_CHUNK", 10)
+    alice = client_for("alice")
+    t0 = timezone.now() - timedelta(hours=1)
+    for i in range(25):
+        _ended("vision", f"c{i}", t0, 10)
+    _csv(alice)
+    with CaptureQueriesContext(connection) as captured:
+        lines = _csv(alice)
+    assert len(lines) == 27
+    # the session and the user, memberships, the ids, then per chunk of 10: the jobs, their figures
+    assert len(captured) <= 4 + 2 * 3, [q["sql"][:120] for q in captured]
+
