@@ -16,19 +16,40 @@ its next heartbeat or report, as `logs`: chunks of `{generation, rank, offset, b
   - a member that ended is followed until its output is all sent.
 A chunk names its generation: a stopped run's last lines and a requeued run's first ones never
 mix, even when both ship in one contact.
+
+What a run has shipped survives the agent (real processes only: a simulated job's output lives
+in the agent's memory and dies with it). Its work directory holds `shipped.json`, `{"generation",
+"ranks": {RANK: [shipped, sent]}, "done"}`, written (to a temporary file, then renamed) when the
+run is launched, before a contact that carries its output and after the reply took it: below
+`shipped` every byte was taken by the control plane, and nothing past `sent` was ever sent. An agent that starts on
+the node after one that died (`kill -9`, OOM; the job's processes died with it, by design)
+finds the runs not `done` (`recover`) and ships the rest of their files: first exactly the
+bytes `shipped`..`sent` again (the chunk that may have been in flight: the control plane drops
+it if it has it), then on to the end of each file, with its heartbeats as any ended run's
+output; then the run is marked `done` and forgotten. The last lines a crashed job printed, the
+ones that often say why, are not lost with the agent that should have shipped them.
 """
 
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+
+import structlog
+
+log = structlog.get_logger("qm.agent")
 
 RANK_BYTES = 64 * 1024
 CALL_BYTES = 256 * 1024
 BACKLOG_DELAY_S = 0.5
 # Cursors of ended members kept at most (a control plane that refuses every contact for long).
 MAX_CURSORS = 4096
+#: A run's shipping record, in its work directory (see the module's docstring).
+RECORD_NAME = "shipped.json"
 
 
 def whole_characters(data: bytes) -> int:
@@ -92,14 +113,56 @@ class Cursor:
         return self.pending
 
 
+@dataclass
+class Unshipped:
+    """A run whose output a previous agent of the node left (partly) unsent: its record says,
+    per rank, (shipped, sent) in bytes; `read(rank, offset, at most)` reads its files."""
+
+    generation: int
+    ranks: dict[int, tuple[int, int]]
+    read: Callable[[int, int, int], bytes]
+    record: Path
+
+
+def write_record(path: Path, generation: int, ranks: dict[int, tuple[int, int]], *, done: bool = False) -> bool:
+    """Write a run's shipping record whole (a temporary file renamed over it); False if it
+    could not be written (the shipping goes on; only a restart would then resend more)."""
+    body = {"generation": generation, "ranks": {str(r): list(v) for r, v in sorted(ranks.items())}, "done": done}
+    temporary = path.with_name(path.name + ".tmp")
+    try:
+        temporary.write_text(json.dumps(body))
+        os.replace(temporary, path)
+    except OSError as error:
+        log.warning("could not write the output shipping record", path=str(path), error=str(error))
+        return False
+    return True
+
+
+def read_record(path: Path) -> tuple[int, dict[int, tuple[int, int]], bool] | None:
+    """(generation, ranks, done) of a record; None for one unreadable or not of this form."""
+    try:
+        body = json.loads(path.read_text())
+        ranks = {int(rank): (int(pair[0]), int(pair[1])) for rank, pair in body["ranks"].items()}
+        generation = int(body["generation"])
+    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
+        return None
+    if any(shipped < 0 or sent < shipped for shipped, sent in ranks.values()):
+        return None
+    return generation, ranks, bool(body.get("done"))
+
+
 class LogShipper:
     """The output cursors of one node's members."""
 
     def __init__(self) -> None:
         self.cursors: dict[tuple[int, int], Cursor] = {}
+        # generation → its shipping record on the node (members that write files only)
+        self.records: dict[int, Path] = {}
+        self.written: dict[int, dict[int, tuple[int, int]]] = {}  # what each record says now
         self.contacts = 0
         self.bytes_shipped = 0
         self.chunks_shipped = 0
+        self.recovered_runs = 0
 
     def watch(self, generation: int, member: Any) -> None:
         """Follow `member`'s ranks, if it writes output (a member without `read_output` does not)."""
@@ -107,9 +170,50 @@ class LogShipper:
         reader = getattr(member, "read_output", None)
         if ranks is None or reader is None:
             return
-        for rank in ranks():
+        watched = ranks()
+        for rank in watched:
             self.cursors[(generation, rank)] = Cursor(
                 generation, rank, read=lambda offset, limit, rank=rank: reader(rank, offset, limit))
+        record = getattr(member, "output_record", None)
+        if record is not None and watched:
+            self.records[generation] = record
+            self.written[generation] = {rank: (0, 0) for rank in watched}
+            write_record(record, generation, self.written[generation])
+
+    def recover(self, run: Unshipped) -> None:
+        """Ship what a previous agent left of `run` (its processes are gone): the chunk that may
+        have been in flight again, byte for byte, then the rest of each rank's file."""
+        for rank, (shipped, sent) in run.ranks.items():
+            cursor = Cursor(run.generation, rank, read=lambda offset, limit, rank=rank: run.read(rank, offset, limit),
+                            shipped=shipped, ended=True)
+            if sent > shipped:
+                try:
+                    data = run.read(rank, shipped, min(sent - shipped, RANK_BYTES))
+                except OSError:
+                    data = b""
+                if data:
+                    cursor.pending = Chunk(run.generation, rank, shipped, len(data), decode(data))
+            self.cursors[(run.generation, rank)] = cursor
+        self.records[run.generation] = run.record
+        self.written[run.generation] = dict(run.ranks)
+        self.recovered_runs += 1
+
+    def _write_records(self) -> None:
+        """Bring the runs' records up to date before a contact (see the module): a record is
+        written only when what it says changed (a chunk goes out, or the last was taken)."""
+        now: dict[int, dict[int, tuple[int, int]]] = {generation: {} for generation in self.records}
+        for c in self.cursors.values():
+            if c.generation in now:
+                now[c.generation][c.rank] = (c.shipped, c.pending.offset + c.pending.nbytes if c.pending else c.shipped)
+        for generation, ranks in now.items():
+            if ranks == self.written.get(generation):
+                continue
+            if ranks:
+                write_record(self.records[generation], generation, ranks)
+                self.written[generation] = ranks
+            else:  # all of it taken: nothing left to ship after a restart either
+                write_record(self.records.pop(generation), generation, {}, done=True)
+                self.written.pop(generation, None)
 
     def ended(self, generation: int) -> None:
         """The member's processes are gone: send what is left, then forget it."""
@@ -137,6 +241,8 @@ class LogShipper:
             out.append(chunk)
             budget -= chunk.nbytes
             cursor.served = self.contacts
+        if self.records:
+            self._write_records()
         return out
 
     def delivered(self, chunks: list[Chunk]) -> None:
@@ -148,6 +254,8 @@ class LogShipper:
                 cursor.shipped = chunk.offset + chunk.nbytes
             self.bytes_shipped += chunk.nbytes
             self.chunks_shipped += 1
+        if self.records and chunks:
+            self._write_records()
 
     @property
     def backlog(self) -> bool:

@@ -210,6 +210,9 @@ def run_real(args: argparse.Namespace) -> int:
         self_fence=not args.no_self_fence, exits_wake=True, limit_grace_s=args.limit_grace,
         keep_desired=not args.full_desired_state, ship_output=not args.no_output,
     )
+    # The output of runs a previous agent left unsent (it died, and their processes with it):
+    # shipped with the first heartbeats, then forgotten (agent/logs.py).
+    agent.recover_output(launcher.unshipped_output())
     stop = threading.Event()
     sleeper = SignalSleep()
 

@@ -44,8 +44,14 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+import structlog
+
+from controlplane.agent.logs import RECORD_NAME, Unshipped, read_record
+
 PR_SET_PDEATHSIG = 1
 NO_COMMAND_EXIT_CODE = 127
+
+log = structlog.get_logger("qm.agent")
 
 
 @dataclass(frozen=True)
@@ -285,6 +291,7 @@ class ProcessMember:
         count = 1 if per_node else max(1, len(assignment.gpus))
         self.procs: list[subprocess.Popen[bytes]] = []
         self.ranks: list[int] = []  # each process's RANK: its output is rank<RANK>.log
+        self.output_record = workdir / RECORD_NAME  # what of it was shipped (agent/logs.py)
         self.progress_file = workdir / "rank0.progress.jsonl"
         if not assignment.command.strip():
             self._exit_code = NO_COMMAND_EXIT_CODE
@@ -394,12 +401,16 @@ class ProcessMember:
 
     def read_output(self, rank: int, offset: int, limit: int) -> bytes:
         """Up to `limit` bytes of rank `rank`'s stdout+stderr from byte `offset` (agent/logs.py)."""
-        try:
-            with open(self.workdir / f"rank{rank}.log", "rb") as f:
-                f.seek(offset)
-                return f.read(limit)
-        except FileNotFoundError:
-            return b""
+        return _read_rank(self.workdir, rank, offset, limit)
+
+
+def _read_rank(workdir: Path, rank: int, offset: int, limit: int) -> bytes:
+    try:
+        with open(workdir / f"rank{rank}.log", "rb") as f:
+            f.seek(offset)
+            return f.read(limit)
+    except FileNotFoundError:
+        return b""
 
 
 def apply_progress_line(progress: Progress, item: dict[str, Any], *, now: float) -> None:
@@ -434,6 +445,27 @@ class ProcessLauncher:
             assignment, workdir=self.root / f"g{assignment.generation}", node_name=self.node_name, devices=self.devices,
             reaper=self.reaper,
         )
+
+    def unshipped_output(self) -> list[Unshipped]:
+        """The runs whose output a previous agent of this node did not finish shipping (their
+        records not `done`, agent/logs.py), oldest first. Call after `sweep_leftovers`: their
+        processes are gone, so their files are whole."""
+        if not self.root.exists():
+            return []
+        runs: list[Unshipped] = []
+        for path in self.root.glob(f"g*/{RECORD_NAME}"):
+            record = read_record(path)
+            if record is None:
+                log.warning("an output shipping record could not be read; that run's rest is not shipped",
+                            path=str(path))
+                continue
+            generation, ranks, done = record
+            if done or not ranks:
+                continue
+            workdir = path.parent
+            runs.append(Unshipped(generation, ranks, read=lambda rank, offset, limit, workdir=workdir: _read_rank(
+                workdir, rank, offset, limit), record=path))
+        return sorted(runs, key=lambda run: run.generation)
 
     def sweep_leftovers(self) -> list[int]:
         """Kill process groups a previous agent of this node recorded and left running.

@@ -39,7 +39,7 @@ from typing import Any
 import structlog
 
 from controlplane.agent.client import AgentClient, ProtocolError, Refused, Retired, Unauthorized
-from controlplane.agent.logs import BACKLOG_DELAY_S, Chunk, LogShipper
+from controlplane.agent.logs import BACKLOG_DELAY_S, Chunk, LogShipper, Unshipped
 from controlplane.agent.members import Assignment, Launcher, Member, describe
 
 log = structlog.get_logger("qm.agent")
@@ -400,6 +400,18 @@ class NodeAgent:
         if self.members:
             wakes.append(self.next_sample - now)
         return max(0.0, min(wakes))
+
+    def recover_output(self, runs: list[Unshipped]) -> None:
+        """Ship the output a previous agent of this node left unsent (agent/logs.py): runs that
+        ended with it, whose processes are gone; forgotten once all of it was taken."""
+        if not self.ship_output:
+            return
+        for run in runs:
+            self.shipper.recover(run)
+        if runs:
+            self.log.info("shipping the output a previous agent left unsent",
+                          generations=[run.generation for run in runs],
+                          bytes=sum(max(0, sent - shipped) for run in runs for shipped, sent in run.ranks.values()))
 
     # ------------------------------------------------------------------------------ members
 
