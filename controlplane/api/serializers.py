@@ -39,7 +39,7 @@ from controlplane.models import (
 )
 from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
-from controlplane.services import job_history, nodes, quotas
+from controlplane.services import dependency_text, job_history, nodes, quotas
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
 from controlplane.services.holds import reason_problem
@@ -227,9 +227,28 @@ class GangRoleSerializer(StrictFieldsMixin, serializers.Serializer):
         return attrs
 
 
+class DependencyListSerializer(serializers.ListSerializer):
+    """A job's dependencies: the list of items, or Slurm's text for them (`afterok:12:13,afterany:14`,
+    `none` for none), read by the one parser `qm -d` uses (services/dependency_text.py) into the
+    same list. The jobs page's "Runs after" field sends the text as typed; a syntax error is
+    refused on `dependencies`, an item's problem on its own field of the list the text makes
+    (`dependencies.1.job`)."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str):
+            try:
+                data = dependency_text.parse(data)
+            except dependency_text.BadDependencyText as exc:
+                raise serializers.ValidationError([f"{data.strip()}: {exc}"]) from None
+        return super().to_internal_value(data)
+
+
 class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
     """One dependency of a submit (Slurm's `--dependency=afterok:12`): a job, or every task of a
     job array, and the condition it must meet before this job may start."""
+
+    class Meta:
+        list_serializer_class = DependencyListSerializer
 
     job = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False,
                                    help_text="The id of the job waited on.")
@@ -301,7 +320,8 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     dependencies = DependencySerializer(
         many=True, required=False, max_length=MAX_DEPENDENCIES,
         help_text="Jobs it waits on (Slurm's --dependency), each `{\"job\": 12, \"condition\": \"afterok\"}` or "
-                  "`{\"array\": \"<array id>\"}` for every task of an array. Until each is met it is not in the queue "
+                  "`{\"array\": \"<array id>\"}` for every task of an array; or Slurm's text for the same list, "
+                  "`\"afterok:12:13,afterany:14\"`. Until each is met it is not in the queue "
                   "and holds nothing (reason WaitingForDependency); once one can never be met it is cancelled "
                   "(DependencyNeverSatisfied).",
     )
@@ -342,12 +362,13 @@ JOB_FIELDS_SET_ELSEWHERE = {
 class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
     """`PATCH jobs/{id}/`: the fields to change, each typed and bounded exactly as the submit
     types it (the submit serializer's own field definitions). While the job waits: its name,
-    project, priority class, limits and shape; once it runs, its name and a lower runtime limit.
-    The changed job is then judged as a submit of it would be (services/holds.update)."""
+    project, priority class, limits, shape and dependencies (the whole new list, or its text;
+    `[]` or `none` for none); once it runs, its name and a lower runtime limit. The changed job
+    is then judged as a submit of it would be (services/holds.update)."""
 
     CHANGEABLE = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s", "gpus",
                   "gpus_per_node", "gpu_type", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
-                  "topology", "min_gpus", "max_gpus")
+                  "topology", "min_gpus", "max_gpus", "dependencies")
 
     def get_fields(self) -> dict[str, serializers.Field]:
         submit = JobSubmitSerializer._declared_fields
@@ -358,6 +379,10 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
             if name == "project":  # null: no project
                 typed.allow_null = True
                 typed.help_text = "Project name within the job's team; null for none."
+            if name == "dependencies":
+                typed.help_text = ("The jobs it waits on, the whole new list (scontrol update dependency=): items "
+                                   "as the submit takes them, or Slurm's text (`afterok:12,afterany:14`); `[]` or "
+                                   "`none` removes them all. Only while it waits.")
         return fields
 
     def to_internal_value(self, data: Any) -> Any:

@@ -4,7 +4,7 @@
     qm submit [FILE.yaml] [--gpus 16 --gpus-per-node 8 --gpu-type H100-80GB --time 4h
               --priority research --array 0-99 ...] [-- COMMAND ...]
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
-    qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high
+    qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high -d afterok:12|none
     qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
     qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f]
     qm showback --by team --window 7d | --month 2026-11 [--csv]
@@ -46,6 +46,7 @@ from controlplane.cli.client import (
     save_config,
     server_url,
 )
+from controlplane.services import dependency_text
 from scheduler_core.sentences import counted, gang_roles
 
 ACTIVE_STATES = ["pending", "running", "preempting"]
@@ -218,36 +219,20 @@ def _duration(text: str, flag: str) -> int:
         raise CliError(f"{flag}: {exc}") from exc
 
 
-#: Slurm's dependency types qm takes (`--dependency afterok:12:13,afterany:14`), and how a job's
-#: status says each: "job 12 succeeds".
+#: How a job's status says each dependency type: "job 12 succeeds".
 DEPENDENCY_TYPES = {"after": "starts", "afterok": "succeeds", "afternotok": "fails", "afterany": "ends"}
 
 
 def parse_dependency(text: str) -> list[dict[str, Any]]:
     """Slurm's `--dependency` list as the API's `dependencies`: `afterok:12:13,afterany:14` →
-    [{job 12, afterok}, {job 13, afterok}, {job 14, afterany}]. A job array's id (a UUID, as
-    `qm submit --array` printed) stands for every task of the array. Raises CliError naming the
-    option and the part at fault."""
-    if "?" in text:
-        raise CliError(f"--dependency {text}: '?' (any one of them) is not supported; every dependency "
-                       "must be met (separate them with commas)")
-    items: list[dict[str, Any]] = []
-    for part in text.replace(" ", "").split(","):
-        kind, sep, ids = part.partition(":")
-        if kind not in DEPENDENCY_TYPES:
-            raise CliError(f"--dependency {text}: '{part}' is not TYPE:JOB[:JOB...]; TYPE is one of "
-                           f"{', '.join(DEPENDENCY_TYPES)}")
-        if not sep or not ids:
-            raise CliError(f"--dependency {text}: '{part}' names no job; write {kind}:JOB (e.g. {kind}:12)")
-        for ref in ids.split(":"):
-            if ref.isascii() and ref.isdigit() and int(ref) > 0:
-                items.append({"job": int(ref), "condition": kind})
-                continue
-            try:
-                items.append({"array": str(uuid.UUID(ref)), "condition": kind})
-            except ValueError:
-                raise CliError(f"--dependency {text}: '{ref}' is not a job id (a number) or a job array's id") from None
-    return items
+    [{job 12, afterok}, {job 13, afterok}, {job 14, afterany}]; `none`: [] (`qm update -d none`
+    removes them all). A job array's id (a UUID, as `qm submit --array` printed) stands for
+    every task of the array. The one parser the API and the jobs page use too
+    (services/dependency_text.py); raises CliError naming the option and the part at fault."""
+    try:
+        return dependency_text.parse(text)
+    except dependency_text.BadDependencyText as exc:
+        raise CliError(f"--dependency {text}: {exc}") from None
 
 
 def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
@@ -738,9 +723,11 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
         body["runtime_limit_s"] = _duration(args.time, "--time")
     if args.checkpoint_every:
         body["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
+    if args.dependency is not None:
+        body["dependencies"] = parse_dependency(args.dependency)  # the whole new list; `none`: []
     if not body:
-        raise CliError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, ... "
-                       "(qm update --help)")
+        raise CliError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, "
+                       "--dependency, ... (qm update --help)")
     job_id = _job_id(args.job)
     try:
         answer = api.request("PATCH", f"jobs/{job_id}/", body=body)
@@ -1497,6 +1484,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project")
     p.add_argument("--no-project", action="store_true", help="take the job out of its project")
     p.add_argument("--checkpoint-every", metavar="DURATION")
+    p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...|none",
+                   help="replace the job's dependencies (scontrol update dependency=), as qm submit -d takes "
+                        "them: e.g. afterok:12:13,afterany:14; none removes them all. Only while it waits")
 
     p = sub.add_parser(
         "history", aliases=["sacct"], parents=[common], help="jobs that ended: how, how long, GPU-hours (as sacct)",

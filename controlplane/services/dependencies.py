@@ -13,7 +13,8 @@ The control plane decides what is met; the engine only keeps a job with unmet de
 of line (scheduler_core/eligibility.py, ``JobSpec.waits_on``). Three places use these rules:
 
 1. the submit (`resolve`, `record`): refuses a dependency that can already never be met, and
-   records one already met as satisfied at once;
+   records one already met as satisfied at once; a change of a waiting job's dependencies
+   (PATCH jobs/{id}/, `judge`, `replace`) the same way, and refuses a cycle too;
 2. the transitions (`started`, `ended`, called from services/transitions.py wherever a job
    starts or ends): mark the dependents' conditions satisfied, and cancel a waiting dependent
    whose condition can no longer be met (reason ``DependencyNeverSatisfied``), which in turn
@@ -26,6 +27,14 @@ row before it looks for dependents. So either the transition waits for the submi
 then finds its new dependency rows (READ COMMITTED: each statement sees what committed before
 it), or the submit waits for the transition and reads the new state: a dependency is never
 left waiting on a job that already ended.
+
+A change (`judge`, then `replace`) takes a transaction-wide advisory lock first, so changes of
+dependencies run one at a time and each cycle check sees every edge the others wrote, then
+locks its upstream jobs FOR SHARE before services/holds.update locks the job itself: the order
+a transition takes them in (the upstream job's row, then its dependents'), so the two never
+deadlock. A cycle's bind of a job whose dependencies changed after its snapshot finds them in
+`waiting_among` and drops it as stale. The text form (``afterok:12:13,afterany:14``) is read and
+written by services/dependency_text.py, shared with `qm`.
 """
 
 from __future__ import annotations
@@ -43,8 +52,8 @@ from django.db.models import Count, Q
 
 import scheduler_core as engine
 from controlplane.choices import FINISHED_JOB_STATES, DependencyCondition, EventKind, JobState
-from controlplane.models import Event, Job, JobDependency
-from controlplane.services import access
+from controlplane.models import Event, Job, JobDependency, PendingPlace
+from controlplane.services import access, dependency_text
 from scheduler_core.eligibility import OutOfLine
 
 #: The most dependencies one submit may list (each a job, or a whole job array).
@@ -137,6 +146,8 @@ class Upstream:
     condition: str
     met: bool
     state: str = ""
+    #: The index of the item that named it (`dependencies.{item}.job`).
+    item: int = 0
 
 
 class Refused(Exception):
@@ -215,7 +226,7 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1)
                 errors[field] = f"job {job_id} is named twice among the dependencies (once directly, once in an array)"
                 break
             upstream[job_id] = Upstream(job_id, item.condition,
-                                        is_met(item.condition, state, has_started=requeue_count > 0), state)
+                                        is_met(item.condition, state, has_started=requeue_count > 0), state, i)
     if not errors and len(upstream) * tasks > MAX_UPSTREAM_JOBS:
         errors["dependencies"] = (f"{len(upstream)} upstream jobs for {tasks} tasks make "
                                   f"{len(upstream) * tasks} dependencies; at most {MAX_UPSTREAM_JOBS}")
@@ -269,6 +280,145 @@ def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime
     ]
     JobDependency.objects.bulk_create(rows, batch_size=2000)
     return len(rows)
+
+
+# ------------------------------------------------------------------------------------ change
+
+#: The advisory lock key that serialises changes of dependencies (PostgreSQL; "qmdeps").
+_EDIT_LOCK = 0x716D64657073
+
+
+@dataclass(frozen=True)
+class Replacement:
+    """A waiting job's new dependencies as judged (`judge`): the upstream jobs, read and locked,
+    and the text of the new list; `errors` (field → why) when it may not be made."""
+
+    job_id: int
+    upstream: list[Upstream]
+    text: str
+    errors: dict[str, str]
+
+    @property
+    def waits(self) -> bool:
+        """Whether the job waits on a job after the change (a condition not met yet)."""
+        return any(not u.met for u in self.upstream)
+
+
+def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]]) -> Replacement:
+    """Judge `items` (the API's list, typed) as `job_id`'s whole new dependencies: as a submit's
+    (`resolve`: visible jobs, no job twice, no condition that can already never be met), and no
+    cycle (`_cycle_errors`). Call it inside the change's transaction before the job's own row is
+    locked (see the module's note on locks); it writes nothing, and returns the errors rather
+    than raising, so the caller refuses a job that no longer waits first (409)."""
+    if connection.vendor == "postgresql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_EDIT_LOCK])
+    wanted = wanted_from(items)
+    try:
+        upstream = resolve(user, wanted)
+    except Refused as exc:
+        return Replacement(job_id, [], "", exc.errors)
+    return Replacement(job_id, upstream, dependency_text.text_of((u.job_id, u.condition) for u in upstream),
+                       _cycle_errors(job_id, wanted, upstream))
+
+
+def text_now(job_id: int) -> str:
+    """The job's dependencies as the text says them (``afterok:12,afterany:14``; ``none``)."""
+    return dependency_text.text_of(JobDependency.objects.filter(job_id=job_id).values_list("upstream_id", "condition"))
+
+
+def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upstream]) -> dict[str, str]:
+    """A job that would wait, directly or down a chain, on itself: the item naming the first
+    job of each such chain is refused, with the chain. The chain is followed along what waits
+    (unmet dependencies of waiting jobs, as `waits` reads them), one query per link: a job
+    that started or ended waits on nothing, and a condition met already holds nothing up."""
+    def field(u: Upstream) -> str:
+        return f"dependencies.{u.item}.{'job' if wanted[u.item].job is not None else 'array'}"
+
+    errors: dict[str, str] = {}
+    for u in upstream:
+        if u.job_id == job_id:
+            errors[field(u)] = f"job {job_id} is this job: a job cannot wait on itself"
+    # 1. what waits on what, from the new dependencies on (one query per link of the longest chain)
+    starts = {u.job_id for u in upstream if not u.met and u.job_id != job_id}
+    waited_by: dict[int, list[int]] = defaultdict(list)  # j → the jobs that wait on j
+    seen, frontier = set(starts), set(starts)
+    while frontier:
+        links = (JobDependency.objects.filter(job_id__in=frontier, satisfied_at__isnull=True,
+                                              job__state=JobState.PENDING)
+                 .order_by("job_id", "upstream_id")
+                 .values_list("job_id", "upstream_id", "condition", "upstream__state", "upstream__requeue_count"))
+        frontier = set()
+        for waiting, waited_on, condition, state, requeues in links:
+            if is_met(condition, state, has_started=requeues > 0):
+                continue
+            waited_by[waited_on].append(waiting)
+            if waited_on != job_id and waited_on not in seen:
+                seen.add(waited_on)
+                frontier.add(waited_on)
+    if job_id not in waited_by:
+        return errors
+    # 2. back from this job: each job that reaches it, and its next link on the shortest way
+    toward: dict[int, int] = {}
+    queue = [job_id]
+    for target in queue:
+        for waiting in waited_by.get(target, ()):
+            if waiting != job_id and waiting not in toward:
+                toward[waiting] = target
+                queue.append(waiting)
+    for u in upstream:
+        if u.job_id not in starts or u.job_id not in toward or field(u) in errors:
+            continue
+        chain = [u.job_id]
+        while toward[chain[-1]] != job_id:
+            chain.append(toward[chain[-1]])
+        said = " waits on ".join(f"job {pk}" for pk in chain[:2])
+        said += "".join(f", which waits on job {pk}" for pk in chain[2:])
+        said += (" waits on" if len(chain) == 1 else ", which waits on") + f" this job (job {job_id})"
+        errors[field(u)] = f"{said}: a cycle, {'neither' if len(chain) == 1 else 'none of them'} could ever start"
+    return errors
+
+
+def replace(change: Replacement, *, at: datetime) -> None:
+    """Write a judged change (`judge`, no errors): the job's dependency rows become the new list.
+    A row kept as it was keeps its satisfied_at (or gets it now, met meanwhile); a new one met
+    already is satisfied now, as a submit records it. A job now waiting on a job leaves the
+    queue at once (its place is dropped, as a hold drops it; the next cycle says the same)."""
+    new = {u.job_id: u for u in change.upstream}
+    kept: list[int] = []
+    met_now: list[int] = []
+    gone: list[int] = []
+    for pk, upstream_id, condition, satisfied_at in JobDependency.objects.filter(job_id=change.job_id).values_list(
+            "pk", "upstream_id", "condition", "satisfied_at"):
+        u = new.get(upstream_id)
+        if u is None or u.condition != condition:
+            gone.append(pk)
+            continue
+        kept.append(upstream_id)
+        if satisfied_at is None and u.met:
+            met_now.append(pk)
+    if gone:
+        JobDependency.objects.filter(pk__in=gone).delete()
+    if met_now:
+        JobDependency.objects.filter(pk__in=met_now).update(satisfied_at=at)
+    record([change.job_id], [u for u in change.upstream if u.job_id not in kept], at=at)
+    if change.waits:
+        PendingPlace.objects.filter(job_id=change.job_id).delete()
+
+
+def waiting_among(job_ids: Iterable[int]) -> set[int]:
+    """The jobs among `job_ids` that wait on a job now (a dependency not met, by the rule `waits`
+    reads): the cycle's bind drops them, as a job whose dependencies were changed after its
+    snapshot read it. One query; none for no job."""
+    ids = list(job_ids)
+    if not ids:
+        return set()
+    return {
+        job_id
+        for job_id, condition, state, requeues in JobDependency.objects.filter(job_id__in=ids, satisfied_at__isnull=True)
+        .order_by().values_list("job_id", "condition", "upstream__state", "upstream__requeue_count")
+        if not is_met(condition, state, has_started=requeues > 0)
+    }
 
 
 # ------------------------------------------------------------------------------ transitions

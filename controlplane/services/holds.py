@@ -33,7 +33,7 @@ from django.utils import timezone
 from controlplane.choices import EventKind, JobHold, JobState
 from controlplane.models import Event, Job, PendingPlace
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
-from controlplane.services import access
+from controlplane.services import access, dependencies
 from controlplane.services import jobs as job_service
 from controlplane.services.transitions import event_fields
 from scheduler_core.eligibility import OutOfLine
@@ -50,6 +50,17 @@ CHANGEABLE_WHILE_WAITING = ("name", "project", "priority_class", "runtime_limit_
 #: What may change once it runs: its name, and its runtime limit (lowered; raised by admins).
 CHANGEABLE_WHILE_RUNNING = ("name", "runtime_limit_s")
 _RUNNING_STATES = (JobState.RUNNING, JobState.PREEMPTING)
+
+
+def changeable_now(job: Job) -> tuple[str, ...]:
+    """The fields `update` may change on this job as it stands (the job page's Change form
+    offers these): all of CHANGEABLE_WHILE_WAITING while it waits, CHANGEABLE_WHILE_RUNNING
+    once it runs, none once it has ended. Who may change it is `access` (as PATCH)."""
+    if job.state == JobState.PENDING:
+        return CHANGEABLE_WHILE_WAITING
+    if job.state in _RUNNING_STATES:
+        return CHANGEABLE_WHILE_RUNNING
+    return ()
 
 
 class Refused(Exception):
@@ -318,7 +329,10 @@ def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool
 
 
 def _value_of(job: Job, name: str) -> Any:
-    """A field as the submit names it (names for the project and class)."""
+    """A field as the submit names it (names for the project and class, dependencies as their
+    text: `afterok:12,afterany:14`)."""
+    if name == "dependencies":
+        return dependencies.text_now(job.pk)
     if name == "project":
         return job.project.name if job.project_id else None
     if name == "priority_class":
@@ -357,13 +371,17 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
     """Change a job (Slurm's `scontrol update`): while it waits, its name, project, priority
     class, limits and shape, judged exactly as a submit of the changed job would be (names,
     the class's maximum runtime, the shape's rules, what this fleet can ever run); once it
-    runs, only its name and a lower runtime limit (a higher one is for admins). One
-    JOB_UPDATED event lists each field's old and new value.
+    runs, only its name and a lower runtime limit (a higher one is for admins). While it
+    waits, its dependencies too (the whole new list: judged as a submit's, and no cycle;
+    services/dependencies.py). One JOB_UPDATED event lists each field's old and new value.
 
     `changes` are typed already (the API's JobUpdateSerializer): field → new value, `gpu_types`
-    a list, `runtime_limit_s` None for the class default."""
+    a list, `runtime_limit_s` None for the class default, `dependencies` the list of items."""
     at = at or timezone.now()
     with transaction.atomic():
+        # New dependencies are judged first: their upstream jobs are locked before this one, as a
+        # transition locks them (services/dependencies.py); errors wait for the state's 409.
+        deps = dependencies.judge(user, job_id, changes["dependencies"]) if "dependencies" in changes else None
         # Locked as _locked does (only the job's row), with the names the rules and the event say.
         job = (Job.objects.select_for_update(no_key=True, of=("self",))
                .select_related("team", "project", "priority_class").get(pk=job_id))
@@ -376,8 +394,16 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
                           {field_name: f"job {job.pk} has already ended ({_state_words(job)})"})
         before = {name: _value_of(job, name) for name in changes}
         resolved = None
-        if job.state == JobState.PENDING and set(changes) - {"name"}:
-            resolved = _judge_as_submit(user, job, changes)
+        errors = dict(deps.errors) if deps is not None else {}
+        if job.state == JobState.PENDING and set(changes) - {"name", "dependencies"}:
+            try:
+                resolved = _judge_as_submit(user, job, changes)
+            except Refused as refusal:
+                errors = {**refusal.errors, **errors}
+        if errors:
+            raise Refused(400, "Invalid change.", errors)
+        if deps is not None:
+            changes = {**changes, "dependencies": deps.text}
         if resolved is not None and "runtime_limit_s" in changes:
             changes = {**changes, "runtime_limit_s": resolved.runtime_limit_s}  # null: the class default
         diff = {name: (before[name], value) for name, value in changes.items() if before[name] != value}
@@ -385,7 +411,9 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
             return Outcome(job, False, f"Job {job.pk} already is as asked; nothing changed.")
         _apply(job, diff, resolved)
         waiting = job.state == JobState.PENDING
-        written = list(diff)  # the model's fields are named as the request's
+        written = [name for name in diff if name != "dependencies"]  # the model's fields, named as the request's
+        if deps is not None and "dependencies" in diff:
+            dependencies.replace(deps, at=at)  # their rows: the snapshot's `waits_on` reads them
         if waiting and set(diff) - {"name"} and not job.hold:
             # The stored reason spoke of the old request: say so until the next cycle words it
             # anew (a held job's reason, its hold, stays true).
@@ -393,6 +421,10 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
             job.pending_message = (f"Changed by {user.get_username()}; waiting for the next scheduling cycle "
                                    "to judge it as it is now.")
             job.pending_would_start_if = ""
+            if deps is not None and "dependencies" in diff and deps.waits:
+                # It waits on a job now: the engine's own words at once, as a submit says them.
+                job.pending_code, job.pending_message, job.pending_would_start_if = \
+                    dependencies.waiting_words(deps.upstream)
             written += ["pending_code", "pending_words", "would_start_if_words"]
         # Only what changed: agents write a running job's progress columns meanwhile (they wait
         # for this row lock, and write after it).
@@ -461,6 +493,8 @@ def _judge_as_submit(user: AbstractBaseUser, job: Job, changes: dict[str, Any]) 
 
 def _apply(job: Job, diff: dict[str, tuple[Any, Any]], resolved: Any) -> None:
     for name, (_, new) in diff.items():
+        if name == "dependencies":
+            continue  # rows of their own (dependencies.replace)
         if name == "project":
             job.project = resolved.project if resolved is not None else None
         elif name == "priority_class":

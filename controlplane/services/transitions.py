@@ -185,8 +185,9 @@ def bind_jobs(
          meanwhile is stale, and so is one whose row no longer reads as the plan's snapshot
          read it (`guard_columns`, compared with each request's `as_read`): a job whose shape,
          class or limit changed after the read (PATCH jobs/{id}/) is never bound with the old
-         one. A change that commits first is what this locked read sees; one that comes later
-         waits for this commit and then finds the job running (services/holds.py);
+         one, nor one given a dependency not met yet (`dependencies.waiting_among`). A change
+         that commits first is what this locked read sees; one that comes later waits for this
+         commit and then finds the job running (services/holds.py);
       2. drop every request touching a GPU that is live already, or that an earlier request of
          this batch takes (a stale snapshot): it is stale, the next cycle sees the truth;
       3. mark the jobs running, draw one generation each, insert the allocations, their GPUs
@@ -209,6 +210,10 @@ def bind_jobs(
         if guard_columns and expected is not None and tuple(row[2:]) != tuple(expected):
             continue  # changed since the snapshot: stale, the next cycle plans it as it is now
         pending[row[0]] = row[1]
+    # ... and waiting on no job: dependencies changed (PATCH) after the snapshot read it. A
+    # statement of its own, after the lock, so it sees a change that committed while we waited.
+    for job_id in dependencies.waiting_among(pending):
+        del pending[job_id]
     # 2. no GPU live already, none twice in this batch, and every node still ready (reconcile
     #    may have quarantined one since our snapshot; it would only fence the bind next pass)
     wanted = {(m.node_id, i) for r in requests for m in r.gpus for i in m.gpu_indices}

@@ -1,0 +1,83 @@
+"""`qm update JOB -d afterok:12,afterany:14` (Slurm's `scontrol update dependency=`): the same
+parser as `qm submit -d` builds the whole new list, `-d none` removes them all, and a refusal
+names the option and the item."""
+
+from __future__ import annotations
+
+import pytest
+
+from controlplane.choices import JobState
+from controlplane.cli.main import parse_dependency
+from controlplane.models import Event, Job, JobDependency
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.slow
+
+
+def deps(job: Job) -> list[tuple[int, str]]:
+    return sorted(JobDependency.objects.filter(job=job).values_list("upstream_id", "condition"))
+
+
+def test_none_is_no_dependency_and_stands_alone() -> None:
+    assert parse_dependency("none") == []
+    assert parse_dependency(" None ") == []
+
+
+def test_update_replaces_the_dependencies_and_says_old_and_new(alice_qm, fleet) -> None:
+    pre, other = f.make_job(fleet.ml, name="pre"), f.make_job(fleet.ml, name="other")
+    assert alice_qm("submit", "--name", "train", "--gpus", "1", "-d", f"afterok:{pre.pk}").code == 0
+    job = Job.objects.get(name="train")
+
+    r = alice_qm("update", str(job.pk), "-d", f"afterok:{pre.pk},afterany:{other.pk}")
+
+    assert r.code == 0, r.err
+    assert deps(job) == [(pre.pk, "afterok"), (other.pk, "afterany")]
+    assert r.out.strip() == (f"Job {job.pk} changed: dependencies afterok:{pre.pk} → "
+                             f"afterok:{pre.pk},afterany:{other.pk}.")
+
+
+def test_update_none_removes_them_all(alice_qm, fleet) -> None:
+    pre = f.make_job(fleet.ml, name="pre", state=JobState.RUNNING)
+    assert alice_qm("submit", "--name", "train", "--gpus", "1", "-d", f"after:{pre.pk}").code == 0
+    job = Job.objects.get(name="train")
+
+    r = alice_qm("update", str(job.pk), "-d", "none")
+
+    assert r.code == 0, r.err
+    assert deps(job) == []
+    assert f"dependencies after:{pre.pk} → none" in r.out
+
+
+def test_bad_syntax_never_reaches_the_server(alice_qm, fleet) -> None:
+    assert alice_qm("submit", "--name", "train", "--gpus", "1").code == 0
+    job = Job.objects.get(name="train")
+
+    r = alice_qm("update", str(job.pk), "-d", "afterok:12?afterok:13")
+
+    assert r.code == 1 and "--dependency afterok:12?afterok:13: '?' (any one of them) is not supported" in r.err
+    assert not Event.objects.filter(job=job, kind="job.updated").exists()
+
+
+def test_a_refused_dependency_names_the_option_and_the_item(alice_qm, fleet) -> None:
+    assert alice_qm("submit", "--name", "train", "--gpus", "1").code == 0
+    job = Job.objects.get(name="train")
+    other = f.make_job(fleet.ml, name="other")
+
+    r = alice_qm("update", str(job.pk), "-d", f"afterok:{other.pk},afterany:{job.pk}")
+
+    assert r.code == 1
+    assert r.err == ("error: Invalid request.\n"
+                     f"  dependencies.1.job (--dependency afterok:{other.pk},afterany:{job.pk}): job {job.pk} is this "
+                     "job: a job cannot wait on itself\n")
+    assert deps(job) == []
+
+
+def test_a_running_job_is_refused_saying_why(alice_qm, fleet) -> None:
+    assert alice_qm("submit", "--name", "train", "--gpus", "1").code == 0
+    job = Job.objects.get(name="train")
+    Job.objects.filter(pk=job.pk).update(state=JobState.RUNNING)
+
+    r = alice_qm("update", str(job.pk), "-d", "none")
+
+    assert r.code == 1 and f"Job {job.pk} is running: only its name and runtime limit can change now, not " \
+                           "dependencies." in r.err
