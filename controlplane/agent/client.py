@@ -4,12 +4,14 @@ Errors are typed by what the agent should do about them:
   - `Unauthorized` (401): the token is unknown; stop everything and register again;
   - `Refused` (400/403): the request itself is wrong; retrying it unchanged will not help;
   - `Retired` (409, code `node_retired`): an admin retired the node; nothing runs here until
-    an admin returns it to service (a `Refused`);
+    an admin returns it to service (a `Refused`); `retry_after_s` is how long the control plane
+    says to wait before asking again (its `retry_after`, or the Retry-After header);
   - `Unreachable` (network error, timeout, 5xx): retryable; keep running until the lease ends.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -43,12 +45,27 @@ class Refused(ProtocolError):
 class Retired(Refused):
     """The node is retired: the control plane refuses its agent until an admin returns it."""
 
+    def __init__(self, status: int, detail: str, retry_after_s: float | None = None) -> None:
+        super().__init__(status, detail)
+        self.retry_after_s = retry_after_s
 
-def refusal(status: int, payload: Any) -> Refused:
-    """The error for a 4xx answer (not 401) with its JSON body (or a batch item's result)."""
+
+def _seconds(value: Any) -> float | None:
+    """A Retry-After in seconds (a number, as the control plane writes it), or None."""
+    try:
+        seconds = float(value)
+    except (TypeError, ValueError):
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def refusal(status: int, payload: Any, retry_after: Any = None) -> Refused:
+    """The error for a 4xx answer (not 401) with its JSON body (or a batch item's result) and
+    its Retry-After header, if any."""
     detail = str(payload.get("detail", payload)) if isinstance(payload, dict) else str(payload)
     if status == 409 and isinstance(payload, dict) and payload.get("code") == "node_retired":
-        return Retired(status, detail)
+        wait = _seconds(payload.get("retry_after"))
+        return Retired(status, detail, wait if wait is not None else _seconds(retry_after))
     return Refused(status, detail)
 
 
@@ -87,7 +104,7 @@ class AgentClient:
         if response.status_code == 401:
             raise Unauthorized(str(payload.get("detail", "unauthorized")))
         if response.status_code >= 400:
-            raise refusal(response.status_code, payload)
+            raise refusal(response.status_code, payload, response.headers.get("Retry-After"))
         if not isinstance(payload, dict):
             raise Unreachable(f"{path}: expected a JSON object, got {type(payload).__name__}")
         return payload

@@ -60,9 +60,22 @@ RETRY_S = 0.5
 # A registration the control plane refused (wrong or missing bootstrap secret) is retried this
 # slowly: only an operator's fix helps.
 REGISTER_REFUSED_RETRY_S = 30.0
-# A retired node's agent (the control plane answers 409 node_retired) asks again this rarely:
-# only an admin's "return to service" helps, and the agent then registers on its own.
+# A retired node's agent (the control plane answers 409 node_retired) asks again as late as the
+# control plane's Retry-After says (as long as the node has been retired: 1 to 15 min), kept
+# within RETIRED_RETRY_MIN_S..RETIRED_RETRY_MAX_S; a control plane that says nothing gets a
+# doubling wait from RETIRED_RETRY_S up to the same bound. Only an admin's "return to service"
+# helps, and the agent then registers on its own: within RETIRED_RETRY_MAX_S of the return.
 RETIRED_RETRY_S = 60.0
+RETIRED_RETRY_MIN_S = 30.0
+RETIRED_RETRY_MAX_S = 900.0
+
+
+def retired_wait_s(told_s: float | None, refusals: int) -> float:
+    """How long a retired node's agent waits after its `refusals`-th refusal in a row, `told_s`
+    being the control plane's Retry-After (None: it said none)."""
+    if told_s is not None:
+        return min(RETIRED_RETRY_MAX_S, max(RETIRED_RETRY_MIN_S, told_s))
+    return min(RETIRED_RETRY_MAX_S, RETIRED_RETRY_S * 2 ** max(0, min(refusals - 1, 16)))
 DEFAULT_INTERVAL_S = 2.0
 
 
@@ -164,6 +177,9 @@ class NodeAgent:
         self.lease_s = 0.0
         self.lease_valid_until = 0.0
         self.node_state = "unknown"
+        # Since when (this agent's clock) the control plane refuses it as retired, and how often.
+        self.retired_since: float | None = None
+        self.retired_refusals = 0
         self.members: dict[int, Running] = {}
         self.finished: OrderedDict[int, int | None] = OrderedDict()
         self.refused: set[int] = set()
@@ -325,19 +341,27 @@ class NodeAgent:
                 self.next_contact = now + RETRY_S
             elif isinstance(error, Retired):
                 # Retired by an admin: nothing runs here any more. Before 30 Nov such a refused
-                # registration was sent again every round, forever (a refusal set no delay).
+                # registration was sent again every round, forever (a refusal set no delay);
+                # until 1 Dec every minute, with a log line each time.
                 for running in self.members.values():
                     if running.stop_kind is None:
                         self._stop(running, "stale", 0.0, now)
-                first = self.node_state != "retired"
+                first = self.retired_since is None
+                if first:
+                    self.retired_since, self.retired_refusals = now, 0
+                self.retired_refusals += 1
+                wait = retired_wait_s(error.retry_after_s, self.retired_refusals)
                 self.registered = False
                 self.token = ""
                 self.node_state = "retired"
                 self._forget_desired()
-                (self.log.error if first else self.log.info)(
-                    "this node is retired: the control plane refuses its agent until an admin returns it to service; "
-                    "asking again every minute", detail=error.detail, retry_in_s=RETIRED_RETRY_S)
-                self.next_contact = self.register_not_before = now + RETIRED_RETRY_S
+                # One line when it happens, not one per attempt: the next ones say nothing new.
+                (self.log.error if first else self.log.debug)(
+                    "node retired: the control plane refuses this agent until an admin returns the node to service; "
+                    f"asking again with backoff, at most every {RETIRED_RETRY_MAX_S / 60:g} min",
+                    detail=error.detail, retry_in_s=round(wait, 1),
+                    retry_after_s=error.retry_after_s, attempt=self.retired_refusals, backoff_max_s=RETIRED_RETRY_MAX_S)
+                self.next_contact = self.register_not_before = now + wait
             elif isinstance(error, Refused):
                 self.log.error("control plane refused the request", detail=error.detail, status=error.status)
                 self.next_contact = now + max(self.interval_s, 5.0)
@@ -365,6 +389,10 @@ class NodeAgent:
             self._lease_renewed(call.sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
             self.log.info("registered", state=self.node_state, lease_s=self.lease_s, interval_s=self.interval_s,
                           settled=reply.get("settled_generations", []))
+            if self.retired_since is not None:
+                self.log.info("returned to service: the control plane takes this agent again",
+                              retired_for_s=round(now - self.retired_since, 1), refused_attempts=self.retired_refusals)
+                self.retired_since, self.retired_refusals = None, 0
             self.next_contact = self.clock()  # pull the desired state right away
             self.urgent = True
             return

@@ -39,6 +39,7 @@ from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.services import agent_protocol as protocol
 from controlplane.services import job_logs
+from controlplane.services import nodes as nodes_service
 
 log = structlog.get_logger(__name__)
 
@@ -110,7 +111,15 @@ class AgentTokenAuthentication(BaseAuthentication):
 
 def _refuse_if_retired(node: Node | None) -> None:
     if node is not None and node.state == NodeState.RETIRED:
-        raise Conflict(str(protocol.NodeRetired(node)), code="node_retired")
+        raise retired_conflict(protocol.NodeRetired(node))
+
+
+def retired_conflict(error: protocol.NodeRetired) -> Conflict:
+    """409 `node_retired`, with how long to wait before asking again: the Retry-After header and
+    `retry_after` in the body (services/nodes.retired_retry_after_s)."""
+    conflict = Conflict(str(error), code="node_retired")
+    conflict.wait = nodes_service.retired_retry_after_s(error.node)  # type: ignore[attr-defined] # DRF's Retry-After
+    return conflict
 
 
 class MayRegister(BasePermission):
@@ -493,7 +502,7 @@ class RegisterView(AgentView):
         except protocol.AgentAuthError as error:
             raise exceptions.AuthenticationFailed(str(error)) from error
         except protocol.NodeRetired as error:
-            raise Conflict(str(error), code="node_retired") from error
+            raise retired_conflict(error) from error
         node = registration.node
         return Response(
             {
@@ -570,7 +579,8 @@ class BatchSyncView(AgentView):
                 known = protocol.node_for_token(item["token"])
                 if known is None and node is not None and node.state == NodeState.RETIRED:
                     results[index] = {"node": item["name"], "status": 409, "code": "node_retired",
-                                      "detail": str(protocol.NodeRetired(node))}
+                                      "detail": str(protocol.NodeRetired(node)),
+                                      "retry_after": nodes_service.retired_retry_after_s(node, now)}
                     continue
                 status_code, detail = (
                     (403, f"This token belongs to the agent of node {known.name!r}; it may not act for node {item['name']!r}.")

@@ -9,6 +9,7 @@ cannot be reached (stopped, restarting, the network) is a 503 `database_unavaila
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import structlog
@@ -179,4 +180,6 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Jso
         detail = response.data.get("detail", "") if isinstance(response.data, dict) else response.data
         code = getattr(getattr(exc, "detail", None), "code", None) or getattr(exc, "default_code", "error")
         response.data = {"detail": str(detail), "code": str(code)}
+        if getattr(exc, "wait", None):  # DRF's Retry-After (throttled, a retired node's agent): in the body too
+            response.data["retry_after"] = math.ceil(float(exc.wait))  # type: ignore[attr-defined]
     return response

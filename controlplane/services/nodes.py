@@ -206,6 +206,22 @@ def _when(at: datetime | None) -> str:
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if at is not None else "an unknown time"
 
 
+#: A retired node's agent is told to wait (Retry-After) as long as the node has been retired,
+#: at least RETIRED_RETRY_AFTER_MIN_S and at most RETIRED_RETRY_AFTER_MAX_S: an agent retired
+#: a minute ago asks again within a minute or two (an admin who returns it at once gets it back
+#: soon), one retired for good asks every 15 min; returned to service, it is back within that.
+RETIRED_RETRY_AFTER_MIN_S = 60
+RETIRED_RETRY_AFTER_MAX_S = 900
+
+
+def retired_retry_after_s(node: Node, now: datetime | None = None) -> int:
+    """How long the agent of retired `node` is told to wait before it asks again (seconds)."""
+    if node.retired_at is None:
+        return RETIRED_RETRY_AFTER_MAX_S
+    retired_for = ((now or timezone.now()) - node.retired_at).total_seconds()
+    return int(min(RETIRED_RETRY_AFTER_MAX_S, max(RETIRED_RETRY_AFTER_MIN_S, retired_for)))
+
+
 def retired_refusal(node: Node) -> str:
     """What an agent of a retired node is told (services/agent_protocol.py answers it as a 409)."""
     return (f"node {node.name} is retired since {_when(node.retired_at)}; an admin returns it to service first "
