@@ -266,11 +266,21 @@ CSV_COLUMNS = ["job_id", "name", "team", "project", "user", "state", "exit_code"
                "finished_at", "elapsed_s", "elapsed", "gpus", "gpu_hours", "lost_gpu_hours", "ran_on"]
 
 
+#: A cell a spreadsheet would read as a formula starts with one of these (OWASP's CSV injection).
+_FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def _text_cell(text: str) -> str:
+    """A name someone typed (a job's, a project's), as a spreadsheet shows it rather than runs it:
+    `=HYPERLINK(…)` is written `'=HYPERLINK(…)`."""
+    return "'" + text if text.startswith(_FORMULA_STARTS) else text
+
+
 def csv_cells(row: HistoryRow) -> list[str]:
     job = row.job
     return [
-        str(job.pk), job.name, job.team.name, job.project.name if job.project else "",
-        job.submitter.get_username() if job.submitter else "", str(job.state),
+        str(job.pk), _text_cell(job.name), _text_cell(job.team.name), _text_cell(job.project.name if job.project else ""),
+        _text_cell(job.submitter.get_username() if job.submitter else ""), str(job.state),
         "" if job.exit_code is None else str(job.exit_code), row.submitted, row.started, row.ended,
         "" if row.elapsed_s is None else str(row.elapsed_s), row.elapsed, str(job.gpus),
         f"{row.gpu_hours:.4f}", f"{row.lost_gpu_hours:.4f}", " ".join(row.ran_on),

@@ -272,6 +272,17 @@ def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, h
     assert f'href="{CSV}?state=succeeded&amp;state=failed&amp;state=cancelled"' in admin.get(H, params).content.decode()
 
 
+def test_a_name_a_spreadsheet_would_run_is_written_as_text(client_for, demo) -> None:
+    """A job name is free text: `=HYPERLINK(...)` opened by finance in a spreadsheet would be a
+    formula (CSV injection). The cell is written with a leading quote; numbers keep their sign."""
+    t0 = timezone.now() - timedelta(hours=1)
+    _ended("vision", '=HYPERLINK("http://x.invalid","payroll")', t0, 10, JobState.FAILED, exit_code=-9)
+    _ended("vision", "-rf", t0 - timedelta(minutes=1), 10)
+    body = dict((cells[1], cells) for cells in _csv(client_for("alice"))[1:-1])
+    assert set(body) == {"'=HYPERLINK(\"http://x.invalid\",\"payroll\")", "'-rf"}
+    assert body["'-rf"][6] == "0" and body["'=HYPERLINK(\"http://x.invalid\",\"payroll\")"][6] == "-9"
+
+
 # ---------------------------------------------------------------------------- query counts
 
 
