@@ -478,19 +478,22 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
 
 
 def refusal_answer(refusal: holds.Refused) -> Response:
-    """A hold, release or change refused by services/holds.py, in the API's error shape: 403;
+    """A hold, release or change refused by services/holds.py, in the API's error shape: 403
+    (naming the field when the refusal is about one: a member raising a running job's limit);
     409, naming each field a running or ended job cannot change (`errors`, as a 400 names
     them); or 400 naming each field at fault."""
     if refusal.status == 400:
         raise ValidationError({name: [message] for name, message in refusal.errors.items()}
                               or {"non_field_errors": [refusal.detail]})
-    if refusal.status == 403:
+    if refusal.status == 403 and not refusal.errors:
         raise PermissionDenied(refusal.detail)
     if not refusal.errors:
         raise Conflict(refusal.detail)
-    return Response({"detail": refusal.detail, "code": "conflict",
+    # A refusal about fields names them, as a 400 does (the job page shows each next to its input).
+    forbidden = refusal.status == 403
+    return Response({"detail": refusal.detail, "code": "permission_denied" if forbidden else "conflict",
                      "errors": {name: [message] for name, message in refusal.errors.items()}},
-                    status=status.HTTP_409_CONFLICT)
+                    status=status.HTTP_403_FORBIDDEN if forbidden else status.HTTP_409_CONFLICT)
 
 
 def hold_reason_of(request: Request) -> str:

@@ -35,7 +35,7 @@ from controlplane.api.views import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
-from controlplane.services import access, accounting, job_logs
+from controlplane.services import access, accounting, holds, job_logs
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of
 from controlplane.services.stopping import attach_stop_reasons, label_totals
@@ -357,6 +357,32 @@ def _status_html(request: HttpRequest, payload: dict[str, Any]) -> str:
     return render_to_string("frontend/_job_status.html", payload, request=request)
 
 
+def _number_text(value: float | None, unit_s: int) -> str:
+    """Seconds as the Change form's hours or minutes field shows them: `4`, `1.5`; "" for none."""
+    return "" if value is None else f"{value / unit_s:g}"
+
+
+def change_form(request: HttpRequest, job: Job) -> dict[str, Any] | None:
+    """The job page's Change form (PATCH jobs/{id}/, as `qm update`): the fields the service
+    lets change on this job as it stands (services/holds.changeable_now: the lot while it
+    waits, its name and runtime limit once it runs), their current values and the choices
+    they offer; None for a job that has ended or one the user may not change (as PATCH)."""
+    fields = holds.changeable_now(job)
+    if not fields or not access.access_of(request.user).may_submit_for(job.team_id):
+        return None
+    return {
+        "fields": fields,
+        "url": reverse("v1:job-detail", args=[job.pk]),
+        "runtime_limit_h": _number_text(job.runtime_limit_s, 3600),
+        "checkpoint_interval_min": _number_text(job.checkpoint_interval_s, 60),
+        "priority_classes": list(PriorityClass.objects.order_by("-value", "name")) if "priority_class" in fields else [],
+        "projects": list(Project.objects.filter(team_id=job.team_id).order_by("name").values_list("name", flat=True))
+        if "project" in fields else [],
+        "gpu_types": list(GpuType.objects.order_by("name")) if "gpu_types" in fields else [],
+        "topologies": Topology.choices,
+    }
+
+
 @login_required
 @require_GET
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
@@ -367,6 +393,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "page": "jobs",
         "charts": {c.key: c for c in payload["charts"]},
         "live_url": _live_url(job, payload["output"]),
+        "change": change_form(request, job),
     }, status=400 if payload["output"]["error"] else 200)
 
 
@@ -383,6 +410,8 @@ def job_json(request: HttpRequest, job_id: int) -> JsonResponse:
         "charts": figures.charts_json(payload["charts"]),
         "html": {
             "job-status": _status_html(request, payload),
+            "job-head": render_to_string("frontend/_job_head.html", payload, request=request),
+            "job-shape": render_to_string("frontend/_job_shape.html", payload, request=request),
             "job-events": render_to_string("frontend/_job_events.html", payload, request=request),
             "job-gpus": render_to_string("frontend/_job_gpus.html", payload, request=request).strip(),
             "job-output": render_to_string("frontend/_job_output.html", payload, request=request),

@@ -424,6 +424,88 @@
     });
   }
 
+  /* ---------------------------------------------------------------- the Change form */
+
+  /* A field's value as shown, to tell a field changed from one left as it was. */
+  function shownValue(input) {
+    if (input.tagName === "SELECT" && input.multiple) {
+      return Array.prototype.filter.call(input.options, function (o) { return o.selected; })
+        .map(function (o) { return o.value; }).sort().join(",");
+    }
+    return input.value.trim();
+  }
+
+  /* An emptied field as the API takes it (its data-empty): null, 0 or []. */
+  function emptied(input) {
+    var empty = input.dataset.empty;
+    if (empty === "null") return null;
+    if (empty === "0") return 0;
+    if (empty === "[]") return [];
+    return "";
+  }
+
+  /* The job page's Change form: PATCH jobs/{id}/ with the fields changed (as `qm update`).
+     The server judges them: its 4xx errors go next to their fields, its answer's job is
+     shown in the form and the page's live fragments (shape, status, events) are refreshed. */
+  function bindChangeForm(form) {
+    var verdict = form.querySelector("[data-verdict]");
+    var fields = Array.prototype.slice.call(form.querySelectorAll("[data-field]"));
+    var initial = {};
+    function remember() {
+      fields.forEach(function (input) { initial[input.dataset.field] = shownValue(input); });
+    }
+    remember();
+
+    function show(job) {
+      fields.forEach(function (input) {
+        var name = input.dataset.field;
+        if (!(name in job)) return;
+        var value = job[name];
+        if (input.tagName === "SELECT" && input.multiple) {
+          var chosen = value || [];
+          Array.prototype.forEach.call(input.options, function (o) { o.selected = chosen.indexOf(o.value) >= 0; });
+        } else if (value === null || value === undefined) {
+          input.value = "";
+        } else if (input.dataset.kind === "hours" || input.dataset.kind === "minutes") {
+          input.value = String(Number((value / (input.dataset.kind === "hours" ? 3600 : 60)).toPrecision(6)));
+        } else {
+          input.value = String(value);
+        }
+      });
+      remember();
+    }
+
+    form.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var body = {};
+      fields.forEach(function (input) {
+        if (shownValue(input) === initial[input.dataset.field]) return;
+        var value = inputValue(input);
+        body[input.dataset.field] = value === undefined ? emptied(input) : value;
+      });
+      var button = form.querySelector('button[type="submit"]');
+      button.disabled = true;
+      showErrors(form, {});
+      verdict.className = "verdict";
+      verdict.textContent = "Changing…";
+      QM.api("PATCH", form.dataset.jobUrl, body).then(function (result) {
+        if (result.ok) {
+          verdict.className = "verdict ok";
+          verdict.textContent = result.data.detail || "Changed.";
+          if (result.data.job) show(result.data.job);
+          return QM.poll();
+        }
+        var unplaced = showErrors(form, result.data.errors || {});
+        verdict.className = "verdict error";
+        verdict.textContent = (result.data.detail || "Refused (HTTP " + result.status + ").") +
+          (unplaced.length ? " " + unplaced.join(" ") : "");
+      }).catch(function (error) {
+        verdict.className = "verdict error";
+        verdict.textContent = "Could not reach the API: " + error.message;
+      }).finally(function () { button.disabled = false; });
+    });
+  }
+
   /* ------------------------------------------------------ pickers that apply on choice */
 
   /* <select data-autosubmit>: a pointer's choice applies at once. With the keyboard, the arrows
@@ -453,6 +535,8 @@
     bindAutosubmit(document);
     var form = document.getElementById("submit-job");
     if (form) bindSubmitForm(form);
+    var change = document.getElementById("change-job");
+    if (change) bindChangeForm(change);
     QM.start();
   });
 })();

@@ -166,6 +166,7 @@ def test_a_member_may_not_raise_a_running_jobs_limit(fleet, alice) -> None:
     assert r.status_code == 403, r.content[:400]
     assert r.json()["detail"] == (f"Job {job.pk} is running: its runtime limit may be lowered, but only an admin "
                                   "may raise it (14400 s (4.0 h) now, 28800 s (8.0 h) asked).")
+    assert r.json()["errors"] == {"runtime_limit_s": ["only an admin may raise a running job's runtime limit"]}
     assert Job.objects.get(pk=job.pk).runtime_limit_s == 4 * 3600
 
 
