@@ -1153,7 +1153,8 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
 
 
 def _limit(value: int | None) -> str:
-    return "none" if value is None else str(value)
+    """A borrowing or lending limit; an unset one is unlimited ("none" read as zero), as the admin says."""
+    return "no limit" if value is None else str(value)
 
 
 def cmd_quotas(api: Api, args: argparse.Namespace) -> int:

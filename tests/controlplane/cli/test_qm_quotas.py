@@ -23,7 +23,9 @@ def test_a_member_reads_its_teams_quota_holdings_and_borrowing(alice_qm, fleet) 
     lines = r.out.strip().splitlines()
     assert lines[0].split() == ["TEAM", "COHORT", "GPU", "TYPE", "NOMINAL", "MAY", "BORROW", "MAY", "LEND",
                                 "HELD", "NOW", "BORROWED", "LENT", "NOW"]
-    assert [line.split() for line in lines[1:]] == [["ml", "all", "H100-80GB", "16", "none", "none", "24", "8", "0"]]
+    # unset limits are unlimited: "none" read as "may lend none" while the team lent GPUs
+    assert [line.split() for line in lines[1:]] == [
+        ["ml", "all", "H100-80GB", "16", "no", "limit", "no", "limit", "24", "8", "0"]]
 
 
 def test_an_admin_reads_what_each_team_lends(qm, fleet) -> None:
