@@ -33,6 +33,7 @@ import hashlib
 import hmac
 import ipaddress
 import json
+import os
 import secrets
 import socket
 import threading
@@ -462,6 +463,13 @@ def post(url: str, secret: str, payload: dict[str, Any], *, event: str, delivery
     return failure
 
 
+def ca_bundle() -> str:
+    """The certificate authorities an https receiver's certificate must chain to: the file named
+    by REQUESTS_CA_BUNDLE or CURL_CA_BUNDLE (as `requests` reads them; a site's internal CA),
+    else certifi's."""
+    return os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE") or certifi.where()
+
+
 def _post_to(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int, https: bool, host: str, target: str,
              body: bytes, headers: dict[str, str], wait: float, started: float) -> Outcome:
     """The POST on a connection to `address` itself (pinned: no second resolution)."""
@@ -469,7 +477,7 @@ def _post_to(address: ipaddress.IPv4Address | ipaddress.IPv6Address, port: int, 
     pool: urllib3.HTTPConnectionPool
     if https:
         pool = urllib3.HTTPSConnectionPool(str(address), port, timeout=timeout, maxsize=1, retries=False,
-                                           cert_reqs="CERT_REQUIRED", ca_certs=certifi.where(),
+                                           cert_reqs="CERT_REQUIRED", ca_certs=ca_bundle(),
                                            assert_hostname=host, server_hostname=host)
     else:
         pool = urllib3.HTTPConnectionPool(str(address), port, timeout=timeout, maxsize=1, retries=False)

@@ -12,7 +12,9 @@ of the rebinding and mixed-answer cases, which no real DNS serves on demand.
 
 from __future__ import annotations
 
+import shutil
 import socket
+import subprocess
 from collections.abc import Iterator
 from datetime import timedelta
 from typing import Any
@@ -228,3 +230,52 @@ def test_a_name_that_does_not_resolve_is_not_sent_and_says_so(resolver: dict[str
     outcome = notifications.post("https://gone.example/hook", SECRET, {}, event="started", delivery_id=None)
 
     assert not outcome.ok and outcome.words.startswith("not sent: could not resolve gone.example (")
+
+
+# ------------------------------------------------------------------------ https, pinned
+
+
+@pytest.fixture(scope="module")
+def certificate(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str]:
+    """A self-signed certificate for pinned.example (openssl, as on Debian)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a test certificate")
+    where = tmp_path_factory.mktemp("tls")
+    cert, key = str(where / "cert.pem"), str(where / "key.pem")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert,
+                    "-days", "1", "-subj", "/CN=pinned.example", "-addext", "subjectAltName=DNS:pinned.example"],
+                   check=True, capture_output=True)
+    return cert, key
+
+
+@pytest.fixture
+def tls_receiver(certificate: tuple[str, str]) -> Iterator[Receiver]:
+    yield from running(certfile=certificate[0], keyfile=certificate[1])
+
+
+def test_an_https_post_pinned_to_the_checked_address_still_checks_the_certificate_for_the_name(
+        tls_receiver: Receiver, certificate: tuple[str, str], resolver: dict[str, Any], settings: Any,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The connection goes to 127.0.0.1, yet TLS is for the URL's name: SNI and the certificate's
+    name are pinned.example's, and a certificate for another name is refused."""
+    allow(settings, WEBHOOK_ALLOWED_NETWORKS=[LOOPBACK])
+    resolver["pinned.example"] = [["127.0.0.1"]]
+    resolver["other.example"] = [["127.0.0.1"]]
+    port = port_of(tls_receiver)
+
+    untrusted = notifications.post(f"https://pinned.example:{port}/hook", SECRET, {}, event="started",
+                                   delivery_id=None)
+    monkeypatch.setenv("REQUESTS_CA_BUNDLE", certificate[0])  # the site's own CA, as requests reads it
+    delivered = notifications.post(f"https://pinned.example:{port}/hook", SECRET, {"event": "started"},
+                                   event="started", delivery_id=3)
+    wrong_name = notifications.post(f"https://other.example:{port}/hook", SECRET, {}, event="started",
+                                    delivery_id=None)
+
+    assert not untrusted.ok and untrusted.words.startswith("TLS failed: ") and "CERTIFICATE_VERIFY_FAILED" in \
+        untrusted.words
+    assert delivered.ok, delivered.words
+    assert not wrong_name.ok and wrong_name.words.startswith("TLS failed: ")
+    assert "pinned.example" in wrong_name.words or "match" in wrong_name.words.lower()
+    (got,) = tls_receiver.received
+    assert got.headers["Host"] == f"pinned.example:{port}" and got.json() == {"event": "started"}
+    assert got.headers["X-Quartermaster-Signature"] == notifications.sign(SECRET, got.body)

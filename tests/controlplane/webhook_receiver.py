@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import socket
+import ssl
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +37,8 @@ class Received:
 class Receiver:
     statuses: list[int] = field(default_factory=list)
     hang: bool = False
+    certfile: str = ""  # with `keyfile`: https, with this certificate
+    keyfile: str = ""
     received: list[Received] = field(default_factory=list)
     url: str = ""
     _server: ThreadingHTTPServer | None = None
@@ -66,9 +69,21 @@ class Receiver:
             def log_message(self, format: str, *args: Any) -> None:
                 pass
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            def handle_error(self, request: Any, client_address: Any) -> None:
+                pass  # a client that gives up on TLS (the tests of refused certificates) is no news
+
+        self._server = Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+        scheme = "http"
+        if self.certfile:
+            context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            context.load_cert_chain(self.certfile, self.keyfile)
+            # The handshake happens on the handler's thread, so a client that fails it stops nothing.
+            self._server.socket = context.wrap_socket(self._server.socket, server_side=True,
+                                                      do_handshake_on_connect=False)
+            scheme = "https"
+        self.url = f"{scheme}://127.0.0.1:{self._server.server_address[1]}/hook"
         threading.Thread(target=self._server.serve_forever, daemon=True).start()
         return self
 
