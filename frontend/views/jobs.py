@@ -35,7 +35,7 @@ from controlplane.api.views import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
-from controlplane.services import access, accounting, holds, job_logs
+from controlplane.services import access, accounting, dependencies, holds, job_logs
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of
 from controlplane.services.stopping import attach_stop_reasons, label_totals
@@ -192,6 +192,14 @@ def check_json(request: HttpRequest) -> JsonResponse:
     if infeasible is not None:
         return _verdict(False, f"This job can never run on this fleet: {infeasible.message}.",
                         {infeasible.field: [infeasible.message]})
+    if req.dependencies:
+        # "Runs after": the jobs named, as the submit judges them (jobs you can see, no condition
+        # that can never be met), on the field the form shows them by.
+        try:
+            dependencies.resolve(request.user, dependencies.wanted_from(req.dependencies), tasks=tasks)
+        except dependencies.Refused as refusal:
+            return _verdict(False, "Fix the fields marked: " + "; ".join(f"{k}: {v}" for k, v in refusal.errors.items()),
+                            {k: [v] for k, v in refusal.errors.items()})
     what = f"{req.gpus} GPU{'s' if req.gpus != 1 else ''}" + (
         f", {req.gpus_per_node} per node" if req.gpus_per_node else "")
     if req.gpu_types:
