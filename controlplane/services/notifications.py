@@ -761,9 +761,21 @@ class HookRow:
     deliveries: list[DeliveryRow]
 
 
+def hooks_owner(viewer: Any, username: str | None) -> Any | None:
+    """Whose hooks `viewer`'s settings page lists: their own; an admin may name another user, as
+    the API's `?user=` (admins see and change every hook, and create only their own). None when
+    the viewer may not: a member naming anyone else, or no user of that name."""
+    from controlplane.services import access
+
+    if not username or username == viewer.get_username():
+        return viewer
+    if not access.access_of(viewer).is_admin:
+        return None
+    return get_user_model().objects.filter(username=username).first()
+
+
 def hooks_of(user: Any) -> Any:
-    """The hooks a user manages on their own settings page: their own, admins' included (the API's
-    `?user=` and the admin UI reach other users' hooks)."""
+    """The hooks of `user` (one user's, whoever asks: `hooks_owner` says whose a viewer may read)."""
     from controlplane.models import NotificationHook
 
     return NotificationHook.objects.filter(user=user).select_related("team").annotate(

@@ -5,7 +5,9 @@ Adding, pausing, resuming, deleting and testing a hook go through the REST API f
 so the page refuses what the API refuses, in its words, next to the field. The page reads the
 hooks and their deliveries through `services/notifications.hooks_page` (two queries whatever their
 number); `/ui/notifications.json` re-renders the list after each change and every few seconds, so
-a delivery's retries show as they happen.
+a delivery's retries show as they happen. An admin may read another user's with `?user=NAME`
+(and pause, resume, delete or test them: the API lets admins change every hook); a member who
+names anyone else gets a 404.
 """
 
 from __future__ import annotations
@@ -13,10 +15,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
+from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from controlplane.choices import NotifyOn
@@ -26,30 +29,46 @@ from controlplane.services import notifications
 DELIVERIES_SHOWN = 5
 
 
-def _hooks_context(request: HttpRequest) -> dict[str, Any]:
+def _owner(request: HttpRequest) -> Any:
+    """Whose hooks: the viewer's; an admin's `?user=NAME`, another user's (the API's rule)."""
+    username = request.GET.get("user", "").strip()
+    owner = notifications.hooks_owner(request.user, username)
+    if owner is None:
+        raise Http404(f"No hooks of a user named '{username[:150]}' that you may see: you see your own.")
+    return owner
+
+
+def _hooks_context(request: HttpRequest, owner: Any) -> dict[str, Any]:
     return {
-        "hooks": notifications.hooks_page(request.user, deliveries=DELIVERIES_SHOWN),
+        "hooks": notifications.hooks_page(owner, deliveries=DELIVERIES_SHOWN),
         "deliveries_shown": DELIVERIES_SHOWN,
         "api_url": reverse("v1:notification-hook-list"),
+        "owner": owner,
+        "own": owner.pk == request.user.pk,
     }
 
 
 @login_required
 @require_GET
 def notifications_page(request: HttpRequest) -> HttpResponse:
+    owner = _owner(request)
+    live_url = reverse("frontend:notifications-json")
+    if owner.pk != request.user.pk:
+        live_url += "?" + urlencode({"user": owner.get_username()})
     return render(request, "frontend/notifications.html", {
         "page": "notifications",
-        "live_url": reverse("frontend:notifications-json"),
+        "live_url": live_url,
         "live_every": 10_000,
         "events": [(c.value, c.label) for c in NotifyOn],
         "teams": notifications.teams_to_follow(request.user),
         "signature_header": notifications.SIGNATURE_HEADER,
-        **_hooks_context(request),
+        **_hooks_context(request, owner),
     })
 
 
 @login_required
 @require_GET
 def notifications_json(request: HttpRequest) -> JsonResponse:
-    return JsonResponse({"html": {"hooks": render_to_string("frontend/_notification_hooks.html",
-                                                            _hooks_context(request), request=request)}})
+    context = _hooks_context(request, _owner(request))
+    return JsonResponse({"html": {"hooks": render_to_string("frontend/_notification_hooks.html", context,
+                                                            request=request)}})

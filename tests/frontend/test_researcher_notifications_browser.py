@@ -95,6 +95,12 @@ def test_researcher_adds_tests_pauses_and_deletes_a_hook(session: Any, receiver:
     expect(delivered.locator("td").nth(4)).to_have_text("–")
     expect(row.locator(".hook-status")).to_contain_text("delivering: HTTP 200 at")
     alice.screenshot("notifications")
+    # On a phone the form, the secret and the deliveries fit: nothing scrolls the page sideways.
+    page.set_viewport_size({"width": 390, "height": 900})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    assert page.evaluate("document.querySelector('.topbar .who button').getBoundingClientRect().right") <= 390
+    alice.screenshot("notifications-390px")
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     # Pause: the API's PATCH; the page says it, and offers Resume.
     row.locator('[data-hook-action="pause"]').click()

@@ -101,6 +101,25 @@ def test_bob_sees_only_his_and_an_admin_sees_her_own_on_her_page(client_for: Cal
     assert alices.pk not in hook_ids(client_for("admin").get("/ui/notifications.json").json()["html"]["hooks"].encode())
 
 
+def test_an_admin_reads_another_users_hooks_by_name_and_a_member_may_not(
+        client_for: Callable[[str], Client]) -> None:
+    """As the API's `?user=`: admins see (and through the API change) every hook."""
+    bobs = hook("bob")
+    admin = client_for("admin")
+    page = admin.get("/notifications/?user=bob")
+    assert page.status_code == 200 and hook_ids(page.content) == [bobs.pk]
+    text = page.content.decode()
+    assert "Notifications of bob" in text and 'id="add-hook"' not in text  # the API creates only your own
+    assert 'data-live-url="/ui/notifications.json?user=bob"' in text
+    assert hook_ids(admin.get("/ui/notifications.json?user=bob").json()["html"]["hooks"].encode()) == [bobs.pk]
+    assert admin.get("/notifications/?user=nosuch").status_code == 404
+
+    alice = client_for("alice")
+    assert alice.get("/notifications/?user=bob").status_code == 404
+    assert alice.get("/ui/notifications.json?user=bob").status_code == 404
+    assert alice.get("/notifications/?user=alice").status_code == 200
+
+
 def test_the_buttons_api_refuses_another_users_hook(client_for: Callable[[str], Client]) -> None:
     bobs = hook("bob", active=True)
     alice = client_for("alice")
