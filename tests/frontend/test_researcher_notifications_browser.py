@@ -1,7 +1,7 @@
 """In Chromium: a researcher adds a webhook on /notifications/ pointing at a real local receiver,
 is told next to the URL field why a bad URL is refused, keeps the secret shown once (the
-receiver's signature checks with it), sends a test and sees its delivery row, pauses the hook,
-then deletes it."""
+receiver's signature checks with it), sends a test and sees its delivery row, pauses and resumes
+the hook, then deletes it."""
 
 from __future__ import annotations
 
@@ -109,6 +109,11 @@ def test_researcher_adds_tests_pauses_and_deletes_a_hook(session: Any, receiver:
     expect(row.locator('[data-hook-action="resume"]')).to_be_visible()
     hook.refresh_from_db()
     assert hook.active is False
+    row.locator('[data-hook-action="resume"]').click()
+    expect(row.locator(".hook-active")).to_have_text("yes", timeout=LIVE_TIMEOUT_MS)
+    expect(row.locator(".badge.paused")).to_have_count(0)
+    hook.refresh_from_db()
+    assert hook.active is True
 
     # Delete (the confirmation is accepted by the session): gone from the page and the database.
     row.locator('[data-hook-action="delete"]').click()
