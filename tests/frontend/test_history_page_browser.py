@@ -43,6 +43,10 @@ def test_researcher_filters_her_history_and_opens_a_failed_job(session: Any) -> 
     expect(page.locator("#history-totals strong")).to_have_text("2.50")  # 4 GPUs × 30 min + 2 × 15 min
     assert "llm-secret" not in page.content()
     alice.screenshot("history")
+    page.set_viewport_size({"width": 390, "height": 900})  # a phone: the table scrolls in its box
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    alice.screenshot("history-390px")
+    page.set_viewport_size({"width": 1400, "height": 1000})
 
     page.check('#history-filters input[name=state][value=failed]')
     page.click("#history-filters button[type=submit]")
