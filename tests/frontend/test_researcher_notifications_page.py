@@ -83,6 +83,10 @@ def test_the_page_lists_the_users_hooks_with_their_last_deliveries_and_no_one_el
     own_html = text[text.index(f'id="hook-{own.pk}"'):text.index(f'id="hook-{team.pk}"')]
     assert "started, failed" in own_html and "my own jobs" in own_html
     assert "waiting: HTTP 503: down" in own_html and "1 delivery(ies) waiting to be sent" in own_html
+    waiting_row = re.search(rf'<tr data-delivery="{waiting.pk}" data-status="waiting">(.*?)</tr>', own_html, re.S)
+    cells = [c.strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", waiting_row.group(1), re.S)]
+    assert cells[1:4] == ["failed", "waiting: HTTP 503: down", "2"]
+    assert cells[4].startswith(f"{waiting.next_attempt_at:%Y-%m-%d %H:%M:%S} UTC (in ")
     team_html = text[text.index(f'id="hook-{team.pk}"'):]
     assert "every job of team vision" in team_html and "no: paused" in team_html and "Resume" in team_html
     assert "failed: gave up after 10 attempts" in team_html
