@@ -173,8 +173,9 @@ def _request_cycle_on_commit() -> None:
 def hold(user: AbstractBaseUser, job_id: int, *, reason: str = "", at: datetime | None = None) -> Outcome:
     """Hold a waiting job: out of the queue until released, for `reason` (the holder's words,
     one line; "" for none). An admin's hold is `admin` (only an admin releases it), anyone
-    else's `user`. Holding a job already held changes nothing (its reason included), except
-    that an admin's hold replaces a user's."""
+    else's `user`. Holding a job already held changes nothing, except that an admin's hold
+    replaces a user's, and that a hold of the same kind with another reason changes the
+    reason (the hold stays whose it was, since when it was)."""
     at = at or timezone.now()
     problem = reason_problem(reason)
     if problem:
@@ -186,6 +187,8 @@ def hold(user: AbstractBaseUser, job_id: int, *, reason: str = "", at: datetime 
             raise _not_waiting(job, "held")
         level = JobHold.ADMIN if who.is_admin else JobHold.USER
         if job.hold == JobHold.ADMIN or (job.hold == JobHold.USER and level == JobHold.USER):
+            if reason and reason != job.hold_reason and job.hold == level:
+                return _reword(user, job, reason, at)
             because = f" ({job.hold_reason})" if job.hold_reason else ""
             return Outcome(job, False, f"Job {job.pk} is already held by {hold_label(job)}{_since(job)}{because}; "
                                        "nothing changed.")
@@ -210,6 +213,25 @@ def hold(user: AbstractBaseUser, job_id: int, *, reason: str = "", at: datetime 
     log.info("job_held", job=job.pk, hold=level, user=user.get_username(), reason=reason)
     return Outcome(job, True, f"Job {job.pk} held by {label}" + (f" ({reason})" if reason else "")
                    + f": it is out of the queue and holds nothing until released (qm release {job.pk}).")
+
+
+def _reword(user: AbstractBaseUser, job: Job, reason: str, at: datetime) -> Outcome:
+    """A second hold of the same kind (a member's on a user hold, an admin's on an admin hold)
+    with another reason: the hold stays as it was (who, since when), its reason is the new one,
+    said at once and recorded as a job.held event. Called under the job's row lock."""
+    was_reason, label = job.hold_reason, hold_label(job)
+    job.hold_reason = reason
+    job.pending_message, job.pending_would_start_if = held_sentence(label, reason)
+    job.save(update_fields=["hold_reason", "pending_words", "would_start_if_words"])
+    Event.objects.create(**event_fields(
+        EventKind.JOB_HELD, _actor(user), job=job, at=at, reason="Held",
+        message=f"Hold reason changed by {user.get_username()}: {reason}"
+                + (f" (was: {was_reason})" if was_reason else "") + f"; held by {label}{_since(job)}",
+        data={"hold": job.hold, "held_by": job.held_by.get_username() if job.held_by_id else None,
+              "reason": reason, **({"was_reason": was_reason} if was_reason else {})},
+    ))
+    log.info("job_hold_reworded", job=job.pk, user=user.get_username(), reason=reason)
+    return Outcome(job, True, f"Job {job.pk} stays held by {label}{_since(job)}; its reason is now: {reason}.")
 
 
 def release(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) -> Outcome:

@@ -183,3 +183,35 @@ def test_array_hold_with_a_reason_gives_it_to_every_waiting_task(fleet, alice) -
 
     alice.post(f"{A}{array_id}/release/")
     assert set(Job.objects.filter(array_id=array_id).values_list("hold", "hold_reason")) == {("", "")}
+
+
+def test_a_second_hold_with_another_reason_changes_the_reason_not_the_hold(fleet, alice) -> None:
+    carol = f.make_user("carol", team=fleet.ml)
+    job = f.make_job(fleet.ml, submitter=carol)
+    alice.post(f"{J}{job.pk}/hold/", {"reason": REASON}, format="json")
+    job.refresh_from_db()
+    held_at = job.held_at
+
+    r = alice.post(f"{J}{job.pk}/hold/", {"reason": "waiting for dataset v4"}, format="json")
+
+    assert r.status_code == 200, r.content[:400]
+    assert r.json()["changed"] is True
+    assert r.json()["detail"].startswith(f"Job {job.pk} stays held by alice since ")
+    assert r.json()["detail"].endswith("; its reason is now: waiting for dataset v4.")
+    job.refresh_from_db()
+    assert (job.hold, job.held_by.username, job.held_at) == (JobHold.USER, "alice", held_at)
+    assert job.hold_reason == "waiting for dataset v4"
+    assert job.pending_message == ("Held by alice: waiting for dataset v4 — until it is released it is not in the "
+                                   "queue and holds nothing.")
+    event = Event.objects.filter(job=job, kind=EventKind.JOB_HELD).order_by("id").last()
+    assert event.message.startswith(f"Hold reason changed by alice: waiting for dataset v4 (was: {REASON}); "
+                                    "held by alice since ")
+    assert event.data["reason"] == "waiting for dataset v4" and event.data["was_reason"] == REASON
+
+    # The same reason again, or none: nothing changes and nothing is recorded.
+    for body in ({"reason": "waiting for dataset v4"}, {}):
+        again = alice.post(f"{J}{job.pk}/hold/", body, format="json")
+        assert again.json()["changed"] is False
+    assert Event.objects.filter(job=job, kind=EventKind.JOB_HELD).count() == 2
+    job.refresh_from_db()
+    assert job.hold_reason == "waiting for dataset v4"
