@@ -408,9 +408,9 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     @extend_schema(request=s.JobUpdateSerializer, responses={200: s.JobChangeSerializer})
     def partial_update(self, request: Request, pk: str | None = None) -> Response:
         """Change a job (`scontrol update`): while it waits, its name, project, priority class,
-        limits and shape, judged as a submit of the changed job would be; once it runs, its
-        name and a lower runtime limit (admins may raise it). 409 names each field a running
-        job cannot change."""
+        limits, shape and dependencies (the whole new list), judged as a submit of the changed
+        job would be (a dependency cycle refused too); once it runs, its name and a lower
+        runtime limit (admins may raise it). 409 names each field a running job cannot change."""
         job = self.get_object()
         body = s.JobUpdateSerializer(data=request.data)
         body.is_valid(raise_exception=True)
