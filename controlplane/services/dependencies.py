@@ -168,9 +168,10 @@ def wanted_from(items: Iterable[dict[str, Any]]) -> tuple[Wanted, ...]:
     )
 
 
-def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1) -> list[Upstream]:
+def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1, lock: bool = True) -> list[Upstream]:
     """Check a submit's dependencies and lock their upstream jobs; the caller holds the
-    transaction that then inserts the job(s) and calls `record`.
+    transaction that then inserts the job(s) and calls `record`. `lock=False`: a check that
+    writes nothing after it (the submit form's live check) reads them without a lock.
 
     Steps:
     1. at most MAX_DEPENDENCIES items, none naming one job (or array) twice;
@@ -197,7 +198,7 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1)
     ids = [w.job for w in wanted if w.job is not None]
     arrays = [w.array for w in wanted if w.array is not None]
     visible = access.visible_jobs(user)
-    rows = _locked_rows(visible, ids, arrays)
+    rows = _locked_rows(visible, ids, arrays, lock=lock)
     by_id = {row[0]: row for row in rows}
     by_array: dict[uuid.UUID, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
@@ -235,7 +236,7 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1)
     return list(upstream.values())
 
 
-def _locked_rows(visible: Any, ids: list[int], arrays: list[uuid.UUID]) -> list[tuple[Any, ...]]:
+def _locked_rows(visible: Any, ids: list[int], arrays: list[uuid.UUID], *, lock: bool = True) -> list[tuple[Any, ...]]:
     """(id, state, exit_code, requeue_count, array_id) of the named jobs and arrays' tasks the
     user may see. On PostgreSQL the rows are locked FOR SHARE: a transition's UPDATE of one
     waits for our commit (and then finds our dependency rows), and we wait for one already
@@ -245,7 +246,7 @@ def _locked_rows(visible: Any, ids: list[int], arrays: list[uuid.UUID]) -> list[
         return []
     named = Q(pk__in=ids) | Q(array_id__in=arrays)
     query = visible.filter(named).order_by("pk").values_list("pk", "state", "exit_code", "requeue_count", "array_id")
-    if connection.vendor != "postgresql":
+    if connection.vendor != "postgresql" or not lock:
         return list(query)
     sql, params = query.query.sql_with_params()
     with connection.cursor() as cursor:

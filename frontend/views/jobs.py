@@ -196,7 +196,7 @@ def check_json(request: HttpRequest) -> JsonResponse:
         # "Runs after": the jobs named, as the submit judges them (jobs you can see, no condition
         # that can never be met), on the field the form shows them by.
         try:
-            dependencies.resolve(request.user, dependencies.wanted_from(req.dependencies), tasks=tasks)
+            dependencies.resolve(request.user, dependencies.wanted_from(req.dependencies), tasks=tasks, lock=False)
         except dependencies.Refused as refusal:
             return _verdict(False, "Fix the fields marked: " + "; ".join(f"{k}: {v}" for k, v in refusal.errors.items()),
                             {k: [v] for k, v in refusal.errors.items()})

@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
 
 from controlplane.choices import JobState
 from controlplane.models import Job
@@ -52,3 +54,13 @@ def test_another_teams_job_is_no_job_you_can_see(client_for, submit_as):
 
 def test_an_empty_field_is_no_dependency(client_for):
     assert check(client_for("alice"), dependencies="none")["runs"] is True
+
+
+def test_the_live_check_locks_no_row(client_for, submit_as):
+    """A check runs at every pause in typing: it reads the jobs named without locking them (a
+    submit locks them FOR SHARE, then writes)."""
+    pre = submit_as("alice", name="pre", gpus=1)
+    client = client_for("alice")
+    with CaptureQueriesContext(connection) as queries:
+        assert check(client, dependencies=f"afterok:{pre.pk}")["runs"] is True
+    assert not [q["sql"] for q in queries.captured_queries if "FOR SHARE" in q["sql"].upper()]
