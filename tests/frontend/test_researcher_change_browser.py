@@ -91,3 +91,31 @@ def test_a_running_jobs_form_changes_its_limit_and_the_server_refuses_raising_it
     expect(page.locator("#change-result")).to_have_text(
         f"Job {job.pk} changed: runtime_limit_s 14400 s (4.0 h) → 10800 s (3.0 h).", timeout=5_000)
     assert Job.objects.get(pk=job.pk).runtime_limit_s == 10800
+
+
+def test_researcher_holds_a_job_with_a_reason_typed_on_its_page(session: Any) -> None:  # noqa: F811
+    job = submit(user("alice"), SubmitRequest(name="later", gpus=8)).job
+    alice = session("alice")
+    alice.open(f"/jobs/{job.pk}/")
+    page = alice.page
+
+    # Too long: the server's words, nothing held, what was typed stays to be fixed.
+    page.fill("#hold-reason-input", "x" * 201)
+    page.click("#hold-job")
+    expect(page.locator("#action-result")).to_contain_text("reason", timeout=5_000)
+    expect(page.locator("#action-result")).to_contain_text("at most 200 characters (201 given)")
+    alice.expect_refusal(f"/api/v1/jobs/{job.pk}/hold/", 400)
+    expect(page.locator("#hold-reason-input")).to_have_value("x" * 201)
+    job.refresh_from_db()
+    assert job.hold == ""
+
+    page.fill("#hold-reason-input", "waiting for dataset v3")
+    page.click("#hold-job")
+
+    expect(page.locator("#held-badge")).to_have_text("held", timeout=LIVE_TIMEOUT_MS)
+    expect(page.locator("#hold-reason")).to_have_text("Reason given: waiting for dataset v3")
+    expect(page.locator("#why-waiting")).to_contain_text("Held by alice: waiting for dataset v3 — until it is released")
+    expect(page.locator("table.events")).to_contain_text(
+        "Held by alice: waiting for dataset v3 — out of the queue until released", timeout=LIVE_TIMEOUT_MS)
+    job.refresh_from_db()
+    assert (job.hold, job.hold_reason) == ("user", "waiting for dataset v3")

@@ -85,10 +85,11 @@
     var html = data.html || {};
     Object.keys(html).forEach(function (key) {
       document.querySelectorAll('[data-live-html="' + key + '"]').forEach(function (el) {
-        // A choice being made (a select of the fragment has focus) is not swept away: the
-        // fragment is refreshed by the next update after it.
+        // A choice being made or words being typed (a select or an input of the fragment has
+        // focus: a hold's reason) are not swept away: the fragment is refreshed by the next
+        // update after it.
         var focused = document.activeElement;
-        if (focused && focused.tagName === "SELECT" && el.contains(focused)) return;
+        if (focused && (focused.tagName === "SELECT" || focused.tagName === "INPUT") && el.contains(focused)) return;
         el.innerHTML = html[key];
         bindActions(el);
         // Charts that arrived inside the fragment: draw them from their own JSON.
@@ -190,13 +191,22 @@
       button.addEventListener("click", function () {
         if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
         var out = document.getElementById(button.dataset.result || "action-result");
+        // data-body-from: an input whose text, when typed, is sent as data-body-field (a hold's reason).
+        var body;
+        var source = button.dataset.bodyFrom ? document.getElementById(button.dataset.bodyFrom) : null;
+        if (source && source.value.trim()) {
+          body = {};
+          body[button.dataset.bodyField] = source.value.trim();
+        }
         button.disabled = true;
-        QM.api("POST", button.dataset.apiPost).then(function (result) {
+        QM.api("POST", button.dataset.apiPost, body).then(function (result) {
           if (out) {
             out.hidden = false;
             out.className = result.ok ? "notice ok" : "notice error";
             out.textContent = result.data.detail || (result.ok ? (button.dataset.done || "Done.") : "Refused (HTTP " + result.status + ").");
           }
+          // A request refused as invalid changed nothing: its words (and what was typed) stay.
+          if (result.status === 400) return null;
           return QM.poll();
         }).finally(function () { button.disabled = false; });
       });
