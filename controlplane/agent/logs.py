@@ -3,16 +3,18 @@
 A job's processes write stdout and stderr to `<workdir>/rank<N>.log` on the node (a simulated
 job writes the lines it would print into memory). The agent reads what is new and sends it with
 its next heartbeat or report, as `logs`: chunks of `{generation, rank, offset, bytes, text}`:
-  - at most RANK_BYTES (64 KiB) per rank per contact, and CALL_BYTES (256 KiB) in all, the
-    ranks longest unserved first; the rest goes next time (sooner than the next heartbeat when
-    bytes are waiting: BACKLOG_DELAY_S);
+  - chunks of at most RANK_BYTES (64 KiB); at most BURST_BYTES (256 KiB) per rank per contact,
+    and CALL_BYTES (512 KiB) in all, the ranks longest unserved first; the rest goes next time,
+    BACKLOG_DELAY_S (0.1 s) after the reply rather than a heartbeat interval later while bytes
+    wait (bench/agent_output_rate.py: one rank printing 4 MiB at once was shipped at 1.8 MiB/s,
+    four at 3.4 MiB/s for the node; before, 0.12 MiB/s a rank);
   - a chunk ends on a whole UTF-8 character (a character cut in two would read as two U+FFFD),
     except at the end of a process's output; `text` is the bytes decoded as UTF-8 with
     replacement, NUL read as U+FFFD, and `bytes` how many bytes it covers;
-  - one chunk per rank is in flight: until a reply says the contact was taken, the same chunk
-    (same offset, same text) is sent again, and the server drops one it already holds. A
+  - one read per rank is in flight: until a reply says the contact was taken, the same chunks
+    (same offsets, same texts) are sent again, and the server drops those it already holds. A
     retried report never duplicates lines, and an unreachable control plane costs the agent
-    one chunk per rank of memory: the file on the node holds the rest;
+    BURST_BYTES per rank of memory: the file on the node holds the rest;
   - a member that ended is followed until its output is all sent.
 A chunk names its generation: a stopped run's last lines and a requeued run's first ones never
 mix, even when both ship in one contact.
@@ -21,11 +23,11 @@ What a run has shipped survives the agent (real processes only: a simulated job'
 in the agent's memory and dies with it). Its work directory holds `shipped.json`, `{"generation",
 "ranks": {RANK: [shipped, sent]}, "done"}`, written (to a temporary file, then renamed) when the
 run is launched, before a contact that carries its output and after the reply took it: below
-`shipped` every byte was taken by the control plane, and nothing past `sent` was ever sent. An agent that starts on
-the node after one that died (`kill -9`, OOM; the job's processes died with it, by design)
+`shipped` every byte was taken by the control plane, and nothing past `sent` was ever sent. An
+agent that starts on the node after one that died (`kill -9`, OOM; the job's processes died with it, by design)
 finds the runs not `done` (`recover`) and ships the rest of their files: first exactly the
-bytes `shipped`..`sent` again (the chunk that may have been in flight: the control plane drops
-it if it has it), then on to the end of each file, with its heartbeats as any ended run's
+bytes `shipped`..`sent` again, split as before (the chunks that may have been in flight: the
+control plane drops those it has), then on to the end of each file, with its heartbeats as any ended run's
 output; then the run is marked `done` and forgotten. The last lines a crashed job printed, the
 ones that often say why, are not lost with the agent that should have shipped them.
 """
@@ -35,7 +37,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,9 +45,16 @@ import structlog
 
 log = structlog.get_logger("qm.agent")
 
+#: The most one chunk carries (the control plane's CHUNK_BYTES).
 RANK_BYTES = 64 * 1024
-CALL_BYTES = 256 * 1024
-BACKLOG_DELAY_S = 0.5
+#: The most one rank ships in one contact (in chunks of RANK_BYTES), and one contact in all (the
+#: control plane takes up to 1 MiB). A rank that prints faster than the heartbeats carry is
+#: behind: the next contact then goes BACKLOG_DELAY_S after the reply, not a heartbeat
+#: interval later, so a rank is shipped at up to BURST_BYTES per (BACKLOG_DELAY_S + round
+#: trip), and a node at up to CALL_BYTES per the same, while bytes wait (bench/agent_output_rate.py).
+BURST_BYTES = 256 * 1024
+CALL_BYTES = 512 * 1024
+BACKLOG_DELAY_S = 0.1
 # Cursors of ended members kept at most (a control plane that refuses every contact for long).
 MAX_CURSORS = 4096
 #: A run's shipping record, in its work directory (see the module's docstring).
@@ -84,32 +93,53 @@ class Chunk:
                 "text": self.text}
 
 
+def split(generation: int, rank: int, offset: int, data: bytes) -> list[Chunk]:
+    """`data` (read from byte `offset`) as chunks of at most RANK_BYTES, each but the last ending
+    on a whole character. The same bytes always split the same way (a resend after a restart
+    has the very boundaries of the first send)."""
+    chunks: list[Chunk] = []
+    at = 0
+    while at < len(data):
+        piece = data[at:at + RANK_BYTES]
+        if at + len(piece) < len(data):
+            piece = piece[:whole_characters(piece)] or piece
+        chunks.append(Chunk(generation, rank, offset + at, len(piece), decode(piece)))
+        at += len(piece)
+    return chunks
+
+
 @dataclass
 class Cursor:
     generation: int
     rank: int
     read: Callable[[int, int], bytes]  # (offset, at most) -> bytes
     shipped: int = 0
-    pending: Chunk | None = None
+    # The chunks in flight (at most BURST_BYTES, from `shipped` on), sent again as they are
+    # until a reply says they were taken.
+    pending: list[Chunk] = field(default_factory=list)
     ended: bool = False
-    backlog: bool = False  # the last read stopped at RANK_BYTES: more is waiting
+    backlog: bool = False  # the last read stopped at BURST_BYTES: more is waiting
     served: int = 0  # the contact that last carried a chunk of it (fairness)
 
-    def next_chunk(self) -> Chunk | None:
-        if self.pending is not None:
+    @property
+    def sent(self) -> int:
+        """Where what was ever sent of this rank ends."""
+        return self.pending[-1].offset + self.pending[-1].nbytes if self.pending else self.shipped
+
+    def next_chunks(self) -> list[Chunk]:
+        """The chunks for the next contact: those in flight, else what is new (up to BURST_BYTES)."""
+        if self.pending:
             return self.pending
         try:
-            data = self.read(self.shipped, RANK_BYTES)
+            data = self.read(self.shipped, BURST_BYTES)
         except OSError:
             data = b""
-        self.backlog = len(data) >= RANK_BYTES
+        self.backlog = len(data) >= BURST_BYTES
         if not self.ended:
             data = data[:whole_characters(data)]
         elif self.backlog:
             data = data[:whole_characters(data)] or data
-        if not data:
-            return None
-        self.pending = Chunk(self.generation, self.rank, self.shipped, len(data), decode(data))
+        self.pending = split(self.generation, self.rank, self.shipped, data)
         return self.pending
 
 
@@ -188,11 +218,10 @@ class LogShipper:
                             shipped=shipped, ended=True)
             if sent > shipped:
                 try:
-                    data = run.read(rank, shipped, min(sent - shipped, RANK_BYTES))
+                    data = run.read(rank, shipped, min(sent - shipped, BURST_BYTES))
                 except OSError:
                     data = b""
-                if data:
-                    cursor.pending = Chunk(run.generation, rank, shipped, len(data), decode(data))
+                cursor.pending = split(run.generation, rank, shipped, data)
             self.cursors[(run.generation, rank)] = cursor
         self.records[run.generation] = run.record
         self.written[run.generation] = dict(run.ranks)
@@ -204,7 +233,7 @@ class LogShipper:
         now: dict[int, dict[int, tuple[int, int]]] = {generation: {} for generation in self.records}
         for c in self.cursors.values():
             if c.generation in now:
-                now[c.generation][c.rank] = (c.shipped, c.pending.offset + c.pending.nbytes if c.pending else c.shipped)
+                now[c.generation][c.rank] = (c.shipped, c.sent)
         for generation, ranks in now.items():
             if ranks == self.written.get(generation):
                 continue
@@ -230,16 +259,17 @@ class LogShipper:
         out: list[Chunk] = []
         budget = CALL_BYTES
         for key, cursor in sorted(self.cursors.items(), key=lambda kv: kv[1].served):
-            chunk = cursor.next_chunk()
-            if chunk is None:
+            chunks = cursor.next_chunks()
+            if not chunks:
                 if cursor.ended:
                     del self.cursors[key]
                 continue
-            if out and chunk.nbytes > budget:
+            size = cursor.sent - cursor.shipped
+            if out and size > budget:
                 cursor.backlog = True
                 continue
-            out.append(chunk)
-            budget -= chunk.nbytes
+            out.extend(chunks)  # a rank's chunks in flight go together, or not at all
+            budget -= size
             cursor.served = self.contacts
         if self.records:
             self._write_records()
@@ -249,9 +279,9 @@ class LogShipper:
         """The contact carrying `chunks` was answered: read on from their ends."""
         for chunk in chunks:
             cursor = self.cursors.get((chunk.generation, chunk.rank))
-            if cursor is not None and cursor.pending is chunk:
-                cursor.pending = None
-                cursor.shipped = chunk.offset + chunk.nbytes
+            if cursor is not None and cursor.pending and cursor.pending[-1] is chunk:
+                cursor.shipped = cursor.sent
+                cursor.pending = []
             self.bytes_shipped += chunk.nbytes
             self.chunks_shipped += 1
         if self.records and chunks:
@@ -260,4 +290,4 @@ class LogShipper:
     @property
     def backlog(self) -> bool:
         """Bytes are known to be waiting beyond what the last contact could carry."""
-        return any(c.backlog or (c.pending is not None and c.served != self.contacts) for c in self.cursors.values())
+        return any(c.backlog or (c.pending and c.served != self.contacts) for c in self.cursors.values())

@@ -130,19 +130,20 @@ def test_the_chunk_in_flight_when_the_agent_died_is_sent_again_byte_for_byte(liv
     client = RecordingClient(live_server.url)
     agent = process_agent(live_server.url, tmp_path, client, name="gpu-inflight")
     drive(agent, lambda: Node.objects.filter(name="gpu-inflight", state=NodeState.READY).exists())
-    job = make_job(fleet, command="seq 1 40000; sleep 600")  # 228,894 bytes: four contacts' worth
+    job = make_job(fleet, command="seq 1 120000; sleep 600")  # 808,894 bytes: several contacts' worth
     cycle.run_cycle("test")
     drive(agent, lambda: any(body.get("logs") for body in client.bodies))
     # The next contact carrying output is taken by the control plane, its reply lost: the agent
     # is then gone (its job too) before it hears back.
     client.lose_replies = 1
     drive(agent, lambda: client.lose_replies == 0)
-    lost = [c for c in client.bodies[-1]["logs"]][0]
+    lost = client.bodies[-1]["logs"]
     for running in agent.members.values():
         running.member.kill()
     generation = Allocation.objects.get(job=job).generation
     record = read_record(tmp_path / "gpu-inflight" / f"g{generation}" / RECORD_NAME)
-    assert record is not None and record[1][0] == (lost["offset"], lost["offset"] + lost["bytes"])
+    assert len(lost) > 1 and {c["rank"] for c in lost} == {0}
+    assert record is not None and record[1][0] == (lost[0]["offset"], lost[-1]["offset"] + lost[-1]["bytes"])
 
     # A new agent of the same node, in a new process as after a crash.
     client2 = RecordingClient(live_server.url)
@@ -151,11 +152,11 @@ def test_the_chunk_in_flight_when_the_agent_died_is_sent_again_byte_for_byte(liv
     after = process_agent(live_server.url, tmp_path, client2, name="gpu-inflight")
     after.launcher = launcher
     after.recover_output(launcher.unshipped_output())
-    expected = "".join(f"{i}\n" for i in range(1, 40001))
+    expected = "".join(f"{i}\n" for i in range(1, 120001))
     drive(after, lambda: output(job) == expected and not after.shipper.cursors, timeout=30)
 
     resent = [c for body in client2.bodies for c in body.get("logs", [])]
-    assert resent[0] == lost  # the same offset, the same bytes
+    assert resent[:len(lost)] == lost  # the same offsets, the same bytes
     assert max(c["bytes"] for c in resent) <= RANK_BYTES
     offsets = [c["offset"] for c in resent]
     assert offsets == sorted(set(offsets))  # then on from its end, each byte once

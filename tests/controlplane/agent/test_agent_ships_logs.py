@@ -16,7 +16,15 @@ from typing import Any
 import pytest
 
 from controlplane.agent.client import AgentClient, Unreachable
-from controlplane.agent.logs import CALL_BYTES, RANK_BYTES, Cursor, decode, whole_characters
+from controlplane.agent.logs import (
+    BURST_BYTES,
+    CALL_BYTES,
+    RANK_BYTES,
+    Cursor,
+    decode,
+    split,
+    whole_characters,
+)
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
 from controlplane.agent.node import NodeAgent, NodeInventory
 from controlplane.choices import JobState, NodeState
@@ -145,15 +153,15 @@ def test_a_contact_whose_reply_was_lost_is_resent_unchanged_and_stored_once(live
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_contact_carries_at_most_64_KiB_a_rank_and_256_KiB_in_all_and_the_rest_follows(
+def test_a_contact_carries_chunks_of_64_KiB_at_most_256_KiB_a_rank_and_512_KiB_in_all_and_the_rest_follows(
     live_server: Any, tmp_path: Path
 ) -> None:
     fleet = build_loop_fleet()
     client = RecordingClient(live_server.url)
     agent = process_agent(live_server.url, tmp_path, client)
     drive(agent, lambda: Node.objects.filter(name="gpu-logs", state=NodeState.READY).exists())
-    # Five ranks print 200,000 bytes each at once (lines of 10 bytes).
-    job = make_job(fleet, gpus=5, command="yes '123456789' | head -c 200000")
+    # Five ranks print 300,000 bytes each at once (lines of 10 bytes).
+    job = make_job(fleet, gpus=5, command="yes '123456789' | head -c 300000")
     cycle.run_cycle("test")
 
     drive(agent, lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED and not agent.shipper.cursors,
@@ -161,10 +169,13 @@ def test_a_contact_carries_at_most_64_KiB_a_rank_and_256_KiB_in_all_and_the_rest
 
     carrying = [body["logs"] for body in client.bodies if body.get("logs")]
     assert max(c["bytes"] for logs in carrying for c in logs) == RANK_BYTES
+    assert max(sum(c["bytes"] for c in logs if c["rank"] == rank) for logs in carrying for rank in range(5)) == (
+        BURST_BYTES)
     assert max(sum(c["bytes"] for c in logs) for logs in carrying) <= CALL_BYTES
-    assert any(len(logs) == 4 for logs in carrying)  # the budget, not the ranks, stopped a contact
+    # the budget, not the ranks, stopped a contact: some carried fewer ranks than were printing
+    assert any(len({c["rank"] for c in logs}) < 5 for logs in carrying[:2])
     for rank in range(5):
-        assert output(job, rank) == "123456789\n" * 20_000
+        assert output(job, rank) == "123456789\n" * 30_000
 
 
 @pytest.mark.django_db(transaction=True)
@@ -200,12 +211,18 @@ def test_a_chunk_never_cuts_a_character_in_two_while_the_process_writes() -> Non
 
     written = bytearray(data)
     cursor = Cursor(7, 0, read=lambda offset, limit: bytes(written[offset:offset + limit]))
-    first = cursor.next_chunk()
-    assert first is not None and first.nbytes == 20 and first.text == "é" * 10
-    cursor.pending, cursor.shipped = None, 20
+    (first,) = cursor.next_chunks()
+    assert first.nbytes == 20 and first.text == "é" * 10
+    cursor.pending, cursor.shipped = [], 20
     written += b"\xac\n"
-    second = cursor.next_chunk()
-    assert second is not None and second.text == "€\n" and second.offset == 20
+    (second,) = cursor.next_chunks()
+    assert second.text == "€\n" and second.offset == 20
+    # Nor does a contact's split into chunks of 64 KiB: a character across a boundary goes whole
+    # into the next chunk.
+    data = b"a" * (RANK_BYTES - 1) + "é".encode() + b"b\n"
+    chunks = split(7, 0, 0, data)
+    assert [c.nbytes for c in chunks] == [RANK_BYTES - 1, 4] and chunks[1].text == "éb\n"
+    assert split(7, 0, 0, data) == chunks  # the same bytes split the same way (a resend)
 
 
 def test_undecodable_bytes_and_nul_read_as_the_replacement_character() -> None:
