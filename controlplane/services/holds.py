@@ -421,6 +421,8 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
             try:
                 resolved = _judge_as_submit(user, job, changes)
             except Refused as refusal:
+                if not refusal.errors:
+                    raise  # a refusal naming no field stands alone
                 errors = {**refusal.errors, **errors}
         if errors:
             raise Refused(400, "Invalid change.", errors)
