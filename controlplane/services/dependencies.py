@@ -120,9 +120,15 @@ def outcome(state: str, exit_code: int | None) -> str:
     }.get(JobState(state), str(state))
 
 
-def state_word(state: str) -> str:
+def state_word(state: str, *, held: bool = False, can_run: bool = True) -> str:
     """Where an upstream job stands, in the words the engine's sentence puts in brackets
-    ("now running"): its state, "stopping" for a job being stopped."""
+    ("now running"): its state, "stopping" for a job being stopped; a waiting upstream that is
+    held, or that the engine found can never run as asked, says so, since that is why its
+    dependent may wait for ever (it waits: the upstream's owner may release or change it)."""
+    if state == JobState.PENDING and held:
+        return "held"
+    if state == JobState.PENDING and not can_run:
+        return "pending, and it can never run as asked"
     return "stopping" if state == JobState.PREEMPTING else JobState(state).label.lower()
 
 
@@ -549,14 +555,15 @@ def waits() -> dict[int, list[tuple[int, str, str]]]:
     its upstream meets already (a transition missed; it cannot, but the snapshot does not
     trust it) does not keep the job waiting."""
     out: dict[int, list[tuple[int, str, str]]] = {}
-    for job_id, upstream_id, condition, state, requeues in (
+    for job_id, upstream_id, condition, state, requeues, hold, can_run in (
         JobDependency.objects.filter(satisfied_at__isnull=True, job__state=JobState.PENDING)
         .order_by("job_id", "upstream_id")
-        .values_list("job_id", "upstream_id", "condition", "upstream__state", "upstream__requeue_count")
+        .values_list("job_id", "upstream_id", "condition", "upstream__state", "upstream__requeue_count",
+                     "upstream__hold", "upstream__pending_resolvable")
     ):
         if is_met(condition, state, has_started=requeues > 0):
             continue
-        out.setdefault(job_id, []).append((upstream_id, condition, state_word(state)))
+        out.setdefault(job_id, []).append((upstream_id, condition, state_word(state, held=bool(hold), can_run=can_run)))
     return out
 
 

@@ -9,7 +9,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from controlplane.choices import DependencyCondition, JobState
+from controlplane.choices import DependencyCondition, JobHold, JobState
 from controlplane.models import Allocation, Job, JobDependency
 from controlplane.services import cycle, transitions
 from controlplane.services.dependencies import NEVER_SATISFIED
@@ -117,6 +117,29 @@ def test_afterany_runs_after_its_upstream_is_cancelled(fleet: LoopFleet) -> None
     transitions.cancel_job(big, "user:alice")
     cycle.run_cycle("worker-1")
     assert reread(report)[0].state == JobState.RUNNING
+
+
+def test_a_dependent_says_when_its_upstream_can_never_run_or_is_held(fleet: LoopFleet) -> None:
+    """The dependent of a job that can never run as asked, or of a held one, still waits (the
+    upstream's owner may change or release it) but its sentence says why the wait may not end;
+    before, it read "(now pending)" like any upstream in the queue."""
+    register_node("gpu-a")  # one 8-GPU node
+    impossible = make_job(fleet, gpus=8, name="impossible", gpu_types=["A100-40GB"])  # no such GPU here
+    held = make_job(fleet, name="held", hold=JobHold.USER)
+    after_impossible = make_job(fleet, name="after-impossible")
+    after_held = make_job(fleet, name="after-held")
+    JobDependency.objects.create(job=after_impossible, upstream=impossible, condition=DependencyCondition.AFTER_OK)
+    JobDependency.objects.create(job=after_held, upstream=held, condition=DependencyCondition.AFTER_ANY)
+
+    cycle.run_cycle("worker-1")  # the engine finds the upstream can never run
+    cycle.run_cycle("worker-1")  # the next snapshot reads it so
+
+    impossible, after_impossible, after_held = reread(impossible, after_impossible, after_held)
+    assert impossible.pending_resolvable is False
+    assert (after_impossible.state, after_held.state) == (JobState.PENDING, JobState.PENDING)
+    assert after_impossible.pending_message.startswith(
+        f"Waits for job {impossible.pk} to succeed (now pending, and it can never run as asked)")
+    assert after_held.pending_message.startswith(f"Waits for job {held.pk} to end (now held)")
 
 
 def test_the_snapshot_reads_dependencies_in_a_number_of_queries_that_does_not_grow(fleet: LoopFleet) -> None:
