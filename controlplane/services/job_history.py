@@ -28,6 +28,7 @@ from decimal import Decimal
 from django.db.models import (
     Case,
     CharField,
+    Count,
     DateTimeField,
     DecimalField,
     DurationField,
@@ -126,8 +127,12 @@ def _attached(job: Job) -> Job:
     return job
 
 
+def _exact_gpu_hours_of(seconds: Decimal) -> Decimal:
+    return (seconds / _HOUR_S).quantize(_HOURS_Q)
+
+
 def _gpu_hours_of(seconds: Decimal) -> float:
-    return float((seconds / _HOUR_S).quantize(_HOURS_Q))
+    return float(_exact_gpu_hours_of(seconds))
 
 
 def gpu_hours(job: Job) -> float:
@@ -160,9 +165,11 @@ CSV_CHUNK = 1000
 
 def ended_jobs(jobs: QuerySet[Job]) -> QuerySet[Job]:
     """The jobs of `jobs` (already scoped to the reader and filtered) that ended, newest end
-    first (the newest id breaks ties, so pages never overlap), with what a row names."""
+    first (the newest id breaks ties, so pages never overlap), with what a row names. Every
+    ended job has its `finished_at` (each end sets it), so a plain descending order reads the
+    `finished_at` index backwards rather than sorting the whole set."""
     return (jobs.filter(state__in=ENDED_STATES).select_related("team", "project", "submitter")
-            .order_by(F("finished_at").desc(nulls_last=True), "-id"))
+            .order_by("-finished_at", "-id"))
 
 
 def _second(at: datetime | None) -> str:
@@ -247,17 +254,25 @@ class HistoryTotals:
 
 
 def history_totals(jobs: QuerySet[Job]) -> HistoryTotals:
-    """Totals over every job of `jobs` (an `ended_jobs` set), not one page: two queries whatever
-    its size, one for the jobs' states and lost work, one for their day rollups' GPU-seconds
-    summed per job (accounting.job_cost's sum), each job's then rounded as `gpu_hours` rounds it."""
-    ids = jobs.order_by().values("pk")
-    held = dict(
-        UsageRollup.objects.filter(bucket=RollupBucket.DAY, job_id__in=ids).order_by()
-        .values("job_id").annotate(g=Sum("allocated_gpu_seconds")).values_list("job_id", "g")
-    )
+    """Totals over every job of `jobs` (an `ended_jobs` set), not one page, in two queries
+    whatever its size: the jobs by state and lost work (each job's `lost_gpu_hours`, added
+    exactly); their day rollups' GPU-seconds summed per job (accounting.job_cost's sum), each
+    job's rounded as `gpu_hours` rounds it and added exactly. A job without rollups adds 0, as
+    its row says."""
+    jobs = jobs.order_by()
     totals = HistoryTotals()
-    for pk, state, lost in jobs.order_by().values_list("pk", "state", "lost_gpu_seconds").iterator(chunk_size=5000):
-        totals.add(state, _gpu_hours_of(Decimal(str(held.get(pk) or 0))), _lost_hours_of(lost))
+    # (state, lost GPU-seconds, jobs): few rows, since most jobs lost nothing.
+    for state, lost, count in (jobs.values("state", "lost_gpu_seconds").annotate(n=Count("pk"))
+                               .values_list("state", "lost_gpu_seconds", "n")):
+        totals.jobs += count
+        totals.states[state] = totals.states.get(state, 0) + count
+        if lost:
+            totals._lost_gpu_hours += count * Decimal(str(_lost_hours_of(lost)))
+    if not totals.jobs:
+        return totals
+    per_job = (UsageRollup.objects.filter(bucket=RollupBucket.DAY, job_id__in=jobs.values("pk")).order_by()
+               .values("job_id").annotate(g=Sum("allocated_gpu_seconds")).values_list("g", flat=True))
+    totals._gpu_hours += sum((_exact_gpu_hours_of(seconds or Decimal(0)) for seconds in per_job), Decimal(0))
     return totals
 
 

@@ -161,6 +161,10 @@ def test_totals_cover_the_whole_filtered_set_not_the_page(client_for, history, m
     assert f"{sum(Decimal(str(g)) for g in figures):.4f}" == "8.7500"
     failed = alice.get(H, {"state": ["failed", "cancelled"]})
     assert _totals(failed) == (2, "0.7500", "0.0000")
+    # two jobs that lost the same work count it twice (the totals group jobs by state and loss)
+    _ended("vision", "lost-too", timezone.now() - timedelta(hours=1), 10, lost_gpu_seconds=8 * 600.0,
+           requeue_count=1)
+    assert _totals(alice.get(H)) == (4, "8.7500", "2.6666")
 
 
 # ----------------------------------------------------------------------------- the filters
