@@ -30,6 +30,8 @@ def test_researcher_holds_and_releases_a_waiting_job_from_its_page(session: Any)
         f"Job {job.pk} held by alice: it is out of the queue and holds nothing until released "
         f"(qm release {job.pk}).", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#held-badge")).to_have_text("held", timeout=LIVE_TIMEOUT_MS)
+    # The status panel was refreshed (the badge came with it) and the action's words stayed.
+    expect(page.locator("#action-result")).to_contain_text(f"Job {job.pk} held by alice")
     expect(page.locator("#held-note")).to_contain_text("Held by alice since")
     expect(page.locator("#eta")).to_have_text("none while it is held")
     expect(page.locator("#hold-job")).to_have_count(0)
