@@ -941,6 +941,10 @@ class JobArrayHoldSerializer(JobArraySerializer):
     unchanged = serializers.IntegerField(help_text="Waiting tasks already so: held already (not held).")
     not_waiting = serializers.IntegerField(help_text="Tasks running or ended: only a waiting task is held or released.")
     refused = serializers.IntegerField(help_text="Tasks under an admin's hold, which only an admin releases.")
+    reworded = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Ids of the tasks among `changed` already held by the same kind of holder whose reason alone "
+                  "changed (a hold with another reason; who holds them and since when stay). Empty for a release.")
     detail = serializers.CharField()
 
 

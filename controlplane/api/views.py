@@ -717,12 +717,14 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
         past = "released" if release_them else "held"
         already = "not held" if release_them else "held already"
         detail = (f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): "
-                  f"{len(done.changed)} {past}" + (f", {done.unchanged} {already}" if done.unchanged else "")
+                  f"{len(done.changed) - len(done.reworded)} {past}"
+                  + (f", {len(done.reworded)} held already with their reason changed" if done.reworded else "")
+                  + (f", {done.unchanged} {already}" if done.unchanged else "")
                   + (f", {not_waiting} not waiting (running or ended)" if not_waiting else "")
                   + (f", {done.refused} under an admin's hold (only an admin releases it)" if done.refused else "")
                   + ".")
         return Response({**summary, "changed": done.changed, "unchanged": done.unchanged, "not_waiting": not_waiting,
-                         "refused": done.refused, "detail": detail})
+                         "refused": done.refused, "reworded": done.reworded, "detail": detail})
 
     @extend_schema(request=None, responses={200: s.JobArrayCancelSerializer})
     @action(detail=True, methods=["post"])

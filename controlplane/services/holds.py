@@ -28,6 +28,7 @@ import structlog
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
+from django.db.models import Case, CharField, Value, When
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobHold, JobState
@@ -159,7 +160,11 @@ def _not_waiting(job: Job, verb: str) -> Refused:
 
 
 def _since(job: Job) -> str:
-    return f" since {job.held_at:%Y-%m-%d %H:%M:%S} UTC" if job.held_at else ""
+    return _since_at(job.held_at)
+
+
+def _since_at(held_at: datetime | None) -> str:
+    return f" since {held_at:%Y-%m-%d %H:%M:%S} UTC" if held_at else ""
 
 
 def _request_cycle_on_commit() -> None:
@@ -186,9 +191,10 @@ def hold(user: AbstractBaseUser, job_id: int, *, reason: str = "", at: datetime 
         if job.state != JobState.PENDING:
             raise _not_waiting(job, "held")
         level = JobHold.ADMIN if who.is_admin else JobHold.USER
-        if job.hold == JobHold.ADMIN or (job.hold == JobHold.USER and level == JobHold.USER):
-            if reason and reason != job.hold_reason and job.hold == level:
-                return _reword(user, job, reason, at)
+        again = _again(job.hold, level, job.hold_reason, reason)
+        if again == REWORD:
+            return _reword(user, job, reason, at)
+        if again == KEEP:
             because = f" ({job.hold_reason})" if job.hold_reason else ""
             return Outcome(job, False, f"Job {job.pk} is already held by {hold_label(job)}{_since(job)}{because}; "
                                        "nothing changed.")
@@ -215,23 +221,61 @@ def hold(user: AbstractBaseUser, job_id: int, *, reason: str = "", at: datetime 
                    + f": it is out of the queue and holds nothing until released (qm release {job.pk}).")
 
 
+#: What a hold does to a job already held (`_again`): nothing, or its reason only.
+KEEP, REWORD, HOLD = "keep", "reword", "hold"
+
+
+def _again(held: str, level: str, was_reason: str, reason: str) -> str:
+    """What a hold of kind `level` (admin or user) for `reason` does to a waiting job held as
+    `held` ("" for not held) for `was_reason`, the one rule `hold` and `hold_array` follow:
+    HOLD when it is not held, or an admin's hold replaces a user's; REWORD when it is held by
+    the same kind of holder and another reason is given (the hold stays whose it was, since
+    when it was; only its reason changes); KEEP otherwise (the same reason, none, or a member's
+    hold on an admin's)."""
+    if held == JobHold.ADMIN or (held == JobHold.USER and level == JobHold.USER):
+        return REWORD if reason and reason != was_reason and held == level else KEEP
+    return HOLD
+
+
+@dataclass(frozen=True)
+class _Reworded:
+    """A REWORD's words: the job's new stored Held sentence, and its job.held event."""
+
+    pending_message: str
+    would_start_if: str
+    message: str
+    data: dict[str, Any]
+
+
+def _reworded(actor: str, held: str, holder: str, held_at: datetime | None, was_reason: str,
+              reason: str) -> _Reworded:
+    """The words of a REWORD by `actor` of a hold of kind `held` placed by `holder` (a username,
+    "" once the account is gone) at `held_at`: what `hold` and `hold_array` store and record."""
+    label = hold_label_of(held, holder)
+    pending_message, would = held_sentence(label, reason)
+    message = (f"Hold reason changed by {actor}: {reason}" + (f" (was: {was_reason})" if was_reason else "")
+               + f"; held by {label}{_since_at(held_at)}")
+    data = {"hold": held, "held_by": holder or None, "reason": reason,
+            **({"was_reason": was_reason} if was_reason else {})}
+    return _Reworded(pending_message, would, message, data)
+
+
 def _reword(user: AbstractBaseUser, job: Job, reason: str, at: datetime) -> Outcome:
     """A second hold of the same kind (a member's on a user hold, an admin's on an admin hold)
-    with another reason: the hold stays as it was (who, since when), its reason is the new one,
-    said at once and recorded as a job.held event. Called under the job's row lock."""
-    was_reason, label = job.hold_reason, hold_label(job)
+    with another reason (`_again`'s REWORD): the hold stays as it was (who, since when), its
+    reason is the new one, said at once and recorded as a job.held event. Called under the
+    job's row lock."""
+    holder = job.held_by.get_username() if job.held_by_id else ""
+    words = _reworded(user.get_username(), job.hold, holder, job.held_at, job.hold_reason, reason)
     job.hold_reason = reason
-    job.pending_message, job.pending_would_start_if = held_sentence(label, reason)
+    job.pending_message, job.pending_would_start_if = words.pending_message, words.would_start_if
     job.save(update_fields=["hold_reason", "pending_words", "would_start_if_words"])
     Event.objects.create(**event_fields(
-        EventKind.JOB_HELD, _actor(user), job=job, at=at, reason="Held",
-        message=f"Hold reason changed by {user.get_username()}: {reason}"
-                + (f" (was: {was_reason})" if was_reason else "") + f"; held by {label}{_since(job)}",
-        data={"hold": job.hold, "held_by": job.held_by.get_username() if job.held_by_id else None,
-              "reason": reason, **({"was_reason": was_reason} if was_reason else {})},
+        EventKind.JOB_HELD, _actor(user), job=job, at=at, reason="Held", message=words.message, data=words.data,
     ))
     log.info("job_hold_reworded", job=job.pk, user=user.get_username(), reason=reason)
-    return Outcome(job, True, f"Job {job.pk} stays held by {label}{_since(job)}; its reason is now: {reason}.")
+    return Outcome(job, True, f"Job {job.pk} stays held by {hold_label(job)}{_since(job)}; its reason is now: "
+                              f"{reason}.")
 
 
 def release(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) -> Outcome:
@@ -270,21 +314,25 @@ def release(user: AbstractBaseUser, job_id: int, *, at: datetime | None = None) 
 @dataclass(frozen=True)
 class ArrayOutcome:
     """A hold or release of every waiting task of an array: the tasks changed, and those left
-    as they were (already so, not waiting, or an admin's hold a member may not release)."""
+    as they were (already so, not waiting, or an admin's hold a member may not release).
+    `reworded`: the tasks among `changed` already held whose reason alone changed (`_again`)."""
 
     changed: list[int]
     unchanged: int
     not_waiting: int
     refused: int
+    reworded: list[int] = field(default_factory=list)
 
 
 def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool, reason: str = "") -> ArrayOutcome:
     """Hold (or release) each waiting task among `job_ids` as `hold`/`release` does one (the same
-    rules, columns and one event each; a hold's `reason` on each), in a few statements whatever
-    their number, as `jobs.cancel_waiting` cancels them: the rows are locked first, in id
-    order, so a cycle binding one meanwhile either wins (the task runs and is counted as not
-    waiting) or finds it held. Tasks that no longer wait are counted, not refused: an array is
-    usually partly running."""
+    rules, `_again` for a task already held, columns and one event each; a hold's `reason` on
+    each), in a few statements whatever their number, as `jobs.cancel_waiting` cancels them:
+    the rows are locked first, in id order, so a cycle binding one meanwhile either wins (the
+    task runs and is counted as not waiting) or finds it held. Tasks that no longer wait are
+    counted, not refused: an array is usually partly running. A task already held by the same
+    kind of holder gets the new reason (REWORD: one UPDATE for them all, its stored sentence
+    naming each task's own holder)."""
     at = timezone.now()
     problem = reason_problem(reason)
     if problem:
@@ -292,15 +340,16 @@ def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool
     who = access.access_of(user)
     name = user.get_username()
     changed: list[int] = []
+    reworded: dict[int, _Reworded] = {}
     unchanged = not_waiting = refused = 0
     with transaction.atomic():
         rows = list(Job.objects.filter(pk__in=job_ids).select_for_update(no_key=True).order_by("pk")
-                    .values_list("pk", "team_id", "state", "hold", "held_by_id", "hold_reason"))
+                    .values_list("pk", "team_id", "state", "hold", "held_by_id", "hold_reason", "held_at"))
         holders = dict(get_user_model().objects.filter(pk__in={r[4] for r in rows if r[4]}).values_list(
             "pk", "username"))
         level = JobHold.ADMIN if who.is_admin else JobHold.USER
         events: list[Event] = []
-        for pk, team_id, state, held, held_by, held_for in rows:
+        for pk, team_id, state, held, held_by, held_for, held_at in rows:
             if state != JobState.PENDING:
                 not_waiting += 1
                 continue
@@ -319,32 +368,56 @@ def hold_array(user: AbstractBaseUser, job_ids: list[int], *, release_them: bool
                 kind, code = EventKind.JOB_RELEASED, "Released"
                 data = {"was": was, **({"was_reason": held_for} if held_for else {})}
             else:
-                if held == JobHold.ADMIN or (held == JobHold.USER and level == JobHold.USER):
+                again = _again(held, level, held_for, reason)
+                if again == KEEP:
                     unchanged += 1
                     continue
-                message, because = _held_event_words(hold_label_of(level, name), was, reason)
+                if again == REWORD:
+                    words = reworded[pk] = _reworded(name, held, holders.get(held_by, ""), held_at, held_for, reason)
+                    message, data = words.message, words.data
+                else:
+                    message, because = _held_event_words(hold_label_of(level, name), was, reason)
+                    data = {"hold": level, "held_by": name, **({"was": was} if was else {}), **because}
                 kind, code = EventKind.JOB_HELD, "Held"
-                data = {"hold": level, "held_by": name, **({"was": was} if was else {}), **because}
             changed.append(pk)
             events.append(Event(**event_fields(kind, _actor(user), job=Job(pk=pk, team_id=team_id), at=at,
                                                reason=code, message=message, data=data)))
-        if changed:
+        placed = [pk for pk in changed if pk not in reworded]
+        if placed:
             if release_them:
-                Job.objects.filter(pk__in=changed).update(
+                Job.objects.filter(pk__in=placed).update(
                     hold=JobHold.NONE, held_at=None, held_by=None, hold_reason="", pending_code="Released",
                     pending_words=f"Released by {name}: back in the queue from the next scheduling cycle.",
                     would_start_if_words="")
             else:
                 message, would = held_sentence(hold_label_of(level, name), reason)
-                Job.objects.filter(pk__in=changed).update(
+                Job.objects.filter(pk__in=placed).update(
                     hold=level, held_at=at, held_by=user, hold_reason=reason, pending_code="Held", pending_words=message,
                     would_start_if_words=would, pending_resolvable=True)
-                PendingPlace.objects.filter(job_id__in=changed).delete()
-            Event.objects.bulk_create(events, batch_size=2000)
+                PendingPlace.objects.filter(job_id__in=placed).delete()
             _request_cycle_on_commit()
+        if reworded:
+            _reword_all(reworded, reason)
+        if events:
+            Event.objects.bulk_create(events, batch_size=2000)
     log.info("array_released" if release_them else "array_held", jobs=len(changed), user=name,
-             **({} if release_them else {"reason": reason}))
-    return ArrayOutcome(changed, unchanged, not_waiting, refused)
+             **({} if release_them else {"reason": reason, "reworded": len(reworded)}))
+    return ArrayOutcome(changed, unchanged, not_waiting, refused, sorted(reworded))
+
+
+def _reword_all(reworded: dict[int, _Reworded], reason: str) -> None:
+    """Store a REWORD on many held tasks in one UPDATE: the new reason, and each task's Held
+    sentence, which names its own holder (one CASE branch per distinct sentence)."""
+    def by_sentence(attribute: str) -> Case:
+        groups: dict[str, list[int]] = {}
+        for pk, words in reworded.items():
+            groups.setdefault(getattr(words, attribute), []).append(pk)
+        return Case(*(When(pk__in=pks, then=Value(text)) for text, pks in groups.items()),
+                    output_field=CharField())
+
+    Job.objects.filter(pk__in=list(reworded)).update(
+        hold_reason=reason, pending_words=by_sentence("pending_message"),
+        would_start_if_words=by_sentence("would_start_if"))
 
 
 # ------------------------------------------------------------------------------------ change
