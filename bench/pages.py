@@ -487,6 +487,7 @@ USAGE_COLUMNS = (
     "job_id", "team_id", "project_id", "priority_class_id", "gpu_type_id", "capacity_tier", "borrowed", "bucket",
     "start", "allocated_gpu_seconds", "active_gpu_seconds", "productive_gpu_seconds", "reported_gpu_seconds",
     "lost_gpu_seconds", "steps", "useful_tokens", "retained_steps", "retained_tokens", "cost_usd", "lost_cost_usd",
+    "token_gpu_seconds", "token_cost_usd",
 )
 
 
@@ -524,7 +525,9 @@ def usage_rows(jobs: list[dict[str, Any]], fleet: dict[str, Any], now: datetime,
                     lost = round(min(allocated, job["lost_gpu_seconds"]), 6)
                 yield (*head, bucket, datetime.fromtimestamp(cell, tz=start.tzinfo), allocated, active, productive,
                        allocated, lost, productive / 8, productive * 4000, productive / 8, productive * 4000,
-                       round(allocated * price, 10), round(lost * price, 10))
+                       round(allocated * price, 10), round(lost * price, 10),
+                       # every job here reports tokens: all its GPU time is what they cost
+                       allocated, round(allocated * price, 10))
                 cell += bucket
 
 
@@ -598,15 +601,18 @@ def fleet_and_quota_rollups(fleet: dict[str, Any], now: datetime, days: int) -> 
         """, params)
         # The accounting's job-less group rows: days from the jobs' day rows, months from the days.
         group_keys = "team_id, project_id, priority_class_id, gpu_type_id, capacity_tier, borrowed"
+        # Groups' rows carry the token columns too (migration 0014); the fleet's do not.
+        group_columns = f"{columns}, token_gpu_seconds, token_cost_usd"
+        group_sums = f"{sums_plain}, SUM(token_gpu_seconds) AS token_gpu_seconds, SUM(token_cost_usd) AS token_cost_usd"
         cursor.execute(f"""
-            INSERT INTO controlplane_grouprollup (bucket, start, {group_keys}, {columns})
-            SELECT 86400, start, {group_keys}, {sums_plain.replace(" AS ", " AS _")}
+            INSERT INTO controlplane_grouprollup (bucket, start, {group_keys}, {group_columns})
+            SELECT 86400, start, {group_keys}, {group_sums.replace(" AS ", " AS _")}
             FROM controlplane_usagerollup WHERE bucket = 86400 GROUP BY start, {group_keys}
         """)
         cursor.execute(f"""
-            INSERT INTO controlplane_grouprollup (bucket, start, {group_keys}, {columns})
+            INSERT INTO controlplane_grouprollup (bucket, start, {group_keys}, {group_columns})
             SELECT 2629746, date_trunc('month', start AT TIME ZONE 'UTC') AT TIME ZONE 'UTC', {group_keys},
-                   {sums_plain.replace(" AS ", " AS _")}
+                   {group_sums.replace(" AS ", " AS _")}
             FROM controlplane_grouprollup WHERE bucket = 86400
             GROUP BY date_trunc('month', start AT TIME ZONE 'UTC'), {group_keys}
         """)
@@ -668,6 +674,7 @@ def measure(runs: int, replay: bool = True) -> list[dict[str, Any]]:
     from django.contrib.auth import get_user_model
     from django.db import connection
     from django.test import Client
+    from django.utils import timezone
 
     from controlplane.models import Job
     from frontend import whatif
@@ -683,6 +690,7 @@ def measure(runs: int, replay: bool = True) -> list[dict[str, Any]]:
     finished = Job.objects.filter(state="succeeded", team__name="team-00", preemption_count=1).values_list("pk", flat=True).first()
     pending = Job.objects.filter(state="pending", team__name="team-00").values_list("pk", flat=True).first()
     finished = finished or Job.objects.filter(state="succeeded", team__name="team-00").values_list("pk", flat=True).first()
+    day_ago = (timezone.now() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M")
     pages = [
         ("overview, 24 h", "admin", "/"),
         ("overview, 30 days", "admin", "/?window=30d"),
@@ -692,6 +700,11 @@ def measure(runs: int, replay: bool = True) -> list[dict[str, Any]]:
         ("jobs, admin filtered", "admin", "/jobs/?state=pending&team=team-04"),
         ("jobs, member", "u000", "/jobs/"),
         ("jobs live states", "u000", None),
+        ("history, admin (every ended job)", "admin", "/history/"),
+        ("history, admin, one day", "admin", f"/history/?finished_after={day_ago}"),
+        ("history, admin, failed on one node", "admin", "/history/?state=failed&ran_on=h100-001"),
+        ("history, member", "u000", "/history/"),
+        ("history CSV, admin, one day", "admin", f"/history.csv?finished_after={day_ago}"),
         ("job, running", "u000", f"/jobs/{running}/"),
         ("job, preempted and finished", "u000", f"/jobs/{finished}/"),
         *([("job, waiting", "u000", f"/jobs/{pending}/")] if pending else []),
@@ -716,13 +729,20 @@ def measure(runs: int, replay: bool = True) -> list[dict[str, Any]]:
         """The teams page's stored days of bins, gone: each run groups the whole month."""
         store.delete_prefix("qm:team-bins:")
 
+    def read(client: Client, url: str) -> Any:
+        """The response, its body read: a streamed one (the history CSV) is timed to its end."""
+        response = client.get(url)
+        if response.streaming:
+            response.content_read = b"".join(response.streaming_content)
+        return response
+
     for label, who, url in pages:
         url = url or f"/ui/jobs.json?ids={member_ids}"
         client = clients[who]
         before = forget_days if "cold=1" in url else (lambda: None)
         before()
         t0 = time.perf_counter()
-        response = client.get(url)  # warm: templates compiled, connection open
+        response = read(client, url)  # warm: templates compiled, connection open
         first_ms = (time.perf_counter() - t0) * 1000
         assert response.status_code == 200, f"{url}: HTTP {response.status_code}"
         queries: list[str] = []
@@ -733,16 +753,17 @@ def measure(runs: int, replay: bool = True) -> list[dict[str, Any]]:
 
         # The request resets Django's own query log when it starts, so count at the cursor.
         with connection.execute_wrapper(count):
-            client.get(url)
+            read(client, url)
         times = []
         for _ in range(runs):
             before()
             t0 = time.perf_counter()
-            response = client.get(url)
+            response = read(client, url)
             times.append((time.perf_counter() - t0) * 1000)
         times.sort()
         results.append({
-            "page": label, "url": url, "as": who, "queries": len(queries), "bytes": len(response.content),
+            "page": label, "url": url, "as": who, "queries": len(queries),
+            "bytes": len(response.content_read if response.streaming else response.content),
             "p50_ms": round(statistics.median(times), 1),
             "p95_ms": round(times[min(len(times) - 1, math.ceil(0.95 * len(times)) - 1)], 1),
             "max_ms": round(times[-1], 1), "first_ms": round(first_ms, 1),
