@@ -46,8 +46,10 @@ log = structlog.get_logger(__name__)
 #: The fields a waiting job's owner may change (PATCH jobs/{id}/), as the submit names them.
 SHAPE_FIELDS = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
                 "topology", "min_gpus", "max_gpus")
-CHANGEABLE_WHILE_WAITING = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s",
-                            *SHAPE_FIELDS)
+#: What a submit request carries of them (`_as_submitted` judges a change as that submit).
+_AS_SUBMITTED = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s", *SHAPE_FIELDS)
+#: ... and its dependencies (the whole new list: judged by services/dependencies.py).
+CHANGEABLE_WHILE_WAITING = (*_AS_SUBMITTED, "dependencies")
 #: What may change once it runs: its name, and its runtime limit (lowered; raised by admins).
 CHANGEABLE_WHILE_RUNNING = ("name", "runtime_limit_s")
 _RUNNING_STATES = (JobState.RUNNING, JobState.PREEMPTING)
@@ -55,8 +57,9 @@ _RUNNING_STATES = (JobState.RUNNING, JobState.PREEMPTING)
 
 def changeable_now(job: Job) -> tuple[str, ...]:
     """The fields `update` may change on this job as it stands (the job page's Change form
-    offers these): all of CHANGEABLE_WHILE_WAITING while it waits, CHANGEABLE_WHILE_RUNNING
-    once it runs, none once it has ended. Who may change it is `access` (as PATCH)."""
+    offers these): all of CHANGEABLE_WHILE_WAITING while it waits (its dependencies among
+    them), CHANGEABLE_WHILE_RUNNING once it runs, none once it has ended. Who may change it is
+    `access` (as PATCH)."""
     if job.state == JobState.PENDING:
         return CHANGEABLE_WHILE_WAITING
     if job.state in _RUNNING_STATES:
@@ -449,7 +452,7 @@ def _words(name: str, value: Any) -> str:
 
 def _as_submitted(job: Job, changes: dict[str, Any]) -> job_service.SubmitRequest:
     """The job as a submit request with `changes` applied: judged by the submit's own rules."""
-    values = {name: _value_of(job, name) for name in CHANGEABLE_WHILE_WAITING}
+    values = {name: _value_of(job, name) for name in _AS_SUBMITTED}
     values.update(changes)
     return job_service.SubmitRequest(
         name=values["name"], gpus=values["gpus"], gpus_per_node=values["gpus_per_node"],

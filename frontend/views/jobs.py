@@ -35,7 +35,7 @@ from controlplane.api.views import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
-from controlplane.services import access, accounting, dependencies, holds, job_logs
+from controlplane.services import access, accounting, dependencies, dependency_text, holds, job_logs
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of
 from controlplane.services.stopping import attach_stop_reasons, label_totals
@@ -370,17 +370,21 @@ def _number_text(value: float | None, unit_s: int) -> str:
     return "" if value is None else f"{value / unit_s:g}"
 
 
-def change_form(request: HttpRequest, job: Job) -> dict[str, Any] | None:
+def change_form(request: HttpRequest, job: Job, runs_after: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The job page's Change form (PATCH jobs/{id}/, as `qm update`): the fields the service
     lets change on this job as it stands (services/holds.changeable_now: the lot while it
-    waits, its name and runtime limit once it runs), their current values and the choices
-    they offer; None for a job that has ended or one the user may not change (as PATCH)."""
+    waits, its dependencies among them, its name and runtime limit once it runs), their
+    current values and the choices they offer; None for a job that has ended or one the user
+    may not change (as PATCH). `runs_after`: the page's dependencies (`page_of`), whose text
+    (dependency_text.text_of, as the job.updated event says it; "" for none) fills "Runs after"."""
     fields = holds.changeable_now(job)
     if not fields or not access.access_of(request.user).may_submit_for(job.team_id):
         return None
+    runs_after_text = dependency_text.text_of((d["job"], d["condition"]) for d in runs_after)
     return {
         "fields": fields,
         "url": reverse("v1:job-detail", args=[job.pk]),
+        "dependencies_text": "" if runs_after_text == dependency_text.NONE else runs_after_text,
         "runtime_limit_h": _number_text(job.runtime_limit_s, 3600),
         "checkpoint_interval_min": _number_text(job.checkpoint_interval_s, 60),
         "priority_classes": list(PriorityClass.objects.order_by("-value", "name")) if "priority_class" in fields else [],
@@ -401,7 +405,7 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         "page": "jobs",
         "charts": {c.key: c for c in payload["charts"]},
         "live_url": _live_url(job, payload["output"]),
-        "change": change_form(request, job),
+        "change": change_form(request, job, payload["runs_after"]),
     }, status=400 if payload["output"]["error"] else 200)
 
 

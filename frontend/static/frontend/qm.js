@@ -445,13 +445,13 @@
     return input.value.trim();
   }
 
-  /* An emptied field as the API takes it (its data-empty): null, 0 or []. */
+  /* An emptied field as the API takes it (its data-empty): null, 0, [] or a word ("none"). */
   function emptied(input) {
     var empty = input.dataset.empty;
     if (empty === "null") return null;
     if (empty === "0") return 0;
     if (empty === "[]") return [];
-    return "";
+    return empty === undefined ? "" : empty;
   }
 
   /* The job page's Change form: PATCH jobs/{id}/ with the fields changed (as `qm update`).
@@ -466,9 +466,19 @@
     }
     remember();
 
-    function show(job) {
+    /* A field marked data-shown-from="changes" (dependencies: the job says them as a list, the
+       answer's `changes` as the server's text) shows the new value of its change, its
+       data-empty word ("none") as empty; one not changed keeps what is shown. */
+    function show(job, changes) {
       fields.forEach(function (input) {
         var name = input.dataset.field;
+        if (input.dataset.shownFrom === "changes") {
+          if (changes && name in changes) {
+            var now = changes[name][1];
+            input.value = now === null || now === undefined || now === input.dataset.empty ? "" : String(now);
+          }
+          return;
+        }
         if (!(name in job)) return;
         var value = job[name];
         if (input.tagName === "SELECT" && input.multiple) {
@@ -502,7 +512,7 @@
         if (result.ok) {
           verdict.className = "verdict ok";
           verdict.textContent = result.data.detail || "Changed.";
-          if (result.data.job) show(result.data.job);
+          if (result.data.job) show(result.data.job, result.data.changes);
           return QM.poll();
         }
         var unplaced = showErrors(form, result.data.errors || {});
