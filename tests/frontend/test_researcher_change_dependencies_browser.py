@@ -73,15 +73,25 @@ def test_researcher_changes_what_a_waiting_job_runs_after_through_the_form(sessi
     expect(field).to_have_value(f"afterany:{other.pk}")
     assert _deps(job) == [(other.pk, "afterany")]
 
+    # Left as it is, the field is not sent: a change of name alone says only the name.
+    page.fill("#change-job [data-field=name]", "train-2")
+    with page.expect_request(lambda r: r.method == "PATCH") as sent:
+        page.click("#change-job button[type=submit]")
+    assert sent.value.post_data_json == {"name": "train-2"}
+    expect(page.locator("#change-result")).to_have_text(f"Job {job.pk} changed: name train → train-2.",
+                                                        timeout=5_000)
+
     # Emptied: sent as "none", every dependency goes, and so does "Runs after".
     field.fill("")
-    page.click("#change-job button[type=submit]")
+    with page.expect_request(lambda r: r.method == "PATCH") as sent:
+        page.click("#change-job button[type=submit]")
+    assert sent.value.post_data_json == {"dependencies": "none"}
     expect(page.locator("#change-result")).to_have_text(
         f"Job {job.pk} changed: dependencies afterany:{other.pk} → none.", timeout=5_000)
     expect(page.locator("#runs-after")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#why-waiting")).to_contain_text("Changed by alice")
     expect(field).to_have_value("")
     assert _deps(job) == []
-    assert Event.objects.filter(job=job, kind=EventKind.JOB_UPDATED).count() == 2
+    assert Event.objects.filter(job=job, kind=EventKind.JOB_UPDATED).count() == 3
     assert page.evaluate("window.__notReloaded") is True
     alice.screenshot("change-form-runs-after")
