@@ -13,7 +13,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import notification_hooks, showback, views
+from controlplane.api import job_history, notification_hooks, showback, views
 from controlplane.api.permissions import IsPerson
 from controlplane.api.views import ApiMixin
 
@@ -75,6 +75,8 @@ v1 = [
     path("metrics/fragmentation/", views.FragmentationMetricsView.as_view(), name="metrics-fragmentation"),
     path("metrics/utilization/", showback.UtilizationView.as_view(), name="metrics-utilization"),
     path("showback/", showback.ShowbackView.as_view(), name="showback"),
+    # Before the router, whose `jobs/<pk>.<format>` would read it as job "history".
+    path("jobs/history.csv", job_history.JobHistoryCsvView.as_view(), name="job-history-csv"),
     path("", include(router.urls)),
 ]
 

@@ -1,0 +1,57 @@
+"""`GET /api/v1/jobs/history.csv`: the jobs that ended, as CSV with a TOTAL row: the very CSV of
+the `/history/` page's Download link (`services/job_history.history_csv`), for scripts and
+spreadsheets, with a token or a session.
+
+Its filters are the page's (`JobHistoryFilterSet`: the jobs list's, `state` limited to the ended
+states), a bad value a 400 naming it; its scope the jobs list's (`access.visible_jobs`).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import StreamingHttpResponse
+from django.utils import timezone
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.views import APIView
+
+from controlplane.api.permissions import SubmitsJobs
+from controlplane.api.showback import CsvRenderer
+from controlplane.api.views import ApiMixin
+from controlplane.filtersets import JobHistoryFilterSet
+from controlplane.services import access, job_history
+
+_MANY = {"state"}  # repeatable
+
+
+class JobHistoryCsvView(ApiMixin, APIView):
+    """The jobs that ended (succeeded, failed, cancelled, timed out), newest end first, as CSV:
+    `job_id, name, team, project, user, state, exit_code, submitted_at, started_at, finished_at,
+    elapsed_s, elapsed, gpus, gpu_hours, lost_gpu_hours, ran_on`, then a TOTAL row. Every job
+    of the filters, not a page. The jobs list's history filters narrow it."""
+
+    permission_classes = [SubmitsJobs]
+    renderer_classes = [*ApiMixin.renderer_classes, CsvRenderer]
+    query_parameters = frozenset(JobHistoryFilterSet.base_filters) | {"format"}
+
+    @extend_schema(
+        parameters=[
+            OpenApiParameter(name, OpenApiTypes.STR, many=name in _MANY, required=False,
+                             description=str(getattr(flt, "extra", {}).get("help_text", "")) or None)
+            for name, flt in sorted(JobHistoryFilterSet.base_filters.items())
+        ] + [OpenApiParameter("format", OpenApiTypes.STR, enum=["csv"], required=False,
+                              description="Always CSV; errors are JSON unless CSV is asked for.")],
+        responses={(200, "text/csv"): OpenApiTypes.STR},
+    )
+    def get(self, request: Request) -> Any:
+        filterset = JobHistoryFilterSet(request.query_params, queryset=access.visible_jobs(request.user))
+        if not filterset.is_valid():
+            raise ValidationError(filterset.errors)
+        now = timezone.now()
+        response = StreamingHttpResponse(job_history.history_csv(job_history.ended_jobs(filterset.qs), now),
+                                         content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="job-history-{now:%Y%m%dT%H%M%SZ}.csv"'
+        return response
