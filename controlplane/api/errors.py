@@ -80,8 +80,11 @@ def _still_in_use(objects: Any) -> str:
         rows = sum(o._meta.model_name in _HISTORY for o in objects)
         return (f"It has accounting history ({rows} showback and quota rollup row(s)), which is kept for finance's "
                 "reports; it cannot be deleted. Remove its members and quotas to retire it instead.")
-    blockers = sorted({str(o) for o in objects[:5]})
-    return f"Still in use by {', '.join(blockers)}; remove or move those first."
+    # Sorted before cut: the protected objects come in no set order, and the five named must
+    # not change from one attempt to the next (a test saw a node named, then not).
+    blockers = sorted({str(o) for o in objects})
+    more = f" and {len(blockers) - 5} more" if len(blockers) > 5 else ""
+    return f"Still in use by {', '.join(blockers[:5])}{more}; remove or move those first."
 
 
 # What to do instead of deleting a record that history protects (as the admin's pages say).

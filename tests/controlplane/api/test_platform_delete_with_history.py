@@ -82,6 +82,9 @@ def test_a_gpu_type_held_only_by_settings_still_lists_them(fleet, admin) -> None
     detail = r.json()["detail"]
     assert detail.startswith("Still in use by"), detail
     assert "h100-0" in detail and "remove or move those first" in detail
+    # four nodes and two quotas: the first five by name, and how many more
+    assert detail == ("Still in use by h100-0, h100-1, h100-2, h100-3, ml × H100-80GB: 16 and 1 more; "
+                      "remove or move those first.")
 
 
 def test_a_record_without_history_is_deleted(fleet, admin) -> None:
