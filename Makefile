@@ -24,7 +24,7 @@ demo: install
 	PORT=$(PORT) QM_LOG_FORMAT=$${QM_LOG_FORMAT:-console} $(PY) manage.py demo --port $(PORT)
 
 test: install browser
-	scripts/test-services.sh $(PY) -m pytest $(ARGS)
+	scripts/test-services.sh scripts/run-tests.sh $(PY) $(ARGS)
 
 lint: install
 	$(VENV)/bin/ruff check scheduler_core controlplane frontend tests bench

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The whole suite as `make test` runs it, inside scripts/test-services.sh. Usage: run-tests.sh PYTHON [PYTEST ARGS...]
+# With no pytest arguments: every test but the chaos ones on two workers (pytest-xdist, a file's tests
+# on one worker: --dist loadfile), each worker with its own PostgreSQL test database and Redis
+# database (tests/xdist_isolation.py); then the chaos tests alone, since they restart the PostgreSQL
+# and Redis both workers share. With arguments: one pytest process with exactly those.
+set -uo pipefail
+py=$1
+shift
+if (($#)); then
+  exec "$py" -m pytest "$@"
+fi
+workers=${QM_TEST_WORKERS:-2}
+"$py" -m pytest -n "$workers" --dist loadfile -m "not chaos"
+first=$?
+"$py" -m pytest -m chaos
+second=$?
+echo "run-tests: on $workers workers without the chaos tests: exit $first; the chaos tests alone: exit $second" >&2
+# pytest's 5 (nothing collected) is a failure here too: the suite always has chaos tests
+((first == 0 && second == 0))
