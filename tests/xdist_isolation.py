@@ -1,6 +1,6 @@
 """Each pytest-xdist worker gets a Redis database of its own.
 
-`make test` runs the suite on two workers (scripts/run-tests.sh). pytest-django already gives
+`make test` runs the suite on several workers (scripts/run-tests.sh). pytest-django already gives
 each worker its own PostgreSQL test database (``test_quartermaster_gw0``, ...); Redis is the
 Celery broker, and a test that empties it (``flushdb``) or a real Celery worker consuming from
 it would otherwise take the other worker's messages. Loaded with ``-p`` (pyproject's addopts),
