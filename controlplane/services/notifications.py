@@ -532,16 +532,19 @@ def deliver_due(*, now: datetime | None = None, limit: int = 200) -> Sent:
     delivered = failed = postponed = 0
     for batch, sent in zip(by_hook.values(), outcomes, strict=True):
         retry_at: datetime | None = None
-        for row, outcome in zip(batch, sent, strict=False):
-            if outcome.ok:
-                delivered += 1
-            else:
-                failed += 1
-            retry_at = _record(row, outcome, done)
-        for row in batch[len(sent):]:  # behind a failure of the same hook: wait with it
-            postponed += 1
-            type(row).objects.filter(pk=row.pk).update(next_attempt_at=retry_at or done)
-        _record_hook(batch[0].hook, sent, done)
+        # One hook's outcomes and its health in one commit: a reader never sees a recorded
+        # attempt whose hook does not count it yet.
+        with transaction.atomic():
+            for row, outcome in zip(batch, sent, strict=False):
+                if outcome.ok:
+                    delivered += 1
+                else:
+                    failed += 1
+                retry_at = _record(row, outcome, done)
+            for row in batch[len(sent):]:  # behind a failure of the same hook: wait with it
+                postponed += 1
+                type(row).objects.filter(pk=row.pk).update(next_attempt_at=retry_at or done)
+            _record_hook(batch[0].hook, sent, done)
     log.info("notifications.sent", delivered=delivered, failed=failed, postponed=postponed, hooks=len(by_hook))
     return Sent(found_work=True, delivered=delivered, failed=failed, postponed=postponed)
 
@@ -619,10 +622,11 @@ def send_test(hook: NotificationHook, *, actor: str) -> tuple[NotificationDelive
     row = NotificationDelivery.objects.create(hook=hook, event=TEST_EVENT, payload=payload, created_at=at)
     outcome = post(hook.url, hook.secret, payload, event=TEST_EVENT, delivery_id=row.pk)
     done = timezone.now()
-    NotificationDelivery.objects.filter(pk=row.pk).update(
-        attempts=1, last_status=outcome.status, delivered_at=done if outcome.ok else None,
-        last_error="" if outcome.ok else outcome.words[:500])
-    _record_hook(hook, [outcome], done)
+    with transaction.atomic():
+        NotificationDelivery.objects.filter(pk=row.pk).update(
+            attempts=1, last_status=outcome.status, delivered_at=done if outcome.ok else None,
+            last_error="" if outcome.ok else outcome.words[:500])
+        _record_hook(hook, [outcome], done)
     row.refresh_from_db()
     return row, outcome
 
