@@ -188,6 +188,10 @@ QM = {
     # Wake-up long polls (POST /api/v1/agent/nodes/wait) one web process holds at once; each
     # holds a thread, so keep it below the process's threads (docs/operations.md, Wake-ups).
     "AGENT_MAX_WAITS": int(os.environ.get("QM_AGENT_MAX_WAITS", "2")),
+    # A retired node's agent is told (Retry-After) to wait as long as the node has been retired,
+    # within these bounds (an agent keeps what it is told within 30 s..1 h).
+    "RETIRED_RETRY_AFTER_MIN_S": float(os.environ.get("QM_RETIRED_RETRY_AFTER_MIN_S", "60")),
+    "RETIRED_RETRY_AFTER_MAX_S": float(os.environ.get("QM_RETIRED_RETRY_AFTER_MAX_S", "900")),
     # Accounting (docs/accounting.md): how often raw samples are rolled up, how long raw samples
     # and minute rollups are kept (dropped only once their hour rollups exist), how long hour
     # rollups are kept (day rollups are kept forever), and the bearer token Prometheus scrapes

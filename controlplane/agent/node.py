@@ -61,21 +61,30 @@ RETRY_S = 0.5
 # slowly: only an operator's fix helps.
 REGISTER_REFUSED_RETRY_S = 30.0
 # A retired node's agent (the control plane answers 409 node_retired) asks again as late as the
-# control plane's Retry-After says (as long as the node has been retired: 1 to 15 min), kept
-# within RETIRED_RETRY_MIN_S..RETIRED_RETRY_MAX_S; a control plane that says nothing gets a
-# doubling wait from RETIRED_RETRY_S up to the same bound. Only an admin's "return to service"
-# helps, and the agent then registers on its own: within RETIRED_RETRY_MAX_S of the return.
+# control plane's Retry-After says (as long as the node has been retired: 1 to 15 min by
+# default, QM_RETIRED_RETRY_AFTER_MIN_S/_MAX_S), kept within RETIRED_RETRY_MIN_S..
+# RETIRED_TOLD_MAX_S so a misconfigured server can neither hammer it nor silence it for hours; a
+# control plane that says nothing gets a doubling wait from RETIRED_RETRY_S up to
+# RETIRED_RETRY_MAX_S. Only an admin's "return to service" helps, and the agent then registers
+# on its own: within the last wait of the return.
 RETIRED_RETRY_S = 60.0
 RETIRED_RETRY_MIN_S = 30.0
 RETIRED_RETRY_MAX_S = 900.0
+RETIRED_TOLD_MAX_S = 3600.0
 
 
 def retired_wait_s(told_s: float | None, refusals: int) -> float:
     """How long a retired node's agent waits after its `refusals`-th refusal in a row, `told_s`
     being the control plane's Retry-After (None: it said none)."""
     if told_s is not None:
-        return min(RETIRED_RETRY_MAX_S, max(RETIRED_RETRY_MIN_S, told_s))
+        return min(RETIRED_TOLD_MAX_S, max(RETIRED_RETRY_MIN_S, told_s))
     return min(RETIRED_RETRY_MAX_S, RETIRED_RETRY_S * 2 ** max(0, min(refusals - 1, 16)))
+
+
+def _minutes(seconds: float) -> str:
+    return f"{seconds / 60:.3g} min" if seconds >= 60 else f"{seconds:.0f} s"
+
+
 DEFAULT_INTERVAL_S = 2.0
 
 
@@ -358,7 +367,8 @@ class NodeAgent:
                 # One line when it happens, not one per attempt: the next ones say nothing new.
                 (self.log.error if first else self.log.debug)(
                     "node retired: the control plane refuses this agent until an admin returns the node to service; "
-                    f"asking again with backoff, at most every {RETIRED_RETRY_MAX_S / 60:g} min",
+                    + (f"asking again as it says, in {_minutes(wait)}" if error.retry_after_s is not None
+                       else f"asking again with backoff, at most every {_minutes(RETIRED_RETRY_MAX_S)}"),
                     detail=error.detail, retry_in_s=round(wait, 1),
                     retry_after_s=error.retry_after_s, attempt=self.retired_refusals, backoff_max_s=RETIRED_RETRY_MAX_S)
                 self.next_contact = self.register_not_before = now + wait

@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, Sum
@@ -206,20 +207,18 @@ def _when(at: datetime | None) -> str:
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC" if at is not None else "an unknown time"
 
 
-#: A retired node's agent is told to wait (Retry-After) as long as the node has been retired,
-#: at least RETIRED_RETRY_AFTER_MIN_S and at most RETIRED_RETRY_AFTER_MAX_S: an agent retired
-#: a minute ago asks again within a minute or two (an admin who returns it at once gets it back
-#: soon), one retired for good asks every 15 min; returned to service, it is back within that.
-RETIRED_RETRY_AFTER_MIN_S = 60
-RETIRED_RETRY_AFTER_MAX_S = 900
-
-
 def retired_retry_after_s(node: Node, now: datetime | None = None) -> int:
-    """How long the agent of retired `node` is told to wait before it asks again (seconds)."""
+    """How long the agent of retired `node` is told to wait before it asks again (seconds): as
+    long as the node has been retired, within QM_RETIRED_RETRY_AFTER_MIN_S..MAX_S (1 to 15 min by
+    default). An agent retired a minute ago asks again within a minute or two (an admin who
+    returns it at once gets it back soon), one retired for good asks every MAX_S; returned to
+    service, it is back within that."""
+    low = float(settings.QM["RETIRED_RETRY_AFTER_MIN_S"])
+    high = max(low, float(settings.QM["RETIRED_RETRY_AFTER_MAX_S"]))
     if node.retired_at is None:
-        return RETIRED_RETRY_AFTER_MAX_S
+        return int(high)
     retired_for = ((now or timezone.now()) - node.retired_at).total_seconds()
-    return int(min(RETIRED_RETRY_AFTER_MAX_S, max(RETIRED_RETRY_AFTER_MIN_S, retired_for)))
+    return int(min(high, max(low, retired_for)))
 
 
 def retired_refusal(node: Node) -> str:

@@ -20,7 +20,13 @@ from structlog.testing import capture_logs
 
 from controlplane.agent.client import AgentClient, Retired, refusal
 from controlplane.agent.members import SimulatedLauncher
-from controlplane.agent.node import RETIRED_RETRY_MAX_S, NodeAgent, NodeInventory, retired_wait_s
+from controlplane.agent.node import (
+    RETIRED_RETRY_MAX_S,
+    RETIRED_TOLD_MAX_S,
+    NodeAgent,
+    NodeInventory,
+    retired_wait_s,
+)
 from controlplane.choices import NodeState
 from controlplane.models import Node
 from controlplane.services import nodes
@@ -66,6 +72,25 @@ def test_the_refusal_says_to_wait_as_long_as_the_node_has_been_retired_from_1_to
         assert response.json()["detail"].startswith("node gpu-01 is retired since ")
 
 
+@pytest.mark.parametrize(("ago", "wait"), [(timedelta(0), 10), (timedelta(seconds=30), 30),
+                                           (timedelta(minutes=5), 120)])
+def test_the_operator_sets_the_bounds_of_a_retired_agents_wait(fleet: LoopFleet, settings: Any, ago: timedelta,
+                                                               wait: int) -> None:
+    settings.QM = {**settings.QM, "RETIRED_RETRY_AFTER_MIN_S": 10, "RETIRED_RETRY_AFTER_MAX_S": 120}
+    _, token = _retired(ago)
+
+    response = agent_client(token).post("/api/v1/agent/nodes/gpu-01/heartbeat", {"running": []}, format="json")
+
+    assert response.status_code == 409 and abs(int(response["Retry-After"]) - wait) <= 1
+
+
+def test_a_maximum_below_the_minimum_is_read_as_the_minimum(fleet: LoopFleet, settings: Any) -> None:
+    settings.QM = {**settings.QM, "RETIRED_RETRY_AFTER_MIN_S": 300, "RETIRED_RETRY_AFTER_MAX_S": 60}
+    node, _ = _retired(timedelta(hours=2))
+
+    assert nodes.retired_retry_after_s(node) == 300
+
+
 def test_a_batch_item_of_a_retired_node_carries_its_retry_after(fleet: LoopFleet) -> None:
     _, token = _retired(timedelta(hours=1))
     _, other = register_node("gpu-02")
@@ -95,7 +120,8 @@ def test_the_client_reads_the_wait_from_the_body_or_the_header() -> None:
 def test_the_agent_waits_what_it_is_told_within_bounds_or_doubles_up_to_15_min() -> None:
     assert retired_wait_s(60, 1) == 60 and retired_wait_s(300, 7) == 300
     assert retired_wait_s(1, 1) == 30  # a control plane that says "at once" does not make it spin
-    assert retired_wait_s(86_400, 1) == RETIRED_RETRY_MAX_S == 900  # nor one that says "tomorrow" lose it
+    assert retired_wait_s(1800, 1) == 1800  # an operator's longer bound (QM_RETIRED_RETRY_AFTER_MAX_S) is kept
+    assert retired_wait_s(86_400, 1) == RETIRED_TOLD_MAX_S == 3600  # one that says "tomorrow" does not lose it
     assert [retired_wait_s(None, n) for n in range(1, 8)] == [60, 120, 240, 480, 900, 900, 900]
     assert retired_wait_s(None, 10_000) == 900
 
@@ -158,7 +184,7 @@ def test_the_agent_of_a_node_retired_for_hours_asks_every_15_min_logs_once_and_i
         assert [e["log_level"] for e in refusals] == ["error", "debug", "debug", "debug"]  # one line at INFO
         first = refusals[0]
         assert first["retry_in_s"] == 900 and first["retry_after_s"] == 900 and first["backoff_max_s"] == 900
-        assert "asking again with backoff, at most every 15 min" in first["event"]
+        assert first["event"].endswith("asking again as it says, in 15 min")
         assert "an admin returns it to service first" in first["detail"]
         assert agent.next_contact - clock.now <= RETIRED_RETRY_MAX_S
         assert clock.now - told_at >= 3 * RETIRED_RETRY_MAX_S
