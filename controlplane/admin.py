@@ -8,7 +8,7 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models, transaction
-from django.db.models import Count, Sum
+from django.db.models import Count, QuerySet, Sum
 from django.http import HttpRequest
 from django.utils.html import format_html, format_html_join
 
@@ -31,7 +31,7 @@ from controlplane.models import (
     SchedulerLease,
     Team,
 )
-from controlplane.services import cohorts, config_audit, nodes, quotas
+from controlplane.services import cohorts, config_audit, nodes, notifications, quotas
 from scheduler_core.sentences import counted
 
 
@@ -598,6 +598,17 @@ class NotificationHookAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request: HttpRequest, *args: object) -> bool:
         return False
+
+    def save_model(self, request: HttpRequest, obj: NotificationHook, form: Any, change: bool) -> None:
+        """A pause or a resume, locked and recorded as the API's PATCH is."""
+        notifications.change_hook(obj, {"active": obj.active}, actor=_actor(request))
+
+    def delete_model(self, request: HttpRequest, obj: NotificationHook) -> None:
+        notifications.delete_hook(obj, actor=_actor(request))
+
+    def delete_queryset(self, request: HttpRequest, queryset: QuerySet[NotificationHook]) -> None:
+        for hook in queryset.select_related("user", "team"):
+            notifications.delete_hook(hook, actor=_actor(request))
 
 
 @admin.register(SchedulerLease)

@@ -3,23 +3,24 @@
     GET    notification-hooks/              your hooks (admins: everyone's, ?user=NAME for one user's)
     POST   notification-hooks/              {"url", "events": [...], "team"?: name, "secret"?, "active"?}
     GET    notification-hooks/{id}/         one, with its state in words (`status`, `failing`)
-    PATCH  notification-hooks/{id}/         change url, events, team, secret, active
+    PATCH  notification-hooks/{id}/         change url, events, team, secret, active (the URL checked as on a POST)
     DELETE notification-hooks/{id}/         remove it and its queued deliveries
+    POST   notification-hooks/{id}/rotate-secret/  a new random secret, shown in this answer only
     POST   notification-hooks/{id}/test/    POST a test notification now; says what the receiver answered
     GET    notification-hooks/{id}/deliveries/  its last 50 deliveries, newest first
 
 A hook of another user is a 404 (admins see and change every hook, but only ever create their
 own). The secret is shown once, in the answer to the POST that created it (or the PATCH that
-set it); receivers check `X-Quartermaster-Signature` with it.
+set it, or the rotate-secret that drew a new one); receivers check `X-Quartermaster-Signature`
+with it. Every creation, change and deletion is a `config.changed` event (services/notifications,
+`record_hook_change`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
 from django.db.models import Count, Q, QuerySet
-from django.utils import timezone
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
@@ -83,16 +84,23 @@ class NotificationHookSerializer(serializers.ModelSerializer):
         return list(dict.fromkeys(value))  # in the order given, once each
 
     def validate_team(self, value: str | None) -> Team | None:
+        """A team the hook's owner may read: the caller on a POST; on a PATCH the hook's user (an
+        admin changing a member's hook may not make it follow a team the member is not in)."""
         if not value:
             return None
         team = Team.objects.filter(name=value).first()
         request = self.context["request"]
-        who = access.access_of(request.user)
+        owner = self.instance.user if isinstance(self.instance, NotificationHook) else request.user
+        who = access.access_of(owner)
         if team is None or not who.may_read_team(team.pk):
             mine = sorted(Team.objects.filter(pk__in=who.team_ids).values_list("name", flat=True))
+            if owner.pk == request.user.pk:
+                raise ValidationError(
+                    f"you are not in a team named '{value[:64]}': give one of yours "
+                    f"({', '.join(mine) or 'you have none'}), or leave team out for your own jobs.")
             raise ValidationError(
-                f"you are not in a team named '{value[:64]}': give one of yours ({', '.join(mine) or 'you have none'}), "
-                "or leave team out for your own jobs.")
+                f"{owner.get_username()}, whose hook this is, is not in a team named '{value[:64]}': give one of "
+                f"theirs ({', '.join(mine) or 'they have none'}), or null for their own jobs.")
         return team
 
 
@@ -118,25 +126,45 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
             raise ValidationError({unknown[0]: [f"not a parameter of this list: use {', '.join(sorted(self.query_parameters))}."]})
         return super().list(request, *args, **kwargs)
 
+    def _actor(self) -> str:
+        return f"user:{self.request.user.get_username()}"
+
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
-        hook = serializer.save(user=self.request.user, created_at=timezone.now(),
-                               secret=data.get("secret") or notifications.new_secret())
+        hook = notifications.create_hook(self.request.user, url=data["url"], events=data["events"],
+                                         team=data.get("team"), secret=data.get("secret"),
+                                         active=data.get("active", True), actor=self._actor())
         hook._show_secret = True
         hook.due = 0
+        serializer.instance = hook
 
     def perform_update(self, serializer: Any) -> None:
-        hook = serializer.save()
+        """The changes checked (the URL as on creation: `url_problem`), then written and recorded
+        in one transaction (services/notifications.change_hook)."""
+        hook = notifications.change_hook(serializer.instance, dict(serializer.validated_data), actor=self._actor())
         hook._show_secret = "secret" in serializer.validated_data
+        hook.due = getattr(serializer.instance, "due", 0)
+        serializer.instance = hook
 
     def perform_destroy(self, instance: NotificationHook) -> None:
-        with transaction.atomic():
-            instance.delete()
+        notifications.delete_hook(instance, actor=self._actor())
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().create(request, *args, **kwargs)
         response.status_code = status.HTTP_201_CREATED
         return response
+
+    @extend_schema(request=None, responses=NotificationHookSerializer)
+    @action(detail=True, methods=["post"], url_path="rotate-secret")
+    def rotate_secret(self, request: Request, pk: str | None = None) -> Response:
+        """Replace the hook's signing secret with a new random one, shown in this answer only.
+        The old secret stops at once: every POST from now on (retries of older deliveries too)
+        is signed with the new one."""
+        hook = self.get_object()
+        rotated = notifications.rotate_secret(hook, actor=self._actor())
+        rotated._show_secret = True
+        rotated.due = getattr(hook, "due", 0)
+        return Response(self.get_serializer(rotated).data)
 
     @extend_schema(request=None, responses=inline_serializer("NotificationTest", {
         "delivered": serializers.BooleanField(), "status": serializers.IntegerField(allow_null=True),

@@ -288,8 +288,12 @@ def host_allowed(host: str, allowed: Sequence[str]) -> bool:
     return False
 
 
-def url_problem(url: str) -> str | None:
-    """Why this URL cannot be a hook's, in words; None when it can."""
+def url_problem(url: str, *, resolve_names: bool = True) -> str | None:
+    """Why this URL cannot be a hook's, in words; None when it can.
+
+    A plain http URL must reach QM_WEBHOOK_ALLOWED_NETWORKS (`http_problem`): an address is
+    checked as written, a name is resolved here (`resolve_names`; the sender, which resolves it
+    itself at every POST, checks the addresses it connects to instead)."""
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 - raises on a port that is no number
@@ -307,8 +311,23 @@ def url_problem(url: str) -> str | None:
     try:
         literal = ipaddress.ip_address(parts.hostname)
     except ValueError:
-        return None  # a name: its addresses are checked when it is resolved, at every POST
-    return address_problem(parts.hostname, literal)
+        # A name: its addresses are checked when it is resolved, at every POST. Plain http
+        # must reach an allowed network: that needs its addresses now.
+        if parts.scheme != "http" or not resolve_names or http_allowed_anywhere():
+            return None
+        port = parts.port or 80
+        try:
+            addresses = resolve(parts.hostname, port)
+        except (OSError, UnicodeError) as error:
+            return (f"could not resolve {parts.hostname} ({_short(error)}): {_HTTP_RULE} Use https, or a host "
+                    "that resolves.")
+        for address in addresses:
+            refused = address_problem(parts.hostname, address)
+            if refused is not None:
+                return refused
+        return http_problem(parts.hostname, addresses)
+    return address_problem(parts.hostname, literal) or (
+        http_problem(parts.hostname, [literal]) if parts.scheme == "http" else None)
 
 
 # ------------------------------------------------------------------- where a POST may go
@@ -385,6 +404,38 @@ def resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6
     return found
 
 
+# -------------------------------------------------------------------- plain http, in clear
+
+_HTTP_SETTING = "QM_WEBHOOK_ALLOW_HTTP"
+_HTTP_RULE = (f"a plain http URL sends each notification unencrypted (job names, users, teams; the signature "
+              f"proves who sent it but hides nothing), so http is allowed only to a host inside "
+              f"{_NETWORKS_SETTING} (an internal relay), or anywhere when an admin sets {_HTTP_SETTING}.")
+
+
+def http_allowed_anywhere() -> bool:
+    """QM_WEBHOOK_ALLOW_HTTP: plain http to any address the other rules allow (a closed network).
+    Off by default."""
+    raw = _qm("WEBHOOK_ALLOW_HTTP", False)
+    if isinstance(raw, str):
+        return raw.strip().lower() in ("1", "true", "yes", "on")
+    return bool(raw)
+
+
+def http_problem(host: str, addresses: Sequence[ipaddress.IPv4Address | ipaddress.IPv6Address]) -> str | None:
+    """Why a plain http POST may not go to `host` (at `addresses`), in words; None when it may:
+    every address inside QM_WEBHOOK_ALLOWED_NETWORKS, or QM_WEBHOOK_ALLOW_HTTP set."""
+    if http_allowed_anywhere():
+        return None
+    networks = allowed_networks()
+    for address in addresses:
+        if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
+            address = address.ipv4_mapped
+        if not any(address in network for network in networks):
+            where = f"{address}" if host == str(address) else f"{host} ({address})"
+            return f"{where} is not inside {_NETWORKS_SETTING}: {_HTTP_RULE} Use https://."
+    return None
+
+
 def events_problem(events: Any) -> str | None:
     known = [c.value for c in NotifyOn]
     if not isinstance(events, list) or not events:
@@ -418,9 +469,10 @@ def post(url: str, secret: str, payload: dict[str, Any], *, event: str, delivery
     refused address refuses the POST), and the connection goes to the checked address itself,
     the host name kept for the Host header and for TLS (SNI, the certificate's name): a name
     whose answer changes between the check and the connection (DNS rebinding) cannot send the
-    POST elsewhere. Environment proxies are not used (a proxy would resolve the name again)."""
+    POST elsewhere. Environment proxies are not used (a proxy would resolve the name again).
+    A plain http POST goes only to addresses inside QM_WEBHOOK_ALLOWED_NETWORKS (`http_problem`)."""
     started = time.monotonic()
-    problem = url_problem(url)
+    problem = url_problem(url, resolve_names=False)
     if problem is not None:
         return Outcome(False, None, f"not sent: {problem}", 0.0)
     parts = urlsplit(url)
@@ -437,6 +489,10 @@ def post(url: str, secret: str, payload: dict[str, Any], *, event: str, delivery
             log.warning("notifications.address_refused", host=host, address=str(address), delivery=delivery_id,
                         setting=_NETWORKS_SETTING)
             return Outcome(False, None, f"not sent: {refused}", time.monotonic() - started)
+    clear = http_problem(host, addresses) if not https else None
+    if clear is not None:  # a name that resolved inside the allowed networks when the hook was saved
+        log.warning("notifications.http_refused", host=host, delivery=delivery_id, setting=_HTTP_SETTING)
+        return Outcome(False, None, f"not sent: {clear}", time.monotonic() - started)
     body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     headers = {
         "Host": (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else ""),
@@ -675,6 +731,137 @@ def _prune_now_and_then(now: datetime) -> None:
             return
         _pruned_at = time.monotonic()
     prune(now)
+
+
+# ------------------------------------------------------------- a hook's changes, on record
+#
+# A hook decides where the fleet's job news goes: who created, redirected, widened, paused or
+# deleted one, and when, is a `config.changed` event (reasons NotificationHookCreated,
+# NotificationHookChanged, NotificationHookDeleted), written in the transaction that writes the
+# hook. The event keeps the URL masked (`masked_url`) with a digest of the whole URL, so a
+# change of a credential in it still reads as a change, and never the secret (only that it was
+# replaced). It names no team: the audit trail of a hook is an admin's to read, not the team's.
+
+
+def hook_record(hook: NotificationHook) -> dict[str, Any]:
+    """What the audit trail keeps of a hook."""
+    return {"id": hook.pk, "user": hook.user.get_username(), "team": hook.team.name if hook.team_id else None,
+            "url": masked_url(hook.url), "url_digest": hashlib.sha256(hook.url.encode()).hexdigest()[:16],
+            "events": list(hook.events), "active": bool(hook.active)}
+
+
+def _whose(record: dict[str, Any]) -> str:
+    return f"every job of team {record['team']}" if record["team"] else f"{record['user']}'s own jobs"
+
+
+def _hook_changes(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    said = []
+    if before["url"] != after["url"] or before["url_digest"] != after["url_digest"]:
+        said.append(f"url {before['url']} → {after['url']}" if before["url"] != after["url"]
+                    else f"url {after['url']} (changed inside its hidden part)")
+    if before["events"] != after["events"]:
+        said.append(f"events {', '.join(before['events'])} → {', '.join(after['events'])}")
+    if before["team"] != after["team"]:
+        said.append(f"for {_whose(before)} → {_whose(after)}")
+    if before["active"] != after["active"]:
+        said.append("resumed" if after["active"] else "paused")
+    return said
+
+
+def record_hook_change(hook: NotificationHook, verb: str, before: dict[str, Any] | None, actor: str, *,
+                       secret: str = "") -> Event | None:
+    """Record a hook `created`, `changed` or `deleted` (call it before deleting, with `before`
+    from `hook_record`) in the caller's transaction. `secret`: "generated" or "given" when the
+    signing secret was replaced. Nothing for a change that changed nothing."""
+    from controlplane.models import Event
+    from controlplane.services.transitions import event_fields
+
+    after = hook_record(hook) if verb != "deleted" else None
+    label = f"Notification hook {hook.pk} of {hook.user.get_username()}"
+    if verb == "created":
+        assert after is not None
+        message = f"{label} created: {', '.join(after['events'])} of {_whose(after)} to {after['url']}" + (
+            "" if after["active"] else " (paused)")
+    elif verb == "deleted":
+        assert before is not None
+        message = f"{label} deleted (it sent {', '.join(before['events'])} of {_whose(before)} to {before['url']})"
+    else:
+        assert before is not None and after is not None
+        said = _hook_changes(before, after)
+        if secret:
+            said.append("signing secret replaced" + (" by a new random one" if secret == "generated" else ""))
+        if not said:
+            return None
+        message = f"{label} changed: {'; '.join(said)}"
+    data: dict[str, Any] = {"model": "notificationhook", "before": before, "after": after}
+    if secret:
+        data["secret"] = secret
+    return Event.objects.create(**event_fields(
+        EventKind.CONFIG_CHANGED, actor, reason=f"NotificationHook{verb.title()}", message=message, data=data))
+
+
+def create_hook(user: Any, *, url: str, events: list[str], team: Any | None, actor: str, secret: str | None = None,
+                active: bool = True) -> NotificationHook:
+    """A new hook of `user` (its fields checked by the caller: `url_problem`, `events_problem`),
+    with a random secret unless one is given; recorded."""
+    from controlplane.models import NotificationHook
+
+    with transaction.atomic():
+        hook = NotificationHook.objects.create(user=user, url=url, events=events, team=team, active=active,
+                                               secret=secret or new_secret(), created_at=timezone.now())
+        record_hook_change(hook, "created", None, actor)
+    return hook
+
+
+#: What `change_hook` may change (the API's PATCH).
+CHANGEABLE = frozenset({"url", "events", "team", "active", "secret"})
+
+
+def change_hook(hook: NotificationHook, changes: dict[str, Any], *, actor: str) -> NotificationHook:
+    """Apply `changes` (CHANGEABLE fields, checked by the caller; `team` a Team or None) to the
+    hook, locked, and record them: all of it or nothing. A `secret` of None draws a new random
+    one (a rotation). A new URL starts the hook's health afresh: the failures counted were the
+    old URL's. Deliveries still queued go to the new URL and are signed with the new secret when
+    they are next sent. Returns the hook as stored."""
+    from controlplane.models import NotificationHook
+
+    unknown = set(changes) - CHANGEABLE
+    if unknown:
+        raise ValueError(f"not a hook's changeable field: {', '.join(sorted(unknown))}")
+    with transaction.atomic():
+        stored = NotificationHook.objects.select_for_update(of=("self",)).select_related("user", "team").get(
+            pk=hook.pk)
+        before = hook_record(stored)
+        secret = ""
+        if "secret" in changes:
+            secret = "given" if changes["secret"] else "generated"
+            stored.secret = changes["secret"] or new_secret()
+        if "url" in changes and changes["url"] != stored.url:
+            stored.url = changes["url"]
+            stored.consecutive_failures = 0
+            stored.last_status = ""
+            stored.last_delivery_at = None
+        if "events" in changes:
+            stored.events = list(changes["events"])
+        if "team" in changes:
+            stored.team = changes["team"]
+        if "active" in changes:
+            stored.active = bool(changes["active"])
+        stored.save()
+        record_hook_change(stored, "changed", before, actor, secret=secret)
+    return stored
+
+
+def rotate_secret(hook: NotificationHook, *, actor: str) -> NotificationHook:
+    """A new random signing secret for the hook, recorded (the old one stops at once)."""
+    return change_hook(hook, {"secret": None}, actor=actor)
+
+
+def delete_hook(hook: NotificationHook, *, actor: str) -> None:
+    """Delete the hook and its queued deliveries, recorded."""
+    with transaction.atomic():
+        record_hook_change(hook, "deleted", hook_record(hook), actor)
+        hook.delete()
 
 
 # ------------------------------------------------------------------- the settings page's reads

@@ -35,3 +35,21 @@ def test_an_admin_pauses_a_hook_and_cannot_add_one(browser: Client, fleet: Any) 
     hook.refresh_from_db()
     assert hook.active is False and hook.url == "https://hooks.slack.com/services/T0/B0/x"
     assert browser.get("/admin/controlplane/notificationhook/add/").status_code == 403
+
+
+def test_a_pause_and_a_deletion_in_the_admin_are_recorded_as_the_apis_are(browser: Client, fleet: Any) -> None:
+    from controlplane.choices import EventKind
+    from controlplane.models import Event
+
+    hook = _hook()
+
+    assert browser.post(f"/admin/controlplane/notificationhook/{hook.pk}/change/", {"active": ""}).status_code == 302
+    assert browser.post(f"/admin/controlplane/notificationhook/{hook.pk}/delete/", {"post": "yes"}).status_code == 302
+
+    assert not NotificationHook.objects.exists()
+    paused, deleted = Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason__startswith="NotificationHook") \
+        .order_by("id")
+    assert paused.reason == "NotificationHookChanged" and paused.actor.startswith("user:")
+    assert paused.message == f"Notification hook {hook.pk} of hook-owner changed: paused"
+    assert deleted.reason == "NotificationHookDeleted" and deleted.data["before"]["active"] is False
+    assert "never-shown-secret-x" not in str(paused.data) + str(deleted.data)

@@ -129,9 +129,14 @@ def test_a_loopback_receiver_is_refused_and_recorded_until_its_network_is_allowe
 
 def test_a_name_that_resolves_to_loopback_is_refused_even_when_the_name_is_an_allowed_host(
         fleet: LoopFleet, receiver: Receiver, settings: Any) -> None:
-    allow(settings, WEBHOOK_ALLOWED_HOSTS=["localhost"])
     url = f"http://localhost:{port_of(receiver)}/hook"
-    assert notifications.url_problem(url) is None  # a name passes the creation check: resolved at every POST
+    allow(settings, WEBHOOK_ALLOWED_HOSTS=["localhost"])
+    # Plain http by name is resolved when the hook is saved (it must reach an allowed network)...
+    assert "localhost resolves to 127.0.0.1, a loopback address" in str(notifications.url_problem(url))
+    # ... except where an admin allows http anywhere (a closed network): then, as an https name,
+    # it passes the creation check and is resolved at every POST.
+    allow(settings, WEBHOOK_ALLOW_HTTP=True)
+    assert notifications.url_problem(url) is None
     hook = started_job_hook(fleet, url)
 
     send()
@@ -279,3 +284,82 @@ def test_an_https_post_pinned_to_the_checked_address_still_checks_the_certificat
     (got,) = tls_receiver.received
     assert got.headers["Host"] == f"pinned.example:{port}" and got.json() == {"event": "started"}
     assert got.headers["X-Quartermaster-Signature"] == notifications.sign(SECRET, got.body)
+
+
+# ----------------------------------------------------------- plain http: only to an internal relay
+
+
+HTTP_RULE = "a plain http URL sends each notification unencrypted"
+
+
+def test_plain_http_to_a_public_address_is_refused_and_https_to_it_is_not(settings: Any) -> None:
+    problem = str(notifications.url_problem("http://93.184.216.34/hook"))
+
+    assert problem.startswith("93.184.216.34 is not inside QM_WEBHOOK_ALLOWED_NETWORKS: " + HTTP_RULE), problem
+    assert "QM_WEBHOOK_ALLOW_HTTP" in problem and problem.endswith("Use https://.")
+    assert notifications.url_problem("https://93.184.216.34/hook") is None
+    allow(settings, WEBHOOK_ALLOW_HTTP=True)  # an admin's choice for a closed network
+    assert notifications.url_problem("http://93.184.216.34/hook") is None
+
+
+def test_plain_http_is_allowed_to_an_address_inside_the_allowed_networks(settings: Any) -> None:
+    allow(settings, WEBHOOK_ALLOWED_NETWORKS=["10.20.0.0/16"])
+
+    assert notifications.url_problem("http://10.20.30.40:8080/relay") is None
+    # The SSRF rule speaks first for an address outside them: the more serious refusal.
+    assert "10.21.0.1 is a private address" in str(notifications.url_problem("http://10.21.0.1/relay"))
+
+
+def test_plain_http_by_name_is_resolved_when_saved_and_must_land_inside_the_allowed_networks(
+        resolver: dict[str, Any], settings: Any) -> None:
+    allow(settings, WEBHOOK_ALLOWED_NETWORKS=["10.20.0.0/16"])
+    resolver["relay.corp.example"] = [["10.20.0.5"]]
+    resolver["chat.public.example"] = [["93.184.216.34"]]
+    resolver["split.corp.example"] = [["10.20.0.6", "93.184.216.35"]]
+    resolver["gone.example"] = [[]]
+
+    assert notifications.url_problem("http://relay.corp.example/hook") is None
+    assert str(notifications.url_problem("http://chat.public.example/hook")).startswith(
+        f"chat.public.example (93.184.216.34) is not inside QM_WEBHOOK_ALLOWED_NETWORKS: {HTTP_RULE}")
+    assert "split.corp.example (93.184.216.35) is not inside" in str(
+        notifications.url_problem("http://split.corp.example/hook"))
+    gone = str(notifications.url_problem("http://gone.example/hook"))
+    assert gone.startswith("could not resolve gone.example (") and HTTP_RULE in gone
+    # https by name is never resolved when saved: its addresses are checked at every POST.
+    assert notifications.url_problem("https://chat.public.example/hook") is None
+    assert resolver["__asked__"].get("chat.public.example") == 1
+
+
+def test_an_http_name_that_later_resolves_outside_the_networks_is_not_sent_in_clear(
+        receiver: Receiver, resolver: dict[str, Any], settings: Any) -> None:
+    """Saved while it named the relay on loopback; then its DNS answer moved to a public address:
+    the sender refuses the POST (nothing leaves in clear), and says why."""
+    allow(settings, WEBHOOK_ALLOWED_NETWORKS=[LOOPBACK])
+    resolver["relay.example"] = [["127.0.0.1"], ["127.0.0.1"], ["93.184.216.34"]]
+    url = f"http://relay.example:{port_of(receiver)}/hook"
+    assert notifications.url_problem(url) is None
+
+    sent = notifications.post(url, SECRET, {"event": "started"}, event="started", delivery_id=8)
+    moved = notifications.post(url, SECRET, {"event": "started"}, event="started", delivery_id=9)
+
+    assert sent.ok, sent.words
+    (got,) = receiver.received
+    assert got.headers["X-Quartermaster-Signature"] == notifications.sign(SECRET, got.body)
+    assert not moved.ok and moved.status is None
+    assert moved.words.startswith("not sent: relay.example (93.184.216.34) is not inside "
+                                  f"QM_WEBHOOK_ALLOWED_NETWORKS: {HTTP_RULE}"), moved.words
+
+
+def test_an_older_http_hook_to_a_public_host_stops_delivering_and_each_delivery_says_why(
+        fleet: LoopFleet, resolver: dict[str, Any]) -> None:
+    """A hook saved before the rule, on plain http to a public name: its deliveries are refused
+    (not sent) and retried, each saying why, until its owner changes the URL to https."""
+    resolver["legacy.example"] = [["93.184.216.34"]]
+    hook = started_job_hook(fleet, "http://legacy.example/hook")
+
+    send()
+
+    row = NotificationDelivery.objects.get(hook=hook)
+    assert row.last_error.startswith("not sent: legacy.example (93.184.216.34) is not inside "
+                                     "QM_WEBHOOK_ALLOWED_NETWORKS"), row.last_error
+    assert row.next_attempt_at is not None and row.delivered_at is None
