@@ -217,6 +217,9 @@ QM = {
     # Private, loopback, link-local (cloud metadata) addresses a hook may reach anyway, in CIDR.
     "WEBHOOK_ALLOWED_NETWORKS": [
         n.strip() for n in os.environ.get("QM_WEBHOOK_ALLOWED_NETWORKS", "").split(",") if n.strip()],
+    # Plain http hooks: only to a host inside WEBHOOK_ALLOWED_NETWORKS (an internal relay), unless
+    # this is set (a closed network): the payload would travel in clear.
+    "WEBHOOK_ALLOW_HTTP": os.environ.get("QM_WEBHOOK_ALLOW_HTTP", "").strip().lower() in ("1", "true", "yes", "on"),
 }
 # The scheduling loop has a queue of its own, so a long accounting rollup never delays a cycle:
 # run dedicated loop workers with `-Q qm.loop` and the rest with `-Q celery`; a worker started

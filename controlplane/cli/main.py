@@ -11,6 +11,7 @@
     qm quotas [--team T]
     qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
     qm notify add URL --events started,failed [--team T] | qm notify list | qm notify rm ID | qm notify test ID
+    qm notify edit ID [--hook-url URL] [--events E] [--team T | --own-jobs] [--pause | --resume] | qm notify rotate ID
 
 Human tables by default, `--json` for scripts. Errors print the API's message and exit 1 (2 when
 the server cannot be reached); never a traceback.
@@ -1287,8 +1288,55 @@ def _hook_id(text: str) -> int:
         raise CliError(f"'{text}' is not a hook id: `qm notify list` shows them") from None
 
 
+def _hook_refused(error: ApiError, flags: dict[str, str]) -> CliError | ApiError:
+    """The API's field errors, each with the flag that gave it."""
+    if not error.errors:
+        return error
+    return CliError("Invalid request." + "".join(
+        f"\n  {field} ({flags.get(field.split('.')[0], field)}): {' '.join(msgs)}"
+        for field, msgs in error.errors.items()))
+
+
+def _signature_help(hook: dict[str, Any], verb: str) -> None:
+    print(output.visible(f"Its {verb} secret (shown once; receivers check X-Quartermaster-Signature with it): "
+                         f"{hook['secret']}"))
+    print("Receivers check: X-Quartermaster-Signature == 'sha256=' + hex HMAC-SHA256 of the raw body with it.")
+
+
+def _notify_edit(api: Api, args: argparse.Namespace, hook_id: int) -> int:
+    """`qm notify edit ID`: PATCH what the flags give; nothing given is refused before asking."""
+    body: dict[str, Any] = {}
+    flags: dict[str, str] = {}
+    if args.new_url is not None:
+        body["url"], flags["url"] = args.new_url, f"--hook-url {args.new_url}"
+    if args.events is not None:
+        body["events"], flags["events"] = _notify_events(args.events), f"--events {args.events}"
+    if args.team is not None or args.own_jobs:
+        body["team"] = None if args.own_jobs else args.team
+        flags["team"] = "--own-jobs" if args.own_jobs else f"--team {args.team}"
+    if args.active is not None:
+        body["active"], flags["active"] = args.active, "--resume" if args.active else "--pause"
+    if not body:
+        raise CliError("Nothing to change: give --hook-url, --events, --team or --own-jobs, --pause or --resume "
+                       f"(qm notify edit {hook_id} --help).")
+    try:
+        hook = api.request("PATCH", f"notification-hooks/{hook_id}/", body=body)
+    except ApiError as error:
+        raise _hook_refused(error, flags) from None
+    if args.json:
+        output.emit_json(hook)
+        return 0
+    whose = f"every job of team {hook['team']}" if hook["team"] else "your own jobs"
+    state = "" if hook["active"] else " It is paused: nothing is sent until you resume it."
+    print(output.visible(f"Hook {hook['id']} now POSTs {', '.join(hook['events'])} of {whose} to {hook['url']}."
+                         + state))
+    if "url" in body:
+        print(f"Deliveries still queued go to the new URL at their next attempt. Try it: qm notify test {hook['id']}")
+    return 0
+
+
 def cmd_notify(api: Api, args: argparse.Namespace) -> int:
-    """`qm notify add|list|rm|test`: webhooks for your jobs' events (notification-hooks/)."""
+    """`qm notify add|list|edit|rotate|rm|test`: webhooks for your jobs' events (notification-hooks/)."""
     action = args.notify_action
     if action == "add":
         body: dict[str, Any] = {"url": args.hook_url, "events": _notify_events(args.events)}
@@ -1299,13 +1347,8 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         try:
             hook = api.request("POST", "notification-hooks/", body=body)
         except ApiError as error:
-            flags = {"url": "URL", "events": f"--events {args.events}", "team": f"--team {args.team}",
-                     "secret": "--secret"}
-            if error.errors:
-                raise CliError("Invalid request." + "".join(
-                    f"\n  {field} ({flags.get(field.split('.')[0], field)}): {' '.join(msgs)}"
-                    for field, msgs in error.errors.items())) from None
-            raise
+            raise _hook_refused(error, {"url": "URL", "events": f"--events {args.events}",
+                                        "team": f"--team {args.team}", "secret": "--secret"}) from None
         if args.json:
             output.emit_json(hook)
             return 0
@@ -1329,6 +1372,17 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
                      ["ID", "URL", "EVENTS", "TEAM", "ACTIVE", "STATUS"])
         return 0
     hook_id = _hook_id(args.hook)
+    if action == "edit":
+        return _notify_edit(api, args, hook_id)
+    if action == "rotate":
+        hook = api.request("POST", f"notification-hooks/{hook_id}/rotate-secret/")
+        if args.json:
+            output.emit_json(hook)
+            return 0
+        print(f"Hook {hook['id']} has a new signing secret: the old one is refused from now on, retries of older "
+              "deliveries included.")
+        _signature_help(hook, "new")
+        return 0
     if action == "rm":
         api.request("DELETE", f"notification-hooks/{hook_id}/")
         if args.json:
@@ -1553,9 +1607,24 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--team", help="every job of this team of yours (default: the jobs you submit)")
     q.add_argument("--secret", help="the signature's key (default: a random one, printed once)")
     actions.add_parser("list", parents=[common], help="your hooks and how their deliveries go")
-    for action, helptext in (("rm", "remove a hook"), ("test", "send a test notification now")):
+    for action, helptext in (("rm", "remove a hook"), ("test", "send a test notification now"),
+                             ("rotate", "replace a hook's signing secret with a new random one, printed once")):
         q = actions.add_parser(action, parents=[common], help=helptext)
         q.add_argument("hook", metavar="ID")
+    q = actions.add_parser("edit", parents=[common], help="change a hook's URL, events, team or pause it",
+                           description="Change a hook in place: only what you give changes. A new URL is checked "
+                                       "as when adding (https, or http to an allowed internal network).")
+    q.add_argument("hook", metavar="ID")
+    q.add_argument("--hook-url", dest="new_url", metavar="URL",  # not --url: that is the server's
+                   help="the hook's new URL")
+    q.add_argument("--events", "-e", help=f"the new events, replacing the old: {', '.join(NOTIFY_EVENTS)}; or "
+                                          "Slurm's begin, end, fail, requeue, all")
+    scope = q.add_mutually_exclusive_group()
+    scope.add_argument("--team", help="follow every job of this team of yours")
+    scope.add_argument("--own-jobs", action="store_true", help="follow only the jobs you submit (no team)")
+    pause = q.add_mutually_exclusive_group()
+    pause.add_argument("--pause", dest="active", action="store_false", default=None, help="send nothing until resumed")
+    pause.add_argument("--resume", dest="active", action="store_true", help="send again")
     return parser
 
 

@@ -77,3 +77,63 @@ def test_another_users_hook_is_not_found(alice_qm: Callable[..., Any], fleet: An
     gone = alice_qm("notify", "rm", str(theirs.pk))
     assert gone.code == 1 and NotificationHook.objects.filter(pk=theirs.pk).exists()
     assert alice_qm("notify", "rm", "abc").err.startswith("error: 'abc' is not a hook id")
+
+
+def test_edit_changes_url_events_scope_and_pause_in_place(alice_qm: Callable[..., Any], receiver: Receiver) -> None:
+    assert alice_qm("notify", "add", "https://example.org/h", "--events", "failed").code == 0
+    hook = NotificationHook.objects.get()
+
+    edited = alice_qm("notify", "edit", str(hook.pk), "--hook-url", receiver.url, "--events", "begin,fail",
+                      "--team", "ml", "--pause")
+
+    assert edited.code == 0, edited.err
+    assert edited.out.startswith(f"Hook {hook.pk} now POSTs started, failed, timed_out of every job of team ml to "
+                                 f"{receiver.url}. It is paused: nothing is sent until you resume it.")
+    assert f"Try it: qm notify test {hook.pk}" in edited.out
+    hook.refresh_from_db()
+    assert (hook.url, hook.events, hook.team.name, hook.active) == (receiver.url, ["started", "failed", "timed_out"],
+                                                                   "ml", False)
+    back = alice_qm("notify", "edit", str(hook.pk), "--own-jobs", "--resume")
+    assert back.code == 0 and "of your own jobs" in back.out
+    hook.refresh_from_db()
+    assert hook.team is None and hook.active is True and hook.pk == NotificationHook.objects.get().pk
+
+
+def test_edit_refusals_name_the_field_and_the_flag_and_change_nothing(alice_qm: Callable[..., Any]) -> None:
+    assert alice_qm("notify", "add", "https://example.org/h", "--events", "failed").code == 0
+    hook = NotificationHook.objects.get()
+
+    bad = alice_qm("notify", "edit", str(hook.pk), "--hook-url", "http://93.184.216.34/hook", "--events", "nope")
+
+    assert bad.code == 1 and not bad.out and "Traceback" not in bad.err
+    assert ("url (--hook-url http://93.184.216.34/hook): 93.184.216.34 is not inside QM_WEBHOOK_ALLOWED_NETWORKS: "
+            "a plain http URL sends each notification unencrypted") in bad.err
+    assert "events (--events nope): 'nope' is not an event" in bad.err
+    nothing = alice_qm("notify", "edit", str(hook.pk))
+    assert nothing.code == 1 and nothing.err.startswith("error: Nothing to change: give --hook-url")
+    both = alice_qm("notify", "edit", str(hook.pk), "--pause", "--resume")
+    assert both.code == 2 and "not allowed with argument" in both.err
+    assert NotificationHook.objects.get().url == "https://example.org/h"
+    assert NotificationHook.objects.get().events == ["failed"]
+
+
+def test_rotate_prints_the_new_secret_once_and_the_test_delivery_is_signed_with_it(
+        alice_qm: Callable[..., Any], receiver: Receiver) -> None:
+    import hashlib
+    import hmac
+
+    assert alice_qm("notify", "add", receiver.url).code == 0
+    hook = NotificationHook.objects.get()
+    old = hook.secret
+
+    rotated = alice_qm("notify", "rotate", str(hook.pk))
+
+    assert rotated.code == 0, rotated.err
+    hook.refresh_from_db()
+    assert hook.secret != old and hook.secret in rotated.out and old not in rotated.out
+    assert "X-Quartermaster-Signature" in rotated.out and "the old one is refused from now on" in rotated.out
+    assert alice_qm("notify", "test", str(hook.pk)).code == 0
+    (got,) = receiver.wait_for(1)
+    assert got.headers["X-Quartermaster-Signature"] == "sha256=" + hmac.new(
+        hook.secret.encode(), got.body, hashlib.sha256).hexdigest()
+    assert hook.secret not in alice_qm("notify", "list").out
