@@ -319,8 +319,9 @@ def url_problem(url: str, *, resolve_names: bool = True) -> str | None:
         try:
             addresses = resolve(parts.hostname, port)
         except (OSError, UnicodeError) as error:
-            return (f"could not resolve {parts.hostname} ({_short(error)}): {_HTTP_RULE} Use https, or a host "
-                    "that resolves.")
+            return (f"could not resolve {parts.hostname} ({_short(error)}): {_HTTP_WHY}, so http may only reach a "
+                    f"host inside {_NETWORKS_SETTING} (an internal relay), or any host if an admin sets "
+                    f"{_HTTP_SETTING}. Use https, or a host that resolves.")
         for address in addresses:
             refused = address_problem(parts.hostname, address)
             if refused is not None:
@@ -407,9 +408,8 @@ def resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6
 # -------------------------------------------------------------------- plain http, in clear
 
 _HTTP_SETTING = "QM_WEBHOOK_ALLOW_HTTP"
-_HTTP_RULE = (f"a plain http URL sends each notification unencrypted (job names, users, teams; the signature "
-              f"proves who sent it but hides nothing), so http is allowed only to a host inside "
-              f"{_NETWORKS_SETTING} (an internal relay), or anywhere when an admin sets {_HTTP_SETTING}.")
+_HTTP_WHY = ("a plain http URL sends each notification unencrypted (job names, users, teams; the signature "
+             "proves who sent it but hides nothing)")
 
 
 def http_allowed_anywhere() -> bool:
@@ -432,7 +432,8 @@ def http_problem(host: str, addresses: Sequence[ipaddress.IPv4Address | ipaddres
             address = address.ipv4_mapped
         if not any(address in network for network in networks):
             where = f"{address}" if host == str(address) else f"{host} ({address})"
-            return f"{where} is not inside {_NETWORKS_SETTING}: {_HTTP_RULE} Use https://."
+            return (f"{where} is not inside {_NETWORKS_SETTING}: {_HTTP_WHY}, so http may only reach those "
+                    f"networks (an internal relay), or any host if an admin sets {_HTTP_SETTING}. Use https://.")
     return None
 
 

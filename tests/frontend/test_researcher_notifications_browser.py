@@ -38,30 +38,30 @@ def test_researcher_adds_tests_pauses_and_deletes_a_hook(session: Any, receiver:
     expect(page.locator("#no-hooks")).to_be_visible()
 
     # A host outside QM_WEBHOOK_ALLOWED_HOSTS: the API's words, under the URL field.
-    page.fill('[data-field="url"]', "https://chat.elsewhere.example/hook")
-    page.check('input[data-event][value="started"]')
+    page.fill('#add-hook [data-field="url"]', "https://chat.elsewhere.example/hook")
+    page.check('#add-hook input[data-event][value="started"]')
     page.click('#add-hook button[type="submit"]')
-    url_error = page.locator('[data-error-for="url"]')
+    url_error = page.locator('#add-hook [data-error-for="url"]')
     expect(url_error).to_have_text(
         "chat.elsewhere.example is not among the hosts webhooks may reach here (QM_WEBHOOK_ALLOWED_HOSTS: "
         "127.0.0.1, hooks.slack.com); ask an admin.", timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator('[data-field="url"]')).to_have_attribute("aria-invalid", "true")
-    expect(page.locator("[data-verdict]")).to_have_text("Not added: each field marked says why.")
+    expect(page.locator('#add-hook [data-field="url"]')).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#add-hook [data-verdict]")).to_have_text("Not added: each field marked says why.")
     alice.expect_refusal("/api/v1/notification-hooks/", 400)
 
     # Not http(s), and no event chosen: each field says its own problem.
-    page.fill('[data-field="url"]', "ftp://127.0.0.1/hook")
-    page.uncheck('input[data-event][value="started"]')
+    page.fill('#add-hook [data-field="url"]', "ftp://127.0.0.1/hook")
+    page.uncheck('#add-hook input[data-event][value="started"]')
     page.click('#add-hook button[type="submit"]')
     expect(url_error).to_contain_text("'ftp://127.0.0.1/hook' is not an http or https URL", timeout=LIVE_TIMEOUT_MS)
-    expect(page.locator('[data-error-for="events"]')).to_contain_text("give a list of one or more of: started")
+    expect(page.locator('#add-hook [data-error-for="events"]')).to_contain_text("give a list of one or more of: started")
     alice.expect_refusal("/api/v1/notification-hooks/", 400)
     assert not NotificationHook.objects.exists()
 
     # The receiver's URL, two events: added, the secret shown once, the errors gone.
-    page.fill('[data-field="url"]', receiver.url)
-    page.check('input[data-event][value="started"]')
-    page.check('input[data-event][value="failed"]')
+    page.fill('#add-hook [data-field="url"]', receiver.url)
+    page.check('#add-hook input[data-event][value="started"]')
+    page.check('#add-hook input[data-event][value="failed"]')
     page.click('#add-hook button[type="submit"]')
     expect(page.locator("#new-secret")).to_be_visible(timeout=LIVE_TIMEOUT_MS)
     hook = NotificationHook.objects.get()

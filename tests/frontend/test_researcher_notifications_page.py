@@ -176,8 +176,31 @@ def test_every_field_the_api_refuses_has_its_slot_on_the_form(client_for: Callab
     if 'name="events" value="started" data-event' in page:
         inputs.add("events")
     assert fields <= inputs, fields - inputs
-    # The teams offered are those the API takes from her: vision only.
-    assert re.findall(r'<option value="(\w+)">every job of team', page) == ["vision"]
+    # The teams offered are those the API takes from her: vision only (in the add and edit forms).
+    assert re.findall(r'<option value="(\w+)">every job of team', page) == ["vision", "vision"]
+
+
+def test_every_field_a_change_is_refused_on_has_its_slot_on_the_edit_form(client_for: Callable[[str], Client],
+                                                                         settings: Any) -> None:
+    settings.QM = {**settings.QM, "WEBHOOK_ALLOWED_NETWORKS": [], "WEBHOOK_ALLOW_HTTP": False}
+    own = hook("alice")
+    alice = client_for("alice")
+    body = {"url": "http://93.184.216.34/hook", "events": ["nope"], "team": "language", "active": "maybe"}
+    refused = alice.patch(f"{API}{own.pk}/", body, content_type="application/json")
+    assert refused.status_code == 400
+    fields = {f.split(".")[0] for f in refused.json()["errors"]}
+    assert fields == set(body)
+    page = alice.get("/notifications/").content.decode()
+    editor = page[page.index('id="edit-hook"'):]
+    editor = editor[:editor.index("</section>")]
+    assert fields <= set(re.findall(r'data-error-for="([^"]+)"', editor))
+    assert fields - {"events"} <= set(re.findall(r'data-field="([^"]+)"', editor)) and "data-event" in editor
+    # Each hook offers Edit and New secret; the page never holds the URL's hidden part.
+    article = page[page.index(f'id="hook-{own.pk}"'):]
+    assert 'data-hook-action="edit"' in article and 'data-hook-action="rotate"' in article
+    assert f'data-url="{API}{own.pk}/rotate-secret/"' in article
+    assert 'data-events="started,failed"' in article and 'data-active="true"' in article and 'data-team=""' in article
+    assert "abcdEFGHijklMNOPqrstUVWX" not in page
 
 
 def test_queries_do_not_grow_with_hooks_or_deliveries(client_for: Callable[[str], Client]) -> None:
