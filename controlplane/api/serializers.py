@@ -237,6 +237,11 @@ class DependencyListSerializer(serializers.ListSerializer):
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, str):
             try:
+                edit = dependency_text.parse_edit(data)
+                if edit is not None:
+                    # `+afterok:5` / `-afterany:7`: added to or removed from a waiting job's list
+                    # (a change only: the submit refuses it), its items typed as a list's.
+                    return dependency_text.Edit(edit.op, super().to_internal_value(edit.items))
                 data = dependency_text.parse(data)
             except dependency_text.BadDependencyText as exc:
                 raise serializers.ValidationError([f"{data.strip()}: {exc}"]) from None
@@ -254,12 +259,20 @@ class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
                                    help_text="The id of the job waited on.")
     array = serializers.UUIDField(required=False, help_text="Or a job array's id: every one of its tasks.")
     condition = serializers.ChoiceField(
-        choices=DependencyCondition.choices, required=False, default=DependencyCondition.AFTER_OK,
+        choices=[*DependencyCondition.choices, (dependency_text.SINGLETON, "one of its name at a time")],
+        required=False, default=DependencyCondition.AFTER_OK,
         help_text="`after` (it started), `afterok` (it succeeded; the default), `afternotok` (it failed, was "
-                  "cancelled or timed out), `afterany` (it ended).",
+                  "cancelled or timed out), `afterany` (it ended); or `singleton`, naming no job: it starts only "
+                  "when no other job of its submitter and name runs or waits ahead of it.",
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if attrs.get("condition") == dependency_text.SINGLETON:
+            if "job" in attrs or "array" in attrs:
+                raise serializers.ValidationError({"condition": "singleton names no job (it waits on the earlier "
+                                                                "jobs of this name and submitter): give it alone, "
+                                                                "{\"condition\": \"singleton\"}"})
+            return attrs
         if ("job" in attrs) == ("array" in attrs):
             raise serializers.ValidationError({"job": "give the job waited on (job: 12) or a job array (array: its id), "
                                                       "one of the two"})
@@ -329,6 +342,10 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "gpu_type" in attrs and attrs.get("gpu_types"):
             raise serializers.ValidationError({"gpu_type": "give gpu_type or gpu_types, not both"})
+        if isinstance(attrs.get("dependencies"), dependency_text.Edit):
+            raise serializers.ValidationError({"dependencies": [
+                f"'{attrs['dependencies'].op}' adds to or removes from a waiting job's dependencies (PATCH "
+                "jobs/{id}/, qm update -d +=…); a submit gives the whole list"]})
         # The shape's cross-field rules, the very ones submit() applies: the form's live check
         # (which runs this serializer) names the same fields with the same messages.
         errors = job_shape_errors(
@@ -356,6 +373,7 @@ JOB_FIELDS_SET_ELSEWHERE = {
     "hold": "use POST jobs/{id}/hold/ and jobs/{id}/release/ (qm hold, qm release)",
     "hold_reason": "a hold's reason is given with it: POST jobs/{id}/hold/ {\"reason\": …} (qm hold --reason)",
     "state": "use POST jobs/{id}/cancel/, hold/ and release/; the scheduler sets the rest",
+    "singleton": "it is a dependency: {\"dependencies\": \"+singleton\"} adds it, \"-singleton\" removes it",
 }
 
 
@@ -381,8 +399,10 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
                 typed.help_text = "Project name within the job's team; null for none."
             if name == "dependencies":
                 typed.help_text = ("The jobs it waits on, the whole new list (scontrol update dependency=): items "
-                                   "as the submit takes them, or Slurm's text (`afterok:12,afterany:14`); `[]` or "
-                                   "`none` removes them all. Only while it waits.")
+                                   "as the submit takes them, or Slurm's text (`afterok:12,afterany:14,singleton`); "
+                                   "`[]` or `none` removes them all. The text led by `+` adds to the list, by `-` "
+                                   "removes from it (scontrol's dependency+= and dependency-=): `+afterok:5`, "
+                                   "`-afterany:7`, `+singleton`. Only while it waits.")
         return fields
 
     def to_internal_value(self, data: Any) -> Any:
@@ -723,6 +743,11 @@ class JobSerializer(serializers.ModelSerializer):
         child=serializers.IntegerField(), read_only=True,
         help_text="The ids of the jobs that wait on this one (their `dependencies` name it).",
     )
+    singleton = serializers.BooleanField(
+        read_only=True,
+        help_text="Slurm's --dependency=singleton: it starts only when no other job of its submitter and name "
+                  "runs or waits ahead of it (given as the dependency `singleton`).",
+    )
     # The reason's sentences with their numbers, the queue position and the ETA are read
     # through the job's PendingPlace (Job.pending_message and the like).
     pending_message = serializers.CharField(read_only=True)
@@ -780,7 +805,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "name", "team", "project", "submitter", "priority_class", "workload",
             "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
             "topology", "min_gpus", "max_gpus", "roles", "gpus_held", "nodes", "runtime_limit_s", "checkpoint_interval_s", "command",
-            "env", "array_id", "array_index", "dependencies", "dependents",
+            "env", "array_id", "array_index", "dependencies", "dependents", "singleton",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
@@ -876,7 +901,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "max_gpus": job.max_gpus, "roles": [dict(role) for role in job.roles or ()], "gpus_held": gpus_held(job), "nodes": nodes_held(job), "runtime_limit_s": job.runtime_limit_s,
         "checkpoint_interval_s": job.checkpoint_interval_s, "command": job.command, "env": dict(job.env),
         "array_id": str(job.array_id) if job.array_id else None, "array_index": job.array_index,
-        "dependencies": job_dependencies(job), "dependents": job_dependents(job),
+        "dependencies": job_dependencies(job), "dependents": job_dependents(job), "singleton": job.singleton,
         "state": job.state, "state_label": state_label(job), "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),
         "finished_at": when(job.finished_at), "state_changed_at": when(job.state_changed_at),
         "exit_code": job.exit_code, "borrowed": job.borrowed, "pending_code": job.pending_code,

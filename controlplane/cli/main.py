@@ -24,6 +24,7 @@ import contextlib
 import csv
 import getpass
 import os
+import re
 import shlex
 import signal
 import sys
@@ -226,14 +227,30 @@ DEPENDENCY_TYPES = {"after": "starts", "afterok": "succeeds", "afternotok": "fai
 
 def parse_dependency(text: str) -> list[dict[str, Any]]:
     """Slurm's `--dependency` list as the API's `dependencies`: `afterok:12:13,afterany:14` →
-    [{job 12, afterok}, {job 13, afterok}, {job 14, afterany}]; `none`: [] (`qm update -d none`
-    removes them all). A job array's id (a UUID, as `qm submit --array` printed) stands for
-    every task of the array. The one parser the API and the jobs page use too
-    (services/dependency_text.py); raises CliError naming the option and the part at fault."""
+    [{job 12, afterok}, {job 13, afterok}, {job 14, afterany}]; `singleton` → {"condition":
+    "singleton"}; `none`: [] (`qm update -d none` removes them all). A job array's id (a UUID,
+    as `qm submit --array` printed) stands for every task of the array. The one parser the API
+    and the jobs page use too (services/dependency_text.py); raises CliError naming the option
+    and the part at fault."""
     try:
         return dependency_text.parse(text)
     except dependency_text.BadDependencyText as exc:
         raise CliError(f"--dependency {text}: {exc}") from None
+
+
+def update_dependency(text: str) -> list[dict[str, Any]] | str:
+    """`qm update -d`: the whole new list (`parse_dependency`), or an edit of the list it has,
+    `+=afterok:5` / `-=afterany:7` (scontrol update dependency+= / dependency-=; `+afterok:5`
+    and `-afterany:7` too), checked here and sent as the API's text, `+afterok:5`, which the
+    server applies to the list as it is then."""
+    try:
+        edit = dependency_text.parse_edit(text)
+    except dependency_text.BadDependencyText as exc:
+        raise CliError(f"--dependency {text}: {exc}") from None
+    if edit is None:
+        return parse_dependency(text)
+    rest = "".join(text.split())[1:].lstrip("=")
+    return f"{edit.op}{rest}"
 
 
 def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
@@ -365,7 +382,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
                 f"priority {result['priority_class']}, team {result['team']}, "
                 f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}"
                 + (f" and held: `qm release {result['id']}` to queue it" if result.get("hold") else "")
-                + (f", runs after {runs_after(result)}" if result.get("dependencies") else ""))
+                + (f", runs after {runs_after(result)}" if result.get("dependencies") or result.get("singleton") else ""))
         if replayed:
             print(output.visible(f"Idempotency key {key} was already used: no new job was submitted. "
                                  f"It returned {what}."))
@@ -538,7 +555,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         *([("running", running)] if running else []),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
-        *([("runs after", runs_after(job))] if job.get("dependencies") else []),
+        *([("runs after", runs_after(job))] if job.get("dependencies") or job.get("singleton") else []),
         *([("waited on by", ", ".join(f"job {pk}" for pk in job["dependents"]))] if job.get("dependents") else []),
         ("preemptions", preemptions),
         *([("last preempted", preempted)] if preempted else []),
@@ -560,6 +577,8 @@ def runs_after(job: dict[str, Any]) -> str:
     for dep in job.get("dependencies") or []:
         where = "met" if dep.get("satisfied_at") else dep.get("state") or "?"
         parts.append(f"job {dep['job']} {DEPENDENCY_TYPES.get(dep['condition'], dep['condition'])} ({where})")
+    if job.get("singleton"):
+        parts.append(f"singleton (one job named {job.get('name', '')!r} of its submitter at a time)")
     return ", ".join(parts)
 
 
@@ -725,7 +744,7 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
     if args.checkpoint_every:
         body["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
     if args.dependency is not None:
-        body["dependencies"] = parse_dependency(args.dependency)  # the whole new list; `none`: []
+        body["dependencies"] = update_dependency(args.dependency)  # the whole new list (`none`: []), or +=/-=
     if not body:
         raise CliError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, "
                        "--dependency, ... (qm update --help)")
@@ -1457,7 +1476,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...",
                    help="start only once these jobs meet TYPE (Slurm's --dependency): after (started), afterok "
                         "(succeeded), afternotok (failed), afterany (ended); e.g. afterok:12:13,afterany:14. "
-                        "JOB may be a job array's id (every task)")
+                        "JOB may be a job array's id (every task). singleton: only once no other job of yours "
+                        "with this name runs or waits ahead of it (one at a time, in submission order); alone "
+                        "or among others, e.g. afterok:12,singleton")
     p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
     p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2")
     p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")
@@ -1539,9 +1560,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--project")
     p.add_argument("--no-project", action="store_true", help="take the job out of its project")
     p.add_argument("--checkpoint-every", metavar="DURATION")
-    p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...|none",
+    p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...|none|+=...|-=...",
                    help="replace the job's dependencies (scontrol update dependency=), as qm submit -d takes "
-                        "them: e.g. afterok:12:13,afterany:14; none removes them all. Only while it waits")
+                        "them: e.g. afterok:12:13,afterany:14 or singleton; none removes them all. +=LIST adds "
+                        "to them, -=LIST removes from them (scontrol's dependency+= and -=): -d +=afterok:5, "
+                        "-d -=afterany:7, -d +=singleton; removing one it does not have is refused. Only while "
+                        "it waits")
 
     p = sub.add_parser(
         "history", aliases=["sacct"], parents=[common], help="jobs that ended: how, how long, GPU-hours (as sacct)",
@@ -1646,6 +1670,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     for i, word in enumerate(argv[:-1]):
         if word == "--sort" and argv[i + 1].startswith("-") and argv[i + 1][1:2].isalpha():
             argv[i:i + 2] = [f"--sort={argv[i + 1]}"]
+            break
+    # `qm update -d -=afterany:7` (scontrol's dependency-=): the same for a dependency removed.
+    for i, word in enumerate(argv[:-1]):
+        if word in ("-d", "--dependency") and re.match(r"-=?(after|singleton)", argv[i + 1]):
+            argv[i:i + 2] = [f"--dependency={argv[i + 1]}"]
             break
     args = build_parser().parse_args(argv)
     try:

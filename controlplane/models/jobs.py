@@ -102,6 +102,9 @@ class Job(models.Model):
     # Why, in the holder's words (`scontrol hold` comments, an admin's "waiting for maintenance"):
     # one line, said in the Held explanation; cleared on release.
     hold_reason = models.CharField(max_length=HOLD_REASON_MAX_LENGTH, blank=True, default="")
+    # Slurm's --dependency=singleton: it starts only when no other job of its submitter and name
+    # runs, or waits ahead of it (submitted earlier): services/dependencies.py.
+    singleton = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -111,6 +114,12 @@ class Job(models.Model):
             # Dashboards and accounting window on these.
             models.Index(fields=["started_at"]),
             models.Index(fields=["finished_at"]),
+            # A singleton's peers (services/dependencies.py): the waiting singletons, and the live
+            # jobs of one submitter and name. Partial: only jobs not ended.
+            models.Index(fields=["submitter", "name"], condition=Q(singleton=True, state="pending"),
+                         name="job_singleton_waiting"),
+            models.Index(fields=["submitter", "name"], condition=Q(state__in=["pending", "running", "preempting"]),
+                         name="job_live_by_submitter_name"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gt=0), name="job_gpus_positive"),

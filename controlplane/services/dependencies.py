@@ -9,6 +9,14 @@ A dependency says that job J may start only once job U meets a condition:
   Never met once U succeeded.
 - ``afterany``: U ended, however.
 
+- ``singleton`` (a flag on the job, `Job.singleton`, not a row: it names no job): no other job
+  of its submitter and name runs (running or stopping, whenever submitted) or waits ahead of it
+  (pending, held or not, submitted earlier: submitted_at, then id), as Slurm's
+  ``--dependency=singleton`` checks it. So such jobs run one at a time in submission order; it is
+  never "never met" (the jobs ahead of it end, one way or another). Its blockers are read live
+  (`_waiting_rows`), not stored: a job of that name that starts later (a non-singleton one) holds
+  it up too, and one that ends frees it (`_free_singletons`, an event, as for a condition met).
+
 The control plane decides what is met; the engine only keeps a job with unmet dependencies out
 of line (scheduler_core/eligibility.py, ``JobSpec.waits_on``). Three places use these rules:
 
@@ -39,6 +47,7 @@ written by services/dependency_text.py, shared with `qm`.
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -54,6 +63,7 @@ import scheduler_core as engine
 from controlplane.choices import FINISHED_JOB_STATES, DependencyCondition, EventKind, JobState
 from controlplane.models import Event, Job, JobDependency, PendingPlace
 from controlplane.services import access, dependency_text
+from controlplane.services.dependency_text import SINGLETON, Edit
 from scheduler_core.eligibility import OutOfLine
 
 #: The most dependencies one submit may list (each a job, or a whole job array).
@@ -83,6 +93,12 @@ AWAITS = {
     DependencyCondition.AFTER_NOT_OK: "fails",
     DependencyCondition.AFTER_ANY: "ends",
 }
+
+
+#: How a singleton's blocker is said in the engine's sentence, after its state:
+#: "Waits for job 12 to end (now running; same name “train”, singleton)".
+def singleton_word(state: str, name: str, *, held: bool = False, can_run: bool = True) -> str:
+    return f"{state_word(state, held=held, can_run=can_run)}; same name “{name}”, singleton"
 
 
 def is_met(condition: str, state: str, *, has_started: bool = False) -> bool:
@@ -164,6 +180,11 @@ class Refused(Exception):
         self.errors = errors
 
 
+def singleton_of(wanted: Iterable[Wanted]) -> bool:
+    """Whether the items ask for Slurm's ``singleton``."""
+    return any(w.condition == SINGLETON for w in wanted)
+
+
 def wanted_from(items: Iterable[dict[str, Any]]) -> tuple[Wanted, ...]:
     """The API's items (`{"job": 12, "condition": "afterok"}` or `{"array": uuid, ...}`),
     already typed by the serializer, as `Wanted`."""
@@ -174,7 +195,8 @@ def wanted_from(items: Iterable[dict[str, Any]]) -> tuple[Wanted, ...]:
     )
 
 
-def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1, lock: bool = True) -> list[Upstream]:
+def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1, lock: bool = True,
+            kept: int = 0) -> list[Upstream]:
     """Check a submit's dependencies and lock their upstream jobs; the caller holds the
     transaction that then inserts the job(s) and calls `record`. `lock=False`: a check that
     writes nothing after it (the submit form's live check) reads them without a lock.
@@ -185,13 +207,22 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
        (services/access.py: another team's job is "no job 12 you can see", as if it did not
        exist), locking their rows FOR SHARE so that none starts or ends before we commit;
     3. refuse a condition that can already never be met, saying what became of the job.
+    A ``singleton`` item names no job: it is checked for being there once, and left to the
+    caller (`singleton_of`). `kept`: the first `kept` items are a changed job's dependencies
+    kept as they are (an edit's, `judge`), not counted against MAX_DEPENDENCIES.
     Raises Refused naming each item's field (``dependencies.1.condition``)."""
     errors: dict[str, str] = {}
-    if len(wanted) > MAX_DEPENDENCIES:
-        raise Refused({"dependencies": f"at most {MAX_DEPENDENCIES} dependencies, got {len(wanted)}; "
+    if len(wanted) - kept > MAX_DEPENDENCIES:
+        raise Refused({"dependencies": f"at most {MAX_DEPENDENCIES} dependencies, got {len(wanted) - kept}; "
                                        "depend on a job array to wait on many jobs at once"})
     seen: dict[Any, int] = {}
     for i, item in enumerate(wanted):
+        if item.condition == SINGLETON:
+            if ("singleton",) in seen:
+                errors[f"dependencies.{i}.condition"] = (f"singleton is already dependency {seen[('singleton',)]}; "
+                                                         "say it once")
+            seen.setdefault(("singleton",), i)
+            continue
         key = ("job", item.job) if item.job is not None else ("array", item.array)
         field = f"dependencies.{i}.{key[0]}"
         if key in seen:
@@ -212,6 +243,8 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
             by_array[row[4]].append(row)
     upstream: dict[int, Upstream] = {}
     for i, item in enumerate(wanted):
+        if item.condition == SINGLETON:
+            continue
         if item.job is not None:
             field, found = f"dependencies.{i}.job", [by_id[item.job]] if item.job in by_id else []
             if not found:
@@ -261,15 +294,62 @@ def _locked_rows(visible: Any, ids: list[int], arrays: list[uuid.UUID], *, lock:
     return [tuple(r) for r in rows]
 
 
-def waiting_words(upstream: Sequence[Upstream]) -> tuple[str, str, str]:
+@dataclass(frozen=True)
+class Blocker:
+    """A job that keeps a singleton waiting: of its submitter and name, running or stopping, or
+    waiting and submitted earlier. `word`: where it stands, as the engine's sentence says it."""
+
+    job_id: int
+    state: str
+    word: str
+    submitted_at: datetime | None = None
+    team_id: int | None = None
+
+
+def _shown(blockers: Iterable[Blocker]) -> list[Blocker]:
+    """The blockers a singleton's sentence names: the nearest waiting one ahead of it (the one
+    that runs next, before it), else those that run now. All of them hold it up; the rest are
+    said in turn as each goes."""
+    found = list(blockers)
+    waiting = [b for b in found if b.state == JobState.PENDING]
+    if waiting:
+        return [max(waiting, key=lambda b: (b.submitted_at or datetime.min, b.job_id))]
+    return sorted(found, key=lambda b: b.job_id)
+
+
+def singleton_blockers(submitter_id: int | None, name: str, *, job_id: int | None = None,
+                       submitted_at: datetime | None = None) -> list[Blocker]:
+    """What keeps a singleton of `submitter_id` named `name` waiting now: the other jobs of that
+    submitter and name that run or stop, or wait and were submitted before it (`job_id`,
+    `submitted_at`; a job not inserted yet: every one waiting). One query (an index of the live
+    jobs by submitter and name); none for a job without a submitter (its account was removed)."""
+    if submitter_id is None:
+        return []
+    ahead = Q(state=JobState.PENDING)
+    if submitted_at is not None:
+        ahead &= Q(submitted_at__lt=submitted_at) | Q(submitted_at=submitted_at, pk__lt=job_id or 0)
+    rows = (Job.objects.filter(submitter_id=submitter_id, name=name)
+            .filter(Q(state__in=(JobState.RUNNING, JobState.PREEMPTING)) | ahead)
+            .exclude(pk=job_id or 0).order_by("pk")
+            .values_list("pk", "state", "hold", "pending_resolvable", "submitted_at", "team_id"))
+    return [Blocker(pk, state, singleton_word(state, name, held=bool(hold), can_run=can_run), at, team)
+            for pk, state, hold, can_run, at, team in rows]
+
+
+def waiting_words(upstream: Sequence[Upstream], blockers: Sequence[Blocker] = ()) -> tuple[str, str, str]:
     """A new job's reason until the first cycle says it: ("WaitingForDependency", the engine's
-    sentence, what would start it) when a dependency is not met yet, else the submit's own
-    ("Submitted", "Waiting for the next scheduling cycle", ""). The sentence is the engine's
-    (scheduler_core.eligibility), so the cycle's first word on it is the same."""
+    sentence, what would start it) when a dependency is not met yet or a singleton's job of the
+    same name runs or waits ahead (`blockers`), else the submit's own ("Submitted", "Waiting for
+    the next scheduling cycle", ""). The sentence is the engine's (scheduler_core.eligibility),
+    so the cycle's first word on it is the same."""
     waits = tuple(
         engine.DependencyWait(upstream=str(u.job_id), condition=engine.DependencyCondition(u.condition),
                               upstream_state=state_word(u.state))
         for u in sorted(upstream, key=lambda u: u.job_id) if not u.met
+    ) + tuple(
+        engine.DependencyWait(upstream=str(b.job_id), condition=engine.DependencyCondition.AFTER_ANY,
+                              upstream_state=b.word)
+        for b in _shown(blockers)
     )
     if not waits:
         return "Submitted", "Waiting for the next scheduling cycle", ""
@@ -298,47 +378,159 @@ _EDIT_LOCK = 0x716D64657073
 @dataclass(frozen=True)
 class Replacement:
     """A waiting job's new dependencies as judged (`judge`): the upstream jobs, read and locked,
-    and the text of the new list; `errors` (field → why) when it may not be made."""
+    whether it is a singleton and what holds that up now, and the text of the new list;
+    `errors` (field → why) when it may not be made."""
 
     job_id: int
     upstream: list[Upstream]
     text: str
     errors: dict[str, str]
+    singleton: bool = False
+    blockers: tuple[Blocker, ...] = ()
 
     @property
     def waits(self) -> bool:
-        """Whether the job waits on a job after the change (a condition not met yet)."""
-        return any(not u.met for u in self.upstream)
+        """Whether the job waits on a job after the change (a condition not met yet, or a job of
+        its name running or waiting ahead of a singleton)."""
+        return any(not u.met for u in self.upstream) or bool(self.blockers)
 
 
-def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]]) -> Replacement:
-    """Judge `items` (the API's list, typed) as `job_id`'s whole new dependencies: as a submit's
-    (`resolve`: visible jobs, no job twice, no condition that can already never be met), and no
-    cycle (`_cycle_errors`). Call it inside the change's transaction before the job's own row is
-    locked (see the module's note on locks); it writes nothing, and returns the errors rather
-    than raising, so the caller refuses a job that no longer waits first (409)."""
+def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]] | Edit) -> Replacement:
+    """Judge `items` (the API's list, typed) as `job_id`'s whole new dependencies, or an `Edit`
+    (``+afterok:5``, ``-afterany:7``: added to or removed from the list it has, `_edited`): as a
+    submit's (`resolve`: visible jobs, no job twice, no condition that can already never be met),
+    and no cycle (`_cycle_errors`, singletons' waits among them). Call it inside the change's
+    transaction before the job's own row is locked (see the module's note on locks); it writes
+    nothing, and returns the errors rather than raising, so the caller refuses a job that no
+    longer waits first (409)."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_EDIT_LOCK])
-    wanted = wanted_from(items)
+    row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at").first()
+    if row is None:
+        return Replacement(job_id, [], "", {})  # the caller's own read answers for a job that is not there
+    was_singleton, submitter_id, name, submitted_at = row
+    kept, origin = 0, None
+    if isinstance(items, Edit):
+        edited = _edited(job_id, was_singleton, items)
+        if isinstance(edited, dict):
+            return Replacement(job_id, [], "", edited)
+        wanted, kept, origin = edited
+    else:
+        wanted = wanted_from(items)
     try:
-        upstream = resolve(user, wanted)
+        upstream = resolve(user, wanted, kept=kept)
     except Refused as exc:
-        return Replacement(job_id, [], "", exc.errors)
-    return Replacement(job_id, upstream, dependency_text.text_of((u.job_id, u.condition) for u in upstream),
-                       _cycle_errors(job_id, wanted, upstream))
+        return Replacement(job_id, [], "", _renumbered(exc.errors, wanted, kept, origin))
+    singleton = singleton_of(wanted)
+    blockers = tuple(singleton_blockers(submitter_id, name, job_id=job_id, submitted_at=submitted_at)
+                     if singleton else ())
+    errors = _cycle_errors(job_id, wanted, upstream, blockers)
+    return Replacement(job_id, upstream,
+                       dependency_text.text_of(((u.job_id, u.condition) for u in upstream), singleton=singleton),
+                       _renumbered(errors, wanted, kept, origin), singleton, blockers)
 
 
-def text_now(job_id: int) -> str:
-    """The job's dependencies as the text says them (``afterok:12,afterany:14``; ``none``)."""
-    return dependency_text.text_of(JobDependency.objects.filter(job_id=job_id).values_list("upstream_id", "condition"))
+def _edited(job_id: int, was_singleton: bool, edit: Edit) -> tuple[list[Wanted], int, list[int]] | dict[str, str]:
+    """An edit applied to the job's dependencies now: (the whole new list, how many of its first
+    items are the ones kept, and for each item after those the index in the edit's own list,
+    which its errors name), or the errors of an edit that cannot apply, each on its item's field:
+    ``+`` a job there already with another condition (once, with one condition); ``-`` one that
+    is not there. Adding one there already, as it is, changes nothing. One query."""
+    current = list(JobDependency.objects.filter(job_id=job_id).order_by("upstream_id")
+                   .values_list("upstream_id", "condition", "upstream__array_id"))
+    has = {upstream_id: condition for upstream_id, condition, _ in current}
+    now = dependency_text.text_of(((u, c) for u, c, _ in current), singleton=was_singleton)
+    errors: dict[str, str] = {}
+    items = wanted_from(edit.items)
+    if edit.op == dependency_text.ADD:
+        kept_items = [Wanted(u, None, c) for u, c, _ in current] + ([Wanted(None, None, SINGLETON)]
+                                                                     if was_singleton else [])
+        added: list[Wanted] = []
+        origin: list[int] = []
+        for i, w in enumerate(items):
+            if w.condition == SINGLETON and was_singleton:
+                continue  # there already: nothing to add
+            if w.job is not None and w.job in has:
+                if has[w.job] != w.condition:
+                    errors[f"dependencies.{i}.job"] = (
+                        f"job {w.job} is already a dependency of job {job_id} ({has[w.job]}:{w.job}); a job waits "
+                        f"on another once, with one condition: remove it first (-{has[w.job]}:{w.job}) or send the "
+                        "whole list")
+                continue  # the same, as it is: nothing to add
+            added.append(w)
+            origin.append(i)
+        return errors or (kept_items + added, len(kept_items), origin)
+    drop: set[int] = set()
+    unsingle = False
+    for i, w in enumerate(items):
+        said = f"{w.condition}:{w.job if w.job is not None else w.array}"
+        if w.condition == SINGLETON:
+            unsingle = True
+            if not was_singleton:
+                errors[f"dependencies.{i}.condition"] = (f"singleton is not among job {job_id}'s dependencies "
+                                                         f"({now}); nothing to remove")
+        elif w.job is not None:
+            if w.job not in has:
+                errors[f"dependencies.{i}.job"] = f"{said} is not among job {job_id}'s dependencies ({now}); nothing to remove"
+            elif has[w.job] != w.condition:
+                errors[f"dependencies.{i}.condition"] = (f"job {w.job} is a dependency of job {job_id} with "
+                                                         f"{has[w.job]}, not {w.condition}: remove {has[w.job]}:{w.job}")
+            else:
+                drop.add(w.job)
+        else:
+            tasks = {u for u, c, array in current if array == w.array and c == w.condition}
+            if not tasks:
+                errors[f"dependencies.{i}.array"] = (f"{said}: no task of that job array is among job {job_id}'s "
+                                                     f"dependencies with {w.condition} ({now}); nothing to remove")
+            drop |= tasks
+    if errors:
+        return errors
+    kept_items = [Wanted(u, None, c) for u, c, _ in current if u not in drop]
+    if was_singleton and not unsingle:
+        kept_items.append(Wanted(None, None, SINGLETON))
+    return kept_items, len(kept_items), []
 
 
-def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upstream]) -> dict[str, str]:
+def _renumbered(errors: dict[str, str], wanted: Sequence[Wanted], kept: int, origin: list[int] | None) -> dict[str, str]:
+    """An edit's errors on the fields the request named: an added item's on its index in the
+    edit's list (``dependencies.0.job`` for the first job of ``+afterok:5:6``), one of a kept
+    dependency on `dependencies`, saying which. A whole list's errors as they are."""
+    if origin is None:
+        return errors
+    out: dict[str, str] = {}
+    for field, message in errors.items():
+        parts = field.split(".")
+        if len(parts) != 3 or not parts[1].isdigit():
+            out[field] = message
+            continue
+        k = int(parts[1])
+        message = re.sub(r"is already dependency (\d+)",
+                         lambda m: f"is already {'dependency ' + str(origin[int(m[1]) - kept]) if int(m[1]) >= kept else 'a dependency'}",
+                         message)
+        if k >= kept:
+            out[f"dependencies.{origin[k - kept]}.{parts[2]}"] = message
+        else:
+            w = wanted[k]
+            said = SINGLETON if w.condition == SINGLETON else f"{w.condition}:{w.job}"
+            out["dependencies"] = f"{said} (kept): {message}"
+    return out
+
+
+def text_now(job_id: int, *, singleton: bool = False) -> str:
+    """The job's dependencies as the text says them (``afterok:12,afterany:14,singleton``; ``none``)."""
+    return dependency_text.text_of(JobDependency.objects.filter(job_id=job_id).values_list("upstream_id", "condition"),
+                                   singleton=singleton)
+
+
+def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upstream],
+                  blockers: Sequence[Blocker] = ()) -> dict[str, str]:
     """A job that would wait, directly or down a chain, on itself: the item naming the first
     job of each such chain is refused, with the chain. The chain is followed along what waits
-    (unmet dependencies of waiting jobs, as `waits` reads them), one query per link: a job
-    that started or ended waits on nothing, and a condition met already holds nothing up."""
+    (unmet dependencies of waiting jobs, and the jobs waiting singletons wait on, as `waits`
+    reads them), one query per link: a job that started or ended waits on nothing, and a
+    condition met already holds nothing up. A singleton's `blockers` are where its chains start
+    (an earlier job of its name that waits on it: neither would ever start)."""
     def field(u: Upstream) -> str:
         return f"dependencies.{u.item}.{'job' if wanted[u.item].job is not None else 'array'}"
 
@@ -346,18 +538,18 @@ def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upst
     for u in upstream:
         if u.job_id == job_id:
             errors[field(u)] = f"job {job_id} is this job: a job cannot wait on itself"
+    # Where chains start: each new dependency not met yet, and each job a singleton waits on.
+    singleton_field = next((f"dependencies.{i}.condition" for i, w in enumerate(wanted) if w.condition == SINGLETON), "")
+    heads = [(u.job_id, field(u), "") for u in upstream if not u.met and u.job_id != job_id]
+    heads += [(b.job_id, singleton_field, "singleton: ") for b in blockers]
+    starts = {head for head, _, _ in heads}
     # 1. what waits on what, from the new dependencies on (one query per link of the longest chain)
-    starts = {u.job_id for u in upstream if not u.met and u.job_id != job_id}
     waited_by: dict[int, list[int]] = defaultdict(list)  # j → the jobs that wait on j
     seen, frontier = set(starts), set(starts)
     while frontier:
-        links = (JobDependency.objects.filter(job_id__in=frontier, satisfied_at__isnull=True,
-                                              job__state=JobState.PENDING)
-                 .order_by("job_id", "upstream_id")
-                 .values_list("job_id", "upstream_id", "condition", "upstream__state", "upstream__requeue_count"))
-        frontier = set()
-        for waiting, waited_on, condition, state, requeues in links:
-            if is_met(condition, state, has_started=requeues > 0):
+        frontier_now, frontier = frontier, set()
+        for waiting, waited_on, condition, state, requeues, *_ in _waiting_rows(frontier_now):
+            if condition != SINGLETON and is_met(condition, state, has_started=requeues > 0):
                 continue
             waited_by[waited_on].append(waiting)
             if waited_on != job_id and waited_on not in seen:
@@ -373,16 +565,17 @@ def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upst
             if waiting != job_id and waiting not in toward:
                 toward[waiting] = target
                 queue.append(waiting)
-    for u in upstream:
-        if u.job_id not in starts or u.job_id not in toward or field(u) in errors:
+    for head, head_field, lead in heads:
+        if head not in toward or head_field in errors:
             continue
-        chain = [u.job_id]
+        chain = [head]
         while toward[chain[-1]] != job_id:
             chain.append(toward[chain[-1]])
         said = " waits on ".join(f"job {pk}" for pk in chain[:2])
         said += "".join(f", which waits on job {pk}" for pk in chain[2:])
         said += (" waits on" if len(chain) == 1 else ", which waits on") + f" this job (job {job_id})"
-        errors[field(u)] = f"{said}: a cycle, {'neither' if len(chain) == 1 else 'none of them'} could ever start"
+        errors[head_field] = (f"{lead}{said}: a cycle, {'neither' if len(chain) == 1 else 'none of them'} "
+                              "could ever start")
     return errors
 
 
@@ -390,7 +583,8 @@ def replace(change: Replacement, *, at: datetime) -> None:
     """Write a judged change (`judge`, no errors): the job's dependency rows become the new list.
     A row kept as it was keeps its satisfied_at (or gets it now, met meanwhile); a new one met
     already is satisfied now, as a submit records it. A job now waiting on a job leaves the
-    queue at once (its place is dropped, as a hold drops it; the next cycle says the same)."""
+    queue at once (its place is dropped, as a hold drops it; the next cycle says the same).
+    The job's `singleton` is the caller's to write (services/holds.update holds its row)."""
     new = {u.job_id: u for u in change.upstream}
     kept: list[int] = []
     met_now: list[int] = []
@@ -413,18 +607,57 @@ def replace(change: Replacement, *, at: datetime) -> None:
         PendingPlace.objects.filter(job_id=change.job_id).delete()
 
 
+def _waiting_rows(job_ids: Iterable[int] | None = None, *, peers: Iterable[int] = ()) -> list[tuple[Any, ...]]:
+    """What waiting jobs wait on, in one statement: (job id, upstream id, condition, the
+    upstream's state, requeue count, hold, pending_resolvable, name, submitted_at), by job and
+    upstream. Two kinds of row:
+    - each dependency not satisfied yet of a waiting job (the caller drops those its upstream
+      meets already, `is_met`; name "");
+    - each job a waiting singleton waits on (condition ``singleton``): of its submitter and name,
+      running or stopping, or waiting and submitted before it (submitted_at, then id); with
+      `peers` (the jobs a cycle's bind takes together), also any of them not a singleton, which
+      would start with it.
+    `job_ids`: only these jobs' (None: every waiting job's; an empty list: nothing, no query)."""
+    ids = None if job_ids is None else list(job_ids)
+    if ids is not None and not ids:
+        return []
+    peer_ids = list(peers)
+    job, dep = connection.ops.quote_name(Job._meta.db_table), connection.ops.quote_name(JobDependency._meta.db_table)
+    only = f" AND j.id IN ({', '.join(['%s'] * len(ids))})" if ids is not None else ""
+    among = f" OR (b.id IN ({', '.join(['%s'] * len(peer_ids))}) AND NOT b.singleton)" if peer_ids else ""
+    sql = (
+        "SELECT d.job_id, d.upstream_id, d.condition, u.state, u.requeue_count, u.hold, u.pending_resolvable, "
+        f"'', u.submitted_at FROM {dep} d JOIN {job} j ON j.id = d.job_id JOIN {job} u ON u.id = d.upstream_id "
+        f"WHERE d.satisfied_at IS NULL AND j.state = %s{only} "
+        "UNION ALL "
+        f"SELECT j.id, b.id, '{SINGLETON}', b.state, b.requeue_count, b.hold, b.pending_resolvable, b.name, "
+        f"b.submitted_at FROM {job} j JOIN {job} b ON b.submitter_id = j.submitter_id AND b.name = j.name "
+        f"AND b.id <> j.id WHERE j.singleton AND j.state = %s{only} AND b.state IN (%s, %s, %s) "
+        "AND (b.state IN (%s, %s) OR (b.state = %s AND (b.submitted_at < j.submitted_at "
+        f"OR (b.submitted_at = j.submitted_at AND b.id < j.id))){among}) "
+        "ORDER BY 1, 2"
+    )
+    live = [JobState.PENDING.value, JobState.RUNNING.value, JobState.PREEMPTING.value]
+    params = [JobState.PENDING.value, *(ids or ()), JobState.PENDING.value, *(ids or ()), *live,
+              JobState.RUNNING.value, JobState.PREEMPTING.value, JobState.PENDING.value, *peer_ids]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [tuple(r) for r in cursor.fetchall()]
+
+
 def waiting_among(job_ids: Iterable[int]) -> set[int]:
     """The jobs among `job_ids` that wait on a job now (a dependency not met, by the rule `waits`
-    reads): the cycle's bind drops them, as a job whose dependencies were changed after its
-    snapshot read it. One query; none for no job."""
+    reads; a singleton with a job of its name running or waiting ahead, or bound with it in
+    this batch, which `job_ids` are): the cycle's bind drops them, as a job whose dependencies
+    were changed after its snapshot read it, and so two singletons of a name never start in one
+    cycle. One query; none for no job."""
     ids = list(job_ids)
     if not ids:
         return set()
     return {
         job_id
-        for job_id, condition, state, requeues in JobDependency.objects.filter(job_id__in=ids, satisfied_at__isnull=True)
-        .order_by().values_list("job_id", "condition", "upstream__state", "upstream__requeue_count")
-        if not is_met(condition, state, has_started=requeues > 0)
+        for job_id, _, condition, state, requeues, *_ in _waiting_rows(ids, peers=ids)
+        if condition == SINGLETON or not is_met(condition, state, has_started=requeues > 0)
     }
 
 
@@ -451,19 +684,24 @@ def started(job_ids: Iterable[int], *, at: datetime, actor: str) -> None:
 def ended(changes: Sequence[Change], *, at: datetime, actor: str) -> None:
     """Jobs that just ended (succeeded, failed, cancelled, timed out): their dependents'
     conditions are met, or can no longer be met (the waiting dependent is cancelled, and so
-    on down its chain). One query when no job depends on them."""
+    on down its chain), and a waiting singleton that waited on one of them, with nothing of its
+    name left running or waiting ahead, may start (`_free_singletons`). Two queries when no job
+    depends on them and no singleton of their names waits."""
     if changes:
-        _settle(list(changes), at=at, actor=actor, only_after=False)
+        _free_singletons(_settle(list(changes), at=at, actor=actor, only_after=False), at=at, actor=actor)
 
 
-def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool) -> None:
+def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool) -> list[Change]:
     """Steps, repeated while a round cancels dependents (a work list, so a chain of any
     length costs rounds, not stack):
     1. the unmet dependencies on this round's jobs, with their dependent's state (one query);
     2. those now met: satisfied_at set (one update), and an event on each waiting dependent;
     3. those never to be met: each waiting dependent cancelled (compare-and-set on pending),
-       with its events; the cancelled jobs are the next round's changes."""
+       with its events; the cancelled jobs are the next round's changes.
+    Returns every job that ended here: the given ones and those it cancelled."""
+    ended_here: list[Change] = []
     while changes:
+        ended_here += changes
         by_id = {c.job_id: c for c in changes}
         rows = JobDependency.objects.filter(upstream_id__in=list(by_id), satisfied_at__isnull=True)
         if only_after:
@@ -471,7 +709,7 @@ def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool
         found = list(rows.order_by("job_id", "upstream_id").values_list(
             "pk", "job_id", "upstream_id", "condition", "job__state", "job__team_id"))
         if not found:
-            return
+            return ended_here
         met: list[tuple[int, int, int, str, int]] = []
         doomed: dict[int, tuple[int, str, int]] = {}
         for pk, job_id, upstream_id, condition, job_state, team_id in found:
@@ -485,6 +723,58 @@ def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool
             _record_met(met, by_id, {m[1] for m in met if m[1] not in doomed}, at=at, actor=actor)
         changes = _cancel(doomed, by_id, at=at, actor=actor)
         only_after = False
+    return ended_here
+
+
+def _free_singletons(changes: Sequence[Change], *, at: datetime, actor: str) -> None:
+    """Jobs that just ended: each waiting singleton of the same submitter and name that one of
+    them held up (it ran, or waited ahead of it) and that nothing of that name now holds up
+    (no other such job runs or waits ahead of it) gets an event, as a condition met does:
+    "Job 12 succeeded: no other job named “train” of this submitter runs or waits ahead of it
+    now; its singleton dependency is met; …". The next cycle then ranks it. One query when no
+    such singleton waits (two partial indexes: the waiting singletons, the live jobs by
+    submitter and name), two more for the events."""
+    if not changes:
+        return
+    by_id = {c.job_id: c for c in changes}
+    job = connection.ops.quote_name(Job._meta.db_table)
+    marks = ", ".join(["%s"] * len(by_id))
+    sql = (
+        f"SELECT j.id, j.team_id, j.name, MIN(e.id) FROM {job} j JOIN {job} e ON e.submitter_id = j.submitter_id "
+        f"AND e.name = j.name AND e.id <> j.id AND e.id IN ({marks}) "
+        "AND (e.started_at IS NOT NULL OR e.submitted_at < j.submitted_at "
+        "OR (e.submitted_at = j.submitted_at AND e.id < j.id)) "
+        "WHERE j.singleton AND j.state = %s AND NOT EXISTS ("
+        f"SELECT 1 FROM {job} b WHERE b.submitter_id = j.submitter_id AND b.name = j.name AND b.id <> j.id "
+        "AND b.state IN (%s, %s, %s) AND (b.state IN (%s, %s) OR b.submitted_at < j.submitted_at "
+        "OR (b.submitted_at = j.submitted_at AND b.id < j.id))) "
+        "GROUP BY j.id, j.team_id, j.name ORDER BY j.id"
+    )
+    params = [*by_id, JobState.PENDING.value, JobState.PENDING.value, JobState.RUNNING.value,
+              JobState.PREEMPTING.value, JobState.RUNNING.value, JobState.PREEMPTING.value]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        freed = cursor.fetchall()
+    if not freed:
+        return
+    left = dict(
+        JobDependency.objects.filter(job_id__in=[row[0] for row in freed], satisfied_at__isnull=True).order_by()
+        .values("job_id").annotate(n=Count("id")).values_list("job_id", "n")
+    )
+    events = []
+    for job_id, team_id, name, upstream_id in freed:
+        change = by_id[upstream_id]
+        n = left.get(job_id, 0)
+        rest = ("; it waits on no other job now" if not n
+                else f"; it still waits on {n} other job{'s' if n != 1 else ''}")
+        events.append(Event(
+            created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
+            message=f"Job {upstream_id} {outcome(change.state, change.exit_code)}: no other job named “{name}” of "
+                    f"this submitter runs or waits ahead of it now, so its singleton dependency is met{rest}",
+            job_id=job_id, team_id=team_id,
+            data={"upstream": upstream_id, "condition": SINGLETON, "upstream_state": change.state, "waiting_on": n},
+        ))
+    Event.objects.bulk_create(events)
 
 
 def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Change], waiting: set[int], *,
@@ -551,19 +841,26 @@ def _cancel(doomed: dict[int, tuple[int, str, int]], by_id: dict[int, Change], *
 
 def waits() -> dict[int, list[tuple[int, str, str]]]:
     """Per waiting job, its dependencies not met yet: (upstream id, condition, the upstream's
-    state word), by upstream id. One query per cycle, whatever the number of jobs. A condition
+    state word), by upstream id; a waiting singleton's job of its name ahead of it as ``afterany``
+    on that job, its word saying why ("running; same name “train”, singleton"). One query per
+    cycle, whatever the number of jobs (`_waiting_rows`). A condition
     its upstream meets already (a transition missed; it cannot, but the snapshot does not
     trust it) does not keep the job waiting."""
     out: dict[int, list[tuple[int, str, str]]] = {}
-    for job_id, upstream_id, condition, state, requeues, hold, can_run in (
-        JobDependency.objects.filter(satisfied_at__isnull=True, job__state=JobState.PENDING)
-        .order_by("job_id", "upstream_id")
-        .values_list("job_id", "upstream_id", "condition", "upstream__state", "upstream__requeue_count",
-                     "upstream__hold", "upstream__pending_resolvable")
-    ):
+    singletons: dict[int, list[Blocker]] = {}
+    for job_id, upstream_id, condition, state, requeues, hold, can_run, name, submitted_at in _waiting_rows():
+        if condition == SINGLETON:
+            singletons.setdefault(job_id, []).append(
+                Blocker(upstream_id, state, singleton_word(state, name, held=bool(hold), can_run=can_run), submitted_at))
+            continue
         if is_met(condition, state, has_started=requeues > 0):
             continue
         out.setdefault(job_id, []).append((upstream_id, condition, state_word(state, held=bool(hold), can_run=can_run)))
+    # A singleton waits on the jobs of its name ahead of it: said as "to end", naming the one
+    # that goes before it (`_shown`), after its own dependencies.
+    for job_id, blockers in singletons.items():
+        out.setdefault(job_id, []).extend(
+            (b.job_id, str(DependencyCondition.AFTER_ANY), b.word) for b in _shown(blockers))
     return out
 
 
@@ -612,3 +909,18 @@ def page_of(job_id: int, viewer: access.Access) -> tuple[list[dict[str, Any]], l
             waited_on_by.append({"job": dependent, "name": down_name if visible else "", "visible": visible,
                                  "condition": condition, "state": state_word(down_state), "met_at": met_at})
     return runs_after, waited_on_by
+
+
+def singleton_page(job: Job, viewer: access.Access) -> dict[str, Any] | None:
+    """For the job's page, a singleton's line of "Runs after": its name and, while it waits, the
+    job of that name it waits for now (`_shown`: the nearest one ahead, else those running), each
+    with where it stands; a job of a team the viewer may not read by its id only. None for a job
+    that is not a singleton; one query for a waiting one, none otherwise."""
+    if not job.singleton:
+        return None
+    shown: list[dict[str, Any]] = []
+    if job.state == JobState.PENDING:
+        for b in _shown(singleton_blockers(job.submitter_id, job.name, job_id=job.pk, submitted_at=job.submitted_at)):
+            shown.append({"job": b.job_id, "visible": viewer.may_read_team(b.team_id),
+                          "state": state_word(b.state)})
+    return {"name": job.name, "waits_for": shown}

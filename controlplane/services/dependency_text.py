@@ -11,18 +11,29 @@ Three callers share it:
 - the JOB_UPDATED event of a change of dependencies says old → new in it (`text_of`).
 
 Grammar: ``TYPE:JOB[:JOB...][,TYPE:JOB...]``, TYPE one of after, afterok, afternotok, afterany,
-JOB a job id or a job array's id (a UUID: every task of the array). ``none`` (or nothing) is no
-dependency at all. Slurm's ``?`` (any one of them) is refused: every dependency must be met.
+JOB a job id or a job array's id (a UUID: every task of the array); ``singleton`` (no job: at
+most one job of this name and submitter runs at a time, in submission order; the item
+``{"condition": "singleton"}``) among them or alone. ``none`` (or nothing) is no dependency at
+all. Slurm's ``?`` (any one of them) is refused: every dependency must be met.
+
+A change of a waiting job may add to or remove from its list instead of replacing it (Slurm's
+``scontrol update dependency+=`` and ``dependency-=``): the text led by ``+`` (or ``+=``) or
+``-`` (or ``-=``), e.g. ``+afterok:5``, ``-=afterany:7,singleton`` (`parse_edit`).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 #: Slurm's dependency types, in the order the text lists them.
 CONDITIONS = ("after", "afterok", "afternotok", "afterany")
+#: Slurm's `singleton`: one job of a name and submitter at a time (it names no job).
+SINGLETON = "singleton"
+#: What leads a change's text that adds to the list, and one that removes from it.
+ADD, REMOVE = "+", "-"
 #: The text for no dependency at all (`qm update -d none` removes them all).
 NONE = "none"
 
@@ -30,6 +41,30 @@ NONE = "none"
 class BadDependencyText(ValueError):
     """The text is not Slurm's dependency syntax; the message names the part at fault."""
 
+
+@dataclass(frozen=True)
+class Edit:
+    """A change's text that adds to (``+``) or removes from (``-``) a waiting job's list rather
+    than replacing it: `op` and the items it names (the API's items, as `parse` reads them)."""
+
+    op: str
+    items: list[dict[str, Any]] = field(default_factory=list)
+
+
+def parse_edit(text: str) -> Edit | None:
+    """``+afterok:5`` / ``+=afterok:5`` → Edit("+", [{job 5, afterok}]); ``-afterany:7`` /
+    ``-=afterany:7`` → Edit("-", …); None for a text that replaces the list (`parse` reads it).
+    Raises BadDependencyText for a bad list or one naming nothing (``+`` alone, ``-none``)."""
+    compact = "".join(text.split())
+    op = compact[:1]
+    if op not in (ADD, REMOVE):
+        return None
+    rest = compact[2:] if compact[1:2] == "=" else compact[1:]
+    verb = "add" if op == ADD else "remove"
+    if rest.lower() in ("", NONE):
+        raise BadDependencyText(f"'{op}' names nothing to {verb}; write {op}TYPE:JOB (e.g. {op}afterok:12) "
+                                f"or {op}{SINGLETON}")
+    return Edit(op, parse(rest))
 
 def parse(text: str) -> list[dict[str, Any]]:
     """The text as the API's `dependencies` list: ``afterok:12:13,afterany:14`` →
@@ -42,13 +77,23 @@ def parse(text: str) -> list[dict[str, Any]]:
     compact = "".join(text.split())
     if compact.lower() in ("", NONE):
         return []
+    if compact[:1] in (ADD, REMOVE):
+        raise BadDependencyText(f"'{compact[:1]}' adds to or removes from a waiting job's dependencies (a change, "
+                                "PATCH or qm update); give the whole list here")
     items: list[dict[str, Any]] = []
     for part in compact.split(","):
         kind, sep, ids = part.partition(":")
         if part.lower() == NONE:
             raise BadDependencyText(f"'{NONE}' stands alone (no dependency at all), not among others")
+        if kind == SINGLETON:
+            if sep:
+                raise BadDependencyText(f"'{part}': {SINGLETON} names no job (it waits on the earlier jobs of "
+                                        "this name and submitter); write it alone: singleton")
+            items.append({"condition": SINGLETON})
+            continue
         if kind not in CONDITIONS:
-            raise BadDependencyText(f"'{part}' is not TYPE:JOB[:JOB...]; TYPE is one of {', '.join(CONDITIONS)}")
+            raise BadDependencyText(f"'{part}' is not TYPE:JOB[:JOB...] or {SINGLETON}; TYPE is one of "
+                                    f"{', '.join(CONDITIONS)}")
         if not sep or not ids:
             raise BadDependencyText(f"'{part}' names no job; write {kind}:JOB (e.g. {kind}:12)")
         for ref in ids.split(":"):
@@ -62,12 +107,15 @@ def parse(text: str) -> list[dict[str, Any]]:
     return items
 
 
-def text_of(pairs: Iterable[tuple[int, str]]) -> str:
+def text_of(pairs: Iterable[tuple[int, str]], *, singleton: bool = False) -> str:
     """(upstream job id, condition) pairs as the text, one TYPE per condition in Slurm's order,
-    ids ascending: ``afterok:12:13,afterany:14``; ``none`` for no pair."""
+    ids ascending, then ``singleton`` if the job is one: ``afterok:12:13,afterany:14,singleton``;
+    ``none`` for no pair and no singleton."""
     by_condition: dict[str, list[int]] = {}
     for job_id, condition in pairs:
         by_condition.setdefault(str(condition), []).append(int(job_id))
     parts = [f"{c}:" + ":".join(str(pk) for pk in sorted(by_condition[c]))
              for c in (*CONDITIONS, *sorted(set(by_condition) - set(CONDITIONS))) if c in by_condition]
+    if singleton:
+        parts.append(SINGLETON)
     return ",".join(parts) or NONE

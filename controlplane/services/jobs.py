@@ -570,12 +570,14 @@ def _submit(
     if infeasible is not None:
         raise SubmitRejected({infeasible.field: infeasible.message})
     upstream: list[dependencies.Upstream] = []
+    singleton = False
     if req.dependencies:
+        wanted = dependencies.wanted_from(req.dependencies)
         try:
-            upstream = dependencies.resolve(user, dependencies.wanted_from(req.dependencies),
-                                            tasks=len(resolved.array_indices or [None]))
+            upstream = dependencies.resolve(user, wanted, tasks=len(resolved.array_indices or [None]))
         except dependencies.Refused as exc:
             raise SubmitRejected(exc.errors) from exc
+        singleton = dependencies.singleton_of(wanted)
 
     # 4. write it all, or nothing
     at = now or timezone.now()
@@ -610,9 +612,13 @@ def _submit(
         state_changed_at=at,
         **{"pending_code": "Submitted", "pending_message": "Waiting for the next scheduling cycle", **held},
     )
-    if upstream and not job.hold:
+    job.singleton = singleton
+    # Slurm's singleton: the jobs of this submitter and name that run, or wait (all ahead of it).
+    blockers = dependencies.singleton_blockers(user.pk, req.name) if singleton else []
+    if (upstream or blockers) and not job.hold:
         # Until the first cycle explains it, the job already says what it waits for (the engine's words).
-        job.pending_code, job.pending_message, job.pending_would_start_if = dependencies.waiting_words(upstream)
+        job.pending_code, job.pending_message, job.pending_would_start_if = \
+            dependencies.waiting_words(upstream, blockers)
     event = Event(**event_fields(
         EventKind.JOB_SUBMITTED, f"user:{user.get_username()}", job=job, reason="Submitted",
         message=f"Submitted by {user.get_username()}: {_describe(req, resolved)}" + (held_words if held else ""),

@@ -37,7 +37,7 @@ from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
 from controlplane.services import access, accounting, dependencies, dependency_text, holds, job_logs
 from controlplane.services import jobs as job_service
-from controlplane.services.dependencies import NEVER_SATISFIED, page_of
+from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singleton_page
 from controlplane.services.stopping import attach_stop_reasons, label_totals
 from frontend import figures
 from frontend.heatmap import fleet_grid
@@ -297,6 +297,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "array_states": array_states,
         "roles": gang_roles(job.roles) if job.roles else "",  # a heterogeneous gang's
         "runs_after": runs_after, "waited_on_by": waited_on_by,  # its dependencies, both ways
+        "singleton": singleton_page(job, who),  # Slurm's singleton: the job of its name it waits for
         "dependency_cancelled": job.state == JobState.CANCELLED and job.pending_code == NEVER_SATISFIED,
         # Not where the API would refuse it (409): a job already being cancelled, or stopping at its limit.
         "may_cancel": job.state in CANCELLABLE and who.may_submit_for(job.team_id) and cancel_refusal(job) is None,
@@ -380,7 +381,7 @@ def change_form(request: HttpRequest, job: Job, runs_after: list[dict[str, Any]]
     fields = holds.changeable_now(job)
     if not fields or not access.access_of(request.user).may_submit_for(job.team_id):
         return None
-    runs_after_text = dependency_text.text_of((d["job"], d["condition"]) for d in runs_after)
+    runs_after_text = dependency_text.text_of(((d["job"], d["condition"]) for d in runs_after), singleton=job.singleton)
     return {
         "fields": fields,
         "url": reverse("v1:job-detail", args=[job.pk]),
