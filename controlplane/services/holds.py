@@ -474,7 +474,9 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
     services/dependencies.py). One JOB_UPDATED event lists each field's old and new value.
 
     `changes` are typed already (the API's JobUpdateSerializer): field → new value, `gpu_types`
-    a list, `runtime_limit_s` None for the class default, `dependencies` the list of items."""
+    a list, `runtime_limit_s` None for the class default, `dependencies` the list of items (its
+    `singleton` item among them) or a `dependency_text.Edit` (`+afterok:5`, `-afterany:7`: added
+    to or removed from the list it has, services/dependencies.judge)."""
     at = at or timezone.now()
     with transaction.atomic():
         # New dependencies are judged first: their upstream jobs are locked before this one, as a
