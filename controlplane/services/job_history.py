@@ -25,6 +25,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
 from django.db.models import (
     Case,
     CharField,
@@ -34,6 +36,7 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
+    FilteredRelation,
     Q,
     QuerySet,
     Sum,
@@ -253,15 +256,62 @@ class HistoryTotals:
         return sorted(self.states.items(), key=lambda kv: (-kv[1], kv[0]))
 
 
+#: A job's day-rollup GPU-seconds as GPU-hours to 4 decimals, in units of 0.0001 h, exactly as
+#: `_exact_gpu_hours_of` rounds them (half to even), in integer arithmetic on PostgreSQL's
+#: numeric: the seconds have 6 decimals, so `us` (micro-GPU-seconds) is a whole number, and
+#: 0.0001 h is 360,000 of them. A quotient and a remainder, no division that could round: the
+#: remainder says whether the quotient rounds up, a tie (exactly half) up only to an even unit.
+#: The rollups' constraints keep allocated GPU-seconds ≥ 0 (allocated ≥ active ≥ productive ≥ 0).
+_ROUNDED_UNITS_SQL = """
+    div(us, 360000) + CASE WHEN 2 * mod(us, 360000) > 360000 THEN 1
+                           WHEN 2 * mod(us, 360000) = 360000 THEN mod(div(us, 360000), 2)
+                           ELSE 0 END"""
+
+
 def history_totals(jobs: QuerySet[Job]) -> HistoryTotals:
-    """Totals over every job of `jobs` (an `ended_jobs` set), not one page, in two queries
-    whatever its size: the jobs by state and lost work (each job's `lost_gpu_hours`, added
-    exactly); their day rollups' GPU-seconds summed per job (accounting.job_cost's sum), each
-    job's rounded as `gpu_hours` rounds it and added exactly. A job without rollups adds 0, as
-    its row says."""
+    """Totals over every job of `jobs` (an `ended_jobs` set), not one page, in one query
+    whatever its size: each job's day rollups' GPU-seconds (accounting.job_cost's sum) rounded
+    as `gpu_hours` rounds it, summed in PostgreSQL per (state, lost GPU-seconds) group with the
+    jobs counted; each group's lost work rounded as `lost_gpu_hours` rounds it, times its jobs,
+    here. A job without rollups adds 0, as its row says. Figure for figure what adding up every
+    row's own figures gives (`history_totals_row_by_row`, the reference, which the tests hold it
+    to; SQLite, whose decimals are floats, takes that path)."""
+    jobs = jobs.order_by()
+    if connection.vendor != "postgresql":
+        return history_totals_row_by_row(jobs)
+    # One row per job: its day rollups joined (the partial index usage_rollup_day_job covers
+    # them: no table page read), summed; the jobs in id order meet the index in job order.
+    per_job = (jobs.alias(day=FilteredRelation("usage_rollups", condition=Q(usage_rollups__bucket=RollupBucket.DAY)))
+               .values(j=F("pk"), st=F("state"), lost=F("lost_gpu_seconds"))
+               .annotate(seconds=Sum("day__allocated_gpu_seconds")))
+    try:
+        inner, params = per_job.query.sql_with_params()
+    except EmptyResultSet:  # a filter nothing can match (finance's scope: no team): no job, no query
+        return HistoryTotals()
+    sql = (f"SELECT st, lost, COUNT(*), SUM({_ROUNDED_UNITS_SQL}) FROM "
+           f"(SELECT st, lost, COALESCE(seconds, 0) * 1000000 AS us FROM ({inner}) AS per_job) AS micro "
+           "GROUP BY st, lost")
+    totals = HistoryTotals()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        groups = cursor.fetchall()
+    # (state, lost GPU-seconds, jobs, their GPU-hours in 0.0001 h): few rows, since most jobs lost nothing.
+    for state, lost, count, units in groups:
+        totals.jobs += count
+        totals.states[state] = totals.states.get(state, 0) + count
+        if lost:
+            totals._lost_gpu_hours += count * Decimal(str(_lost_hours_of(lost)))
+        totals._gpu_hours += Decimal(units).scaleb(-4)
+    return totals
+
+
+def history_totals_row_by_row(jobs: QuerySet[Job]) -> HistoryTotals:
+    """The totals as their definition says them: every job's own figures, each rounded as its
+    row rounds it, added up (the jobs by state and lost work, and each job's day-rollup sum, read
+    to Python and rounded there). `history_totals` answers the same in one query; this is its
+    reference, and what SQLite (the demo) runs."""
     jobs = jobs.order_by()
     totals = HistoryTotals()
-    # (state, lost GPU-seconds, jobs): few rows, since most jobs lost nothing.
     for state, lost, count in (jobs.values("state", "lost_gpu_seconds").annotate(n=Count("pk"))
                                .values_list("state", "lost_gpu_seconds", "n")):
         totals.jobs += count

@@ -315,9 +315,9 @@ def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> N
     add(37)
     forty = queries()
     assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
-    # the session, the user, the memberships, the team menu; the totals (two); the page's jobs;
+    # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
     # their GPU-hours and nodes (one for the page)
-    assert forty == three == 8, f"{three} queries for 3 jobs, {forty} for 40"
+    assert forty == three == 7, f"{three} queries for 3 jobs, {forty} for 40"
     assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
 
 
