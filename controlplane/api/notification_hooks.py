@@ -24,7 +24,7 @@ from django.db.models import Count, Q, QuerySet
 from drf_spectacular.utils import extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -141,13 +141,18 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
     def perform_update(self, serializer: Any) -> None:
         """The changes checked (the URL as on creation: `url_problem`), then written and recorded
         in one transaction (services/notifications.change_hook)."""
-        hook = notifications.change_hook(serializer.instance, dict(serializer.validated_data), actor=self._actor())
+        try:
+            hook = notifications.change_hook(serializer.instance, dict(serializer.validated_data),
+                                             actor=self._actor())
+        except NotificationHook.DoesNotExist:
+            raise NotFound(f"Hook {serializer.instance.pk} was deleted meanwhile: nothing was changed.") from None
         hook._show_secret = "secret" in serializer.validated_data
         hook.due = getattr(serializer.instance, "due", 0)
         serializer.instance = hook
 
     def perform_destroy(self, instance: NotificationHook) -> None:
-        notifications.delete_hook(instance, actor=self._actor())
+        if not notifications.delete_hook(instance, actor=self._actor()):
+            raise NotFound(f"Hook {instance.pk} was deleted meanwhile.")
 
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().create(request, *args, **kwargs)
@@ -161,7 +166,10 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         The old secret stops at once: every POST from now on (retries of older deliveries too)
         is signed with the new one."""
         hook = self.get_object()
-        rotated = notifications.rotate_secret(hook, actor=self._actor())
+        try:
+            rotated = notifications.rotate_secret(hook, actor=self._actor())
+        except NotificationHook.DoesNotExist:
+            raise NotFound(f"Hook {hook.pk} was deleted meanwhile: no new secret.") from None
         rotated._show_secret = True
         rotated.due = getattr(hook, "due", 0)
         return Response(self.get_serializer(rotated).data)

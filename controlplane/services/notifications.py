@@ -823,7 +823,8 @@ def change_hook(hook: NotificationHook, changes: dict[str, Any], *, actor: str) 
     hook, locked, and record them: all of it or nothing. A `secret` of None draws a new random
     one (a rotation). A new URL starts the hook's health afresh: the failures counted were the
     old URL's. Deliveries still queued go to the new URL and are signed with the new secret when
-    they are next sent. Returns the hook as stored."""
+    they are next sent. Returns the hook as stored; raises NotificationHook.DoesNotExist when it
+    was deleted meanwhile (nothing written)."""
     from controlplane.models import NotificationHook
 
     unknown = set(changes) - CHANGEABLE
@@ -858,11 +859,19 @@ def rotate_secret(hook: NotificationHook, *, actor: str) -> NotificationHook:
     return change_hook(hook, {"secret": None}, actor=actor)
 
 
-def delete_hook(hook: NotificationHook, *, actor: str) -> None:
-    """Delete the hook and its queued deliveries, recorded."""
+def delete_hook(hook: NotificationHook, *, actor: str) -> bool:
+    """Delete the hook and its queued deliveries, recorded; False (nothing recorded) when it was
+    deleted meanwhile."""
+    from controlplane.models import NotificationHook
+
     with transaction.atomic():
-        record_hook_change(hook, "deleted", hook_record(hook), actor)
-        hook.delete()
+        stored = NotificationHook.objects.select_for_update(of=("self",)).select_related("user", "team").filter(
+            pk=hook.pk).first()
+        if stored is None:
+            return False
+        record_hook_change(stored, "deleted", hook_record(stored), actor)
+        stored.delete()
+    return True
 
 
 # ------------------------------------------------------------------- the settings page's reads

@@ -216,3 +216,29 @@ def test_a_deletion_is_recorded_and_outlives_the_hook(alice: APIClient, admin: A
     mine = alice.get("/api/v1/events/", {"kind": "config.changed"}).json()
     assert mine["results"] == []
 
+
+
+@pytest.mark.parametrize("call", ["patch", "rotate", "delete"])
+def test_a_hook_deleted_between_the_read_and_the_change_is_a_404_and_nothing_is_written(
+        alice: APIClient, monkeypatch: pytest.MonkeyPatch, call: str) -> None:
+    """Another request deleted it after this one read it, before this one locked it."""
+    from controlplane.services import notifications
+
+    hook = add(alice)["id"]
+    for name in ("change_hook", "delete_hook"):
+        original = getattr(notifications, name)
+
+        def deleted_first(*args: Any, _original: Any = original, **kw: Any) -> Any:
+            NotificationHook.objects.filter(pk=hook).delete()
+            return _original(*args, **kw)
+
+        monkeypatch.setattr(notifications, name, deleted_first)
+
+    response = {"patch": lambda: alice.patch(f"{URL}{hook}/", {"active": False}, format="json"),
+                "rotate": lambda: alice.post(f"{URL}{hook}/rotate-secret/"),
+                "delete": lambda: alice.delete(f"{URL}{hook}/")}[call]()
+
+    assert response.status_code == 404, response.content
+    assert f"Hook {hook} was deleted meanwhile" in response.json()["detail"]
+    assert not NotificationHook.objects.exists()
+    assert [e.reason for e in hook_events()] == ["NotificationHookCreated"]
