@@ -192,6 +192,8 @@ def test_the_job_page_says_singleton_and_the_job_it_waits_for(fleet, alice) -> N
     assert "singleton: one job named “train” of its submitter at a time; it waits for" in page
     assert f'href="/jobs/{running.pk}/">job {running.pk}</a> to end' in page
     assert 'value="singleton"' in page  # the Change form's "Runs after" text
+    refreshed = web.get(f"/ui/jobs/{job.pk}.json").json()["html"]["job-status"]  # the live refresh says it too
+    assert "singleton: one job named “train” of its submitter at a time; it waits for" in refreshed
 
 
 def test_job_answers_say_singleton(fleet, alice) -> None:
@@ -199,3 +201,12 @@ def test_job_answers_say_singleton(fleet, alice) -> None:
     assert alice.get(f"{JOBS}{job.pk}/").json()["singleton"] is True
     listed = {j["id"]: j for j in alice.get(JOBS).json()["results"]}
     assert listed[job.pk]["singleton"] is True
+
+
+def test_a_job_array_given_singleton_gives_it_to_every_task(fleet, alice) -> None:
+    r = alice.post("/api/v1/job-arrays/", {"name": "sweep", "gpus": 1, "array": "0-3", "dependencies": "singleton"},
+                   format="json")
+
+    assert r.status_code == 201, r.json()
+    tasks = Job.objects.filter(array_id=r.json()["array_id"])
+    assert tasks.count() == 4 and all(t.singleton for t in tasks)

@@ -78,6 +78,20 @@ def test_singletons_of_a_name_run_one_at_a_time_in_submission_order(fleet: LoopF
     assert states(second, third) == [JobState.SUCCEEDED, JobState.RUNNING]
 
 
+def test_tasks_submitted_together_run_one_at_a_time_in_id_order(fleet: LoopFleet, alice: Any) -> None:
+    """A job array's tasks share their submit time: the id decides which is ahead."""
+    register_node("gpu-a")
+    at = timezone.now()
+    tasks = [make_job(fleet, name="sweep", submitter=alice, singleton=True, submitted_at=at) for _ in range(3)]
+
+    cycle.run_cycle("worker-1")
+
+    assert states(*tasks) == [JobState.RUNNING, JobState.PENDING, JobState.PENDING]
+    finish(tasks[0])
+    cycle.run_cycle("worker-1")
+    assert states(*tasks) == [JobState.SUCCEEDED, JobState.RUNNING, JobState.PENDING]
+
+
 def test_a_running_job_of_the_name_holds_a_singleton_up_whoever_submitted_it_first(
     fleet: LoopFleet, alice: Any,
 ) -> None:
