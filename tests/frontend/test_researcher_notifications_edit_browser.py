@@ -76,6 +76,11 @@ def test_researcher_edits_a_hook_in_place_and_gives_it_a_new_secret(session: Any
     expect(editor.locator("[data-verdict]")).to_have_text("Not changed: each field marked says why.")
     alice.expect_refusal(f"/api/v1/notification-hooks/{hook.pk}/", 400)
     alice.screenshot("notifications-edit-refused")
+    # On a phone the open form and its errors fit: nothing scrolls the page sideways.
+    page.set_viewport_size({"width": 390, "height": 900})
+    assert page.evaluate("document.documentElement.scrollWidth") <= 390
+    alice.screenshot("notifications-edit-refused-390px")
+    page.set_viewport_size({"width": 1400, "height": 1000})
     stored = NotificationHook.objects.get(pk=hook.pk)
     assert (stored.url, stored.events, stored.active) == (SLACK, ["failed"], True)
 
