@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
 import getpass
 import os
 import re
@@ -1035,20 +1034,20 @@ def _history_jobs(api: Api, params: dict[str, Any]) -> list[dict[str, Any]]:
         params["offset"] += len(page["results"])
 
 
-def _nodes_cell(nodes: list[str], whole: bool) -> str:
-    """Every node for CSV and JSON; in the table at most three (`h100-01,h100-02,+6`)."""
-    if whole or len(nodes) <= 3:
+def _nodes_cell(nodes: list[str]) -> str:
+    """In the table at most three (`h100-01,h100-02,+6`); JSON and the CSV name every one."""
+    if len(nodes) <= 3:
         return ",".join(nodes)
     return ",".join(nodes[:2]) + f",+{len(nodes) - 2}"
 
 
-def _history_row(job: dict[str, Any], whole: bool) -> list[Any]:
+def _history_row(job: dict[str, Any]) -> list[Any]:
     return [
         job["id"], job["name"], job["team"], job["submitter"] or "", _state(job),
         "" if job["exit_code"] is None else job["exit_code"], output.utc_text(job["started_at"], suffix=""),
         output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else "",
         job["gpus"], f"{job['gpu_hours']:.2f}", f"{job['lost_gpu_hours']:.2f}",
-        _nodes_cell(job.get("ran_on") or [], whole),
+        _nodes_cell(job.get("ran_on") or []),
     ]
 
 
@@ -1064,29 +1063,34 @@ def _history_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
 def cmd_history(api: Api, args: argparse.Namespace) -> int:
     """The jobs that ended in a window, as `sacct` lists them: how each ended (state, exit code),
     when it started and how long its last run took, its GPUs, the GPU-hours it held over all its
-    runs and those its preemptions threw away, the nodes it ran on; then the totals."""
+    runs and those its preemptions threw away, the nodes it ran on; then the totals. The CSV is
+    the server's (`GET jobs/history.csv`, the history page's Download CSV), written as it comes."""
     now = datetime.now(timezone.utc)
     since, until = _history_window(args, now)
     fmt = "json" if args.json else args.format
     params: dict[str, Any] = {
         "state": args.state or ENDED_STATES, "finished_after": since.isoformat(),
-        "finished_before": until.isoformat(), "ordering": "finished_at",
+        "finished_before": until.isoformat(),
     }
     for flag, field in (("user", "user"), ("team", "team"), ("node", "ran_on"), ("name", "name"),
                         ("exit_code", "exit_code")):
         if getattr(args, flag) is not None:
             params[field] = getattr(args, flag)
-    jobs = _history_jobs(api, params)
+    if fmt == "csv":
+        # Byte for byte what the page and the API give for these filters: one writer, the server's.
+        text = api.request("GET", "jobs/history.csv", params=params, raw=True)
+        raw = getattr(sys.stdout, "buffer", None)  # the bytes as sent, whatever the locale's encoding
+        if raw is None:
+            sys.stdout.write(text)
+            return 0
+        sys.stdout.flush()
+        raw.write(text.encode("utf-8"))
+        raw.flush()
+        return 0
+    jobs = _history_jobs(api, {**params, "ordering": "finished_at"})
     totals = _history_totals(jobs)
     if fmt == "json":
         output.emit_json({"since": since.isoformat(), "until": until.isoformat(), "totals": totals, "jobs": jobs})
-        return 0
-    if fmt == "csv":
-        writer = csv.writer(sys.stdout, lineterminator="\n")
-        writer.writerow(HISTORY_COLUMNS)
-        writer.writerows(_history_row(job, whole=True) for job in jobs)
-        writer.writerow(["TOTAL", f"{totals['jobs']} jobs", "", "", "", "", "", "", "",
-                         f"{totals['gpu_hours']:.2f}", f"{totals['lost_gpu_hours']:.2f}", ""])
         return 0
     window = f"{output.utc_text(since.isoformat(), suffix='')} → {output.utc_text(until.isoformat())}"
     if not jobs:
@@ -1096,7 +1100,7 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
         print(f"No job ended {window}" + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
               + ". Pending and running jobs: qm list.")
         return 0
-    output.table([_history_row(job, whole=False) for job in jobs], HISTORY_COLUMNS)
+    output.table([_history_row(job) for job in jobs], HISTORY_COLUMNS)
     ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
     print(output.visible(
         f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {totals['gpu_hours']:,.2f} GPU-hours held, "
@@ -1569,7 +1573,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser(
         "history", aliases=["sacct"], parents=[common], help="jobs that ended: how, how long, GPU-hours (as sacct)",
-        description="The jobs that ended (succeeded, failed, cancelled, timed out) in a window, oldest end first, "
+        description="The jobs that ended (succeeded, failed, cancelled, timed out) in a window, oldest end first "
+                    "(the CSV newest end first, as the history page and the API give it), "
                     "as sacct lists them: state and exit code, start, the last run's elapsed time, GPUs, the "
                     "GPU-hours each held over all its runs (the accounting's allocated GPU-hours), those its "
                     "preemptions and requeues threw away, the nodes it ran on; then the totals. The window is "
@@ -1586,7 +1591,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="only jobs whose name contains this")
     p.add_argument("--exit-code", type=int, help="only jobs that ended with this exit code")
     p.add_argument("--format", choices=["table", "csv", "json"], default="table",
-                   help="table (default), csv (with a TOTAL row) or json (the API's jobs and the totals)")
+                   help="table (default), csv (the server's, as the history page's Download CSV and GET "
+                        "jobs/history.csv give it: newest end first, every figure in full, a TOTAL row) or "
+                        "json (the API's jobs and the totals)")
 
     p = sub.add_parser("showback", parents=[common], help="cost and utilization by team, project, job or class")
     p.add_argument("--by", default="team", choices=["team", "project", "job", "priority_class"])

@@ -8,17 +8,21 @@ from __future__ import annotations
 import csv
 import io
 import re
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 
 from controlplane.choices import AllocationState, JobState
 from controlplane.cli import output
 from controlplane.models import Allocation, AllocationGpu, Job, Node
-from controlplane.services import accounting
+from controlplane.services import accounting, job_history
 from tests.controlplane import factories as f
+from tests.controlplane.cli.conftest import REPO
 
 pytestmark = pytest.mark.slow
 _generation = iter(range(1, 10_000))
@@ -118,15 +122,58 @@ def test_history_filters_by_state_node_name_and_exit_code(alice_qm, yesterday) -
     assert names("--user", "bob") == []
 
 
-def test_history_csv_has_every_column_every_node_and_a_total_row(alice_qm, yesterday) -> None:
-    run = alice_qm("history", "--since", "yesterday", "--until", "today", "--format", "csv")
-    assert run.code == 0, run.err
-    rows = list(csv.reader(io.StringIO(run.out)))
-    assert rows[0] == ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
-                       "LOST-GPU-H", "NODES"]
-    assert [r[1] for r in rows[1:-1]] == ["train-7b", "eval-oom", "never-ran"]
-    assert rows[1][9:] == ["12.00", "2.00", "h100-1,h100-2"] and rows[2][5] == "137"
-    assert rows[-1] == ["TOTAL", "3 jobs", "", "", "", "", "", "", "", "13.00", "2.00", ""]
+def _api_csv(user: Any, params: dict[str, Any], path: str = "/api/v1/jobs/history.csv") -> bytes:
+    """The server's history CSV for `params`, as a token (the API) or a session (the page) reads it."""
+    client = Client()
+    if path.startswith("/api/"):
+        response = client.get(path, params, HTTP_AUTHORIZATION=f"Token {f.token_for(user)}")
+    else:
+        client.force_login(user)
+        response = client.get(path, params)
+    assert response.status_code == 200, response.content if not response.streaming else path
+    return b"".join(response.streaming_content)
+
+
+def _qm_bytes(qm: Any, *args: str) -> bytes:
+    """`qm`'s standard output as bytes, as a pipe or a file receives them."""
+    done = subprocess.run([sys.executable, "-m", "controlplane.cli.main", *args], capture_output=True,
+                          env=qm.env, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+def test_history_csv_is_the_servers_byte_for_byte_for_the_same_filters(alice_qm, yesterday, fleet) -> None:
+    day = yesterday["day"]
+    odd = f.make_job(fleet.ml, name="=SUM(A1) évaluation, \"quoted\"", submitter=fleet.users["owner"],
+                     state=JobState.SUCCEEDED, exit_code=0, started_at=day + timedelta(hours=21),
+                     finished_at=day + timedelta(hours=22), submitted_at=day + timedelta(hours=21))
+    window = ["--since", f"{day:%Y-%m-%d}", "--until", f"{day + timedelta(days=1):%Y-%m-%d}"]
+    same = {"finished_after": day.isoformat(), "finished_before": (day + timedelta(days=1)).isoformat()}
+    alice = fleet.users["owner"]
+    for flags, params in [
+        ([], {}), (["--state", "failed", "--state", "timed_out"], {"state": ["failed", "timed_out"]}),
+        (["--node", "h100-1"], {"ran_on": "h100-1"}), (["--name", "oom"], {"name": "oom"}),
+        (["--exit-code", "0"], {"exit_code": "0"}), (["--user", "alice"], {"user": "alice"}),
+        (["--team", "ml"], {"team": "ml"}), (["--user", "bob"], {"user": "bob"}),
+    ]:
+        cli = _qm_bytes(alice_qm, "history", *window, *flags, "--format", "csv")
+        assert cli == _api_csv(alice, {**same, **params}), flags
+        assert cli == _api_csv(alice, {**same, **params}, path="/history.csv"), flags  # the page's Download CSV
+    rows = list(csv.reader(io.StringIO(_qm_bytes(alice_qm, "sacct", *window, "--format", "csv").decode())))
+    assert rows[0] == job_history.CSV_COLUMNS
+    # newest end first, as the page; not today's job, not bob's
+    assert [r[1] for r in rows[1:-1]] == ["'" + odd.name, "never-ran", "eval-oom", "train-7b"]
+    moved = rows[-2]
+    assert moved[job_history.CSV_COLUMNS.index("gpu_hours")] == "12.0000"
+    assert moved[job_history.CSV_COLUMNS.index("lost_gpu_hours")] == "2.0000"
+    assert moved[job_history.CSV_COLUMNS.index("ran_on")] == "h100-1 h100-2"  # every node
+    assert rows[-1][:2] == ["TOTAL", "4 jobs"] and rows[-1][13:15] == ["13.0000", "2.0000"]
+
+
+def test_history_csv_refused_by_the_server_says_why_and_writes_nothing(qm, yesterday) -> None:
+    run = qm("history", "--since", "yesterday", "--format", "csv")  # never logged in
+    assert run.code != 0 and run.out == "", run.out
+    assert "qm login" in run.err and "Traceback" not in run.err, run.err
 
 
 def test_history_defaults_to_since_midnight_utc_today(alice_qm, yesterday) -> None:
