@@ -4,6 +4,8 @@
 # tests stay on one worker: --dist loadfile), each with its own PostgreSQL test database and Redis
 # database (tests/xdist_isolation.py). Three on two cores: about half the suite's time is spent
 # waiting on live servers, agents, browsers and subprocesses (11:39 against 15:23 on two workers).
+# Files go out in collected order, the longest first (tests/xdist_order.py), not xdist's default
+# (most tests first), which handed the longest file, the schema fuzz (4 tests, 8 min under load), out late.
 # Then the chaos tests alone, since they restart the PostgreSQL and Redis the workers share.
 # With arguments: one pytest process with exactly those.
 set -uo pipefail
@@ -13,7 +15,7 @@ if (($#)); then
   exec "$py" -m pytest "$@"
 fi
 workers=${QM_TEST_WORKERS:-3}
-"$py" -m pytest -n "$workers" --dist loadfile -m "not chaos"
+"$py" -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder -m "not chaos"
 first=$?
 "$py" -m pytest -m chaos
 second=$?
