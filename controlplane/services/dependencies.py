@@ -607,56 +607,131 @@ def replace(change: Replacement, *, at: datetime) -> None:
         PendingPlace.objects.filter(job_id=change.job_id).delete()
 
 
-def _waiting_rows(job_ids: Iterable[int] | None = None, *, peers: Iterable[int] = ()) -> list[tuple[Any, ...]]:
-    """What waiting jobs wait on, in one statement: (job id, upstream id, condition, the
+def _among(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
+    """`column` among `ids`, as SQL and its parameters: one array on PostgreSQL (`= ANY(%s)`: a
+    short statement, planned fast, whatever the number of ids), a list of markers on SQLite."""
+    if connection.vendor == "postgresql":
+        return f"{column} = ANY(%s)", [list(ids)]
+    return f"{column} IN ({', '.join(['%s'] * len(ids))})", list(ids)
+
+
+def _waiting_rows(job_ids: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
+    """What waiting jobs wait on, read in one statement: (job id, upstream id, condition, the
     upstream's state, requeue count, hold, pending_resolvable, name, submitted_at), by job and
     upstream. Two kinds of row:
     - each dependency not satisfied yet of a waiting job (the caller drops those its upstream
       meets already, `is_met`; name "");
-    - each job a waiting singleton waits on (condition ``singleton``): of its submitter and name,
-      running or stopping, or waiting and submitted before it (submitted_at, then id); with
-      `peers` (the jobs a cycle's bind takes together), also any of them not a singleton, which
-      would start with it.
-    `job_ids`: only these jobs' (None: every waiting job's; an empty list: nothing, no query)."""
+    - each job a waiting singleton waits on (condition ``singleton``, `_singleton_edges`), from
+      the live jobs (waiting, running, stopping) of each submitter and name that has a waiting
+      singleton: the statement reads each such job once, so a job array of 1,000 singleton tasks
+      is 1,000 rows, not one per pair.
+    `job_ids`: only these jobs' (None: every waiting job's; an empty list: nothing, no query).
+    The cycle's bind asks `waiting_among` instead (a probe per singleton, not its group)."""
     ids = None if job_ids is None else list(job_ids)
     if ids is not None and not ids:
         return []
-    peer_ids = list(peers)
     job, dep = connection.ops.quote_name(Job._meta.db_table), connection.ops.quote_name(JobDependency._meta.db_table)
-    only = f" AND j.id IN ({', '.join(['%s'] * len(ids))})" if ids is not None else ""
-    among = f" OR (b.id IN ({', '.join(['%s'] * len(peer_ids))}) AND NOT b.singleton)" if peer_ids else ""
+    only_d, only_s, id_params = "", "", []
+    if ids is not None:
+        (only_d, id_params), (only_s, _) = _among("j.id", ids), _among("s.id", ids)
+        only_d, only_s = f" AND {only_d}", f" AND {only_s}"
     sql = (
-        "SELECT d.job_id, d.upstream_id, d.condition, u.state, u.requeue_count, u.hold, u.pending_resolvable, "
-        f"'', u.submitted_at FROM {dep} d JOIN {job} j ON j.id = d.job_id JOIN {job} u ON u.id = d.upstream_id "
-        f"WHERE d.satisfied_at IS NULL AND j.state = %s{only} "
+        "SELECT 'd', d.job_id, d.upstream_id, d.condition, u.state, u.requeue_count, u.hold, u.pending_resolvable, "
+        f"'', NULL, NULL, NULL FROM {dep} d JOIN {job} j ON j.id = d.job_id "
+        f"JOIN {job} u ON u.id = d.upstream_id WHERE d.satisfied_at IS NULL AND j.state = %s{only_d} "
         "UNION ALL "
-        f"SELECT j.id, b.id, '{SINGLETON}', b.state, b.requeue_count, b.hold, b.pending_resolvable, b.name, "
-        f"b.submitted_at FROM {job} j JOIN {job} b ON b.submitter_id = j.submitter_id AND b.name = j.name "
-        f"AND b.id <> j.id WHERE j.singleton AND j.state = %s{only} AND b.state IN (%s, %s, %s) "
-        "AND (b.state IN (%s, %s) OR (b.state = %s AND (b.submitted_at < j.submitted_at "
-        f"OR (b.submitted_at = j.submitted_at AND b.id < j.id))){among}) "
-        "ORDER BY 1, 2"
+        "SELECT 'g', b.id, NULL, '', b.state, b.requeue_count, b.hold, b.pending_resolvable, b.name, b.submitted_at, "
+        f"b.submitter_id, b.singleton FROM {job} b WHERE b.state IN (%s, %s, %s) AND EXISTS (SELECT 1 FROM {job} s "
+        f"WHERE s.singleton AND s.state = %s AND s.submitter_id = b.submitter_id AND s.name = b.name{only_s})"
     )
-    live = [JobState.PENDING.value, JobState.RUNNING.value, JobState.PREEMPTING.value]
-    params = [JobState.PENDING.value, *(ids or ()), JobState.PENDING.value, *(ids or ()), *live,
-              JobState.RUNNING.value, JobState.PREEMPTING.value, JobState.PENDING.value, *peer_ids]
+    params = [JobState.PENDING.value, *id_params, JobState.PENDING.value, JobState.RUNNING.value,
+              JobState.PREEMPTING.value, JobState.PENDING.value, *id_params]
+    rows: list[tuple[Any, ...]] = []
+    groups: dict[tuple[int, str], list[tuple[Any, ...]]] = defaultdict(list)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        return [tuple(r) for r in cursor.fetchall()]
+        for kind, job_id, upstream_id, condition, state, requeues, hold, can_run, name, at, submitter, single in (
+                cursor.fetchall()):
+            if kind == "d":
+                rows.append((job_id, upstream_id, condition, state, requeues, hold, can_run, name, at))
+            else:
+                groups[(submitter, name)].append((job_id, state, requeues, hold, can_run, name, at, bool(single)))
+    rows += _singleton_edges(groups, None if ids is None else set(ids))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return rows
 
 
-def waiting_among(job_ids: Iterable[int]) -> set[int]:
+def _singleton_edges(groups: dict[tuple[int, str], list[tuple[Any, ...]]],
+                     ids: set[int] | None) -> list[tuple[Any, ...]]:
+    """The `_waiting_rows` of singletons, from the live jobs of each submitter and name (id,
+    state, requeue count, hold, pending_resolvable, name, submitted_at, singleton). A waiting
+    singleton waits on every job of its group that runs or stops, and on every one waiting ahead
+    of it (submitted_at, then id); of those ahead, the rows name every one that is no singleton
+    and only the nearest singleton, which itself waits on the singletons before it: what holds
+    it up, and what a cycle can pass through, is the same, in rows that grow with the group, not
+    with its square. Only the singletons among `ids` (None: all of them)."""
+    edges: list[tuple[Any, ...]] = []
+    for members in groups.values():
+        members.sort(key=lambda m: (m[6], m[0]))
+        running = [m for m in members if m[1] in (JobState.RUNNING, JobState.PREEMPTING)]
+        plain_ahead: list[tuple[Any, ...]] = []
+        last_singleton: tuple[Any, ...] | None = None
+        for m in members:
+            if m[1] != JobState.PENDING:
+                continue
+            if m[7] and (ids is None or m[0] in ids):
+                by = {b[0]: b for b in (*running, *plain_ahead, *([last_singleton] if last_singleton else []))
+                      if b[0] != m[0]}
+                edges += [(m[0], b[0], SINGLETON, b[1], b[2], b[3], b[4], b[5], b[6]) for b in by.values()]
+            if m[7]:
+                last_singleton = m
+            else:
+                plain_ahead.append(m)
+    return edges
+
+
+def waiting_among(job_ids: Iterable[int], *, singletons: Iterable[int] | None = None) -> set[int]:
     """The jobs among `job_ids` that wait on a job now (a dependency not met, by the rule `waits`
     reads; a singleton with a job of its name running or waiting ahead, or bound with it in
-    this batch, which `job_ids` are): the cycle's bind drops them, as a job whose dependencies
-    were changed after its snapshot read it, and so two singletons of a name never start in one
-    cycle. One query; none for no job."""
+    this batch, which `job_ids` are, and no singleton itself): the cycle's bind drops them, as a
+    job whose dependencies were changed after its snapshot read it, and so two singletons of a
+    name never start in one cycle. One query (a probe of the live jobs' index per singleton
+    among them, not a read of their groups); none for no job. `singletons`: those of `job_ids`
+    that are singletons, when the caller read it under their rows' lock (the bind: a change
+    waits for that lock); none of them: the statement reads the dependencies only, as before
+    singletons (a shorter plan: 1 ms less for 40 jobs)."""
     ids = list(job_ids)
     if not ids:
         return set()
+    if singletons is not None and not set(singletons):
+        return {
+            job_id
+            for job_id, condition, state, requeues in JobDependency.objects.filter(
+                job_id__in=ids, satisfied_at__isnull=True).order_by()
+            .values_list("job_id", "condition", "upstream__state", "upstream__requeue_count")
+            if not is_met(condition, state, has_started=requeues > 0)
+        }
+    single = list(singletons) if singletons is not None else ids
+    job, dep = connection.ops.quote_name(Job._meta.db_table), connection.ops.quote_name(JobDependency._meta.db_table)
+    (in_d, id_params), (in_s, single_params), (in_b, _) = (_among("d.job_id", ids), _among("s.id", single),
+                                                          _among("b.id", ids))
+    sql = (
+        f"SELECT d.job_id, d.condition, u.state, u.requeue_count FROM {dep} d JOIN {job} u ON u.id = d.upstream_id "
+        f"WHERE d.satisfied_at IS NULL AND {in_d} "
+        "UNION ALL "
+        f"SELECT s.id, '{SINGLETON}', '', 0 FROM {job} s WHERE s.singleton AND {in_s} AND EXISTS ("
+        f"SELECT 1 FROM {job} b WHERE b.submitter_id = s.submitter_id AND b.name = s.name AND b.id <> s.id "
+        "AND b.state IN (%s, %s, %s) AND (b.state IN (%s, %s) OR (b.state = %s AND (b.submitted_at < s.submitted_at "
+        f"OR (b.submitted_at = s.submitted_at AND b.id < s.id))) OR ({in_b} AND NOT b.singleton)))"
+    )
+    params = [*id_params, *single_params, JobState.PENDING.value, JobState.RUNNING.value, JobState.PREEMPTING.value,
+              JobState.RUNNING.value, JobState.PREEMPTING.value, JobState.PENDING.value, *id_params]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
     return {
         job_id
-        for job_id, _, condition, state, requeues, *_ in _waiting_rows(ids, peers=ids)
+        for job_id, condition, state, requeues in rows
         if condition == SINGLETON or not is_met(condition, state, has_started=requeues > 0)
     }
 
@@ -738,10 +813,10 @@ def _free_singletons(changes: Sequence[Change], *, at: datetime, actor: str) -> 
         return
     by_id = {c.job_id: c for c in changes}
     job = connection.ops.quote_name(Job._meta.db_table)
-    marks = ", ".join(["%s"] * len(by_id))
+    in_e, id_params = _among("e.id", list(by_id))
     sql = (
         f"SELECT j.id, j.team_id, j.name, MIN(e.id) FROM {job} j JOIN {job} e ON e.submitter_id = j.submitter_id "
-        f"AND e.name = j.name AND e.id <> j.id AND e.id IN ({marks}) "
+        f"AND e.name = j.name AND e.id <> j.id AND {in_e} "
         "AND (e.started_at IS NOT NULL OR e.submitted_at < j.submitted_at "
         "OR (e.submitted_at = j.submitted_at AND e.id < j.id)) "
         "WHERE j.singleton AND j.state = %s AND NOT EXISTS ("
@@ -750,7 +825,7 @@ def _free_singletons(changes: Sequence[Change], *, at: datetime, actor: str) -> 
         "OR (b.submitted_at = j.submitted_at AND b.id < j.id))) "
         "GROUP BY j.id, j.team_id, j.name ORDER BY j.id"
     )
-    params = [*by_id, JobState.PENDING.value, JobState.PENDING.value, JobState.RUNNING.value,
+    params = [*id_params, JobState.PENDING.value, JobState.PENDING.value, JobState.RUNNING.value,
               JobState.PREEMPTING.value, JobState.RUNNING.value, JobState.PREEMPTING.value]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)

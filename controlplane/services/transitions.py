@@ -202,17 +202,21 @@ def bind_jobs(
     # 1. still pending (locked, so a concurrent cancel waits for our commit and then sees running),
     #    not held, and as the snapshot read it
     pending: dict[int, int] = {}
+    singletons: set[int] = set()  # Slurm's singleton (a change of it waits for this lock)
     as_read = {r.job_id: r.as_read for r in requests}
     for row in Job.objects.select_for_update(no_key=True).filter(
         pk__in=ids, state=JobState.PENDING, hold=JobHold.NONE
-    ).values_list("pk", "team_id", *guard_columns):
+    ).values_list("pk", "team_id", "singleton", *guard_columns):
         expected = as_read.get(row[0])
-        if guard_columns and expected is not None and tuple(row[2:]) != tuple(expected):
+        if guard_columns and expected is not None and tuple(row[3:]) != tuple(expected):
             continue  # changed since the snapshot: stale, the next cycle plans it as it is now
         pending[row[0]] = row[1]
-    # ... and waiting on no job: dependencies changed (PATCH) after the snapshot read it. A
-    # statement of its own, after the lock, so it sees a change that committed while we waited.
-    for job_id in dependencies.waiting_among(pending):
+        if row[2]:
+            singletons.add(row[0])
+    # ... and waiting on no job: dependencies changed (PATCH) after the snapshot read it, or a
+    # singleton a job of its name now holds up (or one bound with it would). A statement of its
+    # own, after the lock, so it sees a change that committed while we waited.
+    for job_id in dependencies.waiting_among(pending, singletons=singletons & set(pending)):
         del pending[job_id]
     # 2. no GPU live already, none twice in this batch, and every node still ready (reconcile
     #    may have quarantined one since our snapshot; it would only fence the bind next pass)

@@ -209,3 +209,29 @@ def test_the_snapshot_reads_singletons_in_the_same_number_of_queries(fleet: Loop
         read = read_snapshot(timezone.now(), epoch=1)
     assert len(forty) == len(none_yet), (len(none_yet), len(forty))
     assert sum(1 for s in read.snapshot.pending if s.waits_on) == 41
+
+
+def test_a_big_group_is_read_in_rows_that_grow_with_it_not_with_its_square(fleet: LoopFleet, alice: Any) -> None:
+    """300 waiting singletons of one name (a job array's tasks): each waits on the one before it,
+    one row each, and the first on the job of the name that runs."""
+    running = make_job(fleet, name="sweep", submitter=alice, state=JobState.RUNNING)
+    tasks = singles(fleet, alice, 300, name="sweep")
+
+    rows = [r for r in dependencies._waiting_rows() if r[2] == "singleton"]
+
+    assert len(rows) == 300 + 299  # the running job holds up each; the one before each but the first
+    waits = dependencies.waits()
+    assert waits[tasks[0].pk] == [(running.pk, "afterany", "running; same name “sweep”, singleton")]
+    assert [w[0] for w in waits[tasks[200].pk]] == [tasks[199].pk]  # the nearest one ahead, said
+
+
+def test_a_cycle_through_an_earlier_singleton_that_is_not_the_nearest_is_refused(fleet: LoopFleet, alice: Any) -> None:
+    """Q, P, S: singletons of one name in that order; Q given afterok on S would wait on S, which
+    waits on P, which waits on Q."""
+    q, p, s = singles(fleet, alice, 3, name="x")
+
+    with pytest.raises(holds.Refused) as refusal:
+        holds.update(alice, q.pk, {"dependencies": [{"job": s.pk}]})
+
+    assert refusal.value.errors == {"dependencies.0.job": f"job {s.pk} waits on job {p.pk}, which waits on this job "
+                                                          f"(job {q.pk}): a cycle, none of them could ever start"}
