@@ -669,7 +669,9 @@ def _singleton_edges(groups: dict[tuple[int, str], list[tuple[Any, ...]]],
     of it (submitted_at, then id); of those ahead, the rows name every one that is no singleton
     and only the nearest singleton, which itself waits on the singletons before it: what holds
     it up, and what a cycle can pass through, is the same, in rows that grow with the group, not
-    with its square. Only the singletons among `ids` (None: all of them)."""
+    with its square (but for jobs of the name that are no singleton waiting ahead of singletons:
+    a row per such pair, the jobs of a name mixing both being few). Only the singletons among
+    `ids` (None: all of them)."""
     edges: list[tuple[Any, ...]] = []
     for members in groups.values():
         members.sort(key=lambda m: (m[6], m[0]))
