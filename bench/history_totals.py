@@ -11,12 +11,12 @@ from /proc: the request's time on a core of its own, which a loaded machine's wa
 
 - before: `job_history.history_totals_row_by_row`, the jobs grouped by state and lost work,
   then every job's day-rollup sum read to Python and rounded there (the page until 1 Dec 2026);
-- after: `job_history.history_totals`, one query summing each job's rounded GPU-hours in
+- after: `job_history.history_totals`, one query: each job's day sum as the triggers of
+  migration 0024 keep it (`controlplane_job_day_gpu_seconds`), rounded and added up in
   PostgreSQL.
 
-Each way is timed with and without the day rows' index (`usage_rollup_day_job`, migration
-0024), dropped and built again between rounds. Prints the medians, the figures of both ways (they
-must agree: the exit status is 1 otherwise) and the after-query's EXPLAIN ANALYZE.
+Prints the medians, the figures of both ways (they must agree: the exit status is 1 otherwise)
+and both queries' EXPLAIN ANALYZE.
 """
 
 from __future__ import annotations
@@ -35,7 +35,6 @@ sys.path.insert(0, str(REPO))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 GOAL_MS = 300.0
-INDEX = "usage_rollup_day_job"
 
 
 def main() -> int:
@@ -59,17 +58,10 @@ def main() -> int:
     from controlplane.models import Job, UsageRollup
     from controlplane.services import job_history
 
-    index_sql = {}
     with connection.cursor() as cursor:
-        cursor.execute("SELECT indexdef FROM pg_indexes WHERE indexname = %s", [INDEX])
-        (index_sql["create"],) = cursor.fetchone()
-        # The day rows as autovacuum leaves them on a database in use: their pages all-visible.
-        cursor.execute(f'VACUUM ANALYZE "{UsageRollup._meta.db_table}"')
-
-    def index(present: bool) -> None:
-        with connection.cursor() as cursor:
-            cursor.execute(index_sql["create"] if present else f'DROP INDEX "{INDEX}"')
-            cursor.execute(f'ANALYZE "{UsageRollup._meta.db_table}"')
+        # The tables as autovacuum leaves them on a database in use.
+        for table in (UsageRollup._meta.db_table, job_history.JOB_DAY_SUMS, Job._meta.db_table):
+            cursor.execute(f'VACUUM ANALYZE "{table}"')
 
     def backend_cpu_s() -> float:
         """The CPU seconds this connection's PostgreSQL backend has used (it runs on this machine)."""
@@ -88,33 +80,26 @@ def main() -> int:
                    ("one day, admin", "admin", f"/history/?finished_after={day_ago}")]
     ways = {"before (row by row)": job_history.history_totals_row_by_row, "after (one query)": job_history.history_totals}
     real = job_history.history_totals
-    times: dict[tuple[str, str, bool], list[float]] = {}
-    cpu: dict[tuple[str, str, bool], list[float]] = {}
+    times: dict[tuple[str, str], list[float]] = {}
+    cpu: dict[tuple[str, str], list[float]] = {}
     loads = [os.getloadavg()[0]]
     try:
-        for indexed in (False, True):
-            index(indexed)
-            for label, who, url in pages_timed:
-                for totals in ways.values():
-                    job_history.history_totals = totals  # the view reads it from the module
-                    assert clients[who].get(url).status_code == 200  # warm
-                for _ in range(args.runs):
-                    for way, totals in ways.items():
-                        job_history.history_totals = totals
-                        c0 = time.process_time() + backend_cpu_s()
-                        t0 = time.perf_counter()
-                        response = clients[who].get(url)
-                        times.setdefault((label, way, indexed), []).append((time.perf_counter() - t0) * 1000)
-                        cpu.setdefault((label, way, indexed), []).append(
-                            (time.process_time() + backend_cpu_s() - c0) * 1000)
-                        assert response.status_code == 200
+        for label, who, url in pages_timed:
+            for totals in ways.values():
+                job_history.history_totals = totals  # the view reads it from the module
+                assert clients[who].get(url).status_code == 200  # warm
+            for _ in range(args.runs):
+                for way, totals in ways.items():
+                    job_history.history_totals = totals
+                    c0 = time.process_time() + backend_cpu_s()
+                    t0 = time.perf_counter()
+                    response = clients[who].get(url)
+                    times.setdefault((label, way), []).append((time.perf_counter() - t0) * 1000)
+                    cpu.setdefault((label, way), []).append((time.process_time() + backend_cpu_s() - c0) * 1000)
+                    assert response.status_code == 200
             loads.append(os.getloadavg()[0])
     finally:
         job_history.history_totals = real
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT 1 FROM pg_indexes WHERE indexname = %s", [INDEX])
-            if cursor.fetchone() is None:
-                index(True)
 
     ended = job_history.ended_jobs(Job.objects.all())
     before, after = job_history.history_totals_row_by_row(ended), job_history.history_totals(ended)
@@ -123,30 +108,32 @@ def main() -> int:
 
     print(f"{data['jobs']:,} jobs, {data['usage_rollups']:,} usage rollup rows; load average "
           f"{' → '.join(f'{x:.1f}' for x in loads)}; {args.runs} runs each, alternated")
-    print(f"{'page':26s} {'totals':22s} {'index':6s} {'p50 ms':>8s} {'min ms':>8s} {'max ms':>8s} {'CPU ms':>8s}")
+    print(f"{'page':26s} {'totals':22s} {'p50 ms':>8s} {'min ms':>8s} {'max ms':>8s} {'CPU ms':>8s}")
     for key, values in times.items():
-        label, way, indexed = key
-        print(f"{label:26s} {way:22s} {'yes' if indexed else 'no':6s} {statistics.median(values):8.1f} "
+        label, way = key
+        print(f"{label:26s} {way:22s} {statistics.median(values):8.1f} "
               f"{min(values):8.1f} {max(values):8.1f} {statistics.median(cpu[key]):8.0f}")
     print("(CPU ms: the median of the request's CPU time, Django's process and its PostgreSQL backend added, "
           "to 10 ms: what it takes on a core of its own, whatever the load)")
     print(f"figures, before: {figures[0]}")
     print(f"figures, after:  {figures[1]}  ({'the same' if same else 'DIFFERENT'})")
-    worst = statistics.median(times[("every ended job, admin", "after (one query)", True)])
+    worst = statistics.median(times[("every ended job, admin", "after (one query)")])
     print(f"every ended job, after, p50 {worst:.1f} ms; goal ≤ {GOAL_MS:.0f} ms: {'met' if worst <= GOAL_MS else 'MISSED'}")
     with connection.cursor() as cursor:
-        # The after-query as the admin's page sends it.
-        captured: list[tuple[str, Any]] = []
+        # Each way's queries as the admin's page sends them.
+        for way, totals in ways.items():
+            captured: list[tuple[str, Any]] = []
 
-        def keep(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
-            if "us, 360000" in sql:
+            def keep(execute: Any, sql: str, params: Any, many: bool, context: Any,
+                     captured: list[tuple[str, Any]] = captured) -> Any:
                 captured.append((sql, params))
-            return execute(sql, params, many, context)
+                return execute(sql, params, many, context)
 
-        with connection.execute_wrapper(keep):
-            job_history.history_totals(ended)
-        cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + captured[0][0], captured[0][1])
-        print("\n".join(row[0] for row in cursor.fetchall()))
+            with connection.execute_wrapper(keep):
+                totals(ended)
+            for sql, params in captured:
+                cursor.execute("EXPLAIN (ANALYZE, BUFFERS) " + sql, params)
+                print(f"\n{way}:\n" + "\n".join(row[0] for row in cursor.fetchall()))
     return 0 if same else 1
 
 

@@ -619,7 +619,7 @@ def fleet_and_quota_rollups(fleet: dict[str, Any], now: datetime, days: int) -> 
         cursor.execute("RESET enable_mergejoin")
         cursor.execute("RESET enable_nestloop")
         # As autovacuum leaves a database in use: statistics, and the pages of rows written long
-        # ago all-visible, so an index-only scan (the history's totals) reads no table page.
+        # ago marked all-visible (an index-only scan then reads no table page).
         cursor.execute("VACUUM ANALYZE")
 
 

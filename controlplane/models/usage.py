@@ -160,12 +160,11 @@ class UsageRollup(UsageColumns, TokenCostColumns):
             models.Index(fields=["team", "bucket", "start"], name="usage_rollup_team_window"),
             # A job's cost so far, and the task's per-job recomputations.
             models.Index(fields=["job", "bucket", "start"], name="usage_rollup_job_window"),
-            # Every job's allocated GPU-seconds (the history's totals, job_history.history_totals):
-            # the day rows alone, a few MB in job order, read without a table page (the day rows
-            # lie scattered among the minute and hour rows, ~28,000 pages of them at 100,000 jobs).
-            models.Index(fields=["job"], include=["allocated_gpu_seconds"], condition=Q(bucket=RollupBucket.DAY),
-                         name="usage_rollup_day_job"),
         ]
+
+    # Each job's day rows' allocated GPU-seconds are also kept summed, one row a job, in
+    # controlplane_job_day_gpu_seconds by triggers on this table (PostgreSQL; migration 0024):
+    # what the history's totals read (services/job_history.history_totals).
 
     def __str__(self) -> str:
         return f"job {self.job_id} {self.get_bucket_display()} {self.start:%Y-%m-%d %H:%M}: ${self.cost_usd}"

@@ -36,7 +36,6 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
-    FilteredRelation,
     Q,
     QuerySet,
     Sum,
@@ -268,28 +267,31 @@ _ROUNDED_UNITS_SQL = """
                            ELSE 0 END"""
 
 
+#: Each job's day rollups' allocated GPU-seconds, summed (PostgreSQL; migration 0024): kept by
+#: triggers on the rollup table in the transaction of every write to it, so it says what summing
+#: the rows says, at any moment. A job without a row has 0.
+JOB_DAY_SUMS = "controlplane_job_day_gpu_seconds"
+
+
 def history_totals(jobs: QuerySet[Job]) -> HistoryTotals:
     """Totals over every job of `jobs` (an `ended_jobs` set), not one page, in one query
-    whatever its size: each job's day rollups' GPU-seconds (accounting.job_cost's sum) rounded
-    as `gpu_hours` rounds it, summed in PostgreSQL per (state, lost GPU-seconds) group with the
-    jobs counted; each group's lost work rounded as `lost_gpu_hours` rounds it, times its jobs,
-    here. A job without rollups adds 0, as its row says. Figure for figure what adding up every
-    row's own figures gives (`history_totals_row_by_row`, the reference, which the tests hold it
-    to; SQLite, whose decimals are floats, takes that path)."""
+    whatever its size: each job's day rollups' GPU-seconds (accounting.job_cost's sum, read from
+    JOB_DAY_SUMS, one row a job) rounded as `gpu_hours` rounds it, summed in PostgreSQL per
+    (state, lost GPU-seconds) group with the jobs counted; each group's lost work rounded as
+    `lost_gpu_hours` rounds it, times its jobs, here. A job without rollups adds 0, as its row
+    says. Figure for figure what adding up every row's own figures gives
+    (`history_totals_row_by_row`, the reference, which the tests hold it to; SQLite, whose
+    decimals are floats and which has no JOB_DAY_SUMS, takes that path)."""
     jobs = jobs.order_by()
     if connection.vendor != "postgresql":
         return history_totals_row_by_row(jobs)
-    # One row per job: its day rollups joined (the partial index usage_rollup_day_job covers
-    # them: no table page read), summed; the jobs in id order meet the index in job order.
-    per_job = (jobs.alias(day=FilteredRelation("usage_rollups", condition=Q(usage_rollups__bucket=RollupBucket.DAY)))
-               .values(j=F("pk"), st=F("state"), lost=F("lost_gpu_seconds"))
-               .annotate(seconds=Sum("day__allocated_gpu_seconds")))
     try:
-        inner, params = per_job.query.sql_with_params()
+        inner, params = jobs.values(j=F("pk"), st=F("state"), lost=F("lost_gpu_seconds")).query.sql_with_params()
     except EmptyResultSet:  # a filter nothing can match (finance's scope: no team): no job, no query
         return HistoryTotals()
     sql = (f"SELECT st, lost, COUNT(*), SUM({_ROUNDED_UNITS_SQL}) FROM "
-           f"(SELECT st, lost, COALESCE(seconds, 0) * 1000000 AS us FROM ({inner}) AS per_job) AS micro "
+           f"(SELECT per_job.st, per_job.lost, COALESCE(sums.allocated_gpu_seconds, 0) * 1000000 AS us "
+           f"FROM ({inner}) AS per_job LEFT JOIN {JOB_DAY_SUMS} AS sums ON sums.job_id = per_job.j) AS micro "
            "GROUP BY st, lost")
     totals = HistoryTotals()
     with connection.cursor() as cursor:

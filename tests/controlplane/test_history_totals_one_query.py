@@ -9,12 +9,16 @@ step, as Python's Decimal rounds them), and under every history filter."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
+from django.db.migrations.executor import MigrationExecutor
+from django.db.models import Sum
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
@@ -28,6 +32,8 @@ from tests.controlplane.fleet_fixture import Fleet
 
 pytestmark = pytest.mark.django_db
 _generation = iter(range(1, 100_000))
+BEFORE_0024 = [("controlplane", "0023_job_singleton")]
+AFTER_0024 = [("controlplane", "0024_job_day_gpu_seconds")]
 _ENDED = [JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT]
 
 
@@ -206,3 +212,129 @@ def test_a_scope_with_no_team_costs_no_query(rolled_up: dict[str, Job]) -> None:
     with CaptureQueriesContext(connection) as captured:
         totals = job_history.history_totals(ended)
     assert _figures(totals) == (0, {}, Decimal(0), Decimal(0), 0.0, 0.0) and len(captured) == 0
+
+
+# ------------------------------------------------------------- each job's day sum, kept by triggers
+
+
+def _sums() -> dict[int, Decimal]:
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT job_id, allocated_gpu_seconds FROM {job_history.JOB_DAY_SUMS} "
+                       "WHERE allocated_gpu_seconds <> 0")
+        return dict(cursor.fetchall())
+
+
+def _summed_rows() -> dict[int, Decimal]:
+    """What summing the day rows says, job by job (the definition the kept sums must equal)."""
+    return {job_id: seconds for job_id, seconds in
+            UsageRollup.objects.filter(bucket=RollupBucket.DAY).order_by().values("job_id")
+            .annotate(s=Sum("allocated_gpu_seconds")).values_list("job_id", "s") if seconds}
+
+
+def test_each_jobs_day_sum_follows_every_write_to_the_day_rows(rolled_up: dict[str, Job], fleet: Fleet) -> None:
+    assert _sums() == _summed_rows() and len(_sums()) == 6  # the accounting's own writes: all but never-ran
+    day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=5)
+    extra = f.make_job(fleet.ml, name="extra", state=JobState.SUCCEEDED, started_at=day, finished_at=day)
+    rows = [_day_row(extra, fleet, day - timedelta(days=k), "100.250000") for k in range(3)]
+    hour = _day_row(extra, fleet, day, "5000.000000")
+    hour.bucket = RollupBucket.HOUR  # not a day row: never in the sum
+    UsageRollup.objects.bulk_create([*rows, hour])
+    assert _sums()[extra.pk] == Decimal("300.750000") and _sums() == _summed_rows()
+
+    UsageRollup.objects.filter(job=extra, bucket=RollupBucket.DAY, start=day).update(allocated_gpu_seconds=Decimal("0.5"))
+    assert _sums()[extra.pk] == Decimal("201.000000") and _sums() == _summed_rows()
+    UsageRollup.objects.filter(job=extra, bucket=RollupBucket.HOUR).update(bucket=RollupBucket.DAY, start=day - timedelta(days=9))
+    assert _sums()[extra.pk] == Decimal("5201.000000") and _sums() == _summed_rows()  # an hour row made a day row
+    UsageRollup.objects.filter(job=extra, start=day - timedelta(days=1)).update(bucket=RollupBucket.MONTH)
+    assert _sums()[extra.pk] == Decimal("5100.750000") and _sums() == _summed_rows()  # and one moved out
+    UsageRollup.objects.filter(job=extra, bucket=RollupBucket.DAY).update(job=rolled_up["never-ran"])  # to another job
+    assert extra.pk not in _sums() and _sums()[rolled_up["never-ran"].pk] == Decimal("5100.750000")
+    assert _sums() == _summed_rows()
+
+    UsageRollup.objects.filter(job=rolled_up["never-ran"], start=day).delete()
+    rolled_up["gang"].delete()  # its rollups go with it (CASCADE), and its sum
+    assert rolled_up["gang"].pk is None and _sums() == _summed_rows()
+    assert len(_sums()) == 6  # never-ran now has rows; gang has none
+
+    accounting.catch_up(timezone.now())  # the accounting writing again (nothing new to add)
+    assert _sums() == _summed_rows()
+    with connection.cursor() as cursor:
+        cursor.execute("SET CONSTRAINTS ALL IMMEDIATE")  # the test's transaction: its deferred key checks first
+        cursor.execute(f'TRUNCATE "{UsageRollup._meta.db_table}"')  # as a test suite's flush empties it
+    assert _sums() == {} == _summed_rows()
+
+
+def test_history_totals_read_the_kept_sums_as_the_rows_say_them(rolled_up: dict[str, Job], fleet: Fleet) -> None:
+    """If the kept sum and the rows ever parted, the totals would show it: here they are made to
+    part on purpose (a write with the triggers off), and the totals follow the kept sum."""
+    ended = job_history.ended_jobs(Job.objects.all())
+    assert _figures(job_history.history_totals(ended)) == _figures(job_history.history_totals_row_by_row(ended))
+    with connection.cursor() as cursor:
+        cursor.execute(f"UPDATE {job_history.JOB_DAY_SUMS} SET allocated_gpu_seconds = allocated_gpu_seconds + 3600 "
+                       "WHERE job_id = %s", [rolled_up["moved"].pk])
+    assert job_history.history_totals(ended)._gpu_hours == job_history.history_totals_row_by_row(ended)._gpu_hours + 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_writers_at_once_lose_no_second(fleet: Fleet) -> None:
+    """The accounting and a recomputation writing one job's day rows at the same moment: the
+    second waits on the job's kept sum, then adds its own difference to what the first committed."""
+    day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=4)
+    job = f.make_job(fleet.ml, name="both", state=JobState.SUCCEEDED, started_at=day, finished_at=day)
+    UsageRollup.objects.bulk_create([_day_row(job, fleet, day, "1000.000000")])
+    first_wrote, errors = threading.Event(), []
+
+    def writer(rows: list[UsageRollup], delete_start: datetime | None, wait: bool) -> None:
+        try:
+            if wait:
+                assert first_wrote.wait(10)
+            with transaction.atomic():
+                if delete_start is not None:
+                    UsageRollup.objects.filter(job=job, start=delete_start).delete()
+                UsageRollup.objects.bulk_create(rows)
+                if not wait:
+                    first_wrote.set()
+                    time.sleep(0.5)  # the other writer is now blocked on this job's sum
+        except Exception as exc:  # noqa: BLE001 (reported by the test below)
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    one = threading.Thread(target=writer, args=([_day_row(job, fleet, day - timedelta(days=1), "20.500000")], None, False))
+    two = threading.Thread(target=writer, args=([_day_row(job, fleet, day - timedelta(days=2), "300.250000")], day, True))
+    one.start(), two.start()
+    one.join(20), two.join(20)
+    assert errors == []
+    # 1,000 deleted by the second, 20.5 and 300.25 added
+    assert _sums() == _summed_rows() == {job.pk: Decimal("320.750000")}
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0024_sums_the_day_rows_already_there_and_reverses(fleet: Fleet) -> None:
+    executor = MigrationExecutor(connection)
+    executor.migrate(BEFORE_0024)
+    try:
+        day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=2)
+        jobs = [f.make_job(fleet.ml, name=f"old-{i}", state=JobState.SUCCEEDED, started_at=day, finished_at=day)
+                for i in range(3)]
+        hour = _day_row(jobs[2], fleet, day, "77.000000")
+        hour.bucket = RollupBucket.HOUR
+        UsageRollup.objects.bulk_create([_day_row(jobs[0], fleet, day, "10.000001"),
+                                         _day_row(jobs[0], fleet, day - timedelta(days=1), "0.999999"),
+                                         _day_row(jobs[1], fleet, day, "0.180000"), hour])
+        executor = MigrationExecutor(connection)
+        executor.migrate(AFTER_0024)
+        assert _sums() == _summed_rows() == {jobs[0].pk: Decimal("11.000000"), jobs[1].pk: Decimal("0.180000")}
+        ended = job_history.ended_jobs(Job.objects.all())
+        assert _figures(job_history.history_totals(ended)) == _figures(job_history.history_totals_row_by_row(ended))
+
+        executor = MigrationExecutor(connection)
+        executor.migrate(BEFORE_0024)  # the table and its triggers go; the rollups stay
+        with connection.cursor() as cursor:
+            tables = connection.introspection.table_names(cursor)
+            cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE %s", [f"{job_history.JOB_DAY_SUMS}%"])
+            assert cursor.fetchone() == (0,)
+        assert job_history.JOB_DAY_SUMS not in tables and UsageRollup.objects.count() == 4
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
