@@ -843,16 +843,12 @@ def _free_singletons(changes: Sequence[Change], *, at: datetime, actor: str) -> 
         freed = cursor.fetchall()
     if not freed:
         return
-    left = dict(
-        JobDependency.objects.filter(job_id__in=[row[0] for row in freed], satisfied_at__isnull=True).order_by()
-        .values("job_id").annotate(n=Count("id")).values_list("job_id", "n")
-    )
+    left = _unmet_counts([row[0] for row in freed])
     events = []
     for job_id, team_id, name, upstream_id in freed:
         change = by_id[upstream_id]
         n = left.get(job_id, 0)
-        rest = ("; it waits on no other job now" if not n
-                else f"; it still waits on {n} other job{'s' if n != 1 else ''}")
+        rest = _still_waiting(n)
         events.append(Event(
             created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
             message=f"Job {upstream_id} {outcome(change.state, change.exit_code)}: no other job named “{name}” of "
@@ -863,6 +859,19 @@ def _free_singletons(changes: Sequence[Change], *, at: datetime, actor: str) -> 
     Event.objects.bulk_create(events)
 
 
+def _unmet_counts(job_ids: Iterable[int]) -> dict[int, int]:
+    """Per job, how many of its dependencies are not met yet (one query; a job with none is absent)."""
+    return dict(
+        JobDependency.objects.filter(job_id__in=list(job_ids), satisfied_at__isnull=True).order_by()
+        .values("job_id").annotate(n=Count("id")).values_list("job_id", "n")
+    )
+
+
+def _still_waiting(n: int) -> str:
+    """The end of a dependency-met event's message: what the dependent still waits on."""
+    return "; it waits on no other job now" if not n else f"; it still waits on {n} other job{'s' if n != 1 else ''}"
+
+
 def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Change], waiting: set[int], *,
                 at: datetime, actor: str) -> None:
     """One event per dependency met, on its dependent if that still waits: what the upstream
@@ -870,18 +879,14 @@ def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Chan
     pending = set(Job.objects.filter(pk__in=waiting, state=JobState.PENDING).values_list("pk", flat=True))
     if not pending:
         return
-    left = dict(
-        JobDependency.objects.filter(job_id__in=pending, satisfied_at__isnull=True).order_by()
-        .values("job_id").annotate(n=Count("id")).values_list("job_id", "n")
-    )
+    left = _unmet_counts(pending)
     events = []
     for _, job_id, upstream_id, condition, team_id in met:
         if job_id not in pending:
             continue
         change = by_id[upstream_id]
         n = left.get(job_id, 0)
-        rest = ("; it waits on no other job now" if not n
-                else f"; it still waits on {n} other job{'s' if n != 1 else ''}")
+        rest = _still_waiting(n)
         events.append(Event(
             created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
             message=f"Job {upstream_id} {outcome(change.state, change.exit_code)}: its dependency {condition} "
