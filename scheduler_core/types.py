@@ -66,6 +66,7 @@ class ReasonCode(str, enum.Enum):
     INVALID_REQUEST = "InvalidRequest"
     HELD = "Held"
     WAITING_FOR_DEPENDENCY = "WaitingForDependency"
+    MAINTENANCE_WINDOW = "MaintenanceWindow"
 
 
 class DependencyCondition(str, enum.Enum):
@@ -263,6 +264,21 @@ class TeamUsage:
 
 
 @dataclass(frozen=True, slots=True)
+class MaintenanceWindow:
+    """Nodes taken out of service from ``start_at`` to ``end_at`` (Slurm's maintenance
+    reservation). A job may start on one of these nodes only if its run, from its start to
+    its runtime limit, overlaps no window of the node; a job without a runtime limit may not
+    start there before the window has ended. Running jobs are not stopped for a window: the
+    control plane tells operators which ones will still hold GPUs when it starts."""
+
+    id: str
+    nodes: tuple[str, ...]
+    start_at: float
+    end_at: float
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Everything the engine may know in one cycle. ``epoch`` is the scheduler's lease epoch,
     echoed in the plan so storage can fence a plan from a deposed scheduler."""
@@ -276,6 +292,7 @@ class Snapshot:
     running: tuple[RunningJob, ...]
     team_usage: tuple[TeamUsage, ...] = ()
     epoch: int = 0
+    maintenance: tuple[MaintenanceWindow, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
