@@ -9,7 +9,8 @@ from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models, transaction
 from django.db.models import Count, QuerySet, Sum
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
+from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
 from controlplane.admin_forms import KeepsOthersChanges, OpenedAsForm
@@ -600,15 +601,54 @@ class NotificationHookAdmin(admin.ModelAdmin):
         return False
 
     def save_model(self, request: HttpRequest, obj: NotificationHook, form: Any, change: bool) -> None:
-        """A pause or a resume, locked and recorded as the API's PATCH is."""
-        notifications.change_hook(obj, {"active": obj.active}, actor=_actor(request))
+        """A pause or a resume, locked and recorded as the API's PATCH is. A hook deleted after
+        this view read it (another admin, or its owner through the API) is `_HookGone`."""
+        try:
+            notifications.change_hook(obj, {"active": obj.active}, actor=_actor(request))
+        except NotificationHook.DoesNotExist:
+            raise _HookGone(obj.pk, "nothing was changed") from None
 
     def delete_model(self, request: HttpRequest, obj: NotificationHook) -> None:
-        notifications.delete_hook(obj, actor=_actor(request))
+        if not notifications.delete_hook(obj, actor=_actor(request)):
+            raise _HookGone(obj.pk, "there was nothing left to delete")
 
     def delete_queryset(self, request: HttpRequest, queryset: QuerySet[NotificationHook]) -> None:
-        for hook in queryset.select_related("user", "team"):
-            notifications.delete_hook(hook, actor=_actor(request))
+        gone = [hook.pk for hook in queryset.select_related("user", "team")
+                if not notifications.delete_hook(hook, actor=_actor(request))]
+        if gone:
+            self.message_user(request, f"{counted(len(gone), 'hook')} ({', '.join(map(str, gone))}) had already been "
+                                       "deleted meanwhile (by another admin or its owner): not deleted nor recorded "
+                                       "again here.", messages.WARNING)
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except _HookGone as gone:  # the view's transaction is rolled back: no change logged
+            return self._gone(request, gone)
+
+    def delete_view(self, request: HttpRequest, object_id: str,
+                    extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().delete_view(request, object_id, extra_context)
+        except _HookGone as gone:  # rolled back: no deletion logged
+            return self._gone(request, gone)
+
+    def _gone(self, request: HttpRequest, gone: _HookGone) -> HttpResponse:
+        self.message_user(request, f"Notification hook {gone.pk} no longer exists: it was deleted meanwhile (by "
+                                   f"another admin, or by its owner through the API or the Notifications page), "
+                                   f"so {gone.what}.", messages.WARNING)
+        return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
+                                            current_app=self.admin_site.name))
+
+
+class _HookGone(Exception):
+    """The hook an admin view was saving or deleting was deleted by another request meanwhile."""
+
+    def __init__(self, pk: int, what: str) -> None:
+        super().__init__(f"notification hook {pk} was deleted meanwhile")
+        self.pk = pk
+        self.what = what
 
 
 @admin.register(SchedulerLease)
