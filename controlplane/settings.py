@@ -220,6 +220,8 @@ QM = {
     # Plain http hooks: only to a host inside WEBHOOK_ALLOWED_NETWORKS (an internal relay), unless
     # this is set (a closed network): the payload would travel in clear.
     "WEBHOOK_ALLOW_HTTP": os.environ.get("QM_WEBHOOK_ALLOW_HTTP", "").strip().lower() in ("1", "true", "yes", "on"),
+    # The longest a maintenance window may last (services/maintenance.py), in seconds: 14 days.
+    "MAINTENANCE_MAX_S": int(os.environ.get("QM_MAINTENANCE_MAX_S", str(14 * 86400))),
 }
 # The scheduling loop has a queue of its own, so a long accounting rollup never delays a cycle:
 # run dedicated loop workers with `-Q qm.loop` and the rest with `-Q celery`; a worker started

@@ -5,6 +5,7 @@ from controlplane.models.events import Event
 from controlplane.models.fleet import GpuType, Node, PriceRate
 from controlplane.models.jobs import Allocation, AllocationGpu, Job, JobDependency, PendingPlace
 from controlplane.models.logs import JobLogChunk
+from controlplane.models.maintenance import MaintenanceWindow
 from controlplane.models.notifications import NotificationDelivery, NotificationHook
 from controlplane.models.quotas import Cohort, PriorityClass, Quota
 from controlplane.models.scheduling import FleetSample, SchedulerLease
@@ -29,6 +30,7 @@ __all__ = [
     "Job",
     "JobDependency",
     "JobLogChunk",
+    "MaintenanceWindow",
     "Membership",
     "Node",
     "NotificationDelivery",

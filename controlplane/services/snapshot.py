@@ -36,6 +36,7 @@ from controlplane.models import (
     Event,
     GpuType,
     Job,
+    MaintenanceWindow,
     Node,
     PriorityClass,
     Project,
@@ -375,8 +376,30 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
         pending=pending,
         running=running,
         team_usage=_team_usages(teams, now),
+        maintenance=_maintenance_windows(now),
     )
     return context
+
+
+def _maintenance_windows(now: datetime) -> tuple[engine.MaintenanceWindow, ...]:
+    """Every maintenance window not ended and not cancelled, with its nodes in the fleet (a
+    retired node is not in the snapshot): one query, over the window-node rows
+    (services/maintenance.py writes them)."""
+    Through = MaintenanceWindow.nodes.through
+    windows: dict[int, tuple[datetime, datetime, str, list[str]]] = {}
+    for window_id, start_at, end_at, reason, node in (
+        Through.objects.filter(maintenancewindow__cancelled_at__isnull=True, maintenancewindow__end_at__gt=now)
+        .exclude(node__state=NodeState.RETIRED)
+        .order_by("maintenancewindow__start_at", "maintenancewindow_id", "node__name")
+        .values_list("maintenancewindow_id", "maintenancewindow__start_at", "maintenancewindow__end_at",
+                     "maintenancewindow__reason", "node__name")
+    ):
+        windows.setdefault(window_id, (start_at, end_at, reason, []))[3].append(node)
+    return tuple(
+        engine.MaintenanceWindow(id=str(pk), nodes=tuple(names), start_at=to_seconds(start_at),
+                                 end_at=to_seconds(end_at), reason=reason)
+        for pk, (start_at, end_at, reason, names) in windows.items()
+    )
 
 
 def _read_pending(context: SnapshotContext, reader: _SpecReader, grace: dict[int, int]) -> tuple[engine.JobSpec, ...]:

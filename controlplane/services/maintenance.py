@@ -1,0 +1,503 @@
+"""Maintenance windows: operators take nodes out of service for a time, ahead of time.
+
+Slurm's `scontrol create reservation flags=maint nodes=... starttime=... duration=...`. A window
+names nodes (or a pool, expanded to its nodes when the window is written), a start, an end and a
+reason. The scheduler (scheduler_core) starts a job on those nodes only if its run, from its
+start to its runtime limit, does not overlap the window, so the nodes are empty when maintenance
+begins without draining them by hand hours ahead; a job that could only run there waits with
+the reason `MaintenanceWindow`. Running jobs are never stopped for a window: what an operator
+must deal with (drain or cancel) is `affected_running_jobs`, the jobs on those nodes that will
+still hold GPUs when it starts.
+
+This module checks and writes windows (create, change, cancel: each under a row lock, all or
+nothing, with a `config.changed` audit event and an event on each node concerned) and says
+who a window affects. It decides no placement: the snapshot hands every window not ended and not
+cancelled to the engine (services/snapshot.py).
+
+Rules, each refusal naming its field: at least one node; every node exists and is not
+retired; a pool exists (its retired nodes are left out); the reason is one line of at most 200
+characters; the end after the start, in the future, and at most QM_MAINTENANCE_MAX_S after the
+start (14 days). A window that has ended, or was cancelled, is history: it cannot be changed
+(409). One that has begun keeps its start (the engine has kept the nodes clear for it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.db.models import Count, Q, QuerySet
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, NodeState
+from controlplane.models import AllocationGpu, Event, MaintenanceWindow, Node
+from controlplane.models.maintenance import MaintenanceWindowState
+from controlplane.services.access import Access
+from controlplane.services.transitions import event_fields
+from scheduler_core.sentences import counted
+
+log = structlog.get_logger(__name__)
+
+REASON_MAX_LENGTH = 200
+#: Nodes one window may name (a pool is expanded to its nodes): far beyond a fleet's pool.
+MAX_NODES = 10_000
+
+
+def max_length_s() -> int:
+    """The longest a window may last (QM_MAINTENANCE_MAX_S, 14 days by default)."""
+    return int(settings.QM.get("MAINTENANCE_MAX_S", 14 * 86400))
+
+
+class Refused(Exception):
+    """The input is wrong: `errors` maps each field at fault to what is wrong with it (a 400)."""
+
+    def __init__(self, errors: dict[str, str]) -> None:
+        super().__init__("; ".join(f"{k}: {v}" for k, v in errors.items()))
+        self.errors = errors
+
+
+class Conflicted(Exception):
+    """The window's state does not allow the change (ended, cancelled): a 409."""
+
+
+def when(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
+
+
+def span(seconds: float) -> str:
+    """A window's length as typed: 4 h, 90 min, 2 d 6 h."""
+    seconds = int(seconds)
+    days, rest = divmod(seconds, 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes = rest // 60
+    parts = [f"{days} d" if days else "", f"{hours} h" if hours else "", f"{minutes} min" if minutes else ""]
+    said = " ".join(p for p in parts if p)
+    return said or f"{seconds} s"
+
+
+# ------------------------------------------------------------------------------ checking
+
+
+@dataclass
+class Checked:
+    nodes: list[Node]
+    start_at: datetime
+    end_at: datetime
+    reason: str
+
+
+def _reason_problem(reason: Any) -> str | None:
+    if not isinstance(reason, str) or not reason.strip():
+        return "give what the maintenance is, in a few words (e.g. \"firmware upgrade\")"
+    text = reason.strip()
+    if any(ord(c) < 32 or ord(c) == 127 for c in text):
+        return "one line of text, without control characters"
+    if len(text) > REASON_MAX_LENGTH:
+        return f"{len(text)} characters: at most {REASON_MAX_LENGTH}"
+    return None
+
+
+def _pool_names() -> list[str]:
+    return sorted(set(Node.objects.exclude(state=NodeState.RETIRED).values_list("pool", flat=True)))
+
+
+def resolve_nodes(names: Sequence[str] | None, pool: str | None, errors: dict[str, str]) -> list[Node]:
+    """The nodes named, plus those of `pool` (its retired ones left out), each once, by name.
+    Unknown or retired names, an unknown pool: said in `errors` under `nodes` or `pool`."""
+    found: dict[str, Node] = {}
+    if names:
+        wanted = list(dict.fromkeys(str(n).strip() for n in names if str(n).strip()))
+        if len(wanted) > MAX_NODES:
+            errors["nodes"] = f"{len(wanted)} nodes: a window names at most {MAX_NODES:,}"
+            return []
+        rows = {n.name: n for n in Node.objects.filter(name__in=[w for w in wanted if "\x00" not in w])}
+        unknown = [w for w in wanted if w not in rows]
+        retired = [w for w in wanted if w in rows and rows[w].state == NodeState.RETIRED]
+        if unknown:
+            errors["nodes"] = (f"no node named {', '.join(repr(u[:128]) for u in unknown[:5])}"
+                               + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+                               + " (`qm nodes` lists them)")
+        elif retired:
+            errors["nodes"] = (f"{', '.join(retired[:5])} {'is' if len(retired) == 1 else 'are'} retired: out of the "
+                               "fleet, it takes no work and needs no maintenance window (return it to service first)")
+        found.update({w: rows[w] for w in wanted if w in rows})
+    elif names is not None and not pool:
+        errors["nodes"] = "give at least one node (or a pool)"
+    if pool is not None:
+        pool = str(pool).strip()
+        in_pool = list(Node.objects.filter(pool=pool).exclude(state=NodeState.RETIRED)) if "\x00" not in pool else []
+        if not pool:
+            errors["pool"] = "give a pool's name, or leave pool out"
+        elif not in_pool:
+            known = _pool_names()
+            errors["pool"] = (f"no pool named '{pool[:64]}' has a node in the fleet: pools are "
+                              + (", ".join(known) if known else "none yet"))
+        for node in in_pool:
+            found.setdefault(node.name, node)
+    if not found and "nodes" not in errors and "pool" not in errors:
+        errors["nodes"] = "give at least one node, or a pool"
+    return sorted(found.values(), key=lambda n: n.name)
+
+
+def _aware(at: datetime) -> datetime:
+    return timezone.make_aware(at, UTC) if timezone.is_naive(at) else at
+
+
+def _check_times(start_at: datetime | None, end_at: datetime | None, duration_s: int | None,
+                 now: datetime, errors: dict[str, str], *, end_field: str) -> tuple[datetime | None, datetime | None]:
+    if start_at is None:
+        errors["start_at"] = "give when the maintenance begins"
+        return None, None
+    start_at = _aware(start_at)
+    if end_at is not None and duration_s is not None:
+        errors["end_at"] = "give the end (end_at) or the length (duration_s), not both"
+        return start_at, None
+    if duration_s is not None:
+        if duration_s <= 0:
+            errors["duration_s"] = f"{duration_s} s: a window lasts at least a second"
+            return start_at, None
+        end_at = start_at + timedelta(seconds=duration_s)
+    if end_at is None:
+        errors["end_at"] = "give when the maintenance ends (end_at), or how long it lasts (duration_s)"
+        return start_at, None
+    end_at = _aware(end_at)
+    longest = max_length_s()
+    if end_at <= start_at:
+        errors[end_field] = (f"it would end at {when(end_at)}, not after its start at {when(start_at)}: "
+                             "a window ends after it begins")
+    elif end_at <= now:
+        errors[end_field] = (f"it would end at {when(end_at)}, which is past (it is {when(now)}): a window "
+                             "ends in the future")
+    elif (end_at - start_at).total_seconds() > longest:
+        errors[end_field] = (f"{span((end_at - start_at).total_seconds())} long: a window lasts at most "
+                             f"{span(longest)} (QM_MAINTENANCE_MAX_S); schedule a longer job as several")
+    return start_at, end_at
+
+
+# ------------------------------------------------------------------------------ records
+
+
+def window_record(window: MaintenanceWindow, node_names: Iterable[str] | None = None) -> dict[str, Any]:
+    """What the audit trail keeps of a window: its nodes by name, times as ISO text in UTC."""
+    names = sorted(node_names if node_names is not None else (n.name for n in window.nodes.all()))
+    return {
+        "id": window.pk,
+        "nodes": names,
+        "start_at": window.start_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "end_at": window.end_at.astimezone(UTC).isoformat().replace("+00:00", "Z"),
+        "reason": window.reason,
+        "cancelled_at": (window.cancelled_at.astimezone(UTC).isoformat().replace("+00:00", "Z")
+                         if window.cancelled_at else None),
+    }
+
+
+def _nodes_said(names: Sequence[str]) -> str:
+    return ", ".join(names[:8]) + (f" and {len(names) - 8} more" if len(names) > 8 else "")
+
+
+def _times_said(record: dict[str, Any]) -> str:
+    start = datetime.fromisoformat(record["start_at"].replace("Z", "+00:00"))
+    end = datetime.fromisoformat(record["end_at"].replace("Z", "+00:00"))
+    return f"from {when(start)} to {when(end)} ({span((end - start).total_seconds())})"
+
+
+def _changes_said(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    said = []
+    if before["start_at"] != after["start_at"] or before["end_at"] != after["end_at"]:
+        said.append(f"{_times_said(before)} → {_times_said(after)}")
+    added = sorted(set(after["nodes"]) - set(before["nodes"]))
+    removed = sorted(set(before["nodes"]) - set(after["nodes"]))
+    if added:
+        said.append(f"nodes added: {_nodes_said(added)}")
+    if removed:
+        said.append(f"nodes removed: {_nodes_said(removed)}")
+    if before["reason"] != after["reason"]:
+        said.append(f"reason '{before['reason']}' → '{after['reason']}'")
+    return said
+
+
+def _record(window: MaintenanceWindow, verb: str, before: dict[str, Any] | None, after: dict[str, Any],
+            actor: str, at: datetime) -> list[Event]:
+    """One `config.changed` event for the window (reason MaintenanceWindowCreated, ...Changed or
+    ...Cancelled, with the record before and after), and one on each node it concerns (added,
+    kept, or removed by the change): the node's page lists them. Nothing for a change that
+    changed nothing."""
+    label = f"Maintenance window {window.pk}"
+    if verb == "created":
+        message = f"{label} created: {_nodes_said(after['nodes'])} {_times_said(after)}: {after['reason']}"
+    elif verb == "cancelled":
+        message = f"{label} cancelled ({_nodes_said(after['nodes'])} {_times_said(after)}: {after['reason']})"
+    else:
+        assert before is not None
+        said = _changes_said(before, after)
+        if not said:
+            return []
+        message = f"{label} changed: {'; '.join(said)}"
+    actor_name = actor.removeprefix("user:")
+    rows = [Event(**event_fields(
+        EventKind.CONFIG_CHANGED, actor, reason=f"MaintenanceWindow{verb.title()}", message=message, at=at,
+        data={"model": "maintenancewindow", "before": before, "after": after}))]
+    reasons = {"created": "MaintenanceScheduled", "changed": "MaintenanceRescheduled",
+               "cancelled": "MaintenanceCancelled"}
+    concerned = sorted(set(after["nodes"]) | set((before or {}).get("nodes", ())))
+    ids = dict(Node.objects.filter(name__in=concerned).values_list("name", "pk"))
+    for name in concerned:
+        if name not in ids:
+            continue
+        if verb == "changed" and name not in after["nodes"]:
+            reason, words = "MaintenanceRemoved", f"taken out of maintenance window {window.pk} by {actor_name}"
+        elif verb == "changed" and before is not None and name not in before["nodes"]:
+            reason, words = "MaintenanceScheduled", (f"added to maintenance window {window.pk} by {actor_name}: "
+                                                     f"{_times_said(after)}: {after['reason']}")
+        elif verb == "cancelled":
+            reason, words = reasons[verb], f"maintenance window {window.pk} cancelled by {actor_name}"
+        else:
+            reason, words = reasons[verb], (f"maintenance window {window.pk} {_times_said(after)}: "
+                                            f"{after['reason']} ({verb} by {actor_name})")
+        fields = event_fields(EventKind.CONFIG_CHANGED, actor, reason=reason, message=f"{name}: {words}", at=at,
+                              data={"model": "maintenancewindow", "window": window.pk, "node": name})
+        fields["node_id"] = ids[name]
+        rows.append(Event(**fields))
+    return Event.objects.bulk_create(rows)
+
+
+# ------------------------------------------------------------------------------ writing
+
+
+def _actor(user: AbstractBaseUser) -> str:
+    return f"user:{user.get_username()}"
+
+
+def create(user: AbstractBaseUser, *, start_at: datetime | None, reason: Any, nodes: Sequence[str] | None = None,
+           pool: str | None = None, end_at: datetime | None = None, duration_s: int | None = None,
+           now: datetime | None = None) -> MaintenanceWindow:
+    """A new window, checked whole (Refused naming every field at fault) and written with its
+    events in one transaction."""
+    now = now or timezone.now()
+    errors: dict[str, str] = {}
+    problem = _reason_problem(reason)
+    if problem:
+        errors["reason"] = problem
+    chosen = resolve_nodes(nodes if nodes is not None else ([] if pool is None else None), pool, errors)
+    start_at, end_at = _check_times(start_at, end_at, duration_s, now, errors,
+                                    end_field="duration_s" if duration_s is not None and end_at is None else "end_at")
+    if errors:
+        raise Refused(errors)
+    assert start_at is not None and end_at is not None
+    with transaction.atomic():
+        window = MaintenanceWindow.objects.create(start_at=start_at, end_at=end_at, reason=str(reason).strip(),
+                                                  created_by=user, created_at=now)
+        window.nodes.set(chosen)
+        after = window_record(window, [n.name for n in chosen])
+        _record(window, "created", None, after, _actor(user), now)
+    log.info("maintenance_window_created", window=window.pk, nodes=after["nodes"], start_at=after["start_at"],
+             end_at=after["end_at"], reason=window.reason, user=user.get_username())
+    return window
+
+
+CHANGEABLE = frozenset({"nodes", "pool", "start_at", "end_at", "duration_s", "reason"})
+
+
+def _locked(window_pk: int) -> MaintenanceWindow:
+    try:
+        return MaintenanceWindow.objects.select_for_update().get(pk=window_pk)
+    except MaintenanceWindow.DoesNotExist:
+        raise Conflicted(f"maintenance window {window_pk} no longer exists") from None
+
+
+def _refuse_history(window: MaintenanceWindow, now: datetime, verb: str) -> None:
+    state = window.state_at(now)
+    if state == MaintenanceWindowState.CANCELLED:
+        assert window.cancelled_at is not None
+        raise Conflicted(f"maintenance window {window.pk} was cancelled at {when(window.cancelled_at)}; it cannot "
+                         f"be {verb}: schedule a new one (POST maintenance-windows/, `qm maint add`)")
+    if state == MaintenanceWindowState.ENDED:
+        raise Conflicted(f"maintenance window {window.pk} ended at {when(window.end_at)}; it is history and cannot "
+                         f"be {verb}: schedule a new one (POST maintenance-windows/, `qm maint add`)")
+
+
+def change(window_pk: int, user: AbstractBaseUser, changes: dict[str, Any],
+           now: datetime | None = None) -> MaintenanceWindow:
+    """Change a window, all or nothing: `changes` holds any of CHANGEABLE. Nodes given replace
+    its nodes (a pool given adds the pool's; a pool alone replaces them with the pool's). A new
+    start alone moves the window whole (its length kept); `duration_s` sets the end from the
+    (new) start. A window that has begun keeps its start; one that ended or was cancelled is not
+    changed (Conflicted)."""
+    now = now or timezone.now()
+    unknown = sorted(set(changes) - CHANGEABLE)
+    if unknown:
+        raise Refused({name: "not a field of a maintenance window you can change: give nodes, pool, start_at, "
+                             "end_at, duration_s or reason" for name in unknown})
+    with transaction.atomic():
+        window = _locked(window_pk)
+        _refuse_history(window, now, "changed")
+        before = window_record(window)
+        errors: dict[str, str] = {}
+        reason = changes.get("reason", window.reason)
+        if "reason" in changes:
+            problem = _reason_problem(reason)
+            if problem:
+                errors["reason"] = problem
+        chosen: list[Node] | None = None
+        if "nodes" in changes or "pool" in changes:
+            chosen = resolve_nodes(changes.get("nodes"), changes.get("pool"), errors)
+        start_at = changes.get("start_at") or window.start_at
+        start_at = _aware(start_at)
+        begun = window.start_at <= now
+        if "start_at" in changes and changes["start_at"] is None:
+            errors["start_at"] = "give when the maintenance begins"
+        elif begun and start_at != window.start_at:
+            errors["start_at"] = (f"the window began at {when(window.start_at)}: its start cannot move (the "
+                                  "scheduler has kept its nodes clear for it); change its end, or cancel it")
+        end_at = changes.get("end_at")
+        duration_s = changes.get("duration_s")
+        if end_at is None and duration_s is None:
+            end_at = (start_at + (window.end_at - window.start_at)) if start_at != window.start_at else window.end_at
+        start_at, end_at = _check_times(start_at, end_at, duration_s, now, errors,
+                                        end_field="duration_s" if duration_s is not None and end_at is None
+                                        else "end_at")
+        if errors:
+            raise Refused(errors)
+        assert start_at is not None and end_at is not None
+        MaintenanceWindow.objects.filter(pk=window.pk).update(start_at=start_at, end_at=end_at,
+                                                              reason=str(reason).strip())
+        window.start_at, window.end_at, window.reason = start_at, end_at, str(reason).strip()
+        if chosen is not None:
+            window.nodes.set(chosen)
+        after = window_record(window, [n.name for n in chosen] if chosen is not None else before["nodes"])
+        events = _record(window, "changed", before, after, _actor(user), now)
+    if events:
+        log.info("maintenance_window_changed", window=window.pk, changes=_changes_said(before, after),
+                 nodes=after["nodes"], start_at=after["start_at"], end_at=after["end_at"], user=user.get_username())
+    return window
+
+
+def cancel(window_pk: int, user: AbstractBaseUser, now: datetime | None = None) -> MaintenanceWindow:
+    """Cancel a window (kept, with who and when): its nodes take any work again from the next
+    cycle. A window already cancelled stays as it is (nothing recorded); one that ended is
+    history (Conflicted)."""
+    now = now or timezone.now()
+    with transaction.atomic():
+        window = _locked(window_pk)
+        if window.cancelled_at is not None:
+            return window
+        _refuse_history(window, now, "cancelled")
+        MaintenanceWindow.objects.filter(pk=window.pk).update(cancelled_at=now, cancelled_by=user)
+        window.cancelled_at, window.cancelled_by = now, user
+        after = window_record(window)
+        _record(window, "cancelled", {**after, "cancelled_at": None}, after, _actor(user), now)
+    log.info("maintenance_window_cancelled", window=window.pk, nodes=after["nodes"], start_at=after["start_at"],
+             end_at=after["end_at"], user=user.get_username())
+    return window
+
+
+# ------------------------------------------------------------------------------ reading
+
+
+def in_state(windows: QuerySet[MaintenanceWindow], states: Iterable[str], now: datetime) -> QuerySet[MaintenanceWindow]:
+    """The windows in any of `states` (upcoming, active, ended, cancelled) at `now`."""
+    open_ = Q(cancelled_at__isnull=True)
+    each = {
+        MaintenanceWindowState.UPCOMING: open_ & Q(start_at__gt=now),
+        MaintenanceWindowState.ACTIVE: open_ & Q(start_at__lte=now, end_at__gt=now),
+        MaintenanceWindowState.ENDED: open_ & Q(end_at__lte=now),
+        MaintenanceWindowState.CANCELLED: ~open_,
+    }
+    wanted = Q(pk__in=[])
+    for state in states:
+        wanted |= each[MaintenanceWindowState(state)]
+    return windows.filter(wanted)
+
+
+@dataclass
+class AffectedJob:
+    """A running job on a window's nodes that will still hold GPUs there when it begins."""
+
+    job_id: int
+    name: str
+    team_id: int
+    team: str
+    state: str
+    started_at: datetime
+    runtime_limit_s: int
+    holds_until: datetime
+    gpus: int = 0
+    nodes: list[str] = field(default_factory=list)
+
+    def as_seen_by(self, who: Access) -> dict[str, Any]:
+        """For the API and pages: a job of a team the reader may not read is its team only."""
+        readable = who.may_read_team(self.team_id)
+        return {
+            "id": self.job_id if readable else None,
+            "name": self.name if readable else None,
+            "team": self.team,
+            "state": self.state,
+            "gpus": self.gpus,
+            "nodes": self.nodes,
+            "started_at": self.started_at,
+            "runtime_limit_s": self.runtime_limit_s,
+            "holds_until": self.holds_until,
+        }
+
+
+def affected_running_jobs(windows: Sequence[MaintenanceWindow],
+                          now: datetime | None = None) -> dict[int, list[AffectedJob]]:
+    """Per window (upcoming or active; none for an ended or cancelled one), the running jobs on
+    its nodes that will still hold GPUs at its start by their runtime limits (for one that has
+    begun: every job on them now), by the end of their limit: one query for all the windows.
+    A job told to stop (releasing) holds its GPUs until its stop deadline at most. The windows'
+    nodes must be prefetched (`prefetch_related("nodes")`)."""
+    now = now or timezone.now()
+    live = [w for w in windows if w.state_at(now) in (MaintenanceWindowState.UPCOMING, MaintenanceWindowState.ACTIVE)]
+    out: dict[int, list[AffectedJob]] = {w.pk: [] for w in windows}
+    if not live:
+        return out
+    node_ids = {n.pk for w in live for n in w.nodes.all()}
+    if not node_ids:
+        return out
+    rows = (
+        AllocationGpu.objects.filter(live=True, allocation__state__in=LIVE_ALLOCATION_STATES, node_id__in=node_ids)
+        .values_list("node_id", "node__name", "allocation_id", "allocation__job_id", "allocation__job__name",
+                     "allocation__job__team_id", "allocation__job__team__name", "allocation__job__state",
+                     "allocation__job__runtime_limit_s", "allocation__state", "allocation__release_deadline")
+        .annotate(started=Coalesce("allocation__started_at", "allocation__created_at"), gpus=Count("id"))
+        .order_by("allocation__job_id", "node__name")
+    )
+    per_node: dict[int, list[tuple[Any, ...]]] = {}
+    for row in rows:
+        per_node.setdefault(row[0], []).append(row)
+    for window in live:
+        begun = window.start_at <= now
+        jobs: dict[int, AffectedJob] = {}
+        for node in window.nodes.all():
+            for (_, node_name, _, job_id, name, team_id, team, state, limit, alloc_state, deadline,
+                 started, gpus) in per_node.get(node.pk, ()):
+                holds_until = started + timedelta(seconds=limit)
+                if alloc_state == AllocationState.RELEASING and deadline is not None:
+                    holds_until = min(holds_until, deadline)
+                if not begun and holds_until <= window.start_at:
+                    continue
+                job = jobs.get(job_id)
+                if job is None:
+                    job = jobs[job_id] = AffectedJob(job_id, name, team_id, team, state, started, limit, holds_until)
+                job.gpus += gpus
+                if node_name not in job.nodes:
+                    job.nodes.append(node_name)
+        out[window.pk] = sorted(jobs.values(), key=lambda j: (j.holds_until, j.job_id))
+        for job in out[window.pk]:
+            job.nodes.sort()
+    return out
+
+
+def affected_said(jobs: Sequence[AffectedJob]) -> str:
+    """`2 running jobs will still hold GPUs when it begins` in words, for the CLI and pages."""
+    if not jobs:
+        return "no running job will still hold its GPUs when it begins"
+    return f"{counted(len(jobs), 'running job')} will still hold GPUs when it begins: drain or cancel them"
