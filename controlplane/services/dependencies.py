@@ -36,8 +36,10 @@ then finds its new dependency rows (READ COMMITTED: each statement sees what com
 it), or the submit waits for the transition and reads the new state: a dependency is never
 left waiting on a job that already ended.
 
-A change (`judge`, then `replace`) takes a transaction-wide advisory lock first, so changes of
-dependencies run one at a time and each cycle check sees every edge the others wrote, then
+A change (`judge`, then `replace`) takes a transaction-wide advisory lock first (`lock_changes`;
+a rename takes it too, since it changes which singletons wait on the job), so changes of
+dependencies run one at a time and each cycle check (`cycle_errors`, once the job's row says
+its new name) sees every edge the others wrote, then
 locks its upstream jobs FOR SHARE before services/holds.update locks the job itself: the order
 a transition takes them in (the upstream job's row, then its dependents'), so the two never
 deadlock. A cycle's bind of a job whose dependencies changed after its snapshot finds them in
@@ -62,6 +64,7 @@ from django.db.models import Count, Q
 import scheduler_core as engine
 from controlplane.choices import FINISHED_JOB_STATES, DependencyCondition, EventKind, JobState
 from controlplane.models import Event, Job, JobDependency, PendingPlace
+from controlplane.models.jobs import split_numbers
 from controlplane.services import access, dependency_text
 from controlplane.services.dependency_text import SINGLETON, Edit
 from scheduler_core.eligibility import OutOfLine
@@ -387,6 +390,11 @@ class Replacement:
     errors: dict[str, str]
     singleton: bool = False
     blockers: tuple[Blocker, ...] = ()
+    #: The whole new list as judged, how many of its first items an edit kept, and each added
+    #: item's index in the edit's own list (`_renumbered`): the cycle's errors name them too.
+    wanted: tuple[Wanted, ...] = ()
+    kept: int = 0
+    origin: list[int] | None = None
 
     @property
     def waits(self) -> bool:
@@ -395,21 +403,32 @@ class Replacement:
         return any(not u.met for u in self.upstream) or bool(self.blockers)
 
 
-def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]] | Edit) -> Replacement:
-    """Judge `items` (the API's list, typed) as `job_id`'s whole new dependencies, or an `Edit`
-    (``+afterok:5``, ``-afterany:7``: added to or removed from the list it has, `_edited`): as a
-    submit's (`resolve`: visible jobs, no job twice, no condition that can already never be met),
-    and no cycle (`_cycle_errors`, singletons' waits among them). Call it inside the change's
-    transaction before the job's own row is locked (see the module's note on locks); it writes
-    nothing, and returns the errors rather than raising, so the caller refuses a job that no
-    longer waits first (409)."""
+def lock_changes() -> None:
+    """Run this transaction's change of what waits on what after any other's (a transaction-wide
+    advisory lock, PostgreSQL): a change of a waiting job's dependencies (`judge`) and a waiting
+    job's rename (which changes which singletons wait on it) take it before any row lock, so each
+    cycle check sees every edge the others wrote and two changes never close a cycle between them."""
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_xact_lock(%s)", [_EDIT_LOCK])
+
+
+def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]] | Edit, *,
+          name: str | None = None) -> Replacement:
+    """Judge `items` (the API's list, typed) as `job_id`'s whole new dependencies, or an `Edit`
+    (``+afterok:5``, ``-afterany:7``: added to or removed from the list it has, `_edited`): as a
+    submit's (`resolve`: visible jobs, no job twice, no condition that can already never be met).
+    `name`: the job's new name when the same change renames it (a singleton waits on the jobs of
+    that name). Call it inside the change's transaction before the job's own row is locked (see
+    the module's note on locks); it writes nothing, and returns the errors rather than raising, so
+    the caller refuses a job that no longer waits first (409). The cycle is checked after, once
+    the job's row says its new name (`cycle_errors`)."""
+    lock_changes()
     row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at").first()
     if row is None:
         return Replacement(job_id, [], "", {})  # the caller's own read answers for a job that is not there
-    was_singleton, submitter_id, name, submitted_at = row
+    was_singleton, submitter_id, name_now, submitted_at = row
+    name = name_now if name is None else name
     kept, origin = 0, None
     if isinstance(items, Edit):
         edited = _edited(job_id, was_singleton, items)
@@ -425,10 +444,9 @@ def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]] |
     singleton = singleton_of(wanted)
     blockers = tuple(singleton_blockers(submitter_id, name, job_id=job_id, submitted_at=submitted_at)
                      if singleton else ())
-    errors = _cycle_errors(job_id, wanted, upstream, blockers)
     return Replacement(job_id, upstream,
                        dependency_text.text_of(((u.job_id, u.condition) for u in upstream), singleton=singleton),
-                       _renumbered(errors, wanted, kept, origin), singleton, blockers)
+                       {}, singleton, blockers, tuple(wanted), kept, origin)
 
 
 def _edited(job_id: int, was_singleton: bool, edit: Edit) -> tuple[list[Wanted], int, list[int]] | dict[str, str]:
@@ -523,14 +541,97 @@ def text_now(job_id: int, *, singleton: bool = False) -> str:
                                    singleton=singleton)
 
 
+def cycle_errors(job_id: int, change: Replacement | None = None, *, renamed: str | None = None) -> dict[str, str]:
+    """The cycles a change of waiting job `job_id` would close, each on the field that closes it:
+    a change of its dependencies (`change`, judged: on the item that starts the chain, as
+    `_cycle_errors` says it), or a rename alone (`renamed`, the new name: on ``name``). Call it
+    under `lock_changes`, once the job's row says its new name in the caller's transaction: the
+    walk reads what waits on what as the next snapshot will, so the singletons of the new name
+    submitted after the job wait on it, those of the old one no longer do, and a singleton job
+    waits on the jobs of its new name ahead of it. The caller's refusal rolls the name back.
+
+    A rename closes a cycle when the job, by what it waits on (its dependencies not met yet, and
+    as a singleton the jobs of its new name running or waiting ahead), reaches itself: through a
+    later singleton of the new name that now waits on it (job 16, a singleton named “n”, waits on
+    job 15 renamed “n” and submitted before it, which waits afterok on job 16), or, the job a
+    singleton, through an earlier job of the new name waiting on it."""
+    if change is not None:
+        errors = _cycle_errors(job_id, change.wanted, change.upstream, change.blockers)
+        return _renumbered(errors, change.wanted, change.kept, change.origin)
+    row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at").first()
+    if row is None or renamed is None:
+        return {}
+    singleton, submitter_id, name, submitted_at = row
+    heads: list[tuple[int, str]] = [
+        (upstream_id, condition)
+        for upstream_id, condition, state, requeues in JobDependency.objects.filter(
+            job_id=job_id, satisfied_at__isnull=True).order_by("upstream_id")
+        .values_list("upstream_id", "condition", "upstream__state", "upstream__requeue_count")
+        if not is_met(condition, state, has_started=requeues > 0)
+    ]
+    if singleton:
+        heads += [(b.job_id, SINGLETON) for b in singleton_blockers(submitter_id, name, job_id=job_id,
+                                                                    submitted_at=submitted_at)]
+    toward, labels = _walk(job_id, {head for head, _ in heads})
+    for head, condition in heads:
+        if head not in toward:
+            continue
+        chain = [head]
+        while toward[chain[-1]] != job_id:
+            chain.append(toward[chain[-1]])
+        links = [f"job {job_id} waits on job {head} ({_label(condition, name)})"]
+        links += [f"which waits on job {after} ({labels[(before, after)]})"
+                  for before, after in zip(chain, [*chain[1:], job_id], strict=True)]
+        return {"name": (f"named “{renamed}”, job {job_id} would wait on itself: {', '.join(links)}: a cycle, "
+                         f"{'neither' if len(chain) == 1 else 'none of them'} could ever start; change its "
+                         "dependencies first, or keep its name")}
+    return {}
+
+
+def _label(condition: str, name: str) -> str:
+    """How a link of a cycle says why it waits: its condition, or the singleton's name."""
+    return f"singleton, same name “{name}”" if condition == SINGLETON else condition
+
+
+def _walk(job_id: int, starts: set[int]) -> tuple[dict[int, int], dict[tuple[int, int], str]]:
+    """Forward from `starts` along what waits (unmet dependencies of waiting jobs, and the jobs
+    waiting singletons wait on, as `waits` reads them; `job_id` itself is not followed: its own
+    waits are the starts), one query per link of the longest chain: a job that started or ended
+    waits on nothing, and a condition met already holds nothing up. Returns, for each job reached
+    that reaches `job_id`, its next link on the shortest way there (empty when nothing does), and
+    each link's words (its condition, or ``singleton, same name “n”``)."""
+    waited_by: dict[int, list[int]] = defaultdict(list)  # j → the jobs that wait on j
+    labels: dict[tuple[int, int], str] = {}
+    seen, frontier = set(starts), set(starts)
+    while frontier:
+        frontier_now, frontier = frontier, set()
+        for waiting, waited_on, condition, state, requeues, _hold, _can_run, name, _at in _waiting_rows(frontier_now):
+            if condition != SINGLETON and is_met(condition, state, has_started=requeues > 0):
+                continue
+            waited_by[waited_on].append(waiting)
+            labels[(waiting, waited_on)] = _label(condition, name)
+            if waited_on != job_id and waited_on not in seen:
+                seen.add(waited_on)
+                frontier.add(waited_on)
+    toward: dict[int, int] = {}
+    if job_id not in waited_by:
+        return toward, labels
+    # back from this job: each job that reaches it, and its next link on the shortest way
+    queue = [job_id]
+    for target in queue:
+        for waiting in waited_by.get(target, ()):
+            if waiting != job_id and waiting not in toward:
+                toward[waiting] = target
+                queue.append(waiting)
+    return toward, labels
+
+
 def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upstream],
                   blockers: Sequence[Blocker] = ()) -> dict[str, str]:
     """A job that would wait, directly or down a chain, on itself: the item naming the first
-    job of each such chain is refused, with the chain. The chain is followed along what waits
-    (unmet dependencies of waiting jobs, and the jobs waiting singletons wait on, as `waits`
-    reads them), one query per link: a job that started or ended waits on nothing, and a
-    condition met already holds nothing up. A singleton's `blockers` are where its chains start
-    (an earlier job of its name that waits on it: neither would ever start)."""
+    job of each such chain is refused, with the chain (`_walk`). A singleton's `blockers` are
+    where its chains start (an earlier job of its name that waits on it: neither would ever
+    start)."""
     def field(u: Upstream) -> str:
         return f"dependencies.{u.item}.{'job' if wanted[u.item].job is not None else 'array'}"
 
@@ -542,29 +643,7 @@ def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upst
     singleton_field = next((f"dependencies.{i}.condition" for i, w in enumerate(wanted) if w.condition == SINGLETON), "")
     heads = [(u.job_id, field(u), "") for u in upstream if not u.met and u.job_id != job_id]
     heads += [(b.job_id, singleton_field, "singleton: ") for b in blockers]
-    starts = {head for head, _, _ in heads}
-    # 1. what waits on what, from the new dependencies on (one query per link of the longest chain)
-    waited_by: dict[int, list[int]] = defaultdict(list)  # j → the jobs that wait on j
-    seen, frontier = set(starts), set(starts)
-    while frontier:
-        frontier_now, frontier = frontier, set()
-        for waiting, waited_on, condition, state, requeues, *_ in _waiting_rows(frontier_now):
-            if condition != SINGLETON and is_met(condition, state, has_started=requeues > 0):
-                continue
-            waited_by[waited_on].append(waiting)
-            if waited_on != job_id and waited_on not in seen:
-                seen.add(waited_on)
-                frontier.add(waited_on)
-    if job_id not in waited_by:
-        return errors
-    # 2. back from this job: each job that reaches it, and its next link on the shortest way
-    toward: dict[int, int] = {}
-    queue = [job_id]
-    for target in queue:
-        for waiting in waited_by.get(target, ()):
-            if waiting != job_id and waiting not in toward:
-                toward[waiting] = target
-                queue.append(waiting)
+    toward, _ = _walk(job_id, {head for head, _, _ in heads})
     for head, head_field, lead in heads:
         if head not in toward or head_field in errors:
             continue
@@ -930,16 +1009,16 @@ def _cancel(doomed: dict[int, tuple[int, str, int]], by_id: dict[int, Change], *
 # --------------------------------------------------------------------------------- snapshot
 
 
-def waits() -> dict[int, list[tuple[int, str, str]]]:
+def waits(job_ids: Iterable[int] | None = None) -> dict[int, list[tuple[int, str, str]]]:
     """Per waiting job, its dependencies not met yet: (upstream id, condition, the upstream's
     state word), by upstream id; a waiting singleton's job of its name ahead of it as ``afterany``
     on that job, its word saying why ("running; same name “train”, singleton"). One query per
     cycle, whatever the number of jobs (`_waiting_rows`). A condition
     its upstream meets already (a transition missed; it cannot, but the snapshot does not
-    trust it) does not keep the job waiting."""
+    trust it) does not keep the job waiting. `job_ids`: only these jobs' (a rename's rewording)."""
     out: dict[int, list[tuple[int, str, str]]] = {}
     singletons: dict[int, list[Blocker]] = {}
-    for job_id, upstream_id, condition, state, requeues, hold, can_run, name, submitted_at in _waiting_rows():
+    for job_id, upstream_id, condition, state, requeues, hold, can_run, name, submitted_at in _waiting_rows(job_ids):
         if condition == SINGLETON:
             singletons.setdefault(job_id, []).append(
                 Blocker(upstream_id, state, singleton_word(state, name, held=bool(hold), can_run=can_run), submitted_at))
@@ -953,6 +1032,90 @@ def waits() -> dict[int, list[tuple[int, str, str]]]:
         out.setdefault(job_id, []).extend(
             (b.job_id, str(DependencyCondition.AFTER_ANY), b.word) for b in _shown(blockers))
     return out
+
+
+def reword_after_rename(job: Job, old_name: str, *, by: str, actor: str, at: datetime, itself: bool) -> None:
+    """After `job` was renamed from `old_name` (services/holds.update, in its transaction): the
+    stored reason of each waiting job whose wait the rename changed, said at once as the next
+    cycle would say it (`waits`, the engine's sentence), not from the next cycle on: the
+    singletons of its submitter and old name (the job no longer holds them up) and new name (it
+    does now, if it runs or waits ahead of them), and the job itself when `itself` (the rename is
+    all that changed while it waits and it is not held: a singleton waits on the jobs of its new
+    name). Only a reason that changes is written; held jobs keep their ``Held`` sentence, said
+    anew with what they also wait for.
+
+    - A job that now waits on a job it did not: ``WaitingForDependency``, out of the queue at
+      once (its place dropped, as a change of its dependencies drops it), and a ``job.pending``
+      event, since the next cycle finds its reason unchanged and records none.
+    - A singleton the rename frees (nothing of its name runs or waits ahead of it now, no other
+      dependency unmet): ``DependencySatisfied`` "… back in the queue from the next scheduling
+      cycle." and a ``job.updated`` event, as a job's end freeing it gets; the job itself
+      ``Changed``, as any change of it (its ``job.updated`` event says the rename).
+    - One waiting still, on another job of the name: the engine's sentence naming it.
+    Two queries (the jobs, then what they wait on), and one write per job whose reason changed."""
+    names = {old_name, job.name}
+    # The singletons it holds up (or held up) by the rule `waits` reads: it runs, or waits ahead.
+    ahead = Q(singleton=True, submitter_id=job.submitter_id, name__in=names) if job.submitter_id else Q(pk__in=[])
+    if job.state == JobState.PENDING:
+        ahead &= Q(submitted_at__gt=job.submitted_at) | Q(submitted_at=job.submitted_at, pk__gt=job.pk)
+    rows = list(Job.objects.filter(ahead | Q(pk=job.pk) if itself else ahead, state=JobState.PENDING)
+                .exclude(pk__in=[] if itself else [job.pk])
+                .values_list("pk", "team_id", "name", "hold", "held_by__username", "hold_reason", "pending_code",
+                             "pending_words", "would_start_if_words"))
+    if not rows:
+        return
+    now_waits = waits([row[0] for row in rows])
+    events: list[Event] = []
+    out_of_line: list[int] = []
+    for pk, team_id, name, hold, holder, hold_reason, code, words, would in rows:
+        waits_on = tuple(
+            engine.DependencyWait(upstream=str(upstream), condition=engine.DependencyCondition(condition),
+                                  upstream_state=word)
+            for upstream, condition, word in now_waits.get(pk, ()))
+        new: tuple[str, str, str] | None = None
+        if hold:
+            from controlplane.services.holds import hold_label_of  # holds imports this module
+
+            if code == engine.ReasonCode.HELD.value:
+                why = OutOfLine(engine.JobSpec(id=str(pk), team="", priority_class="", gpus=1, submitted_at=0.0,
+                                               waits_on=waits_on, held_by=hold_label_of(hold, holder or ""),
+                                               hold_reason=hold_reason))
+                new = (why.code.value, why.message, why.would_start_if)
+        elif waits_on:
+            why = OutOfLine(engine.JobSpec(id=str(pk), team="", priority_class="", gpus=1, submitted_at=0.0,
+                                           waits_on=waits_on))
+            new = (why.code.value, why.message, why.would_start_if)
+            if code != why.code.value:
+                out_of_line.append(pk)
+                events.append(Event(created_at=at, kind=str(EventKind.JOB_PENDING), actor=actor, reason=new[0],
+                                    message=new[1], job_id=pk, team_id=team_id,
+                                    data={"renamed": job.pk, "from": old_name, "to": job.name}))
+        elif code == engine.ReasonCode.WAITING_FOR_DEPENDENCY.value:
+            if pk == job.pk:
+                new = ("Changed", f"Changed by {by}; waiting for the next scheduling cycle to judge it as it is now.", "")
+            elif name == old_name:  # joining a name frees nobody: only leaving one does
+                new = (SATISFIED, f"No other job named “{name}” of this submitter runs or waits ahead of it now "
+                                  f"(job {job.pk} was renamed “{job.name}”): back in the queue from the next "
+                                  "scheduling cycle.", "")
+                events.append(Event(
+                    created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
+                    message=f"Job {job.pk} was renamed “{job.name}” (was “{old_name}”): no other job named “{name}” "
+                            f"of this submitter runs or waits ahead of it now, so its singleton dependency is met"
+                            f"{_still_waiting(0)}",
+                    job_id=pk, team_id=team_id,
+                    data={"upstream": job.pk, "condition": SINGLETON, "renamed": [old_name, job.name],
+                          "waiting_on": 0}))
+        if new is None or (new[0] == code and new[1] in (words, split_numbers(new[1])[0])
+                           and new[2] in (would, split_numbers(new[2])[0])):
+            continue
+        Job.objects.filter(pk=pk, state=JobState.PENDING).update(
+            pending_code=new[0], pending_words=new[1][:500], would_start_if_words=new[2][:300])
+        if pk == job.pk:
+            job.pending_code, job.pending_words, job.would_start_if_words = new[0], new[1][:500], new[2][:300]
+    if out_of_line:
+        PendingPlace.objects.filter(job_id__in=out_of_line).delete()
+    if events:
+        Event.objects.bulk_create(events)
 
 
 # -------------------------------------------------------------------------------- read side

@@ -481,7 +481,14 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
     with transaction.atomic():
         # New dependencies are judged first: their upstream jobs are locked before this one, as a
         # transition locks them (services/dependencies.py); errors wait for the state's 409.
-        deps = dependencies.judge(user, job_id, changes["dependencies"]) if "dependencies" in changes else None
+        # A rename changes which singletons wait on the job: it runs after any other change of what
+        # waits on what, as a change of dependencies does (judge takes the same lock).
+        if "dependencies" in changes:
+            deps = dependencies.judge(user, job_id, changes["dependencies"], name=changes.get("name"))
+        else:
+            deps = None
+            if "name" in changes:
+                dependencies.lock_changes()
         # Locked as _locked does (only the job's row), with the names the rules and the event say.
         job = (Job.objects.select_for_update(no_key=True, of=("self",))
                .select_related("team", "project", "priority_class").get(pk=job_id))
@@ -502,6 +509,9 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
                 if not refusal.errors:
                     raise  # a refusal naming no field stands alone
                 errors = {**refusal.errors, **errors}
+        old_name = job.name
+        if job.state == JobState.PENDING and not (deps is not None and deps.errors):
+            errors.update(_cycles(job, changes, deps, before))
         if errors:
             raise Refused(400, "Invalid change.", errors)
         if deps is not None:
@@ -540,6 +550,11 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
             message=f"Changed by {user.get_username()} while {'waiting' if waiting else _state_words(job)}: {said}",
             data={"changes": {name: [old, new] for name, (old, new) in diff.items()}, "state": job.state},
         ))
+        if "name" in diff:
+            # The job's reason, if the rename is all that changed while it waits, and those of
+            # the singletons of its old and new name, said anew at once (the next cycle would).
+            dependencies.reword_after_rename(job, old_name, by=user.get_username(), actor=_actor(user), at=at,
+                                             itself=waiting and not set(diff) - {"name"})
         if waiting and set(diff) - {"name"} or "runtime_limit_s" in diff:
             _request_cycle_on_commit()
     log.info("job_updated", job=job.pk, fields=sorted(diff), user=user.get_username())
@@ -549,6 +564,22 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
         if ran >= job.runtime_limit_s:
             detail += (f" It has run {duration(ran)}, past its new limit: the next scheduling cycle stops it.")
     return Outcome(job, True, detail, diff)
+
+
+def _cycles(job: Job, changes: dict[str, Any], deps: dependencies.Replacement | None,
+            before: dict[str, Any]) -> dict[str, str]:
+    """The cycles a waiting job's rename or new dependencies would close (services/dependencies
+    .cycle_errors), judged with its new name written in this transaction first (a refusal rolls
+    it back with the rest): a rename changes which singletons wait on it, and, a singleton, which
+    jobs it waits on. None for a change of neither."""
+    renamed = "name" in changes and changes["name"] != job.name
+    new_deps = deps is not None and deps.text != before["dependencies"]
+    if not renamed and not new_deps:
+        return {}
+    if renamed:
+        Job.objects.filter(pk=job.pk).update(name=changes["name"])
+    return dependencies.cycle_errors(job.pk, deps if new_deps else None,
+                                     renamed=changes["name"] if renamed else None)
 
 
 def _check_running_change(job: Job, changes: dict[str, Any], who: access.Access) -> None:

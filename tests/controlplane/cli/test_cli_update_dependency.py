@@ -81,3 +81,23 @@ def test_a_running_job_is_refused_saying_why(alice_qm, fleet) -> None:
 
     assert r.code == 1 and f"Job {job.pk} is running: only its name and runtime limit can change now, not " \
                            "dependencies." in r.err
+
+
+def test_a_rename_closing_a_cycle_through_a_singleton_is_refused_on_name(alice_qm, fleet) -> None:
+    """`qm update --name`: job X waits afterok on S, a singleton named “n” submitted after it;
+    renamed “n”, X would hold S up and S would never end."""
+    assert alice_qm("submit", "--name", "a", "--gpus", "1").code == 0
+    x = Job.objects.get(name="a")
+    assert alice_qm("submit", "--name", "n", "--gpus", "1", "-d", "singleton").code == 0
+    s = Job.objects.get(name="n")
+    assert alice_qm("update", str(x.pk), "-d", f"afterok:{s.pk}").code == 0
+
+    r = alice_qm("update", str(x.pk), "--name", "n")
+
+    assert r.code == 1
+    assert (f"  name: named “n”, job {x.pk} would wait on itself: job {x.pk} waits on job {s.pk} (afterok), which "
+            f"waits on job {x.pk} (singleton, same name “n”): a cycle, neither could ever start") in r.err, r.err
+    assert Job.objects.get(pk=x.pk).name == "a"
+
+    assert alice_qm("update", str(x.pk), "--name", "b").code == 0  # a name closing nothing is taken
+    assert Job.objects.get(pk=x.pk).name == "b"
