@@ -25,8 +25,10 @@ needs runtime estimates, which enforced runtime limits make honest.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from heapq import merge
 from itertools import accumulate, islice
+from operator import itemgetter
 
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.gang import Demand
@@ -101,6 +103,18 @@ def _release_groups(ctx: CycleContext) -> list[tuple[float, list[str]]]:
     return groups
 
 
+def _start_times(ctx: CycleContext) -> Iterable[tuple[float, list[str]]]:
+    """The times a reservation may start at: running jobs' ends (with the jobs that end
+    then) and, merged in order, the ends of maintenance windows (with no job)."""
+    groups = _release_groups(ctx)
+    ends = ctx.calendar.ends
+    if not ends:
+        return groups
+    now = ctx.snapshot.now
+    reopen: list[tuple[float, list[str]]] = [(at, []) for at in ends if at > now]
+    return merge(groups, reopen, key=itemgetter(0))
+
+
 def _enough_gpus_at(ctx: CycleContext, classes: tuple[int, ...], gpus: int) -> float:
     """When the GPUs of ``classes`` free (as holders end) first add up to ``gpus``: no start
     can come earlier, so a search that must beat a start at or before it need not run. Counts
@@ -147,12 +161,18 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
     gpus = request.demand.gpus
     if before is not None and _enough_gpus_at(ctx, union, gpus) >= before:
         return None
+    calendar = ctx.calendar
     try:
-        for at, job_ids in _release_groups(ctx):
+        for at, job_ids in _start_times(ctx):
             if before is not None and max(at, not_before or at) >= before:
                 break
-            for job_id in job_ids:
-                restores.append(state.simulate_removal((JOB, job_id)))
+            if calendar:
+                start = at if not_before is None else max(at, not_before)
+                request = request._replace(closed=calendar.closed_for_run(start, spec.runtime_limit_s))
+            # a window's end removes no job: one probe there
+            for job_id in job_ids or (None,):
+                if job_id is not None:
+                    restores.append(state.simulate_removal((JOB, job_id)))
                 if state.free_in(FLEET, 0, union) < gpus or not ctx.placer.plausible(request):
                     continue
                 probes += 1
@@ -188,6 +208,9 @@ def starts_on_time(ctx: CycleContext, request: PlacementRequest) -> ActiveReserv
     state = ctx.state
     restores: list[Restore] = []
     grants: list[Grant] | None = None
+    if ctx.calendar:
+        request = request._replace(closed=ctx.calendar.closed_for_run(
+            head.start_at, ctx.reserved_specs[head.job_id].runtime_limit_s))
     try:
         for at, job_ids in _release_groups(ctx):
             if at > head.start_at:

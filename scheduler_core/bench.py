@@ -14,6 +14,9 @@ elastic jobs and serving replicas. Every cycle runs on a fresh snapshot one seco
 aging and decay move. Printed: ``gpus, pending, running, cycle_ms_p50, cycle_ms_p95,
 peak_rss_mb`` plus what the plans did; p95 is the seed's index rule (``sorted[int(0.95 n)]``).
 
+``--maintenance`` adds the default fleet with maintenance windows on 7.5 % of its nodes
+(``scenario: "maintenance"``), one upcoming, one in progress.
+
 ``--full`` adds the control loop's steady state (``scenario: "full"``): the same snapshot after
 one cycle's plan has been applied (binds become running jobs started at that cycle, preempted
 jobs are terminating, resizes take effect), so about 99 % of the GPUs are held and the waiting
@@ -38,6 +41,7 @@ from scheduler_core.types import (
     GpuPlacement,
     GpuTypeInfo,
     JobSpec,
+    MaintenanceWindow,
     NodeInfo,
     Plan,
     PriorityClassInfo,
@@ -292,12 +296,25 @@ def build_full_snapshot(gpus: int, pending: int, running: int, seed: int = 7) ->
     return apply_plan(base, schedule(base, full_config()), base.now + 60)
 
 
+def with_maintenance(snapshot: Snapshot) -> Snapshot:
+    """The snapshot with maintenance windows on 7.5 % of its nodes, spread over the fleet:
+    every 20th node from an hour from now for four hours (jobs whose limits run past that
+    hour must go elsewhere), every 40th (offset) inside a window now."""
+    nodes = [node.name for node in snapshot.nodes]
+    now = snapshot.now
+    windows = (
+        MaintenanceWindow("upcoming", tuple(nodes[::20]), now + 3600, now + 5 * 3600, "bench"),
+        MaintenanceWindow("active", tuple(nodes[7::40]), now - 600, now + 3 * 3600, "bench"),
+    )
+    return dataclasses.replace(snapshot, maintenance=windows)
+
+
 def _p(sorted_values: Sequence[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
 def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerConfig | None = None,
-        full: bool = False) -> dict[str, object]:
+        full: bool = False, maintenance: bool = False) -> dict[str, object]:
     """Time ``cycles`` full cycles (after one warm-up) and report the figures.
 
     The engine is given the wall clock so its plan carries per-phase durations; the clock
@@ -309,6 +326,8 @@ def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerCon
     if config is None:
         config = full_config() if full else SchedulerConfig()
     base = build_full_snapshot(gpus, pending, running) if full else build_snapshot(gpus, pending, running)
+    if maintenance:
+        base = with_maintenance(base)
     schedule(base, config)  # warm-up: imports, plugin construction
     seconds: list[float] = []
     cpu_seconds: list[float] = []
@@ -328,7 +347,7 @@ def run(gpus: int, pending: int, running: int, cycles: int, config: SchedulerCon
     seconds.sort()
     assert plan is not None
     return {
-        "scenario": "full" if full else "default",
+        "scenario": "full" if full else "maintenance" if maintenance else "default",
         "gpus": sum(node.gpus for node in base.nodes),
         "pending": len(base.pending),
         "running": len(base.running),
@@ -358,6 +377,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep", action="store_true", help="1k, 10k and 50k GPUs, each in a fresh process")
     parser.add_argument("--full", action="store_true",
                         help="also time the full fleet (the loop's steady state, see the module doc)")
+    parser.add_argument("--maintenance", action="store_true",
+                        help="also time the default fleet with maintenance windows on 7.5 %% of its nodes")
     parser.add_argument("--gpus", type=int, default=10_000)
     parser.add_argument("--pending", type=int, default=5_000)
     parser.add_argument("--running", type=int, default=2_000)
@@ -384,6 +405,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     cycles = args.cycles or (5 if args.gpus >= 50_000 else 20)
     row = run(args.gpus, args.pending, args.running, cycles)
+    if args.maintenance:
+        windows = run(args.gpus, args.pending, args.running, cycles, maintenance=True)
+        print(json.dumps({"default": row, "maintenance": windows}) if args.json
+              else f"{_line(row)}\n{_line(windows)}")
+        return 0
     if not args.full:
         print(json.dumps(row) if args.json else _line(row))
         return 0

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from scheduler_core.gang import Demand, Member
+from scheduler_core.maintenance import MaintenanceCalendar
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.registry import Plugins
 from scheduler_core.quota import QuotaLedger
@@ -32,8 +33,9 @@ from scheduler_core.types import (
 )
 from scheduler_core.victims import VictimIndex
 
-ShapeKey = tuple[Demand, tuple[tuple[int, ...], ...], str, bool]
-"""(gang, allowed node classes per member, score plugin, may use reserved GPUs)."""
+ShapeKey = tuple[Demand, tuple[tuple[int, ...], ...], str, bool, frozenset[int]]
+"""(gang, allowed node classes per member, score plugin, may use reserved GPUs, nodes closed
+to its run by maintenance windows)."""
 
 
 class Outcome(NamedTuple):
@@ -88,6 +90,7 @@ class CycleContext:
     priority: dict[str, PriorityClassInfo]
     running: dict[str, RunningJob]
     shares: dict[str, float]
+    calendar: MaintenanceCalendar
     clock: Callable[[], float] | None = None
     # expected end of every holder that will release its GPUs at a known time
     ends: dict[str, float] = field(default_factory=dict)

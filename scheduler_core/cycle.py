@@ -59,7 +59,13 @@ from scheduler_core.backfill import (
 from scheduler_core.context import ActiveReservation, CycleContext, Outcome, ShapeKey
 from scheduler_core.elastic import grow_elastic
 from scheduler_core.errors import SnapshotError
-from scheduler_core.explain import diagnose, explain, short_of_gpus, type_names
+from scheduler_core.explain import (
+    diagnose,
+    explain,
+    maintenance_outcome,
+    short_of_gpus,
+    type_names,
+)
 from scheduler_core.fairshare import dominant_shares
 from scheduler_core.fleet import fleet_figures
 from scheduler_core.gang import (
@@ -70,6 +76,7 @@ from scheduler_core.gang import (
     node_size_for,
     with_resources_per_gpu,
 )
+from scheduler_core.maintenance import MaintenanceCalendar
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.plugins.registry import Plugins, build_plugins
@@ -232,6 +239,7 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
         priority={p.name: p for p in sorted(snapshot.priority_classes, key=lambda p: p.name)},
         running=running,
         shares=shares,
+        calendar=MaintenanceCalendar(snapshot.maintenance, state.index_of, snapshot.now),
         clock=clock,
     )
 
@@ -744,21 +752,30 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
         ))
         return
 
+    requests = [PlacementRequest(smallest, option.member_classes, score)
+                for option in misses.admitted_options if all(option.member_classes)]
+    # (asked before the reservation holds GPUs: would it fit now but for maintenance?)
+    maintenance = maintenance_outcome(ctx, spec, requests, needs_whole)
     # 5. reserve: the first job that cannot start gets the EASY reservation
     if ctx.config.backfill and ctx.head is None \
             and ctx.reservation_searches < MAX_RESERVATION_SEARCHES and not misses.blocked_by_head:
         ctx.reservation_searches += 1
-        found = _earliest_reservation(ctx, spec, [
-            (PlacementRequest(smallest, option.member_classes, score), None)
-            for option in misses.admitted_options if all(option.member_classes)])
+        found = _earliest_reservation(ctx, spec, [(request, None) for request in requests])
         ctx.timed("reserve_backfill", mark)
         if found is not None:
             reservation, request, _ = found
             hold(ctx, reservation)
             _settle_reserved(ctx, spec, reservation, request, needs_whole)
+            if maintenance is not None:
+                # what keeps it waiting is the maintenance; the reservation is its start
+                _settle(ctx, spec, maintenance._replace(
+                    message=f"{maintenance.message} It holds a reservation for "
+                            f"{counted(request.demand.gpus, 'GPU')} from t={reservation.start_at:.0f}; "
+                            f"smaller jobs may use them only if they end before then.",
+                    eta=reservation.start_at))
             return
-    _settle(ctx, spec, diagnose(ctx, spec, smallest, member_classes, misses.blocked_by_head,
-                                needs_whole))
+    _settle(ctx, spec, maintenance if maintenance is not None else diagnose(
+        ctx, spec, smallest, member_classes, misses.blocked_by_head, needs_whole))
 
 
 def _behind_head_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> Outcome:
@@ -1022,15 +1039,16 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
     :func:`_rehold` runs after the commit."""
     state = ctx.state
     union = ctx.placer.union(member_classes)
-    free = state.free_in(FLEET, 0, union)
+    closed = ctx.calendar.closed_for_run(ctx.snapshot.now, spec.runtime_limit_s)
+    free = state.free_in(FLEET, 0, union) - _free_on(ctx, closed, union)
     head_held = 0
     if ctx.head is not None:
         head_held = sum(g.gpus for g in state.holdings.get((HOLD, ctx.head.job_id), [])
                         if state.node_class[g.node] in union)
     if free + head_held < demand.gpus:
         return None, False
-    request = PlacementRequest(demand, member_classes, score)
-    key: ShapeKey = (demand, member_classes, score.NAME, False)
+    request = PlacementRequest(demand, member_classes, score, closed=closed)
+    key: ShapeKey = (demand, member_classes, score.NAME, False, closed)
     if free >= demand.gpus and key not in ctx.failed_shapes:
         ctx.attempts += 1
         # kept grants are adopted by _commit or dropped by _decide before anything else
@@ -1040,7 +1058,7 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
         ctx.failed_shapes[key] = True
     if ctx.head is None or head_held == 0:
         return None, False
-    key = (demand, member_classes, score.NAME, True)
+    key = (demand, member_classes, score.NAME, True, closed)
     if key in ctx.failed_shapes:
         return None, False
     eligible = may_backfill_into(ctx, spec)
@@ -1059,6 +1077,14 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
         return grants, False
     _rehold(ctx)
     return None, True
+
+
+def _free_on(ctx: CycleContext, nodes: frozenset[int], classes: tuple[int, ...]) -> int:
+    """Free GPUs of ``classes`` on ``nodes`` (nodes closed by maintenance: a few at most)."""
+    if not nodes:
+        return 0
+    state = ctx.state
+    return sum(state.free_gpus[n] for n in nodes if state.ready[n] and state.node_class[n] in classes)
 
 
 def _may_move_head(ctx: CycleContext) -> bool:
@@ -1123,7 +1149,8 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
     if not admitted:
         return _quota_outcome(ctx, spec, options, None, demand, needs_whole)
     classes = ctx.placer.union(admitted[0].member_classes)
-    free = ctx.state.free_in(FLEET, 0, classes)
+    free = ctx.state.free_in(FLEET, 0, classes) - _free_on(
+        ctx, ctx.calendar.closed_for_run(ctx.snapshot.now, spec.runtime_limit_s), classes)
     if free < demand.gpus:
         kind = type_names(ctx, classes)
         message, would = short_of_gpus(ctx, demand.gpus, free, kind, classes)
@@ -1246,7 +1273,8 @@ def _may_find_victims(ctx: CycleContext, spec: JobSpec) -> bool:
 def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,
              score: ScorePlugin) -> Found | Protected | None:
     member_classes = option.member_classes
-    request = PlacementRequest(demand, member_classes, score)
+    request = PlacementRequest(demand, member_classes, score, closed=ctx.calendar.closed_for_run(
+        ctx.snapshot.now, spec.runtime_limit_s))
 
     def fit() -> list[Grant] | None:
         if option.gpu_type is not None and not quota_for(ctx, spec, option, demand.gpus).admitted:

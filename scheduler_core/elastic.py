@@ -9,7 +9,9 @@ Growth rule: a running elastic job of ``g`` GPUs with ``R`` seconds left (runtim
 d)`` seconds sooner (its work ``g · R`` spread over ``g + d`` GPUs). It grows only if that gain
 exceeds its declared ``resize_cost_s``. Growth takes only capacity left after every pending job
 was tried, never GPUs held for a reservation or a nomination, stays within quota, and happens
-only when every pending job got its placement attempt this cycle."""
+only when every pending job got its placement attempt this cycle, and never onto a node whose
+maintenance window its remaining run would overlap (nor at all for a job already running
+into one)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from scheduler_core.admission import capable_classes
 from scheduler_core.backfill import charge_head_quota, delays_head_quota
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import demand_for, is_elastic, replica_size
+from scheduler_core.maintenance import run_end
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.state import JOB, indices_of
 from scheduler_core.types import GpuPlacement, Resize, RunningJob
@@ -74,6 +77,9 @@ def grow_elastic(ctx: CycleContext) -> None:
         remaining = _remaining(ctx, job)
         cost, cost_words = resize_cost_s(ctx, job)
         gpu_type = state.nodes[held[0].node].gpu_type
+        closed = ctx.calendar.closed(ctx.snapshot.now, run_end(job.started_at, spec.runtime_limit_s))
+        if closed and any(g.node in closed for g in held):
+            continue  # it already runs into a maintenance window: growing would add to that
         for k in range(room, 0, -1):
             added = k * size
             gain = growth_gain_s(remaining, gpus, added)
@@ -82,7 +88,7 @@ def grow_elastic(ctx: CycleContext) -> None:
             if not ctx.ledger.check(spec.team, gpu_type, added).admitted \
                     or delays_head_quota(ctx, spec, {gpu_type: added}):
                 continue
-            if not _regrow(ctx, job, gpus + added, gpu_type):
+            if not _regrow(ctx, job, gpus + added, gpu_type, closed):
                 continue
             ctx.ledger.charge(spec.team, gpu_type, added)
             charge_head_quota(ctx, spec, {gpu_type: added})
@@ -101,7 +107,8 @@ def grow_elastic(ctx: CycleContext) -> None:
             break
 
 
-def _regrow(ctx: CycleContext, job: RunningJob, total: int, gpu_type: str) -> bool:
+def _regrow(ctx: CycleContext, job: RunningJob, total: int, gpu_type: str,
+            closed: frozenset[int]) -> bool:
     """Give the job ``total`` GPUs of its type in the shape a fresh bind at that size would
     have (:func:`.gang.demand_for`), its own GPUs counted free and its nodes preferred; or
     leave it as it is and say False.
@@ -120,7 +127,7 @@ def _regrow(ctx: CycleContext, job: RunningJob, total: int, gpu_type: str) -> bo
         for m in demand.members
     )
     request = PlacementRequest(demand, classes, ctx.plugins.score_by_workload[spec.workload],
-                               seed_nodes=tuple(sorted({g.node for g in held})))
+                               seed_nodes=tuple(sorted({g.node for g in held})), closed=closed)
     grants = ctx.placer.place(request)
     for g in held if grants is None else grants:
         state.take(holder, g)

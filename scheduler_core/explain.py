@@ -29,8 +29,9 @@ from scheduler_core.backfill import ReleaseTimeline, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.eligibility import OutOfLine, out_of_line
 from scheduler_core.gang import Demand
-from scheduler_core.placement import loners
-from scheduler_core.sentences import counted, verb
+from scheduler_core.maintenance import NO_NODES, run_end
+from scheduler_core.placement import PlacementRequest, loners
+from scheduler_core.sentences import counted, duration, verb
 from scheduler_core.state import FLEET, HOLD, LEAF, SPINE
 from scheduler_core.types import (
     JobSpec,
@@ -191,6 +192,63 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
         f"{len(demand.members)} members.",
         f"the free {kind} GPUs consolidate onto fewer nodes",
     )
+
+
+def maintenance_outcome(ctx: CycleContext, spec: JobSpec, requests: Sequence[PlacementRequest],
+                        needs_whole: bool) -> Outcome | None:
+    """``MaintenanceWindow`` for a job that would be placed now but for the maintenance
+    windows its run would overlap (one what-if placement per GPU type it accepts, ignoring
+    the windows, each a placement attempt of the cycle), or ``None``. Its estimated start is when those windows have ended: the
+    nodes it would use reopen then (it may start earlier elsewhere as GPUs free up)."""
+    calendar = ctx.calendar
+    now = ctx.snapshot.now
+    end = run_end(now, spec.runtime_limit_s)
+    if not calendar or not calendar.closed(now, end):
+        return None
+    for request in requests:
+        # a what-if counts as a placement attempt (the cycle's budget bounds them); a gang
+        # that does not fit even with the windows ignored never will this cycle
+        key = (request.demand, request.member_classes, request.score.NAME, False, NO_NODES)
+        if key in ctx.failed_shapes:
+            continue
+        ctx.attempts += 1
+        grants = ctx.placer.place(request._replace(closed=NO_NODES))
+        if grants is None:
+            ctx.failed_shapes[key] = True
+            continue
+        nodes = sorted({g.node for g in grants})
+        windows = calendar.blocking(nodes, now, end)
+        if not windows:
+            continue
+        names = ctx.state.nodes
+        blocked = [names[n].name for n in nodes if calendar.blocking((n,), now, end)]
+        reopen = max(w.end_at for w in windows)
+        first = min(w.start_at for w in windows)
+        them = "it" if len(blocked) == 1 else "them"
+        if len(windows) == 1:
+            w = windows[0]
+            what = (f"maintenance window {w.id}{f' ({w.reason})' if w.reason else ''} takes "
+                    f"{them} out of service from t={w.start_at:.0f} to t={w.end_at:.0f}")
+        else:
+            what = f"maintenance takes {them} out of service (" + "; ".join(
+                f"window {w.id}{f' ({w.reason})' if w.reason else ''} from t={w.start_at:.0f} "
+                f"to t={w.end_at:.0f}" for w in windows) + ")"
+        why = ("it declares no runtime limit, so it could still be running then"
+               if spec.runtime_limit_s is None
+               else f"its runtime limit of {duration(spec.runtime_limit_s)} would end it at "
+                    f"t={end:.0f}")
+        return Outcome(
+            ReasonCode.MAINTENANCE_WINDOW,
+            f"It would fit now on {counted(len(blocked), 'node')} ({', '.join(blocked[:4])}"
+            f"{', …' if len(blocked) > 4 else ''}), but {what}, and {why}. It may start there "
+            f"once the maintenance has ended, or earlier elsewhere as GPUs free up.",
+            True,
+            f"the maintenance ends at t={reopen:.0f}, GPUs free up on other nodes"
+            + ("" if now >= first else f", or it declares a runtime limit ending by t={first:.0f}"),
+            eta=reopen, demand=request.demand, classes=ctx.placer.union(request.member_classes),
+            needs_whole_node=needs_whole,
+        )
+    return None
 
 
 class _Worded(NamedTuple):

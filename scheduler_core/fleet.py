@@ -5,6 +5,8 @@
   zero when no such job waits. Idle includes the GPUs held for a waiting job's reservation or
   nomination: they run nothing, as the fragmentation API, the simulator and the seed count
   them; ``reserved_gpus`` says how many of the idle GPUs are so held.
+* Idle GPUs on a node inside a maintenance window count as unavailable, like a node that is
+  not ready.
 * ``largest_free_block_by_pool``: most idle GPUs on one ready node, per pool (held ones
   included, as above).
 * ``dominant_share_by_team``: the DRF shares the queue was ordered by.
@@ -29,13 +31,15 @@ def fleet_figures(ctx: CycleContext, pending_by_reason: dict[str, int],
     free_gpus = state.free_gpus
     ready = state.ready
     node_class = state.node_class
+    # a node inside a maintenance window takes no work: its idle GPUs are not free
+    in_maintenance = ctx.calendar.active_nodes
     for n, node in enumerate(state.nodes):
         # free_gpus counts every holder; running and bound jobs hold what the others do not
         idle = free_gpus[n] + other_on[n]
         on_node = node.gpus - idle - held_on[n]
         total += node.gpus
         allocated += on_node
-        if not ready[n]:
+        if not ready[n] or n in in_maintenance:
             unavailable += idle + held_on[n]
             continue
         reserved += held_on[n]

@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import NamedTuple
 
 from scheduler_core.gang import Demand, Member
+from scheduler_core.maintenance import NO_NODES
 from scheduler_core.plugins.protocols import FilterPlugin, GangContext, ScorePlugin, TopologyScorer
 from scheduler_core.plugins.scores import failure_domain
 from scheduler_core.state import FLEET, HOLD, LEAF, SPINE, ClusterState, Grant, Holder, choose_gpus
@@ -77,13 +78,15 @@ def loners(state: ClusterState, demand: Demand,
 class PlacementRequest(NamedTuple):
     """One gang to place. ``member_classes[i]`` are the node classes member ``i`` may use
     (capable and, for quota, of an allowed GPU type). ``seed`` is what the job already holds
-    (an elastic job growing), so new members co-locate or spread relative to it. (A named
-    tuple: one is built per placement attempt.)"""
+    (an elastic job growing), so new members co-locate or spread relative to it. ``closed``:
+    nodes the run may not use, their maintenance windows overlapping it (see
+    :mod:`scheduler_core.maintenance`). (A named tuple: one is built per placement attempt.)"""
 
     demand: Demand
     member_classes: tuple[tuple[int, ...], ...]
     score: ScorePlugin
     seed_nodes: tuple[int, ...] = ()
+    closed: frozenset[int] = NO_NODES
 
 
 class Placer:
@@ -97,6 +100,8 @@ class Placer:
         """The last :meth:`place` left its grants taken under the probe holder."""
         self._gang_facts: dict[tuple[Demand, tuple[tuple[int, ...], ...]],
                                tuple[tuple[int, ...], tuple[int, ...], int] | None] = {}
+        self._closed: frozenset[int] = NO_NODES
+        """The closed nodes of the request being placed (no node of it is admitted)."""
 
     def union(self, member_classes: tuple[tuple[int, ...], ...]) -> tuple[int, ...]:
         """Every class some member may use, sorted (memoised: gangs of one shape ask often)."""
@@ -116,6 +121,7 @@ class Placer:
         anything else touches the state. The state then ends as if the grants had been
         released and taken again (same holdings, same bucket order), without the work."""
         assert not self.kept, "the grants kept by the last place() were not adopted or dropped"
+        self._closed = req.closed
         members = req.demand.members
         if not self.plausible(req):
             return None
@@ -433,6 +439,8 @@ class Placer:
         return self.state.leaf[node] == domain
 
     def _admits(self, node: int, member: Member) -> bool:
+        if node in self._closed:
+            return False
         for f in self.filters:
             if f.admits(self.state, node, member) is not None:
                 return False

@@ -462,7 +462,7 @@ class FleetFigures:
 
     ``total_gpus = allocated_gpus + free_gpus + reserved_gpus + unavailable_gpus``: reserved
     GPUs are idle but promised to a job with a reservation or a nomination; unavailable GPUs
-    sit idle on nodes that are not ready. ``stranded_gpus``: idle GPUs (free or reserved) on partially used ready nodes, counted only while a job that
+    sit idle on nodes that are not ready or are inside a maintenance window. ``stranded_gpus``: idle GPUs (free or reserved) on partially used ready nodes, counted only while a job that
     needs at least one whole node waits (zero otherwise). ``largest_free_block_by_pool``: most
     idle GPUs (free or reserved) on one ready node, per pool. ``dominant_share_by_team``: DRF dominant share of
     what each team holds now. ``mean_slowdown``: mean of (wait + run so far) / run so far over

@@ -22,6 +22,7 @@ from scheduler_core import (
     GpuPlacement,
     GpuTypeInfo,
     JobSpec,
+    MaintenanceWindow,
     NodeInfo,
     NodeState,
     Plan,
@@ -196,6 +197,7 @@ class ClusterBuilder:
         self._pending: list[JobSpec] = []
         self._running: list[RunningJob] = []
         self._usage: list[TeamUsage] = []
+        self._maintenance: list[MaintenanceWindow] = []
         self._now = 0.0
 
     def nodes(self, count: int, *, gpus: int = 8, gpu_type: str = "a100", prefix: str = "n",
@@ -256,6 +258,12 @@ class ClusterBuilder:
                                      self._now if as_of is None else as_of))
         return self
 
+    def maintenance(self, window_id: str, *nodes: str, start: float, end: float,
+                    reason: str = "") -> ClusterBuilder:
+        self._maintenance.append(MaintenanceWindow(window_id, nodes, float(start), float(end),
+                                                   reason))
+        return self
+
     def at(self, now: float) -> ClusterBuilder:
         self._now = float(now)
         return self
@@ -270,6 +278,7 @@ class ClusterBuilder:
             pending=tuple(self._pending),
             running=tuple(self._running),
             team_usage=tuple(self._usage),
+            maintenance=tuple(self._maintenance),
         )
 
     def plan(self, config: SchedulerConfig | None = None) -> Plan:

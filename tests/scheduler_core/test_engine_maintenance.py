@@ -1,0 +1,218 @@
+"""Maintenance windows (Slurm's maintenance reservations): a job may start on a node only if
+its run, from its start to its runtime limit, overlaps no window of that node. The rule holds
+for binds now, the head's reservation, a preemptor's fit and an elastic job's growth; a job
+that only maintenance keeps waiting says so, with the window and when it ends."""
+
+from __future__ import annotations
+
+import pytest
+from engine_builders import bound, bound_nodes, make_cluster, make_job, make_running, why
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from scheduler_core import ReasonCode, SnapshotError, schedule
+
+HOUR = 3600.0
+
+
+def one_node_with_window(now: float = 0.0):
+    """n0 goes into maintenance from t=3600 to t=7200."""
+    return (make_cluster().nodes(1).at(now)
+            .maintenance("7", "n0", start=HOUR, end=2 * HOUR, reason="firmware upgrade"))
+
+
+@pytest.mark.parametrize(("limit", "starts"), [
+    (1800, True), (3600, True), (3601, False), (None, False),
+], ids=["ends-before-the-window", "ends-exactly-when-it-starts", "would-run-a-second-into-it",
+        "no-runtime-limit"])
+def test_maintenance_window_a_job_starts_on_the_node_only_if_it_ends_before(limit, starts):
+    plan = one_node_with_window().pending(make_job("j").gpus(8).limit(limit)).plan()
+    assert ("j" in bound(plan)) == starts
+
+
+def test_maintenance_window_a_job_that_would_run_into_it_waits_and_says_why():
+    plan = one_node_with_window().pending(make_job("j").gpus(4).limit(2 * HOUR)).plan()
+    w = why(plan, "j")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.reason == "MaintenanceWindow"
+    assert w.resolvable
+    assert w.eta == 2 * HOUR
+    assert "fit now on 1 node (n0), but maintenance window 7 (firmware upgrade) takes it out of service" in w.message
+    assert "t=3600" in w.message and "t=7200" in w.message
+    assert "would end it at t=7200" in w.message
+    assert "runtime limit ending by t=3600" in w.would_start_if
+    assert plan.fleet.pending_by_reason == {"MaintenanceWindow": 1}
+
+
+def test_maintenance_window_a_job_without_a_runtime_limit_is_told_it_could_still_be_running():
+    plan = one_node_with_window().pending(make_job("j").gpus(1)).plan()
+    assert why(plan, "j").code is ReasonCode.MAINTENANCE_WINDOW
+    assert "no runtime limit" in why(plan, "j").message
+
+
+def test_maintenance_window_a_job_goes_to_a_node_outside_it():
+    # best fit would take n0 (fuller); its window makes n1 the only place for a 2 h run
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r").gpus(4).limit(10 * HOUR)).on("n0", 0, 1, 2, 3))
+            .maintenance("m", "n0", start=HOUR, end=2 * HOUR)
+            .pending(make_job("long").gpus(2).limit(2 * HOUR).submitted(0),
+                     make_job("short").gpus(2).limit(HOUR / 2).submitted(1))
+            .plan())
+    assert bound_nodes(plan, "long") == ["n1"]
+    assert bound_nodes(plan, "short") == ["n0"]  # packs where it ends in time
+
+
+def test_maintenance_window_inside_it_nothing_starts_and_after_it_everything_may():
+    job = make_job("j").gpus(1).limit(60)
+    inside = one_node_with_window(now=HOUR + 10).pending(job).plan()
+    assert "j" not in bound(inside)
+    assert why(inside, "j").code is ReasonCode.MAINTENANCE_WINDOW
+    after = one_node_with_window(now=2 * HOUR).pending(job).plan()
+    assert bound_nodes(after, "j") == ["n0"]
+
+
+def test_maintenance_window_idle_gpus_inside_it_are_unavailable_not_free():
+    fleet = one_node_with_window(now=HOUR).nodes(1, start=1).plan().fleet
+    assert fleet.unavailable_gpus == 8
+    assert fleet.free_gpus == 8  # n1
+    assert fleet.largest_free_block_by_pool == {"main": 8}
+    before = one_node_with_window(now=0).nodes(1, start=1).plan().fleet
+    assert (before.unavailable_gpus, before.free_gpus) == (0, 16)
+
+
+def test_maintenance_window_a_gang_gets_all_its_nodes_or_nothing():
+    plan = (make_cluster().nodes(2).at(0)
+            .maintenance("m", "n1", start=HOUR, end=2 * HOUR)
+            .pending(make_job("gang").gpus(16).per_node(8).limit(3 * HOUR))
+            .plan())
+    assert plan.binds == ()
+    # the head's reservation waits for n1 to reopen
+    [reservation] = plan.reservations
+    assert reservation.start_at == 2 * HOUR
+    w = why(plan, "gang")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW  # what keeps it waiting
+    assert "holds a reservation for 16 GPUs from t=7200" in w.message
+    assert w.eta == 2 * HOUR
+
+
+def test_maintenance_window_the_head_reservation_starts_when_the_window_ends():
+    plan = one_node_with_window(now=HOUR + 60).pending(
+        make_job("head").gpus(8).limit(3 * HOUR)).plan()
+    [reservation] = plan.reservations
+    assert (reservation.job_id, reservation.start_at) == ("head", 2 * HOUR)
+    assert {p.node for p in reservation.placements} == {"n0"}
+
+
+def test_maintenance_window_the_head_reservation_avoids_a_node_its_run_would_overlap():
+    # both nodes free at t=3600; n0 goes into maintenance at t=5000: a 2 h head goes to n1
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r0").gpus(8).limit(HOUR)).whole("n0"),
+                     make_running(make_job("r1").gpus(8).limit(HOUR)).whole("n1"))
+            .maintenance("m", "n0", start=5000, end=9000)
+            .pending(make_job("head").gpus(8).limit(2 * HOUR))
+            .plan())
+    [reservation] = plan.reservations
+    assert reservation.start_at == HOUR
+    assert {p.node for p in reservation.placements} == {"n1"}
+
+
+def test_maintenance_window_backfill_may_use_the_nodes_until_it_starts():
+    # the head waits for n1 after the window; a short job uses n0 now, a long one may not
+    plan = (make_cluster().nodes(1).at(0)
+            .maintenance("m", "n0", start=HOUR, end=2 * HOUR)
+            .pending(make_job("head").gpus(8).limit(10 * HOUR).submitted(0),
+                     make_job("short").gpus(4).limit(HOUR).submitted(1),
+                     make_job("long").gpus(4).limit(HOUR + 1).submitted(2))
+            .plan())
+    assert plan.reservations[0].start_at == 2 * HOUR
+    assert "short" in bound(plan)
+    assert "long" not in bound(plan)
+
+
+def test_maintenance_window_a_preemptor_does_not_evict_on_a_node_it_could_not_use():
+    # r0 on n0 is the cheaper victim (started later), but n0's window would cut the
+    # preemptor's run: it evicts r1 on n1
+    plan = (make_cluster().nodes(2).at(10 * HOUR)
+            .running(make_running(make_job("r0").priority("low").gpus(8)).whole("n0")
+                     .started(9 * HOUR),
+                     make_running(make_job("r1").priority("low").gpus(8)).whole("n1")
+                     .started(HOUR))
+            .maintenance("m", "n0", start=11 * HOUR, end=12 * HOUR)
+            .pending(make_job("vip").priority("high").gpus(8).limit(4 * HOUR))
+            .plan())
+    assert [p.job_id for p in plan.preemptions] == ["r1"]
+
+
+def test_maintenance_window_an_elastic_job_does_not_grow_onto_it():
+    cluster = (make_cluster().nodes(2).at(0)
+               .running(make_running(make_job("e").elastic(4, 16).limit(10 * HOUR))
+                        .on("n0", 0, 1, 2, 3, 4, 5, 6, 7))
+               )
+    grows = cluster.plan()
+    assert [r.job_id for r in grows.resizes] == ["e"]
+    blocked = cluster.maintenance("m", "n1", start=HOUR, end=2 * HOUR).plan()
+    assert blocked.resizes == ()
+
+
+def test_maintenance_window_ended_windows_and_unknown_nodes_change_nothing():
+    job = make_job("j").gpus(8).limit(2 * HOUR)
+    plan = (make_cluster().nodes(1).at(3 * HOUR)
+            .maintenance("old", "n0", start=0, end=HOUR)
+            .maintenance("elsewhere", "gone-7", start=3 * HOUR, end=9 * HOUR)
+            .pending(job).plan())
+    assert bound_nodes(plan, "j") == ["n0"]
+
+
+def test_maintenance_window_that_ends_before_it_starts_is_refused():
+    snapshot = (make_cluster().nodes(1).maintenance("bad", "n0", start=HOUR, end=HOUR)
+                .snapshot())
+    with pytest.raises(SnapshotError, match="maintenance window 'bad'"):
+        schedule(snapshot)
+
+
+def test_maintenance_window_same_snapshot_same_plan():
+    cluster = (make_cluster().nodes(4).at(0)
+               .maintenance("a", "n0", "n1", start=HOUR, end=2 * HOUR)
+               .maintenance("b", "n2", start=0, end=HOUR)
+               .pending(*(make_job(f"j{i}").gpus(1 + i % 8).limit((i % 5) * HOUR or None)
+                          .submitted(i) for i in range(20))))
+    assert cluster.plan() == cluster.plan()
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    windows=st.lists(st.tuples(st.integers(0, 3), st.integers(-2, 6), st.integers(1, 4)),
+                     max_size=4),
+    jobs=st.lists(st.tuples(st.sampled_from([1, 2, 4, 8, 16]), st.sampled_from([None, 1, 2, 3, 5])),
+                  min_size=1, max_size=10),
+    busy=st.lists(st.tuples(st.integers(0, 3), st.integers(1, 4)), max_size=3, unique_by=lambda b: b[0]),
+)
+def test_maintenance_window_invariant_no_run_overlaps_a_window_on_its_nodes(windows, jobs, busy):
+    now = 10 * HOUR
+    cluster = make_cluster().nodes(4).at(now)
+    for i, (node, start_h, length_h) in enumerate(windows):
+        cluster.maintenance(f"w{i}", f"n{node}", start=now + start_h * HOUR,
+                            end=now + (start_h + length_h) * HOUR)
+    for node, hours in busy:
+        cluster.running(make_running(make_job(f"r{node}").gpus(8).limit(hours * HOUR))
+                        .whole(f"n{node}").started(now - 60))
+    specs = {}
+    for i, (gpus, hours) in enumerate(jobs):
+        spec = (make_job(f"j{i}").gpus(gpus).per_node(8 if gpus > 8 else None)
+                .limit(None if hours is None else hours * HOUR).submitted(i).obj())
+        specs[spec.id] = spec
+        cluster.pending(spec)
+    snapshot = cluster.snapshot()
+    plan = schedule(snapshot)
+
+    def overlaps(node: str, start: float, limit: float | None) -> bool:
+        end = float("inf") if limit is None else start + limit
+        return any(node in w.nodes and w.start_at < end and w.end_at > start
+                   for w in snapshot.maintenance)
+
+    for b in plan.binds:
+        for p in b.placements:
+            assert not overlaps(p.node, now, specs[b.job_id].runtime_limit_s), (b, snapshot.maintenance)
+    for r in plan.reservations:
+        for p in r.placements:
+            assert not overlaps(p.node, r.start_at, specs[r.job_id].runtime_limit_s), (r, snapshot.maintenance)
