@@ -23,6 +23,7 @@ from controlplane.models import (
     Event,
     GpuType,
     Job,
+    MaintenanceWindow,
     Node,
     PriceRate,
     PriorityClass,
@@ -30,6 +31,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.services import job_history
 
 
@@ -346,11 +348,34 @@ class EventFilterSet(filters.FilterSet):
         fields: list[str] = []
 
 
+class MaintenanceWindowFilterSet(filters.FilterSet):
+    state = filters.MultipleChoiceFilter(
+        choices=MaintenanceWindowState.choices, method="filter_state",
+        help_text="upcoming, active (begun, not ended), ended or cancelled, now; repeat for several.")
+    node = filters.CharFilter(method="filter_node", help_text="Node name: the windows that take it out.")
+
+    class Meta:
+        model = MaintenanceWindow
+        fields: list[str] = []
+
+    def filter_state(self, queryset: QuerySet[MaintenanceWindow], name: str,
+                     value: list[str]) -> QuerySet[MaintenanceWindow]:
+        from controlplane.services.maintenance import in_state
+
+        return in_state(queryset, value, timezone.now()) if value else queryset
+
+    def filter_node(self, queryset: QuerySet[MaintenanceWindow], name: str, value: str) -> QuerySet[MaintenanceWindow]:
+        # A subquery, not a join: a window is listed once, and its prefetched nodes are all of them.
+        return queryset.filter(pk__in=MaintenanceWindow.nodes.through.objects.filter(node__name=value)
+                               .values("maintenancewindow_id"))
+
+
 __all__ = [
     "CohortFilterSet",
     "EventFilterSet",
     "GpuTypeFilterSet",
     "JobFilterSet",
+    "MaintenanceWindowFilterSet",
     "NodeFilterSet",
     "PriceRateFilterSet",
     "PriorityClassFilterSet",

@@ -13,7 +13,7 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import job_history, notification_hooks, showback, views
+from controlplane.api import job_history, maintenance, notification_hooks, showback, views
 from controlplane.api.permissions import IsPerson
 from controlplane.api.views import ApiMixin
 
@@ -34,6 +34,7 @@ router.register("gpu-types", views.GpuTypeViewSet, basename="gpu-type")
 router.register("price-rates", views.PriceRateViewSet, basename="price-rate")
 router.register("nodes", views.NodeViewSet, basename="node")
 router.register("events", views.EventViewSet, basename="event")
+router.register("maintenance-windows", maintenance.MaintenanceWindowViewSet, basename="maintenance-window")
 router.register("notification-hooks", notification_hooks.NotificationHookViewSet, basename="notification-hook")
 
 
