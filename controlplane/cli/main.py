@@ -12,6 +12,8 @@
     qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
     qm notify add URL --events started,failed [--team T] | qm notify list | qm notify rm ID | qm notify test ID
     qm notify edit ID [--hook-url URL] [--events E] [--team T | --own-jobs] [--pause | --resume] | qm notify rotate ID
+    qm maint add --nodes N1,N2 | --pool P --start +2h|ISO --duration 4h|--end ISO --reason "firmware upgrade"
+    qm maint list [--all] [--node N] | qm maint show ID | qm maint edit ID [--start ...] | qm maint cancel ID
 
 Human tables by default, `--json` for scripts. Errors print the API's message and exit 1 (2 when
 the server cannot be reached); never a traceback.
@@ -30,7 +32,7 @@ import sys
 import time
 import uuid
 from collections.abc import Iterator, Sequence
-from datetime import date, datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -1421,6 +1423,173 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
     return 0 if answer["delivered"] else 1
 
 
+# ------------------------------------------------------------------------------- maintenance
+
+
+#: The API's fields as `qm maint` flags, so a refusal names the flag as typed.
+MAINT_FLAGS = {"nodes": "--nodes", "pool": "--pool", "start_at": "--start", "end_at": "--end",
+               "duration_s": "--duration", "reason": "--reason"}
+
+
+def maint_when(text: str, now: datetime, flag: str = "--start") -> datetime:
+    """A window's start or end, as `qm maint --start/--end` take it: `now`, `+2h` or `now+2h`
+    (that long from now, as Slurm's starttime=now+2hours), `10:30` (today, UTC), a date or an ISO
+    time (UTC unless it gives an offset). A bare `2h` is refused: in two hours, or two hours ago?"""
+    value = text.strip().lower()
+    ahead = value.removeprefix("now").strip()
+    if ahead.startswith("+"):
+        try:
+            return now + timedelta(seconds=output.parse_duration(ahead[1:]))
+        except ValueError:
+            raise CliError(f"{flag}: '{text}' is not a time: use now, +2h (in two hours), 10:30 (today, UTC) or "
+                           "2026-12-02T08:00 (UTC unless it gives an offset)") from None
+    if value[:1].isdigit() and not any(c in value for c in ":-"):
+        raise CliError(f"{flag}: '{text}' is a length, not a time: say +{text.strip()} for that long from now")
+    try:
+        return output.parse_when(text, now)
+    except ValueError as exc:
+        raise CliError(f"{flag}: {exc}") from None
+
+
+def _maint_body(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
+    body: dict[str, Any] = {}
+    if args.nodes is not None:
+        body["nodes"] = [n.strip() for n in args.nodes.split(",") if n.strip()]
+    if args.pool is not None:
+        body["pool"] = args.pool
+    if args.start is not None:
+        body["start_at"] = maint_when(args.start, now).isoformat()
+    if args.duration is not None:
+        body["duration_s"] = _duration(args.duration, "--duration")
+    if args.end is not None:
+        body["end_at"] = maint_when(args.end, now, "--end").isoformat()
+    if args.reason is not None:
+        body["reason"] = args.reason
+    return body
+
+
+def _maint_refused(error: ApiError, args: argparse.Namespace) -> CliError | ApiError:
+    if not error.errors:
+        return error
+
+    def flag(field: str) -> str:
+        name = MAINT_FLAGS.get(field)
+        given = getattr(args, name[2:], None) if name else None
+        return f"{field} ({name} {given})" if given is not None else field
+
+    return CliError("Invalid request." + "".join(f"\n  {flag(field)}: {' '.join(msgs)}"
+                                                 for field, msgs in error.errors.items()))
+
+
+def _window_times(window: dict[str, Any]) -> str:
+    return (f"from {output.utc_text(window['start_at'])} to {output.utc_text(window['end_at'])} "
+            f"({output.human_duration(window['duration_s'])})")
+
+
+def _print_affected(window: dict[str, Any]) -> None:
+    jobs = window["affected_running_jobs"]
+    if window["state"] in ("ended", "cancelled"):
+        return
+    if not jobs:
+        print("No running job will still hold GPUs on its nodes when it begins.")
+        return
+    print(f"{counted(len(jobs), 'running job')} will still hold GPUs on its nodes when it begins, by "
+          f"{'its runtime limit' if len(jobs) == 1 else 'their runtime limits'} (the scheduler stops none: drain "
+          "the nodes or cancel the jobs):")
+    output.table([(j["id"] if j["id"] is not None else "-", j["name"] or f"(a job of team {j['team']})", j["team"],
+                   j["gpus"], ",".join(j["nodes"]), output.utc_text(j["holds_until"], suffix=""))
+                  for j in jobs], ["JOB", "NAME", "TEAM", "GPUS", "NODES", "LIMIT ENDS (UTC)"])
+
+
+def _print_window(window: dict[str, Any], verb: str) -> None:
+    print(output.visible(f"Maintenance window {window['id']} {verb}: {_nodes_cell(window['nodes'])} "
+                         f"{_window_times(window)}: {window['reason']}."))
+    _print_affected(window)
+
+
+def _window_id(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise CliError(f"'{text}' is not a maintenance window's id: `qm maint list` shows them") from None
+
+
+def cmd_maint(api: Api, args: argparse.Namespace) -> int:
+    """`qm maint add|list|show|edit|cancel`: maintenance windows (maintenance-windows/)."""
+    action = args.maint_action
+    now = datetime.now(timezone.utc)
+    if action == "list":
+        params: dict[str, Any] = {"limit": 1000}
+        if not args.all:
+            params["state"] = ["active", "upcoming"]
+        if args.node:
+            params["node"] = args.node
+        page = api.request("GET", "maintenance-windows/", params=params)
+        if args.json:
+            output.emit_json(page)
+            return 0
+        rows = page["results"]
+        if not rows:
+            print("No maintenance window " + ("at all." if args.all else "active or upcoming (--all lists the "
+                                              "ended and cancelled ones too).")
+                  + " Schedule one: qm maint add --nodes NODE --start +2h --duration 4h --reason '...'")
+            return 0
+        output.table([(w["id"], w["state"], output.utc_text(w["start_at"], suffix=""),
+                       output.utc_text(w["end_at"], suffix=""), output.human_duration(w["duration_s"]),
+                       _nodes_cell(w["nodes"]), len(w["affected_running_jobs"]), w["reason"]) for w in rows],
+                     ["ID", "STATE", "START (UTC)", "END (UTC)", "LENGTH", "NODES", "AFFECTED JOBS", "REASON"])
+        return 0
+    if action == "add":
+        body = _maint_body(args, now)
+        try:
+            window = api.request("POST", "maintenance-windows/", body=body)
+        except ApiError as error:
+            raise _maint_refused(error, args) from None
+        if args.json:
+            output.emit_json(window)
+        else:
+            _print_window(window, "scheduled")
+            print(f"Jobs that would still run on its nodes when it begins wait (reason MaintenanceWindow). "
+                  f"Cancel it: qm maint cancel {window['id']}")
+        return 0
+    window_id = _window_id(args.window)
+    if action == "show":
+        window = api.request("GET", f"maintenance-windows/{window_id}/")
+        if args.json:
+            output.emit_json(window)
+            return 0
+        output.fields([("Window", window["id"]), ("State", window["state"]), ("Nodes", ", ".join(window["nodes"])),
+                       ("Start", output.utc_text(window["start_at"])), ("End", output.utc_text(window["end_at"])),
+                       ("Length", output.human_duration(window["duration_s"])), ("Reason", window["reason"]),
+                       ("Created", f"{output.utc_text(window['created_at'])} by {window['created_by'] or '-'}")]
+                      + ([("Cancelled", f"{output.utc_text(window['cancelled_at'])} by "
+                                        f"{window['cancelled_by'] or '-'}")] if window["cancelled_at"] else []))
+        _print_affected(window)
+        return 0
+    if action == "edit":
+        body = _maint_body(args, now)
+        if not body:
+            raise CliError(f"Nothing to change: give --nodes, --pool, --start, --end or --duration, or --reason "
+                           f"(qm maint edit {window_id} --help).")
+        try:
+            window = api.request("PATCH", f"maintenance-windows/{window_id}/", body=body)
+        except ApiError as error:
+            raise _maint_refused(error, args) from None
+        if args.json:
+            output.emit_json(window)
+        else:
+            _print_window(window, "now")
+        return 0
+    window = api.request("POST", f"maintenance-windows/{window_id}/cancel/")
+    if args.json:
+        output.emit_json(window)
+    else:
+        print(output.visible(f"Maintenance window {window['id']} cancelled ({_nodes_cell(window['nodes'])} "
+                             f"{_window_times(window)}: {window['reason']}): its nodes take any work again from the "
+                             "next scheduling cycle."))
+    return 0
+
+
 # ------------------------------------------------------------------------------------ parser
 
 
@@ -1656,6 +1825,36 @@ def build_parser() -> argparse.ArgumentParser:
     pause = q.add_mutually_exclusive_group()
     pause.add_argument("--pause", dest="active", action="store_false", default=None, help="send nothing until resumed")
     pause.add_argument("--resume", dest="active", action="store_true", help="send again")
+
+    p = sub.add_parser("maint", parents=[common], help="maintenance windows: nodes out of service for a time",
+                       description="Maintenance windows (Slurm's maintenance reservations): nodes taken out of "
+                                   "service from a start to an end. The scheduler starts a job on them only if its "
+                                   "run (start to runtime limit) ends before the window begins, so they are empty "
+                                   "then; jobs that could only run there wait with the reason MaintenanceWindow. "
+                                   "Running jobs are not stopped: add, edit and show list those that will still "
+                                   "hold GPUs when it begins. Everyone lists and shows; admins add, edit, cancel.")
+    actions = p.add_subparsers(dest="maint_action", required=True, metavar="ACTION")
+    for action, helptext in (("add", "schedule a window (admins)"),
+                             ("edit", "move a window, change its nodes or reason (admins)")):
+        q = actions.add_parser(action, parents=[common], help=helptext)
+        if action == "edit":
+            q.add_argument("window", metavar="ID")
+        q.add_argument("--nodes", "-w", metavar="N1,N2", help="node names, comma-separated (on edit: they replace "
+                                                             "the window's nodes)")
+        q.add_argument("--pool", help="every node of this pool (as it is now)")
+        q.add_argument("--start", "-s", metavar="WHEN", help="now, +2h (in two hours), 10:30 (today, UTC), "
+                                                            "2026-12-02T08:00 (UTC unless it gives an offset); on "
+                                                            "edit, a new start alone moves the window whole")
+        q.add_argument("--duration", "-d", metavar="LENGTH", help="4h, 90m, 1d12h, 04:00:00 (or --end)")
+        q.add_argument("--end", "-e", metavar="WHEN", help="when it ends (or --duration)")
+        q.add_argument("--reason", "-r", metavar="TEXT", help="what the maintenance is, e.g. 'firmware upgrade'")
+    q = actions.add_parser("list", parents=[common], help="active and upcoming windows (--all: every one)")
+    q.add_argument("--all", action="store_true", help="ended and cancelled windows too")
+    q.add_argument("--node", help="only the windows that take this node out")
+    for action, helptext in (("show", "one window and the running jobs it affects"),
+                             ("cancel", "cancel a window: its nodes take any work again (admins)")):
+        q = actions.add_parser(action, parents=[common], help=helptext)
+        q.add_argument("window", metavar="ID")
     return parser
 
 
@@ -1663,7 +1862,7 @@ COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
     "explain": cmd_explain, "events": cmd_events, "logs": cmd_logs, "cancel": cmd_cancel, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
-    "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify,
+    "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }
 
 

@@ -1,0 +1,105 @@
+"""`qm maint add|list|show|edit|cancel`: maintenance windows from the command line, as a real
+subprocess against a live server. Times are given as Slurm gives them (now+2h, +2h, an ISO
+time); a refusal names the flag as typed; the running jobs a window affects are listed."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+
+from django.db import transaction
+from django.utils import timezone
+
+from controlplane.models import MaintenanceWindow, Node
+from controlplane.services import reconcile, transitions
+from tests.controlplane import factories as f
+
+
+def _root(qm) -> None:  # noqa: ANN001
+    assert qm("login", "-u", "root", "--password-stdin", stdin="root\n").code == 0
+
+
+def _running(fleet, node: str, gpus: int, limit_s: int, name: str) -> int:  # noqa: ANN001
+    job = f.make_job(fleet.ml, fleet.research, name=name, gpus=gpus, runtime_limit_s=limit_s)
+    with transaction.atomic():
+        lease = reconcile.lock_scheduler_lease()
+        transitions.bind_job(job.pk, [transitions.GpuSet(node_id=Node.objects.get(name=node).pk,
+                                                         gpu_indices=list(range(gpus)))],
+                             lease=lease, borrowed=False, at=timezone.now(), actor="test")
+    return job.pk
+
+
+def test_an_admin_adds_a_window_and_is_told_which_running_jobs_it_affects(qm, fleet) -> None:  # noqa: ANN001
+    _root(qm)
+    job = _running(fleet, "h100-1", 4, 10 * 3600, "long-train")
+    before = datetime.now(UTC)
+
+    r = qm("maint", "add", "--nodes", "h100-1,h100-2", "--start", "now+2h", "--duration", "4h",
+           "--reason", "firmware upgrade")
+
+    assert r.code == 0, r.err
+    window = MaintenanceWindow.objects.get()
+    assert sorted(n.name for n in window.nodes.all()) == ["h100-1", "h100-2"]
+    assert timedelta(hours=2) <= window.start_at - before < timedelta(hours=2, minutes=1)
+    assert window.end_at - window.start_at == timedelta(hours=4) and window.reason == "firmware upgrade"
+    lines = r.out.splitlines()
+    assert lines[0].startswith(f"Maintenance window {window.pk} scheduled: h100-1,h100-2 from ")
+    assert lines[0].endswith("(4h): firmware upgrade.")
+    assert lines[1].startswith("1 running job will still hold GPUs on its nodes when it begins, by its runtime limit")
+    assert lines[2].split()[:2] == ["JOB", "NAME"]
+    row = lines[3]
+    assert row.split()[0] == str(job)
+    assert "long-train" in row and "h100-1" in row
+    assert f"qm maint cancel {window.pk}" in r.out
+
+
+def test_list_show_edit_and_cancel(qm, fleet) -> None:  # noqa: ANN001
+    _root(qm)
+    start = (timezone.now() + timedelta(hours=3)).astimezone(UTC).replace(microsecond=0)
+    added = qm("maint", "add", "--pool", "a100", "--start", start.strftime("%Y-%m-%dT%H:%M:%S"), "--end", "+5h",
+               "--reason", "rack move", "--json")
+    assert added.code == 0, added.err
+    window_id = added.json()["id"]
+    # --end +5h: five hours from now, two after the start given.
+    assert added.json()["nodes"] == ["a100-0", "a100-1"] and abs(added.json()["duration_s"] - 2 * 3600) < 60
+
+    listed = qm("maint", "list")
+    assert listed.code == 0, listed.err
+    header, row = listed.out.splitlines()[:2]
+    assert header.split()[:3] == ["ID", "STATE", "START"]
+    assert row.split()[:2] == [str(window_id), "upcoming"] and "a100-0,a100-1" in row and "rack move" in row
+
+    shown = qm("maint", "show", str(window_id))
+    assert shown.code == 0, shown.err
+    assert any(line.startswith("Reason:") and line.endswith(" rack move") for line in shown.out.splitlines())
+    assert "Created:" in shown.out and "by root" in shown.out
+
+    edited = qm("maint", "edit", str(window_id), "--nodes", "a100-0", "--reason", "rack move, row 4")
+    assert edited.code == 0, edited.err
+    assert edited.out.startswith(f"Maintenance window {window_id} now: a100-0 from ")
+    assert [n.name for n in MaintenanceWindow.objects.get(pk=window_id).nodes.all()] == ["a100-0"]
+
+    cancelled = qm("maint", "cancel", str(window_id))
+    assert cancelled.code == 0, cancelled.err
+    assert "its nodes take any work again from the next scheduling cycle" in cancelled.out
+    assert "No maintenance window active or upcoming" in qm("maint", "list").out
+    every = json.loads(qm("maint", "list", "--all", "--json").out)
+    assert [(w["id"], w["state"]) for w in every["results"]] == [(window_id, "cancelled")]
+
+
+def test_refusals_name_the_flag_and_members_cannot_add(qm, fleet) -> None:  # noqa: ANN001
+    _root(qm)
+    bad = qm("maint", "add", "--nodes", "h100-1,ghost", "--start", "+1h", "--duration", "20d", "--reason", "fw")
+    bare = qm("maint", "add", "--nodes", "h100-1", "--start", "2h", "--duration", "1h", "--reason", "fw")
+
+    assert bad.code == 1 and bad.err.startswith("error: Invalid request.")
+    assert "nodes (--nodes h100-1,ghost): no node named 'ghost'" in bad.err
+    assert "duration_s (--duration 20d): 20 d long: a window lasts at most 14 d" in bad.err
+    assert bare.code == 1 and "--start: '2h' is a length, not a time: say +2h" in bare.err
+    assert not MaintenanceWindow.objects.exists()
+
+    assert qm("logout").code == 0
+    assert qm("login", "-u", "alice", "--password-stdin", stdin="alice\n").code == 0
+    member = qm("maint", "add", "--nodes", "h100-1", "--start", "+1h", "--duration", "1h", "--reason", "fw")
+    assert member.code == 1 and "Only admins may change this resource" in member.err
+    assert qm("maint", "list").code == 0
