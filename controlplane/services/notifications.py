@@ -14,10 +14,17 @@ for every job of one of their teams. The rest happens in two places:
    it claims the due rows (FOR UPDATE SKIP LOCKED, then pushes their due time past the claim,
    so two senders never POST the same row and a sender that dies mid-way only delays them),
    POSTs each hook's rows in order on a small thread pool (5 s connect and read timeouts), and
-   writes the outcomes. A row never overtakes an older row of its hook that waits for a retry. A failed POST is retried after 30 s, 1 min, 2 min, ... up to 1 h, at most
-   WEBHOOK_MAX_ATTEMPTS times (10: about 3 hours), then given up and said so; the hook's other
-   rows due in that round wait with it (a dead receiver costs one timeout a round, not one per
-   row). A hook whose last WEBHOOK_FAILING_AFTER attempts failed reads as failing on the API.
+   writes the outcomes. A delivery goes to the URL the hook has when it is sent: right before
+   each POST the hook's URL and secret are read as committed (`_send_in_order`), so a change
+   made after a row was queued or claimed applies to it, and a hook paused or deleted meanwhile
+   sends no more. A change committed while one of the hook's POSTs is already on the wire does
+   not stop that POST: it may still reach the old URL, once (a hook has one POST on the wire at
+   a time); a failure there is tried again at once at the new URL (`_record`'s `moved`). A row
+   never overtakes an older row of its hook that waits for a retry. A failed POST is retried
+   after 30 s, 1 min, 2 min, ... up to 1 h, at most WEBHOOK_MAX_ATTEMPTS times (10: about 3
+   hours), then given up and said so; the hook's other rows due in that round wait with it (a
+   dead receiver costs one timeout a round, not one per row). A hook whose last
+   WEBHOOK_FAILING_AFTER attempts failed reads as failing on the API.
 
 Each POST carries `X-Quartermaster-Signature: sha256=<hex HMAC-SHA256 of the body with the
 hook's secret>`, `X-Quartermaster-Event` and `X-Quartermaster-Delivery` (the row's id, the same
@@ -40,7 +47,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -583,25 +590,34 @@ def deliver_due(*, now: datetime | None = None, limit: int = 200) -> Sent:
     by_hook: dict[int, list[NotificationDelivery]] = defaultdict(list)
     for row in rows:
         by_hook[row.hook_id].append(row)
-    with ThreadPoolExecutor(max_workers=min(SENDER_THREADS, len(by_hook)), thread_name_prefix="qm-webhook") as pool:
-        outcomes = list(pool.map(_send_in_order, by_hook.values()))
+    outcomes = _send_in_order(by_hook)
     done = timezone.now()
     delivered = failed = postponed = 0
-    for batch, sent in zip(by_hook.values(), outcomes, strict=True):
+    moved_any = False
+    for hook_id, batch in by_hook.items():
+        sent = outcomes[hook_id]
         retry_at: datetime | None = None
         # One hook's outcomes and its health in one commit: a reader never sees a recorded
-        # attempt whose hook does not count it yet.
+        # attempt whose hook does not count it yet. The hook's row first (as a change or a
+        # deletion of the hook locks it: never a deadlock with one), so the URL it has now is
+        # the one a change committed last.
         with transaction.atomic():
-            for row, outcome in zip(batch, sent, strict=False):
+            current = _current_url(hook_id)
+            for row, (outcome, target) in zip(batch, sent, strict=False):
                 if outcome.ok:
                     delivered += 1
                 else:
                     failed += 1
-                retry_at = _record(row, outcome, done)
-            for row in batch[len(sent):]:  # behind a failure of the same hook: wait with it
+                moved = current is not None and target.url != current
+                moved_any = moved_any or (moved and not outcome.ok)
+                retry_at = _record(row, outcome, done, moved=moved)
+            for row in batch[len(sent):]:  # behind a failure of the same hook, or its hook paused: wait
                 postponed += 1
                 type(row).objects.filter(pk=row.pk).update(next_attempt_at=retry_at or done)
-            _record_hook(batch[0].hook, sent, done)
+            if current is not None:
+                _record_hook(hook_id, current, [outcome for outcome, target in sent if target.url == current], done)
+    if moved_any:  # due again at once, at the hook's new URL
+        _wake_sender()
     log.info("notifications.sent", delivered=delivered, failed=failed, postponed=postponed, hooks=len(by_hook))
     return Sent(found_work=True, delivered=delivered, failed=failed, postponed=postponed)
 
@@ -622,27 +638,99 @@ def _claim(now: datetime, limit: int) -> list[NotificationDelivery]:
         if not ids:
             return []
         NotificationDelivery.objects.filter(pk__in=ids).update(next_attempt_at=now + timedelta(seconds=CLAIM_S))
-    return list(NotificationDelivery.objects.filter(pk__in=ids).select_related("hook").order_by("id"))
+    # The rows only: where each goes is read right before it is sent (`_send_in_order`).
+    return list(NotificationDelivery.objects.filter(pk__in=ids).order_by("id"))
 
 
-def _send_in_order(batch: list[NotificationDelivery]) -> list[Outcome]:
-    """One hook's due rows, oldest first, until one fails (on a sender thread: no database)."""
-    sent: list[Outcome] = []
-    for row in batch:
-        outcome = post(row.hook.url, row.hook.secret, row.payload, event=row.event, delivery_id=row.pk)
-        sent.append(outcome)
-        if not outcome.ok:
-            break
+@dataclass(frozen=True)
+class Target:
+    """Where one POST went and what signed it: the hook's URL and secret as the sender read
+    them right before it."""
+
+    url: str
+    secret: str
+
+
+def current_targets(hook_ids: Sequence[int]) -> dict[int, Target]:
+    """The URL and secret each of these hooks has now (committed), for the POST about to go:
+    one query. A hook deleted or paused since its rows were claimed is not in the answer."""
+    from controlplane.models import NotificationHook
+
+    ids = [int(pk) for pk in hook_ids]
+    with connection.cursor() as cursor:  # one short statement per POST: no ORM compilation each time
+        cursor.execute(f"SELECT id, url, secret FROM {NotificationHook._meta.db_table} WHERE active AND id IN "
+                       f"({', '.join(['%s'] * len(ids))})", ids)
+        rows = cursor.fetchall()
+    return {pk: Target(url, secret) for pk, url, secret in rows}
+
+
+def _send_in_order(by_hook: dict[int, list[NotificationDelivery]]) -> dict[int, list[tuple[Outcome, Target]]]:
+    """Each hook's claimed rows, oldest first, until one fails: at most one POST of a hook on
+    the wire at a time, up to SENDER_THREADS hooks at once.
+
+    The database is read on this thread only (the POSTs run on the pool's, without one): right
+    before a hook's next POST goes to a free thread, the hook's URL and secret are read as
+    committed now (`current_targets`, one query for the hooks whose turn it is), so a delivery
+    goes to the URL the hook has when it is sent, signed with the secret it has then, not the
+    one it had when it was queued or claimed. A hook paused or deleted meanwhile sends no more."""
+    queues = {hook_id: list(rows) for hook_id, rows in by_hook.items()}
+    sent: dict[int, list[tuple[Outcome, Target]]] = {hook_id: [] for hook_id in by_hook}
+    ready = list(by_hook)  # hooks whose next row may go
+    in_flight: dict[Future[Outcome], tuple[int, Target]] = {}
+    with ThreadPoolExecutor(max_workers=min(SENDER_THREADS, len(by_hook)), thread_name_prefix="qm-webhook") as pool:
+        while ready or in_flight:
+            turn, ready = ready[:SENDER_THREADS - len(in_flight)], ready[SENDER_THREADS - len(in_flight):]
+            targets = current_targets(turn) if turn else {}
+            for hook_id in turn:
+                target = targets.get(hook_id)
+                if target is None:  # paused or deleted since the claim: its rows wait (or are gone)
+                    continue
+                row = queues[hook_id][len(sent[hook_id])]
+                future = pool.submit(post, target.url, target.secret, row.payload, event=row.event,
+                                     delivery_id=row.pk)
+                in_flight[future] = (hook_id, target)
+            if not in_flight:
+                continue
+            finished, _ = wait(in_flight, return_when=FIRST_COMPLETED)
+            for future in finished:
+                hook_id, target = in_flight.pop(future)
+                outcome = future.result()
+                sent[hook_id].append((outcome, target))
+                if outcome.ok and len(sent[hook_id]) < len(queues[hook_id]):
+                    ready.append(hook_id)
     return sent
 
 
-def _record(row: NotificationDelivery, outcome: Outcome, at: datetime) -> datetime | None:
-    """Write one attempt's outcome; returns when the row is tried again (None: never)."""
+def _current_url(hook_id: int) -> str | None:
+    """The hook's URL as committed now, its row locked (FOR NO KEY UPDATE: the deliveries
+    queued for it meanwhile are not held up) until the caller's transaction ends; None when it
+    was deleted."""
+    from controlplane.models import NotificationHook
+
+    hooks = NotificationHook.objects.filter(pk=hook_id)
+    if connection.features.has_select_for_update:
+        hooks = hooks.select_for_update(no_key=connection.features.has_select_for_no_key_update)
+    return hooks.values_list("url", flat=True).first()
+
+
+#: A failed POST to a URL the hook no longer has: said on the row, which is tried again at once.
+MOVED = " (sent to the hook's previous URL: the URL changed while this POST was on its way; tried again at the new one)"
+
+
+def _record(row: NotificationDelivery, outcome: Outcome, at: datetime, *, moved: bool = False) -> datetime | None:
+    """Write one attempt's outcome; returns when the row is tried again (None: never).
+
+    `moved`: the hook's URL changed after this POST read it. A success stands (the notification
+    reached the receiver the hook had when it was sent); a failure counts the attempt but is due
+    again at once, at the new URL, and never gives the row up."""
     attempts = row.attempts + 1
     fields: dict[str, Any] = {"attempts": attempts, "last_status": outcome.status}
     retry_at: datetime | None = None
     if outcome.ok:
         fields.update(delivered_at=at, next_attempt_at=None, last_error="")
+    elif moved:
+        retry_at = at
+        fields.update(next_attempt_at=retry_at, last_error=(outcome.words[:500 - len(MOVED)] + MOVED))
     elif attempts >= max_attempts():
         fields.update(next_attempt_at=None, last_error=f"gave up after {attempts} attempts; the last: {outcome.words}"[:500])
     else:
@@ -652,15 +740,19 @@ def _record(row: NotificationDelivery, outcome: Outcome, at: datetime) -> dateti
     return retry_at
 
 
-def _record_hook(hook: NotificationHook, sent: list[Outcome], at: datetime) -> None:
+def _record_hook(hook_id: int, url: str, sent: list[Outcome], at: datetime) -> None:
+    """The hook's health after these POSTs to `url`; nothing when its URL is no longer `url` (a
+    new URL starts afresh: the old one's answers are not its)."""
+    from controlplane.models import NotificationHook
+
     if not sent:
         return
     last = sent[-1]
     failures = sum(not o.ok for o in sent)
     status = f"{last.words} at {at:%Y-%m-%d %H:%M:%S} UTC"[:300]
     consecutive = 0 if last.ok else F("consecutive_failures") + failures
-    type(hook).objects.filter(pk=hook.pk).update(last_delivery_at=at, last_status=status,
-                                                 consecutive_failures=consecutive)
+    NotificationHook.objects.filter(pk=hook_id, url=url).update(last_delivery_at=at, last_status=status,
+                                                                consecutive_failures=consecutive)
 
 
 def send_test(hook: NotificationHook, *, actor: str) -> tuple[NotificationDelivery, Outcome]:
@@ -683,7 +775,7 @@ def send_test(hook: NotificationHook, *, actor: str) -> tuple[NotificationDelive
         NotificationDelivery.objects.filter(pk=row.pk).update(
             attempts=1, last_status=outcome.status, delivered_at=done if outcome.ok else None,
             last_error="" if outcome.ok else outcome.words[:500])
-        _record_hook(hook, [outcome], done)
+        _record_hook(hook.pk, hook.url, [outcome], done)
     row.refresh_from_db()
     return row, outcome
 
@@ -823,7 +915,8 @@ def change_hook(hook: NotificationHook, changes: dict[str, Any], *, actor: str) 
     hook, locked, and record them: all of it or nothing. A `secret` of None draws a new random
     one (a rotation). A new URL starts the hook's health afresh: the failures counted were the
     old URL's. Deliveries still queued go to the new URL and are signed with the new secret when
-    they are next sent. Returns the hook as stored; raises NotificationHook.DoesNotExist when it
+    they are next sent (the sender reads both right before each POST; one already on the wire
+    when this commits may still reach the old URL). Returns the hook as stored; raises NotificationHook.DoesNotExist when it
     was deleted meanwhile (nothing written)."""
     from controlplane.models import NotificationHook
 

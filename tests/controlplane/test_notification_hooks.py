@@ -421,6 +421,29 @@ def test_sender_threads_are_not_left_behind(fleet: LoopFleet, alice: Any, receiv
     assert not [t for t in threading.enumerate() if t.name.startswith("qm-webhook")]
 
 
+def test_more_hooks_than_sender_threads_each_get_their_rows_in_order(fleet: LoopFleet, alice: Any) -> None:
+    """12 hooks, 8 threads: every hook's rows go, one POST of a hook at a time, oldest first."""
+    receivers = [running() for _ in range(12)]
+    started = [next(r) for r in receivers]
+    try:
+        for receiver in started:
+            hook(alice, receiver.url, ["started", "succeeded"])
+        node, _ = register_node("n-1")
+        for gpu in range(3):
+            allocation = bind(job_of(fleet, alice, f"j{gpu}"), {node: [gpu]})
+            transitions.complete_release(allocation.pk, exit_code=0, at=timezone.now(), actor="agent")
+
+        sent = send_all()
+
+        assert sent.delivered == 12 * 6 and sent.failed == 0
+        for receiver in started:
+            assert [(r.json()["job_name"], r.json()["event"]) for r in receiver.received] == [
+                (f"j{gpu}", event) for gpu in range(3) for event in ("started", "succeeded")]
+    finally:
+        for r in receivers:
+            r.close()
+
+
 @pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs the Redis `make test` starts")
 @pytest.mark.django_db(transaction=True)
 def test_a_commit_that_queues_deliveries_sends_the_task_to_the_default_queue_once(receiver: Receiver) -> None:

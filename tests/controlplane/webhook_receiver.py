@@ -1,10 +1,11 @@
 """A real HTTP receiver for the webhook tests: http.server on 127.0.0.1 in a thread.
 
 It records every POST (headers and body) and answers with the next status of `statuses`
-(200 once they run out). `hang=True` accepts the connection and never answers (a receiver
-that is up but stuck); `dead_url()` is a port nothing listens on. The receiver is on a loopback
-address, which a hook may reach only when QM_WEBHOOK_ALLOWED_NETWORKS holds it: tests that
-deliver to it allow `LOOPBACK`.
+(200 once they run out). `on_post`, when given, is called with each POST before it is answered
+(the POST still on the wire: a test changes the hook there). `hang=True` accepts the connection
+and never answers (a receiver that is up but stuck); `dead_url()` is a port nothing listens on.
+The receiver is on a loopback address, which a hook may reach only when
+QM_WEBHOOK_ALLOWED_NETWORKS holds it: tests that deliver to it allow `LOOPBACK`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import socket
 import ssl
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -39,6 +40,7 @@ class Receiver:
     hang: bool = False
     certfile: str = ""  # with `keyfile`: https, with this certificate
     keyfile: str = ""
+    on_post: Callable[[Received], None] | None = None
     received: list[Received] = field(default_factory=list)
     url: str = ""
     _server: ThreadingHTTPServer | None = None
@@ -55,9 +57,11 @@ class Receiver:
                 if receiver.hang:
                     receiver._release.wait(30)
                     return
+                got = Received(self.path, {k: v for k, v in self.headers.items()}, body, time.monotonic())
+                if receiver.on_post is not None:
+                    receiver.on_post(got)
                 with receiver._got:
-                    receiver.received.append(Received(self.path, {k: v for k, v in self.headers.items()}, body,
-                                                      time.monotonic()))
+                    receiver.received.append(got)
                     status = receiver.statuses.pop(0) if receiver.statuses else 200
                     receiver._got.notify_all()
                 self.send_response(status)
