@@ -22,8 +22,8 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from controlplane.choices import CapacityTier, JobState, NodeState
-from controlplane.models import Event, Node
-from controlplane.services import access
+from controlplane.models import Event, MaintenanceWindow, Node
+from controlplane.services import access, maintenance
 from controlplane.services.access import access_of
 from controlplane.services.node_tiers import NodeTiers, node_tiers
 from controlplane.services.stopping import stop_reasons, stopping_label
@@ -72,6 +72,36 @@ def retired_payload(nodes: list[dict[str, Any]], is_admin: bool) -> dict[str, An
     rows = [{**n, "actions": [("return", reverse("v1:node-return", args=[n["id"]]))] if is_admin else []}
             for n in retired]
     return {"retired": rows, "retired_gpus": sum(n["gpu_count"] for n in rows)}
+
+
+def maintenance_rows(request: HttpRequest, windows: list[MaintenanceWindow]) -> list[dict[str, Any]]:
+    """Windows as the pages list them (their nodes prefetched): state, nodes, times, reason, the
+    running jobs that will still hold GPUs when each begins (services/maintenance.py; one
+    query for all), and for admins the cancel action of those not ended."""
+    now = timezone.now()
+    who = access_of(request.user)
+    affected = maintenance.affected_running_jobs(windows, now)
+    rows = []
+    for window in windows:
+        state = window.state_at(now)
+        jobs = [j.as_seen_by(who) for j in affected.get(window.pk, [])]
+        rows.append({
+            "window": window, "state": state.value, "nodes": sorted(n.name for n in window.nodes.all()),
+            "length": maintenance.span((window.end_at - window.start_at).total_seconds()),
+            "affected": jobs,
+            "cancel_url": (reverse("v1:maintenance-window-cancel", args=[window.pk])
+                           if who.is_admin and state.value in ("upcoming", "active") else None),
+        })
+    return rows
+
+
+def maintenance_payload(request: HttpRequest) -> dict[str, Any]:
+    """The Nodes page's maintenance panel: the windows active or upcoming (two queries, a third
+    for their running jobs when there is one), and the pools an admin may take out whole."""
+    windows = list(maintenance.in_state(MaintenanceWindow.objects.select_related("created_by"),
+                                        ("active", "upcoming"), timezone.now()).prefetch_related("nodes"))
+    return {"windows": maintenance_rows(request, windows), "is_admin": access_of(request.user).is_admin,
+            "windows_url": reverse("v1:maintenance-window-list")}
 
 
 def nodes_payload(request: HttpRequest) -> dict[str, Any]:
@@ -126,9 +156,11 @@ def nodes_payload(request: HttpRequest) -> dict[str, Any]:
 @require_GET
 def nodes(request: HttpRequest) -> HttpResponse:
     payload = nodes_payload(request)
+    pools = sorted({p["pool"] for p in payload["pools"]})
     return render(request, "frontend/nodes.html", {
         **payload, "page": "nodes", "charts": {c.key: c for c in payload["charts"]},
         "live_url": reverse("frontend:nodes-json"), "live_every": 10000,
+        "maintenance": maintenance_payload(request), "pool_names": pools,
     })
 
 
@@ -138,12 +170,17 @@ def nodes_json(request: HttpRequest) -> JsonResponse:
     payload = nodes_payload(request)
     return JsonResponse({
         "charts": figures.charts_json(payload["charts"]),
-        "html": {"nodes-table": render_to_string("frontend/_nodes_table.html", payload, request=request)},
+        "html": {"nodes-table": render_to_string("frontend/_nodes_table.html", payload, request=request),
+                 "maintenance-windows": render_to_string("frontend/_maintenance_windows.html",
+                                                         {"maintenance": maintenance_payload(request)},
+                                                         request=request)},
     })
 
 
 #: The newest events a node's page lists.
 NODE_EVENTS = 50
+#: The newest maintenance windows a node's page lists.
+NODE_WINDOWS = 10
 
 
 def _node(name: str) -> Node:
@@ -248,8 +285,13 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     since, until = window.bounds(now)
     tiers = tiers_payload(node, node_tiers(node, since, until, now))
     charts = {c.key: c for c in [*payload["charts"], tiers["chart"]]}
+    # Its maintenance windows: those not ended first, then the last ended or cancelled ones.
+    mine = list(MaintenanceWindow.objects.filter(nodes=node).select_related("created_by")
+                .prefetch_related("nodes").order_by("-start_at", "-id")[:NODE_WINDOWS])
     return render(request, "frontend/node_detail.html", {
         **payload, "page": "nodes", "charts": charts, "tiers": tiers, "window": window, "windows": WINDOWS,
+        "maintenance": {"windows": maintenance_rows(request, mine), "is_admin": payload["is_admin"],
+                        "node_page": True},
         "live_url": reverse("frontend:node-json", args=[node.name]), "live_every": 10000,
     })
 

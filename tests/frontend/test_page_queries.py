@@ -29,13 +29,15 @@ PINNED = {
     "/ui/jobs/{job}.json": 13,
     "/teams/": 14,
     "/showback/": 10,
-    "/nodes/": 6,
-    "/ui/nodes.json": 6,
+    # one for the maintenance windows active or upcoming (two more, their nodes and running jobs,
+    # once there is one: tests/frontend/test_operator_maintenance_pages.py)
+    "/nodes/": 7,
+    "/ui/nodes.json": 7,
     # the node, its slots (two), the jobs on it, its events; its tiers over the window
     # (services/node_tiers.py): the rollup cursor, when it joined, when the accounting began, its
     # GPUs' holders, gang members gone early, its samples; its jobs' rollup rows once its agent
-    # reported activity (15)
-    "/nodes/{node}/": 14,
+    # reported activity (16 then); its maintenance windows (one; two more once it has one)
+    "/nodes/{node}/": 15,
     "/ui/nodes/{node}.json": 8,
 }
 
