@@ -57,6 +57,8 @@ def invalid_request(spec: JobSpec) -> str | None:
     for name in ("cpus_per_gpu", "memory_gb_per_gpu", "min_gpu_memory_gb"):
         if getattr(spec, name) < 0:
             return f"{name} must be >= 0, got {getattr(spec, name)}"
+    if spec.array_task_limit is not None and spec.array_task_limit < 1:
+        return f"array_task_limit must be at least 1 when given, got {spec.array_task_limit}"
     return None
 
 

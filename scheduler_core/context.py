@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from scheduler_core.gang import Demand, Member
 from scheduler_core.maintenance import MaintenanceCalendar
@@ -32,6 +32,9 @@ from scheduler_core.types import (
     Snapshot,
 )
 from scheduler_core.victims import VictimIndex
+
+if TYPE_CHECKING:  # array_limit builds Outcomes from this module
+    from scheduler_core.array_limit import ArrayTaskCounts
 
 ShapeKey = tuple[Demand, tuple[tuple[int, ...], ...], str, bool, frozenset[int]]
 """(gang, allowed node classes per member, score plugin, may use reserved GPUs, nodes closed
@@ -91,6 +94,7 @@ class CycleContext:
     running: dict[str, RunningJob]
     shares: dict[str, float]
     calendar: MaintenanceCalendar
+    arrays: ArrayTaskCounts
     clock: Callable[[], float] | None = None
     # expected end of every holder that will release its GPUs at a known time
     ends: dict[str, float] = field(default_factory=dict)

@@ -3,8 +3,9 @@
     # 0. enforce runtime limits      backfill.enforce_runtime_limits
     # 1. order the queue             queue.order_queue
     #    for each pending job, in order:
+    # 1b.  array task limit          array_limit.ArrayTaskCounts (untried past the limit)
     # 2.   admit under quota         admission.*  (validity, capability, quota per GPU type)
-    # 3.   filter nodes              placement.Placer + filter plugins
+    # 3.   filter nodes              placement.Placer + filter plugins + maintenance windows
     # 4.   score                     placement.Placer + score plugins + eq. 2 topology scorer
     # 5.   reserve / backfill        backfill.plan_reservation (head job), may_backfill_into
     # 6.   preempt                   preemption.preempt_for (nomination, victims, reprieve)
@@ -44,6 +45,7 @@ from scheduler_core.admission import (
     quota_for_grants,
     type_options,
 )
+from scheduler_core.array_limit import ArrayTaskCounts
 from scheduler_core.backfill import (
     charge_head_quota,
     delays_head_quota,
@@ -155,8 +157,12 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
     mark = ctx.timed("order", mark)
 
     # 2.-6. admit, filter, score, reserve/backfill, preempt: one job at a time, in order
+    arrays = ctx.arrays
     for spec in queue:
-        if ctx.attempts < cfg.max_placement_attempts or not _settle_untried(ctx, spec):
+        # 1b. an array at its task limit: its other tasks keep their place, untried
+        if spec.array_task_limit is not None and arrays.full(spec):
+            _settle(ctx, spec, arrays.outcome(spec, ctx.ends))
+        elif ctx.attempts < cfg.max_placement_attempts or not _settle_untried(ctx, spec):
             _decide(ctx, spec)
     mark = ctx.tick()
 
@@ -240,6 +246,7 @@ def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
         running=running,
         shares=shares,
         calendar=MaintenanceCalendar(snapshot.maintenance, state.index_of, snapshot.now),
+        arrays=ArrayTaskCounts(running.values()),
         clock=clock,
     )
 
@@ -1137,6 +1144,7 @@ def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: boo
     charge_head_quota(ctx, spec, by_type)
     ctx.bound[spec.id] = Bind(spec.id, state.placements(grants), borrowed)
     ctx.bound_specs[spec.id] = spec
+    ctx.arrays.started(spec)
     if spec.runtime_limit_s is not None:
         ctx.ends[spec.id] = ctx.snapshot.now + spec.runtime_limit_s
     state.mark_busy(grants, ctx.ends.get(spec.id, math.inf))
@@ -1297,6 +1305,7 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
 def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,
                       found: Found, needs_whole: bool) -> None:
     start = nominate(ctx, spec, found)
+    ctx.arrays.started(spec)
     pc = ctx.priority[spec.priority_class]
     shrinks: dict[str, list[Grant]] = {}
     smallest_to: dict[str, int] = {}

@@ -67,6 +67,7 @@ class ReasonCode(str, enum.Enum):
     HELD = "Held"
     WAITING_FOR_DEPENDENCY = "WaitingForDependency"
     MAINTENANCE_WINDOW = "MaintenanceWindow"
+    ARRAY_TASK_LIMIT = "JobArrayTaskLimit"
 
 
 class DependencyCondition(str, enum.Enum):
@@ -194,7 +195,9 @@ class JobSpec:
     ``held_by`` (who holds it) and ``waits_on`` (dependencies not met yet) keep a job out of
     the queue: it is explained, ranked after every queued job, and holds nothing.
     ``hold_reason``: why it is held, in its holder's words (one line; "" when none was
-    given), said in the explanation; it decides nothing.
+    given), said in the explanation; it decides nothing. ``array_id``: the job array it is a
+    task of ("" for none); ``array_task_limit``: how many tasks of that array may run at once
+    (Slurm's ``--array=0-99%10``; ``None``: no limit), the same on every task of the array.
     """
 
     id: str
@@ -223,6 +226,8 @@ class JobSpec:
     held_by: str = ""
     waits_on: tuple[DependencyWait, ...] = ()
     hold_reason: str = ""
+    array_id: str = ""
+    array_task_limit: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

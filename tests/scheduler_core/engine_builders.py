@@ -125,6 +125,9 @@ class JobBuilder:
             DependencyWait(upstream, DependencyCondition(condition), upstream_state),)
         return self._set(waits_on=waits)
 
+    def array(self, array_id: str, task_limit: int | None = None) -> JobBuilder:
+        return self._set(array_id=array_id, array_task_limit=task_limit)
+
     def obj(self) -> JobSpec:
         return JobSpec(**self._f)
 

@@ -1,0 +1,59 @@
+"""Phase 1b: a job array's task limit (Slurm's ``--array=0-99%10``, reason ``JobArrayTaskLimit``).
+
+A sweep of a thousand tasks submitted with a limit of ten runs ten at a time, so one user's
+array does not take the fleet even where quota would let it. Tasks of the array that run (or
+stop, still holding GPUs), that the cycle binds, or for which it preempts count against the
+limit; once it is reached the array's other tasks keep their place in the queue but are not
+tried: they take no placement attempt, no reservation and no victim, and say how many of the
+array's tasks run and when the first of those ends by its runtime limit.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from scheduler_core.context import Outcome
+from scheduler_core.sentences import counted, verb
+from scheduler_core.types import JobSpec, ReasonCode, RunningJob
+
+
+class ArrayTaskCounts:
+    """Per array: the jobs holding or about to hold GPUs (running, bound or nominated)."""
+
+    __slots__ = ("members",)
+
+    def __init__(self, running: Iterable[RunningJob]) -> None:
+        self.members: dict[str, list[str]] = {}
+        for job in running:
+            if job.spec.array_id:
+                self.members.setdefault(job.spec.array_id, []).append(job.spec.id)
+
+    def full(self, spec: JobSpec) -> bool:
+        """Has ``spec``'s array reached its task limit?"""
+        limit = spec.array_task_limit
+        return (limit is not None and limit >= 1 and bool(spec.array_id)
+                and len(self.members.get(spec.array_id, ())) >= limit)
+
+    def started(self, spec: JobSpec) -> None:
+        """``spec`` is bound or nominated this cycle: one more of its array's tasks."""
+        if spec.array_id:
+            self.members.setdefault(spec.array_id, []).append(spec.id)
+
+    def outcome(self, spec: JobSpec, ends: dict[str, float]) -> Outcome:
+        """Why ``spec`` is not tried: its array's tasks that count, and when enough of them
+        end by their runtime limits (``ends``) to leave room for one more."""
+        limit = spec.array_task_limit or 0
+        members = self.members.get(spec.array_id, [])
+        known = sorted(ends[j] for j in members if j in ends)
+        # room for one more once len(members) - limit + 1 of them have ended
+        needed = len(members) - limit + 1
+        eta = known[needed - 1] if 0 < needed <= len(known) else None
+        return Outcome(
+            ReasonCode.ARRAY_TASK_LIMIT,
+            f"Its array runs at most {counted(limit, 'task')} at a time and "
+            f"{counted(len(members), 'task')} of it {verb(len(members), 'holds', 'hold')} GPUs "
+            f"now; it keeps its place in the queue and is tried once one of them ends.",
+            True,
+            "a running task of its array ends, or the array's task limit is raised",
+            eta=eta,
+        )
