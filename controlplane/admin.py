@@ -22,6 +22,7 @@ from controlplane.models import (
     Event,
     GpuType,
     Job,
+    MaintenanceWindow,
     Membership,
     Node,
     NotificationHook,
@@ -32,7 +33,7 @@ from controlplane.models import (
     SchedulerLease,
     Team,
 )
-from controlplane.services import cohorts, config_audit, nodes, notifications, quotas
+from controlplane.services import cohorts, config_audit, maintenance, nodes, notifications, quotas
 from scheduler_core.sentences import counted
 
 
@@ -654,3 +655,131 @@ class _HookGone(Exception):
 @admin.register(SchedulerLease)
 class SchedulerLeaseAdmin(ShownNotEdited):
     list_display = ("name", "holder", "epoch", "expires_at", "last_cycle_at", "last_cycle_ms")
+
+
+class MaintenanceWindowForm(forms.ModelForm):
+    """A window's nodes (or a pool), times and reason, checked by services/maintenance.py as the
+    API checks them, each refusal on its field."""
+
+    pool = forms.CharField(required=False, max_length=64,
+                           help_text="Every node of this pool (as it is now) joins the nodes chosen above.")
+
+    class Meta:
+        model = MaintenanceWindow
+        fields = ("nodes", "pool", "start_at", "end_at", "reason")
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["nodes"].required = False
+        self.fields["nodes"].queryset = Node.objects.exclude(state=NodeState.RETIRED).order_by("name")
+        self.fields["nodes"].help_text = "The nodes it takes out of service (or give a pool)."
+        self.fields["start_at"].help_text = "UTC. Once it has begun, its start stays."
+        self.fields["end_at"].help_text = f"UTC; at most {maintenance.span(maintenance.max_length_s())} after the start."
+        self.given: dict[str, Any] = {}
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if self.errors:
+            return data
+        names = [n.name for n in data.get("nodes") or []]
+        pool = (data.get("pool") or "").strip() or None
+        try:
+            if self.instance.pk is None:
+                self.given = {"nodes": names or None, "pool": pool, "start_at": data.get("start_at"),
+                              "end_at": data.get("end_at"), "reason": data.get("reason")}
+                maintenance.check_new(**self.given)
+            else:
+                changed = set(self.changed_data)
+                self.given = {name: value for name, value in (("start_at", data.get("start_at")),
+                                                              ("end_at", data.get("end_at")),
+                                                              ("reason", data.get("reason"))) if name in changed}
+                if "nodes" in changed or pool:
+                    self.given["nodes"] = names
+                if pool:
+                    self.given["pool"] = pool
+                maintenance.check_change(self.instance, self.given)
+        except maintenance.Refused as refused:
+            for field, message in refused.errors.items():
+                self.add_error(field if field in self.fields else None, message)
+        except maintenance.Conflicted as conflict:
+            raise forms.ValidationError(str(conflict)) from None
+        return data
+
+
+class _WindowRefused(Exception):
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@admin.register(MaintenanceWindow)
+class MaintenanceWindowAdmin(admin.ModelAdmin):
+    """Maintenance windows (docs/operations.md, Maintenance windows), written through
+    services/maintenance.py as the API and `qm maint` write them: checked, recorded
+    (config.changed and an event on each node), never deleted: "Cancel selected windows" keeps
+    them with who cancelled them and when."""
+
+    form = MaintenanceWindowForm
+    list_display = ("id", "reason", "state", "start_at", "end_at", "node_names", "created_by", "cancelled_at")
+    list_filter = ("cancelled_at",)
+    search_fields = ("reason", "nodes__name")
+    readonly_fields = ("created_by", "created_at", "cancelled_by", "cancelled_at")
+    filter_horizontal = ("nodes",)
+    actions = ["cancel_windows"]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[MaintenanceWindow]:
+        return super().get_queryset(request).select_related("created_by").prefetch_related("nodes")
+
+    @admin.display(description="state")
+    def state(self, window: MaintenanceWindow) -> str:
+        from django.utils import timezone
+
+        return window.state_at(timezone.now()).label
+
+    @admin.display(description="nodes")
+    def node_names(self, window: MaintenanceWindow) -> str:
+        names = sorted(n.name for n in window.nodes.all())
+        return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+
+    def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
+        return False
+
+    def save_model(self, request: HttpRequest, obj: MaintenanceWindow, form: Any, change: bool) -> None:
+        try:
+            if change:
+                saved = maintenance.change(obj.pk, request.user, form.given)
+            else:
+                saved = maintenance.create(request.user, **form.given)
+        except (maintenance.Refused, maintenance.Conflicted) as exc:  # changed by another admin meanwhile
+            raise _WindowRefused(str(exc)) from None
+        obj.pk, obj.created_at, obj.created_by = saved.pk, saved.created_at, saved.created_by
+        obj.start_at, obj.end_at, obj.reason = saved.start_at, saved.end_at, saved.reason
+
+    def save_related(self, request: HttpRequest, form: Any, formsets: Any, change: bool) -> None:
+        """The service wrote the window's nodes (a pool expanded): nothing more to save."""
+
+    def changeform_view(self, request: HttpRequest, object_id: str | None = None, form_url: str = "",
+                        extra_context: dict[str, Any] | None = None) -> HttpResponse:
+        try:
+            return super().changeform_view(request, object_id, form_url, extra_context)
+        except _WindowRefused as refused:  # the view's transaction is rolled back: nothing written
+            self.message_user(request, f"Nothing was saved: {refused.message}.", messages.ERROR)
+            return HttpResponseRedirect(reverse(f"admin:{self.opts.app_label}_{self.opts.model_name}_changelist",
+                                                current_app=self.admin_site.name))
+
+    @admin.action(description="Cancel selected windows: their nodes take any work again (kept in the history)")
+    def cancel_windows(self, request: HttpRequest, queryset: QuerySet[MaintenanceWindow]) -> None:
+        done: list[str] = []
+        for window in queryset.order_by("pk"):
+            if window.cancelled_at is not None:
+                continue
+            try:
+                maintenance.cancel(window.pk, request.user)
+            except maintenance.Conflicted as exc:
+                self.message_user(request, str(exc), messages.ERROR)
+                continue
+            done.append(str(window.pk))
+        if done:
+            self.message_user(request, f"Cancelled maintenance window{'s' if len(done) > 1 else ''} "
+                                       f"{', '.join(done)}: their nodes take any work again from the next cycle.",
+                              messages.SUCCESS)

@@ -275,11 +275,10 @@ def _actor(user: AbstractBaseUser) -> str:
     return f"user:{user.get_username()}"
 
 
-def create(user: AbstractBaseUser, *, start_at: datetime | None, reason: Any, nodes: Sequence[str] | None = None,
-           pool: str | None = None, end_at: datetime | None = None, duration_s: int | None = None,
-           now: datetime | None = None) -> MaintenanceWindow:
-    """A new window, checked whole (Refused naming every field at fault) and written with its
-    events in one transaction."""
+def check_new(*, start_at: datetime | None, reason: Any, nodes: Sequence[str] | None = None, pool: str | None = None,
+              end_at: datetime | None = None, duration_s: int | None = None, now: datetime | None = None) -> Checked:
+    """A new window's fields checked whole: its nodes, times and reason, or Refused naming every
+    field at fault. The API and the admin's form ask this; `create` too."""
     now = now or timezone.now()
     errors: dict[str, str] = {}
     problem = _reason_problem(reason)
@@ -291,11 +290,22 @@ def create(user: AbstractBaseUser, *, start_at: datetime | None, reason: Any, no
     if errors:
         raise Refused(errors)
     assert start_at is not None and end_at is not None
+    return Checked(chosen, start_at, end_at, str(reason).strip())
+
+
+def create(user: AbstractBaseUser, *, start_at: datetime | None, reason: Any, nodes: Sequence[str] | None = None,
+           pool: str | None = None, end_at: datetime | None = None, duration_s: int | None = None,
+           now: datetime | None = None) -> MaintenanceWindow:
+    """A new window, checked whole (Refused naming every field at fault) and written with its
+    events in one transaction."""
+    now = now or timezone.now()
+    checked = check_new(start_at=start_at, reason=reason, nodes=nodes, pool=pool, end_at=end_at,
+                        duration_s=duration_s, now=now)
     with transaction.atomic():
-        window = MaintenanceWindow.objects.create(start_at=start_at, end_at=end_at, reason=str(reason).strip(),
-                                                  created_by=user, created_at=now)
-        window.nodes.set(chosen)
-        after = window_record(window, [n.name for n in chosen])
+        window = MaintenanceWindow.objects.create(start_at=checked.start_at, end_at=checked.end_at,
+                                                  reason=checked.reason, created_by=user, created_at=now)
+        window.nodes.set(checked.nodes)
+        after = window_record(window, [n.name for n in checked.nodes])
         _record(window, "created", None, after, _actor(user), now)
     log.info("maintenance_window_created", window=window.pk, nodes=after["nodes"], start_at=after["start_at"],
              end_at=after["end_at"], reason=window.reason, user=user.get_username())
@@ -323,55 +333,62 @@ def _refuse_history(window: MaintenanceWindow, now: datetime, verb: str) -> None
                          f"be {verb}: schedule a new one (POST maintenance-windows/, `qm maint add`)")
 
 
-def change(window_pk: int, user: AbstractBaseUser, changes: dict[str, Any],
-           now: datetime | None = None) -> MaintenanceWindow:
-    """Change a window, all or nothing: `changes` holds any of CHANGEABLE. Nodes given replace
-    its nodes (a pool given adds the pool's; a pool alone replaces them with the pool's). A new
-    start alone moves the window whole (its length kept); `duration_s` sets the end from the
-    (new) start. A window that has begun keeps its start; one that ended or was cancelled is not
-    changed (Conflicted)."""
+def check_change(window: MaintenanceWindow, changes: dict[str, Any], now: datetime | None = None) -> Checked:
+    """`window` with `changes` (any of CHANGEABLE) checked whole: its nodes, times and reason
+    after the change, or Refused naming every field at fault; Conflicted for a window that ended
+    or was cancelled. Nodes given replace its nodes (a pool given adds the pool's; a pool alone
+    replaces them with the pool's). A new start alone moves the window whole (its length kept);
+    `duration_s` sets the end from the (new) start. A window that has begun keeps its start."""
     now = now or timezone.now()
     unknown = sorted(set(changes) - CHANGEABLE)
     if unknown:
         raise Refused({name: "not a field of a maintenance window you can change: give nodes, pool, start_at, "
                              "end_at, duration_s or reason" for name in unknown})
+    _refuse_history(window, now, "changed")
+    errors: dict[str, str] = {}
+    reason = changes.get("reason", window.reason)
+    if "reason" in changes:
+        problem = _reason_problem(reason)
+        if problem:
+            errors["reason"] = problem
+    if "nodes" in changes or "pool" in changes:
+        chosen = resolve_nodes(changes.get("nodes"), changes.get("pool"), errors)
+    else:
+        chosen = sorted(window.nodes.all(), key=lambda n: n.name)
+    start_at = _aware(changes.get("start_at") or window.start_at)
+    if "start_at" in changes and changes["start_at"] is None:
+        errors["start_at"] = "give when the maintenance begins"
+    elif window.start_at <= now and start_at != window.start_at:
+        errors["start_at"] = (f"the window began at {when(window.start_at)}: its start cannot move (the "
+                              "scheduler has kept its nodes clear for it); change its end, or cancel it")
+    end_at = changes.get("end_at")
+    duration_s = changes.get("duration_s")
+    if end_at is None and duration_s is None:
+        end_at = (start_at + (window.end_at - window.start_at)) if start_at != window.start_at else window.end_at
+    start, end = _check_times(start_at, end_at, duration_s, now, errors,
+                              end_field="duration_s" if duration_s is not None and end_at is None else "end_at")
+    if errors:
+        raise Refused(errors)
+    assert start is not None and end is not None
+    return Checked(chosen, start, end, str(reason).strip())
+
+
+def change(window_pk: int, user: AbstractBaseUser, changes: dict[str, Any],
+           now: datetime | None = None) -> MaintenanceWindow:
+    """Change a window, all or nothing, under its row lock (`check_change` says the rules),
+    recorded when anything changed."""
+    now = now or timezone.now()
     with transaction.atomic():
         window = _locked(window_pk)
-        _refuse_history(window, now, "changed")
         before = window_record(window)
-        errors: dict[str, str] = {}
-        reason = changes.get("reason", window.reason)
-        if "reason" in changes:
-            problem = _reason_problem(reason)
-            if problem:
-                errors["reason"] = problem
-        chosen: list[Node] | None = None
-        if "nodes" in changes or "pool" in changes:
-            chosen = resolve_nodes(changes.get("nodes"), changes.get("pool"), errors)
-        start_at = changes.get("start_at") or window.start_at
-        start_at = _aware(start_at)
-        begun = window.start_at <= now
-        if "start_at" in changes and changes["start_at"] is None:
-            errors["start_at"] = "give when the maintenance begins"
-        elif begun and start_at != window.start_at:
-            errors["start_at"] = (f"the window began at {when(window.start_at)}: its start cannot move (the "
-                                  "scheduler has kept its nodes clear for it); change its end, or cancel it")
-        end_at = changes.get("end_at")
-        duration_s = changes.get("duration_s")
-        if end_at is None and duration_s is None:
-            end_at = (start_at + (window.end_at - window.start_at)) if start_at != window.start_at else window.end_at
-        start_at, end_at = _check_times(start_at, end_at, duration_s, now, errors,
-                                        end_field="duration_s" if duration_s is not None and end_at is None
-                                        else "end_at")
-        if errors:
-            raise Refused(errors)
-        assert start_at is not None and end_at is not None
-        MaintenanceWindow.objects.filter(pk=window.pk).update(start_at=start_at, end_at=end_at,
-                                                              reason=str(reason).strip())
-        window.start_at, window.end_at, window.reason = start_at, end_at, str(reason).strip()
-        if chosen is not None:
-            window.nodes.set(chosen)
-        after = window_record(window, [n.name for n in chosen] if chosen is not None else before["nodes"])
+        checked = check_change(window, changes, now)
+        MaintenanceWindow.objects.filter(pk=window.pk).update(start_at=checked.start_at, end_at=checked.end_at,
+                                                              reason=checked.reason)
+        window.start_at, window.end_at, window.reason = checked.start_at, checked.end_at, checked.reason
+        names = [n.name for n in checked.nodes]
+        if names != before["nodes"]:
+            window.nodes.set(checked.nodes)
+        after = window_record(window, names)
         events = _record(window, "changed", before, after, _actor(user), now)
     if events:
         log.info("maintenance_window_changed", window=window.pk, changes=_changes_said(before, after),
