@@ -299,8 +299,13 @@ class ReleaseTimeline:
     def __init__(self, ctx: CycleContext) -> None:
         state = ctx.state
         self.state = state
-        self.base = list(state.free_gpus)
+        now = ctx.snapshot.now
+        # a node inside a maintenance window offers its free GPUs only once it reopens
+        reopens = ctx.calendar.reopens(now)
         free = list(state.free_gpus)
+        for n in reopens:
+            free[n] = 0
+        self.base = list(free)
         n_classes = len(state.classes)
         sums = [0] * n_classes
         for n, f in enumerate(free):
@@ -312,7 +317,6 @@ class ReleaseTimeline:
         holdings = state.holdings
         ready = state.ready
         node_class = state.node_class
-        now = ctx.snapshot.now
         # GPUs promised to a reservation or a nomination are taken by that job at its start,
         # whoever holds them now, and come back only when it has run: its start plus its
         # runtime limit (or the default estimate). Their release by today's holder (a running
@@ -328,6 +332,9 @@ class ReleaseTimeline:
                 promise_ends.append((promise.start_at + (spec.runtime_limit_s or default_runtime),
                                      job_id))
         by_time: dict[float, list[tuple[int, int]]] = {}
+        for n, at in reopens.items():
+            if state.free_mask[n]:
+                by_time.setdefault(at, []).append((n, state.free_mask[n]))
         index_of = state.index_of
         for end, job_id in sorted(promise_ends, reverse=True):
             for p in ctx.reservations[job_id].placements:

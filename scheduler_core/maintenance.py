@@ -68,6 +68,11 @@ class MaintenanceCalendar:
     def __bool__(self) -> bool:
         return bool(self._by_node)
 
+    def reopens(self, now: float) -> dict[int, float]:
+        """Per node inside a window now: when the last window covering ``now`` ends."""
+        return {n: max(w.end_at for w in self._by_node[n] if w.start_at <= now < w.end_at)
+                for n in self.active_nodes}
+
     def closed(self, start: float, end: float) -> frozenset[int]:
         """The nodes with a window overlapping the run from ``start`` to ``end``."""
         if not self._by_node:

@@ -10,7 +10,7 @@ from engine_builders import bound, bound_nodes, make_cluster, make_job, make_run
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from scheduler_core import ReasonCode, SnapshotError, schedule
+from scheduler_core import ReasonCode, SchedulerConfig, SnapshotError, schedule
 
 HOUR = 3600.0
 
@@ -216,3 +216,16 @@ def test_maintenance_window_invariant_no_run_overlaps_a_window_on_its_nodes(wind
     for r in plan.reservations:
         for p in r.placements:
             assert not overlaps(p.node, r.start_at, specs[r.job_id].runtime_limit_s), (r, snapshot.maintenance)
+
+
+def test_maintenance_window_eta_counts_a_node_in_maintenance_only_once_it_reopens():
+    # n0 is in maintenance until t=7200; n1 frees at t=3600: a 16-GPU gang can start at
+    # t=7200, not when n1 frees (the release timeline once counted n0's GPUs free now)
+    plan = (make_cluster().nodes(2).at(HOUR / 2)
+            .running(make_running(make_job("r").gpus(8).limit(HOUR)).whole("n1"))
+            .maintenance("m", "n0", start=0, end=2 * HOUR)
+            .pending(make_job("gang").gpus(16).per_node(8).limit(HOUR))
+            .plan(SchedulerConfig(backfill=False)))
+    w = why(plan, "gang")
+    assert w.code is ReasonCode.INSUFFICIENT_GPUS
+    assert w.eta == 2 * HOUR
