@@ -46,11 +46,16 @@ class NotificationHookSerializer(serializers.ModelSerializer):
     failing = serializers.SerializerMethodField()
     status = serializers.SerializerMethodField()
     waiting_deliveries = serializers.SerializerMethodField()
+    deliverable = serializers.SerializerMethodField(
+        help_text="false when every POST to this URL is refused here now (the sender's own rule), whatever the "
+                  "receiver would answer: undeliverable_reason says why and what to do.")
+    undeliverable_reason = serializers.SerializerMethodField()
 
     class Meta:
         model = NotificationHook
         fields = ["id", "user", "url", "events", "team", "secret", "active", "created_at", "last_delivery_at",
-                  "last_status", "consecutive_failures", "failing", "status", "waiting_deliveries"]
+                  "last_status", "consecutive_failures", "failing", "status", "waiting_deliveries", "deliverable",
+                  "undeliverable_reason"]
         read_only_fields = ["created_at", "last_delivery_at", "last_status", "consecutive_failures"]
 
     def to_representation(self, instance: NotificationHook) -> dict[str, Any]:
@@ -65,7 +70,18 @@ class NotificationHookSerializer(serializers.ModelSerializer):
         return notifications.health(hook)[0]
 
     def get_status(self, hook: NotificationHook) -> str:
-        return notifications.health(hook, due=getattr(hook, "due", None))[1]
+        return notifications.health(hook, due=getattr(hook, "due", None),
+                                    undeliverable=self.get_undeliverable_reason(hook))[1]
+
+    def get_deliverable(self, hook: NotificationHook) -> bool:
+        return self.get_undeliverable_reason(hook) is None
+
+    def get_undeliverable_reason(self, hook: NotificationHook) -> str | None:
+        """services/notifications.undeliverable_reason, worked out once per hook and answer."""
+        if getattr(hook, "_undeliverable_url", None) != hook.url:
+            hook._undeliverable = notifications.undeliverable_reason(hook.url)
+            hook._undeliverable_url = hook.url
+        return hook._undeliverable
 
     def get_waiting_deliveries(self, hook: NotificationHook) -> int:
         return int(getattr(hook, "due", 0) or 0)

@@ -1393,8 +1393,17 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
             print("No notification hooks. Add one: qm notify add URL --events started,failed")
             return 0
         output.table([(h["id"], h["url"], ",".join(h["events"]), h["team"] or "(own jobs)",
-                       "yes" if h["active"] else "paused", h["status"]) for h in rows],
+                       "yes" if h["active"] else "paused",
+                       h["status"] if h.get("deliverable", True) else "NOT DELIVERING: see below") for h in rows],
                      ["ID", "URL", "EVENTS", "TEAM", "ACTIVE", "STATUS"])
+        for h in rows:  # each POST of such a hook is refused here: say why and what to do
+            if not h.get("deliverable", True):
+                fix = ("https://... (the receiver's https address)" if h["url"].startswith("http://")
+                       else "URL (one the rule above allows)")
+                print()
+                print(output.visible(f"Hook {h['id']} is not delivering: every POST to {h['url']} is refused here: "
+                                     f"{h['undeliverable_reason']}"))
+                print(f"  Fix it: qm notify edit {h['id']} --hook-url {fix}")
         return 0
     hook_id = _hook_id(args.hook)
     if action == "edit":

@@ -470,6 +470,77 @@ def sign(secret: str, body: bytes) -> str:
     return "sha256=" + hmac.new(secret.encode(), body, hashlib.sha256).hexdigest()
 
 
+@dataclass(frozen=True)
+class Refusal:
+    """Why the sender will not POST to a URL: `rule` is "url" (the URL itself: its scheme, a
+    credential in it, QM_WEBHOOK_ALLOWED_HOSTS, an address written in it), "address" (an address
+    its host resolves to: `address_problem`) or "http" (plain http outside
+    QM_WEBHOOK_ALLOWED_NETWORKS: `http_problem`); `words` says it with what to do."""
+
+    rule: str
+    words: str
+    address: ipaddress.IPv4Address | ipaddress.IPv6Address | None = None
+
+
+def sending_problem(url: str, addresses: Sequence[ipaddress.IPv4Address | ipaddress.IPv6Address] | None = None
+                    ) -> Refusal | None:
+    """Why the sender refuses to POST to `url`, None when it may: the one home of that rule.
+    `post` asks it before every POST, with the addresses it resolved for that POST; a hook's
+    `deliverable` (`undeliverable_reason`) asks it with the addresses its host resolves to now.
+    Without `addresses`, only what the URL itself says (a host written as an address is judged
+    as written)."""
+    problem = url_problem(url, resolve_names=False)
+    if problem is not None:
+        return Refusal("url", problem)
+    if addresses is None:
+        return None
+    parts = urlsplit(url)
+    host = str(parts.hostname)
+    for address in addresses:
+        refused = address_problem(host, address)
+        if refused is not None:
+            return Refusal("address", refused, address)
+    clear = http_problem(host, addresses) if parts.scheme == "http" else None
+    return Refusal("http", clear) if clear is not None else None
+
+
+def undeliverable_reason(url: str) -> str | None:
+    """Why every POST of this hook is refused here now, in the sender's words
+    (`sending_problem`); None when its deliveries may go (whether the receiver answers is
+    another matter: `health`). For an owner whose hook stopped: a plain http hook saved before
+    http was limited to QM_WEBHOOK_ALLOWED_NETWORKS, a host since left out of
+    QM_WEBHOOK_ALLOWED_HOSTS, a name that now resolves to a private address.
+
+    A host name is resolved here only when the rule needs its addresses to judge a plain http
+    URL (and QM_WEBHOOK_ALLOW_HTTP is off): the sender resolves it at each POST too, and an
+    https name's addresses are judged there (a refusal is the delivery's error). A name that
+    does not resolve right now is not called undeliverable: resolving may work at the next
+    POST, and the delivery says when it did not. The words never hold the URL's hidden parts."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        host = parts.hostname or ""
+    except ValueError:
+        refusal = sending_problem(url)
+        return refusal.words.replace(url[:100], masked_url(url)) if refusal else None
+    addresses = None
+    if parts.scheme == "http" and host and not _is_address(host) and not http_allowed_anywhere():
+        try:
+            addresses = resolve(host, port)
+        except (OSError, UnicodeError):
+            addresses = None
+    refusal = sending_problem(url, addresses)
+    return refusal.words.replace(url[:100], masked_url(url)) if refusal is not None else None
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def post(url: str, secret: str, payload: dict[str, Any], *, event: str, delivery_id: int | None) -> Outcome:
     """One POST, with the signature; never raises. Only a 2xx counts as delivered.
 
@@ -480,9 +551,9 @@ def post(url: str, secret: str, payload: dict[str, Any], *, event: str, delivery
     POST elsewhere. Environment proxies are not used (a proxy would resolve the name again).
     A plain http POST goes only to addresses inside QM_WEBHOOK_ALLOWED_NETWORKS (`http_problem`)."""
     started = time.monotonic()
-    problem = url_problem(url, resolve_names=False)
-    if problem is not None:
-        return Outcome(False, None, f"not sent: {problem}", 0.0)
+    refusal = sending_problem(url)
+    if refusal is not None:
+        return Outcome(False, None, f"not sent: {refusal.words}", 0.0)
     parts = urlsplit(url)
     host = str(parts.hostname)
     https = parts.scheme == "https"
@@ -491,16 +562,14 @@ def post(url: str, secret: str, payload: dict[str, Any], *, event: str, delivery
         addresses = resolve(host, port)
     except (OSError, UnicodeError) as error:
         return Outcome(False, None, f"not sent: could not resolve {host} ({_short(error)})", time.monotonic() - started)
-    for address in addresses:
-        refused = address_problem(host, address)
-        if refused is not None:
-            log.warning("notifications.address_refused", host=host, address=str(address), delivery=delivery_id,
-                        setting=_NETWORKS_SETTING)
-            return Outcome(False, None, f"not sent: {refused}", time.monotonic() - started)
-    clear = http_problem(host, addresses) if not https else None
-    if clear is not None:  # a name that resolved inside the allowed networks when the hook was saved
-        log.warning("notifications.http_refused", host=host, delivery=delivery_id, setting=_HTTP_SETTING)
-        return Outcome(False, None, f"not sent: {clear}", time.monotonic() - started)
+    refusal = sending_problem(url, addresses)
+    if refusal is not None:
+        if refusal.rule == "address":
+            log.warning("notifications.address_refused", host=host, address=str(refusal.address),
+                        delivery=delivery_id, setting=_NETWORKS_SETTING)
+        else:  # plain http: a name that resolved inside the allowed networks when the hook was saved
+            log.warning("notifications.http_refused", host=host, delivery=delivery_id, setting=_HTTP_SETTING)
+        return Outcome(False, None, f"not sent: {refusal.words}", time.monotonic() - started)
     body = json.dumps(payload, separators=(",", ":"), sort_keys=True).encode()
     headers = {
         "Host": (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else ""),
@@ -780,11 +849,14 @@ def send_test(hook: NotificationHook, *, actor: str) -> tuple[NotificationDelive
     return row, outcome
 
 
-def health(hook: NotificationHook, *, due: int | None = None) -> tuple[bool, str]:
-    """(failing, the hook's state in one sentence) for the API and `qm notify list`."""
+def health(hook: NotificationHook, *, due: int | None = None, undeliverable: str | None = None) -> tuple[bool, str]:
+    """(failing, the hook's state in one sentence) for the API and `qm notify list`.
+    `undeliverable`: `undeliverable_reason` of its URL, which the sentence leads with."""
     failing = hook.consecutive_failures >= failing_after()
     if not hook.active:
         words = "paused (active is false): nothing is sent; deliveries queued before wait"
+    elif undeliverable:
+        words = f"not delivering: every POST to this URL is refused here: {undeliverable}"
     elif failing:
         words = (f"failing: the last {hook.consecutive_failures} attempts failed ({hook.last_status}); deliveries "
                  f"are kept and retried with backoff (at most {max_attempts()} attempts each): fix the receiver, "
@@ -1053,6 +1125,7 @@ class HookRow:
     failing: bool
     status: str
     deliveries: list[DeliveryRow]
+    undeliverable: str | None = None  # `undeliverable_reason`: why every POST of it is refused
 
 
 def hooks_owner(viewer: Any, username: str | None) -> Any | None:
@@ -1092,9 +1165,10 @@ def hooks_page(user: Any, *, deliveries: int = 5) -> list[HookRow]:
         latest[row.hook_id].append(delivery_row(row))
     page = []
     for hook in hooks:
-        failing, words = health(hook, due=hook.due)
+        refused = undeliverable_reason(hook.url)
+        failing, words = health(hook, due=hook.due, undeliverable=refused)
         page.append(HookRow(hook, masked_url(hook.url), hook.team.name if hook.team_id else None, failing, words,
-                            latest[hook.pk]))
+                            latest[hook.pk], refused))
     return page
 
 

@@ -3,6 +3,7 @@ HTTP receiver for the test delivery."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -137,3 +138,32 @@ def test_rotate_prints_the_new_secret_once_and_the_test_delivery_is_signed_with_
     assert got.headers["X-Quartermaster-Signature"] == "sha256=" + hmac.new(
         hook.secret.encode(), got.body, hashlib.sha256).hexdigest()
     assert hook.secret not in alice_qm("notify", "list").out
+
+
+def test_list_says_which_hook_is_not_delivering_why_and_how_to_fix_it(alice_qm: Callable[..., Any], fleet: Any,
+                                                                       receiver: Receiver) -> None:
+    """A plain http hook to a public host, saved before http was limited to the allowed
+    networks: every POST of it is refused; the list says so beside a hook that delivers."""
+    from django.utils import timezone
+
+    old = NotificationHook.objects.create(user=fleet.users["owner"], url="http://93.184.216.34/hook",
+                                          events=["failed"], secret="x" * 20, created_at=timezone.now())
+    assert alice_qm("notify", "add", receiver.url).code == 0
+    fine = NotificationHook.objects.exclude(pk=old.pk).get()
+
+    listed = alice_qm("notify", "list")
+
+    assert listed.code == 0, listed.err
+    lines = listed.out.splitlines()
+    (old_row,) = [line for line in lines if line.split() and line.split()[0] == str(old.pk)]
+    (fine_row,) = [line for line in lines if line.split() and line.split()[0] == str(fine.pk)]
+    assert old_row.endswith("NOT DELIVERING: see below") and fine_row.endswith("nothing sent yet")
+    assert (f"Hook {old.pk} is not delivering: every POST to http://93.184.216.34/hook is refused here: "
+            "93.184.216.34 is not inside QM_WEBHOOK_ALLOWED_NETWORKS: a plain http URL sends each notification "
+            "unencrypted") in listed.out
+    assert f"  Fix it: qm notify edit {old.pk} --hook-url https://... (the receiver's https address)" in listed.out
+    assert f"Hook {fine.pk} is not delivering" not in listed.out
+
+    as_json = alice_qm("notify", "list", "--json")
+    rows = {h["id"]: h for h in json.loads(as_json.out)["results"]}
+    assert rows[old.pk]["deliverable"] is False and rows[fine.pk]["deliverable"] is True
