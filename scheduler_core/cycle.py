@@ -78,7 +78,7 @@ from scheduler_core.gang import (
     node_size_for,
     with_resources_per_gpu,
 )
-from scheduler_core.maintenance import MaintenanceCalendar
+from scheduler_core.maintenance import NO_NODES, MaintenanceCalendar, run_end
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.plugins.registry import Plugins, build_plugins
@@ -1281,8 +1281,13 @@ def _may_find_victims(ctx: CycleContext, spec: JobSpec) -> bool:
 def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,
              score: ScorePlugin) -> Found | Protected | None:
     member_classes = option.member_classes
-    request = PlacementRequest(demand, member_classes, score, closed=ctx.calendar.closed_for_run(
-        ctx.snapshot.now, spec.runtime_limit_s))
+    closed = NO_NODES
+    if ctx.calendar:
+        # it starts once its victims have stopped: its run may begin a grace period late
+        grace = max((pc.grace_period_s for pc in ctx.priority.values()), default=0)
+        closed = ctx.calendar.closed(ctx.snapshot.now,
+                                     run_end(ctx.snapshot.now + grace, spec.runtime_limit_s))
+    request = PlacementRequest(demand, member_classes, score, closed=closed)
 
     def fit() -> list[Grant] | None:
         if option.gpu_type is not None and not quota_for(ctx, spec, option, demand.gpus).admitted:

@@ -6,7 +6,7 @@ that only maintenance keeps waiting says so, with the window and when it ends.""
 from __future__ import annotations
 
 import pytest
-from engine_builders import bound, bound_nodes, make_cluster, make_job, make_running, why
+from engine_builders import bound, bound_nodes, make_cluster, make_job, make_running, preempted, why
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -229,3 +229,16 @@ def test_maintenance_window_eta_counts_a_node_in_maintenance_only_once_it_reopen
     w = why(plan, "gang")
     assert w.code is ReasonCode.INSUFFICIENT_GPUS
     assert w.eta == 2 * HOUR
+
+
+def test_maintenance_window_a_preemptor_counts_the_victims_grace_before_its_start():
+    # the victim's class gives it 30 s to stop: a 4 h run starting then would overlap a
+    # window opening 4 h 10 s from now
+    cluster = (make_cluster().nodes(1).at(10 * HOUR)
+               .priority("low", 10, grace_period_s=30)
+               .running(make_running(make_job("r").priority("low").gpus(8)).whole("n0")
+                        .started(9 * HOUR))
+               .pending(make_job("vip").priority("high").gpus(8).limit(4 * HOUR)))
+    assert preempted(cluster.plan()) == ["r"]
+    blocked = cluster.maintenance("m", "n0", start=14 * HOUR + 10, end=15 * HOUR).plan()
+    assert preempted(blocked) == []
