@@ -23,6 +23,8 @@ Families (labels in brackets):
   quartermaster_last_cycle_timestamp_seconds                               gauge
   quartermaster_nodes / quartermaster_node_gpus[pool, state]               gauges (every state, 0 included;
                                             retired nodes left out, as from every fleet figure)
+  quartermaster_maintenance_nodes[pool, state]                             gauge (state active or upcoming:
+                                            nodes in a maintenance window now, or in one to come)
   quartermaster_requeue_lost_gpu_seconds_total                             counter
   quartermaster_preemption_lost_gpu_seconds_total                          counter (deprecated: the same value)
   quartermaster_accounting_rolled_until_timestamp_seconds                  gauge
@@ -42,9 +44,10 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Sum
+from django.db.models import Count, Q, Sum
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
+from django.utils import timezone
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
@@ -60,6 +63,7 @@ from controlplane.models import (
     FleetRollup,
     FleetSample,
     Job,
+    MaintenanceWindow,
     Node,
     Quota,
     SchedulerLease,
@@ -290,6 +294,30 @@ class QuartermasterCollector(Collector):
                 gpus.add_metric([pool, state.value], g)
         yield nodes
         yield gpus
+        yield self._maintenance(sorted({pool for pool, _ in counts}))
+
+    def _maintenance(self, pools: list[str]) -> GaugeMetricFamily:
+        """Nodes in a maintenance window now (active) or in one not begun (upcoming), per pool,
+        in one query; every pool has both series, 0 included. A node in an active window and in
+        an upcoming one counts in both; cancelled and ended windows count nowhere."""
+        family = GaugeMetricFamily(
+            f"{PREFIX}_maintenance_nodes",
+            "Nodes in a maintenance window now (state active) or in one to come (upcoming), per pool.",
+            labels=["pool", "state"])
+        now = timezone.now()
+        rows = {
+            r["node__pool"]: r for r in MaintenanceWindow.nodes.through.objects.filter(
+                maintenancewindow__cancelled_at__isnull=True, maintenancewindow__end_at__gt=now)
+            .exclude(node__state=NodeState.RETIRED).values("node__pool").annotate(
+                active=Count("node_id", distinct=True, filter=Q(maintenancewindow__start_at__lte=now)),
+                upcoming=Count("node_id", distinct=True, filter=Q(maintenancewindow__start_at__gt=now)))
+            .order_by()
+        }
+        for pool in pools:
+            row = rows.get(pool, {})
+            family.add_metric([pool, "active"], row.get("active", 0))
+            family.add_metric([pool, "upcoming"], row.get("upcoming", 0))
+        return family
 
     def _leader(self) -> Iterator[GaugeMetricFamily]:
         epoch = GaugeMetricFamily(f"{PREFIX}_leader_epoch", "The scheduler leader's epoch (fencing token).")
