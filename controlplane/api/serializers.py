@@ -181,6 +181,17 @@ class HoldSerializer(StrictFieldsMixin, serializers.Serializer):
                                        "the job.held event; cleared on release.")
 
 
+class RequeueSerializer(StrictFieldsMixin, serializers.Serializer):
+    """`POST jobs/{id}/requeue/` and `job-arrays/{id}/requeue/`: whether it comes back held, and why."""
+
+    hold = serializers.BooleanField(required=False, default=False,
+                                    help_text="Come back held (Slurm's requeuehold): out of the queue until released "
+                                              "(POST jobs/{id}/release/). An admin's is an admin's hold.")
+    reason = HoldReasonField(help_text="Why it is requeued, in your words (one line, at most "
+                                       f"{HOLD_REASON_MAX_LENGTH} characters): said in its reason (\"Requeued by "
+                                       "alice: ...\"), its events and, with hold, as the hold's reason.")
+
+
 class EnvField(serializers.DictField):
     """Environment variables: names as in POSIX shells, string values."""
 
@@ -957,6 +968,17 @@ class ExplanationSerializer(serializers.Serializer):
     queue_position = serializers.IntegerField(allow_null=True)
     eta = serializers.DateTimeField(allow_null=True, help_text="Earliest start the engine can promise, if any.")
     would_start_if = serializers.CharField(help_text="What would let it start.")
+
+
+class JobArrayRequeueSerializer(JobArraySerializer):
+    """`POST job-arrays/{array_id}/requeue/`: the array after it, and what it did."""
+
+    requeued = serializers.ListField(child=serializers.IntegerField(),
+                                     help_text="Ids of the running tasks now stopping to be requeued.")
+    not_running = serializers.IntegerField(help_text="Tasks waiting or ended: only a running task is requeued.")
+    stopping = serializers.IntegerField(help_text="Tasks already stopping (preempted, cancelled, ...) or that "
+                                                  "changed state meanwhile: left to that stop.")
+    detail = serializers.CharField()
 
 
 class JobArrayHoldSerializer(JobArraySerializer):

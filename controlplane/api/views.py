@@ -74,6 +74,7 @@ from controlplane.services import (
     quotas,
 )
 from controlplane.services import jobs as job_service
+from controlplane.services import requeue as requeue_service
 from controlplane.services.dependencies import NEVER_SATISFIED
 from controlplane.services.stopping import label_totals, state_label, stop_reasons, totals_by_label
 from controlplane.services.transitions import (
@@ -433,6 +434,17 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         job = self.get_object()
         return self._changed(lambda: holds.release(request.user, job.pk))
 
+    @extend_schema(request=s.RequeueSerializer, responses={200: s.JobChangeSerializer})
+    @action(detail=True, methods=["post"])
+    def requeue(self, request: Request, pk: str | None = None) -> Response:
+        """Requeue a running job (`scontrol requeue`; `"hold": true`: `scontrol requeuehold`): its
+        processes get its class's grace period to exit, then it goes back to the queue with the
+        same id (held with `hold`), from its last checkpoint. 409 with why for a job that waits,
+        is stopping already or has ended."""
+        hold, reason = requeue_body(request)
+        job = self.get_object()
+        return self._changed(lambda: requeue_service.requeue(request.user, job.pk, hold=hold, reason=reason))
+
     def _changed(self, act: Any) -> Response:
         try:
             outcome = act()
@@ -506,6 +518,18 @@ def hold_reason_of(request: Request) -> str:
     body = s.HoldSerializer(data=request.data)
     body.is_valid(raise_exception=True)
     return str(body.validated_data.get("reason", ""))
+
+
+def requeue_body(request: Request) -> tuple[bool, str]:
+    """A requeue's body: nothing, `{}`, or `{"hold": true, "reason": "…"}`; any other field, a
+    hold that is not a boolean or a reason that is not one line of text is refused naming it."""
+    if not request.data:
+        return False, ""
+    if not isinstance(request.data, dict):
+        raise ValidationError({"non_field_errors": ["send no body, {}, or {\"hold\": true, \"reason\": \"…\"}"]})
+    body = s.RequeueSerializer(data=request.data)
+    body.is_valid(raise_exception=True)
+    return bool(body.validated_data.get("hold")), str(body.validated_data.get("reason", ""))
 
 
 def refuse_fields(request: Request, refusal: str) -> None:
@@ -725,6 +749,26 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
                   + ".")
         return Response({**summary, "changed": done.changed, "unchanged": done.unchanged, "not_waiting": not_waiting,
                          "refused": done.refused, "reworded": done.reworded, "detail": detail})
+
+    @extend_schema(request=s.RequeueSerializer, responses={200: s.JobArrayRequeueSerializer})
+    @action(detail=True, methods=["post"])
+    def requeue(self, request: Request, array_id: str | None = None) -> Response:
+        """Requeue every running task (`scontrol requeue ARRAY`), each as `POST jobs/{id}/requeue/`
+        does; waiting, ended and already stopping tasks are counted, not refused."""
+        hold, reason = requeue_body(request)
+        tasks = self._tasks(request, array_id)
+        summary = self._summary(tasks)  # 404 when no such array, or not yours
+        try:
+            done = requeue_service.requeue_array(request.user, summary["job_ids"], hold=hold, reason=reason)
+        except holds.Refused as refusal:
+            return refusal_answer(refusal)
+        summary = self._summary(tasks)
+        detail = (f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): "
+                  f"{len(done.requeued)} stopping to be requeued" + (" held" if hold else "")
+                  + (f", {done.not_running} not running (waiting or ended)" if done.not_running else "")
+                  + (f", {done.stopping} already stopping" if done.stopping else "") + ".")
+        return Response({**summary, "requeued": done.requeued, "not_running": done.not_running,
+                         "stopping": done.stopping, "detail": detail})
 
     @extend_schema(request=None, responses={200: s.JobArrayCancelSerializer})
     @action(detail=True, methods=["post"])

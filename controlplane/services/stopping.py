@@ -15,6 +15,8 @@ from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, REL
 from controlplane.services.transitions import (
     RELEASE_CANCELLED,
     RELEASE_PREEMPTED,
+    RELEASE_REQUEUED,
+    RELEASE_REQUEUED_HELD,
     RELEASE_RESIZED,
     RELEASE_RUNTIME_LIMIT,
 )
@@ -23,6 +25,8 @@ from controlplane.services.transitions import (
 STOPPING_LABELS = {
     RELEASE_PREEMPTED: "preempting",
     RELEASE_RESIZED: "stopping: resize",
+    RELEASE_REQUEUED: "stopping: requeue",
+    RELEASE_REQUEUED_HELD: "stopping: requeue held",
     RELEASE_CANCELLED: "stopping: cancelled",
     RELEASE_RUNTIME_LIMIT: "stopping: runtime limit",
     RELEASE_GANG_MEMBER_EXITED: "stopping: gang member exited",

@@ -20,6 +20,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import structlog
+from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Q
 from django.utils import timezone
@@ -43,6 +44,12 @@ RELEASE_PREEMPTED = "Preempted"
 RELEASE_RUNTIME_LIMIT = "RuntimeLimitExceeded"
 RELEASE_CANCELLED = "Cancelled"
 RELEASE_RESIZED = "Resized"
+# Requeued at someone's request (`POST jobs/{id}/requeue/`, Slurm's `scontrol requeue`), and the
+# same with `hold` (`scontrol requeuehold`): back to the queue held once stopped. Who asked and why
+# are in the stop's notice (a job.preempting event with this reason, see `requeue_request`).
+RELEASE_REQUEUED = "Requeued"
+RELEASE_REQUEUED_HELD = "RequeuedHeld"
+REQUESTED_REQUEUES = (RELEASE_REQUEUED, RELEASE_REQUEUED_HELD)
 
 #: The reason of a `job.finished` event, by the state it ends in: one PascalCase spelling per
 #: outcome, whichever path settled it (`quartermaster_finished_jobs_total` splits by it). A
@@ -360,6 +367,7 @@ def signal_stop(
     message: str,
     epoch: int | None = None,
     lost_gpu_hours: float | None = None,
+    data: dict[str, Any] | None = None,
 ) -> bool:
     """Tell a live allocation's agents to stop its job by a deadline (SIGTERM, grace, SIGKILL).
 
@@ -388,12 +396,12 @@ def signal_stop(
         RELEASE_RUNTIME_LIMIT: EventKind.JOB_TIMED_OUT,
         RELEASE_CANCELLED: EventKind.JOB_CANCELLED,
     }.get(reason, EventKind.JOB_PREEMPTING)
-    data: dict[str, Any] = {"generation": generation, "deadline": deadline.isoformat(), "grace_period_s": grace_period_s,
-                            "nodes": names}
+    said: dict[str, Any] = {"generation": generation, "deadline": deadline.isoformat(), "grace_period_s": grace_period_s,
+                            "nodes": names, **(data or {})}
     if lost_gpu_hours is not None:
-        data["expected_lost_gpu_hours"] = round(lost_gpu_hours, 4)
+        said["expected_lost_gpu_hours"] = round(lost_gpu_hours, 4)
     record_event(kind, actor, job=job, allocation=allocation, node=node, epoch=epoch, at=at, reason=reason,
-                 message=message + on_nodes(names), data=data)
+                 message=message + on_nodes(names), data=said)
     return True
 
 
@@ -484,7 +492,7 @@ def complete_releases(
                 data={"generation": allocation.generation, "exit_code": code, "nodes": names},
             )))
             reason = allocation.release_reason
-            if reason in (RELEASE_PREEMPTED, RELEASE_RESIZED):
+            if reason in (RELEASE_PREEMPTED, RELEASE_RESIZED, *REQUESTED_REQUEUES):
                 _settle_job(job, allocation, exit_code=code, at=at, actor=actor, held=held_by[allocation.pk],
                             node=node, names=names)
                 continue
@@ -531,6 +539,9 @@ def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: 
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_RESIZED, reason=reason,
                  why="stopped to resize", held=held, node=node, names=names, on=on_nodes(names))
         return
+    if reason in REQUESTED_REQUEUES:
+        requeue_as_asked(job, allocation, at=at, actor=actor, held=held, node=node, names=names)
+        return
     if reason == RELEASE_RUNTIME_LIMIT:
         state, kind = JobState.TIMED_OUT, EventKind.JOB_FINISHED
     elif reason == RELEASE_CANCELLED:
@@ -567,12 +578,16 @@ def lost_gpu_seconds(job: Job, allocation_gpus: int, at: datetime) -> float:
 
 
 def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind: EventKind, reason: str,
-             why: str, held: int, node: Node | None, names: Sequence[str], on: str = "") -> None:
+             why: str, held: int, node: Node | None, names: Sequence[str], on: str = "",
+             said: str = "", data: dict[str, Any] | None = None) -> float:
     """``held``: the GPUs the allocation held until it was stopped; a gang member that exited
     before lost nothing here (counting every GPU it ever held overstated the loss). ``node``,
     ``names``: where it held them (`where_held`); ``on``: the gang's nodes for the event's words,
-    when ``why`` does not name them already."""
+    when ``why`` does not name them already. ``said``: the words that open the job's reason and
+    the event instead of "Requeued whole after being {why}" (a requeue someone asked for says
+    who and why); ``data``: more of the event's data. Returns the GPU-seconds lost."""
     lost = lost_gpu_seconds(job, held, at)
+    said = said or f"Requeued whole after being {why}"
     # Only a preemption counts against the class's preemption budget (see `Job.requeue_count`).
     preempted: dict[str, Any] = (
         {"preemption_count": F("preemption_count") + 1, "last_preempted_at": at}
@@ -587,12 +602,84 @@ def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind
         **preempted,
         lost_gpu_seconds=F("lost_gpu_seconds") + lost,
         pending_code="Requeued",
-        pending_words=f"Requeued whole after being {why}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost",
+        pending_words=f"{said}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost"[:500],
     )
     record_event(kind, actor, job=job, allocation=allocation, node=node, at=at, reason=reason,
-                 message=f"Requeued whole after being {why}{on}; lost {lost / 3600:.2f} GPU-hours since the last "
-                 "checkpoint",
-                 data={"lost_gpu_seconds": round(lost, 3), "generation": allocation.generation, "nodes": list(names)})
+                 message=f"{said}{on}; lost {lost / 3600:.2f} GPU-hours since the last checkpoint",
+                 data={"lost_gpu_seconds": round(lost, 3), "generation": allocation.generation, "nodes": list(names),
+                       **(data or {})})
+    return lost
+
+
+@dataclass(frozen=True)
+class RequeueRequest:
+    """Who asked for a requeue, why, and whether it comes back held: as its stop's notice says
+    (the job.preempting event `services/requeue.py` writes with the stop)."""
+
+    by: str
+    by_id: int | None
+    reason: str
+    hold: str  # JobHold: "" (not held), user or admin
+
+    @property
+    def words(self) -> str:
+        """ "Requeued by alice: node-7 flaky" (the job's reason and its events open with it)."""
+        return f"Requeued by {self.by}" + (f": {self.reason}" if self.reason else "")
+
+
+def requeue_request(allocation: Allocation) -> RequeueRequest:
+    """The request behind a requeue stop, read from its notice. Its stop and notice are written
+    in one transaction, so the notice is there; were it not, the stop's own release reason
+    still says whether the job comes back held (by nobody named)."""
+    data = (
+        Event.objects.filter(allocation_id=allocation.pk, kind=EventKind.JOB_PREEMPTING,
+                             reason__in=REQUESTED_REQUEUES)
+        .order_by("-created_at", "-id").values_list("data", flat=True).first()
+    )
+    data = data if isinstance(data, dict) else {}
+    held = str(data.get("hold") or "")
+    if allocation.release_reason == RELEASE_REQUEUED_HELD and held not in (JobHold.USER, JobHold.ADMIN):
+        held = JobHold.USER
+    if allocation.release_reason != RELEASE_REQUEUED_HELD:
+        held = JobHold.NONE
+    by_id = data.get("requested_by_id")
+    if not isinstance(by_id, int) or not get_user_model().objects.filter(pk=by_id).exists():
+        by_id = None  # an account removed since it asked: the hold is then nobody's named
+    return RequeueRequest(by=str(data.get("requested_by") or "someone"),
+                          by_id=by_id,
+                          reason=str(data.get("reason") or ""), hold=held)
+
+
+def requeue_as_asked(job: Job, allocation: Allocation, *, at: datetime, actor: str, held: int, node: Node | None,
+                     names: Sequence[str], fenced: str = "") -> None:
+    """Settle a requeue someone asked for, once its old allocation is released (or fenced: then
+    ``fenced`` says what happened to its node): pending again with the same id, `requeue_count`
+    + 1 and the work since its last checkpoint lost, as a preemption's requeue is (not counted
+    against the preemption budget); a new generation at its next bind. Asked with `hold`, it
+    comes back held by whoever asked (an admin's hold when an admin asked), for the reason given,
+    with a job.held event, as `qm hold` would hold it."""
+    from controlplane.services import holds  # holds imports this module
+
+    ask = requeue_request(allocation)
+    said = ask.words + (f" ({fenced})" if fenced else "")
+    lost = _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=allocation.release_reason,
+                    why="", held=held, node=node, names=names, on=on_nodes(names), said=said,
+                    data={"requested_by": ask.by, "reason": ask.reason, "hold": ask.hold})
+    if not ask.hold:
+        return
+    holder = ask.by if ask.by_id is not None else ""
+    label = holds.hold_label_of(ask.hold, holder)
+    message, would = holds.held_sentence(label, ask.reason)
+    Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
+        hold=ask.hold, held_at=at, held_by_id=ask.by_id, hold_reason=ask.reason, pending_code="Held",
+        pending_words=message, would_start_if_words=would, pending_resolvable=True,
+    )
+    PendingPlace.objects.filter(job_id=job.pk).delete()
+    record_event(EventKind.JOB_HELD, actor, job=job, allocation=allocation, at=at, reason="Held",
+                 message=f"Held by {label}" + (f": {ask.reason} —" if ask.reason else ":")
+                 + f" requeued held ({lost / 3600:.2f} GPU-hours lost), out of the queue until released",
+                 data={"hold": ask.hold, "held_by": holder or None, "requeued": True,
+                       **({"reason": ask.reason} if ask.reason else {})})
 
 
 #: What happened to a fenced allocation's node, by fence reason (reconcile.FENCE_*,
@@ -669,6 +756,9 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
                      message=f"Timed out; {node_gone} before confirming the stop",
                      data={"state": JobState.TIMED_OUT.value, "exit_code": None, "nodes": names})
         dependencies.ended([dependencies.Change(job.pk, JobState.TIMED_OUT)], at=at, actor=actor)
+    elif allocation.release_reason in REQUESTED_REQUEUES:
+        requeue_as_asked(job, allocation, at=at, actor=actor, held=held, node=node, names=names,
+                         fenced=f"{node_gone} before confirming the stop")
     else:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
                  why=fenced_because(reason, names), held=held, node=node, names=names)
@@ -676,7 +766,8 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
 
 
 #: Stops that would requeue the job: a cancel during one turns it into a cancel.
-REQUEUEING_STOPS = {RELEASE_PREEMPTED: "preempted", RELEASE_RESIZED: "stopped to resize"}
+REQUEUEING_STOPS = {RELEASE_PREEMPTED: "preempted", RELEASE_RESIZED: "stopped to resize",
+                    RELEASE_REQUEUED: "requeued", RELEASE_REQUEUED_HELD: "requeued"}
 
 
 def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
