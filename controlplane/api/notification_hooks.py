@@ -8,9 +8,10 @@
     POST   notification-hooks/{id}/rotate-secret/  a new random secret, shown in this answer only
     POST   notification-hooks/{id}/test/    POST a test notification now; says what the receiver answered
     GET    notification-hooks/{id}/deliveries/  its last 50 deliveries, newest first
+    GET    notification-hooks/{id}/history/     its changes (created, changed), newest first: who, when, what
 
 A hook of another user is a 404 (admins see and change every hook, but only ever create their
-own). The secret is shown once, in the answer to the POST that created it (or the PATCH that
+own), its history too. The secret is shown once, in the answer to the POST that created it (or the PATCH that
 set it, or the rotate-secret that drew a new one); receivers check `X-Quartermaster-Signature`
 with it. Every creation, change and deletion is a `config.changed` event (services/notifications,
 `record_hook_change`).
@@ -221,3 +222,26 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
             "delivered_at": r.delivered_at, "next_attempt_at": r.next_attempt_at, "last_status": r.last_status,
             "last_error": r.last_error, "text": str((r.payload or {}).get("text", "")),
         } for r in rows])
+
+    @extend_schema(responses=inline_serializer("NotificationHookChange", {
+        "id": serializers.IntegerField(help_text="The config.changed event's id."),
+        "at": serializers.DateTimeField(), "actor": serializers.CharField(help_text="user:alice, user:root, ..."),
+        "change": serializers.ChoiceField(choices=["created", "changed", "deleted"]),
+        "message": serializers.CharField(help_text="The event's sentence, the URL masked."),
+        "before": serializers.DictField(allow_null=True, help_text="The hook before: user, team, url (masked), "
+                                                                  "url_digest, events, active; null on creation."),
+        "after": serializers.DictField(allow_null=True),
+        "secret": serializers.CharField(allow_null=True, help_text="generated or given when the signing secret "
+                                                                   "was replaced (never its value), else null.")},
+        many=True))
+    @action(detail=True, methods=["get"])
+    def history(self, request: Request, pk: str | None = None) -> Response:
+        """The hook's changes, newest first (at most 100): who created it, changed its URL, events,
+        team, pause or secret, and when, from the API, `qm notify`, the page or the admin UI. As
+        the audit trail records them: the URL masked, the secret never (only that it was replaced).
+        Whoever may read the hook may read its history; another user's hook is a 404."""
+        hook = self.get_object()
+        return Response([{
+            "id": e.id, "at": e.at, "actor": e.actor, "change": e.change, "message": e.message,
+            "before": e.before, "after": e.after, "secret": e.secret,
+        } for e in notifications.hook_history(hook)])

@@ -12,6 +12,7 @@
     qm nodes [--all] | qm nodes cordon|drain|uncordon|retire|return NODE | qm cordon|drain|uncordon NODE
     qm notify add URL --events started,failed [--team T] | qm notify list | qm notify rm ID | qm notify test ID
     qm notify edit ID [--hook-url URL] [--events E] [--team T | --own-jobs] [--pause | --resume] | qm notify rotate ID
+    qm notify history ID
     qm maint add --nodes N1,N2 | --pool P --start +2h|ISO --duration 4h|--end ISO --reason "firmware upgrade"
     qm maint list [--all] [--node N] | qm maint show ID | qm maint edit ID [--start ...] | qm maint cancel ID
 
@@ -1361,7 +1362,7 @@ def _notify_edit(api: Api, args: argparse.Namespace, hook_id: int) -> int:
 
 
 def cmd_notify(api: Api, args: argparse.Namespace) -> int:
-    """`qm notify add|list|edit|rotate|rm|test`: webhooks for your jobs' events (notification-hooks/)."""
+    """`qm notify add|list|edit|rotate|history|rm|test`: webhooks for your jobs' events (notification-hooks/)."""
     action = args.notify_action
     if action == "add":
         body: dict[str, Any] = {"url": args.hook_url, "events": _notify_events(args.events)}
@@ -1416,6 +1417,17 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         print(f"Hook {hook['id']} has a new signing secret: the old one is refused from now on, retries of older "
               "deliveries included.")
         _signature_help(hook, "new")
+        return 0
+    if action == "history":
+        changes = api.request("GET", f"notification-hooks/{hook_id}/history/")
+        if args.json:
+            output.emit_json(changes)
+            return 0
+        if not changes:
+            print(f"Hook {hook_id} has no recorded changes (it was made before changes were recorded).")
+            return 0
+        output.table([(c["at"][:19].replace("T", " "), c["actor"].removeprefix("user:"), c["message"])
+                      for c in changes], ["AT (UTC)", "BY", "CHANGE"])
         return 0
     if action == "rm":
         api.request("DELETE", f"notification-hooks/{hook_id}/")
@@ -1817,7 +1829,8 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--secret", help="the signature's key (default: a random one, printed once)")
     actions.add_parser("list", parents=[common], help="your hooks and how their deliveries go")
     for action, helptext in (("rm", "remove a hook"), ("test", "send a test notification now"),
-                             ("rotate", "replace a hook's signing secret with a new random one, printed once")):
+                             ("rotate", "replace a hook's signing secret with a new random one, printed once"),
+                             ("history", "a hook's changes, newest first: who created or changed it, when, what")):
         q = actions.add_parser(action, parents=[common], help=helptext)
         q.add_argument("hook", metavar="ID")
     q = actions.add_parser("edit", parents=[common], help="change a hook's URL, events, team or pause it",

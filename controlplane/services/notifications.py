@@ -48,7 +48,7 @@ import time
 from collections import defaultdict
 from collections.abc import Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -905,7 +905,8 @@ def _prune_now_and_then(now: datetime) -> None:
 # NotificationHookChanged, NotificationHookDeleted), written in the transaction that writes the
 # hook. The event keeps the URL masked (`masked_url`) with a digest of the whole URL, so a
 # change of a credential in it still reads as a change, and never the secret (only that it was
-# replaced). It names no team: the audit trail of a hook is an admin's to read, not the team's.
+# replaced). It names no team: the fleet's audit trail of hooks is an admin's to read, not the
+# team's; each hook's own history is read by whoever may read the hook (`hook_history`).
 
 
 def hook_record(hook: NotificationHook) -> dict[str, Any]:
@@ -1039,6 +1040,78 @@ def delete_hook(hook: NotificationHook, *, actor: str) -> bool:
     return True
 
 
+#: The reasons of a hook's own changes, and the most of them `hook_history` gives.
+HOOK_CHANGE_REASONS = ("NotificationHookCreated", "NotificationHookChanged", "NotificationHookDeleted")
+HISTORY_LIMIT = 100
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One change of a hook as its history shows it: the audit event, as recorded (the URL
+    masked, with a digest of the whole; the secret never, only `secret`: "generated" or "given"
+    when it was replaced)."""
+
+    id: int
+    at: datetime
+    actor: str  # user:alice, user:root (an admin), ...
+    change: str  # created, changed, deleted
+    message: str  # "Notification hook 7 of alice changed: url … → …; paused"
+    what: str  # the message without its "Notification hook 7 of alice " prefix: "changed: …"
+    before: dict[str, Any] | None
+    after: dict[str, Any] | None
+    secret: str | None
+
+    @property
+    def who(self) -> str:
+        return _who(self.actor)
+
+
+def _history_events(hook_ids: Sequence[int]) -> Any:
+    from controlplane.models import Event
+
+    ids = [int(pk) for pk in hook_ids]
+    # The (kind, created_at) index narrows to the configuration changes, a short list beside
+    # the jobs' events; the hook's id is in `before` (a deletion, a change) or `after`.
+    return Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason__in=HOOK_CHANGE_REASONS,
+                                data__model="notificationhook").filter(
+        Q(data__after__id__in=ids) | Q(data__before__id__in=ids)).only(
+        "id", "created_at", "actor", "reason", "message", "data")
+
+
+def _entry(event: Event) -> HistoryEntry:
+    data = event.data if isinstance(event.data, dict) else {}
+    before, after = data.get("before"), data.get("after")
+    record = after or before or {}
+    label = f"Notification hook {record.get('id')} of {record.get('user')} "
+    message = event.message
+    return HistoryEntry(event.pk, event.created_at, event.actor,
+                        event.reason.removeprefix("NotificationHook").lower(), message,
+                        message.removeprefix(label) if message.startswith(label) else message,
+                        before, after, data.get("secret"))
+
+
+def hook_history(hook: NotificationHook, *, limit: int = HISTORY_LIMIT) -> list[HistoryEntry]:
+    """The hook's own changes, newest first (at most `limit`): its creation, every change of its
+    URL, events, team, pause and secret, from the API, `qm notify`, the page or the admin UI;
+    one query. Who may read it is the caller's to decide: whoever may read the hook."""
+    events = _history_events([hook.pk]).order_by("-created_at", "-id")[:limit]
+    return [_entry(e) for e in events]
+
+
+def hooks_history(hook_ids: Sequence[int], *, limit: int = HISTORY_LIMIT) -> dict[int, list[HistoryEntry]]:
+    """`hook_history` of each of these hooks, in one query whatever their number."""
+    if not hook_ids:
+        return {}
+    wanted = {int(pk) for pk in hook_ids}
+    found: dict[int, list[HistoryEntry]] = defaultdict(list)
+    for event in _history_events(sorted(wanted)).order_by("-created_at", "-id"):
+        entry = _entry(event)
+        pk = (entry.after or entry.before or {}).get("id")
+        if pk in wanted and len(found[pk]) < limit:
+            found[pk].append(entry)
+    return found
+
+
 # ------------------------------------------------------------------- the settings page's reads
 
 #: A path segment this long made only of token characters, with a digit or a capital in it, is
@@ -1126,6 +1199,7 @@ class HookRow:
     status: str
     deliveries: list[DeliveryRow]
     undeliverable: str | None = None  # `undeliverable_reason`: why every POST of it is refused
+    history: list[HistoryEntry] = field(default_factory=list)  # `hook_history`, newest first
 
 
 def hooks_owner(viewer: Any, username: str | None) -> Any | None:
@@ -1150,8 +1224,8 @@ def hooks_of(user: Any) -> Any:
 
 
 def hooks_page(user: Any, *, deliveries: int = 5) -> list[HookRow]:
-    """The user's hooks, each with its last `deliveries` deliveries: two queries whatever the
-    number of hooks and deliveries (one when the user has none)."""
+    """The user's hooks, each with its last `deliveries` deliveries and its history: three
+    queries whatever the number of hooks, deliveries and changes (one when the user has none)."""
     from controlplane.models import NotificationDelivery
 
     hooks = list(hooks_of(user))
@@ -1163,12 +1237,13 @@ def hooks_page(user: Any, *, deliveries: int = 5) -> list[HookRow]:
     ).filter(newest__lte=deliveries).order_by("hook_id", "-id")
     for row in rows:
         latest[row.hook_id].append(delivery_row(row))
+    history = hooks_history([h.pk for h in hooks])
     page = []
     for hook in hooks:
         refused = undeliverable_reason(hook.url)
         failing, words = health(hook, due=hook.due, undeliverable=refused)
         page.append(HookRow(hook, masked_url(hook.url), hook.team.name if hook.team_id else None, failing, words,
-                            latest[hook.pk], refused))
+                            latest[hook.pk], refused, history.get(hook.pk, [])))
     return page
 
 

@@ -4,8 +4,9 @@ Adding, pausing, resuming, deleting and testing a hook go through the REST API f
 (`notifications.js` → `/api/v1/notification-hooks/`, session + CSRF), the same path as `qm notify`,
 so the page refuses what the API refuses, in its words, next to the field. The page reads the
 hooks and their deliveries through `services/notifications.hooks_page` (two queries whatever their
-number); `/ui/notifications.json` re-renders the list after each change and every few seconds, so
-a delivery's retries show as they happen. An admin may read another user's with `?user=NAME`
+number, and each hook's History, its changes, in one more); `/ui/notifications.json` re-renders
+the list after each change and every few seconds, so a delivery's retries show as they happen (an
+open History stays open: notifications.js). An admin may read another user's with `?user=NAME`
 (and pause, resume, delete or test them: the API lets admins change every hook); a member who
 names anyone else gets a 404.
 """
@@ -42,6 +43,7 @@ def _hooks_context(request: HttpRequest, owner: Any) -> dict[str, Any]:
     return {
         "hooks": notifications.hooks_page(owner, deliveries=DELIVERIES_SHOWN),
         "deliveries_shown": DELIVERIES_SHOWN,
+        "history_limit": notifications.HISTORY_LIMIT,
         "api_url": reverse("v1:notification-hook-list"),
         "owner": owner,
         "own": owner.pk == request.user.pk,

@@ -214,19 +214,24 @@ def test_queries_do_not_grow_with_hooks_or_deliveries(client_for: Callable[[str]
             out.append(len(queries))
         return out[0], out[1]
 
-    h = hook("alice")
+    alice_user = get_user_model().objects.get(username="alice")
+    h = notifications.create_hook(alice_user, url=SLACK, events=["failed"], team=None, actor="user:alice")
     delivery(h)
     few = counts()
     for i in range(12):
-        more = hook("alice", events=["started"], team="vision" if i % 2 else None)
+        more = notifications.create_hook(alice_user, url=SLACK, events=["started"], actor="user:alice",
+                                         team=Team.objects.get(name="vision") if i % 2 else None)
+        for _ in range(3):
+            more = notifications.change_hook(more, {"active": not more.active}, actor="user:alice")
         for _ in range(8):
             delivery(more, attempts=1, last_status=200, delivered_at=timezone.now())
     many = counts()
     assert few == many, (few, many)
-    assert len(client_for("alice").get("/notifications/").context["hooks"]) == 13
-    # session, user, memberships, the teams offered, the hooks, their deliveries; the live
-    # fragment neither memberships nor teams
-    assert few == (6, 4), few
+    hooks = client_for("alice").get("/notifications/").context["hooks"]
+    assert len(hooks) == 13 and sum(len(row.history) for row in hooks) == 13 + 12 * 3
+    # session, user, memberships, the teams offered, the hooks, their deliveries, their
+    # histories; the live fragment neither memberships nor teams
+    assert few == (7, 5), few
 
 
 def test_the_nav_and_the_user_name_lead_to_the_page(client_for: Callable[[str], Client]) -> None:
@@ -248,3 +253,38 @@ def test_the_nav_and_the_user_name_lead_to_the_page(client_for: Callable[[str], 
 ])
 def test_masked_url_hides_what_looks_like_a_credential(url: str, shown: str) -> None:
     assert notifications.masked_url(url) == shown
+
+
+def test_each_hook_has_its_history_masked_and_no_other_hooks(client_for: Callable[[str], Client]) -> None:
+    alice = get_user_model().objects.get(username="alice")
+    own = notifications.create_hook(alice, url=SLACK, events=["failed"], team=None, actor="user:alice")
+    notifications.change_hook(own, {"url": "https://chat.example.org/hooks/x?token=hunter2hunter2",
+                                    "events": ["started"]}, actor="user:alice")
+    notifications.change_hook(own, {"active": False}, actor="user:root")
+    other = notifications.create_hook(alice, url=SLACK, events=["started"], team=None, actor="user:alice")
+    bobs = notifications.create_hook(get_user_model().objects.get(username="bob"), url="https://bob.example.org/b",
+                                     events=["failed"], team=None, actor="user:bob")
+    old = hook("alice")  # made before changes were recorded: no event
+
+    text = client_for("alice").get("/notifications/").content.decode()
+
+    own_html = text[text.index(f'id="hook-{own.pk}"'):text.index(f'id="hook-{other.pk}"')]
+    details = own_html[own_html.index(f'<details class="hook-history" data-history="{own.pk}">'):]
+    assert "History <small class=\"muted\">(3 changes)</small>" in details
+    rows = re.findall(r'<tr data-change="(\d+)" data-kind="(\w+)">(.*?)</tr>', details, re.S)
+    cells = [[c.strip() for c in re.findall(r"<td>(.*?)</td>", row, re.S)] for _, _, row in rows]
+    assert [kind for _, kind, _ in rows] == ["changed", "changed", "created"]
+    assert [c[1:] for c in cells] == [
+        ["root", "changed: paused"],
+        ["alice", "changed: url https://hooks.slack.com/services/T0AAAA1111/B0BBBB2222/abc… → "
+                  "https://chat.example.org/hooks/x?token=hun…; events failed → started"],
+        ["alice", "created: failed of alice&#x27;s own jobs to https://hooks.slack.com/services/T0AAAA1111/B0BBBB2222/abc…"],
+    ]
+    assert cells[0][0].endswith(" UTC")
+    assert "hunter2hunter2" not in text and "abcdEFGHijklMNOPqrstUVWX" not in text
+    other_html = text[text.index(f'id="hook-{other.pk}"'):text.index(f'id="hook-{old.pk}"')]
+    assert "(1 change)" in other_html and "changed: paused" not in other_html
+    old_html = text[text.index(f'id="hook-{old.pk}"'):]
+    assert "(0 changes)" in old_html and "No recorded changes" in old_html
+    assert "bob.example.org" not in text and f'data-history="{bobs.pk}"' not in text
+

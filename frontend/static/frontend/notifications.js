@@ -202,11 +202,27 @@
     });
   }
 
+  /* A hook's History, once opened, stays open across the list's live re-render (which replaces
+     its elements every 10 s), until it is closed. */
+  function keepHistoryOpen(list) {
+    var open = {};
+    list.addEventListener("toggle", function (event) {  // toggle does not bubble: caught on the way down
+      var details = event.target;
+      if (!details.matches || !details.matches("details[data-history]")) return;
+      if (details.open) open[details.dataset.history] = true; else delete open[details.dataset.history];
+    }, true);
+    new MutationObserver(function () {
+      list.querySelectorAll("details[data-history]").forEach(function (details) {
+        if (open[details.dataset.history] && !details.open) details.open = true;
+      });
+    }).observe(list, { childList: true });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     var form = document.getElementById("add-hook");
     if (form) bindForm(form);
     var list = document.getElementById("hooks");
-    if (list) bindHooks(list);
+    if (list) { bindHooks(list); keepHistoryOpen(list); }
     bindEditor();
   });
 })();

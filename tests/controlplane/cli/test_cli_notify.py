@@ -167,3 +167,37 @@ def test_list_says_which_hook_is_not_delivering_why_and_how_to_fix_it(alice_qm: 
     as_json = alice_qm("notify", "list", "--json")
     rows = {h["id"]: h for h in json.loads(as_json.out)["results"]}
     assert rows[old.pk]["deliverable"] is False and rows[fine.pk]["deliverable"] is True
+
+
+def test_history_prints_who_changed_the_hook_when_and_what_masked(alice_qm: Callable[..., Any],
+                                                                  fleet: Any) -> None:
+    from django.utils import timezone
+
+    slack = "https://hooks.slack.com/services/T0AAAA/B0BBBB/abcdefghijKLMNOPqrstuvwx"
+    assert alice_qm("notify", "add", slack, "--events", "failed").code == 0
+    hook = NotificationHook.objects.get()
+    assert alice_qm("notify", "edit", str(hook.pk), "--pause").code == 0
+    assert alice_qm("notify", "rotate", str(hook.pk)).code == 0
+    hook.refresh_from_db()
+
+    shown = alice_qm("notify", "history", str(hook.pk))
+
+    assert shown.code == 0, shown.err
+    lines = shown.out.splitlines()
+    assert lines[0].split() == ["AT", "(UTC)", "BY", "CHANGE"]
+    assert [line.split("  alice  ")[1].strip() for line in lines[1:]] == [
+        f"Notification hook {hook.pk} of alice changed: signing secret replaced by a new random one",
+        f"Notification hook {hook.pk} of alice changed: paused",
+        f"Notification hook {hook.pk} of alice created: failed of alice's own jobs to "
+        "https://hooks.slack.com/services/T0AAAA/B0BBBB/abc…",
+    ]
+    assert lines[1].startswith(timezone.now().strftime("%Y-%m-%d "))
+    assert "abcdefghijKLMNOPqrstuvwx" not in shown.out and hook.secret not in shown.out
+
+    as_json = json.loads(alice_qm("notify", "history", str(hook.pk), "--json").out)
+    assert [c["change"] for c in as_json] == ["changed", "changed", "created"]
+
+    theirs = NotificationHook.objects.create(user=fleet.users["other_team"], url="https://example.org/b",
+                                             events=["failed"], secret="x" * 20, created_at=timezone.now())
+    refused = alice_qm("notify", "history", str(theirs.pk))
+    assert refused.code == 1 and not refused.out and "Traceback" not in refused.err
