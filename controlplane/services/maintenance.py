@@ -163,7 +163,11 @@ def _check_times(start_at: datetime | None, end_at: datetime | None, duration_s:
         if duration_s <= 0:
             errors["duration_s"] = f"{duration_s} s: a window lasts at least a second"
             return start_at, None
-        end_at = start_at + timedelta(seconds=duration_s)
+        try:
+            end_at = start_at + timedelta(seconds=duration_s)
+        except OverflowError:
+            errors["duration_s"] = f"{duration_s} s after {when(start_at)} is beyond the calendar (year 9999)"
+            return start_at, None
     if end_at is None:
         errors["end_at"] = "give when the maintenance ends (end_at), or how long it lasts (duration_s)"
         return start_at, None
@@ -363,8 +367,14 @@ def check_change(window: MaintenanceWindow, changes: dict[str, Any], now: dateti
                               "scheduler has kept its nodes clear for it); change its end, or cancel it")
     end_at = changes.get("end_at")
     duration_s = changes.get("duration_s")
-    if end_at is None and duration_s is None:
-        end_at = (start_at + (window.end_at - window.start_at)) if start_at != window.start_at else window.end_at
+    if end_at is None and duration_s is None and start_at != window.start_at:
+        try:
+            end_at = start_at + (window.end_at - window.start_at)
+        except OverflowError:
+            errors["start_at"] = f"{when(start_at)} is too late: the window would end beyond the calendar (year 9999)"
+            raise Refused(errors) from None
+    elif end_at is None and duration_s is None:
+        end_at = window.end_at
     start, end = _check_times(start_at, end_at, duration_s, now, errors,
                               end_field="duration_s" if duration_s is not None and end_at is None else "end_at")
     if errors:

@@ -81,6 +81,7 @@ def test_a_pool_is_expanded_to_its_nodes(admin: APIClient, fleet: Fleet) -> None
     ({"duration_s": None, "end_at": "2020-01-01T00:00:00Z"}, "end_at", "not after its start"),
     ({"end_at": "2099-01-01T00:00:00Z"}, "end_at", "not both"),
     ({"starts": "now"}, "starts", "not a field of a maintenance window"),
+    ({"start_at": "9999-12-31T23:00:00Z"}, "duration_s", "beyond the calendar"),
 ])
 def test_bad_input_is_a_400_naming_the_field_and_writes_nothing(admin: APIClient, fleet: Fleet, overrides: Any,
                                                                  field: str, words: str) -> None:
@@ -121,6 +122,8 @@ def test_patch_moves_a_window_all_or_nothing(admin: APIClient, fleet: Fleet) -> 
     window = admin.post(URL, _body(), format="json").json()
     detail = f"{URL}{window['id']}/"
     later = timezone.now() + timedelta(hours=5)
+    too_late = admin.patch(detail, {"start_at": "9999-12-31T23:00:00Z"}, format="json")
+    assert too_late.status_code == 400 and "beyond the calendar" in too_late.json()["errors"]["start_at"][0]
 
     refused = admin.patch(detail, {"start_at": _iso(later), "nodes": ["h100-0", "nope"]}, format="json")
     moved = admin.patch(detail, {"start_at": _iso(later), "nodes": ["h100-0"], "reason": "BIOS"}, format="json")
