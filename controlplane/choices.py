@@ -72,6 +72,13 @@ class DependencyCondition(models.TextChoices):
     AFTER_ANY = "afterany", "after it ends"
 
 
+class DependencyMode(models.TextChoices):
+    """How a job's dependencies combine: every one met (Slurm's `,`), or any one of them (`?`)."""
+
+    ALL = "all", "every one met"
+    ANY = "any", "any one of them met"
+
+
 LIVE_JOB_STATES = (JobState.RUNNING, JobState.PREEMPTING)
 FINISHED_JOB_STATES = (
     JobState.SUCCEEDED,

@@ -20,6 +20,7 @@ from controlplane.choices import (
     LIVE_ALLOCATION_STATES,
     AllocationState,
     DependencyCondition,
+    DependencyMode,
     JobState,
     Topology,
     WorkloadClass,
@@ -252,11 +253,54 @@ class DependencyListSerializer(serializers.ListSerializer):
                 if edit is not None:
                     # `+afterok:5` / `-afterany:7`: added to or removed from a waiting job's list
                     # (a change only: the submit refuses it), its items typed as a list's.
-                    return dependency_text.Edit(edit.op, super().to_internal_value(edit.items))
+                    return dependency_text.Edit(edit.op, super().to_internal_value(edit.items), edit.any_of)
                 data = dependency_text.parse(data)
             except dependency_text.BadDependencyText as exc:
                 raise serializers.ValidationError([f"{data.strip()}: {exc}"]) from None
+            if isinstance(data, dependency_text.AnyOf):
+                # `afterok:12?afterok:13`: any one of them (the request's dependency_mode "any")
+                return dependency_text.AnyOf(super().to_internal_value(list(data)))
         return super().to_internal_value(data)
+
+
+def dependency_mode_field() -> serializers.ChoiceField:
+    return serializers.ChoiceField(
+        choices=DependencyMode.choices, required=False,
+        help_text="How `dependencies` combine: `all` (the default: every one met, Slurm's `,`) or `any` (any one "
+                  "of them met is enough, Slurm's `?`). The text `afterok:12?afterok:13` says `any` itself.",
+    )
+
+
+def combine_dependency_mode(attrs: dict[str, Any], *, submit: bool) -> None:
+    """`dependency_mode` folded into `dependencies`: an any-of list becomes a
+    `dependency_text.AnyOf` (the text's `?` says `any` itself; a request saying `all` with it is
+    refused on `dependency_mode`), and a submit keeps the mode (`SubmitRequest.dependency_mode`).
+    A change gives it with the whole list only: an edit (+ or -) keeps the job's mode."""
+    mode = attrs.get("dependency_mode") if submit else attrs.pop("dependency_mode", None)
+    deps = attrs.get("dependencies")
+    if isinstance(deps, dependency_text.Edit):
+        if mode is not None:
+            raise serializers.ValidationError({"dependency_mode": [
+                "an edit (+ or -) keeps the job's mode; to change it, send the whole list with it"]})
+        return
+    if isinstance(deps, dependency_text.AnyOf):
+        if mode == DependencyMode.ALL:
+            raise serializers.ValidationError({"dependency_mode": [
+                "the dependencies' text joins them with '?' (any one of them met); \"all\" contradicts it: join "
+                "them with ',' for all, or leave dependency_mode out"]})
+        mode = DependencyMode.ANY
+    elif mode is None:
+        return
+    elif deps is None:
+        if not submit:
+            raise serializers.ValidationError({"dependency_mode": [
+                "it says how the dependencies combine: give it with them, the whole list (or the text "
+                "afterok:12?afterok:13)"]})
+        return  # a submit without dependencies: nothing to combine
+    elif mode == DependencyMode.ANY:
+        attrs["dependencies"] = dependency_text.AnyOf(deps)
+    if submit:
+        attrs["dependency_mode"] = mode
 
 
 class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
@@ -347,8 +391,10 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "`{\"array\": \"<array id>\"}` for every task of an array; or Slurm's text for the same list, "
                   "`\"afterok:12:13,afterany:14\"`. Until each is met it is not in the queue "
                   "and holds nothing (reason WaitingForDependency); once one can never be met it is cancelled "
-                  "(DependencyNeverSatisfied).",
+                  "(DependencyNeverSatisfied). With `dependency_mode` \"any\" (or the text joined by `?`), any "
+                  "one of them met is enough, and it is cancelled only once none can be.",
     )
+    dependency_mode = dependency_mode_field()
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "gpu_type" in attrs and attrs.get("gpu_types"):
@@ -357,6 +403,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
             raise serializers.ValidationError({"dependencies": [
                 f"'{attrs['dependencies'].op}' adds to or removes from a waiting job's dependencies (PATCH "
                 "jobs/{id}/, qm update -d +=…); a submit gives the whole list"]})
+        combine_dependency_mode(attrs, submit=True)
         # The shape's cross-field rules, the very ones submit() applies: the form's live check
         # (which runs this serializer) names the same fields with the same messages.
         errors = job_shape_errors(
@@ -373,6 +420,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         gpu_types = tuple(dict.fromkeys(data.pop("gpu_types", None) or ([gpu_type] if gpu_type else [])))
         roles = tuple(dict(role) for role in data.pop("roles", None) or ())
         data["dependencies"] = tuple(dict(item) for item in data.pop("dependencies", None) or ())
+        data["dependency_mode"] = str(data.get("dependency_mode") or DependencyMode.ALL)
         return SubmitRequest(gpu_types=gpu_types, roles=roles, **data)
 
 
@@ -397,7 +445,7 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
 
     CHANGEABLE = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s", "gpus",
                   "gpus_per_node", "gpu_type", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
-                  "topology", "min_gpus", "max_gpus", "dependencies")
+                  "topology", "min_gpus", "max_gpus", "dependencies", "dependency_mode")
 
     def get_fields(self) -> dict[str, serializers.Field]:
         submit = JobSubmitSerializer._declared_fields
@@ -405,6 +453,9 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
         for name in self.CHANGEABLE:
             typed = fields[name] = copy.deepcopy(submit[name])  # a fresh field of the same kind and bounds
             typed.required, typed.default = False, serializers.empty
+            if name == "dependency_mode":
+                typed.help_text = ("How the new `dependencies` combine (given with them, the whole list): `all` or "
+                                   "`any` (any one met; the text `afterok:12?afterok:13` says it itself).")
             if name == "project":  # null: no project
                 typed.allow_null = True
                 typed.help_text = "Project name within the job's team; null for none."
@@ -440,6 +491,7 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
             attrs["gpu_types"] = [attrs.pop("gpu_type")]
         if "gpu_types" in attrs:
             attrs["gpu_types"] = list(dict.fromkeys(attrs["gpu_types"] or ()))
+        combine_dependency_mode(attrs, submit=False)
         return attrs
 
 
@@ -816,7 +868,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "name", "team", "project", "submitter", "priority_class", "workload",
             "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
             "topology", "min_gpus", "max_gpus", "roles", "gpus_held", "nodes", "runtime_limit_s", "checkpoint_interval_s", "command",
-            "env", "array_id", "array_index", "dependencies", "dependents", "singleton",
+            "env", "array_id", "array_index", "dependencies", "dependency_mode", "dependents", "singleton",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
@@ -912,7 +964,8 @@ def job_payload(job: Job) -> dict[str, Any]:
         "max_gpus": job.max_gpus, "roles": [dict(role) for role in job.roles or ()], "gpus_held": gpus_held(job), "nodes": nodes_held(job), "runtime_limit_s": job.runtime_limit_s,
         "checkpoint_interval_s": job.checkpoint_interval_s, "command": job.command, "env": dict(job.env),
         "array_id": str(job.array_id) if job.array_id else None, "array_index": job.array_index,
-        "dependencies": job_dependencies(job), "dependents": job_dependents(job), "singleton": job.singleton,
+        "dependencies": job_dependencies(job), "dependency_mode": job.dependency_mode,
+        "dependents": job_dependents(job), "singleton": job.singleton,
         "state": job.state, "state_label": state_label(job), "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),
         "finished_at": when(job.finished_at), "state_changed_at": when(job.state_changed_at),
         "exit_code": job.exit_code, "borrowed": job.borrowed, "pending_code": job.pending_code,

@@ -288,6 +288,8 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
         spec["env"] = env
     if args.dependency:
         spec["dependencies"] = parse_dependency(args.dependency)
+        if isinstance(spec["dependencies"], dependency_text.AnyOf):
+            spec["dependency_mode"] = "any"  # afterok:12?afterok:13: any one of them
     if command:
         spec["command"] = shell_command(command)
     if "name" not in spec and spec.get("command"):
@@ -574,11 +576,14 @@ _REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
 
 def runs_after(job: dict[str, Any]) -> str:
     """`job 12 succeeds (running), job 13 ends (met)`: the job's dependencies and where each
-    stands; empty for none."""
+    stands; any-of ones (Slurm's `?`) `any of: job 12 succeeds (running) or job 13 fails
+    (pending)`; empty for none."""
     parts = []
     for dep in job.get("dependencies") or []:
         where = "met" if dep.get("satisfied_at") else dep.get("state") or "?"
         parts.append(f"job {dep['job']} {DEPENDENCY_TYPES.get(dep['condition'], dep['condition'])} ({where})")
+    if job.get("dependency_mode") == "any" and len(parts) > 1:
+        return "any of: " + " or ".join(parts)
     if job.get("singleton"):
         parts.append(f"singleton (one job named {job.get('name', '')!r} of its submitter at a time)")
     return ", ".join(parts)
@@ -747,6 +752,8 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
         body["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
     if args.dependency is not None:
         body["dependencies"] = update_dependency(args.dependency)  # the whole new list (`none`: []), or +=/-=
+        if isinstance(body["dependencies"], dependency_text.AnyOf):
+            body["dependency_mode"] = "any"  # afterok:12?afterok:13: any one of them
     if not body:
         raise CliError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, "
                        "--dependency, ... (qm update --help)")
@@ -1672,7 +1679,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "(succeeded), afternotok (failed), afterany (ended); e.g. afterok:12:13,afterany:14. "
                         "JOB may be a job array's id (every task). singleton: only once no other job of yours "
                         "with this name runs or waits ahead of it (one at a time, in submission order); alone "
-                        "or among others, e.g. afterok:12,singleton")
+                        "or among others, e.g. afterok:12,singleton. Joined by ? instead of commas, any one "
+                        "is enough: afterok:12?afterok:13 (not mixed with commas)")
     p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
     p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2")
     p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")
@@ -1756,7 +1764,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--checkpoint-every", metavar="DURATION")
     p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...|none|+=...|-=...",
                    help="replace the job's dependencies (scontrol update dependency=), as qm submit -d takes "
-                        "them: e.g. afterok:12:13,afterany:14 or singleton; none removes them all. +=LIST adds "
+                        "them: e.g. afterok:12:13,afterany:14, singleton, or any one of: afterok:12?afterok:13; "
+                        "none removes them all. +=LIST adds "
                         "to them, -=LIST removes from them (scontrol's dependency+= and -=): -d +=afterok:5, "
                         "-d -=afterany:7, -d +=singleton; removing one it does not have is refused. Only while "
                         "it waits")

@@ -11,6 +11,7 @@ from controlplane.choices import (
     LIVE_ALLOCATION_STATES,
     AllocationState,
     DependencyCondition,
+    DependencyMode,
     JobHold,
     JobState,
     Topology,
@@ -105,6 +106,8 @@ class Job(models.Model):
     # Slurm's --dependency=singleton: it starts only when no other job of its submitter and name
     # runs, or waits ahead of it (submitted earlier): services/dependencies.py.
     singleton = models.BooleanField(default=False)
+    # How its dependencies combine: all of them met (Slurm's `,`), or any one (`?`): services/dependencies.py.
+    dependency_mode = models.CharField(max_length=3, choices=DependencyMode.choices, default=DependencyMode.ALL)
 
     class Meta:
         ordering = ["-submitted_at", "-id"]
@@ -120,6 +123,10 @@ class Job(models.Model):
                          name="job_singleton_waiting"),
             models.Index(fields=["submitter", "name"], condition=Q(state__in=["pending", "running", "preempting"]),
                          name="job_live_by_submitter_name"),
+            # The waiting jobs whose dependencies are any-of (Slurm's `?`): the snapshot's read asks
+            # which have an alternative met already (services/dependencies._waiting_rows).
+            models.Index(fields=["id"], condition=Q(dependency_mode="any", state="pending"),
+                         name="job_any_of_waiting"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gt=0), name="job_gpus_positive"),

@@ -15,6 +15,7 @@ stop needs the allocation's generation unchanged.
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -257,6 +258,9 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
         old = context.explanations.get(explanation.job_id)
         if old is None:
             continue  # not pending when the snapshot read it
+        if explanation.job_id in context.any_of:
+            # any-of dependencies (Slurm's `?`): the control plane decides them, and says them
+            explanation = _any_of_explanation(explanation, context)
         words, numbers = split_numbers(fit_stored(explanation.message, 500))
         split = would_splits.get(explanation.would_start_if)
         if split is None:  # many jobs share one: split it once
@@ -274,6 +278,16 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
     written = _write_reasons(rows) if rows else set()
     _write_places(places)
     _record_reason_changes([e for pk, e in reasons.items() if pk in written], context)
+
+
+def _any_of_explanation(explanation: engine.PendingExplanation, context: SnapshotContext) -> engine.PendingExplanation:
+    """The engine's explanation of a job whose dependencies are any-of, its sentence and what
+    would start it saying "any one of … or …" (services/dependencies.any_of_words)."""
+    from controlplane.services import dependencies
+
+    message, would = dependencies.any_of_words(explanation.message, explanation.would_start_if,
+                                               context.any_of[explanation.job_id])
+    return dataclasses.replace(explanation, message=message, would_start_if=would)
 
 
 def fit_stored(text: str, limit: int) -> str:

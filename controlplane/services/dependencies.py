@@ -17,6 +17,12 @@ A dependency says that job J may start only once job U meets a condition:
   (`_waiting_rows`), not stored: a job of that name that starts later (a non-singleton one) holds
   it up too, and one that ends frees it (`_free_singletons`, an event, as for a condition met).
 
+A job's dependencies are all-of (every one met: Slurm's ``,``, the default) or any-of
+(`Job.dependency_mode` ``any``, Slurm's ``?``): any one met is enough, and the job is cancelled
+only once none can be met (`_without_alternatives`); while none is met it waits on the
+alternatives still possible, its sentence saying "any one of … or …" (`any_of_words`: the
+engine lists them joined by "and").
+
 The control plane decides what is met; the engine only keeps a job with unmet dependencies out
 of line (scheduler_core/eligibility.py, ``JobSpec.waits_on``). Three places use these rules:
 
@@ -62,11 +68,11 @@ from django.db import connection
 from django.db.models import Count, Q
 
 import scheduler_core as engine
-from controlplane.choices import FINISHED_JOB_STATES, DependencyCondition, EventKind, JobState
+from controlplane.choices import FINISHED_JOB_STATES, DependencyCondition, DependencyMode, EventKind, JobState
 from controlplane.models import Event, Job, JobDependency, PendingPlace
 from controlplane.models.jobs import split_numbers
 from controlplane.services import access, dependency_text
-from controlplane.services.dependency_text import SINGLETON, Edit
+from controlplane.services.dependency_text import SINGLETON, AnyOf, Edit
 from scheduler_core.eligibility import OutOfLine
 
 #: The most dependencies one submit may list (each a job, or a whole job array).
@@ -199,7 +205,7 @@ def wanted_from(items: Iterable[dict[str, Any]]) -> tuple[Wanted, ...]:
 
 
 def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1, lock: bool = True,
-            kept: int = 0) -> list[Upstream]:
+            kept: int = 0, any_of: bool = False) -> list[Upstream]:
     """Check a submit's dependencies and lock their upstream jobs; the caller holds the
     transaction that then inserts the job(s) and calls `record`. `lock=False`: a check that
     writes nothing after it (the submit form's live check) reads them without a lock.
@@ -213,6 +219,9 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
     A ``singleton`` item names no job: it is checked for being there once, and left to the
     caller (`singleton_of`). `kept`: the first `kept` items are a changed job's dependencies
     kept as they are (an edit's, `judge`), not counted against MAX_DEPENDENCIES.
+    `any_of` (Slurm's ``?``): any one of them met is enough, so step 3 refuses only a list none
+    of whose jobs can ever meet its condition (on ``dependencies``, saying each), and one that
+    can never be met is kept among the alternatives; ``singleton`` is no alternative (refused).
     Raises Refused naming each item's field (``dependencies.1.condition``)."""
     errors: dict[str, str] = {}
     if len(wanted) - kept > MAX_DEPENDENCIES:
@@ -221,6 +230,9 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
     seen: dict[Any, int] = {}
     for i, item in enumerate(wanted):
         if item.condition == SINGLETON:
+            if any_of:
+                errors[f"dependencies.{i}.condition"] = ("singleton cannot be one of any-of dependencies: it holds "
+                                                         "the job up on its own; give it among all-of ones")
             if ("singleton",) in seen:
                 errors[f"dependencies.{i}.condition"] = (f"singleton is already dependency {seen[('singleton',)]}; "
                                                          "say it once")
@@ -245,6 +257,7 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
         if row[4] is not None:
             by_array[row[4]].append(row)
     upstream: dict[int, Upstream] = {}
+    never: list[str] = []  # any-of: the alternatives that can never be met, said if none can
     for i, item in enumerate(wanted):
         if item.condition == SINGLETON:
             continue
@@ -259,7 +272,9 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
                 errors[field] = f"no job array {item.array} you can see"
                 continue
         for job_id, state, exit_code, requeue_count, _array in sorted(found):
-            if never_met(item.condition, state):
+            if never_met(item.condition, state) and any_of:
+                never.append(f"job {job_id} {outcome(state, exit_code)} ({item.condition})")
+            elif never_met(item.condition, state):
                 errors[f"dependencies.{i}.condition"] = (
                     f"job {job_id} {outcome(state, exit_code)}: {item.condition} can never be met "
                     f"(this job would run only after it {_AWAITED[DependencyCondition(item.condition)]})"
@@ -270,6 +285,9 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
                 break
             upstream[job_id] = Upstream(job_id, item.condition,
                                         is_met(item.condition, state, has_started=requeue_count > 0), state, i)
+    if not errors and any_of and upstream and len(never) == len(upstream):
+        errors["dependencies"] = (f"none of these any-of dependencies can ever be met: {'; '.join(never)}; this "
+                                  "job could never start")
     if not errors and len(upstream) * tasks > MAX_UPSTREAM_JOBS:
         errors["dependencies"] = (f"{len(upstream)} upstream jobs for {tasks} tasks make "
                                   f"{len(upstream) * tasks} dependencies; at most {MAX_UPSTREAM_JOBS}")
@@ -339,25 +357,72 @@ def singleton_blockers(submitter_id: int | None, name: str, *, job_id: int | Non
             for pk, state, hold, can_run, at, team in rows]
 
 
-def waiting_words(upstream: Sequence[Upstream], blockers: Sequence[Blocker] = ()) -> tuple[str, str, str]:
+_WAITS_FOR = "Waits for "
+_UNTIL_THEN = ": until then it is not in the queue and holds nothing."
+
+
+def _joined(parts: Sequence[str], word: str) -> str:
+    """`parts` as the engine's sentences list them: "a and b", "a, b and c" (or with "or")."""
+    if len(parts) <= 2:
+        return f" {word} ".join(parts)
+    return ", ".join(parts[:-1]) + f" {word} " + parts[-1]
+
+
+def any_of_words(message: str, would_start_if: str, waits_on: Sequence[engine.DependencyWait]) -> tuple[str, str]:
+    """The engine's sentence on a job whose dependencies are any-of (Slurm's ``?``) said as
+    such: the engine lists what a job waits on joined by "and" (all of them, `JobSpec.waits_on`:
+    it only keeps the job out of line), so the control plane, which decides any-of, says it
+    "Waits for any one of job 12 to succeed (now running) or job 13 to succeed (now pending): …"
+    and what would start it "job 12 succeeds or job 13 succeeds". Each part is the engine's own
+    words for that one dependency (`OutOfLine` of it alone); a sentence not so made is kept."""
+    if len(waits_on) < 2:
+        return message, would_start_if
+    parts, woulds = [], []
+    for wait in waits_on:
+        one = OutOfLine(engine.JobSpec(id="one", team="", priority_class="", gpus=1, submitted_at=0.0,
+                                       waits_on=(wait,)))
+        if not (one.message.startswith(_WAITS_FOR) and one.message.endswith(_UNTIL_THEN)):
+            return message, would_start_if
+        parts.append(one.message[len(_WAITS_FOR):-len(_UNTIL_THEN)])
+        woulds.append(one.would_start_if)
+    return (message.replace(_joined(parts, "and"), "any one of " + _joined(parts, "or"), 1),
+            would_start_if.replace(_joined(woulds, "and"), _joined(woulds, "or"), 1))
+
+
+def _sentence(spec: engine.JobSpec, any_of: bool) -> tuple[str, str, str]:
+    """(code, sentence, would start if) of a job out of line, as the cycle stores them."""
+    why = OutOfLine(spec)
+    message, would = any_of_words(why.message, why.would_start_if, spec.waits_on) if any_of else \
+        (why.message, why.would_start_if)
+    return why.code.value, message, would
+
+
+def waiting_words(upstream: Sequence[Upstream], blockers: Sequence[Blocker] = (), *,
+                  any_of: bool = False) -> tuple[str, str, str]:
     """A new job's reason until the first cycle says it: ("WaitingForDependency", the engine's
-    sentence, what would start it) when a dependency is not met yet or a singleton's job of the
+    sentence, what would start it; `any_of`: none of its alternatives met, said as such) when a
+    dependency is not met yet or a singleton's job of the
     same name runs or waits ahead (`blockers`), else the submit's own ("Submitted", "Waiting for
     the next scheduling cycle", ""). The sentence is the engine's (scheduler_core.eligibility),
     so the cycle's first word on it is the same."""
+    unmet = [u for u in sorted(upstream, key=lambda u: u.job_id) if not u.met]
+    if any_of:  # the alternatives still possible, as the cycle says them
+        unmet = [u for u in unmet if not never_met(u.condition, u.state)] or unmet
     waits = tuple(
         engine.DependencyWait(upstream=str(u.job_id), condition=engine.DependencyCondition(u.condition),
                               upstream_state=state_word(u.state))
-        for u in sorted(upstream, key=lambda u: u.job_id) if not u.met
+        for u in unmet
     ) + tuple(
         engine.DependencyWait(upstream=str(b.job_id), condition=engine.DependencyCondition.AFTER_ANY,
                               upstream_state=b.word)
         for b in _shown(blockers)
     )
+    if any_of and any(u.met for u in upstream):
+        waits = ()  # any-of: one met is enough
     if not waits:
         return "Submitted", "Waiting for the next scheduling cycle", ""
-    why = OutOfLine(engine.JobSpec(id="submit", team="", priority_class="", gpus=1, submitted_at=0.0, waits_on=waits))
-    return why.code.value, why.message, why.would_start_if
+    return _sentence(engine.JobSpec(id="submit", team="", priority_class="", gpus=1, submitted_at=0.0,
+                                    waits_on=waits), any_of)
 
 
 def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime) -> int:
@@ -395,11 +460,21 @@ class Replacement:
     wanted: tuple[Wanted, ...] = ()
     kept: int = 0
     origin: list[int] | None = None
+    #: Any one of them met is enough (Slurm's ``?``; `mode`).
+    any_of: bool = False
+
+    @property
+    def mode(self) -> str:
+        """The job's `dependency_mode` after the change: ``any`` for alternatives (two jobs or
+        more: one is all of itself), else ``all``."""
+        return DependencyMode.ANY.value if self.any_of and len(self.upstream) > 1 else DependencyMode.ALL.value
 
     @property
     def waits(self) -> bool:
-        """Whether the job waits on a job after the change (a condition not met yet, or a job of
-        its name running or waiting ahead of a singleton)."""
+        """Whether the job waits on a job after the change (a condition not met yet, or none of
+        its alternatives met; or a job of its name running or waiting ahead of a singleton)."""
+        if self.mode == DependencyMode.ANY:
+            return not any(u.met for u in self.upstream)
         return any(not u.met for u in self.upstream) or bool(self.blockers)
 
 
@@ -424,43 +499,57 @@ def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]] |
     the caller refuses a job that no longer waits first (409). The cycle is checked after, once
     the job's row says its new name (`cycle_errors`)."""
     lock_changes()
-    row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at").first()
+    row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at",
+                                                    "dependency_mode").first()
     if row is None:
         return Replacement(job_id, [], "", {})  # the caller's own read answers for a job that is not there
-    was_singleton, submitter_id, name_now, submitted_at = row
+    was_singleton, submitter_id, name_now, submitted_at, mode = row
     name = name_now if name is None else name
     kept, origin = 0, None
     if isinstance(items, Edit):
-        edited = _edited(job_id, was_singleton, items)
+        edited = _edited(job_id, was_singleton, mode == DependencyMode.ANY, items)
         if isinstance(edited, dict):
             return Replacement(job_id, [], "", edited)
-        wanted, kept, origin = edited
+        wanted, kept, origin, any_of = edited
     else:
-        wanted = wanted_from(items)
+        wanted, any_of = wanted_from(items), isinstance(items, AnyOf)
     try:
-        upstream = resolve(user, wanted, kept=kept)
+        upstream = resolve(user, wanted, kept=kept, any_of=any_of)
     except Refused as exc:
         return Replacement(job_id, [], "", _renumbered(exc.errors, wanted, kept, origin))
     singleton = singleton_of(wanted)
     blockers = tuple(singleton_blockers(submitter_id, name, job_id=job_id, submitted_at=submitted_at)
                      if singleton else ())
+    any_of = any_of and len(upstream) > 1
     return Replacement(job_id, upstream,
-                       dependency_text.text_of(((u.job_id, u.condition) for u in upstream), singleton=singleton),
-                       {}, singleton, blockers, tuple(wanted), kept, origin)
+                       dependency_text.text_of(((u.job_id, u.condition) for u in upstream), singleton=singleton,
+                                               any_of=any_of),
+                       {}, singleton, blockers, tuple(wanted), kept, origin, any_of)
 
 
-def _edited(job_id: int, was_singleton: bool, edit: Edit) -> tuple[list[Wanted], int, list[int]] | dict[str, str]:
+def _edited(job_id: int, was_singleton: bool, was_any: bool,
+            edit: Edit) -> tuple[list[Wanted], int, list[int], bool] | dict[str, str]:
     """An edit applied to the job's dependencies now: (the whole new list, how many of its first
-    items are the ones kept, and for each item after those the index in the edit's own list,
-    which its errors name), or the errors of an edit that cannot apply, each on its item's field:
-    ``+`` a job there already with another condition (once, with one condition); ``-`` one that
-    is not there. Adding one there already, as it is, changes nothing. One query."""
+    items are the ones kept, for each item after those the index in the edit's own list, which
+    its errors name, and whether the list is any-of), or the errors of an edit that cannot
+    apply, each on its item's field: ``+`` a job there already with another condition (once,
+    with one condition); ``-`` one that is not there. Adding one there already, as it is,
+    changes nothing. An edit keeps the list's mode: alternatives are added joined by ``?`` to
+    an any-of list (or to none), items by ``,`` to an all-of one; the other is refused on
+    ``dependencies`` (send the whole list to change the mode). One query."""
     current = list(JobDependency.objects.filter(job_id=job_id).order_by("upstream_id")
                    .values_list("upstream_id", "condition", "upstream__array_id"))
     has = {upstream_id: condition for upstream_id, condition, _ in current}
-    now = dependency_text.text_of(((u, c) for u, c, _ in current), singleton=was_singleton)
+    now = dependency_text.text_of(((u, c) for u, c, _ in current), singleton=was_singleton,
+                                  any_of=was_any and len(current) > 1)
     errors: dict[str, str] = {}
     items = wanted_from(edit.items)
+    any_of = was_any or (edit.any_of and not current and not was_singleton)
+    if edit.op == dependency_text.ADD and (current or was_singleton) and len(items) > 1 and edit.any_of != was_any:
+        said = "any-of (any one met)" if was_any else "all-of (every one met)"
+        joiner = "'?'" if was_any else "','"
+        return {"dependencies": (f"job {job_id}'s dependencies are {said}: {now}; an edit keeps that, so join what "
+                                 f"it adds with {joiner}, or send the whole list to change it")}
     if edit.op == dependency_text.ADD:
         kept_items = [Wanted(u, None, c) for u, c, _ in current] + ([Wanted(None, None, SINGLETON)]
                                                                      if was_singleton else [])
@@ -478,7 +567,7 @@ def _edited(job_id: int, was_singleton: bool, edit: Edit) -> tuple[list[Wanted],
                 continue  # the same, as it is: nothing to add
             added.append(w)
             origin.append(i)
-        return errors or (kept_items + added, len(kept_items), origin)
+        return errors or (kept_items + added, len(kept_items), origin, any_of)
     drop: set[int] = set()
     unsingle = False
     for i, w in enumerate(items):
@@ -507,7 +596,7 @@ def _edited(job_id: int, was_singleton: bool, edit: Edit) -> tuple[list[Wanted],
     kept_items = [Wanted(u, None, c) for u, c, _ in current if u not in drop]
     if was_singleton and not unsingle:
         kept_items.append(Wanted(None, None, SINGLETON))
-    return kept_items, len(kept_items), []
+    return kept_items, len(kept_items), [], was_any
 
 
 def _renumbered(errors: dict[str, str], wanted: Sequence[Wanted], kept: int, origin: list[int] | None) -> dict[str, str]:
@@ -535,10 +624,11 @@ def _renumbered(errors: dict[str, str], wanted: Sequence[Wanted], kept: int, ori
     return out
 
 
-def text_now(job_id: int, *, singleton: bool = False) -> str:
-    """The job's dependencies as the text says them (``afterok:12,afterany:14,singleton``; ``none``)."""
+def text_now(job_id: int, *, singleton: bool = False, any_of: bool = False) -> str:
+    """The job's dependencies as the text says them (``afterok:12,afterany:14,singleton``; any-of
+    ``afterok:12?afterok:13``; ``none``)."""
     return dependency_text.text_of(JobDependency.objects.filter(job_id=job_id).values_list("upstream_id", "condition"),
-                                   singleton=singleton)
+                                   singleton=singleton, any_of=any_of)
 
 
 def cycle_errors(job_id: int, change: Replacement | None = None, *, renamed: str | None = None) -> dict[str, str]:
@@ -556,23 +646,25 @@ def cycle_errors(job_id: int, change: Replacement | None = None, *, renamed: str
     job 15 renamed “n” and submitted before it, which waits afterok on job 16), or, the job a
     singleton, through an earlier job of the new name waiting on it."""
     if change is not None:
-        errors = _cycle_errors(job_id, change.wanted, change.upstream, change.blockers)
+        errors = _cycle_errors(job_id, change.wanted, change.upstream, change.blockers, any_of=change.any_of)
         return _renumbered(errors, change.wanted, change.kept, change.origin)
-    row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at").first()
+    row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at",
+                                                    "dependency_mode").first()
     if row is None or renamed is None:
         return {}
-    singleton, submitter_id, name, submitted_at = row
-    heads: list[tuple[int, str]] = [
-        (upstream_id, condition)
-        for upstream_id, condition, state, requeues in JobDependency.objects.filter(
-            job_id=job_id, satisfied_at__isnull=True).order_by("upstream_id")
-        .values_list("upstream_id", "condition", "upstream__state", "upstream__requeue_count")
-        if not is_met(condition, state, has_started=requeues > 0)
-    ]
+    singleton, submitter_id, name, submitted_at, mode = row
+    any_of = mode == DependencyMode.ANY
+    rows = list(JobDependency.objects.filter(job_id=job_id).order_by("upstream_id").values_list(
+        "upstream_id", "condition", "upstream__state", "upstream__requeue_count", "satisfied_at"))
+    met = [at is not None or is_met(condition, state, has_started=requeues > 0)
+           for _, condition, state, requeues, at in rows]
+    if any_of and any(met):
+        return {}  # one alternative met: it waits on nothing, so closes nothing
+    heads: list[tuple[int, str]] = [(row[0], row[1]) for row, done in zip(rows, met, strict=True) if not done]
     if singleton:
         heads += [(b.job_id, SINGLETON) for b in singleton_blockers(submitter_id, name, job_id=job_id,
                                                                     submitted_at=submitted_at)]
-    toward, labels = _walk(job_id, {head for head, _ in heads})
+    toward, labels = _walk(job_id, {head for head, _ in heads}, any_of=any_of)
     for head, condition in heads:
         if head not in toward:
             continue
@@ -593,41 +685,78 @@ def _label(condition: str, name: str) -> str:
     return f"singleton, same name “{name}”" if condition == SINGLETON else condition
 
 
-def _walk(job_id: int, starts: set[int]) -> tuple[dict[int, int], dict[tuple[int, int], str]]:
+def _walk(job_id: int, starts: set[int], *, any_of: bool = False) -> tuple[dict[int, int], dict[tuple[int, int], str]]:
     """Forward from `starts` along what waits (unmet dependencies of waiting jobs, and the jobs
     waiting singletons wait on, as `waits` reads them; `job_id` itself is not followed: its own
-    waits are the starts), one query per link of the longest chain: a job that started or ended
-    waits on nothing, and a condition met already holds nothing up. Returns, for each job reached
-    that reaches `job_id`, its next link on the shortest way there (empty when nothing does), and
-    each link's words (its condition, or ``singleton, same name “n”``)."""
+    waits are the starts, any-of ones if `any_of`), one query per link of the longest chain: a
+    job that started or ended waits on nothing, and a condition met already holds nothing up.
+    Returns, for each job that could never start for waiting on `job_id` (in a cycle through
+    it), its next link on the shortest way there (empty when there is none), and each link's
+    words (its condition, or ``singleton, same name “n”``).
+
+    Which could never start: of the jobs that reach `job_id` (all of them, when every job's
+    dependencies are all-of: a cycle is any way back), those that cannot start even if every
+    job outside that set does (the greatest such set): an all-of job waiting on one of them, an
+    any-of job (Slurm's ``?``) waiting on nothing else; an any-of job with an alternative
+    outside can start once that alternative is met, and takes none of the cycle with it."""
+    waits_on: dict[int, list[int]] = defaultdict(list)  # j → the jobs j waits on
     waited_by: dict[int, list[int]] = defaultdict(list)  # j → the jobs that wait on j
     labels: dict[tuple[int, int], str] = {}
+    alternatives: set[int] = {job_id} if any_of else set()
+    waits_on[job_id] = sorted(starts)
     seen, frontier = set(starts), set(starts)
     while frontier:
         frontier_now, frontier = frontier, set()
-        for waiting, waited_on, condition, state, requeues, _hold, _can_run, name, _at in _waiting_rows(frontier_now):
-            if condition != SINGLETON and is_met(condition, state, has_started=requeues > 0):
+        rows = _waiting_rows(frontier_now)
+        freed = {r[0] for r in rows if r[9] and is_met(r[2], r[3], has_started=r[4] > 0)}  # any-of, one met
+        for waiting, waited_on, condition, state, requeues, _hold, _can_run, name, _at, alternative in rows:
+            if waiting in freed or (condition != SINGLETON and is_met(condition, state, has_started=requeues > 0)):
                 continue
+            if alternative:
+                alternatives.add(waiting)
+            waits_on[waiting].append(waited_on)
             waited_by[waited_on].append(waiting)
             labels[(waiting, waited_on)] = _label(condition, name)
             if waited_on != job_id and waited_on not in seen:
                 seen.add(waited_on)
                 frontier.add(waited_on)
-    toward: dict[int, int] = {}
-    if job_id not in waited_by:
-        return toward, labels
-    # back from this job: each job that reaches it, and its next link on the shortest way
+    for start in starts:
+        waited_by[start].append(job_id)
+    # the jobs that reach this one
+    reach = {job_id}
     queue = [job_id]
     for target in queue:
         for waiting in waited_by.get(target, ()):
-            if waiting != job_id and waiting not in toward:
+            if waiting not in reach:
+                reach.add(waiting)
+                queue.append(waiting)
+    if not any(start in reach for start in starts):
+        return {}, labels
+    # of those, the ones that could never start (an any-of job with an alternative outside can)
+    stuck = set(reach)
+    changed = True
+    while changed:
+        changed = False
+        for pk in list(stuck):
+            inside = [d for d in waits_on.get(pk, ()) if d in stuck]
+            if not inside or (pk in alternatives and len(inside) < len(waits_on[pk])):
+                stuck.discard(pk)
+                changed = True
+    toward: dict[int, int] = {}
+    if job_id not in stuck:
+        return toward, labels
+    # back from this job through those: each one's next link on the shortest way
+    queue = [job_id]
+    for target in queue:
+        for waiting in waited_by.get(target, ()):
+            if waiting != job_id and waiting in stuck and waiting not in toward:
                 toward[waiting] = target
                 queue.append(waiting)
     return toward, labels
 
 
 def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upstream],
-                  blockers: Sequence[Blocker] = ()) -> dict[str, str]:
+                  blockers: Sequence[Blocker] = (), *, any_of: bool = False) -> dict[str, str]:
     """A job that would wait, directly or down a chain, on itself: the item naming the first
     job of each such chain is refused, with the chain (`_walk`). A singleton's `blockers` are
     where its chains start (an earlier job of its name that waits on it: neither would ever
@@ -641,9 +770,11 @@ def _cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upst
             errors[field(u)] = f"job {job_id} is this job: a job cannot wait on itself"
     # Where chains start: each new dependency not met yet, and each job a singleton waits on.
     singleton_field = next((f"dependencies.{i}.condition" for i, w in enumerate(wanted) if w.condition == SINGLETON), "")
+    if any_of and any(u.met for u in upstream):
+        return errors  # any-of, one met already: it waits on nothing
     heads = [(u.job_id, field(u), "") for u in upstream if not u.met and u.job_id != job_id]
     heads += [(b.job_id, singleton_field, "singleton: ") for b in blockers]
-    toward, _ = _walk(job_id, {head for head, _, _ in heads})
+    toward, _ = _walk(job_id, {head for head, _, _ in heads}, any_of=any_of)
     for head, head_field, lead in heads:
         if head not in toward or head_field in errors:
             continue
@@ -696,10 +827,11 @@ def _among(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:
 
 def _waiting_rows(job_ids: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
     """What waiting jobs wait on, read in one statement: (job id, upstream id, condition, the
-    upstream's state, requeue count, hold, pending_resolvable, name, submitted_at), by job and
-    upstream. Two kinds of row:
+    upstream's state, requeue count, hold, pending_resolvable, name, submitted_at, any-of), by
+    job and upstream. Two kinds of row:
     - each dependency not satisfied yet of a waiting job (the caller drops those its upstream
-      meets already, `is_met`; name "");
+      meets already, `is_met`, and every one of an any-of job one of whose rows it meets; name
+      ""); none of an any-of job one of whose alternatives is satisfied already;
     - each job a waiting singleton waits on (condition ``singleton``, `_singleton_edges`), from
       the live jobs (waiting, running, stopping) of each submitter and name that has a waiting
       singleton: the statement reads each such job once, so a job array of 1,000 singleton tasks
@@ -716,25 +848,36 @@ def _waiting_rows(job_ids: Iterable[int] | None = None) -> list[tuple[Any, ...]]
         only_d, only_s = f" AND {only_d}", f" AND {only_s}"
     sql = (
         "SELECT 'd', d.job_id, d.upstream_id, d.condition, u.state, u.requeue_count, u.hold, u.pending_resolvable, "
-        f"'', NULL, NULL, NULL FROM {dep} d JOIN {job} j ON j.id = d.job_id "
+        f"'', NULL, NULL, j.dependency_mode = '{DependencyMode.ANY.value}' FROM {dep} d JOIN {job} j ON j.id = d.job_id "
         f"JOIN {job} u ON u.id = d.upstream_id WHERE d.satisfied_at IS NULL AND j.state = %s{only_d} "
         "UNION ALL "
         "SELECT 'g', b.id, NULL, '', b.state, b.requeue_count, b.hold, b.pending_resolvable, b.name, b.submitted_at, "
         f"b.submitter_id, b.singleton FROM {job} b WHERE b.state IN (%s, %s, %s) AND EXISTS (SELECT 1 FROM {job} s "
-        f"WHERE s.singleton AND s.state = %s AND s.submitter_id = b.submitter_id AND s.name = b.name{only_s})"
+        f"WHERE s.singleton AND s.state = %s AND s.submitter_id = b.submitter_id AND s.name = b.name{only_s}) "
+        "UNION ALL "
+        # each waiting any-of job one of whose alternatives is met already: it waits on none of
+        # the others (the partial index of waiting any-of jobs, then their rows by job)
+        f"SELECT 'f', j.id, NULL, '', '', 0, '', true, '', NULL, NULL, true FROM {job} j "
+        f"WHERE j.dependency_mode = '{DependencyMode.ANY.value}' AND j.state = %s{only_d} AND EXISTS (SELECT 1 "
+        f"FROM {dep} d WHERE d.job_id = j.id AND d.satisfied_at IS NOT NULL)"
     )
     params = [JobState.PENDING.value, *id_params, JobState.PENDING.value, JobState.RUNNING.value,
-              JobState.PREEMPTING.value, JobState.PENDING.value, *id_params]
+              JobState.PREEMPTING.value, JobState.PENDING.value, *id_params, JobState.PENDING.value, *id_params]
     rows: list[tuple[Any, ...]] = []
+    freed: set[int] = set()
     groups: dict[tuple[int, str], list[tuple[Any, ...]]] = defaultdict(list)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
         for kind, job_id, upstream_id, condition, state, requeues, hold, can_run, name, at, submitter, single in (
                 cursor.fetchall()):
             if kind == "d":
-                rows.append((job_id, upstream_id, condition, state, requeues, hold, can_run, name, at))
+                rows.append((job_id, upstream_id, condition, state, requeues, hold, can_run, name, at, bool(single)))
+            elif kind == "f":
+                freed.add(job_id)
             else:
                 groups[(submitter, name)].append((job_id, state, requeues, hold, can_run, name, at, bool(single)))
+    if freed:
+        rows = [r for r in rows if r[0] not in freed]
     rows += _singleton_edges(groups, None if ids is None else set(ids))
     rows.sort(key=lambda r: (r[0], r[1]))
     return rows
@@ -763,7 +906,7 @@ def _singleton_edges(groups: dict[tuple[int, str], list[tuple[Any, ...]]],
             if m[7] and (ids is None or m[0] in ids):
                 by = {b[0]: b for b in (*running, *plain_ahead, *([last_singleton] if last_singleton else []))
                       if b[0] != m[0]}
-                edges += [(m[0], b[0], SINGLETON, b[1], b[2], b[3], b[4], b[5], b[6]) for b in by.values()]
+                edges += [(m[0], b[0], SINGLETON, b[1], b[2], b[3], b[4], b[5], b[6], False) for b in by.values()]
             if m[7]:
                 last_singleton = m
             else:
@@ -785,22 +928,21 @@ def waiting_among(job_ids: Iterable[int], *, singletons: Iterable[int] | None = 
     if not ids:
         return set()
     if singletons is not None and not set(singletons):
-        return {
-            job_id
-            for job_id, condition, state, requeues in JobDependency.objects.filter(
-                job_id__in=ids, satisfied_at__isnull=True).order_by()
-            .values_list("job_id", "condition", "upstream__state", "upstream__requeue_count")
-            if not is_met(condition, state, has_started=requeues > 0)
-        }
+        return _still_waiting_of(
+            JobDependency.objects.filter(job_id__in=ids).filter(
+                Q(satisfied_at__isnull=True) | Q(job__dependency_mode=DependencyMode.ANY)).order_by()
+            .values_list("job_id", "condition", "upstream__state", "upstream__requeue_count", "satisfied_at",
+                         "job__dependency_mode"))
     single = list(singletons) if singletons is not None else ids
     job, dep = connection.ops.quote_name(Job._meta.db_table), connection.ops.quote_name(JobDependency._meta.db_table)
     (in_d, id_params), (in_s, single_params), (in_b, _) = (_among("d.job_id", ids), _among("s.id", single),
                                                           _among("b.id", ids))
     sql = (
-        f"SELECT d.job_id, d.condition, u.state, u.requeue_count FROM {dep} d JOIN {job} u ON u.id = d.upstream_id "
-        f"WHERE d.satisfied_at IS NULL AND {in_d} "
+        "SELECT d.job_id, d.condition, u.state, u.requeue_count, d.satisfied_at, j.dependency_mode "
+        f"FROM {dep} d JOIN {job} u ON u.id = d.upstream_id JOIN {job} j ON j.id = d.job_id "
+        f"WHERE (d.satisfied_at IS NULL OR j.dependency_mode = '{DependencyMode.ANY.value}') AND {in_d} "
         "UNION ALL "
-        f"SELECT s.id, '{SINGLETON}', '', 0 FROM {job} s WHERE s.singleton AND {in_s} AND EXISTS ("
+        f"SELECT s.id, '{SINGLETON}', '', 0, NULL, '' FROM {job} s WHERE s.singleton AND {in_s} AND EXISTS ("
         f"SELECT 1 FROM {job} b WHERE b.submitter_id = s.submitter_id AND b.name = s.name AND b.id <> s.id "
         "AND b.state IN (%s, %s, %s) AND (b.state IN (%s, %s) OR (b.state = %s AND (b.submitted_at < s.submitted_at "
         f"OR (b.submitted_at = s.submitted_at AND b.id < s.id))) OR ({in_b} AND NOT b.singleton)))"
@@ -809,12 +951,25 @@ def waiting_among(job_ids: Iterable[int], *, singletons: Iterable[int] | None = 
               JobState.RUNNING.value, JobState.PREEMPTING.value, JobState.PENDING.value, *id_params]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    return {
-        job_id
-        for job_id, condition, state, requeues in rows
-        if condition == SINGLETON or not is_met(condition, state, has_started=requeues > 0)
-    }
+        return _still_waiting_of(cursor.fetchall())
+
+
+def _still_waiting_of(rows: Iterable[tuple[Any, ...]]) -> set[int]:
+    """(job, condition, upstream state, requeue count, satisfied_at, dependency_mode) rows → the
+    jobs that wait: an all-of job on a row not met (and a singleton's row always), an any-of job
+    while none of its rows is met (they carry its satisfied ones too)."""
+    waiting: set[int] = set()
+    freed: set[int] = set()
+    for job_id, condition, state, requeues, satisfied_at, mode in rows:
+        if condition == SINGLETON:
+            waiting.add(job_id)
+            continue
+        met = satisfied_at is not None or is_met(condition, state, has_started=requeues > 0)
+        if mode == DependencyMode.ANY:
+            (freed if met else waiting).add(job_id)
+        elif not met:
+            waiting.add(job_id)
+    return waiting - freed
 
 
 # ------------------------------------------------------------------------------ transitions
@@ -853,7 +1008,9 @@ def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool
     1. the unmet dependencies on this round's jobs, with their dependent's state (one query);
     2. those now met: satisfied_at set (one update), and an event on each waiting dependent;
     3. those never to be met: each waiting dependent cancelled (compare-and-set on pending),
-       with its events; the cancelled jobs are the next round's changes.
+       with its events; the cancelled jobs are the next round's changes. A dependent whose
+       dependencies are any-of (Slurm's ``?``) is cancelled only once none of them can be met
+       (none satisfied, every upstream ended otherwise: one query more, only then).
     Returns every job that ended here: the given ones and those it cancelled."""
     ended_here: list[Change] = []
     while changes:
@@ -863,23 +1020,45 @@ def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool
         if only_after:
             rows = rows.filter(condition=DependencyCondition.AFTER)
         found = list(rows.order_by("job_id", "upstream_id").values_list(
-            "pk", "job_id", "upstream_id", "condition", "job__state", "job__team_id"))
+            "pk", "job_id", "upstream_id", "condition", "job__state", "job__team_id", "job__dependency_mode"))
         if not found:
             return ended_here
         met: list[tuple[int, int, int, str, int]] = []
-        doomed: dict[int, tuple[int, str, int]] = {}
-        for pk, job_id, upstream_id, condition, job_state, team_id in found:
+        doomed: dict[int, tuple[int, str, int, str]] = {}
+        maybe: dict[int, tuple[int, str, int, str]] = {}  # any-of: doomed if no alternative is left
+        for pk, job_id, upstream_id, condition, job_state, team_id, mode in found:
             change = by_id[upstream_id]
             if is_met(condition, change.state):
                 met.append((pk, job_id, upstream_id, condition, team_id))
-            elif never_met(condition, change.state) and job_state == JobState.PENDING and job_id not in doomed:
-                doomed[job_id] = (upstream_id, condition, team_id)
+            elif never_met(condition, change.state) and job_state == JobState.PENDING:
+                (maybe if mode == DependencyMode.ANY else doomed).setdefault(job_id, (upstream_id, condition, team_id, ""))
         if met:
             JobDependency.objects.filter(pk__in=[m[0] for m in met]).update(satisfied_at=at)
+        doomed.update(_without_alternatives(maybe))
+        if met:
             _record_met(met, by_id, {m[1] for m in met if m[1] not in doomed}, at=at, actor=actor)
         changes = _cancel(doomed, by_id, at=at, actor=actor)
         only_after = False
     return ended_here
+
+
+def _without_alternatives(maybe: dict[int, tuple[int, str, int, str]]) -> dict[int, tuple[int, str, int, str]]:
+    """Of the waiting any-of jobs one of whose alternatives can no longer be met (`maybe`: job →
+    that upstream, condition, team), those none of whose alternatives can be met any more (none
+    satisfied, every upstream ended otherwise), each with its list's text: they are cancelled.
+    One query (none for none)."""
+    if not maybe:
+        return {}
+    rows: dict[int, list[tuple[int, str, Any, str]]] = defaultdict(list)
+    for job_id, upstream_id, condition, satisfied_at, state in JobDependency.objects.filter(
+            job_id__in=list(maybe)).order_by("job_id", "upstream_id").values_list(
+            "job_id", "upstream_id", "condition", "satisfied_at", "upstream__state"):
+        rows[job_id].append((upstream_id, condition, satisfied_at, state))
+    return {
+        job_id: (*maybe[job_id][:3], dependency_text.text_of(((u, c) for u, c, _, _ in mine), any_of=True))
+        for job_id, mine in rows.items()
+        if all(at is None and never_met(condition, state) for _, condition, at, state in mine)
+    }
 
 
 def _free_singletons(changes: Sequence[Change], *, at: datetime, actor: str) -> None:
@@ -955,10 +1134,12 @@ def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Chan
                 at: datetime, actor: str) -> None:
     """One event per dependency met, on its dependent if that still waits: what the upstream
     job did, and what is left to wait for (one query for all of them)."""
-    pending = set(Job.objects.filter(pk__in=waiting, state=JobState.PENDING).values_list("pk", flat=True))
+    modes = dict(Job.objects.filter(pk__in=waiting, state=JobState.PENDING).values_list("pk", "dependency_mode"))
+    pending = set(modes)
     if not pending:
         return
-    left = _unmet_counts(pending)
+    # an any-of job waits on no other job once one is met
+    left = _unmet_counts(pk for pk in pending if modes[pk] != DependencyMode.ANY)
     events = []
     for _, job_id, upstream_id, condition, team_id in met:
         if job_id not in pending:
@@ -969,7 +1150,8 @@ def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Chan
         events.append(Event(
             created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
             message=f"Job {upstream_id} {outcome(change.state, change.exit_code)}: its dependency {condition} "
-                    f"is met{rest}",
+                    f"is met{' (any one of its dependencies is enough)' if modes[job_id] == DependencyMode.ANY else ''}"
+                    f"{rest}",
             job_id=job_id, team_id=team_id,
             data={"upstream": upstream_id, "condition": condition, "upstream_state": change.state,
                   "waiting_on": n},
@@ -977,16 +1159,22 @@ def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Chan
     Event.objects.bulk_create(events)
 
 
-def _cancel(doomed: dict[int, tuple[int, str, int]], by_id: dict[int, Change], *, at: datetime,
+def _cancel(doomed: dict[int, tuple[int, str, int, str]], by_id: dict[int, Change], *, at: datetime,
             actor: str) -> list[Change]:
-    """Cancel each waiting job whose dependency can no longer be met; returns those cancelled
-    (a job bound or cancelled meanwhile is left alone: compare-and-set on pending)."""
+    """Cancel each waiting job whose dependency can no longer be met (an any-of job: none of its
+    alternatives, their text given); returns those cancelled (a job bound or cancelled meanwhile
+    is left alone: compare-and-set on pending)."""
     cancelled: list[Change] = []
     events: list[Event] = []
-    for job_id, (upstream_id, condition, team_id) in sorted(doomed.items()):
+    for job_id, (upstream_id, condition, team_id, alternatives) in sorted(doomed.items()):
         change = by_id[upstream_id]
-        sentence = (f"Job {upstream_id} {outcome(change.state, change.exit_code)}: this job was to run only "
-                    f"after it {_AWAITED[DependencyCondition(condition)]} ({condition}), so it is cancelled.")
+        if alternatives:
+            sentence = (f"Job {upstream_id} {outcome(change.state, change.exit_code)}: this job was to run after "
+                        f"any one of its dependencies was met ({alternatives}), and none can be now, so it is "
+                        "cancelled.")
+        else:
+            sentence = (f"Job {upstream_id} {outcome(change.state, change.exit_code)}: this job was to run only "
+                        f"after it {_AWAITED[DependencyCondition(condition)]} ({condition}), so it is cancelled.")
         if not Job.objects.filter(pk=job_id, state=JobState.PENDING).update(
             state=JobState.CANCELLED, finished_at=at, state_changed_at=at, pending_code=NEVER_SATISFIED,
             pending_words=sentence[:500], would_start_if_words="", pending_resolvable=False,
@@ -994,7 +1182,8 @@ def _cancel(doomed: dict[int, tuple[int, str, int]], by_id: dict[int, Change], *
             continue
         cancelled.append(Change(job_id, JobState.CANCELLED))
         data = {"upstream": upstream_id, "condition": condition, "upstream_state": change.state,
-                "upstream_exit_code": change.exit_code}
+                "upstream_exit_code": change.exit_code,
+                **({"dependency_mode": DependencyMode.ANY.value, "dependencies": alternatives} if alternatives else {})}
         events.append(Event(created_at=at, kind=str(EventKind.JOB_CANCELLED), actor=actor, reason=NEVER_SATISFIED,
                             message=sentence, job_id=job_id, team_id=team_id, data=data))
         events.append(Event(created_at=at, kind=str(EventKind.JOB_FINISHED), actor=actor, reason="Cancelled",
@@ -1009,23 +1198,44 @@ def _cancel(doomed: dict[int, tuple[int, str, int]], by_id: dict[int, Change], *
 # --------------------------------------------------------------------------------- snapshot
 
 
-def waits(job_ids: Iterable[int] | None = None) -> dict[int, list[tuple[int, str, str]]]:
+def waits(job_ids: Iterable[int] | None = None, *,
+          any_of: set[int] | None = None) -> dict[int, list[tuple[int, str, str]]]:
     """Per waiting job, its dependencies not met yet: (upstream id, condition, the upstream's
     state word), by upstream id; a waiting singleton's job of its name ahead of it as ``afterany``
     on that job, its word saying why ("running; same name “train”, singleton"). One query per
     cycle, whatever the number of jobs (`_waiting_rows`). A condition
     its upstream meets already (a transition missed; it cannot, but the snapshot does not
-    trust it) does not keep the job waiting. `job_ids`: only these jobs' (a rename's rewording)."""
+    trust it) does not keep the job waiting. `job_ids`: only these jobs' (a rename's rewording).
+    A job whose dependencies are any-of (Slurm's ``?``) waits on all of them while none is met
+    (the engine keeps it out of line), and on none once one is; `any_of`, when given, receives
+    the ids of those that wait (their sentences say "any one of": `any_of_words`)."""
     out: dict[int, list[tuple[int, str, str]]] = {}
     singletons: dict[int, list[Blocker]] = {}
-    for job_id, upstream_id, condition, state, requeues, hold, can_run, name, submitted_at in _waiting_rows(job_ids):
+    freed: set[int] = set()  # any-of jobs one of whose alternatives is met
+    alternatives: dict[int, list[tuple[int, str, str, bool]]] = {}
+    for job_id, upstream_id, condition, state, requeues, hold, can_run, name, submitted_at, alternative in (
+            _waiting_rows(job_ids)):
         if condition == SINGLETON:
             singletons.setdefault(job_id, []).append(
                 Blocker(upstream_id, state, singleton_word(state, name, held=bool(hold), can_run=can_run), submitted_at))
             continue
         if is_met(condition, state, has_started=requeues > 0):
+            if alternative:
+                freed.add(job_id)
+            continue
+        if alternative:
+            alternatives.setdefault(job_id, []).append(
+                (upstream_id, condition, state_word(state, held=bool(hold), can_run=can_run), never_met(condition, state)))
             continue
         out.setdefault(job_id, []).append((upstream_id, condition, state_word(state, held=bool(hold), can_run=can_run)))
+    # An any-of job waits on its alternatives still possible (all of them, if none is: its
+    # cancel is on its way in the transaction that ended the last one).
+    for job_id, rows in alternatives.items():
+        if job_id in freed:
+            continue
+        out[job_id] = [row[:3] for row in rows if not row[3]] or [row[:3] for row in rows]
+        if any_of is not None:
+            any_of.add(job_id)
     # A singleton waits on the jobs of its name ahead of it: said as "to end", naming the one
     # that goes before it (`_shown`), after its own dependencies.
     for job_id, blockers in singletons.items():
@@ -1064,7 +1274,8 @@ def reword_after_rename(job: Job, old_name: str, *, by: str, actor: str, at: dat
                              "pending_words", "would_start_if_words"))
     if not rows:
         return
-    now_waits = waits([row[0] for row in rows])
+    alternatives: set[int] = set()
+    now_waits = waits([row[0] for row in rows], any_of=alternatives)
     events: list[Event] = []
     out_of_line: list[int] = []
     for pk, team_id, name, hold, holder, hold_reason, code, words, would in rows:
@@ -1077,15 +1288,13 @@ def reword_after_rename(job: Job, old_name: str, *, by: str, actor: str, at: dat
             from controlplane.services.holds import hold_label_of  # holds imports this module
 
             if code == engine.ReasonCode.HELD.value:
-                why = OutOfLine(engine.JobSpec(id=str(pk), team="", priority_class="", gpus=1, submitted_at=0.0,
+                new = _sentence(engine.JobSpec(id=str(pk), team="", priority_class="", gpus=1, submitted_at=0.0,
                                                waits_on=waits_on, held_by=hold_label_of(hold, holder or ""),
-                                               hold_reason=hold_reason))
-                new = (why.code.value, why.message, why.would_start_if)
+                                               hold_reason=hold_reason), pk in alternatives)
         elif waits_on:
-            why = OutOfLine(engine.JobSpec(id=str(pk), team="", priority_class="", gpus=1, submitted_at=0.0,
-                                           waits_on=waits_on))
-            new = (why.code.value, why.message, why.would_start_if)
-            if code != why.code.value:
+            new = _sentence(engine.JobSpec(id=str(pk), team="", priority_class="", gpus=1, submitted_at=0.0,
+                                           waits_on=waits_on), pk in alternatives)
+            if code != new[0]:
                 out_of_line.append(pk)
                 events.append(Event(created_at=at, kind=str(EventKind.JOB_PENDING), actor=actor, reason=new[0],
                                     message=new[1], job_id=pk, team_id=team_id,

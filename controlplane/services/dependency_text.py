@@ -14,7 +14,10 @@ Grammar: ``TYPE:JOB[:JOB...][,TYPE:JOB...]``, TYPE one of after, afterok, aftern
 JOB a job id or a job array's id (a UUID: every task of the array); ``singleton`` (no job: at
 most one job of this name and submitter runs at a time, in submission order; the item
 ``{"condition": "singleton"}``) among them or alone. ``none`` (or nothing) is no dependency at
-all. Slurm's ``?`` (any one of them) is refused: every dependency must be met.
+all. Items joined by ``?`` instead of ``,`` are any-of (Slurm's ``afterok:12?afterok:13``:
+the job may start once any one of them is met; `parse` returns them as an `AnyOf` list, the
+API's ``"dependency_mode": "any"``); as in Slurm, one list never mixes ``,`` and ``?``, and
+``singleton`` is no alternative among any-of items (it is refused there).
 
 A change of a waiting job may add to or remove from its list instead of replacing it (Slurm's
 ``scontrol update dependency+=`` and ``dependency-=``): the text led by ``+`` (or ``+=``) or
@@ -36,6 +39,14 @@ SINGLETON = "singleton"
 ADD, REMOVE = "+", "-"
 #: The text for no dependency at all (`qm update -d none` removes them all).
 NONE = "none"
+#: What joins any-of items (Slurm's `?`: any one of them met is enough), and all-of ones.
+ANY, ALL = "?", ","
+
+
+class AnyOf(list):  # type: ignore[type-arg]
+    """A dependency list whose items are alternatives (``afterok:12?afterok:13``; the API's
+    ``"dependency_mode": "any"``): the job may start once any one of them is met. A plain list
+    is all-of."""
 
 
 class BadDependencyText(ValueError):
@@ -49,6 +60,8 @@ class Edit:
 
     op: str
     items: list[dict[str, Any]] = field(default_factory=list)
+    #: The items were joined by ``?`` (any-of), not ``,``.
+    any_of: bool = False
 
 
 def parse_edit(text: str) -> Edit | None:
@@ -64,28 +77,33 @@ def parse_edit(text: str) -> Edit | None:
     if rest.lower() in ("", NONE):
         raise BadDependencyText(f"'{op}' names nothing to {verb}; write {op}TYPE:JOB (e.g. {op}afterok:12) "
                                 f"or {op}{SINGLETON}")
-    return Edit(op, parse(rest))
+    items = parse(rest)
+    return Edit(op, list(items), isinstance(items, AnyOf))
 
 def parse(text: str) -> list[dict[str, Any]]:
     """The text as the API's `dependencies` list: ``afterok:12:13,afterany:14`` →
     [{job 12, afterok}, {job 13, afterok}, {job 14, afterany}]; a job array's id as
     ``{"array": id}``. ``none`` or blank: []. Raises BadDependencyText naming the part at
     fault (without the text itself: the caller says where it came from)."""
-    if "?" in text:
-        raise BadDependencyText("'?' (any one of them) is not supported; every dependency must be met "
-                                "(separate them with commas)")
     compact = "".join(text.split())
     if compact.lower() in ("", NONE):
         return []
     if compact[:1] in (ADD, REMOVE):
         raise BadDependencyText(f"'{compact[:1]}' adds to or removes from a waiting job's dependencies (a change, "
                                 "PATCH or qm update); give the whole list here")
+    any_of = ANY in compact
+    if any_of and ALL in compact:
+        raise BadDependencyText("',' (every one met) and '?' (any one of them met) cannot be mixed in one list, as "
+                                "in Slurm; write afterok:12?afterok:13 for any one, afterok:12,afterok:13 for all")
     items: list[dict[str, Any]] = []
-    for part in compact.split(","):
+    for part in compact.split(ANY if any_of else ALL):
         kind, sep, ids = part.partition(":")
         if part.lower() == NONE:
             raise BadDependencyText(f"'{NONE}' stands alone (no dependency at all), not among others")
         if kind == SINGLETON:
+            if any_of:
+                raise BadDependencyText(f"{SINGLETON} cannot be one of any-of ('?') dependencies: it holds the job "
+                                        "up on its own; give it with ',' among all-of ones")
             if sep:
                 raise BadDependencyText(f"'{part}': {SINGLETON} names no job (it waits on the earlier jobs of "
                                         "this name and submitter); write it alone: singleton")
@@ -104,16 +122,20 @@ def parse(text: str) -> list[dict[str, Any]]:
                 items.append({"array": str(uuid.UUID(ref)), "condition": kind})
             except ValueError:
                 raise BadDependencyText(f"'{ref}' is not a job id (a number) or a job array's id") from None
-    return items
+    return AnyOf(items) if any_of else items
 
 
-def text_of(pairs: Iterable[tuple[int, str]], *, singleton: bool = False) -> str:
+def text_of(pairs: Iterable[tuple[int, str]], *, singleton: bool = False, any_of: bool = False) -> str:
     """(upstream job id, condition) pairs as the text, one TYPE per condition in Slurm's order,
     ids ascending, then ``singleton`` if the job is one: ``afterok:12:13,afterany:14,singleton``;
-    ``none`` for no pair and no singleton."""
+    ``none`` for no pair and no singleton. `any_of`: each pair its own item, joined by ``?``
+    (``afterok:12?afterok:13?afterany:14``), in the same order."""
     by_condition: dict[str, list[int]] = {}
     for job_id, condition in pairs:
         by_condition.setdefault(str(condition), []).append(int(job_id))
+    if any_of:
+        return ANY.join(f"{c}:{pk}" for c in (*CONDITIONS, *sorted(set(by_condition) - set(CONDITIONS)))
+                        for pk in sorted(by_condition.get(c, ()))) or NONE
     parts = [f"{c}:" + ":".join(str(pk) for pk in sorted(by_condition[c]))
              for c in (*CONDITIONS, *sorted(set(by_condition) - set(CONDITIONS))) if c in by_condition]
     if singleton:

@@ -430,7 +430,7 @@ def _value_of(job: Job, name: str) -> Any:
     """A field as the submit names it (names for the project and class, dependencies as their
     text: `afterok:12,afterany:14`)."""
     if name == "dependencies":
-        return dependencies.text_now(job.pk, singleton=job.singleton)
+        return dependencies.text_now(job.pk, singleton=job.singleton, any_of=job.dependency_mode == "any")
     if name == "project":
         return job.project.name if job.project_id else None
     if name == "priority_class":
@@ -529,6 +529,9 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
             if job.singleton != deps.singleton:
                 job.singleton = deps.singleton  # Slurm's singleton: a flag of the job, not a row
                 written.append("singleton")
+            if job.dependency_mode != deps.mode:
+                job.dependency_mode = deps.mode  # all of them, or any one (Slurm's `?`)
+                written.append("dependency_mode")
         if waiting and set(diff) - {"name"} and not job.hold:
             # The stored reason spoke of the old request: say so until the next cycle words it
             # anew (a held job's reason, its hold, stays true).
@@ -539,7 +542,7 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
             if deps is not None and "dependencies" in diff and deps.waits:
                 # It waits on a job now: the engine's own words at once, as a submit says them.
                 job.pending_code, job.pending_message, job.pending_would_start_if = \
-                    dependencies.waiting_words(deps.upstream, deps.blockers)
+                    dependencies.waiting_words(deps.upstream, deps.blockers, any_of=deps.mode == "any")
             written += ["pending_code", "pending_words", "would_start_if_words"]
         # Only what changed: agents write a running job's progress columns meanwhile (they wait
         # for this row lock, and write after it).

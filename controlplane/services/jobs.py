@@ -25,7 +25,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
-from controlplane.choices import EventKind, JobHold, JobState, Topology, WorkloadClass
+from controlplane.choices import DependencyMode, EventKind, JobHold, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
 from controlplane.services import access, dependencies, fleet_capability
 from controlplane.services.transitions import event_fields
@@ -82,6 +82,8 @@ class SubmitRequest:
     # Jobs (or job arrays) it waits on, each {"job": 12} or {"array": uuid} with a "condition"
     # (services/dependencies.py).
     dependencies: tuple[dict[str, Any], ...] = ()
+    # How they combine: "all" met (Slurm's `,`) or "any" one of them (`?`).
+    dependency_mode: str = "all"
     # A heterogeneous gang: roles admitted together, each {"name", "count", "gpus_per_member",
     # "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu"} (see role_record).
     roles: tuple[dict[str, Any], ...] = ()
@@ -98,6 +100,8 @@ class SubmitRequest:
             del body["hold"]  # the digest of a request without a hold is what it was before holds
         if not body["hold_reason"]:
             del body["hold_reason"]  # nor one without a reason what it was before reasons
+        if body["dependency_mode"] == "all":
+            del body["dependency_mode"]  # nor one of all-of dependencies what it was before any-of
         body["gpu_types"] = sorted(body["gpu_types"])
         if body["dependencies"]:
             body["dependencies"] = [{k: str(v) for k, v in sorted(d.items())} for d in body["dependencies"]]
@@ -574,7 +578,8 @@ def _submit(
     if req.dependencies:
         wanted = dependencies.wanted_from(req.dependencies)
         try:
-            upstream = dependencies.resolve(user, wanted, tasks=len(resolved.array_indices or [None]))
+            upstream = dependencies.resolve(user, wanted, tasks=len(resolved.array_indices or [None]),
+                                            any_of=req.dependency_mode == DependencyMode.ANY)
         except dependencies.Refused as exc:
             raise SubmitRejected(exc.errors) from exc
         singleton = dependencies.singleton_of(wanted)
@@ -613,12 +618,15 @@ def _submit(
         **{"pending_code": "Submitted", "pending_message": "Waiting for the next scheduling cycle", **held},
     )
     job.singleton = singleton
+    # Any one of them met is enough (Slurm's `?`), for two upstream jobs or more: one is all of itself.
+    any_of = req.dependency_mode == DependencyMode.ANY and len(upstream) > 1
+    job.dependency_mode = DependencyMode.ANY if any_of else DependencyMode.ALL
     # Slurm's singleton: the jobs of this submitter and name that run, or wait (all ahead of it).
     blockers = dependencies.singleton_blockers(user.pk, req.name) if singleton else []
     if (upstream or blockers) and not job.hold:
         # Until the first cycle explains it, the job already says what it waits for (the engine's words).
         job.pending_code, job.pending_message, job.pending_would_start_if = \
-            dependencies.waiting_words(upstream, blockers)
+            dependencies.waiting_words(upstream, blockers, any_of=any_of)
     event = Event(**event_fields(
         EventKind.JOB_SUBMITTED, f"user:{user.get_username()}", job=job, reason="Submitted",
         message=f"Submitted by {user.get_username()}: {_describe(req, resolved)}" + (held_words if held else ""),

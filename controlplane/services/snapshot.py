@@ -71,6 +71,10 @@ class SnapshotContext:
     # job only if its locked row still reads the same (`BIND_GUARD_COLUMNS`), so a job held or
     # changed after this read is never bound by a plan made from it.
     as_read: dict[str, tuple[Any, ...]] = field(default_factory=dict)
+    # The waiting jobs whose dependencies are any-of (Slurm's `?`): the engine's sentence lists
+    # what they wait on joined by "and"; the commit says "any one of … or …"
+    # (services/dependencies.any_of_words).
+    any_of: dict[str, tuple[engine.DependencyWait, ...]] = field(default_factory=dict)
 
 
 def to_seconds(at: datetime) -> float:
@@ -359,7 +363,7 @@ def _read_snapshot(now: datetime, epoch: int) -> SnapshotContext:
     )
     reader = _SpecReader(now, teams, priority_classes, _project_names())
     grace = {pk: pc.grace_period_s for pk, pc in priority_classes.items()}
-    pending = _with_dependency_waits(_read_pending(context, reader, grace))
+    pending = _with_dependency_waits(_read_pending(context, reader, grace), context)
     running = _read_running(context, reader, grace, {row[0]: row[1] for row in nodes})
     reader.done()
 
@@ -478,14 +482,16 @@ def _read_running(context: SnapshotContext, reader: _SpecReader, grace: dict[int
     return tuple(running)
 
 
-def _with_dependency_waits(pending: tuple[engine.JobSpec, ...]) -> tuple[engine.JobSpec, ...]:
+def _with_dependency_waits(pending: tuple[engine.JobSpec, ...],
+                           context: SnapshotContext | None = None) -> tuple[engine.JobSpec, ...]:
     """Each waiting job with dependencies not met yet carries them (`JobSpec.waits_on`, with
     where each upstream job stands now): the engine keeps it out of line. One query per cycle
     (services/dependencies.waits), whatever the number of jobs; the control plane decides
     what is met."""
     from controlplane.services import dependencies
 
-    waits = dependencies.waits()
+    any_of: set[int] = set()
+    waits = dependencies.waits(any_of=any_of)
     if not waits:
         return pending
     conditions = {c.value: c for c in engine.DependencyCondition}
@@ -497,6 +503,8 @@ def _with_dependency_waits(pending: tuple[engine.JobSpec, ...]) -> tuple[engine.
                 engine.DependencyWait(upstream=str(upstream), condition=conditions[condition], upstream_state=state)
                 for upstream, condition, state in mine
             ))
+            if context is not None and int(spec.id) in any_of:
+                context.any_of[spec.id] = spec.waits_on
         out.append(spec)
     return tuple(out)
 

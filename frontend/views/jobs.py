@@ -196,7 +196,8 @@ def check_json(request: HttpRequest) -> JsonResponse:
         # "Runs after": the jobs named, as the submit judges them (jobs you can see, no condition
         # that can never be met), on the field the form shows them by.
         try:
-            dependencies.resolve(request.user, dependencies.wanted_from(req.dependencies), tasks=tasks, lock=False)
+            dependencies.resolve(request.user, dependencies.wanted_from(req.dependencies), tasks=tasks, lock=False,
+                                 any_of=req.dependency_mode == "any")
         except dependencies.Refused as refusal:
             return _verdict(False, "Fix the fields marked: " + "; ".join(f"{k}: {v}" for k, v in refusal.errors.items()),
                             {k: [v] for k, v in refusal.errors.items()})
@@ -297,6 +298,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "array_states": array_states,
         "roles": gang_roles(job.roles) if job.roles else "",  # a heterogeneous gang's
         "runs_after": runs_after, "waited_on_by": waited_on_by,  # its dependencies, both ways
+        "runs_after_any": job.dependency_mode == "any" and len(runs_after) > 1,  # Slurm's `?`: any one of them
         "singleton": singleton_page(job, who),  # Slurm's singleton: the job of its name it waits for
         "dependency_cancelled": job.state == JobState.CANCELLED and job.pending_code == NEVER_SATISFIED,
         # Not where the API would refuse it (409): a job already being cancelled, or stopping at its limit.
@@ -381,7 +383,8 @@ def change_form(request: HttpRequest, job: Job, runs_after: list[dict[str, Any]]
     fields = holds.changeable_now(job)
     if not fields or not access.access_of(request.user).may_submit_for(job.team_id):
         return None
-    runs_after_text = dependency_text.text_of(((d["job"], d["condition"]) for d in runs_after), singleton=job.singleton)
+    runs_after_text = dependency_text.text_of(((d["job"], d["condition"]) for d in runs_after), singleton=job.singleton,
+                                              any_of=job.dependency_mode == "any")
     return {
         "fields": fields,
         "url": reverse("v1:job-detail", args=[job.pk]),

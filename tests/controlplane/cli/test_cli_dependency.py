@@ -31,9 +31,9 @@ def test_slurm_syntax_becomes_the_api_list() -> None:
     ("afterok", "'afterok' names no job"),
     ("afterok:", "'afterok:' names no job"),
     ("afterok:12x", "'12x' is not a job id"),
-    ("afterok:12?afterany:13", "'?' (any one of them) is not supported"),
+    ("afterok:12?afterany:13,afterok:14", "',' (every one met) and '?' (any one of them met) cannot be mixed"),
     ("12", "'12' is not TYPE:JOB[:JOB...]"),
-], ids=["unknown-type", "no-job", "empty-job", "bad-id", "any-of", "bare-id"])
+], ids=["unknown-type", "no-job", "empty-job", "bad-id", "any-of-mixed", "bare-id"])
 def test_bad_syntax_is_refused_naming_the_option(text: str, words: str) -> None:
     with pytest.raises(CliError) as refused:
         parse_dependency(text)

@@ -52,9 +52,10 @@ def test_bad_syntax_never_reaches_the_server(alice_qm, fleet) -> None:
     assert alice_qm("submit", "--name", "train", "--gpus", "1").code == 0
     job = Job.objects.get(name="train")
 
-    r = alice_qm("update", str(job.pk), "-d", "afterok:12?afterok:13")
+    r = alice_qm("update", str(job.pk), "-d", "afterok:12?afterok:13,afterok:14")
 
-    assert r.code == 1 and "--dependency afterok:12?afterok:13: '?' (any one of them) is not supported" in r.err
+    assert r.code == 1 and ("--dependency afterok:12?afterok:13,afterok:14: ',' (every one met) and '?' (any one of "
+                            "them met) cannot be mixed") in r.err
     assert not Event.objects.filter(job=job, kind="job.updated").exists()
 
 
@@ -101,3 +102,28 @@ def test_a_rename_closing_a_cycle_through_a_singleton_is_refused_on_name(alice_q
 
     assert alice_qm("update", str(x.pk), "--name", "b").code == 0  # a name closing nothing is taken
     assert Job.objects.get(pk=x.pk).name == "b"
+
+
+def test_submit_and_update_take_any_of_with_question_marks(alice_qm, fleet) -> None:
+    """`qm submit -d 'afterok:12?afterok:13'` and `qm update -d`: any one of them met is enough;
+    `qm status` says "any of"."""
+    a = f.make_job(fleet.ml, name="a", state=JobState.RUNNING)
+    b, c = f.make_job(fleet.ml, name="b"), f.make_job(fleet.ml, name="c")
+
+    r = alice_qm("submit", "--name", "eval", "--gpus", "1", "-d", f"afterok:{a.pk}?afterok:{b.pk}")
+
+    assert r.code == 0, r.err
+    job = Job.objects.get(name="eval")
+    assert job.dependency_mode == "any" and deps(job) == [(a.pk, "afterok"), (b.pk, "afterok")]
+    r = alice_qm("status", str(job.pk))
+    assert f"any of: job {a.pk} succeeds (running) or job {b.pk} succeeds (pending)" in r.out, r.out
+
+    r = alice_qm("update", str(job.pk), "-d", f"afterok:{b.pk}?afterany:{c.pk}")
+
+    assert r.code == 0, r.err
+    assert r.out.strip() == (f"Job {job.pk} changed: dependencies afterok:{a.pk}?afterok:{b.pk} → "
+                             f"afterok:{b.pk}?afterany:{c.pk}.")
+    assert Job.objects.get(pk=job.pk).dependency_mode == "any"
+    r = alice_qm("update", str(job.pk), "-d", f"+afterok:{a.pk}")
+    assert r.code == 0, r.err
+    assert f"→ afterok:{a.pk}?afterok:{b.pk}?afterany:{c.pk}." in r.out
