@@ -104,8 +104,19 @@ def maintenance_payload(request: HttpRequest) -> dict[str, Any]:
             "windows_url": reverse("v1:maintenance-window-list")}
 
 
-def nodes_payload(request: HttpRequest) -> dict[str, Any]:
+def in_maintenance(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Per node name, the window (of the panel's rows) that concerns it first: the active one,
+    else the next to begin; the node's row in the tables says it."""
+    first: dict[str, dict[str, Any]] = {}
+    for row in sorted(rows, key=lambda r: (r["state"] != "active", r["window"].start_at)):
+        for name in row["nodes"]:
+            first.setdefault(name, row)
+    return first
+
+
+def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     now = timezone.now()
+    windows_of = in_maintenance(maintenance_rows or [])
     grid = {row.id: row for row in fleet_grid(request.user)}
     # Every node's heartbeat and wish, and the retired ones' rows for their own section (one query).
     beats = {
@@ -125,6 +136,7 @@ def nodes_payload(request: HttpRequest) -> dict[str, Any]:
             "simulated": beat.get("simulated", False),
             "tier": CapacityTier(row.capacity_tier).label if row.capacity_tier in CapacityTier.values else row.capacity_tier,
             "returns_as": returns_as(row.state, beat.get("unschedulable", False)),
+            "maintenance": windows_of.get(row.name),
             "actions": [
                 (verb, reverse(f"v1:node-{verb}", args=[row.id]))
                 for verb in node_actions(row.state, beat.get("unschedulable", False))
@@ -155,25 +167,26 @@ def nodes_payload(request: HttpRequest) -> dict[str, Any]:
 @login_required
 @require_GET
 def nodes(request: HttpRequest) -> HttpResponse:
-    payload = nodes_payload(request)
+    maint = maintenance_payload(request)
+    payload = nodes_payload(request, maint["windows"])
     pools = sorted({p["pool"] for p in payload["pools"]})
     return render(request, "frontend/nodes.html", {
         **payload, "page": "nodes", "charts": {c.key: c for c in payload["charts"]},
         "live_url": reverse("frontend:nodes-json"), "live_every": 10000,
-        "maintenance": maintenance_payload(request), "pool_names": pools,
+        "maintenance": maint, "pool_names": pools,
     })
 
 
 @login_required
 @require_GET
 def nodes_json(request: HttpRequest) -> JsonResponse:
-    payload = nodes_payload(request)
+    maint = maintenance_payload(request)
+    payload = nodes_payload(request, maint["windows"])
     return JsonResponse({
         "charts": figures.charts_json(payload["charts"]),
         "html": {"nodes-table": render_to_string("frontend/_nodes_table.html", payload, request=request),
                  "maintenance-windows": render_to_string("frontend/_maintenance_windows.html",
-                                                         {"maintenance": maintenance_payload(request)},
-                                                         request=request)},
+                                                         {"maintenance": maint}, request=request)},
     })
 
 

@@ -45,6 +45,12 @@ def test_the_nodes_page_lists_active_and_upcoming_windows_with_their_running_job
         assert 'data-affected="1"' in row and f'href="/jobs/{job.pk}/"' in row and "long-run" in row
         assert f'data-api-post="/api/v1/maintenance-windows/{upcoming.pk}/cancel/"' in row
     assert 'id="maintenance-form"' in admin.get("/nodes/").content.decode()
+    # The node's row in its pool's table says it too; the cancelled window's node says nothing.
+    for html in (admin.get("/nodes/").content.decode(), admin.get("/ui/nodes.json").json()["html"]["nodes-table"]):
+        row = re.search(rf'<tr data-node="{node.name}">.*?</tr>', html, re.S).group(0)
+        assert f'data-node-maintenance="{upcoming.pk}"' in row and re.search(r"maintenance in 1[12]\d min", row)
+        other_row = re.search(rf'<tr data-node="{other.name}">.*?</tr>', html, re.S).group(0)
+        assert "data-node-maintenance" not in other_row
 
     # Bob (another team) sees the window and that a job of team vision is there, not which.
     bob = client_for("bob").get("/nodes/").content.decode()
