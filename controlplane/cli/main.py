@@ -6,6 +6,7 @@
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
     qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high -d afterok:12|none
     qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
+    qm requeue JOB... [--hold] [--reason TEXT] [--array ID]    # stop a running job, back to the queue
     qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f]
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm quotas [--team T]
@@ -531,10 +532,13 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     # A running job: since when, on which GPUs of which nodes (the API's explanation).
     running = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "running" else ""
     preempted, requeued = _last_preemption(api, job) if not stopping else ("", "")
+    # A requeue someone asked for (qm requeue) is no preemption: its notice says who asked and why.
+    asked = preempted.split(": ", 1)[-1].startswith("Requeued by ")
     preemptions = str(job["preemption_count"])
     other = job.get("requeue_count", job["preemption_count"]) - job["preemption_count"]
-    if other > 0:  # resized or fenced: requeued whole, but not against the preemption budget
-        preemptions += f"; requeued {other} more time{'s' if other != 1 else ''} to resize or off a lost node"
+    if other > 0:  # resized, fenced or asked for: requeued whole, but not against the preemption budget
+        preemptions += (f"; requeued {other} more time{'s' if other != 1 else ''} to resize, off a lost node or "
+                        "on request")
     if job["preemption_count"] or other > 0:
         preemptions += f", {(job.get('lost_gpu_seconds') or 0) / 3600:.2f} GPU-hours of work lost"
     output.fields([
@@ -562,7 +566,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         *([("runs after", runs_after(job))] if job.get("dependencies") or job.get("singleton") else []),
         *([("waited on by", ", ".join(f"job {pk}" for pk in job["dependents"]))] if job.get("dependents") else []),
         ("preemptions", preemptions),
-        *([("last preempted", preempted)] if preempted else []),
+        *([("requeue asked" if asked else "last preempted", preempted)] if preempted else []),
         *([("requeued", requeued)] if requeued else []),
         ("command", job["command"]),
     ])
@@ -672,6 +676,14 @@ def cmd_hold(api: Api, args: argparse.Namespace) -> int:
     return _act_on_jobs(api, args, args.command)
 
 
+def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
+    """Requeue each running job named (`scontrol requeue`; --hold: `scontrol requeuehold`), or
+    every running task of an array: its processes get its class's grace period, then it waits
+    again with the same id (held with --hold). A job that is not running is an error line; the
+    others still act."""
+    return _act_on_jobs(api, args, "requeue")
+
+
 def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     """POST `jobs/{id}/{verb}/` for each job named, or `job-arrays/{id}/{verb}/` once for an
     array. Every id is checked before any job is touched (a typo among them acted on the jobs
@@ -722,9 +734,15 @@ def _act_on_array(api: Api, args: argparse.Namespace, verb: str) -> int:
 
 
 def _action_body(args: argparse.Namespace) -> dict[str, Any] | None:
-    """`qm hold --reason TEXT`: the hold's body; the other actions send none."""
+    """`qm hold --reason TEXT`, `qm requeue --hold --reason TEXT`: the action's body; the other
+    actions send none."""
+    body: dict[str, Any] = {}
+    if getattr(args, "requeue_hold", False):
+        body["hold"] = True
     reason = getattr(args, "reason", None)
-    return {"reason": reason} if reason is not None else None
+    if reason is not None:
+        body["reason"] = reason
+    return body or None
 
 
 #: `qm update` flags → the API's fields (PATCH jobs/{id}/), as `qm submit` spells them.
@@ -1749,6 +1767,20 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--reason", "-r", metavar="TEXT",
                            help="why, in your words (one line, at most 200 characters), e.g. "
                                 "'waiting for dataset v3': its explanation and events say it")
+    p = sub.add_parser("requeue", parents=[common], help="stop running jobs and put them back in the queue",
+                       description="Requeue running jobs (scontrol requeue): each is told to stop (its processes "
+                                   "get its class's grace period, as for a preemption), then waits again with the "
+                                   "same id and restarts from its last checkpoint, the work since then counted as "
+                                   "lost. --hold: it comes back held until `qm release` (scontrol requeuehold). A "
+                                   "waiting, stopping or ended job is refused. With qm cordon NODE first, it runs "
+                                   "elsewhere.")
+    p.add_argument("jobs", nargs="*", metavar="JOB")
+    p.add_argument("--array", metavar="ARRAY_ID", help="every running task of this job array")
+    p.add_argument("--hold", "-H", dest="requeue_hold", action="store_true",
+                   help="come back held: out of the queue until `qm release JOB`")
+    p.add_argument("--reason", "-r", metavar="TEXT",
+                   help="why, in your words (one line, at most 200 characters), e.g. 'gpu-07 throws XID 79': its "
+                        "reason and events say 'Requeued by you: ...'")
     p = sub.add_parser("update", parents=[common], help="change a waiting job (or a running one's name and limit)",
                        description="Change a job (scontrol update), with qm submit's flags. While it waits: its "
                                    "name, project, priority, limits and shape, checked as a submit of the changed "
@@ -1891,7 +1923,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "logs": cmd_logs, "cancel": cmd_cancel, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }

@@ -38,7 +38,8 @@ from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClas
 from controlplane.services import access, accounting, dependencies, dependency_text, holds, job_logs
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singleton_page
-from controlplane.services.stopping import attach_stop_reasons, label_totals
+from controlplane.services.stopping import attach_stop_reasons, label_totals, stop_reason
+from controlplane.services.transitions import RELEASE_REQUEUED, RELEASE_REQUEUED_HELD, REQUESTED_REQUEUES
 from frontend import figures
 from frontend.heatmap import fleet_grid
 from frontend.timeline import state_segments
@@ -228,6 +229,8 @@ def _visible_job(request: HttpRequest, job_id: int) -> Job:
 
 #: The heading of a stopping job's notice, by the kind of the event that stopped it.
 STOP_TITLES = {"job.cancelled": "Being cancelled", "job.timed_out": "Stopping at its runtime limit"}
+#: ... and of a stop someone asked for to requeue the job (POST jobs/{id}/requeue/), by its reason.
+REQUEUE_TITLES = {RELEASE_REQUEUED: "Being requeued", RELEASE_REQUEUED_HELD: "Being requeued, to come back held"}
 
 #: Events that end a run the job did not choose to end: it goes back to the queue whole.
 REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
@@ -250,7 +253,10 @@ def last_preemption(events: list[dict[str, Any]]) -> dict[str, Any] | None:
     deadline = None
     if signal is not None and (signal.get("data") or {}).get("deadline"):
         deadline = datetime.fromisoformat(signal["data"]["deadline"])
-    return {"signal": signal, "requeue": requeue, "deadline": deadline,
+    # A requeue someone asked for (its notice and its requeue carry the request's reason).
+    last = requeue or signal
+    asked = last is not None and last.get("reason") in REQUESTED_REQUEUES
+    return {"signal": signal, "requeue": requeue, "deadline": deadline, "asked": asked,
             "at": (signal or requeue or {}).get("created_at")}
 
 
@@ -283,12 +289,14 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     # its runtime limit read as "Stopping: its processes were signalled", and a job preempted
     # once, run again and cancelled said "Being preempted" with the old preemption's words.
     stop_kind, stop_text = stop_notice(job) if job.state == JobState.PREEMPTING else ("", "")
+    # A requeue someone asked for is said as such, not as a preemption (its notice is a job.preempting).
+    asked = stop_reason(job) if stop_kind == "job.preempting" else ""
     runs_after, waited_on_by = page_of(job.pk, access.access_of(request.user))  # both ways: one query
     return {
         "job": job,
         "preemption": last_preemption(events),
-        "stopping": {"title": STOP_TITLES.get(stop_kind, "Stopping"), "text": stop_text}
-        if stop_text and stop_kind != "job.preempting" else None,
+        "stopping": {"title": REQUEUE_TITLES.get(asked) or STOP_TITLES.get(stop_kind, "Stopping"), "text": stop_text}
+        if stop_text and (stop_kind != "job.preempting" or asked in REQUEUE_TITLES) else None,
         "cost": accounting.job_cost(job.pk),
         "events": events[::-1][:200],
         "event_count": len(events),
@@ -310,6 +318,9 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "may_release": (job.state == JobState.PENDING and bool(job.hold) and who.may_submit_for(job.team_id)
                         and (job.hold != JobHold.ADMIN or who.is_admin)),
         "hold_url": reverse("v1:job-hold", args=[job.pk]),
+        # Requeue where the API allows it (services/requeue.py): a running job of the user's team.
+        "may_requeue": job.state == JobState.RUNNING and who.may_submit_for(job.team_id),
+        "requeue_url": reverse("v1:job-requeue", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
         "output": job_output(job, request.GET),
         "now": now,

@@ -192,10 +192,11 @@
         if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
         var out = document.getElementById(button.dataset.result || "action-result");
         // data-body-from: an input whose text, when typed, is sent as data-body-field (a hold's reason).
-        var body;
+        // data-body: fixed fields sent with it (a requeue's {"hold": true}).
+        var body = button.dataset.body ? JSON.parse(button.dataset.body) : undefined;
         var source = button.dataset.bodyFrom ? document.getElementById(button.dataset.bodyFrom) : null;
         if (source && source.value.trim()) {
-          body = {};
+          body = body || {};
           body[button.dataset.bodyField] = source.value.trim();
         }
         button.disabled = true;

@@ -79,5 +79,5 @@ def test_status_of_a_job_stopped_to_resize_says_so_apart_from_its_preemptions(al
     status = alice_qm("status", str(job.pk))
 
     assert _field(status.out, "preemptions") == (
-        f"0; requeued 1 more time to resize or off a lost node, {job.lost_gpu_seconds / 3600:.2f} GPU-hours of work lost")
+        f"0; requeued 1 more time to resize, off a lost node or on request, {job.lost_gpu_seconds / 3600:.2f} GPU-hours of work lost")
     assert "Requeued whole after being stopped to resize" in _field(status.out, "requeued")

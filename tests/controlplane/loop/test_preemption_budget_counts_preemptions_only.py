@@ -111,7 +111,7 @@ def test_job_page_and_api_name_preemptions_and_other_requeues_apart(budgeted: Lo
     assert (body["preemption_count"], body["requeue_count"]) == (1, 3)
     page = client.get(f"/jobs/{job.pk}/").content.decode()
     assert "Requeued off a lost node (2 times so far)" in page
-    assert ("1 time; requeued 2 more times to resize or off a lost node "
+    assert ("1 time; requeued 2 more times to resize, off a lost node or on request "
             "(not counted against its preemption budget)") in page
 
 
