@@ -314,10 +314,13 @@ class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
                                    help_text="The id of the job waited on.")
     array = serializers.UUIDField(required=False, help_text="Or a job array's id: every one of its tasks.")
     condition = serializers.ChoiceField(
-        choices=[*DependencyCondition.choices, (dependency_text.SINGLETON, "one of its name at a time")],
+        choices=[*DependencyCondition.choices, (dependency_text.AFTERCORR, "each task after its counterpart succeeds"),
+                 (dependency_text.SINGLETON, "one of its name at a time")],
         required=False, default=DependencyCondition.AFTER_OK,
         help_text="`after` (it started), `afterok` (it succeeded; the default), `afternotok` (it failed, was "
-                  "cancelled or timed out), `afterany` (it ended); or `singleton`, naming no job: it starts only "
+                  "cancelled or timed out), `afterany` (it ended); `aftercorr` (a job array's submit only: each "
+                  "task after the task of the same index of the array named succeeded); or `singleton`, naming no "
+                  "job: it starts only "
                   "when no other job of its submitter and name runs or waits ahead of it.",
     )
 

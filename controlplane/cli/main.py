@@ -1698,7 +1698,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "JOB may be a job array's id (every task). singleton: only once no other job of yours "
                         "with this name runs or waits ahead of it (one at a time, in submission order); alone "
                         "or among others, e.g. afterok:12,singleton. Joined by ? instead of commas, any one "
-                        "is enough: afterok:12?afterok:13 (not mixed with commas)")
+                        "is enough: afterok:12?afterok:13 (not mixed with commas). With --array, "
+                        "aftercorr:ARRAY_ID: each task after the task of the same index of that array succeeds")
     p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
     p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2")
     p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")

@@ -17,6 +17,10 @@ A dependency says that job J may start only once job U meets a condition:
   (`_waiting_rows`), not stored: a job of that name that starts later (a non-singleton one) holds
   it up too, and one that ends frees it (`_free_singletons`, an event, as for a condition met).
 
+- ``aftercorr`` (a job array's submit): each task after the task of the same index of the array
+  named succeeded; recorded per task as ``afterok`` on that task (`resolve`'s `indices`,
+  `Upstream.index`), a task without one waits for nothing (as Slurm).
+
 A job's dependencies are all-of (every one met: Slurm's ``,``, the default) or any-of
 (`Job.dependency_mode` ``any``, Slurm's ``?``): any one met is enough, and the job is cancelled
 only once none can be met (`_without_alternatives`); while none is met it waits on the
@@ -55,6 +59,7 @@ written by services/dependency_text.py, shared with `qm`.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import uuid
 from collections import defaultdict
@@ -72,7 +77,7 @@ from controlplane.choices import FINISHED_JOB_STATES, DependencyCondition, Depen
 from controlplane.models import Event, Job, JobDependency, PendingPlace
 from controlplane.models.jobs import split_numbers
 from controlplane.services import access, dependency_text
-from controlplane.services.dependency_text import SINGLETON, AnyOf, Edit
+from controlplane.services.dependency_text import AFTERCORR, SINGLETON, AnyOf, Edit
 from scheduler_core.eligibility import OutOfLine
 
 #: The most dependencies one submit may list (each a job, or a whole job array).
@@ -179,6 +184,8 @@ class Upstream:
     state: str = ""
     #: The index of the item that named it (`dependencies.{item}.job`).
     item: int = 0
+    #: Slurm's aftercorr: only the new array's task of this index waits on it (None: every task).
+    index: int | None = None
 
 
 class Refused(Exception):
@@ -204,8 +211,14 @@ def wanted_from(items: Iterable[dict[str, Any]]) -> tuple[Wanted, ...]:
     )
 
 
+#: `resolve`'s `indices` when the new job's array indices are not known (the form's live check):
+#: an aftercorr item is checked (an array you can see) and waits on nothing.
+UNKNOWN_INDICES: Sequence[int] = ()
+
+
 def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1, lock: bool = True,
-            kept: int = 0, any_of: bool = False) -> list[Upstream]:
+            kept: int = 0, any_of: bool = False,
+            indices: Sequence[int | None] | None = UNKNOWN_INDICES) -> list[Upstream]:
     """Check a submit's dependencies and lock their upstream jobs; the caller holds the
     transaction that then inserts the job(s) and calls `record`. `lock=False`: a check that
     writes nothing after it (the submit form's live check) reads them without a lock.
@@ -222,6 +235,11 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
     `any_of` (Slurm's ``?``): any one of them met is enough, so step 3 refuses only a list none
     of whose jobs can ever meet its condition (on ``dependencies``, saying each), and one that
     can never be met is kept among the alternatives; ``singleton`` is no alternative (refused).
+    `indices` (Slurm's ``aftercorr:ARRAY``): the array indices of the new job's tasks (None: it
+    is no array, and aftercorr is refused on the item's condition); an aftercorr item names a job
+    array (its id, or one of its tasks' job ids: else refused on the item's job), and each of its
+    tasks whose index is among `indices` becomes an ``afterok`` Upstream of the new task of that
+    index alone (`Upstream.index`): a new task without a counterpart waits on nothing, as Slurm.
     Raises Refused naming each item's field (``dependencies.1.condition``)."""
     errors: dict[str, str] = {}
     if len(wanted) - kept > MAX_DEPENDENCIES:
@@ -229,6 +247,9 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
                                        "depend on a job array to wait on many jobs at once"})
     seen: dict[Any, int] = {}
     for i, item in enumerate(wanted):
+        if item.condition == AFTERCORR and any_of:
+            errors[f"dependencies.{i}.condition"] = ("aftercorr cannot be one of any-of dependencies: give it among "
+                                                     "all-of ones")
         if item.condition == SINGLETON:
             if any_of:
                 errors[f"dependencies.{i}.condition"] = ("singleton cannot be one of any-of dependencies: it holds "
@@ -247,9 +268,12 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
             seen[key] = i
     if errors:
         raise Refused(errors)
-    ids = [w.job for w in wanted if w.job is not None]
-    arrays = [w.array for w in wanted if w.array is not None]
     visible = access.visible_jobs(user)
+    corr_arrays = _corresponding_arrays(visible, wanted, indices, errors)
+    if errors:
+        raise Refused(errors)
+    ids = [w.job for w in wanted if w.job is not None and w.condition != AFTERCORR]
+    arrays = [w.array for w in wanted if w.array is not None] + list(corr_arrays.values())
     rows = _locked_rows(visible, ids, arrays, lock=lock)
     by_id = {row[0]: row for row in rows}
     by_array: dict[uuid.UUID, list[tuple[Any, ...]]] = defaultdict(list)
@@ -261,6 +285,9 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
     for i, item in enumerate(wanted):
         if item.condition == SINGLETON:
             continue
+        if item.condition == AFTERCORR:
+            _correspond(i, item, by_array.get(corr_arrays[i], []), indices, upstream, errors)
+            continue
         if item.job is not None:
             field, found = f"dependencies.{i}.job", [by_id[item.job]] if item.job in by_id else []
             if not found:
@@ -271,7 +298,7 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
             if not found:
                 errors[field] = f"no job array {item.array} you can see"
                 continue
-        for job_id, state, exit_code, requeue_count, _array in sorted(found):
+        for job_id, state, exit_code, requeue_count, _array, _index in sorted(found):
             if never_met(item.condition, state) and any_of:
                 never.append(f"job {job_id} {outcome(state, exit_code)} ({item.condition})")
             elif never_met(item.condition, state):
@@ -288,16 +315,73 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
     if not errors and any_of and upstream and len(never) == len(upstream):
         errors["dependencies"] = (f"none of these any-of dependencies can ever be met: {'; '.join(never)}; this "
                                   "job could never start")
-    if not errors and len(upstream) * tasks > MAX_UPSTREAM_JOBS:
+    every = sum(1 for u in upstream.values() if u.index is None)
+    if not errors and every * tasks + len(upstream) - every > MAX_UPSTREAM_JOBS:
         errors["dependencies"] = (f"{len(upstream)} upstream jobs for {tasks} tasks make "
-                                  f"{len(upstream) * tasks} dependencies; at most {MAX_UPSTREAM_JOBS}")
+                                  f"{every * tasks + len(upstream) - every} dependencies; at most {MAX_UPSTREAM_JOBS}")
     if errors:
         raise Refused(errors)
     return list(upstream.values())
 
 
+def _corresponding_arrays(visible: Any, wanted: Sequence[Wanted], indices: Sequence[int | None] | None,
+                          errors: dict[str, str]) -> dict[int, uuid.UUID]:
+    """Per aftercorr item, the job array it names (its id, or the array of the task named; one
+    query, only for a task named by job id); each refusal on its field: aftercorr for a job that
+    is no array (`indices` None), a job that is no task of an array, one you cannot see."""
+    corr = {i: w for i, w in enumerate(wanted) if w.condition == AFTERCORR}
+    if not corr:
+        return {}
+    if indices is None:
+        for i in corr:
+            errors[f"dependencies.{i}.condition"] = (
+                "aftercorr is for a job array: each of its tasks waits for the task of the same index of the "
+                "array named; this is one job (submit it as an array: POST job-arrays/, qm submit --array)")
+        return {}
+    named = {w.job for w in corr.values() if w.job is not None}
+    arrays_of = dict(visible.filter(pk__in=named).values_list("pk", "array_id")) if named else {}
+    out: dict[int, uuid.UUID] = {}
+    for i, w in corr.items():
+        if w.array is not None:
+            out[i] = w.array
+        elif w.job not in arrays_of:
+            errors[f"dependencies.{i}.job"] = f"no job {w.job} you can see"
+        elif arrays_of[w.job] is None:
+            errors[f"dependencies.{i}.job"] = (
+                f"job {w.job} is no task of a job array: aftercorr waits on the task of the same index of an "
+                "array (give the array's id, or one of its tasks)")
+        else:
+            out[i] = arrays_of[w.job]
+    return out
+
+
+def _correspond(i: int, item: Wanted, tasks: list[tuple[Any, ...]], indices: Sequence[int | None],
+                upstream: dict[int, Upstream], errors: dict[str, str]) -> None:
+    """An aftercorr item's upstream: each task of the array named whose index is among the new
+    tasks' `indices`, as ``afterok`` for the new task of that index; refused on its field when
+    the array is not one you can see, or when a counterpart can already never succeed."""
+    field = f"dependencies.{i}.{'array' if item.array is not None else 'job'}"
+    if not tasks:
+        errors[field] = f"no job array {item.array} you can see"
+        return
+    wanted_indices = set(indices)
+    for job_id, state, exit_code, _requeues, _array, index in sorted(tasks, key=lambda row: row[5]):
+        if index not in wanted_indices:
+            continue  # no task of that index here: nothing waits on it
+        if never_met(DependencyCondition.AFTER_OK, state):
+            errors[f"dependencies.{i}.condition"] = (
+                f"job {job_id} (task {index} of its array) {outcome(state, exit_code)}: aftercorr can never be met "
+                f"for task {index} (it would run only after that task succeeded)")
+            return
+        if job_id in upstream:
+            errors[field] = f"job {job_id} is named twice among the dependencies (once directly, once in an array)"
+            return
+        upstream[job_id] = Upstream(job_id, DependencyCondition.AFTER_OK.value,
+                                    is_met(DependencyCondition.AFTER_OK, state), state, i, index)
+
+
 def _locked_rows(visible: Any, ids: list[int], arrays: list[uuid.UUID], *, lock: bool = True) -> list[tuple[Any, ...]]:
-    """(id, state, exit_code, requeue_count, array_id) of the named jobs and arrays' tasks the
+    """(id, state, exit_code, requeue_count, array_id, array_index) of the named jobs and arrays' tasks the
     user may see. On PostgreSQL the rows are locked FOR SHARE: a transition's UPDATE of one
     waits for our commit (and then finds our dependency rows), and we wait for one already
     under way (and then read its new state). SQLite (the demo) writes one transaction at a
@@ -305,7 +389,8 @@ def _locked_rows(visible: Any, ids: list[int], arrays: list[uuid.UUID], *, lock:
     if not ids and not arrays:
         return []
     named = Q(pk__in=ids) | Q(array_id__in=arrays)
-    query = visible.filter(named).order_by("pk").values_list("pk", "state", "exit_code", "requeue_count", "array_id")
+    query = visible.filter(named).order_by("pk").values_list("pk", "state", "exit_code", "requeue_count", "array_id",
+                                                             "array_index")
     if connection.vendor != "postgresql" or not lock:
         return list(query)
     sql, params = query.query.sql_with_params()
@@ -425,13 +510,39 @@ def waiting_words(upstream: Sequence[Upstream], blockers: Sequence[Blocker] = ()
                                     waits_on=waits), any_of)
 
 
-def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime) -> int:
+def corresponding_words(job_ids: Sequence[int], indices: Sequence[int | None], upstream: Sequence[Upstream],
+                        blockers: Sequence[Blocker] = ()) -> int:
+    """After an array's submit with aftercorr (its tasks inserted with the words of what every
+    task waits on): each task whose counterpart it waits on now says so, in the engine's words
+    for its own dependencies (`waiting_words`), as the first cycle will. One statement per 1,000
+    tasks whose words change (`bulk_update`); returns how many."""
+    corr = {u.index: u for u in upstream if u.index is not None and not u.met}
+    if not corr:
+        return 0
+    common = [u for u in upstream if u.index is None]
+    changed = []
+    for job_id, index in zip(job_ids, indices, strict=True):
+        if index in corr:
+            code, message, would = waiting_words([*common, corr[index]], blockers)
+            job = Job(pk=job_id, pending_code=code)
+            job.pending_message, job.pending_would_start_if = message, would
+            changed.append(job)
+    Job.objects.bulk_update(changed, ["pending_code", "pending_words", "would_start_if_words"], batch_size=1000)
+    return len(changed)
+
+
+def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime,
+           indices: Sequence[int | None] | None = None) -> int:
     """Write each new job's dependency rows (a condition met already: satisfied now). Returns
-    how many were written. The caller's transaction also holds the jobs' insert."""
+    how many were written. The caller's transaction also holds the jobs' insert. `indices`: the
+    new jobs' array indices, in `job_ids`' order: an aftercorr upstream (`Upstream.index`) is
+    written for the task of its index only."""
+    index_of = dict(zip(job_ids, indices or [None] * len(job_ids), strict=True))
     rows = [
         JobDependency(job_id=job_id, upstream_id=u.job_id, condition=u.condition, satisfied_at=at if u.met else None)
         for job_id in job_ids
         for u in upstream
+        if u.index is None or u.index == index_of[job_id]
     ]
     JobDependency.objects.bulk_create(rows, batch_size=2000)
     return len(rows)
@@ -500,10 +611,10 @@ def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]] |
     the job's row says its new name (`cycle_errors`)."""
     lock_changes()
     row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at",
-                                                    "dependency_mode").first()
+                                                    "dependency_mode", "array_id", "array_index").first()
     if row is None:
         return Replacement(job_id, [], "", {})  # the caller's own read answers for a job that is not there
-    was_singleton, submitter_id, name_now, submitted_at, mode = row
+    was_singleton, submitter_id, name_now, submitted_at, mode, array_id, array_index = row
     name = name_now if name is None else name
     kept, origin = 0, None
     if isinstance(items, Edit):
@@ -514,7 +625,10 @@ def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]] |
     else:
         wanted, any_of = wanted_from(items), isinstance(items, AnyOf)
     try:
-        upstream = resolve(user, wanted, kept=kept, any_of=any_of)
+        upstream = resolve(user, wanted, kept=kept, any_of=any_of,
+                           indices=[array_index] if array_id is not None else None)
+        # aftercorr: the counterpart of this task, its afterok like any other (one task: every row is its)
+        upstream = [dataclasses.replace(u, index=None) for u in upstream]
     except Refused as exc:
         return Replacement(job_id, [], "", _renumbered(exc.errors, wanted, kept, origin))
     singleton = singleton_of(wanted)
@@ -572,6 +686,8 @@ def _edited(job_id: int, was_singleton: bool, was_any: bool,
     unsingle = False
     for i, w in enumerate(items):
         said = f"{w.condition}:{w.job if w.job is not None else w.array}"
+        if w.condition == AFTERCORR:  # recorded as afterok on the counterpart: removed as such
+            w = Wanted(w.job, w.array, DependencyCondition.AFTER_OK.value)
         if w.condition == SINGLETON:
             unsingle = True
             if not was_singleton:

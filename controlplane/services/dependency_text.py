@@ -11,6 +11,7 @@ Three callers share it:
 - the JOB_UPDATED event of a change of dependencies says old → new in it (`text_of`).
 
 Grammar: ``TYPE:JOB[:JOB...][,TYPE:JOB...]``, TYPE one of after, afterok, afternotok, afterany,
+aftercorr (a job array's tasks, each after the task of the same index of the array named),
 JOB a job id or a job array's id (a UUID: every task of the array); ``singleton`` (no job: at
 most one job of this name and submitter runs at a time, in submission order; the item
 ``{"condition": "singleton"}``) among them or alone. ``none`` (or nothing) is no dependency at
@@ -35,6 +36,9 @@ from typing import Any
 CONDITIONS = ("after", "afterok", "afternotok", "afterany")
 #: Slurm's `singleton`: one job of a name and submitter at a time (it names no job).
 SINGLETON = "singleton"
+#: Slurm's `aftercorr`: each task of a job array after the task of the same index of another
+#: array succeeded (recorded per task as afterok on that task: the text of a task says afterok).
+AFTERCORR = "aftercorr"
 #: What leads a change's text that adds to the list, and one that removes from it.
 ADD, REMOVE = "+", "-"
 #: The text for no dependency at all (`qm update -d none` removes them all).
@@ -109,9 +113,12 @@ def parse(text: str) -> list[dict[str, Any]]:
                                         "this name and submitter); write it alone: singleton")
             items.append({"condition": SINGLETON})
             continue
-        if kind not in CONDITIONS:
+        if kind == AFTERCORR and any_of:
+            raise BadDependencyText(f"{AFTERCORR} cannot be one of any-of ('?') dependencies: give it with ',' "
+                                    "among all-of ones")
+        if kind not in (*CONDITIONS, AFTERCORR):
             raise BadDependencyText(f"'{part}' is not TYPE:JOB[:JOB...] or {SINGLETON}; TYPE is one of "
-                                    f"{', '.join(CONDITIONS)}")
+                                    f"{', '.join((*CONDITIONS, AFTERCORR))}")
         if not sep or not ids:
             raise BadDependencyText(f"'{part}' names no job; write {kind}:JOB (e.g. {kind}:12)")
         for ref in ids.split(":"):

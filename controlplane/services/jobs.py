@@ -579,7 +579,8 @@ def _submit(
         wanted = dependencies.wanted_from(req.dependencies)
         try:
             upstream = dependencies.resolve(user, wanted, tasks=len(resolved.array_indices or [None]),
-                                            any_of=req.dependency_mode == DependencyMode.ANY)
+                                            any_of=req.dependency_mode == DependencyMode.ANY,
+                                            indices=resolved.array_indices)
         except dependencies.Refused as exc:
             raise SubmitRejected(exc.errors) from exc
         singleton = dependencies.singleton_of(wanted)
@@ -625,8 +626,9 @@ def _submit(
     blockers = dependencies.singleton_blockers(user.pk, req.name) if singleton else []
     if (upstream or blockers) and not job.hold:
         # Until the first cycle explains it, the job already says what it waits for (the engine's words).
+        # (aftercorr: each task's own counterpart is said once the tasks are in, below)
         job.pending_code, job.pending_message, job.pending_would_start_if = \
-            dependencies.waiting_words(upstream, blockers, any_of=any_of)
+            dependencies.waiting_words([u for u in upstream if u.index is None], blockers, any_of=any_of)
     event = Event(**event_fields(
         EventKind.JOB_SUBMITTED, f"user:{user.get_username()}", job=job, reason="Submitted",
         message=f"Submitted by {user.get_username()}: {_describe(req, resolved)}" + (held_words if held else ""),
@@ -645,7 +647,9 @@ def _submit(
         raise
     job.pk, job.array_index = job_ids[0], indices[0]
     if upstream:
-        dependencies.record(job_ids, upstream, at=at)
+        dependencies.record(job_ids, upstream, at=at, indices=indices)
+        if not job.hold:
+            dependencies.corresponding_words(job_ids, indices, upstream, blockers)
     if array_id is not None:
         job.env = {**job.env, ARRAY_INDEX_ENV: str(indices[0])}
     # New work: ask for a scheduling cycle (debounced there; the insert is already committed

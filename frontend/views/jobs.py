@@ -198,7 +198,8 @@ def check_json(request: HttpRequest) -> JsonResponse:
         # that can never be met), on the field the form shows them by.
         try:
             dependencies.resolve(request.user, dependencies.wanted_from(req.dependencies), tasks=tasks, lock=False,
-                                 any_of=req.dependency_mode == "any")
+                                 any_of=req.dependency_mode == "any",
+                                 indices=None if req.array is None else dependencies.UNKNOWN_INDICES)
         except dependencies.Refused as refusal:
             return _verdict(False, "Fix the fields marked: " + "; ".join(f"{k}: {v}" for k, v in refusal.errors.items()),
                             {k: [v] for k, v in refusal.errors.items()})

@@ -79,3 +79,21 @@ def test_status_says_what_it_runs_after_and_who_waits_on_it(alice_qm, fleet) -> 
 
     assert re.search(rf"^runs after: +job {pre.pk} succeeds \(running\)$", down.out, re.M), down.out
     assert re.search(rf"^waited on by: +job {train.pk}$", up.out, re.M), up.out
+
+
+def test_submit_an_array_after_another_task_by_task(alice_qm, fleet) -> None:
+    """`qm submit --array 0-2 -d aftercorr:ARRAY_ID`: task i waits for task i of that array."""
+    assert parse_dependency("aftercorr:0f8fad5b-d9cb-469f-a165-70867728950e") == [
+        {"array": "0f8fad5b-d9cb-469f-a165-70867728950e", "condition": "aftercorr"}]
+    assert alice_qm("submit", "--name", "prep", "--gpus", "1", "--array", "0-2").code == 0
+    up = {t.array_index: t for t in Job.objects.filter(name="prep")}
+    array_id = up[0].array_id
+
+    r = alice_qm("submit", "--name", "train", "--gpus", "1", "--array", "0-2", "-d", f"aftercorr:{array_id}")
+
+    assert r.code == 0, r.err
+    for task in Job.objects.filter(name="train"):
+        assert list(JobDependency.objects.filter(job=task).values_list("upstream_id", "condition")) == [
+            (up[task.array_index].pk, "afterok")]
+    r = alice_qm("submit", "--name", "one", "--gpus", "1", "-d", f"aftercorr:{array_id}")
+    assert r.code == 1 and "aftercorr is for a job array" in r.err
