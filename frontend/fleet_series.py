@@ -14,12 +14,13 @@ import math
 from datetime import datetime
 from typing import Any
 
-from django.db.models import Count, FloatField, Sum
+from django.db.models import Count, FloatField, Q, Sum
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast
 
 from controlplane.choices import EventKind
 from controlplane.models import Event, FleetSample
+from controlplane.services.transitions import REQUESTED_REQUEUES
 
 MAX_POINTS = 288
 
@@ -73,18 +74,22 @@ def fleet_series(since: datetime, until: datetime, *, max_points: int = MAX_POIN
 
 def lost_work_since(since: datetime) -> dict[str, float | int]:
     """Preemptions, fenced requeues and resizes since `since`, and the GPU-hours they threw
-    away (each requeue event records the GPU-seconds since the job's last checkpoint). One
-    query over the (kind, created_at) index."""
+    away (each requeue event records the GPU-seconds since the job's last checkpoint); a
+    requeue someone asked for counts in the GPU-hours, not as a fenced requeue. One query over
+    the (kind, created_at) index."""
     rows = (
         Event.objects.filter(created_at__gte=since, kind__in=[str(k) for k in LOST_WORK_KINDS])
         .values("kind")
-        .annotate(n=Count("id"), lost=Sum(Cast(KeyTextTransform("lost_gpu_seconds", "data"), FloatField())))
+        .annotate(n=Count("id"), lost=Sum(Cast(KeyTextTransform("lost_gpu_seconds", "data"), FloatField())),
+                  # requeues someone asked for (POST jobs/{id}/requeue/): no node was lost under them
+                  asked=Count("id", filter=Q(reason__in=REQUESTED_REQUEUES)))
         .order_by()
     )
     by_kind = {row["kind"]: row for row in rows}
 
     def count(kind: EventKind) -> int:
-        return int(by_kind.get(str(kind), {}).get("n") or 0)
+        row = by_kind.get(str(kind), {})
+        return int(row.get("n") or 0) - int(row.get("asked") or 0)
 
     lost_s = sum(float(row["lost"] or 0.0) for row in by_kind.values())
     return {

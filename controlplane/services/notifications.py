@@ -119,8 +119,11 @@ def notify_on(event: Event) -> str | None:
     `job.finished` (a cancel's finish is not notified again: its `job.cancelled` said it, with
     who). cancelled: `job.cancelled` (a user, an admin, or a dependency that can never be met).
     preempted: the preemption notice (`job.preempting`, the engine's sentence with the grace
-    period and the GPU-hours it will lose). requeued: requeued after a preemption, a resize or a
-    node that failed under it. unschedulable: the engine found it can never run."""
+    period and the GPU-hours it will lose; a requeue someone asked for is stopped under a
+    `job.preempting` notice too, with reason `Requeued`: not a preemption, not notified).
+    requeued: requeued after a preemption, a resize, a node that failed under it, or at
+    someone's request (`POST jobs/{id}/requeue/`, its `job.requeued` once its processes are
+    gone). unschedulable: the engine found it can never run."""
     kind = event.kind
     if kind == EventKind.JOB_BOUND:
         return NotifyOn.STARTED.value
