@@ -829,7 +829,8 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True,
         help_text="What the state means now: the state itself, except for a job being stopped (state "
                   "`preempting` whatever stops it), which says why: `preempting`, `stopping: cancelled`, "
-                  "`stopping: runtime limit`, `stopping: resize`, `stopping: gang member exited`, "
+                  "`stopping: runtime limit`, `stopping: resize`, `stopping: requeue` (`stopping: requeue held`: "
+                  "POST jobs/{id}/requeue/), `stopping: gang member exited`, "
                   "`stopping: gang member failed` (`stopping` when the reason is unknown).",
     )
     gpus_held = _GpusHeldField(
