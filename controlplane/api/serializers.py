@@ -44,7 +44,7 @@ from controlplane.services import dependency_text, job_history, nodes, quotas
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
 from controlplane.services.holds import reason_problem
-from controlplane.services.jobs import SubmitRequest
+from controlplane.services.jobs import MAX_ARRAY_TASKS, SubmitRequest
 from controlplane.services.jobs import shape_errors as job_shape_errors
 from controlplane.services.stopping import state_label
 
@@ -398,6 +398,13 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "one of them met is enough, and it is cancelled only once none can be.",
     )
     dependency_mode = dependency_mode_field()
+    array_task_limit = serializers.IntegerField(
+        min_value=1, max_value=MAX_ARRAY_TASKS, required=False, allow_null=True,
+        help_text="A job array's task limit (Slurm's `--array=0-99%10`): at most this many of its tasks hold "
+                  "GPUs at once, the rest wait with reason JobArrayTaskLimit. Only for an array (POST "
+                  "job-arrays/); the same as `%N` at the end of `array`, which says it too. Changed later with "
+                  "PATCH job-arrays/{array_id}/.",
+    )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "gpu_type" in attrs and attrs.get("gpu_types"):
@@ -436,6 +443,8 @@ JOB_FIELDS_SET_ELSEWHERE = {
     "hold_reason": "a hold's reason is given with it: POST jobs/{id}/hold/ {\"reason\": …} (qm hold --reason)",
     "state": "use POST jobs/{id}/cancel/, hold/ and release/; the scheduler sets the rest",
     "singleton": "it is a dependency: {\"dependencies\": \"+singleton\"} adds it, \"-singleton\" removes it",
+    "array_task_limit": "it is the whole array's: PATCH job-arrays/{array_id}/ {\"array_task_limit\": N} "
+                        "(qm update ARRAY_ID --array-limit N)",
 }
 
 
@@ -503,7 +512,18 @@ class JobArraySubmitSerializer(JobSubmitSerializer):
 
     array = serializers.CharField(
         max_length=4096,
-        help_text="Task indices, Slurm style: `0-99`, `1,3,10-20`, `0-98:2` (at most 10,000 tasks).",
+        help_text="Task indices, Slurm style: `0-99`, `1,3,10-20`, `0-98:2` (at most 10,000 tasks); `%N` at the "
+                  "end (`0-99%10`) runs at most N of them at a time, as `array_task_limit` does.",
+    )
+
+
+class JobArrayLimitSerializer(StrictFieldsMixin, serializers.Serializer):
+    """`PATCH job-arrays/{array_id}/`: the array's task limit (`scontrol update ArrayTaskThrottle=`)."""
+
+    array_task_limit = serializers.IntegerField(
+        min_value=1, max_value=MAX_ARRAY_TASKS, allow_null=True,
+        help_text="At most this many of its tasks hold GPUs at once (Slurm's ArrayTaskThrottle); null lifts the "
+                  "limit. Set on every task of the array; running tasks above a lowered limit keep running.",
     )
 
 
@@ -872,7 +892,7 @@ class JobSerializer(serializers.ModelSerializer):
             "id", "name", "team", "project", "submitter", "priority_class", "workload",
             "gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu",
             "topology", "min_gpus", "max_gpus", "roles", "gpus_held", "nodes", "runtime_limit_s", "checkpoint_interval_s", "command",
-            "env", "array_id", "array_index", "dependencies", "dependency_mode", "dependents", "singleton",
+            "env", "array_id", "array_index", "array_task_limit", "dependencies", "dependency_mode", "dependents", "singleton",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
             "queue_position", "eta",
@@ -968,6 +988,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "max_gpus": job.max_gpus, "roles": [dict(role) for role in job.roles or ()], "gpus_held": gpus_held(job), "nodes": nodes_held(job), "runtime_limit_s": job.runtime_limit_s,
         "checkpoint_interval_s": job.checkpoint_interval_s, "command": job.command, "env": dict(job.env),
         "array_id": str(job.array_id) if job.array_id else None, "array_index": job.array_index,
+        "array_task_limit": job.array_task_limit,
         "dependencies": job_dependencies(job), "dependency_mode": job.dependency_mode,
         "dependents": job_dependents(job), "singleton": job.singleton,
         "state": job.state, "state_label": state_label(job), "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),
@@ -998,6 +1019,16 @@ class JobArraySerializer(serializers.Serializer):
     )
     job_ids = serializers.ListField(child=serializers.IntegerField(), help_text="Job ids in index order.")
     indices = serializers.ListField(child=serializers.IntegerField())
+    array_task_limit = serializers.IntegerField(
+        allow_null=True, help_text="At most this many of its tasks hold GPUs at once (Slurm's `%N`); null: no limit.")
+
+
+class JobArrayLimitResultSerializer(JobArraySerializer):
+    """`PATCH job-arrays/{array_id}/`: the array after the change, and what it did."""
+
+    changed = serializers.BooleanField(help_text="False when the array already had that limit.")
+    was = serializers.IntegerField(allow_null=True, help_text="The limit before (null: none).")
+    detail = serializers.CharField()
 
 
 class JobArrayCancelSerializer(JobArraySerializer):

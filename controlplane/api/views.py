@@ -65,6 +65,7 @@ from controlplane.models import (
 )
 from controlplane.services import (
     access,
+    array_limit,
     cohorts,
     config_audit,
     fleet_figures,
@@ -662,7 +663,8 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
     lookup_value_regex = "[0-9a-fA-F-]{32,36}"
 
     def _summary(self, jobs: QuerySet[Job]) -> dict[str, Any]:
-        rows = list(jobs.order_by("array_index").values_list("id", "array_index", "state", "name", "team__name", "array_id"))
+        rows = list(jobs.order_by("array_index").values_list("id", "array_index", "state", "name", "team__name", "array_id",
+                                                             "array_task_limit"))
         if not rows:
             raise NotFound("No such job array, or not yours to see.")
         states: dict[str, int] = {}
@@ -674,7 +676,7 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
         return {
             "array_id": rows[0][5], "name": rows[0][3], "team": rows[0][4], "count": len(rows),
             "states": states, "state_labels": {label: n for _, label, n in totals_by_label(states, reasons)},
-            "job_ids": [r[0] for r in rows], "indices": [r[1] for r in rows],
+            "job_ids": [r[0] for r in rows], "indices": [r[1] for r in rows], "array_task_limit": rows[0][6],
         }
 
     @extend_schema(request=s.JobArraySubmitSerializer, responses={201: s.JobArraySerializer, 200: s.JobArraySerializer},
@@ -693,7 +695,7 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
             "array_id": result.array_id, "name": result.job.name, "team": result.job.team.name,
             "count": len(result.job_ids), "states": states,
             "state_labels": {label: n for _, label, n in totals},
-            "job_ids": result.job_ids, "indices": result.indices,
+            "job_ids": result.job_ids, "indices": result.indices, "array_task_limit": result.job.array_task_limit,
         }
         return Response(
             body,
@@ -710,6 +712,21 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
 
     def retrieve(self, request: Request, array_id: str | None = None) -> Response:
         return Response(self._summary(self._tasks(request, array_id)))
+
+    @extend_schema(request=s.JobArrayLimitSerializer, responses={200: s.JobArrayLimitResultSerializer})
+    def partial_update(self, request: Request, array_id: str | None = None) -> Response:
+        """Change the array's task limit (`scontrol update jobid=ARRAY ArrayTaskThrottle=N`) on every
+        task at once; null lifts it. Its team's members and admins; 404 for an array not yours to see."""
+        body = s.JobArrayLimitSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        try:
+            done = array_limit.set_task_limit(request.user, str(array_id), body.validated_data["array_task_limit"])
+        except holds.Refused as refusal:
+            if refusal.status == 404:
+                raise NotFound(refusal.detail) from None
+            return refusal_answer(refusal)
+        summary = self._summary(self._tasks(request, array_id))
+        return Response({**summary, "changed": bool(done.changed), "was": done.was, "detail": done.detail})
 
     @extend_schema(request=s.HoldSerializer, responses={200: s.JobArrayHoldSerializer})
     @action(detail=True, methods=["post"])

@@ -59,6 +59,9 @@ class Job(models.Model):
     # --- arrays and idempotent submits -----------------------------------------------------------
     array_id = models.UUIDField(null=True, blank=True, db_index=True)
     array_index = models.PositiveIntegerField(null=True, blank=True)
+    # Slurm's --array=0-99%10: at most this many tasks of the array hold GPUs at once (the engine's
+    # JobSpec.array_task_limit); the same on every task of the array, null for no limit.
+    array_task_limit = models.PositiveIntegerField(null=True, blank=True)
     idempotency_key = models.CharField(max_length=128, null=True, blank=True)
 
     # --- state ---------------------------------------------------------------------------------

@@ -79,6 +79,10 @@ class SubmitRequest:
     command: str = ""
     env: dict[str, str] = field(default_factory=dict)
     array: str | None = None
+    # At most this many of the array's tasks hold GPUs at once (Slurm's `--array=0-99%10`): the
+    # array text's `%N`, or this field, or both saying the same.
+    array_task_limit: int | None = None
+    # Jobs (or job arrays) it waits on, each {"job": 12} or {"array": uuid} with a "condition"
     # Jobs (or job arrays) it waits on, each {"job": 12} or {"array": uuid} with a "condition"
     # (services/dependencies.py).
     dependencies: tuple[dict[str, Any], ...] = ()
@@ -100,6 +104,8 @@ class SubmitRequest:
             del body["hold"]  # the digest of a request without a hold is what it was before holds
         if not body["hold_reason"]:
             del body["hold_reason"]  # nor one without a reason what it was before reasons
+        if body["array_task_limit"] is None:
+            del body["array_task_limit"]  # nor one without a task limit what it was before limits
         if body["dependency_mode"] == "all":
             del body["dependency_mode"]  # nor one of all-of dependencies what it was before any-of
         body["gpu_types"] = sorted(body["gpu_types"])
@@ -121,8 +127,69 @@ class Submitted:
     replayed: bool = False
 
 
+def parse_array_limit(spec: str) -> tuple[str, int | None]:
+    """Slurm's `0-99%10`: the indices' text and the task limit after its `%` (None without one).
+
+    Raises ValueError with a sentence naming what is wrong."""
+    indices, sep, limit = spec.partition("%")
+    if not sep:
+        return spec, None
+    limit = limit.strip()
+    if not (limit.isascii() and limit.isdigit()):  # int() reads other digits, signs and spaces too
+        raise ValueError(f"'%{limit}' is not a task limit: a number of tasks after the %, as in 0-99%10")
+    value = int(limit)
+    if value < 1:
+        raise ValueError("a task limit of 0 would run none of its tasks: give 1 or more after the %, as in 0-99%10")
+    if value > MAX_ARRAY_TASKS:
+        raise ValueError(f"a task limit is at most {MAX_ARRAY_TASKS} (an array's most tasks); %{value} given")
+    return indices, value
+
+
+def task_limit_problem(limit: int | None) -> str:
+    """What is wrong with a task limit given as a number ("" when nothing is)."""
+    if limit is None:
+        return ""
+    if isinstance(limit, bool) or not isinstance(limit, int):
+        return "a whole number of tasks, or null for no limit"
+    if limit < 1:
+        return f"at least 1 (a limit of {limit} would run none of its tasks); null for no limit"
+    if limit > MAX_ARRAY_TASKS:
+        return f"at most {MAX_ARRAY_TASKS} (an array's most tasks); null for no limit"
+    return ""
+
+
+def array_request(array: str | None, array_task_limit: int | None) -> tuple[list[int] | None, int | None,
+                                                                          dict[str, str]]:
+    """A submit's `array` text (Slurm's `0-99%10`) and `array_task_limit` field: the indices (None
+    for no array), the task limit (None for none) and the problems, each under its field: a bad
+    text, a limit below 1, a limit without an array, or the two forms disagreeing."""
+    errors: dict[str, str] = {}
+    indices: list[int] | None = None
+    limit: int | None = None
+    if array is not None:
+        try:
+            text, limit = parse_array_limit(array)
+            indices = parse_array(text)
+        except ValueError as exc:
+            errors["array"] = str(exc)
+    if array_task_limit is not None:
+        problem = task_limit_problem(array_task_limit)
+        if problem:
+            errors["array_task_limit"] = problem
+        elif array is None:
+            errors["array_task_limit"] = ("a task limit is for a job array: submit it with its indices "
+                                          "(POST job-arrays/ with array, e.g. \"0-99%10\")")
+        elif limit is not None and limit != array_task_limit:
+            errors["array_task_limit"] = (f"{array_task_limit} disagrees with the array's %{limit}: "
+                                          "give the limit once, or the same in both")
+        else:
+            limit = array_task_limit
+    return indices, limit, errors
+
+
 def parse_array(spec: str) -> list[int]:
-    """Task indices from a Slurm-style array spec: `0-99`, `1,3,10-20`, `0-98:2`.
+    """Task indices from a Slurm-style array spec: `0-99`, `1,3,10-20`, `0-98:2` (a task
+    limit's `%10` is parse_array_limit's).
 
     Raises ValueError with a sentence naming what is wrong."""
     indices: set[int] = set()
@@ -154,6 +221,7 @@ class _Resolved:
     priority_class: PriorityClass
     runtime_limit_s: int
     array_indices: list[int] | None
+    array_task_limit: int | None = None
 
 
 @dataclass
@@ -407,16 +475,12 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
         elif not req.hold:
             errors["hold_reason"] = "a reason is for a job submitted held: send \"hold\": true with it, or no reason"
 
-    array_indices: list[int] | None = None
-    if req.array is not None:
-        try:
-            array_indices = parse_array(req.array)
-        except ValueError as exc:
-            errors["array"] = str(exc)
+    array_indices, task_limit, array_errors = array_request(req.array, req.array_task_limit)
+    errors.update(array_errors)
 
     if errors or team is None or priority_class is None:
         raise SubmitRejected(errors)
-    return _Resolved(team, project, priority_class, runtime_limit_s, array_indices), fleet
+    return _Resolved(team, project, priority_class, runtime_limit_s, array_indices, task_limit), fleet
 
 
 def _read_with_orm(
@@ -506,7 +570,10 @@ def _describe(req: SubmitRequest, resolved: _Resolved) -> str:
         shape += f" of {'/'.join(req.gpu_types)}"
     if req.roles:
         shape += f" as roles {gang_roles(req.roles)}"
-    return f"{shape}, priority class {resolved.priority_class.name}, runtime limit {duration(resolved.runtime_limit_s)}"
+    limit = (f", at most {counted(resolved.array_task_limit, 'task')} of its array at a time"
+             if resolved.array_task_limit is not None else "")
+    return (f"{shape}, priority class {resolved.priority_class.name}, runtime limit "
+            f"{duration(resolved.runtime_limit_s)}{limit}")
 
 
 _last_cycle_request = 0.0
@@ -611,6 +678,7 @@ def _submit(
         command=req.command,
         env=dict(req.env) if array_id is None else {**req.env, ARRAY_ID_ENV: str(array_id)},
         array_id=array_id,
+        array_task_limit=resolved.array_task_limit,
         # Only one row (the first task) carries the key: the unique constraint guards the array.
         idempotency_key=idempotency_key,
         state=JobState.PENDING,

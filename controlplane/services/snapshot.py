@@ -148,6 +148,8 @@ _JOB_COLUMNS = (
     "pk", "team_id", "priority_class_id", "project_id", "gpus", "submitted_at", "workload", "gpus_per_node",
     "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu", "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus",
     "runtime_limit_s", "checkpoint_interval_s", "roles", "submitter_id", "preemption_count", "last_preempted_at",
+    # A job array's task limit (the engine counts its tasks holding GPUs against it).
+    "array_id", "array_task_limit",
 )
 
 
@@ -159,7 +161,8 @@ _EXPLANATION_COLUMNS = (
 _HOLD_COLUMNS = ("hold", "held_by_id", "hold_reason")
 # The same columns reached from an allocation (a foreign key's id as `job__team`, not `job__team_id`).
 _JOB_COLUMNS_VIA_ALLOCATION = tuple(
-    "job_id" if c == "pk" else f"job__{c[:-3]}" if c.endswith("_id") else f"job__{c}" for c in _JOB_COLUMNS
+    "job_id" if c == "pk" else f"job__{c[:-3]}" if c.endswith("_id") and c != "array_id" else f"job__{c}"
+    for c in _JOB_COLUMNS
 )
 # The JSON columns are read as their text: thousands of jobs share a handful of values, which
 # the reader decodes once each (a json.loads per row was a quarter of the read).
@@ -273,7 +276,7 @@ class _SpecReader:
     def _spec(self, row: tuple[Any, ...], in_window: int, frees_at: float | None) -> engine.JobSpec:
         (pk, team_id, pc_id, project_id, gpus, submitted_at, workload, gpus_per_node, gpu_types, min_memory,
          cpus_per_gpu, memory_per_gpu, topology, min_gpus, max_gpus, runtime_limit_s, checkpoint_interval_s,
-         roles, submitter_id, _preemption_count, _last_preempted_at) = row
+         roles, submitter_id, _preemption_count, _last_preempted_at, array_id, array_task_limit) = row
         wl = self._workloads.get(workload)
         if wl is None:
             wl = self._workloads[workload] = engine.WorkloadClass(workload)
@@ -309,6 +312,8 @@ class _SpecReader:
             preemptions_in_window=in_window,
             preemption_budget_frees_at=frees_at,
             user=str(submitter_id or ""),
+            array_id=str(array_id) if array_id is not None else "",
+            array_task_limit=array_task_limit,
         )
 
 
