@@ -113,7 +113,7 @@ def requeue(user: AbstractBaseUser, job_id: int, *, hold: bool = False, reason: 
         allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
         level = (JobHold.ADMIN if who.is_admin else JobHold.USER) if hold else JobHold.NONE
         grace = job.priority_class.grace_period_s
-        then = " and comes back held until released" if hold else " and goes back to the queue"
+        then = ", then it comes back held until released" if hold else ", then it goes back to the queue"
         stopped = allocation is not None and signal_stop(
             allocation.pk, allocation.generation,
             reason=RELEASE_REQUEUED_HELD if hold else RELEASE_REQUEUED, grace_period_s=grace, at=at,

@@ -57,8 +57,8 @@ def test_a_running_job_is_stopped_with_its_class_grace_and_a_notice_saying_who_a
     assert AllocationGpu.objects.filter(allocation=allocation, live=True).count() == 2
     notice = Event.objects.get(job=job, kind=EventKind.JOB_PREEMPTING)
     assert notice.reason == transitions.RELEASE_REQUEUED and notice.actor == "user:alice"
-    assert notice.message == (f"Requeued by alice: h100-1 throws XID 79; its processes get {grace} s to exit and goes "
-                              "back to the queue")
+    assert notice.message == (f"Requeued by alice: h100-1 throws XID 79; its processes get {grace} s to exit, then it "
+                              "goes back to the queue")
     assert notice.data["requested_by"] == "alice" and notice.data["reason"] == "h100-1 throws XID 79"
     assert notice.data["hold"] == "" and notice.allocation_id == allocation.pk
     # What the user reads while it stops: the notice, in `qm explain`'s and the page's words.
