@@ -514,21 +514,30 @@ def corresponding_words(job_ids: Sequence[int], indices: Sequence[int | None], u
                         blockers: Sequence[Blocker] = ()) -> int:
     """After an array's submit with aftercorr (its tasks inserted with the words of what every
     task waits on): each task whose counterpart it waits on now says so, in the engine's words
-    for its own dependencies (`waiting_words`), as the first cycle will. One statement per 1,000
-    tasks whose words change (`bulk_update`); returns how many."""
+    for its own dependencies (`waiting_words`), as the first cycle will. One statement for all
+    of them (PostgreSQL: an UPDATE from arrays; SQLite: one per task); returns how many."""
     corr = {u.index: u for u in upstream if u.index is not None and not u.met}
     if not corr:
         return 0
     common = [u for u in upstream if u.index is None]
-    changed = []
+    rows = []
     for job_id, index in zip(job_ids, indices, strict=True):
         if index in corr:
             code, message, would = waiting_words([*common, corr[index]], blockers)
-            job = Job(pk=job_id, pending_code=code)
-            job.pending_message, job.pending_would_start_if = message, would
-            changed.append(job)
-    Job.objects.bulk_update(changed, ["pending_code", "pending_words", "would_start_if_words"], batch_size=1000)
-    return len(changed)
+            rows.append((job_id, code, message[:500], would[:300]))
+    if not rows:
+        return 0
+    table = connection.ops.quote_name(Job._meta.db_table)
+    with connection.cursor() as cursor:
+        if connection.vendor == "postgresql":
+            cursor.execute(
+                f"UPDATE {table} AS j SET pending_code = v.code, pending_words = v.words, would_start_if_words = v.would "
+                "FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::varchar[]) AS v(id, code, words, would) "
+                "WHERE j.id = v.id", [list(column) for column in zip(*rows, strict=True)])
+        else:
+            cursor.executemany(f"UPDATE {table} SET pending_code = %s, pending_words = %s, would_start_if_words = %s "
+                               "WHERE id = %s", [(code, words, would, pk) for pk, code, words, would in rows])
+    return len(rows)
 
 
 def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime,
@@ -537,12 +546,12 @@ def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime
     how many were written. The caller's transaction also holds the jobs' insert. `indices`: the
     new jobs' array indices, in `job_ids`' order: an aftercorr upstream (`Upstream.index`) is
     written for the task of its index only."""
-    index_of = dict(zip(job_ids, indices or [None] * len(job_ids), strict=True))
+    every = [u for u in upstream if u.index is None]
+    by_index = {u.index: u for u in upstream if u.index is not None}
     rows = [
         JobDependency(job_id=job_id, upstream_id=u.job_id, condition=u.condition, satisfied_at=at if u.met else None)
-        for job_id in job_ids
-        for u in upstream
-        if u.index is None or u.index == index_of[job_id]
+        for job_id, index in zip(job_ids, indices or [None] * len(job_ids), strict=True)
+        for u in (*every, *((by_index[index],) if index in by_index else ()))
     ]
     JobDependency.objects.bulk_create(rows, batch_size=2000)
     return len(rows)

@@ -226,6 +226,8 @@ def test_the_job_page_says_any_one_of(fleet, alice) -> None:
     assert '<span id="runs-after-any">any one of</span>' in page
     assert f'job {a.pk}</a> (a) succeeds <span class="muted">(now running)</span> or <a' in page
     assert f'value="afterok:{a.pk}?afterany:{b.pk}"' in page  # the Change form's "Runs after" text
+    refreshed = web.get(f"/ui/jobs/{job.pk}.json").json()["html"]["job-status"]  # the live refresh says it too
+    assert '<span id="runs-after-any">any one of</span>' in refreshed
     assert JobDependency.objects.filter(job=job).count() == 2
 
 
