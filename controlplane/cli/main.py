@@ -5,6 +5,7 @@
               --priority research --array 0-99 ...] [-- COMMAND ...]
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
     qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high -d afterok:12|none
+    qm update ARRAY_ID --array-limit 4|none                      # a job array's task limit (Slurm's %4)
     qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
     qm requeue JOB... [--hold] [--reason TEXT] [--array ID]    # stop a running job, back to the queue
     qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f]
@@ -328,7 +329,7 @@ def _roles_gpus(roles: Any) -> int | None:
 #: Flags spelled otherwise than the API field they set: a refusal names the flag as typed too.
 FLAG_OF_FIELD = {"runtime_limit_s": "time", "priority_class": "priority", "checkpoint_interval_s": "checkpoint_every",
                  "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type",
-                 "dependencies": "dependency"}
+                 "dependencies": "dependency", "array_task_limit": "array_limit"}
 
 
 def _refusal(error: ApiError, args: argparse.Namespace | None = None) -> str:
@@ -376,7 +377,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
         output.emit_json(result)
     elif is_array:
         what = (f"array {result['array_id']}: {result['count']} tasks of {counted(spec['gpus'], 'GPU')}, "
-                f"{array_span(result['job_ids'])} (team {result['team']})")
+                f"{array_span(result['job_ids'])} (team {result['team']})" + _array_limit_words(result))
         if replayed:
             print(output.visible(f"Idempotency key {key} was already used: no new tasks were submitted. "
                                  f"It returned {what}, now {_array_states(result)}."))
@@ -396,7 +397,14 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     return 0
 
 
+def _array_limit_words(record: dict[str, Any]) -> str:
+    """`, at most 10 at a time` for an array (or a task) with a task limit (Slurm's `%10`); ""."""
+    limit = record.get("array_task_limit")
+    return f", at most {limit} at a time" if limit else ""
+
+
 def _array_states(summary: dict[str, Any]) -> str:
+
     """`3 running, 1 stopping: cancelled`: an array's tasks by state_label (a stopping task by
     why it stops), as a replay reads them now; by state from a server that does not say labels."""
     states = summary.get("state_labels") or summary.get("states") or {}
@@ -495,6 +503,9 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
         return 0
     output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"])
+    limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
+    for array_id, limit in limited.items():  # JobArrayTaskLimit in REASON: this is why
+        print(f"Array {array_id} runs at most {counted(limit, 'task')} at a time.")
     if any("/" in str(row[4]) for row in rows):
         print("GPUS of an elastic job holding GPUs: held/asked (e.g. 16/8: asked 8, grown to 16).")
     if any(row[8] == "passed" for row in rows):
@@ -562,7 +573,9 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("queue position", job["queue_position"]), ("earliest start", _eta_text(job["eta"], relative=False)),
         *([("running", running)] if running else []),
         ("stopping", stopping),
-        ("array", f"{job['array_id']}[{job['array_index']}]" if job["array_id"] else ""),
+        ("array", f"{job['array_id']}[{job['array_index']}]"
+         + (f", the array runs at most {counted(job['array_task_limit'], 'task')} at a time"
+            if job.get("array_task_limit") else "") if job["array_id"] else ""),
         *([("runs after", runs_after(job))] if job.get("dependencies") or job.get("singleton") else []),
         *([("waited on by", ", ".join(f"job {pk}" for pk in job["dependents"]))] if job.get("dependents") else []),
         ("preemptions", preemptions),
@@ -758,6 +771,8 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
     runtime limit. Prints what changed, old -> new."""
     body: dict[str, Any] = {field: getattr(args, flag) for flag, field in UPDATE_FLAGS.items()
                             if getattr(args, flag) is not None}
+    if args.array_limit is not None:
+        return _update_array_limit(api, args, body)
     if args.no_project:
         if args.project is not None:
             raise CliError("give --project NAME or --no-project, not both")
@@ -780,6 +795,38 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
         answer = api.request("PATCH", f"jobs/{job_id}/", body=body)
     except ApiError as error:
         # A 409 (a running job's shape) says it in a sentence naming the fields; a 400 names each.
+        raise CliError(_refusal(error, args) if error.status == 400 else str(error)) from error
+    if args.json:
+        output.emit_json(answer)
+    else:
+        print(output.visible(answer["detail"]))
+    return 0
+
+
+def _update_array_limit(api: Api, args: argparse.Namespace, body: dict[str, Any]) -> int:
+    """`qm update ARRAY_ID --array-limit N` (or a task's job id; `none` lifts it): the array's
+    task limit, every task at once (`scontrol update jobid=ARRAY ArrayTaskThrottle=N`)."""
+    others = [flag for flag in ("time", "checkpoint_every", "dependency", "gpu_type") if getattr(args, flag)]
+    if body or others or args.no_project:
+        raise CliError("--array-limit changes a whole array: give it alone (qm update ARRAY_ID --array-limit 4), "
+                       "and change its tasks one by one with the other flags")
+    text = args.array_limit.strip().lower()
+    if text in ("none", "unlimited", "0"):
+        limit = None  # Slurm's ArrayTaskThrottle=0 lifts it too
+    elif text.isascii() and text.isdigit():
+        limit = int(text)
+    else:
+        raise CliError(f"--array-limit {args.array_limit}: a number of tasks (e.g. 4), or none to lift the limit")
+    try:
+        array_id = str(uuid.UUID(args.job.strip()))
+    except ValueError:
+        task = api.request("GET", f"jobs/{_job_id(args.job)}/")  # one of its tasks: its array
+        if not task.get("array_id"):
+            raise CliError(f"job {task['id']} is not a task of a job array: --array-limit is an array's") from None
+        array_id = task["array_id"]
+    try:
+        answer = api.request("PATCH", f"job-arrays/{array_id}/", body={"array_task_limit": limit})
+    except ApiError as error:
         raise CliError(_refusal(error, args) if error.status == 400 else str(error)) from error
     if args.json:
         output.emit_json(answer)
@@ -1701,7 +1748,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "is enough: afterok:12?afterok:13 (not mixed with commas). With --array, "
                         "aftercorr:ARRAY_ID: each task after the task of the same index of that array succeeds")
     p.add_argument("--env", "-e", action="append", metavar="NAME=VALUE")
-    p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2")
+    p.add_argument("--array", "-a", help="job array indices: 0-99, 1,3,5, 0-98:2; 0-99%%10 runs at most 10 at a time")
     p.add_argument("--idempotency-key", help="default: a fresh key per invocation, reused on retries")
     p.add_argument("--hold", "-H", action="store_true",
                    help="submit it held: it waits out of the queue until `qm release JOB` (sbatch -H)")
@@ -1802,6 +1849,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "to them, -=LIST removes from them (scontrol's dependency+= and -=): -d +=afterok:5, "
                         "-d -=afterany:7, -d +=singleton; removing one it does not have is refused. Only while "
                         "it waits")
+    p.add_argument("--array-limit", metavar="N|none",
+                   help="with a job array's id (or one of its tasks' job id) and no other flag: at most N of its "
+                        "tasks run at a time, set on every task (scontrol update ArrayTaskThrottle=N, as "
+                        "qm submit --array 0-99%%N); none lifts the limit")
 
     p = sub.add_parser(
         "history", aliases=["sacct"], parents=[common], help="jobs that ended: how, how long, GPU-hours (as sacct)",

@@ -83,7 +83,6 @@ class SubmitRequest:
     # array text's `%N`, or this field, or both saying the same.
     array_task_limit: int | None = None
     # Jobs (or job arrays) it waits on, each {"job": 12} or {"array": uuid} with a "condition"
-    # Jobs (or job arrays) it waits on, each {"job": 12} or {"array": uuid} with a "condition"
     # (services/dependencies.py).
     dependencies: tuple[dict[str, Any], ...] = ()
     # How they combine: "all" met (Slurm's `,`) or "any" one of them (`?`).
