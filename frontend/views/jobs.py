@@ -184,11 +184,13 @@ def check_json(request: HttpRequest) -> JsonResponse:
                         errors)
     req = serializer.to_submit_request()  # an array request carries its `array` spec
     tasks = 1
-    if req.array is not None:
-        try:
-            tasks = len(job_service.parse_array(req.array))
-        except ValueError as exc:
-            return _verdict(False, f"array: {exc}", {"array": [str(exc)]})
+    task_limit = None
+    if req.array is not None or req.array_task_limit is not None:
+        indices, task_limit, array_errors = job_service.array_request(req.array, req.array_task_limit)
+        if array_errors:  # `0-99%10`'s limit too, as the submit judges it
+            return _verdict(False, "; ".join(f"{k}: {v}" for k, v in array_errors.items()),
+                            {k: [v] for k, v in array_errors.items()})
+        tasks = len(indices or [None])
     infeasible = job_service.check_shape(req)
     if infeasible is not None:
         return _verdict(False, f"This job can never run on this fleet: {infeasible.message}.",
@@ -210,7 +212,7 @@ def check_json(request: HttpRequest) -> JsonResponse:
     if req.roles:  # a heterogeneous gang: what each role gets
         what += f" as roles {gang_roles(req.roles)}"
     if tasks > 1:
-        what = f"{tasks} tasks of {what}"
+        what = f"{tasks} tasks of {what}" + (f", at most {task_limit} at a time" if task_limit else "")
     return _verdict(True, f"This fleet can run {what}. Team, priority class, project and limits are checked "
                           "when you submit.", tasks=tasks)
 
