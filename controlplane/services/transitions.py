@@ -28,6 +28,7 @@ from django.utils import timezone
 from controlplane.choices import (
     LIVE_ALLOCATION_STATES,
     AllocationState,
+    DependencyMode,
     EventKind,
     JobHold,
     JobState,
@@ -210,20 +211,24 @@ def bind_jobs(
     #    not held, and as the snapshot read it
     pending: dict[int, int] = {}
     singletons: set[int] = set()  # Slurm's singleton (a change of it waits for this lock)
+    alternatives: set[int] = set()  # any-of dependencies (Slurm's `?`; likewise)
     as_read = {r.job_id: r.as_read for r in requests}
     for row in Job.objects.select_for_update(no_key=True).filter(
         pk__in=ids, state=JobState.PENDING, hold=JobHold.NONE
-    ).values_list("pk", "team_id", "singleton", *guard_columns):
+    ).values_list("pk", "team_id", "singleton", "dependency_mode", *guard_columns):
         expected = as_read.get(row[0])
-        if guard_columns and expected is not None and tuple(row[3:]) != tuple(expected):
+        if guard_columns and expected is not None and tuple(row[4:]) != tuple(expected):
             continue  # changed since the snapshot: stale, the next cycle plans it as it is now
         pending[row[0]] = row[1]
         if row[2]:
             singletons.add(row[0])
+        if row[3] == DependencyMode.ANY:
+            alternatives.add(row[0])
     # ... and waiting on no job: dependencies changed (PATCH) after the snapshot read it, or a
     # singleton a job of its name now holds up (or one bound with it would). A statement of its
     # own, after the lock, so it sees a change that committed while we waited.
-    for job_id in dependencies.waiting_among(pending, singletons=singletons & set(pending)):
+    for job_id in dependencies.waiting_among(pending, singletons=singletons & set(pending),
+                                             alternatives=alternatives & set(pending)):
         del pending[job_id]
     # 2. no GPU live already, none twice in this batch, and every node still ready (reconcile
     #    may have quarantined one since our snapshot; it would only fence the bind next pass)
@@ -796,10 +801,14 @@ def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
             allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
             if allocation is not None:
                 grace = job.priority_class.grace_period_s
-                return signal_stop(
+                if signal_stop(
                     allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at,
                     actor=actor, message=f"Cancelled by {actor}; processes get {grace} s to exit",
-                )
+                ):
+                    return True
+                # Stopped under us since our read (a preemption, a requeue someone asked for, an
+                # exit): look again, a stop to requeue it is then made a cancel.
+                continue
             if _cancel_requeueing_stop(job, actor, at=at):
                 return True
         return False
