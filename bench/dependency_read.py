@@ -9,8 +9,9 @@ dependency on the one before: the table's history), 1,000 waiting, 500 of
 them with two dependencies each on running or waiting jobs (all-of), and with `--any` that many
 more any-of jobs of two alternatives (half with one alternative met, which the clause drops).
 Prints the p50 and p90 of the read (`_waiting_rows`, the statement and its rows to Python) now
-and as it was before any-of (its code at commit 5cb1b7a, run on the same data, alternated), and
-how many jobs wait.
+and as it was before any-of (its code at commit 5cb1b7a, run on the same data, alternated), how
+many jobs wait, and the same two ways for the commit's stale-bind guard (`waiting_among`, a
+batch of 40 and of 1,000 binds without a singleton).
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def main() -> int:
 
     after: list[float] = []
     before: list[float] = []
-    for _ in range(args.runs):
-        for read, out in ((dependencies._waiting_rows, after), (before_read, before)):
+    for run in range(args.runs):
+        reads = ((dependencies._waiting_rows, after), (before_read, before))
+        for read, out in reads if run % 2 else reads[::-1]:  # each goes first every other run
             start = time.perf_counter()
             read()
             out.append((time.perf_counter() - start) * 1000)
@@ -97,6 +99,19 @@ def main() -> int:
             cursor.execute("EXPLAIN ANALYZE " + sql)
             print("\n".join(row[0] for row in cursor.fetchall()))
 
+    # the commit's stale-bind guard on a batch of binds (no singleton among them: its short query;
+    # no any-of job either, as the bind reads them under its lock)
+    old_among = _before_0025(dependencies, "waiting_among")
+    batches = {40: [w.pk for w in waiting[:40]], 1000: [w.pk for w in waiting[:1000]]}
+    guard: dict[tuple[str, int], list[float]] = {}
+    for run in range(args.runs):
+        for size, ids in batches.items():
+            ways = (("now", dependencies.waiting_among), ("before", old_among))
+            for label, among in ways if run % 2 else ways[::-1]:  # each goes first every other run
+                start = time.perf_counter()
+                among(ids, singletons=[], **({"alternatives": []} if label == "now" else {}))
+                guard.setdefault((label, size), []).append((time.perf_counter() - start) * 1000)
+
     def figures(xs: list[float]) -> str:
         xs = sorted(xs)
         return f"p50 {statistics.median(xs):.2f} ms, p90 {xs[int(len(xs) * 0.9)]:.2f} ms"
@@ -104,20 +119,27 @@ def main() -> int:
     print(f"{len(waits)} jobs wait ({args.with_deps} all-of, {args.any} any-of added); load {os.getloadavg()[0]:.1f}")
     print(f"the read (_waiting_rows) now:         {figures(after)}")
     print(f"the read before any-of (5cb1b7a):     {figures(before)}")
+    for size in batches:
+        print(f"bind guard, {size} binds: now {figures(guard[('now', size)])}; before {figures(guard[('before', size)])}")
     return 0
 
 
 def _read_before_0025(dependencies: object) -> object:
     """`_waiting_rows` as it was before any-of (commit 5cb1b7a), run in today's module."""
+    return _before_0025(dependencies, "_waiting_rows")
+
+
+def _before_0025(dependencies: object, name: str) -> object:
+    """The function `name` as it was before any-of (commit 5cb1b7a), run in today's module."""
     import subprocess
 
     source = subprocess.run(["git", "-C", str(REPO), "show", "5cb1b7a:controlplane/services/dependencies.py"],
                             check=True, capture_output=True, text=True).stdout
-    start = source.index("def _waiting_rows(")
+    start = source.index(f"def {name}(")
     end = source.index("\ndef ", start + 1)
     namespace = dict(vars(dependencies))
     exec(compile(source[start:end], "<before-0025>", "exec"), namespace)  # noqa: S102 - the bench's own copy
-    return namespace["_waiting_rows"]
+    return namespace[name]
 
 
 if __name__ == "__main__":

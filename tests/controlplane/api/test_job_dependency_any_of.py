@@ -89,11 +89,13 @@ def test_it_starts_once_any_one_is_met(fleet, alice) -> None:
     a, b = f.make_job(fleet.ml, name="a", state=JobState.RUNNING), f.make_job(fleet.ml, name="b", state=JobState.RUNNING)
     job = submitted(alice, dependencies=f"afterok:{a.pk}?afterok:{b.pk}")
     assert dependencies.waits([job.pk]) != {}
+    assert dependencies.waiting_among([job.pk], singletons=[], alternatives=[job.pk]) == {job.pk}
 
     end(b, JobState.SUCCEEDED)
 
     assert dependencies.waits([job.pk]) == {}  # the snapshot passes it no wait: it is in line
     assert dependencies.waiting_among([job.pk]) == set()  # nor does the bind guard drop it
+    assert dependencies.waiting_among([job.pk], singletons=[], alternatives=[job.pk]) == set()  # as the bind asks
     (event,) = Event.objects.filter(job=job, reason=dependencies.SATISFIED)
     assert event.message == (f"Job {b.pk} succeeded: its dependency afterok is met (any one of its dependencies is "
                              "enough); it waits on no other job now")
