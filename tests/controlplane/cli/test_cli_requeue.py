@@ -4,6 +4,9 @@ after the requeue."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
+import pytest
 from django.utils import timezone
 
 from controlplane.choices import AllocationState, JobHold, JobState
@@ -79,3 +82,23 @@ def test_qm_requeue_array_requeues_its_running_tasks_in_one_request(alice_qm, fl
     assert run.out == f"Array {array_id} (sweep, 3 tasks): 2 stopping to be requeued, 1 not running (waiting or ended).\n"
     assert set(Allocation.objects.filter(job_id__in=ids).values_list("release_reason", flat=True)) == {
         transitions.RELEASE_REQUEUED}
+
+
+def test_qm_history_counts_the_requeue_and_its_lost_work_once_the_job_ends(alice_qm, fleet) -> None:
+    job, allocation = _running(fleet)
+    Job.objects.filter(pk=job.pk).update(started_at=timezone.now() - timedelta(hours=1),
+                                         last_checkpoint_at=timezone.now() - timedelta(minutes=30))
+    assert alice_qm("requeue", str(job.pk)).code == 0
+    transitions.complete_release(allocation.pk, exit_code=143, at=timezone.now(), actor="agent:h100-1")
+    # It ran again and succeeded (its second run, written as the loop would leave it).
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, exit_code=0, started_at=timezone.now(),
+                                         finished_at=timezone.now())
+
+    run = alice_qm("history", "--json")
+
+    assert run.code == 0, run.err
+    (ended,) = [j for j in run.json()["jobs"] if j["id"] == job.pk]
+    assert ended["requeue_count"] == 1 and ended["preemption_count"] == 0
+    assert ended["lost_gpu_hours"] == pytest.approx(0.5, abs=0.01)  # 1 GPU × 30 min since its checkpoint
+    table = alice_qm("history")
+    assert "GPU-hours of work lost to preemptions and requeues" in table.out
