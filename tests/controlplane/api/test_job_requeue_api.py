@@ -21,17 +21,18 @@ pytestmark = pytest.mark.django_db
 J = "/api/v1/jobs/"
 
 
-def _running(fleet, *, gpus: int = 2, ran_s: float = 3600, checkpoint_s: float | None = 1800, **kw) -> tuple[Job, Allocation]:
+def _running(fleet, *, gpus: int = 2, ran_s: float = 3600, checkpoint_s: float | None = 1800, generation: int = 7,
+             node: int = 1, **kw) -> tuple[Job, Allocation]:
     """A job of team ml running `ran_s` on `gpus` GPUs of h100-1, its last checkpoint `checkpoint_s` ago."""
     now = timezone.now()
     started = now - timedelta(seconds=ran_s)
     job = f.make_job(fleet.ml, submitter=fleet.users["owner"], gpus=gpus, state=JobState.RUNNING, started_at=started,
                      last_checkpoint_at=now - timedelta(seconds=checkpoint_s) if checkpoint_s is not None else None,
                      **kw)
-    allocation = Allocation.objects.create(job=job, generation=7, epoch=1, created_at=started, started_at=started,
+    allocation = Allocation.objects.create(job=job, generation=generation, epoch=1, created_at=started, started_at=started,
                                            state=AllocationState.ACTIVE)
     for index in range(gpus):
-        AllocationGpu.objects.create(allocation=allocation, node=fleet.nodes[1], gpu_index=index, live=True)
+        AllocationGpu.objects.create(allocation=allocation, node=fleet.nodes[node], gpu_index=index, live=True)
     return job, allocation
 
 
@@ -294,3 +295,25 @@ def test_a_node_fenced_before_confirming_the_stop_still_requeues_it_as_asked(fle
     assert job.state == JobState.PENDING and job.requeue_count == 1 and job.hold == JobHold.USER
     requeued = Event.objects.get(job=job, kind=EventKind.JOB_REQUEUED)
     assert requeued.message.startswith("Requeued by alice: flaky (h100-1 stopped answering before confirming the stop)")
+
+
+def test_an_array_requeue_is_for_its_team_and_admins_and_refuses_a_bad_body(fleet, alice, admin) -> None:
+    import uuid
+
+    array_id = uuid.uuid4()
+    tasks = []
+    for index in range(2):
+        job, _ = _running(fleet, gpus=1, array_id=array_id, array_index=index, generation=30 + index, node=1 + index)
+        tasks.append(job)
+    url = f"/api/v1/job-arrays/{array_id}/requeue/"
+    assert client_for(fleet, "other_team").post(url).status_code == 404
+    assert client_for(fleet, "finance").post(url).status_code == 403
+    bad = alice.post(url, {"hold": "later"}, format="json")
+    assert bad.status_code == 400 and "hold" in bad.json()["errors"]
+    assert not Event.objects.filter(job__in=tasks).exists()
+
+    r = admin.post(url, {"reason": "rack maintenance"}, format="json")
+
+    assert r.status_code == 200, r.content[:300]
+    assert sorted(r.json()["requeued"]) == sorted(t.pk for t in tasks) and r.json()["not_running"] == 0
+    assert Event.objects.filter(job__in=tasks, kind=EventKind.JOB_PREEMPTING, actor="user:root").count() == 2
