@@ -181,3 +181,35 @@ def test_an_arrays_running_tasks_are_requeued_together_and_the_others_counted(fl
     # The waiting task, never held, binds now; the held ones wait for their release.
     assert cycle.run_cycle("worker-1").binds == 1
     assert Job.objects.get(pk=waiting.pop()).state == JobState.RUNNING
+
+
+def test_a_gang_is_requeued_whole_once_every_member_has_stopped(fleet: LoopFleet) -> None:
+    tokens = dict((node.name, token) for node, token in (register_node("gpu-0"), register_node("gpu-1")))
+    alice = _user("alice", fleet)
+    job = make_job(fleet, name="gang", gpus=16, gpus_per_node=8, runtime_limit_s=8 * 3600)
+    assert cycle.run_cycle("worker-1").binds == 1
+    first = Allocation.objects.get(job=job)
+    started = timezone.now() - timedelta(minutes=30)
+    for name, token in tokens.items():
+        _report(token, name, {"kind": "started", "generation": first.generation, "at": started.isoformat()})
+    Job.objects.filter(pk=job.pk).update(started_at=started)
+
+    assert alice.post(f"/api/v1/jobs/{job.pk}/requeue/").status_code == 200
+    asked_at = timezone.now()
+    _report(tokens["gpu-0"], "gpu-0", {"kind": "exited", "generation": first.generation,
+                                       "at": timezone.now().isoformat(), "exit_code": 143})
+    job.refresh_from_db()
+    assert job.state == JobState.PREEMPTING  # one member still stopping: nothing settled yet
+    _report(tokens["gpu-1"], "gpu-1", {"kind": "exited", "generation": first.generation,
+                                       "at": timezone.now().isoformat(), "exit_code": 143})
+
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and job.requeue_count == 1
+    # Both members' GPUs count, the one that confirmed first included: 16 GPUs × 30 minutes.
+    assert job.lost_gpu_seconds == pytest.approx(16 * (asked_at - started).total_seconds(), rel=0.02)
+    requeued = Event.objects.get(job=job, kind=EventKind.JOB_REQUEUED)
+    assert requeued.node is None and requeued.data["nodes"] == ["gpu-0", "gpu-1"]
+    assert "(on gpu-0, gpu-1)" in requeued.message
+    assert not AllocationGpu.objects.filter(allocation=first, live=True).exists()
+    assert cycle.run_cycle("worker-1").binds == 1
+    assert Allocation.objects.filter(job=job).exclude(pk=first.pk).get().generation > first.generation
