@@ -155,6 +155,11 @@ def _state_words(job: Job) -> str:
 
 def _not_waiting(job: Job, verb: str) -> Refused:
     """Why a hold or release of a job that no longer waits is refused, and what to do instead."""
+    if job.state == JobState.RUNNING:
+        # Slurm's requeuehold: stopped, back in the queue held, from its last checkpoint (services/requeue.py).
+        return Refused(409, f"Job {job.pk} is running: only a waiting job can be {verb}. To stop it, cancel it "
+                            f"(qm cancel {job.pk}); to run it again later, requeue it held (qm requeue --hold "
+                            f"{job.pk}) and release it when you want it to start.")
     if job.state in _RUNNING_STATES:
         return Refused(409, f"Job {job.pk} is {_state_words(job)}: only a waiting job can be {verb}. To stop it, "
                             f"cancel it (qm cancel {job.pk}); to run it later, resubmit it held (qm submit --hold) "

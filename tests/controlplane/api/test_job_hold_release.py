@@ -147,9 +147,11 @@ def test_holding_a_running_job_is_refused_naming_its_state_and_saying_to_cancel(
     r = alice.post(f"{J}{job.pk}/hold/")
 
     assert r.status_code == 409, r.content[:400]
+    later = (f"to run it again later, requeue it held (qm requeue --hold {job.pk})" if state == JobState.RUNNING
+             else "to run it later, resubmit it held (qm submit --hold)")
     assert r.json()["detail"] == (
         f"Job {job.pk} is {words}: only a waiting job can be held. To stop it, cancel it (qm cancel {job.pk}); "
-        "to run it later, resubmit it held (qm submit --hold) and release it when you want it to start.")
+        f"{later} and release it when you want it to start.")
     assert _held(job) == (JobHold.NONE, None)
 
 
