@@ -1804,7 +1804,8 @@ def build_parser() -> argparse.ArgumentParser:
     for verb, helptext, description in (
         ("hold", "keep waiting jobs out of the queue until released",
          "Hold waiting jobs (scontrol hold): they stay pending, out of the queue, holding nothing, until "
-         "released. An admin's hold is released only by an admin. A running job cannot be held: cancel it."),
+         "released. An admin's hold is released only by an admin. A running job cannot be held: cancel it, "
+         "or requeue it held (qm requeue --hold JOB)."),
         ("release", "put held jobs back in the queue",
          "Release held jobs (scontrol release): back in the queue from the next scheduling cycle."),
     ):
