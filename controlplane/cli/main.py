@@ -404,7 +404,6 @@ def _array_limit_words(record: dict[str, Any]) -> str:
 
 
 def _array_states(summary: dict[str, Any]) -> str:
-
     """`3 running, 1 stopping: cancelled`: an array's tasks by state_label (a stopping task by
     why it stops), as a replay reads them now; by state from a server that does not say labels."""
     states = summary.get("state_labels") or summary.get("states") or {}
