@@ -789,9 +789,13 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
     if not body:
         raise CliError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, "
                        "--dependency, ... (qm update --help)")
-    job_id = _job_id(args.job)
+    return _patch_and_say(api, args, f"jobs/{_job_id(args.job)}/", body)
+
+
+def _patch_and_say(api: Api, args: argparse.Namespace, path: str, body: dict[str, Any]) -> int:
+    """PATCH ``path`` and print the server's sentence (or its JSON)."""
     try:
-        answer = api.request("PATCH", f"jobs/{job_id}/", body=body)
+        answer = api.request("PATCH", path, body=body)
     except ApiError as error:
         # A 409 (a running job's shape) says it in a sentence naming the fields; a 400 names each.
         raise CliError(_refusal(error, args) if error.status == 400 else str(error)) from error
@@ -823,15 +827,7 @@ def _update_array_limit(api: Api, args: argparse.Namespace, body: dict[str, Any]
         if not task.get("array_id"):
             raise CliError(f"job {task['id']} is not a task of a job array: --array-limit is an array's") from None
         array_id = task["array_id"]
-    try:
-        answer = api.request("PATCH", f"job-arrays/{array_id}/", body={"array_task_limit": limit})
-    except ApiError as error:
-        raise CliError(_refusal(error, args) if error.status == 400 else str(error)) from error
-    if args.json:
-        output.emit_json(answer)
-    else:
-        print(output.visible(answer["detail"]))
-    return 0
+    return _patch_and_say(api, args, f"job-arrays/{array_id}/", {"array_task_limit": limit})
 
 
 FINISHED_STATES = {"succeeded", "failed", "cancelled", "timed_out", "unschedulable"}

@@ -124,7 +124,7 @@ def test_the_node_page_reads_its_tiers_in_the_same_queries_whatever_its_history(
                    at + timedelta(minutes=4), first_index=7)
         report(job, node_at_work, at, at + timedelta(minutes=4), every=timedelta(seconds=10), activity=0.5)
     accounting.catch_up(timezone.now())
-    assert count() == before == 15  # the page's 8, and the tiers' 7
+    assert count() == before == 16  # the page's 9 (its maintenance windows one), and the tiers' 7
 
 
 def test_a_week_reads_whole_hours_from_the_hourly_rows_with_the_same_figures_and_queries(client_for, node_at_work,
