@@ -107,3 +107,11 @@ def test_array_task_limit_invariant_never_more_tasks_than_the_limit(limit, runni
     assert running + started <= limit
     if running + started < limit:
         assert not any(w.code is ReasonCode.ARRAY_TASK_LIMIT for w in plan.pending)
+
+
+def test_array_task_limit_tasks_start_in_index_order_job_9_before_job_10():
+    # the control plane's ids are numbers: a tie on submission time goes to the lower number
+    tasks = [make_job(str(i)).gpus(1).limit(HOUR).submitted(0).array("a", 2) for i in range(9, 15)]
+    plan = make_cluster().nodes(1).pending(*reversed(tasks)).plan()
+    assert sorted(bound(plan), key=int) == ["9", "10"]
+    assert [why(plan, str(i)).queue_position for i in range(11, 15)] == [1, 2, 3, 4]
