@@ -5,7 +5,7 @@ window that ends before it starts, or a silent default."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
@@ -59,7 +59,9 @@ def test_an_impossible_window_is_a_400_naming_window(clients: dict[str, APIClien
 def test_a_window_reaching_into_the_future_covers_up_to_now(clients: dict[str, APIClient], rolled: None) -> None:
     start = (timezone.now() - timedelta(hours=3)).strftime("%Y-%m-%dT%H:%M:%SZ")
     body = clients["finance"].get(SHOWBACK, {"window": f"{start},{_future(30)}"}).json()
-    assert body["window"]["start"] <= body["window"]["end"] <= body["rolledUntil"]
+    # compared as instants: as text, "…23:12:00Z" sorts after "…23:12:00.546898Z" ("Z" > ".")
+    window, rolled_until = body["window"], datetime.fromisoformat(body["rolledUntil"])
+    assert datetime.fromisoformat(window["start"]) <= datetime.fromisoformat(window["end"]) <= rolled_until
     # up to the last whole minute rolled: the hour held less at most the minute rolled in part
     assert 8.0 - 8 / 60 <= body["totals"]["gpuHours"] <= 8.0
     assert body["totals"]["minutes"] > 0
