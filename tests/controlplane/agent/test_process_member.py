@@ -167,9 +167,11 @@ def test_a_restarted_agent_kills_what_its_predecessor_left_behind(tmp_path: Path
     member = launcher.launch(assignment("sleep 60 & echo $! > child.pid; wait"))
     pid = member.procs[0].pid  # type: ignore[attr-defined]
     deadline = time.monotonic() + 5
-    while not (tmp_path / "gpu-07" / "g7" / "child.pid").exists() and time.monotonic() < deadline:
+    pid_file = tmp_path / "gpu-07" / "g7" / "child.pid"
+    # the shell creates the file (the redirection) before echo writes to it: wait for a whole line
+    while not (pid_file.exists() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.02)
-    child = int((tmp_path / "gpu-07" / "g7" / "child.pid").read_text())
+    child = int(pid_file.read_text())
 
     killed = ProcessLauncher(tmp_path, "gpu-07", devices=None).sweep_leftovers()
 
