@@ -83,13 +83,17 @@ def showback(request: HttpRequest) -> HttpResponse:
     ]
     # The CSV and JSON are the period the page shows, by its instants: `window=7d` (or a month
     # still running) read later covered a later period than the page. A whole month keeps its name.
-    if report.end > report.start and not (month and report.end == accounting.next_month(report.start)):
+    # A period with nothing rolled up yet (today, a minute past midnight) has no instants to name:
+    # `window=today` fetched later would be a longer period than this empty page, so no link.
+    empty = report.end <= report.start
+    if not empty and not (month and report.end == accounting.next_month(report.start)):
         period = {"window": f"{accounting._iso(report.start)},{accounting._iso(report.end)}"}
     context.update({
-        "report": report, "rows": rows, "charts": charts,
+        "report": report, "rows": rows, "charts": charts, "empty_period": empty,
         "idle_reserved_note": idle_reserved_note(report) if group_by == "team" else "",
-        "csv_url": reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"}),
-        "json_url": reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),
+        "csv_url": "" if empty else (
+            reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"})),
+        "json_url": "" if empty else reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),
     })
     return render(request, "frontend/showback.html", context)
 
