@@ -193,6 +193,20 @@ class RequeueSerializer(StrictFieldsMixin, serializers.Serializer):
                                        "alice: ...\"), its events and, with hold, as the hold's reason.")
 
 
+class ArrayRequeueSerializer(RequeueSerializer):
+    """`POST job-arrays/{id}/requeue/`: as a job's, and which tasks: by their state."""
+
+    states = serializers.ListField(
+        child=serializers.ChoiceField(
+            choices=["running", "succeeded", "failed", "cancelled", "timed_out"],
+            error_messages={"invalid_choice": "\"{input}\" cannot be requeued; choose among running, succeeded, "
+                                              "failed, cancelled, timed_out"}),
+        required=False, allow_empty=False, default=["running"],
+        help_text="The states of the tasks to requeue (default [\"running\"]): running tasks are stopped and "
+                  "requeued, ended ones (succeeded, failed, cancelled, timed_out) go back to the queue at once, "
+                  "e.g. [\"failed\", \"timed_out\"] reruns a sweep's failed tasks and leaves the running ones.")
+
+
 class EnvField(serializers.DictField):
     """Environment variables: names as in POSIX shells, string values."""
 
@@ -1063,9 +1077,16 @@ class JobArrayRequeueSerializer(JobArraySerializer):
 
     requeued = serializers.ListField(child=serializers.IntegerField(),
                                      help_text="Ids of the running tasks now stopping to be requeued.")
-    not_running = serializers.IntegerField(help_text="Tasks waiting or ended: only a running task is requeued.")
+    not_running = serializers.IntegerField(help_text="Tasks in none of the states asked (by default: waiting or "
+                                                     "ended): left as they are.")
     stopping = serializers.IntegerField(help_text="Tasks already stopping (preempted, cancelled, ...) or that "
                                                   "changed state meanwhile: left to that stop.")
+    rerun = serializers.ListField(child=serializers.IntegerField(),
+                                  help_text="Ids of the ended tasks (of the states asked) now back in the queue.")
+    not_requeued = serializers.ListField(
+        child=serializers.DictField(),
+        help_text="Ended tasks of the states asked that were refused, each {job, state, detail, errors}: a dependency "
+                  "that can never be met, no longer valid as a submit, still stopping.")
     detail = serializers.CharField()
 
 

@@ -440,8 +440,11 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
     def requeue(self, request: Request, pk: str | None = None) -> Response:
         """Requeue a running job (`scontrol requeue`; `"hold": true`: `scontrol requeuehold`): its
         processes get its class's grace period to exit, then it goes back to the queue with the
-        same id (held with `hold`), from its last checkpoint. 409 with why for a job that waits,
-        is stopping already or has ended."""
+        same id (held with `hold`), from its last checkpoint. An ended job (succeeded, failed,
+        cancelled, timed out) goes back to the queue at once with the same id, its earlier runs
+        kept. 409 with why for a job that waits or is stopping already, or an ended job still
+        holding GPUs or with a dependency that can never be met; 400 naming the fields when the
+        ended job would no longer be accepted as a submit."""
         hold, reason = requeue_body(request)
         job = self.get_object()
         return self._changed(lambda: requeue_service.requeue(request.user, job.pk, hold=hold, reason=reason))
@@ -524,13 +527,25 @@ def hold_reason_of(request: Request) -> str:
 def requeue_body(request: Request) -> tuple[bool, str]:
     """A requeue's body: nothing, `{}`, or `{"hold": true, "reason": "…"}`; any other field, a
     hold that is not a boolean or a reason that is not one line of text is refused naming it."""
+    hold, reason, _ = _requeue_fields(request, s.RequeueSerializer)
+    return hold, reason
+
+
+def array_requeue_body(request: Request) -> tuple[bool, str, list[str]]:
+    """An array's requeue body: a job's, and `"states": ["failed", …]` (the tasks' states to
+    requeue, `["running"]` by default); an unknown state is refused naming `states`."""
+    return _requeue_fields(request, s.ArrayRequeueSerializer)
+
+
+def _requeue_fields(request: Request, serializer: Any) -> tuple[bool, str, list[str]]:
     if not request.data:
-        return False, ""
+        return False, "", [JobState.RUNNING.value]
     if not isinstance(request.data, dict):
         raise ValidationError({"non_field_errors": ["send no body, {}, or {\"hold\": true, \"reason\": \"…\"}"]})
-    body = s.RequeueSerializer(data=request.data)
+    body = serializer(data=request.data)
     body.is_valid(raise_exception=True)
-    return bool(body.validated_data.get("hold")), str(body.validated_data.get("reason", ""))
+    states = list(dict.fromkeys(body.validated_data.get("states") or [JobState.RUNNING.value]))
+    return bool(body.validated_data.get("hold")), str(body.validated_data.get("reason", "")), states
 
 
 def refuse_fields(request: Request, refusal: str) -> None:
@@ -767,25 +782,40 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
         return Response({**summary, "changed": done.changed, "unchanged": done.unchanged, "not_waiting": not_waiting,
                          "refused": done.refused, "reworded": done.reworded, "detail": detail})
 
-    @extend_schema(request=s.RequeueSerializer, responses={200: s.JobArrayRequeueSerializer})
+    @extend_schema(request=s.ArrayRequeueSerializer, responses={200: s.JobArrayRequeueSerializer})
     @action(detail=True, methods=["post"])
     def requeue(self, request: Request, array_id: str | None = None) -> Response:
         """Requeue every running task (`scontrol requeue ARRAY`), each as `POST jobs/{id}/requeue/`
-        does; waiting, ended and already stopping tasks are counted, not refused."""
-        hold, reason = requeue_body(request)
+        does; with `states`, the tasks in those states instead (`["failed", "timed_out"]`: rerun a
+        sweep's failed tasks). Tasks in other states and those already stopping are counted, not
+        refused; an ended task refused (a dependency never met, ...) is listed with why."""
+        hold, reason, states = array_requeue_body(request)
         tasks = self._tasks(request, array_id)
         summary = self._summary(tasks)  # 404 when no such array, or not yours
         try:
-            done = requeue_service.requeue_array(request.user, summary["job_ids"], hold=hold, reason=reason)
+            done = requeue_service.requeue_array(request.user, summary["job_ids"], hold=hold, reason=reason,
+                                                 states=states)
         except holds.Refused as refusal:
             return refusal_answer(refusal)
         summary = self._summary(tasks)
-        detail = (f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): "
-                  f"{len(done.requeued)} stopping to be requeued" + (" held" if hold else "")
-                  + (f", {done.not_running} not running (waiting or ended)" if done.not_running else "")
-                  + (f", {done.stopping} already stopping" if done.stopping else "") + ".")
+        running = JobState.RUNNING in states
+        ended = [state for state in states if state != JobState.RUNNING]
+        left = ("not running (waiting or ended)" if states == [JobState.RUNNING] else
+                f"not {' or '.join(str(JobState(state).label).lower() for state in states)}")
+        limit = summary["array_task_limit"]
+        parts = ([f"{len(done.requeued)} stopping to be requeued" + (" held" if hold else "")] if running else []) + (
+            [f"{len(done.rerun)} ended ({', '.join(ended)}) back in the queue" + (" held" if hold else "")]
+            if ended else [])
+        detail = (f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): " + ", ".join(parts)
+                  + (f", {len(done.not_requeued)} refused (below)" if done.not_requeued else "")
+                  + (f", {done.not_running} {left}" if done.not_running else "")
+                  + (f", {done.stopping} already stopping" if done.stopping else "") + "."
+                  + (f" The array runs at most {limit} task{'s' if limit != 1 else ''} at a time."
+                     if limit and done.rerun else "")
+                  + "".join(f" Job {r['job']}: {r['detail']}" for r in done.not_requeued[:10]))
         return Response({**summary, "requeued": done.requeued, "not_running": done.not_running,
-                         "stopping": done.stopping, "detail": detail})
+                         "stopping": done.stopping, "rerun": done.rerun, "not_requeued": done.not_requeued,
+                         "detail": detail})
 
     @extend_schema(request=None, responses={200: s.JobArrayCancelSerializer})
     @action(detail=True, methods=["post"])

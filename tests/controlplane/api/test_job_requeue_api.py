@@ -182,25 +182,13 @@ def test_a_waiting_job_is_refused_it_waits_already(fleet, alice) -> None:
     waiting = f.make_job(fleet.ml, submitter=fleet.users["owner"])
     r = alice.post(f"{J}{waiting.pk}/requeue/")
     assert r.status_code == 409
-    assert r.json()["detail"] == f"Job {waiting.pk} is waiting already: only a running job can be requeued."
+    assert r.json()["detail"] == f"Job {waiting.pk} is waiting already: only a running or ended job can be requeued."
     held = f.make_job(fleet.ml, submitter=fleet.users["owner"], hold=JobHold.USER)
     r = alice.post(f"{J}{held.pk}/requeue/", {"hold": True}, format="json")
     assert r.status_code == 409
-    assert r.json()["detail"] == (f"Job {held.pk} is waiting already: only a running job can be requeued. It is "
+    assert r.json()["detail"] == (f"Job {held.pk} is waiting already: only a running or ended job can be requeued. It is "
                                   f"held: release it when it may start (qm release {held.pk}).")
     assert not Event.objects.filter(job__in=[waiting, held]).exists()
-
-
-@pytest.mark.parametrize("state", [JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT])
-def test_an_ended_job_is_refused_submit_it_again(fleet, alice, state) -> None:
-    ended = f.make_job(fleet.ml, submitter=fleet.users["owner"], state=state, finished_at=timezone.now())
-    r = alice.post(f"{J}{ended.pk}/requeue/")
-    assert r.status_code == 409
-    label = Job(state=state).get_state_display().lower()
-    assert r.json()["detail"] == (f"Job {ended.pk} has already ended ({label}): only a running job can be requeued; "
-                                  "to run it again, submit it again.")
-    ended.refresh_from_db()
-    assert ended.state == state and ended.requeue_count == 0
 
 
 def test_an_unschedulable_job_is_refused(fleet, alice) -> None:
@@ -211,7 +199,7 @@ def test_an_unschedulable_job_is_refused(fleet, alice) -> None:
 
 EXPECTED_STOPPING = {
     "preempted": "it is being preempted and goes back to the queue by itself when its processes exit.",
-    "cancelled": "it is being cancelled and ends when its processes exit.",
+    "cancelled": "it is being cancelled and ends when its processes exit; requeue it then to run it again.",
     "timed-out": None,  # at its runtime limit: said below
     "resized": "it is being stopped to resize and goes back to the queue by itself when its processes exit.",
     "gang-exit": "it ends when its processes exit.",
@@ -227,7 +215,7 @@ def test_a_job_already_stopping_is_refused_whatever_stops_it(fleet, alice) -> No
         assert r.status_code == 409, (name, r.content[:300])
         if words is None:
             assert r.json()["detail"] == (f"Job {job.pk} is already stopping at its runtime limit: it ends timed out "
-                                          "when its processes exit; submit it again to run it again.")
+                                          "when its processes exit; requeue it then to run it again.")
         else:
             assert r.json()["detail"] == f"Job {job.pk} is already stopping: {words}", name
         again = Allocation.objects.get(pk=allocation.pk)
@@ -266,15 +254,17 @@ def test_a_bad_body_is_a_400_naming_the_field_and_nothing_is_written(fleet, alic
     assert allocation.state == AllocationState.ACTIVE and not Event.objects.filter(job=job).exists()
 
 
-def test_a_job_whose_processes_exited_meanwhile_is_refused_with_where_it_is_now(fleet, alice) -> None:
-    """The stop is a compare-and-set on the live allocation: an exit that got there first wins,
-    and the answer says where the job is now, with nothing written."""
+def test_a_job_whose_processes_exited_before_the_requeue_is_requeued_from_its_end(fleet, alice) -> None:
+    """An exit that got there first wins: no stop, no lost work; the job, ended, goes back to
+    the queue at once (tests/controlplane/api/test_requeue_ended_jobs.py)."""
     job, allocation = _running(fleet)
     transitions.complete_release(allocation.pk, exit_code=0, at=timezone.now(), actor="agent:h100-1")
     r = alice.post(f"{J}{job.pk}/requeue/")
-    assert r.status_code == 409
-    assert r.json()["detail"].startswith(f"Job {job.pk} has already ended (succeeded)")
-    assert not Event.objects.filter(job=job, kind__in=[EventKind.JOB_PREEMPTING, EventKind.JOB_REQUEUED]).exists()
+    assert r.status_code == 200, r.content[:300]
+    assert r.json()["detail"].startswith(f"Job {job.pk} had succeeded and is back in the queue")
+    assert not Event.objects.filter(job=job, kind=EventKind.JOB_PREEMPTING).exists()
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and job.lost_gpu_seconds == 0.0
 
 
 def test_a_node_fenced_before_confirming_the_stop_still_requeues_it_as_asked(fleet, alice) -> None:
