@@ -7,7 +7,7 @@
     qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high -d afterok:12|none
     qm update ARRAY_ID --array-limit 4|none                      # a job array's task limit (Slurm's %4)
     qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
-    qm requeue JOB... [--hold] [--reason TEXT] [--array ID]    # stop a running job, back to the queue
+    qm requeue JOB... [--hold] [--reason TEXT] [--array ID [--states failed,timed_out]]  # back to the queue
     qm logs JOB [--rank N | --all-ranks] [--tail N] [--generation G] [-f]
     qm showback --by team --window 7d | --month 2026-11 [--csv]
     qm quotas [--team T]
@@ -689,10 +689,13 @@ def cmd_hold(api: Api, args: argparse.Namespace) -> int:
 
 
 def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
-    """Requeue each running job named (`scontrol requeue`; --hold: `scontrol requeuehold`), or
-    every running task of an array: its processes get its class's grace period, then it waits
-    again with the same id (held with --hold). A job that is not running is an error line; the
-    others still act."""
+    """Requeue each job named (`scontrol requeue`; --hold: `scontrol requeuehold`), or every
+    running task of an array (--states: the tasks in those states instead): a running job's
+    processes get its class's grace period, then it waits again with the same id (held with
+    --hold); an ended job waits again at once. A job that waits or is stopping, or an ended one
+    refused, is an error line; the others still act."""
+    if args.states is not None and not args.array:
+        raise CliError("--states picks an array's tasks: give it with --array ARRAY_ID")
     return _act_on_jobs(api, args, "requeue")
 
 
@@ -754,6 +757,9 @@ def _action_body(args: argparse.Namespace) -> dict[str, Any] | None:
     reason = getattr(args, "reason", None)
     if reason is not None:
         body["reason"] = reason
+    states = getattr(args, "states", None)
+    if states is not None:  # qm requeue --array ID --states failed,timed_out
+        body["states"] = [state.strip() for state in states.split(",") if state.strip()]
     return body or None
 
 
@@ -1811,15 +1817,22 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--reason", "-r", metavar="TEXT",
                            help="why, in your words (one line, at most 200 characters), e.g. "
                                 "'waiting for dataset v3': its explanation and events say it")
-    p = sub.add_parser("requeue", parents=[common], help="stop running jobs and put them back in the queue",
-                       description="Requeue running jobs (scontrol requeue): each is told to stop (its processes "
+    p = sub.add_parser("requeue", parents=[common], help="put running or ended jobs back in the queue",
+                       description="Requeue jobs (scontrol requeue): a running job is told to stop (its processes "
                                    "get its class's grace period, as for a preemption), then waits again with the "
                                    "same id and restarts from its last checkpoint, the work since then counted as "
-                                   "lost. --hold: it comes back held until `qm release` (scontrol requeuehold). A "
-                                   "waiting, stopping or ended job is refused. With qm cordon NODE first, it runs "
-                                   "elsewhere.")
+                                   "lost. An ended job (succeeded, failed, cancelled, timed out) waits again at once "
+                                   "with the same id, its earlier runs kept; it is refused while it still holds GPUs, "
+                                   "when a dependency of it can never be met, or when it would no longer be accepted "
+                                   "as a submit (the field named). --hold: it comes back held until `qm release` "
+                                   "(scontrol requeuehold). A waiting or stopping job is refused. With qm cordon NODE "
+                                   "first, it runs elsewhere.")
     p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("--array", metavar="ARRAY_ID", help="every running task of this job array")
+    p.add_argument("--states", metavar="STATE,...",
+                   help="with --array: requeue the tasks in these states instead of the running ones, among "
+                        "running, succeeded, failed, cancelled, timed_out (e.g. failed,timed_out: rerun a sweep's "
+                        "failed tasks, its running ones left alone)")
     p.add_argument("--hold", "-H", dest="requeue_hold", action="store_true",
                    help="come back held: out of the queue until `qm release JOB`")
     p.add_argument("--reason", "-r", metavar="TEXT",
