@@ -16,9 +16,15 @@ cancelled to the engine (services/snapshot.py).
 
 Rules, each refusal naming its field: at least one node; every node exists and is not
 retired; a pool exists (its retired nodes are left out); the reason is one line of at most 200
-characters; the end after the start, in the future, and at most QM_MAINTENANCE_MAX_S after the
-start (14 days). A window that has ended, or was cancelled, is history: it cannot be changed
-(409). One that has begun keeps its start (the engine has kept the nodes clear for it).
+characters; the start now or later (START_GRACE earlier is taken: clock skew, the time to fill a
+form), the end after the start, in the future, and at most QM_MAINTENANCE_MAX_S after the start
+(14 days); no node in two windows at once: a window may not overlap, on any of its nodes,
+another not cancelled and not ended (back to back is fine; extend or change that one instead).
+The overlap is checked again under row locks on the nodes, taken in id order, so two writers
+naming a node one after the other, never both. A window that has ended, or was cancelled, is
+history: it cannot be changed (409). One that has begun keeps its start (the engine has kept the
+nodes clear for it); its end may move, to a time still ahead. An upcoming window's start may
+not move into the past.
 """
 
 from __future__ import annotations
@@ -48,6 +54,11 @@ log = structlog.get_logger(__name__)
 REASON_MAX_LENGTH = 200
 #: Nodes one window may name (a pool is expanded to its nodes): far beyond a fleet's pool.
 MAX_NODES = 10_000
+#: How far before now a new start is still taken as "now": clock skew between the admin's
+#: machine and the server, and the minute a form takes to fill (the pages type minutes).
+START_GRACE = timedelta(minutes=5)
+#: The fields of a change that move a window in time or across nodes: an overlap is checked.
+EXTENT = frozenset({"nodes", "pool", "start_at", "end_at", "duration_s"})
 
 
 def max_length_s() -> int:
@@ -151,11 +162,19 @@ def _aware(at: datetime) -> datetime:
 
 
 def _check_times(start_at: datetime | None, end_at: datetime | None, duration_s: int | None,
-                 now: datetime, errors: dict[str, str], *, end_field: str) -> tuple[datetime | None, datetime | None]:
+                 now: datetime, errors: dict[str, str], *, end_field: str,
+                 new_start: bool = True) -> tuple[datetime | None, datetime | None]:
+    """The window's start and end (from `end_at` or `duration_s`), each problem in `errors`.
+    `new_start`: the start is being set (a new window, or an upcoming one moved), so it may not
+    be past (START_GRACE is taken)."""
     if start_at is None:
         errors["start_at"] = "give when the maintenance begins"
         return None, None
     start_at = _aware(start_at)
+    if new_start and start_at < now - START_GRACE:
+        errors["start_at"] = (f"it starts at {when(start_at)}, before now ({when(now)}): a window starts now or "
+                              f"later (up to {span(START_GRACE.total_seconds())} earlier is taken, for clock skew); "
+                              "to take nodes out at once, start it now")
     if end_at is not None and duration_s is not None:
         errors["end_at"] = "give the end (end_at) or the length (duration_s), not both"
         return start_at, None
@@ -183,6 +202,55 @@ def _check_times(start_at: datetime | None, end_at: datetime | None, duration_s:
         errors[end_field] = (f"{span((end_at - start_at).total_seconds())} long: a window lasts at most "
                              f"{span(longest)} (QM_MAINTENANCE_MAX_S); schedule a longer job as several")
     return start_at, end_at
+
+
+def _window_said(window: MaintenanceWindow) -> str:
+    return (f"maintenance window {window.pk} ({window.reason}, from {when(window.start_at)} to {when(window.end_at)}, "
+            f"{span((window.end_at - window.start_at).total_seconds())})")
+
+
+def overlap_problem(nodes: Sequence[Node], start_at: datetime, end_at: datetime, now: datetime, *,
+                    other_than: int | None = None) -> str | None:
+    """What is wrong if a window on `nodes` from `start_at` to `end_at` would overlap another
+    not cancelled and not ended (`other_than`: the window being changed) on any of them, or
+    None. One ending when this one starts (or starting when it ends) does not overlap. One query."""
+    ids = [n.pk for n in nodes]
+    if not ids:
+        return None
+    others = (MaintenanceWindow.objects.filter(cancelled_at__isnull=True, start_at__lt=end_at,
+                                               end_at__gt=max(now, start_at), nodes__in=ids)
+              .distinct().order_by("start_at", "id").prefetch_related("nodes"))
+    if other_than is not None:
+        others = others.exclude(pk=other_than)
+    clashes = list(others[:4])
+    if not clashes:
+        return None
+    wanted = {n.pk for n in nodes}
+    said = []
+    for other in clashes[:3]:
+        shared = sorted(n.name for n in other.nodes.all() if n.pk in wanted)
+        said.append(f"{_nodes_said(shared)} {'is' if len(shared) == 1 else 'are'} already in {_window_said(other)}")
+    more = others.count() - 3 if len(clashes) > 3 else 0
+    first = clashes[0].pk
+    return ("; ".join(said) + (f"; and {counted(more, 'other window')}" if more else "")
+            + f": windows on the same node cannot overlap; extend or change window {first} instead "
+            f"(`qm maint edit {first}`, PATCH maintenance-windows/{first}/), or choose a time outside it")
+
+
+def _lock_nodes(nodes: Sequence[Node]) -> None:
+    """Row locks on `nodes`, taken in id order (two writers naming some of the same nodes take
+    them in the same order: no deadlock). A concurrent create or change naming any of them waits
+    for this transaction to end, then its overlap check sees this window."""
+    list(Node.objects.select_for_update(no_key=True).filter(pk__in=[n.pk for n in nodes])
+         .order_by("pk").values_list("pk", flat=True))
+
+
+def _refuse_overlap(checked: Checked, now: datetime, other_than: int | None) -> None:
+    """Under the nodes' row locks: Refused on `nodes` if the window would overlap another."""
+    _lock_nodes(checked.nodes)
+    problem = overlap_problem(checked.nodes, checked.start_at, checked.end_at, now, other_than=other_than)
+    if problem:
+        raise Refused({"nodes": problem})
 
 
 # ------------------------------------------------------------------------------ records
@@ -280,9 +348,12 @@ def _actor(user: AbstractBaseUser) -> str:
 
 
 def check_new(*, start_at: datetime | None, reason: Any, nodes: Sequence[str] | None = None, pool: str | None = None,
-              end_at: datetime | None = None, duration_s: int | None = None, now: datetime | None = None) -> Checked:
+              end_at: datetime | None = None, duration_s: int | None = None, now: datetime | None = None,
+              overlaps: bool = True) -> Checked:
     """A new window's fields checked whole: its nodes, times and reason, or Refused naming every
-    field at fault. The API and the admin's form ask this; `create` too."""
+    field at fault; then (`overlaps`, once the rest is right) that it overlaps no other window on
+    its nodes. The API and the admin's form ask this; `create` too, checking the overlap again
+    under the nodes' row locks."""
     now = now or timezone.now()
     errors: dict[str, str] = {}
     problem = _reason_problem(reason)
@@ -294,6 +365,9 @@ def check_new(*, start_at: datetime | None, reason: Any, nodes: Sequence[str] | 
     if errors:
         raise Refused(errors)
     assert start_at is not None and end_at is not None
+    problem = overlap_problem(chosen, start_at, end_at, now) if overlaps else None
+    if problem:
+        raise Refused({"nodes": problem})
     return Checked(chosen, start_at, end_at, str(reason).strip())
 
 
@@ -304,8 +378,9 @@ def create(user: AbstractBaseUser, *, start_at: datetime | None, reason: Any, no
     events in one transaction."""
     now = now or timezone.now()
     checked = check_new(start_at=start_at, reason=reason, nodes=nodes, pool=pool, end_at=end_at,
-                        duration_s=duration_s, now=now)
+                        duration_s=duration_s, now=now, overlaps=False)
     with transaction.atomic():
+        _refuse_overlap(checked, now, None)
         window = MaintenanceWindow.objects.create(start_at=checked.start_at, end_at=checked.end_at,
                                                   reason=checked.reason, created_by=user, created_at=now)
         window.nodes.set(checked.nodes)
@@ -337,12 +412,15 @@ def _refuse_history(window: MaintenanceWindow, now: datetime, verb: str) -> None
                          f"be {verb}: schedule a new one (POST maintenance-windows/, `qm maint add`)")
 
 
-def check_change(window: MaintenanceWindow, changes: dict[str, Any], now: datetime | None = None) -> Checked:
+def check_change(window: MaintenanceWindow, changes: dict[str, Any], now: datetime | None = None, *,
+                 overlaps: bool = True) -> Checked:
     """`window` with `changes` (any of CHANGEABLE) checked whole: its nodes, times and reason
     after the change, or Refused naming every field at fault; Conflicted for a window that ended
     or was cancelled. Nodes given replace its nodes (a pool given adds the pool's; a pool alone
     replaces them with the pool's). A new start alone moves the window whole (its length kept);
-    `duration_s` sets the end from the (new) start. A window that has begun keeps its start."""
+    `duration_s` sets the end from the (new) start. A window that has begun keeps its start; an
+    upcoming one's start may not move into the past. A change of its nodes or times is checked
+    (`overlaps`) against the other windows on its nodes."""
     now = now or timezone.now()
     unknown = sorted(set(changes) - CHANGEABLE)
     if unknown:
@@ -376,10 +454,15 @@ def check_change(window: MaintenanceWindow, changes: dict[str, Any], now: dateti
     elif end_at is None and duration_s is None:
         end_at = window.end_at
     start, end = _check_times(start_at, end_at, duration_s, now, errors,
-                              end_field="duration_s" if duration_s is not None and end_at is None else "end_at")
+                              end_field="duration_s" if duration_s is not None and end_at is None else "end_at",
+                              new_start=window.start_at > now and start_at != window.start_at)
     if errors:
         raise Refused(errors)
     assert start is not None and end is not None
+    problem = (overlap_problem(chosen, start, end, now, other_than=window.pk)
+               if overlaps and EXTENT & set(changes) else None)
+    if problem:
+        raise Refused({"nodes": problem})
     return Checked(chosen, start, end, str(reason).strip())
 
 
@@ -391,7 +474,9 @@ def change(window_pk: int, user: AbstractBaseUser, changes: dict[str, Any],
     with transaction.atomic():
         window = _locked(window_pk)
         before = window_record(window)
-        checked = check_change(window, changes, now)
+        checked = check_change(window, changes, now, overlaps=False)
+        if EXTENT & set(changes):
+            _refuse_overlap(checked, now, window.pk)
         MaintenanceWindow.objects.filter(pk=window.pk).update(start_at=checked.start_at, end_at=checked.end_at,
                                                               reason=checked.reason)
         window.start_at, window.end_at, window.reason = checked.start_at, checked.end_at, checked.reason

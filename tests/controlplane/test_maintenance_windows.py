@@ -108,7 +108,7 @@ def test_the_snapshot_carries_open_windows_and_not_ended_or_cancelled_ones(fleet
     root = _admin(fleet)
     upcoming = maintenance.create(root, nodes=["h100-1", "h100-0"], start_at=now + timedelta(hours=1),
                                   duration_s=7200, reason="firmware")
-    active = maintenance.create(root, nodes=["a100-0"], start_at=now - timedelta(minutes=5), duration_s=3600,
+    active = maintenance.create(root, nodes=["a100-0"], start_at=now - timedelta(minutes=1), duration_s=3600,
                                 reason="cabling")
     cancelled = maintenance.create(root, nodes=["h100-2"], start_at=now + timedelta(hours=2), duration_s=60,
                                    reason="gone")

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 def test_nodes_in_active_and_upcoming_windows_are_counted_per_pool(fleet: Fleet) -> None:
     root = fleet.users["admin"]
     now = timezone.now()
-    maintenance.create(root, nodes=["h100-0", "h100-1"], start_at=now - timedelta(minutes=5), duration_s=3600,
+    maintenance.create(root, nodes=["h100-0", "h100-1"], start_at=now - timedelta(minutes=1), duration_s=3600,
                        reason="now")
     maintenance.create(root, nodes=["h100-1", "h100-2"], start_at=now + timedelta(hours=1), duration_s=3600,
                        reason="later")

@@ -157,8 +157,9 @@ def test_cancel_keeps_the_window_and_a_cancelled_one_is_history(admin: APIClient
 def test_filters_by_state_and_node(admin: APIClient, fleet: Fleet) -> None:
     now = timezone.now()
     upcoming = admin.post(URL, _body(nodes=["h100-0"]), format="json").json()["id"]
-    active = admin.post(URL, _body(nodes=["h100-1", "h100-0"], start_at=_iso(now - timedelta(minutes=1))),
-                        format="json").json()["id"]
+    # Begun a minute ago, it ends before the upcoming one on h100-0 begins (windows may not overlap).
+    active = admin.post(URL, _body(nodes=["h100-1", "h100-0"], start_at=_iso(now - timedelta(minutes=1)),
+                                   duration_s=1800), format="json").json()["id"]
     cancelled = admin.post(URL, _body(nodes=["a100-0"]), format="json").json()["id"]
     admin.post(f"{URL}{cancelled}/cancel/")
 
@@ -183,7 +184,8 @@ def test_the_list_reads_in_a_number_of_queries_that_does_not_grow(admin: APIClie
     with CaptureQueriesContext(connection) as one:
         assert admin.get(URL).status_code == 200
     for i in range(8):
-        admin.post(URL, _body(pool="h100", nodes=None, reason=f"w{i}"), format="json")
+        admin.post(URL, _body(pool="h100", nodes=None, reason=f"w{i}", duration_s=3600,  # one after the other:
+                              start_at=_iso(timezone.now() + timedelta(hours=6 + 2 * i))), format="json")  # no overlap
     with CaptureQueriesContext(connection) as nine:
         r = admin.get(URL)
     assert r.json()["count"] == 9 and all(len(w["affected_running_jobs"]) == 1 for w in r.json()["results"])
