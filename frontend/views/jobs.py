@@ -38,6 +38,7 @@ from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClas
 from controlplane.services import access, accounting, dependencies, dependency_text, holds, job_logs
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singleton_page
+from controlplane.services.requeue import ENDED_STATES
 from controlplane.services.stopping import attach_stop_reasons, label_totals, stop_reason
 from controlplane.services.transitions import RELEASE_REQUEUED, RELEASE_REQUEUED_HELD, REQUESTED_REQUEUES
 from frontend import figures
@@ -102,9 +103,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
     # The GPUs each listed job holds now (an elastic job's may differ from its request): one query.
     attach_gpus_held(page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
-    array_states = None
+    array_states = array_limit = None
     if array_id:  # (state, state_label, n): a stopping task counted by why it stops
         array_states = label_totals(jobs.filter(array_id=array_id))
+        # Slurm's %N: every task carries the array's limit (PATCH job-arrays/{id}/ sets them all).
+        array_limit = jobs.filter(array_id=array_id).values_list("array_task_limit", flat=True).first()
     ids = [job.pk for job in page.object_list][:MAX_LIVE_ROWS]
     query = request.GET.copy()
     query.pop("page", None)
@@ -121,6 +124,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "visible_teams": _job_teams(user),
         "array_id": array_id,
         "array_states": array_states,
+        "array_limit": array_limit,
         "may_submit": access.may_submit(user),
         "live_url": reverse("frontend:jobs-json") + "?" + urlencode({"ids": ",".join(map(str, ids))}) if ids else "",
         "job_url": reverse("v1:job-list"),
@@ -321,8 +325,10 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "may_release": (job.state == JobState.PENDING and bool(job.hold) and who.may_submit_for(job.team_id)
                         and (job.hold != JobHold.ADMIN or who.is_admin)),
         "hold_url": reverse("v1:job-hold", args=[job.pk]),
-        # Requeue where the API allows it (services/requeue.py): a running job of the user's team.
-        "may_requeue": job.state == JobState.RUNNING and who.may_submit_for(job.team_id),
+        # Requeue where the API allows it (services/requeue.py): a running or ended job of the
+        # user's team (an ended one may still be refused: a dependency never met, ...; the API says why).
+        "may_requeue": job.state in (JobState.RUNNING, *ENDED_STATES) and who.may_submit_for(job.team_id),
+        "requeue_ended": job.state in ENDED_STATES,
         "requeue_url": reverse("v1:job-requeue", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
         "output": job_output(job, request.GET),
