@@ -79,3 +79,24 @@ def test_a_change_goes_through_the_service_and_cancel_keeps_the_window(browser: 
         "nodes": [h100_1.pk], "reason": "x", **_when("start_at", start), **_when("end_at", start + timedelta(hours=2)),
         "_save": "Save"})
     assert again.status_code == 200 and "was cancelled at" in again.content.decode()
+
+
+def test_the_admin_form_refuses_a_past_start_and_an_overlap_on_their_fields(browser: Client, fleet: Fleet) -> None:
+    root = fleet.users["admin"]
+    start = (timezone.now() + timedelta(hours=2)).replace(microsecond=0)
+    first = maintenance.create(root, nodes=["h100-1"], start_at=start, duration_s=3600, reason="fw")
+    node = Node.objects.get(name="h100-1")
+    past = timezone.now() - timedelta(hours=1)
+
+    early = browser.post(f"{URL}add/", {"nodes": [node.pk], "reason": "x", **_when("start_at", past),
+                                        **_when("end_at", start), "_save": "Save"})
+    over = browser.post(f"{URL}add/", {"nodes": [node.pk], "reason": "x", **_when("start_at", start),
+                                       **_when("end_at", start + timedelta(minutes=30)), "_save": "Save"})
+
+    assert early.status_code == 200
+    assert "before now" in early.context["adminform"].form.errors["start_at"][0]
+    assert over.status_code == 200
+    assert (f"h100-1 is already in maintenance window {first.pk}"
+            in over.context["adminform"].form.errors["nodes"][0])
+    assert MaintenanceWindow.objects.count() == 1
+    assert Event.objects.filter(reason="MaintenanceWindowCreated").count() == 1

@@ -103,3 +103,28 @@ def test_refusals_name_the_flag_and_members_cannot_add(qm, fleet) -> None:  # no
     member = qm("maint", "add", "--nodes", "h100-1", "--start", "+1h", "--duration", "1h", "--reason", "fw")
     assert member.code == 1 and "Only admins may change this resource" in member.err
     assert qm("maint", "list").code == 0
+
+
+def test_a_window_in_the_past_or_over_another_is_refused_in_words(qm, fleet) -> None:  # noqa: ANN001
+    _root(qm)
+    past = (timezone.now() - timedelta(hours=1)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M")
+    early = qm("maint", "add", "--nodes", "h100-1", "--start", past, "--duration", "1h", "--reason", "fw")
+    first = qm("maint", "add", "--nodes", "h100-1,h100-2", "--start", "+2h", "--duration", "4h", "--reason",
+               "firmware upgrade", "--json")
+    over = qm("maint", "add", "--nodes", "h100-2,h100-3", "--start", "+3h", "--duration", "1h", "--reason", "cabling")
+    after = qm("maint", "add", "--nodes", "h100-2", "--start", "+6h", "--duration", "1h", "--reason", "next", "--json")
+
+    assert early.code == 1 and early.err.startswith("error: Invalid request.")
+    assert f"start_at (--start {past}): it starts at {past.replace('T', ' ')} UTC, before now (" in early.err
+    assert "to take nodes out at once, start it now" in early.err
+    assert first.code == 0, first.err
+    window = first.json()["id"]
+    assert over.code == 1 and over.err.startswith("error: Invalid request.")
+    assert (f"nodes (--nodes h100-2,h100-3): h100-2 is already in maintenance window {window} (firmware upgrade, "
+            "from ") in over.err
+    assert f"extend or change window {window} instead (`qm maint edit {window}`" in over.err
+    # Back to back (+2h for 4h, then +6h): the start given as +6h is a moment later than the first's end.
+    assert after.code == 0, after.err
+    moved = qm("maint", "edit", str(after.json()["id"]), "--start", "+5h")
+    assert moved.code == 1 and f"h100-2 is already in maintenance window {window}" in moved.err
+    assert sorted(MaintenanceWindow.objects.values_list("reason", flat=True)) == ["firmware upgrade", "next"]
