@@ -24,6 +24,7 @@ needs runtime estimates, which enforced runtime limits make honest.
 
 from __future__ import annotations
 
+import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable
 from heapq import merge
@@ -32,6 +33,7 @@ from operator import itemgetter
 
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.gang import Demand
+from scheduler_core.maintenance import NO_NODES
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.sentences import duration
 from scheduler_core.state import FLEET, HOLD, JOB, Grant, Restore
@@ -299,7 +301,9 @@ class ReleaseTimeline:
     def __init__(self, ctx: CycleContext) -> None:
         state = ctx.state
         self.state = state
+        self.calendar = ctx.calendar
         now = ctx.snapshot.now
+        self.upcoming = tuple(w for w in ctx.calendar.windows if w.start_at > now)
         # a node inside a maintenance window offers its free GPUs only once it reopens
         reopens = ctx.calendar.reopens(now)
         free = list(state.free_gpus)
@@ -359,7 +363,9 @@ class ReleaseTimeline:
             for g in holdings[(kind, job_id)]:
                 mask = g.mask & ~promised.get(g.node, 0) if promised else g.mask
                 if mask:
-                    by_time.setdefault(release, []).append((g.node, mask))
+                    # (GPUs a job frees inside a window come back with the node)
+                    at = max(release, reopens[g.node]) if g.node in reopens else release
+                    by_time.setdefault(at, []).append((g.node, mask))
         rows = self.free
         for at in sorted(by_time):
             changed: list[tuple[int, int, int]] = []
@@ -378,6 +384,10 @@ class ReleaseTimeline:
             self.changes.append(changed)
             self.times.append(at)
         self._at_least: dict[tuple[int, int], list[int]] = {}
+        self._per_node: dict[int, tuple[list[int], list[int]]] | None = None
+        # (memo keyed by the demand's identity: outcomes, and their demands, live the cycle)
+        self._clear: dict[tuple[int, tuple[int, ...], float, float | None], float | None] = {}
+        self._lost_memo: dict[tuple[int, frozenset[int], tuple[int, ...], int], tuple[int, int]] = {}
         self._integrals: dict[tuple[int, ...], tuple[list[float], list[int]]] = {}
         self._by_class: tuple[list[list[int]], list[list[tuple[int, int, int]]]] | None = None
 
@@ -468,6 +478,97 @@ class ReleaseTimeline:
                     and sum(row[i] for row in node_rows) >= need_nodes)
 
         return fits
+
+    def free_at(self, node: int, frame: int) -> int:
+        """Free GPUs of ``node`` at ``frame``."""
+        if self._per_node is None:
+            # once per timeline, on the first query: each node's frames and free counts
+            per_node: dict[int, tuple[list[int], list[int]]] = {}
+            for frame_no, changed in enumerate(self.changes):
+                for n, _, after in changed:
+                    frames, counts = per_node.setdefault(n, ([], []))
+                    frames.append(frame_no)
+                    counts.append(after)
+            self._per_node = per_node
+        found = self._per_node.get(node)
+        if found is None:
+            return self.base[node]
+        i = bisect_right(found[0], frame) - 1
+        return self.base[node] if i < 0 else found[1][i]
+
+    def clear_of_windows(self, demand: Demand, classes: tuple[int, ...], start: float,
+                         runtime_limit_s: float | None) -> float | None:
+        """The first time from ``start`` at which the gang, running to its runtime limit, fits
+        by the counts on capable nodes that no maintenance window touches during the run:
+        ``start`` itself when no window is in the way, else a later release or window end;
+        ``None`` if no known time is clear. (The timeline's frames only add GPUs, so windows
+        that open later are checked here, per start, and not in the frames.)
+
+        The windows a run from ``t`` overlaps change only where ``t`` passes a window's end or
+        ``t`` + limit passes its start: between two such breaks the nodes lost are the same
+        and the rest only gain GPUs frame by frame, so each stretch is one binary search."""
+        span = math.inf if runtime_limit_s is None else runtime_limit_s
+        end = start + span
+        # a window open now is in the frames already (its nodes' GPUs come back at its end)
+        if not any(w.start_at < end and w.end_at > start for w in self.upcoming):
+            return start
+        key = (id(demand), classes, start, runtime_limit_s)
+        if key not in self._clear:
+            self._clear[key] = self._clear_of_windows(demand, classes, start, runtime_limit_s)
+        return self._clear[key]
+
+    def _clear_of_windows(self, demand: Demand, classes: tuple[int, ...], start: float,
+                          runtime_limit_s: float | None) -> float | None:
+        calendar, state, times = self.calendar, self.state, self.times
+        gpus, largest = demand.gpus, demand.largest_member
+        width = max(state.classes[c].gpus for c in classes)
+        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
+        free_rows = [self.free[c] for c in classes]
+        node_rows = [self.at_least(c, largest) for c in classes if largest <= state.classes[c].gpus]
+
+        def fits(frame: int, closed: frozenset[int]) -> bool:
+            lost_free, lost_roomy = self._lost(frame, closed, classes, largest) if closed else (0, 0)
+            return (sum(row[frame] for row in free_rows) - lost_free >= gpus
+                    and sum(row[frame] for row in node_rows) - lost_roomy >= need_nodes)
+
+        frame = bisect_right(times, start) - 1
+        if not fits(frame, NO_NODES):
+            return start        # the counts do not explain this start: not for windows to move
+        span = math.inf if runtime_limit_s is None else runtime_limit_s
+        breaks = sorted({start} | {w.end_at for w in calendar.windows if w.end_at > start}
+                        | {w.start_at - span for w in calendar.windows if w.start_at - span > start})
+        for i, at in enumerate(breaks):
+            frame = bisect_right(times, at) - 1
+            if fits(frame, calendar.closed_for_run(at, runtime_limit_s)):
+                return at
+            upper = breaks[i + 1] if i + 1 < len(breaks) else math.inf
+            # strictly inside the stretch the windows in the way are those of any inner point
+            closed = calendar.closed_for_run(at + 1.0 if upper == math.inf else (at + upper) / 2,
+                                             runtime_limit_s)
+            lo, hi = frame + 1, bisect_left(times, upper)
+            last = hi
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if fits(mid, closed):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            if lo < last:
+                return times[lo]
+        return None
+
+    def _lost(self, frame: int, closed: frozenset[int], classes: tuple[int, ...],
+              largest: int) -> tuple[int, int]:
+        """Free GPUs, and nodes with room for ``largest``, that ``closed`` takes from
+        ``classes`` at ``frame`` (many jobs share a frame and a set of windows)."""
+        key = (frame, closed, classes, largest)
+        found = self._lost_memo.get(key)
+        if found is None:
+            state = self.state
+            free = [self.free_at(n, frame) for n in closed
+                    if state.ready[n] and state.node_class[n] in classes]
+            found = self._lost_memo[key] = (sum(free), sum(f >= largest for f in free))
+        return found
 
     def fits_at(self, demand: Demand, classes: tuple[int, ...], frame: int) -> bool:
         """Does the gang fit at ``frame`` (0: now) by the counts alone?"""

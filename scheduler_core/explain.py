@@ -284,6 +284,9 @@ class _Worded(NamedTuple):
     """The GPU type it will charge to its team's quota once it starts."""
     alternatives: tuple[_Worded, ...] = ()
     """Over its quota on several GPU types: its words per type (the start is the earliest)."""
+    demand: Demand | None = None
+    classes: tuple[int, ...] = ()
+    """Its gang and capable classes, to check an estimated start against maintenance windows."""
 
 
 class _Explainer:
@@ -367,7 +370,8 @@ class _Explainer:
             None if base is None or (quota_at is not None and base > quota_at)
             else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
             quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
-            capacity_part, preset, _charged_type(self.ctx, outcome),
+            capacity_part, preset, _charged_type(self.ctx, outcome), (),
+            outcome.demand, outcome.classes,
         )
 
     def _word_types(self, spec: JobSpec, outcome: Outcome) -> _Worded:
@@ -461,7 +465,7 @@ class _Explainer:
         if w.alternatives:
             return self._place_earliest(spec, w, position)
         (eta, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus, estimated, _,
-         quota_at, adds, quota_type, _, _, charged, _) = w
+         quota_at, adds, quota_type, _, _, charged, _, _, _) = w
         message = text
         if line is not None:
             eta = self._drain(spec, line, drains, fits_now, adds and spec.id not in self.promised,
@@ -474,6 +478,8 @@ class _Explainer:
             eta, message, estimated = self._behind_head(w, eta, message, estimated, head_quota)
         if eta is not None and estimated:
             message = _estimated_sentence(w, eta)
+        if eta is not None and self.ctx.calendar and spec.id not in self.promised:
+            eta, message = self._clear_of_windows(spec, w, eta, message)
         if charged is not None and resolvable and (head_quota is None or spec.id != head_quota[4]):
             # what this job will hold of its team's quota once it starts, for the jobs behind
             key = (spec.team, charged)
@@ -513,6 +519,8 @@ class _Explainer:
             alt = w._replace(alternatives=())
             return self.place(spec, alt, position)
         alt, eta, message = best
+        if self.ctx.calendar:
+            eta, message = self._clear_of_windows(spec, alt, eta, message)
         if alt.charged is not None and (head_quota is None or spec.id != head_quota[4]):
             key = (spec.team, alt.charged)
             held, until = self.quota_ahead.get(key, (0, self.ctx.snapshot.now))
@@ -520,6 +528,29 @@ class _Explainer:
             self.quota_ahead[key] = (held + alt.demand_gpus, max(until, ends_at))
         return pending_explanation(spec.id, alt.code, alt.reason, message, alt.resolvable,
                                    position, eta, alt.would)
+
+    def _clear_of_windows(self, spec: JobSpec, w: _Worded, eta: float, message: str
+                          ) -> tuple[float, str]:
+        """A start estimated from releases alone, moved past the maintenance windows that would
+        take the nodes it needs out of service during its run (to its runtime limit). Kept as
+        it is when no later time is clear either: that is not for the windows to say."""
+        if w.demand is None or not w.classes:
+            return eta, message
+        timeline = self._timeline()
+        clear = timeline.clear_of_windows(w.demand, w.classes, eta, spec.runtime_limit_s)
+        if clear is None or clear <= eta:
+            return eta, message
+        calendar, state = self.ctx.calendar, self.ctx.state
+        wanted = set(w.classes)
+        end = run_end(eta, spec.runtime_limit_s)
+        nodes = [n for n in calendar.closed(eta, end) if state.node_class[n] in wanted]
+        windows = calendar.blocking(nodes, eta, end)
+        named = ", ".join(x.id for x in windows[:3]) + (", …" if len(windows) > 3 else "")
+        return clear, (
+            f"{w.text} Estimated start t={clear:.0f}: the capable GPUs would free up by t={eta:.0f}, "
+            f"but maintenance ({named}) takes {counted(len(nodes), 'capable node')} out of service "
+            + ("during a run from then to its runtime limit." if spec.runtime_limit_s is not None
+               else "while it would run from then (it declares no runtime limit)."))
 
     def _drain(self, spec: JobSpec, line: _DrainLine, drains: bool, fits_now: bool, adds: bool,
                gpus: int, eta: float | None) -> float | None:

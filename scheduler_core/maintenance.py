@@ -35,14 +35,17 @@ def run_end(start: float, runtime_limit_s: float | None) -> float:
 class MaintenanceCalendar:
     """The snapshot's windows that have not ended, per node index."""
 
-    __slots__ = ("windows", "_by_node", "_closed", "ends", "active_nodes")
+    __slots__ = ("windows", "_by_node", "_nodes_of", "_closed", "ends", "active_nodes")
 
     def __init__(self, windows: Sequence[MaintenanceWindow], index_of: Mapping[str, int],
                  now: float) -> None:
         self.windows: tuple[MaintenanceWindow, ...] = ()
         self._by_node: dict[int, list[MaintenanceWindow]] = {}
-        self._closed: dict[tuple[float, float], frozenset[int]] = {}
+        # the nodes closed by each set of overlapping windows (indexes into ``windows``): a
+        # cycle asks for many runs, but few windows make few distinct sets
+        self._closed: dict[tuple[int, ...], frozenset[int]] = {}
         kept: list[MaintenanceWindow] = []
+        nodes_of: list[tuple[int, ...]] = []
         active: set[int] = set()
         for w in sorted(windows, key=lambda w: (w.start_at, w.end_at, w.id)):
             if not w.end_at > w.start_at:
@@ -55,11 +58,13 @@ class MaintenanceCalendar:
             if not nodes:
                 continue
             kept.append(w)
+            nodes_of.append(tuple(nodes))
             for n in nodes:
                 self._by_node.setdefault(n, []).append(w)
                 if w.start_at <= now:
                     active.add(n)
         self.windows = tuple(kept)
+        self._nodes_of = tuple(nodes_of)
         self.active_nodes: frozenset[int] = frozenset(active)
         """Nodes inside a window now: their idle GPUs are unavailable, not free."""
         self.ends: tuple[float, ...] = tuple(sorted({w.end_at for w in kept}))
@@ -75,14 +80,12 @@ class MaintenanceCalendar:
 
     def closed(self, start: float, end: float) -> frozenset[int]:
         """The nodes with a window overlapping the run from ``start`` to ``end``."""
-        if not self._by_node:
+        hit = tuple(i for i, w in enumerate(self.windows) if w.start_at < end and w.end_at > start)
+        if not hit:
             return NO_NODES
-        key = (start, end)
-        found = self._closed.get(key)
+        found = self._closed.get(hit)
         if found is None:
-            found = self._closed[key] = frozenset(
-                n for n, ws in self._by_node.items()
-                if any(w.start_at < end and w.end_at > start for w in ws)) or NO_NODES
+            found = self._closed[hit] = frozenset(n for i in hit for n in self._nodes_of[i])
         return found
 
     def closed_for_run(self, start: float, runtime_limit_s: float | None) -> frozenset[int]:

@@ -242,3 +242,44 @@ def test_maintenance_window_a_preemptor_counts_the_victims_grace_before_its_star
     assert preempted(cluster.plan()) == ["r"]
     blocked = cluster.maintenance("m", "n0", start=14 * HOUR + 10, end=15 * HOUR).plan()
     assert preempted(blocked) == []
+
+
+@pytest.mark.parametrize(("limit", "eta"), [
+    (HOUR, 3 * HOUR), (HOUR / 2, HOUR), (None, 3 * HOUR),
+], ids=["run-would-overlap-it", "run-ends-as-it-opens", "no-runtime-limit"])
+def test_maintenance_window_eta_moves_past_a_window_the_run_would_overlap(limit, eta):
+    # n0 frees at t=3600 and goes into maintenance at t=5400 until t=10800: a job behind
+    # the running one is told it starts when n0 frees only if its run ends by t=5400
+    plan = (make_cluster().nodes(1).at(0)
+            .running(make_running(make_job("r").gpus(8).limit(HOUR)).whole("n0"))
+            .maintenance("fw", "n0", start=1.5 * HOUR, end=3 * HOUR)
+            .pending(make_job("j").gpus(8).limit(limit))
+            .plan(SchedulerConfig(backfill=False)))
+    w = why(plan, "j")
+    assert w.code is ReasonCode.INSUFFICIENT_GPUS
+    assert w.eta == eta
+    if eta > HOUR:
+        assert "would free up by t=3600, but maintenance (fw) takes 1 capable node out of service" in w.message
+
+
+def test_maintenance_window_eta_uses_a_node_outside_the_window_when_one_frees():
+    # both nodes free at t=3600; only n0 has a window: the job's ETA stays t=3600 (on n1)
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("a").gpus(8).limit(HOUR)).whole("n0"),
+                     make_running(make_job("b").gpus(8).limit(HOUR)).whole("n1"))
+            .maintenance("fw", "n0", start=1.5 * HOUR, end=3 * HOUR)
+            .pending(make_job("j").gpus(8).limit(HOUR))
+            .plan(SchedulerConfig(backfill=False)))
+    assert why(plan, "j").eta == HOUR
+    assert "maintenance" not in why(plan, "j").message
+
+
+def test_maintenance_window_gpus_a_job_frees_inside_it_come_back_when_the_node_reopens():
+    # r holds n0 until t=3600, but n0 is in maintenance until t=7200; n1 is busy until t=18000
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r").gpus(8).limit(HOUR)).whole("n0"),
+                     make_running(make_job("long").gpus(8).limit(5 * HOUR)).whole("n1"))
+            .maintenance("m", "n0", start=0, end=2 * HOUR)
+            .pending(make_job("j").gpus(8).limit(HOUR))
+            .plan(SchedulerConfig(backfill=False)))
+    assert why(plan, "j").eta == 2 * HOUR
