@@ -288,6 +288,15 @@ def tiers_payload(node: Node, tiers: NodeTiers) -> dict[str, Any]:
     }
 
 
+def node_maintenance(request: HttpRequest, node: Node, is_admin: bool) -> dict[str, Any]:
+    """The node page's maintenance windows, newest first: the last NODE_WINDOWS (one query; two
+    more, their nodes and running jobs, once it has one). The page and its live JSON both give
+    them, so a window cancelled from the page (or changed elsewhere) shows as it now stands."""
+    mine = list(MaintenanceWindow.objects.filter(nodes=node).select_related("created_by")
+                .prefetch_related("nodes").order_by("-start_at", "-id")[:NODE_WINDOWS])
+    return {"windows": maintenance_rows(request, mine), "is_admin": is_admin, "node_page": True}
+
+
 @login_required
 @require_GET
 def node_detail(request: HttpRequest, name: str) -> HttpResponse:
@@ -298,13 +307,9 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     since, until = window.bounds(now)
     tiers = tiers_payload(node, node_tiers(node, since, until, now))
     charts = {c.key: c for c in [*payload["charts"], tiers["chart"]]}
-    # Its maintenance windows: those not ended first, then the last ended or cancelled ones.
-    mine = list(MaintenanceWindow.objects.filter(nodes=node).select_related("created_by")
-                .prefetch_related("nodes").order_by("-start_at", "-id")[:NODE_WINDOWS])
     return render(request, "frontend/node_detail.html", {
         **payload, "page": "nodes", "charts": charts, "tiers": tiers, "window": window, "windows": WINDOWS,
-        "maintenance": {"windows": maintenance_rows(request, mine), "is_admin": payload["is_admin"],
-                        "node_page": True},
+        "maintenance": node_maintenance(request, node, payload["is_admin"]),
         "live_url": reverse("frontend:node-json", args=[node.name]), "live_every": 10000,
     })
 
@@ -312,8 +317,12 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
 @login_required
 @require_GET
 def node_json(request: HttpRequest, name: str) -> JsonResponse:
-    payload = node_payload(request, _node(name))
+    node = _node(name)
+    payload = node_payload(request, node)
+    windows = {"maintenance": node_maintenance(request, node, payload["is_admin"])}
     return JsonResponse({
         "charts": figures.charts_json(payload["charts"]),
-        "html": {"node-status": render_to_string("frontend/_node_status.html", payload, request=request)},
+        "html": {"node-status": render_to_string("frontend/_node_status.html", payload, request=request),
+                 "node-maintenance-windows": render_to_string("frontend/_maintenance_windows.html", windows,
+                                                              request=request)},
     })

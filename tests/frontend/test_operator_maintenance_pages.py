@@ -84,6 +84,9 @@ def test_a_page_without_windows_says_so_and_the_reads_do_not_grow_with_windows(
             assert admin.get("/nodes/").status_code == 200
         with CaptureQueriesContext(connection) as node_page:
             assert admin.get(f"/nodes/{node.name}/").status_code == 200
-        counts.append((len(nodes_page), len(node_page)))
+        with CaptureQueriesContext(connection) as node_json:
+            live = admin.get(f"/ui/nodes/{node.name}.json").json()["html"]["node-maintenance-windows"]
+        assert live.count("data-maintenance-window=") == 1 + extra
+        counts.append((len(nodes_page), len(node_page), len(node_json)))
     assert MaintenanceWindow.objects.count() == 7
     assert counts[0] == counts[1]

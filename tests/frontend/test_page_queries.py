@@ -38,7 +38,9 @@ PINNED = {
     # GPUs' holders, gang members gone early, its samples; its jobs' rollup rows once its agent
     # reported activity (16 then); its maintenance windows (one; two more once it has one)
     "/nodes/{node}/": 15,
-    "/ui/nodes/{node}.json": 8,
+    # its live JSON: the node, its slots, holders and events, and its maintenance windows (one;
+    # two more once it has one), so a window cancelled on the page shows as cancelled
+    "/ui/nodes/{node}.json": 9,
 }
 
 
