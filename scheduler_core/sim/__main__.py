@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from scheduler_core.sim.fleet import FleetShape
 from scheduler_core.sim.loop import SimulationError, simulate
+from scheduler_core.sim.maintenance_plan import load_maintenance
 from scheduler_core.sim.metrics import METRIC_KEYS
 from scheduler_core.sim.overrides import OverrideError, config_with
 from scheduler_core.sim.progress import ProgressBar
@@ -35,6 +36,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu-types",
         default="gpu",
         help="comma-separated GPU type names, dealt to nodes in equal blocks (default: one type, 'gpu')",
+    )
+    parser.add_argument(
+        "--maintenance",
+        metavar="FILE.csv",
+        help="maintenance windows to replay (CSV: id,nodes,start_s,end_s[,reason]; nodes n0000 n0001 ...)",
     )
     parser.add_argument("--horizon-min", type=float, default=10080.0, help="simulated minutes (default 10080, one week)")
     parser.add_argument(
@@ -74,6 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.horizon_min <= 0:
             raise ValueError(f"--horizon-min must be > 0, got {args.horizon_min}")
         jobs = load_trace(args.trace)
+        windows = load_maintenance(args.maintenance) if args.maintenance else []
     except (TraceError, OverrideError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -82,7 +89,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     bar = ProgressBar(sys.stderr, horizon_s, time.perf_counter, label="sim") if show else None
     started = time.perf_counter()
     try:
-        result = simulate(jobs, shape, config=config, horizon_s=horizon_s, clock=time.perf_counter, progress=bar)
+        result = simulate(jobs, shape, config=config, horizon_s=horizon_s, clock=time.perf_counter, progress=bar,
+                          maintenance=windows)
+    except ValueError as error:     # a window on a node the fleet does not have
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except SimulationError as error:
         print(f"error: the engine's plan cannot take effect: {error}", file=sys.stderr)
         return 3

@@ -5,7 +5,7 @@ Algorithm (one *instant* per distinct event time, in time order, up to the horiz
 1. Pop every event at this time: arrivals join the queue; completions and the ends of
    preemption grace periods free GPUs (a preempted job is requeued, keeping only the work it
    had saved at its last checkpoint); a running job reaching its runtime limit only wakes the
-   engine, which must decide the kill itself.
+   engine, which must decide the kill itself, and so does a maintenance window's end.
 2. If anything changed, build a :class:`~scheduler_core.types.Snapshot` and call
    ``schedule(snapshot, config)``; apply its kills, preemptions, resizes (shrinks first) and
    binds, validating each against the fleet (a GPU held twice, a partial gang, a whole-node job
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -56,6 +56,7 @@ from scheduler_core.types import (
     GpuPlacement,
     GpuTypeInfo,
     JobSpec,
+    MaintenanceWindow,
     NodeInfo,
     Plan,
     PriorityClassInfo,
@@ -89,6 +90,7 @@ class _Kind(int, Enum):
     GRACE_END = 1
     LIMIT = 2
     ARRIVAL = 3
+    REOPEN = 4  # a maintenance window ends: its nodes take work again (no job)
 
 
 class _State(str, Enum):
@@ -191,6 +193,7 @@ class Simulator:
         gpu_types: Sequence[GpuTypeInfo] | None = None,
         quotas: Sequence[QuotaInfo] | None = None,
         priority_classes: Sequence[PriorityClassInfo] | None = None,
+        maintenance: Sequence[MaintenanceWindow] = (),
     ) -> None:
         if horizon_s <= 0:
             raise ValueError(f"horizon must be > 0 s, got {horizon_s}")
@@ -243,6 +246,10 @@ class Simulator:
         self.usage_as_of = 0.0
         self.cycle_seconds: list[float] = []
         self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0, "rejected": 0}
+        self.maintenance = self._check_maintenance(maintenance)
+        for window in self.maintenance:
+            if window.end_at < horizon_s:
+                self._push(window.end_at, _Kind.REOPEN, "", 0)
         for job in jobs:
             if job.job_id in self.jobs:
                 raise ValueError(f"job id {job.job_id!r} appears twice in the trace")
@@ -262,6 +269,9 @@ class Simulator:
             changed = False
             while self.events and self.events[0][0] == now:
                 _, kind, _, job_id, version = heapq.heappop(self.events)
+                if kind == _Kind.REOPEN:
+                    changed = True
+                    continue
                 changed |= self._handle(now, _Kind(kind), self.jobs[job_id], version)
             if changed:
                 for _ in range(MAX_CYCLES_PER_INSTANT):
@@ -375,7 +385,39 @@ class Simulator:
                 TeamUsage(team=team, gpu_seconds=self.team_usage[team], as_of=now) for team in self.teams
             ),
             epoch=EPOCH,
+            maintenance=tuple(w for w in self.maintenance if w.end_at > now),
         )
+
+    def _check_maintenance(self, windows: Sequence[MaintenanceWindow]) -> tuple[MaintenanceWindow, ...]:
+        """The windows, each on known nodes and ending after it starts (``ValueError`` if not)."""
+        seen: set[str] = set()
+        for window in windows:
+            if window.id in seen:
+                raise ValueError(f"maintenance window {window.id!r} is given twice")
+            seen.add(window.id)
+            unknown = [name for name in window.nodes if name not in self.node_by_name]
+            if unknown:
+                raise ValueError(f"maintenance window {window.id!r}: no node named {unknown[0]!r} in the fleet "
+                                 f"(its nodes are {self.nodes[0].name} to {self.nodes[-1].name})")
+            if not window.end_at > window.start_at:
+                raise ValueError(f"maintenance window {window.id!r} ends at {window.end_at:g} s, "
+                                 f"not after its start at {window.start_at:g} s")
+        return tuple(sorted(windows, key=lambda w: (w.start_at, w.end_at, w.id)))
+
+    def _check_clear_of_maintenance(self, job: _Job, nodes: Iterable[str], start: float, now: float) -> None:
+        """A run from ``start`` to its runtime limit on ``nodes`` overlaps no window of theirs."""
+        limit = job.trace.runtime_limit_s
+        end = math.inf if limit is None else start + limit
+        for window in self.maintenance:
+            if window.start_at < end and window.end_at > start:
+                hit = sorted(set(nodes) & set(window.nodes))
+                if hit:
+                    raise SimulationError(
+                        f"t={now:.0f}s: job {job.trace.job_id} placed on {hit[0]}, whose maintenance window "
+                        f"{window.id} ({window.start_at:.0f}-{window.end_at:.0f} s) its run to t={end:.0f} overlaps")
+
+    def _under_maintenance(self, now: float) -> set[str]:
+        return {name for w in self.maintenance if w.start_at <= now < w.end_at for name in w.nodes}
 
     def _refresh_budget(self, job: _Job, now: float) -> None:
         window = self.window_by_class.get(job.spec.priority_class, 0)
@@ -537,6 +579,8 @@ class Simulator:
 
     def _bind(self, job: _Job, placements: tuple[GpuPlacement, ...], borrowed: bool, now: float) -> None:
         gpus = self._check_placements(job, placements, now)
+        if self.maintenance:
+            self._check_clear_of_maintenance(job, (p.node for p in placements), now, now)
         self._dequeue(job, now)
         self._take(job, placements)
         self._set_held(job, gpus, now)
@@ -554,6 +598,11 @@ class Simulator:
 
     def _resize(self, job: _Job, placements: tuple[GpuPlacement, ...], now: float) -> None:
         gpus = self._check_placements(job, placements, now)
+        if self.maintenance:
+            # growth onto a node must keep clear of its windows for the rest of the run
+            held = {p.node: len(p.gpu_indices) for p in job.placements}
+            grown = [p.node for p in placements if len(p.gpu_indices) > held.get(p.node, 0)]
+            self._check_clear_of_maintenance(job, grown, job.started_at, now)
         done = job.progress_at(now)
         self._give_back(job)
         self._take(job, placements)
@@ -589,9 +638,11 @@ class Simulator:
         self.allocated.set(now, total - free_total)
         stranded = 0
         if self.pending_whole_node > 0:
+            # idle GPUs of a node in maintenance are out of service, not stranded
+            closed = self._under_maintenance(now) if self.maintenance else ()
             for node in self.nodes:
                 free = self.free[node.name]
-                if free < node.gpus:
+                if free < node.gpus and node.name not in closed:
                     stranded += free
         self.stranded.set(now, stranded)
 
@@ -646,6 +697,10 @@ class Simulator:
             "engine_seconds_total": sum(cycles) if self.clock is not None else None,
             "horizon_min": horizon / 60.0,
         }
+        if self.maintenance:
+            extras["maintenance_gpu_hours"] = sum(
+                self.node_by_name[name].gpus * max(0.0, min(w.end_at, horizon) - max(w.start_at, 0.0))
+                for w in self.maintenance for name in w.nodes) / 3600.0
         teams = {
             team: team_figures(
                 team_outcomes[team], horizon_s=horizon, allocated_gpu_seconds=self.team_allocated[team].area()
@@ -668,11 +723,13 @@ def simulate(
     gpu_types: Sequence[GpuTypeInfo] | None = None,
     quotas: Sequence[QuotaInfo] | None = None,
     priority_classes: Sequence[PriorityClassInfo] | None = None,
+    maintenance: Sequence[MaintenanceWindow] = (),
 ) -> SimResult:
     """Replay ``jobs`` through ``schedule`` (default: the engine's :func:`scheduler_core.schedule`).
 
     ``nodes``, ``gpu_types``, ``quotas``, ``priority_classes``: the real fleet's parts in place
-    of the ones derived from ``shape`` and the trace (see :class:`Simulator`)."""
+    of the ones derived from ``shape`` and the trace (see :class:`Simulator`); ``maintenance``:
+    windows taking nodes out of service (the engine keeps runs off them)."""
     if schedule is None:
         from scheduler_core import schedule as engine_schedule
 
@@ -689,4 +746,5 @@ def simulate(
         gpu_types=gpu_types,
         quotas=quotas,
         priority_classes=priority_classes,
+        maintenance=maintenance,
     ).run()

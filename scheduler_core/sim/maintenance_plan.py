@@ -1,0 +1,79 @@
+"""Maintenance windows for a replay: CSV in, :class:`~scheduler_core.types.MaintenanceWindow`
+records out, to ask what a planned window costs before it is scheduled.
+
+Columns (header required, order free): ``id,nodes,start_s,end_s`` and optionally ``reason``.
+``nodes`` lists node names separated by spaces or ``;`` (the simulator's nodes are
+``n0000``, ``n0001``, ...); times are seconds from the trace's origin. Every bad cell is a
+:class:`~scheduler_core.sim.trace.TraceError` naming the line and the column.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from collections.abc import Iterable
+from pathlib import Path
+
+from scheduler_core.sim.trace import TraceError, _Row
+from scheduler_core.types import MaintenanceWindow
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("id", "nodes", "start_s", "end_s")
+OPTIONAL_COLUMNS: tuple[str, ...] = ("reason",)
+_SEPARATORS = re.compile(r"[;\s]+")
+
+
+def parse_maintenance(lines: Iterable[str], source: str = "<maintenance>") -> list[MaintenanceWindow]:
+    """Parse CSV text into windows, in the file's order."""
+    reader = csv.reader(lines)
+    try:
+        header = [name.strip() for name in next(reader)]
+    except StopIteration:
+        raise TraceError(source, None, None, "the file is empty; expected a header line") from None
+    for name in REQUIRED_COLUMNS:
+        if name not in header:
+            raise TraceError(source, 1, name, f"required column missing from the header (expected "
+                             f"{', '.join(REQUIRED_COLUMNS)}[, reason]; got {', '.join(header) or 'nothing'})")
+    for name in header:
+        if name not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS:
+            raise TraceError(source, 1, name, "unknown column; the optional column is reason")
+    windows: list[MaintenanceWindow] = []
+    first_line_of: dict[str, int] = {}
+    for cells in reader:
+        line = reader.line_num
+        if not cells or all(not cell.strip() for cell in cells):
+            continue
+        if len(cells) != len(header):
+            raise TraceError(source, line, None, f"expected {len(header)} cells as in the header, got {len(cells)}")
+        row = _Row(source, line, dict(zip(header, cells, strict=True)))
+        window = _window(row)
+        if window.id in first_line_of:
+            raise row.fail("id", f"window id {window.id!r} already used on line {first_line_of[window.id]}")
+        first_line_of[window.id] = line
+        windows.append(window)
+    return windows
+
+
+def _window(row: _Row) -> MaintenanceWindow:
+    window_id = row.text("id")
+    if not window_id:
+        raise row.fail("id", "expected a window id, got an empty cell")
+    nodes = tuple(name for name in _SEPARATORS.split(row.text("nodes")) if name)
+    if not nodes:
+        raise row.fail("nodes", "expected node names separated by spaces or ';', got an empty cell")
+    start = row.number("start_s", positive=False, optional=False)
+    end = row.number("end_s", positive=True, optional=False)
+    assert start is not None and end is not None
+    if end <= start:
+        raise row.fail("end_s", f"the window ends ({end:g} s) before it starts ({start:g} s)")
+    return MaintenanceWindow(window_id, nodes, start, end, row.text("reason"))
+
+
+def load_maintenance(path: str | Path) -> list[MaintenanceWindow]:
+    """Read and parse a maintenance file (see :func:`parse_maintenance`)."""
+    source = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise TraceError(source, None, None, f"cannot read the maintenance file: {error.strerror or error}") from None
+    return parse_maintenance(io.StringIO(text, newline=""), source)
