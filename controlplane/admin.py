@@ -673,7 +673,9 @@ class MaintenanceWindowForm(forms.ModelForm):
         self.fields["nodes"].required = False
         self.fields["nodes"].queryset = Node.objects.exclude(state=NodeState.RETIRED).order_by("name")
         self.fields["nodes"].help_text = "The nodes it takes out of service (or give a pool)."
-        self.fields["start_at"].help_text = "UTC. Once it has begun, its start stays."
+        self.fields["start_at"].help_text = (
+            f"UTC; now or later ({maintenance.span(maintenance.START_GRACE.total_seconds())} earlier is taken, for "
+            "clock skew). Once it has begun, its start stays. No node may be in two windows at once.")
         self.fields["end_at"].help_text = f"UTC; at most {maintenance.span(maintenance.max_length_s())} after the start."
         self.given: dict[str, Any] = {}
 
