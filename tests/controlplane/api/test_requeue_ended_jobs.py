@@ -279,3 +279,13 @@ def test_an_array_requeue_lists_each_ended_task_refused_with_why(fleet, alice) -
     assert body["rerun"] == [ok.pk]
     assert [(t["job"], t["state"]) for t in body["not_requeued"]] == [(stuck.pk, "failed")]
     assert "still stopping" in body["not_requeued"][0]["detail"] and "1 refused (below)" in body["detail"]
+
+
+def test_a_second_requeue_of_the_same_ended_job_finds_it_waiting_already(fleet, alice) -> None:
+    job = _ended(fleet)
+    assert alice.post(f"{J}{job.pk}/requeue/").status_code == 200
+    again = alice.post(f"{J}{job.pk}/requeue/")
+    assert again.status_code == 409
+    assert again.json()["detail"] == f"Job {job.pk} is waiting already: only a running or ended job can be requeued."
+    job.refresh_from_db()
+    assert job.requeue_count == 1 and Event.objects.filter(job=job, kind=EventKind.JOB_REQUEUED).count() == 1
