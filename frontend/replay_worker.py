@@ -17,7 +17,14 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from scheduler_core.sim import FleetShape, SimulationError, TraceJob, simulate
-from scheduler_core.types import GpuTypeInfo, NodeInfo, PriorityClassInfo, QuotaInfo, SchedulerConfig
+from scheduler_core.types import (
+    GpuTypeInfo,
+    MaintenanceWindow,
+    NodeInfo,
+    PriorityClassInfo,
+    QuotaInfo,
+    SchedulerConfig,
+)
 
 PROGRESS_EVERY_S = 1.0
 
@@ -36,6 +43,8 @@ class Replay:
     # The stretch replayed: from the window's first submission to `at`.
     replayed_from: datetime | None = None
     horizon_s: float | None = None
+    # How many maintenance windows the replay kept (see whatif.maintenance_windows).
+    maintenance_windows: int = 0
 
 
 @dataclass(frozen=True)
@@ -62,6 +71,8 @@ class Work:
     gpu_types: tuple[GpuTypeInfo, ...]
     priority_classes: tuple[PriorityClassInfo, ...]
     runs: Sequence[Run]
+    # The maintenance windows in force over the replayed time (seconds from replayed_from).
+    maintenance: tuple[MaintenanceWindow, ...] = ()
 
 
 def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
@@ -80,12 +91,13 @@ def run(work: Work, progress: Callable[[float], None] | None = None) -> Replay:
 
         result = simulate(list(work.trace), shape, config=replay_run.config, horizon_s=horizon, progress=report,
                           nodes=work.nodes, gpu_types=work.gpu_types, quotas=replay_run.quotas,
-                          priority_classes=work.priority_classes)
+                          priority_classes=work.priority_classes, maintenance=work.maintenance)
         results.append((replay_run.label, result.as_dict()))
         teams.append(result.teams)
     return Replay(days=work.days, jobs=len(work.trace), nodes=len(work.nodes), gpus=sum(n.gpus for n in work.nodes),
                   runs=results, seconds=time.perf_counter() - started, at=work.at, teams=teams,
-                  replayed_from=work.replayed_from, horizon_s=horizon)
+                  replayed_from=work.replayed_from, horizon_s=horizon,
+                  maintenance_windows=len(work.maintenance))
 
 
 def child(work: Work, conn: Connection) -> None:

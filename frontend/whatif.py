@@ -14,7 +14,10 @@ How rows become a trace (the approximations are stated on the page and in docs/d
 - its priority is its class's value; a job that accepts exactly one GPU type asks for it, one
   that accepts several or any asks for any;
 - the fleet is the real one: every registered node (its pool, GPU type and count, CPUs,
-  memory, leaf switch and spine), taken as ready throughout; the real GPU types and priority
+  memory, leaf switch and spine), taken as ready throughout but for the maintenance windows
+  in force then (not cancelled; a window cancelled once begun, up to its cancellation), which
+  both runs keep as the engine did; a window is known to the replay from the start, though it
+  was created at some point; the real GPU types and priority
   classes; the real quota table (teams, cohorts, nominal GPUs, borrowing and lending limits)
   for the live run, and for the what-if run the same table with the nominal GPUs the user
   typed (see `quota_table`).
@@ -37,7 +40,7 @@ from django.db.models import Max
 from django.utils import timezone
 
 from controlplane.choices import FINISHED_JOB_STATES, NodeState
-from controlplane.models import GpuType, Job, Node, PriorityClass, Quota, Team
+from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriorityClass, Quota, Team
 from controlplane.services.snapshot import scheduler_config
 from frontend import replay_worker
 from frontend.replay_worker import Run, Work
@@ -51,6 +54,7 @@ from scheduler_core.types import (
     SchedulerConfig,
     WorkloadClass,
 )
+from scheduler_core.types import MaintenanceWindow as Window
 
 log = structlog.get_logger(__name__)
 
@@ -249,6 +253,22 @@ def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
     )
 
 
+def maintenance_windows(since: datetime, until: datetime, nodes: Sequence[NodeInfo]) -> tuple[Window, ...]:
+    """The maintenance windows in force between ``since`` and ``until`` on the fleet's nodes, in
+    seconds from ``since``: a cancelled window only up to its cancellation, if it had begun."""
+    names = {n.name for n in nodes}
+    windows = []
+    for window in (MaintenanceWindow.objects.filter(start_at__lt=until, end_at__gt=since)
+                   .prefetch_related("nodes").order_by("start_at", "id")):
+        end = window.end_at if window.cancelled_at is None else min(window.end_at, window.cancelled_at)
+        on = tuple(sorted(n.name for n in window.nodes.all() if n.name in names))
+        if end <= window.start_at or not on:
+            continue
+        windows.append(Window(str(window.pk), on, (window.start_at - since).total_seconds(),
+                              (end - since).total_seconds(), window.reason))
+    return tuple(windows)
+
+
 def build_trace(rows: Sequence[tuple[Any, ...]], since: datetime) -> list[TraceJob]:
     jobs = []
     for (pk, submitted, started, finished, state, gpus, limit, user, team, priority, gpu_types, checkpoint,
@@ -324,9 +344,11 @@ def prepare(days: int, policy: Policy, *, now: datetime | None = None, fleet: Fl
          str(last_change), dataclasses.asdict(fleet), now.strftime("%Y-%m-%d %H")], default=str,
     ).encode()).hexdigest()
     first_submitted = rows[0][1]
+    windows = maintenance_windows(first_submitted, now, fleet.nodes)
+    fingerprint = hashlib.sha256((fingerprint + repr(windows)).encode()).hexdigest()
     return Request(key=KEY_PREFIX + fingerprint, work=Work(
         days=days, trace=build_trace(rows, first_submitted), at=now, replayed_from=first_submitted, nodes=fleet.nodes, gpu_types=fleet.gpu_types,
-        priority_classes=fleet.priority_classes,
+        priority_classes=fleet.priority_classes, maintenance=windows,
         runs=[Run(f"live policy ({baseline.describe()})", baseline.config(base), fleet.quotas),
               Run(f"what-if ({policy.describe()})", policy.config(base),
                   policy.quotas if policy.quotas is not None else fleet.quotas)],

@@ -11,7 +11,7 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import JobState
-from controlplane.models import Job
+from controlplane.models import Job, MaintenanceWindow, Node
 from controlplane.services.cycle import run_cycle
 from controlplane.services.snapshot import scheduler_config
 from frontend import whatif
@@ -215,3 +215,38 @@ def test_the_replay_runs_from_the_windows_first_submission_not_its_edge(demo, su
     for _, run in replay.runs:
         # four 8-GPU jobs on 128 GPUs for the whole two hours replayed
         assert run["allocated"] == pytest.approx(32 / 128, abs=0.01)
+
+
+def _window(nodes, start, end, cancelled=None):
+    window = MaintenanceWindow.objects.create(start_at=start, end_at=end, reason="firmware", created_at=start,
+                                              cancelled_at=cancelled)
+    window.nodes.set(nodes)
+    return window
+
+
+def test_the_replay_keeps_the_maintenance_windows_in_force_then(demo, submit_as):
+    # every H100 node was in maintenance from 3 h ago to 1 h ago: an H100 job submitted 3 h ago
+    # with a 1 h limit could only start when the window ended, in the replay as on the fleet
+    job = submit_as("alice", name="h", gpus=8, gpu_types=("H100-80GB",), runtime_limit_s=3600)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=3))
+    h100 = list(Node.objects.filter(gpu_type__name="H100-80GB"))
+    window = _window(h100, now - timedelta(hours=3), now - timedelta(hours=1))
+    _window(h100, now - timedelta(hours=1), now, cancelled=now - timedelta(hours=2))     # never began
+    half = _window(h100[:1], now - timedelta(minutes=50), now, cancelled=now - timedelta(minutes=20))
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+    windows = {w.id: w for w in request.work.maintenance}
+    assert set(windows) == {str(window.pk), str(half.pk)}
+    assert (windows[str(window.pk)].start_at, windows[str(window.pk)].end_at) == (0.0, 7200.0)
+    assert windows[str(window.pk)].nodes == tuple(sorted(n.name for n in h100))
+    assert windows[str(half.pk)].end_at == pytest.approx(3 * 3600 - 20 * 60)   # up to its cancellation
+    replay = run_replay(request.work)
+    assert replay.maintenance_windows == 2
+    for _, run in replay.runs:
+        assert run["wait_max_min"] == pytest.approx(120.0)
+        assert run["maintenance_gpu_hours"] > 0
+    MaintenanceWindow.objects.all().delete()
+    again = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+    assert again.key != request.key and again.work.maintenance == ()
+    for _, run in run_replay(again.work).runs:
+        assert run["wait_max_min"] == 0.0
