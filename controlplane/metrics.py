@@ -70,6 +70,7 @@ from controlplane.models import (
 )
 from controlplane.services import accounting
 from controlplane.services.access import access_of
+from controlplane.services.transitions import REQUEUES_AFTER_END
 
 PREFIX = "quartermaster"
 # Evictions: the control plane stopped a job before its end (Kueue's "evicted").
@@ -148,7 +149,7 @@ class QuartermasterCollector(Collector):
                 merged[("finished",)][(team, priority_class, _FINISHED_REASON_SPELLINGS.get(reason, reason))] += n
             if kind == EventKind.JOB_PREEMPTED:
                 merged[("preempted",)][(team, priority_class, reason)] += n
-            if kind in _EVICTION_KINDS:
+            if kind in _EVICTION_KINDS and reason not in REQUEUES_AFTER_END:   # an ended job stops nothing
                 merged[("evicted",)][(team, priority_class, reason)] += n
         for name, family in (("admitted", admitted), ("finished", finished), ("preempted", preempted),
                              ("evicted", evicted)):

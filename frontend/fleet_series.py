@@ -20,7 +20,7 @@ from django.db.models.functions import Cast
 
 from controlplane.choices import EventKind
 from controlplane.models import Event, FleetSample
-from controlplane.services.transitions import REQUESTED_REQUEUES
+from controlplane.services.transitions import ASKED_REQUEUES
 
 MAX_POINTS = 288
 
@@ -82,7 +82,7 @@ def lost_work_since(since: datetime) -> dict[str, float | int]:
         .values("kind")
         .annotate(n=Count("id"), lost=Sum(Cast(KeyTextTransform("lost_gpu_seconds", "data"), FloatField())),
                   # requeues someone asked for (POST jobs/{id}/requeue/): no node was lost under them
-                  asked=Count("id", filter=Q(reason__in=REQUESTED_REQUEUES)))
+                  asked=Count("id", filter=Q(reason__in=ASKED_REQUEUES)))
         .order_by()
     )
     by_kind = {row["kind"]: row for row in rows}

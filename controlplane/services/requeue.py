@@ -74,6 +74,8 @@ from controlplane.services.transitions import (
     RELEASE_REQUEUED_HELD,
     RELEASE_RESIZED,
     RELEASE_RUNTIME_LIMIT,
+    REQUEUED_AFTER_END,
+    REQUEUED_HELD_AFTER_END,
     record_event,
     signal_stop,
 )
@@ -278,7 +280,7 @@ def _requeue_ended(user: AbstractBaseUser, who: access.Access, job_id: int, *, h
     )
     PendingPlace.objects.filter(job_id=job.pk).delete()
     record_event(EventKind.JOB_REQUEUED, f"user:{name}", job=job, at=at,
-                 reason=RELEASE_REQUEUED_HELD if hold else RELEASE_REQUEUED,
+                 reason=REQUEUED_HELD_AFTER_END if hold else REQUEUED_AFTER_END,
                  message=f"{said}: back in the queue with the same id{ran}",
                  data={"requested_by": name, "reason": reason, "hold": level, "from_state": job.state,
                        "exit_code": exit_code, "finished_at": finished_at.isoformat() if finished_at else None,

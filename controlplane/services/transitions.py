@@ -51,6 +51,13 @@ RELEASE_RESIZED = "Resized"
 RELEASE_REQUEUED = "Requeued"
 RELEASE_REQUEUED_HELD = "RequeuedHeld"
 REQUESTED_REQUEUES = (RELEASE_REQUEUED, RELEASE_REQUEUED_HELD)
+#: The job.requeued reasons of an ended job put back in the queue: nothing was stopped, so
+#: no eviction and no lost work (an event reason, never a release reason).
+REQUEUED_AFTER_END = "RequeuedAfterEnd"
+REQUEUED_HELD_AFTER_END = "RequeuedHeldAfterEnd"
+REQUEUES_AFTER_END = (REQUEUED_AFTER_END, REQUEUED_HELD_AFTER_END)
+#: Every job.requeued reason someone asked for, running or ended.
+ASKED_REQUEUES = (*REQUESTED_REQUEUES, *REQUEUES_AFTER_END)
 
 #: The reason of a `job.finished` event, by the state it ends in: one PascalCase spelling per
 #: outcome, whichever path settled it (`quartermaster_finished_jobs_total` splits by it). A

@@ -40,7 +40,7 @@ from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singleton_page
 from controlplane.services.requeue import ENDED_STATES
 from controlplane.services.stopping import attach_stop_reasons, label_totals, stop_reason
-from controlplane.services.transitions import RELEASE_REQUEUED, RELEASE_REQUEUED_HELD, REQUESTED_REQUEUES
+from controlplane.services.transitions import ASKED_REQUEUES, RELEASE_REQUEUED, RELEASE_REQUEUED_HELD
 from frontend import figures
 from frontend.heatmap import fleet_grid
 from frontend.timeline import state_segments
@@ -262,7 +262,7 @@ def last_preemption(events: list[dict[str, Any]]) -> dict[str, Any] | None:
         deadline = datetime.fromisoformat(signal["data"]["deadline"])
     # A requeue someone asked for (its notice and its requeue carry the request's reason).
     last = requeue or signal
-    asked = last is not None and last.get("reason") in REQUESTED_REQUEUES
+    asked = last is not None and last.get("reason") in ASKED_REQUEUES
     return {"signal": signal, "requeue": requeue, "deadline": deadline, "asked": asked,
             "at": (signal or requeue or {}).get("created_at")}
 

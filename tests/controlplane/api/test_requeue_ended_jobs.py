@@ -56,7 +56,7 @@ def test_an_ended_job_can_be_requeued_back_in_the_queue_with_the_same_id(fleet, 
     assert job.lost_gpu_seconds == 0.0  # nothing was running: nothing lost
     assert job.pending_code == "Requeued" and job.pending_message.startswith("Requeued by alice: rerun with the fixed")
     event = Event.objects.get(job=job, kind=EventKind.JOB_REQUEUED)
-    assert event.actor == "user:alice" and event.reason == transitions.RELEASE_REQUEUED
+    assert event.actor == "user:alice" and event.reason == transitions.REQUEUED_AFTER_END
     assert event.data["from_state"] == state and event.data["exit_code"] == exit_code
     assert event.data["reason"] == "rerun with the fixed dataset" and event.data["generation"] == 41
     assert "(its last run, generation 41, is kept)" in event.message
@@ -96,7 +96,7 @@ def test_an_ended_job_requeued_with_hold_comes_back_held_by_whoever_asked(fleet,
     job.refresh_from_db()
     assert job.state == JobState.PENDING and job.pending_code == "Held"
     assert (job.hold, job.held_by_id, job.hold_reason) == (JobHold.USER, fleet.users["owner"].pk, "after the data fix")
-    assert Event.objects.get(job=job, kind=EventKind.JOB_REQUEUED).reason == transitions.RELEASE_REQUEUED_HELD
+    assert Event.objects.get(job=job, kind=EventKind.JOB_REQUEUED).reason == transitions.REQUEUED_HELD_AFTER_END
     assert Event.objects.get(job=job, kind=EventKind.JOB_HELD).data["requeued"] is True
     assert alice.post(f"{J}{job.pk}/release/").status_code == 200
 
