@@ -1,26 +1,60 @@
 """/showback/'s "Cost per hour/day" chart covers the table's window, not more: its bars add up to
 the table's cost per group (to the rounding of each bar), also when the window starts in the
-middle of an hour or a day."""
+middle of an hour or a day.
+
+The hundred hours of use are built once for the file (their rollup took ~45 s a test, most of the
+file's time) inside a transaction of the module's own, rolled back after its last test; each test
+runs in a savepoint inside it, as pytest-django's `db` always does, so what a test writes is
+still undone before the next. The tests only read pages."""
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Iterator
+from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 import pytest
-from django.utils import timezone
+from django.contrib.auth import get_user_model
+from django.db import transaction
+from django.test import override_settings
 
+from controlplane.demo_fleet import seed_demo_fleet
+from controlplane.models import Job
 from controlplane.services import accounting
-from controlplane.services.cycle import run_cycle
+from controlplane.services.jobs import SubmitRequest, submit
 from tests.frontend.page_data import both_teams_ran_for
 
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(scope="module")
+def _hundred_hours(django_db_setup: Any, django_db_blocker: Any) -> Iterator[datetime]:
+    """The demo fleet, and vision and language each holding 8 H100 from 100 hours ago until now
+    with the rollups caught up (the conftest's `demo` and `submit_as`, once); returns now."""
+
+    def submit_as(username: str, **fields: Any) -> Job:
+        user = get_user_model().objects.get(username=username)
+        fields.setdefault("name", "job")
+        fields.setdefault("gpus", 8)
+        return submit(user, SubmitRequest(**fields)).job
+
+    with django_db_blocker.unblock(), transaction.atomic():
+        with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+            seed_demo_fleet()
+        yield both_teams_ran_for(submit_as, hours=100)
+        transaction.set_rollback(True)
+
+
 @pytest.fixture
-def hundred_hours_of_use(submit_as):
+def demo(_hundred_hours: datetime, db: None) -> None:
+    """The module's demo fleet (seeded once, with its hundred hours), in place of the conftest's."""
+
+
+@pytest.fixture
+def hundred_hours_of_use(_hundred_hours: datetime, demo: None) -> datetime:
     """vision and language each hold 8 H100 from 100 hours ago until now; rollups caught up."""
-    return both_teams_ran_for(submit_as, hours=100)
+    return _hundred_hours
 
 
 def _iso(moment):
@@ -80,19 +114,3 @@ def test_a_member_reads_bars_of_their_own_team_only(client_for, hundred_hours_of
     assert set(bars) == {"vision"} == set(costs)
     assert abs(Decimal(str(bars["vision"][0])) - costs["vision"]) <= Decimal("0.12")
 
-
-def test_each_teams_bars_are_in_the_teams_own_colour(client_for, submit_as):
-    """Every page draws a team in one colour (figures.team_colour of its id); the showback's bars
-    were coloured by their rank among the teams this chart happened to show."""
-    from controlplane.models import Team
-    from frontend import figures
-
-    now = timezone.now()
-    submit_as("alice", name="v", gpus=8, gpu_types=("H100-80GB",))
-    submit_as("bob", name="l", gpus=8, gpu_types=("H100-80GB",))
-    run_cycle("test", now=now - timedelta(hours=2))
-    accounting.catch_up(now)
-    chart = next(c for c in client_for("finn").get("/showback/", {"window": "24h"}).context["charts"]
-                 if c.key == "cost_over_time")
-    colours = {t["name"]: t["marker"]["color"] for t in chart.figure["data"]}
-    assert colours == {name: figures.team_colour(Team.objects.get(name=name).pk) for name in ("language", "vision")}
