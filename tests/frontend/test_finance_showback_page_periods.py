@@ -4,12 +4,19 @@ a link with both `window` and `month` showed the month and dropped the window wi
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
+
+from controlplane.services import accounting
 
 pytestmark = pytest.mark.django_db
 
 
 def test_window_beside_month_is_named_and_the_month_is_shown(client_for):
+    # November rolled up whole: a period with nothing rolled up offers no download at all (5e748f1)
+    accounting.AccountingCursor.objects.update_or_create(
+        name=accounting.CURSOR_NAME, defaults={"rolled_until": datetime(2026, 12, 1, tzinfo=UTC)})
     response = client_for("finn").get("/showback/?window=7d&month=2026-11")
     assert response.status_code == 200
     assert response.context["month"] == "2026-11"
