@@ -22,6 +22,16 @@ def _real_postgresql(django_db_setup, django_db_blocker) -> None:  # type: ignor
             )
 
 
+@pytest.fixture(autouse=True)
+def _fast_password_hashing(settings: Any) -> None:
+    """Passwords hashed with a test's work factor (tests/controlplane/fast_hasher.py); the api,
+    cli and accounting folders' own fixtures choose MD5 over this."""
+    settings.PASSWORD_HASHERS = [
+        "tests.controlplane.fast_hasher.FastPBKDF2PasswordHasher",
+        *settings.PASSWORD_HASHERS,
+    ]
+
+
 # The admin UI's tests (tests/controlplane/test_admin_*.py, test_cohort_audit.py); the API, CLI,
 # agent and accounting folders define their own `fleet`.
 @pytest.fixture
