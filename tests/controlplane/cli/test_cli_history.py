@@ -41,7 +41,8 @@ def yesterday(fleet: Any) -> dict[str, Any]:
     1 h, then 4 GPUs for 1 h: 12 GPU-hours, 2 of them lost), one that failed with exit code 137
     after 30 min on 2 GPUs (1 GPU-hour), and one cancelled while it waited. Also a job that ended
     today and one of team vision, which alice's history must not show; the accounting rolled up."""
-    day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
+    now = timezone.now().astimezone(UTC)
+    day = now.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)
     alice = fleet.users["owner"]
     t1 = day + timedelta(hours=9)
     moved = f.make_job(fleet.ml, name="train-7b", gpus=8, min_gpus=4, max_gpus=8, submitter=alice,
@@ -56,8 +57,11 @@ def yesterday(fleet: Any) -> dict[str, Any]:
     _held(oom, fleet.nodes[3], t2, t2 + timedelta(minutes=30), 2)
     waited = f.make_job(fleet.ml, name="never-ran", submitter=alice, state=JobState.CANCELLED,
                         finished_at=day + timedelta(hours=20), submitted_at=day + timedelta(hours=19))
+    # Ended today and before now, even a minute past midnight UTC (it ended at 00:02 and was not
+    # ended yet when the suite ran at 00:00: history since yesterday counted 3 jobs, not 4).
+    ended = day + timedelta(days=1) + min(timedelta(minutes=2), (now - day - timedelta(days=1)) / 2)
     today = f.make_job(fleet.ml, name="today", submitter=alice, state=JobState.SUCCEEDED, exit_code=0,
-                       started_at=day + timedelta(days=1, minutes=1), finished_at=day + timedelta(days=1, minutes=2))
+                       started_at=ended - (ended - day - timedelta(days=1)) / 2, finished_at=ended)
     f.make_job(fleet.vision, name="bobs", state=JobState.SUCCEEDED, started_at=t2, finished_at=t2 + timedelta(hours=1))
     accounting.catch_up(day + timedelta(days=1))
     return {"day": day, "moved": moved, "oom": oom, "waited": waited, "today": today}
