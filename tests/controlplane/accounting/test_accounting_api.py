@@ -31,7 +31,9 @@ UTILIZATION = "/api/v1/metrics/utilization/"
 def usage(fleet: Fleet) -> dict[str, Any]:
     """ml: 8 GPUs for 1 h (project llm) = $20.00; vision: 4 GPUs for 30 min = $5.00."""
     now = timezone.now().replace(microsecond=0)
-    start = now - timedelta(hours=2)
+    # Half past an hour, 1.5 to 2.5 h ago: the accounting begins mid-hour whatever the time now
+    # (two hours before hh:00:40 began at a whole hour, and the first hour's bucket was whole).
+    start = accounting.floor_to(now, accounting.HOUR) - timedelta(hours=1, minutes=30)
     ml_job = running_job(fleet.ml, gpus=8, started_at=start, project=fleet.llm, priority_class=fleet.research)
     a = hold(ml_job, [(fleet.nodes[1], 8)], start, start + timedelta(hours=1))
     report(a, fleet.nodes[1], start, start + timedelta(hours=1), tokens_per_s=1000)
