@@ -143,6 +143,16 @@ _INVISIBLE = re.compile("[\x01-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _INVISIBLE_MESSAGE = "control characters (escape sequences, new lines, tabs) are not allowed in a name"
 
 
+class NamedRecordField(serializers.SlugRelatedField):
+    """A related record given by its name. Text PostgreSQL cannot store (NUL) cannot name a
+    record either: refused as CharField refuses it, instead of a 500 from the lookup."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            raise serializers.ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
+        return super().to_internal_value(data)
+
+
 class NameField(serializers.CharField):
     """A short name people read in lists and terminals."""
 
@@ -823,10 +833,10 @@ def read_at(job: Job) -> datetime:
 
 
 class JobSerializer(serializers.ModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="name", read_only=True)
-    project = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
-    submitter = serializers.SlugRelatedField(slug_field="username", read_only=True, allow_null=True)
-    priority_class = serializers.SlugRelatedField(slug_field="name", read_only=True)
+    team = NamedRecordField(slug_field="name", read_only=True)
+    project = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
+    submitter = NamedRecordField(slug_field="username", read_only=True, allow_null=True)
+    priority_class = NamedRecordField(slug_field="name", read_only=True)
     gpu_types = serializers.ListField(child=serializers.CharField(), read_only=True)
     env = serializers.DictField(child=serializers.CharField(), read_only=True)
     roles = serializers.ListField(
@@ -856,7 +866,7 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True, allow_null=True, help_text="1-based place in the last cycle's queue; null unless pending.")
     eta = _EtaField(read_only=True, allow_null=True,
                     help_text="The engine's estimated start, if it could give one; null unless pending.")
-    held_by = serializers.SlugRelatedField(
+    held_by = NamedRecordField(
         slug_field="username", read_only=True, allow_null=True,
         help_text="Who placed the hold (`hold`: `user` or `admin`, empty when not held), since `held_at`.")
     state_label = _StateLabelField(
@@ -1135,8 +1145,8 @@ class DeletedSerializer(serializers.Serializer):
 
 
 class TeamSerializer(ConstraintCheckedModelSerializer):
-    cohort = serializers.SlugRelatedField(slug_field="name", queryset=Cohort.objects.all(), required=False, allow_null=True)
-    default_priority_class = serializers.SlugRelatedField(
+    cohort = NamedRecordField(slug_field="name", queryset=Cohort.objects.all(), required=False, allow_null=True)
+    default_priority_class = NamedRecordField(
         slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True
     )
 
@@ -1146,7 +1156,7 @@ class TeamSerializer(ConstraintCheckedModelSerializer):
 
 
 class ProjectSerializer(ConstraintCheckedModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
+    team = NamedRecordField(slug_field="name", queryset=Team.objects.all())
 
     class Meta:
         model = Project
@@ -1155,7 +1165,7 @@ class ProjectSerializer(ConstraintCheckedModelSerializer):
 
 
 class CohortSerializer(ConstraintCheckedModelSerializer):
-    teams = serializers.SlugRelatedField(slug_field="name", many=True, read_only=True)
+    teams = NamedRecordField(slug_field="name", many=True, read_only=True)
 
     class Meta:
         model = Cohort
@@ -1164,8 +1174,8 @@ class CohortSerializer(ConstraintCheckedModelSerializer):
 
 
 class QuotaSerializer(ConstraintCheckedModelSerializer):
-    team = serializers.SlugRelatedField(slug_field="name", queryset=Team.objects.all())
-    gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
+    team = NamedRecordField(slug_field="name", queryset=Team.objects.all())
+    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
     cohort = serializers.SerializerMethodField(help_text="The team's cohort, whose members lend and borrow; null if none.")
     held_gpus = serializers.SerializerMethodField(help_text="GPUs of this type the team's running jobs hold now.")
     borrowed_gpus = serializers.SerializerMethodField(
@@ -1232,7 +1242,7 @@ class GpuTypeSerializer(ConstraintCheckedModelSerializer):
 
 
 class PriceRateSerializer(ConstraintCheckedModelSerializer):
-    gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
+    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
     usd_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
 
     class Meta:
@@ -1242,7 +1252,7 @@ class PriceRateSerializer(ConstraintCheckedModelSerializer):
 
 
 class NodeSerializer(ConstraintCheckedModelSerializer):
-    gpu_type = serializers.SlugRelatedField(slug_field="name", queryset=GpuType.objects.all())
+    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
     allocated_gpus = serializers.IntegerField(read_only=True, help_text="GPUs held by live allocations now.")
 
     class Meta:
@@ -1284,8 +1294,8 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
 
 
 class EventSerializer(serializers.ModelSerializer):
-    node = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
-    team = serializers.SlugRelatedField(slug_field="name", read_only=True, allow_null=True)
+    node = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
+    team = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     data = serializers.DictField(read_only=True)
     message = serializers.SerializerMethodField(help_text="What happened, in words (engine times said in UTC).")
 
