@@ -9,13 +9,12 @@ Columns (header required, order free): ``id,nodes,start_s,end_s`` and optionally
 
 from __future__ import annotations
 
-import csv
 import io
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from scheduler_core.sim.trace import TraceError, _Row
+from scheduler_core.sim.trace import TraceError, _Row, csv_rows
 from scheduler_core.types import MaintenanceWindow
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("id", "nodes", "start_s", "end_s")
@@ -25,31 +24,13 @@ _SEPARATORS = re.compile(r"[;\s]+")
 
 def parse_maintenance(lines: Iterable[str], source: str = "<maintenance>") -> list[MaintenanceWindow]:
     """Parse CSV text into windows, in the file's order."""
-    reader = csv.reader(lines)
-    try:
-        header = [name.strip() for name in next(reader)]
-    except StopIteration:
-        raise TraceError(source, None, None, "the file is empty; expected a header line") from None
-    for name in REQUIRED_COLUMNS:
-        if name not in header:
-            raise TraceError(source, 1, name, f"required column missing from the header (expected "
-                             f"{', '.join(REQUIRED_COLUMNS)}[, reason]; got {', '.join(header) or 'nothing'})")
-    for name in header:
-        if name not in REQUIRED_COLUMNS + OPTIONAL_COLUMNS:
-            raise TraceError(source, 1, name, "unknown column; the optional column is reason")
     windows: list[MaintenanceWindow] = []
     first_line_of: dict[str, int] = {}
-    for cells in reader:
-        line = reader.line_num
-        if not cells or all(not cell.strip() for cell in cells):
-            continue
-        if len(cells) != len(header):
-            raise TraceError(source, line, None, f"expected {len(header)} cells as in the header, got {len(cells)}")
-        row = _Row(source, line, dict(zip(header, cells, strict=True)))
+    for row in csv_rows(lines, source, REQUIRED_COLUMNS, OPTIONAL_COLUMNS, what="maintenance file"):
         window = _window(row)
         if window.id in first_line_of:
             raise row.fail("id", f"window id {window.id!r} already used on line {first_line_of[window.id]}")
-        first_line_of[window.id] = line
+        first_line_of[window.id] = row.line
         windows.append(window)
     return windows
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -167,37 +167,31 @@ def _parse_row(row: _Row) -> TraceJob:
     )
 
 
-def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[TraceJob]:
-    """Parse CSV text into jobs sorted by submission time (stable for equal times).
-
-    Steps: check the header has every required column and no unknown one; parse each line
-    (blank lines are skipped); refuse duplicate job ids; sort by ``submit_s``."""
+def csv_rows(lines: Iterable[str], source: str, required: Sequence[str], optional: Sequence[str],
+             what: str = "trace") -> Iterator[_Row]:
+    """The CSV's lines after its header, one :class:`_Row` each (blank lines skipped). The header
+    must have every ``required`` column and no unknown or repeated one; each line as many cells."""
     reader = csv.reader(lines)
     try:
         header = [name.strip() for name in next(reader)]
     except StopIteration:
-        raise TraceError(source, None, None, "the trace is empty; expected a header line") from None
-    missing = [name for name in REQUIRED_COLUMNS if name not in header]
+        raise TraceError(source, None, None, f"the {what} is empty; expected a header line") from None
+    missing = [name for name in required if name not in header]
     if missing:
         raise TraceError(
             source,
             1,
             missing[0],
-            f"required column missing from the header (expected {', '.join(REQUIRED_COLUMNS)}; "
+            f"required column missing from the header (expected {', '.join(required)}; "
             f"got {', '.join(header) or 'nothing'})",
         )
-    known = set(REQUIRED_COLUMNS) | set(OPTIONAL_COLUMNS)
+    known = set(required) | set(optional)
     for name in header:
         if name not in known:
-            raise TraceError(
-                source, 1, name, f"unknown column; optional columns are {', '.join(OPTIONAL_COLUMNS)}"
-            )
+            raise TraceError(source, 1, name, f"unknown column; optional columns are {', '.join(optional)}")
     if len(set(header)) != len(header):
         duplicate = next(name for name in header if header.count(name) > 1)
         raise TraceError(source, 1, duplicate, "column appears twice in the header")
-
-    jobs: list[TraceJob] = []
-    first_line_of: dict[str, int] = {}
     for cells in reader:
         line = reader.line_num
         if not cells or all(not cell.strip() for cell in cells):
@@ -206,15 +200,26 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[TraceJob]
             raise TraceError(
                 source, line, None, f"expected {len(header)} cells as in the header, got {len(cells)}"
             )
-        job = _parse_row(_Row(source, line, dict(zip(header, cells, strict=True))))
+        yield _Row(source, line, dict(zip(header, cells, strict=True)))
+
+
+def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[TraceJob]:
+    """Parse CSV text into jobs sorted by submission time (stable for equal times).
+
+    Steps: check the header has every required column and no unknown one; parse each line
+    (blank lines are skipped); refuse duplicate job ids; sort by ``submit_s``."""
+    jobs: list[TraceJob] = []
+    first_line_of: dict[str, int] = {}
+    for row in csv_rows(lines, source, REQUIRED_COLUMNS, OPTIONAL_COLUMNS):
+        job = _parse_row(row)
         if job.job_id in first_line_of:
             raise TraceError(
                 source,
-                line,
+                row.line,
                 "job_id",
                 f"job id {job.job_id!r} already used on line {first_line_of[job.job_id]}",
             )
-        first_line_of[job.job_id] = line
+        first_line_of[job.job_id] = row.line
         jobs.append(job)
     jobs.sort(key=lambda job: job.submit_s)
     return jobs
