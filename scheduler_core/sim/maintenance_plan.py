@@ -9,12 +9,11 @@ Columns (header required, order free): ``id,nodes,start_s,end_s`` and optionally
 
 from __future__ import annotations
 
-import io
 import re
 from collections.abc import Iterable
 from pathlib import Path
 
-from scheduler_core.sim.trace import TraceError, _Row, csv_rows
+from scheduler_core.sim.trace import _Row, csv_lines, csv_rows
 from scheduler_core.types import MaintenanceWindow
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("id", "nodes", "start_s", "end_s")
@@ -52,9 +51,4 @@ def _window(row: _Row) -> MaintenanceWindow:
 
 def load_maintenance(path: str | Path) -> list[MaintenanceWindow]:
     """Read and parse a maintenance file (see :func:`parse_maintenance`)."""
-    source = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as error:
-        raise TraceError(source, None, None, f"cannot read the maintenance file: {error.strerror or error}") from None
-    return parse_maintenance(io.StringIO(text, newline=""), source)
+    return parse_maintenance(csv_lines(path, "maintenance file"), str(path))

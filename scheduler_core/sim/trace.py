@@ -225,14 +225,18 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[TraceJob]
     return jobs
 
 
-def load_trace(path: str | Path) -> list[TraceJob]:
-    """Read and parse a trace file (see :func:`parse_trace`)."""
-    source = str(path)
+def csv_lines(path: str | Path, what: str = "trace") -> io.StringIO:
+    """A CSV file's text, to parse; a file that cannot be read is a :class:`TraceError`."""
     try:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as error:
-        raise TraceError(source, None, None, f"cannot read the trace: {error.strerror or error}") from None
-    return parse_trace(io.StringIO(text, newline=""), source)
+        raise TraceError(str(path), None, None, f"cannot read the {what}: {error.strerror or error}") from None
+    return io.StringIO(text, newline="")
+
+
+def load_trace(path: str | Path) -> list[TraceJob]:
+    """Read and parse a trace file (see :func:`parse_trace`)."""
+    return parse_trace(csv_lines(path), str(path))
 
 
 def write_trace(jobs: Sequence[TraceJob], columns: Sequence[str] = REQUIRED_COLUMNS) -> str:
