@@ -7,19 +7,17 @@ connections: one is written, the other refused (row locks on the nodes)."""
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
 import pytest
-from django.db import connections
 from django.utils import timezone
 
 from controlplane.choices import EventKind
 from controlplane.models import Event, MaintenanceWindow
 from controlplane.services import maintenance
 from tests.controlplane.fleet_fixture import Fleet, build_fleet
+from tests.controlplane.lock_waits import blocked_on_a_lock, in_thread
 
 
 def _admin(fleet: Fleet):  # noqa: ANN202
@@ -172,35 +170,6 @@ def committed_fleet(transactional_db: Any, settings: Any) -> Fleet:
     return build_fleet()
 
 
-def _in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["result"] = work()
-        except Exception as exc:  # noqa: BLE001 (reported to the test, which fails on it)
-            out["error"] = exc
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
-
-
-def _blocked_on_a_lock(timeout: float = 10.0) -> bool:
-    """Whether another connection waits on a row lock (pg_stat_activity), within `timeout`."""
-    deadline = time.monotonic() + timeout
-    with connections["default"].cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.02)
-    return False
-
-
 def test_two_concurrent_overlapping_windows_one_is_refused(committed_fleet: Fleet,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     root = committed_fleet.users["admin"]
@@ -216,14 +185,14 @@ def test_two_concurrent_overlapping_windows_one_is_refused(committed_fleet: Flee
         return record(window, verb, *args)
 
     monkeypatch.setattr(maintenance, "_record", held_record)
-    first, first_out = _in_thread(lambda: maintenance.create(
+    first, first_out = in_thread(lambda: maintenance.create(
         root, nodes=["h100-1", "h100-2"], start_at=start, duration_s=4 * 3600, reason="first"))
     assert written.wait(20), first_out
     # The second passes the check made before its transaction (the first is not committed), then
     # waits for the row lock on h100-2 that the first holds.
-    second, second_out = _in_thread(lambda: maintenance.create(
+    second, second_out = in_thread(lambda: maintenance.create(
         root, nodes=["h100-3", "h100-2"], start_at=start + timedelta(hours=1), duration_s=3600, reason="second"))
-    blocked = _blocked_on_a_lock()
+    blocked = blocked_on_a_lock()
     go_on.set()
     first.join(20)
     second.join(20)

@@ -6,12 +6,11 @@ deadlocks; changes of dependencies run one at a time, so two of them never close
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from controlplane.choices import DependencyCondition, JobState
@@ -19,6 +18,7 @@ from controlplane.models import Job, JobDependency
 from controlplane.services import dependencies, holds
 from tests.controlplane import factories as f
 from tests.controlplane.fleet_fixture import build_fleet, client_for
+from tests.controlplane.lock_waits import blocked_on_a_lock, in_thread
 
 J = "/api/v1/jobs/"
 
@@ -27,36 +27,6 @@ J = "/api/v1/jobs/"
 def committed_fleet(transactional_db: Any, settings: Any) -> Any:
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
     return build_fleet()
-
-
-def _in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]]:
-    out: dict[str, Any] = {}
-
-    def run() -> None:
-        try:
-            out["result"] = work()
-        except Exception as exc:  # noqa: BLE001 (reported to the test, which fails on it)
-            out["error"] = exc
-        finally:
-            connections.close_all()
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    return thread, out
-
-
-def _blocked_on_a_lock(timeout: float = 20.0) -> bool:
-    """Whether another connection is waiting on a row or advisory lock (pg_stat_activity), within
-    `timeout`: the other side is then really blocked where the test means it, not merely slow."""
-    deadline = time.monotonic() + timeout
-    with connections["default"].cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.02)
-    return False
 
 
 def _patch(fleet: Any, job: Job, deps: Any) -> Callable[[], Any]:
@@ -85,10 +55,10 @@ def test_a_change_while_the_upstream_fails_waits_for_it_and_is_refused_without_d
             dependencies.ended([dependencies.Change(up.pk, JobState.FAILED, 1)], at=timezone.now(), actor="agent")
         ended.set()
 
-    ender, ender_out = _in_thread(end)
+    ender, ender_out = in_thread(end)
     assert upstream_locked.wait(30)
-    changer, changed = _in_thread(_patch(fleet, job, [{"job": up.pk, "condition": "afterany"}]))
-    assert _blocked_on_a_lock()  # the change waits for the upstream's row
+    changer, changed = in_thread(_patch(fleet, job, [{"job": up.pk, "condition": "afterany"}]))
+    assert blocked_on_a_lock()  # the change waits for the upstream's row
     go_on.set()
     ender.join(30)
     changer.join(30)
@@ -119,7 +89,7 @@ def test_an_upstream_ending_while_a_change_holds_it_finds_the_new_dependency(com
             assert go_on.wait(30)
         return outcome
 
-    changer, change_out = _in_thread(change)
+    changer, change_out = in_thread(change)
     assert changed.wait(30)
 
     def end() -> None:
@@ -127,8 +97,8 @@ def test_an_upstream_ending_while_a_change_holds_it_finds_the_new_dependency(com
             Job.objects.filter(pk=up.pk).update(state=JobState.FAILED, exit_code=1, finished_at=timezone.now())
             dependencies.ended([dependencies.Change(up.pk, JobState.FAILED, 1)], at=timezone.now(), actor="agent")
 
-    ender, end_out = _in_thread(end)
-    assert _blocked_on_a_lock()  # the end waits for the change's lock on the upstream row
+    ender, end_out = in_thread(end)
+    assert blocked_on_a_lock()  # the end waits for the change's lock on the upstream row
     go_on.set()
     changer.join(30)
     ender.join(30)
@@ -156,10 +126,10 @@ def test_two_changes_that_would_close_a_cycle_run_one_after_the_other_and_the_se
             assert go_on.wait(30)
         return outcome
 
-    one, one_out = _in_thread(first)
+    one, one_out = in_thread(first)
     assert first_done.wait(30)
-    two, two_out = _in_thread(_patch(fleet, b, [{"job": a.pk}]))
-    assert _blocked_on_a_lock()  # the second change waits for the first to commit
+    two, two_out = in_thread(_patch(fleet, b, [{"job": a.pk}]))
+    assert blocked_on_a_lock()  # the second change waits for the first to commit
     go_on.set()
     one.join(30)
     two.join(30)
