@@ -274,13 +274,19 @@ class MaintenanceWindow:
     reservation). A job may start on one of these nodes only if its run, from its start to
     its runtime limit, overlaps no window of the node; a job without a runtime limit may not
     start there before the window has ended. Running jobs are not stopped for a window: the
-    control plane tells operators which ones will still hold GPUs when it starts."""
+    control plane tells operators which ones will still hold GPUs when it starts.
+
+    ``announced_at``: when the window became known (an admin created it), at or before
+    ``start_at``; ``None``: known throughout. The engine does not read it (a snapshot holds
+    the windows known at its time); the simulator hands a window to the engine only from then,
+    so a replay does not plan around a window before anyone knew of it."""
 
     id: str
     nodes: tuple[str, ...]
     start_at: float
     end_at: float
     reason: str = ""
+    announced_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,7 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--maintenance",
         metavar="FILE.csv",
-        help="maintenance windows to replay (CSV: id,nodes,start_s,end_s[,reason]; nodes n0000 n0001 ...)",
+        help="maintenance windows to replay (CSV: id,nodes,start_s,end_s[,reason][,announced_s]; nodes n0000 "
+             "n0001 ...; announced_s: when the window became known, 0 if left out)",
     )
     parser.add_argument("--horizon-min", type=float, default=10080.0, help="simulated minutes (default 10080, one week)")
     parser.add_argument(

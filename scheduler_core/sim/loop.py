@@ -5,11 +5,17 @@ Algorithm (one *instant* per distinct event time, in time order, up to the horiz
 1. Pop every event at this time: arrivals join the queue; completions and the ends of
    preemption grace periods free GPUs (a preempted job is requeued, keeping only the work it
    had saved at its last checkpoint); a running job reaching its runtime limit only wakes the
-   engine, which must decide the kill itself, and so does a maintenance window's end.
+   engine, which must decide the kill itself, and so do a maintenance window's announce (the
+   engine sees a window only from then, as the control plane's snapshot holds a window only
+   once an admin has created it) and its end.
 2. If anything changed, build a :class:`~scheduler_core.types.Snapshot` and call
    ``schedule(snapshot, config)``; apply its kills, preemptions, resizes (shrinks first) and
    binds, validating each against the fleet (a GPU held twice, a partial gang, a whole-node job
-   on part of a node, a stale generation: each is a :class:`SimulationError`, an engine bug).
+   on part of a node, a stale generation, a bind or growth whose run overlaps a window known by
+   then on its nodes: each is a :class:`SimulationError`, an engine bug). A job that started
+   before a window on its nodes was announced keeps running into it, as in the product
+   (running jobs are never stopped for a window; the control plane names them to operators):
+   the report counts them and the GPU-hours they held inside windows.
    When the plan freed GPUs at once (a kill, a preemption without grace, a shrink), call the
    engine again at the same instant, up to :data:`MAX_CYCLES_PER_INSTANT` times.
 3. Record the allocated and stranded GPUs that now hold until the next event.
@@ -83,6 +89,11 @@ class SimulationError(RuntimeError):
     """The engine returned a plan that cannot take effect on the simulated fleet."""
 
 
+def _known(window: MaintenanceWindow, now: float) -> bool:
+    """Whether ``window`` has been announced by ``now`` (``None``: known throughout)."""
+    return window.announced_at is None or window.announced_at <= now
+
+
 class _Kind(int, Enum):
     # Order of processing within an instant does not change the outcome (all events of an
     # instant are applied before the engine runs); it only keeps the heap deterministic.
@@ -91,6 +102,7 @@ class _Kind(int, Enum):
     LIMIT = 2
     ARRIVAL = 3
     REOPEN = 4  # a maintenance window ends: its nodes take work again (no job)
+    ANNOUNCE = 5  # a maintenance window becomes known: the engine plans around it (no job)
 
 
 class _State(str, Enum):
@@ -120,6 +132,7 @@ class _Job:
     marks: list[tuple[float, float, int]] = field(default_factory=list)
     saved_gpu_s: float = 0.0
     started_at: float = 0.0
+    placed_at: float = 0.0  # when ``placements`` were last set (a bind or a resize)
     version: int = 0  # bumped whenever scheduled completion/limit/grace events go stale
     end_s: float | None = None
     preempted_at: list[float] = field(default_factory=list)
@@ -247,9 +260,18 @@ class Simulator:
         self.cycle_seconds: list[float] = []
         self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0, "rejected": 0}
         self.maintenance = self._check_maintenance(maintenance)
+        self.windows_of: dict[str, list[MaintenanceWindow]] = {}
         for window in self.maintenance:
             if window.end_at < horizon_s:
                 self._push(window.end_at, _Kind.REOPEN, "", 0)
+            if window.announced_at is not None and 0 < window.announced_at < horizon_s:
+                self._push(window.announced_at, _Kind.ANNOUNCE, "", 0)
+            for name in window.nodes:
+                self.windows_of.setdefault(name, []).append(window)
+        # jobs that held GPUs on a node inside one of its windows (started before it was
+        # announced), and the GPU-seconds they held there
+        self.overrun_jobs: set[str] = set()
+        self.overrun_gpu_s = 0.0
         for job in jobs:
             if job.job_id in self.jobs:
                 raise ValueError(f"job id {job.job_id!r} appears twice in the trace")
@@ -269,7 +291,7 @@ class Simulator:
             changed = False
             while self.events and self.events[0][0] == now:
                 _, kind, _, job_id, version = heapq.heappop(self.events)
-                if kind == _Kind.REOPEN:
+                if kind == _Kind.REOPEN or kind == _Kind.ANNOUNCE:
                     changed = True
                     continue
                 changed |= self._handle(now, _Kind(kind), self.jobs[job_id], version)
@@ -385,7 +407,7 @@ class Simulator:
                 TeamUsage(team=team, gpu_seconds=self.team_usage[team], as_of=now) for team in self.teams
             ),
             epoch=EPOCH,
-            maintenance=tuple(w for w in self.maintenance if w.end_at > now),
+            maintenance=tuple(w for w in self.maintenance if w.end_at > now and _known(w, now)),
         )
 
     def _check_maintenance(self, windows: Sequence[MaintenanceWindow]) -> tuple[MaintenanceWindow, ...]:
@@ -402,14 +424,18 @@ class Simulator:
             if not window.end_at > window.start_at:
                 raise ValueError(f"maintenance window {window.id!r} ends at {window.end_at:g} s, "
                                  f"not after its start at {window.start_at:g} s")
+            if window.announced_at is not None and not window.announced_at <= window.start_at:
+                raise ValueError(f"maintenance window {window.id!r} is announced at {window.announced_at:g} s, "
+                                 f"after its start at {window.start_at:g} s")
         return tuple(sorted(windows, key=lambda w: (w.start_at, w.end_at, w.id)))
 
     def _check_clear_of_maintenance(self, job: _Job, nodes: Iterable[str], start: float, now: float) -> None:
-        """A run from ``start`` to its runtime limit on ``nodes`` overlaps no window of theirs."""
+        """A run from ``start`` to its runtime limit on ``nodes`` overlaps no window of theirs
+        known at ``now`` (the engine cannot keep clear of a window not yet announced)."""
         limit = job.trace.runtime_limit_s
         end = math.inf if limit is None else start + limit
         for window in self.maintenance:
-            if window.start_at < end and window.end_at > start:
+            if window.start_at < end and window.end_at > start and _known(window, now):
                 hit = sorted(set(nodes) & set(window.nodes))
                 if hit:
                     raise SimulationError(
@@ -554,15 +580,20 @@ class Simulator:
             raise SimulationError(f"{where}: got {total} GPUs, needs between {low} and {high} (a gang is all or nothing)")
         return total
 
-    def _take(self, job: _Job, placements: tuple[GpuPlacement, ...]) -> None:
+    def _take(self, job: _Job, placements: tuple[GpuPlacement, ...], now: float) -> None:
         for placement in placements:
             holders = self.holder[placement.node]
             for index in placement.gpu_indices:
                 holders[index] = job.trace.job_id
             self.free[placement.node] -= len(placement.gpu_indices)
         job.placements = placements
+        job.placed_at = now
 
-    def _give_back(self, job: _Job) -> None:
+    def _give_back(self, job: _Job, now: float) -> None:
+        inside = self._overrun(job, now)
+        if inside > 0:
+            self.overrun_gpu_s += inside
+            self.overrun_jobs.add(job.trace.job_id)
         for placement in job.placements:
             holders = self.holder[placement.node]
             for index in placement.gpu_indices:
@@ -582,7 +613,7 @@ class Simulator:
         if self.maintenance:
             self._check_clear_of_maintenance(job, (p.node for p in placements), now, now)
         self._dequeue(job, now)
-        self._take(job, placements)
+        self._take(job, placements, now)
         self._set_held(job, gpus, now)
         job.state = _State.RUNNING
         job.borrowed = borrowed
@@ -604,8 +635,8 @@ class Simulator:
             grown = [p.node for p in placements if len(p.gpu_indices) > held.get(p.node, 0)]
             self._check_clear_of_maintenance(job, grown, job.started_at, now)
         done = job.progress_at(now)
-        self._give_back(job)
-        self._take(job, placements)
+        self._give_back(job, now)
+        self._take(job, placements, now)
         self._set_held(job, gpus, now)
         job.generation += 1
         job.view = None
@@ -615,8 +646,19 @@ class Simulator:
         if job.trace.runtime_limit_s is not None:
             self._push(job.started_at + job.trace.runtime_limit_s, _Kind.LIMIT, job.trace.job_id, job.version)
 
+    def _overrun(self, job: _Job, until: float) -> float:
+        """The GPU-seconds ``job`` held inside windows on its nodes from when its placements
+        were set to ``until``: a run started before a window on its nodes was announced."""
+        held = 0.0
+        for placement in job.placements:
+            for window in self.windows_of.get(placement.node, ()):
+                inside = min(until, window.end_at) - max(job.placed_at, window.start_at)
+                if inside > 0:
+                    held += inside * len(placement.gpu_indices)
+        return held
+
     def _release(self, job: _Job, now: float) -> None:
-        self._give_back(job)
+        self._give_back(job, now)
         self._set_held(job, 0, now)
         del self.active[job.trace.job_id]
         job.version += 1
@@ -701,6 +743,9 @@ class Simulator:
             extras["maintenance_gpu_hours"] = sum(
                 self.node_by_name[name].gpus * max(0.0, min(w.end_at, horizon) - max(w.start_at, 0.0))
                 for w in self.maintenance for name in w.nodes) / 3600.0
+            still = {job_id: self._overrun(job, horizon) for job_id, job in self.active.items()}
+            extras["maintenance_overrun_jobs"] = len(self.overrun_jobs | {j for j, held in still.items() if held > 0})
+            extras["maintenance_overrun_gpu_hours"] = (self.overrun_gpu_s + sum(still.values())) / 3600.0
         teams = {
             team: team_figures(
                 team_outcomes[team], horizon_s=horizon, allocated_gpu_seconds=self.team_allocated[team].area()

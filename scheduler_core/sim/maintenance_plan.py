@@ -1,10 +1,12 @@
 """Maintenance windows for a replay: CSV in, :class:`~scheduler_core.types.MaintenanceWindow`
 records out, to ask what a planned window costs before it is scheduled.
 
-Columns (header required, order free): ``id,nodes,start_s,end_s`` and optionally ``reason``.
-``nodes`` lists node names separated by spaces or ``;`` (the simulator's nodes are
-``n0000``, ``n0001``, ...); times are seconds from the trace's origin. Every bad cell is a
-:class:`~scheduler_core.sim.trace.TraceError` naming the line and the column.
+Columns (header required, order free): ``id,nodes,start_s,end_s`` and optionally ``reason``
+and ``announced_s``. ``nodes`` lists node names separated by spaces or ``;`` (the simulator's
+nodes are ``n0000``, ``n0001``, ...); times are seconds from the trace's origin.
+``announced_s`` is when the window became known (an admin created it), at or before its start;
+the replay's engine sees the window only from then. Left out or empty: 0, known from the start.
+Every bad cell is a :class:`~scheduler_core.sim.trace.TraceError` naming the line and the column.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from scheduler_core.sim.trace import _Row, csv_lines, csv_rows
 from scheduler_core.types import MaintenanceWindow
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("id", "nodes", "start_s", "end_s")
-OPTIONAL_COLUMNS: tuple[str, ...] = ("reason",)
+OPTIONAL_COLUMNS: tuple[str, ...] = ("reason", "announced_s")
 _SEPARATORS = re.compile(r"[;\s]+")
 
 
@@ -46,7 +48,13 @@ def _window(row: _Row) -> MaintenanceWindow:
     assert start is not None and end is not None
     if end <= start:
         raise row.fail("end_s", f"the window ends ({end:g} s) before it starts ({start:g} s)")
-    return MaintenanceWindow(window_id, nodes, start, end, row.text("reason"))
+    announced = row.number("announced_s", positive=False, optional=True)
+    if announced is not None and announced > start:
+        raise row.fail("announced_s", f"the window is announced ({announced:g} s) after it starts ({start:g} s): "
+                                      "a window is known at or before its start")
+    # announced at the trace's origin is known throughout, as a file without the column says
+    return MaintenanceWindow(window_id, nodes, start, end, row.text("reason"),
+                             announced_at=announced if announced else None)
 
 
 def load_maintenance(path: str | Path) -> list[MaintenanceWindow]:
