@@ -71,7 +71,8 @@ class Work:
     gpu_types: tuple[GpuTypeInfo, ...]
     priority_classes: tuple[PriorityClassInfo, ...]
     runs: Sequence[Run]
-    # The maintenance windows in force over the replayed time (seconds from replayed_from).
+    # The maintenance windows in force over the replayed time (seconds from replayed_from),
+    # each announced when it was created (announced_at; None: before replayed_from).
     maintenance: tuple[MaintenanceWindow, ...] = ()
 
 

@@ -16,8 +16,9 @@ How rows become a trace (the approximations are stated on the page and in docs/d
 - the fleet is the real one: every registered node (its pool, GPU type and count, CPUs,
   memory, leaf switch and spine), taken as ready throughout but for the maintenance windows
   in force then (not cancelled; a window cancelled once begun, up to its cancellation), which
-  both runs keep as the engine did; a window is known to the replay from the start, though it
-  was created at some point; the real GPU types and priority
+  both runs keep as the engine did, each from when it was created (``created_at``; created
+  before the replayed time: known from the start): a job that started on its nodes before then
+  runs into it, as on the fleet; the real GPU types and priority
   classes; the real quota table (teams, cohorts, nominal GPUs, borrowing and lending limits)
   for the live run, and for the what-if run the same table with the nominal GPUs the user
   typed (see `quota_table`).
@@ -255,7 +256,10 @@ def trace_rows(since: datetime, until: datetime) -> list[tuple[Any, ...]]:
 
 def maintenance_windows(since: datetime, until: datetime, nodes: Sequence[NodeInfo]) -> tuple[Window, ...]:
     """The maintenance windows in force between ``since`` and ``until`` on the fleet's nodes, in
-    seconds from ``since``: a cancelled window only up to its cancellation, if it had begun."""
+    seconds from ``since``: a cancelled window only up to its cancellation, if it had begun.
+    Each is announced when it was created (at the latest at its start: a start typed a minute
+    ago is taken, ``START_GRACE``); one created before ``since`` is known from the start. A
+    window changed later is known as it stands from its creation."""
     names = {n.name for n in nodes}
     windows = []
     for window in (MaintenanceWindow.objects.filter(start_at__lt=until, end_at__gt=since)
@@ -264,8 +268,10 @@ def maintenance_windows(since: datetime, until: datetime, nodes: Sequence[NodeIn
         on = tuple(sorted(n.name for n in window.nodes.all() if n.name in names))
         if end <= window.start_at or not on:
             continue
+        announced = min(window.created_at, window.start_at)
         windows.append(Window(str(window.pk), on, (window.start_at - since).total_seconds(),
-                              (end - since).total_seconds(), window.reason))
+                              (end - since).total_seconds(), window.reason,
+                              announced_at=(announced - since).total_seconds() if announced > since else None))
     return tuple(windows)
 
 

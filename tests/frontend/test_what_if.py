@@ -8,6 +8,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 from controlplane.choices import JobState
@@ -16,6 +17,7 @@ from controlplane.services.cycle import run_cycle
 from controlplane.services.snapshot import scheduler_config
 from frontend import whatif
 from frontend.replay_worker import run as run_replay
+from frontend.views.whatif import result_context
 
 pytestmark = pytest.mark.django_db
 
@@ -217,9 +219,9 @@ def test_the_replay_runs_from_the_windows_first_submission_not_its_edge(demo, su
         assert run["allocated"] == pytest.approx(32 / 128, abs=0.01)
 
 
-def _window(nodes, start, end, cancelled=None):
-    window = MaintenanceWindow.objects.create(start_at=start, end_at=end, reason="firmware", created_at=start,
-                                              cancelled_at=cancelled)
+def _window(nodes, start, end, cancelled=None, created=None):
+    window = MaintenanceWindow.objects.create(start_at=start, end_at=end, reason="firmware",
+                                              created_at=created or start, cancelled_at=cancelled)
     window.nodes.set(nodes)
     return window
 
@@ -250,3 +252,32 @@ def test_the_replay_keeps_the_maintenance_windows_in_force_then(demo, submit_as)
     assert again.key != request.key and again.work.maintenance == ()
     for _, run in run_replay(again.work).runs:
         assert run["wait_max_min"] == 0.0
+
+
+def test_the_replay_knows_a_window_only_from_when_it_was_created(demo, submit_as):
+    # an H100 job with a 2 h limit submitted 3 h ago; every H100 node in maintenance from 2 h
+    # ago to 1 h ago. Created 2.5 h ago, after the job was submitted, the window was unknown
+    # when the job started: the replay starts it at once and it runs into the window for an
+    # hour, as on the fleet; created before the replayed time, the job waits for its end
+    job = submit_as("alice", name="h", gpus=8, gpu_types=("H100-80GB",), runtime_limit_s=7200)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=3))
+    h100 = list(Node.objects.filter(gpu_type__name="H100-80GB"))
+    window = _window(h100, now - timedelta(hours=2), now - timedelta(hours=1), created=now - timedelta(hours=2.5))
+    request = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+    (late,) = request.work.maintenance
+    assert (late.id, late.announced_at, late.start_at, late.end_at) == (str(window.pk), 1800.0, 3600.0, 7200.0)
+    replay = run_replay(request.work)
+    for _, run in replay.runs:
+        assert run["wait_max_min"] == 0.0
+        assert (run["maintenance_overrun_jobs"], run["maintenance_overrun_gpu_hours"]) == (1, 8.0)
+        assert run["jobs_done"] == 1
+    html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
+    assert "keep from when each was created" in html
+    assert "<tr><td>jobs run into a maintenance window</td><td>1</td><td>1</td></tr>" in html
+    MaintenanceWindow.objects.filter(pk=window.pk).update(created_at=now - timedelta(days=2))
+    known = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
+    assert known.key != request.key and known.work.maintenance[0].announced_at is None
+    for _, run in run_replay(known.work).runs:
+        assert run["wait_max_min"] == pytest.approx(120.0)
+        assert run["maintenance_overrun_jobs"] == 0
