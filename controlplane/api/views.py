@@ -71,6 +71,7 @@ from controlplane.services import (
     fleet_figures,
     holds,
     job_history,
+    job_runs,
     nodes,
     quotas,
 )
@@ -477,6 +478,18 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         events = Event.objects.filter(job=job).select_related("node", "team").order_by("created_at", "id")
         page = self.paginate_queryset(events)
         return self.get_paginated_response(s.EventSerializer(page, many=True).data)
+
+    @extend_schema(responses={200: s.JobRunSerializer(many=True)}, filters=False)
+    @action(detail=True, methods=["get"], filterset_class=None, serializer_class=s.JobRunSerializer,
+            query_parameters=frozenset({"format", "limit", "offset"}))
+    def runs(self, request: Request, pk: str | None = None) -> Response:
+        """The job's runs, oldest first (`sacct --duplicates`): one per bind, with how each ended
+        (preempted, requeued, fenced, exited), its GPUs, the GPU-hours it held and the work its
+        requeue lost. Paged as `events/`; a job that never ran has none."""
+        job = self.get_object()
+        page = self.paginate_queryset(job_runs.runs_of(job))
+        runs = job_runs.describe(job, page, first=self.paginator.offset + 1, now=timezone.now())
+        return self.get_paginated_response(s.JobRunSerializer(runs, many=True).data)
 
     @extend_schema(responses={200: s.ExplanationSerializer}, filters=False)
     @action(detail=True, methods=["get"], filterset_class=None)

@@ -1,0 +1,298 @@
+"""A job's runs, as `sacct --duplicates` lists a requeued job's: one row per allocation it ever
+held (each bind is a run: preempted and requeued, stopped to resize, fenced off a node, requeued
+at someone's request or after it ended), oldest first, numbered from 1.
+
+Per run: its generation (as its agents and its output know it: a fenced run keeps its own, the
+fence's new one is `fenced_generation`), when it was bound, started and ended, how it ended (the
+release reason's code, what became of the job, and in words), its GPUs (nodes, indices and, in a
+heterogeneous gang, roles), the GPU-hours it held, whether on borrowed quota, and the work its
+requeue threw away. Everything is read from the allocation rows, their GPUs and the events the
+transitions wrote for them (services/transitions.py): `describe` reads a page of runs in two
+queries whatever its size; `runs_of` is the page's queryset.
+
+- GPU-hours held: from the bind (`created_at`) to the release (`released_at`; now while it
+  holds GPUs), GPU by GPU, as the accounting counts allocated GPU-seconds (services/accounting
+  `_spans`): a gang member whose processes ended before the rest stops counting then.
+- Lost work: what the requeue event recorded (`lost_gpu_seconds`: GPUs × time since the last
+  checkpoint); None when the run did not end in a requeue (nothing was recorded as lost).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from django.db.models import Count, Q, QuerySet, Window
+
+from controlplane.choices import AllocationState, EventKind, JobState
+from controlplane.models import Allocation, AllocationGpu, Event, Job
+from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
+from controlplane.services.stopping import stopping_label
+from controlplane.services.transitions import (
+    FENCED_BECAUSE,
+    RELEASE_CANCELLED,
+    RELEASE_PREEMPTED,
+    RELEASE_REQUEUED_HELD,
+    RELEASE_RESIZED,
+    RELEASE_RUNTIME_LIMIT,
+    REQUESTED_REQUEUES,
+    REQUEUED_HELD_AFTER_END,
+    REQUEUES_AFTER_END,
+    fenced_because,
+)
+
+#: What became of the job when a run ended, or where a run stands while it holds GPUs.
+OUTCOMES = ("starting", "running", "stopping", "requeued", "succeeded", "failed", "cancelled", "timed_out")
+
+#: The reason code of a run that ended by itself (its processes exited): as its events say it.
+EXITED = "Exited"
+
+#: The events that tell a run's story: its stop's notice, its release or fence (and gang members'
+#: early exits), and what became of the job.
+_NOTICE_KINDS = (EventKind.JOB_PREEMPTING, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)
+_SETTLING_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED, EventKind.JOB_FINISHED)
+_RUN_KINDS = (*_NOTICE_KINDS, *_SETTLING_KINDS, EventKind.ALLOCATION_RELEASED, EventKind.ALLOCATION_FENCED)
+
+#: A stop's reason as a run's end says it.
+_STOPPED_BECAUSE = {
+    RELEASE_PREEMPTED: "Preempted",
+    RELEASE_RESIZED: "Stopped to resize",
+    RELEASE_CANCELLED: "Cancelled",
+    RELEASE_RUNTIME_LIMIT: "Stopped at its runtime limit",
+    RELEASE_GANG_MEMBER_EXITED: "A gang member exited",
+    RELEASE_GANG_MEMBER_FAILED: "A gang member failed",
+}
+
+
+@dataclass(frozen=True)
+class GpuGroup:
+    """The GPUs of a run on one node (and their role, in a heterogeneous gang)."""
+
+    node: str
+    gpu_indices: list[int]
+    role: str = ""
+
+
+@dataclass(frozen=True)
+class AfterEnd:
+    """The job was put back in the queue after this run had ended (`RequeuedAfterEnd`)."""
+
+    at: datetime
+    by: str
+    reason: str
+    held: bool
+
+
+@dataclass
+class Run:
+    """One run of a job: one allocation, as the API, the job page and `qm runs` show it."""
+
+    run: int
+    allocation: Allocation
+    generation: int
+    fenced_generation: int | None
+    outcome: str
+    reason: str
+    ended_how: str
+    exit_code: int | None
+    notice: str
+    placement: list[GpuGroup]
+    gpu_hours: float
+    elapsed_s: int | None
+    lost_gpu_hours: float | None
+    requeued_after_end: AfterEnd | None
+    roles: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def gpus(self) -> int:
+        return sum(len(g.gpu_indices) for g in self.placement)
+
+    @property
+    def nodes(self) -> list[str]:
+        return list(dict.fromkeys(g.node for g in self.placement))
+
+    @property
+    def state(self) -> str:
+        return str(self.allocation.state)
+
+    @property
+    def borrowed(self) -> bool:
+        return bool(self.allocation.borrowed)
+
+    @property
+    def bound_at(self) -> datetime:
+        return self.allocation.created_at
+
+    @property
+    def started_at(self) -> datetime | None:
+        return self.allocation.started_at
+
+    @property
+    def ended_at(self) -> datetime | None:
+        return self.allocation.released_at
+
+    @property
+    def stop_deadline(self) -> datetime | None:
+        """While it is being stopped: when its processes must be gone."""
+        return self.allocation.release_deadline if self.allocation.state == AllocationState.RELEASING else None
+
+    @property
+    def where(self) -> str:
+        """ "h100-1 ×2, h100-2 ×2", a heterogeneous gang's roles named: "h100-1 ×1 (ps)"."""
+        return ", ".join(f"{g.node} ×{len(g.gpu_indices)}" + (f" ({g.role})" if g.role else "") for g in self.placement)
+
+
+def runs_of(job: Job) -> QuerySet[Allocation]:
+    """The job's runs, oldest first (its binds in order; the id breaks a tie)."""
+    return Allocation.objects.filter(job_id=job.pk).order_by("created_at", "id")
+
+
+def latest_runs(job: Job, count: int) -> tuple[list[Allocation], int]:
+    """The job's latest `count` runs, oldest of them first, and how many runs it has in all: one
+    query (the total is a window over every run, read with the rows)."""
+    rows = list(Allocation.objects.filter(job_id=job.pk).annotate(total=Window(Count("id")))
+                .order_by("-created_at", "-id")[:count])
+    total = getattr(rows[0], "total", len(rows)) if rows else 0
+    return rows[::-1], total
+
+
+def describe(job: Job, allocations: Sequence[Allocation], *, first: int, now: datetime) -> list[Run]:
+    """These runs of `job` (a page of `runs_of`, oldest first; `first`: the number of the first
+    one) with everything a row says: two queries (their GPUs; their events), none for no run."""
+    if not allocations:
+        return []
+    ids = [a.pk for a in allocations]
+    gpus: dict[int, dict[tuple[str, int, str], list[int]]] = defaultdict(lambda: defaultdict(list))
+    for allocation_id, node, node_id, index, role in (
+        AllocationGpu.objects.filter(allocation_id__in=ids).order_by("node__name", "gpu_index")
+        .values_list("allocation_id", "node__name", "node_id", "gpu_index", "role")
+    ):
+        gpus[allocation_id][(node, node_id, role)].append(index)
+    by_allocation: dict[int, list[dict[str, Any]]] = defaultdict(list)
+    after_end: dict[int, dict[str, Any]] = {}  # generation → the requeue of the job after it ended
+    for event in (
+        Event.objects.filter(Q(allocation_id__in=ids, kind__in=_RUN_KINDS)
+                             | Q(job_id=job.pk, kind=EventKind.JOB_REQUEUED, reason__in=REQUEUES_AFTER_END,
+                                 allocation__isnull=True))
+        .order_by("created_at", "id")
+        .values("allocation_id", "kind", "reason", "message", "data", "created_at", "node_id")
+    ):
+        if event["allocation_id"] is not None:
+            by_allocation[event["allocation_id"]].append(event)
+        else:
+            generation = (event["data"] or {}).get("generation") if isinstance(event["data"], dict) else None
+            if isinstance(generation, int):
+                after_end[generation] = event  # the last one after that run wins
+    return [_run(first + i, a, gpus[a.pk], by_allocation[a.pk], after_end.get(a.generation), now)
+            for i, a in enumerate(allocations)]
+
+
+def _data(event: dict[str, Any] | None) -> dict[str, Any]:
+    data = event.get("data") if event is not None else None
+    return data if isinstance(data, dict) else {}
+
+
+def _run(number: int, allocation: Allocation, gpus: dict[tuple[str, int, str], list[int]],
+         events: list[dict[str, Any]], requeued: dict[str, Any] | None, now: datetime) -> Run:
+    fenced = next((e for e in events if e["kind"] == EventKind.ALLOCATION_FENCED), None)
+    generation = allocation.generation
+    fenced_generation = None
+    if fenced is not None and isinstance(_data(fenced).get("old_generation"), int):
+        generation, fenced_generation = _data(fenced)["old_generation"], allocation.generation
+    settled = next((e for e in reversed(events) if e["kind"] in _SETTLING_KINDS), None)
+    released = next((e for e in reversed(events) if e["kind"] == EventKind.ALLOCATION_RELEASED
+                     and e["reason"] != "MemberExited"), None)
+    notice = next((e for e in reversed(events) if e["kind"] in _NOTICE_KINDS), None)
+    # When each node's member stopped holding GPUs, where a gang member ended before the rest.
+    member_end = {e["node_id"]: e["created_at"] for e in events
+                  if e["kind"] == EventKind.ALLOCATION_RELEASED and e["reason"] == "MemberExited"}
+    end = allocation.released_at or now
+    held_s = 0.0
+    for (_, node_id, _), indices in gpus.items():
+        until = min(end, member_end.get(node_id, end))
+        held_s += len(indices) * max(0.0, (until - allocation.created_at).total_seconds())
+    lost = None
+    if settled is not None and settled["kind"] in (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED,
+                                                   EventKind.JOB_REQUEUED):
+        lost = round(float(_data(settled).get("lost_gpu_seconds") or 0.0) / 3600, 4)
+    exit_code = _data(settled).get("exit_code") if settled is not None and settled["kind"] == EventKind.JOB_FINISHED \
+        else _data(released).get("exit_code")
+    outcome, ended_how = _ending(allocation, settled, fenced, exit_code)
+    roles: dict[str, int] = {}
+    for (_, _, role), indices in gpus.items():
+        if role:
+            roles[role] = roles.get(role, 0) + len(indices)
+    after = None
+    if requeued is not None:
+        data = _data(requeued)
+        after = AfterEnd(at=requeued["created_at"], by=str(data.get("requested_by") or ""),
+                         reason=str(data.get("reason") or ""), held=requeued["reason"] == REQUEUED_HELD_AFTER_END)
+    started = allocation.started_at
+    elapsed = None if started is None else max(0, int((end - started).total_seconds()))
+    reason = allocation.release_reason
+    if not reason and allocation.state in (AllocationState.RELEASED, AllocationState.FENCED):
+        reason = EXITED
+    return Run(
+        run=number, allocation=allocation, generation=generation, fenced_generation=fenced_generation,
+        outcome=outcome, reason=reason, ended_how=ended_how, exit_code=exit_code if isinstance(exit_code, int) else None,
+        notice=str(notice["message"]) if notice is not None else "",
+        placement=[GpuGroup(node, indices, role) for (node, _, role), indices in gpus.items()],
+        gpu_hours=round(held_s / 3600, 4), elapsed_s=elapsed, lost_gpu_hours=lost, requeued_after_end=after,
+        roles=roles,
+    )
+
+
+def _ending(allocation: Allocation, settled: dict[str, Any] | None, fenced: dict[str, Any] | None,
+            exit_code: Any) -> tuple[str, str]:
+    """(outcome, how the run ended in words): from the event that settled the job, else from the
+    allocation's own state and reason (a run still holding GPUs, or one settled before events
+    said so)."""
+    reason = allocation.release_reason
+    if allocation.state == AllocationState.ACTIVE:
+        return ("running", "Running") if allocation.started_at else ("starting", "Bound; its agents are starting it")
+    if allocation.state == AllocationState.RELEASING:
+        return "stopping", "Being stopped: " + stopping_label(reason).removeprefix("stopping: ")
+    code = f" (exit code {exit_code})" if isinstance(exit_code, int) else ""
+    nodes = [str(n) for n in _data(fenced).get("nodes") or []] if fenced is not None else []
+    kind = settled["kind"] if settled is not None else ""
+    if kind == EventKind.JOB_PREEMPTED:
+        return "requeued", "Preempted; requeued"
+    if kind == EventKind.JOB_RESIZED:
+        return "requeued", "Stopped to resize; requeued"
+    if kind == EventKind.JOB_REQUEUED:
+        data = _data(settled)
+        if settled is not None and settled["reason"] in REQUESTED_REQUEUES:
+            by = str(data.get("requested_by") or "someone")
+            why = str(data.get("reason") or "")
+            held = " held" if settled["reason"] == RELEASE_REQUEUED_HELD else ""
+            words = f"Requeued{held} by {by}" + (f": {why}" if why else "")
+            if fenced is not None:
+                words += f" (fenced: {fenced_because(str(fenced['reason']), nodes)})"
+            return "requeued", words
+        because = fenced_because(str(settled["reason"] if settled else reason), nodes)
+        return "requeued", because[0].upper() + because[1:] + "; requeued"
+    if kind == EventKind.JOB_FINISHED:
+        state = str(_data(settled).get("state") or "")
+        stopped = _STOPPED_BECAUSE.get(reason, "")
+        if state == JobState.SUCCEEDED:
+            return "succeeded", (f"{stopped}; the job succeeded{code}" if stopped else f"Succeeded{code}")
+        if state == JobState.FAILED:
+            return "failed", (f"{stopped}; the job failed{code}" if stopped else f"Failed{code}")
+        if state == JobState.CANCELLED:
+            return "cancelled", "Cancelled" + (f" ({fenced_because(str(fenced['reason']), nodes)})" if fenced else "")
+        if state == JobState.TIMED_OUT:
+            return "timed_out", "Timed out at its runtime limit"
+    # No settling event (written before they named their allocation): the stop's reason alone.
+    if reason in (RELEASE_PREEMPTED, RELEASE_RESIZED, *REQUESTED_REQUEUES) or reason in FENCED_BECAUSE:
+        return "requeued", _STOPPED_BECAUSE.get(reason, "Fenced") + "; requeued"
+    if reason == RELEASE_CANCELLED:
+        return "cancelled", "Cancelled"
+    if reason == RELEASE_RUNTIME_LIMIT:
+        return "timed_out", "Timed out at its runtime limit"
+    if exit_code == 0:
+        return "succeeded", "Succeeded" + code
+    return "failed", f"Failed{code}" if code else "Ended without an exit code"
+

@@ -1,0 +1,211 @@
+"""GET /api/v1/jobs/{id}/runs/: a job's runs, oldest first (as `sacct --duplicates` lists a requeued
+job's), each with how it ended, its GPUs, the GPU-hours it held, its borrowed quota and the work
+its requeue lost; as visible as the job itself, paged as events/, in a fixed number of queries."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+import schemathesis
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from controlplane.models import Allocation, AllocationGpu, Job
+from controlplane.services import reconcile, transitions
+from controlplane.wsgi import application
+from tests.controlplane import factories as f
+from tests.controlplane.api.test_api_schema_fuzz import _fuzz_operation, keep_test_connection  # noqa: F401
+from tests.controlplane.job_runs_story import NOTICE, bind_at, preempted_then_succeeded
+
+pytestmark = pytest.mark.django_db
+J = "/api/v1/jobs/"
+
+
+def _job(fleet: Any, **kw: Any) -> Job:
+    return f.make_job(fleet.ml, submitter=fleet.users["owner"], **{"name": "train-7b", "gpus": 2, **kw})
+
+
+def _iso(at: Any) -> str:
+    return at.isoformat().replace("+00:00", "Z")
+
+
+def test_a_job_preempted_requeued_and_run_again_lists_its_runs_oldest_first(fleet, alice) -> None:
+    now = timezone.now()
+    job = _job(fleet)
+    story = preempted_then_succeeded(job, fleet.nodes[1], fleet.nodes[2], now=now)
+    # Requeued after it ended (RequeuedAfterEnd), and running again on h100-1.
+    r = alice.post(f"{J}{job.pk}/requeue/", {"reason": "one more epoch"}, format="json")
+    assert r.status_code == 200, r.content[:400]
+    run3 = bind_at(job, [(fleet.nodes[1], [0, 1], "")], at=now - timedelta(minutes=10))
+
+    r = alice.get(f"{J}{job.pk}/runs/")
+
+    assert r.status_code == 200, r.content[:400]
+    body = r.json()
+    assert body["count"] == 3 and body["next"] is None
+    first, second, third = body["results"]
+    assert [x["run"] for x in body["results"]] == [1, 2, 3]
+    assert [x["generation"] for x in body["results"]] == [
+        story.preempted.generation, story.succeeded.generation, run3.generation]
+    # 1: preempted, requeued, its work since the checkpoint lost; on borrowed quota.
+    t0 = story.t0
+    assert first["bound_at"] == _iso(t0)
+    assert first["started_at"] == _iso(t0 + timedelta(minutes=1))
+    assert first["ended_at"] == _iso(t0 + timedelta(minutes=90, seconds=30))
+    assert (first["state"], first["reason"], first["outcome"]) == ("released", "Preempted", "requeued")
+    assert first["ended_how"] == "Preempted; requeued"
+    assert first["notice"].startswith(NOTICE)
+    assert first["exit_code"] == 143  # as its agents reported it: stopped by SIGTERM
+    assert (first["gpus"], first["nodes"], first["borrowed"]) == (2, ["h100-1"], True)
+    assert first["placement"] == [{"node": "h100-1", "gpu_indices": [0, 1], "role": ""}]
+    assert first["gpu_hours"] == pytest.approx(2 * 5430 / 3600, abs=1e-4)  # 3.0167
+    assert first["lost_gpu_hours"] == pytest.approx(2 * 1830 / 3600, abs=1e-4)  # 1.0167
+    assert first["elapsed_s"] == 5430 - 60
+    assert first["requeued_after_end"] is None
+    # 2: ran to success, then the job was put back in the queue after it ended.
+    assert (second["reason"], second["outcome"], second["exit_code"]) == ("Exited", "succeeded", 0)
+    assert second["ended_how"] == "Succeeded (exit code 0)"
+    assert second["notice"] == ""
+    assert (second["nodes"], second["borrowed"], second["lost_gpu_hours"]) == (["h100-2"], False, None)
+    assert second["gpu_hours"] == pytest.approx(4.0, abs=1e-4)
+    assert second["elapsed_s"] == 2 * 3600 - 60
+    after = second["requeued_after_end"]
+    assert (after["by"], after["reason"], after["held"]) == ("alice", "one more epoch", False)
+    # 3: running now, its GPU-hours counted to now.
+    assert (third["state"], third["reason"], third["outcome"], third["ended_at"]) == ("active", "", "running", None)
+    assert third["gpu_hours"] == pytest.approx(2 * 600 / 3600, abs=0.01)
+    # What the job says overall agrees: requeued twice, once preempted, lost work as run 1's.
+    detail = alice.get(f"{J}{job.pk}/").json()
+    assert (detail["requeue_count"], detail["preemption_count"]) == (2, 1)
+    assert detail["lost_gpu_hours"] == pytest.approx(first["lost_gpu_hours"], abs=1e-4)
+
+
+def test_pages_keep_the_run_numbers_of_the_whole_list(fleet, alice) -> None:
+    job = _job(fleet)
+    story = preempted_then_succeeded(job, fleet.nodes[1], fleet.nodes[2], now=timezone.now())
+
+    r = alice.get(f"{J}{job.pk}/runs/", {"limit": 1, "offset": 1})
+
+    assert r.status_code == 200
+    body = r.json()
+    assert body["count"] == 2 and body["previous"] is not None and body["next"] is None
+    assert [(x["run"], x["generation"]) for x in body["results"]] == [(2, story.succeeded.generation)]
+
+
+def test_a_job_that_never_ran_has_no_runs(fleet, alice) -> None:
+    job = _job(fleet)
+    body = alice.get(f"{J}{job.pk}/runs/").json()
+    assert (body["count"], body["results"]) == (0, [])
+
+
+def test_another_teams_member_gets_the_404_the_job_itself_gives(fleet, clients) -> None:
+    job = _job(fleet)
+    preempted_then_succeeded(job, fleet.nodes[1], fleet.nodes[2], now=timezone.now())
+    bob = clients["other_team"]
+
+    runs, detail = bob.get(f"{J}{job.pk}/runs/"), bob.get(f"{J}{job.pk}/")
+
+    assert runs.status_code == detail.status_code == 404
+    assert runs.json() == detail.json()
+    assert f"No job {job.pk}, or not yours to see." in runs.json()["detail"]
+    assert clients["anonymous"].get(f"{J}{job.pk}/runs/").status_code == 401
+    assert clients["admin"].get(f"{J}{job.pk}/runs/").json()["count"] == 2
+    missing = clients["owner"].get(f"{J}999999/runs/")
+    assert missing.status_code == 404 and "No job 999999" in missing.json()["detail"]
+
+
+@pytest.mark.parametrize(("query", "field"), [
+    ({"limit": "abc"}, "limit"), ({"limit": "0"}, "limit"), ({"offset": "-1"}, "offset"),
+    ({"offset": "1.5"}, "offset"), ({"state": "running"}, "state"),
+])
+def test_bad_query_parameters_are_a_400_naming_them(fleet, alice, query, field) -> None:
+    job = _job(fleet)
+    r = alice.get(f"{J}{job.pk}/runs/", query)
+    assert r.status_code == 400, r.content[:300]
+    assert field in r.json()["errors"], r.json()
+
+
+def _gang_run(job: Job, fleet: Any, i: int, at: Any) -> None:
+    """One run of `job` across two nodes with roles, preempted and requeued."""
+    run = bind_at(job, [(fleet.nodes[4], [0], "ps"), (fleet.nodes[5], [0, 1], "worker")], at=at)
+    transitions.signal_stop(run.pk, run.generation, reason=transitions.RELEASE_PREEMPTED, grace_period_s=30,
+                            at=at + timedelta(seconds=50), actor="scheduler", message=f"Preempted {i}")
+    transitions.complete_release(run.pk, exit_code=143, at=at + timedelta(seconds=55), actor="agent:test")
+
+
+def test_the_runs_are_read_in_a_fixed_number_of_queries(fleet, alice) -> None:
+    counts = {}
+    for runs in (1, 25):
+        job = _job(fleet, gpus=3)
+        start = timezone.now() - timedelta(hours=1)
+        for i in range(runs):
+            _gang_run(job, fleet, i, start + timedelta(seconds=60 * i))
+        with CaptureQueriesContext(connection) as queries:
+            r = alice.get(f"{J}{job.pk}/runs/")
+        assert r.status_code == 200 and r.json()["count"] == runs
+        counts[runs] = len(queries)
+        last = r.json()["results"][-1]
+        assert last["roles"] == {"ps": 1, "worker": 2} and last["nodes"] == ["a100-0", "a100-1"]
+        assert last["gpus"] == 3 and last["gpu_hours"] == pytest.approx(3 * 55 / 3600, abs=1e-4)
+        assert last["ended_how"] == "Preempted; requeued" and last["notice"] == f"Preempted {runs - 1} (on a100-0, a100-1)"
+    # token, job, count, the page, its GPUs, its events
+    assert counts[1] == counts[25] == 6, counts
+
+
+def test_a_gang_member_that_ended_early_stops_counting_then(fleet, alice) -> None:
+    """As the accounting counts allocated time: h100-2's GPUs were free from the member's exit."""
+    from controlplane.choices import EventKind
+
+    job = _job(fleet, gpus=4)
+    at = timezone.now() - timedelta(hours=2)
+    run = bind_at(job, [(fleet.nodes[1], [0, 1], ""), (fleet.nodes[2], [0, 1], "")], at=at)
+    AllocationGpu.objects.filter(allocation=run, node=fleet.nodes[2]).update(live=False)
+    transitions.record_event(EventKind.ALLOCATION_RELEASED, "agent:h100-2", job=job, allocation=run,
+                             node=fleet.nodes[2], at=at + timedelta(hours=1), reason="MemberExited",
+                             data={"generation": run.generation, "exit_code": 0, "gpus": 2, "stopping": False})
+    assert transitions.complete_release(run.pk, exit_code=0, at=at + timedelta(hours=2), actor="agent:h100-1")
+
+    (row,) = alice.get(f"{J}{job.pk}/runs/").json()["results"]
+
+    assert row["gpu_hours"] == pytest.approx(2 * 2 + 2 * 1, abs=1e-4)
+    assert row["outcome"] == "succeeded" and row["nodes"] == ["h100-1", "h100-2"]
+
+
+def test_a_fenced_run_keeps_its_own_generation_and_says_which_node_stopped_answering(fleet, alice) -> None:
+    job = _job(fleet)
+    at = timezone.now() - timedelta(minutes=30)
+    run = bind_at(job, [(fleet.nodes[3], [5, 6], "")], at=at)
+    from django.db import transaction
+
+    with transaction.atomic():
+        lease = reconcile.lock_scheduler_lease()
+        assert transitions.fence_allocation(run.pk, lease=lease, at=at + timedelta(minutes=20), actor="reconcile",
+                                            reason="NodeLeaseExpired")
+    fenced_to = Allocation.objects.get(pk=run.pk).generation
+    assert fenced_to != run.generation
+
+    (row,) = alice.get(f"{J}{job.pk}/runs/").json()["results"]
+
+    assert (row["generation"], row["fenced_generation"]) == (run.generation, fenced_to)
+    assert (row["state"], row["reason"], row["outcome"]) == ("fenced", "NodeLeaseExpired", "requeued")
+    assert row["ended_how"] == "Fenced off h100-3, which stopped answering; requeued"
+    assert row["gpu_hours"] == pytest.approx(2 * 20 / 60, abs=1e-4)
+    assert Job.objects.get(pk=job.pk).state == JobState.PENDING
+
+
+def test_the_schema_describes_the_runs_and_generated_requests_find_no_fault(fleet, keep_test_connection) -> None:  # noqa: F811
+    job = _job(fleet)
+    preempted_then_succeeded(job, fleet.nodes[1], fleet.nodes[2], now=timezone.now())
+    headers = {"Authorization": f"Token {f.token_for(fleet.users['owner'])}"}
+    schema = schemathesis.openapi.from_wsgi("/api/schema/?format=json", application, headers=headers)
+    operation = schema["/api/v1/jobs/{id}/runs/"]["GET"]
+    # The job that has runs, and any id the fuzzer draws (mostly a 404).
+    explicit = operation.Case(path_parameters={"id": job.pk}, headers=headers)
+    response = explicit.call()
+    assert response.status_code == 200 and response.json()["count"] == 2
+    explicit.validate_response(response)
+    _fuzz_operation(operation, headers)
