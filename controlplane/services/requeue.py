@@ -129,16 +129,26 @@ def refusal(job: Job) -> str | None:
     return f"Job {pk} is {job.state}: it cannot be requeued."
 
 
+def moved(job: Job, expected: str) -> str:
+    """Why an array's requeue left a task that changed state after the array's tasks were read
+    (requeued or bound meanwhile, or ended while it ran)."""
+    return (f"Job {job.pk} was {JobState(expected).label.lower()} when the array's tasks were read and is "
+            f"{job.get_state_display().lower()} now: it changed state meanwhile, so nothing was requeued.")
+
+
 def _words(by: str, reason: str) -> str:
     return f"Requeued by {by}" + (f": {reason}" if reason else "")
 
 
-def requeue(user: AbstractBaseUser, job_id: int, *, hold: bool = False, reason: str = "") -> Outcome:
+def requeue(user: AbstractBaseUser, job_id: int, *, hold: bool = False, reason: str = "",
+            expected: str | None = None) -> Outcome:
     """Requeue a job (see the module's note); `hold`: it comes back held. A running job is
     stopped first; an ended one goes back to the queue at once. Refused (400) for a reason that
     is not one line of text (as a hold's), 403 for a job of another team, 409 with why for a job
     that waits or is stopping, and for an ended job as `_requeue_ended` says. Everything it
-    writes is written in one transaction, or nothing is."""
+    writes is written in one transaction, or nothing is. `expected`: the state the caller read
+    the job in (an array's requeue, `requeue_array`): refused (409, `moved`) when it is in
+    another now, so a task is requeued from the state it was picked in or not at all."""
     at = timezone.now()
     problem = reason_problem(reason)
     if problem:
@@ -153,11 +163,13 @@ def requeue(user: AbstractBaseUser, job_id: int, *, hold: bool = False, reason: 
         who = access.access_of(user)
         if not who.may_submit_for(job.team_id):
             raise Refused(403, f"Job {job.pk} belongs to another team; only its team or an admin may requeue it.")
+        if expected is not None and job.state != expected:
+            raise Refused(409, moved(job, expected))
         refused = refusal(job)
         if refused is not None:
             raise Refused(409, refused)
         if job.state in ENDED_STATES:
-            ended = _requeue_ended(user, who, job.pk, hold=hold, reason=reason, at=at)
+            ended = _requeue_ended(user, who, job.pk, hold=hold, reason=reason, at=at, expected=expected)
         else:
             ended = None
             grace = _stop_to_requeue(user, who, job, hold=hold, reason=reason, at=at)
@@ -235,14 +247,17 @@ def _never_met(job: Job, rows: list[tuple[int, str, Any, str, int | None]]) -> t
 
 
 def _requeue_ended(user: AbstractBaseUser, who: access.Access, job_id: int, *, hold: bool, reason: str,
-                   at: datetime) -> Outcome:
+                   at: datetime, expected: str | None = None) -> Outcome:
     """Put an ended job back in the queue (see the module's note), in the caller's transaction.
     Locks its upstream jobs, then its own row (the order of a submit and of a change of a waiting
-    job's dependencies: a transition locks the upstream, then its dependents)."""
+    job's dependencies: a transition locks the upstream, then its dependents). `expected`: as
+    `requeue`'s, judged again under the lock."""
     name = user.get_username()
     rows = _lock_upstream(job_id)
     job = (Job.objects.select_for_update(no_key=True, of=("self",))
            .select_related("team", "project", "priority_class").get(pk=job_id))
+    if expected is not None and job.state != expected:  # requeued, or requeued and run, meanwhile
+        raise Refused(409, moved(job, expected))
     if job.state not in ENDED_STATES:  # requeued (or changed) by someone else meanwhile
         raise Refused(409, refusal(job) or f"Job {job.pk} changed state meanwhile; nothing was requeued.")
     was = job.get_state_display().lower()
@@ -334,7 +349,10 @@ def requeue_array(user: AbstractBaseUser, job_ids: list[int], *, hold: bool = Fa
                   states: Sequence[str] = (JobState.RUNNING,)) -> ArrayOutcome:
     """Requeue each task among `job_ids` whose state is one of `states` (running, and any of the
     end states: `ARRAY_STATES`), one by one as `requeue` does one (each its own transaction: a
-    task that ends meanwhile is counted, the others still go). Tasks in other states are counted,
+    task that ends meanwhile is counted, the others still go), each from the state read here or
+    not at all (`requeue`'s `expected`): a running task that ended meanwhile is counted, not
+    rerun from its end; an ended one requeued meanwhile (by its own requeue, and perhaps bound
+    again since) is listed in `not_requeued`, not requeued twice. Tasks in other states are counted,
     not refused: an array is usually partly running. `states` ["failed", "timed_out"] reruns a
     sweep's failed tasks and leaves its running ones alone."""
     problem = reason_problem(reason)
@@ -357,7 +375,9 @@ def requeue_array(user: AbstractBaseUser, job_ids: list[int], *, hold: bool = Fa
             not_running += 1
             continue
         try:
-            requeue(user, pk, hold=hold, reason=reason)
+            # From the state read here or not at all: a task requeued (and bound) by someone else
+            # since is not requeued twice, one that ended since is not rerun unasked.
+            requeue(user, pk, hold=hold, reason=reason, expected=state)
         except Refused as refusal_:
             if refusal_.status == 403:
                 refused += 1
