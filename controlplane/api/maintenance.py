@@ -12,6 +12,8 @@ reader cannot read is shown by its team only). Every answer carries `affected_ru
 the running jobs on the window's nodes that will still hold GPUs when it begins, by their
 runtime limits (none for an ended or cancelled window). The scheduler starts no job there whose
 run would overlap the window, and stops none: these are what an operator drains or cancels.
+And `overlapping_windows`: the other windows, not cancelled, that overlap it on a node they
+share (stored before writes refused overlaps), so an operator can merge or cancel them.
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class AffectedJobSerializer(serializers.Serializer):
 
 class MaintenanceWindowSerializer(serializers.Serializer):
     """A window as read. `context["affected"]` holds each window's affected jobs, as
-    services/maintenance.affected_running_jobs gives them for the page of windows."""
+    services/maintenance.affected_running_jobs gives them for the page of windows, and
+    `context["overlapping"]` the windows overlapping each (services/maintenance.overlapping_windows)."""
 
     id = serializers.IntegerField(read_only=True)
     nodes = serializers.ListField(child=serializers.CharField(), read_only=True)
@@ -70,6 +73,11 @@ class MaintenanceWindowSerializer(serializers.Serializer):
         many=True, read_only=True,
         help_text="Running jobs on its nodes that will still hold GPUs when it begins, by their runtime limits: "
                   "drain or cancel them (the scheduler stops none). Empty for an ended or cancelled window.")
+    overlapping_windows = serializers.ListField(
+        child=serializers.IntegerField(), read_only=True,
+        help_text="Ids of the other windows, not cancelled, that overlap this one in time on a node they share: "
+                  "stored before new windows were refused for overlapping. Merge them (change one, cancel the "
+                  "other). Empty for a cancelled window.")
 
     def to_representation(self, window: MaintenanceWindow) -> dict[str, Any]:
         now = self.context["now"]
@@ -89,6 +97,7 @@ class MaintenanceWindowSerializer(serializers.Serializer):
                              if window.cancelled_at else None),
             "cancelled_by": window.cancelled_by.get_username() if window.cancelled_by_id else None,
             "affected_running_jobs": AffectedJobSerializer([j.as_seen_by(who) for j in affected], many=True).data,
+            "overlapping_windows": self.context["overlapping"].get(window.pk, []),
         }
 
 
@@ -123,7 +132,8 @@ class MaintenanceWindowViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveM
     def _answer(self, windows: list[MaintenanceWindow], many: bool) -> Any:
         now = timezone.now()
         context = {"now": now, "access": access_of(self.request.user),
-                   "affected": maintenance.affected_running_jobs(windows, now)}
+                   "affected": maintenance.affected_running_jobs(windows, now),
+                   "overlapping": maintenance.overlapping_windows(windows)}
         data = MaintenanceWindowSerializer(windows, many=True, context=context).data
         return data if many else data[0]
 

@@ -38,7 +38,7 @@ import structlog
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
+from django.db.models import Count, F, Q, QuerySet
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -605,6 +605,30 @@ def affected_running_jobs(windows: Sequence[MaintenanceWindow],
         out[window.pk] = sorted(jobs.values(), key=lambda j: (j.holds_until, j.job_id))
         for job in out[window.pk]:
             job.nodes.sort()
+    return out
+
+
+def overlapping_windows(windows: Sequence[MaintenanceWindow]) -> dict[int, list[int]]:
+    """Per window, the ids (ascending) of the other windows, not cancelled, that overlap it in
+    time on a node they share: windows stored before the overlap rule was checked on writing,
+    which the rule cannot see now. None for a cancelled window (it holds no node). One query for
+    all the windows (none when every one is cancelled); back to back is no overlap."""
+    out: dict[int, list[int]] = {w.pk: [] for w in windows}
+    ids = [w.pk for w in windows if w.cancelled_at is None]
+    if not ids:
+        return out
+    # one filter() call: the three conditions are on the same other window, reached through a
+    # node the two share; the window itself matches too and is dropped below
+    pairs = (MaintenanceWindow.objects.filter(pk__in=ids)
+             .filter(nodes__maintenance_windows__cancelled_at__isnull=True,
+                     nodes__maintenance_windows__start_at__lt=F("end_at"),
+                     nodes__maintenance_windows__end_at__gt=F("start_at"))
+             .order_by().values_list("pk", "nodes__maintenance_windows").distinct())
+    for window_id, other_id in pairs:
+        if other_id != window_id:
+            out[window_id].append(other_id)
+    for others in out.values():
+        others.sort()
     return out
 
 

@@ -77,10 +77,12 @@ def retired_payload(nodes: list[dict[str, Any]], is_admin: bool) -> dict[str, An
 def maintenance_rows(request: HttpRequest, windows: list[MaintenanceWindow]) -> list[dict[str, Any]]:
     """Windows as the pages list them (their nodes prefetched): state, nodes, times, reason, the
     running jobs that will still hold GPUs when each begins (services/maintenance.py; one
-    query for all), and for admins the cancel action of those not ended."""
+    query for all), the other windows overlapping each on a shared node (one query for all),
+    and for admins the cancel action of those not ended."""
     now = timezone.now()
     who = access_of(request.user)
     affected = maintenance.affected_running_jobs(windows, now)
+    overlapping = maintenance.overlapping_windows(windows)
     rows = []
     for window in windows:
         state = window.state_at(now)
@@ -89,6 +91,7 @@ def maintenance_rows(request: HttpRequest, windows: list[MaintenanceWindow]) -> 
             "window": window, "state": state.value, "nodes": sorted(n.name for n in window.nodes.all()),
             "length": maintenance.span((window.end_at - window.start_at).total_seconds()),
             "affected": jobs,
+            "overlaps": overlapping.get(window.pk, []),
             "cancel_url": (reverse("v1:maintenance-window-cancel", args=[window.pk])
                            if who.is_admin and state.value in ("upcoming", "active") else None),
         })

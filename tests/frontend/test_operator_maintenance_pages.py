@@ -90,3 +90,34 @@ def test_a_page_without_windows_says_so_and_the_reads_do_not_grow_with_windows(
         counts.append((len(nodes_page), len(node_page), len(node_json)))
     assert MaintenanceWindow.objects.count() == 7
     assert counts[0] == counts[1]
+
+
+def test_a_window_stored_overlapping_another_is_marked_on_the_pages(client_for: Callable[[str], Client]) -> None:
+    # written straight to the table, as windows were before writes refused overlaps
+    node, other = Node.objects.order_by("name")[:2]
+    now = timezone.now()
+
+    def stored(nodes: list[Node], start_h: float, end_h: float, reason: str) -> MaintenanceWindow:
+        window = MaintenanceWindow.objects.create(start_at=now + timedelta(hours=start_h),
+                                                  end_at=now + timedelta(hours=end_h), reason=reason, created_at=now)
+        window.nodes.set(nodes)
+        return window
+
+    first = stored([node, other], 1, 4, "firmware")
+    second = stored([node], 3, 5, "cabling")             # overlaps first on node
+    alone = stored([other], 4, 6, "cooling")             # back to back with first: fine
+    admin = client_for("admin")
+    for html in (admin.get(f"/nodes/{node.name}/").content.decode(),
+                 admin.get(f"/ui/nodes/{node.name}.json").json()["html"]["node-maintenance-windows"],
+                 admin.get("/nodes/").content.decode()):
+        rows = {int(pk): row for pk, row in re.findall(r'data-maintenance-window="(\d+)"(.*?)</tr>', html, re.S)}
+        assert f'data-overlaps="{second.pk}"' in rows[first.pk]
+        assert f"⚠ overlaps window {second.pk} on a shared node" in rows[first.pk]
+        assert f"⚠ overlaps window {first.pk} on a shared node" in rows[second.pk]
+        assert "window-overlap" not in rows.get(alone.pk, "")
+    other_page = admin.get(f"/nodes/{other.name}/").content.decode()
+    rows = {int(pk): row for pk, row in re.findall(r'data-maintenance-window="(\d+)"(.*?)</tr>', other_page, re.S)}
+    assert set(rows) == {first.pk, alone.pk} and "window-overlap" not in rows[alone.pk]
+    assert f"overlaps window {second.pk}" in rows[first.pk]   # the window overlaps, on a node it shares
+    maintenance.cancel(second.pk, _admin())
+    assert "window-overlap" not in admin.get(f"/nodes/{node.name}/").content.decode()

@@ -200,3 +200,46 @@ def test_the_schema_documents_the_endpoint(admin: APIClient) -> None:
     assert set(paths["/api/v1/maintenance-windows/{id}/"]) >= {"get", "patch"}
     assert "delete" not in paths["/api/v1/maintenance-windows/{id}/"]
     assert "post" in paths["/api/v1/maintenance-windows/{id}/cancel/"]
+
+
+def _stored(nodes: list[str], start_h: float, end_h: float, reason: str, cancelled: bool = False) -> int:
+    """A window written straight to the table, as before writes refused overlaps."""
+    now = timezone.now()
+    window = MaintenanceWindow.objects.create(start_at=now + timedelta(hours=start_h), end_at=now + timedelta(hours=end_h),
+                                              reason=reason, created_at=now - timedelta(days=30),
+                                              cancelled_at=now if cancelled else None)
+    window.nodes.set(Node.objects.filter(name__in=nodes))
+    return window.pk
+
+
+def test_windows_stored_overlapping_before_the_rule_name_each_other(admin: APIClient, fleet: Fleet) -> None:
+    a = _stored(["h100-0", "h100-1"], 1, 5, "a")
+    b = _stored(["h100-1"], 3, 6, "b")                  # overlaps a on h100-1
+    c = _stored(["h100-0"], 5, 7, "c")                  # back to back with a: no overlap
+    d = _stored(["h100-2"], 2, 4, "d")                  # at a's time, on another node
+    e = _stored(["h100-0"], 2, 3, "e", cancelled=True)  # cancelled: neither lists nor is listed
+    f_ = _stored(["h100-1", "h100-0"], 5.5, 8, "f")     # overlaps b on h100-1 and c on h100-0
+    past = _stored(["h100-3"], -30, -20, "past")        # ended, overlapping another ended one
+    older = _stored(["h100-3"], -25, -10, "older")
+
+    with CaptureQueriesContext(connection) as queries:
+        r = admin.get(URL + "?limit=100")
+    assert r.status_code == 200, r.json()
+    got = {w["id"]: w["overlapping_windows"] for w in r.json()["results"]}
+    assert got == {a: [b], b: [a, f_], c: [f_], d: [], e: [], f_: [b, c], past: [older], older: [past]}
+    # read for all the windows at once: six more, each overlapping others, add no query
+    for i in range(6):
+        _stored(["h100-2", "h100-3"], 2 + i * 0.1, 9, f"more{i}")
+    with CaptureQueriesContext(connection) as more:
+        r = admin.get(URL + "?limit=100")
+    assert len(more) == len(queries) and r.json()["count"] == 14
+    assert {w["id"]: w["overlapping_windows"] for w in r.json()["results"]}[d] == sorted(
+        w["id"] for w in r.json()["results"] if w["reason"].startswith("more"))
+    assert admin.get(f"{URL}{b}/").json()["overlapping_windows"] == [a, f_]
+    # once one of them is cancelled, the other stands alone
+    admin.post(f"{URL}{b}/cancel/")
+    assert admin.get(f"{URL}{a}/").json()["overlapping_windows"] == []
+    assert admin.get(f"{URL}{b}/").json()["overlapping_windows"] == []
+    # a window written through the API overlaps nothing: the rule refuses it
+    r = admin.post(URL, _body(nodes=["h100-2"], start_at=_iso(timezone.now() + timedelta(hours=3))), format="json")
+    assert r.status_code == 400 and "already in maintenance window" in r.json()["errors"]["nodes"][0], r.json()
