@@ -35,7 +35,16 @@ from controlplane.api.views import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
-from controlplane.services import access, accounting, dependencies, dependency_text, holds, job_logs
+from controlplane.services import (
+    access,
+    accounting,
+    dependencies,
+    dependency_text,
+    holds,
+    job_history,
+    job_logs,
+    job_runs,
+)
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singleton_page
 from controlplane.services.requeue import ENDED_STATES
@@ -332,8 +341,23 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "requeue_url": reverse("v1:job-requeue", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
         "output": job_output(job, request.GET),
+        **job_runs_panel(job, now),
         "now": now,
     }
+
+
+#: The runs the job page lists at most (the latest); the API and `qm runs` page through them all.
+MAX_RUNS_SHOWN = 50
+
+
+def job_runs_panel(job: Job, now: datetime) -> dict[str, Any]:
+    """The Runs panel: the job's latest runs, oldest of them first (services/job_runs.py), and
+    how many it has. Three queries; none for a job that never ran."""
+    if not job_history.may_have_run(job):
+        return {"runs": [], "run_count": 0}
+    allocations, total = job_runs.latest_runs(job, MAX_RUNS_SHOWN)
+    return {"runs": job_runs.describe(job, allocations, first=total - len(allocations) + 1, now=now),
+            "run_count": total}
 
 
 def job_output(job: Job, params: Any = None) -> dict[str, Any]:
@@ -451,5 +475,6 @@ def job_json(request: HttpRequest, job_id: int) -> JsonResponse:
             "job-events": render_to_string("frontend/_job_events.html", payload, request=request),
             "job-gpus": render_to_string("frontend/_job_gpus.html", payload, request=request).strip(),
             "job-output": render_to_string("frontend/_job_output.html", payload, request=request),
+            "job-runs": render_to_string("frontend/_job_runs.html", payload, request=request),
         },
     })

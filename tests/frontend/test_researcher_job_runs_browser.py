@@ -1,0 +1,90 @@
+"""In Chromium: a researcher whose job was preempted and then run again to success opens its page
+and reads its Runs table: one row per run, oldest first, with when each was bound, started and
+ended, how it ended (preempted and requeued, then succeeded), where, the GPU-hours it held, its
+borrowed quota and the work the preemption lost. Requeued and bound again, the page's live
+refresh adds the third run without a reload. A job that never ran says so."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from playwright.sync_api import expect
+
+from controlplane.models import AllocationGpu, Node
+from controlplane.services import requeue
+from controlplane.services.jobs import SubmitRequest, submit
+from frontend.templatetags.qm import duration, utc
+from tests.controlplane.job_runs_story import NOTICE, bind_at, preempted_then_succeeded
+from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def _idle_nodes(count: int) -> list[Node]:
+    busy = AllocationGpu.objects.filter(live=True).values("node_id")
+    nodes = list(Node.objects.filter(state="ready").exclude(pk__in=busy).order_by("name")[:count])
+    assert len(nodes) == count, "the demo fleet has idle ready nodes"
+    return nodes
+
+
+def _time(at: Any) -> str:
+    """A time as the table says it: the pages' UTC second, its header saying UTC."""
+    return utc(at).removesuffix(" UTC")
+
+
+def _cells(page: Any, run: int) -> list[str]:
+    return [c.strip() for c in page.locator(f"table.runs tr#run-{run} td").all_inner_texts()]
+
+
+def test_researcher_reads_the_runs_of_her_preempted_job_and_sees_a_new_one_live(session: Any) -> None:  # noqa: F811
+    now = timezone.now()
+    job = submit(user("alice"), SubmitRequest(name="twice-run", gpus=2)).job
+    first, second = _idle_nodes(2)
+    story = preempted_then_succeeded(job, first, second, now=now)
+    t0 = story.t0
+
+    alice = session("alice")
+    alice.open(f"/jobs/{job.pk}/")
+    page = alice.page
+
+    expect(page.locator("table.runs tbody tr")).to_have_count(2)
+    assert page.locator("table.runs thead th").all_inner_texts() == [
+        "Run", "Generation", "Bound (UTC)", "Started (UTC)", "Ended (UTC)", "Ran for", "How it ended", "GPUs",
+        "Where", "GPU-hours", "Quota", "Work lost"]
+    one = _cells(page, 1)
+    assert one[:6] == ["1", str(story.preempted.generation), _time(t0), _time(t0 + timedelta(minutes=1)),
+                       _time(t0 + timedelta(minutes=90, seconds=30)), duration(5430 - 60)]
+    assert one[6].startswith("Preempted; requeued Preempted") and NOTICE in one[6]
+    assert one[7:] == ["2", f"{first.name} ×2", "3.02", "borrowed", "1.02 GPU-h"]  # as its events say it
+    two = _cells(page, 2)
+    assert two[:6] == ["2", str(story.succeeded.generation), _time(t0 + timedelta(hours=2)),
+                       _time(t0 + timedelta(hours=2, minutes=1)), _time(t0 + timedelta(hours=4)), duration(2 * 3600 - 60)]
+    assert two[6] == "Succeeded (exit code 0) Exited"
+    assert two[7:] == ["2", f"{second.name} ×2", "4.00", "own", "–"]
+    # The generation links to that run's output.
+    expect(page.locator("table.runs tr#run-2 a")).to_have_attribute("href", f"?generation={story.succeeded.generation}")
+    alice.screenshot("job-runs")
+
+    # Requeued after it ended and bound again: the live refresh adds run 3, running.
+    requeue.requeue(user("alice"), job.pk, reason="one more epoch")
+    third = bind_at(job, [(first, [0, 1], "")], at=timezone.now() - timedelta(minutes=5))
+    page.evaluate("QM.poll()")
+    expect(page.locator("table.runs tbody tr")).to_have_count(3, timeout=LIVE_TIMEOUT_MS)
+    three = _cells(page, 3)
+    assert three[:2] == ["3", str(third.generation)] and three[4] == "still running"
+    assert three[6] == "Running" and three[8] == f"{first.name} ×2"
+    expect(page.locator("table.runs tr#run-2 td.run-end")).to_contain_text(
+        "Then requeued after it ended by alice: one more epoch")
+
+
+def test_a_job_that_never_ran_says_so(session: Any) -> None:  # noqa: F811
+    job = submit(user("alice"), SubmitRequest(name="waits", gpus=2, hold=True)).job
+    alice = session("alice")
+    alice.open(f"/jobs/{job.pk}/")
+    expect(alice.page.locator("#runs #job-runs-empty")).to_have_text(
+        "This job has not run yet: each time it is bound to GPUs (again after a preemption or a requeue) a run "
+        "appears here.")
+    expect(alice.page.locator("table.runs")).to_have_count(0)
