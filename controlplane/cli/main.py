@@ -4,6 +4,7 @@
     qm submit [FILE.yaml] [--gpus 16 --gpus-per-node 8 --gpu-type H100-80GB --time 4h
               --priority research --array 0-99 ...] [-- COMMAND ...]
     qm list | qm status [JOB] | qm explain JOB | qm events JOB [--follow] | qm cancel JOB...
+    qm runs JOB                                                  # its runs (sacct --duplicates)
     qm hold JOB... | qm release JOB... [--array ID] | qm update JOB --gpus 8 --time 2h --priority high -d afterok:12|none
     qm update ARRAY_ID --array-limit 4|none                      # a job array's task limit (Slurm's %4)
     qm history [--since yesterday] [--until today] [--state failed] [--format csv]   (alias: qm sacct)
@@ -909,6 +910,80 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
         time.sleep(args.interval)
 
 
+# ------------------------------------------------------------------------------------- runs
+
+
+RUNS_COLUMNS = ["RUN", "GENERATION", "BOUND (UTC)", "STARTED", "ENDED", "ELAPSED", "HOW IT ENDED", "REASON", "EXIT",
+                "GPUS", "WHERE", "GPU-H", "QUOTA", "LOST GPU-H"]
+
+
+def _runs_of(api: Api, job_id: int) -> list[dict[str, Any]]:
+    """Every run of the job, oldest first, page by page (1,000 a request)."""
+    runs: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": EVENTS_PAGE, "offset": 0}
+    while True:
+        page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
+        runs.extend(page["results"])
+        if not page["next"] or not page["results"]:
+            return runs
+        params["offset"] += len(page["results"])
+
+
+def _run_where(run: dict[str, Any]) -> str:
+    """ "h100-1×2", a heterogeneous gang's roles named: "a100-0×1(ps),a100-1×2(worker)"."""
+    return ",".join(f"{g['node']}×{len(g['gpu_indices'])}" + (f"({g['role']})" if g["role"] else "")
+                    for g in run["placement"])
+
+
+def _run_row(run: dict[str, Any]) -> list[Any]:
+    if run["ended_at"]:
+        ended = output.utc_text(run["ended_at"], suffix="")
+    elif run["stop_deadline"]:
+        ended = "stopping by " + output.utc_text(run["stop_deadline"], suffix="")
+    else:
+        ended = "running" if run["started_at"] else "starting"
+    generation = str(run["generation"]) + (f" (fenced: {run['fenced_generation']})" if run["fenced_generation"] else "")
+    return [
+        run["run"], generation, output.utc_text(run["bound_at"], suffix=""),
+        output.utc_text(run["started_at"], suffix=""), ended, output.clock(run["elapsed_s"]), run["ended_how"],
+        run["reason"], "" if run["exit_code"] is None else run["exit_code"], run["gpus"], _run_where(run),
+        f"{run['gpu_hours']:.2f}", "borrowed" if run["borrowed"] else "own",
+        "" if run["lost_gpu_hours"] is None else f"{run['lost_gpu_hours']:.2f}",
+    ]
+
+
+def cmd_runs(api: Api, args: argparse.Namespace) -> int:
+    """A job's runs, oldest first, as `sacct --duplicates` lists a requeued job's: one per bind
+    (preempted and requeued, stopped to resize, fenced, requeued after it ended, its last run),
+    with when each was bound, started and ended, how it ended and why, where, the GPU-hours it
+    held, its quota (own or borrowed) and the work its requeue lost; then the stops' notices
+    and the totals."""
+    job_id = _job_id(args.job)
+    runs = _runs_of(api, job_id)
+    if args.json:
+        output.emit_json(runs)
+        return 0
+    if not runs:
+        print(f"Job {job_id} has no runs: it was never bound to GPUs.")
+        return 0
+    output.table([_run_row(run) for run in runs], RUNS_COLUMNS)
+    for run in runs:
+        if run["notice"]:
+            print(output.visible(f"run {run['run']}: {run['notice']}"))
+        after = run["requeued_after_end"]
+        if after:
+            held = " held" if after["held"] else ""
+            why = f": {after['reason']}" if after["reason"] else ""
+            print(output.visible(f"run {run['run']}: then requeued{held} after it ended, by {after['by'] or 'someone'} "
+                                 f"at {output.utc_text(after['at'])}{why}"))
+    held = sum(run["gpu_hours"] for run in runs)
+    lost = sum(run["lost_gpu_hours"] or 0 for run in runs)
+    requeued = sum(1 for run in runs if run["outcome"] == "requeued")
+    print(f"{counted(len(runs), 'run')}, {requeued} ended in a requeue; {held:,.2f} GPU-hours held, "
+          f"{lost:,.2f} GPU-hours of work lost.")
+    return 0
+
+
 # ------------------------------------------------------------------------------------- logs
 
 
@@ -1601,6 +1676,13 @@ def _print_window(window: dict[str, Any], verb: str) -> None:
     _print_affected(window)
 
 
+def _overlaps_said(others: list[int]) -> str:
+    """`overlaps window 5 on a shared node ...`: windows stored before overlaps were refused."""
+    ids = ", ".join(str(o) for o in others)
+    return (f"overlaps window{'s' if len(others) > 1 else ''} {ids} on a shared node (stored before overlapping "
+            f"windows were refused): merge them, `qm maint edit` one and `qm maint cancel` the other")
+
+
 def _window_id(text: str) -> int:
     try:
         return int(text)
@@ -1632,6 +1714,9 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
                        output.utc_text(w["end_at"], suffix=""), output.human_duration(w["duration_s"]),
                        _nodes_cell(w["nodes"]), len(w["affected_running_jobs"]), w["reason"]) for w in rows],
                      ["ID", "STATE", "START (UTC)", "END (UTC)", "LENGTH", "NODES", "AFFECTED JOBS", "REASON"])
+        for w in rows:
+            if w.get("overlapping_windows"):
+                print(f"Window {w['id']} {_overlaps_said(w['overlapping_windows'])}.")
         return 0
     if action == "add":
         body = _maint_body(args, now)
@@ -1657,7 +1742,9 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
                        ("Length", output.human_duration(window["duration_s"])), ("Reason", window["reason"]),
                        ("Created", f"{output.utc_text(window['created_at'])} by {window['created_by'] or '-'}")]
                       + ([("Cancelled", f"{output.utc_text(window['cancelled_at'])} by "
-                                        f"{window['cancelled_by'] or '-'}")] if window["cancelled_at"] else []))
+                                        f"{window['cancelled_by'] or '-'}")] if window["cancelled_at"] else [])
+                      + ([("Overlaps", _overlaps_said(window["overlapping_windows"]))]
+                         if window.get("overlapping_windows") else []))
         _print_affected(window)
         return 0
     if action == "edit":
@@ -1782,6 +1869,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job")
     p.add_argument("--follow", "-f", action="store_true", help="keep watching until the job has finished")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
+    p = sub.add_parser("runs", parents=[common], help="a job's runs: each bind, how it ended, GPU-hours, work lost",
+                       description="Every run of a job, oldest first (as sacct --duplicates): when each was bound, "
+                                   "started and ended, how it ended (preempted and requeued, fenced off a node, "
+                                   "requeued, succeeded, failed ...) and why, its GPUs and nodes, the GPU-hours it "
+                                   "held, whether on borrowed quota, and the work its requeue lost. --json: the "
+                                   "API's list.")
+    p.add_argument("job")
     p = sub.add_parser("logs", parents=[common], help="a job's output (stdout and stderr); -f to follow it",
                        description="A job's output as its processes wrote it (stdout and stderr together), "
                                    "rank 0 of its latest run unless told otherwise. The last 8 MiB of each rank "
@@ -1984,7 +2078,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }

@@ -128,3 +128,29 @@ def test_a_window_in_the_past_or_over_another_is_refused_in_words(qm, fleet) -> 
     moved = qm("maint", "edit", str(after.json()["id"]), "--start", "+5h")
     assert moved.code == 1 and f"h100-2 is already in maintenance window {window}" in moved.err
     assert sorted(MaintenanceWindow.objects.values_list("reason", flat=True)) == ["firmware upgrade", "next"]
+
+
+def test_windows_stored_overlapping_before_the_rule_are_named_by_list_and_show(qm, fleet) -> None:  # noqa: ANN001
+    _root(qm)
+    now = timezone.now()
+    stored = []
+    for start_h, end_h, nodes in ((1, 4, ["h100-1", "h100-2"]), (3, 5, ["h100-2"]), (6, 7, ["h100-2"])):
+        window = MaintenanceWindow.objects.create(start_at=now + timedelta(hours=start_h),
+                                                  end_at=now + timedelta(hours=end_h), reason="fw", created_at=now)
+        window.nodes.set(Node.objects.filter(name__in=nodes))
+        stored.append(window.pk)
+    first, second, third = stored
+
+    listed = qm("maint", "list")
+    assert listed.code == 0, listed.err
+    notes = [line for line in listed.out.splitlines() if line.startswith("Window ")]
+    assert notes == [f"Window {first} overlaps window {second} on a shared node (stored before overlapping windows "
+                     "were refused): merge them, `qm maint edit` one and `qm maint cancel` the other.",
+                     f"Window {second} overlaps window {first} on a shared node (stored before overlapping windows "
+                     "were refused): merge them, `qm maint edit` one and `qm maint cancel` the other."]
+    shown = qm("maint", "show", str(first))
+    assert shown.code == 0, shown.err
+    assert any(line.startswith("Overlaps:") and f"overlaps window {second} on a shared node" in line
+               for line in shown.out.splitlines())
+    alone = qm("maint", "show", str(third))
+    assert alone.code == 0 and "Overlaps" not in alone.out
