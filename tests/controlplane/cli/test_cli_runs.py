@@ -1,0 +1,75 @@
+"""`qm runs JOB`: a job's runs, oldest first, as `sacct --duplicates` lists a requeued job's: a
+table with when each run was bound, started and ended, how it ended and why, where, GPU-hours,
+quota and the work lost, then the stop's notice and the totals; --json gives the API's list.
+Another team's job is refused as `qm status` refuses it (exit 1, the API's words)."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from controlplane.cli import output
+from tests.controlplane import factories as f
+from tests.controlplane.job_runs_story import NOTICE, preempted_then_succeeded
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def story(fleet: Any) -> Any:
+    job = f.make_job(fleet.ml, submitter=fleet.users["owner"], name="train-7b", gpus=2)
+    return job, preempted_then_succeeded(job, fleet.nodes[1], fleet.nodes[2], now=timezone.now())
+
+
+def _time(at: Any) -> str:
+    return output.utc_text(at.isoformat(), suffix="")
+
+
+def test_qm_runs_prints_each_run_with_how_it_ended(alice_qm, story) -> None:
+    job, told = story
+    t0 = told.t0
+
+    run = alice_qm("runs", str(job.pk))
+
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert lines[0].split() == ["RUN", "GENERATION", "BOUND", "(UTC)", "STARTED", "ENDED", "ELAPSED", "HOW", "IT",
+                                "ENDED", "REASON", "EXIT", "GPUS", "WHERE", "GPU-H", "QUOTA", "LOST", "GPU-H"]
+    first = lines[1].split("  ")
+    first = [c.strip() for c in first if c.strip()]
+    assert first == ["1", str(told.preempted.generation), _time(t0), _time(t0 + timedelta(minutes=1)),
+                     _time(t0 + timedelta(minutes=90, seconds=30)), "01:29:30", "Preempted; requeued", "Preempted",
+                     "143", "2", "h100-1×2", "3.02", "borrowed", "1.02"]
+    second = [c.strip() for c in lines[2].split("  ") if c.strip()]
+    assert second == ["2", str(told.succeeded.generation), _time(t0 + timedelta(hours=2)),
+                      _time(t0 + timedelta(hours=2, minutes=1)), _time(t0 + timedelta(hours=4)), "01:59:00",
+                      "Succeeded (exit code 0)", "Exited", "0", "2", "h100-2×2", "4.00", "own", "-"]
+    assert lines[3] == f"run 1: {NOTICE}"
+    assert lines[4] == "2 runs, 1 ended in a requeue; 7.02 GPU-hours held, 1.02 GPU-hours of work lost."
+
+
+def test_qm_runs_json_is_the_apis_list(alice_qm, story) -> None:
+    job, told = story
+    run = alice_qm("runs", str(job.pk), "--json")
+    assert run.code == 0, run.err
+    runs = run.json()
+    assert [(r["run"], r["generation"], r["outcome"], r["reason"]) for r in runs] == [
+        (1, told.preempted.generation, "requeued", "Preempted"), (2, told.succeeded.generation, "succeeded", "Exited")]
+    assert runs[0]["lost_gpu_hours"] == pytest.approx(1.0167, abs=1e-4) and runs[1]["lost_gpu_hours"] is None
+
+
+def test_a_job_that_never_ran_and_another_teams_job(qm, fleet, story) -> None:
+    job, _ = story
+    waiting = f.make_job(fleet.ml, submitter=fleet.users["owner"], name="waits")
+    assert qm("login", "--username", "alice", "--password-stdin", stdin="alice\n").code == 0
+    never = qm("runs", str(waiting.pk))
+    assert (never.code, never.out) == (0, f"Job {waiting.pk} has no runs: it was never bound to GPUs.\n")
+    assert qm("runs", "abc").err == "error: 'abc' is not a job id (a number, as `qm list` shows)\n"
+
+    assert qm("login", "--username", "bob", "--password-stdin", stdin="bob\n").code == 0
+    refused = qm("runs", str(job.pk))
+    assert refused.code == 1 and refused.out == ""
+    assert f"No job {job.pk}, or not yours to see." in refused.err
