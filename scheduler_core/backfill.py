@@ -37,7 +37,7 @@ from scheduler_core.maintenance import NO_NODES
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.sentences import duration
 from scheduler_core.state import FLEET, HOLD, JOB, Grant, Restore
-from scheduler_core.types import JobSpec, Kill, RunningJob
+from scheduler_core.types import JobSpec, Kill, RunningJob, TopologyConstraint
 
 RESERVATION_PROBES = 24
 """Placement attempts (at distinct release times) spent looking for the head's start."""
@@ -390,6 +390,10 @@ class ReleaseTimeline:
         self._lost_memo: dict[tuple[int, frozenset[int], tuple[int, ...], int], tuple[int, int]] = {}
         self._integrals: dict[tuple[int, ...], tuple[list[float], list[int]]] = {}
         self._by_class: tuple[list[list[int]], list[list[tuple[int, int, int]]]] | None = None
+        # per leaf-or-spine level, class set and member size: free GPUs and nodes with room
+        # per domain now; and per class set, which nodes are ready and capable
+        self._domain_base: dict[tuple[bool, tuple[int, ...], int], tuple[dict[int, int], dict[int, int]]] = {}
+        self._capable: dict[tuple[int, ...], list[bool]] = {}
 
     def capacity(self, node_class: int) -> int:
         """Free GPUs of ``node_class`` once every known release happened."""
@@ -519,18 +523,9 @@ class ReleaseTimeline:
 
     def _clear_of_windows(self, demand: Demand, classes: tuple[int, ...], start: float,
                           runtime_limit_s: float | None) -> float | None:
-        calendar, state, times = self.calendar, self.state, self.times
-        gpus, largest = demand.gpus, demand.largest_member
-        width = max(state.classes[c].gpus for c in classes)
-        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
-        free_rows = [self.free[c] for c in classes]
-        node_rows = [self.at_least(c, largest) for c in classes if largest <= state.classes[c].gpus]
-
-        def fits(frame: int, closed: frozenset[int]) -> bool:
-            lost_free, lost_roomy = self._lost(frame, closed, classes, largest) if closed else (0, 0)
-            return (sum(row[frame] for row in free_rows) - lost_free >= gpus
-                    and sum(row[frame] for row in node_rows) - lost_roomy >= need_nodes)
-
+        calendar, times = self.calendar, self.times
+        fits = self._domain_fits(demand, classes) if demand.topology in DOMAIN_TOPOLOGIES \
+            else self._counts_fit(demand, classes)
         frame = bisect_right(times, start) - 1
         if not fits(frame, NO_NODES):
             return start        # the counts do not explain this start: not for windows to move
@@ -557,6 +552,24 @@ class ReleaseTimeline:
                 return times[lo]
         return None
 
+    def _counts_fit(self, demand: Demand, classes: tuple[int, ...]
+                    ) -> Callable[[int, frozenset[int]], bool]:
+        """Does the gang fit at ``frame`` by the counts of ``classes``, less what ``closed``
+        takes?"""
+        state = self.state
+        gpus, largest = demand.gpus, demand.largest_member
+        width = max(state.classes[c].gpus for c in classes)
+        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
+        free_rows = [self.free[c] for c in classes]
+        node_rows = [self.at_least(c, largest) for c in classes if largest <= state.classes[c].gpus]
+
+        def fits(frame: int, closed: frozenset[int]) -> bool:
+            lost_free, lost_roomy = self._lost(frame, closed, classes, largest) if closed else (0, 0)
+            return (sum(row[frame] for row in free_rows) - lost_free >= gpus
+                    and sum(row[frame] for row in node_rows) - lost_roomy >= need_nodes)
+
+        return fits
+
     def _lost(self, frame: int, closed: frozenset[int], classes: tuple[int, ...],
               largest: int) -> tuple[int, int]:
         """Free GPUs, and nodes with room for ``largest``, that ``closed`` takes from
@@ -569,6 +582,79 @@ class ReleaseTimeline:
                     if state.ready[n] and state.node_class[n] in classes]
             found = self._lost_memo[key] = (sum(free), sum(f >= largest for f in free))
         return found
+
+    def _domain_need(self, demand: Demand, classes: tuple[int, ...]
+                     ) -> tuple[list[int], list[bool], int]:
+        """A ``same_leaf``/``same_spine`` gang's domain per node, which nodes are ready and
+        capable, and how many nodes need room for its largest member."""
+        state = self.state
+        largest = demand.largest_member
+        width = max(state.classes[c].gpus for c in classes)
+        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
+        leaf = demand.topology is TopologyConstraint.SAME_LEAF
+        capable = self._capable.get(classes)
+        if capable is None:
+            wanted = set(classes)
+            capable = self._capable[classes] = [
+                state.ready[n] and state.node_class[n] in wanted for n in range(len(state.nodes))]
+        return state.leaf if leaf else state.spine, capable, need_nodes
+
+    def domain_frame(self, demand: Demand, classes: tuple[int, ...]) -> int | None:
+        """For a ``same_leaf`` or ``same_spine`` gang: the first frame at which one leaf
+        switch (spine) has enough free GPUs of ``classes`` and enough nodes with room for its
+        largest member (0: now); ``None`` if none does by known runtime limits. (The
+        fleet-wide :meth:`eta` says "fits" as soon as the fleet has the GPUs somewhere.)
+
+        Steps: free GPUs and nodes with room per domain now (once per cycle for each level,
+        class set and member size); then frame by frame the recorded releases, checking only
+        the domains a frame changed (frames only add GPUs)."""
+        if not classes:
+            return None
+        domain_of, capable, need_nodes = self._domain_need(demand, classes)
+        largest, gpus = demand.largest_member, demand.gpus
+        key = (domain_of is self.state.leaf, classes, largest)
+        base = self._domain_base.get(key)
+        if base is None:
+            base = self._domain_base[key] = ({}, {})
+            for n, f in enumerate(self.base):
+                if capable[n]:
+                    d = domain_of[n]
+                    base[0][d] = base[0].get(d, 0) + f
+                    base[1][d] = base[1].get(d, 0) + (f >= largest)
+        free, roomy = dict(base[0]), dict(base[1])
+        if any(f >= gpus and roomy[d] >= need_nodes for d, f in free.items()):
+            return 0
+        for i, changed in enumerate(self.changes):
+            touched: set[int] = set()
+            for n, before, after in changed:
+                if capable[n]:
+                    d = domain_of[n]
+                    free[d] += after - before
+                    roomy[d] += (after >= largest) - (before >= largest)
+                    touched.add(d)
+            if any(free[d] >= gpus and roomy[d] >= need_nodes for d in touched):
+                return i
+        return None
+
+    def _domain_fits(self, demand: Demand, classes: tuple[int, ...]
+                     ) -> Callable[[int, frozenset[int]], bool]:
+        """Does the gang fit under one leaf switch (spine) at ``frame`` on the capable nodes
+        outside ``closed``? Node by node, so only for the rare gang a window is in the way of."""
+        domain_of, capable, need_nodes = self._domain_need(demand, classes)
+        nodes = [n for n, ok in enumerate(capable) if ok]
+        largest, gpus = demand.largest_member, demand.gpus
+
+        def fits(frame: int, closed: frozenset[int]) -> bool:
+            free: dict[int, int] = {}
+            roomy: dict[int, int] = {}
+            for n in nodes:
+                if n not in closed:
+                    f, d = self.free_at(n, frame), domain_of[n]
+                    free[d] = free.get(d, 0) + f
+                    roomy[d] = roomy.get(d, 0) + (f >= largest)
+            return any(f >= gpus and roomy[d] >= need_nodes for d, f in free.items())
+
+        return fits
 
     def fits_at(self, demand: Demand, classes: tuple[int, ...], frame: int) -> bool:
         """Does the gang fit at ``frame`` (0: now) by the counts alone?"""
@@ -592,6 +678,10 @@ class ReleaseTimeline:
         if lo >= len(self.times):
             return None
         return self.times[lo]
+
+
+DOMAIN_TOPOLOGIES = frozenset({TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE})
+"""Constraints that put a whole gang under one leaf switch or spine."""
 
 
 def _team_holders(ctx: CycleContext, team: str) -> list[str]:

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import NamedTuple
 
-from scheduler_core.backfill import ReleaseTimeline, team_ends, team_release_eta
+from scheduler_core.backfill import DOMAIN_TOPOLOGIES, ReleaseTimeline, team_ends, team_release_eta
 from scheduler_core.context import CycleContext, Outcome
 from scheduler_core.eligibility import OutOfLine, out_of_line
 from scheduler_core.gang import Demand
@@ -298,9 +298,10 @@ class _Explainer:
         self.ctx = ctx
         self.timeline: ReleaseTimeline | None = None
         # ReleaseTimeline.eta depends only on the gang's GPU count, its largest member, how
-        # many members are that large, and the classes: requests that differ in CPUs or memory
-        # per GPU share one estimate. The flag: does the capacity suffice already?
-        self.etas: dict[tuple[int, int, int, tuple[int, ...]], tuple[float | None, bool]] = {}
+        # many members are that large, the classes and the topology: requests that differ in
+        # CPUs or memory per GPU share one estimate. The flag: does the capacity suffice already?
+        self.etas: dict[tuple[int, int, int, tuple[int, ...], TopologyConstraint],
+                        tuple[float | None, bool]] = {}
         self.quota_etas: dict[tuple[str, str, int], float | None] = {}
         self.releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
         self.cums: Cumulative = {}
@@ -368,7 +369,7 @@ class _Explainer:
             outcome.demand.gpus if outcome.demand is not None else 0,
             outcome.eta is None or base != outcome.eta,
             None if base is None or (quota_at is not None and base > quota_at)
-            else f"{outcome.message} Estimated start t={base:.0f} from runtime limits.",
+            else _from_runtime_limits(outcome.message, base, outcome.demand),
             quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
             capacity_part, preset, _charged_type(self.ctx, outcome), (),
             outcome.demand, outcome.classes,
@@ -402,11 +403,17 @@ class _Explainer:
 
     def _capacity_eta(self, d: Demand, classes: tuple[int, ...]) -> tuple[float | None, bool]:
         largest = d.largest_member
-        key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest), classes)
+        key = (d.gpus, largest, sum(1 for m in d.members if m.gpus == largest), classes, d.topology)
         found = self.etas.get(key)
         if found is None:
             timeline = self._timeline()
-            found = self.etas[key] = (timeline.eta(d, classes), timeline.fits_at(d, classes, 0))
+            if d.topology in DOMAIN_TOPOLOGIES:
+                # one leaf switch (spine) must have the room: the fleet's counts said a 16-GPU
+                # same-leaf gang starts when one node frees on each of two leaves
+                frame = timeline.domain_frame(d, classes)
+                found = self.etas[key] = (None if not frame else timeline.times[frame], frame == 0)
+            else:
+                found = self.etas[key] = (timeline.eta(d, classes), timeline.fits_at(d, classes, 0))
         return found
 
     def _estimate(self, spec: JobSpec, outcome: Outcome, base: float | None
@@ -422,7 +429,10 @@ class _Explainer:
         capacity = (code in CAPACITY_CODES or code is ReasonCode.QUOTA_EXCEEDED) and d is not None
         if d is not None and capacity:
             if code is ReasonCode.TOPOLOGY_UNSATISFIED:
-                base, capacity_now = domain_eta(self._timeline(), d, outcome.classes), False
+                # the counts fit in one domain, the members do not: its next release there
+                timeline = self._timeline()
+                frame = timeline.domain_frame(d, outcome.classes)
+                base, capacity_now = None if frame is None else timeline.times[frame], False
             else:
                 base, capacity_now = self._capacity_eta(d, outcome.classes)
             capacity_part = (base, capacity_now)
@@ -698,7 +708,16 @@ def _estimated_sentence(w: _Worded, eta: float) -> str:
                 f"of it (by their runtime limits, back to back).")
     if w.position_free is not None:
         return w.position_free
-    return f"{w.text} Estimated start t={eta:.0f} from runtime limits."
+    return _from_runtime_limits(w.text, eta, w.demand)
+
+
+def _from_runtime_limits(text: str, eta: float, demand: Demand | None) -> str:
+    """The sentence of a start estimated from the release times alone."""
+    if demand is not None and demand.topology in DOMAIN_TOPOLOGIES:
+        where = "leaf switch" if demand.topology is TopologyConstraint.SAME_LEAF else "spine"
+        return (f"{text} Estimated start t={eta:.0f}, when one {where} has room for all "
+                f"{demand.gpus} (by runtime limits).")
+    return f"{text} Estimated start t={eta:.0f} from runtime limits."
 
 
 def _charged_type(ctx: CycleContext, outcome: Outcome) -> str | None:
@@ -713,40 +732,6 @@ def _charged_type(ctx: CycleContext, outcome: Outcome) -> str | None:
         return None
     (name,) = names
     return name if ctx.ledger.governs(name) else None
-
-
-def domain_eta(timeline: ReleaseTimeline, demand: Demand,
-               classes: tuple[int, ...]) -> float | None:
-    """For a ``same_leaf`` or ``same_spine`` gang: the first release time at which one leaf
-    switch (spine) has enough free GPUs of ``classes`` and enough nodes with room for its
-    largest member; ``None`` if none does by known runtime limits. (The fleet-wide
-    :meth:`ReleaseTimeline.eta` says "fits now" as soon as the fleet has the GPUs somewhere.)
-
-    Steps: free GPUs per ready capable node now; then frame by frame the recorded releases,
-    keeping per domain the free sum and the count of nodes with room."""
-    state = timeline.state
-    wanted = set(classes)
-    domain_of = state.leaf if demand.topology is TopologyConstraint.SAME_LEAF else state.spine
-    largest = demand.largest_member
-    width = max(state.classes[c].gpus for c in classes)
-    need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
-    free: dict[int, int] = {}
-    roomy: dict[int, int] = {}
-    capable = [state.ready[n] and state.node_class[n] in wanted for n in range(len(state.nodes))]
-    for n, f in enumerate(timeline.base):
-        if capable[n]:
-            d = domain_of[n]
-            free[d] = free.get(d, 0) + f
-            roomy[d] = roomy.get(d, 0) + (f >= largest)
-    for i, changed in enumerate(timeline.changes):
-        for n, before, after in changed:
-            if capable[n]:
-                d = domain_of[n]
-                free[d] += after - before
-                roomy[d] += (after >= largest) - (before >= largest)
-        if any(f >= demand.gpus and roomy[d] >= need_nodes for d, f in free.items()):
-            return timeline.times[i]
-    return None
 
 
 def _quota_eta_after_head(ctx: CycleContext, team: str, gpu_type: str, gpus: int,

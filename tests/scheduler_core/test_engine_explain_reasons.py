@@ -49,6 +49,25 @@ def test_a_same_spine_gang_that_fits_a_spine_later_gets_that_time():
     assert t.eta == 900.0  # spine T is whole first
 
 
+def test_a_same_leaf_gang_short_of_gpus_gets_the_time_one_leaf_has_them():
+    # every GPU is busy: n0 (leaf A) and n2 (leaf B) free at t=3600, n1 and n3 at t=7200.
+    # The fleet has 16 free at t=3600, one leaf only at t=7200 (the estimate said t=3600).
+    def plan(topology: str):
+        return (make_cluster().nodes(4, per_leaf=2).at(0)
+                .running(*(make_running(make_job(f"r{k}").gpus(8).limit(3600 * (1 + k % 2)))
+                           .whole(f"n{k}") for k in range(4)))
+                .pending(make_job("t").gpus(16).per_node(8).topology(topology).limit(3600))
+                .plan(NO_BACKFILL))
+
+    assert why(plan("any"), "t").eta == 3600.0
+    t = why(plan("same_leaf"), "t")
+    assert t.code is ReasonCode.INSUFFICIENT_GPUS
+    assert t.eta == 7200.0
+    assert t.message.endswith("Estimated start t=7200, when one leaf switch has room for all 16 "
+                              "(by runtime limits).")
+    assert why(plan("same_spine"), "t").eta == 3600.0  # both leaves sit under spine s0
+
+
 def test_a_job_on_down_nodes_that_is_also_over_quota_says_both():
     # Before: only "all 1 nodes that could host it are not ready": the node coming back would
     # not have started it.

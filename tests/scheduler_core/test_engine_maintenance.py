@@ -283,3 +283,22 @@ def test_maintenance_window_gpus_a_job_frees_inside_it_come_back_when_the_node_r
             .pending(make_job("j").gpus(8).limit(HOUR))
             .plan(SchedulerConfig(backfill=False)))
     assert why(plan, "j").eta == 2 * HOUR
+
+
+def test_maintenance_window_eta_of_a_same_leaf_gang_needs_one_leaf_clear_of_windows():
+    # every node frees at t=3600; n0 (leaf l0-0) and n2 (leaf l0-1) go into maintenance at
+    # t=5400 until t=10800. Counted over the fleet, n1 and n3 hold the 16 GPUs of a 1 h run
+    # from t=3600; under one leaf switch nothing is clear until the windows end
+    def fleet(topology: str):
+        return (make_cluster().nodes(4, per_leaf=2).at(0)
+                .running(*(make_running(make_job(f"r{k}").gpus(8).limit(HOUR)).whole(f"n{k}")
+                           for k in range(4)))
+                .maintenance("a", "n0", start=1.5 * HOUR, end=3 * HOUR)
+                .maintenance("b", "n2", start=1.5 * HOUR, end=3 * HOUR)
+                .pending(make_job("g").gpus(16).per_node(8).limit(HOUR).topology(topology))
+                .plan(SchedulerConfig(backfill=False)))
+
+    assert why(fleet("any"), "g").eta == HOUR
+    w = why(fleet("same_leaf"), "g")
+    assert w.eta == 3 * HOUR
+    assert "maintenance (a, b)" in w.message

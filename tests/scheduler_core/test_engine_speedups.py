@@ -20,7 +20,10 @@
   ``stranded_gpus`` 0 → 22 and 0 → 4 and the h100 largest free block 0 → 3 and 0 → 4 of the
   1,000-GPU loop and 2,000-GPU default snapshots changed; and a higher-priority preemption's
   notice saying the preemptor's need apart from the victim's GPUs, 2026-11-30: compared field
-  by field, only preemption messages changed;
+  by field, only preemption messages changed; and a ``same_leaf`` gang waiting for GPUs or
+  quota estimated by the first time one leaf switch has its room, not the fleet's counts,
+  2026-12-02: compared field by field, decisions, codes, positions and fleet figures
+  identical, only ETAs and sentences of 2, 4, 3, 0 and 3 jobs (the ETAs all later);
   and once when decisions were meant to change: a team over its nominal quota in a cohort
   borrows the excess, 2026-11-29, which moves victims and binds in the 1,000-GPU snapshots
   whose synthetic running jobs exceed some teams' quotas; and an owner within its nominal
@@ -67,11 +70,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "57e9360fc2fdd3998fa50239f04e5c4b7105edafe7bda2d780f4b46206567dcb",
-    (1000, 500, 200, 3, "loop"): "fa5e949ea419392ded60fc8c6fce6ba1acc2d8ce2acd47593aa371893d9114b7",
-    (2000, 1000, 400, 4, "default"): "e04b88ab491ecf7af37fe1d0217f27a0309fec6569a54ef03f31c3102de7b9cc",
+    (1000, 500, 200, 1, "default"): "bc80783a5344eea257d4962aab759d6a7c86928b1600e20640ae97cbf2a31c65",
+    (1000, 500, 200, 3, "loop"): "acd7f3cd1653455a57d0358b7a6b59de63f38768d6787fe52b98ca9621d33407",
+    (2000, 1000, 400, 4, "default"): "48bc0e782039c3e92831203e38d6597239f16bf5502378805f0a0e92a9eda613",
     (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
-    (10000, 5000, 2000, 7, "loop"): "ef250167f055eee2464c14e27f069d39899553b07b1d44d58ebedba2d1a43cd7",
+    (10000, 5000, 2000, 7, "loop"): "5484b1dac0c609565dfbb7833186dd5458e6ca3408d95ad1af2b5968af45fd47",
 }
 
 
