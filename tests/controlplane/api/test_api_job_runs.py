@@ -209,3 +209,43 @@ def test_the_schema_describes_the_runs_and_generated_requests_find_no_fault(flee
     assert response.status_code == 200 and response.json()["count"] == 2
     explicit.validate_response(response)
     _fuzz_operation(operation, headers)
+
+
+def _stopped(fleet: Any, alice: Any, how: str) -> Job:
+    """A job run once on h100-1 for an hour and stopped `how`, its processes gone 20 s later."""
+    job = _job(fleet)
+    at = timezone.now() - timedelta(hours=1)
+    run = bind_at(job, [(fleet.nodes[1], [0, 1], "")], at=at)
+    stop = at + timedelta(minutes=30)
+    if how == "requeued":
+        assert alice.post(f"{J}{job.pk}/requeue/", {"reason": "XID 79 on h100-1"}, format="json").status_code == 200
+    elif how == "cancelled":
+        assert transitions.cancel_job(job, "user:alice", at=stop)
+    else:
+        reason = {"resized": transitions.RELEASE_RESIZED, "timed_out": transitions.RELEASE_RUNTIME_LIMIT,
+                  "gang_failed": "GangMemberFailed"}[how]
+        assert transitions.signal_stop(run.pk, run.generation, reason=reason, grace_period_s=30, at=stop,
+                                       actor="scheduler", message=f"Stopping: {how}")
+    code = 1 if how == "gang_failed" else 143
+    assert transitions.complete_release(run.pk, exit_code=code, at=stop + timedelta(seconds=20), actor="agent:test")
+    return job
+
+
+@pytest.mark.parametrize(("how", "reason", "outcome", "words", "lost"), [
+    ("resized", "Resized", "requeued", "Stopped to resize; requeued", True),
+    ("requeued", "Requeued", "requeued", "Requeued by alice: XID 79 on h100-1", True),
+    ("cancelled", "Cancelled", "cancelled", "Cancelled", False),
+    ("timed_out", "RuntimeLimitExceeded", "timed_out", "Timed out at its runtime limit", False),
+    ("gang_failed", "GangMemberFailed", "failed", "A gang member failed; the job failed (exit code 1)", False),
+])
+def test_each_way_a_run_ends_is_said_with_its_code_and_words(fleet, alice, how, reason, outcome, words, lost) -> None:
+    job = _stopped(fleet, alice, how)
+
+    (row,) = alice.get(f"{J}{job.pk}/runs/").json()["results"]
+
+    assert (row["state"], row["reason"], row["outcome"], row["ended_how"]) == ("released", reason, outcome, words)
+    assert (row["lost_gpu_hours"] is not None) is lost
+    if how == "requeued":
+        assert row["notice"].startswith("Requeued by alice: XID 79 on h100-1")
+    elif how == "cancelled":
+        assert row["notice"].startswith("Cancelled by user:alice")
