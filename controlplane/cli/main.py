@@ -307,8 +307,11 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
         raise CliError("a job needs a name: give --name, a `name:` in the YAML file, or a command after --")
     if "gpus" not in spec and _roles_gpus(spec.get("roles")) is not None:
         spec["gpus"] = _roles_gpus(spec["roles"])  # a heterogeneous gang: its roles' sum
-    if "gpus" not in spec:
+    if "gpus" not in spec and not spec.get("roles"):
         raise CliError("a job needs --gpus (or `gpus:` in the YAML file)")
+    # Roles qm cannot add up (a member's `gpus:` for `gpus_per_member:`, a count left out) go to
+    # the API, which names each role's field at fault; "a job needs --gpus" sent the user to the
+    # one field qm would have filled in.
     return spec
 
 
@@ -370,6 +373,9 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
         result = api.request("POST", "job-arrays/" if is_array else "jobs/", body=spec,
                              headers={"Idempotency-Key": key}, retry=True, response_headers=answer)
     except ApiError as error:
+        if "gpus" not in spec and any(field.startswith("roles") for field in error.errors):
+            # qm adds up the roles' GPUs itself: the API's "gpus: required" is the roles' fault.
+            error.errors.pop("gpus", None)
         raise CliError(_refusal(error, args)) from error
     # The server answered with what an earlier submit under this key created. With our own fresh
     # key that can only be our retry of a request whose answer was lost: this run created it.
@@ -433,6 +439,15 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
             params["array_id"] = str(uuid.UUID(args.array.strip()))
         except ValueError:
             raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+    if args.mine and args.user:
+        raise CliError("give --mine or --user USER, not both")
+    for flag, param in (("user", "user"), ("name", "name"), ("project", "project"), ("priority", "priority_class"),
+                        ("reason", "pending_code")):
+        value = getattr(args, flag)
+        if value is not None and not value.strip():
+            raise CliError(f"--{flag} is empty: give a {'reason code' if flag == 'reason' else flag}")
+        if value is not None:
+            params[param] = value.strip()
     if args.mine:
         # The stored name only goes with the stored token: with $QM_TOKEN (or another server's
         # token) it named someone else, and `--mine` listed nothing.
@@ -1847,10 +1862,16 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, parents=[common], help=helptext)
         if name == "status":
             p.add_argument("job", nargs="?")
-        p.add_argument("--state", action="append", help="only this state (repeatable)")
+        p.add_argument("--state", "-t", action="append", help="only this state (repeatable)")
         p.add_argument("--all", action="store_true", help="include finished jobs")
         p.add_argument("--team")
         p.add_argument("--mine", action="store_true", help="only jobs you submitted")
+        p.add_argument("--user", "-u", help="only jobs this user submitted (as squeue -u)")
+        p.add_argument("--name", "-n", help="only jobs whose name contains this (as squeue -n, any case)")
+        p.add_argument("--project", help="only jobs of this project")
+        p.add_argument("--priority", "-p", metavar="CLASS", help="only jobs of this priority class")
+        p.add_argument("--reason", metavar="CODE",
+                       help="only waiting jobs with this reason, e.g. QuotaExceeded, WaitingForDependency, Held")
         p.add_argument("--array", metavar="ARRAY_ID", help="only the tasks of this job array")
         p.add_argument("--node", help="only the jobs holding GPUs on this node now (as squeue -w)")
         p.add_argument("--sort", metavar="FIELD[,FIELD]",

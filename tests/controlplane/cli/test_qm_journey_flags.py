@@ -1,0 +1,93 @@
+"""Found walking a researcher's week with `qm` as a Slurm user would.
+
+- `qm list` filters as squeue does (-u USER, -n NAME, -p/priority class, the project, the reason
+  a job waits): the API took them all (`?user=`, `?name=`, ...) but qm offered only --mine.
+- `qm submit gang.yaml` whose roles qm cannot add up (a member's `gpus:` for `gpus_per_member:`)
+  said "a job needs --gpus", the one field qm fills in itself; the API now names each role's
+  field at fault."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from controlplane.models import Job
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.slow
+
+
+def _ids(out: str) -> set[int]:
+    return {int(m.group(1)) for m in re.finditer(r"^\s*(\d+)\s", out, re.M)}
+
+
+def test_list_filters_as_squeue_does(alice_qm, fleet) -> None:
+    alice, root = fleet.users["owner"], fleet.users["admin"]
+    mine = f.make_job(fleet.ml, name="sweep-lr", submitter=alice)
+    theirs = f.make_job(fleet.ml, name="SWEEP-wd", submitter=root, project=fleet.llm)
+    prod = f.make_job(fleet.ml, fleet.production, name="serve", submitter=alice, state=JobState.RUNNING,
+                      started_at=timezone.now())
+    quota = f.make_job(fleet.ml, name="big", submitter=alice, pending_code="QuotaExceeded")
+
+    assert _ids(alice_qm("list", "-u", "root").out) == {theirs.pk}
+    assert _ids(alice_qm("list", "--user", "alice").out) == {mine.pk, prod.pk, quota.pk}
+    assert _ids(alice_qm("list", "-n", "sweep").out) == {mine.pk, theirs.pk}  # a part of the name, in any case
+    assert _ids(alice_qm("list", "--project", "llm").out) == {theirs.pk}
+    assert _ids(alice_qm("list", "-p", "production").out) == {prod.pk}
+    assert _ids(alice_qm("list", "--reason", "QuotaExceeded").out) == {quota.pk}
+    assert _ids(alice_qm("list", "-t", "running").out) == {prod.pk}
+    assert _ids(alice_qm("status", "-u", "root", "-n", "wd").out) == {theirs.pk}
+    sent = alice_qm("--json", "list", "-u", "alice", "-n", "big").json()
+    assert [j["id"] for j in sent["results"]] == [quota.pk]
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--mine", "-u", "root"), "give --mine or --user USER, not both"),
+    (("-u", " "), "--user is empty: give a user"),
+    (("--reason", ""), "--reason is empty: give a reason code"),
+])
+def test_list_filters_given_wrong_are_refused(alice_qm, fleet, args, message) -> None:
+    f.make_job(fleet.ml, name="any", submitter=fleet.users["owner"])
+
+    run = alice_qm("list", *args)
+
+    assert run.code == 1 and run.out == ""
+    assert run.err.strip() == f"error: {message}"
+
+
+GANG_WRONG_KEYS = """\
+name: rlhf
+roles:
+  - name: learner
+    gpus: 8
+  - name: rollout
+    count: 4
+    gpus: 1
+"""
+
+
+def test_a_gang_whose_roles_qm_cannot_add_up_is_refused_naming_the_roles(alice_qm, fleet, tmp_path) -> None:
+    spec = tmp_path / "gang.yaml"
+    spec.write_text(GANG_WRONG_KEYS)
+
+    refused = alice_qm("submit", str(spec))
+
+    assert refused.code == 1
+    assert "a job needs --gpus" not in refused.err
+    lines = refused.err.strip().splitlines()
+    assert lines[0] == "error: Invalid request."
+    fields = [line.strip().split(":", 1)[0] for line in lines[1:]]
+    assert fields == ["roles.0.count", "roles.0.gpus_per_member", "roles.0.gpus", "roles.1.gpus_per_member",
+                      "roles.1.gpus"]
+    assert "Unknown field. Accepted fields: count, cpus_per_gpu, gpu_type, gpu_types, gpus_per_member" in refused.err
+    assert not Job.objects.exists()
+
+
+def test_a_job_without_gpus_or_roles_still_asks_for_gpus(alice_qm, fleet) -> None:
+    refused = alice_qm("submit", "--name", "x")
+
+    assert refused.code == 1
+    assert refused.err.strip() == "error: a job needs --gpus (or `gpus:` in the YAML file)"
