@@ -585,7 +585,9 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
          if job.get("gpu_hours") else ""),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
         *([("hold reason", job["hold_reason"])] if job.get("hold") and job.get("hold_reason") else []),
-        ("queue position", job["queue_position"]), ("earliest start", _eta_text(job["eta"], relative=False)),
+        ("queue position", _position_text(job["queue_position"], job.get("pending_code"), job.get("hold"),
+                                          job.get("pending_resolvable", True))),
+        ("earliest start", _eta_text(job["eta"], relative=False)),
         *([("running", running)] if running else []),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]"
@@ -672,6 +674,22 @@ def _eta_text(value: str | None, *, relative: bool) -> str:
     return f"was {output.utc_text(value)}, passed {output.human_duration(-ahead)} ago: no scheduling cycle has run since"
 
 
+def _position_text(position: int | None, code: str | None, held: bool | None, resolvable: bool | None) -> str:
+    """A waiting job's queue position, and, for one not in line, where that puts it, as the
+    job's page says it: a held job, or one waiting for a dependency, "is not in the queue"
+    (its reason says so) and is ranked after every job in line; `queue position: 8` alone
+    read as eighth in line."""
+    if position is None:
+        return ""
+    if held:
+        return f"{position}, after every job in line (a held job is not in line)"
+    if code == "WaitingForDependency":
+        return f"{position}, after every job in line (a job waiting for a dependency is not in line)"
+    if resolvable is False:
+        return f"{position}, after every job that can start"
+    return str(position)
+
+
 def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     e = api.request("GET", f"jobs/{_job_id(args.job)}/explain/")
     if args.json:
@@ -684,7 +702,8 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     if e["state"] == "pending":
         start = _eta_text(e["eta"], relative=True) if e["eta"] else "unknown"
         output.fields([
-            ("  queue position", e["queue_position"]),
+            ("  queue position", _position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
+                                                e["resolvable"])),
             ("  earliest start", start),
             ("  would start if", e["would_start_if"]),
             ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),
