@@ -1,7 +1,13 @@
 """`qm history` (alias `qm sacct`): the jobs that ended in a window, as sacct lists them, with
 their exit codes, elapsed times, GPU-hours (the accounting's) and lost GPU-hours, and a totals
 line; csv and json for finance's scripts; human times for --since/--until, bad ones refused
-naming the option. Before, no `qm` command answered "what did my jobs do yesterday"."""
+naming the option. Before, no `qm` command answered "what did my jobs do yesterday".
+
+The fixture builds yesterday's work from the test's clock; `qm` reads its own clock, which may
+be past the next midnight by then. So the tests about the figures ask for the fixture's day by
+date, and those about the words (`yesterday`, `today`, the default since 00:00 UTC today) read
+the window `qm` used (its JSON's since and until) and expect the fixture's jobs that ended in
+it: the same answer on either side of midnight, never a failure because one fell mid-test."""
 
 from __future__ import annotations
 
@@ -67,6 +73,26 @@ def yesterday(fleet: Any) -> dict[str, Any]:
     return {"day": day, "moved": moved, "oom": oom, "waited": waited, "today": today}
 
 
+def _dates(day: datetime, *, until: bool = True) -> list[str]:
+    """`--since DAY [--until DAY+1]`: the fixture's day by date, whatever `qm`'s clock says."""
+    return ["--since", f"{day:%Y-%m-%d}"] + (["--until", f"{day + timedelta(days=1):%Y-%m-%d}"] if until else [])
+
+
+def _window(run: Any) -> tuple[datetime, datetime]:
+    """The [since, until) window a `qm history --format json` run used."""
+    return datetime.fromisoformat(run.json()["since"]), datetime.fromisoformat(run.json()["until"])
+
+
+def _ended_in(yesterday: dict[str, Any], since: datetime, until: datetime) -> list[str]:
+    """Alice's fixture jobs that ended in [since, until), oldest end first."""
+    jobs = sorted((yesterday[key] for key in ("moved", "oom", "waited", "today")), key=lambda job: job.finished_at)
+    return [job.name for job in jobs if since <= job.finished_at < until]
+
+
+def _midnight(at: datetime) -> datetime:
+    return at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+
+
 def _rows(out: str) -> dict[str, list[str]]:
     """The table's rows by job name (columns split on runs of two or more spaces)."""
     lines = out.splitlines()
@@ -76,9 +102,9 @@ def _rows(out: str) -> dict[str, list[str]]:
     return {row[1]: row for row in rows}
 
 
-def test_history_since_yesterday_lists_what_ended_with_its_figures_and_totals(alice_qm, yesterday) -> None:
+def test_history_of_yesterday_lists_what_ended_with_its_figures_and_totals(alice_qm, yesterday) -> None:
     day = yesterday["day"]
-    run = alice_qm("history", "--since", "yesterday", "--until", "today")
+    run = alice_qm("history", *_dates(day))
 
     assert run.code == 0, run.err
     rows = _rows(run.out)
@@ -93,8 +119,21 @@ def test_history_since_yesterday_lists_what_ended_with_its_figures_and_totals(al
     assert "1 cancelled, 1 failed, 1 succeeded; 13.00 GPU-hours held, 2.00 GPU-hours of work lost" in totals
 
 
+def test_history_since_yesterday_until_today_are_the_utc_days_of_the_moment_qm_asks(alice_qm, yesterday) -> None:
+    before = datetime.now(UTC)
+    run = alice_qm("history", "--since", "yesterday", "--until", "today", "--format", "json")
+    after = datetime.now(UTC)
+
+    assert run.code == 0, run.err
+    since, until = _window(run)
+    assert until in (_midnight(before), _midnight(after)) and since == until - timedelta(days=1)
+    assert [job["name"] for job in run.json()["jobs"]] == _ended_in(yesterday, since, until)
+    if since == yesterday["day"]:  # no midnight since the fixture was built: its day, all but today's job
+        assert _ended_in(yesterday, since, until) == ["train-7b", "eval-oom", "never-ran"]
+
+
 def test_history_gpu_hours_are_the_accountings(alice_qm, yesterday) -> None:
-    run = alice_qm("history", "--since", "yesterday", "--format", "json")
+    run = alice_qm("history", *_dates(yesterday["day"], until=False), "--format", "json")
     jobs = {j["name"]: j for j in run.json()["jobs"]}
     cost = accounting.job_cost(yesterday["moved"].pk)
     assert jobs["train-7b"]["gpu_hours"] == float(cost["gpu_hours_allocated"]) == 12.0
@@ -106,7 +145,7 @@ def test_status_says_elapsed_time_and_gpu_hours_as_history_does(alice_qm, yester
     job = yesterday["moved"]
     status = alice_qm("status", str(job.pk))
     assert status.code == 0, status.err
-    history = {j["name"]: j for j in alice_qm("history", "--since", "yesterday", "--format", "json").json()["jobs"]}
+    history = {j["name"]: j for j in alice_qm("history", *_dates(yesterday["day"]), "--format", "json").json()["jobs"]}
     lines = {key.rstrip(":"): value for key, value in (line.split(None, 1) for line in status.out.splitlines()
                                                        if line.startswith(("elapsed:", "gpu-hours:")))}
     assert lines["gpu-hours"].strip() == "12.00 held over all its runs (the accounting's)"
@@ -115,7 +154,7 @@ def test_status_says_elapsed_time_and_gpu_hours_as_history_does(alice_qm, yester
 
 def test_history_filters_by_state_node_name_and_exit_code(alice_qm, yesterday) -> None:
     def names(*args: str) -> list[str]:
-        run = alice_qm("sacct", "--since", "yesterday", "--until", "today", *args)
+        run = alice_qm("sacct", *_dates(yesterday["day"]), *args)
         assert run.code == 0, run.err
         return list(_rows(run.out)) if "JOBID" in run.out else []
 
@@ -181,9 +220,16 @@ def test_history_csv_refused_by_the_server_says_why_and_writes_nothing(qm, yeste
 
 
 def test_history_defaults_to_since_midnight_utc_today(alice_qm, yesterday) -> None:
-    run = alice_qm("history")
+    before = datetime.now(UTC)
+    run = alice_qm("history", "--format", "json")
+    after = datetime.now(UTC)
+
     assert run.code == 0, run.err
-    assert list(_rows(run.out)) == ["today"]
+    since, until = _window(run)
+    assert before <= until <= after and since == _midnight(until)  # 00:00 UTC of qm's today, to now
+    assert [job["name"] for job in run.json()["jobs"]] == _ended_in(yesterday, since, until)
+    if since == yesterday["day"] + timedelta(days=1):  # the fixture's today: only the job that ended today
+        assert _ended_in(yesterday, since, until) == ["today"]
 
 
 def test_history_pages_through_more_jobs_than_one_request_gives(alice_qm, fleet) -> None:
