@@ -10,6 +10,8 @@ array's tasks run and when the first of those ends by its runtime limit.
 
 from __future__ import annotations
 
+import heapq
+import math
 from collections.abc import Iterable
 
 from scheduler_core.context import Outcome
@@ -20,10 +22,12 @@ from scheduler_core.types import JobSpec, ReasonCode, RunningJob
 class ArrayTaskCounts:
     """Per array: the jobs holding or about to hold GPUs (running, bound or nominated)."""
 
-    __slots__ = ("members",)
+    __slots__ = ("members", "throttled")
 
     def __init__(self, running: Iterable[RunningJob]) -> None:
         self.members: dict[str, list[str]] = {}
+        #: per array, the runtime limits of its tasks already left untried this cycle, in queue order
+        self.throttled: dict[str, list[float | None]] = {}
         for job in running:
             if job.spec.array_id:
                 self.members.setdefault(job.spec.array_id, []).append(job.spec.id)
@@ -40,14 +44,25 @@ class ArrayTaskCounts:
             self.members.setdefault(spec.array_id, []).append(spec.id)
 
     def outcome(self, spec: JobSpec, ends: dict[str, float]) -> Outcome:
-        """Why ``spec`` is not tried: its array's tasks that count, and when enough of them
-        end by their runtime limits (``ends``) to leave room for one more."""
+        """Why ``spec`` is not tried: its array's tasks that count, and when there is room for
+        it: the k-th task left untried (in queue order) starts no earlier than the k-th slot to
+        free up, a slot freeing when a task holding it ends by its runtime limit (``ends``) and
+        each task ahead of it in line taking the next free slot for its own limit. Every task
+        of a 100-task array said the first slot's time, as if all could start then."""
         limit = spec.array_task_limit or 0
         members = self.members.get(spec.array_id, [])
-        known = sorted(ends[j] for j in members if j in ends)
-        # room for one more once len(members) - limit + 1 of them have ended
-        needed = len(members) - limit + 1
-        eta = known[needed - 1] if 0 < needed <= len(known) else None
+        ahead = self.throttled.setdefault(spec.array_id, [])
+        # each end beyond the first len(members) - limit frees a slot (a task with no limit: never)
+        ended = sorted([ends[j] for j in members if j in ends] + [math.inf] * sum(j not in ends for j in members))
+        slots = ended[max(len(members) - limit, 0):]
+        heapq.heapify(slots)
+        for runtime in ahead:
+            if not slots:
+                break
+            freed = heapq.heappop(slots)
+            heapq.heappush(slots, freed + runtime if runtime is not None else math.inf)
+        eta = slots[0] if slots and slots[0] < math.inf else None
+        ahead.append(spec.runtime_limit_s)
         return Outcome(
             ReasonCode.ARRAY_TASK_LIMIT,
             f"Its array runs at most {counted(limit, 'task')} at a time and "

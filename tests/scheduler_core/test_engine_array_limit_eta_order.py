@@ -1,0 +1,58 @@
+"""A job array's tasks waiting on its task limit each get their own earliest start: the k-th in
+line starts no earlier than the k-th slot to free up, each task ahead taking a slot for its own
+runtime limit. Every task of a 0-9%2 array of 10-minute tasks said "in 9m" (the first slot's
+time), as if all eight could start then (found in the demo: `qm list` START column)."""
+
+from __future__ import annotations
+
+from engine_builders import bound, make_cluster, make_job, make_running, why
+
+from scheduler_core import ReasonCode
+
+HOUR = 3600.0
+
+
+def task(i: int, limit: int = 2, runtime: float = HOUR):
+    return make_job(f"sweep-{i}").gpus(1).limit(runtime).submitted(i).array("sweep", limit)
+
+
+def test_each_waiting_task_starts_after_the_tasks_ahead_of_it_have_had_their_slot():
+    plan = (make_cluster().nodes(1)
+            .running(make_running(task(0)).on("n0", 0).started(0),
+                     make_running(task(1).limit(2 * HOUR)).on("n0", 1).started(0))
+            .pending(*(task(i) for i in range(2, 7)))
+            .plan())
+    assert bound(plan) == {}
+    assert all(why(plan, f"sweep-{i}").code is ReasonCode.ARRAY_TASK_LIMIT for i in range(2, 7))
+    # slots free at 1h (sweep-0) and 2h (sweep-1); each task then runs its hour in the next free slot
+    assert [why(plan, f"sweep-{i}").eta for i in range(2, 7)] == [HOUR, 2 * HOUR, 2 * HOUR, 3 * HOUR, 3 * HOUR]
+
+
+def test_a_task_ahead_without_a_runtime_limit_holds_its_slot_for_ever():
+    plan = (make_cluster().nodes(1)
+            .running(make_running(task(0, limit=1)).on("n0", 0).started(0))
+            .pending(task(1, limit=1).limit(None), task(2, limit=1).priority("low"))
+            .plan())
+    assert [why(plan, j).queue_position for j in ("sweep-1", "sweep-2")] == [1, 2]
+    assert why(plan, "sweep-1").eta == HOUR
+    assert why(plan, "sweep-2").eta is None  # behind a task that may run for ever
+
+
+def test_a_limit_lowered_below_the_running_tasks_needs_the_extra_ends_first():
+    # 3 tasks run, the limit is now 1: room for one more once all three have ended
+    plan = (make_cluster().nodes(1)
+            .running(*(make_running(task(i, limit=1).limit((i + 1) * HOUR)).on("n0", i).started(0) for i in range(3)))
+            .pending(task(3, limit=1), task(4, limit=1))
+            .plan())
+    assert why(plan, "sweep-3").eta == 3 * HOUR
+    assert why(plan, "sweep-4").eta == 4 * HOUR
+
+
+def test_two_arrays_do_not_share_their_lines():
+    other = [make_job(f"other-{i}").gpus(1).limit(HOUR / 2).submitted(10 + i).array("other", 1) for i in range(3)]
+    plan = (make_cluster().nodes(1)
+            .running(make_running(task(0, limit=1)).on("n0", 0).started(0),
+                     make_running(other[0]).on("n0", 1).started(0))
+            .pending(task(1, limit=1), task(2, limit=1), other[1], other[2])
+            .plan())
+    assert [why(plan, j).eta for j in ("sweep-1", "sweep-2", "other-1", "other-2")] == [HOUR, 2 * HOUR, HOUR / 2, HOUR]
