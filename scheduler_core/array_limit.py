@@ -26,8 +26,9 @@ class ArrayTaskCounts:
 
     def __init__(self, running: Iterable[RunningJob]) -> None:
         self.members: dict[str, list[str]] = {}
-        #: per array, the runtime limits of its tasks already left untried this cycle, in queue order
-        self.throttled: dict[str, list[float | None]] = {}
+        #: per array, when each of its slots frees up next, once the tasks already left untried
+        #: this cycle (in queue order) have each taken one (a heap; built at its first such task)
+        self.throttled: dict[str, list[float]] = {}
         for job in running:
             if job.spec.array_id:
                 self.members.setdefault(job.spec.array_id, []).append(job.spec.id)
@@ -51,18 +52,15 @@ class ArrayTaskCounts:
         of a 100-task array said the first slot's time, as if all could start then."""
         limit = spec.array_task_limit or 0
         members = self.members.get(spec.array_id, [])
-        ahead = self.throttled.setdefault(spec.array_id, [])
-        # each end beyond the first len(members) - limit frees a slot (a task with no limit: never)
-        ended = sorted([ends[j] for j in members if j in ends] + [math.inf] * sum(j not in ends for j in members))
-        slots = ended[max(len(members) - limit, 0):]
-        heapq.heapify(slots)
-        for runtime in ahead:
-            if not slots:
-                break
-            freed = heapq.heappop(slots)
-            heapq.heappush(slots, freed + runtime if runtime is not None else math.inf)
+        slots = self.throttled.get(spec.array_id)
+        if slots is None:
+            # each end beyond the first len(members) - limit frees a slot (a task with no limit: never)
+            ended = sorted([ends[j] for j in members if j in ends] + [math.inf] * sum(j not in ends for j in members))
+            slots = self.throttled[spec.array_id] = ended[max(len(members) - limit, 0):]  # sorted: a heap
         eta = slots[0] if slots and slots[0] < math.inf else None
-        ahead.append(spec.runtime_limit_s)
+        if slots:  # this task takes that slot for its runtime limit; the next one in line the next free
+            runtime = spec.runtime_limit_s
+            heapq.heapreplace(slots, slots[0] + runtime if runtime is not None else math.inf)
         return Outcome(
             ReasonCode.ARRAY_TASK_LIMIT,
             f"Its array runs at most {counted(limit, 'task')} at a time and "
