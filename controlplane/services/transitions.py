@@ -731,7 +731,12 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     The caller holds the leader lease (row locked) and quarantines the node, whose GPUs are not
     used again until its agent re-registers clean.
     """
-    allocation = Allocation.objects.select_related("job").filter(pk=allocation_id).first()
+    # Locked, so a stop committing meanwhile (a cancel, a requeue someone asked for, a runtime
+    # limit: signal_stop, which takes the allocation row first) is waited for and read here: its
+    # release reason decides what becomes of the job below. Read unlocked, the row as it was
+    # before that stop made a cancelled job a plain fence's requeue, back in the queue.
+    allocation = (Allocation.objects.select_for_update(no_key=True, of=("self",)).select_related("job")
+                  .filter(pk=allocation_id).first())
     if allocation is None or allocation.state not in LIVE_ALLOCATION_STATES:
         return False
     (new_generation,) = draw_generations(lease, 1)

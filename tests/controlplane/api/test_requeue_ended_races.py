@@ -9,7 +9,9 @@ waiting on a row lock (`blocked_on_a_lock`), then the first commits and both fin
   on a dependency that can never be met (refused, or cancelled by A's end as any waiting
   dependent is); and B's requeue waiting for A's own requeue finds A waiting again and goes;
 - an array's requeue and a single task's requeue (or the scheduler binding it, or its exit):
-  no task is requeued twice, and none is requeued from a state the array did not find it in.
+  no task is requeued twice, and none is requeued from a state the array did not find it in;
+- a user's stop (a requeue with hold, a cancel) and the reconciler fencing the job's node: the
+  job is settled as the stop asked.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.choices import AllocationState, DependencyCondition, EventKind, JobHold, JobState
-from controlplane.models import Allocation, AllocationGpu, Event, Job, JobDependency, SchedulerLease
-from controlplane.services import dependencies, requeue, transitions
+from controlplane.models import Allocation, AllocationGpu, Event, Job, JobDependency, Node, SchedulerLease
+from controlplane.services import dependencies, reconcile, requeue, transitions
+from controlplane.services.cycle import LEASE_NAME
 from tests.controlplane import factories as f
 from tests.controlplane.fleet_fixture import build_fleet, client_for
 from tests.controlplane.lock_waits import blocked_on_a_lock, in_thread
@@ -330,4 +333,47 @@ def test_an_array_requeue_of_running_tasks_does_not_rerun_one_that_ended_meanwhi
         task.refresh_from_db()
         assert (task.state, task.requeue_count) == (JobState.SUCCEEDED, 0), task.pk
         assert _requeued_events(task) == []
+    assert waited
+
+
+# ------------------------------------------------------------- a stop racing the reconciler
+
+
+@pytest.mark.parametrize("stop", ["requeue held", "cancel"])
+def test_a_stop_racing_the_fence_of_its_node_is_settled_as_asked(committed_fleet, stop) -> None:
+    """A user's stop of a running job (a requeue with hold, or a cancel) commits while the
+    reconciler fences its node, whose lease ran out: the fence waits for the stop's lock on the
+    allocation, then settles the job as the stop asked (requeued held by its asker; cancelled),
+    never as a plain fence's requeue read from the row before the stop (unheld, or a cancelled
+    job back in the queue)."""
+    fleet = committed_fleet
+    owner = fleet.users["owner"]
+    job, run = _running(fleet, 0)
+    SchedulerLease.objects.create(name=LEASE_NAME, epoch=1, generation_counter=10_000)
+    node = fleet.nodes[2]
+    Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=timezone.now() - timedelta(minutes=1))
+
+    def stop_it() -> Any:
+        if stop == "cancel":
+            return transitions.cancel_job(job, "user:alice")
+        return requeue.requeue(owner, job.pk, hold=True, reason="bad node")
+
+    stopper, stop_out, go_on = _first_holds_open(stop_it)
+    fencer, fence_out = in_thread(lambda: reconcile.expire_node(node.pk, now=timezone.now()))
+    waited = blocked_on_a_lock()
+    go_on.set()
+    stopper.join(60)
+    fencer.join(60)
+
+    assert "error" not in stop_out and "error" not in fence_out, (stop_out, fence_out)
+    assert fence_out["result"] == (1, 1)  # quarantined, and the allocation fenced
+    assert Allocation.objects.get(pk=run.pk).state == AllocationState.FENCED
+    job.refresh_from_db()
+    if stop == "cancel":
+        assert (job.state, job.requeue_count) == (JobState.CANCELLED, 0)
+        assert _requeued_events(job) == []
+    else:
+        assert (job.state, job.hold, job.held_by_id, job.requeue_count) == (JobState.PENDING, JobHold.USER, owner.pk, 1)
+        (event,) = _requeued_events(job)
+        assert event.reason == transitions.RELEASE_REQUEUED_HELD and event.data["requested_by"] == "alice"
     assert waited
