@@ -50,6 +50,8 @@ from controlplane.services.stopping import state_label
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
+#: Job ids are bigints (PostgreSQL's; SQLite's integers are as wide).
+MAX_JOB_ID = 2**63 - 1
 # The most GPUs one job may ask for, whatever the fleet: bounds the engine's work per job.
 MAX_JOB_GPUS = 65_536
 MAX_GPUS_PER_NODE = 1024
@@ -334,7 +336,8 @@ class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
     class Meta:
         list_serializer_class = DependencyListSerializer
 
-    job = serializers.IntegerField(min_value=1, max_value=MAX_INT, required=False,
+    # A job's id is a bigint: an id past 2**31 - 1 is no job you can see, not "at most 2147483647".
+    job = serializers.IntegerField(min_value=1, max_value=MAX_JOB_ID, required=False,
                                    help_text="The id of the job waited on.")
     array = serializers.UUIDField(required=False, help_text="Or a job array's id: every one of its tasks.")
     condition = serializers.ChoiceField(
