@@ -377,3 +377,31 @@ def test_a_stop_racing_the_fence_of_its_node_is_settled_as_asked(committed_fleet
         (event,) = _requeued_events(job)
         assert event.reason == transitions.RELEASE_REQUEUED_HELD and event.data["requested_by"] == "alice"
     assert waited
+
+
+def test_an_exit_racing_the_fence_of_its_node_ends_the_job_never_requeues_it(committed_fleet) -> None:
+    """The job's agent reports its exit (0) while the reconciler fences its node: the fence waits
+    for the exit's lock on the allocation, then finds it released and leaves it. Read unlocked,
+    the fence matched the released row by its generation alone and requeued a job that had
+    succeeded."""
+    fleet = committed_fleet
+    job, run = _running(fleet, 0)
+    SchedulerLease.objects.create(name=LEASE_NAME, epoch=1, generation_counter=10_000)
+    node = fleet.nodes[2]
+    Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=timezone.now() - timedelta(minutes=1))
+
+    exiter, exit_out, go_on = _first_holds_open(
+        lambda: transitions.complete_release(run.pk, exit_code=0, at=timezone.now(), actor="agent"))
+    fencer, fence_out = in_thread(lambda: reconcile.expire_node(node.pk, now=timezone.now()))
+    waited = blocked_on_a_lock()
+    go_on.set()
+    exiter.join(60)
+    fencer.join(60)
+
+    assert "error" not in exit_out and "error" not in fence_out, (exit_out, fence_out)
+    assert fence_out["result"] == (1, 0)  # quarantined, nothing left to fence
+    assert Allocation.objects.get(pk=run.pk).state == AllocationState.RELEASED
+    job.refresh_from_db()
+    assert (job.state, job.exit_code, job.requeue_count) == (JobState.SUCCEEDED, 0, 0)
+    assert _requeued_events(job) == []
+    assert waited
