@@ -102,6 +102,10 @@ def parse(text: str) -> list[dict[str, Any]]:
     items: list[dict[str, Any]] = []
     for part in compact.split(ANY if any_of else ALL):
         kind, sep, ids = part.partition(":")
+        if not part:
+            joiner = ANY if any_of else ALL
+            raise BadDependencyText(f"an empty dependency: a '{joiner}' at an end or two together; write "
+                                    f"afterok:12{joiner}afterany:13")
         if part.lower() == NONE:
             raise BadDependencyText(f"'{NONE}' stands alone (no dependency at all), not among others")
         if kind == SINGLETON:
@@ -125,6 +129,11 @@ def parse(text: str) -> list[dict[str, Any]]:
             if ref.isascii() and ref.isdigit() and int(ref) > 0:
                 items.append({"job": int(ref), "condition": kind})
                 continue
+            if not ref:
+                raise BadDependencyText(f"'{part}' has an empty job id: a ':' at the end or two together; write "
+                                        f"{kind}:12:13")
+            if ref.isascii() and ref.isdigit():
+                raise BadDependencyText(f"'{ref}' is not a job id: job ids start at 1")
             try:
                 items.append({"array": str(uuid.UUID(ref)), "condition": kind})
             except ValueError:
