@@ -10,6 +10,7 @@ cannot be reached (stopped, restarting, the network) is a 503 `database_unavaila
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import structlog
@@ -163,6 +164,32 @@ def database_unavailable(exc: Exception, request: HttpRequest | None) -> JsonRes
     return response
 
 
+_DEFAULT_NOT_FOUND = re.compile(r"^No \w+ matches the given query\.$")
+
+
+def not_found_words(exc: Http404, context: dict[str, Any]) -> str | None:
+    """A detail endpoint's 404 in words, as a job's says it ("No node 99999, or not yours to
+    see."): Django's "No PriorityClass matches the given query." named a Python class, and an id
+    that is no number ("nodes/abc/") answered "Not found.". A 404 raised with words of its own
+    keeps them."""
+    message = str(exc.args[0]) if exc.args else ""
+    if message and not _DEFAULT_NOT_FOUND.match(message):
+        return message
+    view = context.get("view")
+    lookup = getattr(view, "lookup_url_kwarg", None) or getattr(view, "lookup_field", None) or "pk"
+    value = (context.get("kwargs") or {}).get(lookup)
+    model = getattr(getattr(view, "queryset", None), "model", None)
+    if model is None and value is not None and hasattr(view, "get_queryset"):
+        try:
+            model = view.get_queryset().model  # lazy: no query
+        except Exception:  # noqa: BLE001 - the words are a courtesy; the 404 stands whatever
+            model = None
+    if value is None or model is None:
+        return message or None
+    noun = re.sub(r"\bgpu\b", "GPU", str(model._meta.verbose_name))
+    return f"No {noun} {str(value)[:40]}, or not yours to see."
+
+
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | JsonResponse | None:
     if isinstance(exc, OperationalError | InterfaceError):
         return database_unavailable(exc, context.get("request"))
@@ -170,7 +197,7 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Jso
     # DRF answers Django's own Http404 and PermissionDenied as NotFound and PermissionDenied;
     # translated here first, so their answers carry those codes (not "error").
     if isinstance(exc, Http404):
-        exc = exceptions.NotFound(*exc.args)
+        exc = exceptions.NotFound(not_found_words(exc, context))
     elif isinstance(exc, DjangoPermissionDenied):
         exc = exceptions.PermissionDenied(*exc.args)
     response = drf_exception_handler(exc, context)

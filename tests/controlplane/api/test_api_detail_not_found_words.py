@@ -1,0 +1,44 @@
+"""Every detail endpoint's 404 in words, as a job's already was ("No job 999, or not yours to
+see."): the others said Django's "No PriorityClass matches the given query." (a Python class's
+name) and, for an id that is no number (`nodes/abc/`), "Not found."."""
+
+from __future__ import annotations
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+J = "/api/v1"
+
+DETAILS = [
+    ("nodes", "node"), ("teams", "team"), ("projects", "project"), ("cohorts", "cohort"), ("quotas", "quota"),
+    ("priority-classes", "priority class"), ("gpu-types", "GPU type"), ("price-rates", "price rate"),
+    ("events", "event"), ("maintenance-windows", "maintenance window"), ("notification-hooks", "notification hook"),
+]
+
+
+@pytest.mark.parametrize(("path", "noun"), DETAILS)
+@pytest.mark.parametrize("key", ["987654", "abc"])
+def test_a_missing_object_is_named_in_words(fleet, admin, path, noun, key) -> None:
+    r = admin.get(f"{J}/{path}/{key}/")
+
+    assert r.status_code == 404, r.content
+    assert r.json() == {"detail": f"No {noun} {key}, or not yours to see.", "code": "not_found"}
+
+
+def test_the_jobs_and_arrays_own_words_are_kept(fleet, alice) -> None:
+    assert alice.get(f"{J}/jobs/987654/").json()["detail"] == "No job 987654, or not yours to see."
+    assert alice.get(f"{J}/job-arrays/00000000-0000-0000-0000-000000000000/").json()["detail"] == (
+        "No such job array, or not yours to see.")
+
+
+def test_an_action_on_a_missing_node_says_it_too(fleet, admin) -> None:
+    r = admin.post(f"{J}/nodes/987654/cordon/")
+
+    assert r.status_code == 404
+    assert r.json()["detail"] == "No node 987654, or not yours to see."
+
+
+def test_a_long_key_is_cut(fleet, admin) -> None:
+    r = admin.get(f"{J}/teams/{'x' * 200}/")
+
+    assert r.json()["detail"] == f"No team {'x' * 40}, or not yours to see."
