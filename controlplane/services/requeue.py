@@ -212,13 +212,12 @@ def _lock_upstream(job_id: int) -> list[tuple[int, str, Any, str, int | None]]:
     """The job's dependencies: (upstream id, condition, satisfied_at, upstream state, its exit
     code), the upstream rows locked FOR SHARE on PostgreSQL (in id order) as a submit locks them
     (services/dependencies.py): an upstream's end waits for our commit and then finds this job
-    waiting, or we wait for it and read its new state. Never a dependency judged on a state that
-    changes before we commit."""
-    rows = list(JobDependency.objects.filter(job_id=job_id).order_by("upstream_id").values_list(
-        "upstream_id", "condition", "satisfied_at"))
-    if not rows:
-        return []
-    states = Job.objects.filter(pk__in=[r[0] for r in rows]).order_by("pk").values_list("pk", "state", "exit_code")
+    waiting, or we wait for it and read its new state. The dependency rows are read after the
+    lock, so a condition an end met while we waited is read met (read before, an upstream that
+    succeeded and then failed again meanwhile looked never met). Never a dependency judged on a
+    state that changes before we commit."""
+    upstream = JobDependency.objects.filter(job_id=job_id).values("upstream_id")
+    states = Job.objects.filter(pk__in=upstream).order_by("pk").values_list("pk", "state", "exit_code")
     if connection.vendor == "postgresql":
         sql, params = states.query.sql_with_params()
         with connection.cursor() as cursor:
@@ -226,6 +225,10 @@ def _lock_upstream(job_id: int) -> list[tuple[int, str, Any, str, int | None]]:
             found = {pk: (state, code) for pk, state, code in cursor.fetchall()}
     else:
         found = {pk: (state, code) for pk, state, code in states}
+    if not found:
+        return []
+    rows = JobDependency.objects.filter(job_id=job_id).order_by("upstream_id").values_list(
+        "upstream_id", "condition", "satisfied_at")
     return [(u, c, at, *found[u]) for u, c, at in rows]
 
 

@@ -405,3 +405,42 @@ def test_an_exit_racing_the_fence_of_its_node_ends_the_job_never_requeues_it(com
     assert (job.state, job.exit_code, job.requeue_count) == (JobState.SUCCEEDED, 0, 0)
     assert _requeued_events(job) == []
     assert waited
+
+
+def test_a_dependents_requeue_reads_its_dependencies_after_waiting_for_its_upstream(committed_fleet) -> None:
+    """B (afterok:A, cancelled while it waited) is requeued while A is settled twice over in one
+    transaction: A succeeds (B's afterok is met: kept, as a met condition is kept), is requeued,
+    runs and fails. B's requeue waits for A's row, then must read its dependency as it is now,
+    met, and go: read before the wait (not met yet) with A failed after it, it was refused as
+    "can never be met", though it had been met."""
+    fleet = committed_fleet
+    owner = fleet.users["owner"]
+    lease = SchedulerLease.objects.create(epoch=1, generation_counter=10_000)
+    a, a_run = _running(fleet, 0)
+    b = _dependent_of(fleet, a)
+
+    def succeed_then_fail() -> None:
+        assert transitions.complete_release(a_run.pk, exit_code=0, at=timezone.now(), actor="agent")
+        requeue.requeue(owner, a.pk)
+        again = transitions.bind_job(a.pk, [transitions.GpuSet(fleet.nodes[3].pk, [0])],
+                                     lease=SchedulerLease.objects.select_for_update().get(pk=lease.pk), borrowed=False,
+                                     at=timezone.now(), actor="scheduler")
+        assert again is not None
+        assert transitions.complete_release(again.pk, exit_code=1, at=timezone.now(), actor="agent")
+
+    upstream, up_out, go_on = _first_holds_open(succeed_then_fail)
+    asker, asked = in_thread(_post(fleet, f"{J}{b.pk}/requeue/"))
+    waited = blocked_on_a_lock()
+    go_on.set()
+    upstream.join(60)
+    asker.join(60)
+
+    assert "error" not in up_out and "error" not in asked, (up_out, asked)
+    assert Job.objects.get(pk=a.pk).state == JobState.FAILED
+    assert JobDependency.objects.get(job=b).satisfied_at is not None
+    status, body = asked["result"]
+    assert status == 200, body
+    b.refresh_from_db()
+    assert (b.state, b.requeue_count) == (JobState.PENDING, 1)
+    assert dependencies.waiting_among([b.pk]) == set()  # its afterok was met: it may start
+    assert waited
