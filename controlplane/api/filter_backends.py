@@ -36,8 +36,8 @@ def choice_refusal(value: Any, field: Any, ordering: bool = False) -> str:
     given = str(value)[:40]
     if ordering:  # FIELD and -FIELD: the fields once each
         fields = [v for v in values if not v.startswith("-")]
-        return f"'{given}' is not a field this list sorts by: {', '.join(fields)} (-FIELD descends)."
-    return f"'{given}' is not one of: {', '.join(values)}."
+        return f"'{given}' is not a field this list sorts by; choose one of: {', '.join(fields)} (-FIELD descends)."
+    return f"'{given}' is not a valid choice; choose one of: {', '.join(values)}."
 
 
 class StrictFilterBackend(DjangoFilterBackend):

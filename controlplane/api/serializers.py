@@ -131,6 +131,19 @@ class ConstraintCheckedModelSerializer(StrictFieldsMixin, serializers.ModelSeria
         return attrs
 
 
+class NamedChoiceField(serializers.ChoiceField):
+    """A choice whose refusal lists the choices: DRF's "\"same_rack\" is not a valid choice."
+    left a `topology`, `workload` or dependency `condition` to guess (as `?state=` did: the list
+    filters say "'runing' is not a valid choice; choose one of: …" in the same words)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        given = kwargs.get("error_messages") or {}
+        super().__init__(**kwargs)
+        if "invalid_choice" not in given:
+            listed = ", ".join(str(key) for key in self.choices).replace("{", "{{").replace("}", "}}")
+            self.error_messages["invalid_choice"] = f"'{{input}}' is not a valid choice; choose one of: {listed}."
+
+
 def _positive(**kwargs: Any) -> serializers.IntegerField:
     return serializers.IntegerField(min_value=1, max_value=MAX_INT, **kwargs)
 
@@ -290,7 +303,7 @@ class DependencyListSerializer(serializers.ListSerializer):
 
 
 def dependency_mode_field() -> serializers.ChoiceField:
-    return serializers.ChoiceField(
+    return NamedChoiceField(
         choices=DependencyMode.choices, required=False,
         help_text="How `dependencies` combine: `all` (the default: every one met, Slurm's `,`) or `any` (any one "
                   "of them met is enough, Slurm's `?`). The text `afterok:12?afterok:13` says `any` itself.",
@@ -340,7 +353,7 @@ class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
     job = serializers.IntegerField(min_value=1, max_value=MAX_JOB_ID, required=False,
                                    help_text="The id of the job waited on.")
     array = serializers.UUIDField(required=False, help_text="Or a job array's id: every one of its tasks.")
-    condition = serializers.ChoiceField(
+    condition = NamedChoiceField(
         choices=[*DependencyCondition.choices, (dependency_text.AFTERCORR, "each task after its counterpart succeeds"),
                  (dependency_text.SINGLETON, "one of its name at a time")],
         required=False, default=DependencyCondition.AFTER_OK,
@@ -385,7 +398,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     min_gpu_memory_gb = _count(required=False, default=0, help_text="Minimum device memory per GPU.")
     cpus_per_gpu = _count(required=False, default=0)
     memory_gb_per_gpu = _count(required=False, default=0)
-    topology = serializers.ChoiceField(choices=Topology.choices, required=False, default=Topology.ANY)
+    topology = NamedChoiceField(choices=Topology.choices, required=False, default=Topology.ANY)
     min_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
                                         help_text="Elastic: the smallest size it runs at.")
     max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
@@ -395,7 +408,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     )
     team = serializers.CharField(required=False, max_length=64, help_text="Team name; default: your team.")
     project = serializers.CharField(required=False, max_length=64, help_text="Project name within the team.")
-    workload = serializers.ChoiceField(choices=WorkloadClass.choices, required=False, default=WorkloadClass.TRAINING)
+    workload = NamedChoiceField(choices=WorkloadClass.choices, required=False, default=WorkloadClass.TRAINING)
     runtime_limit_s = _positive(
         required=False, allow_null=True, help_text="Seconds before the job is stopped; default: the class default."
     )

@@ -23,19 +23,19 @@ def test_an_unknown_job_state_lists_the_states(fleet, alice) -> None:
     errors = _refusal(alice, "jobs/", {"state": ["pending", "runing"]})
 
     assert list(errors) == ["state"]
-    assert errors["state"] == [f"'runing' is not one of: {', '.join(s.value for s in JobState)}."]
+    assert errors["state"] == [f"'runing' is not a valid choice; choose one of: {', '.join(s.value for s in JobState)}."]
 
 
 def test_an_unknown_workload_lists_the_workloads(fleet, alice) -> None:
     errors = _refusal(alice, "jobs/", {"workload": "gaming"})
 
-    assert errors["workload"] == [f"'gaming' is not one of: {', '.join(w.value for w in WorkloadClass)}."]
+    assert errors["workload"] == [f"'gaming' is not a valid choice; choose one of: {', '.join(w.value for w in WorkloadClass)}."]
 
 
 def test_an_unknown_sort_field_lists_the_fields_once_each(fleet, alice) -> None:
     message = _refusal(alice, "jobs/", {"ordering": "-age"})["ordering"][0]
 
-    assert message.startswith("'-age' is not a field this list sorts by: id, submitted_at, gpus, queue_position, ")
+    assert message.startswith("'-age' is not a field this list sorts by; choose one of: id, submitted_at, gpus, queue_position, ")
     assert message.endswith(" (-FIELD descends).")
     assert "-id" not in message
 
@@ -46,13 +46,13 @@ def test_an_unknown_sort_field_lists_the_fields_once_each(fleet, alice) -> None:
 def test_other_lists_name_their_choices_too(fleet, admin, path, name, choices) -> None:
     errors = _refusal(admin, path, {name: "nonsense"})
 
-    assert errors[name] == [f"'nonsense' is not one of: {', '.join(c.value for c in choices)}."]
+    assert errors[name] == [f"'nonsense' is not a valid choice; choose one of: {', '.join(c.value for c in choices)}."]
 
 
 def test_a_long_value_is_cut_in_the_sentence(fleet, alice) -> None:
     message = _refusal(alice, "jobs/", {"state": "x" * 500})["state"][0]
 
-    assert message.startswith(f"'{'x' * 40}' is not one of: ")
+    assert message.startswith(f"'{'x' * 40}' is not a valid choice; choose one of: ")
 
 
 def test_other_refusals_keep_their_words_and_good_values_still_filter(fleet, alice) -> None:
