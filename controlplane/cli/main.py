@@ -449,12 +449,16 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
         if value is not None:
             params[param] = value.strip()
     if args.mine:
-        # The stored name only goes with the stored token: with $QM_TOKEN (or another server's
-        # token) it named someone else, and `--mine` listed nothing.
-        config = load_config()
-        stored = config.get("username") if api.token and config.get("token") == api.token else None
-        params["user"] = stored or api.request("GET", "auth/me/")["username"]
+        params["user"] = _my_username(api)
     return params
+
+
+def _my_username(api: Api) -> str:
+    """Whose token this is. The stored name only goes with the stored token: with $QM_TOKEN (or
+    another server's token) it named someone else, and `--mine` listed nothing."""
+    config = load_config()
+    stored = config.get("username") if api.token and config.get("token") == api.token else None
+    return str(stored or api.request("GET", "auth/me/")["username"])
 
 
 def _elastic(job: dict[str, Any]) -> str:
@@ -712,8 +716,48 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
 
 
 def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
-    """Cancel each job named (`scancel`), or every task of an array still pending or running."""
+    """Cancel each job named (`scancel`), or every task of an array still pending or running, or
+    the jobs the filters pick (`scancel -n NAME -t PENDING -u USER`)."""
+    filters = [flag for flag in ("name", "state", "user") if getattr(args, flag) is not None]
+    if filters:
+        if args.jobs or args.array:
+            raise CliError(f"give job ids, --array, or --{filters[0]} and the other filters, not both")
+        args.jobs = [str(job_id) for job_id in _jobs_picked(api, args)]
+        if not args.jobs:
+            print("No job matched: nothing cancelled.")
+            return 0
     return _act_on_jobs(api, args, "cancel")
+
+
+CANCELLABLE_STATES = ("pending", "running")
+
+
+def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
+    """The ids of the jobs `qm cancel --name/--state/--user` picks, as scancel's filters do: the
+    name whole (the API's `?name=` matches a part of it: `-n train` would have cancelled
+    pretrain-7b too), waiting or running (or the --state given), and the user's own jobs unless
+    --user names another. All of them read before any is cancelled (a cancel moves a job out of
+    the pages being read)."""
+    states = [state.strip().lower() for state in args.state or CANCELLABLE_STATES]
+    wrong = [state for state in states if state not in CANCELLABLE_STATES]
+    if wrong:
+        raise CliError(f"--state {wrong[0]}: a job that is {wrong[0]} cannot be cancelled; "
+                       f"give {' or '.join(CANCELLABLE_STATES)}")
+    if args.name is not None and not args.name.strip():
+        raise CliError("--name is empty: give the jobs' name")
+    user = args.user.strip() if args.user else None
+    if args.user is not None and not user:
+        raise CliError("--user is empty: give a user")
+    params: dict[str, Any] = {"state": states, "user": user or _my_username(api), "limit": 1000, "ordering": "id"}
+    if args.name:
+        params["name"] = args.name.strip()
+    picked: list[int] = []
+    while True:
+        page = api.request("GET", "jobs/", params=params)
+        picked += [j["id"] for j in page["results"] if not args.name or j["name"] == args.name.strip()]
+        if not page.get("next") or not page["results"]:
+            return picked
+        params["offset"] = params.get("offset", 0) + len(page["results"])
 
 
 def cmd_hold(api: Api, args: argparse.Namespace) -> int:
@@ -1936,6 +1980,11 @@ def build_parser() -> argparse.ArgumentParser:
                                    "--array cancels every task of an array still pending or running.")
     p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("--array", metavar="ARRAY_ID", help="every pending or running task of this job array")
+    p.add_argument("--name", "-n", help="instead of ids: your jobs of this name, the whole name (scancel -n)")
+    p.add_argument("--state", "-t", action="append", metavar="|".join(CANCELLABLE_STATES),
+                   help="instead of ids: your jobs in this state (repeatable; scancel -t); with --name, of both")
+    p.add_argument("--user", "-u", help="with --name or --state: this user's jobs instead of yours (scancel -u); "
+                                        "alone: all of that user's waiting and running jobs")
     for verb, helptext, description in (
         ("hold", "keep waiting jobs out of the queue until released",
          "Hold waiting jobs (scontrol hold): they stay pending, out of the queue, holding nothing, until "

@@ -117,3 +117,48 @@ def test_a_job_not_in_line_says_where_its_position_puts_it(alice_qm, fleet) -> N
             "9, after every job in line (a held job is not in line)")
         assert _position_line(alice_qm(command, str(never.pk)).out) == "7, after every job that can start"
         assert _position_line(alice_qm(command, str(in_line.pk)).out) == "2"
+
+
+def test_cancel_by_name_state_and_user_as_scancel_does(alice_qm, fleet) -> None:
+    """`scancel -n train`, `scancel -t pending`, `scancel -u bob`: qm cancel took only ids. The
+    name is matched whole (the API's ?name= matches a part: `-n train` would have picked
+    pretrain), and without --user only your own jobs are picked, as scancel does for a user."""
+    alice, root = fleet.users["owner"], fleet.users["admin"]
+    train = [f.make_job(fleet.ml, name="train", submitter=alice) for _ in range(2)]
+    pretrain = f.make_job(fleet.ml, name="pretrain", submitter=alice)
+    roots = f.make_job(fleet.ml, name="train", submitter=root)
+    ended = f.make_job(fleet.ml, name="train", submitter=alice, state=JobState.SUCCEEDED, finished_at=timezone.now())
+    other = f.make_job(fleet.ml, name="eval", submitter=alice)
+
+    run = alice_qm("cancel", "-n", "train")
+
+    assert run.code == 0, run.err
+    assert run.out.splitlines() == [f"Job {job.pk} cancelled." for job in train]
+    states = dict(Job.objects.values_list("pk", "state"))
+    assert [states[j.pk] for j in train] == [JobState.CANCELLED] * 2
+    assert states[pretrain.pk] == states[roots.pk] == states[other.pk] == JobState.PENDING
+    assert states[ended.pk] == JobState.SUCCEEDED
+
+    again = alice_qm("cancel", "-n", "train")
+    assert again.code == 0 and again.out == "No job matched: nothing cancelled.\n"
+
+    theirs = alice_qm("cancel", "-u", "root", "-t", "PENDING")
+    assert theirs.code == 0, theirs.err
+    assert theirs.out == f"Job {roots.pk} cancelled.\n"
+    assert Job.objects.get(pk=other.pk).state == JobState.PENDING
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("5", "-n", "train"), "give job ids, --array, or --name and the other filters, not both"),
+    (("-t", "succeeded"), "--state succeeded: a job that is succeeded cannot be cancelled; give pending or running"),
+    (("-n", " "), "--name is empty: give the jobs' name"),
+    (("-u", ""), "--user is empty: give a user"),
+])
+def test_cancel_filters_given_wrong_cancel_nothing(alice_qm, fleet, args, message) -> None:
+    job = f.make_job(fleet.ml, name="train", submitter=fleet.users["owner"])
+
+    run = alice_qm("cancel", *args)
+
+    assert run.code == 1
+    assert run.err.strip() == f"error: {message}"
+    assert Job.objects.get(pk=job.pk).state == JobState.PENDING
