@@ -797,7 +797,10 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
         try:
             result = api.request("POST", f"jobs/{job_id}/{verb}/", body=body)
         except ApiError as error:
-            print(f"error: job {job_id}: {output.visible(str(error))}", file=sys.stderr)
+            said = output.visible(str(error))
+            # "Job 5 is running: …", "No job 5, or not yours to see.": the job is named already
+            named = re.match(rf"(No job|Job) {job_id}\b", said) is not None
+            print(f"error: {said}" if named else f"error: job {job_id}: {said}", file=sys.stderr)
             failed += 1
             continue
         results.append(result)

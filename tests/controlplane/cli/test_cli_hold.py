@@ -44,7 +44,7 @@ def test_qm_hold_several_jobs_reports_each_and_fails_for_the_running_one(alice_q
     assert run.code == 1
     assert run.out == (f"Job {waiting.pk} held by alice: it is out of the queue and holds nothing until released "
                        f"(qm release {waiting.pk}).\n")
-    assert f"error: job {running.pk}: Job {running.pk} is running: only a waiting job can be held." in run.err
+    assert f"error: Job {running.pk} is running: only a waiting job can be held." in run.err
     assert "cancel it (qm cancel" in run.err
     assert Job.objects.get(pk=waiting.pk).hold == JobHold.USER
 

@@ -35,7 +35,7 @@ def test_qm_requeue_stops_each_running_job_and_refuses_the_waiting_one_on_its_ow
     assert run.code == 1
     assert run.out == (f"Job {job.pk} is stopping to be requeued: its processes get {grace} s to exit, then it goes "
                        "back to the queue with the same id, from its last checkpoint.\n")
-    assert (f"error: job {waiting.pk}: Job {waiting.pk} is waiting already: only a running or ended job can be requeued."
+    assert (f"error: Job {waiting.pk} is waiting already: only a running or ended job can be requeued."
             in run.err)
     allocation.refresh_from_db()
     assert allocation.release_reason == transitions.RELEASE_REQUEUED and allocation.state == AllocationState.RELEASING

@@ -162,3 +162,21 @@ def test_cancel_filters_given_wrong_cancel_nothing(alice_qm, fleet, args, messag
     assert run.code == 1
     assert run.err.strip() == f"error: {message}"
     assert Job.objects.get(pk=job.pk).state == JobState.PENDING
+
+
+def test_a_refused_job_is_named_once(alice_qm, fleet) -> None:
+    """`qm cancel 18` of another team's job said "error: job 18: No job 18, or not yours to see.",
+    a running job's hold "error: job 1: Job 1 is running: …": the job named twice. A refusal that
+    does not name the job keeps the prefix."""
+    theirs = f.make_job(fleet.vision, name="bobs")
+    running = f.make_job(fleet.ml, state=JobState.RUNNING, started_at=timezone.now())
+    waiting = f.make_job(fleet.ml, submitter=fleet.users["owner"])
+
+    cancel = alice_qm("cancel", str(theirs.pk))
+    hold = alice_qm("hold", str(running.pk))
+    long_reason = alice_qm("hold", str(waiting.pk), "--reason", "x" * 201)
+
+    assert (cancel.code, cancel.err) == (1, f"error: No job {theirs.pk}, or not yours to see.\n")
+    assert hold.code == 1 and hold.err.startswith(f"error: Job {running.pk} is running: only a waiting job can be held.")
+    assert long_reason.code == 1 and long_reason.err.startswith(f"error: job {waiting.pk}: Invalid request.")
+    assert Job.objects.get(pk=theirs.pk).state == JobState.PENDING
