@@ -276,7 +276,10 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
     if args.hold:
         spec["hold"] = True  # sbatch -H: submitted held, out of the queue until `qm release`
     if args.hold_reason is not None:
-        spec["hold_reason"] = args.hold_reason  # the API refuses it without --hold, naming it
+        if not spec.get("hold"):  # the API's refusal says `send "hold": true`, its own words
+            raise CliError(f"Invalid request.\n  hold_reason (--hold-reason {args.hold_reason}): a reason is for a job "
+                           "submitted held: add --hold (sbatch -H), or leave the reason out")
+        spec["hold_reason"] = args.hold_reason
     if args.checkpoint_every:
         spec["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
     if args.env:

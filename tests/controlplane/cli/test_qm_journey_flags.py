@@ -180,3 +180,16 @@ def test_a_refused_job_is_named_once(alice_qm, fleet) -> None:
     assert hold.code == 1 and hold.err.startswith(f"error: Job {running.pk} is running: only a waiting job can be held.")
     assert long_reason.code == 1 and long_reason.err.startswith(f"error: job {waiting.pk}: Invalid request.")
     assert Job.objects.get(pk=theirs.pk).state == JobState.PENDING
+
+
+def test_a_hold_reason_without_hold_names_the_flags(alice_qm, fleet) -> None:
+    """It said the API's words, `send "hold": true with it`, to someone who typed flags."""
+    run = alice_qm("submit", "--name", "x", "--gpus", "1", "--hold-reason", "no data yet")
+
+    assert run.code == 1
+    assert run.err == ("error: Invalid request.\n  hold_reason (--hold-reason no data yet): a reason is for a job "
+                       "submitted held: add --hold (sbatch -H), or leave the reason out\n")
+    assert not Job.objects.exists()
+    held = alice_qm("submit", "--name", "x", "--gpus", "1", "--hold-reason", "no data yet", "-H")
+    assert held.code == 0, held.err
+    assert Job.objects.get().hold_reason == "no data yet"
