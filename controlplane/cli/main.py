@@ -336,7 +336,8 @@ def _roles_gpus(roles: Any) -> int | None:
 #: Flags spelled otherwise than the API field they set: a refusal names the flag as typed too.
 FLAG_OF_FIELD = {"runtime_limit_s": "time", "priority_class": "priority", "checkpoint_interval_s": "checkpoint_every",
                  "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type",
-                 "dependencies": "dependency", "array_task_limit": "array_limit"}
+                 "dependencies": "dependency", "array_task_limit": "array_limit",
+                 "ordering": "sort", "pending_code": "reason"}  # qm list's
 
 
 def _refusal(error: ApiError, args: argparse.Namespace | None = None) -> str:
@@ -509,7 +510,12 @@ def _start_cell(job: dict[str, Any]) -> str:
 
 
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
-    page = api.request("GET", "jobs/", params=_list_params(args, api))
+    try:
+        page = api.request("GET", "jobs/", params=_list_params(args, api))
+    except ApiError as error:
+        if error.status != 400:
+            raise
+        raise CliError(_refusal(error, args)) from error  # `ordering (--sort age): …`
     if args.json:
         output.emit_json(page)
         return 0
@@ -1944,8 +1950,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--array", metavar="ARRAY_ID", help="only the tasks of this job array")
         p.add_argument("--node", help="only the jobs holding GPUs on this node now (as squeue -w)")
         p.add_argument("--sort", metavar="FIELD[,FIELD]",
-                       help="id, submitted_at, gpus, queue_position, priority, name or state; -FIELD descends "
-                            "(default: newest first)")
+                       help="id, submitted_at, gpus, queue_position, priority, name, state, started_at, "
+                            "finished_at or elapsed; -FIELD descends (default: newest first)")
         p.add_argument("--limit", type=int, default=50, help="jobs per page, at most 1000 (default 50)")
         p.add_argument("--offset", type=int, default=0, help="skip this many jobs (the next page)")
 

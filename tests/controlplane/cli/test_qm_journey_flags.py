@@ -193,3 +193,18 @@ def test_a_hold_reason_without_hold_names_the_flags(alice_qm, fleet) -> None:
     held = alice_qm("submit", "--name", "x", "--gpus", "1", "--hold-reason", "no data yet", "-H")
     assert held.code == 0, held.err
     assert Job.objects.get().hold_reason == "no data yet"
+
+
+def test_a_bad_sort_or_state_names_the_flag_and_the_choices(alice_qm, fleet) -> None:
+    """`qm list --sort age` said "ordering: Select a valid choice. age is not one of the available
+    choices.": neither the flag typed nor what it takes. The help listed 7 of the 10 sorts."""
+    sort = alice_qm("list", "--sort", "age")
+    state = alice_qm("list", "--state", "runing")
+
+    assert sort.code == 1 and sort.err == (
+        "error: Invalid request.\n  ordering (--sort age): 'age' is not a field this list sorts by; choose one of: "
+        "id, submitted_at, gpus, queue_position, priority, name, state, started_at, finished_at, elapsed "
+        "(-FIELD descends).\n")
+    assert state.code == 1 and state.err.startswith(
+        "error: Invalid request.\n  state: 'runing' is not a valid choice; choose one of: pending, running, ")
+    assert "started_at, finished_at or elapsed" in " ".join(alice_qm("list", "--help").out.split())
