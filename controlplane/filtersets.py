@@ -35,6 +35,33 @@ from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.services import job_history
 
 
+def choice_refusal(value: Any, field: Any, ordering: bool = False) -> str:
+    """A value outside a choice parameter's choices, and the choices it takes: Django's "Select
+    a valid choice. bogus is not one of the available choices." left the user guessing
+    (`?state=bogus`, `?ordering=bogus`, qm list --state/--sort, the jobs page's address)."""
+    values = [str(choice) for choice, _ in getattr(field, "choices", ()) if choice not in ("", None)]
+    given = str(value)[:40]
+    if ordering:  # FIELD and -FIELD: the fields once each
+        fields = [v for v in values if not v.startswith("-")]
+        return f"'{given}' is not a field this list sorts by; choose one of: {', '.join(fields)} (-FIELD descends)."
+    return f"'{given}' is not a valid choice; choose one of: {', '.join(values)}."
+
+
+def refusals(filterset: filters.FilterSet) -> dict[str, list[tuple[str, str]]]:
+    """A bound, invalid filterset's problems, each parameter's as (message, code): a choice
+    outside its choices says the choices (choice_refusal), the rest Django's words. The API's
+    400 and the pages' error line say the same."""
+    return {
+        name: [
+            (choice_refusal((error.params or {}).get("value", ""), filterset.form.fields.get(name),
+                            isinstance(filterset.filters.get(name), filters.OrderingFilter))
+             if error.code == "invalid_choice" else error.message % (error.params or ()), str(error.code))
+            for error in errors
+        ]
+        for name, errors in filterset.errors.as_data().items()
+    }
+
+
 class UtcIsoDateTimeField(IsoDateTimeField):
     """An ISO 8601 time, converted to UTC before it reaches the database: PostgreSQL refuses
     offsets beyond ±15:59, and a time that leaves the calendar in UTC is out of range, a 400."""

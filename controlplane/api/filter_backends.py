@@ -9,10 +9,11 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import QuerySet
-from django_filters import OrderingFilter
 from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework.exceptions import ErrorDetail, ValidationError
 from rest_framework.request import Request
+
+from controlplane.filtersets import refusals
 
 #: Parameters every list takes besides its filters: pagination and the format override.
 LIST_PARAMETERS = frozenset({"limit", "offset", "format"})
@@ -28,18 +29,6 @@ def refuse_unknown_parameters(request: Request, takes: set[str] | frozenset[str]
         })
 
 
-def choice_refusal(value: Any, field: Any, ordering: bool = False) -> str:
-    """A value outside a choice parameter's choices, and the choices it takes: Django's "Select
-    a valid choice. bogus is not one of the available choices." left the user guessing
-    (`?state=bogus`, `?ordering=bogus`, qm list --state/--sort)."""
-    values = [str(choice) for choice, _ in getattr(field, "choices", ()) if choice not in ("", None)]
-    given = str(value)[:40]
-    if ordering:  # FIELD and -FIELD: the fields once each
-        fields = [v for v in values if not v.startswith("-")]
-        return f"'{given}' is not a field this list sorts by; choose one of: {', '.join(fields)} (-FIELD descends)."
-    return f"'{given}' is not a valid choice; choose one of: {', '.join(values)}."
-
-
 class StrictFilterBackend(DjangoFilterBackend):
     def filter_queryset(self, request: Request, queryset: QuerySet[Any], view: Any) -> QuerySet[Any]:
         filterset_class = self.get_filterset_class(view, queryset)
@@ -48,15 +37,7 @@ class StrictFilterBackend(DjangoFilterBackend):
         filterset = self.get_filterset(request, queryset, view)
         if filterset is None:
             return queryset
-        if not filterset.is_valid() and self.raise_exception:
-            raise ValidationError({
-                name: [
-                    ErrorDetail(choice_refusal((error.params or {}).get("value", ""), filterset.form.fields.get(name),
-                                               isinstance(filterset.filters.get(name), OrderingFilter))
-                                if error.code == "invalid_choice" else error.message % (error.params or ()),
-                                code=error.code)
-                    for error in errors
-                ]
-                for name, errors in filterset.errors.as_data().items()
-            })
+        if not filterset.is_valid() and self.raise_exception:  # a choice's refusal lists the choices
+            raise ValidationError({name: [ErrorDetail(message, code=code) for message, code in problems]
+                                   for name, problems in refusals(filterset).items()})
         return filterset.qs  # type: ignore[no-any-return]

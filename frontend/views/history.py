@@ -20,7 +20,7 @@ from django.views.decorators.http import require_GET
 from rest_framework.exceptions import ValidationError
 
 from controlplane.api.filter_backends import refuse_unknown_parameters
-from controlplane.filtersets import JobHistoryFilterSet
+from controlplane.filtersets import JobHistoryFilterSet, refusals
 from controlplane.models import Job
 from controlplane.services import access, job_history
 
@@ -39,7 +39,7 @@ def _filtered(request: HttpRequest) -> tuple[JobHistoryFilterSet, QuerySet[Job] 
     except ValidationError as exc:
         return filterset, None, {name: [str(m) for m in messages] for name, messages in exc.detail.items()}
     if not filterset.is_valid():
-        return filterset, None, {name: [str(m) for m in messages] for name, messages in filterset.errors.items()}
+        return filterset, None, {name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
     return filterset, job_history.ended_jobs(filterset.qs), {}
 
 

@@ -33,7 +33,7 @@ from controlplane.api.serializers import (
 )
 from controlplane.api.views import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
-from controlplane.filtersets import JobFilterSet
+from controlplane.filtersets import JobFilterSet, refusals
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
 from controlplane.services import (
     access,
@@ -124,7 +124,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "page": "jobs",
         "jobs": page,
         "filters": filterset.form,
-        "filter_errors": filterset.errors if filterset.is_bound else {},
+        "filter_errors": ({name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
+                          if filterset.is_bound else {}),
         "query": query.urlencode(),
         "states": JobState.choices,
         "orderings": SORTS,
