@@ -369,6 +369,8 @@ def array_span(ids: list[int]) -> str:
 
 
 def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
+    if args.parsable and args.json:
+        raise CliError("give --json (the API's answer) or --parsable (the id alone), not both")
     spec = _spec_from_args(args, command)
     key = args.idempotency_key or f"qm-{uuid.uuid4()}"
     is_array = "array" in spec
@@ -386,6 +388,8 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     replayed = bool(args.idempotency_key) and answer.get("idempotent-replayed") == "true"
     if args.json:
         output.emit_json(result)
+    elif args.parsable:  # sbatch --parsable: the id alone, for JOB=$(qm submit --parsable ...)
+        print(result["array_id"] if is_array else result["id"])
     elif is_array:
         what = (f"array {result['array_id']}: {result['count']} tasks of {counted(spec['gpus'], 'GPU')}, "
                 f"{array_span(result['job_ids'])} (team {result['team']})" + _array_limit_words(result))
@@ -1931,6 +1935,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hold", "-H", action="store_true",
                    help="submit it held: it waits out of the queue until `qm release JOB` (sbatch -H)")
     p.add_argument("--hold-reason", metavar="TEXT", help="with --hold: why it is held, in your words")
+    p.add_argument("--parsable", action="store_true",
+                   help="print only the job's id (an array's id), as sbatch --parsable: JOB=$(qm submit --parsable "
+                        "...); qm submit -d afterok:$JOB ...")
 
     for name, helptext in (("list", "your team's jobs (pending and running unless --all)"),
                            ("status", "one job in detail, or the list")):

@@ -208,3 +208,24 @@ def test_a_bad_sort_or_state_names_the_flag_and_the_choices(alice_qm, fleet) -> 
     assert state.code == 1 and state.err.startswith(
         "error: Invalid request.\n  state: 'runing' is not a valid choice; choose one of: pending, running, ")
     assert "started_at, finished_at or elapsed" in " ".join(alice_qm("list", "--help").out.split())
+
+
+def test_submit_parsable_prints_the_id_alone_for_a_pipeline(alice_qm, fleet) -> None:
+    """sbatch --parsable: JOB=$(qm submit --parsable ...), then -d afterok:$JOB."""
+    first = alice_qm("submit", "--name", "prep", "--gpus", "1", "--parsable")
+    assert first.code == 0, first.err
+    prep = Job.objects.get(name="prep")
+    assert first.out == f"{prep.pk}\n"
+
+    then = alice_qm("submit", "--name", "train", "--gpus", "1", "-d", f"afterok:{first.out.strip()}", "--parsable")
+    assert then.code == 0, then.err
+    train = Job.objects.get(name="train")
+    assert then.out == f"{train.pk}\n"
+    assert list(train.dependencies.values_list("upstream_id", flat=True)) == [prep.pk]
+
+    sweep = alice_qm("submit", "--name", "sweep", "--gpus", "1", "--array", "0-2", "--parsable")
+    assert sweep.code == 0 and sweep.out == f"{Job.objects.filter(name='sweep').first().array_id}\n"
+
+    both = alice_qm("submit", "--name", "x", "--gpus", "1", "--parsable", "--json")
+    assert both.code == 1 and both.err == "error: give --json (the API's answer) or --parsable (the id alone), not both\n"
+    assert not Job.objects.filter(name="x").exists()
