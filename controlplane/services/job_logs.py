@@ -40,7 +40,7 @@ from django.db.models import F, Max, Min, Sum, TextField, Value
 from django.db.models.functions import Concat
 
 from controlplane.choices import FINISHED_JOB_STATES, AllocationState, EventKind
-from controlplane.models import Allocation, Event, Job, JobLogChunk
+from controlplane.models import Allocation, AllocationGpu, Event, Job, JobLogChunk
 from scheduler_core.sentences import counted
 
 #: The most one chunk may carry (the agent ships at most this per rank per report).
@@ -361,6 +361,11 @@ def read(job: Job, *, rank: int = 0, generation: int | None = None, offset: int 
                                       node=Max("node_name"))}
     empty.ranks = sorted(spans)
     if rank not in spans:
+        world = _world_size(job, generation)
+        if world is not None and rank >= world:
+            # "Rank 5 … has written nothing yet" of a 1-GPU run read as if it might still write.
+            raise BadRead({"rank": f"Generation {generation} of job {job.pk} has {counted(world, 'rank')} "
+                                   f"(0–{world - 1}): there is no rank {rank}."})
         empty.notice = _no_output(job, generation, rank, empty.ranks)
         return empty
     end, start, node = spans[rank]["end"], spans[rank]["start"], spans[rank]["node"]
@@ -395,6 +400,18 @@ def _noted(out: Output, asked_from: int) -> Output:
 
 def _size(n: int) -> str:
     return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n} bytes"
+
+
+def _world_size(job: Job, generation: int) -> int | None:
+    """How many ranks the run of this generation has, as its agents start them: one a GPU, or
+    one a node with QM_LAUNCH=per_node (agent/members.py); None when no allocation carries the
+    generation (a fenced run's output keeps the run's own). One query."""
+    held = AllocationGpu.objects.filter(allocation__job=job, allocation__generation=generation)
+    if (job.env or {}).get("QM_LAUNCH") == "per_node":
+        count = held.values("node_id").distinct().count()
+    else:
+        count = held.count()
+    return count or None
 
 
 def _no_output(job: Job, generation: int, rank: int, ranks: list[int]) -> str:

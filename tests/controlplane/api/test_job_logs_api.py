@@ -111,8 +111,9 @@ def test_two_ranks_are_kept_apart(fleet: LoopFleet, alice: APIClient) -> None:
 
     assert zero["text"] == "rank zero says hi\n" and one["text"] == "rank one here\n"
     assert zero["ranks"] == one["ranks"] == [0, 1]
-    nothing = logs(alice, job, rank=5)
-    assert nothing["text"] == "" and "Rank 5" in nothing["notice"] and "0, 1" in nothing["notice"]
+    # a rank the run never had (2 GPUs: ranks 0 and 1) is a 400 (test_job_logs_no_such_rank.py)
+    nothing = alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 5})
+    assert nothing.status_code == 400 and "there is no rank 5" in nothing.json()["errors"]["rank"][0]
 
 
 def test_a_requeued_jobs_two_runs_are_kept_apart_and_a_fenced_runs_late_lines_join_its_own(
