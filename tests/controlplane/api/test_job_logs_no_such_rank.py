@@ -11,7 +11,14 @@ import pytest
 from rest_framework.test import APIClient
 
 from tests.controlplane import factories as f
-from tests.controlplane.loop_fixtures import BOOTSTRAP, LoopFleet, bind, build_loop_fleet, make_job, register_node
+from tests.controlplane.loop_fixtures import (
+    BOOTSTRAP,
+    LoopFleet,
+    bind,
+    build_loop_fleet,
+    make_job,
+    register_node,
+)
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
