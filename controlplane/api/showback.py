@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api.filter_backends import refuse_unknown_parameters
+from controlplane.api.serializers import NamedChoiceField
 from controlplane.api.views import ApiMixin
 from controlplane.models import Team
 from controlplane.services import accounting
@@ -78,7 +79,7 @@ def _refuse_unknown(request: Request, query: type[serializers.Serializer], *extr
 class ShowbackQuery(serializers.Serializer):
     window = serializers.CharField(required=False, help_text="7d, 24h, 30m, 2w, today, yesterday, or start,end (RFC 3339).")
     month = serializers.RegexField(r"^\d{4}-\d{2}$", required=False, help_text="A calendar month in UTC: 2026-11.")
-    group_by = serializers.ChoiceField(choices=accounting.GROUP_BY, default="team")
+    group_by = NamedChoiceField(choices=accounting.GROUP_BY, default="team")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("window") and attrs.get("month"):
@@ -177,8 +178,8 @@ class ShowbackView(ApiMixin, APIView):
 class UtilizationQuery(serializers.Serializer):
     window = serializers.CharField(required=False, default="24h", help_text="As for showback: 24h, 7d, start,end …")
     team = serializers.CharField(required=False, help_text="A team's name: that team's tiers instead of the fleet's.")
-    bucket = serializers.ChoiceField(choices=["minute", "hour", "day"], required=False,
-                                     help_text="Default: minutes up to 6 h, hours up to 14 days, else days.")
+    bucket = NamedChoiceField(choices=["minute", "hour", "day"], required=False,
+                              help_text="Default: minutes up to 6 h, hours up to 14 days, else days.")
 
 
 UTILIZATION_RESPONSE = inline_serializer(
