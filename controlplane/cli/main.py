@@ -1915,7 +1915,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("file", nargs="?", help="YAML file with job fields (- for standard input)")
     p.add_argument("--name", "-n")
     _add_shape_flags(p)
-    p.add_argument("--time", "-t", help="runtime limit: 4h, 90m, 1d12h, 04:00:00")
+    p.add_argument("--time", "-t", help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); "
+                                        "a bare number is seconds")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project")
     p.add_argument("--team")
@@ -2048,7 +2049,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job")
     p.add_argument("--name", "-n")
     _add_shape_flags(p)
-    p.add_argument("--time", "--time-limit", "-t", dest="time", help="runtime limit: 4h, 90m, 1d12h, 04:00:00")
+    p.add_argument("--time", "--time-limit", "-t", dest="time",
+                   help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); a bare number is seconds")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project")
     p.add_argument("--no-project", action="store_true", help="take the job out of its project")

@@ -12,24 +12,30 @@ from typing import Any, TextIO
 
 _UNITS = {"w": 7 * 86400, "d": 86400, "h": 3600, "m": 60, "s": 1}
 _DURATION = re.compile(r"^(?:(\d+)w)?(?:(\d+)d)?(?:(\d+)h)?(?:(\d+)m)?(?:(\d+)s)?$")
-_CLOCK = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)$")
+_CLOCK = re.compile(r"^(?:(\d+):)?(\d+):(\d+)$")  # Slurm's HH:MM:SS, MM:SS
+_DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")  # Slurm's D-HH, D-HH:MM, D-HH:MM:SS
 
 
 def parse_duration(text: str) -> int:
-    """Seconds from `4h`, `90m`, `1d12h`, `3600`, or Slurm's `HH:MM:SS` / `D-HH:MM:SS`."""
+    """Seconds from `4h`, `90m`, `1d12h`, `3600`, or Slurm's `HH:MM:SS`, `MM:SS` and, with days,
+    `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (sbatch --time). After a day the next number is hours:
+    `1-12:30` is a day, 12 hours and 30 minutes (it was read as a day and 12:30 minutes), and
+    `2-12` two and a half days (it was refused)."""
     value = text.strip().lower()
     if value.isdigit():
         return int(value)
     m = _DURATION.match(value)
     if m and any(m.groups()):
         return sum(int(n) * unit for n, unit in zip(m.groups(), _UNITS.values(), strict=True) if n)
-    m = _CLOCK.match(value)
+    m = _DAYS.match(value)
     if m:
         days, hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
-        if m.group(2) is None:  # MM:SS
-            hours, minutes, seconds = 0, int(m.group(3)), int(m.group(4))
         return days * 86400 + hours * 3600 + minutes * 60 + seconds
-    raise ValueError(f"'{text}' is not a duration: use e.g. 4h, 90m, 1d12h, 3600 or 04:00:00")
+    m = _CLOCK.match(value)
+    if m:
+        hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
+        return hours * 3600 + minutes * 60 + seconds
+    raise ValueError(f"'{text}' is not a duration: use e.g. 4h, 90m, 1d12h, 3600, 04:00:00 or 1-12:00")
 
 
 def human_duration(seconds: float | None) -> str:
