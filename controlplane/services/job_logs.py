@@ -361,7 +361,8 @@ def read(job: Job, *, rank: int = 0, generation: int | None = None, offset: int 
                                       node=Max("node_name"))}
     empty.ranks = sorted(spans)
     if rank not in spans:
-        world = _world_size(job, generation)
+        # Rank 0, or one below a rank with output, exists: no query for those (the job page asks rank 0).
+        world = _world_size(job, generation) if rank > max(spans, default=0) else None
         if world is not None and rank >= world:
             # "Rank 5 … has written nothing yet" of a 1-GPU run read as if it might still write.
             raise BadRead({"rank": f"Generation {generation} of job {job.pk} has {counted(world, 'rank')} "
