@@ -48,7 +48,7 @@ class SubmitsJobs(IsPerson):
     """Reading jobs needs a team (or admin); submitting and cancelling too: finance reads
     costs, never acts."""
 
-    message = "Finance accounts read showback and costs; they cannot submit or cancel jobs."
+    message = "Finance accounts read showback and costs; they cannot submit, change, hold, release, cancel or requeue jobs."
 
     def has_permission(self, request: Request, view: APIView) -> bool:
         if not super().has_permission(request, view):

@@ -1,10 +1,13 @@
 """Every detail endpoint's 404 in words, as a job's already was ("No job 999, or not yours to
 see."): the others said Django's "No PriorityClass matches the given query." (a Python class's
-name) and, for an id that is no number (`nodes/abc/`), "Not found."."""
+name) and, for an id that is no number (`nodes/abc/`), "Not found.". And finance's 403 on any job
+action names the actions ("they cannot submit or cancel jobs" answered a hold or a requeue)."""
 
 from __future__ import annotations
 
 import pytest
+
+from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
@@ -42,3 +45,19 @@ def test_a_long_key_is_cut(fleet, admin) -> None:
     r = admin.get(f"{J}/teams/{'x' * 200}/")
 
     assert r.json()["detail"] == f"No team {'x' * 40}, or not yours to see."
+
+
+@pytest.mark.parametrize(("method", "path", "body"), [
+    ("post", "jobs/", {"name": "x", "gpus": 1}), ("post", "jobs/{job}/hold/", None),
+    ("post", "jobs/{job}/requeue/", None), ("patch", "jobs/{job}/", {"name": "y"}),
+    ("post", "jobs/{job}/cancel/", None),
+])
+def test_finance_is_told_every_job_action_is_not_theirs(fleet, clients, method, path, body) -> None:
+    """A hold or requeue by finance was refused with "they cannot submit or cancel jobs"."""
+    job = f.make_job(fleet.ml)
+
+    r = getattr(clients["finance"], method)(f"{J}/{path.format(job=job.pk)}", body, format="json")
+
+    assert r.status_code == 403
+    assert r.json()["detail"] == ("Finance accounts read showback and costs; they cannot submit, change, hold, "
+                                  "release, cancel or requeue jobs.")
