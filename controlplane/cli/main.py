@@ -167,9 +167,12 @@ def _load_spec_file(path: str) -> dict[str, Any]:
         raise CliError(f"{path} must be a mapping of job fields (name, gpus, ...), got {type(data).__name__}")
     spec: dict[str, Any] = {}
     for key, value in data.items():
-        field = YAML_ALIASES.get(str(key).replace("-", "_"), str(key).replace("-", "_"))
+        name = str(key).replace("-", "_")
+        field = YAML_ALIASES.get(name, name)
+        if name == "time" and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # `time: 30` as `--time 30`: minutes (`runtime_limit_s: 30` is seconds)
         if field in ("runtime_limit_s", "checkpoint_interval_s") and isinstance(value, str):
-            value = _duration(value, str(key))
+            value = _duration(value, str(key), TIME_BARE_UNIT if name == "time" else 1)
         if field == "command" and isinstance(value, list):
             value = shell_command([str(v) for v in value])
         if field == "array" and isinstance(value, int):
@@ -219,9 +222,14 @@ def shell_command(words: list[str]) -> str:
     return words[0] if len(words) == 1 else shlex.join(words)
 
 
-def _duration(text: str, flag: str) -> int:
+#: sbatch reads `--time 30` as 30 minutes, and so does qm's `--time` (it read 30 seconds, and a
+#: Slurm user's job was killed at half a minute); other durations' bare numbers are seconds.
+TIME_BARE_UNIT = 60
+
+
+def _duration(text: str, flag: str, bare: int = 1) -> int:
     try:
-        return output.parse_duration(text)
+        return output.parse_duration(text, bare)
     except ValueError as exc:
         raise CliError(f"{flag}: {exc}") from exc
 
@@ -272,7 +280,7 @@ def _spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, A
         spec.pop("gpu_type", None)
         spec["gpu_types"] = args.gpu_type
     if args.time:
-        spec["runtime_limit_s"] = _duration(args.time, "--time")
+        spec["runtime_limit_s"] = _duration(args.time, "--time", TIME_BARE_UNIT)
     if args.hold:
         spec["hold"] = True  # sbatch -H: submitted held, out of the queue until `qm release`
     if args.hold_reason is not None:
@@ -880,7 +888,7 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
     if args.gpu_type:
         body["gpu_types"] = args.gpu_type
     if args.time:
-        body["runtime_limit_s"] = _duration(args.time, "--time")
+        body["runtime_limit_s"] = _duration(args.time, "--time", TIME_BARE_UNIT)
     if args.checkpoint_every:
         body["checkpoint_interval_s"] = _duration(args.checkpoint_every, "--checkpoint-every")
     if args.dependency is not None:
@@ -1916,7 +1924,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", "-n")
     _add_shape_flags(p)
     p.add_argument("--time", "-t", help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); "
-                                        "a bare number is seconds")
+                                        "a bare number is minutes, as sbatch's")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project")
     p.add_argument("--team")
@@ -2050,7 +2058,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", "-n")
     _add_shape_flags(p)
     p.add_argument("--time", "--time-limit", "-t", dest="time",
-                   help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); a bare number is seconds")
+                   help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); a bare number is minutes, "
+                        "as sbatch's")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project")
     p.add_argument("--no-project", action="store_true", help="take the job out of its project")

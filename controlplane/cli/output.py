@@ -16,14 +16,15 @@ _CLOCK = re.compile(r"^(?:(\d+):)?(\d+):(\d+)$")  # Slurm's HH:MM:SS, MM:SS
 _DAYS = re.compile(r"^(\d+)-(\d+)(?::(\d+))?(?::(\d+))?$")  # Slurm's D-HH, D-HH:MM, D-HH:MM:SS
 
 
-def parse_duration(text: str) -> int:
-    """Seconds from `4h`, `90m`, `1d12h`, `3600`, or Slurm's `HH:MM:SS`, `MM:SS` and, with days,
+def parse_duration(text: str, bare: int = 1) -> int:
+    """Seconds from `4h`, `90m`, `1d12h`, a bare number (× `bare` seconds: 60 for sbatch's
+    `--time`, whose `-t 30` is 30 minutes), or Slurm's `HH:MM:SS`, `MM:SS` and, with days,
     `D-HH`, `D-HH:MM`, `D-HH:MM:SS` (sbatch --time). After a day the next number is hours:
     `1-12:30` is a day, 12 hours and 30 minutes (it was read as a day and 12:30 minutes), and
     `2-12` two and a half days (it was refused)."""
     value = text.strip().lower()
     if value.isdigit():
-        return int(value)
+        return int(value) * bare
     m = _DURATION.match(value)
     if m and any(m.groups()):
         return sum(int(n) * unit for n, unit in zip(m.groups(), _UNITS.values(), strict=True) if n)
@@ -35,7 +36,7 @@ def parse_duration(text: str) -> int:
     if m:
         hours, minutes, seconds = (int(g) if g else 0 for g in m.groups())
         return hours * 3600 + minutes * 60 + seconds
-    raise ValueError(f"'{text}' is not a duration: use e.g. 4h, 90m, 1d12h, 3600, 04:00:00 or 1-12:00")
+    raise ValueError(f"'{text}' is not a duration: use e.g. 4h, 90m, 1d12h, 04:00:00 or 1-12:00")
 
 
 def human_duration(seconds: float | None) -> str:
