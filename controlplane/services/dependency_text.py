@@ -132,7 +132,7 @@ def parse(text: str) -> list[dict[str, Any]]:
             if not ref:
                 raise BadDependencyText(f"'{part}' has an empty job id: a ':' at the end or two together; write "
                                         f"{kind}:12:13")
-            if ref.isascii() and ref.isdigit():
+            if ref.isascii() and ref.removeprefix("-").isdigit():  # 0, -3: numbers, not ids
                 raise BadDependencyText(f"'{ref}' is not a job id: job ids start at 1")
             try:
                 items.append({"array": str(uuid.UUID(ref)), "condition": kind})

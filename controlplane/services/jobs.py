@@ -401,6 +401,11 @@ def shape_errors(
         errors["gpus_per_node"] = (
             f"a same_node job puts all its {gpus} GPUs on one node; gpus_per_node must equal gpus or be left out"
         )
+    elif gpus_per_node is not None and gpus_per_node > gpus:
+        # Slurm refuses --gpus 1 --gpus-per-node 3; the engine made it one member of 1 GPU
+        errors["gpus_per_node"] = (
+            f"gpus_per_node {gpus_per_node} is more than gpus {gpus}: give at most {gpus}, or leave it out"
+        )
     return errors
 
 

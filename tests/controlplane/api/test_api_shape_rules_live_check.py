@@ -28,6 +28,8 @@ BAD_SHAPES = [
     pytest.param({"gpus": 4, "max_gpus": 2}, {"max_gpus"}, id="max-below-gpus"),
     pytest.param({"gpus": 8, "topology": "same_node", "gpus_per_node": 4}, {"gpus_per_node"},
                  id="same-node-split"),
+    # Slurm refuses --gpus 1 --gpus-per-node 3; it was taken as one member of 1 GPU
+    pytest.param({"gpus": 1, "gpus_per_node": 3}, {"gpus_per_node"}, id="more-per-node-than-gpus"),
 ]
 
 
@@ -108,3 +110,12 @@ def test_check_shape_itself_refuses_such_a_shape_naming_the_field(fleet: Fleet) 
     assert infeasible is not None
     assert (infeasible.field, infeasible.message) == ("min_gpus", "min_gpus 8 is more than gpus 4")
     assert job_service.check_shape(job_service.SubmitRequest(name="x", gpus=4, min_gpus=2, max_gpus=8)) is None
+
+
+@pytest.mark.django_db
+def test_more_gpus_per_node_than_gpus_says_how_many_at_most(fleet: Fleet, alice: APIClient) -> None:
+    r = alice.post(JOBS, {"name": "x", "gpus": 1, "gpus_per_node": 3}, format="json")
+
+    assert r.status_code == 400
+    assert r.json()["errors"] == {"gpus_per_node": ["gpus_per_node 3 is more than gpus 1: give at most 1, or leave it out"]}
+    assert alice.post(JOBS, {"name": "x", "gpus": 3, "gpus_per_node": 3}, format="json").status_code == 201
