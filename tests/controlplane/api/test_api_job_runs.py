@@ -248,4 +248,4 @@ def test_each_way_a_run_ends_is_said_with_its_code_and_words(fleet, alice, how, 
     if how == "requeued":
         assert row["notice"].startswith("Requeued by alice: XID 79 on h100-1")
     elif how == "cancelled":
-        assert row["notice"].startswith("Cancelled by user:alice")
+        assert row["notice"].startswith("Cancelled by alice")

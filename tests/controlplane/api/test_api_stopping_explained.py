@@ -53,7 +53,7 @@ def test_a_job_being_cancelled_says_so(fleet, alice) -> None:
     why = alice.get(f"{J}/jobs/{job.pk}/explain/").json()
 
     assert why["state"] == JobState.PREEMPTING
-    assert "Cancelled by user:alice" in why["reason"] and why["reason"].startswith("Stopping since ")
+    assert "Cancelled by alice" in why["reason"] and why["reason"].startswith("Stopping since ")
 
 
 def test_a_running_job_still_says_since_when_it_runs(fleet, alice) -> None:

@@ -109,7 +109,7 @@ def test_status_of_a_stopping_job_says_why_and_by_when(alice_qm, fleet) -> None:
     assert re.search(r"^state:\s+preempting$", out[preempted].out, re.M)
     assert re.search(rf"^stopping:\s+Stopping since .*: {re.escape(notice)}\. Its processes must exit by ",
                      out[preempted].out, re.M), out[preempted].out
-    assert re.search(r"^stopping:\s+Stopping since .*Cancelled by user:alice", out[cancelled].out, re.M)
+    assert re.search(r"^stopping:\s+Stopping since .*Cancelled by alice", out[cancelled].out, re.M)
     running = f.make_job(fleet.ml, state=JobState.RUNNING, started_at=started)
     assert re.search(r"^stopping:\s+-$", alice_qm("status", str(running.pk)).out, re.M)
 
