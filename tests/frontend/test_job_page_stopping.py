@@ -47,7 +47,7 @@ def test_a_job_being_cancelled_says_so_by_whom_and_by_when(client_for, submit_as
 
     for page in (html, live):
         assert "Being cancelled" in page and "Being preempted" not in page
-        assert "user:alice" in page
+        assert "Cancelled by alice" in page
         assert utc(allocation.release_deadline) in page
         assert said in page  # the same words as `qm explain`
         assert 'id="cancel-job"' not in page  # a second cancel can only be refused
