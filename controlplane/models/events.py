@@ -26,6 +26,12 @@ class EventQuerySet(models.QuerySet["Event"]):
         return events
 
 
+def actor_name(actor: str) -> str:
+    """An event's actor as a sentence names it: "alice" for `user:alice` ("Cancelled by alice",
+    "Requeued by alice"); other actors (`scheduler@epoch:4`, `agent:node-03`) as they are."""
+    return actor.removeprefix("user:")
+
+
 def _notify(events: list[Event]) -> None:
     from controlplane.services import notifications
 

@@ -44,6 +44,7 @@ from django.utils import timezone
 
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, NodeState
 from controlplane.models import AllocationGpu, Event, MaintenanceWindow, Node
+from controlplane.models.events import actor_name
 from controlplane.models.maintenance import MaintenanceWindowState
 from controlplane.services.access import Access
 from controlplane.services.transitions import event_fields
@@ -312,7 +313,7 @@ def _record(window: MaintenanceWindow, verb: str, before: dict[str, Any] | None,
         if not said:
             return []
         message = f"{label} changed: {'; '.join(said)}"
-    actor_name = actor.removeprefix("user:")
+    who = actor_name(actor)
     rows = [Event(**event_fields(
         EventKind.CONFIG_CHANGED, actor, reason=f"MaintenanceWindow{verb.title()}", message=message, at=at,
         data={"model": "maintenancewindow", "before": before, "after": after}))]
@@ -324,15 +325,15 @@ def _record(window: MaintenanceWindow, verb: str, before: dict[str, Any] | None,
         if name not in ids:
             continue
         if verb == "changed" and name not in after["nodes"]:
-            reason, words = "MaintenanceRemoved", f"taken out of maintenance window {window.pk} by {actor_name}"
+            reason, words = "MaintenanceRemoved", f"taken out of maintenance window {window.pk} by {who}"
         elif verb == "changed" and before is not None and name not in before["nodes"]:
-            reason, words = "MaintenanceScheduled", (f"added to maintenance window {window.pk} by {actor_name}: "
+            reason, words = "MaintenanceScheduled", (f"added to maintenance window {window.pk} by {who}: "
                                                      f"{_times_said(after)}: {after['reason']}")
         elif verb == "cancelled":
-            reason, words = reasons[verb], f"maintenance window {window.pk} cancelled by {actor_name}"
+            reason, words = reasons[verb], f"maintenance window {window.pk} cancelled by {who}"
         else:
             reason, words = reasons[verb], (f"maintenance window {window.pk} {_times_said(after)}: "
-                                            f"{after['reason']} ({verb} by {actor_name})")
+                                            f"{after['reason']} ({verb} by {who})")
         fields = event_fields(EventKind.CONFIG_CHANGED, actor, reason=reason, message=f"{name}: {words}", at=at,
                               data={"model": "maintenancewindow", "window": window.pk, "node": name})
         fields["node_id"] = ids[name]

@@ -64,6 +64,7 @@ from django.db.models.functions import RowNumber
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState, NotifyOn, Role
+from controlplane.models.events import actor_name
 
 if TYPE_CHECKING:
     from controlplane.models import Event, NotificationDelivery, NotificationHook
@@ -226,15 +227,11 @@ def public_url() -> str:
     return str(_qm("PUBLIC_URL", "") or "").rstrip("/")
 
 
-def _who(actor: str) -> str:
-    return actor.split(":", 1)[1] if actor.startswith("user:") else actor
-
-
 def _payload(event: Event, on: str, match: _Match, base: str) -> dict[str, Any]:
     data = event.data if isinstance(event.data, dict) else {}
     label = NotifyOn(on).label.removeprefix("Job ")
     if on == NotifyOn.CANCELLED:
-        label = f"{label} by {_who(event.actor)}"
+        label = f"{label} by {actor_name(event.actor)}"
     state = data.get("state") or _STATE_AFTER.get(NotifyOn(on), match.job_state)
     url = f"{base}/jobs/{event.job_id}/"
     message = event.message or label
@@ -835,7 +832,7 @@ def send_test(hook: NotificationHook, *, actor: str) -> tuple[NotificationDelive
     url = f"{public_url()}/jobs/"
     payload = {
         "text": f"Test notification from Quartermaster for hook {hook.pk} ({', '.join(hook.events)}), sent by "
-                f"{_who(actor)}: it works. {url}",
+                f"{actor_name(actor)}: it works. {url}",
         "event": TEST_EVENT, "job_id": None, "job_name": None, "team": hook.team.name if hook.team_id else None,
         "state": None, "message": "Test notification: it works.", "reason": "Test", "actor": actor, "url": url,
         "at": at.isoformat(),
@@ -1066,7 +1063,7 @@ class HistoryEntry:
 
     @property
     def who(self) -> str:
-        return _who(self.actor)
+        return actor_name(self.actor)
 
 
 def _history_events(hook_ids: Sequence[int]) -> Any:

@@ -35,6 +35,7 @@ from controlplane.choices import (
     NodeState,
 )
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PendingPlace, SchedulerLease
+from controlplane.models.events import actor_name
 from controlplane.services import dependencies
 from scheduler_core.sentences import counted
 
@@ -815,7 +816,7 @@ def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
                 grace = job.priority_class.grace_period_s
                 if signal_stop(
                     allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at,
-                    actor=actor, message=f"Cancelled by {_who(actor)}; processes get {grace} s to exit",
+                    actor=actor, message=f"Cancelled by {actor_name(actor)}; processes get {grace} s to exit",
                 ):
                     return True
                 # Stopped under us since our read (a preemption, a requeue someone asked for, an
@@ -824,12 +825,6 @@ def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
             if _cancel_requeueing_stop(job, actor, at=at):
                 return True
         return False
-
-
-def _who(actor: str) -> str:
-    """An actor as a sentence names it: "alice" for `user:alice`, as "Requeued by alice" and
-    "Held by alice" say it (the event's actor field keeps `user:alice`)."""
-    return actor.removeprefix("user:")
 
 
 def _cancel_requeueing_stop(job: Job, actor: str, *, at: datetime) -> bool:
@@ -854,7 +849,7 @@ def _cancel_requeueing_stop(job: Job, actor: str, *, at: datetime) -> bool:
     node, names = where_held(_held_nodes(allocation.pk))
     record_event(
         EventKind.JOB_CANCELLED, actor, job=job, allocation=allocation, node=node, at=at, reason=RELEASE_CANCELLED,
-        message=f"Cancelled by {_who(actor)} while being {why}; it ends cancelled instead of being requeued "
+        message=f"Cancelled by {actor_name(actor)} while being {why}; it ends cancelled instead of being requeued "
                 f"once its processes exit{by}{on_nodes(names)}",
         data={"generation": allocation.generation, "deadline": deadline.isoformat() if deadline else None,
               "was": allocation.release_reason, "nodes": names},
