@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from django.db import models
 
+from scheduler_core.types import ReasonCode
+
 
 class Role(models.TextChoices):
     MEMBER = "member", "Member"
@@ -87,6 +89,13 @@ FINISHED_JOB_STATES = (
     JobState.TIMED_OUT,
     JobState.UNSCHEDULABLE,
 )
+
+
+#: Every code a waiting job's `pending_code` holds (the `?pending_code=` filter and `qm list
+#: --reason` take these and refuse the rest): the engine's reasons, then the control plane's own,
+#: which say what happened to the job until the next cycle explains it (submitted, requeued,
+#: released from a hold, changed).
+WAITING_CODES = (*(code.value for code in ReasonCode), "Submitted", "Requeued", "Released", "Changed")
 
 
 class AllocationState(models.TextChoices):

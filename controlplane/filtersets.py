@@ -16,7 +16,7 @@ from django.utils import timezone
 from django_filters.fields import BaseCSVField, IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
 
-from controlplane.choices import CapacityTier, EventKind, JobState, NodeState, WorkloadClass
+from controlplane.choices import WAITING_CODES, CapacityTier, EventKind, JobState, NodeState, WorkloadClass
 from controlplane.models import (
     AllocationGpu,
     Cohort,
@@ -219,10 +219,11 @@ class JobFilterSet(filters.FilterSet):
                   "(`node` is the jobs holding GPUs there now).",
     )
     array_id = filters.UUIDFilter(field_name="array_id")
-    pending_code = filters.CharFilter(
-        method="filter_pending_code",
+    pending_code = filters.ChoiceFilter(
+        choices=[(code, code) for code in WAITING_CODES], method="filter_pending_code",
         help_text="Why a job waits, e.g. QuotaExceeded: waiting jobs (and those that can never run) only, "
-                  "since a job keeps its last reason after it leaves the queue.",
+                  "since a job keeps its last reason after it leaves the queue. A code it does not know is "
+                  "a 400 listing the codes (a typo listed nothing).",
     )
     name = filters.CharFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
     node = filters.CharFilter(

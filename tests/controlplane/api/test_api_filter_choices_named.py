@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from controlplane.choices import EventKind, JobState, NodeState, WorkloadClass
+from controlplane.choices import WAITING_CODES, EventKind, JobState, NodeState, WorkloadClass
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
@@ -60,3 +60,35 @@ def test_other_refusals_keep_their_words_and_good_values_still_filter(fleet, ali
         "submitted_after": ["Enter a valid date/time."]}
     r = alice.get(f"{J}/jobs/", {"state": ["pending", "running"], "ordering": "-gpus,id"})
     assert r.status_code == 200, r.content
+
+
+def test_an_unknown_waiting_reason_lists_the_codes(fleet, alice) -> None:
+    """`?pending_code=QuotaExceded` (a typo) listed no job, as if none waited for quota: a
+    Slurm user's `qm list --reason` could not tell a typo from an empty queue."""
+    errors = _refusal(alice, "jobs/", {"pending_code": "QuotaExceded"})
+
+    assert list(errors) == ["pending_code"]
+    assert errors["pending_code"] == [f"'QuotaExceded' is not a valid choice; choose one of: {', '.join(WAITING_CODES)}."]
+    # The codes are PascalCase, as the jobs say them; another case is refused as `state` refuses `Running`.
+    assert _refusal(alice, "jobs/", {"pending_code": "quotaexceeded"})["pending_code"][0].startswith("'quotaexceeded'")
+
+
+def test_every_reason_the_control_plane_writes_is_a_code_the_filter_takes(fleet, alice) -> None:
+    """The codes a job gets from the control plane itself, before a cycle explains it, filter as
+    the engine's do: submitted, submitted held, released from its hold, changed while it waits."""
+    def submit(name: str, **extra: object) -> int:
+        r = alice.post(f"{J}/jobs/", {"name": name, "gpus": 1, "command": "true", **extra}, format="json")
+        assert r.status_code == 201, r.content
+        return int(r.json()["id"])
+
+    submitted, held, released, changed = submit("s"), submit("h", hold=True), submit("r", hold=True), submit("c")
+    assert alice.post(f"{J}/jobs/{released}/release/").status_code == 200
+    assert alice.patch(f"{J}/jobs/{changed}/", {"gpus": 2}, format="json").status_code == 200
+
+    def listed(code: str) -> set[int]:
+        r = alice.get(f"{J}/jobs/", {"pending_code": code})
+        assert r.status_code == 200, r.content
+        return {j["id"] for j in r.json()["results"]}
+
+    assert (listed("Submitted"), listed("Held"), listed("Released"), listed("Changed")) == (
+        {submitted}, {held}, {released}, {changed})

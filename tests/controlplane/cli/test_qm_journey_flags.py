@@ -13,7 +13,7 @@ import re
 import pytest
 from django.utils import timezone
 
-from controlplane.choices import JobState
+from controlplane.choices import WAITING_CODES, JobState
 from controlplane.models import Job
 from tests.controlplane import factories as f
 
@@ -229,3 +229,17 @@ def test_submit_parsable_prints_the_id_alone_for_a_pipeline(alice_qm, fleet) -> 
     both = alice_qm("submit", "--name", "x", "--gpus", "1", "--parsable", "--json")
     assert both.code == 1 and both.err == "error: give --json (the API's answer) or --parsable (the id alone), not both\n"
     assert not Job.objects.filter(name="x").exists()
+
+
+def test_a_misspelled_reason_names_the_flag_and_the_codes(alice_qm, fleet) -> None:
+    """`qm list --reason QuotaExceded` printed "No jobs pending or running": a typo read as an
+    empty queue. It is refused naming --reason and the codes it takes, as --state refuses."""
+    f.make_job(fleet.ml, name="big", submitter=fleet.users["owner"], pending_code="QuotaExceeded")
+
+    typo = alice_qm("list", "--reason", "QuotaExceded")
+
+    assert typo.code == 1 and typo.out == ""
+    assert typo.err == (
+        "error: Invalid request.\n  pending_code (--reason QuotaExceded): 'QuotaExceded' is not a valid choice; "
+        f"choose one of: {', '.join(WAITING_CODES)}.\n")
+    assert _ids(alice_qm("list", "--reason", " QuotaExceeded ").out) == {Job.objects.get(name="big").pk}
