@@ -7,10 +7,12 @@ page of a size nobody asked for."""
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
+from rest_framework.response import Response
 
 # PostgreSQL's OFFSET is a bigint; anything past a billion rows is past the end anyway.
 MAX_OFFSET = 1_000_000_000
@@ -36,3 +38,27 @@ class Pagination(LimitOffsetPagination):
     def get_offset(self, request: Request) -> int:
         offset = self._whole(request, self.offset_query_param, 0)
         return 0 if offset is None else min(offset, MAX_OFFSET)
+
+
+class RunsPagination(Pagination):
+    """A job's runs (jobs/{id}/runs/): a page of them, and what all of the job's runs have cost
+    (`total_cost_usd`, whatever the page: the sum of every run's `cost_usd`). The view sets
+    `total_cost_usd` before it answers."""
+
+    total_cost_usd: float = 0.0
+
+    def get_paginated_response(self, data: Any) -> Response:
+        return Response({"count": self.count, "next": self.get_next_link(), "previous": self.get_previous_link(),
+                         "total_cost_usd": self.total_cost_usd, "results": data})
+
+    def get_paginated_response_schema(self, schema: dict[str, Any]) -> dict[str, Any]:
+        paged = super().get_paginated_response_schema(schema)
+        paged["required"] = [*paged["required"], "total_cost_usd"]
+        paged["properties"] = {
+            **{k: v for k, v in paged["properties"].items() if k != "results"},
+            "total_cost_usd": {"type": "number", "format": "double", "example": 41.37,
+                               "description": "What all of the job's runs have cost, in US dollars: the sum of "
+                                              "every run's cost_usd, on this page or not."},
+            "results": paged["properties"]["results"],
+        }
+        return paged

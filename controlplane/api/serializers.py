@@ -1378,6 +1378,10 @@ class JobRunSerializer(serializers.Serializer):
     placement = RunGpusSerializer(many=True)
     gpu_hours = serializers.FloatField(help_text="GPU-hours held, from its bind to its release (or now), as the "
                                                  "accounting counts allocated time.")
+    cost_usd = serializers.FloatField(help_text="What it cost in US dollars, to the cent, as showback charges it: its "
+                                                "GPU time from its bind to its release (or now), at the price of its "
+                                                "nodes' GPU type and capacity tier in force at each instant. The "
+                                                "job's runs add up to the list's total_cost_usd.")
     borrowed = serializers.BooleanField(help_text="It ran on capacity borrowed from the cohort.")
     lost_gpu_hours = serializers.FloatField(allow_null=True, help_text="The work its requeue threw away (GPUs × "
                                                                        "time since the last checkpoint); null "

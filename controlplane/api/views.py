@@ -32,7 +32,7 @@ from controlplane.api import serializers as s
 from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.errors import Conflict, exception_handler, refused_deletion
 from controlplane.api.filter_backends import refuse_unknown_parameters
-from controlplane.api.pagination import Pagination
+from controlplane.api.pagination import Pagination, RunsPagination
 from controlplane.api.parsers import BoundedJSONParser
 from controlplane.api.permissions import IsAdmin, IsPerson, ReadOnlyUnlessAdmin, SubmitsJobs
 from controlplane.api.schema import QuartermasterAutoSchema
@@ -65,6 +65,7 @@ from controlplane.models import (
 )
 from controlplane.services import (
     access,
+    accounting,
     array_limit,
     cohorts,
     config_audit,
@@ -481,14 +482,18 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
 
     @extend_schema(responses={200: s.JobRunSerializer(many=True)}, filters=False)
     @action(detail=True, methods=["get"], filterset_class=None, serializer_class=s.JobRunSerializer,
-            query_parameters=frozenset({"format", "limit", "offset"}))
+            pagination_class=RunsPagination, query_parameters=frozenset({"format", "limit", "offset"}))
     def runs(self, request: Request, pk: str | None = None) -> Response:
         """The job's runs, oldest first (`sacct --duplicates`): one per bind, with how each ended
-        (preempted, requeued, fenced, exited), its GPUs, the GPU-hours it held and the work its
-        requeue lost. Paged as `events/`; a job that never ran has none."""
+        (preempted, requeued, fenced, exited), its GPUs, the GPU-hours it held, what it cost (as
+        showback charges it) and the work its requeue lost; `total_cost_usd`: all its runs.
+        Paged as `events/`; a job that never ran has none."""
         job = self.get_object()
+        now = timezone.now()
         page = self.paginate_queryset(job_runs.runs_of(job))
-        runs = job_runs.describe(job, page, first=self.paginator.offset + 1, now=timezone.now())
+        costs = accounting.run_costs(job.pk, now)
+        runs = job_runs.describe(job, page, first=self.paginator.offset + 1, now=now, costs=costs)
+        self.paginator.total_cost_usd = float(costs.total_usd)
         return self.get_paginated_response(s.JobRunSerializer(runs, many=True).data)
 
     @extend_schema(responses={200: s.ExplanationSerializer}, filters=False)

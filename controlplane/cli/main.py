@@ -1016,19 +1016,32 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
 
 
 RUNS_COLUMNS = ["RUN", "GENERATION", "BOUND (UTC)", "STARTED", "ENDED", "ELAPSED", "HOW IT ENDED", "REASON", "EXIT",
-                "GPUS", "WHERE", "GPU-H", "QUOTA", "LOST GPU-H"]
+                "GPUS", "WHERE", "GPU-H", "COST", "QUOTA", "LOST GPU-H"]
 
 
-def _runs_of(api: Api, job_id: int) -> list[dict[str, Any]]:
-    """Every run of the job, oldest first, page by page (1,000 a request)."""
+def _latest_count(text: str) -> int:
+    """--limit N: a whole number of runs, at least 1."""
+    if not text.strip().isascii() or not text.strip().isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"'{text[:40]}' is not a whole number of at least 1 (the latest N runs)")
+    return int(text)
+
+
+def _runs_of(api: Api, job_id: int, latest: int | None = None) -> tuple[list[dict[str, Any]], int, float]:
+    """The job's runs, oldest first, page by page (1,000 a request): all of them, or its
+    `latest` ones; with how many it has and what they all cost (the API's `total_cost_usd`)."""
     runs: list[dict[str, Any]] = []
-    params: dict[str, Any] = {"limit": EVENTS_PAGE, "offset": 0}
-    while True:
+    want = latest
+    params: dict[str, Any] = {"limit": min(EVENTS_PAGE, want or EVENTS_PAGE), "offset": 0}
+    page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
+    if want is not None and page["count"] > want:  # the latest `want`: from count - want on
+        params["offset"] = page["count"] - want
         page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
+    while True:
         runs.extend(page["results"])
-        if not page["next"] or not page["results"]:
-            return runs
+        if not page["next"] or not page["results"] or (want is not None and len(runs) >= want):
+            return (runs if want is None else runs[:want]), page["count"], page["total_cost_usd"]
         params["offset"] += len(page["results"])
+        page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
 
 
 def _run_where(run: dict[str, Any]) -> str:
@@ -1049,7 +1062,7 @@ def _run_row(run: dict[str, Any]) -> list[Any]:
         run["run"], generation, output.utc_text(run["bound_at"], suffix=""),
         output.utc_text(run["started_at"], suffix=""), ended, output.clock(run["elapsed_s"]), run["ended_how"],
         run["reason"], "" if run["exit_code"] is None else run["exit_code"], run["gpus"], _run_where(run),
-        f"{run['gpu_hours']:.2f}", "borrowed" if run["borrowed"] else "own",
+        f"{run['gpu_hours']:.2f}", f"${run['cost_usd']:,.2f}", "borrowed" if run["borrowed"] else "own",
         "" if run["lost_gpu_hours"] is None else f"{run['lost_gpu_hours']:.2f}",
     ]
 
@@ -1058,10 +1071,10 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     """A job's runs, oldest first, as `sacct --duplicates` lists a requeued job's: one per bind
     (preempted and requeued, stopped to resize, fenced, requeued after it ended, its last run),
     with when each was bound, started and ended, how it ended and why, where, the GPU-hours it
-    held, its quota (own or borrowed) and the work its requeue lost; then the stops' notices
-    and the totals."""
+    held, what it cost (as showback charges it), its quota (own or borrowed) and the work its
+    requeue lost; then the stops' notices and the totals. --limit N: its latest N runs."""
     job_id = _job_id(args.job)
-    runs = _runs_of(api, job_id)
+    runs, count, total_cost = _runs_of(api, job_id, args.limit)
     if args.json:
         output.emit_json(runs)
         return 0
@@ -1080,9 +1093,14 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
                                  f"at {output.utc_text(after['at'])}{why}"))
     held = sum(run["gpu_hours"] for run in runs)
     lost = sum(run["lost_gpu_hours"] or 0 for run in runs)
+    cost = sum(round(run["cost_usd"] * 100) for run in runs) / 100  # whole cents: they add up exactly
     requeued = sum(1 for run in runs if run["outcome"] == "requeued")
-    print(f"{counted(len(runs), 'run')}, {requeued} ended in a requeue; {held:,.2f} GPU-hours held, "
+    which = counted(len(runs), "run") if len(runs) == count else \
+        f"Latest {len(runs)} of {count} runs ({runs[0]['run']}–{runs[-1]['run']})"
+    print(f"{which}, {requeued} ended in a requeue; {held:,.2f} GPU-hours held, costing ${cost:,.2f}; "
           f"{lost:,.2f} GPU-hours of work lost.")
+    if len(runs) < count:
+        print(f"All {count} runs cost ${total_cost:,.2f}; `qm runs {job_id}` lists them all.")
     return 0
 
 
@@ -1981,13 +1999,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("job")
     p.add_argument("--follow", "-f", action="store_true", help="keep watching until the job has finished")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
-    p = sub.add_parser("runs", parents=[common], help="a job's runs: each bind, how it ended, GPU-hours, work lost",
+    p = sub.add_parser("runs", parents=[common], help="a job's runs: each bind, how it ended, GPU-hours, cost, "
+                                                      "work lost",
                        description="Every run of a job, oldest first (as sacct --duplicates): when each was bound, "
                                    "started and ended, how it ended (preempted and requeued, fenced off a node, "
                                    "requeued, succeeded, failed ...) and why, its GPUs and nodes, the GPU-hours it "
-                                   "held, whether on borrowed quota, and the work its requeue lost. --json: the "
+                                   "held, what it cost (as showback charges it), whether on borrowed quota, and "
+                                   "the work its requeue lost. --limit N: its latest N runs only. --json: the "
                                    "API's list.")
     p.add_argument("job")
+    p.add_argument("--limit", type=_latest_count, default=None, metavar="N",
+                   help="only the latest N runs (still oldest first); default: all of them")
     p = sub.add_parser("logs", parents=[common], help="a job's output (stdout and stderr); -f to follow it",
                        description="A job's output as its processes wrote it (stdout and stderr together), "
                                    "rank 0 of its latest run unless told otherwise. The last 8 MiB of each rank "

@@ -97,6 +97,7 @@ from controlplane.services.usage_tiers import (
 log = structlog.get_logger(__name__)
 
 CURSOR_NAME = "usage"
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MINUTE, HOUR, DAY, MONTH = RollupBucket.MINUTE, RollupBucket.HOUR, RollupBucket.DAY, RollupBucket.MONTH
 #: Minutes re-derived on every run, so samples that arrive a little late are simply included.
 REROLL_MINUTES = 5
@@ -224,9 +225,7 @@ def roll_up(now: datetime) -> RollupResult:
         top_sample = UsageSample.objects.aggregate(m=Max("id"))["m"] or 0
         top_event = Event.objects.aggregate(m=Max("id"))["m"] or 0
         late_jobs, late_quota = ({}, []) if first_run else _late_news(cursor, begin, horizon, top_sample, top_event)
-        prices = PriceBook.from_rows(
-            PriceRate.objects.values_list("gpu_type_id", "capacity_tier", "effective_from", "usd_per_gpu_hour")
-        )
+        prices = price_book()
         touched = _Touched()
         job_minutes: dict[int, dict[int, JobMinute]] = defaultdict(dict)
         # 2. the trailing minutes, all jobs, with capacity and idle guarantees
@@ -362,6 +361,15 @@ def _late_news(
 
 
 # --------------------------------------------------------------------------- derivation
+
+
+def price_book(gpu_type_ids: Iterable[int] | None = None) -> PriceBook:
+    """Every price rate (of these GPU types; None: all), as the rollup, a repricing and a job's
+    runs (`run_costs`) price with them: one query, none for no GPU type."""
+    rows = PriceRate.objects.all()
+    if gpu_type_ids is not None:
+        rows = rows.filter(gpu_type_id__in=list(gpu_type_ids))
+    return PriceBook.from_rows(rows.values_list("gpu_type_id", "capacity_tier", "effective_from", "usd_per_gpu_hour"))
 
 
 def _spans(start: datetime, end: datetime, job_id: int | None) -> tuple[list[Span], dict[int, int]]:
@@ -1050,9 +1058,7 @@ def reprice(since: datetime, now: datetime, keys: Iterable[tuple[int, str]] | No
         kept = [m.objects.filter(bucket=MINUTE).aggregate(t=Min("start"))["t"]
                 for m in (UsageRollup, FleetRollup, QuotaRollup)]
         first_kept = min((t for t in kept if t is not None), default=None)
-        prices = PriceBook.from_rows(
-            PriceRate.objects.values_list("gpu_type_id", "capacity_tier", "effective_from", "usd_per_gpu_hour")
-        )
+        prices = price_book()
         touched = _Touched()
         older = _Repriced()
         clock = [time.perf_counter()]
@@ -2247,3 +2253,39 @@ def job_cost(job_id: int) -> dict[str, Any]:
         "useful_tokens": round(sums["tokens"] or 0.0),
         "rolled_until": _rolled_until(),
     }
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What each run (allocation) of a job has cost, to the cent, and the job's total."""
+
+    #: allocation id → $, apportioned (largest remainder, in bind order) so the runs add up to `total_usd`.
+    usd: dict[int, Decimal]
+    total_usd: Decimal
+
+    def of(self, allocation_id: int) -> Decimal:
+        """A run's cost; $0.00 for one that held no GPU."""
+        return self.usd.get(allocation_id, Decimal("0.00"))
+
+
+def run_costs(job_id: int, now: datetime) -> RunCosts:
+    """What each run of the job has cost up to `now`, as the rollup charges the job: the same
+    spans (`_spans`: each node's GPUs from the bind to the release, a gang member that exited
+    early to its exit, `now` while held) priced by the same rule (`Span.held_cost`: the node's
+    GPU type and capacity tier at the rate in force at each instant, cut where a rate changes,
+    unpriced time free) with the price rates as they stand, a repricing's included. The rollup
+    sums the same pieces minute by minute, so once it has caught up the runs' total is what
+    showback and the job page (`job_cost`) charge the job, to the cent. Every run of the job
+    is priced, whatever page of them is shown, so the cents of all its runs add up to the total.
+    Three queries (spans, gang members' early exits, rates); none for a job that never held a GPU."""
+    spans, _ = _spans(_EPOCH, now, job_id)
+    prices = price_book({span.gpu_type_id for span in spans}) if spans else PriceBook()
+    now_us = to_us(now)
+    exact: dict[int, Decimal] = defaultdict(Decimal)
+    for span in spans:
+        end_us = now_us if span.end_us is None else min(span.end_us, now_us)
+        exact[span.allocation_id] += span.held_cost(prices, span.start_us, end_us) if end_us > span.start_us \
+            else Decimal(0)
+    ids = sorted(exact)
+    cents = apportion([exact[i] for i in ids], CENT)
+    return RunCosts(usd=dict(zip(ids, cents, strict=True)), total_usd=sum(cents, Decimal("0.00")))

@@ -6,13 +6,16 @@ Per run: its generation (as its agents and its output know it: a fenced run keep
 fence's new one is `fenced_generation`), when it was bound, started and ended, how it ended (the
 release reason's code, what became of the job, and in words), its GPUs (nodes, indices and, in a
 heterogeneous gang, roles), the GPU-hours it held, whether on borrowed quota, and the work its
-requeue threw away. Everything is read from the allocation rows, their GPUs and the events the
-transitions wrote for them (services/transitions.py): `describe` reads a page of runs in two
-queries whatever its size; `runs_of` is the page's queryset.
+requeue threw away, and what it cost. Everything is read from the allocation rows, their GPUs and
+the events the transitions wrote for them (services/transitions.py): `describe` reads a page of
+runs in two queries whatever its size; `runs_of` is the page's queryset.
 
 - GPU-hours held: from the bind (`created_at`) to the release (`released_at`; now while it
   holds GPUs), GPU by GPU, as the accounting counts allocated GPU-seconds (services/accounting
   `_spans`): a gang member whose processes ended before the rest stops counting then.
+- Cost: the accounting's (`accounting.run_costs`, three queries for all the job's runs), the
+  same spans priced by the rollup's rule, in dollars to the cent, apportioned so the job's runs
+  add up to its total, which is what showback charges the job once the rollup has caught up.
 - Lost work: what the requeue event recorded (`lost_gpu_seconds`: GPUs × time since the last
   checkpoint); None when the run did not end in a requeue (nothing was recorded as lost).
 """
@@ -23,12 +26,14 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet, Window
 
 from controlplane.choices import AllocationState, EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job
+from controlplane.services.accounting import RunCosts
 from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from controlplane.services.stopping import stopping_label
 from controlplane.services.transitions import (
@@ -101,6 +106,7 @@ class Run:
     notice: str
     placement: list[GpuGroup]
     gpu_hours: float
+    cost_usd: Decimal
     elapsed_s: int | None
     lost_gpu_hours: float | None
     requeued_after_end: AfterEnd | None
@@ -159,9 +165,22 @@ def latest_runs(job: Job, count: int) -> tuple[list[Allocation], int]:
     return rows[::-1], total
 
 
-def describe(job: Job, allocations: Sequence[Allocation], *, first: int, now: datetime) -> list[Run]:
+def runs_before(job: Job, number: int, count: int) -> tuple[list[Allocation], int]:
+    """The `count` runs before run `number` (runs max(1, number - count) to number - 1, oldest
+    first), and how many runs the job has in all: one query, as `latest_runs`; a second only
+    to count them when `number` is past them all."""
+    start = max(0, number - 1 - count)
+    rows = list(Allocation.objects.filter(job_id=job.pk).annotate(total=Window(Count("id")))
+                .order_by("created_at", "id")[start:max(start, number - 1)])
+    total = getattr(rows[0], "total", len(rows)) if rows else runs_of(job).count()
+    return rows, total
+
+
+def describe(job: Job, allocations: Sequence[Allocation], *, first: int, now: datetime,
+             costs: RunCosts) -> list[Run]:
     """These runs of `job` (a page of `runs_of`, oldest first; `first`: the number of the first
-    one) with everything a row says: two queries (their GPUs; their events), none for no run."""
+    one) with everything a row says: two queries (their GPUs; their events), none for no run.
+    `costs`: the job's `accounting.run_costs` at `now`."""
     if not allocations:
         return []
     ids = [a.pk for a in allocations]
@@ -186,7 +205,7 @@ def describe(job: Job, allocations: Sequence[Allocation], *, first: int, now: da
             generation = (event["data"] or {}).get("generation") if isinstance(event["data"], dict) else None
             if isinstance(generation, int):
                 after_end[generation] = event  # the last one after that run wins
-    return [_run(first + i, a, gpus[a.pk], by_allocation[a.pk], after_end.get(a.generation), now)
+    return [_run(first + i, a, gpus[a.pk], by_allocation[a.pk], after_end.get(a.generation), now, costs.of(a.pk))
             for i, a in enumerate(allocations)]
 
 
@@ -196,7 +215,7 @@ def _data(event: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def _run(number: int, allocation: Allocation, gpus: dict[tuple[str, int, str], list[int]],
-         events: list[dict[str, Any]], requeued: dict[str, Any] | None, now: datetime) -> Run:
+         events: list[dict[str, Any]], requeued: dict[str, Any] | None, now: datetime, cost_usd: Decimal) -> Run:
     fenced = next((e for e in events if e["kind"] == EventKind.ALLOCATION_FENCED), None)
     generation = allocation.generation
     fenced_generation = None
@@ -240,7 +259,7 @@ def _run(number: int, allocation: Allocation, gpus: dict[tuple[str, int, str], l
         outcome=outcome, reason=reason, ended_how=ended_how, exit_code=exit_code if isinstance(exit_code, int) else None,
         notice=str(notice["message"]) if notice is not None else "",
         placement=[GpuGroup(node, indices, role) for (node, _, role), indices in gpus.items()],
-        gpu_hours=round(held_s / 3600, 4), elapsed_s=elapsed, lost_gpu_hours=lost, requeued_after_end=after,
+        gpu_hours=round(held_s / 3600, 4), cost_usd=cost_usd, elapsed_s=elapsed, lost_gpu_hours=lost, requeued_after_end=after,
         roles=roles,
     )
 

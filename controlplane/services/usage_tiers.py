@@ -158,6 +158,13 @@ class Span:
     gpu_type_id: int
     capacity_tier: str
 
+    def held_cost(self, prices: PriceBook, start_us: int, end_us: int) -> Decimal:
+        """Exact $ for holding these GPUs over [start, end): the node's GPU type and capacity
+        tier at the rate in force at each instant, cut where a rate changes. The rollup prices
+        every allocated minute (and a loss window's piece of one) so; a job's runs list prices
+        each run's whole span so (accounting.run_costs), and the two add up alike."""
+        return prices.cost(self.gpu_type_id, self.capacity_tier, start_us, end_us, self.gpus)
+
 
 @dataclass(frozen=True)
 class Sample:
@@ -318,13 +325,13 @@ def derive_minutes(
                 cell = cells.setdefault(key, Cell())
                 # 1. held
                 cell.allocated_gpu_us += span.gpus * (h1 - h0)
-                cell.cost_usd += prices.cost(span.gpu_type_id, span.capacity_tier, h0, h1, span.gpus)
+                cell.cost_usd += span.held_cost(prices, h0, h1)
                 # 2. evicted work
                 for w in evictions:
                     l0, l1 = max(h0, w.start_us), min(h1, w.end_us)
                     if l1 > l0:
                         cell.lost_gpu_us += span.gpus * (l1 - l0)
-                        cell.lost_cost_usd += prices.cost(span.gpu_type_id, span.capacity_tier, l0, l1, span.gpus)
+                        cell.lost_cost_usd += span.held_cost(prices, l0, l1)
                 # 3. what the agent saw
                 first = bisect.bisect_left(starts, h0 - longest)
                 last = bisect.bisect_left(starts, h1)

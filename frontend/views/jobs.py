@@ -342,23 +342,60 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "requeue_url": reverse("v1:job-requeue", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
         "output": job_output(job, request.GET),
-        **job_runs_panel(job, now),
+        **job_runs_panel(job, now, request.GET),
         "now": now,
     }
 
 
-#: The runs the job page lists at most (the latest); the API and `qm runs` page through them all.
+#: The runs the job page lists at once (the latest, or with `?runs_before=N` the ones before run
+#: N); the panel links to the older and newer ones, and the API and `qm runs` page through them all.
 MAX_RUNS_SHOWN = 50
+RUNS_BEFORE = "runs_before"
 
 
-def job_runs_panel(job: Job, now: datetime) -> dict[str, Any]:
-    """The Runs panel: the job's latest runs, oldest of them first (services/job_runs.py), and
-    how many it has. Three queries; none for a job that never ran."""
+def job_runs_panel(job: Job, now: datetime, params: Any = None) -> dict[str, Any]:
+    """The Runs panel: the job's latest runs, or with `?runs_before=N` the ones before run N,
+    oldest of them first (services/job_runs.py), numbered as the whole list; how many it has;
+    what they cost (`accounting.run_costs`: all of them, so the page's cents are the API's and
+    add up to the total); the links to older and newer runs. A bad `runs_before` (not a whole
+    number, no run before it, past the job's runs) is said in `runs_error`, naming it, as the
+    API's 400 names a bad `offset`. Six queries; none for a job that never ran."""
+    params = params if params is not None else {}
+    raw = str(params.get(RUNS_BEFORE, "")).strip()
+    before: int | None = None
+    if raw:
+        if not raw.isascii() or not raw.isdigit() or int(raw) < 2:
+            return _runs_error(job, raw, f"'{raw[:40]}' is not a run number of at least 2 (the runs before it are "
+                                         "listed).")
+        before = int(raw)
     if not job_history.may_have_run(job):
-        return {"runs": [], "run_count": 0}
-    allocations, total = job_runs.latest_runs(job, MAX_RUNS_SHOWN)
-    return {"runs": job_runs.describe(job, allocations, first=total - len(allocations) + 1, now=now),
-            "run_count": total}
+        if before is not None:
+            return _runs_error(job, raw, f"Job {job.pk} has no runs: there is no run {before}.")
+        return {"runs": [], "run_count": 0, "runs_cost": None}
+    if before is None:
+        allocations, total = job_runs.latest_runs(job, MAX_RUNS_SHOWN)
+        first = total - len(allocations) + 1
+    else:
+        allocations, total = job_runs.runs_before(job, before, MAX_RUNS_SHOWN)
+        if before > total + 1:
+            return _runs_error(job, raw, f"Job {job.pk} has {total} run{'' if total == 1 else 's'}: there is no "
+                                         f"run {before}.")
+        first = max(1, before - MAX_RUNS_SHOWN)
+    costs = accounting.run_costs(job.pk, now)
+    last = first + len(allocations) - 1
+    return {
+        "runs": job_runs.describe(job, allocations, first=first, now=now, costs=costs),
+        "run_count": total, "runs_cost": costs.total_usd, "runs_before": before if last < total else None,
+        "runs_first": first, "runs_last": last,
+        # The links: the page before these runs; the page after them (None: the latest, the panel's default).
+        "older_runs": first if first > 1 else None,
+        "newer_runs": last + 1 + MAX_RUNS_SHOWN if last + MAX_RUNS_SHOWN < total else None,
+    }
+
+
+def _runs_error(job: Job, raw: str, message: str) -> dict[str, Any]:
+    return {"runs": [], "run_count": 0, "runs_cost": None, "runs_error": f"Cannot list those runs: {RUNS_BEFORE}: "
+            f"{message}", "runs_errors": {RUNS_BEFORE: [message]}}
 
 
 def job_output(job: Job, params: Any = None) -> dict[str, Any]:
@@ -402,11 +439,14 @@ def _output_error(job: Job, chosen: dict[str, str], errors: Any) -> dict[str, An
             "error": f"Cannot show that output: {words}", "errors": errors}
 
 
-def _live_url(job: Job, output: dict[str, Any]) -> str:
-    """The page's live refresh, asking for the same rank and run as the page (a bad choice is
-    left out: the page says what is wrong and its Output panel is not refreshed)."""
+def _live_url(job: Job, output: dict[str, Any], runs_before: int | None = None) -> str:
+    """The page's live refresh, asking for the same rank and run as the page, and the same runs
+    (`runs_before`: older ones than the latest); a bad choice is left out: the page says what is
+    wrong and its Output panel is not refreshed."""
     url = reverse("frontend:job-json", args=[job.pk])
-    return url + "?" + urlencode(output["chosen"]) if output["chosen"] and not output["error"] else url
+    chosen = {**(output["chosen"] if not output["error"] else {}),
+              **({RUNS_BEFORE: runs_before} if runs_before is not None else {})}
+    return url + "?" + urlencode(chosen) if chosen else url
 
 
 def _status_html(request: HttpRequest, payload: dict[str, Any]) -> str:
@@ -453,9 +493,9 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
         **payload,
         "page": "jobs",
         "charts": {c.key: c for c in payload["charts"]},
-        "live_url": _live_url(job, payload["output"]),
+        "live_url": _live_url(job, payload["output"], payload.get("runs_before")),
         "change": change_form(request, job, payload["runs_after"]),
-    }, status=400 if payload["output"]["error"] else 200)
+    }, status=400 if payload["output"]["error"] or payload.get("runs_error") else 200)
 
 
 @login_required
@@ -466,6 +506,8 @@ def job_json(request: HttpRequest, job_id: int) -> JsonResponse:
     if payload["output"]["error"]:  # a bad ?rank= or ?generation=: 400 naming it, as the API's logs/
         errors = payload["output"]["errors"]
         return JsonResponse({"errors": errors, "detail": payload["output"]["error"]}, status=400)
+    if payload.get("runs_error"):  # a bad ?runs_before=: 400 naming it, as the API's runs/ a bad offset
+        return JsonResponse({"errors": payload["runs_errors"], "detail": payload["runs_error"]}, status=400)
     return JsonResponse({
         "state": job.state,
         "charts": figures.charts_json(payload["charts"]),

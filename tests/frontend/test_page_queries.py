@@ -24,10 +24,11 @@ PINNED = {
     "/jobs/": 11,  # one for the listed jobs' held GPUs (gpus_held)
     "/ui/jobs.json": 4,
     # one for its dependencies, both ways (services/dependencies.page_of); its Output panel two
-    # (its runs; each rank's span), three once it has output (the last lines); its Runs panel three
-    # (the latest runs with their count, their GPUs, their events; none for a job that never ran)
-    "/jobs/{job}/": 16,
-    "/ui/jobs/{job}.json": 16,
+    # (its runs; each rank's span), three once it has output (the last lines); its Runs panel six
+    # (the latest runs with their count, their GPUs, their events; what all its runs cost: their
+    # spans, gang members' early exits, the price rates; none for a job that never ran)
+    "/jobs/{job}/": 19,
+    "/ui/jobs/{job}.json": 19,
     "/teams/": 14,
     # six and a half days from 13:30: its first day is partial, so it reads the hour and minute rows
     # too at any hour (the default 7d back from 00:00:xx is whole days only: one query fewer)

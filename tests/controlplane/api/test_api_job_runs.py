@@ -5,6 +5,7 @@ its requeue lost; as visible as the job itself, paged as events/, in a fixed num
 from __future__ import annotations
 
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -138,6 +139,7 @@ def _gang_run(job: Job, fleet: Any, i: int, at: Any) -> None:
 
 
 def test_the_runs_are_read_in_a_fixed_number_of_queries(fleet, alice) -> None:
+    f.make_price_rate(fleet.a100, "1.2000")
     counts = {}
     for runs in (1, 25):
         job = _job(fleet, gpus=3)
@@ -152,8 +154,14 @@ def test_the_runs_are_read_in_a_fixed_number_of_queries(fleet, alice) -> None:
         assert last["roles"] == {"ps": 1, "worker": 2} and last["nodes"] == ["a100-0", "a100-1"]
         assert last["gpus"] == 3 and last["gpu_hours"] == pytest.approx(3 * 55 / 3600, abs=1e-4)
         assert last["ended_how"] == "Preempted; requeued" and last["notice"] == f"Preempted {runs - 1} (on a100-0, a100-1)"
-    # token, job, count, the page, its GPUs, its events
-    assert counts[1] == counts[25] == 6, counts
+        # Each run: 3 GPUs × 55 s × $1.20/h = $0.055; the cents are apportioned over all the runs so
+        # they add up to the total ($0.06 for one; 25 × $0.055 = $1.375, $1.38: 13 runs at $0.06).
+        costs = [Decimal(str(x["cost_usd"])) for x in r.json()["results"]]
+        assert sum(costs) == Decimal(str(r.json()["total_cost_usd"])) == {1: Decimal("0.06"), 25: Decimal("1.38")}[runs]
+        assert costs.count(Decimal("0.06")) == {1: 1, 25: 13}[runs]
+    # token, job, count, the page, its GPUs, its events; what all its runs cost: their spans, gang
+    # members' early exits, the price rates
+    assert counts[1] == counts[25] == 9, counts
 
 
 def test_a_gang_member_that_ended_early_stops_counting_then(fleet, alice) -> None:
@@ -249,3 +257,78 @@ def test_each_way_a_run_ends_is_said_with_its_code_and_words(fleet, alice, how, 
         assert row["notice"].startswith("Requeued by alice: XID 79 on h100-1")
     elif how == "cancelled":
         assert row["notice"].startswith("Cancelled by alice")
+
+
+SHOWBACK = "/api/v1/showback/"
+
+
+def _showback_cost(client: Any, group_by: str, name: str) -> Decimal:
+    body = client.get(SHOWBACK, {"window": "1d", "group_by": group_by}).json()
+    return Decimal(str(body["data"][0][name]["gpuCost"]))
+
+
+def test_each_run_costs_what_showback_charges_across_gpu_types_and_a_price_change(fleet, clients) -> None:
+    """Run 1 on H100s across a price change ($2.50, then $3.10 from 30 min in), run 2 on A100s
+    ($1.73): each run's cost is its GPU time at the rate in force at each instant, and the runs
+    add up to what showback charges the job and its project, and what the job page says, once the
+    rollup has caught up. A rate added afterwards with effect from the past (a repricing) moves
+    the run and showback alike."""
+    from controlplane.services import accounting
+
+    alice, finance = clients["owner"], clients["finance"]
+    now = timezone.now()
+    job = _job(fleet, project=fleet.llm)
+    t0 = now - timedelta(hours=5)
+    f.make_price_rate(fleet.h100, "3.1000", effective_from=t0 + timedelta(minutes=30))
+    f.make_price_rate(fleet.a100, "1.7300")
+    story = preempted_then_succeeded(job, fleet.nodes[1], fleet.nodes[4], now=now)
+    assert story.t0 == t0
+    accounting.catch_up(timezone.now())
+
+    body = alice.get(f"{J}{job.pk}/runs/").json()
+
+    first, second = body["results"]
+    # 2 GPUs × 30 min × $2.50 + 2 GPUs × 3,630 s × $3.10/h = $2.50 + $6.2517 = $8.7517
+    assert (first["nodes"], first["cost_usd"]) == (["h100-1"], 8.75)
+    # 2 GPUs × 2 h × $1.73
+    assert (second["nodes"], second["cost_usd"]) == (["a100-0"], 6.92)
+    assert body["total_cost_usd"] == 15.67
+    assert _showback_cost(alice, "job", str(job.pk)) == Decimal("15.67")
+    assert _showback_cost(finance, "project", "ml/llm") == Decimal("15.67")
+    assert accounting.job_cost(job.pk)["cost_usd"] == Decimal("15.67")
+
+    # Finance learns the A100s cost $2.00 from the second run's second hour on: repriced.
+    f.make_price_rate(fleet.a100, "2.0000", effective_from=t0 + timedelta(hours=3))
+    accounting.reprice(t0 + timedelta(hours=3), timezone.now())
+
+    body = alice.get(f"{J}{job.pk}/runs/").json()
+    assert [x["cost_usd"] for x in body["results"]] == [8.75, 3.46 + 4.00]
+    assert body["total_cost_usd"] == 16.21
+    assert _showback_cost(alice, "job", str(job.pk)) == Decimal("16.21")
+
+
+def test_a_running_run_costs_to_now_and_time_before_any_price_is_free(fleet, alice) -> None:
+    """As the accounting: GPU time before its type's first rate costs nothing (the A100s here
+    have none), and a run holding GPUs is costed to the moment of the answer."""
+    job = _job(fleet)
+    bind_at(job, [(fleet.nodes[4], [0, 1], "")], at=timezone.now() - timedelta(hours=1))
+    (row,) = alice.get(f"{J}{job.pk}/runs/").json()["results"]
+    assert (row["state"], row["cost_usd"]) == ("active", 0.0)
+
+    other = _job(fleet)
+    bind_at(other, [(fleet.nodes[1], [0, 1], "")], at=timezone.now() - timedelta(hours=1))
+    body = alice.get(f"{J}{other.pk}/runs/").json()
+    # 2 GPUs × 1 h (and the moments of the request) × $2.50
+    assert body["results"][0]["cost_usd"] == body["total_cost_usd"] == pytest.approx(5.00, abs=0.011)
+
+
+def test_a_later_page_still_says_what_all_the_runs_cost(fleet, alice) -> None:
+    job = _job(fleet)
+    preempted_then_succeeded(job, fleet.nodes[1], fleet.nodes[2], now=timezone.now())
+    whole = alice.get(f"{J}{job.pk}/runs/").json()
+    page = alice.get(f"{J}{job.pk}/runs/", {"limit": 1, "offset": 1}).json()
+    # 2 × 5,430 s and 2 × 2 h at $2.50: $7.54 and $10.00
+    assert [x["cost_usd"] for x in whole["results"]] == [7.54, 10.00]
+    assert page["total_cost_usd"] == whole["total_cost_usd"] == 17.54
+    assert [x["cost_usd"] for x in page["results"]] == [10.00]
+    assert list(page) == ["count", "next", "previous", "total_cost_usd", "results"]
