@@ -207,6 +207,19 @@ def launch_argv(command: str) -> tuple[list[str], Callable[[], None] | None]:
     return ["/bin/sh", "-c", command], _die_with_parent
 
 
+#: Every name the agent sets in a job's processes' environment: the torch.distributed ones
+#: (rank_environment), a heterogeneous gang's role names, QM_AGENT_NODE and QM_PROGRESS_FILE,
+#: whatever the job's shape (a plain gang gets no QM_ROLE, so a job's own would have reached its
+#: processes as if it were the agent's). A job's env may not set them: the submit refuses them
+#: (services/jobs.py) and a process gets the agent's value or none, never the job's. The rest
+#: of `QM_` is the job's to set on purpose: QM_LAUNCH, the simulator's QM_SIM_*.
+PROCESS_ENV_NAMES = frozenset({
+    "CUDA_VISIBLE_DEVICES", "MASTER_ADDR", "MASTER_PORT", "NNODES", "NODE_RANK", "GROUP_RANK", "LOCAL_WORLD_SIZE",
+    "WORLD_SIZE", "RANK", "LOCAL_RANK", "QM_JOB_ID", "QM_GENERATION", "QM_ROLE", "QM_ROLE_RANK",
+    "QM_ROLE_WORLD_SIZE", "QM_ROLES", "QM_AGENT_NODE", "QM_PROGRESS_FILE",
+})
+
+
 def rank_environment(assignment: Assignment, local_index: int, per_node: bool) -> dict[str, str]:
     """The torch.distributed environment of one process of this node's gang member."""
     devices = ",".join(str(g) for g in assignment.gpus)
@@ -298,8 +311,11 @@ class ProcessMember:
             (workdir / "error.txt").write_text("the job has no command to run\n")
             return
         env_base = dict(base_env if base_env is not None else os.environ)
+        # The agent's names are its own: a job stored before the submit refused them (or written
+        # around it) sets none of them, even those this job's shape leaves unset.
+        job_env = {name: value for name, value in assignment.env.items() if name not in PROCESS_ENV_NAMES}
         for index in range(count):
-            env = {**env_base, **assignment.env, **rank_environment(assignment, index, per_node),
+            env = {**env_base, **job_env, **rank_environment(assignment, index, per_node),
                    "QM_AGENT_NODE": node_name}
             rank = env["RANK"]
             self.ranks.append(int(rank))

@@ -45,6 +45,7 @@ from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
 from controlplane.services.holds import reason_problem
 from controlplane.services.jobs import MAX_ARRAY_TASKS, SubmitRequest
+from controlplane.services.jobs import env_problem as job_env_problem
 from controlplane.services.jobs import shape_errors as job_shape_errors
 from controlplane.services.stopping import state_label
 
@@ -246,6 +247,9 @@ class EnvField(serializers.DictField):
             )
         if len(value) > 256:
             raise serializers.ValidationError(f"{len(value)} variables; at most 256")
+        problem = job_env_problem(value)  # a name Quartermaster sets itself (QM_ROLE, RANK, …)
+        if problem:
+            raise serializers.ValidationError(problem)
         return value
 
 
@@ -640,7 +644,7 @@ def _env_check(field: EnvField) -> _Check:
             out[k] = item(v)
             if out[k] is _INVALID:
                 return _INVALID
-        return out
+        return _INVALID if job_env_problem(out) else out  # a reserved name: the serializer explains
 
     return check
 

@@ -25,6 +25,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from controlplane.agent.members import PROCESS_ENV_NAMES
 from controlplane.choices import DependencyMode, EventKind, JobHold, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
 from controlplane.services import access, dependencies, fleet_capability
@@ -39,6 +40,10 @@ MAX_ARRAY_TASKS = 10_000
 MAX_ARRAY_INDEX = 1_000_000
 ARRAY_INDEX_ENV = "QM_ARRAY_INDEX"
 ARRAY_ID_ENV = "QM_ARRAY_ID"
+#: The environment names Quartermaster sets itself, which a job's env may not set: the agent's
+#: for each process (agent.members.PROCESS_ENV_NAMES) and an array task's index and id. Exact
+#: names, not the `QM_` prefix: QM_LAUNCH and QM_SIM_* are the job's own to set.
+RESERVED_ENV_NAMES = PROCESS_ENV_NAMES | {ARRAY_INDEX_ENV, ARRAY_ID_ENV}
 
 _ARRAY_PART = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?$")  # ASCII digits: int() reads others too
 
@@ -356,6 +361,20 @@ def role_record(role: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def env_problem(env: dict[str, Any]) -> str:
+    """What is wrong with a job's env for Quartermaster, "" when nothing: a name it sets itself
+    (RESERVED_ENV_NAMES) would be overwritten in each process, or, where the shape sets none
+    (a plain gang's QM_ROLE), read as if Quartermaster had set it. One function for the submit
+    serializer, its fast path and submit() itself."""
+    taken = sorted(name for name in env if name in RESERVED_ENV_NAMES)
+    if not taken:
+        return ""
+    if len(taken) == 1:
+        return f"env {taken[0]} is set by Quartermaster for each process; choose another name"
+    shown = ", ".join(taken[:6]) + (f" and {len(taken) - 6} more" if len(taken) > 6 else "")
+    return f"env {shown} are set by Quartermaster for each process; choose other names"
+
+
 def shape_errors(
     *, gpus: int, gpus_per_node: int | None, topology: str, min_gpus: int | None, max_gpus: int | None,
     roles: Sequence[dict[str, Any]] = (),
@@ -469,6 +488,8 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
             )
     errors.update(shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
                                min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles))
+    if problem := env_problem(req.env):
+        errors["env"] = problem
 
     if req.hold_reason:
         from controlplane.services import holds  # holds builds on this module

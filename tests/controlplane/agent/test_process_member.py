@@ -251,3 +251,15 @@ def test_progress_written_by_a_real_job_reaches_the_control_plane_as_samples(tmp
     assert plane.reports("exited")[0]["exit_code"] == 0
     assert sum(s["steps"] for s in plane.reports("sample")) == 50
     assert json.dumps(plane.reports("progress")[-1]["steps"]) == "50"
+
+
+def test_a_jobs_env_never_sets_a_name_the_agent_sets(tmp_path: Path) -> None:
+    """A job stored before the submit refused them (or written around it): its RANK and
+    CUDA_VISIBLE_DEVICES lose to the agent's, and its QM_ROLE, which a plain gang's processes
+    are not given, does not reach them as if the agent had said it. Its other names do."""
+    env = {"RANK": "9", "CUDA_VISIBLE_DEVICES": "7", "QM_ROLE": "boss", "QM_PROGRESS_FILE": "/tmp/x", "LR": "0.1"}
+    command = 'echo "$RANK|$CUDA_VISIBLE_DEVICES|${QM_ROLE-unset}|$QM_PROGRESS_FILE|$LR" > seen'
+    member = ProcessMember(assignment(command, gpus=(3,), env=env), workdir=tmp_path, node_name="n", devices=None)
+
+    assert wait_exit(member) == 0
+    assert (tmp_path / "seen").read_text().strip() == f"0|3|unset|{tmp_path / 'rank0.progress.jsonl'}|0.1"
