@@ -409,9 +409,19 @@ def render(week: Week, ours: dict[str, float | int | None], seed: dict[str, floa
     lines.append(f"  engine: {ours['engine_cycles']} cycles, p50 {_cell(ours['engine_ms_p50'])} ms, "
                  f"max {_cell(ours['engine_ms_max'])} ms; replay {_cell(ours['wall_seconds'])} s; "
                  f"preemptions {ours['preemptions']}, kills {ours['jobs_killed']}")
+    lines.append(f"  ETAs: {eta_line(ours)}")
     for goal in met:
         lines.append(f"  [{'met ' if goal.met else 'MISS'}] {goal.text}")
     return "\n".join(lines)
+
+
+def eta_line(ours: dict[str, float | int | None]) -> str:
+    """How the first ETA told to each waiting job compared with its start (no goal is set)."""
+    if not ours["eta_checked"]:
+        return f"none judged ({ours['eta_missing']} waited without one)"
+    return (f"{ours['eta_checked']} judged, {_cell(100 * float(ours['eta_on_time'] or 0))} % started by the first ETA "
+            f"told (median {_cell(ours['eta_early_median_min'])} min early); late p95 {_cell(ours['eta_late_p95_min'])}, "
+            f"max {_cell(ours['eta_late_max_min'])} min; {ours['eta_missing']} waited without one")
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -439,6 +449,13 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{_cell(o['wait_max_min'])} / {_cell(t['wait_max_min'])} | {missed} |"
         )
     lines += ["", f"Goals met: {report['goals_met']} of {report['goals_total']}."]
+    lines += ["", "| week | ETAs judged | started by the first ETA told | median min early | late p95 / max (min) "
+              "| waited without an ETA |", "|---|---:|---:|---:|---:|---:|"]
+    for week in weeks:
+        o = week["ours"]
+        on_time = "-" if o["eta_on_time"] is None else f"{100 * float(o['eta_on_time']):.1f} %"
+        lines.append(f"| {week['name']} | {o['eta_checked']} | {on_time} | {_cell(o['eta_early_median_min'])} | "
+                     f"{_cell(o['eta_late_p95_min'])} / {_cell(o['eta_late_max_min'])} | {o['eta_missing']} |")
     return "\n".join(lines)
 
 

@@ -54,6 +54,7 @@ from scheduler_core.sim.metrics import (
     JobOutcome,
     TimeIntegral,
     allocated_upper_bound,
+    eta_figures,
     summarize,
     team_figures,
 )
@@ -137,6 +138,10 @@ class _Job:
     end_s: float | None = None
     preempted_at: list[float] = field(default_factory=list)
     view: RunningJob | None = None
+    # this stretch in the queue: the first ETA the engine gave, and whether it was explained
+    # at all (a job bound in the cycle of its arrival never is)
+    eta_told: float | None = None
+    explained: bool = False
 
     @property
     def work_gpu_s(self) -> float:
@@ -259,6 +264,9 @@ class Simulator:
         self.usage_as_of = 0.0
         self.cycle_seconds: list[float] = []
         self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0, "rejected": 0}
+        # per stretch of waiting that got an ETA and ended in a start: start - first ETA
+        self.eta_errors_s: list[float] = []
+        self.eta_missing = 0  # stretches explained but never given an ETA, then started
         self.maintenance = self._check_maintenance(maintenance)
         self.windows_of: dict[str, list[MaintenanceWindow]] = {}
         for window in self.maintenance:
@@ -322,6 +330,7 @@ class Simulator:
     def _enqueue(self, job: _Job, now: float) -> None:
         job.state = _State.PENDING
         job.pending_since = now
+        job.eta_told, job.explained = None, False
         self.pending[job.trace.job_id] = job
         if self._needs_whole_nodes(job.trace):
             self.pending_whole_node += 1
@@ -513,12 +522,17 @@ class Simulator:
             self._bind(waiting, bind.placements, bind.borrowed, now)
             self.counts["binds"] += 1
         for explanation in plan.pending:
+            waiting = self.pending.get(explanation.job_id)
+            if waiting is None:
+                continue
             if explanation.code is ReasonCode.CAN_NEVER_RUN and not explanation.resolvable:
-                never = self.pending.get(explanation.job_id)
-                if never is not None:
-                    self._dequeue(never, now)
-                    never.state = _State.REJECTED
-                    self.counts["rejected"] += 1
+                self._dequeue(waiting, now)
+                waiting.state = _State.REJECTED
+                self.counts["rejected"] += 1
+                continue
+            waiting.explained = True
+            if waiting.eta_told is None and explanation.eta is not None:
+                waiting.eta_told = explanation.eta
         return freed
 
     def _held(self, job_id: str) -> int:
@@ -612,6 +626,10 @@ class Simulator:
         gpus = self._check_placements(job, placements, now)
         if self.maintenance:
             self._check_clear_of_maintenance(job, (p.node for p in placements), now, now)
+        if job.eta_told is not None:
+            self.eta_errors_s.append(now - job.eta_told)
+        elif job.explained:
+            self.eta_missing += 1
         self._dequeue(job, now)
         self._take(job, placements, now)
         self._set_held(job, gpus, now)
@@ -688,6 +706,15 @@ class Simulator:
                     stranded += free
         self.stranded.set(now, stranded)
 
+    def _eta_figures(self) -> dict[str, float | int | None]:
+        """How the first ETA each waiting job was told compares with its start. A job still
+        waiting at the horizon past the ETA it was told counts as late by at least the time
+        since; one whose ETA lies beyond the horizon is not judged."""
+        overdue = [self.horizon_s - job.eta_told for job in self.pending.values()
+                   if job.eta_told is not None and job.eta_told < self.horizon_s]
+        waited_unexplained = sum(1 for job in self.pending.values() if job.explained and job.eta_told is None)
+        return eta_figures([*self.eta_errors_s, *overdue], self.eta_missing + waited_unexplained)
+
     def _result(self) -> SimResult:
         horizon = self.horizon_s
         outcomes: list[JobOutcome] = []
@@ -738,6 +765,7 @@ class Simulator:
             "engine_ms_max": cycles[-1] * 1000 if cycles else None,
             "engine_seconds_total": sum(cycles) if self.clock is not None else None,
             "horizon_min": horizon / 60.0,
+            **self._eta_figures(),
         }
         if self.maintenance:
             extras["maintenance_gpu_hours"] = sum(

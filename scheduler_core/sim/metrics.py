@@ -171,6 +171,35 @@ def summarize(
     }
 
 
+#: A start this close after the ETA a job was told still counts as on time (ETAs are floats,
+#: event times whole seconds).
+ETA_SLACK_S = 1.0
+
+
+def eta_figures(errors_s: Sequence[float], missing: int) -> dict[str, float | int | None]:
+    """How far the ETAs the engine tells waiting jobs can be trusted.
+
+    ``errors_s``: per stretch of waiting that was given an ETA, its start minus the *first* ETA
+    it was told (what a researcher reads when the job starts to wait); negative is early.
+    ``missing``: stretches explained without any ETA. The engine's ETAs assume every running
+    job runs to its runtime limit and no job arrives ahead of this one, so a start later than
+    told means later arrivals went first (priority, fair share, a reclaiming owner) or a
+    reservation moved. ``eta_on_time``: the share started no later than told (``None`` when no
+    ETA was judged); ``eta_early_median_min``: how much sooner than told the on-time ones
+    started; ``eta_late_p95_min`` and ``eta_late_max_min``: lateness over every judged stretch
+    (zero for those on time)."""
+    late = sorted(error / 60.0 if error > ETA_SLACK_S else 0.0 for error in errors_s)
+    early = sorted(-error / 60.0 for error in errors_s if error <= ETA_SLACK_S)
+    return {
+        "eta_checked": len(errors_s),
+        "eta_missing": missing,
+        "eta_on_time": len(early) / len(errors_s) if errors_s else None,
+        "eta_early_median_min": max(0.0, early[len(early) // 2]) if early else None,
+        "eta_late_p95_min": p95(late) if late else None,
+        "eta_late_max_min": late[-1] if late else None,
+    }
+
+
 def team_figures(
     outcomes: Sequence[JobOutcome], *, horizon_s: float, allocated_gpu_seconds: float
 ) -> dict[str, float | int | None]:

@@ -158,6 +158,9 @@ def test_replay_runs_in_the_background_and_the_page_shows_both_runs(client_for, 
     assert {c.key for c in page.context["charts"]} == {"wait", "allocation", "stranded", "outcomes", "team_waits",
                                                       "team_gpu_hours"}
     assert all(r["jobs_total"] == 6 for _, r in result.runs)
+    # no job waited, so no ETA was told to judge, and the table says so rather than "0%"
+    assert all(r["eta_checked"] == 0 for _, r in result.runs)
+    assert page.content.decode().count("no job waited with an ETA") == 2
     # The jobs were submitted moments before the window's end and none waited: the allocation
     # chart compares what they held with what they would have held in the window had none
     # waited — the same — not with their whole runtime limits past the window (their "offered
