@@ -27,9 +27,11 @@ class Pagination(LimitOffsetPagination):
         raw = request.query_params.get(name)
         if raw is None or raw == "":
             return None
-        if not _WHOLE.match(raw) or int(raw) < least:
+        digits = raw.lstrip("0") or "0"
+        if not _WHOLE.match(raw) or (len(digits) <= 18 and int(digits) < least):
             raise ValidationError({name: [f"'{raw[:40]}' is not a whole number of at least {least}."]})
-        return int(raw)
+        # More digits than any limit or offset taken (and than Python reads into an int: 4,300).
+        return int(digits) if len(digits) <= 18 else MAX_OFFSET
 
     def get_limit(self, request: Request) -> int:
         limit = self._whole(request, self.limit_query_param, 1)

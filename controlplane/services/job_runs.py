@@ -165,10 +165,16 @@ def latest_runs(job: Job, count: int) -> tuple[list[Allocation], int]:
     return rows[::-1], total
 
 
+#: A run number past any job's runs: a job binds at most once a cycle.
+PAST_EVERY_RUN = 10**12
+
+
 def runs_before(job: Job, number: int, count: int) -> tuple[list[Allocation], int]:
     """The `count` runs before run `number` (runs max(1, number - count) to number - 1, oldest
     first), and how many runs the job has in all: one query, as `latest_runs`; a second only
-    to count them when `number` is past them all."""
+    to count them when `number` is past them all (only that one from PAST_EVERY_RUN on)."""
+    if number >= PAST_EVERY_RUN:
+        return [], runs_of(job).count()
     start = max(0, number - 1 - count)
     rows = list(Allocation.objects.filter(job_id=job.pk).annotate(total=Window(Count("id")))
                 .order_by("created_at", "id")[start:max(start, number - 1)])

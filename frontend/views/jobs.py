@@ -364,13 +364,15 @@ def job_runs_panel(job: Job, now: datetime, params: Any = None) -> dict[str, Any
     raw = str(params.get(RUNS_BEFORE, "")).strip()
     before: int | None = None
     if raw:
-        if not raw.isascii() or not raw.isdigit() or int(raw) < 2:
+        digits = raw.lstrip("0") or "0"
+        if not raw.isascii() or not raw.isdigit() or (len(digits) <= 18 and int(digits) < 2):
             return _runs_error(job, raw, f"'{raw[:40]}' is not a run number of at least 2 (the runs before it are "
                                          "listed).")
-        before = int(raw)
+        # A number of more digits is past any job's runs (and not one to read into an int).
+        before = int(digits) if len(digits) <= 18 else job_runs.PAST_EVERY_RUN
     if not job_history.may_have_run(job):
         if before is not None:
-            return _runs_error(job, raw, f"Job {job.pk} has no runs: there is no run {before}.")
+            return _runs_error(job, raw, f"Job {job.pk} has no runs: there is no run {digits[:40]}.")
         return {"runs": [], "run_count": 0, "runs_cost": None}
     if before is None:
         allocations, total = job_runs.latest_runs(job, MAX_RUNS_SHOWN)
@@ -379,7 +381,7 @@ def job_runs_panel(job: Job, now: datetime, params: Any = None) -> dict[str, Any
         allocations, total = job_runs.runs_before(job, before, MAX_RUNS_SHOWN)
         if before > total + 1:
             return _runs_error(job, raw, f"Job {job.pk} has {total} run{'' if total == 1 else 's'}: there is no "
-                                         f"run {before}.")
+                                         f"run {digits[:40]}.")
         first = max(1, before - MAX_RUNS_SHOWN)
     costs = accounting.run_costs(job.pk, now)
     last = first + len(allocations) - 1

@@ -89,6 +89,8 @@ def test_older_runs_are_a_link_away_and_the_live_refresh_keeps_them(client_for, 
     ("-2", "'-2' is not a run number of at least 2 (the runs before it are listed)."),
     ("²", "'²' is not a run number of at least 2 (the runs before it are listed)."),
     ("9", "has 3 runs: there is no run 9."),
+    ("9" * 5000, f"has 3 runs: there is no run {'9' * 40}."),
+    ("0" * 30, f"'{'0' * 30}' is not a run number of at least 2"),
 ])
 def test_a_bad_runs_before_is_a_400_naming_it(client_for, submit_as, value, words):
     job, _, _ = _three_runs(submit_as)

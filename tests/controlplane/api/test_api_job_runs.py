@@ -121,7 +121,7 @@ def test_another_teams_member_gets_the_404_the_job_itself_gives(fleet, clients) 
 
 @pytest.mark.parametrize(("query", "field"), [
     ({"limit": "abc"}, "limit"), ({"limit": "0"}, "limit"), ({"offset": "-1"}, "offset"),
-    ({"offset": "1.5"}, "offset"), ({"state": "running"}, "state"),
+    ({"offset": "1.5"}, "offset"), ({"state": "running"}, "state"), ({"limit": "0" * 30}, "limit"),
 ])
 def test_bad_query_parameters_are_a_400_naming_them(fleet, alice, query, field) -> None:
     job = _job(fleet)
@@ -320,6 +320,16 @@ def test_a_running_run_costs_to_now_and_time_before_any_price_is_free(fleet, ali
     body = alice.get(f"{J}{other.pk}/runs/").json()
     # 2 GPUs × 1 h (and the moments of the request) × $2.50
     assert body["results"][0]["cost_usd"] == body["total_cost_usd"] == pytest.approx(5.00, abs=0.011)
+
+
+def test_a_limit_or_offset_of_thousands_of_digits_is_read_as_past_the_end(fleet, alice) -> None:
+    """More digits than Python reads into an int (4,300) answered a 500."""
+    job = _job(fleet)
+    preempted_then_succeeded(job, fleet.nodes[1], fleet.nodes[2], now=timezone.now())
+    far = alice.get(f"{J}{job.pk}/runs/", {"offset": "9" * 5000})
+    assert far.status_code == 200 and far.json()["results"] == [] and far.json()["count"] == 2
+    many = alice.get(f"{J}{job.pk}/runs/", {"limit": "9" * 5000})
+    assert many.status_code == 200 and len(many.json()["results"]) == 2
 
 
 def test_a_later_page_still_says_what_all_the_runs_cost(fleet, alice) -> None:
