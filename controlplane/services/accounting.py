@@ -2259,7 +2259,7 @@ def job_cost(job_id: int) -> dict[str, Any]:
 class RunCosts:
     """What each run (allocation) of a job has cost, to the cent, and the job's total."""
 
-    #: allocation id → $, apportioned (largest remainder, in bind order) so the runs add up to `total_usd`.
+    #: allocation id → $, rounded cumulatively in bind order so the runs add up to `total_usd`.
     usd: dict[int, Decimal]
     total_usd: Decimal
 
@@ -2275,17 +2275,27 @@ def run_costs(job_id: int, now: datetime) -> RunCosts:
     GPU type and capacity tier at the rate in force at each instant, cut where a rate changes,
     unpriced time free) with the price rates as they stand, a repricing's included. The rollup
     sums the same pieces minute by minute, so once it has caught up the runs' total is what
-    showback and the job page (`job_cost`) charge the job, to the cent. Every run of the job
-    is priced, whatever page of them is shown, so the cents of all its runs add up to the total.
-    Three queries (spans, gang members' early exits, rates); none for a job that never held a GPU."""
+    showback and the job page (`job_cost`) charge the job, to the cent.
+
+    Cents: each run's is the running total to the cent through it, less the one through the run
+    before (in bind order), so the runs add up to the rounded total exactly, each is within a
+    cent of its own rounding, and an ended run's cents never move while a later run grows (a
+    largest-remainder share would pass a cent between them as the running one's seconds tick).
+    Every run of the job is priced, whatever page of them is shown. Three queries (spans, gang
+    members' early exits, rates); none for a job that never held a GPU."""
     spans, _ = _spans(_EPOCH, now, job_id)
     prices = price_book({span.gpu_type_id for span in spans}) if spans else PriceBook()
     now_us = to_us(now)
     exact: dict[int, Decimal] = defaultdict(Decimal)
+    bound: dict[int, int] = {}
     for span in spans:
         end_us = now_us if span.end_us is None else min(span.end_us, now_us)
         exact[span.allocation_id] += span.held_cost(prices, span.start_us, end_us) if end_us > span.start_us \
             else Decimal(0)
-    ids = sorted(exact)
-    cents = apportion([exact[i] for i in ids], CENT)
-    return RunCosts(usd=dict(zip(ids, cents, strict=True)), total_usd=sum(cents, Decimal("0.00")))
+        bound[span.allocation_id] = span.start_us
+    running, shown, usd = Decimal(0), Decimal("0.00"), {}
+    for allocation_id in sorted(exact, key=lambda a: (bound[a], a)):
+        running += exact[allocation_id]
+        through = running.quantize(CENT)
+        usd[allocation_id], shown = through - shown, through
+    return RunCosts(usd=usd, total_usd=shown)

@@ -14,8 +14,8 @@ runs in two queries whatever its size; `runs_of` is the page's queryset.
   holds GPUs), GPU by GPU, as the accounting counts allocated GPU-seconds (services/accounting
   `_spans`): a gang member whose processes ended before the rest stops counting then.
 - Cost: the accounting's (`accounting.run_costs`, three queries for all the job's runs), the
-  same spans priced by the rollup's rule, in dollars to the cent, apportioned so the job's runs
-  add up to its total, which is what showback charges the job once the rollup has caught up.
+  same spans priced by the rollup's rule, in dollars to the cent, rounded cumulatively in bind
+  order so the job's runs add up to its total (and an ended run's cents stay put), which is what showback charges the job once the rollup has caught up.
 - Lost work: what the requeue event recorded (`lost_gpu_seconds`: GPUs × time since the last
   checkpoint); None when the run did not end in a requeue (nothing was recorded as lost).
 """

@@ -19,7 +19,6 @@ from playwright.sync_api import expect
 from controlplane.models import AllocationGpu, Node, PriceRate
 from controlplane.services import requeue
 from controlplane.services.jobs import SubmitRequest, submit
-from controlplane.services.usage_tiers import apportion
 from frontend.templatetags.qm import duration, usd, utc
 from frontend.views import jobs as job_views
 from tests.controlplane.job_runs_story import NOTICE, bind_at, preempted_then_succeeded
@@ -65,9 +64,11 @@ def test_researcher_reads_the_runs_of_her_preempted_job_and_sees_a_new_one_live(
         "Run", "Generation", "Bound (UTC)", "Started (UTC)", "Ended (UTC)", "Ran for", "How it ended", "GPUs",
         "Where", "GPU-hours", "Cost", "Quota", "Work lost"]
     # 2 GPUs × 5,430 s on the first node, 2 GPUs × 2 h on the second, each at its price; cents
-    # apportioned as showback's rows so the runs add up to the total.
+    # rounded cumulatively (the second's: the total's cents less the first's), so the runs add up.
     exact = [2 * 5430 * _rate(first) / 3600, 2 * 7200 * _rate(second) / 3600]
-    cost_one, cost_two = apportion(exact)
+    cent = Decimal("0.01")
+    cost_one = exact[0].quantize(cent)
+    cost_two = (exact[0] + exact[1]).quantize(cent) - cost_one
     one = _cells(page, 1)
     assert one[:6] == ["1", str(story.preempted.generation), _time(t0), _time(t0 + timedelta(minutes=1)),
                        _time(t0 + timedelta(minutes=90, seconds=30)), duration(5430 - 60)]

@@ -154,8 +154,8 @@ def test_the_runs_are_read_in_a_fixed_number_of_queries(fleet, alice) -> None:
         assert last["roles"] == {"ps": 1, "worker": 2} and last["nodes"] == ["a100-0", "a100-1"]
         assert last["gpus"] == 3 and last["gpu_hours"] == pytest.approx(3 * 55 / 3600, abs=1e-4)
         assert last["ended_how"] == "Preempted; requeued" and last["notice"] == f"Preempted {runs - 1} (on a100-0, a100-1)"
-        # Each run: 3 GPUs × 55 s × $1.20/h = $0.055; the cents are apportioned over all the runs so
-        # they add up to the total ($0.06 for one; 25 × $0.055 = $1.375, $1.38: 13 runs at $0.06).
+        # Each run: 3 GPUs × 55 s × $1.20/h = $0.055; the cents are rounded cumulatively so the runs
+        # add up to the total ($0.06 for one; 25 × $0.055 = $1.375, $1.38: 13 runs at $0.06).
         costs = [Decimal(str(x["cost_usd"])) for x in r.json()["results"]]
         assert sum(costs) == Decimal(str(r.json()["total_cost_usd"])) == {1: Decimal("0.06"), 25: Decimal("1.38")}[runs]
         assert costs.count(Decimal("0.06")) == {1: 1, 25: 13}[runs]
@@ -342,3 +342,46 @@ def test_a_later_page_still_says_what_all_the_runs_cost(fleet, alice) -> None:
     assert page["total_cost_usd"] == whole["total_cost_usd"] == 17.54
     assert [x["cost_usd"] for x in page["results"]] == [10.00]
     assert list(page) == ["count", "next", "previous", "total_cost_usd", "results"]
+
+
+def test_a_gang_across_gpu_types_with_a_member_gone_early_and_a_price_change_mid_minute(fleet, alice) -> None:
+    """Run 1: a gang of 2 H100s (h100-1) and 2 A100s (a100-0) whose A100 member exits 40 min in,
+    preempted at 90 min; the H100 price moves from $2.50 to $3.3333 at 60 min 30 s (inside a
+    minute). Run 2: 4 H100s, still running. Each run is priced by hand; and at one instant the
+    runs' total is to the cent what the rollup charges the job for its minutes (`job_cost`)."""
+    from controlplane.choices import EventKind
+    from controlplane.services import accounting
+
+    now = timezone.now()
+    t0 = accounting.floor_to(now, accounting.MINUTE) - timedelta(hours=3)
+    f.make_price_rate(fleet.h100, "3.3333", effective_from=t0 + timedelta(minutes=60, seconds=30))
+    f.make_price_rate(fleet.a100, "1.7300")
+    job = _job(fleet, gpus=4)
+    run1 = bind_at(job, [(fleet.nodes[1], [0, 1], ""), (fleet.nodes[4], [0, 1], "")], at=t0)
+    AllocationGpu.objects.filter(allocation=run1, node=fleet.nodes[4]).update(live=False)
+    transitions.record_event(EventKind.ALLOCATION_RELEASED, "agent:a100-0", job=job, allocation=run1,
+                             node=fleet.nodes[4], at=t0 + timedelta(minutes=40), reason="MemberExited",
+                             data={"generation": run1.generation, "exit_code": 0, "gpus": 2, "stopping": False})
+    assert transitions.signal_stop(run1.pk, run1.generation, reason=transitions.RELEASE_PREEMPTED, grace_period_s=30,
+                                   at=t0 + timedelta(minutes=89), actor="scheduler", message="Preempted")
+    assert transitions.complete_release(run1.pk, exit_code=143, at=t0 + timedelta(minutes=90), actor="agent:test")
+    bind_at(job, [(fleet.nodes[2], [0, 1, 2, 3], "")], at=t0 + timedelta(hours=2))
+
+    before = timezone.now()
+    first, second = alice.get(f"{J}{job.pk}/runs/").json()["results"]
+    after = timezone.now()
+
+    # 2 × 3,630 s × $2.50 + 2 × 1,770 s × $3.3333 + 2 × 2,400 s × $1.73, per hour
+    exact = (2 * 3630 * Decimal("2.50") + 2 * 1770 * Decimal("3.3333") + 2 * 2400 * Decimal("1.73")) / 3600
+    assert first["cost_usd"] == float(exact.quantize(Decimal("0.01"))) == 10.63
+    assert first["gpu_hours"] == pytest.approx((2 * 90 + 2 * 40) / 60, abs=1e-4)
+    # 4 H100s at $3.3333 from 2 h in to the answer (within a cent of its own rounding)
+    held = [(moment - t0 - timedelta(hours=2)).total_seconds() for moment in (before, after)]
+    assert second["outcome"] == "running"
+    assert 4 * held[0] * 3.3333 / 3600 - 0.011 <= second["cost_usd"] <= 4 * held[1] * 3.3333 / 3600 + 0.011
+
+    at = timezone.now()
+    accounting.catch_up(at)
+    costs = accounting.run_costs(job.pk, at)
+    assert costs.total_usd == accounting.job_cost(job.pk)["cost_usd"]
+    assert costs.of(run1.pk) == Decimal("10.63") and sum(costs.usd.values()) == costs.total_usd
