@@ -44,7 +44,7 @@ from controlplane.services import dependency_text, job_history, job_runs, nodes,
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
 from controlplane.services.holds import reason_problem
-from controlplane.services.jobs import MAX_ARRAY_TASKS, SubmitRequest
+from controlplane.services.jobs import MAX_ARRAY_TASKS, MAX_RUNTIME_LIMIT_ASKED, SubmitRequest
 from controlplane.services.jobs import env_problem as job_env_problem
 from controlplane.services.jobs import shape_errors as job_shape_errors
 from controlplane.services.stopping import state_label
@@ -413,8 +413,15 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     team = serializers.CharField(required=False, max_length=64, help_text="Team name; default: your team.")
     project = serializers.CharField(required=False, max_length=64, help_text="Project name within the team.")
     workload = NamedChoiceField(choices=WorkloadClass.choices, required=False, default=WorkloadClass.TRAINING)
-    runtime_limit_s = _positive(
-        required=False, allow_null=True, help_text="Seconds before the job is stopped; default: the class default."
+    runtime_limit_s = serializers.IntegerField(
+        # Up to its priority class's maximum, which the submit names in days (qm submit -t 99999d
+        # was told "Ensure this value is less than or equal to 2147483647."); the bound here only
+        # keeps out numbers no limit is near.
+        min_value=1, max_value=MAX_RUNTIME_LIMIT_ASKED, required=False, allow_null=True,
+        error_messages={"max_value": f"more than any runtime limit (at most {MAX_RUNTIME_LIMIT_ASKED // 86400 // 365:,} "
+                                     "years); a priority class allows at most its max_runtime_limit_s"},
+        help_text="Seconds before the job is stopped; default: the class default; at most the class's "
+                  "max_runtime_limit_s.",
     )
     checkpoint_interval_s = _positive(required=False, allow_null=True)
     command = serializers.CharField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False)

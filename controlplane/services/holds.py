@@ -610,13 +610,9 @@ def _check_running_change(job: Job, changes: dict[str, Any], who: access.Access)
                                f"raise it ({_words('runtime_limit_s', job.runtime_limit_s)} now, "
                                f"{_words('runtime_limit_s', limit)} asked).",
                           {"runtime_limit_s": "only an admin may raise a running job's runtime limit"})
-        most = job.priority_class.max_runtime_limit_s
-        if limit > most:
-            raise Refused(400, f"runtime_limit_s: {limit} s ({duration(limit)}) is beyond the maximum of priority "
-                               f"class '{job.priority_class.name}' ({most} s), which is {duration(most)}.",
-                          {"runtime_limit_s": f"{limit} s ({duration(limit)}) is beyond the maximum of priority "
-                                              f"class '{job.priority_class.name}' ({most} s), which is "
-                                              f"{duration(most)}"})
+        problem = job_service.runtime_limit_problem(limit, job.priority_class)
+        if problem:
+            raise Refused(400, f"runtime_limit_s: {problem}.", {"runtime_limit_s": problem})
 
 
 def _judge_as_submit(user: AbstractBaseUser, job: Job, changes: dict[str, Any]) -> Any:

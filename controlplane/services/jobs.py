@@ -361,6 +361,33 @@ def role_record(role: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+#: The longest runtime limit a request may say, in seconds (about 31,700 years): beyond it the
+#: serializer refuses the number itself. Up to it, the priority class's maximum (at most a
+#: PostgreSQL integer) is the limit, and runtime_limit_problem says it in days.
+MAX_RUNTIME_LIMIT_ASKED = 10**12
+
+
+def limit_words(seconds: int) -> str:
+    """A runtime limit as qm's --time and the form say them: whole or tenths of days from two
+    days on (`99999 days`, `8.3 days`, `7 days`), else the engine's words (`36.0 h`, `90 min`):
+    the refusal of `--time 99999d` said 8639913600 s and "168.0 h"."""
+    if seconds < 2 * 86400:
+        return duration(seconds)
+    days = round(seconds / 86400, 1)
+    return f"{days:.0f} days" if days == int(days) else f"{days:.1f} days"
+
+
+def runtime_limit_problem(limit: int, priority_class: PriorityClass) -> str:
+    """A runtime limit beyond its priority class's maximum, in seconds and in days or hours
+    (qm --time 8d, the form's hours), "" when within: one sentence for the submit, a change of a
+    waiting job (judged as a submit) and an admin's raise of a running job's limit."""
+    most = priority_class.max_runtime_limit_s
+    if limit <= most:
+        return ""
+    return (f"{limit} s ({limit_words(limit)}) is beyond the maximum of priority class '{priority_class.name}' "
+            f"({most} s), which is {limit_words(most)}")
+
+
 def env_problem(env: dict[str, Any]) -> str:
     """What is wrong with a job's env for Quartermaster, "" when nothing: a name it sets itself
     (RESERVED_ENV_NAMES) would be overwritten in each process, or, where the shape sets none
@@ -464,12 +491,8 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
     runtime_limit_s = 0
     if priority_class is not None:
         runtime_limit_s = req.runtime_limit_s or priority_class.default_runtime_limit_s
-        if runtime_limit_s > priority_class.max_runtime_limit_s:
-            errors["runtime_limit_s"] = (  # in hours too: the form asks hours, qm takes 8d
-                f"{runtime_limit_s} s ({duration(runtime_limit_s)}) is beyond the maximum of priority class "
-                f"'{priority_class.name}' ({priority_class.max_runtime_limit_s} s), which is "
-                f"{duration(priority_class.max_runtime_limit_s)}"
-            )
+        if problem := runtime_limit_problem(runtime_limit_s, priority_class):
+            errors["runtime_limit_s"] = problem
 
     if req.gpu_types:
         known = set(fleet.gpu_types)

@@ -32,7 +32,7 @@ def test_researcher_changes_a_waiting_job_through_the_form_after_a_refused_value
     page.click("#change-job button[type=submit]")
 
     error = page.locator("#change-job [data-error-for=runtime_limit_s]")
-    expect(error).to_contain_text("720000 s (200.0 h) is beyond the maximum of priority class 'research'",
+    expect(error).to_contain_text("720000 s (8.3 days) is beyond the maximum of priority class 'research'",
                                   timeout=5_000)
     expect(page.locator("#change-job [data-field=runtime_limit_s]")).to_have_attribute("aria-invalid", "true")
     expect(page.locator("#change-result")).to_have_class("verdict error")

@@ -28,3 +28,16 @@ def test_a_yaml_files_fields_read_as_written(alice_qm, tmp_path) -> None:
     r = alice_qm("submit", str(spec))
 
     assert r.code == 1 and "  runtime_limit_s: " in r.err and "--time" not in r.err
+
+
+@pytest.mark.parametrize(("typed", "said"), [
+    ("99999d", "8639913600 s (99999 days)"), ("30d", "2592000 s (30 days)"), ("200000h", "720000000 s (8333.3 days)"),
+])
+def test_a_time_too_long_is_refused_in_days_naming_the_flag(alice_qm, typed, said) -> None:
+    """`qm submit -t 99999d` was told "Ensure this value is less than or equal to 2147483647."
+    (seconds, and no maximum of any class), `-t 30d` "2592000 s (720.0 h) ... which is 168.0 h"."""
+    r = alice_qm("submit", "--name", "x", "--gpus", "1", "-t", typed, "--", "true")
+
+    assert r.code == 1 and r.out == ""
+    assert r.err == (f"error: Invalid request.\n  runtime_limit_s (--time {typed}): {said} is beyond the maximum of "
+                     "priority class 'research' (604800 s), which is 7 days\n")
