@@ -1115,9 +1115,13 @@ class JobArrayRequeueSerializer(JobArraySerializer):
     requeued = serializers.ListField(child=serializers.IntegerField(),
                                      help_text="Ids of the running tasks now stopping to be requeued.")
     not_running = serializers.IntegerField(help_text="Tasks in none of the states asked (by default: waiting or "
-                                                     "ended): left as they are.")
-    stopping = serializers.IntegerField(help_text="Tasks already stopping (preempted, cancelled, ...) or that "
-                                                  "changed state meanwhile: left to that stop.")
+                                                     "ended), or waiting again by their turn: left as they are.")
+    stopping = serializers.IntegerField(help_text="Tasks already stopping (preempted, cancelled, ...), or that "
+                                                  "began stopping meanwhile: left to that stop.")
+    ended_meanwhile = serializers.ListField(
+        child=serializers.IntegerField(),
+        help_text="Ids of the running tasks (of the states asked) that ended between the read and their stop "
+                  "(their exit was being settled): left as they ended, not requeued.")
     rerun = serializers.ListField(child=serializers.IntegerField(),
                                   help_text="Ids of the ended tasks (of the states asked) now back in the queue.")
     not_requeued = serializers.ListField(

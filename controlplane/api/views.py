@@ -827,13 +827,16 @@ class JobArrayViewSet(ApiMixin, viewsets.GenericViewSet):
         detail = (f"Array {summary['array_id']} ({summary['name']}, {summary['count']} tasks): " + ", ".join(parts)
                   + (f", {len(done.not_requeued)} refused (below)" if done.not_requeued else "")
                   + (f", {done.not_running} {left}" if done.not_running else "")
-                  + (f", {done.stopping} already stopping" if done.stopping else "") + "."
+                  + (f", {done.stopping} already stopping" if done.stopping else "")
+                  + (f", {len(done.ended_meanwhile)} ended meanwhile (left as "
+                     f"{'it' if len(done.ended_meanwhile) == 1 else 'they'} ended)" if done.ended_meanwhile else "")
+                  + "."
                   + (f" The array runs at most {limit} task{'s' if limit != 1 else ''} at a time."
                      if limit and done.rerun else "")
                   + "".join(f" Job {r['job']}: {r['detail']}" for r in done.not_requeued[:10]))
         return Response({**summary, "requeued": done.requeued, "not_running": done.not_running,
                          "stopping": done.stopping, "rerun": done.rerun, "not_requeued": done.not_requeued,
-                         "detail": detail})
+                         "ended_meanwhile": done.ended_meanwhile, "detail": detail})
 
     @extend_schema(request=None, responses={200: s.JobArrayCancelSerializer})
     @action(detail=True, methods=["post"])

@@ -337,8 +337,10 @@ class ArrayOutcome:
     """A requeue of an array's tasks in the states asked (running by default): the running ones
     now stopping to be requeued, the ended ones back in the queue (`rerun`), the ended ones
     refused with why (`not_requeued`: a dependency never met, no longer valid as a submit, still
-    stopping), and the others counted by why they were left (in none of the states asked;
-    stopping already; another team's, for a member)."""
+    stopping), the running ones that ended between the read and their stop (`ended_meanwhile`:
+    left as they ended, not rerun unasked), and the others counted by why they were left (in none
+    of the states asked, or waiting again by the time they were reached; stopping already;
+    another team's, for a member)."""
 
     requeued: list[int]
     not_running: int
@@ -346,6 +348,7 @@ class ArrayOutcome:
     refused: int
     rerun: list[int] = dataclasses.field(default_factory=list)
     not_requeued: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    ended_meanwhile: list[int] = dataclasses.field(default_factory=list)
 
 
 def requeue_array(user: AbstractBaseUser, job_ids: list[int], *, hold: bool = False, reason: str = "",
@@ -369,6 +372,7 @@ def requeue_array(user: AbstractBaseUser, job_ids: list[int], *, hold: bool = Fa
     requeued: list[int] = []
     rerun: list[int] = []
     not_requeued: list[dict[str, Any]] = []
+    ended_meanwhile: list[int] = []
     not_running = stopping = refused = 0
     for pk, state in Job.objects.filter(pk__in=job_ids).order_by("array_index", "pk").values_list("pk", "state"):
         if state == JobState.PREEMPTING:
@@ -387,8 +391,14 @@ def requeue_array(user: AbstractBaseUser, job_ids: list[int], *, hold: bool = Fa
             elif state in ENDED_STATES:  # judged and refused: said task by task
                 not_requeued.append({"job": pk, "state": state, "detail": refusal_.detail,
                                      "errors": refusal_.errors})
-            else:  # it stopped or ended meanwhile
-                stopping += 1
+            else:  # read running; by its turn it ended, began stopping or waits again: said as it is now
+                now = Job.objects.filter(pk=pk).values_list("state", flat=True).first()
+                if now in ENDED_STATES:  # its exit was being settled: not "already stopping"
+                    ended_meanwhile.append(pk)
+                elif now == JobState.PENDING:
+                    not_running += 1
+                else:
+                    stopping += 1
             continue
         (rerun if state in ENDED_STATES else requeued).append(pk)
-    return ArrayOutcome(requeued, not_running, stopping, refused, rerun, not_requeued)
+    return ArrayOutcome(requeued, not_running, stopping, refused, rerun, not_requeued, ended_meanwhile)

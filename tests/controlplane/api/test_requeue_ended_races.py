@@ -308,7 +308,8 @@ def test_an_array_requeue_of_running_tasks_does_not_rerun_one_that_ended_meanwhi
     """The array read tasks 0 and 1 running; their exits are being settled meanwhile (the
     agents' reports hold task 0's allocation row, the array's stop of it waits). Both succeed.
     Asked for running tasks, the array's requeue must not put task 1 back in the queue from its
-    success: both are counted (they ended meanwhile), neither requeued."""
+    success: both are listed as ended meanwhile (they were counted "already stopping"), neither
+    requeued."""
     fleet = committed_fleet
     common = _array(2)
     t0, run0 = _running(fleet, 0, array_index=0, **common)
@@ -328,11 +329,50 @@ def test_an_array_requeue_of_running_tasks_does_not_rerun_one_that_ended_meanwhi
     assert "error" not in exits_out and "error" not in whole_out, (exits_out, whole_out)
     status, body = whole_out["result"]
     assert status == 200, body
-    assert (body["requeued"], body["rerun"], body["not_requeued"], body["stopping"]) == ([], [], [], 2)
+    assert (body["requeued"], body["rerun"], body["not_requeued"], body["stopping"]) == ([], [], [], 0)
+    assert body["ended_meanwhile"] == [t0.pk, t1.pk]
+    assert body["detail"].endswith(": 0 stopping to be requeued, 2 ended meanwhile (left as they ended).")
     for task in (t0, t1):
         task.refresh_from_db()
         assert (task.state, task.requeue_count) == (JobState.SUCCEEDED, 0), task.pk
         assert _requeued_events(task) == []
+    assert waited
+
+
+def test_an_array_requeue_tells_a_task_that_ended_meanwhile_from_one_that_began_stopping(committed_fleet) -> None:
+    """The array read tasks 0, 1 and 2 running; meanwhile (one transaction, holding their
+    allocation rows) task 0 exits, the scheduler preempts task 1, and task 2 is left alone. By
+    their turn: task 0 ended (listed as ended meanwhile, not "already stopping"), task 1 is
+    stopping (counted so), task 2 stops to be requeued."""
+    fleet = committed_fleet
+    common = _array(3)
+    t0, run0 = _running(fleet, 0, array_index=0, **common)
+    t1, run1 = _running(fleet, 1, array_index=1, **common)
+    t2, _ = _running(fleet, 2, array_index=2, **common)
+
+    def exit_one_preempt_one() -> None:
+        at = timezone.now()
+        assert transitions.complete_release(run0.pk, exit_code=0, at=at, actor="agent")
+        assert transitions.signal_stop(run1.pk, run1.generation, reason=transitions.RELEASE_PREEMPTED,
+                                       grace_period_s=30, at=at, actor="scheduler", message="Preempted")
+
+    other, other_out, go_on = _first_holds_open(exit_one_preempt_one)
+    whole, whole_out = in_thread(_post(fleet, f"/api/v1/job-arrays/{common['array_id']}/requeue/"))
+    waited = blocked_on_a_lock()
+    go_on.set()
+    other.join(60)
+    whole.join(60)
+
+    assert "error" not in other_out and "error" not in whole_out, (other_out, whole_out)
+    status, body = whole_out["result"]
+    assert status == 200, body
+    assert (body["requeued"], body["ended_meanwhile"], body["stopping"], body["not_running"]) == (
+        [t2.pk], [t0.pk], 1, 0)
+    assert body["detail"].endswith(
+        ": 1 stopping to be requeued, 1 already stopping, 1 ended meanwhile (left as it ended).")
+    states = dict(Job.objects.filter(pk__in=[t0.pk, t1.pk, t2.pk]).values_list("pk", "state"))
+    assert states == {t0.pk: JobState.SUCCEEDED, t1.pk: JobState.PREEMPTING, t2.pk: JobState.PREEMPTING}
+    assert _requeued_events(t0) == [] and Job.objects.get(pk=t0.pk).requeue_count == 0
     assert waited
 
 
