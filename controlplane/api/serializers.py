@@ -40,7 +40,7 @@ from controlplane.models import (
 )
 from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
-from controlplane.services import dependency_text, job_history, job_runs, nodes, quotas
+from controlplane.services import dependency_text, eta_record, job_history, job_runs, nodes, quotas
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
 from controlplane.services.holds import reason_problem
@@ -766,6 +766,14 @@ class _EtaField(_WhileWaiting, serializers.DateTimeField):
     pass
 
 
+class _EtaToldField(serializers.DateTimeField):
+    """The first ETA of the wait that ended in its latest start: null once it is queued again
+    (a requeue), until its next start."""
+
+    def get_attribute(self, instance: Job) -> Any:
+        return super().get_attribute(instance) if instance.started_at is not None else None
+
+
 class _GpusHeldField(serializers.IntegerField):
     """The job's annotation when read with it, otherwise counted (see gpus_held)."""
 
@@ -893,6 +901,13 @@ class JobSerializer(serializers.ModelSerializer):
         read_only=True, allow_null=True, help_text="1-based place in the last cycle's queue; null unless pending.")
     eta = _EtaField(read_only=True, allow_null=True,
                     help_text="The engine's estimated start, if it could give one; null unless pending.")
+    eta_told = _EtaToldField(
+        read_only=True, allow_null=True,
+        help_text="The first ETA the scheduler told it in the wait that ended in its latest start (null if that "
+                  "wait had none, or it has not started since it was queued): compare with `started_at`. "
+                  "GET metrics/etas/ says how far these held over the fleet.")
+    eta_told_at = _EtaToldField(
+        read_only=True, allow_null=True, help_text="When the scheduler first told it `eta_told`.")
     held_by = NamedRecordField(
         slug_field="username", read_only=True, allow_null=True,
         help_text="Who placed the hold (`hold`: `user` or `admin`, empty when not held), since `held_at`.")
@@ -946,7 +961,7 @@ class JobSerializer(serializers.ModelSerializer):
             "env", "array_id", "array_index", "array_task_limit", "dependencies", "dependency_mode", "dependents", "singleton",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
-            "queue_position", "eta",
+            "queue_position", "eta", "eta_told", "eta_told_at",
             "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "requeue_count", "lost_gpu_seconds",
             "hold", "held_at", "held_by", "hold_reason",
             "elapsed_s", "gpu_hours", "lost_gpu_hours", "ran_on",
@@ -1047,7 +1062,8 @@ def job_payload(job: Job) -> dict[str, Any]:
         "exit_code": job.exit_code, "borrowed": job.borrowed, "pending_code": job.pending_code,
         "pending_message": engine_times(job.pending_message), "pending_resolvable": job.pending_resolvable,
         "pending_would_start_if": engine_times(job.pending_would_start_if), "queue_position": job.queue_position if waiting else None,
-        "eta": when(job.eta) if waiting else None, "steps": job.steps, "useful_tokens": job.useful_tokens,
+        "eta": when(job.eta) if waiting else None, "eta_told": when(job.eta_told) if job.started_at else None,
+        "eta_told_at": when(job.eta_told_at) if job.started_at else None, "steps": job.steps, "useful_tokens": job.useful_tokens,
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
         "requeue_count": job.requeue_count, "lost_gpu_seconds": job.lost_gpu_seconds,
         "hold": job.hold, "held_at": when(job.held_at), "held_by": job.held_by.get_username() if job.held_by_id else None,
@@ -1448,6 +1464,27 @@ class QueueMetricsSerializer(serializers.Serializer):
     pending_by_priority_class = serializers.DictField(child=serializers.IntegerField())
     pending_by_team = serializers.DictField(child=serializers.IntegerField())
     unschedulable_jobs = serializers.IntegerField()
+
+
+class EtaRecordQuerySerializer(serializers.Serializer):
+    days = serializers.IntegerField(min_value=1, max_value=eta_record.MAX_DAYS, default=eta_record.DEFAULT_DAYS,
+                                    help_text="The jobs that started in the last this many days.")
+
+
+class EtaRecordSerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    judged = serializers.IntegerField(help_text="Jobs that started in the window after waiting with an ETA.")
+    on_time = serializers.FloatField(
+        allow_null=True, help_text="Share of them that started no later than the first ETA they were told.")
+    median_share_of_wait = serializers.FloatField(
+        allow_null=True, help_text="Median of the wait they had ÷ the wait they were told, both from when the ETA "
+                                   "was first told: 0.4 = the median job started after 40 % of it.")
+    median_early_s = serializers.FloatField(
+        allow_null=True, help_text="How many seconds before its ETA the median on-time job started.")
+    late_p95_s = serializers.FloatField(
+        allow_null=True, help_text="Lateness past the ETA told, 95th percentile over all of them (0 when on time).")
+    late_max_s = serializers.FloatField(allow_null=True, help_text="The latest start past the ETA told, seconds.")
 
 
 class PoolFragmentationSerializer(serializers.Serializer):

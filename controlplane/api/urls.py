@@ -74,6 +74,7 @@ v1 = [
     path("auth/me/", views.MeView.as_view(), name="auth-me"),
     path("metrics/queue/", views.QueueMetricsView.as_view(), name="metrics-queue"),
     path("metrics/fragmentation/", views.FragmentationMetricsView.as_view(), name="metrics-fragmentation"),
+    path("metrics/etas/", views.EtaMetricsView.as_view(), name="metrics-etas"),
     path("metrics/utilization/", showback.UtilizationView.as_view(), name="metrics-utilization"),
     path("showback/", showback.ShowbackView.as_view(), name="showback"),
     # Before the router, whose `jobs/<pk>.<format>` would read it as job "history".

@@ -69,6 +69,7 @@ from controlplane.services import (
     array_limit,
     cohorts,
     config_audit,
+    eta_record,
     fleet_figures,
     holds,
     job_history,
@@ -1051,6 +1052,20 @@ class QueueMetricsView(ApiMixin, APIView):
     @extend_schema(responses={200: s.QueueMetricsSerializer})
     def get(self, request: Request) -> Response:
         return Response(s.QueueMetricsSerializer(fleet_figures.queue_figures()).data)
+
+
+class EtaMetricsView(ApiMixin, APIView):
+    """How far the ETAs told to waiting jobs held: of the jobs that started in the last `days`
+    (default 7) after waiting with an ETA, the share that started by the first one told, and by
+    how much sooner or later (services/eta_record.py)."""
+
+    query_parameters = frozenset({"format", "days"})
+
+    @extend_schema(parameters=[s.EtaRecordQuerySerializer], responses={200: s.EtaRecordSerializer})
+    def get(self, request: Request) -> Response:
+        query = s.EtaRecordQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        return Response(s.EtaRecordSerializer(eta_record.track_record(days=query.validated_data["days"])).data)
 
 
 class FragmentationMetricsView(ApiMixin, APIView):

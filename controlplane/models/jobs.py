@@ -93,6 +93,11 @@ class Job(models.Model):
     # `requeue_count` (every requeue, preemptions included) and not against the budget: a node
     # that fails three times must not make its jobs unpreemptible for a day.
     preemption_count = models.PositiveIntegerField(default=0)
+    # The first ETA the scheduler told this job in the wait that ended in its latest start, and
+    # when it told it (from its PendingPlace at the bind; null when that wait had no ETA): how
+    # far the ETAs hold (services/eta_record.py).
+    eta_told = models.DateTimeField(null=True, blank=True)
+    eta_told_at = models.DateTimeField(null=True, blank=True)
     last_preempted_at = models.DateTimeField(null=True, blank=True)
     requeue_count = models.PositiveIntegerField(default=0)
     lost_gpu_seconds = models.FloatField(default=0.0)
@@ -256,6 +261,11 @@ class PendingPlace(models.Model):
     queue_position = models.PositiveIntegerField()
     eta = models.DateTimeField(null=True, blank=True)
     numbers = models.TextField(blank=True)
+    # The first ETA of this stay in the queue and the cycle that gave it; kept as the ETA moves.
+    # A bind copies them to the job (eta_told); a hold or a requeue deletes the row, so the next
+    # stay starts afresh.
+    first_eta = models.DateTimeField(null=True, blank=True)
+    first_eta_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"job {self.job_id} at {self.queue_position}"

@@ -276,7 +276,7 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
         if old[0] != explanation.reason:
             reasons[pk] = explanation
     written = _write_reasons(rows) if rows else set()
-    _write_places(places)
+    _write_places(places, context.read_at)
     _record_reason_changes([e for pk, e in reasons.items() if pk in written], context)
 
 
@@ -330,38 +330,48 @@ def _write_reasons(rows: list[tuple[Any, ...]]) -> set[int]:
     return set(Job.objects.filter(pk__in=[r[0] for r in rows], state=pending).values_list("pk", flat=True))
 
 
-def _write_places(places: list[tuple[Any, ...]]) -> None:
-    """(id, position, ETA, numbers) rows → PendingPlace, for the jobs still pending. On
-    PostgreSQL one INSERT … ON CONFLICT that leaves unchanged rows alone; the table is narrow
-    and roomy (fill factor 50), so most of these updates are HOT."""
+def _write_places(places: list[tuple[Any, ...]], told_at: datetime) -> None:
+    """(id, position, ETA, numbers) rows → PendingPlace, for the jobs still pending. A row's first
+    ETA (and ``told_at``, this cycle) is set once and kept as the ETA moves. On PostgreSQL one
+    INSERT … ON CONFLICT that leaves unchanged rows alone; the table is narrow and roomy (fill
+    factor 50), so most of these updates are HOT."""
     if not places:
         return
     table = PendingPlace._meta.db_table
     jobs = Job._meta.db_table
     pending = JobState.PENDING.value
+    # a first ETA only ever fills an empty one, and an empty one means every ETA before was
+    # none: a row whose first ETA is set this cycle has its ETA changed too, so the WHERE
+    # below still skips exactly the unchanged rows
+    keep_first = ("first_eta = COALESCE({p}.first_eta, {x}.first_eta), "
+                  "first_eta_at = COALESCE({p}.first_eta_at, {x}.first_eta_at)")
     if connection.vendor == "postgresql":
         columns = list(zip(*places, strict=True))
         with connection.cursor() as cursor:
             cursor.execute(
-                f"INSERT INTO {table} AS p (job_id, queue_position, eta, numbers) "
-                "SELECT v.id, v.pos, v.eta, v.numbers "
+                f"INSERT INTO {table} AS p (job_id, queue_position, eta, numbers, first_eta, first_eta_at) "
+                "SELECT v.id, v.pos, v.eta, v.numbers, v.eta, CASE WHEN v.eta IS NULL THEN NULL ELSE %s END "
                 "FROM unnest(%s::bigint[], %s::integer[], %s::timestamptz[], %s::text[]) AS v(id, pos, eta, numbers) "
                 f"JOIN {jobs} AS j ON j.id = v.id AND j.state = %s "
                 "ON CONFLICT (job_id) DO UPDATE SET queue_position = EXCLUDED.queue_position, eta = EXCLUDED.eta, "
-                "numbers = EXCLUDED.numbers WHERE (p.queue_position, p.eta, p.numbers) "
+                f"numbers = EXCLUDED.numbers, {keep_first.format(p='p', x='EXCLUDED')} "
+                "WHERE (p.queue_position, p.eta, p.numbers) "
                 "IS DISTINCT FROM (EXCLUDED.queue_position, EXCLUDED.eta, EXCLUDED.numbers)",
-                [*(list(c) for c in columns), pending],
+                [told_at, *(list(c) for c in columns), pending],
             )
         return
     # SQLite (the embedded demo): one pipelined upsert per row, for the jobs still pending.
     still = set(Job.objects.filter(pk__in=[p[0] for p in places], state=pending).values_list("pk", flat=True))
     adapt = connection.ops.adapt_datetimefield_value
+    at = adapt(told_at)
     with connection.cursor() as cursor:
         cursor.executemany(
-            f"INSERT INTO {table} (job_id, queue_position, eta, numbers) VALUES (%s, %s, %s, %s) "
+            f"INSERT INTO {table} (job_id, queue_position, eta, numbers, first_eta, first_eta_at) "
+            "VALUES (%s, %s, %s, %s, %s, %s) "
             "ON CONFLICT (job_id) DO UPDATE SET queue_position = excluded.queue_position, eta = excluded.eta, "
-            "numbers = excluded.numbers",
-            [(pk, pos, adapt(eta), numbers) for pk, pos, eta, numbers in places if pk in still],
+            f"numbers = excluded.numbers, {keep_first.format(p=table, x='excluded')}",
+            [(pk, pos, adapt(eta), numbers, adapt(eta), at if eta is not None else None)
+             for pk, pos, eta, numbers in places if pk in still],
         )
 
 

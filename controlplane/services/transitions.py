@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 from django.contrib.auth import get_user_model
 from django.db import IntegrityError, connection, transaction
-from django.db.models import Count, F, Q
+from django.db.models import Count, F, OuterRef, Q, Subquery
 from django.utils import timezone
 
 from controlplane.choices import (
@@ -122,6 +122,14 @@ class GpuSet:
     role: str = ""
 
 
+def eta_told_at_bind() -> dict[str, Subquery]:
+    """A bind's update of the job keeps the first ETA of the wait now ending (its PendingPlace's,
+    deleted next), or none if that wait had none (services/eta_record.py reads them)."""
+    place = PendingPlace.objects.filter(job_id=OuterRef("pk"))
+    return {"eta_told": Subquery(place.values("first_eta")[:1]),
+            "eta_told_at": Subquery(place.values("first_eta_at")[:1])}
+
+
 def bind_job(
     job_id: int,
     gpus: Iterable[GpuSet],
@@ -145,6 +153,7 @@ def bind_job(
         pending_code="",
         pending_words="",
         would_start_if_words="",
+        **eta_told_at_bind(),
     )
     if not changed:
         return None
@@ -294,7 +303,7 @@ def _bind_many(
         if group:
             Job.objects.filter(pk__in=group, state=JobState.PENDING).update(
                 state=JobState.RUNNING, started_at=at, state_changed_at=at, borrowed=borrowed, pending_code="",
-                pending_words="", would_start_if_words="",
+                pending_words="", would_start_if_words="", **eta_told_at_bind(),
             )
     # A running job has no place in the queue (its position, ETA and the reason's numbers).
     PendingPlace.objects.filter(job_id__in=[r.job_id for r in chosen]).delete()

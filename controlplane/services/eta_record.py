@@ -1,0 +1,79 @@
+"""How far the ETAs the scheduler tells waiting jobs have held: its track record.
+
+Each job keeps the first ETA it was told in the wait that ended in its latest start
+(`Job.eta_told`, copied from its PendingPlace at the bind) and when it was told
+(`Job.eta_told_at`). The engine computes an ETA from running jobs' runtime limits and the queue
+as it stands, so it is close to an upper bound: jobs usually start sooner, and later only when
+jobs submitted after them went first (priority, fair share, aging) or a reservation moved. The
+record says how often and by how much, so a researcher reading "ETA in 6 h" knows what that has
+meant on this fleet. The simulator measures the same on replays (scheduler_core/sim/metrics.py:
+eta_figures)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.utils import timezone
+
+from controlplane.models import Job
+from scheduler_core.sim.metrics import ETA_SLACK_S as SLACK_S  # the replays' rule: on time within a second
+
+DEFAULT_DAYS = 7
+MAX_DAYS = 90
+
+
+@dataclass(frozen=True)
+class EtaRecord:
+    """The ETAs told to the jobs that started in ``[since, until)`` after waiting with one.
+
+    ``on_time``: the share that started no later than told. ``median_share_of_wait``: the
+    median of (actual wait ÷ wait told), both counted from when the ETA was first told: 0.4
+    means the median job started after 40 % of the wait it was told. ``median_early_s``: how
+    much sooner than told the median on-time job started; ``late_p95_s`` and ``late_max_s``: the
+    lateness over all of them (zero for those on time). ``None`` when no job is judged."""
+
+    since: datetime
+    until: datetime
+    judged: int
+    on_time: float | None
+    median_share_of_wait: float | None
+    median_early_s: float | None
+    late_p95_s: float | None
+    late_max_s: float | None
+
+    @property
+    def days(self) -> int:
+        return round((self.until - self.since).total_seconds() / 86400)
+
+
+def track_record(*, days: int = DEFAULT_DAYS, now: datetime | None = None) -> EtaRecord:
+    """The fleet's record over the last ``days`` (one query)."""
+    until = now or timezone.now()
+    since = until - timedelta(days=days)
+    rows = list(Job.objects.filter(started_at__gte=since, started_at__lt=until, eta_told__isnull=False,
+                                   eta_told_at__isnull=False)
+                .values_list("started_at", "eta_told", "eta_told_at"))
+    errors = sorted((started - told).total_seconds() for started, told, _ in rows)
+    shares = sorted((started - at).total_seconds() / (told - at).total_seconds()
+                    for started, told, at in rows if told > at)
+    early = sorted(-error for error in errors if error <= SLACK_S)
+    late = sorted(error if error > SLACK_S else 0.0 for error in errors)
+    return EtaRecord(
+        since=since,
+        until=until,
+        judged=len(errors),
+        on_time=len(early) / len(errors) if errors else None,
+        median_share_of_wait=max(0.0, shares[len(shares) // 2]) if shares else None,
+        median_early_s=max(0.0, early[len(early) // 2]) if early else None,
+        late_p95_s=late[min(len(late) - 1, int(0.95 * len(late)))] if late else None,
+        late_max_s=late[-1] if late else None,
+    )
+
+
+def started_against_told(job: Job) -> float | None:
+    """Seconds the job started after the first ETA it was told (negative: before it), for a job
+    that has started after waiting with an ETA; ``None`` otherwise."""
+    if job.started_at is None or job.eta_told is None:
+        return None
+    return (job.started_at - job.eta_told).total_seconds()
