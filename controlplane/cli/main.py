@@ -613,6 +613,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("queue position", _position_text(job["queue_position"], job.get("pending_code"), job.get("hold"),
                                           job.get("pending_resolvable", True))),
         ("earliest start", _eta_text(job["eta"], relative=False)),
+        *([("eta told", told)] if (told := _eta_told_text(job)) else []),
         *([("running", running)] if running else []),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]"
@@ -699,6 +700,27 @@ def _eta_text(value: str | None, *, relative: bool) -> str:
     return f"was {output.utc_text(value)}, passed {output.human_duration(-ahead)} ago: no scheduling cycle has run since"
 
 
+def _eta_told_text(job: dict[str, Any]) -> str:
+    """A started job's first ETA told and how far from it it started, as its page says it."""
+    told, started = output.parse_time(job.get("eta_told")), output.parse_time(job.get("started_at"))
+    if told is None or started is None:
+        return ""
+    gap = (started - told).total_seconds()
+    how = f"started {output.human_duration(abs(gap))} {'after' if gap > 1 else 'before'} it"
+    return f"{output.utc_text(job['eta_told'])} (told {output.utc_text(job.get('eta_told_at'))}), {how}"
+
+
+def _eta_record_text(api: Api) -> str:
+    """How far the ETAs told held lately (GET metrics/etas/), beside a waiting job's ETA."""
+    r = api.request("GET", "metrics/etas/")
+    if not r["judged"]:
+        return ""
+    share = f", the median one after {r['median_share_of_wait']:.0%} of the wait told" \
+        if r["median_share_of_wait"] is not None else ""
+    return (f"at the latest, by runtime limits: of {counted(r['judged'], 'job')} that waited with an ETA in the "
+            f"last 7 days, {r['on_time']:.0%} started by the first one told{share}")
+
+
 def _position_text(position: int | None, code: str | None, held: bool | None, resolvable: bool | None) -> str:
     """A waiting job's queue position, and, for one not in line, where that puts it, as the
     job's page says it: a held job, or one waiting for a dependency, "is not in the queue"
@@ -730,6 +752,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
             ("  queue position", _position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
                                                 e["resolvable"])),
             ("  earliest start", start),
+            *([("  etas lately", lately)] if e["eta"] and (lately := _eta_record_text(api)) else []),
             ("  would start if", e["would_start_if"]),
             ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),
         ])

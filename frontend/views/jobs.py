@@ -40,6 +40,7 @@ from controlplane.services import (
     accounting,
     dependencies,
     dependency_text,
+    eta_record,
     holds,
     job_history,
     job_logs,
@@ -52,6 +53,7 @@ from controlplane.services.stopping import attach_stop_reasons, label_totals, st
 from controlplane.services.transitions import ASKED_REQUEUES, RELEASE_REQUEUED, RELEASE_REQUEUED_HELD
 from frontend import figures
 from frontend.heatmap import fleet_grid
+from frontend.store import shared_store
 from frontend.timeline import state_segments
 from scheduler_core.sentences import gang_roles
 
@@ -343,8 +345,34 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "release_url": reverse("v1:job-release", args=[job.pk]),
         "output": job_output(job, request.GET),
         **job_runs_panel(job, now, request.GET),
+        # beside a waiting job's ETA, how far the ETAs told held lately; once it started, its own
+        "eta_record": fleet_eta_record() if job.state == JobState.PENDING and job.eta else None,
+        "eta_told_gap": eta_told_gap(job),
         "now": now,
     }
+
+
+#: How long the job page reuses the fleet's ETA record (one query over a week of started jobs).
+ETA_RECORD_TTL_S = 60
+
+
+def eta_told_gap(job: Job) -> dict[str, Any] | None:
+    """How much sooner (or later) than the first ETA it was told a started job started."""
+    gap = eta_record.started_against_told(job)
+    if gap is None:
+        return None
+    return {"late": gap > eta_record.SLACK_S, "by_s": abs(gap)}
+
+
+def fleet_eta_record() -> eta_record.EtaRecord:
+    """The fleet's ETA record of the last week (services/eta_record.py), shared by every page
+    view for a minute."""
+    store, key = shared_store(), f"qm:eta-record:{eta_record.DEFAULT_DAYS}"
+    record: eta_record.EtaRecord | None = store.get(key)
+    if record is None:
+        record = eta_record.track_record()
+        store.set(key, record, ETA_RECORD_TTL_S)
+    return record
 
 
 #: The runs the job page lists at once (the latest, or with `?runs_before=N` the ones before run

@@ -29,11 +29,12 @@ def _fast_password_hashing(settings: Any) -> None:
 
 @pytest.fixture(autouse=True)
 def _fresh_team_bins() -> None:
-    """The teams page keeps finished days' bins in the shared store (Redis in the suite): each
-    test starts without another test's days."""
+    """The teams page keeps finished days' bins in the shared store (Redis in the suite), the job
+    page the fleet's ETA record: each test starts without another test's."""
     from frontend.store import shared_store
 
     shared_store().delete_prefix("qm:team-bins:")
+    shared_store().delete_prefix("qm:eta-record:")  # the job page's ETA record, kept a minute
 
 
 @pytest.fixture
