@@ -28,6 +28,8 @@ Families (labels in brackets):
   quartermaster_requeue_lost_gpu_seconds_total                             counter
   quartermaster_preemption_lost_gpu_seconds_total                          counter (deprecated: the same value)
   quartermaster_accounting_rolled_until_timestamp_seconds                  gauge
+  quartermaster_eta_judged_jobs, quartermaster_eta_on_time_jobs            gauges (jobs started in the last
+                                            24 h after waiting with an ETA; of them, started by the first told)
 
 Access: admins (session or API token), or a scraper presenting `Authorization: Bearer <token>`
 with the token configured as QM["METRICS_TOKEN"] (or the QM_METRICS_TOKEN environment variable).
@@ -68,7 +70,7 @@ from controlplane.models import (
     Quota,
     SchedulerLease,
 )
-from controlplane.services import accounting
+from controlplane.services import accounting, eta_record
 from controlplane.services.access import access_of
 from controlplane.services.transitions import REQUEUES_AFTER_END
 
@@ -93,6 +95,7 @@ class QuartermasterCollector(Collector):
         yield from self._fleet_shape()
         yield from self._nodes()
         yield from self._leader()
+        yield from self._etas()
         lost = float(((cursor.event_counts if cursor else None) or {}).get(accounting.LOST_GPU_SECONDS_KEY, 0.0))
         yield CounterMetricFamily(
             f"{PREFIX}_requeue_lost_gpu_seconds",
@@ -333,6 +336,17 @@ class QuartermasterCollector(Collector):
                 last.add_metric([], lease["last_cycle_at"].timestamp())
         yield epoch
         yield last
+
+
+    def _etas(self) -> Iterator[GaugeMetricFamily]:
+        judged, on_time = eta_record.counts(hours=24)
+        yield GaugeMetricFamily(
+            f"{PREFIX}_eta_judged_jobs",
+            "Jobs that started in the last 24 h after waiting with an ETA (services/eta_record.py).", value=judged)
+        yield GaugeMetricFamily(
+            f"{PREFIX}_eta_on_time_jobs",
+            "Of those, the jobs that started no later than the first ETA they were told; the ratio is how far "
+            "the ETAs held.", value=on_time)
 
 
 def _le(bound: float) -> str:

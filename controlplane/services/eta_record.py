@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
+from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from controlplane.models import Job
@@ -69,6 +70,28 @@ def track_record(*, days: int = DEFAULT_DAYS, now: datetime | None = None) -> Et
         late_p95_s=late[min(len(late) - 1, int(0.95 * len(late)))] if late else None,
         late_max_s=late[-1] if late else None,
     )
+
+
+def counts(*, hours: float = 24.0, now: datetime | None = None) -> tuple[int, int]:
+    """(jobs judged, of which on time) among those that started in the last ``hours``: one
+    aggregate over the started-at index, cheap enough for every /metrics scrape."""
+    until = now or timezone.now()
+    judged = Job.objects.filter(started_at__gte=until - timedelta(hours=hours), started_at__lt=until,
+                                eta_told__isnull=False, eta_told_at__isnull=False)
+    got = judged.aggregate(
+        judged=Count("pk"),
+        on_time=Count("pk", filter=Q(started_at__lte=F("eta_told") + timedelta(seconds=SLACK_S))))
+    return got["judged"], got["on_time"]
+
+
+def likely_start(record: EtaRecord, eta: datetime, now: datetime) -> datetime | None:
+    """Where a waiting job's start lands if it has the median share of the wait it is told, as
+    the jobs judged lately had: ``None`` unless that share is below one (then the ETA itself
+    is the better word)."""
+    share = record.median_share_of_wait
+    if share is None or share >= 1 or eta <= now:
+        return None
+    return now + (eta - now) * share
 
 
 def started_against_told(job: Job) -> float | None:

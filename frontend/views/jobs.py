@@ -346,7 +346,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "output": job_output(job, request.GET),
         **job_runs_panel(job, now, request.GET),
         # beside a waiting job's ETA, how far the ETAs told held lately; once it started, its own
-        "eta_record": fleet_eta_record() if job.state == JobState.PENDING and job.eta else None,
+        **eta_lately(job, now),
         "eta_told_gap": eta_told_gap(job),
         "now": now,
     }
@@ -354,6 +354,15 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
 
 #: How long the job page reuses the fleet's ETA record (one query over a week of started jobs).
 ETA_RECORD_TTL_S = 60
+
+
+def eta_lately(job: Job, now: datetime) -> dict[str, Any]:
+    """Beside a waiting job's ETA: the fleet's ETA record, and where its start lands if it has
+    the median share of its wait that jobs had lately."""
+    if job.state != JobState.PENDING or job.eta is None:
+        return {"eta_record": None, "eta_likely": None}
+    record = fleet_eta_record()
+    return {"eta_record": record, "eta_likely": eta_record.likely_start(record, job.eta, now)}
 
 
 def eta_told_gap(job: Job) -> dict[str, Any] | None:

@@ -35,7 +35,8 @@ def test_a_waiting_job_reads_its_eta_beside_how_far_etas_held_this_week(client_f
     for html in (page, live):
         assert ('id="eta-record">At the latest, by runtime limits: of the 3 jobs that waited with an ETA and started '
                 "in the last 7 days, 66.67% started by the first ETA they were told, the median one after 75.0% of "
-                "the wait it was told.</span>") in html
+                'the wait it was told. <span id="eta-likely">At that share of its wait this job would start about ') in html
+        assert "(in 2.2 h).</span></span>" in html  # 75 % of its 3 h
 
 
 def test_a_waiting_job_without_an_eta_or_a_record_reads_no_record(client_for, submit_as):

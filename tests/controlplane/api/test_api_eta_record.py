@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import dataclasses
 from datetime import timedelta
 
 import pytest
+from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
 from controlplane.models import Job
+from controlplane.services import eta_record
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -74,3 +77,24 @@ def test_a_misspelt_parameter_is_a_400_naming_what_it_takes(api):
 def test_the_record_needs_a_signed_in_user():
     assert APIClient().get("/api/v1/metrics/etas/").status_code in (401, 403)
 
+
+
+def test_metrics_count_the_jobs_judged_in_the_last_day_and_those_on_time():
+    started(ago_min=100, told_min_before=60, wait_told_min=120)  # on time
+    started(ago_min=80, told_min_before=-30, wait_told_min=60)   # 30 min late
+    started(ago_min=70, told_min_before=0, wait_told_min=None)   # no ETA: not judged
+    started(ago_min=2 * 24 * 60, told_min_before=5, wait_told_min=10)  # before the day
+    admin = Client()
+    admin.force_login(f.make_user("root", superuser=True))
+    text = admin.get("/metrics").content.decode()
+    assert "\nquartermaster_eta_judged_jobs 2.0\n" in text and "\nquartermaster_eta_on_time_jobs 1.0\n" in text
+
+
+def test_a_likely_start_takes_the_median_share_of_the_wait_told_and_only_below_one():
+    now = timezone.now()
+    record = eta_record.EtaRecord(since=now, until=now, judged=3, on_time=1.0, median_share_of_wait=0.25,
+                                  median_early_s=60.0, late_p95_s=0.0, late_max_s=0.0)
+    assert eta_record.likely_start(record, now + timedelta(hours=4), now) == now + timedelta(hours=1)
+    late = dataclasses.replace(record, median_share_of_wait=1.2)
+    assert eta_record.likely_start(late, now + timedelta(hours=4), now) is None
+    assert eta_record.likely_start(record, now - timedelta(minutes=1), now) is None
