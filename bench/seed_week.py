@@ -419,9 +419,12 @@ def eta_line(ours: dict[str, float | int | None]) -> str:
     """How the first ETA told to each waiting job compared with its start (no goal is set)."""
     if not ours["eta_checked"]:
         return f"none judged ({ours['eta_missing']} waited without one)"
+    share = ours.get("eta_median_share_of_wait")
     return (f"{ours['eta_checked']} judged, {_cell(100 * float(ours['eta_on_time'] or 0))} % started by the first ETA "
-            f"told (median {_cell(ours['eta_early_median_min'])} min early); late p95 {_cell(ours['eta_late_p95_min'])}, "
-            f"max {_cell(ours['eta_late_max_min'])} min; {ours['eta_missing']} waited without one")
+            f"told (median {_cell(ours['eta_early_median_min'])} min early, after "
+            f"{'-' if share is None else f'{100 * float(share):.0f} %'} of the wait told); late p95 "
+            f"{_cell(ours['eta_late_p95_min'])}, max {_cell(ours['eta_late_max_min'])} min; {ours['eta_missing']} "
+            "waited without one")
 
 
 def render_markdown(report: dict[str, Any]) -> str:
@@ -449,12 +452,14 @@ def render_markdown(report: dict[str, Any]) -> str:
             f"{_cell(o['wait_max_min'])} / {_cell(t['wait_max_min'])} | {missed} |"
         )
     lines += ["", f"Goals met: {report['goals_met']} of {report['goals_total']}."]
-    lines += ["", "| week | ETAs judged | started by the first ETA told | median min early | late p95 / max (min) "
-              "| waited without an ETA |", "|---|---:|---:|---:|---:|---:|"]
+    lines += ["", "| week | ETAs judged | started by the first ETA told | median min early | median share of the "
+              "wait told | late p95 / max (min) | waited without an ETA |", "|---|---:|---:|---:|---:|---:|---:|"]
     for week in weeks:
         o = week["ours"]
         on_time = "-" if o["eta_on_time"] is None else f"{100 * float(o['eta_on_time']):.1f} %"
+        share = o.get("eta_median_share_of_wait")
         lines.append(f"| {week['name']} | {o['eta_checked']} | {on_time} | {_cell(o['eta_early_median_min'])} | "
+                     f"{'-' if share is None else f'{100 * float(share):.0f} %'} | "
                      f"{_cell(o['eta_late_p95_min'])} / {_cell(o['eta_late_max_min'])} | {o['eta_missing']} |")
     return "\n".join(lines)
 

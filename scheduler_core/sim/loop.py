@@ -141,6 +141,7 @@ class _Job:
     # this stretch in the queue: the first ETA the engine gave, and whether it was explained
     # at all (a job bound in the cycle of its arrival never is)
     eta_told: float | None = None
+    eta_told_at: float = 0.0
     explained: bool = False
 
     @property
@@ -266,6 +267,7 @@ class Simulator:
         self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0, "rejected": 0}
         # per stretch of waiting that got an ETA and ended in a start: start - first ETA
         self.eta_errors_s: list[float] = []
+        self.eta_shares: list[float] = []  # per such stretch: the wait it had / the wait it was told
         self.eta_missing = 0  # stretches explained but never given an ETA, then started
         self.maintenance = self._check_maintenance(maintenance)
         self.windows_of: dict[str, list[MaintenanceWindow]] = {}
@@ -532,7 +534,7 @@ class Simulator:
                 continue
             waiting.explained = True
             if waiting.eta_told is None and explanation.eta is not None:
-                waiting.eta_told = explanation.eta
+                waiting.eta_told, waiting.eta_told_at = explanation.eta, now
         return freed
 
     def _held(self, job_id: str) -> int:
@@ -628,6 +630,8 @@ class Simulator:
             self._check_clear_of_maintenance(job, (p.node for p in placements), now, now)
         if job.eta_told is not None:
             self.eta_errors_s.append(now - job.eta_told)
+            if job.eta_told > job.eta_told_at:
+                self.eta_shares.append((now - job.eta_told_at) / (job.eta_told - job.eta_told_at))
         elif job.explained:
             self.eta_missing += 1
         self._dequeue(job, now)
@@ -710,10 +714,13 @@ class Simulator:
         """How the first ETA each waiting job was told compares with its start. A job still
         waiting at the horizon past the ETA it was told counts as late by at least the time
         since; one whose ETA lies beyond the horizon is not judged."""
-        overdue = [self.horizon_s - job.eta_told for job in self.pending.values()
-                   if job.eta_told is not None and job.eta_told < self.horizon_s]
+        overdue = [job for job in self.pending.values() if job.eta_told is not None and job.eta_told < self.horizon_s]
         waited_unexplained = sum(1 for job in self.pending.values() if job.explained and job.eta_told is None)
-        return eta_figures([*self.eta_errors_s, *overdue], self.eta_missing + waited_unexplained)
+        return eta_figures(
+            [*self.eta_errors_s, *(self.horizon_s - job.eta_told for job in overdue if job.eta_told is not None)],
+            self.eta_missing + waited_unexplained,
+            shares=[*self.eta_shares, *((self.horizon_s - job.eta_told_at) / (job.eta_told - job.eta_told_at)
+                                        for job in overdue if job.eta_told is not None and job.eta_told > job.eta_told_at)])
 
     def _result(self) -> SimResult:
         horizon = self.horizon_s

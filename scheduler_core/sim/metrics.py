@@ -176,7 +176,8 @@ def summarize(
 ETA_SLACK_S = 1.0
 
 
-def eta_figures(errors_s: Sequence[float], missing: int) -> dict[str, float | int | None]:
+def eta_figures(errors_s: Sequence[float], missing: int, *, shares: Sequence[float] = ()
+                ) -> dict[str, float | int | None]:
     """How far the ETAs the engine tells waiting jobs can be trusted.
 
     ``errors_s``: per stretch of waiting that was given an ETA, its start minus the *first* ETA
@@ -187,7 +188,9 @@ def eta_figures(errors_s: Sequence[float], missing: int) -> dict[str, float | in
     reservation moved. ``eta_on_time``: the share started no later than told (``None`` when no
     ETA was judged); ``eta_early_median_min``: how much sooner than told the on-time ones
     started; ``eta_late_p95_min`` and ``eta_late_max_min``: lateness over every judged stretch
-    (zero for those on time)."""
+    (zero for those on time). ``shares``: per judged stretch, the wait it had ÷ the wait it was
+    told, both from when it was told; ``eta_median_share_of_wait`` is their median (the seed's
+    index rule), the figure the control plane reports as ``median_share_of_wait``."""
     late = sorted(error / 60.0 if error > ETA_SLACK_S else 0.0 for error in errors_s)
     early = sorted(-error / 60.0 for error in errors_s if error <= ETA_SLACK_S)
     return {
@@ -197,6 +200,7 @@ def eta_figures(errors_s: Sequence[float], missing: int) -> dict[str, float | in
         "eta_early_median_min": max(0.0, early[len(early) // 2]) if early else None,
         "eta_late_p95_min": p95(late) if late else None,
         "eta_late_max_min": late[-1] if late else None,
+        "eta_median_share_of_wait": sorted(shares)[len(shares) // 2] if shares else None,
     }
 
 

@@ -84,7 +84,7 @@ def test_markdown_report_lists_every_metric_and_every_missed_goal() -> None:
     metrics = {key: 1.0 for key in bench.METRIC_KEYS}
     ours = {**metrics, "allocated": 0.95, "allocated_upper_bound": 0.99, "offered_load": 1.0,
             "eta_checked": 40, "eta_missing": 2, "eta_on_time": 0.975, "eta_early_median_min": 95.0,
-            "eta_late_p95_min": 0.0, "eta_late_max_min": 12.0}
+            "eta_late_p95_min": 0.0, "eta_late_max_min": 12.0, "eta_median_share_of_wait": 0.42}
     seed = {**metrics, "allocated": 0.93}
     report = {"weeks": [{"name": "w", "seed": bench.SEED_TRACE_SEED, "load": 1.05, "ours": ours, "seed_scheduler": seed,
                          "goals": [{"goal": "allocated 0.9500 >= seed + 0.03 = 0.9600", "met": False}]}],
@@ -94,4 +94,4 @@ def test_markdown_report_lists_every_metric_and_every_missed_goal() -> None:
     assert "| `allocated` | 0.9500 | 0.9300 | 1.02x |" in text
     assert "allocated 0.9500 >= seed + 0.03 = 0.9600 |" in text
     assert "Goals met: 3 of 4." in text
-    assert text.endswith("| w | 40 | 97.5 % | 95 | 0 / 12 | 2 |")  # the ETAs told, judged by the starts
+    assert text.endswith("| w | 40 | 97.5 % | 95 | 42 % | 0 / 12 | 2 |")  # the ETAs told, judged by the starts

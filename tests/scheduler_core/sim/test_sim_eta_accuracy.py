@@ -23,7 +23,8 @@ def test_an_eta_from_runtime_limits_is_kept_when_the_job_ahead_ends_early() -> N
     # a declares 2 h and runs 1 h: b is told t=7200 (a's limit) and starts at 3600
     got = eta_report([TraceJob("a", 0, 8, HOUR, 2 * HOUR, "u"), TraceJob("b", 60, 8, 600, 1200, "u")])
     assert got == {"eta_checked": 1, "eta_missing": 0, "eta_on_time": 1.0, "eta_early_median_min": 60.0,
-                   "eta_late_p95_min": 0.0, "eta_late_max_min": 0.0}
+                   "eta_late_p95_min": 0.0, "eta_late_max_min": 0.0,
+                   "eta_median_share_of_wait": pytest.approx((3600 - 60) / (7200 - 60))}  # told at 60
 
 
 def test_a_later_arrival_of_higher_priority_makes_an_eta_late() -> None:
@@ -38,6 +39,8 @@ def test_a_later_arrival_of_higher_priority_makes_an_eta_late() -> None:
     assert got["eta_on_time"] == 0.5
     assert got["eta_early_median_min"] == 0.0
     assert got["eta_late_p95_min"] == got["eta_late_max_min"] == 30.0
+    # b waited 5340 s of the 3540 told, c 3480 of 3480: the upper of the two
+    assert got["eta_median_share_of_wait"] == pytest.approx(5340 / 3540)
 
 
 def test_a_job_still_waiting_past_its_eta_at_the_horizon_counts_as_late_by_at_least_that() -> None:
@@ -69,5 +72,7 @@ def test_eta_figures_count_a_second_late_as_on_time_and_use_the_seed_percentile(
         "eta_on_time": 0.5,  # 10 min early, and half a second late (float ETAs, whole-second events)
         "eta_early_median_min": 10.0,  # sorted [~0, 10]: index 1, the seed's index rule
         "eta_late_p95_min": 50.0, "eta_late_max_min": 50.0,  # of [0, 0, 2, 50]
+        "eta_median_share_of_wait": None,  # no shares given
     }
     assert eta_figures([], missing=0)["eta_on_time"] is None
+    assert eta_figures([0.0, 0.0, 0.0], missing=0, shares=[0.9, 0.2, 0.5])["eta_median_share_of_wait"] == 0.5
