@@ -4,8 +4,8 @@ Each job keeps the first ETA it was told in the wait that ended in its latest st
 (`Job.eta_told`, copied from its PendingPlace at the bind) and when it was told
 (`Job.eta_told_at`). The engine computes an ETA from running jobs' runtime limits and the queue
 as it stands, so it is close to an upper bound: jobs usually start sooner, and later only when
-jobs submitted after them went first (priority, fair share, aging) or a reservation moved. The
-record says how often and by how much, so a researcher reading "ETA in 6 h" knows what that has
+the fleet or the queue ahead changed after it was told (jobs submitted later went first by
+priority, fair share or aging; a reservation moved; a node left). The record says how often and by how much, so a researcher reading "ETA in 6 h" knows what that has
 meant on this fleet. The simulator measures the same on replays (scheduler_core/sim/metrics.py:
 eta_figures)."""
 
@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from controlplane.models import Job
 from scheduler_core.sim.metrics import ETA_SLACK_S as SLACK_S  # the replays' rule: on time within a second
+from scheduler_core.sim.metrics import p95
 
 DEFAULT_DAYS = 7
 MAX_DAYS = 90
@@ -67,7 +68,7 @@ def track_record(*, days: int = DEFAULT_DAYS, now: datetime | None = None) -> Et
         on_time=len(early) / len(errors) if errors else None,
         median_share_of_wait=max(0.0, shares[len(shares) // 2]) if shares else None,
         median_early_s=max(0.0, early[len(early) // 2]) if early else None,
-        late_p95_s=late[min(len(late) - 1, int(0.95 * len(late)))] if late else None,
+        late_p95_s=p95(late) if late else None,
         late_max_s=late[-1] if late else None,
     )
 
