@@ -2047,7 +2047,11 @@ def showback_csv(report: Showback) -> str:
                str(entry.properties.get("project", ""))) if by_job else ()),
         ]
 
-    for entry in sorted(report.entries, key=lambda e: e.name):
+    # Rows in name order; job rows in id order (as text, job 10 came between 1 and 2).
+    def order(e: ShowbackEntry) -> tuple[int, int, str]:
+        return (0, int(e.name), "") if by_job and e.name.isascii() and e.name.isdigit() else (1, 0, e.name)
+
+    for entry in sorted(report.entries, key=order):
         reserved = money[entry.key]["idle_reserved_usd"] if report.group_by == "team" else None
         writer.writerow(row(entry, reserved, Decimal(0) if fleet else None))
     if report.idle is not None:
