@@ -1408,7 +1408,7 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
 IDLE_ENTRY = "__idle__"
 SHOWBACK_COLUMNS = [
     ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
-    ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/USEFUL TOKEN", "usdPerUsefulToken"),
+    ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/1M TOKENS", "usdPerMillionTokens"),
     ("COST W/O TOKENS $", "costWithoutTokens"),
     ("IDLE RESERVED $", "idleReservedCost"), ("PREEMPTION WASTE $", "preemptionWasteCost"),
 ]
@@ -1417,8 +1417,10 @@ SHOWBACK_COLUMNS = [
 def _money(value: Any, key: str) -> str:
     if value is None:
         return "-"
-    if key == "usdPerUsefulToken":
-        return f"{value:.3g}"
+    if key == "usdPerMillionTokens":
+        # Per million tokens, fixed-point with the CSV's six places: per token it printed
+        # `5.42e-08`, a unit and a notation no other view of showback uses.
+        return f"{value:,.6f}"
     return f"{value:,.2f}"
 
 

@@ -1,0 +1,39 @@
+"""Finance QA, round 3 (2 Dec): `qm showback` printed the price of a useful token as
+`5.42e-08`, scientific notation in a table of dollars, where the page, the CSV and the JSON
+all say $ per million tokens in fixed-point. It now prints `$/1M TOKENS` with the CSV's six
+places, the JSON's `usdPerMillionTokens`."""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+
+from django.utils import timezone
+
+
+def test_qm_showback_prints_dollars_per_million_tokens_in_fixed_point(qm, fleet) -> None:
+    from controlplane.models import Allocation
+    from controlplane.services import accounting
+    from tests.controlplane.accounting.builders import hold, report, running_job
+
+    now = timezone.now().replace(microsecond=0)
+    start = now - timedelta(hours=2)
+    job = running_job(fleet.ml, gpus=8, started_at=start, priority_class=fleet.research)
+    hold(job, [(fleet.nodes[1], 8)], start, start + timedelta(hours=1))
+    allocation = Allocation.objects.get(job=job)
+    report(allocation, fleet.nodes[1], start, start + timedelta(hours=1), tokens_per_s=1000.0)
+    accounting.catch_up(now)
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+    api = qm("showback", "--by", "team", "--window", "1d", "--json").json()
+    per_million = api["data"][0]["ml"]["usdPerMillionTokens"]
+    assert per_million is not None and per_million > 0
+
+    r = qm("showback", "--by", "team", "--window", "1d")
+
+    assert r.code == 0, r.err
+    assert not re.search(r"\de[-+]\d", r.out), r.out
+    header, *lines = r.out.splitlines()[1:]
+    columns = re.split(r"\s{2,}", header.strip())
+    assert "$/1M TOKENS" in columns and "$/USEFUL TOKEN" not in columns
+    ml = next(re.split(r"\s{2,}", line.strip()) for line in lines if line.startswith("ml "))
+    assert ml[columns.index("$/1M TOKENS")] == f"{per_million:,.6f}"
