@@ -474,13 +474,17 @@ def _node_action(verb: Any, label: str) -> Any:
     def act(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Any) -> None:
         moved: list[str] = []
         already: list[str] = []
+        left: list[str] = []
         for node in queryset.order_by("name"):
             before, wished = node.state, node.unschedulable
             try:
-                after = verb(node, request.user)
+                done = nodes.act("return" if verb is nodes.return_to_service else verb.__name__, node, request.user)
             except nodes.NodeActionRefused as exc:
                 modeladmin.message_user(request, str(exc), level=messages.ERROR)
                 continue
+            after = done.node
+            if done.running_jobs:  # a cordon or drain: what it leaves running there, and until when
+                left.append(done.detail)
             if after.state != before:
                 moved.append(f"{node.name} ({before} → {after.state})")
             elif after.unschedulable != wished:  # away: only the wish for its return changed
@@ -493,6 +497,8 @@ def _node_action(verb: Any, label: str) -> Any:
         if already:
             modeladmin.message_user(request, "Already there, nothing recorded: " + ", ".join(already),
                                     level=messages.INFO)
+        for said in left:
+            modeladmin.message_user(request, said, level=messages.INFO)
     act.__name__ = verb.__name__
     return admin.action(description=label)(act)
 

@@ -1340,6 +1340,36 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
         return super().validate(attrs)
 
 
+class NodeRunningJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    team = serializers.CharField()
+    gpus = serializers.IntegerField(help_text="GPUs it holds on this node.")
+    other_nodes = serializers.ListField(child=serializers.CharField(), help_text="The other nodes of its gang.")
+    stopping = serializers.BooleanField(help_text="Told to stop (preempted, cancelled, requeued, timed out).")
+    holds_until = serializers.DateTimeField(help_text="The latest it holds the node: its start plus its runtime "
+                                                      "limit, or its stop deadline when stopping.")
+
+
+def node_running_job(job: Any) -> dict[str, Any]:
+    return {"id": job.job_id, "name": job.name, "team": job.team, "gpus": job.gpus_here,
+            "other_nodes": list(job.other_nodes), "stopping": job.stopping,
+            "holds_until": serializers.DateTimeField().to_representation(job.holds_until)}
+
+
+class NodeActionResultSerializer(NodeSerializer):
+    """A node action's answer: the node after it, and what it did."""
+
+    changed = serializers.BooleanField(help_text="False when the node was already so (nothing recorded).")
+    detail = serializers.CharField(help_text="What was done, in one sentence: the states before and after, and for "
+                                             "a cordon or drain the jobs left running there and until when.")
+    running_jobs = NodeRunningJobSerializer(many=True, help_text="After a cordon or drain: the jobs holding GPUs "
+                                                                 "there now, those holding them longest last.")
+
+    class Meta(NodeSerializer.Meta):
+        fields = [*NodeSerializer.Meta.fields, "changed", "detail", "running_jobs"]
+
+
 class EventSerializer(serializers.ModelSerializer):
     node = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     team = NamedRecordField(slug_field="name", read_only=True, allow_null=True)

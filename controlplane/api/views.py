@@ -996,37 +996,39 @@ class NodeViewSet(AdminWritableViewSet):
         refuse_fields(request, f"{verb.__name__} takes no fields (its node.state event records who did it and when)")
         node = self.get_object()
         try:
-            verb(node, request.user)
+            done = nodes.act("return" if verb is nodes.return_to_service else verb.__name__, node, request.user)
         except nodes.NodeActionRefused as exc:
             raise Conflict(str(exc)) from exc
-        return Response(s.NodeSerializer(self.get_queryset().get(pk=node.pk)).data)
+        return Response({**s.NodeSerializer(self.get_queryset().get(pk=node.pk)).data, "changed": done.changed,
+                         "detail": done.detail,
+                         "running_jobs": [s.node_running_job(j) for j in done.running_jobs]})
 
-    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @extend_schema(request=None, responses={200: s.NodeActionResultSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
     def cordon(self, request: Request, pk: str | None = None) -> Response:
         """Take no new work; running jobs continue."""
         return self._act(request, nodes.cordon)
 
-    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @extend_schema(request=None, responses={200: s.NodeActionResultSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
     def drain(self, request: Request, pk: str | None = None) -> Response:
         """Take no new work and let running jobs finish."""
         return self._act(request, nodes.drain)
 
-    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @extend_schema(request=None, responses={200: s.NodeActionResultSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
     def uncordon(self, request: Request, pk: str | None = None) -> Response:
         """Take work again (from cordoned or draining)."""
         return self._act(request, nodes.uncordon)
 
-    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @extend_schema(request=None, responses={200: s.NodeActionResultSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
     def retire(self, request: Request, pk: str | None = None) -> Response:
         """Take the node out of the fleet for good: no work, no agent, no capacity or idle cost
         from now on. 409 while jobs hold its GPUs (drain it first)."""
         return self._act(request, nodes.retire)
 
-    @extend_schema(request=None, responses={200: s.NodeSerializer})
+    @extend_schema(request=None, responses={200: s.NodeActionResultSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdmin], url_path="return", url_name="return")
     def return_to_service(self, request: Request, pk: str | None = None) -> Response:
         """Bring a retired node back: down until its agent registers again (then cordoned)."""

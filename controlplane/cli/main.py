@@ -1568,6 +1568,8 @@ def _node_action(api: Api, args: argparse.Namespace, action: str) -> int:
     node = api.request("POST", f"nodes/{found[0]['id']}/{action}/")
     if args.json:
         output.emit_json(node)
+    elif node.get("detail") and action in ("cordon", "drain", "uncordon"):
+        print(output.visible(node["detail"]))  # what it did, and the jobs a cordon or drain leaves running there
     elif node["state"] == "retired":
         print(output.visible(f"{node['name']} is retired: out of the fleet (no work, no capacity, its agent refused) "
                              f"until an admin returns it to service (qm nodes return {node['name']})."))

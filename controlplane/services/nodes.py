@@ -21,18 +21,21 @@ each other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
 from django.db.models import Count, Sum
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from controlplane.choices import EventKind, NodeState
+from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, NodeState
 from controlplane.models import AllocationGpu, GpuType, Node
 from controlplane.services.transitions import record_event
+from scheduler_core.sentences import counted
 
 _DRAIN_FIRST = ("drain it first (POST nodes/{pk}/drain/, or the Drain action of the admin's node list): it takes "
                 "no new work, and once its jobs have finished it is cordoned and {what} may change; then uncordon it")
@@ -156,11 +159,16 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser) -> Node:
         # Row lock held: the control loop's health update waits for us, then sees our state.
         Node.objects.filter(pk=current.pk).update(state=action.target, unschedulable=action.unschedulable)
         current.state, current.unschedulable = action.target, action.unschedulable
+        data = {"from": str(before), "to": str(action.target), "action": action.verb,
+                "unschedulable": action.unschedulable}
+        left = jobs_on(current.pk) if action.unschedulable else []
+        if left:
+            data["running_jobs"] = [j.job_id for j in left]
         record_event(
             EventKind.NODE_STATE, f"user:{user.get_username()}", node=current, reason=action.reason,
-            message=f"{current.name}: {before} → {action.target} ({action.verb} by {user.get_username()})",
-            data={"from": str(before), "to": str(action.target), "action": action.verb,
-                  "unschedulable": action.unschedulable},
+            message=f"{current.name}: {before} → {action.target} ({action.verb} by {user.get_username()})"
+            + (f"; {_left_said(action, left, timezone.now())}" if left else ""),
+            data=data,
         )
     return current
 
@@ -183,6 +191,139 @@ def _while_away(current: Node, action: _Action, user: AbstractBaseUser) -> Node:
               "unschedulable": action.unschedulable, "returns": str(comes_back)},
     )
     return current
+
+
+@dataclass(frozen=True)
+class JobOnNode:
+    """A job holding GPUs on a node through a live allocation, as an operator's action reports it."""
+
+    job_id: int
+    name: str
+    team: str
+    gpus_here: int
+    other_nodes: tuple[str, ...]
+    stopping: bool
+    holds_until: datetime  # by its runtime limit, or its stop deadline when told to stop
+
+    def said(self, now: datetime) -> str:
+        where = f"{self.gpus_here} GPU{'s' if self.gpus_here > 1 else ''} here"
+        if self.other_nodes:
+            where += ", also on " + ", ".join(self.other_nodes[:3]) + (
+                f" and {len(self.other_nodes) - 3} more nodes" if len(self.other_nodes) > 3 else "")
+        until = (f"stopping, by {_clock(self.holds_until, now)}" if self.stopping
+                 else f"its runtime limit ends {_clock(self.holds_until, now)}")
+        return f"job {self.job_id} {self.name} ({where}; {until})"
+
+
+def _clock(at: datetime, now: datetime) -> str:
+    """06:28 UTC today, else 2026-12-03 06:28 UTC."""
+    at = at.astimezone(UTC)
+    return f"{at:%H:%M} UTC" if at.date() == now.astimezone(UTC).date() else _when(at)
+
+
+def jobs_on(node_pk: int) -> list[JobOnNode]:
+    """The jobs holding GPUs on the node now (live allocations), those that hold them longest
+    last: each with its GPUs there, the other nodes of its gang, and until when it holds them by
+    its runtime limit (a job told to stop: by its stop deadline). Two queries."""
+    rows = list(
+        AllocationGpu.objects.filter(node_id=node_pk, live=True, allocation__state__in=LIVE_ALLOCATION_STATES)
+        .values_list("allocation_id", "allocation__job_id", "allocation__job__name", "allocation__job__team__name",
+                     "allocation__job__runtime_limit_s", "allocation__state", "allocation__release_deadline")
+        .annotate(started=Coalesce("allocation__started_at", "allocation__created_at"), gpus=Count("id"))
+        .order_by("allocation_id"))
+    if not rows:
+        return []
+    elsewhere: dict[int, set[str]] = {}
+    for allocation_id, name in (
+        AllocationGpu.objects.filter(allocation_id__in=[r[0] for r in rows], live=True)
+        .exclude(node_id=node_pk).values_list("allocation_id", "node__name").distinct()
+    ):
+        elsewhere.setdefault(allocation_id, set()).add(name)
+    jobs: list[JobOnNode] = []
+    for allocation_id, job_id, name, team, limit, state, deadline, started, gpus in rows:
+        stopping = state == AllocationState.RELEASING and deadline is not None
+        until = started + timedelta(seconds=limit)
+        if stopping:
+            until = min(until, deadline)
+        jobs.append(JobOnNode(job_id, name, team, gpus, tuple(sorted(elsewhere.get(allocation_id, ()))),
+                              stopping, until))
+    return sorted(jobs, key=lambda j: (j.holds_until, j.job_id))
+
+
+def _jobs_said(jobs: list[JobOnNode], now: datetime, most: int = 5) -> str:
+    said = [j.said(now) for j in jobs[:most]]
+    more = len(jobs) - len(said)
+    return ", ".join(said) + (f" and {counted(more, 'more job')}" if more else "")
+
+
+def _left_said(action: _Action, jobs: list[JobOnNode], now: datetime) -> str:
+    """What a cordon or drain leaves running on the node, in words."""
+    if not jobs:
+        return "nothing runs there"
+    last = max(j.holds_until for j in jobs)
+    if action is DRAIN:
+        return (f"{counted(len(jobs), 'job')} run{'s' if len(jobs) == 1 else ''} there until "
+                f"{'it ends' if len(jobs) == 1 else 'they end'} (by {_clock(last, now)} at the latest, by "
+                f"{'its runtime limit' if len(jobs) == 1 else 'their runtime limits'}): {_jobs_said(jobs, now)}")
+    return (f"{counted(len(jobs), 'job')} keep{'s' if len(jobs) == 1 else ''} running there: "
+            f"{_jobs_said(jobs, now)}")
+
+
+@dataclass(frozen=True)
+class NodeActionOutcome:
+    """What an operator's action on a node did, for the API, the pages, the admin and `qm`."""
+
+    node: Node
+    changed: bool
+    detail: str
+    running_jobs: list[JobOnNode]
+
+
+def act(verb: str, node: Node, user: AbstractBaseUser, *, now: datetime | None = None) -> NodeActionOutcome:
+    """Run the action `verb` (cordon, drain, uncordon, retire, return) on `node` and say what it
+    did: the state it moved from and to (or that nothing changed), and for a cordon or a drain
+    the jobs it leaves running there and until when they may hold the node by their runtime
+    limits (a drained node is cordoned once they have ended). Raises NodeActionRefused as the
+    action does."""
+    before_state, before_wish = node.state, node.unschedulable
+    fresh = Node.objects.filter(pk=node.pk).values_list("state", "unschedulable").first()
+    if fresh is not None:
+        before_state, before_wish = fresh
+    after = _VERBS[verb](node, user)
+    now = now or timezone.now()
+    changed = (after.state, after.unschedulable) != (before_state, before_wish)
+    jobs = jobs_on(after.pk) if verb in ("cordon", "drain") else []
+    name = after.name
+    if verb in ("retire", "return"):
+        if not changed:
+            detail = f"{name} is {after.state} already: nothing changed"
+        elif verb == "retire":
+            detail = (f"{name}: {before_state} → retired; its {after.gpu_count} GPUs leave the fleet's capacity and "
+                      f"idle cost, and its agent is refused until an admin returns it to service "
+                      f"(`qm nodes return {name}`)")
+        else:
+            detail = (f"{name}: retired → down, back in the fleet's capacity; it stays down until its agent "
+                      "registers, then comes back " + ("cordoned (uncordon it to take work)" if after.unschedulable
+                                                      else "ready"))
+        return NodeActionOutcome(after, changed, detail + ".", [])
+    action = {"cordon": CORDON, "drain": DRAIN, "uncordon": UNCORDON}[verb]
+    away = after.state in _AWAY or (after.state == NodeState.SUSPECT and after.unschedulable)
+    if away:
+        comes_back = NodeState.CORDONED if after.unschedulable else NodeState.READY
+        when_back = "its heartbeats resume" if after.state == NodeState.SUSPECT else "its agent registers again"
+        detail = (f"{name} is {after.state}" + (f"; {verb} recorded" if changed else ", nothing changed")
+                  + f": it returns {comes_back} when {when_back}")
+    elif not changed:
+        detail = f"{name} is {after.state} already: nothing changed"
+    else:
+        detail = f"{name}: {before_state} → {after.state}: " + (
+            "it takes work again" if verb == "uncordon" else "no new work goes there")
+    if action.unschedulable and not (away and not jobs):
+        detail += f"; {_left_said(action, jobs, now)}"
+        if action is DRAIN and after.state == NodeState.DRAINING:
+            detail += ("; it becomes cordoned once the last has ended" if jobs
+                       else ", so it becomes cordoned at the next reconcile pass")
+    return NodeActionOutcome(after, changed, detail + ".", jobs)
 
 
 def cordon(node: Node, user: AbstractBaseUser) -> Node:
@@ -307,3 +448,7 @@ def return_to_service(node: Node, user: AbstractBaseUser, *, now: datetime | Non
                   "node_id": current.pk},
         )
     return current
+
+
+_VERBS: dict[str, Callable[[Node, AbstractBaseUser], Node]] = {
+    "cordon": cordon, "drain": drain, "uncordon": uncordon, "retire": retire, "return": return_to_service}

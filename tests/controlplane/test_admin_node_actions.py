@@ -66,3 +66,25 @@ def test_uncordon_and_drain_say_so_too(fleet, browser) -> None:
     node = fleet.nodes[1]
     assert _act(browser, "drain", [node]) == {"success": ["Drain: h100-1 (ready → draining)"]}
     assert _act(browser, "uncordon", [node]) == {"success": ["Uncordon: h100-1 (draining → ready)"]}
+
+
+def test_drain_of_a_busy_node_says_which_jobs_it_leaves_running(fleet, browser) -> None:
+    from django.db import transaction
+    from django.utils import timezone
+
+    from controlplane.services import reconcile, transitions
+    from tests.controlplane import factories as f
+
+    node = fleet.nodes[1]
+    job = f.make_job(fleet.ml, fleet.research, name="finetune", gpus=4)
+    with transaction.atomic():
+        lease = reconcile.lock_scheduler_lease()
+        transitions.bind_job(job.pk, [transitions.GpuSet(node_id=node.pk, gpu_indices=[0, 1, 2, 3])], lease=lease,
+                             borrowed=False, at=timezone.now(), actor="test")
+
+    said = _act(browser, "drain", [node, fleet.nodes[2]])
+
+    assert said["success"] == ["Drain: h100-1 (ready → draining), h100-2 (ready → draining)"]
+    [left] = said["info"]
+    assert left.startswith("h100-1: ready → draining: no new work goes there; 1 job runs there until it ends (by ")
+    assert f"job {job.pk} finetune (4 GPUs here; its runtime limit ends " in left

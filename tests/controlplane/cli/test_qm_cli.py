@@ -160,7 +160,7 @@ def test_admin_cordons_a_node_by_name(qm, fleet) -> None:
 
     r = qm("cordon", "h100-2")
 
-    assert r.code == 0 and "h100-2 is cordoned." in r.out
+    assert r.code == 0 and "h100-2: ready → cordoned: no new work goes there; nothing runs there." in r.out
     assert Node.objects.get(name="h100-2").state == NodeState.CORDONED
     assert "h100-2" in qm("nodes").out
 
@@ -171,7 +171,7 @@ def test_admin_cordons_a_down_node_for_its_return(qm, fleet) -> None:
 
     r = qm("cordon", "h100-2")
 
-    assert r.code == 0 and r.out.strip() == "h100-2 is down. It returns cordoned when its agent registers again.", r.err
+    assert r.code == 0 and r.out.strip() == "h100-2 is down; cordon recorded: it returns cordoned when its agent registers again.", r.err
     row = next(line for line in qm("nodes").out.splitlines() if line.startswith("h100-2 "))
     assert "down (returns cordoned)" in row
 

@@ -86,8 +86,13 @@ def test_retiring_a_node_that_runs_a_job_prints_the_refusal_and_exits_1(qm, flee
     assert r.code == 1
     assert "node h100-1 still runs 1 job on 2 of its 8 GPUs" in r.err and "qm nodes drain h100-1" in r.err
     assert Node.objects.get(name="h100-1").state == NodeState.READY
-    # The way it names works: drain through `qm nodes drain`.
-    assert "h100-1 is draining." in qm("nodes", "drain", "h100-1").out
+    # The way it names works: drain through `qm nodes drain`, which says what it leaves running.
+    assert ("h100-1: ready → draining: no new work goes there; 1 job runs there until it ends (by "
+            in qm("nodes", "drain", "h100-1").out)
+    drained = qm("nodes", "drain", "h100-1").out
+    assert drained.startswith("h100-1 is draining already: nothing changed; 1 job runs there until it ends")
+    assert f"job {job.pk} busy (2 GPUs here; its runtime limit ends " in drained
+    assert drained.rstrip().endswith("it becomes cordoned once the last has ended.")
 
 
 def test_qm_nodes_refuses_an_unknown_action_or_a_missing_node(qm, fleet) -> None:
