@@ -339,6 +339,11 @@ def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]], *, until: datetim
 COLOURBAR_LABEL_PX = 40
 
 
+def _takes_work(row: Any) -> bool:
+    """A heat-map row's node takes work now: ready and in no maintenance window (heatmap.NodeRow)."""
+    return bool(row.state == NodeState.READY and not getattr(row, "in_maintenance", False))
+
+
 def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: int | None = None,
                   title: str = "Fleet heat map", caption: str | None = None) -> Chart:
     """Nodes (rows) × GPU slots (columns), each held slot coloured by its team, free slots pale,
@@ -375,9 +380,9 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
                 l_row.append(None)
                 continue
             slot = r.slots[i]
-            where = f"{r.name} GPU {i} ({r.gpu_type}, {r.leaf_switch}, {r.state})"
+            where = f"{r.name} GPU {i} ({r.gpu_type}, {r.leaf_switch}, {getattr(r, 'state_said', r.state)})"
             if slot is None:
-                c_row.append("free" if r.state == NodeState.READY else "node takes no work")
+                c_row.append("free" if _takes_work(r) else "node takes no work")
                 t_row.append(f"{where}<br>free")
                 l_row.append(None)
             else:
@@ -431,7 +436,7 @@ def fleet_heatmap(rows: Sequence[Any], *, key: str = "heatmap", highlight_job: i
         margin={"l": 140, "r": 20, "t": 70, "b": 20},
         showlegend=False,
     )
-    free = sum(r.free for r in rows if r.state == NodeState.READY)
+    free = sum(r.free for r in rows if _takes_work(r))
     return Chart(key, title, caption, _figure(data, layout), height=height,
                  notes={"free_gpus": free, "gpus": sum(len(r.slots) for r in rows)})
 

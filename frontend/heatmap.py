@@ -1,6 +1,7 @@
 """The fleet as a grid: one row per node, one cell per GPU slot, each cell its holder's team.
 
-Read in two queries (nodes, live GPUs), whatever the fleet size. Teams are shown to everyone
+Read in two queries (nodes, with whether a maintenance window holds each now; live GPUs), whatever
+the fleet size. Teams are shown to everyone
 (the fleet's shape is a fleet metric); job ids only to those who may read the job.
 """
 
@@ -10,9 +11,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import Exists, OuterRef
+from django.utils import timezone
 
 from controlplane.choices import NodeState
-from controlplane.models import AllocationGpu, Node
+from controlplane.models import AllocationGpu, MaintenanceWindow, Node
 from controlplane.services.access import access_of
 
 
@@ -37,6 +40,11 @@ class NodeRow:
     gpu_type: str
     capacity_tier: str
     slots: tuple[Slot | None, ...]  # None: the slot is free
+    in_maintenance: bool = False  # inside a maintenance window now: it takes no work
+
+    @property
+    def state_said(self) -> str:
+        return f"{self.state}, in maintenance" if self.in_maintenance else self.state
 
     @property
     def used(self) -> int:
@@ -48,7 +56,9 @@ class NodeRow:
 
     @property
     def schedulable(self) -> bool:
-        return self.state == NodeState.READY
+        """Takes work now: ready, and in no maintenance window (the scheduler starts nothing there
+        during one, and the cycle's figures count its idle GPUs as unavailable)."""
+        return self.state == NodeState.READY and not self.in_maintenance
 
 
 def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int] | None = None) -> list[NodeRow]:
@@ -67,9 +77,13 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
     ):
         holders[(node_id, index)] = Slot(team=team, job_id=job_id if access.may_read_team(team_id) else None,
                                               team_id=team_id)
+    now = timezone.now()
+    closed = Exists(MaintenanceWindow.objects.filter(nodes=OuterRef("pk"), cancelled_at__isnull=True,
+                                                     start_at__lte=now, end_at__gt=now))
     rows = []
-    for n in nodes.order_by("pool", "leaf_switch", "name").values(
-        "id", "name", "pool", "leaf_switch", "spine", "state", "gpu_count", "gpu_type__name", "capacity_tier"
+    for n in nodes.annotate(in_maintenance=closed).order_by("pool", "leaf_switch", "name").values(
+        "id", "name", "pool", "leaf_switch", "spine", "state", "gpu_count", "gpu_type__name", "capacity_tier",
+        "in_maintenance",
     ):
         rows.append(
             NodeRow(
@@ -82,6 +96,7 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
                 gpu_type=n["gpu_type__name"],
                 capacity_tier=n["capacity_tier"],
                 slots=tuple(holders.get((n["id"], i)) for i in range(n["gpu_count"])),
+                in_maintenance=n["in_maintenance"],
             )
         )
     return rows

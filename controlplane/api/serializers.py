@@ -1523,8 +1523,9 @@ class PoolFragmentationSerializer(serializers.Serializer):
     nodes = serializers.IntegerField()
     total_gpus = serializers.IntegerField()
     allocated_gpus = serializers.IntegerField()
-    free_gpus = serializers.IntegerField(help_text="Free GPUs on ready nodes.")
-    unavailable_gpus = serializers.IntegerField(help_text="Free GPUs on nodes that are not ready.")
+    free_gpus = serializers.IntegerField(help_text="Free GPUs on ready nodes outside any maintenance window now.")
+    unavailable_gpus = serializers.IntegerField(help_text="Free GPUs on nodes that are not ready, or that are "
+                                                          "inside a maintenance window now (they take no work).")
     largest_free_block = serializers.IntegerField(
         help_text="Most idle GPUs on one ready node; GPUs held idle for a waiting job's reservation included.")
     whole_free_nodes = serializers.IntegerField()

@@ -16,7 +16,7 @@ from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
 
 from controlplane.choices import JobState, NodeState
-from controlplane.models import AllocationGpu, FleetSample, Job, Node, SchedulerLease
+from controlplane.models import AllocationGpu, FleetSample, Job, MaintenanceWindow, Node, SchedulerLease
 from scheduler_core.types import ReasonCode
 
 
@@ -107,13 +107,15 @@ class FragmentationFigures:
     reserved_gpus: int | None = None
 
 
-def fragmentation_figures() -> FragmentationFigures:
+def fragmentation_figures(now: datetime | None = None) -> FragmentationFigures:
     """Free GPUs per pool, how they are scattered, and how many are stranded.
 
     Steps:
     1. Live GPUs per node (one grouped query) against each node's GPU count (retired nodes
        left out).
-    2. Per pool: free GPUs on ready nodes, the largest free block, whole free nodes.
+    2. Per pool: free GPUs on ready nodes, the largest free block, whole free nodes. A ready
+       node inside a maintenance window now takes no work: its idle GPUs are unavailable, not
+       free, as the cycle's figures count them (scheduler_core/fleet.py).
     3. Stranded GPUs (FleetFigures' definition): free GPUs on partially used ready nodes,
        counted only while a pending job that needs whole nodes of that pool waits. Free here is
        idle: no live allocation holds it, so GPUs the cycle holds for a waiting job's
@@ -125,6 +127,10 @@ def fragmentation_figures() -> FragmentationFigures:
     held = dict(
         AllocationGpu.objects.filter(live=True).values("node_id").annotate(n=Count("id")).values_list("node_id", "n")
     )
+    now = now or timezone.now()
+    in_maintenance = set(
+        MaintenanceWindow.objects.filter(cancelled_at__isnull=True, start_at__lte=now, end_at__gt=now)
+        .values_list("nodes", flat=True))
     pools: dict[str, PoolFragmentation] = {}
     # A retired node is out of the fleet: none of its GPUs count (nor does its pool, when all of
     # that pool's nodes are retired).
@@ -138,7 +144,7 @@ def fragmentation_figures() -> FragmentationFigures:
         pool.total_gpus += node.gpu_count
         pool.allocated_gpus += used
         pool.node_size = max(pool.node_size, node.gpu_count)
-        if node.state != NodeState.READY:
+        if node.state != NodeState.READY or node.pk in in_maintenance:
             pool.unavailable_gpus += free
             continue
         pool.free_gpus += free

@@ -1,0 +1,68 @@
+"""Nodes inside a maintenance window take no work, and every surface says so.
+
+Found on the demo (2 Dec): with a window active on a100-02 and a100-03 (idle) and a100-01
+cordoned, the cycle's figures (/metrics, the overview's chart) said the a100 pool's largest free
+block was 0, while GET metrics/fragmentation/ and the Nodes page said "16 free on ready nodes ·
+largest free block 8" (two whole free nodes) and the overview's heat map drew their GPUs as free,
+though the scheduler starts nothing there until the window ends. Now the API, the Nodes page and
+the heat map count their idle GPUs as unavailable, as the cycle does."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth import get_user_model
+from django.utils import timezone
+
+from controlplane.models import FleetSample, Node
+from controlplane.services import maintenance, nodes
+from controlplane.services.cycle import run_cycle
+from frontend.heatmap import fleet_grid
+from frontend.views.nodes import nodes_payload
+from tests.frontend.test_figures_agree_stranded_surfaces import scrape
+
+
+def test_nodes_in_an_active_window_are_not_free_on_any_surface(client_for: Any, rf: Any) -> None:
+    admin = get_user_model().objects.get(username="admin")
+    for name in ("a100-01", "a100-04"):
+        nodes.cordon(Node.objects.get(name=name), admin)
+    window = maintenance.create(admin, nodes=["a100-02", "a100-03"], start_at=timezone.now(), duration_s=3600,
+                                reason="PSU swap")
+    later = maintenance.create(admin, nodes=["h100-01"], start_at=timezone.now() + timedelta(hours=2),
+                               duration_s=3600, reason="firmware")
+    run_cycle("test")
+
+    sample = FleetSample.objects.order_by("-at", "-id").first()
+    assert sample is not None and (sample.largest_free_block_by_pool or {}).get("a100", 0) == 0
+    m = scrape(client_for("admin"))
+    assert m["quartermaster_largest_free_block_gpus"][(("pool", "a100"),)] == 0
+
+    api = {p["pool"]: p for p in client_for("alice").get("/api/v1/metrics/fragmentation/").json()["pools"]}
+    assert (api["a100"]["free_gpus"], api["a100"]["largest_free_block"], api["a100"]["whole_free_nodes"],
+            api["a100"]["unavailable_gpus"]) == (0, 0, 0, 32)
+    # A window still to come closes nothing yet: h100-01 is free until it begins.
+    assert (api["h100"]["free_gpus"], api["h100"]["largest_free_block"]) == (96, 8)
+
+    request = rf.get("/nodes/")
+    request.user = admin
+    pools = {p["pool"]: p for p in nodes_payload(request)["pools"]}
+    assert (pools["a100"]["free_ready"], pools["a100"]["largest_free_block"]) == (0, 0)
+    assert (pools["h100"]["free_ready"], pools["h100"]["largest_free_block"]) == (96, 8)
+    grid = {row.name: row for row in fleet_grid(admin)}
+    assert grid["a100-02"].in_maintenance and not grid["a100-02"].schedulable
+    assert not grid["h100-01"].in_maintenance and grid["h100-01"].schedulable
+
+    overview = client_for("admin").get("/ui/overview.json").json()
+    heatmap = overview["charts"]["heatmap"]
+    cells = heatmap["figure"]["data"][0]
+    categories = cells["colorbar"]["ticktext"]
+    row = cells["y"].index("a100 / a100-02")
+    assert {categories[z] for z in cells["z"][row]} == {"node takes no work"}
+    assert "ready, in maintenance" in cells["text"][row][0]
+
+    # Once the window is cancelled the nodes are free again, on the API as in the cycle.
+    maintenance.cancel(window.pk, admin)
+    api = {p["pool"]: p for p in client_for("alice").get("/api/v1/metrics/fragmentation/").json()["pools"]}
+    assert (api["a100"]["free_gpus"], api["a100"]["largest_free_block"]) == (16, 8)
+    assert later.pk != window.pk
