@@ -201,7 +201,7 @@ def _check_times(start_at: datetime | None, end_at: datetime | None, duration_s:
                              "ends in the future")
     elif (end_at - start_at).total_seconds() > longest:
         errors[end_field] = (f"{span((end_at - start_at).total_seconds())} long: a window lasts at most "
-                             f"{span(longest)} (QM_MAINTENANCE_MAX_S); schedule a longer job as several")
+                             f"{span(longest)} (QM_MAINTENANCE_MAX_S); schedule a longer maintenance as back-to-back windows")
     return start_at, end_at
 
 

@@ -65,7 +65,8 @@ def test_a_window_is_written_with_its_nodes_and_audit_events(fleet: Fleet) -> No
     ({"start_at": None}, "start_at", "give when the maintenance begins"),
     ({"duration_s": None}, "end_at", "give when the maintenance ends"),
     ({"duration_s": 0}, "duration_s", "a window lasts at least a second"),
-    ({"duration_s": 15 * 86400}, "duration_s", "15 d long: a window lasts at most 14 d"),
+    ({"duration_s": 15 * 86400}, "duration_s", "15 d long: a window lasts at most 14 d (QM_MAINTENANCE_MAX_S); "
+                                                "schedule a longer maintenance as back-to-back windows"),
     ({"duration_s": None, "end_at": "start"}, "end_at", "not after its start"),
     ({"start_at": "past", "duration_s": 60}, "duration_s", "which is past"),
     ({"end_at": "later"}, "end_at", "not both"),
