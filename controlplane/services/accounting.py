@@ -80,6 +80,7 @@ from controlplane.services.usage_tiers import (
     JobMinute,
     LossWindow,
     PriceBook,
+    QuotaCell,
     Sample,
     Span,
     apportion,
@@ -736,23 +737,29 @@ def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: 
 
 
 def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, touched: _Touched) -> None:
-    """Each team's guarantee per GPU type, minute by minute: used, lent, idle (exact sweep)."""
+    """Each team's guarantee per GPU type, minute by minute: used, lent, idle (exact sweep).
+
+    The sweep sees the fleet the capacity rows count (`_fleet_spans`: each node from when it
+    joined, until it was deleted or retired, to the microsecond), and a guarantee counts only
+    while the fleet has GPUs of its type: with none there is nothing reserved to sit idle. Before
+    (2 Dec), guarantees counted from the start of the first minute rolled, before any node had
+    registered: the demo's first 20 seconds read 0.52 idle reserved H100 GPU-hours ($1.31) that
+    no capacity, and no `__idle__`, had."""
     guarantees = [
         Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
         for t, g, n, lend, c in Quota.objects.values_list(
             "team_id", "gpu_type_id", "nominal_gpus", "lending_limit", "team__cohort_id"
         )
     ]
-    # The fleet's GPUs per type: every node, less a retired one from its retirement on (its
-    # capacity before still counts), minute by minute.
-    retirements = _retirements(start)
+    # The fleet's GPUs per type, as _store_capacity counts them: nodes there throughout, and
+    # nodes that joined or left (deleted, retired, returned) inside the window.
     steady: dict[int, int] = defaultdict(int)
-    timed: list[tuple[int, int, list[tuple[int | None, int | None]]]] = []
-    for node_id, gpu_type_id, gpus in Node.objects.values_list("id", "gpu_type_id", "gpu_count"):
-        if node_id in retirements:
-            timed.append((gpu_type_id, gpus, retirements[node_id]))
+    moving: list[_NodeSpan] = []
+    for node in _fleet_spans(start):
+        if node.joined_us is None and node.left_us is None:
+            steady[node.gpu_type_id] += node.gpus
         else:
-            steady[gpu_type_id] += gpus
+            moving.append(node)
     spans, teams = _spans(start, end, None)
     s_us, e_us = to_us(start), to_us(end)
     holdings = [
@@ -763,13 +770,29 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
     for minute in _slots(start, end, MINUTE):
         m0, m1 = max(to_us(minute), s_us), min(to_us(minute) + MINUTE_US, e_us)
         here = [h for h in holdings if h.start_us < m1 and h.end_us > m0]
-        capacity = steady
-        if timed:
-            capacity = defaultdict(int, steady)
-            for gpu_type_id, gpus, present in timed:
-                if any((a is None or a <= m0) and (b is None or b > m0) for a, b in present):
-                    capacity[gpu_type_id] += gpus
-        for (team_id, gpu_type_id), cell in idle_guarantees(m0, m1, guarantees, here, capacity, prices).items():
+        # Pieces of the minute with a constant fleet: cut where a node joins or leaves.
+        cuts = sorted({m0, m1} | {t for n in moving for t in (n.joined_us, n.left_us)
+                                  if t is not None and m0 < t < m1})
+        cells = {(g.team_id, g.gpu_type_id): QuotaCell() for g in guarantees}
+        for a, b in zip(cuts, cuts[1:], strict=False):
+            capacity = steady
+            if moving:
+                capacity = defaultdict(int, steady)
+                for n in moving:
+                    if (n.joined_us is None or n.joined_us <= a) and (n.left_us is None or n.left_us >= b):
+                        capacity[n.gpu_type_id] += n.gpus
+            backed = [g for g in guarantees if capacity.get(g.gpu_type_id, 0) > 0]
+            if not backed:
+                continue
+            piece = here if (a, b) == (m0, m1) else [h for h in here if h.start_us < b and h.end_us > a]
+            for key, cell in idle_guarantees(a, b, backed, piece, capacity, prices).items():
+                into = cells[key]
+                into.nominal_gpu_us += cell.nominal_gpu_us
+                into.used_gpu_us += cell.used_gpu_us
+                into.borrowed_gpu_us += cell.borrowed_gpu_us
+                into.lent_gpu_us += cell.lent_gpu_us
+                into.idle_cost_usd += cell.idle_cost_usd
+        for (team_id, gpu_type_id), cell in cells.items():
             nominal, used, borrowed, lent, idle = cell.parts()
             rows.append(
                 QuotaRollup(
