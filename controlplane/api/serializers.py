@@ -1301,13 +1301,18 @@ class PriceRateSerializer(ConstraintCheckedModelSerializer):
 class NodeSerializer(ConstraintCheckedModelSerializer):
     gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
     allocated_gpus = serializers.IntegerField(read_only=True, help_text="GPUs held by live allocations now.")
+    maintenance_window = serializers.IntegerField(
+        read_only=True, allow_null=True, default=None,
+        help_text="The maintenance window holding the node now (it takes no work until it ends); null: none.")
+    maintenance_ends_at = serializers.DateTimeField(read_only=True, allow_null=True, default=None,
+                                                    help_text="When that window ends; null: none.")
 
     class Meta:
         model = Node
         fields = [
             "id", "name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine",
             "capacity_tier", "state", "unschedulable", "allocated_gpus", "agent_lease_expires_at", "last_heartbeat_at",
-            "simulated", "retired_at",
+            "simulated", "retired_at", "maintenance_window", "maintenance_ends_at",
         ]
         read_only_fields = ["state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at", "retired_at"]
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
@@ -1319,7 +1324,9 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
                                        "cleared by return (POST nodes/{id}/return/)",
                          "agent_lease_expires_at": "the node's agent renews its lease with every heartbeat",
                          "last_heartbeat_at": "the node's agent reports it with every heartbeat",
-                         "allocated_gpus": "counted from the node's live allocations"}
+                         "allocated_gpus": "counted from the node's live allocations",
+                         "maintenance_window": "schedule maintenance with maintenance-windows/",
+                         "maintenance_ends_at": "schedule maintenance with maintenance-windows/"}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """A node's GPU type and count do not change under its running work, nor its CPUs and

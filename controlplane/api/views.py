@@ -9,7 +9,7 @@ from typing import Any
 
 from django.contrib.auth import authenticate
 from django.db import transaction
-from django.db.models import Count, ProtectedError, Q, QuerySet, RestrictedError
+from django.db.models import Count, OuterRef, ProtectedError, Q, QuerySet, RestrictedError, Subquery
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponsePermanentRedirect, JsonResponse
 from django.urls import Resolver404, resolve
 from django.utils import timezone
@@ -57,6 +57,7 @@ from controlplane.models import (
     Event,
     GpuType,
     Job,
+    MaintenanceWindow,
     Membership,
     Node,
     PriceRate,
@@ -984,13 +985,20 @@ class NodeViewSet(AdminWritableViewSet):
     filterset_class = NodeFilterSet
 
     def get_queryset(self) -> QuerySet[Any]:
+        now = timezone.now()
+        # The maintenance window holding the node now, if any (it takes no work until it ends).
+        holding = (MaintenanceWindow.objects.filter(nodes=OuterRef("pk"), cancelled_at__isnull=True,
+                                                    start_at__lte=now, end_at__gt=now).order_by("end_at", "id"))
         return Node.objects.select_related("gpu_type").annotate(
-            allocated_gpus=Count("allocation_gpus", filter=Q(allocation_gpus__live=True))
+            allocated_gpus=Count("allocation_gpus", filter=Q(allocation_gpus__live=True)),
+            maintenance_window=Subquery(holding.values("id")[:1]),
+            maintenance_ends_at=Subquery(holding.values("end_at")[:1]),
         )
 
     def perform_create(self, serializer: Any) -> None:
         super().perform_create(serializer)
         serializer.instance.allocated_gpus = 0  # a new node holds nothing yet
+        serializer.instance.maintenance_window = serializer.instance.maintenance_ends_at = None
 
     def _act(self, request: Request, verb: Any) -> Response:
         refuse_fields(request, f"{verb.__name__} takes no fields (its node.state event records who did it and when)")

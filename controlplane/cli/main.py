@@ -1511,6 +1511,9 @@ def _node_state(node: dict[str, Any]) -> str:
         return f"retired {str(node['retired_at'])[:10]}"
     if node["state"] in ("down", "quarantined", "suspect") and node.get("unschedulable"):
         return f"{node['state']} (returns cordoned)"
+    if node.get("maintenance_window") is not None:  # it takes no work until the window ends
+        ends = str(node.get("maintenance_ends_at") or "")[11:16]
+        return f"{node['state']} (maintenance {node['maintenance_window']}" + (f" until {ends} UTC)" if ends else ")")
     return str(node["state"])
 
 
