@@ -2,7 +2,9 @@
 
 Pure Python: no Django, no I/O, no wall clock. ``schedule(snapshot, config)`` is the entry
 point (see :mod:`scheduler_core.cycle`); ``never_runs(spec, nodes, gpu_types)`` is its
-capability check for submit time (:mod:`scheduler_core.capability`); the types below are the whole public vocabulary.
+capability check for submit time (:mod:`scheduler_core.capability`); ``queue_factors(snapshot,
+config)`` what places each waiting job in the queue, as Slurm's sprio shows it
+(:mod:`scheduler_core.queue`); the types below are the whole public vocabulary.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from scheduler_core.capability import Infeasible, NodeShape, never_runs
 from scheduler_core.cycle import schedule
 from scheduler_core.errors import ConfigError, SnapshotError
+from scheduler_core.queue import QueueFactors, queue_factors
 from scheduler_core.types import (
     Bind,
     DependencyCondition,
@@ -58,6 +61,7 @@ __all__ = [
     "NodeState",
     "PendingExplanation",
     "Plan",
+    "QueueFactors",
     "Preemption",
     "PreemptionReason",
     "PriorityClassInfo",
@@ -73,5 +77,6 @@ __all__ = [
     "TopologyConstraint",
     "WorkloadClass",
     "never_runs",
+    "queue_factors",
     "schedule",
 ]

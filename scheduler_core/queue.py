@@ -6,27 +6,79 @@ then job id, so the order is total and the same snapshot always yields the same 
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import cast
 
 from scheduler_core.context import CycleContext
 from scheduler_core.eligibility import in_line
 from scheduler_core.errors import SnapshotError
-from scheduler_core.plugins.protocols import QueueContext
-from scheduler_core.types import JobSpec
+from scheduler_core.fairshare import dominant_shares
+from scheduler_core.plugins.protocols import QueueContext, QueueOrderPlugin
+from scheduler_core.plugins.registry import build_plugins
+from scheduler_core.types import JobSpec, SchedulerConfig, Snapshot
 
 
 def order_queue(ctx: CycleContext) -> list[JobSpec]:
-    plugin = ctx.plugins.queue_order
-    now = ctx.snapshot.now
     _check_ids(ctx)
+    pending = ctx.snapshot.pending
+    values = {name: pc.value for name, pc in ctx.priority.items()}
+    keyed, _ = _sorted_keys(pending, ctx.plugins.queue_order, ctx.snapshot.now, values, ctx.shares)
+    return [pending[cast(int, k[-1])] for k in keyed]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFactors:
+    """What places one waiting job in the queue, as Slurm's ``sprio`` shows it: its class's
+    value and the points waiting added (``effective_priority`` is their sum: higher goes
+    first), its team's dominant share (lower goes first among equal priorities), then its
+    runtime limit (shorter first, under ``priority_fair_share``) and submission time.
+    ``order`` is its 1-based place among the jobs in line; held jobs and jobs waiting for a
+    dependency are not in line."""
+
+    job_id: str
+    order: int
+    priority_class: str
+    class_value: int
+    aging_points: float
+    effective_priority: float
+    team: str
+    team_share: float
+    runtime_limit_s: float | None
+    submitted_at: float
+
+
+def queue_factors(snapshot: Snapshot, config: SchedulerConfig | None = None) -> tuple[QueueFactors, ...]:
+    """The jobs in line in the order phase 1 gives them, each with the factors of its place:
+    the same plugin, shares and keys as :func:`order_queue`, without the rest of a cycle."""
+    cfg = config if config is not None else SchedulerConfig()
+    plugin = build_plugins(cfg).queue_order
+    shares = dominant_shares(snapshot.now, snapshot.nodes, snapshot.running, snapshot.team_usage,
+                             cfg.fair_share_half_life_s)
+    values = {pc.name: pc.value for pc in snapshot.priority_classes}
+    pending = snapshot.pending
+    keyed, contexts = _sorted_keys(pending, plugin, snapshot.now, values, shares)
+    out = []
+    for order, key in enumerate(keyed, start=1):
+        job = pending[cast(int, key[-1])]
+        qctx = contexts[(job.priority_class, job.team)]
+        effective = plugin.effective_priority(job, qctx)
+        out.append(QueueFactors(job.id, order, job.priority_class, qctx.priority_value,
+                                effective - qctx.priority_value, effective, job.team, qctx.dominant_share,
+                                job.runtime_limit_s, job.submitted_at))
+    return tuple(out)
+
+
+def _sorted_keys(pending: Sequence[JobSpec], plugin: QueueOrderPlugin, now: float, values: Mapping[str, int],
+                 shares: Mapping[str, float]
+                 ) -> tuple[list[tuple[float | str | int, ...]], dict[tuple[str, str], QueueContext]]:
+    """The jobs in line as sort keys in queue order, each ending in the job's index in
+    ``pending``, and the plugin's context per (priority class, team)."""
     keyed: list[tuple[float | str | int, ...]] = []
     lengths: set[int] = set()
-    values = {name: pc.value for name, pc in ctx.priority.items()}
-    shares = ctx.shares
     sort_key = plugin.sort_key
     # one QueueContext per (priority class, team): it holds nothing job-specific
     qctxs: dict[tuple[str, str], QueueContext] = {}
-    pending = ctx.snapshot.pending
     for index, job in enumerate(pending):
         if not in_line(job):
             continue
@@ -42,12 +94,12 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
         keyed.append(key + (job.submitted_at, len(job.id), job.id, index))
     # The order is (key, submitted_at, id by length then text). One flat tuple per job sorts
     # about twice as fast as nested ones and gives the same order when all keys have one length, as the built-in
-    # plugins' keys do. Job ids are unique (checked above): no comparison reaches the index.
+    # plugins' keys do. Job ids are unique (order_queue checks them): no comparison reaches the index.
     if len(lengths) > 1:
         keyed.sort(key=lambda k: (k[:-4], k[-4:]))
     else:
         keyed.sort()
-    return [pending[cast(int, k[-1])] for k in keyed]
+    return keyed, qctxs
 
 
 def _check_ids(ctx: CycleContext) -> None:

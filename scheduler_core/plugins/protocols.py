@@ -113,6 +113,11 @@ class QueueOrderPlugin(Protocol):
         """Jobs are tried in ascending key order (ties broken by submission time and id)."""
         ...
 
+    def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
+        """The priority the order gives the job (its class's value and what waiting added), as
+        `qm sprio` shows it; a plugin that orders by something else says the class's value."""
+        ...
+
 
 class VictimChooser(Protocol):
     NAME: str

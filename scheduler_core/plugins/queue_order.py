@@ -54,6 +54,9 @@ class PriorityFifo:
     def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
         return (-self._inner.effective_priority(job, ctx), job.submitted_at)
 
+    def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
+        return self._inner.effective_priority(job, ctx)
+
 
 class Fifo:
     """Submission order only."""
@@ -62,6 +65,9 @@ class Fifo:
 
     def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
         return (job.submitted_at,)
+
+    def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
+        return ctx.priority_value  # not used for the order: submission time alone decides
 
 
 _: QueueOrderPlugin = PriorityFairShare()
