@@ -1503,6 +1503,45 @@ class QueueMetricsSerializer(serializers.Serializer):
     unschedulable_jobs = serializers.IntegerField()
 
 
+class JobPriorityQuerySerializer(serializers.Serializer):
+    job = serializers.CharField(
+        required=False, help_text="Only these jobs: ids separated by commas (`?job=12,13`), as `sprio -j`.")
+
+    def validate_job(self, value: str) -> list[int]:
+        ids = []
+        for part in value.split(","):
+            part = part.strip()
+            if not part.isdigit() or not 1 <= int(part) <= 2**63 - 1:
+                raise serializers.ValidationError(
+                    f"{part!r} is not a job id: give whole numbers from 1, separated by commas (job=12,13)")
+            ids.append(int(part))
+        return ids
+
+
+class JobPriorityRowSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    name = serializers.CharField()
+    order = serializers.IntegerField(help_text="1-based place among every job in line now (the next cycle's order).")
+    team = serializers.CharField()
+    priority_class = serializers.CharField()
+    class_value = serializers.IntegerField(help_text="The priority class's value.")
+    aging_points = serializers.FloatField(help_text="What waiting added (aging_per_hour per whole hour waited).")
+    effective_priority = serializers.FloatField(help_text="class_value + aging_points: higher goes first.")
+    team_share = serializers.FloatField(
+        help_text="The team's dominant share (DRF over GPUs, CPUs, memory, with decayed past usage): among "
+                  "equal priorities the lower goes first.")
+    runtime_limit_s = serializers.FloatField(allow_null=True, help_text="Among equals, the shorter goes first.")
+
+
+class JobPrioritySerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    queue_order = serializers.CharField(help_text="The queue-order plugin the scheduler runs.")
+    in_line = serializers.IntegerField(help_text="Jobs in line in all, the ones you may not see included.")
+    jobs = JobPriorityRowSerializer(many=True, help_text="The jobs in line you may see, in queue order.")
+    team_shares = serializers.DictField(child=serializers.FloatField(),
+                                        help_text="Each team with a job in line: its dominant share.")
+
+
 class EtaRecordQuerySerializer(serializers.Serializer):
     days = serializers.IntegerField(min_value=1, max_value=eta_record.MAX_DAYS, default=eta_record.DEFAULT_DAYS,
                                     help_text="The jobs that started in the last this many days.")

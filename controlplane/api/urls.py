@@ -77,6 +77,8 @@ v1 = [
     path("metrics/etas/", views.EtaMetricsView.as_view(), name="metrics-etas"),
     path("metrics/utilization/", showback.UtilizationView.as_view(), name="metrics-utilization"),
     path("showback/", showback.ShowbackView.as_view(), name="showback"),
+    # Before the router, whose `jobs/<pk>/` would read it as job "priority".
+    path("jobs/priority/", views.JobPriorityView.as_view(), name="job-priority"),
     # Before the router, whose `jobs/<pk>.<format>` would read it as job "history".
     path("jobs/history.csv", job_history.JobHistoryCsvView.as_view(), name="job-history-csv"),
     path("", include(router.urls)),

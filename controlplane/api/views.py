@@ -74,6 +74,7 @@ from controlplane.services import (
     fleet_figures,
     holds,
     job_history,
+    job_priority,
     job_runs,
     nodes,
     quotas,
@@ -1062,6 +1063,22 @@ class QueueMetricsView(ApiMixin, APIView):
     @extend_schema(responses={200: s.QueueMetricsSerializer})
     def get(self, request: Request) -> Response:
         return Response(s.QueueMetricsSerializer(fleet_figures.queue_figures()).data)
+
+
+class JobPriorityView(ApiMixin, APIView):
+    """Slurm's sprio: the waiting jobs you may see in queue order, each with what places it
+    there (its class's value, the points waiting added, its team's dominant share, its runtime
+    limit), as the next cycle orders them (services/job_priority.py; the engine's
+    queue_factors)."""
+
+    query_parameters = frozenset({"format", "job"})
+
+    @extend_schema(parameters=[s.JobPriorityQuerySerializer], responses={200: s.JobPrioritySerializer})
+    def get(self, request: Request) -> Response:
+        query = s.JobPriorityQuerySerializer(data=request.query_params)
+        query.is_valid(raise_exception=True)
+        found = job_priority.priorities(request.user, query.validated_data.get("job") or ())
+        return Response(s.JobPrioritySerializer(found).data)
 
 
 class EtaMetricsView(ApiMixin, APIView):

@@ -1090,6 +1090,38 @@ def _run_row(run: dict[str, Any]) -> list[Any]:
     ]
 
 
+#: How each queue-order plugin sorts, in the words `qm sprio` heads its table with.
+QUEUE_ORDER_WORDS = {
+    "priority_fair_share": "higher PRIORITY first (the class's value + AGE, the points waiting added); among equals "
+                           "the lower team SHARE, then the shorter LIMIT, then the earlier submission",
+    "priority_fifo": "higher PRIORITY first (the class's value + AGE); among equals the earlier submission",
+    "fifo": "submission order alone",
+}
+
+
+def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
+    """Slurm's sprio: the waiting jobs you may see in queue order, with what places each there."""
+    params = {"job": ",".join(str(_job_id(j)) for j in args.jobs)} if args.jobs else {}
+    body = api.request("GET", "jobs/priority/", params=params)
+    if args.json:
+        output.emit_json(body)
+        return 0
+    print(f"Queue order ({body['queue_order']}): {QUEUE_ORDER_WORDS.get(body['queue_order'], body['queue_order'])}.")
+    if not body["jobs"]:
+        print(("None of those jobs is" if args.jobs else "No job of yours is") + " in line"
+              + f" ({counted(body['in_line'], 'job')} in line in all; held jobs and jobs waiting for a dependency "
+                "are not in line).")
+        return 0
+    output.table(
+        [(r["order"], r["job"], r["name"], r["team"], r["priority_class"], f"{r['effective_priority']:g}",
+          f"{r['class_value']:g}", f"{r['aging_points']:g}", f"{r['team_share']:.3f}",
+          output.human_duration(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
+        ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"],
+    )
+    print(f"{counted(body['in_line'], 'job')} in line in all; ORDER is the next cycle's.")
+    return 0
+
+
 def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     """A job's runs, oldest first, as `sacct --duplicates` lists a requeued job's: one per bind
     (preempted and requeued, stopped to resize, fenced, requeued after it ended, its last run),
@@ -2159,6 +2191,15 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--month", help="a calendar month: 2026-11")
     p.add_argument("--csv", action="store_true", help="finance's CSV, with a TOTAL row")
 
+    p = sub.add_parser("sprio", parents=[common], help="waiting jobs in queue order, with what places each there",
+                       description="As Slurm's sprio: the waiting jobs you may see in the order the next cycle "
+                                   "tries them, each with its priority (its class's value plus the points "
+                                   "waiting added), its team's dominant share (fair share: among equal "
+                                   "priorities the lower goes first) and its runtime limit. Held jobs and jobs "
+                                   "waiting for a dependency are not in line. --json: the API's answer "
+                                   "(GET /api/v1/jobs/priority/).")
+    p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (as sprio -j)")
+
     p = sub.add_parser("quotas", parents=[common], help="your team's quotas and what it holds now",
                        description="Quota per team and GPU type: the nominal guarantee, how many more it may "
                                    "borrow from its cohort and lend to it, the GPUs its running jobs hold now "
@@ -2249,7 +2290,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }

@@ -1,0 +1,58 @@
+"""What places each waiting job in the queue, as Slurm's `sprio` shows it.
+
+The engine decides the order (scheduler_core.queue: `queue_factors`, the very keys phase 1
+sorts by); this module reads the fleet as a cycle would and keeps the jobs the asker may see.
+The figures are the ones the next cycle orders by: the team shares move with usage, and aging
+adds its points as jobs wait. A job's `queue_position` (from the last cycle) counts only the
+jobs that cycle left waiting and ranks jobs that can never run last; `order` here is the place
+among every job in line now."""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.utils import timezone
+
+import scheduler_core as engine
+from controlplane.models import SchedulerLease
+from controlplane.services import access
+from controlplane.services.cycle import LEASE_NAME
+from controlplane.services.snapshot import read_snapshot, scheduler_config
+
+
+@dataclass(frozen=True)
+class QueuePriorities:
+    """The jobs in line the asker may see, in queue order, with the factors of their places;
+    how many jobs are in line in all; the queue-order plugin; every team's dominant share."""
+
+    at: datetime
+    queue_order: str
+    in_line: int
+    jobs: list[dict[str, Any]]
+    team_shares: dict[str, float]
+
+
+def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datetime | None = None) -> QueuePriorities:
+    """The factors of the waiting jobs `user` may see (only `job_ids` when given)."""
+    now = now or timezone.now()
+    epoch = SchedulerLease.objects.filter(name=LEASE_NAME).values_list("epoch", flat=True).first() or 0
+    context = read_snapshot(now, epoch)
+    config = scheduler_config()
+    factors = engine.queue_factors(context.snapshot, config)
+    wanted = {int(f.job_id) for f in factors if not job_ids or int(f.job_id) in job_ids}
+    visible = {pk: name for pk, name in access.visible_jobs(user).filter(pk__in=wanted).values_list("pk", "name")}
+    return QueuePriorities(
+        at=now,
+        queue_order=config.queue_order,
+        in_line=len(factors),
+        jobs=[{"job": int(f.job_id), "name": visible[int(f.job_id)], "order": f.order, "team": f.team,
+               "priority_class": f.priority_class, "class_value": f.class_value, "aging_points": f.aging_points,
+               "effective_priority": f.effective_priority, "team_share": f.team_share,
+               "runtime_limit_s": f.runtime_limit_s}
+              for f in factors if int(f.job_id) in visible],
+        team_shares=dict(sorted({f.team: f.team_share for f in factors}.items())),
+    )

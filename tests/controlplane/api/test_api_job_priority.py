@@ -1,0 +1,78 @@
+"""`GET /api/v1/jobs/priority/` (Slurm's sprio): the waiting jobs you may see in the order the next
+cycle gives them, each with its class's value, the points waiting added, its team's dominant
+share and its runtime limit; another team's jobs count in `in_line` but are not listed."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from controlplane.models import GpuType, Job, Node, PriorityClass, Team
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def queue(db: Any) -> dict[str, Any]:
+    """One 8-GPU node; teams ml and cv; classes batch (10) and prod (1000); cv used the fleet
+    for hours (a higher dominant share); four jobs waiting and one held."""
+    h100 = GpuType.objects.create(name="H100-80GB", memory_gb=80)
+    Node.objects.create(name="n0", pool="h100", gpu_type=h100, gpu_count=8, cpus=96, memory_gb=1024,
+                        leaf_switch="leaf-0", spine="spine-0")
+    batch = PriorityClass.objects.create(name="batch", value=10)
+    prod = PriorityClass.objects.create(name="prod", value=1000)
+    ml = Team.objects.create(name="ml", default_priority_class=batch)
+    cv = Team.objects.create(name="cv", default_priority_class=batch, decayed_gpu_seconds=8 * 3600 * 4,
+                             usage_as_of=timezone.now())
+    now = timezone.now()
+
+    def job(team: Team, name: str, pc: PriorityClass, waited: timedelta, **kw: Any) -> Job:
+        return f.make_job(team, pc, name=name, gpus=8, submitted_at=now - waited, **kw)
+
+    jobs = {
+        "old": job(ml, "old", batch, timedelta(hours=2, minutes=5)),   # +2 aging points
+        "urgent": job(ml, "urgent", prod, timedelta(minutes=1)),
+        "ml-new": job(ml, "ml-new", batch, timedelta(minutes=2)),
+        "cv-new": job(cv, "cv-new", batch, timedelta(minutes=3)),
+        "held": job(ml, "held", prod, timedelta(minutes=1), hold="user"),
+    }
+    alice = APIClient()
+    alice.force_authenticate(f.make_user("alice", team=ml))
+    return {"jobs": jobs, "alice": alice}
+
+
+def test_the_queue_in_order_with_the_factors_of_each_place(queue):
+    body = queue["alice"].get("/api/v1/jobs/priority/").json()
+    jobs = queue["jobs"]
+    assert body["queue_order"] == "priority_fair_share" and body["in_line"] == 4
+    rows = body["jobs"]
+    # cv-new is another team's: counted, not listed; ml-new goes before it (lower share) at order 3
+    assert [(r["name"], r["order"]) for r in rows] == [("urgent", 1), ("old", 2), ("ml-new", 3)]
+    old = rows[1]
+    assert (old["job"], old["class_value"], old["aging_points"], old["effective_priority"]) == (jobs["old"].pk, 10, 2, 12)
+    assert rows[0]["priority_class"] == "prod" and rows[0]["effective_priority"] == 1000
+    assert body["team_shares"]["cv"] > body["team_shares"]["ml"] == 0.0
+    assert all(r["team_share"] == body["team_shares"]["ml"] for r in rows)
+
+
+def test_only_the_jobs_asked_for(queue):
+    jobs = queue["jobs"]
+    body = queue["alice"].get("/api/v1/jobs/priority/", {"job": f"{jobs['ml-new'].pk},{jobs['held'].pk}"}).json()
+    assert [(r["name"], r["order"]) for r in body["jobs"]] == [("ml-new", 3)]  # a held job is not in line
+
+
+@pytest.mark.parametrize("value", ["12,x", "0", "-4", "12,,13"])
+def test_a_bad_job_list_is_a_400_naming_job(queue, value):
+    response = queue["alice"].get("/api/v1/jobs/priority/", {"job": value})
+    assert response.status_code == 400
+    assert list(response.json()["errors"]) == ["job"], response.json()
+
+
+def test_an_unknown_parameter_is_refused(queue):
+    response = queue["alice"].get("/api/v1/jobs/priority/", {"team": "ml"})
+    assert response.status_code == 400 and list(response.json()["errors"]) == ["team"]
