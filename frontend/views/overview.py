@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
+from controlplane.choices import NodeState
 from controlplane.models import FleetSample, PriorityClass, Team
 from controlplane.services.fleet_figures import loop_stalled
 from frontend import figures
@@ -60,6 +61,8 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
         "preemptions_today": today["preemptions"],
         "fenced_requeues_today": today["fenced_requeues"],
         "lost_gpu_hours_today": today["lost_gpu_hours"],
+        # Nodes whose agent does not answer (suspect, down, quarantined): no new work goes there.
+        "silent_nodes": silent_nodes(grid),
         # How long ago the newest cycle sample was taken (a sample is stored every few seconds
         # of a running loop): past loop_stalled_after_s the loop has stopped, and every figure
         # above is that old.
@@ -90,9 +93,27 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
         "preemptions_today": count(n["preemptions_today"]),
         "fenced_requeues_today": count(n["fenced_requeues_today"]),
         "lost_gpu_hours_today": f"{n['lost_gpu_hours_today']:,.1f}",
+        "silent_nodes": count(sum(c for c, _ in n["silent_nodes"].values())),
+        "silent_nodes_said": ", ".join(f"{c} {state} ({g:,} GPU{'s' if g != 1 else ''})" for state, (c, g) in n["silent_nodes"].items())
+        or "every node's agent answers",
         "as_of": qm.utc(n["as_of"]) if n["as_of"] else "none yet",
         "loop": loop_warning(n["as_of"], n["as_of_age_s"]),
     }
+
+
+#: Health states the control loop sets when a node's agent stops answering, worst first.
+SILENT_STATES = (NodeState.QUARANTINED, NodeState.DOWN, NodeState.SUSPECT)
+
+
+def silent_nodes(grid: list[Any]) -> dict[str, tuple[int, int]]:
+    """Per health state of a node whose agent does not answer (quarantined, down, suspect; worst
+    first, only those with a node): how many nodes and GPUs. From the heat map's rows: no query."""
+    out: dict[str, tuple[int, int]] = {}
+    for state in SILENT_STATES:
+        rows = [r for r in grid if r.state == state]
+        if rows:
+            out[str(state)] = (len(rows), sum(len(r.slots) for r in rows))
+    return out
 
 
 def loop_warning(as_of: datetime | None, age_s: float | None) -> str:
