@@ -1479,6 +1479,9 @@ class Window:
     start: datetime
     end: datetime
     label: str
+    #: A relative window's length ("24h": 24 hours back from now). Showback reads it as that
+    #: long, ending where the accounting has rolled whole minutes (`showback`).
+    length: timedelta | None = None
 
 
 def parse_window(text: str, now: datetime) -> Window:
@@ -1514,7 +1517,7 @@ def parse_window(text: str, now: datetime) -> Window:
     seconds = int(number) * _WINDOW_UNITS[unit]
     if seconds > _MAX_WINDOW_S:
         raise AccountingQueryError("window", f"'{text}' reaches back more than ten years; use a shorter window.")
-    return Window(now - timedelta(seconds=seconds), now, text)
+    return Window(now - timedelta(seconds=seconds), now, text, timedelta(seconds=seconds))
 
 
 #: An offset whose '+' a URL's query string turned into a space ("…T06:00:00 05:00").
@@ -1784,6 +1787,11 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
     # The report ends on the last whole minute rolled: a minute rolled only in part grows at
     # the next run, so the same start,end read again (the page's CSV link) would cover more.
     covered = floor_to(rolled, MINUTE) if rolled is not None else None
+    if window.length is not None and covered is not None and covered < window.end:
+        # "Last 24 hours" is 24 hours ending where the report ends: from now − 24 h to the last
+        # whole minute rolled it covered 23 h 59 min whenever the rollup was in a minute behind
+        # (a 30m window 29 minutes: 3 % short).
+        window = Window(covered - window.length, covered, window.label, window.length)
     if covered is None or covered <= window.start:
         # Nothing of the window rolled whole yet: an empty report, not the minute rolled in part.
         start = end = floor_to(window.start, MINUTE)
