@@ -1122,6 +1122,30 @@ def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_sinfo(api: Api, args: argparse.Namespace) -> int:
+    """Slurm's sinfo for a GPU fleet: per pool its nodes and GPUs (held, free, away), the largest
+    free block and the GPUs stranded by fragmentation, then the queue's depth."""
+    fragmentation = api.request("GET", "metrics/fragmentation/")
+    queue = api.request("GET", "metrics/queue/")
+    if args.json:
+        output.emit_json({"fragmentation": fragmentation, "queue": queue})
+        return 0
+    output.table(
+        [(p["pool"], p["gpu_type"], p["nodes"], p["whole_free_nodes"], p["partially_used_nodes"], p["total_gpus"],
+          p["allocated_gpus"], p["free_gpus"], p["unavailable_gpus"], p["largest_free_block"], p["stranded_gpus"])
+         for p in fragmentation["pools"]],
+        ["POOL", "GPU TYPE", "NODES", "WHOLE FREE", "PART USED", "GPUS", "HELD", "FREE", "AWAY", "LARGEST FREE",
+         "STRANDED"],
+    )
+    reasons = ", ".join(f"{n} {code}" for code, n in sorted(queue["pending_by_reason"].items(), key=lambda kv: -kv[1]))
+    print(f"Queue: {counted(queue['pending_jobs'], 'job')} waiting for {counted(queue['pending_gpus'], 'GPU')}"
+          + (f" ({reasons})" if reasons else "") + f"; {counted(queue['running_jobs'], 'job')} running on "
+          f"{counted(queue['running_gpus'], 'GPU')}.")
+    print("AWAY: free GPUs on nodes that take no work (not ready, or in a maintenance window). STRANDED: free GPUs "
+          "on partly used nodes while a job needing whole nodes of the pool waits.")
+    return 0
+
+
 def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     """A job's runs, oldest first, as `sacct --duplicates` lists a requeued job's: one per bind
     (preempted and requeued, stopped to resize, fenced, requeued after it ended, its last run),
@@ -2191,6 +2215,14 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--month", help="a calendar month: 2026-11")
     p.add_argument("--csv", action="store_true", help="finance's CSV, with a TOTAL row")
 
+    p = sub.add_parser("sinfo", parents=[common], help="the fleet per pool: nodes, GPUs held and free, "
+                                                       "fragmentation; the queue's depth",
+                       description="As Slurm's sinfo: per pool its GPU type, nodes (whole free, partly used), "
+                                   "GPUs (held, free on ready nodes, away on nodes that take no work), the largest "
+                                   "free block on one node and the GPUs stranded by fragmentation; then how many "
+                                   "jobs wait, for how many GPUs and why, and how many run. --json: the API's "
+                                   "metrics/fragmentation/ and metrics/queue/.")
+
     p = sub.add_parser("sprio", parents=[common], help="waiting jobs in queue order, with what places each there",
                        description="As Slurm's sprio: the waiting jobs you may see in the order the next cycle "
                                    "tries them, each with its priority (its class's value plus the points "
@@ -2290,7 +2322,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "sinfo": cmd_sinfo, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }

@@ -1,0 +1,45 @@
+"""`qm sinfo` (Slurm's sinfo for a GPU fleet): per pool its nodes and GPUs, the largest free block
+and the GPUs stranded by fragmentation, as metrics/fragmentation/ says them; then the queue's
+depth and why jobs wait, as metrics/queue/ does."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from controlplane.models import Node
+from tests.controlplane import factories as f
+from tests.controlplane.fleet_fixture import client_for
+
+pytestmark = pytest.mark.slow
+
+
+def test_sinfo_prints_each_pool_and_the_queue_as_the_api_says_them(alice_qm, fleet) -> None:
+    f.make_job(fleet.ml, fleet.research, name="big", gpus=8, pending_code="QuotaExceeded")
+    f.make_job(fleet.ml, fleet.research, name="two", gpus=2, pending_code="InsufficientGpus")
+    f.make_job(fleet.ml, fleet.research, name="three", gpus=3, pending_code="InsufficientGpus")
+    api = client_for(fleet, "owner")
+    pools = api.get("/api/v1/metrics/fragmentation/").json()["pools"]
+
+    run = alice_qm("sinfo")
+
+    assert run.code == 0, run.err
+    lines = run.out.splitlines()
+    assert re.match(r"POOL\s+GPU TYPE\s+NODES\s+WHOLE FREE\s+PART USED\s+GPUS\s+HELD\s+FREE\s+AWAY\s+LARGEST FREE\s+"
+                    r"STRANDED$", lines[0])
+    assert len(pools) == Node.objects.values("pool").distinct().count() >= 2
+    for pool, line in zip(pools, lines[1:], strict=False):
+        cells = line.split()
+        assert cells[:2] == [pool["pool"], pool["gpu_type"]]
+        assert [int(c) for c in cells[2:]] == [pool[k] for k in (
+            "nodes", "whole_free_nodes", "partially_used_nodes", "total_gpus", "allocated_gpus", "free_gpus",
+            "unavailable_gpus", "largest_free_block", "stranded_gpus")]
+    assert lines[1 + len(pools)] == ("Queue: 3 jobs waiting for 13 GPUs (2 InsufficientGpus, 1 QuotaExceeded); "
+                                     "0 jobs running on 0 GPUs.")
+
+
+def test_sinfo_json_is_the_two_api_answers(alice_qm, fleet) -> None:
+    body = alice_qm("sinfo", "--json").json()
+    assert set(body) == {"fragmentation", "queue"}
+    assert body["queue"]["pending_jobs"] == 0 and {p["pool"] for p in body["fragmentation"]["pools"]}
