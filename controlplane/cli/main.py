@@ -1522,6 +1522,10 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     if idle and idle.get("gpuHours") is not None:
         print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
               f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
+    if totals.get("idleReservedCost"):
+        # TOTAL's IDLE RESERVED $ sat beside its COST $ unexplained: finance added the two.
+        print("IDLE RESERVED $: guarantees neither used nor lent, at the reserved rate; a reading of the idle "
+              "capacity, not a charge: not in COST $ or TOTAL.")
     return 0
 
 

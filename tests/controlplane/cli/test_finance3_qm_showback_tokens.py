@@ -1,4 +1,4 @@
-"""Finance QA, round 3 (2 Dec): `qm showback` printed the price of a useful token as
+"""Finance QA, round 3 (2 Dec), `qm showback`. It printed the price of a useful token as
 `5.42e-08`, scientific notation in a table of dollars, where the page, the CSV and the JSON
 all say $ per million tokens in fixed-point. It now prints `$/1M TOKENS` with the CSV's six
 places, the JSON's `usdPerMillionTokens`."""
@@ -37,3 +37,22 @@ def test_qm_showback_prints_dollars_per_million_tokens_in_fixed_point(qm, fleet)
     assert "$/1M TOKENS" in columns and "$/USEFUL TOKEN" not in columns
     ml = next(re.split(r"\s{2,}", line.strip()) for line in lines if line.startswith("ml "))
     assert ml[columns.index("$/1M TOKENS")] == f"{per_million:,.6f}"
+
+
+def test_qm_showback_says_idle_reserved_is_not_in_the_total(qm, fleet) -> None:
+    """TOTAL's IDLE RESERVED $ sat beside its COST $ with nothing saying it is a reading of the
+    idle capacity (already in __idle__'s cost), not a further charge: the page says so, qm did
+    not."""
+    from controlplane.services import accounting
+
+    accounting.catch_up(timezone.now() - timedelta(minutes=10))
+    accounting.catch_up(timezone.now())
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+    totals = qm("showback", "--by", "team", "--window", "1h", "--json").json()["totals"]
+    assert totals["idleReservedCost"] > 0  # the shared fleet's guarantees sat idle
+
+    r = qm("showback", "--by", "team", "--window", "1h")
+
+    assert r.code == 0, r.err
+    note = [line for line in r.out.splitlines() if line.startswith("IDLE RESERVED $:")]
+    assert len(note) == 1 and "not in COST $ or TOTAL" in note[0], r.out
