@@ -710,6 +710,19 @@ def _eta_told_text(job: dict[str, Any]) -> str:
     return f"{output.utc_text(job['eta_told'])} (told {output.utc_text(job.get('eta_told_at'))}), {how}"
 
 
+def _order_text(api: Api, job_id: int) -> str:
+    """A job in line: its priority, its team's share and its place in the next cycle's order,
+    as `qm sprio` says them; "" for a job not in line."""
+    body = api.request("GET", "jobs/priority/", params={"job": str(job_id)})
+    if not body["jobs"]:
+        return ""
+    r = body["jobs"][0]
+    aged = f" + {r['aging_points']:g} for waiting" if r["aging_points"] else ""
+    return (f"{r['effective_priority']:g} (class {r['priority_class']} {r['class_value']:g}{aged}); team "
+            f"{r['team']}'s share {r['team_share']:.3f}; {r['order']} of {body['in_line']} in line for the next "
+            "cycle (qm sprio)")
+
+
 def _eta_record_text(api: Api) -> str:
     """How far the ETAs told held lately (GET metrics/etas/), beside a waiting job's ETA."""
     r = api.request("GET", "metrics/etas/")
@@ -753,6 +766,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
                                                 e["resolvable"])),
             ("  earliest start", start),
             *([("  etas lately", lately)] if e["eta"] and (lately := _eta_record_text(api)) else []),
+            *([("  priority", order)] if (order := _order_text(api, e["job"])) else []),
             ("  would start if", e["would_start_if"]),
             ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),
         ])

@@ -46,3 +46,16 @@ def test_sprio_of_jobs_not_in_line_says_so(alice_qm, fleet) -> None:
 def test_sprio_refuses_a_job_that_is_not_an_id(alice_qm, fleet) -> None:
     run = alice_qm("sprio", "abc")
     assert run.code != 0 and "'abc' is not a job id" in run.err
+
+
+def test_explain_says_where_a_job_in_line_stands_and_why(alice_qm, fleet) -> None:
+    now = timezone.now()
+    f.make_job(fleet.ml, fleet.production, name="urgent", gpus=8, submitted_at=now)
+    old = f.make_job(fleet.ml, fleet.research, name="old", gpus=8, submitted_at=now - timedelta(hours=2, minutes=1),
+                     pending_code="InsufficientGpus")
+    explained = alice_qm("explain", str(old.pk)).out
+    assert re.search(rf"^  priority:\s+{fleet.research.value + 2} \(class research {fleet.research.value} \+ 2 for "
+                     r"waiting\); team ml's share 0\.000; 2 of 2 in line for the next cycle \(qm sprio\)$",
+                     explained, re.M), explained
+    held = f.make_job(fleet.ml, fleet.research, name="held", gpus=8, hold="user", pending_code="Held")
+    assert "priority:" not in alice_qm("explain", str(held.pk)).out  # not in line
