@@ -167,10 +167,9 @@ class ShowbackView(ApiMixin, APIView):
         except accounting.AccountingQueryError as error:
             raise _query_error(error) from None
         if request.accepted_renderer.format == "csv":
-            label = window.label.replace(",", "_").replace(":", "")
             return HttpResponse(
                 accounting.showback_csv(report), content_type="text/csv; charset=utf-8",
-                headers={"Content-Disposition": f'attachment; filename="showback-{report.group_by}-{label}.csv"'},
+                headers={"Content-Disposition": f'attachment; filename="{accounting.csv_filename(report)}"'},
             )
         return Response(accounting.showback_json(report))
 

@@ -2092,6 +2092,18 @@ def showback_csv(report: Showback) -> str:
     return buffer.getvalue()
 
 
+def csv_filename(report: Showback) -> str:
+    """The CSV's file name, naming the period it covers: a month by its name (`2026-11`), any
+    other window by the instants the report covers, in UTC. The CSV itself carries no dates (its
+    first row is the header consumers read by position), so before (2 Dec) a download of the last
+    7 days was `showback-team-7d.csv` whenever it was made, and nothing in the file said which
+    seven days."""
+    label = report.window.label
+    if not re.fullmatch(r"\d{4}-\d{2}", label):
+        label = f"{report.start:%Y-%m-%dT%H%M%SZ}_{report.end:%Y-%m-%dT%H%M%SZ}"
+    return f"showback-{report.group_by}-{label}.csv"
+
+
 def showback_json(report: Showback) -> dict[str, Any]:
     """The report in OpenCost's allocation shape (`/allocation?window=…&aggregate=…`): `data` is
     a list of allocation sets keyed by name, each allocation with `window`, `gpuHours`, `gpuCost`
