@@ -1306,13 +1306,17 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
         help_text="The maintenance window holding the node now (it takes no work until it ends); null: none.")
     maintenance_ends_at = serializers.DateTimeField(read_only=True, allow_null=True, default=None,
                                                     help_text="When that window ends; null: none.")
+    cordon_reason = serializers.CharField(
+        read_only=True, allow_null=True, default=None,
+        help_text="While the node takes no work by an operator's cordon or drain: why, as given with it (\"\" when "
+                  "none was); null while it takes work.")
 
     class Meta:
         model = Node
         fields = [
             "id", "name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine",
             "capacity_tier", "state", "unschedulable", "allocated_gpus", "agent_lease_expires_at", "last_heartbeat_at",
-            "simulated", "retired_at", "maintenance_window", "maintenance_ends_at",
+            "simulated", "retired_at", "maintenance_window", "maintenance_ends_at", "cordon_reason",
         ]
         read_only_fields = ["state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at", "retired_at"]
         extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
@@ -1326,7 +1330,9 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
                          "last_heartbeat_at": "the node's agent reports it with every heartbeat",
                          "allocated_gpus": "counted from the node's live allocations",
                          "maintenance_window": "schedule maintenance with maintenance-windows/",
-                         "maintenance_ends_at": "schedule maintenance with maintenance-windows/"}
+                         "maintenance_ends_at": "schedule maintenance with maintenance-windows/",
+                         "cordon_reason": "give it with the cordon or drain: POST nodes/{id}/drain/ "
+                                          "{\"reason\": \"…\"}"}
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         """A node's GPU type and count do not change under its running work, nor its CPUs and
@@ -1345,6 +1351,14 @@ class NodeSerializer(ConstraintCheckedModelSerializer):
         if refused:
             raise serializers.ValidationError(refused)
         return super().validate(attrs)
+
+
+class NodeActionSerializer(StrictFieldsMixin, serializers.Serializer):
+    """`POST nodes/{id}/cordon/` and `drain/`: why (optional), as Slurm's `Reason=`."""
+
+    reason = HoldReasonField(help_text="Why the node is taken out of service, in your words (one line, at most "
+                                       f"{HOLD_REASON_MAX_LENGTH} characters): in its node.state event and its "
+                                       "cordon_reason until it is uncordoned.")
 
 
 class NodeRunningJobSerializer(serializers.Serializer):

@@ -994,31 +994,42 @@ class NodeViewSet(AdminWritableViewSet):
             allocated_gpus=Count("allocation_gpus", filter=Q(allocation_gpus__live=True)),
             maintenance_window=Subquery(holding.values("id")[:1]),
             maintenance_ends_at=Subquery(holding.values("end_at")[:1]),
+            cordon_reason=nodes.cordon_reason(),
         )
 
     def perform_create(self, serializer: Any) -> None:
         super().perform_create(serializer)
         serializer.instance.allocated_gpus = 0  # a new node holds nothing yet
         serializer.instance.maintenance_window = serializer.instance.maintenance_ends_at = None
+        serializer.instance.cordon_reason = None
 
     def _act(self, request: Request, verb: Any) -> Response:
-        refuse_fields(request, f"{verb.__name__} takes no fields (its node.state event records who did it and when)")
+        name = "return" if verb is nodes.return_to_service else verb.__name__
+        reason = ""
+        if name in nodes.TAKES_REASON:
+            if request.data and not isinstance(request.data, dict):
+                raise ValidationError({"non_field_errors": ["send no body, {}, or {\"reason\": \"…\"}"]})
+            body = s.NodeActionSerializer(data=request.data or {})
+            body.is_valid(raise_exception=True)
+            reason = str(body.validated_data.get("reason", ""))
+        else:
+            refuse_fields(request, f"{name} takes no fields (its node.state event records who did it and when)")
         node = self.get_object()
         try:
-            done = nodes.act("return" if verb is nodes.return_to_service else verb.__name__, node, request.user)
+            done = nodes.act(name, node, request.user, reason=reason)
         except nodes.NodeActionRefused as exc:
             raise Conflict(str(exc)) from exc
         return Response({**s.NodeSerializer(self.get_queryset().get(pk=node.pk)).data, "changed": done.changed,
                          "detail": done.detail,
                          "running_jobs": [s.node_running_job(j) for j in done.running_jobs]})
 
-    @extend_schema(request=None, responses={200: s.NodeActionResultSerializer})
+    @extend_schema(request=s.NodeActionSerializer, responses={200: s.NodeActionResultSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
     def cordon(self, request: Request, pk: str | None = None) -> Response:
         """Take no new work; running jobs continue."""
         return self._act(request, nodes.cordon)
 
-    @extend_schema(request=None, responses={200: s.NodeActionResultSerializer})
+    @extend_schema(request=s.NodeActionSerializer, responses={200: s.NodeActionResultSerializer})
     @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
     def drain(self, request: Request, pk: str | None = None) -> Response:
         """Take no new work and let running jobs finish."""

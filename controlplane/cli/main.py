@@ -1585,6 +1585,8 @@ def _node_state(node: dict[str, Any]) -> str:
         return f"retired {str(node['retired_at'])[:10]}"
     if node["state"] in ("down", "quarantined", "suspect") and node.get("unschedulable"):
         return f"{node['state']} (returns cordoned)"
+    if node.get("cordon_reason"):  # why an operator took it out of service (sinfo -R)
+        return f"{node['state']}: {node['cordon_reason']}"
     if node.get("maintenance_window") is not None:  # it takes no work until the window ends
         ends = str(node.get("maintenance_ends_at") or "")[11:16]
         return f"{node['state']} (maintenance {node['maintenance_window']}" + (f" until {ends} UTC)" if ends else ")")
@@ -1605,6 +1607,8 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
     if args.node:
         raise CliError(f"`qm nodes` takes no node name alone: `qm nodes ACTION {args.node}` with ACTION one of "
                        + ", ".join(NODE_ACTIONS))
+    if getattr(args, "reason", None) is not None:
+        raise CliError("--reason goes with an action: qm nodes drain NODE --reason \"bad DIMM\"")
     if args.all and args.retired:
         raise CliError("--all and --retired do not go together: --all lists every node, --retired only the retired")
     params: dict[str, Any] = {"limit": 1000}
@@ -1642,7 +1646,11 @@ def _node_action(api: Api, args: argparse.Namespace, action: str) -> int:
     found = api.request("GET", "nodes/", params={"name": args.node})["results"]
     if not found:
         raise CliError(f"no node named '{args.node}'")
-    node = api.request("POST", f"nodes/{found[0]['id']}/{action}/")
+    reason = getattr(args, "reason", None)
+    if reason is not None and action not in ("cordon", "drain"):
+        raise CliError(f"--reason goes with cordon or drain, not {action}")
+    node = api.request("POST", f"nodes/{found[0]['id']}/{action}/",
+                       body={"reason": reason} if reason is not None else None)
     if args.json:
         output.emit_json(node)
     elif node.get("detail") and action in ("cordon", "drain", "uncordon"):
@@ -2266,10 +2274,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("node", nargs="?", metavar="NODE")
     p.add_argument("--all", action="store_true", help="list retired nodes too")
     p.add_argument("--retired", action="store_true", help="list only the retired nodes")
+    p.add_argument("--reason", help="with cordon or drain: why (Slurm's Reason=), listed by qm nodes")
     for action, helptext in (("cordon", "take no new work"), ("drain", "take no new work, let jobs finish"),
                              ("uncordon", "take work again")):
         p = sub.add_parser(action, parents=[common], help=f"{helptext} (admins)")
         p.add_argument("node")
+        if action != "uncordon":
+            p.add_argument("--reason", help="why (Slurm's Reason=): in the node's events, listed by qm nodes")
 
     p = sub.add_parser("notify", parents=[common], help="webhooks for your jobs' events (Slack, ...)",
                        description="Tell a URL when your jobs start, end, fail, are preempted or requeued, or can "

@@ -24,11 +24,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Count, Sum
+from django.db.models import Case, CharField, Count, OuterRef, Subquery, Sum, Value, When
+from django.db.models.fields.json import KT
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -133,7 +135,7 @@ UNCORDON = _Action("uncordon", NodeState.READY, (NodeState.CORDONED, NodeState.D
 _AWAY = (NodeState.QUARANTINED, NodeState.DOWN)
 
 
-def _apply(node: Node, action: _Action, user: AbstractBaseUser) -> Node:
+def _apply(node: Node, action: _Action, user: AbstractBaseUser, reason: str = "") -> Node:
     """Move `node` to the action's state, or leave it where it already is.
 
     Returns the node as stored afterwards. Raises NodeActionRefused when the current state does
@@ -147,9 +149,15 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser) -> Node:
         if current.state in _AWAY or (current.state == NodeState.SUSPECT and current.unschedulable):
             # A silent node the operator had cordoned or drained (reconcile made it suspect):
             # as while it is away, the action only changes how it comes back.
-            return _while_away(current, action, user)
+            return _while_away(current, action, user, reason)
         if current.state == action.target:
-            return current  # already there: nothing changed, nothing to record
+            if reason:  # already there: only its reason changes (Slurm's `scontrol update … reason=`)
+                record_event(
+                    EventKind.NODE_STATE, f"user:{user.get_username()}", node=current, reason=action.reason,
+                    message=f"{current.name}: {current.state} already; reason given by {user.get_username()}: {reason}",
+                    data={"from": str(current.state), "to": str(current.state), "action": action.verb,
+                          "unschedulable": action.unschedulable, "reason": reason})
+            return current  # already there: nothing else changes
         if current.state not in action.allowed_from:
             raise NodeActionRefused(
                 f"node {current.name} is {current.state}; it can be {action.verb}ed only from "
@@ -161,19 +169,22 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser) -> Node:
         current.state, current.unschedulable = action.target, action.unschedulable
         data = {"from": str(before), "to": str(action.target), "action": action.verb,
                 "unschedulable": action.unschedulable}
+        if reason:
+            data["reason"] = reason
         left = jobs_on(current.pk) if action.unschedulable else []
         if left:
             data["running_jobs"] = [j.job_id for j in left]
         record_event(
             EventKind.NODE_STATE, f"user:{user.get_username()}", node=current, reason=action.reason,
-            message=f"{current.name}: {before} → {action.target} ({action.verb} by {user.get_username()})"
+            message=f"{current.name}: {before} → {action.target} ({action.verb} by {user.get_username()}"
+            + (f": {reason})" if reason else ")")
             + (f"; {_left_said(action, left, timezone.now())}" if left else ""),
             data=data,
         )
     return current
 
 
-def _while_away(current: Node, action: _Action, user: AbstractBaseUser) -> Node:
+def _while_away(current: Node, action: _Action, user: AbstractBaseUser, reason: str = "") -> Node:
     """A quarantined, down or (cordoned, then) suspect node keeps its state (the control
     loop's); the action decides how it comes back when its agent is heard again: cordoned, or
     ready."""
@@ -184,11 +195,13 @@ def _while_away(current: Node, action: _Action, user: AbstractBaseUser) -> Node:
     comes_back = NodeState.CORDONED if action.unschedulable else NodeState.READY
     record_event(
         EventKind.NODE_STATE, f"user:{user.get_username()}", node=current, reason=action.reason,
-        message=f"{current.name}: {action.verb}ed by {user.get_username()} while {current.state}; it returns "
+        message=f"{current.name}: {action.verb}ed by {user.get_username()}" + (f" ({reason})" if reason else "")
+        + f" while {current.state}; it returns "
         f"{comes_back} when its agent " + ("heartbeats again" if current.state == NodeState.SUSPECT
                                            else "registers again"),
         data={"from": str(current.state), "to": str(current.state), "action": action.verb,
-              "unschedulable": action.unschedulable, "returns": str(comes_back)},
+              "unschedulable": action.unschedulable, "returns": str(comes_back),
+              **({"reason": reason} if reason else {})},
     )
     return current
 
@@ -279,7 +292,8 @@ class NodeActionOutcome:
     running_jobs: list[JobOnNode]
 
 
-def act(verb: str, node: Node, user: AbstractBaseUser, *, now: datetime | None = None) -> NodeActionOutcome:
+def act(verb: str, node: Node, user: AbstractBaseUser, *, reason: str = "",
+        now: datetime | None = None) -> NodeActionOutcome:
     """Run the action `verb` (cordon, drain, uncordon, retire, return) on `node` and say what it
     did: the state it moved from and to (or that nothing changed), and for a cordon or a drain
     the jobs it leaves running there and until when they may hold the node by their runtime
@@ -289,7 +303,10 @@ def act(verb: str, node: Node, user: AbstractBaseUser, *, now: datetime | None =
     fresh = Node.objects.filter(pk=node.pk).values_list("state", "unschedulable").first()
     if fresh is not None:
         before_state, before_wish = fresh
-    after = _VERBS[verb](node, user)
+    if reason and verb not in TAKES_REASON:
+        raise ValueError(f"{verb} takes no reason")
+    after = cordon(node, user, reason) if verb == "cordon" else drain(node, user, reason) if verb == "drain" \
+        else _VERBS[verb](node, user)
     now = now or timezone.now()
     changed = (after.state, after.unschedulable) != (before_state, before_wish)
     jobs = jobs_on(after.pk) if verb in ("cordon", "drain") else []
@@ -314,9 +331,9 @@ def act(verb: str, node: Node, user: AbstractBaseUser, *, now: datetime | None =
         detail = (f"{name} is {after.state}" + (f"; {verb} recorded" if changed else ", nothing changed")
                   + f": it returns {comes_back} when {when_back}")
     elif not changed:
-        detail = f"{name} is {after.state} already: nothing changed"
+        detail = f"{name} is {after.state} already: " + (f"its reason is now: {reason}" if reason else "nothing changed")
     else:
-        detail = f"{name}: {before_state} → {after.state}: " + (
+        detail = f"{name}: {before_state} → {after.state}" + (f" ({reason})" if reason else "") + ": " + (
             "it takes work again" if verb == "uncordon" else "no new work goes there")
     if action.unschedulable and not (away and not jobs):
         detail += f"; {_left_said(action, jobs, now)}"
@@ -326,12 +343,31 @@ def act(verb: str, node: Node, user: AbstractBaseUser, *, now: datetime | None =
     return NodeActionOutcome(after, changed, detail + ".", jobs)
 
 
-def cordon(node: Node, user: AbstractBaseUser) -> Node:
-    return _apply(node, CORDON, user)
+def cordon(node: Node, user: AbstractBaseUser, reason: str = "") -> Node:
+    """`reason`: why, in the operator's words (Slurm's `Reason=`), kept in the node.state event
+    and read back as the node's `cordon_reason` while it stays out of service."""
+    return _apply(node, CORDON, user, reason)
 
 
-def drain(node: Node, user: AbstractBaseUser) -> Node:
-    return _apply(node, DRAIN, user)
+def drain(node: Node, user: AbstractBaseUser, reason: str = "") -> Node:
+    return _apply(node, DRAIN, user, reason)
+
+
+#: The actions that take a reason (they take a node out of service).
+TAKES_REASON = ("cordon", "drain")
+
+
+def cordon_reason() -> Any:
+    """An expression for a node queryset's annotate(): why an operator took the node out of
+    service (the `reason` of its latest cordon or drain event; "" when none was given), or None
+    while it takes work. Read by the API's node list and `qm nodes` (as `sinfo -R` lists reasons)."""
+    from controlplane.models import Event
+
+    latest = (Event.objects.filter(node=OuterRef("pk"), kind=EventKind.NODE_STATE,
+                                   data__action__in=["cordon", "drain"])
+              .order_by("-id").annotate(said=KT("data__reason")).values("said")[:1])
+    return Case(When(unschedulable=True, then=Coalesce(Subquery(latest), Value(""))), default=None,
+                output_field=CharField(null=True))
 
 
 def uncordon(node: Node, user: AbstractBaseUser) -> Node:

@@ -26,6 +26,7 @@ from controlplane.models import Event, MaintenanceWindow, Node
 from controlplane.services import access, maintenance
 from controlplane.services.access import access_of
 from controlplane.services.node_tiers import NodeTiers, node_tiers
+from controlplane.services.nodes import cordon_reason
 from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures
 from frontend.heatmap import fleet_grid
@@ -123,9 +124,9 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
     grid = {row.id: row for row in fleet_grid(request.user)}
     # Every node's heartbeat and wish, and the retired ones' rows for their own section (one query).
     beats = {
-        n["id"]: n for n in Node.objects.values("id", "last_heartbeat_at", "agent_lease_expires_at", "simulated",
-                                                "unschedulable", "state", "name", "pool", "gpu_count",
-                                                "gpu_type__name", "retired_at")
+        n["id"]: n for n in Node.objects.annotate(cordon_reason=cordon_reason()).values(
+            "id", "last_heartbeat_at", "agent_lease_expires_at", "simulated", "unschedulable", "state", "name",
+            "pool", "gpu_count", "gpu_type__name", "retired_at", "cordon_reason")
     }
     is_admin = access_of(request.user).is_admin
     rows = []
@@ -140,6 +141,8 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
             "tier": CapacityTier(row.capacity_tier).label if row.capacity_tier in CapacityTier.values else row.capacity_tier,
             "returns_as": returns_as(row.state, beat.get("unschedulable", False)),
             "maintenance": windows_of.get(row.name),
+            # why an operator cordoned or drained it, as given (services/nodes.cordon_reason)
+            "cordon_reason": beat.get("cordon_reason"),
             "actions": [
                 (verb, reverse(f"v1:node-{verb}", args=[row.id]))
                 for verb in node_actions(row.state, beat.get("unschedulable", False))

@@ -2,7 +2,8 @@
 any they were sent: `POST nodes/1/cordon/ {"reason": "bad DIMM"}` answered 200, and the reason
 was nowhere (the node.state event says only who cordoned it). Like every other body's unknown
 field, it is now refused with a 400 naming it, and nothing happens; an empty body or `{}` (what
-the pages send) still acts."""
+the pages send) still acts. A cordon or drain takes a `reason` since 2 Dec (Slurm's `Reason=`:
+test_node_cordon_reason.py); any other field is refused."""
 
 from __future__ import annotations
 
@@ -19,10 +20,10 @@ J = "/api/v1"
 def test_a_node_action_with_a_field_is_refused_naming_it(fleet, clients) -> None:
     admin, node = clients["admin"], fleet.nodes[1]
 
-    r = admin.post(f"{J}/nodes/{node.pk}/cordon/", {"reason": "bad DIMM"}, format="json")
+    r = admin.post(f"{J}/nodes/{node.pk}/cordon/", {"why": "bad DIMM"}, format="json")
 
     assert r.status_code == 400, r.content
-    assert "reason" in r.json()["errors"] and "reason" in r.json()["detail"]
+    assert "why" in r.json()["errors"] and "why" in r.json()["detail"]
     node.refresh_from_db()
     assert node.state == NodeState.READY and not Event.objects.filter(node=node, kind="node.state").exists()
     assert admin.post(f"{J}/nodes/{node.pk}/cordon/", {}, format="json").status_code == 200
