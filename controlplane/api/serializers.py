@@ -1241,6 +1241,17 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         # the quota to change (DRF's unique-together check said it on no field).
         validators: list[Any] = []
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A nominal lowered below the quota's stored lending limit is refused on `nominal_gpus`,
+        the field sent (Quota.clean() names `lending_limit`, which the request did not touch)."""
+        nominal, lending = attrs.get("nominal_gpus"), getattr(self.instance, "lending_limit", None)
+        if (self.instance is not None and nominal is not None and "lending_limit" not in attrs
+                and lending is not None and lending > nominal):
+            raise serializers.ValidationError({"nominal_gpus": (
+                f"{nominal} is below this quota's lending_limit ({lending}): a team lends only its unused nominal "
+                f"quota; lower lending_limit in the same request, or set it to null to lend all of it")})
+        return super().validate(attrs)
+
     def get_cohort(self, obj: Quota) -> str | None:
         return obj.team.cohort.name if obj.team.cohort_id is not None else None
 
