@@ -1584,7 +1584,8 @@ def _node_state(node: dict[str, Any]) -> str:
     if node["state"] == "retired" and node.get("retired_at"):
         return f"retired {str(node['retired_at'])[:10]}"
     if node["state"] in ("down", "quarantined", "suspect") and node.get("unschedulable"):
-        return f"{node['state']} (returns cordoned)"
+        why = f": {node['cordon_reason']}" if node.get("cordon_reason") else ""
+        return f"{node['state']} (returns cordoned{why})"
     if node.get("cordon_reason"):  # why an operator took it out of service (sinfo -R)
         return f"{node['state']}: {node['cordon_reason']}"
     if node.get("maintenance_window") is not None:  # it takes no work until the window ends

@@ -28,3 +28,11 @@ def test_qm_drain_with_a_reason_and_qm_nodes_lists_it(qm, fleet) -> None:
     assert Node.objects.get(name="h100-3").state == NodeState.CORDONED
     assert qm("uncordon", "h100-3").code == 0
     assert "fan swap" not in _row(qm("nodes").out, "h100-3")
+
+
+def test_an_away_node_keeps_its_reason_in_qm_nodes(qm, fleet) -> None:
+    assert qm("login", "-u", "root", "--password-stdin", stdin="root\n").code == 0
+    assert qm("drain", "h100-2", "--reason", "PSU fault").code == 0
+    Node.objects.filter(name="h100-2").update(state=NodeState.QUARANTINED)
+
+    assert "quarantined (returns cordoned: PSU fault)" in _row(qm("nodes").out, "h100-2")
