@@ -145,5 +145,21 @@ def idle_reserved_note(report: accounting.Showback) -> str:
     return text
 
 
+def unpriced_note(report: accounting.Showback) -> str:
+    """GPU time in the window that no price rate covered (finance and admins): counted at $0 in
+    every figure above, so the page says where, and how to charge it. Empty when all was priced."""
+    if not report.unpriced:
+        return ""
+    parts = []
+    for u in report.unpriced:
+        since = (f"before its first rate ({u.priced_from:%Y-%m-%d %H:%M} UTC)" if u.priced_from
+                 else "with no rate at all")
+        parts.append(f"{u.gpu_type} {u.capacity_tier.replace('_', '-')} {since}: "
+                     f"{u.capacity_gpu_seconds / 3600:,.1f} GPU-h of capacity, "
+                     f"{u.allocated_gpu_seconds / 3600:,.1f} GPU-h of it held by jobs")
+    return ("Not priced, counted at $0.00 in every figure above: " + "; ".join(parts) + ". Add a price rate "
+            "for that GPU type and capacity tier (admin); one with effect from the past reprices these hours.")
+
+
 def _usd(value: Decimal) -> str:
     return f"${value.quantize(accounting.CENT):,}"

@@ -1136,6 +1136,35 @@ def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_config(api: Api, args: argparse.Namespace) -> int:
+    """Slurm's `scontrol show config`: the scheduling policy in force, the loop's timings and
+    the leader now."""
+    body = api.request("GET", "scheduler/policy/")
+    if args.json:
+        output.emit_json(body)
+        return 0
+
+    def said(value: Any) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={said(v)}" for k, v in value.items())
+        if isinstance(value, list):
+            return ",".join(said(v) for v in value)
+        return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+
+    output.fields([(name, said(value)) for name, value in body["engine"].items()])
+    print()
+    output.fields([(name, said(value)) for name, value in body["loop"].items()])
+    leader = body["leader"]
+    print()
+    if leader is None or not leader["holder"]:
+        print("No scheduling cycle has run yet.")
+    else:
+        output.fields([("leader", f"{leader['holder']} (epoch {leader['epoch']})"),
+                       ("last cycle", f"{output.utc_text(leader['last_cycle_at'])} "
+                                      f"({leader['last_cycle_ms'] or 0:.0f} ms; {leader['cycles']} cycles)")])
+    return 0
+
+
 def cmd_sinfo(api: Api, args: argparse.Namespace) -> int:
     """Slurm's sinfo for a GPU fleet: per pool its nodes and GPUs (held, free, away), the largest
     free block and the GPUs stranded by fragmentation, then the queue's depth."""
@@ -1536,6 +1565,12 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     if idle and idle.get("gpuHours") is not None:
         print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
               f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
+    for u in report.get("unpriced") or []:
+        # GPU time no price rate covered is counted at $0 in every figure above: say where.
+        since = f"before its first rate ({output.utc_text(u['pricedFrom'])})" if u.get("pricedFrom") else "no rate at all"
+        print(output.visible(f"Not priced, counted at $0.00: {u['gpuType']} {u['capacityTier']} ({since}): "
+                             f"{u['capacityGpuHours']:,.2f} GPU-hours of capacity, {u['allocatedGpuHours']:,.2f} "
+                             "held by jobs. Add a price rate for it (admin)."))
     if totals.get("idleReservedCost"):
         # TOTAL's IDLE RESERVED $ sat beside its COST $ unexplained: finance added the two.
         print("IDLE RESERVED $: guarantees neither used nor lent, at the reserved rate; a reading of the idle "
@@ -2242,6 +2277,11 @@ def build_parser() -> argparse.ArgumentParser:
     when.add_argument("--month", help="a calendar month: 2026-11")
     p.add_argument("--csv", action="store_true", help="finance's CSV, with a TOTAL row")
 
+    sub.add_parser("config", parents=[common], help="the scheduling policy in force and the loop's timings",
+                   description="As Slurm's scontrol show config: every setting of the scheduling engine as the "
+                               "loop runs it (queue order, placement per workload, preemption, backfill, fair "
+                               "share half-life, aging, per-cycle caps), the loop's timings and the leader now. "
+                               "--json: GET /api/v1/scheduler/policy/.")
     p = sub.add_parser("sinfo", parents=[common], help="the fleet per pool: nodes, GPUs held and free, "
                                                        "fragmentation; the queue's depth",
                        description="As Slurm's sinfo: per pool its GPU type, nodes (whole free, partly used), "
@@ -2352,7 +2392,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "sinfo": cmd_sinfo, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "sinfo": cmd_sinfo, "config": cmd_config, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }

@@ -1641,6 +1641,9 @@ class Showback:
     idle_reserved_usd_total: Decimal = Decimal(0)
     #: Fleet readers: idle guarantees and idle capacity per GPU type (`IdleByGpuType`).
     idle_by_gpu_type: list[Any] = field(default_factory=list)
+    #: Fleet readers: GPU time in the window before its GPU type and tier had any price
+    #: (`Unpriced`), which the figures count at $0.
+    unpriced: list[Any] = field(default_factory=list)
 
     @cached_property
     def total(self) -> ShowbackEntry:
@@ -1840,14 +1843,18 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
     entries.sort(key=lambda e: (-e.cost_usd, e.name))
     idle = capacity = capacity_cost = None
     by_type: list[IdleByGpuType] = []
+    unpriced: list[Unpriced] = []
     if reads_all:
         fleet: dict[str, Decimal] = defaultdict(Decimal)
-        per_type = _sum_segments(FleetRollup, plain, ["gpu_type_id", "gpu_type__name"], {
+        # Per GPU type and capacity tier (the tiers: for GPU time no rate priced, `_unpriced`).
+        per_tier = _sum_segments(FleetRollup, plain, ["gpu_type_id", "gpu_type__name", "capacity_tier"], {
             "capacity": "capacity_gpu_seconds", "capacity_cost": "capacity_cost_usd",
             "allocated": "allocated_gpu_seconds", "cost": "cost_usd"}, None)
-        for row in per_type.values():
+        per_type: dict[tuple[int, str], dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        for (gpu_type_id, type_name, _), row in per_tier.items():
             for name in ("capacity", "capacity_cost", "allocated", "cost"):
                 fleet[name] += row.get(name) or Decimal(0)
+                per_type[(gpu_type_id, type_name)][name] += row.get(name) or Decimal(0)
         capacity = fleet["capacity"]
         capacity_cost = fleet["capacity_cost"]
         idle = ShowbackEntry(key=IDLE, name=IDLE, properties={})
@@ -1855,13 +1862,58 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
         idle.cost_usd = capacity_cost - fleet["cost"]
         type_names.update({key[0]: key[1] for key in per_type})
         by_type = _idle_by_gpu_type({key[0]: row for key, row in per_type.items()}, reserved_by_type, type_names)
+        unpriced = _unpriced(per_tier, start, end, now)
     return Showback(
         window=window, start=start, end=end, group_by=group_by, entries=entries, idle=idle,
         capacity_gpu_seconds=capacity, capacity_cost_usd=capacity_cost, rolled_until=rolled,
         idle_reserved_gpu_seconds_total=sum((v[0] for v in idle_by_team.values()), Decimal(0)),
         idle_reserved_usd_total=sum((v[1] for v in idle_by_team.values()), Decimal(0)),
-        idle_by_gpu_type=by_type,
+        idle_by_gpu_type=by_type, unpriced=unpriced,
     )
+
+
+@dataclass(frozen=True)
+class Unpriced:
+    """GPU time of one GPU type and capacity tier in a window before that pair had any
+    `PriceRate`: the rollup counts it at $0 (and logs "usage without a price"), so the report
+    says so instead of showing a cheap fleet. `priced_from`: its first rate, None for none."""
+
+    gpu_type: str
+    capacity_tier: str
+    capacity_gpu_seconds: Decimal
+    allocated_gpu_seconds: Decimal
+    priced_from: datetime | None
+
+
+def _unpriced(per_tier: dict[tuple[Any, ...], dict[str, Any]], start: datetime, end: datetime,
+              now: datetime) -> list[Unpriced]:
+    """The fleet's GPU time in [start, end) before its (GPU type, tier)'s first rate, per pair,
+    from the window's fleet sums per (type id, type name, tier). A first rate inside the window
+    counts the rows before it (aligned down to the rows kept, so never more than was unpriced)."""
+    if not per_tier:
+        return []
+    firsts = {(t, tier): first for t, tier, first in PriceRate.objects.order_by().values_list(
+        "gpu_type_id", "capacity_tier").annotate(first=Min("effective_from")).values_list(
+        "gpu_type_id", "capacity_tier", "first")}
+    keys = ["gpu_type_id", "gpu_type__name", "capacity_tier"]
+    sums = {"capacity": "capacity_gpu_seconds", "allocated": "allocated_gpu_seconds"}
+    out = []
+    late: dict[tuple[int, str, str], datetime] = {}
+    for (gpu_type_id, name, tier), row in per_tier.items():
+        first = firsts.get((gpu_type_id, tier))
+        if first is None:
+            out.append(Unpriced(name, tier, row.get("capacity") or Decimal(0), row.get("allocated") or Decimal(0), None))
+        elif first > start:
+            late[(gpu_type_id, name, tier)] = first
+    for (gpu_type_id, name, tier), first in late.items():
+        a, b, before = _segments(start, min(first, end), now, (DAY, HOUR, MINUTE))
+        if b > min(first, end):  # aligned up past the first rate: keep only whole rows before it
+            a, b, before = _segments(start, floor_to(min(first, end), MINUTE), now, (DAY, HOUR, MINUTE))
+        row = _sum_segments(FleetRollup, before, keys, sums, None).get((gpu_type_id, name, tier), {}) if before else {}
+        if row.get("capacity") or row.get("allocated"):
+            out.append(Unpriced(name, tier, row.get("capacity") or Decimal(0), row.get("allocated") or Decimal(0),
+                                first))
+    return sorted(out, key=lambda u: (u.gpu_type, u.capacity_tier))
 
 
 @dataclass(frozen=True)
@@ -2131,6 +2183,15 @@ def showback_json(report: Showback) -> dict[str, Any]:
     if report.capacity_gpu_seconds is not None:
         totals["capacityGpuHours"] = float(_hours(report.capacity_gpu_seconds))
         totals["idleGpuHours"] = float(_hours(total.idle_gpu_seconds))
+    extra: dict[str, Any] = {}
+    if report.idle is not None:
+        # GPU time no rate priced: counted at $0 above (fleet readers; [] when every hour had a price).
+        extra["unpriced"] = [{
+            "gpuType": u.gpu_type, "capacityTier": u.capacity_tier,
+            "capacityGpuHours": float(_hours(u.capacity_gpu_seconds)),
+            "allocatedGpuHours": float(_hours(u.allocated_gpu_seconds)),
+            "pricedFrom": _iso(u.priced_from) if u.priced_from else None,
+        } for u in report.unpriced]
     return {
         "code": 200,
         "window": window,
@@ -2140,6 +2201,7 @@ def showback_json(report: Showback) -> dict[str, Any]:
         "rolledUntil": _iso(report.rolled_until) if report.rolled_until else None,
         "data": [allocations],
         "totals": totals,
+        **extra,
     }
 
 

@@ -20,7 +20,14 @@ from django.views.decorators.http import require_GET
 from controlplane.services import accounting
 from controlplane.services.access import access_of
 from frontend import figures
-from frontend.showback_data import GROUPINGS, WINDOW_CHOICES, cost_series, idle_reserved_note, report_rows
+from frontend.showback_data import (
+    GROUPINGS,
+    WINDOW_CHOICES,
+    cost_series,
+    idle_reserved_note,
+    report_rows,
+    unpriced_note,
+)
 
 DEFAULT_WINDOW = "7d"
 PARAMETERS = ("window", "month", "group_by")
@@ -91,6 +98,7 @@ def showback(request: HttpRequest) -> HttpResponse:
     context.update({
         "report": report, "rows": rows, "charts": charts, "empty_period": empty,
         "idle_reserved_note": idle_reserved_note(report) if group_by == "team" else "",
+        "unpriced_note": unpriced_note(report),
         "csv_url": "" if empty else (
             reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"})),
         "json_url": "" if empty else reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),

@@ -56,3 +56,21 @@ def test_qm_showback_says_idle_reserved_is_not_in_the_total(qm, fleet) -> None:
     assert r.code == 0, r.err
     note = [line for line in r.out.splitlines() if line.startswith("IDLE RESERVED $:")]
     assert len(note) == 1 and "not in COST $ or TOTAL" in note[0], r.out
+
+
+def test_qm_showback_names_gpu_time_without_a_price(qm, fleet) -> None:
+    """The shared fleet prices H100 only: its A100 nodes' capacity is counted at $0, which qm
+    printed as a cheap fleet with no word (the page and the JSON now name it too)."""
+    from controlplane.services import accounting
+
+    accounting.catch_up(timezone.now() - timedelta(minutes=10))
+    accounting.catch_up(timezone.now())
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+    unpriced = qm("showback", "--by", "team", "--window", "1h", "--json").json()["unpriced"]
+    assert [u["gpuType"] for u in unpriced] == ["A100-40GB"] and unpriced[0]["capacityGpuHours"] > 0
+
+    r = qm("showback", "--by", "team", "--window", "1h")
+
+    assert r.code == 0, r.err
+    line = [x for x in r.out.splitlines() if x.startswith("Not priced")]
+    assert len(line) == 1 and "A100-40GB" in line[0] and f"{unpriced[0]['capacityGpuHours']:,.2f} GPU-hours" in line[0]
