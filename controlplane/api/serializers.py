@@ -1567,6 +1567,25 @@ class JobPrioritySerializer(serializers.Serializer):
                                         help_text="Each team with a job in line: its dominant share.")
 
 
+class SchedulerLeaderSerializer(serializers.Serializer):
+    holder = serializers.CharField(help_text="The process leading the scheduling loop (empty: none yet).")
+    epoch = serializers.IntegerField(help_text="Its epoch: the fencing token every allocation carries.")
+    expires_at = serializers.DateTimeField(allow_null=True)
+    last_cycle_at = serializers.DateTimeField(allow_null=True)
+    last_cycle_ms = serializers.FloatField(allow_null=True)
+    cycles = serializers.IntegerField()
+
+
+class SchedulerPolicySerializer(serializers.Serializer):
+    engine = serializers.DictField(
+        help_text="Every setting of the engine's SchedulerConfig as the loop builds it each cycle: queue_order, "
+                  "filters, placement_by_workload, victim_chooser, locality_weights, fair_share_half_life_s, "
+                  "aging_per_hour, backfill, preemption, elastic_growth, the per-cycle caps, ... "
+                  "(docs/engine.md).")
+    loop = serializers.DictField(help_text="The loop's timings (settings.QM, environment QM_<NAME>).")
+    leader = SchedulerLeaderSerializer(allow_null=True, help_text="The scheduler lease; null before the first cycle.")
+
+
 class EtaRecordQuerySerializer(serializers.Serializer):
     days = serializers.IntegerField(min_value=1, max_value=eta_record.MAX_DAYS, default=eta_record.DEFAULT_DAYS,
                                     help_text="The jobs that started in the last this many days.")

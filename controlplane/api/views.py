@@ -78,6 +78,7 @@ from controlplane.services import (
     job_runs,
     nodes,
     quotas,
+    scheduler_policy,
 )
 from controlplane.services import jobs as job_service
 from controlplane.services import requeue as requeue_service
@@ -1090,6 +1091,15 @@ class JobPriorityView(ApiMixin, APIView):
         query.is_valid(raise_exception=True)
         found = job_priority.priorities(request.user, query.validated_data.get("job") or ())
         return Response(s.JobPrioritySerializer(found).data)
+
+
+class SchedulerPolicyView(ApiMixin, APIView):
+    """The scheduling policy in force (`scontrol show config`): the engine's settings as the
+    loop runs them, the loop's timings, and the leader now (services/scheduler_policy.py)."""
+
+    @extend_schema(responses={200: s.SchedulerPolicySerializer})
+    def get(self, request: Request) -> Response:
+        return Response(s.SchedulerPolicySerializer(scheduler_policy.policy()).data)
 
 
 class EtaMetricsView(ApiMixin, APIView):

@@ -43,3 +43,17 @@ def test_sinfo_json_is_the_two_api_answers(alice_qm, fleet) -> None:
     body = alice_qm("sinfo", "--json").json()
     assert set(body) == {"fragmentation", "queue"}
     assert body["queue"]["pending_jobs"] == 0 and {p["pool"] for p in body["fragmentation"]["pools"]}
+
+
+def test_config_prints_the_policy_in_force_and_the_leader(alice_qm, fleet) -> None:
+    from controlplane.services import cycle
+
+    before = alice_qm("config").out
+    assert re.search(r"^queue_order:\s+priority_fair_share$", before, re.M), before
+    assert re.search(r"^placement_by_workload:\s+training=pack, batch=pack, interactive=pack, serving=spread$",
+                     before, re.M), before
+    assert re.search(r"^backfill:\s+true$", before, re.M) and re.search(r"^locality_weights:\s+0,1,10,30$", before, re.M)
+    assert before.rstrip().endswith("No scheduling cycle has run yet.")
+    cycle.run_cycle("worker-3")
+    after = alice_qm("config").out
+    assert re.search(r"^leader:\s+worker-3 \(epoch \d+\)$", after, re.M), after
