@@ -1927,12 +1927,21 @@ def _print_affected(window: dict[str, Any]) -> None:
     jobs = window["affected_running_jobs"]
     if window["state"] in ("ended", "cancelled"):
         return
-    if not jobs:
+    if window["state"] == "active":  # it has begun: whatever runs on its nodes runs inside it
+        if not jobs:
+            print("No job holds GPUs on its nodes now.")
+            return
+        print(f"{counted(len(jobs), 'running job')} hold{'s' if len(jobs) == 1 else ''} GPUs on its nodes now, "
+              "inside the window, until the end of "
+              f"{'its runtime limit' if len(jobs) == 1 else 'their runtime limits'} at the latest (the scheduler "
+              "stops none: cancel or requeue them to free the nodes):")
+    elif not jobs:
         print("No running job will still hold GPUs on its nodes when it begins.")
         return
-    print(f"{counted(len(jobs), 'running job')} will still hold GPUs on its nodes when it begins, by "
-          f"{'its runtime limit' if len(jobs) == 1 else 'their runtime limits'} (the scheduler stops none: drain "
-          "the nodes or cancel the jobs):")
+    else:
+        print(f"{counted(len(jobs), 'running job')} will still hold GPUs on its nodes when it begins, by "
+              f"{'its runtime limit' if len(jobs) == 1 else 'their runtime limits'} (the scheduler stops none: drain "
+              "the nodes or cancel the jobs):")
     output.table([(j["id"] if j["id"] is not None else "-", j["name"] or f"(a job of team {j['team']})", j["team"],
                    j["gpus"], ",".join(j["nodes"]), output.utc_text(j["holds_until"], suffix=""))
                   for j in jobs], ["JOB", "NAME", "TEAM", "GPUS", "NODES", "LIMIT ENDS (UTC)"])

@@ -154,3 +154,21 @@ def test_windows_stored_overlapping_before_the_rule_are_named_by_list_and_show(q
                for line in shown.out.splitlines())
     alone = qm("maint", "show", str(third))
     assert alone.code == 0 and "Overlaps" not in alone.out
+
+
+def test_a_window_starting_now_says_what_runs_inside_it_now(qm, fleet) -> None:  # noqa: ANN001
+    """`--start now`: the jobs on its nodes are inside the window already; the words said they
+    "will still hold GPUs on its nodes when it begins" (and "drain the nodes", which frees
+    nothing once it has begun)."""
+    _root(qm)
+    job = _running(fleet, "h100-1", 2, 3600, "inside")
+
+    r = qm("maint", "add", "--nodes", "h100-1", "--start", "now", "--duration", "1h", "--reason", "PSU swap")
+    empty = qm("maint", "add", "--nodes", "h100-2", "--start", "now", "--duration", "1h", "--reason", "fan")
+
+    assert r.code == 0, r.err
+    lines = r.out.splitlines()
+    assert lines[1] == ("1 running job holds GPUs on its nodes now, inside the window, until the end of its runtime "
+                        "limit at the latest (the scheduler stops none: cancel or requeue them to free the nodes):")
+    assert lines[3].split()[0] == str(job)
+    assert empty.out.splitlines()[1] == "No job holds GPUs on its nodes now."
