@@ -66,3 +66,17 @@ def test_nodes_in_an_active_window_are_not_free_on_any_surface(client_for: Any, 
     api = {p["pool"]: p for p in client_for("alice").get("/api/v1/metrics/fragmentation/").json()["pools"]}
     assert (api["a100"]["free_gpus"], api["a100"]["largest_free_block"]) == (16, 8)
     assert later.pk != window.pk
+
+
+def test_a_node_page_says_its_window_keeps_it_from_work(client_for: Any) -> None:
+    """The node's page said "GPUs in use 0 of 8 (8 free)" for a ready node inside a maintenance
+    window, which takes no work until the window ends."""
+    admin = get_user_model().objects.get(username="admin")
+    maintenance.create(admin, nodes=["a100-02"], start_at=timezone.now(), duration_s=3600, reason="PSU swap")
+
+    inside = client_for("admin").get("/nodes/a100-02/").content.decode()
+    outside = client_for("admin").get("/nodes/a100-03/").content.decode()
+
+    assert "0 of 8; takes no new work during its maintenance window (below: 8 idle until it ends)" in inside
+    assert "(8 free)" not in inside
+    assert "0 of 8 (8 free)" in outside
