@@ -46,3 +46,14 @@ def test_within_its_limit_nothing_more_is_said(fleet, browser, ml_holds_24) -> N
     cell = _quota_cell(browser.get("/teams/").content.decode(), "ml")
 
     assert cell == "H100-80GB: 16 / no limit — uses 24, 8 borrowed"
+
+
+def test_a_lending_limit_is_said_when_set(fleet, browser, ml_holds_24) -> None:
+    """An admin tuning a cohort reads each quota's lending limit where its borrowing limit is (the
+    page left it out: a team lending at most 4 of its 16 read as lending all of them)."""
+    Quota.objects.filter(team=fleet.vision, gpu_type=fleet.h100).update(lending_limit=4)
+
+    html = browser.get("/teams/").content.decode()
+
+    assert _quota_cell(html, "vision").startswith("H100-80GB: 16 / no limit, lends at most 4 — uses 0")
+    assert _quota_cell(html, "ml") == "H100-80GB: 16 / no limit — uses 24, 8 borrowed"
