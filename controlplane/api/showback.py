@@ -74,6 +74,12 @@ def _refuse_unknown(request: Request, query: type[serializers.Serializer], *extr
     if twice:
         raise exceptions.ValidationError({name: [f"Given {len(request.query_params.getlist(name))} times "
                                                  "(twice or more); give it once."] for name in twice})
+    # `?month=` (a script's unset variable) answered the default 7 days, `?team=` the whole
+    # fleet's utilization: an empty value is a question left out, not the default asked for.
+    empty = sorted(name for name in request.query_params if not request.query_params[name].strip())
+    if empty:
+        raise exceptions.ValidationError({name: ["Empty: give a value, or leave the parameter out for the default."]
+                                          for name in empty})
 
 
 class ShowbackQuery(serializers.Serializer):
