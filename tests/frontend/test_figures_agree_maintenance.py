@@ -80,3 +80,30 @@ def test_a_node_page_says_its_window_keeps_it_from_work(client_for: Any) -> None
     assert "0 of 8; takes no new work during its maintenance window (below: 8 idle until it ends)" in inside
     assert "(8 free)" not in inside
     assert "0 of 8 (8 free)" in outside
+
+
+def test_the_windows_panel_says_jobs_are_inside_an_active_window_now(client_for: Any) -> None:
+    from django.db import transaction
+
+    from controlplane.services import reconcile, transitions
+    from controlplane.services.jobs import SubmitRequest, submit
+
+    admin = get_user_model().objects.get(username="admin")
+    node = Node.objects.get(name="a100-02")
+    job = submit(get_user_model().objects.get(username="alice"),
+                 SubmitRequest(name="inside", gpus=2, gpu_types=("A100-40GB",))).job
+    with transaction.atomic():
+        lease = reconcile.lock_scheduler_lease()
+        transitions.bind_job(job.pk, [transitions.GpuSet(node_id=node.pk, gpu_indices=[0, 1])], lease=lease,
+                             borrowed=False, at=timezone.now(), actor="test")
+    now = maintenance.create(admin, nodes=["a100-02"], start_at=timezone.now(), duration_s=3600, reason="PSU swap")
+    later = maintenance.create(admin, nodes=["a100-02"], start_at=timezone.now() + timedelta(hours=30),
+                               duration_s=3600, reason="firmware")
+
+    html = client_for("admin").get("/nodes/").content.decode()
+
+    active = html[html.index(f'data-maintenance-window="{now.pk}"'):]
+    active = active[:active.index("</tr>")]
+    assert '<small class="muted">inside it now:</small> 1: ' in active and f">{job.pk}</a> inside" in active
+    upcoming = html[html.index(f'data-maintenance-window="{later.pk}"'):]
+    assert "inside it now" not in upcoming[:upcoming.index("</tr>")]
