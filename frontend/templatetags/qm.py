@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -163,6 +164,20 @@ def usd(value: Any) -> str:
     if 0 < abs(amount) < 0.01:
         return f"${amount:.6f}"
     return f"${amount:,.2f}"
+
+
+@register.filter
+def usd_unit_price(value: Any) -> str:
+    """A unit price (showback's $ per million tokens) to four significant digits, in fixed-point:
+    `usd` gave the cents only from a cent up and six places below, so one column read $0.05 for
+    $0.0542 beside $0.003634, and TOTAL's $0.03 (for $0.0255) hid what its rows showed."""
+    if value is None:
+        return "–"
+    amount = float(value)
+    if amount == 0 or abs(amount) >= 100:
+        return f"${amount:,.2f}"
+    places = min(12, max(2, 3 - math.floor(math.log10(abs(amount)))))
+    return f"${amount:,.{places}f}"
 
 
 def _hours_text(hours: float) -> str:
