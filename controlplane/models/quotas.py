@@ -132,5 +132,20 @@ class PriorityClass(models.Model):
         """The default runtime limit within the maximum, said on the field and in the API's words
         (the check constraint alone gave the admin form "Constraint … is violated" above the form)."""
         default, most = self.default_runtime_limit_s, self.max_runtime_limit_s
+        problems: dict[str, str] = {}
         if default is not None and most is not None and default > most:
-            raise ValidationError({"default_runtime_limit_s": f"{default} s is beyond max_runtime_limit_s ({most} s)"})
+            problems["default_runtime_limit_s"] = f"{default} s is beyond max_runtime_limit_s ({most} s)"
+        # A preemptible class whose minimum runtime passes its longest run, or whose budget window
+        # counts nothing, quietly changed what preemption does (a typo made the class never
+        # preemptible, or preemptible without end): said on the field instead.
+        least, budget, window = self.min_runtime_s, self.preemption_budget, self.budget_window_s
+        if self.preemptible and least is not None and most is not None and least > most:
+            problems["min_runtime_s"] = (
+                f"{least} s is beyond max_runtime_limit_s ({most} s): no job of the class would ever run long enough "
+                "to be preempted; to protect its jobs from preemption, set preemptible to false")
+        if self.preemptible and window == 0 and budget:
+            problems["budget_window_s"] = (
+                f"0 s counts no preemption, so the budget of {budget} would never protect a job; give the window "
+                "the budget counts over (86400 s: a day)")
+        if problems:
+            raise ValidationError(problems)
