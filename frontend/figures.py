@@ -656,7 +656,8 @@ def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
 
 
 def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: bool) -> Chart:
-    key, title = "waste", "Preemption waste and idle reserved quota"
+    # Idle reserved quota is per team: other groupings chart (and name) preemption waste only.
+    key, title = "waste", "Preemption waste and idle reserved quota" if with_idle_reserved else "Preemption waste"
     caption = ("Per " + label + ": work thrown away by preemptions and requeues since the last checkpoint, in $"
                + ("; and guaranteed quota neither used nor lent to the cohort, at the reserved price." if with_idle_reserved
                   else "."))
@@ -667,8 +668,10 @@ def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: boo
         series.append(("idle reserved quota", "idle_reserved_usd", "#868e96"))
     if not any(r.get(f) for r in shown for _, f, _ in series):
         return _empty(key, title, caption, x_title, y_title,
-                      "Nothing was wasted in this window. Preemption waste" + (" and idle reserved quota" if with_idle_reserved
-                                                                               else "") + f" per {label} appear here.", category="x")
+                      "Nothing was wasted in this window. " + ("Preemption waste and idle reserved quota per "
+                                                               f"{label} appear here." if with_idle_reserved else
+                                                               f"Preemption waste per {label} appears here."),
+                      category="x")
     data = [{"type": "bar", "name": name, "x": [r["name"] for r in shown],
              "y": [round(float(r.get(f) or 0), 2) for r in shown], "marker": {"color": colour}}
             for name, f, colour in series]
