@@ -655,14 +655,23 @@ def renew_leases(nodes: Sequence[Node], now: datetime) -> set[int]:
 def _goodbye(node: Node, now: datetime) -> None:
     """The agent shuts down after stopping its work: its lease ends now and the node is down
     until an agent registers it again."""
+    from controlplane.services.nodes import jobs_on
+
     with transaction.atomic():
         current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
         before = current.state
         Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=now, state=NodeState.DOWN)
+        # The jobs still holding its GPUs: fenced off it and requeued whole just below
+        # (reconcile.expire_node); its own event names them, as a lease that ran out does.
+        left = jobs_on(node.pk)
+        said = [f"job {j.job_id} {j.name}" + (f" (also on {', '.join(j.other_nodes)})" if j.other_nodes else "")
+                for j in left]
         transitions.record_event(
             EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="AgentShutdown",
-            message=f"{node.name}: {before} → down, its agent shut down after stopping its work",
-            data={"from": str(before), "to": NodeState.DOWN.value},
+            message=f"{node.name}: {before} → down, its agent shut down after stopping its work; "
+            + (f"requeued whole: {', '.join(said[:20])}" + (f" and {len(said) - 20} more" if len(said) > 20 else "")
+               if said else "nothing ran on it"),
+            data={"from": str(before), "to": NodeState.DOWN.value, "requeued": [j.job_id for j in left]},
         )
     if _live_allocations_on(node):
         from controlplane.services import reconcile
