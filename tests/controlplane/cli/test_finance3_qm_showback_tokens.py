@@ -74,3 +74,27 @@ def test_qm_showback_names_gpu_time_without_a_price(qm, fleet) -> None:
     assert r.code == 0, r.err
     line = [x for x in r.out.splitlines() if x.startswith("Not priced")]
     assert len(line) == 1 and "A100-40GB" in line[0] and f"{unpriced[0]['capacityGpuHours']:,.2f} GPU-hours" in line[0]
+
+
+def test_qm_showback_says_totals_price_is_fully_loaded(qm, fleet) -> None:
+    """TOTAL's $/GPU-H divides what the whole fleet cost (idle capacity included) by the jobs'
+    GPU-hours: far above every row's, with nothing in qm saying why (the page says so)."""
+    from controlplane.services import accounting
+    from tests.controlplane.accounting.builders import hold, running_job
+
+    now = timezone.now().replace(microsecond=0)
+    job = running_job(fleet.ml, gpus=8, started_at=now - timedelta(hours=1), priority_class=fleet.research)
+    hold(job, [(fleet.nodes[1], 8)], now - timedelta(hours=1))
+    accounting.catch_up(now)
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+    body = qm("showback", "--by", "team", "--window", "1d", "--json").json()
+    assert body["totals"]["usdPerGpuHour"] > body["data"][0]["ml"]["usdPerGpuHour"]
+
+    r = qm("showback", "--by", "team", "--window", "1d")
+
+    assert r.code == 0, r.err
+    assert "TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included" in r.out
+    alice = qm("login", "-u", "alice", "--password-stdin", stdin="alice\n")
+    assert alice.code == 0
+    member = qm("showback", "--by", "team", "--window", "1d")
+    assert member.code == 0 and "fully loaded" not in member.out  # members read no fleet figures
