@@ -161,12 +161,32 @@ _INVISIBLE_MESSAGE = "control characters (escape sequences, new lines, tabs) are
 
 class NamedRecordField(serializers.SlugRelatedField):
     """A related record given by its name. Text PostgreSQL cannot store (NUL) cannot name a
-    record either: refused as CharField refuses it, instead of a 500 from the lookup."""
+    record either: refused as CharField refuses it, instead of a 500 from the lookup. A name
+    that is no record is refused in words ("no cohort named 'shared'"), with the names there
+    are when `lists_names` (records everyone may know of: cohorts, priority classes, GPU
+    types), where DRF said "Object with name=shared does not exist."."""
+
+    def __init__(self, *, lists_names: bool = False, **kwargs: Any) -> None:
+        self.lists_names = lists_names
+        super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, str) and "\x00" in data:
             raise serializers.ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
-        return super().to_internal_value(data)
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as refused:
+            queryset = self.get_queryset()
+            if not isinstance(data, str | int) or getattr(refused, "get_codes", lambda: None)() != ["does_not_exist"]:
+                raise
+            label = str(queryset.model._meta.verbose_name).replace("gpu ", "GPU ")
+            plural = str(queryset.model._meta.verbose_name_plural).replace("gpu ", "GPU ")
+            said = f"no {label} named '{str(data)[:64]}'"
+            if self.lists_names:
+                names = list(queryset.order_by(self.slug_field).values_list(self.slug_field, flat=True)[:11])
+                said += (f": {plural} are " + ", ".join(names[:10])
+                         + (", …" if len(names) > 10 else "") if names else f": there is no {label} yet")
+            raise serializers.ValidationError(said, code="does_not_exist") from None
 
 
 class NameField(serializers.CharField):
@@ -1192,9 +1212,10 @@ class DeletedSerializer(serializers.Serializer):
 
 
 class TeamSerializer(ConstraintCheckedModelSerializer):
-    cohort = NamedRecordField(slug_field="name", queryset=Cohort.objects.all(), required=False, allow_null=True)
+    cohort = NamedRecordField(slug_field="name", queryset=Cohort.objects.all(), required=False, allow_null=True,
+                              lists_names=True)
     default_priority_class = NamedRecordField(
-        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True, lists_names=True
     )
 
     class Meta:
@@ -1222,7 +1243,7 @@ class CohortSerializer(ConstraintCheckedModelSerializer):
 
 class QuotaSerializer(ConstraintCheckedModelSerializer):
     team = NamedRecordField(slug_field="name", queryset=Team.objects.all())
-    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
+    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all(), lists_names=True)
     cohort = serializers.SerializerMethodField(help_text="The team's cohort, whose members lend and borrow; null if none.")
     held_gpus = serializers.SerializerMethodField(help_text="GPUs of this type the team's running jobs hold now.")
     borrowed_gpus = serializers.SerializerMethodField(
@@ -1310,7 +1331,7 @@ class PriceRateSerializer(ConstraintCheckedModelSerializer):
 
 
 class NodeSerializer(ConstraintCheckedModelSerializer):
-    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
+    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all(), lists_names=True)
     allocated_gpus = serializers.IntegerField(read_only=True, help_text="GPUs held by live allocations now.")
     maintenance_window = serializers.IntegerField(
         read_only=True, allow_null=True, default=None,
