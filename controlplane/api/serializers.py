@@ -100,7 +100,9 @@ class StrictFieldsMixin:
                 current: Any = [] if isinstance(given, list) else None
             else:
                 field = self.fields[name]  # type: ignore[attr-defined]
-                current = field.to_representation(field.get_attribute(instance))
+                attribute = field.get_attribute(instance)
+                # as DRF's to_representation: a null stays null (a node in no maintenance window)
+                current = None if attribute is None else field.to_representation(attribute)
             same = (sorted(map(str, given)) == sorted(map(str, current))
                     if isinstance(given, list) and isinstance(current, list) else given == current)
             if not same:
@@ -1333,13 +1335,15 @@ class PriceRateSerializer(ConstraintCheckedModelSerializer):
 class NodeSerializer(ConstraintCheckedModelSerializer):
     gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all(), lists_names=True)
     allocated_gpus = serializers.IntegerField(read_only=True, help_text="GPUs held by live allocations now.")
+    # Read-only, no default: DRF puts a read-only field's default into the data it saves (a PUT of
+    # the node as read answered 500).
     maintenance_window = serializers.IntegerField(
-        read_only=True, allow_null=True, default=None,
+        read_only=True, allow_null=True,
         help_text="The maintenance window holding the node now (it takes no work until it ends); null: none.")
-    maintenance_ends_at = serializers.DateTimeField(read_only=True, allow_null=True, default=None,
+    maintenance_ends_at = serializers.DateTimeField(read_only=True, allow_null=True,
                                                     help_text="When that window ends; null: none.")
     cordon_reason = serializers.CharField(
-        read_only=True, allow_null=True, default=None,
+        read_only=True, allow_null=True,
         help_text="While the node takes no work by an operator's cordon or drain: why, as given with it (\"\" when "
                   "none was); null while it takes work.")
 
