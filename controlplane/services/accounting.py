@@ -1500,7 +1500,10 @@ def parse_window(text: str, now: datetime) -> Window:
         first, second = parts
         start, end = _instant(first), _instant(second)
         if end <= start:
-            raise AccountingQueryError("window", f"The window ends ({second}) before it starts ({first}).")
+            # `start,start` is an empty window, not one that "ends before it starts".
+            raise AccountingQueryError("window", f"The window ends ({second}) when it starts ({first}): it covers no "
+                                       "time." if end == start else f"The window ends ({second}) before it starts "
+                                       f"({first}).")
         if start >= now:
             raise AccountingQueryError("window", f"The window starts ({first}) after now ({_iso(now)}): nothing "
                                        "has been used there yet.")
