@@ -69,7 +69,8 @@ def showback(request: HttpRequest) -> HttpResponse:
     # The monthly report is the same report over a calendar month (the API's `month=`).
     period = {"month": month} if month else {"window": window_text}
     context: dict[str, Any] = {
-        "page": "showback", "group_by": group_by, "groupings": GROUPINGS, "window_text": window_text,
+        "page": "showback", "group_by": group_by, "group_label": label, "groupings": GROUPINGS,
+        "window_text": window_text,
         "window_choices": WINDOW_CHOICES, "errors": errors, "sees_fleet": who.is_admin or who.is_finance,
         "custom": not month and window_text not in dict(WINDOW_CHOICES), "month": month,
         "this_month": f"{now:%Y-%m}",
