@@ -1565,6 +1565,7 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     if idle and idle.get("gpuHours") is not None:
         print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
               f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
+    if idle and totals.get("usdPerGpuHour") is not None:
         # TOTAL's $/GPU-H (13.50 beside rows of 1.54 and 0.80 on the demo) said nothing of why.
         print("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "
               "GPU-hour the jobs held.")

@@ -98,3 +98,15 @@ def test_qm_showback_says_totals_price_is_fully_loaded(qm, fleet) -> None:
     assert alice.code == 0
     member = qm("showback", "--by", "team", "--window", "1d")
     assert member.code == 0 and "fully loaded" not in member.out  # members read no fleet figures
+
+
+def test_qm_showback_of_an_empty_period_says_no_price(qm, fleet) -> None:
+    # With nothing held there is no $/GPU-H to explain ("-" in TOTAL): no line about it.
+    from controlplane.services import accounting
+
+    accounting.catch_up(timezone.now())
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+    r = qm("showback", "--by", "team", "--window", "2020-01-01T00:00:00Z,2020-02-01T00:00:00Z")
+
+    assert r.code == 0, r.err
+    assert "TOTAL" in r.out and "fully loaded" not in r.out
