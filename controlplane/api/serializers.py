@@ -1131,6 +1131,17 @@ class JobArrayCancelSerializer(JobArraySerializer):
     detail = serializers.CharField()
 
 
+class LikelyStartSerializer(serializers.Serializer):
+    """A waiting job's likely start by the fleet's ETA record (services/eta_record.py)."""
+
+    at = serializers.DateTimeField(help_text="now + (ETA - now) × share_of_wait.")
+    share_of_wait = serializers.FloatField(
+        help_text="The median share of the wait told that the jobs judged had (metrics/etas/ median_share_of_wait).")
+    judged = serializers.IntegerField(help_text="Jobs that started in the last `days` after waiting with an ETA.")
+    on_time = serializers.FloatField(help_text="Share of them that started by the first ETA they were told.")
+    days = serializers.IntegerField(help_text="The record's window, in days.")
+
+
 class ExplanationSerializer(serializers.Serializer):
     """Why a job is where it is: for a waiting job, the engine's reason code and sentence."""
 
@@ -1145,6 +1156,10 @@ class ExplanationSerializer(serializers.Serializer):
     queue_position = serializers.IntegerField(allow_null=True)
     eta = serializers.DateTimeField(allow_null=True, help_text="Earliest start the engine can promise, if any.")
     would_start_if = serializers.CharField(help_text="What would let it start.")
+    likely_start = LikelyStartSerializer(
+        allow_null=True, help_text="Where a waiting job's start lands at the median share of the wait told that the "
+                                   "jobs judged lately had (GET metrics/etas/); null with no ETA ahead, no job "
+                                   "judged, or a median share not below one.")
 
 
 class JobArrayRequeueSerializer(JobArraySerializer):

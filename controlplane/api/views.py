@@ -631,6 +631,8 @@ def explanation(job: Job) -> dict[str, Any]:
         "queue_position": job.queue_position if waiting else None,
         "eta": job.eta if waiting else None,
         "would_start_if": s.engine_times(job.pending_would_start_if) if waiting else "",
+        # where its start lands at the median share of the wait told that jobs had lately
+        "likely_start": eta_record.likely_start_said(job.eta) if waiting else None,
     }
 
 

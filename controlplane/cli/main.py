@@ -734,6 +734,13 @@ def _eta_record_text(api: Api) -> str:
             f"last 7 days, {r['on_time']:.0%} started by the first one told{share}")
 
 
+def _likely_start_text(likely: dict[str, Any]) -> str:
+    """Where a waiting job's start lands at the median share of the wait told lately, as the
+    API gives it (explain's `likely_start`) and the job's page says it."""
+    return (f"about {_eta_text(likely['at'], relative=True)}, at the median {likely['share_of_wait']:.0%} of the wait "
+            f"told that {counted(likely['judged'], 'job')} had in the last {likely['days']} days")
+
+
 def _position_text(position: int | None, code: str | None, held: bool | None, resolvable: bool | None) -> str:
     """A waiting job's queue position, and, for one not in line, where that puts it, as the
     job's page says it: a held job, or one waiting for a dependency, "is not in the queue"
@@ -766,6 +773,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
                                                 e["resolvable"])),
             ("  earliest start", start),
             *([("  etas lately", lately)] if e["eta"] and (lately := _eta_record_text(api)) else []),
+            *([("  likely start", _likely_start_text(e["likely_start"]))] if e.get("likely_start") else []),
             *([("  priority", order)] if (order := _order_text(api, e["job"])) else []),
             ("  would start if", e["would_start_if"]),
             ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.db.models import Count, F, Q
 from django.utils import timezone
@@ -93,6 +94,24 @@ def likely_start(record: EtaRecord, eta: datetime, now: datetime) -> datetime | 
     if share is None or share >= 1 or eta <= now:
         return None
     return now + (eta - now) * share
+
+
+def likely_start_said(eta: datetime | None, *, now: datetime | None = None,
+                      record: EtaRecord | None = None) -> dict[str, Any] | None:
+    """A waiting job's likely start as the API gives it (`jobs/{id}/explain/`: `likely_start`,
+    which `qm explain` prints): when it lands at the median share of its wait that the jobs
+    judged over the last week had (`likely_start`), that share, and the counts it rests on.
+    ``None`` for no ETA or one already passed (no query then), no job judged, or a share not
+    below one. The record is read fresh unless given (one query, as `track_record`)."""
+    now = now or timezone.now()
+    if eta is None or eta <= now:
+        return None
+    record = record if record is not None else track_record(now=now)
+    at = likely_start(record, eta, now)
+    if at is None:
+        return None
+    return {"at": at, "share_of_wait": record.median_share_of_wait, "judged": record.judged,
+            "on_time": record.on_time, "days": record.days}
 
 
 def started_against_told(job: Job) -> float | None:
