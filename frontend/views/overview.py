@@ -53,6 +53,10 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
         "as_of": latest["at"] if latest else None,
         "total_gpus": latest["total_gpus"] if latest else sum(len(r.slots) for r in grid),
         "allocated_gpus": latest["allocated_gpus"] if latest else sum(r.used for r in grid),
+        # Idle GPUs on nodes that take no work (not ready, or inside a maintenance window now), as
+        # `qm sinfo` (AWAY) and metrics/fragmentation/ (unavailable_gpus) count them; the GPUs in
+        # service are the rest: held, or free on nodes that take work.
+        "away_gpus": latest["unavailable_gpus"] if latest else sum(r.free for r in grid if not r.schedulable),
         "free_gpus": heatmap.notes.get("free_gpus", 0),
         "stranded_gpus": latest["stranded_gpus"] if latest else None,
         "pending_jobs": latest["pending_jobs"] if latest else None,
@@ -85,6 +89,8 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
     return {
         "allocated_gpus": count(n["allocated_gpus"]),
         "total_gpus": count(n["total_gpus"]),
+        "in_service_gpus": count(n["total_gpus"] - n["away_gpus"]),
+        "away_gpus": count(n["away_gpus"]),
         "pending_jobs": count(n["pending_jobs"]),
         "running_jobs": count(n["running_jobs"]),
         "stranded_gpus": count(n["stranded_gpus"]),
