@@ -23,6 +23,8 @@ Families (labels in brackets):
   quartermaster_last_cycle_timestamp_seconds                               gauge
   quartermaster_nodes / quartermaster_node_gpus[pool, state]               gauges (every state, 0 included;
                                             retired nodes left out, as from every fleet figure)
+  quartermaster_schedulable_gpus[pool]                                     gauge (GPUs of nodes that take work
+                                            now: ready and in no active maintenance window)
   quartermaster_maintenance_nodes[pool, state]                             gauge (state active or upcoming:
                                             nodes in a maintenance window now, or in one to come)
   quartermaster_requeue_lost_gpu_seconds_total                             counter
@@ -46,7 +48,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
 from django.utils import timezone
@@ -285,19 +287,35 @@ class QuartermasterCollector(Collector):
             f"{PREFIX}_nodes", "Nodes per pool and state (ready, suspect, cordoned, draining, down, quarantined).",
             labels=["pool", "state"],
         )
-        gpus = GaugeMetricFamily(f"{PREFIX}_node_gpus", "GPUs of the nodes per pool and node state.",
-                                 labels=["pool", "state"])
+        gpus = GaugeMetricFamily(
+            f"{PREFIX}_node_gpus", "GPUs of the nodes per pool and node state (a ready node inside a maintenance "
+            "window is ready here, and takes no work: see quartermaster_schedulable_gpus).", labels=["pool", "state"])
+        schedulable = GaugeMetricFamily(
+            f"{PREFIX}_schedulable_gpus", "GPUs of the nodes that take work now, per pool: ready and inside no "
+            "active maintenance window (held or free).", labels=["pool"])
         counts: dict[tuple[str, str], tuple[int, int]] = {}
-        for r in Node.objects.exclude(state=NodeState.RETIRED).values("pool", "state").annotate(
-                n=Count("id"), g=Sum("gpu_count")):
-            counts[(r["pool"], r["state"])] = (r["n"], r["g"] or 0)
+        taking_work: dict[str, int] = defaultdict(int)
+        now = timezone.now()
+        # A node inside an active window takes no job (scheduler_core/maintenance.py): its GPUs
+        # are in no pool's schedulable capacity, as the cycle's figures, metrics/fragmentation/
+        # and the Nodes page count them. One query, grouped by pool, state and whether a window holds it.
+        closed = Exists(MaintenanceWindow.objects.filter(nodes=OuterRef("pk"), cancelled_at__isnull=True,
+                                                         start_at__lte=now, end_at__gt=now))
+        for r in Node.objects.exclude(state=NodeState.RETIRED).annotate(closed=closed).values(
+                "pool", "state", "closed").annotate(n=Count("id"), g=Sum("gpu_count")).order_by():
+            n, g = counts.get((r["pool"], r["state"]), (0, 0))
+            counts[(r["pool"], r["state"])] = (n + r["n"], g + (r["g"] or 0))
+            if r["state"] == NodeState.READY and not r["closed"]:
+                taking_work[r["pool"]] += r["g"] or 0
         for pool in sorted({pool for pool, _ in counts}):
             for state in (s for s in NodeState if s != NodeState.RETIRED):
                 n, g = counts.get((pool, state.value), (0, 0))
                 nodes.add_metric([pool, state.value], n)
                 gpus.add_metric([pool, state.value], g)
+            schedulable.add_metric([pool], taking_work.get(pool, 0))
         yield nodes
         yield gpus
+        yield schedulable
         yield self._maintenance(sorted({pool for pool, _ in counts}))
 
     def _maintenance(self, pools: list[str]) -> GaugeMetricFamily:
