@@ -263,7 +263,8 @@ class PendingPlace(models.Model):
     numbers = models.TextField(blank=True)
     # The first ETA of this stay in the queue and the cycle that gave it; kept as the ETA moves.
     # A bind copies them to the job (eta_told); a hold or a requeue deletes the row, so the next
-    # stay starts afresh.
+    # stay starts afresh; a change of what the scheduler reads clears them and the ETA
+    # (services/holds.update).
     first_eta = models.DateTimeField(null=True, blank=True)
     first_eta_at = models.DateTimeField(null=True, blank=True)
 

@@ -50,6 +50,11 @@ SHAPE_FIELDS = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus
 _AS_SUBMITTED = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s", *SHAPE_FIELDS)
 #: ... and its dependencies (the whole new list: judged by services/dependencies.py).
 CHANGEABLE_WHILE_WAITING = (*_AS_SUBMITTED, "dependencies")
+#: The changes of a waiting job that change how it is scheduled: the first ETA of its stay in
+#: the queue spoke of the old request, so such a change starts a new stay for the ETA record
+#: (services/eta_record.py), as a hold or a requeue does; a rename, its project or its checkpoint
+#: interval keep it (the engine reads none of them to order or place it).
+NEW_ETA_STAY_FIELDS = (*SHAPE_FIELDS, "priority_class", "runtime_limit_s")
 #: What may change once it runs: its name, and its runtime limit (lowered; raised by admins).
 CHANGEABLE_WHILE_RUNNING = ("name", "runtime_limit_s")
 _RUNNING_STATES = (JobState.RUNNING, JobState.PREEMPTING)
@@ -553,10 +558,15 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
         # for this row lock, and write after it).
         job.save(update_fields=written)
         said = ", ".join(f"{name} {_words(name, old)} → {_words(name, new)}" for name, (old, new) in diff.items())
+        data: dict[str, Any] = {"changes": {name: [old, new] for name, (old, new) in diff.items()}, "state": job.state}
+        stay = _new_eta_stay(job.pk) if waiting and set(diff) & set(NEW_ETA_STAY_FIELDS) else None
+        if stay is not None:
+            data["eta_stay"] = stay
         Event.objects.create(**event_fields(
             EventKind.JOB_UPDATED, _actor(user), job=job, at=at, reason="Changed",
-            message=f"Changed by {user.get_username()} while {'waiting' if waiting else _state_words(job)}: {said}",
-            data={"changes": {name: [old, new] for name, (old, new) in diff.items()}, "state": job.state},
+            message=f"Changed by {user.get_username()} while {'waiting' if waiting else _state_words(job)}: {said}"
+            + ("; a new stay for the ETA record: the next cycle tells its ETA anew" if stay is not None else ""),
+            data=data,
         ))
         if "name" in diff:
             # The job's reason, if the rename is all that changed while it waits, and those of
@@ -572,6 +582,20 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
         if ran >= job.runtime_limit_s:
             detail += (f" It has run {duration(ran)}, past its new limit: the next scheduling cycle stops it.")
     return Outcome(job, True, detail, diff)
+
+
+def _new_eta_stay(job_id: int) -> dict[str, Any] | None:
+    """Start a new stay in the queue for the ETA record: the job's place keeps its position but
+    forgets its ETA and the first ETA told, so the next cycle tells both anew for the request as
+    it is now. The ETA goes too: a cycle leaves a place whose position, ETA and numbers it
+    would write unchanged alone (services/cycle._write_places), and an unchanged ETA would
+    then never be told as this stay's first. What the event records (the first ETA told in
+    the stay now ended); None for a job with no place (held, or not ranked yet: its next stay
+    starts afresh anyway). Two queries."""
+    was = PendingPlace.objects.filter(job_id=job_id).values_list("first_eta", flat=True).first()
+    if not PendingPlace.objects.filter(job_id=job_id).update(eta=None, first_eta=None, first_eta_at=None):
+        return None
+    return {"new": True, "first_eta_was": was.isoformat().replace("+00:00", "Z") if was is not None else None}
 
 
 def _cycles(job: Job, changes: dict[str, Any], deps: dependencies.Replacement | None,
