@@ -135,11 +135,13 @@ UNCORDON = _Action("uncordon", NodeState.READY, (NodeState.CORDONED, NodeState.D
 _AWAY = (NodeState.QUARANTINED, NodeState.DOWN)
 
 
-def _apply(node: Node, action: _Action, user: AbstractBaseUser, reason: str = "") -> Node:
+def _apply(node: Node, action: _Action, user: AbstractBaseUser, reason: str = "") -> tuple[Node, list[JobOnNode]]:
     """Move `node` to the action's state, or leave it where it already is.
 
-    Returns the node as stored afterwards. Raises NodeActionRefused when the current state does
-    not allow it (a suspect node cannot be uncordoned: it was never cordoned)."""
+    Returns the node as stored afterwards, and for a cordon or a drain the jobs on it, read
+    once under the node's row lock (`jobs_on`): its event names them and `act` answers with
+    them. Raises NodeActionRefused when the current state does not allow it (a suspect node
+    cannot be uncordoned: it was never cordoned)."""
     with transaction.atomic():
         current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
         if current.state == NodeState.RETIRED:
@@ -149,7 +151,7 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser, reason: str = ""
         if current.state in _AWAY or (current.state == NodeState.SUSPECT and current.unschedulable):
             # A silent node the operator had cordoned or drained (reconcile made it suspect):
             # as while it is away, the action only changes how it comes back.
-            return _while_away(current, action, user, reason)
+            return _while_away(current, action, user, reason), _jobs_if(action, current)
         if current.state == action.target:
             if reason:  # already there: only its reason changes (Slurm's `scontrol update … reason=`)
                 record_event(
@@ -157,7 +159,7 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser, reason: str = ""
                     message=f"{current.name}: {current.state} already; reason given by {user.get_username()}: {reason}",
                     data={"from": str(current.state), "to": str(current.state), "action": action.verb,
                           "unschedulable": action.unschedulable, "reason": reason})
-            return current  # already there: nothing else changes
+            return current, _jobs_if(action, current)  # already there: nothing else changes
         if current.state not in action.allowed_from:
             raise NodeActionRefused(
                 f"node {current.name} is {current.state}; it can be {action.verb}ed only from "
@@ -171,7 +173,7 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser, reason: str = ""
                 "unschedulable": action.unschedulable}
         if reason:
             data["reason"] = reason
-        left = jobs_on(current.pk) if action.unschedulable else []
+        left = _jobs_if(action, current)
         if left:
             data["running_jobs"] = [j.job_id for j in left]
         record_event(
@@ -181,7 +183,12 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser, reason: str = ""
             + (f"; {_left_said(action, left, timezone.now())}" if left else ""),
             data=data,
         )
-    return current
+    return current, left
+
+
+def _jobs_if(action: _Action, node: Node) -> list[JobOnNode]:
+    """The jobs on the node, for an action that takes it out of service (none read otherwise)."""
+    return jobs_on(node.pk) if action.unschedulable else []
 
 
 def _while_away(current: Node, action: _Action, user: AbstractBaseUser, reason: str = "") -> Node:
@@ -305,11 +312,13 @@ def act(verb: str, node: Node, user: AbstractBaseUser, *, reason: str = "",
         before_state, before_wish = fresh
     if reason and verb not in TAKES_REASON:
         raise ValueError(f"{verb} takes no reason")
-    after = cordon(node, user, reason) if verb == "cordon" else drain(node, user, reason) if verb == "drain" \
-        else _VERBS[verb](node, user)
+    jobs: list[JobOnNode] = []
+    if verb in TAKES_REASON:  # the jobs on the node read once, for its event and this answer
+        after, jobs = _apply(node, CORDON if verb == "cordon" else DRAIN, user, reason)
+    else:
+        after = _VERBS[verb](node, user)
     now = now or timezone.now()
     changed = (after.state, after.unschedulable) != (before_state, before_wish)
-    jobs = jobs_on(after.pk) if verb in ("cordon", "drain") else []
     name = after.name
     if verb in ("retire", "return"):
         if not changed:
@@ -346,11 +355,11 @@ def act(verb: str, node: Node, user: AbstractBaseUser, *, reason: str = "",
 def cordon(node: Node, user: AbstractBaseUser, reason: str = "") -> Node:
     """`reason`: why, in the operator's words (Slurm's `Reason=`), kept in the node.state event
     and read back as the node's `cordon_reason` while it stays out of service."""
-    return _apply(node, CORDON, user, reason)
+    return _apply(node, CORDON, user, reason)[0]
 
 
 def drain(node: Node, user: AbstractBaseUser, reason: str = "") -> Node:
-    return _apply(node, DRAIN, user, reason)
+    return _apply(node, DRAIN, user, reason)[0]
 
 
 #: The actions that take a reason (they take a node out of service).
@@ -371,7 +380,7 @@ def cordon_reason() -> Any:
 
 
 def uncordon(node: Node, user: AbstractBaseUser) -> Node:
-    return _apply(node, UNCORDON, user)
+    return _apply(node, UNCORDON, user)[0]
 
 
 # ---------------------------------------------------------------------------- retirement
