@@ -198,8 +198,9 @@ def maintenance_outcome(ctx: CycleContext, spec: JobSpec, requests: Sequence[Pla
                         needs_whole: bool) -> Outcome | None:
     """``MaintenanceWindow`` for a job that would be placed now but for the maintenance
     windows its run would overlap (one what-if placement per GPU type it accepts, ignoring
-    the windows, each a placement attempt of the cycle), or ``None``. Its estimated start is when those windows have ended: the
-    nodes it would use reopen then (it may start earlier elsewhere as GPUs free up)."""
+    the windows, each a placement attempt of the cycle), or ``None``. Its start here is when
+    those windows have ended: the nodes it would use reopen then. (Phase 7 moves it earlier
+    when other capable nodes free up sooner, clear of the windows: :meth:`_Explainer.word`.)"""
     calendar = ctx.calendar
     now = ctx.snapshot.now
     end = run_end(now, spec.runtime_limit_s)
@@ -355,6 +356,18 @@ class _Explainer:
             freed = self._capacity_eta(outcome.demand, outcome.classes)[0]
             if freed is not None and base is not None and freed < base:
                 base = freed
+        position_free: str | None = None
+        if code is ReasonCode.MAINTENANCE_WINDOW and base is not None and outcome.demand is not None \
+                and spec.id not in self.promised:
+            # the window's end is when the nodes it would use reopen; other capable nodes
+            # may free sooner by runtime limits, clear of the windows during its run
+            elsewhere = self._timeline().clear_of_windows(
+                outcome.demand, outcome.classes, self.ctx.snapshot.now, spec.runtime_limit_s)
+            if elsewhere is not None and self.ctx.snapshot.now < elsewhere < base:
+                base = elsewhere
+                position_free = (f"{outcome.message} Estimated start t={base:.0f}: capable GPUs "
+                                 f"clear of the maintenance free up on other nodes then (by "
+                                 f"runtime limits).")
         line: _DrainLine | None = None
         if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
             line = self.lines.get(outcome.classes)
@@ -368,7 +381,8 @@ class _Explainer:
             outcome.would_start_if, line, drains, _fits_now(outcome),
             outcome.demand.gpus if outcome.demand is not None else 0,
             outcome.eta is None or base != outcome.eta,
-            None if base is None or (quota_at is not None and base > quota_at)
+            position_free if position_free is not None
+            else None if base is None or (quota_at is not None and base > quota_at)
             else _from_runtime_limits(outcome.message, base, outcome.demand),
             quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
             capacity_part, preset, _charged_type(self.ctx, outcome), (),

@@ -302,3 +302,45 @@ def test_maintenance_window_eta_of_a_same_leaf_gang_needs_one_leaf_clear_of_wind
     w = why(fleet("same_leaf"), "g")
     assert w.eta == 3 * HOUR
     assert "maintenance (a, b)" in w.message
+
+
+def test_maintenance_window_eta_is_when_gpus_free_elsewhere_if_before_the_window_ends():
+    # j fits now on n0 only, but n0 goes into maintenance at t=3600 until t=36000 and j runs
+    # 2 h; n1 frees at t=1800. j is told t=1800, not the window's end (it was: a valid
+    # bound ten hours late)
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r").gpus(8).limit(HOUR / 2)).whole("n1"))
+            .maintenance("fw", "n0", start=HOUR, end=10 * HOUR, reason="firmware")
+            .pending(make_job("j").gpus(8).limit(2 * HOUR))
+            .plan(SchedulerConfig(backfill=False)))
+    w = why(plan, "j")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.eta == HOUR / 2
+    assert "maintenance window fw (firmware) takes it out of service" in w.message
+    assert "Estimated start t=1800: capable GPUs clear of the maintenance free up on other " \
+           "nodes then (by runtime limits)." in w.message
+    # with n1 busy past the window's end, the window's end stays the estimate
+    later = (make_cluster().nodes(2).at(0)
+             .running(make_running(make_job("r").gpus(8).limit(20 * HOUR)).whole("n1"))
+             .maintenance("fw", "n0", start=HOUR, end=10 * HOUR)
+             .pending(make_job("j").gpus(8).limit(2 * HOUR))
+             .plan(SchedulerConfig(backfill=False)))
+    assert why(later, "j").eta == 10 * HOUR
+    assert "Estimated start" not in why(later, "j").message
+
+
+def test_maintenance_window_eta_behind_the_head_counts_its_reservation():
+    # the head takes half of n1 from t=1800 by its reservation; the next job of the same
+    # shape fits beside it then, instead of waiting for n0's window to end
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r").gpus(8).limit(HOUR / 2)).whole("n1"))
+            .maintenance("fw", "n0", start=HOUR, end=10 * HOUR)
+            .pending(make_job("head").gpus(4).limit(2 * HOUR).submitted(0),
+                     make_job("next").gpus(4).limit(2 * HOUR).submitted(1))
+            .plan())
+    [reservation] = plan.reservations
+    assert (reservation.job_id, reservation.start_at) == ("head", HOUR / 2)
+    assert why(plan, "head").eta == HOUR / 2
+    w = why(plan, "next")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.eta == HOUR / 2
