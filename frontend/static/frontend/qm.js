@@ -189,15 +189,18 @@
       if (button.dataset.bound) return;
       button.dataset.bound = "1";
       button.addEventListener("click", function () {
-        if (button.dataset.confirm && !window.confirm(button.dataset.confirm)) return;
-        var out = document.getElementById(button.dataset.result || "action-result");
         // data-body-from: an input whose text, when typed, is sent as data-body-field (a hold's reason).
         // data-body: fixed fields sent with it (a requeue's {"hold": true}).
-        var body = button.dataset.body ? JSON.parse(button.dataset.body) : undefined;
         var source = button.dataset.bodyFrom ? document.getElementById(button.dataset.bodyFrom) : null;
-        if (source && source.value.trim()) {
+        var typed = source ? source.value.trim() : "";
+        var question = button.dataset.confirm;
+        if (question && typed) question += " (" + button.dataset.bodyField + ": " + typed + ")";
+        if (question && !window.confirm(question)) return;
+        var out = document.getElementById(button.dataset.result || "action-result");
+        var body = button.dataset.body ? JSON.parse(button.dataset.body) : undefined;
+        if (typed) {
           body = body || {};
-          body[button.dataset.bodyField] = source.value.trim();
+          body[button.dataset.bodyField] = typed;
         }
         button.disabled = true;
         QM.api("POST", button.dataset.apiPost, body).then(function (result) {
@@ -206,6 +209,9 @@
             out.className = result.ok ? "notice ok" : "notice error";
             out.textContent = result.data.detail || (result.ok ? (button.dataset.done || "Done.") : "Refused (HTTP " + result.status + ").");
           }
+          // data-body-clear: an input shared by several buttons (the Nodes page's reason) is sent
+          // once, so the next action does not carry it unasked.
+          if (result.ok && source && button.dataset.bodyClear !== undefined) source.value = "";
           // A request refused as invalid changed nothing: its words (and what was typed) stay.
           if (result.status === 400) return null;
           return QM.poll();
