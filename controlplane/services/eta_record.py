@@ -6,8 +6,8 @@ Each job keeps the first ETA it was told in the wait that ended in its latest st
 as it stands, so it is close to an upper bound: jobs usually start sooner, and later only when
 the fleet or the queue ahead changed after it was told (jobs submitted later went first by
 priority, fair share or aging; a reservation moved; a node left). The record says how often and by how much, so a researcher reading "ETA in 6 h" knows what that has
-meant on this fleet. The simulator measures the same on replays (scheduler_core/sim/metrics.py:
-eta_figures)."""
+meant on this fleet. The simulator measures the same on replays, by the same rule
+(scheduler_core/judging.py: judge_etas)."""
 
 from __future__ import annotations
 
@@ -19,8 +19,8 @@ from django.db.models import Count, F, Q
 from django.utils import timezone
 
 from controlplane.models import Job
-from scheduler_core.sim.metrics import ETA_SLACK_S as SLACK_S  # the replays' rule: on time within a second
-from scheduler_core.sim.metrics import p95
+from scheduler_core.judging import ETA_SLACK_S as SLACK_S  # the replays' rule: on time within a second
+from scheduler_core.judging import judge_etas
 
 DEFAULT_DAYS = 7
 MAX_DAYS = 90
@@ -57,20 +57,18 @@ def track_record(*, days: int = DEFAULT_DAYS, now: datetime | None = None) -> Et
     rows = list(Job.objects.filter(started_at__gte=since, started_at__lt=until, eta_told__isnull=False,
                                    eta_told_at__isnull=False)
                 .values_list("started_at", "eta_told", "eta_told_at"))
-    errors = sorted((started - told).total_seconds() for started, told, _ in rows)
-    shares = sorted((started - at).total_seconds() / (told - at).total_seconds()
-                    for started, told, at in rows if told > at)
-    early = sorted(-error for error in errors if error <= SLACK_S)
-    late = sorted(error if error > SLACK_S else 0.0 for error in errors)
+    judged = judge_etas([(started - told).total_seconds() for started, told, _ in rows],
+                        [(started - at).total_seconds() / (told - at).total_seconds()
+                         for started, told, at in rows if told > at])
     return EtaRecord(
         since=since,
         until=until,
-        judged=len(errors),
-        on_time=len(early) / len(errors) if errors else None,
-        median_share_of_wait=max(0.0, shares[len(shares) // 2]) if shares else None,
-        median_early_s=max(0.0, early[len(early) // 2]) if early else None,
-        late_p95_s=p95(late) if late else None,
-        late_max_s=late[-1] if late else None,
+        judged=judged.judged,
+        on_time=judged.on_time,
+        median_share_of_wait=judged.median_share_of_wait,
+        median_early_s=judged.median_early_s,
+        late_p95_s=judged.late_p95_s,
+        late_max_s=judged.late_max_s,
     )
 
 

@@ -22,6 +22,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+from scheduler_core.judging import judge_etas, p95
+
 #: Durations shorter than this count as this long in slowdowns (bounded slowdown).
 SLOWDOWN_FLOOR_S = 60.0
 
@@ -122,13 +124,6 @@ def allocated_upper_bound(
     return best / (horizon_s * total_gpus)
 
 
-def p95(sorted_values: Sequence[float]) -> float:
-    """The seed's percentile: ``xs[min(n - 1, int(0.95 * n))]`` of an ascending list."""
-    if not sorted_values:
-        raise ValueError("p95 of an empty list")
-    return sorted_values[min(len(sorted_values) - 1, int(0.95 * len(sorted_values)))]
-
-
 def _mean(values: Sequence[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
@@ -171,11 +166,6 @@ def summarize(
     }
 
 
-#: A start this close after the ETA a job was told still counts as on time (ETAs are floats,
-#: event times whole seconds).
-ETA_SLACK_S = 1.0
-
-
 def eta_figures(errors_s: Sequence[float], missing: int, *, shares: Sequence[float] = ()
                 ) -> dict[str, float | int | None]:
     """How far the ETAs the engine tells waiting jobs can be trusted.
@@ -191,17 +181,20 @@ def eta_figures(errors_s: Sequence[float], missing: int, *, shares: Sequence[flo
     (zero for those on time). ``shares``: per judged stretch, the wait it had ÷ the wait it was
     told, both from when it was told; ``eta_median_share_of_wait`` is their median (the seed's
     index rule), the figure the control plane reports as ``median_share_of_wait``."""
-    late = sorted(error / 60.0 if error > ETA_SLACK_S else 0.0 for error in errors_s)
-    early = sorted(-error / 60.0 for error in errors_s if error <= ETA_SLACK_S)
+    judged = judge_etas(errors_s, shares)
     return {
-        "eta_checked": len(errors_s),
+        "eta_checked": judged.judged,
         "eta_missing": missing,
-        "eta_on_time": len(early) / len(errors_s) if errors_s else None,
-        "eta_early_median_min": max(0.0, early[len(early) // 2]) if early else None,
-        "eta_late_p95_min": p95(late) if late else None,
-        "eta_late_max_min": late[-1] if late else None,
-        "eta_median_share_of_wait": sorted(shares)[len(shares) // 2] if shares else None,
+        "eta_on_time": judged.on_time,
+        "eta_early_median_min": _minutes(judged.median_early_s),
+        "eta_late_p95_min": _minutes(judged.late_p95_s),
+        "eta_late_max_min": _minutes(judged.late_max_s),
+        "eta_median_share_of_wait": judged.median_share_of_wait,
     }
+
+
+def _minutes(seconds: float | None) -> float | None:
+    return None if seconds is None else seconds / 60.0
 
 
 def team_figures(
