@@ -25,6 +25,17 @@ from controlplane.services.snapshot import read_snapshot, scheduler_config
 
 
 @dataclass(frozen=True)
+class QueueOrder:
+    """The next cycle's order of every job in line, fleet-wide: ids, team names and numbers
+    only (no job's name), so a page may keep it a few seconds and share it among viewers;
+    `priorities` keeps of it what an asker may see."""
+
+    at: datetime
+    queue_order: str
+    factors: tuple[engine.QueueFactors, ...]
+
+
+@dataclass(frozen=True)
 class QueuePriorities:
     """The jobs in line the asker may see, in queue order, with the factors of their places;
     how many jobs are in line in all; the queue-order plugin; every team's dominant share."""
@@ -36,18 +47,28 @@ class QueuePriorities:
     team_shares: dict[str, float]
 
 
-def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datetime | None = None) -> QueuePriorities:
-    """The factors of the waiting jobs `user` may see (only `job_ids` when given)."""
+def queue_order(now: datetime | None = None) -> QueueOrder:
+    """Every job in line in the next cycle's order, with its factors: the fleet read as a cycle
+    reads it (its snapshot) and the engine's `queue_factors`."""
     now = now or timezone.now()
     epoch = SchedulerLease.objects.filter(name=LEASE_NAME).values_list("epoch", flat=True).first() or 0
     context = read_snapshot(now, epoch)
     config = scheduler_config()
-    factors = engine.queue_factors(context.snapshot, config)
+    return QueueOrder(at=now, queue_order=config.queue_order, factors=engine.queue_factors(context.snapshot, config))
+
+
+def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datetime | None = None,
+               order: QueueOrder | None = None) -> QueuePriorities:
+    """The factors of the waiting jobs `user` may see (only `job_ids` when given), from `order`
+    (read now when not given)."""
+    if order is None:
+        order = queue_order(now)
+    factors = order.factors
     wanted = {int(f.job_id) for f in factors if not job_ids or int(f.job_id) in job_ids}
     visible = {pk: name for pk, name in access.visible_jobs(user).filter(pk__in=wanted).values_list("pk", "name")}
     return QueuePriorities(
-        at=now,
-        queue_order=config.queue_order,
+        at=order.at,
+        queue_order=order.queue_order,
         in_line=len(factors),
         jobs=[{"job": int(f.job_id), "name": visible[int(f.job_id)], "order": f.order, "team": f.team,
                "priority_class": f.priority_class, "class_value": f.class_value, "aging_points": f.aging_points,

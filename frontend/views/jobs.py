@@ -44,6 +44,7 @@ from controlplane.services import (
     holds,
     job_history,
     job_logs,
+    job_priority,
     job_runs,
 )
 from controlplane.services import jobs as job_service
@@ -347,6 +348,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         **job_runs_panel(job, now, request.GET),
         # beside a waiting job's ETA, how far the ETAs told held lately; once it started, its own
         **eta_lately(job, now),
+        "queue_place": queue_place(request, job),  # what places a job in line there, as `qm sprio`
         "eta_told_gap": eta_told_gap(job),
         "now": now,
     }
@@ -363,6 +365,40 @@ def eta_lately(job: Job, now: datetime) -> dict[str, Any]:
         return {"eta_record": None, "eta_likely": None}
     record = fleet_eta_record()
     return {"eta_record": record, "eta_likely": eta_record.likely_start(record, job.eta, now)}
+
+
+#: How long the job page reuses the next cycle's queue order (a read of the fleet as a cycle reads
+#: it and the engine's ordering), shared by every page view: a waiting job's page refreshes every 5 s.
+QUEUE_ORDER_TTL_S = 5
+QUEUE_ORDER_KEY = "qm:queue-order"
+
+
+def queue_place(request: HttpRequest, job: Job) -> dict[str, Any] | None:
+    """A waiting job in line: its effective priority and its parts, its team's dominant share
+    and its place among every job in line, as `qm sprio` and `GET jobs/priority/?job=` give them
+    (services/job_priority.py, kept to what the viewer may see as there). None for a job not
+    waiting or held (not in line: no read), or one the order does not hold (waiting for a
+    dependency)."""
+    if job.state != JobState.PENDING or job.hold:
+        return None
+    got = job_priority.priorities(request.user, [job.pk], order=fleet_queue_order())
+    if not got.jobs:
+        return None
+    row = got.jobs[0]
+    # the numbers as `qm explain` and `qm sprio` print them (502, not 502.0; 2.5 points, not 2.50)
+    return {**row, "in_line": got.in_line, "at": got.at, "effective_text": f"{row['effective_priority']:g}",
+            "class_text": f"{row['class_value']:g}", "aging_text": f"{row['aging_points']:g}" if row["aging_points"] else ""}
+
+
+def fleet_queue_order() -> job_priority.QueueOrder:
+    """The next cycle's queue order (job ids and numbers, no names), shared by every page view
+    for QUEUE_ORDER_TTL_S."""
+    store = shared_store()
+    order: job_priority.QueueOrder | None = store.get(QUEUE_ORDER_KEY)
+    if order is None:
+        order = job_priority.queue_order()
+        store.set(QUEUE_ORDER_KEY, order, QUEUE_ORDER_TTL_S)
+    return order
 
 
 def eta_told_gap(job: Job) -> dict[str, Any] | None:
