@@ -1613,10 +1613,23 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
         return 0
     output.table(
         [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"], _limit(q["borrowing_limit"]),
-          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"], f'{q.get("lent_gpus", 0):g}') for q in rows],
+          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"], _lent_said(q.get("lent_gpus") or 0))
+         for q in rows],
         ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED", "LENT NOW"],
     )
+    if any(_lent_said(q.get("lent_gpus") or 0).startswith("≈") for q in rows):
+        print()
+        print(output.visible(
+            "≈: a share, not a count of GPUs. A borrower runs on whole GPUs, but they are lent by every team of "
+            "its cohort leaving guaranteed GPUs of that type idle, together; each lender's share is split in "
+            "proportion to what each may lend (the accounting's rule, as on the teams page and in showback), and "
+            "the shares add up to the GPUs borrowed."))
     return 0
+
+
+def _lent_said(lent: float) -> str:
+    """LENT NOW: a whole count as it is; a share that is no whole GPU marked ≈ (see cmd_quotas)."""
+    return f"{lent:g}" if float(lent).is_integer() else f"≈{lent:g}"
 
 
 # ------------------------------------------------------------------------------------ nodes

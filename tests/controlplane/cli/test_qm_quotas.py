@@ -44,3 +44,35 @@ def test_an_admin_reads_one_team_with_team(qm, fleet) -> None:
     assert {line.split()[0] for line in everyone.out.strip().splitlines()[1:]} == {"ml", "vision"}
     one = qm("quotas", "--team", "vision", "--json").json()
     assert [(q["team"], q["held_gpus"], q["borrowed_gpus"]) for q in one["results"]] == [("vision", 0, 0)]
+
+
+def test_a_lent_share_that_is_no_whole_gpu_is_marked_and_said_as_a_share(qm, fleet) -> None:
+    """GPUs are lent whole, but not by one team: ml's 8 borrowed GPUs run on the idle guarantees of
+    three teams of its cohort together, and the accounting splits them in proportion to what each
+    may lend (8 / 3 each). The operator journey (2 Dec) read "LENT NOW 2.7" as GPUs lent; a share
+    that is no whole GPU is now marked and said to be a share, and the shares add up to the 8."""
+    from controlplane.models import Quota
+    from tests.controlplane import factories as f
+
+    Quota.objects.filter(team=fleet.ml).update(nominal_gpus=2)
+    Quota.objects.filter(team=fleet.vision).update(nominal_gpus=10)
+    for name in ("audio", "speech"):
+        f.make_quota(f.make_team(name, cohort=fleet.ml.cohort, default_priority_class=fleet.research), fleet.h100, 10)
+    now = timezone.now()
+    hold(running_job(fleet.ml, gpus=10, started_at=now), [(fleet.nodes[0], 8), (fleet.nodes[1], 2)], now)
+    assert qm("login", "--username", "root", "--password-stdin", stdin="root\n").code == 0
+
+    r = qm("quotas")
+
+    assert r.code == 0, r.err
+    table, _, notes = r.out.strip().partition("\n\n")
+    rows = {line.split()[0]: line.split() for line in table.splitlines()[1:]}
+    assert rows["ml"][-3:] == ["10", "8", "0"]
+    assert [rows[t][-1] for t in ("audio", "speech", "vision")] == ["≈2.7", "≈2.7", "≈2.7"]
+    assert "≈: a share, not a count of GPUs" in notes
+    assert "in proportion to what each may lend" in notes
+    # every team's share whole: no mark, no note
+    Quota.objects.filter(team__name__in=["audio", "speech"]).delete()
+    Quota.objects.filter(team=fleet.vision).update(nominal_gpus=16)
+    r = qm("quotas")
+    assert "≈" not in r.out
