@@ -373,13 +373,17 @@ def price_book(gpu_type_ids: Iterable[int] | None = None) -> PriceBook:
     return PriceBook.from_rows(rows.values_list("gpu_type_id", "capacity_tier", "effective_from", "usd_per_gpu_hour"))
 
 
-def _spans(start: datetime, end: datetime, job_id: int | None) -> tuple[list[Span], dict[int, int]]:
-    """Allocations' GPUs per node held at some point in [start, end), and each job's team."""
+def _spans(start: datetime, end: datetime, job_id: int | None,
+           job_ids: Sequence[int] | None = None) -> tuple[list[Span], dict[int, int]]:
+    """Allocations' GPUs per node held at some point in [start, end), and each job's team (of
+    one job, of the jobs in `job_ids`, or of every job)."""
     qs = AllocationGpu.objects.filter(allocation__created_at__lt=end).filter(
         Q(allocation__released_at__isnull=True) | Q(allocation__released_at__gt=start)
     )
     if job_id is not None:
         qs = qs.filter(allocation__job_id=job_id)
+    if job_ids is not None:
+        qs = qs.filter(allocation__job_id__in=list(job_ids))
     rows = list(
         qs.values(
             "allocation_id", "node_id", "allocation__job_id", "allocation__job__team_id", "allocation__created_at",
@@ -2395,19 +2399,36 @@ def run_costs(job_id: int, now: datetime) -> RunCosts:
     largest-remainder share would pass a cent between them as the running one's seconds tick).
     Every run of the job is priced, whatever page of them is shown. Three queries (spans, gang
     members' early exits, rates); none for a job that never held a GPU."""
-    spans, _ = _spans(_EPOCH, now, job_id)
+    return _priced_runs(_spans(_EPOCH, now, job_id)[0], now).get(job_id, RunCosts(usd={}, total_usd=Decimal("0.00")))
+
+
+def jobs_costs(job_ids: Sequence[int], now: datetime) -> dict[int, Decimal]:
+    """What each of these jobs has cost up to `now`, to the cent: `run_costs(job).total_usd` for
+    each, in the same three queries for all of them (the history CSV's `cost_usd`, a chunk of
+    jobs at a time). A job that never held a GPU cost $0.00."""
+    if not job_ids:
+        return {}
+    priced = _priced_runs(_spans(_EPOCH, now, None, job_ids)[0], now)
+    return {job_id: priced[job_id].total_usd if job_id in priced else Decimal("0.00") for job_id in job_ids}
+
+
+def _priced_runs(spans: list[Span], now: datetime) -> dict[int, RunCosts]:
+    """Per job of `spans`, its runs priced as `run_costs` says (one query for the rates)."""
     prices = price_book({span.gpu_type_id for span in spans}) if spans else PriceBook()
     now_us = to_us(now)
-    exact: dict[int, Decimal] = defaultdict(Decimal)
+    exact: dict[int, dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
     bound: dict[int, int] = {}
     for span in spans:
         end_us = now_us if span.end_us is None else min(span.end_us, now_us)
-        exact[span.allocation_id] += span.held_cost(prices, span.start_us, end_us) if end_us > span.start_us \
-            else Decimal(0)
+        exact[span.job_id][span.allocation_id] += span.held_cost(prices, span.start_us, end_us) \
+            if end_us > span.start_us else Decimal(0)
         bound[span.allocation_id] = span.start_us
-    running, shown, usd = Decimal(0), Decimal("0.00"), {}
-    for allocation_id in sorted(exact, key=lambda a: (bound[a], a)):
-        running += exact[allocation_id]
-        through = running.quantize(CENT)
-        usd[allocation_id], shown = through - shown, through
-    return RunCosts(usd=usd, total_usd=shown)
+    out = {}
+    for job_id, runs in exact.items():
+        running, shown, usd = Decimal(0), Decimal("0.00"), {}
+        for allocation_id in sorted(runs, key=lambda a: (bound[a], a)):
+            running += runs[allocation_id]
+            through = running.quantize(CENT)
+            usd[allocation_id], shown = through - shown, through
+        out[job_id] = RunCosts(usd=usd, total_usd=shown)
+    return out

@@ -21,7 +21,7 @@ from __future__ import annotations
 import csv
 import io
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 
@@ -47,6 +47,7 @@ from django.db.models.functions import Cast
 from controlplane.choices import LIVE_JOB_STATES, JobState
 from controlplane.models import AllocationGpu, Job, UsageRollup
 from controlplane.models.usage import RollupBucket
+from controlplane.services import accounting
 
 _HOUR_S = Decimal(3600)
 _HOURS_Q = Decimal("0.0001")  # as accounting.job_cost rounds its GPU-hours
@@ -199,6 +200,8 @@ class HistoryRow:
     gpu_hours: float
     lost_gpu_hours: float
     ran_on: list[str]
+    #: What it cost, to the cent (accounting.run_costs' rule); None where not asked for (the page).
+    cost_usd: Decimal | None = None
 
     @property
     def elapsed(self) -> str:
@@ -328,9 +331,11 @@ def history_totals_row_by_row(jobs: QuerySet[Job]) -> HistoryTotals:
     return totals
 
 
-#: The CSV's columns: the table's, each figure in full (GPU-hours to 4 decimals, every node).
+#: The CSV's columns: the table's, each figure in full (GPU-hours to 4 decimals, every node), then
+#: what each job cost in $ to the cent (accounting.run_costs: what its runs panel and showback by
+#: job charge it).
 CSV_COLUMNS = ["job_id", "name", "team", "project", "user", "state", "exit_code", "submitted_at", "started_at",
-               "finished_at", "elapsed_s", "elapsed", "gpus", "gpu_hours", "lost_gpu_hours", "ran_on"]
+               "finished_at", "elapsed_s", "elapsed", "gpus", "gpu_hours", "lost_gpu_hours", "ran_on", "cost_usd"]
 
 
 #: A cell a spreadsheet would read as a formula starts with one of these (OWASP's CSV injection).
@@ -351,14 +356,16 @@ def csv_cells(row: HistoryRow) -> list[str]:
         "" if job.exit_code is None else str(job.exit_code), row.submitted, row.started, row.ended,
         "" if row.elapsed_s is None else str(row.elapsed_s), row.elapsed, str(job.gpus),
         f"{row.gpu_hours:.4f}", f"{row.lost_gpu_hours:.4f}", " ".join(row.ran_on),
+        "" if row.cost_usd is None else f"{row.cost_usd:.2f}",
     ]
 
 
 def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
     """Every job of `jobs` (an `ended_jobs` set) as CSV lines, the page's columns and order, then
-    a TOTAL row (the sums of the rows above, as `history_totals` says them). The ids are read
-    first, so a job ending meanwhile cannot shift a chunk; then CSV_CHUNK jobs per query, with
-    their figures (one more query each)."""
+    a TOTAL row (the sums of the rows above, as `history_totals` says them; its cost the sum of
+    the jobs' cents). The ids are read first, so a job ending meanwhile cannot shift a chunk; then
+    CSV_CHUNK jobs per query, with their figures (one more query each) and their costs (one to
+    three more: accounting.jobs_costs)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
 
@@ -371,11 +378,16 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
     yield line(CSV_COLUMNS)
     ids = list(jobs.values_list("pk", flat=True))
     totals = HistoryTotals()
+    cost = Decimal("0.00")
     for start in range(0, len(ids), CSV_CHUNK):
         chunk = ids[start:start + CSV_CHUNK]
         by_id = {job.pk: job for job in jobs.filter(pk__in=chunk)}
-        for row in history_rows([by_id[pk] for pk in chunk if pk in by_id], now):
+        listed = [by_id[pk] for pk in chunk if pk in by_id]
+        costs = accounting.jobs_costs([job.pk for job in listed], now)
+        for row in history_rows(listed, now):
+            row = replace(row, cost_usd=costs[row.job.pk])
             totals.add(str(row.job.state), row.gpu_hours, row.lost_gpu_hours)
+            cost += costs[row.job.pk]
             yield line(csv_cells(row))
-    total = ["TOTAL", f"{totals.jobs} jobs"] + [""] * (len(CSV_COLUMNS) - 5)
-    yield line([*total, f"{totals.gpu_hours:.4f}", f"{totals.lost_gpu_hours:.4f}", ""])
+    total = ["TOTAL", f"{totals.jobs} jobs"] + [""] * (len(CSV_COLUMNS) - 6)
+    yield line([*total, f"{totals.gpu_hours:.4f}", f"{totals.lost_gpu_hours:.4f}", "", f"{cost:.2f}"])

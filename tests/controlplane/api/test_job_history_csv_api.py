@@ -88,3 +88,53 @@ def test_who_reads_what(clients, ended) -> None:
     assert names("finance") == []  # as the jobs list answers finance
     assert clients["anonymous"].get(URL).status_code == 401
     assert clients["agent"].get(URL).status_code in (401, 403)
+
+
+
+def _ran(job: Any, node: Any, gpus: int, generation: int) -> None:
+    allocation = Allocation.objects.create(job=job, generation=generation, epoch=1, created_at=job.started_at,
+                                           started_at=job.started_at, released_at=job.finished_at,
+                                           state=AllocationState.RELEASED)
+    AllocationGpu.objects.bulk_create(AllocationGpu(allocation=allocation, node=node, gpu_index=k, live=False)
+                                      for k in range(gpus))
+
+
+def test_each_job_costs_what_showback_charges_it_and_the_total_adds_up_to_the_cent(fleet, alice) -> None:
+    """`cost_usd`, the CSV's last column: each job's GPU time priced by the accounting's own rule
+    (`accounting.run_costs`: Span.held_cost at the rate in force at each instant, as the job's
+    runs panel and showback charge it), so finance can sum the CSV and find showback's figure.
+    Until 2 Dec the CSV had GPU-hours and no money. Here across a price change (H100 $2.50, then
+    $3.10 from 15 min into `ok`'s run), with a job of odd seconds whose cost is no whole cent and
+    one that never held a GPU."""
+    from decimal import Decimal
+
+    now = timezone.now().replace(second=0, microsecond=0)
+    t0 = now - timedelta(hours=3)
+
+    def ended(name: str, gpus: int, start: timedelta, length: timedelta) -> Any:
+        return f.make_job(fleet.ml, name=name, gpus=gpus, state=JobState.SUCCEEDED, exit_code=0, submitted_at=t0,
+                          started_at=t0 + start, finished_at=t0 + start + length)
+
+    ok = ended("ok", 2, timedelta(0), timedelta(minutes=30))
+    oom = ended("oom", 1, timedelta(minutes=40), timedelta(minutes=30))
+    odd = ended("odd", 3, timedelta(minutes=80), timedelta(seconds=433))
+    never = f.make_job(fleet.ml, name="never", state=JobState.CANCELLED, submitted_at=t0, finished_at=t0)
+    _ran(ok, fleet.nodes[1], 2, 1)
+    _ran(oom, fleet.nodes[2], 1, 2)
+    _ran(odd, fleet.nodes[3], 3, 3)
+    f.make_price_rate(fleet.h100, "3.1000", effective_from=t0 + timedelta(minutes=15))
+    accounting.catch_up(now)
+
+    rows = list(csv.reader(io.StringIO(_body(alice.get(URL)))))
+    assert rows[0][-1] == "cost_usd" and job_history.CSV_COLUMNS[-1] == "cost_usd"
+    cost = {r[1]: r[-1] for r in rows[1:-1]}
+    # ok: 2 GPUs × 15 min × $2.50 + 2 × 15 min × $3.10; oom: 1 × 30 min × $3.10; odd: 3 × 433 s × $3.10/h
+    assert cost == {"ok": "2.80", "oom": "1.55", "odd": "1.12", "never": "0.00"}
+    showback = alice.get("/api/v1/showback/", {"window": "1d", "group_by": "job"}).json()["data"][0]
+    by_job = {job.name: Decimal(str(showback[str(job.pk)]["gpuCost"])) for job in (ok, oom, odd)}
+    assert {name: Decimal(c) for name, c in cost.items() if name != "never"} == by_job
+    assert str(never.pk) not in showback
+    assert rows[-1][0] == "TOTAL" and rows[-1][-1] == "5.47" == str(sum(by_job.values()))
+    # the runs' own rule, job by job
+    for job in (ok, oom, odd, never):
+        assert cost[job.name] == str(accounting.run_costs(job.pk, now).total_usd)
