@@ -30,11 +30,12 @@ def _fast_password_hashing(settings: Any) -> None:
 @pytest.fixture(autouse=True)
 def _fresh_team_bins() -> None:
     """The teams page keeps finished days' bins in the shared store (Redis in the suite), the job
-    page the fleet's ETA record: each test starts without another test's."""
+    page the fleet's ETA record and queue order: each test starts without another test's."""
     from frontend.store import shared_store
 
     shared_store().delete_prefix("qm:team-bins:")
     shared_store().delete_prefix("qm:eta-record:")  # the job page's ETA record, kept a minute
+    shared_store().delete_prefix("qm:queue-order")  # the job page's queue order, kept 5 s
 
 
 @pytest.fixture
