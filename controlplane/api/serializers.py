@@ -13,6 +13,7 @@ from typing import Any
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
+from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 
@@ -1337,9 +1338,27 @@ class GpuTypeSerializer(ConstraintCheckedModelSerializer):
         fields = ["id", "name", "memory_gb", "relative_throughput"]
 
 
+class ZonedDateTimeField(serializers.DateTimeField):
+    """An instant given with its time zone (RFC 3339: `Z` or an offset). A naive time is refused
+    on the field, as showback refuses a window's (accounting._instant), not read as UTC: a rate
+    meant from midnight in New York would begin five hours early and reprice that GPU time."""
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if isinstance(value, str):
+            parsed = parse_datetime(value.strip())
+            if parsed is not None and parsed.tzinfo is None:
+                raise serializers.ValidationError(
+                    f"'{value}' has no time zone; add Z or an offset, e.g. {parsed:%Y-%m-%dT%H:%M:%S}Z or "
+                    f"{parsed:%Y-%m-%dT%H:%M:%S}+00:00 for UTC")
+        return super().to_internal_value(value)
+
+
 class PriceRateSerializer(ConstraintCheckedModelSerializer):
     gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
     usd_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
+    effective_from = ZonedDateTimeField(
+        help_text="From when the price holds: an RFC 3339 instant with its time zone (2026-12-01T00:00:00Z, "
+                  "…-05:00); a time without one is refused.")
 
     class Meta:
         model = PriceRate
