@@ -20,6 +20,7 @@ from scheduler_core.state import ClusterState, Grant
 from scheduler_core.types import (
     Bind,
     GpuTypeInfo,
+    GrowthNote,
     JobSpec,
     Kill,
     Preemption,
@@ -101,6 +102,7 @@ class CycleContext:
     killed: dict[str, Kill] = field(default_factory=dict)
     preempted: dict[str, Preemption] = field(default_factory=dict)
     resized: dict[str, Resize] = field(default_factory=dict)
+    growth_notes: dict[str, GrowthNote] = field(default_factory=dict)
     bound: dict[str, Bind] = field(default_factory=dict)
     bound_specs: dict[str, JobSpec] = field(default_factory=dict)
     reservations: dict[str, Reservation] = field(default_factory=dict)

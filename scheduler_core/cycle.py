@@ -186,6 +186,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
         fleet=fleet,
         epoch=snapshot.epoch,
         phase_durations=dict(sorted(ctx.durations.items())),
+        growth_notes=tuple(note for _, note in sorted(ctx.growth_notes.items())),
     )
 
 

@@ -11,7 +11,8 @@ exceeds its declared ``resize_cost_s``. Growth takes only capacity left after ev
 was tried, never GPUs held for a reservation or a nomination, stays within quota, and happens
 only when every pending job got its placement attempt this cycle, and never onto a node whose
 maintenance window its remaining run would overlap (nor at all for a job already running
-into one)."""
+into one). A job below its maximum that does not grow gets a :class:`GrowthNote` saying which
+of these held it back (for the smallest step that would repay its resize: the last refused)."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ from scheduler_core.context import CycleContext
 from scheduler_core.gang import demand_for, is_elastic, replica_size
 from scheduler_core.maintenance import run_end
 from scheduler_core.placement import PlacementRequest
-from scheduler_core.state import JOB, indices_of
-from scheduler_core.types import GpuPlacement, Resize, RunningJob
+from scheduler_core.sentences import counted
+from scheduler_core.state import JOB, Grant, indices_of
+from scheduler_core.types import GpuPlacement, GrowthCode, GrowthNote, Resize, RunningJob
 
 
 def growth_gain_s(remaining_s: float, gpus: int, added: int) -> float:
@@ -55,8 +57,6 @@ def resize_cost_s(ctx: CycleContext, job: RunningJob) -> tuple[float, str]:
 
 
 def grow_elastic(ctx: CycleContext) -> None:
-    if not ctx.config.elastic_growth or ctx.untried:
-        return
     state = ctx.state
     jobs = sorted(
         (j for j in ctx.running.values() if is_elastic(j.spec)),
@@ -74,37 +74,83 @@ def grow_elastic(ctx: CycleContext) -> None:
         gpus = sum(g.gpus for g in held)
         size = replica_size(spec)
         room = (spec.max_gpus - gpus) // size
-        remaining = _remaining(ctx, job)
-        cost, cost_words = resize_cost_s(ctx, job)
-        gpu_type = state.nodes[held[0].node].gpu_type
-        closed = ctx.calendar.closed(ctx.snapshot.now, run_end(job.started_at, spec.runtime_limit_s))
-        if closed and any(g.node in closed for g in held):
-            continue  # it already runs into a maintenance window: growing would add to that
-        for k in range(room, 0, -1):
-            added = k * size
-            gain = growth_gain_s(remaining, gpus, added)
-            if gain <= cost:
-                break
-            if not ctx.ledger.check(spec.team, gpu_type, added).admitted \
-                    or delays_head_quota(ctx, spec, {gpu_type: added}):
-                continue
-            if not _regrow(ctx, job, gpus + added, gpu_type, closed):
-                continue
-            ctx.ledger.charge(spec.team, gpu_type, added)
-            charge_head_quota(ctx, spec, {gpu_type: added})
-            ctx.resized[spec.id] = Resize(
-                job_id=spec.id,
-                placements=_placements(ctx, holder),
-                from_gpus=gpus,
-                to_gpus=gpus + added,
-                for_job=None,
-                message=(
-                    f"Grows from {gpus} to {gpus + added} GPUs: finishes about {gain:.0f} s "
-                    f"sooner, more than {cost_words}."
-                ),
-                generation=job.generation,
-            )
+        if room <= 0:
+            continue
+        if not ctx.config.elastic_growth:
+            _note(ctx, spec.id, GrowthCode.GROWTH_OFF,
+                  f"Holds {gpus} of at most {spec.max_gpus} GPUs: elastic growth is off in the "
+                  f"scheduler's policy.")
+            continue
+        if ctx.untried:
+            # the waiting jobs come first: growth takes only what is left once each was tried
+            _note(ctx, spec.id, GrowthCode.QUEUE_FIRST,
+                  f"Holds {gpus} of at most {spec.max_gpus} GPUs: it grows only in a cycle that "
+                  f"tried every waiting job first, and this one left "
+                  f"{counted(ctx.untried, 'waiting job')} untried (the placement budget).")
+            continue
+        _grow(ctx, job, held, gpus, size, room)
+
+
+def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int, size: int,
+          room: int) -> None:
+    """Grow ``job`` by the most replicas that repay the resize and fit, or say why not."""
+    state, spec = ctx.state, job.spec
+    holder = (JOB, spec.id)
+    remaining = _remaining(ctx, job)
+    cost, cost_words = resize_cost_s(ctx, job)
+    gpu_type = state.nodes[held[0].node].gpu_type
+    closed = ctx.calendar.closed(ctx.snapshot.now, run_end(job.started_at, spec.runtime_limit_s))
+    if closed and any(g.node in closed for g in held):
+        # it already runs into a maintenance window: growing would add to that
+        _note(ctx, spec.id, GrowthCode.MAINTENANCE_WINDOW,
+              f"Holds {gpus} of at most {spec.max_gpus} GPUs: its run reaches into a "
+              f"maintenance window on its nodes, and it does not grow further into one.")
+        return
+    why: tuple[GrowthCode, str] | None = None
+    for k in range(room, 0, -1):
+        added = k * size
+        gain = growth_gain_s(remaining, gpus, added)
+        if gain <= cost:
+            if why is None:
+                why = (GrowthCode.NOT_WORTH_IT,
+                       f"{counted(added, 'more GPU')} would finish it only about "
+                       f"{gain:.0f} s sooner, not more than {cost_words}.")
             break
+        if not ctx.ledger.check(spec.team, gpu_type, added).admitted:
+            why = (GrowthCode.QUOTA, f"team {spec.team}'s quota has no room for "
+                                     f"{counted(added, f'more {gpu_type} GPU')}.")
+            continue
+        if delays_head_quota(ctx, spec, {gpu_type: added}):
+            why = (GrowthCode.BEHIND_RESERVATION,
+                   f"{counted(added, f'more {gpu_type} GPU')} would take quota that the "
+                   f"job holding the reservation needs when it starts.")
+            continue
+        if not _regrow(ctx, job, gpus + added, gpu_type, closed):
+            why = (GrowthCode.NO_ROOM,
+                   f"no capable nodes have room for {counted(added, 'more GPU')} in its "
+                   f"shape now (GPUs held for a reservation excluded).")
+            continue
+        ctx.ledger.charge(spec.team, gpu_type, added)
+        charge_head_quota(ctx, spec, {gpu_type: added})
+        ctx.resized[spec.id] = Resize(
+            job_id=spec.id,
+            placements=_placements(ctx, holder),
+            from_gpus=gpus,
+            to_gpus=gpus + added,
+            for_job=None,
+            message=(
+                f"Grows from {gpus} to {gpus + added} GPUs: finishes about {gain:.0f} s "
+                f"sooner, more than {cost_words}."
+            ),
+            generation=job.generation,
+        )
+        return
+    if why is not None:
+        _note(ctx, spec.id, why[0], f"Holds {gpus} of at most {spec.max_gpus} GPUs: {why[1]}")
+
+
+def _note(ctx: CycleContext, job_id: str, code: GrowthCode, message: str) -> None:
+    ctx.growth_notes[job_id] = GrowthNote(job_id, code, message)
 
 
 def _regrow(ctx: CycleContext, job: RunningJob, total: int, gpu_type: str,

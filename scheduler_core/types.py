@@ -391,6 +391,30 @@ class Resize:
     generation: int = 1
 
 
+class GrowthCode(str, enum.Enum):
+    """Why a running elastic job below its maximum did not grow this cycle. The value is the
+    PascalCase word shown to people."""
+
+    GROWTH_OFF = "GrowthOff"
+    QUEUE_FIRST = "QueueFirst"
+    NOT_WORTH_IT = "NotWorthIt"
+    QUOTA = "GrowthQuota"
+    BEHIND_RESERVATION = "BehindReservation"
+    NO_ROOM = "NoRoom"
+    MAINTENANCE_WINDOW = "MaintenanceWindow"
+
+
+@dataclass(frozen=True, slots=True)
+class GrowthNote:
+    """Why a running elastic job holds fewer GPUs than its maximum after this cycle (a job
+    that grew has a :class:`Resize` instead): what a researcher asks of a job that does not
+    scale up."""
+
+    job_id: str
+    code: GrowthCode
+    message: str
+
+
 @dataclass(frozen=True, slots=True)
 class Reservation:
     """The head job's promised start: these GPUs, no later than ``start_at``."""
@@ -507,3 +531,5 @@ class Plan:
     fleet: FleetFigures
     epoch: int = 0
     phase_durations: Mapping[str, float] = field(default_factory=dict, compare=False)
+    growth_notes: tuple[GrowthNote, ...] = ()
+    """One per running elastic job below its maximum that did not grow (and is not stopping)."""

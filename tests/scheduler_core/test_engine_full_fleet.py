@@ -52,7 +52,10 @@ Two independent proofs:
   waits for GPUs or quota, 2026-12-02: compared field by field against the plans before,
   binds, preemptions, resizes, reservations, kills and fleet figures identical, only ETAs and
   sentences changed (same_leaf jobs' estimates later, and the jobs of their teams behind them
-  whose quota they now hold on another GPU type: 1,000 GPUs seed 7: 43; 10,000 GPUs: 534)::
+  whose quota they now hold on another GPU type: 1,000 GPUs seed 7: 43; 10,000 GPUs: 534);
+  and when the plan gained a field, ``growth_notes``, 2026-12-02: these fleets hold no running
+  elastic job, so it is empty, and each ``repr`` with ``, growth_notes=()`` taken out hashed
+  to the value before)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -81,11 +84,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "16e8e1e2cccfd2e699fa6c0bcab18206cb798691044304a2eef544ba24c688b4",
-    (1000, 500, 200, 1): "2fc5f1dc76e37e30d0bf2e1f8c0365cf77c346524d0097525d8f00ecd9c69cca",
-    (1000, 500, 200, 3): "686c82c9794adc8b8551ad5cca46ea6a370fc8642ae61c56b2671348bf7476bd",
-    (2000, 1000, 400, 4): "926256ae1e9ccd5556c0be2c9ceed31e74446a6b93473ae108ad1ec0f5be5474",
-    (10000, 5000, 2000, 7): "98861cb2298244aa4520cdb360126e2229a513424e66829f582324ba6c196713",
+    (1000, 500, 200, 7): "e1d191446bafc645ba59939fa7238b8c3c4a82ded9ec2e10649c543ada2a9d00",
+    (1000, 500, 200, 1): "35a68e475a6ebfa23ea48851064f4e75be0bd35883b087c5121b1434c1f5c571",
+    (1000, 500, 200, 3): "5b2e7f9c0be82da447d3217ec5794e6a8d01e851dfcf89ec0c22eb479b1f4584",
+    (2000, 1000, 400, 4): "ca00e27a57889f261b532157d8ccf024034b799aec71943f23a94743c67207b3",
+    (10000, 5000, 2000, 7): "62cdf511fd86816cc9c84a6cbe0bfb6528a44df2e54877710f761f260820e585",
 }
 
 

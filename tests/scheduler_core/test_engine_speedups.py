@@ -30,7 +30,9 @@
   reclaiming across cohorts from a side that holds more above nominal than it lends itself,
   2026-11-30: the 1,000-GPU default snapshot's labs cohort becomes so as its lenders bind
   within their nominal, and one victim changes (a higher-priority preemption of run-000059
-  instead of the reclaim of run-000131), with the ETAs that follow), by::
+  instead of the reclaim of run-000131), with the ETAs that follow); and when the plan gained
+  a field, ``growth_notes``, 2026-12-02: these snapshots hold no running elastic job, so it
+  is empty, and each ``repr`` with ``, growth_notes=()`` taken out hashed to the value before), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -70,11 +72,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "bc80783a5344eea257d4962aab759d6a7c86928b1600e20640ae97cbf2a31c65",
-    (1000, 500, 200, 3, "loop"): "acd7f3cd1653455a57d0358b7a6b59de63f38768d6787fe52b98ca9621d33407",
-    (2000, 1000, 400, 4, "default"): "48bc0e782039c3e92831203e38d6597239f16bf5502378805f0a0e92a9eda613",
-    (10000, 5000, 2000, 7, "default"): "742697293f45ebf7c44455ef71e2b8417d910f9688eea1b4871625442d245c15",
-    (10000, 5000, 2000, 7, "loop"): "5484b1dac0c609565dfbb7833186dd5458e6ca3408d95ad1af2b5968af45fd47",
+    (1000, 500, 200, 1, "default"): "f38d29b2d2eb867e2dd755c37ce4f3b2c68fe7f5f889b899fa81b22caf5cfa8d",
+    (1000, 500, 200, 3, "loop"): "065f98ef4e9e5b1a2ba7df4394a826694bcc2b90878db05ab0f35a98a1ecebf9",
+    (2000, 1000, 400, 4, "default"): "5dec286af4b9cd76d7161526873f57b177b6e755ea44ab49de2211b633f3b051",
+    (10000, 5000, 2000, 7, "default"): "7f9cb2e05c9f43084939940f5d62d78904d84aceebf3caa19d85c1a388976421",
+    (10000, 5000, 2000, 7, "loop"): "f7cd30a46526099de331aab813a467e18408bd12e292467b199d99282ed2c70c",
 }
 
 
