@@ -233,7 +233,9 @@ class UtilizationView(ApiMixin, APIView):
             if team is None:
                 raise exceptions.NotFound(f"No team named '{query.validated_data['team']}' that you may read.")
         try:
-            window = accounting.parse_window(query.validated_data["window"], now)
+            # A relative window covers exactly its length, ending on the last whole minute
+            # rolled, as showback reads it (its points cover that, and nothing else).
+            window = accounting.rolled_window(accounting.parse_window(query.validated_data["window"], now))
         except accounting.AccountingQueryError as error:
             raise _query_error(error) from None
         names = {"minute": accounting.MINUTE, "hour": accounting.HOUR, "day": accounting.DAY}

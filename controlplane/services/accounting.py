@@ -1781,6 +1781,27 @@ def _rolled_until() -> datetime | None:
     return AccountingCursor.objects.filter(name=CURSOR_NAME).values_list("rolled_until", flat=True).first()
 
 
+_UNREAD = object()
+
+
+def rolled_window(window: Window, rolled: datetime | None | object = _UNREAD) -> Window:
+    """A relative window (`30m`, `24h`, `7d`) as showback and the utilization series read it:
+    exactly its length, ending on the last whole minute rolled (`rolled`: the cursor's
+    rolled_until, read here when not given: one query). "Last 24 hours" from now − 24 h to the
+    last whole minute rolled covered 23 h 59 min whenever the rollup was inside a minute behind
+    (a 30m window 29 minutes: 3 % short). A window of fixed instants (`today`, a month,
+    `start,end`), or one the rollup has not reached yet, is returned as it is."""
+    if window.length is None:
+        return window
+    until = _rolled_until() if rolled is _UNREAD else rolled
+    if not isinstance(until, datetime):
+        return window
+    covered = floor_to(until, MINUTE)
+    if covered >= window.end:
+        return window
+    return Window(covered - window.length, covered, window.label, window.length)
+
+
 def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showback:
     """Cost and tiers per team, project, job or priority class over `window`.
 
@@ -1797,11 +1818,7 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
     # The report ends on the last whole minute rolled: a minute rolled only in part grows at
     # the next run, so the same start,end read again (the page's CSV link) would cover more.
     covered = floor_to(rolled, MINUTE) if rolled is not None else None
-    if window.length is not None and covered is not None and covered < window.end:
-        # "Last 24 hours" is 24 hours ending where the report ends: from now − 24 h to the last
-        # whole minute rolled it covered 23 h 59 min whenever the rollup was in a minute behind
-        # (a 30m window 29 minutes: 3 % short).
-        window = Window(covered - window.length, covered, window.label, window.length)
+    window = rolled_window(window, rolled)
     if covered is None or covered <= window.start:
         # Nothing of the window rolled whole yet: an empty report, not the minute rolled in part.
         start = end = floor_to(window.start, MINUTE)
