@@ -276,7 +276,7 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
         if old[0] != explanation.reason:
             reasons[pk] = explanation
     written = _write_reasons(rows) if rows else set()
-    _write_places(places, context.read_at)
+    _write_places(places, context.read_at, context.as_read)
     _record_reason_changes([e for pk, e in reasons.items() if pk in written], context)
 
 
@@ -330,49 +330,86 @@ def _write_reasons(rows: list[tuple[Any, ...]]) -> set[int]:
     return set(Job.objects.filter(pk__in=[r[0] for r in rows], state=pending).values_list("pk", flat=True))
 
 
-def _write_places(places: list[tuple[Any, ...]], told_at: datetime) -> None:
+def _write_places(places: list[tuple[Any, ...]], told_at: datetime,
+                  as_read: dict[str, tuple[Any, ...]] | None = None) -> None:
     """(id, position, ETA, numbers) rows → PendingPlace, for the jobs still pending. A row's first
     ETA (and ``told_at``, this cycle) is set once and kept as the ETA moves. On PostgreSQL one
     INSERT … ON CONFLICT that leaves unchanged rows alone; the table is narrow and roomy (fill
-    factor 50), so most of these updates are HOT."""
+    factor 50), so most of these updates are HOT.
+
+    A first ETA is told only for the request the snapshot read (`as_read`: the job's row as
+    read, its BIND_GUARD_COLUMNS, as a bind is guarded): a job changed by PATCH jobs/{id}/ or
+    `qm update` after the read (services/holds.update, which starts a new stay and clears the
+    place's first ETA) would otherwise get its new stay's first ETA from the old request. See
+    `_tell_first_etas`."""
     if not places:
         return
     table = PendingPlace._meta.db_table
     jobs = Job._meta.db_table
     pending = JobState.PENDING.value
-    # a first ETA only ever fills an empty one, and an empty one means every ETA before was
-    # none: a row whose first ETA is set this cycle has its ETA changed too, so the WHERE
-    # below still skips exactly the unchanged rows
-    keep_first = ("first_eta = COALESCE({p}.first_eta, {x}.first_eta), "
-                  "first_eta_at = COALESCE({p}.first_eta_at, {x}.first_eta_at)")
     if connection.vendor == "postgresql":
         columns = list(zip(*places, strict=True))
         with connection.cursor() as cursor:
+            # The places as this cycle ranks them, a first ETA kept, never set here; returns the
+            # places that have an ETA and no first ETA yet: those whose first ETA is to be told.
+            # Such a row is written even if its position, ETA and numbers are unchanged (its first
+            # ETA was left untold by a cycle that raced a change), the others only if they moved.
             cursor.execute(
                 f"INSERT INTO {table} AS p (job_id, queue_position, eta, numbers, first_eta, first_eta_at) "
-                "SELECT v.id, v.pos, v.eta, v.numbers, v.eta, CASE WHEN v.eta IS NULL THEN NULL ELSE %s END "
+                "SELECT v.id, v.pos, v.eta, v.numbers, NULL, NULL "
                 "FROM unnest(%s::bigint[], %s::integer[], %s::timestamptz[], %s::text[]) AS v(id, pos, eta, numbers) "
                 f"JOIN {jobs} AS j ON j.id = v.id AND j.state = %s "
                 "ON CONFLICT (job_id) DO UPDATE SET queue_position = EXCLUDED.queue_position, eta = EXCLUDED.eta, "
-                f"numbers = EXCLUDED.numbers, {keep_first.format(p='p', x='EXCLUDED')} "
+                "numbers = EXCLUDED.numbers "
                 "WHERE (p.queue_position, p.eta, p.numbers) "
-                "IS DISTINCT FROM (EXCLUDED.queue_position, EXCLUDED.eta, EXCLUDED.numbers)",
-                [told_at, *(list(c) for c in columns), pending],
+                "IS DISTINCT FROM (EXCLUDED.queue_position, EXCLUDED.eta, EXCLUDED.numbers) "
+                "OR (p.first_eta IS NULL AND EXCLUDED.eta IS NOT NULL) "
+                "RETURNING p.job_id, p.first_eta IS NULL AND p.eta IS NOT NULL",
+                [*(list(c) for c in columns), pending],
             )
+            untold = [pk for pk, to_tell in cursor.fetchall() if to_tell]
+        _tell_first_etas(untold, told_at, as_read)
         return
     # SQLite (the embedded demo): one pipelined upsert per row, for the jobs still pending.
     still = set(Job.objects.filter(pk__in=[p[0] for p in places], state=pending).values_list("pk", flat=True))
     adapt = connection.ops.adapt_datetimefield_value
-    at = adapt(told_at)
     with connection.cursor() as cursor:
         cursor.executemany(
             f"INSERT INTO {table} (job_id, queue_position, eta, numbers, first_eta, first_eta_at) "
-            "VALUES (%s, %s, %s, %s, %s, %s) "
+            "VALUES (%s, %s, %s, %s, NULL, NULL) "
             "ON CONFLICT (job_id) DO UPDATE SET queue_position = excluded.queue_position, eta = excluded.eta, "
-            f"numbers = excluded.numbers, {keep_first.format(p=table, x='excluded')}",
-            [(pk, pos, adapt(eta), numbers, adapt(eta), at if eta is not None else None)
-             for pk, pos, eta, numbers in places if pk in still],
+            "numbers = excluded.numbers",
+            [(pk, pos, adapt(eta), numbers) for pk, pos, eta, numbers in places if pk in still],
         )
+    untold = list(PendingPlace.objects.filter(job_id__in=still, first_eta__isnull=True, eta__isnull=False)
+                  .values_list("job_id", flat=True))
+    _tell_first_etas(untold, told_at, as_read)
+
+
+def _tell_first_etas(untold: list[int], told_at: datetime, as_read: dict[str, tuple[Any, ...]] | None) -> None:
+    """The first ETA of these places (their ETA as this cycle wrote it, told at `told_at`), for
+    the jobs whose row still reads as the snapshot read it: a request changed since the read
+    (services/holds.update) is told its first ETA by the next cycle, which plans it as it is.
+
+    The place rows are locked already (written by this transaction), the jobs' rows are locked
+    here FOR NO KEY UPDATE SKIP LOCKED, as the change locks them: a change that committed first is
+    what this read sees; one that comes later waits for this commit, then clears the place's
+    first ETA (a new stay); one in progress holds its job's row and is skipped, never waited for
+    (the change waits for the place rows this transaction holds: waiting here would deadlock).
+    A few rows a cycle: only places with an ETA and no first ETA (a new stay, or one just
+    changed). Two queries, none when there is nothing to tell. `as_read` None: no snapshot to
+    compare with (a caller writing places itself), every place is told."""
+    if not untold:
+        return
+    still_as_read = untold if as_read is None else [
+        row[0]
+        for row in Job.objects.select_for_update(no_key=True, skip_locked=True)
+        .filter(pk__in=untold, state=JobState.PENDING).values_list("pk", *BIND_GUARD_COLUMNS)
+        if as_read.get(str(row[0])) is not None and tuple(row[1:]) == tuple(as_read[str(row[0])])
+    ]
+    if still_as_read:
+        PendingPlace.objects.filter(job_id__in=still_as_read, first_eta__isnull=True, eta__isnull=False).update(
+            first_eta=F("eta"), first_eta_at=told_at)
 
 
 def _record_reason_changes(explanations: list[engine.PendingExplanation], context: SnapshotContext) -> None:
