@@ -22,7 +22,7 @@ from scheduler_core.context import CycleContext
 from scheduler_core.gang import demand_for, is_elastic, replica_size
 from scheduler_core.maintenance import run_end
 from scheduler_core.placement import PlacementRequest
-from scheduler_core.sentences import counted
+from scheduler_core.sentences import counted, duration
 from scheduler_core.state import JOB, Grant, indices_of
 from scheduler_core.types import GpuPlacement, GrowthCode, GrowthNote, Resize, RunningJob
 
@@ -114,7 +114,7 @@ def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int, size
             if why is None:
                 why = (GrowthCode.NOT_WORTH_IT,
                        f"{counted(added, 'more GPU')} would finish it only about "
-                       f"{gain:.0f} s sooner, not more than {cost_words}.")
+                       f"{duration(gain)} sooner, not more than {cost_words}.")
             break
         if not ctx.ledger.check(spec.team, gpu_type, added).admitted:
             why = (GrowthCode.QUOTA, f"team {spec.team}'s quota has no room for "

@@ -931,6 +931,13 @@ class JobSerializer(serializers.ModelSerializer):
                   "GET metrics/etas/ says how far these held over the fleet.")
     eta_told_at = _EtaToldField(
         read_only=True, allow_null=True, help_text="When the scheduler first told it `eta_told`.")
+    growth_code = serializers.CharField(
+        read_only=True,
+        help_text="A running elastic job below `max_gpus` that the last cycle did not grow: why, as a code "
+                  "(GrowthOff, QueueFirst, NotWorthIt, GrowthQuota, BehindReservation, NoRoom, "
+                  "MaintenanceWindow); empty otherwise.")
+    growth_note = serializers.CharField(
+        read_only=True, help_text="The same in a sentence with its numbers; empty otherwise.")
     held_by = NamedRecordField(
         slug_field="username", read_only=True, allow_null=True,
         help_text="Who placed the hold (`hold`: `user` or `admin`, empty when not held), since `held_at`.")
@@ -984,7 +991,7 @@ class JobSerializer(serializers.ModelSerializer):
             "env", "array_id", "array_index", "array_task_limit", "dependencies", "dependency_mode", "dependents", "singleton",
             "state", "state_label", "submitted_at", "started_at", "finished_at", "state_changed_at", "exit_code", "borrowed",
             "pending_code", "pending_message", "pending_resolvable", "pending_would_start_if",
-            "queue_position", "eta", "eta_told", "eta_told_at",
+            "queue_position", "eta", "eta_told", "eta_told_at", "growth_code", "growth_note",
             "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "requeue_count", "lost_gpu_seconds",
             "hold", "held_at", "held_by", "hold_reason",
             "elapsed_s", "gpu_hours", "lost_gpu_hours", "ran_on",
@@ -1086,7 +1093,9 @@ def job_payload(job: Job) -> dict[str, Any]:
         "pending_message": engine_times(job.pending_message), "pending_resolvable": job.pending_resolvable,
         "pending_would_start_if": engine_times(job.pending_would_start_if), "queue_position": job.queue_position if waiting else None,
         "eta": when(job.eta) if waiting else None, "eta_told": when(job.eta_told) if job.started_at else None,
-        "eta_told_at": when(job.eta_told_at) if job.started_at else None, "steps": job.steps, "useful_tokens": job.useful_tokens,
+        "eta_told_at": when(job.eta_told_at) if job.started_at else None,
+        "growth_code": job.growth_code, "growth_note": job.growth_note,
+        "steps": job.steps, "useful_tokens": job.useful_tokens,
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
         "requeue_count": job.requeue_count, "lost_gpu_seconds": job.lost_gpu_seconds,
         "hold": job.hold, "held_at": when(job.held_at), "held_by": job.held_by.get_username() if job.held_by_id else None,

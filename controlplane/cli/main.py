@@ -615,6 +615,9 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("earliest start", _eta_text(job["eta"], relative=False)),
         *([("eta told", told)] if (told := _eta_told_text(job)) else []),
         *([("running", running)] if running else []),
+        # a running elastic job below its maximum that the last cycle did not grow: why not
+        *([("not growing", f"{job['growth_code']}: {job['growth_note']}")]
+          if job["state"] == "running" and job.get("growth_code") else []),
         ("stopping", stopping),
         ("array", f"{job['array_id']}[{job['array_index']}]"
          + (f", the array runs at most {counted(job['array_task_limit'], 'task')} at a time"

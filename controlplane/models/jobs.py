@@ -81,6 +81,11 @@ class Job(models.Model):
     pending_words = models.CharField(max_length=500, blank=True)
     pending_resolvable = models.BooleanField(default=True)
     would_start_if_words = models.CharField(max_length=300, blank=True)
+    # A running elastic job below its maximum that the last cycle did not grow: why not, as the
+    # engine says it (scheduler_core GrowthNote: its code and sentence); blank otherwise. Written
+    # by the cycle only when it changes (services/cycle._store_growth_notes).
+    growth_code = models.CharField(max_length=32, blank=True, default="")
+    growth_note = models.CharField(max_length=300, blank=True, default="")
 
     # --- progress and preemption history -------------------------------------------------------------
     steps = models.BigIntegerField(default=0)
@@ -135,6 +140,8 @@ class Job(models.Model):
             # which have an alternative met already (services/dependencies._waiting_rows).
             models.Index(fields=["id"], condition=Q(dependency_mode="any", state="pending"),
                          name="job_any_of_waiting"),
+            # The jobs with a growth note: each cycle clears those the plan no longer notes.
+            models.Index(fields=["id"], condition=~Q(growth_code=""), name="job_growth_noted"),
         ]
         constraints = [
             models.CheckConstraint(condition=Q(gpus__gt=0), name="job_gpus_positive"),

@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from django.conf import settings
 from django.db import connection, transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 import scheduler_core as engine
@@ -214,6 +214,7 @@ def commit_plan(
         binds += bound
         stale += not_bound
         _store_explanations(plan, context)
+        _store_growth_notes(plan)
         cycle_ms = (time.perf_counter() - started) * 1000
         _store_fleet_sample(plan, context, epoch=epoch, cycle_ms=cycle_ms)
         _fold_team_usage(context, now)
@@ -278,6 +279,22 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
     written = _write_reasons(rows) if rows else set()
     _write_places(places, context.read_at, context.as_read)
     _record_reason_changes([e for pk, e in reasons.items() if pk in written], context)
+
+
+def _store_growth_notes(plan: engine.Plan) -> None:
+    """Each running elastic job the plan did not grow below its maximum says why (its
+    `growth_code` and `growth_note`); a job noted before and not now (it grew, reached its
+    maximum, stopped or ended) is cleared. Rows are written only when their note changed: two
+    statements a cycle, over the few jobs with a note (a partial index)."""
+    running = [JobState.RUNNING.value, JobState.PREEMPTING.value]
+    noted = {int(note.job_id): (note.code.value, fit_stored(note.message, 300)) for note in plan.growth_notes}
+    Job.objects.filter(~Q(growth_code="")).exclude(pk__in=noted).update(growth_code="", growth_note="")
+    if not noted:
+        return
+    for pk, code, note in Job.objects.filter(pk__in=noted, state__in=running).values_list(
+            "pk", "growth_code", "growth_note"):
+        if (code, note) != noted[pk]:
+            Job.objects.filter(pk=pk, state__in=running).update(growth_code=noted[pk][0], growth_note=noted[pk][1])
 
 
 def _any_of_explanation(explanation: engine.PendingExplanation, context: SnapshotContext) -> engine.PendingExplanation:
