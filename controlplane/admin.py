@@ -707,11 +707,22 @@ class MaintenanceWindowForm(forms.ModelForm):
                     self.given["pool"] = pool
                 maintenance.check_change(self.instance, self.given)
         except maintenance.Refused as refused:
+            self._log_refused(refused)
             for field, message in refused.errors.items():
                 self.add_error(field if field in self.fields else None, message)
         except maintenance.Conflicted as conflict:
+            self._log_refused(conflict)
             raise forms.ValidationError(str(conflict)) from None
         return data
+
+    #: Who submits the form (MaintenanceWindowAdmin.get_form sets it): its refusals are logged
+    #: as the API's are (maintenance.log_refused).
+    requested_by: Any = None
+
+    def _log_refused(self, problem: maintenance.Refused | maintenance.Conflicted) -> None:
+        if self.requested_by is not None:
+            maintenance.log_refused("create" if self.instance.pk is None else "change", self.requested_by, problem,
+                                    window=self.instance.pk, given=self.given)
 
 
 class _WindowRefused(Exception):
@@ -737,6 +748,11 @@ class MaintenanceWindowAdmin(admin.ModelAdmin):
 
     def get_queryset(self, request: HttpRequest) -> QuerySet[MaintenanceWindow]:
         return super().get_queryset(request).select_related("created_by").prefetch_related("nodes")
+
+    def get_form(self, request: HttpRequest, obj: Any = None, change: bool = False, **kwargs: Any) -> Any:
+        form = super().get_form(request, obj, change, **kwargs)
+        form.requested_by = request.user  # its refusals are logged with who asked
+        return form
 
     @admin.display(description="state")
     def state(self, window: MaintenanceWindow) -> str:

@@ -150,21 +150,33 @@ class MaintenanceWindowViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveM
     def _fresh(self, pk: int, code: int = status.HTTP_200_OK) -> Response:
         return Response(self._answer([self.get_queryset().get(pk=pk)], many=False), status=code)
 
-    def _given(self, request: Request) -> dict[str, Any]:
-        if not isinstance(request.data, dict):
-            raise ValidationError({"non_field_errors": ["Send a JSON object with the window's fields."]})
-        unknown = sorted(set(request.data) - set(MaintenanceWindowWriteSerializer().fields))
-        if unknown:
-            raise ValidationError({name[:40]: ["not a field of a maintenance window: give nodes, pool, start_at, "
-                                               "end_at or duration_s, and reason."] for name in unknown[:10]})
-        given = MaintenanceWindowWriteSerializer(data=request.data, partial=True)
-        given.is_valid(raise_exception=True)
+    def _given(self, request: Request, action: str, window: int | None = None) -> dict[str, Any]:
+        """The request's fields, checked for their shape; a refusal here is logged as the
+        service logs its own (maintenance.log_refused), with what was sent."""
+        try:
+            if not isinstance(request.data, dict):
+                raise ValidationError({"non_field_errors": ["Send a JSON object with the window's fields."]})
+            unknown = sorted(set(request.data) - set(MaintenanceWindowWriteSerializer().fields))
+            if unknown:
+                raise ValidationError({name[:40]: ["not a field of a maintenance window: give nodes, pool, start_at, "
+                                                   "end_at or duration_s, and reason."] for name in unknown[:10]})
+            given = MaintenanceWindowWriteSerializer(data=request.data, partial=True)
+            given.is_valid(raise_exception=True)
+            if action == "change" and not given.validated_data:
+                raise ValidationError({"non_field_errors": ["Nothing to change: give nodes, pool, start_at, end_at or "
+                                                            "duration_s, or reason."]})
+        except ValidationError as refused:
+            said = refused.detail if isinstance(refused.detail, dict) else {"non_field_errors": refused.detail}
+            maintenance.log_refused(action, request.user, {str(k): " ".join(map(str, v)) if isinstance(v, list)
+                                                           else str(v) for k, v in said.items()},
+                                    window=window, given=request.data)
+            raise
         return dict(given.validated_data)
 
     @extend_schema(request=MaintenanceWindowWriteSerializer, responses={201: MaintenanceWindowSerializer})
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Schedule a window (admins): 201 with it and the running jobs it affects."""
-        given = self._given(request)
+        given = self._given(request, "create")
         try:
             window = maintenance.create(request.user, nodes=given.get("nodes"), pool=given.get("pool"),
                                         start_at=given.get("start_at"), end_at=given.get("end_at"),
@@ -177,10 +189,7 @@ class MaintenanceWindowViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveM
     def partial_update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """Change a window (admins), all or nothing. 409 for one that ended or was cancelled."""
         window = self.get_object()
-        given = self._given(request)
-        if not given:
-            raise ValidationError({"non_field_errors": ["Nothing to change: give nodes, pool, start_at, end_at or "
-                                                        "duration_s, or reason."]})
+        given = self._given(request, "change", window.pk)
         try:
             maintenance.change(window.pk, request.user, given)
         except maintenance.Refused as refused:

@@ -79,6 +79,49 @@ class Conflicted(Exception):
     """The window's state does not allow the change (ended, cancelled): a 409."""
 
 
+#: What a refusal's log line repeats of the request: the window's own fields, nothing else.
+_GIVEN_FIELDS = ("nodes", "pool", "start_at", "end_at", "duration_s", "reason")
+
+
+def _given_said(given: Any) -> dict[str, Any]:
+    """The fields of a request as a log line carries them: times in UTC ISO 8601, text cut at 200
+    characters, at most 50 node names (a request refused for its shape may hold anything)."""
+    if not isinstance(given, dict):
+        return {"body": str(given)[:200]}
+    said: dict[str, Any] = {}
+    for name in _GIVEN_FIELDS:
+        if name not in given:
+            continue
+        value = given[name]
+        if isinstance(value, datetime):
+            said[name] = (value if value.tzinfo else value.replace(tzinfo=UTC)).astimezone(UTC).isoformat()
+        elif isinstance(value, list | tuple):
+            said[name] = [str(v)[:128] for v in value[:50]]
+        elif value is None or isinstance(value, bool | int | float):
+            said[name] = value
+        else:
+            said[name] = str(value)[:200]
+    return said
+
+
+def log_refused(action: str, user: AbstractBaseUser, problem: Refused | Conflicted | dict[str, str], *,
+                window: int | None = None, given: Any = None) -> None:
+    """One structured line, `maintenance_window_refused`, for a request to create, change or cancel
+    a window that was refused (400: the fields at fault and what was said of each; 409: a window
+    that ended or was cancelled), with who asked and what was given. Not an Event: no refused
+    admin action is one (events record what changed), and a refusal inside a caller's
+    transaction (the admin's save) would be rolled back with it."""
+    if isinstance(problem, Conflicted):
+        status, errors = 409, {"detail": str(problem)}
+    else:
+        status = 400
+        errors = dict(problem.errors if isinstance(problem, Refused) else problem)
+    log.info("maintenance_window_refused", action=action, window=window, user=user.get_username(), status=status,
+             fields=sorted(k for k in errors if k not in ("detail", "non_field_errors")), errors=errors,
+             given=_given_said(given or {}))
+
+
+
 def when(at: datetime) -> str:
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M} UTC"
 
@@ -375,18 +418,23 @@ def check_new(*, start_at: datetime | None, reason: Any, nodes: Sequence[str] | 
 def create(user: AbstractBaseUser, *, start_at: datetime | None, reason: Any, nodes: Sequence[str] | None = None,
            pool: str | None = None, end_at: datetime | None = None, duration_s: int | None = None,
            now: datetime | None = None) -> MaintenanceWindow:
-    """A new window, checked whole (Refused naming every field at fault) and written with its
-    events in one transaction."""
+    """A new window, checked whole (Refused naming every field at fault, logged by log_refused)
+    and written with its events in one transaction."""
     now = now or timezone.now()
-    checked = check_new(start_at=start_at, reason=reason, nodes=nodes, pool=pool, end_at=end_at,
-                        duration_s=duration_s, now=now, overlaps=False)
-    with transaction.atomic():
-        _refuse_overlap(checked, now, None)
-        window = MaintenanceWindow.objects.create(start_at=checked.start_at, end_at=checked.end_at,
-                                                  reason=checked.reason, created_by=user, created_at=now)
-        window.nodes.set(checked.nodes)
-        after = window_record(window, [n.name for n in checked.nodes])
-        _record(window, "created", None, after, _actor(user), now)
+    try:
+        checked = check_new(start_at=start_at, reason=reason, nodes=nodes, pool=pool, end_at=end_at,
+                            duration_s=duration_s, now=now, overlaps=False)
+        with transaction.atomic():
+            _refuse_overlap(checked, now, None)
+            window = MaintenanceWindow.objects.create(start_at=checked.start_at, end_at=checked.end_at,
+                                                      reason=checked.reason, created_by=user, created_at=now)
+            window.nodes.set(checked.nodes)
+            after = window_record(window, [n.name for n in checked.nodes])
+            _record(window, "created", None, after, _actor(user), now)
+    except Refused as refused:
+        log_refused("create", user, refused, given={"nodes": nodes, "pool": pool, "start_at": start_at,
+                                                    "end_at": end_at, "duration_s": duration_s, "reason": reason})
+        raise
     log.info("maintenance_window_created", window=window.pk, nodes=after["nodes"], start_at=after["start_at"],
              end_at=after["end_at"], reason=window.reason, user=user.get_username())
     return window
@@ -472,20 +520,24 @@ def change(window_pk: int, user: AbstractBaseUser, changes: dict[str, Any],
     """Change a window, all or nothing, under its row lock (`check_change` says the rules),
     recorded when anything changed."""
     now = now or timezone.now()
-    with transaction.atomic():
-        window = _locked(window_pk)
-        before = window_record(window)
-        checked = check_change(window, changes, now, overlaps=False)
-        if EXTENT & set(changes):
-            _refuse_overlap(checked, now, window.pk)
-        MaintenanceWindow.objects.filter(pk=window.pk).update(start_at=checked.start_at, end_at=checked.end_at,
-                                                              reason=checked.reason)
-        window.start_at, window.end_at, window.reason = checked.start_at, checked.end_at, checked.reason
-        names = [n.name for n in checked.nodes]
-        if names != before["nodes"]:
-            window.nodes.set(checked.nodes)
-        after = window_record(window, names)
-        events = _record(window, "changed", before, after, _actor(user), now)
+    try:
+        with transaction.atomic():
+            window = _locked(window_pk)
+            before = window_record(window)
+            checked = check_change(window, changes, now, overlaps=False)
+            if EXTENT & set(changes):
+                _refuse_overlap(checked, now, window.pk)
+            MaintenanceWindow.objects.filter(pk=window.pk).update(start_at=checked.start_at, end_at=checked.end_at,
+                                                                  reason=checked.reason)
+            window.start_at, window.end_at, window.reason = checked.start_at, checked.end_at, checked.reason
+            names = [n.name for n in checked.nodes]
+            if names != before["nodes"]:
+                window.nodes.set(checked.nodes)
+            after = window_record(window, names)
+            events = _record(window, "changed", before, after, _actor(user), now)
+    except (Refused, Conflicted) as problem:
+        log_refused("change", user, problem, window=window_pk, given=changes)
+        raise
     if events:
         log.info("maintenance_window_changed", window=window.pk, changes=_changes_said(before, after),
                  nodes=after["nodes"], start_at=after["start_at"], end_at=after["end_at"], user=user.get_username())
@@ -501,7 +553,11 @@ def cancel(window_pk: int, user: AbstractBaseUser, now: datetime | None = None) 
         window = _locked(window_pk)
         if window.cancelled_at is not None:
             return window
-        _refuse_history(window, now, "cancelled")
+        try:
+            _refuse_history(window, now, "cancelled")
+        except Conflicted as conflict:
+            log_refused("cancel", user, conflict, window=window_pk)
+            raise
         MaintenanceWindow.objects.filter(pk=window.pk).update(cancelled_at=now, cancelled_by=user)
         window.cancelled_at, window.cancelled_by = now, user
         after = window_record(window)
