@@ -1170,6 +1170,10 @@ class ExplanationSerializer(serializers.Serializer):
         allow_null=True, help_text="Where a waiting job's start lands at the median share of the wait told that the "
                                    "jobs judged lately had (GET metrics/etas/); null with no ETA ahead, no job "
                                    "judged, or a median share not below one.")
+    growth_code = serializers.CharField(
+        help_text="A running elastic job below its maximum that the last cycle did not grow: why (the job's "
+                  "growth_code); empty otherwise.")
+    growth_note = serializers.CharField(help_text="The same in a sentence; empty otherwise.")
 
 
 class JobArrayRequeueSerializer(JobArraySerializer):

@@ -633,6 +633,9 @@ def explanation(job: Job) -> dict[str, Any]:
         "would_start_if": s.engine_times(job.pending_would_start_if) if waiting else "",
         # where its start lands at the median share of the wait told that jobs had lately
         "likely_start": eta_record.likely_start_said(job.eta) if waiting else None,
+        # a running elastic job below its maximum: why the last cycle did not grow it
+        "growth_code": job.growth_code if job.state == JobState.RUNNING else "",
+        "growth_note": job.growth_note if job.state == JobState.RUNNING else "",
     }
 
 

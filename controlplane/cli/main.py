@@ -781,6 +781,8 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
             ("  would start if", e["would_start_if"]),
             ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),
         ])
+    elif e.get("growth_code"):
+        output.fields([("  not growing", f"{e['growth_code']}: {e['growth_note']}")])
     return 0
 
 
