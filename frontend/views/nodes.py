@@ -204,7 +204,9 @@ NODE_WINDOWS = 10
 
 def _node(name: str) -> Node:
     # A NUL byte names no node (PostgreSQL refuses to compare it at all).
-    node = None if "\x00" in name else Node.objects.select_related("gpu_type").filter(name=name).first()
+    # with why an operator cordoned or drained it (services/nodes.cordon_reason), in the same query
+    node = None if "\x00" in name else Node.objects.select_related("gpu_type").annotate(
+        cordon_reason=cordon_reason()).filter(name=name).first()
     if node is None:
         raise Http404(f"No node is named {name!r}.")
     return node

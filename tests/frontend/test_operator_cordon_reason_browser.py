@@ -51,3 +51,35 @@ def test_a_reason_too_long_is_refused_in_words_and_the_node_is_left_as_it_was(se
     assert Node.objects.get(name="h100-03").state == NodeState.READY
     # what was typed stays, to be shortened
     assert len(admin.page.locator("#node-action-reason").input_value()) == 201
+
+
+def test_a_cordon_from_the_node_page_carries_the_reason_and_the_page_shows_it(session: Any) -> None:  # noqa: F811
+    admin = session("admin")
+    admin.open("/nodes/h100-03/")
+    admin.page.locator("#node-action-reason").fill("XID 79")
+
+    admin.page.click("[data-node-action=cordon]")
+
+    expect(admin.page.locator("#node-state .badge")).to_have_text("Cordoned", timeout=LIVE_TIMEOUT_MS)
+    expect(admin.page.locator("#node-cordon-reason")).to_have_text("XID 79", timeout=LIVE_TIMEOUT_MS)
+    expect(admin.page.locator("#node-action-reason")).to_have_value("")
+    # read again from the server, not only from the live fragment
+    admin.open("/nodes/h100-03/")
+    expect(admin.page.locator("#node-cordon-reason")).to_have_text("XID 79")
+    admin.page.click("[data-node-action=uncordon]")
+    expect(admin.page.locator("#node-state .badge")).to_have_text("Ready", timeout=LIVE_TIMEOUT_MS)
+    expect(admin.page.locator("#node-cordon-reason")).to_have_count(0)
+
+
+def test_a_member_sees_the_reason_and_no_field(session: Any) -> None:  # noqa: F811
+    from controlplane.services import nodes
+    from tests.frontend.test_browser_pages import user
+
+    nodes.drain(Node.objects.get(name="h100-03"), user("admin"), "DIMM errors")
+    alice = session("alice")
+    alice.open("/nodes/h100-03/")
+    expect(alice.page.locator("#node-cordon-reason")).to_have_text("DIMM errors")
+    expect(alice.page.locator("#node-action-reason")).to_have_count(0)
+    alice.open("/nodes/")
+    expect(alice.page.locator('tr[data-node="h100-03"] [data-cordon-reason]')).to_have_text("DIMM errors")
+    expect(alice.page.locator("#node-action-reason")).to_have_count(0)
