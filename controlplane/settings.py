@@ -164,6 +164,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+# A worker that cannot reach Redis keeps trying, however long (waits growing by 2 s to 30 s):
+# Celery's default gives up after 100 attempts (~47 min) and the worker exits with status 0,
+# leaving no loop, no reconcile and nothing to restart it (docs/operations.md, Redis goes away).
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 
 # --- Scheduling loop -----------------------------------------------------------------------
 QM = {
