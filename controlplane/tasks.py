@@ -37,13 +37,13 @@ from typing import Any
 
 import structlog
 from celery import shared_task
-from celery.signals import celeryd_after_setup
+from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_shutdown
 from django.conf import settings
 from django.utils import timezone
 
 from controlplane.models import SchedulerLease
 from controlplane.services import reconcile
-from controlplane.services.cycle import LEASE_NAME, run_cycle
+from controlplane.services.cycle import LEASE_NAME, release_lease, run_cycle
 
 log = structlog.get_logger(__name__)
 
@@ -68,6 +68,20 @@ def _consume_own_queue(sender: str, instance: Any, **kwargs: Any) -> None:
     global _worker_nodename
     _worker_nodename = sender
     instance.app.amqp.queues.select_add(WORKER_QUEUE_PREFIX + sender)
+
+
+@worker_shutdown.connect
+@worker_process_shutdown.connect
+def _hand_over_the_lead(**kwargs: Any) -> None:
+    """A worker stopping cleanly (SIGTERM: a deploy, a restart) gives up the lead if it holds it,
+    once its last task has ended, so a standby leads at its next tick rather than after the
+    lease (services/cycle.release_lease). The process that ran the cycles holds it: the worker
+    itself with `-P solo`, its pool's process with `-c 1`. A worker killed outright cannot: its
+    lease runs out (QM_LEADER_LEASE_S)."""
+    try:
+        release_lease(holder_name())
+    except Exception as error:  # noqa: BLE001 - the database is away: the lease runs out by itself
+        log.warning("could not release the lease at shutdown; it runs out by itself", error=str(error))
 
 
 def holder_name() -> str:

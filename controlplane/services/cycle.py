@@ -96,6 +96,19 @@ def acquire_lease(holder: str, now: datetime, ttl_s: float | None = None) -> Sch
         return lease
 
 
+def release_lease(holder: str, now: datetime | None = None) -> bool:
+    """Give up the lead (a loop worker stopping cleanly), so a standby takes it at its next tick
+    instead of waiting out LEADER_LEASE_S. Only the lease's expiry moves: the holder and epoch
+    stay, the next leader takes epoch + 1 as after an expiry, and any cycle of ours still in
+    flight is refused as deposed then. False when `holder` did not lead."""
+    now = now or timezone.now()
+    released = SchedulerLease.objects.filter(name=LEASE_NAME, holder=holder, expires_at__gt=now).update(
+        expires_at=now)
+    if released:
+        log.info("leader released the lease", holder=holder)
+    return bool(released)
+
+
 def locked_lease_if_current(epoch: int, holder: str) -> SchedulerLease:
     """Inside a transaction: lock the lease row and prove we still lead, or raise Deposed."""
     lease = SchedulerLease.objects.select_for_update().get(name=LEASE_NAME)
