@@ -15,7 +15,7 @@ from django.db.models import Count, IntegerField, OuterRef, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
-from rest_framework.fields import get_error_detail
+from rest_framework.fields import SkipField, get_error_detail
 
 from controlplane.choices import (
     LIVE_ALLOCATION_STATES,
@@ -42,6 +42,7 @@ from controlplane.models import (
 from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import dependency_text, eta_record, job_history, job_runs, nodes, quotas
+from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
 from controlplane.services.holds import reason_problem
@@ -499,7 +500,46 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         return attrs
 
     def to_submit_request(self) -> SubmitRequest:
-        data = dict(self.validated_data)
+        return self._submit_request(dict(self.validated_data))
+
+    def errors_with_the_rest(self, user: Any) -> dict[str, Any]:
+        """After `is_valid()` failed: its errors, and with them what the submit itself would
+        refuse among the fields that are well formed (services/jobs.refusals: the team, class,
+        project, runtime limit, array, dependencies, the fleet's capability), each under its
+        field. A body with a negative CPU count and an array that ends before it starts used to
+        name the CPUs alone, and the array only once they were fixed."""
+        errors: dict[str, Any] = dict(self.errors)  # as DRF nests them (an item's field, an env name)
+        if not isinstance(self.initial_data, Mapping):
+            return errors
+        values: dict[str, Any] = {}
+        for name, typed in self.fields.items():
+            if typed.read_only or name in errors:
+                continue
+            try:
+                value = typed.run_validation(typed.get_value(self.initial_data))
+            except SkipField:
+                continue
+            except (serializers.ValidationError, DjangoValidationError):
+                return errors  # a field whose error DRF reports elsewhere: judge nothing more
+            values[typed.source] = value
+        if "gpu_type" in values and values.get("gpu_types") or isinstance(values.get("dependencies"),
+                                                                             dependency_text.Edit):
+            return errors  # said by validate() once the fields are read
+        try:
+            combine_dependency_mode(values, submit=True)
+        except serializers.ValidationError:
+            return errors
+        shape_known = "gpus" in values
+        values.setdefault("gpus", 1)  # a stand-in: the rules that hang on it are not judged
+        values.setdefault("name", "")
+        more = job_service.refusals(user, self._submit_request(values), shape_known=shape_known)
+        for name, problem in more.items():
+            if name.split(".")[0] not in errors:
+                errors[name] = [problem]
+        return errors
+
+    @staticmethod
+    def _submit_request(data: dict[str, Any]) -> SubmitRequest:
         gpu_type = data.pop("gpu_type", None)
         gpu_types = tuple(dict.fromkeys(data.pop("gpu_types", None) or ([gpu_type] if gpu_type else [])))
         roles = tuple(dict(role) for role in data.pop("roles", None) or ())

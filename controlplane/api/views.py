@@ -319,7 +319,8 @@ def _submit(request: Request, serializer_class: type[s.JobSubmitSerializer]) -> 
     submit_request = s.plain_submit_request(request.data, serializer_class)
     if submit_request is None:
         body = serializer_class(data=request.data)
-        body.is_valid(raise_exception=True)
+        if not body.is_valid():
+            raise ValidationError(body.errors_with_the_rest(request.user))  # every field at fault, at once
         submit_request = body.to_submit_request()
     try:
         return job_service.submit(request.user, submit_request, idempotency_key=_idempotency_key(request))

@@ -458,6 +458,17 @@ def shape_errors(
 def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fleet]:
     """Names to rows, defaults filled, cross-field rules checked. Raises SubmitRejected with
     every problem found, each under its field."""
+    resolved, fleet, errors = _resolve_all(user, req)
+    if resolved is None:
+        raise SubmitRejected(errors)
+    return resolved, fleet
+
+
+def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
+                 *, shape_known: bool = True) -> tuple[_Resolved | None, _Fleet, dict[str, str]]:
+    """`_resolve`'s work, its problems returned (the resolved request None if any) rather than
+    raised. `shape_known` False: `req.gpus` stands for a count the caller could not read, and
+    the shape's cross-field rules, which hang on it, are left unjudged."""
     errors: dict[str, str] = {}
     who = access.access_of(user)
     if connection.vendor == "postgresql":
@@ -509,8 +520,9 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
             errors["roles"] = (
                 f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
             )
-    errors.update(shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
-                               min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles))
+    if shape_known:
+        errors.update(shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
+                                   min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles))
     if problem := env_problem(req.env):
         errors["env"] = problem
 
@@ -527,8 +539,8 @@ def _resolve(user: AbstractBaseUser, req: SubmitRequest) -> tuple[_Resolved, _Fl
     errors.update(array_errors)
 
     if errors or team is None or priority_class is None:
-        raise SubmitRejected(errors)
-    return _Resolved(team, project, priority_class, runtime_limit_s, array_indices, task_limit), fleet
+        return None, fleet, errors
+    return _Resolved(team, project, priority_class, runtime_limit_s, array_indices, task_limit), fleet, errors
 
 
 def _read_with_orm(
@@ -676,29 +688,63 @@ def submit(
     return _submit(user, req, idempotency_key, fingerprint, now)
 
 
-def _submit(
-    user: AbstractBaseUser, req: SubmitRequest, idempotency_key: str | None, fingerprint: str, now: datetime | None,
-) -> Submitted:
-    # 2. names, defaults, rules
-    resolved, fleet = _resolve(user, req)
+#: The fields a job's shape is read from: the fleet's capability is judged only when none of
+#: them is at fault (its verdict on a malformed shape would be about the wrong job).
+_SHAPE_FIELDS = frozenset({"gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu",
+                           "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus", "roles"})
 
-    # 3. the fleet's capability
-    infeasible = fleet.check(
-        engine_spec(req, resolved.team.name, resolved.priority_class.name, resolved.runtime_limit_s)
-    )
-    if infeasible is not None:
-        raise SubmitRejected({infeasible.field: infeasible.message})
+
+def _judged(user: AbstractBaseUser, req: SubmitRequest, *, lock: bool = True, shape_known: bool = True,
+            ) -> tuple[_Resolved | None, list[dependencies.Upstream], bool, dict[str, str]]:
+    """Every check of a submit, each problem under its field, all of them at once: names,
+    defaults and rules (`_resolve_all`), the fleet's capability (when the shape is sound), the
+    dependencies (services/dependencies.resolve, their upstream jobs locked unless `lock` is
+    False). A refusal used to name only the first stage's problems: a form with a bad array and
+    a bad dependency was refused for the array, then, once fixed, for the dependency.
+    Returns (the resolved request or None, the upstream jobs, singleton, the problems)."""
+    resolved, fleet, errors = _resolve_all(user, req, shape_known=shape_known)
+    if shape_known and not _SHAPE_FIELDS & {name.split(".")[0] for name in errors}:
+        infeasible = fleet.check(engine_spec(
+            req, resolved.team.name if resolved else req.team or "",
+            resolved.priority_class.name if resolved else req.priority_class or "",
+            resolved.runtime_limit_s if resolved else None if "runtime_limit_s" in errors else req.runtime_limit_s))
+        if infeasible is not None:
+            errors.setdefault(infeasible.field, infeasible.message)
     upstream: list[dependencies.Upstream] = []
     singleton = False
     if req.dependencies:
         wanted = dependencies.wanted_from(req.dependencies)
+        if resolved is not None:
+            indices: Sequence[int | None] | None = resolved.array_indices
+        else:  # the array's text at fault: each task's counterpart is unknown
+            indices = None if req.array is None else dependencies.UNKNOWN_INDICES
         try:
-            upstream = dependencies.resolve(user, wanted, tasks=len(resolved.array_indices or [None]),
-                                            any_of=req.dependency_mode == DependencyMode.ANY,
-                                            indices=resolved.array_indices)
+            upstream = dependencies.resolve(user, wanted, tasks=len(resolved.array_indices or [None]) if resolved else 1,
+                                            lock=lock, any_of=req.dependency_mode == DependencyMode.ANY,
+                                            indices=indices)
         except dependencies.Refused as exc:
-            raise SubmitRejected(exc.errors) from exc
+            for name, message in exc.errors.items():
+                errors.setdefault(name, message)
         singleton = dependencies.singleton_of(wanted)
+    return (resolved if not errors else None), upstream, singleton, errors
+
+
+def refusals(user: AbstractBaseUser, req: SubmitRequest, *, shape_known: bool = True) -> dict[str, str]:
+    """What a submit of `req` by `user` would be refused for, each problem under its field
+    (none: it would be accepted); writes nothing, locks nothing. The API asks it about the
+    well-formed fields of a body some of whose fields are malformed, so that one answer names
+    every field at fault. `shape_known` False: `req.gpus` stands in for a count that could not
+    be read, and the rules that hang on it are left out."""
+    return _judged(user, req, lock=False, shape_known=shape_known)[3]
+
+
+def _submit(
+    user: AbstractBaseUser, req: SubmitRequest, idempotency_key: str | None, fingerprint: str, now: datetime | None,
+) -> Submitted:
+    # 2-3. names, defaults, rules, the fleet's capability, the dependencies: every problem at once
+    resolved, upstream, singleton, errors = _judged(user, req)
+    if resolved is None:
+        raise SubmitRejected(errors)
 
     # 4. write it all, or nothing
     at = now or timezone.now()
