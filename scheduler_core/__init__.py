@@ -4,7 +4,9 @@ Pure Python: no Django, no I/O, no wall clock. ``schedule(snapshot, config)`` is
 point (see :mod:`scheduler_core.cycle`); ``never_runs(spec, nodes, gpu_types)`` is its
 capability check for submit time (:mod:`scheduler_core.capability`); ``queue_factors(snapshot,
 config)`` what places each waiting job in the queue, as Slurm's sprio shows it
-(:mod:`scheduler_core.queue`); the types below are the whole public vocabulary.
+(:mod:`scheduler_core.queue`); ``snapshot_fair_shares(snapshot, config)`` each team's dominant
+share and its parts, as Slurm's sshare shows them (:mod:`scheduler_core.fairshare`); the types
+below are the whole public vocabulary.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from __future__ import annotations
 from scheduler_core.capability import Infeasible, NodeShape, never_runs
 from scheduler_core.cycle import schedule
 from scheduler_core.errors import ConfigError, SnapshotError
+from scheduler_core.fairshare import FairShare, snapshot_fair_shares
 from scheduler_core.queue import QueueFactors, queue_factors
 from scheduler_core.types import (
     Bind,
@@ -50,6 +53,7 @@ __all__ = [
     "ConfigError",
     "DependencyCondition",
     "DependencyWait",
+    "FairShare",
     "FleetFigures",
     "GangRole",
     "GpuPlacement",
@@ -83,4 +87,5 @@ __all__ = [
     "never_runs",
     "queue_factors",
     "schedule",
+    "snapshot_fair_shares",
 ]

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 
-from scheduler_core.types import NodeInfo, RunningJob, TeamUsage
+from scheduler_core.types import NodeInfo, RunningJob, SchedulerConfig, Snapshot, TeamUsage
 
 
 def decay(value: float, elapsed_s: float, half_life_s: float) -> float:
@@ -42,19 +43,39 @@ def held_resources(running: Iterable[RunningJob]) -> dict[str, tuple[float, floa
     return held
 
 
-def dominant_shares(
+@dataclass(frozen=True, slots=True)
+class FairShare:
+    """One team's place in dominant resource fairness, as Slurm's ``sshare`` shows an
+    account's: what it holds now and its decayed past usage as an average holding (GPUs, CPUs,
+    memory GB), each resource's share of the fleet's capacity, and the dominant one, which
+    orders the queue among jobs of equal priority (lower first)."""
+
+    team: str
+    held: tuple[float, float, float]
+    past: tuple[float, float, float]
+    shares: tuple[float, float, float]
+    dominant_share: float
+    dominant_resource: str
+    """``gpus``, ``cpus`` or ``memory``: the resource whose share is the dominant one (the
+    first of them on a tie)."""
+
+
+RESOURCES = ("gpus", "cpus", "memory")
+
+
+def fair_shares(
     now: float,
     nodes: Iterable[NodeInfo],
     running: Iterable[RunningJob],
     usage: Iterable[TeamUsage],
     half_life_s: float,
-) -> dict[str, float]:
-    """Dominant share per team (teams that hold or used anything), keys sorted."""
-    cap_g = cap_c = cap_m = 0.0
+) -> dict[str, FairShare]:
+    """Every team that holds or used anything, keys sorted: the parts of its dominant share."""
+    capacity = [0.0, 0.0, 0.0]
     for node in nodes:
-        cap_g += node.gpus
-        cap_c += node.cpus
-        cap_m += node.memory_gb
+        capacity[0] += node.gpus
+        capacity[1] += node.cpus
+        capacity[2] += node.memory_gb
     held = held_resources(running)
     past: dict[str, tuple[float, float, float]] = {}
     to_average = math.log(2) / half_life_s
@@ -66,16 +87,39 @@ def dominant_shares(
             c + decay(u.cpu_seconds, elapsed, half_life_s) * to_average,
             m + decay(u.memory_gb_seconds, elapsed, half_life_s) * to_average,
         )
-    shares: dict[str, float] = {}
+    found: dict[str, FairShare] = {}
     for team in sorted(set(held) | set(past)):
-        hg, hc, hm = held.get(team, (0.0, 0.0, 0.0))
-        pg, pc, pm = past.get(team, (0.0, 0.0, 0.0))
-        shares[team] = max(
-            (hg + pg) / cap_g if cap_g else 0.0,
-            (hc + pc) / cap_c if cap_c else 0.0,
-            (hm + pm) / cap_m if cap_m else 0.0,
+        now_held = held.get(team, (0.0, 0.0, 0.0))
+        used = past.get(team, (0.0, 0.0, 0.0))
+        shares = (
+            (now_held[0] + used[0]) / capacity[0] if capacity[0] else 0.0,
+            (now_held[1] + used[1]) / capacity[1] if capacity[1] else 0.0,
+            (now_held[2] + used[2]) / capacity[2] if capacity[2] else 0.0,
         )
-    return shares
+        dominant = max(shares)
+        found[team] = FairShare(team, now_held, used, shares, dominant,
+                                RESOURCES[shares.index(dominant)])
+    return found
+
+
+def dominant_shares(
+    now: float,
+    nodes: Iterable[NodeInfo],
+    running: Iterable[RunningJob],
+    usage: Iterable[TeamUsage],
+    half_life_s: float,
+) -> dict[str, float]:
+    """Dominant share per team (teams that hold or used anything), keys sorted."""
+    return {team: share.dominant_share
+            for team, share in fair_shares(now, nodes, running, usage, half_life_s).items()}
+
+
+def snapshot_fair_shares(snapshot: Snapshot, config: SchedulerConfig | None = None) -> dict[str, FairShare]:
+    """:func:`fair_shares` of a snapshot under ``config``'s half-life: the shares a cycle of
+    this snapshot orders the queue by."""
+    cfg = config if config is not None else SchedulerConfig()
+    return fair_shares(snapshot.now, snapshot.nodes, snapshot.running, snapshot.team_usage,
+                       cfg.fair_share_half_life_s)
 
 
 def share_of(shares: Mapping[str, float], team: str) -> float:
