@@ -1141,6 +1141,9 @@ class Change:
     job_id: int
     state: str
     exit_code: int | None = None
+    # A job cancelled down a chain (its own dependency never met): the job whose end began it and
+    # what became of it, (107, "failed (exit 3)"), so each job further down names the cause.
+    because: tuple[int, str] | None = None
 
 
 def started(job_ids: Iterable[int], *, at: datetime, actor: str) -> None:
@@ -1327,21 +1330,29 @@ def _cancel(doomed: dict[int, tuple[int, str, int, str]], by_id: dict[int, Chang
     events: list[Event] = []
     for job_id, (upstream_id, condition, team_id, alternatives) in sorted(doomed.items()):
         change = by_id[upstream_id]
+        # What became of the upstream job and, when it was itself cancelled down a chain, why:
+        # "was cancelled because job 107 failed (exit 3)", not a bare "was cancelled" that sends
+        # the researcher up the chain one job page at a time to find the failure.
+        became = outcome(change.state, change.exit_code)
+        root = change.because or (upstream_id, became)
+        if change.because is not None:
+            became += f" because job {change.because[0]} {change.because[1]}"
         if alternatives:
-            sentence = (f"Job {upstream_id} {outcome(change.state, change.exit_code)}: this job was to run after "
+            sentence = (f"Job {upstream_id} {became}: this job was to run after "
                         f"any one of its dependencies was met ({alternatives}), and none can be now, so it is "
                         "cancelled.")
         else:
-            sentence = (f"Job {upstream_id} {outcome(change.state, change.exit_code)}: this job was to run only "
+            sentence = (f"Job {upstream_id} {became}: this job was to run only "
                         f"after it {_AWAITED[DependencyCondition(condition)]} ({condition}), so it is cancelled.")
         if not Job.objects.filter(pk=job_id, state=JobState.PENDING).update(
             state=JobState.CANCELLED, finished_at=at, state_changed_at=at, pending_code=NEVER_SATISFIED,
             pending_words=sentence[:500], would_start_if_words="", pending_resolvable=False,
         ):
             continue
-        cancelled.append(Change(job_id, JobState.CANCELLED))
+        cancelled.append(Change(job_id, JobState.CANCELLED, because=root))
         data = {"upstream": upstream_id, "condition": condition, "upstream_state": change.state,
                 "upstream_exit_code": change.exit_code,
+                **({"because_job": change.because[0]} if change.because is not None else {}),
                 **({"dependency_mode": DependencyMode.ANY.value, "dependencies": alternatives} if alternatives else {})}
         events.append(Event(created_at=at, kind=str(EventKind.JOB_CANCELLED), actor=actor, reason=NEVER_SATISFIED,
                             message=sentence, job_id=job_id, team_id=team_id, data=data))

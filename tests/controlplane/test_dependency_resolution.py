@@ -94,7 +94,8 @@ def test_afterok_failure_cancels_the_whole_chain_with_the_reason(loop_fleet: Loo
     assert cancelled.message == (f"Job {pre.pk} failed (exit 3): this job was to run only after it succeeded "
                                  "(afterok), so it is cancelled.")
     assert Event.objects.get(job=evaluate, kind=EventKind.JOB_CANCELLED).message.startswith(
-        f"Job {train.pk} was cancelled: this job was to run only after it succeeded")
+        f"Job {train.pk} was cancelled because job {pre.pk} failed (exit 3): this job was to run only after it "
+        "succeeded")
     assert Event.objects.filter(job=train, kind=EventKind.JOB_FINISHED, reason="Cancelled").count() == 1
     assert JobDependency.objects.get(job=report).satisfied_at is not None
 
