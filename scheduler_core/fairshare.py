@@ -57,7 +57,7 @@ class FairShare:
     dominant_share: float
     dominant_resource: str
     """``gpus``, ``cpus`` or ``memory``: the resource whose share is the dominant one (the
-    first of them on a tie)."""
+    first of them on a tie); empty for a team that holds and used nothing."""
 
 
 RESOURCES = ("gpus", "cpus", "memory")
@@ -98,7 +98,7 @@ def fair_shares(
         )
         dominant = max(shares)
         found[team] = FairShare(team, now_held, used, shares, dominant,
-                                RESOURCES[shares.index(dominant)])
+                                RESOURCES[shares.index(dominant)] if dominant > 0 else "")
     return found
 
 

@@ -1698,6 +1698,29 @@ class SchedulerPolicySerializer(serializers.Serializer):
     leader = SchedulerLeaderSerializer(allow_null=True, help_text="The scheduler lease; null before the first cycle.")
 
 
+class FairShareRowSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    dominant_share = serializers.FloatField(
+        help_text="The largest of its shares: among jobs of equal priority, the team with the lower one goes first.")
+    dominant_resource = serializers.CharField(
+        help_text="gpus, cpus or memory: the resource whose share is the dominant one; empty for a team that holds "
+                  "and used nothing.")
+    shares = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="Per resource (gpus, cpus, memory): (held now + decayed past usage as an average holding) ÷ the "
+                  "fleet's capacity.")
+    held_now = serializers.DictField(child=serializers.IntegerField(), help_text="gpus, cpus, memory_gb held now.")
+    decayed_usage = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="gpu_hours, cpu_hours, memory_gb_hours used in the past, decayed to now by the half-life.")
+
+
+class FairShareSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="When the fleet was read.")
+    half_life_s = serializers.FloatField(help_text="How fast past usage fades (SchedulerConfig.fair_share_half_life_s).")
+    teams = FairShareRowSerializer(many=True, help_text="Lowest dominant share first: the order the queue favours.")
+
+
 class EtaRecordQuerySerializer(serializers.Serializer):
     days = serializers.IntegerField(min_value=1, max_value=eta_record.MAX_DAYS, default=eta_record.DEFAULT_DAYS,
                                     help_text="The jobs that started in the last this many days.")

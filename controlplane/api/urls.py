@@ -76,6 +76,7 @@ v1 = [
     path("metrics/fragmentation/", views.FragmentationMetricsView.as_view(), name="metrics-fragmentation"),
     path("metrics/etas/", views.EtaMetricsView.as_view(), name="metrics-etas"),
     path("scheduler/policy/", views.SchedulerPolicyView.as_view(), name="scheduler-policy"),
+    path("scheduler/fair-share/", views.FairShareView.as_view(), name="scheduler-fair-share"),
     path("metrics/utilization/", showback.UtilizationView.as_view(), name="metrics-utilization"),
     path("showback/", showback.ShowbackView.as_view(), name="showback"),
     # Before the router, whose `jobs/<pk>/` would read it as job "priority".

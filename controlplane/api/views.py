@@ -71,6 +71,7 @@ from controlplane.services import (
     cohorts,
     config_audit,
     eta_record,
+    fair_share,
     fleet_figures,
     holds,
     job_history,
@@ -1097,6 +1098,16 @@ class JobPriorityView(ApiMixin, APIView):
         query.is_valid(raise_exception=True)
         found = job_priority.priorities(request.user, query.validated_data.get("job") or ())
         return Response(s.JobPrioritySerializer(found).data)
+
+
+class FairShareView(ApiMixin, APIView):
+    """Slurm's sshare: every team's dominant share and its parts (held now, decayed past usage,
+    each resource's share), lowest first, as the next cycle orders the queue by them
+    (services/fair_share.py; the engine's fairshare)."""
+
+    @extend_schema(responses={200: s.FairShareSerializer})
+    def get(self, request: Request) -> Response:
+        return Response(s.FairShareSerializer(fair_share.fair_shares()).data)
 
 
 class SchedulerPolicyView(ApiMixin, APIView):

@@ -927,8 +927,8 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
     """Change a job (`scontrol update`): while it waits, its name, project, class, limits and
     shape, judged as a submit of the changed job would be; once it runs, its name and a lower
     runtime limit. Prints what changed, old -> new."""
-    body: dict[str, Any] = {field: getattr(args, flag) for flag, field in UPDATE_FLAGS.items()
-                            if getattr(args, flag) is not None}
+    body: dict[str, Any] = {field: None if getattr(args, flag) == "none" else getattr(args, flag)
+                            for flag, field in UPDATE_FLAGS.items() if getattr(args, flag) is not None}
     if args.array_limit is not None:
         return _update_array_limit(api, args, body)
     if args.no_project:
@@ -1146,6 +1146,24 @@ def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
         ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"],
     )
     print(f"{counted(body['in_line'], 'job')} in line in all; ORDER is the next cycle's.")
+    return 0
+
+
+def cmd_sshare(api: Api, args: argparse.Namespace) -> int:
+    """Slurm's sshare: every team's fair share, lowest first (the order the queue favours)."""
+    body = api.request("GET", "scheduler/fair-share/")
+    if args.json:
+        output.emit_json(body)
+        return 0
+    output.table(
+        [(r["team"], f"{r['dominant_share']:.3f}", r["dominant_resource"] or "-",
+          f"{r['shares']['gpus']:.3f}", f"{r['shares']['cpus']:.3f}", f"{r['shares']['memory']:.3f}",
+          r["held_now"]["gpus"], f"{r['decayed_usage']['gpu_hours']:,.1f}") for r in body["teams"]],
+        ["TEAM", "SHARE", "OF", "GPU SHARE", "CPU SHARE", "MEM SHARE", "GPUS HELD", "GPU-H DECAYED"],
+    )
+    print(f"SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage decayed with a "
+          f"{output.human_duration(body['half_life_s'])} half-life, over the fleet); among jobs of equal "
+          f"priority the team with the lower share goes first (qm sprio).")
     return 0
 
 
@@ -2093,17 +2111,30 @@ def _common_options(defaults: bool) -> argparse.ArgumentParser:
     return common
 
 
-def _add_shape_flags(p: argparse.ArgumentParser) -> None:
-    """The job's shape, as qm submit and qm update both take it."""
+def _count_or_none(text: str) -> int | str:
+    """`qm update`'s --gpus-per-node, --min-gpus, --max-gpus: a number, or `none` to clear the
+    job's (null in the API: the scheduler decides how many per node; a rigid job)."""
+    if text.strip().lower() == "none":
+        return "none"
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of GPUs, nor none") from None
+
+
+def _add_shape_flags(p: argparse.ArgumentParser, *, update: bool = False) -> None:
+    """The job's shape, as qm submit and qm update both take it (`update`: the fields a job may
+    have unset take `none` too, to clear them)."""
+    count: Any = _count_or_none if update else int
     p.add_argument("--gpus", "-g", type=int)
-    p.add_argument("--gpus-per-node", type=int)
+    p.add_argument("--gpus-per-node", type=count, metavar="N|none" if update else None)
     p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
     p.add_argument("--min-gpu-memory", type=int, metavar="GB")
     p.add_argument("--cpus-per-gpu", type=int)
     p.add_argument("--memory-per-gpu", type=int, metavar="GB")
     p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
-    p.add_argument("--min-gpus", type=int)
-    p.add_argument("--max-gpus", type=int)
+    p.add_argument("--min-gpus", type=count, metavar="N|none" if update else None)
+    p.add_argument("--max-gpus", type=count, metavar="N|none" if update else None)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -2265,7 +2296,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "it). Prints each change, old -> new.")
     p.add_argument("job")
     p.add_argument("--name", "-n")
-    _add_shape_flags(p)
+    _add_shape_flags(p, update=True)
     p.add_argument("--time", "--time-limit", "-t", dest="time",
                    help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); a bare number is minutes, "
                         "as sbatch's")
@@ -2337,6 +2368,14 @@ def build_parser() -> argparse.ArgumentParser:
                                    "waiting for a dependency are not in line. --json: the API's answer "
                                    "(GET /api/v1/jobs/priority/).")
     p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (as sprio -j)")
+
+    sub.add_parser("sshare", parents=[common], help="every team's fair share, lowest first",
+                   description="As Slurm's sshare: per team its dominant share (DRF: the largest of its GPU, "
+                               "CPU and memory shares, each what it holds now plus its past usage decayed "
+                               "by the half-life, over the fleet's capacity), which resource that is, the "
+                               "GPUs it holds now and its decayed GPU-hours. Lowest first: among jobs of "
+                               "equal priority the lower share goes first. --json: the API's answer "
+                               "(GET /api/v1/scheduler/fair-share/).")
 
     p = sub.add_parser("quotas", parents=[common], help="your team's quotas and what it holds now",
                        description="Quota per team and GPU type: the nominal guarantee, how many more it may "
@@ -2431,7 +2470,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 COMMANDS = {
     "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "sinfo": cmd_sinfo, "config": cmd_config, "nodes": cmd_nodes,
+    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "sshare": cmd_sshare, "sinfo": cmd_sinfo, "config": cmd_config, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }

@@ -33,6 +33,8 @@ def test_fair_share_parts_name_the_dominant_resource_and_agree_with_the_queues_s
     assert p.past == pytest.approx((3600.0 * to_average, 0.0, 3600.0 * 128 * to_average))
     assert p.dominant_resource == "memory"
     assert p.dominant_share == pytest.approx(3600.0 * 128 * to_average / 256)
+    idle = fair_shares(0.0, [NODE], [], [TeamUsage("I", as_of=0.0)], half_life_s=3600.0)["I"]
+    assert (idle.dominant_share, idle.dominant_resource) == (0.0, "")
     assert dominant_shares(0.0, [NODE], [cpu_heavy, gpu_heavy], usage, half_life_s=3600.0) == {
         team: share.dominant_share for team, share in parts.items()}
 

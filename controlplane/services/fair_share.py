@@ -1,0 +1,59 @@
+"""Each team's fair share, as Slurm's `sshare` shows an account's.
+
+The engine computes the shares (scheduler_core.fairshare: what a team holds now plus its
+decayed past usage as an average holding, over the fleet's capacity, per resource; the
+dominant one orders the queue among jobs of equal priority, lower first). This module reads the
+fleet as a cycle would and says them in the units people read: GPUs held now, the decayed past
+usage in GPU-hours, each resource's share and the dominant one. Every team is listed, with
+zeros for one that holds and used nothing (the teams page shows every team's share to every
+signed-in user too)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from django.utils import timezone
+
+import scheduler_core as engine
+from controlplane.models import SchedulerLease, Team
+from controlplane.services.cycle import LEASE_NAME
+from controlplane.services.snapshot import read_snapshot, scheduler_config
+from scheduler_core.fairshare import RESOURCES
+
+
+@dataclass(frozen=True)
+class FairShares:
+    at: datetime
+    half_life_s: float
+    teams: list[dict[str, Any]]
+    """In the order the queue favours them: lowest dominant share first, then by name."""
+
+
+def fair_shares(now: datetime | None = None) -> FairShares:
+    """Every team's share now, read as the next cycle will order the queue by it."""
+    now = now or timezone.now()
+    epoch = SchedulerLease.objects.filter(name=LEASE_NAME).values_list("epoch", flat=True).first() or 0
+    config = scheduler_config()
+    found = engine.snapshot_fair_shares(read_snapshot(now, epoch).snapshot, config)
+    # decayed seconds are an average holding × half_life / ln 2: back to GPU-hours for people
+    to_hours = config.fair_share_half_life_s / math.log(2) / 3600.0
+    rows = []
+    for name in sorted(set(Team.objects.values_list("name", flat=True)) | set(found)):
+        share = found.get(name)
+        held = share.held if share else (0.0, 0.0, 0.0)
+        past = share.past if share else (0.0, 0.0, 0.0)
+        shares = share.shares if share else (0.0, 0.0, 0.0)
+        rows.append({
+            "team": name,
+            "dominant_share": share.dominant_share if share else 0.0,
+            "dominant_resource": share.dominant_resource if share else "",
+            "shares": dict(zip(RESOURCES, shares, strict=True)),
+            "held_now": {"gpus": round(held[0]), "cpus": round(held[1]), "memory_gb": round(held[2])},
+            "decayed_usage": {"gpu_hours": past[0] * to_hours, "cpu_hours": past[1] * to_hours,
+                              "memory_gb_hours": past[2] * to_hours},
+        })
+    rows.sort(key=lambda row: (row["dominant_share"], row["team"]))
+    return FairShares(at=now, half_life_s=config.fair_share_half_life_s, teams=rows)
