@@ -64,10 +64,13 @@ def history(request: HttpRequest) -> HttpResponse:
     paginator = Paginator(jobs, PAGE_SIZE)
     paginator.count = totals.jobs  # type: ignore[misc]  # counted with the totals: no COUNT(*) more
     listed = paginator.get_page(request.GET.get("page"))
+    shown = job_history.history_page(jobs, listed.object_list, totals, timezone.now())
     context.update({
         "jobs": listed,
-        "rows": job_history.history_rows(listed.object_list, timezone.now()),
+        "rows": shown.rows,
         "totals": totals,
+        "total_cost_usd": shown.cost_usd,
+        "page_cost_limit": job_history.PAGE_COST_LIMIT,
     })
     return render(request, "frontend/history.html", context)
 

@@ -265,6 +265,7 @@ def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, h
         assert (line["exit_code"] or "–") == row["Exit"] and line["elapsed"] == row["Elapsed"]
         assert line["gpus"] == row["GPUs"] and line["ran_on"] == row["Ran on"]
         assert line["gpu_hours"] == row["GPU-h"] and line["lost_gpu_hours"] == row["Lost GPU-h"]
+        assert line["cost_usd"] == row["Cost"]
         api = admin.get(f"/api/v1/jobs/{line['job_id']}/").json()
         assert (float(line["gpu_hours"]), int(line["elapsed_s"]), line["state"]) == (
             api["gpu_hours"], api["elapsed_s"], api["state"])
@@ -274,6 +275,60 @@ def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, h
     assert Decimal(gpu_hours) == sum(Decimal(cells[13]) for cells in body)
     # the page links the CSV of its own filters
     assert f'href="{CSV}?state=succeeded&amp;state=failed&amp;state=cancelled"' in admin.get(H, params).content.decode()
+
+
+def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, history, monkeypatch) -> None:
+    """The Cost column and the totals' cost say what the CSV's `cost_usd` cells and its TOTAL row
+    say, to the cent (`job_history.history_costs`: `accounting.jobs_costs`, the CSV's rule), on
+    every page: across a price change in the middle of a run and a run of odd seconds, whose
+    cost is no whole cent. Until 2 Dec the page had no cost at all."""
+    monkeypatch.setattr("frontend.views.history.PAGE_SIZE", 2)
+    h100, tier = _node("h100-01").gpu_type, _node("h100-01").capacity_tier
+    assert _node("h100-02").capacity_tier == tier
+    rates = list(h100.price_rates.filter(capacity_tier=tier).order_by("effective_from"))
+    assert rates, "the demo prices H100s"
+    now = timezone.now().replace(second=0, microsecond=0)
+    t0 = history["moved"].started_at - timedelta(minutes=40)  # the fixture's
+    f.make_price_rate(h100, "3.1700", tier=tier, effective_from=t0 + timedelta(minutes=50))
+    odd = _ended("vision", "odd", now - timedelta(minutes=30), 8, user="alice", gpus=3)
+    _held(odd, _node("h100-02"), odd.started_at, odd.started_at + timedelta(seconds=433), gpus=3)
+    accounting.catch_up(now)
+    admin = client_for("admin")
+    pages = [admin.get(H), admin.get(H, {"page": 2}), admin.get(H, {"page": 3})]
+    table = [row for page in pages for row in _rows(page)]
+    lines = _csv(admin)
+    body, total = lines[1:-1], lines[-1]
+    csv_cost = {cells[0]: cells[-1] for cells in body}
+    assert len(table) == len(body) == 5
+    assert {row["Job"]: row["Cost"] for row in table} == csv_cost
+    # the rule is the runs' own: moved ran 8 GPUs on h100-01 before the change and on h100-02
+    # across it (40 min → 70 min, the new price from 50 min); odd's 3 × 433 s are no whole cent
+    for name in ("moved", "llm", "oom", "cancelled"):
+        job = history[name]
+        assert csv_cost[str(job.pk)] == str(accounting.run_costs(job.pk, timezone.now()).total_usd)
+    old = rates[-1].usd_per_gpu_hour
+    moved = (8 * Decimal(30) / 60 * old + 8 * Decimal(10) / 60 * old + 8 * Decimal(20) / 60 * Decimal("3.17"))
+    assert csv_cost[str(history["moved"].pk)] == f"{moved.quantize(Decimal('0.01'))}"
+    assert csv_cost[str(odd.pk)] == f"{(3 * Decimal(433) / 3600 * Decimal('3.17')).quantize(Decimal('0.01'))}"
+    for page in pages:
+        found = re.search(r'data-cost-usd="([\d.]+)"', page.content.decode())
+        assert found and found.group(1) == total[-1] == f"{sum(Decimal(c) for c in csv_cost.values()):.2f}"
+        assert f'class="cost">${Decimal(total[-1]):,.2f}</span>' in page.content.decode()
+    # a member's page prices their team's jobs only, as their CSV does
+    alice = client_for("alice")
+    alice_total = re.search(r'data-cost-usd="([\d.]+)"', alice.get(H).content.decode()).group(1)
+    assert alice_total == _csv(alice)[-1][-1] != total[-1]
+    # a set of more jobs than the page prices whole (its totals would take seconds): the rows keep
+    # their costs, priced as a page (one call, not one a row), the totals leave the sum to the CSV
+    monkeypatch.setattr(job_history, "PAGE_COST_LIMIT", 4)
+    admin.get(H)
+    with CaptureQueriesContext(connection) as captured:
+        beyond = admin.get(H)
+    html = beyond.content.decode()
+    assert 'data-cost-usd=""' in html and "cost: more than 4 jobs, added up in the CSV's TOTAL row" in html
+    assert {row["Job"]: row["Cost"] for row in _rows(beyond)} == {
+        job: cost for job, cost in csv_cost.items() if job in {row["Job"] for row in _rows(beyond)}}
+    assert len(captured) == 7 + 3, [q["sql"][:100] for q in captured]  # no ids read: the page's spans, exits, rates
 
 
 def test_a_name_a_spreadsheet_would_run_is_written_as_text(client_for, demo) -> None:
@@ -316,8 +371,9 @@ def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> N
     forty = queries()
     assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
     # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
-    # their GPU-hours and nodes (one for the page)
-    assert forty == three == 7, f"{three} queries for 3 jobs, {forty} for 40"
+    # their GPU-hours and nodes (one for the page); their costs: the set's ids, then its GPU spans,
+    # gang exits and rates (accounting.jobs_costs, one call per 1,000 jobs: job_history.history_costs)
+    assert forty == three == 11, f"{three} queries for 3 jobs, {forty} for 40"
     assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
 
 

@@ -41,6 +41,9 @@ def test_researcher_filters_her_history_and_opens_a_failed_job(session: Any) -> 
     expect(rows.nth(0)).to_contain_text("resnet-oom")  # the newest end first
     expect(page.locator("#history-totals")).to_contain_text("2 jobs ended")
     expect(page.locator("#history-totals strong")).to_have_text("2.50")  # 4 GPUs × 30 min + 2 × 15 min
+    # the cost, as the CSV says it: 2.5 GPU-hours on reserved H100s at the demo's $2.50 an hour
+    expect(page.locator("#history-total-cost")).to_have_text("$6.25")
+    expect(rows.nth(0).locator("td.cost")).to_have_text("$1.25")
     assert "llm-secret" not in page.content()
     alice.screenshot("history")
     page.set_viewport_size({"width": 390, "height": 900})  # a phone: the table scrolls in its box
