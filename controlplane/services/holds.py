@@ -647,12 +647,35 @@ def _judge_as_submit(user: AbstractBaseUser, job: Job, changes: dict[str, Any]) 
     try:
         resolved, fleet = job_service._resolve(user, req)
     except job_service.SubmitRejected as exc:
-        raise Refused(400, "Invalid change.", exc.errors) from exc
+        raise Refused(400, "Invalid change.", _kept_fields_said(job, changes, exc.errors)) from exc
     infeasible = fleet.check(job_service.engine_spec(req, resolved.team.name, resolved.priority_class.name,
                                                      resolved.runtime_limit_s))
     if infeasible is not None:
         raise Refused(400, "Invalid change.", {infeasible.field: infeasible.message})
     return resolved
+
+
+#: The shape's fields a change may leave as they are while changing another one they are judged
+#: against, and the `qm update` flag that changes each (`none` clears it: null in the API).
+_KEPT_SHAPE_FLAGS = {"gpus_per_node": "--gpus-per-node", "min_gpus": "--min-gpus", "max_gpus": "--max-gpus"}
+
+
+def _kept_fields_said(job: Job, changes: dict[str, Any], errors: dict[str, str]) -> dict[str, str]:
+    """The submit's words for a shape rule broken by a field this change keeps, said for a
+    change: `qm update 316 --gpus 4` of a job submitted with 8 GPUs per node was refused with
+    "gpus_per_node 8 is more than gpus 4: give at most 4, or leave it out", and nothing a
+    researcher could leave out of the command: the 8 is the job's, kept from its submit. Now the
+    sentence says so and how to change it in the same update."""
+    said = dict(errors)
+    for name, message in errors.items():
+        flag = _KEPT_SHAPE_FLAGS.get(name)
+        value = getattr(job, name) if flag is not None and name not in changes else None
+        if value is None:  # changed here, or a bound the job lacks: the submit's words fit
+            continue
+        said[name] = (f"{message.split(': give ')[0]}; {name} {value} is the job's own, which this change keeps: "
+                      f"change it in the same update ({name}: a number, or null to clear it; "
+                      f"qm update {job.pk} {flag} N|none)")
+    return said
 
 
 def _apply(job: Job, diff: dict[str, tuple[Any, Any]], resolved: Any) -> None:
