@@ -48,6 +48,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import InterfaceError, OperationalError
 from django.db.models import Count, Exists, OuterRef, Q, Sum
 from django.http import HttpRequest, HttpResponse
 from django.urls import path
@@ -60,6 +61,7 @@ from rest_framework.authentication import SessionAuthentication, TokenAuthentica
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from controlplane.api.errors import database_unavailable
 from controlplane.choices import EventKind, JobState, NodeState
 from controlplane.models import (
     AccountingCursor,
@@ -398,6 +400,16 @@ def _may_scrape(request: HttpRequest) -> tuple[bool, bool]:
 
 @require_GET
 def metrics_view(request: HttpRequest) -> HttpResponse:
+    """The families above, to admins and the scraper; with the database unreachable a 503 in
+    JSON logged in one line (api/errors.database_unavailable), as the API and /healthz answer,
+    not Django's HTML 500 and a traceback at every scrape."""
+    try:
+        return _metrics(request)
+    except (OperationalError, InterfaceError) as error:
+        return database_unavailable(error, request)
+
+
+def _metrics(request: HttpRequest) -> HttpResponse:
     allowed, credentials = _may_scrape(request)
     if not allowed:
         if not credentials:
