@@ -93,3 +93,25 @@ def test_the_web_holds_the_agents_long_polls_with_threads_to_spare() -> None:
     # Connections do not spread evenly over processes: room for twice the agent processes compose runs.
     agents = sum(1 for service in compose["services"].values() if service.get("command", [""])[0] == "qm-agent")
     assert workers * max_waits >= 2 * agents and max_waits >= 4, (workers, max_waits, agents)
+
+
+def test_every_long_running_service_is_restarted_if_it_exits_and_migrate_runs_once() -> None:
+    """A worker that dies (OOM, a crash) comes back without an operator: until 2 Dec no service
+    had a restart policy, so a loop worker killed stayed down until someone noticed, and a Celery
+    worker exits with status 0 on some errors, which `on-failure` would not restart."""
+    services = _compose()["services"]
+    for name, service in services.items():
+        expected = "no" if name == "migrate" else "unless-stopped"
+        assert str(service.get("restart")) == expected, (name, service.get("restart"))
+
+
+def test_the_processes_start_only_once_migrate_has_run_to_its_end() -> None:
+    """New code on an old schema fails every cycle (`column … does not exist`; docs/operations.md,
+    Upgrading a running system). Until 2 Dec `docker compose up` started migrate and the
+    processes side by side."""
+    services = _compose()["services"]
+    assert services["migrate"]["depends_on"] == {"postgres": {"condition": "service_healthy"}}
+    for name, service in services.items():
+        if name in {"postgres", "redis", "migrate"}:
+            continue
+        assert service["depends_on"].get("migrate") == {"condition": "service_completed_successfully"}, name
