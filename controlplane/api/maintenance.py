@@ -2,7 +2,7 @@
 
     GET   maintenance-windows/                 every window, by start (?state=upcoming&state=active, ?node=NAME)
     POST  maintenance-windows/                 {"nodes": [...] and/or "pool", "start_at", "end_at" | "duration_s",
-                                                "reason"} (admins)
+                                                "reason"} (admins; times with their zone: Z or an offset)
     GET   maintenance-windows/{id}/            one window
     PATCH maintenance-windows/{id}/            move its times, change its nodes or reason, all or nothing (admins)
     POST  maintenance-windows/{id}/cancel/     cancel it; it is kept, with who cancelled it and when (admins)
@@ -31,6 +31,7 @@ from rest_framework.response import Response
 
 from controlplane.api.errors import Conflict
 from controlplane.api.permissions import IsAdmin, ReadOnlyUnlessAdmin
+from controlplane.api.serializers import ZonedDateTimeField
 from controlplane.api.views import ApiMixin, refuse_fields
 from controlplane.filtersets import MAX_INT, MaintenanceWindowFilterSet
 from controlplane.models import MaintenanceWindow
@@ -109,10 +110,12 @@ class MaintenanceWindowWriteSerializer(serializers.Serializer):
                                   help_text="Node names. On a PATCH they replace the window's nodes.")
     pool = serializers.CharField(required=False, max_length=64,
                                  help_text="A pool: its nodes (retired ones left out), as they are now, join `nodes`.")
-    start_at = serializers.DateTimeField(required=False, help_text="When it begins (ISO 8601; UTC unless an offset "
-                                                                   "is given). A PATCH giving only this moves the "
-                                                                   "window whole, its length kept.")
-    end_at = serializers.DateTimeField(required=False, help_text="When it ends; or give duration_s.")
+    start_at = ZonedDateTimeField(required=False, help_text="When it begins: an RFC 3339 instant with its time zone "
+                                                            "(2026-12-02T22:00:00Z, …-05:00); a time without one is "
+                                                            "refused. A PATCH giving only this moves the window "
+                                                            "whole, its length kept.")
+    end_at = ZonedDateTimeField(required=False, help_text="When it ends, with its time zone as start_at; or give "
+                                                          "duration_s.")
     duration_s = serializers.IntegerField(required=False, max_value=MAX_INT,
                                           help_text="How long it lasts, in seconds (instead of end_at).")
     reason = serializers.CharField(required=False, allow_blank=True, max_length=1000, trim_whitespace=False,

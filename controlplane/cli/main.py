@@ -1936,6 +1936,12 @@ def maint_when(text: str, now: datetime, flag: str = "--start") -> datetime:
         raise CliError(f"{flag}: {exc}") from None
 
 
+def _utc_z(at: datetime) -> str:
+    """An instant as the API takes it, with its zone: UTC with `Z` (maintenance-windows/ refuses a
+    time without one; maint_when reads one typed without an offset as UTC)."""
+    return at.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+
+
 def _maint_body(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     body: dict[str, Any] = {}
     if args.nodes is not None:
@@ -1943,11 +1949,11 @@ def _maint_body(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     if args.pool is not None:
         body["pool"] = args.pool
     if args.start is not None:
-        body["start_at"] = maint_when(args.start, now).isoformat()
+        body["start_at"] = _utc_z(maint_when(args.start, now))
     if args.duration is not None:
         body["duration_s"] = _duration(args.duration, "--duration")
     if args.end is not None:
-        body["end_at"] = maint_when(args.end, now, "--end").isoformat()
+        body["end_at"] = _utc_z(maint_when(args.end, now, "--end"))
     if args.reason is not None:
         body["reason"] = args.reason
     return body
