@@ -635,6 +635,9 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
 #: The events of a preemption: its notice, then how the stop ended (the job page's "Preempted").
 _SIGNAL_KINDS = ("job.preempting",)
 _REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
+#: The reasons of the `job.preempting` notices that put the job back in the queue (the API's
+#: codes: services/stopping.REQUEUEING_STOPS); a gang member's exit is noticed so too, and ends it.
+_REQUEUEING_STOPS = ("Preempted", "Resized", "Requeued", "RequeuedHeld")
 
 
 def runs_after(job: dict[str, Any]) -> str:
@@ -659,13 +662,13 @@ def _last_preemption(api: Api, job: dict[str, Any]) -> tuple[str, str]:
     if not job.get("requeue_count", job["preemption_count"]):
         return "", ""
     page = api.request("GET", "events/", params={"job": job["id"], "kind": [*_SIGNAL_KINDS, *_REQUEUE_KINDS],
-                                                  "limit": 2})
+                                                  "limit": 3})
     signal = requeue = None
     for event in page["results"]:  # newest first: the requeue, then the notice it followed
         if event["kind"] in _REQUEUE_KINDS and signal is None and requeue is None:
             requeue = event
-        elif event["kind"] in _SIGNAL_KINDS and signal is None:
-            signal = event
+        elif event["kind"] in _SIGNAL_KINDS and signal is None and event.get("reason") in _REQUEUEING_STOPS:
+            signal = event  # (a gang member's exit, the run's end, is no preemption)
     return _said(signal), _said(requeue)
 
 

@@ -50,7 +50,7 @@ from controlplane.services import (
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singleton_page
 from controlplane.services.requeue import ENDED_STATES
-from controlplane.services.stopping import attach_stop_reasons, label_totals, stop_reason
+from controlplane.services.stopping import REQUEUEING_STOPS, attach_stop_reasons, label_totals, stop_reason
 from controlplane.services.transitions import ASKED_REQUEUES, RELEASE_REQUEUED, RELEASE_REQUEUED_HELD
 from frontend import figures
 from frontend.heatmap import fleet_grid
@@ -262,7 +262,7 @@ def last_preemption(events: list[dict[str, Any]]) -> dict[str, Any] | None:
     (what was lost). None for a job never stopped so."""
     signal = requeue = None
     for e in events:
-        if e["kind"] == "job.preempting":
+        if e["kind"] == "job.preempting" and e["reason"] in REQUEUEING_STOPS:  # not a gang member's exit
             signal, requeue = e, None
         elif e["kind"] in REQUEUE_KINDS:
             requeue = e
