@@ -33,7 +33,7 @@ from controlplane.models import (
     SchedulerLease,
     Team,
 )
-from controlplane.services import cohorts, config_audit, maintenance, nodes, notifications, quotas
+from controlplane.services import cohorts, config_audit, maintenance, nodes, notifications, quota_text, quotas
 from scheduler_core.sentences import counted
 
 
@@ -261,15 +261,16 @@ class CohortAdmin(KeepsOthersChanges):
         body = format_html_join(
             "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             ((q.gpu_type.name, q.team.name, q.nominal_gpus, _limit(q.borrowing_limit), _limit(q.lending_limit),
-              q.held_gpus, _borrowed(q.held_gpus, q), quotas.gpus_said(lent.get((q.team_id, q.gpu_type_id), 0.0)))
+              q.held_gpus, _borrowed(q.held_gpus, q), quota_text.lent_said(lent.get((q.team_id, q.gpu_type_id), 0.0)))
              for q in rows),
         )
         if not body:
             return "No member team has a quota yet."
+        shares = any(quota_text.is_share(lent.get((q.team_id, q.gpu_type_id), 0.0)) for q in rows)
         return format_html(
             "<table><thead><tr><th>GPU type</th><th>team</th><th>nominal</th><th>borrowing limit</th>"
-            "<th>lending limit</th><th>held now</th><th>borrowed</th><th>lent</th></tr></thead><tbody>{}</tbody></table>",
-            body)
+            "<th>lending limit</th><th>held now</th><th>borrowed</th><th>lent</th></tr></thead><tbody>{}</tbody></table>"
+            "{}", body, format_html("<p>{}</p>", quota_text.LENT_SHARE_NOTE) if shares else "")
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
         # The admin's change view runs in one transaction: the cohort and its event go together.
@@ -318,11 +319,13 @@ class QuotaAdmin(KeepsOthersChanges):
         lent = quotas.lent_now()
         for quota in changelist.result_list:
             quota.lent_gpus = lent.get((quota.team_id, quota.gpu_type_id), 0.0)
+        if any(quota_text.is_share(quota.lent_gpus) for quota in changelist.result_list):
+            self.message_user(request, quota_text.LENT_SHARE_NOTE, level=messages.INFO)
         return changelist
 
     @admin.display(description="lent now")
     def lent(self, obj: Quota) -> str:
-        return quotas.gpus_said(getattr(obj, "lent_gpus", 0.0))
+        return quota_text.lent_said(getattr(obj, "lent_gpus", 0.0))
 
     @admin.display(description="borrowing limit", ordering="borrowing_limit")
     def borrowing(self, obj: Quota) -> str:

@@ -53,7 +53,7 @@ from controlplane.cli.client import (
     save_config,
     server_url,
 )
-from controlplane.services import dependency_text
+from controlplane.services import dependency_text, quota_text
 from scheduler_core.sentences import counted, gang_roles
 
 ACTIVE_STATES = ["pending", "running", "preempting"]
@@ -1639,23 +1639,14 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
         return 0
     output.table(
         [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"], _limit(q["borrowing_limit"]),
-          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"], _lent_said(q.get("lent_gpus") or 0))
-         for q in rows],
+          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"],
+          quota_text.lent_said(q.get("lent_gpus") or 0)) for q in rows],
         ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED", "LENT NOW"],
     )
-    if any(_lent_said(q.get("lent_gpus") or 0).startswith("≈") for q in rows):
+    if any(quota_text.is_share(q.get("lent_gpus") or 0) for q in rows):
         print()
-        print(output.visible(
-            "≈: a share, not a count of GPUs. A borrower runs on whole GPUs, but they are lent by every team of "
-            "its cohort leaving guaranteed GPUs of that type idle, together; each lender's share is split in "
-            "proportion to what each may lend (the accounting's rule, as on the teams page and in showback), and "
-            "the shares add up to the GPUs borrowed."))
+        print(output.visible(quota_text.LENT_SHARE_NOTE))
     return 0
-
-
-def _lent_said(lent: float) -> str:
-    """LENT NOW: a whole count as it is; a share that is no whole GPU marked ≈ (see cmd_quotas)."""
-    return f"{lent:g}" if float(lent).is_integer() else f"≈{lent:g}"
 
 
 # ------------------------------------------------------------------------------------ nodes

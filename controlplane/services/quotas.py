@@ -191,8 +191,3 @@ def lent_now() -> dict[tuple[int, int], float]:
     # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
     cells = idle_guarantees(0, 1, guarantees, holdings, capacity, PriceBook())
     return {key: float(cell.lent_gpu_us) for key, cell in cells.items()}
-
-
-def gpus_said(value: float) -> str:
-    """A GPU count that may be a share (lent GPUs split in proportion): 8, 2.7."""
-    return f"{round(value, 1):g}"

@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from controlplane.models import GpuType, Team
+from controlplane.services import quota_text
 from controlplane.services.access import access_of
 from frontend import figures, team_stats
 from frontend.fleet_series import fleet_series
@@ -70,7 +71,7 @@ def teams(request: HttpRequest) -> HttpResponse:
             "dominant_share": latest_share.get(t.name),
             "decayed_gpu_hours": t.decayed_gpu_seconds / 3600.0,
             "quotas": [
-                {**r.as_dict(), "lent": r.lent, "over_limit": (
+                {**r.as_dict(), "lent": r.lent, "lent_said": quota_text.lent_said(r.lent), "over_limit": (
                     r.borrowed - r.borrowing_limit if r.borrowing_limit is not None and r.borrowed > r.borrowing_limit
                     else 0)}
                 for r in quota_rows if r.team == t.name
@@ -79,8 +80,10 @@ def teams(request: HttpRequest) -> HttpResponse:
         for t in team_rows
         if sees_all or t.pk in who.team_ids
     ]
+    lent_shares = any(quota_text.is_share(q["lent"]) for row in team_table for q in row["quotas"])
     context: dict[str, Any] = {
         "page": "teams", "window": window, "windows": TEAM_WINDOWS, "sees_all": sees_all,
         "quota_charts": quota_charts, "charts": {c.key: c for c in charts}, "team_table": team_table,
+        "lent_share_note": quota_text.LENT_SHARE_NOTE if lent_shares else "",
     }
     return render(request, "frontend/teams.html", context)

@@ -1,0 +1,30 @@
+"""How a quota's "lent now" is said, in one place: `qm quotas` (LENT NOW), the teams page and
+the admin's quota list and cohort page. `qm` imports no Django, and neither does this module.
+
+GPUs are lent whole, but not by one team: the GPUs a team borrows run on the idle guarantees of
+every team of its cohort leaving guaranteed GPUs of that type idle, together, and the accounting
+(quotas.lent_now, usage_tiers.idle_guarantees) splits them in proportion to what each may lend.
+Three equal lenders of 8 borrowed GPUs lend 8/3 each: said `≈2.7`, with LENT_SHARE_NOTE, so it
+does not read as 2.7 GPUs lent.
+"""
+
+from __future__ import annotations
+
+#: What `≈` means, said once wherever a lent share is shown.
+LENT_SHARE_NOTE = (
+    "≈: a share, not a count of GPUs. A borrower runs on whole GPUs, but they are lent by every team of its "
+    "cohort leaving guaranteed GPUs of that type idle, together; each lender's share is split in proportion to "
+    "what each may lend (the accounting's rule, the one showback charges by), and the shares add up to the GPUs "
+    "borrowed.")
+
+
+def lent_said(gpus: float) -> str:
+    """A team's lent GPUs to one decimal, as the API gives `lent_gpus`: a whole count as it is
+    (8), a share that is no whole GPU marked `≈` (≈2.7)."""
+    shown = round(float(gpus), 1) + 0.0  # + 0.0: never "-0"
+    return f"{shown:g}" if shown.is_integer() else f"≈{shown:g}"
+
+
+def is_share(gpus: float) -> bool:
+    """Whether `lent_said` marks it: the note is due."""
+    return lent_said(gpus).startswith("≈")
