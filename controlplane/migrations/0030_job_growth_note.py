@@ -15,12 +15,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='job',
             name='growth_code',
-            field=models.CharField(blank=True, default='', max_length=32),
+            field=models.CharField(blank=True, db_default='', default='', max_length=32),
         ),
         migrations.AddField(
             model_name='job',
             name='growth_note',
-            field=models.CharField(blank=True, default='', max_length=300),
+            field=models.CharField(blank=True, db_default='', default='', max_length=300),
         ),
         migrations.AddIndex(
             model_name='job',

@@ -84,8 +84,8 @@ class Job(models.Model):
     # A running elastic job below its maximum that the last cycle did not grow: why not, as the
     # engine says it (scheduler_core GrowthNote: its code and sentence); blank otherwise. Written
     # by the cycle only when it changes (services/cycle._store_growth_notes).
-    growth_code = models.CharField(max_length=32, blank=True, default="")
-    growth_note = models.CharField(max_length=300, blank=True, default="")
+    growth_code = models.CharField(max_length=32, blank=True, default="", db_default="")
+    growth_note = models.CharField(max_length=300, blank=True, default="", db_default="")
 
     # --- progress and preemption history -------------------------------------------------------------
     steps = models.BigIntegerField(default=0)
