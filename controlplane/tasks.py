@@ -37,12 +37,12 @@ from typing import Any
 
 import structlog
 from celery import shared_task
-from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_shutdown
+from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_ready, worker_shutdown
 from django.conf import settings
 from django.utils import timezone
 
 from controlplane.models import SchedulerLease
-from controlplane.services import reconcile
+from controlplane.services import reconcile, schema
 from controlplane.services.cycle import LEASE_NAME, release_lease, run_cycle
 
 log = structlog.get_logger(__name__)
@@ -82,6 +82,21 @@ def _hand_over_the_lead(**kwargs: Any) -> None:
         release_lease(holder_name())
     except Exception as error:  # noqa: BLE001 - the database is away: the lease runs out by itself
         log.warning("could not release the lease at shutdown; it runs out by itself", error=str(error))
+
+
+@worker_ready.connect
+def _say_if_the_schema_is_behind(**kwargs: Any) -> None:
+    """Started on code newer than the database (an upgrade whose `migrate` has not run yet):
+    say so once, naming the migrations, rather than only fail wherever the code touches them."""
+    try:
+        pending = schema.unapplied_migrations()
+    except Exception as error:  # noqa: BLE001 - the database is away: the tasks will say so
+        log.warning("could not compare the database schema with this code", error=str(error))
+        return
+    if pending:
+        log.error("database schema is behind this code: it fails where it touches what these add; "
+                  "run `python manage.py migrate` (docs/operations.md, Upgrading a running system)",
+                  unapplied=pending)
 
 
 def holder_name() -> str:

@@ -1,0 +1,51 @@
+"""A process started on code newer than the database's schema says so at start, naming the
+migrations to apply and the command (docs/operations.md, Upgrading a running system).
+
+On the deployment drill of 2 Dec, loop workers started on new code before `migrate` failed
+every cycle with `ProgrammingError: column controlplane_job.growth_code does not exist`, one
+traceback per tick, and nothing said that the fix was to migrate. The check reads the
+migrations on disk against PostgreSQL's django_migrations table; here a migration is made to
+look unapplied by deleting its row inside the test's transaction (rolled back after).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+from django.db.migrations.recorder import MigrationRecorder
+
+from controlplane import tasks
+from controlplane.services import schema
+
+pytestmark = pytest.mark.django_db
+
+
+def _forget(app: str, name: str) -> None:
+    assert MigrationRecorder.Migration.objects.filter(app=app, name=name).delete()[0] == 1
+
+
+def test_a_migrated_database_has_nothing_pending() -> None:
+    assert schema.unapplied_migrations() == []
+
+
+def test_the_migrations_not_applied_are_named_in_order() -> None:
+    _forget("controlplane", "0030_job_growth_note")
+    _forget("controlplane", "0028_eta_told")
+    assert schema.unapplied_migrations() == ["controlplane.0028_eta_told", "controlplane.0030_job_growth_note"]
+
+
+def test_a_worker_starting_on_a_schema_behind_its_code_logs_what_to_apply(caplog: pytest.LogCaptureFixture) -> None:
+    _forget("controlplane", "0030_job_growth_note")
+    with caplog.at_level(logging.INFO):
+        tasks._say_if_the_schema_is_behind()
+    said = [r for r in caplog.records if "schema is behind" in r.getMessage()]
+    assert len(said) == 1 and said[0].levelno == logging.ERROR, [r.getMessage() for r in caplog.records]
+    message = said[0].getMessage()
+    assert "controlplane.0030_job_growth_note" in message and "manage.py migrate" in message
+
+
+def test_a_worker_on_a_migrated_schema_says_nothing(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.INFO):
+        tasks._say_if_the_schema_is_behind()
+    assert not [r for r in caplog.records if "schema" in r.getMessage()]
