@@ -286,7 +286,7 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
         if (old[0] == explanation.reason and old[1] == words and old[2] == would
                 and old[3] == explanation.resolvable):
             continue
-        rows.append((pk, explanation.reason, words, would, explanation.resolvable))
+        rows.append((pk, explanation.reason, words, would, explanation.resolvable, old[0], old[1], old[2]))
         if old[0] != explanation.reason:
             reasons[pk] = explanation
     written = _write_reasons(rows) if rows else set()
@@ -334,8 +334,13 @@ def fit_stored(text: str, limit: int) -> str:
 
 
 def _write_reasons(rows: list[tuple[Any, ...]]) -> set[int]:
-    """(id, code, words, would-start-if words, resolvable) rows → the jobs still pending;
-    returns the ids written. On PostgreSQL one UPDATE … FROM unnest(arrays)."""
+    """(id, code, words, would-start-if words, resolvable, and the code, words and would-start-if
+    words the snapshot read) rows → the jobs still pending whose reason still reads as the
+    snapshot read it (a compare-and-set: a job held or changed by `qm update` after the read says
+    "Held" or "Changed … waiting for the next scheduling cycle", which a reason planned from the
+    job as it was would overwrite; the next cycle words it as it is); returns the ids written.
+    On PostgreSQL one UPDATE … FROM unnest(arrays), its WHERE checked on the row as it is once
+    locked."""
     table = Job._meta.db_table
     pending = JobState.PENDING.value
     if connection.vendor == "postgresql":
@@ -344,9 +349,11 @@ def _write_reasons(rows: list[tuple[Any, ...]]) -> set[int]:
             cursor.execute(
                 f"UPDATE {table} AS j SET pending_code = v.code, pending_words = v.words, "
                 "would_start_if_words = v.would, pending_resolvable = v.resolvable "
-                "FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::varchar[], %s::boolean[]) "
-                "AS v(id, code, words, would, resolvable) "
-                "WHERE j.id = v.id AND j.state = %s RETURNING j.id",
+                "FROM unnest(%s::bigint[], %s::varchar[], %s::varchar[], %s::varchar[], %s::boolean[], "
+                "%s::varchar[], %s::varchar[], %s::varchar[]) "
+                "AS v(id, code, words, would, resolvable, read_code, read_words, read_would) "
+                "WHERE j.id = v.id AND j.state = %s AND (j.pending_code, j.pending_words, j.would_start_if_words) "
+                "= (v.read_code, v.read_words, v.read_would) RETURNING j.id",
                 [*(list(c) for c in columns), pending],
             )
             return {row[0] for row in cursor.fetchall()}
@@ -354,10 +361,15 @@ def _write_reasons(rows: list[tuple[Any, ...]]) -> set[int]:
     with connection.cursor() as cursor:
         cursor.executemany(
             f"UPDATE {table} SET pending_code = %s, pending_words = %s, would_start_if_words = %s, "
-            "pending_resolvable = %s WHERE id = %s AND state = %s",
-            [(code, words, would, resolvable, pk, pending) for pk, code, words, would, resolvable in rows],
+            "pending_resolvable = %s WHERE id = %s AND state = %s AND pending_code = %s AND pending_words = %s "
+            "AND would_start_if_words = %s",
+            [(code, words, would, resolvable, pk, pending, read_code, read_words, read_would)
+             for pk, code, words, would, resolvable, read_code, read_words, read_would in rows],
         )
-    return set(Job.objects.filter(pk__in=[r[0] for r in rows], state=pending).values_list("pk", flat=True))
+    wrote = {r[0]: r[1:4] for r in rows}
+    return {pk for pk, *now in Job.objects.filter(pk__in=list(wrote), state=pending)
+            .values_list("pk", "pending_code", "pending_words", "would_start_if_words")
+            if tuple(now) == tuple(wrote[pk])}
 
 
 def _write_places(places: list[tuple[Any, ...]], told_at: datetime,

@@ -1,9 +1,12 @@
 """A waiting job changed (PATCH jobs/{id}/, `qm update`) while a cycle that read it before the
-change is still to write its places: the change starts a new stay for the ETA record and clears
+change is still to write its reasons and places: the change starts a new stay for the ETA record and clears
 the place's first ETA (services/holds.update), and that cycle must not tell the new stay's
 first ETA from the old request. Its place is written (position, ETA: the next cycle rewrites
 them anyway) but its first ETA is left to the next cycle, which plans the job as it is now
-(services/cycle._tell_first_etas: the job's row must still read as the snapshot read it).
+(services/cycle._tell_first_etas: the job's row must still read as the snapshot read it). Nor
+does it overwrite the change's "Changed … waiting for the next scheduling cycle" with a reason
+planned from the old request (services/cycle._write_reasons: a compare-and-set on the reason
+the snapshot read).
 
 Real PostgreSQL; the change in progress runs on a second connection, holding its row locks."""
 
@@ -82,7 +85,11 @@ def test_a_change_committed_after_the_read_gets_its_first_eta_from_the_next_cycl
     commit(planned)
 
     assert PendingPlace.objects.get(job=job).queue_position is not None  # ranked, as the cycle read it
+    changed = Job.objects.get(pk=job.pk)  # the change's words stand: the cycle's reason was for the old request
+    assert (changed.pending_code, changed.pending_message) == (
+        "Changed", "Changed by boss; waiting for the next scheduling cycle to judge it as it is now.")
     assert_told_by_the_next_cycle(job, t0 + timedelta(seconds=120))
+    assert Job.objects.get(pk=job.pk).pending_code != "Changed"  # worded anew by that cycle
 
 
 @pytest.mark.parametrize("placed", [False, True], ids=["new-job", "job-with-a-first-eta"])
@@ -113,6 +120,7 @@ def test_a_cycle_writing_while_a_change_is_in_progress_waits_for_it_and_tells_no
     committer.join(30)
 
     assert change_out == {"result": True} and "error" not in commit_out, (change_out, commit_out)
+    assert Job.objects.get(pk=job.pk).pending_code == "Changed"
     assert_told_by_the_next_cycle(job, t0 + timedelta(seconds=120))
 
 
