@@ -46,6 +46,7 @@ from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
 from controlplane.services.holds import reason_problem
+from controlplane.services.instants import no_zone_said
 from controlplane.services.jobs import MAX_ARRAY_TASKS, MAX_RUNTIME_LIMIT_ASKED, SubmitRequest
 from controlplane.services.jobs import env_problem as job_env_problem
 from controlplane.services.jobs import shape_errors as job_shape_errors
@@ -1393,16 +1394,16 @@ class GpuTypeSerializer(ConstraintCheckedModelSerializer):
 
 class ZonedDateTimeField(serializers.DateTimeField):
     """An instant given with its time zone (RFC 3339: `Z` or an offset). A naive time is refused
-    on the field, as showback refuses a window's (accounting._instant), not read as UTC: a rate
-    meant from midnight in New York would begin five hours early and reprice that GPU time."""
+    on the field, as showback refuses a window's (accounting._instant; the words are
+    instants.no_zone_said), not read as UTC: a rate meant from midnight in New York would begin
+    five hours early and reprice that GPU time. Price rates' effective_from and maintenance
+    windows' start_at and end_at (api/maintenance.py)."""
 
     def to_internal_value(self, value: Any) -> datetime:
         if isinstance(value, str):
             parsed = parse_datetime(value.strip())
             if parsed is not None and parsed.tzinfo is None:
-                raise serializers.ValidationError(
-                    f"'{value}' has no time zone; add Z or an offset, e.g. {parsed:%Y-%m-%dT%H:%M:%S}Z or "
-                    f"{parsed:%Y-%m-%dT%H:%M:%S}+00:00 for UTC")
+                raise serializers.ValidationError(no_zone_said(value, parsed))
         return super().to_internal_value(value)
 
 

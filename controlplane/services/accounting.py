@@ -67,6 +67,7 @@ from controlplane.models import (
     UsageSample,
 )
 from controlplane.models.usage import TOKEN_SUM_FIELDS, USAGE_SUM_FIELDS, RollupBucket
+from controlplane.services.instants import no_zone_said
 from controlplane.services.nodes import RETIRED_REASON, RETURNED_REASON
 from controlplane.services.usage_tiers import (
     EVICTED,
@@ -1540,7 +1541,7 @@ def _instant(text: str) -> datetime:
     except ValueError:
         raise AccountingQueryError("window", f"'{text}' is not an RFC 3339 instant (2026-11-01T00:00:00Z).") from None
     if moment.tzinfo is None:
-        raise AccountingQueryError("window", f"'{text}' has no time zone; add Z or an offset.")
+        raise AccountingQueryError("window", f"{no_zone_said(text, moment)}.")
     try:
         return moment.astimezone(UTC)
     except OverflowError:
