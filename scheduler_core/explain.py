@@ -360,9 +360,13 @@ class _Explainer:
         if code is ReasonCode.MAINTENANCE_WINDOW and base is not None and outcome.demand is not None \
                 and spec.id not in self.promised:
             # the window's end is when the nodes it would use reopen; other capable nodes
-            # may free sooner by runtime limits, clear of the windows during its run
-            elsewhere = self._timeline().clear_of_windows(
-                outcome.demand, outcome.classes, self.ctx.snapshot.now, spec.runtime_limit_s)
+            # may free sooner by runtime limits (nodes inside a window count from when they
+            # reopen), clear of the windows to come during its run
+            freed, fits_now = self._capacity_eta(outcome.demand, outcome.classes)
+            if fits_now:
+                freed = self.ctx.snapshot.now
+            elsewhere = None if freed is None else self._timeline().clear_of_windows(
+                outcome.demand, outcome.classes, freed, spec.runtime_limit_s)
             if elsewhere is not None and self.ctx.snapshot.now < elsewhere < base:
                 base = elsewhere
                 position_free = (f"{outcome.message} Estimated start t={base:.0f}: capable GPUs "

@@ -344,3 +344,17 @@ def test_maintenance_window_eta_behind_the_head_counts_its_reservation():
     w = why(plan, "next")
     assert w.code is ReasonCode.MAINTENANCE_WINDOW
     assert w.eta == HOUR / 2
+
+
+def test_maintenance_window_eta_inside_an_open_window_is_when_gpus_free_elsewhere():
+    # n0 is inside its window until t=36000 (its free GPUs count only from then); n1 frees at
+    # t=1800: j is told t=1800, not the window's end
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r").gpus(8).limit(HOUR / 2)).whole("n1"))
+            .maintenance("fw", "n0", start=0, end=10 * HOUR)
+            .pending(make_job("j").gpus(8).limit(2 * HOUR))
+            .plan(SchedulerConfig(backfill=False)))
+    w = why(plan, "j")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.eta == HOUR / 2
+    assert "Estimated start t=1800: capable GPUs clear of the maintenance free up on other nodes" in w.message
