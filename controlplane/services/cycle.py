@@ -454,12 +454,34 @@ def _tell_first_etas(untold: list[int], told_at: datetime, as_read: dict[str, tu
             first_eta=F("eta"), first_eta_at=told_at)
 
 
+#: A waiting job's reason that comes back within this many seconds of being recorded (in the same
+#: wait) is not recorded again: see `_record_reason_changes`.
+REASON_FLAP_WINDOW_S = 600
+
+
 def _record_reason_changes(explanations: list[engine.PendingExplanation], context: SnapshotContext) -> None:
-    """An Event when a job's reason to wait changes (not every cycle it stays the same)."""
+    """An Event when a job's reason to wait changes (not every cycle it stays the same).
+
+    A reason that comes back, in the same wait, within REASON_FLAP_WINDOW_S of its last record
+    is not recorded again. A gang over its quota is the head with a reservation in one cycle
+    and not in the next, when a short job of its team arrives ahead of it in the queue (shorter
+    limits go first among equals) and takes the head: on the demo its reason went
+    QuotaExceeded, WaitingForReservation, QuotaExceeded, … every few seconds, 13 events in two
+    minutes. Now each reason is in its events at most once per window; the job's live reason
+    (its page, `qm explain`) is always the latest. One query over the jobs whose reason changed."""
+    if not explanations:
+        return
+    from controlplane.models import Event
+
+    kinds = ("job.pending", "job.unschedulable")
+    recent = set(Event.objects.filter(
+        job_id__in=[int(e.job_id) for e in explanations], kind__in=kinds,
+        created_at__gte=context.read_at - timedelta(seconds=REASON_FLAP_WINDOW_S),
+    ).filter(created_at__gte=F("job__state_changed_at")).values_list("job_id", "reason"))
+    explanations = [e for e in explanations if (int(e.job_id), e.reason) not in recent]
     if not explanations:
         return
     teams = {spec.id: context.team_ids.get(spec.team) for spec in context.snapshot.pending}
-    from controlplane.models import Event
 
     Event.objects.bulk_create(
         [
