@@ -1224,7 +1224,7 @@ def over_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...]
         if (v.never, v.shortage(gpus)) < (best_verdict.never, best_verdict.shortage(gpus)):
             best, best_verdict = o, v
     clauses = [f"{v.used} of {counted(v.nominal, f'nominal {o.gpu_type} GPU')} and can borrow "
-               f"{v.borrowable} more" for o, v in verdicts]
+               f"{v.borrowable} more{v.no_borrowing(o.gpu_type or 'any')}" for o, v in verdicts]
     listed = (f"{clauses[0]}, and {clauses[1]}" if len(clauses) == 2
               else f"{', '.join(clauses[:-1])}, and {clauses[-1]}")
     lead = (" on both GPU types it accepts" if len(clauses) == 2

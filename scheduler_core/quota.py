@@ -43,6 +43,9 @@ class QuotaVerdict(NamedTuple):
     included (``borrowable`` is what is left of it)."""
     ceiling_room: int = 0
     """The most ``room`` could ever be: the borrowing limit, or all the others could lend."""
+    cohort: str | None = None
+    """The team's cohort on this GPU type (``None``: it borrows from no one)."""
+    borrowing_limit: int | None = None
 
     def shortage(self, gpus: int) -> int:
         """How many of its GPUs of this type the team must free before ``gpus`` more fit its
@@ -54,8 +57,18 @@ class QuotaVerdict(NamedTuple):
         return (
             f"team {team} uses {self.used} of {self.nominal} nominal {gpu_type} "
             f"{'GPU' if self.nominal == 1 else 'GPUs'} and can "
-            f"borrow {self.borrowable} more; this job needs {gpus}"
+            f"borrow {self.borrowable} more{self.no_borrowing(gpu_type)}; this job needs {gpus}"
         )
+
+    def no_borrowing(self, gpu_type: str) -> str:
+        """Why a team in a cohort can borrow nothing more: its borrowing limit, or a cohort with
+        nothing unused to lend now (``qm quotas`` shows the borrowing room the limit leaves,
+        which the cohort may not fill). Nothing for a team in no cohort: it never borrows."""
+        if self.borrowable > 0 or self.cohort is None:
+            return ""
+        if self.borrowing_limit is not None and self.room >= self.borrowing_limit:
+            return f" (its borrowing limit of {self.borrowing_limit} is used)"
+        return f" (cohort {self.cohort} has no unused {gpu_type} GPUs to lend now)"
 
 
 def _lendable(q: QuotaInfo, used: int) -> int:
@@ -204,4 +217,6 @@ class QuotaLedger:
             never=gpus > nominal + ceiling_room,
             room=room,
             ceiling_room=ceiling_room,
+            cohort=q.cohort,
+            borrowing_limit=q.borrowing_limit,
         )

@@ -204,8 +204,9 @@ def test_a_job_over_quota_waits_for_its_cohort_to_lend():
                            SchedulerConfig(backfill=False))
     j = why(first, "j")
     assert j.code is ReasonCode.QUOTA_EXCEEDED
-    assert "team ml uses 0 of 8 nominal a100 GPUs and can borrow 0 more; this job needs 12" \
-        in j.message
+    # (its borrowing limit would allow more: it is the cohort that has nothing to lend now)
+    assert ("team ml uses 0 of 8 nominal a100 GPUs and can borrow 0 more (cohort c has no unused a100 "
+            "GPUs to lend now); this job needs 12") in j.message
     assert j.would_start_if == "its cohort lends 4 more a100 GPUs"
     assert j.eta == 2000.0
     assert starts == {"j": 2000.0}

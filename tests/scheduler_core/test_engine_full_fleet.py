@@ -55,7 +55,10 @@ Two independent proofs:
   whose quota they now hold on another GPU type: 1,000 GPUs seed 7: 43; 10,000 GPUs: 534);
   and when the plan gained a field, ``growth_notes``, 2026-12-02: these fleets hold no running
   elastic job, so it is empty, and each ``repr`` with ``, growth_notes=()`` taken out hashed
-  to the value before)::
+  to the value before; and when an over-quota sentence began to say why a team in a cohort
+  can borrow nothing more, 2026-12-02: compared field by field, only explanations' messages
+  changed, each by the inserted "(cohort c has no unused … GPUs to lend now)" or "(its
+  borrowing limit of N is used)": 163, 189, 24, 304 and 1,620 jobs)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -84,11 +87,11 @@ from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
 
 GOLDEN = {
-    (1000, 500, 200, 7): "e1d191446bafc645ba59939fa7238b8c3c4a82ded9ec2e10649c543ada2a9d00",
-    (1000, 500, 200, 1): "35a68e475a6ebfa23ea48851064f4e75be0bd35883b087c5121b1434c1f5c571",
-    (1000, 500, 200, 3): "5b2e7f9c0be82da447d3217ec5794e6a8d01e851dfcf89ec0c22eb479b1f4584",
-    (2000, 1000, 400, 4): "ca00e27a57889f261b532157d8ccf024034b799aec71943f23a94743c67207b3",
-    (10000, 5000, 2000, 7): "62cdf511fd86816cc9c84a6cbe0bfb6528a44df2e54877710f761f260820e585",
+    (1000, 500, 200, 7): "147d4e9bc332631d965d72bac491287f9740aa9dabac4eadab4f019586291cf4",
+    (1000, 500, 200, 1): "ec23ca33a7b7a8a9121997769e36db09ba0671dc7b8ec270f8f0bec08883e074",
+    (1000, 500, 200, 3): "01841f0e0f90928768dfe1a958be721963c943586e9e20570103cfd68c5ef5ec",
+    (2000, 1000, 400, 4): "31524f7a797cc312274e14ff2108bff56d8a9d50c6a469e0425ed2e82054677f",
+    (10000, 5000, 2000, 7): "7449ba7adb38d9deefa21da75963acf569889ee5ff5561ba8039f8ecea36fb38",
 }
 
 

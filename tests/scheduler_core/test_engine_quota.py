@@ -274,3 +274,21 @@ def test_a_team_within_its_quota_lends_nothing_to_reclaim():
         .plan()
     )
     assert plan.preemptions == () and plan.fleet.borrowed_gpus == 0
+
+
+def test_over_quota_job_says_whether_its_borrowing_limit_or_its_cohort_stops_it():
+    # ml (nominal 8, may borrow 4) holds 12 of a cohort whose other team lends 8: its limit
+    # is used. With a limit of 16 the cohort has 4 more to lend: 4 fit, not 8
+    def plan(limit: int):
+        return (make_cluster().nodes(4).at(0)
+                .quota("ml", "a100", 8, cohort="c", borrowing_limit=limit).quota("lend", "a100", 8, cohort="c")
+                .running(make_running(make_job("r").team("ml").gpus(12).per_node(4)).on("n0", *range(8))
+                         .on("n1", 0, 1, 2, 3))
+                .pending(make_job("j").team("ml").gpus(8))
+                .plan())
+    limited = why(plan(4), "j")
+    assert limited.code is ReasonCode.QUOTA_EXCEEDED
+    assert ("team ml uses 12 of 8 nominal a100 GPUs and can borrow 0 more (its borrowing limit of 4 is used); "
+            "this job needs 8") in limited.message
+    roomy = why(plan(16), "j")
+    assert "can borrow 4 more; this job needs 8" in roomy.message

@@ -32,7 +32,11 @@
   within their nominal, and one victim changes (a higher-priority preemption of run-000059
   instead of the reclaim of run-000131), with the ETAs that follow); and when the plan gained
   a field, ``growth_notes``, 2026-12-02: these snapshots hold no running elastic job, so it
-  is empty, and each ``repr`` with ``, growth_notes=()`` taken out hashed to the value before), by::
+  is empty, and each ``repr`` with ``, growth_notes=()`` taken out hashed to the value before;
+  and when an over-quota sentence began to say why a team in a cohort can borrow nothing more,
+  2026-12-02: compared field by field, only explanations' messages changed, each by the
+  inserted "(cohort c has no unused … GPUs to lend now)" or "(its borrowing limit of N is
+  used)": 185, 24, 286, 0 and 1,507 jobs), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -72,11 +76,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "f38d29b2d2eb867e2dd755c37ce4f3b2c68fe7f5f889b899fa81b22caf5cfa8d",
-    (1000, 500, 200, 3, "loop"): "065f98ef4e9e5b1a2ba7df4394a826694bcc2b90878db05ab0f35a98a1ecebf9",
-    (2000, 1000, 400, 4, "default"): "5dec286af4b9cd76d7161526873f57b177b6e755ea44ab49de2211b633f3b051",
+    (1000, 500, 200, 1, "default"): "e34cd08521ab348abf7a173d407da80a63e5d1fa57fb9f99f2776b9d2334e2c3",
+    (1000, 500, 200, 3, "loop"): "59624b402a9f55726585c8be9101975d3cba72c408eb5d982de4bc5e3701b03a",
+    (2000, 1000, 400, 4, "default"): "3ce0a5e2eb39cb0491b9d9991eef7f1527835b4ec8833cd3e64474321ac16739",
     (10000, 5000, 2000, 7, "default"): "7f9cb2e05c9f43084939940f5d62d78904d84aceebf3caa19d85c1a388976421",
-    (10000, 5000, 2000, 7, "loop"): "f7cd30a46526099de331aab813a467e18408bd12e292467b199d99282ed2c70c",
+    (10000, 5000, 2000, 7, "loop"): "50bd658310addf10237e4ae2103edf53df1c4d83fec57df3b858dc2bd48b31c9",
 }
 
 

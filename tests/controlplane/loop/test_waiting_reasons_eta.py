@@ -107,8 +107,8 @@ def test_a_team_borrowing_from_its_cohort_is_told_when_the_lender_frees(
     body = why_fleet["api"].get(f"/api/v1/jobs/{borrower.pk}/explain/").json()
     assert body["reason_code"] == "QuotaExceeded"
     assert body["reason"].startswith(
-        "Over quota: team ml uses 0 of 8 nominal H100-80GB GPUs and can borrow 0 more; this job "
-        "needs 12.")
+        "Over quota: team ml uses 0 of 8 nominal H100-80GB GPUs and can borrow 0 more (cohort all has no "
+        "unused H100-80GB GPUs to lend now); this job needs 12.")
     assert body["would_start_if"] == "its cohort lends 4 more H100-80GB GPUs"
     assert body["eta"] is not None
     assert abs((_eta(body) - started - timedelta(seconds=3600)).total_seconds()) < 1
