@@ -453,7 +453,9 @@ def _value_of(job: Job, name: str) -> Any:
 def _words(name: str, value: Any) -> str:
     if value is None or value == []:
         return "none"
-    if name in ("runtime_limit_s", "checkpoint_interval_s"):
+    if name == "runtime_limit_s":  # in days from two days on, as qm --time and the refusals say it
+        return f"{value} s ({job_service.limit_words(value)})" if value >= 60 else f"{value} s"
+    if name == "checkpoint_interval_s":
         return f"{value} s ({duration(value)})" if value >= 60 else f"{value} s"
     if isinstance(value, list):
         return "/".join(map(str, value))

@@ -633,7 +633,7 @@ def _describe(req: SubmitRequest, resolved: _Resolved) -> str:
     limit = (f", at most {counted(resolved.array_task_limit, 'task')} of its array at a time"
              if resolved.array_task_limit is not None else "")
     return (f"{shape}, priority class {resolved.priority_class.name}, runtime limit "
-            f"{duration(resolved.runtime_limit_s)}{limit}")
+            f"{limit_words(resolved.runtime_limit_s)}{limit}")
 
 
 _last_cycle_request = 0.0

@@ -212,3 +212,13 @@ def test_a_held_job_stays_held_and_explained_when_changed(fleet, alice) -> None:
     r = alice.patch(f"{J}{job.pk}/", {"gpus": 2}, format="json")
     assert r.status_code == 200
     assert r.json()["job"]["pending_code"] == "Held" and r.json()["job"]["hold"] == "user"
+
+
+def test_a_runtime_limit_of_days_is_said_in_days(fleet, alice) -> None:
+    # the change's words said "518400 s (144.0 h)" where qm --time and the refusals say days
+    job = _submitted(alice)
+    r = alice.patch(f"{J}{job.pk}/", {"runtime_limit_s": 6 * 86400}, format="json")  # research: at most 7
+    assert r.status_code == 200, r.content[:400]
+    (event,) = Event.objects.filter(job=job, kind=EventKind.JOB_UPDATED)
+    assert event.message.startswith("Changed by alice while waiting: runtime_limit_s 14400 s (4.0 h) → "
+                                    "518400 s (6 days)")
