@@ -12,7 +12,7 @@ from rest_framework.test import APIClient
 
 import scheduler_core as engine
 from controlplane.choices import JobState
-from controlplane.models import GpuType, Job, Node, PriorityClass, Quota, Team
+from controlplane.models import Job, Quota, Team
 from controlplane.services import cycle
 from controlplane.services.cycle import _store_growth_notes
 from scheduler_core import GrowthCode, GrowthNote
@@ -23,13 +23,11 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def team() -> Team:
-    h100 = GpuType.objects.create(name="H100-80GB", memory_gb=80)
+    h100 = f.make_gpu_type("H100-80GB", 80)
     for i in range(2):
-        Node.objects.create(name=f"n{i}", pool="h100", gpu_type=h100, gpu_count=8, cpus=96, memory_gb=1024,
-                            leaf_switch="leaf-0", spine="spine-0")
-    batch = PriorityClass.objects.create(name="batch", value=100, grace_period_s=30, min_runtime_s=0)
-    team = Team.objects.create(name="ml", default_priority_class=batch)
-    Quota.objects.create(team=team, gpu_type=h100, nominal_gpus=8)
+        f.make_node(h100, name=f"n{i}", pool="h100")
+    team = f.make_team("ml", default_priority_class=f.make_priority_class("batch", 100, min_runtime_s=0))
+    f.make_quota(team, h100, 8)
     return team
 
 

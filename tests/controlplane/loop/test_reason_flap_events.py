@@ -12,21 +12,20 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import JobState
-from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Quota, Team
+from controlplane.models import Event, Job, Team
 from controlplane.services import cycle
+from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def team() -> Team:
-    h100 = GpuType.objects.create(name="H100-80GB", memory_gb=80)
+    h100 = f.make_gpu_type("H100-80GB", 80)
     for i in range(2):
-        Node.objects.create(name=f"n{i}", pool="h100", gpu_type=h100, gpu_count=8, cpus=96, memory_gb=1024,
-                            leaf_switch="leaf-0", spine="spine-0")
-    research = PriorityClass.objects.create(name="research", value=100, grace_period_s=30)
-    team = Team.objects.create(name="ml", default_priority_class=research)
-    Quota.objects.create(team=team, gpu_type=h100, nominal_gpus=16)
+        f.make_node(h100, name=f"n{i}", pool="h100")
+    team = f.make_team("ml", default_priority_class=f.make_priority_class("research", 100))
+    f.make_quota(team, h100, 16)
     return team
 
 
