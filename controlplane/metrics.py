@@ -74,7 +74,7 @@ from controlplane.models import (
     Quota,
     SchedulerLease,
 )
-from controlplane.services import accounting, eta_record
+from controlplane.services import accounting, eta_record, maintenance
 from controlplane.services.access import access_of
 from controlplane.services.transitions import REQUEUES_AFTER_END
 
@@ -301,8 +301,7 @@ class QuartermasterCollector(Collector):
         # A node inside an active window takes no job (scheduler_core/maintenance.py): its GPUs
         # are in no pool's schedulable capacity, as the cycle's figures, metrics/fragmentation/
         # and the Nodes page count them. One query, grouped by pool, state and whether a window holds it.
-        closed = Exists(MaintenanceWindow.objects.filter(nodes=OuterRef("pk"), cancelled_at__isnull=True,
-                                                         start_at__lte=now, end_at__gt=now))
+        closed = Exists(maintenance.active_at(now).filter(nodes=OuterRef("pk")))
         for r in Node.objects.exclude(state=NodeState.RETIRED).annotate(closed=closed).values(
                 "pool", "state", "closed").annotate(n=Count("id"), g=Sum("gpu_count")).order_by():
             n, g = counts.get((r["pool"], r["state"]), (0, 0))

@@ -15,7 +15,8 @@ from django.db.models import Exists, OuterRef
 from django.utils import timezone
 
 from controlplane.choices import NodeState
-from controlplane.models import AllocationGpu, MaintenanceWindow, Node
+from controlplane.models import AllocationGpu, Node
+from controlplane.services import maintenance
 from controlplane.services.access import access_of
 
 
@@ -78,8 +79,7 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
         holders[(node_id, index)] = Slot(team=team, job_id=job_id if access.may_read_team(team_id) else None,
                                               team_id=team_id)
     now = timezone.now()
-    closed = Exists(MaintenanceWindow.objects.filter(nodes=OuterRef("pk"), cancelled_at__isnull=True,
-                                                     start_at__lte=now, end_at__gt=now))
+    closed = Exists(maintenance.active_at(now).filter(nodes=OuterRef("pk")))
     rows = []
     for n in nodes.annotate(in_maintenance=closed).order_by("pool", "leaf_switch", "name").values(
         "id", "name", "pool", "leaf_switch", "spine", "state", "gpu_count", "gpu_type__name", "capacity_tier",

@@ -57,7 +57,6 @@ from controlplane.models import (
     Event,
     GpuType,
     Job,
-    MaintenanceWindow,
     Membership,
     Node,
     PriceRate,
@@ -77,6 +76,7 @@ from controlplane.services import (
     job_history,
     job_priority,
     job_runs,
+    maintenance,
     nodes,
     quotas,
     scheduler_policy,
@@ -996,8 +996,7 @@ class NodeViewSet(AdminWritableViewSet):
     def get_queryset(self) -> QuerySet[Any]:
         now = timezone.now()
         # The maintenance window holding the node now, if any (it takes no work until it ends).
-        holding = (MaintenanceWindow.objects.filter(nodes=OuterRef("pk"), cancelled_at__isnull=True,
-                                                    start_at__lte=now, end_at__gt=now).order_by("end_at", "id"))
+        holding = maintenance.active_at(now).filter(nodes=OuterRef("pk")).order_by("end_at", "id")
         return Node.objects.select_related("gpu_type").annotate(
             allocated_gpus=Count("allocation_gpus", filter=Q(allocation_gpus__live=True)),
             maintenance_window=Subquery(holding.values("id")[:1]),

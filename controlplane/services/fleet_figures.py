@@ -16,7 +16,8 @@ from django.db.models import Count, Min, Q, Sum
 from django.utils import timezone
 
 from controlplane.choices import JobState, NodeState
-from controlplane.models import AllocationGpu, FleetSample, Job, MaintenanceWindow, Node, SchedulerLease
+from controlplane.models import AllocationGpu, FleetSample, Job, Node, SchedulerLease
+from controlplane.services import maintenance
 from scheduler_core.types import ReasonCode
 
 
@@ -128,9 +129,7 @@ def fragmentation_figures(now: datetime | None = None) -> FragmentationFigures:
         AllocationGpu.objects.filter(live=True).values("node_id").annotate(n=Count("id")).values_list("node_id", "n")
     )
     now = now or timezone.now()
-    in_maintenance = set(
-        MaintenanceWindow.objects.filter(cancelled_at__isnull=True, start_at__lte=now, end_at__gt=now)
-        .values_list("nodes", flat=True))
+    in_maintenance = set(maintenance.active_at(now).values_list("nodes", flat=True))
     pools: dict[str, PoolFragmentation] = {}
     # A retired node is out of the fleet: none of its GPUs count (nor does its pool, when all of
     # that pool's nodes are retired).

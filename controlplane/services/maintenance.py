@@ -570,12 +570,23 @@ def cancel(window_pk: int, user: AbstractBaseUser, now: datetime | None = None) 
 # ------------------------------------------------------------------------------ reading
 
 
+def active_at(now: datetime) -> QuerySet[MaintenanceWindow]:
+    """The windows holding their nodes at `now` (begun, not ended, not cancelled): a node in one
+    takes no work (scheduler_core/maintenance.py), and every page, figure and metric that counts
+    free or schedulable GPUs leaves it out (`active_at(now).filter(nodes=OuterRef("pk"))`)."""
+    return MaintenanceWindow.objects.filter(_active(now))
+
+
+def _active(now: datetime) -> Q:
+    return Q(cancelled_at__isnull=True, start_at__lte=now, end_at__gt=now)
+
+
 def in_state(windows: QuerySet[MaintenanceWindow], states: Iterable[str], now: datetime) -> QuerySet[MaintenanceWindow]:
     """The windows in any of `states` (upcoming, active, ended, cancelled) at `now`."""
     open_ = Q(cancelled_at__isnull=True)
     each = {
         MaintenanceWindowState.UPCOMING: open_ & Q(start_at__gt=now),
-        MaintenanceWindowState.ACTIVE: open_ & Q(start_at__lte=now, end_at__gt=now),
+        MaintenanceWindowState.ACTIVE: _active(now),
         MaintenanceWindowState.ENDED: open_ & Q(end_at__lte=now),
         MaintenanceWindowState.CANCELLED: ~open_,
     }
