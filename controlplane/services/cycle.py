@@ -68,6 +68,13 @@ class CycleResult:
     commit_ms: float = 0.0  # the fenced commit, from the lease check to the end of the transaction
 
 
+def read_as_next_cycle(now: datetime) -> SnapshotContext:
+    """The fleet read as the next cycle will read it, under the scheduler's current epoch,
+    without leading: for views of what the engine would decide now (`qm sprio`, `qm sshare`)."""
+    epoch = SchedulerLease.objects.filter(name=LEASE_NAME).values_list("epoch", flat=True).first() or 0
+    return read_snapshot(now, epoch)
+
+
 def acquire_lease(holder: str, now: datetime, ttl_s: float | None = None) -> SchedulerLease | None:
     """Take the lease if it is free or expired (epoch + 1), renew it if ours; None if another
     live holder has it. The row lock serialises contenders; the epoch never goes back."""
@@ -297,17 +304,19 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
 def _store_growth_notes(plan: engine.Plan) -> None:
     """Each running elastic job the plan did not grow below its maximum says why (its
     `growth_code` and `growth_note`); a job noted before and not now (it grew, reached its
-    maximum, stopped or ended) is cleared. Rows are written only when their note changed: two
-    statements a cycle, over the few jobs with a note (a partial index)."""
+    maximum, stopped or ended) is cleared. Rows are written only when their note changed, in one
+    statement: three a cycle at most, over the few jobs with a note (a partial index)."""
     running = [JobState.RUNNING.value, JobState.PREEMPTING.value]
     noted = {int(note.job_id): (note.code.value, fit_stored(note.message, 300)) for note in plan.growth_notes}
     Job.objects.filter(~Q(growth_code="")).exclude(pk__in=noted).update(growth_code="", growth_note="")
     if not noted:
         return
-    for pk, code, note in Job.objects.filter(pk__in=noted, state__in=running).values_list(
-            "pk", "growth_code", "growth_note"):
-        if (code, note) != noted[pk]:
-            Job.objects.filter(pk=pk, state__in=running).update(growth_code=noted[pk][0], growth_note=noted[pk][1])
+    changed = [Job(pk=pk, growth_code=noted[pk][0], growth_note=noted[pk][1])
+               for pk, code, note in Job.objects.filter(pk__in=noted, state__in=running).values_list(
+                   "pk", "growth_code", "growth_note")
+               if (code, note) != noted[pk]]
+    if changed:
+        Job.objects.bulk_update(changed, ["growth_code", "growth_note"])
 
 
 def _any_of_explanation(explanation: engine.PendingExplanation, context: SnapshotContext) -> engine.PendingExplanation:

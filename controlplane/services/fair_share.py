@@ -18,9 +18,9 @@ from typing import Any
 from django.utils import timezone
 
 import scheduler_core as engine
-from controlplane.models import SchedulerLease, Team
-from controlplane.services.cycle import LEASE_NAME
-from controlplane.services.snapshot import read_snapshot, scheduler_config
+from controlplane.models import Team
+from controlplane.services.cycle import read_as_next_cycle
+from controlplane.services.snapshot import scheduler_config
 from scheduler_core.fairshare import RESOURCES
 
 
@@ -35,9 +35,8 @@ class FairShares:
 def fair_shares(now: datetime | None = None) -> FairShares:
     """Every team's share now, read as the next cycle will order the queue by it."""
     now = now or timezone.now()
-    epoch = SchedulerLease.objects.filter(name=LEASE_NAME).values_list("epoch", flat=True).first() or 0
     config = scheduler_config()
-    found = engine.snapshot_fair_shares(read_snapshot(now, epoch).snapshot, config)
+    found = engine.snapshot_fair_shares(read_as_next_cycle(now).snapshot, config)
     # decayed seconds are an average holding × half_life / ln 2: back to GPU-hours for people
     to_hours = config.fair_share_half_life_s / math.log(2) / 3600.0
     rows = []

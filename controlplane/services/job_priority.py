@@ -18,10 +18,9 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
 
 import scheduler_core as engine
-from controlplane.models import SchedulerLease
 from controlplane.services import access
-from controlplane.services.cycle import LEASE_NAME
-from controlplane.services.snapshot import read_snapshot, scheduler_config
+from controlplane.services.cycle import read_as_next_cycle
+from controlplane.services.snapshot import scheduler_config
 
 
 @dataclass(frozen=True)
@@ -51,8 +50,7 @@ def queue_order(now: datetime | None = None) -> QueueOrder:
     """Every job in line in the next cycle's order, with its factors: the fleet read as a cycle
     reads it (its snapshot) and the engine's `queue_factors`."""
     now = now or timezone.now()
-    epoch = SchedulerLease.objects.filter(name=LEASE_NAME).values_list("epoch", flat=True).first() or 0
-    context = read_snapshot(now, epoch)
+    context = read_as_next_cycle(now)
     config = scheduler_config()
     return QueueOrder(at=now, queue_order=config.queue_order, factors=engine.queue_factors(context.snapshot, config))
 
