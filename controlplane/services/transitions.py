@@ -724,13 +724,13 @@ def fenced_because(reason: str, node_names: Sequence[str]) -> str:
     return f"{many} (it held {', '.join(node_names)})" if node_names else many
 
 
-def _held_nodes(allocation_id: int) -> list[tuple[int, str]]:
-    """The nodes an allocation held GPUs on, by name: one query, whatever the number of GPUs."""
-    return sorted(
-        set(AllocationGpu.objects.filter(allocation_id=allocation_id).order_by().values_list("node_id", "node__name")
-            .distinct()),
-        key=lambda n: n[1],
-    )
+def _held_nodes(allocation_id: int, *, live_only: bool = False) -> list[tuple[int, str]]:
+    """The nodes an allocation held GPUs on (with `live_only`, still holds), by name: one query,
+    whatever the number of GPUs."""
+    rows = AllocationGpu.objects.filter(allocation_id=allocation_id)
+    if live_only:
+        rows = rows.filter(live=True)
+    return sorted(set(rows.order_by().values_list("node_id", "node__name").distinct()), key=lambda n: n[1])
 
 
 def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime, actor: str, reason: str) -> bool:
@@ -756,7 +756,9 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     if not changed:
         return False
     # The events' node, when the allocation held one (a gang's events name its nodes instead).
-    node, names = where_held(_held_nodes(allocation_id))
+    # Only the nodes it still held: a gang member that left a node earlier gave its GPUs back
+    # clean, a new owner may run there now, and that node is not what this fence took.
+    node, names = where_held(_held_nodes(allocation_id, live_only=True) or _held_nodes(allocation_id))
     held = held_until_stop(allocation_id, AllocationGpu.objects.filter(allocation_id=allocation_id, live=True).update(live=False))
     record_event(EventKind.ALLOCATION_FENCED, actor, job=allocation.job, allocation=allocation, node=node,
                  epoch=lease.epoch, at=at, reason=reason,

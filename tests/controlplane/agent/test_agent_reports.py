@@ -149,6 +149,41 @@ def test_a_fenced_gang_loses_only_the_work_of_the_gpus_it_still_held(fleet: Loop
     assert 2 * 9 * 60 < job.lost_gpu_seconds < 2 * 11 * 60  # a's two GPUs for ten minutes, not four
 
 
+def test_fencing_a_gang_after_its_member_left_a_node_leaves_the_new_owner_there_alone(fleet: LoopFleet) -> None:
+    """Found by the chaos drill (CI, stop 22): a gang's member on b exited, a new job took b's
+    GPUs, then a went silent and the gang was fenced to a newer generation than the new job's.
+    The new owner on b keeps running and b is not quarantined; b's stale reports about the
+    gang's old generation are refused; the fence names only the node it took GPUs from."""
+    a, _ = register_node("gpu-a")
+    b, token_b = register_node("gpu-b")
+    gang = make_job(fleet, gpus=4, gpus_per_node=2, name="gang")
+    old = bind(gang, {a: [0, 1], b: [0, 1]}, at=timezone.now() - timedelta(minutes=10))
+    gang_generation = old.generation
+    client_b = agent_client(token_b)
+    report(client_b, "gpu-b", {"kind": "exited", "generation": old.generation, "at": at(), "exit_code": 0})
+    newcomer = bind(make_job(fleet, gpus=2, name="newcomer"), {b: [0, 1]})
+    assert newcomer.generation > old.generation
+    Node.objects.filter(pk=a.pk).update(agent_lease_expires_at=timezone.now() - timedelta(seconds=1))
+
+    reconcile.expire_node(a.pk, now=timezone.now())
+
+    old.refresh_from_db()
+    assert old.state == AllocationState.FENCED and old.generation > newcomer.generation
+    fenced = Event.objects.get(kind=EventKind.ALLOCATION_FENCED, allocation=old)
+    assert fenced.data["nodes"] == ["gpu-a"] and "gpu-b" not in fenced.message
+    body = report(client_b, "gpu-b", {"kind": "progress", "generation": gang_generation, "at": at(), "steps": 7},
+                  {"kind": "progress", "generation": newcomer.generation, "at": at(), "steps": 5})
+    assert gang_generation in body["stale_reports"]
+    assert newcomer.generation not in body["stale_reports"] and newcomer.generation not in body["stop"]
+    beat = client_b.post("/api/v1/agent/nodes/gpu-b/heartbeat", {"running": [newcomer.generation]},
+                         format="json").json()
+    assert [x["generation"] for x in beat["allocations"]] == [newcomer.generation] and beat["stop"] == []
+    b.refresh_from_db()
+    newcomer.refresh_from_db()
+    assert newcomer.state == AllocationState.ACTIVE and b.state != "quarantined"
+    assert Job.objects.get(pk=newcomer.job_id).steps == 5
+
+
 def test_a_gang_whose_members_all_exit_zero_succeeds(fleet: LoopFleet) -> None:
     a, token_a = register_node("gpu-a")
     b, token_b = register_node("gpu-b")

@@ -13,7 +13,9 @@ REPEATABLE READ snapshot and checks:
   - no lost job: every submitted job exists, and a job is running or preempting exactly when
     it has one live allocation;
   - generations strictly increasing: never lowered between polls, and on every GPU each owner
-    has a higher generation than every earlier owner; the scheduler's epoch never goes back;
+    has a higher generation than every earlier owner held it under (a gang member that left a
+    node early held it under the generation its MemberExited event records, even if the rest
+    of the gang was fenced to a newer one later); the scheduler's epoch never goes back;
   - every preempted or fenced job requeued or finished (or running again under a newer
     generation);
 and, from the nodes' side, reads the agents' status files: no GPU runs two generations at once.
@@ -42,7 +44,7 @@ from django.conf import settings
 from django.db import connection, connections, transaction
 from django.utils import timezone
 
-from controlplane.choices import FINISHED_JOB_STATES, JobState
+from controlplane.choices import FINISHED_JOB_STATES, EventKind, JobState
 from controlplane.models import Job
 from tests.controlplane.loop_fixtures import BOOTSTRAP, LoopFleet
 
@@ -397,6 +399,16 @@ class InvariantChecker(threading.Thread):
                    JOIN controlplane_allocation a ON a.id = g.allocation_id ORDER BY g.node_id, g.gpu_index, a.id"""
             )
             owners = cursor.fetchall()
+            # A gang member that left its node early (its exit, or a confirmed stop) gave those
+            # GPUs up under the generation it had then, which its event records; a fence of the
+            # rest of the gang later draws the allocation a newer one, after a new owner may
+            # have taken these GPUs, and that is no reuse before fencing.
+            cursor.execute(
+                "SELECT allocation_id, node_id, max((data->>'generation')::bigint) FROM controlplane_event "
+                "WHERE kind = %s AND reason = 'MemberExited' GROUP BY allocation_id, node_id",
+                [EventKind.ALLOCATION_RELEASED.value],
+            )
+            gave_up = {(alloc_id, node_id): generation for alloc_id, node_id, generation in cursor.fetchall()}
             cursor.execute("SELECT epoch FROM controlplane_schedulerlease WHERE name = 'scheduler'")
             row = cursor.fetchone()
         epoch = row[0] if row else 0
@@ -442,8 +454,8 @@ class InvariantChecker(threading.Thread):
             key = (node_id, gpu)
             if key in previous and generation <= previous[key]:
                 self.violate(f"GPU {node_id}:{gpu}: allocation {alloc_id} has generation {generation}, not above "
-                             f"the earlier owner's {previous[key]}")
-            previous[key] = generation
+                             f"the generation {previous[key]} its earlier owner held it under")
+            previous[key] = gave_up.get((alloc_id, node_id), generation)
 
     def check_agents(self) -> None:
         for path in self.cluster.workdir.glob("*.status.json"):
