@@ -1,5 +1,6 @@
 """How the engine's figures are judged, one rule for the simulator's replays and the real
-fleet: the seed's percentile, and when an ETA told to a waiting job counts as kept.
+fleet: the seed's percentile, when an ETA told to a waiting job counts as kept, and a job's
+size class (small or large).
 
 The simulator judges every replayed wait (``scheduler_core.sim.metrics``); the control plane
 judges the jobs that started on the fleet (``controlplane/services/eta_record.py``). Both
@@ -14,6 +15,19 @@ from dataclasses import dataclass
 ETA_SLACK_S = 1.0
 """A start this close after the ETA a job was told still counts as on time (ETAs are floats,
 event times whole seconds)."""
+
+
+SMALL = "small"
+LARGE = "large"
+SIZE_CLASSES: tuple[str, str] = (SMALL, LARGE)
+
+
+def size_class(gpus: int, gpus_per_node: int) -> str:
+    """The seed's split of the work by size: ``"small"``, fewer GPUs than a node (it fits beside
+    other work on one node), or ``"large"``, a whole node or more (a gang that needs whole nodes
+    drained for it). The simulator splits its waits by it (``wait_small_*``, ``wait_large_*``)
+    and the control plane its ETA record."""
+    return SMALL if gpus < gpus_per_node else LARGE
 
 
 def p95(sorted_values: Sequence[float]) -> float:

@@ -9,7 +9,7 @@ the minute grid (every seed trace does).
 
 Waits follow the seed too: a job is *done* when it ended strictly before the horizon (the
 seed's last completion check is at minute ``horizon - 1``); small means fewer GPUs than a
-node; the p95 is ``sorted(waits)[min(n - 1, int(0.95 * n))]``; means are plain means over done
+node (``scheduler_core.judging.size_class``); the p95 is ``sorted(waits)[min(n - 1, int(0.95 * n))]``; means are plain means over done
 jobs. ``wait_mean_min`` and ``wait_max_min`` cover *every* job submitted before the horizon,
 counting a job still waiting at the horizon as having waited until then, so a scheduler
 cannot look good by never starting a job. ``mean_slowdown`` is the mean over done jobs of
@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from scheduler_core.judging import judge_etas, p95
+from scheduler_core.judging import SMALL, judge_etas, p95, size_class
 
 #: Durations shorter than this count as this long in slowdowns (bounded slowdown).
 SLOWDOWN_FLOOR_S = 60.0
@@ -147,8 +147,8 @@ def summarize(
         raise ValueError(f"total GPUs must be > 0, got {total_gpus}")
     submitted = [o for o in outcomes if o.submit_s < horizon_s]
     done = [o for o in submitted if o.done_by(horizon_s)]
-    small = sorted(o.wait_s / 60.0 for o in done if o.gpus < gpus_per_node)
-    large = sorted(o.wait_s / 60.0 for o in done if o.gpus >= gpus_per_node)
+    small = sorted(o.wait_s / 60.0 for o in done if size_class(o.gpus, gpus_per_node) == SMALL)
+    large = sorted(o.wait_s / 60.0 for o in done if size_class(o.gpus, gpus_per_node) != SMALL)
     every_wait = [o.wait_s / 60.0 for o in submitted]
     slowdowns = [(o.end_s - o.submit_s) / max(o.duration_s, SLOWDOWN_FLOOR_S) for o in done if o.end_s is not None]
     return {

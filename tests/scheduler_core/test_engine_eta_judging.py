@@ -1,12 +1,13 @@
 """One rule judges the ETAs on replays and on the fleet (scheduler_core.judging): a start
 within a second after the ETA told is on time; lateness counts zero for those on time; the
-percentile is the seed's index rule."""
+percentile is the seed's index rule; a job is small with fewer GPUs than a node, large with a
+whole node or more."""
 
 from __future__ import annotations
 
 import pytest
 
-from scheduler_core.judging import ETA_SLACK_S, judge_etas, p95
+from scheduler_core.judging import ETA_SLACK_S, LARGE, SMALL, judge_etas, p95, size_class
 
 
 def test_eta_judging_a_start_within_the_slack_is_on_time_and_one_past_it_late():
@@ -37,3 +38,7 @@ def test_eta_judging_p95_is_the_seeds_index_and_refuses_an_empty_list():
     assert p95([float(x) for x in range(100)]) == 95.0
     with pytest.raises(ValueError, match="empty"):
         p95([])
+
+
+def test_size_class_small_is_fewer_gpus_than_a_node_and_large_a_whole_node_or_more():
+    assert [size_class(gpus, 8) for gpus in (1, 7, 8, 9, 32)] == [SMALL, SMALL, LARGE, LARGE, LARGE]
