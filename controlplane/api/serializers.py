@@ -1183,14 +1183,21 @@ class JobArrayCancelSerializer(JobArraySerializer):
 
 
 class LikelyStartSerializer(serializers.Serializer):
-    """A waiting job's likely start by the fleet's ETA record (services/eta_record.py)."""
+    """A waiting job's likely start by the ETA record of its size class (services/eta_record.py)."""
 
     at = serializers.DateTimeField(help_text="now + (ETA - now) × share_of_wait.")
     share_of_wait = serializers.FloatField(
-        help_text="The median share of the wait told that the jobs judged had (metrics/etas/ median_share_of_wait).")
-    judged = serializers.IntegerField(help_text="Jobs that started in the last `days` after waiting with an ETA.")
+        help_text="The median share of the wait told that the jobs of its size class judged had (metrics/etas/ "
+                  "size_classes[].median_share_of_wait).")
+    judged = serializers.IntegerField(help_text="Jobs of its size class that started in the last `days` after "
+                                                "waiting with an ETA (at least 20, or no likely start is given).")
     on_time = serializers.FloatField(help_text="Share of them that started by the first ETA they were told.")
     days = serializers.IntegerField(help_text="The record's window, in days.")
+    size_class = serializers.ChoiceField(
+        choices=list(eta_record.SIZE_CLASSES),
+        help_text="The record it rests on: small, fewer GPUs than the fleet's largest node; large, at least that "
+                  "many (whole nodes).")
+    node_gpus = serializers.IntegerField(help_text="The GPUs of the fleet's largest node, where the classes split.")
 
 
 class ExplanationSerializer(serializers.Serializer):
@@ -1209,8 +1216,8 @@ class ExplanationSerializer(serializers.Serializer):
     would_start_if = serializers.CharField(help_text="What would let it start.")
     likely_start = LikelyStartSerializer(
         allow_null=True, help_text="Where a waiting job's start lands at the median share of the wait told that the "
-                                   "jobs judged lately had (GET metrics/etas/); null with no ETA ahead, no job "
-                                   "judged, or a median share not below one.")
+                                   "jobs of its size class judged lately had (GET metrics/etas/); null with no ETA "
+                                   "ahead, fewer than 20 jobs of its class judged, or a median share not below one.")
     growth_code = serializers.CharField(
         help_text="A running elastic job below its maximum that the last cycle did not grow: why (the job's "
                   "growth_code); empty otherwise.")
@@ -1727,6 +1734,18 @@ class EtaRecordQuerySerializer(serializers.Serializer):
                                     help_text="The jobs that started in the last this many days.")
 
 
+class EtaSizeClassSerializer(serializers.Serializer):
+    size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES))
+    node_gpus = serializers.IntegerField(
+        help_text="The GPUs of the fleet's largest node: small jobs ask fewer, large ones at least that many.")
+    judged = serializers.IntegerField()
+    on_time = serializers.FloatField(allow_null=True)
+    median_share_of_wait = serializers.FloatField(allow_null=True)
+    median_early_s = serializers.FloatField(allow_null=True)
+    late_p95_s = serializers.FloatField(allow_null=True)
+    late_max_s = serializers.FloatField(allow_null=True)
+
+
 class EtaRecordSerializer(serializers.Serializer):
     since = serializers.DateTimeField()
     until = serializers.DateTimeField()
@@ -1741,6 +1760,9 @@ class EtaRecordSerializer(serializers.Serializer):
     late_p95_s = serializers.FloatField(
         allow_null=True, help_text="Lateness past the ETA told, 95th percentile over all of them (0 when on time).")
     late_max_s = serializers.FloatField(allow_null=True, help_text="The latest start past the ETA told, seconds.")
+    size_classes = EtaSizeClassSerializer(
+        many=True, help_text="The same per size class, small then large; empty when no job is judged or the fleet "
+                             "has no node.")
 
 
 class PoolFragmentationSerializer(serializers.Serializer):

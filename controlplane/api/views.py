@@ -633,8 +633,8 @@ def explanation(job: Job) -> dict[str, Any]:
         "queue_position": job.queue_position if waiting else None,
         "eta": job.eta if waiting else None,
         "would_start_if": s.engine_times(job.pending_would_start_if) if waiting else "",
-        # where its start lands at the median share of the wait told that jobs had lately
-        "likely_start": eta_record.likely_start_said(job.eta) if waiting else None,
+        # where its start lands at the median share of the wait told that jobs of its size had lately
+        "likely_start": eta_record.likely_start_said(job.eta, job.gpus) if waiting else None,
         # a running elastic job below its maximum: why the last cycle did not grow it
         "growth_code": job.growth_code if job.state == JobState.RUNNING else "",
         "growth_note": job.growth_note if job.state == JobState.RUNNING else "",
@@ -1121,7 +1121,7 @@ class SchedulerPolicyView(ApiMixin, APIView):
 class EtaMetricsView(ApiMixin, APIView):
     """How far the ETAs told to waiting jobs held: of the jobs that started in the last `days`
     (default 7) after waiting with an ETA, the share that started by the first one told, and by
-    how much sooner or later (services/eta_record.py)."""
+    how much sooner or later; the same per size class (services/eta_record.py)."""
 
     query_parameters = frozenset({"format", "days"})
 

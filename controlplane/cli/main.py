@@ -741,10 +741,15 @@ def _eta_record_text(api: Api) -> str:
 
 
 def _likely_start_text(likely: dict[str, Any]) -> str:
-    """Where a waiting job's start lands at the median share of the wait told lately, as the
-    API gives it (explain's `likely_start`) and the job's page says it."""
+    """Where a waiting job's start lands at the median share of the wait told lately by jobs of
+    its size class, as the API gives it (explain's `likely_start`) and the job's page says it."""
+    jobs = counted(likely["judged"], "job")
+    if likely.get("size_class") == "large":
+        jobs += f" of {likely['node_gpus']}+ GPUs"
+    elif likely.get("size_class") == "small":
+        jobs += f" of fewer than {likely['node_gpus']} GPUs"
     return (f"about {_eta_text(likely['at'], relative=True)}, at the median {likely['share_of_wait']:.0%} of the wait "
-            f"told that {counted(likely['judged'], 'job')} had in the last {likely['days']} days")
+            f"told that {jobs} had in the last {likely['days']} days")
 
 
 def _position_text(position: int | None, code: str | None, held: bool | None, resolvable: bool | None) -> str:

@@ -359,12 +359,15 @@ ETA_RECORD_TTL_S = 60
 
 
 def eta_lately(job: Job, now: datetime) -> dict[str, Any]:
-    """Beside a waiting job's ETA: the fleet's ETA record, and where its start lands if it has
-    the median share of its wait that jobs had lately."""
+    """Beside a waiting job's ETA: the fleet's ETA record, the record of the job's size class,
+    and where its start lands if it has the median share of its wait that jobs of its class had
+    lately (none when too few of them were judged: services/eta_record.py likely_start_of)."""
     if job.state != JobState.PENDING or job.eta is None:
-        return {"eta_record": None, "eta_likely": None}
+        return {"eta_record": None, "eta_class": None, "eta_likely": None}
     record = fleet_eta_record()
-    return {"eta_record": record, "eta_likely": eta_record.likely_start(record, job.eta, now)}
+    own, likely = eta_record.likely_start_of(record, job.gpus, job.eta, now)
+    return {"eta_record": record, "eta_class": own, "eta_likely": likely,
+            "eta_min_judged": eta_record.MIN_JUDGED_FOR_LIKELY}
 
 
 #: How long the job page reuses the next cycle's queue order (a read of the fleet as a cycle reads
@@ -412,7 +415,7 @@ def eta_told_gap(job: Job) -> dict[str, Any] | None:
 def fleet_eta_record() -> eta_record.EtaRecord:
     """The fleet's ETA record of the last week (services/eta_record.py), shared by every page
     view for a minute."""
-    store, key = shared_store(), f"qm:eta-record:{eta_record.DEFAULT_DAYS}"
+    store, key = shared_store(), f"qm:eta-record:v2:{eta_record.DEFAULT_DAYS}"  # v2: with size classes
     record: eta_record.EtaRecord | None = store.get(key)
     if record is None:
         record = eta_record.track_record()

@@ -21,11 +21,25 @@ def _started(job: Job, *, ago_min: float, told_min_before: float, wait_told_min:
                                          eta_told_at=told - timedelta(minutes=wait_told_min))
 
 
+def _judged(team_id: int, *, count: int, gpus: int, share: float, wait_told_min: float = 60) -> None:
+    """`count` jobs of `gpus` GPUs that started an hour ago after `share` of the wait they were told."""
+    template = Job.objects.filter(team_id=team_id).first()
+    assert template is not None
+    told_at = timezone.now() - timedelta(hours=3)
+    Job.objects.bulk_create(
+        Job(team_id=team_id, priority_class_id=template.priority_class_id, name=f"ran-{gpus}-{i}", gpus=gpus,
+            runtime_limit_s=3600, state="running", submitted_at=told_at, state_changed_at=told_at,
+            started_at=told_at + timedelta(minutes=share * wait_told_min),
+            eta_told=told_at + timedelta(minutes=wait_told_min), eta_told_at=told_at)
+        for i in range(count))
+
+
 def test_a_waiting_job_reads_its_eta_beside_how_far_etas_held_this_week(client_for, submit_as):
     for i, (before, told) in enumerate(((60, 120), (10, 40), (-30, 60))):
         _started(submit_as("bob", name=f"ran{i}", gpus=1), ago_min=100 + i, told_min_before=before,
                  wait_told_min=told)
     waiting = submit_as("alice", name="waits", gpus=8)
+    _judged(waiting.team_id, count=20, gpus=8, share=0.75)  # the demo's nodes hold 8 GPUs: a gang's class
     PendingPlace.objects.create(job=waiting, queue_position=1, eta=timezone.now() + timedelta(hours=3))
     client = client_for("alice")
 
@@ -33,10 +47,26 @@ def test_a_waiting_job_reads_its_eta_beside_how_far_etas_held_this_week(client_f
     live = client.get(f"/ui/jobs/{waiting.pk}.json").json()["html"]["job-status"]
 
     for html in (page, live):
-        assert ('id="eta-record">At the latest, by runtime limits: of the 3 jobs that waited with an ETA and started '
-                "in the last 7 days, 66.67% started by the first ETA they were told, the median one after 75.0% of "
-                'the wait it was told. <span id="eta-likely">At that share of its wait this job would start about ') in html
+        assert ('id="eta-record">At the latest, by runtime limits: of the 23 jobs that waited with an ETA and started '
+                "in the last 7 days, 95.65% started by the first ETA they were told, the median one after 75.0% of "
+                'the wait it was told. <span id="eta-likely">Of them, the 20 jobs of 8+ GPUs, as this one: 100.0% '
+                "started by their first ETA, the median one after 75.0% of the wait it was told; at that share of its "
+                "wait this job would start about ") in html
         assert "(in 2.2 h).</span></span>" in html  # 75 % of its 3 h
+
+
+def test_a_gang_is_told_no_likely_start_by_small_jobs_record(client_for, submit_as):
+    small = submit_as("bob", name="small", gpus=1)
+    _judged(small.team_id, count=30, gpus=1, share=0.05)  # small jobs start almost at once
+    _judged(small.team_id, count=19, gpus=16, share=0.8)  # one gang short of a record of its own
+    waiting = submit_as("alice", name="waits", gpus=32)
+    PendingPlace.objects.create(job=waiting, queue_position=1, eta=timezone.now() + timedelta(minutes=22))
+
+    html = client_for("alice").get(f"/jobs/{waiting.pk}/").content.decode()
+
+    assert ('<span id="eta-likely">No likely start: only 19 of them asked 8+ GPUs, as this one does, and it takes '
+            "20 to tell one (jobs of another size wait differently).</span>") in html
+    assert "would start about" not in html
 
 
 def test_a_waiting_job_without_an_eta_or_a_record_reads_no_record(client_for, submit_as):

@@ -59,6 +59,7 @@ def test_no_job_judged_gives_nulls_not_zeros(api):
     body = api.get("/api/v1/metrics/etas/?days=1").json()
     assert body["judged"] == 0
     assert body["on_time"] is None and body["median_share_of_wait"] is None and body["late_max_s"] is None
+    assert body["size_classes"] == []
 
 
 @pytest.mark.parametrize("days", ["0", "91", "a week", "-3"])
@@ -98,3 +99,25 @@ def test_a_likely_start_takes_the_median_share_of_the_wait_told_and_only_below_o
     late = dataclasses.replace(record, median_share_of_wait=1.2)
     assert eta_record.likely_start(late, now + timedelta(hours=4), now) is None
     assert eta_record.likely_start(record, now - timedelta(minutes=1), now) is None
+
+
+def test_the_record_is_also_judged_per_size_class_split_at_the_largest_node(api):
+    gpu_type = f.make_gpu_type("H100")
+    f.make_node(gpu_type, gpu_count=4)
+    f.make_node(gpu_type, gpu_count=8)  # the largest: a job of 8+ GPUs needs a whole node wherever it runs
+    f.make_node(gpu_type, gpu_count=16, state="retired")  # out of the fleet
+    for ago, gpus in ((100, 1), (90, 7), (80, 8)):
+        job = started(ago_min=ago, told_min_before=10, wait_told_min=40)  # each waited 30 of 40
+        Job.objects.filter(pk=job.pk).update(gpus=gpus)
+    late = started(ago_min=70, told_min_before=-20, wait_told_min=20)  # waited 40 of 20
+    Job.objects.filter(pk=late.pk).update(gpus=32)
+
+    body = api.get("/api/v1/metrics/etas/").json()
+
+    assert body["judged"] == 4
+    small, large = body["size_classes"]
+    assert (small["size_class"], small["node_gpus"], small["judged"], small["on_time"]) == ("small", 8, 2, 1.0)
+    assert small["median_share_of_wait"] == pytest.approx(0.75) and small["late_max_s"] == 0
+    assert (large["size_class"], large["node_gpus"], large["judged"], large["on_time"]) == ("large", 8, 2, 0.5)
+    assert large["median_share_of_wait"] == pytest.approx(2.0)  # of 0.75 and 2: the seed's index rule
+    assert large["late_max_s"] == pytest.approx(20 * MIN)

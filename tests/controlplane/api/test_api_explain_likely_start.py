@@ -1,6 +1,8 @@
-"""`GET jobs/{id}/explain/` gives a waiting job's likely start by the fleet's ETA record
-(`likely_start`: when, the median share of the wait told it uses, the counts it rests on), the
-figure the job's page says and `qm explain` prints; null when there is nothing to say."""
+"""`GET jobs/{id}/explain/` gives a waiting job's likely start by the ETA record of its own size
+class (`likely_start`: when, the median share of the wait told of the jobs of its class, the
+counts it rests on, the class and the node size it splits at), the figure the job's page says and
+`qm explain` prints; null when there is nothing to say, and when fewer than 20 jobs of its class
+were judged: a gang is never told a start by the luck of 1-GPU jobs."""
 
 from __future__ import annotations
 
@@ -11,7 +13,8 @@ from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework.test import APIClient
 
-from controlplane.models import Job
+from controlplane.models import Job, PriorityClass
+from controlplane.services import eta_record
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -19,6 +22,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def team():
+    f.make_node(f.make_gpu_type("H100"), gpu_count=8)  # the fleet's nodes hold 8 GPUs: large is 8+
     return f.make_team("ml")
 
 
@@ -29,45 +33,68 @@ def api(team) -> APIClient:
     return client
 
 
-def started(team, *, wait_min: float, wait_told_min: float) -> None:
-    """A job that started a while ago after `wait_min` of the `wait_told_min` it was told."""
+def started(team, *, shares: list[float], gpus: int = 1, wait_told_min: float = 100) -> None:
+    """Jobs of `gpus` GPUs that started a while ago, each after `share` of the wait told."""
     told_at = timezone.now() - timedelta(hours=3)
-    job = f.make_job(team, state="running")
-    Job.objects.filter(pk=job.pk).update(started_at=told_at + timedelta(minutes=wait_min),
-                                         eta_told=told_at + timedelta(minutes=wait_told_min), eta_told_at=told_at)
+    pc = PriorityClass.objects.order_by("value").first() or f.make_priority_class()
+    Job.objects.bulk_create(
+        Job(team=team, priority_class=pc, name=f"ran-{gpus}-{i}", gpus=gpus, runtime_limit_s=3600, state="running", submitted_at=told_at,
+            state_changed_at=told_at, started_at=told_at + timedelta(minutes=share * wait_told_min),
+            eta_told=told_at + timedelta(minutes=wait_told_min), eta_told_at=told_at)
+        for i, share in enumerate(shares))
 
 
-def test_a_waiting_job_is_told_where_its_start_lands_at_the_median_share_of_the_wait_told(api, team):
-    started(team, wait_min=30, wait_told_min=120)  # 0.25 of it
-    started(team, wait_min=60, wait_told_min=120)  # 0.5: the median of three
-    started(team, wait_min=150, wait_told_min=100)  # 1.5, late
-    eta = timezone.now() + timedelta(hours=4)
-    waiting = f.make_job(team, pending_code="InsufficientGpus", queue_position=1, eta=eta)
+def waiting(team, *, gpus: int, eta_in_min: float) -> Job:
+    return f.make_job(team, gpus=gpus, pending_code="QuotaExceeded", queue_position=1,
+                      eta=timezone.now() + timedelta(minutes=eta_in_min))
+
+
+def explained(api, job: Job):
+    return api.get(f"/api/v1/jobs/{job.pk}/explain/").json()["likely_start"]
+
+
+def test_a_gangs_likely_start_is_not_pulled_by_a_record_full_of_small_jobs(api, team):
+    started(team, shares=[0.05] * 40)  # 1-GPU jobs: they backfill and start almost at once
+    started(team, shares=[0.5] * 10 + [0.8] * 15, gpus=32)  # gangs: most of the wait told
+    gang = waiting(team, gpus=32, eta_in_min=22)
+    single = waiting(team, gpus=1, eta_in_min=22)
 
     before = timezone.now()
-    body = api.get(f"/api/v1/jobs/{waiting.pk}/explain/").json()
+    likely = explained(api, gang)
     after = timezone.now()
 
-    likely = body["likely_start"]
-    assert likely["share_of_wait"] == pytest.approx(0.5)
-    assert likely["judged"] == 3 and likely["on_time"] == pytest.approx(2 / 3) and likely["days"] == 7
+    assert likely["size_class"] == "large" and likely["node_gpus"] == 8
+    assert likely["share_of_wait"] == pytest.approx(0.8) and likely["judged"] == 25
+    assert likely["on_time"] == 1.0 and likely["days"] == 7
     at = parse_datetime(likely["at"])
-    assert before + (eta - before) / 2 <= at <= after + (eta - after) / 2  # halfway from now to its ETA
+    eta = Job.objects.get(pk=gang.pk).eta
+    assert before + (eta - before) * 0.8 <= at <= after + (eta - after) * 0.8  # 17.6 min away, not 1
+
+    small = explained(api, single)
+    assert small["size_class"] == "small" and small["judged"] == 40
+    assert small["share_of_wait"] == pytest.approx(0.05)
+
+
+def test_no_likely_start_when_too_few_of_its_class_were_judged(api, team):
+    started(team, shares=[0.1] * 40)
+    started(team, shares=[0.6] * (eta_record.MIN_JUDGED_FOR_LIKELY - 1), gpus=8)
+    gang = waiting(team, gpus=16, eta_in_min=60)
+    assert explained(api, gang) is None  # not the small jobs' 0.1 either
+
+    started(team, shares=[0.6], gpus=8)  # the twentieth of its class
+    assert explained(api, gang)["share_of_wait"] == pytest.approx(0.6)
 
 
 def test_no_likely_start_without_a_record_an_eta_or_a_share_below_one(api, team):
-    no_record = f.make_job(team, pending_code="InsufficientGpus", queue_position=1,
-                           eta=timezone.now() + timedelta(hours=1))
-    assert api.get(f"/api/v1/jobs/{no_record.pk}/explain/").json()["likely_start"] is None
+    job = waiting(team, gpus=1, eta_in_min=60)
+    assert explained(api, job) is None  # nothing judged
 
-    started(team, wait_min=150, wait_told_min=100)  # the only one: late, a share above one
-    assert api.get(f"/api/v1/jobs/{no_record.pk}/explain/").json()["likely_start"] is None
+    started(team, shares=[1.5] * 20)  # all late: a share above one, the ETA is the better word
+    assert explained(api, job) is None
 
-    started(team, wait_min=10, wait_told_min=100)
-    started(team, wait_min=20, wait_told_min=100)  # the median now 0.2
+    started(team, shares=[0.2] * 21)
     no_eta = f.make_job(team, pending_code="InsufficientGpus", queue_position=2)
-    assert api.get(f"/api/v1/jobs/{no_eta.pk}/explain/").json()["likely_start"] is None
+    assert explained(api, no_eta) is None
     running = f.make_job(team, state="running")
-    assert api.get(f"/api/v1/jobs/{running.pk}/explain/").json()["likely_start"] is None
-    assert api.get(f"/api/v1/jobs/{no_record.pk}/explain/").json()["likely_start"]["share_of_wait"] == \
-        pytest.approx(0.2)
+    assert explained(api, running) is None
+    assert explained(api, job)["share_of_wait"] == pytest.approx(0.2)
