@@ -42,6 +42,7 @@ from controlplane.models import (
 from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import dependency_text, eta_record, job_history, job_runs, nodes, quotas
+from controlplane.services import holds as holds_service
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
@@ -406,6 +407,29 @@ class DependencySerializer(StrictFieldsMixin, serializers.Serializer):
         return attrs
 
 
+def well_formed_values(body: serializers.Serializer, errors: Mapping[str, Any]) -> dict[str, Any] | None:
+    """After `body.is_valid()` failed with `errors`: the fields it was sent that are well formed,
+    each read as `validated_data` would hold it (by its source), those `errors` name left out;
+    the fields it was not sent are absent. None when there is nothing to read (a body that is
+    no object) or a field `errors` does not name fails (its error is said elsewhere: judge
+    nothing more). What a refused submit or change asks its service about, so that one answer
+    names every field at fault (`errors_with_the_rest`)."""
+    if not isinstance(body.initial_data, Mapping):
+        return None
+    values: dict[str, Any] = {}
+    for name, typed in body.fields.items():
+        if typed.read_only or name in errors:
+            continue
+        try:
+            value = typed.run_validation(typed.get_value(body.initial_data))
+        except SkipField:
+            continue
+        except (serializers.ValidationError, DjangoValidationError):
+            return None
+        values[typed.source] = value
+    return values
+
+
 class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     """A job submission. Only `name` and `gpus` are required."""
 
@@ -510,19 +534,9 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         field. A body with a negative CPU count and an array that ends before it starts used to
         name the CPUs alone, and the array only once they were fixed."""
         errors: dict[str, Any] = dict(self.errors)  # as DRF nests them (an item's field, an env name)
-        if not isinstance(self.initial_data, Mapping):
+        values = well_formed_values(self, errors)
+        if values is None:
             return errors
-        values: dict[str, Any] = {}
-        for name, typed in self.fields.items():
-            if typed.read_only or name in errors:
-                continue
-            try:
-                value = typed.run_validation(typed.get_value(self.initial_data))
-            except SkipField:
-                continue
-            except (serializers.ValidationError, DjangoValidationError):
-                return errors  # a field whose error DRF reports elsewhere: judge nothing more
-            values[typed.source] = value
         if "gpu_type" in values and values.get("gpu_types") or isinstance(values.get("dependencies"),
                                                                              dependency_text.Edit):
             return errors  # said by validate() once the fields are read
@@ -604,11 +618,16 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
                     errors[str(key)] = ["Read-only: the scheduler and the job's agents set it."]
                 elif key not in self.CHANGEABLE:
                     errors[str(key)] = [f"Unknown field. Accepted fields: {', '.join(sorted(self.CHANGEABLE))}."]
-            if errors:
-                raise serializers.ValidationError(errors, code="unknown")
             if not data:
                 raise serializers.ValidationError(
                     {"non_field_errors": [f"Nothing to change: send one or more of {', '.join(self.CHANGEABLE)}."]})
+            if errors:  # named with the changeable fields' own errors, not before them
+                try:
+                    super().to_internal_value({k: v for k, v in data.items() if k in self.CHANGEABLE})
+                except serializers.ValidationError as exc:
+                    if isinstance(exc.detail, dict):
+                        errors = {**exc.detail, **errors}
+                raise serializers.ValidationError(errors, code="unknown")
         return super().to_internal_value(data)
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
@@ -620,6 +639,47 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
             attrs["gpu_types"] = list(dict.fromkeys(attrs["gpu_types"] or ()))
         combine_dependency_mode(attrs, submit=False)
         return attrs
+
+    #: validate()'s refusals, and the fields each leaves unread with it.
+    _REFUSED_TOGETHER = {"gpu_type": ("gpu_type", "gpu_types"), "dependency_mode": ("dependency_mode", "dependencies")}
+
+    def errors_with_the_rest(self, user: Any, job_id: int) -> dict[str, Any]:
+        """After `is_valid()` failed: its errors, and with them what the change itself would be
+        refused for among the fields that are well formed (services/holds.refusals: the changed
+        job judged as a submit, its dependencies, the fields a running job cannot change, a
+        limit only an admin raises), each under its field; a field a running job cannot change
+        is said to be so even when its value is malformed (its second problem). Which rules
+        wait for a malformed field: holds.refusals. Raises holds.Refused for a refusal about the
+        job as a whole (another team's job, an ended one): it stands alone. A change with a
+        negative CPU count and a project its team lacks used to name the CPUs alone, and the
+        project only once they were fixed."""
+        errors: dict[str, Any] = dict(self.errors)  # as DRF nests them
+        values = well_formed_values(self, errors)
+        if values is None or "non_field_errors" in errors:
+            return errors  # no object, or nothing to change
+        try:
+            changes = self.validate(dict(values))
+        except serializers.ValidationError as exc:
+            said = serializers.as_serializer_error(exc)
+            for name, problems in said.items():
+                errors.setdefault(name, problems)
+                for unread in self._REFUSED_TOGETHER.get(name, (name,)):
+                    values.pop(unread, None)
+            changes = self.validate(dict(values))  # what it refused is out: nothing left to refuse
+        unreadable = {name.split(".")[0] for name in errors} & set(self.CHANGEABLE)
+        unreadable |= {unread for name in unreadable for unread in self._REFUSED_TOGETHER.get(name, ())}
+        unreadable = {"gpu_types" if name == "gpu_type" else name for name in unreadable} - {"dependency_mode"}
+        if not changes and not unreadable:
+            return errors
+        found = holds_service.refusals(user, job_id, changes, unreadable=frozenset(unreadable))
+        for name, problem in {**found.invalid, **found.forbidden}.items():
+            if name.split(".")[0] not in errors:
+                errors[name] = [problem]
+        for name, problem in found.conflicts.items():
+            if name == "gpu_types" and "gpu_type" in errors:
+                name = "gpu_type"  # as it was sent
+            errors[name] = [*errors.get(name, ()), problem]  # the job's state refuses it whatever its value
+        return errors
 
 
 class JobArraySubmitSerializer(JobSubmitSerializer):

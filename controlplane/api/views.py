@@ -420,10 +420,17 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         """Change a job (`scontrol update`): while it waits, its name, project, priority class,
         limits, shape and dependencies (the whole new list), judged as a submit of the changed
         job would be (a dependency cycle refused too); once it runs, its name and a lower
-        runtime limit (admins may raise it). 409 names each field a running job cannot change."""
+        runtime limit (admins may raise it). 409 names each field a running job cannot change.
+        Every field at fault is named in one answer, malformed or refused: 400 when any value is
+        invalid, else 409, else 403 (docs/api.md)."""
         job = self.get_object()
         body = s.JobUpdateSerializer(data=request.data)
-        body.is_valid(raise_exception=True)
+        if not body.is_valid():
+            try:
+                errors = body.errors_with_the_rest(request.user, job.pk)
+            except holds.Refused as refusal:
+                return refusal_answer(refusal)  # about the job as a whole: another team's, an ended one
+            raise ValidationError(errors)
         return self._changed(lambda: holds.update(request.user, job.pk, dict(body.validated_data)))
 
     @extend_schema(request=s.HoldSerializer, responses={200: s.JobChangeSerializer})

@@ -477,6 +477,43 @@ def _as_submitted(job: Job, changes: dict[str, Any]) -> job_service.SubmitReques
     )
 
 
+@dataclass
+class Problems:
+    """What a change of a job would be refused for, each problem under its field, by kind:
+    `invalid` (400: a value the job may not take, as a submit of the changed job would be
+    refused, a dependency cycle), `conflicts` (409: a field the job's state does not let change,
+    a running job's shape), `forbidden` (403: a running job's limit raised by a member)."""
+
+    invalid: dict[str, str] = field(default_factory=dict)
+    conflicts: dict[str, str] = field(default_factory=dict)
+    forbidden: dict[str, str] = field(default_factory=dict)
+    sentences: list[str] = field(default_factory=list)  # the conflicts' and the forbidden's, said whole
+
+    def __bool__(self) -> bool:
+        return bool(self.invalid or self.conflicts or self.forbidden)
+
+    def refusal(self) -> Refused:
+        """One refusal naming every field at fault. Its status, the rule: 400 when any value is
+        invalid (the state's conflicts and the admin's limit said with the rest, each on its
+        field); else 409 when a field conflicts with the job's state (the limit only an admin may
+        raise named too); else 403."""
+        errors = {**self.invalid, **self.conflicts, **self.forbidden}  # one kind per field: none has two
+        if self.invalid:
+            return Refused(400, "Invalid change.", errors)
+        return Refused(409 if self.conflicts else 403, " ".join(self.sentences), errors)
+
+
+@dataclass
+class _Judged:
+    """A change judged under the job's row lock (`_judge`), not applied yet."""
+
+    job: Job
+    deps: dependencies.Replacement | None
+    resolved: Any
+    before: dict[str, Any]
+    problems: Problems
+
+
 def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: datetime | None = None) -> Outcome:
     """Change a job (Slurm's `scontrol update`): while it waits, its name, project, priority
     class, limits and shape, judged exactly as a submit of the changed job would be (names,
@@ -484,6 +521,7 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
     runs, only its name and a lower runtime limit (a higher one is for admins). While it
     waits, its dependencies too (the whole new list: judged as a submit's, and no cycle;
     services/dependencies.py). One JOB_UPDATED event lists each field's old and new value.
+    A refusal names every field at fault at once (`Problems.refusal` says its status).
 
     `changes` are typed already (the API's JobUpdateSerializer): field → new value, `gpu_types`
     a list, `runtime_limit_s` None for the class default, `dependencies` the list of items (its
@@ -491,41 +529,11 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
     to or removed from the list it has, services/dependencies.judge)."""
     at = at or timezone.now()
     with transaction.atomic():
-        # New dependencies are judged first: their upstream jobs are locked before this one, as a
-        # transition locks them (services/dependencies.py); errors wait for the state's 409.
-        # A rename changes which singletons wait on the job: it runs after any other change of what
-        # waits on what, as a change of dependencies does (judge takes the same lock).
-        if "dependencies" in changes:
-            deps = dependencies.judge(user, job_id, changes["dependencies"], name=changes.get("name"))
-        else:
-            deps = None
-            if "name" in changes:
-                dependencies.lock_changes()
-        # Locked as _locked does (only the job's row), with the names the rules and the event say.
-        job = (Job.objects.select_for_update(no_key=True, of=("self",))
-               .select_related("team", "project", "priority_class").get(pk=job_id))
-        who = _may_act(user, job)
-        if job.state in _RUNNING_STATES:
-            _check_running_change(job, changes, who)
-        elif job.state != JobState.PENDING:
-            field_name = next(iter(changes), "non_field_errors")
-            raise Refused(409, f"Job {job.pk} has already ended ({_state_words(job)}); nothing about it can change.",
-                          {field_name: f"job {job.pk} has already ended ({_state_words(job)})"})
-        before = {name: _value_of(job, name) for name in changes}
-        resolved = None
-        errors = dict(deps.errors) if deps is not None else {}
-        if job.state == JobState.PENDING and set(changes) - {"name", "dependencies"}:
-            try:
-                resolved = _judge_as_submit(user, job, changes)
-            except Refused as refusal:
-                if not refusal.errors:
-                    raise  # a refusal naming no field stands alone
-                errors = {**refusal.errors, **errors}
+        judged = _judge(user, job_id, changes)
+        if judged.problems:
+            raise judged.problems.refusal()
+        job, deps, resolved, before = judged.job, judged.deps, judged.resolved, judged.before
         old_name = job.name
-        if job.state == JobState.PENDING and not (deps is not None and deps.errors):
-            errors.update(_cycles(job, changes, deps, before))
-        if errors:
-            raise Refused(400, "Invalid change.", errors)
         if deps is not None:
             changes = {**changes, "dependencies": deps.text}
         if resolved is not None and "runtime_limit_s" in changes:
@@ -586,6 +594,79 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
     return Outcome(job, True, detail, diff)
 
 
+class _JudgedOnly(Exception):
+    """Raised out of `refusals`' transaction: rolls back what judging wrote (a rename's name)."""
+
+    def __init__(self, problems: Problems) -> None:
+        super().__init__("judged only")
+        self.problems = problems
+
+
+def refusals(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *,
+             unreadable: frozenset[str] = frozenset()) -> Problems:
+    """What `update` would refuse `changes` for, each problem under its field (none: it would
+    change the job); writes nothing (what judging writes is rolled back). The API asks it about
+    the well-formed fields of a body some of whose fields are malformed (`unreadable`: those
+    fields' names), so that one answer names every field at fault.
+
+    Judged with fields that could not be read: the fields a running job cannot change (whatever
+    their value), the names (project, class), the runtime limit, the dependencies. Not judged
+    while a field they hang on cannot be read, as its value is unknown and the job's own would
+    stand in for it: the shape's cross-field rules and what this fleet can run (any field of
+    the shape), the runtime limit against a class (the class), the cycles a rename or new
+    dependencies would close (the name, the dependencies). Raises Refused for a refusal about
+    the job as a whole, which no field's fix answers: another team's job (403), an ended one
+    (409)."""
+    try:
+        with transaction.atomic():
+            raise _JudgedOnly(_judge(user, job_id, changes, unreadable=unreadable).problems)
+    except _JudgedOnly as judged:
+        return judged.problems
+
+
+def _judge(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *,
+           unreadable: frozenset[str] = frozenset()) -> _Judged:
+    """`update`'s checks, every one of them, under the job's row lock (inside the caller's
+    transaction; a rename is written to the row for the cycles' walk, `_cycles`). Raises Refused
+    for a refusal about the job as a whole (another team's, an ended one); the rest gathered in
+    `Problems`. `unreadable`: see `refusals`."""
+    # New dependencies are judged first: their upstream jobs are locked before this one, as a
+    # transition locks them (services/dependencies.py); errors wait for the state's 409.
+    # A rename changes which singletons wait on the job: it runs after any other change of what
+    # waits on what, as a change of dependencies does (judge takes the same lock).
+    if "dependencies" in changes:
+        deps = dependencies.judge(user, job_id, changes["dependencies"], name=changes.get("name"))
+    else:
+        deps = None
+        if "name" in changes:
+            dependencies.lock_changes()
+    # Locked as _locked does (only the job's row), with the names the rules and the event say.
+    job = (Job.objects.select_for_update(no_key=True, of=("self",))
+           .select_related("team", "project", "priority_class").get(pk=job_id))
+    who = _may_act(user, job)
+    problems = Problems()
+    if job.state in _RUNNING_STATES:
+        _check_running_change(job, changes, who, problems, unreadable=unreadable)
+    elif job.state != JobState.PENDING:
+        field_name = next(iter(changes), next(iter(sorted(unreadable)), "non_field_errors"))
+        raise Refused(409, f"Job {job.pk} has already ended ({_state_words(job)}); nothing about it can change.",
+                      {field_name: f"job {job.pk} has already ended ({_state_words(job)})"})
+    before = {name: _value_of(job, name) for name in changes}
+    resolved = None
+    if job.state == JobState.PENDING:
+        problems.invalid.update(deps.errors if deps is not None else {})
+        if set(changes) - {"name", "dependencies"}:
+            try:
+                resolved = _judge_as_submit(user, job, changes, unreadable=unreadable)
+            except Refused as refusal:
+                if not refusal.errors:
+                    raise  # a refusal naming no field stands alone
+                problems.invalid = {**refusal.errors, **problems.invalid}
+        if not (deps is not None and deps.errors) and not unreadable & {"name", "dependencies"}:
+            problems.invalid.update(_cycles(job, changes, deps, before))
+    return _Judged(job, deps, resolved, before, problems)
+
+
 def _new_eta_stay(job_id: int) -> dict[str, Any] | None:
     """Start a new stay in the queue for the ETA record: the job's place keeps its position but
     forgets its ETA and the first ETA told, so the next cycle tells both anew for the request as
@@ -616,44 +697,47 @@ def _cycles(job: Job, changes: dict[str, Any], deps: dependencies.Replacement | 
                                      renamed=changes["name"] if renamed else None)
 
 
-def _check_running_change(job: Job, changes: dict[str, Any], who: access.Access) -> None:
+def _check_running_change(job: Job, changes: dict[str, Any], who: access.Access, problems: Problems, *,
+                          unreadable: frozenset[str] = frozenset()) -> None:
     """A running job keeps its shape, project and class: each such field is refused (409)
-    naming it and the state; a raised runtime limit is for admins (403)."""
+    naming it and the state, one that could not be read too (its value does not matter); a
+    raised runtime limit is for admins (403); all of them added to `problems`."""
     state = _state_words(job)
     fixed = {name: (f"job {job.pk} is {state}: {name} changes only while it waits; to run it with another "
                     f"{name}, cancel it and resubmit")
-             for name in changes if name not in CHANGEABLE_WHILE_RUNNING}
+             for name in (*changes, *sorted(unreadable - set(changes))) if name not in CHANGEABLE_WHILE_RUNNING}
     if fixed:
-        raise Refused(409, f"Job {job.pk} is {state}: only its name and runtime limit can change now, not "
-                           f"{', '.join(fixed)}.", fixed)
-    limit = changes.get("runtime_limit_s", job.runtime_limit_s)
-    if "runtime_limit_s" in changes and limit is None:
-        raise Refused(400, "runtime_limit_s: a running job's limit is given in seconds, not reset to its class's "
-                           "default.", {"runtime_limit_s": "give the new limit in seconds"})
-    if limit > job.runtime_limit_s:
+        problems.conflicts.update(fixed)
+        problems.sentences.append(f"Job {job.pk} is {state}: only its name and runtime limit can change now, not "
+                                  f"{', '.join(fixed)}.")
+    if "runtime_limit_s" not in changes:
+        return
+    limit = changes["runtime_limit_s"]
+    if limit is None:
+        problems.invalid["runtime_limit_s"] = "give the new limit in seconds"
+    elif limit > job.runtime_limit_s:
         if not who.is_admin:
-            raise Refused(403, f"Job {job.pk} is {state}: its runtime limit may be lowered, but only an admin may "
-                               f"raise it ({_words('runtime_limit_s', job.runtime_limit_s)} now, "
-                               f"{_words('runtime_limit_s', limit)} asked).",
-                          {"runtime_limit_s": "only an admin may raise a running job's runtime limit"})
-        problem = job_service.runtime_limit_problem(limit, job.priority_class)
-        if problem:
-            raise Refused(400, f"runtime_limit_s: {problem}.", {"runtime_limit_s": problem})
+            problems.forbidden["runtime_limit_s"] = "only an admin may raise a running job's runtime limit"
+            problems.sentences.append(
+                f"Job {job.pk} is {state}: its runtime limit may be lowered, but only an admin may raise it "
+                f"({_words('runtime_limit_s', job.runtime_limit_s)} now, {_words('runtime_limit_s', limit)} asked).")
+        elif problem := job_service.runtime_limit_problem(limit, job.priority_class):
+            problems.invalid["runtime_limit_s"] = problem
 
 
-def _judge_as_submit(user: AbstractBaseUser, job: Job, changes: dict[str, Any]) -> Any:
-    """The changed job judged by the submit's rules (services.jobs: names, defaults, the class's
-    maximum runtime, the shape's cross-field rules, the fleet's capability): 400 naming each
-    field at fault, in the submit's words."""
+def _judge_as_submit(user: AbstractBaseUser, job: Job, changes: dict[str, Any], *,
+                     unreadable: frozenset[str] = frozenset()) -> Any:
+    """The changed job judged by the submit's rules, all at once (services.jobs._judged: names,
+    defaults, the class's maximum runtime, the shape's cross-field rules, the fleet's
+    capability): 400 naming each field at fault, in the submit's words. `unreadable`: see
+    `refusals` (the rules hanging on those fields are left out)."""
     req = _as_submitted(job, changes)
-    try:
-        resolved, fleet = job_service._resolve(user, req)
-    except job_service.SubmitRejected as exc:
-        raise Refused(400, "Invalid change.", _kept_fields_said(job, changes, exc.errors)) from exc
-    infeasible = fleet.check(job_service.engine_spec(req, resolved.team.name, resolved.priority_class.name,
-                                                     resolved.runtime_limit_s))
-    if infeasible is not None:
-        raise Refused(400, "Invalid change.", {infeasible.field: infeasible.message})
+    shape_known = not unreadable & {*SHAPE_FIELDS, "gpu_type"}
+    resolved, _, _, errors = job_service._judged(user, req, lock=False, shape_known=shape_known)
+    if "priority_class" in unreadable:
+        errors.pop("runtime_limit_s", None)  # judged against the job's own class, which the change replaces
+    if errors:
+        raise Refused(400, "Invalid change.", _kept_fields_said(job, changes, errors))
     return resolved
 
 
