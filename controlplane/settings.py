@@ -19,6 +19,8 @@ import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
 from kombu import Queue
 
+from controlplane import structured_logs
+
 BASE_DIR = Path(__file__).resolve().parent.parent
 
 
@@ -296,19 +298,8 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # --- Logging: structured, one JSON object per line in production ---------------------------
 LOG_FORMAT = os.environ.get("QM_LOG_FORMAT", "console" if DEBUG else "json")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {
-        "structured": {
-            "()": "controlplane.structured_logs.formatter",
-            "renderer": LOG_FORMAT,
-        },
-    },
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured"}},
-    "root": {"handlers": ["console"], "level": os.environ.get("QM_LOG_LEVEL", "INFO")},
-    "loggers": {"django.server": {"level": "WARNING"}},
-}
+LOGGING = structured_logs.logging_config(LOG_FORMAT, os.environ.get("QM_LOG_LEVEL", "INFO"),
+                                         loggers={"django.server": {"level": "WARNING"}})
 
 
 def configure_logging(config: dict[str, Any]) -> None:

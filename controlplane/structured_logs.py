@@ -7,6 +7,7 @@ loggers (Django, Celery) go through the same renderer so one format covers the w
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import structlog
 
@@ -32,6 +33,21 @@ def formatter(renderer: str = "json") -> logging.Formatter:
         ],
         foreign_pre_chain=_SHARED,
     )
+
+
+def logging_config(renderer: str, level: str, loggers: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The `logging.config.dictConfig` of every process: one handler on standard error, in
+    `renderer`'s format ("json" or "console"), at `level` for the root logger. Django's settings
+    use it, and so does the web's gunicorn (`controlplane/gunicorn_conf.py`) for its own lines."""
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"structured": {"()": "controlplane.structured_logs.formatter", "renderer": renderer}},
+        "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "structured",
+                                 "stream": "ext://sys.stderr"}},
+        "root": {"handlers": ["console"], "level": level},
+        "loggers": loggers or {},
+    }
 
 
 def configure() -> None:

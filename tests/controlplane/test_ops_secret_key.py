@@ -5,6 +5,7 @@ gunicorn, Celery or manage.py would."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -81,14 +82,19 @@ def test_the_demo_runs_with_no_configuration_on_a_generated_key_and_says_so(tmp_
 
 def test_gunicorn_without_secret_key_does_not_serve_a_deployment() -> None:
     """The web as docker-compose would start it, forgetting SECRET_KEY: gunicorn's worker fails
-    to boot with the reason in its log, and gunicorn exits instead of serving."""
+    to boot with the reason in its log, and gunicorn exits instead of serving. Its log is JSON,
+    gunicorn's own lines included (its config, controlplane/gunicorn_conf.py), but for the one
+    line gunicorn prints itself with the boot error, which its JSON exception carries too."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     proc = subprocess.Popen(
-        [str(Path(sys.executable).parent / "gunicorn"), "controlplane.wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", "1"],
-        env=_env(DATABASE_URL=POSTGRES, REDIS_URL="redis://127.0.0.1:1/0", ALLOWED_HOSTS="localhost"), cwd=ROOT,
+        [str(Path(sys.executable).parent / "gunicorn"), "controlplane.wsgi:application",
+         "-c", "python:controlplane.gunicorn_conf", "--bind", f"127.0.0.1:{port}", "--workers", "1"],
+        env={name: value for name, value in _env(DATABASE_URL=POSTGRES, REDIS_URL="redis://127.0.0.1:1/0",
+                                                 ALLOWED_HOSTS="localhost").items()
+             if name != "QM_LOG_FORMAT"},  # a deployment's default: JSON
+        cwd=ROOT,
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True,
     )
     try:
@@ -99,3 +105,10 @@ def test_gunicorn_without_secret_key_does_not_serve_a_deployment() -> None:
         raise AssertionError("gunicorn kept running without SECRET_KEY:\n" + output[-3000:]) from None
     assert proc.returncode != 0
     assert "SECRET_KEY is not set" in output, output[-3000:]
+    lines = output.splitlines()
+    records = [json.loads(line) for line in lines if line.startswith("{")]
+    printed = [line for line in lines if not line.startswith("{")]
+    assert printed == [next(r["exception"] for r in records if "exception" in r).splitlines()[-1].split(": ", 1)[1]]
+    said = {(r["logger"], r["event"].split(" (pid")[0].split(" with pid")[0]) for r in records}
+    assert {("gunicorn.error", "Booting worker"), ("gunicorn.error", "Exception in worker process"),
+            ("gunicorn.error", "Reason: Worker failed to boot.")} <= said, said
