@@ -1,67 +1,9 @@
-"""A small key-value store with a time-to-live that every web worker shares: Redis when the
-deployment has it (REDIS_URL), else Django's cache (the embedded demo's single process). The
-what-if replays keep their progress and results here, the teams page its days of bins."""
+"""The shared store the pages keep their reads in: controlplane/shared_store.py, where the
+control plane's services (the ETA record the job page and the API's explain both read) find it
+too. One store, one home; the pages import it from here as they did."""
 
 from __future__ import annotations
 
-import functools
-import pickle
-from collections.abc import Sequence
-from typing import Any
+from controlplane.shared_store import Store, shared_store
 
-from django.conf import settings
-from django.core.cache import cache
-
-
-class Store:
-    """get/set/add/delete/get_many with a time-to-live, on Redis or on Django's cache."""
-
-    def __init__(self) -> None:
-        self.redis = None
-        if settings.REDIS_URL:
-            import redis
-
-            self.redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2.0, socket_connect_timeout=2.0)
-
-    def get(self, key: str) -> Any:
-        if self.redis is None:
-            return cache.get(key)
-        raw = self.redis.get(key)
-        return None if raw is None else pickle.loads(raw)
-
-    def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The keys that are present, with their values (one round trip)."""
-        if self.redis is None:
-            return dict(cache.get_many(keys))
-        return {key: pickle.loads(raw) for key, raw in zip(keys, self.redis.mget(keys), strict=True) if raw is not None}
-
-    def set(self, key: str, value: Any, ttl: int) -> None:
-        if self.redis is None:
-            cache.set(key, value, ttl)
-        else:
-            self.redis.set(key, pickle.dumps(value), ex=ttl)
-
-    def add(self, key: str, value: Any, ttl: int) -> bool:
-        if self.redis is None:
-            return bool(cache.add(key, value, ttl))
-        return bool(self.redis.set(key, pickle.dumps(value), ex=ttl, nx=True))
-
-    def delete(self, key: str) -> None:
-        if self.redis is None:
-            cache.delete(key)
-        else:
-            self.redis.delete(key)
-
-    def delete_prefix(self, prefix: str) -> None:
-        """Forget every key under `prefix` (Redis; on Django's cache, the whole cache)."""
-        if self.redis is None:
-            cache.clear()
-        else:
-            for key in self.redis.scan_iter(match=prefix + "*"):
-                self.redis.delete(key)
-
-
-@functools.lru_cache(maxsize=1)
-def shared_store() -> Store:
-    """One store per process, so its Redis connection pool is reused across requests."""
-    return Store()
+__all__ = ["Store", "shared_store"]

@@ -1260,6 +1260,47 @@ class LikelyStartSerializer(serializers.Serializer):
     node_gpus = serializers.IntegerField(help_text="The GPUs of the fleet's largest node, where the classes split.")
 
 
+class NoLikelyStartSerializer(serializers.Serializer):
+    """Why a waiting job with an ETA ahead is told no likely start (services/eta_record.py no_likely_start)."""
+
+    code = serializers.ChoiceField(
+        choices=list(eta_record.NO_LIKELY_START_CODES),
+        help_text="no_record: no job waited with an ETA and started in the last `days`; no_node: the fleet has no "
+                  "node to tell sizes by; too_few_of_its_size: fewer than `needed` jobs of its size class judged; "
+                  "not_sooner_than_told: its class's median share of the wait told is not below one.")
+    reason = serializers.CharField(
+        help_text="The same in the job page's words, after its 'No likely start: ' (qm explain: 'likely start: none: ').")
+    size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES), allow_null=True,
+                                         help_text="Its size class; null for no_record and no_node.")
+    node_gpus = serializers.IntegerField(allow_null=True, help_text="Where the classes split (the fleet's largest "
+                                                                    "node's GPUs); null as size_class.")
+    judged = serializers.IntegerField(help_text="Jobs of its size class judged in the last `days`.")
+    needed = serializers.IntegerField(help_text="Jobs of its class it takes to tell a likely start (20).")
+    share_of_wait = serializers.FloatField(
+        allow_null=True, help_text="not_sooner_than_told: its class's median share of the wait told; else null.")
+    days = serializers.IntegerField(help_text="The record's window, in days.")
+
+
+class EtaOwnClassSerializer(serializers.Serializer):
+    size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES))
+    node_gpus = serializers.IntegerField(help_text="Where the classes split: the GPUs of the fleet's largest node.")
+    judged = serializers.IntegerField()
+    on_time = serializers.FloatField(allow_null=True)
+    median_share_of_wait = serializers.FloatField(allow_null=True)
+
+
+class EtaLatelySerializer(serializers.Serializer):
+    """How far the ETAs told held lately, beside a waiting job's ETA: the record its page says
+    (services/eta_record.py fleet_record, at most a minute old), the fleet's and its size class's."""
+
+    days = serializers.IntegerField()
+    judged = serializers.IntegerField(help_text="Jobs that started in the last `days` after waiting with an ETA.")
+    on_time = serializers.FloatField(allow_null=True)
+    median_share_of_wait = serializers.FloatField(allow_null=True)
+    own_class = EtaOwnClassSerializer(allow_null=True, help_text="The same over the jobs of its size class; null "
+                                                                 "when no job is judged or the fleet has no node.")
+
+
 class ExplanationSerializer(serializers.Serializer):
     """Why a job is where it is: for a waiting job, the engine's reason code and sentence."""
 
@@ -1274,10 +1315,15 @@ class ExplanationSerializer(serializers.Serializer):
     queue_position = serializers.IntegerField(allow_null=True)
     eta = serializers.DateTimeField(allow_null=True, help_text="Earliest start the engine can promise, if any.")
     would_start_if = serializers.CharField(help_text="What would let it start.")
+    eta_record = EtaLatelySerializer(
+        allow_null=True, help_text="A waiting job with an ETA: how far ETAs held lately, as its page says beside it "
+                                   "(the fleet's and its size class's); null otherwise.")
     likely_start = LikelyStartSerializer(
         allow_null=True, help_text="Where a waiting job's start lands at the median share of the wait told that the "
                                    "jobs of its size class judged lately had (GET metrics/etas/); null with no ETA "
                                    "ahead, fewer than 20 jobs of its class judged, or a median share not below one.")
+    likely_start_missing = NoLikelyStartSerializer(
+        allow_null=True, help_text="A waiting job with an ETA ahead and no likely_start: why not; null otherwise.")
     growth_code = serializers.CharField(
         help_text="A running elastic job below its maximum that the last cycle did not grow: why (the job's "
                   "growth_code); empty otherwise.")

@@ -640,8 +640,9 @@ def explanation(job: Job) -> dict[str, Any]:
         "queue_position": job.queue_position if waiting else None,
         "eta": job.eta if waiting else None,
         "would_start_if": s.engine_times(job.pending_would_start_if) if waiting else "",
-        # where its start lands at the median share of the wait told that jobs of its size had lately
-        "likely_start": eta_record.likely_start_said(job.eta, job.gpus) if waiting else None,
+        # how far ETAs held lately, the fleet's and its size class's; where its start lands at the
+        # median share of the wait told that jobs of its size had lately, or why there is none
+        **eta_record.explained(job.eta if waiting else None, job.gpus),
         # a running elastic job below its maximum: why the last cycle did not grow it
         "growth_code": job.growth_code if job.state == JobState.RUNNING else "",
         "growth_note": job.growth_note if job.state == JobState.RUNNING else "",

@@ -729,25 +729,41 @@ def _order_text(api: Api, job_id: int) -> str:
             "cycle (qm sprio)")
 
 
-def _eta_record_text(api: Api) -> str:
-    """How far the ETAs told held lately (GET metrics/etas/), beside a waiting job's ETA."""
-    r = api.request("GET", "metrics/etas/")
-    if not r["judged"]:
+def _eta_record_text(e: dict[str, Any]) -> str:
+    """How far the ETAs told held lately, beside a waiting job's ETA, the fleet's and its size
+    class's, as explain's `eta_record` gives them (the record its page says, of the same minute)."""
+    r = e.get("eta_record")
+    if not r or not r["judged"]:
         return ""
     share = f", the median one after {r['median_share_of_wait']:.0%} of the wait told" \
         if r["median_share_of_wait"] is not None else ""
-    return (f"at the latest, by runtime limits: of {counted(r['judged'], 'job')} that waited with an ETA in the "
-            f"last 7 days, {r['on_time']:.0%} started by the first one told{share}")
+    text = (f"at the latest, by runtime limits: of {counted(r['judged'], 'job')} that waited with an ETA in the "
+            f"last {r['days']} days, {r['on_time']:.0%} started by the first one told{share}")
+    own, missing = r.get("own_class"), e.get("likely_start_missing")
+    # its class's figures once there are enough of them to tell a likely start by, as the page
+    if own and own["judged"] and not (missing and missing["code"] == "too_few_of_its_size"):
+        share = f", the median one after {own['median_share_of_wait']:.0%}" \
+            if own["median_share_of_wait"] is not None else ""
+        text += (f"; of them, {counted(own['judged'], 'job')} of {_size_class_text(own)}, as this one: "
+                 f"{own['on_time']:.0%} by it{share}")
+    return text
 
 
-def _likely_start_text(likely: dict[str, Any]) -> str:
+def _size_class_text(row: dict[str, Any]) -> str:
+    """A size class in GPUs as the job page says it: "8+ GPUs", "fewer than 8 GPUs"."""
+    return f"{row['node_gpus']}+ GPUs" if row["size_class"] == "large" else f"fewer than {row['node_gpus']} GPUs"
+
+
+def _likely_start_text(e: dict[str, Any]) -> str:
     """Where a waiting job's start lands at the median share of the wait told lately by jobs of
-    its size class, as the API gives it (explain's `likely_start`) and the job's page says it."""
+    its size class, as the API gives it (explain's `likely_start`) and the job's page says it;
+    or why there is none (`likely_start_missing`, in the page's words)."""
+    likely, missing = e.get("likely_start"), e.get("likely_start_missing")
+    if not likely:
+        return f"none: {missing['reason']}" if missing else ""
     jobs = counted(likely["judged"], "job")
-    if likely.get("size_class") == "large":
-        jobs += f" of {likely['node_gpus']}+ GPUs"
-    elif likely.get("size_class") == "small":
-        jobs += f" of fewer than {likely['node_gpus']} GPUs"
+    if likely.get("size_class"):
+        jobs += f" of {_size_class_text(likely)}"
     return (f"about {_eta_text(likely['at'], relative=True)}, at the median {likely['share_of_wait']:.0%} of the wait "
             f"told that {jobs} had in the last {likely['days']} days")
 
@@ -783,8 +799,8 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
             ("  queue position", _position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
                                                 e["resolvable"])),
             ("  earliest start", start),
-            *([("  etas lately", lately)] if e["eta"] and (lately := _eta_record_text(api)) else []),
-            *([("  likely start", _likely_start_text(e["likely_start"]))] if e.get("likely_start") else []),
+            *([("  etas lately", lately)] if e["eta"] and (lately := _eta_record_text(e)) else []),
+            *([("  likely start", likely)] if (likely := _likely_start_text(e)) else []),
             *([("  priority", order)] if (order := _order_text(api, e["job"])) else []),
             ("  would start if", e["would_start_if"]),
             ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),

@@ -15,7 +15,10 @@ and "large", at least that many (a whole node or a gang of them, wherever it run
 differently: small jobs backfill into the gaps and start far sooner than told, a gang waits for
 whole nodes to drain. A waiting job's likely start rests on its own class's record only, and only
 once that class has MIN_JUDGED_FOR_LIKELY judged jobs: a 32-GPU gang is not told "likely in 1 min"
-because a week of 1-GPU jobs started early."""
+because a week of 1-GPU jobs started early; without one it is told why (`no_likely_start`).
+
+The job page and the API's explain (so `qm explain`) read the last week's record through
+`fleet_record`, kept a minute in the shared store, so both tell the same figures within it."""
 
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from django.utils import timezone
 
 from controlplane.choices import NodeState
 from controlplane.models import Job, Node
+from controlplane.shared_store import shared_store
 from scheduler_core.judging import ETA_SLACK_S as SLACK_S  # the replays' rule: on time within a second
 from scheduler_core.judging import LARGE, SIZE_CLASSES, EtaJudgement, judge_etas, size_class
 
@@ -37,6 +41,11 @@ MAX_DAYS = 90
 #: A waiting job is told a likely start only when at least this many jobs of its size class were
 #: judged in the window: fewer, and the luck of a handful of jobs would read as a likelihood.
 MIN_JUDGED_FOR_LIKELY = 20
+
+#: How long `fleet_record` reuses the last week's record (one query over a week of started jobs)
+#: before reading it again, and its key in the shared store (v2: with size classes).
+FLEET_RECORD_TTL_S = 60
+FLEET_RECORD_KEY = f"qm:eta-record:v2:{DEFAULT_DAYS}"
 
 
 @dataclass(frozen=True)
@@ -56,8 +65,12 @@ class SizeClassRecord:
 
     @property
     def gpus_text(self) -> str:
-        """The class in GPUs, as the job page and `qm explain` say it: "8+ GPUs", "fewer than 8 GPUs"."""
-        return f"{self.node_gpus}+ GPUs" if self.size_class == LARGE else f"fewer than {self.node_gpus} GPUs"
+        return gpus_text(self.size_class, self.node_gpus)
+
+
+def gpus_text(size_class_: str, node_gpus: int) -> str:
+    """A size class in GPUs, as the job page and `qm explain` say it: "8+ GPUs", "fewer than 8 GPUs"."""
+    return f"{node_gpus}+ GPUs" if size_class_ == LARGE else f"fewer than {node_gpus} GPUs"
 
 
 @dataclass(frozen=True)
@@ -135,6 +148,19 @@ def track_record(*, days: int = DEFAULT_DAYS, now: datetime | None = None) -> Et
     )
 
 
+def fleet_record() -> EtaRecord:
+    """The fleet's record of the last DEFAULT_DAYS as the job page and `jobs/{id}/explain/` read
+    it: from the shared store (Redis; the embedded demo's cache), read afresh at most once every
+    FLEET_RECORD_TTL_S by whichever asks first, so the page and `qm explain` tell the same figures
+    within that minute, and a waiting job's page refreshing every few seconds costs no query."""
+    store = shared_store()
+    record: EtaRecord | None = store.get(FLEET_RECORD_KEY)
+    if record is None:
+        record = track_record()
+        store.set(FLEET_RECORD_KEY, record, FLEET_RECORD_TTL_S)
+    return record
+
+
 def counts(*, hours: float = 24.0, now: datetime | None = None) -> tuple[int, int]:
     """(jobs judged, of which on time) among those that started in the last ``hours``: one
     aggregate over the started-at index, cheap enough for every /metrics scrape."""
@@ -175,18 +201,117 @@ def likely_start_said(eta: datetime | None, gpus: int, *, now: datetime | None =
     which `qm explain` prints): when it lands at the median share of its wait that the jobs of
     its size class judged over the last week had (`likely_start_of`), that share, the counts it
     rests on (of that class), the class and the node size it splits at. ``None`` for no ETA or
-    one already passed (no query then), fewer than MIN_JUDGED_FOR_LIKELY jobs of its class
-    judged, or a share not below one. The record is read fresh unless given (one query, as
-    `track_record`)."""
+    one already passed (no read then), fewer than MIN_JUDGED_FOR_LIKELY jobs of its class
+    judged, or a share not below one (`no_likely_start` says which). The record is
+    `fleet_record`'s unless given."""
     now = now or timezone.now()
     if eta is None or eta <= now:
         return None
-    record = record if record is not None else track_record(now=now)
+    record = record if record is not None else fleet_record()
     own, at = likely_start_of(record, gpus, eta, now)
     if own is None or at is None:
         return None
     return {"at": at, "share_of_wait": own.median_share_of_wait, "judged": own.judged, "on_time": own.on_time,
             "days": record.days, "size_class": own.size_class, "node_gpus": own.node_gpus}
+
+
+#: Why a waiting job with an ETA ahead is told no likely start (NoLikelyStart.code).
+NO_RECORD = "no_record"  # no job waited with an ETA and started in the window
+NO_NODE = "no_node"  # jobs were judged, but the fleet has no node to split the sizes at
+TOO_FEW_OF_ITS_SIZE = "too_few_of_its_size"  # fewer than MIN_JUDGED_FOR_LIKELY of its size class
+NOT_SOONER_THAN_TOLD = "not_sooner_than_told"  # its class's median share of the wait told is not below one
+NO_LIKELY_START_CODES = (NO_RECORD, NO_NODE, TOO_FEW_OF_ITS_SIZE, NOT_SOONER_THAN_TOLD)
+
+
+@dataclass(frozen=True)
+class NoLikelyStart:
+    """Why a waiting job with an ETA ahead is told no likely start: ``code`` (one of
+    NO_LIKELY_START_CODES), the figures it rests on (its size class and where the classes split,
+    unknown without a record or a node; how many of its class were judged and how many it takes;
+    its class's median share when enough were judged) and ``reason``, the words the job page
+    says after "No likely start: " and `qm explain` after "none: " (one home for them)."""
+
+    code: str
+    size_class: str | None
+    node_gpus: int | None
+    judged: int
+    needed: int
+    share_of_wait: float | None
+    days: int
+
+    @property
+    def reason(self) -> str:
+        if self.code == NO_RECORD:
+            return f"no job waited with an ETA and started in the last {self.days} days"
+        if self.code == NO_NODE:
+            return "the fleet has no node to tell a job's size by"
+        assert self.size_class is not None and self.node_gpus is not None
+        gpus = gpus_text(self.size_class, self.node_gpus)
+        if self.code == TOO_FEW_OF_ITS_SIZE:
+            few = f"only {self.judged}" if self.judged else "none"
+            return (f"{few} of them asked {gpus}, as this one does, and it takes {self.needed} to tell one "
+                    "(jobs of another size wait differently)")
+        if self.share_of_wait is None:
+            return f"no job of {gpus} judged had a wait told to measure a share of"
+        return (f"the median job of {gpus} started after {round(self.share_of_wait * 100, 2)}% of the wait it was told, no "
+                "sooner than told: its ETA is the better word")
+
+
+def no_likely_start(record: EtaRecord, gpus: int, eta: datetime | None, now: datetime) -> NoLikelyStart | None:
+    """Why a waiting job of ``gpus`` GPUs with an ETA ahead has no likely start by ``record``
+    (the rule of `likely_start_of`); ``None`` when it has one, or has no ETA ahead (nothing
+    to be likelier than)."""
+    if eta is None or eta <= now:
+        return None
+    own, at = likely_start_of(record, gpus, eta, now)
+    if at is not None:
+        return None
+    if own is None:
+        return NoLikelyStart(code=NO_NODE if record.judged else NO_RECORD, size_class=None, node_gpus=None,
+                             judged=0, needed=MIN_JUDGED_FOR_LIKELY, share_of_wait=None, days=record.days)
+    code = TOO_FEW_OF_ITS_SIZE if own.judged < MIN_JUDGED_FOR_LIKELY else NOT_SOONER_THAN_TOLD
+    return NoLikelyStart(code=code, size_class=own.size_class, node_gpus=own.node_gpus, judged=own.judged,
+                         needed=MIN_JUDGED_FOR_LIKELY,
+                         share_of_wait=own.median_share_of_wait if code == NOT_SOONER_THAN_TOLD else None,
+                         days=record.days)
+
+
+def eta_lately(gpus: int, eta: datetime, now: datetime) -> tuple[EtaRecord, SizeClassRecord | None,
+                                                                datetime | None, NoLikelyStart | None]:
+    """Beside a waiting job's ETA, as its page says it and `qm explain` prints it: the fleet's
+    record (`fleet_record`), the record of the job's size class (``None`` without classes), where
+    its start likely lands (``None`` when there is none) and why there is none (``None`` when
+    there is one, or its ETA passed)."""
+    record = fleet_record()
+    own, likely = likely_start_of(record, gpus, eta, now)
+    return record, own, likely, no_likely_start(record, gpus, eta, now)
+
+
+def explained(eta: datetime | None, gpus: int, *, now: datetime | None = None) -> dict[str, Any]:
+    """A waiting job's ETA record as `jobs/{id}/explain/` gives it (`qm explain` prints it):
+    ``eta_record``, the fleet's figures and its size class's (``own_class``, null without
+    classes) as its page says them beside its ETA; ``likely_start`` (`likely_start_said`) and
+    ``likely_start_missing``, why there is none (`no_likely_start`, its ``reason`` in the page's
+    words). All null for a job with no ETA (no read then); the record is `fleet_record`'s, the
+    page's of the same minute."""
+    if eta is None:
+        return {"eta_record": None, "likely_start": None, "likely_start_missing": None}
+    now = now or timezone.now()
+    record, own, _, missing = eta_lately(gpus, eta, now)
+    return {
+        "eta_record": {
+            "days": record.days, "judged": record.judged, "on_time": record.on_time,
+            "median_share_of_wait": record.median_share_of_wait,
+            "own_class": None if own is None else {
+                "size_class": own.size_class, "node_gpus": own.node_gpus, "judged": own.judged,
+                "on_time": own.on_time, "median_share_of_wait": own.median_share_of_wait},
+        },
+        "likely_start": likely_start_said(eta, gpus, now=now, record=record),
+        "likely_start_missing": None if missing is None else {
+            "code": missing.code, "reason": missing.reason, "size_class": missing.size_class,
+            "node_gpus": missing.node_gpus, "judged": missing.judged, "needed": missing.needed,
+            "share_of_wait": missing.share_of_wait, "days": missing.days},
+    }
 
 
 def started_against_told(job: Job) -> float | None:

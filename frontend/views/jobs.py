@@ -354,19 +354,15 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     }
 
 
-#: How long the job page reuses the fleet's ETA record (one query over a week of started jobs).
-ETA_RECORD_TTL_S = 60
-
-
 def eta_lately(job: Job, now: datetime) -> dict[str, Any]:
     """Beside a waiting job's ETA: the fleet's ETA record, the record of the job's size class,
     and where its start lands if it has the median share of its wait that jobs of its class had
-    lately (none when too few of them were judged: services/eta_record.py likely_start_of)."""
+    lately, or why there is none (services/eta_record.py eta_lately: the record `qm explain`
+    reads, kept a minute in the shared store)."""
     if job.state != JobState.PENDING or job.eta is None:
-        return {"eta_record": None, "eta_class": None, "eta_likely": None}
-    record = fleet_eta_record()
-    own, likely = eta_record.likely_start_of(record, job.gpus, job.eta, now)
-    return {"eta_record": record, "eta_class": own, "eta_likely": likely,
+        return {"eta_record": None, "eta_class": None, "eta_likely": None, "eta_missing": None}
+    record, own, likely, missing = eta_record.eta_lately(job.gpus, job.eta, now)
+    return {"eta_record": record, "eta_class": own, "eta_likely": likely, "eta_missing": missing,
             "eta_min_judged": eta_record.MIN_JUDGED_FOR_LIKELY}
 
 
@@ -410,17 +406,6 @@ def eta_told_gap(job: Job) -> dict[str, Any] | None:
     if gap is None:
         return None
     return {"late": gap > eta_record.SLACK_S, "by_s": abs(gap)}
-
-
-def fleet_eta_record() -> eta_record.EtaRecord:
-    """The fleet's ETA record of the last week (services/eta_record.py), shared by every page
-    view for a minute."""
-    store, key = shared_store(), f"qm:eta-record:v2:{eta_record.DEFAULT_DAYS}"  # v2: with size classes
-    record: eta_record.EtaRecord | None = store.get(key)
-    if record is None:
-        record = eta_record.track_record()
-        store.set(key, record, ETA_RECORD_TTL_S)
-    return record
 
 
 #: The runs the job page lists at once (the latest, or with `?runs_before=N` the ones before run

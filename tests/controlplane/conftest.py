@@ -32,6 +32,16 @@ def _fast_password_hashing(settings: Any) -> None:
     ]
 
 
+@pytest.fixture(autouse=True)
+def _fresh_eta_record() -> None:
+    """The fleet's ETA record is kept a minute in the shared store (Redis in the suite) for the
+    API's explain and the job page (services/eta_record.py fleet_record): each test reads its own."""
+    from controlplane.services import eta_record
+    from controlplane.shared_store import shared_store
+
+    shared_store().delete(eta_record.FLEET_RECORD_KEY)
+
+
 # The admin UI's tests (tests/controlplane/test_admin_*.py, test_cohort_audit.py); the API, CLI,
 # agent and accounting folders define their own `fleet`.
 @pytest.fixture

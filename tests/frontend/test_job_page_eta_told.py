@@ -1,6 +1,7 @@
 """The job page says what an ETA has meant lately beside a waiting job's ETA (the fleet's record
 of the last week, services/eta_record.py), and, once a job started, how far from the first ETA
-it was told; the live refresh carries the same words."""
+it was told; the live refresh carries the same words. The page and the API's explain (`qm
+explain`) read one record, kept a minute in the shared store: they tell the same figures."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import pytest
 from django.utils import timezone
 
 from controlplane.models import Job, PendingPlace
+from controlplane.services import eta_record
+from controlplane.shared_store import shared_store
 
 pytestmark = pytest.mark.django_db
 
@@ -67,6 +70,33 @@ def test_a_gang_is_told_no_likely_start_by_small_jobs_record(client_for, submit_
     assert ('<span id="eta-likely">No likely start: only 19 of them asked 8+ GPUs, as this one does, and it takes '
             "20 to tell one (jobs of another size wait differently).</span>") in html
     assert "would start about" not in html
+
+
+def test_the_page_and_explain_read_one_record_kept_a_minute(client_for, submit_as):
+    small = submit_as("bob", name="small", gpus=1)
+    _judged(small.team_id, count=30, gpus=1, share=0.05)
+    _judged(small.team_id, count=19, gpus=16, share=0.8)
+    waiting = submit_as("alice", name="waits", gpus=32)
+    PendingPlace.objects.create(job=waiting, queue_position=1, eta=timezone.now() + timedelta(minutes=22))
+    client = client_for("alice")
+    page = lambda: client.get(f"/jobs/{waiting.pk}/").content.decode()  # noqa: E731
+    explain = lambda: client.get(f"/api/v1/jobs/{waiting.pk}/explain/").json()  # noqa: E731
+    too_few = "No likely start: only 19 of them asked 8+ GPUs"
+
+    assert too_few in page()  # the page reads the record first
+    _judged(small.team_id, count=1, gpus=16, share=0.8)  # the twentieth gang starts within the minute
+    told = explain()
+    assert told["likely_start"] is None and told["likely_start_missing"]["judged"] == 19  # the page's record
+    assert told["likely_start_missing"]["reason"] in page()
+
+    shared_store().delete(eta_record.FLEET_RECORD_KEY)  # the minute passes
+    told = explain()  # explain reads it first now
+    assert told["likely_start"]["judged"] == 20 and told["likely_start_missing"] is None
+    _judged(small.team_id, count=10, gpus=16, share=0.1)  # ten more gangs, far sooner: neither sees them yet
+    html = page()
+    assert "Of them, the 20 jobs of 8+ GPUs, as this one: 100.0% started by their first ETA, the median one after " \
+           "80.0% of the wait it was told; at that share of its wait this job would start about" in html
+    assert explain()["eta_record"]["own_class"]["judged"] == 20
 
 
 def test_a_waiting_job_without_an_eta_or_a_record_reads_no_record(client_for, submit_as):

@@ -1,4 +1,4 @@
-"""`qm explain` says beside a waiting job's ETA how far ETAs held lately (GET metrics/etas/), and
+"""`qm explain` says beside a waiting job's ETA how far ETAs held lately (explain's `eta_record`), and
 `qm status` of a started job the first ETA it was told and how far from it it started, as the
 job's page does."""
 

@@ -1,6 +1,7 @@
 """`qm explain` of a waiting job prints where its start likely lands by the ETA record of jobs of
 its size, as the API's explain gives it (`likely_start`: the CLI does not compute it) and the
-job's page says it."""
+job's page says it, or why there is none (`likely_start_missing`, in the page's words); its
+`etas lately` line says the record of the job's size class after the fleet's (`eta_record`)."""
 
 from __future__ import annotations
 
@@ -36,10 +37,21 @@ def test_explain_prints_the_likely_start_of_jobs_of_its_size(alice_qm, fleet) ->
                      r"that 22 jobs of 8\+ GPUs had in the last 7 days$", explained, re.M)
     assert line, explained
     assert line.group(2) in ("2h", "1h59m"), explained  # halfway to its ETA 4 h away
+    assert re.search(r"^  etas lately:\s+at the latest, by runtime limits: of 52 jobs that waited with an ETA in the "
+                     r"last 7 days, 81% started by the first one told, the median one after 5% of the wait told; "
+                     r"of them, 22 jobs of 8\+ GPUs, as this one: 55% by it, the median one after 50%$",
+                     explained, re.M), explained
 
 
-def test_explain_says_no_likely_start_without_a_record_of_its_size(alice_qm, fleet) -> None:
-    _started(fleet.ml, shares=[0.05] * 30, gpus=1)  # only small jobs judged
+def test_explain_says_why_there_is_no_likely_start_as_the_page_does(alice_qm, fleet) -> None:
+    _started(fleet.ml, shares=[0.05] * 30, gpus=1)  # small jobs judged, and a gang short of its class's 20
+    _started(fleet.ml, shares=[0.5] * 19, gpus=16)
     waiting = f.make_job(fleet.ml, gpus=16, pending_code="InsufficientGpus", queue_position=1,
                          eta=timezone.now() + timedelta(hours=2))
-    assert "likely start" not in alice_qm("explain", str(waiting.pk)).out
+    explained = alice_qm("explain", str(waiting.pk)).out
+    assert re.search(r"^  likely start:\s+none: only 19 of them asked 8\+ GPUs, as this one does, and it takes 20 to "
+                     r"tell one \(jobs of another size wait differently\)$", explained, re.M), explained
+    # the fleet's record only: too few of its class to say theirs, as the page leaves them out
+    assert re.search(r"^  etas lately:\s+at the latest, by runtime limits: of 49 jobs that waited with an ETA in the "
+                     r"last 7 days, 100% started by the first one told, the median one after 5% of the wait told$",
+                     explained, re.M), explained
