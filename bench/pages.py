@@ -679,8 +679,8 @@ def measure(runs: int, replay: bool = True) -> list[dict[str, Any]]:
     from django.utils import timezone
 
     from controlplane.models import Job
+    from controlplane.shared_store import shared_store
     from frontend import whatif
-    from frontend.store import shared_store
 
     users = get_user_model()
     clients = {}

@@ -2,7 +2,7 @@
 deployment has it (REDIS_URL), else Django's cache (the embedded demo's single process). The
 what-if replays keep their progress and results here, the teams page its days of bins, the job
 page its queue order, and the job page and the API's explain the fleet's ETA record
-(services/eta_record.py `fleet_record`). Pages import it as `frontend.store`."""
+(services/eta_record.py `fleet_record`)."""
 
 from __future__ import annotations
 

@@ -19,7 +19,7 @@ from django.db.models import Count, Q
 from controlplane.choices import FINISHED_JOB_STATES, JobState, NodeState
 from controlplane.models import AllocationGpu, Job, Node, Quota, Team
 from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
-from frontend.store import shared_store
+from controlplane.shared_store import shared_store
 
 # A job that ran less than this counts as having run this long, as the engine's own slowdown
 # figure does: a job that ran one second would otherwise dwarf every other slowdown.

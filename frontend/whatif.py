@@ -43,9 +43,9 @@ from django.utils import timezone
 from controlplane.choices import FINISHED_JOB_STATES, NodeState
 from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriorityClass, Quota, Team
 from controlplane.services.snapshot import scheduler_config
+from controlplane.shared_store import Store
 from frontend import replay_worker
 from frontend.replay_worker import Run, Work
-from frontend.store import Store
 from scheduler_core.sim import TraceJob
 from scheduler_core.types import (
     GpuTypeInfo,

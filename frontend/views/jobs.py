@@ -52,9 +52,9 @@ from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singlet
 from controlplane.services.requeue import ENDED_STATES
 from controlplane.services.stopping import REQUEUEING_STOPS, attach_stop_reasons, label_totals, stop_reason
 from controlplane.services.transitions import ASKED_REQUEUES, RELEASE_REQUEUED, RELEASE_REQUEUED_HELD
+from controlplane.shared_store import shared_store
 from frontend import figures
 from frontend.heatmap import fleet_grid
-from frontend.store import shared_store
 from frontend.timeline import state_segments
 from scheduler_core.sentences import gang_roles
 

@@ -31,7 +31,7 @@ def _fast_password_hashing(settings: Any) -> None:
 def _fresh_team_bins() -> None:
     """The teams page keeps finished days' bins in the shared store (Redis in the suite), the job
     page the fleet's ETA record and queue order: each test starts without another test's."""
-    from frontend.store import shared_store
+    from controlplane.shared_store import shared_store
 
     shared_store().delete_prefix("qm:team-bins:")
     shared_store().delete_prefix("qm:eta-record:")  # the job page's ETA record, kept a minute

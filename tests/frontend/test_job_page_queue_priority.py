@@ -17,7 +17,7 @@ from rest_framework.test import APIClient
 
 from controlplane.models import Job
 from controlplane.services import holds, job_priority
-from frontend.store import shared_store
+from controlplane.shared_store import shared_store
 from frontend.views import jobs as job_views
 
 pytestmark = pytest.mark.django_db

@@ -12,7 +12,7 @@ from django.utils import timezone
 from controlplane.celery import app
 from controlplane.choices import JobState
 from controlplane.models import Job
-from frontend.store import shared_store
+from controlplane.shared_store import shared_store
 from frontend.tasks import keep_team_days
 from frontend.team_stats import DAY_KEY, waits_and_slowdowns
 

@@ -133,7 +133,7 @@ def test_a_month_merges_stored_days_with_the_partial_ones_exactly(demo, submit_a
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
-    from frontend.store import shared_store
+    from controlplane.shared_store import shared_store
     from frontend.team_stats import DAY_KEY
 
     now = timezone.now()
