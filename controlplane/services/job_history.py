@@ -221,59 +221,32 @@ class HistoryRow:
         return _second(self.job.finished_at)
 
 
-def history_rows(jobs: Sequence[Job], now: datetime,
-                 costs: dict[int, Decimal] | None = None) -> list[HistoryRow]:
+def history_rows(jobs: Sequence[Job], now: datetime, priced: bool = False) -> list[HistoryRow]:
     """A page of ended jobs with their figures: one query for all of them (`attach_history`).
-    With `costs` (job → cost, as `history_costs` gives them; may be empty), each row's cost too:
-    a job they lack is priced with the page's others in one call (`accounting.jobs_costs`: one
-    to three queries for the page), never one call a row."""
+    `priced`: each row's cost too, the page's jobs priced in one call (`accounting.jobs_costs`:
+    one to three queries for the page), never one call a row."""
     attach_history(jobs)
-    priced: dict[int, Decimal] = {}
-    if costs is not None:
-        priced = {job.pk: costs[job.pk] for job in jobs if job.pk in costs}
-        missing = [job.pk for job in jobs if job.pk not in priced]
-        if missing:
-            priced.update(accounting.jobs_costs(missing, now))
+    costs = accounting.jobs_costs([job.pk for job in jobs], now) if priced else {}
     return [HistoryRow(job, elapsed_seconds(job, now), gpu_hours(job), lost_gpu_hours(job), ran_on(job),
-                       priced.get(job.pk)) for job in jobs]
-
-
-def history_costs(jobs: QuerySet[Job], now: datetime) -> dict[int, Decimal]:
-    """Every job of `jobs` (an `ended_jobs` set, not one page) priced as the CSV prices it:
-    `accounting.jobs_costs` (run_costs' rule, each job to the cent), CSV_CHUNK jobs a call (the
-    ids, then one to three queries a chunk)."""
-    ids = list(jobs.order_by().values_list("pk", flat=True))
-    by_job: dict[int, Decimal] = {}
-    for start in range(0, len(ids), CSV_CHUNK):
-        by_job.update(accounting.jobs_costs(ids[start:start + CSV_CHUNK], now))
-    return by_job
-
-
-#: The most jobs whose cost the history page adds up for its totals (pricing takes ~60 ms per
-#: 1,000 jobs, 8 GPUs each; the admin's whole history of 99,000 would take ~6 s against the
-#: page's 0.2 s). Beyond it the totals leave the cost to the CSV's TOTAL row; the rows are priced
-#: either way, the page's jobs in one call.
-PAGE_COST_LIMIT = 5000
+                       costs.get(job.pk)) for job in jobs]
 
 
 @dataclass(frozen=True)
 class HistoryPage:
     """A page of the history: its rows, each with its cost, and what the whole filtered set cost
-    (the CSV's TOTAL `cost_usd`), or None for a set of more than PAGE_COST_LIMIT jobs."""
+    (the CSV's TOTAL `cost_usd`), whatever its size."""
 
     rows: list[HistoryRow]
-    cost_usd: Decimal | None
+    cost_usd: Decimal
 
 
-def history_page(jobs: QuerySet[Job], page: Sequence[Job], totals: HistoryTotals, now: datetime) -> HistoryPage:
-    """The page's rows of `jobs` (an `ended_jobs` set; `totals` its `history_totals`) with their
-    costs, and the set's cost: the sum of its jobs' cents, as the CSV's TOTAL row adds them (its
-    jobs priced by `history_costs`, the page's rows read from them), when it has at most
-    PAGE_COST_LIMIT jobs; else None, the page's jobs alone priced."""
-    if totals.jobs > PAGE_COST_LIMIT:
-        return HistoryPage(rows=history_rows(page, now, {}), cost_usd=None)
-    costs = history_costs(jobs, now)
-    return HistoryPage(rows=history_rows(page, now, costs), cost_usd=sum(costs.values(), Decimal("0.00")))
+def history_page(jobs: QuerySet[Job], page: Sequence[Job], now: datetime) -> HistoryPage:
+    """The page's rows of `jobs` (an `ended_jobs` set) with their costs (`accounting.jobs_costs`,
+    the page's jobs in one call), and the whole set's cost: the sum of its jobs' cents, as the
+    CSV's TOTAL row adds them, in one query whatever the set's size
+    (`accounting.jobs_total_cost`). Until 2 Dec 2026 the set's jobs were priced one by one,
+    1,000 a call, which took ~6 s for 50,000 jobs, so a set of more than 5,000 had no total."""
+    return HistoryPage(rows=history_rows(page, now, priced=True), cost_usd=accounting.jobs_total_cost(jobs, now))
 
 
 @dataclass

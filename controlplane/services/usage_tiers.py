@@ -27,7 +27,8 @@ US = 1_000_000
 MINUTE_US = 60 * US
 GPU_SECONDS_QUANTUM = Decimal("0.000001")
 USD_QUANTUM = Decimal("0.000000000000001")
-_US_PER_HOUR = Decimal(3600 * US)
+#: µs in an hour: GPU-µs × $/GPU-hour ÷ this is $.
+US_PER_HOUR = Decimal(3600 * US)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 #: A job's fault-free rate is measured over this many consecutive steady minutes.
@@ -125,13 +126,20 @@ class PriceBook:
 
     def cost(self, gpu_type_id: int, tier: str, start_us: int, end_us: int, gpus: int | Decimal) -> Decimal:
         """Exact $ for `gpus` GPUs over [start, end): Σ GPUs × µs × rate ÷ 3.6e9 µs/h."""
+        return self.gpu_us_cost(gpu_type_id, tier, start_us, end_us, gpus) / US_PER_HOUR
+
+    def gpu_us_cost(self, gpu_type_id: int, tier: str, start_us: int, end_us: int, gpus: int | Decimal) -> Decimal:
+        """`cost` before its division: Σ GPUs × µs × $/GPU-hour over [start, end), exact (whole
+        GPUs and µs times a rate of 4 decimals: far fewer digits than a Decimal keeps), so sums of
+        it are exact too and a sum divided once by US_PER_HOUR rounds to the cent as the exact
+        figure does (accounting's runs and jobs costs)."""
         total = Decimal(0)
         for a, b, rate in self.segments(gpu_type_id, tier, start_us, end_us):
             if rate is None:
                 self.unpriced_gpu_us += int(gpus * (b - a))
                 continue
             total += Decimal(gpus) * (b - a) * rate
-        return total / _US_PER_HOUR
+        return total
 
     def reserved_rate_key(self, gpu_type_id: int, at_us: int) -> str | None:
         """The tier whose rate prices an idle guarantee: reserved, else on-demand, else spot."""
@@ -164,6 +172,10 @@ class Span:
         every allocated minute (and a loss window's piece of one) so; a job's runs list prices
         each run's whole span so (accounting.run_costs), and the two add up alike."""
         return prices.cost(self.gpu_type_id, self.capacity_tier, start_us, end_us, self.gpus)
+
+    def held_gpu_us_cost(self, prices: PriceBook, start_us: int, end_us: int) -> Decimal:
+        """`held_cost` before its division by US_PER_HOUR (`PriceBook.gpu_us_cost`): exact."""
+        return prices.gpu_us_cost(self.gpu_type_id, self.capacity_tier, start_us, end_us, self.gpus)
 
 
 @dataclass(frozen=True)

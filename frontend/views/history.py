@@ -64,13 +64,12 @@ def history(request: HttpRequest) -> HttpResponse:
     paginator = Paginator(jobs, PAGE_SIZE)
     paginator.count = totals.jobs  # type: ignore[misc]  # counted with the totals: no COUNT(*) more
     listed = paginator.get_page(request.GET.get("page"))
-    shown = job_history.history_page(jobs, listed.object_list, totals, timezone.now())
+    shown = job_history.history_page(jobs, listed.object_list, timezone.now())
     context.update({
         "jobs": listed,
         "rows": shown.rows,
         "totals": totals,
         "total_cost_usd": shown.cost_usd,
-        "page_cost_limit": job_history.PAGE_COST_LIMIT,
     })
     return render(request, "frontend/history.html", context)
 

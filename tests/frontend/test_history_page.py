@@ -279,7 +279,8 @@ def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, h
 
 def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, history, monkeypatch) -> None:
     """The Cost column and the totals' cost say what the CSV's `cost_usd` cells and its TOTAL row
-    say, to the cent (`job_history.history_costs`: `accounting.jobs_costs`, the CSV's rule), on
+    say, to the cent (the rows `accounting.jobs_costs`, the CSV's rule; the total
+    `accounting.jobs_total_cost`, the same rule's cents added up in one query), on
     every page: across a price change in the middle of a run and a run of odd seconds, whose
     cost is no whole cent. Until 2 Dec the page had no cost at all."""
     monkeypatch.setattr("frontend.views.history.PAGE_SIZE", 2)
@@ -318,17 +319,14 @@ def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, his
     alice = client_for("alice")
     alice_total = re.search(r'data-cost-usd="([\d.]+)"', alice.get(H).content.decode()).group(1)
     assert alice_total == _csv(alice)[-1][-1] != total[-1]
-    # a set of more jobs than the page prices whole (its totals would take seconds): the rows keep
-    # their costs, priced as a page (one call, not one a row), the totals leave the sum to the CSV
-    monkeypatch.setattr(job_history, "PAGE_COST_LIMIT", 4)
+    # every page prices its own rows (one call) and adds up the whole set in one query, whatever
+    # its size: until 2 Dec a set of more than 5,000 jobs (PAGE_COST_LIMIT) had no total cost
     admin.get(H)
     with CaptureQueriesContext(connection) as captured:
-        beyond = admin.get(H)
-    html = beyond.content.decode()
-    assert 'data-cost-usd=""' in html and "cost: more than 4 jobs, added up in the CSV's TOTAL row" in html
-    assert {row["Job"]: row["Cost"] for row in _rows(beyond)} == {
-        job: cost for job, cost in csv_cost.items() if job in {row["Job"] for row in _rows(beyond)}}
-    assert len(captured) == 7 + 3, [q["sql"][:100] for q in captured]  # no ids read: the page's spans, exits, rates
+        again = admin.get(H)
+    assert re.search(r'data-cost-usd="([\d.]+)"', again.content.decode()).group(1) == total[-1]
+    assert "added up in the CSV" not in again.content.decode()
+    assert len(captured) == 7 + 3 + 1, [q["sql"][:100] for q in captured]  # the page's spans, exits, rates; the total
 
 
 def test_a_name_a_spreadsheet_would_run_is_written_as_text(client_for, demo) -> None:
@@ -371,8 +369,8 @@ def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> N
     forty = queries()
     assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
     # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
-    # their GPU-hours and nodes (one for the page); their costs: the set's ids, then its GPU spans,
-    # gang exits and rates (accounting.jobs_costs, one call per 1,000 jobs: job_history.history_costs)
+    # their GPU-hours and nodes (one for the page); their costs: the page's GPU spans, gang exits
+    # and rates (accounting.jobs_costs); the whole set's cost (accounting.jobs_total_cost, one)
     assert forty == three == 11, f"{three} queries for 3 jobs, {forty} for 40"
     assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
 
