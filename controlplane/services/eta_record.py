@@ -22,7 +22,7 @@ The job page and the API's explain (so `qm explain`) read the last week's record
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -49,19 +49,14 @@ FLEET_RECORD_KEY = f"qm:eta-record:v2:{DEFAULT_DAYS}"
 
 
 @dataclass(frozen=True)
-class SizeClassRecord:
-    """The record of one size class (``"small"`` or ``"large"``): the same figures as
-    :class:`EtaRecord`'s over the jobs of that class only. ``node_gpus``: the GPUs of the
-    fleet's largest node, where the classes split (small: fewer; large: at least that many)."""
+class SizeClassRecord(EtaJudgement):
+    """The record of one size class (``"small"`` or ``"large"``): the figures of
+    :class:`EtaRecord` (EtaJudgement's) over the jobs of that class only. ``node_gpus``: the
+    GPUs of the fleet's largest node, where the classes split (small: fewer; large: at least
+    that many)."""
 
     size_class: str
     node_gpus: int
-    judged: int
-    on_time: float | None
-    median_share_of_wait: float | None
-    median_early_s: float | None
-    late_p95_s: float | None
-    late_max_s: float | None
 
     @property
     def gpus_text(self) -> str:
@@ -74,23 +69,18 @@ def gpus_text(size_class_: str, node_gpus: int) -> str:
 
 
 @dataclass(frozen=True)
-class EtaRecord:
-    """The ETAs told to the jobs that started in ``[since, until)`` after waiting with one.
+class EtaRecord(EtaJudgement):
+    """The ETAs told to the jobs that started in ``[since, until)`` after waiting with one, judged
+    (EtaJudgement's figures, ``None`` when no job is judged).
 
     ``on_time``: the share that started no later than told. ``median_share_of_wait``: the
     median of (actual wait ÷ wait told), both counted from when the ETA was first told: 0.4
     means the median job started after 40 % of the wait it was told. ``median_early_s``: how
     much sooner than told the median on-time job started; ``late_p95_s`` and ``late_max_s``: the
-    lateness over all of them (zero for those on time). ``None`` when no job is judged."""
+    lateness over all of them (zero for those on time)."""
 
     since: datetime
     until: datetime
-    judged: int
-    on_time: float | None
-    median_share_of_wait: float | None
-    median_early_s: float | None
-    late_p95_s: float | None
-    late_max_s: float | None
     #: the same record per size class, small then large; empty when no job is judged or the
     #: fleet has no node (its node size unknown)
     size_classes: tuple[SizeClassRecord, ...] = ()
@@ -130,22 +120,14 @@ def track_record(*, days: int = DEFAULT_DAYS, now: datetime | None = None) -> Et
         for started, told, at, gpus, _ in rows:
             by_class[size_class(gpus, node_gpus)].append((started, told, at))
     classes = tuple(
-        SizeClassRecord(size_class=name, node_gpus=node_gpus, judged=j.judged, on_time=j.on_time,
-                        median_share_of_wait=j.median_share_of_wait, median_early_s=j.median_early_s,
-                        late_p95_s=j.late_p95_s, late_max_s=j.late_max_s)
-        for name, j in ((name, _judge(by_class[name])) for name in SIZE_CLASSES)
+        SizeClassRecord(size_class=name, node_gpus=node_gpus, **_figures(_judge(by_class[name])))
+        for name in SIZE_CLASSES
     ) if node_gpus is not None else ()
-    return EtaRecord(
-        since=since,
-        until=until,
-        judged=judged.judged,
-        on_time=judged.on_time,
-        median_share_of_wait=judged.median_share_of_wait,
-        median_early_s=judged.median_early_s,
-        late_p95_s=judged.late_p95_s,
-        late_max_s=judged.late_max_s,
-        size_classes=classes,
-    )
+    return EtaRecord(since=since, until=until, size_classes=classes, **_figures(judged))
+
+
+def _figures(judged: EtaJudgement) -> dict[str, Any]:
+    return {f.name: getattr(judged, f.name) for f in fields(EtaJudgement)}
 
 
 def fleet_record() -> EtaRecord:
