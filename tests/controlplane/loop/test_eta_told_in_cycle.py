@@ -14,26 +14,18 @@ from django.utils import timezone
 from rest_framework.test import APIClient
 
 from controlplane.choices import JobState
-from controlplane.models import Allocation, GpuType, Job, Node, PendingPlace, PriorityClass, Team
+from controlplane.models import Allocation, Job, PendingPlace, Team
 from controlplane.services import cycle, eta_record, holds, transitions
 from controlplane.services.cycle import _write_places
 from tests.controlplane import factories as f
+from tests.controlplane.eta_fixtures import one_node_team, submit
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def one_node(db: Any) -> Team:
-    h100 = GpuType.objects.create(name="H100-80GB", memory_gb=80)
-    Node.objects.create(name="n0", pool="h100", gpu_type=h100, gpu_count=8, cpus=96, memory_gb=1024,
-                        leaf_switch="leaf-0", spine="spine-0")
-    research = PriorityClass.objects.create(name="research", value=100, grace_period_s=30)
-    return Team.objects.create(name="ml", default_priority_class=research)
-
-
-def submit(team: Team, name: str, limit_s: int, at: datetime) -> Job:
-    return Job.objects.create(team=team, name=name, priority_class=team.default_priority_class, gpus=8,
-                              runtime_limit_s=limit_s, submitted_at=at, state_changed_at=at)
+    return one_node_team()
 
 
 def test_a_job_keeps_the_first_eta_it_was_told_and_is_judged_by_it_at_its_start(one_node: Team) -> None:

@@ -22,25 +22,17 @@ from django.db import transaction
 from django.utils import timezone
 
 import scheduler_core as engine
-from controlplane.models import GpuType, Job, Node, PendingPlace, PriorityClass, Team
+from controlplane.models import Job, PendingPlace, Team
 from controlplane.services import cycle, holds
 from controlplane.services.snapshot import read_snapshot, scheduler_config
 from tests.controlplane import factories as f
+from tests.controlplane.eta_fixtures import one_node_team, submit
 from tests.controlplane.lock_waits import blocked_on_a_lock, in_thread
 
 
 @pytest.fixture
 def one_node(transactional_db: Any) -> Team:
-    h100 = GpuType.objects.create(name="H100-80GB", memory_gb=80)
-    Node.objects.create(name="n0", pool="h100", gpu_type=h100, gpu_count=8, cpus=96, memory_gb=1024,
-                        leaf_switch="leaf-0", spine="spine-0")
-    research = PriorityClass.objects.create(name="research", value=100, grace_period_s=30)
-    return Team.objects.create(name="ml", default_priority_class=research)
-
-
-def submit(team: Team, name: str, limit_s: int, at: datetime) -> Job:
-    return Job.objects.create(team=team, name=name, priority_class=team.default_priority_class, gpus=8,
-                              runtime_limit_s=limit_s, submitted_at=at, state_changed_at=at)
+    return one_node_team()
 
 
 def read_and_plan(now: datetime) -> tuple[Any, Any, int]:

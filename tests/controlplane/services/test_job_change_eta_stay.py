@@ -15,26 +15,19 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import EventKind
-from controlplane.models import Event, GpuType, Job, Node, PendingPlace, PriorityClass, Team
+from controlplane.models import Event, Job, PendingPlace, PriorityClass, Team
 from controlplane.services import cycle, holds
 from tests.controlplane import factories as f
+from tests.controlplane.eta_fixtures import one_node_team, submit
 
 pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
 def one_node(db: Any) -> Team:
-    h100 = GpuType.objects.create(name="H100-80GB", memory_gb=80)
-    Node.objects.create(name="n0", pool="h100", gpu_type=h100, gpu_count=8, cpus=96, memory_gb=1024,
-                        leaf_switch="leaf-0", spine="spine-0")
-    research = PriorityClass.objects.create(name="research", value=100, grace_period_s=30)
+    team = one_node_team()
     PriorityClass.objects.create(name="production", value=1000, grace_period_s=30)
-    return Team.objects.create(name="ml", default_priority_class=research)
-
-
-def submit(team: Team, name: str, limit_s: int, at: datetime, gpus: int = 8) -> Job:
-    return Job.objects.create(team=team, name=name, priority_class=team.default_priority_class, gpus=gpus,
-                              runtime_limit_s=limit_s, submitted_at=at, state_changed_at=at)
+    return team
 
 
 @pytest.fixture
