@@ -63,6 +63,10 @@ class Outcome(NamedTuple):
     """For a job over its quota on several GPU types: each type it accepts with its node
     classes, in its order of preference. Phase 7 estimates each and keeps the earliest;
     ``quota_type`` is the type of its remedy (the fewest GPUs to free or lend)."""
+    type_classes: tuple[tuple[int, ...], ...] = ()
+    """For a job that only maintenance keeps waiting and that accepts several GPU types: each
+    type's capable classes (a gang runs on one type). Phase 7 looks on each for GPUs that free
+    up clear of the windows and keeps the earliest; ``classes`` are the blocked type's."""
 
     @property
     def reason(self) -> str:

@@ -248,6 +248,8 @@ def maintenance_outcome(ctx: CycleContext, spec: JobSpec, requests: Sequence[Pla
             + ("" if now >= first else f", or it declares a runtime limit ending by t={first:.0f}"),
             eta=reopen, demand=request.demand, classes=ctx.placer.union(request.member_classes),
             needs_whole_node=needs_whole,
+            type_classes=tuple(ctx.placer.union(r.member_classes) for r in requests)
+            if len(requests) > 1 else (),
         )
     return None
 
@@ -359,19 +361,7 @@ class _Explainer:
         position_free: str | None = None
         if code is ReasonCode.MAINTENANCE_WINDOW and base is not None and outcome.demand is not None \
                 and spec.id not in self.promised:
-            # the window's end is when the nodes it would use reopen; other capable nodes
-            # may free sooner by runtime limits (nodes inside a window count from when they
-            # reopen), clear of the windows to come during its run
-            freed, fits_now = self._capacity_eta(outcome.demand, outcome.classes)
-            if fits_now:
-                freed = self.ctx.snapshot.now
-            elsewhere = None if freed is None else self._timeline().clear_of_windows(
-                outcome.demand, outcome.classes, freed, spec.runtime_limit_s)
-            if elsewhere is not None and self.ctx.snapshot.now < elsewhere < base:
-                base = elsewhere
-                position_free = (f"{outcome.message} Estimated start t={base:.0f}: capable GPUs "
-                                 f"clear of the maintenance free up on other nodes then (by "
-                                 f"runtime limits).")
+            outcome, base, position_free = self._elsewhere(spec, outcome, base)
         line: _DrainLine | None = None
         if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
             line = self.lines.get(outcome.classes)
@@ -392,6 +382,31 @@ class _Explainer:
             capacity_part, preset, _charged_type(self.ctx, outcome), (),
             outcome.demand, outcome.classes,
         )
+
+    def _elsewhere(self, spec: JobSpec, outcome: Outcome, reopen: float
+                   ) -> tuple[Outcome, float, str | None]:
+        """A job that only maintenance keeps waiting: the window's end is when the nodes it
+        would use reopen, but other capable nodes, of any GPU type it accepts, may free sooner
+        by runtime limits (nodes inside a window count from when they reopen), clear of the
+        windows to come during its run. Its outcome then names the classes it would start on,
+        its ETA and its sentence with that start."""
+        assert outcome.demand is not None
+        now = self.ctx.snapshot.now
+        best, start = outcome.classes, reopen
+        for classes in outcome.type_classes or (outcome.classes,):
+            freed, fits_now = self._capacity_eta(outcome.demand, classes)
+            if fits_now:
+                freed = now
+            elsewhere = None if freed is None else self._timeline().clear_of_windows(
+                outcome.demand, classes, freed, spec.runtime_limit_s)
+            if elsewhere is not None and now < elsewhere < start:
+                best, start = classes, elsewhere
+        if start == reopen:
+            return outcome, reopen, None
+        where = "" if best == outcome.classes else f" (its {type_names(self.ctx, best)} GPUs)"
+        return outcome._replace(classes=best), start, (
+            f"{outcome.message} Estimated start t={start:.0f}: capable GPUs clear of the "
+            f"maintenance free up on other nodes{where} then (by runtime limits).")
 
     def _word_types(self, spec: JobSpec, outcome: Outcome) -> _Worded:
         """A job over its quota on several GPU types starts on whichever type first has both

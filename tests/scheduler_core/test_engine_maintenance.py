@@ -358,3 +358,28 @@ def test_maintenance_window_eta_inside_an_open_window_is_when_gpus_free_elsewher
     assert w.code is ReasonCode.MAINTENANCE_WINDOW
     assert w.eta == HOUR / 2
     assert "Estimated start t=1800: capable GPUs clear of the maintenance free up on other nodes" in w.message
+
+
+def test_maintenance_window_eta_of_a_job_of_two_gpu_types_counts_its_other_type():
+    # j accepts a100 or h100. It fits now only on the h100 node n0, which goes into
+    # maintenance at t=3600 until t=36000, and j runs 2 h; the a100 node n1 frees at t=1800.
+    # j is told t=1800 on its a100 GPUs, not the h100 window's end (it was: only the type
+    # the window blocks was estimated)
+    def plan(n1_free_at: float):
+        return (make_cluster().node("n0", gpu_type="h100").node("n1", gpu_type="a100").at(0)
+                .running(make_running(make_job("r").gpus(8).types("a100").limit(n1_free_at))
+                         .whole("n1"))
+                .maintenance("fw", "n0", start=HOUR, end=10 * HOUR, reason="firmware")
+                .pending(make_job("j").gpus(8).types("h100", "a100").limit(2 * HOUR))
+                .plan(SchedulerConfig(backfill=False)))
+    w = why(plan(HOUR / 2), "j")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.eta == HOUR / 2
+    assert "maintenance window fw (firmware) takes it out of service" in w.message
+    assert "Estimated start t=1800: capable GPUs clear of the maintenance free up on other " \
+           "nodes (its a100 GPUs) then (by runtime limits)." in w.message
+    # with n1 busy past the window's end, the window's end stays the estimate
+    later = why(plan(20 * HOUR), "j")
+    assert later.code is ReasonCode.MAINTENANCE_WINDOW
+    assert later.eta == 10 * HOUR
+    assert "Estimated start" not in later.message
