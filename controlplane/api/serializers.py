@@ -507,12 +507,8 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
     )
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
-        if "gpu_type" in attrs and attrs.get("gpu_types"):
-            raise serializers.ValidationError({"gpu_type": "give gpu_type or gpu_types, not both"})
-        if isinstance(attrs.get("dependencies"), dependency_text.Edit):
-            raise serializers.ValidationError({"dependencies": [
-                f"'{attrs['dependencies'].op}' adds to or removes from a waiting job's dependencies (PATCH "
-                "jobs/{id}/, qm update -d +=…); a submit gives the whole list"]})
+        self._gpu_types_once(attrs)
+        self._a_whole_list(attrs)
         combine_dependency_mode(attrs, submit=True)
         # The shape's cross-field rules, the very ones submit() applies: the form's live check
         # (which runs this serializer) names the same fields with the same messages.
@@ -524,34 +520,61 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
             raise serializers.ValidationError({field: [message] for field, message in errors.items()})
         return attrs
 
+    @staticmethod
+    def _gpu_types_once(attrs: dict[str, Any]) -> None:
+        if "gpu_type" in attrs and attrs.get("gpu_types"):
+            raise serializers.ValidationError({"gpu_type": "give gpu_type or gpu_types, not both"})
+
+    @staticmethod
+    def _a_whole_list(attrs: dict[str, Any]) -> None:
+        if isinstance(attrs.get("dependencies"), dependency_text.Edit):
+            raise serializers.ValidationError({"dependencies": [
+                f"'{attrs['dependencies'].op}' adds to or removes from a waiting job's dependencies (PATCH "
+                "jobs/{id}/, qm update -d +=…); a submit gives the whole list"]})
+
     def to_submit_request(self) -> SubmitRequest:
         return self._submit_request(dict(self.validated_data))
 
+    #: validate()'s refusals, and the fields each leaves unread with it.
+    _REFUSED_TOGETHER = {"gpu_type": ("gpu_type", "gpu_types"), "dependencies": ("dependencies", "dependency_mode"),
+                         "dependency_mode": ("dependency_mode", "dependencies")}
+
     def errors_with_the_rest(self, user: Any) -> dict[str, Any]:
         """After `is_valid()` failed: its errors, and with them what the submit itself would
-        refuse among the fields that are well formed (services/jobs.refusals: the team, class,
+        refuse among the fields that are well formed (services/jobs.judge: the team, class,
         project, runtime limit, array, dependencies, the fleet's capability), each under its
         field. A body with a negative CPU count and an array that ends before it starts used to
         name the CPUs alone, and the array only once they were fixed."""
+        return self.judged_with_the_rest(user)[0]
+
+    def judged_with_the_rest(self, user: Any) -> tuple[dict[str, Any], job_service.Judgement | None]:
+        """`errors_with_the_rest`, and the service's judgement of the well-formed fields (None
+        when it was not asked: a body that is no object). The rules that hang on a field that
+        cannot be read wait for it: validate()'s own (GPU types given twice, an edit of the
+        dependencies, a mode that contradicts them) leave those fields unread; the shape's rules
+        and the fleet's capability wait for every field of the shape (`jobs.shape_readable`);
+        the dependencies for their list and mode."""
         errors: dict[str, Any] = dict(self.errors)  # as DRF nests them (an item's field, an env name)
         values = well_formed_values(self, errors)
         if values is None:
-            return errors
-        if "gpu_type" in values and values.get("gpu_types") or isinstance(values.get("dependencies"),
-                                                                             dependency_text.Edit):
-            return errors  # said by validate() once the fields are read
-        try:
-            combine_dependency_mode(values, submit=True)
-        except serializers.ValidationError:
-            return errors
-        shape_known = "gpus" in values
+            return errors, None
+        for check in (self._gpu_types_once, self._a_whole_list,
+                      lambda attrs: combine_dependency_mode(attrs, submit=True)):
+            try:
+                check(values)
+            except serializers.ValidationError as exc:
+                for name, problems in serializers.as_serializer_error(exc).items():
+                    errors.setdefault(name, problems)
+                    for unread in self._REFUSED_TOGETHER.get(name, (name,)):
+                        values.pop(unread, None)
+        shape_known = "gpus" in values and job_service.shape_readable(errors)
         values.setdefault("gpus", 1)  # a stand-in: the rules that hang on it are not judged
         values.setdefault("name", "")
-        more = job_service.refusals(user, self._submit_request(values), shape_known=shape_known)
-        for name, problem in more.items():
+        judged = job_service.judge(user, self._submit_request(values), shape_known=shape_known)
+        for name, problem in judged.errors.items():
             if name.split(".")[0] not in errors:
                 errors[name] = [problem]
-        return errors
+        return errors, judged
 
     @staticmethod
     def _submit_request(data: dict[str, Any]) -> SubmitRequest:

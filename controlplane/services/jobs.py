@@ -13,7 +13,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -589,18 +589,6 @@ def engine_spec(req: SubmitRequest, team: str, priority_class: str, runtime_limi
     )
 
 
-def check_shape(req: SubmitRequest) -> fleet_capability.Infeasible | None:
-    """The first reason this fleet can never run the request's shape, or None: the submit
-    form's live check. Team, priority class and limits are left as asked; submit() resolves
-    and checks them."""
-    for name, message in shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
-                                      min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles).items():
-        return fleet_capability.Infeasible(field=name, message=message)  # the first; the serializer names all
-    shapes, gpu_types = fleet_capability.fleet()
-    spec = engine_spec(req, req.team or "", req.priority_class or "", req.runtime_limit_s)
-    return fleet_capability.check(spec, shapes, gpu_types)
-
-
 def _replay(user: AbstractBaseUser, key: str, fingerprint: str) -> Submitted | None:
     first = (
         Job.objects.select_related("team", "project", "submitter", "priority_class")
@@ -694,48 +682,100 @@ _SHAPE_FIELDS = frozenset({"gpus", "gpus_per_node", "gpu_types", "min_gpu_memory
                            "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus", "roles"})
 
 
+def shape_readable(at_fault: Iterable[str]) -> bool:
+    """Whether a request's shape reads whole while the fields `at_fault` (their names, an item's
+    as `roles.1.count`) cannot be read: not when one of them is a field of the shape (`gpu_type`,
+    the shorthand of `gpu_types`, too). A stand-in for such a field (its default) would have the
+    shape's rules and the fleet's capability judge another job: a `min_gpus` that cannot be read
+    left the job its full `gpus`, and the fleet was said never to give that many."""
+    return not (_SHAPE_FIELDS | {"gpu_type"}) & {name.split(".")[0] for name in at_fault}
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """A submit judged whole (`judge`): each problem under its field (none: the submit would take
+    it), and beside them what the form's live check says: `never_runs`, the field of the fleet's
+    capability verdict when it is among the problems (the shape can never run here; None when it
+    could, or the shape was not judged), and the array's indices and task limit when its text
+    reads (None: no array, or its text at fault)."""
+
+    errors: dict[str, str]
+    never_runs: str | None = None
+    array_indices: list[int] | None = None
+    array_task_limit: int | None = None
+
+
 def _judged(user: AbstractBaseUser, req: SubmitRequest, *, lock: bool = True, shape_known: bool = True,
             ) -> tuple[_Resolved | None, list[dependencies.Upstream], bool, dict[str, str]]:
+    """Every check of a submit, each problem under its field, all of them at once (`_judge`).
+    Returns (the resolved request or None, the upstream jobs, singleton, the problems)."""
+    resolved, upstream, singleton, judgement = _judge(user, req, lock=lock, shape_known=shape_known)
+    return resolved, upstream, singleton, judgement.errors
+
+
+def _judge(user: AbstractBaseUser, req: SubmitRequest, *, lock: bool = True, shape_known: bool = True,
+           ) -> tuple[_Resolved | None, list[dependencies.Upstream], bool, Judgement]:
     """Every check of a submit, each problem under its field, all of them at once: names,
     defaults and rules (`_resolve_all`), the fleet's capability (when the shape is sound), the
     dependencies (services/dependencies.resolve, their upstream jobs locked unless `lock` is
     False). A refusal used to name only the first stage's problems: a form with a bad array and
     a bad dependency was refused for the array, then, once fixed, for the dependency.
-    Returns (the resolved request or None, the upstream jobs, singleton, the problems)."""
+    A stage that needs another's value waits only for that value: the dependencies read the
+    array's tasks whenever its text reads (an aftercorr counterpart that failed is named beside
+    an unknown project), and the capability the shape whole.
+    Returns (the resolved request or None, the upstream jobs, singleton, the judgement)."""
     resolved, fleet, errors = _resolve_all(user, req, shape_known=shape_known)
+    never: str | None = None
     if shape_known and not _SHAPE_FIELDS & {name.split(".")[0] for name in errors}:
         infeasible = fleet.check(engine_spec(
             req, resolved.team.name if resolved else req.team or "",
             resolved.priority_class.name if resolved else req.priority_class or "",
             resolved.runtime_limit_s if resolved else None if "runtime_limit_s" in errors else req.runtime_limit_s))
-        if infeasible is not None:
-            errors.setdefault(infeasible.field, infeasible.message)
+        if infeasible is not None and errors.setdefault(infeasible.field, infeasible.message) == infeasible.message:
+            never = infeasible.field
+    if resolved is not None:
+        array_indices, task_limit = resolved.array_indices, resolved.array_task_limit
+    elif req.array is not None or req.array_task_limit is not None:  # refused for something else: read it alone
+        array_indices, task_limit, _ = array_request(req.array, req.array_task_limit)
+    else:
+        array_indices, task_limit = None, None
     upstream: list[dependencies.Upstream] = []
     singleton = False
     if req.dependencies:
         wanted = dependencies.wanted_from(req.dependencies)
-        if resolved is not None:
-            indices: Sequence[int | None] | None = resolved.array_indices
-        else:  # the array's text at fault: each task's counterpart is unknown
-            indices = None if req.array is None else dependencies.UNKNOWN_INDICES
+        if req.array is None:
+            indices: Sequence[int | None] | None = None  # one job: no aftercorr
+        elif array_indices is None:  # the array's text at fault: each task's counterpart is unknown
+            indices = dependencies.UNKNOWN_INDICES
+        else:
+            indices = array_indices
         try:
-            upstream = dependencies.resolve(user, wanted, tasks=len(resolved.array_indices or [None]) if resolved else 1,
-                                            lock=lock, any_of=req.dependency_mode == DependencyMode.ANY,
-                                            indices=indices)
+            upstream = dependencies.resolve(user, wanted, tasks=len(array_indices or [None]), lock=lock,
+                                            any_of=req.dependency_mode == DependencyMode.ANY, indices=indices)
         except dependencies.Refused as exc:
             for name, message in exc.errors.items():
                 errors.setdefault(name, message)
         singleton = dependencies.singleton_of(wanted)
-    return (resolved if not errors else None), upstream, singleton, errors
+    judgement = Judgement(errors, never, array_indices if req.array is not None else None, task_limit)
+    return (resolved if not errors else None), upstream, singleton, judgement
+
+
+def judge(user: AbstractBaseUser, req: SubmitRequest, *, shape_known: bool = True) -> Judgement:
+    """A submit of `req` by `user` judged by every check `submit` makes (`_judge`), without
+    writing or locking anything: what it would be refused for, each problem under its field, in
+    the submit's words. The API asks it about the well-formed fields of a body some of whose
+    fields are malformed, so that one answer names every field at fault; the submit form's live
+    check asks it about the form as typed, so the form and the submit name the same fields.
+    `shape_known` False: `req.gpus` stands in for a count that could not be read, or another
+    field of the shape is unreadable (`shape_readable`), and the rules that hang on the shape
+    are left out."""
+    return _judge(user, req, lock=False, shape_known=shape_known)[3]
 
 
 def refusals(user: AbstractBaseUser, req: SubmitRequest, *, shape_known: bool = True) -> dict[str, str]:
     """What a submit of `req` by `user` would be refused for, each problem under its field
-    (none: it would be accepted); writes nothing, locks nothing. The API asks it about the
-    well-formed fields of a body some of whose fields are malformed, so that one answer names
-    every field at fault. `shape_known` False: `req.gpus` stands in for a count that could not
-    be read, and the rules that hang on it are left out."""
-    return _judged(user, req, lock=False, shape_known=shape_known)[3]
+    (none: it would be accepted): `judge`'s problems. Writes nothing, locks nothing."""
+    return judge(user, req, shape_known=shape_known).errors
 
 
 def _submit(

@@ -2,8 +2,9 @@
 
 Submitting and cancelling go through the REST API from the browser (`qm.js`), the same path
 as the CLI. `/ui/jobs/check.json` answers the form's live validation: the API's own request
-serializer, then the fleet capability check the submit service runs, so the form says at once
-when a shape can never run on this fleet and why.
+serializer, then the submit service's own judgement of it (services/jobs.judge: names, limits,
+array, the fleet's capability, dependencies), so the form names at once every field the submit
+would refuse, and says when a shape can never run on this fleet and why.
 """
 
 from __future__ import annotations
@@ -38,7 +39,6 @@ from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClas
 from controlplane.services import (
     access,
     accounting,
-    dependencies,
     dependency_text,
     eta_record,
     holds,
@@ -183,9 +183,14 @@ def _verdict(runs: bool, detail: str, errors: dict[str, list[str]] | None = None
 @login_required
 @require_POST
 def check_json(request: HttpRequest) -> JsonResponse:
-    """Could this request run on this fleet? Always 200 with a verdict (`runs`, a sentence, the
-    fields at fault) for a JSON object, since the check itself succeeded whatever its answer;
-    400 only when the body is not a JSON object, 403 for accounts that may not submit."""
+    """Could this request run on this fleet, and would the submit take it? Always 200 with a
+    verdict (`runs`, a sentence, the fields at fault) for a JSON object, since the check itself
+    succeeded whatever its answer; 400 only when the body is not a JSON object, 403 for accounts
+    that may not submit. The verdict is the submit's own judgement (the API's serializer, then
+    services/jobs.judge, which writes and locks nothing): every field at fault at once, in the
+    words the submit's 400 would use. It used to stop at the first stage that failed (the
+    fields, the array, the shape, the dependencies) and left team, class, project and runtime
+    limit to the submit."""
     if not access.may_submit(request.user):
         return _refusal("Finance accounts read costs; they cannot submit jobs.", {}, status=403)
     try:
@@ -195,33 +200,17 @@ def check_json(request: HttpRequest) -> JsonResponse:
     if not isinstance(body, dict):
         return _refusal("The body is not a JSON object.", {"non_field_errors": ["expected a JSON object"]})
     serializer = (JobArraySubmitSerializer if "array" in body else JobSubmitSerializer)(data=body)
-    if not serializer.is_valid():
-        errors = flatten(serializer.errors)
-        return _verdict(False, "Fix the fields marked: " + "; ".join(f"{k}: {' '.join(v)}" for k, v in errors.items()),
-                        errors)
-    req = serializer.to_submit_request()  # an array request carries its `array` spec
-    tasks = 1
-    task_limit = None
-    if req.array is not None or req.array_task_limit is not None:
-        indices, task_limit, array_errors = job_service.array_request(req.array, req.array_task_limit)
-        if array_errors:  # `0-99%10`'s limit too, as the submit judges it
-            return _verdict(False, "; ".join(f"{k}: {v}" for k, v in array_errors.items()),
-                            {k: [v] for k, v in array_errors.items()})
-        tasks = len(indices or [None])
-    infeasible = job_service.check_shape(req)
-    if infeasible is not None:
-        return _verdict(False, f"This job can never run on this fleet: {infeasible.message}.",
-                        {infeasible.field: [infeasible.message]})
-    if req.dependencies:
-        # "Runs after": the jobs named, as the submit judges them (jobs you can see, no condition
-        # that can never be met), on the field the form shows them by.
-        try:
-            dependencies.resolve(request.user, dependencies.wanted_from(req.dependencies), tasks=tasks, lock=False,
-                                 any_of=req.dependency_mode == "any",
-                                 indices=None if req.array is None else dependencies.UNKNOWN_INDICES)
-        except dependencies.Refused as refusal:
-            return _verdict(False, "Fix the fields marked: " + "; ".join(f"{k}: {v}" for k, v in refusal.errors.items()),
-                            {k: [v] for k, v in refusal.errors.items()})
+    if serializer.is_valid():
+        req = serializer.to_submit_request()  # an array request carries its `array` spec
+        judged: job_service.Judgement | None = job_service.judge(request.user, req)
+        errors = {name: [problem] for name, problem in judged.errors.items()}
+    else:
+        req = None
+        said, judged = serializer.judged_with_the_rest(request.user)
+        errors = flatten(said)
+    tasks = len(judged.array_indices) if judged is not None and judged.array_indices is not None else 1
+    if errors or req is None:
+        return _verdict(False, _faults(errors, judged.never_runs if judged is not None else None), errors, tasks)
     what = f"{req.gpus} GPU{'s' if req.gpus != 1 else ''}" + (
         f", {req.gpus_per_node} per node" if req.gpus_per_node else "")
     if req.gpu_types:
@@ -229,9 +218,20 @@ def check_json(request: HttpRequest) -> JsonResponse:
     if req.roles:  # a heterogeneous gang: what each role gets
         what += f" as roles {gang_roles(req.roles)}"
     if tasks > 1:
-        what = f"{tasks} tasks of {what}" + (f", at most {task_limit} at a time" if task_limit else "")
-    return _verdict(True, f"This fleet can run {what}. Team, priority class, project and limits are checked "
-                          "when you submit.", tasks=tasks)
+        limit = judged.array_task_limit if judged is not None else None
+        what = f"{tasks} tasks of {what}" + (f", at most {limit} at a time" if limit else "")
+    return _verdict(True, f"This fleet can run {what}. The submit would take it: its team, priority class, project, "
+                          "limits and dependencies are judged as the submit judges them.", tasks=tasks)
+
+
+def _faults(errors: dict[str, list[str]], never_runs: str | None) -> str:
+    """The verdict's sentence for a request the submit would refuse: every field at fault, the
+    fleet's capability first when it is among them (the shape can never run here)."""
+    rest = "; ".join(f"{name}: {' '.join(problems)}" for name, problems in errors.items() if name != never_runs)
+    if never_runs is None or never_runs not in errors:
+        return "Fix the fields marked: " + rest
+    said = f"This job can never run on this fleet: {' '.join(errors[never_runs])}."
+    return said + (f" Fix the other fields marked too: {rest}" if rest else "")
 
 
 # ---------------------------------------------------------------------------------- one job

@@ -102,14 +102,16 @@ def test_the_rules_are_one_function_for_serializer_fast_path_and_service() -> No
 
 
 @pytest.mark.django_db
-def test_check_shape_itself_refuses_such_a_shape_naming_the_field(fleet: Fleet) -> None:
-    """check_shape, the service the live check and other callers use, no longer answers
-    "runs" for a shape submit() refuses (the fleet could hold its 4 GPUs)."""
-    infeasible = job_service.check_shape(job_service.SubmitRequest(name="x", gpus=4, min_gpus=8, max_gpus=2))
+def test_the_submits_judgement_itself_refuses_such_a_shape_naming_the_fields(fleet: Fleet) -> None:
+    """jobs.judge, which the live check and the submit both ask (check_shape, the live check's
+    own shape check, is gone with its first-fault-only answer), refuses a shape submit()
+    refuses, naming each field, though the fleet could hold its 4 GPUs."""
+    user = fleet.users["owner"]
+    judged = job_service.judge(user, job_service.SubmitRequest(name="x", gpus=4, min_gpus=8, max_gpus=2))
 
-    assert infeasible is not None
-    assert (infeasible.field, infeasible.message) == ("min_gpus", "min_gpus 8 is more than gpus 4")
-    assert job_service.check_shape(job_service.SubmitRequest(name="x", gpus=4, min_gpus=2, max_gpus=8)) is None
+    assert judged.errors == {"min_gpus": "min_gpus 8 is more than gpus 4", "max_gpus": "max_gpus 2 is less than gpus 4"}
+    assert judged.never_runs is None  # the rules refuse it, not the fleet
+    assert job_service.judge(user, job_service.SubmitRequest(name="x", gpus=4, min_gpus=2, max_gpus=8)).errors == {}
 
 
 @pytest.mark.django_db
