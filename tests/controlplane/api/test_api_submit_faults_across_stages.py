@@ -13,6 +13,7 @@ stand-in. Nothing is written on any refusal."""
 from __future__ import annotations
 
 import json
+import random
 from typing import Any
 
 import pytest
@@ -235,3 +236,65 @@ def test_the_status_rules_stay(fleet: Fleet, page: Client) -> None:
     assert finance.post(CHECK, data=json.dumps(body), content_type="application/json").status_code == 403
     assert _form_post(finance, body).status_code == 403
     assert page.post(CHECK, data="[1]", content_type="application/json").status_code == 400
+
+
+_ABSENT = object()
+
+
+def _field_values(upstream: str) -> dict[str, list[Any]]:
+    """Per field: left out, a good value, and wrong ones of each kind (malformed, unknown, beyond
+    a rule), for bodies wrong in any combination."""
+    return {
+        "gpus": [1, 16, 0, "many", 64],
+        "gpus_per_node": [_ABSENT, 8, 16, "x", 3],
+        "min_gpus": [_ABSENT, 1, 8, "eight"],
+        "max_gpus": [_ABSENT, 64, 2],
+        "gpu_type": [_ABSENT, "H100-80GB"],
+        "gpu_types": [_ABSENT, ["B200"], ["TPU-v9"], "H100-80GB", ["A100-40GB"]],
+        "min_gpu_memory_gb": [_ABSENT, 80, -1],
+        "topology": [_ABSENT, "same_node", "same_rack"],
+        "team": [_ABSENT, "ml", "nosuchteam", "vision"],
+        "priority_class": [_ABSENT, "production", "urgent"],
+        "project": [_ABSENT, "llm", "nope"],
+        "runtime_limit_s": [_ABSENT, 3600, 30 * 86400, -5],
+        "array": [_ABSENT, "0-3", "0-99%0", "9-3", "0-3%2"],
+        "array_task_limit": [_ABSENT, 3, 0],
+        "dependencies": [_ABSENT, "afterok:999999", "+afterok:5", "afterok:1?afterok:2", f"aftercorr:{upstream}",
+                         "singleton", [{"job": "x"}], "afterok:12x"],
+        "dependency_mode": [_ABSENT, "all", "any", "sometimes"],
+        "hold": [_ABSENT, True],
+        "hold_reason": [_ABSENT, "data not ready"],
+        "roles": [_ABSENT, [{"name": "a", "count": 1, "gpus_per_member": 16}],
+                  [{"name": "a", "count": 2, "gpus_per_member": 1}]],
+    }
+
+
+def test_no_combination_of_faults_answers_a_500_or_writes_a_refused_job(
+        fleet: Fleet, b200: Any, alice: APIClient, page: Client) -> None:
+    """Bodies wrong in any combination of fields (seeded, so a failure comes back the same):
+    the live check answers a verdict, the submit 201 or 400, never a 500; they agree on the
+    fields at fault and the words, and a refusal writes nothing."""
+    choices = _field_values(_upstream_array_with_a_failed_task(alice))
+    rng = random.Random(93)
+    refused = 0
+    for _ in range(120):
+        body: dict[str, Any] = {"name": "combo"}
+        for name, values in choices.items():
+            value = rng.choice(values)
+            if value is not _ABSENT:
+                body[name] = value
+        before = _written()
+        checked = page.post(CHECK, data=json.dumps(body), content_type="application/json")
+        assert checked.status_code == 200, (body, checked.content)
+        assert _written() == before, body
+        submitted = _api(alice, body)
+        assert submitted.status_code in (201, 400), (body, submitted.content)
+        if submitted.status_code == 400:
+            refused += 1
+            assert _written() == before, body
+            assert checked.json()["runs"] is False, body
+            assert checked.json()["errors"] == submitted.json()["errors"], body
+        else:
+            assert checked.json() | {"detail": ""} == {"runs": True, "detail": "", "errors": {},
+                                                         "tasks": checked.json()["tasks"]}, body
+    assert refused > 60  # most combinations are wrong somewhere: the comparison is not vacuous
