@@ -273,3 +273,31 @@ def test_readme_opens_with_make_demo_and_make_test_and_docs_name_real_make_targe
             named.update((doc.name, target) for target in re.findall(r"^\$? ?make ([a-z][\w-]*)", snippet.strip()))
     assert ("README.md", "demo") in named
     assert sorted(f"{doc}: make {t}" for doc, t in named if t not in targets) == []
+
+
+def test_operations_lists_every_qm_agent_option():
+    source = (ROOT / "controlplane" / "agent" / "main.py").read_text()  # parse_args builds its parser inline
+    options = set(re.findall(r'add_argument\(\s*"(--[a-z][\w-]*)"', source))
+    assert {"--server", "--simulate", "--no-output"} <= options
+    doc = (DOCS / "operations.md").read_text()
+    assert sorted(o for o in options if not re.search(re.escape(o) + r"(?![\w-])", doc)) == [], \
+        "qm-agent options docs/operations.md never names"
+
+
+# ------------------------------------------------------------------------------ dependencies
+
+
+def test_every_dependency_says_why_in_docs_dependencies_and_only_those():
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    declared = {re.split(r"[<>=!~\[ ;]", spec)[0].lower()
+                for spec in [*project["dependencies"], *project["optional-dependencies"]["test"]]}
+    listed = set()
+    for line in (DOCS / "dependencies.md").read_text().splitlines():
+        cells = line.split("|")
+        if line.startswith("| ") and cells[1].strip() != "package" and len(cells) > 3 and cells[2].strip():
+            listed.update(re.split(r"[\[ (]", name.strip())[0].lower() for name in cells[1].split(","))
+    assert {"django", "pytest"} <= declared
+    assert sorted(declared - listed) == [], "dependencies docs/dependencies.md does not justify"
+    assert sorted(listed - declared) == [], "docs/dependencies.md justifies packages pyproject.toml no longer has"
