@@ -63,7 +63,7 @@ import dataclasses
 import re
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -240,7 +240,8 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
     array (its id, or one of its tasks' job ids: else refused on the item's job), and each of its
     tasks whose index is among `indices` becomes an ``afterok`` Upstream of the new task of that
     index alone (`Upstream.index`): a new task without a counterpart waits on nothing, as Slurm.
-    Raises Refused naming each item's field (``dependencies.1.condition``)."""
+    Raises Refused naming every item at fault, each on its field (``dependencies.1.condition``): an
+    item refused by step 1 is not read, the others are."""
     errors: dict[str, str] = {}
     if len(wanted) - kept > MAX_DEPENDENCIES:
         raise Refused({"dependencies": f"at most {MAX_DEPENDENCIES} dependencies, got {len(wanted) - kept}; "
@@ -266,14 +267,15 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
                              "job once, with one condition")
         else:
             seen[key] = i
-    if errors:
-        raise Refused(errors)
+    # An item refused so far is said as it is; the others are still judged (that job 999999 does
+    # not exist was said only once a job named twice was named once).
+    faulted = {int(name.split(".")[1]) for name in errors}
     visible = access.visible_jobs(user)
-    corr_arrays = _corresponding_arrays(visible, wanted, indices, errors)
-    if errors:
-        raise Refused(errors)
-    ids = [w.job for w in wanted if w.job is not None and w.condition != AFTERCORR]
-    arrays = [w.array for w in wanted if w.array is not None] + list(corr_arrays.values())
+    corr_arrays = _corresponding_arrays(visible, wanted, indices, errors, skip=faulted)
+    faulted |= {int(name.split(".")[1]) for name in errors}
+    ids = [w.job for i, w in enumerate(wanted) if w.job is not None and w.condition != AFTERCORR and i not in faulted]
+    arrays = [w.array for i, w in enumerate(wanted) if w.array is not None and i not in faulted] + list(
+        corr_arrays.values())
     rows = _locked_rows(visible, ids, arrays, lock=lock)
     by_id = {row[0]: row for row in rows}
     by_array: dict[uuid.UUID, list[tuple[Any, ...]]] = defaultdict(list)
@@ -283,7 +285,7 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
     upstream: dict[int, Upstream] = {}
     never: list[str] = []  # any-of: the alternatives that can never be met, said if none can
     for i, item in enumerate(wanted):
-        if item.condition == SINGLETON:
+        if item.condition == SINGLETON or i in faulted:
             continue
         if item.condition == AFTERCORR:
             _correspond(i, item, by_array.get(corr_arrays[i], []), indices, upstream, errors)
@@ -325,11 +327,12 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
 
 
 def _corresponding_arrays(visible: Any, wanted: Sequence[Wanted], indices: Sequence[int | None] | None,
-                          errors: dict[str, str]) -> dict[int, uuid.UUID]:
+                          errors: dict[str, str], *, skip: Collection[int] = ()) -> dict[int, uuid.UUID]:
     """Per aftercorr item, the job array it names (its id, or the array of the task named; one
     query, only for a task named by job id); each refusal on its field: aftercorr for a job that
-    is no array (`indices` None), a job that is no task of an array, one you cannot see."""
-    corr = {i: w for i, w in enumerate(wanted) if w.condition == AFTERCORR}
+    is no array (`indices` None), a job that is no task of an array, one you cannot see. The
+    items at `skip` (refused already) are left out."""
+    corr = {i: w for i, w in enumerate(wanted) if w.condition == AFTERCORR and i not in skip}
     if not corr:
         return {}
     if indices is None:

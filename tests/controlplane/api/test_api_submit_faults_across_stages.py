@@ -298,3 +298,19 @@ def test_no_combination_of_faults_answers_a_500_or_writes_a_refused_job(
             assert checked.json() | {"detail": ""} == {"runs": True, "detail": "", "errors": {},
                                                          "tasks": checked.json()["tasks"]}, body
     assert refused > 60  # most combinations are wrong somewhere: the comparison is not vacuous
+
+
+def test_every_dependency_at_fault_is_named_not_only_the_first_kind(
+        fleet: Fleet, alice: APIClient, page: Client) -> None:
+    """A job named twice and a job that does not exist, in one list: both items are named (the
+    one that does not exist was named only once the twice-named one was fixed), beside the
+    unknown project, by the submit and the live check alike."""
+    pre = alice.post(JOBS, {"name": "pre", "gpus": 1}, format="json").json()["id"]
+    body = {"name": "x", "gpus": 1, "project": "nope",
+            "dependencies": f"afterok:{pre},afterany:{pre},afterok:999999"}
+    said = {"project": "team 'ml' has no project 'nope'",
+            "dependencies.1.job": f"job {pre} is already dependency 0",
+            "dependencies.2.job": "no job 999999 you can see"}
+
+    _assert_named(_api(alice, body).json()["errors"], said)
+    _assert_named(_live_check(page, body)["errors"], said)
