@@ -301,3 +301,41 @@ def test_every_dependency_says_why_in_docs_dependencies_and_only_those():
     assert {"django", "pytest"} <= declared
     assert sorted(declared - listed) == [], "dependencies docs/dependencies.md does not justify"
     assert sorted(listed - declared) == [], "docs/dependencies.md justifies packages pyproject.toml no longer has"
+
+
+def _served_outside_the_schema() -> list[str]:
+    """Every route the URL conf serves that the OpenAPI schema does not describe: the node
+    agents' protocol, the pages and their JSON, /healthz, /metrics, the schema's viewers."""
+    from django.urls import URLPattern, URLResolver, get_resolver
+
+    def walk(patterns, prefix=""):
+        for p in patterns:
+            if isinstance(p, URLResolver):
+                yield from walk(p.url_patterns, prefix + str(p.pattern))
+            elif isinstance(p, URLPattern):
+                yield prefix + str(p.pattern)
+
+    routes = []
+    for route in walk(get_resolver().url_patterns):
+        if route.startswith(("admin/", "api/v1/^")) or "^" in route or "format>" in route or route == "favicon.ico":
+            continue  # the admin UI; the routers' viewsets and the catch-all (the schema's)
+        if route.startswith("api/v1/") and not route.startswith("api/v1/agent/"):
+            continue  # the schema describes these
+        routes.append("/" + re.sub(r"<(?:\w+:)?\w+>", "{…}", route))
+    return routes
+
+
+def test_docs_name_every_route_served_outside_the_api_schema():
+    routes = _served_outside_the_schema()
+    assert {"/api/v1/agent/register", "/history/", "/healthz", "/ui/what-if.json"} <= set(routes)
+    text = "\n".join(doc.read_text() for doc in ALL_DOCS)
+    # a parameter as the docs write it: {id}, <name>, NAME, or an example (`/jobs/412/`, `/nodes/h100-03/`)
+    text = re.sub(r"\{[^}\n]+\}|<[a-z_]+>", "{…}", text)
+    unnamed = []
+    for route in routes:
+        parts = [re.escape(part) for part in route.split("{…}")]
+        pattern = r"(?:\{…\}|[\w.-]+)".join(parts)
+        variants = [pattern, pattern.removeprefix(re.escape("/api/v1/"))]
+        if not any(re.search(r"(?<![\w/-])" + v + r"(?![\w-])", text) for v in variants):
+            unnamed.append(route)
+    assert unnamed == [], f"routes no doc names: {unnamed}"
