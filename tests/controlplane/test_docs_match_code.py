@@ -339,3 +339,13 @@ def test_docs_name_every_route_served_outside_the_api_schema():
         if not any(re.search(r"(?<![\w/-])" + v + r"(?![\w-])", text) for v in variants):
             unnamed.append(route)
     assert unnamed == [], f"routes no doc names: {unnamed}"
+
+
+def test_architecture_names_every_model():
+    from django.apps import apps
+
+    models = {model.__name__ for model in apps.get_app_config("controlplane").get_models()}
+    assert {"Job", "Allocation", "SchedulerLease"} <= models
+    doc = (DOCS / "architecture.md").read_text()
+    assert sorted(m for m in models if not re.search(r"\b" + m + r"\b", doc)) == [], \
+        "models docs/architecture.md's table of models does not name"
