@@ -31,6 +31,31 @@ def _env_bool(name: str, default: bool) -> bool:
     return raw.strip().lower() in {"1", "true", "yes", "on"}
 
 
+def _env_number(name: str, default: str, kind: type[float] | type[int], least: float, above: bool) -> float | int:
+    raw = os.environ.get(name, default)
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or value != value or (value <= least if above else value < least):
+        unit = "a whole number" if kind is int else "a number"
+        bound = f"> {least:g}" if above else f">= {least:g}"
+        # named here: Python's own "could not convert string to float: '20s'" names no variable
+        raise ImproperlyConfigured(f"{name} must be {unit} {bound}, got {raw!r} (docs/operations.md lists "
+                                   f"every setting with its default, {default}).")
+    return value
+
+
+def _env_float(name: str, default: str, *, least: float = 0.0, above: bool = True) -> float:
+    """A positive number (seconds, days, ...) from the environment; refuses to start otherwise."""
+    return float(_env_number(name, default, float, least, above))
+
+
+def _env_int(name: str, default: str, *, least: int = 1) -> int:
+    """A whole number >= ``least`` from the environment; refuses to start otherwise."""
+    return int(_env_number(name, default, int, least, above=False))
+
+
 DEBUG = _env_bool("DEBUG", False)
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
@@ -174,51 +199,51 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # --- Scheduling loop -----------------------------------------------------------------------
 QM = {
     # How often beat ticks a cycle, and how long a submit waits before triggering one.
-    "CYCLE_INTERVAL_S": float(os.environ.get("QM_CYCLE_INTERVAL_S", "2")),
-    "CYCLE_DEBOUNCE_S": float(os.environ.get("QM_CYCLE_DEBOUNCE_S", "0.5")),
+    "CYCLE_INTERVAL_S": _env_float("QM_CYCLE_INTERVAL_S", "2"),
+    "CYCLE_DEBOUNCE_S": _env_float("QM_CYCLE_DEBOUNCE_S", "0.5", above=False),
     # The leader lease: a cycle commits only while its epoch is the current one.
-    "LEADER_LEASE_S": float(os.environ.get("QM_LEADER_LEASE_S", "15")),
+    "LEADER_LEASE_S": _env_float("QM_LEADER_LEASE_S", "15"),
     # A node that misses heartbeats for SUSPECT_AFTER_S is suspect; after its agent lease
     # (AGENT_LEASE_S) expires, its allocations are fenced.
-    "AGENT_LEASE_S": float(os.environ.get("QM_AGENT_LEASE_S", "20")),
-    "SUSPECT_AFTER_S": float(os.environ.get("QM_SUSPECT_AFTER_S", "8")),
-    "FAIR_SHARE_HALF_LIFE_S": float(os.environ.get("QM_FAIR_SHARE_HALF_LIFE_S", str(7 * 86400))),
+    "AGENT_LEASE_S": _env_float("QM_AGENT_LEASE_S", "20"),
+    "SUSPECT_AFTER_S": _env_float("QM_SUSPECT_AFTER_S", "8"),
+    "FAIR_SHARE_HALF_LIFE_S": _env_float("QM_FAIR_SHARE_HALF_LIFE_S", str(7 * 86400)),
     "PLACEMENT_POLICY": os.environ.get("QM_PLACEMENT_POLICY", "pack"),
     # Full placement searches per cycle (every waiting job is still explained). A burst of
     # thousands of small jobs is admitted in one cycle; the commit binds them in bulk.
-    "MAX_PLACEMENTS_PER_CYCLE": int(os.environ.get("QM_MAX_PLACEMENTS_PER_CYCLE", "4096")),
+    "MAX_PLACEMENTS_PER_CYCLE": _env_int("QM_MAX_PLACEMENTS_PER_CYCLE", "4096"),
     "IN_PROCESS_LOOP": _env_bool("QM_IN_PROCESS_LOOP", not REDIS_URL),
     # Lets a node agent register its node the first time (it then gets its own node token).
     # Empty: agents can only re-register with a node token they already hold.
     "AGENT_BOOTSTRAP_TOKEN": os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", ""),
     # Wake-up long polls (POST /api/v1/agent/nodes/wait) one web process holds at once; each
     # holds a thread, so keep it below the process's threads (docs/operations.md, Wake-ups).
-    "AGENT_MAX_WAITS": int(os.environ.get("QM_AGENT_MAX_WAITS", "2")),
+    "AGENT_MAX_WAITS": _env_int("QM_AGENT_MAX_WAITS", "2", least=0),
     # A retired node's agent is told (Retry-After) to wait as long as the node has been retired,
     # within these bounds (an agent keeps what it is told within 30 s..1 h).
-    "RETIRED_RETRY_AFTER_MIN_S": float(os.environ.get("QM_RETIRED_RETRY_AFTER_MIN_S", "60")),
-    "RETIRED_RETRY_AFTER_MAX_S": float(os.environ.get("QM_RETIRED_RETRY_AFTER_MAX_S", "900")),
+    "RETIRED_RETRY_AFTER_MIN_S": _env_float("QM_RETIRED_RETRY_AFTER_MIN_S", "60"),
+    "RETIRED_RETRY_AFTER_MAX_S": _env_float("QM_RETIRED_RETRY_AFTER_MAX_S", "900"),
     # Accounting (docs/accounting.md): how often raw samples are rolled up, how long raw samples
     # and minute rollups are kept (dropped only once their hour rollups exist), how long hour
     # rollups are kept (day rollups are kept forever), and the bearer token Prometheus scrapes
     # /metrics with (empty: signed-in admins only).
-    "ACCOUNTING_ROLLUP_S": float(os.environ.get("QM_ACCOUNTING_ROLLUP_S", "15")),
-    "RAW_SAMPLE_RETENTION_DAYS": float(os.environ.get("QM_RAW_SAMPLE_RETENTION_DAYS", "7")),
-    "HOUR_ROLLUP_RETENTION_DAYS": float(os.environ.get("QM_HOUR_ROLLUP_RETENTION_DAYS", "400")),
+    "ACCOUNTING_ROLLUP_S": _env_float("QM_ACCOUNTING_ROLLUP_S", "15"),
+    "RAW_SAMPLE_RETENTION_DAYS": _env_float("QM_RAW_SAMPLE_RETENTION_DAYS", "7"),
+    "HOUR_ROLLUP_RETENTION_DAYS": _env_float("QM_HOUR_ROLLUP_RETENTION_DAYS", "400"),
     "METRICS_TOKEN": os.environ.get("QM_METRICS_TOKEN", ""),
     # Jobs' output kept per rank of each run (services/job_logs.py); older bytes are pruned.
-    "JOB_LOG_KEEP_BYTES_PER_RANK": int(os.environ.get("QM_JOB_LOG_KEEP_BYTES_PER_RANK", str(8 * 1024 * 1024))),
+    "JOB_LOG_KEEP_BYTES_PER_RANK": _env_int("QM_JOB_LOG_KEEP_BYTES_PER_RANK", str(8 * 1024 * 1024)),
     # Job notifications by webhook (docs/operations.md, Notifications): the web UI's address for
     # the job links, how often the sender runs, each POST's connect and read timeouts, attempts
     # before a delivery is given up, failed attempts in a row before a hook reads as failing,
     # how long sent rows are kept, and the hosts hooks may POST to (comma-separated names or
     # .domain suffixes; empty: any host, private addresses included).
     "PUBLIC_URL": os.environ.get("QM_PUBLIC_URL", ""),
-    "NOTIFY_INTERVAL_S": float(os.environ.get("QM_NOTIFY_INTERVAL_S", "10")),
-    "WEBHOOK_TIMEOUT_S": float(os.environ.get("QM_WEBHOOK_TIMEOUT_S", "5")),
-    "WEBHOOK_MAX_ATTEMPTS": int(os.environ.get("QM_WEBHOOK_MAX_ATTEMPTS", "10")),
-    "WEBHOOK_FAILING_AFTER": int(os.environ.get("QM_WEBHOOK_FAILING_AFTER", "5")),
-    "NOTIFICATION_KEEP_DAYS": float(os.environ.get("QM_NOTIFICATION_KEEP_DAYS", "30")),
+    "NOTIFY_INTERVAL_S": _env_float("QM_NOTIFY_INTERVAL_S", "10"),
+    "WEBHOOK_TIMEOUT_S": _env_float("QM_WEBHOOK_TIMEOUT_S", "5"),
+    "WEBHOOK_MAX_ATTEMPTS": _env_int("QM_WEBHOOK_MAX_ATTEMPTS", "10"),
+    "WEBHOOK_FAILING_AFTER": _env_int("QM_WEBHOOK_FAILING_AFTER", "5"),
+    "NOTIFICATION_KEEP_DAYS": _env_float("QM_NOTIFICATION_KEEP_DAYS", "30"),
     "WEBHOOK_ALLOWED_HOSTS": [h.strip() for h in os.environ.get("QM_WEBHOOK_ALLOWED_HOSTS", "").split(",") if h.strip()],
     # Private, loopback, link-local (cloud metadata) addresses a hook may reach anyway, in CIDR.
     "WEBHOOK_ALLOWED_NETWORKS": [
@@ -227,7 +252,7 @@ QM = {
     # this is set (a closed network): the payload would travel in clear.
     "WEBHOOK_ALLOW_HTTP": os.environ.get("QM_WEBHOOK_ALLOW_HTTP", "").strip().lower() in ("1", "true", "yes", "on"),
     # The longest a maintenance window may last (services/maintenance.py), in seconds: 14 days.
-    "MAINTENANCE_MAX_S": int(os.environ.get("QM_MAINTENANCE_MAX_S", str(14 * 86400))),
+    "MAINTENANCE_MAX_S": _env_int("QM_MAINTENANCE_MAX_S", str(14 * 86400)),
 }
 # The scheduling loop has a queue of its own, so a long accounting rollup never delays a cycle:
 # run dedicated loop workers with `-Q qm.loop` and the rest with `-Q celery`; a worker started
