@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db.models import Count, Q, QuerySet
-from drf_spectacular.utils import extend_schema, inline_serializer
+from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
 from rest_framework.decorators import action
 from rest_framework.exceptions import NotFound, ValidationError
@@ -137,6 +137,8 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         user = self.request.query_params.get("user") if getattr(self, "action", None) == "list" else None
         return hooks.filter(user__username=user) if user else hooks
 
+    @extend_schema(parameters=[OpenApiParameter(
+        "user", str, description="Admins: only this user's hooks (a username). Others always list their own.")])
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         unknown = sorted(set(request.query_params) - self.query_parameters)
         if unknown:
