@@ -125,7 +125,6 @@ class EventKind(models.TextChoices):
     JOB_HELD = "job.held", "Job held"
     JOB_RELEASED = "job.released", "Job released"
     JOB_UPDATED = "job.updated", "Job changed while waiting"
-    ALLOCATION_CREATED = "allocation.created", "Allocation created"
     ALLOCATION_RELEASED = "allocation.released", "Allocation released"
     ALLOCATION_FENCED = "allocation.fenced", "Allocation fenced"
     NODE_REGISTERED = "node.registered", "Node registered"
