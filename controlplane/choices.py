@@ -115,6 +115,9 @@ class EventKind(models.TextChoices):
     JOB_BOUND = "job.bound", "Job bound"
     JOB_STARTED = "job.started", "Job started"
     JOB_PREEMPTING = "job.preempting", "Job preemption signalled"
+    # Any other stop's notice: a resize, a requeue someone asked for, a gang member's exit or
+    # failure (recorded as job.preempting before migration 0032: services/transitions.py).
+    JOB_STOPPING = "job.stopping", "Job stop signalled"
     JOB_PREEMPTED = "job.preempted", "Job preempted and requeued"
     JOB_RESIZED = "job.resized", "Job resized"
     JOB_FINISHED = "job.finished", "Job finished"

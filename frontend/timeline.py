@@ -21,6 +21,7 @@ STATE_AFTER = {
     EventKind.JOB_BOUND: JobState.RUNNING,
     EventKind.JOB_STARTED: JobState.RUNNING,
     EventKind.JOB_PREEMPTING: JobState.PREEMPTING,
+    EventKind.JOB_STOPPING: JobState.PREEMPTING,
     EventKind.JOB_TIMED_OUT: JobState.PREEMPTING,
     EventKind.JOB_PREEMPTED: JobState.PENDING,
     EventKind.JOB_REQUEUED: JobState.PENDING,
@@ -44,9 +45,12 @@ def _state_after(event: Mapping[str, Any], current: str | None) -> str | None:
 
 
 #: The events that start a stop (their reason is the stop's release reason), and the release
-#: reason each implies when an event records none.
+#: reason each implies when an event records none (a `job.stopping` always records one; an old
+#: `job.preempting`, stored before migration 0032, of a resize or a requeue asked for is labelled
+#: by its reason as the new kind is).
 STOP_KINDS = {
     EventKind.JOB_PREEMPTING: RELEASE_PREEMPTED,
+    EventKind.JOB_STOPPING: "",
     EventKind.JOB_TIMED_OUT: RELEASE_RUNTIME_LIMIT,
     EventKind.JOB_CANCELLED: RELEASE_CANCELLED,
 }

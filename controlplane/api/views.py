@@ -89,7 +89,9 @@ from controlplane.services.transitions import (
     RELEASE_CANCELLED,
     RELEASE_RUNTIME_LIMIT,
     REQUEUEING_STOPS,
+    STOP_NOTICE_KINDS,
     cancel_job,
+    notice_kind,
 )
 from scheduler_core.sentences import counted
 
@@ -654,7 +656,10 @@ def ended_by_dependency(job: Job) -> bool:
     return job.state == JobState.CANCELLED and job.pending_code == NEVER_SATISFIED
 
 
-_STOP_KINDS = (EventKind.JOB_PREEMPTING, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)
+#: The notices of a stop: a preemption's, any other stop's that requeues or ends the job (a
+#: resize, a requeue asked for, a gang member's exit: `job.stopping`, `job.preempting` before
+#: migration 0032), a cancel's, a runtime limit's.
+_STOP_KINDS = (*STOP_NOTICE_KINDS, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)
 
 
 def stop_of(job: Job) -> Allocation | None:
@@ -683,8 +688,10 @@ def cancel_refusal(job: Job) -> str | None:
 
 
 def stop_notice(job: Job) -> tuple[str, str]:
-    """A job being stopped: the kind of the notice that stopped it last (`job.preempting`,
-    `job.cancelled`, `job.timed_out`; "" when none was recorded) and the sentence `qm explain`
+    """A job being stopped: the kind of the notice that stopped it last (`job.preempting` for a
+    preemption, `job.stopping` for a resize, a requeue asked for or a gang member's exit, an old
+    `job.preempting` notice of such a stop read so too (transitions.notice_kind), `job.cancelled`,
+    `job.timed_out`; "" when none was recorded) and the sentence `qm explain`
     and the job's page say: since when, that notice (preempted by whom and what it loses,
     cancelled by whom, its runtime limit, a gang member's exit) and its deadline."""
     since = f"Stopping since {s.utc_second(job.state_changed_at)}"
@@ -693,9 +700,9 @@ def stop_notice(job: Job) -> tuple[str, str]:
         return "", since + "."
     last = (
         Event.objects.filter(job=job, allocation=allocation, kind__in=_STOP_KINDS)
-        .order_by("-created_at", "-id").values_list("kind", "message").first()
+        .order_by("-created_at", "-id").values_list("kind", "reason", "message").first()
     )
-    kind, notice = last if last is not None else ("", allocation.release_reason)
+    kind, notice = (notice_kind(last[0], last[1]), last[2]) if last is not None else ("", allocation.release_reason)
     text = f"{since}: {notice.rstrip('.')}." if notice else f"{since}."
     if allocation.release_deadline is not None:
         text += f" Its processes must exit by {s.utc_second(allocation.release_deadline)}."

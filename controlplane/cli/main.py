@@ -582,9 +582,11 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     stopping = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "preempting" else ""
     # A running job: since when, on which GPUs of which nodes (the API's explanation).
     running = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "running" else ""
-    preempted, requeued = _last_preemption(api, job) if not stopping else ("", "")
-    # A requeue someone asked for (qm requeue) is no preemption: its notice says who asked and why.
-    asked = preempted.split(": ", 1)[-1].startswith("Requeued by ")
+    preempted, requeued, stopped_for = _last_preemption(api, job) if not stopping else ("", "", "")
+    # A requeue someone asked for (qm requeue) is no preemption: its notice says who asked and why;
+    # nor is a resize.
+    asked = stopped_for in ("Requeued", "RequeuedHeld") or preempted.split(": ", 1)[-1].startswith("Requeued by ")
+    signal_label = "requeue asked" if asked else "last resized" if stopped_for == "Resized" else "last preempted"
     preemptions = str(job["preemption_count"])
     other = job.get("requeue_count", job["preemption_count"]) - job["preemption_count"]
     if other > 0:  # resized, fenced or asked for: requeued whole, but not against the preemption budget
@@ -625,7 +627,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         *([("runs after", runs_after(job))] if job.get("dependencies") or job.get("singleton") else []),
         *([("waited on by", ", ".join(f"job {pk}" for pk in job["dependents"]))] if job.get("dependents") else []),
         ("preemptions", preemptions),
-        *([("requeue asked" if asked else "last preempted", preempted)] if preempted else []),
+        *([(signal_label, preempted)] if preempted else []),
         *([("requeued", requeued)] if requeued else []),
         ("command", job["command"]),
     ])
@@ -633,10 +635,12 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
 
 
 #: The events of a preemption: its notice, then how the stop ended (the job page's "Preempted").
-_SIGNAL_KINDS = ("job.preempting",)
+#: A resize's or a requeue asked for is noticed `job.stopping` (`job.preempting` before the
+#: control plane's migration 0032: both are read, by their reason).
+_SIGNAL_KINDS = ("job.preempting", "job.stopping")
 _REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
-#: The reasons of the `job.preempting` notices that put the job back in the queue (the API's
-#: codes: services/stopping.REQUEUEING_STOPS); a gang member's exit is noticed so too, and ends it.
+#: The reasons of the notices that put the job back in the queue (the API's codes:
+#: services/stopping.REQUEUEING_STOPS); a gang member's exit is noticed so too, and ends it.
 _REQUEUEING_STOPS = ("Preempted", "Resized", "Requeued", "RequeuedHeld")
 
 
@@ -655,12 +659,13 @@ def runs_after(job: dict[str, Any]) -> str:
     return ", ".join(parts)
 
 
-def _last_preemption(api: Api, job: dict[str, Any]) -> tuple[str, str]:
-    """The notice of the job's last preemption (when, why, for whom, the grace it had) and what
-    became of it (requeued, the work lost), in the events' words: ("", "") for a job never
-    preempted. One request, newest first."""
+def _last_preemption(api: Api, job: dict[str, Any]) -> tuple[str, str, str]:
+    """The notice of the job's last preemption (when, why, for whom, the grace it had), what
+    became of it (requeued, the work lost), in the events' words, and the notice's reason (a
+    resize's or a requeue asked for is no preemption): ("", "", "") for a job never preempted.
+    One request, newest first."""
     if not job.get("requeue_count", job["preemption_count"]):
-        return "", ""
+        return "", "", ""
     page = api.request("GET", "events/", params={"job": job["id"], "kind": [*_SIGNAL_KINDS, *_REQUEUE_KINDS],
                                                   "limit": 3})
     signal = requeue = None
@@ -669,7 +674,7 @@ def _last_preemption(api: Api, job: dict[str, Any]) -> tuple[str, str]:
             requeue = event
         elif event["kind"] in _SIGNAL_KINDS and signal is None and event.get("reason") in _REQUEUEING_STOPS:
             signal = event  # (a gang member's exit, the run's end, is no preemption)
-    return _said(signal), _said(requeue)
+    return _said(signal), _said(requeue), str(signal.get("reason") or "") if signal else ""
 
 
 def _said(event: dict[str, Any] | None) -> str:

@@ -46,6 +46,7 @@ from controlplane.services.transitions import (
     REQUESTED_REQUEUES,
     REQUEUED_HELD_AFTER_END,
     REQUEUES_AFTER_END,
+    STOP_NOTICE_KINDS,
     fenced_because,
 )
 
@@ -57,7 +58,8 @@ EXITED = "Exited"
 
 #: The events that tell a run's story: its stop's notice, its release or fence (and gang members'
 #: early exits), and what became of the job.
-_NOTICE_KINDS = (EventKind.JOB_PREEMPTING, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)
+#: (`job.stopping`, recorded as `job.preempting` before migration 0032, for a stop that is no preemption.)
+_NOTICE_KINDS = (*STOP_NOTICE_KINDS, EventKind.JOB_CANCELLED, EventKind.JOB_TIMED_OUT)
 _SETTLING_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED, EventKind.JOB_FINISHED)
 _RUN_KINDS = (*_NOTICE_KINDS, *_SETTLING_KINDS, EventKind.ALLOCATION_RELEASED, EventKind.ALLOCATION_FENCED)
 

@@ -119,9 +119,11 @@ def notify_on(event: Event) -> str | None:
     started: the job was bound to its GPUs (Slurm's BEGIN). succeeded, failed, timed_out: its
     `job.finished` (a cancel's finish is not notified again: its `job.cancelled` said it, with
     who). cancelled: `job.cancelled` (a user, an admin, or a dependency that can never be met).
-    preempted: the preemption notice (`job.preempting`, the engine's sentence with the grace
-    period and the GPU-hours it will lose; a requeue someone asked for is stopped under a
-    `job.preempting` notice too, with reason `Requeued`: not a preemption, not notified).
+    preempted: the preemption notice (`job.preempting` with reason `Preempted`, the engine's
+    sentence with the grace period and the GPU-hours it will lose). Any other stop's notice, a
+    `job.stopping` (a resize, a requeue someone asked for, a gang member's exit), is not
+    notified, nor an old `job.preempting` of such a stop (stored before migration 0032, with
+    its reason: `Requeued`, `Resized`, `GangMemberExited` …).
     requeued: requeued after a preemption, a resize, a node that failed under it, or at
     someone's request (`POST jobs/{id}/requeue/`, its `job.requeued` once its processes are
     gone). unschedulable: the engine found it can never run."""
@@ -135,7 +137,7 @@ def notify_on(event: Event) -> str | None:
         return found.value if found is not None else None
     if kind == EventKind.JOB_CANCELLED:
         return NotifyOn.CANCELLED.value
-    if kind == EventKind.JOB_PREEMPTING:
+    if kind == EventKind.JOB_PREEMPTING:  # (job.stopping: never a preemption, not notified)
         return NotifyOn.PREEMPTED.value if event.reason == "Preempted" else None
     if kind in _REQUEUES:
         return NotifyOn.REQUEUED.value

@@ -4,9 +4,10 @@ job, or one that has ended.
 A running job is stopped exactly as a preemption or a cancel stops it (transitions.signal_stop:
 its processes get its priority class's grace period, SIGTERM then SIGKILL, its GPUs stay owned
 until its agents confirm or its node is fenced). The stop's release reason says why
-(`RELEASE_REQUEUED`, or `RELEASE_REQUEUED_HELD` with `hold`), and its notice, a job.preempting
-event with that reason, says who asked and why. Once the old allocation is released (or
-fenced), transitions.requeue_as_asked puts the job back in the queue with the same id:
+(`RELEASE_REQUEUED`, or `RELEASE_REQUEUED_HELD` with `hold`), and its notice, a job.stopping
+event with that reason (a job.preempting before migration 0032), says who asked and why. Once
+the old allocation is released (or fenced), transitions.requeue_as_asked puts the job back in
+the queue with the same id:
 `requeue_count` + 1, the work since its last checkpoint lost (as a preemption's requeue counts
 it, not against the preemption budget), a job.requeued event (which webhooks subscribed to
 `requeued` are told of), and held by whoever asked when `hold` was asked. Its next bind draws a

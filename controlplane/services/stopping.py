@@ -22,10 +22,11 @@ from controlplane.services.transitions import (
 )
 
 #: The stops that put the job back in the queue (a preemption, a resize, a requeue someone asked
-#: for): their `job.preempting` notice is the one a job's "last preemption" shows. The other stops
-#: under that notice end the job (a gang member that exited or failed: the rest of the gang is
-#: stopped), and a succeeded gang job's page and `qm status` showed "Preempted" with "The gang
-#: member on h100-01 exited with code 0".
+#: for): their notice (`job.preempting` for a preemption, `job.stopping` for the others, every one
+#: `job.preempting` before migration 0032) is the one a job's "last preemption" shows, headed by
+#: what it was. The other stops noticed so end the job (a gang member that exited or failed: the
+#: rest of the gang is stopped), and a succeeded gang job's page and `qm status` showed
+#: "Preempted" with "The gang member on h100-01 exited with code 0".
 REQUEUEING_STOPS = frozenset({RELEASE_PREEMPTED, RELEASE_RESIZED, RELEASE_REQUEUED, RELEASE_REQUEUED_HELD})
 
 #: What a stopping job is doing, by the release reason of the stop under it.

@@ -48,10 +48,28 @@ RELEASE_CANCELLED = "Cancelled"
 RELEASE_RESIZED = "Resized"
 # Requeued at someone's request (`POST jobs/{id}/requeue/`, Slurm's `scontrol requeue`), and the
 # same with `hold` (`scontrol requeuehold`): back to the queue held once stopped. Who asked and why
-# are in the stop's notice (a job.preempting event with this reason, see `requeue_request`).
+# are in the stop's notice (a job.stopping event with this reason, see `requeue_request`).
 RELEASE_REQUEUED = "Requeued"
 RELEASE_REQUEUED_HELD = "RequeuedHeld"
 REQUESTED_REQUEUES = (RELEASE_REQUEUED, RELEASE_REQUEUED_HELD)
+#: The kinds of a stop's notice other than a cancel's (`job.cancelled`) and a runtime limit's
+#: (`job.timed_out`): `job.preempting` for a preemption (`RELEASE_PREEMPTED`, a reclaim too),
+#: `job.stopping` for every other stop (a resize, a requeue someone asked for, a gang member's
+#: exit or failure). Before migration 0032 those were recorded as `job.preempting` too, with the
+#: same reason: a reader looking for a stop's notice takes both kinds and goes by the reason (or
+#: by `notice_kind`), so the events of earlier versions read as new ones do.
+STOP_NOTICE_KINDS = (EventKind.JOB_PREEMPTING, EventKind.JOB_STOPPING)
+
+
+def notice_kind(kind: str, reason: str | None) -> str:
+    """The kind a stop's notice is recorded under now: an old `job.preempting` notice (stored
+    before migration 0032) of a stop that was no preemption (its reason says a resize, a
+    requeue asked for, a gang member's exit) reads as `job.stopping`; any other kind as it is."""
+    if kind == EventKind.JOB_PREEMPTING and reason and reason != RELEASE_PREEMPTED:
+        return EventKind.JOB_STOPPING.value
+    return str(kind)
+
+
 #: The job.requeued reasons of an ended job put back in the queue: nothing was stopped, so
 #: no eviction and no lost work (an event reason, never a release reason).
 REQUEUED_AFTER_END = "RequeuedAfterEnd"
@@ -417,7 +435,7 @@ def signal_stop(
         RELEASE_PREEMPTED: EventKind.JOB_PREEMPTING,
         RELEASE_RUNTIME_LIMIT: EventKind.JOB_TIMED_OUT,
         RELEASE_CANCELLED: EventKind.JOB_CANCELLED,
-    }.get(reason, EventKind.JOB_PREEMPTING)
+    }.get(reason, EventKind.JOB_STOPPING)  # a resize, a requeue asked for, a gang member's exit: no preemption
     said: dict[str, Any] = {"generation": generation, "deadline": deadline.isoformat(), "grace_period_s": grace_period_s,
                             "nodes": names, **(data or {})}
     if lost_gpu_hours is not None:
@@ -636,7 +654,7 @@ def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind
 @dataclass(frozen=True)
 class RequeueRequest:
     """Who asked for a requeue, why, and whether it comes back held: as its stop's notice says
-    (the job.preempting event `services/requeue.py` writes with the stop)."""
+    (the job.stopping event `services/requeue.py` writes with the stop; job.preempting before 0032)."""
 
     by: str
     by_id: int | None
@@ -654,7 +672,7 @@ def requeue_request(allocation: Allocation) -> RequeueRequest:
     in one transaction, so the notice is there; were it not, the stop's own release reason
     still says whether the job comes back held (by nobody named)."""
     data = (
-        Event.objects.filter(allocation_id=allocation.pk, kind=EventKind.JOB_PREEMPTING,
+        Event.objects.filter(allocation_id=allocation.pk, kind__in=STOP_NOTICE_KINDS,
                              reason__in=REQUESTED_REQUEUES)
         .order_by("-created_at", "-id").values_list("data", flat=True).first()
     )

@@ -48,10 +48,17 @@ from controlplane.services import (
     job_runs,
 )
 from controlplane.services import jobs as job_service
+from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from controlplane.services.dependencies import NEVER_SATISFIED, page_of, singleton_page
 from controlplane.services.requeue import ENDED_STATES
 from controlplane.services.stopping import REQUEUEING_STOPS, attach_stop_reasons, label_totals, stop_reason
-from controlplane.services.transitions import ASKED_REQUEUES, RELEASE_REQUEUED, RELEASE_REQUEUED_HELD
+from controlplane.services.transitions import (
+    ASKED_REQUEUES,
+    RELEASE_REQUEUED,
+    RELEASE_REQUEUED_HELD,
+    RELEASE_RESIZED,
+    STOP_NOTICE_KINDS,
+)
 from controlplane.shared_store import shared_store
 from frontend import figures
 from frontend.heatmap import fleet_grid
@@ -247,22 +254,31 @@ def _visible_job(request: HttpRequest, job_id: int) -> Job:
     return job
 
 
-#: The heading of a stopping job's notice, by the kind of the event that stopped it.
+#: The heading of a stopping job's notice, by the kind of the event that stopped it (a
+#: preemption's notice is the "Being preempted" panel of its last preemption instead).
 STOP_TITLES = {"job.cancelled": "Being cancelled", "job.timed_out": "Stopping at its runtime limit"}
 #: ... and of a stop someone asked for to requeue the job (POST jobs/{id}/requeue/), by its reason.
 REQUEUE_TITLES = {RELEASE_REQUEUED: "Being requeued", RELEASE_REQUEUED_HELD: "Being requeued, to come back held"}
+#: ... and of every stop that is no preemption (a `job.stopping` notice, or an old `job.preempting`
+#: one with such a reason), by its reason: no resize or gang member's exit reads "Being preempted".
+OTHER_STOP_TITLES = {**REQUEUE_TITLES, RELEASE_RESIZED: "Stopping to resize",
+                     RELEASE_GANG_MEMBER_EXITED: "Stopping: a gang member exited",
+                     RELEASE_GANG_MEMBER_FAILED: "Stopping: a gang member failed"}
 
 #: Events that end a run the job did not choose to end: it goes back to the queue whole.
 REQUEUE_KINDS = ("job.preempted", "job.requeued", "job.resized")
 
 
 def last_preemption(events: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The job's latest preemption, from its events (oldest first): the signal (`job.preempting`:
-    why, and the deadline to checkpoint and exit) and, once its processes are gone, the requeue
-    (what was lost). None for a job never stopped so."""
+    """The job's latest preemption, from its events (oldest first): the signal (`job.preempting`,
+    or `job.stopping` for a resize or a requeue asked for: why, and the deadline to checkpoint
+    and exit) and, once its processes are gone, the requeue (what was lost). None for a job never
+    stopped so. The page heads it by what it was (a requeue asked for, a resize, a fence, a
+    preemption); events stored before migration 0032 noticed every such stop as `job.preempting`,
+    and read the same by their reason."""
     signal = requeue = None
     for e in events:
-        if e["kind"] == "job.preempting" and e["reason"] in REQUEUEING_STOPS:  # not a gang member's exit
+        if e["kind"] in STOP_NOTICE_KINDS and e["reason"] in REQUEUEING_STOPS:  # not a gang member's exit
             signal, requeue = e, None
         elif e["kind"] in REQUEUE_KINDS:
             requeue = e
@@ -309,14 +325,16 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     # its runtime limit read as "Stopping: its processes were signalled", and a job preempted
     # once, run again and cancelled said "Being preempted" with the old preemption's words.
     stop_kind, stop_text = stop_notice(job) if job.state == JobState.PREEMPTING else ("", "")
-    # A requeue someone asked for is said as such, not as a preemption (its notice is a job.preempting).
-    asked = stop_reason(job) if stop_kind == "job.preempting" else ""
+    # A stop that is no preemption (a requeue someone asked for, a resize, a gang member's exit:
+    # its notice a job.stopping, an old job.preempting read so by its reason) is said as what it is;
+    # a preemption is said by the panel of its last preemption ("Being preempted").
+    other = stop_reason(job) if stop_kind == "job.stopping" else ""
     runs_after, waited_on_by = page_of(job.pk, access.access_of(request.user))  # both ways: one query
     return {
         "job": job,
         "preemption": last_preemption(events),
-        "stopping": {"title": REQUEUE_TITLES.get(asked) or STOP_TITLES.get(stop_kind, "Stopping"), "text": stop_text}
-        if stop_text and (stop_kind != "job.preempting" or asked in REQUEUE_TITLES) else None,
+        "stopping": {"title": OTHER_STOP_TITLES.get(other) or STOP_TITLES.get(stop_kind, "Stopping"), "text": stop_text}
+        if stop_text and stop_kind != "job.preempting" else None,
         "cost": accounting.job_cost(job.pk),
         "events": events[::-1][:200],
         "event_count": len(events),

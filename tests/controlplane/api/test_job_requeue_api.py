@@ -56,7 +56,9 @@ def test_a_running_job_is_stopped_with_its_class_grace_and_a_notice_saying_who_a
     deadline = allocation.release_deadline
     assert before + timedelta(seconds=grace) <= deadline <= timezone.now() + timedelta(seconds=grace)
     assert AllocationGpu.objects.filter(allocation=allocation, live=True).count() == 2
-    notice = Event.objects.get(job=job, kind=EventKind.JOB_PREEMPTING)
+    # A requeue someone asked for is no preemption: its notice is a job.stopping, none a job.preempting.
+    notice = Event.objects.get(job=job, kind=EventKind.JOB_STOPPING)
+    assert not Event.objects.filter(job=job, kind=EventKind.JOB_PREEMPTING).exists()
     assert notice.reason == transitions.RELEASE_REQUEUED and notice.actor == "user:alice"
     assert notice.message == (f"Requeued by alice: h100-1 throws XID 79; its processes get {grace} s to exit, then it "
                               "goes back to the queue")
@@ -112,7 +114,7 @@ def test_with_hold_it_comes_back_held_by_whoever_asked_and_release_puts_it_in_li
     held = Event.objects.get(job=job, kind=EventKind.JOB_HELD)
     assert held.data["requeued"] is True and held.data["held_by"] == "alice"
     kinds = list(Event.objects.filter(job=job).order_by("created_at", "id").values_list("kind", flat=True))
-    assert kinds.index(EventKind.JOB_PREEMPTING) < kinds.index(EventKind.JOB_REQUEUED) < kinds.index(EventKind.JOB_HELD)
+    assert kinds.index(EventKind.JOB_STOPPING) < kinds.index(EventKind.JOB_REQUEUED) < kinds.index(EventKind.JOB_HELD)
     # The existing release action puts it back in line.
     released = alice.post(f"{J}{job.pk}/release/")
     assert released.status_code == 200, released.content[:300]
@@ -262,7 +264,7 @@ def test_a_job_whose_processes_exited_before_the_requeue_is_requeued_from_its_en
     r = alice.post(f"{J}{job.pk}/requeue/")
     assert r.status_code == 200, r.content[:300]
     assert r.json()["detail"].startswith(f"Job {job.pk} had succeeded and is back in the queue")
-    assert not Event.objects.filter(job=job, kind=EventKind.JOB_PREEMPTING).exists()
+    assert not Event.objects.filter(job=job, kind__in=transitions.STOP_NOTICE_KINDS).exists()
     job.refresh_from_db()
     assert job.state == JobState.PENDING and job.lost_gpu_seconds == 0.0
 
@@ -306,4 +308,4 @@ def test_an_array_requeue_is_for_its_team_and_admins_and_refuses_a_bad_body(flee
 
     assert r.status_code == 200, r.content[:300]
     assert sorted(r.json()["requeued"]) == sorted(t.pk for t in tasks) and r.json()["not_running"] == 0
-    assert Event.objects.filter(job__in=tasks, kind=EventKind.JOB_PREEMPTING, actor="user:root").count() == 2
+    assert Event.objects.filter(job__in=tasks, kind=EventKind.JOB_STOPPING, actor="user:root").count() == 2

@@ -68,7 +68,7 @@ def test_concurrent_requeues_stop_it_once_and_tell_the_rest_it_is_being_requeued
         if code == 409:
             assert body["detail"] == (f"Job {job.pk} is already stopping to be requeued: it goes back to the queue "
                                       "when its processes exit."), body
-    assert Event.objects.filter(job=job, kind=EventKind.JOB_PREEMPTING).count() == 1
+    assert Event.objects.filter(job=job, kind=EventKind.JOB_STOPPING).count() == 1
     allocation.refresh_from_db()
     assert allocation.state == AllocationState.RELEASING and allocation.release_reason == transitions.RELEASE_REQUEUED
 
@@ -109,7 +109,7 @@ def _refusing(kind: str) -> Iterator[None]:
 
 def test_a_requeue_that_fails_halfway_leaves_nothing_behind(committed_fleet) -> None:
     job, allocation = _running(committed_fleet)
-    with _refusing("job.preempting"), pytest.raises(DatabaseError):
+    with _refusing("job.stopping"), pytest.raises(DatabaseError):  # the stop's notice
         requeue.requeue(committed_fleet.users["owner"], job.pk, hold=True, reason="flaky")
 
     job.refresh_from_db()

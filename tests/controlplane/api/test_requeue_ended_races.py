@@ -300,7 +300,7 @@ def test_an_array_requeue_of_failed_tasks_leaves_one_requeued_and_bound_meanwhil
     t1.refresh_from_db()
     assert (t1.state, t1.requeue_count) == (JobState.RUNNING, 1)
     assert Allocation.objects.get(pk=bound.pk).state == AllocationState.ACTIVE
-    assert not Event.objects.filter(job=t1, kind=EventKind.JOB_PREEMPTING).exists()
+    assert not Event.objects.filter(job=t1, kind__in=(EventKind.JOB_PREEMPTING, EventKind.JOB_STOPPING)).exists()
     assert waited
 
 

@@ -134,8 +134,10 @@ def test_elastic_shrink_the_cycle_resizes_an_elastic_job_before_preempting_it(te
     result = cycle.run_cycle("worker-1")
 
     assert result.resizes == 1 and result.stops == 0
-    event = _assert_signalled(elastic, transitions.RELEASE_RESIZED, EventKind.JOB_PREEMPTING, gpus=16)
+    # A resize is no preemption: its notice is a job.stopping (job.preempting before migration 0032).
+    event = _assert_signalled(elastic, transitions.RELEASE_RESIZED, EventKind.JOB_STOPPING, gpus=16)
     assert "16" in event.message and "8" in event.message
+    assert not Event.objects.filter(allocation=elastic, kind=EventKind.JOB_PREEMPTING).exists()
 
 
 def test_a_stop_order_for_a_generation_that_moved_on_is_counted_stale_and_changes_nothing(team: Team) -> None:

@@ -71,7 +71,7 @@ def test_a_grown_job_is_bound_again_at_the_size_it_was_grown_to(team: Team) -> N
     assert cycle.run_cycle("w").resizes == 1
     grown = _live(elastic)
     assert grown.release_reason == transitions.RELEASE_RESIZED
-    message = Event.objects.get(allocation=grown, kind=EventKind.JOB_PREEMPTING).message
+    message = Event.objects.get(allocation=grown, kind=EventKind.JOB_STOPPING).message  # a resize: no preemption
     assert "Grows from 4 to 8 GPUs" in message and "a restart costs it" in message
     transitions.complete_release(grown.pk, exit_code=None, at=timezone.now(), actor="agent")
     assert Job.objects.get(pk=elastic.pk).state == JobState.PENDING

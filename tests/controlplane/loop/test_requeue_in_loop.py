@@ -113,7 +113,7 @@ def test_an_operator_cordons_a_bad_node_and_requeues_its_job_which_binds_elsewhe
     assert _heartbeat(tokens[bad], bad) == []
     # Its story, in order.
     kinds = list(Event.objects.filter(job=job).order_by("created_at", "id").values_list("kind", "reason"))
-    assert kinds.index((EventKind.JOB_PREEMPTING, transitions.RELEASE_REQUEUED)) < kinds.index(
+    assert kinds.index((EventKind.JOB_STOPPING, transitions.RELEASE_REQUEUED)) < kinds.index(
         (EventKind.JOB_REQUEUED, transitions.RELEASE_REQUEUED)) < [i for i, k in enumerate(kinds)
                                                                    if k[0] == EventKind.JOB_BOUND][1]
     # `qm history` and `qm status` read requeue_count from the API.
