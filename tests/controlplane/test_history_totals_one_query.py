@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -28,13 +29,15 @@ from controlplane.models import Allocation, AllocationGpu, Job, Node, UsageRollu
 from controlplane.models.usage import RollupBucket
 from controlplane.services import accounting, job_history
 from tests.controlplane import factories as f
-from tests.controlplane.fleet_fixture import Fleet
+from tests.controlplane.built_once import Shared, built_once
+from tests.controlplane.fleet_fixture import Fleet, build_fleet
 
 pytestmark = pytest.mark.django_db
 _generation = iter(range(1, 100_000))
 BEFORE_0024 = [("controlplane", "0023_job_singleton")]
 AFTER_0024 = [("controlplane", "0024_job_day_gpu_seconds")]
 _ENDED = [JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT]
+SHARED = Shared()
 
 
 def _run(job: Job, node: Node, start: datetime, end: datetime, gpus: int) -> None:
@@ -63,8 +66,104 @@ def _day_row(job: Job, fleet: Fleet, day: datetime, seconds: str) -> UsageRollup
                        allocated_gpu_seconds=Decimal(seconds))
 
 
+def test_a_half_step_rounds_to_the_even_step_per_job_not_per_day_row(fleet: Fleet) -> None:
+    """0.0001 GPU-hours is 0.36 GPU-seconds: 0.18 s is exactly half a step. Each job's day rows
+    are summed first, then rounded half to even, as `gpu_hours` (Python's Decimal) rounds."""
+    day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=3)
+    cases = {  # day rows' GPU-seconds: the job's GPU-hours as its row says them
+        "half-to-even-down": (["3600.180000"], "1.0000"),  # 1.00005 h: the even step is 1.0000 (not 1.0001)
+        "half-to-even-up": (["3600.540000"], "1.0002"),  # 1.00015 h → 1.0002
+        "tiny-half": (["0.180000"], "0.0000"),  # 0.00005 h → 0.0000
+        "two-halves-make-a-step": (["0.180000", "0.180000"], "0.0001"),  # rounded per row: 0 + 0
+        "just-over-half": (["0.180001"], "0.0001"),
+        "just-under-half": (["0.179999"], "0.0000"),
+        "three-days": (["86400.000000", "43200.090000", "0.090000"], "36.0000"),  # 129,600.18 s: 36.00005 h → even 36.0000
+        "two-days-odd": (["1800.270000", "1800.270000"], "1.0002"),  # 3,600.54 s: 1.00015 h → even 1.0002
+        "no-rows": ([], "0.0000"),
+    }
+    rows = []
+    for i, (name, (seconds, _)) in enumerate(cases.items()):
+        job = f.make_job(fleet.ml, name=name, state=JobState.SUCCEEDED, submitted_at=day, started_at=day,
+                         finished_at=day + timedelta(hours=2, minutes=i))
+        rows += [_day_row(job, fleet, day - timedelta(days=k), s) for k, s in enumerate(seconds)]
+    UsageRollup.objects.bulk_create(rows)
+    for name, (_, hours) in cases.items():
+        ended = job_history.ended_jobs(Job.objects.filter(name=name))
+        assert job_history.history_totals(ended)._gpu_hours == Decimal(hours), name
+        assert job_history.history_totals_row_by_row(ended)._gpu_hours == Decimal(hours), name
+        assert f"{job_history.gpu_hours(ended.get()):.4f}" == hours, name
+    everything = job_history.ended_jobs(Job.objects.all())
+    assert job_history.history_totals(everything)._gpu_hours == sum((Decimal(h) for _, h in cases.values()), Decimal(0))
+
+
+def test_one_query_matches_on_many_random_jobs(fleet: Fleet) -> None:
+    """300 ended jobs of both teams and every ended state, each with 0 to 3 day rows of random
+    micro-GPU-seconds (a quarter of them exact half steps) and a loss drawn from a few values."""
+    rng = random.Random(20261201)
+    day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=10)
+    jobs = [Job(team=rng.choice([fleet.ml, fleet.vision]), priority_class=fleet.research, name=f"r{i}", gpus=1,
+                runtime_limit_s=3600, state=rng.choice(_ENDED), submitted_at=day, state_changed_at=day,
+                started_at=day, finished_at=day + timedelta(seconds=i),
+                lost_gpu_seconds=rng.choice([0.0, 0.0, 0.0, 600.0, 1_234.5678, 0.18, 7_200.0 / 7]))
+            for i in range(300)]
+    Job.objects.bulk_create(jobs)
+    rows = []
+    for job in Job.objects.filter(name__startswith="r"):
+        for k in range(rng.randrange(4)):
+            # micro-GPU-seconds: 0.0001 h is 360,000 of them, a half step 180,000 past a whole one
+            if rng.random() < 0.25:
+                micro = rng.randrange(8 * 86400 * 10**6 // 360_000) * 360_000 + 180_000
+            else:
+                micro = rng.randrange(8 * 86400 * 10**6)
+            rows.append(_day_row(job, fleet, day - timedelta(days=k), f"{micro // 10**6}.{micro % 10**6:06d}"))
+    UsageRollup.objects.bulk_create(rows)
+    ended = job_history.ended_jobs(Job.objects.all())
+    new = job_history.history_totals(ended)
+    assert _figures(new) == _figures(job_history.history_totals_row_by_row(ended))
+    assert (new.jobs, new._gpu_hours, new._lost_gpu_hours) == _rows_added_up(ended)
+    assert new.jobs == 300
+
+
+# The tests below on `rolled_up` share one build of it (tests/controlplane/built_once.py), so
+# those without it come first; pytest-django runs the transactional ones last.
+
+
+@pytest.fixture(scope="module")
+def _rolled_up_once(django_db_setup: Any, django_db_blocker: Any) -> Iterator[tuple[Fleet, dict[str, int]]]:
+    """The history below, built once for the module's tests on it (the accounting's catch-up over
+    three days of minutes took ~4 s a test, 12 under load): tests/controlplane/built_once.py."""
+
+    def build() -> tuple[Fleet, dict[str, int]]:
+        fleet = build_fleet()
+        return fleet, {key: job.pk for key, job in _build_rolled_up(fleet).items()}
+
+    yield from built_once(django_db_blocker, build, SHARED)
+
+
+@pytest.fixture(autouse=True)
+def _shared_rows_only_on_their_tests(request: pytest.FixtureRequest) -> None:
+    SHARED.only_for(request, "rolled_up")
+
+
 @pytest.fixture
-def rolled_up(fleet: Fleet) -> dict[str, Job]:
+def fleet(request: pytest.FixtureRequest, db: Any) -> Fleet:
+    """A fleet of its own for each test, but the shared one (read again) for those on `rolled_up`."""
+    if "rolled_up" not in request.fixturenames:
+        return build_fleet()
+    shared = request.getfixturevalue("_rolled_up_once")[0]
+    again = {name: type(value).objects.get(pk=value.pk) for name, value in vars(shared).items()
+             if hasattr(value, "pk")}
+    return Fleet(**again, nodes=[Node.objects.get(pk=n.pk) for n in shared.nodes],
+                 users={role: type(u).objects.get(pk=u.pk) for role, u in shared.users.items()})
+
+
+@pytest.fixture
+def rolled_up(_rolled_up_once: tuple[Fleet, dict[str, int]]) -> dict[str, Job]:
+    """The shared history's jobs, read again for each test (a test may change or delete them)."""
+    return {key: Job.objects.get(pk=pk) for key, pk in _rolled_up_once[1].items()}
+
+
+def _build_rolled_up(fleet: Fleet) -> dict[str, Job]:
     """Two days of ended work of both teams, rolled up by the accounting from the runs: a job
     preempted off one node and finished on another (lost work), one preempted twice, a gang on
     two nodes, a run over midnight (two day rows), a failure, a timeout, one cancelled before it
@@ -139,64 +238,6 @@ def test_one_query_under_every_history_filter(rolled_up: dict[str, Job], fleet: 
         new = job_history.history_totals(ended)
         assert _figures(new) == _figures(job_history.history_totals_row_by_row(ended)), params
         assert (new.jobs, new._gpu_hours, new._lost_gpu_hours) == _rows_added_up(ended), params
-
-
-def test_a_half_step_rounds_to_the_even_step_per_job_not_per_day_row(fleet: Fleet) -> None:
-    """0.0001 GPU-hours is 0.36 GPU-seconds: 0.18 s is exactly half a step. Each job's day rows
-    are summed first, then rounded half to even, as `gpu_hours` (Python's Decimal) rounds."""
-    day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=3)
-    cases = {  # day rows' GPU-seconds: the job's GPU-hours as its row says them
-        "half-to-even-down": (["3600.180000"], "1.0000"),  # 1.00005 h: the even step is 1.0000 (not 1.0001)
-        "half-to-even-up": (["3600.540000"], "1.0002"),  # 1.00015 h → 1.0002
-        "tiny-half": (["0.180000"], "0.0000"),  # 0.00005 h → 0.0000
-        "two-halves-make-a-step": (["0.180000", "0.180000"], "0.0001"),  # rounded per row: 0 + 0
-        "just-over-half": (["0.180001"], "0.0001"),
-        "just-under-half": (["0.179999"], "0.0000"),
-        "three-days": (["86400.000000", "43200.090000", "0.090000"], "36.0000"),  # 129,600.18 s: 36.00005 h → even 36.0000
-        "two-days-odd": (["1800.270000", "1800.270000"], "1.0002"),  # 3,600.54 s: 1.00015 h → even 1.0002
-        "no-rows": ([], "0.0000"),
-    }
-    rows = []
-    for i, (name, (seconds, _)) in enumerate(cases.items()):
-        job = f.make_job(fleet.ml, name=name, state=JobState.SUCCEEDED, submitted_at=day, started_at=day,
-                         finished_at=day + timedelta(hours=2, minutes=i))
-        rows += [_day_row(job, fleet, day - timedelta(days=k), s) for k, s in enumerate(seconds)]
-    UsageRollup.objects.bulk_create(rows)
-    for name, (_, hours) in cases.items():
-        ended = job_history.ended_jobs(Job.objects.filter(name=name))
-        assert job_history.history_totals(ended)._gpu_hours == Decimal(hours), name
-        assert job_history.history_totals_row_by_row(ended)._gpu_hours == Decimal(hours), name
-        assert f"{job_history.gpu_hours(ended.get()):.4f}" == hours, name
-    everything = job_history.ended_jobs(Job.objects.all())
-    assert job_history.history_totals(everything)._gpu_hours == sum((Decimal(h) for _, h in cases.values()), Decimal(0))
-
-
-def test_one_query_matches_on_many_random_jobs(fleet: Fleet) -> None:
-    """300 ended jobs of both teams and every ended state, each with 0 to 3 day rows of random
-    micro-GPU-seconds (a quarter of them exact half steps) and a loss drawn from a few values."""
-    rng = random.Random(20261201)
-    day = timezone.now().astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=10)
-    jobs = [Job(team=rng.choice([fleet.ml, fleet.vision]), priority_class=fleet.research, name=f"r{i}", gpus=1,
-                runtime_limit_s=3600, state=rng.choice(_ENDED), submitted_at=day, state_changed_at=day,
-                started_at=day, finished_at=day + timedelta(seconds=i),
-                lost_gpu_seconds=rng.choice([0.0, 0.0, 0.0, 600.0, 1_234.5678, 0.18, 7_200.0 / 7]))
-            for i in range(300)]
-    Job.objects.bulk_create(jobs)
-    rows = []
-    for job in Job.objects.filter(name__startswith="r"):
-        for k in range(rng.randrange(4)):
-            # micro-GPU-seconds: 0.0001 h is 360,000 of them, a half step 180,000 past a whole one
-            if rng.random() < 0.25:
-                micro = rng.randrange(8 * 86400 * 10**6 // 360_000) * 360_000 + 180_000
-            else:
-                micro = rng.randrange(8 * 86400 * 10**6)
-            rows.append(_day_row(job, fleet, day - timedelta(days=k), f"{micro // 10**6}.{micro % 10**6:06d}"))
-    UsageRollup.objects.bulk_create(rows)
-    ended = job_history.ended_jobs(Job.objects.all())
-    new = job_history.history_totals(ended)
-    assert _figures(new) == _figures(job_history.history_totals_row_by_row(ended))
-    assert (new.jobs, new._gpu_hours, new._lost_gpu_hours) == _rows_added_up(ended)
-    assert new.jobs == 300
 
 
 def test_the_totals_are_one_query_whatever_the_number_of_jobs(rolled_up: dict[str, Job]) -> None:
