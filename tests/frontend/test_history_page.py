@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
@@ -22,10 +23,12 @@ from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from controlplane.choices import AllocationState, JobState
+from controlplane.demo_fleet import seed_demo_fleet
 from controlplane.models import Allocation, AllocationGpu, Job, Node, Project, Team, UsageRollup
 from controlplane.services import accounting, job_history
 from frontend.views.history import PAGE_SIZE
 from tests.controlplane import factories as f
+from tests.controlplane.built_once import Shared, built_once
 
 pytestmark = pytest.mark.django_db
 H = "/history/"
@@ -94,8 +97,102 @@ def _totals(response: Any) -> tuple[int, str, str]:
     return int(found.group(1)), found.group(2), found.group(3)
 
 
+def test_the_nav_offers_history_to_those_who_read_jobs(client_for, demo) -> None:
+    assert 'data-nav="history"' in client_for("alice").get("/").content.decode()
+    assert 'data-nav="history"' in client_for("admin").get("/").content.decode()
+    assert 'data-nav="history"' not in client_for("finn").get("/").content.decode()
+
+
+def test_a_name_a_spreadsheet_would_run_is_written_as_text(client_for, demo) -> None:
+    """A job name is free text: `=HYPERLINK(...)` opened by finance in a spreadsheet would be a
+    formula (CSV injection). The cell is written with a leading quote; numbers keep their sign."""
+    t0 = timezone.now() - timedelta(hours=1)
+    _ended("vision", '=HYPERLINK("http://x.invalid","payroll")', t0, 10, JobState.FAILED, exit_code=-9)
+    _ended("vision", "-rf", t0 - timedelta(minutes=1), 10)
+    body = dict((cells[1], cells) for cells in _csv(client_for("alice"))[1:-1])
+    assert set(body) == {"'=HYPERLINK(\"http://x.invalid\",\"payroll\")", "'-rf"}
+    assert body["'-rf"][6] == "0" and body["'=HYPERLINK(\"http://x.invalid\",\"payroll\")"][6] == "-9"
+
+
+# ---------------------------------------------------------------------------- query counts
+
+
+def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> None:
+    alice = client_for("alice")
+    now = timezone.now().replace(second=0, microsecond=0)
+    t0 = now - timedelta(hours=2)
+
+    def add(n: int) -> None:
+        for i in range(n):
+            job = _ended("vision", f"j{i}", t0 + timedelta(minutes=i), 10, user="alice", gpus=1,
+                         project=Project.objects.get(name="detector"))
+            _held(job, _node(f"h100-0{1 + i % 4}"), t0 + timedelta(minutes=i), t0 + timedelta(minutes=i + 10), gpus=1)
+        accounting.catch_up(now)
+
+    def queries() -> int:
+        alice.get(H)  # the session and memberships read once, as on any page
+        with CaptureQueriesContext(connection) as captured:
+            response = alice.get(H)
+        assert response.status_code == 200
+        return len(captured)
+
+    add(3)
+    three = queries()
+    assert len(_rows(alice.get(H))) == 3
+    add(37)
+    forty = queries()
+    assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
+    # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
+    # their GPU-hours and nodes (one for the page); their costs: the page's GPU spans, gang exits
+    # and rates (accounting.jobs_costs); the whole set's cost (accounting.jobs_total_cost, one)
+    assert forty == three == 11, f"{three} queries for 3 jobs, {forty} for 40"
+    assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
+
+
+def test_the_csv_reads_a_chunk_of_jobs_per_query_not_a_job(client_for, demo, monkeypatch) -> None:
+    monkeypatch.setattr(job_history, "CSV_CHUNK", 10)
+    alice = client_for("alice")
+    t0 = timezone.now() - timedelta(hours=1)
+    for i in range(25):
+        _ended("vision", f"c{i}", t0, 10)
+    _csv(alice)
+    with CaptureQueriesContext(connection) as captured:
+        lines = _csv(alice)
+    assert len(lines) == 27
+    # the session and the user, memberships, the ids, then per chunk of 10: the jobs, their figures,
+    # their costs' GPU spans (accounting.jobs_costs; its rates and gang exits only for jobs that held GPUs)
+    assert len(captured) <= 4 + 3 * 3, [q["sql"][:120] for q in captured]
+
+
+# The tests below on `history` share one build of it (tests/controlplane/built_once.py), so
+# those without it come first.
+SHARED = Shared()
+
+
+@pytest.fixture(scope="module")
+def _history_once(django_db_setup: Any, django_db_blocker: Any) -> Iterator[dict[str, int]]:
+    """The demo fleet and the history below, built once for the module's tests on it (the
+    accounting's catch-up over four hours of the demo's 16 nodes took ~1 s a test, 3 under load)."""
+
+    def build() -> dict[str, int]:
+        seed_demo_fleet()
+        return {key: job.pk for key, job in _build_history().items()}
+
+    yield from built_once(django_db_blocker, build, SHARED)
+
+
+@pytest.fixture(autouse=True)
+def _shared_rows_only_on_their_tests(request: pytest.FixtureRequest) -> None:
+    SHARED.only_for(request, "history")
+
+
 @pytest.fixture
-def history(demo: None) -> dict[str, Job]:
+def history(_history_once: dict[str, int], demo: None) -> dict[str, Job]:
+    """The shared history's jobs, read again for each test (the demo fleet is seeded already)."""
+    return {key: Job.objects.get(pk=pk) for key, pk in _history_once.items()}
+
+
+def _build_history() -> dict[str, Job]:
     """Ended jobs of two teams, within the last hours (the rollup catches up to now), plus jobs
     that have not ended (never listed): a preempted-then-finished vision job on two nodes."""
     now = timezone.now().replace(second=0, microsecond=0)
@@ -239,12 +336,6 @@ def test_each_reader_sees_what_the_api_shows_them(client_for, history) -> None:
     assert Client().get(H).status_code == 302  # signed out: to the login page
 
 
-def test_the_nav_offers_history_to_those_who_read_jobs(client_for, demo) -> None:
-    assert 'data-nav="history"' in client_for("alice").get("/").content.decode()
-    assert 'data-nav="history"' in client_for("admin").get("/").content.decode()
-    assert 'data-nav="history"' not in client_for("finn").get("/").content.decode()
-
-
 # --------------------------------------------------------------------------------- the CSV
 
 
@@ -327,65 +418,3 @@ def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, his
     assert re.search(r'data-cost-usd="([\d.]+)"', again.content.decode()).group(1) == total[-1]
     assert "added up in the CSV" not in again.content.decode()
     assert len(captured) == 7 + 3 + 1, [q["sql"][:100] for q in captured]  # the page's spans, exits, rates; the total
-
-
-def test_a_name_a_spreadsheet_would_run_is_written_as_text(client_for, demo) -> None:
-    """A job name is free text: `=HYPERLINK(...)` opened by finance in a spreadsheet would be a
-    formula (CSV injection). The cell is written with a leading quote; numbers keep their sign."""
-    t0 = timezone.now() - timedelta(hours=1)
-    _ended("vision", '=HYPERLINK("http://x.invalid","payroll")', t0, 10, JobState.FAILED, exit_code=-9)
-    _ended("vision", "-rf", t0 - timedelta(minutes=1), 10)
-    body = dict((cells[1], cells) for cells in _csv(client_for("alice"))[1:-1])
-    assert set(body) == {"'=HYPERLINK(\"http://x.invalid\",\"payroll\")", "'-rf"}
-    assert body["'-rf"][6] == "0" and body["'=HYPERLINK(\"http://x.invalid\",\"payroll\")"][6] == "-9"
-
-
-# ---------------------------------------------------------------------------- query counts
-
-
-def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> None:
-    alice = client_for("alice")
-    now = timezone.now().replace(second=0, microsecond=0)
-    t0 = now - timedelta(hours=2)
-
-    def add(n: int) -> None:
-        for i in range(n):
-            job = _ended("vision", f"j{i}", t0 + timedelta(minutes=i), 10, user="alice", gpus=1,
-                         project=Project.objects.get(name="detector"))
-            _held(job, _node(f"h100-0{1 + i % 4}"), t0 + timedelta(minutes=i), t0 + timedelta(minutes=i + 10), gpus=1)
-        accounting.catch_up(now)
-
-    def queries() -> int:
-        alice.get(H)  # the session and memberships read once, as on any page
-        with CaptureQueriesContext(connection) as captured:
-            response = alice.get(H)
-        assert response.status_code == 200
-        return len(captured)
-
-    add(3)
-    three = queries()
-    assert len(_rows(alice.get(H))) == 3
-    add(37)
-    forty = queries()
-    assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
-    # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
-    # their GPU-hours and nodes (one for the page); their costs: the page's GPU spans, gang exits
-    # and rates (accounting.jobs_costs); the whole set's cost (accounting.jobs_total_cost, one)
-    assert forty == three == 11, f"{three} queries for 3 jobs, {forty} for 40"
-    assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
-
-
-def test_the_csv_reads_a_chunk_of_jobs_per_query_not_a_job(client_for, demo, monkeypatch) -> None:
-    monkeypatch.setattr(job_history, "CSV_CHUNK", 10)
-    alice = client_for("alice")
-    t0 = timezone.now() - timedelta(hours=1)
-    for i in range(25):
-        _ended("vision", f"c{i}", t0, 10)
-    _csv(alice)
-    with CaptureQueriesContext(connection) as captured:
-        lines = _csv(alice)
-    assert len(lines) == 27
-    # the session and the user, memberships, the ids, then per chunk of 10: the jobs, their figures,
-    # their costs' GPU spans (accounting.jobs_costs; its rates and gang exits only for jobs that held GPUs)
-    assert len(captured) <= 4 + 3 * 3, [q["sql"][:120] for q in captured]
-
