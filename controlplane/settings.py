@@ -260,6 +260,9 @@ QM = {
 CELERY_TASK_DEFAULT_QUEUE = "celery"
 CELERY_TASK_QUEUES = (Queue("celery"), Queue("qm.loop"))
 CELERY_TASK_ROUTES = {name: {"queue": "qm.loop"} for name in ("qm.tick", "qm.cycle", "qm.reconcile")}
+# Beat sends the loop's ticks, and runs them itself while it cannot reach the broker, under the
+# leader lease as a worker would (controlplane/beat.py; docs/operations.md, Redis goes away).
+CELERY_BEAT_SCHEDULER = "controlplane.beat:LoopScheduler"
 # Beat only ticks; tasks decide whether there is work (controlplane/tasks.py). A tick that
 # arrives later than one interval is dropped (expires), so a backlog never replays.
 CELERY_BEAT_SCHEDULE = {

@@ -1,4 +1,4 @@
-"""Celery entry points of the control loop. Beat only triggers; the work is in services.
+"""Celery entry points of the control loop. Beat triggers; the work is in services.
 
 - `qm.tick` (beat, every CYCLE_INTERVAL_S): one scheduling cycle (services/cycle.py).
 - `qm.cycle` (enqueued after commit by `request_cycle`, debounced): the same, soon after a
@@ -23,7 +23,8 @@ Every task is idempotent and safe to run twice or late:
   - the cycle's own writes are compare-and-set under the lease epoch, and reconcile's are
     compare-and-set on node state and allocation generation.
 Redis is only the broker: losing it (or a message) loses nothing but a trigger; the next tick
-covers for it.
+covers for it. While beat cannot send ticks at all it runs `qm.tick` and `qm.reconcile` itself
+(`run_tick`, under the same lease; controlplane/beat.py).
 """
 
 from __future__ import annotations
@@ -119,8 +120,15 @@ def _interval() -> float:
 @shared_task(name="qm.tick", ignore_result=True)
 def tick(forwarded: bool = False) -> str:
     """Beat's heartbeat of the loop."""
+    return run_tick(forwarded=forwarded)
+
+
+def run_tick(*, forwarded: bool = False, holder: str | None = None) -> str:
+    """What `qm.tick` does, as `holder` (this process, by default). Beat calls it itself, as
+    its own holder, while it cannot send ticks (controlplane/beat.py)."""
     now = timezone.now()
-    return _cycle_step(not_before=now - timedelta(seconds=_interval() / 2), forwarded=forwarded, kind="tick")
+    return _cycle_step(not_before=now - timedelta(seconds=_interval() / 2), forwarded=forwarded, kind="tick",
+                       holder=holder)
 
 
 @shared_task(name="qm.cycle", ignore_result=True)
@@ -144,11 +152,12 @@ def deliver_notifications() -> str:
     return f"{sent.delivered} delivered, {sent.failed} failed" if sent.found_work else "nothing to do"
 
 
-def _cycle_step(*, not_before: datetime, forwarded: bool, kind: str, requested_at: float | None = None) -> str:
+def _cycle_step(*, not_before: datetime, forwarded: bool, kind: str, requested_at: float | None = None,
+                holder: str | None = None) -> str:
     """Run a cycle here if this process leads or may take the lead; else forward it once."""
     lease = SchedulerLease.objects.filter(name=LEASE_NAME).values("holder", "expires_at", "last_cycle_at").first()
     now = timezone.now()
-    me = holder_name()
+    me = holder or holder_name()
     if lease and lease["last_cycle_at"] and lease["last_cycle_at"] >= not_before:
         return "already served"
     if lease and lease["holder"] and lease["holder"] != me and lease["expires_at"] and lease["expires_at"] > now:

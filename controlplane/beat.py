@@ -1,0 +1,254 @@
+"""Celery beat's scheduler: it sends the loop's ticks, and runs them itself while the broker is away.
+
+Redis is only the broker, yet with it away beat could send no `qm.tick` or `qm.reconcile` and
+no worker could receive one: nothing was scheduled, no runtime limit enforced, no dead node
+fenced until Redis came back. Beat is the process that notices (each send fails), so it covers
+for the workers:
+
+- a loop entry (`qm.tick`, `qm.reconcile`) whose send fails for want of a broker connection is
+  run here instead: the same function a worker runs (`tasks.run_tick`,
+  `reconcile.reconcile_nodes`), one at a time on one thread of its own, beat waiting for it at
+  most one interval (`QM_CYCLE_INTERVAL_S`) before it goes on; an entry that falls due while
+  one still runs is skipped, as a late tick is;
+- the cycle runs under the PostgreSQL leader lease as a worker's does, as holder
+  `beat:<host>/<pid>`: it leads only once no worker holds a live lease (the leader, getting no
+  ticks, lets its lease run out within QM_LEADER_LEASE_S) and then with epoch + 1, so a worker
+  cycle still in flight is refused at its commit (`Deposed`), and beat's own cycles are
+  refused once a worker takes the lead again. It never forwards (there is no broker to
+  forward through). Reconcile needs no lead (services/reconcile.py: its writes only move
+  allocations towards fenced);
+- it says so once per outage (`loop tick run in beat: broker unreachable`), not at every tick,
+  and once when a send gets through again (`broker reachable again: loop ticks go to the
+  workers`): it then sends as before, runs nothing itself, and gives up the lead it held
+  (`cycle.release_lease`) so a worker leads at its next tick rather than after the lease.
+
+Other entries (accounting, `qm.notify`) are sent as Celery sends them: they wait for the
+broker. The Redis uses on the way (the debounce of triggers, agent wake-ups, notification
+triggers) already fail soft: a log line, and agents learn of their work at their heartbeat.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import socket
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from typing import Any
+
+import structlog
+from celery.beat import PersistentScheduler, ScheduleEntry
+
+log = structlog.get_logger(__name__)
+
+#: The entries beat runs itself when it cannot send them.
+RUN_HERE = ("qm.tick", "qm.reconcile")
+
+
+def beat_holder() -> str:
+    """Beat as a lease holder. No `@` in the part before the slash: a worker never takes it for
+    a worker's queue to forward to (tasks._queue_of), it says "led elsewhere" meanwhile."""
+    return f"beat:{socket.gethostname()}/{os.getpid()}"
+
+
+def broker_unreachable(error: BaseException, connection_errors: tuple[type[BaseException], ...] = ()) -> bool:
+    """Whether a failed send failed for want of a broker (refused, reset, timed out, unknown
+    host), looking through the exceptions it was raised from (Celery wraps the send's error in
+    a SchedulingError)."""
+    from kombu.exceptions import OperationalError
+
+    kinds: tuple[type[BaseException], ...] = (OperationalError, OSError, *connection_errors)
+    seen: BaseException | None = error
+    for _ in range(10):
+        if seen is None:
+            return False
+        if isinstance(seen, kinds):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def run_loop_task(task: str, holder: str) -> str:
+    """`qm.tick` or `qm.reconcile` as a worker runs it, on a database connection of its own,
+    closed when it ends: beat keeps no idle connection once the outage is over."""
+    from django.db import connections
+
+    from controlplane import tasks
+    from controlplane.services import reconcile
+
+    try:
+        if task == "qm.tick":
+            # forwarded=True: never forward (no broker); a live lease elsewhere is "led elsewhere".
+            return tasks.run_tick(forwarded=True, holder=holder)
+        if task == "qm.reconcile":
+            return "found work" if reconcile.reconcile_nodes().found_work else "nothing to do"
+        raise ValueError(f"beat does not run {task}")
+    finally:
+        connections.close_all()
+
+
+class _LoopThread:
+    """One daemon thread that runs beat's loop tasks one after another, each on the thread's own
+    database connection. A daemon: a run stuck on the database never holds up beat's exit."""
+
+    def __init__(self, runner: Callable[[str, str], str]) -> None:
+        self._runner = runner
+        self._jobs: queue.SimpleQueue[tuple[Future[str], str, str]] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._serve, name="qm-beat-loop", daemon=True)
+        self._thread.start()
+
+    def submit(self, task: str, holder: str) -> Future[str]:
+        future: Future[str] = Future()
+        self._jobs.put((future, task, holder))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            future, task, holder = self._jobs.get()
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(self._runner(task, holder))
+            except BaseException as error:  # noqa: BLE001 - handed to the waiting scheduler
+                future.set_exception(error)
+
+
+class LoopScheduler(PersistentScheduler):
+    """Celery's persistent scheduler, that runs the loop's entries itself while it cannot send
+    them (see the module's docstring). Configured by CELERY_BEAT_SCHEDULER."""
+
+    #: What runs a loop entry here (a test may replace it); called on the scheduler's thread.
+    runner: Callable[[str, str], str] = staticmethod(run_loop_task)
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.holder = beat_holder()
+        self._outage_since: float | None = None  # monotonic, while sends fail
+        self._outage_runs = 0
+        self._outage_skipped = 0
+        self._ran_here = False  # whether this beat ever ran a cycle (may hold the lease)
+        self._hand_back_pending = False  # the broker is back: give up the lead once no run is in flight
+        self._running: Future[str] | None = None
+        self._running_task = ""
+        self._thread: _LoopThread | None = None
+        self._connect_error: BaseException | None = None
+        super().__init__(*args, **kwargs)
+
+    # ---------------------------------------------------------------------------- sending
+
+    @property  # type: ignore[override]
+    def producer(self) -> Any:
+        """The producer beat sends with, or None while the broker cannot be reached. Celery's
+        own connects with `broker_connection_max_retries` (None here: forever), so a beat
+        started while Redis is away never ticked at all; this tries once per due entry."""
+        producer = self.__dict__.get("_qm_producer")
+        if producer is None:
+            try:
+                self.connection.ensure_connection(max_retries=0)
+                producer = self.Producer(self.connection, auto_declare=False)
+            except Exception as error:  # noqa: BLE001 - the broker is away: the entry says so
+                self._connect_error = error
+                return None
+            self.__dict__["_qm_producer"] = producer
+            self._connect_error = None
+        return producer
+
+    def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
+        if entry.task not in RUN_HERE:
+            super().apply_entry(entry, producer=producer)
+            return
+        if producer is None:
+            self._run_here(entry, self._connect_error or ConnectionError("no connection to the broker"))
+            return
+        try:
+            self.apply_async(entry, producer=producer, advance=False)
+        except Exception as error:  # noqa: BLE001 - whatever failed, beat goes on
+            if broker_unreachable(error, tuple(self.connection.connection_errors)):
+                self._run_here(entry, error)
+            else:
+                log.error("loop tick not sent", task=entry.task, error=f"{type(error).__name__}: {error}")
+            return
+        self._sent()
+        self._maybe_hand_back()
+
+    def _sent(self) -> None:
+        """A loop entry was sent: if beat was covering for the broker, it stops, and hands the
+        lead back so a worker leads at its next tick."""
+        if self._outage_since is None:
+            return
+        log.warning("broker reachable again: loop ticks go to the workers",
+                    outage_s=round(time.monotonic() - self._outage_since, 1), runs_in_beat=self._outage_runs,
+                    skipped=self._outage_skipped)
+        self._outage_since = None
+        self._outage_runs = self._outage_skipped = 0
+        self._hand_back_pending = self._ran_here
+        self._maybe_hand_back()
+
+    def _maybe_hand_back(self) -> None:
+        """Give the lead back once no run of beat's is in flight: one still running could
+        otherwise take the lead again right after (with epoch + 1), and a worker would wait out
+        its lease."""
+        if self._hand_back_pending and (self._running is None or self._running.done()):
+            self._hand_back_pending = False
+            self._hand_back_the_lead()
+
+    def _hand_back_the_lead(self) -> None:
+        from controlplane.services.cycle import release_lease
+
+        try:
+            release_lease(self.holder)
+        except Exception as error:  # noqa: BLE001 - the database is away: the lease runs out by itself
+            log.warning("could not release beat's lease; it runs out by itself", error=str(error))
+
+    # ----------------------------------------------------------------------- running here
+
+    def _run_here(self, entry: ScheduleEntry, error: BaseException) -> None:
+        if self._outage_since is None:
+            self._outage_since = time.monotonic()
+            self._hand_back_pending = False
+            log.warning("loop tick run in beat: broker unreachable", task=entry.task, holder=self.holder,
+                        error=f"{type(error).__name__}: {error}")
+        if self._running is not None and not self._running.done():
+            self._outage_skipped += 1
+            log.debug("loop task skipped in beat: the last one still runs", task=entry.task,
+                      running=self._running_task)
+            return
+        if entry.task == "qm.tick":
+            self._ran_here = True
+        self._outage_runs += 1
+        self._running_task = entry.task
+        if self._thread is None:
+            self._thread = _LoopThread(self.runner)
+        self._running = self._thread.submit(entry.task, self.holder)
+        bound = self._bound()
+        try:
+            outcome = self._running.result(timeout=bound)
+        except FutureTimeout:
+            log.warning("loop task in beat still runs; beat goes on and runs no other until it ends",
+                        task=entry.task, waited_s=bound)
+        except Exception as failed:  # noqa: BLE001 - the database is away, say: the next entry tries again
+            log.warning("loop task in beat failed", task=entry.task, error=f"{type(failed).__name__}: {failed}")
+        else:
+            log.debug("loop task ran in beat", task=entry.task, outcome=outcome)
+
+    @staticmethod
+    def _bound() -> float:
+        """How long beat waits for a run before it goes on: one interval of the loop."""
+        from django.conf import settings
+
+        return max(0.1, float(settings.QM["CYCLE_INTERVAL_S"]))
+
+    # --------------------------------------------------------------------------- closing
+
+    def close(self) -> None:
+        """At beat's exit: give up the lead if beat holds it, so a worker leads at once when the
+        broker returns; a run still in flight is left to end (its commit is fenced anyway)."""
+        try:
+            if self._ran_here and (self._running is None or self._running.done()):
+                self._hand_back_the_lead()  # a run still in flight: its lease runs out by itself
+        finally:
+            producer = self.__dict__.pop("_qm_producer", None)
+            del producer
+            super().close()

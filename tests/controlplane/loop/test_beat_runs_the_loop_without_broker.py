@@ -1,0 +1,276 @@
+"""With the broker away, beat runs the loop's ticks itself; once it is back, beat only sends them.
+
+Until 2 Dec a Redis outage stopped the loop (docs/operations.md, *When Redis or PostgreSQL goes
+away*): beat could not send `qm.tick` or `qm.reconcile`, the workers could not receive them, so
+no job started, no runtime limit was enforced, and a node that died was fenced only once Redis
+was back. Now beat (controlplane/beat.py) runs them in its own process, under the PostgreSQL
+leader lease, while its sends fail. Real processes on the test PostgreSQL; the broker is a port
+where nobody listens (the shared test Redis is never stopped), or a TCP relay to the test Redis
+that starts listening mid-test.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+from django.utils import timezone
+
+from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, JobState, NodeState
+from controlplane.models import Allocation, Event, Job, Node, SchedulerLease
+from controlplane.services import transitions
+from controlplane.services.cycle import LEASE_NAME
+from tests.controlplane.loop import chaos_cluster
+from tests.controlplane.loop_fixtures import bind, build_loop_fleet, make_job, register_node
+
+pytestmark = [
+    pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs the Redis and PostgreSQL `make test` starts"),
+    pytest.mark.django_db(transaction=True),  # beat and the worker read and write the test database
+]
+
+RUN_IN_BEAT = "loop tick run in beat: broker unreachable"
+BACK = "broker reachable again: loop ticks go to the workers"
+# Beat ticks twice a second; nodes neither go suspect nor lose their lease by themselves here
+# (the test sets the one lease that runs out).
+FAST = {"QM_CYCLE_INTERVAL_S": "0.5", "QM_CYCLE_DEBOUNCE_S": "0.1", "QM_LEADER_LEASE_S": "3",
+        "QM_SUSPECT_AFTER_S": "300", "QM_AGENT_LEASE_S": "600"}
+
+
+def _env(redis_url: str) -> dict[str, str]:
+    env = {**os.environ, **FAST, "REDIS_URL": redis_url, "DATABASE_URL": chaos_cluster.test_database_url(),
+           "DJANGO_SETTINGS_MODULE": "controlplane.settings", "PYTHONPATH": str(chaos_cluster.REPO),
+           "QM_LOG_FORMAT": "json", "QM_LOG_LEVEL": "INFO"}
+    return env
+
+
+def _start(argv: list[str], env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    with open(log, "ab") as out:
+        return subprocess.Popen(argv, env=env, cwd=str(chaos_cluster.REPO), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+
+
+def _beat(tmp_path: Path, redis_url: str) -> tuple[subprocess.Popen[bytes], Path]:
+    log = tmp_path / "beat.log"
+    argv = [str(chaos_cluster.BIN / "celery"), "-A", "controlplane", "beat", "-s", str(tmp_path / "beat-schedule"),
+            "--pidfile=", "-l", "INFO"]
+    return _start(argv, _env(redis_url), log), log
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def _wait_for(what: str, ok: Callable[[], Any], timeout: float, *logs: Path) -> float:
+    """Poll until `ok()` is truthy; returns the seconds it took."""
+    started = time.monotonic()
+    while not ok():
+        if time.monotonic() - started > timeout:
+            tails = "\n".join(f"--- {log.name}:\n{log.read_text(errors='replace')[-4000:]}" for log in logs)
+            raise AssertionError(f"{what}: not within {timeout} s\n{tails}")
+        time.sleep(0.1)
+    return time.monotonic() - started
+
+
+def _lease() -> SchedulerLease | None:
+    return SchedulerLease.objects.filter(name=LEASE_NAME).first()
+
+
+def _bound_by(job: Job) -> Event | None:
+    return Event.objects.filter(job=job, kind="job.bound").first()
+
+
+def test_beat_schedules_stops_over_limit_jobs_and_fences_dead_nodes_while_the_broker_is_down(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = build_loop_fleet()
+    dead, _ = register_node("outage-dead")
+    live, _ = register_node("outage-live")
+    spare, _ = register_node("outage-spare")  # where the fenced job runs again
+    now = timezone.now()
+    Node.objects.filter(pk__in=[live.pk, spare.pk]).update(agent_lease_expires_at=now + timedelta(hours=1),
+                                                           last_heartbeat_at=now)
+    # A job on a node whose agent lease has run out: reconcile fences it and quarantines the node.
+    on_dead = make_job(fleet, name="on-dead-node", gpus=8, gpus_per_node=8)
+    fenced_allocation = bind(on_dead, {dead: range(8)})
+    Node.objects.filter(pk=dead.pk).update(agent_lease_expires_at=now - timedelta(seconds=1), last_heartbeat_at=now)
+    # A job running past its runtime limit: the cycle stops it.
+    over = make_job(fleet, name="over-limit", gpus=4, gpus_per_node=4, runtime_limit_s=60)
+    over_allocation = bind(over, {live: range(4)})
+    Allocation.objects.filter(pk=over_allocation.pk).update(started_at=now - timedelta(minutes=10))
+    Job.objects.filter(pk=over.pk).update(state=JobState.RUNNING, started_at=now - timedelta(minutes=10))
+    # A job submitted while Redis is away: a cycle binds it.
+    waiting = make_job(fleet, name="submitted-during-outage", gpus=2)
+
+    dead_port = chaos_cluster.free_port()  # nobody listens
+    beat, log = _beat(tmp_path, f"redis://127.0.0.1:{dead_port}/0")
+    try:
+        bound_s = _wait_for("the waiting job bound", lambda: _bound_by(waiting), 30, log)
+        stopped_s = _wait_for(
+            "the job past its limit stopped",
+            lambda: Allocation.objects.filter(pk=over_allocation.pk, state=AllocationState.RELEASING,
+                                              release_reason=transitions.RELEASE_RUNTIME_LIMIT).exists(), 30, log)
+        fenced_s = _wait_for(
+            "the dead node fenced",
+            lambda: Allocation.objects.filter(pk=fenced_allocation.pk, state=AllocationState.FENCED).exists()
+            and Node.objects.filter(pk=dead.pk, state=NodeState.QUARANTINED).exists(), 30, log)
+        _wait_for("the fenced job bound again", lambda: Allocation.objects.filter(
+            job=on_dead, state__in=LIVE_ALLOCATION_STATES, epoch=1).exists(), 30, log)
+        # A few more ticks: the outage is said once, not at each one.
+        time.sleep(1.5)
+        assert beat.poll() is None, f"beat exited {beat.returncode}:\n{log.read_text()[-4000:]}"
+    finally:
+        _stop(beat)
+    text = log.read_text(errors="replace")
+    with capsys.disabled():
+        print(f"\nbeat without a broker: bound after {bound_s:.1f} s, stop by {bound_s + stopped_s:.1f} s, "
+              f"fenced by {bound_s + stopped_s + fenced_s:.1f} s from beat's start")
+
+    lease = _lease()
+    assert lease is not None and lease.holder.startswith("beat:") and lease.epoch == 1
+    assert lease.cycles >= 3  # beat went on ticking after the first
+    bound = _bound_by(waiting)
+    assert bound is not None and bound.actor == "scheduler@epoch:1"
+    assert Allocation.objects.filter(job=waiting, state__in=LIVE_ALLOCATION_STATES, epoch=1).exists()
+    # The fenced job was requeued whole, and bound again elsewhere by a later cycle of beat's.
+    assert Event.objects.filter(job=on_dead, kind=EventKind.JOB_REQUEUED).exists()
+    assert Allocation.objects.filter(job=on_dead, state__in=LIVE_ALLOCATION_STATES, epoch=1).exists()
+    assert text.count(RUN_IN_BEAT) == 1, text[-4000:]
+    assert BACK not in text
+    # The Redis uses on the way failed soft: the bind's agent wake-up, the fence's cycle trigger.
+    assert "agent wake-up not sent" in text and "cycle trigger not sent" in text
+    # No loop run failed, none was refused (the other entries, accounting and notifications, wait
+    # for the broker and say so at each one, as before).
+    assert "loop task in beat failed" not in text and "loop tick not sent" not in text, text[-4000:]
+
+
+class _Relay:
+    """A TCP relay to the test Redis that listens only once started: before, its port refuses."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target = ("127.0.0.1", target_port)
+        self.port = chaos_cluster.free_port()
+        self._listener: socket.socket | None = None
+        self._sockets: list[socket.socket] = []
+
+    def start(self) -> None:
+        listener = socket.socket()
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind(("127.0.0.1", self.port))
+        listener.listen(64)
+        self._listener = listener
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        assert self._listener is not None
+        while True:
+            try:
+                client, _ = self._listener.accept()
+            except OSError:
+                return
+            upstream = socket.create_connection(self.target)
+            self._sockets += [client, upstream]
+            threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
+            threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
+
+    @staticmethod
+    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+        try:
+            while data := src.recv(65536):
+                dst.sendall(data)
+        except OSError:
+            pass
+        finally:
+            for s in (src, dst):
+                try:
+                    s.shutdown(socket.SHUT_RDWR)
+                except OSError:
+                    pass
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.close()
+        for s in self._sockets:
+            s.close()
+
+
+@pytest.fixture
+def relay() -> Iterator[_Relay]:
+    relay = _Relay(int(urlsplit(os.environ["REDIS_URL"]).port or 6379))
+    yield relay
+    relay.close()
+
+
+def test_once_the_broker_is_back_beat_sends_the_ticks_and_a_worker_leads_and_covers_again_when_it_goes(tmp_path: Path, relay: _Relay,
+                                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    fleet = build_loop_fleet()
+    node, _ = register_node("back-node")
+    Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=timezone.now() + timedelta(hours=1),
+                                           last_heartbeat_at=timezone.now())
+    redis_url = os.environ["REDIS_URL"]
+    through_relay = urlunsplit(urlsplit(redis_url)._replace(netloc=f"127.0.0.1:{relay.port}"))
+    # Registering the node sent a cycle trigger to the real broker: drop it, so the worker gets
+    # nothing until beat reaches the broker (the broker is down for everyone, as in an outage).
+    import redis
+
+    redis.Redis.from_url(redis_url).delete("qm.loop")
+    name = f"back-{os.getpid()}"
+    worker_log = tmp_path / "worker.log"
+    worker = _start([str(chaos_cluster.BIN / "celery"), "-A", "controlplane", "worker", "-Q", "qm.loop", "-P", "solo",
+                     "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
+                    _env(redis_url), worker_log)
+    beat, log = _beat(tmp_path, through_relay)
+    try:
+        # The broker (as beat reaches it) is down: beat leads and binds.
+        first = make_job(fleet, name="during", gpus=1)
+        _wait_for("beat binding during the outage", lambda: _bound_by(first), 30, log, worker_log)
+        lease = _lease()
+        assert lease is not None and lease.holder.startswith("beat:")
+        beat_epoch = lease.epoch
+
+        relay.start()
+        back_s = _wait_for("a worker leading once beat reaches the broker",
+                           lambda: (lease := _lease()) is not None and lease.holder.startswith(name + "@"),
+                           30, log, worker_log)
+        lease = _lease()
+        assert lease is not None and lease.epoch == beat_epoch + 1
+        second = make_job(fleet, name="after", gpus=1)
+        _wait_for("the worker binding after the outage", lambda: _bound_by(second), 30, log, worker_log)
+        bound = _bound_by(second)
+        assert bound is not None and bound.actor == f"scheduler@epoch:{beat_epoch + 1}"
+        time.sleep(1.5)  # more ticks: beat sends them and runs none
+        lease = _lease()
+        assert lease is not None and lease.holder.startswith(name + "@") and lease.epoch == beat_epoch + 1
+        assert beat.poll() is None and worker.poll() is None
+
+        # The broker goes away again under beat's established connection: once the worker's
+        # lease has run out (it gets no ticks), beat leads again, with the next epoch.
+        relay.close()
+        again_s = _wait_for("beat leading again in a second outage",
+                            lambda: (lease := _lease()) is not None and lease.holder.startswith("beat:"),
+                            30, log, worker_log)
+        lease = _lease()
+        assert lease is not None and lease.epoch == beat_epoch + 2
+        third = make_job(fleet, name="second-outage", gpus=1)
+        _wait_for("beat binding in the second outage", lambda: _bound_by(third), 30, log, worker_log)
+    finally:
+        _stop(beat)
+        _stop(worker)
+    text = log.read_text(errors="replace")
+    with capsys.disabled():
+        print(f"\nbroker back: a worker led {back_s:.1f} s after the relay started listening; away again: "
+              f"beat led {again_s:.1f} s after the relay closed (the worker's lease: {FAST['QM_LEADER_LEASE_S']} s)")
+    assert text.count(RUN_IN_BEAT) == 2, text[-4000:]  # once per outage
+    assert text.count(BACK) == 1, text[-4000:]
+    assert "leader released the lease" in text  # beat handed the lead back rather than let it run out
+    assert "loop task in beat failed" not in text and "loop tick not sent" not in text, text[-4000:]

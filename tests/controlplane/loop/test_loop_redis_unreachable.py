@@ -1,0 +1,161 @@
+"""The loop's Redis uses fail soft, each under a real Redis URL where nobody listens.
+
+Beat's scheduler (controlplane/beat.py) finds the broker away at once (never Celery's endless
+reconnect), runs a loop entry itself under the leader lease, says so once per outage, and once a
+send gets through again sends instead, runs nothing and hands the lead back. A submit, a bind's
+agent wake-up and an agent's wait each go on without Redis (log, or a 503 the agent backs off
+from). The whole drill with beat as a real process is tests/controlplane/loop/
+test_beat_runs_the_loop_without_broker.py.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from celery.beat import ScheduleEntry
+from celery.schedules import schedule
+from django.utils import timezone
+from rest_framework.test import APIClient
+
+from controlplane import tasks
+from controlplane.beat import LoopScheduler, beat_holder, broker_unreachable
+from controlplane.celery import app
+from controlplane.models import SchedulerLease
+from controlplane.services.cycle import LEASE_NAME
+from tests.controlplane import factories as f
+from tests.controlplane.loop import chaos_cluster
+from tests.controlplane.loop_fixtures import agent_client, bind, build_loop_fleet, make_job, register_node
+
+pytestmark = [
+    pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs the Redis and PostgreSQL `make test` starts"),
+    pytest.mark.django_db(transaction=True),  # beat's loop thread reads and writes the test database
+]
+
+
+def _events(caplog: pytest.LogCaptureFixture, event: str) -> list[dict[str, Any]]:
+    return [r.msg for r in caplog.records if isinstance(r.msg, dict) and r.msg.get("event") == event]
+
+
+@pytest.fixture
+def dead_redis(settings: Any) -> Iterator[str]:
+    """REDIS_URL pointing where nobody listens, for the code that reads it (the debounce, the
+    wake-ups); Celery's own connection is given to each scheduler below."""
+    url = f"redis://127.0.0.1:{chaos_cluster.free_port()}/0"
+    settings.REDIS_URL = url
+    settings.QM = {**settings.QM, "CYCLE_INTERVAL_S": 0.5}  # a tick is served for a quarter second
+    saved = tasks._redis_client
+    tasks._redis_client = None
+    try:
+        yield url
+    finally:
+        tasks._redis_client = saved
+
+
+def _scheduler(tmp_path: Path, broker_url: str) -> LoopScheduler:
+    scheduler = LoopScheduler(app=app, schedule_filename=str(tmp_path / "beat-schedule"), lazy=True)
+    scheduler.__dict__["connection"] = app.connection_for_write(broker_url)
+    return scheduler
+
+
+def _tick_entry() -> ScheduleEntry:
+    return ScheduleEntry(name="scheduling-cycle", task="qm.tick", schedule=schedule(2.0),
+                         options={"expires": 2.0}, app=app)
+
+
+def test_a_send_that_finds_no_broker_is_told_from_other_failures(dead_redis: str) -> None:
+    connection = app.connection_for_write(dead_redis)
+    with pytest.raises(Exception) as failed:
+        tasks.tick.apply_async(connection=connection, retry=False)
+    assert broker_unreachable(failed.value, tuple(connection.connection_errors))
+    assert not broker_unreachable(ValueError("a bad argument"))
+    try:
+        raise RuntimeError("Couldn't apply scheduled task") from ConnectionRefusedError(111, "refused")
+    except RuntimeError as wrapped:
+        assert broker_unreachable(wrapped)
+
+
+def test_beat_runs_the_tick_itself_while_the_broker_is_away_and_sends_it_once_back(
+        tmp_path: Path, dead_redis: str, caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO)
+    fleet = build_loop_fleet()
+    register_node("gpu-01")
+    job = make_job(fleet, gpus=1)
+    scheduler = _scheduler(tmp_path, dead_redis)
+    entry = _tick_entry()
+
+    started = time.monotonic()
+    assert scheduler.producer is None  # at once: Celery's own would retry forever (max_retries None)
+    assert time.monotonic() - started < 2
+    scheduler.apply_entry(entry, producer=scheduler.producer)
+
+    lease = SchedulerLease.objects.get(name=LEASE_NAME)
+    assert lease.holder == scheduler.holder == beat_holder() and lease.cycles == 1
+    assert job.allocations.filter(epoch=lease.epoch).exists()  # the cycle beat ran bound it
+    for _ in range(3):
+        time.sleep(0.6)  # past half an interval: not "already served"
+        scheduler.apply_entry(entry, producer=scheduler.producer)
+    assert SchedulerLease.objects.get(name=LEASE_NAME).cycles == 4
+    (said,) = _events(caplog, "loop tick run in beat: broker unreachable")  # once for the outage
+    assert said["task"] == "qm.tick" and "Connection refused" in said["error"]
+
+    # The broker is back (the test's own Redis database): the tick is sent, not run, and beat
+    # hands the lead back so a worker leads at its next tick.
+    queue = redis.Redis.from_url(os.environ["REDIS_URL"])
+    queue.delete("qm.loop")
+    scheduler.__dict__["connection"] = app.connection_for_write(os.environ["REDIS_URL"])
+    scheduler.apply_entry(entry, producer=scheduler.producer)
+    scheduler.apply_entry(entry, producer=scheduler.producer)
+    try:
+        assert queue.llen("qm.loop") == 2
+    finally:
+        queue.delete("qm.loop")
+        scheduler.close()
+    lease = SchedulerLease.objects.get(name=LEASE_NAME)
+    assert lease.cycles == 4 and lease.expires_at <= timezone.now()  # ran nothing more; lead given up
+    (back,) = _events(caplog, "broker reachable again: loop ticks go to the workers")
+    assert back["runs_in_beat"] == 4
+    assert len(_events(caplog, "loop tick run in beat: broker unreachable")) == 1
+
+
+def test_beat_leaves_a_live_leaders_cycle_alone_and_never_forwards_without_a_broker(
+        tmp_path: Path, dead_redis: str) -> None:
+    from controlplane.services.cycle import acquire_lease
+
+    assert acquire_lease("loop1@host/7", timezone.now()) is not None  # a worker leads
+    scheduler = _scheduler(tmp_path, dead_redis)
+    started = time.monotonic()
+    scheduler.apply_entry(_tick_entry(), producer=scheduler.producer)
+    # No forward through the missing broker (a send with retry=False spent 6 s reconnecting).
+    assert time.monotonic() - started < 2
+    lease = SchedulerLease.objects.get(name=LEASE_NAME)
+    assert lease.holder == "loop1@host/7" and lease.epoch == 1 and lease.cycles == 0
+    scheduler.close()
+
+
+def test_a_submit_is_accepted_and_a_bind_wakes_no_one_without_redis(
+        dead_redis: str, caplog: pytest.LogCaptureFixture, django_capture_on_commit_callbacks: Any) -> None:
+    caplog.set_level(logging.INFO)
+    fleet = build_loop_fleet()
+    node, token = register_node("gpu-01")
+    client = APIClient()
+    client.credentials(HTTP_AUTHORIZATION=f"Token {f.token_for(f.make_user('alice', team=fleet.team))}")
+    with django_capture_on_commit_callbacks(execute=True):
+        r = client.post("/api/v1/jobs/", {"name": "during-outage", "gpus": 1}, format="json")
+    assert r.status_code == 201, r.content
+    assert _events(caplog, "cycle trigger not sent; the next tick will run it")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        bind(make_job(fleet, gpus=1), {node: [0]})  # its commit wakes the node's agent: not sent
+    assert _events(caplog, "agent wake-up not sent; agents learn at their next heartbeat")
+
+    wait = agent_client("-").post("/api/v1/agent/nodes/wait", {"nodes": [{"name": "gpu-01", "token": token}]},
+                                  format="json")
+    assert wait.status_code == 503 and wait.json()["code"] == "wake_unavailable"
+    assert wait["Retry-After"] == "2"
