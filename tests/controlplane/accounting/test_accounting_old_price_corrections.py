@@ -17,22 +17,25 @@ of hour retention too: day rows only); 3 November keeps its minutes.
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.conf import settings as django_settings
 from django.db import connection
 from django.db.models import Sum
-from django.test.utils import CaptureQueriesContext
+from django.test.utils import CaptureQueriesContext, override_settings
 
 from controlplane.celery import app
 from controlplane.choices import CapacityTier
-from controlplane.models import FleetRollup, GroupRollup, PriceRate, QuotaRollup, UsageRollup
+from controlplane.models import FleetRollup, GpuType, GroupRollup, PriceRate, QuotaRollup, UsageRollup
 from controlplane.services import accounting
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100, hold, minutes, node, report, running_job
+from tests.controlplane.built_once import Shared, built_once
 
 pytestmark = pytest.mark.django_db
 FINANCE = Access(is_admin=False, is_finance=True, team_ids=frozenset())
@@ -51,12 +54,20 @@ def committed(monkeypatch: pytest.MonkeyPatch, django_capture_on_commit_callback
     return lambda: django_capture_on_commit_callbacks(execute=True)
 
 
+def retention(qm: dict[str, Any], hour_retention_days: float) -> dict[str, Any]:
+    return {**qm, "RAW_SAMPLE_RETENTION_DAYS": 1, "HOUR_ROLLUP_RETENTION_DAYS": hour_retention_days}
+
+
 def build(settings: Any, *, hour_retention_days: float = 400, extra_rates: tuple[tuple[str, datetime], ...] = (),
           on_demand: str | None = None) -> Any:
     """The fleet above, rolled up and past retention. `extra_rates`: reserved rates known
     while the rollups ran (their minutes were split at their starts); `on_demand`: an on-demand
-    H100 rate since January (no node is on demand)."""
-    settings.QM = {**settings.QM, "RAW_SAMPLE_RETENTION_DAYS": 1, "HOUR_ROLLUP_RETENTION_DAYS": hour_retention_days}
+    H100 rate since January (no node is on demand). Without them: the `rolled_fleet` fixture's."""
+    settings.QM = retention(settings.QM, hour_retention_days)
+    return _build(hour_retention_days, extra_rates, on_demand)
+
+
+def _build(hour_retention_days: float, extra_rates: tuple[tuple[str, datetime], ...], on_demand: str | None) -> Any:
     gpu = h100("2.5000")
     for usd, since in extra_rates:
         f.make_price_rate(gpu, usd, tier=CapacityTier.RESERVED, effective_from=since)
@@ -148,50 +159,6 @@ def warnings_of(caplog: pytest.LogCaptureFixture) -> list[dict[str, Any]]:
             if isinstance(r.msg, dict) and r.levelno >= logging.WARNING and "rate_changes_at" in r.msg]
 
 
-def test_the_figures_before_any_correction(settings: Any) -> None:
-    build(settings)
-    assert day(NOV2) == money("30.00", "280.00", "250.00")
-    assert day(NOV3) == money("20.00", "480.00", "460.00")
-    assert_levels_agree()
-
-
-@pytest.mark.parametrize("run", [None, timedelta(hours=1)], ids=["runs-of-a-week", "runs-of-one-bucket"])
-def test_halving_last_months_rate_halves_the_hours_whose_minutes_are_gone(
-    settings: Any, committed: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
-    run: timedelta | None,
-) -> None:
-    """Before: 2 November kept $2.50 ($30.00, $280.00 …) and only 3 November was halved.
-    `run`: the longest range re-summed at once (a year back is re-summed a week at a time);
-    one bucket at a time gives the same rows."""
-    gpu = build(settings)
-    if run is not None:
-        monkeypatch.setattr(accounting, "MAX_RESUM_RUN", run)
-    hour_rows = {r.pk: r for r in UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV3)}
-    old_rows = sum(m.objects.filter(bucket=HOUR, start__lt=NOV3).count() for m in (UsageRollup, FleetRollup, QuotaRollup))
-    correction = rate(gpu)
-    correction.usd_per_gpu_hour = Decimal("1.2500")
-    with CaptureQueriesContext(connection) as queries, committed():
-        correction.save()
-    # bulk: one UPDATE per table and stretch of hours under one rate, never one per row
-    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "rollup" in q["sql"]]
-    assert old_rows == 31 and len(updates) <= 10, updates
-    assert day(NOV2) == money("15.00", "140.00", "125.00")
-    assert figures(NOV2 + timedelta(hours=9), NOV2 + timedelta(hours=14)) == money("15.00", "40.00", "25.00")
-    assert day(NOV3) == money("10.00", "240.00", "230.00")
-    # each hour row: its GPU-seconds at the new rate; exactly half of what it was
-    for row in UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV3):
-        assert row.cost_usd == at(row.allocated_gpu_seconds, "1.25")
-        assert (row.cost_usd * 2).quantize(CENT) == hour_rows[row.pk].cost_usd.quantize(CENT)
-    for row in FleetRollup.objects.filter(bucket__in=[HOUR, DAY], start__lt=NOV3):
-        assert row.capacity_cost_usd == at(row.capacity_gpu_seconds, "1.25")
-    for row in QuotaRollup.objects.filter(bucket__in=[HOUR, DAY], start__lt=NOV3):
-        assert row.idle_cost_usd == at(row.idle_gpu_seconds, "1.25")
-    month = accounting.showback(accounting.month_window("2026-11", LATER), "team", FINANCE, LATER)
-    assert month.total.cost_usd.quantize(CENT) == Decimal("385.00")  # (280 + 480 + the half hour to 00:30, 10) / 2
-    assert_levels_agree()
-    assert warnings_of(caplog) == []
-
-
 def test_halving_the_rate_halves_days_whose_hours_are_gone_too(settings: Any, committed: Any) -> None:
     gpu = build(settings, hour_retention_days=1)
     correction = rate(gpu)
@@ -207,35 +174,6 @@ def test_halving_the_rate_halves_days_whose_hours_are_gone_too(settings: Any, co
     assert GroupRollup.objects.get(bucket=MONTH).cost_usd == UsageRollup.objects.filter(bucket=DAY).aggregate(
         c=Sum("cost_usd"))["c"]
     assert_levels_agree()
-
-
-def test_a_rate_starting_inside_an_hour_whose_minutes_are_gone_keeps_that_hours_price(
-    settings: Any, committed: Any, caplog: pytest.LogCaptureFixture
-) -> None:
-    """$3.10 from 2 November 11:30. The 11:00 hour cannot be split without its minutes: it keeps
-    $2.50, and the log says so; 12:00 onwards is at $3.10.
-      ml 2 Nov: 4 × 2.50 (10h) + 4 × 2.50 (11h, kept) + 4 × 3.10 (12h) = $32.40
-      capacity: 8 × 2.50 × 2 + 8 × 3.10 × 12 = $337.60
-      idle guarantee: 4 × 2.50 + 4 × 2.50 + 4 × 3.10 + 8 × 3.10 × 11 = $305.20"""
-    gpu = build(settings)
-    cut = NOV2 + timedelta(hours=11)
-    before = snapshot(cut, cut + timedelta(hours=1))
-    with committed():
-        f.make_price_rate(gpu, "3.1000", tier=CapacityTier.RESERVED, effective_from=cut + minutes(30))
-    assert snapshot(cut, cut + timedelta(hours=1)) == before
-    assert day(NOV2) == money("32.40", "337.60", "305.20")
-    assert day(NOV3) == money("24.80", "595.20", "570.40")
-    for row in UsageRollup.objects.filter(bucket=HOUR, start__gte=cut + timedelta(hours=1), start__lt=NOV3):
-        assert row.cost_usd == at(row.allocated_gpu_seconds, "3.10")
-    assert_levels_agree()
-    kept = warnings_of(caplog)
-    assert len(kept) == 1, kept
-    assert kept[0]["bucket"] == "hour"
-    assert kept[0]["start"] == "2026-11-02T11:00:00Z"
-    assert kept[0]["gpu_type"] == "H100-80GB"
-    assert kept[0]["capacity_tier"] == "reserved"
-    assert kept[0]["rate_changes_at"] == ["2026-11-02T11:30:00Z"]
-    assert set(kept[0]["tables"]) == {"UsageRollup", "FleetRollup", "QuotaRollup"}
 
 
 def test_a_rate_starting_inside_a_day_whose_hours_are_gone_keeps_that_days_price(
@@ -297,20 +235,6 @@ def test_a_bucket_the_change_does_not_reach_keeps_its_split_without_a_warning(
     assert_levels_agree()
 
 
-def test_time_moved_before_the_first_rate_costs_nothing(settings: Any, committed: Any) -> None:
-    """The only reserved rate now starts at 2 November 12:00: the hours before it are unpriced."""
-    gpu = build(settings)
-    moved = rate(gpu)
-    moved.effective_from = NOV2 + timedelta(hours=12)
-    with committed():
-        moved.save()
-    assert day(NOV2) == money("10.00", "240.00", "230.00")
-    assert UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV2 + timedelta(hours=12)).aggregate(
-        c=Sum("cost_usd"))["c"] == 0
-    assert day(NOV3) == money("20.00", "480.00", "460.00")
-    assert_levels_agree()
-
-
 def test_idle_guarantees_follow_the_reserved_rate_rule_in_old_hours(settings: Any, committed: Any) -> None:
     """The reserved rate removed: the reserved node's hours cost nothing (no rate of its tier),
     and an idle guarantee, reserved capacity, is priced at the on-demand rate ($4.00) instead."""
@@ -323,10 +247,143 @@ def test_idle_guarantees_follow_the_reserved_rate_rule_in_old_hours(settings: An
     assert_levels_agree()
 
 
-def test_a_change_within_the_minutes_kept_leaves_the_older_rows_alone(settings: Any, committed: Any,
+# The tests below on `rolled_fleet` (the build without extra rates, hour retention of 400 days) share one
+# build of it (tests/controlplane/built_once.py), so the tests building their own come first.
+SHARED = Shared()
+
+
+class _Warnings(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.kept: list[Any] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if isinstance(record.msg, dict) and "rate_changes_at" in record.msg:
+            self.kept.append(record.msg)
+
+
+@pytest.fixture(scope="module")
+def _fleet_once(django_db_setup: Any, django_db_blocker: Any) -> Iterator[int]:
+    """`build(settings)`'s fleet, rolled up once for the module's tests on it (two catch-ups over
+    38 hours of minutes took ~2.5 s a test, 6 under load). Its rollups keep their prices without
+    a warning, as each test's `caplog` saw when it built its own."""
+
+    def make() -> int:
+        warnings = _Warnings()
+        logging.getLogger().addHandler(warnings)
+        try:
+            with override_settings(QM=retention(django_settings.QM, 400)):
+                gpu = _build(400, (), None)
+        finally:
+            logging.getLogger().removeHandler(warnings)
+        assert warnings.kept == []
+        return int(gpu.pk)
+
+    yield from built_once(django_db_blocker, make, SHARED)
+
+
+@pytest.fixture(autouse=True)
+def _shared_rows_only_on_their_tests(request: pytest.FixtureRequest) -> None:
+    SHARED.only_for(request, "rolled_fleet")
+
+
+@pytest.fixture
+def rolled_fleet(_fleet_once: int, settings: Any) -> GpuType:
+    """`build(settings)`: the fleet above, rolled up and past retention (built once); its H100."""
+    settings.QM = retention(settings.QM, 400)
+    return GpuType.objects.get(pk=_fleet_once)
+
+
+def test_the_figures_before_any_correction(rolled_fleet: GpuType) -> None:
+    assert day(NOV2) == money("30.00", "280.00", "250.00")
+    assert day(NOV3) == money("20.00", "480.00", "460.00")
+    assert_levels_agree()
+
+
+@pytest.mark.parametrize("run", [None, timedelta(hours=1)], ids=["runs-of-a-week", "runs-of-one-bucket"])
+def test_halving_last_months_rate_halves_the_hours_whose_minutes_are_gone(
+    rolled_fleet: GpuType, committed: Any, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch,
+    run: timedelta | None,
+) -> None:
+    """Before: 2 November kept $2.50 ($30.00, $280.00 …) and only 3 November was halved.
+    `run`: the longest range re-summed at once (a year back is re-summed a week at a time);
+    one bucket at a time gives the same rows."""
+    gpu = rolled_fleet
+    if run is not None:
+        monkeypatch.setattr(accounting, "MAX_RESUM_RUN", run)
+    hour_rows = {r.pk: r for r in UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV3)}
+    old_rows = sum(m.objects.filter(bucket=HOUR, start__lt=NOV3).count() for m in (UsageRollup, FleetRollup, QuotaRollup))
+    correction = rate(gpu)
+    correction.usd_per_gpu_hour = Decimal("1.2500")
+    with CaptureQueriesContext(connection) as queries, committed():
+        correction.save()
+    # bulk: one UPDATE per table and stretch of hours under one rate, never one per row
+    updates = [q["sql"] for q in queries.captured_queries if q["sql"].startswith("UPDATE") and "rollup" in q["sql"]]
+    assert old_rows == 31 and len(updates) <= 10, updates
+    assert day(NOV2) == money("15.00", "140.00", "125.00")
+    assert figures(NOV2 + timedelta(hours=9), NOV2 + timedelta(hours=14)) == money("15.00", "40.00", "25.00")
+    assert day(NOV3) == money("10.00", "240.00", "230.00")
+    # each hour row: its GPU-seconds at the new rate; exactly half of what it was
+    for row in UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV3):
+        assert row.cost_usd == at(row.allocated_gpu_seconds, "1.25")
+        assert (row.cost_usd * 2).quantize(CENT) == hour_rows[row.pk].cost_usd.quantize(CENT)
+    for row in FleetRollup.objects.filter(bucket__in=[HOUR, DAY], start__lt=NOV3):
+        assert row.capacity_cost_usd == at(row.capacity_gpu_seconds, "1.25")
+    for row in QuotaRollup.objects.filter(bucket__in=[HOUR, DAY], start__lt=NOV3):
+        assert row.idle_cost_usd == at(row.idle_gpu_seconds, "1.25")
+    month = accounting.showback(accounting.month_window("2026-11", LATER), "team", FINANCE, LATER)
+    assert month.total.cost_usd.quantize(CENT) == Decimal("385.00")  # (280 + 480 + the half hour to 00:30, 10) / 2
+    assert_levels_agree()
+    assert warnings_of(caplog) == []
+
+
+def test_a_rate_starting_inside_an_hour_whose_minutes_are_gone_keeps_that_hours_price(
+    rolled_fleet: GpuType, committed: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """$3.10 from 2 November 11:30. The 11:00 hour cannot be split without its minutes: it keeps
+    $2.50, and the log says so; 12:00 onwards is at $3.10.
+      ml 2 Nov: 4 × 2.50 (10h) + 4 × 2.50 (11h, kept) + 4 × 3.10 (12h) = $32.40
+      capacity: 8 × 2.50 × 2 + 8 × 3.10 × 12 = $337.60
+      idle guarantee: 4 × 2.50 + 4 × 2.50 + 4 × 3.10 + 8 × 3.10 × 11 = $305.20"""
+    gpu = rolled_fleet
+    cut = NOV2 + timedelta(hours=11)
+    before = snapshot(cut, cut + timedelta(hours=1))
+    with committed():
+        f.make_price_rate(gpu, "3.1000", tier=CapacityTier.RESERVED, effective_from=cut + minutes(30))
+    assert snapshot(cut, cut + timedelta(hours=1)) == before
+    assert day(NOV2) == money("32.40", "337.60", "305.20")
+    assert day(NOV3) == money("24.80", "595.20", "570.40")
+    for row in UsageRollup.objects.filter(bucket=HOUR, start__gte=cut + timedelta(hours=1), start__lt=NOV3):
+        assert row.cost_usd == at(row.allocated_gpu_seconds, "3.10")
+    assert_levels_agree()
+    kept = warnings_of(caplog)
+    assert len(kept) == 1, kept
+    assert kept[0]["bucket"] == "hour"
+    assert kept[0]["start"] == "2026-11-02T11:00:00Z"
+    assert kept[0]["gpu_type"] == "H100-80GB"
+    assert kept[0]["capacity_tier"] == "reserved"
+    assert kept[0]["rate_changes_at"] == ["2026-11-02T11:30:00Z"]
+    assert set(kept[0]["tables"]) == {"UsageRollup", "FleetRollup", "QuotaRollup"}
+
+
+def test_time_moved_before_the_first_rate_costs_nothing(rolled_fleet: GpuType, committed: Any) -> None:
+    """The only reserved rate now starts at 2 November 12:00: the hours before it are unpriced."""
+    gpu = rolled_fleet
+    moved = rate(gpu)
+    moved.effective_from = NOV2 + timedelta(hours=12)
+    with committed():
+        moved.save()
+    assert day(NOV2) == money("10.00", "240.00", "230.00")
+    assert UsageRollup.objects.filter(bucket=HOUR, start__lt=NOV2 + timedelta(hours=12)).aggregate(
+        c=Sum("cost_usd"))["c"] == 0
+    assert day(NOV3) == money("20.00", "480.00", "460.00")
+    assert_levels_agree()
+
+
+def test_a_change_within_the_minutes_kept_leaves_the_older_rows_alone(rolled_fleet: GpuType, committed: Any,
                                                                      caplog: pytest.LogCaptureFixture) -> None:
     """$3.10 from 3 November 12:00: 2 November is untouched, 3 November's afternoon repriced."""
-    gpu = build(settings)
+    gpu = rolled_fleet
     before = snapshot(NOV2, NOV3)
     with committed():
         f.make_price_rate(gpu, "3.1000", tier=CapacityTier.RESERVED, effective_from=NOV3 + timedelta(hours=12))
@@ -336,8 +393,7 @@ def test_a_change_within_the_minutes_kept_leaves_the_older_rows_alone(settings: 
     assert warnings_of(caplog) == []
 
 
-def test_another_gpu_types_rate_leaves_old_rows_alone(settings: Any, committed: Any) -> None:
-    build(settings)
+def test_another_gpu_types_rate_leaves_old_rows_alone(rolled_fleet: GpuType, committed: Any) -> None:
     a100 = f.make_gpu_type("A100-40GB", 40)
     before = snapshot(NOV2, LATER)
     with committed():
