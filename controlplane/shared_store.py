@@ -2,7 +2,11 @@
 deployment has it (REDIS_URL), else Django's cache (the embedded demo's single process). The
 what-if replays keep their progress and results here, the teams page its days of bins, the job
 page its queue order, and the job page and the API's explain the fleet's ETA record
-(services/eta_record.py `fleet_record`)."""
+(services/eta_record.py `fleet_record`).
+
+Its users cache what they can compute again, so while Redis is away a read is a miss and a write
+is skipped (logged): the pages go on, computing afresh. `add` and `delete` are not so forgiving:
+the what-if replays take a lock with them, which cannot be faked, so they raise."""
 
 from __future__ import annotations
 
@@ -11,8 +15,17 @@ import pickle
 from collections.abc import Sequence
 from typing import Any
 
+import structlog
 from django.conf import settings
 from django.core.cache import cache
+
+log = structlog.get_logger(__name__)
+
+
+def _redis_errors() -> tuple[type[BaseException], ...]:
+    import redis
+
+    return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
 
 
 class Store:
@@ -26,22 +39,36 @@ class Store:
             self.redis = redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2.0, socket_connect_timeout=2.0)
 
     def get(self, key: str) -> Any:
+        """The value, or None when absent (or Redis is away: a miss)."""
         if self.redis is None:
             return cache.get(key)
-        raw = self.redis.get(key)
+        try:
+            raw = self.redis.get(key)
+        except _redis_errors() as error:
+            log.warning("shared store unreachable; read as a miss", key=key, error=str(error))
+            return None
         return None if raw is None else pickle.loads(raw)
 
     def get_many(self, keys: Sequence[str]) -> dict[str, Any]:
-        """The keys that are present, with their values (one round trip)."""
+        """The keys that are present, with their values (one round trip; none while Redis is away)."""
         if self.redis is None:
             return dict(cache.get_many(keys))
-        return {key: pickle.loads(raw) for key, raw in zip(keys, self.redis.mget(keys), strict=True) if raw is not None}
+        try:
+            raws = self.redis.mget(keys)
+        except _redis_errors() as error:
+            log.warning("shared store unreachable; read as a miss", keys=len(keys), error=str(error))
+            return {}
+        return {key: pickle.loads(raw) for key, raw in zip(keys, raws, strict=True) if raw is not None}
 
     def set(self, key: str, value: Any, ttl: int) -> None:
+        """Keep `value` for `ttl` seconds (not kept while Redis is away)."""
         if self.redis is None:
             cache.set(key, value, ttl)
-        else:
+            return
+        try:
             self.redis.set(key, pickle.dumps(value), ex=ttl)
+        except _redis_errors() as error:
+            log.warning("shared store unreachable; not kept", key=key, error=str(error))
 
     def add(self, key: str, value: Any, ttl: int) -> bool:
         if self.redis is None:
