@@ -585,7 +585,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
     preempted, requeued, stopped_for = _last_preemption(api, job) if not stopping else ("", "", "")
     # A requeue someone asked for (qm requeue) is no preemption: its notice says who asked and why;
     # nor is a resize.
-    asked = stopped_for in ("Requeued", "RequeuedHeld") or preempted.split(": ", 1)[-1].startswith("Requeued by ")
+    asked = stopped_for in ("Requeued", "RequeuedHeld")
     signal_label = "requeue asked" if asked else "last resized" if stopped_for == "Resized" else "last preempted"
     preemptions = str(job["preemption_count"])
     other = job.get("requeue_count", job["preemption_count"]) - job["preemption_count"]

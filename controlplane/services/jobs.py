@@ -772,12 +772,6 @@ def judge(user: AbstractBaseUser, req: SubmitRequest, *, shape_known: bool = Tru
     return _judge(user, req, lock=False, shape_known=shape_known)[3]
 
 
-def refusals(user: AbstractBaseUser, req: SubmitRequest, *, shape_known: bool = True) -> dict[str, str]:
-    """What a submit of `req` by `user` would be refused for, each problem under its field
-    (none: it would be accepted): `judge`'s problems. Writes nothing, locks nothing."""
-    return judge(user, req, shape_known=shape_known).errors
-
-
 def _submit(
     user: AbstractBaseUser, req: SubmitRequest, idempotency_key: str | None, fingerprint: str, now: datetime | None,
 ) -> Submitted:
