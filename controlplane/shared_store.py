@@ -5,8 +5,9 @@ page its queue order, and the job page and the API's explain the fleet's ETA rec
 (services/eta_record.py `fleet_record`).
 
 Its users cache what they can compute again, so while Redis is away a read is a miss and a write
-is skipped (logged): the pages go on, computing afresh. `add` and `delete` are not so forgiving:
-the what-if replays take a lock with them, which cannot be faked, so they raise."""
+is skipped (logged): the pages go on, computing afresh. `add` is not so forgiving: the what-if
+replays take a lock with it, which cannot be faked, so it raises StoreUnreachable, which the page
+turns into a 503 that says so. `delete` releases that lock, which expires on its own: it logs."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ def _redis_errors() -> tuple[type[BaseException], ...]:
     import redis
 
     return (redis.exceptions.ConnectionError, redis.exceptions.TimeoutError)
+
+
+class StoreUnreachable(Exception):
+    """Redis did not answer an operation that cannot be skipped (taking a lock)."""
+
+    def __init__(self, key: str, error: BaseException) -> None:
+        super().__init__(f"the shared store (Redis) is unreachable, so {key!r} could not be taken: {error}")
+        self.key = key
 
 
 class Store:
@@ -71,15 +80,23 @@ class Store:
             log.warning("shared store unreachable; not kept", key=key, error=str(error))
 
     def add(self, key: str, value: Any, ttl: int) -> bool:
+        """Keep `value` unless `key` is present: True when kept (StoreUnreachable while Redis is away)."""
         if self.redis is None:
             return bool(cache.add(key, value, ttl))
-        return bool(self.redis.set(key, pickle.dumps(value), ex=ttl, nx=True))
+        try:
+            return bool(self.redis.set(key, pickle.dumps(value), ex=ttl, nx=True))
+        except _redis_errors() as error:
+            raise StoreUnreachable(key, error) from error
 
     def delete(self, key: str) -> None:
+        """Forget `key` (while Redis is away it stays until its time-to-live ends)."""
         if self.redis is None:
             cache.delete(key)
-        else:
+            return
+        try:
             self.redis.delete(key)
+        except _redis_errors() as error:
+            log.warning("shared store unreachable; not forgotten", key=key, error=str(error))
 
     def delete_prefix(self, prefix: str) -> None:
         """Forget every key under `prefix` (Redis; on Django's cache, the whole cache)."""

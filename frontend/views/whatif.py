@@ -16,6 +16,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from controlplane.services.snapshot import scheduler_config
+from controlplane.shared_store import StoreUnreachable
 from frontend import figures, whatif
 from frontend.replay_worker import Replay
 
@@ -144,7 +145,12 @@ def what_if(request: HttpRequest) -> HttpResponse:
         except whatif.ReplayRefused as exc:
             context["error"] = str(exc)
         else:
-            state, _ = whatif.start(replay_request)
+            try:
+                state, _ = whatif.start(replay_request)
+            except StoreUnreachable as exc:  # no lock, no replay: say so rather than start one blind
+                context["error"] = (f"The replay did not start: {exc}. The what-if replays keep their lock "
+                                    "and progress there; try again once Redis is back.")
+                return render(request, "frontend/what_if.html", context, status=503)
             context.update(result_context(state), asked=True)
             if state["state"] in ("running", "busy"):
                 context["live_url"] = reverse("frontend:what-if-json") + "?" + urlencode({"key": replay_request.key})

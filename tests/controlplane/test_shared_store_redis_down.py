@@ -17,7 +17,7 @@ import pytest
 import redis
 from django.test import Client
 
-from controlplane.shared_store import Store, shared_store
+from controlplane.shared_store import Store, StoreUnreachable, shared_store
 from tests.controlplane import factories as f
 from tests.controlplane.loop import chaos_cluster
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job, register_node
@@ -44,11 +44,14 @@ def test_reads_are_misses_and_writes_are_skipped_but_a_lock_is_never_faked(
     store.set("k", {"a": 1}, 60)  # not kept, no error
     assert store.get("k") is None
     assert store.get_many(["k", "j"]) == {}
-    with pytest.raises(redis.exceptions.ConnectionError):
+    with pytest.raises(StoreUnreachable, match="'lock' could not be taken") as refused:
         store.add("lock", "me", 60)  # the what-if replays' lock: refusing is the only honest answer
+    assert isinstance(refused.value.__cause__, redis.exceptions.ConnectionError)
+    store.delete("lock")  # releasing a lock Redis keeps anyway until its time-to-live: logged, not raised
     events = [r.msg.get("event") for r in caplog.records if isinstance(r.msg, dict)]
     assert events.count("shared store unreachable; read as a miss") == 2
     assert events.count("shared store unreachable; not kept") == 1
+    assert events.count("shared store unreachable; not forgotten") == 1
 
 
 def test_a_jobs_page_and_the_teams_page_are_served_without_redis(redis_away: None) -> None:

@@ -4,6 +4,7 @@ page follows the replay to its comparison."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import time
 from datetime import timedelta
 
@@ -18,6 +19,7 @@ from controlplane.services.snapshot import scheduler_config
 from frontend import whatif
 from frontend.replay_worker import run as run_replay
 from frontend.views.whatif import result_context
+from tests.controlplane.loop import chaos_cluster
 
 pytestmark = pytest.mark.django_db
 
@@ -284,3 +286,17 @@ def test_the_replay_knows_a_window_only_from_when_it_was_created(demo, submit_as
     for _, run in run_replay(known.work).runs:
         assert run["wait_max_min"] == pytest.approx(120.0)
         assert run["maintenance_overrun_jobs"] == 0
+
+
+@pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs the Redis `make test` starts")
+def test_a_replay_asked_for_while_redis_is_away_is_a_503_that_says_so(client_for, submit_as, settings):
+    submit_as("alice")
+    client = client_for("alice")
+    settings.REDIS_URL = f"redis://127.0.0.1:{chaos_cluster.free_port()}/0"  # nobody listens there
+    page = client.get("/what-if/?run=1&days=1&placement=spread&backfill=on&preemption=on")
+    assert page.status_code == 503
+    error = page.context["error"]
+    assert "The replay did not start" in error and "Redis" in error and "is unreachable" in error
+    assert "live_url" not in page.context  # nothing to follow: no replay was started
+    settings.REDIS_URL = os.environ["REDIS_URL"]
+    assert whatif.Store().get(whatif.LOCK_KEY) is None  # and no lock was left behind
