@@ -5,7 +5,7 @@
 # database (tests/xdist_isolation.py). Three on two cores: about half the suite's time is spent
 # waiting on live servers, agents, browsers and subprocesses (11:39 against 15:23 on two workers).
 # Files go out in collected order, the longest first (tests/xdist_order.py), not xdist's default
-# (most tests first), which handed the longest file, the schema fuzz (4 tests, 8 min under load), out late.
+# (most tests first), which handed the longest file, the schema fuzz (then 8 min under load), out late.
 # Then the chaos tests alone, since they restart the PostgreSQL and Redis the workers share.
 # With arguments: one pytest process with exactly those.
 set -uo pipefail
