@@ -3,7 +3,8 @@
 # With no pytest arguments: every test but the chaos ones on three workers (pytest-xdist; a file's
 # tests stay on one worker: --dist loadfile), each with its own PostgreSQL test database and Redis
 # database (tests/xdist_isolation.py). Three on two cores: about half the suite's time is spent
-# waiting on live servers, agents, browsers and subprocesses (11:39 against 15:23 on two workers).
+# waiting on live servers, agents, browsers and subprocesses (11:39 against 15:23 on two workers;
+# four were slower again: 15:54 against 14:50 on three, side by side on 3 Dec).
 # Files go out in collected order, the longest first (tests/xdist_order.py), not xdist's default
 # (most tests first), which handed the longest file, the schema fuzz (then 8 min under load), out late.
 # Then the chaos tests alone, since they restart the PostgreSQL and Redis the workers share.
@@ -11,6 +12,11 @@
 set -uo pipefail
 py=$1
 shift
+# Bytecode is written (to the ignored __pycache__ directories) even where the environment asks
+# Python not to: without it every worker recompiled and assertion-rewrote all 475 test modules to
+# collect them (24 s each, 5 s with the cache), and every subprocess a test starts (servers, agents,
+# Celery workers, `qm`) compiled the product afresh.
+unset PYTHONDONTWRITEBYTECODE
 if (($#)); then
   exec "$py" -m pytest "$@"
 fi
