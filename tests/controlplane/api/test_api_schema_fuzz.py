@@ -30,6 +30,7 @@ from tests.controlplane import factories as f
 pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 MAX_EXAMPLES = 20
+ROLES = ("owner", "other_team", "finance", "admin")
 CHECKS = [
     getattr(schemathesis.checks, name)
     for name in (
@@ -55,9 +56,6 @@ def keep_test_connection() -> Any:
     yield
     request_started.connect(close_old_connections)
     request_finished.connect(close_old_connections)
-
-
-ROLES = ("owner", "other_team", "finance", "admin")
 
 
 def _fuzz_operation(operation: Any, headers_by_role: dict[str, dict[str, str]]) -> None:
