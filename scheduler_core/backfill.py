@@ -483,6 +483,11 @@ class ReleaseTimeline:
 
         return fits
 
+    def free_in(self, classes: tuple[int, ...], at: float) -> int:
+        """Free GPUs of ``classes`` at time ``at`` (by runtime limits)."""
+        frame = bisect_right(self.times, at) - 1
+        return sum(self.free[c][frame] for c in classes)
+
     def free_at(self, node: int, frame: int) -> int:
         """Free GPUs of ``node`` at ``frame``."""
         if self._per_node is None:

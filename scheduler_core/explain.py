@@ -328,6 +328,9 @@ class _Explainer:
         self.quota_etas_ahead: dict[tuple[str, str, int, int, float], float | None] = {}
         # the words per GPU type of jobs over their quota on several (see _word_types)
         self.typed: dict[tuple[object, ...], _Worded] = {}
+        # Per class set: the runs (GPUs, start, end) told so far in the queue to jobs that only
+        # maintenance keeps waiting, which the later such jobs must leave room for.
+        self.after_windows: dict[tuple[int, ...], list[tuple[int, float, float]]] = {}
         self.default_runtime = ctx.config.default_runtime_estimate_s
 
     def _timeline(self) -> ReleaseTimeline:
@@ -513,6 +516,8 @@ class _Explainer:
         if line is not None:
             eta = self._drain(spec, line, drains, fits_now, adds and spec.id not in self.promised,
                               demand_gpus, eta)
+        elif code is ReasonCode.MAINTENANCE_WINDOW and eta is not None and spec.id not in self.promised:
+            eta, estimated = self._after_windows(spec, w, eta, estimated)
         if quota_type is not None and quota_at is not None and (spec.team, quota_type) in self.quota_ahead:
             eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated)
         head_quota = self.head_quota
@@ -613,6 +618,31 @@ class _Explainer:
             for c, share in spread:
                 ahead[c] += work * share
         return eta
+
+    def _after_windows(self, spec: JobSpec, w: _Worded, eta: float, estimated: bool
+                       ) -> tuple[float, bool]:
+        """A job that only maintenance keeps waiting starts when its nodes reopen (or when GPUs
+        clear of the windows free up elsewhere), but the jobs ahead of it that wait on the same
+        classes for the same reason take theirs first: it starts at the first of its own time
+        and their ends where the classes' free GPUs, less those the jobs ahead hold during its
+        run, leave it room. (The drain line's work is not enough here: the GPUs free before
+        the window are no use to a run that would overlap it, and two such jobs were told the
+        same start for the one node they both need.) Its own run then counts for the jobs
+        behind it."""
+        runs = self.after_windows.setdefault(w.classes, [])
+        runtime = spec.runtime_limit_s or self.default_runtime
+        start = eta
+        if runs:
+            timeline = self._timeline()
+            candidates = sorted({eta, *(end for _, _, end in runs if end > eta)})
+            start = candidates[-1]
+            for t in candidates:
+                held = sum(gpus for gpus, begins, ends in runs if begins < t + runtime and ends > t)
+                if timeline.free_in(w.classes, t) - held >= w.demand_gpus:
+                    start = t
+                    break
+        runs.append((w.demand_gpus, start, start + runtime))
+        return start, estimated or start > eta
 
     def _behind_own_jobs(self, spec: JobSpec, w: _Worded, eta: float | None, message: str,
                          estimated: bool) -> tuple[float | None, str, bool]:

@@ -383,3 +383,27 @@ def test_maintenance_window_eta_of_a_job_of_two_gpu_types_counts_its_other_type(
     assert later.code is ReasonCode.MAINTENANCE_WINDOW
     assert later.eta == 10 * HOUR
     assert "Estimated start" not in later.message
+
+
+def test_maintenance_window_jobs_waiting_for_the_same_window_are_told_starts_one_after_another():
+    # n0 goes into maintenance at t=3600 until t=7200; each job fits now but runs 2 h. The
+    # first starts when the window ends; the second needs the same 8 GPUs, so only after
+    # the first has run (both were told t=7200)
+    plan = (one_node_with_window()
+            .pending(make_job("first").gpus(8).limit(2 * HOUR).submitted(0),
+                     make_job("second").gpus(8).limit(2 * HOUR).submitted(1))
+            .plan(SchedulerConfig(backfill=False)))
+    assert why(plan, "first").eta == 2 * HOUR
+    w = why(plan, "second")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.eta == 4 * HOUR
+    assert "Estimated start t=14400: the capable GPUs first run the jobs ahead of it" in w.message
+
+
+def test_maintenance_window_jobs_that_fit_side_by_side_after_it_are_told_the_same_start():
+    plan = (one_node_with_window()
+            .pending(make_job("first").gpus(4).limit(2 * HOUR).submitted(0),
+                     make_job("second").gpus(4).limit(2 * HOUR).submitted(1),
+                     make_job("third").gpus(4).limit(2 * HOUR).submitted(2))
+            .plan(SchedulerConfig(backfill=False)))
+    assert [why(plan, j).eta for j in ("first", "second", "third")] == [2 * HOUR, 2 * HOUR, 4 * HOUR]
