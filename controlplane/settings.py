@@ -191,10 +191,13 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
-# A worker that cannot reach Redis keeps trying, however long (waits growing by 2 s to 30 s):
+# A worker that cannot reach Redis keeps trying, however long (every QM_BROKER_RETRY_S):
 # Celery's default gives up after 100 attempts (~47 min) and the worker exits with status 0,
 # leaving no loop, no reconcile and nothing to restart it (docs/operations.md, Redis goes away).
 CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# Every worker's consumer gives up the scheduler's lead when it loses the broker, and tries to
+# reconnect every QM_BROKER_RETRY_S rather than after growing waits (controlplane/broker_consumer.py).
+CELERY_WORKER_CONSUMER = "controlplane.broker_consumer:Consumer"
 
 # --- Scheduling loop -----------------------------------------------------------------------
 QM = {
@@ -203,6 +206,8 @@ QM = {
     "CYCLE_DEBOUNCE_S": _env_float("QM_CYCLE_DEBOUNCE_S", "0.5", above=False),
     # The leader lease: a cycle commits only while its epoch is the current one.
     "LEADER_LEASE_S": _env_float("QM_LEADER_LEASE_S", "15"),
+    # How often a worker that lost the broker tries to reconnect (controlplane/broker_consumer.py).
+    "BROKER_RETRY_S": _env_float("QM_BROKER_RETRY_S", "1"),
     # A node that misses heartbeats for SUSPECT_AFTER_S is suspect; after its agent lease
     # (AGENT_LEASE_S) expires, its allocations are fenced.
     "AGENT_LEASE_S": _env_float("QM_AGENT_LEASE_S", "20"),

@@ -116,6 +116,18 @@ def release_lease(holder: str, now: datetime | None = None) -> bool:
     return bool(released)
 
 
+def release_worker_lease(nodename: str, now: datetime | None = None) -> bool:
+    """:func:`release_lease` for whichever process of the Celery worker ``nodename`` leads (its
+    pool's process with ``-c 1``, the worker itself with ``-P solo``): the worker lost its broker
+    (controlplane/broker_consumer.py). False when none of them led."""
+    now = now or timezone.now()
+    released = SchedulerLease.objects.filter(name=LEASE_NAME, holder__startswith=f"{nodename}/",
+                                             expires_at__gt=now).update(expires_at=now)
+    if released:
+        log.info("leader released the lease", holder=nodename)
+    return bool(released)
+
+
 def locked_lease_if_current(epoch: int, holder: str) -> SchedulerLease:
     """Inside a transaction: lock the lease row and prove we still lead, or raise Deposed."""
     lease = SchedulerLease.objects.select_for_update().get(name=LEASE_NAME)

@@ -1,7 +1,8 @@
 """A worker outlives a long Redis outage: it keeps trying to reach the broker, however long.
 
 Celery gives up after `broker_connection_max_retries` attempts (100 by default, its waits
-growing by 2 s to 30 s: ~47 min) and then the worker exits, with status 0, so not even a
+growing by 2 s to 30 s: ~47 min; with our consumer's 1-s waits, controlplane/broker_consumer.py,
+it would be under 2 min) and then the worker exits, with status 0, so not even a
 `restart: on-failure` policy starts it again. Until 2 Dec that was the loop's fate after a
 Redis outage of ~47 min: every worker gone, no cycle, no reconcile (no node fenced), until an
 operator restarted them. The waits are shortened here (the real app and its settings, only

@@ -32,6 +32,7 @@ def _start(**values: str) -> subprocess.CompletedProcess[str]:
     ("QM_AGENT_LEASE_S", "0", "QM_AGENT_LEASE_S must be a number > 0, got '0'"),
     ("QM_SUSPECT_AFTER_S", "-8", "QM_SUSPECT_AFTER_S must be a number > 0, got '-8'"),
     ("QM_LEADER_LEASE_S", "nan", "QM_LEADER_LEASE_S must be a number > 0, got 'nan'"),
+    ("QM_BROKER_RETRY_S", "0", "QM_BROKER_RETRY_S must be a number > 0, got '0'"),
     ("QM_CYCLE_DEBOUNCE_S", "-1", "QM_CYCLE_DEBOUNCE_S must be a number >= 0, got '-1'"),
     ("QM_MAX_PLACEMENTS_PER_CYCLE", "0", "QM_MAX_PLACEMENTS_PER_CYCLE must be a whole number >= 1, got '0'"),
     ("QM_WEBHOOK_MAX_ATTEMPTS", "2.5", "QM_WEBHOOK_MAX_ATTEMPTS must be a whole number >= 1, got '2.5'"),

@@ -274,3 +274,54 @@ def test_once_the_broker_is_back_beat_sends_the_ticks_and_a_worker_leads_and_cov
     assert text.count(BACK) == 1, text[-4000:]
     assert "leader released the lease" in text  # beat handed the lead back rather than let it run out
     assert "loop task in beat failed" not in text and "loop tick not sent" not in text, text[-4000:]
+
+
+def test_a_worker_that_loses_the_broker_gives_up_the_lead_and_reconnects_every_second(
+        tmp_path: Path, relay: _Relay, capsys: pytest.CaptureFixture[str]) -> None:
+    # A leader lease of 60 s: beat leading within seconds of the outage is the worker's release,
+    # not the lease running out. (Until 3 Dec the loop stopped for the lease's length, and the
+    # worker came back up to 30 s after the broker did: its waits grew by 2 s per attempt.)
+    fleet = build_loop_fleet()
+    node, _ = register_node("lost-broker-node")
+    Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=timezone.now() + timedelta(hours=1),
+                                           last_heartbeat_at=timezone.now())
+    env = {**_env(urlunsplit(urlsplit(os.environ["REDIS_URL"])._replace(netloc=f"127.0.0.1:{relay.port}"))),
+           "QM_LEADER_LEASE_S": "60"}
+    name = f"lost-{os.getpid()}"
+    worker_log = tmp_path / "worker.log"
+    relay.start()
+    worker = _start([str(chaos_cluster.BIN / "celery"), "-A", "controlplane", "worker", "-Q", "qm.loop", "-P", "solo",
+                     "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
+                    env, worker_log)
+    log = tmp_path / "beat.log"
+    beat = _start([str(chaos_cluster.BIN / "celery"), "-A", "controlplane", "beat", "-s", str(tmp_path / "schedule"),
+                   "--pidfile=", "-l", "INFO"], env, log)
+    try:
+        _wait_for("the worker leading", lambda: (lease := _lease()) is not None and lease.holder.startswith(name + "@"),
+                  60, log, worker_log)
+        worker_epoch = _lease().epoch  # type: ignore[union-attr]
+
+        relay.close()  # the broker goes away for both
+        gone_s = _wait_for("beat leading", lambda: (lease := _lease()) is not None and lease.holder.startswith("beat:"),
+                           30, log, worker_log)
+        assert _lease().epoch == worker_epoch + 1  # type: ignore[union-attr]
+        during = make_job(fleet, name="during", gpus=1)
+        _wait_for("beat binding during the outage", lambda: _bound_by(during), 30, log, worker_log)
+        time.sleep(8)  # long enough for Celery's own waits to have grown (2 + 4 s, then 6 s)
+
+        relay.start()
+        back_s = _wait_for("the worker leading again",
+                           lambda: (lease := _lease()) is not None and lease.holder.startswith(name + "@"),
+                           30, log, worker_log)
+        assert _lease().epoch == worker_epoch + 2  # type: ignore[union-attr]
+        assert worker.poll() is None and beat.poll() is None
+    finally:
+        _stop(beat)
+        _stop(worker)
+    with capsys.disabled():
+        print(f"\nworker lost the broker: beat led {gone_s:.1f} s after (lease {env['QM_LEADER_LEASE_S']} s); "
+              f"broker back: the worker led again {back_s:.1f} s after")
+    assert gone_s < 10, gone_s
+    assert back_s < 6, back_s
+    text = worker_log.read_text(errors="replace")
+    assert text.count("broker connection lost: gave up the scheduler's lead") == 1, text[-4000:]
