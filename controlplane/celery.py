@@ -7,14 +7,17 @@ import logging.config
 import os
 from typing import Any
 
+import structlog
 from celery import Celery
-from celery.signals import celeryd_init, setup_logging
+from celery.signals import beat_init, celeryd_init, setup_logging, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
 app = Celery("controlplane", include=["controlplane.tasks_accounting", "frontend.tasks"])
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks(["controlplane"])
+
+log = structlog.get_logger(__name__)
 
 
 @setup_logging.connect
@@ -38,3 +41,24 @@ def _structured_logs(loglevel: int | str | None = None, **kwargs: Any) -> None:
 def _structured_logs_from_the_start(options: dict[str, Any] | None = None, **kwargs: Any) -> None:
     """A worker warns (running as root, say) before it sets up its logging: set it up first."""
     _structured_logs(loglevel=(options or {}).get("loglevel"))
+
+
+@worker_ready.connect
+def _say_what_this_worker_serves(sender: Any = None, **kwargs: Any) -> None:
+    """The facts of Celery's start banner as one log line. The banner itself is text on standard
+    output, outside the logs; `celery -A controlplane --quiet worker` (as docker-compose starts
+    the workers) drops it."""
+    controller, worker_app = sender.controller, sender.app
+    pool = controller.pool_cls if isinstance(controller.pool_cls, str) else controller.pool_cls.__module__
+    log.info("worker started", worker=sender.hostname, broker=worker_app.connection().as_uri(),
+             pool=pool.rsplit(".", 1)[-1], concurrency=controller.concurrency,
+             queues=sorted(worker_app.amqp.queues.consume_from))
+
+
+@beat_init.connect
+def _say_what_beat_runs(sender: Any = None, **kwargs: Any) -> None:
+    """Beat's start banner as one log line (see above; `--quiet` drops the banner)."""
+    scheduler = sender.scheduler
+    log.info("beat started", broker=sender.app.connection().as_uri(),
+             scheduler=f"{type(scheduler).__module__}.{type(scheduler).__qualname__}",
+             entries=sorted(scheduler.schedule), max_interval_s=sender.max_interval)

@@ -91,9 +91,10 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
 
 def test_a_loop_worker_and_beat_log_one_json_object_per_line(start: Callable[..., tuple[Path, Path]]) -> None:
     name = f"logtest-{os.getpid()}@%h"
-    _, worker_err = start("worker", "worker", "-Q", "qm.loop", "-P", "solo", "-n", name, "--without-gossip",
-                          "--without-mingle", "--without-heartbeat", "--loglevel", "INFO")
-    _, beat_err = start("beat", "beat", "--loglevel", "INFO", "--schedule", "beat-schedule")
+    # started as docker-compose starts them: --quiet, so Celery prints no start banner (text)
+    worker_out, worker_err = start("worker", "--quiet", "worker", "-Q", "qm.loop", "-P", "solo", "-n", name,
+                                   "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO")
+    beat_out, beat_err = start("beat", "--quiet", "beat", "--loglevel", "INFO", "--schedule", "beat-schedule")
     _until(worker_err, "ready.", 30, "the worker's ready line")
     tasks.tick.apply_async(queue="qm.loop", expires=30)  # as beat would, without waiting for its tick
     _until(worker_err, "leader elected", 30, "the leader's election")
@@ -108,3 +109,12 @@ def test_a_loop_worker_and_beat_log_one_json_object_per_line(start: Callable[...
     assert any("qm.tick" in r["event"] and "succeeded" in r["event"] for r in worker), worker
     beat = _json_lines(beat_err)
     assert any("Sending due task" in r["event"] for r in beat), beat
+    # The banner's facts are log lines instead; standard output stays empty.
+    [started] = [r for r in worker if r["event"] == "worker started"]
+    assert started["worker"].startswith(f"logtest-{os.getpid()}@") and started["pool"] == "solo"
+    assert "qm.loop" in started["queues"] and f"qm.worker.{started['worker']}" in started["queues"], started
+    assert started["broker"].startswith("redis://"), started
+    [beat_started] = [r for r in beat if r["event"] == "beat started"]
+    assert beat_started["scheduler"] == "controlplane.beat.LoopScheduler", beat_started
+    assert "accounting-rollup" in beat_started["entries"], beat_started
+    assert worker_out.read_text() == "" and beat_out.read_text() == "", (worker_out.read_text(), beat_out.read_text())

@@ -47,7 +47,9 @@ def test_every_compose_command_resolves_to_a_project_entry_point() -> None:
         elif program == "celery":
             app = _import_target(args[args.index("-A") + 1])
             assert hasattr(app, "celery_app") or hasattr(app, "app"), f"{name}: no Celery app"
-            assert args[args.index("-A") + 2] in {"worker", "beat"}
+            # the subcommand, after the global options (`--quiet`: no start banner on stdout)
+            subcommand = next(a for a in args[args.index("-A") + 2:] if not a.startswith("-"))
+            assert subcommand in {"worker", "beat"}, f"{name}: {command}"
         elif program == "python":
             assert args[0] == "manage.py" and (ROOT / "manage.py").exists()
             from django.core.management import get_commands
