@@ -50,8 +50,10 @@ def _say_what_this_worker_serves(sender: Any = None, **kwargs: Any) -> None:
     the workers) drops it."""
     controller, worker_app = sender.controller, sender.app
     pool = controller.pool_cls if isinstance(controller.pool_cls, str) else controller.pool_cls.__module__
+    pool = pool.rsplit(".", 1)[-1]
+    # the solo pool runs one task at a time whatever -c says (its default: the CPUs)
     log.info("worker started", worker=sender.hostname, broker=worker_app.connection().as_uri(),
-             pool=pool.rsplit(".", 1)[-1], concurrency=controller.concurrency,
+             pool=pool, concurrency=1 if pool == "solo" else controller.concurrency,
              queues=sorted(worker_app.amqp.queues.consume_from))
 
 

@@ -112,6 +112,7 @@ def test_a_loop_worker_and_beat_log_one_json_object_per_line(start: Callable[...
     # The banner's facts are log lines instead; standard output stays empty.
     [started] = [r for r in worker if r["event"] == "worker started"]
     assert started["worker"].startswith(f"logtest-{os.getpid()}@") and started["pool"] == "solo"
+    assert started["concurrency"] == 1
     assert "qm.loop" in started["queues"] and f"qm.worker.{started['worker']}" in started["queues"], started
     assert started["broker"].startswith("redis://"), started
     [beat_started] = [r for r in beat if r["event"] == "beat started"]
