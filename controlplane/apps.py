@@ -9,6 +9,8 @@ class ControlPlaneConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
+        # the configured Celery app becomes the current one, for the tasks this process sends
+        import controlplane.celery  # noqa: F401
         from controlplane import embedded, structured_logs
 
         structured_logs.configure()

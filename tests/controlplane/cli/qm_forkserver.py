@@ -1,7 +1,7 @@
 """`python -m controlplane.cli.main` without paying the interpreter's start for every call.
 
 A `qm` subprocess spent ~0.4 s of CPU starting Python and importing the CLI (Django's settings
-are not involved, but `controlplane` imports Celery, `scheduler_core` its engine) before sending
+are not involved; `scheduler_core` imports its engine, `controlplane` imported Celery until 3 Dec) before sending
 its one request; the CLI tests make ~600 such calls. Here one server process imports the CLI
 once, then forks a child per call: the child is still its own process with its own pipes for
 stdin, stdout and stderr, its own environment (HOME, QM_URL, QM_TOKEN...), its own exit status,

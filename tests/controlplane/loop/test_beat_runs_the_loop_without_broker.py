@@ -198,10 +198,22 @@ class _Relay:
                     pass
 
     def close(self) -> None:
+        # shut down first: close() alone wakes neither the thread blocked in accept() (the port
+        # went on accepting) nor a pipe thread blocked in recv() (no FIN went out, and a client
+        # could wait on a half-open connection forever)
         if self._listener is not None:
+            try:
+                self._listener.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             self._listener.close()
         for s in self._sockets:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
             s.close()
+        self._sockets = []
 
 
 @pytest.fixture
