@@ -30,7 +30,6 @@ def test_a_django_process_still_sends_tasks_through_the_configured_app() -> None
     from celery import current_app
 
     from controlplane import tasks
-
     from controlplane.celery import app
 
     assert current_app._get_current_object() is app
