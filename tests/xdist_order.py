@@ -23,7 +23,6 @@ LONGEST_FIRST = (
     "tests/controlplane/api/test_api_schema_fuzz.py",  # 121 s alone: every operation, each request as four roles
     "tests/frontend/test_browser_pages.py",  # 157 s
     "tests/controlplane/accounting/test_demo_tiers.py",  # 58 s: the demo fleet on SQLite for a minute
-    "tests/controlplane/accounting/test_accounting_rollup_runs.py",  # 8 s alone since 3 Dec (107 s under load before)
     "tests/controlplane/cli/test_cli_history.py",  # 50 s
     "tests/controlplane/cli/test_qm_researcher_paths.py",  # 42 s
     "tests/frontend/test_page_access.py",  # 37 s
