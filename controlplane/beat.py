@@ -23,7 +23,8 @@ for the workers:
   (`cycle.release_lease`) so a worker leads at its next tick rather than after the lease.
 
 Other entries (accounting, `qm.notify`) are sent as Celery sends them: they wait for the
-broker. The Redis uses on the way (the debounce of triggers, agent wake-ups, notification
+broker. Every send is one attempt, and during an outage beat tries one at most every PROBE_S
+(a broker that drops packets makes each try wait out the socket timeout). The Redis uses on the way (the debounce of triggers, agent wake-ups, notification
 triggers) already fail soft: a log line, and agents learn of their work at their heartbeat.
 """
 
@@ -43,6 +44,9 @@ import structlog
 from celery.beat import PersistentScheduler, ScheduleEntry
 
 log = structlog.get_logger(__name__)
+
+#: How often beat tries to send during an outage (the other due entries wait, the loop's run here).
+PROBE_S = 2.0
 
 #: The entries beat runs itself when it cannot send them.
 RUN_HERE = ("qm.tick", "qm.reconcile")
@@ -134,6 +138,8 @@ class LoopScheduler(PersistentScheduler):
         self._running_task = ""
         self._thread: _LoopThread | None = None
         self._connect_error: BaseException | None = None
+        self._outage_error: BaseException | None = None
+        self._probed_at = 0.0  # monotonic: the last send tried during an outage
         super().__init__(*args, **kwargs)
 
     # ---------------------------------------------------------------------------- sending
@@ -155,7 +161,21 @@ class LoopScheduler(PersistentScheduler):
             self._connect_error = None
         return producer
 
+    def apply_async(self, entry: ScheduleEntry, producer: Any = None, advance: bool = True, **kwargs: Any) -> Any:
+        # One attempt per send: a periodic send that fails is the next period's, and kombu's
+        # retries (four attempts, each waiting out the socket timeout against a broker that
+        # stopped answering) held beat for 20 s and more per due entry.
+        entry.options.setdefault("retry", False)
+        return super().apply_async(entry, producer=producer, advance=advance, **kwargs)
+
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
+        if self._outage_since is not None and not self._probe_due():
+            # During an outage a send is tried once per PROBE_S: against a broker that drops
+            # packets each try waits out the socket timeout, and beat waited that long for
+            # every due entry before it ran a loop task. The others wait, as a failed send would.
+            if entry.task in RUN_HERE:
+                self._run_here(entry, self._outage_error or ConnectionError("no connection to the broker"))
+            return
         if entry.task not in RUN_HERE:
             super().apply_entry(entry, producer=producer)
             return
@@ -204,9 +224,18 @@ class LoopScheduler(PersistentScheduler):
 
     # ----------------------------------------------------------------------- running here
 
+    def _probe_due(self) -> bool:
+        now = time.monotonic()
+        if now - self._probed_at < PROBE_S:
+            return False
+        self._probed_at = now
+        return True
+
     def _run_here(self, entry: ScheduleEntry, error: BaseException) -> None:
+        self._outage_error = error
         if self._outage_since is None:
             self._outage_since = time.monotonic()
+            self._probed_at = self._outage_since
             self._hand_back_pending = False
             log.warning("loop tick run in beat: broker unreachable", task=entry.task, holder=self.holder,
                         error=f"{type(error).__name__}: {error}")

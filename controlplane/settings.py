@@ -198,6 +198,16 @@ CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 # Every worker's consumer gives up the scheduler's lead when it loses the broker, and tries to
 # reconnect every QM_BROKER_RETRY_S rather than after growing waits (controlplane/broker_consumer.py).
 CELERY_WORKER_CONSUMER = "controlplane.broker_consumer:Consumer"
+# A broker that stops answering without closing the connection (a partition that drops
+# packets, a dead host behind NAT) must hang no process: a blocking Redis command gives up after
+# 3 s (beat then runs the loop itself), a new connection after 2 s, and a worker whose BRPOP
+# reply is overdue drops the connection after about 6-11 s (kombu's default check: 26-51 s).
+CELERY_BROKER_TRANSPORT_OPTIONS = {
+    "socket_timeout": 3.0,
+    "socket_connect_timeout": 2.0,
+    "socket_keepalive": True,
+    "health_check_interval": 5,
+}
 
 # --- Scheduling loop -----------------------------------------------------------------------
 QM = {

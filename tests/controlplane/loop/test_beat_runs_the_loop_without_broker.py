@@ -155,13 +155,23 @@ def test_beat_schedules_stops_over_limit_jobs_and_fences_dead_nodes_while_the_br
 
 
 class _Relay:
-    """A TCP relay to the test Redis that listens only once started: before, its port refuses."""
+    """A TCP relay to the test Redis that listens only once started: before, its port refuses.
+    Frozen, it forwards nothing and closes nothing (a partition that drops packets: no reset,
+    no reply), and holds what it read until it thaws, so nothing is lost."""
 
     def __init__(self, target_port: int) -> None:
         self.target = ("127.0.0.1", target_port)
         self.port = chaos_cluster.free_port()
         self._listener: socket.socket | None = None
         self._sockets: list[socket.socket] = []
+        self._flowing = threading.Event()
+        self._flowing.set()
+
+    def freeze(self) -> None:
+        self._flowing.clear()
+
+    def thaw(self) -> None:
+        self._flowing.set()
 
     def start(self) -> None:
         listener = socket.socket()
@@ -183,10 +193,10 @@ class _Relay:
             threading.Thread(target=self._pipe, args=(client, upstream), daemon=True).start()
             threading.Thread(target=self._pipe, args=(upstream, client), daemon=True).start()
 
-    @staticmethod
-    def _pipe(src: socket.socket, dst: socket.socket) -> None:
+    def _pipe(self, src: socket.socket, dst: socket.socket) -> None:
         try:
             while data := src.recv(65536):
+                self._flowing.wait()
                 dst.sendall(data)
         except OSError:
             pass
@@ -337,3 +347,45 @@ def test_a_worker_that_loses_the_broker_gives_up_the_lead_and_reconnects_every_s
     assert back_s < 6, back_s
     text = worker_log.read_text(errors="replace")
     assert text.count("broker connection lost: gave up the scheduler's lead") == 1, text[-4000:]
+
+
+def test_a_broker_behind_a_partition_that_drops_packets_hangs_nothing(
+        tmp_path: Path, relay: _Relay, capsys: pytest.CaptureFixture[str]) -> None:
+    # The broker stops answering without closing anything. Without socket timeouts beat waited
+    # for the reply to its next tick forever (so it never ran the loop itself), and the worker
+    # noticed its silent BRPOP only after kombu's check (brpop_timeout + 2 x 25 s).
+    fleet = build_loop_fleet()
+    node, _ = register_node("partition-node")
+    Node.objects.filter(pk=node.pk).update(agent_lease_expires_at=timezone.now() + timedelta(hours=1),
+                                           last_heartbeat_at=timezone.now())
+    env = {**_env(urlunsplit(urlsplit(os.environ["REDIS_URL"])._replace(netloc=f"127.0.0.1:{relay.port}"))),
+           "QM_LEADER_LEASE_S": "60"}
+    name = f"cut-{os.getpid()}"
+    worker_log, log = tmp_path / "worker.log", tmp_path / "beat.log"
+    relay.start()
+    worker = _start([str(chaos_cluster.BIN / "celery"), "-A", "controlplane", "worker", "-Q", "qm.loop", "-P", "solo",
+                     "-n", f"{name}@%h", "--without-gossip", "--without-mingle", "--without-heartbeat", "-l", "INFO"],
+                    env, worker_log)
+    beat = _start([str(chaos_cluster.BIN / "celery"), "-A", "controlplane", "beat", "-s", str(tmp_path / "schedule"),
+                   "--pidfile=", "-l", "INFO"], env, log)
+    try:
+        _wait_for("the worker leading", lambda: (lease := _lease()) is not None and lease.holder.startswith(name + "@"),
+                  60, log, worker_log)
+        relay.freeze()
+        cut_s = _wait_for("beat leading", lambda: (lease := _lease()) is not None and lease.holder.startswith("beat:"),
+                          45, log, worker_log)
+        during = make_job(fleet, name="during-partition", gpus=1)
+        _wait_for("beat binding during the partition", lambda: _bound_by(during), 30, log, worker_log)
+        relay.thaw()
+        healed_s = _wait_for("the worker leading again",
+                             lambda: (lease := _lease()) is not None and lease.holder.startswith(name + "@"),
+                             45, log, worker_log)
+        assert worker.poll() is None and beat.poll() is None
+    finally:
+        _stop(beat)
+        _stop(worker)
+    with capsys.disabled():
+        print(f"\npartition dropping packets: beat led {cut_s:.1f} s after it began (lease "
+              f"{env['QM_LEADER_LEASE_S']} s); healed: the worker led again {healed_s:.1f} s after")
+    assert cut_s < 30, cut_s
+    assert "broker connection lost: gave up the scheduler's lead" in worker_log.read_text(errors="replace")

@@ -24,7 +24,7 @@ from celery.schedules import schedule
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from controlplane import tasks
+from controlplane import beat, tasks
 from controlplane.beat import LoopScheduler, beat_holder, broker_unreachable
 from controlplane.celery import app
 from controlplane.models import SchedulerLease
@@ -105,8 +105,10 @@ def test_beat_runs_the_tick_itself_while_the_broker_is_away_and_sends_it_once_ba
     (said,) = _events(caplog, "loop tick run in beat: broker unreachable")  # once for the outage
     assert said["task"] == "qm.tick" and "Connection refused" in said["error"]
 
-    # The broker is back (the test's own Redis database): the tick is sent, not run, and beat
-    # hands the lead back so a worker leads at its next tick.
+    # The broker is back (the test's own Redis database): at beat's next try (once per PROBE_S
+    # during an outage) the tick is sent, not run, and beat hands the lead back so a worker
+    # leads at its next tick.
+    time.sleep(beat.PROBE_S)
     queue = redis.Redis.from_url(os.environ["REDIS_URL"])
     queue.delete("qm.loop")
     scheduler.__dict__["connection"] = app.connection_for_write(os.environ["REDIS_URL"])
