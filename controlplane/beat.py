@@ -23,8 +23,9 @@ for the workers:
   (`cycle.release_lease`) so a worker leads at its next tick rather than after the lease.
 
 Other entries (accounting, `qm.notify`) are sent as Celery sends them: they wait for the
-broker. Every send is one attempt, and during an outage beat tries one at most every PROBE_S
-(a broker that drops packets makes each try wait out the socket timeout). The Redis uses on the way (the debounce of triggers, agent wake-ups, notification
+broker. Every send is one attempt, and during an outage beat sends nothing until the broker
+answers a PING, asked at most every PROBE_S (a broker that drops packets made each send wait
+out the socket timeout and redis-py's retries). The Redis uses on the way (the debounce of triggers, agent wake-ups, notification
 triggers) already fail soft: a log line, and agents learn of their work at their heartbeat.
 """
 
@@ -45,7 +46,8 @@ from celery.beat import PersistentScheduler, ScheduleEntry
 
 log = structlog.get_logger(__name__)
 
-#: How often beat tries to send during an outage (the other due entries wait, the loop's run here).
+#: How often beat asks whether the broker answers during an outage, and how long it waits for
+#: the answer (meanwhile the loop's entries run here and the others wait).
 PROBE_S = 2.0
 
 #: The entries beat runs itself when it cannot send them.
@@ -169,10 +171,11 @@ class LoopScheduler(PersistentScheduler):
         return super().apply_async(entry, producer=producer, advance=advance, **kwargs)
 
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
-        if self._outage_since is not None and not self._probe_due():
-            # During an outage a send is tried once per PROBE_S: against a broker that drops
-            # packets each try waits out the socket timeout, and beat waited that long for
-            # every due entry before it ran a loop task. The others wait, as a failed send would.
+        if self._outage_since is not None and not (self._probe_due() and self._broker_answers()):
+            # During an outage a send is tried only once the broker answers a PING, asked at
+            # most once per PROBE_S: against a broker that drops packets each send waits out the
+            # socket timeout and redis-py's retries (20 s), and beat waited that long for every
+            # due entry before it ran a loop task. The others wait, as a failed send would.
             if entry.task in RUN_HERE:
                 self._run_here(entry, self._outage_error or ConnectionError("no connection to the broker"))
             return
@@ -230,6 +233,24 @@ class LoopScheduler(PersistentScheduler):
             return False
         self._probed_at = now
         return True
+
+    def _broker_answers(self) -> bool:
+        """One PING of the broker: no retry, PROBE_S at most."""
+        import redis
+        from redis.backoff import NoBackoff
+        from redis.retry import Retry
+
+        url = self.app.conf.broker_url
+        if not str(url).startswith(("redis://", "rediss://")):
+            return True  # not Redis: the send itself tells
+        client = redis.Redis.from_url(url, socket_timeout=PROBE_S, socket_connect_timeout=PROBE_S,
+                                      retry=Retry(NoBackoff(), 0))
+        try:
+            return bool(client.ping())
+        except (redis.RedisError, OSError):
+            return False
+        finally:
+            client.close()
 
     def _run_here(self, entry: ScheduleEntry, error: BaseException) -> None:
         self._outage_error = error
