@@ -9,7 +9,7 @@ from typing import Any
 
 import structlog
 from celery import Celery
-from celery.signals import beat_init, celeryd_init, setup_logging, worker_ready
+from celery.signals import beat_init, celeryd_init, setup_logging, worker_ready, worker_shutting_down
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
 
@@ -55,6 +55,26 @@ def _say_what_this_worker_serves(sender: Any = None, **kwargs: Any) -> None:
     log.info("worker started", worker=sender.hostname, broker=worker_app.connection().as_uri(),
              pool=pool, concurrency=1 if pool == "solo" else controller.concurrency,
              queues=sorted(worker_app.amqp.queues.consume_from))
+    _shutdown_said_in_the_log(controller)
+
+
+def _shutdown_said_in_the_log(controller: Any) -> None:
+    """Celery's SIGTERM and SIGQUIT handlers also print "worker: Warm shutdown (MainProcess)"
+    as text on standard output: they are installed again, the same handlers without that
+    line (`verbose=False`), and :func:`_say_the_worker_stops` logs it instead. (Its Ctrl+C
+    handler, for a person at a terminal, keeps its words.)"""
+    from celery.apps import worker as celery_worker
+
+    celery_worker.install_worker_term_handler(controller, verbose=False)
+    celery_worker.install_worker_term_hard_handler(controller, verbose=False)
+
+
+@worker_shutting_down.connect
+def _say_the_worker_stops(sender: Any = None, sig: str = "", how: str = "", exitcode: int = 0,
+                          **kwargs: Any) -> None:
+    """The shutdown Celery used to print, as one log line: which signal, warm (running tasks
+    finish) or cold (they are cut off), and the exit status."""
+    log.info("worker shutting down", worker=sender, signal=sig, how=how.lower(), exitcode=exitcode)
 
 
 @beat_init.connect

@@ -43,17 +43,17 @@ def _env() -> dict[str, str]:
 
 
 @pytest.fixture
-def start(tmp_path: Path) -> Iterator[Callable[..., tuple[Path, Path]]]:
+def start(tmp_path: Path) -> Iterator[Callable[..., tuple[Path, Path, subprocess.Popen[bytes]]]]:
     """Start a Celery process (its stdout and stderr to files of their own); every one is
     stopped with its whole process group at the end, whatever happened."""
     procs: list[subprocess.Popen[bytes]] = []
 
-    def _start(name: str, *argv: str) -> tuple[Path, Path]:
+    def _start(name: str, *argv: str) -> tuple[Path, Path, subprocess.Popen[bytes]]:
         out, err = tmp_path / f"{name}.out", tmp_path / f"{name}.err"
         with open(out, "wb") as o, open(err, "wb") as e:
             procs.append(subprocess.Popen([str(chaos_cluster.BIN / "celery"), "-A", "controlplane", *argv],
                                           env=_env(), cwd=str(tmp_path), stdout=o, stderr=e, start_new_session=True))
-        return out, err
+        return out, err, procs[-1]
 
     yield _start
     for proc in procs:
@@ -89,12 +89,13 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
     return records
 
 
-def test_a_loop_worker_and_beat_log_one_json_object_per_line(start: Callable[..., tuple[Path, Path]]) -> None:
+def test_a_loop_worker_and_beat_log_one_json_object_per_line(
+        start: Callable[..., tuple[Path, Path, subprocess.Popen[bytes]]]) -> None:
     name = f"logtest-{os.getpid()}@%h"
     # started as docker-compose starts them: --quiet, so Celery prints no start banner (text)
-    worker_out, worker_err = start("worker", "--quiet", "worker", "-Q", "qm.loop", "-P", "solo", "-n", name,
+    worker_out, worker_err, worker_proc = start("worker", "--quiet", "worker", "-Q", "qm.loop", "-P", "solo", "-n", name,
                                    "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO")
-    beat_out, beat_err = start("beat", "--quiet", "beat", "--loglevel", "INFO", "--schedule", "beat-schedule")
+    beat_out, beat_err, beat_proc = start("beat", "--quiet", "beat", "--loglevel", "INFO", "--schedule", "beat-schedule")
     _until(worker_err, "ready.", 30, "the worker's ready line")
     tasks.tick.apply_async(queue="qm.loop", expires=30)  # as beat would, without waiting for its tick
     _until(worker_err, "leader elected", 30, "the leader's election")
@@ -118,4 +119,15 @@ def test_a_loop_worker_and_beat_log_one_json_object_per_line(start: Callable[...
     [beat_started] = [r for r in beat if r["event"] == "beat started"]
     assert beat_started["scheduler"] == "controlplane.beat.LoopScheduler", beat_started
     assert "accounting-rollup" in beat_started["entries"], beat_started
+    assert worker_out.read_text() == "" and beat_out.read_text() == "", (worker_out.read_text(), beat_out.read_text())
+
+    # Stopped as docker compose and systemd stop them (SIGTERM): the worker's "Warm shutdown",
+    # which Celery printed as text on standard output, is a log line too.
+    for proc in (worker_proc, beat_proc):
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0
+    [stopping] = [r for r in _json_lines(worker_err) if r["event"] == "worker shutting down"]
+    assert stopping["signal"] == "SIGTERM" and stopping["how"] == "warm" and stopping["exitcode"] == 0, stopping
+    assert stopping["worker"].startswith(f"logtest-{os.getpid()}@"), stopping
+    _json_lines(beat_err)
     assert worker_out.read_text() == "" and beat_out.read_text() == "", (worker_out.read_text(), beat_out.read_text())
