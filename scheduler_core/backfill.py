@@ -36,7 +36,7 @@ from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.sentences import duration
-from scheduler_core.state import FLEET, HOLD, JOB, Grant, Restore
+from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant, Restore
 from scheduler_core.types import JobSpec, Kill, RunningJob, TopologyConstraint
 
 RESERVATION_PROBES = 24
@@ -283,6 +283,105 @@ def charge_head_quota(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, 
         ctx.head_quota_slack -= gpus_of_type.get(head.quota_type, 0)
 
 
+Releases = dict[float, list[tuple[int, int]]]
+"""GPUs coming back, by time: per time, (node index, bit mask of its GPUs)."""
+
+
+def _releases(ctx: CycleContext, reopens: dict[int, float]) -> Releases:
+    """When each held GPU comes back: a node inside a window with its reopening; a promised
+    GPU once its promise's job has run (:func:`_promised`); a GPU of a job preempted this
+    cycle after the grace period; any other at its holder's expected end."""
+    state = ctx.state
+    by_time: Releases = {}
+    for n, at in reopens.items():
+        if state.free_mask[n]:
+            by_time.setdefault(at, []).append((n, state.free_mask[n]))
+    promised = _promised(ctx, by_time)
+    now = ctx.snapshot.now
+    stops = {p.job_id: now + p.grace_period_s for p in ctx.preempted.values()}
+    holdings = state.holdings
+    # (a hold always belongs to a promise: its GPUs come back with the promise's)
+    for kind, job_id in holdings:
+        release = stops.get(job_id, ctx.ends.get(job_id)) if kind == JOB else None
+        if release is None:
+            continue
+        for g in holdings[(kind, job_id)]:
+            mask = g.mask & ~promised.get(g.node, 0) if promised else g.mask
+            if mask:
+                # (GPUs a job frees inside a window come back with the node)
+                at = max(release, reopens[g.node]) if g.node in reopens else release
+                by_time.setdefault(at, []).append((g.node, mask))
+    return by_time
+
+
+def _promised(ctx: CycleContext, by_time: Releases) -> dict[int, int]:
+    """The GPUs promised to a reservation or a nomination, per node (a bit mask), with their
+    releases added to ``by_time``.
+
+    That job takes them at its start, whoever holds them now, and they come back only when it
+    has run: its start plus its runtime limit (or the default estimate). Their release by
+    today's holder (a running job, or the hold) is deferred to then, so the work of a job with
+    a promise is in the timeline itself, and a job behind the head is not told it can start on
+    the head's GPUs. A GPU promised twice comes back at the later of the two ends."""
+    state = ctx.state
+    default_runtime = ctx.config.default_runtime_estimate_s
+    promise_ends: list[tuple[float, str]] = []
+    for job_id, promise in ctx.reservations.items():
+        spec = ctx.reserved_specs.get(job_id)
+        if spec is not None:
+            promise_ends.append((promise.start_at + (spec.runtime_limit_s or default_runtime),
+                                 job_id))
+    promised: dict[int, int] = {}
+    index_of = state.index_of
+    for end, job_id in sorted(promise_ends, reverse=True):
+        for p in ctx.reservations[job_id].placements:
+            n = index_of[p.node]
+            mask = 0
+            for i in p.gpu_indices:
+                mask |= 1 << i
+            mask &= ~promised.get(n, 0)
+            if mask:
+                promised[n] = promised.get(n, 0) | mask
+                # bits free now stay counted from now (a hold covers every free one)
+                mask &= ~state.free_mask[n]
+                if mask:
+                    by_time.setdefault(end, []).append((n, mask))
+    return promised
+
+
+def _frames(state: ClusterState, free: list[int], by_time: Releases, now: float
+            ) -> tuple[list[float], list[list[int]], list[list[tuple[int, int, int]]]]:
+    """The timeline's frames: their times (``now``, then each time a ready node gets GPUs
+    back), the free GPUs per node class in each, and each frame's changes (node, free
+    before, free after). ``free`` (per node, now) is advanced to the last frame."""
+    ready, node_class = state.ready, state.node_class
+    n_classes = len(state.classes)
+    sums = [0] * n_classes
+    for n, f in enumerate(free):
+        if ready[n]:
+            sums[node_class[n]] += f
+    rows: list[list[int]] = [[v] for v in sums]
+    changes: list[list[tuple[int, int, int]]] = [[]]
+    times: list[float] = [now]
+    for at in sorted(by_time):
+        changed: list[tuple[int, int, int]] = []
+        for n, mask in by_time[at]:
+            if not ready[n]:
+                continue
+            before = free[n]
+            gpus = mask.bit_count()
+            free[n] = before + gpus
+            sums[node_class[n]] += gpus
+            changed.append((n, before, before + gpus))
+        if not changed:
+            continue
+        for c in range(n_classes):
+            rows[c].append(sums[c])
+        changes.append(changed)
+        times.append(at)
+    return times, rows, changes
+
+
 class ReleaseTimeline:
     """Free capacity per node class after each future release, for ETA estimates.
 
@@ -310,79 +409,7 @@ class ReleaseTimeline:
         for n in reopens:
             free[n] = 0
         self.base = list(free)
-        n_classes = len(state.classes)
-        sums = [0] * n_classes
-        for n, f in enumerate(free):
-            if state.ready[n]:
-                sums[state.node_class[n]] += f
-        self.free: list[list[int]] = [[v] for v in sums]
-        self.changes: list[list[tuple[int, int, int]]] = [[]]
-        self.times: list[float] = [ctx.snapshot.now]
-        holdings = state.holdings
-        ready = state.ready
-        node_class = state.node_class
-        # GPUs promised to a reservation or a nomination are taken by that job at its start,
-        # whoever holds them now, and come back only when it has run: its start plus its
-        # runtime limit (or the default estimate). Their release by today's holder (a running
-        # job, or the hold) is deferred to then, so the work of a job with a promise is in the
-        # timeline itself, and a job behind the head is not told it can start on the head's
-        # GPUs. A GPU promised twice comes back at the later of the two ends.
-        default_runtime = ctx.config.default_runtime_estimate_s
-        promised: dict[int, int] = {}
-        promise_ends: list[tuple[float, str]] = []
-        for job_id, promise in ctx.reservations.items():
-            spec = ctx.reserved_specs.get(job_id)
-            if spec is not None:
-                promise_ends.append((promise.start_at + (spec.runtime_limit_s or default_runtime),
-                                     job_id))
-        by_time: dict[float, list[tuple[int, int]]] = {}
-        for n, at in reopens.items():
-            if state.free_mask[n]:
-                by_time.setdefault(at, []).append((n, state.free_mask[n]))
-        index_of = state.index_of
-        for end, job_id in sorted(promise_ends, reverse=True):
-            for p in ctx.reservations[job_id].placements:
-                n = index_of[p.node]
-                mask = 0
-                for i in p.gpu_indices:
-                    mask |= 1 << i
-                mask &= ~promised.get(n, 0)
-                if mask:
-                    promised[n] = promised.get(n, 0) | mask
-                    # bits free now stay counted from now (a hold covers every free one)
-                    mask &= ~state.free_mask[n]
-                    if mask:
-                        by_time.setdefault(end, []).append((n, mask))
-        # jobs preempted this cycle release their GPUs after their grace period
-        stops = {p.job_id: now + p.grace_period_s for p in ctx.preempted.values()}
-        # (a hold always belongs to a promise: its GPUs come back with the promise's)
-        for kind, job_id in holdings:
-            release = stops.get(job_id, ctx.ends.get(job_id)) if kind == JOB else None
-            if release is None:
-                continue
-            for g in holdings[(kind, job_id)]:
-                mask = g.mask & ~promised.get(g.node, 0) if promised else g.mask
-                if mask:
-                    # (GPUs a job frees inside a window come back with the node)
-                    at = max(release, reopens[g.node]) if g.node in reopens else release
-                    by_time.setdefault(at, []).append((g.node, mask))
-        rows = self.free
-        for at in sorted(by_time):
-            changed: list[tuple[int, int, int]] = []
-            for n, mask in by_time[at]:
-                if not ready[n]:
-                    continue
-                before = free[n]
-                gpus = mask.bit_count()
-                free[n] = before + gpus
-                sums[node_class[n]] += gpus
-                changed.append((n, before, before + gpus))
-            if not changed:
-                continue
-            for c in range(n_classes):
-                rows[c].append(sums[c])
-            self.changes.append(changed)
-            self.times.append(at)
+        self.times, self.free, self.changes = _frames(state, free, _releases(ctx, reopens), now)
         self._at_least: dict[tuple[int, int], list[int]] = {}
         self._per_node: dict[int, tuple[list[int], list[int]]] | None = None
         # (memo keyed by the demand's identity: outcomes, and their demands, live the cycle)
