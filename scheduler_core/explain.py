@@ -516,6 +516,11 @@ class _Explainer:
         if line is not None:
             eta = self._drain(spec, line, drains, fits_now, adds and spec.id not in self.promised,
                               demand_gpus, eta)
+            if drains and eta is not None and self.after_windows and spec.id not in self.promised:
+                # the jobs ahead waiting only for maintenance run once it ends: leave them room
+                later = self._room_beside_window_runs(w, eta, spec.runtime_limit_s or self.default_runtime)
+                if later > eta:
+                    eta, estimated = later, True
         elif code is ReasonCode.MAINTENANCE_WINDOW and eta is not None and spec.id not in self.promised:
             eta, estimated = self._after_windows(spec, w, eta, estimated)
         if quota_type is not None and quota_at is not None and (spec.team, quota_type) in self.quota_ahead:
@@ -623,26 +628,34 @@ class _Explainer:
                        ) -> tuple[float, bool]:
         """A job that only maintenance keeps waiting starts when its nodes reopen (or when GPUs
         clear of the windows free up elsewhere), but the jobs ahead of it that wait on the same
-        classes for the same reason take theirs first: it starts at the first of its own time
-        and their ends where the classes' free GPUs, less those the jobs ahead hold during its
-        run, leave it room. (The drain line's work is not enough here: the GPUs free before
-        the window are no use to a run that would overlap it, and two such jobs were told the
-        same start for the one node they both need.) Its own run then counts for the jobs
-        behind it."""
-        runs = self.after_windows.setdefault(w.classes, [])
+        classes for the same reason take theirs first (:meth:`_room_beside_window_runs`).
+        (The drain line's work is not enough here: the GPUs free before the window are no use
+        to a run that would overlap it, and two such jobs were told the same start for the one
+        node they both need.) Its own run then counts for the jobs behind it."""
         runtime = spec.runtime_limit_s or self.default_runtime
-        start = eta
-        if runs:
-            timeline = self._timeline()
-            candidates = sorted({eta, *(end for _, _, end in runs if end > eta)})
-            start = candidates[-1]
-            for t in candidates:
-                held = sum(gpus for gpus, begins, ends in runs if begins < t + runtime and ends > t)
-                if timeline.free_in(w.classes, t) - held >= w.demand_gpus:
-                    start = t
-                    break
-        runs.append((w.demand_gpus, start, start + runtime))
+        start = self._room_beside_window_runs(w, eta, runtime)
+        self.after_windows.setdefault(w.classes, []).append((w.demand_gpus, start, start + runtime))
         return start, estimated or start > eta
+
+    def _room_beside_window_runs(self, w: _Worded, eta: float, runtime: float) -> float:
+        """The first time from ``eta`` at which the free GPUs of the job's classes, less those
+        that the jobs ahead of it waiting only for maintenance (on those classes or some of
+        them) hold during its run, leave it room: ``eta`` or the end of one of those runs; the
+        last of them if none does. (The release times between are not tried: at those the
+        jobs ahead waiting for GPUs take what frees up first, and a replay with daily windows
+        found the starts so estimated later than told more often.)"""
+        classes = set(w.classes)
+        runs = [run for key, told in self.after_windows.items() if classes.issuperset(key)
+                for run in told]
+        if not runs:
+            return eta
+        timeline = self._timeline()
+        candidates = sorted({eta, *(end for _, _, end in runs if end > eta)})
+        for t in candidates:
+            held = sum(gpus for gpus, begins, ends in runs if begins < t + runtime and ends > t)
+            if timeline.free_in(w.classes, t) - held >= w.demand_gpus:
+                return t
+        return candidates[-1]
 
     def _behind_own_jobs(self, spec: JobSpec, w: _Worded, eta: float | None, message: str,
                          estimated: bool) -> tuple[float | None, str, bool]:
