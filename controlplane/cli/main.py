@@ -2212,7 +2212,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     for name, helptext in (("list", "your team's jobs (pending and running unless --all)"),
                            ("status", "one job in detail, or the list")):
-        p = sub.add_parser(name, parents=[common], help=helptext)
+        p = sub.add_parser(name, aliases=["squeue"] if name == "list" else [], parents=[common], help=helptext)
         if name == "status":
             p.add_argument("job", nargs="?")
         p.add_argument("--state", "-t", action="append", help="only this state (repeatable)")
@@ -2268,7 +2268,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tail", type=int, metavar="N", help="only the last N lines (each rank's)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the job has ended")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
-    p = sub.add_parser("cancel", parents=[common], help="cancel jobs, or every task of an array",
+    p = sub.add_parser("cancel", aliases=["scancel"], parents=[common],
+                       help="cancel jobs, or every task of an array",
                        description="Cancel jobs: a pending job at once, a running one is told to stop (its "
                                    "processes get the class's grace period). Every id is checked first. "
                                    "--array cancels every task of an array still pending or running.")
@@ -2495,8 +2496,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 COMMANDS = {
-    "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "status": cmd_status,
-    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "sshare": cmd_sshare, "sinfo": cmd_sinfo, "config": cmd_config, "nodes": cmd_nodes,
+    "login": cmd_login, "logout": cmd_logout, "whoami": cmd_whoami, "list": cmd_list, "squeue": cmd_list, "status": cmd_status,
+    "explain": cmd_explain, "events": cmd_events, "runs": cmd_runs, "logs": cmd_logs, "cancel": cmd_cancel, "scancel": cmd_cancel, "requeue": cmd_requeue, "hold": cmd_hold, "release": cmd_hold, "update": cmd_update, "showback": cmd_showback, "quotas": cmd_quotas, "sprio": cmd_sprio, "sshare": cmd_sshare, "sinfo": cmd_sinfo, "config": cmd_config, "nodes": cmd_nodes,
     "cordon": cmd_node_action, "drain": cmd_node_action, "uncordon": cmd_node_action,
     "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }

@@ -147,6 +147,21 @@ def test_cancel_cancels_and_reports(alice_qm, fleet) -> None:
     assert again.code == 1 and "only pending or running jobs can be cancelled" in again.err
 
 
+def test_slurm_users_first_words_squeue_and_scancel_list_and_cancel(alice_qm, fleet) -> None:
+    waiting = f.make_job(fleet.ml, name="sweep-3")
+    f.make_job(fleet.ml, name="done-1", state=JobState.SUCCEEDED)
+
+    listed = alice_qm("squeue", "-n", "sweep")
+
+    assert listed.code == 0, listed.err
+    assert listed.out == alice_qm("list", "-n", "sweep").out
+    assert "sweep-3" in listed.out and "done-1" not in alice_qm("squeue").out
+    cancelled = alice_qm("scancel", str(waiting.pk))
+    assert cancelled.code == 0 and f"Job {waiting.pk} cancelled." in cancelled.out
+    assert Job.objects.get(pk=waiting.pk).state == JobState.CANCELLED
+    assert "list (squeue)" in alice_qm("--help").out and "cancel (scancel)" in alice_qm("--help").out
+
+
 def test_list_json_is_the_apis_page(alice_qm, fleet) -> None:
     f.make_job(fleet.ml, name="one")
 
