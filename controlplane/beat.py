@@ -22,8 +22,13 @@ for the workers:
   workers`): it then sends as before, runs nothing itself, and gives up the lead it held
   (`cycle.release_lease`) so a worker leads at its next tick rather than after the lease.
 
-Other entries (accounting, `qm.notify`) are sent as Celery sends them: they wait for the
-broker. Every send is one attempt, and during an outage beat sends nothing until the broker
+- `qm.notify` (the webhook deliveries due) is run here the same way, on a thread of its own
+  that beat does not wait for: a receiver slow to answer holds up neither beat nor the loop's
+  runs. Its rows are claimed in PostgreSQL (`notifications.deliver_due`), so a worker's run
+  once the broker is back never sends a delivery twice.
+
+Other entries (the accounting runs) are sent as Celery sends them: they wait for the broker
+and catch up when it is back. Every send is one attempt, and during an outage beat sends nothing until the broker
 answers a PING, asked at most every PROBE_S (a broker that drops packets made each send wait
 out the socket timeout and redis-py's retries). The Redis uses on the way (the debounce of triggers, agent wake-ups, notification
 triggers) already fail soft: a log line, and agents learn of their work at their heartbeat.
@@ -39,6 +44,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from functools import partial
 from typing import Any
 
 import structlog
@@ -51,7 +57,10 @@ log = structlog.get_logger(__name__)
 PROBE_S = 2.0
 
 #: The entries beat runs itself when it cannot send them.
-RUN_HERE = ("qm.tick", "qm.reconcile")
+RUN_HERE = ("qm.tick", "qm.reconcile", "qm.notify")
+
+#: Entries run on a thread of their own that beat does not wait for (the others share the loop's).
+OWN_LANE = ("qm.notify",)
 
 
 def beat_holder() -> str:
@@ -78,8 +87,8 @@ def broker_unreachable(error: BaseException, connection_errors: tuple[type[BaseE
 
 
 def run_loop_task(task: str, holder: str) -> str:
-    """`qm.tick` or `qm.reconcile` as a worker runs it, on a database connection of its own,
-    closed when it ends: beat keeps no idle connection once the outage is over."""
+    """`qm.tick`, `qm.reconcile` or `qm.notify` as a worker runs it, on a database connection
+    of its own, closed when it ends: beat keeps no idle connection once the outage is over."""
     from django.db import connections
 
     from controlplane import tasks
@@ -91,19 +100,33 @@ def run_loop_task(task: str, holder: str) -> str:
             return tasks.run_tick(forwarded=True, holder=holder)
         if task == "qm.reconcile":
             return "found work" if reconcile.reconcile_nodes().found_work else "nothing to do"
+        if task == "qm.notify":
+            return str(tasks.deliver_notifications())
         raise ValueError(f"beat does not run {task}")
     finally:
         connections.close_all()
+
+
+LOOP_LANE = "loop"
+
+
+def _said(task: str, run: Future[str]) -> None:
+    """The outcome of a run beat did not wait for, in its log."""
+    failed = run.exception()
+    if failed is not None:
+        log.warning("loop task in beat failed", task=task, error=f"{type(failed).__name__}: {failed}")
+    else:
+        log.debug("loop task ran in beat", task=task, outcome=run.result())
 
 
 class _LoopThread:
     """One daemon thread that runs beat's loop tasks one after another, each on the thread's own
     database connection. A daemon: a run stuck on the database never holds up beat's exit."""
 
-    def __init__(self, runner: Callable[[str, str], str]) -> None:
+    def __init__(self, runner: Callable[[str, str], str], name: str = "qm-beat-loop") -> None:
         self._runner = runner
         self._jobs: queue.SimpleQueue[tuple[Future[str], str, str]] = queue.SimpleQueue()
-        self._thread = threading.Thread(target=self._serve, name="qm-beat-loop", daemon=True)
+        self._thread = threading.Thread(target=self._serve, name=name, daemon=True)
         self._thread.start()
 
     def submit(self, task: str, holder: str) -> Future[str]:
@@ -136,9 +159,10 @@ class LoopScheduler(PersistentScheduler):
         self._outage_skipped = 0
         self._ran_here = False  # whether this beat ever ran a cycle (may hold the lease)
         self._hand_back_pending = False  # the broker is back: give up the lead once no run is in flight
-        self._running: Future[str] | None = None
-        self._running_task = ""
-        self._thread: _LoopThread | None = None
+        # per lane (the loop's, or an OWN_LANE entry's): the run in flight, its task, its thread
+        self._running: dict[str, Future[str]] = {}
+        self._running_task: dict[str, str] = {}
+        self._threads: dict[str, _LoopThread] = {}
         self._connect_error: BaseException | None = None
         self._outage_error: BaseException | None = None
         self._probed_at = 0.0  # monotonic: the last send tried during an outage
@@ -213,9 +237,14 @@ class LoopScheduler(PersistentScheduler):
         """Give the lead back once no run of beat's is in flight: one still running could
         otherwise take the lead again right after (with epoch + 1), and a worker would wait out
         its lease."""
-        if self._hand_back_pending and (self._running is None or self._running.done()):
+        if self._hand_back_pending and self._loop_idle():
             self._hand_back_pending = False
             self._hand_back_the_lead()
+
+    def _loop_idle(self) -> bool:
+        """No run of the loop's (a tick or a reconcile) in flight."""
+        running = self._running.get(LOOP_LANE)
+        return running is None or running.done()
 
     def _hand_back_the_lead(self) -> None:
         from controlplane.services.cycle import release_lease
@@ -260,21 +289,27 @@ class LoopScheduler(PersistentScheduler):
             self._hand_back_pending = False
             log.warning("loop tick run in beat: broker unreachable", task=entry.task, holder=self.holder,
                         error=f"{type(error).__name__}: {error}")
-        if self._running is not None and not self._running.done():
+        lane = entry.task if entry.task in OWN_LANE else LOOP_LANE
+        running = self._running.get(lane)
+        if running is not None and not running.done():
             self._outage_skipped += 1
             log.debug("loop task skipped in beat: the last one still runs", task=entry.task,
-                      running=self._running_task)
+                      running=self._running_task[lane])
             return
         if entry.task == "qm.tick":
             self._ran_here = True
         self._outage_runs += 1
-        self._running_task = entry.task
-        if self._thread is None:
-            self._thread = _LoopThread(self.runner)
-        self._running = self._thread.submit(entry.task, self.holder)
+        self._running_task[lane] = entry.task
+        thread = self._threads.get(lane)
+        if thread is None:
+            thread = self._threads[lane] = _LoopThread(self.runner, name=f"qm-beat-{lane}")
+        running = self._running[lane] = thread.submit(entry.task, self.holder)
+        if lane != LOOP_LANE:
+            running.add_done_callback(partial(_said, entry.task))
+            return
         bound = self._bound()
         try:
-            outcome = self._running.result(timeout=bound)
+            outcome = running.result(timeout=bound)
         except FutureTimeout:
             log.warning("loop task in beat still runs; beat goes on and runs no other until it ends",
                         task=entry.task, waited_s=bound)
@@ -296,7 +331,7 @@ class LoopScheduler(PersistentScheduler):
         """At beat's exit: give up the lead if beat holds it, so a worker leads at once when the
         broker returns; a run still in flight is left to end (its commit is fenced anyway)."""
         try:
-            if self._ran_here and (self._running is None or self._running.done()):
+            if self._ran_here and self._loop_idle():
                 self._hand_back_the_lead()  # a run still in flight: its lease runs out by itself
         finally:
             producer = self.__dict__.pop("_qm_producer", None)

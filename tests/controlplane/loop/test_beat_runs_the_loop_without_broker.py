@@ -27,11 +27,21 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, JobState, NodeState
-from controlplane.models import Allocation, Event, Job, Node, SchedulerLease
+from controlplane.models import (
+    Allocation,
+    Event,
+    Job,
+    Node,
+    NotificationDelivery,
+    NotificationHook,
+    SchedulerLease,
+)
 from controlplane.services import transitions
 from controlplane.services.cycle import LEASE_NAME
+from tests.controlplane import factories as f
 from tests.controlplane.loop import chaos_cluster
 from tests.controlplane.loop_fixtures import bind, build_loop_fleet, make_job, register_node
+from tests.controlplane.webhook_receiver import LOOPBACK, Receiver
 
 pytestmark = [
     pytest.mark.skipif(not os.environ.get("REDIS_URL"), reason="needs the Redis and PostgreSQL `make test` starts"),
@@ -43,7 +53,8 @@ BACK = "broker reachable again: loop ticks go to the workers"
 # Beat ticks twice a second; nodes neither go suspect nor lose their lease by themselves here
 # (the test sets the one lease that runs out).
 FAST = {"QM_CYCLE_INTERVAL_S": "0.5", "QM_CYCLE_DEBOUNCE_S": "0.1", "QM_LEADER_LEASE_S": "3",
-        "QM_SUSPECT_AFTER_S": "300", "QM_AGENT_LEASE_S": "600"}
+        "QM_SUSPECT_AFTER_S": "300", "QM_AGENT_LEASE_S": "600", "QM_NOTIFY_INTERVAL_S": "0.5",
+        "QM_WEBHOOK_ALLOWED_NETWORKS": LOOPBACK}  # the webhook receiver is on 127.0.0.1
 
 
 def _env(redis_url: str) -> dict[str, str]:
@@ -91,9 +102,10 @@ def _bound_by(job: Job) -> Event | None:
     return Event.objects.filter(job=job, kind="job.bound").first()
 
 
-def test_beat_schedules_stops_over_limit_jobs_and_fences_dead_nodes_while_the_broker_is_down(
+def test_beat_schedules_stops_over_limit_jobs_fences_dead_nodes_and_sends_webhooks_while_the_broker_is_down(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fleet = build_loop_fleet()
+    receiver = Receiver().start()
     dead, _ = register_node("outage-dead")
     live, _ = register_node("outage-live")
     spare, _ = register_node("outage-spare")  # where the fenced job runs again
@@ -109,8 +121,12 @@ def test_beat_schedules_stops_over_limit_jobs_and_fences_dead_nodes_while_the_br
     over_allocation = bind(over, {live: range(4)})
     Allocation.objects.filter(pk=over_allocation.pk).update(started_at=now - timedelta(minutes=10))
     Job.objects.filter(pk=over.pk).update(state=JobState.RUNNING, started_at=now - timedelta(minutes=10))
-    # A job submitted while Redis is away: a cycle binds it.
-    waiting = make_job(fleet, name="submitted-during-outage", gpus=2)
+    # A job submitted while Redis is away: a cycle binds it, and its submitter's webhook is told
+    # (until 4 Dec the deliveries waited for the broker).
+    alice = f.make_user("alice", team=fleet.team)
+    hook = NotificationHook.objects.create(user=alice, url=receiver.url, events=["started"], secret="s",
+                                           created_at=timezone.now())
+    waiting = make_job(fleet, name="submitted-during-outage", gpus=2, submitter=alice)
 
     dead_port = chaos_cluster.free_port()  # nobody listens
     beat, log = _beat(tmp_path, f"redis://127.0.0.1:{dead_port}/0")
@@ -126,12 +142,17 @@ def test_beat_schedules_stops_over_limit_jobs_and_fences_dead_nodes_while_the_br
             and Node.objects.filter(pk=dead.pk, state=NodeState.QUARANTINED).exists(), 30, log)
         _wait_for("the fenced job bound again", lambda: Allocation.objects.filter(
             job=on_dead, state__in=LIVE_ALLOCATION_STATES, epoch=1).exists(), 30, log)
+        _wait_for("the webhook delivered", lambda: NotificationDelivery.objects.filter(
+            hook=hook, delivered_at__isnull=False).exists(), 30, log)
         # A few more ticks: the outage is said once, not at each one.
         time.sleep(1.5)
         assert beat.poll() is None, f"beat exited {beat.returncode}:\n{log.read_text()[-4000:]}"
     finally:
         _stop(beat)
+        receiver.stop()
     text = log.read_text(errors="replace")
+    [got] = receiver.received
+    assert got.json()["job_id"] == waiting.pk and got.json()["event"] == "started"
     with capsys.disabled():
         print(f"\nbeat without a broker: bound after {bound_s:.1f} s, stop by {bound_s + stopped_s:.1f} s, "
               f"fenced by {bound_s + stopped_s + fenced_s:.1f} s from beat's start")
@@ -149,8 +170,8 @@ def test_beat_schedules_stops_over_limit_jobs_and_fences_dead_nodes_while_the_br
     assert BACK not in text
     # The Redis uses on the way failed soft: the bind's agent wake-up, the fence's cycle trigger.
     assert "agent wake-up not sent" in text and "cycle trigger not sent" in text
-    # No loop run failed, none was refused (the other entries, accounting and notifications, wait
-    # for the broker and say so at each one, as before).
+    # No loop run failed, none was refused (the accounting runs wait for the broker and say so at
+    # each one, as before).
     assert "loop task in beat failed" not in text and "loop tick not sent" not in text, text[-4000:]
 
 
