@@ -28,10 +28,11 @@ for the workers:
   once the broker is back never sends a delivery twice.
 
 Other entries (the accounting runs) are sent as Celery sends them: they wait for the broker
-and catch up when it is back. Every send is one attempt, and during an outage beat sends nothing until the broker
-answers a PING, asked at most every PROBE_S (a broker that drops packets made each send wait
-out the socket timeout and redis-py's retries). The Redis uses on the way (the debounce of triggers, agent wake-ups, notification
-triggers) already fail soft: a log line, and agents learn of their work at their heartbeat.
+and catch up when it is back. Every send is one attempt, and during an outage beat sends
+nothing until the broker answers a PING, asked at most every PROBE_S (a broker that drops
+packets made each send wait out the socket timeout and redis-py's retries). The Redis uses on
+the way (the debounce of triggers, agent wake-ups, notification triggers) already fail soft: a
+log line, and agents learn of their work at their heartbeat.
 """
 
 from __future__ import annotations
