@@ -22,13 +22,15 @@ for the workers:
   workers`): it then sends as before, runs nothing itself, and gives up the lead it held
   (`cycle.release_lease`) so a worker leads at its next tick rather than after the lease.
 
-- `qm.notify` (the webhook deliveries due) is run here the same way, on a thread of its own
-  that beat does not wait for: a receiver slow to answer holds up neither beat nor the loop's
-  runs. Its rows are claimed in PostgreSQL (`notifications.deliver_due`), so a worker's run
-  once the broker is back never sends a delivery twice.
+- `qm.notify` (the webhook deliveries due) and the accounting runs (`qm.accounting.roll_up`,
+  `qm.accounting.retention`) are run here the same way, each on a thread of its own that beat
+  does not wait for: a receiver slow to answer or a long rollup holds up neither beat nor the
+  loop's runs. Each is safe beside a worker's run once the broker is back: deliveries are
+  claimed in PostgreSQL (`notifications.deliver_due`), a rollup locks the accounting cursor and
+  a second one skips.
 
-Other entries (the accounting runs) are sent as Celery sends them: they wait for the broker
-and catch up when it is back. Every send is one attempt, and during an outage beat sends
+The one other entry, `qm.frontend.keep_team_days`, stores the teams page's days in Redis: it
+waits for the broker. Every send is one attempt, and during an outage beat sends
 nothing until the broker answers a PING, asked at most every PROBE_S (a broker that drops
 packets made each send wait out the socket timeout and redis-py's retries). The Redis uses on
 the way (the debounce of triggers, agent wake-ups, notification triggers) already fail soft: a
@@ -49,6 +51,7 @@ from functools import partial
 from typing import Any
 
 import structlog
+from celery import beat as celery_beat
 from celery.beat import PersistentScheduler, ScheduleEntry
 
 log = structlog.get_logger(__name__)
@@ -57,11 +60,11 @@ log = structlog.get_logger(__name__)
 #: the answer (meanwhile the loop's entries run here and the others wait).
 PROBE_S = 2.0
 
-#: The entries beat runs itself when it cannot send them.
-RUN_HERE = ("qm.tick", "qm.reconcile", "qm.notify")
-
 #: Entries run on a thread of their own that beat does not wait for (the others share the loop's).
-OWN_LANE = ("qm.notify",)
+OWN_LANE = ("qm.notify", "qm.accounting.roll_up", "qm.accounting.retention")
+
+#: The entries beat runs itself when it cannot send them.
+RUN_HERE = ("qm.tick", "qm.reconcile", *OWN_LANE)
 
 
 def beat_holder() -> str:
@@ -88,11 +91,11 @@ def broker_unreachable(error: BaseException, connection_errors: tuple[type[BaseE
 
 
 def run_loop_task(task: str, holder: str) -> str:
-    """`qm.tick`, `qm.reconcile` or `qm.notify` as a worker runs it, on a database connection
-    of its own, closed when it ends: beat keeps no idle connection once the outage is over."""
+    """An entry of RUN_HERE as a worker runs it, on a database connection of its own, closed
+    when it ends: beat keeps no idle connection once the outage is over."""
     from django.db import connections
 
-    from controlplane import tasks
+    from controlplane import tasks, tasks_accounting
     from controlplane.services import reconcile
 
     try:
@@ -101,8 +104,13 @@ def run_loop_task(task: str, holder: str) -> str:
             return tasks.run_tick(forwarded=True, holder=holder)
         if task == "qm.reconcile":
             return "found work" if reconcile.reconcile_nodes().found_work else "nothing to do"
-        if task == "qm.notify":
-            return str(tasks.deliver_notifications())
+        own: dict[str, Callable[[], str]] = {
+            "qm.notify": tasks.deliver_notifications,
+            "qm.accounting.roll_up": tasks_accounting.roll_up_usage,
+            "qm.accounting.retention": tasks_accounting.apply_usage_retention,
+        }
+        if task in own:
+            return str(own[task]())
         raise ValueError(f"beat does not run {task}")
     finally:
         connections.close_all()
@@ -207,6 +215,10 @@ class LoopScheduler(PersistentScheduler):
         if entry.task not in RUN_HERE:
             super().apply_entry(entry, producer=producer)
             return
+        if entry.task in OWN_LANE:
+            # said as Celery's scheduler says it of the entries it sends itself (the loop's
+            # entries, due every few seconds, go unsaid)
+            celery_beat.logger.info("Scheduler: Sending due task %s (%s)", entry.name, entry.task)
         if producer is None:
             self._run_here(entry, self._connect_error or ConnectionError("no connection to the broker"))
             return

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, JobState, NodeState
 from controlplane.models import (
+    AccountingCursor,
     Allocation,
     Event,
     Job,
@@ -53,7 +54,7 @@ BACK = "broker reachable again: loop ticks go to the workers"
 # Beat ticks twice a second; nodes neither go suspect nor lose their lease by themselves here
 # (the test sets the one lease that runs out).
 FAST = {"QM_CYCLE_INTERVAL_S": "0.5", "QM_CYCLE_DEBOUNCE_S": "0.1", "QM_LEADER_LEASE_S": "3",
-        "QM_SUSPECT_AFTER_S": "300", "QM_AGENT_LEASE_S": "600", "QM_NOTIFY_INTERVAL_S": "0.5",
+        "QM_SUSPECT_AFTER_S": "300", "QM_AGENT_LEASE_S": "600", "QM_NOTIFY_INTERVAL_S": "0.5", "QM_ACCOUNTING_ROLLUP_S": "1",
         "QM_WEBHOOK_ALLOWED_NETWORKS": LOOPBACK}  # the webhook receiver is on 127.0.0.1
 
 
@@ -102,7 +103,7 @@ def _bound_by(job: Job) -> Event | None:
     return Event.objects.filter(job=job, kind="job.bound").first()
 
 
-def test_beat_schedules_stops_over_limit_jobs_fences_dead_nodes_and_sends_webhooks_while_the_broker_is_down(
+def test_beat_schedules_fences_sends_webhooks_and_rolls_up_usage_while_the_broker_is_down(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     fleet = build_loop_fleet()
     receiver = Receiver().start()
@@ -144,6 +145,9 @@ def test_beat_schedules_stops_over_limit_jobs_fences_dead_nodes_and_sends_webhoo
             job=on_dead, state__in=LIVE_ALLOCATION_STATES, epoch=1).exists(), 30, log)
         _wait_for("the webhook delivered", lambda: NotificationDelivery.objects.filter(
             hook=hook, delivered_at__isnull=False).exists(), 30, log)
+        # the accounting rollup too (until 4 Dec it waited for the broker, as the webhooks did)
+        _wait_for("usage rolled up", lambda: AccountingCursor.objects.filter(
+            rolled_until__isnull=False).exists(), 30, log)
         # A few more ticks: the outage is said once, not at each one.
         time.sleep(1.5)
         assert beat.poll() is None, f"beat exited {beat.returncode}:\n{log.read_text()[-4000:]}"
@@ -170,8 +174,8 @@ def test_beat_schedules_stops_over_limit_jobs_fences_dead_nodes_and_sends_webhoo
     assert BACK not in text
     # The Redis uses on the way failed soft: the bind's agent wake-up, the fence's cycle trigger.
     assert "agent wake-up not sent" in text and "cycle trigger not sent" in text
-    # No loop run failed, none was refused (the accounting runs wait for the broker and say so at
-    # each one, as before).
+    # No run in beat failed, none was refused (the one entry left waiting for the broker, the
+    # teams page's days, says so when it falls due: half-hourly).
     assert "loop task in beat failed" not in text and "loop tick not sent" not in text, text[-4000:]
 
 
