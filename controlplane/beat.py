@@ -60,8 +60,13 @@ log = structlog.get_logger(__name__)
 #: the answer (meanwhile the loop's entries run here and the others wait).
 PROBE_S = 2.0
 
-#: Entries run on a thread of their own that beat does not wait for (the others share the loop's).
-OWN_LANE = ("qm.notify", "qm.accounting.roll_up", "qm.accounting.retention")
+#: Entries run on a thread of their own that beat does not wait for (the others share the
+#: loop's), each with the function a worker runs for it.
+OWN_LANE = {
+    "qm.notify": "controlplane.tasks.deliver_notifications",
+    "qm.accounting.roll_up": "controlplane.tasks_accounting.roll_up_usage",
+    "qm.accounting.retention": "controlplane.tasks_accounting.apply_usage_retention",
+}
 
 #: The entries beat runs itself when it cannot send them.
 RUN_HERE = ("qm.tick", "qm.reconcile", *OWN_LANE)
@@ -94,8 +99,9 @@ def run_loop_task(task: str, holder: str) -> str:
     """An entry of RUN_HERE as a worker runs it, on a database connection of its own, closed
     when it ends: beat keeps no idle connection once the outage is over."""
     from django.db import connections
+    from django.utils.module_loading import import_string
 
-    from controlplane import tasks, tasks_accounting
+    from controlplane import tasks
     from controlplane.services import reconcile
 
     try:
@@ -104,13 +110,8 @@ def run_loop_task(task: str, holder: str) -> str:
             return tasks.run_tick(forwarded=True, holder=holder)
         if task == "qm.reconcile":
             return "found work" if reconcile.reconcile_nodes().found_work else "nothing to do"
-        own: dict[str, Callable[[], str]] = {
-            "qm.notify": tasks.deliver_notifications,
-            "qm.accounting.roll_up": tasks_accounting.roll_up_usage,
-            "qm.accounting.retention": tasks_accounting.apply_usage_retention,
-        }
-        if task in own:
-            return str(own[task]())
+        if task in OWN_LANE:
+            return str(import_string(OWN_LANE[task])())
         raise ValueError(f"beat does not run {task}")
     finally:
         connections.close_all()

@@ -93,8 +93,9 @@ def test_a_loop_worker_and_beat_log_one_json_object_per_line(
         start: Callable[..., tuple[Path, Path, subprocess.Popen[bytes]]]) -> None:
     name = f"logtest-{os.getpid()}@%h"
     # started as docker-compose starts them: --quiet, so Celery prints no start banner (text)
-    worker_out, worker_err, worker_proc = start("worker", "--quiet", "worker", "-Q", "qm.loop", "-P", "solo", "-n", name,
-                                   "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO")
+    worker_out, worker_err, worker_proc = start(
+        "worker", "--quiet", "worker", "-Q", "qm.loop", "-P", "solo", "-n", name,
+        "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO")
     beat_out, beat_err, beat_proc = start("beat", "--quiet", "beat", "--loglevel", "INFO", "--schedule", "beat-schedule")
     _until(worker_err, "ready.", 30, "the worker's ready line")
     tasks.tick.apply_async(queue="qm.loop", expires=30)  # as beat would, without waiting for its tick

@@ -421,3 +421,14 @@ def test_a_broker_behind_a_partition_that_drops_packets_hangs_nothing(
         print(f"\npartition dropping packets: beat led {cut_s:.1f} s after it began (lease "
               f"{lease_s} s); healed: the worker led again {healed_s:.1f} s after")
     assert "broker connection lost: gave up the scheduler's lead" in worker_log.read_text(errors="replace")
+
+
+def test_each_entry_beat_runs_on_its_own_thread_names_the_task_a_worker_runs() -> None:
+    # beat runs these by their function's path: a task renamed or moved must not leave a path
+    # that imports nothing, or one whose task is another
+    from django.utils.module_loading import import_string
+
+    from controlplane.beat import OWN_LANE, RUN_HERE
+
+    assert {name: import_string(path).name for name, path in OWN_LANE.items()} == {name: name for name in OWN_LANE}
+    assert set(OWN_LANE) <= set(RUN_HERE)
