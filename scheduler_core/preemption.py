@@ -44,7 +44,7 @@ from scheduler_core.gang import is_elastic, minimum_gpus, replica_size
 from scheduler_core.plugins.protocols import VictimCandidate
 from scheduler_core.state import HOLD, JOB, Grant, Restore
 from scheduler_core.types import JobSpec, PreemptionReason, PriorityClassInfo, RunningJob
-from scheduler_core.victims import Held, VictimIndex
+from scheduler_core.victims import Held, Offer, VictimIndex
 
 MAX_VICTIMS_PER_SEARCH = 64
 MAX_REPRIEVE_CHECKS = 16
@@ -245,15 +245,34 @@ def _replica_pieces(ctx: CycleContext, job: RunningJob) -> list[list[Grant]]:
     return pieces
 
 
-@dataclass(frozen=True, slots=True)
-class _Option:
-    candidate: VictimCandidate
-    team: str
-    part: list[Grant] | None
+def _offers(ctx: CycleContext, held: Held, tier: int, reason: PreemptionReason) -> list[Offer]:
+    """The ways ``held``'s job frees GPUs: an elastic job's extra replicas one by one (each
+    offer shrinking it further), then the whole job."""
+    job = held.job
+    job_id, team, gpus = held.job_id, job.spec.team, held.gpus
+    value = ctx.priority_value(job.spec)
+    found: list[Offer] = []
+    if is_elastic(job.spec):
+        pause = gpus * job.spec.resize_cost_s / 3600.0
+        pieces = _replica_pieces(ctx, job)
+        for k, piece in enumerate(pieces):
+            found.append(Offer(
+                VictimCandidate(job_id, tier, reason, value, sum(g.gpus for g in piece),
+                                pause, job.started_at,
+                                shrink_to=gpus - sum(sum(g.gpus for g in p)
+                                                     for p in pieces[:k + 1])),
+                team, piece,
+            ))
+    found.append(Offer(
+        VictimCandidate(job_id, tier, reason, value, gpus, lost_gpu_hours(ctx, job, gpus),
+                        job.started_at),
+        team, None,
+    ))
+    return found
 
 
 def _candidates(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: str | None,
-                classes: frozenset[int]) -> tuple[list[_Option], list[_Option], list[str]]:
+                classes: frozenset[int]) -> tuple[list[Offer], list[Offer], list[str]]:
     """The ways to free GPUs for ``spec``: without the protected jobs, with them, and why
     those are protected. Only the jobs of the cycle's :class:`VictimIndex` pool for
     ``spec``'s priority are visited (the others can never be its victims)."""
@@ -263,8 +282,8 @@ def _candidates(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: st
     if ctx.victims is None:
         ctx.victims = VictimIndex(ctx)
     index = ctx.victims
-    options: list[_Option] = []
-    every: list[_Option] = []
+    options: list[Offer] = []
+    every: list[Offer] = []
     protected: list[str] = []
     holdings = ctx.state.holdings
     killed, preempted, resized = ctx.killed, ctx.preempted, ctx.resized
@@ -282,41 +301,25 @@ def _candidates(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: st
         why = index.protection(job)
         if why is not None:
             protected.append(why)
-        tier, reason = verdict
-        value = ctx.priority_value(job.spec)
-        gpus = held.gpus
-        found: list[_Option] = []
-        if is_elastic(job.spec):
-            pause = gpus * job.spec.resize_cost_s / 3600.0
-            pieces = _replica_pieces(ctx, job)
-            for k, piece in enumerate(pieces):
-                found.append(_Option(
-                    VictimCandidate(job_id, tier, reason, value, sum(g.gpus for g in piece),
-                                    pause, job.started_at,
-                                    shrink_to=gpus - sum(sum(g.gpus for g in p)
-                                                         for p in pieces[:k + 1])),
-                    job.spec.team, piece,
-                ))
-        found.append(_Option(
-            VictimCandidate(job_id, tier, reason, value, gpus, lost_gpu_hours(ctx, job, gpus),
-                            job.started_at),
-            job.spec.team, None,
-        ))
+        key = (job_id, *verdict)
+        found = index.offers.get(key)
+        if found is None:
+            found = index.offers[key] = _offers(ctx, held, *verdict)
         every += found
         if why is None:
             options += found
     return options, every, protected
 
 
-def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[_Option],
-            budget: int) -> tuple[list[_Option], list[Grant]] | None:
+def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[Offer],
+            budget: int) -> tuple[list[Offer], list[Grant]] | None:
     chooser = ctx.plugins.victims
     order = chooser.order([o.candidate for o in options])
-    by_key: dict[tuple[str, int | None], _Option] = {
+    by_key: dict[tuple[str, int | None], Offer] = {
         (o.candidate.job_id, o.candidate.shrink_to): o for o in options
     }
     what_if = WhatIf(ctx)
-    chosen: list[tuple[_Option, Restore]] = []
+    chosen: list[tuple[Offer, Restore]] = []
     removed_whole: set[str] = set()
     touched: dict[tuple[str, int | None], set[int]] = {}
     grants: list[Grant] | None = None

@@ -23,9 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from scheduler_core.plugins.protocols import VictimCandidate
 from scheduler_core.sentences import counted
-from scheduler_core.state import JOB
-from scheduler_core.types import PriorityClassInfo, RunningJob
+from scheduler_core.state import JOB, Grant
+from scheduler_core.types import PreemptionReason, PriorityClassInfo, RunningJob
 
 if TYPE_CHECKING:
     from scheduler_core.context import CycleContext
@@ -42,6 +43,16 @@ class Held:
     classes: frozenset[int]
 
 
+@dataclass(frozen=True, slots=True)
+class Offer:
+    """One way a running job frees GPUs: preempted whole (``part`` is ``None``) or giving up
+    the replicas of ``part``."""
+
+    candidate: VictimCandidate
+    team: str
+    part: list[Grant] | None
+
+
 class VictimIndex:
     """Possible victims per preemptor priority, built lazily once per cycle."""
 
@@ -51,6 +62,10 @@ class VictimIndex:
         self._rows: list[tuple[RunningJob, PriorityClassInfo | None]] | None = None
         self._held: dict[str, Held] = {}
         self._protection: dict[str, str | None] = {}
+        self.offers: dict[tuple[str, int, PreemptionReason], list[Offer]] = {}
+        """A job's offers under a tier and reason: its GPUs, lost work and replicas do not
+        change while it can still be picked (the second fact above), so every search of the
+        cycle shares them."""
 
     def pool(self, mine: PriorityClassInfo, team: str) -> list[Held]:
         """Running jobs (not terminating) a job of class ``mine`` and team ``team`` might

@@ -85,6 +85,7 @@ from scheduler_core.gang import is_elastic
 from scheduler_core.plugins.protocols import VictimCandidate
 from scheduler_core.state import JOB
 from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Snapshot
+from scheduler_core.victims import Offer
 
 GOLDEN = {
     (1000, 500, 200, 7): "147d4e9bc332631d965d72bac491287f9740aa9dabac4eadab4f019586291cf4",
@@ -206,13 +207,13 @@ def _ref_walk(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: str 
             pause = gpus * job.spec.resize_cost_s / 3600.0
             pieces = preemption._replica_pieces(ctx, job)
             for k, piece in enumerate(pieces):
-                options.append(preemption._Option(
+                options.append(Offer(
                     VictimCandidate(job_id, tier, reason, value, sum(g.gpus for g in piece),
                                     pause, job.started_at,
                                     shrink_to=gpus - sum(sum(g.gpus for g in p)
                                                          for p in pieces[:k + 1])),
                     job.spec.team, piece))
-        options.append(preemption._Option(
+        options.append(Offer(
             VictimCandidate(job_id, tier, reason, value, gpus,
                             preemption.lost_gpu_hours(ctx, job, gpus), job.started_at),
             job.spec.team, None))
