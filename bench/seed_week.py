@@ -23,7 +23,10 @@ and every one of them is reported, met or not.
    byte for byte, and at the seed's own load (0.85) it must draw exactly the jobs that the
    peer's ``week()`` draws for each extra seed.
 3. ``--mixed`` instead replays the 0.95 week with four teams of unequal demand, two priorities
-   and optional checkpoints, and prints the preemptions by reason and the GPU-hours they lose.
+   and optional checkpoints, and prints the preemptions by reason and the GPU-hours they lose;
+   with ``--extra-seeds N`` also the weeks of seeds 10, 11, ... drawn at 0.95 the same way (one
+   week's preemption figures move a lot with any decision that changes its course, so a
+   preemption rule is judged on several).
 4. Goals, on every week: ``allocated`` ≥ the seed's (≥ the seed's + 0.03 at load 1.05);
    ``wait_mean_min`` ≤ half the seed's at loads 0.95 and 1.05; ``wait_large_p95_min`` ≤ the
    seed's; ``wait_max_min`` ≤ 1.5 × the seed's. Exit status 1 when a goal is missed.
@@ -468,22 +471,32 @@ def render_markdown(report: dict[str, Any]) -> str:
 MIXED_TEAMS = {"ana": "a", "bo": "a", "chen": "a", "dara": "b", "eli": "b", "fay": "c", "gus": "d", "hana": "d"}
 
 
-def mixed_week(load: float, checkpoint_s: float | None, overrides: Sequence[str]) -> dict[str, Any]:
-    """Preemption on a mixed week: the shared week at ``load`` with four teams of unequal demand
-    (:data:`MIXED_TEAMS`; the simulator gives them equal nominal quotas in one cohort with
-    unlimited borrowing, so owners reclaim what they lent), every fifth job at priority 100,
-    and a checkpoint every ``checkpoint_s`` (``None``: never). Counts preemptions by reason
-    and the GPU-hours they lose (the engine's own ``lost_gpu_hours``)."""
+def mixed_jobs(load: float, checkpoint_s: float | None, seed: int = SEED_TRACE_SEED) -> list[TraceJob]:
+    """The jobs of :func:`mixed_week`: the week of ``seed`` at ``load`` (the shared trace for
+    seed 9), each in its user's team of :data:`MIXED_TEAMS`, every fifth at priority 100."""
     import dataclasses
 
+    week = load_trace(trace_path(load)) if seed == SEED_TRACE_SEED else draw_week(load_peer(), seed, load)
+    return [
+        dataclasses.replace(job, team=MIXED_TEAMS.get(job.user, "a"), priority=100 if i % 5 == 0 else 0,
+                            checkpoint_interval_s=checkpoint_s)
+        for i, job in enumerate(week)
+    ]
+
+
+def mixed_week(load: float, checkpoint_s: float | None, overrides: Sequence[str],
+               seed: int = SEED_TRACE_SEED) -> dict[str, Any]:
+    """Preemption on a mixed week: the shared week at ``load`` (or, for another ``seed``, the
+    week :func:`draw_week` draws) with four teams of unequal demand (:data:`MIXED_TEAMS`; the
+    simulator gives them equal nominal quotas in one cohort with unlimited borrowing, so owners
+    reclaim what they lent), every fifth job at priority 100, and a checkpoint every
+    ``checkpoint_s`` (``None``: never). Counts preemptions by reason and the GPU-hours they
+    lose (the engine's own ``lost_gpu_hours``)."""
     from scheduler_core import schedule as engine_schedule
     from scheduler_core.types import Plan, SchedulerConfig, Snapshot
 
-    jobs = [
-        dataclasses.replace(job, team=MIXED_TEAMS.get(job.user, "a"), priority=100 if i % 5 == 0 else 0,
-                            checkpoint_interval_s=checkpoint_s)
-        for i, job in enumerate(load_trace(trace_path(load)))
-    ]
+    name = trace_path(load).stem if seed == SEED_TRACE_SEED else f"s{seed}_load{round(load * 100):03d}"
+    jobs = mixed_jobs(load, checkpoint_s, seed)
     reasons: dict[str, int] = {}
     lost = [0.0]
 
@@ -499,7 +512,7 @@ def mixed_week(load: float, checkpoint_s: float | None, overrides: Sequence[str]
     result = simulate(jobs, shape, config=config_with(overrides), schedule=counting, horizon_s=horizon_s).as_dict()
     allocated_gpu_hours = float(result["allocated"] or 0.0) * shape.nodes * shape.gpus_per_node * horizon_s / 3600
     return {
-        "week": f"mixed {trace_path(load).stem}", "checkpoint_s": checkpoint_s,
+        "week": f"mixed {name}", "checkpoint_s": checkpoint_s,
         "preemptions_by_reason": dict(sorted(reasons.items())), "lost_gpu_hours": round(lost[0], 1),
         "allocated_gpu_hours": round(allocated_gpu_hours), "lost_share": round(lost[0] / allocated_gpu_hours, 4),
         "wait_mean_min": result["wait_mean_min"], "wait_max_min": result["wait_max_min"], "jobs_done": result["jobs_done"],
@@ -519,12 +532,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--no-progress", action="store_true")
     parser.add_argument("--mixed", action="store_true",
                         help="instead: preemptions and lost GPU-hours on the mixed 0.95 week (teams, priorities), "
-                             "without checkpoints and with one every 30 min")
+                             "without checkpoints and with one every 30 min; --extra-seeds N adds drawn weeks")
     args = parser.parse_args(argv)
     config_with(args.set)  # fail fast on a bad override, before any replay
     if args.mixed:
+        seeds = [SEED_TRACE_SEED] + [args.first_extra_seed + i for i in range(max(0, args.extra_seeds))]
         with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
-            futures = [pool.submit(mixed_week, 0.95, checkpoint, tuple(args.set)) for checkpoint in (None, 1800.0)]
+            futures = [pool.submit(mixed_week, 0.95, checkpoint, tuple(args.set), seed)
+                       for seed in seeds for checkpoint in (None, 1800.0)]
             for future in futures:
                 print(json.dumps(future.result()))
         return 0

@@ -95,3 +95,18 @@ def test_markdown_report_lists_every_metric_and_every_missed_goal() -> None:
     assert "allocated 0.9500 >= seed + 0.03 = 0.9600 |" in text
     assert "Goals met: 3 of 4." in text
     assert text.endswith("| w | 40 | 97.5 % | 95 | 42 % | 0 / 12 | 2 |")  # the ETAs told, judged by the starts
+
+
+@needs_shared
+def test_mixed_weeks_are_the_shared_week_or_a_drawn_one_with_teams_and_priorities() -> None:
+    shared = bench.mixed_jobs(0.95, 1800.0)
+    assert [job.job_id for job in shared] == [job.job_id for job in load_trace(bench.trace_path(0.95))]
+    drawn = bench.mixed_jobs(0.95, None, seed=10)
+    assert [(job.job_id, job.gpus, job.submit_s) for job in drawn] == [
+        (job.job_id, job.gpus, job.submit_s) for job in bench.draw_week(bench.load_peer(), 10, 0.95)]
+    assert [(job.job_id, job.gpus) for job in drawn] != [(job.job_id, job.gpus) for job in shared]
+    for jobs, checkpoint in ((shared, 1800.0), (drawn, None)):
+        assert {job.team for job in jobs} == {"a", "b", "c", "d"}
+        assert all(job.team == bench.MIXED_TEAMS[job.user] for job in jobs)
+        assert [job.priority for job in jobs[:6]] == [100, 0, 0, 0, 0, 100]
+        assert {job.checkpoint_interval_s for job in jobs} == {checkpoint}
