@@ -245,6 +245,12 @@ def _replica_pieces(ctx: CycleContext, job: RunningJob) -> list[list[Grant]]:
     return pieces
 
 
+def _victim_index(ctx: CycleContext) -> VictimIndex:
+    if ctx.victims is None:
+        ctx.victims = VictimIndex(ctx)
+    return ctx.victims
+
+
 def _offers(ctx: CycleContext, held: Held, tier: int, reason: PreemptionReason) -> list[Offer]:
     """The ways ``held``'s job frees GPUs: an elastic job's extra replicas one by one (each
     offer shrinking it further), then the whole job."""
@@ -279,9 +285,7 @@ def _candidates(ctx: CycleContext, spec: JobSpec, gpus_needed: int, gpu_type: st
     mine = ctx.priority.get(spec.priority_class)
     if mine is None:
         return [], [], []
-    if ctx.victims is None:
-        ctx.victims = VictimIndex(ctx)
-    index = ctx.victims
+    index = _victim_index(ctx)
     options: list[Offer] = []
     every: list[Offer] = []
     protected: list[str] = []
@@ -425,17 +429,29 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
                 parts=tuple(tuple(o.part) if o.part is not None else None for o in victims),
             )
     if protected or (options and budget <= 0):
-        unprotected = _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH) \
+        ignoring = _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH) \
             if all_options else None
-        if unprotected:
+        if ignoring:
             if budget <= 0:
                 return Protected(
                     f"this cycle's preemption budget of {ctx.config.max_preemptions_per_cycle} "
                     "victims is spent"
                 )
-            return Protected("; ".join(sorted(protected)[:3]),
-                             tuple(sorted({o.candidate.job_id for o in unprotected[0]})))
+            return _protection_in_the_way(ctx, [o.candidate for o in ignoring[0]])
     return None
+
+
+def _protection_in_the_way(ctx: CycleContext, victims: list[VictimCandidate]) -> Protected | None:
+    """What protects the victims a search ignoring protection would take, or ``None`` when
+    none of them is protected: that search only walked further down the chooser's order
+    than the first one may (the cycle's preemption budget caps its steps), so protection is
+    not what keeps the job waiting and must not be named as its reason."""
+    index = _victim_index(ctx)
+    why = sorted({reason for v in victims
+                  if (reason := index.protection(ctx.running[v.job_id])) is not None})
+    if not why:
+        return None
+    return Protected("; ".join(why[:3]), tuple(sorted({v.job_id for v in victims})))
 
 
 def capacity_eta(ctx: CycleContext, classes: frozenset[int], members: int,

@@ -58,7 +58,15 @@ Two independent proofs:
   to the value before; and when an over-quota sentence began to say why a team in a cohort
   can borrow nothing more, 2026-12-02: compared field by field, only explanations' messages
   changed, each by the inserted "(cohort c has no unused … GPUs to lend now)" or "(its
-  borrowing limit of N is used)": 163, 189, 24, 304 and 1,620 jobs)::
+  borrowing limit of N is used)": 163, 189, 24, 304 and 1,620 jobs); and a job told that
+  protected jobs stand in its way only when one of the victims a way in needs is protected,
+  2026-12-04: compared field by field against the plans before, binds, preemptions, resizes,
+  reservations, kills and growth notes identical; 1,000 GPUs seed 1: 3 jobs
+  ``MinimumRuntimeProtected`` → ``InsufficientGpus``, 2 over-quota jobs lose a preemption
+  they could not make; 2,000: 5 → ``InsufficientGpus``, 1 over quota; 10,000: 6 →
+  ``InsufficientGpus`` (their ETAs from t=+90 s to runtime limits), 1 over quota, and the
+  sentences (for 10 of them the ETAs too) of 526 jobs whose count of GPUs ahead of them in
+  their team's quota now includes those jobs; the fleet's count of jobs by reason follows)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -89,10 +97,10 @@ from scheduler_core.victims import Offer
 
 GOLDEN = {
     (1000, 500, 200, 7): "147d4e9bc332631d965d72bac491287f9740aa9dabac4eadab4f019586291cf4",
-    (1000, 500, 200, 1): "ec23ca33a7b7a8a9121997769e36db09ba0671dc7b8ec270f8f0bec08883e074",
+    (1000, 500, 200, 1): "f22e8b82de73290a4c679d11546097f8980e27d0d538eed3ea8ef4bf2a487516",
     (1000, 500, 200, 3): "01841f0e0f90928768dfe1a958be721963c943586e9e20570103cfd68c5ef5ec",
-    (2000, 1000, 400, 4): "31524f7a797cc312274e14ff2108bff56d8a9d50c6a469e0425ed2e82054677f",
-    (10000, 5000, 2000, 7): "7449ba7adb38d9deefa21da75963acf569889ee5ff5561ba8039f8ecea36fb38",
+    (2000, 1000, 400, 4): "fe2a3adec62b7eac3b1b8c6d1dc4250d5a29fe1feb9403bf32f666d5233e0a50",
+    (10000, 5000, 2000, 7): "908febb749e04d574360bbb06bc671b313efe09bbc74bd1b016bcfc92290d7c9",
 }
 
 

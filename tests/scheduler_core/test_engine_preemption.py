@@ -350,3 +350,58 @@ def test_reclaim_preempts_only_victims_on_the_nodes_it_lands_on():
     nodes = {next(p.node for r in running if r.obj().spec.id == v for p in r.obj().placements)
              for v in victims}
     assert len(nodes) == 1
+
+
+def test_protection_is_named_only_when_a_protected_job_stands_in_the_way():
+    # The victim chooser ranks fleet-wide: the cheap one-GPU jobs a0 and a1 (on nodes the
+    # high-priority jobs keep) come first and use up the cycle's budget of 2 steps, so the
+    # search finds nothing. A search ignoring protection walks on and needs only "big" (cheaper
+    # than "young": checkpointed a minute ago), which is not protected. "young", inside its
+    # minimum runtime, is no part of that way in, so the job must not be told that a
+    # protected job blocks it.
+    cluster = (
+        make_cluster().nodes(4, gpus=4).at(NOW)
+        .priority("low", 10, min_runtime_s=3600)
+        .running(
+            make_running(make_job("a0").priority("low").gpus(1)).on("n0", 0).started(0)
+            .checkpointed(NOW - 1),
+            make_running(make_job("h0").priority("high").gpus(3)).on("n0", 1, 2, 3).started(0),
+            make_running(make_job("a1").priority("low").gpus(1)).on("n1", 0).started(0)
+            .checkpointed(NOW - 2),
+            make_running(make_job("h1").priority("high").gpus(3)).on("n1", 1, 2, 3).started(0),
+            make_running(make_job("big").priority("low").gpus(4)).whole("n2", width=4)
+            .started(0).checkpointed(NOW - 60),
+        )
+        .pending(make_job("hi").priority("high").gpus(4))
+    )
+    config = SchedulerConfig(max_preemptions_per_cycle=2)
+    young = make_running(make_job("young").priority("low").gpus(4)).whole("n3", width=4) \
+        .started(NOW - 600)
+    plan = cluster.running(young).plan(config)
+    assert plan.preemptions == ()
+    explanation = why(plan, "hi")
+    assert explanation.code is not ReasonCode.MINIMUM_RUNTIME_PROTECTED
+    assert "young" not in explanation.message and "minimum runtime" not in explanation.message
+
+
+def test_protection_named_is_that_of_the_victims_a_way_in_needs():
+    # Only n3 can host the job: "young" (protected) must go, and its protection is what is
+    # named; "old", protected as well but on a node the way in does not use, is not.
+    plan = (
+        make_cluster().nodes(2, gpus=4).at(NOW)
+        .node("n3", gpus=4, gpu_type="h100")
+        .priority("low", 10, min_runtime_s=3600)
+        .running(
+            make_running(make_job("old").priority("low").gpus(4)).whole("n0", width=4)
+            .started(NOW - 900),
+            make_running(make_job("h1").priority("high").gpus(4)).whole("n1", width=4),
+            make_running(make_job("young").priority("low").gpus(4)).whole("n3", width=4)
+            .started(NOW - 600),
+        )
+        .pending(make_job("hi").priority("high").gpus(4).types("h100"))
+        .plan()
+    )
+    explanation = why(plan, "hi")
+    assert explanation.code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
+    assert "job young has run 600 s of its 3600 s minimum runtime" in explanation.message
+    assert "job old" not in explanation.message
