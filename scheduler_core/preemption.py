@@ -30,6 +30,11 @@ Steps for one pending job that found no room (:func:`preempt_for`):
    the job is *nominated*: the free part of its chosen GPUs is held for it, and it gets a
    reservation at ``now`` + the longest grace period.
 
+When no way is found but some candidates are protected (or the cycle's budget is spent), a
+second search ignoring protection tells the job what stands in its way: the protection of the
+victims *that* search would take, and nothing when none of them is protected
+(:func:`_protection_in_the_way`).
+
 Victims are running jobs, never pending ones, and a nominated job never preempts again in the
 same cycle, so preemption cannot cascade.
 """
