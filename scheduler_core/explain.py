@@ -10,7 +10,8 @@ which its gang fits if that is later (it needs both); a job short of capacity ge
 the later of two estimates (:class:`~scheduler_core.backfill.ReleaseTimeline`): the first
 release time at which enough capable GPUs (and nodes with room for its largest member) are
 free, and the time by which the capacity of its node classes has run the work of the jobs ahead
-of it in the queue that wait for the same classes (their GPUs x runtime limits, or
+of it in the queue that wait for the same classes, for GPUs or only for a maintenance window
+(their GPUs x runtime limits, or
 ``default_runtime_estimate_s``; GPUs already held for them excluded), back to back. That second
 term is what makes a job's ETA grow with its queue position; it ignores fragmentation and
 backfill, so it is an estimate and the message says so. GPUs promised to a reservation or a
@@ -61,7 +62,8 @@ PROTECTED_CODES = frozenset({ReasonCode.PREEMPTION_BUDGET_EXHAUSTED, ReasonCode.
 AHEAD_CODES = CAPACITY_CODES | {ReasonCode.WAITING_FOR_RESERVATION,
                                 ReasonCode.WAITING_FOR_PREEMPTION}
 """Waiting jobs whose work counts as *ahead* of later jobs on the same node classes: those
-waiting for capacity (not those waiting for their quota, which may start much later)."""
+waiting for capacity (not those waiting for their quota, which may start much later). A job
+waiting only for a maintenance window counts too (:meth:`_Explainer.place`)."""
 
 
 def type_names(ctx: CycleContext, classes: Sequence[int]) -> str:
@@ -340,6 +342,12 @@ class _Explainer:
 
     # -- per outcome -------------------------------------------------------------------------
 
+    def _line(self, classes: tuple[int, ...]) -> _DrainLine:
+        line = self.lines.get(classes)
+        if line is None:
+            line = self.lines[classes] = _DrainLine(self._timeline(), classes)
+        return line
+
     def word(self, spec: JobSpec, outcome: Outcome) -> _Worded:
         if outcome.type_options and outcome.resolvable:
             return self._word_types(spec, outcome)
@@ -367,9 +375,7 @@ class _Explainer:
             outcome, base, position_free = self._elsewhere(spec, outcome, base)
         line: _DrainLine | None = None
         if code in AHEAD_CODES and outcome.demand is not None and outcome.classes:
-            line = self.lines.get(outcome.classes)
-            if line is None:
-                line = self.lines[outcome.classes] = _DrainLine(self._timeline(), outcome.classes)
+            line = self._line(outcome.classes)
         # A job over its quota waits for its team's jobs, not for the queue ahead of it (which
         # may run beside it): its capacity term is the release time alone.
         drains = code in CAPACITY_CODES and outcome.eta is None
@@ -523,6 +529,10 @@ class _Explainer:
                     eta, estimated = later, True
         elif code is ReasonCode.MAINTENANCE_WINDOW and eta is not None and spec.id not in self.promised:
             eta, estimated = self._after_windows(spec, w, eta, estimated)
+            if w.classes:
+                # its run is work queued ahead of the later jobs on its classes, as the run
+                # of a job waiting for GPUs is
+                self._drain(spec, self._line(w.classes), False, False, True, demand_gpus, None)
         if quota_type is not None and quota_at is not None and (spec.team, quota_type) in self.quota_ahead:
             eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated)
         head_quota = self.head_quota

@@ -420,6 +420,29 @@ def test_maintenance_window_a_job_waiting_for_gpus_behind_one_waiting_for_the_wi
     assert "Estimated start t=14400: the capable GPUs first run the jobs ahead of it" in w.message
 
 
+def test_maintenance_window_a_job_waiting_for_it_is_work_ahead_of_the_jobs_behind_it():
+    # As in the test above, "first" waits for the window on n0 and runs from t=7200 to 14400;
+    # "w1" and "w2" each need both nodes for 2 h. w1 is told t=14400. w2 was told t=14400
+    # too: the work ahead of it on the fleet's GPUs counted w1's (16 GPUs x 2 h) but not
+    # first's. With first's (8 GPUs x 2 h) as well, the 172,800 GPU-seconds ahead run on 8
+    # GPUs until n1 frees at t=10800 (86,400) and on 16 after: t=16200. (Its real start is
+    # t=21600, after w1; the drain line is a fluid estimate, but no longer the same start as
+    # the job ahead of it that needs the same whole fleet.)
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r").gpus(8).limit(3 * HOUR)).on("n1", *range(8)))
+            .maintenance("7", "n0", start=HOUR, end=2 * HOUR)
+            .pending(make_job("first").gpus(8).limit(2 * HOUR).submitted(0),
+                     make_job("w1").gpus(16).limit(2 * HOUR).submitted(1),
+                     make_job("w2").gpus(16).limit(2 * HOUR).submitted(2))
+            .plan(SchedulerConfig(backfill=False)))
+    assert why(plan, "first").code is ReasonCode.MAINTENANCE_WINDOW
+    assert why(plan, "w1").eta == 4 * HOUR
+    w2 = why(plan, "w2")
+    assert w2.code is ReasonCode.INSUFFICIENT_GPUS
+    assert w2.eta == 16200
+    assert "Estimated start t=16200: the capable GPUs first run the jobs ahead of it" in w2.message
+
+
 def test_maintenance_window_jobs_that_fit_side_by_side_after_it_are_told_the_same_start():
     plan = (one_node_with_window()
             .pending(make_job("first").gpus(4).limit(2 * HOUR).submitted(0),
