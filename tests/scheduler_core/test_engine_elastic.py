@@ -75,6 +75,28 @@ def test_elastic_job_does_not_grow_past_its_maximum_or_quota():
     assert resize.to_gpus == 16
 
 
+def test_elastic_growth_that_moves_the_job_is_charged_only_its_new_gpus_against_quota():
+    # Found by the invariant machine with more examples. Team ml (12 A100 GPUs, no cohort)
+    # runs "e" (2 of 2..4 GPUs, in replicas of 2) on n0, a 4-GPU node, and binds "t" (8 GPUs)
+    # on n5. Growing e to 4 takes the shape of a fresh bind: it moves to two other 4-GPU
+    # nodes. The team then holds 8 + 4 = 12, its nominal quota: the 2 GPUs e leaves on n0 are
+    # not counted as well (that would make 14 and refuse the growth).
+    plan = (
+        make_cluster().nodes(5, gpus=4).at(NOW).node("n5", gpus=8)
+        .quota("ml", "a100", 12)
+        .running(make_running(make_job("e").gpus(2).per_node(2).elastic(2, 4).serving()
+                              .priority("low").limit(86400)).on("n0", 0, 1).started(NOW - 60))
+        .pending(make_job("t").gpus(8))
+        .plan()
+    )
+    assert gpu_count(bound(plan)["t"]) == 8
+    [resize] = plan.resizes
+    assert (resize.from_gpus, resize.to_gpus) == (2, 4)
+    assert {p.node for p in resize.placements}.isdisjoint({"n5"})
+    held = gpu_count(bound(plan)["t"]) + gpu_count(resize.placements)
+    assert held == 12
+
+
 def test_elastic_job_grows_only_into_what_the_queue_left():
     plan = (
         make_cluster().nodes(2).at(NOW)

@@ -276,9 +276,13 @@ class FleetMachine(RuleBasedStateMachine):
         running = {j.spec.id: j for j in snapshot.running}
         for r in plan.resizes:
             if r.for_job is None:
-                added = gpus_of(r.placements) - gpus_of(running[r.job_id].placements)
-                for node, _ in added:
-                    after[(running[r.job_id].spec.team, self.by_name[node].gpu_type)] += 1
+                # a grown job may move off GPUs it held (the shape of a fresh bind): its team
+                # then holds its new GPUs instead of its old ones, not as well
+                team = running[r.job_id].spec.team
+                for node, _ in gpus_of(r.placements):
+                    after[(team, self.by_name[node].gpu_type)] += 1
+                for node, _ in gpus_of(running[r.job_id].placements):
+                    after[(team, self.by_name[node].gpu_type)] -= 1
 
         def ceiling(team: str, gpu_type: str) -> int:
             q = quota.get((team, gpu_type))
