@@ -8,7 +8,8 @@ Growth rule: a running elastic job of ``g`` GPUs with ``R`` seconds left (runtim
 ``default_runtime_estimate_s``) that adds ``d`` GPUs finishes its remaining work ``R · d / (g +
 d)`` seconds sooner (its work ``g · R`` spread over ``g + d`` GPUs). It grows only if that gain
 exceeds its declared ``resize_cost_s``. Growth takes only capacity left after every pending job
-was tried, never GPUs held for a reservation or a nomination, stays within quota, and happens
+was tried, never GPUs held for a reservation or a nomination nor those another job's growth
+moves off this cycle (:data:`VACATED`), stays within quota, and happens
 only when every pending job got its placement attempt this cycle, and never onto a node whose
 maintenance window its remaining run would overlap (nor at all for a job already running
 into one). A job below its maximum that does not grow gets a :class:`GrowthNote` saying which
@@ -23,7 +24,7 @@ from scheduler_core.gang import demand_for, is_elastic, replica_size
 from scheduler_core.maintenance import run_end
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.sentences import counted, duration
-from scheduler_core.state import JOB, Grant, indices_of
+from scheduler_core.state import HOLD, JOB, Grant, Holder, indices_of
 from scheduler_core.types import GpuPlacement, GrowthCode, GrowthNote, Resize, RunningJob
 
 
@@ -56,7 +57,20 @@ def resize_cost_s(ctx: CycleContext, job: RunningJob) -> tuple[float, str]:
                   f"and {spec.resize_cost_s + spec.restart_cost_s:.0f} s to resize)")
 
 
+VACATED: Holder = (HOLD, "\x00vacated")
+"""GPUs a growing job moves off: its old replicas run on them until the control loop has
+stopped them for the resize, so no later growth this cycle may take them (a GPU is reused
+only after its old owner is fenced). Released when the growth phase ends."""
+
+
 def grow_elastic(ctx: CycleContext) -> None:
+    try:
+        _grow_all(ctx)
+    finally:
+        ctx.state.release(VACATED)
+
+
+def _grow_all(ctx: CycleContext) -> None:
     state = ctx.state
     jobs = sorted(
         (j for j in ctx.running.values() if is_elastic(j.spec)),
@@ -128,7 +142,9 @@ def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int, size
         if not _regrow(ctx, job, gpus + added, gpu_type, closed):
             why = (GrowthCode.NO_ROOM,
                    f"no capable nodes have room for {counted(added, 'more GPU')} in its "
-                   f"shape now (GPUs held for a reservation excluded).")
+                   f"shape now (GPUs held for a reservation excluded"
+                   + (", and those a job growing this cycle moves off, still running it"
+                      if ctx.state.holdings.get(VACATED) else "") + ").")
             continue
         ctx.ledger.charge(spec.team, gpu_type, added)
         charge_head_quota(ctx, spec, {gpu_type: added})
@@ -177,7 +193,22 @@ def _regrow(ctx: CycleContext, job: RunningJob, total: int, gpu_type: str,
     grants = ctx.placer.place(request)
     for g in held if grants is None else grants:
         state.take(holder, g)
+    if grants is not None:
+        _vacate(ctx, held, grants)
     return grants is not None
+
+
+def _vacate(ctx: CycleContext, held: list[Grant], grants: list[Grant]) -> None:
+    """Hold what the job held before and holds no more under :data:`VACATED`."""
+    kept: dict[int, int] = {}
+    for g in grants:
+        kept[g.node] = kept.get(g.node, 0) | g.mask
+    for g in held:
+        left = g.mask & ~kept.get(g.node, 0)
+        if left:
+            share = left.bit_count()
+            ctx.state.take(VACATED, Grant(g.node, left, g.cpus * share // g.gpus,
+                                          g.memory_gb * share // g.gpus))
 
 
 def _placements(ctx: CycleContext, holder: tuple[str, str]) -> tuple[GpuPlacement, ...]:

@@ -9,6 +9,7 @@ from engine_builders import bound, gpu_count, make_cluster, make_job, make_runni
 
 from scheduler_core import SchedulerConfig
 from scheduler_core.elastic import growth_gain_s
+from scheduler_core.types import GrowthCode
 
 NOW = 10_000.0
 
@@ -95,6 +96,31 @@ def test_elastic_growth_that_moves_the_job_is_charged_only_its_new_gpus_against_
     assert {p.node for p in resize.placements}.isdisjoint({"n5"})
     held = gpu_count(bound(plan)["t"]) + gpu_count(resize.placements)
     assert held == 12
+
+
+def test_elastic_growth_never_takes_gpus_another_growing_job_moves_off_this_cycle():
+    # Found by the invariant machine with more examples. "a" grows from 2 to 4 GPUs by moving
+    # from n0 to n1 (a fresh bind's shape); its old replicas still run on n0's GPUs 0 and 1
+    # until the control loop has stopped them. "b" must not grow onto those GPUs in the same
+    # plan (it did: 4 -> 6 on n0 0, 1, 4-7, a GPU handed out while its owner still ran).
+    plan = (
+        make_cluster().nodes(1).node("n1", gpus=4).node("n2", gpus=4).at(NOW)
+        .running(
+            make_running(make_job("a").gpus(2).per_node(2).elastic(2, 4).limit(86400))
+            .on("n0", 0, 1).started(NOW - 60),
+            make_running(make_job("b").gpus(4).per_node(2).elastic(2, 8).limit(86400))
+            .on("n0", 4, 5, 6, 7).started(NOW - 30),
+            make_running(make_job("c").gpus(2)).on("n0", 2, 3).started(NOW - 60),
+            make_running(make_job("d").gpus(4)).on("n2", 0, 1, 2, 3).started(NOW - 60),
+        )
+        .plan()
+    )
+    [resize] = plan.resizes
+    assert (resize.job_id, resize.to_gpus) == ("a", 4)
+    assert [(p.node, p.gpu_indices) for p in resize.placements] == [("n1", (0, 1, 2, 3))]
+    [note] = plan.growth_notes
+    assert note.job_id == "b" and note.code is GrowthCode.NO_ROOM
+    assert "those a job growing this cycle moves off" in note.message
 
 
 def test_elastic_job_grows_only_into_what_the_queue_left():
