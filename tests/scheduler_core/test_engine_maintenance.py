@@ -400,17 +400,23 @@ def test_maintenance_window_jobs_waiting_for_the_same_window_are_told_starts_one
     assert "Estimated start t=14400: the capable GPUs first run the jobs ahead of it" in w.message
 
 
+def window_on_n0_and_n1_busy_with_first_waiting():
+    """Two nodes: n0 in maintenance from t=3600 to 7200, n1 busy until t=10800; "first" (8
+    GPUs for 2 h) waits for the window."""
+    return (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r").gpus(8).limit(3 * HOUR)).on("n1", *range(8)))
+            .maintenance("7", "n0", start=HOUR, end=2 * HOUR)
+            .pending(make_job("first").gpus(8).limit(2 * HOUR).submitted(0)))
+
+
 def test_maintenance_window_a_job_waiting_for_gpus_behind_one_waiting_for_the_window_leaves_its_run_room():
     # n0 goes into maintenance at t=3600 until t=7200; n1 is busy until t=10800. "first" (8
     # GPUs for 2 h) fits now on n0 but for the window: it starts there at t=7200 and runs to
     # t=14400. "wide" needs both nodes: their GPUs are all free at t=10800, but n0 is then
     # first's until t=14400 (it was told t=10800: the work ahead on its GPUs counted only the
     # jobs waiting for GPUs, not those waiting for the window)
-    plan = (make_cluster().nodes(2).at(0)
-            .running(make_running(make_job("r").gpus(8).limit(3 * HOUR)).on("n1", *range(8)))
-            .maintenance("7", "n0", start=HOUR, end=2 * HOUR)
-            .pending(make_job("first").gpus(8).limit(2 * HOUR).submitted(0),
-                     make_job("wide").gpus(16).limit(2 * HOUR).submitted(1))
+    plan = (window_on_n0_and_n1_busy_with_first_waiting()
+            .pending(make_job("wide").gpus(16).limit(2 * HOUR).submitted(1))
             .plan(SchedulerConfig(backfill=False)))
     assert why(plan, "first").code is ReasonCode.MAINTENANCE_WINDOW
     assert why(plan, "first").eta == 2 * HOUR
@@ -428,11 +434,8 @@ def test_maintenance_window_a_job_waiting_for_it_is_work_ahead_of_the_jobs_behin
     # GPUs until n1 frees at t=10800 (86,400) and on 16 after: t=16200. (Its real start is
     # t=21600, after w1; the drain line is a fluid estimate, but no longer the same start as
     # the job ahead of it that needs the same whole fleet.)
-    plan = (make_cluster().nodes(2).at(0)
-            .running(make_running(make_job("r").gpus(8).limit(3 * HOUR)).on("n1", *range(8)))
-            .maintenance("7", "n0", start=HOUR, end=2 * HOUR)
-            .pending(make_job("first").gpus(8).limit(2 * HOUR).submitted(0),
-                     make_job("w1").gpus(16).limit(2 * HOUR).submitted(1),
+    plan = (window_on_n0_and_n1_busy_with_first_waiting()
+            .pending(make_job("w1").gpus(16).limit(2 * HOUR).submitted(1),
                      make_job("w2").gpus(16).limit(2 * HOUR).submitted(2))
             .plan(SchedulerConfig(backfill=False)))
     assert why(plan, "first").code is ReasonCode.MAINTENANCE_WINDOW
