@@ -532,7 +532,7 @@ class _Explainer:
             if w.classes:
                 # its run is work queued ahead of the later jobs on its classes, as the run
                 # of a job waiting for GPUs is
-                self._drain(spec, self._line(w.classes), False, False, True, demand_gpus, None)
+                self._count_ahead(spec, self._line(w.classes), demand_gpus)
         if quota_type is not None and quota_at is not None and (spec.team, quota_type) in self.quota_ahead:
             eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated)
         head_quota = self.head_quota
@@ -629,10 +629,15 @@ class _Explainer:
                 if drained is not None and (eta is None and fits_now or eta is not None and drained > eta):
                     eta = drained
         if adds:
-            work = gpus * (spec.runtime_limit_s or self.default_runtime)
-            for c, share in spread:
-                ahead[c] += work * share
+            self._count_ahead(spec, line, gpus)
         return eta
+
+    def _count_ahead(self, spec: JobSpec, line: _DrainLine, gpus: int) -> None:
+        """Its run (GPUs x runtime limit) is work ahead of the later jobs on the line's classes."""
+        work = gpus * (spec.runtime_limit_s or self.default_runtime)
+        ahead = self.ahead
+        for c, share in line.spread:
+            ahead[c] += work * share
 
     def _after_windows(self, spec: JobSpec, w: _Worded, eta: float, estimated: bool
                        ) -> tuple[float, bool]:
