@@ -10,7 +10,9 @@ class ControlPlaneConfig(AppConfig):
 
     def ready(self) -> None:
         # the configured Celery app becomes the current one, for the tasks this process sends
+        # and the receivers of controlplane/signals.py connect (webhooks, repricing)
         import controlplane.celery  # noqa: F401
+        import controlplane.signals  # noqa: F401
         from controlplane import embedded, structured_logs
 
         structured_logs.configure()

@@ -4,25 +4,32 @@ from collections.abc import Iterable
 from typing import Any
 
 from django.db import models
+from django.dispatch import Signal
 
 from controlplane.choices import EventKind
+
+events_written = Signal()
+"""Sent with ``events`` (the Event rows just inserted) by every ``create`` and ``bulk_create``
+of Event, inside the writer's transaction. controlplane/signals.py queues the batch's webhook
+deliveries on it; the model itself knows nothing of notifications."""
 
 
 class EventQuerySet(models.QuerySet["Event"]):
     """Every Event is written through `create` or `bulk_create` (services/transitions.py's
     record_event and the bulk writers of binds, exits, cancels, dependencies, reasons): the one
-    place where job events also queue their webhook notifications, in the same transaction
-    (services/notifications.enqueue: no query for a batch without a job event anyone can
+    place that announces new events (`events_written`), in the writer's transaction, so job
+    events queue their webhook notifications with them (controlplane/signals.py,
+    services/notifications.enqueue: no query for a batch without a job event anyone can
     subscribe to, one to find the matching hooks otherwise, one more to queue deliveries)."""
 
     def create(self, **kwargs: Any) -> Event:
         event = super().create(**kwargs)
-        _notify([event])
+        events_written.send(sender=Event, events=[event])
         return event
 
     def bulk_create(self, objs: Iterable[Event], *args: Any, **kwargs: Any) -> list[Event]:
         events = super().bulk_create(objs, *args, **kwargs)
-        _notify(events)
+        events_written.send(sender=Event, events=events)
         return events
 
 
@@ -30,12 +37,6 @@ def actor_name(actor: str) -> str:
     """An event's actor as a sentence names it: "alice" for `user:alice` ("Cancelled by alice",
     "Requeued by alice"); other actors (`scheduler@epoch:4`, `agent:node-03`) as they are."""
     return actor.removeprefix("user:")
-
-
-def _notify(events: list[Event]) -> None:
-    from controlplane.services import notifications
-
-    notifications.enqueue(events)
 
 
 class Event(models.Model):

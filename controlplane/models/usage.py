@@ -24,13 +24,10 @@ both are summed by PostgreSQL's exact `numeric`, and rounded only when shown.
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import Any
 
 from django.db import models
 from django.db.models import F, Q, Value
 from django.db.models.expressions import CombinedExpression
-from django.db.models.signals import post_delete, post_save, pre_save
-from django.dispatch import receiver
 
 from controlplane.choices import CapacityTier
 
@@ -355,48 +352,3 @@ class AccountingCursor(models.Model):
 
     def __str__(self) -> str:
         return f"accounting cursor {self.name}: rolled until {self.rolled_until}"
-
-
-# A rate added, corrected, moved or removed after the hours it prices were rolled: the rollups
-# are repriced from the earliest instant it affects, for the GPU types and tiers it touches
-# (services/accounting.reprice), by a Celery task queued when the change commits (API, admin,
-# shell alike); without a broker (the demo) the task runs at once, after the commit.
-
-
-@receiver(pre_save, sender="controlplane.PriceRate")
-def _remember_previous_rate(sender: type[models.Model], instance: Any, **kwargs: Any) -> None:
-    instance._qm_previous_rate = (
-        sender.objects.filter(pk=instance.pk).values_list("gpu_type_id", "capacity_tier", "effective_from").first()
-        if instance.pk else None
-    )
-
-
-@receiver(post_save, sender="controlplane.PriceRate")
-@receiver(post_delete, sender="controlplane.PriceRate")
-def _reprice_after_rate_change(sender: type[models.Model], instance: Any, **kwargs: Any) -> None:
-    if kwargs.get("raw"):
-        return  # loaddata
-    from django.db import transaction
-
-    since = instance.effective_from
-    keys = [[instance.gpu_type_id, str(instance.capacity_tier)]]
-    previous = getattr(instance, "_qm_previous_rate", None)
-    if previous is not None:
-        keys.append([previous[0], str(previous[1])])
-        since = min(since, previous[2])
-    since_text = since.isoformat()
-
-    def queue() -> None:
-        import structlog
-
-        from controlplane.tasks_accounting import reprice_rollups
-
-        try:
-            reprice_rollups.delay(since_text, keys)
-        except Exception:  # the rate is saved; say how to apply it rather than fail the request
-            structlog.get_logger(__name__).exception(
-                "price change not repriced", since=since_text, keys=keys,
-                hint="run controlplane.services.accounting.reprice(since, now) once the broker is back",
-            )
-
-    transaction.on_commit(queue)

@@ -1079,7 +1079,7 @@ def reprice(since: datetime, now: datetime, keys: Iterable[tuple[int, str]] | No
     `keys`: the (GPU type, capacity tier) pairs whose rates changed (None: all); only their
     rows, and the idle guarantees of their GPU types, are rewritten. Returns the rollup rows
     rewritten. Holds the cursor lock (waits for a running rollup). Runs as the Celery task
-    `qm.accounting.reprice`, queued when a rate is saved (models/usage.py)."""
+    `qm.accounting.reprice`, queued when a rate is saved (controlplane/signals.py)."""
     only = {(int(g), str(t)) for g, t in keys} if keys is not None else None
     with transaction.atomic():
         cursor = AccountingCursor.objects.select_for_update().filter(name=CURSOR_NAME).first()

@@ -3,7 +3,8 @@
 A user subscribes a URL (NotificationHook) to some of NotifyOn's events, for their own jobs or
 for every job of one of their teams. The rest happens in two places:
 
-1. `enqueue`, called by Event's `create` and `bulk_create` (models/events.py), so in the very
+1. `enqueue`, called for every batch of events `Event.objects.create` and `bulk_create` write
+   (models/events.py announces it, controlplane/signals.py calls this), so in the very
    transaction that records a job's event: it maps each job event to what a hook may subscribe
    to (`notify_on`), finds the hooks that want it in ONE query for the whole batch (none for a
    batch without such an event: a job's waiting reason, an allocation, a node), and writes one
