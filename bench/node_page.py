@@ -12,7 +12,7 @@ sample (before) and from its hourly activity rows (now), side by side, on Postgr
    node over the week, ~1.9 million in the table over four nodes. Written with COPY. The jobs'
    hour and day rollup rows (productive = 80 % of active) are what the productive tier reads.
 3. The accounting cursor as a run leaves it (rolled to the last minute), and the nodes' hourly
-   activity rows folded by `node_tiers.fold_node_activity` — the very function the accounting
+   activity rows folded by `node_activity.fold_node_activity` — the very function the accounting
    run calls — from every sample but the last two minutes' (those arrive after the fold, as
    between two runs: the page reads them from the samples). The fold of the whole backlog and
    of one minute's samples are timed too. ANALYZE.
@@ -170,7 +170,7 @@ def fold(late: list[tuple[Any, ...]], now: Any) -> dict[str, Any]:
     from django.db.models import Max
 
     from controlplane.models import AccountingCursor, NodeActivityRollup, UsageSample
-    from controlplane.services.node_tiers import fold_node_activity
+    from controlplane.services.node_activity import fold_node_activity
     from controlplane.services.usage_tiers import floor_to
 
     top = UsageSample.objects.aggregate(m=Max("id"))["m"]

@@ -43,6 +43,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from controlplane.models import SchedulerLease
+from controlplane.redis_client import shared_client
 from controlplane.services import reconcile, schema
 from controlplane.services.cycle import LEASE_NAME, release_lease, run_cycle
 
@@ -59,8 +60,6 @@ notifications_requested = threading.Event()
 NOTIFY_DEBOUNCE_KEY = "qm:notify:debounce"
 
 _worker_nodename: str | None = None
-_redis_client: Any = None
-_redis_lock = threading.Lock()
 
 
 @celeryd_after_setup.connect
@@ -194,7 +193,7 @@ def request_cycle() -> None:
         return
     debounce = float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5))
     try:
-        if not _redis().set(DEBOUNCE_KEY, "1", nx=True, px=max(1, int(debounce * 1000))):
+        if not shared_client().set(DEBOUNCE_KEY, "1", nx=True, px=max(1, int(debounce * 1000))):
             return  # a cycle is already on its way for this window
         window_closes = time.time() + debounce
         cycle.apply_async(
@@ -213,20 +212,10 @@ def request_notifications() -> None:
         notifications_requested.set()
         return
     try:
-        if not _redis().set(NOTIFY_DEBOUNCE_KEY, "1", nx=True, px=500):
+        if not shared_client().set(NOTIFY_DEBOUNCE_KEY, "1", nx=True, px=500):
             return
         deliver_notifications.apply_async(countdown=0.5, expires=60, retry=False)
     except Exception as error:  # noqa: BLE001 - Redis is only a trigger; beat's next run sends them
         log.warning("notification trigger not sent; the next scheduled run will send them", error=str(error))
 
 
-def _redis() -> Any:
-    global _redis_client
-    with _redis_lock:
-        if _redis_client is None:
-            import redis
-
-            _redis_client = redis.Redis.from_url(
-                settings.REDIS_URL, socket_timeout=1.0, socket_connect_timeout=1.0, health_check_interval=10
-            )
-        return _redis_client

@@ -38,7 +38,7 @@ from controlplane.api.errors import Conflict, exception_handler
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.services import agent_protocol as protocol
-from controlplane.services import job_logs
+from controlplane.services import agent_wakeups, job_logs
 from controlplane.services import nodes as nodes_service
 
 log = structlog.get_logger(__name__)
@@ -610,7 +610,7 @@ class WaitItemSerializer(serializers.Serializer):
 class WaitSerializer(serializers.Serializer):
     nodes = WaitItemSerializer(many=True, min_length=1, max_length=4096)
     since = serializers.IntegerField(min_value=0, required=False, allow_null=True, default=None)
-    timeout_s = serializers.FloatField(min_value=0.0, max_value=protocol.MAX_WAIT_S, required=False, default=20.0)
+    timeout_s = serializers.FloatField(min_value=0.0, max_value=agent_wakeups.MAX_WAIT_S, required=False, default=20.0)
     # The reply carries each woken node's desired state (what a report with no reports would
     # answer), so the agent needs no request of its own to fetch it.
     desired = serializers.BooleanField(required=False, default=False)
@@ -649,8 +649,8 @@ class WaitView(AgentView):
         # The thread keeps its database connection (idle) while it waits, as between requests:
         # closing it would cost every wait a new PostgreSQL backend.
         try:
-            woken, seq = protocol.wait_for_wake(list(ids), data["since"], data["timeout_s"])
-        except protocol.WaitsExhausted:
+            woken, seq = agent_wakeups.wait_for_wake(list(ids), data["since"], data["timeout_s"])
+        except agent_wakeups.WaitsExhausted:
             return Response({"detail": "This web process holds as many agent waits as it may; heartbeats go on as "
                                        "usual. Retry later.", "code": "waits_exhausted"},
                             status=status.HTTP_503_SERVICE_UNAVAILABLE, headers={"Retry-After": "5"})

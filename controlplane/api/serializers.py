@@ -46,7 +46,7 @@ from controlplane.services import holds as holds_service
 from controlplane.services import jobs as job_service
 from controlplane.services.dependencies import MAX_DEPENDENCIES
 from controlplane.services.dependencies import of_jobs as dependencies_of_jobs
-from controlplane.services.holds import reason_problem
+from controlplane.services.hold_text import reason_problem
 from controlplane.services.instants import no_zone_said
 from controlplane.services.jobs import MAX_ARRAY_TASKS, MAX_RUNTIME_LIMIT_ASKED, SubmitRequest
 from controlplane.services.jobs import env_problem as job_env_problem
@@ -208,7 +208,7 @@ class NameField(serializers.CharField):
 class HoldReasonField(serializers.CharField):
     """Why a job is held, in its holder's words: one line of visible text, a string only (a
     number or a list is not a reason), at most HOLD_REASON_MAX_LENGTH characters; the rest of
-    its rules are the service's (services/holds.reason_problem)."""
+    its rules are the service's (services/hold_text.reason_problem)."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("required", False)

@@ -69,6 +69,7 @@ from controlplane.models import (
 )
 from controlplane.models.usage import TOKEN_SUM_FIELDS, USAGE_SUM_FIELDS, RollupBucket
 from controlplane.services.instants import no_zone_said
+from controlplane.services.node_activity import fold_node_activity
 from controlplane.services.nodes import RETIRED_REASON, RETURNED_REASON
 from controlplane.services.usage_tiers import (
     EVICTED,
@@ -257,8 +258,6 @@ def roll_up(now: datetime) -> RollupResult:
         # 6. /metrics counters, and the nodes' hourly activity (the node page's active tier)
         _fold_cycle_durations(cursor)
         _fold_event_counts(cursor, top_event)
-        from controlplane.services.node_tiers import fold_node_activity  # node_tiers imports this module
-
         fold_node_activity(cursor, top_sample)
         # 7. move on
         cursor.rolled_until = end

@@ -78,6 +78,7 @@ from controlplane.models import Event, Job, JobDependency, PendingPlace
 from controlplane.models.jobs import split_numbers
 from controlplane.services import access, dependency_text
 from controlplane.services.dependency_text import AFTERCORR, SINGLETON, AnyOf, Edit
+from controlplane.services.hold_text import hold_label_of
 from scheduler_core.eligibility import OutOfLine
 
 #: The most dependencies one submit may list (each a job, or a whole job array).
@@ -1458,8 +1459,6 @@ def reword_after_rename(job: Job, old_name: str, *, by: str, actor: str, at: dat
             for upstream, condition, word in now_waits.get(pk, ()))
         new: tuple[str, str, str] | None = None
         if hold:
-            from controlplane.services.holds import hold_label_of  # holds imports this module
-
             if code == engine.ReasonCode.HELD.value:
                 new = _sentence(engine.JobSpec(id=str(pk), team="", priority_class="", gpus=1, submitted_at=0.0,
                                                waits_on=waits_on, held_by=hold_label_of(hold, holder or ""),

@@ -19,7 +19,6 @@ is never bound with a shape it no longer asks for, nor while held.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -33,13 +32,11 @@ from django.utils import timezone
 
 from controlplane.choices import EventKind, JobHold, JobState
 from controlplane.models import Event, Job, PendingPlace
-from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import access, dependencies
 from controlplane.services import jobs as job_service
+from controlplane.services.hold_text import held_sentence, hold_label_of, reason_problem
 from controlplane.services.transitions import event_fields
-from scheduler_core.eligibility import OutOfLine
 from scheduler_core.sentences import duration
-from scheduler_core.types import JobSpec
 
 log = structlog.get_logger(__name__)
 
@@ -94,39 +91,9 @@ class Outcome:
     changes: dict[str, tuple[Any, Any]] = field(default_factory=dict)
 
 
-def hold_label_of(hold: str, username: str) -> str:
-    """Who holds a job, as the engine's sentence says it (`JobSpec.held_by`): "alice", or
-    "admin root" for an admin's hold ("a user" / "an admin" once the account is gone)."""
-    if hold == JobHold.ADMIN:
-        return f"admin {username}" if username else "an admin"
-    return username or "a user"
-
-
 def hold_label(job: Job, username: str | None = None) -> str:
     name = username if username is not None else (job.held_by.get_username() if job.held_by_id else "")
     return hold_label_of(job.hold, name)
-
-
-def held_sentence(label: str, reason: str = "") -> tuple[str, str]:
-    """The engine's own words for a job held by `label` for `reason` (why it waits and what
-    would start it), stored at once so the job's page says it before the next cycle does."""
-    why = OutOfLine(JobSpec(id="held", team="", priority_class="", gpus=1, submitted_at=0.0, held_by=label,
-                            hold_reason=reason))
-    return why.message, why.would_start_if
-
-
-# Control characters (C0, DEL, C1) and bidirectional overrides: a reason is one line of visible
-# text, as a job's name is (api.serializers.NameField), never an escape sequence for a terminal.
-_INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
-
-
-def reason_problem(reason: str) -> str:
-    """What is wrong with a hold's reason, in words for its field; "" when nothing is."""
-    if len(reason) > HOLD_REASON_MAX_LENGTH:
-        return f"at most {HOLD_REASON_MAX_LENGTH} characters ({len(reason)} given)"
-    if _INVISIBLE.search(reason):
-        return "one line of visible text: control characters (new lines, tabs, escape sequences) are not allowed"
-    return ""
 
 
 def _held_event_words(label: str, was: str, reason: str) -> tuple[str, dict[str, Any]]:

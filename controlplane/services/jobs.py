@@ -28,7 +28,7 @@ from django.utils import timezone
 from controlplane.agent.members import PROCESS_ENV_NAMES
 from controlplane.choices import DependencyMode, EventKind, JobHold, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
-from controlplane.services import access, dependencies, fleet_capability
+from controlplane.services import access, dependencies, fleet_capability, hold_text
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import counted, duration, gang_roles
 from scheduler_core.types import GangRole, GpuTypeInfo, JobSpec, TopologyConstraint
@@ -527,9 +527,7 @@ def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
         errors["env"] = problem
 
     if req.hold_reason:
-        from controlplane.services import holds  # holds builds on this module
-
-        problem = holds.reason_problem(req.hold_reason)
+        problem = hold_text.reason_problem(req.hold_reason)
         if problem:
             errors["hold_reason"] = problem
         elif not req.hold:
@@ -862,11 +860,9 @@ def _held_at_submit(user: AbstractBaseUser, req: SubmitRequest, at: datetime) ->
     for a job not held."""
     if not req.hold:
         return {}, ""
-    from controlplane.services import holds  # holds builds on this module
-
     level = JobHold.ADMIN if access.access_of(user).is_admin else JobHold.USER
-    label = holds.hold_label_of(level, user.get_username())
-    message, would = holds.held_sentence(label, req.hold_reason)
+    label = hold_text.hold_label_of(level, user.get_username())
+    message, would = hold_text.held_sentence(label, req.hold_reason)
     because = f" ({req.hold_reason})" if req.hold_reason else ""
     return ({"hold": level, "held_at": at, "held_by": user, "hold_reason": req.hold_reason, "pending_code": "Held",
              "pending_message": message, "pending_would_start_if": would},

@@ -67,7 +67,8 @@ from controlplane.choices import (
 from controlplane.models import Allocation, Job, JobDependency, PendingPlace
 from controlplane.services import access, dependencies, dependency_text, holds
 from controlplane.services import jobs as job_service
-from controlplane.services.holds import Outcome, Refused, reason_problem
+from controlplane.services.hold_text import held_sentence, hold_label_of, reason_problem
+from controlplane.services.holds import Outcome, Refused
 from controlplane.services.transitions import (
     RELEASE_CANCELLED,
     RELEASE_PREEMPTED,
@@ -305,8 +306,8 @@ def _requeue_ended(user: AbstractBaseUser, who: access.Access, job_id: int, *, h
                        "exit_code": exit_code, "finished_at": finished_at.isoformat() if finished_at else None,
                        "generation": last})
     if hold:
-        label = holds.hold_label_of(level, name)
-        message, would = holds.held_sentence(label, reason)
+        label = hold_label_of(level, name)
+        message, would = held_sentence(label, reason)
         Job.objects.filter(pk=job.pk).update(
             hold=level, held_at=at, held_by_id=user.pk, hold_reason=reason, pending_code="Held",
             pending_words=message, would_start_if_words=would,

@@ -43,7 +43,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
-from controlplane.services.holds import hold_label_of
+from controlplane.services.hold_text import hold_label_of
 
 
 @dataclass(frozen=True)

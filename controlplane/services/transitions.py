@@ -36,7 +36,8 @@ from controlplane.choices import (
 )
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PendingPlace, SchedulerLease
 from controlplane.models.events import actor_name
-from controlplane.services import dependencies
+from controlplane.services import agent_wakeups, dependencies
+from controlplane.services.hold_text import held_sentence, hold_label_of
 from scheduler_core.sentences import counted
 
 log = structlog.get_logger(__name__)
@@ -362,10 +363,8 @@ def _bind_many(
 
 def _wake_on_commit(node_ids: Iterable[int]) -> None:
     """Once committed, the nodes' agents fetch their new desired state at once (a wake-up,
-    see agent_protocol.wake_nodes), instead of at their next heartbeat."""
-    from controlplane.services.agent_protocol import wake_nodes_on_commit
-
-    wake_nodes_on_commit(node_ids)
+    see services/agent_wakeups.py), instead of at their next heartbeat."""
+    agent_wakeups.wake_nodes_on_commit(node_ids)
 
 
 def _describe_gpus(rows: Sequence[AllocationGpu]) -> tuple[str, dict[int, str]]:
@@ -698,8 +697,6 @@ def requeue_as_asked(job: Job, allocation: Allocation, *, at: datetime, actor: s
     against the preemption budget); a new generation at its next bind. Asked with `hold`, it
     comes back held by whoever asked (an admin's hold when an admin asked), for the reason given,
     with a job.held event, as `qm hold` would hold it."""
-    from controlplane.services import holds  # holds imports this module
-
     ask = requeue_request(allocation)
     said = ask.words + (f" ({fenced})" if fenced else "")
     lost = _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=allocation.release_reason,
@@ -708,8 +705,8 @@ def requeue_as_asked(job: Job, allocation: Allocation, *, at: datetime, actor: s
     if not ask.hold:
         return
     holder = ask.by if ask.by_id is not None else ""
-    label = holds.hold_label_of(ask.hold, holder)
-    message, would = holds.held_sentence(label, ask.reason)
+    label = hold_label_of(ask.hold, holder)
+    message, would = held_sentence(label, ask.reason)
     Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
         hold=ask.hold, held_at=at, held_by_id=ask.by_id, hold_reason=ask.reason, pending_code="Held",
         pending_words=message, would_start_if_words=would, pending_resolvable=True,

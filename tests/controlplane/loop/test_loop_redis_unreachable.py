@@ -24,7 +24,7 @@ from celery.schedules import schedule
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from controlplane import beat, tasks
+from controlplane import beat, redis_client, tasks
 from controlplane.beat import LoopScheduler, beat_holder, broker_unreachable
 from controlplane.celery import app
 from controlplane.models import SchedulerLease
@@ -50,12 +50,12 @@ def dead_redis(settings: Any) -> Iterator[str]:
     url = f"redis://127.0.0.1:{chaos_cluster.free_port()}/0"
     settings.REDIS_URL = url
     settings.QM = {**settings.QM, "CYCLE_INTERVAL_S": 0.5}  # a tick is served for a quarter second
-    saved = tasks._redis_client
-    tasks._redis_client = None
+    saved = redis_client._client
+    redis_client._client = None
     try:
         yield url
     finally:
-        tasks._redis_client = saved
+        redis_client._client = saved
 
 
 def _scheduler(tmp_path: Path, broker_url: str) -> LoopScheduler:
