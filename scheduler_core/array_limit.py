@@ -14,7 +14,7 @@ import heapq
 import math
 from collections.abc import Iterable
 
-from scheduler_core.context import Outcome
+from scheduler_core.outcome import Outcome
 from scheduler_core.sentences import counted, verb
 from scheduler_core.types import JobSpec, ReasonCode, RunningJob
 

@@ -9,10 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any
 
+from scheduler_core.array_limit import ArrayTaskCounts
 from scheduler_core.gang import Demand, Member
 from scheduler_core.maintenance import MaintenanceCalendar
+from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.registry import Plugins
 from scheduler_core.quota import QuotaLedger
@@ -25,7 +27,6 @@ from scheduler_core.types import (
     Kill,
     Preemption,
     PriorityClassInfo,
-    ReasonCode,
     Reservation,
     Resize,
     RunningJob,
@@ -34,43 +35,9 @@ from scheduler_core.types import (
 )
 from scheduler_core.victims import VictimIndex
 
-if TYPE_CHECKING:  # array_limit builds Outcomes from this module
-    from scheduler_core.array_limit import ArrayTaskCounts
-
 ShapeKey = tuple[Demand, tuple[tuple[int, ...], ...], str, bool, frozenset[int]]
 """(gang, allowed node classes per member, score plugin, may use reserved GPUs, nodes closed
 to its run by maintenance windows)."""
-
-
-class Outcome(NamedTuple):
-    """Why a pending job did not start this cycle, as decided by the phase that stopped it.
-    (A named tuple: cheap to build; never compared or hashed, see ``explain``.)
-
-    ``eta`` is set when the deciding phase knows the start (a reservation, a nomination);
-    otherwise phase 7 estimates one from the release timeline for ``demand`` on
-    ``classes``."""
-
-    code: ReasonCode
-    message: str
-    resolvable: bool
-    would_start_if: str
-    eta: float | None = None
-    demand: Demand | None = None
-    classes: tuple[int, ...] = ()
-    needs_whole_node: bool = False
-    quota_type: str | None = None
-    type_options: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    """For a job over its quota on several GPU types: each type it accepts with its node
-    classes, in its order of preference. Phase 7 estimates each and keeps the earliest;
-    ``quota_type`` is the type of its remedy (the fewest GPUs to free or lend)."""
-    type_classes: tuple[tuple[int, ...], ...] = ()
-    """For a job that only maintenance keeps waiting and that accepts several GPU types: each
-    type's capable classes (a gang runs on one type). Phase 7 looks on each for GPUs that free
-    up clear of the windows and keeps the earliest; ``classes`` are the blocked type's."""
-
-    @property
-    def reason(self) -> str:
-        return str(self.code.value)
 
 
 @dataclass(frozen=True, slots=True)

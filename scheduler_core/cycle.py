@@ -58,7 +58,7 @@ from scheduler_core.backfill import (
     team_release_eta,
     team_released_by,
 )
-from scheduler_core.context import ActiveReservation, CycleContext, Outcome, ShapeKey
+from scheduler_core.context import ActiveReservation, CycleContext, ShapeKey
 from scheduler_core.elastic import grow_elastic
 from scheduler_core.errors import SnapshotError
 from scheduler_core.explain import (
@@ -79,6 +79,7 @@ from scheduler_core.gang import (
     with_resources_per_gpu,
 )
 from scheduler_core.maintenance import NO_NODES, MaintenanceCalendar, run_end
+from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.plugins.registry import Plugins, build_plugins

@@ -27,10 +27,11 @@ from itertools import accumulate
 from typing import NamedTuple
 
 from scheduler_core.backfill import DOMAIN_TOPOLOGIES, ReleaseTimeline, team_ends, team_release_eta
-from scheduler_core.context import CycleContext, Outcome
+from scheduler_core.context import CycleContext
 from scheduler_core.eligibility import OutOfLine, out_of_line
 from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES, run_end
+from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest, loners
 from scheduler_core.sentences import counted, duration, verb
 from scheduler_core.state import FLEET, HOLD, LEAF, SPINE

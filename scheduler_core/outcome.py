@@ -1,0 +1,40 @@
+"""Why a pending job did not start this cycle: the record a deciding phase leaves for phase 7
+(:mod:`scheduler_core.explain`), which words it, estimates its start and places it in line."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from scheduler_core.gang import Demand
+from scheduler_core.types import ReasonCode
+
+
+class Outcome(NamedTuple):
+    """Why a pending job did not start this cycle, as decided by the phase that stopped it.
+    (A named tuple: cheap to build; never compared or hashed, see ``explain``.)
+
+    ``eta`` is set when the deciding phase knows the start (a reservation, a nomination);
+    otherwise phase 7 estimates one from the release timeline for ``demand`` on
+    ``classes``."""
+
+    code: ReasonCode
+    message: str
+    resolvable: bool
+    would_start_if: str
+    eta: float | None = None
+    demand: Demand | None = None
+    classes: tuple[int, ...] = ()
+    needs_whole_node: bool = False
+    quota_type: str | None = None
+    type_options: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    """For a job over its quota on several GPU types: each type it accepts with its node
+    classes, in its order of preference. Phase 7 estimates each and keeps the earliest;
+    ``quota_type`` is the type of its remedy (the fewest GPUs to free or lend)."""
+    type_classes: tuple[tuple[int, ...], ...] = ()
+    """For a job that only maintenance keeps waiting and that accepts several GPU types: each
+    type's capable classes (a gang runs on one type). Phase 7 looks on each for GPUs that free
+    up clear of the windows and keeps the earliest; ``classes`` are the blocked type's."""
+
+    @property
+    def reason(self) -> str:
+        return str(self.code.value)
