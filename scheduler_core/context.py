@@ -94,14 +94,14 @@ class CycleContext:
     failed_shapes: dict[ShapeKey, bool] = field(default_factory=dict)
     capable: dict[Member, tuple[int, ...]] = field(default_factory=dict)
     shapes: dict[tuple[object, ...], Any] = field(default_factory=dict)
-    """Admission facts per request shape (``cycle.JobShape``)."""
+    """Admission facts per request shape (``job_shape.JobShape``)."""
     quota_never: dict[tuple[str, str, int], bool] = field(default_factory=dict)
     never_memo: dict[tuple[object, ...], str | None] = field(default_factory=dict)
     shape_facts: dict[object, Any] = field(default_factory=dict)
     shape_frames: dict[tuple[object, ...], tuple[int, tuple[int, ...], Demand]] = field(
         default_factory=dict)
     """(node size, sizes, smallest demand) per request shape without CPUs and memory per GPU
-    (``cycle._new_shape``); jobs without roles only."""
+    (``job_shape.new_shape``); jobs without roles only."""
     release_groups: tuple[int, list[tuple[float, list[str]]]] | None = None
     """``backfill._release_groups`` and the size of ``ends`` it was built from."""
     """Admission facts per (shape without CPUs and memory per GPU, capable classes)."""

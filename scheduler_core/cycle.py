@@ -31,19 +31,12 @@ import math
 from collections import Counter
 from collections.abc import Callable, Sequence
 from operator import attrgetter
-from typing import NamedTuple
 
 from scheduler_core.admission import (
     TypeOption,
-    capable_classes,
-    elastic_note,
     gpus_by_type,
-    invalid_request,
-    never_runs,
-    none_ready,
     quota_for,
     quota_for_grants,
-    type_options,
 )
 from scheduler_core.array_limit import ArrayTaskCounts
 from scheduler_core.backfill import (
@@ -72,14 +65,12 @@ from scheduler_core.fairshare import dominant_shares
 from scheduler_core.fleet import fleet_figures
 from scheduler_core.gang import (
     Demand,
-    Member,
     demand_for,
-    elastic_sizes,
-    node_size_for,
-    with_resources_per_gpu,
 )
+from scheduler_core.job_shape import JobShape, classes_for, new_shape, shape_key, shape_of
 from scheduler_core.maintenance import NO_NODES, MaintenanceCalendar, run_end
 from scheduler_core.outcome import Outcome
+from scheduler_core.over_quota import never_under_quota, over_quota, quota_never, quota_outcome
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.plugins.registry import Plugins, build_plugins
@@ -297,186 +288,6 @@ def _held_of_type(state: ClusterState, job: RunningJob, gpu_type: str, node_type
 # ---------------------------------------------------------------------------- per job
 
 
-def _node_size(ctx: CycleContext, spec: JobSpec) -> int:
-    key = (spec.gpu_types, spec.min_gpu_memory_gb)
-    found = ctx.node_sizes.get(key)
-    if found is None:
-        sizes: dict[str, int] = {}
-        for nc in ctx.state.classes:
-            sizes[nc.gpu_type.name] = max(sizes.get(nc.gpu_type.name, 0), nc.gpus)
-        found = ctx.node_sizes[key] = node_size_for(spec, sizes, ctx.gpu_types)
-    return found
-
-
-def _classes_for(ctx: CycleContext, demand: Demand,
-                 option: TypeOption) -> tuple[tuple[int, ...], ...]:
-    out = []
-    for m in demand.members:
-        cls = capable_classes(ctx, m)
-        if option.gpu_type is not None:
-            cls = tuple(c for c in cls if ctx.state.classes[c].gpu_type.name == option.gpu_type)
-        out.append(cls)
-    return tuple(out)
-
-
-def _needs_whole(ctx: CycleContext, demand: Demand,
-                 member_classes: tuple[tuple[int, ...], ...]) -> bool:
-    return any(
-        m.gpus >= ctx.state.classes[c].gpus
-        for m, cls in zip(demand.members, member_classes, strict=True)
-        for c in cls
-    )
-
-
-class JobShape(NamedTuple):
-    """What admission derives from a request's shape alone, shared by identical requests. (A
-    named tuple: hundreds are built per cycle, and a tuple is built in C.)"""
-
-    invalid: str | None
-    sizes: tuple[int, ...]
-    node_size: int
-    smallest: Demand
-    options: tuple[TypeOption, ...]
-    never: str | None
-    not_ready: str | None
-    needs_whole: bool
-    key: tuple[object, ...]
-    number: int
-    """Sequence number of the shape in this cycle: a cheap dict key."""
-    gang: int
-    """Number of the shape's *gang*: what an untried job's outcome depends on besides its team
-    (member GPUs, topology, the type options with their capable classes, whole-node need and
-    the elastic note). Requests that differ only in CPUs or memory per GPU usually share it.
-    -1 for shapes that are invalid, can never run or have no ready node."""
-
-
-def _shape_key(spec: JobSpec) -> tuple[object, ...]:
-    return (spec.gpus, spec.gpus_per_node, spec.gpu_types, spec.min_gpu_memory_gb,
-            spec.cpus_per_gpu, spec.memory_gb_per_gpu, spec.topology, spec.min_gpus,
-            spec.max_gpus, spec.roles)
-
-
-def _shape(ctx: CycleContext, spec: JobSpec) -> JobShape:
-    key = _shape_key(spec)
-    found: JobShape | None = ctx.shapes.get(key)
-    if found is not None:
-        return found
-    return _new_shape(ctx, spec, key)
-
-
-def _new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> JobShape:
-    invalid = invalid_request(spec)
-    if invalid is not None:
-        shape = JobShape(invalid, (), 0, Demand.of((), spec.topology), (), None, None, False, key,
-                         len(ctx.shapes), -1)
-        ctx.shapes[key] = shape
-        return shape
-    # Without roles, CPUs and memory per GPU only scale the members: requests that differ in
-    # nothing else share the node size, the sizes and the members' GPUs (the frame).
-    frame_key = key[:4] + key[6:]
-    frame = ctx.shape_frames.get(frame_key) if not spec.roles else None
-    if frame is not None:
-        node_size, sizes, like = frame
-        smallest = with_resources_per_gpu(like, spec.cpus_per_gpu, spec.memory_gb_per_gpu)
-    else:
-        node_size = _node_size(ctx, spec)
-        sizes = elastic_sizes(spec)
-        smallest = demand_for(spec, sizes[-1], node_size)
-        if not spec.roles:
-            ctx.shape_frames[frame_key] = (node_size, sizes, smallest)
-    per_member: list[tuple[int, ...]] = []
-    member: Member | None = None
-    classes: tuple[int, ...] = ()
-    for m in smallest.members:
-        if m is not member:  # equal members of a gang are usually one object
-            member, classes = m, capable_classes(ctx, m)
-        per_member.append(classes)
-    # Requests that differ only in CPUs or memory per GPU usually keep the same capable
-    # classes: then everything below is the same and is taken from the first of them.
-    facts_key = (frame_key, tuple(per_member)) if all(per_member) else None
-    facts = ctx.shape_facts.get(facts_key) if facts_key is not None else None
-    if facts is not None:
-        shape = JobShape(None, sizes, node_size, smallest, facts[0], facts[1], facts[2],
-                         facts[3], key, len(ctx.shapes), facts[4])
-        ctx.shapes[key] = shape
-        return shape
-    reason = _never(ctx, smallest, tuple(per_member))
-    never = None if reason is None else f"Can never run on this fleet: it {reason}."
-    options: tuple[TypeOption, ...] = ()
-    if never is None:
-        options = tuple(type_options(ctx, spec, smallest, per_member))
-        if not options:
-            never = ("Can never run on this fleet: no single GPU type can host every member "
-                     "of its gang.")
-        elif options[0].gpu_type is not None:
-            # A gang does not mix device types: it must fit on the GPUs of one type.
-            fitting = []
-            first: str | None = None
-            for option in options:
-                why = _never(ctx, smallest, option.member_classes)
-                if why is None:
-                    fitting.append(option)
-                elif first is None:
-                    first = f"{why} of type {option.gpu_type}"
-            options = tuple(fitting)
-            if not options:
-                never = (f"Can never run on this fleet: a gang does not mix GPU types, and on "
-                         f"each type it {first}.")
-    not_ready = none_ready(ctx, per_member) if never is None else None
-    needs_whole = bool(options) and _needs_whole(ctx, smallest, options[0].member_classes)
-    gang = -1
-    if never is None and not_ready is None:
-        gang_key = (tuple(m.gpus for m in smallest.members), smallest.topology,
-                    tuple((o.gpu_type, o.member_classes) for o in options), needs_whole,
-                    elastic_note(spec))
-        gang = ctx.gangs.setdefault(gang_key, len(ctx.gangs))
-    if facts_key is not None:
-        ctx.shape_facts[facts_key] = (options, never, not_ready, needs_whole, gang)
-    shape = JobShape(
-        invalid=None,
-        sizes=sizes,
-        node_size=node_size,
-        smallest=smallest,
-        options=options,
-        never=never,
-        not_ready=not_ready,
-        needs_whole=needs_whole,
-        key=key,
-        number=len(ctx.shapes),
-        gang=gang,
-    )
-    ctx.shapes[key] = shape
-    return shape
-
-
-def _never(ctx: CycleContext, demand: Demand,
-           per_member: tuple[tuple[int, ...], ...]) -> str | None:
-    """:func:`~scheduler_core.admission.never_runs`, memoised per gang and classes."""
-    if not all(per_member):
-        # the sentence names the member nobody can host: not shared between gangs
-        return never_runs(ctx, demand, list(per_member))
-    # otherwise the answer depends on the members' GPU counts, the topology and the classes
-    key = (tuple([m.gpus for m in demand.members]), demand.topology, per_member)
-    memo = ctx.never_memo
-    if key in memo:
-        return memo[key]
-    found = memo[key] = never_runs(ctx, demand, list(per_member))
-    return found
-
-
-def _quota_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) -> bool:
-    """Could this team never get ``gpus`` GPUs of the option's type? (Depends only on the
-    quotas, not on usage, so it is memoised.)"""
-    if option.gpu_type is None or not ctx.ledger.governs(option.gpu_type):
-        return False
-    key = (team, option.gpu_type, gpus)
-    found = ctx.quota_never.get(key)
-    if found is None:
-        found = ctx.ledger.check(team, option.gpu_type, gpus).never
-        ctx.quota_never[key] = found
-    return found
-
-
 def _settle(ctx: CycleContext, spec: JobSpec, outcome: Outcome) -> None:
     ctx.outcomes[spec.id] = outcome
 
@@ -485,10 +296,10 @@ def _settle_untried(ctx: CycleContext, spec: JobSpec) -> bool:
     """The common case of :func:`_decide` past the last placement attempt, on its own for
     speed (thousands of jobs a cycle): a valid job of a known class whose (team, gang) already
     has an outcome takes it. ``False`` when :func:`_decide` must look at the job."""
-    key = _shape_key(spec)
+    key = shape_key(spec)
     shape: JobShape | None = ctx.shapes.get(key)
     if shape is None:
-        shape = _new_shape(ctx, spec, key)
+        shape = new_shape(ctx, spec, key)
     if shape.invalid is not None or spec.priority_class not in ctx.priority \
             or (spec.runtime_limit_s is not None and spec.runtime_limit_s <= 0) \
             or spec.resize_cost_s < 0:
@@ -504,7 +315,7 @@ def _settle_untried(ctx: CycleContext, spec: JobSpec) -> bool:
 def _decide(ctx: CycleContext, spec: JobSpec) -> None:
     """Phases 2 to 6 for one pending job; records a bind or an outcome."""
     mark = ctx.tick()
-    shape = _shape(ctx, spec)
+    shape = shape_of(ctx, spec)
     if not _admit(ctx, spec, shape):
         return
     score = ctx.plugins.score_by_workload[spec.workload]
@@ -571,30 +382,14 @@ def _quota_never_for_any(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> b
     """Settles the job as never able to run when no GPU type option's quota could ever cover
     its smallest size."""
     smallest = shape.smallest
-    for o in shape.options:  # all(_quota_never(...)), without a generator
-        if not _quota_never(ctx, spec.team, o, smallest.gpus):
+    for o in shape.options:  # all(quota_never(...)), without a generator
+        if not quota_never(ctx, spec.team, o, smallest.gpus):
             return False
     _settle(ctx, spec, Outcome(
         ReasonCode.CAN_NEVER_RUN, never_under_quota(ctx, spec, shape.options, smallest.gpus),
         False, f"team {spec.team}'s quota or borrowing limit grows",
     ))
     return True
-
-
-def never_under_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
-                      gpus: int) -> str:
-    """Why no quota could ever admit ``gpus`` GPUs: per GPU type, the most the team may ever
-    hold (nominal, plus its borrowing limit or all its cohort could lend). Before, it gave
-    today's use and what was left to borrow ("can borrow 0 more"), though the ceiling is what
-    rules the job out."""
-    clauses = []
-    for o in options:
-        v = quota_for(ctx, spec, o, gpus)
-        most = v.nominal + v.ceiling_room
-        clauses.append(f"at most {counted(most, f'{o.gpu_type} GPU')} ({v.nominal} nominal"
-                       + (f" and {v.ceiling_room} borrowed at most)" if v.ceiling_room else ", none to borrow)"))
-    listed = clauses[0] if len(clauses) == 1 else f"{', '.join(clauses[:-1])} or {clauses[-1]}"
-    return f"Can never run under its quota: team {spec.team} may hold {listed}; this job needs {gpus}."
 
 
 def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
@@ -634,7 +429,7 @@ def _classes_whole_node_jobs_wait_for(ctx: CycleContext, queue: Sequence[JobSpec
         if len(spec.gpu_types) == 1:
             classes.update(outcome.classes)  # its one option's classes
         else:
-            for option in _shape(ctx, spec).options:
+            for option in shape_of(ctx, spec).options:
                 classes.update(ctx.placer.union(option.member_classes))
         if held <= classes:
             break
@@ -666,7 +461,7 @@ def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
         demand = smallest if size == shape.sizes[-1] else demand_for(spec, size, shape.node_size)
         for option in shape.options:
             member_classes = (option.member_classes if demand is smallest
-                              else _classes_for(ctx, demand, option))
+                              else classes_for(ctx, demand, option))
             if any(not c for c in member_classes):
                 continue
             verdict = quota_for(ctx, spec, option, demand.gpus)
@@ -742,7 +537,7 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
                                                               needs_whole):
             _also_by_preemption(ctx, spec, protected)
             return
-        _settle(ctx, spec, _quota_outcome(ctx, spec, options, misses.refusal, smallest,
+        _settle(ctx, spec, quota_outcome(ctx, spec, options, misses.refusal, smallest,
                                           needs_whole))
         _also_by_preemption(ctx, spec, protected)
         return
@@ -933,14 +728,14 @@ def _earliest_reservation(
     Before, the first type with any reservation was taken: a serving job accepting H100 or
     A100 waited 4 h for H100 while its A100 quota freed in 2 h."""
     best = None
-    for request, over_quota in candidates:
+    for request, quota_wait in candidates:
         reservation = plan_reservation(
             ctx, spec, request, hold_now=False,
-            not_before=None if over_quota is None else over_quota[3],
-            quota_type=None if over_quota is None else over_quota[0].gpu_type,
+            not_before=None if quota_wait is None else quota_wait[3],
+            quota_type=None if quota_wait is None else quota_wait[0].gpu_type,
             before=None if best is None else best[0].start_at)
         if reservation is not None and (best is None or reservation.start_at < best[0].start_at):
-            best = (reservation, request, over_quota)
+            best = (reservation, request, quota_wait)
     return best
 
 
@@ -1157,7 +952,7 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
     """Explain a job the cycle had no placement attempts left for, from indexes only."""
     admitted = [o for o, v in verdicts if v.admitted]
     if not admitted:
-        return _quota_outcome(ctx, spec, options, None, demand, needs_whole)
+        return quota_outcome(ctx, spec, options, None, demand, needs_whole)
     classes = ctx.placer.union(admitted[0].member_classes)
     free = ctx.state.free_in(FLEET, 0, classes) - _free_on(
         ctx, ctx.calendar.closed_for_run(ctx.snapshot.now, spec.runtime_limit_s), classes)
@@ -1172,94 +967,6 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
         f"attempts went to jobs ahead of it in the queue.",
         True, "jobs ahead of it start or leave the queue",
         demand=demand, classes=classes, needs_whole_node=needs_whole,
-    )
-
-
-def quota_remedy(team: str, gpu_type: str, verdict: QuotaVerdict, gpus: int) -> str:
-    """What would let ``gpus`` more GPUs fit the team's quota: the team freeing
-    :meth:`QuotaVerdict.shortage` of its own GPUs, or the cohort lending that many more (up to
-    the borrowing limit and what the others could ever lend), or, when neither alone can, both."""
-    shortage = max(1, verdict.shortage(gpus))
-    headroom = max(0, verdict.ceiling_room - verdict.room)
-    ways = []
-    if shortage <= verdict.used:
-        ways.append(f"team {team} frees {counted(shortage, f'{gpu_type} GPU')}")
-    if shortage <= headroom:
-        ways.append(f"its cohort lends {shortage} more" if ways
-                    else f"its cohort lends {counted(shortage, f'more {gpu_type} GPU')}")
-    if ways:
-        return " or ".join(ways)
-    return (f"team {team} frees {counted(shortage - headroom, f'{gpu_type} GPU')} and its cohort lends "
-            f"{headroom} more")
-
-
-class OverQuota(NamedTuple):
-    """A job its quota refuses on every GPU type it accepts, in words: ``lead`` ("" or " on
-    both GPU types it accepts"), ``numbers`` (each type's use, nominal and borrowable, and the
-    job's GPUs), ``remedy`` (:func:`quota_remedy` for ``option``, the type needing the fewest
-    GPUs freed or lent) and that ``option``, the one its ETA and quota type concern."""
-
-    lead: str
-    numbers: str
-    remedy: str
-    option: TypeOption
-
-
-def over_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
-               gpus: int) -> OverQuota:
-    """The words for ``gpus`` GPUs that no GPU type option's quota admits. One option: the
-    ledger's sentence (:meth:`QuotaVerdict.describe`). Several: each type with its numbers,
-    and the remedy of the type whose quota lacks the fewest GPUs (its
-    :meth:`QuotaVerdict.shortage`; ties go to the job's preferred type, the options' order);
-    a type its team can never get that many of is never the remedy while another can be.
-    (Before, the sentence and the remedy named the first type only: a job accepting a100 or
-    h100 was told about a100 alone, though it was over quota on both.)"""
-    verdicts = [(o, quota_for(ctx, spec, o, gpus)) for o in options]
-    if len(verdicts) == 1:
-        o, v = verdicts[0]
-        gpu_type = o.gpu_type or "any"
-        return OverQuota("", v.describe(spec.team, gpu_type, gpus),
-                         quota_remedy(spec.team, gpu_type, v, gpus), o)
-    best, best_verdict = verdicts[0]
-    for o, v in verdicts[1:]:
-        if (v.never, v.shortage(gpus)) < (best_verdict.never, best_verdict.shortage(gpus)):
-            best, best_verdict = o, v
-    clauses = [f"{v.used} of {counted(v.nominal, f'nominal {o.gpu_type} GPU')} and can borrow "
-               f"{v.borrowable} more{v.no_borrowing(o.gpu_type or 'any')}" for o, v in verdicts]
-    listed = (f"{clauses[0]}, and {clauses[1]}" if len(clauses) == 2
-              else f"{', '.join(clauses[:-1])}, and {clauses[-1]}")
-    lead = (" on both GPU types it accepts" if len(clauses) == 2
-            else f" on all {len(clauses)} GPU types it accepts")
-    gpu_type = best.gpu_type or "any"
-    return OverQuota(lead, f"team {spec.team} uses {listed}; this job needs {gpus}",
-                     quota_remedy(spec.team, gpu_type, best_verdict, gpus), best)
-
-
-def _quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
-                   refusal: tuple[TypeOption, QuotaVerdict, int] | None, demand: Demand,
-                   needs_whole: bool) -> Outcome:
-    """``QuotaExceeded`` for a job no GPU type option's quota admits at its smallest size
-    (what must fit for it to start, and what its ETA counts). A heterogeneous gang, whose
-    roles choose their types, is refused after placement: ``refusal`` says on which type.
-    (Before, an elastic job was described at the first size refused, its largest, while its
-    ETA counted its smallest.)"""
-    if refusal is not None and any(o.gpu_type is None for o in options):
-        option, verdict, gpus = refusal
-        words = OverQuota("", verdict.describe(spec.team, option.gpu_type or "any", gpus),
-                          quota_remedy(spec.team, option.gpu_type or "any", verdict, gpus), option)
-    else:
-        words = over_quota(ctx, spec, options, demand.gpus)
-    return Outcome(
-        ReasonCode.QUOTA_EXCEEDED,
-        f"Over quota{words.lead}: {words.numbers}{elastic_note(spec)}.",
-        True,
-        words.remedy,
-        demand=demand,
-        classes=ctx.placer.union(words.option.member_classes),
-        needs_whole_node=needs_whole,
-        quota_type=words.option.gpu_type,
-        type_options=tuple((o.gpu_type, ctx.placer.union(o.member_classes)) for o in options
-                           if o.gpu_type is not None) if words.lead else (),
     )
 
 

@@ -56,8 +56,9 @@ import pytest
 
 from scheduler_core import schedule
 from scheduler_core.bench import build_snapshot, full_config
-from scheduler_core.cycle import _context, _shape
+from scheduler_core.cycle import _context
 from scheduler_core.errors import SnapshotError
+from scheduler_core.job_shape import shape_of
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.protocols import QueueContext
 from scheduler_core.plugins.queue_order import Fifo, PriorityFairShare
@@ -164,7 +165,7 @@ def test_a_kept_spread_gang_adopted_leaves_the_state_of_release_and_take_again()
     for keep in (False, True):
         ctx = _context(snap, cfg, build_plugins(cfg), None)
         for spec in serving[:3]:
-            shape = _shape(ctx, spec)
+            shape = shape_of(ctx, spec)
             request = PlacementRequest(shape.smallest, shape.options[0].member_classes,
                                        ctx.plugins.score_by_workload[spec.workload])
             grants = ctx.placer.place(request, keep=keep)
@@ -187,7 +188,7 @@ def test_a_kept_gang_dropped_leaves_the_state_of_a_plain_place():
     views = []
     for keep in (False, True):
         ctx = _context(snap, cfg, build_plugins(cfg), None)
-        shape = _shape(ctx, spec)
+        shape = shape_of(ctx, spec)
         request = PlacementRequest(shape.smallest, shape.options[0].member_classes,
                                    ctx.plugins.score_by_workload[spec.workload])
         assert ctx.placer.place(request, keep=keep) is not None

@@ -1,0 +1,133 @@
+"""A job its quota refuses, in words: why no quota could ever admit it (``never_under_quota``),
+what would let it fit (``quota_remedy``: its team frees GPUs, its cohort lends more, or both)
+and the ``QuotaExceeded`` outcome naming every GPU type it accepts with its numbers
+(``quota_outcome``). The verdicts themselves are the ledger's (:mod:`scheduler_core.quota`)."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from scheduler_core.admission import TypeOption, elastic_note, quota_for
+from scheduler_core.context import CycleContext
+from scheduler_core.gang import Demand
+from scheduler_core.outcome import Outcome
+from scheduler_core.quota import QuotaVerdict
+from scheduler_core.sentences import counted
+from scheduler_core.types import JobSpec, ReasonCode
+
+
+def quota_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) -> bool:
+    """Could this team never get ``gpus`` GPUs of the option's type? (Depends only on the
+    quotas, not on usage, so it is memoised.)"""
+    if option.gpu_type is None or not ctx.ledger.governs(option.gpu_type):
+        return False
+    key = (team, option.gpu_type, gpus)
+    found = ctx.quota_never.get(key)
+    if found is None:
+        found = ctx.ledger.check(team, option.gpu_type, gpus).never
+        ctx.quota_never[key] = found
+    return found
+
+
+def never_under_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
+                      gpus: int) -> str:
+    """Why no quota could ever admit ``gpus`` GPUs: per GPU type, the most the team may ever
+    hold (nominal, plus its borrowing limit or all its cohort could lend). Before, it gave
+    today's use and what was left to borrow ("can borrow 0 more"), though the ceiling is what
+    rules the job out."""
+    clauses = []
+    for o in options:
+        v = quota_for(ctx, spec, o, gpus)
+        most = v.nominal + v.ceiling_room
+        clauses.append(f"at most {counted(most, f'{o.gpu_type} GPU')} ({v.nominal} nominal"
+                       + (f" and {v.ceiling_room} borrowed at most)" if v.ceiling_room else ", none to borrow)"))
+    listed = clauses[0] if len(clauses) == 1 else f"{', '.join(clauses[:-1])} or {clauses[-1]}"
+    return f"Can never run under its quota: team {spec.team} may hold {listed}; this job needs {gpus}."
+
+
+def quota_remedy(team: str, gpu_type: str, verdict: QuotaVerdict, gpus: int) -> str:
+    """What would let ``gpus`` more GPUs fit the team's quota: the team freeing
+    :meth:`QuotaVerdict.shortage` of its own GPUs, or the cohort lending that many more (up to
+    the borrowing limit and what the others could ever lend), or, when neither alone can, both."""
+    shortage = max(1, verdict.shortage(gpus))
+    headroom = max(0, verdict.ceiling_room - verdict.room)
+    ways = []
+    if shortage <= verdict.used:
+        ways.append(f"team {team} frees {counted(shortage, f'{gpu_type} GPU')}")
+    if shortage <= headroom:
+        ways.append(f"its cohort lends {shortage} more" if ways
+                    else f"its cohort lends {counted(shortage, f'more {gpu_type} GPU')}")
+    if ways:
+        return " or ".join(ways)
+    return (f"team {team} frees {counted(shortage - headroom, f'{gpu_type} GPU')} and its cohort lends "
+            f"{headroom} more")
+
+
+class OverQuota(NamedTuple):
+    """A job its quota refuses on every GPU type it accepts, in words: ``lead`` ("" or " on
+    both GPU types it accepts"), ``numbers`` (each type's use, nominal and borrowable, and the
+    job's GPUs), ``remedy`` (:func:`quota_remedy` for ``option``, the type needing the fewest
+    GPUs freed or lent) and that ``option``, the one its ETA and quota type concern."""
+
+    lead: str
+    numbers: str
+    remedy: str
+    option: TypeOption
+
+
+def over_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
+               gpus: int) -> OverQuota:
+    """The words for ``gpus`` GPUs that no GPU type option's quota admits. One option: the
+    ledger's sentence (:meth:`QuotaVerdict.describe`). Several: each type with its numbers,
+    and the remedy of the type whose quota lacks the fewest GPUs (its
+    :meth:`QuotaVerdict.shortage`; ties go to the job's preferred type, the options' order);
+    a type its team can never get that many of is never the remedy while another can be.
+    (Before, the sentence and the remedy named the first type only: a job accepting a100 or
+    h100 was told about a100 alone, though it was over quota on both.)"""
+    verdicts = [(o, quota_for(ctx, spec, o, gpus)) for o in options]
+    if len(verdicts) == 1:
+        o, v = verdicts[0]
+        gpu_type = o.gpu_type or "any"
+        return OverQuota("", v.describe(spec.team, gpu_type, gpus),
+                         quota_remedy(spec.team, gpu_type, v, gpus), o)
+    best, best_verdict = verdicts[0]
+    for o, v in verdicts[1:]:
+        if (v.never, v.shortage(gpus)) < (best_verdict.never, best_verdict.shortage(gpus)):
+            best, best_verdict = o, v
+    clauses = [f"{v.used} of {counted(v.nominal, f'nominal {o.gpu_type} GPU')} and can borrow "
+               f"{v.borrowable} more{v.no_borrowing(o.gpu_type or 'any')}" for o, v in verdicts]
+    listed = (f"{clauses[0]}, and {clauses[1]}" if len(clauses) == 2
+              else f"{', '.join(clauses[:-1])}, and {clauses[-1]}")
+    lead = (" on both GPU types it accepts" if len(clauses) == 2
+            else f" on all {len(clauses)} GPU types it accepts")
+    gpu_type = best.gpu_type or "any"
+    return OverQuota(lead, f"team {spec.team} uses {listed}; this job needs {gpus}",
+                     quota_remedy(spec.team, gpu_type, best_verdict, gpus), best)
+
+
+def quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
+                   refusal: tuple[TypeOption, QuotaVerdict, int] | None, demand: Demand,
+                   needs_whole: bool) -> Outcome:
+    """``QuotaExceeded`` for a job no GPU type option's quota admits at its smallest size
+    (what must fit for it to start, and what its ETA counts). A heterogeneous gang, whose
+    roles choose their types, is refused after placement: ``refusal`` says on which type.
+    (Before, an elastic job was described at the first size refused, its largest, while its
+    ETA counted its smallest.)"""
+    if refusal is not None and any(o.gpu_type is None for o in options):
+        option, verdict, gpus = refusal
+        words = OverQuota("", verdict.describe(spec.team, option.gpu_type or "any", gpus),
+                          quota_remedy(spec.team, option.gpu_type or "any", verdict, gpus), option)
+    else:
+        words = over_quota(ctx, spec, options, demand.gpus)
+    return Outcome(
+        ReasonCode.QUOTA_EXCEEDED,
+        f"Over quota{words.lead}: {words.numbers}{elastic_note(spec)}.",
+        True,
+        words.remedy,
+        demand=demand,
+        classes=ctx.placer.union(words.option.member_classes),
+        needs_whole_node=needs_whole,
+        quota_type=words.option.gpu_type,
+        type_options=tuple((o.gpu_type, ctx.placer.union(o.member_classes)) for o in options
+                           if o.gpu_type is not None) if words.lead else (),
+    )
