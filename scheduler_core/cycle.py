@@ -74,22 +74,26 @@ from scheduler_core.over_quota import never_under_quota, over_quota, quota_never
 from scheduler_core.placement import PlacementRequest, Placer
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.plugins.registry import Plugins, build_plugins
-from scheduler_core.preemption import Found, Protected, nominate, preempt_for
+from scheduler_core.preemption import (
+    Found,
+    Protected,
+    nominate,
+    preempt_for,
+    preemption_notice,
+    shrink_notice,
+)
 from scheduler_core.queue import order_queue
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
 from scheduler_core.sentences import counted
-from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant, indices_of
+from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
 from scheduler_core.types import (
     Bind,
     GpuPlacement,
     GpuTypeInfo,
     JobSpec,
     Plan,
-    Preemption,
-    PreemptionReason,
     ReasonCode,
     Reservation,
-    Resize,
     RunningJob,
     SchedulerConfig,
     Snapshot,
@@ -1020,75 +1024,15 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
                       found: Found, needs_whole: bool) -> None:
     start = nominate(ctx, spec, found)
     ctx.arrays.started(spec)
-    pc = ctx.priority[spec.priority_class]
     shrinks: dict[str, list[Grant]] = {}
-    smallest_to: dict[str, int] = {}
     parts = found.parts or tuple(None for _ in found.victims)
     for victim, part in zip(found.victims, parts, strict=True):
-        job = ctx.running[victim.job_id]
-        vpc = ctx.priority[job.spec.priority_class]
         if part is not None:
             shrinks.setdefault(victim.job_id, []).extend(part)
-            assert victim.shrink_to is not None
-            smallest_to[victim.job_id] = min(smallest_to.get(victim.job_id, victim.shrink_to),
-                                             victim.shrink_to)
-            continue
-        kind = ", ".join(f"{n} {t}" for t, n in gpus_by_type(
-            ctx, [(g.node, g.gpus) for g in ctx.state.holdings.get((JOB, victim.job_id), [])]
-        ).items())
-        if victim.reason is PreemptionReason.RECLAIM_BORROWED:
-            # the gang stops whole: its GPUs are the job's size, not what its team borrowed
-            why = (f"team {spec.team} reclaims capacity it lent to team {job.spec.team}, for job "
-                   f"{spec.id}; this job ran beyond team {job.spec.team}'s quota and stops whole, "
-                   f"with its {kind} GPUs")
         else:
-            # the preemptor's need and the victim's GPUs apart: "needs its 16 GPUs" read as if
-            # the preemptor needed 16 when it needed 8 and the victim's gang stops whole
-            why = (f"higher-priority job {spec.id} ({pc.name}, {pc.value}) needs "
-                   f"{counted(demand.gpus, 'GPU')}, and this job ({vpc.name}, {vpc.value}) stops "
-                   f"whole to free them, with its {kind} GPUs")
-        ctx.preempted[victim.job_id] = Preemption(
-            job_id=victim.job_id,
-            reason=victim.reason,
-            for_job=spec.id,
-            grace_period_s=vpc.grace_period_s,
-            lost_gpu_hours=round(victim.lost_gpu_hours, 6),
-            # what it loses is what it has not saved: a job that checkpoints within its grace
-            # period loses only its restart (the demo's jobs did, and lost 0.00 GPU-hours
-            # where the notice had said 6.68 were lost)
-            message=(
-                f"Preempted: {why}. It has {vpc.grace_period_s} s to checkpoint and stop, then "
-                f"requeues; without a checkpoint in that time it loses about "
-                f"{victim.lost_gpu_hours:.2f} GPU-hours (its work since its last checkpoint"
-                f"{', and its restart' if job.spec.restart_cost_s > 0 else ''})."
-            ),
-            generation=job.generation,
-        )
+            ctx.preempted[victim.job_id] = preemption_notice(ctx, spec, demand.gpus, victim)
     for job_id, pieces in sorted(shrinks.items()):
-        job = ctx.running[job_id]
-        masks: dict[int, int] = {}
-        for g in ctx.state.holdings.get((JOB, job_id), []):
-            masks[g.node] = masks.get(g.node, 0) | g.mask
-        for piece in pieces:
-            masks[piece.node] &= ~piece.mask
-        remaining = tuple(sorted(
-            (GpuPlacement(ctx.state.nodes[n].name, indices_of(m)) for n, m in masks.items() if m),
-            key=lambda p: p.node,
-        ))
-        before = sum(g.gpus for g in ctx.state.holdings.get((JOB, job_id), []))
-        after = sum(len(p.gpu_indices) for p in remaining)
-        ctx.resized[job_id] = Resize(
-            job_id=job_id,
-            placements=remaining,
-            from_gpus=before,
-            to_gpus=after,
-            for_job=spec.id,
-            message=(
-                f"Shrinks from {before} to {counted(after, 'GPU')} (its minimum is {job.spec.min_gpus}) so "
-                f"job {spec.id} can start, instead of being preempted whole."
-            ),
-            generation=job.generation,
-        )
+        ctx.resized[job_id] = shrink_notice(ctx, spec, job_id, pieces)
     placements = ctx.state.placements(found.grants)
     ctx.reservations[spec.id] = Reservation(spec.id, start, placements)
     ctx.reserved_specs[spec.id] = spec
