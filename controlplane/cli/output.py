@@ -178,3 +178,24 @@ def clock(seconds: float | None) -> str:
     days, rest = divmod(whole, 86400)
     text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
     return f"{days}-{text}" if days else text
+
+
+# Said alike by several commands: a job's state (qm list, status, history), its nodes (qm history, maint).
+
+
+def job_state(job: dict[str, Any]) -> str:
+    """The job's state as the API labels it: a stopping job (state `preempting` whatever stops it)
+    says why, `stopping: cancelled`, `stopping: runtime limit` or `preempting` (the job list and
+    timeline say the same). A server without `state_label` gives the state."""
+    label = str(job.get("state_label") or job["state"])
+    # A held job waits out of the queue: `pending (held)`, `pending (held by admin)`.
+    if job["state"] == "pending" and job.get("hold"):
+        return f"{label} (held{' by admin' if job['hold'] == 'admin' else ''})"
+    return label
+
+
+def nodes_cell(nodes: list[str]) -> str:
+    """In the table at most three (`h100-01,h100-02,+6`); JSON and the CSV name every one."""
+    if len(nodes) <= 3:
+        return ",".join(nodes)
+    return ",".join(nodes[:2]) + f",+{len(nodes) - 2}"

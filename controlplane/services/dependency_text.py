@@ -2,7 +2,7 @@
 
 Three callers share it:
 
-- `qm submit -d` and `qm update -d` (controlplane/cli/main.py) parse it before sending the API's
+- `qm submit -d` and `qm update -d` (controlplane/cli/jobs.py) parse it before sending the API's
   list, so a typo never reaches the server; `qm` imports no Django, and neither does this
   module (the rules on what a dependency means live in services/dependencies.py, which does);
 - the API's `dependencies` field takes this text as well as the list (api/serializers.py,

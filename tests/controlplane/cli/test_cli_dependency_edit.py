@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from controlplane.choices import JobState
-from controlplane.cli.main import CliError, update_dependency
+from controlplane.cli.client import CliError
+from controlplane.cli.jobs import update_dependency
 from controlplane.models import Event, Job, JobDependency
 from tests.controlplane import factories as f
 

@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from controlplane.cli import main as cli
+from controlplane.cli import maintenance
 
 NOW = datetime(2026, 12, 2, 8, 40, 17, tzinfo=UTC)
 
@@ -18,7 +18,7 @@ def _body(**given: str) -> dict[str, object]:
     args = argparse.Namespace(nodes=None, pool=None, start=None, duration=None, end=None, reason=None)
     for name, value in given.items():
         setattr(args, name, value)
-    return cli._maint_body(args, NOW)
+    return maintenance._maint_body(args, NOW)
 
 
 @pytest.mark.parametrize(("typed", "sent"), [

@@ -1,0 +1,113 @@
+"""`qm login`, `qm logout`, `qm whoami`: the token stored for a server and whom it belongs to;
+and what the commands ask the server about you (`--mine`'s user name, whether you see jobs at all)."""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import os
+import sys
+
+from controlplane.cli import output
+from controlplane.cli.client import Api, ApiError, CliError, config_path, load_config, save_config, server_url
+
+
+def cmd_login(api: Api, args: argparse.Namespace) -> int:
+    username = args.username or input("Username: ")
+    if args.password_stdin:
+        password = sys.stdin.readline().rstrip("\n")
+    else:
+        password = os.environ.get("QM_PASSWORD") or getpass.getpass("Password: ")
+    anonymous = Api(api.url, None)
+    answer = anonymous.request("POST", "auth/token/", body={"username": username, "password": password})
+    path = save_config({"url": api.url, "token": answer["token"], "username": answer["username"]})
+    me = Api(api.url, answer["token"]).request("GET", "auth/me/")
+    if args.json:
+        output.emit_json({"url": api.url, "config": str(path), **me})
+        return 0
+    roles = ", ".join(f"{m['role']} of {m['team']}" if m["team"] else m["role"] for m in me["memberships"]) or "no team"
+    print(f"Logged in to {api.url} as {me['username']} ({roles}). Token saved in {path}.")
+    return 0
+
+
+def cmd_logout(api: Api, args: argparse.Namespace) -> int:
+    """Revoke the stored token on the server it came from, then forget it here. A user has one
+    token, so every `qm` logged in as them is logged out too. The local copy goes even when the
+    server cannot be asked; only failing to remove it is an error."""
+    path = config_path()
+    try:
+        config, unreadable = load_config(), False
+    except CliError:
+        config, unreadable = {}, True
+    token = config.get("token")
+    if token is None and not unreadable:
+        env = " ($QM_TOKEN in your environment is left alone.)" if os.environ.get("QM_TOKEN") else ""
+        print(f"Not logged in: no token stored in {path}.{env}")
+        return 0
+    server, revoked, note = api.url, False, ""
+    if unreadable:
+        note = f"{path} could not be read; removing it (a token in it, if any, was not revoked on the server)."
+        print(f"warning: {note}", file=sys.stderr)
+    if token is not None:
+        try:
+            server = server_url(config.get("url") or api.url)
+            Api(server, token).request("POST", "auth/logout/")
+            revoked = True
+            note = (f"Token revoked on {server}: every qm logged in as {config.get('username') or 'you'} "
+                    "is logged out (one token per user).")
+        except ApiError as error:
+            if error.status == 401:
+                note = f"The token was already invalid on {server} (revoked by another logout or an admin)."
+            else:
+                note = f"The server refused to revoke the token ({error}); it may still be valid there."
+                print(f"warning: {note}", file=sys.stderr)
+        except CliError as error:
+            note = (f"{error}: the token was NOT revoked on the server and stays valid there until you "
+                    "`qm login` and `qm logout` again with the server reachable, or an admin deletes it.")
+            print(f"warning: {note}", file=sys.stderr)
+    try:
+        if unreadable:
+            path.unlink()
+        else:
+            config.pop("token", None)
+            save_config(config)
+    except OSError as exc:
+        raise CliError(f"could not remove the stored token from {path}: {exc}") from exc
+    if args.json:
+        output.emit_json({"server": server, "revoked": revoked, "config": str(path), "note": note})
+        return 0
+    if note and (revoked or "already invalid" in note):
+        print(note)
+    print(f"Logged out; token removed from {path}.")
+    return 0
+
+
+def cmd_whoami(api: Api, args: argparse.Namespace) -> int:
+    me = api.request("GET", "auth/me/")
+    if args.json:
+        output.emit_json(me)
+        return 0
+    output.fields([
+        ("user", me["username"]), ("server", api.url), ("default team", me["default_team"]),
+        ("may submit", "yes" if me["may_submit"] else "no"),
+        # A role without a team (finance, admin) reads the whole fleet: said so, not "finance@-".
+        ("roles", ", ".join(f"{m['role']}@{m['team']}" if m["team"] else f"{m['role']} (fleet-wide)"
+                            for m in me["memberships"])),
+    ])
+    return 0
+
+
+def my_username(api: Api) -> str:
+    """Whose token this is. The stored name only goes with the stored token: with $QM_TOKEN (or
+    another server's token) it named someone else, and `--mine` listed nothing."""
+    config = load_config()
+    stored = config.get("username") if api.token and config.get("token") == api.token else None
+    return str(stored or api.request("GET", "auth/me/")["username"])
+
+
+def reads_no_jobs(api: Api) -> bool:
+    """Finance, not also an admin or a team's member, is shown no job at all: an empty list says
+    nothing of the queue."""
+    me = api.request("GET", "auth/me/")
+    in_a_team = any(m.get("team") for m in me.get("memberships") or [])
+    return bool(me.get("is_finance")) and not me.get("is_admin") and not in_a_team

@@ -1,0 +1,202 @@
+"""What jobs held and what it cost: `qm history` (`sacct`: the jobs that ended in a window, their
+GPU-hours and the work lost) and `qm showback` (cost and utilization by team, project, job or class)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from datetime import datetime, timezone
+from typing import Any
+
+from controlplane.cli import account, output
+from controlplane.cli.client import Api, CliError
+from scheduler_core.sentences import counted
+
+# ---------------------------------------------------------------------------------- history
+
+#: The states a job can end in: what `qm history` lists (pending and running jobs: `qm list`).
+ENDED_STATES = ["succeeded", "failed", "cancelled", "timed_out"]
+HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
+                   "LOST-GPU-H", "NODES"]
+HISTORY_PAGE = 1000  # the API's largest page
+
+
+def _when(text: str, flag: str, now: datetime) -> datetime:
+    try:
+        return output.parse_when(text, now)
+    except ValueError as exc:
+        raise CliError(f"{flag}: {exc}") from exc
+
+
+def _history_window(args: argparse.Namespace, now: datetime) -> tuple[datetime, datetime]:
+    """[since, until): by default from 00:00 UTC today (sacct's default start) to now."""
+    since = _when(args.since, "--since", now) if args.since else _when("today", "--since", now)
+    until = _when(args.until, "--until", now) if args.until else now
+    if until <= since and not args.until:
+        raise CliError(f"--since {output.utc_text(since.isoformat())} is not in the past (it is "
+                       f"{output.utc_text(now.isoformat())}): nothing can have ended since")
+    if until <= since:
+        raise CliError(f"--until {output.utc_text(until.isoformat())} is not after --since "
+                       f"{output.utc_text(since.isoformat())}: give a window that ends after it starts")
+    return since, until
+
+
+def _history_jobs(api: Api, params: dict[str, Any]) -> list[dict[str, Any]]:
+    """Every job of the window, page by page (1,000 a request), oldest end first. The window's
+    end is fixed before the first page, so a job ending meanwhile cannot shift the pages."""
+    jobs: list[dict[str, Any]] = []
+    params = {**params, "limit": HISTORY_PAGE, "offset": 0}
+    while True:
+        page = api.request("GET", "jobs/", params=params)
+        jobs.extend(page["results"])
+        if not page.get("next") or not page["results"]:
+            return jobs
+        params["offset"] += len(page["results"])
+
+
+def _history_row(job: dict[str, Any]) -> list[Any]:
+    return [
+        job["id"], job["name"], job["team"], job["submitter"] or "", output.job_state(job),
+        "" if job["exit_code"] is None else job["exit_code"], output.utc_text(job["started_at"], suffix=""),
+        output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else "",
+        job["gpus"], f"{job['gpu_hours']:.2f}", f"{job['lost_gpu_hours']:.2f}",
+        output.nodes_cell(job.get("ran_on") or []),
+    ]
+
+
+def _history_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
+    states: dict[str, int] = {}
+    for job in jobs:
+        states[job["state"]] = states.get(job["state"], 0) + 1
+    return {"jobs": len(jobs), "states": dict(sorted(states.items(), key=lambda kv: (-kv[1], kv[0]))),
+            "gpu_hours": round(sum(j["gpu_hours"] for j in jobs), 4),
+            "lost_gpu_hours": round(sum(j["lost_gpu_hours"] for j in jobs), 4)}
+
+
+def cmd_history(api: Api, args: argparse.Namespace) -> int:
+    """The jobs that ended in a window, as `sacct` lists them: how each ended (state, exit code),
+    when it started and how long its last run took, its GPUs, the GPU-hours it held over all its
+    runs and those its preemptions threw away, the nodes it ran on; then the totals. The CSV is
+    the server's (`GET jobs/history.csv`, the history page's Download CSV), written as it comes."""
+    now = datetime.now(timezone.utc)
+    since, until = _history_window(args, now)
+    fmt = "json" if args.json else args.format
+    params: dict[str, Any] = {
+        "state": args.state or ENDED_STATES, "finished_after": since.isoformat(),
+        "finished_before": until.isoformat(),
+    }
+    for flag, field in (("user", "user"), ("team", "team"), ("node", "ran_on"), ("name", "name"),
+                        ("exit_code", "exit_code")):
+        if getattr(args, flag) is not None:
+            params[field] = getattr(args, flag)
+    if fmt == "csv":
+        # Byte for byte what the page and the API give for these filters: one writer, the server's.
+        text = api.request("GET", "jobs/history.csv", params=params, raw=True)
+        raw = getattr(sys.stdout, "buffer", None)  # the bytes as sent, whatever the locale's encoding
+        if raw is None:
+            sys.stdout.write(text)
+            return 0
+        sys.stdout.flush()
+        raw.write(text.encode("utf-8"))
+        raw.flush()
+        return 0
+    jobs = _history_jobs(api, {**params, "ordering": "finished_at"})
+    totals = _history_totals(jobs)
+    if fmt == "json":
+        output.emit_json({"since": since.isoformat(), "until": until.isoformat(), "totals": totals, "jobs": jobs})
+        return 0
+    window = f"{output.utc_text(since.isoformat(), suffix='')} → {output.utc_text(until.isoformat())}"
+    if not jobs:
+        if account.reads_no_jobs(api):
+            print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
+            return 0
+        print(f"No job ended {window}" + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
+              + ". Pending and running jobs: qm list.")
+        return 0
+    output.table([_history_row(job) for job in jobs], HISTORY_COLUMNS)
+    ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
+    print(output.visible(
+        f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {totals['gpu_hours']:,.2f} GPU-hours held, "
+        f"{totals['lost_gpu_hours']:,.2f} GPU-hours of work lost to preemptions and requeues."))
+    return 0
+
+
+# --------------------------------------------------------------------------------- showback
+
+
+IDLE_ENTRY = "__idle__"
+SHOWBACK_COLUMNS = [
+    ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
+    ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/1M TOKENS", "usdPerMillionTokens"),
+    ("COST W/O TOKENS $", "costWithoutTokens"),
+    ("IDLE RESERVED $", "idleReservedCost"), ("PREEMPTION WASTE $", "preemptionWasteCost"),
+]
+
+
+def _money(value: Any, key: str) -> str:
+    if value is None:
+        return "-"
+    if key == "usdPerMillionTokens":
+        # Per million tokens, fixed-point with the CSV's six places: per token it printed
+        # `5.42e-08`, a unit and a notation no other view of showback uses.
+        return f"{value:,.6f}"
+    return f"{value:,.2f}"
+
+
+def cmd_showback(api: Api, args: argparse.Namespace) -> int:
+    params: dict[str, Any] = {"group_by": args.by}
+    if args.month:
+        params["month"] = args.month
+    else:
+        params["window"] = args.window
+    if args.csv:
+        params["format"] = "csv"
+        sys.stdout.write(api.request("GET", "showback/", params=params, raw=True))
+        return 0
+    report = api.request("GET", "showback/", params=params)
+    if args.json:
+        output.emit_json(report)
+        return 0
+    window = report.get("window", {})
+    # The window's ends as every other qm command says a time (the raw ISO text before).
+    print(f"Showback by {args.by}, {output.utc_text(window.get('start'), '')} → "
+          f"{output.utc_text(window.get('end'))} ({report.get('currency', 'USD')})")
+    allocations: dict[str, Any] = {}
+    for chunk in report.get("data", []):
+        allocations.update(chunk)
+    # Job ids in numeric order (as text, job 100 came between 10 and 11).
+    ordered = sorted(allocations.items(), key=lambda item: (0, int(item[0]), "") if item[0].isascii() and item[0].isdigit() else (1, 0, item[0]))
+    # __idle__'s GPU-hours are capacity no job held (OpenCost's convention): not allocated hours,
+    # so its GPU-hour cells stay empty and the columns add up to TOTAL; a line below says them.
+    # A job row says whose job it is (its id alone sent finance to look each one up).
+    named = ("job", "team", "project") if args.by == "job" else ()
+    rows = [[name] + [str((a.get("properties") or {}).get(p) or "-") for p in named]
+            + [("-" if name == IDLE_ENTRY and key.startswith("gpuHours") else _money(a.get(key), key))
+               for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
+    totals = report.get("totals") or {}
+    if totals:
+        rows.append(["TOTAL"] + ["" for _ in named] + [_money(totals.get(key), key) for _, key in SHOWBACK_COLUMNS])
+    if not allocations:
+        print("Nothing recorded in this window.")
+        return 0
+    output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
+                 + [h for h, _ in SHOWBACK_COLUMNS])
+    idle = allocations.get(IDLE_ENTRY)
+    if idle and idle.get("gpuHours") is not None:
+        print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
+              f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
+    if idle and totals.get("usdPerGpuHour") is not None:
+        # TOTAL's $/GPU-H (13.50 beside rows of 1.54 and 0.80 on the demo) said nothing of why.
+        print("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "
+              "GPU-hour the jobs held.")
+    for u in report.get("unpriced") or []:
+        # GPU time no price rate covered is counted at $0 in every figure above: say where.
+        since = f"before its first rate ({output.utc_text(u['pricedFrom'])})" if u.get("pricedFrom") else "no rate at all"
+        print(output.visible(f"Not priced, counted at $0.00: {u['gpuType']} {u['capacityTier']} ({since}): "
+                             f"{u['capacityGpuHours']:,.2f} GPU-hours of capacity, {u['allocatedGpuHours']:,.2f} "
+                             "held by jobs. Add a price rate for it (admin)."))
+    if totals.get("idleReservedCost"):
+        # TOTAL's IDLE RESERVED $ sat beside its COST $ unexplained: finance added the two.
+        print("IDLE RESERVED $: guarantees neither used nor lent, at the reserved rate; a reading of the idle "
+              "capacity, not a charge: not in COST $ or TOTAL.")
+    return 0

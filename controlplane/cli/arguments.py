@@ -1,0 +1,24 @@
+"""What the commands' arguments say, read alike by every command: a job id (`qm status 412`,
+`qm sprio 412`) and a length of time (`--time 4h`, `--checkpoint-every 30m`, `qm maint --duration 4h`)."""
+
+from __future__ import annotations
+
+from controlplane.cli import output
+from controlplane.cli.client import CliError
+
+#: sbatch reads `--time 30` as 30 minutes, and so does qm's `--time` (it read 30 seconds, and a
+#: Slurm user's job was killed at half a minute); other durations' bare numbers are seconds.
+TIME_BARE_UNIT = 60
+
+
+def duration(text: str, flag: str, bare: int = 1) -> int:
+    try:
+        return output.parse_duration(text, bare)
+    except ValueError as exc:
+        raise CliError(f"{flag}: {exc}") from exc
+
+
+def job_id(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):  # int() refuses '²', which isdigit() accepts
+        raise CliError(f"'{text}' is not a job id (a number, as `qm list` shows)")
+    return int(text)

@@ -1,0 +1,123 @@
+"""What decides which waiting job starts next: `qm sprio` (the queue's order), `qm sshare` (the
+teams' fair shares), `qm config` (the policy in force) and `qm quotas` (the teams' quotas)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from controlplane.cli import arguments, output
+from controlplane.cli.client import Api
+from controlplane.services import quota_text
+from scheduler_core.sentences import counted
+
+#: How each queue-order plugin sorts, in the words `qm sprio` heads its table with.
+QUEUE_ORDER_WORDS = {
+    "priority_fair_share": "higher PRIORITY first (the class's value + AGE, the points waiting added); among equals "
+                           "the lower team SHARE, then the shorter LIMIT, then the earlier submission",
+    "priority_fifo": "higher PRIORITY first (the class's value + AGE); among equals the earlier submission",
+    "fifo": "submission order alone",
+}
+
+
+def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
+    """Slurm's sprio: the waiting jobs you may see in queue order, with what places each there."""
+    params = {"job": ",".join(str(arguments.job_id(j)) for j in args.jobs)} if args.jobs else {}
+    body = api.request("GET", "jobs/priority/", params=params)
+    if args.json:
+        output.emit_json(body)
+        return 0
+    print(f"Queue order ({body['queue_order']}): {QUEUE_ORDER_WORDS.get(body['queue_order'], body['queue_order'])}.")
+    if not body["jobs"]:
+        print(("None of those jobs is" if args.jobs else "No job of yours is") + " in line"
+              + f" ({counted(body['in_line'], 'job')} in line in all; held jobs and jobs waiting for a dependency "
+                "are not in line).")
+        return 0
+    output.table(
+        [(r["order"], r["job"], r["name"], r["team"], r["priority_class"], f"{r['effective_priority']:g}",
+          f"{r['class_value']:g}", f"{r['aging_points']:g}", f"{r['team_share']:.3f}",
+          output.human_duration(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
+        ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"],
+    )
+    print(f"{counted(body['in_line'], 'job')} in line in all; ORDER is the next cycle's.")
+    return 0
+
+
+def cmd_sshare(api: Api, args: argparse.Namespace) -> int:
+    """Slurm's sshare: every team's fair share, lowest first (the order the queue favours)."""
+    body = api.request("GET", "scheduler/fair-share/")
+    if args.json:
+        output.emit_json(body)
+        return 0
+    output.table(
+        [(r["team"], f"{r['dominant_share']:.3f}", r["dominant_resource"] or "-",
+          f"{r['shares']['gpus']:.3f}", f"{r['shares']['cpus']:.3f}", f"{r['shares']['memory']:.3f}",
+          r["held_now"]["gpus"], f"{r['decayed_usage']['gpu_hours']:,.1f}") for r in body["teams"]],
+        ["TEAM", "SHARE", "OF", "GPU SHARE", "CPU SHARE", "MEM SHARE", "GPUS HELD", "GPU-H DECAYED"],
+    )
+    print(f"SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage decayed with a "
+          f"{output.human_duration(body['half_life_s'])} half-life, over the fleet); among jobs of equal "
+          f"priority the team with the lower share goes first (qm sprio).")
+    return 0
+
+
+def cmd_config(api: Api, args: argparse.Namespace) -> int:
+    """Slurm's `scontrol show config`: the scheduling policy in force, the loop's timings and
+    the leader now."""
+    body = api.request("GET", "scheduler/policy/")
+    if args.json:
+        output.emit_json(body)
+        return 0
+
+    def said(value: Any) -> str:
+        if isinstance(value, dict):
+            return ", ".join(f"{k}={said(v)}" for k, v in value.items())
+        if isinstance(value, list):
+            return ",".join(said(v) for v in value)
+        return str(value).lower() if isinstance(value, bool) else f"{value:g}" if isinstance(value, float) else str(value)
+
+    output.fields([(name, said(value)) for name, value in body["engine"].items()])
+    print()
+    output.fields([(name, said(value)) for name, value in body["loop"].items()])
+    leader = body["leader"]
+    print()
+    if leader is None or not leader["holder"]:
+        print("No scheduling cycle has run yet.")
+    else:
+        output.fields([("leader", f"{leader['holder']} (epoch {leader['epoch']})"),
+                       ("last cycle", f"{output.utc_text(leader['last_cycle_at'])} "
+                                      f"({leader['last_cycle_ms'] or 0:.0f} ms; {leader['cycles']} cycles)")])
+    return 0
+
+
+# ----------------------------------------------------------------------------------- quotas
+
+
+def _limit(value: int | None) -> str:
+    """A borrowing or lending limit; an unset one is unlimited ("none" read as zero), as the admin says."""
+    return "no limit" if value is None else str(value)
+
+
+def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
+    """Your team's quotas (admins and finance: every team's) with what each holds now."""
+    params: dict[str, Any] = {"limit": 1000}
+    if args.team:
+        params["team"] = args.team
+    page = api.request("GET", "quotas/", params=params)
+    if args.json:
+        output.emit_json(page)
+        return 0
+    rows = sorted(page["results"], key=lambda q: (q["team"], q["gpu_type"]))
+    if not rows:
+        print("No quota" + (f" for team {args.team}." if args.team else " you can see."))
+        return 0
+    output.table(
+        [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"], _limit(q["borrowing_limit"]),
+          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"],
+          quota_text.lent_said(q.get("lent_gpus") or 0)) for q in rows],
+        ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED", "LENT NOW"],
+    )
+    if any(quota_text.is_share(q.get("lent_gpus") or 0) for q in rows):
+        print()
+        print(output.visible(quota_text.LENT_SHARE_NOTE))
+    return 0
