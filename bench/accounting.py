@@ -15,7 +15,7 @@
    last `--minute-days` days (showback reads minutes only for a window's partial first and last
    hour). The fleet's capacity rows and the teams' idle-guarantee rows come with them. All of it
    goes in with COPY, then ANALYZE.
-3. `services.accounting.showback` — the very function behind GET /api/v1/showback/ — runs for
+3. `services.showback.showback` — the very function behind GET /api/v1/showback/ — runs for
    windows of 1, 7, 30 and 365 days ending now (mid-minute, so every level of row is read),
    grouped by team, project and priority class, and by job for 1 and 7 days; each `--repeat`
    times per format: the report plus its JSON (serialised) or its CSV, as the API answers.
@@ -338,7 +338,7 @@ def insert_quota_rollups(fleet: dict[str, Any], first: datetime) -> int:
 
 
 def time_showback(args: argparse.Namespace) -> list[dict[str, Any]]:
-    from controlplane.services import accounting
+    from controlplane.services import showback
     from controlplane.services.access import Access
 
     finance = Access(is_admin=False, is_finance=True, team_ids=frozenset())
@@ -348,16 +348,16 @@ def time_showback(args: argparse.Namespace) -> list[dict[str, Any]]:
     for days, group_by in cases:
         if days > args.days:
             continue
-        window = accounting.Window(NOW - timedelta(days=days), NOW, f"{days}d")
+        window = showback.Window(NOW - timedelta(days=days), NOW, f"{days}d")
         timings: dict[str, list[float]] = {"json": [], "csv": []}
         size = csv_bytes = 0
         for _ in range(args.repeat):
             # What GET /api/v1/showback/ does for each format: the report, then its rendering.
             started = time.perf_counter()
-            body = json.dumps(accounting.showback_json(accounting.showback(window, group_by, finance, NOW)))
+            body = json.dumps(showback.showback_json(showback.showback(window, group_by, finance, NOW)))
             timings["json"].append((time.perf_counter() - started) * 1000)
             started = time.perf_counter()
-            csv_bytes = len(accounting.showback_csv(accounting.showback(window, group_by, finance, NOW)))
+            csv_bytes = len(showback.showback_csv(showback.showback(window, group_by, finance, NOW)))
             timings["csv"].append((time.perf_counter() - started) * 1000)
             size = body.count('"name"') - 1
         worst = max(statistics.median(timings["json"]), statistics.median(timings["csv"]))

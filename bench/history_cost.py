@@ -15,10 +15,10 @@ node's GPUs stop costing then). Written with COPY, then ANALYZE.
 Then times, alternated run by run so both see the same load, the whole set's cost the two ways
 the history page can have it, with its queries counted:
 
-- before: every job priced by `accounting.jobs_costs`, 1,000 a call, as the CSV prices them,
+- before: every job priced by `job_costs.jobs_costs`, 1,000 a call, as the CSV prices them,
   and the cents added up (`job_history.history_costs`: the page's total until 2 Dec 2026, for
   sets of at most 5,000 jobs, `PAGE_COST_LIMIT`; none beyond it);
-- after: `accounting.jobs_total_cost`: each job's cost to the cent, summed in PostgreSQL, one
+- after: `job_costs.jobs_total_cost`: each job's cost to the cent, summed in PostgreSQL, one
   query.
 
 And the page itself as the admin (`/history/`, every ended job) with the after way. Prints the
@@ -147,20 +147,20 @@ def measure(runs: int) -> tuple[dict[str, Any], bool]:
     from django.utils import timezone
 
     from controlplane.models import Job
-    from controlplane.services import accounting, job_history
+    from controlplane.services import job_costs, job_history
 
     now = timezone.now()
     ended = job_history.ended_jobs(Job.objects.all())
     def per_job() -> Decimal:
         """The page's total until 2 Dec 2026 (job_history.history_costs, then removed): the set's
-        ids, every job priced by accounting.jobs_costs 1,000 a call, the cents added up."""
+        ids, every job priced by job_costs.jobs_costs 1,000 a call, the cents added up."""
         ids = list(ended.order_by().values_list("pk", flat=True))
         return sum((cost for start in range(0, len(ids), 1000)
-                    for cost in accounting.jobs_costs(ids[start:start + 1000], now).values()), Decimal("0.00"))
+                    for cost in job_costs.jobs_costs(ids[start:start + 1000], now).values()), Decimal("0.00"))
 
     ways = {
         "before (jobs_costs, 1,000 a call)": per_job,
-        "after (jobs_total_cost, one query)": lambda: accounting.jobs_total_cost(ended, now),
+        "after (jobs_total_cost, one query)": lambda: job_costs.jobs_total_cost(ended, now),
     }
     times: dict[str, list[float]] = {way: [] for way in ways}
     queries: dict[str, list[int]] = {way: [] for way in ways}

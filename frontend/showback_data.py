@@ -11,7 +11,7 @@ from typing import Any
 from django.db.models import DateTimeField, F, Sum, Value
 
 from controlplane.models import GroupRollup, UsageRollup
-from controlplane.services import accounting
+from controlplane.services import accounting, showback, utilization_series
 from controlplane.services.access import Access
 
 GROUPINGS = (("team", "team"), ("project", "project"), ("priority_class", "priority class"))
@@ -24,15 +24,15 @@ _NAME_FIELDS = {"team": ("team__name",), "project": ("team__name", "project__nam
 HOURLY_UP_TO_S = 2 * 86400
 
 
-def cost_bucket(window: accounting.Window, now: datetime) -> int:
+def cost_bucket(window: showback.Window, now: datetime) -> int:
     """Hours for windows of up to two days, days beyond; never a granularity retention dropped."""
-    bucket = max(int(accounting.choose_bucket(window.start, window.end, now)), int(accounting.HOUR))
+    bucket = max(int(utilization_series.choose_bucket(window.start, window.end, now)), int(accounting.HOUR))
     if (window.end - window.start).total_seconds() > HOURLY_UP_TO_S:
         bucket = int(accounting.DAY)
     return bucket
 
 
-def cost_series(report: accounting.Showback, group_by: str, access: Access,
+def cost_series(report: showback.Showback, group_by: str, access: Access,
                 now: datetime) -> tuple[dict[str, list[tuple[datetime, float]]], int]:
     """{group name: [(bucket start, $)]} over exactly the report's window, and the bucket in
     seconds, so the bars add up to the table. Whole buckets come from one grouped query (days
@@ -48,7 +48,7 @@ def cost_series(report: accounting.Showback, group_by: str, access: Access,
     costs: dict[str, dict[datetime, float]] = defaultdict(lambda: defaultdict(float))
 
     def add(at: datetime, row: dict[str, Any]) -> None:
-        name = "/".join(str(row[n] or accounting.UNALLOCATED) for n in names)
+        name = "/".join(str(row[n] or showback.UNALLOCATED) for n in names)
         costs[name][at] += float(row["cost"] or Decimal(0))
 
     whole_from, whole_to = accounting.ceil_to(start, bucket), accounting.floor_to(end, bucket)
@@ -68,7 +68,7 @@ def cost_series(report: accounting.Showback, group_by: str, access: Access,
         parts.append(table.objects.filter(accounting.in_bucket(bucket, whole_from, whole_to)).annotate(bar=F("start")))
     finer = (accounting.HOUR, accounting.MINUTE) if bucket == accounting.DAY else (accounting.MINUTE,)
     for bar, a, b in cut:
-        for level, s0, s1 in accounting.segments(a, b, now, finer)[2]:
+        for level, s0, s1 in showback.segments(a, b, now, finer)[2]:
             parts.append(UsageRollup.objects.filter(accounting.in_bucket(level, s0, s1))
                          .annotate(bar=Value(bar, output_field=DateTimeField())))
     if not parts:
@@ -81,11 +81,11 @@ def cost_series(report: accounting.Showback, group_by: str, access: Access,
     return {name: sorted(points.items()) for name, points in costs.items()}, bucket
 
 
-def report_rows(report: accounting.Showback) -> list[dict[str, Any]]:
+def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
     """The report's groups, __idle__ and TOTAL, with money in cents and tokens in whole tokens that
     add up (the accounting service's apportionment, the same the CSV uses)."""
-    money = accounting.presented_money(report)
-    tokens = accounting.presented_tokens(report)
+    money = showback.presented_money(report)
+    tokens = showback.presented_tokens(report)
     rows = []
     for entry in [*report.entries, *([report.idle] if report.idle is not None else []), report.total]:
         m = money[entry.key]
@@ -94,7 +94,7 @@ def report_rows(report: accounting.Showback) -> list[dict[str, Any]]:
         rows.append({
             "key": entry.key,
             "name": entry.name,
-            "is_idle": entry.key == accounting.IDLE,
+            "is_idle": entry.key == showback.IDLE,
             "is_total": entry.key == "TOTAL",
             "gpu_hours_allocated": float(allocated / 3600),
             "gpu_hours_active": float(entry.active_gpu_seconds / 3600),
@@ -104,7 +104,7 @@ def report_rows(report: accounting.Showback) -> list[dict[str, Any]]:
             "usd_per_gpu_hour": entry.usd_per_gpu_hour,
             "usd_per_productive_gpu_hour": entry.usd_per_productive_gpu_hour,
             "useful_tokens": tokens[entry.key],
-            "usd_per_million_tokens": accounting.usd_per_million_tokens(entry),
+            "usd_per_million_tokens": showback.usd_per_million_tokens(entry),
             # Beside it: the cost that reported no tokens, which $ / 1M tokens leaves out.
             "cost_without_tokens_usd": m["cost_without_tokens_usd"],
             "share_without_tokens": None if entry.share_without_tokens is None else float(entry.share_without_tokens),
@@ -125,7 +125,7 @@ def _share(part: Decimal, whole: Decimal) -> float:
     return float(part / whole) if whole else 0.0
 
 
-def idle_reserved_note(report: accounting.Showback) -> str:
+def idle_reserved_note(report: showback.Showback) -> str:
     """Where "Idle reserved quota" and the "no job (idle capacity)" row meet (finance and admins,
     team grouping): why the two differ, and per GPU type where the guarantees read more than the
     idle capacity cost, both amounts. Empty when no guarantee sat idle."""
@@ -136,7 +136,7 @@ def idle_reserved_note(report: accounting.Showback) -> str:
             "reserved rate, what a guarantee is worth; the no-job row is what the idle nodes cost at their own "
             "tier, so the two differ where idle nodes are on-demand or spot.")
     for t in report.idle_by_gpu_type:
-        if t.reserved_usd.quantize(accounting.CENT) > t.idle_usd.quantize(accounting.CENT):
+        if t.reserved_usd.quantize(showback.CENT) > t.idle_usd.quantize(showback.CENT):
             rate = t.idle_usd * 3600 / t.idle_gpu_seconds if t.idle_gpu_seconds else None
             text += (f" On {t.gpu_type}, guarantees idle for {t.reserved_gpu_seconds / 3600:,.1f} GPU-h read "
                      f"{_usd(t.reserved_usd)} at the reserved rate, more than the idle {t.gpu_type} capacity "
@@ -145,7 +145,7 @@ def idle_reserved_note(report: accounting.Showback) -> str:
     return text
 
 
-def unpriced_note(report: accounting.Showback) -> str:
+def unpriced_note(report: showback.Showback) -> str:
     """GPU time in the window that no price rate covered (finance and admins): counted at $0 in
     every figure above, so the page says where, and how to charge it. Empty when all was priced."""
     if not report.unpriced:
@@ -162,4 +162,4 @@ def unpriced_note(report: accounting.Showback) -> str:
 
 
 def _usd(value: Decimal) -> str:
-    return f"${value.quantize(accounting.CENT):,}"
+    return f"${value.quantize(showback.CENT):,}"

@@ -1,5 +1,5 @@
 """The three utilization tiers over a window, for the overview chart, from the accounting
-rollups (services/accounting.py): capacity, allocated, active and productive GPU-seconds per
+rollups (services/utilization_series.py): capacity, allocated, active and productive GPU-seconds per
 bucket, turned here into shares of the capacity."""
 
 from __future__ import annotations
@@ -7,16 +7,16 @@ from __future__ import annotations
 from datetime import datetime, timedelta
 from typing import Any
 
-from controlplane.services import accounting
+from controlplane.services import showback, utilization_series
 
 
 def utilization_points(since: datetime, until: datetime, label: str, now: datetime) -> tuple[list[dict[str, Any]], str]:
     """Points {at, until, allocated, active, productive} as fractions of the fleet's GPU capacity over
     each bucket, and a note naming the bucket. Two queries (the cursor, one grouped read)."""
-    bucket = accounting.choose_bucket(since, until, now)
+    bucket = utilization_series.choose_bucket(since, until, now)
     # shares of the capacity: the first bucket's length cancels out, no need to read it exactly
-    series = accounting.utilization_series(accounting.Window(since, until, label), now, bucket=bucket,
-                                           exact_first_bucket=False)
+    series = utilization_series.utilization_series(showback.Window(since, until, label), now, bucket=bucket,
+                                                   exact_first_bucket=False)
     points = [
         {
             "at": p.start,

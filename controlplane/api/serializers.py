@@ -1530,7 +1530,7 @@ class GpuTypeSerializer(ConstraintCheckedModelSerializer):
 
 class ZonedDateTimeField(serializers.DateTimeField):
     """An instant given with its time zone (RFC 3339: `Z` or an offset). A naive time is refused
-    on the field, as showback refuses a window's (accounting._instant; the words are
+    on the field, as showback refuses a window's (showback._instant; the words are
     instants.no_zone_said), not read as UTC: a rate meant from midnight in New York would begin
     five hours early and reprice that GPU time. Price rates' effective_from and maintenance
     windows' start_at and end_at (api/maintenance.py)."""

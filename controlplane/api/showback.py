@@ -6,7 +6,8 @@
 
 Roles (services/access.py): finance and admins read every team and the fleet's `__idle__`;
 members read their own teams; node agents and anonymous callers are refused. The figures come
-from services/accounting.py; this module only parses, checks and renders.
+from services/showback.py and services/utilization_series.py (which read the rollups
+services/accounting.py writes); this module only parses, checks and renders.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from controlplane.api.filter_backends import refuse_unknown_parameters
 from controlplane.api.serializers import NamedChoiceField
 from controlplane.api.views import ApiMixin
 from controlplane.models import Team
-from controlplane.services import accounting
+from controlplane.services import accounting, showback, utilization_series
 from controlplane.services.access import access_of, visible_teams
 
 #: Times as the rest of the API writes them (DRF's ISO 8601, UTC as "Z").
@@ -61,7 +62,7 @@ class FormatNegotiation(DefaultContentNegotiation):
             raise exceptions.ValidationError({"format": [f"'{wanted}' is not a format here: use json or csv."]}) from None
 
 
-def _query_error(error: accounting.AccountingQueryError) -> exceptions.ValidationError:
+def _query_error(error: showback.AccountingQueryError) -> exceptions.ValidationError:
     return exceptions.ValidationError({error.field: [error.message]})
 
 
@@ -85,7 +86,7 @@ def _refuse_unknown(request: Request, query: type[serializers.Serializer], *extr
 class ShowbackQuery(serializers.Serializer):
     window = serializers.CharField(required=False, help_text="7d, 24h, 30m, 2w, today, yesterday, or start,end (RFC 3339).")
     month = serializers.RegexField(r"^\d{4}-\d{2}$", required=False, help_text="A calendar month in UTC: 2026-11.")
-    group_by = NamedChoiceField(choices=accounting.GROUP_BY, default="team")
+    group_by = NamedChoiceField(choices=showback.GROUP_BY, default="team")
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if attrs.get("window") and attrs.get("month"):
@@ -166,18 +167,18 @@ class ShowbackView(ApiMixin, APIView):
         now = timezone.now()
         try:
             if query.validated_data.get("month"):
-                window = accounting.month_window(query.validated_data["month"], now)
+                window = showback.month_window(query.validated_data["month"], now)
             else:
-                window = accounting.parse_window(query.validated_data.get("window") or "7d", now)
-            report = accounting.showback(window, query.validated_data["group_by"], access, now)
-        except accounting.AccountingQueryError as error:
+                window = showback.parse_window(query.validated_data.get("window") or "7d", now)
+            report = showback.showback(window, query.validated_data["group_by"], access, now)
+        except showback.AccountingQueryError as error:
             raise _query_error(error) from None
         if request.accepted_renderer.format == "csv":
             return HttpResponse(
-                accounting.showback_csv(report), content_type="text/csv; charset=utf-8",
-                headers={"Content-Disposition": f'attachment; filename="{accounting.csv_filename(report)}"'},
+                showback.showback_csv(report), content_type="text/csv; charset=utf-8",
+                headers={"Content-Disposition": f'attachment; filename="{showback.csv_filename(report)}"'},
             )
-        return Response(accounting.showback_json(report))
+        return Response(showback.showback_json(report))
 
 
 class UtilizationQuery(serializers.Serializer):
@@ -235,16 +236,16 @@ class UtilizationView(ApiMixin, APIView):
         try:
             # A relative window covers exactly its length, ending on the last whole minute
             # rolled, as showback reads it (its points cover that, and nothing else).
-            window = accounting.rolled_window(accounting.parse_window(query.validated_data["window"], now))
-        except accounting.AccountingQueryError as error:
+            window = showback.rolled_window(showback.parse_window(query.validated_data["window"], now))
+        except showback.AccountingQueryError as error:
             raise _query_error(error) from None
         names = {"minute": accounting.MINUTE, "hour": accounting.HOUR, "day": accounting.DAY}
         bucket = names[query.validated_data["bucket"]] if query.validated_data.get("bucket") else (
-            accounting.choose_bucket(window.start, window.end, now)
+            utilization_series.choose_bucket(window.start, window.end, now)
         )
         if (window.end - window.start).total_seconds() / bucket > 20_000:
             raise exceptions.ValidationError({"bucket": ["That many points is too many: choose a coarser bucket."]})
-        points = accounting.utilization_series(window, now, team_id=team.pk if team else None, bucket=bucket)
+        points = utilization_series.utilization_series(window, now, team_id=team.pk if team else None, bucket=bucket)
         return Response({
             "window": {"start": _when(window.start), "end": _when(window.end)},
             "team": team.name if team else None,

@@ -65,7 +65,6 @@ from controlplane.models import (
 )
 from controlplane.services import (
     access,
-    accounting,
     array_limit,
     cohorts,
     config_audit,
@@ -73,6 +72,7 @@ from controlplane.services import (
     fair_share,
     fleet_figures,
     holds,
+    job_costs,
     job_history,
     job_priority,
     job_runs,
@@ -506,7 +506,7 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         job = self.get_object()
         now = timezone.now()
         page = self.paginate_queryset(job_runs.runs_of(job))
-        costs = accounting.run_costs(job.pk, now)
+        costs = job_costs.run_costs(job.pk, now)
         runs = job_runs.describe(job, page, first=self.paginator.offset + 1, now=now, costs=costs)
         self.paginator.total_cost_usd = float(costs.total_usd)
         return self.get_paginated_response(s.JobRunSerializer(runs, many=True).data)

@@ -24,26 +24,27 @@ The rollup (`roll_up`, every ~15 s from the Celery task) keeps three granulariti
   7. move the cursor.
 Everything happens in one transaction: readers see the rollups before or after a run, never
 half of one. Raw samples are dropped by `apply_retention` only once their minutes are rolled.
+
+This module writes; the readers of the rollups live apart and import from it, never the other
+way: services/showback.py (windows, showback and its CSV and JSON),
+services/utilization_series.py (the tiers over time) and services/job_costs.py (what a job and
+its runs cost).
 """
 
 from __future__ import annotations
 
-import math
-import re
 import time
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from functools import cached_property
 from typing import Any
 
 import structlog
 from django.conf import settings
-from django.core.exceptions import EmptyResultSet
-from django.db import connection, transaction
-from django.db.models import Count, DecimalField, F, FloatField, Max, Min, Q, QuerySet, Sum, Value
+from django.db import transaction
+from django.db.models import Count, DecimalField, F, FloatField, Max, Min, Q, Sum, Value
 from django.db.models.fields.json import KeyTextTransform
 from django.db.models.functions import Cast, Least, Round, Trunc
 
@@ -68,7 +69,6 @@ from controlplane.models import (
     UsageSample,
 )
 from controlplane.models.usage import TOKEN_SUM_FIELDS, USAGE_SUM_FIELDS, RollupBucket
-from controlplane.services.instants import no_zone_said
 from controlplane.services.node_activity import fold_node_activity
 from controlplane.services.nodes import RETIRED_REASON, RETURNED_REASON
 from controlplane.services.usage_tiers import (
@@ -76,7 +76,6 @@ from controlplane.services.usage_tiers import (
     FAILED,
     MINUTE_US,
     STEADY_MINUTES,
-    US_PER_HOUR,
     USD_QUANTUM,
     Derivation,
     Guarantee,
@@ -87,7 +86,6 @@ from controlplane.services.usage_tiers import (
     QuotaCell,
     Sample,
     Span,
-    apportion,
     best_steady_window,
     ceil_to,
     derive_minutes,
@@ -102,7 +100,6 @@ from controlplane.services.usage_tiers import (
 log = structlog.get_logger(__name__)
 
 CURSOR_NAME = "usage"
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 MINUTE, HOUR, DAY, MONTH = RollupBucket.MINUTE, RollupBucket.HOUR, RollupBucket.DAY, RollupBucket.MONTH
 #: Minutes re-derived on every run, so samples that arrive a little late are simply included.
 REROLL_MINUTES = 5
@@ -207,6 +204,16 @@ def in_bucket(bucket: int, start: datetime, end: datetime) -> Q:
     overestimates a recent range of hour or day rows a hundredfold and scans the whole table;
     a list of starts is estimated from the column's distinct count and read through the index."""
     return Q(bucket=bucket, start__in=_bucket_starts(start, end, bucket))
+
+
+def _bucket_starts(a: datetime, b: datetime, bucket: int) -> list[datetime]:
+    if bucket != MONTH:
+        return _slots(a, b, bucket)
+    out, month = [], floor_month(a)
+    while month < b:
+        out.append(month)
+        month = next_month(month)
+    return out
 
 
 def roll_up(now: datetime) -> RollupResult:
@@ -375,8 +382,8 @@ def price_book(gpu_type_ids: Iterable[int] | None = None) -> PriceBook:
     return PriceBook.from_rows(rows.values_list("gpu_type_id", "capacity_tier", "effective_from", "usd_per_gpu_hour"))
 
 
-def _spans(start: datetime, end: datetime, job_id: int | None,
-           job_ids: Sequence[int] | None = None) -> tuple[list[Span], dict[int, int]]:
+def held_spans(start: datetime, end: datetime, job_id: int | None,
+               job_ids: Sequence[int] | None = None) -> tuple[list[Span], dict[int, int]]:
     """Allocations' GPUs per node held at some point in [start, end), and each job's team (of
     one job, of the jobs in `job_ids`, or of every job)."""
     qs = AllocationGpu.objects.filter(allocation__created_at__lt=end).filter(
@@ -519,7 +526,7 @@ def _derive_and_store(
     start: datetime, end: datetime, job_id: int | None, prices: PriceBook, touched: _Touched
 ) -> Derivation:
     """Recompute the minute rows of [start, end) (of one job, or of all jobs) from raw data."""
-    spans, _ = _spans(start, end, job_id)
+    spans, _ = held_spans(start, end, job_id)
     allocation_gpus: dict[int, int] = defaultdict(int)
     for span in spans:
         allocation_gpus[span.allocation_id] += span.gpus
@@ -766,7 +773,7 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
             steady[node.gpu_type_id] += node.gpus
         else:
             moving.append(node)
-    spans, teams = _spans(start, end, None)
+    spans, teams = held_spans(start, end, None)
     s_us, e_us = to_us(start), to_us(end)
     holdings = [
         Holding(teams[s.job_id], s.gpu_type_id, s.gpus, max(s.start_us, s_us), min(s.end_us or e_us, e_us))
@@ -988,6 +995,10 @@ def floor_month(moment: datetime) -> datetime:
 
 def next_month(month: datetime) -> datetime:
     return month.replace(year=month.year + (month.month == 12), month=month.month % 12 + 1)
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def _resum_groups(days: set[datetime]) -> None:
@@ -1291,9 +1302,9 @@ def _reprice_buckets(bucket: int, start: datetime, end: datetime, prices: PriceB
         for (at, gpu_type_id, tier), (tables, boundaries) in sorted(kept.items()):
             log.warning(
                 "price change inside a rollup bucket whose finer rows are gone: kept its old price",
-                bucket=_BUCKET_NAMES[bucket], start=_iso(at), gpu_type=names.get(gpu_type_id, str(gpu_type_id)),
+                bucket=_BUCKET_NAMES[bucket], start=iso(at), gpu_type=names.get(gpu_type_id, str(gpu_type_id)),
                 gpu_type_id=gpu_type_id, capacity_tier=tier, tables=sorted(tables),
-                rate_changes_at=[_iso(t) for t in sorted(boundaries)],
+                rate_changes_at=[iso(t) for t in sorted(boundaries)],
                 why=f"a rate starts inside this {_BUCKET_NAMES[bucket]} and retention has dropped the finer rows "
                     "that would split it",
                 hint="correct prices within the raw retention (QM_RAW_SAMPLE_RETENTION_DAYS) to have them "
@@ -1457,1071 +1468,3 @@ def _delete_in_batches(qs: Any, batch: int) -> int:
             return total
         deleted, _ = qs.model.objects.filter(pk__in=ids).delete()
         total += deleted
-
-
-# ============================================================================ reading: showback
-
-GROUP_BY = ("team", "project", "job", "priority_class")
-IDLE = "__idle__"
-UNALLOCATED = "__unallocated__"
-_HOUR_S = Decimal(3600)
-_ZERO, _ONE = Decimal(0), Decimal(1)
-_WINDOW_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
-#: The longest window answered (ten years): a window is read as lists of bucket starts.
-_MAX_WINDOW_S = 3660 * 86400
-
-
-class AccountingQueryError(ValueError):
-    """A showback or utilization request that cannot be answered; `field` names the culprit."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-
-
-@dataclass(frozen=True)
-class Window:
-    start: datetime
-    end: datetime
-    label: str
-    #: A relative window's length ("24h": 24 hours back from now). Showback reads it as that
-    #: long, ending where the accounting has rolled whole minutes (`showback`).
-    length: timedelta | None = None
-
-
-def parse_window(text: str, now: datetime) -> Window:
-    """A window as OpenCost spells it: a duration back from now ("30m", "24h", "7d", "2w"),
-    "today", "yesterday", or two RFC 3339 instants "start,end"."""
-    text = (text or "").strip()
-    if not text:
-        raise AccountingQueryError("window", "Give a window such as 7d, 24h, today or start,end (RFC 3339).")
-    if text in ("today", "yesterday"):
-        day = floor_to(now, DAY)
-        return Window(day, now, text) if text == "today" else Window(day - timedelta(days=1), day, text)
-    if "," in text:
-        parts = text.split(",")
-        if len(parts) != 2:
-            raise AccountingQueryError("window", f"'{text}' is not a window: give two RFC 3339 instants, start,end.")
-        first, second = parts
-        start, end = _instant(first), _instant(second)
-        if end <= start:
-            # `start,start` is an empty window, not one that "ends before it starts".
-            raise AccountingQueryError("window", f"The window ends ({second}) when it starts ({first}): it covers no "
-                                       "time." if end == start else f"The window ends ({second}) before it starts "
-                                       f"({first}).")
-        if start >= now:
-            raise AccountingQueryError("window", f"The window starts ({first}) after now ({_iso(now)}): nothing "
-                                       "has been used there yet.")
-        end = min(end, now)
-        if (end - start).total_seconds() > _MAX_WINDOW_S:
-            raise AccountingQueryError("window", f"'{text}' spans more than ten years; use a shorter window.")
-        return Window(start, end, text)
-    number, unit = text[:-1], text[-1:].lower()
-    if unit not in _WINDOW_UNITS or not number.isdigit() or int(number) <= 0:
-        raise AccountingQueryError(
-            "window", f"'{text}' is not a window: use a positive whole number with m, h, d or w (7d), "
-            "today, yesterday, or start,end in RFC 3339."
-        )
-    seconds = int(number) * _WINDOW_UNITS[unit]
-    if seconds > _MAX_WINDOW_S:
-        raise AccountingQueryError("window", f"'{text}' reaches back more than ten years; use a shorter window.")
-    return Window(now - timedelta(seconds=seconds), now, text, timedelta(seconds=seconds))
-
-
-#: An offset whose '+' a URL's query string turned into a space ("…T06:00:00 05:00").
-_SPACED_OFFSET = re.compile(r"(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:?\d{2})$")
-
-
-def _instant(text: str) -> datetime:
-    # `curl '…?window=2026-11-30T06:00:00+05:00,…'` sends the '+' unencoded, and a query string
-    # reads it as a space: the instant is unambiguous, so read the space as the '+' it was.
-    text = _SPACED_OFFSET.sub(r"\1+\2", text.strip())
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise AccountingQueryError("window", f"'{text}' is not an RFC 3339 instant (2026-11-01T00:00:00Z).") from None
-    if moment.tzinfo is None:
-        raise AccountingQueryError("window", f"{no_zone_said(text, moment)}.")
-    try:
-        return moment.astimezone(UTC)
-    except OverflowError:
-        raise AccountingQueryError("window", f"'{text}' is outside the years 1 to 9999 in UTC.") from None
-
-
-def month_window(text: str, now: datetime) -> Window:
-    """A calendar month in UTC, "YYYY-MM"; a month still running ends now."""
-    try:
-        year, month = (int(p) for p in text.strip().split("-"))
-        start = datetime(year, month, 1, tzinfo=UTC)
-    except (ValueError, TypeError):
-        raise AccountingQueryError("month", f"'{text}' is not a month: use YYYY-MM, such as 2026-11.") from None
-    if start > now:
-        raise AccountingQueryError("month", f"{text} has not started yet.")
-    return Window(start, min(next_month(start), now), text)
-
-
-@dataclass
-class ShowbackEntry:
-    """One group's figures over the window. GPU-seconds and money are exact decimals."""
-
-    key: str
-    name: str
-    properties: dict[str, Any]
-    allocated_gpu_seconds: Decimal = Decimal(0)
-    active_gpu_seconds: Decimal = Decimal(0)
-    productive_gpu_seconds: Decimal = Decimal(0)
-    lost_gpu_seconds: Decimal = Decimal(0)
-    cost_usd: Decimal = Decimal(0)
-    lost_cost_usd: Decimal = Decimal(0)
-    useful_tokens: float = 0.0
-    idle_reserved_gpu_seconds: Decimal | None = None
-    idle_reserved_usd: Decimal | None = None
-    idle_gpu_seconds: Decimal = Decimal(0)
-    #: What the jobs that reported useful tokens cost (the numerator of $ per useful token).
-    token_cost_usd: Decimal = Decimal(0)
-
-    def add(self, other: ShowbackEntry) -> None:
-        self.allocated_gpu_seconds += other.allocated_gpu_seconds
-        self.active_gpu_seconds += other.active_gpu_seconds
-        self.productive_gpu_seconds += other.productive_gpu_seconds
-        self.lost_gpu_seconds += other.lost_gpu_seconds
-        self.cost_usd += other.cost_usd
-        self.lost_cost_usd += other.lost_cost_usd
-        self.useful_tokens += other.useful_tokens
-        self.idle_gpu_seconds += other.idle_gpu_seconds
-        self.token_cost_usd += other.token_cost_usd
-        if other.idle_reserved_usd is not None:
-            self.idle_reserved_usd = (self.idle_reserved_usd or Decimal(0)) + other.idle_reserved_usd
-            self.idle_reserved_gpu_seconds = (self.idle_reserved_gpu_seconds or Decimal(0)) + (
-                other.idle_reserved_gpu_seconds or Decimal(0)
-            )
-
-    @property
-    def usd_per_gpu_hour(self) -> Decimal | None:
-        return self.cost_usd * _HOUR_S / self.allocated_gpu_seconds if self.allocated_gpu_seconds else None
-
-    @property
-    def usd_per_productive_gpu_hour(self) -> Decimal | None:
-        return self.cost_usd * _HOUR_S / self.productive_gpu_seconds if self.productive_gpu_seconds else None
-
-    @property
-    def usd_per_useful_token(self) -> Decimal | None:
-        """What the jobs that reported useful tokens cost, over those tokens (docs/accounting.md,
-        "$ per useful token"): the cost of jobs that reported none is not in it, but beside it
-        (`cost_without_tokens_usd`)."""
-        return self.token_cost_usd / Decimal(repr(self.useful_tokens)) if self.useful_tokens >= 1 else None
-
-    @property
-    def cost_without_tokens_usd(self) -> Decimal:
-        """The cost that reported no useful tokens: jobs that reported none (and, in TOTAL and
-        `__idle__`, the capacity no job held)."""
-        return self.cost_usd - self.token_cost_usd
-
-    @property
-    def share_without_tokens(self) -> Decimal | None:
-        # Most rows are all or nothing (a job, a team of one kind of work): no division for them.
-        if not self.cost_usd:
-            return None
-        if self.token_cost_usd == self.cost_usd:
-            return _ZERO
-        if not self.token_cost_usd:
-            return _ONE
-        return self.cost_without_tokens_usd / self.cost_usd
-
-
-@dataclass
-class Showback:
-    """Cost and the three tiers per group over one window, OpenCost-allocation shaped.
-
-    `idle` (fleet readers only) is the capacity no job held: capacity − allocated, in GPU-seconds
-    and $; with it, Σ entries + idle = what the fleet cost (`capacity_cost_usd`)."""
-
-    window: Window
-    start: datetime
-    end: datetime
-    group_by: str
-    entries: list[ShowbackEntry]
-    idle: ShowbackEntry | None
-    capacity_gpu_seconds: Decimal | None
-    capacity_cost_usd: Decimal | None
-    rolled_until: datetime | None
-    idle_reserved_gpu_seconds_total: Decimal = Decimal(0)
-    idle_reserved_usd_total: Decimal = Decimal(0)
-    #: Fleet readers: idle guarantees and idle capacity per GPU type (`IdleByGpuType`).
-    idle_by_gpu_type: list[Any] = field(default_factory=list)
-    #: Fleet readers: GPU time in the window before its GPU type and tier had any price
-    #: (`Unpriced`), which the figures count at $0.
-    unpriced: list[Any] = field(default_factory=list)
-
-    @cached_property
-    def total(self) -> ShowbackEntry:
-        """Σ entries (+ `__idle__`'s cost for fleet readers), computed once per report."""
-        total = ShowbackEntry(key="TOTAL", name="TOTAL", properties={})
-        for entry in self.entries:
-            total.add(entry)
-        if self.idle is not None:
-            total.cost_usd += self.idle.cost_usd
-            total.idle_gpu_seconds = self.idle.idle_gpu_seconds
-        return total
-
-
-Segment = tuple[int, datetime, datetime]
-
-
-def _floor(t: datetime, bucket: int) -> datetime:
-    return floor_month(t) if bucket == MONTH else floor_to(t, bucket)
-
-
-def _ceil(t: datetime, bucket: int) -> datetime:
-    if bucket != MONTH:
-        return ceil_to(t, bucket)
-    month = floor_month(t)
-    return month if month == t else next_month(month)
-
-
-def _segments(start: datetime, end: datetime, now: datetime, levels: Sequence[int]) -> tuple[datetime, datetime, list[Segment]]:
-    """[start, end) as rollup rows, coarsest first: whole months (if `levels` has them) from
-    month rows, whole days from day rows, whole hours from hour rows, the rest from minute
-    rows. Each end is aligned to the finest rows still kept there."""
-    horizon, hours_from = raw_horizon(now), hour_horizon(now)
-
-    def align(t: datetime, up: bool) -> datetime:
-        bucket = MINUTE if t >= horizon else HOUR if t >= hours_from else DAY
-        return ceil_to(t, bucket) if up else floor_to(t, bucket)
-
-    s, e = align(start, False), align(end, True)
-    out: list[Segment] = []
-
-    def split(a: datetime, b: datetime, remaining: Sequence[int]) -> None:
-        if a >= b:
-            return
-        level = remaining[0]
-        if level == MINUTE:
-            out.append((MINUTE, a, b))
-            return
-        c0, c1 = _ceil(a, level), _floor(b, level)
-        if c0 < c1:
-            out.append((level, c0, c1))
-            split(a, c0, remaining[1:])
-            split(c1, b, remaining[1:])
-        else:
-            split(a, b, remaining[1:])
-
-    split(s, e, levels)
-    return s, e, out
-
-
-#: Public names for pages that read a window the way showback does (frontend/showback_data.py).
-segments = _segments
-
-
-def _bucket_starts(a: datetime, b: datetime, bucket: int) -> list[datetime]:
-    if bucket != MONTH:
-        return _slots(a, b, bucket)
-    out, month = [], floor_month(a)
-    while month < b:
-        out.append(month)
-        month = next_month(month)
-    return out
-
-
-_USAGE_SUMS = {
-    "allocated": "allocated_gpu_seconds", "active": "active_gpu_seconds", "productive": "productive_gpu_seconds",
-    "lost": "lost_gpu_seconds", "cost": "cost_usd", "lost_cost": "lost_cost_usd", "tokens": "retained_tokens",
-    "token_cost": "token_cost_usd",
-}
-
-
-def _sum_segments(model: Any, segments: Sequence[Segment], keys: Sequence[str], sums: dict[str, str],
-                  team_ids: Iterable[int] | None) -> dict[tuple[Any, ...], dict[str, Any]]:
-    """Σ per key over the segments: one aggregate per segment, joined with UNION ALL (one round
-    trip).
-
-    Each segment names its bucket starts one by one (`start = ANY(...)`) rather than as a range:
-    the minute rows crowd the recent end of the `start` histogram, so a range over recent hours
-    is overestimated a hundredfold and planned as a sequential scan, while a list of starts is
-    estimated from the column's distinct count and read through the rollup index."""
-    group = list(keys) or ["bucket"]  # no key: one row per segment, merged under ()
-    parts = []
-    for bucket, a, b in segments:
-        qs = model.objects.filter(in_bucket(bucket, a, b))
-        if team_ids is not None:
-            qs = qs.filter(team_id__in=list(team_ids))
-        parts.append(qs.order_by().values(*group).annotate(**{k: Sum(v) for k, v in sums.items()}))
-    if not parts:
-        return {}
-    query = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
-    width = len(keys)
-    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
-    for values in _rows(query, [*group, *sums]):
-        key = values[:width] if width else ()
-        into = merged.get(key)
-        if into is None:
-            into = merged[key] = dict(zip(keys, key, strict=True))
-        for name, value in zip(sums, values[len(group):], strict=True):
-            if value is not None:
-                into[name] = into.get(name, 0) + value
-    return merged
-
-
-def _rows(query: Any, columns: Sequence[str]) -> Iterable[tuple[Any, ...]]:
-    """A `values()` query's rows as tuples in `columns` order (its fields, then its
-    annotations). On PostgreSQL, as the driver gives them: Django's per-value converters cost
-    ~25 ms on a week by job (8,000 rows), and PostgreSQL's SUM already gives Decimal for
-    decimal and bigint columns, float for float ones. Elsewhere (the SQLite demo, whose sums of
-    decimals are floats) through Django, which makes them Decimal."""
-    if connection.vendor != "postgresql":
-        return (tuple(row[c] for c in columns) for row in query)
-    sql, params = query.query.sql_with_params()
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return cursor.fetchall()
-
-
-def _rolled_until() -> datetime | None:
-    return AccountingCursor.objects.filter(name=CURSOR_NAME).values_list("rolled_until", flat=True).first()
-
-
-_UNREAD = object()
-
-
-def rolled_window(window: Window, rolled: datetime | None | object = _UNREAD) -> Window:
-    """A relative window (`30m`, `24h`, `7d`) as showback and the utilization series read it:
-    exactly its length, ending on the last whole minute rolled (`rolled`: the cursor's
-    rolled_until, read here when not given: one query). "Last 24 hours" from now − 24 h to the
-    last whole minute rolled covered 23 h 59 min whenever the rollup was inside a minute behind
-    (a 30m window 29 minutes: 3 % short). A window of fixed instants (`today`, a month,
-    `start,end`), or one the rollup has not reached yet, is returned as it is."""
-    if window.length is None:
-        return window
-    until = _rolled_until() if rolled is _UNREAD else rolled
-    if not isinstance(until, datetime):
-        return window
-    covered = floor_to(until, MINUTE)
-    if covered >= window.end:
-        return window
-    return Window(covered - window.length, covered, window.label, window.length)
-
-
-def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showback:
-    """Cost and tiers per team, project, job or priority class over `window`.
-
-    `access` is services.access.Access: finance and admins read every team and the fleet's
-    `__idle__`; members read their own teams only (and no fleet figures). Whole months and days
-    come from the job-less group rows (job grouping: from the jobs' day rows), the partial
-    hours and minutes at the ends from the jobs' hour and minute rows."""
-    if group_by not in GROUP_BY:
-        raise AccountingQueryError("group_by", f"'{group_by}' is not a grouping: use one of {', '.join(GROUP_BY)}.")
-    reads_all = bool(access.is_admin or access.is_finance)
-    if not reads_all and not access.team_ids:
-        raise AccountingQueryError("team", "Only members of a team, finance and admins read showback.")
-    rolled = _rolled_until()
-    # The report ends on the last whole minute rolled: a minute rolled only in part grows at
-    # the next run, so the same start,end read again (the page's CSV link) would cover more.
-    covered = floor_to(rolled, MINUTE) if rolled is not None else None
-    window = rolled_window(window, rolled)
-    if covered is None or covered <= window.start:
-        # Nothing of the window rolled whole yet: an empty report, not the minute rolled in part.
-        start = end = floor_to(window.start, MINUTE)
-        segments, plain = [], []
-    else:
-        start, end, segments = _segments(window.start, min(window.end, covered), now, (MONTH, DAY, HOUR, MINUTE))
-        _, _, plain = _segments(window.start, min(window.end, covered), now, (DAY, HOUR, MINUTE))
-    if covered is not None and end > covered:
-        # Never before the start: a window starting in the seconds not rolled yet is empty, not
-        # negative (it read "minutes": -0.03 with an end before its start).
-        end = max(covered, start)
-    team_ids = None if reads_all else access.team_ids
-    keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
-            "priority_class": ["priority_class_id"]}[group_by]
-    if group_by == "job":
-        merged = _sum_segments(UsageRollup, plain, keys, _USAGE_SUMS, team_ids)
-    else:
-        coarse = [seg for seg in segments if seg[0] in (MONTH, DAY)]
-        fine = [seg for seg in segments if seg[0] in (HOUR, MINUTE)]
-        merged = _sum_segments(GroupRollup, coarse, keys, _USAGE_SUMS, team_ids)
-        for key, row in _sum_segments(UsageRollup, fine, keys, _USAGE_SUMS, team_ids).items():
-            into = merged.setdefault(key, {k: row[k] for k in keys})
-            for name in _USAGE_SUMS:
-                into[name] = into.get(name, 0) + row.get(name, 0)
-    entries = [_entry(group_by, s) for s in merged.values()]
-    idle_by_team: dict[int, tuple[Decimal, Decimal]] = {}
-    reserved_by_type: dict[int, tuple[Decimal, Decimal]] = {}
-    type_names: dict[int, str] = {}
-    for (team_id, gpu_type_id, type_name), row in _sum_segments(
-        QuotaRollup, plain, ["team_id", "gpu_type_id", "gpu_type__name"],
-        {"gpu_s": "idle_gpu_seconds", "usd": "idle_cost_usd"}, team_ids,
-    ).items():
-        type_names[gpu_type_id] = type_name
-        gpu_s, usd = row.get("gpu_s") or Decimal(0), row.get("usd") or Decimal(0)
-        for into, key in ((idle_by_team, team_id), (reserved_by_type, gpu_type_id)):
-            was = into.get(key, (Decimal(0), Decimal(0)))
-            into[key] = (was[0] + gpu_s, was[1] + usd)
-    if group_by == "team":
-        seen = {e.properties["team_id"] for e in entries}
-        for team_id in set(idle_by_team) - seen:
-            entries.append(ShowbackEntry(key=str(team_id), name=str(team_id), properties={"team_id": team_id}))
-        for entry in entries:
-            gpu_s, usd = idle_by_team.get(entry.properties["team_id"], (Decimal(0), Decimal(0)))
-            entry.idle_reserved_gpu_seconds, entry.idle_reserved_usd = gpu_s, usd
-    _name_entries(group_by, entries)
-    entries.sort(key=lambda e: (-e.cost_usd, e.name))
-    idle = capacity = capacity_cost = None
-    by_type: list[IdleByGpuType] = []
-    unpriced: list[Unpriced] = []
-    if reads_all:
-        fleet: dict[str, Decimal] = defaultdict(Decimal)
-        # Per GPU type and capacity tier (the tiers: for GPU time no rate priced, `_unpriced`).
-        per_tier = _sum_segments(FleetRollup, plain, ["gpu_type_id", "gpu_type__name", "capacity_tier"], {
-            "capacity": "capacity_gpu_seconds", "capacity_cost": "capacity_cost_usd",
-            "allocated": "allocated_gpu_seconds", "cost": "cost_usd"}, None)
-        per_type: dict[tuple[int, str], dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-        for (gpu_type_id, type_name, _), row in per_tier.items():
-            for name in ("capacity", "capacity_cost", "allocated", "cost"):
-                fleet[name] += row.get(name) or Decimal(0)
-                per_type[(gpu_type_id, type_name)][name] += row.get(name) or Decimal(0)
-        capacity = fleet["capacity"]
-        capacity_cost = fleet["capacity_cost"]
-        idle = ShowbackEntry(key=IDLE, name=IDLE, properties={})
-        idle.idle_gpu_seconds = capacity - fleet["allocated"]
-        idle.cost_usd = capacity_cost - fleet["cost"]
-        type_names.update({key[0]: key[1] for key in per_type})
-        by_type = _idle_by_gpu_type({key[0]: row for key, row in per_type.items()}, reserved_by_type, type_names)
-        unpriced = _unpriced(per_tier, start, end, now)
-    return Showback(
-        window=window, start=start, end=end, group_by=group_by, entries=entries, idle=idle,
-        capacity_gpu_seconds=capacity, capacity_cost_usd=capacity_cost, rolled_until=rolled,
-        idle_reserved_gpu_seconds_total=sum((v[0] for v in idle_by_team.values()), Decimal(0)),
-        idle_reserved_usd_total=sum((v[1] for v in idle_by_team.values()), Decimal(0)),
-        idle_by_gpu_type=by_type, unpriced=unpriced,
-    )
-
-
-@dataclass(frozen=True)
-class Unpriced:
-    """GPU time of one GPU type and capacity tier in a window before that pair had any
-    `PriceRate`: the rollup counts it at $0 (and logs "usage without a price"), so the report
-    says so instead of showing a cheap fleet. `priced_from`: its first rate, None for none."""
-
-    gpu_type: str
-    capacity_tier: str
-    capacity_gpu_seconds: Decimal
-    allocated_gpu_seconds: Decimal
-    priced_from: datetime | None
-
-
-def _unpriced(per_tier: dict[tuple[Any, ...], dict[str, Any]], start: datetime, end: datetime,
-              now: datetime) -> list[Unpriced]:
-    """The fleet's GPU time in [start, end) before its (GPU type, tier)'s first rate, per pair,
-    from the window's fleet sums per (type id, type name, tier). A first rate inside the window
-    counts the rows before it (aligned down to the rows kept, so never more than was unpriced)."""
-    if not per_tier:
-        return []
-    firsts = {(t, tier): first for t, tier, first in PriceRate.objects.order_by().values_list(
-        "gpu_type_id", "capacity_tier").annotate(first=Min("effective_from")).values_list(
-        "gpu_type_id", "capacity_tier", "first")}
-    keys = ["gpu_type_id", "gpu_type__name", "capacity_tier"]
-    sums = {"capacity": "capacity_gpu_seconds", "allocated": "allocated_gpu_seconds"}
-    out = []
-    late: dict[tuple[int, str, str], datetime] = {}
-    for (gpu_type_id, name, tier), row in per_tier.items():
-        first = firsts.get((gpu_type_id, tier))
-        if first is None:
-            out.append(Unpriced(name, tier, row.get("capacity") or Decimal(0), row.get("allocated") or Decimal(0), None))
-        elif first > start:
-            late[(gpu_type_id, name, tier)] = first
-    for (gpu_type_id, name, tier), first in late.items():
-        a, b, before = _segments(start, min(first, end), now, (DAY, HOUR, MINUTE))
-        if b > min(first, end):  # aligned up past the first rate: keep only whole rows before it
-            a, b, before = _segments(start, floor_to(min(first, end), MINUTE), now, (DAY, HOUR, MINUTE))
-        row = _sum_segments(FleetRollup, before, keys, sums, None).get((gpu_type_id, name, tier), {}) if before else {}
-        if row.get("capacity") or row.get("allocated"):
-            out.append(Unpriced(name, tier, row.get("capacity") or Decimal(0), row.get("allocated") or Decimal(0),
-                                first))
-    return sorted(out, key=lambda u: (u.gpu_type, u.capacity_tier))
-
-
-@dataclass(frozen=True)
-class IdleByGpuType:
-    """Per GPU type, the two readings of capacity no job used: guarantees idle (priced at the
-    type's reserved rate: what a guarantee is worth) and the idle capacity (what the idle nodes
-    cost, at their own tiers). They differ where the idle nodes are not reserved capacity."""
-
-    gpu_type: str
-    reserved_gpu_seconds: Decimal
-    reserved_usd: Decimal
-    idle_gpu_seconds: Decimal
-    idle_usd: Decimal
-
-
-def _idle_by_gpu_type(fleet: dict[int, dict[str, Any]], reserved: dict[int, tuple[Decimal, Decimal]],
-                      names: dict[int, str]) -> list[IdleByGpuType]:
-    out = []
-    for gpu_type_id in set(fleet) | set(reserved):
-        row = fleet.get(gpu_type_id, {})
-        gpu_s, usd = reserved.get(gpu_type_id, (Decimal(0), Decimal(0)))
-        out.append(IdleByGpuType(
-            gpu_type=names.get(gpu_type_id, str(gpu_type_id)), reserved_gpu_seconds=gpu_s, reserved_usd=usd,
-            idle_gpu_seconds=(row.get("capacity") or Decimal(0)) - (row.get("allocated") or Decimal(0)),
-            idle_usd=(row.get("capacity_cost") or Decimal(0)) - (row.get("cost") or Decimal(0)),
-        ))
-    return sorted(out, key=lambda t: t.gpu_type)
-
-
-def _entry(group_by: str, s: dict[str, Any]) -> ShowbackEntry:
-    if group_by == "project":
-        key = f"{s['team_id']}/{s['project_id'] or ''}"
-        props: dict[str, Any] = {"team_id": s["team_id"], "project_id": s["project_id"]}
-    else:
-        column = f"{group_by}_id"
-        key, props = str(s[column]), {column: s[column]}
-    return ShowbackEntry(
-        key=key, name=key, properties=props, allocated_gpu_seconds=s["allocated"] or Decimal(0),
-        active_gpu_seconds=s["active"] or Decimal(0), productive_gpu_seconds=s["productive"] or Decimal(0),
-        lost_gpu_seconds=s["lost"] or Decimal(0), cost_usd=s["cost"] or Decimal(0),
-        lost_cost_usd=s["lost_cost"] or Decimal(0), useful_tokens=float(s["tokens"] or 0.0),
-        token_cost_usd=s.get("token_cost") or Decimal(0),
-    )
-
-
-def _name_entries(group_by: str, entries: list[ShowbackEntry]) -> None:
-    """Names as people read them; properties as OpenCost labels them."""
-    from controlplane.models import PriorityClass, Project, Team
-
-    team_ids = {e.properties.get("team_id") for e in entries} - {None}
-    teams = dict(Team.objects.filter(pk__in=team_ids).values_list("pk", "name")) if team_ids else {}
-    if group_by == "team":
-        for e in entries:
-            e.name = teams.get(e.properties["team_id"], e.key)
-            e.properties = {"team_id": e.properties["team_id"], "team": e.name}
-    elif group_by == "project":
-        ids = {e.properties["project_id"] for e in entries} - {None}
-        projects = dict(Project.objects.filter(pk__in=ids).values_list("pk", "name"))
-        for e in entries:
-            team = teams.get(e.properties["team_id"], "")
-            project = projects.get(e.properties["project_id"], UNALLOCATED)
-            e.name = f"{team}/{project}"
-            e.properties = {"team_id": e.properties["team_id"], "team": team,
-                            "project_id": e.properties["project_id"], "project": project}
-    elif group_by == "priority_class":
-        names = dict(PriorityClass.objects.filter(pk__in=[e.properties["priority_class_id"] for e in entries])
-                     .values_list("pk", "name"))
-        for e in entries:
-            e.name = names.get(e.properties["priority_class_id"], e.key)
-            e.properties = {"priority_class_id": e.properties["priority_class_id"], "priority_class": e.name}
-    else:
-        jobs = _job_names([e.properties["job_id"] for e in entries])
-        for e in entries:
-            name, team, project = jobs.get(e.properties["job_id"], ("", "", ""))
-            e.name = e.key
-            e.properties = {"job_id": e.properties["job_id"], "job": name, "team": team, "project": project}
-
-
-def _job_names(ids: list[int]) -> dict[int, tuple[str, str, str]]:
-    """Job, team and project names ("" for a job without a project) for many jobs at once. On
-    PostgreSQL the ids travel as one array parameter (`= ANY(%s)`): a seven-thousand-item IN
-    list costs more to build than to run."""
-    from django.db import connection
-
-    from controlplane.models import Project, Team
-
-    if connection.vendor != "postgresql":
-        return {pk: (name, team, project or "") for pk, name, team, project in
-                Job.objects.filter(pk__in=ids).values_list("pk", "name", "team__name", "project__name")}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f'SELECT j.id, j.name, t.name, p.name FROM "{Job._meta.db_table}" j JOIN "{Team._meta.db_table}" t '
-            f'ON t.id = j.team_id LEFT JOIN "{Project._meta.db_table}" p ON p.id = j.project_id '
-            "WHERE j.id = ANY(%s)", [ids],
-        )
-        return {pk: (name, team, project or "") for pk, name, team, project in cursor.fetchall()}
-
-
-# ------------------------------------------------------------------------------ presentation
-
-CSV_COLUMNS = (
-    "gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd", "usd_per_gpu_hour",
-    "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd",
-    # Appended (existing consumers read the columns above by position): the rest of what the
-    # /showback/ page shows.
-    "usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens", "preemption_lost_gpu_hours",
-    "gpu_hours_idle",
-    # Beside $ per useful token (which counts only the jobs that reported tokens): the cost that
-    # reported none, in cents, and its share of the row's cost.
-    "cost_without_tokens_usd", "share_of_cost_without_tokens",
-)
-_SHARE_Q = Decimal("0.0001")
-#: Appended for `group_by=job`: whose job each row is (the JSON's properties carry them too).
-JOB_CSV_COLUMNS = ("job_name", "team", "project")
-CENT = Decimal("0.01")
-_HOURS_Q = Decimal("0.0001")
-_RATE_Q = Decimal("0.0001")
-_TOKEN_RATE_Q = Decimal("0.000000000001")
-_MILLION_TOKENS_RATE_Q = Decimal("0.000001")
-_MILLION = Decimal(1_000_000)
-
-
-def _hours(gpu_seconds: Decimal) -> Decimal:
-    return (gpu_seconds / _HOUR_S).quantize(_HOURS_Q)
-
-
-def _fmt(value: Decimal | None, quantum: Decimal) -> str:
-    """Plain fixed-point text with exactly `quantum`'s places ("" for no value): never Decimal's
-    scientific `1.24355E-7`, and zero as `0.00` like any other cent figure, never `0` or `-0.00`."""
-    if value is None:
-        return ""
-    rounded = value.quantize(quantum)
-    return format(abs(rounded) if rounded == 0 else rounded, "f")
-
-
-def usd_per_million_tokens(entry: ShowbackEntry, per_token: Decimal | None = None) -> Decimal | None:
-    """$ per million useful tokens: the page's and the CSV's figure (exact, unrounded).
-    `per_token`: the entry's `usd_per_useful_token` when the caller has it already."""
-    per_token = per_token if per_token is not None else entry.usd_per_useful_token
-    return None if per_token is None else per_token * _MILLION
-
-
-def presented_tokens(report: Showback) -> dict[str, int]:
-    """Useful tokens per entry (and `TOTAL`) as whole tokens, apportioned like the cents (largest
-    remainder, ties to the earlier entry) so the rows add up to TOTAL; `__idle__` has none.
-    Tokens are floats (progress is pro-rated over sample intervals): integer arithmetic on their
-    floors, the rounded exact sum (math.fsum) as the total."""
-    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
-    values = [r.useful_tokens for r in rows]
-    whole = [math.floor(v) for v in values]
-    units = round(math.fsum(values)) - sum(whole)
-    if units > 0:
-        for i in sorted(range(len(values)), key=lambda i: (whole[i] - values[i], i))[:units]:
-            whole[i] += 1
-    out = {r.key: t for r, t in zip(rows, whole, strict=True)}
-    out["TOTAL"] = sum(whole)
-    return out
-
-
-def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
-    """Cents per entry (and `__idle__`, `TOTAL`) for cost, idle reserved and preemption waste,
-    apportioned so every column adds up to its TOTAL exactly."""
-    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
-    cost = apportion([r.cost_usd for r in rows])
-    waste = apportion([r.lost_cost_usd for r in rows])
-    reserved = apportion([r.idle_reserved_usd or Decimal(0) for r in rows])
-    without = apportion([r.cost_without_tokens_usd for r in rows])
-    out = {
-        r.key: {"cost_usd": c, "preemption_waste_usd": w, "idle_reserved_usd": i, "cost_without_tokens_usd": n}
-        for r, c, w, i, n in zip(rows, cost, waste, reserved, without, strict=True)
-    }
-    total_reserved = report.idle_reserved_usd_total
-    out["TOTAL"] = {
-        "cost_usd": sum(cost, Decimal(0)),
-        "cost_without_tokens_usd": sum(without, Decimal(0)),
-        "preemption_waste_usd": sum(waste, Decimal(0)),
-        "idle_reserved_usd": sum(reserved, Decimal(0)) if report.group_by == "team"
-        else total_reserved.quantize(CENT),
-    }
-    return out
-
-
-def showback_csv(report: Showback) -> str:
-    """Finance's CSV: one row per group, `__idle__` for fleet readers, and a final TOTAL row whose
-    money and token columns equal the sums of the rows above (money to the cent). It carries
-    every figure the /showback/ page shows."""
-    import csv
-    import io
-
-    money = presented_money(report)
-    tokens = presented_tokens(report)
-    fleet = report.idle is not None
-    buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    by_job = report.group_by == "job"
-    writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ())])
-
-    def hours(gpu_seconds: Decimal | None) -> str:
-        return _fmt(None if gpu_seconds is None else gpu_seconds / _HOUR_S, _HOURS_Q)
-
-    def row(entry: ShowbackEntry, reserved: Decimal | None, idle_gpu_seconds: Decimal | None) -> list[str]:
-        # Fixed places per column: hours 4, cents 2, $/GPU-hour 4, $/token 12, $/1M tokens 6, tokens 0.
-        m = money[entry.key]
-        per_token = entry.usd_per_useful_token
-        return [
-            entry.name, hours(entry.allocated_gpu_seconds), hours(entry.active_gpu_seconds),
-            hours(entry.productive_gpu_seconds), _fmt(m["cost_usd"], CENT), _fmt(entry.usd_per_gpu_hour, _RATE_Q),
-            _fmt(per_token, _TOKEN_RATE_Q), _fmt(reserved, CENT),
-            _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
-            str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
-            hours(entry.lost_gpu_seconds), hours(idle_gpu_seconds),
-            _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
-            *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
-               str(entry.properties.get("project", ""))) if by_job else ()),
-        ]
-
-    # Rows in name order; job rows in id order (as text, job 10 came between 1 and 2).
-    def order(e: ShowbackEntry) -> tuple[int, int, str]:
-        return (0, int(e.name), "") if by_job and e.name.isascii() and e.name.isdigit() else (1, 0, e.name)
-
-    for entry in sorted(report.entries, key=order):
-        reserved = money[entry.key]["idle_reserved_usd"] if report.group_by == "team" else None
-        writer.writerow(row(entry, reserved, Decimal(0) if fleet else None))
-    if report.idle is not None:
-        writer.writerow(row(report.idle, None, report.idle.idle_gpu_seconds))
-    total = report.total
-    writer.writerow(row(total, money["TOTAL"]["idle_reserved_usd"], total.idle_gpu_seconds if fleet else None))
-    return buffer.getvalue()
-
-
-def csv_filename(report: Showback) -> str:
-    """The CSV's file name, naming the period it covers: a month by its name (`2026-11`), any
-    other window by the instants the report covers, in UTC. The CSV itself carries no dates (its
-    first row is the header consumers read by position), so before (2 Dec) a download of the last
-    7 days was `showback-team-7d.csv` whenever it was made, and nothing in the file said which
-    seven days."""
-    label = report.window.label
-    if not re.fullmatch(r"\d{4}-\d{2}", label):
-        label = f"{report.start:%Y-%m-%dT%H%M%SZ}_{report.end:%Y-%m-%dT%H%M%SZ}"
-    return f"showback-{report.group_by}-{label}.csv"
-
-
-def showback_json(report: Showback) -> dict[str, Any]:
-    """The report in OpenCost's allocation shape (`/allocation?window=…&aggregate=…`): `data` is
-    a list of allocation sets keyed by name, each allocation with `window`, `gpuHours`, `gpuCost`
-    and `totalCost`, plus our tiers; `__idle__` is the unallocated capacity. Money is rounded to
-    the cent with the same apportionment as the CSV, so the entries add up to `totals`."""
-    money = presented_money(report)
-    tokens = presented_tokens(report)
-    window = {"start": _iso(report.start), "end": _iso(report.end)}
-    minutes = (report.end - report.start).total_seconds() / 60
-    allocations: dict[str, Any] = {}
-    for entry in report.entries:
-        allocations[entry.name] = _allocation(entry, money[entry.key], tokens[entry.key], window, minutes)
-    if report.idle is not None:
-        idle = report.idle
-        allocations[IDLE] = {
-            "name": IDLE, "properties": {}, "window": window, "start": window["start"], "end": window["end"],
-            "minutes": minutes, "gpuHours": float(_hours(idle.idle_gpu_seconds)),
-            "gpuCost": float(money[IDLE]["cost_usd"]), "totalCost": float(money[IDLE]["cost_usd"]),
-            "costWithoutTokens": float(money[IDLE]["cost_without_tokens_usd"]),
-            "shareOfCostWithoutTokens": _share(idle.cost_without_tokens_usd, idle.cost_usd),
-        }
-    total = report.total
-    totals = _allocation(total, money["TOTAL"], tokens["TOTAL"], window, minutes)
-    totals["idleReservedGpuHours"] = float(_hours(report.idle_reserved_gpu_seconds_total))
-    if report.capacity_gpu_seconds is not None:
-        totals["capacityGpuHours"] = float(_hours(report.capacity_gpu_seconds))
-        totals["idleGpuHours"] = float(_hours(total.idle_gpu_seconds))
-    extra: dict[str, Any] = {}
-    if report.idle is not None:
-        # GPU time no rate priced: counted at $0 above (fleet readers; [] when every hour had a price).
-        extra["unpriced"] = [{
-            "gpuType": u.gpu_type, "capacityTier": u.capacity_tier,
-            "capacityGpuHours": float(_hours(u.capacity_gpu_seconds)),
-            "allocatedGpuHours": float(_hours(u.allocated_gpu_seconds)),
-            "pricedFrom": _iso(u.priced_from) if u.priced_from else None,
-        } for u in report.unpriced]
-    return {
-        "code": 200,
-        "window": window,
-        "requestedWindow": report.window.label,
-        "aggregate": report.group_by,
-        "currency": "USD",
-        "rolledUntil": _iso(report.rolled_until) if report.rolled_until else None,
-        "data": [allocations],
-        "totals": totals,
-        **extra,
-    }
-
-
-def _number(value: Decimal | None, quantum: Decimal) -> float | None:
-    return None if value is None else float(value.quantize(quantum))
-
-
-def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, window: dict[str, str],
-                minutes: float) -> dict[str, Any]:
-    number = _number
-    per_token = entry.usd_per_useful_token
-    share = entry.share_without_tokens
-    allocated = entry.allocated_gpu_seconds
-    cost = float(money["cost_usd"])
-    return {
-        "name": entry.name,
-        "properties": entry.properties,
-        "window": window,
-        "start": window["start"],
-        "end": window["end"],
-        "minutes": minutes,
-        "gpuHours": float(_hours(allocated)),
-        "gpuHoursActive": float(_hours(entry.active_gpu_seconds)),
-        "gpuHoursProductive": float(_hours(entry.productive_gpu_seconds)),
-        "gpuEfficiency": _share(entry.active_gpu_seconds, allocated),
-        "gpuProductiveEfficiency": _share(entry.productive_gpu_seconds, allocated),
-        "gpuCost": cost,
-        "totalCost": cost,
-        "usdPerGpuHour": number(entry.usd_per_gpu_hour, _RATE_Q),
-        "usdPerProductiveGpuHour": number(entry.usd_per_productive_gpu_hour, _RATE_Q),
-        "usefulTokens": tokens,
-        "usdPerUsefulToken": number(per_token, _TOKEN_RATE_Q),
-        "usdPerMillionTokens": number(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
-        "costWithoutTokens": float(money["cost_without_tokens_usd"]),
-        "shareOfCostWithoutTokens": None if share is None else round(float(share), 6),
-        "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
-        or entry.key == "TOTAL" else None,
-        "preemptionLostGpuHours": float(_hours(entry.lost_gpu_seconds)),
-        "preemptionWasteCost": float(money["preemption_waste_usd"]),
-    }
-
-
-def _share(part: Decimal, whole: Decimal) -> float | None:
-    return round(float(part / whole), 6) if whole else None
-
-
-def _iso(moment: datetime) -> str:
-    return moment.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
-# ------------------------------------------------------------------ utilization time series
-
-
-@dataclass(frozen=True)
-class UtilizationPoint:
-    """Time-averaged GPUs over one bucket: GPU-seconds ÷ the seconds the bucket covers."""
-
-    start: datetime
-    seconds: float
-    capacity_gpus: float | None
-    allocated_gpus: float
-    active_gpus: float
-    productive_gpus: float
-
-
-def choose_bucket(start: datetime, end: datetime, now: datetime) -> int:
-    """Minutes for up to 6 hours, hours for up to 14 days, days beyond; never a granularity
-    whose rows retention has already dropped at `start`."""
-    span = (end - start).total_seconds()
-    bucket = MINUTE if span <= 6 * 3600 else HOUR if span <= 14 * 86400 else DAY
-    if bucket == MINUTE and start < raw_horizon(now):
-        bucket = HOUR
-    if bucket == HOUR and start < hour_horizon(now):
-        bucket = DAY
-    return bucket
-
-
-def utilization_series(
-    window: Window, now: datetime, *, team_id: int | None = None, bucket: int | None = None,
-    exact_first_bucket: bool = True,
-) -> list[UtilizationPoint]:
-    """The three tiers over time, for the fleet (with capacity) or one team (without): the
-    overview and team charts. Callers check that the reader may see `team_id`.
-    ``exact_first_bucket``: average the first bucket of history over the time it was rolled
-    (one more query); callers that only take ratios of the tiers can skip it."""
-    bucket = bucket or choose_bucket(window.start, window.end, now)
-    rolled = _rolled_until()
-    if rolled is None:
-        return []
-    start, end = floor_to(window.start, bucket), min(window.end, rolled)
-    if team_id is None:
-        qs = FleetRollup.objects.filter(in_bucket(bucket, start, end))
-        sums = qs.values("start").annotate(capacity=Sum("capacity_gpu_seconds"), allocated=Sum("allocated_gpu_seconds"),
-                                           active=Sum("active_gpu_seconds"), productive=Sum("productive_gpu_seconds"))
-    else:
-        qs = UsageRollup.objects.filter(in_bucket(bucket, start, end), team_id=team_id)
-        sums = qs.values("start").annotate(allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
-                                           productive=Sum("productive_gpu_seconds"))
-    points = []
-    rows = list(sums.order_by("start"))
-    began = _first_rolled_within(rows[0]["start"], bucket) if rows and exact_first_bucket else None
-    for s in rows:
-        covered = min(float(bucket), (rolled - s["start"]).total_seconds())
-        if began is not None and s["start"] < began < s["start"] + timedelta(seconds=bucket):
-            covered -= (began - s["start"]).total_seconds()  # nothing was rolled before `began`
-        if covered <= 0:
-            continue
-        capacity = s.get("capacity")
-
-        points.append(UtilizationPoint(
-            start=s["start"], seconds=covered,
-            capacity_gpus=_gpus(capacity, covered) if capacity is not None else None,
-            allocated_gpus=_gpus(s["allocated"], covered), active_gpus=_gpus(s["active"], covered),
-            productive_gpus=_gpus(s["productive"], covered),
-        ))
-    return points
-
-
-def _gpus(gpu_seconds: Any, seconds: float) -> float:
-    """GPUs on average over `seconds`. GPU-seconds are exact to the microsecond, so six places
-    say all of it, and a partial minute's 159.99999999999997 GPUs reads 160.0."""
-    return round(float(gpu_seconds or 0) / seconds, 6)
-
-
-def _first_rolled_within(start: datetime, bucket: int) -> datetime | None:
-    """When the fleet's rollups begin inside the bucket at ``start``, read from the next finer
-    rows kept there: the accounting's first run falls mid-bucket on a fresh fleet, and a
-    time-average over the whole bucket understated it (87.5 of 128 GPUs of capacity in the
-    demo's first hour). Retention drops finer rows only at whole days (raw_horizon,
-    hour_horizon), so a bucket either has its finer rows from its start or none (then: None,
-    the whole bucket); only while a retention run deletes a day 400 days old in batches may
-    that day briefly read short."""
-    finer = {HOUR: MINUTE, DAY: HOUR}.get(bucket)
-    if finer is None:
-        return None
-    first: datetime | None = (
-        FleetRollup.objects.filter(bucket=finer, start__gte=start, start__lt=start + timedelta(seconds=bucket))
-        .order_by("start").values_list("start", flat=True).first()
-    )
-    return first
-
-
-def job_cost(job_id: int) -> dict[str, Any]:
-    """A job's figures so far (the job page): the tiers in GPU-hours, cost, lost work."""
-    where = Q(bucket=DAY)
-    sums = UsageRollup.objects.filter(where, job_id=job_id).aggregate(
-        allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
-        productive=Sum("productive_gpu_seconds"), lost=Sum("lost_gpu_seconds"), cost=Sum("cost_usd"),
-        lost_cost=Sum("lost_cost_usd"), tokens=Sum("retained_tokens"),
-    )
-    return {
-        "gpu_hours_allocated": _hours(sums["allocated"] or Decimal(0)),
-        "gpu_hours_active": _hours(sums["active"] or Decimal(0)),
-        "gpu_hours_productive": _hours(sums["productive"] or Decimal(0)),
-        "preemption_lost_gpu_hours": _hours(sums["lost"] or Decimal(0)),
-        "cost_usd": (sums["cost"] or Decimal(0)).quantize(CENT),
-        "preemption_waste_usd": (sums["lost_cost"] or Decimal(0)).quantize(CENT),
-        "useful_tokens": round(sums["tokens"] or 0.0),
-        "rolled_until": _rolled_until(),
-    }
-
-
-@dataclass(frozen=True)
-class RunCosts:
-    """What each run (allocation) of a job has cost, to the cent, and the job's total."""
-
-    #: allocation id → $, rounded cumulatively in bind order so the runs add up to `total_usd`.
-    usd: dict[int, Decimal]
-    total_usd: Decimal
-
-    def of(self, allocation_id: int) -> Decimal:
-        """A run's cost; $0.00 for one that held no GPU."""
-        return self.usd.get(allocation_id, Decimal("0.00"))
-
-
-def run_costs(job_id: int, now: datetime) -> RunCosts:
-    """What each run of the job has cost up to `now`, as the rollup charges the job: the same
-    spans (`_spans`: each node's GPUs from the bind to the release, a gang member that exited
-    early to its exit, `now` while held) priced by the same rule (`Span.held_cost`: the node's
-    GPU type and capacity tier at the rate in force at each instant, cut where a rate changes,
-    unpriced time free) with the price rates as they stand, a repricing's included. The rollup
-    sums the same pieces minute by minute, so once it has caught up the runs' total is what
-    showback and the job page (`job_cost`) charge the job, to the cent.
-
-    Cents: each run's is the running total to the cent through it, less the one through the run
-    before (in bind order), so the runs add up to the rounded total exactly, each is within a
-    cent of its own rounding, and an ended run's cents never move while a later run grows (a
-    largest-remainder share would pass a cent between them as the running one's seconds tick).
-    Every run of the job is priced, whatever page of them is shown. Three queries (spans, gang
-    members' early exits, rates); none for a job that never held a GPU."""
-    return _priced_runs(_spans(_EPOCH, now, job_id)[0], now).get(job_id, RunCosts(usd={}, total_usd=Decimal("0.00")))
-
-
-def jobs_costs(job_ids: Sequence[int], now: datetime) -> dict[int, Decimal]:
-    """What each of these jobs has cost up to `now`, to the cent: `run_costs(job).total_usd` for
-    each, in the same three queries for all of them (the history CSV's `cost_usd`, a chunk of
-    jobs at a time). A job that never held a GPU cost $0.00."""
-    if not job_ids:
-        return {}
-    priced = _priced_runs(_spans(_EPOCH, now, None, job_ids)[0], now)
-    return {job_id: priced[job_id].total_usd if job_id in priced else Decimal("0.00") for job_id in job_ids}
-
-
-def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:
-    """What the jobs of `jobs` (any filtered set, of any size) have cost up to `now`, added up:
-    Σ `jobs_costs` (each job to the cent, as the history CSV's `cost_usd` cells and its TOTAL
-    row say it), to the cent, in one query on PostgreSQL. The same spans as `_spans` reads (each
-    allocation's GPUs per node from the bind to the release, a gang member that exited early to
-    its exit, `now` while held), priced by the same rule (`PriceBook`: the rate of the node's GPU
-    type and capacity tier in force at each instant, cut where a rate changes, time before a
-    first rate free), in PostgreSQL's exact numeric: every piece's GPU-µs × $/GPU-hour summed per
-    job, the job's sum rounded to the cent half to even (as `_priced_runs` rounds its exact sum),
-    the cents summed. SQLite (the demo) prices the jobs `jobs_costs` 1,000 at a time and adds
-    them up. Pricing 50,000 jobs the per-job way takes seconds (bench/history_cost.py)."""
-    jobs = jobs.order_by()
-    if connection.vendor != "postgresql":
-        ids = list(jobs.values_list("pk", flat=True))
-        return sum((cost for start in range(0, len(ids), 1000)
-                    for cost in jobs_costs(ids[start:start + 1000], now).values()), Decimal("0.00"))
-    try:
-        inner, params = jobs.values_list("pk").query.sql_with_params()
-    except EmptyResultSet:  # a filter nothing can match: no job, no query
-        return Decimal("0.00")
-    sql = _JOBS_TOTAL_COST_SQL.format(
-        jobs=inner, allocation=Allocation._meta.db_table, gpu=AllocationGpu._meta.db_table,
-        node=Node._meta.db_table, event=Event._meta.db_table, rate=PriceRate._meta.db_table)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, now, _EPOCH, EventKind.ALLOCATION_RELEASED, now])
-        (cents,) = cursor.fetchone()
-    return Decimal(cents or 0).scaleb(-2).quantize(CENT)
-
-
-#: jobs_total_cost's statement. held: each allocation's GPUs per node (`_spans`' rows); exits:
-#: a gang member's early exit per allocation and node; spans: from the bind to the release, the
-#: exit or `now`, whichever is first; rates: each rate's interval, to the next rate of its GPU
-#: type and tier (`PriceBook.rate_at`: the latest in force, the higher of two from one instant);
-#: per_job: Σ GPUs × µs × $/GPU-hour over each span's overlap with each interval, exact (µs are
-#: whole, EXTRACT gives numeric), then in cents (÷ 3.6e7: 3.6e9 µs an hour, 100 cents a dollar)
-#: rounded half to even by quotient and remainder (no inexact division).
-_JOBS_TOTAL_COST_SQL = """
-WITH held AS (
-    SELECT a.job_id, a.id AS allocation_id, g.node_id, COUNT(*) AS gpus, n.gpu_type_id, n.capacity_tier,
-           a.created_at AS bound, a.released_at AS released
-    FROM {allocation} a JOIN {gpu} g ON g.allocation_id = a.id JOIN {node} n ON n.id = g.node_id
-    WHERE a.job_id IN ({jobs}) AND a.created_at < %s AND (a.released_at IS NULL OR a.released_at > %s)
-    GROUP BY a.job_id, a.id, g.node_id, n.gpu_type_id, n.capacity_tier, a.created_at, a.released_at
-), exits AS (
-    SELECT e.allocation_id, e.node_id, MIN(e.created_at) AS exited FROM {event} e
-    WHERE e.kind = %s AND e.reason = 'MemberExited' AND e.node_id IS NOT NULL
-      AND e.allocation_id IN (SELECT allocation_id FROM held)
-    GROUP BY e.allocation_id, e.node_id
-), spans AS (
-    SELECT h.job_id, h.gpus, h.gpu_type_id, h.capacity_tier, h.bound,
-           LEAST(CASE WHEN x.exited IS NOT NULL AND (h.released IS NULL OR x.exited < h.released)
-                      THEN x.exited ELSE h.released END, %s) AS ended
-    FROM held h LEFT JOIN exits x ON x.allocation_id = h.allocation_id AND x.node_id = h.node_id
-), rates AS (
-    SELECT gpu_type_id, capacity_tier, usd_per_gpu_hour AS rate, effective_from AS since,
-           LEAD(effective_from) OVER (PARTITION BY gpu_type_id, capacity_tier
-                                      ORDER BY effective_from, usd_per_gpu_hour) AS until
-    FROM {rate}
-), per_job AS (
-    SELECT SUM(s.gpus * (EXTRACT(EPOCH FROM LEAST(s.ended, r.until)) - EXTRACT(EPOCH FROM GREATEST(s.bound, r.since)))
-               * 1000000 * r.rate) AS exact
-    FROM spans s JOIN rates r ON r.gpu_type_id = s.gpu_type_id AND r.capacity_tier = s.capacity_tier
-         AND r.since < s.ended AND (r.until IS NULL OR r.until > s.bound)
-    WHERE s.ended > s.bound
-    GROUP BY s.job_id
-)
-SELECT SUM(div(exact, 36000000) + CASE WHEN 2 * mod(exact, 36000000) > 36000000 THEN 1
-                                       WHEN 2 * mod(exact, 36000000) = 36000000 THEN mod(div(exact, 36000000), 2)
-                                       ELSE 0 END)
-FROM per_job"""
-
-
-def _priced_runs(spans: list[Span], now: datetime) -> dict[int, RunCosts]:
-    """Per job of `spans`, its runs priced as `run_costs` says (one query for the rates)."""
-    prices = price_book({span.gpu_type_id for span in spans}) if spans else PriceBook()
-    now_us = to_us(now)
-    # GPU-µs × $/GPU-hour, exact: a running sum divided once rounds to the cent as the exact
-    # figure does (half to even), as jobs_total_cost rounds it in PostgreSQL.
-    exact: dict[int, dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
-    bound: dict[int, int] = {}
-    for span in spans:
-        end_us = now_us if span.end_us is None else min(span.end_us, now_us)
-        exact[span.job_id][span.allocation_id] += span.held_gpu_us_cost(prices, span.start_us, end_us) \
-            if end_us > span.start_us else Decimal(0)
-        bound[span.allocation_id] = span.start_us
-    out = {}
-    for job_id, runs in exact.items():
-        running, shown, usd = Decimal(0), Decimal("0.00"), {}
-        for allocation_id in sorted(runs, key=lambda a: (bound[a], a)):
-            running += runs[allocation_id]
-            through = (running / US_PER_HOUR).quantize(CENT)
-            usd[allocation_id], shown = through - shown, through
-        out[job_id] = RunCosts(usd=usd, total_usd=shown)
-    return out

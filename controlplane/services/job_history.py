@@ -7,7 +7,7 @@ its runs, and where it ran. The API's job fields (`elapsed_s`, `gpu_hours`, `ran
   None for a job that is not running and never started since it was last queued.
 - GPU-hours: the accounting's allocated GPU-seconds of the job (every allocation it ever held,
   from its bind to its release; a gang member that exited early stops counting then), read from
-  the day rollups exactly as the job page's cost (`accounting.job_cost`) reads them, ÷ 3,600. It
+  the day rollups exactly as the job page's cost (`job_costs.job_cost`) reads them, ÷ 3,600. It
   is as fresh as the rollup (`rolled_until`, every ~15 s): a job finished a few seconds ago may
   not yet have its last seconds counted.
 - ran on: every node the job held a GPU on in any of its runs, released ones included.
@@ -48,10 +48,10 @@ from django.db.models.functions import Cast
 from controlplane.choices import LIVE_JOB_STATES, JobState
 from controlplane.models import AllocationGpu, Job, UsageRollup
 from controlplane.models.usage import RollupBucket
-from controlplane.services import accounting
+from controlplane.services import job_costs
 
 _HOUR_S = Decimal(3600)
-_HOURS_Q = Decimal("0.0001")  # as accounting.job_cost rounds its GPU-hours
+_HOURS_Q = Decimal("0.0001")  # as job_costs.job_cost rounds its GPU-hours
 _SECONDS = DecimalField(max_digits=20, decimal_places=6)
 
 
@@ -103,7 +103,7 @@ def attach_history(jobs: Sequence[Job]) -> None:
     nodes: dict[int, set[str]] = {}
     if ran:
         # One statement for both: the nodes of every GPU row it ever had, and its day rollups'
-        # allocated GPU-seconds (accounting.job_cost's very sum), as (job, node, NULL) and
+        # allocated GPU-seconds (job_costs.job_cost's very sum), as (job, node, NULL) and
         # (job, NULL, GPU-seconds) rows.
         where = (
             AllocationGpu.objects.filter(allocation__job_id__in=ran).order_by()
@@ -201,7 +201,7 @@ class HistoryRow:
     gpu_hours: float
     lost_gpu_hours: float
     ran_on: list[str]
-    #: What it cost, to the cent (accounting.run_costs' rule); None where not asked for.
+    #: What it cost, to the cent (job_costs.run_costs' rule); None where not asked for.
     cost_usd: Decimal | None = None
 
     @property
@@ -223,10 +223,10 @@ class HistoryRow:
 
 def history_rows(jobs: Sequence[Job], now: datetime, priced: bool = False) -> list[HistoryRow]:
     """A page of ended jobs with their figures: one query for all of them (`attach_history`).
-    `priced`: each row's cost too, the page's jobs priced in one call (`accounting.jobs_costs`:
+    `priced`: each row's cost too, the page's jobs priced in one call (`job_costs.jobs_costs`:
     one to three queries for the page), never one call a row."""
     attach_history(jobs)
-    costs = accounting.jobs_costs([job.pk for job in jobs], now) if priced else {}
+    costs = job_costs.jobs_costs([job.pk for job in jobs], now) if priced else {}
     return [HistoryRow(job, elapsed_seconds(job, now), gpu_hours(job), lost_gpu_hours(job), ran_on(job),
                        costs.get(job.pk)) for job in jobs]
 
@@ -241,12 +241,12 @@ class HistoryPage:
 
 
 def history_page(jobs: QuerySet[Job], page: Sequence[Job], now: datetime) -> HistoryPage:
-    """The page's rows of `jobs` (an `ended_jobs` set) with their costs (`accounting.jobs_costs`,
+    """The page's rows of `jobs` (an `ended_jobs` set) with their costs (`job_costs.jobs_costs`,
     the page's jobs in one call), and the whole set's cost: the sum of its jobs' cents, as the
     CSV's TOTAL row adds them, in one query whatever the set's size
-    (`accounting.jobs_total_cost`). Until 2 Dec 2026 the set's jobs were priced one by one,
+    (`job_costs.jobs_total_cost`). Until 2 Dec 2026 the set's jobs were priced one by one,
     1,000 a call, which took ~6 s for 50,000 jobs, so a set of more than 5,000 had no total."""
-    return HistoryPage(rows=history_rows(page, now, priced=True), cost_usd=accounting.jobs_total_cost(jobs, now))
+    return HistoryPage(rows=history_rows(page, now, priced=True), cost_usd=job_costs.jobs_total_cost(jobs, now))
 
 
 @dataclass
@@ -300,7 +300,7 @@ JOB_DAY_SUMS = "controlplane_job_day_gpu_seconds"
 
 def history_totals(jobs: QuerySet[Job]) -> HistoryTotals:
     """Totals over every job of `jobs` (an `ended_jobs` set), not one page, in one query
-    whatever its size: each job's day rollups' GPU-seconds (accounting.job_cost's sum, read from
+    whatever its size: each job's day rollups' GPU-seconds (job_costs.job_cost's sum, read from
     JOB_DAY_SUMS, one row a job) rounded as `gpu_hours` rounds it, summed in PostgreSQL per
     (state, lost GPU-seconds) group with the jobs counted; each group's lost work rounded as
     `lost_gpu_hours` rounds it, times its jobs, here. A job without rollups adds 0, as its row
@@ -354,7 +354,7 @@ def history_totals_row_by_row(jobs: QuerySet[Job]) -> HistoryTotals:
 
 
 #: The CSV's columns: the table's, each figure in full (GPU-hours to 4 decimals, every node), then
-#: what each job cost in $ to the cent (accounting.run_costs: what its runs panel and showback by
+#: what each job cost in $ to the cent (job_costs.run_costs: what its runs panel and showback by
 #: job charge it).
 CSV_COLUMNS = ["job_id", "name", "team", "project", "user", "state", "exit_code", "submitted_at", "started_at",
                "finished_at", "elapsed_s", "elapsed", "gpus", "gpu_hours", "lost_gpu_hours", "ran_on", "cost_usd"]
@@ -387,7 +387,7 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
     a TOTAL row (the sums of the rows above, as `history_totals` says them; its cost the sum of
     the jobs' cents). The ids are read first, so a job ending meanwhile cannot shift a chunk; then
     CSV_CHUNK jobs per query, with their figures (one more query each) and their costs (one to
-    three more: accounting.jobs_costs)."""
+    three more: job_costs.jobs_costs)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
 
@@ -405,7 +405,7 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
         chunk = ids[start:start + CSV_CHUNK]
         by_id = {job.pk: job for job in jobs.filter(pk__in=chunk)}
         listed = [by_id[pk] for pk in chunk if pk in by_id]
-        costs = accounting.jobs_costs([job.pk for job in listed], now)
+        costs = job_costs.jobs_costs([job.pk for job in listed], now)
         for row in history_rows(listed, now):
             row = replace(row, cost_usd=costs[row.job.pk])
             totals.add(str(row.job.state), row.gpu_hours, row.lost_gpu_hours)

@@ -13,7 +13,7 @@ runs in two queries whatever its size; `runs_of` is the page's queryset.
 - GPU-hours held: from the bind (`created_at`) to the release (`released_at`; now while it
   holds GPUs), GPU by GPU, as the accounting counts allocated GPU-seconds (services/accounting
   `_spans`): a gang member whose processes ended before the rest stops counting then.
-- Cost: the accounting's (`accounting.run_costs`, three queries for all the job's runs), the
+- Cost: the accounting's (`job_costs.run_costs`, three queries for all the job's runs), the
   same spans priced by the rollup's rule, in dollars to the cent, rounded cumulatively in bind
   order so the job's runs add up to its total (and an ended run's cents stay put), which is what showback charges the job once the rollup has caught up.
 - Lost work: what the requeue event recorded (`lost_gpu_seconds`: GPUs × time since the last
@@ -33,8 +33,8 @@ from django.db.models import Count, Q, QuerySet, Window
 
 from controlplane.choices import AllocationState, EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job
-from controlplane.services.accounting import RunCosts
 from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
+from controlplane.services.job_costs import RunCosts
 from controlplane.services.stopping import stopping_label
 from controlplane.services.transitions import (
     FENCED_BECAUSE,
@@ -188,7 +188,7 @@ def describe(job: Job, allocations: Sequence[Allocation], *, first: int, now: da
              costs: RunCosts) -> list[Run]:
     """These runs of `job` (a page of `runs_of`, oldest first; `first`: the number of the first
     one) with everything a row says: two queries (their GPUs; their events), none for no run.
-    `costs`: the job's `accounting.run_costs` at `now`."""
+    `costs`: the job's `job_costs.run_costs` at `now`."""
     if not allocations:
         return []
     ids = [a.pk for a in allocations]

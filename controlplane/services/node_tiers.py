@@ -6,7 +6,7 @@ node, so a node's tiers are read from the rows that do name the node, within the
 
 - **allocated**: the node's `AllocationGpu` rows, each held from its allocation's bind to its
   release (or to the moment a gang member on this node exited on its own, `allocation.released`
-  with reason `MemberExited`), exactly as the rollup reads them (`accounting._spans`);
+  with reason `MemberExited`), exactly as the rollup reads them (`accounting.held_spans`);
 - **active** (allocated and not stalled): the node's own agent samples (`UsageSample`), GPUs ×
   seconds × reported device activity, cut exactly at the window's edges and the buckets' bounds,
   and never more than allocated for an allocation in a bucket. Time no sample covers is not
@@ -58,7 +58,7 @@ from controlplane.models import (
     NodeActivityRollup,
     UsageRollup,
 )
-from controlplane.services import accounting
+from controlplane.services import accounting, utilization_series
 from controlplane.services.node_activity import HOUR, US, epoch_seconds, grouped, sample_arm
 from controlplane.services.usage_tiers import floor_to, from_us, quantize_down, to_us
 
@@ -139,7 +139,7 @@ def node_tiers(node: Node, start: datetime, end: datetime, now: datetime, bucket
     window's partial first and last hours (and samples not folded yet) from the raw samples;
     `hourly=False` reads every sample instead (the same figures, to float rounding: the
     benchmark's and the tests' reference)."""
-    bucket = bucket or accounting.choose_bucket(start, end, now)
+    bucket = bucket or utilization_series.choose_bucket(start, end, now)
     horizon = accounting.raw_horizon(now)
     rolled, folded, longest = (AccountingCursor.objects.filter(name=accounting.CURSOR_NAME)
                                .values_list("rolled_until", "last_node_sample_id", "longest_node_sample_s").first()

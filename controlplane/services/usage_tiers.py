@@ -170,7 +170,7 @@ class Span:
         """Exact $ for holding these GPUs over [start, end): the node's GPU type and capacity
         tier at the rate in force at each instant, cut where a rate changes. The rollup prices
         every allocated minute (and a loss window's piece of one) so; a job's runs list prices
-        each run's whole span so (accounting.run_costs), and the two add up alike."""
+        each run's whole span so (job_costs.run_costs), and the two add up alike."""
         return prices.cost(self.gpu_type_id, self.capacity_tier, start_us, end_us, self.gpus)
 
     def held_gpu_us_cost(self, prices: PriceBook, start_us: int, end_us: int) -> Decimal:

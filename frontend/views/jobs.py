@@ -38,10 +38,10 @@ from controlplane.filtersets import JobFilterSet, refusals
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
 from controlplane.services import (
     access,
-    accounting,
     dependency_text,
     eta_record,
     holds,
+    job_costs,
     job_history,
     job_logs,
     job_priority,
@@ -335,7 +335,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "preemption": last_preemption(events),
         "stopping": {"title": OTHER_STOP_TITLES.get(other) or STOP_TITLES.get(stop_kind, "Stopping"), "text": stop_text}
         if stop_text and stop_kind != "job.preempting" else None,
-        "cost": accounting.job_cost(job.pk),
+        "cost": job_costs.job_cost(job.pk),
         "events": events[::-1][:200],
         "event_count": len(events),
         "charts": [figures.job_timeline(segments, events, now=now), placement],
@@ -435,7 +435,7 @@ RUNS_BEFORE = "runs_before"
 def job_runs_panel(job: Job, now: datetime, params: Any = None) -> dict[str, Any]:
     """The Runs panel: the job's latest runs, or with `?runs_before=N` the ones before run N,
     oldest of them first (services/job_runs.py), numbered as the whole list; how many it has;
-    what they cost (`accounting.run_costs`: all of them, so the page's cents are the API's and
+    what they cost (`job_costs.run_costs`: all of them, so the page's cents are the API's and
     add up to the total); the links to older and newer runs. A bad `runs_before` (not a whole
     number, no run before it, past the job's runs) is said in `runs_error`, naming it, as the
     API's 400 names a bad `offset`. Six queries; none for a job that never ran."""
@@ -462,7 +462,7 @@ def job_runs_panel(job: Job, now: datetime, params: Any = None) -> dict[str, Any
             return _runs_error(job, raw, f"Job {job.pk} has {total} run{'' if total == 1 else 's'}: there is no "
                                          f"run {digits[:40]}.")
         first = max(1, before - MAX_RUNS_SHOWN)
-    costs = accounting.run_costs(job.pk, now)
+    costs = job_costs.run_costs(job.pk, now)
     last = first + len(allocations) - 1
     return {
         "runs": job_runs.describe(job, allocations, first=first, now=now, costs=costs),

@@ -18,6 +18,7 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
 from controlplane.services import accounting
+from controlplane.services import showback as showback_service
 from controlplane.services.access import access_of
 from frontend import figures
 from frontend.showback_data import (
@@ -78,7 +79,7 @@ def showback(request: HttpRequest) -> HttpResponse:
     if not (who.is_admin or who.is_finance or who.team_ids):
         context["errors"].append("Showback is for members of a team, finance and admins; your account has no role yet.")
         return render(request, "frontend/showback.html", context)
-    report = accounting.showback(window, group_by, who, now)
+    report = showback_service.showback(window, group_by, who, now)
     rows = report_rows(report)
     series, bucket = cost_series(report, group_by, who, now)
     bucket_name = "hour" if bucket == accounting.HOUR else "day"
@@ -95,7 +96,7 @@ def showback(request: HttpRequest) -> HttpResponse:
     # `window=today` fetched later would be a longer period than this empty page, so no link.
     empty = report.end <= report.start
     if not empty and not (month and report.end == accounting.next_month(report.start)):
-        period = {"window": f"{accounting._iso(report.start)},{accounting._iso(report.end)}"}
+        period = {"window": f"{accounting.iso(report.start)},{accounting.iso(report.end)}"}
     context.update({
         "report": report, "rows": rows, "charts": charts, "empty_period": empty,
         "idle_reserved_note": idle_reserved_note(report) if group_by == "team" else "",
@@ -109,16 +110,16 @@ def showback(request: HttpRequest) -> HttpResponse:
 
 def _window_or_month(
     window_text: str, month: str, now: datetime, errors: list[str]
-) -> tuple[accounting.Window, str]:
+) -> tuple[showback_service.Window, str]:
     """The report's period: a calendar month when one is asked for, else the window (7d when
     either is malformed, with the problem named in `errors`)."""
     if month:
         try:
-            return accounting.month_window(month, now), month
-        except accounting.AccountingQueryError as exc:
+            return showback_service.month_window(month, now), month
+        except showback_service.AccountingQueryError as exc:
             errors.append(f"{exc.field}: {exc.message}")
     try:
-        return accounting.parse_window(window_text, now), ""
-    except accounting.AccountingQueryError as exc:
+        return showback_service.parse_window(window_text, now), ""
+    except showback_service.AccountingQueryError as exc:
         errors.append(f"{exc.field}: {exc.message}")
-    return accounting.parse_window(DEFAULT_WINDOW, now), ""
+    return showback_service.parse_window(DEFAULT_WINDOW, now), ""

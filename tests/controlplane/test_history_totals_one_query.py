@@ -27,7 +27,7 @@ from controlplane.choices import AllocationState, JobState
 from controlplane.filtersets import JobHistoryFilterSet
 from controlplane.models import Allocation, AllocationGpu, Job, Node, UsageRollup
 from controlplane.models.usage import RollupBucket
-from controlplane.services import accounting, job_history
+from controlplane.services import accounting, job_costs, job_history
 from tests.controlplane import factories as f
 from tests.controlplane.built_once import Shared, built_once
 from tests.controlplane.fleet_fixture import Fleet, build_fleet
@@ -217,7 +217,7 @@ def test_one_query_says_what_adding_up_the_rows_says(rolled_up: dict[str, Job], 
     assert (new.jobs, new._gpu_hours, new._lost_gpu_hours) == (jobs, gpu_hours, lost) == (7, gpu_hours, lost)
     assert new.states == {"succeeded": 4, "failed": 1, "timed_out": 1, "cancelled": 1}
     # the accounting's own figure per job, e.g. the preempted job: 8 GPUs × 47 min 13 s + 4 × 67 min
-    assert accounting.job_cost(rolled_up["moved"].pk)["gpu_hours_allocated"] == Decimal("10.7622")
+    assert job_costs.job_cost(rolled_up["moved"].pk)["gpu_hours_allocated"] == Decimal("10.7622")
     # moved 10.7622, twice 2 × 113 min 3.7667, gang 16 × 71 min 18.9333, midnight 2 h 1 min 7 s
     # 2.0186, the same losses 2 × 13 min 0.2167 each, never-ran 0
     assert gpu_hours == Decimal("10.7622") + Decimal("3.7667") + Decimal("18.9333") + Decimal("2.0186") + 2 * Decimal("0.2167")

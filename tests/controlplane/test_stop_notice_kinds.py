@@ -20,7 +20,7 @@ from django.utils import timezone
 from controlplane.api.views import stop_notice
 from controlplane.choices import AllocationState, EventKind, JobHold, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node
-from controlplane.services import accounting, agent_protocol, job_runs, notifications, transitions
+from controlplane.services import agent_protocol, job_costs, job_runs, notifications, transitions
 from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from tests.controlplane import factories as f
 from tests.controlplane.fleet_fixture import Fleet, client_for
@@ -150,7 +150,7 @@ def test_qm_explain_and_the_runs_read_a_stop_notice_of_either_kind_alike(fleet: 
     assert f"Stopped: {reason}" in text and "Its processes must exit by" in text
     now = timezone.now()
     [run] = job_runs.describe(job, list(job_runs.runs_of(job)), first=1, now=now,
-                              costs=accounting.run_costs(job.pk, now))
+                              costs=job_costs.run_costs(job.pk, now))
     assert run.notice.startswith(f"Stopped: {reason}") and run.outcome == "stopping"
     assert notifications.notify_on(notice) is None
 

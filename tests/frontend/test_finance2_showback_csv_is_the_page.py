@@ -65,7 +65,7 @@ def test_the_csv_downloaded_later_is_the_period_the_page_showed(client_for: Any,
     href = link(response.content.decode(), "csv-download")
     # The link names the page's own period, not a window relative to whenever it is fetched.
     window = parse_qs(urlsplit(href).query)["window"][0]
-    assert window == f"{accounting._iso(report.start)},{accounting._iso(report.end)}", window
+    assert window == f"{accounting.iso(report.start)},{accounting.iso(report.end)}", window
     # The page covers whole minutes only: the last one is rolled completely.
     assert report.end.second == 0 and report.end.microsecond == 0
     assert report.end <= report.rolled_until
@@ -74,7 +74,7 @@ def test_the_csv_downloaded_later_is_the_period_the_page_showed(client_for: Any,
     assert rows["TOTAL"]["cost_usd"] == f"{page_total['cost_usd']:.2f}"
     assert rows["TOTAL"]["gpu_hours_allocated"] == f"{page_total['gpu_hours_allocated']:.4f}"
     body = client.get(response.context["json_url"]).json()
-    assert body["window"] == {"start": accounting._iso(report.start), "end": accounting._iso(report.end)}
+    assert body["window"] == {"start": accounting.iso(report.start), "end": accounting.iso(report.end)}
     assert body["totals"]["totalCost"] == float(page_total["cost_usd"])
 
 
@@ -95,14 +95,14 @@ def test_an_empty_period_offers_no_download_that_would_cover_a_later_one(client_
     # Yesterday, fully rolled but for its last seven minutes, still offers its own instants.
     response = client_for("finn").get("/showback/?window=yesterday")
     window = parse_qs(urlsplit(link(response.content.decode(), "csv-download")).query)["window"][0]
-    assert window.endswith(accounting._iso(midnight - timedelta(minutes=7))), window
+    assert window.endswith(accounting.iso(midnight - timedelta(minutes=7))), window
 
 
 def test_the_page_period_read_again_later_gives_the_same_figures(client_for: Any, running_behind: None) -> None:
     client = client_for("finn")
     first = client.get("/showback/?window=24h").context["report"]
     accounting.catch_up(timezone.now() - timedelta(minutes=3, seconds=29))   # ends mid-minute again
-    text = f"{accounting._iso(first.start)},{accounting._iso(first.end)}"
+    text = f"{accounting.iso(first.start)},{accounting.iso(first.end)}"
     again = client.get("/showback/", {"window": text}).context["report"]
     assert (again.start, again.end) == (first.start, first.end)
     assert again.total.allocated_gpu_seconds == first.total.allocated_gpu_seconds > 0

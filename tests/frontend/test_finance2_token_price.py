@@ -20,7 +20,7 @@ import pytest
 from django.db.models import Sum
 
 from controlplane.models import Job, UsageRollup
-from controlplane.services import accounting
+from controlplane.services import accounting, showback
 from tests.frontend.test_finance2_job_csv_names import csv_of, run_mixed_project
 
 pytestmark = pytest.mark.django_db
@@ -31,7 +31,7 @@ def mixed_project(submit_as: Any) -> dict[str, Job]:
     return run_mixed_project(submit_as)
 
 
-def job_sums(job: Job, report: accounting.Showback) -> dict[str, Any]:
+def job_sums(job: Job, report: showback.Showback) -> dict[str, Any]:
     """The job's cost and tokens over the period the page covers, from its minute rows."""
     return UsageRollup.objects.filter(bucket=accounting.MINUTE, job=job, start__gte=report.start,
                                       start__lt=report.end).aggregate(cost=Sum("cost_usd"),
@@ -70,7 +70,7 @@ def test_the_price_of_a_token_is_what_the_token_jobs_cost(client_for: Any, mixed
     # TOTAL: the token jobs' cost over all tokens; what reported none (idle capacity included) beside it.
     total = rows["TOTAL"]
     assert Decimal(total["usd_per_useful_token"]) == per_token.quantize(Decimal("0.000000000001"))
-    idle = Decimal(rows[accounting.IDLE]["cost_usd"])
+    idle = Decimal(rows[showback.IDLE]["cost_usd"])
     assert abs(Decimal(total["cost_without_tokens_usd"]) - evaluation["cost"] - idle) <= Decimal("0.01")
     assert sum(Decimal(r["cost_without_tokens_usd"]) for k, r in rows.items() if k != "TOTAL") == Decimal(
         total["cost_without_tokens_usd"])

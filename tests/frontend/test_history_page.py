@@ -25,7 +25,7 @@ from django.utils import timezone
 from controlplane.choices import AllocationState, JobState
 from controlplane.demo_fleet import seed_demo_fleet
 from controlplane.models import Allocation, AllocationGpu, Job, Node, Project, Team, UsageRollup
-from controlplane.services import accounting, job_history
+from controlplane.services import accounting, job_costs, job_history
 from frontend.views.history import PAGE_SIZE
 from tests.controlplane import factories as f
 from tests.controlplane.built_once import Shared, built_once
@@ -144,7 +144,7 @@ def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> N
     assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
     # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
     # their GPU-hours and nodes (one for the page); their costs: the page's GPU spans, gang exits
-    # and rates (accounting.jobs_costs); the whole set's cost (accounting.jobs_total_cost, one)
+    # and rates (job_costs.jobs_costs); the whole set's cost (job_costs.jobs_total_cost, one)
     assert forty == three == 11, f"{three} queries for 3 jobs, {forty} for 40"
     assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
 
@@ -160,7 +160,7 @@ def test_the_csv_reads_a_chunk_of_jobs_per_query_not_a_job(client_for, demo, mon
         lines = _csv(alice)
     assert len(lines) == 27
     # the session and the user, memberships, the ids, then per chunk of 10: the jobs, their figures,
-    # their costs' GPU spans (accounting.jobs_costs; its rates and gang exits only for jobs that held GPUs)
+    # their costs' GPU spans (job_costs.jobs_costs; its rates and gang exits only for jobs that held GPUs)
     assert len(captured) <= 4 + 3 * 3, [q["sql"][:120] for q in captured]
 
 
@@ -235,7 +235,7 @@ def test_the_page_lists_ended_jobs_newest_end_first_with_the_apis_figures(client
     # 8 GPUs for 30 min on each of two nodes: 8 GPU-hours, the accounting's and the API's figure
     api = alice.get(f"/api/v1/jobs/{j['moved'].pk}/").json()
     assert api["gpu_hours"] == 8.0 == float(moved["GPU-h"])
-    assert accounting.job_cost(j["moved"].pk)["gpu_hours_allocated"] == Decimal("8.0000")
+    assert job_costs.job_cost(j["moved"].pk)["gpu_hours_allocated"] == Decimal("8.0000")
     assert float(moved["Lost GPU-h"]) == api["lost_gpu_hours"] == 1.3333
     assert moved["Ran on"] == "h100-01 h100-02" and api["ran_on"] == ["h100-01", "h100-02"]
     oom = rows[1]
@@ -370,8 +370,8 @@ def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, h
 
 def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, history, monkeypatch) -> None:
     """The Cost column and the totals' cost say what the CSV's `cost_usd` cells and its TOTAL row
-    say, to the cent (the rows `accounting.jobs_costs`, the CSV's rule; the total
-    `accounting.jobs_total_cost`, the same rule's cents added up in one query), on
+    say, to the cent (the rows `job_costs.jobs_costs`, the CSV's rule; the total
+    `job_costs.jobs_total_cost`, the same rule's cents added up in one query), on
     every page: across a price change in the middle of a run and a run of odd seconds, whose
     cost is no whole cent. Until 2 Dec the page had no cost at all."""
     monkeypatch.setattr("frontend.views.history.PAGE_SIZE", 2)
@@ -397,7 +397,7 @@ def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, his
     # across it (40 min → 70 min, the new price from 50 min); odd's 3 × 433 s are no whole cent
     for name in ("moved", "llm", "oom", "cancelled"):
         job = history[name]
-        assert csv_cost[str(job.pk)] == str(accounting.run_costs(job.pk, timezone.now()).total_usd)
+        assert csv_cost[str(job.pk)] == str(job_costs.run_costs(job.pk, timezone.now()).total_usd)
     old = rates[-1].usd_per_gpu_hour
     moved = (8 * Decimal(30) / 60 * old + 8 * Decimal(10) / 60 * old + 8 * Decimal(20) / 60 * Decimal("3.17"))
     assert csv_cost[str(history["moved"].pk)] == f"{moved.quantize(Decimal('0.01'))}"

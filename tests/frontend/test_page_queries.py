@@ -65,7 +65,7 @@ def load(client_for, submit_as, samples, jobs: int) -> dict[str, int]:
     ids = ",".join(str(j.pk) for j in client.get("/jobs/").context["jobs"])
     now = timezone.now()
     start = accounting.floor_to(now, accounting.DAY) - timedelta(days=6) + timedelta(hours=13, minutes=30)
-    window = f"{accounting._iso(start)},{accounting._iso(now)}"
+    window = f"{accounting.iso(start)},{accounting.iso(now)}"
     for url in PINNED:
         with CaptureQueriesContext(connection) as queries:
             target = url.format(job=job, node=node.name, window=window) + (

@@ -10,7 +10,7 @@ from urllib.parse import urlencode
 import pytest
 from django.utils import timezone
 
-from controlplane.services import accounting
+from controlplane.services import accounting, showback
 from tests.frontend.page_data import both_teams_ran_for
 
 pytestmark = pytest.mark.django_db
@@ -43,9 +43,9 @@ def test_member_reads_their_own_team_only(client_for, two_hours_of_use):
 def test_cost_matches_the_accounting_service_to_the_cent(client_for, two_hours_of_use):
     response = client_for("finn").get("/showback/?window=24h")
     rows = {r["name"]: r for r in response.context["rows"]}
-    report = accounting.showback(accounting.parse_window("24h", timezone.now()), "team",
-                                 accounting_access("finn"), timezone.now())
-    money = accounting.presented_money(report)
+    report = showback.showback(showback.parse_window("24h", timezone.now()), "team",
+                               accounting_access("finn"), timezone.now())
+    money = showback.presented_money(report)
     vision = next(e for e in report.entries if e.name == "vision")
     assert rows["vision"]["cost_usd"] == money[vision.key]["cost_usd"] > Decimal(0)
     assert sum(r["cost_usd"] for r in rows.values() if not r["is_total"]) == rows["TOTAL"]["cost_usd"]
@@ -72,7 +72,7 @@ def test_csv_link_points_at_the_apis_csv_for_the_same_window_and_grouping(client
     html, report = response.content.decode(), response.context["report"]
     href = re.search(r'href="([^"]+)" id="csv-download"', html).group(1).replace("&amp;", "&")
     # The period the page shows, by its instants (24h read later would be a later period).
-    period = urlencode({"window": f"{accounting._iso(report.start)},{accounting._iso(report.end)}"})
+    period = urlencode({"window": f"{accounting.iso(report.start)},{accounting.iso(report.end)}"})
     assert href == f"/api/v1/showback/?{period}&group_by=project&format=csv"
     csv = client.get(href)
     assert csv.status_code == 200 and csv.content.decode().splitlines()[-1].startswith("TOTAL,")
@@ -113,10 +113,10 @@ def test_monthly_report_covers_the_calendar_month_and_its_csv(client_for, two_ho
     html = response.content.decode()
     assert f"Monthly report for {month}." in html
     report = response.context["report"]
-    assert report.start == accounting.month_window(month, timezone.now()).start
-    service = accounting.showback(accounting.month_window(month, timezone.now()), "team",
-                                  accounting_access("finn"), timezone.now())
-    money = accounting.presented_money(service)
+    assert report.start == showback.month_window(month, timezone.now()).start
+    service = showback.showback(showback.month_window(month, timezone.now()), "team",
+                                accounting_access("finn"), timezone.now())
+    money = showback.presented_money(service)
     vision = next(e for e in service.entries if e.name == "vision")
     rows = {r["name"]: r for r in response.context["rows"]}
     assert rows["vision"]["cost_usd"] == money[vision.key]["cost_usd"] > Decimal(0)
@@ -125,7 +125,7 @@ def test_monthly_report_covers_the_calendar_month_and_its_csv(client_for, two_ho
     if report.end == accounting.next_month(report.start):
         assert href == f"/api/v1/showback/?month={month}&group_by=team&format=csv"
     else:
-        period = urlencode({"window": f"{accounting._iso(report.start)},{accounting._iso(report.end)}"})
+        period = urlencode({"window": f"{accounting.iso(report.start)},{accounting.iso(report.end)}"})
         assert href == f"/api/v1/showback/?{period}&group_by=team&format=csv"
     assert client.get(href).content.decode().splitlines()[-1].startswith("TOTAL,")
 

@@ -18,7 +18,7 @@ import pytest
 from django.db.models import Sum
 
 from controlplane.models import FleetRollup, QuotaRollup
-from controlplane.services import accounting, nodes
+from controlplane.services import accounting, nodes, showback
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100, hold, minutes, node, report, running_job
@@ -72,14 +72,14 @@ def test_showback_of_a_window_spanning_the_retirement_counts_the_capacity_before
     report(fleet["allocation"], fleet["keep"], T0, now)
     accounting.catch_up(now)
 
-    result = accounting.showback(accounting.Window(T0, now, "6m"), "team", FINANCE, now)
+    result = showback.showback(showback.Window(T0, now, "6m"), "team", FINANCE, now)
 
     assert result.capacity_gpu_seconds == Decimal(12 * 120 + 8 * 240)
     assert result.idle is not None
     assert result.idle.idle_gpu_seconds == Decimal(12 * 120 + 8 * 240 - 2 * 360)
     assert result.idle.cost_usd.quantize(CENT) == (Decimal(2640) * Decimal("2.5") / 3600).quantize(CENT)
     # A window wholly after the retirement does not see "old" at all.
-    later = accounting.showback(accounting.Window(T0 + minutes(3), now, "3m"), "team", FINANCE, now)
+    later = showback.showback(showback.Window(T0 + minutes(3), now, "3m"), "team", FINANCE, now)
     assert later.capacity_gpu_seconds == Decimal(8 * 180)
 
 

@@ -1,5 +1,5 @@
-"""`accounting.jobs_total_cost`: what a set of jobs cost, added up in one query, is the sum of
-what `accounting.jobs_costs` charges each of them (the history CSV's `cost_usd` cells and TOTAL
+"""`job_costs.jobs_total_cost`: what a set of jobs cost, added up in one query, is the sum of
+what `job_costs.jobs_costs` charges each of them (the history CSV's `cost_usd` cells and TOTAL
 row), to the cent: across price changes, gang members that left early, requeued jobs, runs still
 held, time before a first rate, odd microseconds and exact half cents."""
 
@@ -15,7 +15,7 @@ from django.test.utils import CaptureQueriesContext
 
 from controlplane.choices import AllocationState, EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node
-from controlplane.services import accounting
+from controlplane.services import job_costs
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -66,7 +66,7 @@ def _job(state: str = JobState.SUCCEEDED) -> Job:
 
 
 def _sum_of_jobs_costs(jobs: list[Job]) -> Decimal:
-    return sum(accounting.jobs_costs([job.pk for job in jobs], NOW).values(), Decimal("0.00"))
+    return sum(job_costs.jobs_costs([job.pk for job in jobs], NOW).values(), Decimal("0.00"))
 
 
 def test_the_total_is_the_sum_of_every_jobs_cost_across_every_kind_of_run(priced) -> None:
@@ -98,17 +98,17 @@ def test_the_total_is_the_sum_of_every_jobs_cost_across_every_kind_of_run(priced
     # bound after NOW: nothing yet, as jobs_costs says
     _run(_job(), [(n["h1"], 1)], NOW + timedelta(minutes=1), NOW + timedelta(minutes=9))
 
-    each = accounting.jobs_costs([job.pk for job in jobs], NOW)
+    each = job_costs.jobs_costs([job.pk for job in jobs], NOW)
     assert all(cost > 0 for job, cost in each.items() if job != jobs[-1].pk) and each[jobs[-1].pk] == 0
     # one by one, then all of them (with the job bound later), equal to the cent
     for job in jobs:
-        assert accounting.jobs_total_cost(Job.objects.filter(pk=job.pk), NOW) == each[job.pk], job.name
+        assert job_costs.jobs_total_cost(Job.objects.filter(pk=job.pk), NOW) == each[job.pk], job.name
     everything = Job.objects.all()
-    assert accounting.jobs_total_cost(everything, NOW) == _sum_of_jobs_costs(list(everything))
+    assert job_costs.jobs_total_cost(everything, NOW) == _sum_of_jobs_costs(list(everything))
     # the gang's exit counts: without it the job would cost more
-    full = accounting.jobs_total_cost(Job.objects.filter(pk=gang.pk), NOW)
+    full = job_costs.jobs_total_cost(Job.objects.filter(pk=gang.pk), NOW)
     Event.objects.filter(reason="MemberExited").delete()
-    assert accounting.jobs_total_cost(Job.objects.filter(pk=gang.pk), NOW) == accounting.jobs_costs([gang.pk], NOW)[
+    assert job_costs.jobs_total_cost(Job.objects.filter(pk=gang.pk), NOW) == job_costs.jobs_costs([gang.pk], NOW)[
         gang.pk] > full
 
 
@@ -126,10 +126,10 @@ def test_a_job_exactly_on_half_a_cent_rounds_half_to_even_both_ways(priced) -> N
     _run(split, [(l1, 1)], t, t + timedelta(seconds=1))
     _run(split, [(l2, 1)], t + timedelta(seconds=5), t + timedelta(seconds=22))
     expected = {down.pk: Decimal("0.00"), up.pk: Decimal("0.02"), split.pk: Decimal("0.00")}
-    assert accounting.jobs_costs(list(expected), NOW) == expected
+    assert job_costs.jobs_costs(list(expected), NOW) == expected
     for pk, cost in expected.items():
-        assert accounting.jobs_total_cost(Job.objects.filter(pk=pk), NOW) == cost
-    assert accounting.jobs_total_cost(Job.objects.filter(pk__in=expected), NOW) == Decimal("0.02")
+        assert job_costs.jobs_total_cost(Job.objects.filter(pk=pk), NOW) == cost
+    assert job_costs.jobs_total_cost(Job.objects.filter(pk__in=expected), NOW) == Decimal("0.02")
 
 
 def test_random_jobs_cost_the_sum_of_their_cents(priced) -> None:
@@ -148,14 +148,14 @@ def test_random_jobs_cost_the_sum_of_their_cents(priced) -> None:
                 _member_exited(run, held[1], start + (end - start) / 3)
             start = end + timedelta(seconds=rng.uniform(0, 600))
         jobs.append(job)
-    each = accounting.jobs_costs([job.pk for job in jobs], NOW)
+    each = job_costs.jobs_costs([job.pk for job in jobs], NOW)
     for job in jobs[:20]:
-        assert accounting.jobs_total_cost(Job.objects.filter(pk=job.pk), NOW) == each[job.pk]
-    assert accounting.jobs_total_cost(Job.objects.all(), NOW) == sum(each.values(), Decimal("0.00"))
+        assert job_costs.jobs_total_cost(Job.objects.filter(pk=job.pk), NOW) == each[job.pk]
+    assert job_costs.jobs_total_cost(Job.objects.all(), NOW) == sum(each.values(), Decimal("0.00"))
     # a filtered set: a team's, as a member's history page asks it
     team_jobs = Job.objects.filter(team__in=[job.team_id for job in jobs[::3]])
-    assert accounting.jobs_total_cost(team_jobs, NOW) == sum((each[pk] for pk in team_jobs.values_list("pk", flat=True)),
-                                                             Decimal("0.00"))
+    assert job_costs.jobs_total_cost(team_jobs, NOW) == sum((each[pk] for pk in team_jobs.values_list("pk", flat=True)),
+                                                            Decimal("0.00"))
 
 
 def test_one_query_for_3_jobs_or_40_and_none_for_a_set_nothing_matches(priced) -> None:
@@ -166,7 +166,7 @@ def test_one_query_for_3_jobs_or_40_and_none_for_a_set_nothing_matches(priced) -
 
     def queries() -> int:
         with CaptureQueriesContext(connection) as captured:
-            total = accounting.jobs_total_cost(Job.objects.filter(state=JobState.SUCCEEDED), NOW)
+            total = job_costs.jobs_total_cost(Job.objects.filter(state=JobState.SUCCEEDED), NOW)
         assert total == _sum_of_jobs_costs(list(Job.objects.all())) > 0
         return len(captured)
 
@@ -175,5 +175,5 @@ def test_one_query_for_3_jobs_or_40_and_none_for_a_set_nothing_matches(priced) -
     add(37)
     assert three == queries() == 1
     with CaptureQueriesContext(connection) as captured:
-        assert accounting.jobs_total_cost(Job.objects.none(), NOW) == Decimal("0.00")
+        assert job_costs.jobs_total_cost(Job.objects.none(), NOW) == Decimal("0.00")
     assert len(captured) == 0

@@ -25,7 +25,7 @@ import pytest
 
 from controlplane.choices import CapacityTier
 from controlplane.models import Event
-from controlplane.services import accounting
+from controlplane.services import accounting, job_costs, showback
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import h100, hold, node, report, running_job
@@ -52,22 +52,22 @@ def month_edge() -> dict[str, Any]:
     return {"team": team, "job": job}
 
 
-def read(window: accounting.Window, group_by: str = "team") -> dict[str, Any]:
-    return accounting.showback_json(accounting.showback(window, group_by, FINANCE, NOW))
+def read(window: showback.Window, group_by: str = "team") -> dict[str, Any]:
+    return showback.showback_json(showback.showback(window, group_by, FINANCE, NOW))
 
 
-def window(text: str) -> accounting.Window:
-    return accounting.parse_window(text, NOW)
+def window(text: str) -> showback.Window:
+    return showback.parse_window(text, NOW)
 
 
 def test_the_monthly_reports_each_charge_their_own_hours_at_their_own_prices(month_edge: Any) -> None:
-    november = read(accounting.month_window("2026-11", NOW))
+    november = read(showback.month_window("2026-11", NOW))
     assert november["window"] == {"start": "2026-11-01T00:00:00Z", "end": "2026-12-01T00:00:00Z"}
     ml = november["data"][0]["ml"]
     assert (ml["gpuHours"], ml["gpuCost"]) == (16.0, 36.03)
     assert november["data"][0]["__idle__"]["gpuCost"] == 0.0
     assert november["totals"]["capacityGpuHours"] == 16.0
-    december = read(accounting.month_window("2026-12", NOW))
+    december = read(showback.month_window("2026-12", NOW))
     assert december["window"] == {"start": "2026-12-01T00:00:00Z", "end": "2026-12-01T03:00:00Z"}
     ml = december["data"][0]["ml"]
     assert (ml["gpuHours"], ml["gpuCost"], ml["usdPerGpuHour"]) == (16.0, 48.0, 3.0)
@@ -98,8 +98,8 @@ def test_windows_with_edges_at_midnight_and_across_the_month(month_edge: Any, te
 
 
 def test_the_two_months_add_up_to_the_window_that_spans_them(month_edge: Any) -> None:
-    both = accounting.showback(window("2026-11-01T00:00:00Z,2026-12-01T03:00:00Z"), "team", FINANCE, NOW)
-    parts = [accounting.showback(accounting.month_window(m, NOW), "team", FINANCE, NOW) for m in ("2026-11", "2026-12")]
+    both = showback.showback(window("2026-11-01T00:00:00Z,2026-12-01T03:00:00Z"), "team", FINANCE, NOW)
+    parts = [showback.showback(showback.month_window(m, NOW), "team", FINANCE, NOW) for m in ("2026-11", "2026-12")]
     for attribute in ("allocated_gpu_seconds", "active_gpu_seconds", "productive_gpu_seconds", "cost_usd"):
         assert getattr(both.total, attribute) == sum((getattr(p.total, attribute) for p in parts), Decimal(0))
     assert both.total.useful_tokens == pytest.approx(sum(p.total.useful_tokens for p in parts))
@@ -108,11 +108,11 @@ def test_the_two_months_add_up_to_the_window_that_spans_them(month_edge: Any) ->
 
 @pytest.mark.parametrize("group_by", ["team", "project", "job", "priority_class"])
 def test_every_grouping_has_the_same_total_and_the_csv_says_what_the_json_says(month_edge: Any, group_by: str) -> None:
-    report = accounting.showback(window("2026-11-30T23:00:00Z,2026-12-01T01:00:00Z"), group_by, FINANCE, NOW)
-    body = accounting.showback_json(report)
+    report = showback.showback(window("2026-11-30T23:00:00Z,2026-12-01T01:00:00Z"), group_by, FINANCE, NOW)
+    body = showback.showback_json(report)
     assert body["totals"]["gpuCost"] == 40.03
     assert body["totals"]["gpuHours"] == 16.0
-    rows = {r[group_by]: r for r in csv.DictReader(io.StringIO(accounting.showback_csv(report)))}
+    rows = {r[group_by]: r for r in csv.DictReader(io.StringIO(showback.showback_csv(report)))}
     for name, allocation in body["data"][0].items():
         assert Decimal(rows[name]["cost_usd"]) == Decimal(str(allocation["gpuCost"]))
     total = rows["TOTAL"]
@@ -126,18 +126,18 @@ def test_every_grouping_has_the_same_total_and_the_csv_says_what_the_json_says(m
     "2025-01-01T00:00:00Z,2025-12-31T00:00:00Z",
 ])
 def test_a_window_before_any_data_is_zero_everywhere_and_never_nan(month_edge: Any, text: str) -> None:
-    report = accounting.showback(window(text), "team", FINANCE, NOW)
-    body = accounting.showback_json(report)
+    report = showback.showback(window(text), "team", FINANCE, NOW)
+    body = showback.showback_json(report)
     assert body["totals"]["gpuHours"] == 0.0 and body["totals"]["totalCost"] == 0.0
     assert body["totals"]["capacityGpuHours"] == 0.0
     for value in _numbers(body):
         assert math.isfinite(value)
-    text_csv = accounting.showback_csv(report)
+    text_csv = showback.showback_csv(report)
     assert "nan" not in text_csv.lower() and "inf" not in text_csv.lower()
 
 
 def test_the_job_page_cost_is_the_sum_of_the_months(month_edge: Any) -> None:
-    cost = accounting.job_cost(month_edge["job"].pk)
+    cost = job_costs.job_cost(month_edge["job"].pk)
     assert cost["cost_usd"] == Decimal("84.03")
     assert cost["gpu_hours_allocated"] == Decimal("32.0000")
     assert not Event.objects.filter(kind="job.preempted").exists()

@@ -31,7 +31,7 @@ from django.test.utils import CaptureQueriesContext, override_settings
 from controlplane.celery import app
 from controlplane.choices import CapacityTier
 from controlplane.models import FleetRollup, GpuType, GroupRollup, PriceRate, QuotaRollup, UsageRollup
-from controlplane.services import accounting
+from controlplane.services import accounting, showback
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100, hold, minutes, node, report, running_job
@@ -93,7 +93,7 @@ def _build(hour_retention_days: float, extra_rates: tuple[tuple[str, datetime], 
 
 
 def figures(start: datetime, end: datetime) -> dict[str, Decimal]:
-    report = accounting.showback(accounting.Window(start, end, "w"), "team", FINANCE, LATER)
+    report = showback.showback(showback.Window(start, end, "w"), "team", FINANCE, LATER)
     assert (report.start, report.end) == (start, end)
     ml = next(e for e in report.entries if e.name == "ml")
     return {"ml": ml.cost_usd.quantize(CENT), "idle": report.idle.cost_usd.quantize(CENT),
@@ -331,7 +331,7 @@ def test_halving_last_months_rate_halves_the_hours_whose_minutes_are_gone(
         assert row.capacity_cost_usd == at(row.capacity_gpu_seconds, "1.25")
     for row in QuotaRollup.objects.filter(bucket__in=[HOUR, DAY], start__lt=NOV3):
         assert row.idle_cost_usd == at(row.idle_gpu_seconds, "1.25")
-    month = accounting.showback(accounting.month_window("2026-11", LATER), "team", FINANCE, LATER)
+    month = showback.showback(showback.month_window("2026-11", LATER), "team", FINANCE, LATER)
     assert month.total.cost_usd.quantize(CENT) == Decimal("385.00")  # (280 + 480 + the half hour to 00:30, 10) / 2
     assert_levels_agree()
     assert warnings_of(caplog) == []

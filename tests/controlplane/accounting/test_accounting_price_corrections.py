@@ -20,7 +20,7 @@ from django.db.models import Sum
 from controlplane.celery import app
 from controlplane.choices import CapacityTier
 from controlplane.models import FleetRollup, GroupRollup, PriceRate, QuotaRollup, UsageRollup
-from controlplane.services import accounting
+from controlplane.services import accounting, showback
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100, hold, minutes, node, report, running_job
@@ -51,9 +51,9 @@ def rolled() -> dict[str, object]:
     return {"gpu": gpu}
 
 
-def figures(window: accounting.Window | None = None) -> dict[str, Decimal]:
-    window = window or accounting.Window(T0 - minutes(60), NOW, "w")
-    report = accounting.showback(window, "team", FINANCE, NOW)
+def figures(window: showback.Window | None = None) -> dict[str, Decimal]:
+    window = window or showback.Window(T0 - minutes(60), NOW, "w")
+    report = showback.showback(window, "team", FINANCE, NOW)
     ml = next(e for e in report.entries if e.name == "ml")
     return {"ml": ml.cost_usd.quantize(CENT), "idle": report.idle.cost_usd.quantize(CENT),
             "reserved": (ml.idle_reserved_usd or Decimal(0)).quantize(CENT),

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 from controlplane.choices import CapacityTier, EventKind
 from controlplane.models import Allocation, FleetRollup, GroupRollup, QuotaRollup, UsageRollup
-from controlplane.services import accounting, transitions
+from controlplane.services import accounting, showback, transitions
 from controlplane.services.access import Access
 from controlplane.services.usage_tiers import PriceBook, to_us
 from tests.controlplane import factories as f
@@ -181,13 +181,13 @@ def check(built: dict, now) -> None:  # type: ignore[no-untyped-def]
     first = UsageRollup.objects.aggregate(s=Sum("allocated_gpu_seconds"))  # non-empty by construction
     assert first["s"] is not None
     start = min(a.created_at for a in Allocation.objects.all())
-    report = accounting.showback(accounting.Window(start, now, "all"), "team", FINANCE, now)
+    report = showback.showback(showback.Window(start, now, "all"), "team", FINANCE, now)
     assert report.idle is not None and report.idle.idle_gpu_seconds >= 0
     assert report.capacity_gpu_seconds == Decimal(16 * int((now - start).total_seconds()))
     assert report.total.allocated_gpu_seconds + report.idle.idle_gpu_seconds == report.capacity_gpu_seconds
     assert sum((e.cost_usd for e in report.entries), Decimal(0)) + report.idle.cost_usd == report.capacity_cost_usd
     # 5. the CSV adds up to the cent
-    rows = list(csv.reader(io.StringIO(accounting.showback_csv(report))))
+    rows = list(csv.reader(io.StringIO(showback.showback_csv(report))))
     body, total = rows[1:-1], rows[-1]
     for column in (4, 7, 8):
         assert sum(Decimal(r[column] or "0") for r in body) == Decimal(total[column])

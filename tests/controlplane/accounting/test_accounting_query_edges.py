@@ -12,7 +12,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from controlplane.services import accounting
+from controlplane.services import accounting, showback
 from tests.controlplane.accounting.builders import hold, running_job
 from tests.controlplane.fleet_fixture import Fleet
 
@@ -100,8 +100,8 @@ def test_the_window_parser_refuses_the_same_windows(rolled: None) -> None:
     now = timezone.now()
     for text in ("2099-01-01T00:00:00Z,2099-01-02T00:00:00Z", "0001-01-01T00:00:00Z,2026-01-01T00:00:00Z",
                  "9999-12-31T23:59:59Z,9999-12-31T23:59:59.5Z"):
-        with pytest.raises(accounting.AccountingQueryError) as error:
-            accounting.parse_window(text, now)
+        with pytest.raises(showback.AccountingQueryError) as error:
+            showback.parse_window(text, now)
         assert error.value.field == "window"
 
 

@@ -14,7 +14,7 @@ import pytest
 from django.db.models import Min
 
 from controlplane.models import FleetRollup, GroupRollup, QuotaRollup, UsageRollup
-from controlplane.services import accounting
+from controlplane.services import accounting, showback
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100, hold, minutes, node, report, running_job
@@ -39,7 +39,7 @@ def test_the_second_run_does_not_reach_back_before_the_first() -> None:
     assert FleetRollup.objects.filter(bucket=accounting.MINUTE).aggregate(m=Min("start"))["m"] == T0
     assert QuotaRollup.objects.filter(bucket=accounting.MINUTE).aggregate(m=Min("start"))["m"] == T0
     # The report ends on the last whole minute rolled (10:01): the minute from 10:00, nothing before.
-    report = accounting.showback(accounting.Window(T0 - minutes(60), now, "1h"), "team", FINANCE, now)
+    report = showback.showback(showback.Window(T0 - minutes(60), now, "1h"), "team", FINANCE, now)
     assert report.end == T0 + minutes(1)
     assert report.capacity_gpu_seconds == Decimal(8 * 60)
     assert report.idle_reserved_gpu_seconds_total == Decimal(8 * 60)
@@ -58,7 +58,7 @@ def test_a_late_bind_before_the_first_run_is_still_counted() -> None:
     usage = UsageRollup.objects.filter(bucket=accounting.MINUTE).aggregate(m=Min("start"))["m"]
     assert usage == T0 - minutes(2)
     now = T0 + 65 * SECONDS
-    shown = accounting.showback(accounting.Window(T0 - minutes(60), now, "1h"), "team", FINANCE, now)
+    shown = showback.showback(showback.Window(T0 - minutes(60), now, "1h"), "team", FINANCE, now)
     # to the last whole minute rolled, 10:01
     assert shown.total.allocated_gpu_seconds == Decimal(8 * (120 + 60))
     assert shown.capacity_gpu_seconds == Decimal(8 * (120 + 60))
@@ -94,7 +94,7 @@ def test_every_15_seconds_twice_each_or_one_catch_up_gives_the_same_rollups() ->
 
     accounting.catch_up(finished)
     once = _snapshot()
-    shown = accounting.showback(accounting.Window(start - minutes(5), finished, "w"), "team", FINANCE, finished)
+    shown = showback.showback(showback.Window(start - minutes(5), finished, "w"), "team", FINANCE, finished)
     assert shown.total.allocated_gpu_seconds == Decimal(8 * 360)
     assert sum(e.cost_usd for e in shown.entries).quantize(Decimal("0.01")) == Decimal("2.00")
     assert shown.capacity_gpu_seconds == Decimal(8 * 8 * 60)  # from the bind (the first run) to 00:05

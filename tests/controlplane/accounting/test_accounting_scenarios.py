@@ -24,7 +24,7 @@ from controlplane.models import (
     UsageRollup,
     UsageSample,
 )
-from controlplane.services import accounting, transitions
+from controlplane.services import accounting, showback, transitions
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100, hold, minutes, node, report, running_job
@@ -86,7 +86,7 @@ def test_fleet_allocated_plus_idle_is_capacity_times_time() -> None:
     report(hold(job, [(n, 8)], T0, T0 + minutes(120)), n, T0, T0 + minutes(120))
     now = T0 + minutes(180)
     accounting.catch_up(now)
-    result = accounting.showback(accounting.Window(T0, now, "3h"), "team", FINANCE, now)
+    result = showback.showback(showback.Window(T0, now, "3h"), "team", FINANCE, now)
     assert result.capacity_gpu_seconds == Decimal(8 * 3 * 3600)
     assert result.idle is not None
     assert result.total.allocated_gpu_seconds + result.idle.idle_gpu_seconds == result.capacity_gpu_seconds
@@ -190,7 +190,7 @@ def test_borrowed_job_and_idle_guarantees() -> None:
     assert hour[("vision", T0)]["lent_gpu_seconds"] == Decimal(8 * 3600)
     assert hour[("vision", T0)]["idle_gpu_seconds"] == 0
     assert hour[("vision", T0 + minutes(60))]["idle_gpu_seconds"] == Decimal(8 * 3600)
-    report_ = accounting.showback(accounting.Window(T0, now, "2h"), "team", FINANCE, now)
+    report_ = showback.showback(showback.Window(T0, now, "2h"), "team", FINANCE, now)
     by_team = {e.name: e for e in report_.entries}
     assert by_team["ml"].cost_usd.quantize(CENT) == Decimal("40.00")
     assert UsageRollup.objects.filter(bucket=accounting.DAY, borrowed=True).aggregate(s=Sum("allocated_gpu_seconds"))["s"] == Decimal(16 * 3600)
@@ -213,7 +213,7 @@ def test_lending_limit_leaves_the_rest_of_the_guarantee_idle() -> None:
     hold(job, [(a, 8), (b, 8)], T0, T0 + minutes(60), borrowed=True)
     now = T0 + minutes(120)
     accounting.catch_up(now)
-    entries = {e.name: e for e in accounting.showback(accounting.Window(T0, now, "2h"), "team", FINANCE, now).entries}
+    entries = {e.name: e for e in showback.showback(showback.Window(T0, now, "2h"), "team", FINANCE, now).entries}
     assert entries["vision"].idle_reserved_gpu_seconds == Decimal(12 * 3600)
     assert entries["vision"].idle_reserved_usd.quantize(CENT) == Decimal("30.00")
 
@@ -293,7 +293,7 @@ def test_serving_job_counts_useful_tokens_as_its_progress() -> None:
     assert JobProgressRate.objects.get(job=job).unit == "useful_tokens"
     t = totals()
     assert t["productive"] == t["active"] > 0
-    entry = accounting.showback(accounting.Window(T0, T0 + minutes(40), "40m"), "job", FINANCE, T0 + minutes(40)).entries[0]
+    entry = showback.showback(showback.Window(T0, T0 + minutes(40), "40m"), "job", FINANCE, T0 + minutes(40)).entries[0]
     assert entry.useful_tokens == pytest.approx(2_000 * 30 * 60)
     # $/useful token = $10.00 (8 GPUs × 0.5 h × $2.50) / 3.6 M tokens
     assert entry.usd_per_useful_token.quantize(Decimal("1e-12")) == (Decimal("10") / Decimal(3_600_000)).quantize(Decimal("1e-12"))
@@ -341,15 +341,15 @@ def test_retention_drops_raw_samples_only_after_their_rollups_exist() -> None:
     allocation = hold(job, [(n, 8)], T0, T0 + minutes(120))
     report(allocation, n, T0, T0 + minutes(120))
     accounting.catch_up(T0 + minutes(120))
-    window = accounting.Window(T0, T0 + minutes(120), "2h")
-    cost = accounting.showback(window, "team", FINANCE, T0 + minutes(120)).total.cost_usd
+    window = showback.Window(T0, T0 + minutes(120), "2h")
+    cost = showback.showback(window, "team", FINANCE, T0 + minutes(120)).total.cost_usd
     later = T0 + timedelta(days=10)
     result = accounting.apply_retention(later)
     assert result.samples_deleted == 120
     assert not UsageSample.objects.exists()
     assert not UsageRollup.objects.filter(bucket=accounting.MINUTE).exists()
     assert UsageRollup.objects.filter(bucket=accounting.HOUR).count() == 2
-    assert accounting.showback(window, "team", FINANCE, later).total.cost_usd == cost
+    assert showback.showback(window, "team", FINANCE, later).total.cost_usd == cost
     assert cost.quantize(CENT) == Decimal("40.00")
 
 
@@ -410,7 +410,7 @@ def test_rollup_lag_is_reported_as_the_window_actually_covered() -> None:
     node(gpu)
     accounting.catch_up(T0 + minutes(30))
     late = T0 + minutes(90)
-    result = accounting.showback(accounting.Window(T0, late, "90m"), "team", FINANCE, late)
+    result = showback.showback(showback.Window(T0, late, "90m"), "team", FINANCE, late)
     assert result.end == T0 + minutes(30)
 
 
@@ -424,7 +424,7 @@ def test_members_read_their_own_team_only() -> None:
     now = T0 + minutes(60)
     accounting.catch_up(now)
     member = Access(is_admin=False, is_finance=False, team_ids=frozenset({ml.pk}))
-    result = accounting.showback(accounting.Window(T0, now, "1h"), "team", member, now)
+    result = showback.showback(showback.Window(T0, now, "1h"), "team", member, now)
     assert [e.name for e in result.entries] == ["ml"]
     assert result.idle is None
     assert result.total.cost_usd.quantize(CENT) == Decimal("20.00")
@@ -432,8 +432,8 @@ def test_members_read_their_own_team_only() -> None:
 
 def test_month_window_is_the_calendar_month_in_utc() -> None:
     now = datetime(2026, 12, 5, tzinfo=UTC)
-    window = accounting.month_window("2026-11", now)
+    window = showback.month_window("2026-11", now)
     assert (window.start, window.end) == (datetime(2026, 11, 1, tzinfo=UTC), datetime(2026, 12, 1, tzinfo=UTC))
-    with pytest.raises(accounting.AccountingQueryError) as error:
-        accounting.month_window("2026-13", now)
+    with pytest.raises(showback.AccountingQueryError) as error:
+        showback.month_window("2026-13", now)
     assert error.value.field == "month"

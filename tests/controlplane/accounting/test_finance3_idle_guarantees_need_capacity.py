@@ -21,7 +21,7 @@ import pytest
 from django.db.models import Sum
 
 from controlplane.models import QuotaRollup
-from controlplane.services import accounting, nodes
+from controlplane.services import accounting, nodes, showback
 from controlplane.services.access import Access
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import T0, h100, minutes, node
@@ -63,7 +63,7 @@ def test_guarantees_are_not_idle_before_the_first_node_of_their_type_registers()
     assert row.nominal_gpu_seconds == row.used_gpu_seconds + row.lent_gpu_seconds + row.idle_gpu_seconds
 
     now = T0 + minutes(3)
-    report = accounting.showback(accounting.Window(T0, now, "3m"), "team", FINANCE, now)
+    report = showback.showback(showback.Window(T0, now, "3m"), "team", FINANCE, now)
     assert report.idle is not None
     # The same idle GPUs, read twice: as the team's idle guarantee and as the fleet's __idle__.
     assert report.idle_reserved_gpu_seconds_total == report.idle.idle_gpu_seconds == Decimal(8 * 160)

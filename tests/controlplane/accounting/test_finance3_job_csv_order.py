@@ -11,8 +11,8 @@ import io
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from controlplane.services import accounting
-from controlplane.services.accounting import Showback, ShowbackEntry, Window
+from controlplane.services import showback
+from controlplane.services.showback import Showback, ShowbackEntry, Window
 
 START = datetime(2026, 12, 1, tzinfo=UTC)
 END = datetime(2026, 12, 2, tzinfo=UTC)
@@ -36,11 +36,11 @@ def first_cells(text: str) -> list[str]:
 def test_job_rows_come_in_id_order_not_text_order() -> None:
     # The service hands entries over by cost; the CSV orders them by id.
     entries = [job(10, "5"), job(2, "4"), job(100, "3"), job(1, "2"), job(11, "1")]
-    assert first_cells(accounting.showback_csv(report(entries, "job"))) == ["1", "2", "10", "11", "100", "TOTAL"]
+    assert first_cells(showback.showback_csv(report(entries, "job"))) == ["1", "2", "10", "11", "100", "TOTAL"]
 
 
 def test_other_groupings_keep_name_order() -> None:
     entries = [ShowbackEntry(key=k, name=k, properties={"team_id": i}, cost_usd=Decimal(1))
                for i, k in enumerate(["vision", "10x", "language", "2x"])]
-    assert first_cells(accounting.showback_csv(report(entries, "team"))) == ["10x", "2x", "language", "vision",
-                                                                            "TOTAL"]
+    assert first_cells(showback.showback_csv(report(entries, "team"))) == ["10x", "2x", "language", "vision",
+                                                                          "TOTAL"]

@@ -14,7 +14,7 @@ from decimal import Decimal
 
 import pytest
 
-from controlplane.services import accounting
+from controlplane.services import accounting, showback
 from controlplane.services.access import Access
 from tests.controlplane.accounting.builders import hold, running_job
 from tests.controlplane.fleet_fixture import Fleet
@@ -36,19 +36,19 @@ def held(fleet: Fleet) -> None:
 @pytest.mark.parametrize(("text", "length"), [("30m", timedelta(minutes=30)), ("1h", timedelta(hours=1)),
                                               ("24h", timedelta(hours=24))])
 def test_a_relative_window_covers_its_whole_length(held: None, text: str, length: timedelta) -> None:
-    report = accounting.showback(accounting.parse_window(text, NOW), "team", FINANCE, NOW)
+    report = showback.showback(showback.parse_window(text, NOW), "team", FINANCE, NOW)
 
     assert report.end == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)  # the last whole minute rolled
     assert report.end - report.start == length
     held_s = min(length, timedelta(hours=2) - timedelta(seconds=50)).total_seconds()
     assert report.total.allocated_gpu_seconds == Decimal(8 * held_s)
-    body = accounting.showback_json(report)
+    body = showback.showback_json(report)
     assert body["totals"]["minutes"] == length.total_seconds() / 60
     assert body["requestedWindow"] == text
 
 
 def test_windows_of_fixed_instants_keep_their_start(held: None) -> None:
-    for window in (accounting.parse_window("today", NOW),
-                   accounting.parse_window("2026-12-01T11:30:00Z,2026-12-01T13:00:00Z", NOW)):
-        report = accounting.showback(window, "team", FINANCE, NOW)
+    for window in (showback.parse_window("today", NOW),
+                   showback.parse_window("2026-12-01T11:30:00Z,2026-12-01T13:00:00Z", NOW)):
+        report = showback.showback(window, "team", FINANCE, NOW)
         assert report.start == window.start and report.end == datetime(2026, 12, 1, 12, 0, tzinfo=UTC)

@@ -22,7 +22,7 @@ from django.utils import timezone
 
 from controlplane.choices import CapacityTier, EventKind, JobState, Role
 from controlplane.models import Event, Job, PriceRate
-from controlplane.services import accounting, transitions
+from controlplane.services import accounting, showback, transitions
 from controlplane.services.access import access_of
 from tests.controlplane import factories as f
 from tests.controlplane.loop_fixtures import (
@@ -83,8 +83,8 @@ def test_a_gang_stopped_by_a_preemption_loses_the_work_of_every_gpu_it_held(loop
     now = timezone.now() + timedelta(minutes=1, seconds=1)
     accounting.catch_up(now)
     finance = f.make_user("finn", role=Role.FINANCE)
-    report = accounting.showback(accounting.Window(now - timedelta(hours=1), now, "1h"), "job",
-                                 access_of(finance), now)
+    report = showback.showback(showback.Window(now - timedelta(hours=1), now, "1h"), "job",
+                               access_of(finance), now)
     (entry,) = report.entries
     assert entry.lost_gpu_seconds == pytest.approx(Decimal(job.lost_gpu_seconds), abs=Decimal("0.01"))
     assert entry.lost_cost_usd.quantize(Decimal("0.01")) == Decimal("9.60")
@@ -126,7 +126,7 @@ def test_a_fenced_gang_with_a_member_gone_before_shows_the_loss_the_job_records(
     # rolled past the stop's minute: a report ends on the last whole minute rolled
     now = timezone.now() + timedelta(minutes=1, seconds=1)
     accounting.catch_up(now)
-    report = accounting.showback(accounting.Window(now - timedelta(hours=1), now, "1h"), "job",
-                                 access_of(f.make_user("finn", role=Role.FINANCE)), now)
+    report = showback.showback(showback.Window(now - timedelta(hours=1), now, "1h"), "job",
+                               access_of(f.make_user("finn", role=Role.FINANCE)), now)
     (entry,) = report.entries
     assert entry.lost_gpu_seconds == pytest.approx(Decimal(job.lost_gpu_seconds), abs=Decimal("0.01"))

@@ -15,7 +15,7 @@ import pytest
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from controlplane.services import accounting
+from controlplane.services import accounting, showback
 from tests.controlplane.accounting.builders import hold, running_job
 from tests.controlplane.fleet_fixture import Fleet
 
@@ -56,13 +56,13 @@ def test_the_report_never_ends_before_it_starts(lagging: None, fleet: Fleet) -> 
     from controlplane.services.access import access_of
 
     now = timezone.now()
-    rolled = accounting._rolled_until()
+    rolled = showback.rolled_until()
     assert rolled is not None
     for offset in (1, 30, 59, 61):
         start = rolled + timedelta(seconds=offset)
         if start >= now:
             continue
-        report = accounting.showback(accounting.Window(start, now, "w"), "team", access_of(fleet.users["finance"]), now)
+        report = showback.showback(showback.Window(start, now, "w"), "team", access_of(fleet.users["finance"]), now)
         assert report.start <= report.end, (offset, report.start, report.end)
         if report.start >= rolled:  # a window aligned to whole minutes may begin before `start`
             assert report.total.allocated_gpu_seconds == 0

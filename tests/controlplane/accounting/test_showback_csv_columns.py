@@ -14,8 +14,8 @@ import re
 from datetime import UTC, datetime
 from decimal import Decimal
 
-from controlplane.services import accounting
-from controlplane.services.accounting import Showback, ShowbackEntry, Window
+from controlplane.services import showback
+from controlplane.services.showback import Showback, ShowbackEntry, Window
 
 START = datetime(2026, 11, 2, tzinfo=UTC)
 END = datetime(2026, 11, 3, tzinfo=UTC)
@@ -58,7 +58,7 @@ def fleet_report(group_by: str = "team", with_idle: bool = True) -> Showback:
                    idle_reserved_gpu_seconds=Decimal(0) if team else None)
     idle = None
     if with_idle:
-        idle = ShowbackEntry(key=accounting.IDLE, name=accounting.IDLE, properties={},
+        idle = ShowbackEntry(key=showback.IDLE, name=showback.IDLE, properties={},
                              idle_gpu_seconds=Decimal(3600), cost_usd=Decimal("2.5"))
     return Showback(
         window=Window(START, END, "1d"), start=START, end=END, group_by=group_by, entries=[ml, serve, vision],
@@ -69,7 +69,7 @@ def fleet_report(group_by: str = "team", with_idle: bool = True) -> Showback:
 
 
 def read(report: Showback) -> tuple[list[str], dict[str, dict[str, str]]]:
-    rows = list(csv.reader(io.StringIO(accounting.showback_csv(report))))
+    rows = list(csv.reader(io.StringIO(showback.showback_csv(report))))
     header = rows[0]
     return header, {r[0]: dict(zip(header, r, strict=True)) for r in rows[1:]}
 
@@ -79,7 +79,7 @@ def test_the_existing_columns_come_first_in_their_order_and_the_pages_figures_fo
     assert header[0] == "team"
     assert header[1:9] == OLD_COLUMNS
     assert header[9:] == NEW_COLUMNS
-    assert list(accounting.CSV_COLUMNS) == OLD_COLUMNS + NEW_COLUMNS
+    assert list(showback.CSV_COLUMNS) == OLD_COLUMNS + NEW_COLUMNS
 
 
 def test_the_new_columns_carry_what_the_page_shows() -> None:
@@ -159,7 +159,7 @@ def test_the_total_row_adds_up() -> None:
 
 def test_the_json_carries_the_same_figures() -> None:
     report = fleet_report()
-    body = accounting.showback_json(report)
+    body = showback.showback_json(report)
     sets, totals = body["data"][0], body["totals"]
     _, rows = read(report)
     for name in ("ml", "serve", "vision"):

@@ -273,7 +273,7 @@ def test_each_run_costs_what_showback_charges_across_gpu_types_and_a_price_chang
     add up to what showback charges the job and its project, and what the job page says, once the
     rollup has caught up. A rate added afterwards with effect from the past (a repricing) moves
     the run and showback alike."""
-    from controlplane.services import accounting
+    from controlplane.services import accounting, job_costs
 
     alice, finance = clients["owner"], clients["finance"]
     now = timezone.now()
@@ -295,7 +295,7 @@ def test_each_run_costs_what_showback_charges_across_gpu_types_and_a_price_chang
     assert body["total_cost_usd"] == 15.67
     assert _showback_cost(alice, "job", str(job.pk)) == Decimal("15.67")
     assert _showback_cost(finance, "project", "ml/llm") == Decimal("15.67")
-    assert accounting.job_cost(job.pk)["cost_usd"] == Decimal("15.67")
+    assert job_costs.job_cost(job.pk)["cost_usd"] == Decimal("15.67")
 
     # Finance learns the A100s cost $2.00 from the second run's second hour on: repriced.
     f.make_price_rate(fleet.a100, "2.0000", effective_from=t0 + timedelta(hours=3))
@@ -350,7 +350,7 @@ def test_a_gang_across_gpu_types_with_a_member_gone_early_and_a_price_change_mid
     minute). Run 2: 4 H100s, still running. Each run is priced by hand; and at one instant the
     runs' total is to the cent what the rollup charges the job for its minutes (`job_cost`)."""
     from controlplane.choices import EventKind
-    from controlplane.services import accounting
+    from controlplane.services import accounting, job_costs
 
     now = timezone.now()
     t0 = accounting.floor_to(now, accounting.MINUTE) - timedelta(hours=3)
@@ -382,6 +382,6 @@ def test_a_gang_across_gpu_types_with_a_member_gone_early_and_a_price_change_mid
 
     at = timezone.now()
     accounting.catch_up(at)
-    costs = accounting.run_costs(job.pk, at)
-    assert costs.total_usd == accounting.job_cost(job.pk)["cost_usd"]
+    costs = job_costs.run_costs(job.pk, at)
+    assert costs.total_usd == job_costs.job_cost(job.pk)["cost_usd"]
     assert costs.of(run1.pk) == Decimal("10.63") and sum(costs.usd.values()) == costs.total_usd

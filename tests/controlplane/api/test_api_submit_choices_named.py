@@ -60,10 +60,10 @@ def test_an_array_requeue_keeps_its_own_words(fleet, alice) -> None:
 
 
 def test_showback_and_utilization_choices_list_them(fleet, alice) -> None:
-    from controlplane.services import accounting
+    from controlplane.services.showback import GROUP_BY
 
     showback = _errors(alice.get("/api/v1/showback/", {"group_by": "colour"}))
     utilization = _errors(alice.get("/api/v1/metrics/utilization/", {"bucket": "week"}))
 
-    assert showback == {"group_by": [f"'colour' is not a valid choice; choose one of: {', '.join(accounting.GROUP_BY)}."]}
+    assert showback == {"group_by": [f"'colour' is not a valid choice; choose one of: {', '.join(GROUP_BY)}."]}
     assert utilization == {"bucket": ["'week' is not a valid choice; choose one of: minute, hour, day."]}

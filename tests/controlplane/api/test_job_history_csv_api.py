@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from controlplane.choices import AllocationState, JobState
 from controlplane.models import Allocation, AllocationGpu
-from controlplane.services import accounting, job_history
+from controlplane.services import accounting, job_costs, job_history
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -101,7 +101,7 @@ def _ran(job: Any, node: Any, gpus: int, generation: int) -> None:
 
 def test_each_job_costs_what_showback_charges_it_and_the_total_adds_up_to_the_cent(fleet, alice) -> None:
     """`cost_usd`, the CSV's last column: each job's GPU time priced by the accounting's own rule
-    (`accounting.run_costs`: Span.held_cost at the rate in force at each instant, as the job's
+    (`job_costs.run_costs`: Span.held_cost at the rate in force at each instant, as the job's
     runs panel and showback charge it), so finance can sum the CSV and find showback's figure.
     Until 2 Dec the CSV had GPU-hours and no money. Here across a price change (H100 $2.50, then
     $3.10 from 15 min into `ok`'s run), with a job of odd seconds whose cost is no whole cent and
@@ -137,4 +137,4 @@ def test_each_job_costs_what_showback_charges_it_and_the_total_adds_up_to_the_ce
     assert rows[-1][0] == "TOTAL" and rows[-1][-1] == "5.47" == str(sum(by_job.values()))
     # the runs' own rule, job by job
     for job in (ok, oom, odd, never):
-        assert cost[job.name] == str(accounting.run_costs(job.pk, now).total_usd)
+        assert cost[job.name] == str(job_costs.run_costs(job.pk, now).total_usd)

@@ -20,7 +20,7 @@ from django.utils import timezone
 from controlplane.api.serializers import JobSerializer, job_payload
 from controlplane.choices import AllocationState, JobState
 from controlplane.models import Allocation, AllocationGpu, Job, Node
-from controlplane.services import accounting
+from controlplane.services import accounting, job_costs
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -213,7 +213,7 @@ def test_gpu_hours_agree_with_the_accounting_for_a_preempted_and_restarted_job(f
     row = alice.get(f"{J}{job.pk}/").json()
     listed = alice.get(J, {"ran_on": fleet.nodes[1].name}).json()["results"][0]
 
-    assert accounting.job_cost(job.pk)["gpu_hours_allocated"] == Decimal("6.0000")
+    assert job_costs.job_cost(job.pk)["gpu_hours_allocated"] == Decimal("6.0000")
     assert row["gpu_hours"] == listed["gpu_hours"] == 6.0
     assert (row["lost_gpu_hours"], row["preemption_count"], row["elapsed_s"]) == (1.3333, 1, 1800)
     assert row["ran_on"] == [fleet.nodes[1].name, fleet.nodes[2].name]

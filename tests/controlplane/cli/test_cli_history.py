@@ -26,7 +26,7 @@ from django.utils import timezone
 from controlplane.choices import AllocationState, JobState
 from controlplane.cli import output
 from controlplane.models import Allocation, AllocationGpu, Job, Node
-from controlplane.services import accounting, job_history
+from controlplane.services import accounting, job_costs, job_history
 from tests.controlplane import factories as f
 from tests.controlplane.cli.conftest import REPO
 
@@ -135,7 +135,7 @@ def test_history_since_yesterday_until_today_are_the_utc_days_of_the_moment_qm_a
 def test_history_gpu_hours_are_the_accountings(alice_qm, yesterday) -> None:
     run = alice_qm("history", *_dates(yesterday["day"], until=False), "--format", "json")
     jobs = {j["name"]: j for j in run.json()["jobs"]}
-    cost = accounting.job_cost(yesterday["moved"].pk)
+    cost = job_costs.job_cost(yesterday["moved"].pk)
     assert jobs["train-7b"]["gpu_hours"] == float(cost["gpu_hours_allocated"]) == 12.0
     assert run.json()["totals"] == {"jobs": 4, "states": {"succeeded": 2, "cancelled": 1, "failed": 1},
                                     "gpu_hours": 13.0, "lost_gpu_hours": 2.0}

@@ -1,0 +1,184 @@
+"""What a job and its runs have cost: the job page's figures so far (`job_cost`, from the day
+rollups), each run to the cent (`run_costs`, by the rollup's own rule: the allocations' held
+spans at the price rates in force), many jobs at once (`jobs_costs`: the history CSV's
+`cost_usd`) and any set of jobs added up (`jobs_total_cost`: the history's TOTAL, one statement
+on PostgreSQL). It only reads: services/accounting.py writes the rollups and holds the spans
+(`held_spans`) and the price book (`price_book`) the runs are priced with."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import EmptyResultSet
+from django.db import connection
+from django.db.models import Q, QuerySet, Sum
+
+from controlplane.choices import EventKind
+from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PriceRate, UsageRollup
+from controlplane.services.accounting import DAY, held_spans, price_book
+from controlplane.services.showback import CENT, hours, rolled_until
+from controlplane.services.usage_tiers import US_PER_HOUR, PriceBook, Span, to_us
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def job_cost(job_id: int) -> dict[str, Any]:
+    """A job's figures so far (the job page): the tiers in GPU-hours, cost, lost work."""
+    where = Q(bucket=DAY)
+    sums = UsageRollup.objects.filter(where, job_id=job_id).aggregate(
+        allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
+        productive=Sum("productive_gpu_seconds"), lost=Sum("lost_gpu_seconds"), cost=Sum("cost_usd"),
+        lost_cost=Sum("lost_cost_usd"), tokens=Sum("retained_tokens"),
+    )
+    return {
+        "gpu_hours_allocated": hours(sums["allocated"] or Decimal(0)),
+        "gpu_hours_active": hours(sums["active"] or Decimal(0)),
+        "gpu_hours_productive": hours(sums["productive"] or Decimal(0)),
+        "preemption_lost_gpu_hours": hours(sums["lost"] or Decimal(0)),
+        "cost_usd": (sums["cost"] or Decimal(0)).quantize(CENT),
+        "preemption_waste_usd": (sums["lost_cost"] or Decimal(0)).quantize(CENT),
+        "useful_tokens": round(sums["tokens"] or 0.0),
+        "rolled_until": rolled_until(),
+    }
+
+
+@dataclass(frozen=True)
+class RunCosts:
+    """What each run (allocation) of a job has cost, to the cent, and the job's total."""
+
+    #: allocation id → $, rounded cumulatively in bind order so the runs add up to `total_usd`.
+    usd: dict[int, Decimal]
+    total_usd: Decimal
+
+    def of(self, allocation_id: int) -> Decimal:
+        """A run's cost; $0.00 for one that held no GPU."""
+        return self.usd.get(allocation_id, Decimal("0.00"))
+
+
+def run_costs(job_id: int, now: datetime) -> RunCosts:
+    """What each run of the job has cost up to `now`, as the rollup charges the job: the same
+    spans (`held_spans`: each node's GPUs from the bind to the release, a gang member that exited
+    early to its exit, `now` while held) priced by the same rule (`Span.held_cost`: the node's
+    GPU type and capacity tier at the rate in force at each instant, cut where a rate changes,
+    unpriced time free) with the price rates as they stand, a repricing's included. The rollup
+    sums the same pieces minute by minute, so once it has caught up the runs' total is what
+    showback and the job page (`job_cost`) charge the job, to the cent.
+
+    Cents: each run's is the running total to the cent through it, less the one through the run
+    before (in bind order), so the runs add up to the rounded total exactly, each is within a
+    cent of its own rounding, and an ended run's cents never move while a later run grows (a
+    largest-remainder share would pass a cent between them as the running one's seconds tick).
+    Every run of the job is priced, whatever page of them is shown. Three queries (spans, gang
+    members' early exits, rates); none for a job that never held a GPU."""
+    return _priced_runs(held_spans(_EPOCH, now, job_id)[0], now).get(job_id, RunCosts(usd={}, total_usd=Decimal("0.00")))
+
+
+def jobs_costs(job_ids: Sequence[int], now: datetime) -> dict[int, Decimal]:
+    """What each of these jobs has cost up to `now`, to the cent: `run_costs(job).total_usd` for
+    each, in the same three queries for all of them (the history CSV's `cost_usd`, a chunk of
+    jobs at a time). A job that never held a GPU cost $0.00."""
+    if not job_ids:
+        return {}
+    priced = _priced_runs(held_spans(_EPOCH, now, None, job_ids)[0], now)
+    return {job_id: priced[job_id].total_usd if job_id in priced else Decimal("0.00") for job_id in job_ids}
+
+
+def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:
+    """What the jobs of `jobs` (any filtered set, of any size) have cost up to `now`, added up:
+    Σ `jobs_costs` (each job to the cent, as the history CSV's `cost_usd` cells and its TOTAL
+    row say it), to the cent, in one query on PostgreSQL. The same spans as `held_spans` reads (each
+    allocation's GPUs per node from the bind to the release, a gang member that exited early to
+    its exit, `now` while held), priced by the same rule (`PriceBook`: the rate of the node's GPU
+    type and capacity tier in force at each instant, cut where a rate changes, time before a
+    first rate free), in PostgreSQL's exact numeric: every piece's GPU-µs × $/GPU-hour summed per
+    job, the job's sum rounded to the cent half to even (as `_priced_runs` rounds its exact sum),
+    the cents summed. SQLite (the demo) prices the jobs `jobs_costs` 1,000 at a time and adds
+    them up. Pricing 50,000 jobs the per-job way takes seconds (bench/history_cost.py)."""
+    jobs = jobs.order_by()
+    if connection.vendor != "postgresql":
+        ids = list(jobs.values_list("pk", flat=True))
+        return sum((cost for start in range(0, len(ids), 1000)
+                    for cost in jobs_costs(ids[start:start + 1000], now).values()), Decimal("0.00"))
+    try:
+        inner, params = jobs.values_list("pk").query.sql_with_params()
+    except EmptyResultSet:  # a filter nothing can match: no job, no query
+        return Decimal("0.00")
+    sql = _JOBS_TOTAL_COST_SQL.format(
+        jobs=inner, allocation=Allocation._meta.db_table, gpu=AllocationGpu._meta.db_table,
+        node=Node._meta.db_table, event=Event._meta.db_table, rate=PriceRate._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [*params, now, _EPOCH, EventKind.ALLOCATION_RELEASED, now])
+        (cents,) = cursor.fetchone()
+    return Decimal(cents or 0).scaleb(-2).quantize(CENT)
+
+
+#: jobs_total_cost's statement. held: each allocation's GPUs per node (`held_spans`' rows); exits:
+#: a gang member's early exit per allocation and node; spans: from the bind to the release, the
+#: exit or `now`, whichever is first; rates: each rate's interval, to the next rate of its GPU
+#: type and tier (`PriceBook.rate_at`: the latest in force, the higher of two from one instant);
+#: per_job: Σ GPUs × µs × $/GPU-hour over each span's overlap with each interval, exact (µs are
+#: whole, EXTRACT gives numeric), then in cents (÷ 3.6e7: 3.6e9 µs an hour, 100 cents a dollar)
+#: rounded half to even by quotient and remainder (no inexact division).
+_JOBS_TOTAL_COST_SQL = """
+WITH held AS (
+    SELECT a.job_id, a.id AS allocation_id, g.node_id, COUNT(*) AS gpus, n.gpu_type_id, n.capacity_tier,
+           a.created_at AS bound, a.released_at AS released
+    FROM {allocation} a JOIN {gpu} g ON g.allocation_id = a.id JOIN {node} n ON n.id = g.node_id
+    WHERE a.job_id IN ({jobs}) AND a.created_at < %s AND (a.released_at IS NULL OR a.released_at > %s)
+    GROUP BY a.job_id, a.id, g.node_id, n.gpu_type_id, n.capacity_tier, a.created_at, a.released_at
+), exits AS (
+    SELECT e.allocation_id, e.node_id, MIN(e.created_at) AS exited FROM {event} e
+    WHERE e.kind = %s AND e.reason = 'MemberExited' AND e.node_id IS NOT NULL
+      AND e.allocation_id IN (SELECT allocation_id FROM held)
+    GROUP BY e.allocation_id, e.node_id
+), spans AS (
+    SELECT h.job_id, h.gpus, h.gpu_type_id, h.capacity_tier, h.bound,
+           LEAST(CASE WHEN x.exited IS NOT NULL AND (h.released IS NULL OR x.exited < h.released)
+                      THEN x.exited ELSE h.released END, %s) AS ended
+    FROM held h LEFT JOIN exits x ON x.allocation_id = h.allocation_id AND x.node_id = h.node_id
+), rates AS (
+    SELECT gpu_type_id, capacity_tier, usd_per_gpu_hour AS rate, effective_from AS since,
+           LEAD(effective_from) OVER (PARTITION BY gpu_type_id, capacity_tier
+                                      ORDER BY effective_from, usd_per_gpu_hour) AS until
+    FROM {rate}
+), per_job AS (
+    SELECT SUM(s.gpus * (EXTRACT(EPOCH FROM LEAST(s.ended, r.until)) - EXTRACT(EPOCH FROM GREATEST(s.bound, r.since)))
+               * 1000000 * r.rate) AS exact
+    FROM spans s JOIN rates r ON r.gpu_type_id = s.gpu_type_id AND r.capacity_tier = s.capacity_tier
+         AND r.since < s.ended AND (r.until IS NULL OR r.until > s.bound)
+    WHERE s.ended > s.bound
+    GROUP BY s.job_id
+)
+SELECT SUM(div(exact, 36000000) + CASE WHEN 2 * mod(exact, 36000000) > 36000000 THEN 1
+                                       WHEN 2 * mod(exact, 36000000) = 36000000 THEN mod(div(exact, 36000000), 2)
+                                       ELSE 0 END)
+FROM per_job"""
+
+
+def _priced_runs(spans: list[Span], now: datetime) -> dict[int, RunCosts]:
+    """Per job of `spans`, its runs priced as `run_costs` says (one query for the rates)."""
+    prices = price_book({span.gpu_type_id for span in spans}) if spans else PriceBook()
+    now_us = to_us(now)
+    # GPU-µs × $/GPU-hour, exact: a running sum divided once rounds to the cent as the exact
+    # figure does (half to even), as jobs_total_cost rounds it in PostgreSQL.
+    exact: dict[int, dict[int, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+    bound: dict[int, int] = {}
+    for span in spans:
+        end_us = now_us if span.end_us is None else min(span.end_us, now_us)
+        exact[span.job_id][span.allocation_id] += span.held_gpu_us_cost(prices, span.start_us, end_us) \
+            if end_us > span.start_us else Decimal(0)
+        bound[span.allocation_id] = span.start_us
+    out = {}
+    for job_id, runs in exact.items():
+        running, shown, usd = Decimal(0), Decimal("0.00"), {}
+        for allocation_id in sorted(runs, key=lambda a: (bound[a], a)):
+            running += runs[allocation_id]
+            through = (running / US_PER_HOUR).quantize(CENT)
+            usd[allocation_id], shown = through - shown, through
+        out[job_id] = RunCosts(usd=usd, total_usd=shown)
+    return out

@@ -1,0 +1,859 @@
+"""Showback: what the fleet cost and who used it over a window, read from the accounting's rollups.
+
+  - the window a report covers, as OpenCost spells it (`parse_window`: 7d, today, start,end;
+    `month_window`: a calendar month), and a relative one read up to the last whole minute
+    rolled (`rolled_window`);
+  - `showback`: cost and the three tiers per team, project, job or priority class, with (for
+    finance and admins) the capacity no job held, idle guarantees per GPU type and GPU time
+    no rate priced;
+  - its presentation: cents and tokens apportioned so the rows add up to TOTAL
+    (`presented_money`, `presented_tokens`), finance's CSV (`showback_csv`, `csv_filename`) and
+    OpenCost's allocation JSON (`showback_json`).
+
+It only reads: services/accounting.py writes the rollups (docs/accounting.md defines every
+figure). The utilization series (services/utilization_series.py) and a job's cost
+(services/job_costs.py) take their windows, the rollup's progress and GPU-hours from here.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from functools import cached_property
+from typing import Any
+
+from django.db import connection
+from django.db.models import Min, Sum
+
+from controlplane.models import (
+    AccountingCursor,
+    FleetRollup,
+    GroupRollup,
+    Job,
+    PriceRate,
+    QuotaRollup,
+    UsageRollup,
+)
+from controlplane.services.accounting import (
+    CURSOR_NAME,
+    DAY,
+    HOUR,
+    MINUTE,
+    MONTH,
+    floor_month,
+    hour_horizon,
+    in_bucket,
+    iso,
+    next_month,
+    raw_horizon,
+)
+from controlplane.services.instants import no_zone_said
+from controlplane.services.usage_tiers import apportion, ceil_to, floor_to
+
+GROUP_BY = ("team", "project", "job", "priority_class")
+IDLE = "__idle__"
+UNALLOCATED = "__unallocated__"
+_HOUR_S = Decimal(3600)
+_ZERO, _ONE = Decimal(0), Decimal(1)
+_WINDOW_UNITS = {"m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+#: The longest window answered (ten years): a window is read as lists of bucket starts.
+_MAX_WINDOW_S = 3660 * 86400
+
+
+class AccountingQueryError(ValueError):
+    """A showback or utilization request that cannot be answered; `field` names the culprit."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+
+
+@dataclass(frozen=True)
+class Window:
+    start: datetime
+    end: datetime
+    label: str
+    #: A relative window's length ("24h": 24 hours back from now). Showback reads it as that
+    #: long, ending where the accounting has rolled whole minutes (`showback`).
+    length: timedelta | None = None
+
+
+def parse_window(text: str, now: datetime) -> Window:
+    """A window as OpenCost spells it: a duration back from now ("30m", "24h", "7d", "2w"),
+    "today", "yesterday", or two RFC 3339 instants "start,end"."""
+    text = (text or "").strip()
+    if not text:
+        raise AccountingQueryError("window", "Give a window such as 7d, 24h, today or start,end (RFC 3339).")
+    if text in ("today", "yesterday"):
+        day = floor_to(now, DAY)
+        return Window(day, now, text) if text == "today" else Window(day - timedelta(days=1), day, text)
+    if "," in text:
+        parts = text.split(",")
+        if len(parts) != 2:
+            raise AccountingQueryError("window", f"'{text}' is not a window: give two RFC 3339 instants, start,end.")
+        first, second = parts
+        start, end = _instant(first), _instant(second)
+        if end <= start:
+            # `start,start` is an empty window, not one that "ends before it starts".
+            raise AccountingQueryError("window", f"The window ends ({second}) when it starts ({first}): it covers no "
+                                       "time." if end == start else f"The window ends ({second}) before it starts "
+                                       f"({first}).")
+        if start >= now:
+            raise AccountingQueryError("window", f"The window starts ({first}) after now ({iso(now)}): nothing "
+                                       "has been used there yet.")
+        end = min(end, now)
+        if (end - start).total_seconds() > _MAX_WINDOW_S:
+            raise AccountingQueryError("window", f"'{text}' spans more than ten years; use a shorter window.")
+        return Window(start, end, text)
+    number, unit = text[:-1], text[-1:].lower()
+    if unit not in _WINDOW_UNITS or not number.isdigit() or int(number) <= 0:
+        raise AccountingQueryError(
+            "window", f"'{text}' is not a window: use a positive whole number with m, h, d or w (7d), "
+            "today, yesterday, or start,end in RFC 3339."
+        )
+    seconds = int(number) * _WINDOW_UNITS[unit]
+    if seconds > _MAX_WINDOW_S:
+        raise AccountingQueryError("window", f"'{text}' reaches back more than ten years; use a shorter window.")
+    return Window(now - timedelta(seconds=seconds), now, text, timedelta(seconds=seconds))
+
+
+#: An offset whose '+' a URL's query string turned into a space ("…T06:00:00 05:00").
+_SPACED_OFFSET = re.compile(r"(T\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?) (\d{2}:?\d{2})$")
+
+
+def _instant(text: str) -> datetime:
+    # `curl '…?window=2026-11-30T06:00:00+05:00,…'` sends the '+' unencoded, and a query string
+    # reads it as a space: the instant is unambiguous, so read the space as the '+' it was.
+    text = _SPACED_OFFSET.sub(r"\1+\2", text.strip())
+    try:
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise AccountingQueryError("window", f"'{text}' is not an RFC 3339 instant (2026-11-01T00:00:00Z).") from None
+    if moment.tzinfo is None:
+        raise AccountingQueryError("window", f"{no_zone_said(text, moment)}.")
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:
+        raise AccountingQueryError("window", f"'{text}' is outside the years 1 to 9999 in UTC.") from None
+
+
+def month_window(text: str, now: datetime) -> Window:
+    """A calendar month in UTC, "YYYY-MM"; a month still running ends now."""
+    try:
+        year, month = (int(p) for p in text.strip().split("-"))
+        start = datetime(year, month, 1, tzinfo=UTC)
+    except (ValueError, TypeError):
+        raise AccountingQueryError("month", f"'{text}' is not a month: use YYYY-MM, such as 2026-11.") from None
+    if start > now:
+        raise AccountingQueryError("month", f"{text} has not started yet.")
+    return Window(start, min(next_month(start), now), text)
+
+
+@dataclass
+class ShowbackEntry:
+    """One group's figures over the window. GPU-seconds and money are exact decimals."""
+
+    key: str
+    name: str
+    properties: dict[str, Any]
+    allocated_gpu_seconds: Decimal = Decimal(0)
+    active_gpu_seconds: Decimal = Decimal(0)
+    productive_gpu_seconds: Decimal = Decimal(0)
+    lost_gpu_seconds: Decimal = Decimal(0)
+    cost_usd: Decimal = Decimal(0)
+    lost_cost_usd: Decimal = Decimal(0)
+    useful_tokens: float = 0.0
+    idle_reserved_gpu_seconds: Decimal | None = None
+    idle_reserved_usd: Decimal | None = None
+    idle_gpu_seconds: Decimal = Decimal(0)
+    #: What the jobs that reported useful tokens cost (the numerator of $ per useful token).
+    token_cost_usd: Decimal = Decimal(0)
+
+    def add(self, other: ShowbackEntry) -> None:
+        self.allocated_gpu_seconds += other.allocated_gpu_seconds
+        self.active_gpu_seconds += other.active_gpu_seconds
+        self.productive_gpu_seconds += other.productive_gpu_seconds
+        self.lost_gpu_seconds += other.lost_gpu_seconds
+        self.cost_usd += other.cost_usd
+        self.lost_cost_usd += other.lost_cost_usd
+        self.useful_tokens += other.useful_tokens
+        self.idle_gpu_seconds += other.idle_gpu_seconds
+        self.token_cost_usd += other.token_cost_usd
+        if other.idle_reserved_usd is not None:
+            self.idle_reserved_usd = (self.idle_reserved_usd or Decimal(0)) + other.idle_reserved_usd
+            self.idle_reserved_gpu_seconds = (self.idle_reserved_gpu_seconds or Decimal(0)) + (
+                other.idle_reserved_gpu_seconds or Decimal(0)
+            )
+
+    @property
+    def usd_per_gpu_hour(self) -> Decimal | None:
+        return self.cost_usd * _HOUR_S / self.allocated_gpu_seconds if self.allocated_gpu_seconds else None
+
+    @property
+    def usd_per_productive_gpu_hour(self) -> Decimal | None:
+        return self.cost_usd * _HOUR_S / self.productive_gpu_seconds if self.productive_gpu_seconds else None
+
+    @property
+    def usd_per_useful_token(self) -> Decimal | None:
+        """What the jobs that reported useful tokens cost, over those tokens (docs/accounting.md,
+        "$ per useful token"): the cost of jobs that reported none is not in it, but beside it
+        (`cost_without_tokens_usd`)."""
+        return self.token_cost_usd / Decimal(repr(self.useful_tokens)) if self.useful_tokens >= 1 else None
+
+    @property
+    def cost_without_tokens_usd(self) -> Decimal:
+        """The cost that reported no useful tokens: jobs that reported none (and, in TOTAL and
+        `__idle__`, the capacity no job held)."""
+        return self.cost_usd - self.token_cost_usd
+
+    @property
+    def share_without_tokens(self) -> Decimal | None:
+        # Most rows are all or nothing (a job, a team of one kind of work): no division for them.
+        if not self.cost_usd:
+            return None
+        if self.token_cost_usd == self.cost_usd:
+            return _ZERO
+        if not self.token_cost_usd:
+            return _ONE
+        return self.cost_without_tokens_usd / self.cost_usd
+
+
+@dataclass
+class Showback:
+    """Cost and the three tiers per group over one window, OpenCost-allocation shaped.
+
+    `idle` (fleet readers only) is the capacity no job held: capacity − allocated, in GPU-seconds
+    and $; with it, Σ entries + idle = what the fleet cost (`capacity_cost_usd`)."""
+
+    window: Window
+    start: datetime
+    end: datetime
+    group_by: str
+    entries: list[ShowbackEntry]
+    idle: ShowbackEntry | None
+    capacity_gpu_seconds: Decimal | None
+    capacity_cost_usd: Decimal | None
+    rolled_until: datetime | None
+    idle_reserved_gpu_seconds_total: Decimal = Decimal(0)
+    idle_reserved_usd_total: Decimal = Decimal(0)
+    #: Fleet readers: idle guarantees and idle capacity per GPU type (`IdleByGpuType`).
+    idle_by_gpu_type: list[Any] = field(default_factory=list)
+    #: Fleet readers: GPU time in the window before its GPU type and tier had any price
+    #: (`Unpriced`), which the figures count at $0.
+    unpriced: list[Any] = field(default_factory=list)
+
+    @cached_property
+    def total(self) -> ShowbackEntry:
+        """Σ entries (+ `__idle__`'s cost for fleet readers), computed once per report."""
+        total = ShowbackEntry(key="TOTAL", name="TOTAL", properties={})
+        for entry in self.entries:
+            total.add(entry)
+        if self.idle is not None:
+            total.cost_usd += self.idle.cost_usd
+            total.idle_gpu_seconds = self.idle.idle_gpu_seconds
+        return total
+
+
+Segment = tuple[int, datetime, datetime]
+
+
+def _floor(t: datetime, bucket: int) -> datetime:
+    return floor_month(t) if bucket == MONTH else floor_to(t, bucket)
+
+
+def _ceil(t: datetime, bucket: int) -> datetime:
+    if bucket != MONTH:
+        return ceil_to(t, bucket)
+    month = floor_month(t)
+    return month if month == t else next_month(month)
+
+
+def _segments(start: datetime, end: datetime, now: datetime, levels: Sequence[int]) -> tuple[datetime, datetime, list[Segment]]:
+    """[start, end) as rollup rows, coarsest first: whole months (if `levels` has them) from
+    month rows, whole days from day rows, whole hours from hour rows, the rest from minute
+    rows. Each end is aligned to the finest rows still kept there."""
+    horizon, hours_from = raw_horizon(now), hour_horizon(now)
+
+    def align(t: datetime, up: bool) -> datetime:
+        bucket = MINUTE if t >= horizon else HOUR if t >= hours_from else DAY
+        return ceil_to(t, bucket) if up else floor_to(t, bucket)
+
+    s, e = align(start, False), align(end, True)
+    out: list[Segment] = []
+
+    def split(a: datetime, b: datetime, remaining: Sequence[int]) -> None:
+        if a >= b:
+            return
+        level = remaining[0]
+        if level == MINUTE:
+            out.append((MINUTE, a, b))
+            return
+        c0, c1 = _ceil(a, level), _floor(b, level)
+        if c0 < c1:
+            out.append((level, c0, c1))
+            split(a, c0, remaining[1:])
+            split(c1, b, remaining[1:])
+        else:
+            split(a, b, remaining[1:])
+
+    split(s, e, levels)
+    return s, e, out
+
+
+#: Public names for pages that read a window the way showback does (frontend/showback_data.py).
+segments = _segments
+
+
+_USAGE_SUMS = {
+    "allocated": "allocated_gpu_seconds", "active": "active_gpu_seconds", "productive": "productive_gpu_seconds",
+    "lost": "lost_gpu_seconds", "cost": "cost_usd", "lost_cost": "lost_cost_usd", "tokens": "retained_tokens",
+    "token_cost": "token_cost_usd",
+}
+
+
+def _sum_segments(model: Any, segments: Sequence[Segment], keys: Sequence[str], sums: dict[str, str],
+                  team_ids: Iterable[int] | None) -> dict[tuple[Any, ...], dict[str, Any]]:
+    """Σ per key over the segments: one aggregate per segment, joined with UNION ALL (one round
+    trip).
+
+    Each segment names its bucket starts one by one (`start = ANY(...)`) rather than as a range:
+    the minute rows crowd the recent end of the `start` histogram, so a range over recent hours
+    is overestimated a hundredfold and planned as a sequential scan, while a list of starts is
+    estimated from the column's distinct count and read through the rollup index."""
+    group = list(keys) or ["bucket"]  # no key: one row per segment, merged under ()
+    parts = []
+    for bucket, a, b in segments:
+        qs = model.objects.filter(in_bucket(bucket, a, b))
+        if team_ids is not None:
+            qs = qs.filter(team_id__in=list(team_ids))
+        parts.append(qs.order_by().values(*group).annotate(**{k: Sum(v) for k, v in sums.items()}))
+    if not parts:
+        return {}
+    query = parts[0].union(*parts[1:], all=True) if len(parts) > 1 else parts[0]
+    width = len(keys)
+    merged: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for values in _rows(query, [*group, *sums]):
+        key = values[:width] if width else ()
+        into = merged.get(key)
+        if into is None:
+            into = merged[key] = dict(zip(keys, key, strict=True))
+        for name, value in zip(sums, values[len(group):], strict=True):
+            if value is not None:
+                into[name] = into.get(name, 0) + value
+    return merged
+
+
+def _rows(query: Any, columns: Sequence[str]) -> Iterable[tuple[Any, ...]]:
+    """A `values()` query's rows as tuples in `columns` order (its fields, then its
+    annotations). On PostgreSQL, as the driver gives them: Django's per-value converters cost
+    ~25 ms on a week by job (8,000 rows), and PostgreSQL's SUM already gives Decimal for
+    decimal and bigint columns, float for float ones. Elsewhere (the SQLite demo, whose sums of
+    decimals are floats) through Django, which makes them Decimal."""
+    if connection.vendor != "postgresql":
+        return (tuple(row[c] for c in columns) for row in query)
+    sql, params = query.query.sql_with_params()
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return cursor.fetchall()
+
+
+def rolled_until() -> datetime | None:
+    return AccountingCursor.objects.filter(name=CURSOR_NAME).values_list("rolled_until", flat=True).first()
+
+
+_UNREAD = object()
+
+
+def rolled_window(window: Window, rolled: datetime | None | object = _UNREAD) -> Window:
+    """A relative window (`30m`, `24h`, `7d`) as showback and the utilization series read it:
+    exactly its length, ending on the last whole minute rolled (`rolled`: the cursor's
+    rolled_until, read here when not given: one query). "Last 24 hours" from now − 24 h to the
+    last whole minute rolled covered 23 h 59 min whenever the rollup was inside a minute behind
+    (a 30m window 29 minutes: 3 % short). A window of fixed instants (`today`, a month,
+    `start,end`), or one the rollup has not reached yet, is returned as it is."""
+    if window.length is None:
+        return window
+    until = rolled_until() if rolled is _UNREAD else rolled
+    if not isinstance(until, datetime):
+        return window
+    covered = floor_to(until, MINUTE)
+    if covered >= window.end:
+        return window
+    return Window(covered - window.length, covered, window.label, window.length)
+
+
+def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showback:
+    """Cost and tiers per team, project, job or priority class over `window`.
+
+    `access` is services.access.Access: finance and admins read every team and the fleet's
+    `__idle__`; members read their own teams only (and no fleet figures). Whole months and days
+    come from the job-less group rows (job grouping: from the jobs' day rows), the partial
+    hours and minutes at the ends from the jobs' hour and minute rows."""
+    if group_by not in GROUP_BY:
+        raise AccountingQueryError("group_by", f"'{group_by}' is not a grouping: use one of {', '.join(GROUP_BY)}.")
+    reads_all = bool(access.is_admin or access.is_finance)
+    if not reads_all and not access.team_ids:
+        raise AccountingQueryError("team", "Only members of a team, finance and admins read showback.")
+    rolled = rolled_until()
+    # The report ends on the last whole minute rolled: a minute rolled only in part grows at
+    # the next run, so the same start,end read again (the page's CSV link) would cover more.
+    covered = floor_to(rolled, MINUTE) if rolled is not None else None
+    window = rolled_window(window, rolled)
+    if covered is None or covered <= window.start:
+        # Nothing of the window rolled whole yet: an empty report, not the minute rolled in part.
+        start = end = floor_to(window.start, MINUTE)
+        segments, plain = [], []
+    else:
+        start, end, segments = _segments(window.start, min(window.end, covered), now, (MONTH, DAY, HOUR, MINUTE))
+        _, _, plain = _segments(window.start, min(window.end, covered), now, (DAY, HOUR, MINUTE))
+    if covered is not None and end > covered:
+        # Never before the start: a window starting in the seconds not rolled yet is empty, not
+        # negative (it read "minutes": -0.03 with an end before its start).
+        end = max(covered, start)
+    team_ids = None if reads_all else access.team_ids
+    keys = {"team": ["team_id"], "project": ["team_id", "project_id"], "job": ["job_id"],
+            "priority_class": ["priority_class_id"]}[group_by]
+    if group_by == "job":
+        merged = _sum_segments(UsageRollup, plain, keys, _USAGE_SUMS, team_ids)
+    else:
+        coarse = [seg for seg in segments if seg[0] in (MONTH, DAY)]
+        fine = [seg for seg in segments if seg[0] in (HOUR, MINUTE)]
+        merged = _sum_segments(GroupRollup, coarse, keys, _USAGE_SUMS, team_ids)
+        for key, row in _sum_segments(UsageRollup, fine, keys, _USAGE_SUMS, team_ids).items():
+            into = merged.setdefault(key, {k: row[k] for k in keys})
+            for name in _USAGE_SUMS:
+                into[name] = into.get(name, 0) + row.get(name, 0)
+    entries = [_entry(group_by, s) for s in merged.values()]
+    idle_by_team: dict[int, tuple[Decimal, Decimal]] = {}
+    reserved_by_type: dict[int, tuple[Decimal, Decimal]] = {}
+    type_names: dict[int, str] = {}
+    for (team_id, gpu_type_id, type_name), row in _sum_segments(
+        QuotaRollup, plain, ["team_id", "gpu_type_id", "gpu_type__name"],
+        {"gpu_s": "idle_gpu_seconds", "usd": "idle_cost_usd"}, team_ids,
+    ).items():
+        type_names[gpu_type_id] = type_name
+        gpu_s, usd = row.get("gpu_s") or Decimal(0), row.get("usd") or Decimal(0)
+        for into, key in ((idle_by_team, team_id), (reserved_by_type, gpu_type_id)):
+            was = into.get(key, (Decimal(0), Decimal(0)))
+            into[key] = (was[0] + gpu_s, was[1] + usd)
+    if group_by == "team":
+        seen = {e.properties["team_id"] for e in entries}
+        for team_id in set(idle_by_team) - seen:
+            entries.append(ShowbackEntry(key=str(team_id), name=str(team_id), properties={"team_id": team_id}))
+        for entry in entries:
+            gpu_s, usd = idle_by_team.get(entry.properties["team_id"], (Decimal(0), Decimal(0)))
+            entry.idle_reserved_gpu_seconds, entry.idle_reserved_usd = gpu_s, usd
+    _name_entries(group_by, entries)
+    entries.sort(key=lambda e: (-e.cost_usd, e.name))
+    idle = capacity = capacity_cost = None
+    by_type: list[IdleByGpuType] = []
+    unpriced: list[Unpriced] = []
+    if reads_all:
+        fleet: dict[str, Decimal] = defaultdict(Decimal)
+        # Per GPU type and capacity tier (the tiers: for GPU time no rate priced, `_unpriced`).
+        per_tier = _sum_segments(FleetRollup, plain, ["gpu_type_id", "gpu_type__name", "capacity_tier"], {
+            "capacity": "capacity_gpu_seconds", "capacity_cost": "capacity_cost_usd",
+            "allocated": "allocated_gpu_seconds", "cost": "cost_usd"}, None)
+        per_type: dict[tuple[int, str], dict[str, Decimal]] = defaultdict(lambda: defaultdict(Decimal))
+        for (gpu_type_id, type_name, _), row in per_tier.items():
+            for name in ("capacity", "capacity_cost", "allocated", "cost"):
+                fleet[name] += row.get(name) or Decimal(0)
+                per_type[(gpu_type_id, type_name)][name] += row.get(name) or Decimal(0)
+        capacity = fleet["capacity"]
+        capacity_cost = fleet["capacity_cost"]
+        idle = ShowbackEntry(key=IDLE, name=IDLE, properties={})
+        idle.idle_gpu_seconds = capacity - fleet["allocated"]
+        idle.cost_usd = capacity_cost - fleet["cost"]
+        type_names.update({key[0]: key[1] for key in per_type})
+        by_type = _idle_by_gpu_type({key[0]: row for key, row in per_type.items()}, reserved_by_type, type_names)
+        unpriced = _unpriced(per_tier, start, end, now)
+    return Showback(
+        window=window, start=start, end=end, group_by=group_by, entries=entries, idle=idle,
+        capacity_gpu_seconds=capacity, capacity_cost_usd=capacity_cost, rolled_until=rolled,
+        idle_reserved_gpu_seconds_total=sum((v[0] for v in idle_by_team.values()), Decimal(0)),
+        idle_reserved_usd_total=sum((v[1] for v in idle_by_team.values()), Decimal(0)),
+        idle_by_gpu_type=by_type, unpriced=unpriced,
+    )
+
+
+@dataclass(frozen=True)
+class Unpriced:
+    """GPU time of one GPU type and capacity tier in a window before that pair had any
+    `PriceRate`: the rollup counts it at $0 (and logs "usage without a price"), so the report
+    says so instead of showing a cheap fleet. `priced_from`: its first rate, None for none."""
+
+    gpu_type: str
+    capacity_tier: str
+    capacity_gpu_seconds: Decimal
+    allocated_gpu_seconds: Decimal
+    priced_from: datetime | None
+
+
+def _unpriced(per_tier: dict[tuple[Any, ...], dict[str, Any]], start: datetime, end: datetime,
+              now: datetime) -> list[Unpriced]:
+    """The fleet's GPU time in [start, end) before its (GPU type, tier)'s first rate, per pair,
+    from the window's fleet sums per (type id, type name, tier). A first rate inside the window
+    counts the rows before it (aligned down to the rows kept, so never more than was unpriced)."""
+    if not per_tier:
+        return []
+    firsts = {(t, tier): first for t, tier, first in PriceRate.objects.order_by().values_list(
+        "gpu_type_id", "capacity_tier").annotate(first=Min("effective_from")).values_list(
+        "gpu_type_id", "capacity_tier", "first")}
+    keys = ["gpu_type_id", "gpu_type__name", "capacity_tier"]
+    sums = {"capacity": "capacity_gpu_seconds", "allocated": "allocated_gpu_seconds"}
+    out = []
+    late: dict[tuple[int, str, str], datetime] = {}
+    for (gpu_type_id, name, tier), row in per_tier.items():
+        first = firsts.get((gpu_type_id, tier))
+        if first is None:
+            out.append(Unpriced(name, tier, row.get("capacity") or Decimal(0), row.get("allocated") or Decimal(0), None))
+        elif first > start:
+            late[(gpu_type_id, name, tier)] = first
+    for (gpu_type_id, name, tier), first in late.items():
+        a, b, before = _segments(start, min(first, end), now, (DAY, HOUR, MINUTE))
+        if b > min(first, end):  # aligned up past the first rate: keep only whole rows before it
+            a, b, before = _segments(start, floor_to(min(first, end), MINUTE), now, (DAY, HOUR, MINUTE))
+        row = _sum_segments(FleetRollup, before, keys, sums, None).get((gpu_type_id, name, tier), {}) if before else {}
+        if row.get("capacity") or row.get("allocated"):
+            out.append(Unpriced(name, tier, row.get("capacity") or Decimal(0), row.get("allocated") or Decimal(0),
+                                first))
+    return sorted(out, key=lambda u: (u.gpu_type, u.capacity_tier))
+
+
+@dataclass(frozen=True)
+class IdleByGpuType:
+    """Per GPU type, the two readings of capacity no job used: guarantees idle (priced at the
+    type's reserved rate: what a guarantee is worth) and the idle capacity (what the idle nodes
+    cost, at their own tiers). They differ where the idle nodes are not reserved capacity."""
+
+    gpu_type: str
+    reserved_gpu_seconds: Decimal
+    reserved_usd: Decimal
+    idle_gpu_seconds: Decimal
+    idle_usd: Decimal
+
+
+def _idle_by_gpu_type(fleet: dict[int, dict[str, Any]], reserved: dict[int, tuple[Decimal, Decimal]],
+                      names: dict[int, str]) -> list[IdleByGpuType]:
+    out = []
+    for gpu_type_id in set(fleet) | set(reserved):
+        row = fleet.get(gpu_type_id, {})
+        gpu_s, usd = reserved.get(gpu_type_id, (Decimal(0), Decimal(0)))
+        out.append(IdleByGpuType(
+            gpu_type=names.get(gpu_type_id, str(gpu_type_id)), reserved_gpu_seconds=gpu_s, reserved_usd=usd,
+            idle_gpu_seconds=(row.get("capacity") or Decimal(0)) - (row.get("allocated") or Decimal(0)),
+            idle_usd=(row.get("capacity_cost") or Decimal(0)) - (row.get("cost") or Decimal(0)),
+        ))
+    return sorted(out, key=lambda t: t.gpu_type)
+
+
+def _entry(group_by: str, s: dict[str, Any]) -> ShowbackEntry:
+    if group_by == "project":
+        key = f"{s['team_id']}/{s['project_id'] or ''}"
+        props: dict[str, Any] = {"team_id": s["team_id"], "project_id": s["project_id"]}
+    else:
+        column = f"{group_by}_id"
+        key, props = str(s[column]), {column: s[column]}
+    return ShowbackEntry(
+        key=key, name=key, properties=props, allocated_gpu_seconds=s["allocated"] or Decimal(0),
+        active_gpu_seconds=s["active"] or Decimal(0), productive_gpu_seconds=s["productive"] or Decimal(0),
+        lost_gpu_seconds=s["lost"] or Decimal(0), cost_usd=s["cost"] or Decimal(0),
+        lost_cost_usd=s["lost_cost"] or Decimal(0), useful_tokens=float(s["tokens"] or 0.0),
+        token_cost_usd=s.get("token_cost") or Decimal(0),
+    )
+
+
+def _name_entries(group_by: str, entries: list[ShowbackEntry]) -> None:
+    """Names as people read them; properties as OpenCost labels them."""
+    from controlplane.models import PriorityClass, Project, Team
+
+    team_ids = {e.properties.get("team_id") for e in entries} - {None}
+    teams = dict(Team.objects.filter(pk__in=team_ids).values_list("pk", "name")) if team_ids else {}
+    if group_by == "team":
+        for e in entries:
+            e.name = teams.get(e.properties["team_id"], e.key)
+            e.properties = {"team_id": e.properties["team_id"], "team": e.name}
+    elif group_by == "project":
+        ids = {e.properties["project_id"] for e in entries} - {None}
+        projects = dict(Project.objects.filter(pk__in=ids).values_list("pk", "name"))
+        for e in entries:
+            team = teams.get(e.properties["team_id"], "")
+            project = projects.get(e.properties["project_id"], UNALLOCATED)
+            e.name = f"{team}/{project}"
+            e.properties = {"team_id": e.properties["team_id"], "team": team,
+                            "project_id": e.properties["project_id"], "project": project}
+    elif group_by == "priority_class":
+        names = dict(PriorityClass.objects.filter(pk__in=[e.properties["priority_class_id"] for e in entries])
+                     .values_list("pk", "name"))
+        for e in entries:
+            e.name = names.get(e.properties["priority_class_id"], e.key)
+            e.properties = {"priority_class_id": e.properties["priority_class_id"], "priority_class": e.name}
+    else:
+        jobs = _job_names([e.properties["job_id"] for e in entries])
+        for e in entries:
+            name, team, project = jobs.get(e.properties["job_id"], ("", "", ""))
+            e.name = e.key
+            e.properties = {"job_id": e.properties["job_id"], "job": name, "team": team, "project": project}
+
+
+def _job_names(ids: list[int]) -> dict[int, tuple[str, str, str]]:
+    """Job, team and project names ("" for a job without a project) for many jobs at once. On
+    PostgreSQL the ids travel as one array parameter (`= ANY(%s)`): a seven-thousand-item IN
+    list costs more to build than to run."""
+    from django.db import connection
+
+    from controlplane.models import Project, Team
+
+    if connection.vendor != "postgresql":
+        return {pk: (name, team, project or "") for pk, name, team, project in
+                Job.objects.filter(pk__in=ids).values_list("pk", "name", "team__name", "project__name")}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f'SELECT j.id, j.name, t.name, p.name FROM "{Job._meta.db_table}" j JOIN "{Team._meta.db_table}" t '
+            f'ON t.id = j.team_id LEFT JOIN "{Project._meta.db_table}" p ON p.id = j.project_id '
+            "WHERE j.id = ANY(%s)", [ids],
+        )
+        return {pk: (name, team, project or "") for pk, name, team, project in cursor.fetchall()}
+
+
+# ------------------------------------------------------------------------------ presentation
+
+CSV_COLUMNS = (
+    "gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive", "cost_usd", "usd_per_gpu_hour",
+    "usd_per_useful_token", "idle_reserved_usd", "preemption_waste_usd",
+    # Appended (existing consumers read the columns above by position): the rest of what the
+    # /showback/ page shows.
+    "usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens", "preemption_lost_gpu_hours",
+    "gpu_hours_idle",
+    # Beside $ per useful token (which counts only the jobs that reported tokens): the cost that
+    # reported none, in cents, and its share of the row's cost.
+    "cost_without_tokens_usd", "share_of_cost_without_tokens",
+)
+_SHARE_Q = Decimal("0.0001")
+#: Appended for `group_by=job`: whose job each row is (the JSON's properties carry them too).
+JOB_CSV_COLUMNS = ("job_name", "team", "project")
+CENT = Decimal("0.01")
+_HOURS_Q = Decimal("0.0001")
+_RATE_Q = Decimal("0.0001")
+_TOKEN_RATE_Q = Decimal("0.000000000001")
+_MILLION_TOKENS_RATE_Q = Decimal("0.000001")
+_MILLION = Decimal(1_000_000)
+
+
+def hours(gpu_seconds: Decimal) -> Decimal:
+    return (gpu_seconds / _HOUR_S).quantize(_HOURS_Q)
+
+
+def _fmt(value: Decimal | None, quantum: Decimal) -> str:
+    """Plain fixed-point text with exactly `quantum`'s places ("" for no value): never Decimal's
+    scientific `1.24355E-7`, and zero as `0.00` like any other cent figure, never `0` or `-0.00`."""
+    if value is None:
+        return ""
+    rounded = value.quantize(quantum)
+    return format(abs(rounded) if rounded == 0 else rounded, "f")
+
+
+def usd_per_million_tokens(entry: ShowbackEntry, per_token: Decimal | None = None) -> Decimal | None:
+    """$ per million useful tokens: the page's and the CSV's figure (exact, unrounded).
+    `per_token`: the entry's `usd_per_useful_token` when the caller has it already."""
+    per_token = per_token if per_token is not None else entry.usd_per_useful_token
+    return None if per_token is None else per_token * _MILLION
+
+
+def presented_tokens(report: Showback) -> dict[str, int]:
+    """Useful tokens per entry (and `TOTAL`) as whole tokens, apportioned like the cents (largest
+    remainder, ties to the earlier entry) so the rows add up to TOTAL; `__idle__` has none.
+    Tokens are floats (progress is pro-rated over sample intervals): integer arithmetic on their
+    floors, the rounded exact sum (math.fsum) as the total."""
+    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
+    values = [r.useful_tokens for r in rows]
+    whole = [math.floor(v) for v in values]
+    units = round(math.fsum(values)) - sum(whole)
+    if units > 0:
+        for i in sorted(range(len(values)), key=lambda i: (whole[i] - values[i], i))[:units]:
+            whole[i] += 1
+    out = {r.key: t for r, t in zip(rows, whole, strict=True)}
+    out["TOTAL"] = sum(whole)
+    return out
+
+
+def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
+    """Cents per entry (and `__idle__`, `TOTAL`) for cost, idle reserved and preemption waste,
+    apportioned so every column adds up to its TOTAL exactly."""
+    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
+    cost = apportion([r.cost_usd for r in rows])
+    waste = apportion([r.lost_cost_usd for r in rows])
+    reserved = apportion([r.idle_reserved_usd or Decimal(0) for r in rows])
+    without = apportion([r.cost_without_tokens_usd for r in rows])
+    out = {
+        r.key: {"cost_usd": c, "preemption_waste_usd": w, "idle_reserved_usd": i, "cost_without_tokens_usd": n}
+        for r, c, w, i, n in zip(rows, cost, waste, reserved, without, strict=True)
+    }
+    total_reserved = report.idle_reserved_usd_total
+    out["TOTAL"] = {
+        "cost_usd": sum(cost, Decimal(0)),
+        "cost_without_tokens_usd": sum(without, Decimal(0)),
+        "preemption_waste_usd": sum(waste, Decimal(0)),
+        "idle_reserved_usd": sum(reserved, Decimal(0)) if report.group_by == "team"
+        else total_reserved.quantize(CENT),
+    }
+    return out
+
+
+def showback_csv(report: Showback) -> str:
+    """Finance's CSV: one row per group, `__idle__` for fleet readers, and a final TOTAL row whose
+    money and token columns equal the sums of the rows above (money to the cent). It carries
+    every figure the /showback/ page shows."""
+    import csv
+    import io
+
+    money = presented_money(report)
+    tokens = presented_tokens(report)
+    fleet = report.idle is not None
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    by_job = report.group_by == "job"
+    writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ())])
+
+    def hours(gpu_seconds: Decimal | None) -> str:
+        return _fmt(None if gpu_seconds is None else gpu_seconds / _HOUR_S, _HOURS_Q)
+
+    def row(entry: ShowbackEntry, reserved: Decimal | None, idle_gpu_seconds: Decimal | None) -> list[str]:
+        # Fixed places per column: hours 4, cents 2, $/GPU-hour 4, $/token 12, $/1M tokens 6, tokens 0.
+        m = money[entry.key]
+        per_token = entry.usd_per_useful_token
+        return [
+            entry.name, hours(entry.allocated_gpu_seconds), hours(entry.active_gpu_seconds),
+            hours(entry.productive_gpu_seconds), _fmt(m["cost_usd"], CENT), _fmt(entry.usd_per_gpu_hour, _RATE_Q),
+            _fmt(per_token, _TOKEN_RATE_Q), _fmt(reserved, CENT),
+            _fmt(m["preemption_waste_usd"], CENT), _fmt(entry.usd_per_productive_gpu_hour, _RATE_Q),
+            str(tokens[entry.key]), _fmt(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
+            hours(entry.lost_gpu_seconds), hours(idle_gpu_seconds),
+            _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
+            *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
+               str(entry.properties.get("project", ""))) if by_job else ()),
+        ]
+
+    # Rows in name order; job rows in id order (as text, job 10 came between 1 and 2).
+    def order(e: ShowbackEntry) -> tuple[int, int, str]:
+        return (0, int(e.name), "") if by_job and e.name.isascii() and e.name.isdigit() else (1, 0, e.name)
+
+    for entry in sorted(report.entries, key=order):
+        reserved = money[entry.key]["idle_reserved_usd"] if report.group_by == "team" else None
+        writer.writerow(row(entry, reserved, Decimal(0) if fleet else None))
+    if report.idle is not None:
+        writer.writerow(row(report.idle, None, report.idle.idle_gpu_seconds))
+    total = report.total
+    writer.writerow(row(total, money["TOTAL"]["idle_reserved_usd"], total.idle_gpu_seconds if fleet else None))
+    return buffer.getvalue()
+
+
+def csv_filename(report: Showback) -> str:
+    """The CSV's file name, naming the period it covers: a month by its name (`2026-11`), any
+    other window by the instants the report covers, in UTC. The CSV itself carries no dates (its
+    first row is the header consumers read by position), so before (2 Dec) a download of the last
+    7 days was `showback-team-7d.csv` whenever it was made, and nothing in the file said which
+    seven days."""
+    label = report.window.label
+    if not re.fullmatch(r"\d{4}-\d{2}", label):
+        label = f"{report.start:%Y-%m-%dT%H%M%SZ}_{report.end:%Y-%m-%dT%H%M%SZ}"
+    return f"showback-{report.group_by}-{label}.csv"
+
+
+def showback_json(report: Showback) -> dict[str, Any]:
+    """The report in OpenCost's allocation shape (`/allocation?window=…&aggregate=…`): `data` is
+    a list of allocation sets keyed by name, each allocation with `window`, `gpuHours`, `gpuCost`
+    and `totalCost`, plus our tiers; `__idle__` is the unallocated capacity. Money is rounded to
+    the cent with the same apportionment as the CSV, so the entries add up to `totals`."""
+    money = presented_money(report)
+    tokens = presented_tokens(report)
+    window = {"start": iso(report.start), "end": iso(report.end)}
+    minutes = (report.end - report.start).total_seconds() / 60
+    allocations: dict[str, Any] = {}
+    for entry in report.entries:
+        allocations[entry.name] = _allocation(entry, money[entry.key], tokens[entry.key], window, minutes)
+    if report.idle is not None:
+        idle = report.idle
+        allocations[IDLE] = {
+            "name": IDLE, "properties": {}, "window": window, "start": window["start"], "end": window["end"],
+            "minutes": minutes, "gpuHours": float(hours(idle.idle_gpu_seconds)),
+            "gpuCost": float(money[IDLE]["cost_usd"]), "totalCost": float(money[IDLE]["cost_usd"]),
+            "costWithoutTokens": float(money[IDLE]["cost_without_tokens_usd"]),
+            "shareOfCostWithoutTokens": _share(idle.cost_without_tokens_usd, idle.cost_usd),
+        }
+    total = report.total
+    totals = _allocation(total, money["TOTAL"], tokens["TOTAL"], window, minutes)
+    totals["idleReservedGpuHours"] = float(hours(report.idle_reserved_gpu_seconds_total))
+    if report.capacity_gpu_seconds is not None:
+        totals["capacityGpuHours"] = float(hours(report.capacity_gpu_seconds))
+        totals["idleGpuHours"] = float(hours(total.idle_gpu_seconds))
+    extra: dict[str, Any] = {}
+    if report.idle is not None:
+        # GPU time no rate priced: counted at $0 above (fleet readers; [] when every hour had a price).
+        extra["unpriced"] = [{
+            "gpuType": u.gpu_type, "capacityTier": u.capacity_tier,
+            "capacityGpuHours": float(hours(u.capacity_gpu_seconds)),
+            "allocatedGpuHours": float(hours(u.allocated_gpu_seconds)),
+            "pricedFrom": iso(u.priced_from) if u.priced_from else None,
+        } for u in report.unpriced]
+    return {
+        "code": 200,
+        "window": window,
+        "requestedWindow": report.window.label,
+        "aggregate": report.group_by,
+        "currency": "USD",
+        "rolledUntil": iso(report.rolled_until) if report.rolled_until else None,
+        "data": [allocations],
+        "totals": totals,
+        **extra,
+    }
+
+
+def _number(value: Decimal | None, quantum: Decimal) -> float | None:
+    return None if value is None else float(value.quantize(quantum))
+
+
+def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, window: dict[str, str],
+                minutes: float) -> dict[str, Any]:
+    number = _number
+    per_token = entry.usd_per_useful_token
+    share = entry.share_without_tokens
+    allocated = entry.allocated_gpu_seconds
+    cost = float(money["cost_usd"])
+    return {
+        "name": entry.name,
+        "properties": entry.properties,
+        "window": window,
+        "start": window["start"],
+        "end": window["end"],
+        "minutes": minutes,
+        "gpuHours": float(hours(allocated)),
+        "gpuHoursActive": float(hours(entry.active_gpu_seconds)),
+        "gpuHoursProductive": float(hours(entry.productive_gpu_seconds)),
+        "gpuEfficiency": _share(entry.active_gpu_seconds, allocated),
+        "gpuProductiveEfficiency": _share(entry.productive_gpu_seconds, allocated),
+        "gpuCost": cost,
+        "totalCost": cost,
+        "usdPerGpuHour": number(entry.usd_per_gpu_hour, _RATE_Q),
+        "usdPerProductiveGpuHour": number(entry.usd_per_productive_gpu_hour, _RATE_Q),
+        "usefulTokens": tokens,
+        "usdPerUsefulToken": number(per_token, _TOKEN_RATE_Q),
+        "usdPerMillionTokens": number(usd_per_million_tokens(entry, per_token), _MILLION_TOKENS_RATE_Q),
+        "costWithoutTokens": float(money["cost_without_tokens_usd"]),
+        "shareOfCostWithoutTokens": None if share is None else round(float(share), 6),
+        "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
+        or entry.key == "TOTAL" else None,
+        "preemptionLostGpuHours": float(hours(entry.lost_gpu_seconds)),
+        "preemptionWasteCost": float(money["preemption_waste_usd"]),
+    }
+
+
+def _share(part: Decimal, whole: Decimal) -> float | None:
+    return round(float(part / whole), 6) if whole else None
+

@@ -1,0 +1,106 @@
+"""The three utilization tiers over time, for the fleet (with its capacity) or one team: the
+overview's and the team pages' charts and GET /api/v1/metrics/utilization/. Read from the
+rollups (services/accounting.py writes them) in minute, hour or day buckets (`choose_bucket`),
+each averaged over the time it covers; the window is showback's (services/showback.py)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.db.models import Sum
+
+from controlplane.models import FleetRollup, UsageRollup
+from controlplane.services.accounting import DAY, HOUR, MINUTE, hour_horizon, in_bucket, raw_horizon
+from controlplane.services.showback import Window, rolled_until
+from controlplane.services.usage_tiers import floor_to
+
+
+@dataclass(frozen=True)
+class UtilizationPoint:
+    """Time-averaged GPUs over one bucket: GPU-seconds ÷ the seconds the bucket covers."""
+
+    start: datetime
+    seconds: float
+    capacity_gpus: float | None
+    allocated_gpus: float
+    active_gpus: float
+    productive_gpus: float
+
+
+def choose_bucket(start: datetime, end: datetime, now: datetime) -> int:
+    """Minutes for up to 6 hours, hours for up to 14 days, days beyond; never a granularity
+    whose rows retention has already dropped at `start`."""
+    span = (end - start).total_seconds()
+    bucket = MINUTE if span <= 6 * 3600 else HOUR if span <= 14 * 86400 else DAY
+    if bucket == MINUTE and start < raw_horizon(now):
+        bucket = HOUR
+    if bucket == HOUR and start < hour_horizon(now):
+        bucket = DAY
+    return bucket
+
+
+def utilization_series(
+    window: Window, now: datetime, *, team_id: int | None = None, bucket: int | None = None,
+    exact_first_bucket: bool = True,
+) -> list[UtilizationPoint]:
+    """The three tiers over time, for the fleet (with capacity) or one team (without): the
+    overview and team charts. Callers check that the reader may see `team_id`.
+    ``exact_first_bucket``: average the first bucket of history over the time it was rolled
+    (one more query); callers that only take ratios of the tiers can skip it."""
+    bucket = bucket or choose_bucket(window.start, window.end, now)
+    rolled = rolled_until()
+    if rolled is None:
+        return []
+    start, end = floor_to(window.start, bucket), min(window.end, rolled)
+    if team_id is None:
+        qs = FleetRollup.objects.filter(in_bucket(bucket, start, end))
+        sums = qs.values("start").annotate(capacity=Sum("capacity_gpu_seconds"), allocated=Sum("allocated_gpu_seconds"),
+                                           active=Sum("active_gpu_seconds"), productive=Sum("productive_gpu_seconds"))
+    else:
+        qs = UsageRollup.objects.filter(in_bucket(bucket, start, end), team_id=team_id)
+        sums = qs.values("start").annotate(allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
+                                           productive=Sum("productive_gpu_seconds"))
+    points = []
+    rows = list(sums.order_by("start"))
+    began = _first_rolled_within(rows[0]["start"], bucket) if rows and exact_first_bucket else None
+    for s in rows:
+        covered = min(float(bucket), (rolled - s["start"]).total_seconds())
+        if began is not None and s["start"] < began < s["start"] + timedelta(seconds=bucket):
+            covered -= (began - s["start"]).total_seconds()  # nothing was rolled before `began`
+        if covered <= 0:
+            continue
+        capacity = s.get("capacity")
+
+        points.append(UtilizationPoint(
+            start=s["start"], seconds=covered,
+            capacity_gpus=_gpus(capacity, covered) if capacity is not None else None,
+            allocated_gpus=_gpus(s["allocated"], covered), active_gpus=_gpus(s["active"], covered),
+            productive_gpus=_gpus(s["productive"], covered),
+        ))
+    return points
+
+
+def _gpus(gpu_seconds: Any, seconds: float) -> float:
+    """GPUs on average over `seconds`. GPU-seconds are exact to the microsecond, so six places
+    say all of it, and a partial minute's 159.99999999999997 GPUs reads 160.0."""
+    return round(float(gpu_seconds or 0) / seconds, 6)
+
+
+def _first_rolled_within(start: datetime, bucket: int) -> datetime | None:
+    """When the fleet's rollups begin inside the bucket at ``start``, read from the next finer
+    rows kept there: the accounting's first run falls mid-bucket on a fresh fleet, and a
+    time-average over the whole bucket understated it (87.5 of 128 GPUs of capacity in the
+    demo's first hour). Retention drops finer rows only at whole days (raw_horizon,
+    hour_horizon), so a bucket either has its finer rows from its start or none (then: None,
+    the whole bucket); only while a retention run deletes a day 400 days old in batches may
+    that day briefly read short."""
+    finer = {HOUR: MINUTE, DAY: HOUR}.get(bucket)
+    if finer is None:
+        return None
+    first: datetime | None = (
+        FleetRollup.objects.filter(bucket=finer, start__gte=start, start__lt=start + timedelta(seconds=bucket))
+        .order_by("start").values_list("start", flat=True).first()
+    )
+    return first
