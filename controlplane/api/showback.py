@@ -27,7 +27,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api.filter_backends import refuse_unknown_parameters
-from controlplane.api.serializers import NamedChoiceField
+from controlplane.api.serializers.fields import NamedChoiceField
 from controlplane.api.views import ApiMixin
 from controlplane.models import Team
 from controlplane.services import accounting, showback, utilization_series

@@ -8,7 +8,7 @@ from django.db.models import Q
 
 from controlplane.choices import CapacityTier, NodeState
 
-# The API's bounds (controlplane/api/serializers.py); the admin's forms check them in clean().
+# The API's bounds (controlplane/api/serializers/fleet.py); the admin's forms check them in clean().
 MIN_RELATIVE_THROUGHPUT = 0.001
 MAX_RELATIVE_THROUGHPUT = 1e6
 MAX_NODE_GPUS = 1024

@@ -30,7 +30,7 @@ def held_sentence(label: str, reason: str = "") -> tuple[str, str]:
 
 
 # Control characters (C0, DEL, C1) and bidirectional overrides: a reason is one line of visible
-# text, as a job's name is (api.serializers.NameField), never an escape sequence for a terminal.
+# text, as a job's name is (api.serializers.fields.NameField), never an escape sequence for a terminal.
 _INVISIBLE = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
 

@@ -1,7 +1,7 @@
 """The words for a time given without a time zone, in one place: showback's window
 (showback._instant), a price rate's effective_from and a maintenance window's start_at and
-end_at (api/serializers.ZonedDateTimeField) refuse such a time rather than read it as UTC, and
-say so alike, with what to send instead."""
+end_at (ZonedDateTimeField, api/serializers/fields.py) refuse such a time rather than read it
+as UTC, and say so alike, with what to send instead."""
 
 from __future__ import annotations
 

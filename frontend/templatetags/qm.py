@@ -150,8 +150,8 @@ def utc(at: datetime | None) -> str:
 @register.filter
 def engine_times(text: str | None) -> str:
     """The engine's sentence with each `t=<Unix seconds>` said as a UTC time: the API's rule
-    (`controlplane.api.serializers.engine_times`), so pages and API say the same words."""
-    from controlplane.api.serializers import engine_times as say_engine_times
+    (`controlplane.api.serializers.sentences.engine_times`), so pages and API say the same words."""
+    from controlplane.api.serializers.sentences import engine_times as say_engine_times
 
     return say_engine_times(text or "")
 

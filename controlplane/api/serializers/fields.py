@@ -1,0 +1,215 @@
+"""The fields and mixins the serializers of every resource share: a field the resource does
+not have refused (StrictFieldsMixin), the model's own rules run before a write
+(ConstraintCheckedModelSerializer), a choice or a record refused in words (NamedChoiceField,
+NamedRecordField), a name, a hold's reason, environment variables, an instant with its time zone."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.utils.dateparse import parse_datetime
+from rest_framework import serializers
+from rest_framework.fields import get_error_detail
+
+from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
+from controlplane.services.hold_text import reason_problem
+from controlplane.services.instants import no_zone_said
+from controlplane.services.jobs import env_problem as job_env_problem
+
+# PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
+MAX_INT = 2**31 - 1
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class StrictFieldsMixin:
+    """Refuse fields the resource does not have, instead of silently dropping a typo like
+    `gpu_per_node` and running the job with a shape nobody asked for."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        unknown: dict[str, list[str]] = {}
+        if isinstance(data, Mapping):
+            known = set(self.fields)  # type: ignore[attr-defined]
+            writable = sorted(n for n, f in self.fields.items() if not f.read_only)  # type: ignore[attr-defined]
+            unknown = {
+                str(k): [f"Unknown field. Accepted fields: {', '.join(writable)}."]
+                for k in data
+                if k not in known
+            }
+            unknown.update(self._read_only_changes(data))
+        try:
+            value = super().to_internal_value(data)  # type: ignore[misc]
+        except serializers.ValidationError as exc:
+            if unknown and isinstance(exc.detail, dict):
+                exc.detail.update({k: [serializers.ErrorDetail(m[0], code="unknown")] for k, m in unknown.items()})
+            raise
+        if unknown:
+            raise serializers.ValidationError(unknown, code="unknown")
+        return value
+
+    def _read_only_changes(self, data: Mapping[str, Any]) -> dict[str, list[str]]:
+        """Read-only fields whose value says what the caller wants (Meta.set_elsewhere: field →
+        where it is set), given with a value they do not have: refused rather than dropped, so
+        nobody believes a cohort gained a team or a node went down. The value they do have (a
+        body read, changed and written back) passes."""
+        elsewhere: dict[str, str] = getattr(getattr(self, "Meta", None), "set_elsewhere", {})
+        refused: dict[str, list[str]] = {}
+        instance = getattr(self, "instance", None)
+        for name, where in elsewhere.items():
+            if name not in data:
+                continue
+            given = data[name]
+            if instance is None:
+                current: Any = [] if isinstance(given, list) else None
+            else:
+                field = self.fields[name]  # type: ignore[attr-defined]
+                attribute = field.get_attribute(instance)
+                # as DRF's to_representation: a null stays null (a node in no maintenance window)
+                current = None if attribute is None else field.to_representation(attribute)
+            same = (sorted(map(str, given)) == sorted(map(str, current))
+                    if isinstance(given, list) and isinstance(current, list) else given == current)
+            if not same:
+                refused[name] = [f"Read-only here: {where}."]
+        return refused
+
+
+class ConstraintCheckedModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+    """Runs the model's database constraints and its own ``clean()`` rules in Python before
+    writing (as the admin's forms do), so a violation is a 400 naming the rule rather than an
+    IntegrityError or a record the admin would have refused."""
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        model = self.Meta.model
+        if self.instance is not None:
+            candidate = model(**{f.attname: getattr(self.instance, f.attname) for f in model._meta.concrete_fields})
+            candidate._state.adding = False
+        else:
+            candidate = model()
+        for name, value in attrs.items():
+            setattr(candidate, name, value)
+        try:
+            # clean() first, as Django's full_clean: its words name the field (a quota's second
+            # for one GPU type), where a constraint's say "… already exists." on no field.
+            candidate.clean()
+            candidate.validate_constraints()
+        except DjangoValidationError as exc:
+            raise serializers.ValidationError(get_error_detail(exc)) from exc
+        return attrs
+
+
+class NamedChoiceField(serializers.ChoiceField):
+    """A choice whose refusal lists the choices: DRF's "\"same_rack\" is not a valid choice."
+    left a `topology`, `workload` or dependency `condition` to guess (as `?state=` did: the list
+    filters say "'runing' is not a valid choice; choose one of: …" in the same words)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        given = kwargs.get("error_messages") or {}
+        super().__init__(**kwargs)
+        if "invalid_choice" not in given:
+            listed = ", ".join(str(key) for key in self.choices).replace("{", "{{").replace("}", "}}")
+            self.error_messages["invalid_choice"] = f"'{{input}}' is not a valid choice; choose one of: {listed}."
+
+
+# Control characters (C0, DEL, C1) and bidirectional overrides: a name is one line of visible
+# text, never an escape sequence for whoever prints it. (NUL has DRF's own message.)
+INVISIBLE = re.compile("[\x01-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+_INVISIBLE_MESSAGE = "control characters (escape sequences, new lines, tabs) are not allowed in a name"
+
+
+class NamedRecordField(serializers.SlugRelatedField):
+    """A related record given by its name. Text PostgreSQL cannot store (NUL) cannot name a
+    record either: refused as CharField refuses it, instead of a 500 from the lookup. A name
+    that is no record is refused in words ("no cohort named 'shared'"), with the names there
+    are when `lists_names` (records everyone may know of: cohorts, priority classes, GPU
+    types), where DRF said "Object with name=shared does not exist."."""
+
+    def __init__(self, *, lists_names: bool = False, **kwargs: Any) -> None:
+        self.lists_names = lists_names
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, str) and "\x00" in data:
+            raise serializers.ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
+        try:
+            return super().to_internal_value(data)
+        except serializers.ValidationError as refused:
+            queryset = self.get_queryset()
+            if not isinstance(data, str | int) or getattr(refused, "get_codes", lambda: None)() != ["does_not_exist"]:
+                raise
+            label = str(queryset.model._meta.verbose_name).replace("gpu ", "GPU ")
+            plural = str(queryset.model._meta.verbose_name_plural).replace("gpu ", "GPU ")
+            said = f"no {label} named '{str(data)[:64]}'"
+            if self.lists_names:
+                names = list(queryset.order_by(self.slug_field).values_list(self.slug_field, flat=True)[:11])
+                said += (f": {plural} are " + ", ".join(names[:10])
+                         + (", …" if len(names) > 10 else "") if names else f": there is no {label} yet")
+            raise serializers.ValidationError(said, code="does_not_exist") from None
+
+
+class NameField(serializers.CharField):
+    """A short name people read in lists and terminals."""
+
+    def to_internal_value(self, data: Any) -> str:
+        value: str = super().to_internal_value(data)
+        if INVISIBLE.search(value):
+            raise serializers.ValidationError(_INVISIBLE_MESSAGE)
+        return value
+
+
+class HoldReasonField(serializers.CharField):
+    """Why a job is held, in its holder's words: one line of visible text, a string only (a
+    number or a list is not a reason), at most HOLD_REASON_MAX_LENGTH characters; the rest of
+    its rules are the service's (services/hold_text.reason_problem)."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("required", False)
+        kwargs.setdefault("allow_blank", True)
+        kwargs.setdefault("max_length", HOLD_REASON_MAX_LENGTH)
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError(f"a reason is a string (one line of text), not {type(data).__name__}")
+        value: str = super().to_internal_value(data)
+        problem = reason_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+
+class EnvField(serializers.DictField):
+    """Environment variables: names as in POSIX shells, string values."""
+
+    child = serializers.CharField(allow_blank=True, max_length=16384, trim_whitespace=False)
+
+    def to_internal_value(self, data: Any) -> dict[str, str]:
+        value: dict[str, str] = super().to_internal_value(data)
+        bad = [k for k in value if not ENV_NAME.match(k) or len(k) > 256]
+        if bad:
+            raise serializers.ValidationError(
+                f"{', '.join(repr(k[:40]) for k in bad[:5])}: variable names are letters, digits and _, not starting with a digit"
+            )
+        if len(value) > 256:
+            raise serializers.ValidationError(f"{len(value)} variables; at most 256")
+        problem = job_env_problem(value)  # a name Quartermaster sets itself (QM_ROLE, RANK, …)
+        if problem:
+            raise serializers.ValidationError(problem)
+        return value
+
+
+class ZonedDateTimeField(serializers.DateTimeField):
+    """An instant given with its time zone (RFC 3339: `Z` or an offset). A naive time is refused
+    on the field, as showback refuses a window's (showback._instant; the words are
+    instants.no_zone_said), not read as UTC: a rate meant from midnight in New York would begin
+    five hours early and reprice that GPU time. Price rates' effective_from and maintenance
+    windows' start_at and end_at (api/maintenance.py)."""
+
+    def to_internal_value(self, value: Any) -> datetime:
+        if isinstance(value, str):
+            parsed = parse_datetime(value.strip())
+            if parsed is not None and parsed.tzinfo is None:
+                raise serializers.ValidationError(no_zone_said(value, parsed))
+        return super().to_internal_value(value)

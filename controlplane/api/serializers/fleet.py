@@ -1,0 +1,266 @@
+"""Fleet and teams: teams, projects, cohorts, quotas, priority classes, GPU types, price rates,
+nodes and their actions' answers, the audit trail's events, and what a DELETE took with it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rest_framework import serializers
+
+from controlplane.api.serializers.fields import (
+    MAX_INT,
+    ConstraintCheckedModelSerializer,
+    HoldReasonField,
+    NamedRecordField,
+    StrictFieldsMixin,
+    ZonedDateTimeField,
+)
+from controlplane.api.serializers.sentences import engine_times
+from controlplane.models import Cohort, Event, GpuType, Node, PriceRate, PriorityClass, Project, Quota, Team
+from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
+from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
+from controlplane.services import nodes, quotas
+
+
+class DeletedSerializer(serializers.Serializer):
+    """The answer to a DELETE that changed more than the record deleted."""
+
+    detail = serializers.CharField(help_text="What was deleted and what that did, in one sentence.")
+    consequences = serializers.ListField(
+        child=serializers.CharField(),
+        help_text="One line per record the deletion changed or took with it: a cohort's teams leaving it (and what "
+                  "becomes of GPUs they run above their nominal), a team's quotas, projects and memberships, a GPU "
+                  "type's prices, the teams whose default class it was.")
+
+
+class TeamSerializer(ConstraintCheckedModelSerializer):
+    cohort = NamedRecordField(slug_field="name", queryset=Cohort.objects.all(), required=False, allow_null=True,
+                              lists_names=True)
+    default_priority_class = NamedRecordField(
+        slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True, lists_names=True
+    )
+
+    class Meta:
+        model = Team
+        fields = ["id", "name", "description", "cohort", "default_priority_class"]
+
+
+class ProjectSerializer(ConstraintCheckedModelSerializer):
+    team = NamedRecordField(slug_field="name", queryset=Team.objects.all())
+
+    class Meta:
+        model = Project
+        fields = ["id", "team", "name", "description"]
+        validators: list[Any] = []  # a second of one name: Project.clean() says it on the name
+
+
+class CohortSerializer(ConstraintCheckedModelSerializer):
+    teams = NamedRecordField(slug_field="name", many=True, read_only=True)
+
+    class Meta:
+        model = Cohort
+        fields = ["id", "name", "description", "teams"]
+        set_elsewhere = {"teams": "a team joins a cohort through its own cohort field (PATCH teams/{id}/ {\"cohort\": …})"}
+
+
+class QuotaSerializer(ConstraintCheckedModelSerializer):
+    team = NamedRecordField(slug_field="name", queryset=Team.objects.all())
+    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all(), lists_names=True)
+    cohort = serializers.SerializerMethodField(help_text="The team's cohort, whose members lend and borrow; null if none.")
+    held_gpus = serializers.SerializerMethodField(help_text="GPUs of this type the team's running jobs hold now.")
+    borrowed_gpus = serializers.SerializerMethodField(
+        help_text="Of held_gpus, how many are above nominal: borrowed from the cohort, reclaimable by preemption.")
+    lent_gpus = serializers.SerializerMethodField(
+        help_text="GPUs of its unused nominal quota that other teams of its cohort run on now (the teams "
+                  "page's and the admin's 'lent'; a share when several teams lend, hence one decimal).")
+
+    class Meta:
+        model = Quota
+        fields = [
+            "id", "team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit",
+            "nominal_cpus", "nominal_memory_gb", "cohort", "held_gpus", "borrowed_gpus", "lent_gpus",
+        ]
+        # A second quota for one team and GPU type is refused by Quota.clean() on the field, naming
+        # the quota to change (DRF's unique-together check said it on no field).
+        validators: list[Any] = []
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A nominal lowered below the quota's stored lending limit is refused on `nominal_gpus`,
+        the field sent (Quota.clean() names `lending_limit`, which the request did not touch)."""
+        nominal, lending = attrs.get("nominal_gpus"), getattr(self.instance, "lending_limit", None)
+        if (self.instance is not None and nominal is not None and "lending_limit" not in attrs
+                and lending is not None and lending > nominal):
+            raise serializers.ValidationError({"nominal_gpus": (
+                f"{nominal} is below this quota's lending_limit ({lending}): a team lends only its unused nominal "
+                f"quota; lower lending_limit in the same request, or set it to null to lend all of it")})
+        return super().validate(attrs)
+
+    def get_cohort(self, obj: Quota) -> str | None:
+        return obj.team.cohort.name if obj.team.cohort_id is not None else None
+
+    def get_held_gpus(self, obj: Quota) -> int:
+        return quotas.held_gpus(obj)
+
+    def get_borrowed_gpus(self, obj: Quota) -> int:
+        return max(0, quotas.held_gpus(obj) - obj.nominal_gpus)
+
+    def get_lent_gpus(self, obj: Quota) -> float:
+        # once per response, not per quota: the split is three queries over the whole fleet
+        lent = self.context.get("lent_now")
+        if lent is None:
+            lent = self.context["lent_now"] = quotas.lent_now()
+        return round(lent.get((obj.team_id, obj.gpu_type_id), 0.0), 1)
+
+
+class PriorityClassSerializer(ConstraintCheckedModelSerializer):
+    class Meta:
+        model = PriorityClass
+        fields = [
+            "id", "name", "value", "description", "preemptible", "may_preempt_lower", "grace_period_s",
+            "min_runtime_s", "preemption_budget", "budget_window_s", "default_runtime_limit_s", "max_runtime_limit_s",
+        ]
+        extra_kwargs = {"value": {"min_value": -MAX_INT - 1, "max_value": MAX_INT}}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        default = attrs.get("default_runtime_limit_s", getattr(self.instance, "default_runtime_limit_s", 4 * 3600))
+        most = attrs.get("max_runtime_limit_s", getattr(self.instance, "max_runtime_limit_s", 7 * 86400))
+        if default > most:
+            raise serializers.ValidationError(
+                {"default_runtime_limit_s": f"{default} s is beyond max_runtime_limit_s ({most} s)"}
+            )
+        return super().validate(attrs)
+
+
+class GpuTypeSerializer(ConstraintCheckedModelSerializer):
+    relative_throughput = serializers.FloatField(min_value=0.001, max_value=1e6, required=False)
+    memory_gb = serializers.IntegerField(
+        min_value=MIN_GPU_MEMORY_GB, max_value=MAX_GPU_MEMORY_GB, help_text="Memory of one GPU, in GB.",
+        error_messages={"min_value": GPU_MEMORY_WORDS, "max_value": GPU_MEMORY_WORDS})
+
+    class Meta:
+        model = GpuType
+        fields = ["id", "name", "memory_gb", "relative_throughput"]
+
+
+class PriceRateSerializer(ConstraintCheckedModelSerializer):
+    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all())
+    usd_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
+    effective_from = ZonedDateTimeField(
+        help_text="From when the price holds: an RFC 3339 instant with its time zone (2026-12-01T00:00:00Z, "
+                  "…-05:00); a time without one is refused.")
+
+    class Meta:
+        model = PriceRate
+        fields = ["id", "gpu_type", "capacity_tier", "usd_per_gpu_hour", "effective_from"]
+        validators: list[Any] = []  # a second from one start: PriceRate.clean() says it on effective_from
+
+
+class NodeSerializer(ConstraintCheckedModelSerializer):
+    gpu_type = NamedRecordField(slug_field="name", queryset=GpuType.objects.all(), lists_names=True)
+    allocated_gpus = serializers.IntegerField(read_only=True, help_text="GPUs held by live allocations now.")
+    # Read-only, no default: DRF puts a read-only field's default into the data it saves (a PUT of
+    # the node as read answered 500).
+    maintenance_window = serializers.IntegerField(
+        read_only=True, allow_null=True,
+        help_text="The maintenance window holding the node now (it takes no work until it ends); null: none.")
+    maintenance_ends_at = serializers.DateTimeField(read_only=True, allow_null=True,
+                                                    help_text="When that window ends; null: none.")
+    cordon_reason = serializers.CharField(
+        read_only=True, allow_null=True,
+        help_text="While the node takes no work by an operator's cordon or drain: why, as given with it (\"\" when "
+                  "none was); null while it takes work.")
+
+    class Meta:
+        model = Node
+        fields = [
+            "id", "name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine",
+            "capacity_tier", "state", "unschedulable", "allocated_gpus", "agent_lease_expires_at", "last_heartbeat_at",
+            "simulated", "retired_at", "maintenance_window", "maintenance_ends_at", "cordon_reason",
+        ]
+        read_only_fields = ["state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at", "retired_at"]
+        extra_kwargs = {"gpu_count": {"min_value": 1, "max_value": 1024}}
+        set_elsewhere = {"state": "use the node's cordon, drain and uncordon actions, retire (POST nodes/{id}/retire/) "
+                                  "and return (POST nodes/{id}/return/); the control loop sets down, suspect and "
+                                  "quarantined",
+                         "unschedulable": "use the node's cordon, drain and uncordon actions",
+                         "retired_at": "set when an admin retires the node: retire (POST nodes/{id}/retire/); "
+                                       "cleared by return (POST nodes/{id}/return/)",
+                         "agent_lease_expires_at": "the node's agent renews its lease with every heartbeat",
+                         "last_heartbeat_at": "the node's agent reports it with every heartbeat",
+                         "allocated_gpus": "counted from the node's live allocations",
+                         "maintenance_window": "schedule maintenance with maintenance-windows/",
+                         "maintenance_ends_at": "schedule maintenance with maintenance-windows/",
+                         "cordon_reason": "give it with the cordon or drain: POST nodes/{id}/drain/ "
+                                          "{\"reason\": \"…\"}"}
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        """A node's GPU type and count do not change under its running work, nor its CPUs and
+        memory below what that work holds (services/nodes.py, as the admin's node page): each
+        refusal names its field and the jobs holding the GPUs."""
+        refused: dict[str, str] = {}
+        if self.instance is not None:
+            for name, rule in (("gpu_type", nodes.gpu_type_refusal), ("gpu_count", nodes.gpu_count_refusal)):
+                refusal = rule(self.instance, attrs[name]) if name in attrs else None
+                if refusal:
+                    refused[name] = refusal
+            for name in ("cpus", "memory_gb"):
+                refusal = nodes.host_refusal(self.instance, name, attrs[name]) if name in attrs else None
+                if refusal:
+                    refused[name] = refusal
+        if refused:
+            raise serializers.ValidationError(refused)
+        return super().validate(attrs)
+
+
+class NodeActionSerializer(StrictFieldsMixin, serializers.Serializer):
+    """`POST nodes/{id}/cordon/` and `drain/`: why (optional), as Slurm's `Reason=`."""
+
+    reason = HoldReasonField(help_text="Why the node is taken out of service, in your words (one line, at most "
+                                       f"{HOLD_REASON_MAX_LENGTH} characters): in its node.state event and its "
+                                       "cordon_reason until it is uncordoned.")
+
+
+class NodeRunningJobSerializer(serializers.Serializer):
+    id = serializers.IntegerField()
+    name = serializers.CharField()
+    team = serializers.CharField()
+    gpus = serializers.IntegerField(help_text="GPUs it holds on this node.")
+    other_nodes = serializers.ListField(child=serializers.CharField(), help_text="The other nodes of its gang.")
+    stopping = serializers.BooleanField(help_text="Told to stop (preempted, cancelled, requeued, timed out).")
+    holds_until = serializers.DateTimeField(help_text="The latest it holds the node: its start plus its runtime "
+                                                      "limit, or its stop deadline when stopping.")
+
+
+def node_running_job(job: Any) -> dict[str, Any]:
+    return {"id": job.job_id, "name": job.name, "team": job.team, "gpus": job.gpus_here,
+            "other_nodes": list(job.other_nodes), "stopping": job.stopping,
+            "holds_until": serializers.DateTimeField().to_representation(job.holds_until)}
+
+
+class NodeActionResultSerializer(NodeSerializer):
+    """A node action's answer: the node after it, and what it did."""
+
+    changed = serializers.BooleanField(help_text="False when the node was already so (nothing recorded).")
+    detail = serializers.CharField(help_text="What was done, in one sentence: the states before and after, and for "
+                                             "a cordon or drain the jobs left running there and until when.")
+    running_jobs = NodeRunningJobSerializer(many=True, help_text="After a cordon or drain: the jobs holding GPUs "
+                                                                 "there now, those holding them longest last.")
+
+    class Meta(NodeSerializer.Meta):
+        fields = [*NodeSerializer.Meta.fields, "changed", "detail", "running_jobs"]
+
+
+class EventSerializer(serializers.ModelSerializer):
+    node = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
+    team = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
+    data = serializers.DictField(read_only=True)
+    message = serializers.SerializerMethodField(help_text="What happened, in words (engine times said in UTC).")
+
+    def get_message(self, event: Event) -> str:
+        return engine_times(event.message)
+
+    class Meta:
+        model = Event
+        fields = ["id", "created_at", "kind", "actor", "reason", "message", "job", "allocation", "node", "team",
+                  "epoch", "data"]
+        read_only_fields = fields

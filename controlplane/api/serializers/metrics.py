@@ -1,0 +1,178 @@
+"""The fleet's figures and the scheduler's view of it: queue depth, the jobs in line and their
+priority (sprio), fair share (sshare), the scheduling policy and its leader, how far the ETAs
+held, fragmentation."""
+
+from __future__ import annotations
+
+from rest_framework import serializers
+
+from controlplane.services import eta_record
+
+
+class QueueMetricsSerializer(serializers.Serializer):
+    pending_jobs = serializers.IntegerField()
+    pending_gpus = serializers.IntegerField()
+    running_jobs = serializers.IntegerField()
+    running_gpus = serializers.IntegerField()
+    oldest_pending_s = serializers.FloatField(allow_null=True, help_text="Wait of the longest-waiting job, seconds.")
+    pending_by_reason = serializers.DictField(child=serializers.IntegerField())
+    pending_by_priority_class = serializers.DictField(child=serializers.IntegerField())
+    pending_by_team = serializers.DictField(child=serializers.IntegerField())
+    unschedulable_jobs = serializers.IntegerField()
+
+
+class JobPriorityQuerySerializer(serializers.Serializer):
+    job = serializers.CharField(
+        required=False, help_text="Only these jobs: ids separated by commas (`?job=12,13`), as `sprio -j`.")
+
+    def validate_job(self, value: str) -> list[int]:
+        ids = []
+        for part in value.split(","):
+            part = part.strip()
+            if not part.isdigit() or not 1 <= int(part) <= 2**63 - 1:
+                raise serializers.ValidationError(
+                    f"{part!r} is not a job id: give whole numbers from 1, separated by commas (job=12,13)")
+            ids.append(int(part))
+        return ids
+
+
+class JobPriorityRowSerializer(serializers.Serializer):
+    job = serializers.IntegerField()
+    name = serializers.CharField()
+    order = serializers.IntegerField(help_text="1-based place among every job in line now (the next cycle's order).")
+    team = serializers.CharField()
+    priority_class = serializers.CharField()
+    class_value = serializers.IntegerField(help_text="The priority class's value.")
+    aging_points = serializers.FloatField(help_text="What waiting added (aging_per_hour per whole hour waited).")
+    effective_priority = serializers.FloatField(help_text="class_value + aging_points: higher goes first.")
+    team_share = serializers.FloatField(
+        help_text="The team's dominant share (DRF over GPUs, CPUs, memory, with decayed past usage): among "
+                  "equal priorities the lower goes first.")
+    runtime_limit_s = serializers.FloatField(allow_null=True, help_text="Among equals, the shorter goes first.")
+
+
+class JobPrioritySerializer(serializers.Serializer):
+    at = serializers.DateTimeField()
+    queue_order = serializers.CharField(help_text="The queue-order plugin the scheduler runs.")
+    in_line = serializers.IntegerField(help_text="Jobs in line in all, the ones you may not see included.")
+    jobs = JobPriorityRowSerializer(many=True, help_text="The jobs in line you may see, in queue order.")
+    team_shares = serializers.DictField(child=serializers.FloatField(),
+                                        help_text="Each team with a job in line: its dominant share.")
+
+
+class SchedulerLeaderSerializer(serializers.Serializer):
+    holder = serializers.CharField(help_text="The process leading the scheduling loop (empty: none yet).")
+    epoch = serializers.IntegerField(help_text="Its epoch: the fencing token every allocation carries.")
+    expires_at = serializers.DateTimeField(allow_null=True)
+    last_cycle_at = serializers.DateTimeField(allow_null=True)
+    last_cycle_ms = serializers.FloatField(allow_null=True)
+    cycles = serializers.IntegerField()
+
+
+class SchedulerPolicySerializer(serializers.Serializer):
+    engine = serializers.DictField(
+        help_text="Every setting of the engine's SchedulerConfig as the loop builds it each cycle: queue_order, "
+                  "filters, placement_by_workload, victim_chooser, locality_weights, fair_share_half_life_s, "
+                  "aging_per_hour, backfill, preemption, elastic_growth, the per-cycle caps, ... "
+                  "(docs/engine.md).")
+    loop = serializers.DictField(help_text="The loop's timings (settings.QM, environment QM_<NAME>).")
+    leader = SchedulerLeaderSerializer(allow_null=True, help_text="The scheduler lease; null before the first cycle.")
+
+
+class FairShareRowSerializer(serializers.Serializer):
+    team = serializers.CharField()
+    dominant_share = serializers.FloatField(
+        help_text="The largest of its shares: among jobs of equal priority, the team with the lower one goes first.")
+    dominant_resource = serializers.CharField(
+        help_text="gpus, cpus or memory: the resource whose share is the dominant one; empty for a team that holds "
+                  "and used nothing.")
+    shares = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="Per resource (gpus, cpus, memory): (held now + decayed past usage as an average holding) ÷ the "
+                  "fleet's capacity.")
+    held_now = serializers.DictField(child=serializers.IntegerField(), help_text="gpus, cpus, memory_gb held now.")
+    decayed_usage = serializers.DictField(
+        child=serializers.FloatField(),
+        help_text="gpu_hours, cpu_hours, memory_gb_hours used in the past, decayed to now by the half-life.")
+
+
+class FairShareSerializer(serializers.Serializer):
+    at = serializers.DateTimeField(help_text="When the fleet was read.")
+    half_life_s = serializers.FloatField(help_text="How fast past usage fades (SchedulerConfig.fair_share_half_life_s).")
+    teams = FairShareRowSerializer(many=True, help_text="Lowest dominant share first: the order the queue favours.")
+
+
+class EtaRecordQuerySerializer(serializers.Serializer):
+    days = serializers.IntegerField(min_value=1, max_value=eta_record.MAX_DAYS, default=eta_record.DEFAULT_DAYS,
+                                    help_text="The jobs that started in the last this many days.")
+
+
+class EtaSizeClassSerializer(serializers.Serializer):
+    size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES))
+    node_gpus = serializers.IntegerField(
+        help_text="The GPUs of the fleet's largest node: small jobs ask fewer, large ones at least that many.")
+    judged = serializers.IntegerField()
+    on_time = serializers.FloatField(allow_null=True)
+    median_share_of_wait = serializers.FloatField(allow_null=True)
+    median_early_s = serializers.FloatField(allow_null=True)
+    late_p95_s = serializers.FloatField(allow_null=True)
+    late_max_s = serializers.FloatField(allow_null=True)
+
+
+class EtaRecordSerializer(serializers.Serializer):
+    since = serializers.DateTimeField()
+    until = serializers.DateTimeField()
+    judged = serializers.IntegerField(help_text="Jobs that started in the window after waiting with an ETA.")
+    on_time = serializers.FloatField(
+        allow_null=True, help_text="Share of them that started no later than the first ETA they were told.")
+    median_share_of_wait = serializers.FloatField(
+        allow_null=True, help_text="Median of the wait they had ÷ the wait they were told, both from when the ETA "
+                                   "was first told: 0.4 = the median job started after 40 % of it.")
+    median_early_s = serializers.FloatField(
+        allow_null=True, help_text="How many seconds before its ETA the median on-time job started.")
+    late_p95_s = serializers.FloatField(
+        allow_null=True, help_text="Lateness past the ETA told, 95th percentile over all of them (0 when on time).")
+    late_max_s = serializers.FloatField(allow_null=True, help_text="The latest start past the ETA told, seconds.")
+    size_classes = EtaSizeClassSerializer(
+        many=True, help_text="The same per size class, small then large; empty when no job is judged or the fleet "
+                             "has no node.")
+
+
+class PoolFragmentationSerializer(serializers.Serializer):
+    pool = serializers.CharField()
+    gpu_type = serializers.CharField()
+    nodes = serializers.IntegerField()
+    total_gpus = serializers.IntegerField()
+    allocated_gpus = serializers.IntegerField()
+    free_gpus = serializers.IntegerField(help_text="Free GPUs on ready nodes outside any maintenance window now.")
+    unavailable_gpus = serializers.IntegerField(help_text="Free GPUs on nodes that are not ready, or that are "
+                                                          "inside a maintenance window now (they take no work).")
+    largest_free_block = serializers.IntegerField(
+        help_text="Most idle GPUs on one ready node; GPUs held idle for a waiting job's reservation included.")
+    whole_free_nodes = serializers.IntegerField()
+    partially_used_nodes = serializers.IntegerField()
+    stranded_gpus = serializers.IntegerField(
+        help_text="Idle GPUs on partly used ready nodes while a job needing whole nodes of this pool waits; "
+                  "GPUs held idle for a waiting job's reservation included."
+    )
+    waiting_whole_node_jobs = serializers.IntegerField()
+
+
+class FragmentationMetricsSerializer(serializers.Serializer):
+    total_gpus = serializers.IntegerField()
+    allocated_gpus = serializers.IntegerField()
+    free_gpus = serializers.IntegerField()
+    stranded_gpus = serializers.IntegerField(
+        help_text="Idle GPUs on partly used ready nodes while a job that needs a whole node waits; "
+                  "GPUs held idle for a waiting job's reservation included (the cycle's figure in /metrics)."
+    )
+    pending_for_contiguous_gpus = serializers.IntegerField(
+        help_text="Jobs waiting as InsufficientContiguousGpus: enough GPUs free, not in one piece."
+    )
+    reserved_gpus = serializers.IntegerField(
+        allow_null=True,
+        help_text="Idle GPUs held for a waiting job's reservation or nomination (nodes draining for a gang), "
+                  "as the last scheduling cycle counted them (quartermaster_reserved_gpus in /metrics); "
+                  "null before the first cycle."
+    )
+    pools = PoolFragmentationSerializer(many=True)

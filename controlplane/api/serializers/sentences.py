@@ -1,0 +1,31 @@
+"""Times in the API's sentences, said as the pages say them: the engine's `t=<Unix seconds>`
+(engine_times) and a stored instant to the nearest second (utc_second), in UTC."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+# The engine counts time in seconds, which in the control plane are Unix seconds; its sentences
+# say them as `t=1795989660`. Ten digits or more (from September 2001 on) is a wall time; fewer
+# is a simulator's offset from its origin, left as it is. The pages say them the same way.
+_ENGINE_TIME = re.compile(r"\bt=([0-9]{10,})(?:\.[0-9]+)?\b")
+
+
+def _utc(match: re.Match[str]) -> str:
+    try:
+        return datetime.fromtimestamp(int(match.group(1)), tz=UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError, OSError):
+        return match.group(0)
+
+
+def utc_second(at: datetime) -> str:
+    """A stored time in a sentence, to the nearest second as the pages say it
+    (`frontend.templatetags.qm.utc`): cut to the second below, `qm explain` said 23:22:05 where
+    the job's page said 23:22:06."""
+    return (at + timedelta(microseconds=500_000)).astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def engine_times(text: str) -> str:
+    """The engine's sentence with each `t=<Unix seconds>` said as a UTC time."""
+    return _ENGINE_TIME.sub(_utc, text) if "t=" in text else text
