@@ -20,7 +20,7 @@ from rest_framework.views import APIView
 
 from controlplane.api.permissions import SubmitsJobs
 from controlplane.api.showback import CsvRenderer
-from controlplane.api.views import ApiMixin
+from controlplane.api.views.api_mixin import ApiMixin
 from controlplane.filtersets import JobHistoryFilterSet
 from controlplane.services import access, job_history
 

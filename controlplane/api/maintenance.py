@@ -32,7 +32,7 @@ from rest_framework.response import Response
 from controlplane.api.errors import Conflict
 from controlplane.api.permissions import IsAdmin, ReadOnlyUnlessAdmin
 from controlplane.api.serializers.fields import ZonedDateTimeField
-from controlplane.api.views import ApiMixin, refuse_fields
+from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.filtersets import MAX_INT, MaintenanceWindowFilterSet
 from controlplane.models import MaintenanceWindow
 from controlplane.models.maintenance import MaintenanceWindowState

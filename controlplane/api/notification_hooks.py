@@ -29,7 +29,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.api.views import ApiMixin
+from controlplane.api.views.api_mixin import ApiMixin
 from controlplane.models import NotificationDelivery, NotificationHook, Team
 from controlplane.services import access, notifications
 

@@ -28,7 +28,7 @@ from rest_framework.views import APIView
 
 from controlplane.api.filter_backends import refuse_unknown_parameters
 from controlplane.api.serializers.fields import NamedChoiceField
-from controlplane.api.views import ApiMixin
+from controlplane.api.views.api_mixin import ApiMixin
 from controlplane.models import Team
 from controlplane.services import accounting, showback, utilization_series
 from controlplane.services.access import access_of, visible_teams

@@ -13,9 +13,10 @@ from django.urls import include, path, re_path
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 from rest_framework.routers import DefaultRouter
 
-from controlplane.api import job_history, maintenance, notification_hooks, showback, views
+from controlplane.api import job_history, maintenance, notification_hooks, showback
 from controlplane.api.permissions import IsPerson
-from controlplane.api.views import ApiMixin
+from controlplane.api.views import auth, fleet, jobs, metrics, unknown_paths
+from controlplane.api.views.api_mixin import ApiMixin
 
 
 class ApiRouter(DefaultRouter):
@@ -23,17 +24,17 @@ class ApiRouter(DefaultRouter):
 
 
 router = ApiRouter()
-router.register("jobs", views.JobViewSet, basename="job")
-router.register("job-arrays", views.JobArrayViewSet, basename="job-array")
-router.register("teams", views.TeamViewSet, basename="team")
-router.register("projects", views.ProjectViewSet, basename="project")
-router.register("cohorts", views.CohortViewSet, basename="cohort")
-router.register("quotas", views.QuotaViewSet, basename="quota")
-router.register("priority-classes", views.PriorityClassViewSet, basename="priority-class")
-router.register("gpu-types", views.GpuTypeViewSet, basename="gpu-type")
-router.register("price-rates", views.PriceRateViewSet, basename="price-rate")
-router.register("nodes", views.NodeViewSet, basename="node")
-router.register("events", views.EventViewSet, basename="event")
+router.register("jobs", jobs.JobViewSet, basename="job")
+router.register("job-arrays", jobs.JobArrayViewSet, basename="job-array")
+router.register("teams", fleet.TeamViewSet, basename="team")
+router.register("projects", fleet.ProjectViewSet, basename="project")
+router.register("cohorts", fleet.CohortViewSet, basename="cohort")
+router.register("quotas", fleet.QuotaViewSet, basename="quota")
+router.register("priority-classes", fleet.PriorityClassViewSet, basename="priority-class")
+router.register("gpu-types", fleet.GpuTypeViewSet, basename="gpu-type")
+router.register("price-rates", fleet.PriceRateViewSet, basename="price-rate")
+router.register("nodes", fleet.NodeViewSet, basename="node")
+router.register("events", fleet.EventViewSet, basename="event")
 router.register("maintenance-windows", maintenance.MaintenanceWindowViewSet, basename="maintenance-window")
 router.register("notification-hooks", notification_hooks.NotificationHookViewSet, basename="notification-hook")
 
@@ -69,18 +70,18 @@ class RedocView(_PeopleOnly, SpectacularRedocView):
 
 
 v1 = [
-    path("auth/token/", views.TokenView.as_view(), name="auth-token"),
-    path("auth/logout/", views.LogoutView.as_view(), name="auth-logout"),
-    path("auth/me/", views.MeView.as_view(), name="auth-me"),
-    path("metrics/queue/", views.QueueMetricsView.as_view(), name="metrics-queue"),
-    path("metrics/fragmentation/", views.FragmentationMetricsView.as_view(), name="metrics-fragmentation"),
-    path("metrics/etas/", views.EtaMetricsView.as_view(), name="metrics-etas"),
-    path("scheduler/policy/", views.SchedulerPolicyView.as_view(), name="scheduler-policy"),
-    path("scheduler/fair-share/", views.FairShareView.as_view(), name="scheduler-fair-share"),
+    path("auth/token/", auth.TokenView.as_view(), name="auth-token"),
+    path("auth/logout/", auth.LogoutView.as_view(), name="auth-logout"),
+    path("auth/me/", auth.MeView.as_view(), name="auth-me"),
+    path("metrics/queue/", metrics.QueueMetricsView.as_view(), name="metrics-queue"),
+    path("metrics/fragmentation/", metrics.FragmentationMetricsView.as_view(), name="metrics-fragmentation"),
+    path("metrics/etas/", metrics.EtaMetricsView.as_view(), name="metrics-etas"),
+    path("scheduler/policy/", metrics.SchedulerPolicyView.as_view(), name="scheduler-policy"),
+    path("scheduler/fair-share/", metrics.FairShareView.as_view(), name="scheduler-fair-share"),
     path("metrics/utilization/", showback.UtilizationView.as_view(), name="metrics-utilization"),
     path("showback/", showback.ShowbackView.as_view(), name="showback"),
     # Before the router, whose `jobs/<pk>/` would read it as job "priority".
-    path("jobs/priority/", views.JobPriorityView.as_view(), name="job-priority"),
+    path("jobs/priority/", metrics.JobPriorityView.as_view(), name="job-priority"),
     # Before the router, whose `jobs/<pk>.<format>` would read it as job "history".
     path("jobs/history.csv", job_history.JobHistoryCsvView.as_view(), name="job-history-csv"),
     path("", include(router.urls)),
@@ -91,6 +92,6 @@ urlpatterns = [
     path("schema/", SchemaView.as_view(), name="api-schema"),
     path("docs/", SwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", RedocView.as_view(url_name="api-schema"), name="api-redoc"),
-    # Last: any other path under /api/ answers in the API's error shape (see views.no_such_path).
-    re_path(r"^.*$", views.no_such_path),
+    # Last: any other path under /api/ answers in the API's error shape (see unknown_paths.no_such_path).
+    re_path(r"^.*$", unknown_paths.no_such_path),
 ]

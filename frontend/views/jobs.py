@@ -28,7 +28,7 @@ from controlplane.api import job_logs as job_logs_api
 from controlplane.api.errors import flatten
 from controlplane.api.serializers.job_requests import JobArraySubmitSerializer, JobSubmitSerializer
 from controlplane.api.serializers.jobs import attach_gpus_held, gpus_held_expression
-from controlplane.api.views import cancel_refusal, stop_notice
+from controlplane.api.views.jobs import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet, refusals
 from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project

@@ -1,0 +1,79 @@
+"""Signing in and out: a token for a username and password, its revocation, and who the
+credentials belong to."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.auth import authenticate
+from drf_spectacular.utils import extend_schema
+from rest_framework.authtoken.models import Token
+from rest_framework.exceptions import ValidationError
+from rest_framework.permissions import AllowAny
+from rest_framework.request import Request
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from controlplane.api.serializers.auth import MeSerializer, TokenRequestSerializer, TokenSerializer
+from controlplane.api.throttling import LoginThrottle
+from controlplane.api.views.api_mixin import ApiMixin
+from controlplane.models import Membership
+from controlplane.services import access
+
+
+class TokenView(ApiMixin, APIView):
+    """Exchange a username and password for an API token (`Authorization: Token …`)."""
+
+    authentication_classes: list[Any] = []
+    permission_classes = [AllowAny]
+    throttle_classes = [LoginThrottle]
+
+    @extend_schema(request=TokenRequestSerializer, responses={200: TokenSerializer}, auth=[])
+    def post(self, request: Request) -> Response:
+        body = TokenRequestSerializer(data=request.data)
+        body.is_valid(raise_exception=True)
+        user = authenticate(request._request, username=body.validated_data["username"],
+                            password=body.validated_data["password"])
+        if user is None or not user.is_active:
+            # 400 as DRF's own token view answers: the request carried no credentials to refuse.
+            raise ValidationError({"password": ["Wrong username or password."]})
+        token, _ = Token.objects.get_or_create(user=user)
+        return Response({"token": token.key, "username": user.get_username()})
+
+
+class LogoutView(ApiMixin, APIView):
+    """Revoke the token this request was sent with: the next request with it is 401.
+
+    A user has one token (DRF authtoken), shared by every `qm` they logged in with, so all of
+    them are logged out; `POST auth/token/` then issues a new one. Called with a session (the
+    browser), it revokes the user's API token likewise and leaves the session alone. Like
+    logging in, it records no event (sign-ins and sign-outs are not in the audit trail)."""
+
+    @extend_schema(request=None, responses={204: None})
+    def post(self, request: Request) -> Response:
+        if isinstance(request.auth, Token):
+            Token.objects.filter(key=request.auth.key).delete()
+        else:
+            Token.objects.filter(user=request.user).delete()
+        return Response(status=204)
+
+
+class MeView(ApiMixin, APIView):
+    """Who the credentials belong to, and what they may do."""
+
+    @extend_schema(responses={200: MeSerializer})
+    def get(self, request: Request) -> Response:
+        who = access.access_of(request.user)
+        team = access.primary_team(request.user)
+        memberships = [
+            {"team": name, "role": role}
+            for name, role in Membership.objects.filter(user=request.user).values_list("team__name", "role")
+        ]
+        return Response({
+            "username": request.user.get_username(),
+            "is_admin": who.is_admin,
+            "is_finance": who.is_finance,
+            "may_submit": access.may_submit(request.user),
+            "default_team": team.name if team else None,
+            "memberships": memberships,
+        })

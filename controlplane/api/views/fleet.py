@@ -1,0 +1,288 @@
+"""Fleet and teams: teams, projects, cohorts, quotas, priority classes, GPU types and price rates,
+which everyone signed in reads within their scope and admins write (AdminWritableViewSet);
+nodes and their actions; the audit trail's events."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+from django.db.models import Count, OuterRef, ProtectedError, Q, QuerySet, RestrictedError, Subquery
+from django.utils import timezone
+from drf_spectacular.utils import extend_schema
+from rest_framework import status, viewsets
+from rest_framework.decorators import action
+from rest_framework.exceptions import ValidationError
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from controlplane.api.errors import Conflict, refused_deletion
+from controlplane.api.permissions import IsAdmin, ReadOnlyUnlessAdmin
+from controlplane.api.serializers.fleet import (
+    CohortSerializer,
+    DeletedSerializer,
+    EventSerializer,
+    GpuTypeSerializer,
+    NodeActionResultSerializer,
+    NodeActionSerializer,
+    NodeSerializer,
+    PriceRateSerializer,
+    PriorityClassSerializer,
+    ProjectSerializer,
+    QuotaSerializer,
+    TeamSerializer,
+    node_running_job,
+)
+from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
+from controlplane.filtersets import (
+    CohortFilterSet,
+    EventFilterSet,
+    GpuTypeFilterSet,
+    NodeFilterSet,
+    PriceRateFilterSet,
+    PriorityClassFilterSet,
+    ProjectFilterSet,
+    QuotaFilterSet,
+    TeamFilterSet,
+)
+from controlplane.models import Cohort, GpuType, Node, PriceRate, PriorityClass, Quota
+from controlplane.services import access, cohorts, config_audit, maintenance, nodes, quotas
+
+
+class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
+    """Everyone signed in reads within their scope; admins write. Writes run in a transaction
+    so a failing constraint leaves nothing behind, with their config.changed event
+    (services/config_audit.py) for the records it audits."""
+
+    permission_classes = [ReadOnlyUnlessAdmin]
+
+    def _actor(self) -> str:
+        return f"user:{self.request.user.get_username()}"
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            config_audit.record_config_change(serializer.save(), "created", None, self._actor())
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            before = config_audit.before_change(serializer.instance)
+            config_audit.record_config_change(serializer.save(), "changed", before, self._actor())
+
+    @extend_schema(responses={200: DeletedSerializer, 204: None})
+    def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        """204 when the deletion changed nothing else; else 200 saying what it did to the records
+        that stay or went with it, as the admin's confirmation page lists them
+        (config_audit.deleted_with: a cohort's teams leave it, a team's quotas go, ...)."""
+        instance = self.get_object()
+        lines = config_audit.deleted_with(instance)
+        label = str(instance._meta.verbose_name)
+        label = {"gpu type": "GPU type"}.get(label, label)
+        name = getattr(instance, "name", instance)
+        self.perform_destroy(instance)
+        if not lines:
+            return Response(status=status.HTTP_204_NO_CONTENT)
+        return Response({"detail": f"{label[:1].upper()}{label[1:]} {name} deleted: " + "; ".join(lines) + ".",
+                         "consequences": lines})
+
+    def perform_destroy(self, instance: Any) -> None:
+        with transaction.atomic():
+            if config_audit.audited(instance):
+                config_audit.record_config_change(instance, "deleted", config_audit.config_record(instance),
+                                                  self._actor())
+            try:
+                instance.delete()
+            except ProtectedError as exc:
+                raise Conflict(refused_deletion(instance, exc.protected_objects)) from None
+            except RestrictedError as exc:
+                raise Conflict(refused_deletion(instance, exc.restricted_objects)) from None
+
+
+class TeamViewSet(AdminWritableViewSet):
+    """Teams. A team joining, leaving or changing cohort is recorded as a cohort.changed event
+    (reason TeamCohortChanged), as cohort changes are."""
+
+    serializer_class = TeamSerializer
+    filterset_class = TeamFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return access.visible_teams(self.request.user).select_related("cohort", "default_priority_class")
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            team = serializer.save()
+            config_audit.record_config_change(team, "created", None, self._actor())
+            cohorts.record_team_move(team, None, self._actor())
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            before = cohorts.cohort_of(serializer.instance.pk)
+            settings_before = config_audit.before_change(serializer.instance)
+            team = serializer.save()
+            config_audit.record_config_change(team, "changed", settings_before, self._actor())
+            cohorts.record_team_move(team, before, self._actor())
+
+
+class ProjectViewSet(AdminWritableViewSet):
+    serializer_class = ProjectSerializer
+    filterset_class = ProjectFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return access.visible_projects(self.request.user).select_related("team")
+
+
+class CohortViewSet(AdminWritableViewSet):
+    """Cohorts: teams that lend each other quota. Every change is recorded as a cohort.changed
+    event (reason CohortCreated, CohortChanged or CohortDeleted) with before and after."""
+
+    serializer_class = CohortSerializer
+    filterset_class = CohortFilterSet
+    queryset = Cohort.objects.prefetch_related("teams")
+
+    def _record(self, cohort: Cohort, verb: str, before: dict[str, Any] | None) -> None:
+        cohorts.record_cohort_change(cohort, verb, before, f"user:{self.request.user.get_username()}")
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            self._record(serializer.save(), "created", None)
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            before = cohorts.cohort_record(serializer.instance)
+            self._record(serializer.save(), "changed", before)
+
+    def perform_destroy(self, instance: Cohort) -> None:
+        with transaction.atomic():
+            self._record(instance, "deleted", cohorts.cohort_record(instance))
+            instance.delete()
+
+
+class QuotaViewSet(AdminWritableViewSet):
+    """Quotas per team × GPU type. Every change is recorded as a quota.changed event."""
+
+    serializer_class = QuotaSerializer
+    filterset_class = QuotaFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return quotas.with_held_gpus(access.visible_quotas(self.request.user).select_related("team__cohort", "gpu_type"))
+
+    def _record(self, quota: Quota, verb: str, before: dict[str, Any] | None) -> None:
+        quotas.record_quota_change(quota, verb, before, f"user:{self.request.user.get_username()}")
+
+    def perform_create(self, serializer: Any) -> None:
+        with transaction.atomic():
+            self._record(serializer.save(), "created", None)
+
+    def perform_update(self, serializer: Any) -> None:
+        with transaction.atomic():
+            before = quotas.quota_record(serializer.instance)
+            self._record(serializer.save(), "changed", before)
+
+    def perform_destroy(self, instance: Quota) -> None:
+        with transaction.atomic():
+            before = quotas.quota_record(instance)
+            self._record(instance, "deleted", before)
+            instance.delete()
+
+
+class PriorityClassViewSet(AdminWritableViewSet):
+    serializer_class = PriorityClassSerializer
+    filterset_class = PriorityClassFilterSet
+    queryset = PriorityClass.objects.all()
+
+
+class GpuTypeViewSet(AdminWritableViewSet):
+    serializer_class = GpuTypeSerializer
+    filterset_class = GpuTypeFilterSet
+    queryset = GpuType.objects.all()
+
+
+class PriceRateViewSet(AdminWritableViewSet):
+    serializer_class = PriceRateSerializer
+    filterset_class = PriceRateFilterSet
+    queryset = PriceRate.objects.select_related("gpu_type")
+
+
+class NodeViewSet(AdminWritableViewSet):
+    """GPU nodes. State changes go through the cordon, drain, uncordon, retire and return actions
+    (admins). A retired node stays listed (filter with ?state=retired, or ?state=ready&state=…)."""
+
+    serializer_class = NodeSerializer
+    filterset_class = NodeFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        now = timezone.now()
+        # The maintenance window holding the node now, if any (it takes no work until it ends).
+        holding = maintenance.active_at(now).filter(nodes=OuterRef("pk")).order_by("end_at", "id")
+        return Node.objects.select_related("gpu_type").annotate(
+            allocated_gpus=Count("allocation_gpus", filter=Q(allocation_gpus__live=True)),
+            maintenance_window=Subquery(holding.values("id")[:1]),
+            maintenance_ends_at=Subquery(holding.values("end_at")[:1]),
+            cordon_reason=nodes.cordon_reason(),
+        )
+
+    def perform_create(self, serializer: Any) -> None:
+        super().perform_create(serializer)
+        serializer.instance.allocated_gpus = 0  # a new node holds nothing yet
+        serializer.instance.maintenance_window = serializer.instance.maintenance_ends_at = None
+        serializer.instance.cordon_reason = None
+
+    def _act(self, request: Request, verb: Any) -> Response:
+        name = "return" if verb is nodes.return_to_service else verb.__name__
+        reason = ""
+        if name in nodes.TAKES_REASON:
+            if request.data and not isinstance(request.data, dict):
+                raise ValidationError({"non_field_errors": ["send no body, {}, or {\"reason\": \"…\"}"]})
+            body = NodeActionSerializer(data=request.data or {})
+            body.is_valid(raise_exception=True)
+            reason = str(body.validated_data.get("reason", ""))
+        else:
+            refuse_fields(request, f"{name} takes no fields (its node.state event records who did it and when)")
+        node = self.get_object()
+        try:
+            done = nodes.act(name, node, request.user, reason=reason)
+        except nodes.NodeActionRefused as exc:
+            raise Conflict(str(exc)) from exc
+        return Response({**NodeSerializer(self.get_queryset().get(pk=node.pk)).data, "changed": done.changed,
+                         "detail": done.detail,
+                         "running_jobs": [node_running_job(j) for j in done.running_jobs]})
+
+    @extend_schema(request=NodeActionSerializer, responses={200: NodeActionResultSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def cordon(self, request: Request, pk: str | None = None) -> Response:
+        """Take no new work; running jobs continue."""
+        return self._act(request, nodes.cordon)
+
+    @extend_schema(request=NodeActionSerializer, responses={200: NodeActionResultSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def drain(self, request: Request, pk: str | None = None) -> Response:
+        """Take no new work and let running jobs finish."""
+        return self._act(request, nodes.drain)
+
+    @extend_schema(request=None, responses={200: NodeActionResultSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def uncordon(self, request: Request, pk: str | None = None) -> Response:
+        """Take work again (from cordoned or draining)."""
+        return self._act(request, nodes.uncordon)
+
+    @extend_schema(request=None, responses={200: NodeActionResultSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin])
+    def retire(self, request: Request, pk: str | None = None) -> Response:
+        """Take the node out of the fleet for good: no work, no agent, no capacity or idle cost
+        from now on. 409 while jobs hold its GPUs (drain it first)."""
+        return self._act(request, nodes.retire)
+
+    @extend_schema(request=None, responses={200: NodeActionResultSerializer})
+    @action(detail=True, methods=["post"], permission_classes=[IsAdmin], url_path="return", url_name="return")
+    def return_to_service(self, request: Request, pk: str | None = None) -> Response:
+        """Bring a retired node back: down until its agent registers again (then cordoned)."""
+        return self._act(request, nodes.return_to_service)
+
+
+class EventViewSet(ApiMixin, viewsets.ReadOnlyModelViewSet):
+    """The audit trail: admins read all of it, members what happened to their team's jobs."""
+
+    serializer_class = EventSerializer
+    filterset_class = EventFilterSet
+
+    def get_queryset(self) -> QuerySet[Any]:
+        return access.visible_events(self.request.user).select_related("node", "team")
