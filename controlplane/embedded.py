@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable
 
 import structlog
@@ -29,16 +30,21 @@ def sqlite_concurrency(sender: object, connection: object, **kwargs: object) -> 
 
 
 class EmbeddedLoop(threading.Thread):
-    """Runs `steps` every `interval_s` until stopped; a crashing step is logged, not fatal."""
+    """Runs `steps` every `interval_s` until stopped; a crashing step is logged, not fatal.
+    With `wake`, a request (the event set) runs them sooner, but never less than `min_gap_s`
+    after the previous round began: requests in that gap share the next round, as the Celery
+    path's debounce makes them share one cycle."""
 
     def __init__(self, name: str, interval_s: float, steps: list[Callable[[], object]],
-                 wake: threading.Event | None = None) -> None:
+                 wake: threading.Event | None = None, min_gap_s: float = 0.0) -> None:
         super().__init__(name=name, daemon=True)
         self.interval_s = interval_s
+        self.min_gap_s = min_gap_s
         self.steps = steps
         self._stop_event = threading.Event()
         # Set by others to run the steps now rather than at the end of the interval.
         self._wake = wake
+        self._round_began = 0.0
 
     def stop(self) -> None:
         self._stop_event.set()
@@ -49,11 +55,15 @@ class EmbeddedLoop(threading.Thread):
         if self._wake is None:
             self._stop_event.wait(self.interval_s)
             return
-        self._wake.wait(self.interval_s)
+        gap = self.min_gap_s - (time.monotonic() - self._round_began)
+        if gap > 0:
+            self._stop_event.wait(gap)
+        self._wake.wait(max(0.0, self.interval_s - max(gap, 0.0)))
         self._wake.clear()
 
     def run(self) -> None:
         while not self._stop_event.is_set():
+            self._round_began = time.monotonic()
             for step in self.steps:
                 try:
                     step()
@@ -70,9 +80,15 @@ def holder_name() -> str:
 
 
 def scheduling_loop() -> EmbeddedLoop:
+    """The cycle every CYCLE_INTERVAL_S, and sooner when something asks for one
+    (`tasks.request_cycle`: a submit, a job's end, a node back), at most one every
+    CYCLE_DEBOUNCE_S."""
+    from controlplane import tasks
+
     holder = holder_name()
     steps: list[Callable[[], object]] = [lambda: run_cycle(holder)]
-    return EmbeddedLoop("scheduling-loop", float(settings.QM["CYCLE_INTERVAL_S"]), steps)
+    return EmbeddedLoop("scheduling-loop", float(settings.QM["CYCLE_INTERVAL_S"]), steps,
+                        wake=tasks.cycle_requested, min_gap_s=float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5)))
 
 
 def notification_loop() -> EmbeddedLoop:
