@@ -264,7 +264,7 @@ def _replica_pieces(ctx: CycleContext, job: RunningJob) -> list[list[Grant]]:
 
 def _victim_index(ctx: CycleContext) -> VictimIndex:
     if ctx.victims is None:
-        ctx.victims = VictimIndex(ctx)
+        ctx.victims = VictimIndex(ctx.running, ctx.priority, ctx.ledger, ctx.state, ctx.snapshot.now)
     return ctx.victims
 
 

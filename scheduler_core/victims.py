@@ -21,15 +21,12 @@ GPUs per type from its grants). Two facts make an index exact:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from scheduler_core.plugins.protocols import VictimCandidate
+from scheduler_core.quota import QuotaLedger
 from scheduler_core.sentences import counted
-from scheduler_core.state import JOB, Grant
+from scheduler_core.state import JOB, ClusterState, Grant
 from scheduler_core.types import PreemptionReason, PriorityClassInfo, RunningJob
-
-if TYPE_CHECKING:
-    from scheduler_core.context import CycleContext
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +53,14 @@ class Offer:
 class VictimIndex:
     """Possible victims per preemptor priority, built lazily once per cycle."""
 
-    def __init__(self, ctx: CycleContext) -> None:
-        self._ctx = ctx
+    def __init__(self, running: dict[str, RunningJob], priority: dict[str, PriorityClassInfo],
+                 ledger: QuotaLedger, state: ClusterState, now: float) -> None:
+        # the cycle's own objects (``CycleContext``'s), read as they are at each search
+        self._running = running
+        self._priority = priority
+        self._ledger = ledger
+        self._state = state
+        self._now = now
         self._pools: dict[tuple[int, bool, str], list[Held]] = {}
         self._rows: list[tuple[RunningJob, PriorityClassInfo | None]] | None = None
         self._held: dict[str, Held] = {}
@@ -77,11 +80,11 @@ class VictimIndex:
         if found is not None:
             return found
         if self._rows is None:
-            priority = self._ctx.priority
+            priority = self._priority
             self._rows = [(job, priority.get(job.spec.priority_class))
-                          for job in self._ctx.running.values() if not job.terminating]
+                          for job in self._running.values() if not job.terminating]
         lower = mine.may_preempt_lower
-        governed = self._ctx.ledger.governed_types
+        governed = self._ledger.governed_types
         out: list[Held] = []
         for job, theirs in self._rows:
             if not job.borrowed and not (lower and theirs is not None and theirs.preemptible
@@ -102,12 +105,12 @@ class VictimIndex:
         found = self._held.get(job_id)
         if found is not None:
             return found
-        ctx = self._ctx
-        grants = ctx.state.holdings.get((JOB, job_id))
+        state = self._state
+        grants = state.holdings.get((JOB, job_id))
         if not grants:
             return None
-        nodes = ctx.state.nodes
-        node_class = ctx.state.node_class
+        nodes = state.nodes
+        node_class = state.node_class
         by_type: dict[str, int] = {}
         gpus = 0
         for g in grants:
@@ -124,7 +127,7 @@ class VictimIndex:
         job_id = job.spec.id
         if job_id in self._protection:
             return self._protection[job_id]
-        why = _protection(self._ctx, job)
+        why = _protection(self._priority, self._now, job)
         self._protection[job_id] = why
         return why
 
@@ -147,14 +150,14 @@ def _window(seconds: int) -> str:
     return f"{seconds} s"
 
 
-def _protection(ctx: CycleContext, job: RunningJob) -> str | None:
+def _protection(priority: dict[str, PriorityClassInfo], now: float, job: RunningJob) -> str | None:
     """Why ``job`` may not be preempted now, with numbers: "job v has run 400 s of its 3600 s
     minimum runtime", "job v was preempted 3 times in the last 24 h, its budget, and may be
     preempted again from t=90000" (the time when the snapshot knows it), or both."""
-    pc = ctx.priority.get(job.spec.priority_class)
+    pc = priority.get(job.spec.priority_class)
     if pc is None:
         return None
-    ran = ctx.snapshot.now - job.started_at
+    ran = now - job.started_at
     young = ran < pc.min_runtime_s
     times = job.spec.preemptions_in_window
     spent = times >= pc.preemption_budget
@@ -166,7 +169,7 @@ def _protection(ctx: CycleContext, job: RunningJob) -> str | None:
     if spent:
         budget = ("its budget" if times == pc.preemption_budget
                   else f"over its budget of {pc.preemption_budget}")
-        lifts = budget_lifts_at(job, ctx.snapshot.now)
+        lifts = budget_lifts_at(job, now)
         again = "" if lifts is None else f", and may be preempted again from t={lifts:.0f}"
         why += (f"{' and' if young else ''} was preempted {counted(times, 'time')} in the last "
                 f"{_window(pc.budget_window_s)}, {budget}{again}")
