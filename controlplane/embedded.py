@@ -16,6 +16,7 @@ import structlog
 from django.conf import settings
 from django.db import close_old_connections, connection
 
+from controlplane import triggers
 from controlplane.services.cycle import run_cycle
 
 log = structlog.get_logger(__name__)
@@ -81,22 +82,19 @@ def holder_name() -> str:
 
 def scheduling_loop() -> EmbeddedLoop:
     """The cycle every CYCLE_INTERVAL_S, and sooner when something asks for one
-    (`tasks.request_cycle`: a submit, a job's end, a node back), at most one every
+    (`triggers.request_cycle`: a submit, a job's end, a node back), at most one every
     CYCLE_DEBOUNCE_S."""
-    from controlplane import tasks
-
     holder = holder_name()
     steps: list[Callable[[], object]] = [lambda: run_cycle(holder)]
     return EmbeddedLoop("scheduling-loop", float(settings.QM["CYCLE_INTERVAL_S"]), steps,
-                        wake=tasks.cycle_requested, min_gap_s=float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5)))
+                        wake=triggers.cycle_requested, min_gap_s=float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5)))
 
 
 def notification_loop() -> EmbeddedLoop:
     """The webhook sender on a thread of its own (a slow receiver never delays the cycle),
-    woken when a commit queues deliveries (tasks.request_notifications), else every
+    woken when a commit queues deliveries (triggers.request_notifications), else every
     NOTIFY_INTERVAL_S for the retries."""
-    from controlplane import tasks
     from controlplane.services import notifications
 
     return EmbeddedLoop("notifications", float(settings.QM.get("NOTIFY_INTERVAL_S", 10)),
-                        [notifications.deliver_due], wake=tasks.notifications_requested)
+                        [notifications.deliver_due], wake=triggers.notifications_requested)

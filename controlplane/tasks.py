@@ -1,12 +1,12 @@
 """Celery entry points of the control loop. Beat triggers; the work is in services.
 
 - `qm.tick` (beat, every CYCLE_INTERVAL_S): one scheduling cycle (services/cycle.py).
-- `qm.cycle` (enqueued after commit by `request_cycle`, debounced): the same, soon after a
+- `qm.cycle` (enqueued after commit by `triggers.request_cycle`, debounced): the same, soon after a
   submit, a job's end or a node coming back.
 - `qm.reconcile` (beat, every CYCLE_INTERVAL_S): node health, lease expiry, fencing
   (services/reconcile.py).
 - `qm.notify` (beat, every NOTIFY_INTERVAL_S, and enqueued after a commit that queued webhook
-  deliveries by `request_notifications`): POST what the outbox owes (services/notifications.py),
+  deliveries by `triggers.request_notifications`): POST what the outbox owes (services/notifications.py),
   on the default queue, never the loop's, so a slow receiver never delays a cycle.
 
 Several workers may run. Exactly one leads the cycle, by the lease row in PostgreSQL
@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import os
 import socket
-import threading
-import time
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -42,22 +40,14 @@ from celery.signals import celeryd_after_setup, worker_process_shutdown, worker_
 from django.conf import settings
 from django.utils import timezone
 
+from controlplane import triggers
 from controlplane.models import SchedulerLease
-from controlplane.redis_client import shared_client
 from controlplane.services import reconcile, schema
 from controlplane.services.cycle import LEASE_NAME, release_lease, run_cycle
 
 log = structlog.get_logger(__name__)
 
 WORKER_QUEUE_PREFIX = "qm.worker."
-DEBOUNCE_KEY = "qm:cycle:debounce"
-
-# Set when a cycle is requested in a process that runs the loop itself (the embedded demo):
-# the loop's wait can wake on it instead of sleeping out its interval.
-cycle_requested = threading.Event()
-# The same for the embedded demo's notification sender (controlplane/embedded.notification_loop).
-notifications_requested = threading.Event()
-NOTIFY_DEBOUNCE_KEY = "qm:notify:debounce"
 
 _worker_nodename: str | None = None
 
@@ -178,44 +168,7 @@ def _cycle_step(*, not_before: datetime, forwarded: bool, kind: str, requested_a
         return "not leader"
     if result.binds >= int(settings.QM.get("MAX_PLACEMENTS_PER_CYCLE", 4096)):
         # The cycle hit its placement cap: more may fit right now, so do not wait for a tick.
-        request_cycle()
+        triggers.request_cycle()
     return f"led epoch {result.epoch}: {result.binds} binds, {result.stops} stops"
-
-
-# --------------------------------------------------------------------------------- triggers
-
-
-def request_cycle() -> None:
-    """Ask for a cycle soon; call it from `transaction.on_commit` after a submit, a job's end
-    or a node coming back. Requests within CYCLE_DEBOUNCE_S of each other share one cycle."""
-    if settings.QM.get("IN_PROCESS_LOOP") or getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
-        cycle_requested.set()
-        return
-    debounce = float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5))
-    try:
-        if not shared_client().set(DEBOUNCE_KEY, "1", nx=True, px=max(1, int(debounce * 1000))):
-            return  # a cycle is already on its way for this window
-        window_closes = time.time() + debounce
-        cycle.apply_async(
-            kwargs={"requested_at": window_closes}, countdown=debounce, expires=debounce + _interval() * 2,
-            retry=False,
-        )
-    except Exception as error:  # noqa: BLE001 - Redis is only a trigger; the next tick covers it
-        log.warning("cycle trigger not sent; the next tick will run it", error=str(error))
-
-
-def request_notifications() -> None:
-    """Wake the webhook sender soon; called on commit of a transaction that queued deliveries.
-    Requests within half a second share one run, which starts once that window closes; a lost
-    one waits for beat's next `qm.notify`."""
-    if settings.QM.get("IN_PROCESS_LOOP") or getattr(settings, "CELERY_TASK_ALWAYS_EAGER", False):
-        notifications_requested.set()
-        return
-    try:
-        if not shared_client().set(NOTIFY_DEBOUNCE_KEY, "1", nx=True, px=500):
-            return
-        deliver_notifications.apply_async(countdown=0.5, expires=60, retry=False)
-    except Exception as error:  # noqa: BLE001 - Redis is only a trigger; beat's next run sends them
-        log.warning("notification trigger not sent; the next scheduled run will send them", error=str(error))
 
 

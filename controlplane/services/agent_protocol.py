@@ -41,6 +41,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Value
 from django.db.models.functions import Coalesce, Greatest
 
+from controlplane import triggers
 from controlplane.choices import (
     LIVE_ALLOCATION_STATES,
     AllocationState,
@@ -1041,9 +1042,7 @@ def _after_release() -> None:
 
 
 def _request_cycle() -> None:
-    from controlplane import tasks
-
-    tasks.request_cycle()
+    triggers.request_cycle()
 
 
 # --------------------------------------------------------------------------- desired state

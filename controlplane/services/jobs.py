@@ -25,6 +25,7 @@ from django.contrib.auth.models import AbstractBaseUser
 from django.db import IntegrityError, connection, transaction
 from django.utils import timezone
 
+from controlplane import triggers
 from controlplane.agent.members import PROCESS_ENV_NAMES
 from controlplane.choices import DependencyMode, EventKind, JobHold, JobState, Topology, WorkloadClass
 from controlplane.models import Event, GpuType, Job, Node, PriorityClass, Project, Team
@@ -626,19 +627,20 @@ _last_cycle_request = 0.0
 
 
 def _request_cycle() -> None:
-    """Ask the control loop for a cycle. tasks.request_cycle debounces across processes (a
-    Redis round trip); this process skips the call while its last request's debounce window
-    is still open, since that cycle will see this job too."""
+    """Ask the control loop for a cycle (triggers.request_cycle). Through the broker that is a
+    Redis round trip, debounced across processes; a submit skips it while this process's last
+    request's debounce window is still open, since that cycle will see this job too. (A loop
+    in this process is woken by an event: always set, so a submit committed just after its
+    cycle read the database is not left for the next interval.)"""
     global _last_cycle_request
     from django.conf import settings
 
-    from controlplane import tasks  # the Celery app loads late; submit must not import it at startup
-
-    now = time.monotonic()
-    if now - _last_cycle_request < float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5)):
-        return
-    _last_cycle_request = now
-    tasks.request_cycle()
+    if not triggers.in_process():
+        now = time.monotonic()
+        if now - _last_cycle_request < float(settings.QM.get("CYCLE_DEBOUNCE_S", 0.5)):
+            return
+        _last_cycle_request = now
+    triggers.request_cycle()
 
 
 def submit(

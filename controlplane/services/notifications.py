@@ -9,7 +9,7 @@ for every job of one of their teams. The rest happens in two places:
    to (`notify_on`), finds the hooks that want it in ONE query for the whole batch (none for a
    batch without such an event: a job's waiting reason, an allocation, a node), and writes one
    NotificationDelivery row per (hook, event) in one more. The outbox commits with the event or
-   not at all; after the commit the sender is woken (`tasks.request_notifications`).
+   not at all; after the commit the sender is woken (`triggers.request_notifications`).
 2. `deliver_due`, run by the Celery task `qm.notify` (beat every NOTIFY_INTERVAL_S, and woken on
    commit) on the default queue, never the loop's, and by its own thread in the embedded demo:
    it claims the due rows (FOR UPDATE SKIP LOCKED, then pushes their due time past the claim,
@@ -64,6 +64,7 @@ from django.db.models import Count, Exists, F, OuterRef, Q, Window
 from django.db.models.functions import RowNumber
 from django.utils import timezone
 
+from controlplane import triggers
 from controlplane.choices import EventKind, JobState, NotifyOn, Role
 from controlplane.models.events import actor_name
 
@@ -262,9 +263,7 @@ def _payload(event: Event, on: str, match: _Match, base: str) -> dict[str, Any]:
 
 
 def _wake_sender() -> None:
-    from controlplane import tasks
-
-    tasks.request_notifications()
+    triggers.request_notifications()
 
 
 # -------------------------------------------------------------------------------- the rules

@@ -36,6 +36,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from controlplane import triggers
 from controlplane.choices import LIVE_ALLOCATION_STATES, EventKind, NodeState
 from controlplane.models import Allocation, AllocationGpu, Event, Node, SchedulerLease
 from controlplane.services import transitions
@@ -214,9 +215,7 @@ def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
                       "fenced": done},
             )
         if quarantined or fenced:
-            from controlplane import tasks
-
-            transaction.on_commit(tasks.request_cycle)
+            transaction.on_commit(triggers.request_cycle)
     if quarantined or fenced:
         log.warning("node lease expired", node_id=node_id, quarantined=quarantined, fenced=fenced)
     return quarantined, fenced

@@ -450,7 +450,7 @@ def test_a_commit_that_queues_deliveries_sends_the_task_to_the_default_queue_onc
     import redis
     from django.conf import settings as django_settings
 
-    from controlplane import tasks
+    from controlplane import triggers
 
     broker = redis.Redis.from_url(django_settings.REDIS_URL)
     broker.flushdb()
@@ -469,7 +469,7 @@ def test_a_commit_that_queues_deliveries_sends_the_task_to_the_default_queue_onc
     assert messages[0]["eta"]
     on_the_loops_queue = [json.loads(raw)["headers"]["task"] for raw in broker.lrange("qm.loop", 0, -1)]
     assert "qm.notify" not in on_the_loops_queue  # never where the cycles run
-    assert broker.pttl(tasks.NOTIFY_DEBOUNCE_KEY) > 0
+    assert broker.pttl(triggers.NOTIFY_DEBOUNCE_KEY) > 0
 
 
 def test_a_notification_queued_during_a_retry_wait_does_not_overtake_the_older_one(fleet: LoopFleet, alice: Any) -> None:

@@ -4,7 +4,7 @@ The other webhook tests call `deliver_due` (or the task) in the test's own proce
 `celery -A controlplane worker` (solo pool, the default queue only) runs against the test
 database pytest-django created and the test Redis that scripts/test-services.sh started. A job's
 bind commits its `job.bound` event and the outbox row in one transaction; the commit wakes the
-sender through the broker (`tasks.request_notifications`: a debounced `qm.notify`), the worker
+sender through the broker (`triggers.request_notifications`: a debounced `qm.notify`), the worker
 POSTs to the real local receiver and writes the outcome. A failing receiver's row records the
 attempt and its backoff; the retry is the next `qm.notify` once that backoff has passed (beat's
 job: the test sends the task itself after moving the row's due time, instead of waiting 30 s).

@@ -294,7 +294,7 @@ def submit_jobs(fleet: LoopFleet, count: int, rng: random.Random, *, duration: t
                 prefix: str = "chaos", shapes: list[tuple[int, int | None, float]] | None = None) -> list[int]:
     """`count` jobs of mixed shapes (single GPUs up to two-node gangs), committed together, and
     a cycle requested as the API's submit does."""
-    from controlplane import tasks
+    from controlplane import triggers
 
     ids = []
     now = timezone.now()
@@ -308,7 +308,7 @@ def submit_jobs(fleet: LoopFleet, count: int, rng: random.Random, *, duration: t
                 env={"QM_SIM_DURATION_S": f"{rng.uniform(*duration):.2f}", "QM_SIM_STEPS_PER_S": "20"},
             )
             ids.append(job.pk)
-        transaction.on_commit(tasks.request_cycle)
+        transaction.on_commit(triggers.request_cycle)
     return ids
 
 

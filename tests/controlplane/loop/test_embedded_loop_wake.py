@@ -1,6 +1,6 @@
 """The embedded default's scheduling loop (`make demo`) runs a cycle when one is asked for.
 
-`tasks.request_cycle` sets `tasks.cycle_requested` in a process that runs the loop itself, and
+`triggers.request_cycle` sets `triggers.cycle_requested` in a process that runs the loop itself, and
 its comment said the loop would wake on it; the loop waited out its whole interval instead, so
 a job submitted in the demo started up to CYCLE_INTERVAL_S later. Requests within
 CYCLE_DEBOUNCE_S of a round's start share the next round, as the Celery path's debounce makes
@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from controlplane import embedded, tasks
+from controlplane import embedded, triggers
 from controlplane.models import Allocation
 from controlplane.services import jobs
 from tests.controlplane import factories as f
@@ -28,7 +28,7 @@ def test_the_demo_loop_binds_a_submitted_job_within_a_second_not_at_its_interval
     fleet = build_loop_fleet()
     register_node("n-1")
     alice = f.make_user("alice", team=fleet.team)
-    tasks.cycle_requested.clear()
+    triggers.cycle_requested.clear()
     loop = embedded.scheduling_loop()
     loop.start()
     try:

@@ -14,7 +14,7 @@ import redis
 from django.conf import settings
 from django.utils import timezone
 
-from controlplane import tasks
+from controlplane import tasks, triggers
 from controlplane.models import SchedulerLease
 from controlplane.services.cycle import LEASE_NAME
 from tests.controlplane.loop_fixtures import LoopFleet
@@ -94,29 +94,29 @@ def test_a_triggered_cycle_runs_when_no_cycle_read_the_database_since(fleet: Loo
 
 def test_requests_within_the_debounce_window_share_one_cycle(broker: redis.Redis) -> None:
     for _ in range(5):
-        tasks.request_cycle()
+        triggers.request_cycle()
 
     (message,) = queued(broker, "qm.loop")
     assert message["task"] == "qm.cycle" and message["eta"]
-    assert broker.pttl(tasks.DEBOUNCE_KEY) > 0
+    assert broker.pttl(triggers.DEBOUNCE_KEY) > 0
 
 
 def test_a_request_after_the_window_closes_triggers_another_cycle(broker: redis.Redis) -> None:
-    tasks.request_cycle()
-    broker.delete(tasks.DEBOUNCE_KEY)  # the window closed
+    triggers.request_cycle()
+    broker.delete(triggers.DEBOUNCE_KEY)  # the window closed
 
-    tasks.request_cycle()
+    triggers.request_cycle()
 
     assert len(queued(broker, "qm.loop")) == 2
 
 
 def test_in_the_embedded_demo_a_request_wakes_the_in_process_loop(settings: Any, broker: redis.Redis) -> None:
     settings.QM = {**settings.QM, "IN_PROCESS_LOOP": True}
-    tasks.cycle_requested.clear()
+    triggers.cycle_requested.clear()
 
-    tasks.request_cycle()
+    triggers.request_cycle()
 
-    assert tasks.cycle_requested.is_set()
+    assert triggers.cycle_requested.is_set()
     assert not queued(broker, "qm.loop")
 
 
