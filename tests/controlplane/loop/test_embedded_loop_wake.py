@@ -62,3 +62,18 @@ def test_requests_within_the_gap_share_one_round() -> None:
         loop.join(5)
     assert len(rounds) == 2  # the first, and one for the five requests
     assert rounds[1] - rounds[0] >= 0.3
+
+
+def test_in_the_demo_every_submit_wakes_the_loop_even_within_the_debounce_window(settings: Any) -> None:
+    # Through the broker a submit skips the Redis round trip while its process's last request's
+    # window is open (that cycle runs after the window closes and sees it). The demo's loop may
+    # already have read the database when the second submit commits: it must be woken again.
+    settings.QM = {**settings.QM, "IN_PROCESS_LOOP": True, "CYCLE_DEBOUNCE_S": 30}
+    triggers.cycle_requested.clear()
+    jobs._request_cycle()
+    assert triggers.cycle_requested.is_set()
+    triggers.cycle_requested.clear()  # the loop woke and began its cycle
+
+    jobs._request_cycle()
+
+    assert triggers.cycle_requested.is_set()
