@@ -115,7 +115,7 @@ class CycleContext:
     stopping: list[tuple[int, str, frozenset[int]]] | None = None
     team_holders: tuple[int, dict[str, list[str]]] = field(default_factory=lambda: (0, {}))
     """Keys of ``ends`` per team, and how many keys of ``ends`` that covers
-    (``backfill._team_holders``)."""
+    (``quota_release._team_holders``)."""
     victims: VictimIndex | None = None
     """Running jobs indexed for preemption searches (``victims.VictimIndex``)."""
     attempts: int = 0

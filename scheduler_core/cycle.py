@@ -48,8 +48,6 @@ from scheduler_core.backfill import (
     may_backfill_into,
     plan_reservation,
     starts_on_time,
-    team_release_eta,
-    team_released_by,
 )
 from scheduler_core.context import ActiveReservation, CycleContext, ShapeKey
 from scheduler_core.elastic import grow_elastic
@@ -84,6 +82,7 @@ from scheduler_core.preemption import (
 )
 from scheduler_core.queue import order_queue
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
+from scheduler_core.quota_release import team_release_eta, team_released_by
 from scheduler_core.sentences import counted
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
 from scheduler_core.types import (

@@ -7,7 +7,7 @@ an unknown priority class). Numbers in the sentences are the ones the deciding p
 ETAs: a reservation or a nomination knows its start; a job over quota gets the time its team's
 own jobs will have released enough GPUs by their runtime limits, or the first release time at
 which its gang fits if that is later (it needs both); a job short of capacity gets
-the later of two estimates (:class:`~scheduler_core.backfill.ReleaseTimeline`): the first
+the later of two estimates (:class:`~scheduler_core.release_timeline.ReleaseTimeline`): the first
 release time at which enough capable GPUs (and nodes with room for its largest member) are
 free, and the time by which the capacity of its node classes has run the work of the jobs ahead
 of it in the queue that wait for the same classes, for GPUs or only for a maintenance window
@@ -21,18 +21,24 @@ nomination stay busy in the timeline until that job has run, so its work is not 
 from __future__ import annotations
 
 import math
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from itertools import accumulate
 from typing import NamedTuple
 
-from scheduler_core.backfill import DOMAIN_TOPOLOGIES, ReleaseTimeline, team_ends, team_release_eta
 from scheduler_core.context import CycleContext
 from scheduler_core.eligibility import OutOfLine, out_of_line
 from scheduler_core.gang import Demand
 from scheduler_core.maintenance import NO_NODES, run_end
 from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest, loners
+from scheduler_core.quota_release import (
+    Cumulative,
+    NeedEtas,
+    cohort_release_eta,
+    quota_eta_after_head,
+    team_ends,
+    team_release_eta,
+)
+from scheduler_core.release_timeline import DOMAIN_TOPOLOGIES, ReleaseTimeline
 from scheduler_core.sentences import counted, duration, verb
 from scheduler_core.state import FLEET, HOLD, LEAF, SPINE
 from scheduler_core.types import (
@@ -311,7 +317,7 @@ class _Explainer:
         self.quota_etas: dict[tuple[str, str, int], float | None] = {}
         self.releases: dict[tuple[str, str], list[tuple[float, int]]] = {}
         self.cums: Cumulative = {}
-        self.needs: _NeedEtas = {}
+        self.needs: NeedEtas = {}
         # Outcomes shared by many jobs (memoised for identical shapes) are worded once; keyed
         # by identity because hashing an Outcome would hash its whole gang.
         self.worded: dict[int, _Worded] = {}
@@ -681,7 +687,7 @@ class _Explainer:
         held, until = self.quota_ahead[(spec.team, w.quota_type)]
         key = (spec.team, w.quota_type, w.demand_gpus, held, until)
         if key not in self.quota_etas_ahead:
-            self.quota_etas_ahead[key] = _quota_eta_after_head(
+            self.quota_etas_ahead[key] = quota_eta_after_head(
                 self.ctx, spec.team, w.quota_type, w.demand_gpus, held, until, self.releases,
                 self.cums, self.needs)
         q2 = self.quota_etas_ahead[key]
@@ -710,7 +716,7 @@ class _Explainer:
         held, until = self.quota_ahead.get((team, quota_type), (0, head_done))
         key = (w.demand_gpus, head_gpus + held, max(head_done, until))
         if key not in self.after_head:
-            self.after_head[key] = _quota_eta_after_head(
+            self.after_head[key] = quota_eta_after_head(
                 self.ctx, team, quota_type, w.demand_gpus, key[1], key[2], self.releases,
                 self.cums, self.needs)
         also = f", and the {held} {quota_type} GPUs of its jobs ahead of it in the queue" if held else ""
@@ -824,122 +830,6 @@ def _charged_type(ctx: CycleContext, outcome: Outcome) -> str | None:
         return None
     (name,) = names
     return name if ctx.ledger.governs(name) else None
-
-
-def _quota_eta_after_head(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
-                          head_gpus: int, head_end: float,
-                          releases: dict[tuple[str, str], list[tuple[float, int]]],
-                          cums: Cumulative, needs: _NeedEtas) -> float | None:
-    """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` while also holding
-    ``head_gpus`` more until ``head_end`` (the head's reservation on its quota, or the jobs of
-    the team ahead of it in the queue): before ``head_end`` it must fit with them, from then
-    on alone. Use only falls as time passes, so that is the earlier of the time ``gpus +
-    head_gpus`` fit and the later of ``head_end`` and the time ``gpus`` fit."""
-    alone = _need_eta(ctx, team, gpu_type, gpus, releases, cums, needs)
-    # past a few searches per team and type (a deep queue of one team's jobs), only the
-    # later, safe bound: when the others have run
-    searched = needs.get((team, gpu_type, -2)) or 0.0
-    needs[(team, gpu_type, -2)] = searched + 1
-    with_them = _need_eta(ctx, team, gpu_type, gpus + head_gpus, releases, cums, needs) \
-        if searched < MAX_QUOTA_SEARCHES or (team, gpu_type, gpus + head_gpus) in needs \
-        else None
-    after = None if alone is None or head_end == math.inf else max(head_end, alone)
-    found = [t for t in (with_them, after) if t is not None]
-    return min(found) if found else None
-
-
-MAX_QUOTA_SEARCHES = 16
-"""Quota ETAs with the team's jobs ahead held, searched per team and GPU type and cycle."""
-
-_NeedEtas = dict[tuple[str, str, int], float | None]
-"""Per (team, GPU type, GPUs): when its quota admits that many more by runtime limits."""
-
-
-def _need_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
-              releases: dict[tuple[str, str], list[tuple[float, int]]],
-              cums: Cumulative, needs: _NeedEtas) -> float | None:
-    key = (team, gpu_type, gpus)
-    if key in needs:
-        return needs[key]
-    # more GPUs never fit earlier: once a size never fits, larger ones need no search
-    never = needs.get((team, gpu_type, -1))
-    if never is not None and gpus >= never:
-        return None
-    if ctx.ledger.cohort_of(team, gpu_type) is not None:
-        found = cohort_release_eta(ctx, team, gpu_type, gpus, releases, cums=cums)
-    else:
-        ends, total = _cumulative(ctx, team, gpu_type, releases, cums)
-        need = ctx.ledger.check(team, gpu_type, gpus).shortage(gpus)
-        k = bisect_left(total, need)
-        found = ctx.snapshot.now if need <= 0 else (ends[k] if k < len(total) else None)
-    needs[key] = found
-    if found is None and (never is None or gpus < never):
-        needs[(team, gpu_type, -1)] = float(gpus)
-    return found
-
-
-Cumulative = dict[tuple[str, str], tuple[list[float], list[int]]]
-"""Per (team, GPU type): its release times and the GPUs released by each, cumulated."""
-
-
-def _cumulative(ctx: CycleContext, team: str, gpu_type: str,
-                releases: dict[tuple[str, str], list[tuple[float, int]]],
-                cums: Cumulative) -> tuple[list[float], list[int]]:
-    key = (team, gpu_type)
-    found = cums.get(key)
-    if found is None:
-        if key not in releases:
-            releases[key] = team_ends(ctx, *key)
-        rows = releases[key]
-        found = cums[key] = ([end for end, _ in rows], list(accumulate(g for _, g in rows)))
-    return found
-
-
-def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
-                       releases: dict[tuple[str, str], list[tuple[float, int]]],
-                       cums: Cumulative | None = None) -> float | None:
-    """When ``team``'s quota admits ``gpus`` more GPUs of ``gpu_type`` as the running jobs of
-    its cohort end by their runtime limits: its own jobs free its quota, the others' free what
-    they lend. ``None`` if that never happens by known limits.
-
-    Steps: the cohort's members on the type and, per member, its releases in time order
-    (``releases`` memoises :func:`~scheduler_core.backfill.team_ends` per team and type); a
-    binary search over the release times for the first at which a ledger charged with each
-    member's use then admits the request. Use only falls as time passes, and admission only
-    grows as use falls (less own use, more lent, less borrowed by others), so the search is
-    sound. Jobs that start meanwhile are not foreseen (see :func:`_quota_eta_after_head`)."""
-    ledger = ctx.ledger
-    cohort = ledger.cohort_of(team, gpu_type)
-    members = ledger.cohort_members(cohort, gpu_type) if cohort is not None else ()
-    freed: list[tuple[str, list[float], list[int]]] = []
-    times: set[float] = set()
-    cums = {} if cums is None else cums
-    for member in members:
-        ends, total = _cumulative(ctx, member.team, gpu_type, releases, cums)
-        freed.append((member.team, ends, total))
-    # the cohort's release times, sorted once per cohort and type (under a key no team has)
-    okey = ("", f"{cohort}\0{gpu_type}")
-    if okey not in cums:
-        for _, ends, _ in freed:
-            times.update(ends)
-        cums[okey] = (sorted(times), [])
-    order = cums[okey][0]
-
-    def admitted(at: float) -> bool:
-        uses = {}
-        for member, ends, total in freed:
-            k = bisect_right(ends, at)
-            uses[member] = ledger.used_by(member, gpu_type) - (total[k - 1] if k else 0)
-        return ledger.admits_with(uses, team, gpu_type, gpus)
-
-    lo, hi = 0, len(order)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if admitted(order[mid]):
-            hi = mid
-        else:
-            lo = mid + 1
-    return order[lo] if lo < len(order) else None
 
 
 class _DrainLine:

@@ -1,0 +1,453 @@
+"""When capacity comes back: free GPUs per node class at each future release time.
+
+Runtime limits make a running job's end known (seed 000: EASY backfill rests on them), so the
+free capacity of every node class can be laid out along time once a cycle, after the plan's
+binds and holds are in place. Phase 7 reads it for every waiting job's ETA (the first release
+time at which its gang fits, and how long the work queued ahead of it takes to drain); the
+maintenance calendar's windows take nodes out of it while they last.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from itertools import accumulate
+
+from scheduler_core.context import CycleContext
+from scheduler_core.gang import Demand
+from scheduler_core.maintenance import NO_NODES
+from scheduler_core.state import JOB, ClusterState
+from scheduler_core.types import TopologyConstraint
+
+Releases = dict[float, list[tuple[int, int]]]
+"""GPUs coming back, by time: per time, (node index, bit mask of its GPUs)."""
+
+
+def _releases(ctx: CycleContext, reopens: dict[int, float]) -> Releases:
+    """When each held GPU comes back: a node inside a window with its reopening; a promised
+    GPU once its promise's job has run (:func:`_promised`); a GPU of a job preempted this
+    cycle after the grace period; any other at its holder's expected end."""
+    state = ctx.state
+    by_time: Releases = {}
+    for n, at in reopens.items():
+        if state.free_mask[n]:
+            by_time.setdefault(at, []).append((n, state.free_mask[n]))
+    promised = _promised(ctx, by_time)
+    now = ctx.snapshot.now
+    stops = {p.job_id: now + p.grace_period_s for p in ctx.preempted.values()}
+    holdings = state.holdings
+    # (a hold always belongs to a promise: its GPUs come back with the promise's)
+    for kind, job_id in holdings:
+        release = stops.get(job_id, ctx.ends.get(job_id)) if kind == JOB else None
+        if release is None:
+            continue
+        for g in holdings[(kind, job_id)]:
+            mask = g.mask & ~promised.get(g.node, 0) if promised else g.mask
+            if mask:
+                # (GPUs a job frees inside a window come back with the node)
+                at = max(release, reopens[g.node]) if g.node in reopens else release
+                by_time.setdefault(at, []).append((g.node, mask))
+    return by_time
+
+
+def _promised(ctx: CycleContext, by_time: Releases) -> dict[int, int]:
+    """The GPUs promised to a reservation or a nomination, per node (a bit mask), with their
+    releases added to ``by_time``.
+
+    That job takes them at its start, whoever holds them now, and they come back only when it
+    has run: its start plus its runtime limit (or the default estimate). Their release by
+    today's holder (a running job, or the hold) is deferred to then, so the work of a job with
+    a promise is in the timeline itself, and a job behind the head is not told it can start on
+    the head's GPUs. A GPU promised twice comes back at the later of the two ends."""
+    state = ctx.state
+    default_runtime = ctx.config.default_runtime_estimate_s
+    promise_ends: list[tuple[float, str]] = []
+    for job_id, promise in ctx.reservations.items():
+        spec = ctx.reserved_specs.get(job_id)
+        if spec is not None:
+            promise_ends.append((promise.start_at + (spec.runtime_limit_s or default_runtime),
+                                 job_id))
+    promised: dict[int, int] = {}
+    index_of = state.index_of
+    for end, job_id in sorted(promise_ends, reverse=True):
+        for p in ctx.reservations[job_id].placements:
+            n = index_of[p.node]
+            mask = 0
+            for i in p.gpu_indices:
+                mask |= 1 << i
+            mask &= ~promised.get(n, 0)
+            if mask:
+                promised[n] = promised.get(n, 0) | mask
+                # bits free now stay counted from now (a hold covers every free one)
+                mask &= ~state.free_mask[n]
+                if mask:
+                    by_time.setdefault(end, []).append((n, mask))
+    return promised
+
+
+def _frames(state: ClusterState, free: list[int], by_time: Releases, now: float
+            ) -> tuple[list[float], list[list[int]], list[list[tuple[int, int, int]]]]:
+    """The timeline's frames: their times (``now``, then each time a ready node gets GPUs
+    back), the free GPUs per node class in each, and each frame's changes (node, free
+    before, free after). ``free`` (per node, now) is advanced to the last frame."""
+    ready, node_class = state.ready, state.node_class
+    n_classes = len(state.classes)
+    sums = [0] * n_classes
+    for n, f in enumerate(free):
+        if ready[n]:
+            sums[node_class[n]] += f
+    rows: list[list[int]] = [[v] for v in sums]
+    changes: list[list[tuple[int, int, int]]] = [[]]
+    times: list[float] = [now]
+    for at in sorted(by_time):
+        changed: list[tuple[int, int, int]] = []
+        for n, mask in by_time[at]:
+            if not ready[n]:
+                continue
+            before = free[n]
+            gpus = mask.bit_count()
+            free[n] = before + gpus
+            sums[node_class[n]] += gpus
+            changed.append((n, before, before + gpus))
+        if not changed:
+            continue
+        for c in range(n_classes):
+            rows[c].append(sums[c])
+        changes.append(changed)
+        times.append(at)
+    return times, rows, changes
+
+
+class ReleaseTimeline:
+    """Free capacity per node class after each future release, for ETA estimates.
+
+    Built once per cycle from the state after the plan (binds and holds in place): frame ``i``
+    is the capacity once every holder ending at or before ``times[i]`` is gone. Free GPUs per
+    class are kept for every frame; "nodes with at least ``s`` free GPUs" per class is built
+    on first use for each size ``s`` from the recorded changes. A query binary-searches the
+    first frame where the gang's capable classes have enough free GPUs and enough nodes with
+    room for its largest member. :meth:`drain` adds the jobs ahead in the queue: the time by
+    which the free capacity of the classes, integrated from ``now``, covers the work (GPUs x
+    runtime limit) of the jobs ahead that wait for those classes, as if they ran back to back
+    with no fragmentation. Both are estimates, labelled as such in the explanation. GPUs
+    promised to a reservation or a nomination come back only when that job has run, whoever
+    holds them now; jobs preempted in the cycle free theirs after their grace period."""
+
+    def __init__(self, ctx: CycleContext) -> None:
+        state = ctx.state
+        self.state = state
+        self.calendar = ctx.calendar
+        now = ctx.snapshot.now
+        self.upcoming = tuple(w for w in ctx.calendar.windows if w.start_at > now)
+        # a node inside a maintenance window offers its free GPUs only once it reopens
+        reopens = ctx.calendar.reopens(now)
+        free = list(state.free_gpus)
+        for n in reopens:
+            free[n] = 0
+        self.base = list(free)
+        self.times, self.free, self.changes = _frames(state, free, _releases(ctx, reopens), now)
+        self._at_least: dict[tuple[int, int], list[int]] = {}
+        self._per_node: dict[int, tuple[list[int], list[int]]] | None = None
+        # (memo keyed by the demand's identity: outcomes, and their demands, live the cycle)
+        self._clear: dict[tuple[int, tuple[int, ...], float, float | None], float | None] = {}
+        self._lost_memo: dict[tuple[int, frozenset[int], tuple[int, ...], int], tuple[int, int]] = {}
+        self._integrals: dict[tuple[int, ...], tuple[list[float], list[int]]] = {}
+        self._by_class: tuple[list[list[int]], list[list[tuple[int, int, int]]]] | None = None
+        # per leaf-or-spine level, class set and member size: free GPUs and nodes with room
+        # per domain now; and per class set, which nodes are ready and capable
+        self._domain_base: dict[tuple[bool, tuple[int, ...], int], tuple[dict[int, int], dict[int, int]]] = {}
+        self._capable: dict[tuple[int, ...], list[bool]] = {}
+
+    def capacity(self, node_class: int) -> int:
+        """Free GPUs of ``node_class`` once every known release happened."""
+        return self.free[node_class][-1]
+
+    def integral(self, classes: tuple[int, ...]) -> tuple[list[float], list[int]]:
+        """Per frame: GPU-seconds free on ``classes`` from ``now`` to the frame's time, and
+        the free GPUs during the frame (built once per class set)."""
+        found = self._integrals.get(classes)
+        if found is not None:
+            return found
+        rows = [self.free[c] for c in classes]
+        rates = [sum(col) for col in zip(*rows, strict=True)] if len(rows) > 1 else list(rows[0])
+        times = self.times
+        area = [0.0]
+        total = 0.0
+        for i in range(1, len(times)):
+            total += rates[i - 1] * (times[i] - times[i - 1])
+            area.append(total)
+        found = self._integrals[classes] = (area, rates)
+        return found
+
+    def drain(self, classes: tuple[int, ...], work: float) -> float | None:
+        """When the free GPU-seconds of ``classes`` from ``now`` reach ``work`` (``now`` if
+        ``work`` is 0), or ``None`` if capacity stays too small to ever cover it."""
+        if not classes:
+            return None
+        if work <= 0:
+            return self.times[0]
+        area, rates = self.integral(classes)
+        i = bisect_right(area, work) - 1
+        rate = rates[i]
+        if rate <= 0:
+            if area[i] >= work:
+                return self.times[i]
+            return None
+        return self.times[i] + (work - area[i]) / rate
+
+    def at_least(self, node_class: int, size: int) -> list[int]:
+        """Per frame: ready nodes of ``node_class`` with at least ``size`` free GPUs."""
+        key = (node_class, size)
+        found = self._at_least.get(key)
+        if found is not None:
+            return found
+        if self._by_class is None:
+            # once per timeline: base free GPUs sorted per class, and each frame's changes
+            # split by class, so a query never walks other classes' nodes
+            state = self.state
+            n_classes = len(state.classes)
+            base: list[list[int]] = [[] for _ in range(n_classes)]
+            for n, f in enumerate(self.base):
+                if state.ready[n]:
+                    base[state.node_class[n]].append(f)
+            for row in base:
+                row.sort()
+            per_class: list[list[tuple[int, int, int]]] = [[] for _ in range(n_classes)]
+            for frame, changed in enumerate(self.changes):
+                for n, before, after in changed:
+                    per_class[state.node_class[n]].append((frame, before, after))
+            self._by_class = (base, per_class)
+        base_rows, class_changes = self._by_class
+        row = base_rows[node_class]
+        count = len(row) - bisect_left(row, size)
+        steps = [0] * len(self.times)
+        for frame, before, after in class_changes[node_class]:
+            if before < size <= after:
+                steps[frame] += 1
+        counts = list(accumulate(steps, initial=count))[1:]
+        self._at_least[key] = counts
+        return counts
+
+    def _fits(self, demand: Demand, classes: tuple[int, ...]) -> Callable[[int], bool]:
+        """Does the gang fit at frame ``i``: enough free GPUs of ``classes`` and enough nodes
+        with room for its largest member?"""
+        gpus = demand.gpus
+        largest = demand.largest_member
+        width = max(self.state.classes[c].gpus for c in classes)
+        need_nodes = max(1, sum(1 for m in demand.members
+                                if m.gpus == largest and 2 * m.gpus > width))
+        free_rows = [self.free[c] for c in classes]
+        node_rows = [self.at_least(c, largest) for c in classes
+                     if largest <= self.state.classes[c].gpus]
+
+        def fits(i: int) -> bool:
+            return (sum(row[i] for row in free_rows) >= gpus
+                    and sum(row[i] for row in node_rows) >= need_nodes)
+
+        return fits
+
+    def free_in(self, classes: tuple[int, ...], at: float) -> int:
+        """Free GPUs of ``classes`` at time ``at`` (by runtime limits)."""
+        frame = bisect_right(self.times, at) - 1
+        return sum(self.free[c][frame] for c in classes)
+
+    def free_at(self, node: int, frame: int) -> int:
+        """Free GPUs of ``node`` at ``frame``."""
+        if self._per_node is None:
+            # once per timeline, on the first query: each node's frames and free counts
+            per_node: dict[int, tuple[list[int], list[int]]] = {}
+            for frame_no, changed in enumerate(self.changes):
+                for n, _, after in changed:
+                    frames, counts = per_node.setdefault(n, ([], []))
+                    frames.append(frame_no)
+                    counts.append(after)
+            self._per_node = per_node
+        found = self._per_node.get(node)
+        if found is None:
+            return self.base[node]
+        i = bisect_right(found[0], frame) - 1
+        return self.base[node] if i < 0 else found[1][i]
+
+    def clear_of_windows(self, demand: Demand, classes: tuple[int, ...], start: float,
+                         runtime_limit_s: float | None) -> float | None:
+        """The first time from ``start`` at which the gang, running to its runtime limit, fits
+        by the counts on capable nodes that no maintenance window touches during the run:
+        ``start`` itself when no window is in the way, else a later release or window end;
+        ``None`` if no known time is clear. (The timeline's frames only add GPUs, so windows
+        that open later are checked here, per start, and not in the frames.)
+
+        The windows a run from ``t`` overlaps change only where ``t`` passes a window's end or
+        ``t`` + limit passes its start: between two such breaks the nodes lost are the same
+        and the rest only gain GPUs frame by frame, so each stretch is one binary search."""
+        span = math.inf if runtime_limit_s is None else runtime_limit_s
+        end = start + span
+        # a window open now is in the frames already (its nodes' GPUs come back at its end)
+        if not any(w.start_at < end and w.end_at > start for w in self.upcoming):
+            return start
+        key = (id(demand), classes, start, runtime_limit_s)
+        if key not in self._clear:
+            self._clear[key] = self._clear_of_windows(demand, classes, start, runtime_limit_s)
+        return self._clear[key]
+
+    def _clear_of_windows(self, demand: Demand, classes: tuple[int, ...], start: float,
+                          runtime_limit_s: float | None) -> float | None:
+        calendar, times = self.calendar, self.times
+        fits = self._domain_fits(demand, classes) if demand.topology in DOMAIN_TOPOLOGIES \
+            else self._counts_fit(demand, classes)
+        frame = bisect_right(times, start) - 1
+        if not fits(frame, NO_NODES):
+            return start        # the counts do not explain this start: not for windows to move
+        span = math.inf if runtime_limit_s is None else runtime_limit_s
+        breaks = sorted({start} | {w.end_at for w in calendar.windows if w.end_at > start}
+                        | {w.start_at - span for w in calendar.windows if w.start_at - span > start})
+        for i, at in enumerate(breaks):
+            frame = bisect_right(times, at) - 1
+            if fits(frame, calendar.closed_for_run(at, runtime_limit_s)):
+                return at
+            upper = breaks[i + 1] if i + 1 < len(breaks) else math.inf
+            # strictly inside the stretch the windows in the way are those of any inner point
+            closed = calendar.closed_for_run(at + 1.0 if upper == math.inf else (at + upper) / 2,
+                                             runtime_limit_s)
+            lo, hi = frame + 1, bisect_left(times, upper)
+            last = hi
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if fits(mid, closed):
+                    hi = mid
+                else:
+                    lo = mid + 1
+            if lo < last:
+                return times[lo]
+        return None
+
+    def _counts_fit(self, demand: Demand, classes: tuple[int, ...]
+                    ) -> Callable[[int, frozenset[int]], bool]:
+        """Does the gang fit at ``frame`` by the counts of ``classes``, less what ``closed``
+        takes?"""
+        state = self.state
+        gpus, largest = demand.gpus, demand.largest_member
+        width = max(state.classes[c].gpus for c in classes)
+        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
+        free_rows = [self.free[c] for c in classes]
+        node_rows = [self.at_least(c, largest) for c in classes if largest <= state.classes[c].gpus]
+
+        def fits(frame: int, closed: frozenset[int]) -> bool:
+            lost_free, lost_roomy = self._lost(frame, closed, classes, largest) if closed else (0, 0)
+            return (sum(row[frame] for row in free_rows) - lost_free >= gpus
+                    and sum(row[frame] for row in node_rows) - lost_roomy >= need_nodes)
+
+        return fits
+
+    def _lost(self, frame: int, closed: frozenset[int], classes: tuple[int, ...],
+              largest: int) -> tuple[int, int]:
+        """Free GPUs, and nodes with room for ``largest``, that ``closed`` takes from
+        ``classes`` at ``frame`` (many jobs share a frame and a set of windows)."""
+        key = (frame, closed, classes, largest)
+        found = self._lost_memo.get(key)
+        if found is None:
+            state = self.state
+            free = [self.free_at(n, frame) for n in closed
+                    if state.ready[n] and state.node_class[n] in classes]
+            found = self._lost_memo[key] = (sum(free), sum(f >= largest for f in free))
+        return found
+
+    def _domain_need(self, demand: Demand, classes: tuple[int, ...]
+                     ) -> tuple[list[int], list[bool], int]:
+        """A ``same_leaf``/``same_spine`` gang's domain per node, which nodes are ready and
+        capable, and how many nodes need room for its largest member."""
+        state = self.state
+        largest = demand.largest_member
+        width = max(state.classes[c].gpus for c in classes)
+        need_nodes = max(1, sum(1 for m in demand.members if m.gpus == largest and 2 * m.gpus > width))
+        leaf = demand.topology is TopologyConstraint.SAME_LEAF
+        capable = self._capable.get(classes)
+        if capable is None:
+            wanted = set(classes)
+            capable = self._capable[classes] = [
+                state.ready[n] and state.node_class[n] in wanted for n in range(len(state.nodes))]
+        return state.leaf if leaf else state.spine, capable, need_nodes
+
+    def domain_frame(self, demand: Demand, classes: tuple[int, ...]) -> int | None:
+        """For a ``same_leaf`` or ``same_spine`` gang: the first frame at which one leaf
+        switch (spine) has enough free GPUs of ``classes`` and enough nodes with room for its
+        largest member (0: now); ``None`` if none does by known runtime limits. (The
+        fleet-wide :meth:`eta` says "fits" as soon as the fleet has the GPUs somewhere.)
+
+        Steps: free GPUs and nodes with room per domain now (once per cycle for each level,
+        class set and member size); then frame by frame the recorded releases, checking only
+        the domains a frame changed (frames only add GPUs)."""
+        if not classes:
+            return None
+        domain_of, capable, need_nodes = self._domain_need(demand, classes)
+        largest, gpus = demand.largest_member, demand.gpus
+        key = (domain_of is self.state.leaf, classes, largest)
+        base = self._domain_base.get(key)
+        if base is None:
+            base = self._domain_base[key] = ({}, {})
+            for n, f in enumerate(self.base):
+                if capable[n]:
+                    d = domain_of[n]
+                    base[0][d] = base[0].get(d, 0) + f
+                    base[1][d] = base[1].get(d, 0) + (f >= largest)
+        free, roomy = dict(base[0]), dict(base[1])
+        if any(f >= gpus and roomy[d] >= need_nodes for d, f in free.items()):
+            return 0
+        for i, changed in enumerate(self.changes):
+            touched: set[int] = set()
+            for n, before, after in changed:
+                if capable[n]:
+                    d = domain_of[n]
+                    free[d] += after - before
+                    roomy[d] += (after >= largest) - (before >= largest)
+                    touched.add(d)
+            if any(free[d] >= gpus and roomy[d] >= need_nodes for d in touched):
+                return i
+        return None
+
+    def _domain_fits(self, demand: Demand, classes: tuple[int, ...]
+                     ) -> Callable[[int, frozenset[int]], bool]:
+        """Does the gang fit under one leaf switch (spine) at ``frame`` on the capable nodes
+        outside ``closed``? Node by node, so only for the rare gang a window is in the way of."""
+        domain_of, capable, need_nodes = self._domain_need(demand, classes)
+        nodes = [n for n, ok in enumerate(capable) if ok]
+        largest, gpus = demand.largest_member, demand.gpus
+
+        def fits(frame: int, closed: frozenset[int]) -> bool:
+            free: dict[int, int] = {}
+            roomy: dict[int, int] = {}
+            for n in nodes:
+                if n not in closed:
+                    f, d = self.free_at(n, frame), domain_of[n]
+                    free[d] = free.get(d, 0) + f
+                    roomy[d] = roomy.get(d, 0) + (f >= largest)
+            return any(f >= gpus and roomy[d] >= need_nodes for d, f in free.items())
+
+        return fits
+
+    def fits_at(self, demand: Demand, classes: tuple[int, ...], frame: int) -> bool:
+        """Does the gang fit at ``frame`` (0: now) by the counts alone?"""
+        return bool(classes) and self._fits(demand, classes)(frame)
+
+    def eta(self, demand: Demand, classes: tuple[int, ...]) -> float | None:
+        """Estimated earliest start, or ``None`` when capacity suffices already (something
+        else blocks the job) or never frees up within known runtime limits."""
+        if not classes:
+            return None
+        fits = self._fits(demand, classes)
+        if fits(0):
+            return None
+        lo, hi = 1, len(self.times)
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if fits(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        if lo >= len(self.times):
+            return None
+        return self.times[lo]
+
+
+DOMAIN_TOPOLOGIES = frozenset({TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE})
+"""Constraints that put a whole gang under one leaf switch or spine."""
