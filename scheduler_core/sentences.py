@@ -41,3 +41,9 @@ def gang_roles(roles: Sequence[Mapping[str, Any]]) -> str:
             part += f" (of {'/'.join(role['gpu_types'])})"
         parts.append(part)
     return " + ".join(parts)
+
+
+def job_names(ids: list[str]) -> str:
+    """Job ids as a sentence names them ("job 12", "jobs 12, 15"): in the control plane they
+    are bare numbers."""
+    return ("job " if len(ids) == 1 else "jobs ") + ", ".join(ids)

@@ -1,0 +1,217 @@
+"""Phase 6 for one job: look for victims, and nominate the job when they are found.
+
+A job the filter and score phases could not place may start by preemption (seed 004: borrowed
+work first, then lower priority, whole gangs, the cheapest lost work). :func:`try_preemption`
+asks :func:`~scheduler_core.preemption.preempt_for` for victims on each GPU-type option of the
+job; when they are found the job is *nominated*: the victims get their notices (a preemption
+with grace period and lost GPU-hours, or a shrink of an elastic job), the GPUs they free are
+promised to it as a reservation, and it waits for them to stop. When every candidate is
+protected (minimum runtime, preemption budget) the job is told which protection is in the way
+and when it lifts.
+"""
+
+from __future__ import annotations
+
+from scheduler_core.admission import TypeOption, gpus_by_type, quota_for, quota_for_grants
+from scheduler_core.context import CycleContext
+from scheduler_core.gang import Demand
+from scheduler_core.job_shape import JobShape
+from scheduler_core.maintenance import NO_NODES, run_end
+from scheduler_core.outcome import Outcome
+from scheduler_core.placement import PlacementRequest
+from scheduler_core.plugins.protocols import ScorePlugin
+from scheduler_core.preemption import (
+    Found,
+    Protected,
+    nominate,
+    preempt_for,
+    preemption_notice,
+    shrink_notice,
+)
+from scheduler_core.sentences import counted, job_names
+from scheduler_core.state import Grant
+from scheduler_core.types import JobSpec, ReasonCode, Reservation
+from scheduler_core.victims import budget_lifts_at
+
+
+def try_preemption(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
+                   mark: float | None) -> bool | Protected | None:
+    """Phase 6: ``True`` when victims were found and the job's preemption is planned; the
+    first protection that stopped it when candidates exist but are protected; ``None``
+    otherwise."""
+    if not (ctx.config.preemption and ctx.preemption_searches < ctx.config.max_preemption_searches
+            and _may_find_victims(ctx, spec)):
+        return None
+    ctx.preemption_searches += 1
+    protected: Protected | None = None
+    for option in shape.options:
+        result = _preempt(ctx, spec, shape.smallest, option, score)
+        if isinstance(result, Found):
+            _apply_preemption(ctx, spec, shape.smallest, option, result, shape.needs_whole)
+            ctx.timed("preempt", mark)
+            return True
+        if isinstance(result, Protected) and protected is None:
+            protected = result
+    return protected
+
+
+def _may_find_victims(ctx: CycleContext, spec: JobSpec) -> bool:
+    """Cheap test: is there any job stopping, borrowed, or of a lower priority class?"""
+    if ctx.victim_hint is None:
+        lowest = min((ctx.priority_value(j.spec) for j in ctx.running.values()), default=None)
+        stopping = any(j.terminating for j in ctx.running.values())
+        borrowed = any(j.borrowed for j in ctx.running.values())
+        ctx.victim_hint = (lowest, stopping, borrowed)
+    lowest, stopping, borrowed = ctx.victim_hint
+    if stopping or ctx.killed or borrowed:
+        return True
+    pc = ctx.priority[spec.priority_class]
+    return pc.may_preempt_lower and lowest is not None and lowest < pc.value
+
+
+def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,
+             score: ScorePlugin) -> Found | Protected | None:
+    member_classes = option.member_classes
+    closed = NO_NODES
+    if ctx.calendar:
+        # it starts once its victims have stopped: its run may begin a grace period late
+        grace = max((pc.grace_period_s for pc in ctx.priority.values()), default=0)
+        closed = ctx.calendar.closed(ctx.snapshot.now,
+                                     run_end(ctx.snapshot.now + grace, spec.runtime_limit_s))
+    request = PlacementRequest(demand, member_classes, score, closed=closed)
+
+    def fit() -> list[Grant] | None:
+        if option.gpu_type is not None and not quota_for(ctx, spec, option, demand.gpus).admitted:
+            return None
+        grants = ctx.placer.place(request)
+        if grants is None:
+            return None
+        if option.gpu_type is None:
+            ok, _, _ = quota_for_grants(
+                ctx, spec, gpus_by_type(ctx, [(g.node, g.gpus) for g in grants]))
+            if not ok:
+                return None
+        return grants
+
+    classes = frozenset(c for cls in member_classes for c in cls)
+    return preempt_for(ctx, spec, demand.gpus, option.gpu_type, classes, fit,
+                       members=len(demand.members), largest=demand.largest_member)
+
+
+def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,
+                      found: Found, needs_whole: bool) -> None:
+    start = nominate(ctx, spec, found)
+    ctx.arrays.started(spec)
+    shrinks: dict[str, list[Grant]] = {}
+    parts = found.parts or tuple(None for _ in found.victims)
+    for victim, part in zip(found.victims, parts, strict=True):
+        if part is not None:
+            shrinks.setdefault(victim.job_id, []).extend(part)
+        else:
+            ctx.preempted[victim.job_id] = preemption_notice(ctx, spec, demand.gpus, victim)
+    for job_id, pieces in sorted(shrinks.items()):
+        ctx.resized[job_id] = shrink_notice(ctx, spec, job_id, pieces)
+    placements = ctx.state.placements(found.grants)
+    ctx.reservations[spec.id] = Reservation(spec.id, start, placements)
+    ctx.reserved_specs[spec.id] = spec
+    if found.victims:
+        names = job_names(sorted({v.job_id for v in found.victims}))
+        message = (f"Preempting {names} to start on {counted(demand.gpus, 'GPU')}; it starts once they "
+                   f"have stopped, by t={start:.0f}.")
+        would = "the preempted jobs stop within their grace period"
+    else:
+        names = job_names(list(found.claimed))
+        message = (f"Waits for {names}, already stopping, to release the GPUs it needs, by "
+                   f"t={start:.0f}.")
+        would = "the stopping jobs release their GPUs"
+    ctx.outcomes[spec.id] = Outcome(
+        ReasonCode.WAITING_FOR_PREEMPTION, message, True, would, eta=start, demand=demand,
+        classes=ctx.placer.union(option.member_classes),
+        needs_whole_node=needs_whole,
+    )
+
+
+def also_by_preemption(ctx: CycleContext, spec: JobSpec,
+                       protected: bool | Protected | None) -> None:
+    """A job over its quota (waiting for it, or holding the reservation until it lifts) that
+    could preempt its way in once its victims' minimum runtime is over says so, and that time
+    is its ETA when it comes first: the cycle will then preempt. (Explanation only: the
+    decision was taken.)"""
+    if not isinstance(protected, Protected):
+        return
+    lifts = _protection_lifts(ctx, protected.victims)
+    if lifts is None:
+        return
+    outcome = ctx.outcomes[spec.id]
+    eta = lifts[1] if outcome.eta is None else min(outcome.eta, lifts[1])
+    ctx.outcomes[spec.id] = outcome._replace(
+        message=f"{outcome.message} It could also start by preemption, but the candidates are "
+                f"protected: {protected.why}; it may preempt them from t={lifts[0]:.0f} and "
+                f"start once they have stopped, by t={lifts[1]:.0f}.",
+        eta=eta)
+
+
+def protected_outcome(ctx: CycleContext, protected: Protected, demand: Demand,
+                      member_classes: tuple[tuple[int, ...], ...], needs_whole: bool) -> Outcome:
+    """A job that could start by preemption if its candidates were not protected: which
+    protection is in the way, and when it lifts (its ETA: the victims would then have
+    stopped)."""
+    lifts = _protection_lifts(ctx, protected.victims)
+    code = _protection_code(ctx, protected)
+    return Outcome(
+        code, _protected_sentence(protected, lifts),
+        True, "the protected jobs pass their minimum runtime, or GPUs free up"
+        if code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
+        else "the protected jobs pass their minimum runtime or budget window, or GPUs free up",
+        eta=None if lifts is None else lifts[1],
+        demand=demand, classes=ctx.placer.union(member_classes),
+        needs_whole_node=needs_whole,
+    )
+
+
+def _protection_code(ctx: CycleContext, protected: Protected) -> ReasonCode:
+    """``PreemptionBudgetExhausted`` when a budget stands in the way (the cycle's, or one of
+    the victims' own); ``MinimumRuntimeProtected`` when only their minimum runtimes do."""
+    if not protected.victims:
+        return ReasonCode.PREEMPTION_BUDGET_EXHAUSTED  # the cycle's budget is spent
+    for job_id in protected.victims:
+        job = ctx.running.get(job_id)
+        pc = ctx.priority.get(job.spec.priority_class) if job is not None else None
+        if pc is None or job is None or job.spec.preemptions_in_window >= pc.preemption_budget:
+            return ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    return ReasonCode.MINIMUM_RUNTIME_PROTECTED
+
+
+def _protected_sentence(protected: Protected, lifts: tuple[float, float] | None) -> str:
+    when = "" if lifts is None else (
+        f"; it may preempt them from t={lifts[0]:.0f} and start once they have stopped, "
+        f"by t={lifts[1]:.0f}")
+    return f"It could start by preemption, but the candidates are protected: {protected.why}{when}."
+
+
+def _protection_lifts(ctx: CycleContext, victims: tuple[str, ...]) -> tuple[float, float] | None:
+    """When the jobs a preemption would take are all past their minimum runtime and back
+    under their preemption budget, and when they would have stopped after their grace
+    periods; ``None`` when one is over its budget and the snapshot does not say when its
+    window lets it go (``JobSpec.preemption_budget_frees_at``), or a victim is unknown.
+    (Before the snapshot carried that time, a job whose victim had spent its budget got no
+    time at all, and one whose victim was also inside its minimum runtime got the end of the
+    minimum runtime alone.)"""
+    if not victims:
+        return None
+    now = ctx.snapshot.now
+    free_from, grace = now, 0
+    for job_id in victims:
+        job = ctx.running.get(job_id)
+        pc = ctx.priority.get(job.spec.priority_class) if job is not None else None
+        if job is None or pc is None:
+            return None
+        if now - job.started_at < pc.min_runtime_s:
+            free_from = max(free_from, job.started_at + pc.min_runtime_s)
+        if job.spec.preemptions_in_window >= pc.preemption_budget:
+            lifts = budget_lifts_at(job, now)
+            if lifts is None:
+                return None
+            free_from = max(free_from, lifts)
+        grace = max(grace, pc.grace_period_s)
+    return free_from, free_from + grace
