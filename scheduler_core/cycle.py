@@ -7,7 +7,7 @@
     # 2.   admit under quota         admission.*  (validity, capability, quota per GPU type)
     # 3.   filter nodes              placement.Placer + filter plugins + maintenance windows
     # 4.   score                     placement.Placer + score plugins + eq. 2 topology scorer
-    # 5.   reserve / backfill        backfill.plan_reservation (head job), may_backfill_into
+    # 5.   reserve / backfill        head_reservation (which job, which GPU type), backfill.plan_reservation, may_backfill_into
     # 6.   preempt                   nomination.try_preemption, preemption.preempt_for (victims, reprieve)
     # 5b. grow elastic jobs          elastic.grow_elastic
     # 7. explain what is left        explain.explain, fleet.fleet_figures
@@ -44,12 +44,9 @@ from scheduler_core.backfill import (
     delays_head_quota,
     enforce_runtime_limits,
     expected_end,
-    hold,
     may_backfill_into,
-    plan_reservation,
-    starts_on_time,
 )
-from scheduler_core.context import ActiveReservation, CycleContext, ShapeKey
+from scheduler_core.context import CycleContext, ShapeKey
 from scheduler_core.elastic import grow_elastic
 from scheduler_core.errors import SnapshotError
 from scheduler_core.explain import (
@@ -65,6 +62,15 @@ from scheduler_core.gang import (
     Demand,
     demand_for,
 )
+from scheduler_core.head_reservation import (
+    may_move_head,
+    may_search,
+    move_head,
+    rehold,
+    reserve_first,
+    reserve_over_quota,
+    reserve_untried,
+)
 from scheduler_core.job_shape import JobShape, classes_for, new_shape, shape_key, shape_of
 from scheduler_core.maintenance import MaintenanceCalendar
 from scheduler_core.nomination import also_by_preemption, protected_outcome, try_preemption
@@ -78,24 +84,17 @@ from scheduler_core.preemption import (
 )
 from scheduler_core.queue import order_queue
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
-from scheduler_core.quota_release import team_release_eta, team_released_by
-from scheduler_core.sentences import counted
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
 from scheduler_core.types import (
     Bind,
-    GpuPlacement,
     GpuTypeInfo,
     JobSpec,
     Plan,
     ReasonCode,
-    Reservation,
     RunningJob,
     SchedulerConfig,
     Snapshot,
 )
-
-MAX_RESERVATION_SEARCHES = 3
-"""Jobs that may look for a reservation per cycle (only one can hold it: EASY)."""
 
 
 def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, *,
@@ -399,7 +398,7 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
     verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
     outcome = _untried(ctx, spec, smallest, options, verdicts, shape.needs_whole)
     if outcome.code is ReasonCode.INSUFFICIENT_GPUS and ctx.head is None:
-        reserved = _reserve_untried(ctx, spec, smallest, verdicts, score, shape.needs_whole)
+        reserved = reserve_untried(ctx, spec, smallest, verdicts, score, shape.needs_whole)
         ctx.timed("reserve_backfill", mark)
         if reserved:
             return
@@ -486,7 +485,7 @@ def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
                     continue
                 borrowed = any_type
             _commit(ctx, spec, grants, borrowed)
-            _rehold(ctx)
+            rehold(ctx)
             return None
     return misses
 
@@ -501,14 +500,14 @@ def _quota_for_any_type(ctx: CycleContext, spec: JobSpec, grants: list[Grant],
     ok, borrowed, refused_type = quota_for_grants(ctx, spec, by_type)
     if not ok:
         ctx.placer.drop()
-        _rehold(ctx)
+        rehold(ctx)
         assert refused_type is not None
         v = ctx.ledger.check(spec.team, refused_type, demand.gpus)
         misses.refusal = misses.refusal or (TypeOption(refused_type, member_classes), v, demand.gpus)
         return None
     if delays_head_quota(ctx, spec, by_type):
         ctx.placer.drop()
-        _rehold(ctx)
+        rehold(ctx)
         misses.quota_blocked = True
         return None
     return borrowed
@@ -531,8 +530,8 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
 
     if misses.admitted_option is None:
         assert misses.refusal is not None
-        if not misses.blocked_by_head and _reserve_over_quota(ctx, spec, smallest, options, score,
-                                                              needs_whole):
+        if not misses.blocked_by_head and reserve_over_quota(ctx, spec, smallest, options, score,
+                                                             needs_whole):
             also_by_preemption(ctx, spec, protected)
             return
         _settle(ctx, spec, quota_outcome(ctx, spec, options, misses.refusal, smallest,
@@ -549,22 +548,10 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
     # (asked before the reservation holds GPUs: would it fit now but for maintenance?)
     maintenance = maintenance_outcome(ctx, spec, requests, needs_whole)
     # 5. reserve: the first job that cannot start gets the EASY reservation
-    if ctx.config.backfill and ctx.head is None \
-            and ctx.reservation_searches < MAX_RESERVATION_SEARCHES and not misses.blocked_by_head:
-        ctx.reservation_searches += 1
-        found = _earliest_reservation(ctx, spec, [(request, None) for request in requests])
+    if not misses.blocked_by_head and may_search(ctx):
+        reserved = reserve_first(ctx, spec, requests, needs_whole, maintenance)
         ctx.timed("reserve_backfill", mark)
-        if found is not None:
-            reservation, request, _ = found
-            hold(ctx, reservation)
-            _settle_reserved(ctx, spec, reservation, request, needs_whole)
-            if maintenance is not None:
-                # what keeps it waiting is the maintenance; the reservation is its start
-                _settle(ctx, spec, maintenance._replace(
-                    message=f"{maintenance.message} It holds a reservation for "
-                            f"{counted(request.demand.gpus, 'GPU')} from t={reservation.start_at:.0f}; "
-                            f"smaller jobs may use them only if they end before then.",
-                    eta=reservation.start_at))
+        if reserved:
             return
     _settle(ctx, spec, maintenance if maintenance is not None else diagnose(
         ctx, spec, smallest, member_classes, misses.blocked_by_head, needs_whole))
@@ -588,144 +575,6 @@ def _behind_head_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> Out
     )
 
 
-def _reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
-                     verdicts: list[tuple[TypeOption, QuotaVerdict]], score: ScorePlugin,
-                     needs_whole: bool) -> bool:
-    """Phase 5 past the placement budget: when no job holds the reservation yet, the first job
-    its quota admits but that cannot fit (fewer capable GPUs free than it needs, so no search
-    is needed to know) still gets it, so a busy cycle of small binds cannot leave the head
-    without a promise. Outcomes shared by later untried jobs were computed before the hold,
-    so they are dropped."""
-    cfg = ctx.config
-    if not cfg.backfill or ctx.head is not None \
-            or ctx.reservation_searches >= MAX_RESERVATION_SEARCHES:
-        return False
-    admitted = [o for o, v in verdicts if v.admitted and all(o.member_classes)]
-    if not admitted:
-        return False
-    ctx.reservation_searches += 1
-    found = _earliest_reservation(ctx, spec, [(PlacementRequest(demand, o.member_classes, score), None)
-                                              for o in admitted])
-    if found is None:
-        return False
-    reservation, request, _ = found
-    hold(ctx, reservation)
-    ctx.untried_outcomes.clear()  # computed before this hold
-    _settle_reserved(ctx, spec, reservation, request, needs_whole)
-    return True
-
-
-_Candidate = tuple[PlacementRequest, tuple[TypeOption, QuotaVerdict, int, float] | None]
-
-
-def _earliest_reservation(
-        ctx: CycleContext, spec: JobSpec, candidates: list[_Candidate],
-) -> tuple[ActiveReservation, PlacementRequest, tuple[TypeOption, QuotaVerdict, int, float] | None] | None:
-    """The head's reservation on the GPU type that frees first, of the types it accepts (each
-    candidate: its request, and for a head over its quota the type's option, verdict,
-    shortage and the time that quota lifts); the type it prefers wins a tie. Nothing is held.
-    Before, the first type with any reservation was taken: a serving job accepting H100 or
-    A100 waited 4 h for H100 while its A100 quota freed in 2 h."""
-    best = None
-    for request, quota_wait in candidates:
-        reservation = plan_reservation(
-            ctx, spec, request, hold_now=False,
-            not_before=None if quota_wait is None else quota_wait[3],
-            quota_type=None if quota_wait is None else quota_wait[0].gpu_type,
-            before=None if best is None else best[0].start_at)
-        if reservation is not None and (best is None or reservation.start_at < best[0].start_at):
-            best = (reservation, request, quota_wait)
-    return best
-
-
-def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation,
-                     request: PlacementRequest, needs_whole: bool) -> None:
-    """`spec` holds the EASY reservation: it waits for it, with its start as the ETA. (Called
-    again with the new GPUs when the reservation moves, see :func:`_move_head`.)"""
-    demand, member_classes = request.demand, request.member_classes
-    placements = _hold_reservation(ctx, spec, reservation)
-    ctx.head_request = request
-    ctx.head_needs_whole = needs_whole
-    gpus = sum(g.gpus for g in reservation.grants)
-    _settle(ctx, spec, Outcome(
-        ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {gpus} GPUs on {counted(len(placements), 'node')} from "
-        f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
-        f"smaller jobs may use those GPUs only if they end before then.",
-        True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
-        eta=reservation.start_at, demand=demand,
-        classes=ctx.placer.union(member_classes),
-        needs_whole_node=needs_whole,
-    ))
-
-
-def _hold_reservation(
-    ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation
-) -> tuple[GpuPlacement, ...]:
-    """`spec` becomes the cycle's head: its reserved GPUs are what later jobs must not delay."""
-    ctx.head = reservation
-    placements = ctx.state.placements(reservation.grants)
-    ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
-    ctx.reserved_specs[spec.id] = spec
-    return placements
-
-
-def _reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
-                        options: tuple[TypeOption, ...], score: ScorePlugin,
-                        needs_whole: bool) -> bool:
-    """Phase 5 for a job its quota refuses now: if its own team's running jobs release enough
-    quota by their runtime limits, it may still be the head, with a reservation from when both
-    the GPUs and the quota are there; later jobs of its team then start only if they leave
-    that quota free (:func:`~scheduler_core.backfill.delays_head_quota`). Without this a
-    team whose quota is full of its own work starves its large jobs behind its small ones."""
-    cfg = ctx.config
-    if not cfg.backfill or ctx.head is not None \
-            or ctx.reservation_searches >= MAX_RESERVATION_SEARCHES:
-        return False
-    candidates: list[_Candidate] = []
-    for option in options:
-        gpu_type = option.gpu_type
-        if gpu_type is None or any(not c for c in option.member_classes):
-            continue
-        verdict = quota_for(ctx, spec, option, demand.gpus)
-        if verdict.admitted or verdict.never or not verdict.governed:
-            continue
-        shortage = verdict.shortage(demand.gpus)
-        lifts_at = team_release_eta(ctx, spec.team, gpu_type, shortage)
-        if lifts_at is not None:
-            candidates.append((PlacementRequest(demand, option.member_classes, score),
-                               (option, verdict, shortage, lifts_at)))
-    if not candidates:
-        return False
-    ctx.reservation_searches += 1
-    found = _earliest_reservation(ctx, spec, candidates)
-    if found is None:
-        return False
-    reservation, _, chosen = found
-    assert chosen is not None
-    option, verdict, shortage, _ = chosen
-    gpu_type = option.gpu_type
-    assert gpu_type is not None
-    hold(ctx, reservation)
-    placements = _hold_reservation(ctx, spec, reservation)
-    ctx.head_quota_slack = (team_released_by(ctx, spec.team, gpu_type, reservation.start_at)
-                            - shortage)
-    _settle(ctx, spec, Outcome(
-        ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {demand.gpus} GPUs on {counted(len(placements), 'node')} from "
-        f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
-        f"the {counted(shortage, f'{gpu_type} GPU')} its quota lacks now "
-        f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
-        f"by runtime limits; smaller jobs may use those GPUs only if they end before then.",
-        True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
-              f"latest by their runtime limits)",
-        eta=reservation.start_at, demand=demand,
-        classes=ctx.placer.union(option.member_classes),
-        needs_whole_node=needs_whole, quota_type=gpu_type,
-    ))
-    return True
-
-
 def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
              member_classes: tuple[tuple[int, ...], ...],
              score: ScorePlugin) -> tuple[list[Grant] | None, bool]:
@@ -733,7 +582,7 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
 
     Returns the grants (not yet taken) and whether the gang would fit only on GPUs held for
     the head job. When the grants use held GPUs, the hold stays released until
-    :func:`_rehold` runs after the commit."""
+    :func:`rehold` runs after the commit."""
     state = ctx.state
     union = ctx.placer.union(member_classes)
     closed = ctx.calendar.closed_for_run(ctx.snapshot.now, spec.runtime_limit_s)
@@ -759,7 +608,7 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
     if key in ctx.failed_shapes:
         return None, False
     eligible = may_backfill_into(ctx, spec)
-    if key in ctx.behind_head and not eligible and not _may_move_head(ctx):
+    if key in ctx.behind_head and not eligible and not may_move_head(ctx):
         return None, True
     ctx.attempts += 1
     state.release((HOLD, ctx.head.job_id))
@@ -767,12 +616,12 @@ def _attempt(ctx: CycleContext, spec: JobSpec, demand: Demand,
     grants = ctx.placer.place(request)
     if grants is None:
         ctx.failed_shapes[key] = True
-        _rehold(ctx)
+        rehold(ctx)
         return None, False
     ctx.behind_head.add(key)
-    if eligible or _move_head(ctx, spec, grants):
+    if eligible or move_head(ctx, spec, grants):
         return grants, False
-    _rehold(ctx)
+    rehold(ctx)
     return None, True
 
 
@@ -782,42 +631,6 @@ def _free_on(ctx: CycleContext, nodes: frozenset[int], classes: tuple[int, ...])
         return 0
     state = ctx.state
     return sum(state.free_gpus[n] for n in nodes if state.ready[n] and state.node_class[n] in classes)
-
-
-def _may_move_head(ctx: CycleContext) -> bool:
-    return (ctx.head is not None and ctx.head_request is not None
-            and ctx.reservation_moves < ctx.config.max_reservation_moves)
-
-
-def _move_head(ctx: CycleContext, spec: JobSpec, grants: list[Grant]) -> bool:
-    """May ``spec`` start on ``grants`` (which use GPUs held for the head) although its runtime
-    limit ends it after the head's start? Yes if, with ``spec`` running, the head still starts
-    at the same time on other GPUs (:func:`~scheduler_core.backfill.starts_on_time`): the head
-    is not delayed, so EASY's promise holds, and the reservation moves to those GPUs. The
-    head's hold is released on entry (see :func:`_attempt`); the new one is taken by
-    :func:`_rehold` after ``spec`` commits."""
-    head, request = ctx.head, ctx.head_request
-    if head is None or request is None or not _may_move_head(ctx):
-        return False
-    ctx.reservation_moves += 1
-    state = ctx.state
-    probe = (JOB, spec.id)
-    for g in grants:
-        state.take(probe, g)
-    try:
-        moved = starts_on_time(ctx, request)
-    finally:
-        state.release(probe)
-    if moved is None:
-        return False
-    _settle_reserved(ctx, ctx.reserved_specs[head.job_id], moved, request, ctx.head_needs_whole)
-    return True
-
-
-def _rehold(ctx: CycleContext) -> None:
-    if ctx.head_released and ctx.head is not None:
-        hold(ctx, ctx.head)
-    ctx.head_released = False
 
 
 def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: bool) -> None:

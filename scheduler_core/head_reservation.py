@@ -1,0 +1,230 @@
+"""Phase 5 for one job: the head's EASY reservation.
+
+Seed 000: backfilling without a reservation starves large jobs; EASY backfilling (Mu'alem and
+Feitelson, 2001) promises the first job that cannot start a start time and the GPUs it will
+start on, and lets later jobs start only if they cannot delay it
+(:func:`~scheduler_core.backfill.may_backfill_into`). Here: which job becomes the head (the
+first one that finds no room; past the placement budget, the first one its quota admits with
+too few capable GPUs free; a job its quota refuses now when its own team's jobs release the
+quota by then), on which of the GPU types it accepts (the one that frees first), and moving
+the reservation to other GPUs when a later job would otherwise delay it but the head still
+starts on time elsewhere. How the start and the GPUs are found is
+:func:`~scheduler_core.backfill.plan_reservation`.
+"""
+
+from __future__ import annotations
+
+from scheduler_core.admission import TypeOption, quota_for
+from scheduler_core.backfill import hold, plan_reservation, starts_on_time
+from scheduler_core.context import ActiveReservation, CycleContext
+from scheduler_core.gang import Demand
+from scheduler_core.outcome import Outcome
+from scheduler_core.placement import PlacementRequest
+from scheduler_core.plugins.protocols import ScorePlugin
+from scheduler_core.quota import QuotaVerdict
+from scheduler_core.quota_release import team_release_eta, team_released_by
+from scheduler_core.sentences import counted
+from scheduler_core.state import JOB, Grant
+from scheduler_core.types import GpuPlacement, JobSpec, ReasonCode, Reservation
+
+MAX_RESERVATION_SEARCHES = 3
+"""Jobs that may look for a reservation per cycle (only one can hold it: EASY)."""
+
+
+def may_search(ctx: CycleContext) -> bool:
+    """Is the reservation still to be given this cycle, and may one more job look for it?"""
+    return (ctx.config.backfill and ctx.head is None
+            and ctx.reservation_searches < MAX_RESERVATION_SEARCHES)
+
+
+def reserve_first(ctx: CycleContext, spec: JobSpec, requests: list[PlacementRequest],
+                  needs_whole: bool, maintenance: Outcome | None) -> bool:
+    """The first job that cannot start gets the reservation, on the GPU type (of
+    ``requests``) that frees first. A job that only maintenance keeps from starting now keeps
+    that reason, with the reservation's start as its ETA."""
+    ctx.reservation_searches += 1
+    found = _earliest_reservation(ctx, spec, [(request, None) for request in requests])
+    if found is None:
+        return False
+    reservation, request, _ = found
+    hold(ctx, reservation)
+    _settle_reserved(ctx, spec, reservation, request, needs_whole)
+    if maintenance is not None:
+        ctx.outcomes[spec.id] = maintenance._replace(
+            message=f"{maintenance.message} It holds a reservation for "
+                    f"{counted(request.demand.gpus, 'GPU')} from t={reservation.start_at:.0f}; "
+                    f"smaller jobs may use them only if they end before then.",
+            eta=reservation.start_at)
+    return True
+
+
+def reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
+                    verdicts: list[tuple[TypeOption, QuotaVerdict]], score: ScorePlugin,
+                    needs_whole: bool) -> bool:
+    """Phase 5 past the placement budget: when no job holds the reservation yet, the first job
+    its quota admits but that cannot fit (fewer capable GPUs free than it needs, so no search
+    is needed to know) still gets it, so a busy cycle of small binds cannot leave the head
+    without a promise. Outcomes shared by later untried jobs were computed before the hold,
+    so they are dropped."""
+    if not may_search(ctx):
+        return False
+    admitted = [o for o, v in verdicts if v.admitted and all(o.member_classes)]
+    if not admitted:
+        return False
+    ctx.reservation_searches += 1
+    found = _earliest_reservation(ctx, spec, [(PlacementRequest(demand, o.member_classes, score), None)
+                                              for o in admitted])
+    if found is None:
+        return False
+    reservation, request, _ = found
+    hold(ctx, reservation)
+    ctx.untried_outcomes.clear()  # computed before this hold
+    _settle_reserved(ctx, spec, reservation, request, needs_whole)
+    return True
+
+
+def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
+                       options: tuple[TypeOption, ...], score: ScorePlugin,
+                       needs_whole: bool) -> bool:
+    """Phase 5 for a job its quota refuses now: if its own team's running jobs release enough
+    quota by their runtime limits, it may still be the head, with a reservation from when both
+    the GPUs and the quota are there; later jobs of its team then start only if they leave
+    that quota free (:func:`~scheduler_core.backfill.delays_head_quota`). Without this a
+    team whose quota is full of its own work starves its large jobs behind its small ones."""
+    if not may_search(ctx):
+        return False
+    candidates: list[_Candidate] = []
+    for option in options:
+        gpu_type = option.gpu_type
+        if gpu_type is None or any(not c for c in option.member_classes):
+            continue
+        verdict = quota_for(ctx, spec, option, demand.gpus)
+        if verdict.admitted or verdict.never or not verdict.governed:
+            continue
+        shortage = verdict.shortage(demand.gpus)
+        lifts_at = team_release_eta(ctx, spec.team, gpu_type, shortage)
+        if lifts_at is not None:
+            candidates.append((PlacementRequest(demand, option.member_classes, score),
+                               (option, verdict, shortage, lifts_at)))
+    if not candidates:
+        return False
+    ctx.reservation_searches += 1
+    found = _earliest_reservation(ctx, spec, candidates)
+    if found is None:
+        return False
+    reservation, _, chosen = found
+    assert chosen is not None
+    option, verdict, shortage, _ = chosen
+    gpu_type = option.gpu_type
+    assert gpu_type is not None
+    hold(ctx, reservation)
+    placements = _hold_reservation(ctx, spec, reservation)
+    ctx.head_quota_slack = (team_released_by(ctx, spec.team, gpu_type, reservation.start_at)
+                            - shortage)
+    ctx.outcomes[spec.id] = Outcome(
+        ReasonCode.WAITING_FOR_RESERVATION,
+        f"Holds a reservation for {demand.gpus} GPUs on {counted(len(placements), 'node')} from "
+        f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
+        f"the {counted(shortage, f'{gpu_type} GPU')} its quota lacks now "
+        f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
+        f"by runtime limits; smaller jobs may use those GPUs only if they end before then.",
+        True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
+              f"latest by their runtime limits)",
+        eta=reservation.start_at, demand=demand,
+        classes=ctx.placer.union(option.member_classes),
+        needs_whole_node=needs_whole, quota_type=gpu_type,
+    )
+    return True
+
+
+_Candidate = tuple[PlacementRequest, tuple[TypeOption, QuotaVerdict, int, float] | None]
+
+
+def _earliest_reservation(
+        ctx: CycleContext, spec: JobSpec, candidates: list[_Candidate],
+) -> tuple[ActiveReservation, PlacementRequest, tuple[TypeOption, QuotaVerdict, int, float] | None] | None:
+    """The head's reservation on the GPU type that frees first, of the types it accepts (each
+    candidate: its request, and for a head over its quota the type's option, verdict,
+    shortage and the time that quota lifts); the type it prefers wins a tie. Nothing is held.
+    Before, the first type with any reservation was taken: a serving job accepting H100 or
+    A100 waited 4 h for H100 while its A100 quota freed in 2 h."""
+    best = None
+    for request, quota_wait in candidates:
+        reservation = plan_reservation(
+            ctx, spec, request, hold_now=False,
+            not_before=None if quota_wait is None else quota_wait[3],
+            quota_type=None if quota_wait is None else quota_wait[0].gpu_type,
+            before=None if best is None else best[0].start_at)
+        if reservation is not None and (best is None or reservation.start_at < best[0].start_at):
+            best = (reservation, request, quota_wait)
+    return best
+
+
+def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation,
+                     request: PlacementRequest, needs_whole: bool) -> None:
+    """`spec` holds the EASY reservation: it waits for it, with its start as the ETA. (Called
+    again with the new GPUs when the reservation moves, see :func:`move_head`.)"""
+    demand, member_classes = request.demand, request.member_classes
+    placements = _hold_reservation(ctx, spec, reservation)
+    ctx.head_request = request
+    ctx.head_needs_whole = needs_whole
+    gpus = sum(g.gpus for g in reservation.grants)
+    ctx.outcomes[spec.id] = Outcome(
+        ReasonCode.WAITING_FOR_RESERVATION,
+        f"Holds a reservation for {gpus} GPUs on {counted(len(placements), 'node')} from "
+        f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
+        f"smaller jobs may use those GPUs only if they end before then.",
+        True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
+        eta=reservation.start_at, demand=demand,
+        classes=ctx.placer.union(member_classes),
+        needs_whole_node=needs_whole,
+    )
+
+
+def _hold_reservation(
+    ctx: CycleContext, spec: JobSpec, reservation: ActiveReservation
+) -> tuple[GpuPlacement, ...]:
+    """`spec` becomes the cycle's head: its reserved GPUs are what later jobs must not delay."""
+    ctx.head = reservation
+    placements = ctx.state.placements(reservation.grants)
+    ctx.reservations[spec.id] = Reservation(spec.id, reservation.start_at, placements)
+    ctx.reserved_specs[spec.id] = spec
+    return placements
+
+
+def may_move_head(ctx: CycleContext) -> bool:
+    """May a later job still try to move the head's reservation (a budget per cycle)?"""
+    return (ctx.head is not None and ctx.head_request is not None
+            and ctx.reservation_moves < ctx.config.max_reservation_moves)
+
+
+def move_head(ctx: CycleContext, spec: JobSpec, grants: list[Grant]) -> bool:
+    """May ``spec`` start on ``grants`` (which use GPUs held for the head) although its runtime
+    limit ends it after the head's start? Yes if, with ``spec`` running, the head still starts
+    at the same time on other GPUs (:func:`~scheduler_core.backfill.starts_on_time`): the head
+    is not delayed, so EASY's promise holds, and the reservation moves to those GPUs. The
+    head's hold is released on entry (see ``cycle._attempt``); the new one is taken by
+    :func:`rehold` after ``spec`` commits."""
+    head, request = ctx.head, ctx.head_request
+    if head is None or request is None or not may_move_head(ctx):
+        return False
+    ctx.reservation_moves += 1
+    state = ctx.state
+    probe = (JOB, spec.id)
+    for g in grants:
+        state.take(probe, g)
+    try:
+        moved = starts_on_time(ctx, request)
+    finally:
+        state.release(probe)
+    if moved is None:
+        return False
+    _settle_reserved(ctx, ctx.reserved_specs[head.job_id], moved, request, ctx.head_needs_whole)
+    return True
+
+
+def rehold(ctx: CycleContext) -> None:
+    """Hold the head's GPUs again after a placement that released them to try them."""
+    if ctx.head_released and ctx.head is not None:
+        hold(ctx, ctx.head)
+    ctx.head_released = False
