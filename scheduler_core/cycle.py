@@ -47,15 +47,10 @@ from scheduler_core.backfill import (
     may_backfill_into,
 )
 from scheduler_core.context import CycleContext, ShapeKey
+from scheduler_core.diagnosis import diagnose, maintenance_outcome, short_of_gpus, type_names
 from scheduler_core.elastic import grow_elastic
 from scheduler_core.errors import SnapshotError
-from scheduler_core.explain import (
-    diagnose,
-    explain,
-    maintenance_outcome,
-    short_of_gpus,
-    type_names,
-)
+from scheduler_core.explain import explain
 from scheduler_core.fairshare import dominant_shares
 from scheduler_core.fleet import fleet_figures
 from scheduler_core.gang import (

@@ -1,0 +1,214 @@
+"""Why a job that passed its quota found no room now, read off the free-capacity indexes.
+
+Phases 3 and 4 say only that a gang did not fit; the user needs to know which dimension stands
+in the way (seed 001: feasibility is multi-dimensional, and fragmentation is the usual
+culprit): too few capable GPUs, none with enough on one node, too few nodes with room for the
+gang's members, no single leaf switch or spine with room, CPUs or memory short next to the free
+GPUs, GPUs held for the head's reservation, or a maintenance window its run would overlap.
+Each is an :class:`~scheduler_core.outcome.Outcome` with the numbers the cycle saw; phase 7
+adds the ETA and the queue position.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from scheduler_core.context import CycleContext
+from scheduler_core.gang import Demand
+from scheduler_core.maintenance import NO_NODES, run_end
+from scheduler_core.outcome import Outcome
+from scheduler_core.placement import PlacementRequest, loners
+from scheduler_core.sentences import counted, duration, verb
+from scheduler_core.state import FLEET, HOLD, LEAF, SPINE
+from scheduler_core.types import JobSpec, ReasonCode, TopologyConstraint
+
+
+def type_names(ctx: CycleContext, classes: Sequence[int]) -> str:
+    """The GPU types of node classes as a sentence names them: "a100-40gb/h100-80gb"."""
+    names = sorted({ctx.state.classes[c].gpu_type.name for c in classes})
+    return "/".join(names) if names else "capable"
+
+
+def short_of_gpus(ctx: CycleContext, need: int, free: int, kind: str,
+                  classes: tuple[int, ...]) -> tuple[str, str]:
+    """``InsufficientGpus``' sentence and what would start the job."""
+    short = need - free
+    return (f"Needs {counted(need, f'{kind} GPU')}; {free} {verb(free, 'is', 'are')} free"
+            f"{held_note(ctx, classes)}.",
+            f"{counted(short, f'more {kind} GPU')} {verb(short, 'frees', 'free')} up")
+
+
+def held_note(ctx: CycleContext, classes: Sequence[int]) -> str:
+    """Idle GPUs of ``classes`` held for a reservation or a nomination, as a clause (they are
+    not free, but a user looking at the nodes sees them idle): " (4 more are idle, held for
+    job big's reservation)", or ""."""
+    state = ctx.state
+    wanted = set(classes)
+    holders = []
+    total = 0
+    for job_id in ctx.reservations:
+        gpus = sum(g.gpus for g in state.holdings.get((HOLD, job_id), ())
+                   if state.node_class[g.node] in wanted)
+        if gpus:
+            holders.append(job_id)
+            total += gpus
+    if not total:
+        return ""
+    whose = (f"job {holders[0]}'s reservation" if len(holders) == 1
+             else f"the reservations of jobs {', '.join(holders)}")
+    return f" ({total} more are idle, held for {whose})"
+
+
+def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
+             member_classes: tuple[tuple[int, ...], ...], blocked_by_head: bool,
+             needs_whole: bool) -> Outcome:
+    """Why a gang that passed quota found no room, from the free-capacity indexes."""
+    state = ctx.state
+    union = ctx.placer.union(member_classes)
+    kind = type_names(ctx, union)
+    free = state.free_in(FLEET, 0, union)
+    need = demand.gpus
+
+    def out(code: ReasonCode, message: str, would: str) -> Outcome:
+        return Outcome(code, message, True, would, demand=demand, classes=union,
+                       needs_whole_node=needs_whole)
+
+    if blocked_by_head and ctx.head is not None:
+        head = ctx.head
+        why = (
+            "it declares no runtime limit"
+            if spec.runtime_limit_s is None
+            else f"its runtime limit of {spec.runtime_limit_s:.0f} s ends after that"
+        )
+        return out(
+            ReasonCode.BEHIND_HIGHER_PRIORITY,
+            f"It fits only on GPUs reserved for job {head.job_id}, which starts at "
+            f"t={head.start_at:.0f}; {why}, so starting now would delay it.",
+            f"job {head.job_id} starts, or this job declares a runtime limit ending before "
+            f"t={head.start_at:.0f}",
+        )
+    if free < need:
+        return out(ReasonCode.INSUFFICIENT_GPUS, *short_of_gpus(ctx, need, free, kind, union))
+    largest_member = demand.largest_member
+    big_classes = tuple(sorted({c for m, cls in zip(demand.members, member_classes, strict=True)
+                                if m.gpus == largest_member for c in cls}))
+    block = state.largest_free_block(big_classes)
+    if block < largest_member:
+        return out(
+            ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+            f"{free} {kind} GPUs free, none with {largest_member} on one node "
+            f"(largest free block: {block}).",
+            f"a node with {largest_member} free {kind} GPUs becomes available",
+        )
+    bigs = loners(state, demand, member_classes)
+    roomy = state.nodes_with_free(big_classes, largest_member)
+    if roomy < bigs:
+        return out(
+            ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+            f"{free} {kind} GPUs free, but only {roomy} nodes with {largest_member} free; "
+            f"its gang needs {bigs}.",
+            f"{bigs - roomy} more nodes with {largest_member} free {kind} GPUs",
+        )
+    if demand.topology in (TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE):
+        leaf = demand.topology is TopologyConstraint.SAME_LEAF
+        where = "leaf switch" if leaf else "spine"
+        level, domains = (LEAF, len(state.leaf_names)) if leaf else (SPINE,
+                                                                      len(state.spine_names))
+        most = max((state.free_in(level, d, union) for d in range(domains)), default=0)
+        return out(
+            ReasonCode.TOPOLOGY_UNSATISFIED,
+            f"{free} {kind} GPUs free, but no single {where} has room for all {need} (at most "
+            f"{most} free under one).",
+            f"{need} {kind} GPUs free up under one {where}",
+        )
+    cpu_short = mem_short = 0
+    for c in big_classes:
+        buckets = state.buckets.get((FLEET, 0, c))
+        if buckets is None:
+            continue
+        for f in range(largest_member, len(buckets)):
+            for n in buckets[f]:
+                if state.free_cpus[n] < demand.members[0].cpus:
+                    cpu_short += 1
+                elif state.free_mem[n] < demand.members[0].memory_gb:
+                    mem_short += 1
+    if cpu_short and cpu_short >= mem_short:
+        return out(
+            ReasonCode.INSUFFICIENT_CPU,
+            f"{cpu_short} nodes have {largest_member} free GPUs but fewer than "
+            f"{demand.members[0].cpus} free CPUs.",
+            f"{demand.members[0].cpus} CPUs free up next to {largest_member} free GPUs",
+        )
+    if mem_short:
+        return out(
+            ReasonCode.INSUFFICIENT_MEMORY,
+            f"{mem_short} nodes have {largest_member} free GPUs but less than "
+            f"{demand.members[0].memory_gb} GB of free memory.",
+            f"{demand.members[0].memory_gb} GB of memory frees up next to free GPUs",
+        )
+    return out(
+        ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
+        f"{free} {kind} GPUs free, but spread too thinly for its gang of "
+        f"{len(demand.members)} members.",
+        f"the free {kind} GPUs consolidate onto fewer nodes",
+    )
+
+
+def maintenance_outcome(ctx: CycleContext, spec: JobSpec, requests: Sequence[PlacementRequest],
+                        needs_whole: bool) -> Outcome | None:
+    """``MaintenanceWindow`` for a job that would be placed now but for the maintenance
+    windows its run would overlap (one what-if placement per GPU type it accepts, ignoring
+    the windows, each a placement attempt of the cycle), or ``None``. Its start here is when
+    those windows have ended: the nodes it would use reopen then. (Phase 7 moves it earlier
+    when other capable nodes free up sooner, clear of the windows: ``explain._Explainer.word``.)"""
+    calendar = ctx.calendar
+    now = ctx.snapshot.now
+    end = run_end(now, spec.runtime_limit_s)
+    if not calendar or not calendar.closed(now, end):
+        return None
+    for request in requests:
+        # a what-if counts as a placement attempt (the cycle's budget bounds them); a gang
+        # that does not fit even with the windows ignored never will this cycle
+        key = (request.demand, request.member_classes, request.score.NAME, False, NO_NODES)
+        if key in ctx.failed_shapes:
+            continue
+        ctx.attempts += 1
+        grants = ctx.placer.place(request._replace(closed=NO_NODES))
+        if grants is None:
+            ctx.failed_shapes[key] = True
+            continue
+        nodes = sorted({g.node for g in grants})
+        windows = calendar.blocking(nodes, now, end)
+        if not windows:
+            continue
+        names = ctx.state.nodes
+        blocked = [names[n].name for n in nodes if calendar.blocking((n,), now, end)]
+        reopen = max(w.end_at for w in windows)
+        first = min(w.start_at for w in windows)
+        them = "it" if len(blocked) == 1 else "them"
+        if len(windows) == 1:
+            w = windows[0]
+            what = (f"maintenance window {w.id}{f' ({w.reason})' if w.reason else ''} takes "
+                    f"{them} out of service from t={w.start_at:.0f} to t={w.end_at:.0f}")
+        else:
+            what = f"maintenance takes {them} out of service (" + "; ".join(
+                f"window {w.id}{f' ({w.reason})' if w.reason else ''} from t={w.start_at:.0f} "
+                f"to t={w.end_at:.0f}" for w in windows) + ")"
+        why = ("it declares no runtime limit, so it could still be running then"
+               if spec.runtime_limit_s is None
+               else f"its runtime limit of {duration(spec.runtime_limit_s)} would end it at "
+                    f"t={end:.0f}")
+        return Outcome(
+            ReasonCode.MAINTENANCE_WINDOW,
+            f"It would fit now on {counted(len(blocked), 'node')} ({', '.join(blocked[:4])}"
+            f"{', …' if len(blocked) > 4 else ''}), but {what}, and {why}. It may start there "
+            f"once the maintenance has ended, or earlier elsewhere as GPUs free up.",
+            True,
+            f"the maintenance ends at t={reopen:.0f}, GPUs free up on other nodes"
+            + ("" if now >= first else f", or it declares a runtime limit ending by t={first:.0f}"),
+            eta=reopen, demand=request.demand, classes=ctx.placer.union(request.member_classes),
+            needs_whole_node=needs_whole,
+            type_classes=tuple(ctx.placer.union(r.member_classes) for r in requests)
+            if len(requests) > 1 else (),
+        )
+    return None
