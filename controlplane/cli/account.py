@@ -7,17 +7,26 @@ import argparse
 import getpass
 import os
 import sys
+from collections.abc import Callable
 
 from controlplane.cli import output
 from controlplane.cli.client import Api, ApiError, CliError, config_path, load_config, save_config, server_url
 
 
 def cmd_login(api: Api, args: argparse.Namespace) -> int:
-    username = args.username or input("Username: ")
+    if args.password_stdin and not args.username:
+        # Standard input is the password's: the prompt for a user name read the password as the
+        # user name and then sent an empty password ("password: This field may not be blank").
+        raise CliError("--password-stdin reads the password from standard input: give the user name with "
+                       "--username (qm login --username NAME --password-stdin < pw.txt)")
+    username = args.username or _ask("Username: ", input, "give it with --username")
     if args.password_stdin:
-        password = sys.stdin.readline().rstrip("\n")
+        password = sys.stdin.readline().rstrip("\r\n")
+        if not password:
+            raise CliError("--password-stdin: standard input gave no password (an empty first line, or none)")
     else:
-        password = os.environ.get("QM_PASSWORD") or getpass.getpass("Password: ")
+        password = os.environ.get("QM_PASSWORD") or _ask(
+            "Password: ", getpass.getpass, "give it with --password-stdin or $QM_PASSWORD")
     anonymous = Api(api.url, None)
     answer = anonymous.request("POST", "auth/token/", body={"username": username, "password": password})
     path = save_config({"url": api.url, "token": answer["token"], "username": answer["username"]})
@@ -28,6 +37,17 @@ def cmd_login(api: Api, args: argparse.Namespace) -> int:
     roles = ", ".join(f"{m['role']} of {m['team']}" if m["team"] else m["role"] for m in me["memberships"]) or "no team"
     print(f"Logged in to {api.url} as {me['username']} ({roles}). Token saved in {path}.")
     return 0
+
+
+def _ask(prompt: str, read: Callable[[str], str], instead: str) -> str:
+    """Ask for what was not given on the command line. Standard input that has ended (a script,
+    CI, `< /dev/null`) was an EOFError traceback: say what to give instead."""
+    try:
+        return read(prompt)
+    except EOFError:
+        print(file=sys.stderr)  # end the prompt's line
+        what = prompt.rstrip(": ").lower()
+        raise CliError(f"no {what}: standard input ended before one was typed; {instead}") from None
 
 
 def cmd_logout(api: Api, args: argparse.Namespace) -> int:
