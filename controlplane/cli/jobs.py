@@ -42,7 +42,7 @@ def _load_spec_file(path: str) -> dict[str, Any]:
     try:
         data = _plain(yaml.safe_load(text))
     except yaml.YAMLError as exc:
-        raise CliError(f"{path} is not valid YAML: {str(exc).splitlines()[0]}") from exc
+        raise CliError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from exc
     if not isinstance(data, dict):
         raise CliError(f"{path} must be a mapping of job fields (name, gpus, ...), got {type(data).__name__}")
     spec: dict[str, Any] = {}
@@ -64,6 +64,22 @@ def _load_spec_file(path: str) -> dict[str, Any]:
                      for role in value]
         spec[field] = value
     return spec
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where a YAML file is wrong and how, in one line: `line 2, column 1: expected ',' or ']', but
+    got '<stream end>' (in the flow sequence from line 1, column 7)`. Its first line alone said
+    only what the parser was doing ("while parsing a flow sequence"), neither where nor what."""
+    problem = getattr(exc, "problem", None)
+    if not problem:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    mark, context, context_mark = (getattr(exc, name, None) for name in ("problem_mark", "context", "context_mark"))
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    started = ""
+    if context and context_mark is not None and context.startswith("while "):
+        started = (f" ({context.split(' ', 2)[-1]} from line {context_mark.line + 1}, column "
+                   f"{context_mark.column + 1})")
+    return f"{where}{problem}{started}"
 
 
 def _env_values_are_text(path: str, env: dict[Any, Any]) -> None:
