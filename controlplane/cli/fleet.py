@@ -83,6 +83,9 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(page)
         return 0
+    if args.retired and not rows:
+        print("No retired nodes.")  # without the table's header over nothing (it printed one)
+        return 0
     output.table(
         [(n["name"], n["pool"], n["gpu_type"], f"{n['allocated_gpus']}/{n['gpu_count']}", _node_state(n), n["leaf_switch"],
           output.age(n["last_heartbeat_at"])) for n in rows],
@@ -97,8 +100,6 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
         if hidden:
             print(f"{hidden} retired node{'s' if hidden > 1 else ''} not shown, out of the fleet: "
                   "qm nodes --retired lists them (--all with the rest)")
-    elif args.retired and not rows:
-        print("No retired nodes.")
     return 0
 
 
