@@ -4,6 +4,7 @@ GPU-hours and the work lost) and `qm showback` (cost and utilization by team, pr
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from datetime import datetime, timezone
 from typing import Any
@@ -143,10 +144,17 @@ def _money(value: Any, key: str) -> str:
     return f"{value:,.2f}"
 
 
+#: The API's `month`: YYYY-MM (its refusal of another shape, "This value does not match the
+#: required pattern.", said neither the flag nor what a month looks like).
+MONTH = re.compile(r"^\d{4}-\d{2}$")
+
+
 def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     params: dict[str, Any] = {"group_by": args.by}
+    if args.month is not None and not MONTH.match(args.month.strip()):
+        raise CliError(f"--month: '{output.visible(args.month)}' is not a month: use YYYY-MM, such as 2026-11")
     if args.month:
-        params["month"] = args.month
+        params["month"] = args.month.strip()
     else:
         params["window"] = args.window
     if args.csv:
