@@ -150,6 +150,9 @@ MONTH = re.compile(r"^\d{4}-\d{2}$")
 
 
 def cmd_showback(api: Api, args: argparse.Namespace) -> int:
+    if args.csv and args.json:
+        # It printed the CSV under --json, which a script then failed to read as JSON.
+        raise CliError("give --json (the API's JSON) or --csv (finance's CSV), not both")
     params: dict[str, Any] = {"group_by": args.by}
     if args.month is not None and not MONTH.match(args.month.strip()):
         raise CliError(f"--month: '{output.visible(args.month)}' is not a month: use YYYY-MM, such as 2026-11")
