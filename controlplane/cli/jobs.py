@@ -405,6 +405,12 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         if page["count"] == 0 and not args.offset and account.reads_no_jobs(api):
             print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
             return 0
+        if page["count"] and args.offset:
+            # Past the last page: it said "No jobs pending or running" of a list that had some.
+            last = max(0, page["count"] - min(args.limit, 1000))  # the API's largest page
+            print(f"No jobs from --offset {args.offset}: the list has {counted(page['count'], 'job')} "
+                  f"(--offset {last} for the last page).")
+            return 0
         print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
         return 0
     output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"])
