@@ -209,7 +209,22 @@ class ZonedDateTimeField(serializers.DateTimeField):
 
     def to_internal_value(self, value: Any) -> datetime:
         if isinstance(value, str):
-            parsed = parse_datetime(value.strip())
+            try:
+                parsed = parse_datetime(value.strip())
+            except ValueError as exc:
+                # The shape of an ISO 8601 time with a value no calendar has (month 13, hour 99)
+                # or an offset of a day or more: Django raises rather than answering None.
+                raise serializers.ValidationError(impossible_instant_said(value, exc)) from exc
             if parsed is not None and parsed.tzinfo is None:
                 raise serializers.ValidationError(no_zone_said(value, parsed))
         return super().to_internal_value(value)
+
+
+def impossible_instant_said(value: str, exc: ValueError) -> str:
+    """Why a time written as ISO 8601 is none: "'2026-13-01T00:00:00Z' is no time: month must
+    be in 1..12", or its offset beyond a day."""
+    shown = value.strip()[:40]
+    if "offset" in str(exc):
+        return (f"'{shown}' is no time: its UTC offset must lie between -23:59 and +23:59 "
+                "(e.g. 2026-12-01T00:00:00Z or 2026-12-01T00:00:00-05:00)")
+    return f"'{shown}' is no time: {exc} (e.g. 2026-12-01T00:00:00Z)"
