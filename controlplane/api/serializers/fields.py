@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any
 
 from django.core.exceptions import ValidationError as DjangoValidationError
+from django.db.backends.base.operations import BaseDatabaseOperations
 from django.utils.dateparse import parse_datetime
 from rest_framework import serializers
 from rest_framework.fields import get_error_detail
@@ -22,6 +23,8 @@ from controlplane.services.jobs import env_problem as job_env_problem
 
 # PostgreSQL `integer` columns; anything above is refused as a 400, not a database error.
 MAX_INT = 2**31 - 1
+# Each integer column's range in PostgreSQL (Django's own table), applied on every database.
+INTEGER_COLUMN_RANGES: dict[str, tuple[int, int]] = dict(BaseDatabaseOperations.integer_field_ranges)
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
@@ -79,7 +82,22 @@ class StrictFieldsMixin:
 class ConstraintCheckedModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
     """Runs the model's database constraints and its own ``clean()`` rules in Python before
     writing (as the admin's forms do), so a violation is a 400 naming the rule rather than an
-    IntegrityError or a record the admin would have refused."""
+    IntegrityError or a record the admin would have refused.
+
+    An integer column takes what PostgreSQL's would, whatever the database: DRF bounds a model's
+    integer field by the connection's range, and SQLite's (the embedded demo's) is 64-bit for
+    every integer column, so a priority class's `budget_window_s` of 2**63 - 1 was stored there
+    and every later `now - timedelta(seconds=…)` overflowed (the scheduling loop's snapshot, a
+    cancel's grace deadline, a drain's list of running jobs): 500s and a loop that never cycled
+    again. PostgreSQL refused the same value as a 400 on the field."""
+
+    def build_standard_field(self, field_name: str, model_field: Any) -> tuple[Any, dict[str, Any]]:
+        field_class, kwargs = super().build_standard_field(field_name, model_field)
+        low, high = INTEGER_COLUMN_RANGES.get(model_field.get_internal_type(), (None, None))
+        if high is not None and not kwargs.get("read_only") and "choices" not in kwargs:
+            kwargs["max_value"] = min(kwargs.get("max_value", high), high)
+            kwargs["min_value"] = max(kwargs.get("min_value", low), low)
+        return field_class, kwargs
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         model = self.Meta.model
