@@ -6,6 +6,7 @@ NamedRecordField), a name, a hold's reason, environment variables, an instant wi
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -131,10 +132,25 @@ class NamedChoiceField(serializers.ChoiceField):
             self.error_messages["invalid_choice"] = f"'{{input}}' is not a valid choice; choose one of: {listed}."
 
 
-# Control characters (C0, DEL, C1) and bidirectional overrides: a name is one line of visible
-# text, never an escape sequence for whoever prints it. (NUL has DRF's own message.)
-INVISIBLE = re.compile("[\x01-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+# Control characters (C0, DEL, C1), Unicode's line and paragraph separators and bidirectional
+# overrides: a name is one line of visible text, never an escape sequence for whoever prints it.
+# (NUL has DRF's own message.)
+INVISIBLE = re.compile("[\x01-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _INVISIBLE_MESSAGE = "control characters (escape sequences, new lines, tabs) are not allowed in a name"
+_NOTHING_VISIBLE_MESSAGE = ("a name needs at least one visible character: zero-width and other format characters "
+                            "alone show as nothing")
+
+
+def name_problem(value: str) -> str | None:
+    """Why `value` (trimmed) is no name people can read, or None: a control character or a line
+    break in it, or nothing but format characters (a zero-width space, a soft hyphen, a byte
+    order mark: a job listed with a blank name). Format characters between visible ones, as
+    the zero-width joiners of an emoji family, are kept."""
+    if INVISIBLE.search(value):
+        return _INVISIBLE_MESSAGE
+    if value and all(unicodedata.category(ch)[0] in "CZ" for ch in value):
+        return _NOTHING_VISIBLE_MESSAGE
+    return None
 
 
 class NamedRecordField(serializers.SlugRelatedField):
@@ -172,8 +188,9 @@ class NameField(serializers.CharField):
 
     def to_internal_value(self, data: Any) -> str:
         value: str = super().to_internal_value(data)
-        if INVISIBLE.search(value):
-            raise serializers.ValidationError(_INVISIBLE_MESSAGE)
+        problem = name_problem(value)
+        if problem:
+            raise serializers.ValidationError(problem)
         return value
 
 

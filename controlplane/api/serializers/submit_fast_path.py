@@ -11,7 +11,7 @@ from typing import Any
 
 from rest_framework import serializers
 
-from controlplane.api.serializers.fields import ENV_NAME, INVISIBLE, MAX_INT, EnvField, NameField
+from controlplane.api.serializers.fields import ENV_NAME, MAX_INT, EnvField, NameField, name_problem
 from controlplane.api.serializers.job_requests import JobSubmitSerializer
 from controlplane.services.jobs import SubmitRequest
 from controlplane.services.jobs import env_problem as job_env_problem
@@ -36,7 +36,7 @@ def _string_check(field: serializers.CharField) -> _Check:
             return _INVALID
         if "\x00" in value or _SURROGATES.search(value):
             return _INVALID
-        if visible_only and INVISIBLE.search(value):
+        if visible_only and name_problem(value):
             return _INVALID
         return value
 

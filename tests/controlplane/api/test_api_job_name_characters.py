@@ -35,3 +35,52 @@ def test_visible_unicode_names_are_accepted(fleet, alice, name) -> None:
 
     assert r.status_code == 201, r.json()
     assert r.json()["name"] == name
+
+
+# Found by the API audit (4 Dec): Unicode's own line breaks passed the check ("a\u2028b" was
+# accepted as a one-line name), and so did a name of nothing but format characters: a job named
+# "\u200b" (a zero-width space) was listed with a blank name everywhere.
+@pytest.mark.parametrize("name", ["line\u2028separator", "paragraph\u2029separator"])
+@pytest.mark.parametrize("path", ["/api/v1/jobs/", "/api/v1/job-arrays/"])
+def test_a_name_with_a_unicode_line_break_is_a_400_naming_it(fleet, alice, name, path) -> None:
+    body = {"name": name, "gpus": 1, **({"array": "0-1"} if "arrays" in path else {})}
+
+    r = alice.post(path, body, format="json")
+
+    assert r.status_code == 400, r.json()
+    assert list(r.json()["errors"]) == ["name"] and "new lines" in r.json()["detail"]
+    assert not Job.objects.exists()
+    assert s.plain_submit_request(body, s.JobArraySubmitSerializer if "arrays" in path else s.JobSubmitSerializer) is None
+
+
+@pytest.mark.parametrize("name", ["\u200b", "\u200b\u200b\u200b", "\ufeff", "\u00ad", "\u2060", "\u200b \u200d"],
+                         ids=["zero-width space", "three of them", "byte order mark", "soft hyphen", "word joiner",
+                              "zero-width space, space and joiner"])
+def test_a_name_of_nothing_visible_is_a_400_naming_it(fleet, alice, name) -> None:
+    body = {"name": name, "gpus": 1}
+
+    r = alice.post("/api/v1/jobs/", body, format="json")
+
+    assert r.status_code == 400, r.json()
+    assert list(r.json()["errors"]) == ["name"]
+    assert "at least one visible character" in r.json()["errors"]["name"][0]
+    assert not Job.objects.exists()
+    assert s.plain_submit_request(body, s.JobSubmitSerializer) is None
+
+
+def test_a_rename_to_nothing_visible_is_refused_and_the_name_kept(fleet, alice) -> None:
+    made = alice.post("/api/v1/jobs/", {"name": "train", "gpus": 1, "hold": True}, format="json")
+    assert made.status_code == 201, made.json()
+
+    r = alice.patch(f"/api/v1/jobs/{made.json()['id']}/", {"name": "\u200b"}, format="json")
+
+    assert r.status_code == 400 and list(r.json()["errors"]) == ["name"], r.json()
+    assert Job.objects.get(pk=made.json()["id"]).name == "train"
+
+
+@pytest.mark.parametrize("name", ["soft\u00adhyphen", "zero\u200bwidth", "\u200bleading"])
+def test_format_characters_beside_visible_ones_are_kept(fleet, alice, name) -> None:
+    r = alice.post("/api/v1/jobs/", {"name": name, "gpus": 1}, format="json")
+
+    assert r.status_code == 201, r.json()
+    assert r.json()["name"] == name
