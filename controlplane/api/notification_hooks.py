@@ -173,6 +173,12 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         if not notifications.delete_hook(instance, actor=self._actor()):
             raise NotFound(f"Hook {instance.pk} was deleted meanwhile.")
 
+    def get_success_headers(self, data: Any) -> dict[str, str]:
+        """No Location: DRF's would be the body's `url`, which here is the receiver's address, not
+        this hook's (and a URL a header cannot hold made the answer a 500 after the hook was
+        written). The other resources' creates send none either."""
+        return {}
+
     def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         response = super().create(request, *args, **kwargs)
         response.status_code = status.HTTP_201_CREATED

@@ -42,6 +42,7 @@ import hmac
 import ipaddress
 import json
 import os
+import re
 import secrets
 import socket
 import threading
@@ -297,6 +298,16 @@ def host_allowed(host: str, allowed: Sequence[str]) -> bool:
     return False
 
 
+# Whitespace and control characters (a new line would end the request line of every POST to
+# it; a space is no part of a host): a URL carries them percent-encoded, if at all.
+_URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
+
+
+def _unsafe_said(ch: str) -> str:
+    return {" ": "a space", "\n": "a new line", "\r": "a carriage return", "\t": "a tab"}.get(
+        ch, f"the character U+{ord(ch):04X}")
+
+
 def url_problem(url: str, *, resolve_names: bool = True) -> str | None:
     """Why this URL cannot be a hook's, in words; None when it can.
 
@@ -310,6 +321,11 @@ def url_problem(url: str, *, resolve_names: bool = True) -> str | None:
         return f"'{url[:100]}' is not a URL: give http(s)://host/path."
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return f"'{url[:100]}' is not an http or https URL: give http(s)://host/path (e.g. a Slack incoming webhook)."
+    odd = _URL_UNSAFE.search(url)
+    if odd is not None:
+        shown = _URL_UNSAFE.sub(lambda m: m.group() if m.group() == " " else repr(m.group())[1:-1], url[:100])
+        return (f"'{shown}' is not a URL: it contains {_unsafe_said(odd.group())}, which a URL never holds; "
+                "percent-encode it (a space is %20) or leave it out.")
     if parts.username or parts.password:
         return "a URL with a user name or password in it would show them to everyone who reads the hook: " \
                "put the credential in the path or query as the receiver allows, or use the signature."
