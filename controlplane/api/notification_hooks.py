@@ -143,6 +143,10 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         unknown = sorted(set(request.query_params) - self.query_parameters)
         if unknown:
             raise ValidationError({unknown[0]: [f"not a parameter of this list: use {', '.join(sorted(self.query_parameters))}."]})
+        if "\x00" in request.query_params.get("user", ""):
+            # No username holds one, and PostgreSQL cannot even compare text with it (a DataError,
+            # a 500): refused as the filtersets refuse it on their own parameters.
+            raise ValidationError({"user": ["Null characters are not allowed."]})
         return super().list(request, *args, **kwargs)
 
     def _actor(self) -> str:

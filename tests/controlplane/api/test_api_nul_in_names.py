@@ -34,3 +34,23 @@ def test_a_name_with_a_nul_character_is_a_400_on_its_field(admin, path, body, fi
 def test_a_nul_character_in_a_query_is_never_a_500(admin, query) -> None:
     r = admin.get(f"/api/v1/{query}")
     assert r.status_code < 500, (query, r.status_code, r.content[:300])
+
+
+# Found by the API audit (4 Dec): the hooks list's own `user` parameter (admins: one user's hooks)
+# is no filterset's, and a NUL in it reached PostgreSQL: a DataError, answered 500.
+@pytest.mark.parametrize("user", ["alice%00", "%00"])
+def test_a_nul_character_in_the_hooks_user_parameter_is_a_400_naming_it(admin, user) -> None:
+    r = admin.get(f"/api/v1/notification-hooks/?user={user}")
+
+    assert r.status_code == 400, (r.status_code, r.content[:300])
+    assert r.json()["errors"] == {"user": ["Null characters are not allowed."]}, r.json()
+
+
+def test_the_hooks_user_parameter_still_lists_that_users_hooks(admin, alice) -> None:
+    made = alice.post("/api/v1/notification-hooks/", {"url": "https://hooks.slack.com/services/T0/B0/x",
+                                                      "events": ["failed"]}, format="json")
+    assert made.status_code == 201, made.json()
+
+    r = admin.get("/api/v1/notification-hooks/?user=alice")
+
+    assert r.status_code == 200 and [h["id"] for h in r.json()["results"]] == [made.json()["id"]], r.json()
