@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Count, OuterRef, ProtectedError, Q, QuerySet, RestrictedError, Subquery
 from django.utils import timezone
 from drf_spectacular.utils import extend_schema
@@ -58,6 +58,31 @@ class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
 
     def _actor(self) -> str:
         return f"user:{self.request.user.get_username()}"
+
+    def create(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        try:
+            return super().create(request, *args, **kwargs)
+        except IntegrityError:
+            self._judge_again(request, None, partial=False)
+            raise
+
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        try:
+            return super().update(request, *args, **kwargs)
+        except IntegrityError:
+            self._judge_again(request, self.get_object(), partial=kwargs.get("partial", False))
+            raise
+
+    def _judge_again(self, request: Request, instance: Any, *, partial: bool) -> None:
+        """A write the serializer's checks passed and the database refused: another request wrote
+        the same name (or team and GPU type, …) between the checks and the insert, and its row
+        is committed now (the insert waited for it). Judged again, the request is refused on the
+        field in the serializer's words ("cohort with this name already exists.") rather than a
+        409 quoting the database's constraint ("UNIQUE constraint failed: controlplane_cohort.
+        name"); a refusal the checks still cannot see stays the 409. The failed write's
+        transaction (perform_create's atomic block) is rolled back already."""
+        serializer = self.get_serializer(instance, data=request.data, partial=partial)
+        serializer.is_valid(raise_exception=True)
 
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():
