@@ -29,7 +29,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.api.views.api_mixin import ApiMixin
+from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.models import NotificationDelivery, NotificationHook, Team
 from controlplane.services import access, notifications
 
@@ -194,6 +194,8 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         """Replace the hook's signing secret with a new random one, shown in this answer only.
         The old secret stops at once: every POST from now on (retries of older deliveries too)
         is signed with the new one."""
+        refuse_fields(request, "rotate-secret takes no fields: it makes a random secret; to give the hook a secret "
+                               "of your own, PATCH it with {\"secret\": …}")
         hook = self.get_object()
         try:
             rotated = notifications.rotate_secret(hook, actor=self._actor())
@@ -210,6 +212,7 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["post"])
     def test(self, request: Request, pk: str | None = None) -> Response:
         """POST a test notification to the hook now (not retried) and say what came back."""
+        refuse_fields(request, "test takes no fields: it sends the hook's own test notification")
         hook = self.get_object()
         row, outcome = notifications.send_test(hook, actor=f"user:{request.user.get_username()}")
         detail = (f"Delivered: the receiver answered {outcome.words} in {outcome.seconds:.2f} s." if outcome.ok
