@@ -603,6 +603,10 @@ def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
 # ------------------------------------------------------------------------------- showback
 
 
+#: The share of an hour's or a day's width left between the cost bars (plotly's default bargap).
+BUCKET_BAR_GAP = 0.2
+
+
 def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group_label: str, bucket: str,
                    bucket_s: int, *, team_ids: Mapping[str, int] | None = None) -> Chart:
     """Cost per bucket, stacked by group; grouped by team (`team_ids`, name → id), in the teams'
@@ -616,9 +620,15 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
     colours = group_colours(series.keys())
     if team_ids is not None:
         colours = {name: team_colour(team_ids[name]) if name in team_ids else colours[name] for name in series}
+    # Each bar drawn inside its own bucket (x is the bucket's start; "middle" centres the bar on the
+    # bucket, where "start" centred it on the bucket's start, half of it in the bucket before) and
+    # as wide as most of it: plotly sizes bars by the distance between neighbours, so a window of
+    # one bucket drew a 1 ms bar on an axis of fractions of a second.
+    width = bucket_s * 1000 * (1 - BUCKET_BAR_GAP)
     data = [
         {"type": "bar", "name": name, "x": [ts(at) for at, _ in points], "y": [round(v, 2) for _, v in points],
-         "marker": {"color": colours[name]}, "xperiod": bucket_s * 1000, "xperiodalignment": "start"}
+         "marker": {"color": colours[name]}, "xperiod": bucket_s * 1000, "xperiodalignment": "middle",
+         "width": [width] * len(points)}
         for name, points in sorted(series.items())
     ]
     layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "date"}, yaxis={"tickprefix": "$"})
