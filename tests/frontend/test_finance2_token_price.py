@@ -21,6 +21,7 @@ from django.db.models import Sum
 
 from controlplane.models import Job, UsageRollup
 from controlplane.services import accounting, showback
+from frontend.templatetags.qm import percent
 from tests.frontend.test_finance2_job_csv_names import csv_of, run_mixed_project
 
 pytestmark = pytest.mark.django_db
@@ -54,7 +55,7 @@ def test_the_price_of_a_token_is_what_the_token_jobs_cost(client_for: Any, mixed
         Decimal("0.000001"))
     assert abs(row["share_without_tokens"] - float(share)) < 1e-9
     html = response.content.decode()
-    assert "Cost without tokens" in html and f"{round(share * 100)}%" in html
+    assert "Cost without tokens" in html and f"({percent(row['share_without_tokens'])})" in html
     # The CSV and the API say the same.
     href = re.search(r'href="([^"]+)" id="csv-download"', html).group(1).replace("&amp;", "&")
     _, rows = csv_of(client, href)
