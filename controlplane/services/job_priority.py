@@ -22,6 +22,16 @@ from controlplane.services import access
 from controlplane.services.cycle import read_as_next_cycle
 from controlplane.services.snapshot import scheduler_config
 
+#: How each queue-order plugin orders jobs of equal priority, in the words the job page says it
+#: beside a waiting job's place (`qm sprio` heads its table with the same rule, in its columns'
+#: names): scheduler_core.plugins' sort keys, in order.
+AMONG_EQUALS = {
+    "priority_fair_share": "among equal priorities the lower team share goes first, then the shorter runtime "
+                           "limit, then the earlier submission",
+    "priority_fifo": "among equal priorities the earlier submission goes first",
+    "fifo": "the queue is in submission order alone",
+}
+
 
 @dataclass(frozen=True)
 class QueueOrder:

@@ -58,6 +58,7 @@ from controlplane.services.transitions import (
 from controlplane.shared_store import shared_store
 from frontend import figures
 from frontend.heatmap import fleet_grid
+from frontend.templatetags import qm
 from frontend.timeline import state_segments
 from scheduler_core.sentences import gang_roles
 
@@ -399,8 +400,13 @@ def queue_place(request: HttpRequest, job: Job) -> dict[str, Any] | None:
         return None
     row = got.jobs[0]
     # the numbers as `qm explain` and `qm sprio` print them (502, not 502.0; 2.5 points, not 2.50)
+    # The runtime limit and the rule for equals: a later job of equal priority and share with a
+    # shorter limit goes first, which the priority and share alone left unexplained.
+    limit = row["runtime_limit_s"]
     return {**row, "in_line": got.in_line, "at": got.at, "effective_text": f"{row['effective_priority']:g}",
-            "class_text": f"{row['class_value']:g}", "aging_text": f"{row['aging_points']:g}" if row["aging_points"] else ""}
+            "class_text": f"{row['class_value']:g}", "aging_text": f"{row['aging_points']:g}" if row["aging_points"] else "",
+            "limit_text": f"runtime limit {qm.duration(limit)}" if limit else "no runtime limit",
+            "rule": job_priority.AMONG_EQUALS.get(got.queue_order, "")}
 
 
 def fleet_queue_order() -> job_priority.QueueOrder:

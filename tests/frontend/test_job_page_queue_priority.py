@@ -51,7 +51,9 @@ def test_a_waiting_job_in_line_shows_its_priority_its_teams_share_and_its_place(
 
     aged = f" + {row['aging_points']:g} for waiting" if row["aging_points"] else ""
     said = (f"{row['effective_priority']:g} (class batch {row['class_value']:g}{aged}); team vision's dominant "
-            f"share {row['team_share']:.3f}; 2 of 2 in line for the next cycle")
+            f"share {row['team_share']:.3f}; runtime limit 2.0 h; 2 of 2 in line for the next cycle. "
+            "Among equal priorities the lower team share goes first, then the shorter runtime limit, then the "
+            "earlier submission.")
     assert _pages(client_for("alice"), job) == [said, said]
     assert _pages(client_for("admin"), job) == [said, said]
 
@@ -72,3 +74,20 @@ def test_the_refreshes_share_one_read_of_the_queue_order(client_for, submit_as, 
     for client in (alice, alice, admin):
         assert client.get(f"/ui/jobs/{job.pk}.json").json()["html"]["job-status"].count('id="queue-priority"') == 1
     assert len(reads) == 1
+
+
+def test_a_job_passed_by_a_later_one_of_equal_priority_is_told_why(client_for, submit_as) -> None:
+    """Under priority_fair_share a shorter runtime limit goes first among equal priorities and
+    shares (the engine's third key; `qm sprio` shows it as LIMIT): a job submitted later with a
+    shorter limit passes an older one. The page gave both the same priority and share and no
+    word of the limit, so the older job's owner saw a newer, equal job ahead without a reason."""
+    older = submit_as("alice", name="long", gpus=8, runtime_limit_s=4 * 3600)
+    Job.objects.filter(pk=older.pk).update(submitted_at=timezone.now() - timedelta(minutes=10))
+    newer = submit_as("alice", name="short", gpus=8, runtime_limit_s=600)
+    alice = client_for("alice")
+    long_row, short_row = _pages(alice, older)[0], _pages(alice, newer)[0]
+    assert short_row.endswith("1 of 2 in line for the next cycle") or "1 of 2 in line" in short_row
+    assert "2 of 2 in line" in long_row
+    # each row says its own limit, and the rule that orders equals
+    assert "runtime limit 4.0 h" in long_row and "runtime limit 10 min" in short_row
+    assert "the shorter runtime limit" in long_row and "the earlier submission" in long_row
