@@ -315,6 +315,19 @@
     });
   }
 
+  /* A field typed in hours or minutes that the API bounds in seconds: its bare bound
+     ("Ensure this value is greater than or equal to 1.") says its unit and the field's, so
+     0 hours refused does not read as "at least one hour". Other words are left as they are. */
+  var FIELD_UNITS = { hours: [3600, "hours"], minutes: [60, "minutes"] };
+
+  function inFieldUnit(input, text) {
+    var unit = input && FIELD_UNITS[input.dataset.kind];
+    if (!unit) return text;
+    return text.replace(/(than or equal to )(-?\d+)\./g, function (all, words, n) {
+      return words + n + " s (" + Number((Number(n) / unit[0]).toPrecision(3)) + " " + unit[1] + ").";
+    });
+  }
+
   function showErrors(form, errors) {
     form.querySelectorAll("[data-error-for]").forEach(function (el) { el.textContent = ""; el.hidden = true; });
     form.querySelectorAll("[data-field], [data-path]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
@@ -331,9 +344,10 @@
       }
       var text = [].concat(errors[field]).join(" ");
       if (slot) {
+        var input = form.querySelector('[data-field="' + key + '"], [data-path="' + key + '"]');
+        text = inFieldUnit(input, text);
         slot.textContent = slot.textContent ? slot.textContent + " " + text : text;
         slot.hidden = false;
-        var input = form.querySelector('[data-field="' + key + '"], [data-path="' + key + '"]');
         if (input) input.setAttribute("aria-invalid", "true");
       } else {
         unplaced.push(field + ": " + text);

@@ -1,0 +1,43 @@
+"""In Chromium: the submit form's runtime limit is typed in hours and its checkpoint interval in
+minutes, but the API bounds them in seconds: 0 hours was refused under *Runtime limit (hours)*
+with the API's bare "Ensure this value is greater than or equal to 1.", which reads as "at least
+one hour" (a quarter of an hour is taken). A bound in seconds now says its unit, and what it is in
+the field's own (the server's words kept, on the field as before)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from controlplane.models import Job
+from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+
+def test_a_bound_in_seconds_is_said_in_the_fields_unit(session: Any) -> None:  # noqa: F811
+    alice = session("alice")
+    alice.open("/jobs/")
+    page = alice.page
+    page.fill("[data-field=name]", "units")
+    page.fill("[data-field=gpus]", "1")
+    page.fill("[data-field=runtime_limit_s]", "0")          # hours
+    page.fill("[data-field=checkpoint_interval_s]", "0")    # minutes
+    runtime = page.locator("[data-error-for=runtime_limit_s]")
+    checkpoint = page.locator("[data-error-for=checkpoint_interval_s]")
+    # the live check, then the submit: the same words on the field
+    for _ in range(2):
+        expect(runtime).to_contain_text("greater than or equal to 1 s (0.000278 hours)", timeout=LIVE_TIMEOUT_MS)
+        expect(checkpoint).to_contain_text("greater than or equal to 1 s (0.0167 minutes)", timeout=LIVE_TIMEOUT_MS)
+        page.click("#submit-job button[type=submit]")
+        expect(page.locator("#submit-job [data-verdict]")).not_to_have_text("Submitting…", timeout=LIVE_TIMEOUT_MS)
+    # a bound the server already says in its units is left as it is
+    page.fill("[data-field=runtime_limit_s]", "1000")
+    page.fill("[data-field=checkpoint_interval_s]", "5")
+    expect(runtime).to_contain_text("is beyond the maximum of priority class", timeout=LIVE_TIMEOUT_MS)
+    expect(runtime).not_to_contain_text("hours)")
+    assert not Job.objects.filter(name="units").exists()
+    alice.expect_refusal("/api/v1/jobs/", 400)
+    assert alice.errors == []
