@@ -194,9 +194,11 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         """Replace the hook's signing secret with a new random one, shown in this answer only.
         The old secret stops at once: every POST from now on (retries of older deliveries too)
         is signed with the new one."""
+        # whose hook it is first: another user's is a 404 whatever the body (a body no parser
+        # takes was a 415, which said the hook exists)
+        hook = self.get_object()
         refuse_fields(request, "rotate-secret takes no fields: it makes a random secret; to give the hook a secret "
                                "of your own, PATCH it with {\"secret\": …}")
-        hook = self.get_object()
         try:
             rotated = notifications.rotate_secret(hook, actor=self._actor())
         except NotificationHook.DoesNotExist:
@@ -212,8 +214,8 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
     @action(detail=True, methods=["post"])
     def test(self, request: Request, pk: str | None = None) -> Response:
         """POST a test notification to the hook now (not retried) and say what came back."""
+        hook = self.get_object()  # another user's hook is a 404 whatever the body
         refuse_fields(request, "test takes no fields: it sends the hook's own test notification")
-        hook = self.get_object()
         row, outcome = notifications.send_test(hook, actor=f"user:{request.user.get_username()}")
         detail = (f"Delivered: the receiver answered {outcome.words} in {outcome.seconds:.2f} s." if outcome.ok
                   else f"Not delivered: {outcome.words}. Check the URL and that the receiver is up, then test again.")
