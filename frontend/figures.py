@@ -17,7 +17,7 @@ from typing import Any
 from django.utils import timezone
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
-from frontend.templatetags.qm import duration, engine_times
+from frontend.templatetags.qm import duration, said
 
 # Okabe–Ito, then Tableau: distinguishable, colour-blind-friendly for the first eight teams.
 TEAM_PALETTE = (
@@ -487,7 +487,7 @@ def job_timeline(segments: Sequence[Mapping[str, Any]], events: Sequence[Mapping
             "type": "scatter", "mode": "markers", "name": "events", "y": ["events"] * len(events),
             "x": [ts(e["created_at"]) for e in events],
             "marker": {"symbol": "diamond", "size": 10, "color": "#343a40"},
-            "hovertext": [f"{ts(e['created_at'])} · {e['kind']}<br>{e['reason']}: {engine_times(e['message'])[:160]}" for e in events],
+            "hovertext": [f"{ts(e['created_at'])} · {e['kind']}<br>{e['reason']}: {said(e['message'])[:160]}" for e in events],
             "hoverinfo": "text",
         })
     categories = ["events"] + [label for label, _ in rows]

@@ -239,7 +239,10 @@ def _payload(event: Event, on: str, match: _Match, base: str) -> dict[str, Any]:
         label = f"{label} by {actor_name(event.actor)}"
     state = data.get("state") or _STATE_AFTER.get(NotifyOn(on), match.job_state)
     url = f"{base}/jobs/{event.job_id}/"
-    message = event.message or label
+    from controlplane.services import job_mentions
+
+    # the delivery leaves the product: other teams' jobs by their team, as the job's team reads them
+    message = job_mentions.to_team(event.team_id).say(event.message) or label
     payload: dict[str, Any] = {
         "text": f"Job {event.job_id} {match.job_name} ({match.team}) {label}: {message} {url}",
         "event": on,

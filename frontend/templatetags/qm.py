@@ -157,6 +157,15 @@ def engine_times(text: str | None) -> str:
 
 
 @register.filter
+def said(text: str | None) -> str:
+    """A stored sentence as the page's reader is told it: engine times in UTC, and other teams'
+    jobs by their team only (`controlplane.api.serializers.sentences.said`, the API's rule)."""
+    from controlplane.api.serializers.sentences import said as say
+
+    return say(text or "")
+
+
+@register.filter
 def usd(value: Any) -> str:
     if value is None:
         return "–"

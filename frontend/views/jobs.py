@@ -40,6 +40,7 @@ from controlplane.services import (
     job_costs,
     job_history,
     job_logs,
+    job_mentions,
     job_priority,
     job_runs,
 )
@@ -118,6 +119,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
     # The GPUs each listed job holds now (an elastic job's may differ from its request): one query.
     attach_gpus_held(page.object_list)
+    # The teams of the jobs their reasons name (said by team when not the reader's): one query.
+    job_mentions.prefetch(job.pending_message for job in page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
     array_states = array_limit = None
     if array_id:  # (state, state_label, n): a stopping task counted by why it stops
@@ -167,6 +170,7 @@ def job_list_json(request: HttpRequest) -> JsonResponse:
         "place__numbers",
     )
     jobs = list(jobs)
+    job_mentions.prefetch(job.pending_message for job in jobs)
     attach_stop_reasons(jobs)  # a stopping job's badge says why (one query, none without one)
     return JsonResponse({"html": {
         f"job-state-{job.pk}": render_to_string("frontend/_job_state_cell.html", {"job": job}) for job in jobs
@@ -300,6 +304,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         Event.objects.filter(job=job).order_by("created_at", "id")
         .values("created_at", "kind", "reason", "message", "actor", "data")[:MAX_EVENTS]
     )
+    job_mentions.prefetch([e["message"] for e in events] + [job.pending_message, job.pending_would_start_if])
     segments = state_segments(events, current_state=job.state)
     node_ids = list(
         AllocationGpu.objects.filter(allocation__job=job, live=True).values_list("node_id", flat=True).distinct()

@@ -23,7 +23,7 @@ from django.views.decorators.http import require_GET
 
 from controlplane.choices import CapacityTier, JobState, NodeState
 from controlplane.models import Event, MaintenanceWindow, Node
-from controlplane.services import access, maintenance
+from controlplane.services import access, job_mentions, maintenance
 from controlplane.services.access import access_of
 from controlplane.services.node_tiers import NodeTiers, node_tiers
 from controlplane.services.nodes import cordon_reason
@@ -245,6 +245,9 @@ def node_payload(request: HttpRequest, node: Node) -> dict[str, Any]:
     events = Event.objects.filter(node=node)
     if not who.is_admin:
         events = events.filter(Q(team__isnull=True) | Q(team_id__in=who.team_ids))
+    newest = list(events.order_by("-created_at", "-id").values("created_at", "kind", "reason", "message", "actor")
+                  [:NODE_EVENTS])
+    job_mentions.prefetch(e["message"] for e in newest)  # their named jobs' teams: one query
     last = node.last_heartbeat_at
     placement = figures.fleet_heatmap(
         grid, key="placement", title=f"GPUs of {node.name}",
@@ -256,8 +259,7 @@ def node_payload(request: HttpRequest, node: Node) -> dict[str, Any]:
         "row": row,
         "holders": holders,
         "free": row.free if row else node.gpu_count,
-        "events": list(events.order_by("-created_at", "-id")
-                       .values("created_at", "kind", "reason", "message", "actor")[:NODE_EVENTS]),
+        "events": newest,
         "heartbeat_age_s": (now - last).total_seconds() if last else None,
         # A lease in the past has run out (it said "until 23:29:21 UTC (now)" hours later).
         "lease_expired": node.agent_lease_expires_at is not None and node.agent_lease_expires_at <= now,

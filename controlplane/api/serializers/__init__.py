@@ -3,7 +3,7 @@ that need the database (defaults, names, what the fleet can run) live in service
 
 - fields.py: what every resource's serializers share (StrictFieldsMixin,
   ConstraintCheckedModelSerializer, NamedChoiceField, NamedRecordField, NameField, EnvField, ...);
-- sentences.py: times in the API's sentences (engine_times, utc_second);
+- sentences.py: the API's sentences as their reader is told them (said, engine_times, utc_second);
 - jobs.py: a job as the API answers it (JobSerializer, job_payload, the GPUs it holds) and the
   answers of its actions and its arrays';
 - job_requests.py: what a submit, a change, a hold or a requeue sends (JobSubmitSerializer,
@@ -111,7 +111,7 @@ from controlplane.api.serializers.metrics import (
     SchedulerPolicySerializer,
 )
 from controlplane.api.serializers.runs import JobRunSerializer, RunAfterEndSerializer, RunGpusSerializer
-from controlplane.api.serializers.sentences import engine_times, utc_second
+from controlplane.api.serializers.sentences import engine_times, said, utc_second
 from controlplane.api.serializers.submit_fast_path import plain_submit_request
 
 __all__ = [
@@ -199,6 +199,7 @@ __all__ = [
     "nodes_held",
     "plain_submit_request",
     "read_at",
+    "said",
     "utc_second",
     "well_formed_values",
 ]

@@ -15,11 +15,11 @@ from controlplane.api.serializers.fields import (
     StrictFieldsMixin,
     ZonedDateTimeField,
 )
-from controlplane.api.serializers.sentences import engine_times
+from controlplane.api.serializers.sentences import said
 from controlplane.models import Cohort, Event, GpuType, Node, PriceRate, PriorityClass, Project, Quota, Team
 from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
-from controlplane.services import nodes, quotas
+from controlplane.services import job_mentions, nodes, quotas
 
 
 class DeletedSerializer(serializers.Serializer):
@@ -250,6 +250,15 @@ class NodeActionResultSerializer(NodeSerializer):
         fields = [*NodeSerializer.Meta.fields, "changed", "detail", "running_jobs"]
 
 
+class EventListSerializer(serializers.ListSerializer):
+    """A page of events: the teams of the jobs their messages name are read in one query."""
+
+    def to_representation(self, data: Any) -> list[Any]:
+        events = list(data.all() if hasattr(data, "all") else data)
+        job_mentions.prefetch(event.message for event in events)
+        return super().to_representation(events)  # type: ignore[no-any-return]
+
+
 class EventSerializer(serializers.ModelSerializer):
     node = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
     team = NamedRecordField(slug_field="name", read_only=True, allow_null=True)
@@ -257,10 +266,11 @@ class EventSerializer(serializers.ModelSerializer):
     message = serializers.SerializerMethodField(help_text="What happened, in words (engine times said in UTC).")
 
     def get_message(self, event: Event) -> str:
-        return engine_times(event.message)
+        return said(event.message)
 
     class Meta:
         model = Event
+        list_serializer_class = EventListSerializer
         fields = ["id", "created_at", "kind", "actor", "reason", "message", "job", "allocation", "node", "team",
                   "epoch", "data"]
         read_only_fields = fields

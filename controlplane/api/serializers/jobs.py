@@ -13,7 +13,7 @@ from django.db.models.functions import Coalesce
 from rest_framework import serializers
 
 from controlplane.api.serializers.fields import NamedRecordField
-from controlplane.api.serializers.sentences import engine_times
+from controlplane.api.serializers.sentences import said
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, JobState
 from controlplane.models import AllocationGpu, Job
 from controlplane.services import eta_record, job_history
@@ -339,11 +339,11 @@ def job_payload(job: Job) -> dict[str, Any]:
         "state": job.state, "state_label": state_label(job), "submitted_at": when(job.submitted_at), "started_at": when(job.started_at),
         "finished_at": when(job.finished_at), "state_changed_at": when(job.state_changed_at),
         "exit_code": job.exit_code, "borrowed": job.borrowed, "pending_code": job.pending_code,
-        "pending_message": engine_times(job.pending_message), "pending_resolvable": job.pending_resolvable,
-        "pending_would_start_if": engine_times(job.pending_would_start_if), "queue_position": job.queue_position if waiting else None,
+        "pending_message": said(job.pending_message), "pending_resolvable": job.pending_resolvable,
+        "pending_would_start_if": said(job.pending_would_start_if), "queue_position": job.queue_position if waiting else None,
         "eta": when(job.eta) if waiting else None, "eta_told": when(job.eta_told) if job.started_at else None,
         "eta_told_at": when(job.eta_told_at) if job.started_at else None,
-        "growth_code": job.growth_code, "growth_note": job.growth_note,
+        "growth_code": job.growth_code, "growth_note": said(job.growth_note),
         "steps": job.steps, "useful_tokens": job.useful_tokens,
         "last_checkpoint_at": when(job.last_checkpoint_at), "preemption_count": job.preemption_count,
         "requeue_count": job.requeue_count, "lost_gpu_seconds": job.lost_gpu_seconds,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from controlplane.api.serializers.sentences import engine_times
+from controlplane.api.serializers.sentences import said
 from controlplane.choices import AllocationState
 from controlplane.services import job_runs
 
@@ -72,4 +72,4 @@ class JobRunSerializer(serializers.Serializer):
                                                                           "after this run had ended; null if not.")
 
     def get_notice(self, run: job_runs.Run) -> str:
-        return engine_times(run.notice)
+        return said(run.notice)

@@ -1,10 +1,13 @@
-"""Times in the API's sentences, said as the pages say them: the engine's `t=<Unix seconds>`
-(engine_times) and a stored instant to the nearest second (utc_second), in UTC."""
+"""Sentences as the API and the pages say them: the engine's `t=<Unix seconds>` (engine_times)
+and a stored instant to the nearest second (utc_second), in UTC; and a stored sentence as its
+reader is told it (said: those times, and other teams' jobs by their team only)."""
 
 from __future__ import annotations
 
 import re
 from datetime import UTC, datetime, timedelta
+
+from controlplane.services import job_mentions
 
 # The engine counts time in seconds, which in the control plane are Unix seconds; its sentences
 # say them as `t=1795989660`. Ten digits or more (from September 2001 on) is a wall time; fewer
@@ -29,3 +32,10 @@ def utc_second(at: datetime) -> str:
 def engine_times(text: str) -> str:
     """The engine's sentence with each `t=<Unix seconds>` said as a UTC time."""
     return _ENGINE_TIME.sub(_utc, text) if "t=" in text else text
+
+
+def said(text: str) -> str:
+    """A stored sentence (an engine reason, an event's message, a run's notice) as the reader
+    of this request is told it: its engine times in UTC and the jobs of teams the reader may
+    not read by their team only (`controlplane.services.job_mentions`)."""
+    return engine_times(job_mentions.say(text))

@@ -49,13 +49,22 @@ from controlplane.api.serializers.jobs import (
     job_payload,
 )
 from controlplane.api.serializers.runs import JobRunSerializer
-from controlplane.api.serializers.sentences import engine_times, utc_second
+from controlplane.api.serializers.sentences import said, utc_second
 from controlplane.api.serializers.submit_fast_path import plain_submit_request
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.choices import AllocationState, EventKind, JobState
 from controlplane.filtersets import JobFilterSet
 from controlplane.models import Allocation, AllocationGpu, Event, Job
-from controlplane.services import access, array_limit, eta_record, holds, job_costs, job_history, job_runs
+from controlplane.services import (
+    access,
+    array_limit,
+    eta_record,
+    holds,
+    job_costs,
+    job_history,
+    job_mentions,
+    job_runs,
+)
 from controlplane.services import jobs as job_service
 from controlplane.services import requeue as requeue_service
 from controlplane.services.dependencies import NEVER_SATISFIED
@@ -134,6 +143,8 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
         attach_dependencies(page)  # one query for the page's dependencies and dependents
         attach_gpus_held(page)  # one query for the page's held GPUs, not one per job
+        job_mentions.prefetch(text for job in page  # one for the teams of the jobs their reasons name
+                              for text in (job.pending_message, job.pending_would_start_if, job.growth_note))
         job_history.attach_history(page)  # one for its GPU-hours and nodes ever held (none for a queue)
         read_at = timezone.now()  # every running job's elapsed_s to the same instant
         for job in page:
@@ -391,17 +402,17 @@ def explanation(job: Job) -> dict[str, Any]:
         "state_label": state_label(job),
         "reason_code": job.pending_code if job.state in (JobState.PENDING, JobState.UNSCHEDULABLE)
         or ended_by_dependency(job) else "",
-        "reason": engine_times(reason),
+        "reason": said(reason),
         "resolvable": job.pending_resolvable if job.state == JobState.PENDING else job.state != JobState.UNSCHEDULABLE,
         "queue_position": job.queue_position if waiting else None,
         "eta": job.eta if waiting else None,
-        "would_start_if": engine_times(job.pending_would_start_if) if waiting else "",
+        "would_start_if": said(job.pending_would_start_if) if waiting else "",
         # how far ETAs held lately, the fleet's and its size class's; where its start lands at the
         # median share of the wait told that jobs of its size had lately, or why there is none
         **eta_record.explained(job.eta if waiting else None, job.gpus),
         # a running elastic job below its maximum: why the last cycle did not grow it
         "growth_code": job.growth_code if job.state == JobState.RUNNING else "",
-        "growth_note": job.growth_note if job.state == JobState.RUNNING else "",
+        "growth_note": said(job.growth_note) if job.state == JobState.RUNNING else "",
     }
 
 
