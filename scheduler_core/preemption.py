@@ -50,7 +50,7 @@ from scheduler_core.admission import gpus_by_type
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import is_elastic, minimum_gpus, replica_size
 from scheduler_core.plugins.protocols import VictimCandidate
-from scheduler_core.sentences import counted
+from scheduler_core.sentences import counted, gpu_hours
 from scheduler_core.state import HOLD, JOB, Grant, Restore, indices_of
 from scheduler_core.types import (
     GpuPlacement,
@@ -587,8 +587,8 @@ def preemption_notice(ctx: CycleContext, spec: JobSpec, gpus: int, victim: Victi
         # where the notice had said 6.68 were lost)
         message=(
             f"Preempted: {why}. It has {vpc.grace_period_s} s to checkpoint and stop, then "
-            f"requeues; without a checkpoint in that time it loses about "
-            f"{victim.lost_gpu_hours:.2f} GPU-hours (its work since its last checkpoint"
+            f"requeues; without a checkpoint in that time it loses "
+            f"{gpu_hours(victim.lost_gpu_hours, about=True)} GPU-hours (its work since its last checkpoint"
             f"{', and its restart' if job.spec.restart_cost_s > 0 else ''})."
         ),
         generation=job.generation,

@@ -1,7 +1,10 @@
-"""How the engine's sentences count and time things: "1 GPU" and "8 GPUs", "45 s" and "2.5 h".
+"""How the engine's sentences count, time and measure things: "1 GPU" and "8 GPUs", "45 s" and
+"2.5 h", "less than 0.01 GPU-hours".
 
 Researchers read these sentences in `qm explain`, on the job page and in events; a sentence
-that says "1 GPUs" or "a runtime limit of 0.0 h" reads as a bug even when its numbers are right.
+that says "1 GPUs", "a runtime limit of 0.0 h" or "lost 0.00 GPU-hours" of work that was lost
+reads as a bug even when its numbers are right. The control plane's sentences and the pages
+say GPU-hours by the same rule (`gpu_hours`), so an event and the page beside it agree.
 """
 
 from __future__ import annotations
@@ -28,6 +31,19 @@ def duration(seconds: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def gpu_hours(hours: float, *, about: bool = False, cell: bool = False) -> str:
+    """GPU-hours as the sentences and the pages say them: two decimals, but a small non-zero
+    amount never as none: "0" for nothing, "less than 0.01" below 0.01 (a preemption notice
+    said "loses about 0.00 GPU-hours" of work that was lost). ``about``: the figure is an
+    estimate, "about 6.68" (a bound or nothing reads as it is, not "about less than 0.01");
+    ``cell``: "< 0.01", as a table's cell says it."""
+    if hours == 0:
+        return "0"
+    if abs(hours) < 0.01:
+        return "< 0.01" if cell else "less than 0.01"
+    return f"about {hours:,.2f}" if about else f"{hours:,.2f}"
 
 
 def gang_roles(roles: Sequence[Mapping[str, Any]]) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from scheduler_core.sentences import counted, duration, verb
+from scheduler_core.sentences import counted, duration, gpu_hours, verb
 from scheduler_core.types import ReasonCode, SchedulerConfig
 from tests.scheduler_core.engine_builders import make_cluster, make_job, make_running, why
 
@@ -52,3 +52,28 @@ def test_a_reservation_waiting_for_one_gpu_of_its_quota_says_gpu() -> None:
     explanation = why(plan, "big")
     assert explanation.code is ReasonCode.WAITING_FOR_RESERVATION, explanation.message
     assert "released the 1 a100 GPU its quota lacks now" in explanation.message
+
+
+@pytest.mark.parametrize("hours,said,about,cell", [
+    (0, "0", "0", "0"), (0.0028, "less than 0.01", "less than 0.01", "< 0.01"),
+    (0.0099, "less than 0.01", "less than 0.01", "< 0.01"), (0.01, "0.01", "about 0.01", "0.01"),
+    (3.0222, "3.02", "about 3.02", "3.02"), (1234.5, "1,234.50", "about 1,234.50", "1,234.50"),
+])
+def test_gpu_hours_never_say_a_small_loss_as_none(hours: float, said: str, about: str, cell: str) -> None:
+    assert (gpu_hours(hours), gpu_hours(hours, about=True), gpu_hours(hours, cell=True)) == (said, about, cell)
+
+
+def test_a_preemption_notice_says_a_loss_below_a_hundredth_of_a_gpu_hour_as_such() -> None:
+    # Before: "it loses about 0.00 GPU-hours" of 8 GPUs x 1 s, where the pages say "< 0.01".
+    plan = (
+        make_cluster().nodes(1).at(5000)
+        .priority("low", 10, grace_period_s=45)
+        .running(make_running(make_job("v").priority("low").gpus(8).limit(20000))
+                 .whole("n0").started(1000).checkpointed(4999))
+        .pending(make_job("h").priority("high").gpus(8).limit(3600))
+        .plan()
+    )
+    [notice] = plan.preemptions
+    assert abs(notice.lost_gpu_hours - 8 / 3600) < 1e-6
+    assert notice.message.endswith(
+        "without a checkpoint in that time it loses less than 0.01 GPU-hours (its work since its last checkpoint).")
