@@ -38,7 +38,7 @@ from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, Pen
 from controlplane.models.events import actor_name
 from controlplane.services import agent_wakeups, dependencies
 from controlplane.services.hold_text import held_sentence, hold_label_of
-from scheduler_core.sentences import counted
+from scheduler_core.sentences import counted, gpu_hours
 
 log = structlog.get_logger(__name__)
 
@@ -641,10 +641,10 @@ def _requeue(job: Job, allocation: Allocation, *, at: datetime, actor: str, kind
         **preempted,
         lost_gpu_seconds=F("lost_gpu_seconds") + lost,
         pending_code="Requeued",
-        pending_words=f"{said}; {lost / 3600:.2f} GPU-hours of work since the last checkpoint were lost"[:500],
+        pending_words=f"{said}; {gpu_hours(lost / 3600)} GPU-hours of work since the last checkpoint were lost"[:500],
     )
     record_event(kind, actor, job=job, allocation=allocation, node=node, at=at, reason=reason,
-                 message=f"{said}{on}; lost {lost / 3600:.2f} GPU-hours since the last checkpoint",
+                 message=f"{said}{on}; lost {gpu_hours(lost / 3600)} GPU-hours since the last checkpoint",
                  data={"lost_gpu_seconds": round(lost, 3), "generation": allocation.generation, "nodes": list(names),
                        **(data or {})})
     return lost
@@ -714,7 +714,7 @@ def requeue_as_asked(job: Job, allocation: Allocation, *, at: datetime, actor: s
     PendingPlace.objects.filter(job_id=job.pk).delete()
     record_event(EventKind.JOB_HELD, actor, job=job, allocation=allocation, at=at, reason="Held",
                  message=f"Held by {label}" + (f": {ask.reason} —" if ask.reason else ":")
-                 + f" requeued held ({lost / 3600:.2f} GPU-hours lost), out of the queue until released",
+                 + f" requeued held ({gpu_hours(lost / 3600)} GPU-hours lost), out of the queue until released",
                  data={"hold": ask.hold, "held_by": holder or None, "requeued": True,
                        **({"reason": ask.reason} if ask.reason else {})})
 

@@ -97,6 +97,26 @@ def test_once_its_processes_exit_it_waits_again_with_its_lost_work_counted(fleet
     assert payload["requeue_count"] == 1 and payload["preemption_count"] == 0 and payload["state"] == "pending"
 
 
+def test_a_loss_below_a_hundredth_of_a_gpu_hour_is_said_as_such_not_as_none(fleet, alice) -> None:
+    # Before: "lost 0.00 GPU-hours since the last checkpoint", "0.00 GPU-hours of work ... were
+    # lost" and "requeued held (0.00 GPU-hours lost)" of 2 GPUs x 5 s, where the pages say "< 0.01".
+    job, allocation = _running(fleet, gpus=2, checkpoint_s=5)
+    assert alice.post(f"{J}{job.pk}/requeue/", {"reason": "flaky"}, format="json").status_code == 200
+    transitions.complete_release(allocation.pk, exit_code=143, at=timezone.now(), actor="agent:h100-1")
+    job.refresh_from_db()
+    assert 0 < job.lost_gpu_seconds < 0.005 * 3600
+    assert job.pending_message == ("Requeued by alice: flaky; less than 0.01 GPU-hours of work since the last "
+                                   "checkpoint were lost")
+    requeued = Event.objects.get(job=job, kind=EventKind.JOB_REQUEUED)
+    assert requeued.message == "Requeued by alice: flaky; lost less than 0.01 GPU-hours since the last checkpoint"
+
+    held_job, held_allocation = _running(fleet, gpus=2, checkpoint_s=5, node=2, generation=8)
+    assert alice.post(f"{J}{held_job.pk}/requeue/", {"hold": True}, format="json").status_code == 200
+    transitions.complete_release(held_allocation.pk, exit_code=143, at=timezone.now(), actor="agent:h100-2")
+    held = Event.objects.get(job=held_job, kind=EventKind.JOB_HELD)
+    assert "requeued held (less than 0.01 GPU-hours lost)" in held.message, held.message
+
+
 def test_with_hold_it_comes_back_held_by_whoever_asked_and_release_puts_it_in_line(fleet, alice) -> None:
     job, allocation = _running(fleet)
     r = alice.post(f"{J}{job.pk}/requeue/", {"hold": True, "reason": "wait for dataset v3"}, format="json")
