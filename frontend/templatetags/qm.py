@@ -15,6 +15,7 @@ from django.utils.html import format_html, json_script
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services.access import access_of, may_submit
 from controlplane.services.stopping import state_label
+from scheduler_core.sentences import gpu_hours as say_gpu_hours  # the filter below is `gpu_hours`
 
 register = template.Library()
 
@@ -190,13 +191,9 @@ def usd_unit_price(value: Any) -> str:
 
 
 def _hours_text(hours: float) -> str:
-    """GPU-hours to one decimal, but a small non-zero amount never reads as nothing: two
-    decimals below 1, and "< 0.01" below that."""
-    if hours == 0:
-        return "0"
-    if abs(hours) < 0.01:
-        return "< 0.01"
-    return f"{hours:,.2f}" if abs(hours) < 1 else f"{hours:,.1f}"
+    """GPU-hours to one decimal in a cell, but below 1 as the sentences say them (two decimals,
+    "< 0.01" for a small non-zero amount: `sentences.gpu_hours`), so a loss never reads as nothing."""
+    return f"{hours:,.1f}" if abs(hours) >= 1 else say_gpu_hours(hours, cell=True)
 
 
 @register.filter
