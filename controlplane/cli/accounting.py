@@ -11,7 +11,7 @@ from typing import Any
 
 from controlplane.cli import account, output
 from controlplane.cli.client import Api, CliError
-from scheduler_core.sentences import counted
+from scheduler_core.sentences import counted, gpu_hours
 
 # ---------------------------------------------------------------------------------- history
 
@@ -117,8 +117,8 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
     output.table([_history_row(job) for job in jobs], HISTORY_COLUMNS)
     ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
     print(output.visible(
-        f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {totals['gpu_hours']:,.2f} GPU-hours held, "
-        f"{totals['lost_gpu_hours']:,.2f} GPU-hours of work lost to preemptions and requeues."))
+        f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {gpu_hours(totals['gpu_hours'])} GPU-hours held, "
+        f"{gpu_hours(totals['lost_gpu_hours'])} GPU-hours of work lost to preemptions and requeues."))
     return 0
 
 

@@ -22,7 +22,7 @@ import yaml
 from controlplane.cli import account, arguments, output
 from controlplane.cli.client import Api, ApiError, CliError
 from controlplane.services import dependency_text
-from scheduler_core.sentences import counted, gang_roles
+from scheduler_core.sentences import counted, gang_roles, gpu_hours
 
 ACTIVE_STATES = ["pending", "running", "preempting"]
 # YAML keys and flags that are spelled differently from the API's fields.
@@ -456,7 +456,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         preemptions += (f"; requeued {other} more time{'s' if other != 1 else ''} to resize, off a lost node or "
                         "on request")
     if job["preemption_count"] or other > 0:
-        preemptions += f", {(job.get('lost_gpu_seconds') or 0) / 3600:.2f} GPU-hours of work lost"
+        preemptions += f", {gpu_hours((job.get('lost_gpu_seconds') or 0) / 3600)} GPU-hours of work lost"
     output.fields([
         ("job", f"{job['id']} {job['name']}"), ("state", output.job_state(job)), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
@@ -1026,8 +1026,8 @@ def cmd_runs(api: Api, args: argparse.Namespace) -> int:
     requeued = sum(1 for run in runs if run["outcome"] == "requeued")
     which = counted(len(runs), "run") if len(runs) == count else \
         f"Latest {len(runs)} of {count} runs ({runs[0]['run']}–{runs[-1]['run']})"
-    print(f"{which}, {requeued} ended in a requeue; {held:,.2f} GPU-hours held, costing ${cost:,.2f}; "
-          f"{lost:,.2f} GPU-hours of work lost.")
+    print(f"{which}, {requeued} ended in a requeue; {gpu_hours(held)} GPU-hours held, costing ${cost:,.2f}; "
+          f"{gpu_hours(lost)} GPU-hours of work lost.")
     if len(runs) < count:
         print(f"All {count} runs cost ${total_cost:,.2f}; `qm runs {job_id}` lists them all.")
     return 0

@@ -75,7 +75,7 @@ def test_qm_runs_limit_shows_the_latest_runs_and_what_all_of_them_cost(alice_qm,
     assert len(lines) == 4
     assert [c.strip() for c in lines[1].split("  ") if c.strip()][:2] == ["2", str(told.succeeded.generation)]
     assert lines[2] == ("Latest 1 of 2 runs (2–2), 0 ended in a requeue; 4.00 GPU-hours held, costing $10.00; "
-                        "0.00 GPU-hours of work lost.")
+                        "0 GPU-hours of work lost.")
     assert lines[3] == f"All 2 runs cost $17.54; `qm runs {job.pk}` lists them all."
     latest = alice_qm("runs", str(job.pk), "--limit", "1", "--json")
     assert [(r["run"], r["generation"]) for r in latest.json()] == [(2, told.succeeded.generation)]

@@ -81,3 +81,24 @@ def test_status_of_a_job_stopped_to_resize_says_so_apart_from_its_preemptions(al
     assert _field(status.out, "preemptions") == (
         f"0; requeued 1 more time to resize, off a lost node or on request, {job.lost_gpu_seconds / 3600:.2f} GPU-hours of work lost")
     assert "Requeued whole after being stopped to resize" in _field(status.out, "requeued")
+
+
+def test_status_says_a_loss_below_a_hundredth_of_a_gpu_hour_as_such(alice_qm) -> None:
+    # Before: "1, 0.00 GPU-hours of work lost" of 8 GPUs x 1 s, where the job page says "< 0.01".
+    assert alice_qm("submit", "--name", "saved", "--gpus", "8", "--gpu-type", "H100-80GB").code == 0
+    run_cycle("test")
+    job = Job.objects.get()
+    allocation = Allocation.objects.get(job=job, state=AllocationState.ACTIVE)
+    at = timezone.now()
+    Job.objects.filter(pk=job.pk).update(started_at=at - timedelta(minutes=2),
+                                         last_checkpoint_at=at + timedelta(seconds=19))  # saved on the signal
+    assert transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_PREEMPTED,
+                                   grace_period_s=30, at=at, actor="scheduler@epoch:1", message=WHY)
+    assert transitions.complete_release(allocation.pk, exit_code=None, at=at + timedelta(seconds=20),
+                                        actor="agent:h100-0")
+    job.refresh_from_db()
+    assert 0 < job.lost_gpu_seconds < 0.005 * 3600
+
+    status = alice_qm("status", str(job.pk))
+
+    assert _field(status.out, "preemptions") == "1, less than 0.01 GPU-hours of work lost"
