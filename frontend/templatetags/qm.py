@@ -190,16 +190,20 @@ def usd_unit_price(value: Any) -> str:
     return f"${amount:,.{places}f}"
 
 
-def _hours_text(hours: float) -> str:
+def _hours_text(hours: float, where: str) -> str:
     """GPU-hours to one decimal in a cell, but below 1 as the sentences say them (two decimals,
-    "< 0.01" for a small non-zero amount: `sentences.gpu_hours`), so a loss never reads as nothing."""
+    "< 0.01" for a small non-zero amount: `sentences.gpu_hours`), so a loss never reads as nothing.
+    ``where`` "sentence": a page's sentence says them as the events and `qm` do ("less than 0.01
+    GPU-hours of work lost", where a cell's "< 0.01 GPU-hours of work lost" read as a formula)."""
+    if where == "sentence":
+        return say_gpu_hours(hours)
     return f"{hours:,.1f}" if abs(hours) >= 1 else say_gpu_hours(hours, cell=True)
 
 
 @register.filter
-def as_gpu_hours(hours: Any) -> str:
-    """A figure already in GPU-hours (showback's)."""
-    return "–" if hours is None else _hours_text(float(hours))
+def as_gpu_hours(hours: Any, where: str = "cell") -> str:
+    """A figure already in GPU-hours (showback's); ``where``: "cell" or "sentence"."""
+    return "–" if hours is None else _hours_text(float(hours), where)
 
 
 @register.filter
@@ -237,6 +241,6 @@ def plotly_js_url() -> str:
 
 
 @register.filter
-def gpu_hours(seconds: Any) -> str:
-    """GPU-seconds as GPU-hours."""
-    return "–" if seconds is None else _hours_text(float(seconds) / 3600)
+def gpu_hours(seconds: Any, where: str = "cell") -> str:
+    """GPU-seconds as GPU-hours; ``where``: "cell" or "sentence"."""
+    return "–" if seconds is None else _hours_text(float(seconds) / 3600, where)

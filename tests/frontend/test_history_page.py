@@ -219,6 +219,14 @@ def _build_history() -> dict[str, Job]:
     return jobs
 
 
+def test_the_totals_say_a_loss_below_a_hundredth_of_a_gpu_hour_as_such(client_for, demo) -> None:
+    # Before: "0.00 GPU-hours of work lost" of 10 GPU-seconds, as `qm history` said it then.
+    t0 = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=2)
+    _ended("vision", "saved", t0, 10, user="alice", gpus=1, lost_gpu_seconds=10)
+    html = client_for("alice").get(H).content.decode()
+    assert "</strong> GPU-hours held, less than 0.01 GPU-hours of work lost to preemptions and requeues" in html
+
+
 # ------------------------------------------------------------------------------- the table
 
 
@@ -418,3 +426,4 @@ def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, his
     assert re.search(r'data-cost-usd="([\d.]+)"', again.content.decode()).group(1) == total[-1]
     assert "added up in the CSV" not in again.content.decode()
     assert len(captured) == 7 + 3 + 1, [q["sql"][:100] for q in captured]  # the page's spans, exits, rates; the total
+

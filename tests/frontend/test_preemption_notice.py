@@ -50,3 +50,18 @@ def test_a_job_never_preempted_has_no_notice(client_for, submit_as):
     job = submit_as("alice", name="calm", gpus=8)
     run_cycle("test")
     assert 'id="preemption-notice"' not in client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
+
+
+def test_the_work_lost_below_a_hundredth_of_a_gpu_hour_reads_in_words(client_for, submit_as):
+    # Before: "1 time, < 0.01 GPU-hours of work lost", a cell's symbol inside a sentence.
+    job = submit_as("alice", name="saved", gpus=8, gpu_types=("H100-80GB",))
+    run_cycle("test")
+    allocation = Allocation.objects.get(job=job, state=AllocationState.ACTIVE)
+    now = timezone.now()
+    Job.objects.filter(pk=job.pk).update(last_checkpoint_at=now + timedelta(seconds=29))  # saved on the signal
+    transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_PREEMPTED,
+                            grace_period_s=120, at=now, actor="scheduler@epoch:1", message=WHY)
+    transitions.complete_release(allocation.pk, exit_code=None, at=now + timedelta(seconds=30), actor="agent:h100-01")
+    assert 0 < Job.objects.get(pk=job.pk).lost_gpu_seconds < 36
+    html = client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
+    assert "1 time, less than 0.01 GPU-hours of work lost</dd>" in html
