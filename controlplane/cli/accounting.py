@@ -10,7 +10,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import account, output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import Api, ApiError, CliError
 from scheduler_core.sentences import counted, gpu_hours
 
 # ---------------------------------------------------------------------------------- history
@@ -20,6 +20,9 @@ ENDED_STATES = ["succeeded", "failed", "cancelled", "timed_out"]
 HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
                    "LOST-GPU-H", "NODES"]
 HISTORY_PAGE = 1000  # the API's largest page
+#: `qm history`'s API filters → its flags, as client.refusal names them.
+HISTORY_FLAGS = {"state": "state", "finished_after": "since", "finished_before": "until", "user": "user", "team": "team",
+                 "ran_on": "node", "name": "name", "exit_code": "exit_code"}
 
 
 def _when(text: str, flag: str, now: datetime) -> datetime:
@@ -147,6 +150,8 @@ def _money(value: Any, key: str) -> str:
 #: The API's `month`: YYYY-MM (its refusal of another shape, "This value does not match the
 #: required pattern.", said neither the flag nor what a month looks like).
 MONTH = re.compile(r"^\d{4}-\d{2}$")
+#: `qm showback`'s API parameters → its flags, as client.refusal names them.
+SHOWBACK_FLAGS = {"group_by": "by", "window": "window", "month": "month"}
 
 
 def cmd_showback(api: Api, args: argparse.Namespace) -> int:
@@ -161,8 +166,15 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     else:
         params["window"] = args.window
     if args.csv:
-        params["format"] = "csv"
-        sys.stdout.write(api.request("GET", "showback/", params=params, raw=True))
+        try:
+            sys.stdout.write(api.request("GET", "showback/", params={**params, "format": "csv"}, raw=True))
+        except ApiError as error:
+            if error.status != 400:
+                raise
+            # A CSV refusal is one sentence in one cell, its fields unnamed: the JSON answer to the
+            # same question names them, so main can name the flags (SHOWBACK_FLAGS).
+            api.request("GET", "showback/", params=params)
+            raise
         return 0
     report = api.request("GET", "showback/", params=params)
     if args.json:

@@ -7,17 +7,21 @@ The token lives in $XDG_CONFIG_HOME/quartermaster/config.json (default
 
 from __future__ import annotations
 
+import argparse
 import csv
 import io
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import requests
+
+from controlplane.cli import output
 
 DEFAULT_URL = "http://localhost:8000"
 TIMEOUT_S = 30
@@ -40,6 +44,38 @@ class ApiError(CliError):
         super().__init__(detail)
         self.status = status
         self.errors = errors or {}
+
+
+#: A value typed longer than this is cut short where a refusal repeats it (a 300-character
+#: `--reason` said twice over, once in the flag and once in "at most 200 characters").
+ECHOED_VALUE_CHARS = 60
+
+
+def refusal(error: ApiError, args: argparse.Namespace, flags: Mapping[str, str]) -> CliError:
+    """A 400's field errors as `qm` says them, one field a line (the API's sentence says the
+    same, so printing both said every problem twice). `flags` maps the command's API fields to
+    the argparse names of the flags that set them (`{"runtime_limit_s": "time"}`): a field set
+    by a flag given names the flag and its value, `runtime_limit_s (--time 8d)`, since the user
+    typed the flag, not the field; an item of a list (`states.0`) is its list's flag. A field no
+    flag set (a YAML file's) reads as the API names it. Any other error is left as it is."""
+    if error.status != 400 or not error.errors:
+        return error
+
+    def name(field: str) -> str:
+        dest = flags.get(field) or flags.get(field.split(".")[0])
+        given = getattr(args, dest, None) if dest else None
+        if dest is None or given is None or given is False or given == []:
+            return field
+        flag = "--" + dest.replace("_", "-")
+        if given is True:
+            return f"{field} ({flag})"
+        # Escaped here: a new line typed in a value would otherwise split the refusal's line.
+        words = [output.visible(word) for word in (given if isinstance(given, list) else [given])]
+        words = [word if len(word) <= ECHOED_VALUE_CHARS else word[:ECHOED_VALUE_CHARS - 1] + "…" for word in words]
+        return f"{field} (" + " ".join(f"{flag} {word}" for word in words) + ")"
+
+    return CliError("Invalid request." + "".join(f"\n  {name(field)}: {' '.join(msgs)}"
+                                                 for field, msgs in error.errors.items()))
 
 
 def config_path() -> Path:

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from controlplane.cli import account, arguments, output
-from controlplane.cli.client import Api, ApiError, CliError
+from controlplane.cli.client import Api, ApiError, CliError, refusal
 from controlplane.services import dependency_text
 from scheduler_core.sentences import counted, gang_roles, gpu_hours
 
@@ -225,30 +225,12 @@ def _roles_gpus(roles: Any) -> int | None:
     return total
 
 
-#: Flags spelled otherwise than the API field they set: a refusal names the flag as typed too.
-FLAG_OF_FIELD = {"runtime_limit_s": "time", "priority_class": "priority", "checkpoint_interval_s": "checkpoint_every",
-                 "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type",
-                 "dependencies": "dependency", "array_task_limit": "array_limit",
-                 "ordering": "sort", "pending_code": "reason"}  # qm list's
-
-
-def _refusal(error: ApiError, args: argparse.Namespace | None = None) -> str:
-    """The API's refusal: its sentence, or, when it names fields, each field at fault on a line
-    of its own (the sentence says the same, so printing both said every problem twice). A field
-    set by a flag of another spelling names the flag and its value (`runtime_limit_s (--time 8d)`)."""
-    if not error.errors:
-        return str(error)
-
-    def name(field: str) -> str:
-        # An item's field (`dependencies.1.condition`) was typed as its list's flag.
-        flag = FLAG_OF_FIELD.get(field) or FLAG_OF_FIELD.get(field.split(".")[0])
-        given = getattr(args, flag, None) if args is not None and flag else None
-        if not given:
-            return field
-        words = given if isinstance(given, list) else [given]
-        return f"{field} (" + " ".join(f"--{flag.replace('_', '-')} {word}" for word in words) + ")"
-
-    return "Invalid request." + "".join(f"\n  {name(field)}: {' '.join(msgs)}" for field, msgs in error.errors.items())
+#: The API's fields (jobs/, PATCH jobs/{id}/) spelled otherwise than the flags of `qm submit` and
+#: `qm update` that set them, as client.refusal names them. The others are named as fields: a
+#: YAML file gives them so too.
+SUBMIT_FLAGS = {"runtime_limit_s": "time", "priority_class": "priority", "checkpoint_interval_s": "checkpoint_every",
+                "min_gpu_memory_gb": "min_gpu_memory", "memory_gb_per_gpu": "memory_per_gpu", "gpu_types": "gpu_type",
+                "dependencies": "dependency", "array_task_limit": "array_limit"}
 
 
 def array_span(ids: list[int]) -> str:
@@ -274,7 +256,7 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
         if "gpus" not in spec and any(field.startswith("roles") for field in error.errors):
             # qm adds up the roles' GPUs itself: the API's "gpus: required" is the roles' fault.
             error.errors.pop("gpus", None)
-        raise CliError(_refusal(error, args)) from error
+        raise  # main names the flags (SUBMIT_FLAGS)
     # The server answered with what an earlier submit under this key created. With our own fresh
     # key that can only be our retry of a request whose answer was lost: this run created it.
     replayed = bool(args.idempotency_key) and answer.get("idempotent-replayed") == "true"
@@ -318,6 +300,12 @@ def _array_states(summary: dict[str, Any]) -> str:
 
 
 # ------------------------------------------------------------------------------ list, status
+
+
+#: `qm list`'s (and `qm status`'s) API filters → its flags, as client.refusal names them.
+LIST_FLAGS = {"state": "state", "team": "team", "node": "node", "ordering": "sort", "array_id": "array", "user": "user",
+              "name": "name", "project": "project", "priority_class": "priority", "pending_code": "reason",
+              "limit": "limit", "offset": "offset"}
 
 
 def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
@@ -387,12 +375,7 @@ def _start_cell(job: dict[str, Any]) -> str:
 
 
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
-    try:
-        page = api.request("GET", "jobs/", params=_list_params(args, api))
-    except ApiError as error:
-        if error.status != 400:
-            raise
-        raise CliError(_refusal(error, args)) from error  # `ordering (--sort age): …`
+    page = api.request("GET", "jobs/", params=_list_params(args, api))
     if args.json:
         output.emit_json(page)
         return 0
@@ -754,7 +737,8 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
         try:
             result = api.request("POST", f"jobs/{job_id}/{verb}/", body=body)
         except ApiError as error:
-            said = output.visible(str(error))
+            # Line by line, as main prints an error: a 400's fields each on a line of their own.
+            said = "\n".join(output.visible(line) for line in str(refusal(error, args, ACTION_FLAGS)).split("\n"))
             # "Job 5 is running: …", "No job 5, or not yours to see.": the job is named already
             named = re.match(rf"(No job|Job) {job_id}\b", said) is not None
             print(f"error: {said}" if named else f"error: job {job_id}: {said}", file=sys.stderr)
@@ -785,6 +769,11 @@ def _act_on_array(api: Api, args: argparse.Namespace, verb: str) -> int:
     else:
         print(output.visible(answer["detail"]))
     return 0
+
+
+#: The fields `qm cancel`, `hold`, `release` and `requeue` send (the action's body, cancel's
+#: filters of jobs/) → their flags, as client.refusal names them.
+ACTION_FLAGS = {"reason": "reason", "states": "states", "state": "state", "name": "name", "user": "user"}
 
 
 def _action_body(args: argparse.Namespace) -> dict[str, Any] | None:
@@ -839,11 +828,7 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
 
 def _patch_and_say(api: Api, args: argparse.Namespace, path: str, body: dict[str, Any]) -> int:
     """PATCH ``path`` and print the server's sentence (or its JSON)."""
-    try:
-        answer = api.request("PATCH", path, body=body)
-    except ApiError as error:
-        # A 409 (a running job's shape) says it in a sentence naming the fields; a 400 names each.
-        raise CliError(_refusal(error, args) if error.status == 400 else str(error)) from error
+    answer = api.request("PATCH", path, body=body)  # a 400: main names the flags (SUBMIT_FLAGS)
     if args.json:
         output.emit_json(answer)
     else:
@@ -1057,6 +1042,10 @@ class _RankOutput:
         if self.prefixed and self.partial:
             sys.stdout.write(f"[rank {self.rank}] {self.partial}\n")
             self.partial = ""
+
+
+#: `qm logs`'s API parameters → its flags, as client.refusal names them.
+LOGS_FLAGS = {"rank": "rank", "generation": "generation", "tail_lines": "tail"}
 
 
 def _read_logs(api: Api, job_id: int, params: dict[str, Any]) -> dict[str, Any]:

@@ -39,11 +39,15 @@ from typing import Any
 
 from controlplane.cli import output
 from controlplane.cli.account import cmd_login, cmd_logout, cmd_whoami
-from controlplane.cli.accounting import ENDED_STATES, cmd_history, cmd_showback
-from controlplane.cli.client import DEFAULT_URL, Api, CliError, server_url
+from controlplane.cli.accounting import ENDED_STATES, HISTORY_FLAGS, SHOWBACK_FLAGS, cmd_history, cmd_showback
+from controlplane.cli.client import DEFAULT_URL, Api, ApiError, CliError, refusal, server_url
 from controlplane.cli.fleet import cmd_node_action, cmd_nodes, cmd_sinfo
 from controlplane.cli.jobs import (
+    ACTION_FLAGS,
     CANCELLABLE_STATES,
+    LIST_FLAGS,
+    LOGS_FLAGS,
+    SUBMIT_FLAGS,
     cmd_cancel,
     cmd_events,
     cmd_explain,
@@ -56,7 +60,7 @@ from controlplane.cli.jobs import (
     cmd_submit,
     cmd_update,
 )
-from controlplane.cli.maintenance import cmd_maint
+from controlplane.cli.maintenance import MAINT_FLAGS, cmd_maint
 from controlplane.cli.notify import NOTIFY_EVENTS, cmd_notify
 from controlplane.cli.scheduling import cmd_config, cmd_quotas, cmd_sprio, cmd_sshare
 
@@ -447,6 +451,19 @@ COMMANDS = {
     "history": cmd_history, "sacct": cmd_history, "notify": cmd_notify, "maint": cmd_maint,
 }
 
+#: Each command's API fields → the flags that set them, so that a 400 names the flag the user
+#: typed (client.refusal): `state (--state runing)`, not `state`. A command that sends no field
+#: of a flag's has none; notify names its own (notify._hook_refused).
+FIELD_FLAGS = {
+    "submit": SUBMIT_FLAGS, "update": SUBMIT_FLAGS,
+    "list": LIST_FLAGS, "squeue": LIST_FLAGS, "status": LIST_FLAGS,
+    "cancel": ACTION_FLAGS, "scancel": ACTION_FLAGS, "hold": ACTION_FLAGS, "release": ACTION_FLAGS,
+    "requeue": ACTION_FLAGS, "logs": LOGS_FLAGS,
+    "history": HISTORY_FLAGS, "sacct": HISTORY_FLAGS, "showback": SHOWBACK_FLAGS,
+    "quotas": {"team": "team"}, "nodes": {"reason": "reason"}, "cordon": {"reason": "reason"},
+    "drain": {"reason": "reason"}, "maint": MAINT_FLAGS,
+}
+
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
@@ -479,6 +496,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise CliError(f"`qm {args.command}` takes no command after --")
         return COMMANDS[args.command](api, args)
     except CliError as error:
+        if isinstance(error, ApiError):
+            error = refusal(error, args, FIELD_FLAGS.get(args.command, {}))
         # Line by line: the field errors' own lines stay lines, any other control character is escaped.
         print("error: " + "\n".join(output.visible(line) for line in str(error).split("\n")), file=sys.stderr)
         return error.exit_code

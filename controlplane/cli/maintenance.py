@@ -8,12 +8,12 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api, ApiError, CliError
+from controlplane.cli.client import Api, CliError
 from scheduler_core.sentences import counted
 
-#: The API's fields as `qm maint` flags, so a refusal names the flag as typed.
-MAINT_FLAGS = {"nodes": "--nodes", "pool": "--pool", "start_at": "--start", "end_at": "--end",
-               "duration_s": "--duration", "reason": "--reason"}
+#: The API's fields (maintenance-windows/) → `qm maint`'s flags, as client.refusal names them.
+MAINT_FLAGS = {"nodes": "nodes", "pool": "pool", "start_at": "start", "end_at": "end", "duration_s": "duration",
+               "reason": "reason", "node": "node"}
 
 
 def maint_when(text: str, now: datetime, flag: str = "--start") -> datetime:
@@ -57,19 +57,6 @@ def _maint_body(args: argparse.Namespace, now: datetime) -> dict[str, Any]:
     if args.reason is not None:
         body["reason"] = args.reason
     return body
-
-
-def _maint_refused(error: ApiError, args: argparse.Namespace) -> CliError | ApiError:
-    if not error.errors:
-        return error
-
-    def flag(field: str) -> str:
-        name = MAINT_FLAGS.get(field)
-        given = getattr(args, name[2:], None) if name else None
-        return f"{field} ({name} {given})" if given is not None else field
-
-    return CliError("Invalid request." + "".join(f"\n  {flag(field)}: {' '.join(msgs)}"
-                                                 for field, msgs in error.errors.items()))
 
 
 def _window_times(window: dict[str, Any]) -> str:
@@ -151,10 +138,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
         return 0
     if action == "add":
         body = _maint_body(args, now)
-        try:
-            window = api.request("POST", "maintenance-windows/", body=body)
-        except ApiError as error:
-            raise _maint_refused(error, args) from None
+        window = api.request("POST", "maintenance-windows/", body=body)  # a 400: main names the flags
         if args.json:
             output.emit_json(window)
         else:
@@ -183,10 +167,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
         if not body:
             raise CliError(f"Nothing to change: give --nodes, --pool, --start, --end or --duration, or --reason "
                            f"(qm maint edit {window_id} --help).")
-        try:
-            window = api.request("PATCH", f"maintenance-windows/{window_id}/", body=body)
-        except ApiError as error:
-            raise _maint_refused(error, args) from None
+        window = api.request("PATCH", f"maintenance-windows/{window_id}/", body=body)
         if args.json:
             output.emit_json(window)
         else:

@@ -44,7 +44,8 @@ def test_qm_hold_a_too_long_reason_is_refused_naming_it_and_holds_nothing(alice_
     run = alice_qm("hold", str(job.pk), "--reason", "x" * 201)
 
     assert run.code == 1
-    assert f"error: job {job.pk}:" in run.err and "reason: at most 200 characters (201 given)" in run.err, run.err
+    assert run.err.splitlines() == [f"error: job {job.pk}: Invalid request.",
+                                    f"  reason (--reason {'x' * 59}…): at most 200 characters (201 given)"], run.err
     assert Job.objects.get(pk=job.pk).hold == JobHold.NONE
 
 

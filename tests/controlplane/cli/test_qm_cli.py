@@ -244,7 +244,8 @@ def test_showback_csv_with_a_bad_window_prints_the_apis_message(qm, fleet) -> No
     r = qm("showback", "--window", "lately", "--csv")
 
     assert r.code == 1 and r.out == ""
-    assert r.err.startswith("error: Invalid request. window: 'lately' is not a window") and "Traceback" not in r.err
+    assert r.err.startswith("error: Invalid request.\n  window (--window lately): 'lately' is not a window")
+    assert "Traceback" not in r.err
 
 
 def test_login_takes_the_server_as_the_readme_spells_it(qm, fleet, live_server) -> None:

@@ -206,7 +206,8 @@ def test_a_bad_sort_or_state_names_the_flag_and_the_choices(alice_qm, fleet) -> 
         "id, submitted_at, gpus, queue_position, priority, name, state, started_at, finished_at, elapsed "
         "(-FIELD descends).\n")
     assert state.code == 1 and state.err.startswith(
-        "error: Invalid request.\n  state: 'runing' is not a valid choice; choose one of: pending, running, ")
+        "error: Invalid request.\n  state (--state runing): 'runing' is not a valid choice; choose one of: pending, "
+        "running, ")
     assert "started_at, finished_at or elapsed" in " ".join(alice_qm("list", "--help").out.split())
 
 
