@@ -343,7 +343,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "priorities the lower goes first) and its runtime limit. Held jobs and jobs "
                                    "waiting for a dependency are not in line. --json: the API's answer "
                                    "(GET /api/v1/jobs/priority/).")
-    p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (as sprio -j)")
+    p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (as sprio -j): one not in line is said "
+                                                          "to be (held, running ...); one that does not exist, or "
+                                                          "is not yours to see, is an error (exit 1)")
 
     sub.add_parser("sshare", parents=[common], help="every team's fair share, lowest first",
                    description="As Slurm's sshare: per team its dominant share (DRF: the largest of its GPU, "

@@ -4,10 +4,11 @@ teams' fair shares), `qm config` (the policy in force) and `qm quotas` (the team
 from __future__ import annotations
 
 import argparse
+import sys
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api
+from controlplane.cli.client import Api, ApiError
 from controlplane.services import quota_text
 from scheduler_core.sentences import counted
 
@@ -21,18 +22,50 @@ QUEUE_ORDER_WORDS = {
 
 
 def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
-    """Slurm's sprio: the waiting jobs you may see in queue order, with what places each there."""
-    params = {"job": ",".join(str(arguments.job_id(j)) for j in args.jobs)} if args.jobs else {}
-    body = api.request("GET", "jobs/priority/", params=params)
+    """Slurm's sprio: the waiting jobs you may see in queue order, with what places each there.
+    A job asked for that is not in line says what it is instead; one that does not exist, or is
+    not yours to see, is an error (exit 1), as `qm status` says it."""
+    ids = list(dict.fromkeys(arguments.job_id(j) for j in args.jobs))
+    body = api.request("GET", "jobs/priority/", params={"job": ",".join(map(str, ids))} if ids else {})
+    # The API answers only the jobs in line among those asked: a typo, or another team's job,
+    # read as "None of those jobs is in line" and exit 0. Each of the others is looked up.
+    listed = {r["job"] for r in body["jobs"]}
+    waiting_out: list[dict[str, Any]] = []
+    unknown: list[ApiError] = []
+    for job_id in ids:
+        if job_id in listed:
+            continue
+        try:
+            waiting_out.append(api.request("GET", f"jobs/{job_id}/"))
+        except ApiError as error:
+            if error.status != 404:
+                raise
+            unknown.append(error)  # "No job 99, or not yours to see."
     if args.json:
         output.emit_json(body)
-        return 0
+    elif not ids or len(unknown) < len(ids):
+        _print_queue(body, asked=bool(ids))
+        for job in waiting_out:
+            print(output.visible(f"Job {job['id']} ({job['name']}) is {_state_said(job)}; not in line."))
+    for error in unknown:
+        print(f"error: {output.visible(str(error))}", file=sys.stderr)
+    return 1 if unknown else 0
+
+
+def _state_said(job: dict[str, Any]) -> str:
+    """`pending (held)`, `pending: WaitingForDependency`, `running`: why a job is not in line."""
+    if job["state"] == "pending" and not job.get("hold") and job.get("pending_code"):
+        return f"pending: {job['pending_code']}"
+    return output.job_state(job)
+
+
+def _print_queue(body: dict[str, Any], asked: bool) -> None:
     print(f"Queue order ({body['queue_order']}): {QUEUE_ORDER_WORDS.get(body['queue_order'], body['queue_order'])}.")
     if not body["jobs"]:
-        print(("None of those jobs is" if args.jobs else "No job of yours is") + " in line"
+        print(("None of those jobs is" if asked else "No job of yours is") + " in line"
               + f" ({counted(body['in_line'], 'job')} in line in all; held jobs and jobs waiting for a dependency "
                 "are not in line).")
-        return 0
+        return
     output.table(
         [(r["order"], r["job"], r["name"], r["team"], r["priority_class"], f"{r['effective_priority']:g}",
           f"{r['class_value']:g}", f"{r['aging_points']:g}", f"{r['team_share']:.3f}",
@@ -40,7 +73,6 @@ def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
         ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"],
     )
     print(f"{counted(body['in_line'], 'job')} in line in all; ORDER is the next cycle's.")
-    return 0
 
 
 def cmd_sshare(api: Api, args: argparse.Namespace) -> int:

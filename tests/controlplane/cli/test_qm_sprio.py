@@ -9,6 +9,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from controlplane.choices import JobState
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.slow
@@ -59,3 +60,39 @@ def test_explain_says_where_a_job_in_line_stands_and_why(alice_qm, fleet) -> Non
                      explained, re.M), explained
     held = f.make_job(fleet.ml, fleet.research, name="held", gpus=8, hold="user", pending_code="Held")
     assert "priority:" not in alice_qm("explain", str(held.pk)).out  # not in line
+
+
+def test_sprio_of_an_unknown_job_or_anothers_is_an_error_naming_it(alice_qm, fleet) -> None:
+    """It printed "None of those jobs is in line" and exited 0 for a job that does not exist (a
+    typo) or that is not yours to see, as though it merely waited out of line."""
+    theirs = f.make_job(fleet.vision, fleet.research, name="theirs", gpus=8)
+
+    unknown = alice_qm("sprio", "999999")
+    hidden = alice_qm("sprio", str(theirs.pk))
+
+    assert (unknown.code, unknown.out, unknown.err) == (1, "", "error: No job 999999, or not yours to see.\n")
+    assert (hidden.code, hidden.out, hidden.err) == (1, "", f"error: No job {theirs.pk}, or not yours to see.\n")
+
+
+def test_sprio_lists_the_jobs_in_line_and_says_what_the_others_are(alice_qm, fleet) -> None:
+    waiting = f.make_job(fleet.ml, fleet.research, name="waiting", gpus=8)
+    running = f.make_job(fleet.ml, fleet.research, name="running", gpus=8, state=JobState.RUNNING,
+                         started_at=timezone.now())
+
+    run = alice_qm("sprio", str(waiting.pk), str(running.pk), "999999")
+
+    assert run.code == 1
+    lines = run.out.splitlines()
+    assert re.match(rf"\s*1\s+{waiting.pk}\s+waiting\s+ml\s+research\s", lines[2]), run.out
+    assert lines[3:] == ["1 job in line in all; ORDER is the next cycle's.",
+                         f"Job {running.pk} (running) is running; not in line."]
+    assert run.err == "error: No job 999999, or not yours to see.\n"
+    assert alice_qm("sprio", str(running.pk), "--json").code == 0
+
+
+def test_sprio_of_a_held_job_says_it_is_held(alice_qm, fleet) -> None:
+    held = f.make_job(fleet.ml, fleet.research, name="held", gpus=8, hold="user")
+
+    run = alice_qm("sprio", str(held.pk))
+
+    assert run.code == 0 and run.out.splitlines()[2] == f"Job {held.pk} (held) is pending (held); not in line."
