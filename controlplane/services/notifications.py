@@ -306,6 +306,54 @@ def host_allowed(host: str, allowed: Sequence[str]) -> bool:
 _URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
 
 
+#: What a resolver takes for an IPv4 address written as numbers (inet_aton's forms: 2130706433,
+#: 0x7f000001, 0177.0.0.1, 127.1), not a name to look up.
+_NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+$")
+#: One label of a host name: letters, digits, hyphens (not first or last), up to 63; the
+#: underscore some internal names carry is let through, as resolvers do.
+_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
+
+
+def written_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address a URL's host means without any lookup, however it is written; None for a
+    name. The resolver reads 0x7f000001 and 127.1 as 127.0.0.1, and every *.localhost name as
+    loopback (RFC 6761), so creating a hook judged them as names to resolve later while the
+    sender then refused them at every POST."""
+    try:
+        return ipaddress.ip_address(host)
+    except ValueError:
+        pass
+    name = host.lower().rstrip(".")
+    if name == "localhost" or name.endswith(".localhost"):
+        return ipaddress.ip_address("127.0.0.1")
+    if _NUMERIC_HOST.match(name) and any(c.isdigit() for c in name):
+        try:
+            return ipaddress.IPv4Address(socket.inet_aton(name))
+        except OSError:
+            return None
+    return None
+
+
+def host_name_problem(host: str) -> str | None:
+    """Why `host` can be no host's name, in words; None when it can (whether it resolves is
+    the sender's to find out). Names in other scripts are judged in their IDNA form."""
+    try:
+        ascii_name = host.encode("idna").decode("ascii").lower()
+    except UnicodeError:
+        return f"{host[:100]} is not a host name: a label is empty or longer than 63 characters."
+    labels = ascii_name[:-1].split(".") if ascii_name.endswith(".") else ascii_name.split(".")
+    wrong = next((label for label in labels if not _LABEL.match(label)), None)
+    if wrong is not None:
+        said = "an empty label (two dots in a row)" if wrong == "" else f"the label '{wrong[:70]}'"
+        return (f"{host[:100]} is not a host name: {said} is not letters, digits and hyphens (not first or last), "
+                "1 to 63 of them.")
+    if len(ascii_name.rstrip(".")) > 253:
+        return f"{host[:100]}… is not a host name: longer than 253 characters."
+    if labels[-1].isdigit():
+        return f"{host[:100]} is not a host name or an address: its last label is a number, and it is no IPv4 address."
+    return None
+
+
 def _unsafe_said(ch: str) -> str:
     return {" ": "a space", "\n": "a new line", "\r": "a carriage return", "\t": "a tab"}.get(
         ch, f"the character U+{ord(ch):04X}")
@@ -336,9 +384,11 @@ def url_problem(url: str, *, resolve_names: bool = True) -> str | None:
     if not host_allowed(parts.hostname, allowed):
         return (f"{parts.hostname} is not among the hosts webhooks may reach here (QM_WEBHOOK_ALLOWED_HOSTS: "
                 f"{', '.join(allowed)}); ask an admin.")
-    try:
-        literal = ipaddress.ip_address(parts.hostname)
-    except ValueError:
+    literal = written_address(parts.hostname)
+    if literal is None:
+        bad = host_name_problem(parts.hostname)
+        if bad is not None:
+            return bad
         # A name: its addresses are checked when it is resolved, at every POST. Plain http
         # must reach an allowed network: that needs its addresses now.
         if parts.scheme != "http" or not resolve_names or http_allowed_anywhere():
@@ -419,7 +469,7 @@ def address_problem(host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Ad
         return None
     subject = f"{address} is" if host == str(address) else f"{host} resolves to {address},"
     return (f"{subject} {kind} address, which webhooks may not reach here (server-side request forgery); "
-            f"an admin may allow its network in {_NETWORKS_SETTING} (e.g. {address}/32 or 10.0.0.0/8).")
+            f"an admin may allow its network in {_NETWORKS_SETTING} (e.g. {address}/{address.max_prefixlen} or 10.0.0.0/8).")
 
 
 def resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:
