@@ -454,7 +454,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("started", output.utc_text(job["started_at"])), ("finished", output.utc_text(job["finished_at"])),
         ("exit code", job["exit_code"]),
         ("elapsed", output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else ""),
-        ("gpu-hours", f"{job['gpu_hours']:.2f} held over all its runs (the accounting's)"
+        ("gpu-hours", f"{gpu_hours(job['gpu_hours'])} held over all its runs (the accounting's)"
          if job.get("gpu_hours") else ""),
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
         *([("hold reason", job["hold_reason"])] if job.get("hold") and job.get("hold_reason") else []),
@@ -976,8 +976,8 @@ def _run_row(run: dict[str, Any]) -> list[Any]:
         run["run"], generation, output.utc_text(run["bound_at"], suffix=""),
         output.utc_text(run["started_at"], suffix=""), ended, output.clock(run["elapsed_s"]), run["ended_how"],
         run["reason"], "" if run["exit_code"] is None else run["exit_code"], run["gpus"], _run_where(run),
-        f"{run['gpu_hours']:.2f}", f"${run['cost_usd']:,.2f}", "borrowed" if run["borrowed"] else "own",
-        "" if run["lost_gpu_hours"] is None else f"{run['lost_gpu_hours']:.2f}",
+        gpu_hours(run["gpu_hours"], cell=True), f"${run['cost_usd']:,.2f}", "borrowed" if run["borrowed"] else "own",
+        "" if run["lost_gpu_hours"] is None else gpu_hours(run["lost_gpu_hours"], cell=True),
     ]
 
 

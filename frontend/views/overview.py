@@ -98,7 +98,7 @@ def overview_text(n: dict[str, Any]) -> dict[str, str]:
         else qm.duration(n["oldest_feasible_pending_s"]),
         "preemptions_today": count(n["preemptions_today"]),
         "fenced_requeues_today": count(n["fenced_requeues_today"]),
-        "lost_gpu_hours_today": f"{n['lost_gpu_hours_today']:,.1f}",
+        "lost_gpu_hours_today": qm.as_gpu_hours(n["lost_gpu_hours_today"]),
         "silent_nodes": count(sum(c for c, _ in n["silent_nodes"].values())),
         "silent_nodes_said": ", ".join(f"{c} {state} ({g:,} GPU{'s' if g != 1 else ''})" for state, (c, g) in n["silent_nodes"].items())
         or "every node's agent answers",

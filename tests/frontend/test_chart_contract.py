@@ -137,3 +137,12 @@ def test_tiles_show_the_latest_sample_and_todays_lost_work(client_for, samples, 
     assert text["stranded_gpus"] == "7" and text["pending_jobs"] == "11"
     assert text["preemptions_today"] == "1" and text["fenced_requeues_today"] == "1"
     assert text["lost_gpu_hours_today"] == "3.0"
+
+
+def test_the_lost_work_tile_says_a_small_loss_as_such(client_for, submit_as):
+    # Before: the tile said "0.0" of 18 GPU-seconds lost today (one decimal, whatever the amount).
+    from tests.frontend.page_data import preempted_event
+
+    preempted_event(submit_as("alice"), timezone.now(), 18.0)
+    text = client_for("alice").get("/ui/overview.json").json()["text"]
+    assert text["lost_gpu_hours_today"] == "< 0.01"

@@ -227,6 +227,14 @@ def test_the_totals_say_a_loss_below_a_hundredth_of_a_gpu_hour_as_such(client_fo
     assert "</strong> GPU-hours held, less than 0.01 GPU-hours of work lost to preemptions and requeues" in html
 
 
+def test_a_rows_loss_below_a_hundredth_of_a_gpu_hour_reads_as_such_in_its_cell(client_for, demo) -> None:
+    # Before: the Lost GPU-h cell said "0.00" of 10 GPU-seconds lost (its data-value kept 0.0028).
+    t0 = timezone.now().replace(second=0, microsecond=0) - timedelta(hours=2)
+    _ended("vision", "saved", t0, 10, user="alice", gpus=1, lost_gpu_seconds=10)
+    html = client_for("alice").get(H).content.decode()
+    assert 'data-value="0.0028">&lt; 0.01</td>' in html
+
+
 # ------------------------------------------------------------------------------- the table
 
 

@@ -52,8 +52,8 @@ def test_a_job_never_preempted_has_no_notice(client_for, submit_as):
     assert 'id="preemption-notice"' not in client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
 
 
-def test_the_work_lost_below_a_hundredth_of_a_gpu_hour_reads_in_words(client_for, submit_as):
-    # Before: "1 time, < 0.01 GPU-hours of work lost", a cell's symbol inside a sentence.
+def _preempted_losing_seconds(submit_as) -> Job:
+    """A job preempted right after a checkpoint: it loses a few GPU-seconds."""
     job = submit_as("alice", name="saved", gpus=8, gpu_types=("H100-80GB",))
     run_cycle("test")
     allocation = Allocation.objects.get(job=job, state=AllocationState.ACTIVE)
@@ -63,5 +63,18 @@ def test_the_work_lost_below_a_hundredth_of_a_gpu_hour_reads_in_words(client_for
                             grace_period_s=120, at=now, actor="scheduler@epoch:1", message=WHY)
     transitions.complete_release(allocation.pk, exit_code=None, at=now + timedelta(seconds=30), actor="agent:h100-01")
     assert 0 < Job.objects.get(pk=job.pk).lost_gpu_seconds < 36
+    return job
+
+
+def test_the_work_lost_below_a_hundredth_of_a_gpu_hour_reads_in_words(client_for, submit_as):
+    # Before: "1 time, < 0.01 GPU-hours of work lost", a cell's symbol inside a sentence.
+    job = _preempted_losing_seconds(submit_as)
     html = client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
     assert "1 time, less than 0.01 GPU-hours of work lost</dd>" in html
+
+
+def test_the_runs_table_says_a_small_loss_as_such(client_for, submit_as):
+    # Before: the run's Work lost cell said "0.00 GPU-h" of the seconds it lost.
+    job = _preempted_losing_seconds(submit_as)
+    html = client_for("alice").get(f"/jobs/{job.pk}/").content.decode()
+    assert "<td>&lt; 0.01 GPU-h</td>" in html

@@ -112,8 +112,8 @@ def test_history_of_yesterday_lists_what_ended_with_its_figures_and_totals(alice
     start = (day + timedelta(hours=10, minutes=10)).strftime("%Y-%m-%d %H:%M:%S")
     assert rows["train-7b"] == [str(yesterday["moved"].pk), "train-7b", "ml", "alice", "succeeded", "0", start,
                                 "01:00:00", "8", "12.00", "2.00", "h100-1,h100-2"]
-    assert rows["eval-oom"][4:] == ["failed", "137", rows["eval-oom"][6], "00:30:00", "2", "1.00", "0.00", "h100-3"]
-    assert rows["never-ran"][4:] == ["cancelled", "-", "-", "-", "1", "0.00", "0.00", "-"]
+    assert rows["eval-oom"][4:] == ["failed", "137", rows["eval-oom"][6], "00:30:00", "2", "1.00", "0", "h100-3"]
+    assert rows["never-ran"][4:] == ["cancelled", "-", "-", "-", "1", "0", "0", "-"]
     totals = run.out.strip().splitlines()[-1]
     assert totals.startswith(f"3 jobs ended {day:%Y-%m-%d} 00:00:00 → {day + timedelta(days=1):%Y-%m-%d} 00:00:00 UTC: ")
     assert "1 cancelled, 1 failed, 1 succeeded; 13.00 GPU-hours held, 2.00 GPU-hours of work lost" in totals

@@ -83,8 +83,8 @@ def test_status_of_a_job_stopped_to_resize_says_so_apart_from_its_preemptions(al
     assert "Requeued whole after being stopped to resize" in _field(status.out, "requeued")
 
 
-def test_status_says_a_loss_below_a_hundredth_of_a_gpu_hour_as_such(alice_qm) -> None:
-    # Before: "1, 0.00 GPU-hours of work lost" of 8 GPUs x 1 s, where the job page says "< 0.01".
+def _preempted_after_checkpoint(alice_qm) -> Job:
+    """A job of 8 GPUs preempted right after a checkpoint: it loses a second's work."""
     assert alice_qm("submit", "--name", "saved", "--gpus", "8", "--gpu-type", "H100-80GB").code == 0
     run_cycle("test")
     job = Job.objects.get()
@@ -98,7 +98,24 @@ def test_status_says_a_loss_below_a_hundredth_of_a_gpu_hour_as_such(alice_qm) ->
                                         actor="agent:h100-0")
     job.refresh_from_db()
     assert 0 < job.lost_gpu_seconds < 0.005 * 3600
+    return job
+
+
+def test_status_says_a_loss_below_a_hundredth_of_a_gpu_hour_as_such(alice_qm) -> None:
+    # Before: "1, 0.00 GPU-hours of work lost" of 8 GPUs x 1 s, where the job page says "< 0.01".
+    job = _preempted_after_checkpoint(alice_qm)
 
     status = alice_qm("status", str(job.pk))
 
     assert _field(status.out, "preemptions") == "1, less than 0.01 GPU-hours of work lost"
+
+
+def test_runs_says_a_small_loss_as_such_in_its_column(alice_qm) -> None:
+    # Before: the LOST GPU-H column said "0.00" of the second's work the run lost.
+    job = _preempted_after_checkpoint(alice_qm)
+
+    runs = alice_qm("runs", str(job.pk))
+
+    assert runs.code == 0
+    first_run = next(line for line in runs.out.splitlines() if line.split()[:1] == ["1"])
+    assert first_run.rstrip().endswith("< 0.01"), runs.out
