@@ -194,15 +194,19 @@ def _hours_text(hours: float, where: str) -> str:
     """GPU-hours to one decimal in a cell, but below 1 as the sentences say them (two decimals,
     "< 0.01" for a small non-zero amount: `sentences.gpu_hours`), so a loss never reads as nothing.
     ``where`` "sentence": a page's sentence says them as the events and `qm` do ("less than 0.01
-    GPU-hours of work lost", where a cell's "< 0.01 GPU-hours of work lost" read as a formula)."""
+    GPU-hours of work lost", where a cell's "< 0.01 GPU-hours of work lost" read as a formula).
+    ``where`` "exact": a cell of a table whose rows the events and `qm` also give, two decimals
+    throughout as they say them (a run's "1.02 GPU-h" lost, as its event says "lost 1.02")."""
     if where == "sentence":
         return say_gpu_hours(hours)
+    if where == "exact":
+        return say_gpu_hours(hours, cell=True)
     return f"{hours:,.1f}" if abs(hours) >= 1 else say_gpu_hours(hours, cell=True)
 
 
 @register.filter
 def as_gpu_hours(hours: Any, where: str = "cell") -> str:
-    """A figure already in GPU-hours (showback's); ``where``: "cell" or "sentence"."""
+    """A figure already in GPU-hours (showback's); ``where``: "cell", "exact" or "sentence"."""
     return "–" if hours is None else _hours_text(float(hours), where)
 
 
