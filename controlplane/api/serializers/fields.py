@@ -153,6 +153,23 @@ def name_problem(value: str) -> str | None:
     return None
 
 
+def no_record_named(records: Any, given: str, *, slug_field: str = "name", lists_names: bool = False,
+                    scope: str = "") -> str:
+    """The refusal of a name that is none of `records`: "no cohort named 'shared'", then `scope`
+    (" whose jobs you may read": the records are the reader's, not all), then, when
+    `lists_names` (records everyone may know of: cohorts, priority classes, GPU types), the
+    names there are. A body's field (NamedRecordField) and a filter (filtersets.NamedRecordFilter)
+    say it alike."""
+    label = str(records.model._meta.verbose_name).replace("gpu ", "GPU ")
+    plural = str(records.model._meta.verbose_name_plural).replace("gpu ", "GPU ")
+    said = f"no {label} named '{given[:64]}'{scope}"
+    if lists_names:
+        names = list(records.order_by(slug_field).values_list(slug_field, flat=True)[:11])
+        said += (f": {plural} are " + ", ".join(names[:10])
+                 + (", …" if len(names) > 10 else "") if names else f": there is no {label} yet")
+    return said
+
+
 class NamedRecordField(serializers.SlugRelatedField):
     """A related record given by its name. Text PostgreSQL cannot store (NUL) cannot name a
     record either: refused as CharField refuses it, instead of a 500 from the lookup. A name
@@ -173,13 +190,7 @@ class NamedRecordField(serializers.SlugRelatedField):
             queryset = self.get_queryset()
             if not isinstance(data, str | int) or getattr(refused, "get_codes", lambda: None)() != ["does_not_exist"]:
                 raise
-            label = str(queryset.model._meta.verbose_name).replace("gpu ", "GPU ")
-            plural = str(queryset.model._meta.verbose_name_plural).replace("gpu ", "GPU ")
-            said = f"no {label} named '{str(data)[:64]}'"
-            if self.lists_names:
-                names = list(queryset.order_by(self.slug_field).values_list(self.slug_field, flat=True)[:11])
-                said += (f": {plural} are " + ", ".join(names[:10])
-                         + (", …" if len(names) > 10 else "") if names else f": there is no {label} yet")
+            said = no_record_named(queryset, str(data), slug_field=self.slug_field, lists_names=self.lists_names)
             raise serializers.ValidationError(said, code="does_not_exist") from None
 
 
