@@ -1,21 +1,29 @@
 """One FilterSet per model, shared by the API and the pages.
 
-Related objects are filtered by name (`?team=ml`), never by a choice validated against every
-row: a name a user may not see simply matches nothing, so filters leak no existence.
+Related objects are filtered by name (`?team=ml`, NamedRecordFilter), checked against the
+records the reader may see, never against every row: a name that names none of them is a 400
+naming the parameter ("no team named 'ml' whose jobs you may read"), in the same words whether
+the record does not exist or is one the reader may not see, so a typo is not read as "none"
+and filters leak no existence. Records everyone may see (priority classes, GPU types, nodes,
+cohorts) are refused plainly, the short lists with the names there are. A filterset built
+without a `request` has no reader: it sees no team, project or user.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import django_filters as filters
 from django import forms
+from django.contrib.auth.models import AnonymousUser
 from django.db.models import F, QuerySet
 from django.utils import timezone
 from django_filters.fields import BaseCSVField, IsoDateTimeField
 from drf_spectacular.utils import extend_schema_field
 
+from controlplane.api.serializers.fields import no_record_named
 from controlplane.choices import WAITING_CODES, CapacityTier, EventKind, JobState, NodeState, WorkloadClass
 from controlplane.models import (
     AllocationGpu,
@@ -32,7 +40,7 @@ from controlplane.models import (
     Team,
 )
 from controlplane.models.maintenance import MaintenanceWindowState
-from controlplane.services import job_history
+from controlplane.services import access, job_history
 
 
 def choice_refusal(value: Any, field: Any, ordering: bool = False) -> str:
@@ -168,6 +176,53 @@ class NoEmptyItemsCSVField(BaseCSVField):
         return super().clean(value)
 
 
+class NamedRecordFilter(filters.CharFilter):
+    """A related record by its name, refused unless it names one of `records(reader)`, the
+    records the request's user may see (module docstring): a 400 naming the parameter, where a
+    typo matched nothing and read as "no jobs". `scope` says whose the records are when they
+    are not everyone's (" whose jobs you may read"); `lists_names` lists the names there are
+    (records everyone may see, few of them). The filtering itself is the CharFilter's, or
+    `method`'s."""
+
+    def __init__(self, *args: Any, records: Callable[[Any], QuerySet[Any]], scope: str = "",
+                 lists_names: bool = False, slug_field: str = "name", **kwargs: Any) -> None:
+        self.records, self.scope, self.lists_names, self.slug_field = records, scope, lists_names, slug_field
+        super().__init__(*args, **kwargs)
+
+    @property
+    def field(self) -> forms.Field:
+        # A filterset's filters are deep copies of its class's, and a form field's copy keeps the
+        # validators it had, bound to the class's filter (no reader): each copy checks with its own.
+        if getattr(self, "_checked_by", None) != id(self):
+            self.__dict__.pop("_field", None)
+            super().field.validators.append(self.refuse_unknown)
+            self._checked_by = id(self)
+        return self._field  # type: ignore[no-any-return]
+
+    def refuse_unknown(self, value: str) -> None:
+        if "\x00" in value:
+            return  # refused by the CharField's own validator, which does not stop the others
+        request = getattr(self.parent, "request", None)
+        records = self.records(getattr(request, "user", None) or AnonymousUser())
+        if not records.filter(**{self.slug_field: value}).exists():
+            said = no_record_named(records, value, slug_field=self.slug_field, lists_names=self.lists_names,
+                                   scope=self.scope)
+            # A parameter, not the text: refusals() and the form %-format the message.
+            raise forms.ValidationError("%(said)s", code="does_not_exist", params={"said": said})
+
+
+def _everyone(model: Any) -> Callable[[Any], QuerySet[Any]]:
+    return lambda reader: model.objects.all()
+
+
+def _job_projects(reader: Any) -> QuerySet[Project]:
+    return Project.objects.filter(team__in=access.member_teams(reader))
+
+
+JOBS_SCOPE = " whose jobs you may read"
+READ_SCOPE = " that you may read"
+
+
 class JobOrderingFilter(filters.OrderingFilter):
     """`?ordering=queue_position` (`-` for descending, several comma-separated): a choice, so a
     field it does not sort by is a 400 naming `ordering`. Rows without the value (a running job
@@ -191,11 +246,18 @@ class JobOrderingFilter(filters.OrderingFilter):
 
 
 class JobFilterSet(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__name", help_text="Team name.")
-    project = filters.CharFilter(field_name="project__name", help_text="Project name.")
+    team = NamedRecordFilter(field_name="team__name", records=access.member_teams, scope=JOBS_SCOPE,
+                             help_text="Team name: one whose jobs you may read, else a 400.")
+    project = NamedRecordFilter(field_name="project__name", records=_job_projects, scope=JOBS_SCOPE,
+                                help_text="Project name: one of a team whose jobs you may read, else a 400.")
     state = filters.MultipleChoiceFilter(choices=JobState.choices, help_text="Repeat for several states.")
-    priority_class = filters.CharFilter(field_name="priority_class__name", help_text="Priority class name.")
-    user = filters.CharFilter(field_name="submitter__username", help_text="Submitter's username.")
+    priority_class = NamedRecordFilter(field_name="priority_class__name", records=_everyone(PriorityClass),
+                                       lists_names=True, help_text="Priority class name (an unknown one is a 400 "
+                                                                   "listing them).")
+    user = NamedRecordFilter(field_name="submitter__username", records=access.job_users, scope=JOBS_SCOPE,
+                             slug_field="username",
+                             help_text="Submitter's username: yours, a teammate's or one who submitted a job you "
+                                       "may read, else a 400.")
     workload = filters.ChoiceFilter(choices=WorkloadClass.choices)
     submitted_after = IsoDateTimeFilter(field_name="submitted_at", lookup_expr="gte")
     submitted_before = IsoDateTimeFilter(field_name="submitted_at", lookup_expr="lt")
@@ -213,8 +275,8 @@ class JobFilterSet(filters.FilterSet):
         help_text="Jobs whose latest run lasted more than this many seconds (`elapsed_s`; a running job's "
                   "counts to now).",
     )
-    ran_on = filters.CharFilter(
-        method="filter_ran_on",
+    ran_on = NamedRecordFilter(
+        method="filter_ran_on", records=_everyone(Node),
         help_text="Node name: every job that ever held GPUs on that node, in any run, finished or not "
                   "(`node` is the jobs holding GPUs there now).",
     )
@@ -226,8 +288,8 @@ class JobFilterSet(filters.FilterSet):
                   "a 400 listing the codes (a typo listed nothing).",
     )
     name = filters.CharFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
-    node = filters.CharFilter(
-        method="filter_node",
+    node = NamedRecordFilter(
+        method="filter_node", records=_everyone(Node),
         help_text="Node name: the jobs holding GPUs on that node now (running, or stopping until its GPUs are "
                   "given back), as `squeue -w` lists them.",
     )
@@ -278,7 +340,8 @@ class JobHistoryFilterSet(JobFilterSet):
 
 class TeamFilterSet(filters.FilterSet):
     name = filters.CharFilter(field_name="name")
-    cohort = filters.CharFilter(field_name="cohort__name", help_text="Cohort name.")
+    cohort = NamedRecordFilter(field_name="cohort__name", records=_everyone(Cohort), lists_names=True,
+                               help_text="Cohort name.")
 
     class Meta:
         model = Team
@@ -286,7 +349,8 @@ class TeamFilterSet(filters.FilterSet):
 
 
 class ProjectFilterSet(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__name", help_text="Team name.")
+    team = NamedRecordFilter(field_name="team__name", records=access.visible_teams, scope=READ_SCOPE,
+                             help_text="Team name: one you may read, else a 400.")
     name = filters.CharFilter(field_name="name")
 
     class Meta:
@@ -303,8 +367,10 @@ class CohortFilterSet(filters.FilterSet):
 
 
 class QuotaFilterSet(filters.FilterSet):
-    team = filters.CharFilter(field_name="team__name", help_text="Team name.")
-    gpu_type = filters.CharFilter(field_name="gpu_type__name", help_text="GPU type name.")
+    team = NamedRecordFilter(field_name="team__name", records=access.visible_teams, scope=READ_SCOPE,
+                             help_text="Team name: one you may read, else a 400.")
+    gpu_type = NamedRecordFilter(field_name="gpu_type__name", records=_everyone(GpuType), lists_names=True,
+                                 help_text="GPU type name.")
 
     class Meta:
         model = Quota
@@ -330,7 +396,8 @@ class GpuTypeFilterSet(filters.FilterSet):
 
 
 class PriceRateFilterSet(filters.FilterSet):
-    gpu_type = filters.CharFilter(field_name="gpu_type__name", help_text="GPU type name.")
+    gpu_type = NamedRecordFilter(field_name="gpu_type__name", records=_everyone(GpuType), lists_names=True,
+                                 help_text="GPU type name.")
     capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
     effective_after = IsoDateTimeFilter(field_name="effective_from", lookup_expr="gte")
     effective_before = IsoDateTimeFilter(field_name="effective_from", lookup_expr="lt")
@@ -344,7 +411,8 @@ class NodeFilterSet(filters.FilterSet):
     name = filters.CharFilter(field_name="name")
     pool = filters.CharFilter(field_name="pool")
     state = filters.MultipleChoiceFilter(choices=NodeState.choices, help_text="Repeat for several states.")
-    gpu_type = filters.CharFilter(field_name="gpu_type__name", help_text="GPU type name.")
+    gpu_type = NamedRecordFilter(field_name="gpu_type__name", records=_everyone(GpuType), lists_names=True,
+                                 help_text="GPU type name.")
     leaf_switch = filters.CharFilter(field_name="leaf_switch")
     spine = filters.CharFilter(field_name="spine")
     capacity_tier = filters.ChoiceFilter(choices=CapacityTier.choices)
@@ -365,8 +433,9 @@ class NodeFilterSet(filters.FilterSet):
 class EventFilterSet(filters.FilterSet):
     kind = filters.MultipleChoiceFilter(choices=EventKind.choices, help_text="Repeat for several kinds.")
     job = IdFilter(field_name="job_id", help_text="Job id.")
-    node = filters.CharFilter(field_name="node__name", help_text="Node name.")
-    team = filters.CharFilter(field_name="team__name", help_text="Team name.")
+    node = NamedRecordFilter(field_name="node__name", records=_everyone(Node), help_text="Node name.")
+    team = NamedRecordFilter(field_name="team__name", records=access.member_teams, scope=" whose events you may read",
+                             help_text="Team name: one whose events you may read, else a 400.")
     reason = filters.CharFilter(field_name="reason")
     after = IsoDateTimeFilter(field_name="created_at", lookup_expr="gte")
     before = IsoDateTimeFilter(field_name="created_at", lookup_expr="lt")
@@ -380,7 +449,8 @@ class MaintenanceWindowFilterSet(filters.FilterSet):
     state = filters.MultipleChoiceFilter(
         choices=MaintenanceWindowState.choices, method="filter_state",
         help_text="upcoming, active (begun, not ended), ended or cancelled, now; repeat for several.")
-    node = filters.CharFilter(method="filter_node", help_text="Node name: the windows that take it out.")
+    node = NamedRecordFilter(method="filter_node", records=_everyone(Node),
+                             help_text="Node name: the windows that take it out.")
 
     class Meta:
         model = MaintenanceWindow

@@ -47,7 +47,8 @@ class JobHistoryCsvView(ApiMixin, APIView):
         responses={(200, "text/csv"): OpenApiTypes.STR},
     )
     def get(self, request: Request) -> Any:
-        filterset = JobHistoryFilterSet(request.query_params, queryset=access.visible_jobs(request.user))
+        filterset = JobHistoryFilterSet(request.query_params, queryset=access.visible_jobs(request.user),
+                                        request=request)
         if not filterset.is_valid():
             raise ValidationError(filterset.errors)
         now = timezone.now()

@@ -11,8 +11,9 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import Model, QuerySet
+from django.db.models import Exists, Model, OuterRef, Q, QuerySet
 
 from controlplane.choices import Role
 from controlplane.models import Event, Job, Membership, Project, Quota, Team
@@ -82,6 +83,21 @@ def member_teams(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
     """The teams whose jobs the user may read and submit for: every team for admins."""
     access = access_of(user)
     return _scoped(Team.objects.all(), access, sees_all=access.is_admin, team="id")
+
+
+def job_users(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Any]:
+    """The people whose jobs the user may read, by name: themself, their teams' members and
+    whoever submitted one of their teams' jobs (one who has left the team too); everyone for
+    admins."""
+    access = access_of(user)
+    people = get_user_model().objects.all()
+    if access.is_admin:
+        return people
+    return people.filter(
+        Q(pk=getattr(user, "pk", None))
+        | Q(Exists(Membership.objects.filter(user=OuterRef("pk"), team_id__in=access.team_ids)))
+        | Q(Exists(Job.objects.filter(submitter=OuterRef("pk"), team_id__in=access.team_ids)))
+    )
 
 
 def visible_teams(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:

@@ -32,7 +32,7 @@ PAGE_PARAMETERS = frozenset({"page"})
 def _filtered(request: HttpRequest) -> tuple[JobHistoryFilterSet, QuerySet[Job] | None, dict[str, list[str]]]:
     """The reader's ended jobs under the query's filters, or the errors naming each bad parameter
     (an unknown one too, as the API refuses it)."""
-    filterset = JobHistoryFilterSet(request.GET, queryset=access.visible_jobs(request.user))
+    filterset = JobHistoryFilterSet(request.GET, queryset=access.visible_jobs(request.user), request=request)
     try:
         refuse_unknown_parameters(SimpleNamespace(query_params=request.GET),  # type: ignore[arg-type]
                                   set(JobHistoryFilterSet.base_filters) | PAGE_PARAMETERS, "page")

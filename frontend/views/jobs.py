@@ -109,7 +109,7 @@ def job_list(request: HttpRequest) -> HttpResponse:
     user = request.user
     # `place`: a waiting job's queue position, ETA and the numbers of its reason.
     jobs = access.visible_jobs(user).select_related("team", "priority_class", "project", "submitter", "place")
-    filterset = JobFilterSet(request.GET or None, queryset=jobs)
+    filterset = JobFilterSet(request.GET or None, queryset=jobs, request=request)
     filtered = filterset.is_bound and filterset.is_valid()
     rows = filterset.qs if filtered else jobs
     # `?ordering=` sorts as the API does (the filterset's own ordering); newest first otherwise.

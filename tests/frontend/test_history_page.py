@@ -343,7 +343,9 @@ def test_each_reader_sees_what_the_api_shows_them(client_for, history) -> None:
     every = [j["cancelled"].pk, j["oom"].pk, j["llm"].pk, j["moved"].pk]
     assert _ids(client_for("admin").get(H)) == every
     assert _ids(client_for("bob").get(H)) == [j["llm"].pk]
-    assert _ids(client_for("bob").get(H, {"team": "vision"})) == []  # another team's name matches nothing
+    # another team's name is refused as a missing one (it matched nothing, as a typo did)
+    other = client_for("bob").get(H, {"team": "vision"})
+    assert other.status_code == 400 and "no team named &#x27;vision&#x27; whose jobs you may read" in other.content.decode()
     finn = client_for("finn").get(H)
     assert _ids(finn) == [] and _totals(finn) == (0, "0.0000", "0.0000")
     assert "Finance accounts see no jobs" in finn.content.decode()

@@ -48,7 +48,8 @@ def test_node_lists_the_jobs_holding_its_gpus_now(fleet, alice, admin) -> None:
     assert _ids(alice.get(J, {"node": two.name})) == [gang.pk]
     assert _ids(alice.get(J, {"node": fleet.nodes[3].name})) == []  # another team's job: not hers to see
     assert _ids(admin.get(J, {"node": fleet.nodes[3].name})) == [theirs.pk]
-    assert _ids(alice.get(J, {"node": "no-such-node"})) == []
+    unknown = alice.get(J, {"node": "no-such-node"})  # a typo is refused, not an empty list
+    assert unknown.status_code == 400 and unknown.json()["errors"] == {"node": ["no node named 'no-such-node'"]}
     # with the other filters, each job once (the gang holds 4 GPU rows on two nodes)
     r = alice.get(J, {"node": one.name, "state": ["running", "preempting"], "ordering": "-gpus"})
     assert [j["name"] for j in r.json()["results"]] == ["gang", "here"] and r.json()["count"] == 2

@@ -162,7 +162,8 @@ def test_history_filters_by_state_node_name_and_exit_code(alice_qm, yesterday) -
     assert names("--node", "h100-1") == ["train-7b"]  # preempted off it, finished elsewhere: it ran there
     assert names("--name", "oom") == ["eval-oom"]
     assert names("--exit-code", "0") == ["train-7b"]
-    assert names("--user", "bob") == []
+    bob = alice_qm("sacct", *_dates(yesterday["day"]), "--user", "bob")  # another team's: as if none
+    assert bob.code == 1 and "user (--user bob): no user named 'bob' whose jobs you may read" in bob.err
 
 
 def _api_csv(user: Any, params: dict[str, Any], path: str = "/api/v1/jobs/history.csv") -> bytes:
@@ -193,11 +194,12 @@ def test_history_csv_is_the_servers_byte_for_byte_for_the_same_filters(alice_qm,
     window = ["--since", f"{day:%Y-%m-%d}", "--until", f"{day + timedelta(days=1):%Y-%m-%d}"]
     same = {"finished_after": day.isoformat(), "finished_before": (day + timedelta(days=1)).isoformat()}
     alice = fleet.users["owner"]
+    f.make_user("carol", team=fleet.ml)
     for flags, params in [
         ([], {}), (["--state", "failed", "--state", "timed_out"], {"state": ["failed", "timed_out"]}),
         (["--node", "h100-1"], {"ran_on": "h100-1"}), (["--name", "oom"], {"name": "oom"}),
         (["--exit-code", "0"], {"exit_code": "0"}), (["--user", "alice"], {"user": "alice"}),
-        (["--team", "ml"], {"team": "ml"}), (["--user", "bob"], {"user": "bob"}),
+        (["--team", "ml"], {"team": "ml"}), (["--user", "carol"], {"user": "carol"}),  # a teammate without jobs
     ]:
         cli = _qm_bytes(alice_qm, "history", *window, *flags, "--format", "csv")
         assert cli == _api_csv(alice, {**same, **params}), flags

@@ -17,5 +17,5 @@ def test_an_offset_past_the_end_says_how_many_there_are(alice_qm) -> None:
     assert r.code == 0, r.err
     assert r.out == "No jobs from --offset 10: the list has 3 jobs (--offset 1 for the last page).\n"
     assert alice_qm("list", "--offset", "2", "--limit", "2").out.splitlines()[-1] == "(3–3 of 3)"
-    assert alice_qm("list", "--user", "nobody-here").out == (
+    assert alice_qm("list", "--name", "nothing-named-so").out == (
         "No jobs pending or running (use --all for finished ones).\n")

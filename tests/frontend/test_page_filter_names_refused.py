@@ -1,0 +1,50 @@
+"""The jobs page and the history page refuse a team, priority class, node or user that names
+nothing the reader may see, with the API's words on their error line: the pages listed no job
+for `?team=nope` without a word, as `qm list --team nope` did. Another team's name reads as a
+missing one (the pages leak no existence either)."""
+
+from __future__ import annotations
+
+import html
+
+import pytest
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.mark.parametrize("team", ["nope", "language"])
+def test_the_jobs_pages_error_line_says_no_such_team(client_for, submit_as, team) -> None:
+    alice = client_for("alice")
+    submit_as("alice")
+
+    response = alice.get("/jobs/", {"team": team})
+    api = alice.get("/api/v1/jobs/", {"team": team}).json()["errors"]["team"][0]
+
+    assert response.status_code == 200
+    assert api == f"no team named '{team}' whose jobs you may read"
+    assert f'<p class="error" role="alert">team: {api} </p>' in html.unescape(response.content.decode())
+    assert 'role="alert"' not in alice.get("/jobs/", {"team": "vision"}).content.decode()  # hers
+
+
+def test_the_jobs_page_names_an_unknown_priority_class_and_node(client_for) -> None:
+    page = html.unescape(client_for("alice").get("/jobs/", {"priority_class": "bogus", "node": "h100-99"})
+                         .content.decode())
+
+    assert "priority_class: no priority class named 'bogus': priority classes are " in page
+    assert "node: no node named 'h100-99' " in page
+
+
+@pytest.mark.parametrize("query", [{"team": "nope"}, {"team": "language"}, {"user": "bob"}, {"ran_on": "h100-99"}])
+def test_the_history_page_and_its_download_refuse_the_name(client_for, query) -> None:
+    alice = client_for("alice")
+    (parameter, value), = query.items()
+
+    response = alice.get("/history/", query)
+    download = alice.get("/history.csv", query)
+
+    assert response.status_code == 400
+    assert f'<li data-error-for="{parameter}"><code>{parameter}</code>: no ' in response.content.decode()
+    assert f"named '{value}'" in html.unescape(response.content.decode())
+    assert download.status_code == 400
+    assert download.content.decode().startswith(f"{parameter}: no ")
+    assert alice.get("/history/", {"team": "vision", "user": "alice"}).status_code == 200
