@@ -71,6 +71,7 @@ from controlplane.models.events import actor_name
 
 if TYPE_CHECKING:
     from controlplane.models import Event, NotificationDelivery, NotificationHook
+    from controlplane.services import job_mentions
 
 log = structlog.get_logger(__name__)
 
@@ -173,13 +174,16 @@ def enqueue(events: Sequence[Event]) -> int:
     from controlplane.models import NotificationDelivery
 
     base = public_url()
+    # one reader per team for the whole batch: the teams of the jobs its messages name are
+    # looked up once, not once per delivery
+    readers: dict[int | None, job_mentions.JobMentions] = {}
     rows = []
     for event, on in wanted:
         for match in matches.get(int(event.job_id), ()):  # type: ignore[arg-type]
             if on in match.events:
                 rows.append(NotificationDelivery(
                     hook_id=match.hook_id, job_id=event.job_id, event=on, created_at=event.created_at,
-                    next_attempt_at=event.created_at, payload=_payload(event, on, match, base),
+                    next_attempt_at=event.created_at, payload=_payload(event, on, match, base, readers),
                 ))
     if not rows:
         return 0
@@ -232,7 +236,8 @@ def public_url() -> str:
     return str(_qm("PUBLIC_URL", "") or "").rstrip("/")
 
 
-def _payload(event: Event, on: str, match: _Match, base: str) -> dict[str, Any]:
+def _payload(event: Event, on: str, match: _Match, base: str,
+             readers: dict[int | None, job_mentions.JobMentions]) -> dict[str, Any]:
     data = event.data if isinstance(event.data, dict) else {}
     label = NotifyOn(on).label.removeprefix("Job ")
     if on == NotifyOn.CANCELLED:
@@ -242,7 +247,8 @@ def _payload(event: Event, on: str, match: _Match, base: str) -> dict[str, Any]:
     from controlplane.services import job_mentions
 
     # the delivery leaves the product: other teams' jobs by their team, as the job's team reads them
-    message = job_mentions.to_team(event.team_id).say(event.message) or label
+    reader = readers.setdefault(event.team_id, job_mentions.to_team(event.team_id))
+    message = reader.say(event.message) or label
     payload: dict[str, Any] = {
         "text": f"Job {event.job_id} {match.job_name} ({match.team}) {label}: {message} {url}",
         "event": on,
