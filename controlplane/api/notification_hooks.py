@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Count, Q, QuerySet
 from drf_spectacular.utils import OpenApiParameter, extend_schema, inline_serializer
 from rest_framework import serializers, status, viewsets
@@ -29,6 +30,7 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
+from controlplane.api.serializers.fields import no_record_named
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.models import NotificationDelivery, NotificationHook, Team
 from controlplane.services import access, notifications
@@ -147,6 +149,12 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
             # No username holds one, and PostgreSQL cannot even compare text with it (a DataError,
             # a 500): refused as the filtersets refuse it on their own parameters.
             raise ValidationError({"user": ["Null characters are not allowed."]})
+        user = request.query_params.get("user")
+        if user and access.access_of(request.user).is_admin:
+            users = get_user_model().objects.all()
+            if not users.filter(username=user).exists():
+                # a typo listed nothing and read as "this user has no hooks"
+                raise ValidationError({"user": [no_record_named(users, user, slug_field="username") + "."]})
         return super().list(request, *args, **kwargs)
 
     def _actor(self) -> str:

@@ -63,6 +63,17 @@ def test_a_user_sees_only_their_own_hooks_and_admins_see_all(alice: APIClient, b
     assert [h["id"] for h in admin.get(URL, {"user": "bob"}).json()["results"]] == [theirs]
 
 
+def test_an_admin_asking_for_the_hooks_of_no_user_is_told_so(alice: APIClient, admin: APIClient) -> None:
+    """A typo in `?user=` listed nothing, which read as "this user has no hooks"."""
+    add(alice)
+    refused = admin.get(URL, {"user": "alcie"})
+    assert refused.status_code == 400, refused.content
+    assert refused.json()["errors"]["user"] == ["no user named 'alcie'."]
+    # a user with no hooks is still an empty list, and members still list their own
+    assert admin.get(URL, {"user": "root"}).json()["results"] == []
+    assert len(alice.get(URL, {"user": "nobody"}).json()["results"]) == 1
+
+
 @pytest.mark.parametrize(("body", "field", "words"), [
     ({"url": "ftp://example.org/x"}, "url", "is not an http or https URL"),
     ({"url": "not a url"}, "url", "is not an http or https URL"),
