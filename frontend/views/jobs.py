@@ -111,7 +111,9 @@ def job_list(request: HttpRequest) -> HttpResponse:
     jobs = access.visible_jobs(user).select_related("team", "priority_class", "project", "submitter", "place")
     filterset = JobFilterSet(request.GET or None, queryset=jobs, request=request)
     filtered = filterset.is_bound and filterset.is_valid()
-    rows = filterset.qs if filtered else jobs
+    # A refused filter lists nothing, as the history page does: the whole list under the
+    # error line read as the filter's answer.
+    rows = filterset.qs if filtered else jobs if not filterset.is_bound else jobs.none()
     # `?ordering=` sorts as the API does (the filterset's own ordering); newest first otherwise.
     ordering = request.GET.get("ordering", "") if filtered else ""
     if not ordering:
@@ -153,7 +155,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     }
     if context["may_submit"]:
         context.update(_submit_choices(request))
-    return render(request, "frontend/jobs.html", context)
+    # 400 as the history page and the API answer a refused filter
+    return render(request, "frontend/jobs.html", context, status=400 if context["filter_errors"] else 200)
 
 
 @login_required

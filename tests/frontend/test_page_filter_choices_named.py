@@ -21,9 +21,9 @@ def test_the_jobs_pages_error_line_lists_the_states(client_for) -> None:
     api = alice.get("/api/v1/jobs/", {"state": "runing"}).json()["errors"]["state"][0]
 
     assert api == f"'runing' is not a valid choice; choose one of: {', '.join(s.value for s in JobState)}."
-    assert f'<p class="error" role="alert">state: {api} </p>' in page
+    assert f'<li data-error-for="state"><code>state</code>: {api}</li>' in page
     sort = html.unescape(alice.get("/jobs/", {"ordering": "age"}).content.decode())
-    assert "ordering: 'age' is not a field this list sorts by; choose one of: id, submitted_at," in sort
+    assert "<code>ordering</code>: 'age' is not a field this list sorts by; choose one of: id, submitted_at," in sort
 
 
 def test_the_history_pages_error_lists_the_states_a_job_ends_in(client_for) -> None:

@@ -20,9 +20,9 @@ def test_the_jobs_pages_error_line_says_no_such_team(client_for, submit_as, team
     response = alice.get("/jobs/", {"team": team})
     api = alice.get("/api/v1/jobs/", {"team": team}).json()["errors"]["team"][0]
 
-    assert response.status_code == 200
+    assert response.status_code == 400
     assert api == f"no team named '{team}' whose jobs you may read"
-    assert f'<p class="error" role="alert">team: {api} </p>' in html.unescape(response.content.decode())
+    assert f'<li data-error-for="team"><code>team</code>: {api}</li>' in html.unescape(response.content.decode())
     assert 'role="alert"' not in alice.get("/jobs/", {"team": "vision"}).content.decode()  # hers
 
 
@@ -30,8 +30,8 @@ def test_the_jobs_page_names_an_unknown_priority_class_and_node(client_for) -> N
     page = html.unescape(client_for("alice").get("/jobs/", {"priority_class": "bogus", "node": "h100-99"})
                          .content.decode())
 
-    assert "priority_class: no priority class named 'bogus': priority classes are " in page
-    assert "node: no node named 'h100-99' " in page
+    assert "<code>priority_class</code>: no priority class named 'bogus': priority classes are " in page
+    assert "<code>node</code>: no node named 'h100-99'</li>" in page
 
 
 @pytest.mark.parametrize("query", [{"team": "nope"}, {"team": "language"}, {"user": "bob"}, {"ran_on": "h100-99"}])
@@ -48,3 +48,18 @@ def test_the_history_page_and_its_download_refuse_the_name(client_for, query) ->
     assert download.status_code == 400
     assert download.content.decode().startswith(f"{parameter}: no ")
     assert alice.get("/history/", {"team": "vision", "user": "alice"}).status_code == 200
+
+
+def test_a_refused_filter_lists_no_jobs_on_the_jobs_page(client_for, submit_as) -> None:
+    """Under the error line the page listed every job the reader may see, which read as the
+    filter's answer: now it lists none, as the history page does."""
+    alice = client_for("alice")
+    mine = submit_as("alice", name="mine")
+
+    refused = alice.get("/jobs/", {"team": "nope"})
+    listed = alice.get("/jobs/", {"team": "vision"})
+
+    assert refused.status_code == 400 and refused.context["jobs"].paginator.count == 0
+    assert f'data-job="{mine.pk}"' not in refused.content.decode()
+    assert "These jobs cannot be listed: fix this filter." in refused.content.decode()
+    assert [job.pk for job in listed.context["jobs"]] == [mine.pk]
