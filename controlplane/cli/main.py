@@ -467,6 +467,20 @@ FIELD_FLAGS = {
 }
 
 
+def same_named_flags(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """The command's flags spelled as the API fields they set (`--gpus`: `gpus`), so that a
+    refusal of one names the flag typed as FIELD_FLAGS' do (it said `gpus: …` beside
+    `runtime_limit_s (--time 8d): …`). Positional arguments are no flags, the options every
+    command takes (--url: the server's) set no field, and --env is not echoed (its values may be
+    secrets; its refusals name the variable)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and command in action.choices:
+            return {a.dest: a.dest for a in action.choices[command]._actions
+                    if "--" + a.dest.replace("_", "-") in a.option_strings
+                    and a.dest not in ("help", "url", "json", "env")}
+    return {}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     command: list[str] = []
@@ -483,7 +497,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if word in ("-d", "--dependency") and re.match(r"-=?(after|singleton)", argv[i + 1]):
             argv[i:i + 2] = [f"--dependency={argv[i + 1]}"]
             break
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
     try:
         try:
             api = Api.from_environment(args.url)
@@ -499,7 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return COMMANDS[args.command](api, args)
     except CliError as error:
         if isinstance(error, ApiError):
-            error = refusal(error, args, FIELD_FLAGS.get(args.command, {}))
+            error = refusal(error, args, {**same_named_flags(parser, args.command),
+                                          **FIELD_FLAGS.get(args.command, {})})
         # Line by line: the field errors' own lines stay lines, any other control character is escaped.
         print("error: " + "\n".join(output.visible(line) for line in str(error).split("\n")), file=sys.stderr)
         return error.exit_code

@@ -96,7 +96,7 @@ def test_a_rename_closing_a_cycle_through_a_singleton_is_refused_on_name(alice_q
     r = alice_qm("update", str(x.pk), "--name", "n")
 
     assert r.code == 1
-    assert (f"  name: named “n”, job {x.pk} would wait on itself: job {x.pk} waits on job {s.pk} (afterok), which "
+    assert (f"  name (--name n): named “n”, job {x.pk} would wait on itself: job {x.pk} waits on job {s.pk} (afterok), which "
             f"waits on job {x.pk} (singleton, same name “n”): a cycle, neither could ever start") in r.err, r.err
     assert Job.objects.get(pk=x.pk).name == "a"
 

@@ -23,9 +23,9 @@ def test_qm_update_prints_every_field_at_fault(alice_qm, fleet) -> None:
     assert refused.code == 1, refused.err
     lines = refused.err.strip().splitlines()
     assert lines[0].endswith("Invalid request."), refused.err
-    assert any(line.strip().startswith("cpus_per_gpu: Ensure this value is greater than or equal to 0")
+    assert any(line.strip().startswith("cpus_per_gpu (--cpus-per-gpu -1): Ensure this value is greater than or equal to 0")
                for line in lines), refused.err
-    assert "  project: team 'ml' has no project 'nope'" in lines, refused.err
+    assert "  project (--project nope): team 'ml' has no project 'nope'" in lines, refused.err
     job_now = Job.objects.get(pk=job.pk)
     assert (job_now.cpus_per_gpu, job_now.project_id) == (job.cpus_per_gpu, job.project_id)
 

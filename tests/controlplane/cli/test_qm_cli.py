@@ -104,7 +104,7 @@ def test_impossible_shape_prints_the_field_and_reason_not_a_traceback(alice_qm) 
     r = alice_qm("submit", "--name", "big", "--gpus", "16", "--gpus-per-node", "16")
 
     assert r.code == 1
-    assert "gpus_per_node: asks 16 GPUs on one node; the largest node has 8" in r.err
+    assert "gpus_per_node (--gpus-per-node 16): asks 16 GPUs on one node; the largest node has 8" in r.err
     assert "Traceback" not in r.err and not Job.objects.exists()
 
 

@@ -41,3 +41,11 @@ def test_a_time_too_long_is_refused_in_days_naming_the_flag(alice_qm, typed, sai
     assert r.code == 1 and r.out == ""
     assert r.err == (f"error: Invalid request.\n  runtime_limit_s (--time {typed}): {said} is beyond the maximum of "
                      "priority class 'research' (604800 s), which is 7 days\n")
+
+
+def test_a_flag_spelled_as_its_field_is_named_too(alice_qm) -> None:
+    """`qm submit --gpus 0` said `gpus: …` where `--time 8d` said `runtime_limit_s (--time 8d): …`."""
+    r = alice_qm("submit", "--name", "x", "--gpus", "0", "--", "true")
+
+    assert r.code == 1
+    assert r.err.splitlines()[1].startswith("  gpus (--gpus 0): "), r.err

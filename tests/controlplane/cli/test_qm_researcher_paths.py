@@ -119,8 +119,8 @@ def test_a_refused_submit_names_each_field_once(alice_qm) -> None:
 
     assert r.code == 1
     assert r.err.count("min_gpus 8 is more than gpus 4") == 1 and r.err.count("max_gpus 2 is less than gpus 4") == 1
-    assert r.err.splitlines() == ["error: Invalid request.", "  min_gpus: min_gpus 8 is more than gpus 4",
-                                  "  max_gpus: max_gpus 2 is less than gpus 4"]
+    assert r.err.splitlines() == ["error: Invalid request.", "  min_gpus (--min-gpus 8): min_gpus 8 is more than gpus 4",
+                                  "  max_gpus (--max-gpus 2): max_gpus 2 is less than gpus 4"]
 
 
 def test_list_pages_with_offset_and_says_how_to_reach_the_next(alice_qm, fleet) -> None:
