@@ -10,7 +10,7 @@ from typing import Any
 from controlplane.cli import arguments, output
 from controlplane.cli.client import Api, ApiError
 from controlplane.services import quota_text
-from scheduler_core.sentences import counted
+from scheduler_core.sentences import counted, gpu_hours
 
 #: How each queue-order plugin sorts, in the words `qm sprio` heads its table with.
 QUEUE_ORDER_WORDS = {
@@ -84,7 +84,7 @@ def cmd_sshare(api: Api, args: argparse.Namespace) -> int:
     output.table(
         [(r["team"], f"{r['dominant_share']:.3f}", r["dominant_resource"] or "-",
           f"{r['shares']['gpus']:.3f}", f"{r['shares']['cpus']:.3f}", f"{r['shares']['memory']:.3f}",
-          r["held_now"]["gpus"], f"{r['decayed_usage']['gpu_hours']:,.1f}") for r in body["teams"]],
+          r["held_now"]["gpus"], gpu_hours(r['decayed_usage']['gpu_hours'], cell=True)) for r in body["teams"]],
         ["TEAM", "SHARE", "OF", "GPU SHARE", "CPU SHARE", "MEM SHARE", "GPUS HELD", "GPU-H DECAYED"],
     )
     print(f"SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage decayed with a "

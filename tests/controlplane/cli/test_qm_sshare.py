@@ -17,14 +17,17 @@ pytestmark = pytest.mark.slow
 def test_sshare_lists_every_team_lowest_first(alice_qm, fleet) -> None:
     f.make_job(fleet.ml, fleet.research, name="big", gpus=16, submitted_at=timezone.now() - timedelta(minutes=1))
     assert cycle.run_cycle("w").binds == 1
+    # 18 GPU-seconds of past usage: "< 0.01", where one decimal said "0.0" as for none
+    fleet.vision.decayed_gpu_seconds, fleet.vision.usage_as_of = 18.0, timezone.now()
+    fleet.vision.save(update_fields=["decayed_gpu_seconds", "usage_as_of"])
 
     run = alice_qm("sshare")
 
     assert run.code == 0, run.err
     lines = run.out.splitlines()
     assert re.match(r"TEAM\s+SHARE\s+OF\s+GPU SHARE\s+CPU SHARE\s+MEM SHARE\s+GPUS HELD\s+GPU-H DECAYED$", lines[0])
-    assert re.match(r"vision\s+0\.000\s+-\s+0\.000\s+0\.000\s+0\.000\s+0\s+0\.0$", lines[1]), run.out
-    assert re.match(r"ml\s+0\.333\s+gpus\s+0\.333\s+\d\.\d{3}\s+\d\.\d{3}\s+16\s+\d+\.\d$", lines[2]), run.out
+    assert re.match(r"vision\s+0\.000\s+gpus\s+0\.000\s+0\.000\s+0\.000\s+0\s+< 0\.01$", lines[1]), run.out
+    assert re.match(r"ml\s+0\.333\s+gpus\s+0\.333\s+\d\.\d{3}\s+\d\.\d{3}\s+16\s+(0|\d+\.\d\d)$", lines[2]), run.out
     assert lines[3].startswith("SHARE: the largest of a team's GPU, CPU and memory shares (held now + past usage "
                                "decayed with a 7d half-life")
     assert '"half_life_s": 604800' in alice_qm("--json", "sshare").out
