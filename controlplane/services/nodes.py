@@ -141,8 +141,18 @@ def _apply(node: Node, action: _Action, user: AbstractBaseUser, reason: str = ""
     Returns the node as stored afterwards, and for a cordon or a drain the jobs on it, read
     once under the node's row lock (`jobs_on`): its event names them and `act` answers with
     them. Raises NodeActionRefused when the current state does not allow it (a suspect node
-    cannot be uncordoned: it was never cordoned)."""
+    cannot be uncordoned: it was never cordoned).
+
+    The scheduler lease row is locked first (lock order lease → node, as `retire`, reconcile
+    and the cycle's commit): a cycle committing a bind onto this node either commits before us
+    (its job is among the jobs read here, and named) or after us (its bind sees the node is no
+    longer ready and is dropped). Before, a bind that had read the node ready committed after a
+    cordon: the job started on a node the operator had just been told took no new work, and the
+    cordon said nothing ran there."""
+    from controlplane.services.reconcile import lock_scheduler_lease
+
     with transaction.atomic():
+        lock_scheduler_lease()
         current = Node.objects.select_for_update(no_key=True).get(pk=node.pk)
         if current.state == NodeState.RETIRED:
             raise NodeActionRefused(
