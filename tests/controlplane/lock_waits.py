@@ -29,15 +29,23 @@ def in_thread(work: Callable[[], Any]) -> tuple[threading.Thread, dict[str, Any]
     return thread, out
 
 
-def blocked_on_a_lock(timeout: float = 20.0) -> bool:
-    """Whether another connection is waiting on a row or advisory lock (pg_stat_activity), within
-    `timeout`: the other side is then really blocked where the test means it, not merely slow."""
+def blocked_on_a_lock(timeout: float = 20.0, *, at_least: int = 1) -> bool:
+    """Whether `at_least` other connections are waiting on a row or advisory lock
+    (pg_stat_activity), within `timeout`: the other side is then really blocked where the test
+    means it, not merely slow. Asked inside a transaction too (the statistics are read afresh
+    each time: PostgreSQL otherwise keeps a transaction's first reading of them)."""
     deadline = time.monotonic() + timeout
-    with connections["default"].cursor() as cursor:
-        while time.monotonic() < deadline:
-            cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                           "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
-            if cursor.fetchone()[0]:
-                return True
-            time.sleep(0.02)
+    while time.monotonic() < deadline:
+        if lock_waiters() >= at_least:
+            return True
+        time.sleep(0.02)
     return False
+
+
+def lock_waiters() -> int:
+    """How many other connections wait on a lock now."""
+    with connections["default"].cursor() as cursor:
+        cursor.execute("SELECT pg_stat_clear_snapshot()")
+        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
+        return int(cursor.fetchone()[0])

@@ -14,7 +14,7 @@ import time
 from typing import Any
 
 import pytest
-from django.db import connections, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState, NodeState
@@ -22,29 +22,12 @@ from controlplane.models import Event, Job, Node, PendingPlace
 from controlplane.services import nodes, reconcile, transitions
 from tests.controlplane import factories as f
 from tests.controlplane.fleet_fixture import Fleet, build_fleet
-from tests.controlplane.lock_waits import in_thread
+from tests.controlplane.lock_waits import blocked_on_a_lock, in_thread, lock_waiters
 
 
 @pytest.fixture
 def committed_fleet(transactional_db: Any) -> Fleet:
     return build_fleet()
-
-
-def _waiters() -> int:
-    with connections["default"].cursor() as cursor:
-        cursor.execute("SELECT pg_stat_clear_snapshot()")  # read afresh inside a transaction too
-        cursor.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                       "AND wait_event_type = 'Lock' AND pid <> pg_backend_pid()")
-        return int(cursor.fetchone()[0])
-
-
-def _until(test: Any, timeout: float = 20.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if test():
-            return True
-        time.sleep(0.02)
-    return False
 
 
 def _bind(job: Job, node: Node) -> tuple[int, int]:
@@ -69,10 +52,12 @@ def test_a_job_bound_while_a_node_is_cordoned_is_named_by_the_cordon_or_never_st
         # inside the cycle's commit, holding the lease.
         PendingPlace.objects.select_for_update().get(job=job)
         binding, bound = in_thread(lambda: _bind(job, node))
-        assert _until(lambda: _waiters() >= 1)
+        assert blocked_on_a_lock()
         acting, acted = in_thread(lambda: nodes.act(verb, node, fleet.users["admin"], reason="bad fan"))
         # Before: the cordon ran to its end meanwhile. Now it waits for the commit's lease.
-        assert _until(lambda: not acting.is_alive() or _waiters() >= 2)
+        deadline = time.monotonic() + 20
+        while acting.is_alive() and lock_waiters() < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
     binding.join(20)
     acting.join(20)
     assert "error" not in bound and "error" not in acted, (bound, acted)

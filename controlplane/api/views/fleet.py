@@ -67,11 +67,31 @@ class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
             raise
 
     def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        partial = kwargs.get("partial", False)
         try:
-            return super().update(request, *args, **kwargs)
-        except IntegrityError:
-            self._judge_again(request, self.get_object(), partial=kwargs.get("partial", False))
+            with transaction.atomic():
+                self._lock_record()
+                try:
+                    return super().update(request, *args, **kwargs)
+                except IntegrityError:  # the save's savepoint is undone; judged under the lock
+                    self._judge_again(request, self.get_object(), partial=partial)
+                    raise
+        except IntegrityError:  # a deferred constraint, checked at the commit
+            self._judge_again(request, self.get_object(), partial=partial)
             raise
+
+    def _lock_record(self, *, key: bool = False) -> None:
+        """Inside the write's transaction: lock the record's row before it is read for the write
+        (the caller's get_object then reads it afresh, or answers 404 once it is gone), so the
+        write starts from the row as it is and nothing else writes it until we commit. Before,
+        the record was read unlocked and saved whole: a record deleted in between was inserted
+        again by the save (200, the record back without what its deletion took with it), a
+        column another writer changed in between was written back (a second admin's change to
+        another field of a quota; the state, lease and heartbeat of a node the control loop
+        wrote), and two deletions at once each recorded one. `key`: for a deletion (FOR UPDATE;
+        else FOR NO KEY UPDATE, which leaves rows referring to it free to be written)."""
+        instance = self.get_object()
+        type(instance)._base_manager.select_for_update(no_key=not key).filter(pk=instance.pk).exists()
 
     def _judge_again(self, request: Request, instance: Any, *, partial: bool) -> None:
         """A write the serializer's checks passed and the database refused: another request wrote
@@ -97,7 +117,14 @@ class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
     def destroy(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         """204 when the deletion changed nothing else; else 200 saying what it did to the records
         that stay or went with it, as the admin's confirmation page lists them
-        (config_audit.deleted_with: a cohort's teams leave it, a team's quotas go, ...)."""
+        (config_audit.deleted_with: a cohort's teams leave it, a team's quotas go, ...). The
+        record is locked first (`_lock_record`): of two deletions at once, the second answers 404
+        and records nothing."""
+        with transaction.atomic():
+            self._lock_record(key=True)
+            return self._destroy()
+
+    def _destroy(self) -> Response:
         instance = self.get_object()
         lines = config_audit.deleted_with(instance)
         label = str(instance._meta.verbose_name)
