@@ -224,7 +224,13 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         """POST a test notification to the hook now (not retried) and say what came back."""
         hook = self.get_object()  # another user's hook is a 404 whatever the body
         refuse_fields(request, "test takes no fields: it sends the hook's own test notification")
-        row, outcome = notifications.send_test(hook, actor=f"user:{request.user.get_username()}")
+        try:
+            row, outcome = notifications.send_test(hook, actor=f"user:{request.user.get_username()}")
+        except NotificationHook.DoesNotExist:
+            raise NotFound(f"Hook {hook.pk} was deleted meanwhile: nothing was sent.") from None
+        except notifications.DeletedWhileTesting as gone:
+            raise NotFound(f"Hook {hook.pk} was deleted while its test notification was sent: the receiver "
+                           f"answered {gone.outcome.words}, and nothing of it is kept.") from None
         detail = (f"Delivered: the receiver answered {outcome.words} in {outcome.seconds:.2f} s." if outcome.ok
                   else f"Not delivered: {outcome.words}. Check the URL and that the receiver is up, then test again.")
         return Response({"delivered": outcome.ok, "status": outcome.status, "detail": detail, "delivery": row.pk,

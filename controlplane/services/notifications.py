@@ -901,28 +901,48 @@ def _record_hook(hook_id: int, url: str, sent: list[Outcome], at: datetime) -> N
                                                                 consecutive_failures=consecutive)
 
 
+class DeletedWhileTesting(Exception):
+    """The hook was deleted while its test notification was on the wire: the POST went out (its
+    `outcome`), and its delivery row went with the hook."""
+
+    def __init__(self, outcome: Outcome) -> None:
+        super().__init__(outcome.words)
+        self.outcome = outcome
+
+
 def send_test(hook: NotificationHook, *, actor: str) -> tuple[NotificationDelivery, Outcome]:
-    """POST a test notification to the hook now (not retried), record it like any delivery."""
-    from controlplane.models import NotificationDelivery
+    """POST a test notification to the hook now (not retried), record it like any delivery.
+
+    The hook is read afresh, its row locked, as its delivery row is written (the URL and secret
+    it has now, as the sender reads them before each POST), but not while the POST is on the
+    wire. Raises NotificationHook.DoesNotExist when it is gone before the POST (nothing sent),
+    and DeletedWhileTesting when it was deleted meanwhile (sent; its row gone with it): before,
+    the first was a 409 quoting the database's foreign key, the second a 500."""
+    from controlplane.models import NotificationDelivery, NotificationHook
 
     at = timezone.now()
     url = f"{public_url()}/jobs/"
-    payload = {
-        "text": f"Test notification from Quartermaster for hook {hook.pk} ({', '.join(hook.events)}), sent by "
-                f"{actor_name(actor)}: it works. {url}",
-        "event": TEST_EVENT, "job_id": None, "job_name": None, "team": hook.team.name if hook.team_id else None,
-        "state": None, "message": "Test notification: it works.", "reason": "Test", "actor": actor, "url": url,
-        "at": at.isoformat(),
-    }
-    row = NotificationDelivery.objects.create(hook=hook, event=TEST_EVENT, payload=payload, created_at=at)
+    with transaction.atomic():
+        hook = (NotificationHook.objects.select_for_update(no_key=connection.features.has_select_for_no_key_update,
+                                                           of=("self",))
+                .select_related("team").get(pk=hook.pk))
+        payload = {
+            "text": f"Test notification from Quartermaster for hook {hook.pk} ({', '.join(hook.events)}), sent by "
+                    f"{actor_name(actor)}: it works. {url}",
+            "event": TEST_EVENT, "job_id": None, "job_name": None, "team": hook.team.name if hook.team_id else None,
+            "state": None, "message": "Test notification: it works.", "reason": "Test", "actor": actor, "url": url,
+            "at": at.isoformat(),
+        }
+        row = NotificationDelivery.objects.create(hook=hook, event=TEST_EVENT, payload=payload, created_at=at)
     outcome = post(hook.url, hook.secret, payload, event=TEST_EVENT, delivery_id=row.pk)
     done = timezone.now()
     with transaction.atomic():
-        NotificationDelivery.objects.filter(pk=row.pk).update(
-            attempts=1, last_status=outcome.status, delivered_at=done if outcome.ok else None,
-            last_error="" if outcome.ok else outcome.words[:500])
+        if not NotificationDelivery.objects.filter(pk=row.pk).update(
+                attempts=1, last_status=outcome.status, delivered_at=done if outcome.ok else None,
+                last_error="" if outcome.ok else outcome.words[:500]):
+            raise DeletedWhileTesting(outcome)
         _record_hook(hook.pk, hook.url, [outcome], done)
-    row.refresh_from_db()
+        row.refresh_from_db()  # locked by the update above: a deletion now waits for this commit
     return row, outcome
 
 
