@@ -26,7 +26,7 @@ from typing import Any
 import structlog
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Case, CharField, Value, When
 from django.utils import timezone
 
@@ -493,7 +493,23 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
     `changes` are typed already (the API's JobUpdateSerializer): field → new value, `gpu_types`
     a list, `runtime_limit_s` None for the class default, `dependencies` the list of items (its
     `singleton` item among them) or a `dependency_text.Edit` (`+afterok:5`, `-afterany:7`: added
-    to or removed from the list it has, services/dependencies.judge)."""
+    to or removed from the list it has, services/dependencies.judge).
+
+    A record the change names (a project, a priority class) deleted between its judgement and
+    the commit makes the database refuse the job's foreign key, and nothing is written: the
+    change is judged again and refused on that field in the words it gets afterwards (before, a
+    409 quoting the database's constraint)."""
+    try:
+        return _update(user, job_id, changes, at=at)
+    except IntegrityError:
+        with transaction.atomic():
+            judged = _judge(user, job_id, changes)
+        if judged.problems:
+            raise judged.problems.refusal() from None
+        raise
+
+
+def _update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: datetime | None) -> Outcome:
     at = at or timezone.now()
     with transaction.atomic():
         judged = _judge(user, job_id, changes)

@@ -668,12 +668,22 @@ def submit(
         replay = _replay(user, idempotency_key, fingerprint)
         if replay is not None:
             return replay
-    if req.dependencies:
-        # The upstream jobs stay locked from their check to the dependency rows' insert, which
-        # commits with the job(s): all of it, or nothing (services/dependencies.py).
-        with transaction.atomic():
-            return _submit(user, req, idempotency_key, fingerprint, now)
-    return _submit(user, req, idempotency_key, fingerprint, now)
+    try:
+        if req.dependencies:
+            # The upstream jobs stay locked from their check to the dependency rows' insert, which
+            # commits with the job(s): all of it, or nothing (services/dependencies.py).
+            with transaction.atomic():
+                return _submit(user, req, idempotency_key, fingerprint, now)
+        return _submit(user, req, idempotency_key, fingerprint, now)
+    except IntegrityError:
+        # A record the request names (its team, project or priority class) was deleted between
+        # its checks and the insert, whose foreign key the database then refused (nothing was
+        # written): judged again, the request is refused on that field in the words a submit
+        # sent afterwards gets. Before, a 409 quoting the database's constraint.
+        again = judge(user, req)
+        if again.errors:
+            raise SubmitRejected(again.errors) from None
+        raise
 
 
 #: The fields a job's shape is read from: the fleet's capability is judged only when none of
