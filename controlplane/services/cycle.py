@@ -37,6 +37,7 @@ from controlplane.services import transitions
 from controlplane.services.snapshot import (
     BIND_GUARD_COLUMNS,
     SnapshotContext,
+    nodes_of_windows_written_since,
     read_snapshot,
     scheduler_config,
 )
@@ -237,6 +238,13 @@ def commit_plan(
             )
             for bind in plan.binds
         ]
+        # A bind onto a node given a maintenance window since the read was planned without it:
+        # left out, as stale (the next cycle plans with the window).
+        if requests:
+            windowed = nodes_of_windows_written_since(context)
+            planned = len(requests)
+            requests = [r for r in requests if not any(g.node_id in windowed for g in r.gpus)]
+            stale += planned - len(requests)
         # A job held or changed (PATCH) since the read is left out too: its row no longer reads
         # as the snapshot read it (snapshot.BIND_GUARD_COLUMNS), see transitions.bind_jobs.
         bound, not_bound = transitions.bind_jobs(

@@ -290,7 +290,17 @@ def _lock_nodes(nodes: Sequence[Node]) -> None:
 
 
 def _refuse_overlap(checked: Checked, now: datetime, other_than: int | None) -> None:
-    """Under the nodes' row locks: Refused on `nodes` if the window would overlap another."""
+    """Under the nodes' row locks: Refused on `nodes` if the window would overlap another.
+
+    The scheduler lease row is locked first (lock order lease → node, as the cycle's commit,
+    reconcile and the node actions): a cycle committing binds meanwhile either commits before
+    this write (its jobs are running when the window's answer names the jobs it affects) or
+    after it (and leaves out its binds onto the window's nodes, planned without the window:
+    snapshot.nodes_of_windows_written_since). Before, a window written between a cycle's read
+    and its commit let the plan start a job there that would run into it."""
+    from controlplane.services.reconcile import lock_scheduler_lease
+
+    lock_scheduler_lease()
     _lock_nodes(checked.nodes)
     problem = overlap_problem(checked.nodes, checked.start_at, checked.end_at, now, other_than=other_than)
     if problem:

@@ -411,6 +411,19 @@ def _maintenance_windows(now: datetime) -> tuple[engine.MaintenanceWindow, ...]:
     )
 
 
+def nodes_of_windows_written_since(context: SnapshotContext) -> set[int]:
+    """The nodes (ids) of the maintenance windows that read differently now than `context`
+    read them (one query): a window created since, or moved, lengthened or given other nodes.
+    A bind onto one of them was planned without that window, and the cycle's commit leaves it
+    out (the next cycle plans with the window). A window cancelled or ended since only frees
+    nodes, and leaves no bind out. The caller holds the scheduler lease row, which a window's
+    write takes first (services/maintenance.py): one written after this read waits for the
+    commit."""
+    read = set(context.snapshot.maintenance)
+    return {context.node_ids[name] for window in _maintenance_windows(context.read_at) if window not in read
+            for name in window.nodes if name in context.node_ids}
+
+
 def _read_pending(context: SnapshotContext, reader: _SpecReader, grace: dict[int, int]) -> tuple[engine.JobSpec, ...]:
     """Waiting jobs in submission order, with the explanation columns the commit compares
     against (one query), a held job's spec naming who holds it (one more query, only when a

@@ -1,65 +1,120 @@
-"""Maintenance windows in real scheduling cycles: a window stored by services/maintenance.py
-reaches the engine through the snapshot, so a job whose run would overlap it waits with the
-reason MaintenanceWindow while one that ends before it begins starts on the same node; a
-cancelled window frees the node at the next cycle."""
+"""A maintenance window written while a cycle plans (the engine read the windows before it):
+the plan's binds onto the window's nodes are never committed, and a window's write waits for a
+cycle's commit in progress, so the jobs that commit bound are named among those it affects.
+
+Found by the concurrency audit (4 Dec): the commit checked a bind's job and its GPUs against
+the database, not the nodes' windows, and a window's write did not take the scheduler lease. A
+window created (or moved earlier) on a node after the cycle's read, before its commit, let the
+plan start a job there that would run into it (a window starting now: a job started on a node
+in maintenance), which the engine never does from a snapshot that has the window."""
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
+from typing import Any
 
+import pytest
+from django.db import transaction
 from django.utils import timezone
 
+import scheduler_core as engine
 from controlplane.choices import JobState
-from controlplane.models import AllocationGpu, Job
+from controlplane.models import AllocationGpu, Job, MaintenanceWindow, SchedulerLease
 from controlplane.services import cycle, maintenance
+from controlplane.services.snapshot import read_snapshot, scheduler_config
 from tests.controlplane import factories as f
-from tests.controlplane.loop_fixtures import LoopFleet, make_job, register_node
+from tests.controlplane.lock_waits import blocked_on_a_lock, in_thread
+from tests.controlplane.loop_fixtures import LoopFleet, build_loop_fleet, make_job, register_node
 
 
-def _gpus_on(job: Job, node: str) -> int:
-    return AllocationGpu.objects.filter(allocation__job=job, live=True, node__name=node).count()
+def _plan(job: Job) -> tuple[engine.Plan, Any, SchedulerLease]:
+    lease = cycle.acquire_lease("worker-1", timezone.now())
+    assert lease is not None
+    context = read_snapshot(timezone.now(), lease.epoch)
+    plan = engine.schedule(context.snapshot, scheduler_config())
+    assert [b.job_id for b in plan.binds] == [str(job.pk)]
+    return plan, context, lease
 
 
-def test_a_job_whose_limit_overlaps_the_window_waits_and_one_that_ends_before_it_binds_there(
-        fleet: LoopFleet) -> None:
-    register_node("gpu-a")  # the only node, free
-    root = f.make_user("root", superuser=True)
-    window = maintenance.create(root, nodes=["gpu-a"], start_at=timezone.now() + timedelta(hours=1),
-                                duration_s=4 * 3600, reason="firmware upgrade")
-    long = make_job(fleet, gpus=8, name="two-hours", runtime_limit_s=2 * 3600)
-
-    cycle.run_cycle("worker-1")
-
-    long.refresh_from_db()
-    assert long.state == JobState.PENDING and _gpus_on(long, "gpu-a") == 0
-    assert long.pending_code == "MaintenanceWindow", (long.pending_code, long.pending_message)
-    assert "gpu-a" in long.pending_message
-    # It may start once the window has ended.
-    assert long.eta is not None and long.eta >= window.end_at - timedelta(seconds=1)
-
-    short = make_job(fleet, gpus=8, name="half-hour", runtime_limit_s=30 * 60,
-                     submitted_at=long.submitted_at + timedelta(seconds=1))
-    cycle.run_cycle("worker-1")
-
-    short.refresh_from_db()
-    long.refresh_from_db()
-    assert short.state == JobState.RUNNING and _gpus_on(short, "gpu-a") == 8
-    # Still waiting; now the node is busy too, it waits for its reservation, which the window
-    # puts after its end.
-    assert long.state == JobState.PENDING and _gpus_on(long, "gpu-a") == 0
-    assert long.eta is not None and long.eta >= window.end_at - timedelta(seconds=1)
+def _commit(plan: engine.Plan, context: Any, lease: SchedulerLease) -> cycle.CycleResult:
+    return cycle.commit_plan(plan, context, holder=lease.holder, epoch=lease.epoch, plan_ms=0.0,
+                             started=time.perf_counter())
 
 
-def test_a_cancelled_window_frees_its_node_at_the_next_cycle(fleet: LoopFleet) -> None:
+def _bound_gpus(job: Job) -> int:
+    return AllocationGpu.objects.filter(allocation__job=job, live=True).count()
+
+
+@pytest.mark.parametrize("starts_in_s", [0, 1800])
+def test_a_bind_planned_before_a_window_on_its_node_was_written_is_dropped(fleet: LoopFleet, starts_in_s: int) -> None:
     register_node("gpu-a")
     root = f.make_user("root", superuser=True)
-    window = maintenance.create(root, nodes=["gpu-a"], start_at=timezone.now() + timedelta(minutes=30),
-                                duration_s=3600, reason="cabling")
-    job = make_job(fleet, gpus=4, name="held-off", runtime_limit_s=3600)
-    cycle.run_cycle("worker-1")
-    assert Job.objects.get(pk=job.pk).pending_code == "MaintenanceWindow"
+    job = make_job(fleet, gpus=8, runtime_limit_s=3600)
+    plan, context, lease = _plan(job)
 
-    maintenance.cancel(window.pk, root)
-    cycle.run_cycle("worker-1")
+    maintenance.create(root, nodes=["gpu-a"], start_at=timezone.now() + timedelta(seconds=starts_in_s),
+                       duration_s=3600, reason="firmware")
+    result = _commit(plan, context, lease)
 
-    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING and _gpus_on(job, "gpu-a") == 4
+    assert (result.binds, result.stale) == (0, 1)
+    assert Job.objects.get(pk=job.pk).state == JobState.PENDING and _bound_gpus(job) == 0
+    cycle.run_cycle("worker-1")  # the next cycle reads the window and explains the wait
+    job.refresh_from_db()
+    assert job.state == JobState.PENDING and job.pending_code == "MaintenanceWindow", job.pending_code
+
+
+def test_a_window_moved_onto_a_bind_planned_before_drops_it(fleet: LoopFleet) -> None:
+    register_node("gpu-a")
+    root = f.make_user("root", superuser=True)
+    window = maintenance.create(root, nodes=["gpu-a"], start_at=timezone.now() + timedelta(hours=5),
+                                duration_s=3600, reason="firmware")
+    job = make_job(fleet, gpus=8, runtime_limit_s=3600)
+    plan, context, lease = _plan(job)  # the job ends before the window as read
+
+    maintenance.change(window.pk, root, {"start_at": timezone.now() + timedelta(minutes=30)})
+    result = _commit(plan, context, lease)
+
+    assert (result.binds, result.stale) == (0, 1) and _bound_gpus(job) == 0
+
+
+def test_a_window_elsewhere_or_cancelled_leaves_the_bind_alone(fleet: LoopFleet) -> None:
+    register_node("gpu-a")
+    register_node("gpu-b")
+    root = f.make_user("root", superuser=True)
+    kept = maintenance.create(root, nodes=["gpu-a", "gpu-b"], start_at=timezone.now() + timedelta(hours=5),
+                              duration_s=3600, reason="firmware")
+    job = make_job(fleet, gpus=8, runtime_limit_s=3600)
+    plan, context, lease = _plan(job)
+
+    maintenance.cancel(kept.pk, root)
+    maintenance.create(root, nodes=[n for n in ("gpu-a", "gpu-b") if n not in
+                                    {p.node for p in plan.binds[0].placements}],
+                       start_at=timezone.now(), duration_s=3600, reason="elsewhere")
+    result = _commit(plan, context, lease)
+
+    assert (result.binds, result.stale) == (1, 0) and _bound_gpus(job) == 8
+
+
+@pytest.fixture
+def committed(transactional_db: Any) -> LoopFleet:
+    return build_loop_fleet()
+
+
+def test_race_a_window_written_during_a_cycles_commit_waits_for_it_and_names_its_job(committed: LoopFleet) -> None:
+    register_node("gpu-a")
+    root = f.make_user("root", superuser=True)
+    job = make_job(committed, gpus=8, runtime_limit_s=3600)
+    plan, context, lease = _plan(job)
+
+    with transaction.atomic():  # the commit's transaction, held open after its bind
+        result = _commit(plan, context, lease)
+        writing, written = in_thread(lambda: maintenance.create(
+            root, nodes=["gpu-a"], start_at=timezone.now() + timedelta(seconds=60), duration_s=3600,
+            reason="firmware"))
+        waited = blocked_on_a_lock(5)
+    writing.join(20)
+
+    assert result.binds == 1 and waited
+    window = MaintenanceWindow.objects.prefetch_related("nodes").get(pk=written["result"].pk)
+    assert [a.job_id for a in maintenance.affected_running_jobs([window])[window.pk]] == [job.pk]
