@@ -13,7 +13,8 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
-from django.db import models
+from django.core.exceptions import ValidationError
+from django.db import models, transaction
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -162,6 +163,24 @@ class KeepsOthersChanges(admin.ModelAdmin):
     (OpenedAsForm), and say which of her changes they kept."""
 
     form = OpenedAsForm
+
+    def get_object(self, request, object_id, from_field=None):  # type: ignore[no-untyped-def]
+        """On a save or a deletion (a POST: the admin's change and delete views each run in one
+        transaction) the record's row is locked before it is read, so the form is judged against
+        the row as it is and nothing else writes it until the save commits; a record deleted
+        meanwhile is then gone, and Django says so ("… doesn't exist. Perhaps it was deleted?").
+        Before, it was read unlocked: a change committed between that read and the save was
+        undone by the save (OpenedAsForm judged the page against the row as read), and a record
+        deleted in between made the save a 500 ("Save with update_fields did not affect any
+        rows")."""
+        if request.method == "POST" and from_field is None and transaction.get_connection().in_atomic_block:
+            try:
+                key = self.model._meta.pk.to_python(object_id)
+            except (ValidationError, ValueError):
+                key = None
+            if key is not None:
+                self.model._base_manager.select_for_update(no_key=True).filter(pk=key).exists()
+        return super().get_object(request, object_id, from_field)
 
     def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
         super().save_related(request, form, formsets, change)
