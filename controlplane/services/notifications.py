@@ -340,13 +340,31 @@ def written_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address 
     return None
 
 
+def _idna_problem(host: str) -> str:
+    """Which label of `host` has no IDNA form: empty (two dots in a row) or too long once
+    encoded (the codec says only "label empty or too long")."""
+    labels = host[:-1].split(".") if host.endswith(".") else host.split(".")
+    for label in labels:
+        if label == "":
+            return "an empty label (two dots in a row)"
+        length = len(label) if label.isascii() else len("xn--") + len(label.lower().encode("punycode"))
+        if length > 63:
+            once = "" if label.isascii() else f" once encoded ({length})"
+            return f"the label '{label[:70]}' is longer than 63 characters{once}"
+        try:
+            label.encode("idna")
+        except UnicodeError:
+            return f"the label '{label[:70]}' has no IDNA form"
+    return "it has no IDNA form"
+
+
 def host_name_problem(host: str) -> str | None:
     """Why `host` can be no host's name, in words; None when it can (whether it resolves is
     the sender's to find out). Names in other scripts are judged in their IDNA form."""
     try:
         ascii_name = host.encode("idna").decode("ascii").lower()
     except UnicodeError:
-        return f"{host[:100]} is not a host name: a label is empty or longer than 63 characters."
+        return f"{host[:100]} is not a host name: {_idna_problem(host)}."
     labels = ascii_name[:-1].split(".") if ascii_name.endswith(".") else ascii_name.split(".")
     wrong = next((label for label in labels if not _LABEL.match(label)), None)
     if wrong is not None:
@@ -473,9 +491,26 @@ def address_problem(host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Ad
     kind = _address_kind(address)
     if kind is None or any(address in network for network in allowed_networks()):
         return None
-    subject = f"{address} is" if host == str(address) else f"{host} resolves to {address},"
-    return (f"{subject} {kind} address, which webhooks may not reach here (server-side request forgery); "
-            f"an admin may allow its network in {_NETWORKS_SETTING} (e.g. {address}/{address.max_prefixlen} or 10.0.0.0/8).")
+    # the network suggested is the address without an IPv6 zone (fe80::1%eth0), which no setting takes
+    bare = ipaddress.ip_address(str(address).split("%", 1)[0])
+    return (f"{_subject(host, address)} {kind} address, which webhooks may not reach here (server-side request "
+            f"forgery); an admin may allow its network in {_NETWORKS_SETTING} (e.g. {bare}/{bare.max_prefixlen} "
+            "or 10.0.0.0/8).")
+
+
+def _subject(host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    """How the refusal names what `host` means: the address itself, an address written another
+    way (0x7f000001, 127.1, ::ffff:127.0.0.1: nothing was looked up, so it does not "resolve"),
+    or a name and what it resolves to."""
+    if host == str(address):
+        return f"{address} is"
+    written = written_address(host.strip("[]"))
+    if isinstance(written, ipaddress.IPv6Address) and written.ipv4_mapped is not None:
+        written = written.ipv4_mapped
+    name = host.lower().rstrip(".")
+    if written == address and name != "localhost" and not name.endswith(".localhost"):
+        return f"{host} is {address} written another way,"
+    return f"{host} resolves to {address},"
 
 
 def resolve(host: str, port: int) -> list[ipaddress.IPv4Address | ipaddress.IPv6Address]:

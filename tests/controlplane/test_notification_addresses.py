@@ -169,8 +169,10 @@ def test_a_name_that_resolves_to_loopback_is_refused_even_when_the_name_is_an_al
     ("http://100.64.0.1/hook", "100.64.0.1 is a non-public (reserved or shared) address"),
     ("http://0.0.0.0:80/hook", "0.0.0.0 is an unspecified address"),
     ("http://[::1]:80/hook", "::1 is a loopback address"),
-    ("http://[::ffff:127.0.0.1]:80/hook", "::ffff:127.0.0.1 resolves to 127.0.0.1, a loopback address"),
+    ("http://[::ffff:127.0.0.1]:80/hook", "::ffff:127.0.0.1 is 127.0.0.1 written another way, a loopback address"),
     ("http://[fe80::1]/hook", "fe80::1 is a link-local address"),
+    # a zone is no part of a network the setting takes: the suggestion leaves it out
+    ("http://[fe80::1%25eth0]/hook", "QM_WEBHOOK_ALLOWED_NETWORKS (e.g. fe80::1/128 or"),
 ])
 def test_metadata_private_and_other_non_public_addresses_are_refused_without_a_connection(
         url: str, words: str) -> None:
