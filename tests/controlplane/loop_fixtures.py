@@ -8,6 +8,7 @@ transition the scheduler's commit uses.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -16,8 +17,10 @@ from typing import Any
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+import scheduler_core as engine
 from controlplane.models import Allocation, Cohort, GpuType, Job, Node, PriorityClass, Quota, Team
-from controlplane.services import agent_protocol, reconcile, transitions
+from controlplane.services import agent_protocol, cycle, reconcile, transitions
+from controlplane.services.snapshot import read_snapshot, scheduler_config
 
 BOOTSTRAP = "bootstrap-secret-for-tests"
 
@@ -86,3 +89,20 @@ def agent_client(token: str) -> APIClient:
     client = APIClient()
     client.credentials(HTTP_AUTHORIZATION=f"Bearer {token}")
     return client
+
+
+def plan_binding(job: Job) -> tuple[engine.Plan, Any, Any]:
+    """A cycle's read and plan, not yet committed, binding `job` alone: (plan, context, lease).
+    A test changes something between this and `commit_planned` to race the commit."""
+    lease = cycle.acquire_lease("worker-1", timezone.now())
+    assert lease is not None
+    context = read_snapshot(timezone.now(), lease.epoch)
+    plan = engine.schedule(context.snapshot, scheduler_config())
+    assert [b.job_id for b in plan.binds] == [str(job.pk)]
+    return plan, context, lease
+
+
+def commit_planned(plan: engine.Plan, context: Any, lease: Any) -> cycle.CycleResult:
+    """The commit of `plan_binding`'s plan, as the cycle commits (a CycleResult)."""
+    return cycle.commit_plan(plan, context, holder=lease.holder, epoch=lease.epoch, plan_ms=0.0,
+                             started=time.perf_counter())

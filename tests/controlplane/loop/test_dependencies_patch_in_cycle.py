@@ -5,20 +5,18 @@ cycle's plan; a job whose dependencies were removed runs at the next cycle."""
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.utils import timezone
 
-import scheduler_core as engine
 from controlplane.choices import DependencyCondition, JobState
-from controlplane.models import Allocation, Job, JobDependency, PendingPlace, SchedulerLease
+from controlplane.models import Allocation, Job, JobDependency, PendingPlace
 from controlplane.services import cycle, holds
-from controlplane.services.snapshot import read_snapshot, scheduler_config
+from controlplane.services.snapshot import read_snapshot
 from tests.controlplane import factories as f
-from tests.controlplane.loop_fixtures import LoopFleet, make_job, register_node
+from tests.controlplane.loop_fixtures import LoopFleet, commit_planned, make_job, plan_binding, register_node
 
 
 @pytest.fixture
@@ -65,28 +63,14 @@ def test_a_waiting_job_given_a_dependency_leaves_the_queue_and_waits_through_cyc
                                    "queue and holds nothing.")
 
 
-def _plan(job: Job) -> tuple[engine.Plan, Any, SchedulerLease]:
-    lease = cycle.acquire_lease("worker-1", timezone.now())
-    assert lease is not None
-    context = read_snapshot(timezone.now(), lease.epoch)
-    plan = engine.schedule(context.snapshot, scheduler_config())
-    assert [b.job_id for b in plan.binds] == [str(job.pk)]
-    return plan, context, lease
-
-
-def _commit(plan: engine.Plan, context: Any, lease: SchedulerLease) -> cycle.CycleResult:
-    return cycle.commit_plan(plan, context, holder=lease.holder, epoch=lease.epoch, plan_ms=0.0,
-                             started=time.perf_counter())
-
-
 def test_a_bind_planned_before_a_dependency_was_added_is_dropped(fleet: LoopFleet, alice: Any) -> None:
     register_node("gpu-a")
     up = make_job(fleet, name="up", state=JobState.RUNNING)
     job = make_job(fleet, gpus=4, name="job", submitter=alice)
-    plan, context, lease = _plan(job)  # read with no dependency: in line, planned to start
+    plan, context, lease = plan_binding(job)  # read with no dependency: in line, planned to start
 
     holds.update(alice, job.pk, {"dependencies": [{"job": up.pk}]})
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (0, 1)
     assert Job.objects.get(pk=job.pk).state == JobState.PENDING and not Allocation.objects.filter(job=job).exists()
@@ -97,10 +81,10 @@ def test_a_bind_planned_before_a_dependency_met_already_was_added_still_binds(fl
     register_node("gpu-a")
     done = make_job(fleet, name="done", state=JobState.SUCCEEDED, exit_code=0)
     job = make_job(fleet, gpus=4, name="job", submitter=alice)
-    plan, context, lease = _plan(job)
+    plan, context, lease = plan_binding(job)
 
     holds.update(alice, job.pk, {"dependencies": [{"job": done.pk}]})
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (1, 0)
     assert Job.objects.get(pk=job.pk).state == JobState.RUNNING

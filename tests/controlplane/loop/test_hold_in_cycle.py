@@ -19,7 +19,15 @@ from controlplane.models import Allocation, AllocationGpu, Event, Job, Scheduler
 from controlplane.services import cycle, holds
 from controlplane.services.snapshot import read_snapshot, scheduler_config
 from tests.controlplane import factories as f
-from tests.controlplane.loop_fixtures import LoopFleet, bind, build_loop_fleet, make_job, register_node
+from tests.controlplane.loop_fixtures import (
+    LoopFleet,
+    bind,
+    build_loop_fleet,
+    commit_planned,
+    make_job,
+    plan_binding,
+    register_node,
+)
 
 
 @pytest.fixture
@@ -78,29 +86,15 @@ def test_an_admins_hold_is_explained_naming_the_admin(fleet: LoopFleet) -> None:
     assert job.pending_message.startswith("Held by admin root: ")
 
 
-def _stale_plan(job: Job) -> tuple[engine.Plan, Any, SchedulerLease]:
-    lease = cycle.acquire_lease("worker-1", timezone.now())
-    assert lease is not None
-    context = read_snapshot(timezone.now(), lease.epoch)
-    plan = engine.schedule(context.snapshot, scheduler_config())
-    assert [b.job_id for b in plan.binds] == [str(job.pk)]
-    return plan, context, lease
-
-
-def _commit(plan: engine.Plan, context: Any, lease: SchedulerLease) -> cycle.CycleResult:
-    return cycle.commit_plan(plan, context, holder=lease.holder, epoch=lease.epoch, plan_ms=0.0,
-                             started=time.perf_counter())
-
-
 def test_a_bind_planned_before_a_shape_change_is_dropped_and_the_next_cycle_binds_the_new_shape(
     fleet: LoopFleet, alice: Any,
 ) -> None:
     register_node("gpu-a")
     job = make_job(fleet, gpus=8, name="reshaped", submitter=alice)
-    plan, context, lease = _stale_plan(job)  # planned with 8 GPUs
+    plan, context, lease = plan_binding(job)  # planned with 8 GPUs
 
     holds.update(alice, job.pk, {"gpus": 2})
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (0, 1)
     assert Job.objects.get(pk=job.pk).state == JobState.PENDING and not Allocation.objects.filter(job=job).exists()
@@ -111,10 +105,10 @@ def test_a_bind_planned_before_a_shape_change_is_dropped_and_the_next_cycle_bind
 def test_a_bind_planned_before_a_hold_is_dropped(fleet: LoopFleet, alice: Any) -> None:
     register_node("gpu-a")
     job = make_job(fleet, gpus=4, submitter=alice)
-    plan, context, lease = _stale_plan(job)
+    plan, context, lease = plan_binding(job)
 
     holds.hold(alice, job.pk)
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (0, 1)
     job.refresh_from_db()
@@ -126,9 +120,9 @@ def test_an_unchanged_job_still_binds_from_the_same_plan(fleet: LoopFleet, alice
     from the very plan that the tests above see dropped (no false staleness)."""
     register_node("gpu-a")
     job = make_job(fleet, gpus=4, submitter=alice)
-    plan, context, lease = _stale_plan(job)
+    plan, context, lease = plan_binding(job)
 
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (1, 0) and _bound_gpus(job) == 4
 
@@ -146,7 +140,7 @@ def test_race_a_change_waiting_on_the_binds_row_lock_finds_the_job_running(commi
     fleet, alice = committed
     register_node("gpu-a")
     job = make_job(fleet, gpus=8, submitter=alice)
-    plan, context, lease = _stale_plan(job)
+    plan, context, lease = plan_binding(job)
     committing, answer = threading.Event(), {}
 
     def change() -> None:
@@ -165,7 +159,7 @@ def test_race_a_change_waiting_on_the_binds_row_lock_finds_the_job_running(commi
     other = threading.Thread(target=change)
     other.start()
     with transaction.atomic():  # the commit's transaction, held open after its binds
-        result = _commit(plan, context, lease)
+        result = commit_planned(plan, context, lease)
         committing.set()
         time.sleep(1.0)  # the change runs now, and must wait for this row lock
     other.join(20)
@@ -180,14 +174,14 @@ def test_race_a_bind_waiting_on_the_changes_row_lock_is_dropped(committed: tuple
     fleet, alice = committed
     register_node("gpu-a")
     job = make_job(fleet, gpus=8, submitter=alice)
-    plan, context, lease = _stale_plan(job)
+    plan, context, lease = plan_binding(job)
     changing, results = threading.Event(), {}
 
     def commit() -> None:
         try:
             assert changing.wait(10)
             started = time.perf_counter()
-            results["result"] = _commit(plan, context, lease)
+            results["result"] = commit_planned(plan, context, lease)
             results["waited"] = time.perf_counter() - started
         finally:
             connections.close_all()
@@ -247,7 +241,7 @@ def test_a_runtime_limit_stop_planned_before_an_admin_raised_the_limit_is_droppe
     plan, context, lease = _kill_planned(job)
 
     holds.update(root, job.pk, {"runtime_limit_s": 4 * 3600})
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.stops, result.stale) == (0, 1)
     allocation.refresh_from_db()
@@ -260,7 +254,7 @@ def test_a_runtime_limit_stop_of_an_unchanged_job_goes_ahead(fleet: LoopFleet) -
     job, allocation = _past_its_limit(fleet)
     plan, context, lease = _kill_planned(job)
 
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.stops, result.stale) == (1, 0)
     assert Event.objects.filter(job=job, kind=EventKind.JOB_TIMED_OUT).exists()

@@ -10,7 +10,6 @@ in maintenance), which the engine never does from a snapshot that has the window
 
 from __future__ import annotations
 
-import time
 from datetime import timedelta
 from typing import Any
 
@@ -18,28 +17,19 @@ import pytest
 from django.db import transaction
 from django.utils import timezone
 
-import scheduler_core as engine
 from controlplane.choices import JobState
-from controlplane.models import AllocationGpu, Job, MaintenanceWindow, SchedulerLease
+from controlplane.models import AllocationGpu, Job, MaintenanceWindow
 from controlplane.services import cycle, maintenance
-from controlplane.services.snapshot import read_snapshot, scheduler_config
 from tests.controlplane import factories as f
 from tests.controlplane.lock_waits import blocked_on_a_lock, in_thread
-from tests.controlplane.loop_fixtures import LoopFleet, build_loop_fleet, make_job, register_node
-
-
-def _plan(job: Job) -> tuple[engine.Plan, Any, SchedulerLease]:
-    lease = cycle.acquire_lease("worker-1", timezone.now())
-    assert lease is not None
-    context = read_snapshot(timezone.now(), lease.epoch)
-    plan = engine.schedule(context.snapshot, scheduler_config())
-    assert [b.job_id for b in plan.binds] == [str(job.pk)]
-    return plan, context, lease
-
-
-def _commit(plan: engine.Plan, context: Any, lease: SchedulerLease) -> cycle.CycleResult:
-    return cycle.commit_plan(plan, context, holder=lease.holder, epoch=lease.epoch, plan_ms=0.0,
-                             started=time.perf_counter())
+from tests.controlplane.loop_fixtures import (
+    LoopFleet,
+    build_loop_fleet,
+    commit_planned,
+    make_job,
+    plan_binding,
+    register_node,
+)
 
 
 def _bound_gpus(job: Job) -> int:
@@ -51,11 +41,11 @@ def test_a_bind_planned_before_a_window_on_its_node_was_written_is_dropped(fleet
     register_node("gpu-a")
     root = f.make_user("root", superuser=True)
     job = make_job(fleet, gpus=8, runtime_limit_s=3600)
-    plan, context, lease = _plan(job)
+    plan, context, lease = plan_binding(job)
 
     maintenance.create(root, nodes=["gpu-a"], start_at=timezone.now() + timedelta(seconds=starts_in_s),
                        duration_s=3600, reason="firmware")
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (0, 1)
     assert Job.objects.get(pk=job.pk).state == JobState.PENDING and _bound_gpus(job) == 0
@@ -70,10 +60,10 @@ def test_a_window_moved_onto_a_bind_planned_before_drops_it(fleet: LoopFleet) ->
     window = maintenance.create(root, nodes=["gpu-a"], start_at=timezone.now() + timedelta(hours=5),
                                 duration_s=3600, reason="firmware")
     job = make_job(fleet, gpus=8, runtime_limit_s=3600)
-    plan, context, lease = _plan(job)  # the job ends before the window as read
+    plan, context, lease = plan_binding(job)  # the job ends before the window as read
 
     maintenance.change(window.pk, root, {"start_at": timezone.now() + timedelta(minutes=30)})
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (0, 1) and _bound_gpus(job) == 0
 
@@ -85,13 +75,13 @@ def test_a_window_elsewhere_or_cancelled_leaves_the_bind_alone(fleet: LoopFleet)
     kept = maintenance.create(root, nodes=["gpu-a", "gpu-b"], start_at=timezone.now() + timedelta(hours=5),
                               duration_s=3600, reason="firmware")
     job = make_job(fleet, gpus=8, runtime_limit_s=3600)
-    plan, context, lease = _plan(job)
+    plan, context, lease = plan_binding(job)
 
     maintenance.cancel(kept.pk, root)
     maintenance.create(root, nodes=[n for n in ("gpu-a", "gpu-b") if n not in
                                     {p.node for p in plan.binds[0].placements}],
                        start_at=timezone.now(), duration_s=3600, reason="elsewhere")
-    result = _commit(plan, context, lease)
+    result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (1, 0) and _bound_gpus(job) == 8
 
@@ -105,10 +95,10 @@ def test_race_a_window_written_during_a_cycles_commit_waits_for_it_and_names_its
     register_node("gpu-a")
     root = f.make_user("root", superuser=True)
     job = make_job(committed, gpus=8, runtime_limit_s=3600)
-    plan, context, lease = _plan(job)
+    plan, context, lease = plan_binding(job)
 
     with transaction.atomic():  # the commit's transaction, held open after its bind
-        result = _commit(plan, context, lease)
+        result = commit_planned(plan, context, lease)
         writing, written = in_thread(lambda: maintenance.create(
             root, nodes=["gpu-a"], start_at=timezone.now() + timedelta(seconds=60), duration_s=3600,
             reason="firmware"))
