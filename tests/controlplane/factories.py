@@ -143,3 +143,11 @@ def admin_change_form(page: Any) -> dict[str, Any]:
                 value = inline_form[field].value()
                 form[f"{formset.prefix}-{i}-{field}"] = "" if value is None else value
     return form
+
+
+def opened_admin_form(client: Any, path: str) -> dict[str, Any]:
+    """An admin change page opened by `client` (200), as its form would POST it back: unchecked
+    boxes left out, as a browser leaves them."""
+    page = client.get(path)
+    assert page.status_code == 200
+    return {k: v for k, v in admin_change_form(page).items() if v is not False}

@@ -37,12 +37,6 @@ def carol(fleet) -> Client:  # type: ignore[no-untyped-def]
     return client
 
 
-def _open(client: Client, path: str) -> dict[str, Any]:
-    page = client.get(path)
-    assert page.status_code == 200
-    return {k: v for k, v in f.admin_change_form(page).items() if v is not False}
-
-
 def _messages(response: Any) -> list[str]:
     return [str(m) for m in get_messages(response.wsgi_request)]
 
@@ -50,8 +44,8 @@ def _messages(response: Any) -> list[str]:
 def test_a_field_changed_by_another_admin_since_the_page_opened_keeps_her_value(fleet, browser, carol) -> None:
     quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
     path = f"/admin/controlplane/quota/{quota.pk}/change/"
-    mine = _open(browser, path)
-    hers = _open(carol, path)
+    mine = f.opened_admin_form(browser, path)
+    hers = f.opened_admin_form(carol, path)
     hers["borrowing_limit"] = 4
     assert carol.post(path, hers).status_code == 302
 
@@ -71,8 +65,8 @@ def test_a_field_changed_by_another_admin_since_the_page_opened_keeps_her_value(
 def test_a_field_both_admins_changed_is_refused_naming_who_and_the_stored_value(fleet, browser, carol) -> None:
     quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
     path = f"/admin/controlplane/quota/{quota.pk}/change/"
-    mine = _open(browser, path)
-    hers = _open(carol, path)
+    mine = f.opened_admin_form(browser, path)
+    hers = f.opened_admin_form(carol, path)
     hers["nominal_gpus"] = 12
     assert carol.post(path, hers).status_code == 302
     events = Event.objects.count()
@@ -97,8 +91,8 @@ def test_a_field_both_admins_changed_is_refused_naming_who_and_the_stored_value(
 def test_a_quota_changed_on_its_page_is_not_undone_by_a_save_of_the_team_page(fleet, browser, carol) -> None:
     quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
     team_path = f"/admin/controlplane/team/{fleet.ml.pk}/change/"
-    mine = _open(browser, team_path)
-    hers = _open(carol, f"/admin/controlplane/quota/{quota.pk}/change/")
+    mine = f.opened_admin_form(browser, team_path)
+    hers = f.opened_admin_form(carol, f"/admin/controlplane/quota/{quota.pk}/change/")
     hers["nominal_gpus"] = 8
     assert carol.post(f"/admin/controlplane/quota/{quota.pk}/change/", hers).status_code == 302
 
@@ -112,8 +106,8 @@ def test_a_quota_changed_on_its_page_is_not_undone_by_a_save_of_the_team_page(fl
 
 def test_a_priority_class_keeps_both_admins_changes_to_different_fields(fleet, browser, carol) -> None:
     path = f"/admin/controlplane/priorityclass/{fleet.research.pk}/change/"
-    mine = _open(browser, path)
-    hers = _open(carol, path)
+    mine = f.opened_admin_form(browser, path)
+    hers = f.opened_admin_form(carol, path)
     hers["grace_period_s"] = 300
     assert carol.post(path, hers).status_code == 302
 
@@ -141,7 +135,7 @@ def test_a_quota_row_deleted_by_another_admin_is_left_out_of_the_team_page_save(
     to save the team page but to reload it."""
     quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
     team_path = f"/admin/controlplane/team/{fleet.ml.pk}/change/"
-    mine = _open(browser, team_path)
+    mine = f.opened_admin_form(browser, team_path)
     assert carol.post(f"/admin/controlplane/quota/{quota.pk}/delete/", {"post": "yes"}).status_code == 302
 
     mine["description"] = "machine learning"
@@ -156,7 +150,7 @@ def test_a_quota_row_deleted_by_another_admin_is_left_out_of_the_team_page_save(
 
 def _open_price(client: Client, path: str) -> dict[str, Any]:
     """The page's form with its start as the two inputs the page posts (date, time)."""
-    form = _open(client, path)
+    form = f.opened_admin_form(client, path)
     start = form.pop("effective_from")
     form["effective_from_0"], form["effective_from_1"] = f"{start:%Y-%m-%d}", f"{start:%H:%M:%S}"
     return form

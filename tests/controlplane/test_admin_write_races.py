@@ -37,17 +37,11 @@ def _boss() -> Client:
     return client
 
 
-def _opened(client: Client, path: str) -> dict[str, Any]:
-    page = client.get(path)
-    assert page.status_code == 200
-    return {k: v for k, v in f.admin_change_form(page).items() if v is not False}
-
-
 def test_a_quota_saved_while_another_write_lands_keeps_that_write(committed_fleet: Fleet) -> None:
     quota = Quota.objects.get(team=committed_fleet.ml, gpu_type=committed_fleet.h100)
     path = f"/admin/controlplane/quota/{quota.pk}/change/"
     boss = _boss()
-    form = _opened(boss, path)
+    form = f.opened_admin_form(boss, path)
     form["nominal_gpus"] = 24
     with transaction.atomic():  # the other write, committed while the save waits for the row
         Quota.objects.select_for_update().get(pk=quota.pk)
@@ -65,7 +59,7 @@ def test_saving_a_team_deleted_meanwhile_says_it_is_gone_and_does_not_bring_it_b
     team = f.make_team("sunset", default_priority_class=committed_fleet.research)
     path = f"/admin/controlplane/team/{team.pk}/change/"
     boss = _boss()
-    form = _opened(boss, path)
+    form = f.opened_admin_form(boss, path)
     form["description"] = "kept for a while"
     with transaction.atomic():  # the deletion, committed while the save waits for the row
         Team.objects.select_for_update().get(pk=team.pk)
