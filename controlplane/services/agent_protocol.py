@@ -665,19 +665,55 @@ def _goodbye(node: Node, now: datetime) -> None:
         # The jobs still holding its GPUs: fenced off it and requeued whole just below
         # (reconcile.expire_node); its own event names them, as a lease that ran out does.
         left = jobs_on(node.pk)
-        said = [f"job {j.job_id} {j.name}" + (f" (also on {', '.join(j.other_nodes)})" if j.other_nodes else "")
-                for j in left]
+        # Before them, the jobs its agent stopped to shut down, reported (`stopped: shutdown`) in
+        # this heartbeat or an earlier one since it last registered: fenced off it and requeued
+        # already, so no longer on it, yet requeued because it went away.
+        gone = [(job_id, name, others) for job_id, name, others in _stopped_for_shutdown(node, now)
+                if job_id not in {j.job_id for j in left}]
+        gone += [(j.job_id, j.name, list(j.other_nodes)) for j in left]
+        said = [f"job {job_id} {name}" + (f" (also on {', '.join(others)})" if others else "")
+                for job_id, name, others in gone]
+        requeued = [job_id for job_id, _, _ in gone]
         transitions.record_event(
             EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="AgentShutdown",
             message=f"{node.name}: {before} → down, its agent shut down after stopping its work; "
             + (f"requeued whole: {', '.join(said[:20])}" + (f" and {len(said) - 20} more" if len(said) > 20 else "")
                if said else "nothing ran on it"),
-            data={"from": str(before), "to": NodeState.DOWN.value, "requeued": [j.job_id for j in left]},
+            data={"from": str(before), "to": NodeState.DOWN.value, "requeued": requeued},
         )
     if _live_allocations_on(node):
         from controlplane.services import reconcile
 
         reconcile.expire_node(node.pk, now=now)
+
+
+def _stopped_for_shutdown(node: Node, now: datetime) -> list[tuple[int, str, list[str]]]:
+    """The jobs fenced off `node` since its agent last registered because that agent stopped
+    them to shut down (`NodeUnavailable`, by this node's agent: a gang another node's agent
+    stopped is that node's to name): (job id, name, the gang's other nodes), oldest first."""
+    registered = (Event.objects.filter(node_id=node.pk, kind=EventKind.NODE_REGISTERED, created_at__lte=now)
+                  .order_by("-created_at", "-id").values_list("created_at", flat=True).first())
+    fenced = Event.objects.filter(
+        kind=EventKind.ALLOCATION_FENCED, reason=_fence_node_unavailable(), actor=actor_for(node),
+        allocation__gpus__node_id=node.pk,
+    )
+    if registered is not None:
+        fenced = fenced.filter(created_at__gte=registered)
+    out: list[tuple[int, str, list[str]]] = []
+    seen: set[int] = set()
+    for job_id, name, data in fenced.order_by("created_at", "id").values_list("job_id", "job__name", "data").distinct():
+        if job_id is None or job_id in seen:
+            continue
+        seen.add(job_id)
+        others = sorted(set((data or {}).get("nodes") or ()) - {node.name})
+        out.append((job_id, name, others))
+    return out
+
+
+def _fence_node_unavailable() -> str:
+    from controlplane.services import reconcile
+
+    return reconcile.FENCE_NODE_UNAVAILABLE
 
 
 def apply_reports(node: Node, reports: Sequence[Report], *, now: datetime) -> list[int]:

@@ -5,6 +5,8 @@ its work" while two jobs were requeued off it; the node's history did not say wh
 
 from __future__ import annotations
 
+from django.utils import timezone
+
 from controlplane.choices import EventKind, JobState, NodeState
 from controlplane.models import Event, Job
 from tests.controlplane.loop_fixtures import LoopFleet, agent_client, bind, make_job, register_node
@@ -40,3 +42,66 @@ def test_an_idle_node_says_nothing_ran_on_it(fleet: LoopFleet) -> None:
     assert event.data["requeued"] == []
     node.refresh_from_db()
     assert node.state == NodeState.DOWN
+
+
+def _stopped_for_shutdown(name: str, token: str, generation: int, *, goodbye: bool) -> None:
+    """What qm-agent sends on SIGTERM: each job it stopped, as `lost` "stopped: shutdown", and the
+    goodbye once nothing runs (in the same heartbeat when the jobs exit at once)."""
+    report = {"kind": "lost", "generation": generation, "at": timezone.now().isoformat(), "exit_code": -15,
+              "message": "stopped: shutdown"}
+    body: dict[str, object] = {"running": [], "reports": [report]}
+    if goodbye:
+        body["goodbye"] = True
+    r = agent_client(token).post(f"/api/v1/agent/nodes/{name}/heartbeat", body, format="json")
+    assert r.status_code == 200, r.content
+
+
+def test_a_shutdown_names_the_jobs_its_agent_stopped_in_the_goodbye_heartbeat(fleet: LoopFleet) -> None:
+    # Found on the demo (4 Dec): "h100-05: draining → down, its agent shut down after stopping its
+    # work; nothing ran on it" while job 17 (8 GPUs) was requeued off it in the same heartbeat.
+    node, token = register_node("gpu-04")
+    job = make_job(fleet, gpus=8, name="finetune")
+    allocation = bind(job, {node: list(range(8))})
+
+    _stopped_for_shutdown("gpu-04", token, allocation.generation, goodbye=True)
+
+    event = Event.objects.get(node=node, kind=EventKind.NODE_STATE, reason="AgentShutdown")
+    assert event.message == ("gpu-04: ready → down, its agent shut down after stopping its work; requeued whole: "
+                             f"job {job.pk} finetune")
+    assert event.data["requeued"] == [job.pk]
+    assert Job.objects.get(pk=job.pk).state == JobState.PENDING
+
+
+def test_a_shutdown_names_a_gang_its_agent_stopped_before_the_goodbye(fleet: LoopFleet) -> None:
+    one, token = register_node("gpu-05")
+    two, _ = register_node("gpu-06")
+    gang = make_job(fleet, gpus=16, name="pretrain", gpus_per_node=8)
+    allocation = bind(gang, {one: list(range(8)), two: list(range(8))})
+
+    _stopped_for_shutdown("gpu-05", token, allocation.generation, goodbye=False)
+    _goodbye("gpu-05", token)
+
+    event = Event.objects.get(node=one, kind=EventKind.NODE_STATE, reason="AgentShutdown")
+    assert event.message == ("gpu-05: ready → down, its agent shut down after stopping its work; requeued whole: "
+                             f"job {gang.pk} pretrain (also on gpu-06)")
+    assert event.data["requeued"] == [gang.pk]
+    # gpu-06's agent stopped nothing: the gang was gpu-05's to name.
+    _, token_two = register_node("gpu-06")
+    _goodbye("gpu-06", token_two)
+    other = Event.objects.get(node=two, kind=EventKind.NODE_STATE, reason="AgentShutdown")
+    assert other.data["requeued"] == [], other.message
+
+
+def test_a_later_shutdown_of_an_idle_node_does_not_name_the_jobs_of_an_earlier_one(fleet: LoopFleet) -> None:
+    node, token = register_node("gpu-07")
+    job = make_job(fleet, gpus=8, name="finetune")
+    allocation = bind(job, {node: list(range(8))})
+    _stopped_for_shutdown("gpu-07", token, allocation.generation, goodbye=True)
+    _, token = register_node("gpu-07")
+
+    _goodbye("gpu-07", token)
+
+    last = Event.objects.filter(node=node, kind=EventKind.NODE_STATE, reason="AgentShutdown").order_by("-id").first()
+    assert last is not None
+    assert last.message.endswith("its agent shut down after stopping its work; nothing ran on it"), last.message
+    assert last.data["requeued"] == []
