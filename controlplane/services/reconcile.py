@@ -37,7 +37,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from controlplane import triggers
-from controlplane.choices import LIVE_ALLOCATION_STATES, EventKind, NodeState
+from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, NodeState
 from controlplane.models import Allocation, AllocationGpu, Event, Node, SchedulerLease
 from controlplane.services import transitions
 from controlplane.services.cycle import LEASE_NAME
@@ -221,14 +221,39 @@ def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
     return quarantined, fenced
 
 
-def _ran_work_since_drain(node: Node) -> bool:
-    """Did a job end on ``node`` after it was last set draining? (Its Drained event then says
-    its last job finished; a node drained while idle just had nothing running.)"""
+#: How a job left a draining node, by its allocation's release reason (none: its processes exited).
+_LEFT_WORDS = {
+    "": "has finished",
+    "Exited": "has finished",
+    "GangMemberExited": "has finished",
+    "GangMemberFailed": "failed",
+    "Preempted": "was preempted",
+    "Cancelled": "was cancelled",
+    "RuntimeLimitExceeded": "reached its runtime limit",
+    "Resized": "was stopped to be resized",
+    "Requeued": "was requeued",
+    "RequeuedHeld": "was requeued, held",
+}
+
+
+def _last_job_since_drain(node: Node) -> str | None:
+    """How the last job to leave ``node`` since it was last set draining left it, for its
+    Drained event ("its last job was requeued (job 47 frag-3)"); None when nothing ran there
+    (a node drained while idle). A job that was requeued, preempted or cancelled did not finish:
+    until 4 Dec every case read "its last job has finished"."""
     drained_at = (Event.objects.filter(node=node, kind=EventKind.NODE_STATE, reason="Draining")
                   .order_by("-created_at").values_list("created_at", flat=True).first())
-    if drained_at is None:
-        return True
-    return Allocation.objects.filter(gpus__node=node, released_at__gte=drained_at).exists()
+    released = Allocation.objects.filter(gpus__node=node, released_at__isnull=False)
+    if drained_at is not None:
+        released = released.filter(released_at__gte=drained_at)
+    last = (released.order_by("-released_at", "-pk")
+            .values_list("job_id", "job__name", "release_reason", "state").first())
+    if last is None:
+        return None
+    job_id, name, reason, state = last
+    words = ("was fenced off it and requeued" if state == AllocationState.FENCED
+             else _LEFT_WORDS.get(reason or "", "has ended"))
+    return f"its last job {words} (job {job_id} {name})"
 
 
 def _cordon_drained(now: datetime) -> int:
@@ -244,7 +269,7 @@ def _cordon_drained(now: datetime) -> int:
                 transitions.record_event(
                     EventKind.NODE_STATE, who, node=node, at=now, reason="Drained",
                     message=f"{node.name}: draining → cordoned, "
-                    + ("its last job has finished" if _ran_work_since_drain(node) else "nothing was running on it"),
+                    + (_last_job_since_drain(node) or "nothing was running on it"),
                     data={"from": NodeState.DRAINING.value, "to": NodeState.CORDONED.value},
                 )
     return count

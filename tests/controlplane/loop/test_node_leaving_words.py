@@ -10,8 +10,8 @@ from django.contrib.auth import get_user_model
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobState
-from controlplane.models import Event
-from controlplane.services import agent_protocol, nodes, reconcile
+from controlplane.models import Event, Job
+from controlplane.services import agent_protocol, nodes, reconcile, requeue, transitions
 from tests.controlplane.agent.test_agent_api import heartbeat_url
 from tests.controlplane.loop_fixtures import LoopFleet, agent_client, bind, make_job, register_node
 
@@ -56,4 +56,42 @@ def test_draining_a_busy_node_says_its_last_job_finished(fleet: LoopFleet, opera
     assert reconcile.reconcile_nodes().cordoned == 1
 
     drained = Event.objects.get(node=node, reason="Drained")
-    assert drained.message == "gpu-01: draining → cordoned, its last job has finished"
+    assert drained.message == f"gpu-01: draining → cordoned, its last job has finished (job {allocation.job_id} job)"
+
+
+def test_draining_a_node_whose_last_job_was_requeued_off_it_says_it_was_requeued(fleet: LoopFleet, operator) -> None:
+    # Found on the demo (4 Dec): `qm drain h100-06`, then `qm requeue 47` to move the job off it:
+    # "h100-06: draining → cordoned, its last job has finished", of a job that was back in the
+    # queue and started on another node.
+    node, _ = register_node("gpu-01")
+    job = make_job(fleet, name="frag-3")
+    allocation = bind(job, {node: [0]})
+    nodes.drain(node, operator)
+    requeue.requeue(operator, job.pk, reason="gpu-01 NVLink slow")
+    agent_protocol.apply_reports(
+        node, [agent_protocol.Report("exited", allocation.generation, timezone.now(), exit_code=-15)],
+        now=timezone.now(),
+    )
+    assert Job.objects.get(pk=job.pk).state == JobState.PENDING
+
+    assert reconcile.reconcile_nodes().cordoned == 1
+
+    drained = Event.objects.get(node=node, reason="Drained")
+    assert drained.message == f"gpu-01: draining → cordoned, its last job was requeued (job {job.pk} frag-3)"
+
+
+def test_draining_a_node_whose_last_job_was_cancelled_says_it_was_cancelled(fleet: LoopFleet, operator) -> None:
+    node, _ = register_node("gpu-01")
+    job = make_job(fleet, name="sweep")
+    allocation = bind(job, {node: [0]})
+    nodes.drain(node, operator)
+    assert transitions.cancel_job(job, "user:ops")
+    agent_protocol.apply_reports(
+        node, [agent_protocol.Report("exited", allocation.generation, timezone.now(), exit_code=-15)],
+        now=timezone.now(),
+    )
+
+    assert reconcile.reconcile_nodes().cordoned == 1
+
+    drained = Event.objects.get(node=node, reason="Drained")
+    assert drained.message == f"gpu-01: draining → cordoned, its last job was cancelled (job {job.pk} sweep)"
