@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from django.conf import settings
-from django.db.models import Count, Min, Q, Sum
+from django.db.models import Count, Exists, Min, OuterRef, Q, Sum
 from django.utils import timezone
 
 from controlplane.choices import JobState, NodeState
-from controlplane.models import AllocationGpu, FleetSample, Job, Node, SchedulerLease
-from controlplane.services import maintenance
+from controlplane.models import AllocationGpu, FleetSample, Job, JobDependency, Node, SchedulerLease
+from controlplane.services import dependencies, maintenance
 from scheduler_core.types import ReasonCode
 
 
@@ -156,13 +157,21 @@ def fragmentation_figures(now: datetime | None = None) -> FragmentationFigures:
 
     if pools:
         smallest = min(p.node_size for p in pools.values())
-        big_jobs = (
-            Job.objects.filter(state=JobState.PENDING)
-            .filter(Q(gpus_per_node__gte=smallest) | Q(gpus_per_node__isnull=True, gpus__gte=smallest))
-            .values("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb")
-            .annotate(n=Count("id"))
-            .order_by()
-        )
+        # Only jobs in line, as the engine counts them (scheduler_core/eligibility.py): a held
+        # job or one waiting for a dependency takes no place in the queue and strands nothing;
+        # nor does one the last cycle found can never run (`pending_resolvable`). Jobs without
+        # dependencies are counted by shape (one grouped query, whatever the queue); those with
+        # some (few) are asked whether they still wait (`dependencies.waits`, one more query).
+        big = (Job.objects.filter(state=JobState.PENDING, hold="", pending_resolvable=True)
+               .filter(Q(gpus_per_node__gte=smallest) | Q(gpus_per_node__isnull=True, gpus__gte=smallest))
+               .annotate(linked=Exists(JobDependency.objects.filter(job=OuterRef("pk")))))
+        shape = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb")
+        big_jobs: list[dict[str, Any]] = list(
+            big.filter(linked=False, singleton=False).values(*shape).annotate(n=Count("id")).order_by())
+        linked = list(big.filter(Q(linked=True) | Q(singleton=True)).values("id", *shape).order_by())
+        if linked:
+            blocked = dependencies.waits([row["id"] for row in linked])
+            big_jobs += [{**row, "n": 1} for row in linked if row["id"] not in blocked]
         waiting: dict[str, int] = defaultdict(int)
         for row in big_jobs:
             per_node = row["gpus_per_node"] or row["gpus"]

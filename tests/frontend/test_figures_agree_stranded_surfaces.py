@@ -17,7 +17,7 @@ from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
 from controlplane.models import FleetSample, Node
-from controlplane.services import nodes
+from controlplane.services import holds, nodes
 from controlplane.services.cycle import run_cycle
 from frontend import figures
 
@@ -83,3 +83,37 @@ def test_every_surface_says_the_same_definition(client_for: Any) -> None:
     assert schema.status_code == 200
     text = schema.content.decode()
     assert says(text, DEFINITION) and says(text, HELD)
+
+
+def test_a_held_or_blocked_whole_node_job_strands_nothing_on_any_surface(submit_as: Any, client_for: Any) -> None:
+    """Found on the demo (4 Dec): a 16-GPU gang (8 per node) held by an admin made
+    metrics/fragmentation/ say stranded 9 (waiting_whole_node_jobs 1) while /metrics and the
+    overview said 0: the engine leaves a held job, and one waiting for a dependency, out of line
+    and out of the fleet figures (scheduler_core/eligibility.py); the API counted every pending
+    job of that shape. Now neither counts anywhere, and a job in line still does."""
+    admin = get_user_model().objects.get(username="admin")
+    for node in Node.objects.exclude(name="h100-01"):
+        nodes.cordon(node, admin)
+    small = submit_as("alice", name="small-h", gpus=3, gpu_types=("H100-80GB",))
+    run_cycle("test", now=timezone.now() - timedelta(seconds=60))
+    held = submit_as("alice", name="big-held", gpus=8, gpus_per_node=8)
+    holds.hold(admin, held.pk, reason="audit")
+    submit_as("alice", name="big-after", gpus=8, gpus_per_node=8,
+              dependencies=({"job": small.pk, "condition": "afterok"},))
+    run_cycle("test", now=timezone.now() - timedelta(seconds=30))  # a cycle samples the fleet every 5 s
+
+    def stranded_everywhere() -> tuple[int, int, float, str]:
+        sample = FleetSample.objects.order_by("-at", "-id").first()
+        assert sample is not None
+        api = client_for("alice").get("/api/v1/metrics/fragmentation/").json()
+        return (sample.stranded_gpus, api["stranded_gpus"], scrape(client_for("admin"))["quartermaster_stranded_gpus"][()],
+                client_for("alice").get("/ui/overview.json").json()["text"]["stranded_gpus"])
+
+    assert stranded_everywhere() == (0, 0, 0.0, "0")
+    api = client_for("alice").get("/api/v1/metrics/fragmentation/").json()
+    assert {p["pool"]: p["waiting_whole_node_jobs"] for p in api["pools"]}["h100"] == 0
+
+    holds.release(admin, held.pk)
+    run_cycle("test")
+
+    assert stranded_everywhere() == (5, 5, 5.0, "5")

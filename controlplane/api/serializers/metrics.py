@@ -155,7 +155,10 @@ class PoolFragmentationSerializer(serializers.Serializer):
         help_text="Idle GPUs on partly used ready nodes while a job needing whole nodes of this pool waits; "
                   "GPUs held idle for a waiting job's reservation included."
     )
-    waiting_whole_node_jobs = serializers.IntegerField()
+    waiting_whole_node_jobs = serializers.IntegerField(
+        help_text="Jobs in line (not held, no dependency still to meet, not found never to run) that need whole "
+                  "nodes of this pool and could use them."
+    )
 
 
 class FragmentationMetricsSerializer(serializers.Serializer):
