@@ -248,6 +248,16 @@ def _last_job_since_drain(node: Node) -> str | None:
         released = released.filter(released_at__gte=drained_at)
     last = (released.order_by("-released_at", "-pk")
             .values_list("job_id", "job__name", "release_reason", "state").first())
+    # A gang member whose processes are gone leaves the node before its allocation is settled
+    # (the rest of the gang may still be stopping elsewhere): its MemberExited event says when.
+    member = Event.objects.filter(node=node, kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited")
+    if drained_at is not None:
+        member = member.filter(created_at__gte=drained_at)
+    gone = (member.order_by("-created_at", "-id")
+            .values_list("created_at", "job_id", "job__name", "allocation__release_reason", "allocation__state")
+            .first())
+    if gone is not None and (last is None or not released.filter(released_at__gt=gone[0]).exists()):
+        last = gone[1:]
     if last is None:
         return None
     job_id, name, reason, state = last

@@ -95,3 +95,24 @@ def test_draining_a_node_whose_last_job_was_cancelled_says_it_was_cancelled(flee
 
     drained = Event.objects.get(node=node, reason="Drained")
     assert drained.message == f"gpu-01: draining → cordoned, its last job was cancelled (job {job.pk} sweep)"
+
+
+def test_draining_a_node_whose_gang_member_left_before_the_gang_settled_names_the_gang(
+    fleet: LoopFleet, operator,
+) -> None:
+    # The member on the draining node exits; the rest of the gang still has its grace period to
+    # stop on the other node, so its allocation is not settled when the node empties. Before, the
+    # node read "nothing was running on it".
+    node, _ = register_node("gpu-01")
+    other, _ = register_node("gpu-02")
+    gang = make_job(fleet, gpus=2, gpus_per_node=1, name="pretrain")
+    allocation = bind(gang, {node: [0], other: [0]})
+    nodes.drain(node, operator)
+    agent_protocol.apply_reports(
+        node, [agent_protocol.Report("exited", allocation.generation, timezone.now(), exit_code=0)], now=timezone.now(),
+    )
+
+    assert reconcile.reconcile_nodes().cordoned == 1
+
+    drained = Event.objects.get(node=node, reason="Drained")
+    assert drained.message == f"gpu-01: draining → cordoned, its last job has finished (job {gang.pk} pretrain)"
