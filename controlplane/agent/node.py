@@ -645,6 +645,17 @@ class NodeAgent:
                          "message": "never started on this node"})
             self.urgent = True
             return
+        if self.shutting_down:
+            # Bound here while this agent stops its jobs to shut down (the node is ready until
+            # the goodbye): never launched, or it would outlive the shutdown. Refused at once as
+            # stopped for the shutdown, so the control plane requeues it as the node going away.
+            self.refused.add(generation)
+            self.counters["refused"] += 1
+            self.log.info("refusing work bound during shutdown", generation=generation, gpus=list(assignment.gpus))
+            self._queue({"kind": "refused", "generation": generation, "at": iso(self.wall()),
+                         "message": "stopped: shutdown"})
+            self.urgent = True
+            return
         holders = [r for g, r in self.members.items() if set(r.assignment.gpus) & set(assignment.gpus)]
         if holders:
             for older in holders:

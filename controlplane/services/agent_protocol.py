@@ -500,7 +500,8 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
          already hold that version (see desired_versions_many);
       5. what an agent runs that it is no longer given is listed to stop, and recorded.
     """
-    stale = apply_reports_many([(r.node, r.reports) for r in requests], now=now)
+    stale = apply_reports_many([(r.node, r.reports) for r in requests], now=now,
+                               leaving=frozenset(r.node.pk for r in requests if r.goodbye))
     stale = {r.node.pk: stale.get(r.node.pk, []) for r in requests}
     reregister: set[int] = set()
     for request in requests:
@@ -721,7 +722,8 @@ def apply_reports(node: Node, reports: Sequence[Report], *, now: datetime) -> li
     return apply_reports_many([(node, reports)], now=now).get(node.pk, [])
 
 
-def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now: datetime) -> dict[int, list[int]]:
+def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now: datetime,
+                       leaving: frozenset[int] = frozenset()) -> dict[int, list[int]]:
     """Apply the reports of many nodes; returns, per node, the generations that are stale there.
 
     Steps (a handful of queries for the whole batch, plus one transaction per ending):
@@ -732,6 +734,8 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
       4. endings, in each node's order: exits and confirmed stops release the node's share
          (services: _member_gone), work lost for a reason not the job's own is fenced;
       5. usage samples.
+    A node whose agent reports a job stopped for its shutdown is draining from then
+    (`_shutting_down`), unless it is in `leaving`: its goodbye in the same request takes it down.
     """
     batches = [(n, r) for n, r in batches if r]
     stale: dict[int, set[int]] = {n.pk: set() for n, _ in batches}
@@ -782,6 +786,9 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
     _flush_started(started)
     _apply_progress(progress, now)
     _time_out_limit_stops(endings)
+    # (a node saying goodbye in the same request goes down at once: no draining on the way)
+    _shutting_down({n.pk: n for n, _, r in endings
+                    if r.message.strip() == AGENT_SHUTDOWN_STOP and n.pk not in leaving}.values(), now)
     # The common ending, a single-node job exiting (by itself or as asked), is settled for the
     # whole batch at once; gang members and lost work go one by one.
     alone = [(n, a, r) for n, a, r in endings if r.kind == "exited" and a.node_count == 1]
@@ -801,6 +808,24 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
             _work_lost(allocation, node, report, actor=actor_for(node))
     _store_samples(samples, held)
     return {pk: sorted(generations) for pk, generations in stale.items()}
+
+
+def _shutting_down(nodes: Iterable[Node], now: datetime) -> None:
+    """A ready node whose agent reports a job it stopped to shut down (`stopped: shutdown`) is
+    draining until its goodbye: no new work goes there while the agent stops the rest. Until
+    4 Dec it stayed ready, and each cycle bound a job on the GPUs just freed, which the agent
+    then refused (or, before that, ran into its shutdown): one job was requeued nine times in
+    the 20 s a slow job took to stop. The operator's wish (`unschedulable`) is untouched: the
+    node returns ready when its agent registers again, as it would have."""
+    for node in nodes:
+        if Node.objects.filter(pk=node.pk, state=NodeState.READY).update(state=NodeState.DRAINING):
+            node.state = NodeState.DRAINING
+            transitions.record_event(
+                EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="AgentShuttingDown",
+                message=f"{node.name}: ready → draining, its agent is stopping its jobs to shut down; no new "
+                "work goes there, and it goes down once they have stopped",
+                data={"from": NodeState.READY.value, "to": NodeState.DRAINING.value},
+            )
 
 
 def _flush_started(started: list[tuple[Node, Allocation, Report]]) -> None:
@@ -1066,10 +1091,11 @@ def _why_work_was_lost(report: Report) -> str:
     history then says so, as when a node goes away — not that the processes were lost), or lost."""
     from controlplane.services import reconcile
 
+    if report.message.strip() == AGENT_SHUTDOWN_STOP:
+        # stopped, or refused before it started, because the agent shuts down
+        return reconcile.FENCE_NODE_UNAVAILABLE
     if report.kind == "refused":
         return FENCE_REFUSED
-    if report.message.strip() == AGENT_SHUTDOWN_STOP:
-        return reconcile.FENCE_NODE_UNAVAILABLE
     return FENCE_WORK_LOST
 
 

@@ -270,7 +270,9 @@ def _cordon_drained(now: datetime) -> int:
     busy = AllocationGpu.objects.filter(live=True, allocation__state__in=LIVE_ALLOCATION_STATES).values("node_id")
     count = 0
     who = actor()
-    for node in Node.objects.filter(state=NodeState.DRAINING).exclude(pk__in=busy).only("pk", "name"):
+    # Only an operator's drain ends cordoned: a node draining because its agent shuts down
+    # (unschedulable unset, agent_protocol._shutting_down) goes down with the goodbye.
+    for node in Node.objects.filter(state=NodeState.DRAINING, unschedulable=True).exclude(pk__in=busy).only("pk", "name"):
         with transaction.atomic():
             if AllocationGpu.objects.filter(node=node, live=True).exists():
                 continue

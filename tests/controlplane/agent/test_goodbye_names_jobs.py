@@ -44,10 +44,10 @@ def test_an_idle_node_says_nothing_ran_on_it(fleet: LoopFleet) -> None:
     assert node.state == NodeState.DOWN
 
 
-def _stopped_for_shutdown(name: str, token: str, generation: int, *, goodbye: bool) -> None:
+def _stopped_for_shutdown(name: str, token: str, generation: int, *, goodbye: bool, kind: str = "lost") -> None:
     """What qm-agent sends on SIGTERM: each job it stopped, as `lost` "stopped: shutdown", and the
     goodbye once nothing runs (in the same heartbeat when the jobs exit at once)."""
-    report = {"kind": "lost", "generation": generation, "at": timezone.now().isoformat(), "exit_code": -15,
+    report = {"kind": kind, "generation": generation, "at": timezone.now().isoformat(), "exit_code": -15,
               "message": "stopped: shutdown"}
     body: dict[str, object] = {"running": [], "reports": [report]}
     if goodbye:
@@ -82,7 +82,8 @@ def test_a_shutdown_names_a_gang_its_agent_stopped_before_the_goodbye(fleet: Loo
     _goodbye("gpu-05", token)
 
     event = Event.objects.get(node=one, kind=EventKind.NODE_STATE, reason="AgentShutdown")
-    assert event.message == ("gpu-05: ready → down, its agent shut down after stopping its work; requeued whole: "
+    # draining since its agent reported the stop (test_shutdown_drains_node.py)
+    assert event.message == ("gpu-05: draining → down, its agent shut down after stopping its work; requeued whole: "
                              f"job {gang.pk} pretrain (also on gpu-06)")
     assert event.data["requeued"] == [gang.pk]
     # gpu-06's agent stopped nothing: the gang was gpu-05's to name.
@@ -105,3 +106,22 @@ def test_a_later_shutdown_of_an_idle_node_does_not_name_the_jobs_of_an_earlier_o
     assert last is not None
     assert last.message.endswith("its agent shut down after stopping its work; nothing ran on it"), last.message
     assert last.data["requeued"] == []
+
+
+def test_a_job_bound_while_its_agent_shut_down_is_refused_and_requeued_as_the_node_going_away(
+    fleet: LoopFleet,
+) -> None:
+    # qm-agent refuses, without starting it, a job bound on its node while it stops its jobs to
+    # shut down ("refused", "stopped: shutdown"): requeued because the agent shut down, not
+    # because an agent refused to run it, and named by the node's event.
+    node, token = register_node("gpu-08")
+    job = make_job(fleet, gpus=2, name="late")
+    allocation = bind(job, {node: [0, 1]})
+
+    _stopped_for_shutdown("gpu-08", token, allocation.generation, goodbye=True, kind="refused")
+
+    requeued = Event.objects.get(job=job, kind=EventKind.JOB_REQUEUED)
+    assert requeued.message.startswith("Requeued whole after being fenced off gpu-08, whose agent shut down"), \
+        requeued.message
+    event = Event.objects.get(node=node, kind=EventKind.NODE_STATE, reason="AgentShutdown")
+    assert event.data["requeued"] == [job.pk]

@@ -473,3 +473,28 @@ def test_a_desired_state_from_a_wake_up_is_applied_only_if_nothing_newer_came_si
     agent.step()
     assert set(agent.members) == {5, 6} and agent.members[6].stop_kind is None
     assert agent.counters["prefetched"] == 2 and len(plane.syncs) == asked + 1
+
+
+def test_a_shutting_down_agent_refuses_work_bound_to_its_node_meanwhile_and_still_says_goodbye() -> None:
+    """SIGTERM stops the node's jobs (grace, then SIGKILL) before the goodbye takes it down; until
+    then the node is ready and a cycle may bind a new job on the GPUs a stopped job freed. Such a
+    job used to be launched: it was stopped by nobody, the goodbye waited for it, and qm-agent
+    killed it at its hard deadline and left without a goodbye (its log saying "control plane
+    unreachable at shutdown"), so the lease ran out and the node went suspect, then quarantined.
+    Now it is refused at once (reported `refused`: the control plane fences and requeues it) and
+    the goodbye follows the last stop."""
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(5, [0]), allocation(6, [1], env={"QM_SIM_STOP_S": "3"})]  # 6 takes 3 s to stop
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 1.0)
+
+    agent.shutdown(grace_s=10.0)
+    run_for(agent, clock, 1.0)
+    assert 5 not in agent.members and 6 in agent.members  # 5 is gone, 6 still stopping
+    plane.allocations = [allocation(6, [1]), allocation(7, [0])]  # a cycle binds job 70 on GPU 0
+    run_for(agent, clock, 6.0)
+
+    assert [r["generation"] for r in plane.reports("refused")] == [7]
+    assert plane.reports("refused")[0]["message"] == "stopped: shutdown"
+    assert agent.done
+    assert plane.syncs[-1].get("goodbye") is True

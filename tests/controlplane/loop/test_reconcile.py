@@ -110,7 +110,7 @@ def test_a_cancelled_job_whose_node_stops_answering_ends_cancelled_not_requeued(
 def test_a_drained_node_with_nothing_left_becomes_cordoned(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
     allocation = bind(make_job(fleet), {node: [0]})
-    Node.objects.filter(pk=node.pk).update(state=NodeState.DRAINING)
+    Node.objects.filter(pk=node.pk).update(state=NodeState.DRAINING, unschedulable=True)  # as an operator's drain
 
     assert reconcile.reconcile_nodes().cordoned == 0
     agent_protocol.apply_reports(
