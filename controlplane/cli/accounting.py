@@ -1,5 +1,6 @@
 """What jobs held and what it cost: `qm history` (`sacct`: the jobs that ended in a window, their
-GPU-hours and the work lost) and `qm showback` (cost and utilization by team, project, job or class)."""
+GPU-hours and the work lost) and `qm showback` (cost and GPU-hours allocated, active and
+productive by team, project, job or class)."""
 
 from __future__ import annotations
 

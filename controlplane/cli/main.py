@@ -316,7 +316,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "jobs/history.csv give it: newest end first, every figure in full, a TOTAL row) or "
                         "json (the API's jobs and the totals)")
 
-    p = sub.add_parser("showback", parents=[common], help="cost and utilization by team, project, job or class")
+    p = sub.add_parser("showback", parents=[common], help="cost and GPU-hours allocated, active and productive by team, project, job or class")
     p.add_argument("--by", default="team", choices=["team", "project", "job", "priority_class"])
     when = p.add_mutually_exclusive_group()
     when.add_argument("--window", default="7d", help="7d, 24h, 2w, or start,end (default 7d)")
