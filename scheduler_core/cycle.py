@@ -511,8 +511,8 @@ def _quota_for_any_type(ctx: CycleContext, spec: JobSpec, grants: list[Grant],
 def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
                      misses: _Misses, mark: float | None) -> None:
     """Phases 5 and 6 for a job phases 3-4 could not place: wait behind the head's quota,
-    preempt, reserve (the head job), or explain."""
-    smallest, options, needs_whole = shape.smallest, shape.options, shape.needs_whole
+    preempt, reserve (the head job), or explain. A job that waits rather than reclaim its
+    lent quota (cheaper) says so after whatever it waits for."""
     if misses.quota_blocked and ctx.head is not None:
         _settle(ctx, spec, _behind_head_quota(ctx, spec, shape))
         return
@@ -522,7 +522,18 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
     if protected is True:
         return
     mark = ctx.timed("preempt", mark)
+    _reserve_or_explain(ctx, spec, shape, score, misses, protected, mark)
+    note = ctx.reclaim_waits.get(spec.id)
+    outcome = ctx.outcomes.get(spec.id)
+    # (not beside a protection's words: those name what it waits for on another GPU type)
+    if note is not None and outcome is not None and spec.id not in ctx.bound and not isinstance(protected, Protected):
+        ctx.outcomes[spec.id] = outcome._replace(message=f"{outcome.message} {note}")
 
+
+def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
+                        misses: _Misses, protected: Protected | bool | None, mark: float | None) -> None:
+    """Phase 5 for a job no preemption starts: the head's reservation, or why it waits."""
+    smallest, options, needs_whole = shape.smallest, shape.options, shape.needs_whole
     if misses.admitted_option is None:
         assert misses.refusal is not None
         if not misses.blocked_by_head and reserve_over_quota(ctx, spec, smallest, options, score,

@@ -532,7 +532,17 @@ def _cheaper_to_wait(ctx: CycleContext, spec: JobSpec, gpus: int, members: int,
             grace = max(grace, pc.grace_period_s)
     waiting = gpus * max(0.0, eta - (ctx.snapshot.now + grace)) / 3600.0
     lost = sum(v.lost_gpu_hours for v in victims)
-    return waiting <= lost
+    if waiting > lost:
+        return False
+    # said to the owner: otherwise it read only "holds a reservation …", with its lent quota
+    # in other teams' hands and no word of why it was not reclaimed
+    cost = (f"{gpu_hours(waiting, about=True)} GPU-hours: its {counted(gpus, 'GPU')} until t={eta:.0f}" if waiting > 0 else
+            f"none: they free by t={eta:.0f}, as soon as a reclaim could start it")
+    ctx.reclaim_waits[spec.id] = (
+        f"Its team's lent quota is not reclaimed: preempting {counted(len(victims), 'borrowing job')} would "
+        f"throw away {gpu_hours(lost, about=True)} GPU-hours of their work, and waiting for capable GPUs to "
+        f"free by runtime limits costs less ({cost}).")
+    return True
 
 
 def nominate(ctx: CycleContext, spec: JobSpec, found: Found) -> float:

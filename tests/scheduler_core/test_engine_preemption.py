@@ -317,6 +317,20 @@ def test_reclaim_waits_when_its_own_capacity_frees_before_waiting_costs_more_tha
     assert why(plan, "owner").eta == NOW + 600
 
 
+def test_reclaim_that_waits_says_why_its_lent_quota_is_not_reclaimed():
+    # The owner read only "Needs 8 a100 GPUs; 0 are free", with its 8 lent GPUs in cv's hands
+    # and no word of why they were not taken back. (The borrower's team is not named: a count.)
+    plan = _reclaim_cluster(other_ends_in_s=600, lent_ran_s=7200).plan()
+    message = why(plan, "owner").message
+    assert ("Its team's lent quota is not reclaimed: preempting 1 borrowing job would throw away "
+            "about 16.00 GPU-hours of their work, and waiting for capable GPUs to free by runtime "
+            f"limits costs less (about 1.27 GPU-hours: its 8 GPUs until t={NOW + 600:.0f}).") in message
+    assert "lent" not in message.replace("lent quota", "")
+    # a reclaim made says nothing of the kind
+    plan = _reclaim_cluster(other_ends_in_s=36000, lent_ran_s=7200).plan()
+    assert all("not reclaimed" not in p.message for p in plan.pending)
+
+
 def test_reclaim_still_preempts_when_waiting_would_cost_more():
     # n0 frees only in 10 h (80 GPU-hours of waiting) against 16 GPU-hours lost: reclaim.
     plan = _reclaim_cluster(other_ends_in_s=36000, lent_ran_s=7200).plan()

@@ -23,7 +23,10 @@
   by field, only preemption messages changed; and a ``same_leaf`` gang waiting for GPUs or
   quota estimated by the first time one leaf switch has its room, not the fleet's counts,
   2026-12-02: compared field by field, decisions, codes, positions and fleet figures
-  identical, only ETAs and sentences of 2, 4, 3, 0 and 3 jobs (the ETAs all later);
+  identical, only ETAs and sentences of 2, 4, 3, 0 and 3 jobs (the ETAs all later); and an
+  owner waiting rather than reclaim its lent quota saying why, 2026-12-04: compared field by
+  field, only the sentences of 3, 3, 5, 0 and 6 jobs changed ("Its team's lent quota is not
+  reclaimed: …" appended);
   and once when decisions were meant to change: a team over its nominal quota in a cohort
   borrows the excess, 2026-11-29, which moves victims and binds in the 1,000-GPU snapshots
   whose synthetic running jobs exceed some teams' quotas; and an owner within its nominal
@@ -77,11 +80,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "e34cd08521ab348abf7a173d407da80a63e5d1fa57fb9f99f2776b9d2334e2c3",
-    (1000, 500, 200, 3, "loop"): "59624b402a9f55726585c8be9101975d3cba72c408eb5d982de4bc5e3701b03a",
-    (2000, 1000, 400, 4, "default"): "3ce0a5e2eb39cb0491b9d9991eef7f1527835b4ec8833cd3e64474321ac16739",
+    (1000, 500, 200, 1, "default"): "b8672112a28b82d1ea6948067be1bdf9ef48d8e7ca35f32c0290dd19a901b6c9",
+    (1000, 500, 200, 3, "loop"): "1f69c96080ce494c2e01d66a779674ecb62cd06f0534a8d33e9509621df9286a",
+    (2000, 1000, 400, 4, "default"): "8a9ca53679e13dc37f375524773b71388de9c5367baae44dddc72203bfcc7444",
     (10000, 5000, 2000, 7, "default"): "7f9cb2e05c9f43084939940f5d62d78904d84aceebf3caa19d85c1a388976421",
-    (10000, 5000, 2000, 7, "loop"): "50bd658310addf10237e4ae2103edf53df1c4d83fec57df3b858dc2bd48b31c9",
+    (10000, 5000, 2000, 7, "loop"): "7f2d5b17bd73d7c8c5a66836d824248563af4d32a89b79b2e34aa49cc11de568",
 }
 
 
