@@ -14,8 +14,9 @@ local GPUs of each role) per node. Every process gets `QM_PROGRESS_FILE`: the jo
 appends JSON lines such as `{"steps": 1200, "useful_tokens": 4915200, "checkpoint": true}`
 (cumulative totals for the whole job; the agent reads the RANK=0 process's file).
 
-Each process runs in its own session (so the whole tree can be signalled) and dies with the
-agent (PR_SET_PDEATHSIG). What it started in turn (torchrun's workers, a pipeline, anything
+Each process runs in its own session (so the whole tree can be signalled; a process that left
+it, `setsid`, is found by the run's marker in its environment, QM_AGENT_NODE and QM_GENERATION,
+and the member is over only once none is left) and dies with the agent (PR_SET_PDEATHSIG). What it started in turn (torchrun's workers, a pipeline, anything
 that forks) dies with the agent too: a `Reaper`, a small process of its own, is told every
 process group the agent starts and kills them all the moment the agent is gone, however it
 went (SIGKILL, the OOM killer). The groups are also recorded in the state directory, so a
@@ -294,8 +295,11 @@ class ProcessMember:
         self.devices = devices
         self.workdir = workdir
         workdir.mkdir(parents=True, exist_ok=True)
+        self.node_name = node_name
         self._exit_code: int | None = None
         self._first_failure: int | None = None
+        self._ending: int | None = None  # the exit code once the shells are gone, until the rest is
+        self._strays: list[int] = []  # live processes of this run outside its process groups
         self._progress = Progress()
         self._progress_offset = 0
         self._activity_sum = 0.0
@@ -335,7 +339,7 @@ class ProcessMember:
             self.procs.append(proc)
         (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
         if reaper is not None:
-            reaper.watch([p.pid for p in self.procs])
+            reaper.watch([p.pid for p in self.procs], self.generation)
 
     def poll(self) -> int | None:
         if self._exit_code is not None:
@@ -351,15 +355,34 @@ class ProcessMember:
                 self.terminate()
         if any(c is None for c in codes):
             return None
-        self._exit_code = self._first_failure if self._first_failure is not None else 0
+        if self._ending is None:
+            self._ending = self._first_failure if self._first_failure is not None else 0
+        # The shells are gone; anything they left (in their sessions, or in a session of its
+        # own: `setsid`, a daemon's double fork) is killed, and the member is over only once
+        # none of it lives: its GPUs may go to a new owner the moment we report the exit.
+        self._signal(signal.SIGKILL)
+        if self._strays:
+            return None
+        self._exit_code = self._ending
         self._read_progress()
         self._cleanup_groups()
         return self._exit_code
 
     def _signal(self, sig: int) -> None:
+        """`sig` to every process group the member started, and to every process that left
+        them (a new session, a new group) but still carries this run's marker; `_strays` then
+        holds those still alive."""
         for proc in self.procs:
             try:
                 os.killpg(proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+        if not self.procs:
+            return
+        self._strays = marked_processes(self.node_name, {self.generation})
+        for pid in self._strays:
+            try:
+                os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
 
@@ -370,14 +393,12 @@ class ProcessMember:
         self._signal(signal.SIGKILL)
 
     def _cleanup_groups(self) -> None:
-        # The shell is gone; anything it left in its session goes too.
-        self._signal(signal.SIGKILL)
         try:
             (self.workdir / "pgids").unlink()
         except FileNotFoundError:
             pass
         if self.reaper is not None:
-            self.reaper.forget([p.pid for p in self.procs])
+            self.reaper.forget([p.pid for p in self.procs], self.generation)
 
     def _read_progress(self) -> None:
         try:
@@ -410,7 +431,9 @@ class ProcessMember:
         return self._progress.gpu_activity
 
     def next_event_in(self) -> float | None:
-        return None
+        # Its shells' exits wake the agent (SIGCHLD); the end of processes that left their
+        # session does not, so while they die they are looked at every 50 ms.
+        return 0.05 if self._ending is not None and self._exit_code is None else None
 
     def output_ranks(self) -> list[int]:
         return list(self.ranks)
@@ -491,38 +514,44 @@ class ProcessLauncher:
         if not self.root.exists():
             return []
         groups: set[int] = set()
+        generations: set[int] = set()
         records = list(self.root.glob("g*/pgids"))
         for record in records:
             groups.update(int(raw) for raw in record.read_text().split())
-        killed = kill_groups(groups, self.node_name)
+            if record.parent.name[1:].isdigit():
+                generations.add(int(record.parent.name[1:]))
+        killed = kill_groups(groups, self.node_name, generations)
         for record in records:
             record.unlink()
         return killed
 
 
-def kill_groups(groups: set[int], node_name: str) -> list[int]:
+def kill_groups(groups: set[int], node_name: str, generations: set[int] | None = None) -> list[int]:
     """SIGKILL every process still in one of `groups` (the leader may be gone while its
-    children live on) that carries this node's marker; the pids killed."""
+    children live on) that carries this node's marker, and every process that carries it and
+    one of `generations` whatever its group (it moved to a session of its own); the pids killed."""
+    targets = {pid for pid, pgid in _process_groups() if pgid in groups and _carries_node(pid, node_name)}
+    targets.update(marked_processes(node_name, generations or set()))
     killed: list[int] = []
-    for pid, pgid in _process_groups():
-        if pgid in groups and _carries_node(pid, node_name):
-            try:
-                os.kill(pid, signal.SIGKILL)
-                killed.append(pid)
-            except (ProcessLookupError, PermissionError):
-                pass
-    return sorted(killed)
+    for pid in sorted(targets):
+        try:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+        except (ProcessLookupError, PermissionError):
+            pass
+    return killed
 
 
 # The reaper's whole program: the standard library only (no site, no Django, no package on the
-# path), ~10 ms to start. It reads "+pgid" / "-pgid" lines until the agent's end of the pipe
-# closes, then kills what is left of those groups (as kill_groups does) and exits.
+# path), ~10 ms to start. It reads "+pgid" / "-pgid" lines (and "G<generation>" / "g<generation>")
+# until the agent's end of the pipe closes, then kills what is left of those groups and of those
+# runs (as kill_groups does) and exits.
 _REAPER_PROGRAM = r'''
 import json, os, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 node = sys.argv[1]
 marker = ("QM_AGENT_NODE=" + node).encode()
-groups, buffer = set(), b""
+groups, generations, buffer = set(), set(), b""
 while True:
     try:
         chunk = os.read(0, 65536)
@@ -539,6 +568,10 @@ while True:
             groups.add(int(line[1:]))
         elif line[:1] == b"-":
             groups.discard(int(line[1:]))
+        elif line[:1] == b"G":
+            generations.add(b"QM_GENERATION=" + line[1:])
+        elif line[:1] == b"g":
+            generations.discard(b"QM_GENERATION=" + line[1:])
 killed = []
 for entry in os.listdir("/proc"):
     if not entry.isdigit():
@@ -547,11 +580,12 @@ for entry in os.listdir("/proc"):
         with open("/proc/" + entry + "/stat", "rb") as f:
             stat = f.read()
         fields = stat[stat.rfind(b")") + 2:].split()
-        if len(fields) < 3 or int(fields[2]) not in groups:
+        if len(fields) < 3 or int(entry) == os.getpid():
             continue
         with open("/proc/" + entry + "/environ", "rb") as f:
-            if marker not in f.read().split(b"\0"):
-                continue
+            environ = f.read().split(b"\0")
+        if marker not in environ or (int(fields[2]) not in groups and generations.isdisjoint(environ)):
+            continue
         os.kill(int(entry), signal.SIGKILL)
         killed.append(int(entry))
     except (OSError, ValueError):
@@ -580,6 +614,7 @@ class Reaper:
     def __init__(self, node_name: str) -> None:
         self.node_name = node_name
         self.groups: set[int] = set()
+        self.generations: set[int] = set()
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -590,20 +625,27 @@ class Reaper:
             [sys.executable, "-I", "-S", "-c", _REAPER_PROGRAM, self.node_name],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
         )
-        if self.groups:
-            self._send("".join(f"+{g}\n" for g in sorted(self.groups)))
+        if self.groups or self.generations:
+            self._send("".join(f"+{g}\n" for g in sorted(self.groups))
+                       + "".join(f"G{g}\n" for g in sorted(self.generations)))
 
-    def watch(self, groups: list[int]) -> None:
+    def watch(self, groups: list[int], generation: int | None = None) -> None:
+        """The agent started `groups` for run `generation`: on the agent's death the reaper kills
+        what is left of them, and every process of that run that moved out of them."""
         self.groups.update(groups)
+        if generation is not None:
+            self.generations.add(generation)
         if self._proc is None or self._proc.poll() is not None:
             self.start()  # tells it every group, these included
         else:
-            self._send("".join(f"+{g}\n" for g in groups))
+            self._send("".join(f"+{g}\n" for g in groups) + (f"G{generation}\n" if generation is not None else ""))
 
-    def forget(self, groups: list[int]) -> None:
+    def forget(self, groups: list[int], generation: int | None = None) -> None:
         self.groups.difference_update(groups)
+        if generation is not None:
+            self.generations.discard(generation)
         if self._proc is not None and self._proc.poll() is None:
-            self._send("".join(f"-{g}\n" for g in groups))
+            self._send("".join(f"-{g}\n" for g in groups) + (f"g{generation}\n" if generation is not None else ""))
 
     def _send(self, text: str) -> None:
         assert self._proc is not None and self._proc.stdin is not None
@@ -631,6 +673,32 @@ def _process_groups() -> list[tuple[int, int]]:
         if len(fields) > 2:
             out.append((int(entry.name), int(fields[2])))
     return out
+
+
+def marked_processes(node_name: str, generations: set[int]) -> list[int]:
+    """The live (not zombie) processes that carry this node's marker and one of `generations`
+    (QM_AGENT_NODE, QM_GENERATION: the agent sets both in every process it starts, and every
+    descendant inherits them, whatever session or process group it moved to). A process that
+    replaced its whole environment (`env -i`) is not found."""
+    node = f"QM_AGENT_NODE={node_name}".encode()
+    wanted = {f"QM_GENERATION={g}".encode() for g in generations}
+    me = os.getpid()
+    found: list[int] = []
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit() or int(entry.name) == me:
+            continue
+        try:
+            with open(f"/proc/{entry.name}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+            if node not in environ or wanted.isdisjoint(environ):
+                continue
+            with open(f"/proc/{entry.name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        if stat[stat.rfind(b")") + 2:][:1] not in (b"Z", b"X"):
+            found.append(int(entry.name))
+    return sorted(found)
 
 
 def _carries_node(pid: int, node_name: str) -> bool:

@@ -94,7 +94,8 @@ def test_when_one_rank_dies_the_others_are_stopped(tmp_path: Path) -> None:
 def test_sigterm_lets_a_job_exit_and_sigkill_ends_one_that_ignores_it(tmp_path: Path) -> None:
     polite = ProcessMember(assignment("trap 'exit 0' TERM; sleep 30 & wait"), workdir=tmp_path / "polite",
                            node_name="n", devices=None)
-    stubborn = ProcessMember(assignment("trap '' TERM; sleep 30 & wait; sleep 30"), workdir=tmp_path / "stubborn",
+    stubborn = ProcessMember(assignment("trap '' TERM; sleep 30 & wait; sleep 30", generation=8),
+                             workdir=tmp_path / "stubborn",
                              node_name="n", devices=None)
     time.sleep(0.3)
 

@@ -1,0 +1,167 @@
+"""A job's processes that left its session (`setsid`, a daemon's double fork) are stopped with it.
+
+Found on the SRE audit of real-process mode (4 Dec): the agent signalled a job's process groups
+only. A job whose command started `setsid python serve.py &` (or any daemon that double-forks
+into a session of its own) kept that process through a cancel, a preemption, its runtime limit
+and its own exit: the agent reported the member gone the moment its shells were, the control
+plane released the allocation and handed the GPUs to the next job while the old owner's
+process still ran on them, a breach of the fencing guarantee (docs/operations.md, "no GPU is
+handed to a new owner while a process of an older owner … may still run on it"). The reaper
+(agent killed) and a restarted agent's sweep missed it the same way. Now every process carrying
+the run's marker (QM_AGENT_NODE and QM_GENERATION, inherited whatever its session) is signalled
+with the member, and the member is reported gone only once none of them lives.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.agent.members import ProcessLauncher, ProcessMember
+from controlplane.choices import AllocationState, JobState, NodeState
+from controlplane.models import Allocation, Job, Node
+from controlplane.services import cycle, transitions
+from tests.controlplane.agent.test_process_member import alive, assignment, wait_exit
+from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
+
+QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
+
+# A child in a session of its own that ignores SIGTERM, its pid written (whole) to `stray.pid`.
+STRAY = "setsid sh -c 'trap \"\" TERM; echo $$ > stray.tmp; mv stray.tmp stray.pid; exec sleep 120' &"
+
+
+def _wait(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _stray(workdir: Path) -> int:
+    _wait(lambda: (workdir / "stray.pid").exists(), 10, "the stray to start")
+    pid = int((workdir / "stray.pid").read_text())
+    assert alive(pid)
+    return pid
+
+
+def _kill(pid: int | None) -> None:
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def test_a_job_that_exits_is_not_gone_until_what_it_started_in_its_own_session_is(tmp_path: Path) -> None:
+    member = ProcessMember(assignment(f"{STRAY} sleep 0.3; exit 0"), workdir=tmp_path, node_name="gpu-s",
+                           devices=None)
+    stray = _stray(tmp_path)
+    try:
+        assert wait_exit(member) == 0
+        assert not alive(stray), "the member was reported gone while a process it started still ran"
+    finally:
+        _kill(stray)
+
+
+def test_a_stop_reaches_a_process_in_its_own_session_that_ignores_sigterm(tmp_path: Path) -> None:
+    stubborn = "trap '' TERM; while :; do sleep 0.1; done"
+    member = ProcessMember(assignment(f"{STRAY} {stubborn}"), workdir=tmp_path, node_name="gpu-s", devices=None)
+    stray = _stray(tmp_path)
+    try:
+        member.terminate()
+        time.sleep(0.3)
+        assert alive(stray), "it ignores SIGTERM: only the SIGKILL after the grace ends it"
+        member.kill()
+        assert wait_exit(member) == -signal.SIGKILL
+        assert not alive(stray)
+    finally:
+        _kill(stray)
+
+
+def test_a_restarted_agent_kills_what_its_predecessor_left_in_a_session_of_its_own(tmp_path: Path) -> None:
+    launcher = ProcessLauncher(tmp_path, "gpu-s", devices=None)
+    member = launcher.launch(assignment(f"{STRAY} exit 0"))
+    stray = _stray(tmp_path / "gpu-s" / "g7")
+    try:
+        member.procs[0].wait()  # type: ignore[attr-defined]  # the agent died before it looked
+
+        assert stray in ProcessLauncher(tmp_path, "gpu-s", devices=None).sweep_leftovers()
+        _wait(lambda: not alive(stray), 5, "the stray to die")
+    finally:
+        _kill(stray)
+
+
+def test_kill_9_of_the_agent_kills_what_its_jobs_started_in_a_session_of_their_own(tmp_path: Path) -> None:
+    script = textwrap.dedent(f"""\
+        import sys, time
+        sys.path.insert(0, {str(Path.cwd())!r})
+        from pathlib import Path
+        from controlplane.agent.members import ProcessLauncher
+        from tests.controlplane.agent.test_process_member import assignment
+        launcher = ProcessLauncher(Path({str(tmp_path)!r}), "gpu-s", devices=None)
+        launcher.reaper.start()
+        m = launcher.launch(assignment({STRAY + " exec sleep 60"!r}))
+        print("ok", flush=True)
+        time.sleep(60)
+    """)
+    agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    stray = None
+    try:
+        assert agent.stdout is not None and agent.stdout.readline() == "ok\n"
+        stray = _stray(tmp_path / "gpu-s" / "g7")
+
+        agent.kill()
+        agent.wait()
+
+        _wait(lambda: not alive(stray), 5, "the reaper to kill the stray")
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        _kill(stray)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sre_a_cancelled_jobs_gpus_are_freed_only_after_its_setsid_child_is_dead(live_server: Any,
+                                                                               tmp_path: Path) -> None:
+    fleet = build_loop_fleet(grace_period_s=1)
+    log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
+    agent = subprocess.Popen(
+        [QM_AGENT, "--server", live_server.url, "--name", "gpu-sre", "--gpus", "1", "--gpu-type", "H100-80GB",
+         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(tmp_path / "state"),
+         "--interval", "0.5", "--no-wake", "--log-format", "console"],
+        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    stray = None
+    try:
+        _wait(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register")
+        job = make_job(fleet, gpus=1, command=f"{STRAY} exec sleep 120")
+        assert cycle.run_cycle("test").binds == 1
+        workdir = tmp_path / "state" / "gpu-sre" / f"g{Allocation.objects.get(job=job).generation}"
+        stray = _stray(workdir)
+
+        transitions.cancel_job(Job.objects.get(pk=job.pk), "user:alice")
+        _wait(lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, 20, "the job to end cancelled")
+
+        assert Allocation.objects.get(job=job).state == AllocationState.RELEASED
+        assert not alive(stray), "the GPU was freed while a process of its old owner still ran"
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+        _kill(stray)
+        log.close()
