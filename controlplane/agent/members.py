@@ -221,6 +221,11 @@ PROCESS_ENV_NAMES = frozenset({
 })
 
 
+#: The agent's own secrets, never passed on to a job's processes from the agent's environment:
+#: the bootstrap secret registers any node (docs/operations.md, *Registration*).
+AGENT_SECRETS = frozenset({"QM_AGENT_BOOTSTRAP_TOKEN"})
+
+
 def rank_environment(assignment: Assignment, local_index: int, per_node: bool) -> dict[str, str]:
     """The torch.distributed environment of one process of this node's gang member."""
     devices = ",".join(str(g) for g in assignment.gpus)
@@ -314,7 +319,8 @@ class ProcessMember:
             self._exit_code = NO_COMMAND_EXIT_CODE
             (workdir / "error.txt").write_text("the job has no command to run\n")
             return
-        env_base = dict(base_env if base_env is not None else os.environ)
+        env_base = {name: value for name, value in (base_env if base_env is not None else os.environ).items()
+                    if name not in AGENT_SECRETS}
         # The agent's names are its own: a job stored before the submit refused them (or written
         # around it) sets none of them, even those this job's shape leaves unset.
         job_env = {name: value for name, value in assignment.env.items() if name not in PROCESS_ENV_NAMES}

@@ -1,0 +1,88 @@
+"""What a real `qm-agent`'s job processes see: their allocation's GPUs only, their run's
+generation, their own working directory, and none of the agent's secrets.
+
+Found on the SRE audit of real-process mode (4 Dec): the agent started its jobs with its own
+environment underneath the job's, so every job on a node read QM_AGENT_BOOTSTRAP_TOKEN, the
+secret that registers any node of the fleet (docs/operations.md, *Registration*): a user's
+`env` in a job was enough to take it. The agent now drops its secrets from what it passes on.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.choices import JobState, NodeState
+from controlplane.models import Allocation, AllocationGpu, Job, Node
+from controlplane.services import cycle
+from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
+
+QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
+
+
+def _wait(condition: Any, timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def _environ(path: Path) -> dict[str, str]:
+    return dict(line.split("=", 1) for line in path.read_bytes().decode().split("\0") if "=" in line)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_sre_each_job_sees_only_its_own_gpus_generation_and_directory_and_never_the_bootstrap_secret(
+        live_server: Any, tmp_path: Path) -> None:
+    fleet = build_loop_fleet()
+    state = tmp_path / "state"
+    log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
+    agent = subprocess.Popen(
+        [QM_AGENT, "--server", live_server.url, "--name", "gpu-env", "--gpus", "4", "--gpu-type", "H100-80GB",
+         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(state),
+         "--interval", "0.5", "--log-format", "console"],
+        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        _wait(lambda: Node.objects.filter(name="gpu-env", state=NodeState.READY).exists(), 20, "the node to register")
+        # The whole environment, NUL-separated as /proc has it, and the working directory.
+        command = "env -0 > env.$LOCAL_RANK; pwd > pwd.$LOCAL_RANK"
+        jobs = [make_job(fleet, gpus=2, name=f"env-{i}", command=command) for i in range(2)]
+        assert cycle.run_cycle("test").binds == 2
+        _wait(lambda: all(Job.objects.get(pk=j.pk).state == JobState.SUCCEEDED for j in jobs), 30,
+              "both jobs to succeed")
+
+        seen: list[set[str]] = []
+        for job in jobs:
+            allocation = Allocation.objects.get(job=job)
+            gpus = sorted(AllocationGpu.objects.filter(allocation=allocation).values_list("gpu_index", flat=True))
+            workdir = state / "gpu-env" / f"g{allocation.generation}"
+            for local_rank in (0, 1):
+                env = _environ(workdir / f"env.{local_rank}")
+                assert "QM_AGENT_BOOTSTRAP_TOKEN" not in env
+                assert BOOTSTRAP not in env.values()
+                assert env["CUDA_VISIBLE_DEVICES"] == ",".join(str(g) for g in gpus)
+                assert env["QM_GENERATION"] == str(allocation.generation)
+                assert env["QM_JOB_ID"] == str(job.pk)
+                assert env["QM_AGENT_NODE"] == "gpu-env"
+                assert env["LOCAL_RANK"] == str(local_rank) and env["WORLD_SIZE"] == "2"
+                assert (workdir / f"pwd.{local_rank}").read_text().strip() == str(workdir.resolve())
+            seen.append(set(env["CUDA_VISIBLE_DEVICES"].split(",")))
+        assert not seen[0] & seen[1], "two jobs were given the same GPU"
+    finally:
+        agent.terminate()
+        try:
+            agent.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            agent.kill()
+            agent.wait()
+        log.close()
