@@ -305,6 +305,7 @@ class ProcessMember:
         self._first_failure: int | None = None
         self._ending: int | None = None  # the exit code once the shells are gone, until the rest is
         self._strays: list[int] = []  # live processes of this run outside its process groups
+        self._strays_told = False
         self._progress = Progress()
         self._progress_offset = 0
         self._activity_sum = 0.0
@@ -368,6 +369,10 @@ class ProcessMember:
         # none of it lives: its GPUs may go to a new owner the moment we report the exit.
         self._signal(signal.SIGKILL)
         if self._strays:
+            if not self._strays_told:
+                self._strays_told = True
+                log.warning("its shells are gone: killing what the job left running outside its session",
+                            generation=self.generation, pids=self._strays)
             return None
         self._exit_code = self._ending
         self._read_progress()
