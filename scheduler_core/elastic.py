@@ -20,7 +20,8 @@ from __future__ import annotations
 from scheduler_core.admission import capable_classes
 from scheduler_core.backfill import charge_head_quota, delays_head_quota
 from scheduler_core.context import CycleContext
-from scheduler_core.gang import demand_for, is_elastic, replica_size
+from scheduler_core.gang import demand_for, elastic_sizes, is_elastic
+from scheduler_core.job_shape import fleet_node_size
 from scheduler_core.maintenance import run_end
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.sentences import counted, duration
@@ -86,9 +87,11 @@ def _grow_all(ctx: CycleContext) -> None:
         if not held or spec.max_gpus is None:
             continue
         gpus = sum(g.gpus for g in held)
-        size = replica_size(spec)
-        room = (spec.max_gpus - gpus) // size
-        if room <= 0:
+        # the sizes a bind starts it at (its maximum down in replica steps, then its minimum),
+        # above what it holds: counting replicas up from what it holds reaches sizes no bind
+        # makes when the range is no whole number of replicas (2..5 in pairs: 4, never 5)
+        larger = [s for s in elastic_sizes(spec) if s > gpus]
+        if not larger:
             continue
         if not ctx.config.elastic_growth:
             _note(ctx, spec.id, GrowthCode.GROWTH_OFF,
@@ -102,12 +105,13 @@ def _grow_all(ctx: CycleContext) -> None:
                   f"tried every waiting job first, and this one left "
                   f"{counted(ctx.untried, 'waiting job')} untried (the placement budget).")
             continue
-        _grow(ctx, job, held, gpus, size, room)
+        _grow(ctx, job, held, gpus, larger)
 
 
-def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int, size: int,
-          room: int) -> None:
-    """Grow ``job`` by the most replicas that repay the resize and fit, or say why not."""
+def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int,
+          larger: list[int]) -> None:
+    """Grow ``job`` to the largest of the sizes ``larger`` (largest first) that repays the
+    resize and fits, or say why not."""
     state, spec = ctx.state, job.spec
     holder = (JOB, spec.id)
     remaining = _remaining(ctx, job)
@@ -121,8 +125,8 @@ def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int, size
               f"maintenance window on its nodes, and it does not grow further into one.")
         return
     why: tuple[GrowthCode, str] | None = None
-    for k in range(room, 0, -1):
-        added = k * size
+    for size in larger:
+        added = size - gpus
         gain = growth_gain_s(remaining, gpus, added)
         if gain <= cost:
             if why is None:
@@ -182,8 +186,9 @@ def _regrow(ctx: CycleContext, job: RunningJob, total: int, gpu_type: str,
     state, spec = ctx.state, job.spec
     holder = (JOB, spec.id)
     held = state.release(holder)
-    node_size = state.classes[state.node_class[held[0].node]].gpus
-    demand = demand_for(spec, total, node_size)
+    # whole nodes by the fleet's largest capable node, as a bind counts them: the width of a
+    # node it holds made 6 GPUs 4 + 2 on two nodes of a job holding a node of 4
+    demand = demand_for(spec, total, fleet_node_size(ctx, spec))
     classes = tuple(
         tuple(c for c in capable_classes(ctx, m) if state.classes[c].gpu_type.name == gpu_type)
         for m in demand.members

@@ -30,7 +30,10 @@ from scheduler_core.gang import (
 from scheduler_core.types import JobSpec
 
 
-def _node_size(ctx: CycleContext, spec: JobSpec) -> int:
+def fleet_node_size(ctx: CycleContext, spec: JobSpec) -> int:
+    """The GPUs of the fleet's largest node (any state) of a type ``spec`` accepts: a job of at
+    least that many GPUs without ``gpus_per_node`` takes whole nodes of it. A bind and an
+    elastic job's growth both shape the gang by it (:func:`.gang.demand_for`)."""
     key = (spec.gpu_types, spec.min_gpu_memory_gb)
     found = ctx.node_sizes.get(key)
     if found is None:
@@ -112,7 +115,7 @@ def new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> JobS
         node_size, sizes, like = frame
         smallest = with_resources_per_gpu(like, spec.cpus_per_gpu, spec.memory_gb_per_gpu)
     else:
-        node_size = _node_size(ctx, spec)
+        node_size = fleet_node_size(ctx, spec)
         sizes = elastic_sizes(spec)
         smallest = demand_for(spec, sizes[-1], node_size)
         if not spec.roles:

@@ -237,3 +237,34 @@ def test_elastic_growth_that_restarts_the_job_repays_the_work_since_its_checkpoi
                                   "restart costs it (600 s of work since its last checkpoint and 300 s to resize).")
     else:
         assert plan.resizes == ()
+
+
+def test_elastic_growth_takes_the_whole_node_shape_by_the_fleets_largest_node_as_a_bind_does():
+    # e (2..6 GPUs in pairs, no gpus_per_node) runs 2 on n0, a node of 4. A bind of 6 is one
+    # member of 6 (the fleet's largest a100 node has 8), which fits nowhere: n0 has 4 GPUs, n1
+    # has 5 free. Growth counted whole nodes by n0's width instead and grew e to 6 as 4 + 2 on
+    # two nodes, a shape no bind makes: restarted for the resize, e binds at 4 and grows again.
+    def fleet():
+        return (make_cluster().node("n0", gpus=4).node("n1", gpus=8).at(10)
+                .running(make_running(make_job("x").gpus(3).limit(86400)).on("n1", 0, 1, 2).started(0)))
+    grown = (fleet()
+             .running(make_running(make_job("e").gpus(2).elastic(2, 6).limit(14400)).on("n0", 0, 1).started(0))
+             .plan())
+    rebound = bound(fleet().pending(make_job("e").gpus(6).elastic(2, 6).limit(14400)).plan())["e"]
+    assert gpu_count(rebound) == 4
+    [resize] = grown.resizes
+    assert resize.to_gpus == 4
+    assert len(resize.placements) == 1, resize.placements
+
+
+def test_elastic_growth_reaches_only_sizes_a_bind_would_start_the_job_at():
+    # e (2..5 GPUs, replicas of its minimum, 2) starts at 5, 3 or 2: from the maximum down in
+    # replica steps, then the minimum. Growth counted replicas up from what e holds and grew it
+    # from 2 to 4, a size no bind starts it at, from which it could never reach its maximum.
+    plan = (make_cluster().nodes(1).at(10)
+            .running(make_running(make_job("e").gpus(2).elastic(2, 5).limit(14400)).on("n0", 0, 1).started(0))
+            .plan())
+    [resize] = plan.resizes
+    assert (resize.from_gpus, resize.to_gpus) == (2, 5)
+    fresh = make_cluster().nodes(1).pending(make_job("e").gpus(5).elastic(2, 5).limit(14400)).plan()
+    assert gpu_count(bound(fresh)["e"]) == resize.to_gpus
