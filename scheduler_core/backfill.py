@@ -33,7 +33,7 @@ from operator import itemgetter
 from scheduler_core.context import ActiveReservation, CycleContext
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.sentences import duration
-from scheduler_core.state import FLEET, HOLD, JOB, Grant, Restore
+from scheduler_core.state import FLEET, HOLD, JOB, Grant, Holder, Restore
 from scheduler_core.types import JobSpec, Kill, RunningJob
 
 RESERVATION_PROBES = 24
@@ -135,6 +135,51 @@ def _enough_gpus_at(ctx: CycleContext, classes: tuple[int, ...], gpus: int) -> f
     return float("inf")
 
 
+NOMINATED: Holder = (HOLD, "\x00nominated")
+"""Holds, inside a reservation search's what-ifs, the GPUs a removed holder frees that are
+promised to a nominated job (``CycleContext.nominated``): that job starts on them once their
+holders have stopped, so the head is never promised them as well."""
+
+
+def keep_promised(ctx: CycleContext, freed: Iterable[Grant], keep: dict[int, int],
+                  keeper: Holder) -> Restore | None:
+    """Take for ``keeper`` the GPUs of ``freed`` (just freed by a what-if removal) that
+    ``keep`` (masks per node) promises to someone else, so no search counts them free;
+    returns the function that gives them back (``None`` if none were taken)."""
+    state = ctx.state
+    kept: list[Grant] = []
+    for g in freed:
+        bits = g.mask & keep.get(g.node, 0) & state.free_mask[g.node]
+        if bits:
+            piece = Grant(g.node, bits, 0, 0)
+            state.take(keeper, piece)
+            kept.append(piece)
+    if not kept:
+        return None
+
+    def give_back() -> None:
+        state.release_part(keeper, kept)
+    return give_back
+
+
+def remove_keeping_promises(ctx: CycleContext, holder: Holder, keep: dict[int, int],
+                            keeper: Holder) -> Restore:
+    """``state.simulate_removal(holder)``, except that the GPUs it frees that ``keep``
+    promises to someone else go to ``keeper`` instead of becoming free. The returned function
+    undoes both."""
+    state = ctx.state
+    grants = list(state.holdings.get(holder, ())) if keep else []
+    restore = state.simulate_removal(holder)
+    give_back = keep_promised(ctx, grants, keep, keeper) if keep else None
+    if give_back is None:
+        return restore
+
+    def undo() -> None:
+        give_back()
+        restore()
+    return undo
+
+
 def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest, *,
                      not_before: float | None = None,
                      quota_type: str | None = None,
@@ -171,7 +216,8 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
             # a window's end removes no job: one probe there
             for job_id in job_ids or (None,):
                 if job_id is not None:
-                    restores.append(state.simulate_removal((JOB, job_id)))
+                    restores.append(remove_keeping_promises(ctx, (JOB, job_id), ctx.nominated,
+                                                            NOMINATED))
                 if state.free_in(FLEET, 0, union) < gpus or not ctx.placer.plausible(request):
                     continue
                 probes += 1
@@ -204,7 +250,6 @@ def starts_on_time(ctx: CycleContext, request: PlacementRequest) -> ActiveReserv
     head = ctx.head
     if head is None:
         return None
-    state = ctx.state
     restores: list[Restore] = []
     grants: list[Grant] | None = None
     if ctx.calendar:
@@ -215,7 +260,8 @@ def starts_on_time(ctx: CycleContext, request: PlacementRequest) -> ActiveReserv
             if at > head.start_at:
                 break
             for job_id in job_ids:
-                restores.append(state.simulate_removal((JOB, job_id)))
+                restores.append(remove_keeping_promises(ctx, (JOB, job_id), ctx.nominated,
+                                                        NOMINATED))
         if ctx.placer.plausible(request):
             grants = ctx.placer.place(request)
     finally:

@@ -90,6 +90,9 @@ class CycleContext:
     """For a head over quota now: ``quota_type`` GPUs its team may still take this cycle for
     longer than until ``start_at`` without the quota refusing the head at its start."""
     claimed_terminating: set[str] = field(default_factory=set)
+    nominated: dict[int, int] = field(default_factory=dict)
+    """Per node, the mask of GPUs promised to nominated jobs (their victims' and claimed
+    stopping jobs' GPUs included): a reservation planned later never counts them as freed."""
     outcomes: dict[str, Outcome] = field(default_factory=dict)
     failed_shapes: dict[ShapeKey, bool] = field(default_factory=dict)
     capable: dict[Member, tuple[int, ...]] = field(default_factory=dict)

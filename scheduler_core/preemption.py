@@ -47,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler_core.admission import gpus_by_type
+from scheduler_core.backfill import NOMINATED, keep_promised
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import is_elastic, minimum_gpus, replica_size
 from scheduler_core.plugins.protocols import VictimCandidate
@@ -114,25 +115,45 @@ def _by_type(ctx: CycleContext, grants: list[Grant]) -> dict[str, int]:
 
 
 class WhatIf:
-    """Removes holders (whole or in part) from the state and the quota ledger, reversibly."""
+    """Removes holders (whole or in part) from the state and the quota ledger, reversibly.
 
-    def __init__(self, ctx: CycleContext) -> None:
+    GPUs a removal frees that are promised to the head's reservation stay held for the head
+    (unless ``spec``'s runtime limit ends it by the head's start, counted from the longest
+    grace period from now, when it would start at the latest), and those promised to a job nominated earlier
+    this cycle stay held for it: a job behind the head in the queue that claimed a stopping
+    job's GPUs, or preempted a job on them, took the head's GPUs at its start (for ever
+    without a runtime limit), and two nominated jobs were promised the same GPUs."""
+
+    def __init__(self, ctx: CycleContext, spec: JobSpec) -> None:
         self.ctx = ctx
         self.undo: list[Restore] = []
+        self.keep: dict[int, int] = dict(ctx.nominated)
+        head = ctx.head
+        # it starts once what it waits for has stopped, up to a grace period from now
+        grace = max((pc.grace_period_s for pc in ctx.priority.values()), default=0)
+        if head is not None and head.job_id != spec.id and (
+                spec.runtime_limit_s is None
+                or ctx.snapshot.now + grace + spec.runtime_limit_s > head.start_at):
+            for g in head.grants:
+                self.keep[g.node] = self.keep.get(g.node, 0) | g.mask
 
     def remove(self, job_id: str, team: str, part: list[Grant] | None = None) -> Restore:
         ctx = self.ctx
         holder = (JOB, job_id)
         grants = part if part is not None else _held(ctx, job_id)
+        freed = list(grants)
         if part is None:
             state_restore = ctx.state.simulate_removal(holder)
         else:
             state_restore = ctx.state.simulate_partial_removal(holder, part)
+        give_back = keep_promised(ctx, freed, self.keep, NOMINATED) if self.keep else None
         types = _by_type(ctx, grants)
         for t, n in types.items():
             ctx.ledger.charge(team, t, -n)
 
         def restore() -> None:
+            if give_back is not None:
+                give_back()
             state_restore()
             for t, n in types.items():
                 ctx.ledger.charge(team, t, n)
@@ -171,14 +192,14 @@ def _stopping_pool(ctx: CycleContext, classes: frozenset[int], team: str) -> lis
     return pool
 
 
-def _nomination(ctx: CycleContext, classes: frozenset[int], team: str, gpus: int,
+def _nomination(ctx: CycleContext, spec: JobSpec, classes: frozenset[int], gpus: int,
                 fit: FitCheck) -> Found | None:
     """Remove stopping jobs (largest first) until the job fits, then claim those whose GPUs
     its placement uses. Placement is tried only once the capable free GPUs suffice."""
-    pool = _stopping_pool(ctx, classes, team)
+    pool = _stopping_pool(ctx, classes, spec.team)
     if not pool:
         return None
-    what_if = WhatIf(ctx)
+    what_if = WhatIf(ctx, spec)
     removed: list[str] = []
     grants: list[Grant] | None = None
     probes = 0
@@ -339,7 +360,7 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[Offer
     by_key: dict[tuple[str, int | None], Offer] = {
         (o.candidate.job_id, o.candidate.shrink_to): o for o in options
     }
-    what_if = WhatIf(ctx)
+    what_if = WhatIf(ctx, spec)
     chosen: list[tuple[Offer, Restore]] = []
     removed_whole: set[str] = set()
     touched: dict[tuple[str, int | None], set[int]] = {}
@@ -426,7 +447,7 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
     ``members`` and ``largest`` (default: all ``gpus`` on one node) describe its gang for the
     wait estimate of a reclaim (:func:`_cheaper_to_wait`)."""
     largest = gpus if largest is None else largest
-    nominated = _nomination(ctx, classes, spec.team, gpus, fit)
+    nominated = _nomination(ctx, spec, classes, gpus, fit)
     if nominated is not None:
         return nominated
     options, all_options, protected = _candidates(ctx, spec, gpus, gpu_type, classes)
@@ -550,6 +571,7 @@ def nominate(ctx: CycleContext, spec: JobSpec, found: Found) -> float:
     state = ctx.state
     holder = (HOLD, spec.id)
     for g in found.grants:
+        ctx.nominated[g.node] = ctx.nominated.get(g.node, 0) | g.mask
         free = g.mask & state.free_mask[g.node]
         if free:
             state.take(holder, Grant(g.node, free, 0, 0, g.role))

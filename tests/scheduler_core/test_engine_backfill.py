@@ -316,3 +316,44 @@ def test_a_moved_reservation_holds_its_new_gpus_for_the_head():
     assert "small" in bound(plan)
     assert "long2" not in bound(plan)
     assert plan.fleet.reserved_gpus == 2
+
+
+def _head_behind_a_stopping_job_and_a_long_one():
+    # n1's 8 GPUs are held by "stop", already told to stop (30 s grace); n0's by "long" until
+    # t=3600. "head" needs 16 GPUs: its reservation is n0 and n1 from t=3600.
+    return (make_cluster().nodes(2).at(100)
+            .running(make_running(make_job("long").gpus(8).limit(3600)).whole("n0").started(0),
+                     make_running(make_job("stop").gpus(8)).whole("n1").started(0).terminating())
+            .pending(make_job("head").gpus(16).submitted(0)))
+
+
+@pytest.mark.parametrize(("limit", "claims"), [(None, False), (1800.0, True)],
+                         ids=["would-run-past-the-heads-start", "ends-before-the-heads-start"])
+def test_a_later_job_claims_a_stopping_jobs_gpus_promised_to_the_head_only_if_it_ends_by_its_start(
+        limit, claims):
+    # "later" (8 GPUs, behind the head in the queue) claimed stop's GPUs, which the head is
+    # promised at t=3600: it was told it starts on n1 at t=130, and without a runtime limit it
+    # would hold n1 when the head's reservation starts, delaying the head for ever.
+    plan = (_head_behind_a_stopping_job_and_a_long_one()
+            .pending(make_job("later").priority("low").gpus(8).limit(limit).submitted(1))
+            .plan())
+    head = {r.job_id: r for r in plan.reservations}["head"]
+    assert (head.start_at, sorted(p.node for p in head.placements)) == (3600.0, ["n0", "n1"])
+    assert (why(plan, "later").code is ReasonCode.WAITING_FOR_PREEMPTION) is claims
+    assert ("later" in {r.job_id for r in plan.reservations}) is claims
+
+
+def test_the_head_is_never_promised_gpus_a_job_ahead_of_it_claimed_from_a_stopping_job():
+    # "first" (high priority) claims stop's GPUs on n1 and starts there at t=130. "second" then
+    # becomes the head: it was promised the same GPUs of n1 at t=130 (stop's end), which
+    # "first" takes; the GPUs it will get are n0's, at t=3600.
+    plan = (make_cluster().nodes(2).at(100)
+            .running(make_running(make_job("long").gpus(8).limit(3600)).whole("n0").started(0),
+                     make_running(make_job("stop").gpus(8)).whole("n1").started(0).terminating())
+            .pending(make_job("first").priority("high").gpus(8).submitted(0),
+                     make_job("second").gpus(8).submitted(1))
+            .plan())
+    reserved = {r.job_id: r for r in plan.reservations}
+    assert why(plan, "first").code is ReasonCode.WAITING_FOR_PREEMPTION
+    assert [p.node for p in reserved["first"].placements] == ["n1"]
+    assert (reserved["second"].start_at, [p.node for p in reserved["second"].placements]) == (3600.0, ["n0"])

@@ -69,7 +69,22 @@ Two independent proofs:
   their team's quota now includes those jobs; the fleet's count of jobs by reason follows);
   and an owner that waits rather than reclaim its lent quota says why, 2026-12-04 (later):
   compared field by field, only the sentences of 5, 2, 1, 2 and 3 jobs changed (in the
-  order of GOLDEN), each by the appended "Its team's lent quota is not reclaimed: …"::
+  order of GOLDEN), each by the appended "Its team's lent quota is not reclaimed: …";
+  and, meant to change decisions, no two jobs promised the same GPUs for overlapping runs,
+  2026-12-04: the head's reservation no longer counts as freed the GPUs of stopping jobs or
+  victims that a job nominated earlier in the cycle will start on, and a job behind the head
+  no longer claims or preempts its way onto the head's GPUs unless its runtime limit ends it
+  by the head's start. Compared field by field against the plans before: 1,000 GPUs seed 7,
+  the head (job-000178, 64 GPUs at t=1030844) was promised node-00001 and node-00015, which
+  job-000420 and job-000141 (ahead of it, nominated) start on; it is promised nodes 8-13, 17
+  and 19 at the same start. Seed 3, the head (job-000143) was promised 4 GPUs of node-00035
+  at t=1000091 that job-000364 (nominated, first in line) starts on; it is promised GPUs of
+  node-00031 and node-00035 at t=1000181. Seed 1, job-000186 (behind the head, no runtime
+  limit) preempted two jobs to start on node-00081's GPUs, promised to the head (job-000168)
+  at t=1006603; it preempts three (run-000097 too) on node-00093. Binds, kills, resizes and
+  fleet figures identical; explanations only by ETAs and sentences of the jobs behind those
+  reservations (181, 77 and 192 jobs, most ETAs later); the 2,000- and 10,000-GPU plans
+  unchanged)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -99,9 +114,9 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "b37efeb9af631cc2538a51c16b0cd933af88e664513e49507c3c6d636cc33d44",
-    (1000, 500, 200, 1): "a40007fdd2498e01931f5ebf229bb5f6510235adae502166931c195353d79158",
-    (1000, 500, 200, 3): "d4cb07443f1892e725349b68100118db98c0043f4706a23da27e094541a31f61",
+    (1000, 500, 200, 7): "4b5dd0d09225270c7e44b1518864e97ea2718062b819472fcc2670163e0f207e",
+    (1000, 500, 200, 1): "8653f079ddef5109a3c44fa6e2e46f25955499a4147f3aa29bce89d72b8505c3",
+    (1000, 500, 200, 3): "e5de0b96c23037318ea058b956b57b6a40d16b33cc871bf46c4c3c4f74db58d5",
     (2000, 1000, 400, 4): "a6a25c382cd5dbca9134d6310c195fb810a22b5171b1a21821d2fded45e433af",
     (10000, 5000, 2000, 7): "215ec2df63d2372ba3fd211d5801e408a464c44fdafc5319058c27e4ddf214c6",
 }
