@@ -14,6 +14,7 @@ feasibility before fairness:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from scheduler_core.context import CycleContext
@@ -171,12 +172,22 @@ def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
     """GPU types to try, in preference order: the job's own order of ``gpu_types`` if given,
     else the smallest sufficient device first (less memory, then less throughput) so that
     large devices stay free for jobs that need them."""
-    if spec.roles:
-        return [TypeOption(None, tuple(per_member))]
     classes = ctx.state.classes
     distinct = set(per_member)
     usable = sorted(set.intersection(*({classes[c].gpu_type.name for c in cls}
                                        for cls in distinct)))
+    if spec.roles:
+        # A heterogeneous gang may mix device types (its roles may ask for different ones),
+        # but its quota is per type: it tries each type every role accepts first, quota
+        # checked before placement as for any gang, and mixing types last. With mixing only,
+        # the placer's choice decided the type and a quota refusal of it ended the search: a
+        # team with h100 quota and none on a100 never started its gang on an empty fleet.
+        mixed = TypeOption(None, tuple(per_member))
+        typed = type_options(ctx, dataclasses.replace(spec, roles=()), demand, per_member) \
+            if usable else []
+        if len({classes[c].gpu_type.name for cls in distinct for c in cls}) <= 1:
+            return typed or [mixed]
+        return [*typed, mixed]
     if spec.gpu_types:
         rank = {t: i for i, t in enumerate(spec.gpu_types)}
         usable.sort(key=lambda t: (rank.get(t, len(rank)), t))

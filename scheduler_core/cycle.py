@@ -549,8 +549,11 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
         _settle(ctx, spec, protected_outcome(ctx, protected, smallest, member_classes, needs_whole))
         return
 
+    # a heterogeneous gang's mixed-type option checks no quota before placement: its
+    # reservation is planned on the GPU types whose quota admits it, when there are any
+    typed = [o for o in misses.admitted_options if o.gpu_type is not None]
     requests = [PlacementRequest(smallest, option.member_classes, score)
-                for option in misses.admitted_options if all(option.member_classes)]
+                for option in (typed or misses.admitted_options) if all(option.member_classes)]
     # (asked before the reservation holds GPUs: would it fit now but for maintenance?)
     maintenance = maintenance_outcome(ctx, spec, requests, needs_whole)
     # 5. reserve: the first job that cannot start gets the EASY reservation

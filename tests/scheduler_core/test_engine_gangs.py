@@ -111,3 +111,32 @@ def test_same_node_gang_larger_than_any_node_can_never_run():
     plan = make_cluster().nodes(2, gpus=4).pending(job).plan()
     assert why(plan, "het").code is ReasonCode.CAN_NEVER_RUN
     assert "6 GPUs on one node" in why(plan, "het").message
+
+
+def _a100_and_h100_with_quota_on_h100_only():
+    return (make_cluster().node("n0", gpu_type="a100").node("n1", gpu_type="h100")
+            .quota("ml", "a100", 0).quota("ml", "h100", 8))
+
+
+def test_heterogeneous_gang_starts_on_the_gpu_type_its_quota_admits():
+    # ps + 3 workers (7 GPUs), any device: the placer chose n0's a100, the quota refused it
+    # (no a100 quota) and the search ended there, so the gang never started on an empty fleet
+    # and was told "16 a100/h100 GPUs free, but spread too thinly".
+    plan = (_a100_and_h100_with_quota_on_h100_only()
+            .pending(make_job("g").roles(role("ps", 1, 1), role("w", 3, 2)))
+            .plan())
+    assert sorted({p.node for p in bound(plan)["g"]}) == ["n1"]
+
+
+def test_heterogeneous_gang_is_reserved_on_the_gpu_type_its_quota_admits():
+    # n1 (h100) is ops' until t=3600; n0 (a100) has 7 GPUs free, but ml has no a100 quota.
+    # The gang's reservation was planned on n0 (the fuller node), where its quota refuses it.
+    plan = (_a100_and_h100_with_quota_on_h100_only().at(10)
+            .quota("ops", "h100", 8).quota("ops", "a100", 8)
+            .running(make_running(make_job("x").team("ops").gpus(8).limit(3600)).whole("n1").started(0),
+                     make_running(make_job("y").team("ops").gpus(1).limit(86400)).on("n0", 7).started(0))
+            .pending(make_job("g").roles(role("ps", 1, 1), role("w", 3, 2)))
+            .plan())
+    assert "g" not in bound(plan)
+    [reservation] = plan.reservations
+    assert (reservation.start_at, {p.node for p in reservation.placements}) == (3600.0, {"n1"})
