@@ -19,7 +19,9 @@ from scheduler_core.types import JobSpec, ReasonCode
 def quota_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) -> bool:
     """Could this team never get ``gpus`` GPUs of the option's type? (Depends only on the
     quotas, not on usage, so it is memoised.)"""
-    if option.gpu_type is None or not ctx.ledger.governs(option.gpu_type):
+    if option.gpu_type is None:
+        return _mixed_never(ctx, team, option, gpus)
+    if not ctx.ledger.governs(option.gpu_type):
         return False
     key = (team, option.gpu_type, gpus)
     found = ctx.quota_never.get(key)
@@ -27,6 +29,28 @@ def quota_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) -> 
         found = ctx.ledger.check(team, option.gpu_type, gpus).never
         ctx.quota_never[key] = found
     return found
+
+
+def _mixed_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) -> bool:
+    """A heterogeneous gang's option mixing GPU types: never, when every type its members may
+    use is governed and the most the team may ever hold of them all together (nominal plus
+    its borrowing ceiling, per type) is less than ``gpus``, or when a member may only use types
+    the team may never hold any of. Its quota is otherwise checked
+    only on the GPUs placed; before, a gang of a team with no quota at all was told it would
+    start, and held a reservation for ever."""
+    classes = ctx.state.classes
+    types = sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
+    ceiling: dict[str, int] = {}
+    for t in types:
+        if not ctx.ledger.governs(t):
+            return False
+        v = ctx.ledger.check(team, t, gpus)
+        ceiling[t] = v.nominal + v.ceiling_room
+    if sum(ceiling.values()) < gpus:
+        return True
+    # a member whose every type the team may never hold any of
+    return any(all(ceiling[classes[c].gpu_type.name] == 0 for c in cls)
+               for cls in option.member_classes)
 
 
 def never_under_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
@@ -37,6 +61,14 @@ def never_under_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOptio
     rules the job out."""
     clauses = []
     for o in options:
+        if o.gpu_type is None:
+            if len(options) == 1:  # its roles share no GPU type: only the sum over types
+                types = sorted({ctx.state.classes[c].gpu_type.name
+                                for cls in o.member_classes for c in cls})
+                verdicts = [ctx.ledger.check(spec.team, t, gpus) for t in types]
+                most = sum(v.nominal + v.ceiling_room for v in verdicts)
+                clauses.append(f"at most {counted(most, 'GPU')} of {'/'.join(types)} together")
+            continue  # with one-type options, the sum of the types they list
         v = quota_for(ctx, spec, o, gpus)
         most = v.nominal + v.ceiling_room
         clauses.append(f"at most {counted(most, f'{o.gpu_type} GPU')} ({v.nominal} nominal"

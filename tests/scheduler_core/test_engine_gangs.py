@@ -140,3 +140,26 @@ def test_heterogeneous_gang_is_reserved_on_the_gpu_type_its_quota_admits():
     assert "g" not in bound(plan)
     [reservation] = plan.reservations
     assert (reservation.start_at, {p.node for p in reservation.placements}) == (3600.0, {"n1"})
+
+
+def test_heterogeneous_gang_beyond_what_its_quota_could_ever_hold_can_never_run():
+    # ml has no a100 quota and 1 h100 GPU: a 3-GPU gang could never start, but its option
+    # mixing types was never checked against quota before placement, so it was told it waits
+    # for GPUs and held the head's reservation, keeping GPUs from other jobs for ever.
+    plan = (make_cluster().node("n0", gpu_type="a100").node("n1", gpu_type="h100")
+            .quota("ml", "a100", 0).quota("ml", "h100", 1)
+            .pending(make_job("g").roles(role("ps", 1, 2), role("w", 1, 1)))
+            .plan())
+    assert plan.reservations == ()
+    assert (why(plan, "g").code, why(plan, "g").resolvable) == (ReasonCode.CAN_NEVER_RUN, False)
+
+
+def test_heterogeneous_gang_whose_role_needs_a_gpu_type_its_team_has_no_quota_for_can_never_run():
+    # its parameter server runs only on h100, where ml's quota is 0; 8 a100 GPUs of quota
+    # cover the gang's size, but not that member
+    plan = (make_cluster().node("n0", gpu_type="a100").node("n1", gpu_type="h100")
+            .quota("ml", "a100", 8).quota("ml", "h100", 0)
+            .pending(make_job("g").roles(role("ps", 1, 1, "h100"), role("w", 1, 2)))
+            .plan())
+    assert "g" not in bound(plan) and plan.reservations == ()
+    assert (why(plan, "g").code, why(plan, "g").resolvable) == (ReasonCode.CAN_NEVER_RUN, False)
