@@ -123,7 +123,7 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
                             - shortage)
     ctx.outcomes[spec.id] = Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {demand.gpus} GPUs on {counted(len(placements), 'node')} from "
+        f"Holds a reservation for {demand.gpus} GPUs on {counted(len({p.node for p in placements}), 'node')} from "
         f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
         f"the {counted(shortage, f'{gpu_type} GPU')} its quota lacks now "
         f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
@@ -171,7 +171,7 @@ def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReserv
     gpus = sum(g.gpus for g in reservation.grants)
     ctx.outcomes[spec.id] = Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {gpus} GPUs on {counted(len(placements), 'node')} from "
+        f"Holds a reservation for {gpus} GPUs on {counted(len({p.node for p in placements}), 'node')} from "
         f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
         f"smaller jobs may use those GPUs only if they end before then.",
         True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",

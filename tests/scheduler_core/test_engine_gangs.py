@@ -163,3 +163,14 @@ def test_heterogeneous_gang_whose_role_needs_a_gpu_type_its_team_has_no_quota_fo
             .plan())
     assert "g" not in bound(plan) and plan.reservations == ()
     assert (why(plan, "g").code, why(plan, "g").resolvable) == (ReasonCode.CAN_NEVER_RUN, False)
+
+
+def test_heterogeneous_gang_reserved_on_one_node_is_told_one_node():
+    # its ps and its workers are two placements on n0: the sentence counted placements
+    plan = (make_cluster().nodes(1).at(10)
+            .running(make_running(make_job("x").gpus(8).limit(3600)).whole("n0").started(0))
+            .pending(make_job("g").roles(role("ps", 1, 1), role("w", 3, 2)))
+            .plan())
+    [reservation] = plan.reservations
+    assert len(reservation.placements) == 2
+    assert "Holds a reservation for 7 GPUs on 1 node from t=3600" in why(plan, "g").message
