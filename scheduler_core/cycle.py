@@ -179,8 +179,25 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
 _spec_id = attrgetter("spec.id")
 
 
+def _check_unique(snapshot: Snapshot) -> None:
+    """A GPU type, a priority class and a team's quota of one GPU type are each given once:
+    given twice, which one counted depended on the order the snapshot listed them in (the
+    plan of the same snapshot, shuffled, could differ), so a snapshot that does so is
+    self-contradicting."""
+    for kind, names in (
+        ("GPU type", [t.name for t in snapshot.gpu_types]),
+        ("priority class", [p.name for p in snapshot.priority_classes]),
+        ("quota of team and GPU type", [f"{q.team}/{q.gpu_type}" for q in snapshot.quotas]),
+    ):
+        if len(set(names)) != len(names):
+            twice = sorted(n for n, k in Counter(names).items() if k > 1)
+            raise SnapshotError(f"{kind} {twice[0]!r} appears twice in the snapshot; each is "
+                                f"given once")
+
+
 def _context(snapshot: Snapshot, cfg: SchedulerConfig, plugins: Plugins,
              clock: Callable[[], float] | None) -> CycleContext:
+    _check_unique(snapshot)
     gpu_types: dict[str, GpuTypeInfo] = {t.name: t for t in sorted(snapshot.gpu_types,
                                                                     key=lambda t: t.name)}
     state = ClusterState(snapshot.nodes, gpu_types, indexed=False)

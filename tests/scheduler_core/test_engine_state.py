@@ -3,12 +3,14 @@ node, and snapshot validation."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from engine_builders import make_cluster, make_job, make_running
 
 from scheduler_core import SnapshotError, schedule
 from scheduler_core.state import FLEET, JOB, LEAF, SPINE, ClusterState, Grant, choose_gpus
-from scheduler_core.types import GpuTypeInfo, NodeInfo, NodeState
+from scheduler_core.types import GpuTypeInfo, NodeInfo, NodeState, PriorityClassInfo, QuotaInfo
 
 TYPES = {"a100": GpuTypeInfo("a100", 80), "h100": GpuTypeInfo("h100", 80)}
 
@@ -125,3 +127,24 @@ def test_job_both_pending_and_running_is_refused():
     )
     with pytest.raises(SnapshotError, match="both pending and running"):
         schedule(snapshot)
+
+
+@pytest.mark.parametrize(("twice", "named"), [
+    ("quota", "quota of team and GPU type 'ml/a100'"),
+    ("priority", "priority class 'normal'"),
+    ("gpu_type", "GPU type 'a100'"),
+], ids=["quota", "priority-class", "gpu-type"])
+def test_a_quota_priority_class_or_gpu_type_given_twice_is_a_snapshot_error(twice, named):
+    # given twice, the one listed last counted: the same snapshot listed in another order
+    # gave another plan (a 2-GPU ml quota or an 8-GPU one)
+    cluster = make_cluster().nodes(1).quota("ml", "a100", 2).pending(make_job("j").gpus(4))
+    snap = cluster.snapshot()
+    if twice == "quota":
+        snap = dataclasses.replace(snap, quotas=snap.quotas + (QuotaInfo("ml", "a100", 8),))
+    elif twice == "priority":
+        snap = dataclasses.replace(snap, priority_classes=snap.priority_classes
+                                   + (PriorityClassInfo("normal", 5),))
+    else:
+        snap = dataclasses.replace(snap, gpu_types=snap.gpu_types + (GpuTypeInfo("a100", 40),))
+    with pytest.raises(SnapshotError, match=f"{named} appears twice"):
+        schedule(snap)
