@@ -144,7 +144,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
     arrays = ctx.arrays
     for spec in queue:
         # 1b. an array at its task limit: its other tasks keep their place, untried
-        if spec.array_task_limit is not None and arrays.full(spec):
+        if spec.array_task_limit is not None and arrays.full(spec) and _valid(ctx, spec):
             _settle(ctx, spec, arrays.outcome(spec, ctx.ends))
         elif ctx.attempts < cfg.max_placement_attempts or not _settle_untried(ctx, spec):
             _decide(ctx, spec)
@@ -299,6 +299,16 @@ def _held_of_type(state: ClusterState, job: RunningJob, gpu_type: str, node_type
 
 def _settle(ctx: CycleContext, spec: JobSpec, outcome: Outcome) -> None:
     ctx.outcomes[spec.id] = outcome
+
+
+def _valid(ctx: CycleContext, spec: JobSpec) -> bool:
+    """Is the request valid and of a known class? An array's task that is not is explained
+    for that (``_admit``), not by its array's task limit: counted in line for a slot, an
+    invalid runtime limit of -5 s made the next task's estimated start 5 s in the past."""
+    shape = shape_of(ctx, spec)
+    return (shape.invalid is None and spec.priority_class in ctx.priority
+            and (spec.runtime_limit_s is None or spec.runtime_limit_s > 0)
+            and spec.resize_cost_s >= 0)
 
 
 def _settle_untried(ctx: CycleContext, spec: JobSpec) -> bool:

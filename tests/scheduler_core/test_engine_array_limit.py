@@ -115,3 +115,17 @@ def test_array_task_limit_tasks_start_in_index_order_job_9_before_job_10():
     plan = make_cluster().nodes(1).pending(*reversed(tasks)).plan()
     assert sorted(bound(plan), key=int) == ["9", "10"]
     assert [why(plan, str(i)).queue_position for i in range(11, 15)] == [1, 2, 3, 4]
+
+
+def test_an_invalid_task_of_a_full_array_is_explained_invalid_and_takes_no_slot():
+    # sweep-0 runs (limit 1) until t=3600. sweep-1's runtime limit of -5 s is invalid: it was
+    # told JobArrayTaskLimit (resolvable) and, taking the first slot for -5 s, gave sweep-2
+    # an estimated start of t=3595, before the slot frees at t=3600.
+    plan = (make_cluster().nodes(1).at(10)
+            .running(make_running(task(0, limit=1)).on("n0", 0).started(0))
+            .pending(task(1, limit=1).limit(-5), task(2, limit=1))
+            .plan())
+    invalid = why(plan, "sweep-1")
+    assert (invalid.code, invalid.resolvable) == (ReasonCode.INVALID_REQUEST, False)
+    assert why(plan, "sweep-2").code is ReasonCode.ARRAY_TASK_LIMIT
+    assert why(plan, "sweep-2").eta == HOUR
