@@ -117,6 +117,9 @@ def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ..
     total = sum(ctx.state.classes[c].gpus * _class_nodes(ctx, c) for c in union)
     if total < demand.gpus:
         return f"needs {counted(demand.gpus, 'capable GPU')}; the whole fleet has {total}"
+    short = _members_without_room(ctx, demand, per_member)
+    if short is not None:
+        return short
     level = {TopologyConstraint.SAME_LEAF: LEAF, TopologyConstraint.SAME_SPINE: SPINE}.get(
         demand.topology
     )
@@ -128,6 +131,30 @@ def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ..
                 f"needs {demand.gpus} GPUs under one {where}; the largest {where} has "
                 f"{best} capable GPUs"
             )
+    return None
+
+
+def _members_without_room(ctx: CycleContext, demand: Demand,
+                          per_member: list[tuple[int, ...]]) -> str | None:
+    """Members of one shape that the fleet's capable nodes cannot all hold at once, by CPUs
+    and memory as well as GPUs (4 members of 2 GPUs and 32 CPUs each where only 3 fit): the
+    check a submit makes (``capability.never_runs``). Without it such a gang was told it
+    waits for contiguous GPUs, as if it could ever start."""
+    copies: dict[Member, int] = {}
+    classes: dict[Member, tuple[int, ...]] = {}
+    for member, cls in zip(demand.members, per_member, strict=True):
+        copies[member] = copies.get(member, 0) + 1
+        classes[member] = cls
+    for member, count in copies.items():
+        if count == 1:
+            continue
+        room = sum(member.copies_per_node(k.gpus, k.cpus, k.memory_gb) * _class_nodes(ctx, c)
+                   for c in classes[member] for k in (ctx.state.classes[c],))
+        if count > room:
+            each = ", ".join(part for part in (
+                counted(member.gpus, "GPU"), f"{member.cpus} CPUs" if member.cpus else "",
+                f"{member.memory_gb} GB" if member.memory_gb else "") if part)
+            return f"needs {count} members of {each} each at once; the capable nodes have room for {room}"
     return None
 
 

@@ -80,12 +80,7 @@ def _members_per_node(member: Member, shape: NodeShape) -> int:
     """How many copies of ``member`` one empty node of this shape holds."""
     if not _fits(member, shape):
         return 0
-    limits = [shape.gpus // member.gpus]
-    if member.cpus:
-        limits.append(shape.cpus // member.cpus)
-    if member.memory_gb:
-        limits.append(shape.memory_gb // member.memory_gb)
-    return min(limits)
+    return member.copies_per_node(shape.gpus, shape.cpus, shape.memory_gb)
 
 
 def _role_field(spec: JobSpec, member: Member, name: str) -> str:

@@ -33,6 +33,16 @@ class Member(NamedTuple):
             return False
         return gpu.memory_gb >= self.min_gpu_memory_gb
 
+    def copies_per_node(self, gpus: int, cpus: int, memory_gb: int) -> int:
+        """How many copies of this member one empty node of that size holds (its GPUs, CPUs
+        and memory each divided among them; capability by type is the caller's)."""
+        copies = gpus // self.gpus if self.gpus else 0
+        if self.cpus:
+            copies = min(copies, cpus // self.cpus)
+        if self.memory_gb:
+            copies = min(copies, memory_gb // self.memory_gb)
+        return copies
+
 
 class Demand(NamedTuple):
     """A gang: members sorted largest first (then by role), plus its topology constraint.

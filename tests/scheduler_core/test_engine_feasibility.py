@@ -152,9 +152,14 @@ def test_same_leaf_gang_waits_rather_than_spanning_leaves():
         (make_job("j").gpus(4).cpus_per_gpu(32), "128 CPUs"),
         (make_job("j").gpus(40), "needs 40 capable GPUs; the whole fleet has 32"),
         (make_job("j").gpus(24).per_node(8).topology("same_leaf"), "one leaf switch"),
+        # 5 members of 2 GPUs and 48 CPUs: one a node (64 CPUs), 4 nodes. It was told it waits
+        # for contiguous GPUs, resolvable, where a submit is refused for it.
+        (make_job("j").gpus(10).per_node(2).cpus_per_gpu(24),
+         "needs 5 members of 2 GPUs, 48 CPUs each at once; the capable nodes have room for 4"),
     ],
     ids=["unknown-gpu-type", "more-memory-than-any-device", "more-gpus-per-node-than-any-node",
-         "more-cpus-than-any-node", "more-gpus-than-the-fleet", "bigger-than-any-leaf"],
+         "more-cpus-than-any-node", "more-gpus-than-the-fleet", "bigger-than-any-leaf",
+         "more-members-than-the-nodes-hold-by-cpus"],
 )
 def test_job_that_can_never_run_is_reported_can_never_run(job, phrase):
     cluster = make_cluster().nodes(2, prefix="a", leaf="A").nodes(2, prefix="b", leaf="B")
