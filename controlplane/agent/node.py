@@ -297,6 +297,9 @@ class NodeAgent:
             body["logs"] = [chunk.as_json() for chunk in logs]
         if self.shutting_down and not self.members:
             body["goodbye"] = True
+        elif self.shutting_down:
+            # said at once, before the first job has stopped: its idle GPUs take no new work
+            body["shutting_down"] = True
         # Every contact renews the lease, an urgent report included: the next heartbeat is then
         # due a whole interval later, so an agent that reports often needs no separate ones.
         return Call("heartbeat", body, sent=self.clock(), reports=reports, logs=logs)

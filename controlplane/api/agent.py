@@ -244,6 +244,8 @@ class SyncSerializer(serializers.Serializer):
     reports = ReportSerializer(many=True, required=False, max_length=MAX_REPORTS)
     logs = LogChunkSerializer(many=True, required=False, max_length=MAX_LOG_CHUNKS)
     goodbye = serializers.BooleanField(required=False, default=False)
+    # The agent is stopping its jobs to shut down: the node takes no new work from now.
+    shutting_down = serializers.BooleanField(required=False, default=False)
     # The `version` of the last reply whose allocations the agent holds: while it is still
     # current, the reply says `unchanged` and carries no allocations.
     known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
@@ -364,7 +366,7 @@ def _fast_sync(data: Any, *, batch_item: bool = False) -> dict[str, Any] | None:
     """SyncSerializer's (or BatchItemSerializer's) validated data, or None: ask the serializer."""
     if type(data) is not dict:
         return None
-    out: dict[str, Any] = {"goodbye": False}
+    out: dict[str, Any] = {"goodbye": False, "shutting_down": False}
     if "running" in data:
         running = data["running"]
         if type(running) is not list or len(running) > 4096 or not all(_int_in(g, 1, None) for g in running):
@@ -386,10 +388,11 @@ def _fast_sync(data: Any, *, batch_item: bool = False) -> dict[str, Any] | None:
         if logs is None:
             return None
         out["logs"] = logs
-    if "goodbye" in data:
-        if type(data["goodbye"]) is not bool:
-            return None
-        out["goodbye"] = data["goodbye"]
+    for flag in ("goodbye", "shutting_down"):
+        if flag in data:
+            if type(data[flag]) is not bool:
+                return None
+            out[flag] = data[flag]
     if "known" in data:
         known = data["known"]
         if known is not None and not _plain_text(known, 64, blank=True):
@@ -534,6 +537,7 @@ class _SyncView(AgentView):
             running=protocol.parse_running(data.get("running", [])),
             renew=self.renew,
             goodbye=data.get("goodbye", False),
+            shutting_down=data.get("shutting_down", False),
             now=now,
             known=data.get("known") or None,
         )
@@ -592,6 +596,7 @@ class BatchSyncView(AgentView):
                 node=node, reports=_reports(item.get("reports", []), now),
                 running=protocol.parse_running(item.get("running", [])), renew=item.get("renew", True),
                 goodbye=item.get("goodbye", False), known=item.get("known") or None,
+                shutting_down=item.get("shutting_down", False),
             )))
         _store_logs([(r.node, items[index].get("logs") or []) for index, r in accepted], now)
         for (index, _), desired in zip(accepted, protocol.sync_many([r for _, r in accepted], now=now), strict=True):

@@ -470,6 +470,7 @@ class SyncRequest:
     renew: bool = True
     goodbye: bool = False
     known: str | None = None  # the version of the desired state the agent holds, if any
+    shutting_down: bool = False  # its agent stops its jobs to shut down: no new work goes there
 
 
 def sync(
@@ -481,9 +482,10 @@ def sync(
     now: datetime,
     goodbye: bool = False,
     known: str | None = None,
+    shutting_down: bool = False,
 ) -> Desired:
     """Apply an agent's reports, renew its lease (heartbeat), and say what the node must run."""
-    return sync_many([SyncRequest(node, reports, running, renew, goodbye, known)], now=now)[0]
+    return sync_many([SyncRequest(node, reports, running, renew, goodbye, known, shutting_down)], now=now)[0]
 
 
 def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired]:
@@ -503,6 +505,9 @@ def sync_many(requests: Sequence[SyncRequest], *, now: datetime) -> list[Desired
     stale = apply_reports_many([(r.node, r.reports) for r in requests], now=now,
                                leaving=frozenset(r.node.pk for r in requests if r.goodbye))
     stale = {r.node.pk: stale.get(r.node.pk, []) for r in requests}
+    # an agent that says it is shutting down: its node takes no new work from this contact on,
+    # its idle GPUs too (before its first stopped job's report, they were still bound)
+    _shutting_down([r.node for r in requests if r.shutting_down and not r.goodbye], now)
     reregister: set[int] = set()
     for request in requests:
         if request.goodbye:
@@ -811,8 +816,10 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
 
 
 def _shutting_down(nodes: Iterable[Node], now: datetime) -> None:
-    """A ready node whose agent reports a job it stopped to shut down (`stopped: shutdown`) is
-    draining until its goodbye: no new work goes there while the agent stops the rest. Until
+    """A ready node whose agent says it shuts down (`shutting_down`, sent from its first contact
+    after SIGTERM), or reports a job it stopped to shut down (`stopped: shutdown`, an agent of
+    before 4 Dec), is draining until its goodbye: no new work goes there while the agent stops
+    the rest, its idle GPUs included. Until
     4 Dec it stayed ready, and each cycle bound a job on the GPUs just freed, which the agent
     then refused (or, before that, ran into its shutdown): one job was requeued nine times in
     the 20 s a slow job took to stop. The operator's wish (`unschedulable`) is untouched: the

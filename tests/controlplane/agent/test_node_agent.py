@@ -320,6 +320,24 @@ def test_shutdown_stops_every_member_and_says_goodbye() -> None:
     assert plane.syncs[-1].get("goodbye") is True
 
 
+def test_a_shutting_down_agent_says_so_from_its_first_contact_until_its_goodbye() -> None:
+    """So that its node's idle GPUs take no new work while a slow job stops: the control
+    plane learned of the shutdown only from the first job reported stopped."""
+    plane, clock = ScriptedControlPlane(), FakeClock()
+    plane.allocations = [allocation(5, [0], env={"QM_SIM_STOP_S": "3"})]  # takes 3 s to stop
+    agent = make_agent(plane, clock)
+    run_for(agent, clock, 1.0)
+    before = len(plane.syncs)
+
+    agent.shutdown(grace_s=10.0)
+    run_for(agent, clock, 6.0)
+
+    after = plane.syncs[before:]
+    assert after[0].get("shutting_down") is True and not after[0].get("goodbye")
+    assert after[-1].get("goodbye") is True and "shutting_down" not in after[-1]
+    assert agent.done
+
+
 def test_the_agent_stops_a_job_past_its_runtime_limit_when_the_control_plane_cannot_be_reached() -> None:
     plane, clock = ScriptedControlPlane(), FakeClock()
     job = allocation(4, [0], env={"QM_SIM_STOP_S": "60"})  # ignores SIGTERM for a minute

@@ -64,3 +64,27 @@ def test_an_operators_cordon_survives_its_agent_shutting_down(fleet: LoopFleet) 
 
     assert Node.objects.get(pk=node.pk).state == NodeState.CORDONED
     assert not Event.objects.filter(node=node, reason="AgentShuttingDown").exists()
+
+
+def test_an_agent_that_says_it_shuts_down_leaves_its_idle_gpus_free_of_new_work(fleet: LoopFleet) -> None:
+    """Before any of its jobs has stopped, its idle GPUs were still bound: the node turned
+    draining only at the first `stopped: shutdown` report. The agent now says `shutting_down`
+    from its first contact after SIGTERM."""
+    node, token = register_node("gpu-03")
+    bind(make_job(fleet, gpus=4, name="slow-stop"), {node: [0, 1, 2, 3]})  # 4 GPUs idle
+
+    r = agent_client(token).post("/api/v1/agent/nodes/gpu-03/heartbeat",
+                                 {"running": [], "reports": [], "shutting_down": True}, format="json")
+
+    assert r.status_code == 200, r.content
+    assert Node.objects.get(pk=node.pk).state == NodeState.DRAINING
+    assert Event.objects.filter(node=node, reason="AgentShuttingDown").count() == 1
+    agent_client(token).post("/api/v1/agent/nodes/gpu-03/heartbeat",
+                             {"running": [], "reports": [], "shutting_down": True}, format="json")
+    assert Event.objects.filter(node=node, reason="AgentShuttingDown").count() == 1  # said once
+
+
+def test_shutting_down_must_be_a_boolean(fleet: LoopFleet) -> None:
+    _, token = register_node("gpu-04")
+    r = agent_client(token).post("/api/v1/agent/nodes/gpu-04/heartbeat", {"shutting_down": "maybe"}, format="json")
+    assert r.status_code == 400 and "shutting_down" in r.json()["errors"]
