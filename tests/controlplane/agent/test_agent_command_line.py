@@ -9,14 +9,12 @@ node and exited 0; `--server localhost:8814` (no scheme) was retried forever, lo
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from controlplane.agent.main import parse_args
-
-QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
+from tests.controlplane.agent.real_agent import QM_AGENT
 
 
 @pytest.mark.parametrize(("args", "named"), [

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -25,9 +24,8 @@ from controlplane.agent.client import AgentClient
 from controlplane.agent.members import SimulatedLauncher
 from controlplane.agent.node import REGISTER_REFUSED_RETRY_S, NodeAgent, NodeInventory
 from controlplane.models import Node
+from tests.controlplane.agent.real_agent import QM_AGENT
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet
-
-QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
 
 
 def _without_secret() -> dict[str, str]:

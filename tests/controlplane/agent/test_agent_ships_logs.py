@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,18 +29,8 @@ from controlplane.agent.node import NodeAgent, NodeInventory
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, JobLogChunk, Node
 from controlplane.services import cycle, job_logs
+from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
-
-QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
-
-
-def wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def drive(agent: NodeAgent, until: Callable[[], bool], timeout: float = 20.0) -> None:

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -21,18 +19,8 @@ import pytest
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, AllocationGpu, Job, Node
 from controlplane.services import cycle
+from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
-
-QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
-
-
-def _wait(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _environ(path: Path) -> dict[str, str]:
@@ -53,12 +41,12 @@ def test_sre_each_job_sees_only_its_own_gpus_generation_and_directory_and_never_
         start_new_session=True,
     )
     try:
-        _wait(lambda: Node.objects.filter(name="gpu-env", state=NodeState.READY).exists(), 20, "the node to register")
+        wait_for(lambda: Node.objects.filter(name="gpu-env", state=NodeState.READY).exists(), 20, "the node to register")
         # The whole environment, NUL-separated as /proc has it, and the working directory.
         command = "env -0 > env.$LOCAL_RANK; pwd > pwd.$LOCAL_RANK"
         jobs = [make_job(fleet, gpus=2, name=f"env-{i}", command=command) for i in range(2)]
         assert cycle.run_cycle("test").binds == 2
-        _wait(lambda: all(Job.objects.get(pk=j.pk).state == JobState.SUCCEEDED for j in jobs), 30,
+        wait_for(lambda: all(Job.objects.get(pk=j.pk).state == JobState.SUCCEEDED for j in jobs), 30,
               "both jobs to succeed")
 
         seen: list[set[str]] = []

@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -26,19 +25,9 @@ import pytest
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Job, Node
 from controlplane.services import cycle
+from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
 from tests.controlplane.agent.test_process_member import alive
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
-
-QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
-
-
-def _wait(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 @pytest.mark.django_db(transaction=True)
@@ -54,10 +43,10 @@ def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_serv
     )
     children: list[int] = []
     try:
-        _wait(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register")
+        wait_for(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register")
         job = make_job(fleet, gpus=2, command="sleep 120 & echo $! > child.$LOCAL_RANK; wait")
         assert cycle.run_cycle("test").binds == 1
-        _wait(lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING
               and len(list((tmp_path / "state" / "gpu-sre").glob("g*/child.*"))) == 2
               and all(p.read_text().strip() for p in (tmp_path / "state" / "gpu-sre").glob("g*/child.*")),
               20, "the job's processes to start")

@@ -29,26 +29,16 @@ from controlplane.agent.members import ProcessLauncher, ProcessMember
 from controlplane.choices import AllocationState, JobState, NodeState
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import cycle, transitions
+from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
 from tests.controlplane.agent.test_process_member import alive, assignment, wait_exit
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
-
-QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
 
 # A child in a session of its own that ignores SIGTERM, its pid written (whole) to `stray.pid`.
 STRAY = "setsid sh -c 'trap \"\" TERM; echo $$ > stray.tmp; mv stray.tmp stray.pid; exec sleep 120' &"
 
 
-def _wait(condition: Any, timeout: float, what: str) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():
-            return
-        time.sleep(0.02)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
 def _stray(workdir: Path) -> int:
-    _wait(lambda: (workdir / "stray.pid").exists(), 10, "the stray to start")
+    wait_for(lambda: (workdir / "stray.pid").exists(), 10, "the stray to start", every=0.02)
     pid = int((workdir / "stray.pid").read_text())
     assert alive(pid)
     return pid
@@ -96,7 +86,7 @@ def test_a_restarted_agent_kills_what_its_predecessor_left_in_a_session_of_its_o
         member.procs[0].wait()  # type: ignore[attr-defined]  # the agent died before it looked
 
         assert stray in ProcessLauncher(tmp_path, "gpu-s", devices=None).sweep_leftovers()
-        _wait(lambda: not alive(stray), 5, "the stray to die")
+        wait_for(lambda: not alive(stray), 5, "the stray to die", every=0.02)
     finally:
         _kill(stray)
 
@@ -123,7 +113,7 @@ def test_kill_9_of_the_agent_kills_what_its_jobs_started_in_a_session_of_their_o
         agent.kill()
         agent.wait()
 
-        _wait(lambda: not alive(stray), 5, "the reaper to kill the stray")
+        wait_for(lambda: not alive(stray), 5, "the reaper to kill the stray", every=0.02)
     finally:
         if agent.poll() is None:
             agent.kill()
@@ -145,14 +135,14 @@ def test_sre_a_cancelled_jobs_gpus_are_freed_only_after_its_setsid_child_is_dead
     )
     stray = None
     try:
-        _wait(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register")
+        wait_for(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register", every=0.02)
         job = make_job(fleet, gpus=1, command=f"{STRAY} exec sleep 120")
         assert cycle.run_cycle("test").binds == 1
         workdir = tmp_path / "state" / "gpu-sre" / f"g{Allocation.objects.get(job=job).generation}"
         stray = _stray(workdir)
 
         transitions.cancel_job(Job.objects.get(pk=job.pk), "user:alice")
-        _wait(lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, 20, "the job to end cancelled")
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, 20, "the job to end cancelled", every=0.02)
 
         assert Allocation.objects.get(job=job).state == AllocationState.RELEASED
         assert not alive(stray), "the GPU was freed while a process of its old owner still ran"
