@@ -62,7 +62,7 @@ from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
 from controlplane.api.errors import database_unavailable
-from controlplane.choices import EventKind, JobState, NodeState
+from controlplane.choices import AllocationState, EventKind, JobState, NodeState
 from controlplane.models import (
     AccountingCursor,
     AllocationGpu,
@@ -79,6 +79,9 @@ from controlplane.services.access import access_of
 from controlplane.services.transitions import REQUEUES_AFTER_END
 
 PREFIX = "quartermaster"
+# A stop's deadline passed this long ago and its GPUs are still held: the agent SIGKILLs at the
+# deadline and reports within a heartbeat, so what is left is a process that does not die.
+STOPPING_OVERDUE_S = 60
 # Evictions: the control plane stopped a job before its end (Kueue's "evicted").
 _EVICTION_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_REQUEUED, EventKind.JOB_TIMED_OUT)
 # `job.finished` reasons stored before every path spelt them as transitions.FINISHED_REASONS
@@ -98,6 +101,7 @@ class QuartermasterCollector(Collector):
         yield from self._gpus(cursor)
         yield from self._fleet_shape()
         yield from self._nodes()
+        yield self._stopping_overdue()
         yield from self._leader()
         yield from self._etas()
         lost = float(((cursor.event_counts if cursor else None) or {}).get(accounting.LOST_GPU_SECONDS_KEY, 0.0))
@@ -318,6 +322,24 @@ class QuartermasterCollector(Collector):
         yield gpus
         yield schedulable
         yield self._maintenance(sorted({pool for pool, _ in counts}))
+
+    def _stopping_overdue(self) -> GaugeMetricFamily:
+        """GPUs per node still held by a job told to stop whose deadline passed over
+        STOPPING_OVERDUE_S ago: its processes outlive SIGKILL (a process stuck in the kernel, in
+        uninterruptible sleep), so the GPUs go to no one, rightly (fencing), and nothing else
+        said so: the agent logs it once on the node. One query; a series only per node with such
+        GPUs (an alert on `> 0` needs none for the others)."""
+        family = GaugeMetricFamily(
+            f"{PREFIX}_gpus_stopping_overdue",
+            f"GPUs held by jobs told to stop whose deadline passed over {STOPPING_OVERDUE_S} s ago (processes "
+            "that outlive SIGKILL), per node.", labels=["node"])
+        overdue = timezone.now() - timedelta(seconds=STOPPING_OVERDUE_S)
+        for row in AllocationGpu.objects.filter(
+                live=True, allocation__state=AllocationState.RELEASING,
+                allocation__release_deadline__lt=overdue).values("node__name").annotate(n=Count("id")).order_by(
+                "node__name"):
+            family.add_metric([row["node__name"]], row["n"])
+        return family
 
     def _maintenance(self, pools: list[str]) -> GaugeMetricFamily:
         """Nodes in a maintenance window now (active) or in one not begun (upcoming), per pool,
