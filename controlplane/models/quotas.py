@@ -69,6 +69,7 @@ class Quota(models.Model):
         if too_big:
             raise ValidationError(too_big)
         self._refuse_second_quota()
+        self._refuse_limits_without_cohort()
         if self.lending_limit is not None and self.nominal_gpus is not None \
                 and self.lending_limit > self.nominal_gpus:
             raise ValidationError({"lending_limit": (
@@ -76,6 +77,31 @@ class Quota(models.Model):
                 f"only its unused nominal quota; leave it empty to lend all of it."
             )})
 
+
+    def _refuse_limits_without_cohort(self) -> None:
+        """A team in no cohort borrows from no one and lends to no one (the engine's ledger gives
+        it nothing beyond nominal), so a borrowing or lending limit set on its quota would say what
+        never happens: `qm quotas` read "MAY BORROW 16" while its jobs waited "can borrow 0 more".
+        Refused on the field, as Kueue refuses a borrowingLimit without a cohort. A limit the quota
+        already had is kept (a team that left its cohort keeps its limits for when it returns), and
+        0 or empty is always taken."""
+        if self.team_id is None or self.team.cohort_id is not None:
+            return
+        stored = None
+        if self.pk is not None:
+            stored = Quota.objects.filter(pk=self.pk).values("team_id", "borrowing_limit", "lending_limit").first()
+        problems = {}
+        for name, words in (("borrowing_limit", "borrows from no one"), ("lending_limit", "lends to no one")):
+            value = getattr(self, name)
+            if not value:
+                continue
+            if stored is not None and stored["team_id"] == self.team_id and stored[name] == value:
+                continue
+            problems[name] = (
+                f"team {self.team.name} is in no cohort, so it {words}: a {name.replace('_', ' ')} of {value} "
+                f"would never apply; put the team in a cohort first (its cohort field), or leave {name} empty")
+        if problems:
+            raise ValidationError(problems)
 
     def _refuse_second_quota(self) -> None:
         """A team has one quota per GPU type (the unique constraint): a second is refused on the
