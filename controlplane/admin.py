@@ -200,11 +200,6 @@ def _warn_held_above_nominal(modeladmin: admin.ModelAdmin, request: HttpRequest,
         modeladmin.message_user(request, warning, level=messages.WARNING)
 
 
-def _limit(value: int | None) -> str:
-    """A borrowing or lending limit; an empty one is unlimited ("none" alone read as zero)."""
-    return "no limit" if value is None else str(value)
-
-
 def _borrowed(held: int, quota: Quota) -> str:
     """What the team holds above its nominal, and by how much that passes its borrowing limit
     (after its quota or limit was lowered under what it runs)."""
@@ -260,7 +255,8 @@ class CohortAdmin(KeepsOthersChanges):
         lent = quotas.lent_now()
         body = format_html_join(
             "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            ((q.gpu_type.name, q.team.name, q.nominal_gpus, _limit(q.borrowing_limit), _limit(q.lending_limit),
+            ((q.gpu_type.name, q.team.name, q.nominal_gpus, quota_text.limit_said(q.borrowing_limit, True),
+              quota_text.limit_said(q.lending_limit, True),
               q.held_gpus, _borrowed(q.held_gpus, q), quota_text.lent_said(lent.get((q.team_id, q.gpu_type_id), 0.0)))
              for q in rows),
         )
@@ -329,11 +325,11 @@ class QuotaAdmin(KeepsOthersChanges):
 
     @admin.display(description="borrowing limit", ordering="borrowing_limit")
     def borrowing(self, obj: Quota) -> str:
-        return _limit(obj.borrowing_limit)
+        return quota_text.limit_said(obj.borrowing_limit, obj.team.cohort_id is not None)
 
     @admin.display(description="lending limit", ordering="lending_limit")
     def lending(self, obj: Quota) -> str:
-        return _limit(obj.lending_limit)
+        return quota_text.limit_said(obj.lending_limit, obj.team.cohort_id is not None)
 
     @admin.display(description="cohort", ordering="team__cohort__name")
     def cohort(self, obj: Quota) -> str:

@@ -125,11 +125,6 @@ def cmd_config(api: Api, args: argparse.Namespace) -> int:
 # ----------------------------------------------------------------------------------- quotas
 
 
-def _limit(value: int | None) -> str:
-    """A borrowing or lending limit; an unset one is unlimited ("none" read as zero), as the admin says."""
-    return "no limit" if value is None else str(value)
-
-
 def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
     """Your team's quotas (admins and finance: every team's) with what each holds now."""
     params: dict[str, Any] = {"limit": 1000}
@@ -144,8 +139,9 @@ def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
         print("No quota" + (f" for team {args.team}." if args.team else " you can see."))
         return 0
     output.table(
-        [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"], _limit(q["borrowing_limit"]),
-          _limit(q["lending_limit"]), q["held_gpus"], q["borrowed_gpus"],
+        [(q["team"], q.get("cohort") or "-", q["gpu_type"], q["nominal_gpus"],
+          quota_text.limit_said(q["borrowing_limit"], bool(q.get("cohort"))),
+          quota_text.limit_said(q["lending_limit"], bool(q.get("cohort"))), q["held_gpus"], q["borrowed_gpus"],
           quota_text.lent_said(q.get("lent_gpus") or 0)) for q in rows],
         ["TEAM", "COHORT", "GPU TYPE", "NOMINAL", "MAY BORROW", "MAY LEND", "HELD NOW", "BORROWED", "LENT NOW"],
     )

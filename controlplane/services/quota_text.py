@@ -1,5 +1,5 @@
-"""How a quota's "lent now" is said, in one place: `qm quotas` (LENT NOW), the teams page and
-the admin's quota list and cohort page. `qm` imports no Django, and neither does this module.
+"""How a quota's "lent now" and its limits are said, in one place: `qm quotas` (LENT NOW, MAY
+BORROW, MAY LEND), the teams page and the admin's quota list and cohort page. `qm` imports no Django, and neither does this module.
 
 GPUs are lent whole, but not by one team: the GPUs a team borrows run on the idle guarantees of
 every team of its cohort leaving guaranteed GPUs of that type idle, together, and the accounting
@@ -28,3 +28,12 @@ def lent_said(gpus: float) -> str:
 def is_share(gpus: float) -> bool:
     """Whether `lent_said` marks it: the note is due."""
     return lent_said(gpus).startswith("≈")
+
+
+def limit_said(limit: int | None, in_cohort: bool) -> str:
+    """A borrowing or lending limit: an empty one is unlimited ("none" alone would read as zero),
+    but a team in no cohort borrows and lends nothing whatever its limits say (the engine's ledger
+    gives it nothing beyond nominal): "none (no cohort)", where "no limit" read as the opposite."""
+    if not in_cohort:
+        return "none (no cohort)"
+    return "no limit" if limit is None else str(limit)

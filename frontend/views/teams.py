@@ -71,7 +71,9 @@ def teams(request: HttpRequest) -> HttpResponse:
             "dominant_share": latest_share.get(t.name),
             "decayed_gpu_hours": t.decayed_gpu_seconds / 3600.0,
             "quotas": [
-                {**r.as_dict(), "lent": r.lent, "lent_said": quota_text.lent_said(r.lent), "over_limit": (
+                {**r.as_dict(), "lent": r.lent, "lent_said": quota_text.lent_said(r.lent),
+                 "borrowing_said": quota_text.limit_said(r.borrowing_limit, t.cohort_id is not None),
+                 "lends_at_most": r.lending_limit if t.cohort_id is not None else None, "over_limit": (
                     r.borrowed - r.borrowing_limit if r.borrowing_limit is not None and r.borrowed > r.borrowing_limit
                     else 0)}
                 for r in quota_rows if r.team == t.name

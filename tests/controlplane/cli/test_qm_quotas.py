@@ -4,6 +4,8 @@ said so."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.utils import timezone
 
@@ -76,3 +78,18 @@ def test_a_lent_share_that_is_no_whole_gpu_is_marked_and_said_as_a_share(qm, fle
     Quota.objects.filter(team=fleet.vision).update(nominal_gpus=16)
     r = qm("quotas")
     assert "≈" not in r.out
+
+
+def test_a_team_in_no_cohort_may_borrow_and_lend_none(alice_qm, fleet) -> None:
+    """It said "no limit" (its empty limits) while its jobs waited "can borrow 0 more"."""
+    from controlplane.models import Quota
+
+    Quota.objects.filter(team=fleet.ml).update(lending_limit=4)
+    fleet.ml.cohort = None
+    fleet.ml.save()
+
+    r = alice_qm("quotas")
+
+    assert r.code == 0, r.err
+    row = re.split(r"\s{2,}", r.out.strip().splitlines()[1].strip())
+    assert row[:6] == ["ml", "-", "H100-80GB", "16", "none (no cohort)", "none (no cohort)"], row
