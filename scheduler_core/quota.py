@@ -67,6 +67,10 @@ class QuotaVerdict(NamedTuple):
         if self.borrowable > 0 or self.cohort is None:
             return ""
         if self.borrowing_limit is not None and self.room >= self.borrowing_limit:
+            beyond = self.used - self.nominal - self.borrowing_limit
+            if beyond > 0:  # a quota or limit lowered under what the team runs
+                return (f" (it borrows {self.used - self.nominal}, {beyond} beyond its borrowing limit of "
+                        f"{self.borrowing_limit})")
             return f" (its borrowing limit of {self.borrowing_limit} is used)"
         return f" (cohort {self.cohort} has no unused {gpu_type} GPUs to lend now)"
 

@@ -292,3 +292,20 @@ def test_over_quota_job_says_whether_its_borrowing_limit_or_its_cohort_stops_it(
             "this job needs 8") in limited.message
     roomy = why(plan(16), "j")
     assert "can borrow 4 more; this job needs 8" in roomy.message
+
+
+def test_a_team_beyond_a_lowered_borrowing_limit_is_told_by_how_much():
+    # ml (nominal 8, may borrow 4) holds 20 after its limit was lowered: "its limit is used"
+    # read as if it were at the limit, where it is 8 beyond it (found on the demo, 4 Dec: vision
+    # "uses 40 of 8 nominal ... (its borrowing limit of 8 is used)")
+    plan = (make_cluster().nodes(4).at(0)
+            .quota("ml", "a100", 8, cohort="c", borrowing_limit=4).quota("lend", "a100", 16, cohort="c")
+            .running(make_running(make_job("r").team("ml").gpus(16).per_node(8)).on("n0", *range(8))
+                     .on("n1", *range(8)))
+            .running(make_running(make_job("s").team("ml").gpus(4).per_node(4)).on("n2", 0, 1, 2, 3))
+            .pending(make_job("j").team("ml").gpus(8))
+            .plan())
+    told = why(plan, "j")
+    assert told.code is ReasonCode.QUOTA_EXCEEDED
+    assert ("team ml uses 20 of 8 nominal a100 GPUs and can borrow 0 more (it borrows 12, 8 beyond its "
+            "borrowing limit of 4); this job needs 8") in told.message, told.message
