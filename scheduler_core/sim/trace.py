@@ -1,7 +1,9 @@
 """Job traces for the simulator: CSV in, validated :class:`TraceJob` records out.
 
 Columns (header required, order free): ``job_id,submit_s,gpus,duration_s,runtime_limit_s,user``
-and optionally ``team,priority,gpu_type,checkpoint_interval_s,min_gpus,max_gpus,gpus_per_node``.
+and optionally ``team,priority,gpu_type,checkpoint_interval_s,min_gpus,max_gpus,gpus_per_node``
+(``min_gpus`` and ``max_gpus`` together or not at all: the engine refuses half an elastic range).
+The file is UTF-8, with or without a byte-order mark.
 
 ``duration_s`` is the job's true run time. Only the simulator reads it, to end the job; the
 engine is given ``runtime_limit_s`` (what a user declares) and never the true duration.
@@ -146,6 +148,10 @@ def _parse_row(row: _Row) -> TraceJob:
         raise row.fail("min_gpus", f"expected at most gpus ({gpus}), got {min_gpus}")
     if max_gpus is not None and max_gpus < gpus:
         raise row.fail("max_gpus", f"expected at least gpus ({gpus}), got {max_gpus}")
+    if (min_gpus is None) != (max_gpus is None):
+        given, empty = ("min_gpus", "max_gpus") if max_gpus is None else ("max_gpus", "min_gpus")
+        raise row.fail(empty, f"an elastic job needs both min_gpus and max_gpus, this row gives {given} only "
+                              f"(leave both empty for a job of exactly gpus)")
     priority = row.integer("priority", minimum=None, optional=True)
     gpus_per_node = row.integer("gpus_per_node", minimum=1, optional=True)
     if gpus_per_node is not None and gpus_per_node > gpus:
@@ -228,9 +234,12 @@ def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[TraceJob]
 def csv_lines(path: str | Path, what: str = "trace") -> io.StringIO:
     """A CSV file's text, to parse; a file that cannot be read is a :class:`TraceError`."""
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = Path(path).read_text(encoding="utf-8-sig")  # a spreadsheet's byte-order mark is not part of the header
     except OSError as error:
         raise TraceError(str(path), None, None, f"cannot read the {what}: {error.strerror or error}") from None
+    except UnicodeDecodeError as error:
+        raise TraceError(str(path), None, None,
+                         f"the {what} is not UTF-8 text (byte {error.start} is {error.object[error.start]:#04x})") from None
     return io.StringIO(text, newline="")
 
 

@@ -110,3 +110,29 @@ def test_write_then_load_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "w.csv"
     path.write_text(write_trace(jobs))
     assert load_trace(path) == jobs
+
+
+@pytest.mark.parametrize(
+    ("header", "cells", "column"),
+    [(",min_gpus", ",4", "max_gpus"), (",max_gpus", ",32", "min_gpus"), (",min_gpus,max_gpus", ",4,", "max_gpus")],
+    ids=["min-only-column", "max-only-column", "max-cell-empty"],
+)
+def test_half_an_elastic_range_is_refused_naming_the_missing_bound(header: str, cells: str, column: str) -> None:
+    # the engine refuses min_gpus without max_gpus (InvalidRequest): replayed, such a job waited forever
+    with pytest.raises(TraceError) as caught:
+        parse(f"{HEADER}{header}\nj1,0,16,60,120,u{cells}\n")
+    assert (caught.value.line, caught.value.column) == (2, column)
+    assert "needs both min_gpus and max_gpus" in str(caught.value)
+
+
+def test_a_byte_order_mark_before_the_header_is_not_part_of_the_first_column(tmp_path: Path) -> None:
+    path = tmp_path / "excel.csv"
+    path.write_bytes(b"\xef\xbb\xbf" + f"{HEADER}\nj1,0,1,60,120,u\n".encode())
+    assert [job.job_id for job in load_trace(path)] == ["j1"]
+
+
+def test_a_file_that_is_not_utf8_is_a_trace_error_naming_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.csv"
+    path.write_bytes(f"{HEADER}\nj1,0,1,60,120,".encode() + b"Jos\xe9\n")
+    with pytest.raises(TraceError, match=r"latin1.csv: the trace is not UTF-8 text \(byte \d+ is 0xe9\)"):
+        load_trace(path)
