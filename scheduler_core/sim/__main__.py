@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
 
-from scheduler_core.sim.fleet import FleetShape
+from scheduler_core.sim.fleet import FleetShape, fleet_check
 from scheduler_core.sim.loop import SimulationError, simulate
 from scheduler_core.sim.maintenance_plan import load_maintenance
 from scheduler_core.sim.metrics import METRIC_KEYS
@@ -22,16 +23,38 @@ from scheduler_core.sim.progress import ProgressBar
 from scheduler_core.sim.trace import TraceError, load_trace
 
 
+def _at_least_one(text: str) -> int:
+    """An argparse type: a whole number >= 1 (argparse names the flag when it fails)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}")
+    return value
+
+
+def _minutes(text: str) -> float:
+    """An argparse type: a finite number of minutes > 0 (``nan`` and ``inf`` made every figure NaN)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of minutes > 0, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a finite number of minutes > 0, got {text!r}")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m scheduler_core.sim",
         description="Replay a job trace through the scheduling engine and report what the fleet did.",
     )
     parser.add_argument("--trace", required=True, help="CSV: job_id,submit_s,gpus,duration_s,runtime_limit_s,user[,...]")
-    parser.add_argument("--nodes", type=int, default=64, help="GPU nodes in the fleet (default 64)")
-    parser.add_argument("--gpus-per-node", type=int, default=8, help="GPUs per node (default 8)")
-    parser.add_argument("--nodes-per-leaf", type=int, default=16, help="nodes under one leaf switch (default 16)")
-    parser.add_argument("--leaves-per-spine", type=int, default=4, help="leaf switches under one spine (default 4)")
+    parser.add_argument("--nodes", type=_at_least_one, default=64, help="GPU nodes in the fleet (default 64)")
+    parser.add_argument("--gpus-per-node", type=_at_least_one, default=8, help="GPUs per node (default 8)")
+    parser.add_argument("--nodes-per-leaf", type=_at_least_one, default=16, help="nodes under one leaf switch (default 16)")
+    parser.add_argument("--leaves-per-spine", type=_at_least_one, default=4, help="leaf switches under one spine (default 4)")
     parser.add_argument(
         "--gpu-types",
         default="gpu",
@@ -43,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="maintenance windows to replay (CSV: id,nodes,start_s,end_s[,reason][,announced_s]; nodes n0000 "
              "n0001 ...; announced_s: when the window became known, 0 if left out)",
     )
-    parser.add_argument("--horizon-min", type=float, default=10080.0, help="simulated minutes (default 10080, one week)")
+    parser.add_argument("--horizon-min", type=_minutes, default=10080.0, help="simulated minutes (default 10080, one week)")
     parser.add_argument(
         "--set",
         action="append",
@@ -69,18 +92,26 @@ def _format(value: float | int | None) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    gpu_types = tuple(name.strip() for name in args.gpu_types.split(","))
+    if any(not name for name in gpu_types) or len(set(gpu_types)) != len(gpu_types):
+        parser.error(f"argument --gpu-types: expected distinct non-empty names, got {args.gpu_types!r}")
     try:
         shape = FleetShape(
             nodes=args.nodes,
             gpus_per_node=args.gpus_per_node,
             nodes_per_leaf=args.nodes_per_leaf,
             leaves_per_spine=args.leaves_per_spine,
-            gpu_types=tuple(name.strip() for name in args.gpu_types.split(",")),
+            gpu_types=gpu_types,
         )
         config = config_with(args.set)
-        if args.horizon_min <= 0:
-            raise ValueError(f"--horizon-min must be > 0, got {args.horizon_min}")
-        jobs = load_trace(args.trace)
+        # a job the engine would refuse on this fleet is a bad row, not a job to drop or keep waiting
+        jobs = load_trace(args.trace, check=fleet_check(shape))
+        if not jobs:
+            raise TraceError(args.trace, None, None, "the trace has a header but no jobs")
+        first = jobs[0].submit_s
+        if first >= args.horizon_min * 60.0:
+            raise ValueError(f"--horizon-min {args.horizon_min:g} ends before the trace's first submission "
+                             f"(minute {first / 60.0:g}): no job would count")
         windows = load_maintenance(args.maintenance) if args.maintenance else []
     except (TraceError, OverrideError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)

@@ -22,9 +22,11 @@ other). Each part left out is derived as above, so the command line's replays ar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from scheduler_core.admission import invalid_request
+from scheduler_core.capability import never_runs
 from scheduler_core.sim.trace import TraceJob
 from scheduler_core.types import (
     GpuTypeInfo,
@@ -194,6 +196,34 @@ def class_names_by_value(
             values = ", ".join(str(v) for v in sorted(by_value)) or "none"
             raise ValueError(f"job {job.job_id!r}: no priority class has value {job.priority} (values: {values})")
     return by_value
+
+
+def fleet_check(shape: FleetShape) -> Callable[[TraceJob], tuple[str, str] | None]:
+    """A check for :func:`~scheduler_core.sim.trace.parse_trace`: the trace column to blame and
+    why, for a job the engine would refuse on this fleet, as an invalid request or one that can
+    never run (a GPU type the fleet lacks, more GPUs than it has). Replayed, such a job is
+    dropped (``jobs_rejected``) or waits to the horizon, and every figure silently describes a
+    different trace; the command line refuses the trace instead."""
+    nodes = build_nodes(shape)
+    gpu_types = {gpu_type.name: gpu_type for gpu_type in build_gpu_types(shape)}
+
+    def check(job: TraceJob) -> tuple[str, str] | None:
+        spec = job_spec(job)
+        invalid = invalid_request(spec)
+        if invalid is not None:
+            return "gpus", f"the engine refuses this request: {invalid}"
+        refusal = never_runs(spec, nodes, gpu_types)
+        if refusal is None:
+            return None
+        column = _COLUMN_OF_FIELD.get(refusal.field, "gpus")
+        return column, (f"can never run on this fleet ({shape.nodes} nodes x {shape.gpus_per_node} GPUs, "
+                        f"GPU types {', '.join(sorted(gpu_types))}): {refusal.message}")
+
+    return check
+
+
+#: The trace column behind each request field :func:`never_runs` may blame.
+_COLUMN_OF_FIELD = {"gpu_types": "gpu_type", "gpus": "gpus", "min_gpus": "min_gpus", "gpus_per_node": "gpus_per_node"}
 
 
 def job_spec(job: TraceJob, *, preemptions_in_window: int = 0, priority_class: str | None = None,

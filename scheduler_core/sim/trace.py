@@ -17,7 +17,7 @@ from __future__ import annotations
 import csv
 import io
 import math
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -209,15 +209,24 @@ def csv_rows(lines: Iterable[str], source: str, required: Sequence[str], optiona
         yield _Row(source, line, dict(zip(header, cells, strict=True)))
 
 
-def parse_trace(lines: Iterable[str], source: str = "<trace>") -> list[TraceJob]:
+#: A further check of each parsed job (e.g. against the fleet it will run on): ``None`` if it
+#: passes, else the column to blame and the problem.
+JobCheck = Callable[[TraceJob], tuple[str, str] | None]
+
+
+def parse_trace(lines: Iterable[str], source: str = "<trace>", check: JobCheck | None = None) -> list[TraceJob]:
     """Parse CSV text into jobs sorted by submission time (stable for equal times).
 
     Steps: check the header has every required column and no unknown one; parse each line
-    (blank lines are skipped); refuse duplicate job ids; sort by ``submit_s``."""
+    (blank lines are skipped), then ``check`` it when given, a failure naming the line; refuse
+    duplicate job ids; sort by ``submit_s``."""
     jobs: list[TraceJob] = []
     first_line_of: dict[str, int] = {}
     for row in csv_rows(lines, source, REQUIRED_COLUMNS, OPTIONAL_COLUMNS):
         job = _parse_row(row)
+        problem = check(job) if check is not None else None
+        if problem is not None:
+            raise row.fail(*problem)
         if job.job_id in first_line_of:
             raise TraceError(
                 source,
@@ -243,9 +252,9 @@ def csv_lines(path: str | Path, what: str = "trace") -> io.StringIO:
     return io.StringIO(text, newline="")
 
 
-def load_trace(path: str | Path) -> list[TraceJob]:
+def load_trace(path: str | Path, check: JobCheck | None = None) -> list[TraceJob]:
     """Read and parse a trace file (see :func:`parse_trace`)."""
-    return parse_trace(csv_lines(path), str(path))
+    return parse_trace(csv_lines(path), str(path), check)
 
 
 def write_trace(jobs: Sequence[TraceJob], columns: Sequence[str] = REQUIRED_COLUMNS) -> str:
