@@ -384,9 +384,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--running", type=int, default=2_000)
     parser.add_argument("--cycles", type=int, default=0, help="timed cycles (default: 20, 5 at 50k GPUs and more)")
     args = parser.parse_args(argv)
-    for name in ("gpus", "pending", "running"):
+    for name in ("gpus", "pending", "running", "cycles"):
         if getattr(args, name) < (1 if name == "gpus" else 0):
-            parser.error(f"--{name} must be positive, got {getattr(args, name)}")
+            parser.error(f"--{name} must be {'positive' if name == 'gpus' else '>= 0'}, got {getattr(args, name)}")
     if args.sweep:
         rows = []
         for gpus, pending, running in SWEEP:
