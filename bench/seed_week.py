@@ -29,7 +29,8 @@ and every one of them is reported, met or not.
    preemption rule is judged on several).
 4. Goals, on every week: ``allocated`` ≥ the seed's (≥ the seed's + 0.03 at load 1.05);
    ``wait_mean_min`` ≤ half the seed's at loads 0.95 and 1.05; ``wait_large_p95_min`` ≤ the
-   seed's; ``wait_max_min`` ≤ 1.5 × the seed's. Exit status 1 when a goal is missed.
+   seed's; ``wait_max_min`` ≤ 1.5 × the seed's. Exit status 1 when a goal is missed;
+   2, with one line saying why, when the seed peer, a shared trace or a ``--set`` is missing or bad.
 """
 
 from __future__ import annotations
@@ -54,9 +55,18 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from scheduler_core.sim import FleetShape, JobOutcome, TraceJob, load_trace, simulate, summarize, write_trace  # noqa: E402
+from scheduler_core.sim import (  # noqa: E402
+    FleetShape,
+    JobOutcome,
+    TraceError,
+    TraceJob,
+    load_trace,
+    simulate,
+    summarize,
+    write_trace,
+)
 from scheduler_core.sim.metrics import METRIC_KEYS  # noqa: E402
-from scheduler_core.sim.overrides import config_with  # noqa: E402
+from scheduler_core.sim.overrides import OverrideError, config_with  # noqa: E402
 
 SEED_TRACE_SEED = 9
 #: The extra weeks of the documented comparison: RNG seeds 10 to 14 at every load.
@@ -534,10 +544,22 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="instead: preemptions and lost GPU-hours on the mixed 0.95 week (teams, priorities), "
                              "without checkpoints and with one every 30 min; --extra-seeds N adds drawn weeks")
     args = parser.parse_args(argv)
-    config_with(args.set)  # fail fast on a bad override, before any replay
+    if args.extra_seeds < 0:
+        parser.error(f"argument --extra-seeds: expected a number of weeks >= 0, got {args.extra_seeds}")
+    if args.workers < 1:
+        parser.error(f"argument --workers: expected at least 1, got {args.workers}")
+    try:
+        config_with(args.set)  # fail fast on a bad override, before any replay
+        return _run(args)
+    except (PeerError, OverrideError, TraceError) as error:  # a setup problem, said in one line
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+
+def _run(args: argparse.Namespace) -> int:
     if args.mixed:
-        seeds = [SEED_TRACE_SEED] + [args.first_extra_seed + i for i in range(max(0, args.extra_seeds))]
-        with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+        seeds = [SEED_TRACE_SEED] + [args.first_extra_seed + i for i in range(args.extra_seeds)]
+        with ProcessPoolExecutor(max_workers=args.workers) as pool:
             futures = [pool.submit(mixed_week, 0.95, checkpoint, tuple(args.set), seed)
                        for seed in seeds for checkpoint in (None, 1800.0)]
             for future in futures:
@@ -545,7 +567,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     peer_file = peer_path()
-    extra = [args.first_extra_seed + i for i in range(max(0, args.extra_seeds))]
+    extra = [args.first_extra_seed + i for i in range(args.extra_seeds)]
     checks = check_generator(peer_file, extra)
     peer = load_peer(peer_file)
     weeks = [Week(trace_path(load).stem, SEED_TRACE_SEED, load, tuple(load_trace(trace_path(load)))) for load in LOADS]
@@ -554,7 +576,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             weeks.append(Week(f"s{seed}_load{round(load * 100):03d}", seed, load, tuple(draw_week(peer, seed, load))))
 
     seeds = [run_seed_peer(week.jobs, peer=load_peer(peer_file)).metrics for week in weeks]
-    with ProcessPoolExecutor(max_workers=max(1, args.workers)) as pool:
+    with ProcessPoolExecutor(max_workers=args.workers) as pool:
         futures = [pool.submit(_ours, week, tuple(args.set), not args.no_progress) for week in weeks]
         ours = [future.result() for future in futures]
 

@@ -110,3 +110,24 @@ def test_mixed_weeks_are_the_shared_week_or_a_drawn_one_with_teams_and_prioritie
         assert all(job.team == bench.MIXED_TEAMS[job.user] for job in jobs)
         assert [job.priority for job in jobs[:6]] == [100, 0, 0, 0, 0, 100]
         assert {job.checkpoint_interval_s for job in jobs} == {checkpoint}
+
+
+def test_a_missing_seed_peer_or_a_bad_setting_is_one_line_and_exit_2(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # before, both ended in a traceback (PeerError, OverrideError) from main()
+    monkeypatch.setenv("QM_SHARED_DIR", str(tmp_path))
+    assert bench.main(["--no-progress"]) == 2
+    assert capsys.readouterr().err == (f"error: seed peer not found at {tmp_path}/peers/seed_gpusched.py; "
+                                       f"set QM_SHARED_DIR to the shared/ folder\n")
+    assert bench.main(["--set", "warp_speed=9"]) == 2
+    assert capsys.readouterr().err.startswith("error: unknown setting 'warp_speed'")
+
+
+@pytest.mark.parametrize(("flag", "value"), [("--extra-seeds", "-1"), ("--workers", "0")])
+def test_a_count_below_its_least_is_refused_naming_the_flag(
+        flag: str, value: str, capsys: pytest.CaptureFixture[str]) -> None:
+    # before, --extra-seeds -1 ran as 0 and --workers 0 as 1, silently
+    with pytest.raises(SystemExit) as exited:
+        bench.main([flag, value])
+    assert exited.value.code == 2
+    assert f"argument {flag}:" in capsys.readouterr().err
