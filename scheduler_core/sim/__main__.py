@@ -12,7 +12,7 @@ import json
 import math
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from scheduler_core.sim.fleet import FleetShape, fleet_check
 from scheduler_core.sim.loop import SimulationError, simulate
@@ -34,6 +34,23 @@ def _at_least_one(text: str) -> int:
     return value
 
 
+#: The largest fleet the simulator builds (800,000 GPUs at 8 a node, 16 times the cycle
+#: benchmark's largest): --nodes 100000000 ran for minutes building a fleet before any cycle.
+MAX_NODES = 100_000
+#: GPUs on one node: a node's GPUs are a bit mask, and no machine carries more than a few dozen.
+MAX_GPUS_PER_NODE = 1_024
+
+
+def _at_most(limit: int, what: str) -> Callable[[str], int]:
+    """An argparse type: a whole number from 1 to ``limit``."""
+    def parse(text: str) -> int:
+        value = _at_least_one(text)
+        if value > limit:
+            raise argparse.ArgumentTypeError(f"at most {limit:,} {what}, got {text!r}")
+        return value
+    return parse
+
+
 def _minutes(text: str) -> float:
     """An argparse type: a finite number of minutes > 0 (``nan`` and ``inf`` made every figure NaN)."""
     try:
@@ -51,8 +68,10 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay a job trace through the scheduling engine and report what the fleet did.",
     )
     parser.add_argument("--trace", required=True, help="CSV: job_id,submit_s,gpus,duration_s,runtime_limit_s,user[,...]")
-    parser.add_argument("--nodes", type=_at_least_one, default=64, help="GPU nodes in the fleet (default 64)")
-    parser.add_argument("--gpus-per-node", type=_at_least_one, default=8, help="GPUs per node (default 8)")
+    parser.add_argument("--nodes", type=_at_most(MAX_NODES, "nodes"), default=64,
+                        help=f"GPU nodes in the fleet (default 64, at most {MAX_NODES:,})")
+    parser.add_argument("--gpus-per-node", type=_at_most(MAX_GPUS_PER_NODE, "GPUs per node"), default=8,
+                        help="GPUs per node (default 8)")
     parser.add_argument("--nodes-per-leaf", type=_at_least_one, default=16, help="nodes under one leaf switch (default 16)")
     parser.add_argument("--leaves-per-spine", type=_at_least_one, default=4, help="leaf switches under one spine (default 4)")
     parser.add_argument(

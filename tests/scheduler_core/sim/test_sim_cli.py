@@ -93,7 +93,7 @@ def test_a_horizon_ending_before_the_first_submission_is_refused_naming_the_flag
     ("flag", "value"),
     [("--nodes", "0"), ("--gpus-per-node", "-1"), ("--nodes-per-leaf", "0"), ("--leaves-per-spine", "-2"),
      ("--horizon-min", "0"), ("--horizon-min", "nan"), ("--horizon-min", "inf"), ("--gpu-types", "a,a"),
-     ("--gpu-types", "a,,b")],
+     ("--gpu-types", "a,,b"), ("--nodes", "100000000"), ("--gpus-per-node", "100000")],
 )
 def test_a_bad_flag_exits_2_naming_the_flag(tmp_path: Path, flag: str, value: str) -> None:
     # before, --horizon-min nan or inf printed NaN figures (not even valid JSON) and exited 0
