@@ -64,8 +64,10 @@ def replay_charts(result: Replay) -> list[figures.Chart]:
             "GPUs (time mean)", (("stranded_gpus", "stranded GPUs"),), runs),
         figures.what_if_bars(
             "outcomes", "Jobs and preemptions", "Jobs finished by the end of the replay, jobs still waiting then, "
-            "and preemptions.", "jobs",
-            (("jobs_done", "finished"), ("jobs_pending_at_horizon", "still waiting"), ("preemptions", "preemptions")),
+            "jobs the policy could never run (a quota table that lets their team hold less than they ask: left out "
+            "of the waits, which would otherwise read as shorter for them), and preemptions.", "jobs",
+            (("jobs_done", "finished"), ("jobs_pending_at_horizon", "still waiting"),
+             ("jobs_rejected", "could never run"), ("preemptions", "preemptions")),
             runs),
         figures.what_if_bars(
             "team_waits", "Mean wait per team", "Each team's mean wait to start under each policy (jobs still waiting "

@@ -95,6 +95,29 @@ def test_another_quota_table_changes_the_replay(demo, submit_as):
     assert replay.teams[0]["vision"]["allocated_gpu_hours"] == replay.teams[1]["vision"]["allocated_gpu_hours"] == 320.0
 
 
+def test_a_quota_table_under_which_a_job_can_never_run_says_so(demo, submit_as):
+    """A 48-GPU gang of vision's runs under the live table (40 nominal + 32 borrowable H100s) and
+    can never run under a nominal of 8 (8 + 32 = 40): the replay left it out of the waits and
+    of the jobs submitted without a word, so the what-if read as vision waiting less."""
+    now = timezone.now()
+    job = submit_as("alice", name="wide", gpus=48, gpu_types=("H100-80GB",))
+    Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=2))
+    fleet = whatif.real_fleet()
+    cells, _ = whatif.quota_table(fleet, {"quota:vision:H100-80GB": "8"})
+    quotas, note = whatif.quotas_of(fleet, cells)
+    policy = dataclasses.replace(whatif.live_policy(scheduler_config()), quotas=quotas, quota_note=note)
+    replay = run_replay(whatif.prepare(1, policy, fleet=fleet, now=now).work)
+    (_, live), (_, other) = replay.runs
+    assert (live["jobs_rejected"], other["jobs_rejected"]) == (0, 1)
+
+    html = render_to_string("frontend/_what_if_result.html", {"state": {"state": "done"}, "result": replay,
+                                                              "charts": []})
+    row = html.split('id="what-if-never-run"')[1].split("</tr>")[0]
+    assert "jobs that could never run</td><td>0</td><td>1</td>" in row
+    outcomes = next(c for c in result_context({"state": "done", "replay": replay})["charts"] if c.key == "outcomes")
+    assert "could never run" in [trace_name for trace_name in outcomes.figure["data"][0]["x"]]
+
+
 def test_trace_runs_finished_jobs_for_their_last_run_and_the_rest_to_their_limit(demo, submit_as):
     done = submit_as("alice", name="done", gpus=8, gpu_types=("H100-80GB",))
     waiting = submit_as("bob", name="waiting", gpus=2, runtime_limit_s=7200)
