@@ -63,9 +63,13 @@ class QuotaVerdict(NamedTuple):
     def no_borrowing(self, gpu_type: str) -> str:
         """Why a team in a cohort can borrow nothing more: its borrowing limit, or a cohort with
         nothing unused to lend now (``qm quotas`` shows the borrowing room the limit leaves,
-        which the cohort may not fill). Nothing for a team in no cohort: it never borrows."""
-        if self.borrowable > 0 or self.cohort is None:
+        which the cohort may not fill); for a team in no cohort on this type, that it has none to
+        borrow from (it read "can borrow 0 more" with no reason, where an admin may have set a
+        borrowing limit that never applies)."""
+        if self.borrowable > 0:
             return ""
+        if self.cohort is None:
+            return " (no cohort to borrow from)"
         if self.borrowing_limit is not None and self.room >= self.borrowing_limit:
             beyond = self.used - self.nominal - self.borrowing_limit
             if beyond > 0:  # a quota or limit lowered under what the team runs

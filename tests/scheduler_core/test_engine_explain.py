@@ -69,7 +69,7 @@ def test_quota_wait_eta_is_when_the_team_frees_enough():
         (lambda: make_cluster().nodes(1).quota("ml", "a100", 4)
          .running(make_running(make_job("r").gpus(4)).on("n0", 0, 1, 2, 3)),
          make_job("j").gpus(2), ReasonCode.QUOTA_EXCEEDED,
-         r"uses 4 of 4 nominal a100 GPUs and can borrow 0 more; this job needs 2"),
+         r"uses 4 of 4 nominal a100 GPUs and can borrow 0 more \(no cohort to borrow from\); this job needs 2"),
         (lambda: make_cluster().nodes(1),
          make_job("j").gpus(2).types("h100"), ReasonCode.CAN_NEVER_RUN,
          r"needs GPUs of type h100; the fleet has a100 \(80 GB\)"),

@@ -33,7 +33,8 @@ def test_a_job_over_quota_on_both_types_it_accepts_names_each_with_its_numbers()
     assert j.code is ReasonCode.QUOTA_EXCEEDED
     assert j.message.startswith(
         "Over quota on both GPU types it accepts: team ml uses 8 of 8 nominal a100 GPUs and can "
-        "borrow 0 more, and 4 of 8 nominal h100 GPUs and can borrow 0 more; this job needs 8.")
+        "borrow 0 more (no cohort to borrow from), and 4 of 8 nominal h100 GPUs and can borrow 0 more (no cohort "
+        "to borrow from); this job needs 8.")
 
 
 def test_the_remedy_of_a_job_over_quota_on_several_types_is_the_type_lacking_the_fewest():
@@ -103,7 +104,7 @@ def test_a_job_over_quota_on_one_type_and_never_on_the_other_is_told_the_reachab
     )
     j = why(plan, "j")
     assert j.code is ReasonCode.QUOTA_EXCEEDED
-    assert "0 of 0 nominal h100 GPUs and can borrow 0 more, and 8 of 8 nominal a100" in j.message
+    assert "0 of 0 nominal h100 GPUs and can borrow 0 more (no cohort to borrow from), and 8 of 8 nominal a100" in j.message
     assert j.would_start_if == "team ml frees 8 a100 GPUs"
     assert j.eta == 1000.0
 
@@ -120,7 +121,7 @@ def test_an_elastic_job_over_quota_is_described_at_the_size_it_can_start_with():
     e = why(plan, "e")
     assert e.code is ReasonCode.QUOTA_EXCEEDED
     assert e.message.startswith(
-        "Over quota: team ml uses 4 of 8 nominal a100 GPUs and can borrow 0 more; this job "
+        "Over quota: team ml uses 4 of 8 nominal a100 GPUs and can borrow 0 more (no cohort to borrow from); this job "
         "needs 8 (elastic 8..16 GPUs).")
     assert e.would_start_if == "team ml frees 4 a100 GPUs"
     assert e.eta == 1000.0
@@ -140,7 +141,7 @@ def test_a_job_on_nodes_not_ready_and_over_quota_on_both_types_names_each():
     assert j.code is ReasonCode.NODE_NOT_READY
     assert j.message.endswith(
         "It is also over quota on both GPU types it accepts: team ml uses 4 of 8 nominal a100 "
-        "GPUs and can borrow 0 more, and 2 of 8 nominal h100 GPUs and can borrow 0 more; this "
+        "GPUs and can borrow 0 more (no cohort to borrow from), and 2 of 8 nominal h100 GPUs and can borrow 0 more (no cohort to borrow from); this "
         "job needs 7.")
     assert j.would_start_if == "a capable node returns to ready, and team ml frees 1 h100 GPU"
 
@@ -152,7 +153,7 @@ def test_a_quota_of_one_gpu_reads_in_the_singular():
         .pending(make_job("j").gpus(1).types("a100").limit(3600))
         .plan(NO_BACKFILL)
     )
-    assert "team ml uses 1 of 1 nominal a100 GPU and can borrow 0 more; this job needs 1" in why(plan, "j").message
+    assert "team ml uses 1 of 1 nominal a100 GPU and can borrow 0 more (no cohort to borrow from); this job needs 1" in why(plan, "j").message
 
 
 def test_jobs_behind_a_head_over_its_quota_count_the_head_and_each_other():

@@ -82,7 +82,7 @@ def test_a_job_on_down_nodes_that_is_also_over_quota_says_both():
     t = why(plan, "t")
     assert t.code is ReasonCode.NODE_NOT_READY
     assert t.message.endswith(
-        "It is also over quota: team ml uses 4 of 4 nominal h100 GPUs and can borrow 0 more; "
+        "It is also over quota: team ml uses 4 of 4 nominal h100 GPUs and can borrow 0 more (no cohort to borrow from); "
         "this job needs 4.")
     assert t.would_start_if == "a capable node returns to ready, and team ml frees 4 h100 GPUs"
 

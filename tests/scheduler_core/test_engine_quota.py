@@ -97,7 +97,7 @@ def test_over_quota_job_waits_with_numbers_while_capacity_is_free():
     explanation = why(plan, "j")
     assert explanation.code is ReasonCode.QUOTA_EXCEEDED
     assert explanation.reason == "QuotaExceeded"
-    assert "uses 8 of 8 nominal a100 GPUs and can borrow 0 more; this job needs 4" in \
+    assert "uses 8 of 8 nominal a100 GPUs and can borrow 0 more (no cohort to borrow from); this job needs 4" in \
         explanation.message
     assert explanation.resolvable
 
@@ -309,3 +309,20 @@ def test_a_team_beyond_a_lowered_borrowing_limit_is_told_by_how_much():
     assert told.code is ReasonCode.QUOTA_EXCEEDED
     assert ("team ml uses 20 of 8 nominal a100 GPUs and can borrow 0 more (it borrows 12, 8 beyond its "
             "borrowing limit of 4); this job needs 8") in told.message, told.message
+
+
+def test_a_team_in_no_cohort_is_told_it_has_none_to_borrow_from():
+    # It read the bare "can borrow 0 more", beside an admin's page that could show a borrowing
+    # limit; in a cohort with nothing to lend, the cohort is named instead.
+    def message(cohort: str | None) -> str:
+        cluster = make_cluster().nodes(2)
+        cluster = cluster.quota("ml", "a100", 8, cohort=cohort) if cohort else cluster.quota("ml", "a100", 8)
+        if cohort:
+            cluster = cluster.quota("cv", "a100", 8, cohort=cohort).running(
+                make_running(make_job("c").team("cv").gpus(8)).whole("n1"))
+        plan = (cluster.running(make_running(make_job("r").team("ml").gpus(8)).whole("n0"))
+                .pending(make_job("j").team("ml").gpus(4)).plan())
+        return why(plan, "j").message
+
+    assert "can borrow 0 more (no cohort to borrow from); this job needs 4" in message(None)
+    assert "can borrow 0 more (cohort c has no unused a100 GPUs to lend now)" in message("c")
