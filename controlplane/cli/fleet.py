@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import output
@@ -52,8 +53,9 @@ def _node_state(node: dict[str, Any]) -> str:
     if node.get("cordon_reason"):  # why an operator took it out of service (sinfo -R)
         return f"{node['state']}: {node['cordon_reason']}"
     if node.get("maintenance_window") is not None:  # it takes no work until the window ends
-        ends = str(node.get("maintenance_ends_at") or "")[11:16]
-        return f"{node['state']} (maintenance {node['maintenance_window']}" + (f" until {ends} UTC)" if ends else ")")
+        ends = output.parse_time(node.get("maintenance_ends_at"))
+        return f"{node['state']} (maintenance {node['maintenance_window']}" + (
+            f" until {_clock(ends)})" if ends else ")")
     return str(node["state"])
 
 
@@ -133,3 +135,10 @@ def _node_action(api: Api, args: argparse.Namespace, action: str) -> int:
                 + ("heartbeats" if node["state"] == "suspect" else "registers") + " again.")
         print(output.visible(f"{node['name']} is {node['state']}." + (back if away else "")))
     return 0
+
+
+def _clock(at: datetime) -> str:
+    """`06:28 UTC` today (UTC), else `2026-12-05 06:28 UTC`, as the API's node sentences say it:
+    a window ending tomorrow read "until 06:28 UTC" as if today."""
+    at = at.astimezone(timezone.utc)
+    return f"{at:%H:%M} UTC" if at.date() == datetime.now(timezone.utc).date() else f"{at:%Y-%m-%d %H:%M} UTC"

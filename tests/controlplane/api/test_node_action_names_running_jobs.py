@@ -47,7 +47,11 @@ def test_drain_names_the_jobs_it_leaves_running_and_until_when(fleet, admin) -> 
     body = r.json()
     assert body["state"] == NodeState.DRAINING and body["changed"] is True
     ends = Job.objects.get(pk=gang.pk).allocations.get().created_at + timedelta(hours=2)
-    at = f"{ends.astimezone(UTC):%H:%M} UTC"
+    # a time of another day says its date (nodes._clock): run after 22:00 UTC, the 2-hour limit
+    # ends tomorrow, and the test failed on its own clock
+    ends_utc = ends.astimezone(UTC)
+    at = f"{ends_utc:%H:%M} UTC" if ends_utc.date() == timezone.now().astimezone(UTC).date() \
+        else f"{ends_utc:%Y-%m-%d %H:%M} UTC"
     assert body["detail"] == (
         f"h100-1: ready → draining: no new work goes there; 1 job runs there until it ends (by {at} at the latest, "
         f"by its runtime limit): job {gang.pk} pretrain (8 GPUs here, also on h100-2; its runtime limit ends {at}); "

@@ -24,7 +24,8 @@ def test_qm_nodes_and_the_api_name_the_window_holding_a_node_now(qm, fleet) -> N
 
     ends = window.end_at.astimezone(UTC)
     row = next(line for line in listed.splitlines() if line.startswith("h100-2 "))
-    assert f"ready (maintenance {window.pk} until {ends:%H:%M} UTC)" in row
+    said = f"{ends:%H:%M} UTC" if ends.date() == timezone.now().astimezone(UTC).date() else f"{ends:%Y-%m-%d %H:%M} UTC"
+    assert f"ready (maintenance {window.pk} until {said})" in row
     later = next(line for line in listed.splitlines() if line.startswith("h100-3 "))
     assert "maintenance" not in later and " ready " in f"{later} "
     by_name = {n["name"]: n for n in api}
@@ -34,3 +35,14 @@ def test_qm_nodes_and_the_api_name_the_window_holding_a_node_now(qm, fleet) -> N
 
     maintenance.cancel(window.pk, root)
     assert "maintenance" not in next(line for line in qm("nodes").out.splitlines() if line.startswith("h100-2 "))
+
+
+def test_a_window_ending_another_day_is_said_with_its_date(qm, fleet) -> None:
+    """`qm nodes` read "until 06:28 UTC" for a window ending tomorrow, as if today."""
+    root = get_user_model().objects.get(username="root")
+    window = maintenance.create(root, nodes=["h100-2"], start_at=timezone.now(), duration_s=2 * 86400, reason="rack")
+    assert qm("login", "-u", "root", "--password-stdin", stdin="root\n").code == 0
+
+    row = next(line for line in qm("nodes").out.splitlines() if line.startswith("h100-2 "))
+
+    assert f"ready (maintenance {window.pk} until {window.end_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC)" in row
