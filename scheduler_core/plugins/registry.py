@@ -77,11 +77,14 @@ def build_plugins(config: SchedulerConfig) -> Plugins:
         _pick(f"placement_by_workload[{workload.value}]", name, SCORES)
         scores[workload] = Pack(config.pack_candidates) if name == Pack.NAME else SCORES[name]()
     _pick("victim_chooser", config.victim_chooser, VICTIM_CHOOSERS)
-    for field_name in ("max_preemptions_per_cycle", "max_placement_attempts",
-                       "max_reservation_moves"):
+    for field_name in ("max_preemptions_per_cycle", "max_reservation_moves"):
         value = getattr(config, field_name)
         if value < 0:
             raise ConfigError(f"{field_name} must be >= 0, got {value}")
+    if config.max_placement_attempts < 1:
+        # 0 searched no job's placement: nothing ever started, and every job read as untried
+        raise ConfigError(f"max_placement_attempts must be >= 1 (0 would never place a job), "
+                          f"got {config.max_placement_attempts}")
     if config.fair_share_half_life_s <= 0:
         raise ConfigError(
             f"fair_share_half_life_s must be > 0 seconds, got {config.fair_share_half_life_s}"

@@ -145,9 +145,10 @@ def test_registry_builds_the_configured_plugins():
         (SchedulerConfig(victim_chooser="random"), "victim_chooser: unknown plugin 'random'"),
         (SchedulerConfig(max_preemptions_per_cycle=-1), "max_preemptions_per_cycle must be >= 0"),
         (SchedulerConfig(fair_share_half_life_s=0), "fair_share_half_life_s must be > 0"),
+        (SchedulerConfig(max_placement_attempts=0), r"max_placement_attempts must be >= 1 \(0 would never place"),
     ],
     ids=["feasibility-filters-are-required", "unknown-filter", "unknown-victim-chooser",
-         "negative-preemption-cap", "zero-half-life"],
+         "negative-preemption-cap", "zero-half-life", "no-placement-attempts"],
 )
 def test_invalid_configuration_names_the_field(config, pattern):
     with pytest.raises(ConfigError, match=pattern):

@@ -47,6 +47,15 @@ def test_unknown_setting_exits_2(tmp_path: Path) -> None:
     assert "unknown setting 'warp_speed'" in done.stderr
 
 
+def test_a_setting_that_would_never_place_a_job_exits_2(tmp_path: Path) -> None:
+    # it ran the whole horizon with no job ever started, and reported the waits as the scheduler's
+    trace = tmp_path / "t.csv"
+    trace.write_text("job_id,submit_s,gpus,duration_s,runtime_limit_s,user\na,0,8,3600,7200,u\n")
+    done = sim("--trace", str(trace), "--json", "--set", "max_placement_attempts=0")
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "max_placement_attempts must be >= 1" in done.stderr
+
+
 HEADER = "job_id,submit_s,gpus,duration_s,runtime_limit_s,user"
 
 
