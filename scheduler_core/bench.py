@@ -374,11 +374,13 @@ SWEEP = ((1_000, 500, 200), (10_000, 5_000, 2_000), (50_000, 25_000, 10_000))
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m scheduler_core.bench", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--json", action="store_true", help="print JSON (one object)")
-    parser.add_argument("--sweep", action="store_true", help="1k, 10k and 50k GPUs, each in a fresh process")
-    parser.add_argument("--full", action="store_true",
-                        help="also time the full fleet (the loop's steady state, see the module doc)")
-    parser.add_argument("--maintenance", action="store_true",
-                        help="also time the default fleet with maintenance windows on 7.5 %% of its nodes")
+    # one scenario a run: each of these ignored the others silently (--sweep --full timed no full fleet)
+    scenario = parser.add_mutually_exclusive_group()
+    scenario.add_argument("--sweep", action="store_true", help="1k, 10k and 50k GPUs, each in a fresh process")
+    scenario.add_argument("--full", action="store_true",
+                          help="also time the full fleet (the loop's steady state, see the module doc)")
+    scenario.add_argument("--maintenance", action="store_true",
+                          help="also time the default fleet with maintenance windows on 7.5 %% of its nodes")
     parser.add_argument("--gpus", type=int, default=10_000)
     parser.add_argument("--pending", type=int, default=5_000)
     parser.add_argument("--running", type=int, default=2_000)

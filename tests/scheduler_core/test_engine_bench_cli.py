@@ -33,3 +33,12 @@ def test_a_negative_count_exits_2_naming_the_flag(flag: str, value: str) -> None
     assert (done.returncode, done.stdout) == (2, "")
     assert f"{flag} must be" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("pair", [("--sweep", "--full"), ("--sweep", "--maintenance"), ("--full", "--maintenance")])
+def test_one_scenario_a_run(pair: tuple[str, str]) -> None:
+    # before, --sweep --full timed the sweep and no full fleet, and --full --maintenance the windows
+    # alone, without a word
+    done = bench("--json", *pair)
+    assert (done.returncode, done.stdout) == (2, "")
+    assert "not allowed with argument" in done.stderr
