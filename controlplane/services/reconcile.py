@@ -40,6 +40,7 @@ from controlplane import triggers
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, NodeState
 from controlplane.models import Allocation, AllocationGpu, Event, Node, SchedulerLease
 from controlplane.services import transitions
+from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from controlplane.services.cycle import LEASE_NAME
 
 log = structlog.get_logger(__name__)
@@ -225,14 +226,14 @@ def expire_node(node_id: int, *, now: datetime) -> tuple[int, int]:
 _LEFT_WORDS = {
     "": "has finished",
     "Exited": "has finished",
-    "GangMemberExited": "has finished",
-    "GangMemberFailed": "failed",
-    "Preempted": "was preempted",
-    "Cancelled": "was cancelled",
-    "RuntimeLimitExceeded": "reached its runtime limit",
-    "Resized": "was stopped to be resized",
-    "Requeued": "was requeued",
-    "RequeuedHeld": "was requeued, held",
+    RELEASE_GANG_MEMBER_EXITED: "has finished",
+    RELEASE_GANG_MEMBER_FAILED: "failed",
+    transitions.RELEASE_PREEMPTED: "was preempted",
+    transitions.RELEASE_CANCELLED: "was cancelled",
+    transitions.RELEASE_RUNTIME_LIMIT: "reached its runtime limit",
+    transitions.RELEASE_RESIZED: "was stopped to be resized",
+    transitions.RELEASE_REQUEUED: "was requeued",
+    transitions.RELEASE_REQUEUED_HELD: "was requeued, held",
 }
 
 
