@@ -13,27 +13,28 @@ pytestmark = pytest.mark.django_db
 J = "/api/v1"
 
 
-def _refusal(client, path: str, query: dict[str, object]) -> dict[str, list[str]]:
+def refusal(client, path: str, query: dict[str, object]) -> dict[str, list[str]]:
+    """The field errors of a GET the API refuses (a 400)."""
     r = client.get(f"{J}/{path}", query)
     assert r.status_code == 400, r.content
     return r.json()["errors"]
 
 
 def test_an_unknown_job_state_lists_the_states(fleet, alice) -> None:
-    errors = _refusal(alice, "jobs/", {"state": ["pending", "runing"]})
+    errors = refusal(alice, "jobs/", {"state": ["pending", "runing"]})
 
     assert list(errors) == ["state"]
     assert errors["state"] == [f"'runing' is not a valid choice; choose one of: {', '.join(s.value for s in JobState)}."]
 
 
 def test_an_unknown_workload_lists_the_workloads(fleet, alice) -> None:
-    errors = _refusal(alice, "jobs/", {"workload": "gaming"})
+    errors = refusal(alice, "jobs/", {"workload": "gaming"})
 
     assert errors["workload"] == [f"'gaming' is not a valid choice; choose one of: {', '.join(w.value for w in WorkloadClass)}."]
 
 
 def test_an_unknown_sort_field_lists_the_fields_once_each(fleet, alice) -> None:
-    message = _refusal(alice, "jobs/", {"ordering": "-age"})["ordering"][0]
+    message = refusal(alice, "jobs/", {"ordering": "-age"})["ordering"][0]
 
     assert message.startswith("'-age' is not a field this list sorts by; choose one of: id, submitted_at, gpus, queue_position, ")
     assert message.endswith(" (-FIELD descends).")
@@ -44,19 +45,19 @@ def test_an_unknown_sort_field_lists_the_fields_once_each(fleet, alice) -> None:
     ("nodes/", "state", NodeState), ("events/", "kind", EventKind),
 ])
 def test_other_lists_name_their_choices_too(fleet, admin, path, name, choices) -> None:
-    errors = _refusal(admin, path, {name: "nonsense"})
+    errors = refusal(admin, path, {name: "nonsense"})
 
     assert errors[name] == [f"'nonsense' is not a valid choice; choose one of: {', '.join(c.value for c in choices)}."]
 
 
 def test_a_long_value_is_cut_in_the_sentence(fleet, alice) -> None:
-    message = _refusal(alice, "jobs/", {"state": "x" * 500})["state"][0]
+    message = refusal(alice, "jobs/", {"state": "x" * 500})["state"][0]
 
     assert message.startswith(f"'{'x' * 40}' is not a valid choice; choose one of: ")
 
 
 def test_other_refusals_keep_their_words_and_good_values_still_filter(fleet, alice) -> None:
-    assert _refusal(alice, "jobs/", {"submitted_after": "yesterday"}) == {
+    assert refusal(alice, "jobs/", {"submitted_after": "yesterday"}) == {
         "submitted_after": ["Enter a valid date/time."]}
     r = alice.get(f"{J}/jobs/", {"state": ["pending", "running"], "ordering": "-gpus,id"})
     assert r.status_code == 200, r.content
@@ -65,12 +66,12 @@ def test_other_refusals_keep_their_words_and_good_values_still_filter(fleet, ali
 def test_an_unknown_waiting_reason_lists_the_codes(fleet, alice) -> None:
     """`?pending_code=QuotaExceded` (a typo) listed no job, as if none waited for quota: a
     Slurm user's `qm list --reason` could not tell a typo from an empty queue."""
-    errors = _refusal(alice, "jobs/", {"pending_code": "QuotaExceded"})
+    errors = refusal(alice, "jobs/", {"pending_code": "QuotaExceded"})
 
     assert list(errors) == ["pending_code"]
     assert errors["pending_code"] == [f"'QuotaExceded' is not a valid choice; choose one of: {', '.join(WAITING_CODES)}."]
     # The codes are PascalCase, as the jobs say them; another case is refused as `state` refuses `Running`.
-    assert _refusal(alice, "jobs/", {"pending_code": "quotaexceeded"})["pending_code"][0].startswith("'quotaexceeded'")
+    assert refusal(alice, "jobs/", {"pending_code": "quotaexceeded"})["pending_code"][0].startswith("'quotaexceeded'")
 
 
 def test_every_reason_the_control_plane_writes_is_a_code_the_filter_takes(fleet, alice) -> None:

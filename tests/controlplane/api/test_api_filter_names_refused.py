@@ -10,15 +10,10 @@ import pytest
 
 from controlplane.models import MaintenanceWindow
 from tests.controlplane import factories as f
+from tests.controlplane.api.test_api_filter_choices_named import refusal
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
-
-
-def _refusal(client, path: str, query: dict[str, object]) -> dict[str, list[str]]:
-    r = client.get(f"{J}/{path}", query)
-    assert r.status_code == 400, r.content
-    return r.json()["errors"]
 
 
 def _ids(client, path: str, query: dict[str, object]) -> set[int]:
@@ -32,14 +27,14 @@ def test_a_team_whose_jobs_you_may_not_read_is_refused_as_one_that_does_not_exis
     f.make_job(fleet.vision)
 
     for team in ("nope", "vision"):
-        assert _refusal(alice, "jobs/", {"team": team}) == {"team": [f"no team named '{team}' whose jobs you may read"]}
-        assert _refusal(alice, "jobs/history.csv", {"team": team}) == {
+        assert refusal(alice, "jobs/", {"team": team}) == {"team": [f"no team named '{team}' whose jobs you may read"]}
+        assert refusal(alice, "jobs/history.csv", {"team": team}) == {
             "team": [f"no team named '{team}' whose jobs you may read"]}
     assert _ids(alice, "jobs/", {"team": "ml"}) == {mine}
 
 
 def test_finance_reads_no_team_s_jobs_and_is_told_so(fleet, clients) -> None:
-    assert _refusal(clients["finance"], "jobs/", {"team": "ml"}) == {
+    assert refusal(clients["finance"], "jobs/", {"team": "ml"}) == {
         "team": ["no team named 'ml' whose jobs you may read"]}
 
 
@@ -47,18 +42,18 @@ def test_an_admin_names_any_team_and_is_refused_only_a_missing_one(fleet, admin)
     theirs = f.make_job(fleet.vision).pk
 
     assert _ids(admin, "jobs/", {"team": "vision"}) == {theirs}
-    assert _refusal(admin, "jobs/", {"team": "visoin"}) == {"team": ["no team named 'visoin' whose jobs you may read"]}
+    assert refusal(admin, "jobs/", {"team": "visoin"}) == {"team": ["no team named 'visoin' whose jobs you may read"]}
 
 
 def test_an_unknown_priority_class_lists_the_classes(fleet, alice) -> None:
-    assert _refusal(alice, "jobs/", {"priority_class": "bogus"}) == {
+    assert refusal(alice, "jobs/", {"priority_class": "bogus"}) == {
         "priority_class": ["no priority class named 'bogus': priority classes are production, research"]}
     assert _ids(alice, "jobs/", {"priority_class": "research"}) == set()
 
 
 @pytest.mark.parametrize("parameter", ["node", "ran_on"])
 def test_an_unknown_node_is_refused(fleet, alice, parameter) -> None:
-    assert _refusal(alice, "jobs/", {parameter: "h100-9"}) == {parameter: ["no node named 'h100-9'"]}
+    assert refusal(alice, "jobs/", {parameter: "h100-9"}) == {parameter: ["no node named 'h100-9'"]}
     assert _ids(alice, "jobs/", {parameter: "h100-1"}) == set()
 
 
@@ -69,7 +64,7 @@ def test_a_user_is_one_whose_jobs_you_may_read(fleet, alice, admin) -> None:
     f.make_job(fleet.vision, submitter=fleet.users["other_team"])
 
     for user in ("nope", "bob"):
-        assert _refusal(alice, "jobs/", {"user": user}) == {"user": [f"no user named '{user}' whose jobs you may read"]}
+        assert refusal(alice, "jobs/", {"user": user}) == {"user": [f"no user named '{user}' whose jobs you may read"]}
     assert _ids(alice, "jobs/", {"user": "alice"}) == set()
     assert _ids(alice, "jobs/", {"user": carol.username}) == set()
     assert _ids(alice, "jobs/", {"user": "dave"}) == {daves}
@@ -85,45 +80,45 @@ def test_a_project_is_one_of_a_team_whose_jobs_you_may_read(fleet, alice) -> Non
     f.make_project(fleet.vision, "secret")
 
     for project in ("nope", "secret"):
-        assert _refusal(alice, "jobs/", {"project": project}) == {
+        assert refusal(alice, "jobs/", {"project": project}) == {
             "project": [f"no project named '{project}' whose jobs you may read"]}
     assert _ids(alice, "jobs/", {"project": "llm"}) == set()
 
 
 def test_every_problem_is_named_at_once(fleet, alice) -> None:
-    assert set(_refusal(alice, "jobs/", {"team": "nope", "priority_class": "bogus", "node": "x"})) == {
+    assert set(refusal(alice, "jobs/", {"team": "nope", "priority_class": "bogus", "node": "x"})) == {
         "team", "priority_class", "node"}
 
 
 def test_quotas_and_projects_take_the_teams_you_may_read(fleet, alice, clients) -> None:
     for path in ("quotas/", "projects/"):
         for team in ("nope", "vision"):
-            assert _refusal(alice, path, {"team": team}) == {"team": [f"no team named '{team}' that you may read"]}
+            assert refusal(alice, path, {"team": team}) == {"team": [f"no team named '{team}' that you may read"]}
     # finance reads every team's
     assert len(_ids(clients["finance"], "quotas/", {"team": "vision"})) == 1
     assert _ids(clients["finance"], "projects/", {"team": "vision"}) == set()
-    assert _refusal(alice, "quotas/", {"gpu_type": "B200"}) == {
+    assert refusal(alice, "quotas/", {"gpu_type": "B200"}) == {
         "gpu_type": ["no GPU type named 'B200': GPU types are A100-40GB, H100-80GB"]}
 
 
 def test_the_fleet_s_lists_refuse_unknown_gpu_types_cohorts_and_nodes(fleet, alice, admin) -> None:
     said = "no GPU type named 'B200': GPU types are A100-40GB, H100-80GB"
-    assert _refusal(alice, "nodes/", {"gpu_type": "B200"}) == {"gpu_type": [said]}
-    assert _refusal(alice, "price-rates/", {"gpu_type": "B200"}) == {"gpu_type": [said]}
-    assert _refusal(alice, "teams/", {"cohort": "nope"}) == {"cohort": ["no cohort named 'nope': cohorts are all"]}
-    assert _refusal(alice, "maintenance-windows/", {"node": "nope"}) == {"node": ["no node named 'nope'"]}
-    assert _refusal(admin, "events/", {"node": "nope"}) == {"node": ["no node named 'nope'"]}
+    assert refusal(alice, "nodes/", {"gpu_type": "B200"}) == {"gpu_type": [said]}
+    assert refusal(alice, "price-rates/", {"gpu_type": "B200"}) == {"gpu_type": [said]}
+    assert refusal(alice, "teams/", {"cohort": "nope"}) == {"cohort": ["no cohort named 'nope': cohorts are all"]}
+    assert refusal(alice, "maintenance-windows/", {"node": "nope"}) == {"node": ["no node named 'nope'"]}
+    assert refusal(admin, "events/", {"node": "nope"}) == {"node": ["no node named 'nope'"]}
     assert MaintenanceWindow.objects.count() == 0
     assert _ids(alice, "maintenance-windows/", {"node": "h100-1"}) == set()
 
 
 def test_events_take_the_teams_whose_events_you_may_read(fleet, alice, admin) -> None:
     for team in ("nope", "vision"):
-        assert _refusal(alice, "events/", {"team": team}) == {"team": [f"no team named '{team}' whose events you may read"]}
+        assert refusal(alice, "events/", {"team": team}) == {"team": [f"no team named '{team}' whose events you may read"]}
     _ids(alice, "events/", {"team": "ml"})  # a 200
     _ids(admin, "events/", {"team": "vision"})
 
 
 def test_a_name_with_a_percent_sign_or_a_nul_is_refused_in_words(fleet, alice) -> None:
-    assert _refusal(alice, "jobs/", {"team": "50%s%(x)s"}) == {"team": ["no team named '50%s%(x)s' whose jobs you may read"]}
-    assert list(_refusal(alice, "jobs/", {"team": "m\x00l"})) == ["team"]
+    assert refusal(alice, "jobs/", {"team": "50%s%(x)s"}) == {"team": ["no team named '50%s%(x)s' whose jobs you may read"]}
+    assert list(refusal(alice, "jobs/", {"team": "m\x00l"})) == ["team"]
