@@ -10,11 +10,13 @@
   variable those tables list is read;
 - every Prometheus family /metrics exports is named in docs/accounting.md's table, and every
   `quartermaster_…` name a doc writes is exported;
+- every `scheduler_core.x`, `controlplane.x.Y` and `module.function` a doc writes names code
+  that exists;
 - every EventKind is in docs/api.md's table of event kinds, and the table lists no other;
 - README.md opens with `make demo` and `make test`, and every `make TARGET` a doc writes exists.
 
 Each check reads names, never prose: rewording a sentence cannot fail it; a route, option,
-variable, metric or event kind added, renamed or dropped on one side only does."""
+variable, metric, function or event kind added, renamed or dropped on one side only does."""
 
 from __future__ import annotations
 
@@ -257,6 +259,78 @@ def test_every_event_kind_is_in_the_table_of_event_kinds_and_only_those():
     kinds = {str(kind) for kind in EventKind}
     assert sorted(kinds - listed) == [], "event kinds docs/api.md's table does not list"
     assert sorted(listed - kinds) == [], "event kinds docs/api.md's table lists that EventKind has not"
+
+
+# ------------------------------------------------------------------------------ code the docs name
+
+
+_ABSENT = object()
+
+
+def _project_modules() -> dict[str, list[str]]:
+    """{a module's own name: the dotted names of the project's modules so named}."""
+    modules: dict[str, list[str]] = {}
+    for package in ("controlplane", "scheduler_core", "frontend"):
+        for path in sorted((ROOT / package).rglob("*.py")):
+            if "migrations" not in path.parts and path.name != "__init__.py":
+                dotted = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+                modules.setdefault(path.stem, []).append(dotted)
+    return modules
+
+
+def _has(module_name: str, attribute: str) -> bool:
+    """The module has the attribute, or a class of it has (a method: `quota.check`)."""
+    import importlib
+    import inspect
+
+    module = importlib.import_module(module_name)
+    if hasattr(module, attribute):
+        return True
+    return any(hasattr(cls, attribute) for _, cls in inspect.getmembers(module, inspect.isclass)
+               if cls.__module__ == module_name)
+
+
+def test_docs_name_only_functions_classes_and_modules_that_exist():
+    """Every `scheduler_core.eligibility`, `controlplane.beat.LoopScheduler` a doc writes, and
+    every `job_costs.run_costs`, `services/transitions.cancel_job` (a project module's own name,
+    then one of its functions, classes, constants or a method of its classes) names code that
+    exists. Names that are not Python but read alike pass when the code writes them as a string:
+    a log event (`notifications.address_refused`), a task (`qm.tick`), a JSON path
+    (`loop.last_cycle_age_s`). A function renamed or moved without its doc fails here
+    (test_docs_name_real_files_and_tests.py checks the files)."""
+    import importlib
+
+    modules = _project_modules()
+    source = "\n".join(path.read_text() for package in ("controlplane", "scheduler_core", "frontend")
+                       for path in (ROOT / package).rglob("*.py"))
+    kinds = {str(kind) for kind in EventKind}
+    missing, checked = [], 0
+    for doc in [*ALL_DOCS, ROOT / "DEVELOPERS.md"]:
+        text = doc.read_text()
+        for dotted in set(re.findall(r"(?<![\w./-])((?:scheduler_core|controlplane|frontend)(?:\.[A-Za-z_]\w*)+)", text)):
+            parts, checked = dotted.split("."), checked + 1
+            for i in range(len(parts), 0, -1):
+                try:
+                    obj = importlib.import_module(".".join(parts[:i]))
+                except ImportError:
+                    continue
+                for part in parts[i:]:
+                    obj = getattr(obj, part, _ABSENT)
+                if obj is _ABSENT:
+                    missing.append(f"{doc.name}: {dotted}")
+                break
+        for module, attribute in set(re.findall(r"`(?:[\w/]+/)?([a-z_]+)\.([A-Za-z_]\w*)(?:\(\))?`", text)):
+            if module not in modules or f"{module}.{attribute}" in kinds or (
+                    attribute in ("py", "md", "js", "html", "csv", "json", "yml", "yaml", "toml", "sh", "txt")):
+                continue
+            checked += 1
+            if any(_has(name, attribute) for name in modules[module]):
+                continue
+            if f'"{module}.{attribute}"' in source or (f'"{module}"' in source and f'"{attribute}"' in source):
+                continue
+            missing.append(f"{doc.name}: {module}.{attribute} ({', '.join(modules[module])})")
+    assert checked > 100  # the docs' names, not an empty scan
+    assert sorted(missing) == [], f"the docs name code that does not exist: {sorted(missing)}"
 
 
 # ------------------------------------------------------------------------------ make, README
