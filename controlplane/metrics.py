@@ -25,6 +25,8 @@ Families (labels in brackets):
                                             retired nodes left out, as from every fleet figure)
   quartermaster_schedulable_gpus[pool]                                     gauge (GPUs of nodes that take work
                                             now: ready and in no active maintenance window)
+  quartermaster_gpus_stopping_overdue[node]                                gauge (GPUs held by jobs told to stop
+                                            whose deadline passed over 60 s ago; only such nodes)
   quartermaster_maintenance_nodes[pool, state]                             gauge (state active or upcoming:
                                             nodes in a maintenance window now, or in one to come)
   quartermaster_requeue_lost_gpu_seconds_total                             counter

@@ -9,14 +9,16 @@
   `default` column, with the code's default when the code writes one as a literal, and every
   variable those tables list is read;
 - every Prometheus family /metrics exports is named in docs/accounting.md's table, and every
-  `quartermaster_…` name a doc writes is exported;
+  `quartermaster_…` name a doc writes is exported; the table gives each family its labels, and
+  every selector a doc writes (an alert's `{state=~"down"}`, `sum without(state)`) uses labels
+  its family has;
 - every `scheduler_core.x`, `controlplane.x.Y` and `module.function` a doc writes names code
   that exists;
 - every EventKind is in docs/api.md's table of event kinds, and the table lists no other;
 - README.md opens with `make demo` and `make test`, and every `make TARGET` a doc writes exists.
 
 Each check reads names, never prose: rewording a sentence cannot fail it; a route, option,
-variable, metric, function or event kind added, renamed or dropped on one side only does."""
+variable, metric, label, function or event kind added, renamed or dropped on one side only does."""
 
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ import ast
 import re
 from pathlib import Path
 
+import pytest
 from drf_spectacular.generators import SchemaGenerator
 
 from controlplane.choices import EventKind
@@ -249,6 +252,64 @@ def test_every_metric_family_is_documented_and_every_documented_one_exported():
              for name in re.findall(r"(?<![\w/])quartermaster_[a-z0-9_]*[a-z0-9]", doc.read_text())}
     unknown = sorted(f"{doc}: {name}" for doc, name in named if name not in samples)
     assert unknown == [], f"metric names the docs write that /metrics does not export: {unknown}"
+
+
+def _metric_labels() -> dict[str, set[str]]:
+    """{family as scraped: its label names} of every family the collector yields, read off the
+    families themselves (an empty database still yields each, with its label names)."""
+    from controlplane.metrics import QuartermasterCollector
+
+    labels = {}
+    for family in QuartermasterCollector().collect():
+        name = family.name + ("_total" if family.type == "counter" else "")
+        labels[name] = set(family._labelnames)  # prometheus_client keeps them for families without samples
+    assert labels.keys() == _metric_families()  # every family, as the source names them
+    return labels
+
+
+def _labels_cell(cell: str, count: int) -> list[set[str]]:
+    """The label names a row of docs/accounting.md's /metrics table gives each of its `count`
+    families: "team, gpu_type" (all of them), "—, —, pool" (one each), "—" (none); what is in
+    parentheses is prose."""
+    while re.search(r"\([^()]*\)", cell):
+        cell = re.sub(r"\([^()]*\)", "", cell)
+    names = [n.strip() for n in cell.split(",") if n.strip()]
+    if "—" in names and len(names) == count:
+        return [set() if n == "—" else {n} for n in names]
+    return [{n for n in names if n != "—"}] * count
+
+
+@pytest.mark.django_db
+def test_metric_labels_in_the_docs_are_the_ones_exported():
+    """docs/accounting.md's /metrics table gives each family its labels exactly, and every
+    selector a doc writes (an alert's `quartermaster_nodes{state=~"down"}`, a `sum without(state)`)
+    uses labels its family has: an alert on a label no series carries matches nothing and never
+    fires."""
+    exported = _metric_labels()
+    table = (DOCS / "accounting.md").read_text().split("## `/metrics`", 1)[1].split("\n## ", 1)[0]
+    documented = {}
+    for row in table.splitlines():
+        cells = row.split("|")
+        if len(cells) < 5:
+            continue  # prose between the rows
+        families = re.findall(r"`(quartermaster_\w+)`", cells[1])
+        for family, labels in zip(families, _labels_cell(cells[3], len(families)), strict=True):
+            documented[family] = labels
+    assert documented.keys() == exported.keys()
+    wrong = sorted(f"{f}: the table says {sorted(documented[f])}, /metrics has {sorted(exported[f])}"
+                   for f in exported if documented[f] != exported[f])
+    assert wrong == [], f"labels docs/accounting.md's /metrics table gets wrong: {wrong}"
+    used = []
+    for doc in ALL_DOCS:
+        text = doc.read_text().replace("\\|", "|")
+        for family, selector in re.findall(r"(quartermaster_\w+)\{([^}]*)\}", text):
+            used += [(doc.name, family, label) for label in re.findall(r"(\w+)\s*(?:=~|!~|!=|=)", selector)]
+        for labels, family in re.findall(r"(?:by|without)\s*\(([\w ,]*)\)\s*\(\s*(quartermaster_\w+)", text):
+            used += [(doc.name, family, label.strip()) for label in labels.split(",")]
+    assert len(used) >= 4  # the alerts' selectors, not an empty scan
+    unknown = sorted(f"{doc}: {family}{{{label}}}" for doc, family, label in used
+                     if family in exported and label not in exported[family])
+    assert unknown == [], f"selectors the docs write on labels their family does not have: {unknown}"
 
 
 def test_every_event_kind_is_in_the_table_of_event_kinds_and_only_those():
