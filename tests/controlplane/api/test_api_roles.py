@@ -37,6 +37,8 @@ MATRIX: list[tuple[str, str, str, dict[str, Any] | None, tuple[int, ...]]] = [
     ("job_events", "get", f"{J}/jobs/{{job}}/events/", None, READ_OWN),
     ("job_explain", "get", f"{J}/jobs/{{job}}/explain/", None, READ_OWN),
     ("job_cancel", "post", f"{J}/jobs/{{job}}/cancel/", None, ACT_OWN),
+    ("job_change", "patch", f"{J}/jobs/{{job}}/", {"name": "renamed"}, ACT_OWN),
+    ("job_hold", "post", f"{J}/jobs/{{job}}/hold/", None, ACT_OWN),
     ("job_array_submit", "post", f"{J}/job-arrays/", {"name": "s", "gpus": 1, "team": "ml", "array": "0-3"}, SUBMIT),
     ("job_array_detail", "get", f"{J}/job-arrays/{{array}}/", None, READ_OWN),
     ("teams_list", "get", f"{J}/teams/", None, READ_ALL),
