@@ -15,7 +15,8 @@
 - every `scheduler_core.x`, `controlplane.x.Y` and `module.function` a doc writes names code
   that exists;
 - every EventKind is in docs/api.md's table of event kinds, and the table lists no other;
-- README.md opens with `make demo` and `make test`, and every `make TARGET` a doc writes exists.
+- README.md opens with `make demo` and `make test`, and every `make TARGET` a doc writes exists;
+- every `manage.py` command of the project is named, and every one a doc writes exists.
 
 Each check reads names, never prose: rewording a sentence cannot fail it; a route, option,
 variable, metric, label, function or event kind added, renamed or dropped on one side only does."""
@@ -410,6 +411,18 @@ def test_readme_opens_with_make_demo_and_make_test_and_docs_name_real_make_targe
             named.update((doc.name, target) for target in re.findall(r"^\$? ?make ([a-z][\w-]*)", snippet.strip()))
     assert ("README.md", "demo") in named
     assert sorted(f"{doc}: make {t}" for doc, t in named if t not in targets) == []
+
+
+def test_docs_name_every_manage_py_command_of_the_project_and_only_commands_that_exist():
+    from django.core.management import get_commands
+
+    commands = get_commands()  # {name: app}, Django's own included
+    ours = {name for name, app in commands.items() if app == "controlplane"}
+    assert {"demo", "seed_demo"} <= ours
+    text = "\n".join(doc.read_text() for doc in [*ALL_DOCS, ROOT / "DEVELOPERS.md"])
+    named = set(re.findall(r"manage\.py ([a-z][a-z_]*)", text))
+    assert sorted(named - set(commands)) == [], "manage.py commands the docs write that do not exist"
+    assert sorted(ours - named) == [], "the project's manage.py commands no doc names"
 
 
 def test_operations_lists_every_qm_agent_option():
