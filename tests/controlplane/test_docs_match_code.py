@@ -2,7 +2,8 @@
 
 - docs/api.md: every route the OpenAPI schema serves is named with each of its methods on a line
   that names the route, every query parameter is named, and every `METHOD route` the doc writes
-  exists with that method (test_api_docs_name_every_route.py checks the routes alone);
+  exists with that method (test_api_docs_name_every_route.py checks the routes alone); every
+  field of every schema it serves is named there or in docs/accounting.md;
 - docs/api.md: every option of every `qm` command, and every `qm CMD --option` any doc writes
   exists for that command (test_cli_docs_name_every_command.py checks the commands alone);
 - docs/operations.md: every environment variable the code reads has a row in a table with a
@@ -100,6 +101,21 @@ def test_api_docs_name_every_query_parameter():
     unnamed = sorted({f"{name} ({route})" for name, route in params
                       if not re.search(r"[`?&]" + re.escape(name) + r"\b", doc)})
     assert unnamed == [], f"query parameters docs/api.md never names: {unnamed}"
+
+
+def test_api_docs_name_every_field_of_every_resource():
+    """Every property of every schema the API serves (a job's `state_changed_at`, a quota's
+    `nominal_cpus`, the utilization's `bucketSeconds`) is named in docs/api.md or, for the
+    accounting's answers, docs/accounting.md: a field added to a serializer without a word
+    fails here."""
+    schema = SchemaGenerator().get_schema(request=None, public=True)
+    text = (DOCS / "api.md").read_text() + (DOCS / "accounting.md").read_text()
+    fields = {(name, prop) for name, component in schema["components"]["schemas"].items()
+              for prop in component.get("properties", {})}
+    assert len(fields) > 300 and ("Job", "state_changed_at") in fields  # the whole API
+    unnamed = sorted(f"{name}.{prop}" for name, prop in fields
+                     if not re.search(r"(?<!\w)" + re.escape(prop) + r"(?!\w)", text))
+    assert unnamed == [], f"fields of the API no doc names: {unnamed}"
 
 
 # ------------------------------------------------------------------------------------ the CLI
