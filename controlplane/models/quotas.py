@@ -25,7 +25,9 @@ class Cohort(models.Model):
 class Quota(models.Model):
     """A team's guarantee on one GPU type, and how far it may borrow or lend beyond it.
 
-    A limit left empty means unlimited (as in Kueue's ClusterQueue).
+    A limit left empty means unlimited (as in Kueue's ClusterQueue). Quota counts GPUs only:
+    CPUs and memory are fitted per node and weigh in fair share (DRF), and a quota on them was
+    never enforced, so none is kept (migration 0033).
     """
 
     team = models.ForeignKey("controlplane.Team", on_delete=models.CASCADE, related_name="quotas")
@@ -33,8 +35,6 @@ class Quota(models.Model):
     nominal_gpus = models.PositiveIntegerField()
     borrowing_limit = models.PositiveIntegerField(null=True, blank=True)
     lending_limit = models.PositiveIntegerField(null=True, blank=True)
-    nominal_cpus = models.PositiveIntegerField(null=True, blank=True)
-    nominal_memory_gb = models.PositiveIntegerField(null=True, blank=True)
 
     class Meta:
         ordering = ["team__name", "gpu_type__name"]

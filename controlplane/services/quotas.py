@@ -20,13 +20,11 @@ def quota_record(quota: Quota) -> dict[str, Any]:
     return {
         "id": quota.pk, "team": quota.team.name, "gpu_type": quota.gpu_type.name,
         "nominal_gpus": quota.nominal_gpus, "borrowing_limit": quota.borrowing_limit,
-        "lending_limit": quota.lending_limit, "nominal_cpus": quota.nominal_cpus,
-        "nominal_memory_gb": quota.nominal_memory_gb,
+        "lending_limit": quota.lending_limit,
     }
 
 
-_LIMITS = (("nominal_gpus", "nominal"), ("borrowing_limit", "borrowing limit"), ("lending_limit", "lending limit"),
-           ("nominal_cpus", "nominal CPUs"), ("nominal_memory_gb", "nominal memory GB"))
+_LIMITS = (("nominal_gpus", "nominal"), ("borrowing_limit", "borrowing limit"), ("lending_limit", "lending limit"))
 
 
 def _what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:

@@ -20,8 +20,7 @@ pytestmark = pytest.mark.django_db
 
 def _form(quota: Quota, **changes: Any) -> dict[str, Any]:
     fields = {"team": quota.team_id, "gpu_type": quota.gpu_type_id, "nominal_gpus": quota.nominal_gpus,
-              "borrowing_limit": quota.borrowing_limit or "", "lending_limit": quota.lending_limit or "",
-              "nominal_cpus": "", "nominal_memory_gb": ""}
+              "borrowing_limit": quota.borrowing_limit or "", "lending_limit": quota.lending_limit or ""}
     return {**fields, **changes}
 
 
@@ -41,7 +40,7 @@ def test_a_quota_changed_in_the_admin_is_recorded_with_before_and_after(fleet, b
 def test_a_quota_added_and_deleted_in_the_admin_is_recorded(fleet, browser) -> None:
     r = browser.post("/admin/controlplane/quota/add/", {
         "team": fleet.ml.pk, "gpu_type": fleet.a100.pk, "nominal_gpus": 4, "borrowing_limit": "",
-        "lending_limit": "", "nominal_cpus": "", "nominal_memory_gb": "",
+        "lending_limit": "",
     })
     assert r.status_code == 302, r.content[:2000]
     quota = Quota.objects.get(team=fleet.ml, gpu_type=fleet.a100)

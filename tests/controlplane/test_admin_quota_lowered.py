@@ -25,8 +25,7 @@ pytestmark = pytest.mark.django_db
 def _quota_form(quota: Quota, **changes: Any) -> dict[str, Any]:
     fields = {"team": quota.team_id, "gpu_type": quota.gpu_type_id, "nominal_gpus": quota.nominal_gpus,
               "borrowing_limit": quota.borrowing_limit if quota.borrowing_limit is not None else "",
-              "lending_limit": quota.lending_limit if quota.lending_limit is not None else "",
-              "nominal_cpus": "", "nominal_memory_gb": ""}
+              "lending_limit": quota.lending_limit if quota.lending_limit is not None else ""}
     return {**fields, **changes}
 
 

@@ -125,7 +125,7 @@ def test_a_page_submitted_without_what_it_showed_saves_as_before(fleet, browser)
     quota = fleet.ml.quotas.get(gpu_type=fleet.h100)
     r = browser.post(f"/admin/controlplane/quota/{quota.pk}/change/", {
         "team": fleet.ml.pk, "gpu_type": fleet.h100.pk, "nominal_gpus": 20, "borrowing_limit": "",
-        "lending_limit": "", "nominal_cpus": "", "nominal_memory_gb": ""})
+        "lending_limit": ""})
     assert r.status_code == 302 and Quota.objects.get(pk=quota.pk).nominal_gpus == 20
 
 

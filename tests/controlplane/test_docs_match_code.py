@@ -105,7 +105,7 @@ def test_api_docs_name_every_query_parameter():
 
 def test_api_docs_name_every_field_of_every_resource():
     """Every property of every schema the API serves (a job's `state_changed_at`, a quota's
-    `nominal_cpus`, the utilization's `bucketSeconds`) is named in docs/api.md or, for the
+    `lending_limit`, the utilization's `bucketSeconds`) is named in docs/api.md or, for the
     accounting's answers, docs/accounting.md: a field added to a serializer without a word
     fails here."""
     schema = SchemaGenerator().get_schema(request=None, public=True)

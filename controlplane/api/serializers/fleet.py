@@ -78,7 +78,7 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         model = Quota
         fields = [
             "id", "team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit",
-            "nominal_cpus", "nominal_memory_gb", "cohort", "held_gpus", "borrowed_gpus", "lent_gpus",
+            "cohort", "held_gpus", "borrowed_gpus", "lent_gpus",
         ]
         # A second quota for one team and GPU type is refused by Quota.clean() on the field, naming
         # the quota to change (DRF's unique-together check said it on no field).
