@@ -1,5 +1,5 @@
 """The snapshot's read of what waiting jobs wait on (services/dependencies.waits, the one query
-`_waiting_rows` runs each cycle), timed now, with any-of dependencies (Slurm's `?`, migration
+`waiting_rows` runs each cycle), timed now, with any-of dependencies (Slurm's `?`, migration
 0025), and as it was before them, alternated run by run on one database.
 
     scripts/test-services.sh .venv/bin/python bench/dependency_read.py [--ended 20000] [--runs 41]
@@ -8,7 +8,7 @@ Builds the fleet docs/api.md measured the read on: 20,000 ended jobs (each with 
 dependency on the one before: the table's history), 1,000 waiting, 500 of
 them with two dependencies each on running or waiting jobs (all-of), and with `--any` that many
 more any-of jobs of two alternatives (half with one alternative met, which the clause drops).
-Prints the p50 and p90 of the read (`_waiting_rows`, the statement and its rows to Python) now
+Prints the p50 and p90 of the read (`waiting_rows`, the statement and its rows to Python) now
 and as it was before any-of (its code at commit 5cb1b7a, run on the same data, alternated), how
 many jobs wait, and the same two ways for the commit's stale-bind guard (`waiting_among`, a
 batch of 40 and of 1,000 binds without a singleton).
@@ -48,6 +48,7 @@ def main() -> int:
     from controlplane.choices import JobState
     from controlplane.models import Job, JobDependency
     from controlplane.services import dependencies
+    from controlplane.services.dependencies import waiting as waiting_read
     from tests.controlplane import factories as f
 
     call_command("migrate", verbosity=0)
@@ -85,7 +86,7 @@ def main() -> int:
     after: list[float] = []
     before: list[float] = []
     for run in range(args.runs):
-        reads = ((dependencies._waiting_rows, after), (before_read, before))
+        reads = ((waiting_read.waiting_rows, after), (before_read, before))
         for read, out in reads if run % 2 else reads[::-1]:  # each goes first every other run
             start = time.perf_counter()
             read()
@@ -93,7 +94,7 @@ def main() -> int:
     waits = dependencies.waits()
     if args.explain:
         connection.force_debug_cursor = True
-        dependencies._waiting_rows()
+        waiting_read.waiting_rows()
         sql = connection.queries[-1]["sql"]
         with connection.cursor() as cursor:
             cursor.execute("EXPLAIN ANALYZE " + sql)
@@ -117,7 +118,7 @@ def main() -> int:
         return f"p50 {statistics.median(xs):.2f} ms, p90 {xs[int(len(xs) * 0.9)]:.2f} ms"
 
     print(f"{len(waits)} jobs wait ({args.with_deps} all-of, {args.any} any-of added); load {os.getloadavg()[0]:.1f}")
-    print(f"the read (_waiting_rows) now:         {figures(after)}")
+    print(f"the read (waiting_rows) now:          {figures(after)}")
     print(f"the read before any-of (5cb1b7a):     {figures(before)}")
     for size in batches:
         print(f"bind guard, {size} binds: now {figures(guard[('now', size)])}; before {figures(guard[('before', size)])}")
@@ -125,19 +126,25 @@ def main() -> int:
 
 
 def _read_before_0025(dependencies: object) -> object:
-    """`_waiting_rows` as it was before any-of (commit 5cb1b7a), run in today's module."""
+    """`_waiting_rows` (now dependencies/waiting.waiting_rows) as it was before any-of (commit 5cb1b7a), run
+    in today's modules."""
     return _before_0025(dependencies, "_waiting_rows")
 
 
 def _before_0025(dependencies: object, name: str) -> object:
-    """The function `name` as it was before any-of (commit 5cb1b7a), run in today's module."""
+    """The function `name` as it was before any-of (commit 5cb1b7a), run in today's modules (the
+    one module was split into the package services/dependencies/ since: its names are gathered,
+    the private ones it called under their names of then)."""
     import subprocess
+
+    from controlplane.services.dependencies import conditions, singletons, waiting
 
     source = subprocess.run(["git", "-C", str(REPO), "show", "5cb1b7a:controlplane/services/dependencies.py"],
                             check=True, capture_output=True, text=True).stdout
     start = source.index(f"def {name}(")
     end = source.index("\ndef ", start + 1)
-    namespace = dict(vars(dependencies))
+    namespace = {**vars(conditions), **vars(singletons), **vars(waiting), **vars(dependencies),
+                 "_among": waiting.among_ids, "_singleton_edges": singletons.singleton_edges}
     exec(compile(source[start:end], "<before-0025>", "exec"), namespace)  # noqa: S102 - the bench's own copy
     return namespace[name]
 

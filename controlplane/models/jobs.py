@@ -117,9 +117,9 @@ class Job(models.Model):
     # one line, said in the Held explanation; cleared on release.
     hold_reason = models.CharField(max_length=HOLD_REASON_MAX_LENGTH, blank=True, default="")
     # Slurm's --dependency=singleton: it starts only when no other job of its submitter and name
-    # runs, or waits ahead of it (submitted earlier): services/dependencies.py.
+    # runs, or waits ahead of it (submitted earlier): services/dependencies/singletons.py.
     singleton = models.BooleanField(default=False)
-    # How its dependencies combine: all of them met (Slurm's `,`), or any one (`?`): services/dependencies.py.
+    # How its dependencies combine: all of them met (Slurm's `,`), or any one (`?`): services/dependencies/.
     dependency_mode = models.CharField(max_length=3, choices=DependencyMode.choices, default=DependencyMode.ALL)
 
     class Meta:
@@ -130,14 +130,14 @@ class Job(models.Model):
             # Dashboards and accounting window on these.
             models.Index(fields=["started_at"]),
             models.Index(fields=["finished_at"]),
-            # A singleton's peers (services/dependencies.py): the waiting singletons, and the live
+            # A singleton's peers (services/dependencies/singletons.py): the waiting singletons, and the live
             # jobs of one submitter and name. Partial: only jobs not ended.
             models.Index(fields=["submitter", "name"], condition=Q(singleton=True, state="pending"),
                          name="job_singleton_waiting"),
             models.Index(fields=["submitter", "name"], condition=Q(state__in=["pending", "running", "preempting"]),
                          name="job_live_by_submitter_name"),
             # The waiting jobs whose dependencies are any-of (Slurm's `?`): the snapshot's read asks
-            # which have an alternative met already (services/dependencies._waiting_rows).
+            # which have an alternative met already (services/dependencies/waiting.waiting_rows).
             models.Index(fields=["id"], condition=Q(dependency_mode="any", state="pending"),
                          name="job_any_of_waiting"),
             # The jobs with a growth note: each cycle clears those the plan no longer notes.

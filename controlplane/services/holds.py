@@ -45,7 +45,7 @@ SHAPE_FIELDS = ("gpus", "gpus_per_node", "gpu_types", "min_gpu_memory_gb", "cpus
                 "topology", "min_gpus", "max_gpus")
 #: What a submit request carries of them (`_as_submitted` judges a change as that submit).
 _AS_SUBMITTED = ("name", "project", "priority_class", "runtime_limit_s", "checkpoint_interval_s", *SHAPE_FIELDS)
-#: ... and its dependencies (the whole new list: judged by services/dependencies.py).
+#: ... and its dependencies (the whole new list: judged by services/dependencies/).
 CHANGEABLE_WHILE_WAITING = (*_AS_SUBMITTED, "dependencies")
 #: The changes of a waiting job that change how it is scheduled: the first ETA of its stay in
 #: the queue spoke of the old request, so such a change starts a new stay for the ETA record
@@ -487,7 +487,7 @@ def update(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *, at: 
     the class's maximum runtime, the shape's rules, what this fleet can ever run); once it
     runs, only its name and a lower runtime limit (a higher one is for admins). While it
     waits, its dependencies too (the whole new list: judged as a submit's, and no cycle;
-    services/dependencies.py). One JOB_UPDATED event lists each field's old and new value.
+    services/dependencies/). One JOB_UPDATED event lists each field's old and new value.
     A refusal names every field at fault at once (`Problems.refusal` says its status).
 
     `changes` are typed already (the API's JobUpdateSerializer): field → new value, `gpu_types`
@@ -614,7 +614,7 @@ def _judge(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *,
     for a refusal about the job as a whole (another team's, an ended one); the rest gathered in
     `Problems`. `unreadable`: see `refusals`."""
     # New dependencies are judged first: their upstream jobs are locked before this one, as a
-    # transition locks them (services/dependencies.py); errors wait for the state's 409.
+    # transition locks them (services/dependencies/); errors wait for the state's 409.
     # A rename changes which singletons wait on the job: it runs after any other change of what
     # waits on what, as a change of dependencies does (judge takes the same lock).
     if "dependencies" in changes:

@@ -89,7 +89,7 @@ class SubmitRequest:
     # array text's `%N`, or this field, or both saying the same.
     array_task_limit: int | None = None
     # Jobs (or job arrays) it waits on, each {"job": 12} or {"array": uuid} with a "condition"
-    # (services/dependencies.py).
+    # (services/dependencies/).
     dependencies: tuple[dict[str, Any], ...] = ()
     # How they combine: "all" met (Slurm's `,`) or "any" one of them (`?`).
     dependency_mode: str = "all"
@@ -671,7 +671,7 @@ def submit(
     try:
         if req.dependencies:
             # The upstream jobs stay locked from their check to the dependency rows' insert, which
-            # commits with the job(s): all of it, or nothing (services/dependencies.py).
+            # commits with the job(s): all of it, or nothing (services/dependencies/).
             with transaction.atomic():
                 return _submit(user, req, idempotency_key, fingerprint, now)
         return _submit(user, req, idempotency_key, fingerprint, now)

@@ -213,7 +213,7 @@ def _stop_to_requeue(user: AbstractBaseUser, who: access.Access, job: Job, *, ho
 def _lock_upstream(job_id: int) -> list[tuple[int, str, Any, str, int | None]]:
     """The job's dependencies: (upstream id, condition, satisfied_at, upstream state, its exit
     code), the upstream rows locked FOR SHARE on PostgreSQL (in id order) as a submit locks them
-    (services/dependencies.py): an upstream's end waits for our commit and then finds this job
+    (services/dependencies/): an upstream's end waits for our commit and then finds this job
     waiting, or we wait for it and read its new state. The dependency rows are read after the
     lock, so a condition an end met while we waited is read met (read before, an upstream that
     succeeded and then failed again meanwhile looked never met). Never a dependency judged on a

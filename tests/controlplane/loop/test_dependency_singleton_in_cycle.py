@@ -20,6 +20,7 @@ import scheduler_core as engine
 from controlplane.choices import EventKind, JobState
 from controlplane.models import Allocation, Event, Job
 from controlplane.services import cycle, dependencies, dependency_text, holds, transitions
+from controlplane.services.dependencies import waiting
 from controlplane.services.snapshot import read_snapshot, scheduler_config
 from tests.controlplane import factories as f
 from tests.controlplane.loop_fixtures import LoopFleet, make_job, register_node
@@ -217,7 +218,7 @@ def test_a_big_group_is_read_in_rows_that_grow_with_it_not_with_its_square(fleet
     running = make_job(fleet, name="sweep", submitter=alice, state=JobState.RUNNING)
     tasks = singles(fleet, alice, 300, name="sweep")
 
-    rows = [r for r in dependencies._waiting_rows() if r[2] == "singleton"]
+    rows = [r for r in waiting.waiting_rows() if r[2] == "singleton"]
 
     assert len(rows) == 300 + 299  # the running job holds up each; the one before each but the first
     waits = dependencies.waits()
