@@ -23,9 +23,10 @@ Human tables by default, `--json` for scripts. Errors print the API's message an
 the server cannot be reached); never a traceback.
 
 This module reads the command line and calls the command. The commands live by group:
-account.py (login, logout, whoami), jobs.py (a job from submit to logs), scheduling.py (sprio,
-sshare, config, quotas), fleet.py (sinfo, nodes), accounting.py (history, showback), notify.py,
-maintenance.py (maint); what several of them read alike in arguments.py, output.py, client.py.
+account.py (login, logout, whoami), jobs/ (a job from submit to logs, a module a command),
+scheduling.py (sprio, sshare, config, quotas), fleet.py (sinfo, nodes), accounting.py (history,
+showback), notify.py, maintenance.py (maint); what several of them read alike in arguments.py,
+output.py, client.py.
 """
 
 from __future__ import annotations
@@ -42,24 +43,15 @@ from controlplane.cli.account import cmd_login, cmd_logout, cmd_whoami
 from controlplane.cli.accounting import ENDED_STATES, HISTORY_FLAGS, SHOWBACK_FLAGS, cmd_history, cmd_showback
 from controlplane.cli.client import DEFAULT_URL, Api, ApiError, CliError, refusal, server_url
 from controlplane.cli.fleet import cmd_node_action, cmd_nodes, cmd_sinfo
-from controlplane.cli.jobs import (
-    ACTION_FLAGS,
-    CANCELLABLE_STATES,
-    LIST_FLAGS,
-    LOGS_FLAGS,
-    SUBMIT_FLAGS,
-    cmd_cancel,
-    cmd_events,
-    cmd_explain,
-    cmd_hold,
-    cmd_list,
-    cmd_logs,
-    cmd_requeue,
-    cmd_runs,
-    cmd_status,
-    cmd_submit,
-    cmd_update,
-)
+from controlplane.cli.jobs.actions import ACTION_FLAGS, CANCELLABLE_STATES, cmd_cancel, cmd_hold, cmd_requeue
+from controlplane.cli.jobs.events import cmd_events
+from controlplane.cli.jobs.explain import cmd_explain
+from controlplane.cli.jobs.listing import LIST_FLAGS, cmd_list
+from controlplane.cli.jobs.logs import LOGS_FLAGS, cmd_logs
+from controlplane.cli.jobs.runs import cmd_runs
+from controlplane.cli.jobs.status import cmd_status
+from controlplane.cli.jobs.submit import SUBMIT_FLAGS, cmd_submit
+from controlplane.cli.jobs.update import cmd_update
 from controlplane.cli.maintenance import MAINT_FLAGS, cmd_maint
 from controlplane.cli.notify import NOTIFY_EVENTS, cmd_notify
 from controlplane.cli.scheduling import cmd_config, cmd_quotas, cmd_sprio, cmd_sshare

@@ -2,9 +2,9 @@
 
 Three callers share it:
 
-- `qm submit -d` and `qm update -d` (controlplane/cli/jobs.py) parse it before sending the API's
+- `qm submit -d` and `qm update -d` (controlplane/cli/jobs/dependencies.py) parse it before sending the API's
   list, so a typo never reaches the server; `qm` imports no Django, and neither does this
-  module (the rules on what a dependency means live in services/dependencies.py, which does);
+  module (the rules on what a dependency means live in services/dependencies/, which does);
 - the API's `dependencies` field takes this text as well as the list
   (api/serializers/job_requests.py, `DependencyListSerializer`): the jobs page's "Runs after" field sends what was typed, and the
   live check (ui/jobs/check.json) and the submit say what is wrong with it on that field;

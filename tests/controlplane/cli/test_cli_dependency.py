@@ -10,7 +10,7 @@ import pytest
 
 from controlplane.choices import JobState
 from controlplane.cli.client import CliError
-from controlplane.cli.jobs import parse_dependency
+from controlplane.cli.jobs.dependencies import parse_dependency
 from controlplane.models import Job, JobDependency
 from tests.controlplane import factories as f
 

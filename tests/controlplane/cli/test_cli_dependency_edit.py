@@ -8,7 +8,7 @@ import pytest
 
 from controlplane.choices import JobState
 from controlplane.cli.client import CliError
-from controlplane.cli.jobs import update_dependency
+from controlplane.cli.jobs.dependencies import update_dependency
 from controlplane.models import Event, Job, JobDependency
 from tests.controlplane import factories as f
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from controlplane.choices import JobState
-from controlplane.cli.jobs import parse_dependency
+from controlplane.cli.jobs.dependencies import parse_dependency
 from controlplane.models import Event, Job, JobDependency
 from tests.controlplane import factories as f
 

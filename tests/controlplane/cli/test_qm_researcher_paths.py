@@ -273,7 +273,7 @@ def test_list_array_lists_only_that_arrays_tasks(alice_qm, fleet) -> None:
 
 def test_an_array_whose_ids_are_not_consecutive_does_not_claim_a_range(alice_qm, fleet) -> None:
     """Concurrent submits may take ids between an array's tasks; 'jobs 413–512' then took in others' jobs."""
-    from controlplane.cli.jobs import array_span
+    from controlplane.cli.jobs.submit import array_span
 
     r = alice_qm("submit", "--name", "sweep", "--gpus", "1", "--array", "0-2")
 

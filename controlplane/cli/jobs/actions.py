@@ -1,0 +1,148 @@
+"""`qm cancel` (`scancel`, by ids or by filters), `qm hold`, `qm release` and `qm requeue`: one
+request per job named (each refusal an error line, the others still act), or one for a whole
+job array."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import uuid
+from typing import Any
+
+from controlplane.cli import account, arguments, output
+from controlplane.cli.client import Api, ApiError, CliError, refusal
+
+#: The fields `qm cancel`, `hold`, `release` and `requeue` send (the action's body, cancel's
+#: filters of jobs/) → their flags, as client.refusal names them.
+ACTION_FLAGS = {"reason": "reason", "states": "states", "state": "state", "name": "name", "user": "user"}
+
+CANCELLABLE_STATES = ("pending", "running")
+
+
+def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
+    """Cancel each job named (`scancel`), or every task of an array still pending or running, or
+    the jobs the filters pick (`scancel -n NAME -t PENDING -u USER`)."""
+    filters = [flag for flag in ("name", "state", "user") if getattr(args, flag) is not None]
+    if filters:
+        if args.jobs or args.array:
+            raise CliError(f"give job ids, --array, or --{filters[0]} and the other filters, not both")
+        args.jobs = [str(job_id) for job_id in _jobs_picked(api, args)]
+        if not args.jobs:
+            print("No job matched: nothing cancelled.")
+            return 0
+    return act_on_jobs(api, args, "cancel")
+
+
+def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
+    """The ids of the jobs `qm cancel --name/--state/--user` picks, as scancel's filters do: the
+    name whole (the API's `?name=` matches a part of it: `-n train` would have cancelled
+    pretrain-7b too), waiting or running (or the --state given), and the user's own jobs unless
+    --user names another. All of them read before any is cancelled (a cancel moves a job out of
+    the pages being read)."""
+    states = [state.strip().lower() for state in args.state or CANCELLABLE_STATES]
+    wrong = [state for state in states if state not in CANCELLABLE_STATES]
+    if wrong:
+        raise CliError(f"--state {wrong[0]}: a job that is {wrong[0]} cannot be cancelled; "
+                       f"give {' or '.join(CANCELLABLE_STATES)}")
+    if args.name is not None and not args.name.strip():
+        raise CliError("--name is empty: give the jobs' name")
+    user = args.user.strip() if args.user else None
+    if args.user is not None and not user:
+        raise CliError("--user is empty: give a user")
+    params: dict[str, Any] = {"state": states, "user": user or account.my_username(api), "limit": 1000, "ordering": "id"}
+    if args.name:
+        params["name"] = args.name.strip()
+    picked: list[int] = []
+    while True:
+        page = api.request("GET", "jobs/", params=params)
+        picked += [j["id"] for j in page["results"] if not args.name or j["name"] == args.name.strip()]
+        if not page.get("next") or not page["results"]:
+            return picked
+        params["offset"] = params.get("offset", 0) + len(page["results"])
+
+
+def cmd_hold(api: Api, args: argparse.Namespace) -> int:
+    """Hold (`qm hold`) or release (`qm release`) each job named, or every waiting task of an
+    array: as `scontrol hold/release`. A job that cannot be held (running, ended, another's
+    admin hold) is an error line; the others still act."""
+    return act_on_jobs(api, args, args.command)
+
+
+def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
+    """Requeue each job named (`scontrol requeue`; --hold: `scontrol requeuehold`), or every
+    running task of an array (--states: the tasks in those states instead): a running job's
+    processes get its class's grace period, then it waits again with the same id (held with
+    --hold); an ended job waits again at once. A job that waits or is stopping, or an ended one
+    refused, is an error line; the others still act."""
+    if args.states is not None and not args.array:
+        raise CliError("--states picks an array's tasks: give it with --array ARRAY_ID")
+    return act_on_jobs(api, args, "requeue")
+
+
+def act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
+    """POST `jobs/{id}/{verb}/` for each job named, or `job-arrays/{id}/{verb}/` once for an
+    array. Every id is checked before any job is touched (a typo among them acted on the jobs
+    before it and not those after); a refused job is an error line on standard error and the
+    others still act. --json: the API's answer for one job; for several, one JSON list of the
+    answers of the jobs acted on."""
+    if args.array:
+        if args.jobs:
+            raise CliError("give job ids or --array, not both")
+        return _act_on_array(api, args, verb)
+    if not args.jobs:
+        raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
+    ids = [arguments.job_id(job) for job in args.jobs]
+    body = _action_body(args)
+    failed, results = 0, []
+    for job_id in ids:
+        try:
+            result = api.request("POST", f"jobs/{job_id}/{verb}/", body=body)
+        except ApiError as error:
+            # Line by line, as main prints an error: a 400's fields each on a line of their own.
+            said = "\n".join(output.visible(line) for line in str(refusal(error, args, ACTION_FLAGS)).split("\n"))
+            # "Job 5 is running: …", "No job 5, or not yours to see.": the job is named already
+            named = re.match(rf"(No job|Job) {job_id}\b", said) is not None
+            print(f"error: {said}" if named else f"error: job {job_id}: {said}", file=sys.stderr)
+            failed += 1
+            continue
+        results.append(result)
+        if not args.json:
+            print(output.visible(result["detail"]))
+    if args.json and len(ids) > 1:
+        output.emit_json(results)
+    elif args.json and results:
+        output.emit_json(results[0])
+    return 1 if failed else 0
+
+
+def _act_on_array(api: Api, args: argparse.Namespace, verb: str) -> int:
+    """Act on every task of an array in one request (`POST job-arrays/{id}/{verb}/`, as
+    `scancel ARRAY_ID`): one line for the lot. Tasks that finished or began stopping meanwhile
+    are counted apart, not as failures. One request per task took 24 s for 1,000 tasks, minutes
+    for 10,000. --json: the API's answer."""
+    try:
+        array_id = str(uuid.UUID(args.array.strip()))
+    except ValueError:
+        raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+    answer = api.request("POST", f"job-arrays/{array_id}/{verb}/", body=_action_body(args))  # 404: none, or not yours
+    if args.json:
+        output.emit_json(answer)
+    else:
+        print(output.visible(answer["detail"]))
+    return 0
+
+
+def _action_body(args: argparse.Namespace) -> dict[str, Any] | None:
+    """`qm hold --reason TEXT`, `qm requeue --hold --reason TEXT`: the action's body; the other
+    actions send none."""
+    body: dict[str, Any] = {}
+    if getattr(args, "requeue_hold", False):
+        body["hold"] = True
+    reason = getattr(args, "reason", None)
+    if reason is not None:
+        body["reason"] = reason
+    states = getattr(args, "states", None)
+    if states is not None:  # qm requeue --array ID --states failed,timed_out
+        body["states"] = [state.strip() for state in states.split(",") if state.strip()]
+    return body or None

@@ -1,0 +1,84 @@
+"""`qm events JOB [--follow]`: a job's history, oldest first, followed until the job ends."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from controlplane.cli import arguments, output
+from controlplane.cli.client import Api, CliError
+from controlplane.cli.jobs.states import FINISHED_STATES
+
+EVENTS_PAGE = 1000
+
+
+def _event_line(event: dict[str, Any]) -> tuple[str, str, str, str]:
+    return (output.utc_text(event["created_at"], suffix=""), event["kind"], event["actor"], event["message"])
+
+
+def _print_streamed(cells: Sequence[str]) -> None:
+    """One line of `events --follow`: columns of fixed width, since later lines cannot widen
+    the ones already printed."""
+    time_, kind, actor, what = (output.visible(c) for c in cells)
+    print(f"{time_:<19}  {kind:<20}  {actor:<18}  {what}".rstrip(), flush=True)
+
+
+def _events_after(api: Api, job_id: int, seen: set[int], start: int) -> list[dict[str, Any]]:
+    """The job's events from position `start` on (oldest first), those not yet in `seen`."""
+    found: list[dict[str, Any]] = []
+    params: dict[str, Any] = {"limit": EVENTS_PAGE, "offset": start}
+    while True:
+        page = api.request("GET", f"jobs/{job_id}/events/", params=params)
+        found.extend(e for e in page["results"] if e["id"] not in seen)
+        if not page["next"] or not page["results"]:
+            return found
+        params["offset"] += len(page["results"])
+
+
+def cmd_events(api: Api, args: argparse.Namespace) -> int:
+    """A job's history, oldest first: each state change with who did it and why (a preemption
+    names the job it made room for and what was lost). `--follow` keeps printing new events
+    until the job has finished."""
+    job_id = arguments.job_id(args.job)
+    if not 0 < args.interval <= 3600:  # NaN fails too; time.sleep() cannot wait `inf`
+        raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
+    seen: set[int] = set()
+    events = _events_after(api, job_id, seen, 0)
+    if args.json and not args.follow:
+        output.emit_json(events)
+        return 0
+    headers = ["TIME (UTC)", "EVENT", "BY", "WHAT"]
+    if args.json:
+        for event in events:
+            output.emit_json_line(event)
+    elif args.follow:
+        _print_streamed(headers)
+        for event in events:
+            _print_streamed(_event_line(event))
+    elif events:
+        output.table([_event_line(e) for e in events], headers)
+    else:
+        print(f"Job {job_id} has no events.")
+    seen.update(e["id"] for e in events)
+    if not args.follow:
+        return 0
+    while True:
+        job = api.request("GET", f"jobs/{job_id}/")
+        # Events committed out of order land a little before the end: look back a few.
+        fresh = _events_after(api, job_id, seen, max(0, len(seen) - 20))
+        for event in fresh:
+            if args.json:
+                output.emit_json_line(event)
+            else:
+                _print_streamed(_event_line(event))
+        seen.update(e["id"] for e in fresh)
+        sys.stdout.flush()
+        if job["state"] in FINISHED_STATES:
+            if not args.json:
+                code = f", exit code {job['exit_code']}" if job["exit_code"] is not None else ""
+                print(output.visible(f"Job {job_id} ({job['name']}) ended {job['state']}{code}."))
+            return 0
+        time.sleep(args.interval)

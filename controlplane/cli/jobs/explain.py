@@ -1,0 +1,41 @@
+"""`qm explain JOB`: why a job waits (or does not grow), and when it may start."""
+
+from __future__ import annotations
+
+import argparse
+
+from controlplane.cli import arguments, output
+from controlplane.cli.client import Api
+from controlplane.cli.jobs.waiting import (
+    eta_record_text,
+    eta_text,
+    likely_start_text,
+    order_text,
+    position_text,
+)
+
+
+def cmd_explain(api: Api, args: argparse.Namespace) -> int:
+    e = api.request("GET", f"jobs/{arguments.job_id(args.job)}/explain/")
+    if args.json:
+        output.emit_json(e)
+        return 0
+    # Its state_label in words: a job being cancelled is "stopping: cancelled", as qm list says.
+    head = f"Job {e['job']} ({e['name']}) is {str(e.get('state_label') or e['state']).replace('_', ' ')}"
+    print(output.visible(head + (f": {e['reason_code']}" if e["reason_code"] else ".")))
+    print(f"  {output.visible(e['reason'])}")
+    if e["state"] == "pending":
+        start = eta_text(e["eta"], relative=True) if e["eta"] else "unknown"
+        output.fields([
+            ("  queue position", position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
+                                                e["resolvable"])),
+            ("  earliest start", start),
+            *([("  etas lately", lately)] if e["eta"] and (lately := eta_record_text(e)) else []),
+            *([("  likely start", likely)] if (likely := likely_start_text(e)) else []),
+            *([("  priority", order)] if (order := order_text(api, e["job"])) else []),
+            ("  would start if", e["would_start_if"]),
+            ("  can it ever run", "yes" if e["resolvable"] else "no, not as asked: change the request"),
+        ])
+    elif e.get("growth_code"):
+        output.fields([("  not growing", f"{e['growth_code']}: {e['growth_note']}")])
+    return 0

@@ -1,0 +1,100 @@
+"""`qm list` (`squeue`): the jobs of the filters given, a page at a time, with where each waits."""
+
+from __future__ import annotations
+
+import argparse
+import uuid
+from datetime import datetime, timezone
+from typing import Any
+
+from controlplane.cli import account, output
+from controlplane.cli.client import Api, CliError
+from controlplane.cli.jobs.gpus import gpus_cell
+from controlplane.cli.jobs.states import ACTIVE_STATES
+from scheduler_core.sentences import counted
+
+#: `qm list`'s (and `qm status`'s) API filters → its flags, as client.refusal names them.
+LIST_FLAGS = {"state": "state", "team": "team", "node": "node", "ordering": "sort", "array_id": "array", "user": "user",
+              "name": "name", "project": "project", "priority_class": "priority", "pending_code": "reason",
+              "limit": "limit", "offset": "offset"}
+
+
+def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
+    params: dict[str, Any] = {"limit": args.limit}
+    if args.offset:
+        params["offset"] = args.offset
+    if args.state:
+        params["state"] = args.state
+    elif not args.all:
+        params["state"] = ACTIVE_STATES
+    if args.team:
+        params["team"] = args.team
+    if args.node:
+        params["node"] = args.node
+    if args.sort:
+        params["ordering"] = args.sort.replace(" ", "")
+    if args.array:
+        try:
+            params["array_id"] = str(uuid.UUID(args.array.strip()))
+        except ValueError:
+            raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+    if args.mine and args.user:
+        raise CliError("give --mine or --user USER, not both")
+    for flag, param in (("user", "user"), ("name", "name"), ("project", "project"), ("priority", "priority_class"),
+                        ("reason", "pending_code")):
+        value = getattr(args, flag)
+        if value is not None and not value.strip():
+            raise CliError(f"--{flag} is empty: give a {'reason code' if flag == 'reason' else flag}")
+        if value is not None:
+            params[param] = value.strip()
+    if args.mine:
+        params["user"] = account.my_username(api)
+    return params
+
+
+def _start_cell(job: dict[str, Any]) -> str:
+    """When a waiting job is expected to start (its ETA, as `squeue --start` says): `in 2h`,
+    `passed` once the time is past (no cycle has run since), `-` without one."""
+    eta = output.parse_time(job.get("eta")) if job["state"] == "pending" else None
+    if eta is None:
+        return "-"
+    ahead = (eta - datetime.now(timezone.utc)).total_seconds()
+    return f"in {output.human_duration(ahead)}" if ahead > 0 else "passed"
+
+
+def cmd_list(api: Api, args: argparse.Namespace) -> int:
+    page = api.request("GET", "jobs/", params=_list_params(args, api))
+    if args.json:
+        output.emit_json(page)
+        return 0
+    rows = [
+        (j["id"], j["name"], j["team"], output.job_state(j), gpus_cell(j), j["priority_class"], output.age(j["submitted_at"]),
+         j["queue_position"], _start_cell(j), j["pending_code"] if j["state"] == "pending" else "")
+        for j in page["results"]
+    ]
+    if not rows:
+        if page["count"] == 0 and not args.offset and account.reads_no_jobs(api):
+            print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
+            return 0
+        if page["count"] and args.offset:
+            # Past the last page: it said "No jobs pending or running" of a list that had some.
+            last = max(0, page["count"] - min(args.limit, 1000))  # the API's largest page
+            print(f"No jobs from --offset {args.offset}: the list has {counted(page['count'], 'job')} "
+                  f"(--offset {last} for the last page).")
+            return 0
+        print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
+        return 0
+    output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"])
+    limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
+    for array_id, limit in limited.items():  # JobArrayTaskLimit in REASON: this is why
+        print(f"Array {array_id} runs at most {counted(limit, 'task')} at a time.")
+    if any("/" in str(row[4]) for row in rows):
+        print("GPUS of an elastic job holding GPUs: held/asked (e.g. 16/8: asked 8, grown to 16).")
+    if any(row[8] == "passed" for row in rows):
+        print("START passed: the expected start has passed and no scheduling cycle has run since.")
+    shown_to = args.offset + len(rows)
+    if page["count"] > shown_to or args.offset:
+        # The API gives at most 1,000 a page: past that, --limit alone cannot show the rest.
+        more = f"; --offset {shown_to} for the next" if page["count"] > shown_to else ""
+        print(f"({args.offset + 1}–{shown_to} of {page['count']}{more})")
+    return 0

@@ -1,0 +1,93 @@
+"""`qm runs JOB` (`sacct --duplicates`): each run of a job, how it ended, where, what it held and
+cost, and the work its requeue lost."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from controlplane.cli import arguments, output
+from controlplane.cli.client import Api
+from controlplane.cli.jobs.events import EVENTS_PAGE
+from scheduler_core.sentences import counted, gpu_hours
+
+RUNS_COLUMNS = ["RUN", "GENERATION", "BOUND (UTC)", "STARTED", "ENDED", "ELAPSED", "HOW IT ENDED", "REASON", "EXIT",
+                "GPUS", "WHERE", "GPU-H", "COST", "QUOTA", "LOST GPU-H"]
+
+
+def _runs_of(api: Api, job_id: int, latest: int | None = None) -> tuple[list[dict[str, Any]], int, float]:
+    """The job's runs, oldest first, page by page (1,000 a request): all of them, or its
+    `latest` ones; with how many it has and what they all cost (the API's `total_cost_usd`)."""
+    runs: list[dict[str, Any]] = []
+    want = latest
+    params: dict[str, Any] = {"limit": min(EVENTS_PAGE, want or EVENTS_PAGE), "offset": 0}
+    page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
+    if want is not None and page["count"] > want:  # the latest `want`: from count - want on
+        params["offset"] = page["count"] - want
+        page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
+    while True:
+        runs.extend(page["results"])
+        if not page["next"] or not page["results"] or (want is not None and len(runs) >= want):
+            return (runs if want is None else runs[:want]), page["count"], page["total_cost_usd"]
+        params["offset"] += len(page["results"])
+        page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
+
+
+def _run_where(run: dict[str, Any]) -> str:
+    """ "h100-1×2", a heterogeneous gang's roles named: "a100-0×1(ps),a100-1×2(worker)"."""
+    return ",".join(f"{g['node']}×{len(g['gpu_indices'])}" + (f"({g['role']})" if g["role"] else "")
+                    for g in run["placement"])
+
+
+def _run_row(run: dict[str, Any]) -> list[Any]:
+    if run["ended_at"]:
+        ended = output.utc_text(run["ended_at"], suffix="")
+    elif run["stop_deadline"]:
+        ended = "stopping by " + output.utc_text(run["stop_deadline"], suffix="")
+    else:
+        ended = "running" if run["started_at"] else "starting"
+    generation = str(run["generation"]) + (f" (fenced: {run['fenced_generation']})" if run["fenced_generation"] else "")
+    return [
+        run["run"], generation, output.utc_text(run["bound_at"], suffix=""),
+        output.utc_text(run["started_at"], suffix=""), ended, output.clock(run["elapsed_s"]), run["ended_how"],
+        run["reason"], "" if run["exit_code"] is None else run["exit_code"], run["gpus"], _run_where(run),
+        gpu_hours(run["gpu_hours"], cell=True), f"${run['cost_usd']:,.2f}", "borrowed" if run["borrowed"] else "own",
+        "" if run["lost_gpu_hours"] is None else gpu_hours(run["lost_gpu_hours"], cell=True),
+    ]
+
+
+def cmd_runs(api: Api, args: argparse.Namespace) -> int:
+    """A job's runs, oldest first, as `sacct --duplicates` lists a requeued job's: one per bind
+    (preempted and requeued, stopped to resize, fenced, requeued after it ended, its last run),
+    with when each was bound, started and ended, how it ended and why, where, the GPU-hours it
+    held, what it cost (as showback charges it), its quota (own or borrowed) and the work its
+    requeue lost; then the stops' notices and the totals. --limit N: its latest N runs."""
+    job_id = arguments.job_id(args.job)
+    runs, count, total_cost = _runs_of(api, job_id, args.limit)
+    if args.json:
+        output.emit_json(runs)
+        return 0
+    if not runs:
+        print(f"Job {job_id} has no runs: it was never bound to GPUs.")
+        return 0
+    output.table([_run_row(run) for run in runs], RUNS_COLUMNS)
+    for run in runs:
+        if run["notice"]:
+            print(output.visible(f"run {run['run']}: {run['notice']}"))
+        after = run["requeued_after_end"]
+        if after:
+            held = " held" if after["held"] else ""
+            why = f": {after['reason']}" if after["reason"] else ""
+            print(output.visible(f"run {run['run']}: then requeued{held} after it ended, by {after['by'] or 'someone'} "
+                                 f"at {output.utc_text(after['at'])}{why}"))
+    held = sum(run["gpu_hours"] for run in runs)
+    lost = sum(run["lost_gpu_hours"] or 0 for run in runs)
+    cost = sum(round(run["cost_usd"] * 100) for run in runs) / 100  # whole cents: they add up exactly
+    requeued = sum(1 for run in runs if run["outcome"] == "requeued")
+    which = counted(len(runs), "run") if len(runs) == count else \
+        f"Latest {len(runs)} of {count} runs ({runs[0]['run']}–{runs[-1]['run']})"
+    print(f"{which}, {requeued} ended in a requeue; {gpu_hours(held)} GPU-hours held, costing ${cost:,.2f}; "
+          f"{gpu_hours(lost)} GPU-hours of work lost.")
+    if len(runs) < count:
+        print(f"All {count} runs cost ${total_cost:,.2f}; `qm runs {job_id}` lists them all.")
+    return 0

@@ -1,0 +1,105 @@
+"""A job's spec from a YAML file (`qm submit job.yaml`, `-` for standard input): the API's fields, with
+the flags' spellings too (`time:`, `priority:`), YAML's dates, numbers and booleans kept to what
+was written or refused with the fix; and a command line as the node agent's shell runs it."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from datetime import date, datetime
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from controlplane.cli import arguments
+from controlplane.cli.client import CliError
+
+# YAML keys and flags that are spelled differently from the API's fields.
+YAML_ALIASES = {"time": "runtime_limit_s", "priority": "priority_class", "checkpoint_every": "checkpoint_interval_s"}
+
+
+def load_spec_file(path: str) -> dict[str, Any]:
+    try:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise CliError(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from exc
+    try:
+        data = _plain(yaml.safe_load(text))
+    except yaml.YAMLError as exc:
+        raise CliError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from exc
+    if not isinstance(data, dict):
+        raise CliError(f"{path} must be a mapping of job fields (name, gpus, ...), got {type(data).__name__}")
+    spec: dict[str, Any] = {}
+    for key, value in data.items():
+        name = str(key).replace("-", "_")
+        field = YAML_ALIASES.get(name, name)
+        if name == "time" and isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)  # `time: 30` as `--time 30`: minutes (`runtime_limit_s: 30` is seconds)
+        if field in ("runtime_limit_s", "checkpoint_interval_s") and isinstance(value, str):
+            value = arguments.duration(value, str(key), arguments.TIME_BARE_UNIT if name == "time" else 1)
+        if field == "command" and isinstance(value, list):
+            value = shell_command([str(v) for v in value])
+        if field == "array" and isinstance(value, int):
+            value = str(value)
+        if field == "env" and isinstance(value, dict):
+            _env_values_are_text(path, value)
+        if field == "roles" and isinstance(value, list):  # `gpus-per-member:` as the top level's keys
+            value = [{str(k).replace("-", "_"): v for k, v in role.items()} if isinstance(role, dict) else role
+                     for role in value]
+        spec[field] = value
+    return spec
+
+
+def _yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where a YAML file is wrong and how, in one line: `line 2, column 1: expected ',' or ']', but
+    got '<stream end>' (in the flow sequence from line 1, column 7)`. Its first line alone said
+    only what the parser was doing ("while parsing a flow sequence"), neither where nor what."""
+    problem = getattr(exc, "problem", None)
+    if not problem:
+        return str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    mark, context, context_mark = (getattr(exc, name, None) for name in ("problem_mark", "context", "context_mark"))
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    started = ""
+    if context and context_mark is not None and context.startswith("while "):
+        started = (f" ({context.split(' ', 2)[-1]} from line {context_mark.line + 1}, column "
+                   f"{context_mark.column + 1})")
+    return f"{where}{problem}{started}"
+
+
+def _env_values_are_text(path: str, env: dict[Any, Any]) -> None:
+    """YAML reads `DEBUG: yes` as true and `VERSION: 1.10` as 1.1: refuse them with the fix
+    (quote the value) rather than the API's bare "Not a valid string", or pass a changed value."""
+    unquoted = [(name, value) for name, value in env.items() if isinstance(value, bool | int | float)]
+    if not unquoted:
+        return
+    said = "; ".join(
+        f"env.{name}: YAML read it as the {'boolean' if isinstance(value, bool) else 'number'} "
+        f"{str(value).lower() if isinstance(value, bool) else value}" for name, value in unquoted[:5])
+    raise CliError(f"{path}: {said}. Environment values are text: quote them in the file "
+                   f"({unquoted[0][0]}: \"...\") to pass exactly what you wrote.")
+
+
+def _plain(value: Any) -> Any:
+    """YAML's values as JSON's: a date or time YAML read from `name: 2026-11-29` is the text it
+    was written as (it ended in a traceback: "Object of type date is not JSON serializable"),
+    a set a list, bytes refused by the API as any other wrong type would be."""
+    if isinstance(value, dict):
+        return {str(k) if isinstance(k, date | datetime) else k: _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [_plain(v) for v in value]
+    if isinstance(value, date | datetime):
+        return value.isoformat()
+    if isinstance(value, bytes):
+        return repr(value)
+    return value
+
+
+def shell_command(words: list[str]) -> str:
+    """The command line the node agent gives `/bin/sh -c`. Several words are an argv, kept as
+    they are (quoted where the shell would split or expand them, as `srun` passes its arguments:
+    `-- python train.py --run "lr sweep"` ran `--run lr sweep`, two words); a single word is a
+    shell command line as written (`-- 'python a.py && python b.py'`, `-- 'train.py > log'`)."""
+    return words[0] if len(words) == 1 else shlex.join(words)

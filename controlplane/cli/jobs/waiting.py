@@ -1,0 +1,102 @@
+"""Where a waiting job stands and when it may start, as its page says it (`qm status`, `qm explain`):
+its place in the queue, its ETA and how far ETAs held lately, its likely start, its priority."""
+
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Any
+
+from controlplane.cli import output
+from controlplane.cli.client import Api
+from scheduler_core.sentences import counted
+
+
+def position_text(position: int | None, code: str | None, held: bool | None, resolvable: bool | None) -> str:
+    """A waiting job's queue position, and, for one not in line, where that puts it, as the
+    job's page says it: a held job, or one waiting for a dependency, "is not in the queue"
+    (its reason says so) and is ranked after every job in line; `queue position: 8` alone
+    read as eighth in line."""
+    if position is None:
+        return ""
+    if held:
+        return f"{position}, after every job in line (a held job is not in line)"
+    if code == "WaitingForDependency":
+        return f"{position}, after every job in line (a job waiting for a dependency is not in line)"
+    if resolvable is False:
+        return f"{position}, after every job that can start"
+    return str(position)
+
+
+def eta_text(value: str | None, *, relative: bool) -> str:
+    """An ETA as the job's page says it: "<time> (in 2h)"; once passed, "was <time>, passed
+    3m ago: no scheduling cycle has run since" (each cycle writes every waiting job's ETA anew,
+    never before the cycle), not "(in 0s)" as if it were starting."""
+    eta = output.parse_time(value)
+    if eta is None:
+        return output.utc_text(value)
+    ahead = (eta - datetime.now(timezone.utc)).total_seconds()
+    if ahead > 0:
+        return f"{output.utc_text(value)} (in {output.human_duration(ahead)})" if relative else output.utc_text(value)
+    return f"was {output.utc_text(value)}, passed {output.human_duration(-ahead)} ago: no scheduling cycle has run since"
+
+
+def eta_told_text(job: dict[str, Any]) -> str:
+    """A started job's first ETA told and how far from it it started, as its page says it."""
+    told, started = output.parse_time(job.get("eta_told")), output.parse_time(job.get("started_at"))
+    if told is None or started is None:
+        return ""
+    gap = (started - told).total_seconds()
+    how = f"started {output.human_duration(abs(gap))} {'after' if gap > 1 else 'before'} it"
+    return f"{output.utc_text(job['eta_told'])} (told {output.utc_text(job.get('eta_told_at'))}), {how}"
+
+
+def order_text(api: Api, job_id: int) -> str:
+    """A job in line: its priority, its team's share and its place in the next cycle's order,
+    as `qm sprio` says them; "" for a job not in line."""
+    body = api.request("GET", "jobs/priority/", params={"job": str(job_id)})
+    if not body["jobs"]:
+        return ""
+    r = body["jobs"][0]
+    aged = f" + {r['aging_points']:g} for waiting" if r["aging_points"] else ""
+    return (f"{r['effective_priority']:g} (class {r['priority_class']} {r['class_value']:g}{aged}); team "
+            f"{r['team']}'s share {r['team_share']:.3f}; {r['order']} of {body['in_line']} in line for the next "
+            "cycle (qm sprio)")
+
+
+def eta_record_text(e: dict[str, Any]) -> str:
+    """How far the ETAs told held lately, beside a waiting job's ETA, the fleet's and its size
+    class's, as explain's `eta_record` gives them (the record its page says, of the same minute)."""
+    r = e.get("eta_record")
+    if not r or not r["judged"]:
+        return ""
+    share = f", the median one after {r['median_share_of_wait']:.0%} of the wait told" \
+        if r["median_share_of_wait"] is not None else ""
+    text = (f"at the latest, by runtime limits: of {counted(r['judged'], 'job')} that waited with an ETA in the "
+            f"last {r['days']} days, {r['on_time']:.0%} started by the first one told{share}")
+    own, missing = r.get("own_class"), e.get("likely_start_missing")
+    # its class's figures once there are enough of them to tell a likely start by, as the page
+    if own and own["judged"] and not (missing and missing["code"] == "too_few_of_its_size"):
+        share = f", the median one after {own['median_share_of_wait']:.0%}" \
+            if own["median_share_of_wait"] is not None else ""
+        text += (f"; of them, {counted(own['judged'], 'job')} of {_size_class_text(own)}, as this one: "
+                 f"{own['on_time']:.0%} by it{share}")
+    return text
+
+
+def _size_class_text(row: dict[str, Any]) -> str:
+    """A size class in GPUs as the job page says it: "8+ GPUs", "fewer than 8 GPUs"."""
+    return f"{row['node_gpus']}+ GPUs" if row["size_class"] == "large" else f"fewer than {row['node_gpus']} GPUs"
+
+
+def likely_start_text(e: dict[str, Any]) -> str:
+    """Where a waiting job's start lands at the median share of the wait told lately by jobs of
+    its size class, as the API gives it (explain's `likely_start`) and the job's page says it;
+    or why there is none (`likely_start_missing`, in the page's words)."""
+    likely, missing = e.get("likely_start"), e.get("likely_start_missing")
+    if not likely:
+        return f"none: {missing['reason']}" if missing else ""
+    jobs = counted(likely["judged"], "job")
+    if likely.get("size_class"):
+        jobs += f" of {_size_class_text(likely)}"
+    return (f"about {eta_text(likely['at'], relative=True)}, at the median {likely['share_of_wait']:.0%} of the wait "
+            f"told that {jobs} had in the last {likely['days']} days")
