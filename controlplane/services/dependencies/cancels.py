@@ -35,7 +35,7 @@ def without_alternatives(maybe: dict[int, tuple[int, str, int, str]]) -> dict[in
 
 
 def cancel_never_met(doomed: dict[int, tuple[int, str, int, str]], by_id: dict[int, Change], *, at: datetime,
-            actor: str) -> list[Change]:
+                     actor: str) -> list[Change]:
     """Cancel each waiting job whose dependency can no longer be met (an any-of job: none of its
     alternatives, their text given); returns those cancelled (a job bound or cancelled meanwhile
     is left alone: compare-and-set on pending)."""
@@ -43,36 +43,48 @@ def cancel_never_met(doomed: dict[int, tuple[int, str, int, str]], by_id: dict[i
     events: list[Event] = []
     for job_id, (upstream_id, condition, team_id, alternatives) in sorted(doomed.items()):
         change = by_id[upstream_id]
-        # What became of the upstream job and, when it was itself cancelled down a chain, why:
-        # "was cancelled because job 107 failed (exit 3)", not a bare "was cancelled" that sends
-        # the researcher up the chain one job page at a time to find the failure.
-        became = outcome(change.state, change.exit_code)
-        root = change.because or (upstream_id, became)
-        if change.because is not None:
-            became += f" because job {change.because[0]} {change.because[1]}"
-        if alternatives:
-            sentence = (f"Job {upstream_id} {became}: this job was to run after "
-                        f"any one of its dependencies was met ({alternatives}), and none can be now, so it is "
-                        "cancelled.")
-        else:
-            sentence = (f"Job {upstream_id} {became}: this job was to run only "
-                        f"after it {AWAITED[DependencyCondition(condition)]} ({condition}), so it is cancelled.")
+        sentence, root = _why_cancelled(change, condition, alternatives)
         if not Job.objects.filter(pk=job_id, state=JobState.PENDING).update(
             state=JobState.CANCELLED, finished_at=at, state_changed_at=at, pending_code=NEVER_SATISFIED,
             pending_words=sentence[:500], would_start_if_words="", pending_resolvable=False,
         ):
             continue
         cancelled.append(Change(job_id, JobState.CANCELLED, because=root))
-        data = {"upstream": upstream_id, "condition": condition, "upstream_state": change.state,
-                "upstream_exit_code": change.exit_code,
-                **({"because_job": change.because[0]} if change.because is not None else {}),
-                **({"dependency_mode": DependencyMode.ANY.value, "dependencies": alternatives} if alternatives else {})}
-        events.append(Event(created_at=at, kind=str(EventKind.JOB_CANCELLED), actor=actor, reason=NEVER_SATISFIED,
-                            message=sentence, job_id=job_id, team_id=team_id, data=data))
-        events.append(Event(created_at=at, kind=str(EventKind.JOB_FINISHED), actor=actor, reason="Cancelled",
-                            message=f"Job cancelled: its dependency on job {upstream_id} can never be met",
-                            job_id=job_id, team_id=team_id, data={"state": JobState.CANCELLED.value,
-                                                                  "exit_code": None}))
+        events += _cancel_events(job_id, team_id, change, condition, alternatives, sentence, at=at, actor=actor)
     if events:
         Event.objects.bulk_create(events)
     return cancelled
+
+
+def _why_cancelled(change: Change, condition: str, alternatives: str) -> tuple[str, tuple[int, str]]:
+    """The sentence a job is cancelled with for `change` (its upstream's end: what became of it
+    and, when it was itself cancelled down a chain, why: "was cancelled because job 107 failed
+    (exit 3)", not a bare "was cancelled" that sends the researcher up the chain one job page at
+    a time to find the failure), and the chain's root for the jobs further down."""
+    became = outcome(change.state, change.exit_code)
+    root = change.because or (change.job_id, became)
+    if change.because is not None:
+        became += f" because job {change.because[0]} {change.because[1]}"
+    if alternatives:
+        return (f"Job {change.job_id} {became}: this job was to run after any one of its dependencies was met "
+                f"({alternatives}), and none can be now, so it is cancelled."), root
+    return (f"Job {change.job_id} {became}: this job was to run only after it "
+            f"{AWAITED[DependencyCondition(condition)]} ({condition}), so it is cancelled."), root
+
+
+def _cancel_events(job_id: int, team_id: int, change: Change, condition: str, alternatives: str, sentence: str, *,
+                   at: datetime, actor: str) -> list[Event]:
+    """A job cancelled for a dependency never met: its ``job.cancelled`` event (why, with the
+    upstream's end) and its ``job.finished``."""
+    upstream_id = change.job_id
+    data = {"upstream": upstream_id, "condition": condition, "upstream_state": change.state,
+            "upstream_exit_code": change.exit_code,
+            **({"because_job": change.because[0]} if change.because is not None else {}),
+            **({"dependency_mode": DependencyMode.ANY.value, "dependencies": alternatives} if alternatives else {})}
+    return [
+        Event(created_at=at, kind=str(EventKind.JOB_CANCELLED), actor=actor, reason=NEVER_SATISFIED,
+              message=sentence, job_id=job_id, team_id=team_id, data=data),
+        Event(created_at=at, kind=str(EventKind.JOB_FINISHED), actor=actor, reason="Cancelled",
+              message=f"Job cancelled: its dependency on job {upstream_id} can never be met",
+              job_id=job_id, team_id=team_id, data={"state": JobState.CANCELLED.value, "exit_code": None}),
+    ]

@@ -120,8 +120,7 @@ def judge(user: AbstractBaseUser, job_id: int, items: Iterable[dict[str, Any]] |
                        {}, singleton, blockers, tuple(wanted), kept, origin, any_of)
 
 
-def _edited(job_id: int, was_singleton: bool, was_any: bool,
-            edit: Edit) -> tuple[list[Wanted], int, list[int], bool] | dict[str, str]:
+def _edited(job_id: int, was_singleton: bool, was_any: bool, edit: Edit) -> _Edited | dict[str, str]:
     """An edit applied to the job's dependencies now: (the whole new list, how many of its first
     items are the ones kept, for each item after those the index in the edit's own list, which
     its errors name, and whether the list is any-of), or the errors of an edit that cannot
@@ -130,68 +129,115 @@ def _edited(job_id: int, was_singleton: bool, was_any: bool,
     changes nothing. An edit keeps the list's mode: alternatives are added joined by ``?`` to
     an any-of list (or to none), items by ``,`` to an all-of one; the other is refused on
     ``dependencies`` (send the whole list to change the mode). One query."""
-    current = list(JobDependency.objects.filter(job_id=job_id).order_by("upstream_id")
-                   .values_list("upstream_id", "condition", "upstream__array_id"))
-    has = {upstream_id: condition for upstream_id, condition, _ in current}
-    now = dependency_text.text_of(((u, c) for u, c, _ in current), singleton=was_singleton,
-                                  any_of=was_any and len(current) > 1)
-    errors: dict[str, str] = {}
+    now = _current(job_id, was_singleton, was_any)
     items = wanted_from(edit.items)
-    any_of = was_any or (edit.any_of and not current and not was_singleton)
-    if edit.op == dependency_text.ADD and (current or was_singleton) and len(items) > 1 and edit.any_of != was_any:
-        said = "any-of (any one met)" if was_any else "all-of (every one met)"
-        joiner = "'?'" if was_any else "','"
-        return {"dependencies": (f"job {job_id}'s dependencies are {said}: {now}; an edit keeps that, so join what "
-                                 f"it adds with {joiner}, or send the whole list to change it")}
     if edit.op == dependency_text.ADD:
-        kept_items = [Wanted(u, None, c) for u, c, _ in current] + ([Wanted(None, None, SINGLETON)]
-                                                                     if was_singleton else [])
-        added: list[Wanted] = []
-        origin: list[int] = []
-        for i, w in enumerate(items):
-            if w.condition == SINGLETON and was_singleton:
-                continue  # there already: nothing to add
-            if w.job is not None and w.job in has:
-                if has[w.job] != w.condition:
-                    errors[f"dependencies.{i}.job"] = (
-                        f"job {w.job} is already a dependency of job {job_id} ({has[w.job]}:{w.job}); a job waits "
-                        f"on another once, with one condition: remove it first (-{has[w.job]}:{w.job}) or send the "
-                        "whole list")
-                continue  # the same, as it is: nothing to add
-            added.append(w)
-            origin.append(i)
-        return errors or (kept_items + added, len(kept_items), origin, any_of)
+        return _added(now, items, any_of=edit.any_of)
+    return _removed(now, items)
+
+
+#: An edit applied (`_edited`): the whole new list, how many of its first items are kept, each
+#: added item's index in the edit's own list, and whether the list is any-of.
+_Edited = tuple[list[Wanted], int, list[int], bool]
+
+
+@dataclass(frozen=True)
+class _Current:
+    """A job's dependencies as an edit finds them: its rows (upstream id, condition, the
+    upstream's array id), each upstream's condition (`has`), the list's text (`text`, as the
+    errors say it), and whether it is a singleton and any-of."""
+
+    job_id: int
+    rows: list[tuple[Any, ...]]
+    has: dict[int, str]
+    text: str
+    singleton: bool
+    any_of: bool
+
+
+def _current(job_id: int, singleton: bool, any_of: bool) -> _Current:
+    """The job's dependencies now (one query)."""
+    rows = list(JobDependency.objects.filter(job_id=job_id).order_by("upstream_id")
+                .values_list("upstream_id", "condition", "upstream__array_id"))
+    text = dependency_text.text_of(((u, c) for u, c, _ in rows), singleton=singleton, any_of=any_of and len(rows) > 1)
+    return _Current(job_id, rows, {upstream_id: condition for upstream_id, condition, _ in rows}, text, singleton,
+                    any_of)
+
+
+def _added(now: _Current, items: Sequence[Wanted], *, any_of: bool) -> _Edited | dict[str, str]:
+    """``+``: the items not there yet after the job's own (`any_of`: the edit joins them by
+    ``?``); refused, a list of another mode than the job's, or a job there already with another
+    condition."""
+    job_id, has = now.job_id, now.has
+    if (now.rows or now.singleton) and len(items) > 1 and any_of != now.any_of:
+        said = "any-of (any one met)" if now.any_of else "all-of (every one met)"
+        joiner = "'?'" if now.any_of else "','"
+        return {"dependencies": (f"job {job_id}'s dependencies are {said}: {now.text}; an edit keeps that, so join "
+                                 f"what it adds with {joiner}, or send the whole list to change it")}
+    errors: dict[str, str] = {}
+    kept_items = [Wanted(u, None, c) for u, c, _ in now.rows] + ([Wanted(None, None, SINGLETON)]
+                                                                  if now.singleton else [])
+    added: list[Wanted] = []
+    origin: list[int] = []
+    for i, w in enumerate(items):
+        if w.condition == SINGLETON and now.singleton:
+            continue  # there already: nothing to add
+        if w.job is not None and w.job in has:
+            if has[w.job] != w.condition:
+                errors[f"dependencies.{i}.job"] = (
+                    f"job {w.job} is already a dependency of job {job_id} ({has[w.job]}:{w.job}); a job waits "
+                    f"on another once, with one condition: remove it first (-{has[w.job]}:{w.job}) or send the "
+                    "whole list")
+            continue  # the same, as it is: nothing to add
+        added.append(w)
+        origin.append(i)
+    mode = now.any_of or (any_of and not now.rows and not now.singleton)
+    return errors or (kept_items + added, len(kept_items), origin, mode)
+
+
+def _removed(now: _Current, items: Sequence[Wanted]) -> _Edited | dict[str, str]:
+    """``-``: the job's dependencies but the items'; refused, an item that is not there (or is
+    there with another condition)."""
+    errors: dict[str, str] = {}
     drop: set[int] = set()
     unsingle = False
     for i, w in enumerate(items):
-        said = f"{w.condition}:{w.job if w.job is not None else w.array}"
-        if w.condition == AFTERCORR:  # recorded as afterok on the counterpart: removed as such
-            w = Wanted(w.job, w.array, DependencyCondition.AFTER_OK.value)
         if w.condition == SINGLETON:
             unsingle = True
-            if not was_singleton:
-                errors[f"dependencies.{i}.condition"] = (f"singleton is not among job {job_id}'s dependencies "
-                                                         f"({now}); nothing to remove")
-        elif w.job is not None:
-            if w.job not in has:
-                errors[f"dependencies.{i}.job"] = f"{said} is not among job {job_id}'s dependencies ({now}); nothing to remove"
-            elif has[w.job] != w.condition:
-                errors[f"dependencies.{i}.condition"] = (f"job {w.job} is a dependency of job {job_id} with "
-                                                         f"{has[w.job]}, not {w.condition}: remove {has[w.job]}:{w.job}")
-            else:
-                drop.add(w.job)
-        else:
-            tasks = {u for u, c, array in current if array == w.array and c == w.condition}
-            if not tasks:
-                errors[f"dependencies.{i}.array"] = (f"{said}: no task of that job array is among job {job_id}'s "
-                                                     f"dependencies with {w.condition} ({now}); nothing to remove")
-            drop |= tasks
+            if not now.singleton:
+                errors[f"dependencies.{i}.condition"] = (f"singleton is not among job {now.job_id}'s dependencies "
+                                                         f"({now.text}); nothing to remove")
+            continue
+        drop |= _dropped(now, i, w, errors)
     if errors:
         return errors
-    kept_items = [Wanted(u, None, c) for u, c, _ in current if u not in drop]
-    if was_singleton and not unsingle:
+    kept_items = [Wanted(u, None, c) for u, c, _ in now.rows if u not in drop]
+    if now.singleton and not unsingle:
         kept_items.append(Wanted(None, None, SINGLETON))
-    return kept_items, len(kept_items), [], was_any
+    return kept_items, len(kept_items), [], now.any_of
+
+
+def _dropped(now: _Current, i: int, w: Wanted, errors: dict[str, str]) -> set[int]:
+    """The upstream jobs item `i` of a ``-`` edit removes (a job, or the tasks of an array); one
+    that is not there, or not with that condition, is refused on its field in `errors`."""
+    job_id, has = now.job_id, now.has
+    said = f"{w.condition}:{w.job if w.job is not None else w.array}"
+    if w.condition == AFTERCORR:  # recorded as afterok on the counterpart: removed as such
+        w = Wanted(w.job, w.array, DependencyCondition.AFTER_OK.value)
+    if w.job is None:
+        tasks = {u for u, c, array in now.rows if array == w.array and c == w.condition}
+        if not tasks:
+            errors[f"dependencies.{i}.array"] = (f"{said}: no task of that job array is among job {job_id}'s "
+                                                 f"dependencies with {w.condition} ({now.text}); nothing to remove")
+        return tasks
+    if w.job not in has:
+        errors[f"dependencies.{i}.job"] = f"{said} is not among job {job_id}'s dependencies ({now.text}); nothing to remove"
+    elif has[w.job] != w.condition:
+        errors[f"dependencies.{i}.condition"] = (f"job {w.job} is a dependency of job {job_id} with "
+                                                 f"{has[w.job]}, not {w.condition}: remove {has[w.job]}:{w.job}")
+    else:
+        return {w.job}
+    return set()
 
 
 def renumbered(errors: dict[str, str], wanted: Sequence[Wanted], kept: int, origin: list[int] | None) -> dict[str, str]:

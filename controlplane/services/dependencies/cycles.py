@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from controlplane.choices import DependencyMode
 from controlplane.models import Job, JobDependency
@@ -34,19 +35,21 @@ def cycle_errors(job_id: int, change: Replacement | None = None, *, renamed: str
     if change is not None:
         errors = _change_cycle_errors(job_id, change.wanted, change.upstream, change.blockers, any_of=change.any_of)
         return renumbered(errors, change.wanted, change.kept, change.origin)
+    return _rename_cycle_errors(job_id, renamed) if renamed is not None else {}
+
+
+def _rename_cycle_errors(job_id: int, renamed: str) -> dict[str, str]:
+    """The cycle a rename alone closes (`cycle_errors`), on ``name``: the first chain from what
+    the job waits on back to it, each link with its words; {} for none."""
     row = Job.objects.filter(pk=job_id).values_list("singleton", "submitter_id", "name", "submitted_at",
                                                     "dependency_mode").first()
-    if row is None or renamed is None:
+    if row is None:
         return {}
     singleton, submitter_id, name, submitted_at, mode = row
     any_of = mode == DependencyMode.ANY
-    rows = list(JobDependency.objects.filter(job_id=job_id).order_by("upstream_id").values_list(
-        "upstream_id", "condition", "upstream__state", "upstream__requeue_count", "satisfied_at"))
-    met = [at is not None or is_met(condition, state, has_started=requeues > 0)
-           for _, condition, state, requeues, at in rows]
-    if any_of and any(met):
+    heads = _rename_heads(job_id, any_of=any_of)
+    if heads is None:
         return {}  # one alternative met: it waits on nothing, so closes nothing
-    heads: list[tuple[int, str]] = [(row[0], row[1]) for row, done in zip(rows, met, strict=True) if not done]
     if singleton:
         heads += [(b.job_id, SINGLETON) for b in singleton_blockers(submitter_id, name, job_id=job_id,
                                                                     submitted_at=submitted_at)]
@@ -54,9 +57,7 @@ def cycle_errors(job_id: int, change: Replacement | None = None, *, renamed: str
     for head, condition in heads:
         if head not in toward:
             continue
-        chain = [head]
-        while toward[chain[-1]] != job_id:
-            chain.append(toward[chain[-1]])
+        chain = _chain(toward, head, job_id)
         links = [f"job {job_id} waits on job {head} ({_label(condition, name)})"]
         links += [f"which waits on job {after} ({labels[(before, after)]})"
                   for before, after in zip(chain, [*chain[1:], job_id], strict=True)]
@@ -66,32 +67,51 @@ def cycle_errors(job_id: int, change: Replacement | None = None, *, renamed: str
     return {}
 
 
+def _rename_heads(job_id: int, *, any_of: bool) -> list[tuple[int, str]] | None:
+    """Where a renamed job's chains start: (upstream id, condition) of each of its dependencies
+    not met yet; None for an any-of job one of whose alternatives is met (it waits on nothing)."""
+    rows = list(JobDependency.objects.filter(job_id=job_id).order_by("upstream_id").values_list(
+        "upstream_id", "condition", "upstream__state", "upstream__requeue_count", "satisfied_at"))
+    met = [at is not None or is_met(condition, state, has_started=requeues > 0)
+           for _, condition, state, requeues, at in rows]
+    if any_of and any(met):
+        return None
+    return [(row[0], row[1]) for row, done in zip(rows, met, strict=True) if not done]
+
+
+def _chain(toward: dict[int, int], head: int, job_id: int) -> list[int]:
+    """The jobs from `head` on, link by link (`_walk`'s `toward`), up to the one that waits on
+    `job_id`."""
+    chain = [head]
+    while toward[chain[-1]] != job_id:
+        chain.append(toward[chain[-1]])
+    return chain
+
+
 def _change_cycle_errors(job_id: int, wanted: Sequence[Wanted], upstream: Sequence[Upstream],
                   blockers: Sequence[Blocker] = (), *, any_of: bool = False) -> dict[str, str]:
     """A job that would wait, directly or down a chain, on itself: the item naming the first
     job of each such chain is refused, with the chain (`_walk`). A singleton's `blockers` are
     where its chains start (an earlier job of its name that waits on it: neither would ever
     start)."""
-    def field(u: Upstream) -> str:
+    def item_field(u: Upstream) -> str:
         return f"dependencies.{u.item}.{'job' if wanted[u.item].job is not None else 'array'}"
 
     errors: dict[str, str] = {}
     for u in upstream:
         if u.job_id == job_id:
-            errors[field(u)] = f"job {job_id} is this job: a job cannot wait on itself"
+            errors[item_field(u)] = f"job {job_id} is this job: a job cannot wait on itself"
     # Where chains start: each new dependency not met yet, and each job a singleton waits on.
     singleton_field = next((f"dependencies.{i}.condition" for i, w in enumerate(wanted) if w.condition == SINGLETON), "")
     if any_of and any(u.met for u in upstream):
         return errors  # any-of, one met already: it waits on nothing
-    heads = [(u.job_id, field(u), "") for u in upstream if not u.met and u.job_id != job_id]
+    heads = [(u.job_id, item_field(u), "") for u in upstream if not u.met and u.job_id != job_id]
     heads += [(b.job_id, singleton_field, "singleton: ") for b in blockers]
     toward, _ = _walk(job_id, {head for head, _, _ in heads}, any_of=any_of)
     for head, head_field, lead in heads:
         if head not in toward or head_field in errors:
             continue
-        chain = [head]
-        while toward[chain[-1]] != job_id:
-            chain.append(toward[chain[-1]])
+        chain = _chain(toward, head, job_id)
         said = " waits on ".join(f"job {pk}" for pk in chain[:2])
         said += "".join(f", which waits on job {pk}" for pk in chain[2:])
         said += (" waits on" if len(chain) == 1 else ", which waits on") + f" this job (job {job_id})"
@@ -119,11 +139,32 @@ def _walk(job_id: int, starts: set[int], *, any_of: bool = False) -> tuple[dict[
     job outside that set does (the greatest such set): an all-of job waiting on one of them, an
     any-of job (Slurm's ``?``) waiting on nothing else; an any-of job with an alternative
     outside can start once that alternative is met, and takes none of the cycle with it."""
-    waits_on: dict[int, list[int]] = defaultdict(list)  # j → the jobs j waits on
-    waited_by: dict[int, list[int]] = defaultdict(list)  # j → the jobs that wait on j
-    labels: dict[tuple[int, int], str] = {}
-    alternatives: set[int] = {job_id} if any_of else set()
-    waits_on[job_id] = sorted(starts)
+    graph = _read_graph(job_id, starts, any_of=any_of)
+    reach = _reaching(job_id, graph.waited_by)
+    if not any(start in reach for start in starts):
+        return {}, graph.labels
+    stuck = _stuck(reach, graph)
+    if job_id not in stuck:
+        return {}, graph.labels
+    return _toward(job_id, stuck, graph.waited_by), graph.labels
+
+
+@dataclass
+class _Graph:
+    """What waits on what, as `_walk` reads it: each job's jobs it waits on and jobs waiting on
+    it, each link's words, and the jobs whose dependencies are any-of."""
+
+    waits_on: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    waited_by: dict[int, list[int]] = field(default_factory=lambda: defaultdict(list))
+    labels: dict[tuple[int, int], str] = field(default_factory=dict)
+    alternatives: set[int] = field(default_factory=set)
+
+
+def _read_graph(job_id: int, starts: set[int], *, any_of: bool) -> _Graph:
+    """`_walk`'s read, forward from `starts` (one query a link of the longest chain); `job_id`
+    waits on the starts, and they lead back to it."""
+    graph = _Graph(alternatives={job_id} if any_of else set())
+    graph.waits_on[job_id] = sorted(starts)
     seen, frontier = set(starts), set(starts)
     while frontier:
         frontier_now, frontier = frontier, set()
@@ -133,16 +174,20 @@ def _walk(job_id: int, starts: set[int], *, any_of: bool = False) -> tuple[dict[
             if waiting in freed or (condition != SINGLETON and is_met(condition, state, has_started=requeues > 0)):
                 continue
             if alternative:
-                alternatives.add(waiting)
-            waits_on[waiting].append(waited_on)
-            waited_by[waited_on].append(waiting)
-            labels[(waiting, waited_on)] = _label(condition, name)
+                graph.alternatives.add(waiting)
+            graph.waits_on[waiting].append(waited_on)
+            graph.waited_by[waited_on].append(waiting)
+            graph.labels[(waiting, waited_on)] = _label(condition, name)
             if waited_on != job_id and waited_on not in seen:
                 seen.add(waited_on)
                 frontier.add(waited_on)
     for start in starts:
-        waited_by[start].append(job_id)
-    # the jobs that reach this one
+        graph.waited_by[start].append(job_id)
+    return graph
+
+
+def _reaching(job_id: int, waited_by: dict[int, list[int]]) -> set[int]:
+    """The jobs that reach `job_id` (it among them)."""
     reach = {job_id}
     queue = [job_id]
     for target in queue:
@@ -150,26 +195,31 @@ def _walk(job_id: int, starts: set[int], *, any_of: bool = False) -> tuple[dict[
             if waiting not in reach:
                 reach.add(waiting)
                 queue.append(waiting)
-    if not any(start in reach for start in starts):
-        return {}, labels
-    # of those, the ones that could never start (an any-of job with an alternative outside can)
+    return reach
+
+
+def _stuck(reach: set[int], graph: _Graph) -> set[int]:
+    """Of the jobs in `reach`, the ones that could never start (an any-of job with an
+    alternative outside can)."""
     stuck = set(reach)
     changed = True
     while changed:
         changed = False
         for pk in list(stuck):
-            inside = [d for d in waits_on.get(pk, ()) if d in stuck]
-            if not inside or (pk in alternatives and len(inside) < len(waits_on[pk])):
+            inside = [d for d in graph.waits_on.get(pk, ()) if d in stuck]
+            if not inside or (pk in graph.alternatives and len(inside) < len(graph.waits_on[pk])):
                 stuck.discard(pk)
                 changed = True
+    return stuck
+
+
+def _toward(job_id: int, stuck: set[int], waited_by: dict[int, list[int]]) -> dict[int, int]:
+    """Back from `job_id` through the `stuck` jobs: each one's next link on the shortest way."""
     toward: dict[int, int] = {}
-    if job_id not in stuck:
-        return toward, labels
-    # back from this job through those: each one's next link on the shortest way
     queue = [job_id]
     for target in queue:
         for waiting in waited_by.get(target, ()):
             if waiting != job_id and waiting in stuck and waiting not in toward:
                 toward[waiting] = target
                 queue.append(waiting)
-    return toward, labels
+    return toward

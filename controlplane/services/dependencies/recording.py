@@ -8,12 +8,12 @@ from datetime import datetime
 
 from django.db import connection
 
-import scheduler_core as engine
+from controlplane.choices import DependencyCondition
 from controlplane.models import Job, JobDependency
 from controlplane.services.dependencies.conditions import never_met
 from controlplane.services.dependencies.singletons import Blocker, shown
 from controlplane.services.dependencies.upstream import Upstream
-from controlplane.services.dependencies.words import state_word, stored_words
+from controlplane.services.dependencies.words import sentence_spec, state_word, stored_words, wait_on
 
 
 def record(job_ids: Sequence[int], upstream: Sequence[Upstream], *, at: datetime,
@@ -44,21 +44,13 @@ def waiting_words(upstream: Sequence[Upstream], blockers: Sequence[Blocker] = ()
     unmet = [u for u in sorted(upstream, key=lambda u: u.job_id) if not u.met]
     if any_of:  # the alternatives still possible, as the cycle says them
         unmet = [u for u in unmet if not never_met(u.condition, u.state)] or unmet
-    waits = tuple(
-        engine.DependencyWait(upstream=str(u.job_id), condition=engine.DependencyCondition(u.condition),
-                              upstream_state=state_word(u.state))
-        for u in unmet
-    ) + tuple(
-        engine.DependencyWait(upstream=str(b.job_id), condition=engine.DependencyCondition.AFTER_ANY,
-                              upstream_state=b.word)
-        for b in shown(blockers)
-    )
+    waits = tuple(wait_on(u.job_id, u.condition, state_word(u.state)) for u in unmet) + tuple(
+        wait_on(b.job_id, DependencyCondition.AFTER_ANY, b.word) for b in shown(blockers))
     if any_of and any(u.met for u in upstream):
         waits = ()  # any-of: one met is enough
     if not waits:
         return "Submitted", "Waiting for the next scheduling cycle", ""
-    return stored_words(engine.JobSpec(id="submit", team="", priority_class="", gpus=1, submitted_at=0.0,
-                                    waits_on=waits), any_of)
+    return stored_words(sentence_spec("submit", waits), any_of)
 
 
 def corresponding_words(job_ids: Sequence[int], indices: Sequence[int | None], upstream: Sequence[Upstream],

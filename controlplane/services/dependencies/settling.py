@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from django.db import connection
 
@@ -50,22 +51,10 @@ def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool
     while changes:
         ended_here += changes
         by_id = {c.job_id: c for c in changes}
-        rows = JobDependency.objects.filter(upstream_id__in=list(by_id), satisfied_at__isnull=True)
-        if only_after:
-            rows = rows.filter(condition=DependencyCondition.AFTER)
-        found = list(rows.order_by("job_id", "upstream_id").values_list(
-            "pk", "job_id", "upstream_id", "condition", "job__state", "job__team_id", "job__dependency_mode"))
+        found = _unmet_on(list(by_id), only_after=only_after)
         if not found:
             return ended_here
-        met: list[tuple[int, int, int, str, int]] = []
-        doomed: dict[int, tuple[int, str, int, str]] = {}
-        maybe: dict[int, tuple[int, str, int, str]] = {}  # any-of: doomed if no alternative is left
-        for pk, job_id, upstream_id, condition, job_state, team_id, mode in found:
-            change = by_id[upstream_id]
-            if is_met(condition, change.state):
-                met.append((pk, job_id, upstream_id, condition, team_id))
-            elif never_met(condition, change.state) and job_state == JobState.PENDING:
-                (maybe if mode == DependencyMode.ANY else doomed).setdefault(job_id, (upstream_id, condition, team_id, ""))
+        met, doomed, maybe = _sorted_out(found, by_id)
         if met:
             JobDependency.objects.filter(pk__in=[m[0] for m in met]).update(satisfied_at=at)
         doomed.update(without_alternatives(maybe))
@@ -74,6 +63,51 @@ def _settle(changes: list[Change], *, at: datetime, actor: str, only_after: bool
         changes = cancel_never_met(doomed, by_id, at=at, actor=actor)
         only_after = False
     return ended_here
+
+
+def _unmet_on(upstream_ids: list[int], *, only_after: bool) -> list[tuple[Any, ...]]:
+    """`_settle`'s step 1: the dependencies not met yet on these jobs (only ``after`` ones when
+    `only_after`): (pk, job, upstream, condition, the job's state, team and dependency_mode)."""
+    rows = JobDependency.objects.filter(upstream_id__in=upstream_ids, satisfied_at__isnull=True)
+    if only_after:
+        rows = rows.filter(condition=DependencyCondition.AFTER)
+    return list(rows.order_by("job_id", "upstream_id").values_list(
+        "pk", "job_id", "upstream_id", "condition", "job__state", "job__team_id", "job__dependency_mode"))
+
+
+#: Per waiting job whose dependency can never be met: (the upstream job, the condition, its
+#: team, the text of its any-of list: "" for all-of).
+_Doomed = dict[int, tuple[int, str, int, str]]
+
+
+def _sorted_out(found: list[tuple[Any, ...]], by_id: dict[int, Change]) -> tuple[
+        list[tuple[int, int, int, str, int]], _Doomed, _Doomed]:
+    """`_unmet_on`'s rows as the upstream's change leaves them: met (pk, job, upstream,
+    condition, team); never to be met, for a waiting all-of job (`_Doomed`); and never to be met
+    for a waiting any-of job, doomed only if no alternative is left (`without_alternatives`)."""
+    met: list[tuple[int, int, int, str, int]] = []
+    doomed: _Doomed = {}
+    maybe: _Doomed = {}
+    for pk, job_id, upstream_id, condition, job_state, team_id, mode in found:
+        change = by_id[upstream_id]
+        if is_met(condition, change.state):
+            met.append((pk, job_id, upstream_id, condition, team_id))
+        elif never_met(condition, change.state) and job_state == JobState.PENDING:
+            (maybe if mode == DependencyMode.ANY else doomed).setdefault(job_id, (upstream_id, condition, team_id, ""))
+    return met, doomed, maybe
+
+
+def _met_event(change: Change, job_id: int, team_id: int, condition: str, met: str, waiting_on: int, *,
+               at: datetime, actor: str) -> Event:
+    """The event on a waiting job that an upstream job's start or end met a dependency of: "Job
+    12 succeeded: <`met`>; it still waits on 1 other job"."""
+    return Event(
+        created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
+        message=f"Job {change.job_id} {outcome(change.state, change.exit_code)}: {met}{still_waiting(waiting_on)}",
+        job_id=job_id, team_id=team_id,
+        data={"upstream": change.job_id, "condition": condition, "upstream_state": change.state,
+              "waiting_on": waiting_on},
+    )
 
 
 def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Change], waiting: set[int], *,
@@ -90,18 +124,9 @@ def _record_met(met: list[tuple[int, int, int, str, int]], by_id: dict[int, Chan
     for _, job_id, upstream_id, condition, team_id in met:
         if job_id not in pending:
             continue
-        change = by_id[upstream_id]
-        n = left.get(job_id, 0)
-        rest = still_waiting(n)
-        events.append(Event(
-            created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
-            message=f"Job {upstream_id} {outcome(change.state, change.exit_code)}: its dependency {condition} "
-                    f"is met{' (any one of its dependencies is enough)' if modes[job_id] == DependencyMode.ANY else ''}"
-                    f"{rest}",
-            job_id=job_id, team_id=team_id,
-            data={"upstream": upstream_id, "condition": condition, "upstream_state": change.state,
-                  "waiting_on": n},
-        ))
+        enough = " (any one of its dependencies is enough)" if modes[job_id] == DependencyMode.ANY else ""
+        events.append(_met_event(by_id[upstream_id], job_id, team_id, condition,
+                                 f"its dependency {condition} is met{enough}", left.get(job_id, 0), at=at, actor=actor))
     Event.objects.bulk_create(events)
 
 
@@ -117,15 +142,30 @@ def _free_singletons(changes: Sequence[Change], *, at: datetime, actor: str) -> 
     if not changes:
         return
     by_id = {c.job_id: c for c in changes}
+    freed = _freed_singletons(list(by_id))
+    if not freed:
+        return
+    left = unmet_counts([row[0] for row in freed])
+    Event.objects.bulk_create([
+        _met_event(by_id[upstream_id], job_id, team_id, SINGLETON,
+                   f"no other job named “{name}” of this submitter runs or waits ahead of it now, so its singleton "
+                   "dependency is met", left.get(job_id, 0), at=at, actor=actor)
+        for job_id, team_id, name, upstream_id in freed])
+
+
+def _freed_singletons(ended_ids: list[int]) -> list[tuple[Any, ...]]:
+    """The waiting singletons one of these ended jobs held up (it ran, or waited ahead) and that
+    nothing of their name holds up now: (id, team, name, the ended job), one short query when
+    no singleton of their names waits, else two."""
     job = connection.ops.quote_name(Job._meta.db_table)
-    in_e, id_params = among_ids("e.id", list(by_id))
+    in_e, id_params = among_ids("e.id", ended_ids)
     # 1. any waiting singleton of their names at all? (A short statement, planned in a fraction
     #    of the next one's time: most ends have none.)
     with connection.cursor() as cursor:
         cursor.execute(f"SELECT j.id FROM {job} e JOIN {job} j ON j.submitter_id = e.submitter_id AND j.name = e.name "
                        f"AND j.singleton AND j.state = %s WHERE {in_e} LIMIT 1", [JobState.PENDING.value, *id_params])
         if cursor.fetchone() is None:
-            return
+            return []
     # 2. those one of them held up and nothing of their name holds up now
     sql = (
         f"SELECT j.id, j.team_id, j.name, MIN(e.id) FROM {job} j JOIN {job} e ON e.submitter_id = j.submitter_id "
@@ -142,20 +182,4 @@ def _free_singletons(changes: Sequence[Change], *, at: datetime, actor: str) -> 
               JobState.PREEMPTING.value, JobState.RUNNING.value, JobState.PREEMPTING.value]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        freed = cursor.fetchall()
-    if not freed:
-        return
-    left = unmet_counts([row[0] for row in freed])
-    events = []
-    for job_id, team_id, name, upstream_id in freed:
-        change = by_id[upstream_id]
-        n = left.get(job_id, 0)
-        rest = still_waiting(n)
-        events.append(Event(
-            created_at=at, kind=str(EventKind.JOB_UPDATED), actor=actor, reason=SATISFIED,
-            message=f"Job {upstream_id} {outcome(change.state, change.exit_code)}: no other job named “{name}” of "
-                    f"this submitter runs or waits ahead of it now, so its singleton dependency is met{rest}",
-            job_id=job_id, team_id=team_id,
-            data={"upstream": upstream_id, "condition": SINGLETON, "upstream_state": change.state, "waiting_on": n},
-        ))
-    Event.objects.bulk_create(events)
+        return cursor.fetchall()

@@ -103,10 +103,37 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
     index alone (`Upstream.index`): a new task without a counterpart waits on nothing, as Slurm.
     Raises Refused naming every item at fault, each on its field (``dependencies.1.condition``): an
     item refused by step 1 is not read, the others are."""
-    errors: dict[str, str] = {}
     if len(wanted) - kept > MAX_DEPENDENCIES:
         raise Refused({"dependencies": f"at most {MAX_DEPENDENCIES} dependencies, got {len(wanted) - kept}; "
                                        "depend on a job array to wait on many jobs at once"})
+    errors = _said_twice(wanted, any_of=any_of)
+    # An item refused so far is said as it is; the others are still judged (that job 999999 does
+    # not exist was said only once a job named twice was named once).
+    faulted = _items_of(errors)
+    visible = access.visible_jobs(user)
+    corr_arrays = _corresponding_arrays(visible, wanted, indices, errors, skip=faulted)
+    faulted |= _items_of(errors)
+    by_id, by_array = _named_rows(visible, wanted, faulted, corr_arrays, lock=lock)
+    upstream: dict[int, Upstream] = {}
+    never: list[str] = []  # any-of: the alternatives that can never be met, said if none can
+    for i, item in enumerate(wanted):
+        if item.condition == SINGLETON or i in faulted:
+            continue
+        if item.condition == AFTERCORR:
+            _correspond(i, item, by_array.get(corr_arrays[i], []), indices, upstream, errors)
+        else:
+            _judge_item(i, item, by_id, by_array, upstream, errors, never if any_of else None)
+    if not errors:
+        errors.update(_too_much(upstream, never, tasks=tasks, any_of=any_of))
+    if errors:
+        raise Refused(errors)
+    return list(upstream.values())
+
+
+def _said_twice(wanted: Sequence[Wanted], *, any_of: bool) -> dict[str, str]:
+    """`resolve`'s step 1, each refusal on its item's field: a job or array named twice (or
+    ``singleton`` said twice), and, among any-of dependencies, aftercorr or singleton."""
+    errors: dict[str, str] = {}
     seen: dict[Any, int] = {}
     for i, item in enumerate(wanted):
         if item.condition == AFTERCORR and any_of:
@@ -128,63 +155,75 @@ def resolve(user: AbstractBaseUser, wanted: Sequence[Wanted], *, tasks: int = 1,
                              "job once, with one condition")
         else:
             seen[key] = i
-    # An item refused so far is said as it is; the others are still judged (that job 999999 does
-    # not exist was said only once a job named twice was named once).
-    faulted = {int(name.split(".")[1]) for name in errors}
-    visible = access.visible_jobs(user)
-    corr_arrays = _corresponding_arrays(visible, wanted, indices, errors, skip=faulted)
-    faulted |= {int(name.split(".")[1]) for name in errors}
+    return errors
+
+
+def _items_of(errors: dict[str, str]) -> set[int]:
+    """The indices of the items `errors` refuse (``dependencies.{i}.{field}``)."""
+    return {int(name.split(".")[1]) for name in errors}
+
+
+def _named_rows(visible: Any, wanted: Sequence[Wanted], faulted: set[int], corr_arrays: dict[int, uuid.UUID], *,
+                lock: bool) -> tuple[dict[int, tuple[Any, ...]], dict[uuid.UUID, list[tuple[Any, ...]]]]:
+    """The rows of the jobs and arrays' tasks the items not `faulted` name (`_locked_rows`), by
+    job id and by array id."""
     ids = [w.job for i, w in enumerate(wanted) if w.job is not None and w.condition != AFTERCORR and i not in faulted]
     arrays = [w.array for i, w in enumerate(wanted) if w.array is not None and i not in faulted] + list(
         corr_arrays.values())
     rows = _locked_rows(visible, ids, arrays, lock=lock)
-    by_id = {row[0]: row for row in rows}
     by_array: dict[uuid.UUID, list[tuple[Any, ...]]] = defaultdict(list)
     for row in rows:
         if row[4] is not None:
             by_array[row[4]].append(row)
-    upstream: dict[int, Upstream] = {}
-    never: list[str] = []  # any-of: the alternatives that can never be met, said if none can
-    for i, item in enumerate(wanted):
-        if item.condition == SINGLETON or i in faulted:
-            continue
-        if item.condition == AFTERCORR:
-            _correspond(i, item, by_array.get(corr_arrays[i], []), indices, upstream, errors)
-            continue
-        if item.job is not None:
-            field, found = f"dependencies.{i}.job", [by_id[item.job]] if item.job in by_id else []
-            if not found:
-                errors[field] = f"no job {item.job} you can see"
-                continue
-        else:
-            field, found = f"dependencies.{i}.array", by_array.get(item.array, [])  # type: ignore[arg-type]
-            if not found:
-                errors[field] = f"no job array {item.array} you can see"
-                continue
-        for job_id, state, exit_code, requeue_count, _array, _index in sorted(found):
-            if never_met(item.condition, state) and any_of:
-                never.append(f"job {job_id} {outcome(state, exit_code)} ({item.condition})")
-            elif never_met(item.condition, state):
-                errors[f"dependencies.{i}.condition"] = (
-                    f"job {job_id} {outcome(state, exit_code)}: {item.condition} can never be met "
-                    f"(this job would run only after it {AWAITED[DependencyCondition(item.condition)]})"
-                )
-                break
-            if job_id in upstream:
-                errors[field] = f"job {job_id} is named twice among the dependencies (once directly, once in an array)"
-                break
-            upstream[job_id] = Upstream(job_id, item.condition,
-                                        is_met(item.condition, state, has_started=requeue_count > 0), state, i)
-    if not errors and any_of and upstream and len(never) == len(upstream):
-        errors["dependencies"] = (f"none of these any-of dependencies can ever be met: {'; '.join(never)}; this "
-                                  "job could never start")
+    return {row[0]: row for row in rows}, by_array
+
+
+def _judge_item(i: int, item: Wanted, by_id: dict[int, tuple[Any, ...]],
+                by_array: dict[uuid.UUID, list[tuple[Any, ...]]], upstream: dict[int, Upstream],
+                errors: dict[str, str], never: list[str] | None) -> None:
+    """`resolve`'s step 3 for an item naming a job or a job array: each of its jobs an
+    `Upstream`, or the item refused on its field (a job you cannot see, a condition that can
+    already never be met, a job named twice). `never`: the item is one of any-of dependencies
+    (None: all-of); a condition that can never be met is kept among the alternatives and said
+    there."""
+    if item.job is not None:
+        field, found = f"dependencies.{i}.job", [by_id[item.job]] if item.job in by_id else []
+        if not found:
+            errors[field] = f"no job {item.job} you can see"
+            return
+    else:
+        field, found = f"dependencies.{i}.array", by_array.get(item.array, [])  # type: ignore[arg-type]
+        if not found:
+            errors[field] = f"no job array {item.array} you can see"
+            return
+    for job_id, state, exit_code, requeue_count, _array, _index in sorted(found):
+        if never_met(item.condition, state) and never is not None:
+            never.append(f"job {job_id} {outcome(state, exit_code)} ({item.condition})")
+        elif never_met(item.condition, state):
+            errors[f"dependencies.{i}.condition"] = (
+                f"job {job_id} {outcome(state, exit_code)}: {item.condition} can never be met "
+                f"(this job would run only after it {AWAITED[DependencyCondition(item.condition)]})"
+            )
+            return
+        if job_id in upstream:
+            errors[field] = f"job {job_id} is named twice among the dependencies (once directly, once in an array)"
+            return
+        upstream[job_id] = Upstream(job_id, item.condition,
+                                    is_met(item.condition, state, has_started=requeue_count > 0), state, i)
+
+
+def _too_much(upstream: dict[int, Upstream], never: list[str], *, tasks: int, any_of: bool) -> dict[str, str]:
+    """The refusal of a list judged item by item that cannot stand as a whole (on
+    ``dependencies``): any-of dependencies none of which can ever be met, or more upstream jobs
+    than MAX_UPSTREAM_JOBS once counted task by task; {} for none."""
+    if any_of and upstream and len(never) == len(upstream):
+        return {"dependencies": f"none of these any-of dependencies can ever be met: {'; '.join(never)}; this "
+                                "job could never start"}
     every = sum(1 for u in upstream.values() if u.index is None)
-    if not errors and every * tasks + len(upstream) - every > MAX_UPSTREAM_JOBS:
-        errors["dependencies"] = (f"{len(upstream)} upstream jobs for {tasks} tasks make "
-                                  f"{every * tasks + len(upstream) - every} dependencies; at most {MAX_UPSTREAM_JOBS}")
-    if errors:
-        raise Refused(errors)
-    return list(upstream.values())
+    if every * tasks + len(upstream) - every > MAX_UPSTREAM_JOBS:
+        return {"dependencies": f"{len(upstream)} upstream jobs for {tasks} tasks make "
+                                f"{every * tasks + len(upstream) - every} dependencies; at most {MAX_UPSTREAM_JOBS}"}
+    return {}
 
 
 def _corresponding_arrays(visible: Any, wanted: Sequence[Wanted], indices: Sequence[int | None] | None,

@@ -30,25 +30,7 @@ def waits(job_ids: Iterable[int] | None = None, *,
     A job whose dependencies are any-of (Slurm's ``?``) waits on all of them while none is met
     (the engine keeps it out of line), and on none once one is; `any_of`, when given, receives
     the ids of those that wait (their sentences say "any one of": `any_of_words`)."""
-    out: dict[int, list[tuple[int, str, str]]] = {}
-    singletons: dict[int, list[Blocker]] = {}
-    freed: set[int] = set()  # any-of jobs one of whose alternatives is met
-    alternatives: dict[int, list[tuple[int, str, str, bool]]] = {}
-    for job_id, upstream_id, condition, state, requeues, hold, can_run, name, submitted_at, alternative in (
-            waiting_rows(job_ids)):
-        if condition == SINGLETON:
-            singletons.setdefault(job_id, []).append(
-                Blocker(upstream_id, state, singleton_word(state, name, held=bool(hold), can_run=can_run), submitted_at))
-            continue
-        if is_met(condition, state, has_started=requeues > 0):
-            if alternative:
-                freed.add(job_id)
-            continue
-        if alternative:
-            alternatives.setdefault(job_id, []).append(
-                (upstream_id, condition, state_word(state, held=bool(hold), can_run=can_run), never_met(condition, state)))
-            continue
-        out.setdefault(job_id, []).append((upstream_id, condition, state_word(state, held=bool(hold), can_run=can_run)))
+    out, alternatives, freed, singletons = _sorted_waits(waiting_rows(job_ids))
     # An any-of job waits on its alternatives still possible (all of them, if none is: its
     # cancel is on its way in the transaction that ended the last one).
     for job_id, rows in alternatives.items():
@@ -63,6 +45,33 @@ def waits(job_ids: Iterable[int] | None = None, *,
         out.setdefault(job_id, []).extend(
             (b.job_id, str(DependencyCondition.AFTER_ANY), b.word) for b in shown(blockers))
     return out
+
+
+def _sorted_waits(rows: Iterable[tuple[Any, ...]]) -> tuple[dict[int, list[tuple[int, str, str]]],
+                                                            dict[int, list[tuple[int, str, str, bool]]], set[int],
+                                                            dict[int, list[Blocker]]]:
+    """`waiting_rows` sorted out for `waits`: per job, its all-of dependencies not met (upstream,
+    condition, word); its any-of ones not met (the same, and whether it can never be met); the
+    any-of jobs one of whose alternatives is met (`freed`); and a singleton's blockers."""
+    out: dict[int, list[tuple[int, str, str]]] = {}
+    singletons: dict[int, list[Blocker]] = {}
+    freed: set[int] = set()  # any-of jobs one of whose alternatives is met
+    alternatives: dict[int, list[tuple[int, str, str, bool]]] = {}
+    for job_id, upstream_id, condition, state, requeues, hold, can_run, name, submitted_at, alternative in rows:
+        if condition == SINGLETON:
+            singletons.setdefault(job_id, []).append(
+                Blocker(upstream_id, state, singleton_word(state, name, held=bool(hold), can_run=can_run), submitted_at))
+            continue
+        if is_met(condition, state, has_started=requeues > 0):
+            if alternative:
+                freed.add(job_id)
+            continue
+        word = state_word(state, held=bool(hold), can_run=can_run)
+        if alternative:
+            alternatives.setdefault(job_id, []).append((upstream_id, condition, word, never_met(condition, state)))
+        else:
+            out.setdefault(job_id, []).append((upstream_id, condition, word))
+    return out, alternatives, freed, singletons
 
 
 def waiting_among(job_ids: Iterable[int], *, singletons: Iterable[int] | None = None,
@@ -84,24 +93,41 @@ def waiting_among(job_ids: Iterable[int], *, singletons: Iterable[int] | None = 
         return set()
     known = alternatives is not None
     alts = set(alternatives or ())
-
-    def modes(rows: Iterable[tuple[Any, ...]]) -> list[tuple[Any, ...]]:
-        """The statement before any-of's rows, with the modes the caller read."""
-        return [(job_id, condition, state, requeues, None,
-                 DependencyMode.ANY.value if job_id in alts else DependencyMode.ALL.value)
-                for job_id, condition, state, requeues, *_ in rows]
-
     if singletons is not None and not set(singletons):
-        if known:
-            return _still_waiting_of(modes(
-                JobDependency.objects.filter(job_id__in=ids, satisfied_at__isnull=True).order_by()
-                .values_list("job_id", "condition", "upstream__state", "upstream__requeue_count"))) - _met_any(alts)
-        return _still_waiting_of(
-            JobDependency.objects.filter(job_id__in=ids).filter(
-                Q(satisfied_at__isnull=True) | Q(job__dependency_mode=DependencyMode.ANY)).order_by()
-            .values_list("job_id", "condition", "upstream__state", "upstream__requeue_count", "satisfied_at",
-                         "job__dependency_mode"))
-    single = list(singletons) if singletons is not None else ids
+        return _waiting_on_dependencies(ids, alts if known else None)
+    rows = _waiting_rows_with_singletons(ids, list(singletons) if singletons is not None else ids, known=known)
+    if known:
+        return _still_waiting_of(r if r[1] == SINGLETON else _with_modes([r], alts)[0] for r in rows) - _met_any(alts)
+    return _still_waiting_of(rows)
+
+
+def _with_modes(rows: Iterable[tuple[Any, ...]], alts: set[int]) -> list[tuple[Any, ...]]:
+    """The rows of the statement before any-of, with the modes the caller read (`alts`: the
+    any-of jobs)."""
+    return [(job_id, condition, state, requeues, None,
+             DependencyMode.ANY.value if job_id in alts else DependencyMode.ALL.value)
+            for job_id, condition, state, requeues, *_ in rows]
+
+
+def _waiting_on_dependencies(ids: list[int], alts: set[int] | None) -> set[int]:
+    """`waiting_among` of jobs none of which is a singleton: their dependencies only. `alts`: the
+    any-of jobs among them, as the caller read them (None: the statement reads every job's mode,
+    and an any-of job's met rows)."""
+    if alts is not None:
+        return _still_waiting_of(_with_modes(
+            JobDependency.objects.filter(job_id__in=ids, satisfied_at__isnull=True).order_by()
+            .values_list("job_id", "condition", "upstream__state", "upstream__requeue_count"), alts)) - _met_any(alts)
+    return _still_waiting_of(
+        JobDependency.objects.filter(job_id__in=ids).filter(
+            Q(satisfied_at__isnull=True) | Q(job__dependency_mode=DependencyMode.ANY)).order_by()
+        .values_list("job_id", "condition", "upstream__state", "upstream__requeue_count", "satisfied_at",
+                     "job__dependency_mode"))
+
+
+def _waiting_rows_with_singletons(ids: list[int], single: list[int], *, known: bool) -> list[tuple[Any, ...]]:
+    """`waiting_among`'s one statement: the jobs' dependencies not met (`known`: the modes are
+    the caller's, else each row says its job's and an any-of job's met rows come too) and a row
+    for each singleton among `single` that a job of its name holds up."""
     job, dep = connection.ops.quote_name(Job._meta.db_table), connection.ops.quote_name(JobDependency._meta.db_table)
     (in_d, id_params), (in_s, single_params), (in_b, _) = (among_ids("d.job_id", ids), among_ids("s.id", single),
                                                           among_ids("b.id", ids))
@@ -125,10 +151,7 @@ def waiting_among(job_ids: Iterable[int], *, singletons: Iterable[int] | None = 
               JobState.RUNNING.value, JobState.PREEMPTING.value, JobState.PENDING.value, *id_params]
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
-    if known:
-        return _still_waiting_of(r if r[1] == SINGLETON else modes([r])[0] for r in rows) - _met_any(alts)
-    return _still_waiting_of(rows)
+        return cursor.fetchall()
 
 
 def _met_any(job_ids: set[int]) -> set[int]:
@@ -181,6 +204,31 @@ def waiting_rows(job_ids: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
     ids = None if job_ids is None else list(job_ids)
     if ids is not None and not ids:
         return []
+    sql, params = _waiting_statement(ids)
+    rows: list[tuple[Any, ...]] = []
+    freed: set[int] = set()
+    groups: dict[tuple[int, str], list[tuple[Any, ...]]] = defaultdict(list)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        for kind, job_id, upstream_id, condition, state, requeues, hold, can_run, name, at, submitter, single in (
+                cursor.fetchall()):
+            if kind == "d":
+                rows.append((job_id, upstream_id, condition, state, requeues, hold, can_run, name, at, bool(single)))
+            elif kind == "f":
+                freed.add(job_id)
+            else:
+                groups[(submitter, name)].append((job_id, state, requeues, hold, can_run, name, at, bool(single)))
+    if freed:
+        rows = [r for r in rows if r[0] not in freed]
+    rows += singleton_edges(groups, None if ids is None else set(ids))
+    rows.sort(key=lambda r: (r[0], r[1]))
+    return rows
+
+
+def _waiting_statement(ids: list[int] | None) -> tuple[str, list[Any]]:
+    """`waiting_rows`' statement and its parameters: a UNION ALL of the waiting jobs' unmet
+    dependencies ('d'), the live jobs of each submitter and name with a waiting singleton ('g'),
+    and the waiting any-of jobs one of whose alternatives is met ('f'). `ids`: only these jobs'."""
     job, dep = connection.ops.quote_name(Job._meta.db_table), connection.ops.quote_name(JobDependency._meta.db_table)
     only_d, only_s, id_params = "", "", []
     if ids is not None:
@@ -203,24 +251,7 @@ def waiting_rows(job_ids: Iterable[int] | None = None) -> list[tuple[Any, ...]]:
     )
     params = [JobState.PENDING.value, *id_params, JobState.PENDING.value, JobState.RUNNING.value,
               JobState.PREEMPTING.value, JobState.PENDING.value, *id_params, JobState.PENDING.value, *id_params]
-    rows: list[tuple[Any, ...]] = []
-    freed: set[int] = set()
-    groups: dict[tuple[int, str], list[tuple[Any, ...]]] = defaultdict(list)
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        for kind, job_id, upstream_id, condition, state, requeues, hold, can_run, name, at, submitter, single in (
-                cursor.fetchall()):
-            if kind == "d":
-                rows.append((job_id, upstream_id, condition, state, requeues, hold, can_run, name, at, bool(single)))
-            elif kind == "f":
-                freed.add(job_id)
-            else:
-                groups[(submitter, name)].append((job_id, state, requeues, hold, can_run, name, at, bool(single)))
-    if freed:
-        rows = [r for r in rows if r[0] not in freed]
-    rows += singleton_edges(groups, None if ids is None else set(ids))
-    rows.sort(key=lambda r: (r[0], r[1]))
-    return rows
+    return sql, params
 
 
 def among_ids(column: str, ids: Sequence[int]) -> tuple[str, list[Any]]:

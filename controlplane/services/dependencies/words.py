@@ -88,14 +88,28 @@ def any_of_words(message: str, would_start_if: str, waits_on: Sequence[engine.De
         return message, would_start_if
     parts, woulds = [], []
     for wait in waits_on:
-        one = OutOfLine(engine.JobSpec(id="one", team="", priority_class="", gpus=1, submitted_at=0.0,
-                                       waits_on=(wait,)))
+        one = OutOfLine(sentence_spec("one", (wait,)))
         if not (one.message.startswith(_WAITS_FOR) and one.message.endswith(_UNTIL_THEN)):
             return message, would_start_if
         parts.append(one.message[len(_WAITS_FOR):-len(_UNTIL_THEN)])
         woulds.append(one.would_start_if)
     return (message.replace(_joined(parts, "and"), "any one of " + _joined(parts, "or"), 1),
             would_start_if.replace(_joined(woulds, "and"), _joined(woulds, "or"), 1))
+
+
+def wait_on(upstream: int, condition: str, word: str) -> engine.DependencyWait:
+    """One dependency not met yet as the engine's sentence takes it: the upstream job, the
+    condition, where the upstream stands (`state_word`, `singleton_word`)."""
+    return engine.DependencyWait(upstream=str(upstream), condition=engine.DependencyCondition(condition),
+                                 upstream_state=word)
+
+
+def sentence_spec(job_id: str, waits_on: tuple[engine.DependencyWait, ...], *, held_by: str = "",
+                  hold_reason: str = "") -> engine.JobSpec:
+    """A job as the engine's sentence on a job out of line reads it (`OutOfLine`): what it waits
+    on, who holds it and why; the rest is any job's."""
+    return engine.JobSpec(id=job_id, team="", priority_class="", gpus=1, submitted_at=0.0, waits_on=waits_on,
+                          held_by=held_by, hold_reason=hold_reason)
 
 
 def stored_words(spec: engine.JobSpec, any_of: bool) -> tuple[str, str, str]:
