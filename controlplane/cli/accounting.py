@@ -11,7 +11,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import account, output
-from controlplane.cli.client import Api, ApiError, CliError
+from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
 from scheduler_core.sentences import counted, gpu_hours
 
 # ---------------------------------------------------------------------------------- history
@@ -20,7 +20,6 @@ from scheduler_core.sentences import counted, gpu_hours
 ENDED_STATES = ["succeeded", "failed", "cancelled", "timed_out"]
 HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
                    "LOST-GPU-H", "NODES"]
-HISTORY_PAGE = 1000  # the API's largest page
 #: `qm history`'s API filters → its flags, as client.refusal names them.
 HISTORY_FLAGS = {"state": "state", "finished_after": "since", "finished_before": "until", "user": "user", "team": "team",
                  "ran_on": "node", "name": "name", "exit_code": "exit_code"}
@@ -49,14 +48,8 @@ def _history_window(args: argparse.Namespace, now: datetime) -> tuple[datetime, 
 def _history_jobs(api: Api, params: dict[str, Any]) -> list[dict[str, Any]]:
     """Every job of the window, page by page (1,000 a request), oldest end first. The window's
     end is fixed before the first page, so a job ending meanwhile cannot shift the pages."""
-    jobs: list[dict[str, Any]] = []
-    params = {**params, "limit": HISTORY_PAGE, "offset": 0}
-    while True:
-        page = api.request("GET", "jobs/", params=params)
-        jobs.extend(page["results"])
-        if not page.get("next") or not page["results"]:
-            return jobs
-        params["offset"] += len(page["results"])
+    return [job for page in api.pages("jobs/", {**params, "limit": LARGEST_PAGE, "offset": 0})
+            for job in page["results"]]
 
 
 def _history_row(job: dict[str, Any]) -> list[Any]:

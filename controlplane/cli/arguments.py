@@ -1,7 +1,9 @@
 """What the commands' arguments say, read alike by every command: a job id (`qm status 412`,
-`qm sprio 412`) and a length of time (`--time 4h`, `--checkpoint-every 30m`, `qm maint --duration 4h`)."""
+`qm sprio 412`), a job array's id (`--array`) and a length of time (`--time 4h`, `--checkpoint-every 30m`, `qm maint --duration 4h`)."""
 
 from __future__ import annotations
+
+import uuid
 
 from controlplane.cli import output
 from controlplane.cli.client import CliError
@@ -16,6 +18,14 @@ def duration(text: str, flag: str, bare: int = 1) -> int:
         return output.parse_duration(text, bare)
     except ValueError as exc:
         raise CliError(f"{flag}: {exc}") from exc
+
+
+def array_id(text: str) -> str:
+    """A job array's id as the API spells it (`qm list --array`, `qm cancel --array`)."""
+    try:
+        return str(uuid.UUID(text.strip()))
+    except ValueError:
+        raise CliError(f"'{text}' is not an array id (a UUID, as `qm submit --array` printed)") from None
 
 
 def job_id(text: str) -> int:

@@ -13,7 +13,7 @@ import io
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +24,8 @@ import requests
 from controlplane.cli import output
 
 DEFAULT_URL = "http://localhost:8000"
+#: The API's largest page (`?limit=`): a list longer than that is read page by page (`Api.pages`).
+LARGEST_PAGE = 1000
 TIMEOUT_S = 30
 # Submits are retried on connection failures and gateway errors: the Idempotency-Key makes a
 # retry return the first result, so a lost response never becomes a duplicate job.
@@ -161,6 +163,17 @@ class Api:
                 response_headers.update({k.lower(): v for k, v in response.headers.items()})
             return self._result(response, raw)
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def pages(self, path: str, params: dict[str, Any]) -> Iterator[dict[str, Any]]:
+        """GET `path` page by page from the `offset` in `params` (none: the first), until a page
+        says there is no next one or comes back empty; `params` itself is left as it was."""
+        params = dict(params)
+        while True:
+            page = self.request("GET", path, params=params)
+            yield page
+            if not page.get("next") or not page["results"]:
+                return
+            params["offset"] = params.get("offset", 0) + len(page["results"])
 
     def _result(self, response: requests.Response, raw: bool) -> Any:
         if response.status_code >= 400:

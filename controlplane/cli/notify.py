@@ -153,8 +153,5 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
             print(f"Hook {hook_id} removed, with the deliveries it still had to send.")
         return 0
     answer = api.request("POST", f"notification-hooks/{hook_id}/test/")
-    if args.json:
-        output.emit_json(answer)
-    else:
-        print(output.visible(answer["detail"]))
+    output.say_answer(answer, args.json)
     return 0 if answer["delivered"] else 1

@@ -133,6 +133,14 @@ def emit_json(data: Any, out: TextIO = sys.stdout) -> None:
     out.write(json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
+def say_answer(answer: dict[str, Any], as_json: bool) -> None:
+    """The API's answer to an action: its JSON (`--json`), else its sentence (`detail`)."""
+    if as_json:
+        emit_json(answer)
+    else:
+        print(visible(answer["detail"]))
+
+
 def emit_json_line(data: Any, out: TextIO = sys.stdout) -> None:
     """One JSON document on one line (a stream a script reads line by line)."""
     out.write(json.dumps(data) + "\n")

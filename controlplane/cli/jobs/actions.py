@@ -7,11 +7,10 @@ from __future__ import annotations
 import argparse
 import re
 import sys
-import uuid
 from typing import Any
 
 from controlplane.cli import account, arguments, output
-from controlplane.cli.client import Api, ApiError, CliError, refusal
+from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError, refusal
 
 #: The fields `qm cancel`, `hold`, `release` and `requeue` send (the action's body, cancel's
 #: filters of jobs/) → their flags, as client.refusal names them.
@@ -31,7 +30,7 @@ def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
         if not args.jobs:
             print("No job matched: nothing cancelled.")
             return 0
-    return act_on_jobs(api, args, "cancel")
+    return _act_on_jobs(api, args, "cancel")
 
 
 def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
@@ -50,23 +49,19 @@ def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
     user = args.user.strip() if args.user else None
     if args.user is not None and not user:
         raise CliError("--user is empty: give a user")
-    params: dict[str, Any] = {"state": states, "user": user or account.my_username(api), "limit": 1000, "ordering": "id"}
+    params: dict[str, Any] = {"state": states, "user": user or account.my_username(api), "limit": LARGEST_PAGE,
+                              "ordering": "id"}
     if args.name:
         params["name"] = args.name.strip()
-    picked: list[int] = []
-    while True:
-        page = api.request("GET", "jobs/", params=params)
-        picked += [j["id"] for j in page["results"] if not args.name or j["name"] == args.name.strip()]
-        if not page.get("next") or not page["results"]:
-            return picked
-        params["offset"] = params.get("offset", 0) + len(page["results"])
+    return [j["id"] for page in api.pages("jobs/", params) for j in page["results"]
+            if not args.name or j["name"] == args.name.strip()]
 
 
 def cmd_hold(api: Api, args: argparse.Namespace) -> int:
     """Hold (`qm hold`) or release (`qm release`) each job named, or every waiting task of an
     array: as `scontrol hold/release`. A job that cannot be held (running, ended, another's
     admin hold) is an error line; the others still act."""
-    return act_on_jobs(api, args, args.command)
+    return _act_on_jobs(api, args, args.command)
 
 
 def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
@@ -77,10 +72,10 @@ def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
     refused, is an error line; the others still act."""
     if args.states is not None and not args.array:
         raise CliError("--states picks an array's tasks: give it with --array ARRAY_ID")
-    return act_on_jobs(api, args, "requeue")
+    return _act_on_jobs(api, args, "requeue")
 
 
-def act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
+def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     """POST `jobs/{id}/{verb}/` for each job named, or `job-arrays/{id}/{verb}/` once for an
     array. Every id is checked before any job is touched (a typo among them acted on the jobs
     before it and not those after); a refused job is an error line on standard error and the
@@ -121,15 +116,9 @@ def _act_on_array(api: Api, args: argparse.Namespace, verb: str) -> int:
     `scancel ARRAY_ID`): one line for the lot. Tasks that finished or began stopping meanwhile
     are counted apart, not as failures. One request per task took 24 s for 1,000 tasks, minutes
     for 10,000. --json: the API's answer."""
-    try:
-        array_id = str(uuid.UUID(args.array.strip()))
-    except ValueError:
-        raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+    array_id = arguments.array_id(args.array)
     answer = api.request("POST", f"job-arrays/{array_id}/{verb}/", body=_action_body(args))  # 404: none, or not yours
-    if args.json:
-        output.emit_json(answer)
-    else:
-        print(output.visible(answer["detail"]))
+    output.say_answer(answer, args.json)
     return 0
 
 

@@ -9,10 +9,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import LARGEST_PAGE, Api, CliError
 from controlplane.cli.jobs.states import FINISHED_STATES
-
-EVENTS_PAGE = 1000
 
 
 def _event_line(event: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -28,14 +26,8 @@ def _print_streamed(cells: Sequence[str]) -> None:
 
 def _events_after(api: Api, job_id: int, seen: set[int], start: int) -> list[dict[str, Any]]:
     """The job's events from position `start` on (oldest first), those not yet in `seen`."""
-    found: list[dict[str, Any]] = []
-    params: dict[str, Any] = {"limit": EVENTS_PAGE, "offset": start}
-    while True:
-        page = api.request("GET", f"jobs/{job_id}/events/", params=params)
-        found.extend(e for e in page["results"] if e["id"] not in seen)
-        if not page["next"] or not page["results"]:
-            return found
-        params["offset"] += len(page["results"])
+    return [e for page in api.pages(f"jobs/{job_id}/events/", {"limit": LARGEST_PAGE, "offset": start})
+            for e in page["results"] if e["id"] not in seen]
 
 
 def cmd_events(api: Api, args: argparse.Namespace) -> int:
@@ -63,8 +55,14 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
     else:
         print(f"Job {job_id} has no events.")
     seen.update(e["id"] for e in events)
-    if not args.follow:
-        return 0
+    if args.follow:
+        _follow(api, args, job_id, seen)
+    return 0
+
+
+def _follow(api: Api, args: argparse.Namespace, job_id: int, seen: set[int]) -> None:
+    """`--follow`: the events new since, each `args.interval` seconds, until the job has
+    ended (then said, with its exit code)."""
     while True:
         job = api.request("GET", f"jobs/{job_id}/")
         # Events committed out of order land a little before the end: look back a few.
@@ -80,5 +78,5 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
             if not args.json:
                 code = f", exit code {job['exit_code']}" if job["exit_code"] is not None else ""
                 print(output.visible(f"Job {job_id} ({job['name']}) ended {job['state']}{code}."))
-            return 0
+            return
         time.sleep(args.interval)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import uuid
 from datetime import datetime, timezone
 from typing import Any
 
-from controlplane.cli import account, output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli import account, arguments, output
+from controlplane.cli.client import LARGEST_PAGE, Api, CliError
 from controlplane.cli.jobs.gpus import gpus_cell
 from controlplane.cli.jobs.states import ACTIVE_STATES
 from scheduler_core.sentences import counted
@@ -34,10 +33,7 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
     if args.sort:
         params["ordering"] = args.sort.replace(" ", "")
     if args.array:
-        try:
-            params["array_id"] = str(uuid.UUID(args.array.strip()))
-        except ValueError:
-            raise CliError(f"'{args.array}' is not an array id (a UUID, as `qm submit --array` printed)") from None
+        params["array_id"] = arguments.array_id(args.array)
     if args.mine and args.user:
         raise CliError("give --mine or --user USER, not both")
     for flag, param in (("user", "user"), ("name", "name"), ("project", "project"), ("priority", "priority_class"),
@@ -63,6 +59,8 @@ def _start_cell(job: dict[str, Any]) -> str:
 
 
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
+    """The jobs the filters pick (waiting and running by default), a page of them, with what
+    the table's cells need said under it; or why there are none."""
     page = api.request("GET", "jobs/", params=_list_params(args, api))
     if args.json:
         output.emit_json(page)
@@ -73,16 +71,7 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         for j in page["results"]
     ]
     if not rows:
-        if page["count"] == 0 and not args.offset and account.reads_no_jobs(api):
-            print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
-            return 0
-        if page["count"] and args.offset:
-            # Past the last page: it said "No jobs pending or running" of a list that had some.
-            last = max(0, page["count"] - min(args.limit, 1000))  # the API's largest page
-            print(f"No jobs from --offset {args.offset}: the list has {counted(page['count'], 'job')} "
-                  f"(--offset {last} for the last page).")
-            return 0
-        print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")
+        _say_none(api, args, page["count"])
         return 0
     output.table(rows, ["ID", "NAME", "TEAM", "STATE", "GPUS", "PRIORITY", "AGE", "POS", "START", "REASON"])
     limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
@@ -98,3 +87,17 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         more = f"; --offset {shown_to} for the next" if page["count"] > shown_to else ""
         print(f"({args.offset + 1}–{shown_to} of {page['count']}{more})")
     return 0
+
+
+def _say_none(api: Api, args: argparse.Namespace, count: int) -> None:
+    """Why the page has no job: a finance account sees none, the offset is past the list's end,
+    or none matched."""
+    if count == 0 and not args.offset and account.reads_no_jobs(api):
+        print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
+    elif count and args.offset:
+        # Past the last page: it said "No jobs pending or running" of a list that had some.
+        last = max(0, count - min(args.limit, LARGEST_PAGE))
+        print(f"No jobs from --offset {args.offset}: the list has {counted(count, 'job')} "
+              f"(--offset {last} for the last page).")
+    else:
+        print("No jobs" + ("" if args.all or args.state else " pending or running (use --all for finished ones)") + ".")

@@ -59,87 +59,107 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
     if args.rank is not None and args.rank < 0:
         raise CliError(f"--rank {args.rank}: ranks count from 0")
     first = _read_logs(api, job_id, {"rank": args.rank or 0, "generation": args.generation, "tail_lines": args.tail})
-    generation = first["generation"]
     ranks = (first["ranks"] or [0]) if args.all_ranks else [args.rank or 0]
-    outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks) for rank in ranks}
-
-    def say(words: str) -> None:
-        if not args.json:
-            sys.stdout.flush()
-            print(output.visible(words), file=sys.stderr, flush=True)
-
-    def show(rank: int, reply: dict[str, Any]) -> bool:
-        outputs[rank].next_offset = reply["next_offset"]
-        if args.json:
-            if reply["text"] or not args.follow:
-                output.emit_json_line(reply)
-            return bool(reply["text"])
-        if reply["notice"] and (reply["text"] or not args.follow):
-            say(reply["notice"])
-        outputs[rank].write(reply["text"])
-        return bool(reply["text"])
-
-    def drain(rank: int, reply: dict[str, Any]) -> bool:
-        """Show `reply` and what is stored after it now; whether any text came."""
-        got = show(rank, reply)
-        while reply["more"]:
-            reply = _read_logs(api, job_id, {"rank": rank, "generation": reply["generation"],
-                                             "offset": reply["next_offset"]})
-            got = show(rank, reply) or got
-        return got
-
-    def close() -> None:
-        for out in outputs.values():
-            out.close()
-        sys.stdout.flush()
-
+    logs = _Logs(api, job_id, args, first["generation"], ranks)
     for rank in ranks:
-        drain(rank, first if rank == first["rank"] else _read_logs(
-            api, job_id, {"rank": rank, "generation": generation, "tail_lines": args.tail}))
+        logs.drain(rank, first if rank == first["rank"] else logs.read(
+            {"rank": rank, "generation": logs.generation, "tail_lines": args.tail}))
     sys.stdout.flush()
     if not args.follow:
-        close()
+        logs.close()
         return 0
     if first["job_state"] in FINISHED_STATES:
-        close()
-        say(f"--- job {job_id} ended {first['job_state']} ---")
+        logs.close()
+        logs.say(f"--- job {job_id} ended {first['job_state']} ---")
         return 0
     # Ctrl-C ends the follow between two reads, not inside one: a KeyboardInterrupt raised in
     # the middle of an HTTP request could leave the connection pool's lock held, and the
     # process hung on its way out (seen under load). A second Ctrl-C interrupts at once.
     with _ctrl_c_between_rounds() as stopped:
         while not stopped.wait(args.interval):
-            got = False
-            latest: dict[str, Any] = {}
-            for rank, out in list(outputs.items()):
-                latest = _read_logs(api, job_id, {"rank": rank, "generation": generation, "offset": out.next_offset})
-                got = drain(rank, latest) or got
-            sys.stdout.flush()
-            if generation is None and latest["generation"] is not None:
-                generation = latest["generation"]  # its first run began: what was read is its output
-                say(f"--- job {job_id} started: generation {generation} ---")
-            elif args.generation is None and latest["generations"] and latest["generations"][-1] != generation:
-                # The job runs again (requeued, preempted): follow the new run from its first byte.
-                close()
-                generation = latest["generations"][-1]
-                say(f"--- job {job_id} runs again: generation {generation} ---")
-                outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks) for rank in outputs}
-                for out in outputs.values():
-                    out.next_offset = 0
-                continue
-            if args.all_ranks:
-                for rank in latest["ranks"]:
-                    if rank not in outputs:  # a rank that wrote its first bytes since
-                        outputs[rank] = _RankOutput(rank, prefixed=True)
-                        outputs[rank].next_offset = 0
-            if latest["job_state"] in FINISHED_STATES and not got:
-                # Ended, and a round brought nothing more: its last lines came with the exit (more
-                # than 64 KiB a rank follow within a second, and are read above while they come).
-                close()
-                say(f"--- job {job_id} ended {latest['job_state']} ---")
+            if logs.follow_round():
                 return 0
-    close()
+    logs.close()
     return 130
+
+
+class _Logs:
+    """One job's output as `qm logs` reads it: each rank's (`_RankOutput`), the run it follows
+    (`generation`), and what qm says of them on standard error (`say`)."""
+
+    def __init__(self, api: Api, job_id: int, args: argparse.Namespace, generation: int | None,
+                 ranks: list[int]) -> None:
+        self.api, self.job_id, self.args, self.generation = api, job_id, args, generation
+        self.outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks) for rank in ranks}
+
+    def read(self, params: dict[str, Any]) -> dict[str, Any]:
+        return _read_logs(self.api, self.job_id, params)
+
+    def say(self, words: str) -> None:
+        if not self.args.json:
+            sys.stdout.flush()
+            print(output.visible(words), file=sys.stderr, flush=True)
+
+    def show(self, rank: int, reply: dict[str, Any]) -> bool:
+        self.outputs[rank].next_offset = reply["next_offset"]
+        if self.args.json:
+            if reply["text"] or not self.args.follow:
+                output.emit_json_line(reply)
+            return bool(reply["text"])
+        if reply["notice"] and (reply["text"] or not self.args.follow):
+            self.say(reply["notice"])
+        self.outputs[rank].write(reply["text"])
+        return bool(reply["text"])
+
+    def drain(self, rank: int, reply: dict[str, Any]) -> bool:
+        """Show `reply` and what is stored after it now; whether any text came."""
+        got = self.show(rank, reply)
+        while reply["more"]:
+            reply = self.read({"rank": rank, "generation": reply["generation"], "offset": reply["next_offset"]})
+            got = self.show(rank, reply) or got
+        return got
+
+    def close(self) -> None:
+        for out in self.outputs.values():
+            out.close()
+        sys.stdout.flush()
+
+    def follow_round(self) -> bool:
+        """One round of `--follow`: what each rank wrote since, a run that began or began again
+        (followed from its first byte), a rank new since; whether the job has ended (a round
+        that brought nothing more after its end: its last lines came with the exit, more than
+        64 KiB a rank follow within a second, and are read here while they come)."""
+        got = False
+        latest: dict[str, Any] = {}
+        for rank, out in list(self.outputs.items()):
+            latest = self.read({"rank": rank, "generation": self.generation, "offset": out.next_offset})
+            got = self.drain(rank, latest) or got
+        sys.stdout.flush()
+        if self.generation is None and latest["generation"] is not None:
+            self.generation = latest["generation"]  # its first run began: what was read is its output
+            self.say(f"--- job {self.job_id} started: generation {self.generation} ---")
+        elif self.args.generation is None and latest["generations"] and latest["generations"][-1] != self.generation:
+            self._runs_again(latest["generations"][-1])
+            return False
+        if self.args.all_ranks:
+            for rank in latest["ranks"]:
+                if rank not in self.outputs:  # a rank that wrote its first bytes since
+                    self.outputs[rank] = _RankOutput(rank, prefixed=True)
+                    self.outputs[rank].next_offset = 0
+        if latest["job_state"] in FINISHED_STATES and not got:
+            self.close()
+            self.say(f"--- job {self.job_id} ended {latest['job_state']} ---")
+            return True
+        return False
+
+    def _runs_again(self, generation: int) -> None:
+        """The job runs again (requeued, preempted): follow the new run from its first byte."""
+        self.close()
+        self.generation = generation
+        self.say(f"--- job {self.job_id} runs again: generation {generation} ---")
+        self.outputs = {rank: _RankOutput(rank, prefixed=self.args.all_ranks) for rank in self.outputs}
+        for out in self.outputs.values():
+            out.next_offset = 0
 
 
 class _CtrlC:

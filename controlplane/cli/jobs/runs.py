@@ -7,8 +7,7 @@ import argparse
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api
-from controlplane.cli.jobs.events import EVENTS_PAGE
+from controlplane.cli.client import LARGEST_PAGE, Api
 from scheduler_core.sentences import counted, gpu_hours
 
 RUNS_COLUMNS = ["RUN", "GENERATION", "BOUND (UTC)", "STARTED", "ENDED", "ELAPSED", "HOW IT ENDED", "REASON", "EXIT",
@@ -20,7 +19,7 @@ def _runs_of(api: Api, job_id: int, latest: int | None = None) -> tuple[list[dic
     `latest` ones; with how many it has and what they all cost (the API's `total_cost_usd`)."""
     runs: list[dict[str, Any]] = []
     want = latest
-    params: dict[str, Any] = {"limit": min(EVENTS_PAGE, want or EVENTS_PAGE), "offset": 0}
+    params: dict[str, Any] = {"limit": min(LARGEST_PAGE, want or LARGEST_PAGE), "offset": 0}
     page = api.request("GET", f"jobs/{job_id}/runs/", params=params)
     if want is not None and page["count"] > want:  # the latest `want`: from count - want on
         params["offset"] = page["count"] - want

@@ -16,7 +16,18 @@ from controlplane.services import dependency_text
 
 
 def spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, Any]:
+    """The job to submit: its YAML file's fields (`args.file`), the flags given over them, the
+    command after ``--``, and what qm fills in (`_filled_in`)."""
     spec = load_spec_file(args.file) if args.file else {}
+    _flags_over(spec, args)
+    if command:
+        spec["command"] = shell_command(command)
+    _filled_in(spec)
+    return spec
+
+
+def _flags_over(spec: dict[str, Any], args: argparse.Namespace) -> None:
+    """The flags given, over the YAML file's fields, as the API's fields."""
     flags = {
         "name": args.name, "gpus": args.gpus, "gpus_per_node": args.gpus_per_node,
         "min_gpu_memory_gb": args.min_gpu_memory, "cpus_per_gpu": args.cpus_per_gpu,
@@ -40,21 +51,29 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, An
     if args.checkpoint_every:
         spec["checkpoint_interval_s"] = arguments.duration(args.checkpoint_every, "--checkpoint-every")
     if args.env:
-        if not isinstance(spec.get("env") or {}, dict):
-            raise CliError("env in the YAML file must be a mapping of NAME: value, to add --env to it")
-        env = dict(spec.get("env") or {})
-        for item in args.env:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise CliError(f"--env {item}: expected NAME=VALUE")
-            env[key] = value
-        spec["env"] = env
+        spec["env"] = _env_with_flags(spec.get("env"), args.env)
     if args.dependency:
         spec["dependencies"] = parse_dependency(args.dependency)
         if isinstance(spec["dependencies"], dependency_text.AnyOf):
             spec["dependency_mode"] = "any"  # afterok:12?afterok:13: any one of them
-    if command:
-        spec["command"] = shell_command(command)
+
+
+def _env_with_flags(env: Any, items: list[str]) -> dict[str, Any]:
+    """The YAML file's `env:` with each `--env NAME=VALUE` over it."""
+    if not isinstance(env or {}, dict):
+        raise CliError("env in the YAML file must be a mapping of NAME: value, to add --env to it")
+    env = dict(env or {})
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--env {item}: expected NAME=VALUE")
+        env[key] = value
+    return env
+
+
+def _filled_in(spec: dict[str, Any]) -> None:
+    """What qm fills in: a name from the command, a heterogeneous gang's GPUs from its roles;
+    refused, a job with no name or no GPUs to fill in."""
     if "name" not in spec and spec.get("command"):
         # The program's name: the first word as the shell reads it (`'my prog.py' --x` is 'my prog.py').
         try:
@@ -72,7 +91,6 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, An
     # Roles qm cannot add up (a member's `gpus:` for `gpus_per_member:`, a count left out) go to
     # the API, which names each role's field at fault; "a job needs --gpus" sent the user to the
     # one field qm would have filled in.
-    return spec
 
 
 def _roles_gpus(roles: Any) -> int | None:

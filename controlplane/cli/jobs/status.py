@@ -14,36 +14,36 @@ from controlplane.cli.jobs.listing import cmd_list
 from controlplane.cli.jobs.waiting import eta_text, eta_told_text, position_text
 from scheduler_core.sentences import counted, gang_roles, gpu_hours
 
+#: A field of `qm status`: its name and what it says.
+_Field = tuple[str, Any]
+
 
 def cmd_status(api: Api, args: argparse.Namespace) -> int:
+    """One job, field by field: what it asked for, where it stands, what befell it; with no job,
+    `qm list`."""
     if not args.job:
         return cmd_list(api, args)
     job = api.request("GET", f"jobs/{arguments.job_id(args.job)}/")
     if args.json:
         output.emit_json(job)
         return 0
-    shape = counted(job["gpus"], "GPU") + (f", {job['gpus_per_node']} per node" if job["gpus_per_node"] else "")
-    if elastic(job):
-        shape += f", {elastic(job)}"
     # A stopping job (state `preempting` whatever stopped it: a preemption, a resize, a cancel, its
     # runtime limit) says why and by when, as `qm explain` does: the state alone read as a
     # preemption for a job its owner had just cancelled.
     stopping = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "preempting" else ""
     # A running job: since when, on which GPUs of which nodes (the API's explanation).
     running = api.request("GET", f"jobs/{job['id']}/explain/")["reason"] if job["state"] == "running" else ""
-    preempted, requeued, stopped_for = _last_preemption(api, job) if not stopping else ("", "", "")
-    # A requeue someone asked for (qm requeue) is no preemption: its notice says who asked and why;
-    # nor is a resize.
-    asked = stopped_for in ("Requeued", "RequeuedHeld")
-    signal_label = "requeue asked" if asked else "last resized" if stopped_for == "Resized" else "last preempted"
-    preemptions = str(job["preemption_count"])
-    other = job.get("requeue_count", job["preemption_count"]) - job["preemption_count"]
-    if other > 0:  # resized, fenced or asked for: requeued whole, but not against the preemption budget
-        preemptions += (f"; requeued {other} more time{'s' if other != 1 else ''} to resize, off a lost node or "
-                        "on request")
-    if job["preemption_count"] or other > 0:
-        preemptions += f", {gpu_hours((job.get('lost_gpu_seconds') or 0) / 3600)} GPU-hours of work lost"
-    output.fields([
+    output.fields([*_asked_fields(job), *_standing_fields(job, running, stopping),
+                   *_preemption_fields(api, job, stopping), ("command", job["command"])])
+    return 0
+
+
+def _asked_fields(job: dict[str, Any]) -> list[_Field]:
+    """What the job is and asked for: its name, owners, class, GPUs and their shape, limits."""
+    shape = counted(job["gpus"], "GPU") + (f", {job['gpus_per_node']} per node" if job["gpus_per_node"] else "")
+    if elastic(job):
+        shape += f", {elastic(job)}"
+    return [
         ("job", f"{job['id']} {job['name']}"), ("state", output.job_state(job)), ("team", job["team"]),
         ("project", job["project"]), ("submitter", job["submitter"]), ("priority", job["priority_class"]),
         ("gpus", gpus_line(job)), ("shape", shape),
@@ -53,7 +53,15 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("per gpu", per_gpu(job)), ("topology", job["topology"]), ("workload", job.get("workload")),
         ("checkpoints", f"every {output.human_duration(job['checkpoint_interval_s'])}"
          if job.get("checkpoint_interval_s") else ""),
-        ("runtime limit", output.human_duration(job["runtime_limit_s"])), ("submitted", output.utc_text(job["submitted_at"])),
+        ("runtime limit", output.human_duration(job["runtime_limit_s"])),
+    ]
+
+
+def _standing_fields(job: dict[str, Any], running: str, stopping: str) -> list[_Field]:
+    """Where the job stands: when it was submitted, started and ended, why it waits and when it
+    may start, how it runs or stops, its array and its dependencies."""
+    return [
+        ("submitted", output.utc_text(job["submitted_at"])),
         ("started", output.utc_text(job["started_at"])), ("finished", output.utc_text(job["finished_at"])),
         ("exit code", job["exit_code"]),
         ("elapsed", output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else ""),
@@ -62,7 +70,7 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
         ("waiting because", f"{job['pending_code']}: {job['pending_message']}" if job["state"] == "pending" else ""),
         *([("hold reason", job["hold_reason"])] if job.get("hold") and job.get("hold_reason") else []),
         ("queue position", position_text(job["queue_position"], job.get("pending_code"), job.get("hold"),
-                                          job.get("pending_resolvable", True))),
+                                         job.get("pending_resolvable", True))),
         ("earliest start", eta_text(job["eta"], relative=False)),
         *([("eta told", told)] if (told := eta_told_text(job)) else []),
         *([("running", running)] if running else []),
@@ -75,12 +83,30 @@ def cmd_status(api: Api, args: argparse.Namespace) -> int:
             if job.get("array_task_limit") else "") if job["array_id"] else ""),
         *([("runs after", runs_after(job))] if job.get("dependencies") or job.get("singleton") else []),
         *([("waited on by", ", ".join(f"job {pk}" for pk in job["dependents"]))] if job.get("dependents") else []),
+    ]
+
+
+def _preemption_fields(api: Api, job: dict[str, Any], stopping: str) -> list[_Field]:
+    """How often the job was preempted or requeued and the work lost, and its last preemption
+    (or requeue asked for, or resize) in its events' words: one request, none for a job never
+    stopped or stopping now."""
+    preempted, requeued, stopped_for = _last_preemption(api, job) if not stopping else ("", "", "")
+    # A requeue someone asked for (qm requeue) is no preemption: its notice says who asked and why;
+    # nor is a resize.
+    asked = stopped_for in ("Requeued", "RequeuedHeld")
+    signal_label = "requeue asked" if asked else "last resized" if stopped_for == "Resized" else "last preempted"
+    preemptions = str(job["preemption_count"])
+    other = job.get("requeue_count", job["preemption_count"]) - job["preemption_count"]
+    if other > 0:  # resized, fenced or asked for: requeued whole, but not against the preemption budget
+        preemptions += (f"; requeued {other} more time{'s' if other != 1 else ''} to resize, off a lost node or "
+                        "on request")
+    if job["preemption_count"] or other > 0:
+        preemptions += f", {gpu_hours((job.get('lost_gpu_seconds') or 0) / 3600)} GPU-hours of work lost"
+    return [
         ("preemptions", preemptions),
         *([(signal_label, preempted)] if preempted else []),
         *([("requeued", requeued)] if requeued else []),
-        ("command", job["command"]),
-    ])
-    return 0
+    ]
 
 
 #: The events of a preemption: its notice, then how the stop ended (the job page's "Preempted").

@@ -22,6 +22,8 @@ SUBMIT_FLAGS = {"runtime_limit_s": "time", "priority_class": "priority", "checkp
 
 
 def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
+    """Submit a job, or a job array (`--array`), once under an idempotency key (retried on a
+    lost answer), and say what was submitted."""
     if args.parsable and args.json:
         raise CliError("give --json (the API's answer) or --parsable (the id alone), not both")
     spec = spec_from_args(args, command)
@@ -44,25 +46,35 @@ def cmd_submit(api: Api, args: argparse.Namespace, command: list[str]) -> int:
     elif args.parsable:  # sbatch --parsable: the id alone, for JOB=$(qm submit --parsable ...)
         print(result["array_id"] if is_array else result["id"])
     elif is_array:
-        what = (f"array {result['array_id']}: {result['count']} tasks of {counted(spec['gpus'], 'GPU')}, "
-                f"{array_span(result['job_ids'])} (team {result['team']})" + _array_limit_words(result))
-        if replayed:
-            print(output.visible(f"Idempotency key {key} was already used: no new tasks were submitted. "
-                                 f"It returned {what}, now {_array_states(result)}."))
-        else:
-            print(f"Submitted {what}.")
+        _say_array(result, spec, key, replayed)
     else:
-        what = (f"job {result['id']} ({result['name']}): {counted(result['gpus'], 'GPU')}, "
-                f"priority {result['priority_class']}, team {result['team']}, "
-                f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}"
-                + (f" and held: `qm release {result['id']}` to queue it" if result.get("hold") else "")
-                + (f", runs after {runs_after(result)}" if result.get("dependencies") or result.get("singleton") else ""))
-        if replayed:
-            print(output.visible(f"Idempotency key {key} was already used: no new job was submitted. "
-                                 f"It returned {what}."))
-        else:
-            print(output.visible(f"Submitted {what}."))
+        _say_job(result, key, replayed)
     return 0
+
+
+def _say_array(result: dict[str, Any], spec: dict[str, Any], key: str, replayed: bool) -> None:
+    """The array submitted, in one line; or, its key used before, what that submit returned."""
+    what = (f"array {result['array_id']}: {result['count']} tasks of {counted(spec['gpus'], 'GPU')}, "
+            f"{array_span(result['job_ids'])} (team {result['team']})" + _array_limit_words(result))
+    if replayed:
+        print(output.visible(f"Idempotency key {key} was already used: no new tasks were submitted. "
+                             f"It returned {what}, now {_array_states(result)}."))
+    else:
+        print(f"Submitted {what}.")
+
+
+def _say_job(result: dict[str, Any], key: str, replayed: bool) -> None:
+    """The job submitted, in one line; or, its key used before, what that submit returned."""
+    what = (f"job {result['id']} ({result['name']}): {counted(result['gpus'], 'GPU')}, "
+            f"priority {result['priority_class']}, team {result['team']}, "
+            f"limit {output.human_duration(result['runtime_limit_s'])}, {result['state']}"
+            + (f" and held: `qm release {result['id']}` to queue it" if result.get("hold") else "")
+            + (f", runs after {runs_after(result)}" if result.get("dependencies") or result.get("singleton") else ""))
+    if replayed:
+        print(output.visible(f"Idempotency key {key} was already used: no new job was submitted. "
+                             f"It returned {what}."))
+    else:
+        print(output.visible(f"Submitted {what}."))
 
 
 def array_span(ids: list[int]) -> str:

@@ -50,10 +50,7 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
 def _patch_and_say(api: Api, args: argparse.Namespace, path: str, body: dict[str, Any]) -> int:
     """PATCH ``path`` and print the server's sentence (or its JSON)."""
     answer = api.request("PATCH", path, body=body)  # a 400: main names the flags (SUBMIT_FLAGS)
-    if args.json:
-        output.emit_json(answer)
-    else:
-        print(output.visible(answer["detail"]))
+    output.say_answer(answer, args.json)
     return 0
 
 
