@@ -781,25 +781,14 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
                  f"{new_generation}",
                  data={"old_generation": allocation.generation, "new_generation": new_generation, "nodes": names})
     job = allocation.job
-    if len(names) == 1:
-        node_gone = f"{names[0]}'s agent shut down" if reason == "NodeUnavailable" else f"{names[0]} stopped answering"
-    else:
-        which = f"one of its nodes ({', '.join(names)})"
-        node_gone = f"the agent of {which} shut down" if reason == "NodeUnavailable" else f"{which} stopped answering"
-    if allocation.release_reason == RELEASE_CANCELLED:
-        Job.objects.filter(pk=job.pk).update(state=JobState.CANCELLED, finished_at=at, state_changed_at=at)
+    node_gone = _node_gone(names, reason)
+    if allocation.release_reason in _ENDED_BY_THEIR_STOP:
+        state, said = _ENDED_BY_THEIR_STOP[allocation.release_reason]
+        Job.objects.filter(pk=job.pk).update(state=state, finished_at=at, state_changed_at=at)
         record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
-                     reason=FINISHED_REASONS[JobState.CANCELLED],
-                     message=f"Cancelled; {node_gone} before confirming the stop",
-                     data={"state": JobState.CANCELLED.value, "exit_code": None, "nodes": names})
-        dependencies.ended([dependencies.Change(job.pk, JobState.CANCELLED)], at=at, actor=actor)
-    elif allocation.release_reason == RELEASE_RUNTIME_LIMIT:
-        Job.objects.filter(pk=job.pk).update(state=JobState.TIMED_OUT, finished_at=at, state_changed_at=at)
-        record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
-                     reason=FINISHED_REASONS[JobState.TIMED_OUT],
-                     message=f"Timed out; {node_gone} before confirming the stop",
-                     data={"state": JobState.TIMED_OUT.value, "exit_code": None, "nodes": names})
-        dependencies.ended([dependencies.Change(job.pk, JobState.TIMED_OUT)], at=at, actor=actor)
+                     reason=FINISHED_REASONS[state], message=f"{said}; {node_gone} before confirming the stop",
+                     data={"state": state.value, "exit_code": None, "nodes": names})
+        dependencies.ended([dependencies.Change(job.pk, state)], at=at, actor=actor)
     elif allocation.release_reason in REQUESTED_REQUEUES:
         requeue_as_asked(job, allocation, at=at, actor=actor, held=held, node=node, names=names,
                          fenced=f"{node_gone} before confirming the stop")
@@ -807,6 +796,21 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
                  why=fenced_because(reason, names), held=held, node=node, names=names)
     return True
+
+
+#: The stops that end the job even when fenced before confirming them (a cancel, a runtime
+#: limit): the state it ends in and how its event says so.
+_ENDED_BY_THEIR_STOP = {RELEASE_CANCELLED: (JobState.CANCELLED, "Cancelled"),
+                        RELEASE_RUNTIME_LIMIT: (JobState.TIMED_OUT, "Timed out")}
+
+
+def _node_gone(names: list[str], reason: str) -> str:
+    """What happened to a fenced allocation's node(s), after "before confirming the stop":
+    "gpu-3's agent shut down", "one of its nodes (a, b) stopped answering"."""
+    if len(names) == 1:
+        return f"{names[0]}'s agent shut down" if reason == "NodeUnavailable" else f"{names[0]} stopped answering"
+    which = f"one of its nodes ({', '.join(names)})"
+    return f"the agent of {which} shut down" if reason == "NodeUnavailable" else f"{which} stopped answering"
 
 
 #: Stops that would requeue the job: a cancel during one turns it into a cancel.

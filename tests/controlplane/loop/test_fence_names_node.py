@@ -83,3 +83,23 @@ def test_a_cancel_the_node_never_confirmed_names_the_node(fleet: LoopFleet) -> N
 
     finished = Event.objects.get(job=job, kind=EventKind.JOB_FINISHED)
     assert finished.message == "Cancelled; gpu-04 stopped answering before confirming the stop"
+
+
+def test_a_runtime_limit_stop_the_node_never_confirmed_ends_the_job_timed_out_naming_the_node(
+        fleet: LoopFleet) -> None:
+    """The fence of a job stopped at its runtime limit ends it as the stop would have (timed
+    out, its dependents told), not requeued; the words name the node, as a cancel's do."""
+    node, _ = register_node("gpu-05")
+    job = make_job(fleet)
+    allocation = bind(job, {node: [0]})
+    transitions.signal_stop(allocation.pk, allocation.generation, reason=transitions.RELEASE_RUNTIME_LIMIT,
+                            grace_period_s=5, at=timezone.now(), actor="test", message="runtime limit")
+
+    _expire(node)
+
+    finished = Event.objects.get(job=job, kind=EventKind.JOB_FINISHED)
+    assert finished.message == "Timed out; gpu-05 stopped answering before confirming the stop"
+    assert finished.reason == "TimedOut"
+    assert finished.data == {"state": JobState.TIMED_OUT.value, "exit_code": None, "nodes": ["gpu-05"]}
+    job.refresh_from_db()
+    assert job.state == JobState.TIMED_OUT
