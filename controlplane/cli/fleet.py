@@ -8,7 +8,7 @@ from datetime import datetime, timezone
 from typing import Any
 
 from controlplane.cli import output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import LARGEST_PAGE, Api, CliError
 from scheduler_core.sentences import counted
 
 
@@ -77,7 +77,7 @@ def cmd_nodes(api: Api, args: argparse.Namespace) -> int:
         raise CliError("--reason goes with an action: qm nodes drain NODE --reason \"bad DIMM\"")
     if args.all and args.retired:
         raise CliError("--all and --retired do not go together: --all lists every node, --retired only the retired")
-    params: dict[str, Any] = {"limit": 1000}
+    params: dict[str, Any] = {"limit": LARGEST_PAGE}
     if not args.all:
         params["retired"] = "true" if args.retired else "false"
     page = api.request("GET", "nodes/", params=params)

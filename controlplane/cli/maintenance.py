@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api, CliError
+from controlplane.cli.client import LARGEST_PAGE, Api, CliError
 from scheduler_core.sentences import counted
 
 #: The API's fields (maintenance-windows/) → `qm maint`'s flags, as client.refusal names them.
@@ -113,7 +113,7 @@ def cmd_maint(api: Api, args: argparse.Namespace) -> int:
     action = args.maint_action
     now = datetime.now(timezone.utc)
     if action == "list":
-        params: dict[str, Any] = {"limit": 1000}
+        params: dict[str, Any] = {"limit": LARGEST_PAGE}
         if not args.all:
             params["state"] = ["active", "upcoming"]
         if args.node:

@@ -7,7 +7,7 @@ import argparse
 from typing import Any
 
 from controlplane.cli import output
-from controlplane.cli.client import Api, ApiError, CliError
+from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
 
 NOTIFY_EVENTS = ("started", "succeeded", "failed", "timed_out", "cancelled", "preempted", "requeued", "unschedulable")
 #: `qm notify add --events` shorthands, as Slurm's --mail-type spells them.
@@ -101,7 +101,7 @@ def cmd_notify(api: Api, args: argparse.Namespace) -> int:
         print(f"Try it: qm notify test {hook['id']}")
         return 0
     if action == "list":
-        page = api.request("GET", "notification-hooks/", params={"limit": 1000})
+        page = api.request("GET", "notification-hooks/", params={"limit": LARGEST_PAGE})
         if args.json:
             output.emit_json(page)
             return 0

@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import Api, ApiError
+from controlplane.cli.client import LARGEST_PAGE, Api, ApiError
 from controlplane.services import quota_text
 from scheduler_core.sentences import counted, gpu_hours
 
@@ -127,7 +127,7 @@ def cmd_config(api: Api, args: argparse.Namespace) -> int:
 
 def cmd_quotas(api: Api, args: argparse.Namespace) -> int:
     """Your team's quotas (admins and finance: every team's) with what each holds now."""
-    params: dict[str, Any] = {"limit": 1000}
+    params: dict[str, Any] = {"limit": LARGEST_PAGE}
     if args.team:
         params["team"] = args.team
     page = api.request("GET", "quotas/", params=params)

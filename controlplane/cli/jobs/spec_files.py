@@ -20,6 +20,7 @@ YAML_ALIASES = {"time": "runtime_limit_s", "priority": "priority_class", "checkp
 
 
 def load_spec_file(path: str) -> dict[str, Any]:
+    """The job fields of the YAML file at `path` (`-`: standard input), as the API's."""
     try:
         text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
     except OSError as exc:
@@ -36,21 +37,27 @@ def load_spec_file(path: str) -> dict[str, Any]:
     for key, value in data.items():
         name = str(key).replace("-", "_")
         field = YAML_ALIASES.get(name, name)
-        if name == "time" and isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)  # `time: 30` as `--time 30`: minutes (`runtime_limit_s: 30` is seconds)
-        if field in ("runtime_limit_s", "checkpoint_interval_s") and isinstance(value, str):
-            value = arguments.duration(value, str(key), arguments.TIME_BARE_UNIT if name == "time" else 1)
-        if field == "command" and isinstance(value, list):
-            value = shell_command([str(v) for v in value])
-        if field == "array" and isinstance(value, int):
-            value = str(value)
-        if field == "env" and isinstance(value, dict):
-            _env_values_are_text(path, value)
-        if field == "roles" and isinstance(value, list):  # `gpus-per-member:` as the top level's keys
-            value = [{str(k).replace("-", "_"): v for k, v in role.items()} if isinstance(role, dict) else role
-                     for role in value]
-        spec[field] = value
+        spec[field] = _field_value(path, key, name, field, value)
     return spec
+
+
+def _field_value(path: str, key: Any, name: str, field: str, value: Any) -> Any:
+    """A YAML file's value (of `key`, `name` with dashes as underscores) as the API's `field`
+    takes it: a duration's text in seconds, a command's list of words as one line, ..."""
+    if name == "time" and isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)  # `time: 30` as `--time 30`: minutes (`runtime_limit_s: 30` is seconds)
+    if field in ("runtime_limit_s", "checkpoint_interval_s") and isinstance(value, str):
+        value = arguments.duration(value, str(key), arguments.TIME_BARE_UNIT if name == "time" else 1)
+    if field == "command" and isinstance(value, list):
+        value = shell_command([str(v) for v in value])
+    if field == "array" and isinstance(value, int):
+        value = str(value)
+    if field == "env" and isinstance(value, dict):
+        _env_values_are_text(path, value)
+    if field == "roles" and isinstance(value, list):  # `gpus-per-member:` as the top level's keys
+        value = [{str(k).replace("-", "_"): v for k, v in role.items()} if isinstance(role, dict) else role
+                 for role in value]
+    return value
 
 
 def _yaml_problem(exc: yaml.YAMLError) -> str:
