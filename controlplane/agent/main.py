@@ -120,6 +120,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--no-output", action="store_true", default=os.environ.get("QM_AGENT_NO_OUTPUT", "") == "1",
                    help="do not ship jobs' output to the control plane (env QM_AGENT_NO_OUTPUT=1): it stays in "
                         "the state directory, and qm logs and the job page have none")
+    p.add_argument("--keep-output-s", type=_seconds(zero=True),
+                   default=os.environ.get("QM_AGENT_KEEP_OUTPUT_S", "259200"),
+                   help="a finished run's directory (its output files) is removed this long after all its output "
+                        "was shipped (env QM_AGENT_KEEP_OUTPUT_S; default 3 days; 0: at once). Runs not shipped "
+                        "(--no-output) are never removed")
     p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))
     p.add_argument("--log-level", default=os.environ.get("QM_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
@@ -213,6 +218,7 @@ def run_real(args: argparse.Namespace) -> int:
     # The output of runs a previous agent left unsent (it died, and their processes with it):
     # shipped with the first heartbeats, then forgotten (agent/logs.py).
     agent.recover_output(launcher.unshipped_output())
+    prune_at = 0.0
     stop = threading.Event()
     sleeper = SignalSleep()
 
@@ -238,6 +244,9 @@ def run_real(args: argparse.Namespace) -> int:
     hard_deadline: float | None = None
     while not agent.done:
         wait = agent.step()
+        if time.monotonic() >= prune_at and not agent.shutting_down:
+            prune_finished_runs(launcher, agent, args.keep_output_s)
+            prune_at = time.monotonic() + min(PRUNE_EVERY_S, max(1.0, args.keep_output_s / 10))
         if agent.token and agent.token != saved:
             _save_token(token_path, agent.token)
             saved = agent.token
@@ -252,6 +261,18 @@ def run_real(args: argparse.Namespace) -> int:
         # (SIGCHLD), SIGTERM, the drills' SIGUSR1/2. No polling while jobs run.
         sleeper.sleep(min(wait, 0.05) if agent.shutting_down else min(wait, 1.0))
     return 0
+
+
+#: How often a real agent looks for finished runs' directories to remove (a glob and a stat a
+#: run), at most; a shorter --keep-output-s looks more often (0: every second).
+PRUNE_EVERY_S = 60.0
+
+
+def prune_finished_runs(launcher: ProcessLauncher, agent: NodeAgent, keep_s: float) -> None:
+    removed, freed = launcher.prune_finished_runs(keep_s, running=set(agent.members), now=time.time())
+    if removed:
+        log.info("removed finished runs' directories, their output shipped", node=agent.name,
+                 generations=removed, bytes_freed=freed, keep_output_s=keep_s)
 
 
 class SignalSleep:

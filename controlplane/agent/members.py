@@ -35,11 +35,12 @@ import json
 import math
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -516,6 +517,37 @@ class ProcessLauncher:
             runs.append(Unshipped(generation, ranks, read=lambda rank, offset, limit, workdir=workdir: _read_rank(
                 workdir, rank, offset, limit), record=path))
         return sorted(runs, key=lambda run: run.generation)
+
+    def prune_finished_runs(self, keep_s: float, running: Collection[int], now: float) -> tuple[list[int], int]:
+        """Remove the work directories of runs whose output was all shipped (their record says
+        `done`, agent/logs.py) at least `keep_s` seconds before `now` (wall clock, as the files'
+        times); the generations removed and the bytes freed. Nothing else is touched: a run
+        still running (`running`), one with processes recorded, one whose output is not all
+        taken, or one never shipped (`--no-output`: its files are the only copy) stays.
+        Before 5 Dec no run directory was ever removed, so a node's disk filled with every
+        output its jobs ever printed."""
+        removed: list[int] = []
+        freed = 0
+        if not self.root.exists():
+            return removed, freed
+        for record in sorted(self.root.glob(f"g*/{RECORD_NAME}")):
+            workdir = record.parent
+            generation = int(workdir.name[1:]) if workdir.name[1:].isdigit() else None
+            if generation is None or generation in running or (workdir / "pgids").exists():
+                continue
+            read = read_record(record)
+            try:
+                ended_ago = now - record.stat().st_mtime
+            except OSError:
+                continue
+            if read is None or not read[2] or ended_ago < keep_s:
+                continue
+            size = sum(f.stat().st_size for f in workdir.rglob("*") if f.is_file() and not f.is_symlink())
+            shutil.rmtree(workdir, ignore_errors=True)
+            if not workdir.exists():
+                removed.append(generation)
+                freed += size
+        return removed, freed
 
     def sweep_leftovers(self) -> list[int]:
         """Kill process groups a previous agent of this node recorded and left running.
