@@ -15,7 +15,9 @@ its next heartbeat or report, as `logs`: chunks of `{generation, rank, offset, b
     (same offsets, same texts) are sent again, and the server drops those it already holds. A
     retried report never duplicates lines, and an unreachable control plane costs the agent
     BURST_BYTES per rank of memory: the file on the node holds the rest;
-  - a member that ended is followed until its output is all sent.
+  - a member that ended is followed until its output is all sent;
+  - a running rank's file gives the disk back its shipped bytes but the last KEEP_ON_NODE_BYTES
+    (16 MiB), RELEASE_STEP_BYTES (64 MiB) at a time, by punching a hole: its offsets stay.
 A chunk names its generation: a stopped run's last lines and a requeued run's first ones never
 mix, even when both ship in one contact.
 
@@ -59,6 +61,11 @@ BACKLOG_DELAY_S = 0.1
 MAX_CURSORS = 4096
 #: A run's shipping record, in its work directory (see the module's docstring).
 RECORD_NAME = "shipped.json"
+#: A running rank's file keeps on disk at least its last KEEP_ON_NODE_BYTES of shipped output;
+#: shipped bytes before that are given back to the disk (a hole punched in the file, offsets
+#: unchanged) once RELEASE_STEP_BYTES more have been shipped since the last time.
+KEEP_ON_NODE_BYTES = 16 * 1024 * 1024
+RELEASE_STEP_BYTES = 64 * 1024 * 1024
 
 
 def whole_characters(data: bytes) -> int:
@@ -120,6 +127,20 @@ class Cursor:
     ended: bool = False
     backlog: bool = False  # the last read stopped at BURST_BYTES: more is waiting
     served: int = 0  # the contact that last carried a chunk of it (fairness)
+    # Gives the file's bytes before an offset back to the disk (a member writing files only).
+    release: Callable[[int], None] | None = None
+    released: int = 0  # bytes before this offset were given back
+
+    def release_shipped(self) -> None:
+        """Give back to the disk what the control plane holds, but for the last
+        KEEP_ON_NODE_BYTES: a rank printing for days no longer fills the node's disk while it
+        runs. Only bytes below `shipped` are touched: nothing unsent is ever lost, and a next
+        agent recovering the run reads from `shipped` on."""
+        upto = self.shipped - KEEP_ON_NODE_BYTES
+        if self.release is None or upto - self.released < RELEASE_STEP_BYTES:
+            return
+        self.release(upto)
+        self.released = upto
 
     @property
     def sent(self) -> int:
@@ -201,9 +222,11 @@ class LogShipper:
         if ranks is None or reader is None:
             return
         watched = ranks()
+        releaser = getattr(member, "release_output", None)
         for rank in watched:
             self.cursors[(generation, rank)] = Cursor(
-                generation, rank, read=lambda offset, limit, rank=rank: reader(rank, offset, limit))
+                generation, rank, read=lambda offset, limit, rank=rank: reader(rank, offset, limit),
+                release=None if releaser is None else lambda upto, rank=rank: releaser(rank, upto))
         record = getattr(member, "output_record", None)
         if record is not None and watched:
             self.records[generation] = record
@@ -282,6 +305,7 @@ class LogShipper:
             if cursor is not None and cursor.pending and cursor.pending[-1] is chunk:
                 cursor.shipped = cursor.sent
                 cursor.pending = []
+                cursor.release_shipped()
             self.bytes_shipped += chunk.nbytes
             self.chunks_shipped += 1
         if self.records and chunks:

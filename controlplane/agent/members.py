@@ -454,6 +454,37 @@ class ProcessMember:
         """Up to `limit` bytes of rank `rank`'s stdout+stderr from byte `offset` (agent/logs.py)."""
         return _read_rank(self.workdir, rank, offset, limit)
 
+    def release_output(self, rank: int, upto: int) -> None:
+        """Give the disk blocks of rank `rank`'s file before byte `upto` back (agent/logs.py:
+        shipped bytes only); the file keeps its size and offsets, the range reads as NUL."""
+        punch_hole(self.workdir / f"rank{rank}.log", upto)
+
+
+_FALLOC_FL_KEEP_SIZE = 0x01
+_FALLOC_FL_PUNCH_HOLE = 0x02
+_punch_refused: set[int] = set()  # errnos already logged once
+
+
+def punch_hole(path: Path, upto: int) -> None:
+    """Deallocate `path`'s bytes [0, upto) (Linux fallocate PUNCH_HOLE, as ext4, xfs and tmpfs
+    offer): the job keeps appending where it was, readers see NUL there. A filesystem that
+    cannot is said once in the log and the file stays whole."""
+    if _LIBC is None:
+        return
+    try:
+        fd = os.open(path, os.O_WRONLY)
+    except OSError:
+        return
+    try:
+        failed = _LIBC.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, ctypes.c_long(0), ctypes.c_long(upto))
+        errno = ctypes.get_errno() if failed else 0
+    finally:
+        os.close(fd)
+    if errno and errno not in _punch_refused:
+        _punch_refused.add(errno)
+        log.warning("cannot give shipped output back to the disk; rank files grow whole", path=str(path),
+                    error=os.strerror(errno))
+
 
 def _read_rank(workdir: Path, rank: int, offset: int, limit: int) -> bytes:
     try:

@@ -1,4 +1,4 @@
-"""A real agent removes a finished run's directory (its output files on the node) once all its
+"""What a job's output costs the node's disk. A real agent removes a finished run's directory (its output files on the node) once all its
 output was shipped and `--keep-output-s` has passed; before 5 Dec no run directory was ever
 removed, so a node's disk filled with everything its jobs ever printed. A run still running,
 one whose output is not all taken, and one never shipped (`--no-output`) stay."""
@@ -14,13 +14,15 @@ from typing import Any
 
 import pytest
 
-from controlplane.agent.logs import RECORD_NAME, write_record
+from controlplane.agent import logs
+from controlplane.agent.logs import KEEP_ON_NODE_BYTES, RECORD_NAME, RELEASE_STEP_BYTES, write_record
 from controlplane.agent.main import parse_args
 from controlplane.agent.members import ProcessLauncher
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import cycle, job_logs
 from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
+from tests.controlplane.agent.test_agent_ships_logs import RecordingClient, drive, process_agent
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
 
 DAY = 86400.0
@@ -101,3 +103,46 @@ def test_a_real_agent_removes_a_finished_runs_directory_once_its_output_is_shipp
             agent.wait()
         log.close()
     assert "removed finished runs' directories" in (tmp_path / "agent.log").read_text()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_running_rank_gives_its_shipped_output_back_to_the_disk_but_its_last_part(
+        live_server: Any, tmp_path: Path, monkeypatch: Any) -> None:
+    """A job printing for days once filled the node's disk while it ran: its rank file kept every
+    byte although the control plane held them. Now the shipped bytes before its last 16 MiB are
+    given back (a hole punched in the file): the file keeps its size and offsets, unsent bytes
+    are never touched, and the control plane has every line it keeps. (The node keeps 16 MiB and
+    gives back 64 MiB at a time; this test scales both down 16 times to ship 8 MiB, not 100.)"""
+    keep, step = KEEP_ON_NODE_BYTES // 16, RELEASE_STEP_BYTES // 16
+    monkeypatch.setattr(logs, "KEEP_ON_NODE_BYTES", keep)
+    monkeypatch.setattr(logs, "RELEASE_STEP_BYTES", step)
+    fleet = build_loop_fleet()
+    client = RecordingClient(live_server.url)
+    agent = process_agent(live_server.url, tmp_path, client, name="gpu-chatty")
+    drive(agent, lambda: Node.objects.filter(name="gpu-chatty", state=NodeState.READY).exists())
+    # 8 MiB of 1 KiB lines, then it waits, still running, until told to end.
+    trigger = tmp_path / "end-now"
+    job = make_job(fleet, command=(
+        "head -c 1023 /dev/zero | tr '\\0' 'x' > line; echo >> line; "
+        "for i in $(seq 1 8192); do cat line; done; "
+        f"echo last words; while [ ! -e {trigger} ]; do sleep 0.05; done"))
+    cycle.run_cycle("test")
+    generation = Allocation.objects.get(job=job).generation
+    rank_file = tmp_path / "gpu-chatty" / f"g{generation}" / "rank0.log"
+    total = 8 * 1024 * 1024 + len("last words\n")
+
+    drive(agent, lambda: rank_file.exists() and rank_file.stat().st_size == total
+          and agent.shipper.cursors[(generation, 0)].shipped == total, timeout=60)
+
+    on_disk = rank_file.stat().st_blocks * 512
+    assert rank_file.stat().st_size == total
+    assert keep <= on_disk <= keep + step + 256 * 1024, on_disk  # not the 8 MiB it printed
+    with open(rank_file, "rb") as f:
+        assert f.read(4096) == b"\0" * 4096  # given back: reads as NUL
+        f.seek(total - keep)
+        kept = f.read()
+    assert kept.endswith(b"x" * 1023 + b"\nlast words\n") and b"\0" not in kept
+    tail = job_logs.read(Job.objects.get(pk=job.pk), rank=0, tail_bytes=4096).text
+    assert tail.endswith("x" * 1023 + "\nlast words\n") and "\0" not in tail
+    trigger.touch()
+    drive(agent, lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED)
