@@ -3,10 +3,14 @@ they wait for what it does."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import IO
 
 #: the venv's own agent command (an editable install: it runs this checkout's code)
 QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
@@ -21,3 +25,31 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str, every: 
             return
         time.sleep(every)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def start_agent(server: str, state_dir: Path, name: str, log: IO[bytes], *, gpus: int = 2,
+                options: Sequence[str] = ("--no-wake",)) -> subprocess.Popen[bytes]:
+    """A real `qm-agent` process for node `name`: `gpus` H100-80GB GPUs in pool h100 on leaf-1
+    and spine-1, a heartbeat every 0.5 s, its log (console format) to `log`, in a session of its
+    own; registered with the loop fixtures' bootstrap secret."""
+    from tests.controlplane.loop_fixtures import BOOTSTRAP
+
+    return subprocess.Popen(
+        [QM_AGENT, "--server", server, "--name", name, "--gpus", str(gpus), "--gpu-type", "H100-80GB",
+         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(state_dir),
+         "--interval", "0.5", "--log-format", "console", *options],
+        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+def stop_agent(agent: subprocess.Popen[bytes]) -> None:
+    """SIGTERM, as an operator stops it; SIGKILL if it has not exited 20 s later."""
+    if agent.poll() is not None:
+        return
+    agent.send_signal(signal.SIGTERM)
+    try:
+        agent.wait(timeout=20)
+    except subprocess.TimeoutExpired:
+        agent.kill()
+        agent.wait()

@@ -6,8 +6,6 @@ one whose output is not all taken, and one never shipped (`--no-output`) stay.""
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -21,9 +19,9 @@ from controlplane.agent.members import ProcessLauncher
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import cycle, job_logs
-from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
+from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
 from tests.controlplane.agent.test_agent_ships_logs import RecordingClient, drive, process_agent
-from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
+from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 DAY = 86400.0
 
@@ -74,13 +72,7 @@ def test_the_keep_is_three_days_unless_told_and_a_negative_one_is_refused(capsys
 def test_a_real_agent_removes_a_finished_runs_directory_once_its_output_is_shipped(live_server: Any, tmp_path: Path) -> None:
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = subprocess.Popen(
-        [QM_AGENT, "--server", live_server.url, "--name", "gpu-disk", "--gpus", "2", "--gpu-type", "H100-80GB",
-         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(tmp_path / "state"),
-         "--interval", "0.5", "--no-wake", "--log-format", "console", "--keep-output-s", "0"],
-        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-disk", log, options=("--no-wake", "--keep-output-s", "0"))
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-disk", state=NodeState.READY).exists(), 20, "the node")
         job = make_job(fleet, gpus=2, command="seq 1 2000; echo \"rank $RANK done\"")
@@ -95,12 +87,7 @@ def test_a_real_agent_removes_a_finished_runs_directory_once_its_output_is_shipp
             text = job_logs.read(Job.objects.get(pk=job.pk), rank=rank, tail_bytes=job_logs.keep_bytes()).text
             assert text == "".join(f"{i}\n" for i in range(1, 2001)) + f"rank {rank} done\n"
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        stop_agent(agent)
         log.close()
     assert "removed finished runs' directories" in (tmp_path / "agent.log").read_text()
 

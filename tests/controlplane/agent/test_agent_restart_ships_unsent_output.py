@@ -9,9 +9,7 @@ it is killed with SIGKILL."""
 from __future__ import annotations
 
 import json
-import os
 import signal
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +22,8 @@ from controlplane.agent.members import ProcessLauncher
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, JobLogChunk, Node
 from controlplane.services import cycle, job_logs, reconcile, transitions
+from tests.controlplane.agent.real_agent import start_agent, stop_agent
 from tests.controlplane.agent.test_agent_ships_logs import (
-    QM_AGENT,
     RecordingClient,
     drive,
     output,
@@ -42,33 +40,13 @@ from tests.controlplane.loop_fixtures import (
 )
 
 
-def start_agent(server: str, state: Path, log: Any) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [QM_AGENT, "--server", server, "--name", "gpu-crash", "--gpus", "2", "--gpu-type", "H100-80GB",
-         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(state),
-         "--interval", "0.5", "--no-wake", "--log-format", "console"],
-        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
-
-
-def stop(agent: subprocess.Popen[bytes]) -> None:
-    if agent.poll() is None:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
-
-
 @pytest.mark.django_db(transaction=True)
 def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any, tmp_path: Path) -> None:
     fleet = build_loop_fleet()
     state = tmp_path / "state"
     trigger = tmp_path / "crash-now"
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    first = start_agent(live_server.url, state, log)
+    first = start_agent(live_server.url, state, "gpu-crash", log)
     second = None
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-crash", state=NodeState.READY).exists(), 20, "the node")
@@ -100,7 +78,7 @@ def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any,
         assert record is not None and record[0] == generation and not record[2]
         assert {rank: shipped for rank, (shipped, _) in record[1].items()} == {0: 16, 1: 16}
 
-        second = start_agent(live_server.url, state, log)
+        second = start_agent(live_server.url, state, "gpu-crash", log)
 
         for rank in (0, 1):
             wait_for(lambda rank=rank: output(job, rank).encode() == on_disk[rank], 30, f"rank {rank}'s tail")
@@ -116,7 +94,7 @@ def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any,
     finally:
         for agent in (first, second):
             if agent is not None:
-                stop(agent)
+                stop_agent(agent)
         log.close()
 
 

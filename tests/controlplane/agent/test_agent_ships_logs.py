@@ -4,9 +4,6 @@ when the test needs to see its requests), the real API on PostgreSQL."""
 
 from __future__ import annotations
 
-import os
-import signal
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +26,7 @@ from controlplane.agent.node import NodeAgent, NodeInventory
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, JobLogChunk, Node
 from controlplane.services import cycle, job_logs
-from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
+from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
 
 
@@ -83,13 +80,7 @@ def process_agent(server: str, state: Path, client: AgentClient, name: str = "gp
 def test_a_real_agent_ships_each_ranks_printed_lines_once_and_in_order(live_server: Any, tmp_path: Path) -> None:
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = subprocess.Popen(
-        [QM_AGENT, "--server", live_server.url, "--name", "gpu-out", "--gpus", "2", "--gpu-type", "H100-80GB",
-         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(tmp_path / "state"),
-         "--interval", "0.5", "--no-wake", "--log-format", "console"],
-        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-out", log)
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-out", state=NodeState.READY).exists(), 20, "the node")
         # Lines over several heartbeats, stderr too, and a character of two bytes at the end.
@@ -108,12 +99,7 @@ def test_a_real_agent_ships_each_ranks_printed_lines_once_and_in_order(live_serv
         on_disk = (tmp_path / "state" / "gpu-out" / f"g{generation}" / "rank1.log").read_bytes()
         assert on_disk.decode() == output(job, 1)
     finally:
-        agent.send_signal(signal.SIGTERM)
-        try:
-            agent.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        stop_agent(agent)
         log.close()
 
 

@@ -9,8 +9,6 @@ secret that registers any node of the fleet (docs/operations.md, *Registration*)
 
 from __future__ import annotations
 
-import os
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +17,7 @@ import pytest
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, AllocationGpu, Job, Node
 from controlplane.services import cycle
-from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
+from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
 
 
@@ -33,13 +31,7 @@ def test_sre_each_job_sees_only_its_own_gpus_generation_and_directory_and_never_
     fleet = build_loop_fleet()
     state = tmp_path / "state"
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = subprocess.Popen(
-        [QM_AGENT, "--server", live_server.url, "--name", "gpu-env", "--gpus", "4", "--gpu-type", "H100-80GB",
-         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(state),
-         "--interval", "0.5", "--log-format", "console"],
-        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    agent = start_agent(live_server.url, state, "gpu-env", log, gpus=4, options=())
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-env", state=NodeState.READY).exists(), 20, "the node to register")
         # The whole environment, NUL-separated as /proc has it, and the working directory.
@@ -67,10 +59,5 @@ def test_sre_each_job_sees_only_its_own_gpus_generation_and_directory_and_never_
             seen.append(set(env["CUDA_VISIBLE_DEVICES"].split(",")))
         assert not seen[0] & seen[1], "two jobs were given the same GPU"
     finally:
-        agent.terminate()
-        try:
-            agent.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        stop_agent(agent)
         log.close()

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -25,22 +24,16 @@ import pytest
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Job, Node
 from controlplane.services import cycle
-from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
+from tests.controlplane.agent.real_agent import start_agent, wait_for
 from tests.controlplane.agent.test_process_member import alive
-from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
+from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 
 @pytest.mark.django_db(transaction=True)
 def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_server: Any, tmp_path: Path) -> None:
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = subprocess.Popen(
-        [QM_AGENT, "--server", live_server.url, "--name", "gpu-sre", "--gpus", "2", "--gpu-type", "H100-80GB",
-         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(tmp_path / "state"),
-         "--interval", "0.5", "--no-wake", "--log-format", "console"],
-        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-sre", log)
     children: list[int] = []
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register")

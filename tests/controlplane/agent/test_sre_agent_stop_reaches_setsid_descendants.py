@@ -29,9 +29,9 @@ from controlplane.agent.members import ProcessLauncher, ProcessMember
 from controlplane.choices import AllocationState, JobState, NodeState
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import cycle, transitions
-from tests.controlplane.agent.real_agent import QM_AGENT, wait_for
+from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
 from tests.controlplane.agent.test_process_member import alive, assignment, wait_exit
-from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
+from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 # A child in a session of its own that ignores SIGTERM, its pid written (whole) to `stray.pid`.
 STRAY = "setsid sh -c 'trap \"\" TERM; echo $$ > stray.tmp; mv stray.tmp stray.pid; exec sleep 120' &"
@@ -126,13 +126,7 @@ def test_sre_a_cancelled_jobs_gpus_are_freed_only_after_its_setsid_child_is_dead
                                                                                tmp_path: Path) -> None:
     fleet = build_loop_fleet(grace_period_s=1)
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = subprocess.Popen(
-        [QM_AGENT, "--server", live_server.url, "--name", "gpu-sre", "--gpus", "1", "--gpu-type", "H100-80GB",
-         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(tmp_path / "state"),
-         "--interval", "0.5", "--no-wake", "--log-format", "console"],
-        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-sre", log, gpus=1)
     stray = None
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register", every=0.02)
@@ -147,11 +141,6 @@ def test_sre_a_cancelled_jobs_gpus_are_freed_only_after_its_setsid_child_is_dead
         assert Allocation.objects.get(job=job).state == AllocationState.RELEASED
         assert not alive(stray), "the GPU was freed while a process of its old owner still ran"
     finally:
-        agent.terminate()
-        try:
-            agent.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            agent.kill()
-            agent.wait()
+        stop_agent(agent)
         _kill(stray)
         log.close()
