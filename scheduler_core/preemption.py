@@ -43,13 +43,14 @@ same cycle, so preemption cannot cascade.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler_core.admission import gpus_by_type
 from scheduler_core.backfill import NOMINATED, keep_promised
 from scheduler_core.context import CycleContext
-from scheduler_core.gang import is_elastic, minimum_gpus, replica_size
+from scheduler_core.gang import elastic_sizes, is_elastic
 from scheduler_core.plugins.protocols import VictimCandidate
 from scheduler_core.sentences import counted, gpu_hours
 from scheduler_core.state import HOLD, JOB, Grant, Restore, indices_of
@@ -255,17 +256,18 @@ def _eligible(ctx: CycleContext, spec: JobSpec, mine: PriorityClassInfo, gpus: i
 
 
 def _replica_pieces(ctx: CycleContext, job: RunningJob) -> list[list[Grant]]:
-    """The replicas an elastic job can give up (down to its minimum), last node first; each
-    replica as the grant pieces that make it up."""
+    """The steps an elastic job can shrink by, last node first, each as the grant pieces that
+    make it up: down through the sizes a bind starts it at (``gang.elastic_sizes``: replica
+    steps, then its minimum), so a 2..5 job in pairs gives up 2 GPUs (to 3), then 1 (to 2).
+    Until 5 Dec it gave up whole replicas only and stopped at 3, its minimum never reached."""
     spec = job.spec
     grants = sorted(_held(ctx, spec.id), key=lambda g: (ctx.state.nodes[g.node].name, g.mask))
     held = sum(g.gpus for g in grants)
-    size = replica_size(spec)
-    spare = (held - minimum_gpus(spec)) // size
+    sizes = [held, *(s for s in elastic_sizes(spec) if s < held)]
     pieces: list[list[Grant]] = []
     stack = [(g.node, g.mask) for g in grants]
-    for _ in range(spare):
-        need = size
+    for larger, smaller in itertools.pairwise(sizes):
+        need = larger - smaller
         replica: list[Grant] = []
         while need and stack:
             node, mask = stack.pop()

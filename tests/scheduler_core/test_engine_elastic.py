@@ -164,6 +164,24 @@ def test_elastic_job_shrinks_toward_its_minimum_before_being_preempted_whole():
         {p.node for p in resize.placements})
 
 
+def test_elastic_job_shrinks_through_the_sizes_a_bind_starts_it_at_down_to_its_minimum():
+    # e runs 2..5 in pairs at 5 (a bind starts it at 5, 3 or 2); x holds the node's other 3.
+    # hi needs 3: e gives up 2 (to 3), then 1 (to 2). Until 5 Dec it gave up whole pairs only,
+    # stopped at 3, and a whole job was preempted instead.
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .running(make_running(make_job("e").priority("low").gpus(5).elastic(2, 5))
+                 .on("n0", 0, 1, 2, 3, 4).started(0))
+        .running(make_running(make_job("x").priority("low").gpus(3)).on("n0", 5, 6, 7).started(0))
+        .pending(make_job("hi").priority("high").gpus(3))
+        .plan()
+    )
+    assert preempted(plan) == []
+    [resize] = plan.resizes
+    assert (resize.job_id, resize.from_gpus, resize.to_gpus, resize.for_job) == ("e", 5, 2, "hi")
+    assert sum(len(p.gpu_indices) for p in resize.placements) == 2
+
+
 def test_elastic_job_at_its_minimum_is_preempted_whole():
     plan = (
         make_cluster().nodes(1).at(NOW)
