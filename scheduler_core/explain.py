@@ -150,6 +150,9 @@ class _Explainer:
         # maintenance keeps waiting, which the later such jobs must leave room for.
         self.after_windows: dict[tuple[int, ...], list[tuple[int, float, float]]] = {}
         self.default_runtime = ctx.config.default_runtime_estimate_s
+        # asked for every job along the queue: read once (the calendar's truth is a call)
+        self.windows = bool(ctx.calendar)
+        self.now = ctx.snapshot.now
 
     def _timeline(self) -> ReleaseTimeline:
         if self.timeline is None:
@@ -329,43 +332,52 @@ class _Explainer:
 
     def place(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
         """This job's explanation where it stands in the queue (thousands a cycle: the worded
-        outcome is unpacked once, and the rarer quota terms are calls of their own)."""
+        outcome is unpacked once, the job's id and promise are read once, and the rarer quota
+        terms are calls of their own)."""
         if w.alternatives:
             return self._place_earliest(spec, w, position)
         (eta, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus, estimated, _,
          quota_at, adds, quota_type, _, _, charged, _, _, _) = w
         message = text
+        job_id = spec.id
+        unpromised = job_id not in self.promised
         if line is not None:
-            eta = self._drain(spec, line, drains, fits_now, adds and spec.id not in self.promised,
-                              demand_gpus, eta)
-            if drains and eta is not None and self.after_windows and spec.id not in self.promised:
+            eta = self._drain(spec, line, drains, fits_now, adds and unpromised, demand_gpus, eta)
+            if drains and eta is not None and self.after_windows and unpromised:
                 # the jobs ahead waiting only for maintenance run once it ends: leave them room
                 later = self._room_beside_window_runs(w, eta, spec.runtime_limit_s or self.default_runtime)
                 if later > eta:
                     eta, estimated = later, True
-        elif code is ReasonCode.MAINTENANCE_WINDOW and eta is not None and spec.id not in self.promised:
+        elif code is ReasonCode.MAINTENANCE_WINDOW and eta is not None and unpromised:
             eta, estimated = self._after_windows(spec, w, eta, estimated)
             if w.classes:
                 # its run is work queued ahead of the later jobs on its classes, as the run
                 # of a job waiting for GPUs is
                 self._count_ahead(spec, self._line(w.classes), demand_gpus)
-        if quota_type is not None and quota_at is not None and (spec.team, quota_type) in self.quota_ahead:
-            eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated)
         head_quota = self.head_quota
-        if quota_type is not None and head_quota is not None and spec.team == head_quota[0] \
-                and quota_type == head_quota[1] and not _ends_by_head_from(spec, eta, head_quota):
-            eta, message, estimated = self._behind_head(w, eta, message, estimated, head_quota)
-        if eta is not None and estimated:
-            message = _estimated_sentence(w, eta)
-        if eta is not None and self.ctx.calendar and spec.id not in self.promised:
-            eta, message = self._clear_of_windows(spec, w, eta, message)
-        if charged is not None and resolvable and (head_quota is None or spec.id != head_quota[4]):
-            # what this job will hold of its team's quota once it starts, for the jobs behind
-            key = (spec.team, charged)
-            held, until = self.quota_ahead.get(key, (0, self.ctx.snapshot.now))
-            ends_at = math.inf if eta is None else eta + (spec.runtime_limit_s or self.default_runtime)
-            self.quota_ahead[key] = (held + demand_gpus, max(until, ends_at))
-        return pending_explanation(spec.id, code, reason, message, resolvable, position, eta, would)
+        if quota_type is not None:
+            if quota_at is not None and (spec.team, quota_type) in self.quota_ahead:
+                eta, message, estimated = self._behind_own_jobs(spec, w, eta, message, estimated)
+            if head_quota is not None and spec.team == head_quota[0] \
+                    and quota_type == head_quota[1] and not _ends_by_head_from(spec, eta, head_quota):
+                eta, message, estimated = self._behind_head(w, eta, message, estimated, head_quota)
+        if eta is not None:
+            if estimated:
+                message = _estimated_sentence(w, eta)
+            if self.windows and unpromised:
+                eta, message = self._clear_of_windows(spec, w, eta, message)
+        if charged is not None and resolvable and (head_quota is None or job_id != head_quota[4]):
+            self._hold_quota_ahead(spec, charged, demand_gpus, eta)
+        return pending_explanation(job_id, code, reason, message, resolvable, position, eta, would)
+
+    def _hold_quota_ahead(self, spec: JobSpec, charged: str, gpus: int, eta: float | None) -> None:
+        """What this job will hold of its team's quota once it starts (``gpus`` of type
+        ``charged`` from its ETA to its runtime limit), for the jobs behind it."""
+        key = (spec.team, charged)
+        found = self.quota_ahead.get(key)
+        held, until = (0, self.now) if found is None else found
+        ends_at = math.inf if eta is None else eta + (spec.runtime_limit_s or self.default_runtime)
+        self.quota_ahead[key] = (held + gpus, ends_at if ends_at > until else until)
 
     def _place_earliest(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
         """:meth:`place` for a job over its quota on several GPU types: each type's start with
@@ -398,13 +410,10 @@ class _Explainer:
             alt = w._replace(alternatives=())
             return self.place(spec, alt, position)
         alt, eta, message = best
-        if self.ctx.calendar:
+        if self.windows:
             eta, message = self._clear_of_windows(spec, alt, eta, message)
         if alt.charged is not None and (head_quota is None or spec.id != head_quota[4]):
-            key = (spec.team, alt.charged)
-            held, until = self.quota_ahead.get(key, (0, self.ctx.snapshot.now))
-            ends_at = eta + (spec.runtime_limit_s or self.default_runtime)
-            self.quota_ahead[key] = (held + alt.demand_gpus, max(until, ends_at))
+            self._hold_quota_ahead(spec, alt.charged, alt.demand_gpus, eta)
         return pending_explanation(spec.id, alt.code, alt.reason, message, alt.resolvable,
                                    position, eta, alt.would)
 
@@ -434,18 +443,19 @@ class _Explainer:
     def _drain(self, spec: JobSpec, line: _DrainLine, drains: bool, fits_now: bool, adds: bool,
                gpus: int, eta: float | None) -> float | None:
         """The work queued ahead on its classes runs first (back to back); its own work then
-        counts for the jobs behind it (``adds``)."""
-        spread, ahead = line.spread, self.ahead
-        if drains:
-            work = 0.0
-            for c, _ in spread:
-                work += ahead[c]
-            if work > 0:
-                drained = line.drained(work)
-                if drained is not None and (eta is None and fits_now or eta is not None and drained > eta):
-                    eta = drained
-        if adds:
-            self._count_ahead(spec, line, gpus)
+        counts for the jobs behind it (``adds``). (Thousands of jobs a cycle: one pass over the
+        line's classes reads the work ahead and adds the job's own.)"""
+        ahead = self.ahead
+        work = 0.0
+        own = gpus * (spec.runtime_limit_s or self.default_runtime) if adds else 0.0
+        for c, share in line.spread:
+            work += ahead[c]
+            if adds:
+                ahead[c] += own * share
+        if drains and work > 0:
+            drained = line.drained(work)
+            if drained is not None and (eta is None and fits_now or eta is not None and drained > eta):
+                eta = drained
         return eta
 
     def _count_ahead(self, spec: JobSpec, line: _DrainLine, gpus: int) -> None:
@@ -585,7 +595,9 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
         if w is None:
             w = worded[id(outcome)] = explainer.word(spec, outcome)
         append(place(spec, w, position if outcome.resolvable else never_position))
-    for spec in out_of_line(ctx.snapshot.pending):
+    # the queue holds every job in line: when it holds them all, none is out of line
+    kept_out = out_of_line(ctx.snapshot.pending) if len(queue) < len(ctx.snapshot.pending) else []
+    for spec in kept_out:
         never_position += 1
         why = OutOfLine(spec)
         append(pending_explanation(spec.id, why.code, REASONS[why.code], why.message, True,
