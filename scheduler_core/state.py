@@ -125,6 +125,20 @@ def choose_gpus(free_mask: int, width: int, count: int) -> int:
 _node_name = attrgetter("name")
 
 
+def _check_nodes(ordered: Sequence[NodeInfo], twice: bool) -> None:
+    """The first node in name order given twice (``twice``: some is) or with a GPU count
+    out of range, whichever comes first, is a :class:`SnapshotError`."""
+    bad = next((i for i, node in enumerate(ordered) if not 0 <= node.gpus <= 4096), len(ordered))
+    # sorted by name, a name given twice is given by neighbours (the second one is named)
+    again = next(i for i in range(1, len(ordered)) if ordered[i].name == ordered[i - 1].name) \
+        if twice else len(ordered)
+    if again <= bad and again < len(ordered):
+        raise SnapshotError(f"node {ordered[again].name!r} appears twice in the snapshot")
+    if bad < len(ordered):
+        node = ordered[bad]
+        raise SnapshotError(f"node {node.name!r} has {node.gpus} GPUs; expected 0..4096")
+
+
 class ClusterState:
     """Mutable per-cycle view of who holds which GPUs, with the indexes described above."""
 
@@ -132,7 +146,8 @@ class ClusterState:
                  *, indexed: bool = True) -> None:
         ordered = sorted(nodes, key=_node_name)
         self.nodes: list[NodeInfo] = ordered
-        self.index_of: dict[str, int] = {}
+        self.index_of: dict[str, int] = {node.name: i for i, node in enumerate(ordered)}
+        _check_nodes(ordered, twice=len(self.index_of) < len(ordered))
         self.classes: list[NodeClass] = []
         class_ids: dict[tuple[str, int, int, int], int] = {}
         leaf_ids: dict[tuple[str, str], int] = {}
@@ -143,31 +158,27 @@ class ClusterState:
         self.leaf_names: list[tuple[str, str]] = []
         self.spine_names: list[str] = []
         self.leaves_of_spine: dict[int, list[int]] = {}
-        for i, node in enumerate(ordered):
-            if node.name in self.index_of:
-                raise SnapshotError(f"node {node.name!r} appears twice in the snapshot")
-            if node.gpus < 0 or node.gpus > 4096:
-                raise SnapshotError(f"node {node.name!r} has {node.gpus} GPUs; expected 0..4096")
-            self.index_of[node.name] = i
+        for node in ordered:
             ckey = (node.gpu_type, node.gpus, node.cpus, node.memory_gb)
-            if ckey not in class_ids:
-                class_ids[ckey] = len(self.classes)
+            c = class_ids.get(ckey)
+            if c is None:
+                c = class_ids[ckey] = len(self.classes)
                 info = gpu_types.get(node.gpu_type, GpuTypeInfo(node.gpu_type, 0))
-                self.classes.append(
-                    NodeClass(len(self.classes), info, node.gpus, node.cpus, node.memory_gb)
-                )
-            self.node_class.append(class_ids[ckey])
-            if node.spine not in spine_ids:
-                spine_ids[node.spine] = len(self.spine_names)
+                self.classes.append(NodeClass(c, info, node.gpus, node.cpus, node.memory_gb))
+            self.node_class.append(c)
+            spine = spine_ids.get(node.spine)
+            if spine is None:
+                spine = spine_ids[node.spine] = len(self.spine_names)
                 self.spine_names.append(node.spine)
-                self.leaves_of_spine[spine_ids[node.spine]] = []
+                self.leaves_of_spine[spine] = []
             lkey = (node.spine, node.leaf)
-            if lkey not in leaf_ids:
-                leaf_ids[lkey] = len(self.leaf_names)
+            leaf = leaf_ids.get(lkey)
+            if leaf is None:
+                leaf = leaf_ids[lkey] = len(self.leaf_names)
                 self.leaf_names.append(lkey)
-                self.leaves_of_spine[spine_ids[node.spine]].append(leaf_ids[lkey])
-            self.leaf.append(leaf_ids[lkey])
-            self.spine.append(spine_ids[node.spine])
+                self.leaves_of_spine[spine].append(leaf)
+            self.leaf.append(leaf)
+            self.spine.append(spine)
         # one comprehension per column: cheaper than appends in the loop above
         self.ready: list[bool] = [node.state is NodeState.READY for node in ordered]
         self.free_mask: list[int] = [(1 << node.gpus) - 1 for node in ordered]
@@ -180,19 +191,14 @@ class ClusterState:
         self.buckets: dict[IndexKey, list[dict[int, None]]] = {}
         self.free_sum: dict[IndexKey, int] = {}
         self.domains_of_class: dict[tuple[int, int], list[int]] = {}
-        self._keys: list[tuple[IndexKey, IndexKey, IndexKey]] = []
+        self._keys: list[tuple[IndexKey, IndexKey, IndexKey]] = [
+            ((FLEET, 0, c), (SPINE, spine, c), (LEAF, leaf, c))
+            for c, spine, leaf in zip(self.node_class, self.spine, self.leaf, strict=True)]
         self._indexed = False
         # Capacity of every node, ready or not: what the fleet could ever offer.
         self.class_node_count: list[int] = [0] * len(self.classes)
-        self.class_domain_gpus: dict[IndexKey, int] = {}
-        domain_gpus = self.class_domain_gpus
-        for node, c, spine, leaf in zip(ordered, self.node_class, self.spine, self.leaf,
-                                        strict=True):
-            keys = ((FLEET, 0, c), (SPINE, spine, c), (LEAF, leaf, c))
-            self._keys.append(keys)
+        for c in self.node_class:
             self.class_node_count[c] += 1
-            for key in keys:
-                domain_gpus[key] = domain_gpus.get(key, 0) + node.gpus
         self.holdings: dict[Holder, list[Grant]] = {}
         self._masks: dict[tuple[tuple[int, ...], int], int] = {}
         """GPU mask per (GPU indices, node width) checked by :meth:`grants_of`."""
@@ -366,10 +372,16 @@ class ClusterState:
                 self.busy_until[g.node] = until
 
     def capacity_by_domain(self, level: int, node_class: int) -> dict[int, int]:
-        """GPUs of every node (ready or not) of ``node_class`` per domain of ``level``."""
+        """GPUs of every node (ready or not) of ``node_class`` per domain of ``level``. (Built
+        on the first question: only gangs bound to one leaf switch or spine ask, once per
+        shape, and most cycles never.)"""
         if self._capacity is None:
+            domain_gpus: dict[IndexKey, int] = {}
+            for node, keys in zip(self.nodes, self._keys, strict=True):
+                for key in keys:
+                    domain_gpus[key] = domain_gpus.get(key, 0) + node.gpus
             capacity: dict[tuple[int, int], dict[int, int]] = {}
-            for (lvl, domain, c), gpus in self.class_domain_gpus.items():
+            for (lvl, domain, c), gpus in domain_gpus.items():
                 capacity.setdefault((lvl, c), {})[domain] = gpus
             self._capacity = capacity
         return self._capacity.get((level, node_class), {})

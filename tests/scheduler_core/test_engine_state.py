@@ -148,3 +148,24 @@ def test_a_quota_priority_class_or_gpu_type_given_twice_is_a_snapshot_error(twic
         snap = dataclasses.replace(snap, gpu_types=snap.gpu_types + (GpuTypeInfo("a100", 40),))
     with pytest.raises(SnapshotError, match=f"{named} appears twice"):
         schedule(snap)
+
+
+def _node(name: str, gpus: int = 8) -> NodeInfo:
+    return NodeInfo(name, "p", "a100", gpus, 64, 512, "l0", "s0")
+
+
+@pytest.mark.parametrize(("nodes", "message"), [
+    ([_node("b"), _node("a"), _node("b")], "node 'b' appears twice in the snapshot"),
+    ([_node("a"), _node("b", gpus=-1)], "node 'b' has -1 GPUs; expected 0..4096"),
+    ([_node("c"), _node("a", gpus=5000), _node("c")], "node 'a' has 5000 GPUs; expected 0..4096"),
+    ([_node("a"), _node("a"), _node("b", gpus=-2)], "node 'a' appears twice in the snapshot"),
+    ([_node("a"), _node("a", gpus=-3)], "node 'a' appears twice in the snapshot"),
+    ([_node("a", gpus=-3), _node("a")], "node 'a' has -3 GPUs; expected 0..4096"),
+], ids=["twice", "negative", "bad-gpus-first-by-name", "twice-first-by-name", "second-listing-twice",
+        "first-listing-bad"])
+def test_the_first_bad_node_by_name_is_named(nodes, message):
+    # the state checks its nodes in name order, a name given twice before a GPU count out of
+    # range on the same node (its second listing): the same snapshot always names the same node
+    with pytest.raises(SnapshotError) as err:
+        ClusterState(nodes, TYPES)
+    assert str(err.value) == message
