@@ -13,8 +13,11 @@ from typing import Any
 
 from django import forms
 from django.contrib import admin, messages
+from django.contrib.admin import helpers
+from django.contrib.admin.actions import delete_selected
 from django.core.exceptions import ValidationError
-from django.db import models, transaction
+from django.db import models, router, transaction
+from django.forms.models import _get_foreign_key
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -172,18 +175,85 @@ class KeepsOthersChanges(admin.ModelAdmin):
         Before, it was read unlocked: a change committed between that read and the save was
         undone by the save (OpenedAsForm judged the page against the row as read), and a record
         deleted in between made the save a 500 ("Save with update_fields did not affect any
-        rows")."""
+        rows").
+
+        A deletion locks it FOR UPDATE, as the API's DELETE does: no row referring to it (a job
+        submitted for the team meanwhile) can appear between the page's check of what protects
+        it and the deletion. A save locks it FOR NO KEY UPDATE, and its inline rows too (a
+        team's quotas, memberships and projects), so an inline row changed or deleted by
+        another admin or the API meanwhile is judged as it is now rather than written back
+        (before, a quota's borrowing limit set meanwhile was undone by the team page's save of
+        its nominal, and a quota deleted meanwhile was inserted again)."""
         if request.method == "POST" and from_field is None and transaction.get_connection().in_atomic_block:
             try:
                 key = self.model._meta.pk.to_python(object_id)
             except (ValidationError, ValueError):
                 key = None
             if key is not None:
-                self.model._base_manager.select_for_update(no_key=True).filter(pk=key).exists()
+                deleting = getattr(request, "_deleting_record", False)
+                if self.model._base_manager.select_for_update(no_key=not deleting).filter(pk=key).exists() \
+                        and not deleting:
+                    self._lock_inline_rows(key)
         return super().get_object(request, object_id, from_field)
+
+    def _lock_inline_rows(self, key: Any) -> None:
+        """Lock the rows this page's inlines edit (after their parent's, each inline's by key:
+        every writer takes them in that order)."""
+        for inline in self.inlines:
+            parent = _get_foreign_key(self.model, inline.model, fk_name=inline.fk_name)
+            list(inline.model._base_manager.select_for_update(no_key=True).filter(**{parent.name: key})
+                 .order_by("pk").values_list("pk", flat=True))
+
+    def delete_view(self, request, object_id, extra_context=None):  # type: ignore[no-untyped-def]
+        request._deleting_record = True  # get_object locks the record for its deletion
+        return super().delete_view(request, object_id, extra_context)
+
+    def get_actions(self, request):  # type: ignore[no-untyped-def]
+        """Django's "Delete selected" deletes under row locks here (`delete_selected_locked`)."""
+        actions = super().get_actions(request)
+        if "delete_selected" in actions:
+            _, name, description = actions["delete_selected"]
+            actions["delete_selected"] = (delete_selected_locked, name, description)
+        return actions
 
     def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
         super().save_related(request, form, formsets, change)
         for each in [form, *(f for formset in formsets for f in formset.forms)]:
             for line in getattr(each, "kept_changes", ()):
                 self.message_user(request, line, level=messages.WARNING)
+
+
+def delete_selected_locked(modeladmin: admin.ModelAdmin, request: Any, queryset: models.QuerySet[Any]) -> Any:
+    """Django's "Delete selected" action, its confirmed deletion run in one transaction that
+    first locks the selected rows (FOR UPDATE, by key: as a single deletion and the API's DELETE
+    lock theirs), then judges them as they are: what protects one (a team's jobs) is counted
+    under the lock and refuses the deletion on Django's "Cannot delete" page, and a row another
+    admin or the API deleted meanwhile is said, not deleted nor recorded again.
+
+    Before, the rows were read unlocked: two deletions at once each recorded a deleted event
+    per row, a deletion racing a change recorded the row as it was before that change, and a
+    team that got a job between the confirmation and the deletion made the deletion a 500."""
+    if not request.POST.get("post"):
+        return delete_selected(modeladmin, request, queryset)  # the confirmation page: reads only
+    model = modeladmin.model
+    with transaction.atomic(using=router.db_for_write(model)):
+        if request.POST.get("select_across") not in (None, "", "0", "False", "false"):
+            chosen = list(queryset.order_by().values_list("pk", flat=True))
+        else:
+            chosen = []
+            for raw in request.POST.getlist(helpers.ACTION_CHECKBOX_NAME):
+                try:
+                    chosen.append(model._meta.pk.to_python(raw))
+                except (ValidationError, ValueError):
+                    continue
+        present = set(model._base_manager.select_for_update().filter(pk__in=chosen).order_by("pk")
+                      .values_list("pk", flat=True))
+        gone = sorted(pk for pk in chosen if pk not in present)
+        if gone:
+            label = model._meta.verbose_name if len(gone) == 1 else model._meta.verbose_name_plural
+            modeladmin.message_user(
+                request, f"{len(gone)} {label} ({', '.join(map(str, gone))}) had been deleted meanwhile (by another "
+                         "admin, or through the API): not deleted nor recorded again here.", messages.WARNING)
+        if not present:
+            return None
+        return delete_selected(modeladmin, request, queryset.filter(pk__in=present))
