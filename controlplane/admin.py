@@ -172,14 +172,30 @@ class TeamAdmin(ConfigAudited):
                 f"{half_life_days:g} days (QM_FAIR_SHARE_HALF_LIFE_S). The scheduler orders teams by it.")
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
-        """A team joining, leaving or changing cohort is recorded as in the API
-        (services/cohorts.py; the change view's transaction holds the team and its event).
-        A change writes only the form's own columns, so a cycle's usage fold committed while
-        the request ran is kept."""
-        before = cohorts.cohort_of(obj.pk) if change else None
+        """A change writes only the form's own columns, so a cycle's usage fold committed while
+        the request ran is kept. The cohort it was in is read first: `save_related` records the
+        move."""
+        request.cohort_before = cohorts.cohort_of(obj.pk) if change else None
         super().save_model(request, obj, form, change)
-        if cohorts.record_team_move(obj, before, _actor(request)) is not None and change:
-            for warning in quotas.held_above_nominal_after_move(obj, before):
+
+    def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
+        """A team joining, leaving or changing cohort is recorded as in the API
+        (services/cohorts.py; the change view's transaction holds the team and its event), once
+        its inline quotas are saved: leaving for no cohort clears their borrowing and lending
+        limits, each with its event, and the page says so (a quota row saved after the move
+        wrote back the limits it was opened with)."""
+        super().save_related(request, form, formsets, change)
+        team, before = form.instance, getattr(request, "cohort_before", None)
+        moved = cohorts.record_team_move(team, before, _actor(request))
+        if moved is None:
+            return
+        if moved.data.get("limits_cleared"):
+            self.message_user(request, (
+                f"Team {team.name} left cohort {before}: in no cohort it borrows and lends nothing, so its quotas' "
+                f"borrowing and lending limits were cleared ({'; '.join(moved.data['limits_cleared'])}), each "
+                "recorded as a quota change. Set them again once it joins a cohort."), level=messages.WARNING)
+        if change:
+            for warning in quotas.held_above_nominal_after_move(team, before):
                 self.message_user(request, warning, level=messages.WARNING)
 
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]

@@ -82,9 +82,12 @@ class Quota(models.Model):
         """A team in no cohort borrows from no one and lends to no one (the engine's ledger gives
         it nothing beyond nominal), so a borrowing or lending limit set on its quota would say what
         never happens: `qm quotas` read "MAY BORROW 16" while its jobs waited "can borrow 0 more".
-        Refused on the field, as Kueue refuses a borrowingLimit without a cohort. A limit the quota
-        already had is kept (a team that left its cohort keeps its limits for when it returns), and
-        0 or empty is always taken."""
+        Refused on the field, as Kueue refuses a borrowingLimit without a cohort; 0 or empty is
+        always taken. A team leaving its cohort has its quotas' limits cleared, each recorded
+        (services/quotas.clear_limits_out_of_cohort; migration 0033 cleared those left before), so
+        none is stored on such a quota; a limit the quota already had passes this check only
+        because the team's admin page checks its quota rows before saving the move that clears
+        them."""
         if self.team_id is None or self.team.cohort_id is not None:
             return
         stored = None

@@ -43,7 +43,8 @@ def record_cohort_change(cohort: Cohort, verb: str, before: dict[str, Any] | Non
     if verb == "deleted" and cohort.pk is not None:
         # Team.cohort is SET_NULL: each team leaves, and its own history says so.
         for team in Team.objects.filter(cohort_id=cohort.pk).order_by("name"):
-            record_move(team, cohort.name, None, actor, f" (cohort {cohort.name} deleted)")
+            cleared = quotas.clear_limits_out_of_cohort(team, cohort.name, actor)
+            record_move(team, cohort.name, None, actor, f" (cohort {cohort.name} deleted)", cleared)
     return event
 
 
@@ -63,6 +64,10 @@ def leaving_teams(cohort: Cohort) -> list[str]:
             line += (f"; its running jobs keep the {held} (deleting the cohort stops nothing), but in no cohort "
                      f"it starts no more work above its nominal, and a team of any cohort owed its guarantee may "
                      f"reclaim them by preemption, after their class's minimum runtime")
+        limits = quotas.limits_on_quotas(team)
+        if limits:
+            line += (f"; its quotas' borrowing and lending limits are cleared ({'; '.join(limits)}): in no cohort "
+                     "they would never apply")
         lines.append(line)
     return lines
 
@@ -81,19 +86,27 @@ def record_team_move(team: Team, before: str | None, actor: str) -> Event | None
     after = team.cohort.name if team.cohort_id is not None else None
     if before == after:
         return None
-    return record_move(team, before, after, actor)
+    cleared = quotas.clear_limits_out_of_cohort(team, before, actor) if after is None and before is not None else []
+    return record_move(team, before, after, actor, cleared=cleared)
 
 
-def record_move(team: Team, before: str | None, after: str | None, actor: str, why: str = "") -> Event:
+def record_move(team: Team, before: str | None, after: str | None, actor: str, why: str = "",
+                cleared: list[str] | None = None) -> Event:
     """The TeamCohortChanged event of ``team`` going from cohort ``before`` to ``after`` (names
-    or None), ``why`` appended to its words."""
+    or None), ``why`` appended to its words; ``cleared``: the limits leaving cleared from its
+    quotas (quotas.clear_limits_out_of_cohort), said in its words and kept in its data as
+    ``limits_cleared``."""
     if before is None:
         message = f"Team {team.name} joined cohort {after}"
     elif after is None:
         message = f"Team {team.name} left cohort {before}: it no longer lends or borrows"
     else:
         message = f"Team {team.name} moved from cohort {before} to {after}"
+    data: dict[str, Any] = {"team": team.name, "before": {"cohort": before}, "after": {"cohort": after}}
+    if cleared:
+        message += f"; its quotas' limits are cleared ({'; '.join(cleared)})"
+        data["limits_cleared"] = cleared
     fields = event_fields(EventKind.COHORT_CHANGED, actor, reason="TeamCohortChanged", message=message + why,
-                          data={"team": team.name, "before": {"cohort": before}, "after": {"cohort": after}})
+                          data=data)
     fields["team_id"] = team.pk
     return Event.objects.create(**fields)

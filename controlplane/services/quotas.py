@@ -56,6 +56,48 @@ def record_quota_change(quota: Quota, verb: str, before: dict[str, Any] | None, 
     return Event.objects.create(**{**fields, "team_id": quota.team_id})
 
 
+def clear_limits_out_of_cohort(team: Team, left: str, actor: str) -> list[str]:
+    """A team that left cohort ``left`` for none borrows from no one and lends to no one (the
+    engine's ledger gives it nothing beyond nominal), and a limit on its quota would say what
+    never happens, as the API and the admin refuse one set on such a quota
+    (Quota._refuse_limits_without_cohort). So leaving clears them: each of the team's quotas
+    with a borrowing or lending limit (its row locked, FOR NO KEY UPDATE, as every quota write
+    locks it) is set to none, with its quota.changed event saying why and what it was. Returns
+    one line per quota cleared ("H100-80GB: borrowing limit 8, lending limit 4"), for the move's
+    event and the admin's page. Call it in the transaction that moves the team.
+
+    Before, the limits stayed on the quotas with no word: `qm quotas` and the admin read "none
+    (no cohort)" while the API gave the limits, and on joining any cohort later, the limits set
+    for the old one applied there unseen."""
+    lines = []
+    held = (Quota.objects.select_for_update(no_key=True, of=("self",)).select_related("team", "gpu_type")
+            .filter(team_id=team.pk).exclude(borrowing_limit__isnull=True, lending_limit__isnull=True)
+            .order_by("pk"))
+    for quota in held:
+        before = quota_record(quota)
+        was = _limits_line(quota.gpu_type.name, quota.borrowing_limit, quota.lending_limit)
+        quota.borrowing_limit = quota.lending_limit = None
+        quota.save(update_fields=["borrowing_limit", "lending_limit"])
+        record_quota_change(quota, "changed", before, actor, why=(
+            f" (team {team.name} left cohort {left}: in no cohort it borrows and lends nothing, so its quota keeps "
+            "no borrowing or lending limit; set them again once it joins a cohort)"))
+        lines.append(was)
+    return lines
+
+
+def limits_on_quotas(team: Team) -> list[str]:
+    """The borrowing and lending limits on ``team``'s quotas, one line per quota that has one
+    ("H100-80GB: borrowing limit 8, lending limit 4"): what leaving its cohort clears."""
+    return [_limits_line(*row) for row in Quota.objects.filter(team_id=team.pk)
+            .exclude(borrowing_limit__isnull=True, lending_limit__isnull=True)
+            .order_by("pk").values_list("gpu_type__name", "borrowing_limit", "lending_limit")]
+
+
+def _limits_line(gpu_type: str, borrowing: int | None, lending: int | None) -> str:
+    return f"{gpu_type}: " + ", ".join(f"{label} {value}" for label, value in (
+        ("borrowing limit", borrowing), ("lending limit", lending)) if value is not None)
+
+
 def with_held_gpus(queryset: QuerySet[Quota]) -> QuerySet[Quota]:
     """Each quota annotated with ``held_gpus``: the GPUs of its type its team's live allocations
     hold now, in one query (the admin's quota list shows it beside the nominal and the limits)."""

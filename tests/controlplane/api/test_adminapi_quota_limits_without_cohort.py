@@ -4,8 +4,9 @@ set on its quota is refused on the field, through the API and the admin's quota 
 Found on the demo (4 Dec): `POST quotas/ {"team": "solo", "nominal_gpus": 8, "borrowing_limit":
 16, "lending_limit": 4}` for a team in no cohort answered 201; `qm quotas` then read MAY BORROW 16
 while solo's second 8-GPU job waited "team solo uses 8 of 8 nominal H100-80GB GPUs and can borrow
-0 more". A limit the quota already had (its team left its cohort since) is kept, so the team's
-nominal can still be changed; 0 or empty is always taken."""
+0 more". A limit the quota already had passes the check (the team's admin page checks its quota
+rows before saving the move that clears them: test_quota_limits_cleared_leaving_cohort.py), so
+its nominal can still be changed; 0 or empty is always taken."""
 
 from __future__ import annotations
 
