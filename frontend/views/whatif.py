@@ -67,7 +67,7 @@ def replay_charts(result: Replay) -> list[figures.Chart]:
             "jobs the policy could never run (a quota table that lets their team hold less than they ask: left out "
             "of the waits, which would otherwise read as shorter for them), and preemptions.", "jobs",
             (("jobs_done", "finished"), ("jobs_pending_at_horizon", "still waiting"),
-             ("jobs_rejected", "could never run"), ("preemptions", "preemptions")),
+             ("jobs_never_runnable", "could never run"), ("preemptions", "preemptions")),
             runs),
         figures.what_if_bars(
             "team_waits", "Mean wait per team", "Each team's mean wait to start under each policy (jobs still waiting "

@@ -202,8 +202,8 @@ def fleet_check(shape: FleetShape) -> Callable[[TraceJob], tuple[str, str] | Non
     """A check for :func:`~scheduler_core.sim.trace.parse_trace`: the trace column to blame and
     why, for a job the engine would refuse on this fleet, as an invalid request or one that can
     never run (a GPU type the fleet lacks, more GPUs than it has). Replayed, such a job is
-    dropped (``jobs_rejected``) or waits to the horizon, and every figure silently describes a
-    different trace; the command line refuses the trace instead."""
+    left out of every figure but ``jobs_never_runnable`` (:class:`~scheduler_core.sim.loop.SimResult`),
+    which then describe a different trace; the command line refuses the trace instead."""
     nodes = build_nodes(shape)
     gpu_types = {gpu_type.name: gpu_type for gpu_type in build_gpu_types(shape)}
 

@@ -68,7 +68,6 @@ from scheduler_core.types import (
     Plan,
     PriorityClassInfo,
     QuotaInfo,
-    ReasonCode,
     RunningJob,
     SchedulerConfig,
     Snapshot,
@@ -113,7 +112,7 @@ class _State(str, Enum):
     TERMINATING = "terminating"
     DONE = "done"
     KILLED = "killed"
-    REJECTED = "rejected"
+    NEVER_RUNNABLE = "never runnable"
 
 
 @dataclass(slots=True)
@@ -175,11 +174,24 @@ class SimResult:
 
     ``teams``: per team, :func:`~scheduler_core.sim.metrics.team_figures` (who gains and who
     pays under another policy or quota table); not part of :meth:`as_dict`, so the CLI's
-    report is what it always was."""
+    report is what it always was.
+
+    ``never_runnable``: the jobs (ids, in the order the engine found them) that could never
+    run: a shape the fleet cannot hold, more than the quota table lets their team hold, or a
+    request the engine refuses. They leave the queue when found, so every wait figure and
+    ``jobs_total`` leave them out; ``extras["jobs_never_runnable"]`` counts them, so no caller
+    reads the waits without it (the command line refuses such a trace before replaying it; a
+    caller of :func:`simulate` is told here)."""
 
     metrics: dict[str, float | int | None]
     extras: dict[str, float | int | None]
     teams: dict[str, dict[str, float | int | None]] = field(default_factory=dict)
+    never_runnable: tuple[str, ...] = ()
+
+    @property
+    def jobs_never_runnable(self) -> int:
+        """How many jobs could never run (:attr:`never_runnable`), left out of the waits."""
+        return len(self.never_runnable)
 
     def as_dict(self) -> dict[str, float | int | None]:
         return {**self.metrics, **self.extras}
@@ -264,7 +276,8 @@ class Simulator:
         self.team_allocated: dict[str, TimeIntegral] = {team: TimeIntegral(horizon_s) for team in self.teams}
         self.usage_as_of = 0.0
         self.cycle_seconds: list[float] = []
-        self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0, "rejected": 0}
+        self.counts = {"preemptions": 0, "kills": 0, "resizes": 0, "binds": 0}
+        self.never_runnable: list[str] = []  # in the order the engine found them
         # per stretch of waiting that got an ETA and ended in a start: start - first ETA
         self.eta_errors_s: list[float] = []
         self.eta_shares: list[float] = []  # per such stretch: the wait it had / the wait it was told
@@ -527,10 +540,14 @@ class Simulator:
             waiting = self.pending.get(explanation.job_id)
             if waiting is None:
                 continue
-            if explanation.code is ReasonCode.CAN_NEVER_RUN and not explanation.resolvable:
+            if not explanation.resolvable:
+                # Nothing in a replay changes a request, the classes, the fleet or the quota
+                # table: a job the engine finds can never run (CanNeverRun), or refuses (an
+                # invalid request, an unknown class), never will. It leaves the queue; before,
+                # a refused one waited to the horizon, its wait counted in every wait figure.
                 self._dequeue(waiting, now)
-                waiting.state = _State.REJECTED
-                self.counts["rejected"] += 1
+                waiting.state = _State.NEVER_RUNNABLE
+                self.never_runnable.append(waiting.trace.job_id)
                 continue
             waiting.explained = True
             if waiting.eta_told is None and explanation.eta is not None:
@@ -727,7 +744,7 @@ class Simulator:
         outcomes: list[JobOutcome] = []
         team_outcomes: dict[str, list[JobOutcome]] = {team: [] for team in self.teams}
         for job in self.jobs.values():
-            if job.trace.submit_s >= horizon or job.state is _State.REJECTED:
+            if job.trace.submit_s >= horizon or job.state is _State.NEVER_RUNNABLE:
                 continue
             wait = job.wait_s + (horizon - job.pending_since if job.state is _State.PENDING else 0.0)
             outcome = JobOutcome(
@@ -764,7 +781,7 @@ class Simulator:
             "jobs_pending_at_horizon": sum(1 for job in self.pending.values() if job.trace.submit_s < horizon),
             "jobs_running_at_horizon": len(self.active),
             "jobs_killed": sum(1 for job in self.jobs.values() if job.state is _State.KILLED),
-            "jobs_rejected": self.counts["rejected"],
+            "jobs_never_runnable": len(self.never_runnable),
             "preemptions": self.counts["preemptions"],
             "resizes": self.counts["resizes"],
             "engine_cycles": len(cycles) if self.clock is not None else None,
@@ -787,7 +804,7 @@ class Simulator:
             )
             for team in self.teams
         }
-        return SimResult(metrics=metrics, extras=extras, teams=teams)
+        return SimResult(metrics=metrics, extras=extras, teams=teams, never_runnable=tuple(self.never_runnable))
 
 
 def simulate(

@@ -108,7 +108,7 @@ def test_a_quota_table_under_which_a_job_can_never_run_says_so(demo, submit_as):
     policy = dataclasses.replace(whatif.live_policy(scheduler_config()), quotas=quotas, quota_note=note)
     replay = run_replay(whatif.prepare(1, policy, fleet=fleet, now=now).work)
     (_, live), (_, other) = replay.runs
-    assert (live["jobs_rejected"], other["jobs_rejected"]) == (0, 1)
+    assert (live["jobs_never_runnable"], other["jobs_never_runnable"]) == (0, 1)
 
     html = render_to_string("frontend/_what_if_result.html", {"state": {"state": "done"}, "result": replay,
                                                               "charts": []})
