@@ -84,7 +84,7 @@ class Quota(models.Model):
         never happens: `qm quotas` read "MAY BORROW 16" while its jobs waited "can borrow 0 more".
         Refused on the field, as Kueue refuses a borrowingLimit without a cohort; 0 or empty is
         always taken. A team leaving its cohort has its quotas' limits cleared, each recorded
-        (services/quotas.clear_limits_out_of_cohort; migration 0033 cleared those left before), so
+        (services/quotas.clear_limits_out_of_cohort; migration 0034 cleared those left before), so
         none is stored on such a quota; a limit the quota already had passes this check only
         because the team's admin page checks its quota rows before saving the move that clears
         them."""

@@ -156,8 +156,8 @@ def test_deleting_the_team_records_its_quota_deleted_not_changed(fleet, browser)
 
 
 @pytest.mark.django_db(transaction=True)
-def test_migration_0033_clears_the_limits_teams_in_no_cohort_kept_and_records_each() -> None:
-    before, after = [("controlplane", "0032_job_stopping_event_kind")], [("controlplane", "0033_quota_limits_cleared_out_of_cohort")]
+def test_migration_0034_clears_the_limits_teams_in_no_cohort_kept_and_records_each() -> None:
+    before, after = [("controlplane", "0033_quota_drop_cpu_memory")], [("controlplane", "0034_quota_limits_cleared_out_of_cohort")]
     executor = MigrationExecutor(connection)
     executor.migrate(before)
     apps = executor.loader.project_state(before).apps
@@ -177,7 +177,7 @@ def test_migration_0033_clears_the_limits_teams_in_no_cohort_kept_and_records_ea
                for q in Quota.objects.filter(pk__in=[solo.pk, member.pk, bare.pk]).select_related("team")}
         assert got == {"solo": (None, None), "ml": (8, 4), "bare": (None, None)}
         [event] = Event.objects.filter(kind="quota.changed")
-        assert (event.actor, event.reason, event.team_id) == ("migration:0033", "QuotaChanged", solo.team_id)
+        assert (event.actor, event.reason, event.team_id) == ("migration:0034", "QuotaChanged", solo.team_id)
         assert event.message.startswith("Quota of solo on H100-80GB changed: borrowing limit 8 → none (team solo is "
                                         "in no cohort")
     finally:

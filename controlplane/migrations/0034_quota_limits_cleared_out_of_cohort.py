@@ -1,7 +1,7 @@
 """A team in no cohort borrows and lends nothing, and from this release leaving a cohort clears
 its quotas' borrowing and lending limits, each recorded (services/quotas.py,
 clear_limits_out_of_cohort). The quotas of teams that left before kept theirs with no word:
-they are cleared here the same way, each with its quota.changed event (actor `migration:0033`),
+they are cleared here the same way, each with its quota.changed event (actor `migration:0034`),
 so the API, the admin and `qm quotas` agree and a team joining a cohort later starts with none.
 Reversing it leaves the quotas as they are (the events keep what each had)."""
 
@@ -31,13 +31,12 @@ def clear(apps: Any, schema_editor: Any) -> None:
     for quota in quotas:
         before = {"id": quota.pk, "team": quota.team.name, "gpu_type": quota.gpu_type.name,
                   "nominal_gpus": quota.nominal_gpus, "borrowing_limit": quota.borrowing_limit,
-                  "lending_limit": quota.lending_limit, "nominal_cpus": quota.nominal_cpus,
-                  "nominal_memory_gb": quota.nominal_memory_gb}
+                  "lending_limit": quota.lending_limit}
         moved = ", ".join(f"{label} {_shown(before[key])} → none" for key, label in
                           (("borrowing_limit", "borrowing limit"), ("lending_limit", "lending limit"))
                           if before[key] is not None)
         events.append(Event(
-            created_at=now, kind="quota.changed", actor="migration:0033", reason="QuotaChanged",
+            created_at=now, kind="quota.changed", actor="migration:0034", reason="QuotaChanged",
             message=(f"Quota of {quota.team.name} on {quota.gpu_type.name} changed: {moved}"
                      + WHY.format(team=quota.team.name))[:1000],
             team_id=quota.team_id,
@@ -51,7 +50,7 @@ def clear(apps: Any, schema_editor: Any) -> None:
 class Migration(migrations.Migration):
 
     dependencies = [
-        ("controlplane", "0032_job_stopping_event_kind"),
+        ("controlplane", "0033_quota_drop_cpu_memory"),
     ]
 
     operations = [
