@@ -138,6 +138,10 @@ def _money(value: Any, key: str) -> str:
         # Per million tokens, fixed-point with the CSV's six places: per token it printed
         # `5.42e-08`, a unit and a notation no other view of showback uses.
         return f"{value:,.6f}"
+    if value and abs(value) < 0.005:
+        # A minute of one GPU read "0.00" GPU-hours beside "$0.01"; a small non-zero figure is
+        # said as such, as the sentences' table cells say it (scheduler_core.sentences).
+        return "< 0.01"
     return f"{value:,.2f}"
 
 

@@ -110,3 +110,30 @@ def test_qm_showback_of_an_empty_period_says_no_price(qm, fleet) -> None:
 
     assert r.code == 0, r.err
     assert "TOTAL" in r.out and "fully loaded" not in r.out
+
+
+def test_qm_showback_says_a_small_non_zero_figure_as_such_not_as_none(qm, fleet) -> None:
+    """A job that ran for a minute read `0.00` GPU-hours beside its `0.04` dollars: a cell that
+    rounds to nothing but is not nothing now reads `< 0.01`; a real zero still reads 0.00."""
+    from controlplane.models import Allocation
+    from controlplane.services import accounting
+    from tests.controlplane.accounting.builders import hold, report, running_job
+
+    now = timezone.now().replace(second=0, microsecond=0)
+    start = now - timedelta(minutes=30)
+    job = running_job(fleet.ml, gpus=1, started_at=start, priority_class=fleet.research)
+    hold(job, [(fleet.nodes[1], 1)], start, start + timedelta(seconds=15))
+    report(Allocation.objects.get(job=job), fleet.nodes[1], start, start + timedelta(seconds=15), tokens_per_s=10.0)
+    accounting.catch_up(now)
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+    ml_api = qm("showback", "--by", "team", "--window", "1h", "--json").json()["data"][0]["ml"]
+    assert 0 < ml_api["gpuHours"] < 0.005
+
+    r = qm("showback", "--by", "team", "--window", "1h")
+
+    assert r.code == 0, r.err
+    header, *lines = r.out.splitlines()[1:]
+    columns = re.split(r"\s{2,}", header.strip())
+    ml = next(re.split(r"\s{2,}", line.strip()) for line in lines if line.startswith("ml "))
+    assert ml[columns.index("GPU-H ALLOC")] == "< 0.01", r.out
+    assert ml[columns.index("PREEMPTION WASTE $")] == "0.00", r.out
