@@ -38,7 +38,7 @@ from controlplane.api.errors import Conflict, exception_handler
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.services import agent_protocol as protocol
-from controlplane.services import agent_wakeups, job_logs
+from controlplane.services import agent_wakeups, exit_codes, job_logs
 from controlplane.services import nodes as nodes_service
 
 log = structlog.get_logger(__name__)
@@ -459,7 +459,7 @@ def _reports(data: list[dict[str, Any]], now: datetime) -> list[protocol.Report]
                 kind=item["kind"],
                 generation=item["generation"],
                 at=at,
-                exit_code=item.get("exit_code"),
+                exit_code=exit_codes.from_report(item.get("exit_code")),
                 steps=item.get("steps"),
                 useful_tokens=item.get("useful_tokens"),
                 last_checkpoint_at=_clamp(item.get("last_checkpoint_at"), now),

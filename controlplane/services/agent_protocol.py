@@ -59,7 +59,7 @@ from controlplane.models import (
     SchedulerLease,
     UsageSample,
 )
-from controlplane.services import transitions
+from controlplane.services import exit_codes, transitions
 from scheduler_core.sentences import counted, verb
 
 log = structlog.get_logger(__name__)
@@ -1000,7 +1000,7 @@ def _member_gone(
                 EventKind.ALLOCATION_RELEASED, actor, job=allocation.job, allocation=allocation, node=node, at=at,
                 reason="MemberExited",
                 message=f"Generation {allocation.generation}: the member on {node.name} is gone"
-                + (f" (exit code {exit_code})" if exit_code is not None else "")
+                + (f" (exit code {exit_codes.said(exit_code)})" if exit_code is not None else "")
                 + f"; its {counted(changed, 'GPU')} {verb(changed, 'is', 'are')} free",
                 # stopping: gone as the stop asked (its GPUs' work since the checkpoint is lost
                 # with the rest, transitions.held_until_stop), not on its own before it.
@@ -1024,7 +1024,7 @@ def _member_gone(
                 reason=RELEASE_GANG_MEMBER_FAILED if failed else RELEASE_GANG_MEMBER_EXITED,
                 grace_period_s=grace, at=at, actor=actor,
                 message=f"The gang member on {node.name} "
-                + (f"exited with code {exit_code}" if exit_code is not None else "is gone")
+                + (f"exited with code {exit_codes.said(exit_code)}" if exit_code is not None else "is gone")
                 + f"; the rest of the gang gets {grace} s to exit",
             )
 

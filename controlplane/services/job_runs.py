@@ -33,6 +33,7 @@ from django.db.models import Count, Q, QuerySet, Window
 
 from controlplane.choices import AllocationState, EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job
+from controlplane.services import exit_codes
 from controlplane.services.agent_protocol import RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED
 from controlplane.services.job_costs import RunCosts
 from controlplane.services.stopping import stopping_label
@@ -282,7 +283,7 @@ def _ending(allocation: Allocation, settled: dict[str, Any] | None, fenced: dict
         return ("running", "Running") if allocation.started_at else ("starting", "Bound; its agents are starting it")
     if allocation.state == AllocationState.RELEASING:
         return "stopping", "Being stopped: " + stopping_label(reason).removeprefix("stopping: ")
-    code = f" (exit code {exit_code})" if isinstance(exit_code, int) else ""
+    code = f" (exit code {exit_codes.said(exit_code)})" if isinstance(exit_code, int) else ""
     nodes = [str(n) for n in _data(fenced).get("nodes") or []] if fenced is not None else []
     kind = settled["kind"] if settled is not None else ""
     if kind == EventKind.JOB_PREEMPTED:

@@ -36,7 +36,7 @@ from controlplane.choices import (
 )
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PendingPlace, SchedulerLease
 from controlplane.models.events import actor_name
-from controlplane.services import agent_wakeups, dependencies
+from controlplane.services import agent_wakeups, dependencies, exit_codes
 from controlplane.services.hold_text import held_sentence, hold_label_of
 from scheduler_core.sentences import counted, gpu_hours
 
@@ -545,7 +545,7 @@ def complete_releases(
             events.append(Event(**event_fields(
                 EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
                 reason=FINISHED_REASONS[state],
-                message=f"Job {state.label.lower()}" + (f" with exit code {code}" if code is not None else "")
+                message=f"Job {state.label.lower()}" + (f" with exit code {exit_codes.said(code)}" if code is not None else "")
                 + on_nodes(names),
                 data={"state": state.value, "exit_code": code, "nodes": names},
             )))
@@ -590,7 +590,7 @@ def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: 
         kind = EventKind.JOB_FINISHED
     Job.objects.filter(pk=job.pk).update(state=state, finished_at=at, state_changed_at=at, exit_code=exit_code)
     record_event(kind, actor, job=job, allocation=allocation, node=node, at=at, reason=FINISHED_REASONS[state],
-                 message=f"Job {state.label.lower()}" + (f" with exit code {exit_code}" if exit_code is not None else "")
+                 message=f"Job {state.label.lower()}" + (f" with exit code {exit_codes.said(exit_code)}" if exit_code is not None else "")
                  + on_nodes(names),
                  data={"state": state.value, "exit_code": exit_code, "nodes": list(names)})
     dependencies.ended([dependencies.Change(job.pk, state, exit_code)], at=at, actor=actor)

@@ -12,6 +12,7 @@ from controlplane.cli.jobs.dependencies import runs_after
 from controlplane.cli.jobs.gpus import elastic, gpus_line, per_gpu
 from controlplane.cli.jobs.listing import cmd_list
 from controlplane.cli.jobs.waiting import eta_text, eta_told_text, position_text
+from controlplane.services import exit_codes
 from scheduler_core.sentences import counted, gang_roles, gpu_hours
 
 #: A field of `qm status`: its name and what it says.
@@ -63,7 +64,7 @@ def _standing_fields(job: dict[str, Any], running: str, stopping: str) -> list[_
     return [
         ("submitted", output.utc_text(job["submitted_at"])),
         ("started", output.utc_text(job["started_at"])), ("finished", output.utc_text(job["finished_at"])),
-        ("exit code", job["exit_code"]),
+        ("exit code", None if job["exit_code"] is None else exit_codes.said(job["exit_code"])),
         ("elapsed", output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else ""),
         ("gpu-hours", f"{gpu_hours(job['gpu_hours'])} held over all its runs (the accounting's)"
          if job.get("gpu_hours") else ""),

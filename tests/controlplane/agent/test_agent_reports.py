@@ -78,6 +78,25 @@ def test_an_exit_with_a_nonzero_code_fails_the_job(fleet: LoopFleet) -> None:
     assert job.state == JobState.FAILED and job.exit_code == 3
 
 
+def test_a_signal_death_is_stored_as_a_shell_reports_it_and_said_with_the_signals_name(fleet: LoopFleet) -> None:
+    """The same out-of-memory kill read -9 for a job whose process the agent started (Python's
+    returncode) and 137 for one run by a shell: the agent's -N is now stored as 128 + N, and the
+    job's events name the signal."""
+    node, token = register_node("gpu-01")
+    killed, shelled = make_job(fleet), make_job(fleet)
+    first, second = bind(killed, {node: [0]}), bind(shelled, {node: [1]})
+
+    report(agent_client(token), "gpu-01",
+           {"kind": "exited", "generation": first.generation, "at": at(), "exit_code": -9},
+           {"kind": "exited", "generation": second.generation, "at": at(), "exit_code": 137})
+
+    for job in (killed, shelled):
+        job.refresh_from_db()
+        assert (job.state, job.exit_code) == (JobState.FAILED, 137)
+        finished = Event.objects.get(job=job, kind=EventKind.JOB_FINISHED)
+        assert finished.message.endswith("with exit code 137 (SIGKILL)"), finished.message
+
+
 def test_a_repeated_exit_report_changes_nothing(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
     job = make_job(fleet)
