@@ -13,6 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, json_script
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
+from controlplane.services import exit_codes
 from controlplane.services.access import access_of, may_submit
 from controlplane.services.stopping import state_label
 from scheduler_core.sentences import gpu_hours as say_gpu_hours  # the filter below is `gpu_hours`
@@ -66,6 +67,12 @@ def job_state_badge(job: Any) -> str:
     state = str(job.state)
     return format_html('<span class="badge" data-state="{}" style="background:{}">{}</span>', state,
                        STATE_COLOURS.get(state, "#868e96"), state_text(state_label(job)))
+
+
+@register.filter
+def exit_code(code: int | None) -> str:
+    """An exit code as the sentences say it: "137 (SIGKILL)" for a signal death."""
+    return "–" if code is None else exit_codes.said(code)
 
 
 @register.filter
