@@ -230,6 +230,49 @@ def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
     ]
 
 
+def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: Demand) -> TypeOption | None:
+    """A heterogeneous gang's option mixing GPU types, its members each held to one type so
+    that what it places of each type stays within the team's quota: first by what the quota
+    admits now, else by the most it could ever admit (so a reservation is planned where it can
+    be honoured). ``option`` itself when no type's quota could hold the whole gang short of
+    it (or some type is not governed): the placer may then mix freely. ``None`` when no such
+    split exists. Before 5 Dec the placer mixed freely and the quota judged its choice after:
+    a team with 4 GPUs of quota on each of two types never started its 7-GPU gang on an empty
+    fleet (told "spread too thinly"), and with one type busy was promised all 7 on it, a
+    reservation its quota would refuse when it came."""
+    classes = ctx.state.classes
+    types = sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
+    if option.gpu_type is not None or not all(ctx.ledger.governs(t) for t in types):
+        return option
+    verdicts = {t: ctx.ledger.check(spec.team, t, 1 << 40) for t in types}
+    ceiling = {t: v.nominal + v.ceiling_room for t, v in verdicts.items()}
+    if all(ceiling[t] >= demand.gpus for t in types):
+        return option
+    now = {t: max(0, v.nominal + v.room - v.used) for t, v in verdicts.items()}
+    return _split(ctx, option, demand, now) or _split(ctx, option, demand, ceiling)
+
+
+def _split(ctx: CycleContext, option: TypeOption, demand: Demand, caps: dict[str, int]) -> TypeOption | None:
+    """Each member, largest first, on the first GPU type in device order (smaller first, as
+    :func:`type_options` orders them) that it accepts and whose cap it still fits."""
+    classes = ctx.state.classes
+
+    def device_key(t: str) -> tuple[int, float, str]:
+        info = ctx.gpu_types.get(t)
+        return (info.memory_gb if info else 0, info.throughput if info else 0.0, t)
+
+    left = dict(caps)
+    restricted: list[tuple[int, ...]] = []
+    for member, cls in zip(demand.members, option.member_classes, strict=True):
+        accepted = sorted({classes[c].gpu_type.name for c in cls}, key=device_key)
+        chosen = next((t for t in accepted if left[t] >= member.gpus), None)
+        if chosen is None:
+            return None
+        left[chosen] -= member.gpus
+        restricted.append(tuple(c for c in cls if classes[c].gpu_type.name == chosen))
+    return TypeOption(None, tuple(restricted))
+
+
 def quota_for(ctx: CycleContext, spec: JobSpec, option: TypeOption, gpus: int) -> QuotaVerdict:
     """The ledger's verdict for ``gpus`` more GPUs of the option's type. Heterogeneous gangs
     are checked per type after placement (:func:`quota_for_grants`)."""

@@ -37,6 +37,7 @@ from scheduler_core.admission import (
     gpus_by_type,
     quota_for,
     quota_for_grants,
+    quota_split,
 )
 from scheduler_core.array_limit import ArrayTaskCounts
 from scheduler_core.backfill import (
@@ -478,8 +479,11 @@ def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
     smallest = shape.smallest
     for size in shape.sizes:
         demand = smallest if size == shape.sizes[-1] else demand_for(spec, size, shape.node_size)
-        for option in shape.options:
-            member_classes = (option.member_classes if demand is smallest
+        for shared in shape.options:
+            option = quota_split(ctx, spec, shared, demand) if shared.gpu_type is None else shared
+            if option is None:
+                continue
+            member_classes = (option.member_classes if demand is smallest or option is not shared
                               else classes_for(ctx, demand, option))
             if any(not c for c in member_classes):
                 continue

@@ -174,3 +174,43 @@ def test_heterogeneous_gang_reserved_on_one_node_is_told_one_node():
     [reservation] = plan.reservations
     assert len(reservation.placements) == 2
     assert "Holds a reservation for 7 GPUs on 1 node from t=3600" in why(plan, "g").message
+
+
+def _a100_and_h100_with_4_of_quota_on_each():
+    return (make_cluster().node("n0", gpu_type="a100").node("n1", gpu_type="h100")
+            .quota("ml", "a100", 4).quota("ml", "h100", 4))
+
+
+def test_heterogeneous_gang_that_no_one_type_quota_holds_starts_split_across_types_within_each():
+    # ps + 3 workers of 2 (7 GPUs), any device, 4 of quota on each type: neither type alone
+    # holds it, mixing does. The placer mixed freely and the quota refused its choice, and the
+    # gang was told "16 a100/h100 GPUs free, but spread too thinly" on an empty fleet.
+    plan = _a100_and_h100_with_4_of_quota_on_each().pending(make_job("g").roles(role("ps", 1, 1), role("w", 3, 2))).plan()
+    per_node = {}
+    for p in bound(plan)["g"]:
+        per_node[p.node] = per_node.get(p.node, 0) + len(p.gpu_indices)
+    assert per_node == {"n0": 4, "n1": 3}
+
+
+def test_heterogeneous_gang_is_reserved_split_within_each_types_quota():
+    # n1 (h100) is ops' until t=3600: the gang's reservation put all 7 GPUs on n1, 3 more than
+    # ml's h100 quota, a promise its quota would refuse at t=3600. It is now 4 a100 + 3 h100.
+    plan = (_a100_and_h100_with_4_of_quota_on_each().at(10).quota("ops", "h100", 8)
+            .running(make_running(make_job("x").team("ops").gpus(8).limit(3600)).whole("n1").started(0))
+            .pending(make_job("g").roles(role("ps", 1, 1), role("w", 3, 2)))
+            .plan())
+    [reservation] = plan.reservations
+    per_node = {}
+    for p in reservation.placements:
+        per_node[p.node] = per_node.get(p.node, 0) + len(p.gpu_indices)
+    assert (reservation.start_at, per_node) == (3600.0, {"n0": 4, "n1": 3})
+
+
+def test_heterogeneous_gang_whose_member_no_types_quota_holds_is_told_its_quota_not_fragmentation():
+    # a member of 4 GPUs, 3 of quota on each type: no split holds it
+    plan = (make_cluster().node("n0", gpu_type="a100").node("n1", gpu_type="h100")
+            .quota("ml", "a100", 3).quota("ml", "h100", 3)
+            .pending(make_job("g").roles(role("a", 1, 4), role("b", 1, 2)))
+            .plan())
+    assert "g" not in bound(plan) and plan.reservations == ()
+    assert why(plan, "g").code is ReasonCode.QUOTA_EXCEEDED
