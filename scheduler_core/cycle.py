@@ -402,11 +402,15 @@ def _quota_never_for_any(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> b
     """Settles the job as never able to run when no GPU type option's quota could ever cover
     its smallest size."""
     smallest = shape.smallest
+    split_refused = 0  # the largest member, when only splitting a mixed option fails
     for o in shape.options:  # all(quota_never(...)), without a generator
-        if not quota_never(ctx, spec.team, o, smallest.gpus):
+        if quota_never(ctx, spec.team, o, smallest.gpus):
+            continue
+        if o.gpu_type is not None or quota_split(ctx, spec, o, smallest) is not None:
             return False
+        split_refused = smallest.largest_member
     _settle(ctx, spec, Outcome(
-        ReasonCode.CAN_NEVER_RUN, never_under_quota(ctx, spec, shape.options, smallest.gpus),
+        ReasonCode.CAN_NEVER_RUN, never_under_quota(ctx, spec, shape.options, smallest.gpus, split_refused),
         False, f"team {spec.team}'s quota or borrowing limit grows",
     ))
     return True

@@ -54,7 +54,7 @@ def _mixed_never(ctx: CycleContext, team: str, option: TypeOption, gpus: int) ->
 
 
 def never_under_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
-                      gpus: int) -> str:
+                      gpus: int, largest: int = 0) -> str:
     """Why no quota could ever admit ``gpus`` GPUs: per GPU type, the most the team may ever
     hold (nominal, plus its borrowing limit or all its cohort could lend). Before, it gave
     today's use and what was left to borrow ("can borrow 0 more"), though the ceiling is what
@@ -74,7 +74,17 @@ def never_under_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOptio
         clauses.append(f"at most {counted(most, f'{o.gpu_type} GPU')} ({v.nominal} nominal"
                        + (f" and {v.ceiling_room} borrowed at most)" if v.ceiling_room else ", none to borrow)"))
     listed = clauses[0] if len(clauses) == 1 else f"{', '.join(clauses[:-1])} or {clauses[-1]}"
-    return f"Can never run under its quota: team {spec.team} may hold {listed}; this job needs {gpus}."
+    return (f"Can never run under its quota: team {spec.team} may hold {listed}; this job needs {gpus}"
+            f"{_split_refused(largest)}.")
+
+
+def _split_refused(largest: int) -> str:
+    """For a gang that may mix types whose ceilings together would hold it (``largest``: its
+    largest member, 0 otherwise): that no split between the types fits them
+    (admission.quota_split), so the sum is not the answer."""
+    if largest <= 0:
+        return ""
+    return f", and mixing types, no split of its members (the largest of {counted(largest, 'GPU')}) fits each type's quota"
 
 
 def quota_remedy(team: str, gpu_type: str, verdict: QuotaVerdict, gpus: int) -> str:

@@ -206,11 +206,14 @@ def test_heterogeneous_gang_is_reserved_split_within_each_types_quota():
     assert (reservation.start_at, per_node) == (3600.0, {"n0": 4, "n1": 3})
 
 
-def test_heterogeneous_gang_whose_member_no_types_quota_holds_is_told_its_quota_not_fragmentation():
-    # a member of 4 GPUs, 3 of quota on each type: no split holds it
+def test_heterogeneous_gang_whose_member_no_types_quota_holds_can_never_run_and_is_told_why():
+    # a member of 4 GPUs, 3 of quota on each type (no cohort): 3 + 3 would hold the gang's 6,
+    # but no split of its members does. It was told "spread too thinly", resolvable.
     plan = (make_cluster().node("n0", gpu_type="a100").node("n1", gpu_type="h100")
             .quota("ml", "a100", 3).quota("ml", "h100", 3)
             .pending(make_job("g").roles(role("a", 1, 4), role("b", 1, 2)))
             .plan())
     assert "g" not in bound(plan) and plan.reservations == ()
-    assert why(plan, "g").code is ReasonCode.QUOTA_EXCEEDED
+    assert (why(plan, "g").code, why(plan, "g").resolvable) == (ReasonCode.CAN_NEVER_RUN, False)
+    assert why(plan, "g").message.endswith(
+        "this job needs 6, and mixing types, no split of its members (the largest of 4 GPUs) fits each type's quota.")
