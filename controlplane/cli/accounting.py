@@ -145,9 +145,9 @@ def _money(value: Any, key: str) -> str:
     return f"{value:,.2f}"
 
 
-#: The API's `month`: YYYY-MM (its refusal of another shape, "This value does not match the
-#: required pattern.", said neither the flag nor what a month looks like).
-MONTH = re.compile(r"^\d{4}-\d{2}$")
+#: The API's `month`: YYYY-MM, checked here first so that the refusal names the flag (the API's
+#: names its parameter, `month`).
+MONTH = re.compile(r"^[0-9]{4}-[0-9]{2}$")
 #: `qm showback`'s API parameters → its flags, as client.refusal names them.
 SHOWBACK_FLAGS = {"group_by": "by", "window": "window", "month": "month"}
 

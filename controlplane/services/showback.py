@@ -143,12 +143,22 @@ def _instant(text: str) -> datetime:
         raise AccountingQueryError("window", f"'{text}' is outside the years 1 to 9999 in UTC.") from None
 
 
+#: A month as every reader of showback takes it: four digits, a hyphen, two digits (ASCII).
+_MONTH = re.compile(r"([0-9]{4})-([0-9]{2})")
+
+
 def month_window(text: str, now: datetime) -> Window:
-    """A calendar month in UTC, "YYYY-MM"; a month still running ends now."""
+    """A calendar month in UTC, "YYYY-MM"; a month still running ends now.
+
+    Exactly YYYY-MM, the one rule for the page, the API and `qm`: before (5 Dec) this read any
+    two integers ("2026-1", "+2026-01", "２０２６-１１"), so /showback/?month=2026-1 showed
+    January while the CSV and JSON links it offered (`month=2026-1`) were refused by the API."""
+    match = _MONTH.fullmatch(text.strip())
     try:
-        year, month = (int(p) for p in text.strip().split("-"))
-        start = datetime(year, month, 1, tzinfo=UTC)
-    except (ValueError, TypeError):
+        if match is None:
+            raise ValueError(text)
+        start = datetime(int(match[1]), int(match[2]), 1, tzinfo=UTC)
+    except ValueError:
         raise AccountingQueryError("month", f"'{text}' is not a month: use YYYY-MM, such as 2026-11.") from None
     if start > now:
         raise AccountingQueryError("month", f"{text} has not started yet.")
