@@ -23,7 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from functools import cached_property
 from typing import Any
 
@@ -695,12 +695,32 @@ def presented_tokens(report: Showback) -> dict[str, int]:
 
 def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
     """Cents per entry (and `__idle__`, `TOTAL`) for cost, idle reserved and preemption waste,
-    apportioned so every column adds up to its TOTAL exactly."""
-    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
-    cost = apportion([r.cost_usd for r in rows])
-    waste = apportion([r.lost_cost_usd for r in rows])
+    apportioned so every column adds up to its TOTAL exactly.
+
+    The groups' cents add up to Σ groups rounded once, the same in every grouping of a window
+    (`__idle__` takes the rest of TOTAL), and a team's projects or jobs add up to the team's
+    cents in the team report (`_group_cents`). Before (5 Dec) one apportionment over the groups
+    and `__idle__` together passed a cent between them by grouping: on the demo the teams of a
+    window cost $11.51 and its priority classes $11.50 (`__idle__` $9.70 and $9.71), and a
+    team's projects could add up to a cent more or less than the team."""
+    entries = report.entries
+    idle = report.idle
+
+    def column(value: Any) -> tuple[list[Decimal], Decimal | None]:
+        values = [value(e) for e in entries]
+        cents = _group_cents(report, values)
+        if idle is None:
+            return cents, None
+        total = (sum(values, Decimal(0)) + value(idle)).quantize(CENT, rounding=ROUND_HALF_EVEN)
+        return cents, total - sum(cents, Decimal(0))
+
+    cost, idle_cost = column(lambda r: r.cost_usd)
+    waste, idle_waste = column(lambda r: r.lost_cost_usd)
+    without, idle_without = column(lambda r: r.cost_without_tokens_usd)
+    rows: list[ShowbackEntry] = [*entries, *([idle] if idle is not None else [])]
     reserved = apportion([r.idle_reserved_usd or Decimal(0) for r in rows])
-    without = apportion([r.cost_without_tokens_usd for r in rows])
+    if idle is not None:
+        cost, waste, without = [*cost, idle_cost], [*waste, idle_waste], [*without, idle_without]
     out = {
         r.key: {"cost_usd": c, "preemption_waste_usd": w, "idle_reserved_usd": i, "cost_without_tokens_usd": n}
         for r, c, w, i, n in zip(rows, cost, waste, reserved, without, strict=True)
@@ -714,6 +734,37 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
         else total_reserved.quantize(CENT),
     }
     return out
+
+
+def _group_cents(report: Showback, values: Sequence[Decimal]) -> list[Decimal]:
+    """One money column of `report.entries` in cents, adding up to Σ values rounded once. By
+    project or job, each team's rows add up to the cents its row has in the team report of the
+    same window: the teams are apportioned first, in the team report's order (cost down, then
+    name; `showback`), then each team's cents among its rows."""
+    if report.group_by not in ("project", "job"):
+        return apportion(values)
+    rows_of: dict[str, list[int]] = defaultdict(list)
+    for i, entry in enumerate(report.entries):
+        rows_of[str(entry.properties.get("team", ""))].append(i)
+    teams = sorted(rows_of, key=lambda t: (-sum((report.entries[i].cost_usd for i in rows_of[t]), Decimal(0)), t))
+    out = [Decimal(0)] * len(values)
+    team_cents = apportion([sum((values[i] for i in rows_of[t]), Decimal(0)) for t in teams])
+    for team, cents in zip(teams, team_cents, strict=True):
+        rows = rows_of[team]
+        for i, share in zip(rows, _apportion_to([values[i] for i in rows], cents), strict=True):
+            out[i] = share
+    return out
+
+
+def _apportion_to(values: Sequence[Decimal], total: Decimal) -> list[Decimal]:
+    """`values` in cents adding up to `total` (within a cent of their own sum): the floors, and a
+    cent more to the largest remainders (ties to the earlier value), as `apportion` does."""
+    floors = [v.quantize(CENT, rounding=ROUND_FLOOR) for v in values]
+    units = int((total - sum(floors, Decimal(0))) / CENT)
+    order = sorted(range(len(values)), key=lambda i: (floors[i] - values[i], i))
+    for i in order[:max(units, 0)]:
+        floors[i] += CENT
+    return floors
 
 
 def showback_csv(report: Showback) -> str:
