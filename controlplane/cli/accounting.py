@@ -210,6 +210,15 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         # TOTAL's $/GPU-H (13.50 beside rows of 1.54 and 0.80 on the demo) said nothing of why.
         print("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "
               "GPU-hour the jobs held.")
+    no_tokens = [name for name, a in ordered if name != IDLE_ENTRY and a.get("usdPerMillionTokens") is None]
+    if no_tokens:
+        # A '-' in $/1M TOKENS said nothing of why (the page explains it under its table): no
+        # useful tokens were reported there, so there is no price per token, neither $0 nor
+        # infinite, and that cost is under COST W/O TOKENS $.
+        print(output.visible(
+            f"$/1M TOKENS '-': no useful tokens reported ({', '.join(no_tokens[:5])}"
+            f"{f' and {len(no_tokens) - 5} more' if len(no_tokens) > 5 else ''}): no price per token; "
+            "what they cost is under COST W/O TOKENS $."))
     for u in report.get("unpriced") or []:
         # GPU time no price rate covered is counted at $0 in every figure above: say where.
         since = f"before its first rate ({output.utc_text(u['pricedFrom'])})" if u.get("pricedFrom") else "no rate at all"
