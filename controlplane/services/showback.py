@@ -716,7 +716,10 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
 
     cost, idle_cost = column(lambda r: r.cost_usd)
     waste, idle_waste = column(lambda r: r.lost_cost_usd)
-    without, idle_without = column(lambda r: r.cost_without_tokens_usd)
+    without, _ = column(lambda r: r.cost_without_tokens_usd)
+    # Nothing `__idle__` cost reported tokens: its cost without tokens is its cost, to the cent
+    # (rounded as a column of its own, it read $15.85 beside a cost of $15.86 on the demo).
+    idle_without = idle_cost
     rows: list[ShowbackEntry] = [*entries, *([idle] if idle is not None else [])]
     reserved = apportion([r.idle_reserved_usd or Decimal(0) for r in rows])
     if idle is not None:

@@ -113,3 +113,19 @@ def test_many_random_windows_reconcile_in_the_csv_and_the_json():
                 Decimal(str(body["totals"]["totalCost"]))
             if idle is not None:
                 assert allocations[IDLE]["totalCost"] == showback_json(reports["team"])["data"][0][IDLE]["totalCost"]
+
+
+def test_idle_costs_without_tokens_exactly_what_it_costs():
+    """Nothing __idle__ cost reported tokens, so its two cells are one figure: rounded as columns
+    of their own they read $15.85 without tokens beside a cost of $15.86 on the demo."""
+    rng = random.Random(5)
+    for _ in range(200):
+        projects = {f"{t}/a": str(Decimal(rng.randrange(0, 100_000)) / 10_000) for t in ("language", "vision")}
+        reports = _reports(projects, idle=str(Decimal(rng.randrange(0, 100_000)) / 10_000))
+        for grouping, report in reports.items():
+            for entry in report.entries:  # half the groups' cost reported tokens
+                entry.token_cost_usd = entry.cost_usd / 2
+            cents = presented_money(report)
+            assert cents[IDLE]["cost_without_tokens_usd"] == cents[IDLE]["cost_usd"], (grouping, projects)
+            assert cents["TOTAL"]["cost_without_tokens_usd"] == sum(
+                (c["cost_without_tokens_usd"] for k, c in cents.items() if k != "TOTAL"), Decimal(0))
