@@ -680,17 +680,37 @@ def presented_tokens(report: Showback) -> dict[str, int]:
     """Useful tokens per entry (and `TOTAL`) as whole tokens, apportioned like the cents (largest
     remainder, ties to the earlier entry) so the rows add up to TOTAL; `__idle__` has none.
     Tokens are floats (progress is pro-rated over sample intervals): integer arithmetic on their
-    floors, the rounded exact sum (math.fsum) as the total."""
-    rows = [*report.entries, *([report.idle] if report.idle is not None else [])]
-    values = [r.useful_tokens for r in rows]
+    floors, the rounded exact sum (math.fsum) as the total. By project or job, each team's rows
+    add up to the team's tokens in the team report, as its cents do (`_group_cents`)."""
+    entries = report.entries
+    values = [e.useful_tokens for e in entries]
+    if report.group_by in ("project", "job"):
+        rows_of = _rows_by_team(report)
+        whole = [0] * len(values)
+        teams = list(rows_of)
+        team_values = [math.fsum(values[i] for i in rows_of[t]) for t in teams]
+        for team, tokens in zip(teams, _whole_to(team_values, round(math.fsum(values))), strict=True):
+            rows = rows_of[team]
+            for i, share in zip(rows, _whole_to([values[i] for i in rows], tokens), strict=True):
+                whole[i] = share
+    else:
+        whole = _whole_to(values, round(math.fsum(values)))
+    out = {e.key: t for e, t in zip(entries, whole, strict=True)}
+    if report.idle is not None:
+        out[report.idle.key] = 0
+    out["TOTAL"] = sum(whole)
+    return out
+
+
+def _whole_to(values: Sequence[float], total: int) -> list[int]:
+    """`values` as whole numbers adding up to `total`: the floors, and one more to the largest
+    remainders (ties to the earlier value)."""
     whole = [math.floor(v) for v in values]
-    units = round(math.fsum(values)) - sum(whole)
+    units = total - sum(whole)
     if units > 0:
         for i in sorted(range(len(values)), key=lambda i: (whole[i] - values[i], i))[:units]:
             whole[i] += 1
-    out = {r.key: t for r, t in zip(rows, whole, strict=True)}
-    out["TOTAL"] = sum(whole)
-    return out
+    return whole
 
 
 def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
@@ -746,10 +766,8 @@ def _group_cents(report: Showback, values: Sequence[Decimal]) -> list[Decimal]:
     name; `showback`), then each team's cents among its rows."""
     if report.group_by not in ("project", "job"):
         return apportion(values)
-    rows_of: dict[str, list[int]] = defaultdict(list)
-    for i, entry in enumerate(report.entries):
-        rows_of[str(entry.properties.get("team", ""))].append(i)
-    teams = sorted(rows_of, key=lambda t: (-sum((report.entries[i].cost_usd for i in rows_of[t]), Decimal(0)), t))
+    rows_of = _rows_by_team(report)
+    teams = list(rows_of)
     out = [Decimal(0)] * len(values)
     team_cents = apportion([sum((values[i] for i in rows_of[t]), Decimal(0)) for t in teams])
     for team, cents in zip(teams, team_cents, strict=True):
@@ -757,6 +775,16 @@ def _group_cents(report: Showback, values: Sequence[Decimal]) -> list[Decimal]:
         for i, share in zip(rows, _apportion_to([values[i] for i in rows], cents), strict=True):
             out[i] = share
     return out
+
+
+def _rows_by_team(report: Showback) -> dict[str, list[int]]:
+    """The indexes of `report.entries` (by project or job) per team, the teams in the team
+    report's order (cost down, then name: `showback`), where ties in an apportionment go."""
+    rows_of: dict[str, list[int]] = defaultdict(list)
+    for i, entry in enumerate(report.entries):
+        rows_of[str(entry.properties.get("team", ""))].append(i)
+    cost = {t: sum((report.entries[i].cost_usd for i in rows), Decimal(0)) for t, rows in rows_of.items()}
+    return {t: rows_of[t] for t in sorted(rows_of, key=lambda t: (-cost[t], t))}
 
 
 def _apportion_to(values: Sequence[Decimal], total: Decimal) -> list[Decimal]:

@@ -129,3 +129,27 @@ def test_idle_costs_without_tokens_exactly_what_it_costs():
             assert cents[IDLE]["cost_without_tokens_usd"] == cents[IDLE]["cost_usd"], (grouping, projects)
             assert cents["TOTAL"]["cost_without_tokens_usd"] == sum(
                 (c["cost_without_tokens_usd"] for k, c in cents.items() if k != "TOTAL"), Decimal(0))
+
+
+def test_a_teams_projects_add_up_to_the_teams_useful_tokens():
+    """Whole tokens were apportioned over all rows at once: vision's 0.8 tokens rounded to 1 in
+    the team report, while its two projects of 0.4 lost the token to language's one project of
+    0.6 in the project report (vision's projects said 0, the team 1)."""
+    from controlplane.services.showback import presented_tokens
+
+    tokens = {"vision/a": 0.4, "vision/b": 0.4, "language/a": 0.6}
+    reports = _reports({"vision/a": "2", "vision/b": "2", "language/a": "3"}, idle="1")
+    for report in reports.values():
+        for entry in report.entries:
+            if report.group_by == "team":
+                entry.useful_tokens = sum(v for k, v in tokens.items() if k.startswith(entry.key + "/"))
+            elif report.group_by in ("project", "job"):
+                entry.useful_tokens = tokens[entry.key.replace("-", "/", 1)]
+    team = presented_tokens(reports["team"])
+    for grouping in ("project", "job"):
+        shown = presented_tokens(reports[grouping])
+        by_team = {t: sum(n for k, n in shown.items() if k not in ("TOTAL", IDLE) and _team_of(grouping, k) == t)
+                   for t in ("vision", "language")}
+        assert by_team == {"vision": team["vision"], "language": team["language"]}, (grouping, shown, team)
+        assert shown["TOTAL"] == team["TOTAL"] == 1
+        assert shown[IDLE] == 0
