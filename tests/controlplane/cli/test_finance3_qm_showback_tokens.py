@@ -10,19 +10,13 @@ from datetime import timedelta
 
 from django.utils import timezone
 
+from tests.controlplane.cli.showback_table import ml_job_ran, table_columns, table_row
+
 
 def test_qm_showback_prints_dollars_per_million_tokens_in_fixed_point(qm, fleet) -> None:
-    from controlplane.models import Allocation
-    from controlplane.services import accounting
-    from tests.controlplane.accounting.builders import hold, report, running_job
-
     now = timezone.now().replace(microsecond=0)
-    start = now - timedelta(hours=2)
-    job = running_job(fleet.ml, gpus=8, started_at=start, priority_class=fleet.research)
-    hold(job, [(fleet.nodes[1], 8)], start, start + timedelta(hours=1))
-    allocation = Allocation.objects.get(job=job)
-    report(allocation, fleet.nodes[1], start, start + timedelta(hours=1), tokens_per_s=1000.0)
-    accounting.catch_up(now)
+    ml_job_ran(fleet, gpus=8, start=now - timedelta(hours=2), held=timedelta(hours=1), tokens_per_s=1000.0,
+               rolled_up_to=now)
     assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
     api = qm("showback", "--by", "team", "--window", "1d", "--json").json()
     per_million = api["data"][0]["ml"]["usdPerMillionTokens"]
@@ -32,11 +26,9 @@ def test_qm_showback_prints_dollars_per_million_tokens_in_fixed_point(qm, fleet)
 
     assert r.code == 0, r.err
     assert not re.search(r"\de[-+]\d", r.out), r.out
-    header, *lines = r.out.splitlines()[1:]
-    columns = re.split(r"\s{2,}", header.strip())
+    columns = table_columns(r.out)
     assert "$/1M TOKENS" in columns and "$/USEFUL TOKEN" not in columns
-    ml = next(re.split(r"\s{2,}", line.strip()) for line in lines if line.startswith("ml "))
-    assert ml[columns.index("$/1M TOKENS")] == f"{per_million:,.6f}"
+    assert table_row(r.out, "ml")["$/1M TOKENS"] == f"{per_million:,.6f}"
 
 
 def test_qm_showback_says_idle_reserved_is_not_in_the_total(qm, fleet) -> None:
@@ -115,16 +107,9 @@ def test_qm_showback_of_an_empty_period_says_no_price(qm, fleet) -> None:
 def test_qm_showback_says_a_small_non_zero_figure_as_such_not_as_none(qm, fleet) -> None:
     """A job that ran for a minute read `0.00` GPU-hours beside its `0.04` dollars: a cell that
     rounds to nothing but is not nothing now reads `< 0.01`; a real zero still reads 0.00."""
-    from controlplane.models import Allocation
-    from controlplane.services import accounting
-    from tests.controlplane.accounting.builders import hold, report, running_job
-
     now = timezone.now().replace(second=0, microsecond=0)
-    start = now - timedelta(minutes=30)
-    job = running_job(fleet.ml, gpus=1, started_at=start, priority_class=fleet.research)
-    hold(job, [(fleet.nodes[1], 1)], start, start + timedelta(seconds=15))
-    report(Allocation.objects.get(job=job), fleet.nodes[1], start, start + timedelta(seconds=15), tokens_per_s=10.0)
-    accounting.catch_up(now)
+    ml_job_ran(fleet, gpus=1, start=now - timedelta(minutes=30), held=timedelta(seconds=15), tokens_per_s=10.0,
+               rolled_up_to=now)
     assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
     ml_api = qm("showback", "--by", "team", "--window", "1h", "--json").json()["data"][0]["ml"]
     assert 0 < ml_api["gpuHours"] < 0.005
@@ -132,8 +117,6 @@ def test_qm_showback_says_a_small_non_zero_figure_as_such_not_as_none(qm, fleet)
     r = qm("showback", "--by", "team", "--window", "1h")
 
     assert r.code == 0, r.err
-    header, *lines = r.out.splitlines()[1:]
-    columns = re.split(r"\s{2,}", header.strip())
-    ml = next(re.split(r"\s{2,}", line.strip()) for line in lines if line.startswith("ml "))
-    assert ml[columns.index("GPU-H ALLOC")] == "< 0.01", r.out
-    assert ml[columns.index("PREEMPTION WASTE $")] == "0.00", r.out
+    ml = table_row(r.out, "ml")
+    assert ml["GPU-H ALLOC"] == "< 0.01", r.out
+    assert ml["PREEMPTION WASTE $"] == "0.00", r.out
