@@ -194,6 +194,13 @@ def _not_ready_states(ctx: CycleContext, classes: tuple[int, ...]) -> str:
     return ", ".join(f"{count} {state}" for state, count in sorted(states.items()))
 
 
+def device_order(ctx: CycleContext, gpu_type: str) -> tuple[int, float, str]:
+    """The smallest sufficient device first: less memory, then less throughput, so that large
+    devices stay free for the jobs that need them."""
+    info = ctx.gpu_types.get(gpu_type)
+    return (info.memory_gb if info else 0, info.throughput if info else 0.0, gpu_type)
+
+
 def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
                  per_member: list[tuple[int, ...]]) -> list[TypeOption]:
     """GPU types to try, in preference order: the job's own order of ``gpu_types`` if given,
@@ -219,10 +226,7 @@ def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
         rank = {t: i for i, t in enumerate(spec.gpu_types)}
         usable.sort(key=lambda t: (rank.get(t, len(rank)), t))
     else:
-        def device_key(t: str) -> tuple[int, float, str]:
-            info = ctx.gpu_types.get(t)
-            return (info.memory_gb if info else 0, info.throughput if info else 0.0, t)
-        usable.sort(key=device_key)
+        usable.sort(key=lambda t: device_order(ctx, t))
     return [
         TypeOption(t, tuple(tuple(c for c in cls if classes[c].gpu_type.name == t)
                             for cls in per_member))
@@ -230,13 +234,18 @@ def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
     ]
 
 
+# Asked for this many GPUs, the ledger answers with the whole verdict (room and ceiling), which
+# it skips for a request that fits within nominal.
+_BEYOND_ANY_QUOTA = 1 << 40
+
+
 def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: Demand) -> TypeOption | None:
     """A heterogeneous gang's option mixing GPU types, its members each held to one type so
     that what it places of each type stays within the team's quota: first by what the quota
     admits now, else by the most it could ever admit (so a reservation is planned where it can
-    be honoured). ``option`` itself when no type's quota could hold the whole gang short of
-    it (or some type is not governed): the placer may then mix freely. ``None`` when no such
-    split exists. Before 5 Dec the placer mixed freely and the quota judged its choice after:
+    be honoured). ``option`` itself when each type's quota could hold the whole gang (or some
+    type is not governed): the placer may then mix freely. ``None`` when no such split
+    exists. Before 5 Dec the placer mixed freely and the quota judged its choice after:
     a team with 4 GPUs of quota on each of two types never started its 7-GPU gang on an empty
     fleet (told "spread too thinly"), and with one type busy was promised all 7 on it, a
     reservation its quota would refuse when it came."""
@@ -244,7 +253,7 @@ def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: De
     types = sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
     if option.gpu_type is not None or not all(ctx.ledger.governs(t) for t in types):
         return option
-    verdicts = {t: ctx.ledger.check(spec.team, t, 1 << 40) for t in types}
+    verdicts = {t: ctx.ledger.check(spec.team, t, _BEYOND_ANY_QUOTA) for t in types}
     ceiling = {t: v.nominal + v.ceiling_room for t, v in verdicts.items()}
     if all(ceiling[t] >= demand.gpus for t in types):
         return option
@@ -253,18 +262,13 @@ def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: De
 
 
 def _split(ctx: CycleContext, option: TypeOption, demand: Demand, caps: dict[str, int]) -> TypeOption | None:
-    """Each member, largest first, on the first GPU type in device order (smaller first, as
-    :func:`type_options` orders them) that it accepts and whose cap it still fits."""
+    """Each member, largest first, on the first GPU type in :func:`device_order` that it
+    accepts and whose cap it still fits."""
     classes = ctx.state.classes
-
-    def device_key(t: str) -> tuple[int, float, str]:
-        info = ctx.gpu_types.get(t)
-        return (info.memory_gb if info else 0, info.throughput if info else 0.0, t)
-
     left = dict(caps)
     restricted: list[tuple[int, ...]] = []
     for member, cls in zip(demand.members, option.member_classes, strict=True):
-        accepted = sorted({classes[c].gpu_type.name for c in cls}, key=device_key)
+        accepted = sorted({classes[c].gpu_type.name for c in cls}, key=lambda t: device_order(ctx, t))
         chosen = next((t for t in accepted if left[t] >= member.gpus), None)
         if chosen is None:
             return None
