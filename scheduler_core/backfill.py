@@ -31,7 +31,7 @@ from heapq import merge
 from operator import itemgetter
 
 from scheduler_core.context import ActiveReservation, CycleContext
-from scheduler_core.placement import PlacementRequest
+from scheduler_core.placement import GrowingRooms, PlacementRequest
 from scheduler_core.sentences import duration
 from scheduler_core.state import FLEET, HOLD, JOB, Grant, Holder, Restore
 from scheduler_core.types import JobSpec, Kill, RunningJob
@@ -206,6 +206,7 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
     if before is not None and _enough_gpus_at(ctx, union, gpus) >= before:
         return None
     calendar = ctx.calendar
+    rooms = GrowingRooms()  # the removals below only add free GPUs
     try:
         for at, job_ids in _start_times(ctx):
             if before is not None and max(at, not_before or at) >= before:
@@ -216,9 +217,10 @@ def plan_reservation(ctx: CycleContext, spec: JobSpec, request: PlacementRequest
             # a window's end removes no job: one probe there
             for job_id in job_ids or (None,):
                 if job_id is not None:
+                    rooms.freed(g.node for g in state.holdings.get((JOB, job_id), ()))
                     restores.append(remove_keeping_promises(ctx, (JOB, job_id), ctx.nominated,
                                                             NOMINATED))
-                if state.free_in(FLEET, 0, union) < gpus or not ctx.placer.plausible(request):
+                if state.free_in(FLEET, 0, union) < gpus or not ctx.placer.plausible(request, rooms):
                     continue
                 probes += 1
                 grants = ctx.placer.place(request)
