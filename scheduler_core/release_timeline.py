@@ -375,8 +375,10 @@ class ReleaseTimeline:
         fleet-wide :meth:`eta` says "fits" as soon as the fleet has the GPUs somewhere.)
 
         Steps: free GPUs and nodes with room per domain now (once per cycle for each level,
-        class set and member size); then frame by frame the recorded releases, checking only
-        the domains a frame changed (frames only add GPUs)."""
+        class set and member size); then frame by frame the recorded releases, checking each
+        domain as a release adds to it. Releases only add GPUs, so a domain that has the room
+        part way through a frame still has it at the frame's end: the frame is the answer
+        without applying the rest of it (no set of touched domains to check afterwards)."""
         if not classes:
             return None
         domain_of, capable, need_nodes = self._domain_need(demand, classes)
@@ -394,15 +396,13 @@ class ReleaseTimeline:
         if any(f >= gpus and roomy[d] >= need_nodes for d, f in free.items()):
             return 0
         for i, changed in enumerate(self.changes):
-            touched: set[int] = set()
             for n, before, after in changed:
                 if capable[n]:
                     d = domain_of[n]
                     free[d] += after - before
                     roomy[d] += (after >= largest) - (before >= largest)
-                    touched.add(d)
-            if any(free[d] >= gpus and roomy[d] >= need_nodes for d in touched):
-                return i
+                    if free[d] >= gpus and roomy[d] >= need_nodes:
+                        return i
         return None
 
     def _domain_fits(self, demand: Demand, classes: tuple[int, ...]

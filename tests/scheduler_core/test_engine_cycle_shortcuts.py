@@ -13,8 +13,10 @@ from scheduler_core.backfill import _release_groups
 from scheduler_core.bench import build_snapshot
 from scheduler_core.cycle import _context
 from scheduler_core.gang import Demand, Member
+from scheduler_core.maintenance import NO_NODES
 from scheduler_core.placement import GrowingRooms, PlacementRequest
 from scheduler_core.plugins.registry import build_plugins
+from scheduler_core.release_timeline import ReleaseTimeline
 from scheduler_core.state import JOB
 from scheduler_core.types import SchedulerConfig, TopologyConstraint, WorkloadClass
 
@@ -51,3 +53,17 @@ def test_growing_rooms_answer_as_a_full_pass_after_every_removal(topology, membe
             answers.append(full)
     # the search saw both answers: no room at first, room once enough holders left
     assert answers[0] is False and answers[-1] is True
+
+
+@pytest.mark.parametrize("topology", [TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE])
+@pytest.mark.parametrize("members", [(8,) * 4, (4,) * 12, (8,) * 16, (2,) * 6, (8,) * 40])
+def test_a_domains_first_frame_is_the_first_frame_a_node_by_node_count_fits(topology, members):
+    """ReleaseTimeline.domain_frame stops inside a frame as soon as a domain has the room;
+    it answers as the node-by-node test of every frame (``_domain_fits``)."""
+    ctx = _fleet_context()
+    timeline = ReleaseTimeline(ctx)
+    demand = Demand.of(tuple(Member("", g, (), 0, 4 * g, 32 * g) for g in members), topology)
+    for classes in ((0,), (1,), (0, 1)):
+        fits = timeline._domain_fits(demand, classes)
+        expected = next((i for i in range(len(timeline.times)) if fits(i, NO_NODES)), None)
+        assert timeline.domain_frame(demand, classes) == expected
