@@ -239,26 +239,47 @@ def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
 _BEYOND_ANY_QUOTA = 1 << 40
 
 
-def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: Demand) -> TypeOption | None:
+def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: Demand, *,
+                ever: bool = False) -> TypeOption | None:
     """A heterogeneous gang's option mixing GPU types, its members each held to one type so
-    that what it places of each type stays within the team's quota: first by what the quota
-    admits now, else by the most it could ever admit (so a reservation is planned where it can
-    be honoured). ``option`` itself when each type's quota could hold the whole gang (or some
-    type is not governed): the placer may then mix freely. ``None`` when no such split
-    exists. Before 5 Dec the placer mixed freely and the quota judged its choice after:
-    a team with 4 GPUs of quota on each of two types never started its 7-GPU gang on an empty
-    fleet (told "spread too thinly"), and with one type busy was promised all 7 on it, a
-    reservation its quota would refuse when it came."""
+    that what it places of each type stays within what the team's quota admits now.
+    ``option`` itself when every type's quota admits the whole gang now (any mix is then
+    within it; or some type is not governed): the placer may then mix freely. ``None`` when
+    no split fits the quotas now: the option waits for its quota, as a one-type option its
+    quota refuses does. With ``ever``, the same against the most each quota could ever admit
+    (``None``: the option can never run).
+
+    Before 5 Dec the placer mixed freely and the quota judged its choice after: a team with 4
+    GPUs of quota on each of two types never started its 7-GPU gang on an empty fleet (told
+    "spread too thinly"), and with one type busy was promised all 7 on it, a reservation its
+    quota would refuse when it came. Until a second fix on 5 Dec the split was by what the quotas could ever
+    admit when no split fit them now, and a team whose quotas could hold the gang but not
+    beside its running jobs mixed freely: with 6 of 8 GPUs in use on each of two types, its
+    7-GPU gang was told "spread too thinly" on a free fleet, and reserved 7 GPUs of one type
+    on a busy one, where its quota has room for 2 as long as its jobs run."""
     classes = ctx.state.classes
     types = sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
     if option.gpu_type is not None or not all(ctx.ledger.governs(t) for t in types):
         return option
     verdicts = {t: ctx.ledger.check(spec.team, t, _BEYOND_ANY_QUOTA) for t in types}
-    ceiling = {t: v.nominal + v.ceiling_room for t, v in verdicts.items()}
-    if all(ceiling[t] >= demand.gpus for t in types):
+    caps = ({t: v.nominal + v.ceiling_room for t, v in verdicts.items()} if ever
+            else {t: max(0, v.nominal + v.room - v.used) for t, v in verdicts.items()})
+    if all(caps[t] >= demand.gpus for t in types):
         return option
-    now = {t: max(0, v.nominal + v.room - v.used) for t, v in verdicts.items()}
-    return _split(ctx, option, demand, now) or _split(ctx, option, demand, ceiling)
+    return _split(ctx, option, demand, caps)
+
+
+def split_refusal(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: Demand
+                  ) -> tuple[TypeOption, QuotaVerdict, int]:
+    """For a mixed option no split of which fits the quotas now (:func:`quota_split`): the
+    refusal its ``QuotaExceeded`` words and ETA follow, the type of the option refusing the
+    whole gang with the fewest GPUs short (the first in name order on a tie)."""
+    classes = ctx.state.classes
+    types = sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
+    verdicts = [(ctx.ledger.check(spec.team, t, demand.gpus), t) for t in types]
+    verdict, gpu_type = min(verdicts, key=lambda vt: (vt[0].admitted, vt[0].never,
+                                                      vt[0].shortage(demand.gpus), vt[1]))
+    return TypeOption(gpu_type, option.member_classes), verdict, demand.gpus
 
 
 def _split(ctx: CycleContext, option: TypeOption, demand: Demand, caps: dict[str, int]) -> TypeOption | None:

@@ -38,6 +38,7 @@ from scheduler_core.admission import (
     quota_for,
     quota_for_grants,
     quota_split,
+    split_refusal,
 )
 from scheduler_core.array_limit import ArrayTaskCounts
 from scheduler_core.backfill import (
@@ -406,7 +407,7 @@ def _quota_never_for_any(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> b
     for o in shape.options:  # all(quota_never(...)), without a generator
         if quota_never(ctx, spec.team, o, smallest.gpus):
             continue
-        if o.gpu_type is not None or quota_split(ctx, spec, o, smallest) is not None:
+        if o.gpu_type is not None or quota_split(ctx, spec, o, smallest, ever=True) is not None:
             return False
         split_refused = smallest.largest_member
     _settle(ctx, spec, Outcome(
@@ -422,8 +423,16 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
     search; the outcome serves every later job of the same team and gang."""
     ctx.untried += 1
     smallest, options = shape.smallest, shape.options
-    verdicts = [(o, quota_for(ctx, spec, o, smallest.gpus)) for o in options]
-    outcome = _untried(ctx, spec, smallest, options, verdicts, shape.needs_whole)
+    verdicts = []
+    split_refused = 0
+    for shared in options:
+        # a mixed-type option as the placement would try it: split within its quotas now
+        o = quota_split(ctx, spec, shared, smallest) if shared.gpu_type is None else shared
+        if o is None:
+            split_refused = smallest.largest_member
+            continue
+        verdicts.append((o, quota_for(ctx, spec, o, smallest.gpus)))
+    outcome = _untried(ctx, spec, smallest, options, verdicts, shape.needs_whole, split_refused)
     if outcome.code is ReasonCode.INSUFFICIENT_GPUS and ctx.head is None:
         reserved = reserve_untried(ctx, spec, smallest, verdicts, score, shape.needs_whole)
         ctx.timed("reserve_backfill", mark)
@@ -465,7 +474,8 @@ class _Misses:
     (option, verdict, GPUs), the first option the quota admits at the smallest size, and
     whether the head's reservation (its GPUs, or its team's quota) stood in the way."""
 
-    __slots__ = ("refusal", "admitted_option", "admitted_options", "blocked_by_head", "quota_blocked")
+    __slots__ = ("refusal", "admitted_option", "admitted_options", "blocked_by_head", "quota_blocked",
+                 "split_refused")
 
     def __init__(self) -> None:
         self.refusal: tuple[TypeOption, QuotaVerdict, int] | None = None
@@ -473,6 +483,8 @@ class _Misses:
         self.admitted_options: list[TypeOption] = []
         self.blocked_by_head = False
         self.quota_blocked = False
+        # the largest member of a gang whose mixed-type option no split fits its quotas now
+        self.split_refused = 0
 
 
 def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
@@ -486,6 +498,10 @@ def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
         for shared in shape.options:
             option = quota_split(ctx, spec, shared, demand) if shared.gpu_type is None else shared
             if option is None:
+                # refused by its quotas now, as a one-type option can be
+                if demand is smallest:
+                    misses.split_refused = demand.largest_member
+                    misses.refusal = misses.refusal or split_refusal(ctx, spec, shared, demand)
                 continue
             member_classes = (option.member_classes if demand is smallest or option is not shared
                               else classes_for(ctx, demand, option))
@@ -576,7 +592,7 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
             also_by_preemption(ctx, spec, protected)
             return
         _settle(ctx, spec, quota_outcome(ctx, spec, options, misses.refusal, smallest,
-                                          needs_whole))
+                                          needs_whole, misses.split_refused))
         also_by_preemption(ctx, spec, protected)
         return
     member_classes = misses.admitted_option.member_classes
@@ -698,11 +714,14 @@ def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: boo
 
 
 def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[TypeOption, ...],
-             verdicts: list[tuple[TypeOption, QuotaVerdict]], needs_whole: bool) -> Outcome:
+             verdicts: list[tuple[TypeOption, QuotaVerdict]], needs_whole: bool,
+             split_refused: int) -> Outcome:
     """Explain a job the cycle had no placement attempts left for, from indexes only."""
     admitted = [o for o, v in verdicts if v.admitted]
     if not admitted:
-        return quota_outcome(ctx, spec, options, None, demand, needs_whole)
+        mixed = next((o for o in options if o.gpu_type is None), None)
+        refusal = split_refusal(ctx, spec, mixed, demand) if split_refused and mixed else None
+        return quota_outcome(ctx, spec, options, refusal, demand, needs_whole, split_refused)
     classes = ctx.placer.union(admitted[0].member_classes)
     free = ctx.state.free_in(FLEET, 0, classes) - _free_on(
         ctx, ctx.calendar.closed_for_run(ctx.snapshot.now, spec.runtime_limit_s), classes)

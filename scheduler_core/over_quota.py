@@ -87,6 +87,15 @@ def _split_refused(largest: int) -> str:
     return f", and mixing types, no split of its members (the largest of {counted(largest, 'GPU')}) fits each type's quota"
 
 
+def _split_refused_now(largest: int) -> str:
+    """For a gang that may mix types: that no split of its members fits what each type's
+    quota admits now (``largest``: its largest member; 0: nothing to say)."""
+    if largest <= 0:
+        return ""
+    return (f"; mixing types, no split of its members (the largest of "
+            f"{counted(largest, 'GPU')}) fits what each type's quota admits now")
+
+
 def quota_remedy(team: str, gpu_type: str, verdict: QuotaVerdict, gpus: int) -> str:
     """What would let ``gpus`` more GPUs fit the team's quota: the team freeing
     :meth:`QuotaVerdict.shortage` of its own GPUs, or the cohort lending that many more (up to
@@ -149,13 +158,18 @@ def over_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...]
 
 def quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, ...],
                    refusal: tuple[TypeOption, QuotaVerdict, int] | None, demand: Demand,
-                   needs_whole: bool) -> Outcome:
+                   needs_whole: bool, split_refused: int = 0) -> Outcome:
     """``QuotaExceeded`` for a job no GPU type option's quota admits at its smallest size
     (what must fit for it to start, and what its ETA counts). A heterogeneous gang, whose
     roles choose their types, is refused after placement: ``refusal`` says on which type.
     (Before, an elastic job was described at the first size refused, its largest, while its
-    ETA counted its smallest.)"""
-    if refusal is not None and any(o.gpu_type is None for o in options):
+    ETA counted its smallest.) ``split_refused``: the largest member of a gang whose
+    mixed-type option no split fits its quotas now; its words list each type it accepts whole
+    and say so."""
+    typed = tuple(o for o in options if o.gpu_type is not None)
+    if split_refused and typed:
+        words = over_quota(ctx, spec, typed, demand.gpus)
+    elif refusal is not None and any(o.gpu_type is None for o in options):
         option, verdict, gpus = refusal
         words = OverQuota("", verdict.describe(spec.team, option.gpu_type or "any", gpus),
                           quota_remedy(spec.team, option.gpu_type or "any", verdict, gpus), option)
@@ -163,13 +177,14 @@ def quota_outcome(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOption, .
         words = over_quota(ctx, spec, options, demand.gpus)
     return Outcome(
         ReasonCode.QUOTA_EXCEEDED,
-        f"Over quota{words.lead}: {words.numbers}{elastic_note(spec)}.",
+        f"Over quota{words.lead}: {words.numbers}{_split_refused_now(split_refused)}"
+        f"{elastic_note(spec)}.",
         True,
         words.remedy,
         demand=demand,
         classes=ctx.placer.union(words.option.member_classes),
         needs_whole_node=needs_whole,
         quota_type=words.option.gpu_type,
-        type_options=tuple((o.gpu_type, ctx.placer.union(o.member_classes)) for o in options
+        type_options=tuple((o.gpu_type, ctx.placer.union(o.member_classes)) for o in typed
                            if o.gpu_type is not None) if words.lead else (),
     )

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from engine_builders import bound, gpu_count, make_cluster, make_job, make_running, role, why
 
-from scheduler_core import ReasonCode
+from scheduler_core import ReasonCode, SchedulerConfig
 
 
 def test_seed_demo_two_32_gpu_gangs_on_48_free_gpus_one_runs_the_other_holds_nothing():
@@ -217,3 +217,51 @@ def test_heterogeneous_gang_whose_member_no_types_quota_holds_can_never_run_and_
     assert (why(plan, "g").code, why(plan, "g").resolvable) == (ReasonCode.CAN_NEVER_RUN, False)
     assert why(plan, "g").message.endswith(
         "this job needs 6, and mixing types, no split of its members (the largest of 4 GPUs) fits each type's quota.")
+
+
+def _ml_using_6_of_8_on_each_type(*running):
+    """Two a100 and two h100 nodes; team ml holds 6 of its 8 GPUs of quota on each type with
+    jobs that declare no runtime limit (its quotas admit 2 more of each as long as they run)."""
+    return (make_cluster().nodes(2, gpu_type="a100", prefix="a").nodes(2, gpu_type="h100", prefix="h")
+            .quota("ml", "a100", 8).quota("ml", "h100", 8).quota("ops", "a100", 8).quota("ops", "h100", 8)
+            .running(make_running(make_job("xa").team("ml").gpus(6).limit(None)).on("a0", *range(6)),
+                     make_running(make_job("xh").team("ml").gpus(6).limit(None)).on("h0", *range(6)),
+                     *running))
+
+
+def test_heterogeneous_gang_its_quotas_hold_only_without_its_teams_running_jobs_is_told_its_quota():
+    # 7 GPUs (ps + 3 workers of 2), any device: each quota could hold it (8), but beside ml's
+    # running jobs they admit 2 a100 + 2 h100 now. It was told "20 a100/h100 GPUs free, but
+    # spread too thinly": the mixed option was placed freely and its quota refused the choice.
+    plan = _ml_using_6_of_8_on_each_type().pending(
+        make_job("g").team("ml").roles(role("ps", 1, 1), role("w", 3, 2))).plan()
+    assert "g" not in bound(plan) and plan.reservations == ()
+    w = why(plan, "g")
+    assert w.code is ReasonCode.QUOTA_EXCEEDED
+    assert "6 of 8 nominal a100 GPUs" in w.message and "6 of 8 nominal h100 GPUs" in w.message
+    assert "mixing types, no split of its members (the largest of 2 GPUs) fits what each type's quota admits now" in w.message
+
+
+def test_heterogeneous_gang_is_not_reserved_gpus_its_quota_cannot_hold_while_its_teams_jobs_run():
+    # As above, with ops's jobs on a1 and h1 until t=3600: the gang was promised all 7 GPUs of
+    # a1 from t=3600, while ml's quota admits 2 more a100 GPUs for as long as xa runs (no end)
+    plan = _ml_using_6_of_8_on_each_type(
+        make_running(make_job("oa").team("ops").gpus(8).limit(3600)).on("a1", *range(8)),
+        make_running(make_job("oh").team("ops").gpus(8).limit(3600)).on("h1", *range(8)),
+    ).pending(make_job("g").team("ml").roles(role("ps", 1, 1), role("w", 3, 2))).plan()
+    assert plan.reservations == ()
+    assert why(plan, "g").code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_heterogeneous_gang_past_the_placement_budget_is_not_reserved_beyond_its_quota():
+    # the same gang behind a job that binds with the cycle's one placement attempt: the gang,
+    # untried, was given the reservation on the mixed option (7 GPUs of a1 from t=3600)
+    plan = _ml_using_6_of_8_on_each_type(
+        make_running(make_job("oa").team("ops").gpus(8).limit(3600)).on("a1", *range(8)),
+        make_running(make_job("oh").team("ops").gpus(8).limit(3600)).on("h1", *range(8)),
+    ).quota("dev", "a100", 8).pending(
+        make_job("first").team("dev").gpus(1).submitted(0),
+        make_job("g").team("ml").roles(role("ps", 1, 1), role("w", 3, 2)).submitted(1),
+    ).plan(SchedulerConfig(max_placement_attempts=1))
+    assert "first" in bound(plan) and plan.reservations == ()
+    assert why(plan, "g").code is ReasonCode.QUOTA_EXCEEDED
