@@ -43,14 +43,14 @@ same cycle, so preemption cannot cascade.
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from scheduler_core.admission import gpus_by_type
 from scheduler_core.backfill import NOMINATED, keep_promised
 from scheduler_core.context import CycleContext
-from scheduler_core.gang import elastic_sizes, is_elastic
+from scheduler_core.gang import Demand, demand_for, elastic_sizes, is_elastic
+from scheduler_core.job_shape import fleet_node_size
 from scheduler_core.plugins.protocols import VictimCandidate
 from scheduler_core.sentences import counted, gpu_hours
 from scheduler_core.state import HOLD, JOB, Grant, Restore, indices_of
@@ -256,33 +256,59 @@ def _eligible(ctx: CycleContext, spec: JobSpec, mine: PriorityClassInfo, gpus: i
 
 
 def _replica_pieces(ctx: CycleContext, job: RunningJob) -> list[list[Grant]]:
-    """The steps an elastic job can shrink by, last node first, each as the grant pieces that
-    make it up: down through the sizes a bind starts it at (``gang.elastic_sizes``: replica
-    steps, then its minimum), so a 2..5 job in pairs gives up 2 GPUs (to 3), then 1 (to 2).
-    Until 5 Dec it gave up whole replicas only and stopped at 3, its minimum never reached."""
+    """The steps an elastic job can shrink by, each as the grant pieces that make it up: down
+    through the sizes a bind starts it at (``gang.elastic_sizes``: replica steps, then its
+    minimum), so a 2..5 job in pairs gives up 2 GPUs (to 3), then 1 (to 2). What it keeps at
+    each size is the shape a fresh bind at that size has (``gang.demand_for``: each member on
+    a node of its own; :func:`_kept_shape`), as its growth keeps it; the shrink stops at the
+    first size whose shape its GPUs cannot make. Until 5 Dec it gave up whole replicas only
+    and stopped at 3, its minimum never reached; until a second fix that day it gave up GPUs
+    from its last node by name, and a 4..12 job on n0 (4) and n1 (8) shrank to 8 as 4 + 4 on
+    both nodes, a shape a bind of 8 (one node) refuses, where giving up n0's 4 leaves n1's 8."""
     spec = job.spec
-    grants = sorted(_held(ctx, spec.id), key=lambda g: (ctx.state.nodes[g.node].name, g.mask))
-    held = sum(g.gpus for g in grants)
-    sizes = [held, *(s for s in elastic_sizes(spec) if s < held)]
+    node_size = fleet_node_size(ctx, spec)
+    held: dict[int, int] = {}
+    for g in _held(ctx, spec.id):
+        held[g.node] = held.get(g.node, 0) | g.mask
+    total = sum(mask.bit_count() for mask in held.values())
     pieces: list[list[Grant]] = []
-    stack = [(g.node, g.mask) for g in grants]
-    for larger, smaller in itertools.pairwise(sizes):
-        need = larger - smaller
-        replica: list[Grant] = []
-        while need and stack:
-            node, mask = stack.pop()
-            bits = [b for b in range(ctx.state.nodes[node].gpus) if mask >> b & 1]
-            take = bits[-need:]
-            take_mask = sum(1 << b for b in take)
-            replica.append(Grant(node, take_mask, spec.cpus_per_gpu * len(take),
-                                 spec.memory_gb_per_gpu * len(take)))
-            need -= len(take)
-            if mask & ~take_mask:
-                stack.append((node, mask & ~take_mask))
-        if need:
+    for smaller in (s for s in elastic_sizes(spec) if s < total):
+        kept = _kept_shape(ctx, held, demand_for(spec, smaller, node_size))
+        if kept is None:
             break
-        pieces.append(replica)
+        piece: list[Grant] = []
+        for node in sorted(held, key=lambda n: ctx.state.nodes[n].name):
+            mask = held[node]
+            keep = kept.get(node, 0)
+            # the GPUs it keeps on a node are its lowest-numbered ones there
+            bits = [b for b in range(ctx.state.nodes[node].gpus) if mask >> b & 1]
+            give = sum(1 << b for b in bits[keep:])
+            if give:
+                gpus = give.bit_count()
+                piece.append(Grant(node, give, spec.cpus_per_gpu * gpus, spec.memory_gb_per_gpu * gpus))
+                held[node] = mask & ~give
+            if not held[node]:
+                del held[node]
+        pieces.append(piece)
     return pieces
+
+
+def _kept_shape(ctx: CycleContext, held: dict[int, int], demand: Demand) -> dict[int, int] | None:
+    """GPUs to keep per node so that what is kept is ``demand``'s shape: each member, largest
+    first, on a node of its own among those the job holds (best fit: the node holding the
+    fewest that still holds the member, by name on a tie, so the larger ones stay for the
+    larger members); ``None`` if its nodes cannot hold them."""
+    names = ctx.state.nodes
+    free = sorted(((mask.bit_count(), n) for n, mask in held.items()),
+                  key=lambda gn: (gn[0], names[gn[1]].name))
+    kept: dict[int, int] = {}
+    for member in demand.members:
+        found = next((i for i, (gpus, _) in enumerate(free) if gpus >= member.gpus), None)
+        if found is None:
+            return None
+        _, node = free.pop(found)
+        kept[node] = member.gpus
+    return kept
 
 
 def _victim_index(ctx: CycleContext) -> VictimIndex:

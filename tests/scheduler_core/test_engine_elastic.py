@@ -182,6 +182,27 @@ def test_elastic_job_shrinks_through_the_sizes_a_bind_starts_it_at_down_to_its_m
     assert sum(len(p.gpu_indices) for p in resize.placements) == 2
 
 
+def test_elastic_job_shrinks_to_the_shape_a_fresh_bind_at_the_smaller_size_would_give():
+    # e runs 4..12 (in fours) as 4 GPUs on n0 and 8 on n1; x holds n0's other 4. hi needs 4:
+    # e shrinks to 8 on n1 alone, the shape a bind of 8 has (one node), giving up n0's 4. It
+    # gave up 4 of n1's (its last node by name) and kept 4 + 4 on two nodes, which a bind of
+    # 8 never makes (the restart loop the shape rule keeps growth out of).
+    plan = (
+        make_cluster().nodes(2).at(NOW)
+        .running(make_running(make_job("e").priority("low").gpus(12).elastic(4, 12))
+                 .on("n0", 0, 1, 2, 3).on("n1", *range(8)).started(0))
+        .running(make_running(make_job("x").priority("low").gpus(4)).on("n0", 4, 5, 6, 7).started(0))
+        .pending(make_job("hi").priority("high").gpus(4))
+        .plan()
+    )
+    assert preempted(plan) == []
+    [resize] = plan.resizes
+    assert (resize.from_gpus, resize.to_gpus) == (12, 8)
+    assert [(p.node, p.gpu_indices) for p in resize.placements] == [("n1", tuple(range(8)))]
+    [reservation] = plan.reservations
+    assert [(p.node, p.gpu_indices) for p in reservation.placements] == [("n0", (0, 1, 2, 3))]
+
+
 def test_elastic_job_at_its_minimum_is_preempted_whole():
     plan = (
         make_cluster().nodes(1).at(NOW)
