@@ -21,6 +21,7 @@ nomination stay busy in the timeline until that job has run, so its work is not 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from typing import NamedTuple
 
@@ -472,26 +473,46 @@ class _Explainer:
         classes for the same reason take theirs first (:meth:`_room_beside_window_runs`).
         (The drain line's work is not enough here: the GPUs free before the window are no use
         to a run that would overlap it, and two such jobs were told the same start for the one
-        node they both need.) Its own run then counts for the jobs behind it."""
+        node they both need.) Its own run then counts for the jobs behind it.
+
+        Besides those ends it tries the release times between, once the work queued ahead
+        of it on its classes (jobs waiting for GPUs, runs of jobs waiting for a window) has
+        drained by the drain line: two jobs waiting for one node's window, with another
+        node freeing by its runtime limit while the first runs there, start the second on
+        that node then (it was told the end of the first one's run)."""
         runtime = spec.runtime_limit_s or self.default_runtime
-        start = self._room_beside_window_runs(w, eta, runtime)
+        drained: float | None = None
+        if w.classes:
+            line = self._line(w.classes)
+            ahead = self.ahead
+            work = sum(ahead[c] for c, _ in line.spread)
+            drained = line.drained(work) if work > 0 else self.now
+        start = self._room_beside_window_runs(w, eta, runtime, drained)
         self.after_windows.setdefault(w.classes, []).append((w.demand_gpus, start, start + runtime))
         return start, estimated or start > eta
 
-    def _room_beside_window_runs(self, w: _Worded, eta: float, runtime: float) -> float:
+    def _room_beside_window_runs(self, w: _Worded, eta: float, runtime: float,
+                                 drained: float | None = None) -> float:
         """The first time from ``eta`` at which the free GPUs of the job's classes, less those
         that the jobs ahead of it waiting only for maintenance (on those classes or some of
         them) hold during its run, leave it room: ``eta`` or the end of one of those runs; the
-        last of them if none does. (The release times between are not tried: at those the
-        jobs ahead waiting for GPUs take what frees up first, and a replay with daily windows
-        found the starts so estimated later than told more often.)"""
+        last of them if none does. The release times between are tried only from
+        ``drained`` (when the work queued ahead on its classes has run; ``None``: not at all):
+        before then the jobs ahead waiting for GPUs take what frees up first, and a replay
+        with daily windows found starts estimated at any release time between later than
+        told more often."""
         classes = set(w.classes)
         runs = [run for key, told in self.after_windows.items() if classes.issuperset(key)
                 for run in told]
         if not runs:
             return eta
         timeline = self._timeline()
-        candidates = sorted({eta, *(end for _, _, end in runs if end > eta)})
+        ends = {end for _, _, end in runs if end > eta}
+        if drained is not None and ends:
+            times = timeline.times
+            ends.update(times[max(bisect_right(times, eta), bisect_left(times, drained)):
+                               bisect_left(times, max(ends))])
+        candidates = sorted({eta, *ends})
         for t in candidates:
             held = sum(gpus for gpus, begins, ends in runs if begins < t + runtime and ends > t)
             if timeline.free_in(w.classes, t) - held >= w.demand_gpus:

@@ -453,3 +453,49 @@ def test_maintenance_window_jobs_that_fit_side_by_side_after_it_are_told_the_sam
                      make_job("third").gpus(4).limit(2 * HOUR).submitted(2))
             .plan(SchedulerConfig(backfill=False)))
     assert [why(plan, j).eta for j in ("first", "second", "third")] == [2 * HOUR, 2 * HOUR, 4 * HOUR]
+
+
+def test_maintenance_window_a_second_job_waiting_for_it_is_told_when_another_node_frees_while_the_first_runs():
+    # n0 goes into maintenance at t=3600 until t=7200; n1 is busy until t=9000. "first" and
+    # "second" (8 GPUs for 2 h each) both fit now on n0 but for the window. first runs on n0
+    # from t=7200 to 14400; n1 frees at t=9000, clear of every window, so second starts there
+    # then. It was told t=14400, the end of first's run: the release time between was not tried.
+    def fleet(now, *running):
+        return (make_cluster().nodes(2).at(now)
+                .running(make_running(make_job("r").gpus(8).limit(2.5 * HOUR)).on("n1", *range(8)),
+                         *running)
+                .maintenance("7", "n0", start=HOUR, end=2 * HOUR))
+
+    jobs = (make_job("first").gpus(8).limit(2 * HOUR).submitted(0),
+            make_job("second").gpus(8).limit(2 * HOUR).submitted(1))
+    plan = fleet(0).pending(*jobs).plan(SchedulerConfig(backfill=False))
+    assert why(plan, "first").eta == 2 * HOUR
+    w = why(plan, "second")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.eta == 2.5 * HOUR
+    assert "Estimated start t=9000:" in w.message
+    # the engine starts it then: first on n0 when the window ends, second on n1 when r ends
+    plan = fleet(2 * HOUR).pending(*jobs).plan(SchedulerConfig(backfill=False))
+    assert bound_nodes(plan, "first") == ["n0"]
+    assert why(plan, "second").eta == 2.5 * HOUR
+    started_first = make_running(jobs[0]).on("n0", *range(8)).started(2 * HOUR)
+    plan = (make_cluster().nodes(2).at(2.5 * HOUR).running(started_first)
+            .maintenance("7", "n0", start=HOUR, end=2 * HOUR)
+            .pending(jobs[1]).plan(SchedulerConfig(backfill=False)))
+    assert bound_nodes(plan, "second") == ["n1"]
+
+
+def test_maintenance_window_a_release_between_is_not_told_before_the_work_ahead_has_run():
+    # As above, with "wide" (16 GPUs for 2 h) waiting for GPUs ahead of second in the queue:
+    # the GPUs freeing at t=9000 go to the work ahead first (wide needs both nodes), so
+    # second is not told t=9000
+    plan = (make_cluster().nodes(2).at(0)
+            .running(make_running(make_job("r").gpus(8).limit(2.5 * HOUR)).on("n1", *range(8)))
+            .maintenance("7", "n0", start=HOUR, end=2 * HOUR)
+            .pending(make_job("first").gpus(8).limit(2 * HOUR).submitted(0),
+                     make_job("wide").gpus(16).limit(2 * HOUR).submitted(1),
+                     make_job("second").gpus(8).limit(2 * HOUR).submitted(2))
+            .plan(SchedulerConfig(backfill=False)))
+    assert [p.job_id for p in plan.pending] == ["first", "wide", "second"]
+    assert why(plan, "second").code is ReasonCode.MAINTENANCE_WINDOW
+    assert why(plan, "second").eta > 2.5 * HOUR
