@@ -234,36 +234,42 @@ def type_options(ctx: CycleContext, spec: JobSpec, demand: Demand,
     ]
 
 
-# Asked for this many GPUs, the ledger answers with the whole verdict (room and ceiling), which
-# it skips for a request that fits within nominal.
-_BEYOND_ANY_QUOTA = 1 << 40
+# What a GPU type no quota governs holds, for :func:`quota_split`; asked for this many GPUs,
+# the ledger also answers with the whole verdict (room and ceiling), which it skips for a
+# request that fits within nominal.
+UNLIMITED = 1 << 40
 
 
 def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: Demand, *,
                 ever: bool = False) -> TypeOption | None:
     """A heterogeneous gang's option mixing GPU types, its members each held to one type so
-    that what it places of each type stays within what the team's quota admits now.
-    ``option`` itself when every type's quota admits the whole gang now (any mix is then
-    within it; or some type is not governed): the placer may then mix freely. ``None`` when
-    no split fits the quotas now: the option waits for its quota, as a one-type option its
-    quota refuses does. With ``ever``, the same against the most each quota could ever admit
+    that what it places of each type stays within what the team's quota admits now (a type
+    no quota governs holds any number). ``option`` itself when every type's quota admits the
+    whole gang now (any mix is then within it; or no type is governed): the placer may then
+    mix freely. ``None`` when no split fits the quotas now: the option waits for its quota,
+    as a one-type option its quota refuses does. With ``ever``, the same against the most each quota could ever admit
     (``None``: the option can never run).
 
     Before 5 Dec the placer mixed freely and the quota judged its choice after: a team with 4
     GPUs of quota on each of two types never started its 7-GPU gang on an empty fleet (told
     "spread too thinly"), and with one type busy was promised all 7 on it, a reservation its
-    quota would refuse when it came. Until a second fix on 5 Dec the split was by what the quotas could ever
-    admit when no split fit them now, and a team whose quotas could hold the gang but not
+    quota would refuse when it came. Until a second fix on 5 Dec the split was by what the
+    quotas could ever admit when no split fit them now, and a team whose quotas could hold the gang but not
     beside its running jobs mixed freely: with 6 of 8 GPUs in use on each of two types, its
     7-GPU gang was told "spread too thinly" on a free fleet, and reserved 7 GPUs of one type
-    on a busy one, where its quota has room for 2 as long as its jobs run."""
+    on a busy one, where its quota has room for 2 as long as its jobs run; and a gang of which
+    one type was governed and another not mixed freely, its parameter server, which only
+    the governed type (h100) could run, reserved on h100 GPUs its team had no quota for."""
     classes = ctx.state.classes
     types = sorted({classes[c].gpu_type.name for cls in option.member_classes for c in cls})
-    if option.gpu_type is not None or not all(ctx.ledger.governs(t) for t in types):
+    governed = [t for t in types if ctx.ledger.governs(t)]
+    if option.gpu_type is not None or not governed:
         return option
-    verdicts = {t: ctx.ledger.check(spec.team, t, _BEYOND_ANY_QUOTA) for t in types}
-    caps = ({t: v.nominal + v.ceiling_room for t, v in verdicts.items()} if ever
-            else {t: max(0, v.nominal + v.room - v.used) for t, v in verdicts.items()})
+    # a type no quota governs holds any number
+    caps = dict.fromkeys(types, UNLIMITED)
+    for t in governed:
+        v = ctx.ledger.check(spec.team, t, UNLIMITED)
+        caps[t] = v.nominal + v.ceiling_room if ever else max(0, v.nominal + v.room - v.used)
     if all(caps[t] >= demand.gpus for t in types):
         return option
     return _split(ctx, option, demand, caps)

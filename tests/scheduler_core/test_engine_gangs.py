@@ -265,3 +265,19 @@ def test_heterogeneous_gang_past_the_placement_budget_is_not_reserved_beyond_its
     ).plan(SchedulerConfig(max_placement_attempts=1))
     assert "first" in bound(plan) and plan.reservations == ()
     assert why(plan, "g").code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_heterogeneous_gang_whose_role_only_a_governed_type_runs_is_not_reserved_beside_an_ungoverned_type():
+    # the ps runs only on h100, which quotas govern (ops has 8) and ml has none of; the workers
+    # may use a100 too, which no quota governs. With one type ungoverned the mixed option was
+    # placed freely: on a busy fleet ml's gang was reserved a ps on h100 its quota never holds.
+    plan = (make_cluster().node("a0", gpu_type="a100").node("h0", gpu_type="h100").at(10)
+            .quota("ops", "h100", 8)
+            .running(make_running(make_job("x").team("ops").gpus(8).limit(3600)).on("h0", *range(8)).started(0),
+                     make_running(make_job("y").team("ops").gpus(8).limit(3600)).on("a0", *range(8)).started(0))
+            .pending(make_job("g").team("ml").roles(role("ps", 1, 1, "h100"), role("w", 1, 2)))
+            .plan())
+    assert plan.reservations == ()
+    w = why(plan, "g")
+    assert w.code is ReasonCode.CAN_NEVER_RUN
+    assert "team ml may hold at most 0 h100 GPUs" in w.message
