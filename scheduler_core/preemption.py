@@ -423,6 +423,7 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[Offer
         used_nodes = {g.node for g in grants}
         spare = [k for k, (opt, _) in enumerate(chosen)
                  if touched[(opt.candidate.job_id, opt.candidate.shrink_to)].isdisjoint(used_nodes)]
+        spare = _keeping_shrink_steps(chosen, spare)
         if spare and len(spare) < len(chosen):
             for k in spare:
                 chosen[k][1]()
@@ -466,6 +467,30 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[Offer
         return [c[0] for c in chosen], final
     finally:
         what_if.rollback()
+
+
+def _keeping_shrink_steps(chosen: list[tuple[Offer, Restore]], spare: list[int]) -> list[int]:
+    """``spare`` less the steps of an elastic job's shrink taken before a step that stays:
+    its steps are given back last-taken first, as in the one-by-one reprieve, so what it
+    keeps is always one of the sizes and shapes :func:`_replica_pieces` lays out. Before, the
+    bulk reprieve gave back a 4..12 job's first step (n0's 4, which the preemptor did not
+    use) and kept its second (4 of n1's 8): the job ran on at 8 GPUs as 4 + 4 on two nodes,
+    a shape a bind of 8 never makes."""
+    kept = set(range(len(chosen))) - set(spare)
+    last: dict[str, int] = {}
+    for k in kept:
+        cand = chosen[k][0].candidate
+        if chosen[k][0].part is not None and cand.shrink_to is not None:
+            last[cand.job_id] = min(last.get(cand.job_id, cand.shrink_to), cand.shrink_to)
+    out = []
+    for k in spare:
+        cand = chosen[k][0].candidate
+        below = last.get(cand.job_id)
+        if chosen[k][0].part is not None and cand.shrink_to is not None and below is not None \
+                and below < cand.shrink_to:
+            continue
+        out.append(k)
+    return out
 
 
 def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from engine_builders import bound, gpu_count, make_cluster, make_job, make_running, preempted
 
-from scheduler_core import SchedulerConfig
+from scheduler_core import NodeState, SchedulerConfig
 from scheduler_core.elastic import growth_gain_s
 from scheduler_core.types import GrowthCode
 
@@ -201,6 +201,22 @@ def test_elastic_job_shrinks_to_the_shape_a_fresh_bind_at_the_smaller_size_would
     assert [(p.node, p.gpu_indices) for p in resize.placements] == [("n1", tuple(range(8)))]
     [reservation] = plan.reservations
     assert [(p.node, p.gpu_indices) for p in reservation.placements] == [("n0", (0, 1, 2, 3))]
+
+
+def test_elastic_job_gives_back_only_its_last_shrink_steps_when_the_preemptor_leaves_earlier_ones_unused():
+    # As above, with n0 cordoned: hi can use only n1. e's first step (n0's 4) frees nothing
+    # hi can use, its second (4 of n1's) does; e keeps 4 on n1. The reprieve gave the first
+    # step back and kept the second: e ran on at 8 as 4 + 4 on n0 and n1.
+    plan = (
+        make_cluster().node("n0", state=NodeState.CORDONED).node("n1").at(NOW)
+        .running(make_running(make_job("e").priority("low").gpus(12).elastic(4, 12))
+                 .on("n0", 0, 1, 2, 3).on("n1", *range(8)).started(0))
+        .pending(make_job("hi").priority("high").gpus(4))
+        .plan()
+    )
+    [resize] = plan.resizes
+    assert (resize.from_gpus, resize.to_gpus) == (12, 4)
+    assert [p.node for p in resize.placements] == ["n1"]
 
 
 def test_elastic_job_at_its_minimum_is_preempted_whole():
