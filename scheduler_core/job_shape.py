@@ -128,8 +128,14 @@ def new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> JobS
             member, classes = m, capable_classes(ctx, m)
         per_member.append(classes)
     # Requests that differ only in CPUs or memory per GPU usually keep the same capable
-    # classes: then everything below is the same and is taken from the first of them.
-    facts_key = (frame_key, tuple(per_member)) if all(per_member) else None
+    # classes; but whether the nodes can ever hold the gang (its members' CPUs and memory)
+    # and which types can, differ: everything below is taken from the first request with
+    # the same classes, CPUs and memory per GPU. (Until 5 Dec the CPUs and memory were left
+    # out: a job of 2 members of 4 GPUs with no memory asked, behind one asking 64 GB per
+    # GPU, was told the other's "Can never run on this fleet: ... 256 GB each ..." and never
+    # started on an empty node that holds it.)
+    facts_key = ((frame_key, tuple(per_member), _resources_bind(ctx, smallest, per_member))
+                 if all(per_member) else None)
     facts = ctx.shape_facts.get(facts_key) if facts_key is not None else None
     if facts is not None:
         shape = JobShape(None, sizes, node_size, smallest, facts[0], facts[1], facts[2],
@@ -185,14 +191,30 @@ def new_shape(ctx: CycleContext, spec: JobSpec, key: tuple[object, ...]) -> JobS
     return shape
 
 
+def _resources_bind(ctx: CycleContext, demand: Demand,
+                    per_member: list[tuple[int, ...]]) -> tuple[tuple[int, int], ...] | None:
+    """The members' CPUs and memory when they may limit how many of them a capable
+    node holds (then the shape's facts are its own), ``None`` when every capable node holds
+    as many of each member by its CPUs and memory as by its GPUs (then requests that differ
+    only in them share the facts)."""
+    classes = ctx.state.classes
+    for m, cls in zip(demand.members, per_member, strict=True):
+        for c in cls:
+            k = classes[c]
+            if m.copies_per_node(k.gpus, k.cpus, k.memory_gb) < (k.gpus // m.gpus if m.gpus else 0):
+                return tuple((x.cpus, x.memory_gb) for x in demand.members)
+    return None
+
+
 def _never(ctx: CycleContext, demand: Demand,
            per_member: tuple[tuple[int, ...], ...]) -> str | None:
     """:func:`~scheduler_core.admission.never_runs`, memoised per gang and classes."""
     if not all(per_member):
         # the sentence names the member nobody can host: not shared between gangs
         return never_runs(ctx, demand, list(per_member))
-    # otherwise the answer depends on the members' GPU counts, the topology and the classes
-    key = (tuple([m.gpus for m in demand.members]), demand.topology, per_member)
+    # otherwise the answer depends on the members' GPUs, CPUs and memory, the topology and
+    # the classes
+    key = (tuple([(m.gpus, m.cpus, m.memory_gb) for m in demand.members]), demand.topology, per_member)
     memo = ctx.never_memo
     if key in memo:
         return memo[key]

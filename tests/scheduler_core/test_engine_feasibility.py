@@ -194,3 +194,16 @@ def test_down_node_does_not_make_a_job_never_runnable():
     explanation = why(plan, "j")
     assert explanation.code is not ReasonCode.CAN_NEVER_RUN
     assert explanation.resolvable
+
+
+def test_a_job_is_not_told_it_can_never_run_by_the_memory_of_the_job_ahead_of_it():
+    # one node of 8 GPUs and 256 GB; "a" and "b" are both 2 members of 4 GPUs, but a asks
+    # 64 GB per GPU (256 GB a member: the node holds one) and b no memory. b was told a's
+    # "Can never run on this fleet: it needs 2 members of 4 GPUs, 256 GB each at once" (the
+    # verdict was shared by requests differing only in CPUs or memory) and never started.
+    plan = (make_cluster().nodes(1, memory_gb=256)
+            .pending(make_job("a").gpus(8).per_node(4).memory_per_gpu(64).submitted(0),
+                     make_job("b").gpus(8).per_node(4).submitted(1))
+            .plan())
+    assert why(plan, "a").code is ReasonCode.CAN_NEVER_RUN
+    assert "b" in bound(plan)
