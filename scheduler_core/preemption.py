@@ -408,10 +408,20 @@ def _search(ctx: CycleContext, spec: JobSpec, fit: FitCheck, options: list[Offer
                         what_if.undo.remove(chosen[k][1])
                         del chosen[k]
                 removed_whole.add(cand.job_id)
-            touched[(cand.job_id, cand.shrink_to)] = {
-                g.node for g in (opt.part if opt.part is not None else _held(ctx, cand.job_id))}
-            restore = what_if.remove(cand.job_id, opt.team, opt.part)
-            chosen.append((opt, restore))
+            if (cand.job_id, cand.shrink_to) in touched:
+                continue  # a shrink step already taken before a later one of its job
+            # a shrink's steps are taken in order: the chooser ranks them by size, and a job
+            # shrinking 5 -> 3 -> 2 had its 1-GPU step taken without its 2-GPU one (to 4, a
+            # size no bind makes, in a shape none makes either)
+            steps = [o for o in options if opt.part is not None and o.part is not None
+                     and o.candidate.job_id == cand.job_id and o.candidate.shrink_to is not None
+                     and cand.shrink_to is not None and o.candidate.shrink_to > cand.shrink_to
+                     and (cand.job_id, o.candidate.shrink_to) not in touched]
+            for step in sorted(steps, key=lambda o: -(o.candidate.shrink_to or 0)) + [opt]:
+                key = (step.candidate.job_id, step.candidate.shrink_to)
+                touched[key] = {g.node for g in (step.part if step.part is not None
+                                                 else _held(ctx, cand.job_id))}
+                chosen.append((step, what_if.remove(cand.job_id, step.team, step.part)))
             grants = fit()
             if grants is not None:
                 break

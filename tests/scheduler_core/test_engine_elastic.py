@@ -219,6 +219,23 @@ def test_elastic_job_gives_back_only_its_last_shrink_steps_when_the_preemptor_le
     assert [p.node for p in resize.placements] == ["n1"]
 
 
+def test_elastic_job_shrinks_only_to_sizes_a_bind_starts_it_at_when_its_last_step_is_smallest():
+    # e runs 2..5 in pairs at 5 (sizes 5, 3, 2: steps of 2 GPUs, then 1); x holds the node's
+    # other 3. hi needs 1: e shrinks to 3. The victim order ranks a shrink's steps by size, and
+    # the search took the 1-GPU step alone: e went to 4, a size no bind starts it at.
+    plan = (
+        make_cluster().nodes(1).at(NOW)
+        .running(make_running(make_job("e").priority("low").gpus(5).elastic(2, 5))
+                 .on("n0", 0, 1, 2, 3, 4).started(0))
+        .running(make_running(make_job("x").priority("low").gpus(3)).on("n0", 5, 6, 7).started(0))
+        .pending(make_job("hi").priority("high").gpus(1))
+        .plan()
+    )
+    assert preempted(plan) == []
+    [resize] = plan.resizes
+    assert (resize.job_id, resize.from_gpus, resize.to_gpus) == ("e", 5, 3)
+
+
 def test_elastic_job_at_its_minimum_is_preempted_whole():
     plan = (
         make_cluster().nodes(1).at(NOW)
