@@ -161,5 +161,19 @@ def unpriced_note(report: showback.Showback) -> str:
             "for that GPU type and capacity tier (admin); one with effect from the past reprices these hours.")
 
 
+def before_accounting_note(report: showback.Showback) -> str:
+    """The period starts before the accounting began: what came before was never recorded, so
+    the figures count nothing there. Said, so a month the product joined halfway (or one before
+    it) does not read as a fleet that cost nothing. Empty otherwise."""
+    began = report.accounting_began
+    if began is None:
+        return ""
+    if began >= report.end:
+        return (f"Not recorded: the accounting began at {began:%Y-%m-%d %H:%M} UTC, after this period; "
+                "nothing here was measured, so its figures are not $0.00 of use but no record at all.")
+    return (f"Not recorded before {began:%Y-%m-%d %H:%M} UTC, when the accounting began: the figures above "
+            f"count nothing from {report.start:%Y-%m-%d %H:%M} UTC until then (not $0.00 of use: no record).")
+
+
 def _usd(value: Decimal) -> str:
     return f"${value.quantize(showback.CENT):,}"

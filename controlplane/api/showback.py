@@ -136,6 +136,9 @@ SHOWBACK_RESPONSE = inline_serializer(
         "aggregate": serializers.CharField(),
         "currency": serializers.CharField(),
         "rolledUntil": serializers.DateTimeField(allow_null=True),
+        "accountingBegan": serializers.DateTimeField(
+            allow_null=True, help_text="When the accounting began, if the window starts before it: nothing "
+            "before this instant was recorded, so the figures count nothing there (null otherwise)."),
         "data": serializers.ListField(child=serializers.DictField(child=_ALLOCATION)),
         "totals": serializers.DictField(),
     },

@@ -197,8 +197,15 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     totals = report.get("totals") or {}
     if totals:
         rows.append(["TOTAL"] + ["" for _ in named] + [_money(totals.get(key), key) for _, key in SHOWBACK_COLUMNS])
+    began = report.get("accountingBegan")
+    # The period starts before the accounting began: nothing before was recorded (a month the
+    # product joined halfway read as a fleet that cost nothing until then).
+    not_recorded = (f"Not recorded before {output.utc_text(began)}, when the accounting began: these figures count "
+                    "nothing before it (not $0.00 of use: no record).") if began else ""
     if not allocations:
         print("Nothing recorded in this window.")
+        if not_recorded:
+            print(output.visible(not_recorded))
         return 0
     output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
                  + [h for h, _ in SHOWBACK_COLUMNS])
@@ -219,6 +226,8 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
             f"$/1M TOKENS '-': no useful tokens reported ({', '.join(no_tokens[:5])}"
             f"{f' and {len(no_tokens) - 5} more' if len(no_tokens) > 5 else ''}): no price per token; "
             "what they cost is under COST W/O TOKENS $."))
+    if not_recorded:
+        print(output.visible(not_recorded))
     for u in report.get("unpriced") or []:
         # GPU time no price rate covered is counted at $0 in every figure above: say where.
         since = f"before its first rate ({output.utc_text(u['pricedFrom'])})" if u.get("pricedFrom") else "no rate at all"

@@ -257,6 +257,9 @@ class Showback:
     #: Fleet readers: GPU time in the window before its GPU type and tier had any price
     #: (`Unpriced`), which the figures count at $0.
     unpriced: list[Any] = field(default_factory=list)
+    #: When the accounting began (`accounting_began`), if the window starts before it: the time
+    #: before was never recorded, so the figures count nothing there (not $0.00 of use).
+    accounting_began: datetime | None = None
 
     @cached_property
     def total(self) -> ShowbackEntry:
@@ -373,6 +376,23 @@ def _rows(query: Any, columns: Sequence[str]) -> Iterable[tuple[Any, ...]]:
         return cursor.fetchall()
 
 
+def accounting_began(before: datetime | None = None) -> datetime | None:
+    """The first instant the rollups cover: the fleet's earliest capacity row, to the minute
+    where its minute rows are still kept (else the hour, else the day: retention keeps day rows
+    for ever). None before the first run. With `before`, None as well when the accounting began
+    a day or more before it (one query): the caller only asks whether a window starts earlier."""
+    first: datetime | None = FleetRollup.objects.filter(bucket=DAY).aggregate(t=Min("start"))["t"]
+    if first is None or (before is not None and first + timedelta(days=1) <= before):
+        return None
+    for bucket, finer in ((DAY, HOUR), (HOUR, MINUTE)):
+        start = (FleetRollup.objects.filter(bucket=finer, start__gte=first, start__lt=first + timedelta(seconds=bucket))
+                 .aggregate(t=Min("start"))["t"])
+        if start is None:
+            break
+        first = start
+    return first
+
+
 def rolled_until() -> datetime | None:
     return AccountingCursor.objects.filter(name=CURSOR_NAME).values_list("rolled_until", flat=True).first()
 
@@ -483,7 +503,9 @@ def showback(window: Window, group_by: str, access: Any, now: datetime) -> Showb
         type_names.update({key[0]: key[1] for key in per_type})
         by_type = _idle_by_gpu_type({key[0]: row for key, row in per_type.items()}, reserved_by_type, type_names)
         unpriced = _unpriced(per_tier, start, end, now)
+    began = accounting_began(before=start) if rolled is not None else None
     return Showback(
+        accounting_began=began if began is not None and start < began else None,
         window=window, start=start, end=end, group_by=group_by, entries=entries, idle=idle,
         capacity_gpu_seconds=capacity, capacity_cost_usd=capacity_cost, rolled_until=rolled,
         idle_reserved_gpu_seconds_total=sum((v[0] for v in idle_by_team.values()), Decimal(0)),
@@ -966,6 +988,8 @@ def showback_json(report: Showback) -> dict[str, Any]:
         "aggregate": report.group_by,
         "currency": "USD",
         "rolledUntil": iso(report.rolled_until) if report.rolled_until else None,
+        # The window starts before the accounting began: nothing before this instant was recorded.
+        "accountingBegan": iso(report.accounting_began) if report.accounting_began else None,
         "data": [allocations],
         "totals": totals,
         **extra,

@@ -24,6 +24,7 @@ from frontend import figures
 from frontend.showback_data import (
     GROUPINGS,
     WINDOW_CHOICES,
+    before_accounting_note,
     cost_series,
     idle_reserved_note,
     report_rows,
@@ -101,6 +102,7 @@ def showback(request: HttpRequest) -> HttpResponse:
         "report": report, "rows": rows, "charts": charts, "empty_period": empty,
         "idle_reserved_note": idle_reserved_note(report) if group_by == "team" else "",
         "unpriced_note": unpriced_note(report),
+        "before_accounting_note": before_accounting_note(report),
         "csv_url": "" if empty else (
             reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"})),
         "json_url": "" if empty else reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),
