@@ -759,7 +759,7 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
 
     cost, idle_cost = column(lambda r: r.cost_usd)
     waste, idle_waste = column(lambda r: r.lost_cost_usd)
-    cost, without = _cost_without_tokens(report, cost)
+    without = _cost_without_tokens(report, cost)
     # Nothing `__idle__` cost reported tokens: its cost without tokens is its cost, to the cent
     # (rounded as a column of its own, it read $15.85 beside a cost of $15.86 on the demo).
     idle_without = idle_cost
@@ -782,41 +782,44 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
     return out
 
 
-def _cost_without_tokens(report: Showback, cost: list[Decimal]) -> tuple[list[Decimal], list[Decimal]]:
-    """The entries' cents of cost (`cost`, from `_group_cents`) and, within them, of cost without
-    tokens: every row's cost is its token-reporting jobs' cents plus the rest, so a row that
-    reported no tokens costs without tokens exactly its cost, one all of whose cost reported
+def _cost_without_tokens(report: Showback, cost: list[Decimal]) -> list[Decimal]:
+    """The entries' cents of cost without tokens, within their cents of cost (`cost`, from
+    `_group_cents`): every row's cost is its token-reporting cents plus the rest, so a row
+    that reported no tokens costs without tokens exactly its cost, one all of whose cost reported
     tokens $0.00, and no row more than its cost.
 
-    By team or priority class the token-reporting cents are a column apportioned like the
-    others (`_token_cents`) and each row's cost without tokens is its cost less them. By project
-    or job each team's two amounts are the ones its row has in the team report, and each is
-    apportioned among the team's rows on its own: a row's cost is then its share of the first
-    plus its share of the second (within a cent of each, and the team's rows still add up to the
-    team's cost). Before (5 Dec) cost without tokens was a column rounded apart from cost: on the
-    demo a job that reported no tokens read a cost of $13.37 and $13.36 without tokens (100 %)."""
+    The token-reporting cents are a column apportioned like the others, held to each row
+    (`_token_cents`). By project or job each team's token-reporting cents are the ones its row
+    has in the team report: the rows held to all or nothing take theirs, and the rows with both
+    kinds of work share the rest; where a team has no such row (by job, always) its rows' cents
+    without tokens can differ from the team report's by the cents its cost's apportionment put
+    on its jobs with tokens or without. Before (5 Dec) cost without tokens was a column rounded
+    apart from cost: on the demo a job that reported no tokens read a cost of $13.37 and $13.36
+    without tokens (100 %)."""
     entries = report.entries
     tokens = [e.token_cost_usd for e in entries]
     if report.group_by not in ("project", "job"):
         token_cents = _token_cents(entries, cost, apportion(tokens))
-        return cost, [c - t for c, t in zip(cost, token_cents, strict=True)]
+        return [c - t for c, t in zip(cost, token_cents, strict=True)]
     rows_of = _rows_by_team(report)
     teams = list(rows_of)
-    team_cost = [sum((cost[i] for i in rows_of[t]), Decimal(0)) for t in teams]
     team_entries = [ShowbackEntry(key=t, name=t, properties={},
                                   cost_usd=sum((entries[i].cost_usd for i in rows_of[t]), Decimal(0)),
                                   token_cost_usd=sum((tokens[i] for i in rows_of[t]), Decimal(0)))
                     for t in teams]
-    team_tokens = _token_cents(team_entries, team_cost,
-                               apportion([e.token_cost_usd for e in team_entries]))
-    cost, without = list(cost), [Decimal(0)] * len(entries)
-    for team, c, t in zip(teams, team_cost, team_tokens, strict=True):
+    team_cost = [sum((cost[i] for i in rows_of[t]), Decimal(0)) for t in teams]
+    team_tokens = _token_cents(team_entries, team_cost, apportion([e.token_cost_usd for e in team_entries]))
+    token_cents = [Decimal("0.00")] * len(entries)
+    for team, team_token_cents in zip(teams, team_tokens, strict=True):
         rows = rows_of[team]
-        with_tokens = _apportion_to([tokens[i] for i in rows], t)
-        rest = _apportion_to([entries[i].cost_without_tokens_usd for i in rows], c - t)
-        for i, token_share, rest_share in zip(rows, with_tokens, rest, strict=True):
-            cost[i], without[i] = token_share + rest_share, rest_share
-    return cost, without
+        mixed = [i for i in rows if tokens[i] and tokens[i] != entries[i].cost_usd]
+        for i in rows:
+            if tokens[i] and tokens[i] == entries[i].cost_usd:
+                token_cents[i] = cost[i]
+        rest = team_token_cents - sum((token_cents[i] for i in rows), Decimal(0))
+        for i, share in zip(mixed, _apportion_to([tokens[i] for i in mixed], rest), strict=True):
+            token_cents[i] = min(max(share, Decimal("0.00")), cost[i])
+    return [c - t for c, t in zip(cost, token_cents, strict=True)]
 
 
 def _token_cents(entries: Sequence[ShowbackEntry], cost: Sequence[Decimal], cents: Sequence[Decimal]) -> list[Decimal]:
@@ -864,10 +867,10 @@ def _rows_by_team(report: Showback) -> dict[str, list[int]]:
 def _apportion_to(values: Sequence[Decimal], total: Decimal) -> list[Decimal]:
     """`values` in cents adding up to `total`: the floors, and a cent more to the largest
     remainders (ties to the earlier value), as `apportion` does. A row of nothing never takes a
-    cent (a team's cents without tokens never go to its job that reported only tokens). For a
-    `total` within a cent of the values' sum that is all; a team's cost without tokens (its
-    cost's cents less its token-reporting cents: `_cost_without_tokens`) can be up to two cents
-    off, and then the remainders take a second cent, or the smallest give one back."""
+    cent. For a `total` within a cent of the values' sum that is all; what is left of a team's
+    token-reporting cents for its rows with both kinds of work (`_cost_without_tokens`) can be
+    further off, and then the remainders take a second cent, or the smallest give one back
+    (never below nothing)."""
     floors = [v.quantize(CENT, rounding=ROUND_FLOOR) for v in values]
     units = int((total - sum(floors, Decimal(0))) / CENT)
     order = sorted((i for i in range(len(values)) if values[i]), key=lambda i: (floors[i] - values[i], i))

@@ -3,9 +3,10 @@
 Cost and cost without tokens were two columns apportioned to the cent apart: on the demo,
 `qm showback --by job` showed a training job that reported no tokens at COST $ 13.37 and COST
 W/O TOKENS $ 13.36 (its share without tokens 100 %), and a job could read more without tokens than
-its cost. Now every row's cost is its token-reporting cents plus the rest: a row without tokens
-costs without tokens exactly its cost, a row whose cost all reported tokens $0.00, no row more
-than its cost, and the columns still add up to TOTAL, by team in every grouping.
+its cost. Now every row's cost (its cents as before) is its token-reporting cents plus the rest:
+a row without tokens costs without tokens exactly its cost, a row whose cost all reported tokens
+$0.00, no row more than its cost; the columns add up to TOTAL, and a team's rows to its cost in
+the team report (and to its cost without tokens wherever a row of both kinds can take the cents).
 """
 
 from __future__ import annotations
@@ -92,10 +93,10 @@ def _check(reports: dict[str, Showback], jobs: dict[str, tuple[Decimal, bool]]) 
                 assert without == cost, (grouping, entry.key, jobs)
             if entry.token_cost_usd == entry.cost_usd:
                 assert without == 0, (grouping, entry.key, jobs)
-            assert abs(cost - entry.cost_usd) < Decimal("0.02"), (grouping, entry.key, cost, entry.cost_usd)
+            assert abs(cost - entry.cost_usd) < Decimal("0.01"), (grouping, entry.key, cost, entry.cost_usd)
         for column in ("cost_usd", "cost_without_tokens_usd"):
             assert cents["TOTAL"][column] == sum((c[column] for k, c in cents.items() if k != "TOTAL"), Decimal(0))
-            assert cents["TOTAL"][column] == money["team"]["TOTAL"][column], (grouping, column, jobs)
+        assert cents["TOTAL"]["cost_usd"] == money["team"]["TOTAL"]["cost_usd"], (grouping, jobs)
         if IDLE in cents:
             assert cents[IDLE] == money["team"][IDLE]
             assert cents[IDLE]["cost_without_tokens_usd"] == cents[IDLE]["cost_usd"]
@@ -105,14 +106,35 @@ def _check(reports: dict[str, Showback], jobs: dict[str, tuple[Decimal, bool]]) 
                 for entry in report.entries:
                     team = entry.properties["team"]
                     by_team[team] = by_team.get(team, Decimal(0)) + cents[entry.key][column]
-                assert by_team == {e.key: money["team"][e.key][column] for e in reports["team"].entries}, \
-                    (grouping, column, jobs)
+                team_report = {e.key: money["team"][e.key][column] for e in reports["team"].entries}
+                assert by_team.keys() == team_report.keys()
+                absorbing = _absorbing_teams(report, cents)
+                for team, value in by_team.items():
+                    if column == "cost_usd" or team in absorbing:
+                        assert value == team_report[team], (grouping, column, team, jobs)
+                    else:
+                        # Every row all or nothing (by job, always): the team's cents without
+                        # tokens are those its cost's apportionment put on its rows without tokens.
+                        rows = [e for e in report.entries if e.properties["team"] == team]
+                        assert abs(value - team_report[team]) <= Decimal("0.01") * len(rows), (team, jobs)
+
+
+def _absorbing_teams(report: Showback, cents: dict[str, dict[str, Decimal]]) -> set[str]:
+    """The teams with a row of both kinds of work whose cents can take the rest of the team's
+    token-reporting cents (a cent either way of its own share)."""
+    teams = set()
+    for entry in report.entries:
+        mixed = bool(entry.token_cost_usd) and entry.token_cost_usd != entry.cost_usd
+        if mixed and Decimal("0.02") <= entry.token_cost_usd <= cents[entry.key]["cost_usd"] - Decimal("0.02"):
+            teams.add(entry.properties["team"])
+    return teams
 
 
 def test_many_random_windows_keep_each_rows_cost_without_tokens_within_its_cost():
     rng = random.Random(20261205)
     for _ in range(400):
-        jobs = {f"{team}/{project}/{job}": (Decimal(rng.randrange(1, 3_000)) / 100_000, rng.random() < 0.5)
+        jobs = {f"{team}/{project}/{job}": (Decimal(rng.randrange(1, rng.choice([3_000, 3_000_000]))) / 100_000,
+                                                   rng.random() < 0.5)
                 for team in ("language", "vision", "serving") for project in ("a", "b")
                 for job in ("j1", "j2", "j3") if rng.random() < 0.5}
         if not jobs:
