@@ -281,6 +281,38 @@ def _overlap_with_windows(a0: int, a1: int, windows: Sequence[LossWindow]) -> in
     return covered
 
 
+def _spread_progress(cells: dict[CellKey, Cell]) -> None:
+    """A job's progress in a minute, spread over its cells of that minute in proportion to
+    their active GPU-µs (their allocated GPU-µs where none was active).
+
+    A gang's progress is reported once, by the node hosting rank 0, so it lands in that node's
+    cell; a gang on two kinds of capacity (reserved and on-demand nodes, two GPU types, own and
+    borrowed quota) has a cell per kind, and productive = min(active, retained ÷ rate) is taken
+    per cell: the cells without rank 0 had no productive time at all and rank 0's was capped at
+    its own active time. On the demo (5 Dec) a 64-GPU gang across reserved and on-demand H100
+    nodes read 1.89 productive GPU-hours of 2.52 active although it lost nothing but 18
+    GPU-seconds to a requeue. Spread, the cells' productive times add up to the job's
+    min(active, retained ÷ rate), and each cell's is its share of it. The job's minute totals
+    (steps, tokens, retained) are unchanged."""
+    by_job_minute: dict[tuple[int, int], list[Cell]] = defaultdict(list)
+    for (minute, job_id, *_), cell in cells.items():
+        by_job_minute[(minute, job_id)].append(cell)
+    for group in by_job_minute.values():
+        if len(group) < 2:
+            continue
+        weights = [cell.active_gpu_us for cell in group]
+        if sum(weights) <= 0:
+            weights = [float(cell.allocated_gpu_us) for cell in group]
+        whole = sum(weights)
+        if whole <= 0:
+            continue
+        totals = [sum(getattr(cell, name) for cell in group)
+                  for name in ("steps", "useful_tokens", "retained_steps", "retained_tokens")]
+        for cell, weight in zip(group, weights, strict=True):
+            share = weight / whole
+            cell.steps, cell.useful_tokens, cell.retained_steps, cell.retained_tokens = (t * share for t in totals)
+
+
 def derive_minutes(
     start_us: int,
     end_us: int,
@@ -365,6 +397,7 @@ def derive_minutes(
             previous = whole.get((span.job_id, minute), True)
             whole[(span.job_id, minute)] = previous and covers
             minute = m1
+    _spread_progress(cells)
     for (minute, job_id, *_), cell in cells.items():
         jm = job_minutes[job_id].get(minute)
         if jm is None:
