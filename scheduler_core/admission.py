@@ -247,15 +247,15 @@ def quota_split(ctx: CycleContext, spec: JobSpec, option: TypeOption, demand: De
     no quota governs holds any number). ``option`` itself when every type's quota admits the
     whole gang now (any mix is then within it; or no type is governed): the placer may then
     mix freely. ``None`` when no split fits the quotas now: the option waits for its quota,
-    as a one-type option its quota refuses does. With ``ever``, the same against the most each quota could ever admit
-    (``None``: the option can never run).
+    as a one-type option its quota refuses does. With ``ever``, the same against the most
+    each quota could ever admit (``None``: the option can never run).
 
     Before 5 Dec the placer mixed freely and the quota judged its choice after: a team with 4
     GPUs of quota on each of two types never started its 7-GPU gang on an empty fleet (told
     "spread too thinly"), and with one type busy was promised all 7 on it, a reservation its
     quota would refuse when it came. Until a second fix on 5 Dec the split was by what the
-    quotas could ever admit when no split fit them now, and a team whose quotas could hold the gang but not
-    beside its running jobs mixed freely: with 6 of 8 GPUs in use on each of two types, its
+    quotas could ever admit when no split fit them now, and a team whose quotas could hold
+    the gang but not beside its running jobs mixed freely: with 6 of 8 GPUs in use on each of two types, its
     7-GPU gang was told "spread too thinly" on a free fleet, and reserved 7 GPUs of one type
     on a busy one, where its quota has room for 2 as long as its jobs run; and a gang of which
     one type was governed and another not mixed freely, its parameter server, which only
