@@ -28,7 +28,7 @@ from functools import cached_property
 from typing import Any
 
 from django.db import connection
-from django.db.models import Min, Sum
+from django.db.models import Min, Subquery, Sum
 
 from controlplane.models import (
     AccountingCursor,
@@ -380,16 +380,23 @@ def accounting_began(before: datetime | None = None) -> datetime | None:
     """The first instant the rollups cover: the fleet's earliest capacity row, to the minute
     where its minute rows are still kept (else the hour, else the day: retention keeps day rows
     for ever). None before the first run. With `before`, None as well when the accounting began
-    a day or more before it (one query): the caller only asks whether a window starts earlier."""
-    first: datetime | None = FleetRollup.objects.filter(bucket=DAY).aggregate(t=Min("start"))["t"]
-    if first is None or (before is not None and first + timedelta(days=1) <= before):
+    a day or more before it. One query: each bucket's first row, read from the start of its
+    index (`fleet_rollup_unique_cell`)."""
+    def first_of(bucket: int) -> Any:
+        return Subquery(FleetRollup.objects.filter(bucket=bucket).order_by("start").values("start")[:1])
+
+    firsts = (FleetRollup.objects.filter(bucket=DAY).order_by("start").values("start")
+              .annotate(hour=first_of(HOUR), minute=first_of(MINUTE)).first())
+    if firsts is None:
         return None
-    for bucket, finer in ((DAY, HOUR), (HOUR, MINUTE)):
-        start = (FleetRollup.objects.filter(bucket=finer, start__gte=first, start__lt=first + timedelta(seconds=bucket))
-                 .aggregate(t=Min("start"))["t"])
-        if start is None:
+    first: datetime = firsts["start"]
+    if before is not None and first + timedelta(days=1) <= before:
+        return None
+    # a finer bucket refines the start only within the coarser one's first row
+    for bucket, finer in ((DAY, firsts["hour"]), (HOUR, firsts["minute"])):
+        if finer is None or not first <= finer < first + timedelta(seconds=bucket):
             break
-        first = start
+        first = finer
     return first
 
 

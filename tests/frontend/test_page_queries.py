@@ -32,8 +32,9 @@ PINNED = {
     "/teams/": 14,
     # six and a half days from 13:30: its first day is partial, so it reads the hour and minute rows
     # too at any hour (the default 7d back from 00:00:xx is whole days only: one query fewer); one
-    # for each GPU type and tier's first price rate (GPU time before it is named as unpriced)
-    "/showback/?window={window}": 11,
+    # for each GPU type and tier's first price rate (GPU time before it is named as unpriced); one
+    # for when the accounting began, on a fleet younger than a day before the window (its banner)
+    "/showback/?window={window}": 12,
     # one for the maintenance windows active or upcoming (two more, their nodes and running jobs,
     # once there is one: tests/frontend/test_operator_maintenance_pages.py)
     "/nodes/": 7,
