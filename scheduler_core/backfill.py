@@ -17,7 +17,8 @@ needs runtime estimates, which enforced runtime limits make honest.
   job running (:func:`starts_on_time`; the reservation then moves to those GPUs). GPUs the
   head does not need are free for anyone. A head its
   quota refuses now may still get the reservation when its own team's jobs release the quota
-  by then; later jobs of its team must then leave that quota free (:func:`delays_head_quota`).
+  by then. Later jobs of the head's team must leave the quota it needs free
+  (:mod:`scheduler_core.quota_promises`).
 
 The release timeline that phase 7 estimates every other waiting job's start from is in
 :mod:`scheduler_core.release_timeline`; when a team's quota has room again, in
@@ -306,24 +307,3 @@ def ends_by_head(ctx: CycleContext, spec: JobSpec) -> bool:
     head = ctx.head
     return (head is not None and spec.runtime_limit_s is not None
             and ctx.snapshot.now + spec.runtime_limit_s <= head.start_at)
-
-
-def delays_head_quota(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int]) -> bool:
-    """Would starting ``spec`` now on these GPUs leave the head's team over quota at the
-    head's start? Only for a head that is over quota now (its own team's jobs must release
-    enough GPUs by then) and a job of that team, on that GPU type, still running then."""
-    head = ctx.head
-    if head is None or head.quota_team != spec.team or head.quota_type is None:
-        return False
-    gpus = gpus_of_type.get(head.quota_type, 0)
-    return gpus > 0 and not ends_by_head(ctx, spec) and gpus > ctx.head_quota_slack
-
-
-def charge_head_quota(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int]) -> None:
-    """Record a start of the head's team that will still hold its GPUs at the head's start."""
-    head = ctx.head
-    if head is None or head.quota_team != spec.team or head.quota_type is None:
-        return
-    if not ends_by_head(ctx, spec):
-        ctx.head_quota_slack -= gpus_of_type.get(head.quota_type, 0)
-

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from scheduler_core.array_limit import ArrayTaskCounts
 from scheduler_core.gang import Demand, Member
@@ -34,6 +34,9 @@ from scheduler_core.types import (
     Snapshot,
 )
 from scheduler_core.victims import VictimIndex
+
+if TYPE_CHECKING:
+    from scheduler_core.quota_promises import QuotaPromise
 
 ShapeKey = tuple[Demand, tuple[tuple[int, ...], ...], str, bool, frozenset[int]]
 """(gang, allowed node classes per member, score plugin, may use reserved GPUs, nodes closed
@@ -86,9 +89,9 @@ class CycleContext:
     head_needs_whole: bool = False
     reservation_moves: int = 0
     """Moves of the head's reservation tried this cycle (``max_reservation_moves``)."""
-    head_quota_slack: int = 0
-    """For a head over quota now: ``quota_type`` GPUs its team may still take this cycle for
-    longer than until ``start_at`` without the quota refusing the head at its start."""
+    quota_promises: dict[str, QuotaPromise] = field(default_factory=dict)
+    """Per job promised GPUs at a later start (the head, a nominated preemptor): what its
+    team's quota must still hold for it then (``quota_promises.promise_quota``)."""
     claimed_terminating: set[str] = field(default_factory=set)
     nominated: dict[int, int] = field(default_factory=dict)
     """Per node, the mask of GPUs promised to nominated jobs (their victims' and claimed

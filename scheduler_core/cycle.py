@@ -42,8 +42,6 @@ from scheduler_core.admission import (
 )
 from scheduler_core.array_limit import ArrayTaskCounts
 from scheduler_core.backfill import (
-    charge_head_quota,
-    delays_head_quota,
     enforce_runtime_limits,
     expected_end,
     may_backfill_into,
@@ -81,6 +79,7 @@ from scheduler_core.preemption import (
 )
 from scheduler_core.queue import order_queue
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
+from scheduler_core.quota_promises import BrokenPromise, broken_promise, charge_promises
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
 from scheduler_core.types import (
     Bind,
@@ -482,7 +481,8 @@ class _Misses:
         self.admitted_option: TypeOption | None = None
         self.admitted_options: list[TypeOption] = []
         self.blocked_by_head = False
-        self.quota_blocked = False
+        # the promise (the head's, a preemptor's) starting this job would take the quota of
+        self.quota_blocked: BrokenPromise | None = None
         # the largest member of a gang whose mixed-type option no split fits its quotas now
         self.split_refused = 0
 
@@ -516,10 +516,6 @@ def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
                 if misses.admitted_option is None:
                     misses.admitted_option = option
                 misses.admitted_options.append(option)
-            if option.gpu_type is not None and delays_head_quota(
-                    ctx, spec, {option.gpu_type: demand.gpus}):
-                misses.quota_blocked = True
-                continue
             grants, behind = _attempt(ctx, spec, demand, member_classes, score)
             misses.blocked_by_head = misses.blocked_by_head or (behind and demand is smallest)
             if grants is None:
@@ -530,6 +526,8 @@ def _filter_and_score(ctx: CycleContext, spec: JobSpec, shape: JobShape,
                 if any_type is None:
                     continue
                 borrowed = any_type
+            elif not _keeps_promises(ctx, spec, {option.gpu_type: demand.gpus}, misses):
+                continue
             _commit(ctx, spec, grants, borrowed)
             rehold(ctx)
             return None
@@ -551,12 +549,23 @@ def _quota_for_any_type(ctx: CycleContext, spec: JobSpec, grants: list[Grant],
         v = ctx.ledger.check(spec.team, refused_type, demand.gpus)
         misses.refusal = misses.refusal or (TypeOption(refused_type, member_classes), v, demand.gpus)
         return None
-    if delays_head_quota(ctx, spec, by_type):
-        ctx.placer.drop()
-        rehold(ctx)
-        misses.quota_blocked = True
+    if not _keeps_promises(ctx, spec, by_type, misses):
         return None
     return borrowed
+
+
+def _keeps_promises(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int],
+                    misses: _Misses) -> bool:
+    """Placed, would the job leave its team's quota what the jobs promised GPUs later need
+    (:mod:`scheduler_core.quota_promises`)? If not, its grants are dropped. Asked once the
+    job has found GPUs, so that a job with none is told so, not about the quota."""
+    broken = broken_promise(ctx, spec, gpus_of_type)
+    if broken is None:
+        return True
+    ctx.placer.drop()
+    rehold(ctx)
+    misses.quota_blocked = misses.quota_blocked or broken
+    return False
 
 
 def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,
@@ -564,8 +573,8 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
     """Phases 5 and 6 for a job phases 3-4 could not place: wait behind the head's quota,
     preempt, reserve (the head job), or explain. A job that waits rather than reclaim its
     lent quota (cheaper) says so after whatever it waits for."""
-    if misses.quota_blocked and ctx.head is not None:
-        _settle(ctx, spec, _behind_head_quota(ctx, spec, shape))
+    if misses.quota_blocked is not None:
+        _settle(ctx, spec, _behind_promised_quota(spec, shape, misses.quota_blocked))
         return
 
     # 6. preempt (or wait for jobs already stopping) before reserving
@@ -617,18 +626,16 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
         ctx, spec, smallest, member_classes, misses.blocked_by_head, needs_whole))
 
 
-def _behind_head_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape) -> Outcome:
-    """The job fits, but what it would hold of its team's quota is what the head job needs
-    when its reservation starts."""
-    head = ctx.head
-    assert head is not None
+def _behind_promised_quota(spec: JobSpec, shape: JobShape, broken: BrokenPromise) -> Outcome:
+    """The job fits, but what it would hold of its team's quota is what a job promised GPUs
+    (the head's reservation, a nominated preemptor) needs when it starts."""
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
-        f"Team {spec.team}'s quota must have room for job {head.job_id} when its reservation "
-        f"starts at t={head.start_at:.0f}; this job would still hold {head.quota_type} GPUs "
-        f"then, so starting now would delay it.",
-        True, f"job {head.job_id} starts, or this job's runtime limit ends it before "
-              f"t={head.start_at:.0f}",
+        f"Team {spec.team}'s quota must have room for job {broken.job_id} when it starts at "
+        f"t={broken.start_at:.0f}; this job would still hold {broken.gpu_type} GPUs then, so "
+        f"starting now would delay it.",
+        True, f"job {broken.job_id} starts, or this job's runtime limit ends it before "
+              f"t={broken.start_at:.0f}",
         demand=shape.smallest,
         classes=tuple(sorted({c for o in shape.options for cls in o.member_classes for c in cls})),
         needs_whole_node=shape.needs_whole,
@@ -704,7 +711,7 @@ def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: boo
     by_type = gpus_by_type(ctx, [(g.node, g.gpus) for g in grants])
     for t, n in by_type.items():
         ctx.ledger.charge(spec.team, t, n)
-    charge_head_quota(ctx, spec, by_type)
+    charge_promises(ctx, spec, by_type)
     ctx.bound[spec.id] = Bind(spec.id, state.placements(grants), borrowed)
     ctx.bound_specs[spec.id] = spec
     ctx.arrays.started(spec)

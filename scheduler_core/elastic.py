@@ -18,12 +18,12 @@ of these held it back (for the smallest step that would repay its resize: the la
 from __future__ import annotations
 
 from scheduler_core.admission import capable_classes
-from scheduler_core.backfill import charge_head_quota, delays_head_quota
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import demand_for, elastic_sizes, is_elastic
 from scheduler_core.job_shape import fleet_node_size
 from scheduler_core.maintenance import run_end
 from scheduler_core.placement import PlacementRequest
+from scheduler_core.quota_promises import broken_promise, charge_promises
 from scheduler_core.sentences import counted, duration
 from scheduler_core.state import HOLD, JOB, Grant, Holder, indices_of
 from scheduler_core.types import GpuPlacement, GrowthCode, GrowthNote, Resize, RunningJob
@@ -138,7 +138,7 @@ def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int,
             why = (GrowthCode.QUOTA, f"team {spec.team}'s quota has no room for "
                                      f"{counted(added, f'more {gpu_type} GPU')}.")
             continue
-        if delays_head_quota(ctx, spec, {gpu_type: added}):
+        if broken_promise(ctx, spec, {gpu_type: added}) is not None:
             why = (GrowthCode.BEHIND_RESERVATION,
                    f"{counted(added, f'more {gpu_type} GPU')} would take quota that the "
                    f"job holding the reservation needs when it starts.")
@@ -151,7 +151,7 @@ def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int,
                       if ctx.state.holdings.get(VACATED) else "") + ").")
             continue
         ctx.ledger.charge(spec.team, gpu_type, added)
-        charge_head_quota(ctx, spec, {gpu_type: added})
+        charge_promises(ctx, spec, {gpu_type: added})
         ctx.resized[spec.id] = Resize(
             job_id=spec.id,
             placements=_placements(ctx, holder),

@@ -22,7 +22,8 @@ from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.quota import QuotaVerdict
-from scheduler_core.quota_release import team_release_eta, team_released_by
+from scheduler_core.quota_promises import promise_quota
+from scheduler_core.quota_release import team_release_eta
 from scheduler_core.sentences import counted
 from scheduler_core.state import JOB, Grant
 from scheduler_core.types import GpuPlacement, JobSpec, ReasonCode, Reservation
@@ -89,7 +90,7 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
     """Phase 5 for a job its quota refuses now: if its own team's running jobs release enough
     quota by their runtime limits, it may still be the head, with a reservation from when both
     the GPUs and the quota are there; later jobs of its team then start only if they leave
-    that quota free (:func:`~scheduler_core.backfill.delays_head_quota`). Without this a
+    that quota free (:mod:`scheduler_core.quota_promises`). Without this a
     team whose quota is full of its own work starves its large jobs behind its small ones."""
     if not may_search(ctx):
         return False
@@ -119,8 +120,7 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
     assert gpu_type is not None
     hold(ctx, reservation)
     placements = _hold_reservation(ctx, spec, reservation)
-    ctx.head_quota_slack = (team_released_by(ctx, spec.team, gpu_type, reservation.start_at)
-                            - shortage)
+    promise_quota(ctx, spec, reservation.start_at, reservation.grants)
     ctx.outcomes[spec.id] = Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
         f"Holds a reservation for {demand.gpus} GPUs on {counted(len({p.node for p in placements}), 'node')} from "
@@ -166,6 +166,7 @@ def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReserv
     again with the new GPUs when the reservation moves, see :func:`move_head`.)"""
     demand, member_classes = request.demand, request.member_classes
     placements = _hold_reservation(ctx, spec, reservation)
+    promise_quota(ctx, spec, reservation.start_at, reservation.grants)
     ctx.head_request = request
     ctx.head_needs_whole = needs_whole
     gpus = sum(g.gpus for g in reservation.grants)

@@ -28,8 +28,9 @@ from scheduler_core.preemption import (
     preemption_notice,
     shrink_notice,
 )
+from scheduler_core.quota_promises import broken_promise, promise_quota
 from scheduler_core.sentences import counted, job_names
-from scheduler_core.state import Grant
+from scheduler_core.state import JOB, Grant
 from scheduler_core.types import JobSpec, ReasonCode, Reservation
 from scheduler_core.victims import budget_lifts_at
 
@@ -79,6 +80,7 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
         closed = ctx.calendar.closed(ctx.snapshot.now,
                                      run_end(ctx.snapshot.now + grace, spec.runtime_limit_s))
     request = PlacementRequest(demand, member_classes, score, closed=closed)
+    used_before = {t: ctx.ledger.used_by(spec.team, t) for t in ctx.gpu_types}
 
     def fit() -> list[Grant] | None:
         if option.gpu_type is not None and not quota_for(ctx, spec, option, demand.gpus).admitted:
@@ -86,11 +88,15 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
         grants = ctx.placer.place(request)
         if grants is None:
             return None
-        if option.gpu_type is None:
-            ok, _, _ = quota_for_grants(
-                ctx, spec, gpus_by_type(ctx, [(g.node, g.gpus) for g in grants]))
-            if not ok:
-                return None
+        by_type = gpus_by_type(ctx, [(g.node, g.gpus) for g in grants])
+        if option.gpu_type is None and not quota_for_grants(ctx, spec, by_type)[0]:
+            return None
+        # a preemption whose job its quota would refuse at its start, beside a job promised
+        # GPUs before it, would stop its victims for nothing; its own team's victims, taken
+        # off the ledger while tried, give their quota back
+        net = {t: n - (used_before[t] - ctx.ledger.used_by(spec.team, t)) for t, n in by_type.items()}
+        if broken_promise(ctx, spec, net) is not None:
+            return None
         return grants
 
     classes = frozenset(c for cls in member_classes for c in cls)
@@ -114,6 +120,7 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
     placements = ctx.state.placements(found.grants)
     ctx.reservations[spec.id] = Reservation(spec.id, start, placements)
     ctx.reserved_specs[spec.id] = spec
+    promise_quota(ctx, spec, start, found.grants, released=_team_victims(ctx, spec.team, found))
     if found.victims:
         names = job_names(sorted({v.job_id for v in found.victims}))
         message = (f"Preempting {names} to start on {counted(demand.gpus, 'GPU')}; it starts once they "
@@ -129,6 +136,17 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
         classes=ctx.placer.union(option.member_classes),
         needs_whole_node=needs_whole,
     )
+
+
+def _team_victims(ctx: CycleContext, team: str, found: Found) -> dict[str, int]:
+    """GPUs per type that ``team``'s own victims in ``found`` give back to its quota."""
+    pieces: list[tuple[int, int]] = []
+    parts = found.parts or tuple(None for _ in found.victims)
+    for victim, part in zip(found.victims, parts, strict=True):
+        if ctx.running[victim.job_id].spec.team == team:
+            grants = part if part is not None else ctx.state.holdings.get((JOB, victim.job_id), ())
+            pieces.extend((g.node, g.gpus) for g in grants)
+    return gpus_by_type(ctx, pieces)
 
 
 def also_by_preemption(ctx: CycleContext, spec: JobSpec,

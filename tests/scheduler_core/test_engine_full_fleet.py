@@ -84,7 +84,14 @@ Two independent proofs:
   at t=1006603; it preempts three (run-000097 too) on node-00093. Binds, kills, resizes and
   fleet figures identical; explanations only by ETAs and sentences of the jobs behind those
   reservations (181, 77 and 192 jobs, most ETAs later); the 2,000- and 10,000-GPU plans
-  unchanged)::
+  unchanged); and a job promised GPUs (the head, a nominated preemptor) promised its team's
+  quota at its start too (``quota_promises``), asked once a job has found GPUs, 2026-12-05:
+  the 1,000-GPU snapshots change (the snapshots themselves are built by running the engine,
+  so the change runs through them): seed 1, a job of team nlp no longer preempts six jobs
+  for 1 GPU its quota would refuse beside an nlp job nominated before it (now
+  ``QuotaExceeded``), and 18 jobs told to wait behind an over-quota head's quota are told
+  instead that no GPUs are free, which also holds; the 2,000- and 10,000-GPU plans and all 18
+  seed weeks unchanged::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -114,9 +121,9 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "4b5dd0d09225270c7e44b1518864e97ea2718062b819472fcc2670163e0f207e",
-    (1000, 500, 200, 1): "8653f079ddef5109a3c44fa6e2e46f25955499a4147f3aa29bce89d72b8505c3",
-    (1000, 500, 200, 3): "e5de0b96c23037318ea058b956b57b6a40d16b33cc871bf46c4c3c4f74db58d5",
+    (1000, 500, 200, 7): "17c2f73425abefb091ec265ca4cc8196d016f37b2180fbbd92862cf4e8f471a0",
+    (1000, 500, 200, 1): "153f61154d59d94812c80ffc6ac94e464ef8b338ebf535dfe2d19c999b69c3d5",
+    (1000, 500, 200, 3): "fa8016f5dce5d51cbd29bf3e6c1661f8a14c2bbfa0a9e7e66c08d8642f408659",
     (2000, 1000, 400, 4): "a6a25c382cd5dbca9134d6310c195fb810a22b5171b1a21821d2fded45e433af",
     (10000, 5000, 2000, 7): "215ec2df63d2372ba3fd211d5801e408a464c44fdafc5319058c27e4ddf214c6",
 }

@@ -1,0 +1,142 @@
+"""Rules 4 and 6 together: a job promised GPUs at a later start (the head's EASY reservation,
+a nominated preemptor) is promised its team's quota then too. A later job of its team may
+start now only if its quota still admits the promised job at its start: the job ends before
+then by its runtime limit, or the quota has room for both. Other teams are not held back."""
+
+from __future__ import annotations
+
+import pytest
+from engine_builders import bound, make_cluster, make_job, make_running, why
+
+from scheduler_core import ReasonCode
+
+NOW = 10_000.0
+
+
+def head_within_its_quota(ml_quota: int = 8):
+    """Two nodes held by team cv: n0 whole until t=3600, n1's GPUs 0-3 until t=7200. Team ml
+    (quota ``ml_quota``, nothing running) has room for an 8-GPU head now: the GPUs are what
+    it waits for, n0 from t=3600."""
+    return (
+        make_cluster().nodes(2).at(0)
+        .quota("ml", "a100", ml_quota).quota("cv", "a100", 12)
+        .running(make_running(make_job("r0").team("cv").gpus(8).limit(3600)).whole("n0")
+                 .started(0),
+                 make_running(make_job("r1").team("cv").gpus(4).limit(7200))
+                 .on("n1", 0, 1, 2, 3).started(0))
+    )
+
+
+@pytest.mark.parametrize(
+    ("limit", "starts"),
+    [(3600, True), (3601, False), (None, False)],
+    ids=["ends-by-the-reservation", "would-hold-quota-past-it", "no-runtime-limit"],
+)
+def test_a_later_job_of_the_heads_team_leaves_the_quota_its_reservation_needs(limit, starts):
+    # small (4) fits on n1's free GPUs, which big does not need, and within ml's quota now
+    # (0 + 4 <= 8); but still running at t=3600 it would leave ml 4 + 8 > 8 for big.
+    plan = head_within_its_quota().pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        make_job("small").team("ml").gpus(4).limit(limit).submitted(1),
+    ).plan()
+    [reservation] = plan.reservations
+    assert (reservation.job_id, reservation.start_at) == ("big", 3600.0)
+    assert ("small" in bound(plan)) == starts
+    if not starts:
+        explanation = why(plan, "small")
+        assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
+        assert explanation.message.startswith(
+            "Team ml's quota must have room for job big when it starts at t=3600; this job "
+            "would still hold a100 GPUs then")
+
+
+def test_a_later_job_of_the_heads_team_starts_when_the_quota_holds_both():
+    plan = head_within_its_quota(ml_quota=12).pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        make_job("small").team("ml").gpus(4).limit(None).submitted(1),
+    ).plan()
+    assert [r.job_id for r in plan.reservations] == ["big"]
+    assert "small" in bound(plan)
+
+
+def test_a_promise_is_charged_by_each_start_of_its_team():
+    # quota 12: room for big and 4 more past t=3600; the first 2-GPU job takes 2 of them,
+    # the second the other 2, the third would take big's.
+    plan = head_within_its_quota(ml_quota=12).pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        *(make_job(f"s{k}").team("ml").gpus(2).limit(None).submitted(1 + k) for k in range(2)),
+    ).plan()
+    assert {"s0", "s1"} <= set(bound(plan))
+    plan = head_within_its_quota(ml_quota=10).pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        *(make_job(f"s{k}").team("ml").gpus(2).limit(None).submitted(1 + k) for k in range(2)),
+    ).plan()
+    assert "s0" in bound(plan) and "s1" not in bound(plan)
+    assert why(plan, "s1").code is ReasonCode.BEHIND_HIGHER_PRIORITY
+
+
+def test_other_teams_start_beside_a_head_within_its_quota():
+    plan = head_within_its_quota().quota("nlp", "a100", 4).pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        make_job("other").team("nlp").gpus(4).limit(None).submitted(1),
+    ).plan()
+    assert [r.job_id for r in plan.reservations] == ["big"]
+    assert "other" in bound(plan)
+
+
+def preemptor_and_its_team():
+    """Teams ml and cv share cohort lab, 8 a100 GPUs of quota each. cv runs 12: lo0 on n0
+    (8, borrowed) and lo1 on n1's GPUs 0-3. ml's urgent (8, within ml's 8) reclaims ml's lent
+    quota by preempting lo0; n1's free 4 GPUs fit another job of ml now."""
+    return (
+        make_cluster().nodes(2).at(NOW)
+        .quota("ml", "a100", 8, cohort="lab").quota("cv", "a100", 8, cohort="lab")
+        .running(make_running(make_job("lo0").team("cv").gpus(8)).whole("n0").started(0)
+                 .borrowed(),
+                 make_running(make_job("lo1").team("cv").gpus(4)).on("n1", 0, 1, 2, 3)
+                 .started(0))
+        .pending(make_job("urgent").team("ml").gpus(8).submitted(0))
+    )
+
+
+def test_a_later_job_of_a_preemptors_team_leaves_the_quota_it_preempts_for():
+    # small fits ml's quota now (0 + 4 <= 8) but not beside urgent once lo0 has stopped
+    plan = preemptor_and_its_team().pending(
+        make_job("small").team("ml").gpus(4).limit(None).submitted(1)).plan()
+    assert [p.job_id for p in plan.preemptions] == ["lo0"]
+    assert why(plan, "urgent").code is ReasonCode.WAITING_FOR_PREEMPTION
+    assert "small" not in bound(plan)
+    explanation = why(plan, "small")
+    assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
+    assert "room for job urgent when it starts" in explanation.message
+
+
+def test_no_second_preemption_for_a_job_its_quota_refuses_beside_a_preemptor():
+    # with n1 full, small finds no free GPUs and could reclaim lo1's; beside urgent it would
+    # leave ml's quota 8 + 4 > 8, so lo1 would stop for nothing
+    plan = (
+        preemptor_and_its_team()
+        .running(make_running(make_job("lo2").team("cv").gpus(4)).on("n1", 4, 5, 6, 7)
+                 .started(0).borrowed())
+        .pending(make_job("small").team("ml").gpus(4).limit(None).submitted(1))
+        .plan()
+    )
+    assert [p.job_id for p in plan.preemptions] == ["lo0"]
+    assert why(plan, "small").code is not ReasonCode.WAITING_FOR_PREEMPTION
+
+
+def test_a_preemptors_own_victims_give_its_team_quota_back():
+    # ml (quota 12) preempts its own low-priority lo0 for urgent: at urgent's start ml holds
+    # 8 + 4, within 12, so small starts now beside it
+    plan = (
+        make_cluster().nodes(2).at(NOW).quota("ml", "a100", 12).quota("cv", "a100", 12)
+        .running(make_running(make_job("lo0").team("ml").priority("low").gpus(8)).whole("n0")
+                 .started(0),
+                 make_running(make_job("lo1").team("cv").priority("low").gpus(4))
+                 .on("n1", 0, 1, 2, 3).started(0))
+        .pending(make_job("urgent").team("ml").priority("high").gpus(8).submitted(0),
+                 make_job("small").team("ml").priority("high").gpus(4).limit(None).submitted(1))
+        .plan()
+    )
+    assert [p.job_id for p in plan.preemptions] == ["lo0"]
+    assert "small" in bound(plan)
