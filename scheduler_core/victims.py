@@ -166,7 +166,12 @@ def _protection(priority: dict[str, PriorityClassInfo], now: float, job: Running
     why = f"job {job.spec.id}"
     if young:
         why += f" has run {ran:.0f} s of its {pc.min_runtime_s} s minimum runtime"
-    if spent:
+    if spent and pc.preemption_budget == 0:
+        # no count to report: the class allows none ("was preempted 0 times ..., its budget"
+        # read as if the job had used something up)
+        why += (f"{' and' if young else ''} is of class {pc.name}, whose preemption budget of 0 "
+                f"allows none")
+    elif spent:
         budget = ("its budget" if times == pc.preemption_budget
                   else f"over its budget of {pc.preemption_budget}")
         lifts = budget_lifts_at(job, now)
