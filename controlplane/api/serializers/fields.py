@@ -194,6 +194,33 @@ class NamedRecordField(serializers.SlugRelatedField):
             raise serializers.ValidationError(said, code="does_not_exist") from None
 
 
+def json_kind(data: Any) -> str:
+    """What a JSON value is, in JSON's words: "a number", "true", "a list", "an object"."""
+    if isinstance(data, bool):
+        return "true" if data else "false"
+    if data is None:
+        return "null"
+    if isinstance(data, int | float):
+        return "a number"
+    if isinstance(data, list | tuple):
+        return "a list"
+    if isinstance(data, dict):
+        return "an object"
+    return type(data).__name__
+
+
+class TextField(serializers.CharField):
+    """A string, given as a JSON string: DRF's CharField turns the number 1 into "1", so
+    `env: {"A": 1}` ran the job with A=1 where the client may have meant anything else
+    (Kubernetes refuses a non-string env value as well)."""
+
+    def to_internal_value(self, data: Any) -> str:
+        if not isinstance(data, str):
+            raise serializers.ValidationError(f"must be a string (in quotes), not {json_kind(data)}")
+        value: str = super().to_internal_value(data)
+        return value
+
+
 class NameField(serializers.CharField):
     """A short name people read in lists and terminals."""
 
@@ -229,7 +256,7 @@ class HoldReasonField(serializers.CharField):
 class EnvField(serializers.DictField):
     """Environment variables: names as in POSIX shells, string values."""
 
-    child = serializers.CharField(allow_blank=True, max_length=16384, trim_whitespace=False)
+    child = TextField(allow_blank=True, max_length=16384, trim_whitespace=False)
 
     def to_internal_value(self, data: Any) -> dict[str, str]:
         value: dict[str, str] = super().to_internal_value(data)

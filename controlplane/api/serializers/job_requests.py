@@ -20,6 +20,7 @@ from controlplane.api.serializers.fields import (
     NamedChoiceField,
     NameField,
     StrictFieldsMixin,
+    TextField,
 )
 from controlplane.api.serializers.jobs import JobSerializer
 from controlplane.choices import DependencyCondition, DependencyMode, Topology, WorkloadClass
@@ -91,8 +92,8 @@ class GangRoleSerializer(StrictFieldsMixin, serializers.Serializer):
     count = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, help_text="Members of this role.")
     gpus_per_member = serializers.IntegerField(
         min_value=1, max_value=MAX_GPUS_PER_NODE, help_text="GPUs of each member, on one node.")
-    gpu_type = serializers.CharField(required=False, max_length=64, help_text="Shorthand for gpu_types=[…].")
-    gpu_types = serializers.ListField(child=serializers.CharField(max_length=64), required=False, max_length=32,
+    gpu_type = TextField(required=False, max_length=64, help_text="Shorthand for gpu_types=[…].")
+    gpu_types = serializers.ListField(child=TextField(max_length=64), required=False, max_length=32,
                                       help_text="Acceptable GPU types of this role; omitted: the job's.")
     min_gpu_memory_gb = _count(required=False, default=0)
     cpus_per_gpu = _count(required=False, default=0)
@@ -239,11 +240,11 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
         min_value=1, max_value=MAX_GPUS_PER_NODE, required=False, allow_null=True,
         help_text="GPUs on each node of the gang; omitted: the scheduler decides (whole nodes for jobs of a node or more).",
     )
-    gpu_type = serializers.CharField(
+    gpu_type = TextField(
         required=False, max_length=64, help_text="One acceptable GPU type (shorthand for gpu_types=[…])."
     )
     gpu_types = serializers.ListField(
-        child=serializers.CharField(max_length=64), required=False, max_length=32,
+        child=TextField(max_length=64), required=False, max_length=32,
         help_text="Acceptable GPU types; omitted or empty: any type.",
     )
     min_gpu_memory_gb = _count(required=False, default=0, help_text="Minimum device memory per GPU.")
@@ -254,11 +255,11 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                                         help_text="Elastic: the smallest size it runs at.")
     max_gpus = serializers.IntegerField(min_value=1, max_value=MAX_JOB_GPUS, required=False, allow_null=True,
                                         help_text="Elastic: the largest size it can use.")
-    priority_class = serializers.CharField(
+    priority_class = TextField(
         required=False, max_length=64, help_text="Priority class name; default: the team's default class."
     )
-    team = serializers.CharField(required=False, max_length=64, help_text="Team name; default: your team.")
-    project = serializers.CharField(required=False, max_length=64, help_text="Project name within the team.")
+    team = TextField(required=False, max_length=64, help_text="Team name; default: your team.")
+    project = TextField(required=False, max_length=64, help_text="Project name within the team.")
     workload = NamedChoiceField(choices=WorkloadClass.choices, required=False, default=WorkloadClass.TRAINING)
     runtime_limit_s = serializers.IntegerField(
         # Up to its priority class's maximum, which the submit names in days (qm submit -t 99999d
@@ -271,7 +272,7 @@ class JobSubmitSerializer(StrictFieldsMixin, serializers.Serializer):
                   "max_runtime_limit_s.",
     )
     checkpoint_interval_s = _positive(required=False, allow_null=True)
-    command = serializers.CharField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False)
+    command = TextField(required=False, default="", allow_blank=True, max_length=65536, trim_whitespace=False)
     env = EnvField(required=False, default=dict)
     hold = serializers.BooleanField(
         required=False, default=False,
@@ -506,7 +507,7 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
 class JobArraySubmitSerializer(JobSubmitSerializer):
     """A job array: one submission, one task per index, each with QM_ARRAY_INDEX in its env."""
 
-    array = serializers.CharField(
+    array = TextField(
         max_length=4096,
         help_text="Task indices, Slurm style: `0-99`, `1,3,10-20`, `0-98:2` (at most 10,000 tasks); `%N` at the "
                   "end (`0-99%10`) runs at most N of them at a time, as `array_task_limit` does.",

@@ -116,7 +116,7 @@ BAD_SUBMITS = [
      "gpu_type", "not both"),
     ("env_not_an_object", {"name": "x", "gpus": 1, "env": ["A=1"]}, "env", "dictionary"),
     ("env_bad_variable_name", {"name": "x", "gpus": 1, "env": {"1BAD": "v"}}, "env", "variable names"),
-    ("env_value_not_a_string", {"name": "x", "gpus": 1, "env": {"A": {"nested": 1}}}, "env.A", "valid string"),
+    ("env_value_not_a_string", {"name": "x", "gpus": 1, "env": {"A": {"nested": 1}}}, "env.A", "must be a string (in quotes), not an object"),
     ("nul_character_in_name", {"name": "a\x00b", "gpus": 1}, "name", "Null characters"),
     ("name_too_long", {"name": "x" * 200, "gpus": 1}, "name", "no more than 128"),
 ]
