@@ -1,7 +1,7 @@
 """A job that can never run as asked (here: more H100s than its team's quota and borrowing
 limit allow) showed, under "Why it waits", "ETA: no estimate yet: the jobs ahead declare no end
 the scheduler can count on": blaming jobs ahead that all have runtime limits, and promising an
-estimate that can never come. `qm explain` says "earliest start: unknown" and "can it ever run:
+estimate that can never come. `qm explain` says "latest start: unknown" and "can it ever run:
 no, not as asked: change the request". The page now says there is no start to estimate, and
 points to the change, on the page and in its live update."""
 

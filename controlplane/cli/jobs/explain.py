@@ -29,7 +29,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
         output.fields([
             ("  queue position", position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
                                                 e["resolvable"])),
-            ("  earliest start", start),
+            ("  latest start", start),
             *([("  etas lately", lately)] if e["eta"] and (lately := eta_record_text(e)) else []),
             *([("  likely start", likely)] if (likely := likely_start_text(e)) else []),
             *([("  priority", order)] if (order := order_text(api, e["job"])) else []),

@@ -72,7 +72,7 @@ def _standing_fields(job: dict[str, Any], running: str, stopping: str) -> list[_
         *([("hold reason", job["hold_reason"])] if job.get("hold") and job.get("hold_reason") else []),
         ("queue position", position_text(job["queue_position"], job.get("pending_code"), job.get("hold"),
                                          job.get("pending_resolvable", True))),
-        ("earliest start", eta_text(job["eta"], relative=False)),
+        ("latest start", eta_text(job["eta"], relative=False)),
         *([("eta told", told)] if (told := eta_told_text(job)) else []),
         *([("running", running)] if running else []),
         # a running elastic job below its maximum that the last cycle did not grow: why not

@@ -431,6 +431,6 @@ def test_status_of_a_waiting_job_gives_its_place_and_eta(alice_qm, fleet) -> Non
     out = alice_qm("status", str(job.pk)).out
 
     assert re.search(r"^queue position:\s+4$", out, re.M), out
-    assert re.search(rf"^earliest start:\s+{eta:%Y-%m-%d %H:%M:%S} UTC$", out, re.M), out
+    assert re.search(rf"^latest start:\s+{eta:%Y-%m-%d %H:%M:%S} UTC$", out, re.M), out
     running = alice_qm("status", str(f.make_job(fleet.ml, state=JobState.RUNNING).pk)).out
-    assert re.search(r"^queue position:\s+-$", running, re.M) and re.search(r"^earliest start:\s+-$", running, re.M)
+    assert re.search(r"^queue position:\s+-$", running, re.M) and re.search(r"^latest start:\s+-$", running, re.M)

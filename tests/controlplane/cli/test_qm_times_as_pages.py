@@ -32,8 +32,8 @@ def test_explain_and_status_say_the_eta_as_the_reason_does(alice_qm, fleet) -> N
 
     said = utc(eta)  # "2026-… HH:MM:SS UTC", rounded
     assert f"Holds a reservation from {said}." in explained
-    assert re.search(rf"^  earliest start:\s+{said} \(in 2h\)$", explained, re.M), explained
-    assert re.search(rf"^earliest start:\s+{said}$", status, re.M), status
+    assert re.search(rf"^  latest start:\s+{said} \(in 2h\)$", explained, re.M), explained
+    assert re.search(rf"^latest start:\s+{said}$", status, re.M), status
     assert re.search(rf"^submitted:\s+{utc(job.submitted_at)}$", status, re.M), status
 
 
