@@ -27,6 +27,7 @@ How rows become a trace (the approximations are stated on the page and in docs/d
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import multiprocessing
@@ -34,12 +35,14 @@ import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import structlog
 from django.db.models import Max
 from django.utils import timezone
 
+import scheduler_core
 from controlplane.choices import FINISHED_JOB_STATES, NodeState
 from controlplane.models import GpuType, Job, MaintenanceWindow, Node, PriorityClass, Quota, Team
 from controlplane.services.snapshot import scheduler_config
@@ -318,6 +321,20 @@ RESULT_TTL_S = 3600
 PROGRESS_EVERY_S = replay_worker.PROGRESS_EVERY_S
 
 
+@functools.cache
+def code_fingerprint() -> str:
+    """The replay's code as this process runs it: the engine and the replay's own modules. A
+    result is stored under a key that includes it, so a deploy that changes how jobs are
+    scheduled or what a result holds never serves a result computed before it (until 5 Dec
+    2026 a result cached before a deploy, up to RESULT_TTL_S, read 0 jobs that could never
+    run, a figure it did not have)."""
+    digest = hashlib.sha256()
+    engine = Path(scheduler_core.__file__).parent
+    for path in [*sorted(engine.rglob("*.py")), Path(__file__), Path(replay_worker.__file__)]:
+        digest.update("/".join(path.parts[-3:]).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()
+
+
 @dataclass(frozen=True)
 class Request:
     """A replay asked for: its key, and the work for the child process (no database there)."""
@@ -347,7 +364,8 @@ def prepare(days: int, policy: Policy, *, now: datetime | None = None, fleet: Fl
     last_change = Job.objects.filter(pk__in=[r[0] for r in rows[-50:]]).aggregate(m=Max("state_changed_at"))["m"]
     fingerprint = hashlib.sha256(json.dumps(
         [days, dataclasses.asdict(policy), dataclasses.asdict(baseline), len(rows), rows[0][0], rows[-1][0],
-         str(last_change), dataclasses.asdict(fleet), now.strftime("%Y-%m-%d %H")], default=str,
+         str(last_change), dataclasses.asdict(fleet), now.strftime("%Y-%m-%d %H"), code_fingerprint()],
+        default=str,
     ).encode()).hexdigest()
     first_submitted = rows[0][1]
     windows = maintenance_windows(first_submitted, now, fleet.nodes)

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import time
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from django.template.loader import render_to_string
@@ -323,3 +324,34 @@ def test_a_replay_asked_for_while_redis_is_away_is_a_503_that_says_so(client_for
     assert "live_url" not in page.context  # nothing to follow: no replay was started
     settings.REDIS_URL = os.environ["REDIS_URL"]
     assert whatif.Store().get(whatif.LOCK_KEY) is None  # and no lock was left behind
+
+
+def test_a_result_of_other_code_is_never_served(demo, submit_as, monkeypatch):
+    # a result cached by the previous deploy (another engine, another result shape) lives on
+    # for RESULT_TTL_S; until 5 Dec 2026 the same request found it and the page read 0 jobs
+    # that could never run, a figure that result did not have
+    submit_as("alice", name="x", gpus=1, runtime_limit_s=600)
+    now = timezone.now()
+    policy = whatif.Policy("pack", True, True)
+    before = whatif.prepare(1, policy, now=now)
+    whatif.Store().set(before.key, {"state": "done", "replay": "an older result"}, whatif.RESULT_TTL_S)
+    assert whatif.prepare(1, policy, now=now).key == before.key  # the same code: served
+    monkeypatch.setattr(whatif, "code_fingerprint", lambda: "0" * 64)
+    after = whatif.prepare(1, policy, now=now)
+    assert after.key != before.key and whatif.status(after.key) is None
+
+
+def test_the_code_fingerprint_changes_with_the_engines_code():
+    import scheduler_core
+
+    probe = Path(scheduler_core.__file__).parent / "_fingerprint_probe.py"
+    whatif.code_fingerprint.cache_clear()
+    before = whatif.code_fingerprint()
+    try:
+        probe.write_text("# a deploy that added an engine module\n")
+        whatif.code_fingerprint.cache_clear()
+        assert whatif.code_fingerprint() != before
+    finally:
+        probe.unlink(missing_ok=True)
+        whatif.code_fingerprint.cache_clear()
+    assert whatif.code_fingerprint() == before
