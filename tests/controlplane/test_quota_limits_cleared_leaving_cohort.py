@@ -107,6 +107,9 @@ def test_leaving_through_the_api_clears_them_and_the_quota_reads_none(fleet, ml_
     r = admin.patch(f"{J}/teams/{fleet.ml.pk}/", {"cohort": None}, format="json")
 
     assert r.status_code == 200, r.json()
+    # the answer says what leaving cleared, as the event does (before, only the event said it)
+    assert r.json()["limits_cleared"] == ["H100-80GB: borrowing limit 8, lending limit 4"]
+    assert admin.get(f"{J}/teams/{fleet.ml.pk}/").json()["limits_cleared"] == []
     _cleared(ml_limited, "user:root")
     quota = admin.get(f"{J}/quotas/{ml_limited.pk}/").json()
     assert (quota["cohort"], quota["borrowing_limit"], quota["lending_limit"]) == (None, None, None)
@@ -137,7 +140,8 @@ def test_moving_to_another_cohort_keeps_them(fleet, ml_limited) -> None:
     other = f.make_cohort("other")
     admin = client_for(fleet, "admin")
 
-    assert admin.patch(f"{J}/teams/{fleet.ml.pk}/", {"cohort": "other"}, format="json").status_code == 200
+    r = admin.patch(f"{J}/teams/{fleet.ml.pk}/", {"cohort": "other"}, format="json")
+    assert r.status_code == 200 and r.json()["limits_cleared"] == []
 
     ml_limited.refresh_from_db()
     assert (ml_limited.borrowing_limit, ml_limited.lending_limit) == (8, 4)

@@ -40,9 +40,17 @@ class TeamSerializer(ConstraintCheckedModelSerializer):
         slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True, lists_names=True
     )
 
+    limits_cleared = serializers.SerializerMethodField(
+        help_text="In the answer to a change that took the team out of its cohort: the borrowing and lending "
+                  "limits cleared from its quotas, one line per quota (\"H100-80GB: borrowing limit 8\"), as its "
+                  "TeamCohortChanged event says; empty otherwise.")
+
     class Meta:
         model = Team
-        fields = ["id", "name", "description", "cohort", "default_priority_class"]
+        fields = ["id", "name", "description", "cohort", "default_priority_class", "limits_cleared"]
+
+    def get_limits_cleared(self, team: Team) -> list[str]:
+        return list(getattr(team, "limits_cleared_now", []))
 
 
 class ProjectSerializer(ConstraintCheckedModelSerializer):

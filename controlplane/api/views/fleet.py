@@ -171,7 +171,9 @@ class TeamViewSet(AdminWritableViewSet):
             settings_before = config_audit.before_change(serializer.instance)
             team = serializer.save()
             config_audit.record_config_change(team, "changed", settings_before, self._actor())
-            cohorts.record_team_move(team, before, self._actor())
+            moved = cohorts.record_team_move(team, before, self._actor())
+            # the answer says what leaving cleared, as the event does (TeamSerializer.limits_cleared)
+            team.limits_cleared_now = moved.data.get("limits_cleared", []) if moved is not None else []
 
 
 class ProjectViewSet(AdminWritableViewSet):
