@@ -633,9 +633,14 @@ def _behind_promised_quota(spec: JobSpec, shape: JobShape, broken: BrokenPromise
         ReasonCode.BEHIND_HIGHER_PRIORITY,
         f"Team {spec.team}'s quota must have room for job {broken.job_id} when it starts at "
         f"t={broken.start_at:.0f}; this job would still hold {broken.gpu_type} GPUs then, so "
-        f"starting now would delay it.",
-        True, f"job {broken.job_id} starts, or this job's runtime limit ends it before "
-              f"t={broken.start_at:.0f}",
+        f"starting now would delay it."
+        + ("" if broken.ends_at is None else
+           f" Estimated start t={broken.ends_at:.0f}, when job {broken.job_id} has run (by its "
+           f"runtime limit)."),
+        True, f"job {broken.job_id} has run and given the quota back, or the job asks for a runtime "
+              f"limit that ends it by t={broken.start_at:.0f}",
+        # its quota is free again once the promised job has run (by its runtime limit)
+        eta=broken.ends_at,
         demand=shape.smallest,
         classes=tuple(sorted({c for o in shape.options for cls in o.member_classes for c in cls})),
         needs_whole_node=shape.needs_whole,

@@ -37,15 +37,19 @@ class QuotaPromise:
     team: str
     start_at: float
     slack: dict[str, int]
+    ends_at: float | None
+    """When the promised job will have run, by its runtime limit (``None``: it has none)."""
 
 
 @dataclass(frozen=True, slots=True)
 class BrokenPromise:
-    """The promise starting a job now would break: whose, when, on which GPU type."""
+    """The promise starting a job now would break: whose, when, on which GPU type, and when
+    the promised job will have run (by its runtime limit; ``None``: it has none)."""
 
     job_id: str
     start_at: float
     gpu_type: str
+    ends_at: float | None
 
 
 def promise_quota(ctx: CycleContext, spec: JobSpec, start_at: float, grants: Iterable[Grant],
@@ -69,7 +73,8 @@ def promise_quota(ctx: CycleContext, spec: JobSpec, start_at: float, grants: Ite
                 given_back += released.get(t, 0)
             slack[t] = given_back - verdict.shortage(gpus)
     if slack:
-        ctx.quota_promises[spec.id] = QuotaPromise(spec.id, spec.team, start_at, slack)
+        ends_at = None if spec.runtime_limit_s is None else start_at + spec.runtime_limit_s
+        ctx.quota_promises[spec.id] = QuotaPromise(spec.id, spec.team, start_at, slack, ends_at)
     else:
         ctx.quota_promises.pop(spec.id, None)
 
@@ -89,7 +94,7 @@ def broken_promise(ctx: CycleContext, spec: JobSpec,
             continue
         for t, gpus in gpus_of_type.items():
             if gpus > 0 and gpus > promise.slack.get(t, gpus):
-                return BrokenPromise(promise.job_id, promise.start_at, t)
+                return BrokenPromise(promise.job_id, promise.start_at, t, promise.ends_at)
     return None
 
 

@@ -45,9 +45,13 @@ def test_a_later_job_of_the_heads_team_leaves_the_quota_its_reservation_needs(li
     if not starts:
         explanation = why(plan, "small")
         assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
-        assert explanation.message.startswith(
+        assert explanation.message == (
             "Team ml's quota must have room for job big when it starts at t=3600; this job "
-            "would still hold a100 GPUs then")
+            "would still hold a100 GPUs then, so starting now would delay it. Estimated start "
+            "t=4200, when job big has run (by its runtime limit).")
+        # its quota is free again once big has run, not when big starts
+        assert explanation.eta == 4200.0
+        assert explanation.would_start_if.startswith("job big has run and given the quota back")
 
 
 def test_a_later_job_of_the_heads_team_starts_when_the_quota_holds_both():
@@ -109,6 +113,7 @@ def test_a_later_job_of_a_preemptors_team_leaves_the_quota_it_preempts_for():
     explanation = why(plan, "small")
     assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
     assert "room for job urgent when it starts" in explanation.message
+    assert explanation.eta is None  # urgent has no runtime limit: no time its quota frees
 
 
 def test_no_second_preemption_for_a_job_its_quota_refuses_beside_a_preemptor():
