@@ -22,7 +22,7 @@ from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.quota import QuotaVerdict
-from scheduler_core.quota_promises import promise_quota
+from scheduler_core.quota_promises import promise_quota, promised_to_team
 from scheduler_core.quota_release import team_release_eta
 from scheduler_core.sentences import counted
 from scheduler_core.state import JOB, Grant
@@ -102,7 +102,8 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
         verdict = quota_for(ctx, spec, option, demand.gpus)
         if verdict.admitted or verdict.never or not verdict.governed:
             continue
-        shortage = verdict.shortage(demand.gpus)
+        # the quota must also hold what is promised to the team's jobs ahead of it
+        shortage = verdict.shortage(demand.gpus) + promised_to_team(ctx, spec.team, gpu_type)
         lifts_at = team_release_eta(ctx, spec.team, gpu_type, shortage)
         if lifts_at is not None:
             candidates.append((PlacementRequest(demand, option.member_classes, score),
@@ -125,8 +126,9 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
         ReasonCode.WAITING_FOR_RESERVATION,
         f"Holds a reservation for {demand.gpus} GPUs on {counted(len({p.node for p in placements}), 'node')} from "
         f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
-        f"the {counted(shortage, f'{gpu_type} GPU')} its quota lacks now "
-        f"({verdict.describe(spec.team, gpu_type, demand.gpus)}) and the GPUs are free, "
+        f"the {counted(verdict.shortage(demand.gpus), f'{gpu_type} GPU')} its quota lacks now "
+        f"({verdict.describe(spec.team, gpu_type, demand.gpus)})"
+        f"{_promised_words(shortage - verdict.shortage(demand.gpus))} and the GPUs are free, "
         f"by runtime limits; smaller jobs may use those GPUs only if they end before then.",
         True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
               f"latest by their runtime limits)",
@@ -135,6 +137,13 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
         needs_whole_node=needs_whole, quota_type=gpu_type,
     )
     return True
+
+
+def _promised_words(gpus: int) -> str:
+    """The GPUs its quota must also hold for jobs of its team promised a start before it."""
+    if gpus <= 0:
+        return ""
+    return f", besides the {counted(gpus, 'GPU')} promised to its team's jobs ahead of it"
 
 
 _Candidate = tuple[PlacementRequest, tuple[TypeOption, QuotaVerdict, int, float] | None]

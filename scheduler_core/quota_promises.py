@@ -39,6 +39,13 @@ class QuotaPromise:
     slack: dict[str, int]
     ends_at: float | None
     """When the promised job will have run, by its runtime limit (``None``: it has none)."""
+    gpus: dict[str, int]
+    """The promised GPUs per governed type."""
+
+    def overlaps(self, start_at: float, ends_at: float | None) -> bool:
+        """Does the promised job run at some time between ``start_at`` and ``ends_at``?"""
+        return not ((self.ends_at is not None and self.ends_at <= start_at)
+                    or (ends_at is not None and ends_at <= self.start_at))
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +79,28 @@ def promise_quota(ctx: CycleContext, spec: JobSpec, start_at: float, grants: Ite
             if released:
                 given_back += released.get(t, 0)
             slack[t] = given_back - verdict.shortage(gpus)
-    if slack:
-        ends_at = None if spec.runtime_limit_s is None else start_at + spec.runtime_limit_s
-        ctx.quota_promises[spec.id] = QuotaPromise(spec.id, spec.team, start_at, slack, ends_at)
-    else:
-        ctx.quota_promises.pop(spec.id, None)
+    ctx.quota_promises.pop(spec.id, None)
+    if not slack:
+        return
+    ends_at = None if spec.runtime_limit_s is None else start_at + spec.runtime_limit_s
+    promise = QuotaPromise(spec.id, spec.team, start_at, slack, ends_at,
+                           {t: by_type[t] for t in slack})
+    # promises of one team that run at the same time share its quota: each leaves the other's
+    for other in ctx.quota_promises.values():
+        if other.team == spec.team and other.overlaps(start_at, ends_at):
+            for t, gpus in other.gpus.items():
+                if t in slack:
+                    slack[t] -= gpus
+            for t, gpus in promise.gpus.items():
+                if t in other.slack:
+                    other.slack[t] -= gpus
+    ctx.quota_promises[spec.id] = promise
+
+
+def promised_to_team(ctx: CycleContext, team: str, gpu_type: str) -> int:
+    """The ``gpu_type`` GPUs promised to ``team``'s jobs this cycle, which its quota must hold
+    beside a job it admits later (a head over its quota waits for them as well)."""
+    return sum(p.gpus.get(gpu_type, 0) for p in ctx.quota_promises.values() if p.team == team)
 
 
 def _holds_past(ctx: CycleContext, spec: JobSpec, at: float) -> bool:

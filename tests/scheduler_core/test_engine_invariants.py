@@ -14,6 +14,7 @@ a fence, resizes take effect with a new generation). After every cycle:
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import Counter
 
 from hypothesis import HealthCheck, event, settings
@@ -204,6 +205,7 @@ class FleetMachine(RuleBasedStateMachine):
 
         # quota plus borrowing never exceeded by what the plan adds
         self.check_quota(snapshot, plan)
+        self.check_promised_quota(snapshot, plan)
 
         # preemption: whole running jobs, eligible, no cascades, generations echoed
         bound = {b.job_id for b in plan.binds}
@@ -314,6 +316,46 @@ class FleetMachine(RuleBasedStateMachine):
             q = quota.get(key)
             if q is not None and key[1] in governed and before[key] <= q.nominal_gpus:
                 assert before[key] + gpus <= q.nominal_gpus, (key, before[key], gpus)
+
+    def check_promised_quota(self, snapshot: Snapshot, plan: Plan) -> None:
+        """A job promised GPUs at a later start (a reservation) of a team in no cohort is
+        promised its quota then too: what its team still holds at that start (running jobs
+        and this plan's starts and growths that outlast it, other promises of the team from
+        then), with its own GPUs, stays within nominal (docs/engine.md, quota_promises)."""
+        quota = {(q.team, q.gpu_type): q for q in self.quotas}
+        if not quota:
+            return
+        stopping = {p.job_id for p in plan.preemptions} | {k.job_id for k in plan.kills}
+        grown = {r.job_id: r.placements for r in plan.resizes}
+        holders: list[tuple[str, float, float, tuple]] = []  # team, from, until, placements
+        for job in snapshot.running:
+            if job.terminating or job.spec.id in stopping:
+                continue
+            limit = job.spec.runtime_limit_s
+            until = math.inf if limit is None else job.started_at + limit
+            holders.append((job.spec.team, self.now, until, grown.get(job.spec.id, job.placements)))
+        teams = {j.id: j for j in snapshot.pending}
+        for bind in plan.binds:
+            limit = teams[bind.job_id].runtime_limit_s
+            holders.append((teams[bind.job_id].team, self.now,
+                            math.inf if limit is None else self.now + limit, bind.placements))
+        for r in plan.reservations:
+            spec = teams[r.job_id]
+            limit = spec.runtime_limit_s
+            holders.append((spec.team, r.start_at, math.inf if limit is None else r.start_at + limit,
+                            r.placements))
+        for r in plan.reservations:
+            spec = teams[r.job_id]
+            mine = Counter(self.by_name[p.node].gpu_type for p in r.placements for _ in p.gpu_indices)
+            for gpu_type in mine:
+                q = quota.get((spec.team, gpu_type))
+                if q is None or q.cohort is not None:
+                    continue
+                held = sum(len(p.gpu_indices) for team, since, until, placements in holders
+                           if team == spec.team and since <= r.start_at < until
+                           for p in placements if self.by_name[p.node].gpu_type == gpu_type)
+                assert held <= q.nominal_gpus, (r.job_id, r.start_at, spec.team, gpu_type, held,
+                                                q.nominal_gpus)
 
     # ------------------------------------------------------------------ applying
 

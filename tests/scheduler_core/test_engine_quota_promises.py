@@ -145,3 +145,22 @@ def test_a_preemptors_own_victims_give_its_team_quota_back():
     )
     assert [p.job_id for p in plan.preemptions] == ["lo0"]
     assert "small" in bound(plan)
+
+
+def test_a_head_over_its_quota_waits_for_the_quota_promised_to_its_team_ahead_of_it():
+    # r passed its runtime limit and is stopped this cycle: first (2 GPUs) claims its GPUs
+    # and its team's whole quota of 2 from t=1930. second (1 GPU) is over quota until r is
+    # gone, but the quota r gives back is first's: before, second was reserved GPUs from
+    # t=1930 "when team B's running jobs have released the 1 GPU its quota lacks", and the
+    # two promises would have held 3 of 2.
+    plan = (
+        make_cluster().nodes(2).at(1900).quota("B", "a100", 2)
+        .running(make_running(make_job("r").team("B").gpus(2).limit(600)).on("n0", 0, 1)
+                 .started(1000))
+        .pending(make_job("first").team("B").gpus(2).submitted(0),
+                 make_job("second").team("B").gpus(1).submitted(1))
+        .plan()
+    )
+    assert why(plan, "first").code is ReasonCode.WAITING_FOR_PREEMPTION
+    assert [r.job_id for r in plan.reservations] == ["first"]
+    assert why(plan, "second").code is ReasonCode.QUOTA_EXCEEDED
