@@ -12,6 +12,8 @@ and when it lifts.
 
 from __future__ import annotations
 
+import math
+
 from scheduler_core.admission import TypeOption, gpus_by_type, quota_for, quota_for_grants
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import Demand
@@ -80,7 +82,6 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
         closed = ctx.calendar.closed(ctx.snapshot.now,
                                      run_end(ctx.snapshot.now + grace, spec.runtime_limit_s))
     request = PlacementRequest(demand, member_classes, score, closed=closed)
-    used_before = {t: ctx.ledger.used_by(spec.team, t) for t in ctx.gpu_types}
 
     def fit() -> list[Grant] | None:
         if option.gpu_type is not None and not quota_for(ctx, spec, option, demand.gpus).admitted:
@@ -92,10 +93,10 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
         if option.gpu_type is None and not quota_for_grants(ctx, spec, by_type)[0]:
             return None
         # a preemption whose job its quota would refuse at its start, beside a job promised
-        # GPUs before it, would stop its victims for nothing; its own team's victims, taken
-        # off the ledger while tried, give their quota back
-        net = {t: n - (used_before[t] - ctx.ledger.used_by(spec.team, t)) for t, n in by_type.items()}
-        if broken_promise(ctx, spec, net) is not None:
+        # GPUs before it, would stop its victims for nothing
+        broken = broken_promise(ctx, spec, by_type)
+        if broken is not None and broken_promise(
+                ctx, spec, _less_own_victims(ctx, spec.team, by_type, broken.start_at)) is not None:
             return None
         return grants
 
@@ -126,16 +127,42 @@ def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: 
         message = (f"Preempting {names} to start on {counted(demand.gpus, 'GPU')}; it starts once they "
                    f"have stopped, by t={start:.0f}.")
         would = "the preempted jobs stop within their grace period"
-    else:
+    elif found.claimed:
         names = job_names(list(found.claimed))
         message = (f"Waits for {names}, already stopping, to release the GPUs it needs, by "
                    f"t={start:.0f}.")
         would = "the stopping jobs release their GPUs"
+    else:
+        # its GPUs are free: what it waits for is the quota its team's stopping jobs give back
+        # (it read "Waits for jobs , already stopping, ...", naming no one)
+        message = (f"Waits for its team's stopping jobs to give back the quota it needs, by "
+                   f"t={start:.0f}.")
+        would = "its team's stopping jobs give their quota back"
     ctx.outcomes[spec.id] = Outcome(
         ReasonCode.WAITING_FOR_PREEMPTION, message, True, would, eta=start, demand=demand,
         classes=ctx.placer.union(option.member_classes),
         needs_whole_node=needs_whole,
     )
+
+
+def _less_own_victims(ctx: CycleContext, team: str, by_type: dict[str, int],
+                      promised_at: float) -> dict[str, int]:
+    """``by_type`` less the GPUs of ``team``'s running jobs the victim search has taken off
+    the fleet (as what-ifs) that would otherwise still hold them at ``promised_at``: stopping
+    them gives that quota back. Stopping and killed jobs, and jobs whose runtime limits end
+    them by then, are not counted: a promise already counts their quota as given back."""
+    net = dict(by_type)
+    holdings = ctx.state.holdings
+    for job_id, job in ctx.running.items():
+        if job.spec.team != team or job.terminating or job_id in ctx.killed \
+                or (JOB, job_id) in holdings or ctx.ends.get(job_id, math.inf) <= promised_at:
+            continue
+        index_of = ctx.state.index_of
+        pieces = [(index_of[p.node], len(p.gpu_indices)) for p in job.placements if p.node in index_of]
+        for t, gpus in gpus_by_type(ctx, pieces).items():
+            if t in net:
+                net[t] -= gpus
+    return net
 
 
 def _team_victims(ctx: CycleContext, team: str, found: Found) -> dict[str, int]:

@@ -164,3 +164,24 @@ def test_a_head_over_its_quota_waits_for_the_quota_promised_to_its_team_ahead_of
     assert why(plan, "first").code is ReasonCode.WAITING_FOR_PREEMPTION
     assert [r.job_id for r in plan.reservations] == ["first"]
     assert why(plan, "second").code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_a_stopping_jobs_quota_is_promised_once():
+    # r (4 GPUs) passed its runtime limit and is stopped: team A's quota of 7 (3 held by keep)
+    # has room again once it is gone. one (1 GPU, on a free GPU) is promised 1 of it; four would
+    # claim r's 4 GPUs, and r's quota counted a second time let both be promised: 3 + 1 + 4 of 7.
+    plan = (
+        make_cluster().nodes(2, gpus=4).at(1900).quota("A", "a100", 7)
+        .running(make_running(make_job("keep").team("A").gpus(3)).on("n1", 0, 1, 2).started(1000),
+                 make_running(make_job("r").team("A").gpus(4).limit(600)).on("n0", 0, 1, 2, 3)
+                 .started(1000))
+        .pending(make_job("one").team("A").gpus(1).submitted(0),
+                 make_job("four").team("A").gpus(4).submitted(1))
+        .plan()
+    )
+    assert [r.job_id for r in plan.reservations] == ["one"]
+    one = why(plan, "one")
+    assert one.code is ReasonCode.WAITING_FOR_PREEMPTION
+    # its GPU is free: it waits for the quota (it read "Waits for jobs , already stopping")
+    assert one.message == "Waits for its team's stopping jobs to give back the quota it needs, by t=1900."
+    assert why(plan, "four").code is not ReasonCode.WAITING_FOR_PREEMPTION
