@@ -79,7 +79,12 @@ from scheduler_core.preemption import (
 )
 from scheduler_core.queue import order_queue
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
-from scheduler_core.quota_promises import BrokenPromise, broken_promise, charge_promises
+from scheduler_core.quota_promises import (
+    BrokenPromise,
+    broken_promise,
+    charge_promises,
+    room_beside_promises,
+)
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
 from scheduler_core.types import (
     Bind,
@@ -612,8 +617,11 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
     # a heterogeneous gang's mixed-type option checks no quota before placement: its
     # reservation is planned on the GPU types whose quota admits it, when there are any
     typed = [o for o in misses.admitted_options if o.gpu_type is not None]
+    # no reservation where its quota admits it now but not beside a job of its team promised
+    # GPUs before it (that promise has the quota)
     requests = [PlacementRequest(smallest, option.member_classes, score)
-                for option in (typed or misses.admitted_options) if all(option.member_classes)]
+                for option in (typed or misses.admitted_options) if all(option.member_classes)
+                and room_beside_promises(ctx, spec.team, option.gpu_type, smallest.gpus)]
     # (asked before the reservation holds GPUs: would it fit now but for maintenance?)
     maintenance = maintenance_outcome(ctx, spec, requests, needs_whole)
     # 5. reserve: the first job that cannot start gets the EASY reservation

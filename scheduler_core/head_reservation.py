@@ -22,7 +22,7 @@ from scheduler_core.outcome import Outcome
 from scheduler_core.placement import PlacementRequest
 from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.quota import QuotaVerdict
-from scheduler_core.quota_promises import promise_quota, promised_to_team
+from scheduler_core.quota_promises import promise_quota, promised_to_team, room_beside_promises
 from scheduler_core.quota_release import team_release_eta
 from scheduler_core.sentences import counted
 from scheduler_core.state import JOB, Grant
@@ -69,7 +69,8 @@ def reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,
     so they are dropped."""
     if not may_search(ctx):
         return False
-    admitted = [o for o, v in verdicts if v.admitted and all(o.member_classes)]
+    admitted = [o for o, v in verdicts if v.admitted and all(o.member_classes)
+                and room_beside_promises(ctx, spec.team, o.gpu_type, demand.gpus)]
     if not admitted:
         return False
     ctx.reservation_searches += 1

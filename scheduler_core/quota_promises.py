@@ -132,3 +132,14 @@ def charge_promises(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, in
         for t, gpus in gpus_of_type.items():
             if t in promise.slack:
                 promise.slack[t] -= gpus
+
+
+def room_beside_promises(ctx: CycleContext, team: str, gpu_type: str | None, gpus: int) -> bool:
+    """Does ``team``'s quota admit ``gpus`` more ``gpu_type`` GPUs beside what is promised to
+    its jobs this cycle? Asked before a job of the team is promised GPUs itself (the head's
+    reservation): its quota admitting it now, with a job ahead of it promised that quota,
+    promised the same GPUs of quota twice. (A mixed-type option, ``None``, is not judged.)"""
+    if gpu_type is None or not ctx.quota_promises:
+        return True
+    promised = promised_to_team(ctx, team, gpu_type)
+    return promised == 0 or ctx.ledger.check(team, gpu_type, gpus + promised).admitted

@@ -185,3 +185,23 @@ def test_a_stopping_jobs_quota_is_promised_once():
     # its GPU is free: it waits for the quota (it read "Waits for jobs , already stopping")
     assert one.message == "Waits for its team's stopping jobs to give back the quota it needs, by t=1900."
     assert why(plan, "four").code is not ReasonCode.WAITING_FOR_PREEMPTION
+
+
+def test_no_reservation_on_quota_promised_to_a_job_of_the_team_ahead():
+    # c (team C) passed its runtime limit and is stopped: b1 claims its 4 GPUs for team B's
+    # whole quota of 3. b2 (3 more) is admitted by B's quota now, as nothing of B runs; it was
+    # given the head's reservation from when GPUs free up, the same 3 GPUs of quota as b1's.
+    plan = (
+        make_cluster().nodes(1).at(1900).quota("B", "a100", 3).quota("C", "a100", 4)
+        .quota("A", "a100", 3)
+        .running(make_running(make_job("c").team("C").gpus(4).limit(600)).on("n0", 0, 1, 2, 3)
+                 .started(1000),
+                 make_running(make_job("a").team("A").gpus(3).limit(600)).on("n0", 4, 5, 6)
+                 .started(1800))
+        .pending(make_job("b1").team("B").gpus(3).submitted(0),
+                 make_job("b2").team("B").gpus(3).submitted(1))
+        .plan()
+    )
+    assert why(plan, "b1").code is ReasonCode.WAITING_FOR_PREEMPTION
+    assert [r.job_id for r in plan.reservations] == ["b1"]
+    assert why(plan, "b2").code is not ReasonCode.WAITING_FOR_RESERVATION
