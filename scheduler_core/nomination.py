@@ -254,7 +254,7 @@ def _protection_lifts(ctx: CycleContext, victims: tuple[str, ...]) -> tuple[floa
         if now - job.started_at < pc.min_runtime_s:
             free_from = max(free_from, job.started_at + pc.min_runtime_s)
         if job.spec.preemptions_in_window >= pc.preemption_budget:
-            lifts = budget_lifts_at(job, now)
+            lifts = budget_lifts_at(job, pc, now)
             if lifts is None:
                 return None
             free_from = max(free_from, lifts)

@@ -132,13 +132,16 @@ class VictimIndex:
         return why
 
 
-def budget_lifts_at(job: RunningJob, now: float) -> float | None:
-    """When ``job``, at or over its class's preemption budget now, may be preempted again:
-    the snapshot's ``preemption_budget_frees_at`` if it is still to come, else ``None``
+def budget_lifts_at(job: RunningJob, pc: PriorityClassInfo, now: float) -> float | None:
+    """When ``job``, at or over its class ``pc``'s preemption budget now, may be preempted
+    again: the snapshot's ``preemption_budget_frees_at`` if it is still to come, else ``None``
     (unknown, or a snapshot that has it in the past while still counting the job over its
-    budget: the count decides, so no time can be promised)."""
+    budget: the count decides, so no time can be promised). Never for a class whose budget is
+    0: the snapshot has a time when the job was preempted inside the window (before its class's
+    budget was lowered), but a job of such a class stays protected once that preemption has
+    left the window."""
     frees = job.spec.preemption_budget_frees_at
-    return frees if frees is not None and frees > now else None
+    return frees if frees is not None and frees > now and pc.preemption_budget > 0 else None
 
 
 def _window(seconds: int) -> str:
@@ -174,7 +177,7 @@ def _protection(priority: dict[str, PriorityClassInfo], now: float, job: Running
     elif spent:
         budget = ("its budget" if times == pc.preemption_budget
                   else f"over its budget of {pc.preemption_budget}")
-        lifts = budget_lifts_at(job, now)
+        lifts = budget_lifts_at(job, pc, now)
         again = "" if lifts is None else f", and may be preempted again from t={lifts:.0f}"
         why += (f"{' and' if young else ''} was preempted {counted(times, 'time')} in the last "
                 f"{_window(pc.budget_window_s)}, {budget}{again}")

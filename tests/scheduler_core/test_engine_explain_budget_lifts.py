@@ -131,3 +131,26 @@ def test_a_class_whose_budget_allows_no_preemption_is_named_as_such():
         "It could start by preemption, but the candidates are protected: job p is of class "
         "production, whose preemption budget of 0 allows none.")
     assert h.eta is None
+
+
+def test_a_class_whose_budget_allows_no_preemption_never_lets_its_job_go():
+    # p was reclaimed once inside the window (before its class's budget was lowered to 0),
+    # so the snapshot says when that preemption leaves the window, t=5000; but a budget of 0
+    # protects p then too: h was told "it may preempt them from t=5000 and start once they
+    # have stopped, by t=5030", with that ETA, a start no cycle would give it
+    plan = (
+        make_cluster().nodes(1).at(1000)
+        .priority("production", 1000, preemptible=False, preemption_budget=0)
+        .quota("ml", "a100", 8, cohort="lab").quota("sv", "a100", 0, cohort="lab")
+        .running(make_running(make_job("p").team("sv").priority("production").gpus(8)
+                              .preempted_times(1, budget_frees_at=5000.0))
+                 .whole("n0").started(0).borrowed())
+        .pending(make_job("h").team("ml").gpus(8).limit(3600))
+        .plan(NO_BACKFILL)
+    )
+    h = why(plan, "h")
+    assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    assert h.message == (
+        "It could start by preemption, but the candidates are protected: job p is of class "
+        "production, whose preemption budget of 0 allows none.")
+    assert h.eta is None
