@@ -35,7 +35,8 @@ Steps for one pending job that found no room (:func:`preempt_for`):
 When no way is found but some candidates are protected (or the cycle's budget is spent), a
 second search ignoring protection tells the job what stands in its way: the protection of the
 victims *that* search would take, and nothing when none of them is protected
-(:func:`_protection_in_the_way`).
+(:func:`_protection_in_the_way`) or when that way in is a reclaim the owner would not make
+anyway, waiting being cheaper (:func:`_cheaper_to_wait`).
 
 Victims are running jobs, never pending ones, and a nominated job never preempts again in the
 same cycle, so preemption cannot cascade.
@@ -533,13 +534,31 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
         ignoring = _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH) \
             if all_options else None
         if ignoring:
-            if budget <= 0:
-                return Protected(
-                    f"this cycle's preemption budget of {ctx.config.max_preemptions_per_cycle} "
-                    "victims is spent"
-                )
-            return _protection_in_the_way(ctx, [o.candidate for o in ignoring[0]])
+            return _what_is_in_the_way(ctx, spec, gpus, members, largest, classes,
+                                       [o.candidate for o in ignoring[0]],
+                                       cycle_spent=budget <= 0 and bool(options))
     return None
+
+
+def _what_is_in_the_way(ctx: CycleContext, spec: JobSpec, gpus: int, members: int, largest: int,
+                        classes: frozenset[int], victims: list[VictimCandidate],
+                        cycle_spent: bool) -> Protected | None:
+    """Why the job does not start by preemption, given the ``victims`` of a search ignoring
+    protection: the cycle's spent budget when unprotected candidates exist (``cycle_spent``;
+    with every candidate protected, their protection keeps the job out in any cycle, not the
+    budget a new cycle renews), else the victims' protection, if any; ``None`` when neither
+    is in the way, or when that way in is a reclaim the owner would not make even were its
+    victims unprotected, waiting being cheaper: it named a borrower of a class that allows no
+    preemption, its budget, when the owner's GPUs were about to free anyway."""
+    if cycle_spent:
+        cap = ctx.config.max_preemptions_per_cycle
+        in_the_way: Protected | None = Protected(
+            f"this cycle's preemption budget of {counted(cap, 'victim')} is spent")
+    else:
+        in_the_way = _protection_in_the_way(ctx, victims)
+    if in_the_way is None or _cheaper_to_wait(ctx, spec, gpus, members, largest, classes, victims):
+        return None
+    return in_the_way
 
 
 def _protection_in_the_way(ctx: CycleContext, victims: list[VictimCandidate]) -> Protected | None:

@@ -217,6 +217,43 @@ def test_cycle_preemption_budget_caps_victims():
     assert "budget of 2" in why(plan, "hi2").message
 
 
+def test_a_job_whose_every_candidate_is_protected_is_told_their_protection_not_the_cycles_budget():
+    # hi0 takes the cycle's one victim (old); hi1's only candidate, young, is inside its
+    # minimum runtime until t=13000, so the next cycle's fresh budget would not start hi1
+    # either. It read "this cycle's preemption budget of 1 victims is spent"
+    # (PreemptionBudgetExhausted), with an ETA of t=24430 from runtime limits.
+    plan = (
+        make_cluster().nodes(2).at(NOW)
+        .priority("low", 10, min_runtime_s=3600)
+        .running(make_running(make_job("old").priority("low").gpus(8)).whole("n0").started(0),
+                 make_running(make_job("young").priority("low").gpus(8)).whole("n1")
+                 .started(NOW - 600))
+        .pending(make_job("hi0").priority("high").gpus(8).submitted(0),
+                 make_job("hi1").priority("high").gpus(8).submitted(1))
+        .plan(SchedulerConfig(max_preemptions_per_cycle=1))
+    )
+    assert preempted(plan) == ["old"]
+    hi1 = why(plan, "hi1")
+    assert hi1.code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
+    assert hi1.message == (
+        "It could start by preemption, but the candidates are protected: job young has run "
+        "600 s of its 3600 s minimum runtime; it may preempt them from t=13000 and start once "
+        "they have stopped, by t=13030.")
+    assert hi1.eta == 13030.0
+
+
+def test_the_cycles_spent_budget_is_said_in_words():
+    cluster = make_cluster().nodes(2).at(NOW)
+    for k in range(2):
+        cluster.running(make_running(make_job(f"lo{k}").priority("low").gpus(8))
+                        .whole(f"n{k}").started(0))
+    cluster.pending(*[make_job(f"hi{k}").priority("high").gpus(8).submitted(k) for k in range(2)])
+    plan = cluster.plan(SchedulerConfig(max_preemptions_per_cycle=1))
+    assert why(plan, "hi1").code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
+    # it read "this cycle's preemption budget of 1 victims is spent"
+    assert "this cycle's preemption budget of 1 victim is spent" in why(plan, "hi1").message
+
+
 def test_reprieve_keeps_victims_that_are_not_needed():
     # Freeing n0 needs lo0 and lo1 (4 GPUs each). The cheapest candidate, cheap, sits on n1,
     # where it alone frees nothing useful for an 8-GPU job: it must be reprieved.
@@ -293,16 +330,19 @@ def test_borrowed_work_of_a_non_preemptible_class_is_still_reclaimed():
     assert (p.job_id, p.reason) == ("lent", PreemptionReason.RECLAIM_BORROWED)
 
 
-def _reclaim_cluster(other_ends_in_s: float, lent_ran_s: float):
+def _reclaim_cluster(other_ends_in_s: float, lent_ran_s: float, *, lent_class: str = "normal",
+                     lent_preempted: int = 0):
     # ml owns both nodes (16 GPUs) and runs 8 on n0 until now + other_ends_in_s; cv borrowed
-    # n1 lent_ran_s ago and never checkpointed.
+    # n1 lent_ran_s ago (a job of lent_class, preempted lent_preempted times lately) and never
+    # checkpointed.
     return (
         make_cluster().nodes(2).at(NOW)
         .quota("ml", "a100", 16, cohort="c").quota("cv", "a100", 0, cohort="c")
         .running(
             make_running(make_job("own").team("ml").gpus(8).limit(other_ends_in_s + 3600))
             .whole("n0").started(NOW - 3600),
-            make_running(make_job("lent").team("cv").gpus(8).limit(86400))
+            make_running(make_job("lent").team("cv").priority(lent_class).gpus(8).limit(86400)
+                         .preempted_times(lent_preempted))
             .whole("n1").started(NOW - lent_ran_s).borrowed(),
         )
         .pending(make_job("owner").team("ml").gpus(8).limit(3600))
@@ -419,3 +459,28 @@ def test_protection_named_is_that_of_the_victims_a_way_in_needs():
     assert explanation.code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
     assert "job young has run 600 s of its 3600 s minimum runtime" in explanation.message
     assert "job old" not in explanation.message
+
+
+@pytest.mark.parametrize(
+    ("klass", "preempted_times"),
+    [(dict(preemptible=False, preemption_budget=0), 0), (dict(preemption_budget=2), 2)],
+    ids=["a-class-that-allows-no-preemption", "a-spent-budget"],
+)
+def test_a_protected_borrower_is_not_named_when_its_reclaim_would_wait_anyway(klass,
+                                                                              preempted_times):
+    # "lent" (of the higher class serving) borrows n1 and is protected by its budget; the
+    # owner's 8 GPUs free on n0 in 10 min, so reclaiming "lent" (16 GPU-hours of work lost)
+    # would not be done even if it were allowed: its budget is not what keeps the owner out.
+    # It read "the candidates are protected: job lent is of class serving, whose preemption
+    # budget of 0 allows none" (PreemptionBudgetExhausted), a job it would not have reclaimed
+    # anyway, and held no reservation. Now it waits as an owner that does not reclaim: the
+    # head's reservation on n0, and why its lent quota is not reclaimed.
+    plan = _reclaim_cluster(other_ends_in_s=600, lent_ran_s=7200, lent_class="serving",
+                            lent_preempted=preempted_times).priority("serving", 5000, **klass).plan()
+    owner = why(plan, "owner")
+    assert plan.preemptions == ()
+    assert owner.code is ReasonCode.WAITING_FOR_RESERVATION
+    assert [(r.job_id, r.start_at) for r in plan.reservations] == [("owner", NOW + 600)]
+    assert "protected" not in owner.message and "lent is of class" not in owner.message
+    assert "Its team's lent quota is not reclaimed" in owner.message
+    assert owner.eta == NOW + 600
