@@ -163,11 +163,18 @@ def _class_nodes(ctx: CycleContext, c: int) -> int:
 
 
 def _largest_domain(ctx: CycleContext, level: int, classes: list[int]) -> int:
-    totals: dict[int, int] = {}
-    for c in classes:
-        for domain, count in ctx.state.capacity_by_domain(level, c).items():
-            totals[domain] = totals.get(domain, 0) + count
-    return max(totals.values(), default=0)
+    """The most GPUs of ``classes`` one domain of ``level`` holds (every node, any state). The
+    fleet's capacity does not change in a cycle and same-leaf gangs of many shapes ask it of
+    the same few class sets: summed once per (level, classes)."""
+    key = (level, tuple(classes))
+    found = ctx.largest_domains.get(key)
+    if found is None:
+        totals: dict[int, int] = {}
+        for c in classes:
+            for domain, count in ctx.state.capacity_by_domain(level, c).items():
+                totals[domain] = totals.get(domain, 0) + count
+        found = ctx.largest_domains[key] = max(totals.values(), default=0)
+    return found
 
 
 def none_ready(ctx: CycleContext, per_member: list[tuple[int, ...]]) -> str | None:

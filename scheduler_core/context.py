@@ -103,6 +103,8 @@ class CycleContext:
     """Admission facts per request shape (``job_shape.JobShape``)."""
     quota_never: dict[tuple[str, str, int], bool] = field(default_factory=dict)
     never_memo: dict[tuple[object, ...], str | None] = field(default_factory=dict)
+    largest_domains: dict[tuple[int, tuple[int, ...]], int] = field(default_factory=dict)
+    """The most GPUs one leaf switch (spine) holds of a class set (``admission._largest_domain``)."""
     shape_facts: dict[object, Any] = field(default_factory=dict)
     shape_frames: dict[tuple[object, ...], tuple[int, tuple[int, ...], Demand]] = field(
         default_factory=dict)

@@ -198,7 +198,11 @@ def _resources_bind(ctx: CycleContext, demand: Demand,
     as many of each member by its CPUs and memory as by its GPUs (then requests that differ
     only in them share the facts)."""
     classes = ctx.state.classes
+    previous: Member | None = None
     for m, cls in zip(demand.members, per_member, strict=True):
+        if m is previous:  # equal members of a gang are one object: asked once (16 of 128 GPUs)
+            continue
+        previous = m
         for c in cls:
             k = classes[c]
             if m.copies_per_node(k.gpus, k.cpus, k.memory_gb) < (k.gpus // m.gpus if m.gpus else 0):
