@@ -1,7 +1,7 @@
 """One scheduling cycle: a snapshot in, a plan out.
 
     # 0. enforce runtime limits      backfill.enforce_runtime_limits
-    # 1. order the queue             queue.order_queue
+    # 1. order the queue             queue.order_queue, queue.widest_fitting_gangs_first
     #    for each pending job, in order:
     # 1b.  array task limit          array_limit.ArrayTaskCounts (untried past the limit)
     # 2.   admit under quota         admission.*  (validity, capability, quota per GPU type)
@@ -77,7 +77,7 @@ from scheduler_core.plugins.registry import Plugins, build_plugins
 from scheduler_core.preemption import (
     Protected,
 )
-from scheduler_core.queue import order_queue
+from scheduler_core.queue import order_queue, widest_fitting_gangs_first
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
 from scheduler_core.quota_promises import (
     BrokenPromise,
@@ -142,8 +142,8 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
                             end if end is not None else math.inf)
     mark = ctx.timed("limits", started)
 
-    # 1. order the queue
-    queue = order_queue(ctx)
+    # 1. order the queue (tied gangs that fit now: widest first)
+    queue = widest_fitting_gangs_first(ctx, order_queue(ctx))
     mark = ctx.timed("order", mark)
 
     # 2.-6. admit, filter, score, reserve/backfill, preempt: one job at a time, in order

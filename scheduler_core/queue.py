@@ -14,8 +14,11 @@ from scheduler_core.context import CycleContext
 from scheduler_core.eligibility import in_line
 from scheduler_core.errors import SnapshotError
 from scheduler_core.fairshare import dominant_shares
+from scheduler_core.gang import is_elastic
+from scheduler_core.job_shape import shape_key, shape_of
 from scheduler_core.plugins.protocols import QueueContext, QueueOrderPlugin
 from scheduler_core.plugins.registry import build_plugins
+from scheduler_core.state import FLEET, ClusterState
 from scheduler_core.types import JobSpec, SchedulerConfig, Snapshot
 
 
@@ -25,6 +28,95 @@ def order_queue(ctx: CycleContext) -> list[JobSpec]:
     values = {name: pc.value for name, pc in ctx.priority.items()}
     keyed, _ = _sorted_keys(pending, ctx.plugins.queue_order, ctx.snapshot.now, values, ctx.shares)
     return [pending[cast(int, k[-1])] for k in keyed]
+
+
+def widest_fitting_gangs_first(ctx: CycleContext, queue: list[JobSpec]) -> list[JobSpec]:
+    """``queue`` with, among tied jobs (equal ``tie_key``), the rigid gangs of whole nodes that
+    the whole nodes free at the cycle's start could hold put widest first, in the places those
+    gangs had; every other job keeps its place, and equally wide gangs keep their order.
+
+    First-fit decreasing over the cycle's free whole nodes: of two tied gangs that each fit
+    but not together, the one started first leaves the other waiting until enough whole nodes
+    free again. A narrower gang needs fewer of them, so it finds room sooner, and meanwhile
+    the wider one keeps more GPUs busy. Shortest-first, the order's tie-break for the mean
+    wait, gains little there: the gang left over waits for nodes to free whichever starts. A
+    gang that does not fit the free whole nodes keeps its place. Whether a gang fits is
+    counted, not searched: at least as many fully free ready nodes of the classes of one of
+    its GPU type options as it has members. Judged once, before any job of the cycle is
+    decided (judged again at each gang's turn instead, the seed weeks lost goals: see
+    docs/engine.md, *Benchmarks*)."""
+    if not ctx.config.widest_gang_first or len(queue) < 2:
+        return queue
+    whole_free = _whole_free_nodes(ctx.state)
+    if not any(whole_free):
+        return queue
+    smallest_node = min(c.gpus for c in ctx.state.classes)
+    fits_of_shape: dict[tuple[object, ...], bool] = {}  # many jobs share a shape
+    fitting = []
+    for i, spec in enumerate(queue):
+        if spec.gpus < smallest_node:
+            continue
+        key = shape_key(spec)
+        fits = fits_of_shape.get(key)
+        if fits is None:
+            fits = fits_of_shape[key] = _fits_on_whole_nodes(ctx, spec, whole_free)
+        if fits:
+            fitting.append(i)
+    if len(fitting) < 2:
+        return queue
+    tie_key = ctx.plugins.queue_order.tie_key
+    values = {name: pc.value for name, pc in ctx.priority.items()}
+    now = ctx.snapshot.now
+    contexts: dict[tuple[str, str], QueueContext] = {}
+    ties = []
+    for i in fitting:
+        spec = queue[i]
+        qctx = contexts.get((spec.priority_class, spec.team))
+        if qctx is None:
+            qctx = contexts[(spec.priority_class, spec.team)] = QueueContext(
+                now, values.get(spec.priority_class, 0), ctx.shares.get(spec.team, 0.0))
+        ties.append(tie_key(spec, qctx))
+    out = list(queue)
+    first = 0
+    for last in range(1, len(fitting) + 1):
+        if last < len(fitting) and ties[last] == ties[first]:
+            continue
+        places = fitting[first:last]
+        widths = [queue[i].gpus for i in places]
+        if any(a < b for a, b in zip(widths, widths[1:], strict=False)):
+            # sorted() is stable: equally wide gangs keep the order's tie-break
+            for place, spec in zip(places, sorted((queue[i] for i in places),
+                                                  key=lambda s: -s.gpus), strict=True):
+                out[place] = spec
+        first = last
+    return out
+
+
+def _whole_free_nodes(state: ClusterState) -> list[int]:
+    """Per node class, its ready nodes with every GPU free."""
+    buckets = state.buckets
+    counts = []
+    for node_class in state.classes:
+        by_free = buckets.get((FLEET, 0, node_class.id))
+        counts.append(len(by_free[node_class.gpus]) if by_free is not None else 0)
+    return counts
+
+
+def _fits_on_whole_nodes(ctx: CycleContext, spec: JobSpec, whole_free: list[int]) -> bool:
+    """Is ``spec`` a rigid gang of whole nodes with enough fully free nodes for its members
+    on the classes of one of its GPU type options?"""
+    if is_elastic(spec):
+        return False
+    shape = shape_of(ctx, spec)
+    if not shape.needs_whole or shape.invalid is not None or shape.never is not None \
+            or shape.not_ready is not None:
+        return False
+    members = len(shape.smallest.members)
+    for option in shape.options:
+        if all(option.member_classes) and sum(
+                whole_free[c] for c in ctx.placer.union(option.member_classes)) >= members:
+            return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)

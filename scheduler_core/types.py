@@ -325,6 +325,9 @@ class SchedulerConfig:
     the work since its last checkpoint and its restart cost; the simulator resizes in place.
     ``pack_candidates`` is how many nodes of the fullest bucket that fits the ``pack`` score
     compares by its tie-breaks (busy longest by runtime limits, then the fullest leaf).
+    ``widest_gang_first``: among tied jobs (``QueueOrderPlugin.tie_key``), the rigid
+    whole-node gangs that the free whole nodes could hold now are tried widest first
+    (:func:`scheduler_core.queue.widest_fitting_gangs_first`).
     """
 
     queue_order: str = "priority_fair_share"
@@ -351,6 +354,7 @@ class SchedulerConfig:
     resize_restarts: bool = False
     pack_candidates: int = 32
     max_reservation_moves: int = 8
+    widest_gang_first: bool = True
 
 
 # ----------------------------------------------------------------------------------- the plan

@@ -118,6 +118,12 @@ class QueueOrderPlugin(Protocol):
         `qm sprio` shows it; a plugin that orders by something else says the class's value."""
         ...
 
+    def tie_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+        """The part of :meth:`sort_key` that ranks the job; jobs with equal tie keys are tied,
+        and the rest of the order among them is a tie-break the cycle may refine (see
+        ``queue.widest_fitting_gangs_first``)."""
+        ...
+
 
 class VictimChooser(Protocol):
     NAME: str

@@ -41,6 +41,11 @@ class PriorityFairShare:
         limit = job.runtime_limit_s if job.runtime_limit_s is not None else self.default_runtime_s
         return (-(ctx.priority_value + aged), ctx.dominant_share, limit, job.submitted_at)
 
+    def tie_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+        """Priority with whole aging points, then team share: shortest first and submission
+        are tie-breaks."""
+        return self.sort_key(job, ctx)[:2]
+
 
 class PriorityFifo:
     """Priority class (descending, with the same aging), then submission time; no fair share
@@ -54,6 +59,10 @@ class PriorityFifo:
     def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
         return (-self._inner.effective_priority(job, ctx), job.submitted_at)
 
+    def tie_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+        """Its whole key: only jobs submitted at the same instant with the same priority tie."""
+        return self.sort_key(job, ctx)
+
     def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
         return self._inner.effective_priority(job, ctx)
 
@@ -65,6 +74,10 @@ class Fifo:
 
     def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
         return (job.submitted_at,)
+
+    def tie_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+        """Only jobs submitted at the same instant tie."""
+        return self.sort_key(job, ctx)
 
     def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
         return ctx.priority_value  # not used for the order: submission time alone decides

@@ -39,7 +39,15 @@
   and when an over-quota sentence began to say why a team in a cohort can borrow nothing more,
   2026-12-02: compared field by field, only explanations' messages changed, each by the
   inserted "(cohort c has no unused … GPUs to lend now)" or "(its borrowing limit of N is
-  used)": 185, 24, 286, 0 and 1,507 jobs), by::
+  used)": 185, 24, 286, 0 and 1,507 jobs); and when tied gangs that fit the cycle's free
+  whole nodes began to be tried widest first (``queue.widest_fitting_gangs_first``),
+  2026-12-05: compared field by field against the plans with ``widest_gang_first=False``,
+  binds, preemptions, resizes, reservations and kills identical (every gang moved found its
+  nodes taken by the jobs ahead of it by its turn); 10, 6, 52, 558 and 558 gangs (in the order
+  of GOLDEN) change places, so the positions of those jobs and the ETAs of 59, 6, 70, 799 and
+  2,447 jobs estimated in that order change; in the 10,000-GPU loop snapshot one job
+  (job-002642) is told ``QuotaExceeded`` instead of ``InsufficientContiguousGpus`` and the
+  fleet's count of jobs by reason follows, by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -80,11 +88,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "b8672112a28b82d1ea6948067be1bdf9ef48d8e7ca35f32c0290dd19a901b6c9",
-    (1000, 500, 200, 3, "loop"): "bb0f59a7cba8541cf65e5d42619e13fc189bd502cc71670a3dc90deda3005c2d",
-    (2000, 1000, 400, 4, "default"): "8a9ca53679e13dc37f375524773b71388de9c5367baae44dddc72203bfcc7444",
-    (10000, 5000, 2000, 7, "default"): "7f9cb2e05c9f43084939940f5d62d78904d84aceebf3caa19d85c1a388976421",
-    (10000, 5000, 2000, 7, "loop"): "7f2d5b17bd73d7c8c5a66836d824248563af4d32a89b79b2e34aa49cc11de568",
+    (1000, 500, 200, 1, "default"): "cf576f42b88db5a47a8bfc4e5e1d05dbbec7d6bfcced0d0ce29c4f613e0270ba",
+    (1000, 500, 200, 3, "loop"): "77f3418ccee8b1680f1ab99e356eca48499113f526900ad24a2ff3726fb48bb6",
+    (2000, 1000, 400, 4, "default"): "3969306fa0cc1aac6c827bb689ef2392283e4546503161b001637db67c740350",
+    (10000, 5000, 2000, 7, "default"): "0f7059e4888059e280b474671cf52d21f6d9d597104508ad6b02cabd20bc3d71",
+    (10000, 5000, 2000, 7, "loop"): "b4f9bb1f46590f19a820c34415354a1cc7141dc33fd1cb47f367eca200333fef",
 }
 
 
