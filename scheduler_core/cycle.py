@@ -579,7 +579,7 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
     preempt, reserve (the head job), or explain. A job that waits rather than reclaim its
     lent quota (cheaper) says so after whatever it waits for."""
     if misses.quota_blocked is not None:
-        _settle(ctx, spec, _behind_promised_quota(spec, shape, misses.quota_blocked))
+        _settle(ctx, spec, _behind_promised_quota(ctx, spec, shape, misses.quota_blocked))
         return
 
     # 6. preempt (or wait for jobs already stopping) before reserving
@@ -634,21 +634,27 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
         ctx, spec, smallest, member_classes, misses.blocked_by_head, needs_whole))
 
 
-def _behind_promised_quota(spec: JobSpec, shape: JobShape, broken: BrokenPromise) -> Outcome:
+def _behind_promised_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape,
+                           broken: BrokenPromise) -> Outcome:
     """The job fits, but what it would hold of its team's quota is what a job promised GPUs
-    (the head's reservation, a nominated preemptor) needs when it starts."""
+    (the head's reservation, a nominated preemptor) needs when it starts. Its quota is free
+    again once the promised job has run: by its runtime limit, or, without one, by the default
+    estimate the release timeline assumes for such a job's GPUs too."""
+    if broken.ends_at is not None:
+        eta, by = broken.ends_at, "by its runtime limit"
+    else:
+        estimate = ctx.config.default_runtime_estimate_s
+        eta = broken.start_at + estimate
+        by = f"if it runs the {estimate / 3600:g} h assumed for a job without a runtime limit"
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
         f"Team {spec.team}'s quota must have room for job {broken.job_id} when it starts at "
         f"t={broken.start_at:.0f}; this job would still hold {broken.gpu_type} GPUs then, so "
-        f"starting now would delay it."
-        + ("" if broken.ends_at is None else
-           f" Estimated start t={broken.ends_at:.0f}, when job {broken.job_id} has run (by its "
-           f"runtime limit)."),
+        f"starting now would delay it. Estimated start t={eta:.0f}, when job {broken.job_id} "
+        f"has run ({by}).",
         True, f"job {broken.job_id} has run and given the quota back, or the job asks for a runtime "
               f"limit that ends it by t={broken.start_at:.0f}",
-        # its quota is free again once the promised job has run (by its runtime limit)
-        eta=broken.ends_at,
+        eta=eta,
         demand=shape.smallest,
         classes=tuple(sorted({c for o in shape.options for cls in o.member_classes for c in cls})),
         needs_whole_node=shape.needs_whole,

@@ -113,7 +113,10 @@ def test_a_later_job_of_a_preemptors_team_leaves_the_quota_it_preempts_for():
     explanation = why(plan, "small")
     assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
     assert "room for job urgent when it starts" in explanation.message
-    assert explanation.eta is None  # urgent has no runtime limit: no time its quota frees
+    # urgent has no runtime limit: its GPUs and quota are estimated back after the default
+    # runtime estimate (4 h), as the release timeline estimates them
+    assert explanation.eta == NOW + 30 + 4 * 3600  # urgent starts once lo0 has stopped (30 s)
+    assert "if it runs the 4 h assumed for a job without a runtime limit" in explanation.message
 
 
 def test_no_second_preemption_for_a_job_its_quota_refuses_beside_a_preemptor():
