@@ -112,25 +112,35 @@ def test_a_job_over_quota_that_may_preempt_a_victim_with_a_spent_budget_is_told_
     assert h.eta == 5030.0
 
 
-def test_a_class_whose_budget_allows_no_preemption_is_named_as_such():
-    # the demo's production class: not preemptible by priority, and a budget of 0, so not
-    # even an owner's reclaim stops its borrowed jobs; "was preempted 0 times in the last
-    # 24 h, its budget" read as if the job had used something up
-    plan = (
+def _production_borrower_and_owner(preempted: int = 0):
+    """The demo's production class (not preemptible by priority, budget 0): its job p runs on
+    quota borrowed from ml, whose job h wants it back."""
+    p = make_job("p").team("sv").priority("production").gpus(8)
+    if preempted:
+        p = p.preempted_times(preempted, budget_frees_at=5000.0)
+    return (
         make_cluster().nodes(1).at(1000)
         .priority("production", 1000, preemptible=False, preemption_budget=0)
         .quota("ml", "a100", 8, cohort="lab").quota("sv", "a100", 0, cohort="lab")
-        .running(make_running(make_job("p").team("sv").priority("production").gpus(8))
-                 .whole("n0").started(0).borrowed())
+        .running(make_running(p).whole("n0").started(0).borrowed())
         .pending(make_job("h").team("ml").gpus(8).limit(3600))
         .plan(NO_BACKFILL)
     )
+
+
+def _told_class_allows_none(plan) -> None:
     h = why(plan, "h")
     assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
     assert h.message == (
         "It could start by preemption, but the candidates are protected: job p is of class "
         "production, whose preemption budget of 0 allows none.")
     assert h.eta is None
+
+
+def test_a_class_whose_budget_allows_no_preemption_is_named_as_such():
+    # not even an owner's reclaim stops its borrowed jobs; "was preempted 0 times in the
+    # last 24 h, its budget" read as if the job had used something up
+    _told_class_allows_none(_production_borrower_and_owner())
 
 
 def test_a_class_whose_budget_allows_no_preemption_never_lets_its_job_go():
@@ -138,19 +148,4 @@ def test_a_class_whose_budget_allows_no_preemption_never_lets_its_job_go():
     # so the snapshot says when that preemption leaves the window, t=5000; but a budget of 0
     # protects p then too: h was told "it may preempt them from t=5000 and start once they
     # have stopped, by t=5030", with that ETA, a start no cycle would give it
-    plan = (
-        make_cluster().nodes(1).at(1000)
-        .priority("production", 1000, preemptible=False, preemption_budget=0)
-        .quota("ml", "a100", 8, cohort="lab").quota("sv", "a100", 0, cohort="lab")
-        .running(make_running(make_job("p").team("sv").priority("production").gpus(8)
-                              .preempted_times(1, budget_frees_at=5000.0))
-                 .whole("n0").started(0).borrowed())
-        .pending(make_job("h").team("ml").gpus(8).limit(3600))
-        .plan(NO_BACKFILL)
-    )
-    h = why(plan, "h")
-    assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
-    assert h.message == (
-        "It could start by preemption, but the candidates are protected: job p is of class "
-        "production, whose preemption budget of 0 allows none.")
-    assert h.eta is None
+    _told_class_allows_none(_production_borrower_and_owner(preempted=1))
