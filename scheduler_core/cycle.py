@@ -636,8 +636,9 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
 
 def _behind_promised_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape,
                            broken: BrokenPromise) -> Outcome:
-    """The job fits, but what it would hold of its team's quota is what a job promised GPUs
-    (the head's reservation, a nominated preemptor) needs when it starts. Its quota is free
+    """The job fits, but what it would hold of its team's quota, or borrow from its cohort, is
+    what a job promised GPUs (the head's reservation, a nominated preemptor) needs when it
+    starts. Its quota is free
     again once the promised job has run: by its runtime limit, or, without one, by the default
     estimate the release timeline assumes for such a job's GPUs too."""
     if broken.ends_at is not None:
@@ -646,12 +647,18 @@ def _behind_promised_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape,
         estimate = ctx.config.default_runtime_estimate_s
         eta = broken.start_at + estimate
         by = f"if it runs the {estimate / 3600:g} h assumed for a job without a runtime limit"
+    if broken.cohort is None:
+        needs = (f"Team {spec.team}'s quota must have room for job {broken.job_id} when it "
+                 f"starts at t={broken.start_at:.0f}; this job would still hold "
+                 f"{broken.gpu_type} GPUs then")
+    else:
+        needs = (f"Job {broken.job_id} of team {broken.team} borrows {broken.gpu_type} GPUs "
+                 f"from cohort {broken.cohort} when it starts at t={broken.start_at:.0f}; this "
+                 f"job would still borrow what the cohort lends then")
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
-        f"Team {spec.team}'s quota must have room for job {broken.job_id} when it starts at "
-        f"t={broken.start_at:.0f}; this job would still hold {broken.gpu_type} GPUs then, so "
-        f"starting now would delay it. Estimated start t={eta:.0f}, when job {broken.job_id} "
-        f"has run ({by}).",
+        f"{needs}, so starting now would delay it. Estimated start t={eta:.0f}, when job "
+        f"{broken.job_id} has run ({by}).",
         True, f"job {broken.job_id} has run and given the quota back, or the job asks for a runtime "
               f"limit that ends it by t={broken.start_at:.0f}",
         eta=eta,
@@ -728,9 +735,9 @@ def _commit(ctx: CycleContext, spec: JobSpec, grants: list[Grant], borrowed: boo
         for g in grants:
             state.take(holder, g)
     by_type = gpus_by_type(ctx, [(g.node, g.gpus) for g in grants])
+    charge_promises(ctx, spec, by_type)
     for t, n in by_type.items():
         ctx.ledger.charge(spec.team, t, n)
-    charge_promises(ctx, spec, by_type)
     ctx.bound[spec.id] = Bind(spec.id, state.placements(grants), borrowed)
     ctx.bound_specs[spec.id] = spec
     ctx.arrays.started(spec)

@@ -150,8 +150,8 @@ def _grow(ctx: CycleContext, job: RunningJob, held: list[Grant], gpus: int,
                    + (", and those a job growing this cycle moves off, still running it"
                       if ctx.state.holdings.get(VACATED) else "") + ").")
             continue
-        ctx.ledger.charge(spec.team, gpu_type, added)
         charge_promises(ctx, spec, {gpu_type: added})
+        ctx.ledger.charge(spec.team, gpu_type, added)
         ctx.resized[spec.id] = Resize(
             job_id=spec.id,
             placements=_placements(ctx, holder),

@@ -140,17 +140,35 @@ class QuotaLedger:
             return True
         if q is None or q.cohort is None:
             return after <= nominal
-        lendable = borrowed = 0
-        for other in self.cohort_members(q.cohort, gpu_type):
-            if other.team == team:
-                continue
-            other_used = uses.get(other.team, self.used_by(other.team, gpu_type))
-            lendable += _lendable(other, other_used)
-            borrowed += _excess(other, other_used)
-        room = max(0, lendable - borrowed)
+        room = max(0, self.cohort_room_with(uses, q))
         if q.borrowing_limit is not None:
             room = min(room, q.borrowing_limit)
         return max(0, after - nominal) <= room
+
+    def cohort_room_with(self, uses: dict[str, int], q: QuotaInfo) -> int:
+        """What the other members of ``q``'s cohort would leave ``q.team`` to borrow of
+        ``q.gpu_type`` if each used ``uses[team]`` GPUs (teams not given: what they use now):
+        their lendable GPUs less the other borrowers' excess, before ``q``'s borrowing limit.
+        Negative when the others borrow more than the rest lend."""
+        assert q.cohort is not None
+        lendable = borrowed = 0
+        for other in self.cohort_members(q.cohort, q.gpu_type):
+            if other.team == q.team:
+                continue
+            other_used = uses.get(other.team, self.used_by(other.team, q.gpu_type))
+            lendable += _lendable(other, other_used)
+            borrowed += _excess(other, other_used)
+        return lendable - borrowed
+
+    def room_taken_by(self, team: str, gpu_type: str, used: int, gpus: int) -> tuple[int, int]:
+        """What ``gpus`` more of ``gpu_type`` for ``team``, from ``used``, take from what its
+        cohort lends the others: (the excess over its nominal they add, the unused nominal
+        they no longer lend). (0, 0) for a team in no cohort on that type."""
+        q = self.quota.get((team, gpu_type))
+        if q is None or q.cohort is None:
+            return 0, 0
+        return (_excess(q, used + gpus) - _excess(q, used),
+                _lendable(q, used) - _lendable(q, used + gpus))
 
     def used_by(self, team: str, gpu_type: str) -> int:
         return self.used.get((team, gpu_type), 0)

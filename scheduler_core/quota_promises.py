@@ -8,6 +8,12 @@ promise: what is left of the quota now, plus what the team's own jobs release by
 their runtime limits), less what the promised job needs. Jobs of other teams, and jobs that
 end before the promise starts, are never held back by it.
 
+A promised job that will borrow at its start is promised its cohort's unused quota too: a
+job of another team of the cohort that would still hold GPUs then may start now only if what
+it borrows leaves the promised job what it borrows (what the cohort's other members lend then,
+by their jobs' runtime limits, less what they borrow). A job within its team's nominal quota
+is never held back by another team's promise: quota lent is the owner's to take back.
+
 Until 5 Dec 2026 only a head its quota refused now (waiting for its own team's jobs to end)
 was so guarded: a head of 8 GPUs within its team's 8 was reserved a node from t=3600, and a
 later job of its team without a runtime limit started at once on 4 other GPUs, so that at
@@ -17,13 +23,14 @@ team backfilled.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from scheduler_core.admission import UNLIMITED
 from scheduler_core.context import CycleContext
 from scheduler_core.quota_release import team_released_by
-from scheduler_core.state import Grant
+from scheduler_core.state import JOB, Grant
 from scheduler_core.types import JobSpec
 
 
@@ -41,6 +48,14 @@ class QuotaPromise:
     """When the promised job will have run, by its runtime limit (``None``: it has none)."""
     gpus: dict[str, int]
     """The promised GPUs per governed type."""
+    borrows: dict[str, int]
+    """Per governed type, the GPUs the promised job borrows from its cohort at its start."""
+    cohort_slack: dict[str, int]
+    """Per type it borrows, how much more the cohort's other teams may take this cycle of what
+    the cohort lends for longer than until then (charged by :func:`charge_promises`)."""
+    counted_gone: frozenset[str]
+    """Running jobs its cohort slack already counts as stopped by its start (preempted this
+    cycle before it was made)."""
 
     def overlaps(self, start_at: float, ends_at: float | None) -> bool:
         """Does the promised job run at some time between ``start_at`` and ``ends_at``?"""
@@ -57,6 +72,11 @@ class BrokenPromise:
     start_at: float
     gpu_type: str
     ends_at: float | None
+    cohort: str | None = None
+    """The cohort whose unused quota is promised, when the job borrows it; ``None``: its
+    team's own quota."""
+    team: str = ""
+    """The promised job's team."""
 
 
 def promise_quota(ctx: CycleContext, spec: JobSpec, start_at: float, grants: Iterable[Grant],
@@ -72,6 +92,9 @@ def promise_quota(ctx: CycleContext, spec: JobSpec, start_at: float, grants: Ite
         t = nodes[g.node].gpu_type
         by_type[t] = by_type.get(t, 0) + g.gpus
     slack: dict[str, int] = {}
+    borrows: dict[str, int] = {}
+    cohort_slack: dict[str, int] = {}
+    counted: frozenset[str] = frozenset()
     for t, gpus in by_type.items():
         if ctx.ledger.governs(t):
             verdict = ctx.ledger.check(spec.team, t, UNLIMITED)  # the whole verdict: room too
@@ -79,22 +102,87 @@ def promise_quota(ctx: CycleContext, spec: JobSpec, start_at: float, grants: Ite
             if released:
                 given_back += released.get(t, 0)
             slack[t] = given_back - verdict.shortage(gpus)
+            borrowed = max(0, verdict.used - given_back + gpus - verdict.nominal)
+            if borrowed > 0 and verdict.cohort is not None:
+                borrows[t] = borrowed
+                room, gone = _cohort_room_at(ctx, spec.team, t, start_at)
+                cohort_slack[t] = room - borrowed
+                counted |= gone
     ctx.quota_promises.pop(spec.id, None)
     if not slack:
         return
     ends_at = None if spec.runtime_limit_s is None else start_at + spec.runtime_limit_s
     promise = QuotaPromise(spec.id, spec.team, start_at, slack, ends_at,
-                           {t: by_type[t] for t in slack})
-    # promises of one team that run at the same time share its quota: each leaves the other's
+                           {t: by_type[t] for t in slack}, borrows, cohort_slack,
+                           counted)
     for other in ctx.quota_promises.values():
-        if other.team == spec.team and other.overlaps(start_at, ends_at):
-            for t, gpus in other.gpus.items():
-                if t in slack:
-                    slack[t] -= gpus
-            for t, gpus in promise.gpus.items():
-                if t in other.slack:
-                    other.slack[t] -= gpus
+        if other.overlaps(start_at, ends_at):
+            _share(ctx, promise, other)
     ctx.quota_promises[spec.id] = promise
+
+
+def _share(ctx: CycleContext, promise: QuotaPromise, other: QuotaPromise) -> None:
+    """Two promises running at once each leave the other what it needs: its team's quota
+    (same team), or what it borrows from their cohort (teams of one cohort)."""
+    if other.team == promise.team:
+        for t, gpus in other.gpus.items():
+            if t in promise.slack:
+                promise.slack[t] -= gpus
+        for t, gpus in promise.gpus.items():
+            if t in other.slack:
+                other.slack[t] -= gpus
+        return
+    cohort_of = ctx.ledger.cohort_of
+    for t in promise.borrows.keys() & other.borrows.keys():
+        if cohort_of(promise.team, t) == cohort_of(other.team, t):
+            promise.cohort_slack[t] -= other.borrows[t]
+            other.cohort_slack[t] -= promise.borrows[t]
+
+
+def _stopping_early(ctx: CycleContext, at: float, gpu_type: str, cohort: str | None,
+                    skip: frozenset[str] = frozenset()) -> dict[str, tuple[int, int, frozenset[str]]]:
+    """Per team of ``cohort``, the ``gpu_type`` GPUs of its running jobs that stop by ``at``
+    though their runtime limits would hold them past it: preempted this cycle (still charged
+    to its quota: the first number) or taken off the fleet as a victim search's what-ifs (no
+    longer charged: the second), and the jobs. Jobs in ``skip`` are left out; stopping and
+    killed jobs too (their ends count them)."""
+    ledger, state = ctx.ledger, ctx.state
+    holdings, nodes, index_of = state.holdings, state.nodes, state.index_of
+    now = ctx.snapshot.now
+    found: dict[str, tuple[int, int, frozenset[str]]] = {}
+    for job_id, job in ctx.running.items():
+        held = (JOB, job_id) in holdings
+        if job_id in skip or (held and job_id not in ctx.preempted) or job.terminating \
+                or job_id in ctx.killed or ctx.ends.get(job_id, math.inf) <= at:
+            continue
+        team = job.spec.team
+        pc = ctx.priority.get(job.spec.priority_class)
+        if (pc is not None and now + pc.grace_period_s > at) \
+                or ledger.cohort_of(team, gpu_type) != cohort:
+            continue
+        gpus = sum(len(p.gpu_indices) for p in job.placements
+                   if p.node in index_of and nodes[index_of[p.node]].gpu_type == gpu_type)
+        if gpus:
+            charged, off, jobs = found.get(team, (0, 0, frozenset()))
+            found[team] = (charged + gpus, off, jobs | {job_id}) if held \
+                else (charged, off + gpus, jobs | {job_id})
+    return found
+
+
+def _cohort_room_at(ctx: CycleContext, team: str, gpu_type: str,
+                    at: float) -> tuple[int, frozenset[str]]:
+    """What ``team``'s cohort will lend it of ``gpu_type`` at ``at``, its other members'
+    jobs having released their GPUs by their runtime limits, or stopped when preempted (none
+    started meanwhile); and the preempted jobs so counted."""
+    ledger = ctx.ledger
+    q = ledger.quota[(team, gpu_type)]
+    early = _stopping_early(ctx, at, gpu_type, q.cohort)
+    uses = {other.team: ledger.used_by(other.team, gpu_type)
+            - team_released_by(ctx, other.team, gpu_type, at)
+            - early.get(other.team, (0, 0, frozenset()))[0]
+            for other in ledger.cohort_members(q.cohort or "", gpu_type) if other.team != team}
+    counted = frozenset(j for _, _, jobs in early.values() for j in jobs)
+    return ledger.cohort_room_with(uses, q), counted
 
 
 def promised_to_team(ctx: CycleContext, team: str, gpu_type: str) -> int:
@@ -110,28 +198,76 @@ def _holds_past(ctx: CycleContext, spec: JobSpec, at: float) -> bool:
 
 def broken_promise(ctx: CycleContext, spec: JobSpec,
                    gpus_of_type: dict[str, int]) -> BrokenPromise | None:
-    """The promise that starting ``spec`` now on these GPUs would break, its team's quota
-    refusing the promised job at its start; ``None`` if none."""
+    """The promise that starting ``spec`` now on these GPUs would break, its team's quota, or
+    what its cohort lends, refusing the promised job at its start; ``None`` if none."""
     for promise in ctx.quota_promises.values():
-        if promise.team != spec.team or promise.job_id == spec.id \
-                or not _holds_past(ctx, spec, promise.start_at):
+        if promise.job_id == spec.id or not _holds_past(ctx, spec, promise.start_at):
+            continue
+        if promise.team == spec.team:
+            for t, gpus in gpus_of_type.items():
+                if gpus > 0 and gpus > promise.slack.get(t, gpus):
+                    return BrokenPromise(promise.job_id, promise.start_at, t, promise.ends_at,
+                                         team=promise.team)
             continue
         for t, gpus in gpus_of_type.items():
-            if gpus > 0 and gpus > promise.slack.get(t, gpus):
-                return BrokenPromise(promise.job_id, promise.start_at, t, promise.ends_at)
+            if gpus > 0 and t in promise.cohort_slack and _same_cohort(ctx, promise, spec.team, t):
+                # a job that borrows is judged by all it takes from what the cohort lends,
+                # its team's unused quota it no longer lends too; one within its team's
+                # nominal quota never waits for another team's promise
+                borrowed, unlent = _room_taken(ctx, spec.team, t, gpus, promise.start_at)
+                if borrowed > 0 and borrowed + unlent > promise.cohort_slack[t] \
+                        + _given_back_since(ctx, promise, t):
+                    return BrokenPromise(promise.job_id, promise.start_at, t, promise.ends_at,
+                                         cohort=ctx.ledger.cohort_of(spec.team, t),
+                                         team=promise.team)
     return None
+
+
+def _same_cohort(ctx: CycleContext, promise: QuotaPromise, team: str, gpu_type: str) -> bool:
+    cohort = ctx.ledger.cohort_of(team, gpu_type)
+    return cohort is not None and cohort == ctx.ledger.cohort_of(promise.team, gpu_type)
+
+
+def _given_back_since(ctx: CycleContext, promise: QuotaPromise, gpu_type: str) -> int:
+    """What the cohort lends ``promise``'s job at its start beyond its slack: the GPUs of its
+    teams' running jobs that stop by then, preempted since it was made or taken off the fleet
+    by the victim search under way, and that their runtime limits would have held then."""
+    cohort = ctx.ledger.cohort_of(promise.team, gpu_type)
+    given = 0
+    for team, (charged, off, _) in _stopping_early(ctx, promise.start_at, gpu_type, cohort,
+                                                    promise.counted_gone).items():
+        # the room those GPUs would take were the team to hold them again at the start
+        used_then = ctx.ledger.used_by(team, gpu_type) - charged \
+            - team_released_by(ctx, team, gpu_type, promise.start_at)
+        borrowed, unlent = ctx.ledger.room_taken_by(team, gpu_type, used_then, charged + off)
+        given += borrowed + unlent
+    return given
+
+
+def _room_taken(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
+                at: float) -> tuple[int, int]:
+    """What ``gpus`` more for ``team``, held past ``at``, take from what its cohort lends
+    then (:meth:`QuotaLedger.room_taken_by`, from the team's use at ``at`` by runtime
+    limits)."""
+    used_then = ctx.ledger.used_by(team, gpu_type) - team_released_by(ctx, team, gpu_type, at)
+    return ctx.ledger.room_taken_by(team, gpu_type, used_then, gpus)
 
 
 def charge_promises(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int]) -> None:
     """Record a start (or growth) of ``spec`` that will still hold these GPUs when the
-    promises of its team start."""
+    promises of its team, or of its cohort, start. (Call it before charging the ledger.)"""
     for promise in ctx.quota_promises.values():
-        if promise.team != spec.team or promise.job_id == spec.id \
-                or not _holds_past(ctx, spec, promise.start_at):
+        if promise.job_id == spec.id or not _holds_past(ctx, spec, promise.start_at):
+            continue
+        if promise.team == spec.team:
+            for t, gpus in gpus_of_type.items():
+                if t in promise.slack:
+                    promise.slack[t] -= gpus
             continue
         for t, gpus in gpus_of_type.items():
-            if t in promise.slack:
-                promise.slack[t] -= gpus
+            if t in promise.cohort_slack and _same_cohort(ctx, promise, spec.team, t):
+                borrowed, unlent = _room_taken(ctx, spec.team, t, gpus, promise.start_at)
+                promise.cohort_slack[t] -= borrowed + unlent
 
 
 def room_beside_promises(ctx: CycleContext, team: str, gpu_type: str | None, gpus: int) -> bool:

@@ -206,6 +206,7 @@ class FleetMachine(RuleBasedStateMachine):
         # quota plus borrowing never exceeded by what the plan adds
         self.check_quota(snapshot, plan)
         self.check_promised_quota(snapshot, plan)
+        self.check_cohort_promises(snapshot, plan)
 
         # preemption: whole running jobs, eligible, no cascades, generations echoed
         bound = {b.job_id for b in plan.binds}
@@ -356,6 +357,65 @@ class FleetMachine(RuleBasedStateMachine):
                            for p in placements if self.by_name[p.node].gpu_type == gpu_type)
                 assert held <= q.nominal_gpus, (r.job_id, r.start_at, spec.team, gpu_type, held,
                                                 q.nominal_gpus)
+
+    def check_cohort_promises(self, snapshot: Snapshot, plan: Plan) -> None:
+        """A reservation of a team in a cohort is promised what the cohort lends it at its
+        start: if the cohort, with everything its teams then hold, lends the team too little
+        for it, the jobs of its other teams that this plan starts borrowing are not the
+        cause (docs/engine.md, quota_promises). (A team using its own nominal quota may take
+        back what it lends.)"""
+        quota = {(q.team, q.gpu_type): q for q in self.quotas}
+        if not any(q.cohort is not None for q in quota.values()):
+            return
+        stopping = {p.job_id for p in plan.preemptions} | {k.job_id for k in plan.kills}
+        grown = {r.job_id: r.placements for r in plan.resizes}
+        specs = {j.id: j for j in snapshot.pending}
+        # team, from, until, placements, started borrowing by this plan
+        holders: list[tuple[str, float, float, tuple, bool]] = []
+        for job in snapshot.running:
+            if not (job.terminating or job.spec.id in stopping):
+                limit = job.spec.runtime_limit_s
+                holders.append((job.spec.team, self.now,
+                                math.inf if limit is None else job.started_at + limit,
+                                grown.get(job.spec.id, job.placements), False))
+        for bind in plan.binds:
+            limit = specs[bind.job_id].runtime_limit_s
+            holders.append((specs[bind.job_id].team, self.now,
+                            math.inf if limit is None else self.now + limit, bind.placements,
+                            bind.borrowed))
+        for r in plan.reservations:
+            limit = specs[r.job_id].runtime_limit_s
+            holders.append((specs[r.job_id].team, r.start_at,
+                            math.inf if limit is None else r.start_at + limit, r.placements, False))
+
+        def lent_enough(team: str, gpu_type: str, at: float, blamed: bool) -> bool:
+            used: Counter[str] = Counter()
+            for holder, since, until, placements, borrowing in holders:
+                if since <= at < until and not (blamed and borrowing and holder != team):
+                    used[holder] += sum(len(p.gpu_indices) for p in placements
+                                        if self.by_name[p.node].gpu_type == gpu_type)
+            q = quota[(team, gpu_type)]
+            if used[team] <= q.nominal_gpus:
+                return True  # its own quota: what it lent is reclaimable
+            room = 0
+            for (other, t), o in quota.items():
+                if t == gpu_type and o.cohort == q.cohort and other != team:
+                    unused = max(0, o.nominal_gpus - used[other])
+                    room += unused if o.lending_limit is None else min(unused, o.lending_limit)
+                    room -= max(0, used[other] - o.nominal_gpus)
+            if q.borrowing_limit is not None:
+                room = min(room, q.borrowing_limit)
+            return max(0, used[team] - q.nominal_gpus) <= room
+
+        for r in plan.reservations:
+            team = specs[r.job_id].team
+            for gpu_type in {self.by_name[p.node].gpu_type for p in r.placements}:
+                q = quota.get((team, gpu_type))
+                if q is None or q.cohort is None:
+                    continue
+                assert lent_enough(team, gpu_type, r.start_at, False) \
+                    or not lent_enough(team, gpu_type, r.start_at, True), (
+                        r.job_id, r.start_at, team, gpu_type)
 
     # ------------------------------------------------------------------ applying
 

@@ -208,3 +208,104 @@ def test_no_reservation_on_quota_promised_to_a_job_of_the_team_ahead():
     assert why(plan, "b1").code is ReasonCode.WAITING_FOR_PREEMPTION
     assert [r.job_id for r in plan.reservations] == ["b1"]
     assert why(plan, "b2").code is not ReasonCode.WAITING_FOR_RESERVATION
+
+
+# ------------------------------------------------------------------ promises of a cohort
+
+
+def head_borrowing_from_its_cohort(lent: int = 4):
+    """Team cv holds n0 whole until t=3600 and n1's GPUs 0-3 until t=7200. In cohort lab, ml
+    (nominal 4) needs ``lent`` GPUs that idle (nominal ``lent``, nothing running) lends for an
+    8-GPU head: its quota admits it now, the GPUs come at t=3600 (n0). nlp (nominal 0)
+    borrows whatever it runs."""
+    return (
+        make_cluster().nodes(2).at(0)
+        .quota("ml", "a100", 4, cohort="lab").quota("idle", "a100", lent, cohort="lab")
+        .quota("nlp", "a100", 0, cohort="lab").quota("cv", "a100", 12)
+        .running(make_running(make_job("r0").team("cv").gpus(8).limit(3600)).whole("n0")
+                 .started(0),
+                 make_running(make_job("r1").team("cv").gpus(4).limit(7200))
+                 .on("n1", 0, 1, 2, 3).started(0))
+    )
+
+
+@pytest.mark.parametrize(
+    ("limit", "starts"),
+    [(3600, True), (3601, False), (None, False)],
+    ids=["ends-by-the-reservation", "would-borrow-past-it", "no-runtime-limit"],
+)
+def test_a_cohort_mate_borrowing_past_the_heads_start_leaves_what_the_head_borrows(limit, starts):
+    # other (nlp, 4) fits on n1's free GPUs and borrows the 4 idle lends; big needs those 4
+    # at t=3600. Before 5 Dec other started, and at t=3600 the quota refused big (cohort lab
+    # lent nothing more): its reservation slid while a later job of its cohort ran.
+    plan = head_borrowing_from_its_cohort().pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        make_job("other").team("nlp").gpus(4).limit(limit).submitted(1),
+    ).plan()
+    [reservation] = plan.reservations
+    assert (reservation.job_id, reservation.start_at) == ("big", 3600.0)
+    assert ("other" in bound(plan)) == starts
+    if not starts:
+        explanation = why(plan, "other")
+        assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
+        assert explanation.message == (
+            "Job big of team ml borrows a100 GPUs from cohort lab when it starts at t=3600; "
+            "this job would still borrow what the cohort lends then, so starting now would "
+            "delay it. Estimated start t=4200, when job big has run (by its runtime limit).")
+        assert explanation.eta == 4200.0
+
+
+def test_a_cohort_mate_borrows_what_the_cohort_lends_beside_the_heads_share():
+    # idle lends 8: big borrows 4 of them at t=3600, so nlp may borrow the other 4 for as
+    # long as it likes, and no more
+    plan = head_borrowing_from_its_cohort(lent=8).pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        make_job("a").team("nlp").gpus(2).limit(None).submitted(1),
+        make_job("b").team("nlp").gpus(2).limit(None).submitted(2),
+    ).plan()
+    assert {"a", "b"} <= set(bound(plan))
+    plan = head_borrowing_from_its_cohort(lent=7).pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        make_job("a").team("nlp").gpus(2).limit(None).submitted(1),
+        make_job("b").team("nlp").gpus(2).limit(None).submitted(2),
+    ).plan()
+    assert "a" in bound(plan) and "b" not in bound(plan)
+    assert why(plan, "b").code is ReasonCode.BEHIND_HIGHER_PRIORITY
+
+
+def test_a_lender_within_its_nominal_quota_is_not_held_back_by_a_borrowers_promise():
+    # idle takes back the quota it lends: its own, whatever big was promised (big then
+    # waits for the quota at t=3600, as any borrower whose lender needs its GPUs back)
+    plan = head_borrowing_from_its_cohort().pending(
+        make_job("big").team("ml").gpus(8).limit(600).submitted(0),
+        make_job("mine").team("idle").gpus(4).limit(None).submitted(1),
+    ).plan()
+    assert "mine" in bound(plan)
+
+
+def test_borrowers_preempted_for_a_promise_give_back_what_the_next_one_borrows():
+    # idle lends 16, all borrowed by team bor's low-priority v1 and v2 (a node each). nlp's
+    # p1 and ml's p2 (8 each, high priority) each preempt one of them, and each is promised
+    # a start at t=NOW+30 borrowing 8. p1's promise must count v1, and p2's search v2, as
+    # stopped by then: counting them as still borrowing, p2 read "can borrow 0 more".
+    plan = (
+        make_cluster().nodes(3).at(NOW)
+        .quota("idle", "a100", 16, cohort="lab").quota("bor", "a100", 0, cohort="lab")
+        .quota("nlp", "a100", 0, cohort="lab").quota("ml", "a100", 0, cohort="lab")
+        .quota("third", "a100", 0, cohort="lab").quota("cv", "a100", 6)
+        .running(make_running(make_job("v1").team("bor").priority("low").gpus(8)).whole("n0")
+                 .started(0).borrowed(),
+                 make_running(make_job("v2").team("bor").priority("low").gpus(8)).whole("n1")
+                 .started(0).borrowed(),
+                 make_running(make_job("keep").team("cv").gpus(6))
+                 .on("n2", 0, 1, 2, 3, 4, 5).started(0))
+        .pending(make_job("p1").team("nlp").priority("high").gpus(8).limit(3600).submitted(0),
+                 make_job("p2").team("ml").priority("high").gpus(8).limit(3600).submitted(1),
+                 make_job("c").team("third").gpus(2).limit(None).submitted(2))
+        .plan()
+    )
+    assert sorted(p.job_id for p in plan.preemptions) == ["v1", "v2"]
+    assert sorted(r.job_id for r in plan.reservations) == ["p1", "p2"]
+    assert why(plan, "p2").code is ReasonCode.WAITING_FOR_PREEMPTION
+    # and c, which would borrow 2 more, is refused by the quota now (bor still holds 16)
+    assert why(plan, "c").code is ReasonCode.QUOTA_EXCEEDED
