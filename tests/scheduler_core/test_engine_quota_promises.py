@@ -309,3 +309,33 @@ def test_borrowers_preempted_for_a_promise_give_back_what_the_next_one_borrows()
     assert why(plan, "p2").code is ReasonCode.WAITING_FOR_PREEMPTION
     # and c, which would borrow 2 more, is refused by the quota now (bor still holds 16)
     assert why(plan, "c").code is ReasonCode.QUOTA_EXCEEDED
+
+
+def test_two_teams_promised_at_once_share_what_their_cohort_lends():
+    # idle lends 16 to cohort lab. nlp's p1 and ml's p2 (8 each, high priority) each preempt
+    # a node of team cv's borrowed low-priority work (cv is in no cohort), so both are
+    # promised a start at t=NOW+30 borrowing 8 from lab: all it lends. c (team third of lab)
+    # finds n2's 2 free GPUs and would borrow 2 more past that start; each promise measured
+    # alone saw 8 of the 16 lent left for it, and c started.
+    plan = (
+        make_cluster().nodes(3).at(NOW)
+        .quota("idle", "a100", 16, cohort="lab").quota("nlp", "a100", 0, cohort="lab")
+        .quota("ml", "a100", 0, cohort="lab").quota("third", "a100", 0, cohort="lab")
+        .quota("cv", "a100", 0).quota("own", "a100", 6)
+        .running(make_running(make_job("v1").team("cv").priority("low").gpus(8)).whole("n0")
+                 .started(0).borrowed(),
+                 make_running(make_job("v2").team("cv").priority("low").gpus(8)).whole("n1")
+                 .started(0).borrowed(),
+                 make_running(make_job("keep").team("own").gpus(6))
+                 .on("n2", 0, 1, 2, 3, 4, 5).started(0))
+        .pending(make_job("p1").team("nlp").priority("high").gpus(8).limit(3600).submitted(0),
+                 make_job("p2").team("ml").priority("high").gpus(8).limit(3600).submitted(1),
+                 make_job("c").team("third").gpus(2).limit(None).submitted(2))
+        .plan()
+    )
+    assert sorted(p.job_id for p in plan.preemptions) == ["v1", "v2"]
+    assert sorted(r.job_id for r in plan.reservations) == ["p1", "p2"]
+    assert "c" not in bound(plan)
+    explanation = why(plan, "c")
+    assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
+    assert "from cohort lab when it starts at t=10030" in explanation.message
