@@ -126,9 +126,10 @@ class CycleContext:
     (``quota_release._team_holders``)."""
     victims: VictimIndex | None = None
     """Running jobs indexed for preemption searches (``victims.VictimIndex``)."""
-    reclaim_waits: dict[str, str] = field(default_factory=dict)
-    """Per job that waits rather than reclaim its lent quota (``preemption._cheaper_to_wait``):
-    the sentence saying why, added to its explanation."""
+    reclaim_waits: dict[tuple[str, str | None], str] = field(default_factory=dict)
+    """Per job and GPU type on which it waits rather than reclaim its lent quota
+    (``preemption._cheaper_to_wait``): the sentence saying why, added to its explanation when
+    it is about that type."""
     attempts: int = 0
     preemption_searches: int = 0
     reservation_searches: int = 0

@@ -588,7 +588,8 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
         return
     mark = ctx.timed("preempt", mark)
     _reserve_or_explain(ctx, spec, shape, score, misses, protected, mark)
-    note = ctx.reclaim_waits.get(spec.id)
+    explained = misses.admitted_option
+    note = None if explained is None else ctx.reclaim_waits.get((spec.id, explained.gpu_type))
     outcome = ctx.outcomes.get(spec.id)
     # (not beside a protection's words: those name what it waits for on another GPU type)
     if note is not None and outcome is not None and spec.id not in ctx.bound and not isinstance(protected, Protected):

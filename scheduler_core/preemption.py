@@ -521,7 +521,7 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
         found = _search(ctx, spec, fit, options, budget)
         if found is not None:
             victims, grants = found
-            if _cheaper_to_wait(ctx, spec, gpus, members, largest, classes,
+            if _cheaper_to_wait(ctx, spec, gpus, gpu_type, members, largest, classes,
                                 [o.candidate for o in victims]):
                 return None
             return Found(
@@ -534,13 +534,14 @@ def preempt_for(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | Non
         ignoring = _search(ctx, spec, fit, all_options, MAX_VICTIMS_PER_SEARCH) \
             if all_options else None
         if ignoring:
-            return _what_is_in_the_way(ctx, spec, gpus, members, largest, classes,
+            return _what_is_in_the_way(ctx, spec, gpus, gpu_type, members, largest, classes,
                                        [o.candidate for o in ignoring[0]],
                                        cycle_spent=budget <= 0 and bool(options))
     return None
 
 
-def _what_is_in_the_way(ctx: CycleContext, spec: JobSpec, gpus: int, members: int, largest: int,
+def _what_is_in_the_way(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
+                        members: int, largest: int,
                         classes: frozenset[int], victims: list[VictimCandidate],
                         cycle_spent: bool) -> Protected | None:
     """Why the job does not start by preemption, given the ``victims`` of a search ignoring
@@ -556,7 +557,8 @@ def _what_is_in_the_way(ctx: CycleContext, spec: JobSpec, gpus: int, members: in
             f"this cycle's preemption budget of {counted(cap, 'victim')} is spent")
     else:
         in_the_way = _protection_in_the_way(ctx, victims)
-    if in_the_way is None or _cheaper_to_wait(ctx, spec, gpus, members, largest, classes, victims):
+    if in_the_way is None or _cheaper_to_wait(ctx, spec, gpus, gpu_type, members, largest,
+                                              classes, victims):
         return None
     return in_the_way
 
@@ -613,8 +615,8 @@ def capacity_eta(ctx: CycleContext, classes: frozenset[int], members: int,
     return times[members - 1]
 
 
-def _cheaper_to_wait(ctx: CycleContext, spec: JobSpec, gpus: int, members: int,
-                     largest: int, classes: frozenset[int],
+def _cheaper_to_wait(ctx: CycleContext, spec: JobSpec, gpus: int, gpu_type: str | None,
+                     members: int, largest: int, classes: frozenset[int],
                      victims: list[VictimCandidate]) -> bool:
     """Reclaim that counts its cost: an owner reclaiming lent GPUs (every victim borrowed, no
     higher-priority need) does not preempt when waiting for capacity that frees by runtime
@@ -641,7 +643,9 @@ def _cheaper_to_wait(ctx: CycleContext, spec: JobSpec, gpus: int, members: int,
     # in other teams' hands and no word of why it was not reclaimed
     cost = (f"{gpu_hours(waiting, about=True)} GPU-hours: its {counted(gpus, 'GPU')} until t={eta:.0f}" if waiting > 0 else
             f"none: they free by t={eta:.0f}, as soon as a reclaim could start it")
-    ctx.reclaim_waits[spec.id] = (
+    # per GPU type: the job's explanation names one type, and the note must be that type's
+    # (one note per job, the last type searched, read 't=1003601' beside an ETA of another)
+    ctx.reclaim_waits[(spec.id, gpu_type)] = (
         f"Its team's lent quota is not reclaimed: preempting {counted(len(victims), 'borrowing job')} would "
         f"throw away {gpu_hours(lost, about=True)} GPU-hours of their work, and waiting for capable GPUs to "
         f"free by runtime limits costs less ({cost}).")
