@@ -32,6 +32,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, refusal
+from controlplane.agent.containment import ContainmentError
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
 from controlplane.agent.node import Call, NodeAgent, NodeInventory, WakeListener, install_partition_signals
@@ -125,6 +126,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="a finished run's directory (its output files) is removed this long after all its output "
                         "was shipped (env QM_AGENT_KEEP_OUTPUT_S; default 3 days; 0: at once). Runs not shipped "
                         "(--no-output) are never removed")
+    p.add_argument("--cgroup-root", default=os.environ.get("QM_AGENT_CGROUP_ROOT", "auto"),
+                   help="contain each run's processes in a cgroup under this cgroup v2 directory (env "
+                        "QM_AGENT_CGROUP_ROOT): auto (the default: /sys/fs/cgroup/unified or /sys/fs/cgroup, if "
+                        "writable), off, or a path; without one a process that clears its environment and leaves "
+                        "its session outlives its run")
     p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))
     p.add_argument("--log-level", default=os.environ.get("QM_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
@@ -200,7 +206,18 @@ def run_real(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
     nvml = Nvml.open()
     inventory = real_inventory(args, nvml)
-    launcher = ProcessLauncher(state_dir, inventory.name, nvml)
+    try:
+        launcher = ProcessLauncher(state_dir, inventory.name, nvml, cgroup_root=args.cgroup_root)
+    except ContainmentError as error:
+        log.error("cannot contain runs as asked", error=str(error))
+        return 2
+    if launcher.cgroups is not None:
+        log.info("each run's processes are contained in a cgroup of their own", node=inventory.name,
+                 cgroups=launcher.containment)
+    else:
+        log.warning("a run's processes are contained by session and marker only: one that clears its "
+                    "environment and leaves its session outlives its run", node=inventory.name,
+                    why=launcher.containment)
     leftovers = launcher.sweep_leftovers()
     if leftovers:
         log.warning("killed processes a previous agent left behind", node=inventory.name, pids=leftovers)

@@ -16,7 +16,8 @@ appends JSON lines such as `{"steps": 1200, "useful_tokens": 4915200, "checkpoin
 
 Each process runs in its own session (so the whole tree can be signalled; a process that left
 it, `setsid`, is found by the run's marker in its environment, QM_AGENT_NODE and QM_GENERATION,
-and the member is over only once none is left) and dies with the agent (PR_SET_PDEATHSIG). What it started in turn (torchrun's workers, a pipeline, anything
+and, where the host has a writable cgroup v2 hierarchy, in the run's cgroup whatever its
+environment (containment.py); the member is over only once none is left) and dies with the agent (PR_SET_PDEATHSIG). What it started in turn (torchrun's workers, a pipeline, anything
 that forks) dies with the agent too: a `Reaper`, a small process of its own, is told every
 process group the agent starts and kills them all the moment the agent is gone, however it
 went (SIGKILL, the OOM killer). The groups are also recorded in the state directory, so a
@@ -48,6 +49,8 @@ from typing import Any, Protocol
 
 import structlog
 
+from controlplane.agent import containment
+from controlplane.agent.containment import RunCgroups
 from controlplane.agent.logs import RECORD_NAME, Unshipped, read_record
 
 PR_SET_PDEATHSIG = 1
@@ -294,9 +297,11 @@ class ProcessMember:
         devices: DeviceMonitor | None,
         base_env: dict[str, str] | None = None,
         reaper: Reaper | None = None,
+        cgroups: RunCgroups | None = None,
     ) -> None:
         self.generation = assignment.generation
         self.reaper = reaper
+        self.cgroup: Path | None = None  # the run's cgroup, when the agent contains runs (containment.py)
         self.assignment = assignment
         self.devices = devices
         self.workdir = workdir
@@ -333,6 +338,10 @@ class ProcessMember:
             self.ranks.append(int(rank))
             env["QM_PROGRESS_FILE"] = str(self.progress_file if rank == "0" else workdir / f"rank{rank}.progress.jsonl")
             argv, pre_exec = launch_argv(assignment.command)
+            if cgroups is not None:
+                if self.cgroup is None:
+                    self.cgroup = cgroups.create(self.generation)
+                argv = containment.joined_argv(self.cgroup, argv)
             with open(workdir / f"rank{rank}.log", "ab") as log:
                 proc = subprocess.Popen(
                     argv,
@@ -347,7 +356,7 @@ class ProcessMember:
             self.procs.append(proc)
         (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
         if reaper is not None:
-            reaper.watch([p.pid for p in self.procs], self.generation)
+            reaper.watch([p.pid for p in self.procs], self.generation, self.cgroup)
 
     def poll(self) -> int | None:
         if self._exit_code is not None:
@@ -391,12 +400,16 @@ class ProcessMember:
                 pass
         if not self.procs:
             return
-        self._strays = marked_processes(self.node_name, {self.generation})
-        for pid in self._strays:
+        if self.cgroup is not None:
+            containment.signal_all(self.cgroup, sig)
+        marked = marked_processes(self.node_name, {self.generation})
+        for pid in marked:
             try:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+        # what lives in the run's cgroup is the run's, whatever its environment says
+        self._strays = sorted(set(marked) | set(containment.pids(self.cgroup) if self.cgroup else ()))
 
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)
@@ -410,7 +423,9 @@ class ProcessMember:
         except FileNotFoundError:
             pass
         if self.reaper is not None:
-            self.reaper.forget([p.pid for p in self.procs], self.generation)
+            self.reaper.forget([p.pid for p in self.procs], self.generation, self.cgroup)
+        if self.cgroup is not None:
+            containment.remove(self.cgroup)
 
     def _read_progress(self) -> None:
         try:
@@ -516,16 +531,20 @@ def apply_progress_line(progress: Progress, item: dict[str, Any], *, now: float)
 
 
 class ProcessLauncher:
-    def __init__(self, state_dir: Path, node_name: str, devices: DeviceMonitor | None) -> None:
+    def __init__(self, state_dir: Path, node_name: str, devices: DeviceMonitor | None,
+                 cgroup_root: str = "auto") -> None:
+        """``cgroup_root``: where the runs' cgroups go (``auto``, ``off`` or a path;
+        containment.py)."""
         self.root = state_dir / node_name
         self.node_name = node_name
         self.devices = devices
         self.reaper = Reaper(node_name)
+        self.cgroups, self.containment = RunCgroups.open(cgroup_root, node_name, self.root)
 
     def launch(self, assignment: Assignment) -> Member:
         return ProcessMember(
             assignment, workdir=self.root / f"g{assignment.generation}", node_name=self.node_name, devices=self.devices,
-            reaper=self.reaper,
+            reaper=self.reaper, cgroups=self.cgroups,
         )
 
     def unshipped_output(self) -> list[Unshipped]:
@@ -581,12 +600,14 @@ class ProcessLauncher:
         return removed, freed
 
     def sweep_leftovers(self) -> list[int]:
-        """Kill process groups a previous agent of this node recorded and left running.
+        """Kill process groups a previous agent of this node recorded and left running, and
+        everything in the run cgroups it left (containment.py).
 
         Only processes that still carry this node's QM_AGENT_NODE are touched, so a recycled
         pid of an unrelated process is left alone."""
+        killed = self._empty_run_cgroups()
         if not self.root.exists():
-            return []
+            return killed
         groups: set[int] = set()
         generations: set[int] = set()
         records = list(self.root.glob("g*/pgids"))
@@ -594,9 +615,27 @@ class ProcessLauncher:
             groups.update(int(raw) for raw in record.read_text().split())
             if record.parent.name[1:].isdigit():
                 generations.add(int(record.parent.name[1:]))
-        killed = kill_groups(groups, self.node_name, generations)
+        killed += kill_groups(groups, self.node_name, generations)
         for record in records:
             record.unlink()
+        return sorted(set(killed))
+
+    def _empty_run_cgroups(self) -> list[int]:
+        """Kill what lives in the run cgroups a previous agent left, and remove them; the pids
+        killed (a process that cleared its environment and left its session included)."""
+        if self.cgroups is None:
+            return []
+        killed: list[int] = []
+        for cgroup in self.cgroups.runs():
+            for _ in range(50):
+                alive = containment.pids(cgroup)
+                if not alive:
+                    break
+                killed.extend(alive)
+                containment.signal_all(cgroup, signal.SIGKILL)
+                time.sleep(0.02)
+            if not containment.remove(cgroup):
+                log.warning("a run's cgroup could not be removed", path=str(cgroup))
         return killed
 
 
@@ -617,15 +656,16 @@ def kill_groups(groups: set[int], node_name: str, generations: set[int] | None =
 
 
 # The reaper's whole program: the standard library only (no site, no Django, no package on the
-# path), ~10 ms to start. It reads "+pgid" / "-pgid" lines (and "G<generation>" / "g<generation>")
-# until the agent's end of the pipe closes, then kills what is left of those groups and of those
-# runs (as kill_groups does) and exits.
+# path), ~10 ms to start. It reads "+pgid" / "-pgid" lines (and "G<generation>" / "g<generation>",
+# "C<cgroup path>" / "c<cgroup path>") until the agent's end of the pipe closes, then kills what
+# is left of those groups, of those runs (as kill_groups does) and in those cgroups, removes the
+# cgroups, and exits.
 _REAPER_PROGRAM = r'''
 import json, os, signal, sys, time
 signal.signal(signal.SIGINT, signal.SIG_IGN)
 node = sys.argv[1]
 marker = ("QM_AGENT_NODE=" + node).encode()
-groups, generations, buffer = set(), set(), b""
+groups, generations, cgroups, buffer = set(), set(), set(), b""
 while True:
     try:
         chunk = os.read(0, 65536)
@@ -646,7 +686,27 @@ while True:
             generations.add(b"QM_GENERATION=" + line[1:])
         elif line[:1] == b"g":
             generations.discard(b"QM_GENERATION=" + line[1:])
+        elif line[:1] == b"C":
+            cgroups.add(line[1:].decode())
+        elif line[:1] == b"c":
+            cgroups.discard(line[1:].decode())
 killed = []
+for cgroup in sorted(cgroups):
+    try:
+        with open(cgroup + "/cgroup.procs") as f:
+            inside = [int(pid) for pid in f.read().split()]
+    except (OSError, ValueError):
+        continue
+    killed.extend(inside)
+    try:
+        with open(cgroup + "/cgroup.kill", "w") as f:
+            f.write("1")
+    except OSError:
+        for pid in inside:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
 for entry in os.listdir("/proc"):
     if not entry.isdigit():
         continue
@@ -664,8 +724,17 @@ for entry in os.listdir("/proc"):
         killed.append(int(entry))
     except (OSError, ValueError):
         continue
+for cgroup in sorted(cgroups):
+    for _ in range(50):
+        try:
+            os.rmdir(cgroup)
+            break
+        except FileNotFoundError:
+            break
+        except OSError:
+            time.sleep(0.02)
 if killed:
-    sys.stderr.write(json.dumps({"node": node, "pids": sorted(killed), "event": "agent gone: killed what its jobs "
+    sys.stderr.write(json.dumps({"node": node, "pids": sorted(set(killed)), "event": "agent gone: killed what its jobs "
                                  "left running", "level": "warning", "logger": "qm.agent.reaper",
                                  "timestamp": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
 '''
@@ -689,6 +758,7 @@ class Reaper:
         self.node_name = node_name
         self.groups: set[int] = set()
         self.generations: set[int] = set()
+        self.cgroups: set[Path] = set()
         self._proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
@@ -699,27 +769,35 @@ class Reaper:
             [sys.executable, "-I", "-S", "-c", _REAPER_PROGRAM, self.node_name],
             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, start_new_session=True,
         )
-        if self.groups or self.generations:
+        if self.groups or self.generations or self.cgroups:
             self._send("".join(f"+{g}\n" for g in sorted(self.groups))
-                       + "".join(f"G{g}\n" for g in sorted(self.generations)))
+                       + "".join(f"G{g}\n" for g in sorted(self.generations))
+                       + "".join(f"C{c}\n" for c in sorted(self.cgroups)))
 
-    def watch(self, groups: list[int], generation: int | None = None) -> None:
+    def watch(self, groups: list[int], generation: int | None = None, cgroup: Path | None = None) -> None:
         """The agent started `groups` for run `generation`: on the agent's death the reaper kills
-        what is left of them, and every process of that run that moved out of them."""
+        what is left of them, every process of that run that moved out of them, and everything
+        in the run's `cgroup`."""
         self.groups.update(groups)
         if generation is not None:
             self.generations.add(generation)
+        if cgroup is not None:
+            self.cgroups.add(cgroup)
         if self._proc is None or self._proc.poll() is not None:
             self.start()  # tells it every group, these included
         else:
-            self._send("".join(f"+{g}\n" for g in groups) + (f"G{generation}\n" if generation is not None else ""))
+            self._send("".join(f"+{g}\n" for g in groups) + (f"G{generation}\n" if generation is not None else "")
+                       + (f"C{cgroup}\n" if cgroup is not None else ""))
 
-    def forget(self, groups: list[int], generation: int | None = None) -> None:
+    def forget(self, groups: list[int], generation: int | None = None, cgroup: Path | None = None) -> None:
         self.groups.difference_update(groups)
         if generation is not None:
             self.generations.discard(generation)
+        if cgroup is not None:
+            self.cgroups.discard(cgroup)
         if self._proc is not None and self._proc.poll() is None:
-            self._send("".join(f"-{g}\n" for g in groups) + (f"g{generation}\n" if generation is not None else ""))
+            self._send("".join(f"-{g}\n" for g in groups) + (f"g{generation}\n" if generation is not None else "")
+                       + (f"c{cgroup}\n" if cgroup is not None else ""))
 
     def _send(self, text: str) -> None:
         assert self._proc is not None and self._proc.stdin is not None
