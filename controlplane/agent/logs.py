@@ -17,7 +17,13 @@ its next heartbeat or report, as `logs`: chunks of `{generation, rank, offset, b
     BURST_BYTES per rank of memory: the file on the node holds the rest;
   - a member that ended is followed until its output is all sent;
   - a running rank's file gives the disk back its shipped bytes but the last KEEP_ON_NODE_BYTES
-    (16 MiB), RELEASE_STEP_BYTES (64 MiB) at a time, by punching a hole: its offsets stay.
+    (16 MiB), RELEASE_STEP_BYTES (64 MiB) at a time, by punching a hole: its offsets stay;
+  - a rank that printed more than its member's `output_cap` (`--max-rank-output-mib`) beyond
+    what was shipped loses the oldest of it: the bytes before the last `output_cap` are given
+    back to the disk and never sent, and the next contact carries, where they began, a line
+    saying how many were dropped and why (a chunk standing for the gap's first bytes, so a
+    reader sees that line, then "[… N bytes never received …]"). Before 5 Dec such a rank's
+    file grew on the node for as long as it printed faster than ~1.8 MiB/s.
 A chunk names its generation: a stopped run's last lines and a requeued run's first ones never
 mix, even when both ship in one contact.
 
@@ -128,8 +134,12 @@ class Cursor:
     backlog: bool = False  # the last read stopped at BURST_BYTES: more is waiting
     served: int = 0  # the contact that last carried a chunk of it (fairness)
     # Gives the file's bytes before an offset back to the disk (a member writing files only).
-    release: Callable[[int], None] | None = None
+    release: Callable[[int, int], None] | None = None  # (from, upto): give those bytes back
     released: int = 0  # bytes before this offset were given back
+    size: Callable[[], int] | None = None  # how long the rank's file is now
+    cap: int | None = None  # the most unshipped bytes the node keeps of it
+    dropped: int = 0  # bytes never shipped: the rank printed faster than they could be
+    resume_at: int | None = None  # once the chunk in flight saying so is taken, read from here
 
     def release_shipped(self) -> None:
         """Give back to the disk what the control plane holds, but for the last
@@ -139,7 +149,7 @@ class Cursor:
         upto = self.shipped - KEEP_ON_NODE_BYTES
         if self.release is None or upto - self.released < RELEASE_STEP_BYTES:
             return
-        self.release(upto)
+        self.release(self.released, upto)
         self.released = upto
 
     @property
@@ -151,6 +161,10 @@ class Cursor:
         """The chunks for the next contact: those in flight, else what is new (up to BURST_BYTES)."""
         if self.pending:
             return self.pending
+        if self.cap is not None and self.size is not None:
+            dropped = self._drop_beyond_cap()
+            if dropped:
+                return dropped
         try:
             data = self.read(self.shipped, BURST_BYTES)
         except OSError:
@@ -162,6 +176,37 @@ class Cursor:
             data = data[:whole_characters(data)] or data
         self.pending = split(self.generation, self.rank, self.shipped, data)
         return self.pending
+
+
+    def _drop_beyond_cap(self) -> list[Chunk]:
+        """When more than `cap` bytes wait unshipped, drop the oldest of them: give them back to
+        the disk, and send in their place a chunk saying so (see the module)."""
+        assert self.cap is not None and self.size is not None
+        try:
+            end = self.size()
+        except OSError:
+            return []
+        drop_to = end - self.cap
+        if drop_to <= self.shipped:
+            return []
+        gap = drop_to - self.shipped
+        marker = min(gap, RANK_BYTES)  # the chunk stands for the gap's first bytes
+        self.dropped += gap
+        self.resume_at = drop_to
+        if self.release is not None:
+            # (the bytes the chunk stands for stay: a next agent recovering the run resends them)
+            self.release(self.shipped + marker, drop_to)
+        log.warning("a rank printed faster than its output could be shipped: its oldest unsent output dropped",
+                    generation=self.generation, rank=self.rank, bytes_dropped=gap, cap_bytes=self.cap)
+        text = (f"\n[qm-agent: {gap:,} bytes of rank {self.rank}'s output dropped on the node: it printed "
+                f"faster than they could be shipped, and the node keeps at most the last {_size(self.cap)} of a "
+                f"rank's unshipped output (qm-agent --max-rank-output-mib)]\n")
+        self.pending = [Chunk(self.generation, self.rank, self.shipped, marker, text)]
+        return self.pending
+
+
+def _size(n: int) -> str:
+    return f"{n // (1024 * 1024)} MiB" if n % (1024 * 1024) == 0 else f"{n:,} bytes"
 
 
 @dataclass
@@ -223,10 +268,13 @@ class LogShipper:
             return
         watched = ranks()
         releaser = getattr(member, "release_output", None)
+        sizer = getattr(member, "output_size", None)
+        cap = getattr(member, "output_cap", None)
         for rank in watched:
             self.cursors[(generation, rank)] = Cursor(
                 generation, rank, read=lambda offset, limit, rank=rank: reader(rank, offset, limit),
-                release=None if releaser is None else lambda upto, rank=rank: releaser(rank, upto))
+                release=None if releaser is None else lambda start, upto, rank=rank: releaser(rank, start, upto),
+                size=None if sizer is None else lambda rank=rank: sizer(rank), cap=cap)
         record = getattr(member, "output_record", None)
         if record is not None and watched:
             self.records[generation] = record
@@ -303,7 +351,8 @@ class LogShipper:
         for chunk in chunks:
             cursor = self.cursors.get((chunk.generation, chunk.rank))
             if cursor is not None and cursor.pending and cursor.pending[-1] is chunk:
-                cursor.shipped = cursor.sent
+                cursor.shipped = cursor.sent if cursor.resume_at is None else cursor.resume_at
+                cursor.resume_at = None
                 cursor.pending = []
                 cursor.release_shipped()
             self.bytes_shipped += chunk.nbytes

@@ -126,6 +126,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                    help="a finished run's directory (its output files) is removed this long after all its output "
                         "was shipped (env QM_AGENT_KEEP_OUTPUT_S; default 3 days; 0: at once). Runs not shipped "
                         "(--no-output) are never removed")
+    p.add_argument("--max-rank-output-mib", type=_whole(0),
+                   default=os.environ.get("QM_AGENT_MAX_RANK_OUTPUT_MIB", "256"),
+                   help="the most of one rank's output not yet shipped that the node keeps, in MiB (env "
+                        "QM_AGENT_MAX_RANK_OUTPUT_MIB; default 256; 0: no cap): a rank printing faster than its "
+                        "output ships loses the oldest of it, and the job's output says how much; with --no-output "
+                        "the node keeps each rank's last this much")
     p.add_argument("--cgroup-root", default=os.environ.get("QM_AGENT_CGROUP_ROOT", "auto"),
                    help="contain each run's processes in a cgroup under this cgroup v2 directory (env "
                         "QM_AGENT_CGROUP_ROOT): auto (the default: /sys/fs/cgroup/unified or /sys/fs/cgroup, if "
@@ -207,7 +213,8 @@ def run_real(args: argparse.Namespace) -> int:
     nvml = Nvml.open()
     inventory = real_inventory(args, nvml)
     try:
-        launcher = ProcessLauncher(state_dir, inventory.name, nvml, cgroup_root=args.cgroup_root)
+        launcher = ProcessLauncher(state_dir, inventory.name, nvml, cgroup_root=args.cgroup_root,
+                                   output_cap=args.max_rank_output_mib * 1024 * 1024 or None)
     except ContainmentError as error:
         log.error("cannot contain runs as asked", error=str(error))
         return 2

@@ -54,6 +54,8 @@ from controlplane.agent.containment import RunCgroups
 from controlplane.agent.logs import RECORD_NAME, Unshipped, read_record
 
 PR_SET_PDEATHSIG = 1
+#: The most of one rank's output not shipped that a node keeps (qm-agent --max-rank-output-mib).
+DEFAULT_OUTPUT_CAP = 256 * 1024 * 1024
 NO_COMMAND_EXIT_CODE = 127
 
 log = structlog.get_logger("qm.agent")
@@ -298,9 +300,17 @@ class ProcessMember:
         base_env: dict[str, str] | None = None,
         reaper: Reaper | None = None,
         cgroups: RunCgroups | None = None,
+        output_cap: int | None = None,
     ) -> None:
         self.generation = assignment.generation
         self.reaper = reaper
+        # The most of a rank's output not shipped that the node keeps (--max-rank-output-mib):
+        # the member gives back to the disk what is before a rank's last `output_cap` bytes,
+        # shipped or not, and the shipper sends in place of what it never sent a line saying
+        # so (agent/logs.py). With --no-output the files keep only their last `output_cap`.
+        self.output_cap = output_cap
+        self._trimmed: dict[int, int] = {}  # per rank: bytes before this were given back
+        self._trim_at = 0.0
         self.cgroup: Path | None = None  # the run's cgroup, when the agent contains runs (containment.py)
         self.assignment = assignment
         self.devices = devices
@@ -361,6 +371,8 @@ class ProcessMember:
     def poll(self) -> int | None:
         if self._exit_code is not None:
             return self._exit_code
+        if self.output_cap is not None:
+            self._trim_output()
         codes = [p.poll() for p in self.procs]
         failed = [c for c in codes if c not in (None, 0)]
         if failed and self._first_failure is None:
@@ -459,39 +471,71 @@ class ProcessMember:
 
     def next_event_in(self) -> float | None:
         # Its shells' exits wake the agent (SIGCHLD); the end of processes that left their
-        # session does not, so while they die they are looked at every 50 ms.
-        return 0.05 if self._ending is not None and self._exit_code is None else None
+        # session does not, so while they die they are looked at every 50 ms. With a cap on
+        # its output, it is looked at every TRIM_EVERY_S while it runs (_trim_output).
+        if self._exit_code is not None:
+            return None
+        if self._ending is not None:
+            return 0.05
+        return TRIM_EVERY_S if self.output_cap is not None and self.procs else None
 
     def output_ranks(self) -> list[int]:
         return list(self.ranks)
+
+    def output_size(self, rank: int) -> int:
+        """How many bytes rank `rank` has printed (its file's length)."""
+        return (self.workdir / f"rank{rank}.log").stat().st_size
+
+    def _trim_output(self) -> None:
+        """The node keeps only the last `output_cap` bytes of each rank's output: what is
+        before is given back to the disk once a quarter of the cap more has been printed
+        (looked at every TRIM_EVERY_S while the member runs; shipped or not: a control plane
+        out of reach for hours does not fill the disk either)."""
+        now = time.monotonic()
+        if now < self._trim_at:
+            return
+        self._trim_at = now + TRIM_EVERY_S
+        assert self.output_cap is not None
+        for rank in self.ranks:
+            try:
+                upto = self.output_size(rank) - self.output_cap
+            except OSError:
+                continue
+            if upto - self._trimmed.get(rank, 0) >= max(1, self.output_cap // 4):
+                punch_hole(self.workdir / f"rank{rank}.log", upto, self._trimmed.get(rank, 0))
+                self._trimmed[rank] = upto
 
     def read_output(self, rank: int, offset: int, limit: int) -> bytes:
         """Up to `limit` bytes of rank `rank`'s stdout+stderr from byte `offset` (agent/logs.py)."""
         return _read_rank(self.workdir, rank, offset, limit)
 
-    def release_output(self, rank: int, upto: int) -> None:
-        """Give the disk blocks of rank `rank`'s file before byte `upto` back (agent/logs.py:
-        shipped bytes only); the file keeps its size and offsets, the range reads as NUL."""
-        punch_hole(self.workdir / f"rank{rank}.log", upto)
+    def release_output(self, rank: int, start: int, upto: int) -> None:
+        """Give the disk blocks of rank `rank`'s file from byte `start` to `upto` back
+        (agent/logs.py: shipped bytes, or bytes dropped); the file keeps its size and
+        offsets, the range reads as NUL."""
+        punch_hole(self.workdir / f"rank{rank}.log", upto, start)
 
+
+#: How often a member whose output is not shipped looks whether its ranks' files passed their cap.
+TRIM_EVERY_S = 0.5
 
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
 _punch_refused: set[int] = set()  # errnos already logged once
 
 
-def punch_hole(path: Path, upto: int) -> None:
-    """Deallocate `path`'s bytes [0, upto) (Linux fallocate PUNCH_HOLE, as ext4, xfs and tmpfs
-    offer): the job keeps appending where it was, readers see NUL there. A filesystem that
-    cannot is said once in the log and the file stays whole."""
-    if _LIBC is None:
+def punch_hole(path: Path, upto: int, start: int = 0) -> None:
+    """Deallocate `path`'s bytes [start, upto) (Linux fallocate PUNCH_HOLE, as ext4, xfs and
+    tmpfs offer): the job keeps appending where it was, readers see NUL there. A filesystem
+    that cannot is said once in the log and the file stays whole."""
+    if _LIBC is None or upto <= start:
         return
     try:
         fd = os.open(path, os.O_WRONLY)
     except OSError:
         return
     try:
-        failed = _LIBC.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, ctypes.c_long(0), ctypes.c_long(upto))
+        failed = _LIBC.fallocate(fd, _FALLOC_FL_PUNCH_HOLE | _FALLOC_FL_KEEP_SIZE, ctypes.c_long(start), ctypes.c_long(upto - start))
         errno = ctypes.get_errno() if failed else 0
     finally:
         os.close(fd)
@@ -532,9 +576,11 @@ def apply_progress_line(progress: Progress, item: dict[str, Any], *, now: float)
 
 class ProcessLauncher:
     def __init__(self, state_dir: Path, node_name: str, devices: DeviceMonitor | None,
-                 cgroup_root: str = "auto") -> None:
+                 cgroup_root: str = "auto", output_cap: int | None = DEFAULT_OUTPUT_CAP) -> None:
         """``cgroup_root``: where the runs' cgroups go (``auto``, ``off`` or a path;
-        containment.py)."""
+        containment.py). ``output_cap``: the most of a rank's output not shipped the node
+        keeps (``None``: no cap)."""
+        self.output_cap = output_cap
         self.root = state_dir / node_name
         self.node_name = node_name
         self.devices = devices
@@ -544,7 +590,7 @@ class ProcessLauncher:
     def launch(self, assignment: Assignment) -> Member:
         return ProcessMember(
             assignment, workdir=self.root / f"g{assignment.generation}", node_name=self.node_name, devices=self.devices,
-            reaper=self.reaper, cgroups=self.cgroups,
+            reaper=self.reaper, cgroups=self.cgroups, output_cap=self.output_cap,
         )
 
     def unshipped_output(self) -> list[Unshipped]:

@@ -1,0 +1,111 @@
+"""A rank's output a node keeps is capped (qm-agent --max-rank-output-mib): a rank printing
+faster than its output ships, or a run whose output is never shipped (--no-output), no longer
+fills the node's disk, and what was dropped is said in the job's output.
+
+Found on 5 Dec: the agent gave the disk back only bytes the control plane had taken, so a rank
+printing faster than ~1.8 MiB/s (the shipping rate of one rank, bench/agent_output_rate.py)
+and every rank of a --no-output agent grew its file for as long as it printed. Real processes,
+the real agent loop and, for the job's output, the real API on PostgreSQL."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.agent.logs import LogShipper
+from controlplane.agent.members import ProcessLauncher, ProcessMember
+from controlplane.agent.node import NodeAgent, NodeInventory
+from controlplane.choices import JobState, NodeState
+from controlplane.models import Allocation, Job, Node
+from controlplane.services import cycle
+from tests.controlplane.agent.test_agent_ships_logs import RecordingClient, drive, output
+from tests.controlplane.agent.test_process_member import assignment, wait_exit
+from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
+
+MIB = 1024 * 1024
+CAP = 1 * MIB
+# 6,000,000 bytes of 10-byte lines, at once: far faster than a rank ships
+FAST = "yes '123456789' | head -c 6000000"
+
+
+def on_disk(path: Path) -> int:
+    """The bytes `path` holds on the disk (holes punched in it excluded)."""
+    return path.stat().st_blocks * 512
+
+
+def test_a_run_whose_output_is_not_shipped_keeps_only_its_last_cap_on_the_disk(tmp_path: Path) -> None:
+    member = ProcessMember(assignment(f"{FAST}; sleep 1"), workdir=tmp_path, node_name="gpu-cap", devices=None,
+                           output_cap=CAP)
+    assert wait_exit(member) == 0
+    rank_file = tmp_path / "rank0.log"
+    assert rank_file.stat().st_size == 6_000_000, "the file keeps its length and offsets"
+    assert on_disk(rank_file) <= CAP + CAP // 4 + 64 * 1024
+    # the last CAP bytes are whole: the newest output is what a node keeps
+    with open(rank_file, "rb") as f:
+        f.seek(6_000_000 - CAP)
+        assert b"\0" not in f.read()
+
+
+def test_a_slow_printer_loses_nothing(tmp_path: Path) -> None:
+    member = ProcessMember(assignment("for i in $(seq 1 40); do echo \"line $i\"; sleep 0.01; done"),
+                           workdir=tmp_path, node_name="gpu-cap", devices=None, output_cap=CAP)
+    shipper = LogShipper()
+    shipper.watch(7, member)
+    shipped: list[str] = []
+    while member.poll() is None or shipper.cursors:
+        if member.poll() is not None:
+            shipper.ended(7)
+        chunks = shipper.collect()
+        shipped.extend(c.text for c in chunks)
+        shipper.delivered(chunks)
+        time.sleep(0.02)
+    assert "".join(shipped) == "".join(f"line {i}\n" for i in range(1, 41))
+    assert all(c.dropped == 0 for c in shipper.cursors.values())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_rank_printing_faster_than_it_ships_keeps_its_cap_and_the_job_output_says_what_was_dropped(
+    live_server: Any, tmp_path: Path
+) -> None:
+    fleet = build_loop_fleet()
+    inventory = NodeInventory(name="gpu-cap", gpu_count=8, pool="h100", gpu_type="H100-80GB", cpus=64,
+                              memory_gb=512, leaf_switch="leaf-1", spine="spine-1")
+    client = RecordingClient(live_server.url)
+    agent = NodeAgent(inventory, client=client,
+                      launcher=ProcessLauncher(tmp_path, "gpu-cap", devices=None, output_cap=CAP),
+                      bootstrap_token=BOOTSTRAP, interval_s=0.3, sample_interval_s=5.0)
+    drive(agent, lambda: Node.objects.filter(name="gpu-cap", state=NodeState.READY).exists())
+    job = make_job(fleet, command=f"{FAST}; sleep 2; echo 'the last line'")
+    cycle.run_cycle("test")
+    drive(agent, lambda: Allocation.objects.filter(job=job).exists() and agent.members)
+    generation = Allocation.objects.get(job=job).generation
+    rank_file = tmp_path / "gpu-cap" / f"g{generation}" / "rank0.log"
+    wait_for_size(agent, rank_file, 6_000_000)
+
+    drive(agent, lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED and not agent.shipper.cursors,
+          timeout=30)
+
+    assert on_disk(rank_file) <= CAP + CAP // 4 + 128 * 1024
+    text = output(job)
+    assert text.endswith("123456789\nthe last line\n")
+    dropped = [c for body in client.bodies for c in body.get("logs", []) if "qm-agent:" in c["text"]]
+    assert len(dropped) == 1
+    gap = int(dropped[0]["text"].split(" bytes of rank 0")[0].split("qm-agent: ")[1].replace(",", ""))
+    assert gap >= 6_000_000 - CAP - 2 * 256 * 1024, "all but about the cap's worth was dropped"
+    assert (f"{gap:,} bytes of rank 0's output dropped on the node: it printed faster than they could be shipped, "
+            "and the node keeps at most the last 1 MiB") in text
+    # where the dropped bytes began, the line saying so, then the gap as any reader shows one
+    assert text.index("[qm-agent: ") < text.index("never received …]") < text.index("123456789")
+
+
+def wait_for_size(agent: NodeAgent, path: Path, size: int) -> None:
+    """Step the agent until `path` holds `size` bytes (the printer has printed all)."""
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        if path.exists() and path.stat().st_size >= size:
+            return
+        time.sleep(min(agent.step(), 0.02))
+    raise AssertionError(f"{path} never reached {size} bytes")
