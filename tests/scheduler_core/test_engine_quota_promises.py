@@ -17,14 +17,24 @@ def head_within_its_quota(ml_quota: int = 8):
     """Two nodes held by team cv: n0 whole until t=3600, n1's GPUs 0-3 until t=7200. Team ml
     (quota ``ml_quota``, nothing running) has room for an 8-GPU head now: the GPUs are what
     it waits for, n0 from t=3600."""
-    return (
-        make_cluster().nodes(2).at(0)
-        .quota("ml", "a100", ml_quota).quota("cv", "a100", 12)
-        .running(make_running(make_job("r0").team("cv").gpus(8).limit(3600)).whole("n0")
-                 .started(0),
-                 make_running(make_job("r1").team("cv").gpus(4).limit(7200))
-                 .on("n1", 0, 1, 2, 3).started(0))
-    )
+    return _cv_holds_the_gpus(make_cluster().nodes(2).at(0).quota("ml", "a100", ml_quota))
+
+
+def _cv_holds_the_gpus(cluster):
+    """Team cv (quota 12) holds n0 whole until t=3600 and n1's GPUs 0-3 until t=7200."""
+    return cluster.quota("cv", "a100", 12).running(
+        make_running(make_job("r0").team("cv").gpus(8).limit(3600)).whole("n0").started(0),
+        make_running(make_job("r1").team("cv").gpus(4).limit(7200)).on("n1", 0, 1, 2, 3).started(0))
+
+
+def _waits_for_big(plan, job_id: str, message: str) -> None:
+    """``job_id`` waits for big (reserved from t=3600, 600 s), told ``message``."""
+    explanation = why(plan, job_id)
+    assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
+    assert explanation.message == message
+    # its quota is free again once big has run, not when big starts
+    assert explanation.eta == 4200.0
+    assert explanation.would_start_if.startswith("job big has run and given the quota back")
 
 
 @pytest.mark.parametrize(
@@ -43,15 +53,10 @@ def test_a_later_job_of_the_heads_team_leaves_the_quota_its_reservation_needs(li
     assert (reservation.job_id, reservation.start_at) == ("big", 3600.0)
     assert ("small" in bound(plan)) == starts
     if not starts:
-        explanation = why(plan, "small")
-        assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
-        assert explanation.message == (
+        _waits_for_big(plan, "small", (
             "Team ml's quota must have room for job big when it starts at t=3600; this job "
             "would still hold a100 GPUs then, so starting now would delay it. Estimated start "
-            "t=4200, when job big has run (by its runtime limit).")
-        # its quota is free again once big has run, not when big starts
-        assert explanation.eta == 4200.0
-        assert explanation.would_start_if.startswith("job big has run and given the quota back")
+            "t=4200, when job big has run (by its runtime limit)."))
 
 
 def test_a_later_job_of_the_heads_team_starts_when_the_quota_holds_both():
@@ -218,15 +223,10 @@ def head_borrowing_from_its_cohort(lent: int = 4):
     (nominal 4) needs ``lent`` GPUs that idle (nominal ``lent``, nothing running) lends for an
     8-GPU head: its quota admits it now, the GPUs come at t=3600 (n0). nlp (nominal 0)
     borrows whatever it runs."""
-    return (
+    return _cv_holds_the_gpus(
         make_cluster().nodes(2).at(0)
         .quota("ml", "a100", 4, cohort="lab").quota("idle", "a100", lent, cohort="lab")
-        .quota("nlp", "a100", 0, cohort="lab").quota("cv", "a100", 12)
-        .running(make_running(make_job("r0").team("cv").gpus(8).limit(3600)).whole("n0")
-                 .started(0),
-                 make_running(make_job("r1").team("cv").gpus(4).limit(7200))
-                 .on("n1", 0, 1, 2, 3).started(0))
-    )
+        .quota("nlp", "a100", 0, cohort="lab"))
 
 
 @pytest.mark.parametrize(
@@ -246,13 +246,10 @@ def test_a_cohort_mate_borrowing_past_the_heads_start_leaves_what_the_head_borro
     assert (reservation.job_id, reservation.start_at) == ("big", 3600.0)
     assert ("other" in bound(plan)) == starts
     if not starts:
-        explanation = why(plan, "other")
-        assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
-        assert explanation.message == (
+        _waits_for_big(plan, "other", (
             "Job big of team ml borrows a100 GPUs from cohort lab when it starts at t=3600; "
             "this job would still borrow what the cohort lends then, so starting now would "
-            "delay it. Estimated start t=4200, when job big has run (by its runtime limit).")
-        assert explanation.eta == 4200.0
+            "delay it. Estimated start t=4200, when job big has run (by its runtime limit)."))
 
 
 def test_a_cohort_mate_borrows_what_the_cohort_lends_beside_the_heads_share():

@@ -15,8 +15,6 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -27,6 +25,7 @@ from controlplane.agent.containment import ContainmentError, RunCgroups, find_cg
 from controlplane.agent.members import ProcessLauncher
 from tests.controlplane.agent.real_agent import wait_for
 from tests.controlplane.agent.test_process_member import alive, assignment, wait_exit
+from tests.controlplane.agent.test_sre_agent_stop_reaches_setsid_descendants import agent_running
 
 pytestmark = pytest.mark.skipif(find_cgroup_root("auto") is None,
                                 reason="no writable cgroup v2 hierarchy on this host")
@@ -98,19 +97,7 @@ def test_a_restarted_agent_kills_and_removes_what_its_predecessor_left_in_a_run_
 
 
 def test_kill_9_of_the_agent_kills_what_its_run_cgroups_hold(tmp_path: Path) -> None:
-    script = textwrap.dedent(f"""\
-        import sys, time
-        sys.path.insert(0, {str(Path.cwd())!r})
-        from pathlib import Path
-        from controlplane.agent.members import ProcessLauncher
-        from tests.controlplane.agent.test_process_member import assignment
-        launcher = ProcessLauncher(Path({str(tmp_path)!r}), "gpu-c", devices=None)
-        launcher.reaper.start()
-        m = launcher.launch(assignment({ESCAPED + " exec sleep 60"!r}))
-        print(launcher.cgroups.parent, flush=True)
-        time.sleep(60)
-    """)
-    agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    agent = agent_running(tmp_path, "gpu-c", ESCAPED + " exec sleep 60")
     escaped = None
     try:
         assert agent.stdout is not None

@@ -91,23 +91,29 @@ def test_a_restarted_agent_kills_what_its_predecessor_left_in_a_session_of_its_o
         _kill(stray)
 
 
-def test_kill_9_of_the_agent_kills_what_its_jobs_started_in_a_session_of_their_own(tmp_path: Path) -> None:
+def agent_running(state: Path, node: str, command: str) -> subprocess.Popen[str]:
+    """An agent process (its launcher and reaper) that started `command` as run g7, then
+    printed its run cgroups' parent ("None" without) and waits to be killed."""
     script = textwrap.dedent(f"""\
         import sys, time
         sys.path.insert(0, {str(Path.cwd())!r})
         from pathlib import Path
         from controlplane.agent.members import ProcessLauncher
         from tests.controlplane.agent.test_process_member import assignment
-        launcher = ProcessLauncher(Path({str(tmp_path)!r}), "gpu-s", devices=None)
+        launcher = ProcessLauncher(Path({str(state)!r}), {node!r}, devices=None)
         launcher.reaper.start()
-        m = launcher.launch(assignment({STRAY + " exec sleep 60"!r}))
-        print("ok", flush=True)
+        m = launcher.launch(assignment({command!r}))
+        print(launcher.cgroups and launcher.cgroups.parent, flush=True)
         time.sleep(60)
     """)
-    agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+    return subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
+
+
+def test_kill_9_of_the_agent_kills_what_its_jobs_started_in_a_session_of_their_own(tmp_path: Path) -> None:
+    agent = agent_running(tmp_path, "gpu-s", STRAY + " exec sleep 60")
     stray = None
     try:
-        assert agent.stdout is not None and agent.stdout.readline() == "ok\n"
+        assert agent.stdout is not None and agent.stdout.readline()
         stray = _stray(tmp_path / "gpu-s" / "g7")
 
         agent.kill()
