@@ -272,10 +272,25 @@ def charge_promises(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, in
 
 def room_beside_promises(ctx: CycleContext, team: str, gpu_type: str | None, gpus: int) -> bool:
     """Does ``team``'s quota admit ``gpus`` more ``gpu_type`` GPUs beside what is promised to
-    its jobs this cycle? Asked before a job of the team is promised GPUs itself (the head's
-    reservation): its quota admitting it now, with a job ahead of it promised that quota,
+    its jobs this cycle, and beside what jobs of other teams of its cohort are promised to
+    borrow? Asked before a job of the team is promised GPUs itself (the head's reservation):
+    its quota admitting it now, with a job ahead of it promised that quota (or that lending),
     promised the same GPUs of quota twice. (A mixed-type option, ``None``, is not judged.)"""
     if gpu_type is None or not ctx.quota_promises:
         return True
     promised = promised_to_team(ctx, team, gpu_type)
-    return promised == 0 or ctx.ledger.check(team, gpu_type, gpus + promised).admitted
+    verdict = ctx.ledger.check(team, gpu_type, gpus + promised)
+    if not verdict.admitted:
+        return False
+    excess = verdict.used + gpus + promised - verdict.nominal
+    if excess <= 0:
+        return True  # its own quota
+    lent_to_others = sum(p.borrows.get(gpu_type, 0) for p in ctx.quota_promises.values()
+                         if p.team != team and _same_cohort(ctx, p, team, gpu_type))
+    if lent_to_others == 0:
+        return True
+    q = ctx.ledger.quota[(team, gpu_type)]
+    room = ctx.ledger.cohort_room_with({}, q) - lent_to_others
+    if q.borrowing_limit is not None:
+        room = min(room, q.borrowing_limit)
+    return excess <= room

@@ -336,3 +336,27 @@ def test_two_teams_promised_at_once_share_what_their_cohort_lends():
     explanation = why(plan, "c")
     assert explanation.code is ReasonCode.BEHIND_HIGHER_PRIORITY
     assert "from cohort lab when it starts at t=10030" in explanation.message
+
+
+def test_no_head_reservation_on_what_its_cohort_lends_to_jobs_promised_before_it():
+    # nlp's p1 and ml's p2 are promised all 16 GPUs idle lends from t=10030 to t=13630; h
+    # (team third, borrowing its 8) was reserved n2 from t=12000, when the cohort would lend
+    # it nothing: a reservation no cycle could keep, draining n2 for nothing
+    plan = (
+        make_cluster().nodes(3).at(NOW)
+        .quota("idle", "a100", 16, cohort="lab").quota("nlp", "a100", 0, cohort="lab")
+        .quota("ml", "a100", 0, cohort="lab").quota("third", "a100", 0, cohort="lab")
+        .quota("cv", "a100", 0).quota("own", "a100", 8)
+        .running(make_running(make_job("v1").team("cv").priority("low").gpus(8)).whole("n0")
+                 .started(0).borrowed(),
+                 make_running(make_job("v2").team("cv").priority("low").gpus(8)).whole("n1")
+                 .started(0).borrowed(),
+                 make_running(make_job("keep").team("own").gpus(8).limit(12000)).whole("n2")
+                 .started(0))
+        .pending(make_job("p1").team("nlp").priority("high").gpus(8).limit(3600).submitted(0),
+                 make_job("p2").team("ml").priority("high").gpus(8).limit(3600).submitted(1),
+                 make_job("h").team("third").gpus(8).limit(600).submitted(2))
+        .plan()
+    )
+    assert sorted(r.job_id for r in plan.reservations) == ["p1", "p2"]
+    assert "h" not in bound(plan)
