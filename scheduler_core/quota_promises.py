@@ -280,7 +280,7 @@ def room_beside_promises(ctx: CycleContext, team: str, gpu_type: str | None, gpu
         return True
     promised = promised_to_team(ctx, team, gpu_type)
     verdict = ctx.ledger.check(team, gpu_type, gpus + promised)
-    if not verdict.admitted:
+    if promised and not verdict.admitted:
         return False
     excess = verdict.used + gpus + promised - verdict.nominal
     if excess <= 0:
