@@ -76,11 +76,11 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
              score: ScorePlugin) -> Found | Protected | None:
     member_classes = option.member_classes
     closed = NO_NODES
+    # it starts once its victims have stopped: its run may begin a grace period late, and
+    # still hold its GPUs when a promise of its team (or cohort) starts (quota_promises)
+    starts = ctx.snapshot.now + max((pc.grace_period_s for pc in ctx.priority.values()), default=0)
     if ctx.calendar:
-        # it starts once its victims have stopped: its run may begin a grace period late
-        grace = max((pc.grace_period_s for pc in ctx.priority.values()), default=0)
-        closed = ctx.calendar.closed(ctx.snapshot.now,
-                                     run_end(ctx.snapshot.now + grace, spec.runtime_limit_s))
+        closed = ctx.calendar.closed(ctx.snapshot.now, run_end(starts, spec.runtime_limit_s))
     request = PlacementRequest(demand, member_classes, score, closed=closed)
 
     def fit() -> list[Grant] | None:
@@ -94,9 +94,10 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
             return None
         # a preemption whose job its quota would refuse at its start, beside a job promised
         # GPUs before it, would stop its victims for nothing
-        broken = broken_promise(ctx, spec, by_type)
+        broken = broken_promise(ctx, spec, by_type, starts)
         if broken is not None and broken_promise(
-                ctx, spec, _less_own_victims(ctx, spec.team, by_type, broken.start_at)) is not None:
+                ctx, spec, _less_own_victims(ctx, spec.team, by_type, broken.start_at),
+                starts) is not None:
             return None
         return grants
 

@@ -191,17 +191,20 @@ def promised_to_team(ctx: CycleContext, team: str, gpu_type: str) -> int:
     return sum(p.gpus.get(gpu_type, 0) for p in ctx.quota_promises.values() if p.team == team)
 
 
-def _holds_past(ctx: CycleContext, spec: JobSpec, at: float) -> bool:
-    """Would ``spec``, started now, still hold its GPUs at ``at`` (by its runtime limit)?"""
-    return spec.runtime_limit_s is None or ctx.snapshot.now + spec.runtime_limit_s > at
+def _holds_past(ctx: CycleContext, spec: JobSpec, at: float, starts: float | None = None) -> bool:
+    """Would ``spec``, started now (or at ``starts``), still hold its GPUs at ``at`` (by its
+    runtime limit)?"""
+    start = ctx.snapshot.now if starts is None else starts
+    return spec.runtime_limit_s is None or start + spec.runtime_limit_s > at
 
 
-def broken_promise(ctx: CycleContext, spec: JobSpec,
-                   gpus_of_type: dict[str, int]) -> BrokenPromise | None:
-    """The promise that starting ``spec`` now on these GPUs would break, its team's quota, or
-    what its cohort lends, refusing the promised job at its start; ``None`` if none."""
+def broken_promise(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int],
+                   starts: float | None = None) -> BrokenPromise | None:
+    """The promise that starting ``spec`` now (or by ``starts``: a preemptor starts once its
+    victims have stopped) on these GPUs would break, its team's quota, or what its cohort
+    lends, refusing the promised job at its start; ``None`` if none."""
     for promise in ctx.quota_promises.values():
-        if promise.job_id == spec.id or not _holds_past(ctx, spec, promise.start_at):
+        if promise.job_id == spec.id or not _holds_past(ctx, spec, promise.start_at, starts):
             continue
         if promise.team == spec.team:
             for t, gpus in gpus_of_type.items():

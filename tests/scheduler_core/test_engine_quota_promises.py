@@ -360,3 +360,23 @@ def test_no_head_reservation_on_what_its_cohort_lends_to_jobs_promised_before_it
     )
     assert sorted(r.job_id for r in plan.reservations) == ["p1", "p2"]
     assert "h" not in bound(plan)
+
+
+def test_a_preemptor_starting_a_grace_period_late_is_judged_by_when_it_would_end():
+    # big (over team B's quota of 8 now) is reserved n1 from t=13600, when r1 and r2 have
+    # released the 7 GPUs it lacks. pre (4, limit 3600) could preempt r2 and start at
+    # t=10030, once r2 has stopped: it would hold its 4 GPUs until t=13630, past big's start.
+    # Judged as if it started now (ending at t=13600), it preempted r2 for a promise it broke.
+    plan = (
+        make_cluster().nodes(2).at(NOW).quota("B", "a100", 8)
+        .running(make_running(make_job("r1").team("B").priority("high").gpus(4).limit(600))
+                 .on("n0", 0, 1, 2, 3).started(NOW),
+                 make_running(make_job("r2").team("B").priority("low").gpus(3).limit(3600))
+                 .on("n0", 4, 5, 6).started(NOW))
+        .pending(make_job("big").team("B").priority("high").gpus(8).limit(600).submitted(0),
+                 make_job("pre").team("B").priority("high").gpus(4).limit(3600).submitted(1))
+        .plan()
+    )
+    assert [(r.job_id, r.start_at) for r in plan.reservations] == [("big", NOW + 3600)]
+    assert plan.preemptions == ()
+    assert why(plan, "pre").eta == NOW + 3600 + 600  # once big has run
