@@ -7,7 +7,8 @@ perhaps on a GPU, after its run ended or was fenced. Slurm (proctrack/cgroup), s
 kubelet contain such processes with a cgroup, and so does the agent where a writable cgroup v2
 hierarchy exists: every run gets one cgroup, each rank's shell joins it before it runs the
 job's command, so every descendant is in it however it left its session, its environment or
-its parent. A run is over only once its cgroup is empty; its leftovers are killed at once with
+its parent, or into a cgroup of its own it made inside the run's (a job running as root may).
+A run is over only once its cgroup's subtree is empty and `cgroup.events` says so; its leftovers are killed at once with
 `cgroup.kill` (Linux ≥ 5.14; each process in `cgroup.procs` otherwise); an agent that died
 leaves its runs' cgroups to its reaper and to the next agent of the node, which kill what is in
 them and remove them.
@@ -107,17 +108,38 @@ def joined_argv(cgroup: Path, argv: list[str]) -> list[str]:
     return ["/bin/sh", "-c", join, procs, *argv]
 
 
+def _subtree(cgroup: Path) -> list[Path]:
+    """``cgroup`` and every cgroup a job made inside it (a job running as root may), deepest
+    first: the order they can be removed in. Empty if ``cgroup`` is gone."""
+    return [Path(top) for top, _, _ in os.walk(cgroup, topdown=False)]
+
+
 def pids(cgroup: Path) -> list[int]:
-    """The live processes in ``cgroup`` (zombies are not listed)."""
+    """The live processes in ``cgroup`` and in the cgroups inside it (a cgroup's
+    `cgroup.procs` lists only its own; zombies are not listed)."""
+    found: set[int] = set()
+    for inner in _subtree(cgroup):
+        try:
+            found.update(int(raw) for raw in (inner / "cgroup.procs").read_text().split())
+        except (FileNotFoundError, ValueError):
+            pass
+    return sorted(found)
+
+
+def populated(cgroup: Path) -> bool:
+    """Whether a process of ``cgroup``'s subtree has not finished exiting (`cgroup.events`).
+    A process leaves `cgroup.procs` as its exit begins, before it has closed its files (a
+    GPU's among them); it leaves `populated` once it has."""
     try:
-        return sorted(int(raw) for raw in (cgroup / "cgroup.procs").read_text().split())
-    except (FileNotFoundError, ValueError):
-        return []
+        return "populated 1" in (cgroup / "cgroup.events").read_text().splitlines()
+    except FileNotFoundError:
+        return False
 
 
 def signal_all(cgroup: Path, sig: int) -> None:
-    """``sig`` to every process in ``cgroup``; SIGKILL at once with ``cgroup.kill`` where the
-    kernel has it (no process can fork out of the way)."""
+    """``sig`` to every process in ``cgroup`` and the cgroups inside it; SIGKILL at once with
+    ``cgroup.kill`` (the whole subtree) where the kernel has it (no process can fork out of
+    the way)."""
     if sig == signal.SIGKILL:
         try:
             (cgroup / "cgroup.kill").write_text("1")
@@ -132,9 +154,13 @@ def signal_all(cgroup: Path, sig: int) -> None:
 
 
 def remove(cgroup: Path) -> bool:
-    """Remove an empty run cgroup; ``False`` if something still lives in it (or it is gone)."""
-    try:
-        cgroup.rmdir()
-        return True
-    except OSError:
-        return False
+    """Remove an empty run cgroup and those the job made in it; ``False`` if something still
+    lives in it (or it is gone)."""
+    removed = False
+    for inner in _subtree(cgroup):
+        try:
+            inner.rmdir()
+            removed = inner == cgroup
+        except OSError:
+            pass
+    return removed

@@ -390,7 +390,7 @@ class ProcessMember:
         # own: `setsid`, a daemon's double fork) is killed, and the member is over only once
         # none of it lives: its GPUs may go to a new owner the moment we report the exit.
         self._signal(signal.SIGKILL)
-        if self._strays:
+        if self._strays or (self.cgroup is not None and containment.populated(self.cgroup)):
             if not self._strays_told:
                 self._strays_told = True
                 log.warning("its shells are gone: killing what the job left running outside its session",
@@ -675,7 +675,7 @@ class ProcessLauncher:
         for cgroup in self.cgroups.runs():
             for _ in range(50):
                 alive = containment.pids(cgroup)
-                if not alive:
+                if not alive and not containment.populated(cgroup):
                     break
                 killed.extend(alive)
                 containment.signal_all(cgroup, signal.SIGKILL)
@@ -737,12 +737,19 @@ while True:
         elif line[:1] == b"c":
             cgroups.discard(line[1:].decode())
 killed = []
+def subtree(cgroup):
+    # the run's cgroup and those its job made in it, deepest first
+    return [top for top, _, _ in os.walk(cgroup, topdown=False)]
 for cgroup in sorted(cgroups):
-    try:
-        with open(cgroup + "/cgroup.procs") as f:
-            inside = [int(pid) for pid in f.read().split()]
-    except (OSError, ValueError):
+    if not os.path.isdir(cgroup):
         continue
+    inside = []
+    for inner in subtree(cgroup):
+        try:
+            with open(inner + "/cgroup.procs") as f:
+                inside.extend(int(pid) for pid in f.read().split())
+        except (OSError, ValueError):
+            pass
     killed.extend(inside)
     try:
         with open(cgroup + "/cgroup.kill", "w") as f:
@@ -772,13 +779,14 @@ for entry in os.listdir("/proc"):
         continue
 for cgroup in sorted(cgroups):
     for _ in range(50):
-        try:
-            os.rmdir(cgroup)
+        for inner in subtree(cgroup):
+            try:
+                os.rmdir(inner)
+            except OSError:
+                pass
+        if not os.path.isdir(cgroup):
             break
-        except FileNotFoundError:
-            break
-        except OSError:
-            time.sleep(0.02)
+        time.sleep(0.02)
 if killed:
     sys.stderr.write(json.dumps({"node": node, "pids": sorted(set(killed)), "event": "agent gone: killed what its jobs "
                                  "left running", "level": "warning", "logger": "qm.agent.reaper",

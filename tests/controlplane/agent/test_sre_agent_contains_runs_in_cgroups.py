@@ -161,3 +161,69 @@ def test_qm_agent_given_a_cgroup_root_it_cannot_use_exits_2_saying_why(tmp_path:
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "cannot contain runs as asked" in done.stdout + done.stderr
     assert f"--cgroup-root {tmp_path}: not a cgroup v2 directory" in done.stdout + done.stderr
+
+
+# A job that makes a cgroup of its own inside its run's (a container runtime, a job doing its
+# own accounting; the agent runs jobs as its own user, root here) and moves itself into it:
+# cgroup.procs lists only a cgroup's own processes, so before 5 Dec the run's cgroup read empty
+# while that process lived, its run could be reported over before it was dead, the per-pid
+# kill of a kernel without cgroup.kill never reached it, and the run's cgroup, no longer empty
+# of directories, was never removed (by the member, a restarted agent or the reaper).
+def _nested(cgroup: Path) -> str:
+    inner = cgroup / "inner"
+    return f'mkdir "{inner}"; echo $$ > "{inner}/cgroup.procs"; {ESCAPED}'
+
+
+def test_a_process_in_a_cgroup_the_job_made_inside_its_run_counts_and_is_removed_with_it(tmp_path: Path) -> None:
+    launcher = ProcessLauncher(tmp_path, "gpu-c", devices=None)
+    assert launcher.cgroups is not None
+    cgroup = launcher.cgroups.parent / "g7"
+    member = launcher.launch(assignment(f"{_nested(cgroup)} sleep 0.3; exit 0"))
+    escaped = _escaped(tmp_path / "gpu-c" / "g7")
+    try:
+        assert escaped in containment.pids(cgroup), "a process in a cgroup inside the run's is the run's"
+        assert containment.populated(cgroup)
+        assert wait_exit(member) == 0
+        assert not alive(escaped)
+        assert not cgroup.exists(), "the run's cgroup and the one the job made in it are removed"
+    finally:
+        _kill(escaped)
+
+
+def test_a_restarted_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_path: Path) -> None:
+    launcher = ProcessLauncher(tmp_path, "gpu-c", devices=None)
+    assert launcher.cgroups is not None
+    cgroup = launcher.cgroups.parent / "g7"
+    member = launcher.launch(assignment(f"{_nested(cgroup)} exit 0"))
+    escaped = _escaped(tmp_path / "gpu-c" / "g7")
+    try:
+        member.procs[0].wait()  # type: ignore[attr-defined]  # the agent died before it looked
+
+        assert escaped in ProcessLauncher(tmp_path, "gpu-c", devices=None).sweep_leftovers()
+        wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
+        assert not cgroup.exists()
+    finally:
+        _kill(escaped)
+
+
+def test_kill_9_of_the_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_path: Path) -> None:
+    root = find_cgroup_root("auto")
+    assert root is not None
+    cgroup = RunCgroups(root, "gpu-c", tmp_path / "gpu-c").parent / "g7"
+    agent = agent_running(tmp_path, "gpu-c", _nested(cgroup) + " exec sleep 60")
+    escaped = None
+    try:
+        assert agent.stdout is not None and agent.stdout.readline()
+        escaped = _escaped(tmp_path / "gpu-c" / "g7")
+        assert (cgroup / "inner").is_dir()
+
+        agent.kill()
+        agent.wait()
+
+        wait_for(lambda: not alive(escaped), 5, "the reaper to kill the escaped child", every=0.02)
+        wait_for(lambda: not cgroup.exists(), 5, "the reaper to remove the run's cgroup", every=0.02)
+    finally:
+        if agent.poll() is None:
+            agent.kill()
+            agent.wait()
+        _kill(escaped)
