@@ -153,6 +153,12 @@ def test_job_processes_die_with_their_agent(tmp_path: Path, how: str) -> None:
     agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True, env=env)
     child = int(agent.stdout.readline())
     assert alive(child)
+    # the death signal is set (by setpriv or the hook) just before the job's command is exec'd:
+    # an agent killed before that, as this test did on a loaded machine, leaves the child to
+    # the reaper and the next agent's sweep, not to PR_SET_PDEATHSIG
+    deadline = time.monotonic() + 5
+    while Path(f"/proc/{child}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
+        time.sleep(0.01)
 
     agent.kill()
     agent.wait()
