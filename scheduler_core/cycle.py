@@ -588,12 +588,28 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
         return
     mark = ctx.timed("preempt", mark)
     _reserve_or_explain(ctx, spec, shape, score, misses, protected, mark)
-    explained = misses.admitted_option
-    note = None if explained is None else ctx.reclaim_waits.get((spec.id, explained.gpu_type))
+    note = _reclaim_note(ctx, spec, misses)
     outcome = ctx.outcomes.get(spec.id)
     # (not beside a protection's words: those name what it waits for on another GPU type)
     if note is not None and outcome is not None and spec.id not in ctx.bound and not isinstance(protected, Protected):
         ctx.outcomes[spec.id] = outcome._replace(message=f"{outcome.message} {note}")
+
+
+def _reclaim_note(ctx: CycleContext, spec: JobSpec, misses: _Misses) -> str | None:
+    """Why the job did not reclaim its lent quota on the GPU type its reason tells of: its
+    reservation's type (the earliest start of its options), else the option explained. (The
+    first admitted option's note beside a reservation on another type read 'its 8 GPUs until
+    t=11200' under 'Holds a reservation ... from t=10600'.)"""
+    explained = misses.admitted_option
+    if explained is None:
+        return None
+    gpu_type = explained.gpu_type
+    reservation = ctx.reservations.get(spec.id)
+    if reservation is not None:
+        nodes, index_of = ctx.state.nodes, ctx.state.index_of
+        types = {nodes[index_of[p.node]].gpu_type for p in reservation.placements}
+        gpu_type = types.pop() if len(types) == 1 else None
+    return ctx.reclaim_waits.get((spec.id, gpu_type))
 
 
 def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,

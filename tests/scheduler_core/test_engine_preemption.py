@@ -371,6 +371,42 @@ def test_reclaim_that_waits_says_why_its_lent_quota_is_not_reclaimed():
     assert all("not reclaimed" not in p.message for p in plan.pending)
 
 
+def _reclaim_on_two_types(a100_own_ends_in_s: float, h100_own_ends_in_s: float):
+    # _reclaim_cluster on a100 (n0, n1) and on h100 (h0, h1); the owner may run on either
+    return (
+        make_cluster().nodes(2).nodes(2, gpu_type="h100", prefix="h").gpu_type("h100", 80)
+        .at(NOW)
+        .quota("ml", "a100", 16, cohort="c").quota("cv", "a100", 0, cohort="c")
+        .quota("ml", "h100", 16, cohort="c").quota("cv", "h100", 0, cohort="c")
+        .running(*(
+            run
+            for t, node, ends in (("a100", "n", a100_own_ends_in_s), ("h100", "h", h100_own_ends_in_s))
+            for run in (
+                make_running(make_job(f"own-{t}").team("ml").types(t).gpus(8).limit(ends + 3600))
+                .whole(f"{node}0").started(NOW - 3600),
+                make_running(make_job(f"lent-{t}").team("cv").types(t).gpus(8).limit(86400))
+                .whole(f"{node}1").started(NOW - 7200).borrowed(),
+            )
+        ))
+        .pending(make_job("owner").team("ml").types("a100", "h100").gpus(8).limit(3600))
+    )
+
+
+@pytest.mark.parametrize(("a100_ends", "h100_ends"), [(600, 1200), (1200, 600)],
+                         ids=["reserved-on-a100", "reserved-on-h100"])
+def test_reclaim_that_waits_tells_the_figures_of_the_type_it_is_reserved_on(a100_ends, h100_ends):
+    # Both types' reclaims wait (cheaper); the owner is reserved on the type that frees first.
+    # Before, the note was the first admitted option's (a100): reserved on h0 from t=10600,
+    # it read "its 8 GPUs until t=11200", a100's wait.
+    plan = _reclaim_on_two_types(a100_ends, h100_ends).plan()
+    [reservation] = plan.reservations
+    assert reservation.placements[0].node == ("n0" if a100_ends < h100_ends else "h0")
+    explanation = why(plan, "owner")
+    assert explanation.eta == NOW + 600
+    assert explanation.message.endswith(
+        f"(about 1.27 GPU-hours: its 8 GPUs until t={NOW + 600:.0f}).")
+
+
 def test_reclaim_still_preempts_when_waiting_would_cost_more():
     # n0 frees only in 10 h (80 GPU-hours of waiting) against 16 GPU-hours lost: reclaim.
     plan = _reclaim_cluster(other_ends_in_s=36000, lent_ran_s=7200).plan()
