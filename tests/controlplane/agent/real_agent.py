@@ -14,6 +14,9 @@ from typing import IO
 
 #: the venv's own agent command (an editable install: it runs this checkout's code)
 QM_AGENT = str(Path(sys.executable).parent / "qm-agent")
+#: this checkout, first on the agent's path: the venv's editable install may be another
+#: checkout's (a clone tested with the main one's venv), and its code is not what is tested
+CHECKOUT = str(Path(__file__).resolve().parents[3])
 
 
 def wait_for(condition: Callable[[], object], timeout: float, what: str, every: float = 0.05) -> None:
@@ -38,7 +41,8 @@ def start_agent(server: str, state_dir: Path, name: str, log: IO[bytes], *, gpus
         [QM_AGENT, "--server", server, "--name", name, "--gpus", str(gpus), "--gpu-type", "H100-80GB",
          "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(state_dir),
          "--interval", "0.5", "--log-format", "console", *options],
-        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}, stdout=log, stderr=subprocess.STDOUT,
+        env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP,
+             "PYTHONPATH": os.pathsep.join(filter(None, [CHECKOUT, os.environ.get("PYTHONPATH")]))}, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True,
     )
 
