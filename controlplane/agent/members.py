@@ -397,6 +397,8 @@ class ProcessMember:
                             generation=self.generation, pids=self._strays)
             return None
         self._exit_code = self._ending
+        if self.output_cap is not None:
+            self._trim_output(final=True)  # what it printed in its last moments, too
         self._read_progress()
         self._cleanup_groups()
         return self._exit_code
@@ -486,24 +488,34 @@ class ProcessMember:
         """How many bytes rank `rank` has printed (its file's length)."""
         return (self.workdir / f"rank{rank}.log").stat().st_size
 
-    def _trim_output(self) -> None:
+    def _trim_output(self, *, final: bool = False) -> None:
         """The node keeps only the last `output_cap` bytes of each rank's output: what is
         before is given back to the disk once a quarter of the cap more has been printed
         (looked at every TRIM_EVERY_S while the member runs; shipped or not: a control plane
-        out of reach for hours does not fill the disk either)."""
+        out of reach for hours does not fill the disk either), and all of it once the member
+        is over (`final`: a rank that printed a burst and exited at once keeps no more)."""
         now = time.monotonic()
-        if now < self._trim_at:
+        if now < self._trim_at and not final:
             return
         self._trim_at = now + TRIM_EVERY_S
         assert self.output_cap is not None
+        step = 1 if final else max(1, self.output_cap // 4)
         for rank in self.ranks:
             try:
                 upto = self.output_size(rank) - self.output_cap
             except OSError:
                 continue
-            if upto - self._trimmed.get(rank, 0) >= max(1, self.output_cap // 4):
+            if upto - self._trimmed.get(rank, 0) >= step:
                 punch_hole(self.workdir / f"rank{rank}.log", upto, self._trimmed.get(rank, 0))
+                first = rank not in self._trimmed
                 self._trimmed[rank] = upto
+                if first and not final:  # said when it begins and, below, with the total: not per trim
+                    log.info("a rank's output passed the node's cap: its oldest bytes given back to the disk",
+                             generation=self.generation, rank=rank, cap_bytes=self.output_cap, bytes_given_back=upto)
+            if final and rank in self._trimmed:
+                log.info("a rank's output passed the node's cap: its oldest bytes given back to the disk",
+                         generation=self.generation, rank=rank, cap_bytes=self.output_cap,
+                         bytes_given_back=self._trimmed[rank], final=True)
 
     def read_output(self, rank: int, offset: int, limit: int) -> bytes:
         """Up to `limit` bytes of rank `rank`'s stdout+stderr from byte `offset` (agent/logs.py)."""

@@ -21,6 +21,7 @@ from controlplane.agent.node import NodeAgent, NodeInventory
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import cycle
+from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
 from tests.controlplane.agent.test_agent_ships_logs import RecordingClient, drive, output
 from tests.controlplane.agent.test_process_member import assignment, wait_exit
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
@@ -47,6 +48,60 @@ def test_a_run_whose_output_is_not_shipped_keeps_only_its_last_cap_on_the_disk(t
     with open(rank_file, "rb") as f:
         f.seek(6_000_000 - CAP)
         assert b"\0" not in f.read()
+
+
+def test_a_rank_that_prints_a_burst_and_exits_at_once_keeps_only_its_cap(tmp_path: Path) -> None:
+    # Before, the cap was looked at only every 0.5 s while the member ran: a burst printed in
+    # its last moments stayed whole on the disk.
+    member = ProcessMember(assignment(FAST), workdir=tmp_path, node_name="gpu-cap", devices=None, output_cap=CAP)
+    assert wait_exit(member) == 0
+    rank_file = tmp_path / "rank0.log"
+    assert rank_file.stat().st_size == 6_000_000
+    assert on_disk(rank_file) <= CAP + 64 * 1024
+    with open(rank_file, "rb") as f:
+        f.seek(6_000_000 - CAP)
+        assert b"\0" not in f.read()
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("ship", [False, True], ids=["no-output", "shipped"])
+def test_a_real_agent_keeps_a_fast_ranks_file_within_its_cap(live_server: Any, tmp_path: Path, ship: bool) -> None:
+    """`qm-agent --max-rank-output-mib 1` (and `--no-output`): the flag reaches the runs, the
+    file stays within the cap on the disk, the agent logs it, and a shipped run's output says
+    how many bytes were dropped."""
+    fleet = build_loop_fleet()
+    log_path = tmp_path / "agent.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    options = ["--no-wake", "--max-rank-output-mib", "1", *([] if ship else ["--no-output"])]
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-capped", log, options=options)
+    try:
+        wait_for(lambda: Node.objects.filter(name="gpu-capped", state=NodeState.READY).exists(), 20, "the node")
+        job = make_job(fleet, gpus=1, command=f"{FAST}; sleep 1; echo 'the last line'")
+        assert cycle.run_cycle("test").binds == 1
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 30, "the job to end")
+        generation = Allocation.objects.get(job=job).generation
+        rank_file = tmp_path / "state" / "gpu-capped" / f"g{generation}" / "rank0.log"
+        assert rank_file.stat().st_size == 6_000_000 + len("the last line\n")
+        assert on_disk(rank_file) <= CAP + 128 * 1024
+        with open(rank_file, "rb") as f:
+            f.seek(rank_file.stat().st_size - CAP)
+            assert b"\0" not in f.read(), "the last cap's worth is whole"
+        if ship:
+            wait_for(lambda: output(job).endswith("the last line\n"), 20, "the output's end")
+            text = output(job)
+            gap = int(text.split("[qm-agent: ")[1].split(" bytes of rank 0")[0].replace(",", ""))
+            assert 6_000_000 - CAP - 2 * 256 * 1024 <= gap <= 6_000_000 - CAP + len("the last line\n")
+            # what was not dropped arrived whole: the marker's bytes, the gap, then the rest
+            assert text.index("never received …]") < text.index("123456789")
+        wait_for(lambda: b"given back to the disk" in log_path.read_bytes(), 10, "the agent's log line")
+    finally:
+        stop_agent(agent)
+        log.close()
+    said = log_path.read_text()
+    assert "a rank's output passed the node's cap: its oldest bytes given back to the disk" in said
+    assert "cap_bytes=1048576" in said
+    if ship:
+        assert "its oldest unsent output dropped" in said
 
 
 def test_a_slow_printer_loses_nothing(tmp_path: Path) -> None:
