@@ -218,6 +218,11 @@ class Unshipped:
     ranks: dict[int, tuple[int, int]]
     read: Callable[[int, int, int], bytes]
     record: Path
+    # The cap its files were kept to (--max-rank-output-mib) and `size(rank)`: what lies before a
+    # rank's last `cap` bytes may have been given back to the disk while it ran, so it is not
+    # sent (it reads as NUL) but said dropped, as a running rank's would be.
+    size: Callable[[int], int] | None = None
+    cap: int | None = None
 
 
 def write_record(path: Path, generation: int, ranks: dict[int, tuple[int, int]], *, done: bool = False) -> bool:
@@ -286,7 +291,8 @@ class LogShipper:
         have been in flight again, byte for byte, then the rest of each rank's file."""
         for rank, (shipped, sent) in run.ranks.items():
             cursor = Cursor(run.generation, rank, read=lambda offset, limit, rank=rank: run.read(rank, offset, limit),
-                            shipped=shipped, ended=True)
+                            shipped=shipped, ended=True, cap=run.cap,
+                            size=None if run.size is None else lambda rank=rank: run.size(rank))
             if sent > shipped:
                 try:
                     data = run.read(rank, shipped, min(sent - shipped, BURST_BYTES))

@@ -623,7 +623,8 @@ class ProcessLauncher:
                 continue
             workdir = path.parent
             runs.append(Unshipped(generation, ranks, read=lambda rank, offset, limit, workdir=workdir: _read_rank(
-                workdir, rank, offset, limit), record=path))
+                workdir, rank, offset, limit), record=path, cap=self.output_cap,
+                size=lambda rank, workdir=workdir: (workdir / f"rank{rank}.log").stat().st_size))
         return sorted(runs, key=lambda run: run.generation)
 
     def prune_finished_runs(self, keep_s: float, running: Collection[int], now: float) -> tuple[list[int], int]:

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from controlplane.agent.logs import LogShipper
-from controlplane.agent.members import ProcessLauncher, ProcessMember
+from controlplane.agent.logs import RECORD_NAME, LogShipper, write_record
+from controlplane.agent.members import ProcessLauncher, ProcessMember, punch_hole
 from controlplane.agent.node import NodeAgent, NodeInventory
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, Node
@@ -102,6 +102,31 @@ def test_a_real_agent_keeps_a_fast_ranks_file_within_its_cap(live_server: Any, t
     assert "cap_bytes=1048576" in said
     if ship:
         assert "its oldest unsent output dropped" in said
+
+
+def test_an_agent_recovering_a_capped_run_says_what_was_dropped_and_sends_no_nul(tmp_path: Path) -> None:
+    # A run whose rank was far behind when its agent was killed: the member had given back all
+    # but the file's last CAP bytes. Before, the next agent shipped those holes as text
+    # (millions of U+FFFD) and said nothing of what was lost.
+    launcher = ProcessLauncher(tmp_path, "gpu-rec", devices=None, cgroup_root="off", output_cap=CAP)
+    workdir = launcher.root / "g5"
+    workdir.mkdir(parents=True)
+    rank_file = workdir / "rank0.log"
+    rank_file.write_bytes(b"123456789\n" * 300_000)
+    punch_hole(rank_file, 3_000_000 - CAP)
+    write_record(workdir / RECORD_NAME, 5, {0: (0, 0)})
+    shipper = LogShipper()
+    for run in launcher.unshipped_output():
+        shipper.recover(run)
+    texts: list[str] = []
+    while shipper.cursors:
+        chunks = shipper.collect()
+        texts.extend(c.text for c in chunks)
+        shipper.delivered(chunks)
+    text = "".join(texts)
+    assert "\ufffd" not in text
+    assert text.startswith(f"\n[qm-agent: {3_000_000 - CAP:,} bytes of rank 0's output dropped on the node")
+    assert text.endswith("123456789\n" * (CAP // 10))
 
 
 def test_a_slow_printer_loses_nothing(tmp_path: Path) -> None:
