@@ -89,10 +89,12 @@ def test_a_real_agent_keeps_a_fast_ranks_file_within_its_cap(live_server: Any, t
         if ship:
             wait_for(lambda: output(job).endswith("the last line\n"), 20, "the output's end")
             text = output(job)
-            gap = int(text.split("[qm-agent: ")[1].split(" bytes of rank 0")[0].replace(",", ""))
-            assert 6_000_000 - CAP - 2 * 256 * 1024 <= gap <= 6_000_000 - CAP + len("the last line\n")
-            # what was not dropped arrived whole: the marker's bytes, the gap, then the rest
-            assert text.index("never received …]") < text.index("123456789")
+            # (a loaded machine prints the burst slowly: it may be dropped in more than one gap)
+            gaps = [int(part.split(" bytes of rank 0")[0].replace(",", "")) for part in text.split("[qm-agent: ")[1:]]
+            assert gaps and sum(gaps) <= 6_000_000 - CAP, "nothing within the cap is dropped"
+            # the newest output arrived whole, after where the dropped bytes began
+            assert text.endswith("123456789\n" * (CAP // 10 - 2) + "the last line\n")
+            assert text.index("[qm-agent: ") < text.index("never received …]")
         wait_for(lambda: b"given back to the disk" in log_path.read_bytes(), 10, "the agent's log line")
     finally:
         stop_agent(agent)
@@ -171,14 +173,21 @@ def test_a_rank_printing_faster_than_it_ships_keeps_its_cap_and_the_job_output_s
     assert on_disk(rank_file) <= CAP + CAP // 4 + 128 * 1024
     text = output(job)
     assert text.endswith("123456789\nthe last line\n")
-    dropped = [c for body in client.bodies for c in body.get("logs", []) if "qm-agent:" in c["text"]]
-    assert len(dropped) == 1
-    gap = int(dropped[0]["text"].split(" bytes of rank 0")[0].split("qm-agent: ")[1].replace(",", ""))
-    assert gap >= 6_000_000 - CAP - 2 * 256 * 1024, "all but about the cap's worth was dropped"
-    assert (f"{gap:,} bytes of rank 0's output dropped on the node: it printed faster than they could be shipped, "
-            "and the node keeps at most the last 1 MiB") in text
+    # each chunk once (a contact's chunks are resent until taken), by where it begins
+    sent = {c["offset"]: c for body in client.bodies for c in body.get("logs", [])}
+    dropped = [c for c in sent.values() if "qm-agent:" in c["text"]]
+    assert dropped, "what was dropped is said"
+    gaps = [int(c["text"].split(" bytes of rank 0")[0].split("qm-agent: ")[1].replace(",", "")) for c in dropped]
+    # the counts are right: what the lines say was dropped and what was shipped are all it printed
+    # (a loaded machine prints the burst slowly: it may be dropped in more than one gap)
+    assert sum(gaps) + sum(c["bytes"] for c in sent.values() if c not in dropped) == 6_000_000 + len("the last line\n")
+    assert sum(gaps) <= 6_000_000 - CAP, "nothing within the cap is dropped"
+    for gap in gaps:
+        assert (f"{gap:,} bytes of rank 0's output dropped on the node: it printed faster than they could be shipped, "
+                "and the node keeps at most the last 1 MiB") in text
     # where the dropped bytes began, the line saying so, then the gap as any reader shows one
-    assert text.index("[qm-agent: ") < text.index("never received …]") < text.index("123456789")
+    assert text.index("[qm-agent: ") < text.index("never received …]")
+    assert text.endswith("123456789\n" * (CAP // 10 - 2) + "the last line\n")
 
 
 def wait_for_size(agent: NodeAgent, path: Path, size: int) -> None:
