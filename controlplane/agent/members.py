@@ -505,17 +505,15 @@ class ProcessMember:
                 upto = self.output_size(rank) - self.output_cap
             except OSError:
                 continue
+            first = rank not in self._trimmed
             if upto - self._trimmed.get(rank, 0) >= step:
                 punch_hole(self.workdir / f"rank{rank}.log", upto, self._trimmed.get(rank, 0))
-                first = rank not in self._trimmed
                 self._trimmed[rank] = upto
-                if first and not final:  # said when it begins and, below, with the total: not per trim
-                    log.info("a rank's output passed the node's cap: its oldest bytes given back to the disk",
-                             generation=self.generation, rank=rank, cap_bytes=self.output_cap, bytes_given_back=upto)
-            if final and rank in self._trimmed:
+            # said when it begins and at the end with the total, not at each trim
+            if rank in self._trimmed and (final or first):
                 log.info("a rank's output passed the node's cap: its oldest bytes given back to the disk",
                          generation=self.generation, rank=rank, cap_bytes=self.output_cap,
-                         bytes_given_back=self._trimmed[rank], final=True)
+                         bytes_given_back=self._trimmed[rank], **({"final": True} if final else {}))
 
     def read_output(self, rank: int, offset: int, limit: int) -> bytes:
         """Up to `limit` bytes of rank `rank`'s stdout+stderr from byte `offset` (agent/logs.py)."""
@@ -528,7 +526,7 @@ class ProcessMember:
         punch_hole(self.workdir / f"rank{rank}.log", upto, start)
 
 
-#: How often a member whose output is not shipped looks whether its ranks' files passed their cap.
+#: How often a running member with an output cap looks whether its ranks' files passed it.
 TRIM_EVERY_S = 0.5
 
 _FALLOC_FL_KEEP_SIZE = 0x01
