@@ -12,17 +12,21 @@ average, log-normal), 3 % preempted once (a second run after the first), and a g
 one job in ten of 16 GPUs and more that exited early (its `MemberExited` release event: that
 node's GPUs stop costing then). Written with COPY, then ANALYZE.
 
-Then times, alternated run by run so both see the same load, the whole set's cost the two ways
-the history page can have it, with its queries counted:
+Then remembers every ended job's cost (`job_costs.remember_ended_job_costs`, what
+`qm.accounting.remember_job_costs` does every minute) and says how long that took, and times,
+alternated run by run so all see the same load, the whole set's cost the three ways the history
+page has had it, with its queries counted:
 
 - before: every job priced by `job_costs.jobs_costs`, 1,000 a call, as the CSV prices them,
   and the cents added up (`job_history.history_costs`: the page's total until 2 Dec 2026, for
   sets of at most 5,000 jobs, `PAGE_COST_LIMIT`; none beyond it);
-- after: `job_costs.jobs_total_cost`: each job's cost to the cent, summed in PostgreSQL, one
-  query.
+- one query, nothing remembered: `job_costs.jobs_total_cost` with no cost remembered (the
+  rows deleted, untimed, in a transaction rolled back after the run): every job priced from
+  its GPU rows in PostgreSQL, as it was from 2 to 5 Dec 2026;
+- one query, remembered: the same call reading the remembered costs (today's page).
 
-And the page itself as the admin (`/history/`, every ended job) with the after way. Prints the
-medians; both totals must be the same to the cent (exit status 1 otherwise).
+And the page itself as the admin (`/history/`, every ended job), its costs remembered. Prints the
+medians; all totals must be the same to the cent (exit status 1 otherwise).
 """
 
 from __future__ import annotations
@@ -60,8 +64,10 @@ def build(count: int, days: int, seed: int) -> dict[str, Any]:
     with connection.cursor() as cursor:  # a fresh set for each size
         cursor.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public' AND tablename LIKE 'controlplane_%' "
                        "OR tablename LIKE 'auth_user%'")
-        # (the job day sums' table is emptied by its own trigger when the rollups are)
-        tables = [row[0] for row in cursor.fetchall() if row[0] != "controlplane_job_day_gpu_seconds"]
+        # (the job day sums' and the remembered costs' tables are emptied by their own triggers when
+        # the rollups and the jobs are; the price generation's one row must stay)
+        kept = ("controlplane_job_day_gpu_seconds", "controlplane_ended_job_cost", "controlplane_price_generation")
+        tables = [row[0] for row in cursor.fetchall() if row[0] not in kept]
         cursor.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY CASCADE")
     rng = random.Random(seed)
     now = timezone.now().replace(microsecond=0)
@@ -143,6 +149,7 @@ def timed(work: Any, runs_into: list[float], queries_into: list[int]) -> Any:
 
 def measure(runs: int) -> tuple[dict[str, Any], bool]:
     from django.contrib.auth import get_user_model
+    from django.db import connection, transaction
     from django.test import Client
     from django.utils import timezone
 
@@ -158,18 +165,39 @@ def measure(runs: int) -> tuple[dict[str, Any], bool]:
         return sum((cost for start in range(0, len(ids), 1000)
                     for cost in job_costs.jobs_costs(ids[start:start + 1000], now).values()), Decimal("0.00"))
 
+    def forgetting(work: Any) -> Any:
+        """`work` timed with no cost remembered: the rows deleted, untimed, in a transaction rolled
+        back after it."""
+        def run(times_into: list[float], queries_into: list[int]) -> Any:
+            with transaction.atomic():
+                with connection.cursor() as cursor:
+                    cursor.execute(f"DELETE FROM {job_costs.ENDED_JOB_COSTS}")
+                result = timed(work, times_into, queries_into)
+                transaction.set_rollback(True)
+            return result
+        return run
+
+    def remembering(work: Any) -> Any:
+        return lambda times_into, queries_into: timed(work, times_into, queries_into)
+
+    t0 = time.perf_counter()
+    remembered = 0
+    while batch := job_costs.remember_ended_job_costs(now):
+        remembered += batch
+    remember_s = time.perf_counter() - t0
     ways = {
-        "before (jobs_costs, 1,000 a call)": per_job,
-        "after (jobs_total_cost, one query)": lambda: job_costs.jobs_total_cost(ended, now),
+        "before (jobs_costs, 1,000 a call)": forgetting(per_job),
+        "one query, nothing remembered": forgetting(lambda: job_costs.jobs_total_cost(ended, now)),
+        "one query, ended jobs' costs remembered": remembering(lambda: job_costs.jobs_total_cost(ended, now)),
     }
     times: dict[str, list[float]] = {way: [] for way in ways}
     queries: dict[str, list[int]] = {way: [] for way in ways}
     totals: dict[str, set[Decimal]] = {way: set() for way in ways}
     for work in ways.values():  # warm
-        work()
+        work([], [])
     for _ in range(runs):
         for way, work in ways.items():
-            totals[way].add(timed(work, times[way], queries[way]))
+            totals[way].add(work(times[way], queries[way]))
     client = Client()
     client.force_login(get_user_model().objects.get(username="admin"))
     page: list[float] = []
@@ -179,8 +207,9 @@ def measure(runs: int) -> tuple[dict[str, Any], bool]:
         response = timed(lambda: client.get("/history/"), page, page_queries)
         assert response.status_code == 200
     shown = Decimal(re.search(r'data-cost-usd="([\d.]+)"', response.content.decode()).group(1))
-    result = {way: {"p50_ms": statistics.median(times[way]), "min_ms": min(times[way]), "max_ms": max(times[way]),
+    result: dict[str, Any] = {way: {"p50_ms": statistics.median(times[way]), "min_ms": min(times[way]), "max_ms": max(times[way]),
                     "queries": max(queries[way]), "total": sorted(totals[way])} for way in ways}
+    result["remembered"] = {"jobs": remembered, "seconds": remember_s}
     result["page"] = {"p50_ms": statistics.median(page), "min_ms": min(page), "max_ms": max(page),
                       "queries": max(page_queries), "total": [shown]}
     same = len({t for way in ways for t in totals[way]} | {shown}) == 1
@@ -216,9 +245,12 @@ def main() -> int:
         print(f"\n{data['jobs']:,} ended jobs over {args.days} days: {data['allocations']:,} allocations, "
               f"{data['gpu_rows']:,} GPU rows, {data['gang_exits']:,} gang exits (built in {built_s:.0f} s); "
               f"load average {' → '.join(f'{x:.1f}' for x in loads)}; {args.runs} runs each, alternated")
+        kept = result.pop("remembered")
+        print(f"remembering every ended job's cost (qm.accounting.remember_job_costs' work, once): "
+              f"{kept['jobs']:,} jobs in {kept['seconds']:.1f} s")
         print(f"{'the set total cost':40s} {'p50 ms':>8s} {'min ms':>8s} {'max ms':>8s} {'queries':>8s}  total $")
         for way, r in result.items():
-            label = "/history/ page (admin), after" if way == "page" else way
+            label = "/history/ page (admin), remembered" if way == "page" else way
             print(f"{label:40s} {r['p50_ms']:8.1f} {r['min_ms']:8.1f} {r['max_ms']:8.1f} {r['queries']:8d}  "
                   f"{', '.join(str(t) for t in r['total'])}")
         print(f"totals {'the same to the cent' if same else 'DIFFERENT'}")

@@ -23,11 +23,11 @@ for the workers:
   (`cycle.release_lease`) so a worker leads at its next tick rather than after the lease.
 
 - `qm.notify` (the webhook deliveries due) and the accounting runs (`qm.accounting.roll_up`,
-  `qm.accounting.retention`) are run here the same way, each on a thread of its own that beat
+  `qm.accounting.retention`, `qm.accounting.remember_job_costs`) are run here the same way, each on a thread of its own that beat
   does not wait for: a receiver slow to answer or a long rollup holds up neither beat nor the
   loop's runs. Each is safe beside a worker's run once the broker is back: deliveries are
   claimed in PostgreSQL (`notifications.deliver_due`), a rollup locks the accounting cursor and
-  a second one skips.
+  a second one skips, two runs remembering the same job's cost write the same row.
 
 The one other entry, `qm.frontend.keep_team_days`, stores the teams page's days in Redis: it
 waits for the broker. Every send is one attempt, and during an outage beat sends
@@ -66,6 +66,7 @@ OWN_LANE = {
     "qm.notify": "controlplane.tasks.deliver_notifications",
     "qm.accounting.roll_up": "controlplane.tasks_accounting.roll_up_usage",
     "qm.accounting.retention": "controlplane.tasks_accounting.apply_usage_retention",
+    "qm.accounting.remember_job_costs": "controlplane.tasks_accounting.remember_job_costs",
 }
 
 #: The entries beat runs itself when it cannot send them.

@@ -290,6 +290,8 @@ CELERY_BEAT_SCHEDULE = {
         "options": {"expires": QM["ACCOUNTING_ROLLUP_S"]},
     },
     "accounting-retention": {"task": "qm.accounting.retention", "schedule": 3600.0, "options": {"expires": 3600.0}},
+    # Ended jobs' costs, remembered for the history's total (services/job_costs.py).
+    "accounting-job-costs": {"task": "qm.accounting.remember_job_costs", "schedule": 60.0, "options": {"expires": 60.0}},
     # Within the hour yesterday's teams-page bins are kept, so no month view groups a day itself.
     "keep-team-days": {"task": "qm.frontend.keep_team_days", "schedule": 1800.0, "options": {"expires": 1800.0}},
     "scheduling-cycle": {

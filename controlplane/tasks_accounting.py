@@ -4,14 +4,18 @@
   allocations into minute, hour and day rollups (services/accounting.roll_up).
 - `qm.accounting.retention` (hourly): drop raw samples and minute rows past the retention
   window, only once their rollups exist (services/accounting.apply_retention).
+- `qm.accounting.remember_job_costs` (every minute, PostgreSQL): remember the cost of each job
+  that ended and released its last run since, in cents, so the history's total reads it rather
+  than pricing the job's GPU rows again (services/job_costs.remember_ended_job_costs).
 
-Both are idempotent and safe to run twice or late: a run locks the cursor row and a second run
+All are idempotent and safe to run twice or late: a run locks the cursor row and a second run
 that finds it locked does nothing; a late tick expires. Both take `now` from the clock here, at
 the edge, and pass it down.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import structlog
@@ -19,7 +23,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from controlplane.services import accounting
+from controlplane.services import accounting, job_costs
 
 log = structlog.get_logger(__name__)
 
@@ -58,6 +62,23 @@ def reprice_rollups(since: str, keys: list[list[Any]] | None = None) -> str:
     rows = accounting.reprice(datetime.fromisoformat(since), timezone.now(),
                               [(g, t) for g, t in keys] if keys is not None else None)
     return f"repriced {rows} rollup rows from {since}"
+
+
+#: Jobs priced per statement, and how long one run may go on writing (the first run after an
+#: upgrade has every ended job to price: about 0.1 s per 1,000 jobs).
+REMEMBER_BATCH = 5000
+REMEMBER_BUDGET_S = 30.0
+
+
+@shared_task(name="qm.accounting.remember_job_costs", ignore_result=True)
+def remember_job_costs() -> str:
+    started, written = time.monotonic(), 0
+    while time.monotonic() - started < REMEMBER_BUDGET_S:
+        batch = job_costs.remember_ended_job_costs(timezone.now(), REMEMBER_BATCH)
+        written += batch
+        if batch < REMEMBER_BATCH:
+            break
+    return f"remembered the cost of {written} ended jobs"
 
 
 def accounting_loop() -> Any:

@@ -18,7 +18,7 @@ from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import Q, QuerySet, Sum
 
-from controlplane.choices import EventKind
+from controlplane.choices import EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, PriceRate, UsageRollup
 from controlplane.services.accounting import DAY, held_spans, price_book
 from controlplane.services.showback import CENT, hours, rolled_until
@@ -97,35 +97,53 @@ def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:
     type and capacity tier in force at each instant, cut where a rate changes, time before a
     first rate free), in PostgreSQL's exact numeric: every piece's GPU-µs × $/GPU-hour summed per
     job, the job's sum rounded to the cent half to even (as `_priced_runs` rounds its exact sum),
-    the cents summed. SQLite (the demo) prices the jobs `jobs_costs` 1,000 at a time and adds
-    them up. Pricing 50,000 jobs the per-job way takes seconds (bench/history_cost.py)."""
+    the cents summed. A job whose cost is remembered (`remember_ended_job_costs`: ended, every
+    run released by `now`, priced under the price rates and nodes as they stand, not requeued
+    since) is read from there, one row, instead of priced again from its GPU rows: at 50,000
+    ended jobs pricing them all takes ~0.8 s (bench/history_cost.py). SQLite (the demo) prices
+    the jobs `jobs_costs` 1,000 at a time and adds them up."""
     jobs = jobs.order_by()
     if connection.vendor != "postgresql":
         ids = list(jobs.values_list("pk", flat=True))
         return sum((cost for start in range(0, len(ids), 1000)
                     for cost in jobs_costs(ids[start:start + 1000], now).values()), Decimal("0.00"))
     try:
-        inner, params = jobs.values_list("pk").query.sql_with_params()
+        inner, params = jobs.values_list("pk", "requeue_count").query.sql_with_params()
     except EmptyResultSet:  # a filter nothing can match: no job, no query
         return Decimal("0.00")
-    sql = _JOBS_TOTAL_COST_SQL.format(
-        jobs=inner, allocation=Allocation._meta.db_table, gpu=AllocationGpu._meta.db_table,
-        node=Node._meta.db_table, event=Event._meta.db_table, rate=PriceRate._meta.db_table)
+    sql = _JOBS_TOTAL_COST_SQL.format(jobs=inner, costs=ENDED_JOB_COSTS, prices=PRICE_GENERATION,
+                                      priced=_PRICED_SQL.format(**_TABLES, jobs="SELECT pk FROM unknown"))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, now, _EPOCH, EventKind.ALLOCATION_RELEASED, now])
+        cursor.execute(sql, [*params, now, *_priced_params(now)])
         (cents,) = cursor.fetchone()
     return Decimal(cents or 0).scaleb(-2).quantize(CENT)
 
 
-#: jobs_total_cost's statement. held: each allocation's GPUs per node (`held_spans`' rows); exits:
-#: a gang member's early exit per allocation and node; spans: from the bind to the release, the
-#: exit or `now`, whichever is first; rates: each rate's interval, to the next rate of its GPU
-#: type and tier (`PriceBook.rate_at`: the latest in force, the higher of two from one instant);
-#: per_job: Σ GPUs × µs × $/GPU-hour over each span's overlap with each interval, exact (µs are
-#: whole, EXTRACT gives numeric), then in cents (÷ 3.6e7: 3.6e9 µs an hour, 100 cents a dollar)
-#: rounded half to even by quotient and remainder (no inexact division).
-_JOBS_TOTAL_COST_SQL = """
-WITH held AS (
+#: Each settled ended job's cost in cents, stamped with its requeue count, the price generation and
+#: its last release (PostgreSQL only; migration 0036 says when a row holds).
+ENDED_JOB_COSTS = "controlplane_ended_job_cost"
+#: One number, raised by triggers with every change of the price rates or of a node's GPU type or tier.
+PRICE_GENERATION = "controlplane_price_generation"
+#: The job states a job ends in (job_history.ENDED_STATES): only a requeue takes a job out of them.
+_ENDED = (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED, JobState.TIMED_OUT)
+_TABLES = {"allocation": Allocation._meta.db_table, "gpu": AllocationGpu._meta.db_table,
+           "node": Node._meta.db_table, "event": Event._meta.db_table, "rate": PriceRate._meta.db_table}
+
+
+def _priced_params(now: datetime) -> list[Any]:
+    return [now, _EPOCH, EventKind.ALLOCATION_RELEASED, now]
+
+
+#: The jobs of `{jobs}` (a statement giving job ids) priced, as CTEs ending in `cents` (job_id,
+#: cents). held: each allocation's GPUs per node (`held_spans`' rows); exits: a gang member's early
+#: exit per allocation and node; spans: from the bind to the release, the exit or `now`, whichever
+#: is first; rates: each rate's interval, to the next rate of its GPU type and tier
+#: (`PriceBook.rate_at`: the latest in force, the higher of two from one instant); per_job: Σ GPUs
+#: × µs × $/GPU-hour over each span's overlap with each interval, exact (µs are whole, EXTRACT
+#: gives numeric); cents: ÷ 3.6e7 (3.6e9 µs an hour, 100 cents a dollar) rounded half to even by
+#: quotient and remainder (no inexact division). Parameters: `_priced_params`.
+_PRICED_SQL = """
+held AS (
     SELECT a.job_id, a.id AS allocation_id, g.node_id, COUNT(*) AS gpus, n.gpu_type_id, n.capacity_tier,
            a.created_at AS bound, a.released_at AS released
     FROM {allocation} a JOIN {gpu} g ON g.allocation_id = a.id JOIN {node} n ON n.id = g.node_id
@@ -147,17 +165,66 @@ WITH held AS (
                                       ORDER BY effective_from, usd_per_gpu_hour) AS until
     FROM {rate}
 ), per_job AS (
-    SELECT SUM(s.gpus * (EXTRACT(EPOCH FROM LEAST(s.ended, r.until)) - EXTRACT(EPOCH FROM GREATEST(s.bound, r.since)))
+    SELECT s.job_id, SUM(s.gpus * (EXTRACT(EPOCH FROM LEAST(s.ended, r.until)) - EXTRACT(EPOCH FROM GREATEST(s.bound, r.since)))
                * 1000000 * r.rate) AS exact
     FROM spans s JOIN rates r ON r.gpu_type_id = s.gpu_type_id AND r.capacity_tier = s.capacity_tier
          AND r.since < s.ended AND (r.until IS NULL OR r.until > s.bound)
     WHERE s.ended > s.bound
     GROUP BY s.job_id
-)
-SELECT SUM(div(exact, 36000000) + CASE WHEN 2 * mod(exact, 36000000) > 36000000 THEN 1
-                                       WHEN 2 * mod(exact, 36000000) = 36000000 THEN mod(div(exact, 36000000), 2)
-                                       ELSE 0 END)
-FROM per_job"""
+), cents AS (
+    SELECT job_id, div(exact, 36000000) + CASE WHEN 2 * mod(exact, 36000000) > 36000000 THEN 1
+                                               WHEN 2 * mod(exact, 36000000) = 36000000 THEN mod(div(exact, 36000000), 2)
+                                               ELSE 0 END AS cents
+    FROM per_job
+)"""
+
+#: jobs_total_cost's statement: the set's jobs (id, requeue count), those whose remembered cost
+#: holds (same requeues, this price generation, settled by `now`), the others priced; both summed.
+_JOBS_TOTAL_COST_SQL = """
+WITH wanted AS (SELECT DISTINCT pk, requeues FROM ({jobs}) AS listed(pk, requeues)),
+known AS (
+    SELECT c.job_id, c.cents FROM wanted w JOIN {costs} c ON c.job_id = w.pk AND c.requeues = w.requeues
+    WHERE c.prices = (SELECT generation FROM {prices}) AND c.settled_at <= %s
+), unknown AS (
+    SELECT w.pk FROM wanted w LEFT JOIN known k ON k.job_id = w.pk WHERE k.job_id IS NULL
+), {priced}
+SELECT (SELECT COALESCE(SUM(cents), 0) FROM known) + (SELECT COALESCE(SUM(cents), 0) FROM cents)"""
+
+#: remember_ended_job_costs' statement: up to `limit` ended jobs, every run released by `now`,
+#: with no row that holds, priced and written with their stamps (read in this statement's snapshot,
+#: as the prices and runs it priced).
+_REMEMBER_SQL = """
+WITH wanted AS (
+    SELECT j.id AS pk, j.requeue_count AS requeues,
+           COALESCE((SELECT MAX(a.released_at) FROM {allocation} a WHERE a.job_id = j.id), %s) AS settled
+    FROM {job} j
+    WHERE j.state = ANY(%s)
+      AND NOT EXISTS (SELECT 1 FROM {allocation} a WHERE a.job_id = j.id AND (a.released_at IS NULL OR a.released_at > %s))
+      AND NOT EXISTS (SELECT 1 FROM {costs} c WHERE c.job_id = j.id AND c.requeues = j.requeue_count
+                      AND c.prices = (SELECT generation FROM {prices}))
+    ORDER BY j.id LIMIT %s
+), {priced}
+INSERT INTO {costs} (job_id, cents, requeues, prices, settled_at)
+SELECT w.pk, COALESCE(c.cents, 0), w.requeues, (SELECT generation FROM {prices}), w.settled
+FROM wanted w LEFT JOIN cents c ON c.job_id = w.pk
+ON CONFLICT (job_id) DO UPDATE SET cents = EXCLUDED.cents, requeues = EXCLUDED.requeues, prices = EXCLUDED.prices,
+                                   settled_at = EXCLUDED.settled_at"""
+
+
+def remember_ended_job_costs(now: datetime, limit: int = 5000) -> int:
+    """Price up to `limit` ended jobs whose every run was released by `now` and whose cost is not
+    remembered under the price rates and nodes as they stand (or was, before a requeue), as
+    `jobs_total_cost` prices them, and remember each in cents (`ENDED_JOB_COSTS`). Returns how
+    many it wrote; 0 on SQLite, which remembers nothing. One statement, so the stamps are read in
+    the snapshot the jobs were priced in: a price or a requeue committing meanwhile leaves rows
+    that no longer match, never a stale cost read as current."""
+    if connection.vendor != "postgresql":
+        return 0
+    sql = _REMEMBER_SQL.format(**_TABLES, job=Job._meta.db_table, costs=ENDED_JOB_COSTS, prices=PRICE_GENERATION,
+                               priced=_PRICED_SQL.format(**_TABLES, jobs="SELECT pk FROM wanted"))
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [_EPOCH, [str(state) for state in _ENDED], now, limit, *_priced_params(now)])
+        return cursor.rowcount
 
 
 def _priced_runs(spans: list[Span], now: datetime) -> dict[int, RunCosts]:
