@@ -112,7 +112,7 @@ def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:
     except EmptyResultSet:  # a filter nothing can match: no job, no query
         return Decimal("0.00")
     sql = _JOBS_TOTAL_COST_SQL.format(jobs=inner, costs=ENDED_JOB_COSTS, prices=PRICE_GENERATION,
-                                      priced=_PRICED_SQL.format(**_TABLES, jobs="SELECT pk FROM unknown"))
+                                      priced=_PRICED_SQL.format(**_TABLES, jobs="SELECT pk FROM listed WHERE cents IS NULL"))
     with connection.cursor() as cursor:
         cursor.execute(sql, [*params, now, *_priced_params(now)])
         (cents,) = cursor.fetchone()
@@ -178,17 +178,16 @@ held AS (
     FROM per_job
 )"""
 
-#: jobs_total_cost's statement: the set's jobs (id, requeue count), those whose remembered cost
-#: holds (same requeues, this price generation, settled by `now`), the others priced; both summed.
+#: jobs_total_cost's statement: the set's jobs (id, requeue count; once each, whatever joins its
+#: filters made) with their remembered cents where the row holds (same requeues, this price
+#: generation, settled by `now`), the others priced; both summed.
 _JOBS_TOTAL_COST_SQL = """
-WITH wanted AS (SELECT DISTINCT pk, requeues FROM ({jobs}) AS listed(pk, requeues)),
-known AS (
-    SELECT c.job_id, c.cents FROM wanted w JOIN {costs} c ON c.job_id = w.pk AND c.requeues = w.requeues
-    WHERE c.prices = (SELECT generation FROM {prices}) AND c.settled_at <= %s
-), unknown AS (
-    SELECT w.pk FROM wanted w LEFT JOIN known k ON k.job_id = w.pk WHERE k.job_id IS NULL
+WITH listed AS (
+    SELECT w.pk, c.cents FROM (SELECT DISTINCT pk, requeues FROM ({jobs}) AS named(pk, requeues)) AS w
+    LEFT JOIN {costs} c ON c.job_id = w.pk AND c.requeues = w.requeues
+                       AND c.prices = (SELECT generation FROM {prices}) AND c.settled_at <= %s
 ), {priced}
-SELECT (SELECT COALESCE(SUM(cents), 0) FROM known) + (SELECT COALESCE(SUM(cents), 0) FROM cents)"""
+SELECT (SELECT COALESCE(SUM(cents), 0) FROM listed) + (SELECT COALESCE(SUM(cents), 0) FROM cents)"""
 
 #: remember_ended_job_costs' statement: up to `limit` ended jobs, every run released by `now`,
 #: with no row that holds, priced and written with their stamps (read in this statement's snapshot,
