@@ -80,12 +80,30 @@ def run_costs(job_id: int, now: datetime) -> RunCosts:
 
 def jobs_costs(job_ids: Sequence[int], now: datetime) -> dict[int, Decimal]:
     """What each of these jobs has cost up to `now`, to the cent: `run_costs(job).total_usd` for
-    each, in the same three queries for all of them (the history CSV's `cost_usd`, a chunk of
-    jobs at a time). A job that never held a GPU cost $0.00."""
+    each (the history CSV's `cost_usd`, a chunk of jobs at a time; the history page's rows): on
+    PostgreSQL one query reads those whose cost is remembered (`remember_ended_job_costs`), then
+    the same three queries price all the others. A job that never held a GPU cost $0.00."""
     if not job_ids:
         return {}
-    priced = _priced_runs(held_spans(_EPOCH, now, None, job_ids)[0], now)
-    return {job_id: priced[job_id].total_usd if job_id in priced else Decimal("0.00") for job_id in job_ids}
+    known = _remembered_cents(job_ids, now)
+    rest = [job_id for job_id in job_ids if job_id not in known]
+    priced = _priced_runs(held_spans(_EPOCH, now, None, rest)[0], now) if rest else {}
+    return {job_id: Decimal(known[job_id]).scaleb(-2).quantize(CENT) if job_id in known
+            else priced[job_id].total_usd if job_id in priced else Decimal("0.00") for job_id in job_ids}
+
+
+def _remembered_cents(job_ids: Sequence[int], now: datetime) -> dict[int, int]:
+    """The cents remembered for these jobs where the row holds (`jobs_total_cost`'s rule: the
+    job's requeue count, the price generation as it stands, settled by `now`); none on SQLite."""
+    if connection.vendor != "postgresql":
+        return {}
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT c.job_id, c.cents FROM {ENDED_JOB_COSTS} c JOIN {Job._meta.db_table} j "
+            f"ON j.id = c.job_id AND j.requeue_count = c.requeues WHERE c.job_id = ANY(%s) "
+            f"AND c.prices = (SELECT generation FROM {PRICE_GENERATION}) AND c.settled_at <= %s",
+            [list(job_ids), now])
+        return dict(cursor.fetchall())
 
 
 def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:

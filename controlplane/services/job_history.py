@@ -224,7 +224,7 @@ class HistoryRow:
 def history_rows(jobs: Sequence[Job], now: datetime, priced: bool = False) -> list[HistoryRow]:
     """A page of ended jobs with their figures: one query for all of them (`attach_history`).
     `priced`: each row's cost too, the page's jobs priced in one call (`job_costs.jobs_costs`:
-    one to three queries for the page), never one call a row."""
+    one query for the costs remembered, up to three more for the others), never one call a row."""
     attach_history(jobs)
     costs = job_costs.jobs_costs([job.pk for job in jobs], now) if priced else {}
     return [HistoryRow(job, elapsed_seconds(job, now), gpu_hours(job), lost_gpu_hours(job), ran_on(job),
@@ -386,8 +386,8 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
     """Every job of `jobs` (an `ended_jobs` set) as CSV lines, the page's columns and order, then
     a TOTAL row (the sums of the rows above, as `history_totals` says them; its cost the sum of
     the jobs' cents). The ids are read first, so a job ending meanwhile cannot shift a chunk; then
-    CSV_CHUNK jobs per query, with their figures (one more query each) and their costs (one to
-    three more: job_costs.jobs_costs)."""
+    CSV_CHUNK jobs per query, with their figures (one more query each) and their costs
+    (job_costs.jobs_costs: one more for those remembered, up to three more for the others)."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
 

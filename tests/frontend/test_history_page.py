@@ -143,10 +143,16 @@ def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> N
     forty = queries()
     assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
     # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
-    # their GPU-hours and nodes (one for the page); their costs: the page's GPU spans, gang exits
-    # and rates (job_costs.jobs_costs); the whole set's cost (job_costs.jobs_total_cost, one)
-    assert forty == three == 11, f"{three} queries for 3 jobs, {forty} for 40"
+    # their GPU-hours and nodes (one for the page); their costs: the costs remembered, then the
+    # others' GPU spans, gang exits and rates (job_costs.jobs_costs); the whole set's cost
+    # (job_costs.jobs_total_cost, one)
+    assert forty == three == 12, f"{three} queries for 3 jobs, {forty} for 40"
     assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
+    # once every ended job's cost is remembered, the rows' costs are one query: nothing to price
+    shown = _rows(alice.get(H))
+    assert job_costs.remember_ended_job_costs(timezone.now()) == 40
+    assert queries() == 9
+    assert _rows(alice.get(H)) == shown
 
 
 def test_the_csv_reads_a_chunk_of_jobs_per_query_not_a_job(client_for, demo, monkeypatch) -> None:
@@ -160,7 +166,13 @@ def test_the_csv_reads_a_chunk_of_jobs_per_query_not_a_job(client_for, demo, mon
         lines = _csv(alice)
     assert len(lines) == 27
     # the session and the user, memberships, the ids, then per chunk of 10: the jobs, their figures,
-    # their costs' GPU spans (job_costs.jobs_costs; its rates and gang exits only for jobs that held GPUs)
+    # their remembered costs, the others' GPU spans (job_costs.jobs_costs; its rates and gang exits
+    # only for jobs that held GPUs)
+    assert len(captured) <= 4 + 3 * 4, [q["sql"][:120] for q in captured]
+    # every cost remembered: no chunk prices a job
+    assert job_costs.remember_ended_job_costs(timezone.now()) == 25
+    with CaptureQueriesContext(connection) as captured:
+        assert _csv(alice) == lines
     assert len(captured) <= 4 + 3 * 3, [q["sql"][:120] for q in captured]
 
 
@@ -435,5 +447,6 @@ def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, his
         again = admin.get(H)
     assert re.search(r'data-cost-usd="([\d.]+)"', again.content.decode()).group(1) == total[-1]
     assert "added up in the CSV" not in again.content.decode()
-    assert len(captured) == 7 + 3 + 1, [q["sql"][:100] for q in captured]  # the page's spans, exits, rates; the total
+    # the page's remembered costs (none here), its spans, exits, rates; the total
+    assert len(captured) == 7 + 1 + 3 + 1, [q["sql"][:100] for q in captured]
 

@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 from rest_framework.test import APIClient
 
+from tests.controlplane.accounting.priced_runs import priced_fleet
 from tests.controlplane.fleet_fixture import GENEROUS_THROTTLE_RATES, ROLES, Fleet, build_fleet, client_for
 
 
@@ -24,3 +25,9 @@ def fleet(db: Any, settings: Any, _generous_throttles: None) -> Fleet:
 @pytest.fixture
 def clients(fleet: Fleet) -> dict[str, APIClient]:
     return {role: client_for(fleet, role) for role in ROLES}
+
+
+@pytest.fixture
+def priced(db: Any) -> dict[str, Any]:
+    """Two GPU types, H100 on-demand repriced twice (priced_runs.priced_fleet)."""
+    return priced_fleet()

@@ -18,13 +18,12 @@ from controlplane.choices import JobState
 from controlplane.models import Job, Node
 from controlplane.services import job_costs
 from tests.controlplane import factories as f
-from tests.controlplane.accounting.test_accounting_jobs_total_cost import (  # noqa: F401 (priced: a fixture)
+from tests.controlplane.accounting.priced_runs import (
     NOW,
-    _job,
-    _member_exited,
-    _run,
-    _sum_of_jobs_costs,
-    priced,
+    add_member_exit,
+    add_run,
+    new_job,
+    sum_of_jobs_costs,
 )
 
 pytestmark = [pytest.mark.django_db, pytest.mark.skipif("connection.vendor != 'postgresql'")]
@@ -51,42 +50,45 @@ def _total() -> Decimal:
 @pytest.fixture
 def ended(priced: dict[str, Node]) -> dict[str, Job]:
     n = priced
-    across = _job()
-    _run(across, [(n["h1"], 3)], NOW - timedelta(days=4, seconds=13), NOW - timedelta(hours=5))
-    gang = _job(JobState.FAILED)
-    run = _run(gang, [(n["h1"], 8), (n["h2"], 8)], NOW - timedelta(days=2, hours=3), NOW - timedelta(hours=2))
-    _member_exited(run, n["h2"], NOW - timedelta(days=1, hours=1, seconds=3))
-    spot = _job(JobState.CANCELLED)
-    _run(spot, [(n["hs"], 4), (n["a1"], 8)], NOW - timedelta(days=9), NOW - timedelta(days=6, minutes=1))
-    return {"across": across, "gang": gang, "spot": spot, "never_ran": _job(JobState.CANCELLED)}
+    across = new_job()
+    add_run(across, [(n["h1"], 3)], NOW - timedelta(days=4, seconds=13), NOW - timedelta(hours=5))
+    gang = new_job(JobState.FAILED)
+    run = add_run(gang, [(n["h1"], 8), (n["h2"], 8)], NOW - timedelta(days=2, hours=3), NOW - timedelta(hours=2))
+    add_member_exit(run, n["h2"], NOW - timedelta(days=1, hours=1, seconds=3))
+    spot = new_job(JobState.CANCELLED)
+    add_run(spot, [(n["hs"], 4), (n["a1"], 8)], NOW - timedelta(days=9), NOW - timedelta(days=6, minutes=1))
+    return {"across": across, "gang": gang, "spot": spot, "never_ran": new_job(JobState.CANCELLED)}
 
 
 def test_a_settled_jobs_cost_is_remembered_and_read_from_its_row(ended: dict[str, Job]) -> None:
     before = _total()
-    assert before == _sum_of_jobs_costs(list(Job.objects.all())) > 0
+    assert before == sum_of_jobs_costs(list(Job.objects.all())) > 0
+    each = {job.pk: job_costs.run_costs(job.pk, NOW).total_usd for job in ended.values()}
     assert job_costs.remember_ended_job_costs(NOW) == 4
-    each = job_costs.jobs_costs(list(_remembered()), NOW)
     assert {pk: Decimal(cents).scaleb(-2) for pk, cents in _remembered().items()} == each
+    assert job_costs.jobs_costs(list(each), NOW) == each
     assert _total() == before
+    # the history's total and its rows (the page's, the CSV's) read the row
     _tamper(ended["gang"])
     assert _total() == before + Decimal("1.00")
+    assert job_costs.jobs_costs([ended["gang"].pk], NOW)[ended["gang"].pk] == each[ended["gang"].pk] + Decimal("1.00")
     # nothing left to remember: a second run writes nothing
     assert job_costs.remember_ended_job_costs(NOW) == 0
 
 
 def test_jobs_that_may_still_cost_more_are_not_remembered(priced: dict[str, Node], ended: dict[str, Job]) -> None:
     n = priced
-    running = _job(JobState.RUNNING)
-    _run(running, [(n["a1"], 2)], NOW - timedelta(hours=3), None)
-    stopping = _job(JobState.CANCELLED)  # ended, its run still releasing
-    _run(stopping, [(n["h2"], 1)], NOW - timedelta(hours=3), None)
-    released_later = _job()  # released after the `now` asked about
-    _run(released_later, [(n["h1"], 1)], NOW - timedelta(hours=3), NOW + timedelta(minutes=5))
-    requeued = _job(JobState.PENDING)
-    _run(requeued, [(n["h1"], 1)], NOW - timedelta(hours=3), NOW - timedelta(hours=1))
+    running = new_job(JobState.RUNNING)
+    add_run(running, [(n["a1"], 2)], NOW - timedelta(hours=3), None)
+    stopping = new_job(JobState.CANCELLED)  # ended, its run still releasing
+    add_run(stopping, [(n["h2"], 1)], NOW - timedelta(hours=3), None)
+    released_later = new_job()  # released after the `now` asked about
+    add_run(released_later, [(n["h1"], 1)], NOW - timedelta(hours=3), NOW + timedelta(minutes=5))
+    requeued = new_job(JobState.PENDING)
+    add_run(requeued, [(n["h1"], 1)], NOW - timedelta(hours=3), NOW - timedelta(hours=1))
     job_costs.remember_ended_job_costs(NOW)
     assert set(_remembered()) == {job.pk for job in ended.values()}
-    assert _total() == _sum_of_jobs_costs(list(Job.objects.all()))
+    assert _total() == sum_of_jobs_costs(list(Job.objects.all()))
 
 
 def test_a_price_change_prices_remembered_jobs_again(priced: dict[str, Node], ended: dict[str, Job]) -> None:
@@ -94,9 +96,9 @@ def test_a_price_change_prices_remembered_jobs_again(priced: dict[str, Node], en
     _tamper(ended["across"])
     # a correction back to before the job ran: its cost changes
     f.make_price_rate(priced["h1"].gpu_type, "5.0000", "on_demand", NOW - timedelta(days=5))
-    assert _total() == _sum_of_jobs_costs(list(Job.objects.all()))
+    assert _total() == sum_of_jobs_costs(list(Job.objects.all()))
     assert job_costs.remember_ended_job_costs(NOW) == 4  # every row was priced under the old rates
-    assert _total() == _sum_of_jobs_costs(list(Job.objects.all()))
+    assert _total() == sum_of_jobs_costs(list(Job.objects.all()))
 
 
 def test_a_nodes_new_tier_prices_remembered_jobs_again_and_its_heartbeat_does_not(
@@ -110,17 +112,17 @@ def test_a_nodes_new_tier_prices_remembered_jobs_again_and_its_heartbeat_does_no
     node.save()
     assert _total() == tampered
     Node.objects.filter(pk=priced["hs"].pk).update(capacity_tier="on_demand")  # was spot
-    assert _total() == _sum_of_jobs_costs(list(Job.objects.all())) != tampered
+    assert _total() == sum_of_jobs_costs(list(Job.objects.all())) != tampered
 
 
-def test_a_requeued_job_is_priced_again_with_its_new_run(priced: dict[str, Node], ended: dict[str, Job]) -> None:
+def test_a_requeued_job_is_priced_again_with_its_newadd_run(priced: dict[str, Node], ended: dict[str, Job]) -> None:
     job_costs.remember_ended_job_costs(NOW)
     across = ended["across"]
     _tamper(across)
     first = job_costs.jobs_costs([across.pk], NOW)[across.pk]
     # requeued (the count rises), run again, ended again: no new row written yet
     Job.objects.filter(pk=across.pk).update(requeue_count=F("requeue_count") + 1)
-    _run(across, [(priced["h2"], 2)], NOW - timedelta(hours=4), NOW - timedelta(hours=2))
+    add_run(across, [(priced["h2"], 2)], NOW - timedelta(hours=4), NOW - timedelta(hours=2))
     again = job_costs.jobs_costs([across.pk], NOW)[across.pk]
     assert again > first
     assert job_costs.jobs_total_cost(Job.objects.filter(pk=across.pk), NOW) == again
@@ -147,7 +149,7 @@ def test_a_set_that_names_a_job_twice_counts_it_once(ended: dict[str, Job]) -> N
     # a join on the job's allocations lists the gang once per run row
     doubled = Job.objects.filter(allocations__isnull=False, pk__in=[ended["gang"].pk, ended["across"].pk])
     assert doubled.count() >= 2
-    assert job_costs.jobs_total_cost(doubled, NOW) == _sum_of_jobs_costs([ended["gang"], ended["across"]])
+    assert job_costs.jobs_total_cost(doubled, NOW) == sum_of_jobs_costs([ended["gang"], ended["across"]])
 
 
 def test_the_task_remembers_every_ended_job_in_batches(ended: dict[str, Job], monkeypatch) -> None:
