@@ -185,6 +185,11 @@ def measure(runs: int) -> tuple[dict[str, Any], bool]:
     while batch := job_costs.remember_ended_job_costs(now):
         remembered += batch
     remember_s = time.perf_counter() - t0
+    idle: list[float] = []  # a run of the task with nothing new to remember: what it costs every minute
+    for _ in range(3):
+        t1 = time.perf_counter()
+        assert job_costs.remember_ended_job_costs(now) == 0
+        idle.append((time.perf_counter() - t1) * 1000)
     ways = {
         "before (jobs_costs, 1,000 a call)": forgetting(per_job),
         "one query, nothing remembered": forgetting(lambda: job_costs.jobs_total_cost(ended, now)),
@@ -223,7 +228,7 @@ def measure(runs: int) -> tuple[dict[str, Any], bool]:
     for way in csv_ways:
         result[way] = {"p50_ms": statistics.median(csv_times[way]), "min_ms": min(csv_times[way]),
                        "max_ms": max(csv_times[way]), "queries": 0, "total": sorted(csv_totals[way])}
-    result["remembered"] = {"jobs": remembered, "seconds": remember_s}
+    result["remembered"] = {"jobs": remembered, "seconds": remember_s, "idle_ms": statistics.median(idle)}
     result["page"] = {"p50_ms": statistics.median(page), "min_ms": min(page), "max_ms": max(page),
                       "queries": max(page_queries), "total": [shown]}
     same = len({t for way in ways for t in totals[way]} | {t for way in csv_ways for t in csv_totals[way]}
@@ -262,7 +267,7 @@ def main() -> int:
               f"load average {' → '.join(f'{x:.1f}' for x in loads)}; {args.runs} runs each, alternated")
         kept = result.pop("remembered")
         print(f"remembering every ended job's cost (qm.accounting.remember_job_costs' work, once): "
-              f"{kept['jobs']:,} jobs in {kept['seconds']:.1f} s")
+              f"{kept['jobs']:,} jobs in {kept['seconds']:.1f} s; a run with nothing new {kept['idle_ms']:.0f} ms")
         print(f"{'the set total cost':40s} {'p50 ms':>8s} {'min ms':>8s} {'max ms':>8s} {'queries':>8s}  total $")
         for way, r in result.items():
             label = "/history/ page (admin), remembered" if way == "page" else way
