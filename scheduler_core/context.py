@@ -130,6 +130,10 @@ class CycleContext:
     """Per job and GPU type on which it waits rather than reclaim its lent quota
     (``preemption._cheaper_to_wait``): the sentence saying why, added to its explanation when
     it is about that type."""
+    reclaim_explained: dict[str, str | None] = field(default_factory=dict)
+    """Per job that may be told why its lent quota is not reclaimed, the GPU type of the option
+    its reason explains; the note (``reclaim_waits``) is added once the cycle's reservations
+    are final (``cycle._add_reclaim_notes``)."""
     attempts: int = 0
     preemption_searches: int = 0
     reservation_searches: int = 0

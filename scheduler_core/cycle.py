@@ -158,6 +158,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
 
     # 5b. elastic jobs grow into what is left
     grow_elastic(ctx)
+    _add_reclaim_notes(ctx)
     mark = ctx.timed("reserve_backfill", mark)
 
     # 7. explain what is left
@@ -588,28 +589,42 @@ def _decide_unplaced(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: S
         return
     mark = ctx.timed("preempt", mark)
     _reserve_or_explain(ctx, spec, shape, score, misses, protected, mark)
-    note = _reclaim_note(ctx, spec, misses)
-    outcome = ctx.outcomes.get(spec.id)
     # (not beside a protection's words: those name what it waits for on another GPU type)
-    if note is not None and outcome is not None and spec.id not in ctx.bound and not isinstance(protected, Protected):
-        ctx.outcomes[spec.id] = outcome._replace(message=f"{outcome.message} {note}")
+    if ctx.reclaim_waits and misses.admitted_option is not None and spec.id not in ctx.bound \
+            and spec.id in ctx.outcomes and not isinstance(protected, Protected):
+        ctx.reclaim_explained[spec.id] = misses.admitted_option.gpu_type
 
 
-def _reclaim_note(ctx: CycleContext, spec: JobSpec, misses: _Misses) -> str | None:
+def _add_reclaim_notes(ctx: CycleContext) -> None:
+    """Tell each owner that waits rather than reclaim its lent quota why, once the cycle's
+    reservations are final: a later job may move the head's reservation
+    (``head_reservation.move_head``), which words the head's reason afresh. Added when the job
+    was decided, the note was lost with every move."""
+    for job_id, explained in ctx.reclaim_explained.items():
+        note = _reclaim_note(ctx, job_id, explained)
+        if note is not None:
+            outcome = ctx.outcomes[job_id]
+            ctx.outcomes[job_id] = outcome._replace(message=f"{outcome.message} {note}")
+
+
+def _reclaim_note(ctx: CycleContext, job_id: str, explained: str | None) -> str | None:
     """Why the job did not reclaim its lent quota on the GPU type its reason tells of: its
-    reservation's type (the earliest start of its options), else the option explained. (The
-    first admitted option's note beside a reservation on another type read 'its 8 GPUs until
-    t=11200' under 'Holds a reservation ... from t=10600'.)"""
-    explained = misses.admitted_option
-    if explained is None:
-        return None
-    gpu_type = explained.gpu_type
-    reservation = ctx.reservations.get(spec.id)
+    reservation's type (the earliest start of its options; where it stands at the cycle's
+    end), else the type of the option explained. (The first admitted option's note beside a
+    reservation on another type read 'its 8 GPUs until t=11200' under 'Holds a reservation
+    ... from t=10600'.)"""
+    gpu_type = explained
+    reservation = ctx.reservations.get(job_id)
     if reservation is not None:
         nodes, index_of = ctx.state.nodes, ctx.state.index_of
         types = {nodes[index_of[p.node]].gpu_type for p in reservation.placements}
-        gpu_type = types.pop() if len(types) == 1 else None
-    return ctx.reclaim_waits.get((spec.id, gpu_type))
+        if len(types) > 1:
+            # A reservation across GPU types is a gang's option that mixes them, and such an
+            # option weighs no reclaim (preemption._eligible reclaims lent quota per GPU
+            # type): no note is true of it.
+            return None
+        gpu_type = types.pop()
+    return ctx.reclaim_waits.get((job_id, gpu_type))
 
 
 def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: ScorePlugin,

@@ -407,6 +407,50 @@ def test_reclaim_that_waits_tells_the_figures_of_the_type_it_is_reserved_on(a100
         f"(about 1.27 GPU-hours: its 8 GPUs until t={NOW + 600:.0f}).")
 
 
+def _reclaim_with_a_movable_reservation():
+    # ml's "owner" (8 GPUs) waits for n0 (4 busy, 4 free) or n1 (6 busy, 2 free), both free
+    # by t=10600, rather than reclaim n2 from cv; it is reserved n0, whose job comes first
+    # among those ending then (as test_engine_backfill's two_draining_nodes). ml's "small" (4 GPUs,
+    # 2 h) fits only on n0's 4 free GPUs and would run past t=10600: it may start there
+    # only by moving the reservation to n1, where the owner still starts at t=10600.
+    return (
+        make_cluster().nodes(3).at(NOW)
+        .quota("ml", "a100", 24, cohort="c").quota("cv", "a100", 0, cohort="c")
+        .running(
+            make_running(make_job("ra").team("ml").gpus(4).limit(4200)).on("n0", 0, 1, 2, 3)
+            .started(NOW - 3600),
+            make_running(make_job("rb").team("ml").gpus(4).limit(4200)).on("n1", 0, 1, 2, 3)
+            .started(NOW - 3600),
+            make_running(make_job("rc").team("ml").gpus(2).limit(4200)).on("n1", 4, 5)
+            .started(NOW - 3600),
+            make_running(make_job("lent").team("cv").gpus(8).limit(86400)).whole("n2")
+            .started(NOW - 7200).borrowed(),
+        )
+        .pending(make_job("owner").team("ml").gpus(8).limit(3600).submitted(0),
+                 make_job("small").team("ml").gpus(4).limit(7200).submitted(1))
+    )
+
+
+@pytest.mark.parametrize(("moves", "reserved_on"), [(None, "n1"), (0, "n0")],
+                         ids=["reservation-moved", "no-moves"])
+def test_reclaim_that_waits_keeps_saying_why_when_its_reservation_moves(moves, reserved_on):
+    # The note was added when the owner was decided; "small" moving its reservation to n1
+    # later in the cycle worded its reason afresh, and the note was lost: it read only "Holds a
+    # reservation ... from t=10600", its lent GPUs in cv's hands and no word of why.
+    config = SchedulerConfig() if moves is None else SchedulerConfig(max_reservation_moves=moves)
+    plan = _reclaim_with_a_movable_reservation().plan(config)
+    [reservation] = plan.reservations
+    assert [p.node for p in reservation.placements] == [reserved_on]
+    assert ("small" in bound(plan)) is (moves is None)
+    explanation = why(plan, "owner")
+    assert explanation.eta == NOW + 600
+    assert explanation.message.startswith("Holds a reservation for 8 GPUs on 1 node from t=10600")
+    assert explanation.message.endswith(
+        f"Its team's lent quota is not reclaimed: preempting 1 borrowing job would throw away "
+        f"about 16.00 GPU-hours of their work, and waiting for capable GPUs to free by runtime "
+        f"limits costs less (about 1.27 GPU-hours: its 8 GPUs until t={NOW + 600:.0f}).")
+
+
 def test_reclaim_still_preempts_when_waiting_would_cost_more():
     # n0 frees only in 10 h (80 GPU-hours of waiting) against 16 GPU-hours lost: reclaim.
     plan = _reclaim_cluster(other_ends_in_s=36000, lent_ran_s=7200).plan()
