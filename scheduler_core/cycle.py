@@ -81,8 +81,10 @@ from scheduler_core.queue import order_queue, widest_fitting_gangs_first
 from scheduler_core.quota import QuotaLedger, QuotaVerdict
 from scheduler_core.quota_promises import (
     BrokenPromise,
+    PromisedLending,
     broken_promise,
     charge_promises,
+    lending_promised,
     room_beside_promises,
 )
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
@@ -662,8 +664,39 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
         ctx.timed("reserve_backfill", mark)
         if reserved:
             return
-    _settle(ctx, spec, maintenance if maintenance is not None else diagnose(
-        ctx, spec, smallest, member_classes, misses.blocked_by_head, needs_whole))
+    if maintenance is not None:
+        _settle(ctx, spec, maintenance)
+        return
+    outcome = diagnose(ctx, spec, smallest, member_classes, misses.blocked_by_head, needs_whole)
+    lending = lending_promised(ctx, spec.team, misses.admitted_option.gpu_type, smallest.gpus)
+    _settle(ctx, spec, outcome if lending is None else _behind_promised_lending(
+        ctx, spec, misses.admitted_option.gpu_type, outcome, lending))
+
+
+def _behind_promised_lending(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
+                             outcome: Outcome, lending: PromisedLending) -> Outcome:
+    """A job that would borrow what its cohort lends, promised to jobs of other teams that
+    start before it, is reserved nothing on it (``room_beside_promises``) and cannot start
+    on it before those jobs have run. Its ETA from runtime limits alone was too early by
+    their whole run: a head of team third was told t=12000 while the cohort's 16 lent GPUs
+    were promised to two preemptors until t=13630. Phase 7 keeps its start no earlier."""
+    promise = lending.last
+    cohort = ctx.ledger.cohort_of(spec.team, gpu_type) if gpu_type is not None else None
+    if promise.ends_at is not None:
+        by = "by its runtime limit"
+    else:
+        by = (f"if it runs the {ctx.config.default_runtime_estimate_s / 3600:g} h assumed for a "
+              f"job without a runtime limit")
+    whom = (f"job {promise.job_id} of team {promise.team} from t={promise.start_at:.0f}"
+            if lending.of == 1 else f"{lending.of} jobs of other teams that start before it")
+    last = (f"job {promise.job_id}" if lending.of == 1
+            else f"job {promise.job_id} of team {promise.team} (from t={promise.start_at:.0f})")
+    return outcome._replace(
+        lending_free_at=lending.free_at,
+        lending_words=(f"what cohort {cohort} lends of {gpu_type} GPUs is promised to {whom}, "
+                       f"and this job can borrow enough of it only once {last} has run ({by})."),
+        would_start_if=f"{outcome.would_start_if}, and job {promise.job_id} has run and given "
+                       f"back what cohort {cohort} lends")
 
 
 def _behind_promised_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape,

@@ -16,6 +16,8 @@ of it in the queue that wait for the same classes, for GPUs or only for a mainte
 term is what makes a job's ETA grow with its queue position; it ignores fragmentation and
 backfill, so it is an estimate and the message says so. GPUs promised to a reservation or a
 nomination stay busy in the timeline until that job has run, so its work is not counted ahead.
+A job that would borrow what its cohort lends, promised to jobs of other teams, starts no
+earlier than when that lending is free again (``Outcome.lending_free_at``).
 """
 
 from __future__ import annotations
@@ -109,6 +111,10 @@ class _Worded(NamedTuple):
     demand: Demand | None = None
     classes: tuple[int, ...] = ()
     """Its gang and capable classes, to check an estimated start against maintenance windows."""
+    lending_free_at: float | None = None
+    lending_words: str = ""
+    """When what it would borrow of its cohort's lending, promised to other teams' jobs, is
+    free again, and why (``Outcome.lending_free_at``)."""
 
 
 class _Explainer:
@@ -209,7 +215,7 @@ class _Explainer:
             else _from_runtime_limits(outcome.message, base, outcome.demand),
             quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
             capacity_part, preset, _charged_type(self.ctx, outcome), (),
-            outcome.demand, outcome.classes,
+            outcome.demand, outcome.classes, outcome.lending_free_at, outcome.lending_words,
         )
 
     def _elsewhere(self, spec: JobSpec, outcome: Outcome, reopen: float
@@ -338,7 +344,7 @@ class _Explainer:
         if w.alternatives:
             return self._place_earliest(spec, w, position)
         (eta, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus, estimated, _,
-         quota_at, adds, quota_type, _, _, charged, _, _, _) = w
+         quota_at, adds, quota_type, _, _, charged, _, _, _, lending_free_at, _) = w
         message = text
         job_id = spec.id
         unpromised = job_id not in self.promised
@@ -362,6 +368,10 @@ class _Explainer:
             if head_quota is not None and spec.team == head_quota[0] \
                     and quota_type == head_quota[1] and not _ends_by_head_from(spec, eta, head_quota):
                 eta, message, estimated = self._behind_head(w, eta, message, estimated, head_quota)
+        if lending_free_at is not None and eta is not None and lending_free_at > eta:
+            # (a start unknown by runtime limits stays unknown: the lending does not free GPUs)
+            eta, estimated = lending_free_at, False
+            message = f"{text} Estimated start t={eta:.0f}: {w.lending_words}"
         if eta is not None:
             if estimated:
                 message = _estimated_sentence(w, eta)

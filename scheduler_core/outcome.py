@@ -34,6 +34,11 @@ class Outcome(NamedTuple):
     """For a job that only maintenance keeps waiting and that accepts several GPU types: each
     type's capable classes (a gang runs on one type). Phase 7 looks on each for GPUs that free
     up clear of the windows and keeps the earliest; ``classes`` are the blocked type's."""
+    lending_free_at: float | None = None
+    """For a job that would borrow what its cohort lends, promised to jobs of other teams:
+    when that lending is free again for it (its start is no earlier, whatever the GPUs say)."""
+    lending_words: str = ""
+    """Why, as the clause after its estimated start."""
 
     @property
     def reason(self) -> str:

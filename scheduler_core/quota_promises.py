@@ -285,15 +285,62 @@ def room_beside_promises(ctx: CycleContext, team: str, gpu_type: str | None, gpu
     verdict = ctx.ledger.check(team, gpu_type, gpus + promised)
     if promised and not verdict.admitted:
         return False
-    excess = verdict.used + gpus + promised - verdict.nominal
+    return _lending_wait(ctx, team, gpu_type, verdict.used + gpus + promised - verdict.nominal) is None
+
+
+@dataclass(frozen=True, slots=True)
+class PromisedLending:
+    """What its cohort lends, promised to ``of`` jobs of other teams, that a job would borrow:
+    free again for it at ``free_at``, once ``last`` has run (by its runtime limit, or the
+    default runtime estimate), with those of them that end no later."""
+
+    free_at: float
+    last: QuotaPromise
+    of: int
+
+
+def lending_promised(ctx: CycleContext, team: str, gpu_type: str | None,
+                     gpus: int) -> PromisedLending | None:
+    """Why :func:`room_beside_promises` refuses ``gpus`` more ``gpu_type`` GPUs to ``team``
+    when what its cohort lends is promised to other teams' jobs, and when it is free again;
+    ``None`` when it does not refuse them for that (its own team's promises are judged by its
+    quota: a head over it waits for them, see ``head_reservation.reserve_over_quota``)."""
+    if gpu_type is None or not ctx.quota_promises:
+        return None
+    promised = promised_to_team(ctx, team, gpu_type)
+    verdict = ctx.ledger.check(team, gpu_type, gpus + promised)
+    if promised and not verdict.admitted:
+        return None
+    return _lending_wait(ctx, team, gpu_type, verdict.used + gpus + promised - verdict.nominal)
+
+
+def _lending_wait(ctx: CycleContext, team: str, gpu_type: str, excess: int) -> PromisedLending | None:
+    """``None`` if ``team`` may borrow ``excess`` beside what its cohort lends, now (before
+    releases), to jobs of other teams promised GPUs this cycle; else when enough of those
+    promised jobs have run (ends first first) to leave it that room."""
     if excess <= 0:
-        return True  # its own quota
-    lent_to_others = sum(p.borrows.get(gpu_type, 0) for p in ctx.quota_promises.values()
-                         if p.team != team and _same_cohort(ctx, p, team, gpu_type))
-    if lent_to_others == 0:
-        return True
+        return None  # its own quota
+    estimate = ctx.config.default_runtime_estimate_s
+    lenders = sorted((p.ends_at if p.ends_at is not None else p.start_at + estimate, p.job_id, p)
+                     for p in ctx.quota_promises.values()
+                     if p.team != team and p.borrows.get(gpu_type, 0) > 0
+                     and _same_cohort(ctx, p, team, gpu_type))
+    lent = sum(p.borrows[gpu_type] for _, _, p in lenders)
+    if lent == 0:
+        return None
     q = ctx.ledger.quota[(team, gpu_type)]
-    room = ctx.ledger.cohort_room_with({}, q) - lent_to_others
-    if q.borrowing_limit is not None:
-        room = min(room, q.borrowing_limit)
-    return excess <= room
+    room_now = ctx.ledger.cohort_room_with({}, q)
+
+    def fits(lent: int) -> bool:
+        room = room_now - lent
+        if q.borrowing_limit is not None:
+            room = min(room, q.borrowing_limit)
+        return excess <= room
+
+    if fits(lent):
+        return None
+    for freed in lenders:  # free at the latest once the last of them has run
+        lent -= freed[2].borrows[gpu_type]
+        if fits(lent) or lent == 0:
+            break
+    return PromisedLending(freed[0], freed[2], len(lenders))

@@ -95,7 +95,15 @@ Two independent proofs:
   GPU type and told with the explanation of that type, 2026-12-05 (it was the last type
   searched, with another type's figures): compared field by field, only messages: seed 1, one
   job loses the note (it waits on a100-40gb, where no reclaim was weighed); seed 7, four jobs'
-  notes give the a100-40gb figures instead of another type's::
+  notes give the a100-40gb figures instead of another type's; and a job that would borrow
+  what its cohort lends, promised to jobs of other teams (``quota_promises.lending_promised``),
+  told a start no earlier than when that lending is free again, 2026-12-05: compared field by
+  field, binds, preemptions, resizes, reservations, kills, growth notes and fleet figures
+  identical; only such jobs' explanations: seed 1, 2 ETAs later with the sentence saying why
+  ("... what cohort product lends of h100-80gb GPUs is promised to job job-000125 of team
+  infra from t=1000091 ..."), and 38 "would start if" adding "and job ... has run and given
+  back what cohort ... lends"; seed 3, 6 and 63; the 10,000-GPU fleet, 0 and 39 (seed 7 and
+  the 2,000-GPU fleet unchanged)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -126,10 +134,10 @@ from scheduler_core.victims import Offer
 
 GOLDEN = {
     (1000, 500, 200, 7): "3bb0f40af73b4625c2e52941f85f720d997fd1a2ea6092948c7d7b224c5ac13d",
-    (1000, 500, 200, 1): "358792bb902471ad6a2a82d91867dbed9a9b2c9e36c49b9b43296c0ff0964058",
-    (1000, 500, 200, 3): "fa8016f5dce5d51cbd29bf3e6c1661f8a14c2bbfa0a9e7e66c08d8642f408659",
+    (1000, 500, 200, 1): "ac5cde788286e834b5622cccd8090b5445f297b961a2e86716291d9921de9f8b",
+    (1000, 500, 200, 3): "a261e238b2bd6d9bfab03ad73d67ddf5c0f92f3db9d58154e1e0ae2f4abe403e",
     (2000, 1000, 400, 4): "a6a25c382cd5dbca9134d6310c195fb810a22b5171b1a21821d2fded45e433af",
-    (10000, 5000, 2000, 7): "215ec2df63d2372ba3fd211d5801e408a464c44fdafc5319058c27e4ddf214c6",
+    (10000, 5000, 2000, 7): "a7d34fa7f73503c7fdf81c1cef4d5bef27af86f5717f8568456565c4ef4d1b44",
 }
 
 

@@ -360,6 +360,64 @@ def test_no_head_reservation_on_what_its_cohort_lends_to_jobs_promised_before_it
     )
     assert sorted(r.job_id for r in plan.reservations) == ["p1", "p2"]
     assert "h" not in bound(plan)
+    # and it starts no earlier than when the cohort lends it 8 again: it was told t=12000
+    # (n2 frees), the promised jobs' whole run too early
+    explanation = why(plan, "h")
+    assert explanation.eta == 13630.0
+    assert explanation.message == (
+        "Needs 8 a100 GPUs; 0 are free. Estimated start t=13630: what cohort lab lends of a100 "
+        "GPUs is promised to 2 jobs of other teams that start before it, and this job can "
+        "borrow enough of it only once job p1 of team nlp (from t=10030) has run (by its "
+        "runtime limit).")
+
+
+def _head_beside_a_promised_borrower(promised_limit: float | None, keep_limit: float):
+    """Cohort lab: team idle lends its 16, nlp and third borrow. nlp's high-priority p1
+    preempts team cv's borrowed v1 (n0) and is promised a start at t=10030 borrowing 8;
+    third's h (16 GPUs, two nodes) waits for n1 and n2, held by team own until
+    ``keep_limit``, and is refused a reservation: lab lends it 8 beside p1, not 16."""
+    return (
+        make_cluster().nodes(3).at(NOW)
+        .quota("idle", "a100", 16, cohort="lab").quota("nlp", "a100", 0, cohort="lab")
+        .quota("third", "a100", 0, cohort="lab").quota("cv", "a100", 0).quota("own", "a100", 16)
+        .running(make_running(make_job("v1").team("cv").priority("low").gpus(8)).whole("n0")
+                 .started(0).borrowed(),
+                 *(make_running(make_job(f"keep{k}").team("own").gpus(8).limit(keep_limit))
+                   .whole(f"n{k}").started(0) for k in (1, 2)))
+        .pending(make_job("p1").team("nlp").priority("high").gpus(8).limit(promised_limit)
+                 .submitted(0),
+                 make_job("h").team("third").gpus(16).limit(600).submitted(1))
+    )
+
+
+@pytest.mark.parametrize(
+    ("promised_limit", "keep_limit", "eta", "why_then"),
+    [(3600, 12000, 13630.0, "by its runtime limit"),
+     (None, 12000, 24430.0, "if it runs the 4 h assumed for a job without a runtime limit"),
+     (3600, 20000, 20000.0, None)],
+    ids=["lending-free-when-the-promised-job-has-run", "promised-job-without-a-limit",
+         "the-gpus-free-later-than-the-lending"])
+def test_a_head_refused_the_lending_promised_to_another_team_starts_no_earlier_than_it_is_free(
+        promised_limit, keep_limit, eta, why_then):
+    # h was explained as any job without a reservation: "Estimated start t=12000 from runtime
+    # limits" (n1 and n2 free), while lab lent it too little until p1 had run
+    plan = _head_beside_a_promised_borrower(promised_limit, keep_limit).plan()
+    assert [p.job_id for p in plan.preemptions] == ["v1"]
+    assert [r.job_id for r in plan.reservations] == ["p1"]
+    explanation = why(plan, "h")
+    assert explanation.code is ReasonCode.INSUFFICIENT_GPUS
+    assert explanation.eta == eta
+    if why_then is None:
+        assert explanation.message == (
+            f"Needs 16 a100 GPUs; 0 are free. Estimated start t={eta:.0f} from runtime limits.")
+    else:
+        assert explanation.message == (
+            f"Needs 16 a100 GPUs; 0 are free. Estimated start t={eta:.0f}: what cohort lab lends "
+            f"of a100 GPUs is promised to job p1 of team nlp from t=10030, and this job can "
+            f"borrow enough of it only once job p1 has run ({why_then}).")
+    assert explanation.would_start_if == (
+        "16 more a100 GPUs free up, and job p1 has run and given back what cohort lab lends")
+
 
 
 def test_a_preemptor_starting_a_grace_period_late_is_judged_by_when_it_would_end():

@@ -50,7 +50,14 @@
   fleet's count of jobs by reason follows; and an owner's "Its team's lent quota is not
   reclaimed: …" kept per GPU type and told with the explanation of that type, 2026-12-05:
   compared field by field, only messages: in the 2,000-GPU default snapshot one job loses the
-  note, in the 10,000-GPU loop snapshot one loses it and one gets its own type's figures, by::
+  note, in the 10,000-GPU loop snapshot one loses it and one gets its own type's figures; and
+  a job that would borrow what its cohort lends, promised to jobs of other teams, told a start
+  no earlier than when that lending is free again, 2026-12-05: compared field by field,
+  binds, preemptions, resizes, reservations, kills, growth notes and fleet figures identical;
+  only such jobs' explanations: in the 1,000-GPU default snapshot 9 "would start if" adding
+  "and job ... has run and given back what cohort ... lends", in the 1,000-GPU loop snapshot
+  8 ETAs later with the sentence saying why and 29 "would start if" (the others unchanged),
+  by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -91,8 +98,8 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "cf576f42b88db5a47a8bfc4e5e1d05dbbec7d6bfcced0d0ce29c4f613e0270ba",
-    (1000, 500, 200, 3, "loop"): "77f3418ccee8b1680f1ab99e356eca48499113f526900ad24a2ff3726fb48bb6",
+    (1000, 500, 200, 1, "default"): "937f899ca4245d92706c76a87be5e1c827c554d04e386f3d883ba529af17aaeb",
+    (1000, 500, 200, 3, "loop"): "3240e8462545ec0ff4b565d5754980589c9987f5d3e5b07b603d928a92b73e38",
     (2000, 1000, 400, 4, "default"): "ae33e38e8c5d66e3519698736a345f5cf4fe56c119921314c7f1311afa01f7b3",
     (10000, 5000, 2000, 7, "default"): "0f7059e4888059e280b474671cf52d21f6d9d597104508ad6b02cabd20bc3d71",
     (10000, 5000, 2000, 7, "loop"): "ea922e77af830ba12b6d52a08e0656796888a5df1084abcf0925b6355a828d48",
