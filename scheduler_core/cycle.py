@@ -445,6 +445,12 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
         ctx.timed("reserve_backfill", mark)
         if reserved:
             return
+    # (its team and gang, which the outcome serves, fix the type explained and the GPUs)
+    explained = next((o for o, v in verdicts if v.admitted), None)
+    if explained is not None:
+        lending = lending_promised(ctx, spec.team, explained.gpu_type, smallest.gpus)
+        if lending is not None:
+            outcome = _behind_promised_lending(ctx, spec, explained.gpu_type, outcome, lending)
     ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
     _settle(ctx, spec, outcome)
 

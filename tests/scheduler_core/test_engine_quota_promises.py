@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 from engine_builders import bound, make_cluster, make_job, make_running, why
 
-from scheduler_core import ReasonCode
+from scheduler_core import ReasonCode, SchedulerConfig
 
 NOW = 10_000.0
 
@@ -371,11 +371,14 @@ def test_no_head_reservation_on_what_its_cohort_lends_to_jobs_promised_before_it
         "runtime limit).")
 
 
-def _head_beside_a_promised_borrower(promised_limit: float | None, keep_limit: float):
+def _head_beside_a_promised_borrower(promised_limit: float | None, keep_limit: float, *,
+                                     typed: bool = False):
     """Cohort lab: team idle lends its 16, nlp and third borrow. nlp's high-priority p1
     preempts team cv's borrowed v1 (n0) and is promised a start at t=10030 borrowing 8;
     third's h (16 GPUs, two nodes) waits for n1 and n2, held by team own until
-    ``keep_limit``, and is refused a reservation: lab lends it 8 beside p1, not 16."""
+    ``keep_limit``, and is refused a reservation: lab lends it 8 beside p1, not 16. With
+    ``typed``, p1 and h ask for a100 (for fleets with other types)."""
+    types = ("a100",) if typed else ()
     return (
         make_cluster().nodes(3).at(NOW)
         .quota("idle", "a100", 16, cohort="lab").quota("nlp", "a100", 0, cohort="lab")
@@ -384,9 +387,9 @@ def _head_beside_a_promised_borrower(promised_limit: float | None, keep_limit: f
                  .started(0).borrowed(),
                  *(make_running(make_job(f"keep{k}").team("own").gpus(8).limit(keep_limit))
                    .whole(f"n{k}").started(0) for k in (1, 2)))
-        .pending(make_job("p1").team("nlp").priority("high").gpus(8).limit(promised_limit)
-                 .submitted(0),
-                 make_job("h").team("third").gpus(16).limit(600).submitted(1))
+        .pending(make_job("p1").team("nlp").priority("high").types(*types).gpus(8)
+                 .limit(promised_limit).submitted(0),
+                 make_job("h").team("third").types(*types).gpus(16).limit(600).submitted(1))
     )
 
 
@@ -419,6 +422,26 @@ def test_a_head_refused_the_lending_promised_to_another_team_starts_no_earlier_t
         "16 more a100 GPUs free up, and job p1 has run and given back what cohort lab lends")
 
 
+
+
+def test_a_head_past_the_placement_budget_refused_the_promised_lending_is_told_the_same():
+    # f1 (h100, high priority) spends the cycle's one placement attempt before h's turn: h is
+    # explained from the indexes (reserve_untried refuses it the reservation the same way),
+    # and was told t=12000 from runtime limits
+    plan = (_head_beside_a_promised_borrower(3600, 12000, typed=True)
+            .nodes(1, gpu_type="h100", prefix="h").gpu_type("h100", 80)
+            .pending(make_job("f1").team("own").priority("high").types("h100").gpus(8)
+                     .limit(3600).submitted(1))
+            .plan(SchedulerConfig(max_placement_attempts=1)))
+    assert bound(plan).keys() == {"f1"}
+    assert [r.job_id for r in plan.reservations] == ["p1"]
+    explanation = why(plan, "h")
+    assert explanation.code is ReasonCode.INSUFFICIENT_GPUS
+    assert explanation.eta == 13630.0
+    assert explanation.message.endswith(
+        "Estimated start t=13630: what cohort lab lends of a100 GPUs is promised to job p1 of "
+        "team nlp from t=10030, and this job can borrow enough of it only once job p1 has run "
+        "(by its runtime limit).")
 
 def test_a_preemptor_starting_a_grace_period_late_is_judged_by_when_it_would_end():
     # big (over team B's quota of 8 now) is reserved n1 from t=13600, when r1 and r2 have
