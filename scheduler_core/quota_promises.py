@@ -305,8 +305,9 @@ def lending_promised(ctx: CycleContext, team: str, gpu_type: str | None,
     when what its cohort lends is promised to other teams' jobs, and when it is free again;
     ``None`` when it does not refuse them for that (its own team's promises are judged by its
     quota: a head over it waits for them, see ``head_reservation.reserve_over_quota``)."""
-    if gpu_type is None or not ctx.quota_promises:
-        return None
+    if gpu_type is None or not any(p.team != team and p.borrows.get(gpu_type, 0) > 0
+                                   for p in ctx.quota_promises.values()):
+        return None  # (asked of every job explained without a reservation: the cheap test first)
     promised = promised_to_team(ctx, team, gpu_type)
     verdict = ctx.ledger.check(team, gpu_type, gpus + promised)
     if promised and not verdict.admitted:
