@@ -341,8 +341,21 @@ class ProcessMember:
         # The agent's names are its own: a job stored before the submit refused them (or written
         # around it) sets none of them, even those this job's shape leaves unset.
         job_env = {name: value for name, value in assignment.env.items() if name not in PROCESS_ENV_NAMES}
+        try:
+            self._spawn(assignment, cgroups, count, per_node, {**env_base, **job_env})
+        except BaseException:
+            self._abandon_launch()
+            raise
+        (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
+        if reaper is not None:
+            reaper.watch([p.pid for p in self.procs], self.generation, self.cgroup)
+
+    def _spawn(self, assignment: Assignment, cgroups: RunCgroups | None, count: int, per_node: bool,
+               env_base: dict[str, str]) -> None:
+        """Start one process per rank (`self.procs`), each joining the run's cgroup first."""
+        workdir, node_name = self.workdir, self.node_name
         for index in range(count):
-            env = {**env_base, **job_env, **rank_environment(assignment, index, per_node),
+            env = {**env_base, **rank_environment(assignment, index, per_node),
                    "QM_AGENT_NODE": node_name}
             rank = env["RANK"]
             self.ranks.append(int(rank))
@@ -364,9 +377,29 @@ class ProcessMember:
                     preexec_fn=pre_exec,
                 )
             self.procs.append(proc)
-        (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
-        if reaper is not None:
-            reaper.watch([p.pid for p in self.procs], self.generation, self.cgroup)
+
+    def _abandon_launch(self) -> None:
+        """A launch failed part-way (a rank could not be spawned): kill the ranks already
+        started and whatever they started, and remove the run's cgroup, now. The member is
+        never returned, so nothing would look at them again: before 5 Dec rank 0 of a run whose
+        rank 1 failed to spawn ran on (its GPUs reported free) and the run's cgroup stayed, both
+        until the next agent's start swept them."""
+        self._signal(signal.SIGKILL)
+        for proc in self.procs:
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                log.warning("a rank of a failed launch did not die", generation=self.generation, pid=proc.pid)
+        if self.cgroup is None:
+            return
+        for _ in range(250):  # what the ranks started is gone once the cgroup is not populated
+            if not containment.populated(self.cgroup):
+                break
+            containment.signal_all(self.cgroup, signal.SIGKILL)
+            time.sleep(0.02)
+        if not containment.remove(self.cgroup):
+            log.warning("the cgroup of a failed launch could not be removed; the next agent start sweeps it",
+                        path=str(self.cgroup))
 
     def poll(self) -> int | None:
         if self._exit_code is not None:
