@@ -29,14 +29,18 @@ mix, even when both ship in one contact.
 
 What a run has shipped survives the agent (real processes only: a simulated job's output lives
 in the agent's memory and dies with it). Its work directory holds `shipped.json`, `{"generation",
-"ranks": {RANK: [shipped, sent]}, "done"}`, written (to a temporary file, then renamed) when the
+"ranks": {RANK: [shipped, sent]}, "done", "cap"}` (`cap`: the run's `output_cap` in bytes, null
+for none), written (to a temporary file, then renamed) when the
 run is launched, before a contact that carries its output and after the reply took it: below
 `shipped` every byte was taken by the control plane, and nothing past `sent` was ever sent. An
 agent that starts on the node after one that died (`kill -9`, OOM; the job's processes died with it, by design)
 finds the runs not `done` (`recover`) and ships the rest of their files: first exactly the
 bytes `shipped`..`sent` again, split as before (the chunks that may have been in flight: the
-control plane drops those it has), then on to the end of each file, with its heartbeats as any ended run's
-output; then the run is marked `done` and forgotten. The last lines a crashed job printed, the
+control plane drops those it has), then on to the end of each file, with its heartbeats as any
+ended run's output; then the run is marked `done` and forgotten. A rank's bytes before its last
+`cap` (the smaller of the record's and this agent's: its member may have given them back to the
+disk, where they read as NUL) are never sent, in flight or not, but said dropped with the same
+line as a running rank's. The last lines a crashed job printed, the
 ones that often say why, are not lost with the agent that should have shipped them.
 """
 
@@ -47,7 +51,7 @@ import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import structlog
 
@@ -194,7 +198,8 @@ class Cursor:
         self.dropped += gap
         self.resume_at = drop_to
         if self.release is not None:
-            # (the bytes the chunk stands for stay: a next agent recovering the run resends them)
+            # (the bytes the chunk stands for stay; a next agent recovering the run says the gap
+            # dropped again rather than resend them: the member may have given them back too)
             self.release(self.shipped + marker, drop_to)
         log.warning("a rank printed faster than its output could be shipped: its oldest unsent output dropped",
                     generation=self.generation, rank=self.rank, bytes_dropped=gap, cap_bytes=self.cap)
@@ -218,17 +223,31 @@ class Unshipped:
     ranks: dict[int, tuple[int, int]]
     read: Callable[[int, int, int], bytes]
     record: Path
-    # The cap its files were kept to (--max-rank-output-mib) and `size(rank)`: what lies before a
+    # The cap its files were kept to (--max-rank-output-mib: the smaller of the one it was
+    # launched with, in its record, and this agent's) and `size(rank)`: what lies before a
     # rank's last `cap` bytes may have been given back to the disk while it ran, so it is not
     # sent (it reads as NUL) but said dropped, as a running rank's would be.
     size: Callable[[int], int] | None = None
     cap: int | None = None
 
 
-def write_record(path: Path, generation: int, ranks: dict[int, tuple[int, int]], *, done: bool = False) -> bool:
+class Record(NamedTuple):
+    """What a run's shipping record says (see the module)."""
+
+    generation: int
+    ranks: dict[int, tuple[int, int]]
+    done: bool
+    # The --max-rank-output-mib (bytes) of the agent that launched the run; None: no cap, or a
+    # record written before 5 Dec, which did not say.
+    cap: int | None = None
+
+
+def write_record(path: Path, generation: int, ranks: dict[int, tuple[int, int]], *, done: bool = False,
+                 cap: int | None = None) -> bool:
     """Write a run's shipping record whole (a temporary file renamed over it); False if it
     could not be written (the shipping goes on; only a restart would then resend more)."""
-    body = {"generation": generation, "ranks": {str(r): list(v) for r, v in sorted(ranks.items())}, "done": done}
+    body = {"generation": generation, "ranks": {str(r): list(v) for r, v in sorted(ranks.items())}, "done": done,
+            "cap": cap}
     temporary = path.with_name(path.name + ".tmp")
     try:
         temporary.write_text(json.dumps(body))
@@ -239,17 +258,18 @@ def write_record(path: Path, generation: int, ranks: dict[int, tuple[int, int]],
     return True
 
 
-def read_record(path: Path) -> tuple[int, dict[int, tuple[int, int]], bool] | None:
-    """(generation, ranks, done) of a record; None for one unreadable or not of this form."""
+def read_record(path: Path) -> Record | None:
+    """What a record says; None for one unreadable or not of this form."""
     try:
         body = json.loads(path.read_text())
         ranks = {int(rank): (int(pair[0]), int(pair[1])) for rank, pair in body["ranks"].items()}
         generation = int(body["generation"])
+        cap = None if body.get("cap") is None else int(body["cap"])
     except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
         return None
-    if any(shipped < 0 or sent < shipped for shipped, sent in ranks.values()):
+    if any(shipped < 0 or sent < shipped for shipped, sent in ranks.values()) or (cap is not None and cap <= 0):
         return None
-    return generation, ranks, bool(body.get("done"))
+    return Record(generation, ranks, bool(body.get("done")), cap)
 
 
 class LogShipper:
@@ -260,6 +280,7 @@ class LogShipper:
         # generation → its shipping record on the node (members that write files only)
         self.records: dict[int, Path] = {}
         self.written: dict[int, dict[int, tuple[int, int]]] = {}  # what each record says now
+        self.caps: dict[int, int | None] = {}  # generation → the output cap its record keeps
         self.contacts = 0
         self.bytes_shipped = 0
         self.chunks_shipped = 0
@@ -284,16 +305,19 @@ class LogShipper:
         if record is not None and watched:
             self.records[generation] = record
             self.written[generation] = {rank: (0, 0) for rank in watched}
-            write_record(record, generation, self.written[generation])
+            self.caps[generation] = cap
+            write_record(record, generation, self.written[generation], cap=cap)
 
     def recover(self, run: Unshipped) -> None:
         """Ship what a previous agent left of `run` (its processes are gone): the chunk that may
-        have been in flight again, byte for byte, then the rest of each rank's file."""
+        have been in flight again, byte for byte, then the rest of each rank's file. Bytes
+        before a rank's last `cap` may have been given back to the disk (they read as NUL, the
+        in-flight chunk's included): they are said dropped instead, never sent."""
         for rank, (shipped, sent) in run.ranks.items():
             cursor = Cursor(run.generation, rank, read=lambda offset, limit, rank=rank: run.read(rank, offset, limit),
                             shipped=shipped, ended=True, cap=run.cap,
                             size=None if run.size is None else lambda rank=rank: run.size(rank))
-            if sent > shipped:
+            if sent > shipped and not self._maybe_given_back(run, rank, shipped):
                 try:
                     data = run.read(rank, shipped, min(sent - shipped, BURST_BYTES))
                 except OSError:
@@ -302,7 +326,19 @@ class LogShipper:
             self.cursors[(run.generation, rank)] = cursor
         self.records[run.generation] = run.record
         self.written[run.generation] = dict(run.ranks)
+        self.caps[run.generation] = run.cap
         self.recovered_runs += 1
+
+    @staticmethod
+    def _maybe_given_back(run: Unshipped, rank: int, offset: int) -> bool:
+        """Whether rank `rank`'s byte `offset` lies before its last `cap` bytes: the member (or
+        the shipper, dropping) may have given it back to the disk."""
+        if run.cap is None or run.size is None:
+            return False
+        try:
+            return offset < run.size(rank) - run.cap
+        except OSError:
+            return False
 
     def _write_records(self) -> None:
         """Bring the runs' records up to date before a contact (see the module): a record is
@@ -315,10 +351,11 @@ class LogShipper:
             if ranks == self.written.get(generation):
                 continue
             if ranks:
-                write_record(self.records[generation], generation, ranks)
+                write_record(self.records[generation], generation, ranks, cap=self.caps.get(generation))
                 self.written[generation] = ranks
             else:  # all of it taken: nothing left to ship after a restart either
-                write_record(self.records.pop(generation), generation, {}, done=True)
+                write_record(self.records.pop(generation), generation, {}, done=True,
+                             cap=self.caps.pop(generation, None))
                 self.written.pop(generation, None)
 
     def ended(self, generation: int) -> None:

@@ -649,12 +649,16 @@ class ProcessLauncher:
                 log.warning("an output shipping record could not be read; that run's rest is not shipped",
                             path=str(path))
                 continue
-            generation, ranks, done = record
+            generation, ranks, done, launched_cap = record
             if done or not ranks:
                 continue
             workdir = path.parent
+            # The cap the run's files were kept to is the one it was launched with: an agent
+            # restarted with a bigger one read the span between the two, given back to the disk,
+            # as text (NUL as U+FFFD). A smaller one now: this agent drops to it.
+            caps = [cap for cap in (launched_cap, self.output_cap) if cap is not None]
             runs.append(Unshipped(generation, ranks, read=lambda rank, offset, limit, workdir=workdir: _read_rank(
-                workdir, rank, offset, limit), record=path, cap=self.output_cap,
+                workdir, rank, offset, limit), record=path, cap=min(caps) if caps else None,
                 size=lambda rank, workdir=workdir: (workdir / f"rank{rank}.log").stat().st_size))
         return sorted(runs, key=lambda run: run.generation)
 

@@ -9,13 +9,15 @@ the real agent loop and, for the job's output, the real API on PostgreSQL."""
 
 from __future__ import annotations
 
+import re
+import signal
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from controlplane.agent.logs import RECORD_NAME, LogShipper, write_record
+from controlplane.agent.logs import RECORD_NAME, LogShipper, read_record, write_record
 from controlplane.agent.members import ProcessLauncher, ProcessMember, punch_hole
 from controlplane.agent.node import NodeAgent, NodeInventory
 from controlplane.choices import JobState, NodeState
@@ -131,6 +133,74 @@ def test_an_agent_recovering_a_capped_run_says_what_was_dropped_and_sends_no_nul
     assert text.endswith("123456789\n" * (CAP // 10))
 
 
+def _recovered_text(launcher: ProcessLauncher) -> str:
+    shipper = LogShipper()
+    for run in launcher.unshipped_output():
+        shipper.recover(run)
+    texts: list[str] = []
+    while shipper.cursors:
+        chunks = shipper.collect()
+        texts.extend(c.text for c in chunks)
+        shipper.delivered(chunks)
+    return "".join(texts)
+
+
+def _capped_run(launcher: ProcessLauncher, ranks: dict[int, tuple[int, int]], cap: int | None) -> None:
+    """Run g5's rank 0 printed 3,000,000 bytes and was kept to `CAP` (all before its last CAP
+    bytes given back to the disk); its record says `ranks` and the cap it was launched with."""
+    workdir = launcher.root / "g5"
+    workdir.mkdir(parents=True)
+    rank_file = workdir / "rank0.log"
+    rank_file.write_bytes(b"123456789\n" * 300_000)
+    punch_hole(rank_file, 3_000_000 - CAP)
+    write_record(workdir / RECORD_NAME, 5, ranks, cap=cap)
+
+
+@pytest.mark.parametrize("now", [4 * CAP, None], ids=["bigger-cap", "no-cap"])
+def test_recovery_keeps_to_the_cap_the_run_was_launched_with(tmp_path: Path, now: int | None) -> None:
+    launcher = ProcessLauncher(tmp_path, "gpu-rec", devices=None, cgroup_root="off", output_cap=now)
+    _capped_run(launcher, {0: (0, 0)}, CAP)
+    text = _recovered_text(launcher)
+    assert "\ufffd" not in text
+    assert dropped(text) == [(3_000_000 - CAP, 0)]
+    assert text.endswith("123456789\n" * (CAP // 10))
+
+
+def test_recovery_with_a_smaller_cap_now_drops_to_it(tmp_path: Path) -> None:
+    launcher = ProcessLauncher(tmp_path, "gpu-rec", devices=None, cgroup_root="off", output_cap=CAP // 2)
+    _capped_run(launcher, {0: (0, 0)}, CAP)
+    text = _recovered_text(launcher)
+    assert dropped(text) == [(3_000_000 - CAP // 2, 0)]
+    assert "the node keeps at most the last 524,288 bytes" in text
+
+
+def test_a_chunk_in_flight_over_bytes_given_back_is_said_dropped_not_resent(tmp_path: Path) -> None:
+    # The agent read [0, 65536) and sent it; then the rank printed on, the member gave back all
+    # but its last CAP bytes, those 64 KiB among them, and the agent died before the reply. The
+    # next agent resent them from the disk: 65,536 U+FFFD.
+    launcher = ProcessLauncher(tmp_path, "gpu-rec", devices=None, cgroup_root="off", output_cap=CAP)
+    _capped_run(launcher, {0: (0, 65536)}, CAP)
+    text = _recovered_text(launcher)
+    assert "\ufffd" not in text
+    assert dropped(text) == [(3_000_000 - CAP, 0)]
+    assert text.endswith("123456789\n" * (CAP // 10))
+
+
+def test_a_runs_record_keeps_the_cap_it_was_launched_with(tmp_path: Path) -> None:
+    member = ProcessMember(assignment("echo one; echo two"), workdir=tmp_path, node_name="gpu-cap", devices=None,
+                           output_cap=CAP)
+    shipper = LogShipper()
+    shipper.watch(7, member)
+    assert read_record(tmp_path / RECORD_NAME) == (7, {0: (0, 0)}, False, CAP)
+    assert wait_exit(member) == 0
+    shipper.ended(7)
+    while shipper.cursors:
+        chunks = shipper.collect()
+        assert read_record(tmp_path / RECORD_NAME).cap == CAP  # type: ignore[union-attr]
+        shipper.delivered(chunks)
+    assert read_record(tmp_path / RECORD_NAME) == (7, {}, True, CAP)
+
+
 def test_a_slow_printer_loses_nothing(tmp_path: Path) -> None:
     member = ProcessMember(assignment("for i in $(seq 1 40); do echo \"line $i\"; sleep 0.01; done"),
                            workdir=tmp_path, node_name="gpu-cap", devices=None, output_cap=CAP)
@@ -198,3 +268,73 @@ def wait_for_size(agent: NodeAgent, path: Path, size: int) -> None:
             return
         time.sleep(min(agent.step(), 0.02))
     raise AssertionError(f"{path} never reached {size} bytes")
+
+
+DROPPED = re.compile(r"\[qm-agent: ([\d,]+) bytes of rank (\d+)'s output dropped on the node")
+NEVER_RECEIVED = re.compile(r"\n\[… ([\d,]+) bytes? never received …\]\n")
+
+
+def dropped(text: str) -> list[tuple[int, int]]:
+    """(bytes, rank) of each line in `text` saying a rank's output was dropped."""
+    return [(int(n.replace(",", "")), int(rank)) for n, rank in DROPPED.findall(text)]
+
+
+def received_bytes(text: str) -> int:
+    """The bytes of a rank's output `text` (read from offset 0) that are the rank's own: all
+    but the dropped lines and the gaps' placeholders."""
+    own = NEVER_RECEIVED.sub("", re.sub(r"\n\[qm-agent: [^\]]*\]\n", "", text))
+    return len(own.encode())
+
+
+@pytest.mark.django_db(transaction=True)
+def test_an_agent_restarted_with_a_bigger_cap_drops_what_the_first_gave_back_and_sends_no_nul(
+    live_server: Any, tmp_path: Path
+) -> None:
+    """Launched with a 1 MiB cap, the rank printed 3.5 MB while its agent was cut off, and the
+    member gave all but the last 1 MiB back to the disk; the agent was killed with SIGKILL and
+    a new one started with a 4 MiB cap. Before, the new agent kept to its own cap and shipped the
+    2.5 MB hole as text: 2.5 million U+FFFD. Now the run's record says the cap it was launched
+    with, and the new agent drops that span and says so."""
+    fleet = build_loop_fleet()
+    state = tmp_path / "state"
+    trigger = tmp_path / "print-now"
+    log_path = tmp_path / "agent.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    first = start_agent(live_server.url, state, "gpu-recap", log, options=["--no-wake", "--max-rank-output-mib", "1"])
+    second = None
+    try:
+        wait_for(lambda: Node.objects.filter(name="gpu-recap", state=NodeState.READY).exists(), 20, "the node")
+        job = make_job(fleet, gpus=1, command=(
+            f"echo start; while [ ! -e {trigger} ]; do sleep 0.05; done; "
+            "yes '123456789' | head -c 3500000; echo 'the last line'; exec sleep 600"))
+        assert cycle.run_cycle("test").binds == 1
+        generation = Allocation.objects.get(job=job).generation
+        wait_for(lambda: output(job) == "start\n", 20, "the first line shipped")
+
+        first.send_signal(signal.SIGUSR1)  # cut off: nothing more is shipped
+        wait_for(lambda: b"partitioned" in log_path.read_bytes(), 10, "the partition")
+        trigger.touch()
+        rank_file = state / "gpu-recap" / f"g{generation}" / "rank0.log"
+        size = len("start\n") + 3_500_000 + len("the last line\n")
+        wait_for(lambda: rank_file.stat().st_size == size, 20, "the burst on the disk")
+        wait_for(lambda: on_disk(rank_file) <= CAP + CAP // 4 + 64 * 1024, 10, "the member to give back all but its cap")
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=10)
+        assert output(job) == "start\n", "nothing of the burst was shipped"
+
+        second = start_agent(live_server.url, state, "gpu-recap", log,
+                             options=["--no-wake", "--max-rank-output-mib", "4"])
+        wait_for(lambda: output(job).endswith("the last line\n"), 30, "the rest of the output")
+        text = output(job)
+    finally:
+        for agent in (first, second):
+            if agent is not None:
+                stop_agent(agent)
+        log.close()
+    assert "\ufffd" not in text, "the span given back to the disk was shipped as text"
+    assert dropped(text) == [(size - CAP - len("start\n"), 0)]
+    assert "the node keeps at most the last 1 MiB of a rank's unshipped output" in text
+    assert text.startswith("start\n\n[qm-agent: ")
+    assert text.endswith("123456789\n" * (CAP // 10 - 2) + "the last line\n")
+    assert received_bytes(text) + size - CAP - len("start\n") == size
+
