@@ -338,3 +338,48 @@ def test_an_agent_restarted_with_a_bigger_cap_drops_what_the_first_gave_back_and
     assert text.endswith("123456789\n" * (CAP // 10 - 2) + "the last line\n")
     assert received_bytes(text) + size - CAP - len("start\n") == size
 
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_agent_caps_each_rank_of_a_two_rank_job_and_says_which_rank_lost_what(
+    live_server: Any, tmp_path: Path
+) -> None:
+    """Two ranks each print 4 MB at once past a 1 MiB cap: each rank's dropped lines name that
+    rank, the bytes they say were dropped and those received are all that rank printed, and
+    each rank's newest MiB arrives whole, on the node and in the job's output."""
+    fleet = build_loop_fleet()
+    log_path = tmp_path / "agent.log"
+    log = open(log_path, "wb")  # noqa: SIM115 - closed below
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-cap2", log,
+                        options=["--no-wake", "--max-rank-output-mib", "1"])
+    # each rank's own 10-byte lines ("rank 0 ab\n"), so a line in the wrong rank shows
+    line = "rank $RANK ab"
+    try:
+        wait_for(lambda: Node.objects.filter(name="gpu-cap2", state=NodeState.READY).exists(), 20, "the node")
+        job = make_job(fleet, gpus=2, command=f"yes \"{line}\" | head -c 4000000; sleep 1; echo \"rank $RANK done\"")
+        assert cycle.run_cycle("test").binds == 1
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, "the job to end")
+        for rank in (0, 1):
+            wait_for(lambda rank=rank: output(job, rank).endswith(f"rank {rank} done\n"), 30, f"rank {rank}'s end")
+        generation = Allocation.objects.get(job=job).generation
+        texts = {rank: output(job, rank) for rank in (0, 1)}
+        workdir = tmp_path / "state" / "gpu-cap2" / f"g{generation}"
+    finally:
+        stop_agent(agent)
+        log.close()
+    size = 4_000_000 + len("rank 0 done\n")
+    for rank, text in texts.items():
+        newest = f"rank {rank} ab\n" * (CAP // 10 - 2) + f"rank {rank} done\n"
+        rank_file = workdir / f"rank{rank}.log"
+        assert rank_file.stat().st_size == size
+        with open(rank_file, "rb") as f:
+            f.seek(size - CAP)
+            assert b"\0" not in f.read(), f"rank {rank}'s newest cap's worth is whole on the node"
+        gaps = dropped(text)
+        assert gaps, f"rank {rank} printed past the cap faster than it ships: something was dropped"
+        assert {r for _, r in gaps} == {rank}, f"rank {rank}'s output says another rank's bytes were dropped"
+        assert sum(n for n, _ in gaps) <= 4_000_000 - CAP, "nothing within the cap is dropped"
+        assert received_bytes(text) + sum(n for n, _ in gaps) == size, "the counts are all the rank printed"
+        assert "\ufffd" not in text
+        assert text.endswith(newest), f"rank {rank}'s newest cap's worth arrived whole"
+        assert f"rank {1 - rank}" not in text, f"rank {rank}'s output holds the other rank's lines"
