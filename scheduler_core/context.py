@@ -87,6 +87,10 @@ class CycleContext:
     """The head's gang while its reservation may move to other GPUs with the same start
     (``backfill.starts_on_time``); ``None`` for a head over its quota now, which never moves."""
     head_needs_whole: bool = False
+    head_maintenance: Outcome | None = None
+    """The head's ``MaintenanceWindow`` reason when only maintenance keeps it from starting
+    now; worded with its reservation once the cycle's reservations are final
+    (``head_reservation.word_maintenance_head``)."""
     reservation_moves: int = 0
     """Moves of the head's reservation tried this cycle (``max_reservation_moves``)."""
     quota_promises: dict[str, QuotaPromise] = field(default_factory=dict)

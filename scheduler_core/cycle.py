@@ -65,6 +65,7 @@ from scheduler_core.head_reservation import (
     reserve_first,
     reserve_over_quota,
     reserve_untried,
+    word_maintenance_head,
 )
 from scheduler_core.job_shape import JobShape, classes_for, new_shape, shape_key, shape_of
 from scheduler_core.maintenance import MaintenanceCalendar
@@ -160,6 +161,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
 
     # 5b. elastic jobs grow into what is left
     grow_elastic(ctx)
+    word_maintenance_head(ctx)
     _add_reclaim_notes(ctx)
     mark = ctx.timed("reserve_backfill", mark)
 

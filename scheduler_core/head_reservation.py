@@ -50,13 +50,24 @@ def reserve_first(ctx: CycleContext, spec: JobSpec, requests: list[PlacementRequ
     reservation, request, _ = found
     hold(ctx, reservation)
     _settle_reserved(ctx, spec, reservation, request, needs_whole)
-    if maintenance is not None:
-        ctx.outcomes[spec.id] = maintenance._replace(
-            message=f"{maintenance.message} It holds a reservation for "
-                    f"{counted(request.demand.gpus, 'GPU')} from t={reservation.start_at:.0f}; "
-                    f"smaller jobs may use them only if they end before then.",
-            eta=reservation.start_at)
+    ctx.head_maintenance = maintenance
     return True
+
+
+def word_maintenance_head(ctx: CycleContext) -> None:
+    """A head that only maintenance keeps from starting now keeps that reason, with its
+    reservation's start as its ETA; worded once the cycle's reservations are final: a later
+    job may move the reservation (:func:`move_head`), which words the head's reason afresh.
+    Worded when the head was reserved, the maintenance was lost with every move (it read
+    ``WaitingForReservation``, "when running jobs reach their runtime limits")."""
+    maintenance, head = ctx.head_maintenance, ctx.head
+    if maintenance is None or head is None:
+        return
+    gpus = sum(g.gpus for g in head.grants)
+    ctx.outcomes[head.job_id] = maintenance._replace(
+        message=f"{maintenance.message} It holds a reservation for {counted(gpus, 'GPU')} from "
+                f"t={head.start_at:.0f}; smaller jobs may use them only if they end before then.",
+        eta=head.start_at)
 
 
 def reserve_untried(ctx: CycleContext, spec: JobSpec, demand: Demand,

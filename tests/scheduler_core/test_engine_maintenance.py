@@ -103,6 +103,49 @@ def test_maintenance_window_the_head_reservation_starts_when_the_window_ends():
     assert {p.node for p in reservation.placements} == {"n0"}
 
 
+def _window_head_with_a_movable_reservation():
+    """n0 (free) goes into maintenance from t=3600 to t=7200; n1 has 4 GPUs busy until t=5000
+    and 4 free; n2 6 busy until t=5000 and 2 free. "head" (8 GPUs, 2 h) would fit now on n0
+    but for the window, and is reserved n1 from t=5000 (its job comes first among those
+    ending then, as test_engine_backfill's two_draining_nodes). "small" (4 GPUs, 3 h) may not
+    use n0 (its run overlaps the window) and fits only on n1's 4 free GPUs: it may start there
+    only by moving the reservation to n2, where the head still starts at t=5000."""
+    return (make_cluster().nodes(3).at(0)
+            .running(make_running(make_job("ra").gpus(4).limit(5000)).on("n1", 0, 1, 2, 3),
+                     make_running(make_job("rb").gpus(4).limit(5000)).on("n2", 0, 1, 2, 3),
+                     make_running(make_job("rc").gpus(2).limit(5000)).on("n2", 4, 5))
+            .maintenance("7", "n0", start=HOUR, end=2 * HOUR, reason="firmware upgrade")
+            .pending(make_job("head").gpus(8).limit(2 * HOUR).submitted(0),
+                     make_job("small").gpus(4).limit(3 * HOUR).submitted(1)))
+
+
+@pytest.mark.parametrize(("moves", "reserved_on"), [(None, "n2"), (0, "n1")],
+                         ids=["reservation-moved", "no-moves"])
+def test_maintenance_window_a_head_keeps_saying_so_when_its_reservation_moves(moves, reserved_on):
+    # The head's MaintenanceWindow words were put on its reason when it was reserved; "small"
+    # moving the reservation to n2 later in the cycle worded the reason afresh, and they were
+    # lost: it read WaitingForReservation, "Holds a reservation ... when running jobs reach
+    # their runtime limits", with no word of the window that keeps it off n0 now.
+    config = SchedulerConfig() if moves is None else SchedulerConfig(max_reservation_moves=moves)
+    plan = _window_head_with_a_movable_reservation().plan(config)
+    [reservation] = plan.reservations
+    assert (reservation.job_id, reservation.start_at) == ("head", 5000)
+    assert [p.node for p in reservation.placements] == [reserved_on]
+    assert ("small" in bound(plan)) is (moves is None)
+    w = why(plan, "head")
+    assert w.code is ReasonCode.MAINTENANCE_WINDOW
+    assert w.eta == 5000
+    assert w.message == (
+        "It would fit now on 1 node (n0), but maintenance window 7 (firmware upgrade) takes it "
+        "out of service from t=3600 to t=7200, and its runtime limit of 2.0 h would end it at "
+        "t=7200. It may start there once the maintenance has ended, or earlier elsewhere as GPUs "
+        "free up. It holds a reservation for 8 GPUs from t=5000; smaller jobs may use them only "
+        "if they end before then.")
+    assert w.would_start_if == ("the maintenance ends at t=7200, GPUs free up on other nodes, or "
+                                "it declares a runtime limit ending by t=3600")
+    assert plan.fleet.pending_by_reason.get("MaintenanceWindow", 0) == (1 if moves is None else 2)
+
+
 def test_maintenance_window_the_head_reservation_avoids_a_node_its_run_would_overlap():
     # both nodes free at t=3600; n0 goes into maintenance at t=5000: a 2 h head goes to n1
     plan = (make_cluster().nodes(2).at(0)
