@@ -138,6 +138,10 @@ class CycleContext:
     """Per job that may be told why its lent quota is not reclaimed, the GPU type of the option
     its reason explains; the note (``reclaim_waits``) is added once the cycle's reservations
     are final (``cycle._add_reclaim_notes``)."""
+    own_promise_ends: dict[tuple[str, str], tuple[tuple[int, int, int, int], list[tuple[float, int]]]] = \
+        field(default_factory=dict)
+    """``quota_release.team_ends`` per team and GPU type for ``quota_promises.quota_promised``,
+    with the lengths of ``ends``, ``preempted``, ``resized`` and ``killed`` it was read at."""
     attempts: int = 0
     preemption_searches: int = 0
     reservation_searches: int = 0

@@ -83,11 +83,14 @@ from scheduler_core.quota import QuotaLedger, QuotaVerdict
 from scheduler_core.quota_promises import (
     BrokenPromise,
     PromisedLending,
+    PromisedQuota,
     broken_promise,
     charge_promises,
     lending_promised,
+    quota_promised,
     room_beside_promises,
 )
+from scheduler_core.sentences import counted
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
 from scheduler_core.types import (
     Bind,
@@ -450,9 +453,7 @@ def _decide_untried(ctx: CycleContext, spec: JobSpec, shape: JobShape, score: Sc
     # (its team and gang, which the outcome serves, fix the type explained and the GPUs)
     explained = next((o for o, v in verdicts if v.admitted), None)
     if explained is not None:
-        lending = lending_promised(ctx, spec.team, explained.gpu_type, smallest.gpus)
-        if lending is not None:
-            outcome = _behind_promised_lending(ctx, spec, explained.gpu_type, outcome, lending)
+        outcome = _behind_promises(ctx, spec, explained.gpu_type, outcome, smallest.gpus)
     ctx.untried_outcomes[(spec.team, shape.gang)] = outcome
     _settle(ctx, spec, outcome)
 
@@ -676,9 +677,59 @@ def _reserve_or_explain(ctx: CycleContext, spec: JobSpec, shape: JobShape, score
         _settle(ctx, spec, maintenance)
         return
     outcome = diagnose(ctx, spec, smallest, member_classes, misses.blocked_by_head, needs_whole)
-    lending = lending_promised(ctx, spec.team, misses.admitted_option.gpu_type, smallest.gpus)
-    _settle(ctx, spec, outcome if lending is None else _behind_promised_lending(
-        ctx, spec, misses.admitted_option.gpu_type, outcome, lending))
+    _settle(ctx, spec, _behind_promises(ctx, spec, misses.admitted_option.gpu_type, outcome,
+                                        smallest.gpus))
+
+
+def _behind_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None, outcome: Outcome,
+                     gpus: int) -> Outcome:
+    """``outcome``, for a job refused a reservation by the quota promised to jobs that start
+    before it (``room_beside_promises``), with when that quota is free again for it: what its
+    cohort lends, promised to other teams' jobs, or its own team's quota, promised to its
+    team's jobs."""
+    lending = lending_promised(ctx, spec.team, gpu_type, gpus)
+    if lending is not None:
+        return _behind_promised_lending(ctx, spec, gpu_type, outcome, lending)
+    own = quota_promised(ctx, spec.team, gpu_type, gpus)
+    if own is not None:
+        return _behind_own_promises(ctx, spec, gpu_type, outcome, own)
+    return outcome
+
+
+def _behind_own_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
+                         outcome: Outcome, own: PromisedQuota) -> Outcome:
+    """A job its team's quota admits alone but not beside what it promises to the team's
+    jobs that start before it (the head's reservation, a nominated preemptor) is reserved
+    nothing and cannot start before that quota has room again. Its ETA from runtime limits
+    alone was too early by the promised jobs' run: ml's 'j' (8 GPUs) was told t=10800, when
+    n2 frees, while ml's 16 GPUs were promised to 'big' until t=14400. Phase 7 keeps its
+    start no earlier (``Outcome.lending_free_at``)."""
+    whom = (f"job {own.first.job_id} from t={own.first.start_at:.0f}" if own.of == 1
+            else f"{own.of} jobs of its team that start before it")
+    held = (f"its team's quota of {gpu_type} GPUs is promised to {whom} "
+            f"({counted(own.promised, 'GPU')})")
+    released = (f"its team's running jobs have released "
+                f"{counted(own.released, f'{gpu_type} GPU')} (by runtime limits)"
+                if own.released > 0 else "")
+    promise = own.last
+    releases = f"team {spec.team}'s running jobs release {counted(own.released, f'{gpu_type} GPU')}"
+    if promise is None:
+        words = f"{held}, and has room for this job beside them only once {released}."
+        would = releases
+    else:
+        if promise.ends_at is not None:
+            by = "by its runtime limit"
+        else:
+            by = (f"if it runs the {ctx.config.default_runtime_estimate_s / 3600:g} h assumed "
+                  f"for a job without a runtime limit")
+        last = (f"job {promise.job_id}" if own.of == 1
+                else f"job {promise.job_id} (from t={promise.start_at:.0f})")
+        words = (f"{held}, and has room for this job only once {last} has run ({by})"
+                 f"{f' and {released}' if released else ''}.")
+        would = (f"job {promise.job_id} has run and given back its team's quota"
+                 f"{f' and {releases}' if released else ''}")
+    return outcome._replace(lending_free_at=own.free_at, lending_words=words,
+                            would_start_if=f"{outcome.would_start_if}, and {would}")
 
 
 def _behind_promised_lending(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,

@@ -36,7 +36,9 @@ class Outcome(NamedTuple):
     up clear of the windows and keeps the earliest; ``classes`` are the blocked type's."""
     lending_free_at: float | None = None
     """For a job that would borrow what its cohort lends, promised to jobs of other teams:
-    when that lending is free again for it (its start is no earlier, whatever the GPUs say)."""
+    when that lending is free again for it (its start is no earlier, whatever the GPUs say).
+    Likewise for a job its team's quota admits alone but not beside what it promises to the
+    team's jobs that start before it: when that quota has room for it again."""
     lending_words: str = ""
     """Why, as the clause after its estimated start."""
 

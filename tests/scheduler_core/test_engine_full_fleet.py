@@ -103,7 +103,16 @@ Two independent proofs:
   ("... what cohort product lends of h100-80gb GPUs is promised to job job-000125 of team
   infra from t=1000091 ..."), and 38 "would start if" adding "and job ... has run and given
   back what cohort ... lends"; seed 3, 6 and 63; the 10,000-GPU fleet, 0 and 39 (seed 7 and
-  the 2,000-GPU fleet unchanged)::
+  the 2,000-GPU fleet unchanged); and a job refused a reservation because its own team's
+  quota is promised to the team's jobs that start before it (``quota_promises.quota_promised``)
+  told a start no earlier than when that quota has room again, 2026-12-05: compared field by
+  field against the plans before, binds, preemptions, resizes, reservations, kills, growth
+  notes, fleet figures and every explanation's code, reason, position, ETA and sentence
+  identical (no such job's quota frees later than its GPUs in these snapshots); only "would
+  start if" of such jobs, adding "and job ... has run and given back its team's quota" (with
+  "and team ...'s running jobs release N ... GPUs" when both are needed) or the latter alone:
+  seed 7, 60 jobs; seed 1, 13; seed 3, 46 (8 both, 38 releases alone); the 2,000-GPU fleet,
+  31 (the 10,000-GPU fleet unchanged)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -133,10 +142,10 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "3bb0f40af73b4625c2e52941f85f720d997fd1a2ea6092948c7d7b224c5ac13d",
-    (1000, 500, 200, 1): "ac5cde788286e834b5622cccd8090b5445f297b961a2e86716291d9921de9f8b",
-    (1000, 500, 200, 3): "a261e238b2bd6d9bfab03ad73d67ddf5c0f92f3db9d58154e1e0ae2f4abe403e",
-    (2000, 1000, 400, 4): "a6a25c382cd5dbca9134d6310c195fb810a22b5171b1a21821d2fded45e433af",
+    (1000, 500, 200, 7): "70c876815d9826857943ce3dfb30d16cfb239978225d327cc2879a95d36b33a9",
+    (1000, 500, 200, 1): "97db820bdbb4443149843a82a906f598dd4711302ebe6347a9e85ffa4e402d85",
+    (1000, 500, 200, 3): "86b2d0113ea75f54c9f0f3deca3dc9684137e2950dfdb997b35fdb333d5bc398",
+    (2000, 1000, 400, 4): "0479f4dc0d1f3647e9766aea45e533e30939908944559699f152aec7ab37501a",
     (10000, 5000, 2000, 7): "a7d34fa7f73503c7fdf81c1cef4d5bef27af86f5717f8568456565c4ef4d1b44",
 }
 

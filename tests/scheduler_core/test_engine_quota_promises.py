@@ -461,3 +461,100 @@ def test_a_preemptor_starting_a_grace_period_late_is_judged_by_when_it_would_end
     assert [(r.job_id, r.start_at) for r in plan.reservations] == [("big", NOW + 3600)]
     assert plan.preemptions == ()
     assert why(plan, "pre").eta == NOW + 3600 + 600  # once big has run
+
+
+def _ml_promised_big(ml_quota: int = 16, ml_running_until: float | None = None):
+    """Team ml (quota ``ml_quota``, no cohort) and cv (24) on three nodes, cv's jobs holding
+    n0 until t=3600, n1 until t=7200 and n2 until t=10800; with ``ml_running_until``, a
+    fourth node n3 held by ml's m (8 GPUs) until then. ml's big (16 GPUs, 2 h) is reserved
+    n0 and n1 from t=7200, promised 16 of ml's quota until t=14400; ml's j (8 GPUs, 2 h)
+    fits that quota alone, not beside big."""
+    cluster = (make_cluster().nodes(3 if ml_running_until is None else 4).at(0)
+               .quota("ml", "a100", ml_quota).quota("cv", "a100", 24)
+               .running(make_running(make_job("c0").team("cv").gpus(8).limit(3600)).whole("n0"),
+                        make_running(make_job("c1").team("cv").gpus(8).limit(7200)).whole("n1"),
+                        make_running(make_job("c2").team("cv").gpus(8).limit(10800)).whole("n2")))
+    if ml_running_until is not None:
+        cluster = cluster.running(
+            make_running(make_job("m").team("ml").gpus(8).limit(ml_running_until)).whole("n3"))
+    return cluster.pending(make_job("big").team("ml").gpus(16).limit(7200).submitted(0),
+                           make_job("j").team("ml").gpus(8).limit(7200).submitted(1))
+
+
+def _ml_preempts_for_urgent(urgent_limit: float | None):
+    """preemptor_and_its_team with lo0 started a minute ago (reclaiming it is cheap) and n1
+    held by cv until t=13000: urgent (8, ml's whole quota) preempts lo0 and is promised ml's
+    8 GPUs from t=10030; small (4) fits ml's quota alone, not beside urgent, and finds no free
+    GPUs: it is the first job without room, refused the reservation for that quota."""
+    return (
+        make_cluster().nodes(2).at(NOW)
+        .quota("ml", "a100", 8, cohort="lab").quota("cv", "a100", 8, cohort="lab")
+        .running(make_running(make_job("lo0").team("cv").gpus(8)).whole("n0").started(NOW - 60)
+                 .borrowed(),
+                 make_running(make_job("lo1").team("cv").gpus(4).limit(13000)).on("n1", 0, 1, 2, 3)
+                 .started(0),
+                 make_running(make_job("lo2").team("cv").gpus(4).limit(13000)).on("n1", 4, 5, 6, 7)
+                 .started(0).borrowed())
+        .pending(make_job("urgent").team("ml").gpus(8).limit(urgent_limit).submitted(0),
+                 make_job("small").team("ml").gpus(4).limit(None).submitted(1))
+    )
+
+
+@pytest.mark.parametrize(("cluster", "job", "eta", "words", "would"), [
+    (_ml_promised_big(), "j", 14400,
+     "Estimated start t=14400: its team's quota of a100 GPUs is promised to job big from "
+     "t=7200 (16 GPUs), and has room for this job only once job big has run (by its runtime "
+     "limit).",
+     ", and job big has run and given back its team's quota"),
+    (_ml_preempts_for_urgent(None), "small", NOW + 30 + 4 * 3600,
+     f"Estimated start t={NOW + 30 + 4 * 3600:.0f}: its team's quota of a100 GPUs is promised "
+     f"to job urgent from t={NOW + 30:.0f} (8 GPUs), and has room for this job only once job "
+     f"urgent has run (if it runs the 4 h assumed for a job without a runtime limit).",
+     ", and job urgent has run and given back its team's quota"),
+    (_ml_preempts_for_urgent(7200), "small", NOW + 30 + 7200,
+     f"Estimated start t={NOW + 30 + 7200:.0f}: its team's quota of a100 GPUs is promised "
+     f"to job urgent from t={NOW + 30:.0f} (8 GPUs), and has room for this job only once job "
+     f"urgent has run (by its runtime limit).",
+     ", and job urgent has run and given back its team's quota"),
+    # ml's m gives back 8 at t=12000, before big has run: room beside big then
+    (_ml_promised_big(ml_quota=24, ml_running_until=12000), "j", 12000,
+     "Estimated start t=12000: its team's quota of a100 GPUs is promised to job big from "
+     "t=7200 (16 GPUs), and has room for this job beside them only once its team's running "
+     "jobs have released 8 a100 GPUs (by runtime limits).",
+     ", and team ml's running jobs release 8 a100 GPUs"),
+], ids=["head-with-a-runtime-limit", "preemptor-without-one", "preemptor-with-one",
+        "its-teams-running-jobs-release-enough-first"])
+def test_a_job_refused_its_teams_quota_promised_to_its_jobs_ahead_starts_no_earlier_than_it_is_free(
+        cluster, job, eta, words, would):
+    # Refused a reservation (room_beside_promises) because its own team's quota is promised to
+    # the team's jobs that start before it, it was explained as any job short of GPUs, its ETA
+    # from runtime limits alone: j was told t=10800 (n2 frees) while big held ml's quota until
+    # t=14400; small t=13000 while urgent held it until t=24430.
+    plan = cluster.plan()
+    promised = "big" if job == "j" else "urgent"
+    assert promised not in bound(plan) and job not in bound(plan)
+    assert [r.job_id for r in plan.reservations] == [promised]
+    explanation = why(plan, job)
+    assert explanation.code is ReasonCode.INSUFFICIENT_GPUS
+    assert explanation.eta == eta
+    assert explanation.message.startswith("Needs ")
+    assert explanation.message.endswith(words)
+    assert explanation.would_start_if.endswith(would)
+
+
+def test_a_job_past_the_placement_budget_refused_its_teams_promised_quota_is_told_the_same():
+    # f1 (h100, high priority) spends the cycle's one placement attempt: big is reserved
+    # untried (reserve_untried), and j, explained from the indexes (cycle._decide_untried),
+    # was told t=10800 from runtime limits as well
+    plan = (_ml_promised_big().nodes(1, gpu_type="h100", prefix="h").gpu_type("h100", 80)
+            .pending(make_job("f1").team("cv").priority("high").types("h100").gpus(8)
+                     .limit(3600).submitted(1))
+            .plan(SchedulerConfig(max_placement_attempts=1)))
+    assert bound(plan).keys() == {"f1"}
+    assert [r.job_id for r in plan.reservations] == ["big"]
+    explanation = why(plan, "j")
+    assert explanation.eta == 14400
+    assert explanation.message.endswith(
+        "Estimated start t=14400: its team's quota of a100 GPUs is promised to job big from "
+        "t=7200 (16 GPUs), and has room for this job only once job big has run (by its runtime "
+        "limit).")

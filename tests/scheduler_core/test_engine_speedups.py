@@ -56,8 +56,14 @@
   binds, preemptions, resizes, reservations, kills, growth notes and fleet figures identical;
   only such jobs' explanations: in the 1,000-GPU default snapshot 9 "would start if" adding
   "and job ... has run and given back what cohort ... lends", in the 1,000-GPU loop snapshot
-  8 ETAs later with the sentence saying why and 29 "would start if" (the others unchanged),
-  by::
+  8 ETAs later with the sentence saying why and 29 "would start if" (the others unchanged);
+  and a job refused a reservation because its own team's quota is promised to the team's
+  jobs that start before it, told a start no earlier than when that quota has room again
+  (``quota_promises.quota_promised``), 2026-12-05: compared field by field, binds,
+  preemptions, resizes, reservations, kills, growth notes, fleet figures and every
+  explanation's code, reason, position, ETA and sentence identical; only "would start if" of
+  such jobs, adding "and job ... has run and given back its team's quota" or "and team ...'s
+  running jobs release N ... GPUs": 9, 21, 7, 269 and 3 jobs (in the order of GOLDEN), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -98,11 +104,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "937f899ca4245d92706c76a87be5e1c827c554d04e386f3d883ba529af17aaeb",
-    (1000, 500, 200, 3, "loop"): "3240e8462545ec0ff4b565d5754980589c9987f5d3e5b07b603d928a92b73e38",
-    (2000, 1000, 400, 4, "default"): "ae33e38e8c5d66e3519698736a345f5cf4fe56c119921314c7f1311afa01f7b3",
-    (10000, 5000, 2000, 7, "default"): "0f7059e4888059e280b474671cf52d21f6d9d597104508ad6b02cabd20bc3d71",
-    (10000, 5000, 2000, 7, "loop"): "ea922e77af830ba12b6d52a08e0656796888a5df1084abcf0925b6355a828d48",
+    (1000, 500, 200, 1, "default"): "b6207881f1907cd242e0969de26a2257fbce8f3cab3681d3edf202e1ac63ee2f",
+    (1000, 500, 200, 3, "loop"): "bf0fda82c63b6a505ae943ff49e37424263422136409e81937d82dffd9c3ccd8",
+    (2000, 1000, 400, 4, "default"): "e91bc6773a252caa783ba555b53a0457b11f224ee01521ba9fe33c905322dcfe",
+    (10000, 5000, 2000, 7, "default"): "4a6b2304fa7d9c9b1499ca28fe18b8c61c9d4594dae6c3cf026c095c0a861f04",
+    (10000, 5000, 2000, 7, "loop"): "04efe0d19c3c5db9b8da26ea537077bb768edb19cb4b8b39239af880ba298f86",
 }
 
 
