@@ -348,11 +348,13 @@ class _Explainer:
         message = text
         job_id = spec.id
         unpromised = job_id not in self.promised
+        runtime = spec.runtime_limit_s or self.default_runtime
         if line is not None:
-            eta = self._drain(spec, line, drains, fits_now, adds and unpromised, demand_gpus, eta)
+            eta = self._drain(line, drains, fits_now, demand_gpus * runtime if adds and unpromised else 0.0,
+                              eta)
             if drains and eta is not None and self.after_windows and unpromised:
                 # the jobs ahead waiting only for maintenance run once it ends: leave them room
-                later = self._room_beside_window_runs(w, eta, spec.runtime_limit_s or self.default_runtime)
+                later = self._room_beside_window_runs(w, eta, runtime)
                 if later > eta:
                     eta, estimated = later, True
         elif code is ReasonCode.MAINTENANCE_WINDOW and eta is not None and unpromised:
@@ -451,17 +453,17 @@ class _Explainer:
             + ("during a run from then to its runtime limit." if spec.runtime_limit_s is not None
                else "while it would run from then (it declares no runtime limit)."))
 
-    def _drain(self, spec: JobSpec, line: _DrainLine, drains: bool, fits_now: bool, adds: bool,
-               gpus: int, eta: float | None) -> float | None:
+    def _drain(self, line: _DrainLine, drains: bool, fits_now: bool, own: float,
+               eta: float | None) -> float | None:
         """The work queued ahead on its classes runs first (back to back); its own work then
-        counts for the jobs behind it (``adds``). (Thousands of jobs a cycle: one pass over the
-        line's classes reads the work ahead and adds the job's own.)"""
+        counts for the jobs behind it (``own`` GPU-seconds, 0 when it adds none). (Thousands
+        of jobs a cycle: one pass over the line's classes reads the work ahead and adds the
+        job's own.)"""
         ahead = self.ahead
         work = 0.0
-        own = gpus * (spec.runtime_limit_s or self.default_runtime) if adds else 0.0
         for c, share in line.spread:
             work += ahead[c]
-            if adds:
+            if own:
                 ahead[c] += own * share
         if drains and work > 0:
             drained = line.drained(work)
@@ -612,12 +614,10 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     # jobs that can never run as asked rank after every job that can (before, two of them
     # ahead made a runnable job read position 3 of a queue it led)
     position = 0
-    resolvable = [outcomes[spec.id].resolvable for spec in queue if spec.id not in bound]
-    never_position = sum(resolvable)
-    for spec in queue:
-        if spec.id in bound:
-            continue
-        outcome = outcomes[spec.id]
+    # (each job's outcome is looked up once, here: thousands of jobs a cycle)
+    waiting = [(spec, outcomes[spec.id]) for spec in queue if spec.id not in bound]
+    never_position = sum([outcome.resolvable for _, outcome in waiting])
+    for spec, outcome in waiting:
         if outcome.resolvable:
             position += 1
         else:
