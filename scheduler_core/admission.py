@@ -55,9 +55,11 @@ def invalid_request(spec: JobSpec) -> str | None:
             return f"elastic range must satisfy 1 <= min_gpus <= max_gpus, got {spec.min_gpus}..{spec.max_gpus}"
         if spec.roles:
             return "a heterogeneous gang (roles) cannot also be elastic (min_gpus/max_gpus)"
-    for name in ("cpus_per_gpu", "memory_gb_per_gpu", "min_gpu_memory_gb"):
-        if getattr(spec, name) < 0:
-            return f"{name} must be >= 0, got {getattr(spec, name)}"
+    if spec.cpus_per_gpu < 0 or spec.memory_gb_per_gpu < 0 or spec.min_gpu_memory_gb < 0:
+        # (the fields by name only for a bad request: every shape of a cycle asks)
+        for name in ("cpus_per_gpu", "memory_gb_per_gpu", "min_gpu_memory_gb"):
+            if getattr(spec, name) < 0:
+                return f"{name} must be >= 0, got {getattr(spec, name)}"
     if spec.array_task_limit is not None and spec.array_task_limit < 1:
         return f"array_task_limit must be at least 1 when given, got {spec.array_task_limit}"
     return None

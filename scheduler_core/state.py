@@ -180,7 +180,9 @@ class ClusterState:
             self.leaf.append(leaf)
             self.spine.append(spine)
         # one comprehension per column: cheaper than appends in the loop above
-        self.ready: list[bool] = [node.state is NodeState.READY for node in ordered]
+        # (the member read once: an enum's members are slow class attributes, 0.1 µs a read)
+        ready_state = NodeState.READY
+        self.ready: list[bool] = [node.state is ready_state for node in ordered]
         self.free_mask: list[int] = [(1 << node.gpus) - 1 for node in ordered]
         self.free_gpus: list[int] = [node.gpus for node in ordered]
         self.free_cpus: list[int] = [node.cpus for node in ordered]
