@@ -36,13 +36,16 @@ def _releases(ctx: CycleContext, reopens: dict[int, float]) -> Releases:
     promised = _promised(ctx, by_time)
     now = ctx.snapshot.now
     stops = {p.job_id: now + p.grace_period_s for p in ctx.preempted.values()}
-    holdings = state.holdings
-    # (a hold always belongs to a promise: its GPUs come back with the promise's)
-    for kind, job_id in holdings:
-        release = stops.get(job_id, ctx.ends.get(job_id)) if kind == JOB else None
+    ends = ctx.ends
+    # (a hold always belongs to a promise: its GPUs come back with the promise's; the
+    # holders and their grants read in one pass, thousands of jobs a cycle)
+    for (kind, job_id), grants in state.holdings.items():
+        if kind != JOB:
+            continue
+        release = stops.get(job_id, ends.get(job_id)) if stops else ends.get(job_id)
         if release is None:
             continue
-        for g in holdings[(kind, job_id)]:
+        for g in grants:
             mask = g.mask & ~promised.get(g.node, 0) if promised else g.mask
             if mask:
                 # (GPUs a job frees inside a window come back with the node)
@@ -97,7 +100,9 @@ def _frames(state: ClusterState, free: list[int], by_time: Releases, now: float
     for n, f in enumerate(free):
         if ready[n]:
             sums[node_class[n]] += f
-    rows: list[list[int]] = [[v] for v in sums]
+    # each frame's sums as one tuple, made a row per class at the end (thousands of frames a
+    # cycle: one append a frame instead of one per class)
+    frames: list[tuple[int, ...]] = [tuple(sums)]
     changes: list[list[tuple[int, int, int]]] = [[]]
     times: list[float] = [now]
     for at in sorted(by_time):
@@ -112,10 +117,10 @@ def _frames(state: ClusterState, free: list[int], by_time: Releases, now: float
             changed.append((n, before, before + gpus))
         if not changed:
             continue
-        for c in range(n_classes):
-            rows[c].append(sums[c])
+        frames.append(tuple(sums))
         changes.append(changed)
         times.append(at)
+    rows = [list(row) for row in zip(*frames, strict=True)]
     return times, rows, changes
 
 
