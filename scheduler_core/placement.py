@@ -37,6 +37,8 @@ from scheduler_core.plugins.scores import failure_domain
 from scheduler_core.state import FLEET, HOLD, LEAF, SPINE, ClusterState, Grant, Holder, choose_gpus
 from scheduler_core.types import TopologyConstraint
 
+_new_tuple = tuple.__new__
+
 DOMAINS_PER_SCOPE = 3
 """Successful allocations compared per topology level before choosing the cheapest."""
 FAILED_DOMAINS_PER_SCOPE = 6
@@ -441,7 +443,8 @@ class Placer:
         if chosen < 0:
             return None
         mask = choose_gpus(state.free_mask[chosen], state.nodes[chosen].gpus, member.gpus)
-        return Grant(chosen, mask, member.cpus, member.memory_gb, member.role)
+        # (built as a tuple, as ClusterState.grants_of builds them: every member placed asks)
+        return _new_tuple(Grant, (chosen, mask, member.cpus, member.memory_gb, member.role))
 
     def _in_domain(self, node: int, level: int, domain: int) -> bool:
         if level == FLEET:

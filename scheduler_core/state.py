@@ -71,6 +71,9 @@ class Grant(NamedTuple):
         return self.mask.bit_count()
 
 
+_new_tuple = tuple.__new__
+
+
 def mask_of(indices: Iterable[int]) -> int:
     mask = 0
     for i in indices:
@@ -463,5 +466,8 @@ class ClusterState:
                     mask |= 1 << i
                 masks[(p.gpu_indices, width)] = mask
             gpus = mask.bit_count()
-            grants.append(Grant(n, mask, cpus_per_gpu * gpus, memory_gb_per_gpu * gpus, p.role))
+            # (built as a tuple: a named tuple's own constructor is a Python function, and the
+            # cycle loads every running job's grants)
+            grants.append(_new_tuple(Grant, (n, mask, cpus_per_gpu * gpus, memory_gb_per_gpu * gpus,
+                                             p.role)))
         return grants
