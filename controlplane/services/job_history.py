@@ -31,6 +31,7 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import EmptyResultSet
 from django.db import connection
 from django.db.models import (
+    BooleanField,
     Case,
     CharField,
     Count,
@@ -39,16 +40,18 @@ from django.db.models import (
     DurationField,
     ExpressionWrapper,
     F,
+    Model,
     Q,
     QuerySet,
     Sum,
     Value,
     When,
 )
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Cast
 
 from controlplane.choices import LIVE_JOB_STATES, JobState
-from controlplane.models import AllocationGpu, Job, UsageRollup
+from controlplane.models import Allocation, AllocationGpu, Job, Node, UsageRollup
 from controlplane.models.usage import RollupBucket
 from controlplane.services import job_costs
 
@@ -127,23 +130,54 @@ def history_figures(ran: Sequence[int]) -> tuple[dict[int, Decimal], dict[int, s
     # One statement for both: the nodes of every GPU row it ever had, and its day rollups'
     # allocated GPU-seconds (job_costs.job_cost's very sum), as (job, node, NULL) and
     # (job, NULL, GPU-seconds) rows.
-    where = (
-        AllocationGpu.objects.filter(allocation__job_id__in=ran).order_by()
-        .annotate(j=F("allocation__job_id"), n=F("node__name"), g=Cast(Value(None), _SECONDS))
-        .values_list("j", "n", "g").distinct()
-    )
-    held = (
-        UsageRollup.objects.filter(bucket=RollupBucket.DAY, job_id__in=ran).order_by()
-        .values(j=F("job_id")).annotate(n=Cast(Value(None), CharField()), g=Sum("allocated_gpu_seconds"))
-        .values_list("j", "n", "g")
-    )
-    rows = list(where.union(held, all=True))
+    if connection.vendor == "postgresql":
+        rows = _history_figures_rows(ran)
+    else:
+        where = (
+            AllocationGpu.objects.filter(allocation__job_id__in=ran).order_by()
+            .annotate(j=F("allocation__job_id"), n=F("node__name"), g=Cast(Value(None), _SECONDS))
+            .values_list("j", "n", "g").distinct()
+        )
+        held = (
+            UsageRollup.objects.filter(bucket=RollupBucket.DAY, job_id__in=ran).order_by()
+            .values(j=F("job_id")).annotate(n=Cast(Value(None), CharField()), g=Sum("allocated_gpu_seconds"))
+            .values_list("j", "n", "g")
+        )
+        rows = list(where.union(held, all=True))
     for job_id, node, gpu_s in rows:
         if node is not None:
             nodes.setdefault(job_id, set()).add(node)
         if gpu_s is not None:
             gpu_seconds[job_id] = gpu_seconds.get(job_id, Decimal(0)) + Decimal(str(gpu_s))
     return gpu_seconds, nodes
+
+
+def _history_figures_rows(ran: Sequence[int]) -> list[tuple[int, str | None, Decimal | None]]:
+    """history_figures' statement on PostgreSQL, the ids one array parameter. Each job's runs are
+    read through the allocations' job index, one lookup a job (`OFFSET 0` keeps the planner from
+    flattening the lateral read into a join): as a plain join the planner scanned the whole
+    allocation table for each chunk of the CSV, in parallel workers, 21 ms a chunk of 1,000 at
+    100,000 jobs against 7."""
+    allocation, gpu = Allocation._meta.db_table, AllocationGpu._meta.db_table
+    node, rollup = Node._meta.db_table, UsageRollup._meta.db_table
+    with connection.cursor() as cursor:
+        cursor.execute(
+            f"SELECT a.job_id, n.name, NULL::numeric FROM unnest(%s::bigint[]) AS ran(job_id) "
+            f"CROSS JOIN LATERAL (SELECT id, job_id FROM {allocation} WHERE job_id = ran.job_id OFFSET 0) AS a "
+            f"JOIN {gpu} g ON g.allocation_id = a.id JOIN {node} n ON n.id = g.node_id GROUP BY a.job_id, n.name "
+            f"UNION ALL SELECT job_id, NULL, SUM(allocated_gpu_seconds) FROM {rollup} "
+            f"WHERE bucket = %s AND job_id = ANY(%s) GROUP BY job_id",
+            [list(ran), int(RollupBucket.DAY), list(ran)])
+        return cursor.fetchall()
+
+
+def _among(model: type[Model], column: str, ids: Sequence[int]) -> Q | RawSQL:
+    """A filter: `column` of `model`'s table (joined as itself) among `ids`. On PostgreSQL one array
+    parameter (`= ANY(%s)`): an IN list of 1,000 markers, twice a chunk of the CSV, cost more to
+    build (Django's lookups, psycopg's parsing of the statement) than to run."""
+    if connection.vendor == "postgresql":
+        return RawSQL(f'"{model._meta.db_table}"."{column}" = ANY(%s)', (list(ids),), output_field=BooleanField())
+    return Q(**{f"{column}__in": ids})
 
 
 def _attached(job: Job) -> Job:
@@ -197,11 +231,18 @@ def ended_jobs(jobs: QuerySet[Job]) -> QuerySet[Job]:
             .order_by("-finished_at", "-id"))
 
 
+_HALF_SECOND = timedelta(microseconds=500_000)
+
+
 def _second(at: datetime | None) -> str:
     """A stored time as ISO 8601 UTC to the nearest second, as the pages round it."""
     if at is None:
         return ""
-    return (at + timedelta(microseconds=500_000)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    at = (at + _HALF_SECOND).astimezone(UTC)
+    # isoformat's first 19 characters are strftime("%Y-%m-%dT%H:%M:%S") from the year 1000 on (it
+    # pads the year to four digits, strftime does not), in a seventh of the time (300,000 a CSV
+    # of 100,000 jobs)
+    return at.isoformat()[:19] + "Z" if at.year >= 1000 else at.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 def clock(seconds: int | None) -> str:
@@ -420,7 +461,7 @@ def _csv_values(jobs: QuerySet[Job], chunk: Sequence[int]) -> list[tuple[Any, ..
     model instances (three a job with its team, project and user): at 100,000 jobs instantiating
     them was most of the CSV's Python time."""
     user = f"submitter__{get_user_model().USERNAME_FIELD}"
-    by_id = {row[0]: row for row in jobs.filter(pk__in=chunk).order_by().values_list(
+    by_id = {row[0]: row for row in jobs.filter(_among(Job, "id", chunk)).order_by().values_list(
         "pk", "name", "team__name", "project__name", user, "state", "exit_code", "submitted_at", "started_at",
         "finished_at", "gpus", "lost_gpu_seconds", "requeue_count")}
     return [by_id[pk] for pk in chunk if pk in by_id]
