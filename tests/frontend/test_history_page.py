@@ -398,6 +398,61 @@ def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, h
     assert f'href="{CSV}?state=succeeded&amp;state=failed&amp;state=cancelled"' in admin.get(H, params).content.decode()
 
 
+def test_the_csv_is_byte_for_byte_each_jobs_own_figures_remembered_or_priced(client_for, history, monkeypatch) -> None:
+    """The whole CSV, byte for byte, against each job's figures read on their own: its fields,
+    the accounting's GPU-hours (`job_costs.job_cost`), its GPU rows' nodes, and its cost priced
+    from its runs (`job_costs.run_costs`, never a remembered row), in chunks of 2 over a mix of
+    jobs whose cost is remembered and jobs priced on the fly: a requeued job on two nodes, a
+    failed one, one that ran over a day and held no GPU, one cancelled before it started (no
+    start, no elapsed, no node, no cost) whose name a spreadsheet would run."""
+    monkeypatch.setattr(job_history, "CSV_CHUNK", 2)
+    now = timezone.now().replace(second=0, microsecond=0)
+    long = _ended("language", "long", now - timedelta(days=2), 26 * 60 + 7, JobState.TIMED_OUT, user="bob", gpus=2,
+                  exit_code=None, lost_gpu_seconds=1234.5, requeue_count=2)
+    never = f.make_job(Team.objects.get(name="vision"), name="=never", state=JobState.CANCELLED,
+                       submitted_at=now - timedelta(hours=3, microseconds=499_999),
+                       finished_at=now - timedelta(hours=2, microseconds=500_000))
+    assert job_costs.remember_ended_job_costs(timezone.now()) == 6
+    with connection.cursor() as cursor:  # these two priced on the fly, the others read remembered
+        cursor.execute(f"DELETE FROM {job_costs.ENDED_JOB_COSTS} WHERE job_id IN (%s, %s)",
+                       [history["moved"].pk, long.pk])
+    jobs = [history["cancelled"], history["oom"], history["llm"], history["moved"], never, long]
+    assert set(job_costs._remembered_cents([j.pk for j in jobs], timezone.now())) == {
+        history["cancelled"].pk, history["oom"].pk, history["llm"].pk, never.pk}
+
+    def second(at: datetime | None) -> str:
+        return "" if at is None else (at + timedelta(microseconds=500_000)).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+    def clock(seconds: int) -> str:
+        days, rest = divmod(seconds, 86400)
+        return (f"{days}-" if days else "") + f"{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}"
+
+    lines, gpu_hours, lost, cost = [",".join(job_history.CSV_COLUMNS)], Decimal(0), Decimal(0), Decimal(0)
+    for job in sorted(jobs, key=lambda j: (j.finished_at, j.pk), reverse=True):
+        job.refresh_from_db()
+        elapsed = None if job.started_at is None else int((job.finished_at - job.started_at).total_seconds())
+        hours = job_costs.job_cost(job.pk)["gpu_hours_allocated"]
+        nodes = sorted(set(AllocationGpu.objects.filter(allocation__job=job).values_list("node__name", flat=True)))
+        usd = job_costs.run_costs(job.pk, timezone.now()).total_usd
+        lines.append(",".join([
+            str(job.pk), "'" + job.name if job.name.startswith("=") else job.name, job.team.name,
+            job.project.name if job.project else "", job.submitter.username if job.submitter else "", job.state,
+            "" if job.exit_code is None else str(job.exit_code), second(job.submitted_at), second(job.started_at),
+            second(job.finished_at), "" if elapsed is None else str(elapsed), "" if elapsed is None else clock(elapsed),
+            str(job.gpus), f"{hours:.4f}", f"{Decimal(job.lost_gpu_seconds) / 3600:.4f}", " ".join(nodes), f"{usd:.2f}"]))
+        gpu_hours, lost, cost = gpu_hours + hours, lost + round(Decimal(job.lost_gpu_seconds) / 3600, 4), cost + usd
+    lines.append(",".join(["TOTAL", "6 jobs", *[""] * 11, f"{gpu_hours:.4f}", f"{lost:.4f}", "", f"{cost:.2f}"]))
+    expected = "\n".join(lines) + "\n"
+    # what the expectation says, spelled out for three of its rows
+    assert f"\n{never.pk},'=never,vision,,,cancelled,,{second(never.submitted_at)},,{second(never.finished_at)},,,1,0.0000,0.0000,,0.00\n" in expected
+    assert f",timed_out,,{second(long.submitted_at)}," in expected and ",94020,1-02:07:00,2,0.0000,0.3429,,0.00\n" in expected
+    assert f",8.0000,1.3333,h100-01 h100-02,{job_costs.run_costs(history['moved'].pk, timezone.now()).total_usd}\n" in expected
+    response = client_for("admin").get(CSV)
+    assert response.status_code == 200
+    body = b"".join(response.streaming_content)
+    assert body.decode() == expected
+
+
 def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, history, monkeypatch) -> None:
     """The Cost column and the totals' cost say what the CSV's `cost_usd` cells and its TOTAL row
     say, to the cent (the rows `job_costs.jobs_costs`, the CSV's rule; the total
