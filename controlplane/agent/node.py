@@ -673,11 +673,19 @@ class NodeAgent:
         wall = self.wall()
         try:
             member = self.launcher.launch(assignment)
-        except OSError as error:
-            self.log.error("could not launch", generation=assignment.generation, error=str(error))
+        except Exception as error:  # noqa: BLE001 - whatever stops one run's launch is that run's end, not the agent's
+            # The launcher has killed what it started of the run and removed its cgroup
+            # (ProcessMember._abandon_launch). Before 5 Dec only OSError was caught here: a job
+            # whose env has a name with '=' in it (ValueError from subprocess) went up out of
+            # the round and `qm-agent` exited; its reaper killed every other run on the node.
+            reason = str(error) if isinstance(error, OSError) else f"{type(error).__name__}: {error}"
+            # OSError, ValueError (UnicodeError too): what the run asked cannot be done here. Any
+            # other error is the agent's own: its traceback goes to the log.
+            self.log.error("could not launch", generation=assignment.generation, job=assignment.job_id,
+                           error=reason, exc_info=not isinstance(error, OSError | ValueError))
             self._remember_finished(assignment.generation, 126)
             self._queue({"kind": "exited", "generation": assignment.generation, "at": iso(wall), "exit_code": 126,
-                         "message": f"launch failed: {error}"[:500]})
+                         "message": f"launch failed: {reason}"[:500]})
             self.urgent = True
             return
         started = self.clock()

@@ -1,0 +1,73 @@
+"""A run the agent cannot launch, for whatever reason, is reported exited 126 with the reason,
+leaves no process and no cgroup, and the agent goes on serving the node's other runs
+(controlplane/agent/node.py, NodeAgent._launch).
+
+Found on 5 Dec: `_launch` caught only OSError. A job whose env has a name with '=' in it (the
+submit takes it; the kernel's environment cannot hold it) makes subprocess raise ValueError
+("illegal environment variable name") before a rank starts: it went up through the agent's
+round and out of `qm-agent`, which exited with a traceback. Its reaper then killed every other
+run on the node, the bad run stayed `running` on the control plane until the node's lease ran
+out, and a restarted agent was given the next generation of the same job and died again.
+Real `qm-agent`, real processes, the real cgroup v2 hierarchy where the host has one.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.agent.containment import RunCgroups, find_cgroup_root
+from controlplane.agent.members import marked_processes
+from controlplane.choices import JobState, NodeState
+from controlplane.models import Allocation, Job, Node
+from controlplane.services import cycle
+from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
+from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_job_whose_env_cannot_be_given_to_a_process_fails_126_and_the_agent_serves_on(
+        live_server: Any, tmp_path: Path) -> None:
+    fleet = build_loop_fleet()
+    state = tmp_path / "state"
+    log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
+    agent = start_agent(live_server.url, state, "gpu-bad-env", log, gpus=4)
+    try:
+        wait_for(lambda: Node.objects.filter(name="gpu-bad-env", state=NodeState.READY).exists(), 20, "the node")
+        steady = make_job(fleet, gpus=2, name="steady", command="exec sleep 120")
+        assert cycle.run_cycle("test").binds == 1
+        wait_for(lambda: Job.objects.get(pk=steady.pk).state == JobState.RUNNING, 20, "the steady job to run")
+        steady_generation = Allocation.objects.get(job=steady).generation
+        wait_for(lambda: marked_processes("gpu-bad-env", {steady_generation}), 10, "the steady job's process")
+        steady_pids = marked_processes("gpu-bad-env", {steady_generation})
+
+        bad = make_job(fleet, gpus=1, name="bad-env", command="echo never", env={"BAD=NAME": "1"})
+        assert cycle.run_cycle("test").binds == 1
+        bad_generation = Allocation.objects.get(job=bad).generation
+        wait_for(lambda: Job.objects.get(pk=bad.pk).state == JobState.FAILED, 20, "the bad job to fail")
+
+        assert Job.objects.get(pk=bad.pk).exit_code == 126
+        assert agent.poll() is None, "the agent died of a run it could not launch"
+        assert marked_processes("gpu-bad-env", {bad_generation}) == []
+        root = find_cgroup_root("auto")
+        if root is not None:
+            cgroup = RunCgroups(root, "gpu-bad-env", state / "gpu-bad-env").parent / f"g{bad_generation}"
+            assert not cgroup.exists(), "the failed launch's cgroup was left behind"
+        # the node's other run was not touched
+        assert Job.objects.get(pk=steady.pk).state == JobState.RUNNING
+        assert marked_processes("gpu-bad-env", {steady_generation}) == steady_pids
+
+        # and the agent launches what comes next
+        after = make_job(fleet, gpus=1, name="after", command="exit 0")
+        assert cycle.run_cycle("test").binds == 1
+        wait_for(lambda: Job.objects.get(pk=after.pk).state == JobState.SUCCEEDED, 20, "the next job to succeed")
+        assert agent.poll() is None
+    finally:
+        stop_agent(agent)
+        log.close()
+    text = (tmp_path / "agent.log").read_text()
+    assert "could not launch" in text and "illegal environment variable name" in text, text[-3000:]
+    assert "Traceback" not in text, text[-3000:]
+
