@@ -343,12 +343,14 @@ class ProcessMember:
         job_env = {name: value for name, value in assignment.env.items() if name not in PROCESS_ENV_NAMES}
         try:
             self._spawn(assignment, cgroups, count, per_node, {**env_base, **job_env})
+            # Within the launch: before 5 Dec a record that could not be written (a full disk)
+            # failed the launch with every rank already running, and nothing killed them.
+            (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
+            if reaper is not None:
+                reaper.watch([p.pid for p in self.procs], self.generation, self.cgroup)
         except BaseException:
             self._abandon_launch()
             raise
-        (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
-        if reaper is not None:
-            reaper.watch([p.pid for p in self.procs], self.generation, self.cgroup)
 
     def _spawn(self, assignment: Assignment, cgroups: RunCgroups | None, count: int, per_node: bool,
                env_base: dict[str, str]) -> None:
@@ -390,16 +392,23 @@ class ProcessMember:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 log.warning("a rank of a failed launch did not die", generation=self.generation, pid=proc.pid)
-        if self.cgroup is None:
-            return
-        for _ in range(250):  # what the ranks started is gone once the cgroup is not populated
-            if not containment.populated(self.cgroup):
-                break
-            containment.signal_all(self.cgroup, signal.SIGKILL)
-            time.sleep(0.02)
-        if not containment.remove(self.cgroup):
-            log.warning("the cgroup of a failed launch could not be removed; the next agent start sweeps it",
-                        path=str(self.cgroup))
+        try:
+            (self.workdir / "pgids").unlink()
+        except OSError:
+            pass
+        removed = self.cgroup is None
+        if self.cgroup is not None:
+            for _ in range(250):  # what the ranks started is gone once the cgroup is not populated
+                if not containment.populated(self.cgroup):
+                    break
+                containment.signal_all(self.cgroup, signal.SIGKILL)
+                time.sleep(0.02)
+            removed = containment.remove(self.cgroup)
+            if not removed:
+                log.warning("the cgroup of a failed launch could not be removed; the next agent start sweeps it",
+                            path=str(self.cgroup))
+        if self.reaper is not None:  # told of the run when the launch failed after the ranks started
+            self.reaper.forget([p.pid for p in self.procs], self.generation, None if not removed else self.cgroup)
 
     def poll(self) -> int | None:
         if self._exit_code is not None:

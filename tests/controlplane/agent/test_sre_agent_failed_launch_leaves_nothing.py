@@ -82,3 +82,22 @@ def test_a_launch_after_a_failed_one_runs_in_a_fresh_cgroup(tmp_path: Path) -> N
         member.kill()
         _kill_generation_7("gpu-fail")
         launcher.sweep_leftovers()
+
+
+def test_a_launch_whose_process_record_cannot_be_written_kills_the_ranks_it_started(tmp_path: Path) -> None:
+    # Every rank is running when the agent writes which process groups it started (`pgids`, for
+    # the next agent's sweep): that write failing (a full disk; here a directory in its place)
+    # failed the launch, reported 126, and before 5 Dec left both ranks running.
+    launcher = ProcessLauncher(tmp_path, "gpu-fail", devices=None)
+    assert launcher.cgroups is not None
+    (tmp_path / "gpu-fail" / "g7" / "pgids").mkdir(parents=True)
+    try:
+        with pytest.raises(IsADirectoryError):
+            launcher.launch(assignment("setsid sleep 60 & exec sleep 60", **TWO_RANKS))  # type: ignore[arg-type]
+
+        assert marked_processes("gpu-fail", {7}) == [], "the ranks of the failed launch are still running"
+        assert not (launcher.cgroups.parent / "g7").exists(), "the failed launch's cgroup was left behind"
+    finally:
+        _kill_generation_7("gpu-fail")
+        (tmp_path / "gpu-fail" / "g7" / "pgids").rmdir()
+        launcher.sweep_leftovers()
