@@ -143,12 +143,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def configure_logging(fmt: str, level: str) -> None:
-    renderer: Any = structlog.processors.JSONRenderer() if fmt == "json" else structlog.dev.ConsoleRenderer(colors=False)
+    # JSON lines get a traceback as text ("exception"); before 5 Dec they said only
+    # "exc_info": true. The console renderer writes it itself.
+    renderers: list[Any] = [structlog.processors.format_exc_info, structlog.processors.JSONRenderer()] \
+        if fmt == "json" else [structlog.dev.ConsoleRenderer(colors=False)]
     structlog.configure(
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            renderer,
+            *renderers,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.getLevelName(level.upper())),
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),

@@ -71,3 +71,27 @@ def test_a_job_whose_env_cannot_be_given_to_a_process_fails_126_and_the_agent_se
     assert "could not launch" in text and "illegal environment variable name" in text, text[-3000:]
     assert "Traceback" not in text, text[-3000:]
 
+
+def test_a_json_log_line_with_an_error_carries_its_traceback(tmp_path: Path) -> None:
+    # A launch error that is the agent's own (not an OSError or ValueError) is logged with its
+    # traceback, as a simulated node's failed round is; before 5 Dec the JSON lines (the
+    # default --log-format) said only "exc_info": true. In a process of its own: the logging
+    # configuration is global.
+    import json
+    import subprocess
+    import sys
+
+    from tests.controlplane.agent.real_agent import CHECKOUT
+
+    program = ("import structlog\n"
+               "from controlplane.agent.main import configure_logging\n"
+               "configure_logging('json', 'INFO')\n"
+               "try:\n"
+               "    len(7)\n"
+               "except TypeError:\n"
+               "    structlog.get_logger('qm.agent').error('could not launch', exc_info=True)\n")
+    done = subprocess.run([sys.executable, "-c", program], cwd=CHECKOUT, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    line = json.loads(done.stderr.strip().splitlines()[-1])
+    assert line["event"] == "could not launch"
+    assert "Traceback" in line["exception"] and "TypeError: object of type 'int' has no len()" in line["exception"]
