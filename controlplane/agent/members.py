@@ -51,7 +51,7 @@ import structlog
 
 from controlplane.agent import containment
 from controlplane.agent.containment import RunCgroups
-from controlplane.agent.logs import RECORD_NAME, Unshipped, read_record
+from controlplane.agent.logs import RECORD_NAME, Unshipped, read_record, write_record
 
 PR_SET_PDEATHSIG = 1
 #: The most of one rank's output not shipped that a node keeps (qm-agent --max-rank-output-mib).
@@ -334,7 +334,7 @@ class ProcessMember:
         self.progress_file = workdir / "rank0.progress.jsonl"
         if not assignment.command.strip():
             self._exit_code = NO_COMMAND_EXIT_CODE
-            (workdir / "error.txt").write_text("the job has no command to run\n")
+            self._never_ran("the job has no command to run")
             return
         env_base = {name: value for name, value in (base_env if base_env is not None else os.environ).items()
                     if name not in AGENT_SECRETS}
@@ -348,8 +348,9 @@ class ProcessMember:
             (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
             if reaper is not None:
                 reaper.watch([p.pid for p in self.procs], self.generation, self.cgroup)
-        except BaseException:
+        except BaseException as error:
             self._abandon_launch()
+            self._never_ran(f"launch failed: {type(error).__name__}: {error}")
             raise
 
     def _spawn(self, assignment: Assignment, cgroups: RunCgroups | None, count: int, per_node: bool,
@@ -379,6 +380,18 @@ class ProcessMember:
                     preexec_fn=pre_exec,
                 )
             self.procs.append(proc)
+
+    def _never_ran(self, why: str) -> None:
+        """A run that never ran (no command; a launch that failed): `why` in its directory's
+        error.txt, and its shipping record written `done` now (it has nothing to ship), so its
+        directory is removed `--keep-output-s` later as a shipped run's is
+        (ProcessLauncher.prune_finished_runs). Before 5 Dec such a run wrote no record, and its
+        directory (a failed launch's rank files, error.txt) was never removed."""
+        try:
+            (self.workdir / "error.txt").write_text(why + "\n")
+        except OSError:
+            pass
+        write_record(self.output_record, self.generation, {}, done=True, cap=self.output_cap)
 
     def _abandon_launch(self) -> None:
         """A launch failed part-way (a rank could not be spawned): kill the ranks already
@@ -676,7 +689,10 @@ class ProcessLauncher:
         `done`, agent/logs.py) at least `keep_s` seconds before `now` (wall clock, as the files'
         times); the generations removed and the bytes freed. Nothing else is touched: a run
         still running (`running`), one with processes recorded, one whose output is not all
-        taken, or one never shipped (`--no-output`: its files are the only copy) stays.
+        taken, or one never shipped (`--no-output`: its files are the only copy) stays. A run
+        that never ran (a failed launch, no command) has its record written `done` when it
+        fails (ProcessMember._never_ran), with `--no-output` too: it is removed as a shipped
+        one is.
         Before 5 Dec no run directory was ever removed, so a node's disk filled with every
         output its jobs ever printed."""
         removed: list[int] = []

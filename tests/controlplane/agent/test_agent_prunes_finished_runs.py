@@ -133,3 +133,58 @@ def test_a_running_rank_gives_its_shipped_output_back_to_the_disk_but_its_last_p
     assert tail.endswith("x" * 1023 + "\nlast words\n") and "\0" not in tail
     trigger.touch()
     drive(agent, lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED)
+
+
+# A run that never ran writes no output worth keeping, but its directory stays: a failed launch's
+# rank files (what rank 0 printed before rank 1 failed), error.txt. Before 5 Dec none of them
+# wrote `shipped.json`, which the pruning keys on, so their directories were never removed.
+# Now each writes its record `done` when it fails, and goes `--keep-output-s` later.
+def test_the_directories_of_runs_that_never_ran_are_removed_after_the_keep(tmp_path: Path) -> None:
+    from controlplane.agent.members import marked_processes
+    from tests.controlplane.agent.test_process_member import assignment, wait_exit
+
+    launcher = ProcessLauncher(tmp_path, "gpu-disk", devices=None)
+    try:
+        with pytest.raises(ValueError, match="illegal environment variable name"):
+            launcher.launch(assignment("echo never", env={"BAD=NAME": "1"}, generation=5))
+        # rank 0 starts and prints, rank 1's output file cannot be opened
+        (launcher.root / "g6" / "rank1.log").mkdir(parents=True)
+        with pytest.raises(IsADirectoryError):
+            launcher.launch(assignment("echo rank $RANK started; exec sleep 60", gpus=(0, 1), ranks=(0, 1),
+                                       world_size=2, generation=6))
+        assert wait_exit(launcher.launch(assignment("  ", generation=7))) == 127  # no command
+        assert marked_processes("gpu-disk", {5, 6, 7}) == []
+    finally:
+        launcher.sweep_leftovers()
+    dirs = [launcher.root / f"g{generation}" for generation in (5, 6, 7)]
+    assert all(d.is_dir() for d in dirs)
+    assert "illegal environment variable name" in (dirs[0] / "error.txt").read_text()
+    assert "IsADirectoryError" in (dirs[1] / "error.txt").read_text()
+    assert (dirs[2] / "error.txt").read_text() == "the job has no command to run\n"
+
+    now = time.time()
+    assert launcher.prune_finished_runs(DAY, running=set(), now=now)[0] == [], "removed before the keep"
+    removed, freed = launcher.prune_finished_runs(DAY, running=set(), now=now + DAY + 1)
+    assert sorted(removed) == [5, 6, 7] and freed > 0
+    assert not any(d.exists() for d in dirs)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_real_agent_removes_the_directory_of_a_run_it_could_not_launch(live_server: Any, tmp_path: Path) -> None:
+    fleet = build_loop_fleet()
+    log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-disk", log, options=("--no-wake", "--keep-output-s", "0"))
+    try:
+        wait_for(lambda: Node.objects.filter(name="gpu-disk", state=NodeState.READY).exists(), 20, "the node")
+        job = make_job(fleet, gpus=2, command="echo never", env={"BAD=NAME": "1"})
+        assert cycle.run_cycle("test").binds == 1
+        generation = Allocation.objects.get(job=job).generation
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.FAILED, 20, "the job to fail")
+
+        wait_for(lambda: not (tmp_path / "state" / "gpu-disk" / f"g{generation}").exists(), 15,
+                 "the failed launch's directory to be removed")
+    finally:
+        stop_agent(agent)
+        log.close()
+    text = (tmp_path / "agent.log").read_text()
+    assert "could not launch" in text and f"generations=[{generation}]" in text, text[-3000:]
