@@ -9,7 +9,8 @@ hierarchy exists: every run gets one cgroup, each rank's shell joins it before i
 job's command, so every descendant is in it however it left its session, its environment or
 its parent, or into a cgroup of its own it made inside the run's (a job running as root may).
 A run is over only once its cgroup's subtree is empty and `cgroup.events` says so; its leftovers are killed at once with
-`cgroup.kill` (Linux ≥ 5.14; each process in `cgroup.procs` otherwise); an agent that died
+`cgroup.kill` (Linux ≥ 5.14; otherwise each process in `cgroup.procs`, the subtree frozen
+meanwhile with `cgroup.freeze` where the kernel has it, ≥ 5.2); an agent that died
 leaves its runs' cgroups to its reaper and to the next agent of the node, which kill what is in
 them and remove them.
 
@@ -26,6 +27,7 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import time
 from pathlib import Path
 
 #: Where a cgroup v2 hierarchy is mounted: a hybrid host's, then a cgroup v2 host's.
@@ -136,21 +138,67 @@ def populated(cgroup: Path) -> bool:
         return False
 
 
+#: Set to 1 in the agent's environment, it never writes `cgroup.kill` and kills as on a kernel
+#: before 5.14, which has none (drills, and the tests of that path on a newer kernel).
+NO_CGROUP_KILL_ENV = "QM_AGENT_NO_CGROUP_KILL"
+
+
+def cgroup_kill_used() -> bool:
+    """Whether a SIGKILL of a run's cgroup tries its `cgroup.kill` first (see NO_CGROUP_KILL_ENV)."""
+    return os.environ.get(NO_CGROUP_KILL_ENV, "") != "1"
+
+
+#: How long a SIGKILL without `cgroup.kill` waits for the run's cgroup to be frozen, at most (a
+#: process in an uninterruptible wait, a driver's call, freezes only once it is over).
+FREEZE_WAIT_S = 0.1
+
+
 def signal_all(cgroup: Path, sig: int) -> None:
     """``sig`` to every process in ``cgroup`` and the cgroups inside it; SIGKILL at once with
     ``cgroup.kill`` (the whole subtree) where the kernel has it (no process can fork out of
-    the way)."""
-    if sig == signal.SIGKILL:
+    the way). Without it (Linux < 5.14) a SIGKILL first freezes the subtree (`cgroup.freeze`,
+    Linux ≥ 5.2), then kills each process listed, then thaws it: while frozen, nothing in it
+    forks or acts on another's death, and a killed process still dies. Before 5 Dec the
+    processes were killed one by one as they ran, and one not yet killed could start another
+    (a supervisor starting its worker again), which no SIGKILL reached."""
+    frozen = sig == signal.SIGKILL and _kill_or_freeze(cgroup)
+    if frozen is None:
+        return
+    try:
+        for pid in pids(cgroup):
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+    finally:
+        if frozen:
+            _write(cgroup / "cgroup.freeze", "0")
+
+
+def _write(path: Path, text: str) -> bool:
+    try:
+        path.write_text(text)
+    except OSError:
+        return False
+    return True
+
+
+def _kill_or_freeze(cgroup: Path) -> bool | None:
+    """``None``: killed whole by `cgroup.kill`. Else whether the subtree was frozen (it is then
+    to be thawed once its processes were sent SIGKILL)."""
+    if cgroup_kill_used() and _write(cgroup / "cgroup.kill", "1"):
+        return None
+    if not _write(cgroup / "cgroup.freeze", "1"):
+        return False  # no freezer either (Linux < 5.2), or the cgroup is gone
+    deadline = time.monotonic() + FREEZE_WAIT_S
+    while time.monotonic() < deadline:
         try:
-            (cgroup / "cgroup.kill").write_text("1")
-            return
+            if "frozen 1" in (cgroup / "cgroup.events").read_text().splitlines():
+                break
         except OSError:
-            pass
-    for pid in pids(cgroup):
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
+            break
+        time.sleep(0.001)
+    return True
 
 
 def remove(cgroup: Path) -> bool:

@@ -813,26 +813,50 @@ killed = []
 def subtree(cgroup):
     # the run's cgroup and those its job made in it, deepest first
     return [top for top, _, _ in os.walk(cgroup, topdown=False)]
-for cgroup in sorted(cgroups):
-    if not os.path.isdir(cgroup):
-        continue
-    inside = []
+def write(path, text):
+    try:
+        with open(path, "w") as f:
+            f.write(text)
+        return True
+    except OSError:
+        return False
+def inside(cgroup):
+    found = []
     for inner in subtree(cgroup):
         try:
             with open(inner + "/cgroup.procs") as f:
-                inside.extend(int(pid) for pid in f.read().split())
+                found.extend(int(pid) for pid in f.read().split())
         except (OSError, ValueError):
             pass
-    killed.extend(inside)
-    try:
-        with open(cgroup + "/cgroup.kill", "w") as f:
-            f.write("1")
-    except OSError:
-        for pid in inside:
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+    return found
+for cgroup in sorted(cgroups):
+    if not os.path.isdir(cgroup):
+        continue
+    # as containment.signal_all: cgroup.kill, else each process with the subtree frozen
+    if os.environ.get("QM_AGENT_NO_CGROUP_KILL", "") != "1":
+        listed = inside(cgroup)
+        if write(cgroup + "/cgroup.kill", "1"):
+            killed.extend(listed)
+            continue
+    frozen = write(cgroup + "/cgroup.freeze", "1")
+    deadline = time.monotonic() + 0.1
+    while frozen and time.monotonic() < deadline:
+        try:
+            with open(cgroup + "/cgroup.events") as f:
+                if "frozen 1" in f.read().splitlines():
+                    break
+        except OSError:
+            break
+        time.sleep(0.001)
+    listed = inside(cgroup)
+    killed.extend(listed)
+    for pid in listed:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+    if frozen:
+        write(cgroup + "/cgroup.freeze", "0")
 for entry in os.listdir("/proc"):
     if not entry.isdigit():
         continue
