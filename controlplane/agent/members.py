@@ -501,7 +501,7 @@ class ProcessMember:
             with open(self.progress_file, "rb") as f:
                 f.seek(self._progress_offset)
                 chunk = f.read()
-        except FileNotFoundError:
+        except OSError:  # not there yet; or the job made it something that cannot be read (a directory)
             return
         end = chunk.rfind(b"\n")
         if end < 0:
@@ -619,23 +619,43 @@ def _read_rank(workdir: Path, rank: int, offset: int, limit: int) -> bytes:
         return b""
 
 
+#: The largest count of steps or tokens a job may report (the control plane keeps 64-bit ones),
+#: and the latest checkpoint time (the end of year 9999, as Python's datetime has it).
+MAX_PROGRESS_COUNT = 2**63 - 1
+MAX_CHECKPOINT_AT = 253402300799.0
+
+
+def _count(value: Any) -> int | None:
+    """A cumulative count a job wrote: a finite number from 0 to MAX_PROGRESS_COUNT, else None."""
+    if not isinstance(value, int | float) or not math.isfinite(value) or not 0 <= value <= MAX_PROGRESS_COUNT:
+        return None
+    return int(value)
+
+
 def apply_progress_line(progress: Progress, item: dict[str, Any], *, now: float) -> None:
-    """Fold one JSON line a job wrote into its progress (totals only move forward)."""
-    if isinstance(item.get("steps"), int | float):
-        progress.steps = max(progress.steps, int(item["steps"]))
-    if isinstance(item.get("useful_tokens"), int | float):
-        progress.useful_tokens = max(progress.useful_tokens, int(item["useful_tokens"]))
+    """Fold one JSON line a job wrote into its progress (totals only move forward). A value out
+    of range is ignored: before 5 Dec `{"steps": 1e400}` (infinity, as JSON reads it) or NaN
+    raised here, and `{"last_checkpoint_at": 1e300}` when the agent reported it; either went up
+    out of the agent's round, and `qm-agent` exited, its reaper killing every run on the node."""
+    steps, tokens = _count(item.get("steps")), _count(item.get("useful_tokens"))
+    if steps is not None:
+        progress.steps = max(progress.steps, steps)
+    if tokens is not None:
+        progress.useful_tokens = max(progress.useful_tokens, tokens)
     checkpoint = item.get("last_checkpoint_at")
+    at: float | None = None
     if isinstance(checkpoint, int | float):
-        progress.last_checkpoint_at = float(checkpoint)
+        at = float(checkpoint)
     elif isinstance(checkpoint, str):
         try:
-            progress.last_checkpoint_at = datetime.fromisoformat(checkpoint).timestamp()
-        except ValueError:
+            at = datetime.fromisoformat(checkpoint).timestamp()
+        except (ValueError, OverflowError):
             pass
     elif item.get("checkpoint") is True:
-        progress.last_checkpoint_at = now
-    if isinstance(item.get("gpu_activity"), int | float):
+        at = now
+    if at is not None and math.isfinite(at) and 0 <= at <= MAX_CHECKPOINT_AT:
+        progress.last_checkpoint_at = at
+    if isinstance(item.get("gpu_activity"), int | float) and math.isfinite(item["gpu_activity"]):
         progress.gpu_activity = min(1.0, max(0.0, float(item["gpu_activity"])))
 
 

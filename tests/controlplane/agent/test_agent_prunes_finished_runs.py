@@ -173,15 +173,15 @@ def test_the_directories_of_runs_that_never_ran_are_removed_after_the_keep(tmp_p
 def test_a_real_agent_removes_the_directory_of_a_run_it_could_not_launch(live_server: Any, tmp_path: Path) -> None:
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-disk", log, options=("--no-wake", "--keep-output-s", "0"))
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-disk-fail", log, options=("--no-wake", "--keep-output-s", "0"))
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-disk", state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name="gpu-disk-fail", state=NodeState.READY).exists(), 20, "the node")
         job = make_job(fleet, gpus=2, command="echo never", env={"BAD=NAME": "1"})
         assert cycle.run_cycle("test").binds == 1
         generation = Allocation.objects.get(job=job).generation
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.FAILED, 20, "the job to fail")
 
-        wait_for(lambda: not (tmp_path / "state" / "gpu-disk" / f"g{generation}").exists(), 15,
+        wait_for(lambda: not (tmp_path / "state" / "gpu-disk-fail" / f"g{generation}").exists(), 15,
                  "the failed launch's directory to be removed")
     finally:
         stop_agent(agent)

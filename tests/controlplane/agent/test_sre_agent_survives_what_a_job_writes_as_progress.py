@@ -1,0 +1,66 @@
+"""What a job writes as its progress (`$QM_PROGRESS_FILE`) cannot stop the agent: a value out of
+range is ignored, a progress file that cannot be read is not read (controlplane/agent/members.py,
+apply_progress_line and ProcessMember._read_progress).
+
+Found on 5 Dec, looking for other ways one run's doing ended the agent's round (as a launch
+error did, test_sre_agent_launch_error_of_any_kind.py): `{"steps": 1e400}` (JSON's reader makes
+it infinity) raised OverflowError when the agent read it, `{"last_checkpoint_at": 1e300}` when it
+reported it, and a job that made its progress file a directory raised IsADirectoryError at each
+look. Each went up out of `qm-agent`, which exited; its reaper killed every run on the node.
+Real `qm-agent`, real processes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from controlplane.agent.members import marked_processes
+from controlplane.choices import JobState, NodeState
+from controlplane.models import Allocation, Job, Node
+from controlplane.services import cycle
+from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
+from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
+
+WRITES = {
+    "infinite-steps": """echo '{"steps": 1e400}' >> "$QM_PROGRESS_FILE"; sleep 0.3""",
+    "nan-tokens": """echo '{"steps": 5, "useful_tokens": NaN}' >> "$QM_PROGRESS_FILE"; sleep 0.3""",
+    "checkpoint-in-year-1e292": """echo '{"last_checkpoint_at": 1e300}' >> "$QM_PROGRESS_FILE"; sleep 0.3""",
+    "progress-file-a-directory": """mkdir "$QM_PROGRESS_FILE"; sleep 0.3""",
+}
+
+
+@pytest.mark.parametrize("case", list(WRITES))
+@pytest.mark.django_db(transaction=True)
+def test_sre_a_job_writing_progress_out_of_range_or_unreadable_succeeds_and_the_agent_serves_on(
+        live_server: Any, tmp_path: Path, case: str) -> None:
+    fleet = build_loop_fleet()
+    node = f"gpu-progress-{list(WRITES).index(case)}"  # its own: the cases may run side by side
+    log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
+    agent = start_agent(live_server.url, tmp_path / "state", node, log,
+                        options=("--no-wake", "--sample-interval", "0.2"))
+    try:
+        wait_for(lambda: Node.objects.filter(name=node, state=NodeState.READY).exists(), 20, "the node")
+        steady = make_job(fleet, name="steady", command="exec sleep 120")
+        assert cycle.run_cycle("test").binds == 1
+        wait_for(lambda: Job.objects.get(pk=steady.pk).state == JobState.RUNNING, 20, "the steady job to run")
+        steady_generation = Allocation.objects.get(job=steady).generation
+        wait_for(lambda: marked_processes(node, {steady_generation}), 10, "the steady job's process")
+        steady_pids = marked_processes(node, {steady_generation})
+
+        job = make_job(fleet, name=case, command=WRITES[case])
+        assert cycle.run_cycle("test").binds == 1
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 20, f"the job ({case}) to succeed")
+
+        assert agent.poll() is None, "the agent died of what a job wrote as its progress"
+        if case == "nan-tokens":
+            assert Job.objects.get(pk=job.pk).steps == 5, "a line's good values still count"
+        assert Job.objects.get(pk=steady.pk).state == JobState.RUNNING
+        assert marked_processes(node, {steady_generation}) == steady_pids
+    finally:
+        stop_agent(agent)
+        log.close()
+    text = (tmp_path / "agent.log").read_text()
+    assert "Traceback" not in text, text[-3000:]
