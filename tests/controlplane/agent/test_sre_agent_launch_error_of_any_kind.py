@@ -57,7 +57,7 @@ def test_a_job_whose_env_cannot_be_given_to_a_process_fails_126_and_the_agent_se
             assert not cgroup.exists(), "the failed launch's cgroup was left behind"
         # the node's other run was not touched
         assert Job.objects.get(pk=steady.pk).state == JobState.RUNNING
-        assert marked_processes("gpu-bad-env", {steady_generation}) == steady_pids
+        assert set(steady_pids) <= set(marked_processes("gpu-bad-env", {steady_generation})), "the other job's process died"
 
         # and the agent launches what comes next
         after = make_job(fleet, gpus=1, name="after", command="exit 0")

@@ -58,7 +58,7 @@ def test_sre_a_job_writing_progress_out_of_range_or_unreadable_succeeds_and_the_
         if case == "nan-tokens":
             assert Job.objects.get(pk=job.pk).steps == 5, "a line's good values still count"
         assert Job.objects.get(pk=steady.pk).state == JobState.RUNNING
-        assert marked_processes(node, {steady_generation}) == steady_pids
+        assert set(steady_pids) <= set(marked_processes(node, {steady_generation})), "the other job's process died"
     finally:
         stop_agent(agent)
         log.close()
