@@ -16,7 +16,7 @@ from rest_framework.response import Response
 
 # PostgreSQL's OFFSET is a bigint; anything past a billion rows is past the end anyway.
 MAX_OFFSET = 1_000_000_000
-_WHOLE = re.compile(r"^[0-9]+$")
+_WHOLE = re.compile(r"^[0-9]+\Z")
 
 
 class Pagination(LimitOffsetPagination):

@@ -46,7 +46,7 @@ ARRAY_ID_ENV = "QM_ARRAY_ID"
 #: names, not the `QM_` prefix: QM_LAUNCH and QM_SIM_* are the job's own to set.
 RESERVED_ENV_NAMES = PROCESS_ENV_NAMES | {ARRAY_INDEX_ENV, ARRAY_ID_ENV}
 
-_ARRAY_PART = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?$")  # ASCII digits: int() reads others too
+_ARRAY_PART = re.compile(r"^([0-9]+)(?:-([0-9]+)(?::([0-9]+))?)?\Z")  # ASCII digits (int() reads others too), no trailing newline ("$" allows one)
 
 
 class SubmitRejected(Exception):

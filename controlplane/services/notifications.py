@@ -314,10 +314,10 @@ _URL_UNSAFE = re.compile(r"[\x00-\x20\x7f-\x9f\s]")
 
 #: What a resolver takes for an IPv4 address written as numbers (inet_aton's forms: 2130706433,
 #: 0x7f000001, 0177.0.0.1, 127.1), not a name to look up.
-_NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+$")
+_NUMERIC_HOST = re.compile(r"^[0-9a-fx.]+\Z")
 #: One label of a host name: letters, digits, hyphens (not first or last), up to 63; the
 #: underscore some internal names carry is let through, as resolvers do.
-_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)$")
+_LABEL = re.compile(r"^(?!-)[a-z0-9_-]{1,63}(?<!-)\Z")  # \Z: "$" lets a trailing newline through
 
 
 def written_address(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:

@@ -26,7 +26,7 @@ from controlplane.services.jobs import env_problem as job_env_problem
 MAX_INT = 2**31 - 1
 # Each integer column's range in PostgreSQL (Django's own table), applied on every database.
 INTEGER_COLUMN_RANGES: dict[str, tuple[int, int]] = dict(BaseDatabaseOperations.integer_field_ranges)
-ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*\Z")  # \Z: "$" lets a trailing newline through
 
 
 class StrictFieldsMixin:

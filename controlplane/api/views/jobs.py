@@ -79,7 +79,7 @@ from controlplane.services.transitions import (
 )
 from scheduler_core.sentences import counted
 
-IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}$")
+IDEMPOTENCY_KEY = re.compile(r"^[\x21-\x7e]{1,128}\Z")  # \Z: "$" lets a trailing newline through
 
 
 def _idempotency_key(request: Request) -> str | None:

@@ -116,6 +116,8 @@ BAD_SUBMITS = [
      "gpu_type", "not both"),
     ("env_not_an_object", {"name": "x", "gpus": 1, "env": ["A=1"]}, "env", "dictionary"),
     ("env_bad_variable_name", {"name": "x", "gpus": 1, "env": {"1BAD": "v"}}, "env", "variable names"),
+    # a regex's "$" matches before a trailing newline: "A\n" read as a valid name
+    ("env_variable_name_ending_in_newline", {"name": "x", "gpus": 1, "env": {"A\n": "v"}}, "env", "variable names"),
     ("env_value_not_a_string", {"name": "x", "gpus": 1, "env": {"A": {"nested": 1}}}, "env.A", "must be a string (in quotes), not an object"),
     ("nul_character_in_name", {"name": "a\x00b", "gpus": 1}, "name", "Null characters"),
     ("name_too_long", {"name": "x" * 200, "gpus": 1}, "name", "no more than 128"),
@@ -252,7 +254,8 @@ def test_job_array_accepts_lists_and_steps(alice, fleet) -> None:
     ("0-20000", "at most 10000 tasks"),
     ("a-b", "is not an index"),
     ("0-10:0", "step 0"),
-], ids=["backwards", "too_many_tasks", "not_numbers", "zero_step"])
+    ("0-3\n,5", "is not an index"),
+], ids=["backwards", "too_many_tasks", "not_numbers", "zero_step", "newline_inside"])
 def test_bad_array_spec_is_a_400_on_array(alice, fleet, spec, message) -> None:
     r = post(alice, ARRAYS, {"name": "sweep", "gpus": 1, "array": spec})
 
@@ -320,10 +323,12 @@ def test_retried_array_with_same_key_returns_the_same_array(alice, fleet) -> Non
     assert Job.objects.count() == 10
 
 
-def test_malformed_idempotency_key_is_a_400(alice, fleet) -> None:
-    r = post(alice, JOBS, {"name": "x", "gpus": 1}, HTTP_IDEMPOTENCY_KEY="has space")
+@pytest.mark.parametrize("key", ["has space", "ends-in-newline\n"])
+def test_malformed_idempotency_key_is_a_400(alice, fleet, key) -> None:
+    r = post(alice, JOBS, {"name": "x", "gpus": 1}, HTTP_IDEMPOTENCY_KEY=key)
 
     assert r.status_code == 400 and "Idempotency-Key" in r.json()["errors"]
+    assert Job.objects.count() == 0
 
 
 @pytest.mark.django_db(transaction=True)

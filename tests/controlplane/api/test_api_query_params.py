@@ -73,7 +73,7 @@ def test_a_yes_no_filter_still_filters(fleet, admin, path, name, value, count) -
 
 
 @pytest.mark.parametrize(("params", "name"), [
-    ({"limit": "abc"}, "limit"), ({"limit": "-5"}, "limit"), ({"limit": "0"}, "limit"), ({"limit": "1.5"}, "limit"),
+    ({"limit": "abc"}, "limit"), ({"limit": "-5"}, "limit"), ({"limit": "0"}, "limit"), ({"limit": "1.5"}, "limit"), ({"limit": "5\n"}, "limit"),
     ({"offset": "abc"}, "offset"), ({"offset": "-1"}, "offset"), ({"offset": "2.5"}, "offset"),
 ])
 @pytest.mark.parametrize("path", ["jobs/", "nodes/", "events/", "teams/"])

@@ -83,6 +83,7 @@ def test_plain_typing_takes_the_common_bodies(data) -> None:
     {"name": "x", "gpus": True}, {"name": "x", "gpus": 1.0}, {"name": "x", "gpus": "1"}, {"name": "x"},
     {"name": " ", "gpus": 1}, {"name": "x", "gpus": 1, "gpu_per_node": 8}, {"name": None, "gpus": 1},
     {"name": "x", "gpus": 1, "gpu_type": "A", "gpu_types": ["B"]}, {"name": "x", "gpus": 1, "env": {"1A": "v"}},
+    {"name": "x", "gpus": 1, "env": {"A\n": "v"}},
     [{"name": "x", "gpus": 1}], {"name": "a\x00", "gpus": 1}, {"name": "x", "gpus": 1, "runtime_limit_s": None},
 ])
 def test_plain_typing_leaves_anything_doubtful_to_the_serializer(data) -> None:
