@@ -801,6 +801,7 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
         if transitions.complete_releases(
             [(a.pk, a.generation, r.exit_code, r.at) for _, a, r in alone],
             actor_of={a.pk: actor_for(n) for n, a, _ in alone},
+            said_of={a.pk: said for _, a, r in alone if (said := owner_reads(r))},
         ):
             _after_release()
     for node, allocation, report in endings:
@@ -808,7 +809,7 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
             continue
         if report.kind == "exited":
             _member_gone(allocation.pk, allocation.generation, node, exit_code=report.exit_code, at=report.at,
-                         actor=actor_for(node))
+                         actor=actor_for(node), said=owner_reads(report))
         else:
             _work_lost(allocation, node, report, actor=actor_for(node))
     _store_samples(samples, held)
@@ -965,9 +966,11 @@ def _store_samples(samples: list[tuple[Node, Allocation, Report]], gpus_here: di
 
 
 def _member_gone(
-    allocation_id: int, generation: int, node: Node, *, exit_code: int | None, at: datetime, actor: str
+    allocation_id: int, generation: int, node: Node, *, exit_code: int | None, at: datetime, actor: str,
+    said: str = "",
 ) -> None:
     """This node's processes of the allocation are gone: the job's own exit, or a confirmed stop.
+    ``said``: what the agent said of it that the job's owner should read (`owner_reads`).
 
     Steps:
       1. lock the allocation; if it is no longer live under this generation, nothing to do;
@@ -994,20 +997,22 @@ def _member_gone(
             transitions.complete_release(allocation.pk, exit_code=exit_code, at=at, actor=actor)
             _after_release()
             return
+        exited = (f" (exit code {exit_codes.said(exit_code)})" if exit_code is not None else "") + (
+            f": {said}" if said else "")
         changed = AllocationGpu.objects.filter(allocation=allocation, node=node, live=True).update(live=False)
         if changed:
             transitions.record_event(
                 EventKind.ALLOCATION_RELEASED, actor, job=allocation.job, allocation=allocation, node=node, at=at,
                 reason="MemberExited",
-                message=f"Generation {allocation.generation}: the member on {node.name} is gone"
-                + (f" (exit code {exit_codes.said(exit_code)})" if exit_code is not None else "")
+                message=f"Generation {allocation.generation}: the member on {node.name} is gone{exited}"
                 + f"; its {counted(changed, 'GPU')} {verb(changed, 'is', 'are')} free",
                 # stopping: gone as the stop asked (its GPUs' work since the checkpoint is lost
                 # with the rest, transitions.held_until_stop), not on its own before it.
                 # `nodes` as every allocation event says where (one node here); `node` kept for
                 # readers of events written before 30 Nov.
                 data={"generation": allocation.generation, "exit_code": exit_code, "node": node.name,
-                      "nodes": [node.name], "gpus": changed, "stopping": allocation.state == AllocationState.RELEASING},
+                      "nodes": [node.name], "gpus": changed, "stopping": allocation.state == AllocationState.RELEASING,
+                      **({"agent_said": said} if said else {})},
             )
             _after_release()
         if not AllocationGpu.objects.filter(allocation=allocation, live=True).exists():
@@ -1025,7 +1030,7 @@ def _member_gone(
                 grace_period_s=grace, at=at, actor=actor,
                 message=f"The gang member on {node.name} "
                 + (f"exited with code {exit_codes.said(exit_code)}" if exit_code is not None else "is gone")
-                + f"; the rest of the gang gets {grace} s to exit",
+                + (f" ({said})" if said else "") + f"; the rest of the gang gets {grace} s to exit",
             )
 
 
@@ -1064,6 +1069,18 @@ def _work_lost(allocation: Allocation, node: Node, report: Report, *, actor: str
 AGENT_SHUTDOWN_STOP = "stopped: shutdown"
 #: ... and one it stopped at the job's runtime limit, no stop having come from the control plane.
 AGENT_LIMIT_STOP = "stopped: limit"
+#: ... and a run it could not launch (exit code 126, the reason after the colon: a bad env name,
+#: a rank's output file that could not be opened, ...).
+AGENT_LAUNCH_FAILED = "launch failed:"
+
+
+def owner_reads(report: Report) -> str:
+    """What the agent said of an exit that the job's owner should read in its history, "" when
+    nothing: why its run could not be launched. (Before 5 Dec only the agent's log said it; the
+    job read "failed with exit code 126" and nothing more.) The agent's other words (stopped:
+    release, limit, shutdown) are the control plane's own business, told by its own events."""
+    message = report.message.strip()
+    return message if report.kind == "exited" and message.startswith(AGENT_LAUNCH_FAILED) else ""
 
 
 def _time_out_limit_stops(endings: Sequence[tuple[Node, Allocation, Report]]) -> None:

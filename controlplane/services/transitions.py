@@ -14,7 +14,7 @@ move an allocation towards released, which can never give a GPU two owners.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -471,16 +471,19 @@ def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime,
 
 
 def complete_releases(
-    items: Sequence[tuple[int, int, int | None, datetime]], *, actor_of: dict[int, str]
+    items: Sequence[tuple[int, int, int | None, datetime]], *, actor_of: dict[int, str],
+    said_of: Mapping[int, str] | None = None,
 ) -> int:
     """Many `complete_release`s in a handful of queries: the agent protocol's batch of exits.
 
     `items` are (allocation id, generation, exit code, at); an allocation no longer live under
     that generation is skipped. Same outcome, Events and locks as one `complete_release` each
     (allocation rows, then job rows, each in id order); jobs to requeue (preempted, resized) go
-    through `_requeue` one by one. `actor_of` maps allocation id → who reported it. Returns how
-    many allocations were released.
+    through `_requeue` one by one. `actor_of` maps allocation id → who reported it; `said_of`
+    → what its agent said of the end the job's owner should read (a launch that failed, and
+    why), added to the job's finished event. Returns how many allocations were released.
     """
+    said_of = said_of or {}
     if not items:
         return 0
     wanted = {allocation_id: (generation, code, at) for allocation_id, generation, code, at in items}
@@ -542,12 +545,13 @@ def complete_releases(
             else:
                 state = JobState.SUCCEEDED if code == 0 else JobState.FAILED
             finished.append((state.value, adapt(at), adapt(at), code, job.pk))
+            said = said_of.get(allocation.pk, "")
             events.append(Event(**event_fields(
                 EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
                 reason=FINISHED_REASONS[state],
                 message=f"Job {state.label.lower()}" + (f" with exit code {exit_codes.said(code)}" if code is not None else "")
-                + on_nodes(names),
-                data={"state": state.value, "exit_code": code, "nodes": names},
+                + on_nodes(names) + (f": {said}" if said else ""),
+                data={"state": state.value, "exit_code": code, "nodes": names, **({"agent_said": said} if said else {})},
             )))
         if finished:
             with connection.cursor() as cursor:

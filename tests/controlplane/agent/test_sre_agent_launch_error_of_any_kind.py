@@ -3,7 +3,8 @@ leaves no process and no cgroup, and the agent goes on serving the node's other 
 (controlplane/agent/node.py, NodeAgent._launch).
 
 Found on 5 Dec: `_launch` caught only OSError. A job whose env has a name with '=' in it (the
-submit takes it; the kernel's environment cannot hold it) makes subprocess raise ValueError
+API refuses such a name; a job written by other means, the admin or a script on the ORM, still
+reaches the agent with it, and the kernel's environment cannot hold it) makes subprocess raise ValueError
 ("illegal environment variable name") before a rank starts: it went up through the agent's
 round and out of `qm-agent`, which exited with a traceback. Its reaper then killed every other
 run on the node, the bad run stayed `running` on the control plane until the node's lease ran
@@ -20,8 +21,8 @@ import pytest
 
 from controlplane.agent.containment import RunCgroups, find_cgroup_root
 from controlplane.agent.members import marked_processes
-from controlplane.choices import JobState, NodeState
-from controlplane.models import Allocation, Job, Node
+from controlplane.choices import EventKind, JobState, NodeState
+from controlplane.models import Allocation, Event, Job, Node
 from controlplane.services import cycle
 from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
 from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
@@ -49,6 +50,10 @@ def test_a_job_whose_env_cannot_be_given_to_a_process_fails_126_and_the_agent_se
         wait_for(lambda: Job.objects.get(pk=bad.pk).state == JobState.FAILED, 20, "the bad job to fail")
 
         assert Job.objects.get(pk=bad.pk).exit_code == 126
+        # its owner reads why in the job's history, not only the node's log
+        finished = Event.objects.get(job=bad, kind=EventKind.JOB_FINISHED)
+        assert finished.message.endswith(": launch failed: ValueError: illegal environment variable name"), \
+            finished.message
         assert agent.poll() is None, "the agent died of a run it could not launch"
         assert marked_processes("gpu-bad-env", {bad_generation}) == []
         root = find_cgroup_root("auto")
