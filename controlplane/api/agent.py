@@ -203,13 +203,18 @@ class RegisterSerializer(serializers.Serializer):
     self_fenced_at = serializers.DateTimeField(required=False, allow_null=True)
 
 
+#: A job's steps and useful tokens are PostgreSQL bigints (Job.steps, Job.useful_tokens).
+MAX_COUNT = 2**63 - 1
+
+
 class ReportSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=protocol.REPORT_KINDS)
     generation = serializers.IntegerField(min_value=1)
     at = serializers.DateTimeField()
     exit_code = serializers.IntegerField(required=False, allow_null=True, min_value=-255, max_value=255)
-    steps = serializers.IntegerField(required=False, allow_null=True, min_value=0)
-    useful_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0)
+    # (bigint columns: one beyond was a 500 from PostgreSQL's "bigint out of range")
+    steps = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
+    useful_tokens = serializers.IntegerField(required=False, allow_null=True, min_value=0, max_value=MAX_COUNT)
     last_checkpoint_at = serializers.DateTimeField(required=False, allow_null=True)
     started_at = serializers.DateTimeField(required=False, allow_null=True)
     gpu_activity = serializers.FloatField(required=False, allow_null=True, min_value=0.0, max_value=1.0)
@@ -297,7 +302,7 @@ def _plain_text(value: Any, max_length: int, *, blank: bool) -> bool:
             and value == value.strip() and "\x00" not in value)
 
 
-_OPTIONAL_INTS = (("exit_code", -255, 255), ("steps", 0, None), ("useful_tokens", 0, None))
+_OPTIONAL_INTS = (("exit_code", -255, 255), ("steps", 0, MAX_COUNT), ("useful_tokens", 0, MAX_COUNT))
 _OPTIONAL_TIMES = ("last_checkpoint_at", "started_at")
 
 

@@ -101,6 +101,8 @@ ODD_BODIES = [
     mutate(["reports", 1, "gpu_activity"], 1.5), mutate(["reports", 1, "gpu_activity"], 1),
     mutate(["reports", 1, "gpu_activity"], "0.5"), mutate(["reports", 1, "gpu_activity"], float("nan")),
     mutate(["reports", 2, "steps"], -1), mutate(["reports", 2, "steps"], None), mutate(["reports", 2, "steps"], 2.5),
+    mutate(["reports", 2, "steps"], 2**63), mutate(["reports", 2, "useful_tokens"], 2**63),
+    mutate(["reports", 2, "steps"], 2**63 - 1),
     mutate(["reports", 2, "last_checkpoint_at"], None), mutate(["reports", 2, "last_checkpoint_at"], "soon"),
     mutate(["reports", 0], "started"), mutate(["reports", 0, "extra"], {"ignored": True}),
 ]
@@ -123,3 +125,37 @@ def test_a_malformed_report_still_gets_a_400_naming_the_field(fleet: Any) -> Non
 
     assert response.status_code == 400
     assert "exit_code" in response.content.decode()
+
+
+@pytest.mark.parametrize("field", ["steps", "useful_tokens"])
+def test_a_count_beyond_a_bigint_is_a_400_naming_it_and_the_largest_is_kept(fleet: Any, field: str) -> None:
+    # Job.steps and Job.useful_tokens are bigints: 2**63 went through both paths and PostgreSQL's
+    # "bigint out of range" made the whole report a 500 (the agent caps what a job writes at
+    # 2**63 - 1; a report of another agent or a bug need not).
+    from django.utils import timezone as django_timezone
+
+    from controlplane.models import Allocation, Event, Job
+    from controlplane.services import cycle
+    from tests.controlplane.loop_fixtures import make_job
+
+    _, token = register_node("gpu-01")
+    job = make_job(fleet, gpus=1)
+    assert cycle.run_cycle("test").binds == 1
+    generation = Allocation.objects.get(job=job).generation
+    client = agent_client(token)
+
+    def progress(value: int) -> Any:
+        return client.post("/api/v1/agent/nodes/gpu-01/report", {"reports": [
+            {"kind": "started", "generation": generation, "at": django_timezone.now().isoformat()},
+            {"kind": "progress", "generation": generation, "at": django_timezone.now().isoformat(), field: value},
+        ]}, format="json")
+
+    before = (list(Job.objects.filter(pk=job.pk).values()), list(Allocation.objects.filter(job=job).values()),
+              Event.objects.count())
+    too_big = progress(2**63)
+    assert too_big.status_code == 400 and field in too_big.json()["detail"], too_big.content
+    # nothing of the refused batch was written, its 'started' report neither
+    assert (list(Job.objects.filter(pk=job.pk).values()), list(Allocation.objects.filter(job=job).values()),
+            Event.objects.count()) == before
+    assert progress(2**63 - 1).status_code == 200
+    assert getattr(Job.objects.get(pk=job.pk), field) == 2**63 - 1
