@@ -177,6 +177,14 @@ class AgentView(APIView):
 # ------------------------------------------------------------------------------------- payloads
 
 
+#: A job's steps and useful tokens are PostgreSQL bigints (Job.steps, Job.useful_tokens).
+MAX_COUNT = 2**63 - 1
+#: A node's CPUs and memory are integer columns (Node.cpus, Node.memory_gb).
+MAX_INTEGER_COLUMN = 2**31 - 1
+#: A log chunk's offset is a bigint, and so is the end of the chunk after it.
+MAX_LOG_OFFSET = 2**63 - 1 - job_logs.CHUNK_BYTES
+
+
 class DeviceSerializer(serializers.Serializer):
     index = serializers.IntegerField(min_value=0)
     name = serializers.CharField(max_length=128, required=False, allow_blank=True)
@@ -190,8 +198,9 @@ class RegisterSerializer(serializers.Serializer):
     pool = serializers.CharField(max_length=64, required=False)
     gpu_type = serializers.CharField(max_length=64, required=False)
     gpu_count = serializers.IntegerField(min_value=1, max_value=1024, required=False)
-    cpus = serializers.IntegerField(min_value=0, required=False)
-    memory_gb = serializers.IntegerField(min_value=0, required=False)
+    # (Node.cpus and Node.memory_gb are integer columns: one beyond was a 500, "integer out of range")
+    cpus = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
+    memory_gb = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
     leaf_switch = serializers.CharField(max_length=64, required=False)
     spine = serializers.CharField(max_length=64, required=False)
     capacity_tier = serializers.ChoiceField(choices=CapacityTier.choices, required=False)
@@ -201,10 +210,6 @@ class RegisterSerializer(serializers.Serializer):
     # When the agent killed its work itself because it could not renew its lease, if it did
     # since it last registered: what this registration settles was lost to a partition.
     self_fenced_at = serializers.DateTimeField(required=False, allow_null=True)
-
-
-#: A job's steps and useful tokens are PostgreSQL bigints (Job.steps, Job.useful_tokens).
-MAX_COUNT = 2**63 - 1
 
 
 class ReportSerializer(serializers.Serializer):
@@ -239,7 +244,7 @@ class LogChunkSerializer(serializers.Serializer):
 
     generation = serializers.IntegerField(min_value=1)
     rank = serializers.IntegerField(min_value=0, max_value=1_000_000)
-    offset = serializers.IntegerField(min_value=0)
+    offset = serializers.IntegerField(min_value=0, max_value=MAX_LOG_OFFSET)
     bytes = serializers.IntegerField(min_value=1, max_value=job_logs.CHUNK_BYTES)
     text = serializers.CharField(trim_whitespace=False, max_length=job_logs.CHUNK_BYTES)
 
@@ -360,7 +365,7 @@ def _fast_logs(raw: Any) -> list[dict[str, Any]] | None:
             return None
         nbytes, text = item.get("bytes"), item.get("text")
         if not (_int_in(item.get("generation"), 1, None) and _int_in(item.get("rank"), 0, 1_000_000)
-                and _int_in(item.get("offset"), 0, None) and _int_in(nbytes, 1, job_logs.CHUNK_BYTES)
+                and _int_in(item.get("offset"), 0, MAX_LOG_OFFSET) and _int_in(nbytes, 1, job_logs.CHUNK_BYTES)
                 and type(text) is str and 0 < len(text) <= job_logs.CHUNK_BYTES and "\x00" not in text):
             return None
         total += nbytes

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 from datetime import timedelta
 
+import pytest
 from django.utils import timezone
 
 from controlplane.choices import AllocationState, EventKind, JobState, NodeState
@@ -55,6 +56,21 @@ def test_register_with_an_unknown_gpu_type_is_400_naming_the_field(fleet: LoopFl
     body = response.json()
     assert "gpu_type" in body["errors"] and "B200-192GB" in body["detail"]
     assert not Node.objects.filter(name="gpu-01").exists()
+
+
+@pytest.mark.parametrize("field", ["cpus", "memory_gb"])
+@pytest.mark.parametrize("value", [2**31, 2**63], ids=["2**31", "2**63"])
+def test_register_with_more_than_an_integer_column_holds_is_400_naming_the_field(
+        fleet: LoopFleet, field: str, value: int) -> None:
+    # Node.cpus and Node.memory_gb are integer columns: until 5 Dec PostgreSQL's "integer out of
+    # range" made such a registration a 500
+    response = agent_client(BOOTSTRAP).post(REGISTER, register_body(**{field: value}), format="json")
+
+    assert response.status_code == 400, response.content
+    assert field in response.json()["errors"] and "2147483647" in response.json()["detail"]
+    assert not Node.objects.filter(name="gpu-01").exists()
+    largest = agent_client(BOOTSTRAP).post(REGISTER, register_body(**{field: 2**31 - 1}), format="json")
+    assert largest.status_code == 201 and getattr(Node.objects.get(name="gpu-01"), field) == 2**31 - 1
 
 
 def test_first_registration_without_inventory_is_400_naming_each_missing_field(fleet: LoopFleet) -> None:

@@ -159,3 +159,24 @@ def test_a_count_beyond_a_bigint_is_a_400_naming_it_and_the_largest_is_kept(flee
             Event.objects.count()) == before
     assert progress(2**63 - 1).status_code == 200
     assert getattr(Job.objects.get(pk=job.pk), field) == 2**63 - 1
+
+
+def test_a_log_chunk_offset_beyond_a_bigint_is_a_400_naming_it(fleet: Any) -> None:
+    # JobLogChunk.offset is a bigint: until 5 Dec an offset of 2**63 passed both paths and
+    # PostgreSQL's "bigint out of range" made the agent's whole contact a 500
+    from controlplane.models import Allocation, JobLogChunk
+    from controlplane.services import cycle
+    from tests.controlplane.loop_fixtures import make_job
+
+    _, token = register_node("gpu-01")
+    job = make_job(fleet, gpus=1)
+    assert cycle.run_cycle("test").binds == 1
+    generation = Allocation.objects.get(job=job).generation
+    chunk = {"generation": generation, "rank": 0, "offset": 2**63, "bytes": 3, "text": "abc"}
+
+    response = agent_client(token).post("/api/v1/agent/nodes/gpu-01/heartbeat", {"logs": [chunk]}, format="json")
+
+    assert response.status_code == 400, response.content
+    assert "logs.0.offset" in response.json()["errors"]
+    assert _fast_sync({"logs": [chunk]}) is None
+    assert not JobLogChunk.objects.exists()
