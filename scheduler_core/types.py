@@ -471,6 +471,8 @@ def gpu_placement(node: str, gpu_indices: tuple[int, ...], role: str = "") -> Gp
     _set_gpu_indices(made, gpu_indices)
     _set_role(made, role)
     return made
+
+
 class _PendingExplanationBuilt:
     """A :class:`PendingExplanation` being built: the same slots in the same order, but not
     frozen, so they are stored as plain attribute writes (see :func:`pending_explanation`)."""
