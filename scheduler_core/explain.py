@@ -350,20 +350,8 @@ class _Explainer:
         unpromised = job_id not in self.promised
         runtime = spec.runtime_limit_s or self.default_runtime
         if line is not None:
-            # The work queued ahead on its classes runs first (back to back); its own work then
-            # counts for the jobs behind it. (One pass over the line's classes reads the work
-            # ahead and adds the job's own: inline, thousands of jobs a cycle.)
-            ahead = self.ahead
-            work = 0.0
-            own = demand_gpus * runtime if adds and unpromised else 0.0
-            for c, share in line.spread:
-                work += ahead[c]
-                if own:
-                    ahead[c] += own * share
-            if drains and work > 0:
-                drained = line.drained(work)
-                if drained is not None and (eta is None and fits_now or eta is not None and drained > eta):
-                    eta = drained
+            eta = self._drain(line, drains, fits_now, demand_gpus * runtime if adds and unpromised else 0.0,
+                              eta)
             if drains and eta is not None and self.after_windows and unpromised:
                 # the jobs ahead waiting only for maintenance run once it ends: leave them room
                 later = self._room_beside_window_runs(w, eta, runtime)
@@ -464,6 +452,24 @@ class _Explainer:
             f"but maintenance ({named}) takes {counted(len(nodes), 'capable node')} out of service "
             + ("during a run from then to its runtime limit." if spec.runtime_limit_s is not None
                else "while it would run from then (it declares no runtime limit)."))
+
+    def _drain(self, line: _DrainLine, drains: bool, fits_now: bool, own: float,
+               eta: float | None) -> float | None:
+        """The work queued ahead on its classes runs first (back to back); its own work then
+        counts for the jobs behind it (``own`` GPU-seconds, 0 when it adds none). (Thousands
+        of jobs a cycle: one pass over the line's classes reads the work ahead and adds the
+        job's own.)"""
+        ahead = self.ahead
+        work = 0.0
+        for c, share in line.spread:
+            work += ahead[c]
+            if own:
+                ahead[c] += own * share
+        if drains and work > 0:
+            drained = line.drained(work)
+            if drained is not None and (eta is None and fits_now or eta is not None and drained > eta):
+                eta = drained
+        return eta
 
     def _count_ahead(self, spec: JobSpec, line: _DrainLine, gpus: int) -> None:
         """Its run (GPUs x runtime limit) is work ahead of the later jobs on the line's classes."""
