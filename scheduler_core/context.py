@@ -127,7 +127,7 @@ class CycleContext:
     stopping: list[tuple[int, str, frozenset[int]]] | None = None
     team_holders: tuple[int, dict[str, list[str]]] = field(default_factory=lambda: (0, {}))
     """Keys of ``ends`` per team, and how many keys of ``ends`` that covers
-    (``quota_release._team_holders``)."""
+    (``quota_release.team_holders``)."""
     victims: VictimIndex | None = None
     """Running jobs indexed for preemption searches (``victims.VictimIndex``)."""
     reclaim_waits: dict[tuple[str, str | None], str] = field(default_factory=dict)

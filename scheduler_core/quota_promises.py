@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from scheduler_core.admission import UNLIMITED
 from scheduler_core.context import CycleContext
-from scheduler_core.quota_release import _team_holders, team_ends, team_release_eta, team_released_by
+from scheduler_core.quota_release import team_ends, team_holders, team_release_eta, team_released_by
 from scheduler_core.state import JOB, Grant
 from scheduler_core.types import JobSpec
 
@@ -418,7 +418,7 @@ def _team_ends_now(ctx: CycleContext, team: str, gpu_type: str) -> list[tuple[fl
     adds to its own record. (Asked for each job of a team refused beside its promises: 15
     jobs of one team and type in the 10,000-GPU benchmark's cycle, 0.1 ms each, with nothing
     between; 1.6 ms each in its loop's full fleet.)"""
-    seen = (len(_team_holders(ctx, team)), len(ctx.preempted), len(ctx.resized), len(ctx.killed))
+    seen = (len(team_holders(ctx, team)), len(ctx.preempted), len(ctx.resized), len(ctx.killed))
     key = (team, gpu_type)
     known = ctx.own_promise_ends.get(key)
     if known is not None and known[0] == seen:

@@ -15,7 +15,7 @@ from scheduler_core.context import CycleContext
 from scheduler_core.state import JOB
 
 
-def _team_holders(ctx: CycleContext, team: str) -> list[str]:
+def team_holders(ctx: CycleContext, team: str) -> list[str]:
     """The holders of ``team`` with a known end (keys of ``ctx.ends``). ``ends`` only gains
     keys during a cycle, so the grouping is extended with the keys added since last time."""
     seen, by_team = ctx.team_holders
@@ -35,7 +35,7 @@ def team_ends(ctx: CycleContext, team: str, gpu_type: str) -> list[tuple[float, 
     ends: list[tuple[float, int]] = []
     holdings = ctx.state.holdings
     nodes = ctx.state.nodes
-    for job_id in _team_holders(ctx, team):
+    for job_id in team_holders(ctx, team):
         gpus = 0
         for g in holdings.get((JOB, job_id), ()):
             if nodes[g.node].gpu_type == gpu_type:
