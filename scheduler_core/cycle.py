@@ -84,6 +84,7 @@ from scheduler_core.quota_promises import (
     BrokenPromise,
     PromisedLending,
     PromisedQuota,
+    QuotaPromise,
     broken_promise,
     charge_promises,
     lending_promised,
@@ -717,11 +718,7 @@ def _behind_own_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
         words = f"{held}, and has room for this job beside them only once {released}."
         would = releases
     else:
-        if promise.ends_at is not None:
-            by = "by its runtime limit"
-        else:
-            by = (f"if it runs the {ctx.config.default_runtime_estimate_s / 3600:g} h assumed "
-                  f"for a job without a runtime limit")
+        by = _run_by(ctx, promise)
         last = (f"job {promise.job_id}" if own.of == 1
                 else f"job {promise.job_id} (from t={promise.start_at:.0f})")
         words = (f"{held}, and has room for this job only once {last} has run ({by})"
@@ -730,6 +727,15 @@ def _behind_own_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
                  f"{f' and {releases}' if released else ''}")
     return outcome._replace(lending_free_at=own.free_at, lending_words=words,
                             would_start_if=f"{outcome.would_start_if}, and {would}")
+
+
+def _run_by(ctx: CycleContext, promise: QuotaPromise) -> str:
+    """How a promised job is taken to have run: to its runtime limit, or for the default
+    estimate when it declares none."""
+    if promise.ends_at is not None:
+        return "by its runtime limit"
+    return (f"if it runs the {ctx.config.default_runtime_estimate_s / 3600:g} h assumed for a "
+            f"job without a runtime limit")
 
 
 def _behind_promised_lending(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
@@ -741,11 +747,7 @@ def _behind_promised_lending(ctx: CycleContext, spec: JobSpec, gpu_type: str | N
     were promised to two preemptors until t=13630. Phase 7 keeps its start no earlier."""
     promise = lending.last
     cohort = ctx.ledger.cohort_of(spec.team, gpu_type) if gpu_type is not None else None
-    if promise.ends_at is not None:
-        by = "by its runtime limit"
-    else:
-        by = (f"if it runs the {ctx.config.default_runtime_estimate_s / 3600:g} h assumed for a "
-              f"job without a runtime limit")
+    by = _run_by(ctx, promise)
     whom = (f"job {promise.job_id} of team {promise.team} from t={promise.start_at:.0f}"
             if lending.of == 1 else f"{lending.of} jobs of other teams that start before it")
     last = (f"job {promise.job_id}" if lending.of == 1
