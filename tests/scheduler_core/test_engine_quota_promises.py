@@ -583,3 +583,24 @@ def test_a_job_past_the_placement_budget_refused_its_teams_promised_quota_is_tol
         "Estimated start t=14400: its team's quota of a100 GPUs is promised to job big from "
         "t=7200 (16 GPUs), and has room for this job only once job big has run (by its runtime "
         "limit).")
+
+
+def test_a_job_refused_its_teams_promised_quota_keeps_a_capacity_eta_that_is_later():
+    # ml's quota (32) has room for j (24) once big (16) has run, at t=14400; j's 24 GPUs are
+    # three whole nodes, and n2 frees only at t=20000: that ETA stands.
+    plan = (make_cluster().nodes(3).at(0)
+            .quota("ml", "a100", 32).quota("cv", "a100", 24)
+            .running(make_running(make_job("c0").team("cv").gpus(8).limit(3600)).whole("n0"),
+                     make_running(make_job("c1").team("cv").gpus(8).limit(7200)).whole("n1"),
+                     make_running(make_job("c2").team("cv").gpus(8).limit(20000)).whole("n2"))
+            .pending(make_job("big").team("ml").gpus(16).limit(7200).submitted(0),
+                     make_job("j").team("ml").gpus(24).limit(7200).submitted(1))
+            .plan())
+    assert [(r.job_id, r.start_at) for r in plan.reservations] == [("big", 7200)]
+    explanation = why(plan, "j")
+    assert explanation.eta == 20000
+    assert explanation.message == (
+        "Needs 24 a100 GPUs; 0 are free. Estimated start t=20000 from runtime limits.")
+    # the quota's condition holds all the same: it is needed, only not last
+    assert explanation.would_start_if == (
+        "24 more a100 GPUs free up, and job big has run and given back its team's quota")
