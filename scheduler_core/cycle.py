@@ -690,21 +690,26 @@ def _behind_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None, out
     team's jobs."""
     lending = lending_promised(ctx, spec.team, gpu_type, gpus)
     if lending is not None:
-        return _behind_promised_lending(ctx, spec, gpu_type, outcome, lending)
-    own = quota_promised(ctx, spec.team, gpu_type, gpus)
-    if own is not None:
-        return _behind_own_promises(ctx, spec, gpu_type, outcome, own)
-    return outcome
+        held = _behind_promised_lending(ctx, spec, gpu_type, outcome, lending)
+    else:
+        own = quota_promised(ctx, spec.team, gpu_type, gpus)
+        if own is None:
+            return outcome
+        held = _behind_own_promises(ctx, spec, gpu_type, outcome, own)
+    # (phase 7 asks whether the promises let it start sooner, once its GPUs are there)
+    assert gpu_type is not None  # (both refuse only a typed option)
+    return held._replace(promised_gpus=(gpu_type, gpus))
 
 
 def _behind_own_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
                          outcome: Outcome, own: PromisedQuota) -> Outcome:
     """A job its team's quota admits alone but not beside what it promises to the team's
     jobs that start before it (the head's reservation, a nominated preemptor) is reserved
-    nothing and cannot start before that quota has room again. Its ETA from runtime limits
+    nothing, and is certain of that quota once it has room again. Its ETA from runtime limits
     alone was too early by the promised jobs' run: ml's 'j' (8 GPUs) was told t=10800, when
     n2 frees, while ml's 16 GPUs were promised to 'big' until t=14400. Phase 7 keeps its
-    start no earlier (``Outcome.lending_free_at``)."""
+    start no later (``Outcome.lending_free_at``), and earlier when the promises let it start
+    sooner (it ends before they start, or its team's releases leave them room)."""
     whom = (f"job {own.first.job_id} from t={own.first.start_at:.0f}" if own.of == 1
             else f"{own.of} jobs of its team that start before it")
     held = (f"its team's quota of {gpu_type} GPUs is promised to {whom} "
@@ -714,6 +719,7 @@ def _behind_own_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
                 if own.released > 0 else "")
     promise = own.last
     releases = f"team {spec.team}'s running jobs release {counted(own.released, f'{gpu_type} GPU')}"
+    room = f"its team's quota of {gpu_type} GPUs, promised to {whom} ({counted(own.promised, 'GPU')}),"
     if promise is None:
         words = f"{held}, and has room for this job beside them only once {released}."
         would = releases
@@ -726,7 +732,8 @@ def _behind_own_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
         would = (f"job {promise.job_id} has run and given back its team's quota"
                  f"{f' and {releases}' if released else ''}")
     return outcome._replace(lending_free_at=own.free_at, lending_words=words,
-                            would_start_if=f"{outcome.would_start_if}, and {would}")
+                            would_start_if=f"{outcome.would_start_if}, and {would}",
+                            promised_room=room, lending_would=f", and {would}")
 
 
 def _run_by(ctx: CycleContext, promise: QuotaPromise) -> str:
@@ -741,10 +748,11 @@ def _run_by(ctx: CycleContext, promise: QuotaPromise) -> str:
 def _behind_promised_lending(ctx: CycleContext, spec: JobSpec, gpu_type: str | None,
                              outcome: Outcome, lending: PromisedLending) -> Outcome:
     """A job that would borrow what its cohort lends, promised to jobs of other teams that
-    start before it, is reserved nothing on it (``room_beside_promises``) and cannot start
-    on it before those jobs have run. Its ETA from runtime limits alone was too early by
-    their whole run: a head of team third was told t=12000 while the cohort's 16 lent GPUs
-    were promised to two preemptors until t=13630. Phase 7 keeps its start no earlier."""
+    start before it, is reserved nothing on it (``room_beside_promises``), and is certain of
+    it once those jobs have run. Its ETA from runtime limits alone was too early by their
+    whole run: a head of team third was told t=12000 while the cohort's 16 lent GPUs were
+    promised to two preemptors until t=13630. Phase 7 keeps its start no later, and earlier
+    when the promises let it start sooner (``Outcome.lending_free_at``)."""
     promise = lending.last
     cohort = ctx.ledger.cohort_of(spec.team, gpu_type) if gpu_type is not None else None
     by = _run_by(ctx, promise)
@@ -752,12 +760,14 @@ def _behind_promised_lending(ctx: CycleContext, spec: JobSpec, gpu_type: str | N
             if lending.of == 1 else f"{lending.of} jobs of other teams that start before it")
     last = (f"job {promise.job_id}" if lending.of == 1
             else f"job {promise.job_id} of team {promise.team} (from t={promise.start_at:.0f})")
+    held = f"what cohort {cohort} lends of {gpu_type} GPUs is promised to {whom}"
+    would = f", and job {promise.job_id} has run and given back what cohort {cohort} lends"
     return outcome._replace(
         lending_free_at=lending.free_at,
-        lending_words=(f"what cohort {cohort} lends of {gpu_type} GPUs is promised to {whom}, "
-                       f"and this job can borrow enough of it only once {last} has run ({by})."),
-        would_start_if=f"{outcome.would_start_if}, and job {promise.job_id} has run and given "
-                       f"back what cohort {cohort} lends")
+        lending_words=f"{held}, and this job can borrow enough of it only once {last} has run ({by}).",
+        would_start_if=f"{outcome.would_start_if}{would}",
+        promised_room=f"what cohort {cohort} lends of {gpu_type} GPUs, promised to {whom},",
+        lending_would=would)
 
 
 def _behind_promised_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape,

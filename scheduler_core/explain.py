@@ -16,8 +16,10 @@ of it in the queue that wait for the same classes, for GPUs or only for a mainte
 term is what makes a job's ETA grow with its queue position; it ignores fragmentation and
 backfill, so it is an estimate and the message says so. GPUs promised to a reservation or a
 nomination stay busy in the timeline until that job has run, so its work is not counted ahead.
-A job that would borrow what its cohort lends, promised to jobs of other teams, starts no
-earlier than when that lending is free again (``Outcome.lending_free_at``).
+A job that would borrow what its cohort lends, promised to jobs of other teams (or its own
+team's quota, promised to the team's jobs), starts when the engine's rules beside those
+promises would let it once its GPUs are there, at the latest when that quota is free again for
+it (``Outcome.lending_free_at``; ``quota_promises.start_beside_promises``).
 """
 
 from __future__ import annotations
@@ -33,6 +35,7 @@ from scheduler_core.eligibility import OutOfLine, out_of_line
 from scheduler_core.gang import Demand
 from scheduler_core.maintenance import run_end
 from scheduler_core.outcome import Outcome
+from scheduler_core.quota_promises import ends_before, start_beside_promises
 from scheduler_core.quota_release import (
     Cumulative,
     NeedEtas,
@@ -115,6 +118,11 @@ class _Worded(NamedTuple):
     lending_words: str = ""
     """When what it would borrow of its cohort's lending, promised to other teams' jobs, is
     free again, and why (``Outcome.lending_free_at``)."""
+    promised_gpus: tuple[str, int] | None = None
+    promised_room: str = ""
+    lending_would: str = ""
+    """What phase 7 asks the promises about a start before ``lending_free_at``, and its words
+    (``Outcome.promised_gpus``)."""
 
 
 class _Explainer:
@@ -216,6 +224,7 @@ class _Explainer:
             quota_at, code in AHEAD_CODES, outcome.quota_type if quota_at is not None else None,
             capacity_part, preset, _charged_type(self.ctx, outcome), (),
             outcome.demand, outcome.classes, outcome.lending_free_at, outcome.lending_words,
+            outcome.promised_gpus, outcome.promised_room, outcome.lending_would,
         )
 
     def _elsewhere(self, spec: JobSpec, outcome: Outcome, reopen: float
@@ -344,7 +353,7 @@ class _Explainer:
         if w.alternatives:
             return self._place_earliest(spec, w, position)
         (eta, text, code, reason, resolvable, would, line, drains, fits_now, demand_gpus, estimated, _,
-         quota_at, adds, quota_type, _, _, charged, _, _, _, lending_free_at, _) = w
+         quota_at, adds, quota_type, _, _, charged, _, _, _, lending_free_at, _, _, _, _) = w
         message = text
         job_id = spec.id
         unpromised = job_id not in self.promised
@@ -372,8 +381,8 @@ class _Explainer:
                 eta, message, estimated = self._behind_head(w, eta, message, estimated, head_quota)
         if lending_free_at is not None and eta is not None and lending_free_at > eta:
             # (a start unknown by runtime limits stays unknown: the lending does not free GPUs)
-            eta, estimated = lending_free_at, False
-            message = f"{text} Estimated start t={eta:.0f}: {w.lending_words}"
+            eta, estimated, message, would = self._beside_promises(spec, w, eta, estimated,
+                                                                   message, would)
         if eta is not None:
             if estimated:
                 message = _estimated_sentence(w, eta)
@@ -382,6 +391,38 @@ class _Explainer:
         if charged is not None and resolvable and (head_quota is None or job_id != head_quota[4]):
             self._hold_quota_ahead(spec, charged, demand_gpus, eta)
         return pending_explanation(job_id, code, reason, message, resolvable, position, eta, would)
+
+    def _beside_promises(self, spec: JobSpec, w: _Worded, eta: float, estimated: bool,
+                         message: str, would: str) -> tuple[float, bool, str, str]:
+        """(ETA, estimated, sentence, would start if) of a job whose GPUs are there at ``eta``,
+        before the quota promised to jobs that start before it has room for it for good
+        (``w.lending_free_at``): the earliest start from ``eta`` the promises let it take
+        (``quota_promises.start_beside_promises``). One that ends before the promised jobs
+        start, or whose quota has room for them and it by their starts, starts when its GPUs
+        are there, and its sentence says nothing of them; until 5 Dec 2026 it was held to the
+        promised jobs' end (told t=14400, it started at t=4000)."""
+        assert w.lending_free_at is not None
+        base = would.removesuffix(w.lending_would)
+        start = None
+        if w.promised_gpus is not None:
+            gpu_type, gpus = w.promised_gpus
+            start = start_beside_promises(self.ctx, spec, gpu_type, gpus, eta, w.lending_free_at,
+                                          self.releases, self.cums)
+        if start is None:
+            return (w.lending_free_at, False,
+                    f"{w.text} Estimated start t={w.lending_free_at:.0f}: {w.lending_words}", would)
+        if start > eta:
+            return (start, False, f"{w.text} Estimated start t={start:.0f}: {w.promised_room} "
+                                  f"leaves room for this job only from then (by runtime limits).",
+                    f"{base}, and {w.promised_room} leaves it room (from t={start:.0f})")
+        assert w.promised_gpus is not None
+        before = ends_before(self.ctx, spec, *w.promised_gpus, start)
+        if before is None:  # the promises leave it room however long it runs
+            return eta, estimated, message, base
+        latest = before.start_at - (spec.runtime_limit_s or 0.0)
+        return eta, estimated, message, (
+            f"{base} by t={latest:.0f}, so that it ends before job {before.job_id} starts at "
+            f"t={before.start_at:.0f}; or {base}{w.lending_would}")
 
     def _hold_quota_ahead(self, spec: JobSpec, charged: str, gpus: int, eta: float | None) -> None:
         """What this job will hold of its team's quota once it starts (``gpus`` of type

@@ -36,11 +36,23 @@ class Outcome(NamedTuple):
     up clear of the windows and keeps the earliest; ``classes`` are the blocked type's."""
     lending_free_at: float | None = None
     """For a job that would borrow what its cohort lends, promised to jobs of other teams:
-    when that lending is free again for it (its start is no earlier, whatever the GPUs say).
-    Likewise for a job its team's quota admits alone but not beside what it promises to the
-    team's jobs that start before it: when that quota has room for it again."""
+    when that lending is free again for it, every promised job held from now until it has
+    run. Likewise for a job its team's quota admits alone but not beside what it promises to
+    the team's jobs that start before it: when that quota has room for it again. A bound:
+    phase 7 asks the promises for an earlier start from when its GPUs are there
+    (``promised_gpus``)."""
     lending_words: str = ""
     """Why, as the clause after its estimated start."""
+    promised_gpus: tuple[str, int] | None = None
+    """The GPU type and count ``lending_free_at`` was measured for: phase 7 asks the promises
+    whether the job may start earlier, from when its GPUs are there
+    (``quota_promises.start_beside_promises``)."""
+    promised_room: str = ""
+    """What the promises hold (``its team's quota of a100 GPUs, promised to job big from
+    t=7200 (16 GPUs),``), for a start they hold back to a time before ``lending_free_at``."""
+    lending_would: str = ""
+    """The condition ``would_start_if`` ends with for the promises (``, and job big has run
+    ...``), dropped when they do not hold the job back."""
 
     @property
     def reason(self) -> str:

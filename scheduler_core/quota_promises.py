@@ -24,12 +24,20 @@ team backfilled.
 from __future__ import annotations
 
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from scheduler_core.admission import UNLIMITED
 from scheduler_core.context import CycleContext
-from scheduler_core.quota_release import team_ends, team_holders, team_release_eta, team_released_by
+from scheduler_core.quota_release import (
+    Cumulative,
+    cumulative,
+    team_ends,
+    team_holders,
+    team_release_eta,
+    team_released_by,
+)
 from scheduler_core.state import JOB, Grant
 from scheduler_core.types import JobSpec
 
@@ -204,25 +212,34 @@ def broken_promise(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int
     victims have stopped) on these GPUs would break, its team's quota, or what its cohort
     lends, refusing the promised job at its start; ``None`` if none."""
     for promise in ctx.quota_promises.values():
-        if promise.job_id == spec.id or not _holds_past(ctx, spec, promise.start_at, starts):
-            continue
-        if promise.team == spec.team:
-            for t, gpus in gpus_of_type.items():
-                if gpus > 0 and gpus > promise.slack.get(t, gpus):
-                    return BrokenPromise(promise.job_id, promise.start_at, t, promise.ends_at,
-                                         team=promise.team)
-            continue
+        broken = _breaks(ctx, promise, spec, gpus_of_type, starts)
+        if broken is not None:
+            return broken
+    return None
+
+
+def _breaks(ctx: CycleContext, promise: QuotaPromise, spec: JobSpec,
+            gpus_of_type: dict[str, int], starts: float | None) -> BrokenPromise | None:
+    """:func:`broken_promise` for one promise."""
+    if promise.job_id == spec.id or not _holds_past(ctx, spec, promise.start_at, starts):
+        return None
+    if promise.team == spec.team:
         for t, gpus in gpus_of_type.items():
-            if gpus > 0 and t in promise.cohort_slack and _same_cohort(ctx, promise, spec.team, t):
-                # a job that borrows is judged by all it takes from what the cohort lends,
-                # its team's unused quota it no longer lends too; one within its team's
-                # nominal quota never waits for another team's promise
-                borrowed, unlent = _room_taken(ctx, spec.team, t, gpus, promise.start_at)
-                if borrowed > 0 and borrowed + unlent > promise.cohort_slack[t] \
-                        + _given_back_since(ctx, promise, t):
-                    return BrokenPromise(promise.job_id, promise.start_at, t, promise.ends_at,
-                                         cohort=ctx.ledger.cohort_of(spec.team, t),
-                                         team=promise.team)
+            if gpus > 0 and gpus > promise.slack.get(t, gpus):
+                return BrokenPromise(promise.job_id, promise.start_at, t, promise.ends_at,
+                                     team=promise.team)
+        return None
+    for t, gpus in gpus_of_type.items():
+        if gpus > 0 and t in promise.cohort_slack and _same_cohort(ctx, promise, spec.team, t):
+            # a job that borrows is judged by all it takes from what the cohort lends,
+            # its team's unused quota it no longer lends too; one within its team's
+            # nominal quota never waits for another team's promise
+            borrowed, unlent = _room_taken(ctx, spec.team, t, gpus, promise.start_at)
+            if borrowed > 0 and borrowed + unlent > promise.cohort_slack[t] \
+                    + _given_back_since(ctx, promise, t):
+                return BrokenPromise(promise.job_id, promise.start_at, t, promise.ends_at,
+                                     cohort=ctx.ledger.cohort_of(spec.team, t),
+                                     team=promise.team)
     return None
 
 
@@ -426,3 +443,82 @@ def _team_ends_now(ctx: CycleContext, team: str, gpu_type: str) -> list[tuple[fl
     ends = team_ends(ctx, team, gpu_type)
     ctx.own_promise_ends[key] = (seen, ends)
     return ends
+
+
+def start_beside_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str, gpus: int,
+                          after: float, until: float,
+                          releases: dict[tuple[str, str], list[tuple[float, int]]],
+                          cums: Cumulative) -> float | None:
+    """The earliest start of ``spec`` on ``gpus`` more ``gpu_type`` GPUs, from ``after`` (when
+    its GPUs are there) and before ``until`` (when the promises ahead of it have all left it
+    room: :func:`lending_promised`, :func:`quota_promised`), at which the engine's own rules
+    would let it start beside the jobs promised GPUs this cycle; ``None`` if none does.
+
+    ``until`` holds every promised job from now to its end, which is late (never early) for a
+    job that ends before a promised job starts (:func:`broken_promise` never refuses it), or
+    whose team's (cohort's) running jobs release enough by that start for both. Steps:
+
+    1. The times at which the answer can change: its cohort's (or its team's) release times by
+       runtime limits, and the promised jobs' starts and ends (by runtime limit, or the
+       default estimate), between ``after`` and ``until``.
+    2. At ``after``, then at each of those times in order, the rules of a cycle then
+       (:func:`_starts_at`); the first that admits it. Use only rises when a promised job
+       starts, so a start between two such times that is admitted makes the earlier one
+       admitted too: no later start is missed.
+
+    Jobs that start meanwhile are not foreseen, as in every ETA."""
+    teams = _quota_teams(ctx, spec.team, gpu_type)
+    freed = [(team, *cumulative(ctx, team, gpu_type, releases, cums)) for team in teams]
+    estimate = ctx.config.default_runtime_estimate_s
+    held = [(p.team, p.start_at, p.ends_at if p.ends_at is not None else p.start_at + estimate,
+             p.gpus.get(gpu_type, 0)) for p in ctx.quota_promises.values() if p.team in teams]
+    times = {x for _, start, end, _ in held for x in (start, end)}
+    for _, ends, _ in freed:
+        times.update(ends[bisect_right(ends, after):bisect_left(ends, until)])
+    for at in (after, *sorted(x for x in times if after < x < until)):
+        if _starts_at(ctx, spec, gpu_type, gpus, at, freed, held):
+            return at
+    return None
+
+
+def _quota_teams(ctx: CycleContext, team: str, gpu_type: str) -> set[str]:
+    """The teams whose use decides ``team``'s quota on ``gpu_type``: its cohort's, or its own."""
+    cohort = ctx.ledger.cohort_of(team, gpu_type)
+    if cohort is None:
+        return {team}
+    return {q.team for q in ctx.ledger.cohort_members(cohort, gpu_type)} | {team}
+
+
+def _starts_at(ctx: CycleContext, spec: JobSpec, gpu_type: str, gpus: int, at: float,
+               freed: list[tuple[str, list[float], list[int]]],
+               held: list[tuple[str, float, float, int]]) -> bool:
+    """Would a cycle at ``at`` start ``spec`` on ``gpus`` ``gpu_type`` GPUs, as far as the
+    quota goes? Its quota then admits it, each team's running jobs having released their GPUs
+    by runtime limits and the promised jobs started by then holding theirs until they have
+    run; and it breaks none of the promises still to start (their slack, and what their
+    cohort lends them, are measured from their starts: the same at ``at`` as now)."""
+    uses: dict[str, int] = {}
+    for team, ends, total in freed:
+        k = bisect_right(ends, at)
+        uses[team] = ctx.ledger.used_by(team, gpu_type) - (total[k - 1] if k else 0)
+    for team, start, end, promised in held:
+        if start <= at < end:
+            uses[team] += promised
+    if not ctx.ledger.admits_with(uses, spec.team, gpu_type, gpus):
+        return False
+    return not any(p.start_at > at and _breaks(ctx, p, spec, {gpu_type: gpus}, at) is not None
+                   for p in ctx.quota_promises.values())
+
+
+def ends_before(ctx: CycleContext, spec: JobSpec, gpu_type: str, gpus: int,
+                at: float) -> QuotaPromise | None:
+    """The promise that ``spec``, started at ``at``, starts before and ends before only by its
+    runtime limit: the first to start of those it would break were it to run on (``None``:
+    it breaks none, however long it runs)."""
+    forever = replace(spec, runtime_limit_s=None)
+    starts = sorted((p.start_at, p.job_id, p) for p in ctx.quota_promises.values()
+                    if p.start_at > at)
+    for _, _, promise in starts:
+        if _breaks(ctx, promise, forever, {gpu_type: gpus}, at) is not None:
+            return promise
+    return None

@@ -109,7 +109,7 @@ def _need_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
     if ctx.ledger.cohort_of(team, gpu_type) is not None:
         found = cohort_release_eta(ctx, team, gpu_type, gpus, releases, cums=cums)
     else:
-        ends, total = _cumulative(ctx, team, gpu_type, releases, cums)
+        ends, total = cumulative(ctx, team, gpu_type, releases, cums)
         need = ctx.ledger.check(team, gpu_type, gpus).shortage(gpus)
         k = bisect_left(total, need)
         found = ctx.snapshot.now if need <= 0 else (ends[k] if k < len(total) else None)
@@ -123,9 +123,12 @@ Cumulative = dict[tuple[str, str], tuple[list[float], list[int]]]
 """Per (team, GPU type): its release times and the GPUs released by each, cumulated."""
 
 
-def _cumulative(ctx: CycleContext, team: str, gpu_type: str,
-                releases: dict[tuple[str, str], list[tuple[float, int]]],
-                cums: Cumulative) -> tuple[list[float], list[int]]:
+def cumulative(ctx: CycleContext, team: str, gpu_type: str,
+               releases: dict[tuple[str, str], list[tuple[float, int]]],
+               cums: Cumulative) -> tuple[list[float], list[int]]:
+    """``team``'s release times of ``gpu_type`` GPUs and the GPUs released by each, cumulated
+    (memoised in ``releases`` and ``cums``; phase 7 shares them with the quota promises'
+    starts, ``quota_promises.start_beside_promises``)."""
     key = (team, gpu_type)
     found = cums.get(key)
     if found is None:
@@ -156,7 +159,7 @@ def cohort_release_eta(ctx: CycleContext, team: str, gpu_type: str, gpus: int,
     times: set[float] = set()
     cums = {} if cums is None else cums
     for member in members:
-        ends, total = _cumulative(ctx, member.team, gpu_type, releases, cums)
+        ends, total = cumulative(ctx, member.team, gpu_type, releases, cums)
         freed.append((member.team, ends, total))
     # the cohort's release times, sorted once per cohort and type (under a key no team has)
     okey = ("", f"{cohort}\0{gpu_type}")

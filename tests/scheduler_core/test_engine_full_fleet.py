@@ -112,7 +112,17 @@ Two independent proofs:
   start if" of such jobs, adding "and job ... has run and given back its team's quota" (with
   "and team ...'s running jobs release N ... GPUs" when both are needed) or the latter alone:
   seed 7, 60 jobs; seed 1, 13; seed 3, 46 (8 both, 38 releases alone); the 2,000-GPU fleet,
-  31 (the 10,000-GPU fleet unchanged)::
+  31 (the 10,000-GPU fleet unchanged); and such jobs, and those refused what their cohort lends
+  to other teams' promised jobs, told the earliest start the promises let them take from when
+  their GPUs are there (``quota_promises.start_beside_promises``: the lending read as the
+  cohort's jobs release it by runtime limits, not as it is now), 2026-12-05: compared field by
+  field against the plans before, binds, preemptions, resizes, reservations, kills, growth
+  notes, fleet figures and every explanation's code, reason, resolvable and position
+  identical; only ETA, sentence and "would start if" of lending-refused jobs, every ETA
+  earlier: seed 1, 2 jobs (t=1014491 -> t=1006971 and t=1007707, now their capacity ETAs and
+  sentences, "would start if" without the lending clause); seed 3, 6 (t=1007291 -> from
+  t=1003600, one of them "... leaves room for this job only from then (by runtime limits)", the
+  others their capacity ETAs); the other snapshots unchanged::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -143,8 +153,8 @@ from scheduler_core.victims import Offer
 
 GOLDEN = {
     (1000, 500, 200, 7): "70c876815d9826857943ce3dfb30d16cfb239978225d327cc2879a95d36b33a9",
-    (1000, 500, 200, 1): "97db820bdbb4443149843a82a906f598dd4711302ebe6347a9e85ffa4e402d85",
-    (1000, 500, 200, 3): "86b2d0113ea75f54c9f0f3deca3dc9684137e2950dfdb997b35fdb333d5bc398",
+    (1000, 500, 200, 1): "dc72ac920cfbff1bba0488e5c62fc2b518ed35d3631cae0d55e6ace0cd51aae7",
+    (1000, 500, 200, 3): "500222a76acdfdc15b28267d66006ec68441984e80ccd0fb1b5972e4eb750ff8",
     (2000, 1000, 400, 4): "0479f4dc0d1f3647e9766aea45e533e30939908944559699f152aec7ab37501a",
     (10000, 5000, 2000, 7): "a7d34fa7f73503c7fdf81c1cef4d5bef27af86f5717f8568456565c4ef4d1b44",
 }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 from engine_builders import bound, make_cluster, make_job, make_running, why
+from test_engine_explain_eta import evolve
 
 from scheduler_core import ReasonCode, SchedulerConfig
 
@@ -583,6 +584,110 @@ def test_a_job_past_the_placement_budget_refused_its_teams_promised_quota_is_tol
         "Estimated start t=14400: its team's quota of a100 GPUs is promised to job big from "
         "t=7200 (16 GPUs), and has room for this job only once job big has run (by its runtime "
         "limit).")
+
+
+def _ml_promised_big_beside_a_small_node(j_limit: float, ml_quota: int = 16,
+                                         ml_running_until: float | None = None):
+    """Team ml (quota ``ml_quota``) and cv (40): cv's jobs hold n0 and n1 until t=7200, n2
+    until t=10800 and the 4-GPU node s0 until t=4000. ml's big (16 GPUs, one node per 8, 2 h)
+    is reserved n0 and n1 from t=7200; ml's j (4 GPUs, ``j_limit``) fits ml's quota alone, not
+    beside big, and finds its GPUs on s0 at t=4000, which big cannot use. With
+    ``ml_running_until``, ml's m holds the 4-GPU node s1 until then."""
+    cluster = (make_cluster().nodes(3).nodes(1 if ml_running_until is None else 2, gpus=4,
+                                             prefix="s").at(0)
+               .quota("ml", "a100", ml_quota).quota("cv", "a100", 40)
+               .running(make_running(make_job("c0").team("cv").gpus(8).limit(7200)).whole("n0"),
+                        make_running(make_job("c1").team("cv").gpus(8).limit(7200)).whole("n1"),
+                        make_running(make_job("c2").team("cv").gpus(8).limit(10800)).whole("n2"),
+                        make_running(make_job("c3").team("cv").gpus(4).limit(4000))
+                        .whole("s0", width=4)))
+    if ml_running_until is not None:
+        cluster = cluster.running(make_running(make_job("m").team("ml").gpus(4)
+                                               .limit(ml_running_until)).whole("s1", width=4))
+    return cluster.pending(
+        make_job("big").team("ml").gpus(16).per_node(8).limit(7200).submitted(0),
+        make_job("j").team("ml").priority("low").gpus(4).limit(j_limit).submitted(1))
+
+
+def _nlp_promised_labs_lending(j_limit: float, idle_until: float | None = None):
+    """Cohort lab: idle (16 nominal) lends 8 while its i0 holds n1 (until ``idle_until``;
+    without it, nothing runs there and idle lends 8 of 8), nlp and third own nothing. cv (40,
+    no cohort) holds n0 until t=7200 and the 4-GPU node s0 until t=4000. nlp's h (8 GPUs, one
+    node, 1 h) is reserved n0 from t=7200, promised the 8 lab lends; third's j (4 GPUs,
+    ``j_limit``) would borrow 4 of them and finds its GPUs on s0 at t=4000."""
+    idle = 16 if idle_until is not None else 8
+    running = [make_running(make_job("c0").team("cv").gpus(8).limit(7200)).whole("n0"),
+               make_running(make_job("c3").team("cv").gpus(4).limit(4000)).whole("s0", width=4)]
+    if idle_until is not None:
+        running.append(make_running(make_job("i0").team("idle").gpus(8).limit(idle_until))
+                       .whole("n1"))
+    else:
+        running.append(make_running(make_job("c1").team("cv").gpus(8).limit(10800)).whole("n1"))
+    return (make_cluster().nodes(2).nodes(1, gpus=4, prefix="s").at(0)
+            .quota("idle", "a100", idle, cohort="lab").quota("nlp", "a100", 0, cohort="lab")
+            .quota("third", "a100", 0, cohort="lab").quota("cv", "a100", 40)
+            .running(*running)
+            .pending(make_job("h").team("nlp").gpus(8).per_node(8).limit(3600).submitted(0),
+                     make_job("j").team("third").priority("low").gpus(4).limit(j_limit)
+                     .submitted(1)))
+
+
+def _told_and_started(cluster, job: str):
+    snap = cluster.snapshot()
+    first, starts = evolve(snap)
+    return why(first, job), starts.get(job)
+
+
+@pytest.mark.parametrize(("cluster", "promised", "promised_end"), [
+    (_ml_promised_big_beside_a_small_node, "job big has run and given back its team's quota",
+     14400),
+    (_nlp_promised_labs_lending, "job h has run and given back what cohort lab lends", 10800),
+], ids=["its-teams-quota", "its-cohorts-lending"])
+def test_a_job_that_ends_before_the_promised_job_starts_is_told_when_its_gpus_free(
+        cluster, promised, promised_end):
+    # j, started at t=4000 when s0 frees, ends by t=7200: no promise refuses it, and the
+    # engine starts it then (broken_promise asks only of jobs still running at the start).
+    # Its ETA was held to the promised job's end: t=14400 (big), t=10800 (h).
+    explanation, started = _told_and_started(cluster(3200), "j")
+    assert explanation.eta == started == 4000
+    assert explanation.message == (
+        "Needs 4 a100 GPUs; 0 are free. Estimated start t=4000 from runtime limits.")
+    whom = promised.split()[1]
+    assert explanation.would_start_if == (
+        f"4 more a100 GPUs free up by t=4000, so that it ends before job {whom} starts at "
+        f"t=7200; or 4 more a100 GPUs free up, and {promised}")
+    # a second longer, it would still run at t=7200: it waits until the promised job has run
+    explanation, started = _told_and_started(cluster(3201), "j")
+    assert explanation.eta == started == promised_end
+    assert explanation.message.endswith("has run (by its runtime limit).")
+
+
+def test_a_job_whose_teams_releases_leave_the_promised_job_its_quota_starts_when_its_gpus_free():
+    # ml (20) holds 4 (m, until t=6000): beside big's 16 and j's 4 it lacks 4 now, but m
+    # gives them back before big starts at t=7200, so big's promise has room for j (slack 4)
+    # and the engine starts j when s0 frees. It was told t=6000, when m ends.
+    cluster = _ml_promised_big_beside_a_small_node(7200, ml_quota=20, ml_running_until=6000)
+    explanation, started = _told_and_started(cluster, "j")
+    assert explanation.eta == started == 4000
+    assert explanation.message == (
+        "Needs 4 a100 GPUs; 0 are free. Estimated start t=4000 from runtime limits.")
+    assert explanation.would_start_if == "4 more a100 GPUs free up"
+
+
+def test_a_job_refused_the_promised_lending_starts_when_its_cohort_lends_enough_again():
+    # h borrows all lab lends from t=7200 (idle's 8 unused); when idle's i0 ends at t=9000, lab
+    # lends 16, 8 beside h, and the engine starts j (holding past t=7200, it could not start
+    # at t=4000). It was told t=10800, when h has run: the lending was read as it is now.
+    explanation, started = _told_and_started(_nlp_promised_labs_lending(7200, idle_until=9000),
+                                             "j")
+    assert explanation.eta == started == 9000
+    assert explanation.message == (
+        "Needs 4 a100 GPUs; 0 are free. Estimated start t=9000: what cohort lab lends of a100 "
+        "GPUs, promised to job h of team nlp from t=7200, leaves room for this job only from "
+        "then (by runtime limits).")
+    assert explanation.would_start_if == (
+        "4 more a100 GPUs free up, and what cohort lab lends of a100 GPUs, promised to job h "
+        "of team nlp from t=7200, leaves it room (from t=9000)")
 
 
 def test_a_job_refused_its_teams_promised_quota_keeps_a_capacity_eta_that_is_later():

@@ -63,7 +63,15 @@
   preemptions, resizes, reservations, kills, growth notes, fleet figures and every
   explanation's code, reason, position, ETA and sentence identical; only "would start if" of
   such jobs, adding "and job ... has run and given back its team's quota" or "and team ...'s
-  running jobs release N ... GPUs": 9, 21, 7, 269 and 3 jobs (in the order of GOLDEN), by::
+  running jobs release N ... GPUs": 9, 21, 7, 269 and 3 jobs (in the order of GOLDEN); and
+  such jobs, and those refused what their cohort lends to other teams' promised jobs, told the
+  earliest start the promises let them take from when their GPUs are there
+  (``quota_promises.start_beside_promises``), 2026-12-05: compared field by field, binds,
+  preemptions, resizes, reservations, kills, growth notes, fleet figures and every
+  explanation's code, reason, resolvable and position identical; only the ETA, sentence and
+  "would start if" of 8 lending-refused jobs of the 1,000-GPU seed-3 loop snapshot, every ETA
+  earlier (t=1007231, t=1259231 and t=1259321 -> their capacity ETAs, t=1005524 to
+  t=1154640, with those sentences and no lending clause in "would start if"), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -105,7 +113,7 @@ from scheduler_core.types import (
 
 GOLDEN = {
     (1000, 500, 200, 1, "default"): "b6207881f1907cd242e0969de26a2257fbce8f3cab3681d3edf202e1ac63ee2f",
-    (1000, 500, 200, 3, "loop"): "bf0fda82c63b6a505ae943ff49e37424263422136409e81937d82dffd9c3ccd8",
+    (1000, 500, 200, 3, "loop"): "4e6bf2b1501a19fcf5cf9b4cd5c99d7aa1cc9e6d9c3a8244a4cc06b4a4b39c5b",
     (2000, 1000, 400, 4, "default"): "e91bc6773a252caa783ba555b53a0457b11f224ee01521ba9fe33c905322dcfe",
     (10000, 5000, 2000, 7, "default"): "4a6b2304fa7d9c9b1499ca28fe18b8c61c9d4594dae6c3cf026c095c0a861f04",
     (10000, 5000, 2000, 7, "loop"): "04efe0d19c3c5db9b8da26ea537077bb768edb19cb4b8b39239af880ba298f86",
