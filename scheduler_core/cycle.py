@@ -87,9 +87,11 @@ from scheduler_core.quota_promises import (
     QuotaPromise,
     broken_promise,
     charge_promises,
+    last_broken,
     lending_promised,
     quota_promised,
     room_beside_promises,
+    start_beside_promises,
 )
 from scheduler_core.sentences import counted
 from scheduler_core.state import FLEET, HOLD, JOB, ClusterState, Grant
@@ -582,7 +584,8 @@ def _keeps_promises(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, in
         return True
     ctx.placer.drop()
     rehold(ctx)
-    misses.quota_blocked = misses.quota_blocked or broken
+    # (told what it waits for at the latest: the promise that has run last)
+    misses.quota_blocked = misses.quota_blocked or last_broken(ctx, spec, gpus_of_type)
     return False
 
 
@@ -776,13 +779,30 @@ def _behind_promised_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape,
     what a job promised GPUs (the head's reservation, a nominated preemptor) needs when it
     starts. Its quota is free
     again once the promised job has run: by its runtime limit, or, without one, by the default
-    estimate the release timeline assumes for such a job's GPUs too."""
+    estimate the release timeline assumes for such a job's GPUs too; or earlier, when the
+    engine's rules beside the promises would start it (``start_beside_promises``: its team's
+    or its cohort's jobs release enough by runtime limits once the promised jobs have
+    started, jobs preempted for them have stopped). Until 5 Dec 2026 the end of the first
+    promise found: small, behind urgent promised ml's 8 from t=10030, was told t=24430 (the
+    4 h assumed for urgent) and started at t=10030, when lab lent ml 4 once cv's preempted
+    lo0 had stopped; breaking the promises of p1 (600 s) and p2 (2 h), t=10630, when p1 had
+    run, and it started at t=17230, when p2 had."""
     if broken.ends_at is not None:
         eta, by = broken.ends_at, "by its runtime limit"
     else:
         estimate = ctx.config.default_runtime_estimate_s
         eta = broken.start_at + estimate
         by = f"if it runs the {estimate / 3600:g} h assumed for a job without a runtime limit"
+    when = f"when job {broken.job_id} has run ({by})"
+    would = f"job {broken.job_id} has run and given the quota back"
+    sooner = None if not broken.gpus else start_beside_promises(
+        ctx, spec, broken.gpu_type, broken.gpus, ctx.snapshot.now, eta, {}, {})
+    if sooner is not None:
+        eta = sooner
+        when = "when its quota has room for it beside the jobs promised GPUs (by runtime limits)"
+        would = (f"its quota has room for it beside job {broken.job_id} (from t={sooner:.0f}, "
+                 f"by runtime limits)")
+    clear_by = broken.start_at if broken.clear_by is None else broken.clear_by
     if broken.cohort is None:
         needs = (f"Team {spec.team}'s quota must have room for job {broken.job_id} when it "
                  f"starts at t={broken.start_at:.0f}; this job would still hold "
@@ -793,10 +813,8 @@ def _behind_promised_quota(ctx: CycleContext, spec: JobSpec, shape: JobShape,
                  f"job would still borrow what the cohort lends then")
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
-        f"{needs}, so starting now would delay it. Estimated start t={eta:.0f}, when job "
-        f"{broken.job_id} has run ({by}).",
-        True, f"job {broken.job_id} has run and given the quota back, or the job asks for a runtime "
-              f"limit that ends it by t={broken.start_at:.0f}",
+        f"{needs}, so starting now would delay it. Estimated start t={eta:.0f}, {when}.",
+        True, f"{would}, or the job asks for a runtime limit that ends it by t={clear_by:.0f}",
         eta=eta,
         demand=shape.smallest,
         classes=tuple(sorted({c for o in shape.options for cls in o.member_classes for c in cls})),

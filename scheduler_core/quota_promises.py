@@ -85,6 +85,11 @@ class BrokenPromise:
     team's own quota."""
     team: str = ""
     """The promised job's team."""
+    clear_by: float | None = None
+    """The earliest start of the promises the job would break (:func:`last_broken`): a job
+    ending by then breaks none of them."""
+    gpus: int = 0
+    """The job's GPUs of ``gpu_type``, when it asks for that type alone (0: several types)."""
 
 
 def promise_quota(ctx: CycleContext, spec: JobSpec, start_at: float, grants: Iterable[Grant],
@@ -216,6 +221,24 @@ def broken_promise(ctx: CycleContext, spec: JobSpec, gpus_of_type: dict[str, int
         if broken is not None:
             return broken
     return None
+
+
+def last_broken(ctx: CycleContext, spec: JobSpec,
+                gpus_of_type: dict[str, int]) -> BrokenPromise | None:
+    """Of the promises starting ``spec`` now on these GPUs would break, the one whose job has
+    run last (by its runtime limit, or the default estimate), with the earliest start among
+    them (``clear_by``). What the job is told it waits for: :func:`broken_promise` answers
+    with the first it finds, and a job breaking the promises of p1 (600 s) and p2 (no
+    runtime limit) was told it starts once p1 has run, while p2 still held its team's quota."""
+    estimate = ctx.config.default_runtime_estimate_s
+    found = [b for p in ctx.quota_promises.values()
+             if (b := _breaks(ctx, p, spec, gpus_of_type, None)) is not None]
+    if not found:
+        return None
+    last = max(found, key=lambda b: (b.ends_at if b.ends_at is not None
+                                     else b.start_at + estimate, b.job_id))
+    only = next(iter(gpus_of_type.values())) if len(gpus_of_type) == 1 else 0
+    return replace(last, clear_by=min(b.start_at for b in found), gpus=only)
 
 
 def _breaks(ctx: CycleContext, promise: QuotaPromise, spec: JobSpec,
@@ -472,6 +495,8 @@ def start_beside_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str, gpus:
     estimate = ctx.config.default_runtime_estimate_s
     held = [(p.team, p.start_at, p.ends_at if p.ends_at is not None else p.start_at + estimate,
              p.gpus.get(gpu_type, 0)) for p in ctx.quota_promises.values() if p.team in teams]
+    # (a job stopping early holds less from its stop until its end, where its release counts)
+    held += [(team, stop, end, -gpus) for stop, end, team, gpus in _stops(ctx, gpu_type, teams)]
     times = {x for _, start, end, _ in held for x in (start, end)}
     for _, ends, _ in freed:
         times.update(ends[bisect_right(ends, after):bisect_left(ends, until)])
@@ -479,6 +504,29 @@ def start_beside_promises(ctx: CycleContext, spec: JobSpec, gpu_type: str, gpus:
         if _starts_at(ctx, spec, gpu_type, gpus, at, freed, held):
             return at
     return None
+
+
+def _stops(ctx: CycleContext, gpu_type: str,
+           teams: set[str]) -> list[tuple[float, float, str, int]]:
+    """(stop, end, team, GPUs of ``gpu_type``) of the jobs of ``teams`` preempted this cycle
+    that stop before their runtime limits would end them (``end``, ``inf`` without one):
+    still charged to their teams' quotas now, their ends (``ctx.ends``) count them back only
+    from then (:func:`_stopping_early`)."""
+    found = []
+    holdings, nodes, index_of = ctx.state.holdings, ctx.state.nodes, ctx.state.index_of
+    for job_id in ctx.preempted:
+        job = ctx.running.get(job_id)
+        if job is None or job.spec.team not in teams or (JOB, job_id) not in holdings \
+                or job.terminating or job_id in ctx.killed:
+            continue
+        pc = ctx.priority.get(job.spec.priority_class)
+        stop = ctx.snapshot.now + (pc.grace_period_s if pc is not None else 0.0)
+        gpus = sum(len(p.gpu_indices) for p in job.placements
+                   if p.node in index_of and nodes[index_of[p.node]].gpu_type == gpu_type)
+        end = ctx.ends.get(job_id, math.inf)
+        if gpus and stop < end:
+            found.append((stop, end, job.spec.team, gpus))
+    return found
 
 
 def _quota_teams(ctx: CycleContext, team: str, gpu_type: str) -> set[str]:

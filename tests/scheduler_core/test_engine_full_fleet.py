@@ -122,7 +122,13 @@ Two independent proofs:
   earlier: seed 1, 2 jobs (t=1014491 -> t=1006971 and t=1007707, now their capacity ETAs and
   sentences, "would start if" without the lending clause); seed 3, 6 (t=1007291 -> from
   t=1003600, one of them "... leaves room for this job only from then (by runtime limits)", the
-  others their capacity ETAs); the other snapshots unchanged::
+  others their capacity ETAs); the other snapshots unchanged; and that search counting the jobs
+  preempted this cycle as giving their quota back when they stop, and a job that would break
+  several promises told the one that has run last, searched the same way
+  (``quota_promises.last_broken``), 2026-12-05: compared field by field against the plans
+  before, only seed 3's job-000222 changed: t=1003600 -> t=1000091, its capacity ETA and
+  sentence, "would start if" without the promise clause (the other snapshots, and the
+  ``test_engine_speedups.py`` plans, unchanged)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -154,7 +160,7 @@ from scheduler_core.victims import Offer
 GOLDEN = {
     (1000, 500, 200, 7): "70c876815d9826857943ce3dfb30d16cfb239978225d327cc2879a95d36b33a9",
     (1000, 500, 200, 1): "dc72ac920cfbff1bba0488e5c62fc2b518ed35d3631cae0d55e6ace0cd51aae7",
-    (1000, 500, 200, 3): "500222a76acdfdc15b28267d66006ec68441984e80ccd0fb1b5972e4eb750ff8",
+    (1000, 500, 200, 3): "b1c85897c960c489ec77c4f9468df44a954e7317bde77bf70aba101b36141088",
     (2000, 1000, 400, 4): "0479f4dc0d1f3647e9766aea45e533e30939908944559699f152aec7ab37501a",
     (10000, 5000, 2000, 7): "a7d34fa7f73503c7fdf81c1cef4d5bef27af86f5717f8568456565c4ef4d1b44",
 }

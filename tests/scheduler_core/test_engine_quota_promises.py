@@ -94,13 +94,14 @@ def test_other_teams_start_beside_a_head_within_its_quota():
     assert "other" in bound(plan)
 
 
-def preemptor_and_its_team():
-    """Teams ml and cv share cohort lab, 8 a100 GPUs of quota each. cv runs 12: lo0 on n0
-    (8, borrowed) and lo1 on n1's GPUs 0-3. ml's urgent (8, within ml's 8) reclaims ml's lent
-    quota by preempting lo0; n1's free 4 GPUs fit another job of ml now."""
+def preemptor_and_its_team(cohort: str | None = "lab"):
+    """Teams ml and cv share cohort lab (or, ``cohort=None``, none), 8 a100 GPUs of quota
+    each. cv runs 12: lo0 on n0 (8, borrowed) and lo1 on n1's GPUs 0-3. ml's urgent (8, within
+    ml's 8) reclaims ml's lent quota (cv's excess) by preempting lo0; n1's free 4 GPUs fit
+    another job of ml now."""
     return (
         make_cluster().nodes(2).at(NOW)
-        .quota("ml", "a100", 8, cohort="lab").quota("cv", "a100", 8, cohort="lab")
+        .quota("ml", "a100", 8, cohort=cohort).quota("cv", "a100", 8, cohort=cohort)
         .running(make_running(make_job("lo0").team("cv").gpus(8)).whole("n0").started(0)
                  .borrowed(),
                  make_running(make_job("lo1").team("cv").gpus(4)).on("n1", 0, 1, 2, 3)
@@ -110,8 +111,9 @@ def preemptor_and_its_team():
 
 
 def test_a_later_job_of_a_preemptors_team_leaves_the_quota_it_preempts_for():
-    # small fits ml's quota now (0 + 4 <= 8) but not beside urgent once lo0 has stopped
-    plan = preemptor_and_its_team().pending(
+    # small fits ml's quota now (0 + 4 <= 8) but not beside urgent once lo0 has stopped (in
+    # no cohort, ml borrows nothing)
+    plan = preemptor_and_its_team(cohort=None).pending(
         make_job("small").team("ml").gpus(4).limit(None).submitted(1)).plan()
     assert [p.job_id for p in plan.preemptions] == ["lo0"]
     assert why(plan, "urgent").code is ReasonCode.WAITING_FOR_PREEMPTION
@@ -482,14 +484,15 @@ def _ml_promised_big(ml_quota: int = 16, ml_running_until: float | None = None):
                            make_job("j").team("ml").gpus(8).limit(7200).submitted(1))
 
 
-def _ml_preempts_for_urgent(urgent_limit: float | None):
+def _ml_preempts_for_urgent(urgent_limit: float | None, cohort: str | None = None):
     """preemptor_and_its_team with lo0 started a minute ago (reclaiming it is cheap) and n1
     held by cv until t=13000: urgent (8, ml's whole quota) preempts lo0 and is promised ml's
     8 GPUs from t=10030; small (4) fits ml's quota alone, not beside urgent, and finds no free
-    GPUs: it is the first job without room, refused the reservation for that quota."""
+    GPUs: it is the first job without room, refused the reservation for that quota. In
+    ``cohort``, cv lends ml 8 once lo1 and lo2 end at t=13000."""
     return (
         make_cluster().nodes(2).at(NOW)
-        .quota("ml", "a100", 8, cohort="lab").quota("cv", "a100", 8, cohort="lab")
+        .quota("ml", "a100", 8, cohort=cohort).quota("cv", "a100", 8, cohort=cohort)
         .running(make_running(make_job("lo0").team("cv").gpus(8)).whole("n0").started(NOW - 60)
                  .borrowed(),
                  make_running(make_job("lo1").team("cv").gpus(4).limit(13000)).on("n1", 0, 1, 2, 3)
@@ -709,3 +712,53 @@ def test_a_job_refused_its_teams_promised_quota_keeps_a_capacity_eta_that_is_lat
     # the quota's condition holds all the same: it is needed, only not last
     assert explanation.would_start_if == (
         "24 more a100 GPUs free up, and job big has run and given back its team's quota")
+
+
+@pytest.mark.parametrize(("cluster", "eta", "message"), [
+    (preemptor_and_its_team().pending(
+        make_job("small").team("ml").gpus(4).limit(None).submitted(1)), NOW + 30,
+     "Team ml's quota must have room for job urgent when it starts at t=10030; this job would "
+     "still hold a100 GPUs then, so starting now would delay it. Estimated start t=10030, when "
+     "its quota has room for it beside the jobs promised GPUs (by runtime limits)."),
+    (_ml_preempts_for_urgent(None, cohort="lab"), 13000,
+     "Needs 4 a100 GPUs; 0 are free. Estimated start t=13000 from runtime limits."),
+], ids=["its-gpus-free-now-lo0-stops", "its-gpus-free-when-lo1-and-lo2-end"])
+def test_a_job_behind_a_preemptor_starts_when_its_cohort_lends_enough_beside_it(
+        cluster, eta, message):
+    # urgent takes ml's 8 from t=10030; small (4, no runtime limit) borrows the 4 more cv
+    # lends once its lo0 has stopped (cv 4 of 8: n1's free GPUs), or the 8 once lo1 and lo2
+    # end at t=13000. It was told t=24430, when urgent has run, by the 4 h assumed for it:
+    # the cohort's lending was read as it is now, with lo0 (no runtime limit) held forever.
+    explanation, started = _told_and_started(cluster, "small")
+    assert explanation.eta == started == eta
+    assert explanation.message == message
+
+
+def test_a_job_breaking_two_promises_is_told_the_one_that_has_run_last():
+    # ml (16, no cohort) promises p1 (8, 600 s) and p2 (8, 2 h) its quota from t=10030, each
+    # preempting one of cv's borrowed jobs; small (9, one GPU per node) fits the free GPUs of
+    # n2 and n3 and ml's quota alone, but beside p2 only once p2 has run. It was told the
+    # promise found first: "t=10630, when job p1 has run", and started at t=17230.
+    cluster = (
+        make_cluster().nodes(4).at(NOW).quota("ml", "a100", 16).quota("cv", "a100", 8)
+        .running(make_running(make_job("lo0").team("cv").gpus(8)).whole("n0").started(NOW - 60)
+                 .borrowed(),
+                 make_running(make_job("lo1").team("cv").gpus(8)).whole("n1").started(NOW - 60)
+                 .borrowed(),
+                 make_running(make_job("c2").team("cv").gpus(4).limit(NOW + 20000))
+                 .on("n2", 0, 1, 2, 3),
+                 make_running(make_job("c3").team("cv").gpus(3).limit(NOW + 20000))
+                 .on("n3", 0, 1, 2))
+        .pending(make_job("p1").team("ml").gpus(8).per_node(8).limit(600).submitted(0),
+                 make_job("p2").team("ml").gpus(8).per_node(8).limit(7200).submitted(1),
+                 make_job("small").team("ml").priority("low").gpus(9).per_node(1).limit(None)
+                 .submitted(2)))
+    explanation, started = _told_and_started(cluster, "small")
+    assert explanation.eta == started == NOW + 30 + 7200
+    assert explanation.message == (
+        "Team ml's quota must have room for job p2 when it starts at t=10030; this job would "
+        "still hold a100 GPUs then, so starting now would delay it. Estimated start t=17230, "
+        "when job p2 has run (by its runtime limit).")
+    assert explanation.would_start_if == (
+        "job p2 has run and given the quota back, or the job asks for a runtime limit that ends "
+        "it by t=10030")
