@@ -97,7 +97,9 @@ class AgentTokenAuthentication(BaseAuthentication):
             name = context.get("kwargs", {}).get("name")
             if name is None and isinstance(context.get("view"), RegisterView) and isinstance(request.data, dict):
                 name = request.data.get("name")
-            if isinstance(name, str) and name:
+            # (a name PostgreSQL cannot hold, NUL or a lone surrogate, names no node: until 5 Dec
+            # looking it up made an unknown token's request a 500 instead of this 401)
+            if isinstance(name, str) and name and "\x00" not in name and _utf8(name):
                 _refuse_if_retired(Node.objects.filter(name=name, state=NodeState.RETIRED).first())
             raise exceptions.AuthenticationFailed(
                 "Unknown agent token: it was never issued or a newer registration replaced it; "
@@ -149,9 +151,21 @@ class IsThisNodesAgent(BasePermission):
         return True
 
 
+class AgentJSONParser(JSONParser):
+    """JSON, and a body nested deeper than the decoder goes a 400 as any malformed JSON is:
+    Python's decoder raises RecursionError there, not ValueError, and until 5 Dec `[` × 100,000
+    made every agent endpoint a 500."""
+
+    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
+        try:
+            return super().parse(stream, media_type, parser_context)
+        except RecursionError as error:
+            raise exceptions.ParseError("JSON parse error - the body is nested too deeply.") from error
+
+
 class AgentView(APIView):
     authentication_classes = [AgentTokenAuthentication]
-    parser_classes = [JSONParser]
+    parser_classes = [AgentJSONParser]
     renderer_classes = [JSONRenderer]
     throttle_classes: list[Any] = []
     schema = None  # machine-to-machine; documented in docs/operations.md, not in the user API schema
@@ -183,13 +197,26 @@ MAX_COUNT = 2**63 - 1
 MAX_INTEGER_COLUMN = 2**31 - 1
 #: A log chunk's offset is a bigint, and so is the end of the chunk after it.
 MAX_LOG_OFFSET = 2**63 - 1 - job_logs.CHUNK_BYTES
+#: A generation is a bigint (Allocation.generation, JobLogChunk.generation): one beyond names no
+#: run there can ever be, and is refused (400) rather than told "stale".
+MAX_GENERATION = 2**63 - 1
+#: The most GPUs a node declares (`gpu_count`); a device's index is below it.
+MAX_GPUS = 1024
 
 
 class DeviceSerializer(serializers.Serializer):
-    index = serializers.IntegerField(min_value=0)
+    # Only logged (the node's registration event), but bounded as the columns of the inventory
+    # are: until 5 Dec an index of 2**63 or 10**30 MB went into the event as given.
+    index = serializers.IntegerField(min_value=0, max_value=MAX_GPUS - 1)
     name = serializers.CharField(max_length=128, required=False, allow_blank=True)
     uuid = serializers.CharField(max_length=128, required=False, allow_blank=True)
-    memory_mb = serializers.IntegerField(min_value=0, required=False)
+    memory_mb = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
+
+
+def _generations(**kwargs: Any) -> serializers.ListField:
+    """What an agent says it runs: generations, each at most a bigint."""
+    return serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_GENERATION),
+                                 required=False, max_length=4096, **kwargs)
 
 
 class RegisterSerializer(serializers.Serializer):
@@ -197,7 +224,7 @@ class RegisterSerializer(serializers.Serializer):
                                   error_messages={"invalid": "Node names are letters, digits, '.', '_' and '-'."})
     pool = serializers.CharField(max_length=64, required=False)
     gpu_type = serializers.CharField(max_length=64, required=False)
-    gpu_count = serializers.IntegerField(min_value=1, max_value=1024, required=False)
+    gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False)
     # (Node.cpus and Node.memory_gb are integer columns: one beyond was a 500, "integer out of range")
     cpus = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
     memory_gb = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
@@ -205,16 +232,28 @@ class RegisterSerializer(serializers.Serializer):
     spine = serializers.CharField(max_length=64, required=False)
     capacity_tier = serializers.ChoiceField(choices=CapacityTier.choices, required=False)
     simulated = serializers.BooleanField(required=False, allow_null=True, default=None)
-    devices = DeviceSerializer(many=True, required=False, max_length=1024)
-    running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
+    devices = DeviceSerializer(many=True, required=False, max_length=MAX_GPUS)
+    running = _generations()
     # When the agent killed its work itself because it could not renew its lease, if it did
     # since it last registered: what this registration settles was lost to a partition.
     self_fenced_at = serializers.DateTimeField(required=False, allow_null=True)
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # Each device once: a second entry of one index is named (devices.3.index), with the first.
+        first: dict[int, int] = {}
+        twice: dict[int, dict[str, list[str]]] = {}
+        for position, device in enumerate(attrs.get("devices", [])):
+            earlier = first.setdefault(device["index"], position)
+            if earlier != position:
+                twice[position] = {"index": [f"Device index {device['index']} is given twice (also devices.{earlier})."]}
+        if twice:
+            raise serializers.ValidationError({"devices": twice})
+        return attrs
+
 
 class ReportSerializer(serializers.Serializer):
     kind = serializers.ChoiceField(choices=protocol.REPORT_KINDS)
-    generation = serializers.IntegerField(min_value=1)
+    generation = serializers.IntegerField(min_value=1, max_value=MAX_GENERATION)
     at = serializers.DateTimeField()
     exit_code = serializers.IntegerField(required=False, allow_null=True, min_value=-255, max_value=255)
     # (bigint columns: one beyond was a 500 from PostgreSQL's "bigint out of range")
@@ -242,7 +281,7 @@ class ReportSerializer(serializers.Serializer):
 class LogChunkSerializer(serializers.Serializer):
     """New output of one rank of one run: `bytes` bytes from byte `offset` on, as UTF-8 text."""
 
-    generation = serializers.IntegerField(min_value=1)
+    generation = serializers.IntegerField(min_value=1, max_value=MAX_GENERATION)
     rank = serializers.IntegerField(min_value=0, max_value=1_000_000)
     offset = serializers.IntegerField(min_value=0, max_value=MAX_LOG_OFFSET)
     bytes = serializers.IntegerField(min_value=1, max_value=job_logs.CHUNK_BYTES)
@@ -250,7 +289,7 @@ class LogChunkSerializer(serializers.Serializer):
 
 
 class SyncSerializer(serializers.Serializer):
-    running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
+    running = _generations()
     reports = ReportSerializer(many=True, required=False, max_length=MAX_REPORTS)
     logs = LogChunkSerializer(many=True, required=False, max_length=MAX_LOG_CHUNKS)
     goodbye = serializers.BooleanField(required=False, default=False)
@@ -301,10 +340,25 @@ def _when(value: Any) -> datetime | None:
         return None
 
 
+def _utf8(value: str) -> bool:
+    """Whether `value` has a UTF-8 form: JSON may carry a lone surrogate (`"\\ud800"`), which
+    neither PostgreSQL nor a token's hash takes. The CharField refuses it (400 naming the field);
+    until 5 Dec the fast path let it through, and a log chunk, a batch item's name or token, or
+    a launch failure's words holding one made the agent's whole contact a 500."""
+    if value.isascii():
+        return True
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _plain_text(value: Any, max_length: int, *, blank: bool) -> bool:
-    """A string the CharField would take unchanged (it trims whitespace and refuses NUL)."""
+    """A string the CharField would take unchanged (it trims whitespace, refuses NUL and lone
+    surrogates)."""
     return (type(value) is str and len(value) <= max_length and (blank or value != "")
-            and value == value.strip() and "\x00" not in value)
+            and value == value.strip() and "\x00" not in value and _utf8(value))
 
 
 _OPTIONAL_INTS = (("exit_code", -255, 255), ("steps", 0, MAX_COUNT), ("useful_tokens", 0, MAX_COUNT))
@@ -315,7 +369,7 @@ def _fast_report(item: Any) -> dict[str, Any] | None:
     if type(item) is not dict:
         return None
     kind = item.get("kind")
-    if kind not in protocol.REPORT_KINDS or not _int_in(item.get("generation"), 1, None):
+    if kind not in protocol.REPORT_KINDS or not _int_in(item.get("generation"), 1, MAX_GENERATION):
         return None
     at = _when(item.get("at"))
     if at is None:
@@ -364,9 +418,10 @@ def _fast_logs(raw: Any) -> list[dict[str, Any]] | None:
         if type(item) is not dict or len(item) != 5:
             return None
         nbytes, text = item.get("bytes"), item.get("text")
-        if not (_int_in(item.get("generation"), 1, None) and _int_in(item.get("rank"), 0, 1_000_000)
+        if not (_int_in(item.get("generation"), 1, MAX_GENERATION) and _int_in(item.get("rank"), 0, 1_000_000)
                 and _int_in(item.get("offset"), 0, MAX_LOG_OFFSET) and _int_in(nbytes, 1, job_logs.CHUNK_BYTES)
-                and type(text) is str and 0 < len(text) <= job_logs.CHUNK_BYTES and "\x00" not in text):
+                and type(text) is str and 0 < len(text) <= job_logs.CHUNK_BYTES and "\x00" not in text
+                and _utf8(text)):
             return None
         total += nbytes
     return raw if total <= MAX_LOG_BYTES else None
@@ -379,7 +434,7 @@ def _fast_sync(data: Any, *, batch_item: bool = False) -> dict[str, Any] | None:
     out: dict[str, Any] = {"goodbye": False, "shutting_down": False}
     if "running" in data:
         running = data["running"]
-        if type(running) is not list or len(running) > 4096 or not all(_int_in(g, 1, None) for g in running):
+        if type(running) is not list or len(running) > 4096 or not all(_int_in(g, 1, MAX_GENERATION) for g in running):
             return None
         out["running"] = running
     if "reports" in data:
@@ -618,7 +673,7 @@ class WaitItemSerializer(serializers.Serializer):
     name = serializers.CharField(max_length=128)
     token = serializers.CharField(max_length=256)
     # With `desired`: what the agent runs and the version it holds, as in a heartbeat.
-    running = serializers.ListField(child=serializers.IntegerField(min_value=1), required=False, max_length=4096)
+    running = _generations()
     known = serializers.CharField(max_length=64, required=False, allow_blank=True, allow_null=True)
 
 
