@@ -994,7 +994,7 @@ def _member_gone(
             return
         nodes = set(AllocationGpu.objects.filter(allocation=allocation).values_list("node_id", flat=True))
         if nodes == {node.pk}:
-            transitions.complete_release(allocation.pk, exit_code=exit_code, at=at, actor=actor)
+            transitions.complete_release(allocation.pk, exit_code=exit_code, at=at, actor=actor, said=said)
             _after_release()
             return
         exited = (f" (exit code {exit_codes.said(exit_code)})" if exit_code is not None else "") + (
@@ -1016,10 +1016,11 @@ def _member_gone(
             )
             _after_release()
         if not AllocationGpu.objects.filter(allocation=allocation, live=True).exists():
-            code = exit_code
+            code, words = exit_code, said
             if allocation.release_reason in (RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED):
-                code = _first_member_exit_code(allocation, default=exit_code)
-            transitions.complete_release(allocation.pk, exit_code=code, at=at, actor=actor)
+                # the gang ended because a member did: its code and its agent's words are the job's
+                code, words = _first_member_exit(allocation, default=(exit_code, said))
+            transitions.complete_release(allocation.pk, exit_code=code, at=at, actor=actor, said=words)
             return
         if allocation.state == AllocationState.ACTIVE:
             failed = exit_code != 0
@@ -1034,7 +1035,10 @@ def _member_gone(
             )
 
 
-def _first_member_exit_code(allocation: Allocation, default: int | None) -> int | None:
+def _first_member_exit(allocation: Allocation, default: tuple[int | None, str]) -> tuple[int | None, str]:
+    """The exit code of the gang member that ended first, and what its agent said of it for the
+    job's owner (`agent_said` of its MemberExited event); `default` (code, words) when none
+    ended with a code."""
     first = (
         Event.objects.filter(allocation=allocation, kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited")
         .order_by("created_at", "id")
@@ -1044,7 +1048,7 @@ def _first_member_exit_code(allocation: Allocation, default: int | None) -> int 
     if first is None:
         return default
     code = first.get("exit_code")
-    return int(code) if code is not None else default
+    return default if code is None else (int(code), str(first.get("agent_said") or ""))
 
 
 def _work_lost(allocation: Allocation, node: Node, report: Report, *, actor: str) -> None:

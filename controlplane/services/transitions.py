@@ -444,13 +444,16 @@ def signal_stop(
     return True
 
 
-def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime, actor: str) -> bool:
+def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime, actor: str,
+                     said: str = "") -> bool:
     """The job's processes are gone on every node: free the GPUs and settle the job.
 
     Called when agents report the job exited by itself (exit_code set, allocation active) or
     confirm a stop (allocation releasing). What the job becomes follows from why it stopped:
     exited by itself → succeeded/failed; preempted → pending again, its lost work recorded;
-    runtime limit → timed out; cancelled → cancelled.
+    runtime limit → timed out; cancelled → cancelled. ``said``: what its agent said of the end
+    that the job's owner should read, added to the job's finished event (`finished_words`), as
+    `complete_releases` adds it.
     """
     with transaction.atomic():
         allocation = (
@@ -466,7 +469,8 @@ def complete_release(allocation_id: int, *, exit_code: int | None, at: datetime,
                      reason=allocation.release_reason or "Exited",
                      message=f"Generation {allocation.generation} released its GPUs{on_nodes(names)}",
                      data={"generation": allocation.generation, "exit_code": exit_code, "nodes": names})
-        _settle_job(job, allocation, exit_code=exit_code, at=at, actor=actor, held=held, node=node, names=names)
+        _settle_job(job, allocation, exit_code=exit_code, at=at, actor=actor, held=held, node=node, names=names,
+                    said=said)
     return True
 
 
@@ -545,13 +549,10 @@ def complete_releases(
             else:
                 state = JobState.SUCCEEDED if code == 0 else JobState.FAILED
             finished.append((state.value, adapt(at), adapt(at), code, job.pk))
-            said = said_of.get(allocation.pk, "")
+            message, data = finished_words(state, code, names, said_of.get(allocation.pk, ""))
             events.append(Event(**event_fields(
                 EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
-                reason=FINISHED_REASONS[state],
-                message=f"Job {state.label.lower()}" + (f" with exit code {exit_codes.said(code)}" if code is not None else "")
-                + on_nodes(names) + (f": {said}" if said else ""),
-                data={"state": state.value, "exit_code": code, "nodes": names, **({"agent_said": said} if said else {})},
+                reason=FINISHED_REASONS[state], message=message, data=data,
             )))
         if finished:
             with connection.cursor() as cursor:
@@ -569,10 +570,23 @@ def complete_releases(
     return len(allocations)
 
 
+def finished_words(state: JobState, exit_code: int | None, names: Sequence[str],
+                   said: str = "") -> tuple[str, dict[str, Any]]:
+    """A `job.finished` event's message and data, whether one exit settled it (`_settle_job`) or
+    a batch (`complete_releases`): "Job failed with exit code 126 (on gpu-0, gpu-1): launch
+    failed: …". ``said``: what its agent said of the end that the job's owner should read
+    (agent_protocol.owner_reads), also `agent_said` in the data; "" for none."""
+    message = (f"Job {state.label.lower()}"
+               + (f" with exit code {exit_codes.said(exit_code)}" if exit_code is not None else "")
+               + on_nodes(names) + (f": {said}" if said else ""))
+    return message, {"state": state.value, "exit_code": exit_code, "nodes": list(names),
+                     **({"agent_said": said} if said else {})}
+
+
 def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: datetime, actor: str,
-                held: int, node: Node | None, names: Sequence[str]) -> None:
+                held: int, node: Node | None, names: Sequence[str], said: str = "") -> None:
     """``held``: the GPUs the allocation held until this release; ``node``, ``names``: where it
-    held them (`where_held`)."""
+    held them (`where_held`); ``said``: the agent's words for the finished event (`finished_words`)."""
     reason = allocation.release_reason
     if reason == RELEASE_PREEMPTED:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_PREEMPTED, reason=reason,
@@ -593,10 +607,9 @@ def _settle_job(job: Job, allocation: Allocation, *, exit_code: int | None, at: 
         state = JobState.SUCCEEDED if exit_code == 0 else JobState.FAILED
         kind = EventKind.JOB_FINISHED
     Job.objects.filter(pk=job.pk).update(state=state, finished_at=at, state_changed_at=at, exit_code=exit_code)
+    message, data = finished_words(state, exit_code, names, said)
     record_event(kind, actor, job=job, allocation=allocation, node=node, at=at, reason=FINISHED_REASONS[state],
-                 message=f"Job {state.label.lower()}" + (f" with exit code {exit_codes.said(exit_code)}" if exit_code is not None else "")
-                 + on_nodes(names),
-                 data={"state": state.value, "exit_code": exit_code, "nodes": list(names)})
+                 message=message, data=data)
     dependencies.ended([dependencies.Change(job.pk, state, exit_code)], at=at, actor=actor)
 
 

@@ -78,3 +78,47 @@ def test_a_gang_member_that_could_not_launch_says_why_and_so_does_the_stop_of_th
     assert gone.data["agent_said"] == LAUNCH_FAILED
     stopping = Event.objects.get(job=job, kind=EventKind.JOB_STOPPING)
     assert f"The gang member on gpu-0 exited with code 126 ({LAUNCH_FAILED}); the rest of the gang" in stopping.message
+
+
+def test_a_gang_that_ended_because_a_member_could_not_launch_says_why_in_its_finished_event(
+        fleet: LoopFleet) -> None:
+    # The gang is settled when its last member is gone (_member_gone → transitions.complete_release),
+    # with the exit code of the member that ended it; until 5 Dec without its words: the job read
+    # "Job failed with exit code 126 (on gpu-0, gpu-1)" and the reason was only in the member's event.
+    tokens = dict((node.name, token) for node, token in (register_node("gpu-0"), register_node("gpu-1")))
+    job = make_job(fleet, name="gang", gpus=16, gpus_per_node=8)
+    assert cycle.run_cycle("worker-1").binds == 1
+    allocation = Allocation.objects.get(job=job)
+    _report(tokens["gpu-1"], "gpu-1", {"kind": "started", "generation": allocation.generation,
+                                       "at": timezone.now().isoformat()})
+    _report(tokens["gpu-0"], "gpu-0", _exited(allocation.generation, 126, LAUNCH_FAILED))
+
+    # the rest of the gang stops as asked; its own words are the control plane's business
+    _report(tokens["gpu-1"], "gpu-1", _exited(allocation.generation, 143, "stopped: release"))
+
+    job.refresh_from_db()
+    assert job.state == JobState.FAILED and job.exit_code == 126
+    finished = Event.objects.get(job=job, kind=EventKind.JOB_FINISHED)
+    assert finished.message == f"Job failed with exit code 126 (on gpu-0, gpu-1): {LAUNCH_FAILED}"
+    assert finished.data["agent_said"] == LAUNCH_FAILED and finished.data["exit_code"] == 126
+
+
+def test_a_member_gone_alone_on_its_node_carries_the_agents_words_to_the_finished_event(fleet: LoopFleet) -> None:
+    # _member_gone's single-node branch settles through transitions.complete_release, as the
+    # gang's last member does: the agent's words reach the job's finished event there too, in the
+    # words complete_releases gives a batch of exits (transitions.finished_words). (Over the API
+    # every single-node exit goes through complete_releases; this branch is reached by a stop
+    # confirmed at registration or by a 'lost' report, which carry no words of the owner's.)
+    from controlplane.services.agent_protocol import _member_gone
+
+    node, _ = register_node("gpu-0")
+    job = make_job(fleet, name="alone", gpus=2)
+    assert cycle.run_cycle("worker-1").binds == 1
+    allocation = Allocation.objects.get(job=job)
+
+    _member_gone(allocation.pk, allocation.generation, node, exit_code=126, at=timezone.now(), actor="agent:gpu-0",
+                 said=LAUNCH_FAILED)
+
+    finished = Event.objects.get(job=job, kind=EventKind.JOB_FINISHED)
+    assert finished.message == f"Job failed with exit code 126: {LAUNCH_FAILED}"
+    assert finished.data == {"state": "failed", "exit_code": 126, "nodes": ["gpu-0"], "agent_said": LAUNCH_FAILED}
