@@ -31,7 +31,7 @@ import hmac
 import secrets
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -761,7 +761,8 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
         for a in Allocation.objects.filter(pk__in=sorted({a for a, _ in held}))
         .order_by()
         .select_related("job")
-        .only("id", "generation", "state", "started_at", "released_at", "release_reason", "job_id", "job__team_id")
+        .only("id", "generation", "state", "created_at", "started_at", "released_at", "release_reason", "job_id",
+              "job__team_id")
         .annotate(node_count=Count("gpus__node_id", distinct=True))
     }
     started: list[tuple[Node, Allocation, Report]] = []
@@ -773,7 +774,9 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
             allocation = allocations.get(report.generation)
             if allocation is None or (allocation.pk, node.pk) not in held:
                 stale[node.pk].add(report.generation)
-            elif report.kind == "sample":
+                continue
+            report = _not_before_bind(report, allocation.created_at)
+            if report.kind == "sample":
                 samples.append((node, allocation, report))
             elif allocation.state not in LIVE_ALLOCATION_STATES:
                 # Released or fenced already: nothing to change. A process still running under
@@ -814,6 +817,18 @@ def apply_reports_many(batches: Sequence[tuple[Node, Sequence[Report]]], *, now:
             _work_lost(allocation, node, report, actor=actor_for(node))
     _store_samples(samples, held)
     return {pk: sorted(generations) for pk, generations in stale.items()}
+
+
+def _not_before_bind(report: Report, bound: datetime) -> Report:
+    """`report` with its instants (`at`, a sample's `started_at`) no earlier than its allocation's
+    bind: nothing of a run happens before it is bound, whatever the agent's clock says. (Until
+    5 Dec a sample from 1970, a clock without its real-time source, was stored whole: 56 years of
+    a GPU, cut by the next accounting run into ~500,000 hourly rows; a start of 1970 put the run's
+    runtime limit long past.) `last_checkpoint_at` is the job's, and may precede this run."""
+    if report.at >= bound and (report.started_at is None or report.started_at >= bound):
+        return report
+    return replace(report, at=max(report.at, bound),
+                   started_at=None if report.started_at is None else max(report.started_at, bound))
 
 
 def _shutting_down(nodes: Iterable[Node], now: datetime) -> None:

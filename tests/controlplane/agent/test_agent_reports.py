@@ -270,7 +270,8 @@ def test_progress_only_moves_forward(fleet: LoopFleet) -> None:
 def test_samples_become_usage_rows_with_the_nodes_gpu_count(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
     job = make_job(fleet, gpus=2)
-    allocation = bind(job, {node: [0, 1]})
+    # (bound before the sample's start: a report's instants are taken no earlier than the bind)
+    allocation = bind(job, {node: [0, 1]}, at=timezone.now() - timedelta(seconds=60))
 
     report(agent_client(token), "gpu-01", {"kind": "sample", "generation": allocation.generation,
                                            "started_at": at(-10), "at": at(), "gpu_activity": 0.75, "steps": 10,
@@ -283,7 +284,7 @@ def test_samples_become_usage_rows_with_the_nodes_gpu_count(fleet: LoopFleet) ->
 
 def test_a_sample_reaching_past_a_release_is_cut_at_the_release(fleet: LoopFleet) -> None:
     node, token = register_node("gpu-01")
-    allocation = bind(make_job(fleet), {node: [0]})
+    allocation = bind(make_job(fleet), {node: [0]}, at=timezone.now() - timedelta(seconds=60))
     released = timezone.now() - timedelta(seconds=5)
     agent_protocol.apply_reports(node, [agent_protocol.Report("exited", allocation.generation, released, exit_code=0)],
                                  now=timezone.now())
