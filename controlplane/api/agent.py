@@ -287,6 +287,15 @@ class LogChunkSerializer(serializers.Serializer):
     bytes = serializers.IntegerField(min_value=1, max_value=job_logs.CHUNK_BYTES)
     text = serializers.CharField(trim_whitespace=False, max_length=job_logs.CHUNK_BYTES)
 
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        # Each byte the agent read decodes to one character at most (U+FFFD for one it cannot):
+        # more characters than `bytes` are not that output. Until 5 Dec 256 chunks saying 1 byte
+        # and carrying 64 Ki characters each were stored whole, past the 1 MiB a contact may bring.
+        if len(attrs["text"]) > attrs["bytes"]:
+            raise serializers.ValidationError({"text": f"{len(attrs['text'])} characters are more than the "
+                                                       f"{attrs['bytes']} bytes the chunk says it holds (bytes)."})
+        return attrs
+
 
 class SyncSerializer(serializers.Serializer):
     running = _generations()
@@ -420,8 +429,7 @@ def _fast_logs(raw: Any) -> list[dict[str, Any]] | None:
         nbytes, text = item.get("bytes"), item.get("text")
         if not (_int_in(item.get("generation"), 1, MAX_GENERATION) and _int_in(item.get("rank"), 0, 1_000_000)
                 and _int_in(item.get("offset"), 0, MAX_LOG_OFFSET) and _int_in(nbytes, 1, job_logs.CHUNK_BYTES)
-                and type(text) is str and 0 < len(text) <= job_logs.CHUNK_BYTES and "\x00" not in text
-                and _utf8(text)):
+                and type(text) is str and 0 < len(text) <= nbytes and "\x00" not in text and _utf8(text)):
             return None
         total += nbytes
     return raw if total <= MAX_LOG_BYTES else None

@@ -194,6 +194,8 @@ CASES: list[tuple[str, str, str, Body, str, int, str | None]] = [
      "logs.0.generation"),
     ("log_text_surrogate", "node", "nodes/gpu-0/heartbeat", lambda n: chunk(n, text="a" + SURROGATE + "c"), "json",
      400, "logs.0.text"),  # was a 500
+    ("log_text_beyond_its_bytes", "node", "nodes/gpu-0/heartbeat", lambda n: chunk(n, bytes=1), "json", 400,
+     "logs.0.text"),  # was 2xx: 3 characters stored for 1 byte, the contact's byte cap bypassed
     ("log_text_nul", "node", "nodes/gpu-0/heartbeat", lambda n: chunk(n, text="a\x00c"), "json", 400, "logs.0.text"),
     ("log_rank_negative", "node", "nodes/gpu-0/heartbeat", lambda n: chunk(n, rank=-1), "json", 400, "logs.0.rank"),
     ("log_null", "node", "nodes/gpu-0/heartbeat", lambda n: {"logs": [None]}, "json", 400, "logs.0"),
