@@ -213,10 +213,10 @@ class DeviceSerializer(serializers.Serializer):
     memory_mb = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
 
 
-def _generations(**kwargs: Any) -> serializers.ListField:
+def _generations() -> serializers.ListField:
     """What an agent says it runs: generations, each at most a bigint."""
     return serializers.ListField(child=serializers.IntegerField(min_value=1, max_value=MAX_GENERATION),
-                                 required=False, max_length=4096, **kwargs)
+                                 required=False, max_length=4096)
 
 
 class RegisterSerializer(serializers.Serializer):

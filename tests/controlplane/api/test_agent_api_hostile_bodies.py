@@ -280,3 +280,27 @@ def test_a_device_given_twice_is_named_with_its_first(node0: Node0) -> None:
 
     assert response.status_code == 400
     assert response.json()["errors"] == {"devices.2.index": ["Device index 1 is given twice (also devices.1)."]}
+
+
+AT = "2026-03-01T12:00:00+00:00"
+LOG = {"generation": 7, "rank": 0, "offset": 0, "bytes": 3, "text": "abc"}
+
+
+@pytest.mark.parametrize("body", [
+    {"reports": [{"kind": "exited", "generation": 7, "at": AT, "exit_code": 126, "message": "launch failed: \ud800"}]},
+    {"reports": [{"kind": "progress", "generation": 2**63, "at": AT}]},
+    {"running": [2**63]},
+    {"known": "v1:\ud800"},
+    {"logs": [{**LOG, "text": "a\ud800c"}]},
+    {"logs": [{**LOG, "generation": 2**63}]},
+    {"logs": [{**LOG, "bytes": 2}]},
+], ids=["words_surrogate", "report_generation", "running", "known_surrogate", "log_surrogate", "log_generation",
+        "log_text_beyond_bytes"])
+def test_the_fast_path_hands_what_the_serializer_refuses_to_it(body: dict[str, Any]) -> None:
+    # The fast path accepts only what the serializers accept (test_agent_fast_validation.py);
+    # these it let through until 5 Dec.
+    from controlplane.api.agent import SyncSerializer, _fast_sync
+
+    assert _fast_sync(body) is None
+    assert not SyncSerializer(data=body).is_valid()
+    assert _fast_sync({**body, "name": "sim-001", "token": "qma_x"}, batch_item=True) is None
