@@ -11,6 +11,7 @@ Errors are typed by what the agent should do about them:
 
 from __future__ import annotations
 
+import json
 import math
 import threading
 from typing import Any
@@ -19,6 +20,10 @@ import requests
 
 CONNECT_TIMEOUT_S = 2.0
 READ_TIMEOUT_S = 10.0
+#: The most a request's body may hold: the control plane answers a larger one 413
+#: (controlplane/api/agent.py, MAX_AGENT_BODY_BYTES), so a batch that would be larger is sent
+#: in parts (:meth:`AgentClient.sync_many`).
+MAX_BODY_BYTES = 5 * 1024 * 1024
 
 
 class ProtocolError(Exception):
@@ -69,6 +74,15 @@ def refusal(status: int, payload: Any, retry_after: Any = None) -> Refused:
     return Refused(status, detail)
 
 
+def _encoded(body: dict[str, Any]) -> bytes:
+    """The body as requests' ``json=`` sent it: NaN and infinities are no JSON, and such a body
+    is `Unreachable` as requests' InvalidJSONError made it."""
+    try:
+        return json.dumps(body, allow_nan=False).encode("utf-8")
+    except ValueError as error:
+        raise Unreachable(f"the request body is not JSON: {error}") from error
+
+
 class AgentClient:
     """HTTP calls for one or many nodes. One `requests.Session` per thread (keep-alive)."""
 
@@ -84,12 +98,14 @@ class AgentClient:
             self._local.session = session
         return session
 
-    def _post(self, path: str, token: str, body: dict[str, Any],
+    def _post(self, path: str, token: str, body: dict[str, Any] | bytes,
               timeout: tuple[float, float] | None = None) -> dict[str, Any]:
+        """POST ``body`` (a JSON object, or one already encoded) and return the reply's object."""
+        data = body if isinstance(body, bytes) else _encoded(body)
         try:
             response = self._session().post(
-                self.base + path, json=body, headers={"Authorization": f"Bearer {token}"},
-                timeout=timeout or self.timeout,
+                self.base + path, data=data, timeout=timeout or self.timeout,
+                headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"},
             )
         except requests.RequestException as error:
             # Drop the session: a half-dead keep-alive connection must not be reused.
@@ -130,8 +146,14 @@ class AgentClient:
 
     def sync_many(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Heartbeats/reports of several nodes in one request; each item carries `name` and
-        `token`. Returns one result per item, each with its own `status`."""
-        payload = self._post("nodes/heartbeats", "-", {"nodes": items})
+        `token`. Returns one result per item, each with its own `status`. A batch whose body
+        would pass MAX_BODY_BYTES goes in halves: the control plane would refuse it whole (413),
+        and every node in it would go unheard until its lease ran out."""
+        data = _encoded({"nodes": items})
+        if len(data) > MAX_BODY_BYTES and len(items) > 1:
+            half = len(items) // 2
+            return self.sync_many(items[:half]) + self.sync_many(items[half:])
+        payload = self._post("nodes/heartbeats", "-", data)
         results = payload.get("results")
         if not isinstance(results, list) or len(results) != len(items):
             raise Unreachable("nodes/heartbeats: the reply does not answer every node")

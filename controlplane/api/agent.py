@@ -21,13 +21,13 @@ from datetime import timezone as dt_timezone
 from typing import Any
 
 import structlog
+from django.conf import settings
 from django.db import InterfaceError, OperationalError
 from django.urls import path
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 from rest_framework import exceptions, serializers, status
 from rest_framework.authentication import BaseAuthentication, get_authorization_header
-from rest_framework.parsers import JSONParser
 from rest_framework.permissions import BasePermission
 from rest_framework.renderers import JSONRenderer
 from rest_framework.request import Request
@@ -35,6 +35,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api.errors import Conflict, exception_handler
+from controlplane.api.parsers import BoundedJSONParser
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
 from controlplane.services import agent_protocol as protocol
@@ -48,6 +49,12 @@ MAX_BATCH = 256
 # Output chunks per contact, and their bytes in all (the agent sends at most 256 KiB).
 MAX_LOG_CHUNKS = 256
 MAX_LOG_BYTES = 1024 * 1024
+#: The most an agent request's body may hold (a 413 beyond it, before it is decoded): Django's
+#: DATA_UPLOAD_MAX_MEMORY_SIZE, which DRF reads every JSON body through. One node's contact is
+#: under 4 MiB (its CALL_BYTES of output, each byte escaped in at most six, and MAX_REPORTS
+#: reports); the simulated agent sends a batch that would be larger in parts
+#: (controlplane/agent/client.py, MAX_BODY_BYTES: the same figure).
+MAX_AGENT_BODY_BYTES: int = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 # Agent clocks are not trusted further than this: times from the future are taken as "now".
 MAX_CLOCK_SKEW = timedelta(seconds=5)
 
@@ -151,16 +158,13 @@ class IsThisNodesAgent(BasePermission):
         return True
 
 
-class AgentJSONParser(JSONParser):
-    """JSON, and a body nested deeper than the decoder goes a 400 as any malformed JSON is:
-    Python's decoder raises RecursionError there, not ValueError, and until 5 Dec `[` × 100,000
-    made every agent endpoint a 500."""
+class AgentJSONParser(BoundedJSONParser):
+    """JSON bounded by MAX_AGENT_BODY_BYTES (`nodes/heartbeats` and `nodes/wait` carry their
+    tokens inside the body, so it is decoded before anyone is known), NaN and Infinity refused,
+    and a body nested deeper than the decoder goes a 400 as any malformed JSON is (until 5 Dec
+    `[` × 100,000 made every agent endpoint a 500)."""
 
-    def parse(self, stream: Any, media_type: str | None = None, parser_context: Any = None) -> Any:
-        try:
-            return super().parse(stream, media_type, parser_context)
-        except RecursionError as error:
-            raise exceptions.ParseError("JSON parse error - the body is nested too deeply.") from error
+    max_body_bytes = MAX_AGENT_BODY_BYTES
 
 
 class AgentView(APIView):

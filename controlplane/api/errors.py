@@ -14,6 +14,7 @@ import re
 from typing import Any
 
 import structlog
+from django.conf import settings
 from django.core.exceptions import PermissionDenied as DjangoPermissionDenied
 from django.core.exceptions import RequestDataTooBig
 from django.core.exceptions import ValidationError as DjangoValidationError
@@ -137,7 +138,9 @@ def _translate(exc: Exception) -> Exception:
     if isinstance(exc, ProtectedError | RestrictedError):
         return Conflict(_still_in_use(exc.protected_objects if isinstance(exc, ProtectedError) else exc.restricted_objects))
     if isinstance(exc, RequestDataTooBig):
-        return PayloadTooLarge()
+        # (DRF reads every JSON body through Django's bound before a parser sees it)
+        return PayloadTooLarge(f"The request body exceeds {settings.DATA_UPLOAD_MAX_MEMORY_SIZE} bytes, "
+                               "the most this server reads.")
     if isinstance(exc, DjangoValidationError):
         return exceptions.ValidationError(get_error_detail(exc))
     if isinstance(exc, IntegrityError):

@@ -22,15 +22,19 @@ def _refuse_constant(name: str) -> Any:
 
 
 class BoundedJSONParser(JSONParser):
+    #: The most a body may hold; more is a 413 before any of it is decoded.
+    max_body_bytes = MAX_BODY_BYTES
+
     def parse(self, stream: Any, media_type: str | None = None, parser_context: dict[str, Any] | None = None) -> Any:
         parser_context = parser_context or {}
         request = parser_context.get("request")
         declared = request.META.get("CONTENT_LENGTH") if request is not None else None
-        if declared and declared.isdigit() and int(declared) > MAX_BODY_BYTES:
-            raise PayloadTooLarge(f"The request body is {declared} bytes; the limit is {MAX_BODY_BYTES}.")
-        raw = stream.read(MAX_BODY_BYTES + 1)
-        if len(raw) > MAX_BODY_BYTES:
-            raise PayloadTooLarge(f"The request body exceeds {MAX_BODY_BYTES} bytes.")
+        limit = self.max_body_bytes
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise PayloadTooLarge(f"The request body is {declared} bytes; the limit is {limit}.")
+        raw = stream.read(limit + 1)
+        if len(raw) > limit:
+            raise PayloadTooLarge(f"The request body exceeds {limit} bytes.")
         encoding = parser_context.get("encoding", settings.DEFAULT_CHARSET)
         try:
             text = codecs.decode(raw, encoding)
