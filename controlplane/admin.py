@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from controlplane.admin_forms import KeepsOthersChanges, OpenedAsForm
+from controlplane.admin_forms import IntegerColumnBounds, KeepsOthersChanges, OpenedAsForm
 from controlplane.choices import AllocationState, NodeState
 from controlplane.models import (
     Allocation,
@@ -37,19 +37,19 @@ from controlplane.services import cohorts, config_audit, maintenance, nodes, not
 from scheduler_core.sentences import counted
 
 
-class MembershipInline(admin.TabularInline):
+class MembershipInline(IntegerColumnBounds, admin.TabularInline):
     model = Membership
     form = OpenedAsForm
     extra = 0
 
 
-class ProjectInline(admin.TabularInline):
+class ProjectInline(IntegerColumnBounds, admin.TabularInline):
     model = Project
     form = OpenedAsForm
     extra = 0
 
 
-class QuotaInline(admin.TabularInline):
+class QuotaInline(IntegerColumnBounds, admin.TabularInline):
     model = Quota
     form = OpenedAsForm
     extra = 0
@@ -605,7 +605,7 @@ class EventAdmin(ShownNotEdited):
 
 
 @admin.register(NotificationHook)
-class NotificationHookAdmin(admin.ModelAdmin):
+class NotificationHookAdmin(IntegerColumnBounds, admin.ModelAdmin):
     """Users' webhooks (docs/api.md, Notifications by webhook), which users add and change
     through the API or `qm notify` (where the URL is checked): here an admin sees every hook and
     how its deliveries go, and pauses one (active) or deletes it. The secret is never shown."""
@@ -747,7 +747,7 @@ class _WindowRefused(Exception):
 
 
 @admin.register(MaintenanceWindow)
-class MaintenanceWindowAdmin(admin.ModelAdmin):
+class MaintenanceWindowAdmin(IntegerColumnBounds, admin.ModelAdmin):
     """Maintenance windows (docs/operations.md, Maintenance windows), written through
     services/maintenance.py as the API and `qm maint` write them: checked, recorded
     (config.changed and an event on each node), never deleted: "Cancel selected windows" keeps

@@ -21,6 +21,7 @@ from django.forms.models import _get_foreign_key
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
+from controlplane.api.serializers.fields import INTEGER_COLUMN_RANGES
 from controlplane.services import config_audit
 
 
@@ -161,7 +162,24 @@ class OpenedAsForm(forms.ModelForm):
         return cleaned
 
 
-class KeepsOthersChanges(admin.ModelAdmin):
+class IntegerColumnBounds:
+    """An integer field of an admin form takes what PostgreSQL's `integer` column would, on every
+    database, as the API does (ConstraintCheckedModelSerializer): SQLite, the embedded demo's
+    database, bounds every integer column at 2**63 - 1, so a priority class's budget window of
+    86400000000 s (a day with four zeros too many) was saved there, and from the next cycle on the
+    scheduling loop failed on every step (the snapshot's `now - timedelta(seconds=…)` overflowed)
+    until the class was fixed. PostgreSQL refused the same value on the field, in these words
+    ("Ensure this value is less than or equal to 2147483647.")."""
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
+        low, high = INTEGER_COLUMN_RANGES.get(db_field.get_internal_type(), (None, None))
+        if high is not None and not db_field.choices:
+            kwargs.setdefault("min_value", low)
+            kwargs.setdefault("max_value", high)
+        return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+
+
+class KeepsOthersChanges(IntegerColumnBounds, admin.ModelAdmin):
     """Change pages (and their inlines) that never silently undo another admin's save
     (OpenedAsForm), and say which of her changes they kept."""
 
