@@ -1,0 +1,64 @@
+"""In Chromium, on a 1,400 px desktop: a job's Runs table fits its panel, so every column, the
+last one (Work lost) too, is in view without scrolling the table sideways.
+
+Found walking through the demo as a researcher (5 Dec): every cell but "How it ended" kept to one
+line, so the table was 1,361 px wide for any job (1,396 px for a gang of three nodes, whose Where
+cell named them all on one line) in a 1,326 px panel, whatever the window: the Work lost column
+was cut at "< 0.01 GP", to be scrolled to. Now the Bound, Started and Ended times may break
+between date and clock, and Where between nodes, when the table would run past its box."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from controlplane.models import AllocationGpu, Node
+from controlplane.services.jobs import SubmitRequest, submit
+from tests.controlplane.job_runs_story import bind_at, preempted_then_succeeded
+from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+FITS = """() => {
+  const table = document.querySelector('table.runs');
+  const box = table.parentElement;
+  const last = table.querySelector('tbody tr:last-child td:last-child').getBoundingClientRect();
+  return {table: table.scrollWidth, box: box.clientWidth, scrolled: box.scrollWidth,
+          lastRight: last.right, boxRight: box.getBoundingClientRect().right,
+          page: document.documentElement.scrollWidth, viewport: document.documentElement.clientWidth};
+}"""
+
+
+def _idle_nodes(count: int) -> list[Node]:
+    busy = AllocationGpu.objects.filter(live=True).values("node_id")
+    nodes = list(Node.objects.filter(state="ready", gpu_type__name="H100-80GB").exclude(pk__in=busy)
+                 .order_by("name")[:count])
+    assert len(nodes) == count, "the demo fleet has idle ready nodes"
+    return nodes
+
+
+def test_the_runs_table_fits_its_panel_on_a_desktop(session: Any) -> None:  # noqa: F811
+    now = timezone.now()
+    twice = submit(user("alice"), SubmitRequest(name="twice-run", gpus=2)).job
+    first, second, *gang_nodes = _idle_nodes(5)
+    preempted_then_succeeded(twice, first, second, now=now)
+    gang = submit(user("alice"), SubmitRequest(name="gang-run", gpus=24, gpus_per_node=8)).job
+    bind_at(gang, [(node, range(8), "") for node in gang_nodes[:2]] + [(first, range(8), "")],
+            at=now - timedelta(minutes=30))
+
+    alice = session("alice")
+    for job, runs in ((twice, 2), (gang, 1)):
+        alice.open(f"/jobs/{job.pk}/")
+        assert alice.page.locator("table.runs tbody tr").count() == runs
+        fits = alice.page.evaluate(FITS)
+        alice.screenshot(f"job-runs-fit-{job.name}")
+
+        assert fits["table"] <= fits["box"], fits
+        assert fits["scrolled"] <= fits["box"] and fits["lastRight"] <= fits["boxRight"] + 0.5, fits
+        assert fits["page"] <= fits["viewport"], fits
+    # The gang's row still names every node it runs on, in one cell.
+    where = alice.page.locator("table.runs tbody tr td.where").inner_text()
+    assert all(node.name in where for node in (*gang_nodes[:2], first)), where
