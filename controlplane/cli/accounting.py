@@ -108,7 +108,13 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
         if account.reads_no_jobs(api):
             print("Finance accounts see no jobs: jobs belong to teams. `qm showback` shows what they cost.")
             return 0
-        print(f"No job ended {window}" + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
+        # With filters, "No job ended" was false whenever others had ended (qm history --state failed
+        # on a day of 240 succeeded jobs): the filters are named, as the history page says them.
+        chosen = ([f"--state {','.join(args.state)}"] if args.state else []) + [
+            f"--{flag.replace('_', '-')} {getattr(args, flag)}"
+            for flag in ("user", "team", "node", "name", "exit_code") if getattr(args, flag) is not None]
+        print(("No job ended " if not chosen else f"No job matching {' '.join(chosen)} ended ") + window
+              + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
               + ". Pending and running jobs: qm list.")
         return 0
     output.table([_history_row(job) for job in jobs], HISTORY_COLUMNS)

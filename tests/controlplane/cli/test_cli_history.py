@@ -258,3 +258,21 @@ def test_a_time_that_is_no_time_is_refused_naming_the_option(alice_qm, args, opt
 def test_history_says_when_nothing_ended(alice_qm, fleet) -> None:
     run = alice_qm("history", "--since", "2026-11-01", "--until", "2026-11-02")
     assert run.code == 0 and "No job ended 2026-11-01 00:00:00 → 2026-11-02 00:00:00 UTC" in run.out, run.out
+
+
+def test_history_with_filters_that_match_nothing_names_them_and_does_not_say_nothing_ended(alice_qm, yesterday) -> None:
+    """`qm history --state timed_out` on a day when three of alice's jobs ended said "No job ended
+    <that day>": false, and read as an empty day (found walking through the demo, 5 Dec, where
+    `qm history --since yesterday --state failed` said so after 240 jobs had succeeded)."""
+    day = yesterday["day"]
+    window = f"{day:%Y-%m-%d} 00:00:00 → {day + timedelta(days=1):%Y-%m-%d} 00:00:00 UTC"
+
+    run = alice_qm("history", *_dates(day), "--state", "timed_out")
+    assert run.code == 0 and run.out.startswith(f"No job matching --state timed_out ended {window}."), run.out
+
+    run = alice_qm("history", *_dates(day), "--state", "failed", "--state", "timed_out", "--exit-code", "3",
+                   "--name", "eval")
+    assert run.code == 0, run.err
+    assert run.out.startswith(
+        f"No job matching --state failed,timed_out --name eval --exit-code 3 ended {window}."), run.out
+    assert "No job ended" not in run.out
