@@ -9,6 +9,7 @@ dicts with plotly.js (served from our own static route, see `views/vendor.py`).
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -543,9 +544,10 @@ def dominant_share(samples: Sequence[Mapping[str, Any]], team_ids: Mapping[str, 
 
 def distribution_box(key: str, title: str, caption: str, y_title: str,
                      stats: Sequence[Mapping[str, Any]], empty: str, *, team_ids: Mapping[str, int],
-                     log_y: bool = False) -> Chart:
+                     log_y: bool = False, floor: float | None = None) -> Chart:
     """Box plots from precomputed quartiles (the browser never receives the raw values), one per
-    team, in the team's colour (`team_ids`: name → id)."""
+    team, in the team's colour (`team_ids`: name → id). `floor`: the least value the measure can
+    take (a bounded slowdown's 1), where a log axis starts."""
     x_title = "team"
     usable = [s for s in stats if s["n"] > 0]
     if not usable:
@@ -572,6 +574,12 @@ def distribution_box(key: str, title: str, caption: str, y_title: str,
                      yaxis={"type": "log" if log_y else "linear"})
     if log_y:
         layout["yaxis"].pop("rangemode", None)
+        if floor is not None:
+            # Plotly's own range put every slowdown of 1 mid-axis, from 0.1 to 10, and labelled
+            # 0.5 and 0.2 as "5" and "2" below the "1": read as slowdowns of 5 and 2 under 1. The
+            # axis starts a little under the floor, at least one decade high, above the longest.
+            top = max(max(s["high"], s["mean"], s.get("max") or 0.0) for s in usable)
+            layout["yaxis"]["range"] = [math.log10(floor) - 0.04, math.log10(max(top, floor * 10)) + 0.08]
     return Chart(key, title, caption, _figure(data, layout))
 
 

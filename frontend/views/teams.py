@@ -61,7 +61,7 @@ def teams(request: HttpRequest) -> HttpResponse:
                 "whisker. Log scale."
             ), "bounded slowdown (×, log scale)", slowdowns,
             f"No job finished in the {window.label}. Each team's spread of slowdowns appears here.", log_y=True,
-            team_ids=team_ids,
+            floor=1.0, team_ids=team_ids,
         ),
         figures.jobs_by_state(states),
     ]
