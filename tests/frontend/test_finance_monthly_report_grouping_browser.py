@@ -37,6 +37,9 @@ def test_a_monthly_report_keeps_its_month_when_the_grouping_changes(session: Any
     finn.open(f"/showback/?month={month}&group_by=team")
     assert page.locator("p.sub").first.inner_text().startswith(f"Monthly report for {month}.")
     assert _shown(page) == f"month {month}"
+    # The template's note on this is a comment, not words on the page (a one-line `{# #}`
+    # spread over three lines was printed above the filters).
+    assert "{#" not in page.locator(".page-head").inner_text()
 
     with page.expect_navigation():
         page.select_option("select[name=group_by]", "project")
