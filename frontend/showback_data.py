@@ -81,6 +81,13 @@ def cost_series(report: showback.Showback, group_by: str, access: Access,
     return {name: sorted(points.items()) for name, points in costs.items()}, bucket
 
 
+def shown_name(name: str) -> str:
+    """A group's name as the page says it: the jobs of a team that named no project are "vision
+    (no project)", not the API's and the CSV's `vision/__unallocated__` (OpenCost's word)."""
+    team, slash, project = name.rpartition("/")
+    return f"{team} (no project)" if slash and project == showback.UNALLOCATED else name
+
+
 def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
     """The report's groups, __idle__ and TOTAL, with money in cents and tokens in whole tokens that
     add up (the accounting service's apportionment, the same the CSV uses)."""
@@ -94,6 +101,7 @@ def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
         rows.append({
             "key": entry.key,
             "name": entry.name,
+            "shown": shown_name(entry.name),
             "is_idle": entry.key == showback.IDLE,
             "is_total": entry.key == "TOTAL",
             "gpu_hours_allocated": float(allocated / 3600),

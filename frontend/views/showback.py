@@ -28,6 +28,7 @@ from frontend.showback_data import (
     cost_series,
     idle_reserved_note,
     report_rows,
+    shown_name,
     unpriced_note,
 )
 
@@ -84,12 +85,15 @@ def showback(request: HttpRequest) -> HttpResponse:
     rows = report_rows(report)
     series, bucket = cost_series(report, group_by, who, now)
     bucket_name = "hour" if bucket == accounting.HOUR else "day"
+    # The charts say each group as the table does (rows keep the CSV's names, for the download).
+    shown = [{**r, "name": r["shown"]} for r in rows]
     charts = [
-        figures.cost_over_time(series, label, bucket_name, bucket, team_ids={
-            e.name: e.properties["team_id"] for e in report.entries} if group_by == "team" else None),
-        figures.cost_breakdown(rows, label),
-        figures.unit_costs(rows, label),
-        figures.waste(rows, label, with_idle_reserved=group_by == "team"),
+        figures.cost_over_time({shown_name(name): bars for name, bars in series.items()}, label, bucket_name,
+                               bucket, team_ids={e.name: e.properties["team_id"] for e in report.entries}
+                               if group_by == "team" else None),
+        figures.cost_breakdown(shown, label),
+        figures.unit_costs(shown, label),
+        figures.waste(shown, label, with_idle_reserved=group_by == "team"),
     ]
     # The CSV and JSON are the period the page shows, by its instants: `window=7d` (or a month
     # still running) read later covered a later period than the page. A whole month keeps its name.
