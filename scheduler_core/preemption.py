@@ -680,20 +680,20 @@ def preemption_notice(ctx: CycleContext, spec: JobSpec, gpus: int, victim: Victi
     job = ctx.running[victim.job_id]
     pc = ctx.priority[spec.priority_class]
     vpc = ctx.priority[job.spec.priority_class]
-    kind = ", ".join(f"{n} {t}" for t, n in gpus_by_type(
-        ctx, [(g.node, g.gpus) for g in ctx.state.holdings.get((JOB, victim.job_id), [])]
-    ).items())
+    held = gpus_by_type(ctx, [(g.node, g.gpus) for g in ctx.state.holdings.get((JOB, victim.job_id), [])])
+    # ("with its 1 H100-80GB GPU"; several types read "4 A100, 2 H100 GPUs")
+    kind = ", ".join(f"{n} {t}" for t, n in held.items()) + (" GPU" if sum(held.values()) == 1 else " GPUs")
     if victim.reason is PreemptionReason.RECLAIM_BORROWED:
         # the gang stops whole: its GPUs are the job's size, not what its team borrowed
         why = (f"team {spec.team} reclaims capacity it lent to team {job.spec.team}, for job "
                f"{spec.id}; this job ran beyond team {job.spec.team}'s quota and stops whole, "
-               f"with its {kind} GPUs")
+               f"with its {kind}")
     else:
         # the preemptor's need and the victim's GPUs apart: "needs its 16 GPUs" read as if
         # the preemptor needed 16 when it needed 8 and the victim's gang stops whole
         why = (f"higher-priority job {spec.id} ({pc.name}, {pc.value}) needs "
                f"{counted(gpus, 'GPU')}, and this job ({vpc.name}, {vpc.value}) stops "
-               f"whole to free them, with its {kind} GPUs")
+               f"whole to free them, with its {kind}")
     return Preemption(
         job_id=victim.job_id,
         reason=victim.reason,

@@ -148,6 +148,19 @@ def test_a_job_behind_the_head_names_it_and_its_start():
     assert long.eta == 7200.0  # when the head has run on the two nodes
 
 
+def test_a_preemption_notice_names_one_gpu_in_the_singular():
+    """It read "with its 1 a100 GPUs" (h50's walk through the demo, 5 Dec)."""
+    plan = (
+        make_cluster().nodes(1).at(5000)
+        .running(*(make_running(make_job(f"v{i}").priority("low").gpus(1).limit(20000))
+                   .on("n0", i).started(1000).checkpointed(4000) for i in range(8)))
+        .pending(make_job("h").priority("high").gpus(1).limit(3600))
+        .plan()
+    )
+    [notice] = plan.preemptions
+    assert "stops whole to free them, with its 1 a100 GPU. It has" in notice.message
+
+
 def test_a_preemption_notice_carries_grace_reason_and_the_gpu_hours_it_loses():
     plan = (
         make_cluster().nodes(1).at(5000)

@@ -128,7 +128,10 @@ Two independent proofs:
   (``quota_promises.last_broken``), 2026-12-05: compared field by field against the plans
   before, only seed 3's job-000222 changed: t=1003600 -> t=1000091, its capacity ETA and
   sentence, "would start if" without the promise clause (the other snapshots, and the
-  ``test_engine_speedups.py`` plans, unchanged)::
+  ``test_engine_speedups.py`` plans, unchanged); and a preemption's message naming one GPU
+  in the singular ("with its 1 H100-80GB GPU", was "GPUs"), 2026-12-05: each plan's ``repr``
+  before, with that one substitution made, equals the plan after (seeds 1, 3 and 7 at 1,000
+  GPUs: 6, 1 and 1 messages; the others unchanged)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -158,9 +161,9 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "70c876815d9826857943ce3dfb30d16cfb239978225d327cc2879a95d36b33a9",
-    (1000, 500, 200, 1): "dc72ac920cfbff1bba0488e5c62fc2b518ed35d3631cae0d55e6ace0cd51aae7",
-    (1000, 500, 200, 3): "b1c85897c960c489ec77c4f9468df44a954e7317bde77bf70aba101b36141088",
+    (1000, 500, 200, 7): "5ae3db49318ebdc9a00754c2bf6ca0efb73b1ea2ca181928828d854767cef000",
+    (1000, 500, 200, 1): "b1c83d33a6de33941446c1cbe25e25d08b87282ad939853e77047726f055cdf8",
+    (1000, 500, 200, 3): "9dc10965558d0e657bd1241281c9d1419a2082e2e6124d91a1b4cc92414eeb60",
     (2000, 1000, 400, 4): "0479f4dc0d1f3647e9766aea45e533e30939908944559699f152aec7ab37501a",
     (10000, 5000, 2000, 7): "a7d34fa7f73503c7fdf81c1cef4d5bef27af86f5717f8568456565c4ef4d1b44",
 }

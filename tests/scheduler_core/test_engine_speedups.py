@@ -71,7 +71,10 @@
   explanation's code, reason, resolvable and position identical; only the ETA, sentence and
   "would start if" of 8 lending-refused jobs of the 1,000-GPU seed-3 loop snapshot, every ETA
   earlier (t=1007231, t=1259231 and t=1259321 -> their capacity ETAs, t=1005524 to
-  t=1154640, with those sentences and no lending clause in "would start if"), by::
+  t=1154640, with those sentences and no lending clause in "would start if"); and a
+  preemption's message naming one GPU in the singular ("with its 1 H100-80GB GPU", was
+  "GPUs"), 2026-12-05: each plan's ``repr`` before, with that one substitution made, equals
+  the plan after (4, 2 and 2 messages in the first three of GOLDEN), by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -112,9 +115,9 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "b6207881f1907cd242e0969de26a2257fbce8f3cab3681d3edf202e1ac63ee2f",
-    (1000, 500, 200, 3, "loop"): "4e6bf2b1501a19fcf5cf9b4cd5c99d7aa1cc9e6d9c3a8244a4cc06b4a4b39c5b",
-    (2000, 1000, 400, 4, "default"): "e91bc6773a252caa783ba555b53a0457b11f224ee01521ba9fe33c905322dcfe",
+    (1000, 500, 200, 1, "default"): "91452a8bb9efdb6092d5464caea66c1d88c6e6516280dc42d71f77af44334408",
+    (1000, 500, 200, 3, "loop"): "eeffe87bb4bb4065527ee8ec50e93bf8b4e63d8a95267515f93f2f0670b4efd5",
+    (2000, 1000, 400, 4, "default"): "b57784613e8e9da65501a34499c15a8ad4eb9783d0bc635f7cce5097e13b6c0f",
     (10000, 5000, 2000, 7, "default"): "4a6b2304fa7d9c9b1499ca28fe18b8c61c9d4594dae6c3cf026c095c0a861f04",
     (10000, 5000, 2000, 7, "loop"): "04efe0d19c3c5db9b8da26ea537077bb768edb19cb4b8b39239af880ba298f86",
 }
