@@ -44,7 +44,16 @@ def test_admin_sees_schedules_and_cancels_maintenance_windows_on_the_nodes_page(
     admin.expect_refusal("/api/v1/maintenance-windows/", 400)
     assert MaintenanceWindow.objects.count() == 1
 
+    # The API's limit counts seconds; under the hours field it is said so (it read as hours).
     page.fill('#maintenance-form [data-field="nodes"]', second.name)
+    page.fill('#maintenance-form [data-field="duration_s"]', "100000000")
+    page.click("#maintenance-form button[type=submit]")
+    expect(page.locator('#maintenance-form [data-error-for="duration_s"]')).to_contain_text(
+        "2147483647. (The API counts seconds: 100000000 h is 360000000000 s.)")
+    admin.expect_refusal("/api/v1/maintenance-windows/", 400)
+    assert MaintenanceWindow.objects.count() == 1
+
+    page.fill('#maintenance-form [data-field="duration_s"]', "2")
     page.click("#maintenance-form button[type=submit]")
     expect(page.locator("#maintenance-form [data-verdict]")).to_contain_text(
         f"scheduled on {second.name}. No running job will still hold GPUs when it begins.", timeout=LIVE_TIMEOUT_MS)

@@ -41,6 +41,16 @@
     return body;
   }
 
+  /* The length is typed in hours but sent in seconds, and the API's words count seconds: under
+   * the hours field "less than or equal to 2147483647" read as hours. Say what was sent. */
+  function inHours(errors, hours, seconds) {
+    if (errors.duration_s && typeof seconds === "number") {
+      errors.duration_s = [].concat(errors.duration_s).join(" ") +
+        " (The API counts seconds: " + hours + " h is " + seconds + " s.)";
+    }
+    return errors;
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
     var form = document.getElementById("maintenance-form");
     if (!form) return;
@@ -51,7 +61,8 @@
       button.disabled = true;
       verdict.className = "verdict";
       verdict.textContent = "Scheduling…";
-      QM.api("POST", form.dataset.apiUrl, formBody(form)).then(function (result) {
+      var body = formBody(form);
+      QM.api("POST", form.dataset.apiUrl, body).then(function (result) {
         if (result.status === 201) {
           showErrors(form, {});
           var w = result.data;
@@ -64,7 +75,7 @@
           form.reset();
           return QM.poll();
         }
-        var unplaced = showErrors(form, result.data.errors || {});
+        var unplaced = showErrors(form, inHours(result.data.errors || {}, value(form, "duration_s"), body.duration_s));
         verdict.className = "verdict error";
         verdict.textContent = (result.data.detail || "The API refused the window (HTTP " + result.status + ").") +
           (unplaced.length ? " " + unplaced.join(" ") : "");
