@@ -129,6 +129,8 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
 
 
 IDLE_ENTRY = "__idle__"
+#: The project part of a `team/project` group for a team's jobs that named no project (OpenCost's word).
+NO_PROJECT = "__unallocated__"
 SHOWBACK_COLUMNS = [
     ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
     ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/1M TOKENS", "usdPerMillionTokens"),
@@ -219,6 +221,12 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     if idle and idle.get("gpuHours") is not None:
         print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
               f"(cost ${_money(idle.get('totalCost'), 'totalCost')}).")
+    no_project = sorted(name for name in allocations if name.endswith("/" + NO_PROJECT))
+    if no_project:
+        # The row read `vision/__unallocated__` with nothing to say it is not a project of that
+        # name (the page says "vision (no project)"; the table keeps the API's and CSV's name).
+        print(output.visible(f"{', '.join(no_project)}: the jobs of "
+                             f"{'that team' if len(no_project) == 1 else 'those teams'} that named no project."))
     if idle and totals.get("usdPerGpuHour") is not None:
         # TOTAL's $/GPU-H (13.50 beside rows of 1.54 and 0.80 on the demo) said nothing of why.
         print("TOTAL's $/GPU-H is the fully loaded price: what the fleet cost, idle capacity included, per "

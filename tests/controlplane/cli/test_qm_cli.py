@@ -349,3 +349,23 @@ def test_showback_table_columns_add_up_and_idle_capacity_is_said_apart(qm, fleet
     assert rows["ml"][0] == "8.00" and rows["TOTAL"][0] == "8.00" and rows["__idle__"][0] == "-"
     idle_line = [line for line in r.out.splitlines() if line.startswith("__idle__:")]
     assert len(idle_line) == 1 and "GPU-hours of capacity no job held" in idle_line[0]
+
+
+def test_showback_by_project_says_what_a_teams_unallocated_row_is(qm, fleet) -> None:
+    """`qm showback --by project` printed `ml/__unallocated__` with no word of what it is (h50's
+    walk, 5 Dec): the page says "ml (no project)", the table keeps the API's name."""
+    from controlplane.services import accounting
+    from tests.controlplane.accounting.builders import hold, running_job
+
+    now = timezone.now().replace(microsecond=0)
+    start = now - timedelta(hours=2)
+    job = running_job(fleet.ml, gpus=8, started_at=start, priority_class=fleet.research, project=None)
+    hold(job, [(fleet.nodes[1], 8)], start, start + timedelta(hours=1))
+    accounting.catch_up(now)
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("showback", "--by", "project", "--window", "1d")
+
+    assert r.code == 0, r.err
+    assert "ml/__unallocated__" in [line.split()[0] for line in r.out.splitlines()[2:] if line.strip()]
+    assert "ml/__unallocated__: the jobs of that team that named no project." in r.out.splitlines()
