@@ -164,3 +164,17 @@ def test_a_stretch_with_no_cycle_is_shaded_and_said_not_drawn_as_a_steady_fleet(
     go.Figure(chart.figure)  # plotly.js understands the bands
     steady = figures.stranded_gpus(samples[:20])
     assert "shapes" not in steady.figure["layout"] and "no scheduling cycle" not in steady.caption
+
+
+def test_what_if_bar_labels_are_numbers_and_the_unit_is_on_the_axis_and_in_the_hover() -> None:
+    """Two runs' labels "0.36 min" and "0.39 min" ran together over their narrow bars ("0.36
+    min0.39 min", h50's walk, 5 Dec): the label is the number, the axis and the hover the unit."""
+    runs = [("live (pack)", {"wait_mean_min": 0.36}), ("what if (spread)", {"wait_mean_min": 0.39})]
+
+    chart = figures.what_if_bars("wait", "Waits", "caption", "wait (minutes)", (("wait_mean_min", "mean"),),
+                                 runs, suffix=" min")
+
+    live, other = chart.figure["data"]
+    assert live["text"] == ["0.36"] and other["text"] == ["0.39"]
+    assert live["customdata"] == ["0.36 min"] and "%{customdata}" in live["hovertemplate"]
+    assert chart.figure["layout"]["yaxis"]["title"]["text"] == "wait (minutes)"
