@@ -14,12 +14,34 @@ meanwhile with `cgroup.freeze` where the kernel has it, ≥ 5.2); an agent that 
 leaves its runs' cgroups to its reaper and to the next agent of the node, which kill what is in
 them and remove them.
 
-The hierarchy: `--cgroup-root` (env `QM_AGENT_CGROUP_ROOT`): `auto` (the default) takes the
-first writable cgroup v2 mount of `/sys/fs/cgroup/unified` (a hybrid host) and `/sys/fs/cgroup`
-(a cgroup v2 host), `off` none, or a path. Under it, one parent per agent, named for its node
-and state directory (two agents of the same name on one host, as in tests, never touch each
-other's), and in it `g<generation>` per run. No controller is enabled: it counts and kills,
-and limits nothing.
+The hierarchy: `--cgroup-root` (env `QM_AGENT_CGROUP_ROOT`): `auto` (the default), `off` none,
+or a path. `auto` takes the agent's own cgroup (the `0::` line of /proc/self/cgroup, under the
+cgroup v2 mount that holds it) when it is writable, a plain domain cgroup, and enables no
+controller for its children: under systemd with `Delegate=yes`, `/sys/fs/cgroup/system.slice/
+qm-agent.service`, the subtree systemd gave the agent (systemd owns the rest of the tree, and a
+cgroup made beside its slices is one it neither made nor expects). Else, as before 5 Dec
+always, the first writable cgroup v2 mount of `/sys/fs/cgroup/unified` (a hybrid host) and
+`/sys/fs/cgroup` (a cgroup v2 host): an agent in the hierarchy's root (a container's cgroup
+namespace, a host without systemd) gets that anyway.
+
+The kernel's no-internal-process rule: a cgroup other than the root holds processes, or gives
+controllers to its children (`cgroup.subtree_control`), not both. The agent enables no
+controller, so its own cgroup may hold the agent (and its reaper) and the runs' cgroups below
+it. A controller enabled in the agent's own `cgroup.subtree_control` cannot happen while the
+agent is in it (the kernel refuses either order), except in a threaded subtree, where a run's
+cgroup could not hold a process; so `auto` does not use such a cgroup, nor one whose
+`cgroup.type` is not `domain`, and falls back to the mount's top. It does not move itself
+into a leaf (`<own>/agent`) to make room: that would change the cgroup systemd and the
+operator account the agent in, and an agent started again in place would nest one level
+deeper each time, for a controller nobody enabled.
+
+Under the root, one parent per agent, `qm-agent-<node>-<hash of the state directory>` (two
+agents of the same name on one host, as in tests, never touch each other's), and in it
+`g<generation>` per run. No controller is enabled: it counts and kills, and limits nothing.
+The parent's path is written to the state directory (`<state>/<node>/cgroup`): an agent
+started in another cgroup (by hand, then under systemd; a unit renamed) still empties the run
+cgroups its predecessor left under the old parent, and those of an agent from before 5 Dec at
+the mount's top, whose parents have the same name there.
 """
 
 from __future__ import annotations
@@ -42,10 +64,79 @@ def _is_cgroup_v2(path: Path) -> bool:
     return (path / "cgroup.procs").is_file() and (path / "cgroup.controllers").is_file()
 
 
+def _unescape(field: str) -> str:
+    """A path as /proc/self/mountinfo writes it (space, tab, newline and backslash as octal)."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+def own_cgroup(proc: Path = Path("/proc/self")) -> Path | None:
+    """The cgroup v2 directory this process is in: the `0::` line of `proc`/cgroup, found under
+    the cgroup2 mount (`proc`/mountinfo) whose root holds it; ``None`` without one (no cgroup v2,
+    or a cgroup outside what is mounted here: a namespace's `/..`)."""
+    try:
+        lines = (proc / "cgroup").read_text().splitlines()
+        mounts = (proc / "mountinfo").read_text().splitlines()
+    except OSError:
+        return None
+    own = next((line[3:] for line in lines if line.startswith("0::")), None)
+    if own is None or not own.startswith("/") or own.endswith(" (deleted)"):
+        return None
+    for mount in mounts:
+        fields, _, after = mount.partition(" - ")
+        head = fields.split()
+        if len(head) < 5 or after.split()[:1] != ["cgroup2"]:
+            continue
+        root, point = _unescape(head[3]), Path(_unescape(head[4]))
+        if own == root or root == "/" or own.startswith(root + "/"):
+            path = point / own[len(root):].lstrip("/")
+            if _is_cgroup_v2(path):
+                return path
+    return None
+
+
+def _holds_runs(cgroup: Path) -> str | None:
+    """Why the runs' cgroups may not go under ``cgroup`` (the agent's own), or ``None``: it is
+    writable, and a plain domain cgroup that gives no controller to its children (see the
+    module's no-internal-process rule; the hierarchy's root, which has no `cgroup.type`, is
+    exempt from the rule)."""
+    if not (os.access(cgroup, os.W_OK) and os.access(cgroup / "cgroup.procs", os.W_OK)):
+        return f"not writable by this agent (uid {os.getuid()})"
+    try:
+        controllers = (cgroup / "cgroup.subtree_control").read_text().split()
+        kind: str | None = (cgroup / "cgroup.type").read_text().strip()
+    except FileNotFoundError:
+        kind = None  # the root (only it has no cgroup.type)
+    except OSError as error:
+        return f"unreadable: {error}"
+    if kind is not None and kind != "domain":
+        return f"a {kind} cgroup, not a domain one: a run's cgroup under it could not hold a process"
+    if kind is not None and controllers:
+        return (f"it gives its children the {', '.join(controllers)} controller(s), so it may hold no process "
+                "(the kernel's no-internal-process rule)")
+    return None
+
+
+def auto_root() -> tuple[Path | None, str]:
+    """Where `--cgroup-root auto` puts the runs' cgroups (see the module), and why there."""
+    own = own_cgroup()
+    why_not = None if own is None else _holds_runs(own)
+    if own is not None and why_not is None:
+        top = not (own / "cgroup.type").exists()  # the hierarchy's root: where an agent outside systemd is
+        return own, "the top of the cgroup v2 mount, the agent's own cgroup" if top else "the agent's own cgroup"
+    for path in CGROUP_V2_MOUNTS:
+        if _is_cgroup_v2(path) and os.access(path, os.W_OK):
+            if own is None:
+                return path, "the top of the cgroup v2 mount: the agent's own cgroup was not found"
+            return path, f"the top of the cgroup v2 mount: the agent's own cgroup {own} is {why_not}"
+    return None, "no writable cgroup v2 hierarchy"
+
+
 def find_cgroup_root(setting: str) -> Path | None:
     """The cgroup v2 directory to put the runs' cgroups under, or ``None`` (containment by
-    session and marker only). ``setting``: ``auto``, ``off`` or a path; a path that is not a
-    writable cgroup v2 directory raises :class:`ContainmentError`."""
+    session and marker only). ``setting``: ``auto`` (:func:`auto_root`), ``off`` or a path; a
+    path that is not a writable cgroup v2 directory raises :class:`ContainmentError`."""
     if setting == "off":
         return None
     if setting not in ("", "auto"):
@@ -56,10 +147,11 @@ def find_cgroup_root(setting: str) -> Path | None:
         if not os.access(path, os.W_OK):
             raise ContainmentError(f"--cgroup-root {setting}: not writable by this agent (uid {os.getuid()})")
         return path
-    for path in CGROUP_V2_MOUNTS:
-        if _is_cgroup_v2(path) and os.access(path, os.W_OK):
-            return path
-    return None
+    return auto_root()[0]
+
+
+#: In the agent's state directory (`<state>/<node>/`): the path of its run cgroups' parent.
+PARENT_RECORD = "cgroup"
 
 
 class RunCgroups:
@@ -68,22 +160,51 @@ class RunCgroups:
     def __init__(self, root: Path, node_name: str, state_root: Path) -> None:
         digest = hashlib.sha256(str(state_root.resolve()).encode()).hexdigest()[:10]
         self.parent = root / f"qm-agent-{node_name}-{digest}"
+        self.state_root = state_root
+        # Parents of the same name elsewhere that a predecessor may have left runs in: those its
+        # record names (it ran in another cgroup) and the mount tops (an agent before 5 Dec).
+        self.elsewhere = sorted({p for p in [*self._recorded(), *(m / self.parent.name for m in CGROUP_V2_MOUNTS)]
+                                 if p != self.parent})
+
+    def _recorded(self) -> list[Path]:
+        try:
+            lines = (self.state_root / PARENT_RECORD).read_text().splitlines()
+        except OSError:
+            return []
+        # only run-cgroup parents of this agent's name, never any directory the file may name
+        return [Path(line) for line in lines if line.startswith("/") and Path(line).name == self.parent.name]
 
     @classmethod
     def open(cls, setting: str, node_name: str, state_root: Path) -> tuple[RunCgroups | None, str]:
         """The agent's run cgroups under ``setting`` (:func:`find_cgroup_root`), their parent
-        made, or ``None`` when there is no usable hierarchy; and what to say of it at start."""
-        root = find_cgroup_root(setting)
+        made and recorded in the state directory, or ``None`` when there is no usable
+        hierarchy; and what to say of it at start."""
+        auto = setting in ("", "auto")
+        root, why = auto_root() if auto else (find_cgroup_root(setting), "--cgroup-root")
         if root is None:
-            return None, ("no writable cgroup v2 hierarchy" if setting != "off" else "--cgroup-root off")
+            return None, (why if setting != "off" else "--cgroup-root off")
         cgroups = cls(root, node_name, state_root)
         try:
             cgroups.parent.mkdir(exist_ok=True)
         except OSError as error:
-            if setting not in ("", "auto"):
+            if not auto:
                 raise ContainmentError(f"--cgroup-root {setting}: cannot create {cgroups.parent}: {error}") from error
             return None, f"cannot create {cgroups.parent}: {error}"
-        return cgroups, str(cgroups.parent)
+        cgroups._record()
+        return cgroups, f"{cgroups.parent} ({why})" if auto else str(cgroups.parent)
+
+    def _record(self) -> None:
+        """Write where the parent is, and the parents elsewhere not yet emptied (see the
+        module), for the next agent. A state directory that cannot take it costs only that:
+        the next agent still looks under its own root and the mount tops."""
+        lines = [self.parent, *(p for p in self.elsewhere if p.is_dir())]
+        try:
+            self.state_root.mkdir(parents=True, exist_ok=True)
+            temporary = self.state_root / (PARENT_RECORD + ".tmp")
+            temporary.write_text("".join(f"{line}\n" for line in lines))
+            os.replace(temporary, self.state_root / PARENT_RECORD)
+        except OSError:
+            pass
 
     def create(self, generation: int) -> Path:
         path = self.parent / f"g{generation}"
@@ -91,11 +212,25 @@ class RunCgroups:
         return path
 
     def runs(self) -> list[Path]:
-        """Every run cgroup there is (after an agent's death: the ones it left)."""
-        try:
-            return sorted(p for p in self.parent.iterdir() if p.is_dir() and p.name.startswith("g"))
-        except FileNotFoundError:
-            return []
+        """Every run cgroup there is (after an agent's death: the ones it left), under this
+        agent's parent and under those a predecessor in another cgroup used (`elsewhere`)."""
+        found: list[Path] = []
+        for parent in [self.parent, *self.elsewhere]:
+            try:
+                found.extend(sorted(p for p in parent.iterdir() if p.is_dir() and p.name.startswith("g")))
+            except OSError:  # (FileNotFoundError: none there)
+                pass
+        return found
+
+    def forget_elsewhere(self) -> None:
+        """Once `runs` were swept: remove the parents elsewhere that are empty now, and keep
+        recording those that are not (a run cgroup that could not be removed)."""
+        for parent in self.elsewhere:
+            try:
+                parent.rmdir()
+            except OSError:
+                pass
+        self._record()
 
 
 def joined_argv(cgroup: Path, argv: list[str]) -> list[str]:

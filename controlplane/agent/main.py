@@ -134,7 +134,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "the node keeps each rank's last this much")
     p.add_argument("--cgroup-root", default=os.environ.get("QM_AGENT_CGROUP_ROOT", "auto"),
                    help="contain each run's processes in a cgroup under this cgroup v2 directory (env "
-                        "QM_AGENT_CGROUP_ROOT): auto (the default: /sys/fs/cgroup/unified or /sys/fs/cgroup, if "
+                        "QM_AGENT_CGROUP_ROOT): auto (the default: the agent's own cgroup if it can hold them, as "
+                        "under systemd with Delegate=yes, else /sys/fs/cgroup/unified or /sys/fs/cgroup, if "
                         "writable), off, or a path; without one a process that clears its environment and leaves "
                         "its session outlives its run")
     p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))

@@ -775,6 +775,7 @@ class ProcessLauncher:
                 time.sleep(0.02)
             if not containment.remove(cgroup):
                 log.warning("a run's cgroup could not be removed", path=str(cgroup))
+        self.cgroups.forget_elsewhere()
         return killed
 
 

@@ -31,16 +31,20 @@ def wait_for(condition: Callable[[], object], timeout: float, what: str, every: 
 
 
 def start_agent(server: str, state_dir: Path, name: str, log: IO[bytes], *, gpus: int = 2,
-                options: Sequence[str] = ("--no-wake",)) -> subprocess.Popen[bytes]:
+                options: Sequence[str] = ("--no-wake",), cgroup: Path | None = None) -> subprocess.Popen[bytes]:
     """A real `qm-agent` process for node `name`: `gpus` H100-80GB GPUs in pool h100 on leaf-1
     and spine-1, a heartbeat every 0.5 s, its log (console format) to `log`, in a session of its
-    own; registered with the loop fixtures' bootstrap secret."""
+    own; registered with the loop fixtures' bootstrap secret. With `cgroup` (a cgroup v2
+    directory), it runs in that cgroup from its first instruction on, as systemd starts a
+    service in the unit's cgroup."""
+    from controlplane.agent.containment import joined_argv
     from tests.controlplane.loop_fixtures import BOOTSTRAP
 
+    argv = [QM_AGENT, "--server", server, "--name", name, "--gpus", str(gpus), "--gpu-type", "H100-80GB",
+            "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(state_dir),
+            "--interval", "0.5", "--log-format", "console", *options]
     return subprocess.Popen(
-        [QM_AGENT, "--server", server, "--name", name, "--gpus", str(gpus), "--gpu-type", "H100-80GB",
-         "--pool", "h100", "--leaf-switch", "leaf-1", "--spine", "spine-1", "--state-dir", str(state_dir),
-         "--interval", "0.5", "--log-format", "console", *options],
+        argv if cgroup is None else joined_argv(cgroup, argv),
         env={**os.environ, "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP,
              "PYTHONPATH": os.pathsep.join(filter(None, [CHECKOUT, os.environ.get("PYTHONPATH")]))}, stdout=log, stderr=subprocess.STDOUT,
         start_new_session=True,
