@@ -5,7 +5,12 @@ fills the node's disk, and what was dropped is said in the job's output.
 Found on 5 Dec: the agent gave the disk back only bytes the control plane had taken, so a rank
 printing faster than ~1.8 MiB/s (the shipping rate of one rank, bench/agent_output_rate.py)
 and every rank of a --no-output agent grew its file for as long as it printed. Real processes,
-the real agent loop and, for the job's output, the real API on PostgreSQL."""
+the real agent loop and, for the job's output, the real API on PostgreSQL.
+
+Each test its own node name: a member that ends kills every process carrying its node's name
+and its run's generation (members.marked_processes), and two of these tests side by side on
+two workers (-n 2 hands out tests, not files) had the same, generation 7 on node gpu-cap: one's
+end killed the other's printer (test_a_slow_printer_loses_nothing shipped "line 1" and no more)."""
 
 from __future__ import annotations
 
@@ -40,7 +45,7 @@ def on_disk(path: Path) -> int:
 
 
 def test_a_run_whose_output_is_not_shipped_keeps_only_its_last_cap_on_the_disk(tmp_path: Path) -> None:
-    member = ProcessMember(assignment(f"{FAST}; sleep 1"), workdir=tmp_path, node_name="gpu-cap", devices=None,
+    member = ProcessMember(assignment(f"{FAST}; sleep 1"), workdir=tmp_path, node_name="gpu-cap-nout", devices=None,
                            output_cap=CAP)
     assert wait_exit(member) == 0
     rank_file = tmp_path / "rank0.log"
@@ -55,7 +60,7 @@ def test_a_run_whose_output_is_not_shipped_keeps_only_its_last_cap_on_the_disk(t
 def test_a_rank_that_prints_a_burst_and_exits_at_once_keeps_only_its_cap(tmp_path: Path) -> None:
     # Before, the cap was looked at only every 0.5 s while the member ran: a burst printed in
     # its last moments stayed whole on the disk.
-    member = ProcessMember(assignment(FAST), workdir=tmp_path, node_name="gpu-cap", devices=None, output_cap=CAP)
+    member = ProcessMember(assignment(FAST), workdir=tmp_path, node_name="gpu-cap-burst", devices=None, output_cap=CAP)
     assert wait_exit(member) == 0
     rank_file = tmp_path / "rank0.log"
     assert rank_file.stat().st_size == 6_000_000
@@ -72,17 +77,18 @@ def test_a_real_agent_keeps_a_fast_ranks_file_within_its_cap(live_server: Any, t
     file stays within the cap on the disk, the agent logs it, and a shipped run's output says
     how many bytes were dropped."""
     fleet = build_loop_fleet()
+    node = "gpu-capped" if ship else "gpu-capped-nout"
     log_path = tmp_path / "agent.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     options = ["--no-wake", "--max-rank-output-mib", "1", *([] if ship else ["--no-output"])]
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-capped", log, options=options)
+    agent = start_agent(live_server.url, tmp_path / "state", node, log, options=options)
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-capped", state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name=node, state=NodeState.READY).exists(), 20, "the node")
         job = make_job(fleet, gpus=1, command=f"{FAST}; sleep 1; echo 'the last line'")
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 30, "the job to end")
         generation = Allocation.objects.get(job=job).generation
-        rank_file = tmp_path / "state" / "gpu-capped" / f"g{generation}" / "rank0.log"
+        rank_file = tmp_path / "state" / node / f"g{generation}" / "rank0.log"
         assert rank_file.stat().st_size == 6_000_000 + len("the last line\n")
         assert on_disk(rank_file) <= CAP + 128 * 1024
         with open(rank_file, "rb") as f:
@@ -187,7 +193,7 @@ def test_a_chunk_in_flight_over_bytes_given_back_is_said_dropped_not_resent(tmp_
 
 
 def test_a_runs_record_keeps_the_cap_it_was_launched_with(tmp_path: Path) -> None:
-    member = ProcessMember(assignment("echo one; echo two"), workdir=tmp_path, node_name="gpu-cap", devices=None,
+    member = ProcessMember(assignment("echo one; echo two"), workdir=tmp_path, node_name="gpu-cap-record", devices=None,
                            output_cap=CAP)
     shipper = LogShipper()
     shipper.watch(7, member)
@@ -203,7 +209,7 @@ def test_a_runs_record_keeps_the_cap_it_was_launched_with(tmp_path: Path) -> Non
 
 def test_a_slow_printer_loses_nothing(tmp_path: Path) -> None:
     member = ProcessMember(assignment("for i in $(seq 1 40); do echo \"line $i\"; sleep 0.01; done"),
-                           workdir=tmp_path, node_name="gpu-cap", devices=None, output_cap=CAP)
+                           workdir=tmp_path, node_name="gpu-cap-slow", devices=None, output_cap=CAP)
     shipper = LogShipper()
     shipper.watch(7, member)
     shipped: list[str] = []
