@@ -32,7 +32,8 @@ in the agent's memory and dies with it). Its work directory holds `shipped.json`
 "ranks": {RANK: [shipped, sent]}, "done", "cap"}` (`cap`: the run's `output_cap` in bytes, null
 for none), written (to a temporary file, then renamed) when the
 run is launched, before a contact that carries its output and after the reply took it: below
-`shipped` every byte was taken by the control plane, and nothing past `sent` was ever sent. An
+`shipped` every byte was taken by the control plane, and nothing past `sent` was ever sent (a
+line in flight saying bytes were dropped speaks for all of them: `sent` is where they end). An
 agent that starts on the node after one that died (`kill -9`, OOM; the job's processes died with it, by design)
 finds the runs not `done` (`recover`) and ships the rest of their files: first exactly the
 bytes `shipped`..`sent` again, split as before (the chunks that may have been in flight: the
@@ -40,7 +41,10 @@ control plane drops those it has), then on to the end of each file, with its hea
 ended run's output; then the run is marked `done` and forgotten. A rank's bytes before its last
 `cap` (the smaller of the record's and this agent's: its member may have given them back to the
 disk, where they read as NUL) are never sent, in flight or not, but said dropped with the same
-line as a running rank's. The last lines a crashed job printed, the
+line as a running rank's: those in flight by a line at their own offset, which the control
+plane drops as a resend exactly when it holds them already (only the reply was lost), and
+those after them by a line at `sent`, where it holds nothing (before 5 Dec one line at
+`shipped` said both, and was lost whenever the control plane held the chunk in flight). The last lines a crashed job printed, the
 ones that often say why, are not lost with the agent that should have shipped them.
 """
 
@@ -158,8 +162,14 @@ class Cursor:
 
     @property
     def sent(self) -> int:
-        """Where what was ever sent of this rank ends."""
+        """Where the chunks in flight end (`shipped` if none)."""
         return self.pending[-1].offset + self.pending[-1].nbytes if self.pending else self.shipped
+
+    @property
+    def reached(self) -> int:
+        """Where what was ever sent of this rank ends, as its record says (`sent`): a line in
+        flight saying bytes were dropped speaks for all of them, up to `resume_at`."""
+        return self.sent if self.resume_at is None else self.resume_at
 
     def next_chunks(self) -> list[Chunk]:
         """The chunks for the next contact: those in flight, else what is new (up to BURST_BYTES)."""
@@ -193,21 +203,26 @@ class Cursor:
         drop_to = end - self.cap
         if drop_to <= self.shipped:
             return []
-        gap = drop_to - self.shipped
-        marker = min(gap, RANK_BYTES)  # the chunk stands for the gap's first bytes
-        self.dropped += gap
+        notice = self.notice(self.shipped, drop_to - self.shipped)
         self.resume_at = drop_to
         if self.release is not None:
             # (the bytes the chunk stands for stay; a next agent recovering the run says the gap
             # dropped again rather than resend them: the member may have given them back too)
-            self.release(self.shipped + marker, drop_to)
+            self.release(self.shipped + notice.nbytes, drop_to)
+        self.pending = [notice]
+        return self.pending
+
+    def notice(self, offset: int, gap: int) -> Chunk:
+        """The chunk saying the `gap` bytes from `offset` were dropped, standing for the gap's
+        first bytes (see the module); counted and logged."""
+        assert self.cap is not None
+        self.dropped += gap
         log.warning("a rank printed faster than its output could be shipped: its oldest unsent output dropped",
                     generation=self.generation, rank=self.rank, bytes_dropped=gap, cap_bytes=self.cap)
         text = (f"\n[qm-agent: {gap:,} bytes of rank {self.rank}'s output dropped on the node: it printed "
                 f"faster than they could be shipped, and the node keeps at most the last {_size(self.cap)} of a "
                 f"rank's unshipped output (qm-agent --max-rank-output-mib)]\n")
-        self.pending = [Chunk(self.generation, self.rank, self.shipped, marker, text)]
-        return self.pending
+        return Chunk(self.generation, self.rank, offset, min(gap, RANK_BYTES), text)
 
 
 def _size(n: int) -> str:
@@ -312,17 +327,30 @@ class LogShipper:
         """Ship what a previous agent left of `run` (its processes are gone): the chunk that may
         have been in flight again, byte for byte, then the rest of each rank's file. Bytes
         before a rank's last `cap` may have been given back to the disk (they read as NUL, the
-        in-flight chunk's included): they are said dropped instead, never sent."""
+        in-flight chunk's included): they are said dropped instead, never sent.
+
+        The control plane may hold the in-flight bytes already (only the reply was lost), and
+        it drops a chunk at an offset it holds: so the in-flight bytes given back are said
+        dropped by a line at their own offset (dropped with them, or shown in their place),
+        and what was given back after them by a line where nothing was ever sent (`sent`, once
+        this is taken). Before 5 Dec one line at `shipped` said both, and was dropped as a
+        resend whenever the control plane held the chunk in flight."""
         for rank, (shipped, sent) in run.ranks.items():
             cursor = Cursor(run.generation, rank, read=lambda offset, limit, rank=rank: run.read(rank, offset, limit),
                             shipped=shipped, ended=True, cap=run.cap,
                             size=None if run.size is None else lambda rank=rank: run.size(rank))
-            if sent > shipped and not self._maybe_given_back(run, rank, shipped):
-                try:
-                    data = run.read(rank, shipped, min(sent - shipped, BURST_BYTES))
-                except OSError:
-                    data = b""
-                cursor.pending = split(run.generation, rank, shipped, data)
+            if sent > shipped:
+                kept_from = self._kept_from(run, rank)
+                start = shipped if kept_from is None else max(shipped, min(sent, kept_from))
+                if start > shipped:
+                    cursor.pending = [cursor.notice(shipped, start - shipped)]
+                    cursor.resume_at = sent
+                if sent > start:
+                    try:
+                        data = run.read(rank, start, min(sent - start, BURST_BYTES))
+                    except OSError:
+                        data = b""
+                    cursor.pending += split(run.generation, rank, start, data)
             self.cursors[(run.generation, rank)] = cursor
         self.records[run.generation] = run.record
         self.written[run.generation] = dict(run.ranks)
@@ -330,15 +358,15 @@ class LogShipper:
         self.recovered_runs += 1
 
     @staticmethod
-    def _maybe_given_back(run: Unshipped, rank: int, offset: int) -> bool:
-        """Whether rank `rank`'s byte `offset` lies before its last `cap` bytes: the member (or
-        the shipper, dropping) may have given it back to the disk."""
+    def _kept_from(run: Unshipped, rank: int) -> int | None:
+        """Where rank `rank`'s last `cap` bytes begin: the member (or the shipper, dropping) may
+        have given back to the disk what is before; None without a cap."""
         if run.cap is None or run.size is None:
-            return False
+            return None
         try:
-            return offset < run.size(rank) - run.cap
+            return run.size(rank) - run.cap
         except OSError:
-            return False
+            return None
 
     def _write_records(self) -> None:
         """Bring the runs' records up to date before a contact (see the module): a record is
@@ -346,7 +374,7 @@ class LogShipper:
         now: dict[int, dict[int, tuple[int, int]]] = {generation: {} for generation in self.records}
         for c in self.cursors.values():
             if c.generation in now:
-                now[c.generation][c.rank] = (c.shipped, c.sent)
+                now[c.generation][c.rank] = (c.shipped, c.reached)
         for generation, ranks in now.items():
             if ranks == self.written.get(generation):
                 continue
@@ -394,7 +422,7 @@ class LogShipper:
         for chunk in chunks:
             cursor = self.cursors.get((chunk.generation, chunk.rank))
             if cursor is not None and cursor.pending and cursor.pending[-1] is chunk:
-                cursor.shipped = cursor.sent if cursor.resume_at is None else cursor.resume_at
+                cursor.shipped = cursor.reached
                 cursor.resume_at = None
                 cursor.pending = []
                 cursor.release_shipped()

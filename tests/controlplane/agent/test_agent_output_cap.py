@@ -183,12 +183,14 @@ def test_recovery_with_a_smaller_cap_now_drops_to_it(tmp_path: Path) -> None:
 def test_a_chunk_in_flight_over_bytes_given_back_is_said_dropped_not_resent(tmp_path: Path) -> None:
     # The agent read [0, 65536) and sent it; then the rank printed on, the member gave back all
     # but its last CAP bytes, those 64 KiB among them, and the agent died before the reply. The
-    # next agent resent them from the disk: 65,536 U+FFFD.
+    # next agent resent them from the disk: 65,536 U+FFFD. (A control plane that did not take
+    # them shows both lines, as here; one that did drops the first as a resend, and the second
+    # is where it holds nothing: test_agent_dropped_line_survives_restart.py.)
     launcher = ProcessLauncher(tmp_path, "gpu-rec", devices=None, cgroup_root="off", output_cap=CAP)
     _capped_run(launcher, {0: (0, 65536)}, CAP)
     text = _recovered_text(launcher)
     assert "\ufffd" not in text
-    assert dropped(text) == [(3_000_000 - CAP, 0)]
+    assert dropped(text) == [(65536, 0), (3_000_000 - CAP - 65536, 0)]
     assert text.endswith("123456789\n" * (CAP // 10))
 
 
