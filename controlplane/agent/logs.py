@@ -23,7 +23,12 @@ its next heartbeat or report, as `logs`: chunks of `{generation, rank, offset, b
     back to the disk and never sent, and the next contact carries, where they began, a line
     saying how many were dropped and why (a chunk standing for the gap's first bytes, so a
     reader sees that line, then "[… N bytes never received …]"). Before 5 Dec such a rank's
-    file grew on the node for as long as it printed faster than ~1.8 MiB/s.
+    file grew on the node for as long as it printed faster than ~1.8 MiB/s. The cap is looked
+    at here at each contact with no chunk of the rank in flight, and by the member every
+    TRIM_EVERY_S (0.5 s; members.py): a rank's file holds on the disk at most the cap and a
+    quarter plus what it printed since the member last looked. Not a strict bound: the job
+    writes its file itself, and nothing the agent does (here or there) runs between its writes
+    (docs/operations.md, *Disk*).
 A chunk names its generation: a stopped run's last lines and a requeued run's first ones never
 mix, even when both ship in one contact.
 

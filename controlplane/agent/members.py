@@ -548,7 +548,10 @@ class ProcessMember:
         before is given back to the disk once a quarter of the cap more has been printed
         (looked at every TRIM_EVERY_S while the member runs; shipped or not: a control plane
         out of reach for hours does not fill the disk either), and all of it once the member
-        is over (`final`: a rank that printed a burst and exited at once keeps no more)."""
+        is over (`final`: a rank that printed a burst and exited at once keeps no more).
+        A rank's file so holds on the disk at most `output_cap` * 5/4 plus what it printed
+        since the last look: not a strict bound, since the job writes the file itself between
+        looks (docs/operations.md, *Disk*)."""
         now = time.monotonic()
         if now < self._trim_at and not final:
             return

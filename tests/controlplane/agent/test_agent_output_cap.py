@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from controlplane.agent.logs import RECORD_NAME, LogShipper, read_record, write_record
-from controlplane.agent.members import ProcessLauncher, ProcessMember, punch_hole
+from controlplane.agent.members import TRIM_EVERY_S, ProcessLauncher, ProcessMember, punch_hole
 from controlplane.agent.node import NodeAgent, NodeInventory
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, Node
@@ -55,6 +55,34 @@ def test_a_run_whose_output_is_not_shipped_keeps_only_its_last_cap_on_the_disk(t
     with open(rank_file, "rb") as f:
         f.seek(6_000_000 - CAP)
         assert b"\0" not in f.read()
+
+
+def test_a_fast_printers_file_holds_at_most_its_cap_a_quarter_and_what_it_printed_since_the_last_look(
+        tmp_path: Path) -> None:
+    """The documented bound (docs/operations.md, *Disk*), which is not a strict one: the job
+    writes its file itself, so between two of the agent's looks (every TRIM_EVERY_S) a rank can
+    put any amount on the disk. At every moment the file holds at most CAP + CAP/4, plus what
+    it printed since the agent last looked, plus a block at each edge of the hole."""
+    # 40 MB in bursts of 1 MB for two seconds or more: ~20 MB/s, ten times what a rank ships
+    member = ProcessMember(assignment("for i in $(seq 40); do yes '123456789' | head -c 1000000; sleep 0.05; done"),
+                           workdir=tmp_path, node_name="gpu-cap-bound", devices=None, output_cap=CAP)
+    rank_file = tmp_path / "rank0.log"
+    polls: list[tuple[float, int]] = []  # (when, the file's length) just before each poll
+    most = 0
+    while True:
+        polls.append((time.monotonic(), rank_file.stat().st_size if rank_file.exists() else 0))
+        if member.poll() is not None:
+            break
+        now, size, held = time.monotonic(), rank_file.stat().st_size, on_disk(rank_file)
+        # the last look was in one of the polls since TRIM_EVERY_S ago, give or take a poll
+        gap = max(b[0] - a[0] for a, b in zip(polls, polls[1:], strict=False)) if len(polls) > 1 else 0.0
+        since = min(length for at, length in polls if at >= now - TRIM_EVERY_S - gap - 0.01)
+        assert held <= CAP + CAP // 4 + (size - since) + 8192, (held, size, since)
+        most = max(most, held)
+        time.sleep(0.005)
+    assert rank_file.stat().st_size == 40_000_000
+    assert CAP + CAP // 4 + 8192 < most < 20_000_000, "past cap + a quarter between looks, never all of it"
+    assert on_disk(rank_file) <= CAP + 64 * 1024, "once over, its last CAP bytes only (and the extent tree)"
 
 
 def test_a_rank_that_prints_a_burst_and_exits_at_once_keeps_only_its_cap(tmp_path: Path) -> None:
