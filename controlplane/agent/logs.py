@@ -55,8 +55,10 @@ ones that often say why, are not lost with the agent that should have shipped th
 
 from __future__ import annotations
 
+import errno
 import json
 import os
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -262,16 +264,63 @@ class Record(NamedTuple):
     cap: int | None = None
 
 
-def write_record(path: Path, generation: int, ranks: dict[int, tuple[int, int]], *, done: bool = False,
-                 cap: int | None = None) -> bool:
-    """Write a run's shipping record whole (a temporary file renamed over it); False if it
-    could not be written (the shipping goes on; only a restart would then resend more)."""
-    body = {"generation": generation, "ranks": {str(r): list(v) for r, v in sorted(ranks.items())}, "done": done,
-            "cap": cap}
+def open_regular(path: Path, flags: int = os.O_RDONLY, mode: int = 0o644) -> int:
+    """A descriptor of ``path`` if it is a regular file (made if `flags` say O_CREAT), else an
+    OSError. The files of a run's directory are the job's to change, as its user: one it made a
+    FIFO would hold an open for reading until a writer comes (or one for writing until a
+    reader does), and a link to /dev/zero or a device never ends a read. Neither is followed
+    nor waited for: not a link at the last component (O_NOFOLLOW), no wait in the open
+    (O_NONBLOCK, cleared again once the file is known to be regular)."""
+    fd = os.open(path, flags | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, mode)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def read_regular(path: Path, limit: int, offset: int = 0) -> bytes:
+    """At most ``limit`` bytes of the regular file ``path`` from ``offset`` (:func:`open_regular`)."""
+    fd = open_regular(path)
+    try:
+        return os.pread(fd, limit, offset)
+    finally:
+        os.close(fd)
+
+
+def write_whole(path: Path, data: bytes, mode: int = 0o644) -> None:
+    """Write ``path`` whole: a temporary file made anew beside it (whatever the job left under
+    that name removed first, never opened), then renamed over it. An OSError if it cannot be."""
     temporary = path.with_name(path.name + ".tmp")
     try:
-        temporary.write_text(json.dumps(body))
-        os.replace(temporary, path)
+        os.unlink(temporary)
+    except FileNotFoundError:
+        pass
+    fd = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+    os.replace(temporary, path)
+
+
+#: The most of a shipping record read (a record is ~100 bytes a rank).
+RECORD_READ_BYTES = 1024 * 1024
+
+
+def write_record(path: Path, generation: int, ranks: dict[int, tuple[int, int]], *, done: bool = False,
+                 cap: int | None = None) -> bool:
+    """Write a run's shipping record whole (:func:`write_whole`); False if it could not be
+    written (the shipping goes on; only a restart would then resend more)."""
+    body = {"generation": generation, "ranks": {str(r): list(v) for r, v in sorted(ranks.items())}, "done": done,
+            "cap": cap}
+    try:
+        write_whole(path, json.dumps(body).encode())
     except OSError as error:
         log.warning("could not write the output shipping record", path=str(path), error=str(error))
         return False
@@ -281,7 +330,7 @@ def write_record(path: Path, generation: int, ranks: dict[int, tuple[int, int]],
 def read_record(path: Path) -> Record | None:
     """What a record says; None for one unreadable or not of this form."""
     try:
-        body = json.loads(path.read_text())
+        body = json.loads(read_regular(path, RECORD_READ_BYTES))
         ranks = {int(rank): (int(pair[0]), int(pair[1])) for rank, pair in body["ranks"].items()}
         generation = int(body["generation"])
         cap = None if body.get("cap") is None else int(body["cap"])

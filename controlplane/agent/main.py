@@ -34,6 +34,7 @@ import structlog
 from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, refusal
 from controlplane.agent.containment import ContainmentError
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
+from controlplane.agent.logs import read_regular, write_whole
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
 from controlplane.agent.node import Call, NodeAgent, NodeInventory, WakeListener, install_partition_signals
 
@@ -177,18 +178,21 @@ def _token_file(state_dir: Path, name: str) -> Path:
 
 def _load_token(path: Path) -> str:
     try:
-        return path.read_text().strip()
-    except OSError:
+        return read_regular(path, 4096).decode(errors="replace").strip()
+    except OSError:  # none yet; or not a regular file (the state directory is its jobs' to change too)
         return ""
 
 
 def _save_token(path: Path, token: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as f:
-        f.write(token + "\n")
-    os.replace(tmp, path)
+    """Keep the node token for the next start (mode 0600). One that cannot be written (a full
+    disk; a job made `token.tmp` a directory) is logged, and the agent serves on: the next
+    start then registers with the bootstrap secret. Before 5 Dec the error ended `qm-agent`."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_whole(path, (token + "\n").encode(), mode=0o600)
+    except OSError as error:
+        log.error("could not keep the node token; the next start needs the bootstrap secret", path=str(path),
+                  error=str(error))
 
 
 def real_inventory(args: argparse.Namespace, nvml: Nvml | None) -> NodeInventory:

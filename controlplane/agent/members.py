@@ -51,7 +51,15 @@ import structlog
 
 from controlplane.agent import containment
 from controlplane.agent.containment import RunCgroups
-from controlplane.agent.logs import RECORD_NAME, Unshipped, read_record, write_record
+from controlplane.agent.logs import (
+    RECORD_NAME,
+    Unshipped,
+    open_regular,
+    read_record,
+    read_regular,
+    write_record,
+    write_whole,
+)
 
 PR_SET_PDEATHSIG = 1
 #: The most of one rank's output not shipped that a node keeps (qm-agent --max-rank-output-mib).
@@ -345,7 +353,7 @@ class ProcessMember:
             self._spawn(assignment, cgroups, count, per_node, {**env_base, **job_env})
             # Within the launch: before 5 Dec a record that could not be written (a full disk)
             # failed the launch with every rank already running, and nothing killed them.
-            (workdir / "pgids").write_text("\n".join(str(p.pid) for p in self.procs) + "\n")
+            write_whole(workdir / "pgids", "".join(f"{p.pid}\n" for p in self.procs).encode())
             if reaper is not None:
                 reaper.watch([p.pid for p in self.procs], self.generation, self.cgroup)
         except BaseException as error:
@@ -368,7 +376,9 @@ class ProcessMember:
                 if self.cgroup is None:
                     self.cgroup = cgroups.create(self.generation)
                 argv = containment.joined_argv(self.cgroup, argv)
-            with open(workdir / f"rank{rank}.log", "ab") as log:
+            # (a rank already started may have made the next one's file a FIFO: open_regular)
+            log = open_regular(workdir / f"rank{rank}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            try:
                 proc = subprocess.Popen(
                     argv,
                     env=env,
@@ -379,6 +389,8 @@ class ProcessMember:
                     start_new_session=True,
                     preexec_fn=pre_exec,
                 )
+            finally:
+                os.close(log)
             self.procs.append(proc)
 
     def _never_ran(self, why: str) -> None:
@@ -388,7 +400,7 @@ class ProcessMember:
         (ProcessLauncher.prune_finished_runs). Before 5 Dec such a run wrote no record, and its
         directory (a failed launch's rank files, error.txt) was never removed."""
         try:
-            (self.workdir / "error.txt").write_text(why + "\n")
+            write_whole(self.workdir / "error.txt", (why + "\n").encode())
         except OSError:
             pass
         write_record(self.output_record, self.generation, {}, done=True, cap=self.output_cap)
@@ -489,7 +501,7 @@ class ProcessMember:
     def _cleanup_groups(self) -> None:
         try:
             (self.workdir / "pgids").unlink()
-        except FileNotFoundError:
+        except OSError:  # gone; or the job made it a directory
             pass
         if self.reaper is not None:
             self.reaper.forget([p.pid for p in self.procs], self.generation, self.cgroup)
@@ -498,13 +510,15 @@ class ProcessMember:
 
     def _read_progress(self) -> None:
         try:
-            with open(self.progress_file, "rb") as f:
-                f.seek(self._progress_offset)
-                chunk = f.read()
-        except OSError:  # not there yet; or the job made it something that cannot be read (a directory)
+            chunk = read_regular(self.progress_file, PROGRESS_READ_BYTES, self._progress_offset)
+        except OSError:
+            # not there yet; or the job made it something that is not a regular file (a
+            # directory, a FIFO, a link to /dev/zero: logs.open_regular)
             return
         end = chunk.rfind(b"\n")
         if end < 0:
+            if len(chunk) == PROGRESS_READ_BYTES:  # no progress line is that long: skipped
+                self._progress_offset += len(chunk)
             return
         self._progress_offset += end + 1
         for line in chunk[: end + 1].splitlines():
@@ -540,8 +554,9 @@ class ProcessMember:
         return list(self.ranks)
 
     def output_size(self, rank: int) -> int:
-        """How many bytes rank `rank` has printed (its file's length)."""
-        return (self.workdir / f"rank{rank}.log").stat().st_size
+        """How many bytes rank `rank` has printed (its file's length; not what a link the job
+        put in its place points to)."""
+        return os.stat(self.workdir / f"rank{rank}.log", follow_symlinks=False).st_size
 
     def _trim_output(self, *, final: bool = False) -> None:
         """The node keeps only the last `output_cap` bytes of each rank's output: what is
@@ -586,6 +601,8 @@ class ProcessMember:
 
 #: How often a running member with an output cap looks whether its ranks' files passed it.
 TRIM_EVERY_S = 0.5
+#: The most of a progress file read at one look (its lines are ~100 bytes).
+PROGRESS_READ_BYTES = 1024 * 1024
 
 _FALLOC_FL_KEEP_SIZE = 0x01
 _FALLOC_FL_PUNCH_HOLE = 0x02
@@ -599,7 +616,7 @@ def punch_hole(path: Path, upto: int, start: int = 0) -> None:
     if _LIBC is None or upto <= start:
         return
     try:
-        fd = os.open(path, os.O_WRONLY)
+        fd = open_regular(path, os.O_WRONLY)
     except OSError:
         return
     try:
@@ -614,10 +631,9 @@ def punch_hole(path: Path, upto: int, start: int = 0) -> None:
 
 
 def _read_rank(workdir: Path, rank: int, offset: int, limit: int) -> bytes:
+    """A rank file's bytes; an OSError if the job made it something else than a regular file."""
     try:
-        with open(workdir / f"rank{rank}.log", "rb") as f:
-            f.seek(offset)
-            return f.read(limit)
+        return read_regular(workdir / f"rank{rank}.log", limit, offset)
     except FileNotFoundError:
         return b""
 
@@ -754,12 +770,19 @@ class ProcessLauncher:
         generations: set[int] = set()
         records = list(self.root.glob("g*/pgids"))
         for record in records:
-            groups.update(int(raw) for raw in record.read_text().split())
+            try:
+                raw = read_regular(record, 1024 * 1024).split()
+            except OSError:
+                raw = []
+            groups.update(int(pgid) for pgid in raw if pgid.isdigit())
             if record.parent.name[1:].isdigit():
                 generations.add(int(record.parent.name[1:]))
         killed += kill_groups(groups, self.node_name, generations)
         for record in records:
-            record.unlink()
+            try:
+                record.unlink()
+            except OSError:  # (the job made it a directory)
+                pass
         return sorted(set(killed))
 
     def _empty_run_cgroups(self) -> list[int]:

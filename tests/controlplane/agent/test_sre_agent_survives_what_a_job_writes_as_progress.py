@@ -1,6 +1,8 @@
 """What a job writes as its progress (`$QM_PROGRESS_FILE`) cannot stop the agent: a value out of
 range is ignored, a progress file that cannot be read is not read (controlplane/agent/members.py,
-apply_progress_line and ProcessMember._read_progress).
+apply_progress_line and ProcessMember._read_progress); nor what it makes of the files of its run
+directory the agent reads and writes (its progress file, its output, its shipping record: a
+FIFO, a link to /dev/zero), which the agent opens only as regular files (logs.open_regular).
 
 Found on 5 Dec, looking for other ways one run's doing ended the agent's round (as a launch
 error did, test_sre_agent_launch_error_of_any_kind.py): `{"steps": 1e400}` (JSON's reader makes
@@ -12,6 +14,7 @@ Real `qm-agent`, real processes.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +25,7 @@ from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import cycle
 from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
+from tests.controlplane.agent.test_agent_ships_logs import output
 from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 WRITES = {
@@ -29,6 +33,15 @@ WRITES = {
     "nan-tokens": """echo '{"steps": 5, "useful_tokens": NaN}' >> "$QM_PROGRESS_FILE"; sleep 0.3""",
     "checkpoint-in-year-1e292": """echo '{"last_checkpoint_at": 1e300}' >> "$QM_PROGRESS_FILE"; sleep 0.3""",
     "progress-file-a-directory": """mkdir "$QM_PROGRESS_FILE"; sleep 0.3""",
+    # Found on 5 Dec too: files of its run directory the agent opens by name, made by the job
+    # into what an open or a read never returns from. Its loop hung in the open (a FIFO read
+    # waits for a writer, a FIFO write for a reader) or read for ever (/dev/zero): it stopped
+    # heartbeating, its lease ran out and the control plane fenced every run on the node.
+    "progress-file-a-fifo": """mkfifo "$QM_PROGRESS_FILE"; sleep 0.3""",
+    "progress-file-endless": """ln -s /dev/zero "$QM_PROGRESS_FILE"; sleep 0.3""",
+    "output-file-a-fifo": """echo started; sleep 1; rm rank0.log; mkfifo rank0.log; sleep 0.3""",
+    "output-file-endless": """echo started; sleep 1; rm rank0.log; ln -s /dev/zero rank0.log; sleep 0.3""",
+    "shipping-record-a-fifo": """mkfifo shipped.json.tmp; sleep 0.2; echo printed; sleep 0.3""",
 }
 
 
@@ -55,6 +68,12 @@ def test_sre_a_job_writing_progress_out_of_range_or_unreadable_succeeds_and_the_
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 20, f"the job ({case}) to succeed")
 
         assert agent.poll() is None, "the agent died of what a job wrote as its progress"
+        if case.startswith("output-file"):
+            # what it printed before is shipped, and nothing of what it put in its file's place
+            # (before, /dev/zero's NULs were shipped as U+FFFD for as long as the agent ran)
+            wait_for(lambda: output(job) == "started\n", 10, "the job's first line")
+            time.sleep(1.0)
+            assert output(job) == "started\n"
         if case == "nan-tokens":
             assert Job.objects.get(pk=job.pk).steps == 5, "a line's good values still count"
         assert Job.objects.get(pk=steady.pk).state == JobState.RUNNING
