@@ -14,6 +14,7 @@ Real `qm-agent`, real processes.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -83,3 +84,18 @@ def test_sre_a_job_writing_progress_out_of_range_or_unreadable_succeeds_and_the_
         log.close()
     text = (tmp_path / "agent.log").read_text()
     assert "Traceback" not in text, text[-3000:]
+
+
+def test_a_restarts_sweep_survives_what_jobs_made_of_their_pgids_records(tmp_path: Path) -> None:
+    # A job may write its run's `pgids` (the agent's record of its process groups), or make it
+    # a directory: before 5 Dec the next agent's start raised (ValueError, IsADirectoryError)
+    # in its sweep, and `qm-agent` could not start on the node until someone cleaned it up.
+    from controlplane.agent.members import ProcessLauncher
+
+    root = tmp_path / "gpu-pgids"
+    for name, make in (("g1", lambda p: p.write_text("12 not-a-pid\n")), ("g2", lambda p: p.mkdir()),
+                       ("g3", lambda p: os.mkfifo(p))):
+        (root / name).mkdir(parents=True)
+        make(root / name / "pgids")
+    assert ProcessLauncher(tmp_path, "gpu-pgids", devices=None, cgroup_root="off").sweep_leftovers() == []
+    assert not (root / "g1" / "pgids").exists() and not (root / "g3" / "pgids").exists()
