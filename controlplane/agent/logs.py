@@ -334,8 +334,8 @@ def read_record(path: Path) -> Record | None:
         ranks = {int(rank): (int(pair[0]), int(pair[1])) for rank, pair in body["ranks"].items()}
         generation = int(body["generation"])
         cap = None if body.get("cap") is None else int(body["cap"])
-    except (OSError, ValueError, TypeError, KeyError, IndexError, AttributeError):
-        return None
+    except (OSError, ValueError, RecursionError, TypeError, KeyError, IndexError, AttributeError):
+        return None  # (RecursionError: JSON nested thousands deep, as a job may write it)
     if any(shipped < 0 or sent < shipped for shipped, sent in ranks.values()) or (cap is not None and cap <= 0):
         return None
     return Record(generation, ranks, bool(body.get("done")), cap)

@@ -524,7 +524,7 @@ class ProcessMember:
         for line in chunk[: end + 1].splitlines():
             try:
                 item = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):  # (a line nested thousands deep: RecursionError)
                 continue
             if isinstance(item, dict):
                 apply_progress_line(self._progress, item, now=time.time())

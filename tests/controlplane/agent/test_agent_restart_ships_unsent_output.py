@@ -146,7 +146,8 @@ def test_a_broken_record_ships_nothing_and_says_so(tmp_path: Path) -> None:
     workdir.mkdir(parents=True)
     (workdir / "rank0.log").write_bytes(b"lines\n")
     launcher = ProcessLauncher(tmp_path, "gpu-x", devices=None)
-    for broken in ("{", '{"generation": 7, "ranks": {"0": [5, 2]}}', '{"generation": 7}', "[]"):
+    for broken in ("{", '{"generation": 7, "ranks": {"0": [5, 2]}}', '{"generation": 7}', "[]",
+                   "[" * 100_000):  # (nested that deep: RecursionError, before 5 Dec out of qm-agent's start)
         (workdir / RECORD_NAME).write_text(broken)
         assert launcher.unshipped_output() == [], broken
     (workdir / RECORD_NAME).write_text('{"generation": 7, "ranks": {"0": [2, 4]}, "done": false}')

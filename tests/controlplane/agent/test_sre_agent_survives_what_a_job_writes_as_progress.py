@@ -43,6 +43,8 @@ WRITES = {
     "output-file-a-fifo": """echo started; sleep 1; rm rank0.log; mkfifo rank0.log; sleep 0.3""",
     "output-file-endless": """echo started; sleep 1; rm rank0.log; ln -s /dev/zero rank0.log; sleep 0.3""",
     "shipping-record-a-fifo": """mkfifo shipped.json.tmp; sleep 0.2; echo printed; sleep 0.3""",
+    # a line nested 100,000 deep: Python's JSON reader raises RecursionError, not ValueError
+    "progress-line-nested-deeply": """printf '%*s\\n' 100000 '' | tr ' ' '[' >> "$QM_PROGRESS_FILE"; sleep 0.3""",
 }
 
 
