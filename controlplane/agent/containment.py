@@ -19,8 +19,9 @@ or a path. `auto` takes the agent's own cgroup (the `0::` line of /proc/self/cgr
 cgroup v2 mount that holds it) when it is writable, a plain domain cgroup, and enables no
 controller for its children: under systemd with `Delegate=yes`, `/sys/fs/cgroup/system.slice/
 qm-agent.service`, the subtree systemd gave the agent (systemd owns the rest of the tree, and a
-cgroup made beside its slices is one it neither made nor expects). Else, as before 5 Dec
-always, the first writable cgroup v2 mount of `/sys/fs/cgroup/unified` (a hybrid host) and
+cgroup made beside its slices is one it neither made nor expects). Else (and when that cgroup
+refuses the child: a `cgroup.max.descendants` limit), as before 5 Dec always, the first
+writable cgroup v2 mount of `/sys/fs/cgroup/unified` (a hybrid host) and
 `/sys/fs/cgroup` (a cgroup v2 host): an agent in the hierarchy's root (a container's cgroup
 namespace, a host without systemd) gets that anyway.
 
@@ -125,12 +126,17 @@ def auto_root() -> tuple[Path | None, str]:
     if own is not None and why_not is None:
         top = not (own / "cgroup.type").exists()  # the hierarchy's root: where an agent outside systemd is
         return own, "the top of the cgroup v2 mount, the agent's own cgroup" if top else "the agent's own cgroup"
-    for path in CGROUP_V2_MOUNTS:
-        if _is_cgroup_v2(path) and os.access(path, os.W_OK):
-            if own is None:
-                return path, "the top of the cgroup v2 mount: the agent's own cgroup was not found"
-            return path, f"the top of the cgroup v2 mount: the agent's own cgroup {own} is {why_not}"
-    return None, "no writable cgroup v2 hierarchy"
+    top = _mount_top()
+    if top is None:
+        return None, "no writable cgroup v2 hierarchy"
+    if own is None:
+        return top, "the top of the cgroup v2 mount: the agent's own cgroup was not found"
+    return top, f"the top of the cgroup v2 mount: the agent's own cgroup {own} is {why_not}"
+
+
+def _mount_top() -> Path | None:
+    """The first writable cgroup v2 mount of CGROUP_V2_MOUNTS."""
+    return next((path for path in CGROUP_V2_MOUNTS if _is_cgroup_v2(path) and os.access(path, os.W_OK)), None)
 
 
 def find_cgroup_root(setting: str) -> Path | None:
@@ -189,7 +195,16 @@ class RunCgroups:
         except OSError as error:
             if not auto:
                 raise ContainmentError(f"--cgroup-root {setting}: cannot create {cgroups.parent}: {error}") from error
-            return None, f"cannot create {cgroups.parent}: {error}"
+            top = _mount_top()
+            if top is None or top == root:
+                return None, f"cannot create {cgroups.parent}: {error}"
+            # the agent's own cgroup refused a child (its cgroup.max.descendants, say): the mount's top
+            why = f"the top of the cgroup v2 mount: cannot create {cgroups.parent}: {error}"
+            cgroups = cls(top, node_name, state_root)
+            try:
+                cgroups.parent.mkdir(exist_ok=True)
+            except OSError as again:
+                return None, f"cannot create {cgroups.parent}: {again}"
         cgroups._record()
         return cgroups, f"{cgroups.parent} ({why})" if auto else str(cgroups.parent)
 

@@ -272,3 +272,21 @@ def test_a_real_qm_agent_in_a_service_cgroup_runs_its_job_under_it(live_server: 
     said = log_path.read_text()
     assert "each run's processes are contained in a cgroup of their own" in said
     assert f"{parent} (the agent's own cgroup)" in said
+
+
+def test_an_agent_whose_own_cgroup_refuses_a_child_falls_back_to_the_mount_top(service: Path,
+                                                                               tmp_path: Path) -> None:
+    # a service cgroup that may have no descendants (an operator's limit): before, auto gave up
+    # containment altogether ("cannot create …") although the mount's top would take the runs
+    (service / "cgroup.max.descendants").write_text("0")
+    parent = RunCgroups(MOUNT, "gpu-md", tmp_path / "gpu-md").parent  # type: ignore[arg-type]
+    probe = ("import sys; sys.path.insert(0, %r); from pathlib import Path; "
+             "from controlplane.agent.containment import RunCgroups; "
+             "print(RunCgroups.open('auto', 'gpu-md', Path(%r))[1])" % (CHECKOUT, str(tmp_path / "gpu-md")))
+    try:
+        said = subprocess.run(joined_argv(service, [sys.executable, "-c", probe]), capture_output=True, text=True,
+                              check=True).stdout
+        assert said.startswith(f"{parent} (the top of the cgroup v2 mount: cannot create {service}/")
+        assert parent.is_dir()
+    finally:
+        _remove_tree(parent)
