@@ -1,6 +1,9 @@
 """A run's processes are contained in a cgroup: one that clears its environment and leaves its
 session still ends with the run (controlplane/agent/containment.py).
 
+(Each test its own node name: a run that ends kills what carries its node's name and its
+generation, 7 in every test here, and tests side by side on two workers killed each other's.)
+
 Found on 5 Dec: the agent found a process that left its run's session (`setsid`) by the marker
 in its environment (QM_AGENT_NODE, QM_GENERATION). A job that started `env -i setsid …` gave its
 child an empty environment: the child carried no marker, the member was reported gone while
@@ -53,9 +56,9 @@ def _kill(pid: int | None) -> None:
 
 
 def test_a_run_is_not_over_until_a_child_without_its_marker_is_dead(tmp_path: Path) -> None:
-    launcher = ProcessLauncher(tmp_path, "gpu-c", devices=None)
+    launcher = ProcessLauncher(tmp_path, "gpu-c1", devices=None)
     member = launcher.launch(assignment(f"{ESCAPED} sleep 0.3; exit 0"))
-    escaped = _escaped(tmp_path / "gpu-c" / "g7")
+    escaped = _escaped(tmp_path / "gpu-c1" / "g7")
     try:
         cgroup = launcher.cgroups.parent / "g7"  # type: ignore[union-attr]
         assert escaped in containment.pids(cgroup)
@@ -67,9 +70,9 @@ def test_a_run_is_not_over_until_a_child_without_its_marker_is_dead(tmp_path: Pa
 
 
 def test_a_stop_kills_a_child_without_its_marker_that_ignores_sigterm(tmp_path: Path) -> None:
-    launcher = ProcessLauncher(tmp_path, "gpu-c", devices=None)
+    launcher = ProcessLauncher(tmp_path, "gpu-c2", devices=None)
     member = launcher.launch(assignment(f"{ESCAPED} trap '' TERM; while :; do sleep 0.1; done"))
-    escaped = _escaped(tmp_path / "gpu-c" / "g7")
+    escaped = _escaped(tmp_path / "gpu-c2" / "g7")
     try:
         member.terminate()
         time.sleep(0.3)
@@ -82,14 +85,14 @@ def test_a_stop_kills_a_child_without_its_marker_that_ignores_sigterm(tmp_path: 
 
 
 def test_a_restarted_agent_kills_and_removes_what_its_predecessor_left_in_a_run_cgroup(tmp_path: Path) -> None:
-    launcher = ProcessLauncher(tmp_path, "gpu-c", devices=None)
+    launcher = ProcessLauncher(tmp_path, "gpu-c3", devices=None)
     member = launcher.launch(assignment(f"{ESCAPED} exit 0"))
-    escaped = _escaped(tmp_path / "gpu-c" / "g7")
+    escaped = _escaped(tmp_path / "gpu-c3" / "g7")
     try:
         member.procs[0].wait()  # type: ignore[attr-defined]  # the agent died before it looked
         cgroup = launcher.cgroups.parent / "g7"  # type: ignore[union-attr]
 
-        assert escaped in ProcessLauncher(tmp_path, "gpu-c", devices=None).sweep_leftovers()
+        assert escaped in ProcessLauncher(tmp_path, "gpu-c3", devices=None).sweep_leftovers()
         wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
         assert not cgroup.exists()
     finally:
@@ -97,12 +100,12 @@ def test_a_restarted_agent_kills_and_removes_what_its_predecessor_left_in_a_run_
 
 
 def test_kill_9_of_the_agent_kills_what_its_run_cgroups_hold(tmp_path: Path) -> None:
-    agent = agent_running(tmp_path, "gpu-c", ESCAPED + " exec sleep 60")
+    agent = agent_running(tmp_path, "gpu-c4", ESCAPED + " exec sleep 60")
     escaped = None
     try:
         assert agent.stdout is not None
         parent = Path(agent.stdout.readline().strip())
-        escaped = _escaped(tmp_path / "gpu-c" / "g7")
+        escaped = _escaped(tmp_path / "gpu-c4" / "g7")
 
         agent.kill()
         agent.wait()
@@ -119,13 +122,13 @@ def test_kill_9_of_the_agent_kills_what_its_run_cgroups_hold(tmp_path: Path) -> 
 def test_two_agents_of_one_name_in_different_state_directories_keep_apart(tmp_path: Path) -> None:
     # tests (and a host running two agents) may reuse a node name: a restart's sweep empties
     # only the run cgroups of its own state directory
-    first = ProcessLauncher(tmp_path / "a", "gpu-c", devices=None)
-    other = ProcessLauncher(tmp_path / "b", "gpu-c", devices=None)
+    first = ProcessLauncher(tmp_path / "a", "gpu-c5", devices=None)
+    other = ProcessLauncher(tmp_path / "b", "gpu-c5", devices=None)
     assert first.cgroups is not None and other.cgroups is not None
     assert first.cgroups.parent != other.cgroups.parent
     member = first.launch(assignment("exec sleep 30"))
     try:
-        ProcessLauncher(tmp_path / "b", "gpu-c", devices=None).sweep_leftovers()
+        ProcessLauncher(tmp_path / "b", "gpu-c5", devices=None).sweep_leftovers()
         assert member.poll() is None, "another state directory's sweep killed this run"
     finally:
         member.kill()
@@ -136,14 +139,14 @@ def test_cgroup_root_off_and_a_bad_path() -> None:
     assert find_cgroup_root("off") is None
     with pytest.raises(ContainmentError, match="not a cgroup v2 directory"):
         find_cgroup_root("/tmp")
-    assert RunCgroups.open("off", "gpu-c", Path("/tmp")) == (None, "--cgroup-root off")
+    assert RunCgroups.open("off", "gpu-c6", Path("/tmp")) == (None, "--cgroup-root off")
 
 
 def test_without_containment_the_child_without_its_marker_outlives_the_run(tmp_path: Path) -> None:
     # what --cgroup-root off (or a host without cgroup v2) leaves: said in the log at start
-    launcher = ProcessLauncher(tmp_path, "gpu-c", devices=None, cgroup_root="off")
+    launcher = ProcessLauncher(tmp_path, "gpu-c7", devices=None, cgroup_root="off")
     member = launcher.launch(assignment(f"{ESCAPED} exit 0"))
-    escaped = _escaped(tmp_path / "gpu-c" / "g7")
+    escaped = _escaped(tmp_path / "gpu-c7" / "g7")
     try:
         assert wait_exit(member) == 0
         assert alive(escaped)
@@ -175,11 +178,11 @@ def _nested(cgroup: Path) -> str:
 
 
 def test_a_process_in_a_cgroup_the_job_made_inside_its_run_counts_and_is_removed_with_it(tmp_path: Path) -> None:
-    launcher = ProcessLauncher(tmp_path, "gpu-c", devices=None)
+    launcher = ProcessLauncher(tmp_path, "gpu-c9", devices=None)
     assert launcher.cgroups is not None
     cgroup = launcher.cgroups.parent / "g7"
     member = launcher.launch(assignment(f"{_nested(cgroup)} sleep 0.3; exit 0"))
-    escaped = _escaped(tmp_path / "gpu-c" / "g7")
+    escaped = _escaped(tmp_path / "gpu-c9" / "g7")
     try:
         assert escaped in containment.pids(cgroup), "a process in a cgroup inside the run's is the run's"
         assert containment.populated(cgroup)
@@ -191,15 +194,15 @@ def test_a_process_in_a_cgroup_the_job_made_inside_its_run_counts_and_is_removed
 
 
 def test_a_restarted_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_path: Path) -> None:
-    launcher = ProcessLauncher(tmp_path, "gpu-c", devices=None)
+    launcher = ProcessLauncher(tmp_path, "gpu-c10", devices=None)
     assert launcher.cgroups is not None
     cgroup = launcher.cgroups.parent / "g7"
     member = launcher.launch(assignment(f"{_nested(cgroup)} exit 0"))
-    escaped = _escaped(tmp_path / "gpu-c" / "g7")
+    escaped = _escaped(tmp_path / "gpu-c10" / "g7")
     try:
         member.procs[0].wait()  # type: ignore[attr-defined]  # the agent died before it looked
 
-        assert escaped in ProcessLauncher(tmp_path, "gpu-c", devices=None).sweep_leftovers()
+        assert escaped in ProcessLauncher(tmp_path, "gpu-c10", devices=None).sweep_leftovers()
         wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
         assert not cgroup.exists()
     finally:
@@ -209,12 +212,12 @@ def test_a_restarted_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_pat
 def test_kill_9_of_the_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_path: Path) -> None:
     root = find_cgroup_root("auto")
     assert root is not None
-    cgroup = RunCgroups(root, "gpu-c", tmp_path / "gpu-c").parent / "g7"
-    agent = agent_running(tmp_path, "gpu-c", _nested(cgroup) + " exec sleep 60")
+    cgroup = RunCgroups(root, "gpu-c11", tmp_path / "gpu-c11").parent / "g7"
+    agent = agent_running(tmp_path, "gpu-c11", _nested(cgroup) + " exec sleep 60")
     escaped = None
     try:
         assert agent.stdout is not None and agent.stdout.readline()
-        escaped = _escaped(tmp_path / "gpu-c" / "g7")
+        escaped = _escaped(tmp_path / "gpu-c11" / "g7")
         assert (cgroup / "inner").is_dir()
 
         agent.kill()
