@@ -10,6 +10,9 @@ handed to a new owner while a process of an older owner … may still run on it"
 (agent killed) and a restarted agent's sweep missed it the same way. Now every process carrying
 the run's marker (QM_AGENT_NODE and QM_GENERATION, inherited whatever its session) is signalled
 with the member, and the member is reported gone only once none of them lives.
+
+(Each test its own node name: a run that ends kills what carries its node's name and its
+generation, 7 in these tests, and tests side by side on two workers killed each other's.)
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ def _kill(pid: int | None) -> None:
 
 
 def test_a_job_that_exits_is_not_gone_until_what_it_started_in_its_own_session_is(tmp_path: Path) -> None:
-    member = ProcessMember(assignment(f"{STRAY} sleep 0.3; exit 0"), workdir=tmp_path, node_name="gpu-s",
+    member = ProcessMember(assignment(f"{STRAY} sleep 0.3; exit 0"), workdir=tmp_path, node_name="gpu-s1",
                            devices=None)
     stray = _stray(tmp_path)
     try:
@@ -65,7 +68,7 @@ def test_a_job_that_exits_is_not_gone_until_what_it_started_in_its_own_session_i
 
 def test_a_stop_reaches_a_process_in_its_own_session_that_ignores_sigterm(tmp_path: Path) -> None:
     stubborn = "trap '' TERM; while :; do sleep 0.1; done"
-    member = ProcessMember(assignment(f"{STRAY} {stubborn}"), workdir=tmp_path, node_name="gpu-s", devices=None)
+    member = ProcessMember(assignment(f"{STRAY} {stubborn}"), workdir=tmp_path, node_name="gpu-s2", devices=None)
     stray = _stray(tmp_path)
     try:
         member.terminate()
@@ -79,13 +82,13 @@ def test_a_stop_reaches_a_process_in_its_own_session_that_ignores_sigterm(tmp_pa
 
 
 def test_a_restarted_agent_kills_what_its_predecessor_left_in_a_session_of_its_own(tmp_path: Path) -> None:
-    launcher = ProcessLauncher(tmp_path, "gpu-s", devices=None)
+    launcher = ProcessLauncher(tmp_path, "gpu-s3", devices=None)
     member = launcher.launch(assignment(f"{STRAY} exit 0"))
-    stray = _stray(tmp_path / "gpu-s" / "g7")
+    stray = _stray(tmp_path / "gpu-s3" / "g7")
     try:
         member.procs[0].wait()  # type: ignore[attr-defined]  # the agent died before it looked
 
-        assert stray in ProcessLauncher(tmp_path, "gpu-s", devices=None).sweep_leftovers()
+        assert stray in ProcessLauncher(tmp_path, "gpu-s3", devices=None).sweep_leftovers()
         wait_for(lambda: not alive(stray), 5, "the stray to die", every=0.02)
     finally:
         _kill(stray)
@@ -110,11 +113,11 @@ def agent_running(state: Path, node: str, command: str) -> subprocess.Popen[str]
 
 
 def test_kill_9_of_the_agent_kills_what_its_jobs_started_in_a_session_of_their_own(tmp_path: Path) -> None:
-    agent = agent_running(tmp_path, "gpu-s", STRAY + " exec sleep 60")
+    agent = agent_running(tmp_path, "gpu-s4", STRAY + " exec sleep 60")
     stray = None
     try:
         assert agent.stdout is not None and agent.stdout.readline()
-        stray = _stray(tmp_path / "gpu-s" / "g7")
+        stray = _stray(tmp_path / "gpu-s4" / "g7")
 
         agent.kill()
         agent.wait()
