@@ -53,6 +53,8 @@ import signal
 import time
 from pathlib import Path
 
+from controlplane.agent.logs import read_regular, write_whole
+
 #: Where a cgroup v2 hierarchy is mounted: a hybrid host's, then a cgroup v2 host's.
 CGROUP_V2_MOUNTS = (Path("/sys/fs/cgroup/unified"), Path("/sys/fs/cgroup"))
 
@@ -72,24 +74,33 @@ def _unescape(field: str) -> str:
     return field
 
 
-def own_cgroup(proc: Path = Path("/proc/self")) -> Path | None:
-    """The cgroup v2 directory this process is in: the `0::` line of `proc`/cgroup, found under
-    the cgroup2 mount (`proc`/mountinfo) whose root holds it; ``None`` without one (no cgroup v2,
-    or a cgroup outside what is mounted here: a namespace's `/..`)."""
+def _cgroup2_mounts() -> list[tuple[str, Path]]:
+    """(root in the hierarchy, mount point) of every cgroup2 mount (/proc/self/mountinfo)."""
     try:
-        lines = (proc / "cgroup").read_text().splitlines()
-        mounts = (proc / "mountinfo").read_text().splitlines()
+        lines = Path("/proc/self/mountinfo").read_text().splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        fields, _, after = line.partition(" - ")
+        head = fields.split()
+        if len(head) >= 5 and after.split()[:1] == ["cgroup2"]:
+            found.append((_unescape(head[3]), Path(_unescape(head[4]))))
+    return found
+
+
+def own_cgroup() -> Path | None:
+    """The cgroup v2 directory this process is in: the `0::` line of /proc/self/cgroup, found
+    under the cgroup2 mount whose root holds it; ``None`` without one (no cgroup v2, or a cgroup
+    outside what is mounted here: a namespace's `/..`)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
     own = next((line[3:] for line in lines if line.startswith("0::")), None)
     if own is None or not own.startswith("/") or own.endswith(" (deleted)"):
         return None
-    for mount in mounts:
-        fields, _, after = mount.partition(" - ")
-        head = fields.split()
-        if len(head) < 5 or after.split()[:1] != ["cgroup2"]:
-            continue
-        root, point = _unescape(head[3]), Path(_unescape(head[4]))
+    for root, point in _cgroup2_mounts():
         if own == root or root == "/" or own.startswith(root + "/"):
             path = point / own[len(root):].lstrip("/")
             if _is_cgroup_v2(path):
@@ -173,12 +184,16 @@ class RunCgroups:
                                  if p != self.parent})
 
     def _recorded(self) -> list[Path]:
+        """The parents the record names: only run-cgroup parents of this agent's name in a
+        cgroup v2 hierarchy, never any directory the file may name (the state directory is its
+        jobs' to change too)."""
         try:
-            lines = (self.state_root / PARENT_RECORD).read_text().splitlines()
+            lines = read_regular(self.state_root / PARENT_RECORD, 64 * 1024).decode(errors="replace").splitlines()
         except OSError:
             return []
-        # only run-cgroup parents of this agent's name, never any directory the file may name
-        return [Path(line) for line in lines if line.startswith("/") and Path(line).name == self.parent.name]
+        mounts = [point for _, point in _cgroup2_mounts()]
+        return [Path(line) for line in lines if line.startswith("/") and Path(line).name == self.parent.name
+                and ".." not in Path(line).parts and any(Path(line).is_relative_to(m) for m in mounts)]
 
     @classmethod
     def open(cls, setting: str, node_name: str, state_root: Path) -> tuple[RunCgroups | None, str]:
@@ -215,9 +230,7 @@ class RunCgroups:
         lines = [self.parent, *(p for p in self.elsewhere if p.is_dir())]
         try:
             self.state_root.mkdir(parents=True, exist_ok=True)
-            temporary = self.state_root / (PARENT_RECORD + ".tmp")
-            temporary.write_text("".join(f"{line}\n" for line in lines))
-            os.replace(temporary, self.state_root / PARENT_RECORD)
+            write_whole(self.state_root / PARENT_RECORD, "".join(f"{line}\n" for line in lines).encode())
         except OSError:
             pass
 

@@ -290,3 +290,26 @@ def test_an_agent_whose_own_cgroup_refuses_a_child_falls_back_to_the_mount_top(s
         assert parent.is_dir()
     finally:
         _remove_tree(parent)
+
+
+def test_a_parent_recorded_outside_any_cgroup_hierarchy_is_never_swept(tmp_path: Path) -> None:
+    # The state directory is its jobs' to change: a record naming a directory of the right name
+    # outside the cgroup v2 mount, with a "run cgroup" in it whose cgroup.procs lists a process
+    # of someone else's, never makes the agent kill that process.
+    bystander = subprocess.Popen(["sleep", "60"])
+    state = tmp_path / "gpu-rec-fake"
+    fake = tmp_path / "elsewhere" / RunCgroups(MOUNT, "gpu-rec-fake", state).parent.name  # type: ignore[arg-type]
+    (fake / "g1").mkdir(parents=True)
+    (fake / "g1" / "cgroup.procs").write_text(f"{bystander.pid}\n")
+    (fake / "g1" / "cgroup.controllers").write_text("")
+    state.mkdir()
+    (state / PARENT_RECORD).write_text(f"{fake}\n")
+    launcher = ProcessLauncher(tmp_path, "gpu-rec-fake", devices=None)
+    try:
+        assert launcher.cgroups is not None and fake not in launcher.cgroups.elsewhere
+        assert launcher.sweep_leftovers() == []
+        assert bystander.poll() is None, "a process the record's directory listed was killed"
+    finally:
+        bystander.kill()
+        bystander.wait()
+        _remove_tree(launcher.cgroups.parent)  # type: ignore[union-attr]
