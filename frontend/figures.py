@@ -751,10 +751,12 @@ def what_if_bars(key: str, title: str, caption: str, y_title: str, metrics: Sequ
     for i, (name, result) in enumerate(runs):
         ys = [_number(result.get(m), scale) for m, _ in metrics]
         # The legend (which does not wrap) names the run; the hover, like the table, the whole policy.
-        # The bar's label is the number alone (the axis title names the unit): "0.36 min0.39 min"
-        # ran together over two runs' narrow bars; the hover says the unit.
+        # The bar's label reads as the table's cell: a share with its "%", a wait without the
+        # unit its axis title names ("0.36 min0.39 min" ran together over two runs' narrow
+        # bars); the hover says the unit.
+        shown = "%" if suffix == "%" else ""
         data.append({"type": "bar", "name": name.split(" (", 1)[0], "x": [label for _, label in metrics], "y": ys,
-                     "marker": {"color": colours[i % 2]}, "text": [None if y is None else f"{y}" for y in ys],
+                     "marker": {"color": colours[i % 2]}, "text": [None if y is None else f"{y}{shown}" for y in ys],
                      "customdata": [None if y is None else f"{y}{suffix}" for y in ys],
                      "textposition": "outside",
                      "hovertemplate": f"{name}<br>%{{x}}: %{{customdata}}<extra></extra>"})
