@@ -166,6 +166,8 @@ ALLOWED_HOSTS = [h.strip() for h in (_hosts or "*").split(",") if h.strip()]
 AUTH_PASSWORD_VALIDATORS: list[dict[str, str]] = []
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
+# The admin's dates as the pages and qm say them ("2026-12-05 19:35:00 UTC").
+FORMAT_MODULE_PATH = ["controlplane.formats"]
 USE_I18N = False
 USE_TZ = True
 
