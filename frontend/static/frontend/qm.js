@@ -100,9 +100,29 @@
         });
       });
     });
+    if (data.state) markStaleForms(data.state);
     if (data.stop) QM.stop();
     document.body.dataset.liveUpdates = String(Number(document.body.dataset.liveUpdates || "0") + 1);
   };
+
+  /* A form built for the job as it stood (the Change panel: a waiting job's shape fields) says
+   * so once the job has moved on, and sends nothing: the server would refuse what no longer
+   * applies. Not a live fragment, so what was typed stays (h50's walk, 5 Dec: a pending job's
+   * form still offered its shape after it started). */
+  function markStaleForms(state) {
+    document.querySelectorAll("[data-form-for-state]").forEach(function (panel) {
+      var stale = panel.dataset.formForState !== state;
+      var note = panel.querySelector("[data-stale-note]");
+      var button = panel.querySelector('button[type="submit"]');
+      if (note) {
+        note.hidden = !stale;
+        note.textContent = stale ? "The job is no longer " + panel.dataset.formForStateSaid + " (it is " +
+          state.replace(/_/g, " ") + " now): this form was for it as it stood. Reload the page for what can " +
+          "change now." : "";
+      }
+      if (button) button.disabled = stale;
+    });
+  }
 
   function liveUrl() {
     var url = document.body.dataset.liveUrl;
@@ -356,6 +376,8 @@
     return unplaced;
   }
 
+  QM.showErrors = showErrors;  // (the Nodes page's maintenance form too)
+
   function bindSubmitForm(form) {
     var verdict = form.querySelector("[data-verdict]");
     var checkUrl = form.dataset.checkUrl;
@@ -543,7 +565,11 @@
       }).catch(function (error) {
         verdict.className = "verdict error";
         verdict.textContent = "Could not reach the API: " + error.message;
-      }).finally(function () { button.disabled = false; });
+      }).finally(function () {
+        var note = form.closest("[data-form-for-state]");
+        note = note && note.querySelector("[data-stale-note]");
+        button.disabled = Boolean(note && !note.hidden);  // (markStaleForms: the job moved on)
+      });
     });
   }
 
