@@ -50,6 +50,15 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def kill_if_alive(pid: int | None) -> None:
+    """SIGKILL a process a test left behind (an escaped or stray child), if it is still there."""
+    if pid is not None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
 def test_each_gpu_gets_a_process_with_the_torch_distributed_environment(tmp_path: Path) -> None:
     command = 'env | grep -E "^(CUDA_VISIBLE_DEVICES|WORLD_SIZE|RANK|LOCAL_RANK|MASTER_ADDR|MASTER_PORT|NODE_RANK|QM_GENERATION)=" | sort > env.$LOCAL_RANK'
     member = ProcessMember(assignment(command, gpus=(4, 5), ranks=(2, 3), world_size=4), workdir=tmp_path,

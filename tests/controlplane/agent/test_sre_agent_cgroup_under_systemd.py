@@ -36,7 +36,7 @@ from controlplane.choices import NodeState
 from controlplane.models import Allocation, Node
 from controlplane.services import cycle
 from tests.controlplane.agent.real_agent import CHECKOUT, start_agent, stop_agent, wait_for
-from tests.controlplane.agent.test_process_member import alive, assignment
+from tests.controlplane.agent.test_process_member import alive, assignment, kill_if_alive
 from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 MOUNT = next((m for m in CGROUP_V2_MOUNTS if (m / "cgroup.procs").is_file() and os.access(m, os.W_OK)), None)
@@ -120,14 +120,6 @@ def _escaped(workdir: Path) -> int:
     return pid
 
 
-def _kill(pid: int | None) -> None:
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def test_an_agent_in_a_delegated_cgroup_puts_its_runs_under_it(service: Path, tmp_path: Path) -> None:
     agent = _agent_in(service, tmp_path, "gpu-sd", f"{ESCAPED} echo $$ > rank.pid; exec sleep 60")
     escaped = None
@@ -156,7 +148,7 @@ def test_an_agent_in_a_delegated_cgroup_puts_its_runs_under_it(service: Path, tm
         wait_for(lambda: not (parent / "g7").exists(), 5, "the reaper to remove the run's cgroup", every=0.02)
     finally:
         _kill_agent(agent)
-        _kill(escaped)
+        kill_if_alive(escaped)
 
 
 def test_an_agent_in_a_threaded_cgroup_falls_back_to_the_mount_top(service: Path, tmp_path: Path) -> None:
@@ -219,7 +211,7 @@ def test_an_agent_restarted_at_the_mount_top_sweeps_what_one_in_a_service_cgroup
         assert (tmp_path / "gpu-mv" / PARENT_RECORD).read_text() == f"{launcher.cgroups.parent}\n"
     finally:
         _kill_agent(agent)
-        _kill(escaped)
+        kill_if_alive(escaped)
         if "launcher" in locals():
             _remove_tree(launcher.cgroups.parent)  # type: ignore[union-attr]
 
@@ -245,7 +237,7 @@ def test_an_agent_in_a_service_cgroup_sweeps_what_an_agent_from_before_left_at_t
     finally:
         if agent is not None:
             _kill_agent(agent)
-        _kill(escaped)
+        kill_if_alive(escaped)
         _remove_tree(old.cgroups.parent)
 
 

@@ -15,7 +15,6 @@ runs, so the child is inside whatever it does to its session or environment.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import time
@@ -27,7 +26,7 @@ from controlplane.agent import containment
 from controlplane.agent.containment import ContainmentError, RunCgroups, find_cgroup_root
 from controlplane.agent.members import ProcessLauncher
 from tests.controlplane.agent.real_agent import wait_for
-from tests.controlplane.agent.test_process_member import alive, assignment, wait_exit
+from tests.controlplane.agent.test_process_member import alive, assignment, kill_if_alive, wait_exit
 from tests.controlplane.agent.test_sre_agent_stop_reaches_setsid_descendants import agent_running
 
 pytestmark = pytest.mark.skipif(find_cgroup_root("auto") is None,
@@ -47,14 +46,6 @@ def _escaped(workdir: Path) -> int:
     return pid
 
 
-def _kill(pid: int | None) -> None:
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def test_a_run_is_not_over_until_a_child_without_its_marker_is_dead(tmp_path: Path) -> None:
     launcher = ProcessLauncher(tmp_path, "gpu-c1", devices=None)
     member = launcher.launch(assignment(f"{ESCAPED} sleep 0.3; exit 0"))
@@ -66,7 +57,7 @@ def test_a_run_is_not_over_until_a_child_without_its_marker_is_dead(tmp_path: Pa
         assert not alive(escaped), "the member was reported gone while a process it started still ran"
         assert not cgroup.exists(), "the run's cgroup is removed once it is empty"
     finally:
-        _kill(escaped)
+        kill_if_alive(escaped)
 
 
 def test_a_stop_kills_a_child_without_its_marker_that_ignores_sigterm(tmp_path: Path) -> None:
@@ -81,7 +72,7 @@ def test_a_stop_kills_a_child_without_its_marker_that_ignores_sigterm(tmp_path: 
         assert wait_exit(member) == -signal.SIGKILL
         assert not alive(escaped)
     finally:
-        _kill(escaped)
+        kill_if_alive(escaped)
 
 
 def test_a_restarted_agent_kills_and_removes_what_its_predecessor_left_in_a_run_cgroup(tmp_path: Path) -> None:
@@ -96,7 +87,7 @@ def test_a_restarted_agent_kills_and_removes_what_its_predecessor_left_in_a_run_
         wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
         assert not cgroup.exists()
     finally:
-        _kill(escaped)
+        kill_if_alive(escaped)
 
 
 def test_kill_9_of_the_agent_kills_what_its_run_cgroups_hold(tmp_path: Path) -> None:
@@ -116,7 +107,7 @@ def test_kill_9_of_the_agent_kills_what_its_run_cgroups_hold(tmp_path: Path) -> 
         if agent.poll() is None:
             agent.kill()
             agent.wait()
-        _kill(escaped)
+        kill_if_alive(escaped)
 
 
 def test_two_agents_of_one_name_in_different_state_directories_keep_apart(tmp_path: Path) -> None:
@@ -151,7 +142,7 @@ def test_without_containment_the_child_without_its_marker_outlives_the_run(tmp_p
         assert wait_exit(member) == 0
         assert alive(escaped)
     finally:
-        _kill(escaped)
+        kill_if_alive(escaped)
 
 
 def test_qm_agent_given_a_cgroup_root_it_cannot_use_exits_2_saying_why(tmp_path: Path) -> None:
@@ -190,7 +181,7 @@ def test_a_process_in_a_cgroup_the_job_made_inside_its_run_counts_and_is_removed
         assert not alive(escaped)
         assert not cgroup.exists(), "the run's cgroup and the one the job made in it are removed"
     finally:
-        _kill(escaped)
+        kill_if_alive(escaped)
 
 
 def test_a_restarted_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_path: Path) -> None:
@@ -206,7 +197,7 @@ def test_a_restarted_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_pat
         wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
         assert not cgroup.exists()
     finally:
-        _kill(escaped)
+        kill_if_alive(escaped)
 
 
 def test_kill_9_of_the_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_path: Path) -> None:
@@ -229,4 +220,4 @@ def test_kill_9_of_the_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_p
         if agent.poll() is None:
             agent.kill()
             agent.wait()
-        _kill(escaped)
+        kill_if_alive(escaped)

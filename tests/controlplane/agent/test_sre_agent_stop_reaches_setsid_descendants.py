@@ -17,7 +17,6 @@ generation, 7 in these tests, and tests side by side on two workers killed each 
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -33,7 +32,7 @@ from controlplane.choices import AllocationState, JobState, NodeState
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import cycle, transitions
 from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_for
-from tests.controlplane.agent.test_process_member import alive, assignment, wait_exit
+from tests.controlplane.agent.test_process_member import alive, assignment, kill_if_alive, wait_exit
 from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 # A child in a session of its own that ignores SIGTERM, its pid written (whole) to `stray.pid`.
@@ -47,14 +46,6 @@ def _stray(workdir: Path) -> int:
     return pid
 
 
-def _kill(pid: int | None) -> None:
-    if pid is not None:
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
 def test_a_job_that_exits_is_not_gone_until_what_it_started_in_its_own_session_is(tmp_path: Path) -> None:
     member = ProcessMember(assignment(f"{STRAY} sleep 0.3; exit 0"), workdir=tmp_path, node_name="gpu-s1",
                            devices=None)
@@ -63,7 +54,7 @@ def test_a_job_that_exits_is_not_gone_until_what_it_started_in_its_own_session_i
         assert wait_exit(member) == 0
         assert not alive(stray), "the member was reported gone while a process it started still ran"
     finally:
-        _kill(stray)
+        kill_if_alive(stray)
 
 
 def test_a_stop_reaches_a_process_in_its_own_session_that_ignores_sigterm(tmp_path: Path) -> None:
@@ -78,7 +69,7 @@ def test_a_stop_reaches_a_process_in_its_own_session_that_ignores_sigterm(tmp_pa
         assert wait_exit(member) == -signal.SIGKILL
         assert not alive(stray)
     finally:
-        _kill(stray)
+        kill_if_alive(stray)
 
 
 def test_a_restarted_agent_kills_what_its_predecessor_left_in_a_session_of_its_own(tmp_path: Path) -> None:
@@ -91,7 +82,7 @@ def test_a_restarted_agent_kills_what_its_predecessor_left_in_a_session_of_its_o
         assert stray in ProcessLauncher(tmp_path, "gpu-s3", devices=None).sweep_leftovers()
         wait_for(lambda: not alive(stray), 5, "the stray to die", every=0.02)
     finally:
-        _kill(stray)
+        kill_if_alive(stray)
 
 
 def agent_running(state: Path, node: str, command: str) -> subprocess.Popen[str]:
@@ -127,7 +118,7 @@ def test_kill_9_of_the_agent_kills_what_its_jobs_started_in_a_session_of_their_o
         if agent.poll() is None:
             agent.kill()
             agent.wait()
-        _kill(stray)
+        kill_if_alive(stray)
 
 
 @pytest.mark.django_db(transaction=True)
@@ -151,5 +142,5 @@ def test_sre_a_cancelled_jobs_gpus_are_freed_only_after_its_setsid_child_is_dead
         assert not alive(stray), "the GPU was freed while a process of its old owner still ran"
     finally:
         stop_agent(agent)
-        _kill(stray)
+        kill_if_alive(stray)
         log.close()
