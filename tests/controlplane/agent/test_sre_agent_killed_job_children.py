@@ -33,17 +33,17 @@ from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_server: Any, tmp_path: Path) -> None:
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-sre", log)
+    agent = start_agent(live_server.url, tmp_path / "state", "gpu-sre-kill9", log)
     children: list[int] = []
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register")
+        wait_for(lambda: Node.objects.filter(name="gpu-sre-kill9", state=NodeState.READY).exists(), 20, "the node to register")
         job = make_job(fleet, gpus=2, command="sleep 120 & echo $! > child.$LOCAL_RANK; wait")
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING
-              and len(list((tmp_path / "state" / "gpu-sre").glob("g*/child.*"))) == 2
-              and all(p.read_text().strip() for p in (tmp_path / "state" / "gpu-sre").glob("g*/child.*")),
+              and len(list((tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*"))) == 2
+              and all(p.read_text().strip() for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")),
               20, "the job's processes to start")
-        children = [int(p.read_text()) for p in (tmp_path / "state" / "gpu-sre").glob("g*/child.*")]
+        children = [int(p.read_text()) for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")]
         assert all(alive(pid) for pid in children)
 
         os.kill(agent.pid, signal.SIGKILL)
