@@ -39,7 +39,7 @@ from scheduler_core.quota_release import (
     team_released_by,
 )
 from scheduler_core.state import JOB, Grant
-from scheduler_core.types import JobSpec
+from scheduler_core.types import JobSpec, RunningJob
 
 
 @dataclass(slots=True)
@@ -159,8 +159,7 @@ def _stopping_early(ctx: CycleContext, at: float, gpu_type: str, cohort: str | N
     to its quota: the first number) or taken off the fleet as a victim search's what-ifs (no
     longer charged: the second), and the jobs. Jobs in ``skip`` are left out; stopping and
     killed jobs too (their ends count them)."""
-    ledger, state = ctx.ledger, ctx.state
-    holdings, nodes, index_of = state.holdings, state.nodes, state.index_of
+    ledger, holdings = ctx.ledger, ctx.state.holdings
     now = ctx.snapshot.now
     found: dict[str, tuple[int, int, frozenset[str]]] = {}
     for job_id, job in ctx.running.items():
@@ -173,13 +172,19 @@ def _stopping_early(ctx: CycleContext, at: float, gpu_type: str, cohort: str | N
         if (pc is not None and now + pc.grace_period_s > at) \
                 or ledger.cohort_of(team, gpu_type) != cohort:
             continue
-        gpus = sum(len(p.gpu_indices) for p in job.placements
-                   if p.node in index_of and nodes[index_of[p.node]].gpu_type == gpu_type)
+        gpus = _gpus_of_type(ctx, job, gpu_type)
         if gpus:
             charged, off, jobs = found.get(team, (0, 0, frozenset()))
             found[team] = (charged + gpus, off, jobs | {job_id}) if held \
                 else (charged, off + gpus, jobs | {job_id})
     return found
+
+
+def _gpus_of_type(ctx: CycleContext, job: RunningJob, gpu_type: str) -> int:
+    """How many ``gpu_type`` GPUs the running ``job`` holds."""
+    nodes, index_of = ctx.state.nodes, ctx.state.index_of
+    return sum(len(p.gpu_indices) for p in job.placements
+               if p.node in index_of and nodes[index_of[p.node]].gpu_type == gpu_type)
 
 
 def _cohort_room_at(ctx: CycleContext, team: str, gpu_type: str,
@@ -513,7 +518,7 @@ def _stops(ctx: CycleContext, gpu_type: str,
     still charged to their teams' quotas now, their ends (``ctx.ends``) count them back only
     from then (:func:`_stopping_early`)."""
     found = []
-    holdings, nodes, index_of = ctx.state.holdings, ctx.state.nodes, ctx.state.index_of
+    holdings = ctx.state.holdings
     for job_id in ctx.preempted:
         job = ctx.running.get(job_id)
         if job is None or job.spec.team not in teams or (JOB, job_id) not in holdings \
@@ -521,8 +526,7 @@ def _stops(ctx: CycleContext, gpu_type: str,
             continue
         pc = ctx.priority.get(job.spec.priority_class)
         stop = ctx.snapshot.now + (pc.grace_period_s if pc is not None else 0.0)
-        gpus = sum(len(p.gpu_indices) for p in job.placements
-                   if p.node in index_of and nodes[index_of[p.node]].gpu_type == gpu_type)
+        gpus = _gpus_of_type(ctx, job, gpu_type)
         end = ctx.ends.get(job_id, math.inf)
         if gpus and stop < end:
             found.append((stop, end, job.spec.team, gpus))
