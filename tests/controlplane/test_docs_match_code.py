@@ -399,7 +399,7 @@ def test_docs_name_only_functions_classes_and_modules_that_exist():
                 break
         for module, attribute in set(re.findall(r"`(?:[\w/]+/)?([a-z_]+)\.([A-Za-z_]\w*)(?:\(\))?`", text)):
             if module not in modules or f"{module}.{attribute}" in kinds or (
-                    attribute in ("py", "md", "js", "html", "csv", "json", "yml", "yaml", "toml", "sh", "txt")):
+                    attribute in ("py", "md", "js", "css", "html", "csv", "json", "yml", "yaml", "toml", "sh", "txt")):
                 continue
             checked += 1
             if any(_has(name, attribute) for name in modules[module]):
