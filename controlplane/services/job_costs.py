@@ -80,30 +80,26 @@ def run_costs(job_id: int, now: datetime) -> RunCosts:
 
 def jobs_costs(job_ids: Sequence[int], now: datetime) -> dict[int, Decimal]:
     """What each of these jobs has cost up to `now`, to the cent: `run_costs(job).total_usd` for
-    each (the history CSV's `cost_usd`, a chunk of jobs at a time; the history page's rows): on
-    PostgreSQL one query reads those whose cost is remembered (`remember_ended_job_costs`), then
-    the same three queries price all the others. A job that never held a GPU cost $0.00."""
+    each (the history CSV's `cost_usd`, a chunk of jobs at a time; the history page's rows). On
+    PostgreSQL one statement: a job's remembered cents where its row holds
+    (`remember_ended_job_costs`, `jobs_total_cost`'s rule), the others priced there by
+    `jobs_total_cost`'s and `remember_ended_job_costs`' rule (`_PRICED_SQL`: `run_costs`' spans and
+    rates in PostgreSQL's exact numeric, the job's sum rounded once, half to even). Before 5 Dec
+    2026 the others were read as spans and priced in Python (`_priced_runs`, three queries more),
+    which took most of the 20.7 s of the CSV of 100,000 ended jobs with nothing remembered
+    (docs/dashboards.md, *The CSV's rows*). SQLite (the demo) prices them in Python, as `run_costs`.
+    A job that never held a GPU cost $0.00."""
     if not job_ids:
         return {}
-    known = _remembered_cents(job_ids, now)
-    rest = [job_id for job_id in job_ids if job_id not in known]
-    priced = _priced_runs(held_spans(_EPOCH, now, None, rest)[0], now) if rest else {}
-    return {job_id: Decimal(known[job_id]).scaleb(-2).quantize(CENT) if job_id in known
-            else priced[job_id].total_usd if job_id in priced else Decimal("0.00") for job_id in job_ids}
-
-
-def _remembered_cents(job_ids: Sequence[int], now: datetime) -> dict[int, int]:
-    """The cents remembered for these jobs where the row holds (`jobs_total_cost`'s rule: the
-    job's requeue count, the price generation as it stands, settled by `now`); none on SQLite."""
-    if connection.vendor != "postgresql":
-        return {}
-    with connection.cursor() as cursor:
-        cursor.execute(
-            f"SELECT c.job_id, c.cents FROM {ENDED_JOB_COSTS} c JOIN {Job._meta.db_table} j "
-            f"ON j.id = c.job_id AND j.requeue_count = c.requeues WHERE c.job_id = ANY(%s) "
-            f"AND c.prices = (SELECT generation FROM {PRICE_GENERATION}) AND c.settled_at <= %s",
-            [list(job_ids), now])
-        return dict(cursor.fetchall())
+    if connection.vendor == "postgresql":
+        sql = _JOBS_COSTS_SQL.format(job=Job._meta.db_table, costs=ENDED_JOB_COSTS, prices=PRICE_GENERATION,
+                                     priced=_PRICED_SQL.format(**_TABLES, jobs="SELECT pk FROM listed WHERE cents IS NULL"))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [now, list(job_ids), *_priced_params(now)])
+            cents = dict(cursor.fetchall())
+        return {job_id: Decimal(cents.get(job_id, 0)).scaleb(-2).quantize(CENT) for job_id in job_ids}
+    priced = _priced_runs(held_spans(_EPOCH, now, None, job_ids)[0], now)
+    return {job_id: priced[job_id].total_usd if job_id in priced else Decimal("0.00") for job_id in job_ids}
 
 
 def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:
@@ -206,6 +202,19 @@ WITH listed AS (
                        AND c.prices = (SELECT generation FROM {prices}) AND c.settled_at <= %s
 ), {priced}
 SELECT (SELECT COALESCE(SUM(cents), 0) FROM listed) + (SELECT COALESCE(SUM(cents), 0) FROM cents)"""
+
+#: jobs_costs' statement: the jobs named (an array of ids) with their remembered cents where the
+#: row holds, the others priced; each job's cents (a job priced to nothing, or that held no GPU, has
+#: no row).
+_JOBS_COSTS_SQL = """
+WITH listed AS MATERIALIZED (
+    SELECT j.id AS pk, c.cents FROM {job} j
+    LEFT JOIN {costs} c ON c.job_id = j.id AND c.requeues = j.requeue_count
+                       AND c.prices = (SELECT generation FROM {prices}) AND c.settled_at <= %s
+    WHERE j.id = ANY(%s)
+), {priced}
+SELECT pk, cents FROM listed WHERE cents IS NOT NULL
+UNION ALL SELECT job_id, cents FROM cents"""
 
 #: remember_ended_job_costs' statement: up to `limit` ended jobs, every run released by `now`,
 #: with no row that holds, priced and written with their stamps (read in this statement's snapshot,

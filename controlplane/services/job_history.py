@@ -286,7 +286,7 @@ class HistoryRow:
 def history_rows(jobs: Sequence[Job], now: datetime, priced: bool = False) -> list[HistoryRow]:
     """A page of ended jobs with their figures: one query for all of them (`attach_history`).
     `priced`: each row's cost too, the page's jobs priced in one call (`job_costs.jobs_costs`:
-    one query for the costs remembered, up to three more for the others), never one call a row."""
+    one query, remembered or priced), never one call a row."""
     attach_history(jobs)
     costs = job_costs.jobs_costs([job.pk for job in jobs], now) if priced else {}
     return [HistoryRow(job, elapsed_seconds(job, now), gpu_hours(job), lost_gpu_hours(job), ran_on(job),
@@ -473,7 +473,7 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
     jobs' cents): the header, then one string per chunk of jobs. The ids are read first, so a job
     ending meanwhile cannot shift a chunk; then CSV_CHUNK jobs per query, read as values
     (`_csv_values`), with their figures (`history_figures`: one more query) and their costs
-    (job_costs.jobs_costs: one more for those remembered, up to three more for the others). Each
+    (job_costs.jobs_costs: one more, remembered or priced). Each
     row says what `csv_cells` says of the job's `HistoryRow` (the page's row), byte for byte."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")

@@ -143,10 +143,9 @@ def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> N
     forty = queries()
     assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
     # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
-    # their GPU-hours and nodes (one for the page); their costs: the costs remembered, then the
-    # others' GPU spans, gang exits and rates (job_costs.jobs_costs); the whole set's cost
-    # (job_costs.jobs_total_cost, one)
-    assert forty == three == 12, f"{three} queries for 3 jobs, {forty} for 40"
+    # their GPU-hours and nodes (one for the page); their costs, remembered or priced (one:
+    # job_costs.jobs_costs; four until 5 Dec 2026); the whole set's cost (job_costs.jobs_total_cost, one)
+    assert forty == three == 9, f"{three} queries for 3 jobs, {forty} for 40"
     assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
     # once every ended job's cost is remembered, the rows' costs are one query: nothing to price
     shown = _rows(alice.get(H))
@@ -166,9 +165,8 @@ def test_the_csv_reads_a_chunk_of_jobs_per_query_not_a_job(client_for, demo, mon
         lines = _csv(alice)
     assert len(lines) == 27
     # the session and the user, memberships, the ids, then per chunk of 10: the jobs, their figures,
-    # their remembered costs, the others' GPU spans (job_costs.jobs_costs; its rates and gang exits
-    # only for jobs that held GPUs)
-    assert len(captured) <= 4 + 3 * 4, [q["sql"][:120] for q in captured]
+    # their costs, remembered or priced (job_costs.jobs_costs: one statement; up to four until 5 Dec 2026)
+    assert len(captured) <= 4 + 3 * 3, [q["sql"][:120] for q in captured]
     # every cost remembered: no chunk prices a job
     assert job_costs.remember_ended_job_costs(timezone.now()) == 25
     with CaptureQueriesContext(connection) as captured:
@@ -417,8 +415,10 @@ def test_the_csv_is_byte_for_byte_each_jobs_own_figures_remembered_or_priced(cli
         cursor.execute(f"DELETE FROM {job_costs.ENDED_JOB_COSTS} WHERE job_id IN (%s, %s)",
                        [history["moved"].pk, long.pk])
     jobs = [history["cancelled"], history["oom"], history["llm"], history["moved"], never, long]
-    assert set(job_costs._remembered_cents([j.pk for j in jobs], timezone.now())) == {
-        history["cancelled"].pk, history["oom"].pk, history["llm"].pk, never.pk}
+    with connection.cursor() as cursor:
+        cursor.execute(f"SELECT job_id FROM {job_costs.ENDED_JOB_COSTS} WHERE job_id = ANY(%s)", [[j.pk for j in jobs]])
+        assert {pk for (pk,) in cursor.fetchall()} == {
+            history["cancelled"].pk, history["oom"].pk, history["llm"].pk, never.pk}
 
     def second(at: datetime | None) -> str:
         return "" if at is None else (at + timedelta(microseconds=500_000)).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -502,6 +502,6 @@ def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, his
         again = admin.get(H)
     assert re.search(r'data-cost-usd="([\d.]+)"', again.content.decode()).group(1) == total[-1]
     assert "added up in the CSV" not in again.content.decode()
-    # the page's remembered costs (none here), its spans, exits, rates; the total
-    assert len(captured) == 7 + 1 + 3 + 1, [q["sql"][:100] for q in captured]
+    # the page's costs, remembered (none here) or priced, in one statement; the total
+    assert len(captured) == 7 + 1 + 1, [q["sql"][:100] for q in captured]
 
