@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils.html import format_html, format_html_join
 
-from controlplane.admin_forms import IntegerColumnBounds, KeepsOthersChanges, ListsFit, OpenedAsForm
+from controlplane.admin_forms import IntegerColumnBounds, KeepsOthersChanges, OpenedAsForm, ShownWhole
 from controlplane.choices import AllocationState, NodeState
 from controlplane.models import (
     Allocation,
@@ -543,7 +543,7 @@ class NodeAdmin(ConfigAudited):
 
 
 
-class ShownNotEdited(ListsFit, admin.ModelAdmin):
+class ShownNotEdited(ShownWhole, admin.ModelAdmin):
     """Records whose changes go through the services (submit, cancel, the control loop, the
     agents), which keep lease fencing and the audit trail: the admin shows them, nothing more.
     Editing a job's state here halted every scheduling cycle; deleting a running job would free
@@ -605,7 +605,7 @@ class EventAdmin(ShownNotEdited):
 
 
 @admin.register(NotificationHook)
-class NotificationHookAdmin(ListsFit, IntegerColumnBounds, admin.ModelAdmin):
+class NotificationHookAdmin(ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Users' webhooks (docs/api.md, Notifications by webhook), which users add and change
     through the API or `qm notify` (where the URL is checked): here an admin sees every hook and
     how its deliveries go, and pauses one (active) or deletes it. The secret is never shown."""
@@ -747,7 +747,7 @@ class _WindowRefused(Exception):
 
 
 @admin.register(MaintenanceWindow)
-class MaintenanceWindowAdmin(ListsFit, IntegerColumnBounds, admin.ModelAdmin):
+class MaintenanceWindowAdmin(ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Maintenance windows (docs/operations.md, Maintenance windows), written through
     services/maintenance.py as the API and `qm maint` write them: checked, recorded
     (config.changed and an event on each node), never deleted: "Cancel selected windows" keeps

@@ -179,16 +179,17 @@ class IntegerColumnBounds:
         return super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
 
 
-class ListsFit:
-    """A Quartermaster list in the admin fits a 1,400 px desktop beside its filters: its headers,
-    times and related records wrap at their spaces (controlplane/static/controlplane/admin.css)
-    instead of scrolling the table sideways."""
+class ShownWhole:
+    """Quartermaster's admin pages show what they hold whole (controlplane/static/controlplane/admin.css):
+    a list fits a 1,400 px desktop beside its filters, its headers, times and related records
+    wrapping at their spaces instead of scrolling the table sideways, and a number box is wide
+    enough for the largest value its column takes."""
 
     class Media:
         css = {"all": ("controlplane/admin.css",)}
 
 
-class KeepsOthersChanges(ListsFit, IntegerColumnBounds, admin.ModelAdmin):
+class KeepsOthersChanges(ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Change pages (and their inlines) that never silently undo another admin's save
     (OpenedAsForm), and say which of her changes they kept."""
 
