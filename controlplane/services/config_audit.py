@@ -99,7 +99,8 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     label = _LABELS.get(type(obj), str(obj._meta.verbose_name))
     fields = event_fields(
         EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
-        message=f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{_what_changed(before, after)}{why}",
+        message=(f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{_what_changed(before, after)}"
+                 f"{_price_said(obj, verb, before, after)}{why}"),
         data={"model": obj._meta.model_name, "before": before, "after": after},
     )
     # Written before a deletion: the event keeps pointing at the record until it goes
@@ -227,6 +228,16 @@ def _said(key: str, value: Any) -> str:
     if key.endswith("_s") and isinstance(value, int):
         return span(value)
     return str(value)
+
+
+def _price_said(obj: models.Model, verb: str, before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+    """A price rate created or deleted: its price and from when, which finance reads the trail
+    for ("Price rate H100-80GB on_demand created" said neither before 5 Dec 2026)."""
+    record = after if verb == "created" else before if verb == "deleted" else None
+    if not isinstance(obj, PriceRate) or record is None:
+        return ""
+    return (f": {'it was ' if verb == 'deleted' else ''}${record['usd_per_gpu_hour']} per GPU-hour "
+            f"from {record['effective_from']}")
 
 
 def _what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:

@@ -54,3 +54,29 @@ def test_the_data_keeps_the_columns_and_values(fleet) -> None:
 def test_an_empty_text_reads_empty(fleet) -> None:
     """Found on the demo: 'Team serving changed: description  → inference'."""
     assert _changed(fleet.vision, description="inference") == "Team vision changed: description empty → inference"
+
+
+def test_a_price_rate_created_or_deleted_says_its_price_and_from_when(fleet, browser) -> None:
+    """Found on the demo's trail (5 Dec): "Price rate H100-80GB on_demand created" and "Price rate
+    A100-40GB reserved deleted": which price, from when, only in the event's data. The admin's add
+    and delete pages, and the API's, write the same line."""
+    from controlplane.models import PriceRate
+
+    r = browser.post("/admin/controlplane/pricerate/add/", {
+        "gpu_type": fleet.a100.pk, "capacity_tier": "spot", "usd_per_gpu_hour": "0.8500",
+        "effective_from_0": "2026-12-01", "effective_from_1": "06:30:00",
+    })
+    assert r.status_code == 302, r.content.decode()[:500]
+    rate = PriceRate.objects.get(gpu_type=fleet.a100, capacity_tier="spot")
+    created = Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason="PriceRateCreated").get()
+    assert created.message == ("Price rate A100-40GB spot created: $0.8500 per GPU-hour from "
+                               "2026-12-01T06:30:00Z")
+    assert browser.post(f"/admin/controlplane/pricerate/{rate.pk}/delete/", {"post": "yes"}).status_code == 302
+    deleted = Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason="PriceRateDeleted").get()
+    assert deleted.message == ("Price rate A100-40GB spot deleted: it was $0.8500 per GPU-hour from "
+                               "2026-12-01T06:30:00Z")
+    # a change says what moved, as before
+    rate = PriceRate.objects.create(gpu_type=fleet.a100, capacity_tier="spot", usd_per_gpu_hour="0.8500",
+                                    effective_from=created.created_at)
+    assert _changed(rate, usd_per_gpu_hour="0.9000") == (
+        "Price rate A100-40GB spot changed: $ per GPU-hour 0.8500 → 0.9000")
