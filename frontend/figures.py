@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from frontend.templatetags.qm import duration, said
+from scheduler_core.sentences import gpu_hours
 
 # Okabe–Ito, then Tableau: distinguishable, colour-blind-friendly for the first eight teams.
 TEAM_PALETTE = (
@@ -685,8 +686,13 @@ def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: boo
     if with_idle_reserved:
         series.append(("idle reserved quota", "idle_reserved_usd", "#868e96"))
     if not any(r.get(f) for r in shown for _, f, _ in series):
+        # Work lost whose cost rounds to no cent (or ran on unpriced capacity) is not nothing:
+        # the table beside says its GPU-hours ("$0.00 (< 0.01 GPU-h)").
+        lost = sum(float(r.get("lost_gpu_hours") or 0) for r in shown)
+        sentence = (f"Work lost to preemptions and requeues in this window, {gpu_hours(lost)} GPU-hours, came to $0.00 "
+                    f"to the cent; the table gives it per {label}. " if lost > 0 else "Nothing was wasted in this window. ")
         return _empty(key, title, caption, x_title, y_title,
-                      "Nothing was wasted in this window. " + ("Preemption waste and idle reserved quota per "
+                      sentence + ("Preemption waste and idle reserved quota per "
                                                                f"{label} appear here." if with_idle_reserved else
                                                                f"Preemption waste per {label} appears here."),
                       category="x")

@@ -31,3 +31,24 @@ def test_the_table_heads_its_first_column_as_people_say_the_grouping(client_for:
         html = client_for("finn").get(f"/showback/?window=24h&group_by={group_by}").content.decode()
         table = html[html.index('id="showback-table"'):html.index("</thead>")]
         assert f"<th>{heading}</th>" in table, table[:300]
+
+
+def test_an_empty_waste_chart_does_not_say_nothing_was_lost_beside_lost_gpu_hours(client_for: Any) -> None:
+    """Found on the demo (5 Dec), by project: the table's language/eval read "Preemption waste
+    $0.00 (< 0.01 GPU-h)" and the chart beside it "Nothing was wasted in this window.". Work was
+    lost; it cost less than half a cent."""
+    from decimal import Decimal
+
+    def row(name: str, lost: float) -> dict[str, Any]:
+        return {"name": name, "is_total": False, "is_idle": False, "preemption_waste_usd": Decimal("0.00"),
+                "idle_reserved_usd": None, "lost_gpu_hours": lost}
+
+    chart = figures.waste([row("language/eval", 0.0031), row("vision/detector", 0.0)], "project", False)
+    assert chart.empty is not None and "Nothing was wasted" not in chart.empty
+    assert chart.empty.startswith("Work lost to preemptions and requeues in this window, less than 0.01 GPU-hours, "
+                                  "came to $0.00 to the cent"), chart.empty
+    unpriced = figures.waste([row("vision/detector", 2.5)], "project", False)
+    assert unpriced.empty.startswith("Work lost to preemptions and requeues in this window, 2.50 GPU-hours, "
+                                     "came to $0.00 to the cent"), unpriced.empty
+    # nothing lost at all: as before
+    assert figures.waste([row("vision/detector", 0.0)], "project", False).empty.startswith("Nothing was wasted")
