@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+from datetime import UTC
 from typing import Any
 
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.db import models, transaction
-from django.db.models import Count, QuerySet, Sum
+from django.db.models import Count, F, QuerySet, Sum, Window
+from django.db.models.functions import Lead
 from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from controlplane.admin_forms import IntegerColumnBounds, KeepsOthersChanges, OpenedAsForm, ShownWhole
@@ -447,8 +450,43 @@ class GpuTypeAdmin(ConfigAudited):
 
 @admin.register(PriceRate)
 class PriceRateAdmin(ConfigAudited):
-    list_display = ("gpu_type", "capacity_tier", "usd_per_gpu_hour", "effective_from")
+    """Prices as finance types and reads them: "$ per GPU-hour", a start in UTC, and in the list
+    until when each rate is in force (the next start of its GPU type and tier: the rule every
+    cost is priced by, `PriceBook.rate_at`) and whether it is now."""
+
+    list_display = ("gpu_type", "capacity_tier", "price", "effective_from", "until", "in_force")
     list_filter = ("gpu_type", "capacity_tier")
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).annotate(next_from=Window(
+            Lead("effective_from"), partition_by=[F("gpu_type_id"), F("capacity_tier")],
+            order_by=[F("effective_from").asc(), F("usd_per_gpu_hour").asc()]))
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)
+        if db_field.name == "usd_per_gpu_hour":
+            field.label = "$ per GPU-hour"
+        elif db_field.name == "effective_from":
+            field.help_text = ("UTC, whatever your browser's time zone: the instant this price starts for its GPU "
+                               "type and capacity tier; their price before it holds until then. Hours already "
+                               "rolled from then on are repriced (docs/accounting.md, Cost).")
+        return field
+
+    @admin.display(description="$ per GPU-hour", ordering="usd_per_gpu_hour")
+    def price(self, obj: PriceRate) -> str:
+        return f"${obj.usd_per_gpu_hour}"
+
+    @admin.display(description="in force until")
+    def until(self, obj: PriceRate) -> str:
+        following = getattr(obj, "next_from", None)
+        return "no later rate" if following is None else f"{following.astimezone(UTC):%Y-%m-%d %H:%M:%S} UTC"
+
+    @admin.display(description="in force now")
+    def in_force(self, obj: PriceRate) -> str:
+        now, following = timezone.now(), getattr(obj, "next_from", None)
+        if obj.effective_from > now:
+            return "not yet"
+        return "no: replaced" if following is not None and following <= now else "yes"
 
 
 class NodeForm(OpenedAsForm):
