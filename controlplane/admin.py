@@ -52,7 +52,27 @@ class ProjectInline(IntegerColumnBounds, admin.TabularInline):
     extra = 0
 
 
-class QuotaInline(IntegerColumnBounds, admin.TabularInline):
+class QuotaWords:
+    """A quota's fields say what they hold, on the quota page and on the team page's quota rows:
+    above all what an empty limit means (the list's "no limit"), since a 0 means the opposite."""
+
+    HELP = {
+        "nominal_gpus": "GPUs of this type guaranteed to the team: it may always run this many, and reclaims them "
+                        "from borrowers by preemption.",
+        "borrowing_limit": "Most GPUs above its nominal the team may borrow from idle guarantees of its cohort. "
+                           "Empty: no limit. 0: it borrows none. In no cohort it borrows nothing.",
+        "lending_limit": "Most of its unused nominal GPUs the other teams of its cohort may borrow. Empty: all of "
+                         "it. 0: it lends none. In no cohort it lends nothing.",
+    }
+
+    def formfield_for_dbfield(self, db_field, request, **kwargs):  # type: ignore[no-untyped-def]
+        field = super().formfield_for_dbfield(db_field, request, **kwargs)  # type: ignore[misc]
+        if field is not None and db_field.name in self.HELP:
+            field.help_text = self.HELP[db_field.name]
+        return field
+
+
+class QuotaInline(QuotaWords, IntegerColumnBounds, admin.TabularInline):
     model = Quota
     form = OpenedAsForm
     extra = 0
@@ -319,7 +339,7 @@ class CohortAdmin(KeepsOthersChanges):
 
 
 @admin.register(Quota)
-class QuotaAdmin(KeepsOthersChanges):
+class QuotaAdmin(QuotaWords, KeepsOthersChanges):
     list_display = ("team", "cohort", "gpu_type", "nominal_gpus", "held_now", "above_nominal", "lent",
                     "borrowing", "lending")
     list_filter = ("gpu_type", "team__cohort")
