@@ -63,7 +63,18 @@ class Project(models.Model):
 
     def clean(self) -> None:
         """One project of a name per team (the unique constraint), said on the name and naming
-        the project to change (the constraint said it on no field)."""
+        the project to change (the constraint said it on no field). A project with jobs stays its
+        team's: its jobs stay that team's, and showback and the history keep its cost under it
+        (moved, one project would read in two teams, its jobs in a project of another team)."""
+        if self.pk is not None and self.team_id is not None:
+            was = Project.objects.filter(pk=self.pk).values_list("team_id", "team__name").first()
+            if was is not None and was[0] != self.team_id:
+                jobs = self.jobs.count()
+                if jobs:
+                    raise ValidationError({"team": (
+                        f"project {self.name} has {jobs} job{'s' if jobs != 1 else ''} of team {was[1]}, and they "
+                        f"stay {was[1]}'s: to run {self.team.name}'s work under this name, create a project "
+                        f"{self.name} in team {self.team.name}")})
         if self.team_id is None or not self.name:
             return
         same = Project.objects.filter(team_id=self.team_id, name=self.name)
