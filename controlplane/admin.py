@@ -8,6 +8,8 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.auth import get_user_model
+from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.db import models, transaction
 from django.db.models import Count, F, QuerySet, Sum, Window
 from django.db.models.functions import Lead
@@ -174,6 +176,46 @@ def _save_recorded_formset(request: HttpRequest, formset: Any, snapshot: Any, re
         if after_save is not None:
             after_save(obj, known)
     formset.save_m2m()
+
+
+class UserMembershipInline(IntegerColumnBounds, admin.TabularInline):
+    """A user's roles: a team's (member, admin) or none's (finance reads every team, as an admin
+    does). Memberships were edited only on team pages, so a role in no team (the demo's finn)
+    could be neither seen nor granted nor taken back here."""
+
+    model = Membership
+    fk_name = "user"
+    extra = 0
+    verbose_name = "role"
+    verbose_name_plural = "roles (a team's, or none's: finance and admins read every team)"
+
+
+User = get_user_model()
+if admin.site.is_registered(User):
+    admin.site.unregister(User)
+
+
+@admin.register(User)
+class UserAdmin(ShownWhole, DjangoUserAdmin):
+    """Django's user pages with the user's roles (memberships), each change recorded as on a
+    team's page (config.changed); the list says each user's roles."""
+
+    inlines = [*DjangoUserAdmin.inlines, UserMembershipInline]
+    list_display = (*DjangoUserAdmin.list_display, "roles")
+
+    def get_queryset(self, request: HttpRequest) -> Any:
+        return super().get_queryset(request).prefetch_related("memberships__team")
+
+    @admin.display(description="roles")
+    def roles(self, user: Any) -> str:
+        said = sorted(f"{m.role} of {m.team.name}" if m.team_id else str(m.role) for m in user.memberships.all())
+        return ", ".join(said) or "none"
+
+    def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
+        if formset.model is Membership:
+            _save_recorded_formset(request, formset, config_audit.config_record, config_audit.record_config_change)
+            return None
+        return super().save_formset(request, form, formset, change)
 
 
 @admin.register(Team)

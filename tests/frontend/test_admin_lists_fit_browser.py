@@ -19,8 +19,9 @@ from tests.frontend.test_browser_pages import browser, fill_the_fleet, session  
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
-LISTS = ("quota", "priorityclass", "node", "job", "allocation", "event", "team", "cohort", "pricerate",
-         "gputype", "maintenancewindow", "notificationhook", "schedulerlease")
+LISTS = (*(f"controlplane/{name}" for name in (
+    "quota", "priorityclass", "node", "job", "allocation", "event", "team", "cohort", "pricerate", "gputype",
+    "maintenancewindow", "notificationhook", "schedulerlease")), "auth/user")
 
 # The list's box and what it holds, the page's width, and each header's and cell's right edge
 # against the box's (a cell cut off at the box's edge would be information hidden).
@@ -54,13 +55,13 @@ def test_every_admin_list_fits_beside_its_filters_at_1400_px(session: Any) -> No
     admin = session("admin")
     seen = {}
     for name in LISTS:
-        admin.page.goto(f"{admin.base}/admin/controlplane/{name}/")
+        admin.page.goto(f"{admin.base}/admin/{name}/")
         seen[name] = admin.page.evaluate(MEASURE)
-        if name == "quota":
+        if name == "controlplane/quota":
             admin.screenshot("admin-quota-list-1400px")
     assert admin.page.evaluate("document.querySelector('#nav-sidebar').getBoundingClientRect().width") > 200
 
-    quota = seen["quota"]
+    quota = seen["controlplane/quota"]
     assert quota is not None and quota["headers"][1:] == [
         "TEAM", "COHORT", "GPU TYPE", "NOMINAL GPUS", "HELD NOW", "ABOVE NOMINAL (BORROWED)", "LENT NOW",
         "BORROWING LIMIT", "LENDING LIMIT"], quota["headers"]
