@@ -46,6 +46,12 @@ class Membership(models.Model):
     def __str__(self) -> str:
         return f"{self.user} in {self.team or '(no team)'} as {self.role}"
 
+    def clean(self) -> None:
+        """A member reads and submits for their teams: as member in no team a membership gives
+        nothing (finance and admins read every team, and may be in none)."""
+        if self.team_id is None and self.role == Role.MEMBER:
+            raise ValidationError({"team": "A member belongs to a team: choose one (finance and admins may be in none)."})
+
 
 class Project(models.Model):
     """A team's project; showback groups cost by it."""

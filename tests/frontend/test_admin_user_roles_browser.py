@@ -55,3 +55,19 @@ def test_a_users_page_shows_grants_and_takes_their_roles(session: Any) -> None: 
     page.wait_for_url(f"{admin.base}/admin/auth/user/")
     assert not Membership.objects.filter(user=carla).exists()
     assert Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason="MembershipDeleted").count() == 1
+
+
+def test_a_member_in_no_team_is_refused_on_the_team(session: Any) -> None:  # noqa: F811
+    """A member reads and submits for their teams: a membership as member in no team gives
+    nothing, and is refused on its team, saying who may be in none (here: finn's finance role,
+    in no team, turned into member)."""
+    finn = get_user_model().objects.get(username="finn")
+    admin = session("admin")
+    page = admin.page
+    page.goto(f"{admin.base}/admin/auth/user/{finn.pk}/change/")
+    page.select_option("select[name='memberships-0-role']", Role.MEMBER)
+    page.click("input[name=_save]")
+    page.wait_for_selector(".errornote")
+    errors = page.locator("#memberships-group .errorlist").all_inner_texts()
+    assert errors == ["A member belongs to a team: choose one (finance and admins may be in none)."], errors
+    assert Membership.objects.get(user=finn).role == Role.FINANCE
