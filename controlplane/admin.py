@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from controlplane.admin_forms import IntegerColumnBounds, KeepsOthersChanges, OpenedAsForm, ShownWhole
-from controlplane.choices import AllocationState, NodeState
+from controlplane.choices import AllocationState, NodeState, Role
 from controlplane.models import (
     Allocation,
     AllocationGpu,
@@ -208,7 +208,7 @@ class UserAdmin(ShownWhole, DjangoUserAdmin):
 
     @admin.display(description="roles")
     def roles(self, user: Any) -> str:
-        said = sorted(f"{m.role} of {m.team.name}" if m.team_id else str(m.role) for m in user.memberships.all())
+        said = sorted(f"{m.role} of {m.team.name}" if m.team_id and m.role != Role.FINANCE else str(m.role) for m in user.memberships.all())
         return ", ".join(said) or "none"
 
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]

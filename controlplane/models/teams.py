@@ -48,9 +48,18 @@ class Membership(models.Model):
 
     def clean(self) -> None:
         """A member reads and submits for their teams: as member in no team a membership gives
-        nothing (finance and admins read every team, and may be in none)."""
+        nothing (finance and admins read every team, and may be in none; finance is in none)."""
         if self.team_id is None and self.role == Role.MEMBER:
             raise ValidationError({"team": "A member belongs to a team: choose one (finance and admins may be in none)."})
+        # finance reads every team (services.access ignores its team): "finance of vision" would mislead
+        if self.team_id is not None and self.role == Role.FINANCE:
+            raise ValidationError({"team": "Finance reads every team's costs and belongs to no team: leave the team "
+                                           "empty (on the user's page, under Roles)."})
+        # the unique constraint on (user, team) does not hold where team is NULL
+        if self.team_id is None and self.user_id is not None:
+            twin = Membership.objects.filter(user_id=self.user_id, team__isnull=True, role=self.role)
+            if (twin.exclude(pk=self.pk) if self.pk is not None else twin).exists():
+                raise ValidationError({"role": f"{self.user} is already {self.role} in no team."})
 
 
 class Project(models.Model):
