@@ -78,7 +78,10 @@ class Job(models.Model):
     # row only when the reason's words change. Read the sentences as `pending_message` and
     # `pending_would_start_if` (numbers filled in), the position and ETA as `queue_position`, `eta`.
     pending_code = models.CharField(max_length=48, blank=True)
-    pending_words = models.CharField(max_length=500, blank=True)
+    # 1,000 characters, as an Event's message: the engine's longest sentence (over quota, holding a
+    # reservation, and protected candidates to preempt, three at most, then when that lifts: the
+    # ETA's own clause) runs to some 750 with its numbers; 500 cut that last clause off.
+    pending_words = models.CharField(max_length=1000, blank=True)
     pending_resolvable = models.BooleanField(default=True)
     would_start_if_words = models.CharField(max_length=300, blank=True)
     # A running elastic job below its maximum that the last cycle did not grow: why not, as the

@@ -302,7 +302,7 @@ def _store_explanations(plan: engine.Plan, context: SnapshotContext) -> None:
         if explanation.job_id in context.any_of:
             # any-of dependencies (Slurm's `?`): the control plane decides them, and says them
             explanation = _any_of_explanation(explanation, context)
-        words, numbers = split_numbers(fit_stored(explanation.message, 500))
+        words, numbers = split_numbers(fit_stored(explanation.message, REASON_CHARS))
         split = would_splits.get(explanation.would_start_if)
         if split is None:  # many jobs share one: split it once
             split = would_splits[explanation.would_start_if] = split_numbers(fit_stored(explanation.would_start_if, 300))
@@ -347,6 +347,11 @@ def _any_of_explanation(explanation: engine.PendingExplanation, context: Snapsho
     message, would = dependencies.any_of_words(explanation.message, explanation.would_start_if,
                                                context.any_of[explanation.job_id])
     return dataclasses.replace(explanation, message=message, would_start_if=would)
+
+
+# A waiting job's reason is stored in this many characters (Job.pending_words; an Event's message
+# holds as many): the engine's longest sentence, some 750, fits whole.
+REASON_CHARS = 1000
 
 
 def fit_stored(text: str, limit: int) -> str:

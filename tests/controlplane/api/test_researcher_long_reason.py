@@ -1,4 +1,6 @@
-"""A waiting job's reason is stored in 500 characters; the engine's sentence for a job that
+"""A waiting job's reason too long for its column is cut at a clause (services/cycle.fit_stored).
+The column held 500 characters until 5 Dec (1,000 since: test_long_reason_keeps_its_eta.py); the
+engine's sentence for a job that
 could start by preemption but whose candidates are protected runs longer with three or more
 candidates, and was cut mid-clause, mid-number: the API, `qm explain` and the job page read
 "… job 15 has run 61 s of its 300 " (the rest, "s minimum runtime; it may preempt them from
