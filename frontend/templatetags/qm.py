@@ -10,7 +10,7 @@ from typing import Any
 from django import template
 from django.urls import reverse
 from django.utils import timezone
-from django.utils.html import format_html, json_script
+from django.utils.html import format_html, format_html_join, json_script
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services import exit_codes
@@ -153,6 +153,28 @@ def utc(at: datetime | None) -> str:
         return "–"
     at = at + timedelta(microseconds=500_000)  # cut to the second below: rounds to the nearest
     return timezone.localtime(at, timezone.get_fixed_timezone(0)).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+@register.filter
+def utc_cell(at: datetime | None, bare: str = "") -> str:
+    """`utc` for a table's cell: its date and its clock each unbreakable, so a narrow column
+    breaks the time between them, never at the date's hyphens ("2026-12-" / "05"). ``bare``
+    ("bare"): without " UTC", for a column whose heading says it."""
+    if at is None:
+        return "–"
+    date, clock = utc(at).split(" ", 1)
+    if bare:
+        clock = clock.removesuffix(" UTC")
+    return format_html('<span class="nobr">{}</span> <span class="nobr">{}</span>', date, clock)
+
+
+@register.filter
+def nodes_cell(where: str | None) -> str:
+    """A run's Where ("h100-01 ×8, h100-02 ×8") for a table's cell: each node's part
+    unbreakable, so the list breaks between nodes, never inside a name ("h100-" / "01")."""
+    if not where:
+        return ""
+    return format_html_join(", ", '<span class="nobr">{}</span>', ((part,) for part in where.split(", ")))
 
 
 @register.filter
