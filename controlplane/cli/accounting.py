@@ -54,7 +54,7 @@ def _history_jobs(api: Api, params: dict[str, Any]) -> list[dict[str, Any]]:
 
 def _history_row(job: dict[str, Any]) -> list[Any]:
     return [
-        job["id"], job["name"], job["team"], job["submitter"] or "", output.job_state(job),
+        job["id"], output.job_name(job), job["team"], job["submitter"] or "", output.job_state(job),
         "" if job["exit_code"] is None else job["exit_code"], output.utc_text(job["started_at"], suffix=""),
         output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else "",
         job["gpus"], gpu_hours(job["gpu_hours"], cell=True), gpu_hours(job["lost_gpu_hours"], cell=True),

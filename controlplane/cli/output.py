@@ -202,6 +202,14 @@ def job_state(job: dict[str, Any]) -> str:
     return label
 
 
+def job_name(job: dict[str, Any]) -> str:
+    """A job's name for a table's NAME cell: an array's task with its index, `sweep [3]`, as the
+    jobs and history pages say it (every task of an array has the array's name)."""
+    if job.get("array_id") is not None and job.get("array_index") is not None:
+        return f"{job['name']} [{job['array_index']}]"
+    return str(job["name"])
+
+
 def nodes_cell(nodes: list[str]) -> str:
     """In the table at most three (`h100-01,h100-02,+6`); JSON and the CSV name every one."""
     if len(nodes) <= 3:

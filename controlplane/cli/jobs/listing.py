@@ -66,7 +66,7 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         output.emit_json(page)
         return 0
     rows = [
-        (j["id"], j["name"], j["team"], output.job_state(j), gpus_cell(j), j["priority_class"], output.age(j["submitted_at"]),
+        (j["id"], output.job_name(j), j["team"], output.job_state(j), gpus_cell(j), j["priority_class"], output.age(j["submitted_at"]),
          j["queue_position"], _start_cell(j), j["pending_code"] if j["state"] == "pending" else "")
         for j in page["results"]
     ]
