@@ -48,7 +48,7 @@ class JobMentions:
         if not matches:
             return text
         self._learn({int(pk) for m in matches for pk in _ids(m)})
-        return _MENTION.sub(self._said, text)
+        return _said_once(_MENTION.sub(self._said, text))
 
     def _learn(self, ids: set[int]) -> None:
         """The teams of the named jobs not met yet: one query for a sentence, none after."""
@@ -80,6 +80,20 @@ class JobMentions:
             return said[0].upper() + said[1:] if match.group("word") == "Job" else said
         return adjective + _listed([pk for pk in ids if pk not in hidden], list(hidden.values()),
                                    capital=match.group("word") == "Job")
+
+
+# A clause about a job said by its team, then the same clause again, word for word, once or more:
+# "a job of team vision has run 2 s of its 300 s minimum runtime; a job of team vision has run 2 s
+# of its 300 s minimum runtime" (the engine named two jobs by id, the reader may read neither).
+_ALIKE = re.compile(r"(?P<clause>\b[Aa] (?:[a-z]+-priority )?job of team [^;]+?)(?P<again>(?:; (?P=clause))+)(?=[;.]|$)")
+
+
+def _said_once(text: str) -> str:
+    """Clauses alike said once, with the number of jobs they stand for: "… minimum runtime (3
+    such jobs)", where saying each job by its team only made the sentence repeat itself."""
+    if "; " not in text:
+        return text
+    return _ALIKE.sub(lambda m: f"{m.group('clause')} ({1 + m.group('again').count('; ')} such jobs)", text)
 
 
 def _ids(match: re.Match[str]) -> list[str]:
