@@ -54,6 +54,7 @@ from controlplane.choices import LIVE_JOB_STATES, JobState
 from controlplane.models import Allocation, AllocationGpu, Job, Node, UsageRollup
 from controlplane.models.usage import RollupBucket
 from controlplane.services import job_costs
+from scheduler_core.sentences import counted
 
 _HOUR_S = Decimal(3600)
 _HOURS_Q = Decimal("0.0001")  # as job_costs.job_cost rounds its GPU-hours
@@ -505,5 +506,5 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
                                    finished, _elapsed_seconds(started, finished, state, now), gpus, gpu_hours,
                                    lost_gpu_hours, sorted(nodes.get(pk, ())), costs[pk]))
         yield lines(rows)
-    total = ["TOTAL", f"{totals.jobs} jobs"] + [""] * (len(CSV_COLUMNS) - 6)
+    total = ["TOTAL", counted(totals.jobs, "job")] + [""] * (len(CSV_COLUMNS) - 6)
     yield lines([[*total, f"{totals.gpu_hours:.4f}", f"{totals.lost_gpu_hours:.4f}", "", f"{cost:.2f}"]])
