@@ -416,10 +416,12 @@ def _world_size(job: Job, generation: int) -> int | None:
 
 
 def _no_output(job: Job, generation: int, rank: int, ranks: list[int]) -> str:
+    """A rank (or a run) with no output: "has written nothing yet" while the job may still run,
+    "wrote nothing" once it has ended (every run of it is over; "yet" read as if more might come)."""
+    said = "wrote nothing" if job.state in FINISHED_JOB_STATES else "has written nothing yet"
     if ranks:
-        return (f"Rank {rank} of generation {generation} has written nothing yet; ranks with output: "
-                f"{', '.join(map(str, ranks[:32]))}.")
-    return f"Generation {generation} of job {job.pk} has written nothing yet."
+        return f"Rank {rank} of generation {generation} {said}; ranks with output: {', '.join(map(str, ranks[:32]))}."
+    return f"Generation {generation} of job {job.pk} {said}."
 
 
 def _forward(rows: Any, begin: int, *, cut_lines: bool, limit: int | None) -> tuple[int, str, int, bool]:

@@ -12,7 +12,7 @@ from django.db import transaction
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from controlplane.choices import AllocationState
+from controlplane.choices import AllocationState, JobState
 from controlplane.models import Allocation, Job, JobLogChunk, Team
 from controlplane.services import job_logs, reconcile, transitions
 from tests.controlplane import factories as f
@@ -366,6 +366,20 @@ def test_a_rank_beyond_the_runs_gpus_is_a_400_naming_rank(fleet: LoopFleet, alic
     assert beyond.status_code == 400, beyond.content
     assert beyond.json()["errors"] == {"rank": [f"Generation {g} of job {job.pk} has 2 ranks (0–1): there is no rank 5."]}
     assert quiet.status_code == 200 and quiet.json()["notice"] == f"Generation {g} of job {job.pk} has written nothing yet."
+
+
+def test_a_rank_that_wrote_nothing_in_a_job_that_ended_is_not_told_yet(fleet: LoopFleet, alice: APIClient) -> None:
+    """`qm logs 57 --rank 9` of a 32-GPU gang that had ended said "Rank 9 of generation 219 has
+    written nothing yet" (demo walk, 5 Dec): nothing more will come once the job has ended."""
+    node, _ = register_node("gpu-01")
+    job = make_job(fleet, gpus=2)
+    g = bind(job, {node: [0, 1]}).generation
+    Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, exit_code=0)
+
+    quiet = alice.get(f"{J}/jobs/{job.pk}/logs/", {"rank": 1})
+
+    assert quiet.status_code == 200 and quiet.json()["notice"] == f"Generation {g} of job {job.pk} wrote nothing.", (
+        quiet.json())
 
 
 def test_per_node_launch_has_a_rank_a_node(fleet: LoopFleet, alice: APIClient) -> None:
