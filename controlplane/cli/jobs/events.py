@@ -10,7 +10,7 @@ from typing import Any
 
 from controlplane.cli import arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api, CliError
-from controlplane.cli.jobs.states import FINISHED_STATES
+from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 
 
 def _event_line(event: dict[str, Any]) -> tuple[str, str, str, str]:
@@ -77,6 +77,6 @@ def _follow(api: Api, args: argparse.Namespace, job_id: int, seen: set[int]) -> 
         if job["state"] in FINISHED_STATES:
             if not args.json:
                 code = f", exit code {job['exit_code']}" if job["exit_code"] is not None else ""
-                print(output.visible(f"Job {job_id} ({job['name']}) ended {job['state']}{code}."))
+                print(output.visible(f"Job {job_id} ({job['name']}) {ended_words(job['state'])}{code}."))
             return
         time.sleep(args.interval)

@@ -13,7 +13,7 @@ from typing import Any
 
 from controlplane.cli import arguments, output
 from controlplane.cli.client import Api, CliError
-from controlplane.cli.jobs.states import FINISHED_STATES
+from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 
 #: `qm logs`'s API parameters → its flags, as client.refusal names them.
 LOGS_FLAGS = {"rank": "rank", "generation": "generation", "tail_lines": "tail"}
@@ -70,7 +70,7 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
         return 0
     if first["job_state"] in FINISHED_STATES:
         logs.close()
-        logs.say(f"--- job {job_id} ended {first['job_state']} ---")
+        logs.say(f"--- job {job_id} {ended_words(first['job_state'])} ---")
         return 0
     # Ctrl-C ends the follow between two reads, not inside one: a KeyboardInterrupt raised in
     # the middle of an HTTP request could leave the connection pool's lock held, and the
@@ -148,7 +148,7 @@ class _Logs:
                     self.outputs[rank].next_offset = 0
         if latest["job_state"] in FINISHED_STATES and not got:
             self.close()
-            self.say(f"--- job {self.job_id} ended {latest['job_state']} ---")
+            self.say(f"--- job {self.job_id} {ended_words(latest['job_state'])} ---")
             return True
         return False
 

@@ -91,7 +91,7 @@ def test_qm_logs_follow_prints_new_output_until_the_job_ends(qm: Callable[..., R
 
     assert follower.returncode == 0, err
     assert out == "epoch 1\nepoch 2\ndone\n"
-    assert err == f"--- job {job.pk} ended succeeded ---\n"
+    assert err == f"--- job {job.pk} succeeded ---\n"
 
 
 def test_qm_logs_follow_goes_on_into_a_requeued_jobs_next_run(qm: Callable[..., Run], alice_qm: Callable[..., Run],
@@ -121,7 +121,7 @@ def test_qm_logs_follow_goes_on_into_a_requeued_jobs_next_run(qm: Callable[..., 
     assert follower.returncode == 0, err
     assert out == "run 2: resumed from checkpoint\n"
     assert err == (f"--- job {job.pk} runs again: generation {second} ---\n"
-                   f"--- job {job.pk} ended succeeded ---\n")
+                   f"--- job {job.pk} succeeded ---\n")
 
 
 def test_qm_logs_follow_stops_cleanly_on_ctrl_c(qm: Callable[..., Run], alice_qm: Callable[..., Run],

@@ -190,7 +190,7 @@ def test_events_follow_prints_new_events_until_the_job_ends(alice_qm, fleet) -> 
 
     assert watcher.returncode == 0, err
     assert "job.submitted" in out and "job.cancelled" in out and "job.finished" in out
-    assert out.rstrip().endswith(f"Job {job.pk} (watched) ended cancelled.")
+    assert out.rstrip().endswith(f"Job {job.pk} (watched) was cancelled.")
 
 
 def test_events_follow_json_is_one_object_a_line(alice_qm, fleet) -> None:
