@@ -67,7 +67,7 @@ def _assert_api_says_what_the_engine_said(client: Any, plan: engine.Plan) -> Non
             continue
         eta = datetime.fromtimestamp(e.eta, tz=UTC) if e.eta else None
         assert body["pending_code"] == e.reason
-        assert body["pending_message"] == engine_times(e.message[:500])
+        assert body["pending_message"] == engine_times(cycle.fit_stored(e.message, cycle.REASON_CHARS))
         assert body["pending_would_start_if"] == engine_times(e.would_start_if[:300])
         assert body["queue_position"] == e.queue_position
         assert body["eta"] == (eta.isoformat().replace("+00:00", "Z") if eta else None)
