@@ -31,7 +31,7 @@ from django.utils import timezone
 
 import scheduler_core as engine
 from controlplane.choices import JobState
-from controlplane.models import FleetSample, Job, PendingPlace, SchedulerLease, Team
+from controlplane.models import Allocation, FleetSample, Job, PendingPlace, SchedulerLease, Team
 from controlplane.models.jobs import split_numbers
 from controlplane.services import transitions
 from controlplane.services.snapshot import (
@@ -211,7 +211,8 @@ def commit_plan(
             live = context.live_allocations.get(order.job_id)
             if live is None:
                 continue  # nothing of it runs any more: nothing to stop
-            if order.reason == transitions.RELEASE_RUNTIME_LIMIT and _limit_changed(order.job_id, context):
+            if order.reason == transitions.RELEASE_RUNTIME_LIMIT and _limit_changed(order.job_id, live.allocation_id,
+                                                                                   context):
                 stale += 1  # its limit changed since the read (PATCH jobs/{id}/): the next cycle judges it anew
                 continue
             ok = transitions.signal_stop(
@@ -267,11 +268,17 @@ def commit_plan(
                        read_ms=read_ms, commit_ms=(ended - commit_started) * 1000)
 
 
-def _limit_changed(job_id: str, context: SnapshotContext) -> bool:
+def _limit_changed(job_id: str, allocation_id: int, context: SnapshotContext) -> bool:
     """Whether a running job's runtime limit differs from the one the plan's snapshot read (an
     admin raised it, its owner lowered it: services/holds.update). The job row is locked as
     that change locks it, so a change committed first is seen here, and one that comes later
-    waits for this commit and finds the job stopping."""
+    waits for this commit and finds the job stopping.
+
+    The allocation's row is locked before the job's, as every stop and release takes them
+    (services/agent_protocol.py, the lock order): until 5 Dec the job's came first, and an
+    agent's exit report holding the allocation and waiting for the job deadlocked with the
+    commit, which PostgreSQL then aborted whole (tests/controlplane/loop/test_limit_kill_lock_order.py)."""
+    Allocation.objects.select_for_update(no_key=True).filter(pk=allocation_id).values_list("pk", flat=True).first()
     read = next((r.spec.runtime_limit_s for r in context.snapshot.running if r.spec.id == job_id), None)
     now = (Job.objects.select_for_update(no_key=True).filter(pk=int(job_id))
            .values_list("runtime_limit_s", flat=True).first())
