@@ -36,8 +36,10 @@ from rest_framework.views import APIView
 
 from controlplane.api.errors import Conflict, exception_handler
 from controlplane.api.parsers import BoundedJSONParser
+from controlplane.api.serializers.fields import NameField
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models import Node
+from controlplane.models.names import NODE_NAME_MESSAGE, NODE_NAME_PATTERN
 from controlplane.services import agent_protocol as protocol
 from controlplane.services import agent_wakeups, exit_codes, job_logs
 from controlplane.services import nodes as nodes_service
@@ -224,16 +226,17 @@ def _generations() -> serializers.ListField:
 
 
 class RegisterSerializer(serializers.Serializer):
-    name = serializers.RegexField(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$", max_length=128,
-                                  error_messages={"invalid": "Node names are letters, digits, '.', '_' and '-'."})
-    pool = serializers.CharField(max_length=64, required=False)
+    name = serializers.RegexField(NODE_NAME_PATTERN, max_length=128, error_messages={"invalid": NODE_NAME_MESSAGE})
+    # Pool and switches are names people read: one line of visible text (models/names.py), as
+    # the admin and the API's nodes/ take them.
+    pool = NameField(max_length=64, required=False)
     gpu_type = serializers.CharField(max_length=64, required=False)
     gpu_count = serializers.IntegerField(min_value=1, max_value=MAX_GPUS, required=False)
     # (Node.cpus and Node.memory_gb are integer columns: one beyond was a 500, "integer out of range")
     cpus = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
     memory_gb = serializers.IntegerField(min_value=0, max_value=MAX_INTEGER_COLUMN, required=False)
-    leaf_switch = serializers.CharField(max_length=64, required=False)
-    spine = serializers.CharField(max_length=64, required=False)
+    leaf_switch = NameField(max_length=64, required=False)
+    spine = NameField(max_length=64, required=False)
     capacity_tier = serializers.ChoiceField(choices=CapacityTier.choices, required=False)
     simulated = serializers.BooleanField(required=False, allow_null=True, default=None)
     devices = DeviceSerializer(many=True, required=False, max_length=MAX_GPUS)

@@ -7,6 +7,7 @@ from django.db import models
 from django.db.models import Q
 
 from controlplane.choices import CapacityTier, NodeState
+from controlplane.models.names import node_name, visible_name
 
 # The API's bounds (controlplane/api/serializers/fleet.py); the admin's forms check them in clean().
 MIN_RELATIVE_THROUGHPUT = 0.001
@@ -94,14 +95,17 @@ class PriceRate(models.Model):
 class Node(models.Model):
     """A GPU node as the control plane knows it: inventory, topology, health, agent lease."""
 
-    name = models.CharField(max_length=128, unique=True)
-    pool = models.CharField(max_length=64)
+    # One line of visible text each (models/names.py): a control character in a name reached
+    # every page, log and terminal that printed it (until 5 Dec the admin and the agent's
+    # registration took them).
+    name = models.CharField(max_length=128, unique=True, validators=[node_name])
+    pool = models.CharField(max_length=64, validators=[visible_name])
     gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="nodes")
     gpu_count = models.PositiveIntegerField()
     cpus = models.PositiveIntegerField()
     memory_gb = models.PositiveIntegerField()
-    leaf_switch = models.CharField(max_length=64)
-    spine = models.CharField(max_length=64)
+    leaf_switch = models.CharField(max_length=64, validators=[visible_name])
+    spine = models.CharField(max_length=64, validators=[visible_name])
     capacity_tier = models.CharField(max_length=16, choices=CapacityTier.choices, default=CapacityTier.ON_DEMAND)
     state = models.CharField(max_length=16, choices=NodeState.choices, default=NodeState.READY)
     unschedulable = models.BooleanField(

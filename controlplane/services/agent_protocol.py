@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 import secrets
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
@@ -59,6 +60,7 @@ from controlplane.models import (
     SchedulerLease,
     UsageSample,
 )
+from controlplane.models.names import NODE_NAME_MESSAGE, NODE_NAME_PATTERN, name_problem
 from controlplane.services import exit_codes, transitions
 from scheduler_core.sentences import counted, verb
 
@@ -379,6 +381,8 @@ def _inventory_change(was: tuple[int, str], node: Node) -> str:
 def _create_node(name: str, inventory: Inventory) -> Node:
     missing = {f: "required when a node registers for the first time" for f in INVENTORY_FIELDS
                if getattr(inventory, f) in (None, "")}
+    if not re.match(NODE_NAME_PATTERN, name):
+        missing["name"] = NODE_NAME_MESSAGE  # (the API's serializer says it first)
     if missing:
         raise InvalidAgentRequest(missing)
     node = Node(name=name, simulated=bool(inventory.simulated))
@@ -413,6 +417,8 @@ def _apply_inventory(node: Node, inventory: Inventory) -> Node:
         if value is not None:
             if not value or len(value) > 64:
                 errors[f] = f"must be 1 to 64 characters, got {value!r}"
+            elif "\x00" in value or name_problem(value):
+                errors[f] = name_problem(value) or "null characters are not allowed in a name"
             else:
                 setattr(node, f, value)
     if inventory.capacity_tier is not None:

@@ -6,7 +6,6 @@ NamedRecordField), a name, a hold's reason, environment variables, an instant wi
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
@@ -18,6 +17,7 @@ from rest_framework import serializers
 from rest_framework.fields import get_error_detail
 
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
+from controlplane.models.names import name_problem
 from controlplane.services.hold_text import reason_problem
 from controlplane.services.instants import no_zone_said
 from controlplane.services.jobs import env_problem as job_env_problem
@@ -130,27 +130,6 @@ class NamedChoiceField(serializers.ChoiceField):
         if "invalid_choice" not in given:
             listed = ", ".join(str(key) for key in self.choices).replace("{", "{{").replace("}", "}}")
             self.error_messages["invalid_choice"] = f"'{{input}}' is not a valid choice; choose one of: {listed}."
-
-
-# Control characters (C0, DEL, C1), Unicode's line and paragraph separators and bidirectional
-# overrides: a name is one line of visible text, never an escape sequence for whoever prints it.
-# (NUL has DRF's own message.)
-INVISIBLE = re.compile("[\x01-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_INVISIBLE_MESSAGE = "control characters (escape sequences, new lines, tabs) are not allowed in a name"
-_NOTHING_VISIBLE_MESSAGE = ("a name needs at least one visible character: zero-width and other format characters "
-                            "alone show as nothing")
-
-
-def name_problem(value: str) -> str | None:
-    """Why `value` (trimmed) is no name people can read, or None: a control character or a line
-    break in it, or nothing but format characters (a zero-width space, a soft hyphen, a byte
-    order mark: a job listed with a blank name). Format characters between visible ones, as
-    the zero-width joiners of an emoji family, are kept."""
-    if INVISIBLE.search(value):
-        return _INVISIBLE_MESSAGE
-    if value and all(unicodedata.category(ch)[0] in "CZ" for ch in value):
-        return _NOTHING_VISIBLE_MESSAGE
-    return None
 
 
 def no_record_named(records: Any, given: str, *, slug_field: str = "name", lists_names: bool = False,
