@@ -287,7 +287,10 @@ def register(
     with transaction.atomic():
         # Fencing draws generations from the lease row: lock it first (see the lock order
         # above), and only when there is something to fence, so registrations stay cheap.
-        lease = reconcile.lock_scheduler_lease() if abandoned else None
+        # So does a change of the node's GPUs, CPUs or memory, as an admin's (services/nodes.py,
+        # lock_before_inventory_change): a bind committing meanwhile is seen by the check of
+        # what its live allocations hold, or finds the node changed and is left out.
+        lease = reconcile.lock_scheduler_lease() if abandoned or _changes_shape(existing, inventory) else None
         node = Node.objects.select_for_update(no_key=True).filter(name=name).first()
         if not bootstrap and (
             node is None or not node.agent_token_hash or not hmac.compare_digest(node.agent_token_hash, token_hash(token))
@@ -347,6 +350,16 @@ def register(
         transaction.on_commit(_request_cycle)
     log.info("agent registered", node=name, created=created, settled=released)
     return Registration(node=node, token=fresh, lease_expires_at=node.agent_lease_expires_at, released=released)
+
+
+def _changes_shape(node: Node | None, inventory: Inventory) -> bool:
+    """Whether registering `inventory` changes what a bind relies on of `node` (as read): its
+    GPU type or count, CPUs or memory."""
+    if node is None:
+        return False
+    return ((inventory.gpu_type is not None and inventory.gpu_type != node.gpu_type.name)
+            or any(getattr(inventory, f) is not None and getattr(inventory, f) != getattr(node, f)
+                   for f in ("gpu_count", "cpus", "memory_gb")))
 
 
 def _refuse_stale_running(node: Node | None, running: set[int]) -> None:

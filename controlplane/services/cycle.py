@@ -248,9 +248,13 @@ def commit_plan(
             stale += planned - len(requests)
         # A job held or changed (PATCH) since the read is left out too: its row no longer reads
         # as the snapshot read it (snapshot.BIND_GUARD_COLUMNS), see transitions.bind_jobs.
+        # ... and so is one onto a node whose inventory changed since (an admin's PATCH, its agent
+        # registering fewer GPUs: those take the lease row first, so they committed before this).
         bound, not_bound = transitions.bind_jobs(
             requests, lease=lease, at=now, actor=actor, node_names={v: k for k, v in context.node_ids.items()},
             guard_columns=BIND_GUARD_COLUMNS,
+            node_shapes={context.node_ids[n.name]: (n.gpu_type, n.gpus, n.cpus, n.memory_gb)
+                         for n in context.snapshot.nodes if n.name in context.node_ids},
         )
         binds += bound
         stale += not_bound

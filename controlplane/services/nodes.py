@@ -61,6 +61,19 @@ def _holders(node_pk: int, indices: bool, **gpus: object) -> str:
     return ", ".join(said) + (f" and {more} more job{'s' if more > 1 else ''}" if more else "")
 
 
+def lock_before_inventory_change() -> None:
+    """Inside the transaction of a change of a node's inventory (GPU type and count, CPUs,
+    memory: the API's PATCH, the admin's node page), before the node's row is locked: the
+    scheduler lease row, as a cordon takes it (lock order lease → node). A cycle's commit binding
+    onto the node meanwhile is then done before the change judges the node's live allocations
+    (`gpu_count_refusal` and the others see its bind), or waits for the change and finds the node
+    as changed (transitions.bind_jobs leaves the bind out). Until 5 Dec neither waited for the
+    other, and a job was bound onto GPUs 4-7 of a node just shrunk to 4."""
+    from controlplane.services.reconcile import lock_scheduler_lease
+
+    lock_scheduler_lease()
+
+
 def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
     """Why `node` may not have `gpu_count` GPUs now, or None: live allocations hold GPUs whose
     index would be beyond it (the engine refuses such a fleet, so every cycle would fail). The

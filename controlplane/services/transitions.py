@@ -220,6 +220,7 @@ def bind_jobs(
     actor: str,
     node_names: dict[int, str],
     guard_columns: Sequence[Any] = (),
+    node_shapes: Mapping[int, tuple[str, int, int, int]] | None = None,
 ) -> tuple[int, int]:
     """Bind many pending jobs in a handful of queries, each gang whole or not at all.
 
@@ -233,7 +234,11 @@ def bind_jobs(
          that commits first is what this locked read sees; one that comes later waits for this
          commit and then finds the job running (services/holds.py);
       2. drop every request touching a GPU that is live already, or that an earlier request of
-         this batch takes (a stale snapshot): it is stale, the next cycle sees the truth;
+         this batch takes (a stale snapshot), or a node no longer ready, or one whose inventory
+         is no longer what the plan's snapshot read (`node_shapes`: node id → its GPU type, GPU
+         count, CPUs and memory as read; an admin's or its agent's change since, which takes the
+         lease row first as a cordon does), or a GPU index the node no longer has: it is stale,
+         the next cycle sees the truth;
       3. mark the jobs running, draw one generation each, insert the allocations, their GPUs
          and one JOB_BOUND event each, in bulk.
     The database's unique index on live GPUs still guards step 3; should it ever fire, the
@@ -270,13 +275,19 @@ def bind_jobs(
     #    may have quarantined one since our snapshot; it would only fence the bind next pass)
     wanted = {(m.node_id, i) for r in requests for m in r.gpus for i in m.gpu_indices}
     taken = _live_among(wanted)
-    unready = set(
-        Node.objects.filter(pk__in={node for node, _ in wanted}).exclude(state=NodeState.READY).values_list("pk", flat=True)
-    )
+    unready: set[int] = set()
+    count_of: dict[int, int] = {}
+    for pk, state, *shape in Node.objects.filter(pk__in={node for node, _ in wanted}).values_list(
+            "pk", "state", "gpu_type__name", "gpu_count", "cpus", "memory_gb"):
+        count_of[pk] = shape[1]
+        read = (node_shapes or {}).get(pk)
+        if state != NodeState.READY or (read is not None and tuple(read) != tuple(shape)):
+            unready.add(pk)
     chosen: list[BindRequest] = []
     for request in requests:
         gpus = {(m.node_id, i) for m in request.gpus for i in m.gpu_indices}
-        if request.job_id not in pending or gpus & taken or any(m.node_id in unready for m in request.gpus):
+        if (request.job_id not in pending or gpus & taken or any(m.node_id in unready for m in request.gpus)
+                or any(i >= count_of.get(node, 0) for node, i in gpus)):
             continue
         taken |= gpus
         chosen.append(request)

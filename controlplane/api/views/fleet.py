@@ -274,6 +274,11 @@ class NodeViewSet(AdminWritableViewSet):
             cordon_reason=nodes.cordon_reason(),
         )
 
+    def update(self, request: Request, *args: Any, **kwargs: Any) -> Response:
+        with transaction.atomic():
+            nodes.lock_before_inventory_change()  # the lease row, then the node's (services/nodes.py)
+            return super().update(request, *args, **kwargs)
+
     def perform_create(self, serializer: Any) -> None:
         super().perform_create(serializer)
         serializer.instance.allocated_gpus = 0  # a new node holds nothing yet
