@@ -67,9 +67,10 @@ from scheduler_core.sentences import counted, verb
 log = structlog.get_logger(__name__)
 
 TOKEN_PREFIX = "qma_"
-# Why the control plane stopped a gang whose member ended on its own (see _member_gone).
-RELEASE_GANG_MEMBER_EXITED = "GangMemberExited"
-RELEASE_GANG_MEMBER_FAILED = "GangMemberFailed"
+# Why the control plane stopped a gang whose member ended on its own (see _member_gone; their
+# home is services/transitions.py, whose fence settles them too).
+RELEASE_GANG_MEMBER_EXITED = transitions.RELEASE_GANG_MEMBER_EXITED
+RELEASE_GANG_MEMBER_FAILED = transitions.RELEASE_GANG_MEMBER_FAILED
 # Why an allocation is fenced when its agent says the processes are gone for a reason that is
 # not the job's own (agent restart or shutdown, self-fence on lease loss, refused generation).
 FENCE_AGENT_RESTARTED = "AgentRestarted"
@@ -1053,7 +1054,7 @@ def _member_gone(
             code, words = exit_code, said
             if allocation.release_reason in (RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED):
                 # the gang ended because a member did: its code and its agent's words are the job's
-                code, words = _first_member_exit(allocation, default=(exit_code, said))
+                code, words = transitions.first_member_exit(allocation, default=(exit_code, said))
             transitions.complete_release(allocation.pk, exit_code=code, at=at, actor=actor, said=words)
             return
         if allocation.state == AllocationState.ACTIVE:
@@ -1067,22 +1068,6 @@ def _member_gone(
                 + (f"exited with code {exit_codes.said(exit_code)}" if exit_code is not None else "is gone")
                 + (f" ({said})" if said else "") + f"; the rest of the gang gets {grace} s to exit",
             )
-
-
-def _first_member_exit(allocation: Allocation, default: tuple[int | None, str]) -> tuple[int | None, str]:
-    """The exit code of the gang member that ended first, and what its agent said of it for the
-    job's owner (`agent_said` of its MemberExited event); `default` (code, words) when none
-    ended with a code."""
-    first = (
-        Event.objects.filter(allocation=allocation, kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited")
-        .order_by("created_at", "id")
-        .values_list("data", flat=True)
-        .first()
-    )
-    if first is None:
-        return default
-    code = first.get("exit_code")
-    return default if code is None else (int(code), str(first.get("agent_said") or ""))
 
 
 def _work_lost(allocation: Allocation, node: Node, report: Report, *, actor: str) -> None:

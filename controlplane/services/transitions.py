@@ -50,6 +50,11 @@ RELEASE_RESIZED = "Resized"
 # Requeued at someone's request (`POST jobs/{id}/requeue/`, Slurm's `scontrol requeue`), and the
 # same with `hold` (`scontrol requeuehold`): back to the queue held once stopped. Who asked and why
 # are in the stop's notice (a job.stopping event with this reason, see `requeue_request`).
+# Why the rest of a gang is stopped when one of its members ended on its own (exit code 0, or
+# another): that member's exit ends the job (agent_protocol._member_gone, which signals the stop).
+RELEASE_GANG_MEMBER_EXITED = "GangMemberExited"
+RELEASE_GANG_MEMBER_FAILED = "GangMemberFailed"
+GANG_MEMBER_STOPS = (RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED)
 RELEASE_REQUEUED = "Requeued"
 RELEASE_REQUEUED_HELD = "RequeuedHeld"
 REQUESTED_REQUEUES = (RELEASE_REQUEUED, RELEASE_REQUEUED_HELD)
@@ -817,6 +822,19 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
                      reason=FINISHED_REASONS[state], message=f"{said}; {node_gone} before confirming the stop",
                      data={"state": state.value, "exit_code": None, "nodes": names})
         dependencies.ended([dependencies.Change(job.pk, state)], at=at, actor=actor)
+    elif allocation.release_reason in GANG_MEMBER_STOPS:
+        # A member's own exit ended the job; the rest of the gang was being stopped. Its node
+        # going quiet meanwhile does not undo that: it ends as the first member's exit says, as
+        # when the rest confirms the stop (until 5 Dec it was requeued: a gang whose rank had
+        # finished with 0 ran again).
+        code, words = first_member_exit(allocation, default=(None, ""))
+        state = JobState.SUCCEEDED if code == 0 else JobState.FAILED
+        Job.objects.filter(pk=job.pk).update(state=state, finished_at=at, state_changed_at=at, exit_code=code)
+        message, data = finished_words(state, code, names, words)
+        record_event(EventKind.JOB_FINISHED, actor, job=job, allocation=allocation, node=node, at=at,
+                     reason=FINISHED_REASONS[state], message=f"{message}; {node_gone} before confirming the stop",
+                     data=data)
+        dependencies.ended([dependencies.Change(job.pk, state, code)], at=at, actor=actor)
     elif allocation.release_reason in REQUESTED_REQUEUES:
         requeue_as_asked(job, allocation, at=at, actor=actor, held=held, node=node, names=names,
                          fenced=f"{node_gone} before confirming the stop")
@@ -826,8 +844,25 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     return True
 
 
+def first_member_exit(allocation: Allocation, default: tuple[int | None, str]) -> tuple[int | None, str]:
+    """The exit code of the gang member that ended first, and what its agent said of it for the
+    job's owner (`agent_said` of its MemberExited event); `default` (code, words) when none
+    ended with a code."""
+    first = (
+        Event.objects.filter(allocation=allocation, kind=EventKind.ALLOCATION_RELEASED, reason="MemberExited")
+        .order_by("created_at", "id")
+        .values_list("data", flat=True)
+        .first()
+    )
+    if first is None:
+        return default
+    code = first.get("exit_code")
+    return default if code is None else (int(code), str(first.get("agent_said") or ""))
+
+
 #: The stops that end the job even when fenced before confirming them (a cancel, a runtime
-#: limit): the state it ends in and how its event says so.
+#: limit; a gang member's exit too, by its exit code: see fence_allocation): the state it ends
+#: in and how its event says so.
 _ENDED_BY_THEIR_STOP = {RELEASE_CANCELLED: (JobState.CANCELLED, "Cancelled"),
                         RELEASE_RUNTIME_LIMIT: (JobState.TIMED_OUT, "Timed out")}
 
