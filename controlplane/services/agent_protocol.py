@@ -860,15 +860,22 @@ def _shutting_down(nodes: Iterable[Node], now: datetime) -> None:
     then refused (or, before that, ran into its shutdown): one job was requeued nine times in
     the 20 s a slow job took to stop. The operator's wish (`unschedulable`) is untouched: the
     node returns ready when its agent registers again, as it would have."""
+    from controlplane.services import reconcile
+
     for node in nodes:
-        if Node.objects.filter(pk=node.pk, state=NodeState.READY).update(state=NodeState.DRAINING):
-            node.state = NodeState.DRAINING
-            transitions.record_event(
-                EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="AgentShuttingDown",
-                message=f"{node.name}: ready → draining, its agent is stopping its jobs to shut down; no new "
-                "work goes there, and it goes down once they have stopped",
-                data={"from": NodeState.READY.value, "to": NodeState.DRAINING.value},
-            )
+        with transaction.atomic():
+            # The lease row first, as a cordon takes it: a cycle's commit binding onto the node now
+            # is done before (its job is then one the agent stops), or finds the node draining and
+            # leaves the bind out (until 5 Dec it could commit after, and the agent refused it).
+            reconcile.lock_scheduler_lease()
+            if Node.objects.filter(pk=node.pk, state=NodeState.READY).update(state=NodeState.DRAINING):
+                node.state = NodeState.DRAINING
+                transitions.record_event(
+                    EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="AgentShuttingDown",
+                    message=f"{node.name}: ready → draining, its agent is stopping its jobs to shut down; no new "
+                    "work goes there, and it goes down once they have stopped",
+                    data={"from": NodeState.READY.value, "to": NodeState.DRAINING.value},
+                )
 
 
 def _flush_started(started: list[tuple[Node, Allocation, Report]]) -> None:

@@ -114,23 +114,34 @@ def _mark_suspect(now: datetime) -> int:
     who = actor()
     for node in Node.objects.filter(silent, state__in=_HEARD_STATES).only(
             "pk", "name", "state", "unschedulable", "last_heartbeat_at"):
-        # Compare-and-set: a heartbeat (or an operator's click) that landed since the read wins.
-        if Node.objects.filter(silent, pk=node.pk, state=node.state).update(state=NodeState.SUSPECT):
-            count += 1
-            heard = (
-                f"last heard {(now - node.last_heartbeat_at).total_seconds():.1f} s ago"
-                if node.last_heartbeat_at else "its agent never registered"
-            )
-            returns = node.state if node.unschedulable and node.state != NodeState.READY else NodeState.READY
-            transitions.record_event(
-                EventKind.NODE_STATE, who, node=node, at=now, reason=MISSED_HEARTBEATS,
-                message=f"{node.name}: {node.state} → suspect, {heard}; no new work goes there, running work is left "
-                f"alone" + (f"; it returns {returns} when heartbeats resume" if returns != NodeState.READY else ""),
-                data={"from": str(node.state), "to": NodeState.SUSPECT.value, "returns": str(returns),
-                      "unschedulable": node.unschedulable,
-                      "last_heartbeat_at": node.last_heartbeat_at.isoformat() if node.last_heartbeat_at else None},
-            )
+        with transaction.atomic():
+            # The lease row first, as a cordon takes it: a cycle's commit binding onto the node
+            # now is done before (its job is running work, left alone), or finds it suspect and
+            # leaves the bind out. Until 5 Dec a bind that had read it ready committed after.
+            lock_scheduler_lease()
+            count += _mark_one_suspect(node, silent, now, who)
     return count
+
+
+def _mark_one_suspect(node: Node, silent: Q, now: datetime, who: str) -> int:
+    """1 if `node` (as read) became suspect now, with its event; 0 if it moved since."""
+    # Compare-and-set: a heartbeat (or an operator's click) that landed since the read wins.
+    if not Node.objects.filter(silent, pk=node.pk, state=node.state).update(state=NodeState.SUSPECT):
+        return 0
+    heard = (
+        f"last heard {(now - node.last_heartbeat_at).total_seconds():.1f} s ago"
+        if node.last_heartbeat_at else "its agent never registered"
+    )
+    returns = node.state if node.unschedulable and node.state != NodeState.READY else NodeState.READY
+    transitions.record_event(
+        EventKind.NODE_STATE, who, node=node, at=now, reason=MISSED_HEARTBEATS,
+        message=f"{node.name}: {node.state} → suspect, {heard}; no new work goes there, running work is left "
+        f"alone" + (f"; it returns {returns} when heartbeats resume" if returns != NodeState.READY else ""),
+        data={"from": str(node.state), "to": NodeState.SUSPECT.value, "returns": str(returns),
+              "unschedulable": node.unschedulable,
+              "last_heartbeat_at": node.last_heartbeat_at.isoformat() if node.last_heartbeat_at else None},
+    )
+    return 1
 
 
 def state_after_suspect(node: Node) -> NodeState:
