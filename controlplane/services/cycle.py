@@ -207,7 +207,17 @@ def commit_plan(
     binds = stops = resizes = stale = 0
     with transaction.atomic():
         lease = locked_lease_if_current(epoch, holder)
-        for order in _stop_orders(plan, context):
+        orders = _stop_orders(plan, context)
+        # The stops' allocation rows first, in id order, as a report of several exits takes them
+        # (transitions.complete_releases): in the plan's order (kills by job id as text, then
+        # preemptions, then resizes) a commit and an agent's report of two of those jobs' exits
+        # each held one and waited for the other, and PostgreSQL aborted one of them.
+        stopping = sorted({context.live_allocations[o.job_id].allocation_id for o in orders
+                           if o.job_id in context.live_allocations})
+        if stopping:
+            list(Allocation.objects.select_for_update(no_key=True).filter(pk__in=stopping).order_by("pk")
+                 .values_list("pk", flat=True))
+        for order in orders:
             live = context.live_allocations.get(order.job_id)
             if live is None:
                 continue  # nothing of it runs any more: nothing to stop
