@@ -612,6 +612,14 @@ def _reply(request: SyncRequest, view: tuple[str, datetime | None], allocations:
     stop = sorted({g for g in request.running if g not in given} | set(stale))
     running_stale = sorted(g for g in stop if g in set(request.running))
     if running_stale:
+        # Not a run released on its agent's own word (its exit, its confirmed stop): a `running`
+        # list older than that word (a wake-up's, sent when the wait began; a heartbeat held up
+        # on the way) still names it, yet the agent no longer runs it. A fenced run keeps
+        # no generation of its own (the fence bumps it) and is still told here.
+        ended = set(Allocation.objects.filter(generation__in=running_stale, state=AllocationState.RELEASED)
+                    .values_list("generation", flat=True))
+        running_stale = [g for g in running_stale if g not in ended]
+    if running_stale:
         # The agent runs work the control plane no longer gives it: a healed partition, a
         # fenced allocation, a lost message. Record it; the reply makes the agent stop it.
         transitions.record_event(
