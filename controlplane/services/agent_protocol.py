@@ -38,7 +38,7 @@ from typing import Any
 
 import structlog
 from django.conf import settings
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, transaction
 from django.db.models import Count, F, Value
 from django.db.models.functions import Coalesce, Greatest
 
@@ -251,6 +251,22 @@ def actor_for(node: Node | str) -> str:
 
 
 def register(
+    name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime,
+    self_fenced_at: datetime | None = None,
+) -> Registration:
+    """Register (or re-register) the agent of node `name` (`_register`). A registration that
+    found no node and met one created meanwhile by another registration of the same name (an
+    agent's retry of a registration it timed out on, still being written) registers it again,
+    as any re-registration: until 5 Dec it was refused, quoting the database's unique name."""
+    try:
+        return _register(name, inventory, token=token, running=running, now=now, self_fenced_at=self_fenced_at)
+    except IntegrityError:
+        if not Node.objects.filter(name=name).exists():
+            raise
+        return _register(name, inventory, token=token, running=running, now=now, self_fenced_at=self_fenced_at)
+
+
+def _register(
     name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime,
     self_fenced_at: datetime | None = None,
 ) -> Registration:
