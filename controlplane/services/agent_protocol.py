@@ -691,8 +691,10 @@ def renew_leases(nodes: Sequence[Node], now: datetime) -> set[int]:
         wish = Node.objects.filter(pk=node.pk).values_list("unschedulable", flat=True).first()
         node.unschedulable = bool(wish)
         back = reconcile.state_after_suspect(node)
-        if Node.objects.filter(pk=node.pk, state=NodeState.SUSPECT).update(state=back):
-            node.state = back
+        # The state and its event together or not at all (the next heartbeat tries again).
+        with transaction.atomic():
+            if not Node.objects.filter(pk=node.pk, state=NodeState.SUSPECT).update(state=back):
+                continue
             transitions.record_event(
                 EventKind.NODE_STATE, actor_for(node), node=node, at=now, reason="HeartbeatsResumed",
                 message=f"{node.name}: suspect → {back}, heartbeats resumed before its lease ran out"
@@ -700,6 +702,7 @@ def renew_leases(nodes: Sequence[Node], now: datetime) -> set[int]:
                 data={"from": NodeState.SUSPECT.value, "to": str(back)},
             )
             transaction.on_commit(_request_cycle)
+        node.state = back
     return renewed
 
 
