@@ -259,9 +259,12 @@ def bind_jobs(
     singletons: set[int] = set()  # Slurm's singleton (a change of it waits for this lock)
     alternatives: set[int] = set()  # any-of dependencies (Slurm's `?`; likewise)
     as_read = {r.job_id: r.as_read for r in requests}
+    # In id order, as every writer of several jobs takes them (holds.hold_array, jobs.cancel_waiting):
+    # in the order PostgreSQL read them a job row updated since came after one with a higher
+    # id, and a bind and an array's hold each held one and waited for the other.
     for row in Job.objects.select_for_update(no_key=True).filter(
         pk__in=ids, state=JobState.PENDING, hold=JobHold.NONE
-    ).values_list("pk", "team_id", "singleton", "dependency_mode", *guard_columns):
+    ).order_by("pk").values_list("pk", "team_id", "singleton", "dependency_mode", *guard_columns):
         expected = as_read.get(row[0])
         if guard_columns and expected is not None and tuple(row[4:]) != tuple(expected):
             continue  # changed since the snapshot: stale, the next cycle plans it as it is now
