@@ -401,6 +401,11 @@ def _write_reasons(rows: list[tuple[Any, ...]]) -> set[int]:
     if connection.vendor == "postgresql":
         columns = list(zip(*rows, strict=True))
         with connection.cursor() as cursor:
+            # Their rows first, in id order, as every writer of several jobs takes them
+            # (holds.hold_array, jobs.cancel_waiting, the bind): in the UPDATE's own order (the
+            # queue's) it and an array's hold each held a row the other wanted.
+            cursor.execute(f"SELECT id FROM {table} WHERE id = ANY(%s) ORDER BY id FOR NO KEY UPDATE",
+                           [sorted(columns[0])])
             cursor.execute(
                 f"UPDATE {table} AS j SET pending_code = v.code, pending_words = v.words, "
                 "would_start_if_words = v.would, pending_resolvable = v.resolvable "

@@ -64,3 +64,39 @@ def test_a_bind_and_an_array_hold_of_the_same_jobs_take_their_rows_in_one_order(
     holds_ = dict(Job.objects.filter(pk__in=(low.pk, high.pk)).values_list("pk", "hold"))
     for pk in (low.pk, high.pk):  # each either held (and waiting) or bound, never both
         assert (states[pk], holds_[pk]) in ((JobState.PENDING, JobHold.ADMIN), (JobState.RUNNING, JobHold.NONE))
+
+
+def test_a_cycle_rewording_two_waiting_jobs_and_an_array_hold_of_both_take_their_rows_in_one_order(
+        committed_fleet: Fleet) -> None:
+    """The same for the cycle's store of waiting jobs' reasons (cycle._write_reasons, one UPDATE
+    of the jobs whose reason changed): it locks their rows in id order first."""
+    from controlplane.services import cycle
+
+    fleet = committed_fleet
+    low = f.make_job(fleet.ml, fleet.research, name="task-1", gpus=1)
+    high = f.make_job(fleet.ml, fleet.research, name="task-2", gpus=1)
+    Job.objects.filter(pk=low.pk).update(name="task-1 (renamed)")  # its row now later in the table
+    read = dict(Job.objects.filter(pk__in=(low.pk, high.pk)).values_list(
+        "pk", "pending_code").order_by("pk"))
+    words = {pk: Job.objects.filter(pk=pk).values_list("pending_words", "would_start_if_words").get()
+             for pk in (low.pk, high.pk)}
+
+    def reword_both() -> set[int]:
+        with transaction.atomic():
+            return cycle._write_reasons([
+                (pk, "InsufficientGpus", "No room", "", True, read[pk], words[pk][0], words[pk][1])
+                for pk in (high.pk, low.pk)])
+
+    with transaction.atomic():
+        Job.objects.select_for_update(no_key=True).get(pk=low.pk)
+        holding, held = in_thread(lambda: holds.hold_array(fleet.users["admin"], [low.pk, high.pk],
+                                                          release_them=False, reason="maintenance"))
+        assert blocked_on_a_lock(at_least=1)
+        rewording, reworded = in_thread(reword_both)
+        assert blocked_on_a_lock(at_least=2)
+    holding.join(30)
+    rewording.join(30)
+
+    assert "error" not in held, held.get("error")
+    assert "error" not in reworded, reworded.get("error")
+    assert set(Job.objects.filter(pk__in=(low.pk, high.pk)).values_list("hold", flat=True)) == {JobHold.ADMIN}
