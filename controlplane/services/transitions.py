@@ -47,14 +47,14 @@ RELEASE_PREEMPTED = "Preempted"
 RELEASE_RUNTIME_LIMIT = "RuntimeLimitExceeded"
 RELEASE_CANCELLED = "Cancelled"
 RELEASE_RESIZED = "Resized"
-# Requeued at someone's request (`POST jobs/{id}/requeue/`, Slurm's `scontrol requeue`), and the
-# same with `hold` (`scontrol requeuehold`): back to the queue held once stopped. Who asked and why
-# are in the stop's notice (a job.stopping event with this reason, see `requeue_request`).
 # Why the rest of a gang is stopped when one of its members ended on its own (exit code 0, or
 # another): that member's exit ends the job (agent_protocol._member_gone, which signals the stop).
 RELEASE_GANG_MEMBER_EXITED = "GangMemberExited"
 RELEASE_GANG_MEMBER_FAILED = "GangMemberFailed"
 GANG_MEMBER_STOPS = (RELEASE_GANG_MEMBER_EXITED, RELEASE_GANG_MEMBER_FAILED)
+# Requeued at someone's request (`POST jobs/{id}/requeue/`, Slurm's `scontrol requeue`), and the
+# same with `hold` (`scontrol requeuehold`): back to the queue held once stopped. Who asked and why
+# are in the stop's notice (a job.stopping event with this reason, see `requeue_request`).
 RELEASE_REQUEUED = "Requeued"
 RELEASE_REQUEUED_HELD = "RequeuedHeld"
 REQUESTED_REQUEUES = (RELEASE_REQUEUED, RELEASE_REQUEUED_HELD)
