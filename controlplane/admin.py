@@ -629,13 +629,6 @@ class NodeAdmin(ConfigAudited):
 
     form = NodeForm
     list_display = ("name", "pool", "gpu_type", "gpu_count", "leaf_switch", "spine", "state", "last_heartbeat_at")
-
-    def get_object(self, request, object_id, from_field=None):  # type: ignore[no-untyped-def]
-        """A save takes the scheduler lease row before the node's (services/nodes.py,
-        lock_before_inventory_change), as the API's PATCH does."""
-        if request.method == "POST" and from_field is None and transaction.get_connection().in_atomic_block:
-            nodes.lock_before_inventory_change()
-        return super().get_object(request, object_id, from_field)
     list_filter = ("pool", "state", "gpu_type", "leaf_switch")
     search_fields = ("name",)
     exclude = ("agent_token_hash",)
@@ -647,6 +640,13 @@ class NodeAdmin(ConfigAudited):
         _node_action(nodes.retire, "Retire selected nodes: out of the fleet for good (refused while jobs run there)"),
         _node_action(nodes.return_to_service, "Return selected nodes to service: down until their agents register"),
     ]
+
+    def get_object(self, request, object_id, from_field=None):  # type: ignore[no-untyped-def]
+        """A save takes the scheduler lease row before the node's (services/nodes.py,
+        lock_before_inventory_change), as the API's PATCH does."""
+        if request.method == "POST" and from_field is None and transaction.get_connection().in_atomic_block:
+            nodes.lock_before_inventory_change()
+        return super().get_object(request, object_id, from_field)
 
 
 

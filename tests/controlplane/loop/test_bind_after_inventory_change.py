@@ -114,3 +114,28 @@ def test_an_agent_registering_fewer_gpus_waits_for_a_commit_in_progress_too(flee
 
     assert "error" in registered and "gpu_count" in str(registered["error"]), registered
     assert Node.objects.get(pk=node.pk).gpu_count == 8
+
+
+def test_the_admins_node_page_waits_for_a_commit_in_progress_too(fleet: LoopFleet) -> None:
+    from django.test import Client
+
+    node, second = _half_taken(fleet, "inventory-shrink-3")
+    plan, context, lease = plan_binding(second)
+    f.make_user("inventory-boss", superuser=True, password="inventory-boss")
+    browser = Client()
+    assert browser.login(username="inventory-boss", password="inventory-boss")
+    path = f"/admin/controlplane/node/{node.pk}/change/"
+    form = {k: v for k, v in f.admin_change_form(browser.get(path)).items() if v is not False}
+    form["gpu_count"] = 4
+    with transaction.atomic():
+        reconcile.lock_scheduler_lease()
+        saving, saved = in_thread(lambda: browser.post(path, form))
+        assert blocked_on_a_lock(), "the admin's save should wait for the commit's lease row"
+        assert commit_planned(plan, context, lease).binds == 1
+    saving.join(30)
+
+    assert "error" not in saved, saved.get("error")
+    r = saved["result"]
+    assert r.status_code == 200, "the form was accepted"
+    assert list(r.context["adminform"].form.errors) == ["gpu_count"]
+    assert Node.objects.get(pk=node.pk).gpu_count == 8
