@@ -21,7 +21,9 @@ The storage side of fencing (seed 001 §8.2) lives here and in services/reconcil
     under a process the control plane knows of.
 
 Lock order, everywhere (so two paths never deadlock): scheduler lease row → node row →
-allocation row → job row → allocation GPU rows.
+allocation row → job row → allocation GPU rows; several rows of one table in id order (the
+cycle's commit kept neither for its runtime-limit kills, its stops, its binds and its waiting
+jobs' reasons until 5 Dec: each could deadlock with an agent's report or an array's hold).
 """
 
 from __future__ import annotations
