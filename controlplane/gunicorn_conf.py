@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import os
 
-from controlplane.structured_logs import logging_config
+from controlplane.structured_logs import log_settings, logging_config
 
 #: gunicorn.error is its operational log (not only errors); both propagate to the root handler.
+#: A format or level no process can follow stops gunicorn here, naming the variable.
 logconfig_dict = logging_config(
-    os.environ.get("QM_LOG_FORMAT", "json"),
-    os.environ.get("QM_LOG_LEVEL", "INFO"),
+    *log_settings(os.environ),
     loggers={"gunicorn.error": {"level": "INFO", "propagate": True},
              "gunicorn.access": {"level": "INFO", "propagate": True}},
 )

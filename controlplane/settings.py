@@ -346,9 +346,11 @@ SPECTACULAR_SETTINGS = {
 DATA_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # --- Logging: structured, one JSON object per line in production ---------------------------
-LOG_FORMAT = os.environ.get("QM_LOG_FORMAT", "console" if DEBUG else "json")
-LOGGING = structured_logs.logging_config(LOG_FORMAT, os.environ.get("QM_LOG_LEVEL", "INFO"),
-                                         loggers={"django.server": {"level": "WARNING"}})
+try:
+    LOG_FORMAT, _LOG_LEVEL = structured_logs.log_settings(os.environ, "console" if DEBUG else "json")
+except structured_logs.LogSettingRefused as refused:
+    raise ImproperlyConfigured(f"{refused} (docs/operations.md, Starting it).") from None
+LOGGING = structured_logs.logging_config(LOG_FORMAT, _LOG_LEVEL, loggers={"django.server": {"level": "WARNING"}})
 
 
 def configure_logging(config: dict[str, Any]) -> None:

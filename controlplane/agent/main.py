@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 
 import structlog
 
+from controlplane import structured_logs
 from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, refusal
 from controlplane.agent.containment import ContainmentError
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
@@ -62,6 +63,15 @@ def _seconds(*, zero: bool) -> Any:
         if not math.isfinite(value) or value < 0 or (value == 0 and not zero):
             raise argparse.ArgumentTypeError(f"{text} must be {'0 or more' if zero else 'more than 0'} seconds")
         return value
+    return parse
+
+
+def _log_setting(check: Any, variable: str) -> Any:
+    def parse(text: str) -> str:
+        try:
+            return str(check(text, name=variable))
+        except structured_logs.LogSettingRefused as refused:  # the flag's, else the variable's value
+            raise argparse.ArgumentTypeError(f"{refused.problem} (the flag, else ${variable})") from None
     return parse
 
 
@@ -139,8 +149,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "under systemd with Delegate=yes, else /sys/fs/cgroup/unified or /sys/fs/cgroup, if "
                         "writable), off, or a path; without one a process that clears its environment and leaves "
                         "its session outlives its run")
-    p.add_argument("--log-format", choices=["json", "console"], default=os.environ.get("QM_LOG_FORMAT", "json"))
-    p.add_argument("--log-level", default=os.environ.get("QM_LOG_LEVEL", "INFO"))
+    # argparse checks `choices` on the command line only, and `type` on a string default too:
+    # QM_LOG_FORMAT=JSON was taken as console text, QM_LOG_LEVEL=verbose ended in a KeyError.
+    p.add_argument("--log-format", type=_log_setting(structured_logs.log_format, "QM_LOG_FORMAT"),
+                   metavar="{json,console}", default=os.environ.get("QM_LOG_FORMAT", "json"))
+    p.add_argument("--log-level", type=_log_setting(structured_logs.log_level, "QM_LOG_LEVEL"),
+                   default=os.environ.get("QM_LOG_LEVEL", "INFO"))
     return p.parse_args(argv)
 
 
