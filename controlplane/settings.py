@@ -56,6 +56,19 @@ def _env_int(name: str, default: str, *, least: int = 1) -> int:
     return int(_env_number(name, default, int, least, above=False))
 
 
+def _env_rate(name: str, default: str) -> str:
+    """A request rate as the API's throttle reads it (api/throttling.parse_rate): a whole number
+    >= 1, `/`, and a period whose first letter is s, m, h or d. Refused at start otherwise: until
+    5 Dec `abc` started fine and then every API request answered 500."""
+    raw = os.environ.get(name, default)
+    count, slash, period = raw.partition("/")
+    if not (slash and count.strip().isdigit() and int(count) >= 1 and period.strip()[:1].lower() in set("smhd")):
+        raise ImproperlyConfigured(f"{name} must be REQUESTS/PERIOD (a whole number >= 1, per s, m, h or d: "
+                                   f"100000/hour, 50/minute), got {raw!r} (docs/operations.md lists every setting "
+                                   f"with its default, {default}).")
+    return raw
+
+
 DEBUG = _env_bool("DEBUG", False)
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
@@ -326,7 +339,7 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"user": os.environ.get("QM_USER_THROTTLE", "100000/hour")},
+    "DEFAULT_THROTTLE_RATES": {"user": _env_rate("QM_USER_THROTTLE", "100000/hour")},
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Quartermaster API",

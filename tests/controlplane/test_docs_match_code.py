@@ -171,7 +171,7 @@ def test_cli_docs_show_only_options_the_command_takes():
 
 # --------------------------------------------------------------------- environment variables
 
-READ = re.compile(r"""(?:os\.environ\.get|os\.getenv|_env_bool|_env_float|_env_int)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
+READ = re.compile(r"""(?:os\.environ\.get|os\.getenv|_env_bool|_env_float|_env_int|_env_rate)\(\s*["']([A-Z][A-Z0-9_]+)["']"""
                   r"""|os\.environ\[\s*["']([A-Z][A-Z0-9_]+)["']\s*\]""")
 NOT_SETTINGS = {"DJANGO_SETTINGS_MODULE"}
 
@@ -186,11 +186,11 @@ def _variables_read() -> dict[str, set[str]]:
         for m in READ.finditer(source):
             found.setdefault(m.group(1) or m.group(2), set())
         for node in ast.walk(ast.parse(source)):
-            # os.environ.get(NAME, default), or settings' _env_float/_env_int(NAME, default)
+            # os.environ.get(NAME, default), or settings' _env_float/_env_int/_env_rate(NAME, default)
             if (isinstance(node, ast.Call) and len(node.args) == 2 and isinstance(node.args[0], ast.Constant)
                     and (isinstance(node.func, ast.Attribute) and node.func.attr == "get"
                          and ast.unparse(node.func.value) == "os.environ"
-                         or isinstance(node.func, ast.Name) and node.func.id in {"_env_float", "_env_int"})):
+                         or isinstance(node.func, ast.Name) and node.func.id in {"_env_float", "_env_int", "_env_rate"})):
                 default = _literal(node.args[1])
                 if default:
                     found.setdefault(node.args[0].value, set()).add(default)

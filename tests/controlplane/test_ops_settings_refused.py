@@ -41,6 +41,13 @@ def _start(**values: str) -> subprocess.CompletedProcess[str]:
      "The scheduler refuses its settings: placement_by_workload[training]: unknown plugin 'binpack'; "
      "known: pack, spread."),
     ("QM_FAIR_SHARE_HALF_LIFE_S", "inf", ""),  # a number > 0: the engine takes it (no decay)
+    # Until 5 Dec these started fine, and then every API request answered 500 (the throttle read it)
+    ("QM_USER_THROTTLE", "abc", "QM_USER_THROTTLE must be REQUESTS/PERIOD (a whole number >= 1, per s, m, h or d: "
+     "100000/hour, 50/minute), got 'abc'"),
+    ("QM_USER_THROTTLE", "1000", "QM_USER_THROTTLE must be REQUESTS/PERIOD"),
+    ("QM_USER_THROTTLE", "0/hour", "QM_USER_THROTTLE must be REQUESTS/PERIOD"),
+    ("QM_USER_THROTTLE", "100/week", "QM_USER_THROTTLE must be REQUESTS/PERIOD"),
+    ("QM_USER_THROTTLE", "50/min", ""),
 ])
 def test_a_malformed_setting_refuses_to_start_naming_the_variable(variable: str, value: str, says: str) -> None:
     done = _start(**{variable: value})
