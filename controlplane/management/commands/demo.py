@@ -7,6 +7,7 @@ over HTTP) and a synthetic job stream. Ctrl-C stops everything.
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import secrets
@@ -28,11 +29,25 @@ from controlplane.services.reconcile import reconcile_nodes
 from controlplane.tasks_accounting import accounting_loop
 
 
+def _tcp_port(text: str) -> int:
+    """A TCP port, 1 to 65535. `PORT=abc` ended in a ValueError traceback naming no variable."""
+    try:
+        port = int(text)
+    except ValueError:
+        port = 0
+    if not 1 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"PORT must be a TCP port from 1 to 65535, got {text!r} "
+                                         "(--port, else $PORT)")
+    return port
+
+
 class Command(BaseCommand):
     help = "Run the demo: web server, scheduling loop, simulated agents and a job stream."
 
     def add_arguments(self, parser: Any) -> None:
-        parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
+        # argparse applies `type` to a string default too, so $PORT is checked (and named) as --port is
+        parser.add_argument("--port", type=_tcp_port, default=os.environ.get("PORT", "8000"),
+                            help="where it serves (default: $PORT, else 8000)")
         parser.add_argument("--host", default=os.environ.get("HOST", "127.0.0.1"))
         parser.add_argument("--submit-every", type=float, default=3.0, help="Seconds between synthetic submits.")
         parser.add_argument("--no-stream", action="store_true", help="Submit no synthetic jobs.")
