@@ -245,6 +245,25 @@ class JobOrderingFilter(filters.OrderingFilter):
         return qs.order_by(*ordering, "-id")
 
 
+class _JobWindowsForm(forms.Form):
+    """A time window that ends at or before its start holds nothing: said on its end, as `qm
+    history` refuses an --until not after --since (it answered an empty list, as if no job)."""
+
+    def clean(self) -> dict[str, Any]:
+        cleaned: dict[str, Any] = super().clean() or {}
+        for when in ("submitted", "started", "finished"):
+            start, end = cleaned.get(f"{when}_after"), cleaned.get(f"{when}_before")
+            if start is not None and end is not None and end <= start:
+                self.add_error(f"{when}_before", f"{_utc_words(end)} is not after {when}_after "
+                                                 f"({_utc_words(start)}): the window holds nothing")
+        return cleaned
+
+
+def _utc_words(moment: datetime) -> str:
+    # the pages send times without a zone, labelled UTC; the API's come converted to UTC
+    return (moment.astimezone(UTC) if moment.tzinfo is not None else moment).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
 class JobFilterSet(filters.FilterSet):
     team = NamedRecordFilter(field_name="team__name", records=access.member_teams, scope=JOBS_SCOPE,
                              help_text="Team name: one whose jobs you may read, else a 400.")
@@ -321,6 +340,7 @@ class JobFilterSet(filters.FilterSet):
     class Meta:
         model = Job
         fields: list[str] = []
+        form = _JobWindowsForm
 
 
 class JobHistoryFilterSet(JobFilterSet):

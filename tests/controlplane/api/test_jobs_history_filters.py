@@ -91,6 +91,20 @@ def test_a_time_with_an_offset_is_compared_in_utc(fleet, alice) -> None:
     assert _ids(alice.get(J, {"finished_after": "2026-11-29T10:00:01+09:00"})) == []
 
 
+@pytest.mark.parametrize("when", ["submitted", "started", "finished"])
+def test_a_window_that_ends_before_it_starts_is_a_400_naming_its_end(alice, when) -> None:
+    """Found on the docs walk (5 Dec): `finished_after=2026-12-01&finished_before=2026-11-01` answered
+    200 with no job, as if none had ended, where `qm history` refuses an --until not after --since."""
+    r = alice.get(J, {f"{when}_after": "2026-12-01T00:00:00Z", f"{when}_before": "2026-11-01T00:00:00Z"})
+    assert r.status_code == 400, r.content
+    assert r.json()["errors"] == {f"{when}_before": [
+        f"2026-11-01 00:00:00 UTC is not after {when}_after (2026-12-01 00:00:00 UTC): the window holds nothing"]}
+    same = alice.get(J, {f"{when}_after": "2026-12-01T00:00:00Z", f"{when}_before": "2026-12-01T00:00:00Z"})
+    assert same.status_code == 400 and list(same.json()["errors"]) == [f"{when}_before"], same.content
+    assert alice.get(J, {f"{when}_after": "2026-11-01T00:00:00Z",
+                         f"{when}_before": "2026-12-01T00:00:00Z"}).status_code == 200
+
+
 # ------------------------------------------------------------------ exit codes and lengths
 
 
