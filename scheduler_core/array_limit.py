@@ -5,7 +5,9 @@ array does not take the fleet even where quota would let it. Tasks of the array 
 stop, still holding GPUs), that the cycle binds, or for which it preempts count against the
 limit; once it is reached the array's other tasks keep their place in the queue but are not
 tried: they take no placement attempt, no reservation and no victim, and say how many of the
-array's tasks run and when the first of those ends by its runtime limit.
+array's tasks run. Phase 7 (``explain``) gives every waiting task of the array, in queue order,
+a start no earlier than its array has a slot for it (:meth:`ArrayTaskCounts.slot`), whether
+the limit kept it untried or it was tried and waits for something else.
 """
 
 from __future__ import annotations
@@ -20,15 +22,19 @@ from scheduler_core.types import JobSpec, ReasonCode, RunningJob
 
 
 class ArrayTaskCounts:
-    """Per array: the jobs holding or about to hold GPUs (running, bound or nominated)."""
+    """Per array: the jobs holding or about to hold GPUs (running, bound or nominated), and, in
+    phase 7, the slots its waiting tasks take in queue order."""
 
-    __slots__ = ("members", "throttled")
+    __slots__ = ("members", "slots", "ahead")
 
     def __init__(self, running: Iterable[RunningJob]) -> None:
         self.members: dict[str, list[str]] = {}
-        #: per array, when each of its slots frees up next, once the tasks already left untried
-        #: this cycle (in queue order) have each taken one (a heap; built at its first such task)
-        self.throttled: dict[str, list[float]] = {}
+        #: per array, when each of its ``array_task_limit`` slots frees up next, once the tasks
+        #: already explained this cycle (in queue order) have each taken one (a heap; built at
+        #: its first waiting task in phase 7)
+        self.slots: dict[str, list[float]] = {}
+        #: per array, its tasks ahead of the next waiting one: holding GPUs, or waiting ahead
+        self.ahead: dict[str, int] = {}
         for job in running:
             if job.spec.array_id:
                 self.members.setdefault(job.spec.array_id, []).append(job.spec.id)
@@ -44,23 +50,11 @@ class ArrayTaskCounts:
         if spec.array_id:
             self.members.setdefault(spec.array_id, []).append(spec.id)
 
-    def outcome(self, spec: JobSpec, ends: dict[str, float]) -> Outcome:
-        """Why ``spec`` is not tried: its array's tasks that count, and when there is room for
-        it: the k-th task left untried (in queue order) starts no earlier than the k-th slot to
-        free up, a slot freeing when a task holding it ends by its runtime limit (``ends``) and
-        each task ahead of it in line taking the next free slot for its own limit. Every task
-        of a 100-task array said the first slot's time, as if all could start then."""
+    def outcome(self, spec: JobSpec) -> Outcome:
+        """Why ``spec`` is not tried: its array's tasks that count. Its start is the slot it
+        takes in phase 7 (:meth:`slot`)."""
         limit = spec.array_task_limit or 0
         members = self.members.get(spec.array_id, [])
-        slots = self.throttled.get(spec.array_id)
-        if slots is None:
-            # each end beyond the first len(members) - limit frees a slot (a task with no limit: never)
-            ended = sorted([ends[j] for j in members if j in ends] + [math.inf] * sum(j not in ends for j in members))
-            slots = self.throttled[spec.array_id] = ended[max(len(members) - limit, 0):]  # sorted: a heap
-        eta = slots[0] if slots and slots[0] < math.inf else None
-        if slots:  # this task takes that slot for its runtime limit; the next one in line the next free
-            runtime = spec.runtime_limit_s
-            heapq.heapreplace(slots, slots[0] + runtime if runtime is not None else math.inf)
         return Outcome(
             ReasonCode.ARRAY_TASK_LIMIT,
             f"Its array runs at most {counted(limit, 'task')} at a time and "
@@ -68,5 +62,39 @@ class ArrayTaskCounts:
             f"now; it keeps its place in the queue and is tried once one of them ends.",
             True,
             "a running task of its array ends, or the array's task limit is raised",
-            eta=eta,
         )
+
+    def holds(self, spec: JobSpec) -> bool:
+        """Is ``spec`` one of the tasks that hold a slot already (nominated this cycle)?"""
+        return spec.id in self.members.get(spec.array_id, ())
+
+    def slot(self, spec: JobSpec, ends: dict[str, float], now: float) -> float:
+        """The earliest time the array of ``spec`` (a task waiting, valid, in queue order) has
+        a slot for it, ``inf`` when none is known: the k-th waiting task (counting in queue
+        order) starts no earlier than the k-th slot to free up, a slot being free now while the
+        array holds fewer tasks than its limit, else freeing when a task holding it ends by its
+        runtime limit (``ends``), and each waiting task ahead of it taking the next free slot
+        (:meth:`take`) from its own start for its own limit. Every task of a 100-task array
+        at its limit said the first slot's time, as if all could start then; and before any
+        task ran, all of them said their own start, the limit unseen."""
+        slots = self.slots.get(spec.array_id)
+        if slots is None:
+            limit = spec.array_task_limit or 0
+            members = self.members.get(spec.array_id, [])
+            # each end beyond the first len(members) - limit frees a slot (a task with no limit: never)
+            ended = sorted([ends[j] for j in members if j in ends] + [math.inf] * sum(j not in ends for j in members))
+            slots = self.slots[spec.array_id] = (
+                [now] * (limit - len(members)) + ended[max(len(members) - limit, 0):])  # sorted: a heap
+            self.ahead[spec.array_id] = len(members)
+        return slots[0] if slots else math.inf
+
+    def take(self, spec: JobSpec, start: float | None) -> None:
+        """``spec`` takes the array's next free slot from ``start`` (``None``: unknown) for its
+        runtime limit, the next task in line the next free one."""
+        slots = self.slots[spec.array_id]
+        runtime = spec.runtime_limit_s
+        if slots:
+            begins = slots[0] if start is None or start < slots[0] else start
+            heapq.heapreplace(slots, begins + runtime if runtime is not None and start is not None
+                              else math.inf)
+        self.ahead[spec.array_id] += 1

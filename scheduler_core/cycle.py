@@ -160,7 +160,7 @@ def _schedule(snapshot: Snapshot, config: SchedulerConfig | None,
     for spec in queue:
         # 1b. an array at its task limit: its other tasks keep their place, untried
         if spec.array_task_limit is not None and arrays.full(spec) and _valid(ctx, spec):
-            _settle(ctx, spec, arrays.outcome(spec, ctx.ends))
+            _settle(ctx, spec, arrays.outcome(spec))
         elif ctx.attempts < cfg.max_placement_attempts or not _settle_untried(ctx, spec):
             _decide(ctx, spec)
     mark = ctx.tick()

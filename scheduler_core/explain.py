@@ -45,7 +45,7 @@ from scheduler_core.quota_release import (
     team_release_eta,
 )
 from scheduler_core.release_timeline import DOMAIN_TOPOLOGIES, ReleaseTimeline
-from scheduler_core.sentences import counted
+from scheduler_core.sentences import counted, verb
 from scheduler_core.types import (
     JobSpec,
     PendingExplanation,
@@ -383,14 +383,49 @@ class _Explainer:
             # (a start unknown by runtime limits stays unknown: the lending does not free GPUs)
             eta, estimated, message, would = self._beside_promises(spec, w, eta, estimated,
                                                                    message, would)
-        if eta is not None:
-            if estimated:
-                message = _estimated_sentence(w, eta)
-            if self.windows and unpromised:
-                eta, message = self._clear_of_windows(spec, w, eta, message)
+        if eta is not None and estimated:
+            message = _estimated_sentence(w, eta)
+        # a task of an array with a task limit: no earlier than its array has a slot for it
+        in_array = spec.array_task_limit is not None and resolvable and self._waits_for_slot(spec)
+        if in_array:
+            eta, message, would = self._array_slot(spec, w, eta, message, would, unpromised)
+        if eta is not None and self.windows and unpromised:
+            eta, message = self._clear_of_windows(spec, w, eta, message)
+        if in_array:
+            self.ctx.arrays.take(spec, eta)
         if charged is not None and resolvable and (head_quota is None or job_id != head_quota[4]):
             self._hold_quota_ahead(spec, charged, demand_gpus, eta)
         return pending_explanation(job_id, code, reason, message, resolvable, position, eta, would)
+
+    def _waits_for_slot(self, spec: JobSpec) -> bool:
+        """Is ``spec`` a task of an array with a task limit that holds no slot of it yet (not
+        nominated this cycle)?"""
+        return bool(spec.array_id) and not self.ctx.arrays.holds(spec)
+
+    def _array_slot(self, spec: JobSpec, w: _Worded, eta: float | None, message: str, would: str,
+                    unpromised: bool) -> tuple[float | None, str, str]:
+        """(ETA, sentence, would start if) of a task of an array with a task limit: no earlier
+        than its array has a slot for it, the tasks ahead of it in line (in queue order, from
+        those holding GPUs) taking theirs first (``ArrayTaskCounts.slot``, the rule the tasks
+        its limit left untried are told by). Before any task of a 0-9%3 array ran, all ten
+        were told the first start, though only three can run then. A reservation's or a
+        nomination's start is the cycle's decision and stays."""
+        arrays = self.ctx.arrays
+        slot = arrays.slot(spec, self.ctx.ends, self.now)
+        if w.code is ReasonCode.ARRAY_TASK_LIMIT:  # its limit is what it waits for: its words say so
+            return (slot if slot < math.inf else None), message, would
+        if eta is None or slot <= eta or not unpromised:
+            return eta, message, would
+        limit = spec.array_task_limit or 0
+        ahead = arrays.ahead[spec.array_id]
+        runs = f"its array runs at most {counted(limit, 'task')} at a time, and"
+        would = f"{would}, and a task of its array ahead of it ends"
+        if slot == math.inf:  # every slot is held by a task with no end known
+            return None, (f"{w.text} No start can be estimated: {runs} {counted(limit, 'task')} of it "
+                          f"ahead of this one {verb(limit, 'has', 'have')} no end known by runtime "
+                          f"limits."), would
+        return slot, (f"{w.text} Estimated start t={slot:.0f}: {runs} the {counted(ahead, 'task')} of "
+                      f"it ahead of this one {verb(ahead, 'runs', 'run')} first (by runtime limits)."), would
 
     def _beside_promises(self, spec: JobSpec, w: _Worded, eta: float, estimated: bool,
                          message: str, would: str) -> tuple[float, bool, str, str]:
@@ -463,13 +498,21 @@ class _Explainer:
         if best is None:  # no start known on any type: the words of its remedy's type
             alt = w._replace(alternatives=())
             return self.place(spec, alt, position)
-        alt, eta, message = best
-        if self.windows:
+        alt, start, message = best
+        eta = start
+        would = alt.would
+        in_array = spec.array_task_limit is not None and self._waits_for_slot(spec)
+        if in_array:
+            eta, message, would = self._array_slot(spec, alt, eta, message, would,
+                                                   spec.id not in self.promised)
+        if eta is not None and self.windows:
             eta, message = self._clear_of_windows(spec, alt, eta, message)
+        if in_array:
+            self.ctx.arrays.take(spec, eta)
         if alt.charged is not None and (head_quota is None or spec.id != head_quota[4]):
             self._hold_quota_ahead(spec, alt.charged, alt.demand_gpus, eta)
         return pending_explanation(spec.id, alt.code, alt.reason, message, alt.resolvable,
-                                   position, eta, alt.would)
+                                   position, eta, would)
 
     def _clear_of_windows(self, spec: JobSpec, w: _Worded, eta: float, message: str
                           ) -> tuple[float, str]:

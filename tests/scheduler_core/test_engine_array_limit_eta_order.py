@@ -56,3 +56,64 @@ def test_two_arrays_do_not_share_their_lines():
             .pending(task(1, limit=1), task(2, limit=1), other[1], other[2])
             .plan())
     assert [why(plan, j).eta for j in ("sweep-1", "sweep-2", "other-1", "other-2")] == [HOUR, 2 * HOUR, HOUR / 2, HOUR]
+
+
+def a_full_fleet_and_a_fresh_array(tasks: int = 10, limit: int = 3):
+    """``qm submit --array 0-9%3`` of 10-minute tasks on a full fleet: the node's job may be
+    preempted once it has run its 180 s minimum runtime (stopped by t=210)."""
+    return (make_cluster().nodes(1)
+            .priority("low", 10, min_runtime_s=180)
+            .running(make_running(make_job("busy").priority("low").gpus(8).limit(HOUR)).whole("n0").started(0))
+            .pending(*(task(i, limit=limit, runtime=600) for i in range(tasks))))
+
+
+def test_before_any_task_runs_only_the_limits_worth_of_tasks_share_the_first_start():
+    # The first cycle of the demo walk: all ten tasks were told t=210 ("in 3m"), though at
+    # most three of them can run then; the next three start when those have run (810), and so on.
+    plan = a_full_fleet_and_a_fresh_array().plan()
+    assert bound(plan) == {}
+    assert all(why(plan, f"sweep-{i}").code is ReasonCode.MINIMUM_RUNTIME_PROTECTED for i in range(10))
+    assert [why(plan, f"sweep-{i}").eta for i in range(10)] == [210] * 3 + [810] * 3 + [1410] * 3 + [2010]
+    first, fourth = why(plan, "sweep-0"), why(plan, "sweep-3")
+    assert "array" not in first.message
+    assert fourth.message.startswith(first.message)
+    assert fourth.message.endswith(
+        " Estimated start t=810: its array runs at most 3 tasks at a time, and the 3 tasks of it "
+        "ahead of this one run first (by runtime limits).")
+    assert why(plan, "sweep-9").message.endswith(
+        " Estimated start t=2010: its array runs at most 3 tasks at a time, and the 9 tasks of it "
+        "ahead of this one run first (by runtime limits).")
+    assert "a task of its array ahead of it ends" in fourth.would_start_if
+
+
+def test_the_next_cycle_tells_the_tasks_left_the_same_starts():
+    # a cycle later, the three first tasks run (from t=210): the rest wait on the limit, as told
+    plan = (make_cluster().nodes(1).at(210)
+            .running(*(make_running(task(i, limit=3, runtime=600)).on("n0", i).started(210) for i in range(3)))
+            .pending(*(task(i, limit=3, runtime=600) for i in range(3, 10)))
+            .plan())
+    assert [why(plan, f"sweep-{i}").eta for i in range(3, 10)] == [810] * 3 + [1410] * 3 + [2010]
+    assert all(why(plan, f"sweep-{i}").code is ReasonCode.ARRAY_TASK_LIMIT for i in range(3, 10))
+
+
+def test_a_task_whose_own_start_is_later_than_its_arrays_slot_keeps_its_own_words():
+    # limit 3 of 2 tasks: the array never holds a task back, the sentences say nothing of it
+    plan = a_full_fleet_and_a_fresh_array(tasks=2).plan()
+    assert [why(plan, f"sweep-{i}").eta for i in range(2)] == [210, 210]
+    assert all("array" not in why(plan, f"sweep-{i}").message for i in range(2))
+
+
+def test_before_any_task_runs_a_task_behind_one_without_a_runtime_limit_has_no_start():
+    # limit 1 of tasks without runtime limits: the first may run for ever, so the second
+    # one's start is not known
+    cluster = (make_cluster().nodes(1)
+               .priority("low", 10, min_runtime_s=180)
+               .running(make_running(make_job("busy").priority("low").gpus(8).limit(HOUR)).whole("n0").started(0))
+               .pending(task(0, limit=1).limit(None), task(1, limit=1).limit(None)))
+    plan = cluster.plan()
+    assert why(plan, "sweep-0").eta == 210
+    second = why(plan, "sweep-1")
+    assert second.eta is None
+    assert second.message.endswith(
+        "No start can be estimated: its array runs at most 1 task at a time, and 1 task of it "
+        "ahead of this one has no end known by runtime limits.")
