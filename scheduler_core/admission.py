@@ -41,8 +41,8 @@ def invalid_request(spec: JobSpec) -> str | None:
         for role in spec.roles:
             if role.count < 1 or role.gpus_per_member < 1:
                 return (
-                    f"role {role.name!r} asks for {role.count} members of "
-                    f"{role.gpus_per_member} GPUs; both must be at least 1"
+                    f"role {role.name!r} asks for {counted(role.count, 'member')} of "
+                    f"{counted(role.gpus_per_member, 'GPU')}; both must be at least 1"
                 )
     elif spec.gpus < 1:
         return f"gpus must be at least 1, got {spec.gpus}"
@@ -99,7 +99,7 @@ def _incapable_reason(ctx: CycleContext, member: Member) -> str:
         )
     cpus = max(nc.cpus for nc in type_ok if nc.gpus >= member.gpus)
     if cpus < member.cpus:
-        return f"needs {member.cpus} CPUs on one node; capable nodes have at most {cpus}"
+        return f"needs {counted(member.cpus, 'CPU')} on one node; capable nodes have at most {cpus}"
     mem = max(nc.memory_gb for nc in type_ok if nc.gpus >= member.gpus)
     return f"needs {member.memory_gb} GB of memory on one node; capable nodes have at most {mem}"
 
@@ -114,7 +114,7 @@ def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ..
         common = set(per_member[0]).intersection(*per_member[1:])
         widest = max((ctx.state.classes[c].gpus for c in common), default=0)
         if widest < demand.gpus:
-            return (f"needs {demand.gpus} GPUs on one node for all its members; the largest "
+            return (f"needs {counted(demand.gpus, 'GPU')} on one node for all its members; the largest "
                     f"node every member accepts has {widest}")
     total = sum(ctx.state.classes[c].gpus * _class_nodes(ctx, c) for c in union)
     if total < demand.gpus:
@@ -130,8 +130,8 @@ def never_runs(ctx: CycleContext, demand: Demand, per_member: list[tuple[int, ..
         where = "leaf switch" if level == LEAF else "spine"
         if best < demand.gpus:
             return (
-                f"needs {demand.gpus} GPUs under one {where}; the largest {where} has "
-                f"{best} capable GPUs"
+                f"needs {counted(demand.gpus, 'GPU')} under one {where}; the largest {where} has "
+                f"{counted(best, 'capable GPU')}"
             )
     return None
 

@@ -23,6 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler_core.gang import Demand, Member, demand_for, minimum_gpus, node_size_for
+from scheduler_core.sentences import counted
 from scheduler_core.types import GpuTypeInfo, JobSpec, NodeInfo, TopologyConstraint
 
 __all__ = ["Infeasible", "NodeShape", "never_runs", "node_shapes"]
@@ -140,7 +141,7 @@ def _member_refusal(spec: JobSpec, member: Member, capable: list[NodeShape]) -> 
     if member.gpus > biggest_gpus:
         return Infeasible(
             _role_field(spec, member, "gpus_per_member") if spec.roles else _single_member_field(spec),
-            f"{whose}asks {member.gpus} GPUs on one node; the largest node has {biggest_gpus}",
+            f"{whose}asks {counted(member.gpus, 'GPU')} on one node; the largest node has {biggest_gpus}",
         )
     roomy = [s for s in capable if s.gpus >= member.gpus]
     most_cpus = max(s.cpus for s in roomy)
@@ -148,15 +149,15 @@ def _member_refusal(spec: JobSpec, member: Member, capable: list[NodeShape]) -> 
     if member.cpus > most_cpus:
         return Infeasible(
             _role_field(spec, member, "cpus_per_gpu") if spec.roles else "cpus_per_gpu",
-            f"{whose}asks {member.cpus} CPUs on one node ({member.gpus} GPUs × {per_gpu}); "
-            f"the largest node with {member.gpus} GPUs has {most_cpus}",
+            f"{whose}asks {counted(member.cpus, 'CPU')} on one node ({counted(member.gpus, 'GPU')} × "
+            f"{per_gpu}); the largest node with {counted(member.gpus, 'GPU')} has {most_cpus}",
         )
     most_memory = max(s.memory_gb for s in roomy if s.cpus >= member.cpus)
     per_gpu_mem = member.memory_gb // member.gpus if member.gpus else 0
     return Infeasible(
         _role_field(spec, member, "memory_gb_per_gpu") if spec.roles else "memory_gb_per_gpu",
-        f"{whose}asks {member.memory_gb} GB of memory on one node ({member.gpus} GPUs × "
-        f"{per_gpu_mem} GB); the largest node with {member.gpus} GPUs has {most_memory} GB",
+        f"{whose}asks {member.memory_gb} GB of memory on one node ({counted(member.gpus, 'GPU')} × "
+        f"{per_gpu_mem} GB); the largest node with {counted(member.gpus, 'GPU')} has {most_memory} GB",
     )
 
 
@@ -202,7 +203,7 @@ def never_runs(spec: JobSpec, nodes: Iterable[NodeInfo | NodeShape],
         kinds = " or ".join(spec.gpu_types) if spec.gpu_types else "capable"
         return Infeasible(
             _size_field(spec),
-            f"asks {size} GPUs; the fleet can never give more than {fleet_capable} {kinds} GPUs",
+            f"asks {counted(size, 'GPU')}; the fleet can never give more than {counted(fleet_capable, f'{kinds} GPU')}",
         )
     sizes: dict[str, int] = {}
     for s in capable:
@@ -252,7 +253,7 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
                    and s.memory_gb >= sum(m.memory_gb for m in demand.members) for s in hosts):
             return Infeasible(
                 "topology",
-                f"asks {demand.gpus} GPUs on one node for all its members; the largest node "
+                f"asks {counted(demand.gpus, 'GPU')} on one node for all its members; the largest node "
                 f"every member accepts has {widest}",
             )
         return None
@@ -262,7 +263,7 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
         kinds = type_name or (" or ".join(spec.gpu_types) if spec.gpu_types else "capable")
         return Infeasible(
             _size_field(spec),
-            f"asks {demand.gpus} GPUs; the fleet can never give more than {total_capable} {kinds} GPUs",
+            f"asks {counted(demand.gpus, 'GPU')}; the fleet can never give more than {counted(total_capable, f'{kinds} GPU')}",
         )
     for member in distinct:
         copies = sum(1 for m in demand.members if m == member)
@@ -272,8 +273,8 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
         if copies > room:
             return Infeasible(
                 _role_field(spec, member, "count") if spec.roles else _single_member_field(spec),
-                f"{_whose(spec, member)}asks {copies} nodes with {member.gpus} free GPUs"
-                + (f", {member.cpus} CPUs" if member.cpus else "")
+                f"{_whose(spec, member)}asks {counted(copies, 'node')} with {counted(member.gpus, 'free GPU')}"
+                + (f", {counted(member.cpus, 'CPU')}" if member.cpus else "")
                 + (f" and {member.memory_gb} GB" if member.memory_gb else "")
                 + f" each; the fleet has room for {room}",
             )
@@ -295,7 +296,7 @@ def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],
             best = max(gpus_under.values())
             return Infeasible(
                 "topology",
-                f"asks {demand.gpus} GPUs under one {word}; the largest {word} has {best} capable GPUs"
+                f"asks {counted(demand.gpus, 'GPU')} under one {word}; the largest {word} has {counted(best, 'capable GPU')}"
                 + (f" in nodes of at least {largest.gpus}" if best >= demand.gpus else ""),
             )
     return None

@@ -919,8 +919,9 @@ def _untried(ctx: CycleContext, spec: JobSpec, demand: Demand, options: tuple[Ty
                        classes=classes, needs_whole_node=needs_whole)
     return Outcome(
         ReasonCode.BEHIND_HIGHER_PRIORITY,
-        f"Not tried this cycle: the cycle's {ctx.config.max_placement_attempts} placement "
-        f"attempts went to jobs ahead of it in the queue.",
+        f"Not tried this cycle: the cycle's "
+        f"{counted(ctx.config.max_placement_attempts, 'placement attempt')} went to jobs ahead of it "
+        f"in the queue.",
         True, "jobs ahead of it start or leave the queue",
         demand=demand, classes=classes, needs_whole_node=needs_whole,
     )

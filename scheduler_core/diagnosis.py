@@ -56,7 +56,7 @@ def held_note(ctx: CycleContext, classes: Sequence[int]) -> str:
         return ""
     whose = (f"job {holders[0]}'s reservation" if len(holders) == 1
              else f"the reservations of jobs {', '.join(holders)}")
-    return f" ({total} more are idle, held for {whose})"
+    return f" ({total} more {verb(total, 'is', 'are')} idle, held for {whose})"
 
 
 def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
@@ -96,18 +96,18 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
     if block < largest_member:
         return out(
             ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
-            f"{free} {kind} GPUs free, none with {largest_member} on one node "
+            f"{counted(free, f'{kind} GPU')} free, none with {largest_member} on one node "
             f"(largest free block: {block}).",
-            f"a node with {largest_member} free {kind} GPUs becomes available",
+            f"a node with {counted(largest_member, f'free {kind} GPU')} becomes available",
         )
     bigs = loners(state, demand, member_classes)
     roomy = state.nodes_with_free(big_classes, largest_member)
     if roomy < bigs:
         return out(
             ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
-            f"{free} {kind} GPUs free, but only {roomy} nodes with {largest_member} free; "
-            f"its gang needs {bigs}.",
-            f"{bigs - roomy} more nodes with {largest_member} free {kind} GPUs",
+            f"{counted(free, f'{kind} GPU')} free, but only {counted(roomy, 'node')} with "
+            f"{largest_member} free; its gang needs {bigs}.",
+            f"{counted(bigs - roomy, 'more node')} with {counted(largest_member, f'free {kind} GPU')}",
         )
     if demand.topology in (TopologyConstraint.SAME_LEAF, TopologyConstraint.SAME_SPINE):
         leaf = demand.topology is TopologyConstraint.SAME_LEAF
@@ -117,9 +117,9 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
         most = max((state.free_in(level, d, union) for d in range(domains)), default=0)
         return out(
             ReasonCode.TOPOLOGY_UNSATISFIED,
-            f"{free} {kind} GPUs free, but no single {where} has room for all {need} (at most "
-            f"{most} free under one).",
-            f"{need} {kind} GPUs free up under one {where}",
+            f"{counted(free, f'{kind} GPU')} free, but no single {where} has room for all {need} "
+            f"(at most {most} free under one).",
+            f"{counted(need, f'{kind} GPU')} {verb(need, 'frees', 'free')} up under one {where}",
         )
     cpu_short = mem_short = 0
     for c in big_classes:
@@ -135,20 +135,23 @@ def diagnose(ctx: CycleContext, spec: JobSpec, demand: Demand,
     if cpu_short and cpu_short >= mem_short:
         return out(
             ReasonCode.INSUFFICIENT_CPU,
-            f"{cpu_short} nodes have {largest_member} free GPUs but fewer than "
-            f"{demand.members[0].cpus} free CPUs.",
-            f"{demand.members[0].cpus} CPUs free up next to {largest_member} free GPUs",
+            f"{counted(cpu_short, 'node')} {verb(cpu_short, 'has', 'have')} "
+            f"{counted(largest_member, 'free GPU')} but fewer than "
+            f"{counted(demand.members[0].cpus, 'free CPU')}.",
+            f"{counted(demand.members[0].cpus, 'CPU')} {verb(demand.members[0].cpus, 'frees', 'free')} "
+            f"up next to {counted(largest_member, 'free GPU')}",
         )
     if mem_short:
         return out(
             ReasonCode.INSUFFICIENT_MEMORY,
-            f"{mem_short} nodes have {largest_member} free GPUs but less than "
+            f"{counted(mem_short, 'node')} {verb(mem_short, 'has', 'have')} "
+            f"{counted(largest_member, 'free GPU')} but less than "
             f"{demand.members[0].memory_gb} GB of free memory.",
             f"{demand.members[0].memory_gb} GB of memory frees up next to free GPUs",
         )
     return out(
         ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS,
-        f"{free} {kind} GPUs free, but spread too thinly for its gang of "
+        f"{counted(free, f'{kind} GPU')} free, but spread too thinly for its gang of "
         f"{len(demand.members)} members.",
         f"the free {kind} GPUs consolidate onto fewer nodes",
     )

@@ -635,7 +635,7 @@ class _Explainer:
             if later is not None and w.preset is not None:
                 later = min(later, w.preset)
             return _if_later(w, later, eta, message, estimated,
-                             f"its team's quota goes first to the {held} {w.quota_type} GPUs of "
+                             f"its team's quota goes first to the {counted(held, f'{w.quota_type} GPU')} of "
                              f"its jobs ahead of it in the queue (by runtime limits).")
         return eta, message, estimated
 
@@ -655,7 +655,8 @@ class _Explainer:
             self.after_head[key] = quota_eta_after_head(
                 self.ctx, team, quota_type, w.demand_gpus, key[1], key[2], self.releases,
                 self.cums, self.needs)
-        also = f", and the {held} {quota_type} GPUs of its jobs ahead of it in the queue" if held else ""
+        also = (f", and the {counted(held, f'{quota_type} GPU')} of its jobs ahead of it in the queue"
+                if held else "")
         return _if_later(w, self.after_head[key], eta, message, estimated,
                          f"its team's quota must also hold job {head_id} from its reservation at "
                          f"t={head_start:.0f} until it has run{also} (by runtime limits).")

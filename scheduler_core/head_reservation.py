@@ -24,7 +24,7 @@ from scheduler_core.plugins.protocols import ScorePlugin
 from scheduler_core.quota import QuotaVerdict
 from scheduler_core.quota_promises import promise_quota, promised_to_team, room_beside_promises
 from scheduler_core.quota_release import team_release_eta
-from scheduler_core.sentences import counted
+from scheduler_core.sentences import counted, verb
 from scheduler_core.state import JOB, Grant
 from scheduler_core.types import GpuPlacement, JobSpec, ReasonCode, Reservation
 
@@ -66,7 +66,8 @@ def word_maintenance_head(ctx: CycleContext) -> None:
     gpus = sum(g.gpus for g in head.grants)
     ctx.outcomes[head.job_id] = maintenance._replace(
         message=f"{maintenance.message} It holds a reservation for {counted(gpus, 'GPU')} from "
-                f"t={head.start_at:.0f}; smaller jobs may use them only if they end before then.",
+                f"t={head.start_at:.0f}; smaller jobs may use {verb(gpus, 'it', 'them')} only if they "
+                f"end before then.",
         eta=head.start_at)
 
 
@@ -136,12 +137,13 @@ def reserve_over_quota(ctx: CycleContext, spec: JobSpec, demand: Demand,
     promise_quota(ctx, spec, reservation.start_at, reservation.grants)
     ctx.outcomes[spec.id] = Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {demand.gpus} GPUs on {counted(len({p.node for p in placements}), 'node')} from "
+        f"Holds a reservation for {counted(demand.gpus, 'GPU')} on {counted(len({p.node for p in placements}), 'node')} from "
         f"t={reservation.start_at:.0f}, when team {spec.team}'s running jobs have released "
         f"the {counted(verdict.shortage(demand.gpus), f'{gpu_type} GPU')} its quota lacks now "
         f"({verdict.describe(spec.team, gpu_type, demand.gpus)})"
-        f"{_promised_words(shortage - verdict.shortage(demand.gpus))} and the GPUs are free, "
-        f"by runtime limits; smaller jobs may use those GPUs only if they end before then.",
+        f"{_promised_words(shortage - verdict.shortage(demand.gpus))} and "
+        f"{verb(demand.gpus, 'the GPU is', 'the GPUs are')} free, by runtime limits; smaller jobs may "
+        f"use {verb(demand.gpus, 'that GPU', 'those GPUs')} only if they end before then.",
         True, f"team {spec.team}'s jobs on its quota and its reserved GPUs end (at the "
               f"latest by their runtime limits)",
         eta=reservation.start_at, demand=demand,
@@ -193,9 +195,9 @@ def _settle_reserved(ctx: CycleContext, spec: JobSpec, reservation: ActiveReserv
     gpus = sum(g.gpus for g in reservation.grants)
     ctx.outcomes[spec.id] = Outcome(
         ReasonCode.WAITING_FOR_RESERVATION,
-        f"Holds a reservation for {gpus} GPUs on {counted(len({p.node for p in placements}), 'node')} from "
+        f"Holds a reservation for {counted(gpus, 'GPU')} on {counted(len({p.node for p in placements}), 'node')} from "
         f"t={reservation.start_at:.0f}, when running jobs reach their runtime limits; "
-        f"smaller jobs may use those GPUs only if they end before then.",
+        f"smaller jobs may use {verb(gpus, 'that GPU', 'those GPUs')} only if they end before then.",
         True, "the jobs on its reserved GPUs end (at the latest by their runtime limits)",
         eta=reservation.start_at, demand=demand,
         classes=ctx.placer.union(member_classes),

@@ -53,7 +53,7 @@ from scheduler_core.context import CycleContext
 from scheduler_core.gang import Demand, demand_for, elastic_sizes, is_elastic
 from scheduler_core.job_shape import fleet_node_size
 from scheduler_core.plugins.protocols import VictimCandidate
-from scheduler_core.sentences import counted, gpu_hours
+from scheduler_core.sentences import counted, gpu_hours, verb
 from scheduler_core.state import HOLD, JOB, Grant, Restore, indices_of
 from scheduler_core.types import (
     GpuPlacement,
@@ -693,7 +693,7 @@ def preemption_notice(ctx: CycleContext, spec: JobSpec, gpus: int, victim: Victi
         # the preemptor needed 16 when it needed 8 and the victim's gang stops whole
         why = (f"higher-priority job {spec.id} ({pc.name}, {pc.value}) needs "
                f"{counted(gpus, 'GPU')}, and this job ({vpc.name}, {vpc.value}) stops "
-               f"whole to free them, with its {kind}")
+               f"whole to free {verb(gpus, 'it', 'them')}, with its {kind}")
     return Preemption(
         job_id=victim.job_id,
         reason=victim.reason,

@@ -158,7 +158,8 @@ def test_a_preemption_notice_names_one_gpu_in_the_singular():
         .plan()
     )
     [notice] = plan.preemptions
-    assert "stops whole to free them, with its 1 a100 GPU. It has" in notice.message
+    # (and "to free them" for its preemptor's one GPU until 5 Dec: test_engine_count_words.py)
+    assert "stops whole to free it, with its 1 a100 GPU. It has" in notice.message
 
 
 def test_a_preemption_notice_carries_grace_reason_and_the_gpu_hours_it_loses():

@@ -131,7 +131,13 @@ Two independent proofs:
   ``test_engine_speedups.py`` plans, unchanged); and a preemption's message naming one GPU
   in the singular ("with its 1 H100-80GB GPU", was "GPUs"), 2026-12-05: each plan's ``repr``
   before, with that one substitution made, equals the plan after (seeds 1, 3 and 7 at 1,000
-  GPUs: 6, 1 and 1 messages; the others unchanged)::
+  GPUs: 6, 1 and 1 messages; the others unchanged); and counts of one said in the singular
+  (a preemptor that "needs 1 GPU" has its victim stop "to free it", was "them"; with the array
+  task limit's first-cycle ETAs, which no snapshot here has), 2026-12-05: old and new plans
+  from a ``git worktree`` of 1bd6b00 in one script, compared field by field: binds,
+  preemptions but their messages, resizes, reservations, kills, growth notes, fleet figures
+  and every explanation identical; only 6 preemption messages of seed 1 at 1,000 GPUs, and
+  each old ``repr`` with that substitution equals the new one::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -162,7 +168,7 @@ from scheduler_core.victims import Offer
 
 GOLDEN = {
     (1000, 500, 200, 7): "5ae3db49318ebdc9a00754c2bf6ca0efb73b1ea2ca181928828d854767cef000",
-    (1000, 500, 200, 1): "b1c83d33a6de33941446c1cbe25e25d08b87282ad939853e77047726f055cdf8",
+    (1000, 500, 200, 1): "2eaa84c2703e0aacb3bd0fc5b3af4c7c2ab4888befdc823a0a60afa18e083055",
     (1000, 500, 200, 3): "9dc10965558d0e657bd1241281c9d1419a2082e2e6124d91a1b4cc92414eeb60",
     (2000, 1000, 400, 4): "0479f4dc0d1f3647e9766aea45e533e30939908944559699f152aec7ab37501a",
     (10000, 5000, 2000, 7): "a7d34fa7f73503c7fdf81c1cef4d5bef27af86f5717f8568456565c4ef4d1b44",

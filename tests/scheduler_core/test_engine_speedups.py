@@ -74,7 +74,13 @@
   t=1154640, with those sentences and no lending clause in "would start if"); and a
   preemption's message naming one GPU in the singular ("with its 1 H100-80GB GPU", was
   "GPUs"), 2026-12-05: each plan's ``repr`` before, with that one substitution made, equals
-  the plan after (4, 2 and 2 messages in the first three of GOLDEN), by::
+  the plan after (4, 2 and 2 messages in the first three of GOLDEN); and counts of one said
+  in the singular ("1 more is idle", "to free it"; with the array task limit's first-cycle
+  ETAs, which no snapshot here has), 2026-12-05: old and new plans from a ``git worktree`` of
+  1bd6b00 in one script, compared field by field: binds, preemptions, resizes, reservations,
+  kills, growth notes, fleet figures and every explanation's code, position, ETA and "would
+  start if" identical; only 2 sentences of the 10,000-GPU loop snapshot ("(1 more are idle"
+  -> "is"), and each old ``repr`` with that substitution equals the new one; by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -119,7 +125,7 @@ GOLDEN = {
     (1000, 500, 200, 3, "loop"): "eeffe87bb4bb4065527ee8ec50e93bf8b4e63d8a95267515f93f2f0670b4efd5",
     (2000, 1000, 400, 4, "default"): "b57784613e8e9da65501a34499c15a8ad4eb9783d0bc635f7cce5097e13b6c0f",
     (10000, 5000, 2000, 7, "default"): "4a6b2304fa7d9c9b1499ca28fe18b8c61c9d4594dae6c3cf026c095c0a861f04",
-    (10000, 5000, 2000, 7, "loop"): "04efe0d19c3c5db9b8da26ea537077bb768edb19cb4b8b39239af880ba298f86",
+    (10000, 5000, 2000, 7, "loop"): "af96abbc1409d2929a062ad9140d44d3d80b1c9997ff9c8522fcb9ca47889802",
 }
 
 
