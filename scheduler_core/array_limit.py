@@ -25,7 +25,7 @@ class ArrayTaskCounts:
     """Per array: the jobs holding or about to hold GPUs (running, bound or nominated), and, in
     phase 7, the slots its waiting tasks take in queue order."""
 
-    __slots__ = ("members", "slots", "ahead")
+    __slots__ = ("members", "slots", "ahead", "nominated_ends")
 
     def __init__(self, running: Iterable[RunningJob]) -> None:
         self.members: dict[str, list[str]] = {}
@@ -35,6 +35,9 @@ class ArrayTaskCounts:
         self.slots: dict[str, list[float]] = {}
         #: per array, its tasks ahead of the next waiting one: holding GPUs, or waiting ahead
         self.ahead: dict[str, int] = {}
+        #: when each task nominated this cycle (it starts once its victims have stopped) ends
+        #: by its runtime limit: the cycle's ``ends`` know only the running and bound jobs
+        self.nominated_ends: dict[str, float] = {}
         for job in running:
             if job.spec.array_id:
                 self.members.setdefault(job.spec.array_id, []).append(job.spec.id)
@@ -45,10 +48,13 @@ class ArrayTaskCounts:
         return (limit is not None and limit >= 1 and bool(spec.array_id)
                 and len(self.members.get(spec.array_id, ())) >= limit)
 
-    def started(self, spec: JobSpec) -> None:
-        """``spec`` is bound or nominated this cycle: one more of its array's tasks."""
+    def started(self, spec: JobSpec, nominated_from: float | None = None) -> None:
+        """``spec`` is bound or nominated (to start at ``nominated_from``) this cycle: one more
+        of its array's tasks."""
         if spec.array_id:
             self.members.setdefault(spec.array_id, []).append(spec.id)
+            if nominated_from is not None and spec.runtime_limit_s is not None:
+                self.nominated_ends[spec.id] = nominated_from + spec.runtime_limit_s
 
     def outcome(self, spec: JobSpec) -> Outcome:
         """Why ``spec`` is not tried: its array's tasks that count. Its start is the slot it
@@ -81,8 +87,11 @@ class ArrayTaskCounts:
         if slots is None:
             limit = spec.array_task_limit or 0
             members = self.members.get(spec.array_id, [])
-            # each end beyond the first len(members) - limit frees a slot (a task with no limit: never)
-            ended = sorted([ends[j] for j in members if j in ends] + [math.inf] * sum(j not in ends for j in members))
+            # each end beyond the first len(members) - limit frees a slot (a task with no limit:
+            # never); a task nominated this cycle ends its runtime limit after its start (it
+            # counted as never ending: the task behind it was told no start)
+            nominated = self.nominated_ends
+            ended = sorted([ends[j] if j in ends else nominated.get(j, math.inf) for j in members])
             slots = self.slots[spec.array_id] = (
                 [now] * (limit - len(members)) + ended[max(len(members) - limit, 0):])  # sorted: a heap
             self.ahead[spec.array_id] = len(members)

@@ -109,7 +109,7 @@ def _preempt(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOptio
 def _apply_preemption(ctx: CycleContext, spec: JobSpec, demand: Demand, option: TypeOption,
                       found: Found, needs_whole: bool) -> None:
     start = nominate(ctx, spec, found)
-    ctx.arrays.started(spec)
+    ctx.arrays.started(spec, nominated_from=start)
     shrinks: dict[str, list[Grant]] = {}
     parts = found.parts or tuple(None for _ in found.victims)
     for victim, part in zip(found.victims, parts, strict=True):

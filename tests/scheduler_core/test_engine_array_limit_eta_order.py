@@ -117,3 +117,18 @@ def test_before_any_task_runs_a_task_behind_one_without_a_runtime_limit_has_no_s
     assert second.message.endswith(
         "No start can be estimated: its array runs at most 1 task at a time, and 1 task of it "
         "ahead of this one has no end known by runtime limits.")
+
+
+def test_a_task_that_preempts_its_way_in_frees_its_slot_by_its_runtime_limit():
+    # sweep-0 preempts low0 and starts once it has stopped (t=30); sweep-1 waits on the limit
+    # of 1 until sweep-0 has run its hour. It was told no start: a nominated task's slot
+    # counted as never freeing.
+    plan = (make_cluster().nodes(2).priority("low", 10, grace_period_s=30)
+            .running(make_running(make_job("low0").priority("low").gpus(8)).whole("n0"),
+                     make_running(make_job("low1").priority("low").gpus(8)).whole("n1"))
+            .pending(*(task(i, limit=1).gpus(8).priority("high") for i in range(2)))
+            .plan())
+    first, second = why(plan, "sweep-0"), why(plan, "sweep-1")
+    assert first.code is ReasonCode.WAITING_FOR_PREEMPTION and first.eta == 30
+    assert second.code is ReasonCode.ARRAY_TASK_LIMIT
+    assert second.eta == 30 + HOUR
