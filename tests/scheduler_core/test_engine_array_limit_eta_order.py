@@ -132,3 +132,17 @@ def test_a_task_that_preempts_its_way_in_frees_its_slot_by_its_runtime_limit():
     assert first.code is ReasonCode.WAITING_FOR_PREEMPTION and first.eta == 30
     assert second.code is ReasonCode.ARRAY_TASK_LIMIT
     assert second.eta == 30 + HOUR
+
+
+def test_the_first_cycles_starts_hold_as_the_fleet_evolves_by_runtime_limits():
+    # every task ends at its runtime limit and the engine is asked again at every end: each
+    # task starts by the start it was told in the first cycle (sweep-3 to sweep-9 started
+    # at t=810 and later, 10 to 30 min after the t=210 they had been told)
+    from test_engine_explain_eta import evolve
+
+    snap = a_full_fleet_and_a_fresh_array().snapshot()
+    first, starts = evolve(snap, also_at=(180,))  # (a cycle when busy's minimum runtime lifts)
+    told = {p.job_id: p.eta for p in first.pending}
+    assert sorted(starts) == sorted(told)
+    assert all(starts[j] <= told[j] for j in told), (starts, told)
+    assert [starts[f"sweep-{i}"] for i in range(10)] == [210] * 3 + [810] * 3 + [1410] * 3 + [2010]
