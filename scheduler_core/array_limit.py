@@ -65,7 +65,8 @@ class ArrayTaskCounts:
             ReasonCode.ARRAY_TASK_LIMIT,
             f"Its array runs at most {counted(limit, 'task')} at a time and "
             f"{counted(len(members), 'task')} of it {verb(len(members), 'holds', 'hold')} GPUs "
-            f"now; it keeps its place in the queue and is tried once one of them ends.",
+            f"now; it keeps its place in the queue and is tried once "
+            f"{verb(len(members), 'it', 'one of them')} ends.",
             True,
             "a running task of its array ends, or the array's task limit is raised",
         )

@@ -3,8 +3,9 @@ family, not only the first: a submit refused with "asks 500 CPUs on one node (1 
 the largest node with 1 GPUs has 96", a preemption notice whose preemptor "needs 1 GPU" and
 the victim "stops whole to free them", "1 nodes have 1 free GPUs", "Holds a reservation for
 1 GPUs", "(1 more are idle ...)", "the 1 a100 GPUs of its jobs ahead", "the cycle's 1
-placement attempts" (found on the demo walk and by reading the sentences, 5 Dec). Each row
-builds the smallest snapshot whose sentence has a count of one, and the words it must say."""
+placement attempts", an array's "1 task of it holds GPUs … tried once one of them ends"
+(found on the demo walk and by reading the sentences, 5 Dec). Each row builds the smallest
+snapshot whose sentence has a count of one, and the words it must say."""
 
 from __future__ import annotations
 
@@ -129,6 +130,12 @@ CASES: list[tuple[str, Callable[[], ClusterBuilder], Callable[[ClusterBuilder], 
      lambda: make_cluster().nodes(1).pending(make_job("a").gpus(1), make_job("b").gpus(1).submitted(1)),
      said("b", SchedulerConfig(max_placement_attempts=1)),
      "Not tried this cycle: the cycle's 1 placement attempt went to jobs ahead of it in the queue."),
+    ("engine: an array holding one task",
+     lambda: make_cluster().nodes(1)
+     .running(make_running(make_job("sweep-0").gpus(1).limit(3600).array("sweep", 1)).on("n0", 0).started(0))
+     .pending(make_job("sweep-1").gpus(1).limit(3600).submitted(1).array("sweep", 1)),
+     said("sweep-1"), "Its array runs at most 1 task at a time and 1 task of it holds GPUs now; it keeps its "
+                      "place in the queue and is tried once it ends."),
     ("preemption notice: a preemptor of one GPU",
      lambda: make_cluster().nodes(1).priority("low", 10, grace_period_s=30)
      .running(make_running(make_job("v").priority("low").gpus(8).limit(20000)).whole("n0").started(0))
