@@ -146,3 +146,21 @@ def test_the_first_cycles_starts_hold_as_the_fleet_evolves_by_runtime_limits():
     assert sorted(starts) == sorted(told)
     assert all(starts[j] <= told[j] for j in told), (starts, told)
     assert [starts[f"sweep-{i}"] for i in range(10)] == [210] * 3 + [810] * 3 + [1410] * 3 + [2010]
+
+
+def test_a_task_over_its_quota_on_two_gpu_types_waits_for_its_arrays_slot_too():
+    # ml's quota has room for both tasks at t=1000 (a100) on either type, but the array runs
+    # one at a time: sweep-1 starts when sweep-0 has run its hour, at t=4600
+    plan = (make_cluster().nodes(1).nodes(1, gpu_type="h100", prefix="h")
+            .quota("ml", "a100", 2).quota("ml", "h100", 2)
+            .running(make_running(make_job("ra").gpus(2).types("a100").limit(1000)).on("n0", 0, 1).started(0),
+                     make_running(make_job("rh").gpus(2).types("h100").limit(2000)).on("h0", 0, 1).started(0))
+            .pending(*(task(i, limit=1).types("a100", "h100") for i in range(2)))
+            .plan())
+    assert why(plan, "sweep-0").eta == 1000
+    second = why(plan, "sweep-1")
+    assert second.code is ReasonCode.QUOTA_EXCEEDED and "both GPU types" in second.message
+    assert second.eta == 1000 + HOUR
+    assert second.message.endswith(
+        "Estimated start t=4600: its array runs at most 1 task at a time, and the 1 task of it ahead "
+        "of this one runs first (by runtime limits).")
