@@ -5,9 +5,12 @@ productive by team, project, job or class)."""
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import re
 import sys
 from datetime import datetime, timezone
+from decimal import Decimal
 from typing import Any
 
 from controlplane.cli import account, output
@@ -19,7 +22,7 @@ from scheduler_core.sentences import counted, gpu_hours
 #: The states a job can end in: what `qm history` lists (pending and running jobs: `qm list`).
 ENDED_STATES = ["succeeded", "failed", "cancelled", "timed_out"]
 HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
-                   "LOST-GPU-H", "NODES"]
+                   "LOST-GPU-H", "COST $", "NODES"]
 #: `qm history`'s API filters → its flags, as client.refusal names them.
 HISTORY_FLAGS = {"state": "state", "finished_after": "since", "finished_before": "until", "user": "user", "team": "team",
                  "ran_on": "node", "name": "name", "exit_code": "exit_code"}
@@ -52,14 +55,41 @@ def _history_jobs(api: Api, params: dict[str, Any]) -> list[dict[str, Any]]:
             for job in page["results"]]
 
 
-def _history_row(job: dict[str, Any]) -> list[Any]:
+def _gpus_held(job: dict[str, Any]) -> str:
+    """GPUS: what its latest run held (`last_run_gpus`, the run ELAPSED measures), with what it
+    asked where that differs, "8 (asked 4)", as the history page says it
+    (job_history.gpus_held_text); "" for a job that never held any. Until 5 Dec it said the 4
+    an elastic job asked beside the GPU-hours of the 8 it held."""
+    held = job.get("last_run_gpus")
+    if held is None:
+        return ""
+    return str(held) if held == job["gpus"] else f"{held} (asked {job['gpus']})"
+
+
+def _dollars(cents: str) -> str:
+    """A CSV's cost_usd cell ("1234.50") as the table says it: 1,234.50."""
+    return f"{Decimal(cents):,.2f}" if cents else ""
+
+
+def _history_row(job: dict[str, Any], cost: str) -> list[Any]:
     return [
         job["id"], output.job_name(job), job["team"], job["submitter"] or "", output.job_state(job),
         "" if job["exit_code"] is None else job["exit_code"], output.utc_text(job["started_at"], suffix=""),
         output.clock(job["elapsed_s"]) if job.get("elapsed_s") is not None else "",
-        job["gpus"], gpu_hours(job["gpu_hours"], cell=True), gpu_hours(job["lost_gpu_hours"], cell=True),
-        output.nodes_cell(job.get("ran_on") or []),
+        _gpus_held(job), gpu_hours(job["gpu_hours"], cell=True), gpu_hours(job["lost_gpu_hours"], cell=True),
+        _dollars(cost), output.nodes_cell(job.get("ran_on") or []),
     ]
+
+
+def _history_costs(api: Api, params: dict[str, Any]) -> tuple[dict[int, str], str]:
+    """What each job of the window cost and what they all did (the TOTAL row), to the cent, read
+    from the server's history CSV for the same filters (`GET jobs/history.csv`): the very figures
+    of the history page and its Download CSV, one writer (services/job_history.history_csv)."""
+    rows = list(csv.reader(io.StringIO(api.request("GET", "jobs/history.csv", params=params, raw=True))))
+    at = rows[0].index("cost_usd")
+    costs = {int(row[0]): row[at] for row in rows[1:] if row and row[0] != "TOTAL"}
+    total = next((row[at] for row in rows[1:] if row and row[0] == "TOTAL"), "0.00")
+    return costs, total
 
 
 def _history_totals(jobs: list[dict[str, Any]]) -> dict[str, Any]:
@@ -99,7 +129,8 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
         raw.flush()
         return 0
     jobs = _history_jobs(api, {**params, "ordering": "finished_at"})
-    totals = _history_totals(jobs)
+    costs, total_cost = _history_costs(api, params)
+    totals = {**_history_totals(jobs), "cost_usd": total_cost}
     if fmt == "json":
         output.emit_json({"since": since.isoformat(), "until": until.isoformat(), "totals": totals, "jobs": jobs})
         return 0
@@ -117,11 +148,12 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
               + ("" if args.since else " (since 00:00 UTC today; --since for earlier)")
               + ". Pending and running jobs: qm list.")
         return 0
-    output.table([_history_row(job) for job in jobs], HISTORY_COLUMNS)
+    output.table([_history_row(job, costs.get(job["id"], "")) for job in jobs], HISTORY_COLUMNS)
     ended = ", ".join(f"{n} {state.replace('_', ' ')}" for state, n in totals["states"].items())
     print(output.visible(
         f"{counted(totals['jobs'], 'job')} ended {window}: {ended}; {gpu_hours(totals['gpu_hours'])} GPU-hours held, "
-        f"{gpu_hours(totals['lost_gpu_hours'])} GPU-hours of work lost to preemptions and requeues."))
+        f"{gpu_hours(totals['lost_gpu_hours'])} GPU-hours of work lost to preemptions and requeues; "
+        f"cost ${_dollars(total_cost)}."))
     return 0
 
 

@@ -11,6 +11,11 @@ its runs, and where it ran. The API's job fields (`elapsed_s`, `gpu_hours`, `ran
   is as fresh as the rollup (`rolled_until`, every ~15 s): a job finished a few seconds ago may
   not yet have its last seconds counted.
 - ran on: every node the job held a GPU on in any of its runs, released ones included.
+- last run's GPUs: the GPUs its latest run held (its latest allocation's GPU rows, a gang member
+  that exited early included), the run `elapsed` measures; None for a job that never held any.
+  An elastic job asking 4 that ran on 8 says 8 here (`gpus` stays what it asked), so GPUs ×
+  elapsed is that run's GPU-hours (until 5 Dec the history said the 4 it asked beside the
+  GPU-hours of the 8 it held).
 
 The `/history/` page (and its CSV) lists the jobs that ended with these figures: `history_rows`
 for a page (`history_page`: with their costs, and the set's), `history_totals` over the whole
@@ -41,8 +46,10 @@ from django.db.models import (
     ExpressionWrapper,
     F,
     Model,
+    OuterRef,
     Q,
     QuerySet,
+    Subquery,
     Sum,
     Value,
     When,
@@ -112,28 +119,51 @@ def _may_have_run(started_at: datetime | None, requeue_count: int, state: str) -
 
 
 def attach_history(jobs: Sequence[Job]) -> None:
-    """Set `allocated_gpu_seconds` (a Decimal) and `ran_on` (sorted node names) on each job, in
-    one query for the page (none when no job on it ever ran)."""
-    gpu_seconds, nodes = history_figures([job.pk for job in jobs if may_have_run(job)])
+    """Set `allocated_gpu_seconds` (a Decimal), `ran_on` (sorted node names) and
+    `last_run_gpus` (None for none) on each job, in one query for the page (none when no job on
+    it ever ran; SQLite, the demo's, reads the last runs' GPUs in a second)."""
+    figures = history_figures([job.pk for job in jobs if may_have_run(job)])
     for job in jobs:
-        job.allocated_gpu_seconds = gpu_seconds.get(job.pk, Decimal(0))  # type: ignore[attr-defined]
-        job.ran_on = sorted(nodes.get(job.pk, ()))  # type: ignore[attr-defined]
+        job.allocated_gpu_seconds = figures.gpu_seconds.get(job.pk, Decimal(0))  # type: ignore[attr-defined]
+        job.ran_on = sorted(figures.nodes.get(job.pk, ()))  # type: ignore[attr-defined]
+        job.last_run_gpus = figures.last_run_gpus.get(job.pk)  # type: ignore[attr-defined]
 
 
-def history_figures(ran: Sequence[int]) -> tuple[dict[int, Decimal], dict[int, set[str]]]:
+@dataclass
+class HistoryFigures:
+    """Of some jobs (by id): allocated GPU-seconds (absent without rollups), the nodes held a GPU
+    on (absent for none), the GPUs of the latest run (absent for a job that never held any)."""
+
+    gpu_seconds: dict[int, Decimal] = field(default_factory=dict)
+    nodes: dict[int, set[str]] = field(default_factory=dict)
+    last_run_gpus: dict[int, int] = field(default_factory=dict)
+
+
+def history_figures(ran: Sequence[int]) -> HistoryFigures:
     """Of the jobs `ran` (ids), each one's allocated GPU-seconds (its day rollups' sum; absent
-    for a job without rollups) and the names of the nodes it held a GPU on (absent for none), in
-    one query (none for no job)."""
-    gpu_seconds: dict[int, Decimal] = {}
-    nodes: dict[int, set[str]] = {}
+    for a job without rollups), the names of the nodes it held a GPU on (absent for none) and
+    the GPUs its latest allocation held, in one query on PostgreSQL (none for no job)."""
+    figures = HistoryFigures()
+    gpu_seconds, nodes = figures.gpu_seconds, figures.nodes
     if not ran:
-        return gpu_seconds, nodes
+        return figures
     # One statement for both: the nodes of every GPU row it ever had, and its day rollups'
     # allocated GPU-seconds (job_costs.job_cost's very sum), as (job, node, NULL) and
     # (job, NULL, GPU-seconds) rows.
     if connection.vendor == "postgresql":
-        rows = _history_figures_rows(ran)
+        rows = []
+        for job_id, node, gpu_s, last_gpus in _history_figures_rows(ran):
+            if last_gpus is not None:
+                figures.last_run_gpus[job_id] = int(last_gpus)
+            else:
+                rows.append((job_id, node, gpu_s))
     else:
+        latest = Allocation.objects.filter(job_id=OuterRef("allocation__job_id")).order_by("-generation")
+        figures.last_run_gpus.update(
+            AllocationGpu.objects.filter(allocation__job_id__in=ran,
+                                         allocation__generation=Subquery(latest.values("generation")[:1]))
+            .order_by().values("allocation__job_id").annotate(n=Count("id"))
+            .values_list("allocation__job_id", "n"))
         where = (
             AllocationGpu.objects.filter(allocation__job_id__in=ran).order_by()
             .annotate(j=F("allocation__job_id"), n=F("node__name"), g=Cast(Value(None), _SECONDS))
@@ -150,25 +180,29 @@ def history_figures(ran: Sequence[int]) -> tuple[dict[int, Decimal], dict[int, s
             nodes.setdefault(job_id, set()).add(node)
         if gpu_s is not None:
             gpu_seconds[job_id] = gpu_seconds.get(job_id, Decimal(0)) + Decimal(str(gpu_s))
-    return gpu_seconds, nodes
+    return figures
 
 
-def _history_figures_rows(ran: Sequence[int]) -> list[tuple[int, str | None, Decimal | None]]:
+def _history_figures_rows(ran: Sequence[int]) -> list[tuple[int, str | None, Decimal | None, int | None]]:
     """history_figures' statement on PostgreSQL, the ids one array parameter. Each job's runs are
     read through the allocations' job index, one lookup a job (`OFFSET 0` keeps the planner from
     flattening the lateral read into a join): as a plain join the planner scanned the whole
     allocation table for each chunk of the CSV, in parallel workers, 21 ms a chunk of 1,000 at
-    100,000 jobs against 7."""
+    100,000 jobs against 7. A third part counts the GPU rows of each job's latest allocation
+    (its highest generation, read backwards through the same index): (job, NULL, NULL, GPUs)."""
     allocation, gpu = Allocation._meta.db_table, AllocationGpu._meta.db_table
     node, rollup = Node._meta.db_table, UsageRollup._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
-            f"SELECT a.job_id, n.name, NULL::numeric FROM unnest(%s::bigint[]) AS ran(job_id) "
+            f"SELECT a.job_id, n.name, NULL::numeric, NULL::bigint FROM unnest(%s::bigint[]) AS ran(job_id) "
             f"CROSS JOIN LATERAL (SELECT id, job_id FROM {allocation} WHERE job_id = ran.job_id OFFSET 0) AS a "
             f"JOIN {gpu} g ON g.allocation_id = a.id JOIN {node} n ON n.id = g.node_id GROUP BY a.job_id, n.name "
-            f"UNION ALL SELECT job_id, NULL, SUM(allocated_gpu_seconds) FROM {rollup} "
-            f"WHERE bucket = %s AND job_id = ANY(%s) GROUP BY job_id",
-            [list(ran), int(RollupBucket.DAY), list(ran)])
+            f"UNION ALL SELECT job_id, NULL, SUM(allocated_gpu_seconds), NULL FROM {rollup} "
+            f"WHERE bucket = %s AND job_id = ANY(%s) GROUP BY job_id "
+            f"UNION ALL SELECT ran.job_id, NULL, NULL, (SELECT COUNT(*) FROM {gpu} g WHERE g.allocation_id = last.id) "
+            f"FROM unnest(%s::bigint[]) AS ran(job_id) CROSS JOIN LATERAL (SELECT id FROM {allocation} "
+            f"WHERE job_id = ran.job_id ORDER BY generation DESC LIMIT 1) AS last",
+            [list(ran), int(RollupBucket.DAY), list(ran), list(ran)])
         return cursor.fetchall()
 
 
@@ -202,6 +236,11 @@ def gpu_hours(job: Job) -> float:
 
 def ran_on(job: Job) -> list[str]:
     return list(_attached(job).ran_on)  # type: ignore[attr-defined]
+
+
+def last_run_gpus(job: Job) -> int | None:
+    """The GPUs its latest run held (None: it never held any), read with its page or on its own."""
+    return _attached(job).last_run_gpus  # type: ignore[attr-defined, no-any-return]
 
 
 def _lost_hours_of(seconds: float) -> float:
@@ -255,6 +294,14 @@ def clock(seconds: int | None) -> str:
     return f"{days}-{text}" if days else text
 
 
+def gpus_held_text(last_run: int | None, asked: int) -> str:
+    """The GPUs a job's latest run held as the history says them: "8", "8 (asked 4)" for an
+    elastic job that ran on more or fewer than it asked, "–" for none."""
+    if last_run is None:
+        return "–"
+    return str(last_run) if last_run == asked else f"{last_run} (asked {asked})"
+
+
 @dataclass(frozen=True)
 class HistoryRow:
     """One ended job with its history figures, as the page's table and the CSV both say them."""
@@ -264,12 +311,20 @@ class HistoryRow:
     gpu_hours: float
     lost_gpu_hours: float
     ran_on: list[str]
+    #: The GPUs its latest run held (the run `elapsed` measures); None: it never held any.
+    last_run_gpus: int | None = None
     #: What it cost, to the cent (job_costs.run_costs' rule); None where not asked for.
     cost_usd: Decimal | None = None
 
     @property
     def elapsed(self) -> str:
         return clock(self.elapsed_s)
+
+    @property
+    def gpus_held_text(self) -> str:
+        """The page's GPUs held: its last run's, with what it asked where that differs
+        ("8 (asked 4)"); "–" for a job that never held any."""
+        return gpus_held_text(self.last_run_gpus, self.job.gpus)
 
     @property
     def submitted(self) -> str:
@@ -291,7 +346,7 @@ def history_rows(jobs: Sequence[Job], now: datetime, priced: bool = False) -> li
     attach_history(jobs)
     costs = job_costs.jobs_costs([job.pk for job in jobs], now) if priced else {}
     return [HistoryRow(job, elapsed_seconds(job, now), gpu_hours(job), lost_gpu_hours(job), ran_on(job),
-                       costs.get(job.pk)) for job in jobs]
+                       last_run_gpus(job), costs.get(job.pk)) for job in jobs]
 
 
 @dataclass(frozen=True)
@@ -416,11 +471,12 @@ def history_totals_row_by_row(jobs: QuerySet[Job]) -> HistoryTotals:
     return totals
 
 
-#: The CSV's columns: the table's, each figure in full (GPU-hours to 4 decimals, every node), then
+#: The CSV's columns: the table's, each figure in full (GPU-hours to 4 decimals, every node; `gpus`
+#: what it asked, `last_run_gpus` what its latest run held, empty if none), then
 #: what each job cost in $ to the cent (job_costs.run_costs: what its runs panel and showback by
 #: job charge it).
 CSV_COLUMNS = ["job_id", "name", "team", "project", "user", "state", "exit_code", "submitted_at", "started_at",
-               "finished_at", "elapsed_s", "elapsed", "gpus", "gpu_hours", "lost_gpu_hours", "ran_on", "cost_usd"]
+               "finished_at", "elapsed_s", "elapsed", "gpus", "last_run_gpus", "gpu_hours", "lost_gpu_hours", "ran_on", "cost_usd"]
 
 
 #: A cell a spreadsheet would read as a formula starts with one of these (OWASP's CSV injection).
@@ -437,19 +493,20 @@ def csv_cells(row: HistoryRow) -> list[str]:
     job = row.job
     return _csv_cells(job.pk, job.name, job.team.name, job.project.name if job.project else "",
                       job.submitter.get_username() if job.submitter else "", str(job.state), job.exit_code,
-                      job.submitted_at, job.started_at, job.finished_at, row.elapsed_s, job.gpus, row.gpu_hours,
+                      job.submitted_at, job.started_at, job.finished_at, row.elapsed_s, job.gpus, row.last_run_gpus,
+                      row.gpu_hours,
                       row.lost_gpu_hours, row.ran_on, row.cost_usd)
 
 
 def _csv_cells(pk: int, name: str, team: str, project: str, user: str, state: str, exit_code: int | None,
                submitted_at: datetime | None, started_at: datetime | None, finished_at: datetime | None,
-               elapsed_s: int | None, gpus: int, gpu_hours: float, lost_gpu_hours: float, ran_on: Sequence[str],
+               elapsed_s: int | None, gpus: int, last_run: int | None, gpu_hours: float, lost_gpu_hours: float, ran_on: Sequence[str],
                cost_usd: Decimal | None) -> list[str]:
     """A CSV row's cells, each figure as the table's row says it (`HistoryRow`), in full."""
     return [
         str(pk), _text_cell(name), _text_cell(team), _text_cell(project), _text_cell(user), state,
         "" if exit_code is None else str(exit_code), _second(submitted_at), _second(started_at), _second(finished_at),
-        "" if elapsed_s is None else str(elapsed_s), clock(elapsed_s), str(gpus),
+        "" if elapsed_s is None else str(elapsed_s), clock(elapsed_s), str(gpus), "" if last_run is None else str(last_run),
         f"{gpu_hours:.4f}", f"{lost_gpu_hours:.4f}", " ".join(ran_on),
         "" if cost_usd is None else f"{cost_usd:.2f}",
     ]
@@ -494,7 +551,8 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
         listed = _csv_values(jobs, ids[start:start + CSV_CHUNK])
         if not listed:
             continue
-        gpu_seconds, nodes = history_figures([row[0] for row in listed if _may_have_run(row[8], row[12], row[5])])
+        figures = history_figures([row[0] for row in listed if _may_have_run(row[8], row[12], row[5])])
+        gpu_seconds, nodes = figures.gpu_seconds, figures.nodes
         costs = job_costs.jobs_costs([row[0] for row in listed], now)
         rows = []
         for pk, name, team, project, user, state, exit_code, submitted, started, finished, gpus, lost, _ in listed:
@@ -503,7 +561,8 @@ def history_csv(jobs: QuerySet[Job], now: datetime) -> Iterator[str]:
             totals.add(state, gpu_hours, lost_gpu_hours)
             cost += costs[pk]
             rows.append(_csv_cells(pk, name, team, project or "", user or "", state, exit_code, submitted, started,
-                                   finished, _elapsed_seconds(started, finished, state, now), gpus, gpu_hours,
+                                   finished, _elapsed_seconds(started, finished, state, now), gpus,
+                                   figures.last_run_gpus.get(pk), gpu_hours,
                                    lost_gpu_hours, sorted(nodes.get(pk, ())), costs[pk]))
         yield lines(rows)
     total = ["TOTAL", counted(totals.jobs, "job")] + [""] * (len(CSV_COLUMNS) - 6)

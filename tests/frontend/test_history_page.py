@@ -257,7 +257,7 @@ def test_the_page_lists_ended_jobs_newest_end_first_with_the_apis_figures(client
     assert [int(r["Job"]) for r in rows] == [j["cancelled"].pk, j["oom"].pk, j["moved"].pk]
     moved = rows[2]
     assert (moved["Name"], moved["Team"], moved["Project"], moved["User"]) == ("moved", "vision", "detector", "alice")
-    assert moved["Elapsed"] == "00:30:00" and moved["GPUs"] == "8" and moved["Exit"] == "0"
+    assert moved["Elapsed"] == "00:30:00" and moved["GPUs held"] == "8" and moved["Exit"] == "0"
     # 8 GPUs for 30 min on each of two nodes: 8 GPU-hours, the accounting's and the API's figure
     api = alice.get(f"/api/v1/jobs/{j['moved'].pk}/").json()
     assert api["gpu_hours"] == 8.0 == float(moved["GPU-h"])
@@ -382,7 +382,7 @@ def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, h
         assert line["job_id"] == row["Job"] and line["name"] == row["Name"] and line["team"] == row["Team"]
         assert (line["project"] or "–") == row["Project"] and (line["user"] or "–") == row["User"]
         assert (line["exit_code"] or "–") == row["Exit"] and line["elapsed"] == row["Elapsed"]
-        assert line["gpus"] == row["GPUs"] and line["ran_on"] == row["Ran on"]
+        assert line["last_run_gpus"] == row["GPUs held"] and line["ran_on"] == row["Ran on"]
         assert line["gpu_hours"] == row["GPU-h"] and line["lost_gpu_hours"] == row["Lost GPU-h"]
         assert line["cost_usd"] == row["Cost"]
         api = admin.get(f"/api/v1/jobs/{line['job_id']}/").json()
@@ -390,8 +390,8 @@ def test_the_csv_is_the_table_every_row_of_the_filters_and_a_total(client_for, h
             api["gpu_hours"], api["elapsed_s"], api["state"])
         assert line["finished_at"] == api["finished_at"].replace("+00:00", "Z")[:19] + "Z"
     jobs, gpu_hours, lost = _totals(admin.get(H, params))
-    assert total[:2] == ["TOTAL", f"{jobs} jobs"] and total[13:15] == [gpu_hours, lost]
-    assert Decimal(gpu_hours) == sum(Decimal(cells[13]) for cells in body)
+    assert total[:2] == ["TOTAL", f"{jobs} jobs"] and total[14:16] == [gpu_hours, lost]
+    assert Decimal(gpu_hours) == sum(Decimal(cells[14]) for cells in body)
     # the page links the CSV of its own filters
     assert f'href="{CSV}?state=succeeded&amp;state=failed&amp;state=cancelled"' in admin.get(H, params).content.decode()
 
@@ -423,6 +423,10 @@ def test_the_csv_is_byte_for_byte_each_jobs_own_figures_remembered_or_priced(cli
     def second(at: datetime | None) -> str:
         return "" if at is None else (at + timedelta(microseconds=500_000)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
+    def last_run_gpus(job: Job) -> str:
+        latest = job.allocations.order_by("-generation").first()
+        return "" if latest is None else str(latest.gpus.count())
+
     def clock(seconds: int) -> str:
         days, rest = divmod(seconds, 86400)
         return (f"{days}-" if days else "") + f"{rest // 3600:02d}:{rest // 60 % 60:02d}:{rest % 60:02d}"
@@ -439,13 +443,13 @@ def test_the_csv_is_byte_for_byte_each_jobs_own_figures_remembered_or_priced(cli
             job.project.name if job.project else "", job.submitter.username if job.submitter else "", job.state,
             "" if job.exit_code is None else str(job.exit_code), second(job.submitted_at), second(job.started_at),
             second(job.finished_at), "" if elapsed is None else str(elapsed), "" if elapsed is None else clock(elapsed),
-            str(job.gpus), f"{hours:.4f}", f"{Decimal(job.lost_gpu_seconds) / 3600:.4f}", " ".join(nodes), f"{usd:.2f}"]))
+            str(job.gpus), last_run_gpus(job), f"{hours:.4f}", f"{Decimal(job.lost_gpu_seconds) / 3600:.4f}", " ".join(nodes), f"{usd:.2f}"]))
         gpu_hours, lost, cost = gpu_hours + hours, lost + round(Decimal(job.lost_gpu_seconds) / 3600, 4), cost + usd
-    lines.append(",".join(["TOTAL", "6 jobs", *[""] * 11, f"{gpu_hours:.4f}", f"{lost:.4f}", "", f"{cost:.2f}"]))
+    lines.append(",".join(["TOTAL", "6 jobs", *[""] * 12, f"{gpu_hours:.4f}", f"{lost:.4f}", "", f"{cost:.2f}"]))
     expected = "\n".join(lines) + "\n"
     # what the expectation says, spelled out for three of its rows
-    assert f"\n{never.pk},'=never,vision,,,cancelled,,{second(never.submitted_at)},,{second(never.finished_at)},,,1,0.0000,0.0000,,0.00\n" in expected
-    assert f",timed_out,,{second(long.submitted_at)}," in expected and ",94020,1-02:07:00,2,0.0000,0.3429,,0.00\n" in expected
+    assert f"\n{never.pk},'=never,vision,,,cancelled,,{second(never.submitted_at)},,{second(never.finished_at)},,,1,,0.0000,0.0000,,0.00\n" in expected
+    assert f",timed_out,,{second(long.submitted_at)}," in expected and ",94020,1-02:07:00,2,,0.0000,0.3429,,0.00\n" in expected
     assert f",8.0000,1.3333,h100-01 h100-02,{job_costs.run_costs(history['moved'].pk, timezone.now()).total_usd}\n" in expected
     response = client_for("admin").get(CSV)
     assert response.status_code == 200

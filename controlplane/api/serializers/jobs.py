@@ -133,6 +133,10 @@ class _RanOnField(_HistoryField, serializers.ListField):
     figure = job_history.ran_on
 
 
+class _LastRunGpusField(_HistoryField, serializers.IntegerField):
+    figure = job_history.last_run_gpus
+
+
 def read_at(job: Job) -> datetime:
     """The moment a page of jobs was read (every running job's elapsed_s counts to the same
     instant), else now."""
@@ -230,6 +234,11 @@ class JobSerializer(serializers.ModelSerializer):
         child=serializers.CharField(), read_only=True,
         help_text="Every node it ever held GPUs on, in any run, sorted (`nodes` is where it holds GPUs now).",
     )
+    last_run_gpus = _LastRunGpusField(
+        read_only=True, allow_null=True,
+        help_text="GPUs its latest run held (the run `elapsed_s` measures): what an elastic job really ran on, "
+                  "where `gpus` is what it asked for; null when it never held any.",
+    )
 
     class Meta:
         model = Job
@@ -243,7 +252,7 @@ class JobSerializer(serializers.ModelSerializer):
             "queue_position", "eta", "eta_told", "eta_told_at", "growth_code", "growth_note",
             "steps", "useful_tokens", "last_checkpoint_at", "preemption_count", "requeue_count", "lost_gpu_seconds",
             "hold", "held_at", "held_by", "hold_reason",
-            "elapsed_s", "gpu_hours", "lost_gpu_hours", "ran_on",
+            "elapsed_s", "gpu_hours", "lost_gpu_hours", "ran_on", "last_run_gpus",
         ]
         read_only_fields = fields
 
@@ -351,6 +360,7 @@ def job_payload(job: Job) -> dict[str, Any]:
         "hold_reason": job.hold_reason,
         "elapsed_s": job_history.elapsed_seconds(job, read_at(job)), "gpu_hours": job_history.gpu_hours(job),
         "lost_gpu_hours": job_history.lost_gpu_hours(job), "ran_on": job_history.ran_on(job),
+        "last_run_gpus": job_history.last_run_gpus(job),
     }
 
 

@@ -61,8 +61,9 @@ def test_the_api_csv_is_the_pages_csv_for_the_same_filters(fleet, alice, ended) 
     assert rows[0] == job_history.CSV_COLUMNS
     # alice's team's ended jobs, newest end first; not the running one, not another team's
     assert [r[1] for r in rows[1:-1]] == ["oom", "ok"]
-    assert [r[13] for r in rows[1:-1]] == ["0.5000", "1.0000"]  # 1 GPU × 30 min, 2 GPUs × 30 min
-    assert rows[-1][:2] == ["TOTAL", "2 jobs"] and rows[-1][13] == "1.5000"
+    assert [r[14] for r in rows[1:-1]] == ["0.5000", "1.0000"]  # 1 GPU × 30 min, 2 GPUs × 30 min
+    assert [r[13] for r in rows[1:-1]] == ["1", "2"]  # the GPUs each held
+    assert rows[-1][:2] == ["TOTAL", "2 jobs"] and rows[-1][14] == "1.5000"
     failed = list(csv.reader(io.StringIO(_body(alice.get(URL, {"state": "failed"})))))
     assert [r[1] for r in failed[1:-1]] == ["oom"]
     assert failed[-1][:2] == ["TOTAL", "1 job"]  # until 5 Dec "1 jobs"

@@ -97,7 +97,7 @@ def _rows(out: str) -> dict[str, list[str]]:
     """The table's rows by job name (columns split on runs of two or more spaces)."""
     lines = out.splitlines()
     assert lines[0].split() == ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS",
-                                "GPU-H", "LOST-GPU-H", "NODES"], out
+                                "GPU-H", "LOST-GPU-H", "COST", "$", "NODES"], out
     rows = [re.split(r"\s{2,}", line.strip()) for line in lines[1:] if re.match(r"^\s*\d+\s{2,}", line)]
     return {row[1]: row for row in rows}
 
@@ -111,12 +111,15 @@ def test_history_of_yesterday_lists_what_ended_with_its_figures_and_totals(alice
     assert list(rows) == ["train-7b", "eval-oom", "never-ran"]  # oldest end first; not today's, not bob's
     start = (day + timedelta(hours=10, minutes=10)).strftime("%Y-%m-%d %H:%M:%S")
     assert rows["train-7b"] == [str(yesterday["moved"].pk), "train-7b", "ml", "alice", "succeeded", "0", start,
-                                "01:00:00", "8", "12.00", "2.00", "h100-1,h100-2"]
-    assert rows["eval-oom"][4:] == ["failed", "137", rows["eval-oom"][6], "00:30:00", "2", "1.00", "0", "h100-3"]
-    assert rows["never-ran"][4:] == ["cancelled", "-", "-", "-", "1", "0", "0", "-"]
+                                "01:00:00", "4 (asked 8)", "12.00", "2.00", "30.00", "h100-1,h100-2"]
+    # its last run (the hour ELAPSED says) held 4 of the 8 it asked: 8 GPUs × 1 h + 4 × 1 h = 12 GPU-hours
+    assert rows["eval-oom"][4:] == ["failed", "137", rows["eval-oom"][6], "00:30:00", "2", "1.00", "0", "2.50",
+                                    "h100-3"]
+    assert rows["never-ran"][4:] == ["cancelled", "-", "-", "-", "-", "0", "0", "0.00", "-"]  # held no GPU
     totals = run.out.strip().splitlines()[-1]
     assert totals.startswith(f"3 jobs ended {day:%Y-%m-%d} 00:00:00 → {day + timedelta(days=1):%Y-%m-%d} 00:00:00 UTC: ")
     assert "1 cancelled, 1 failed, 1 succeeded; 13.00 GPU-hours held, 2.00 GPU-hours of work lost" in totals
+    assert totals.endswith("; cost $32.50.")
 
 
 def test_history_since_yesterday_until_today_are_the_utc_days_of_the_moment_qm_asks(alice_qm, yesterday) -> None:
@@ -138,7 +141,7 @@ def test_history_gpu_hours_are_the_accountings(alice_qm, yesterday) -> None:
     cost = job_costs.job_cost(yesterday["moved"].pk)
     assert jobs["train-7b"]["gpu_hours"] == float(cost["gpu_hours_allocated"]) == 12.0
     assert run.json()["totals"] == {"jobs": 4, "states": {"succeeded": 2, "cancelled": 1, "failed": 1},
-                                    "gpu_hours": 13.0, "lost_gpu_hours": 2.0}
+                                    "gpu_hours": 13.0, "lost_gpu_hours": 2.0, "cost_usd": "32.50"}
 
 
 def test_status_says_elapsed_time_and_gpu_hours_as_history_does(alice_qm, yesterday) -> None:
@@ -212,7 +215,7 @@ def test_history_csv_is_the_servers_byte_for_byte_for_the_same_filters(alice_qm,
     assert moved[job_history.CSV_COLUMNS.index("gpu_hours")] == "12.0000"
     assert moved[job_history.CSV_COLUMNS.index("lost_gpu_hours")] == "2.0000"
     assert moved[job_history.CSV_COLUMNS.index("ran_on")] == "h100-1 h100-2"  # every node
-    assert rows[-1][:2] == ["TOTAL", "4 jobs"] and rows[-1][13:15] == ["13.0000", "2.0000"]
+    assert rows[-1][:2] == ["TOTAL", "4 jobs"] and rows[-1][14:16] == ["13.0000", "2.0000"]
 
 
 def test_history_csv_refused_by_the_server_says_why_and_writes_nothing(qm, yesterday) -> None:
