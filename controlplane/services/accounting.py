@@ -704,6 +704,19 @@ def _fleet_spans(start: datetime) -> list[_NodeSpan]:
     return spans
 
 
+def fleet_began(minute: datetime) -> datetime | None:
+    """When the fleet's capacity began inside the minute at `minute` (the first minute of the
+    rollups): the first of its nodes to join, when every node in the fleet joined from that
+    minute on. None when a node was there before it (the minute's capacity covers all of it) or
+    the first node joined after it. Read-only: utilization_series averages the first bucket of
+    a fresh fleet from here, not from the start of its minute."""
+    spans = _fleet_spans(minute)
+    if not spans or any(span.joined_us is None for span in spans):
+        return None
+    first = min(span.joined_us for span in spans if span.joined_us is not None)
+    return from_us(first) if first < to_us(minute) + MINUTE_US else None
+
+
 def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: _Touched) -> None:
     """The fleet's GPUs per (type, tier) for each minute of [start, end), priced.
 

@@ -9,10 +9,18 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.db.models import Sum
+from django.db.models import Min, Sum
 
 from controlplane.models import FleetRollup, UsageRollup
-from controlplane.services.accounting import DAY, HOUR, MINUTE, hour_horizon, in_bucket, raw_horizon
+from controlplane.services.accounting import (
+    DAY,
+    HOUR,
+    MINUTE,
+    fleet_began,
+    hour_horizon,
+    in_bucket,
+    raw_horizon,
+)
 from controlplane.services.showback import Window, rolled_until
 from controlplane.services.usage_tiers import floor_to
 
@@ -47,8 +55,9 @@ def utilization_series(
 ) -> list[UtilizationPoint]:
     """The three tiers over time, for the fleet (with capacity) or one team (without): the
     overview and team charts. Callers check that the reader may see `team_id`.
-    ``exact_first_bucket``: average the first bucket of history over the time it was rolled
-    (one more query); callers that only take ratios of the tiers can skip it."""
+    ``exact_first_bucket``: average the first bucket of history over the time it covers, from
+    the instant the fleet began (`history_began`: two more queries, a few more in the fleet's
+    very first bucket); callers that only take ratios of the tiers can skip it."""
     bucket = bucket or choose_bucket(window.start, window.end, now)
     rolled = rolled_until()
     if rolled is None:
@@ -64,7 +73,7 @@ def utilization_series(
                                            productive=Sum("productive_gpu_seconds"))
     points = []
     rows = list(sums.order_by("start"))
-    began = _first_rolled_within(rows[0]["start"], bucket) if rows and exact_first_bucket else None
+    began = history_began(rows[0]["start"], bucket) if rows and exact_first_bucket else None
     for s in rows:
         covered = min(float(bucket), (rolled - s["start"]).total_seconds())
         if began is not None and s["start"] < began < s["start"] + timedelta(seconds=bucket):
@@ -86,6 +95,22 @@ def _gpus(gpu_seconds: Any, seconds: float) -> float:
     """GPUs on average over `seconds`. GPU-seconds are exact to the microsecond, so six places
     say all of it, and a partial minute's 159.99999999999997 GPUs reads 160.0."""
     return round(float(gpu_seconds or 0) / seconds, 6)
+
+
+def history_began(start: datetime, bucket: int) -> datetime | None:
+    """When history begins inside the bucket at ``start``, if it does: the first finer row kept
+    there (`_first_rolled_within`), and inside the rollups' very first minute the instant the
+    fleet's first node joined (`accounting.fleet_began`). On a fresh 128-GPU fleet whose agents
+    registered half way through that minute, the minute read 63.8 GPUs of capacity and the hour
+    99.4 (demo walk, 5 Dec): averaged from the minute's start, before any node was there."""
+    first = start if bucket == MINUTE else _first_rolled_within(start, bucket)
+    if first is None:
+        return None
+    earliest: datetime | None = FleetRollup.objects.filter(bucket=MINUTE).aggregate(t=Min("start"))["t"]
+    finer = MINUTE if bucket in (MINUTE, HOUR) else HOUR
+    if earliest is not None and first <= earliest < first + timedelta(seconds=finer):
+        return fleet_began(earliest) or earliest
+    return first
 
 
 def _first_rolled_within(start: datetime, bucket: int) -> datetime | None:
