@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from decimal import Decimal
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -549,6 +550,24 @@ def _number_text(value: float | None, unit_s: int) -> str:
     return "" if value is None else f"{value / unit_s:g}"
 
 
+#: The Change form's units for a runtime limit: (kind, label, seconds per unit), largest first.
+_LIMIT_UNITS = (("hours", "hours", 3600), ("minutes", "minutes", 60), ("seconds", "seconds", 1))
+
+
+def limit_field(seconds: int | None) -> dict[str, str]:
+    """A runtime limit as the Change form shows it: in the largest unit that says it in at most
+    two decimals, exactly (`4` or `1.5` hours, `10` minutes, `601` seconds), so what the field
+    shows is what is stored and sending it back changes nothing. A 10-minute limit read
+    "0.166667" hours (demo walk, 5 Dec). None: hours, empty (the class's default)."""
+    if seconds is None:
+        return {"kind": "hours", "label": "hours", "value": ""}
+    for kind, label, unit in _LIMIT_UNITS:
+        if (seconds * 100) % unit == 0:
+            amount = Decimal(seconds) / unit
+            return {"kind": kind, "label": label, "value": f"{amount.normalize():f}"}
+    raise AssertionError("a whole number of seconds is always said in seconds")
+
+
 def change_form(request: HttpRequest, job: Job, runs_after: list[dict[str, Any]]) -> dict[str, Any] | None:
     """The job page's Change form (PATCH jobs/{id}/, as `qm update`): the fields the service
     lets change on this job as it stands (services/holds.changeable_now: the lot while it
@@ -565,7 +584,7 @@ def change_form(request: HttpRequest, job: Job, runs_after: list[dict[str, Any]]
         "fields": fields,
         "url": reverse("v1:job-detail", args=[job.pk]),
         "dependencies_text": "" if runs_after_text == dependency_text.NONE else runs_after_text,
-        "runtime_limit_h": _number_text(job.runtime_limit_s, 3600),
+        "runtime_limit": limit_field(job.runtime_limit_s),
         "checkpoint_interval_min": _number_text(job.checkpoint_interval_s, 60),
         "priority_classes": list(PriorityClass.objects.order_by("-value", "name")) if "priority_class" in fields else [],
         "projects": list(Project.objects.filter(team_id=job.team_id).order_by("name").values_list("name", flat=True))

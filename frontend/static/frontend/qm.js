@@ -242,6 +242,10 @@
 
   /* ------------------------------------------------------------------ the submit form */
 
+  /* Fields typed in a unit the API takes in seconds (the Change form's runtime limit is said in
+     hours, minutes or seconds, whichever says it exactly: frontend/views/jobs.limit_field). */
+  var UNIT_SECONDS = { hours: 3600, minutes: 60, seconds: 1 };
+
   /* One input's value as the API takes it; undefined when left empty. */
   function inputValue(input) {
     var kind = input.dataset.kind || "text";
@@ -252,9 +256,9 @@
     var raw = input.value.trim();
     if (raw === "") return undefined;
     if (kind === "int") return /^-?\d+$/.test(raw) ? Number(raw) : raw;
-    if (kind === "hours" || kind === "minutes") {
+    if (kind in UNIT_SECONDS) {
       var amount = Number(raw);
-      return isFinite(amount) ? Math.round(amount * (kind === "hours" ? 3600 : 60)) : raw;
+      return isFinite(amount) ? Math.round(amount * UNIT_SECONDS[kind]) : raw;
     }
     return raw;
   }
@@ -529,8 +533,8 @@
           Array.prototype.forEach.call(input.options, function (o) { o.selected = chosen.indexOf(o.value) >= 0; });
         } else if (value === null || value === undefined) {
           input.value = "";
-        } else if (input.dataset.kind === "hours" || input.dataset.kind === "minutes") {
-          input.value = String(Number((value / (input.dataset.kind === "hours" ? 3600 : 60)).toPrecision(6)));
+        } else if (input.dataset.kind in UNIT_SECONDS) {
+          input.value = String(Number((value / UNIT_SECONDS[input.dataset.kind]).toPrecision(6)));
         } else {
           input.value = String(value);
         }
