@@ -18,6 +18,7 @@ from typing import Any
 from django.utils import timezone
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
+from controlplane.services import percent_text
 from frontend.templatetags.qm import duration, said
 from scheduler_core.sentences import gpu_hours
 
@@ -762,7 +763,9 @@ def what_if_bars(key: str, title: str, caption: str, y_title: str, metrics: Sequ
         # bars); the hover says the unit.
         shown = "%" if suffix == "%" else ""
         data.append({"type": "bar", "name": name.split(" (", 1)[0], "x": [label for _, label in metrics], "y": ys,
-                     "marker": {"color": colours[i % 2]}, "text": [None if y is None else f"{y}{shown}" for y in ys],
+                     "marker": {"color": colours[i % 2]},
+                     # a share as the table's cell says it (percent_text: "50%", not "50.0%")
+                     "text": [None if y is None else percent_text.percent(y / 100) if shown else f"{y}" for y in ys],
                      "customdata": [None if y is None else f"{y}{suffix}" for y in ys],
                      "textposition": "outside",
                      "hovertemplate": f"{name}<br>%{{x}}: %{{customdata}}<extra></extra>"})

@@ -31,6 +31,7 @@ from django.utils import timezone
 
 from controlplane.choices import NodeState
 from controlplane.models import Job, Node
+from controlplane.services.percent_text import percent
 from controlplane.shared_store import shared_store
 from scheduler_core.judging import ETA_SLACK_S as SLACK_S  # the replays' rule: on time within a second
 from scheduler_core.judging import LARGE, SIZE_CLASSES, EtaJudgement, judge_etas, size_class
@@ -235,7 +236,7 @@ class NoLikelyStart:
                     "(jobs of another size wait differently)")
         if self.share_of_wait is None:
             return f"no job of {gpus} judged had a wait told to measure a share of"
-        return (f"the median job of {gpus} started after {round(self.share_of_wait * 100, 2)}% of the wait it was told, no "
+        return (f"the median job of {gpus} started after {percent(self.share_of_wait)} of the wait it was told, no "
                 "sooner than told: its ETA is the better word")
 
 

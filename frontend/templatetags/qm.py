@@ -13,7 +13,7 @@ from django.utils import timezone
 from django.utils.html import format_html, format_html_join, json_script
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
-from controlplane.services import exit_codes
+from controlplane.services import exit_codes, percent_text
 from controlplane.services.access import access_of, may_submit
 from controlplane.services.stopping import state_label
 from scheduler_core.sentences import gpu_hours as say_gpu_hours  # the filter below is `gpu_hours`
@@ -241,11 +241,11 @@ def as_gpu_hours(hours: Any, where: str = "cell") -> str:
 
 @register.filter
 def percent(fraction: Any) -> str:
-    """A fraction as a percentage with two decimals at most, as the charts label it (0.0047 →
-    "0.47%", not a whole-number "0%")."""
+    """A fraction as a percentage as every channel says it (services/percent_text.percent: two
+    decimals at most, trailing zeros dropped: "100%", "17.14%", "0.47%"; "100.0%" until 5 Dec)."""
     if fraction is None:
         return "–"
-    return f"{round(float(fraction) * 100, 2)}%"
+    return percent_text.percent(fraction)
 
 
 @register.filter

@@ -62,14 +62,14 @@ def test_the_node_page_shows_its_three_tiers_for_the_chosen_window(client_for, n
     assert 'id="node-tiers-window"' in html and '<option value="1h" selected>' in html
     assert tier_cells(html, "allocated") == ("7.0", "87.5%")
     assert tier_cells(html, "active") == ("2.5", "31.25%")
-    assert tier_cells(html, "productive") == ("2.0", "25.0%")
+    assert tier_cells(html, "productive") == ("2.0", "25%")
     assert "Share of h100-01&#x27;s capacity (8.0 GPU-h)" in html or "Share of h100-01's capacity (8.0 GPU-h)" in html
     # per GPU: the trainer's, the stalled job's, the silent job's and the free one
     # (the window ends at the last rollup, a moment before the page: just under an hour per GPU)
-    assert gpu_cells(html, 0)[1:] == ["1.00", "0.50", "0.50", "100.0% / 50.0% / 50.0%"]
-    assert gpu_cells(html, 4)[1:] == ["1.00", "0", "0", "100.0% / 0.0% / 0.0%"]
-    assert gpu_cells(html, 6)[1:] == ["1.00", "0.50", "0", "100.0% / 50.0% / 0.0%"]
-    assert gpu_cells(html, 7)[1:] == ["0", "0", "0", "0.0% / 0.0% / 0.0%"]
+    assert gpu_cells(html, 0)[1:] == ["1.00", "0.50", "0.50", "100% / 50% / 50%"]
+    assert gpu_cells(html, 4)[1:] == ["1.00", "0", "0", "100% / 0% / 0%"]
+    assert gpu_cells(html, 6)[1:] == ["1.00", "0.50", "0", "100% / 50% / 0%"]
+    assert gpu_cells(html, 7)[1:] == ["0", "0", "0", "0% / 0% / 0%"]
     # the chart: a step per minute, in the tiers' colours, shares of the node's GPU time
     chart = page.context["charts"]["node_tiers"]
     assert not chart.empty and chart.title == "Utilization of h100-01 in three tiers"
@@ -99,7 +99,7 @@ def test_another_window_and_another_reader_see_the_same_node_figures(client_for,
 def test_a_node_nobody_used_says_so(client_for, node_at_work):
     page = client_for("alice").get("/nodes/h100-02/")
     html = page.content.decode()
-    assert tier_cells(html, "allocated")[0] == "0" and tier_cells(html, "productive")[1] == "0.0%"
+    assert tier_cells(html, "allocated")[0] == "0" and tier_cells(html, "productive")[1] == "0%"
     assert '<option value="24h" selected>' in html  # the default window
 
 

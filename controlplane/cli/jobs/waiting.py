@@ -8,6 +8,7 @@ from typing import Any
 
 from controlplane.cli import output
 from controlplane.cli.client import Api
+from controlplane.services.percent_text import percent
 from scheduler_core.sentences import counted
 
 
@@ -69,17 +70,17 @@ def eta_record_text(e: dict[str, Any]) -> str:
     r = e.get("eta_record")
     if not r or not r["judged"]:
         return ""
-    share = f", the median one after {r['median_share_of_wait']:.0%} of the wait told" \
+    share = f", the median one after {percent(r['median_share_of_wait'])} of the wait told" \
         if r["median_share_of_wait"] is not None else ""
     text = (f"at the latest, by runtime limits: of {counted(r['judged'], 'job')} that waited with an ETA in the "
-            f"last {r['days']} days, {r['on_time']:.0%} started by the first one told{share}")
+            f"last {r['days']} days, {percent(r['on_time'])} started by the first one told{share}")
     own, missing = r.get("own_class"), e.get("likely_start_missing")
     # its class's figures once there are enough of them to tell a likely start by, as the page
     if own and own["judged"] and not (missing and missing["code"] == "too_few_of_its_size"):
-        share = f", the median one after {own['median_share_of_wait']:.0%}" \
+        share = f", the median one after {percent(own['median_share_of_wait'])}" \
             if own["median_share_of_wait"] is not None else ""
         text += (f"; of them, {counted(own['judged'], 'job')} of {_size_class_text(own)}, as this one: "
-                 f"{own['on_time']:.0%} by it{share}")
+                 f"{percent(own['on_time'])} by it{share}")
     return text
 
 
@@ -98,5 +99,5 @@ def likely_start_text(e: dict[str, Any]) -> str:
     jobs = counted(likely["judged"], "job")
     if likely.get("size_class"):
         jobs += f" of {_size_class_text(likely)}"
-    return (f"about {eta_text(likely['at'], relative=True)}, at the median {likely['share_of_wait']:.0%} of the wait "
+    return (f"about {eta_text(likely['at'], relative=True)}, at the median {percent(likely['share_of_wait'])} of the wait "
             f"told that {jobs} had in the last {likely['days']} days")

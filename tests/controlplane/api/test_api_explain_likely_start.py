@@ -121,7 +121,7 @@ def test_no_likely_start_without_a_record_an_eta_or_a_share_below_one(api, team)
     missing = explained(api, job, "likely_start_missing")
     assert (missing["code"], missing["size_class"], missing["judged"], missing["share_of_wait"]) == \
         ("not_sooner_than_told", "small", 20, pytest.approx(1.5))
-    assert missing["reason"] == ("the median job of fewer than 8 GPUs started after 150.0% of the wait it was told, "
+    assert missing["reason"] == ("the median job of fewer than 8 GPUs started after 150% of the wait it was told, "
                                  "no sooner than told: its ETA is the better word")
 
     started(team, shares=[0.2] * 21)
