@@ -34,7 +34,14 @@ BY_KEY = {w.key: w for w in WINDOWS}
 DEFAULT = BY_KEY["24h"]
 
 
-def window_from(raw: str | None, default: Window = DEFAULT) -> Window:
-    """The window a query string names; an unknown or missing name gives the default, so a
-    hand-edited URL still renders a page instead of an error."""
-    return BY_KEY.get((raw or "").strip(), default)
+def window_choice(raw: str | None, default: Window = DEFAULT) -> tuple[Window, str]:
+    """The window a page's query string names, and what is wrong with it ("" for nothing): a
+    name the page does not offer is said, as showback says a window it cannot read, and the
+    default shown (the overview, teams and node pages showed the default unsaid for
+    `?window=bogus` until 5 Dec). Missing or empty: the default, nothing said."""
+    text = (raw or "").strip()
+    if not text or text in BY_KEY:
+        return BY_KEY.get(text, default), ""
+    offered = ", ".join(w.key for w in WINDOWS)
+    return default, (f"window: '{text[:40]}' is not a window this page shows: use one of {offered}; "
+                     f"showing the {default.label}.")

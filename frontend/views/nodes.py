@@ -30,7 +30,7 @@ from controlplane.services.nodes import cordon_reason
 from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures
 from frontend.heatmap import fleet_grid
-from frontend.windows import WINDOWS, window_from
+from frontend.windows import WINDOWS, window_choice
 
 # Which actions an admin is offered in each state (services/nodes.py refuses the rest anyway).
 # Retire is offered where a node runs nothing as a rule (drained into cordoned, or dead); the
@@ -312,13 +312,14 @@ def node_maintenance(request: HttpRequest, node: Node, is_admin: bool) -> dict[s
 def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     node = _node(name)
     payload = node_payload(request, node)
-    window = window_from(request.GET.get("window"))
+    window, window_error = window_choice(request.GET.get("window"))
     now = timezone.now()
     since, until = window.bounds(now)
     tiers = tiers_payload(node, node_tiers(node, since, until, now))
     charts = {c.key: c for c in [*payload["charts"], tiers["chart"]]}
     return render(request, "frontend/node_detail.html", {
         **payload, "page": "nodes", "charts": charts, "tiers": tiers, "window": window, "windows": WINDOWS,
+        "window_error": window_error,
         "maintenance": node_maintenance(request, node, payload["is_admin"]),
         "live_url": reverse("frontend:node-json", args=[node.name]), "live_every": 10000,
     })

@@ -21,7 +21,7 @@ from frontend.fleet_series import fleet_series, lost_work_since
 from frontend.heatmap import fleet_grid
 from frontend.templatetags import qm
 from frontend.utilization import utilization_points
-from frontend.windows import WINDOWS, Window, window_from
+from frontend.windows import WINDOWS, Window, window_choice
 
 
 def start_of_day(now: datetime) -> datetime:
@@ -130,21 +130,23 @@ def loop_warning(as_of: datetime | None, age_s: float | None) -> str:
             "chart on this page is that old, and nothing new is admitted until it is back.")
 
 
-def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None]:
-    """The window asked for, every team's name, and the team whose queue is asked for (if any)."""
-    window = window_from(request.GET.get("window"))
+def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None, str]:
+    """The window asked for, every team's name, the team whose queue is asked for (if any), and
+    what is wrong with the window asked for ("" for nothing: `window_choice`)."""
+    window, window_error = window_choice(request.GET.get("window"))
     teams = list(Team.objects.order_by("name").values_list("name", flat=True))
     team = request.GET.get("team") or None
-    return window, teams, team if team in teams else None
+    return window, teams, team if team in teams else None, window_error
 
 
 @login_required
 @require_GET
 def overview(request: HttpRequest) -> HttpResponse:
-    window, teams, team = _filters(request)
+    window, teams, team, window_error = _filters(request)
     payload = overview_payload(request, window, team)
     return render(request, "frontend/overview.html", {
         "page": "overview", "window": window, "windows": WINDOWS, "teams": teams, "team": team,
+        "window_error": window_error,
         "charts": {c.key: c for c in payload["charts"]}, "text": payload["text"],
         "live_url": reverse("frontend:overview-json") + "?" + urlencode({"window": window.key, "team": team or ""}),
     })
@@ -153,6 +155,6 @@ def overview(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def overview_json(request: HttpRequest) -> JsonResponse:
-    window, _, team = _filters(request)
+    window, _, team, _ = _filters(request)
     payload = overview_payload(request, window, team)
     return JsonResponse({"charts": figures.charts_json(payload["charts"]), "text": payload["text"]})

@@ -17,7 +17,7 @@ from controlplane.services import quota_text
 from controlplane.services.access import access_of
 from frontend import figures, team_stats
 from frontend.fleet_series import fleet_series
-from frontend.windows import BY_KEY, WINDOWS, window_from
+from frontend.windows import BY_KEY, WINDOWS, window_choice
 
 # The distributions read finished days' bins from the store and group only the window's two
 # partial days in the database (team_stats.binned), so every window costs about the same.
@@ -27,7 +27,7 @@ TEAM_WINDOWS = WINDOWS
 @login_required
 @require_GET
 def teams(request: HttpRequest) -> HttpResponse:
-    window = window_from(request.GET.get("window"), BY_KEY["7d"])
+    window, window_error = window_choice(request.GET.get("window"), BY_KEY["7d"])
     since, until = window.bounds(timezone.now())
     who = access_of(request.user)
     sees_all = who.reads_all_costs
@@ -84,7 +84,7 @@ def teams(request: HttpRequest) -> HttpResponse:
     ]
     lent_shares = any(quota_text.is_share(q["lent"]) for row in team_table for q in row["quotas"])
     context: dict[str, Any] = {
-        "page": "teams", "window": window, "windows": TEAM_WINDOWS, "sees_all": sees_all,
+        "page": "teams", "window": window, "windows": TEAM_WINDOWS, "sees_all": sees_all, "window_error": window_error,
         "quota_charts": quota_charts, "charts": {c.key: c for c in charts}, "team_table": team_table,
         "lent_share_note": quota_text.LENT_SHARE_NOTE if lent_shares else "",
     }
