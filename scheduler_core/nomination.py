@@ -191,9 +191,8 @@ def also_by_preemption(ctx: CycleContext, spec: JobSpec,
     outcome = ctx.outcomes[spec.id]
     eta = lifts[1] if outcome.eta is None else min(outcome.eta, lifts[1])
     ctx.outcomes[spec.id] = outcome._replace(
-        message=f"{outcome.message} It could also start by preemption, but the candidates are "
-                f"protected: {protected.why}; it may preempt them from t={lifts[0]:.0f} and "
-                f"start once they have stopped, by t={lifts[1]:.0f}.",
+        message=f"{outcome.message} It could also start by preemption, but "
+                f"{_protected_words(protected, lifts)}.",
         eta=eta)
 
 
@@ -229,10 +228,17 @@ def _protection_code(ctx: CycleContext, protected: Protected) -> ReasonCode:
 
 
 def _protected_sentence(protected: Protected, lifts: tuple[float, float] | None) -> str:
+    return f"It could start by preemption, but {_protected_words(protected, lifts)}."
+
+
+def _protected_words(protected: Protected, lifts: tuple[float, float] | None) -> str:
+    """What protects the candidates and when it lifts, said of one job when one is in the way
+    (no victims at all means the cycle's budget is spent: "the candidates")."""
+    one = len(protected.victims) == 1
+    who, them, they = ("the candidate is", "it", "it has") if one else ("the candidates are", "them", "they have")
     when = "" if lifts is None else (
-        f"; it may preempt them from t={lifts[0]:.0f} and start once they have stopped, "
-        f"by t={lifts[1]:.0f}")
-    return f"It could start by preemption, but the candidates are protected: {protected.why}{when}."
+        f"; it may preempt {them} from t={lifts[0]:.0f} and start once {they} stopped, by t={lifts[1]:.0f}")
+    return f"{who} protected: {protected.why}{when}"
 
 
 def _protection_lifts(ctx: CycleContext, victims: tuple[str, ...]) -> tuple[float, float] | None:

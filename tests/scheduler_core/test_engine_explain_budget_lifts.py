@@ -35,9 +35,9 @@ def test_a_victims_spent_budget_says_when_it_may_be_preempted_again_and_sets_the
     h = why(a_victim_that_spent_its_budget().plan(NO_BACKFILL), "h")
     assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
     assert h.message == (
-        "It could start by preemption, but the candidates are protected: job v was preempted "
+        "It could start by preemption, but the candidate is protected: job v was preempted "
         "1 time in the last 24 h, its budget, and may be preempted again from t=5000; it may "
-        "preempt them from t=5000 and start once they have stopped, by t=5030.")
+        "preempt it from t=5000 and start once it has stopped, by t=5030.")
     assert h.eta == 5030.0
 
 
@@ -61,10 +61,10 @@ def test_a_spent_budget_without_a_time_gives_none():
         h = why(a_victim_that_spent_its_budget(frees_at=frees_at).plan(NO_BACKFILL), "h")
         assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
         assert h.message.startswith(
-            "It could start by preemption, but the candidates are protected: job v was "
+            "It could start by preemption, but the candidate is protected: job v was "
             "preempted 1 time in the last 24 h, its budget.")
         assert "may be preempted again" not in h.message
-        assert "it may preempt them from" not in h.message
+        assert "it may preempt it from" not in h.message
         assert h.eta == 200600.0  # v's runtime limit, as before
 
 
@@ -79,7 +79,7 @@ def test_a_victim_inside_its_minimum_runtime_and_over_its_budget_lifts_at_the_la
     # (before, it was told t=2600, when the budget still protected v)
     h = why(a_victim_that_spent_its_budget(min_runtime_s=2000).plan(NO_BACKFILL), "h")
     assert ("job v has run 400 s of its 2000 s minimum runtime and was preempted 1 time in the "
-            "last 24 h, its budget, and may be preempted again from t=5000; it may preempt them "
+            "last 24 h, its budget, and may be preempted again from t=5000; it may preempt it "
             "from t=5000") in h.message
     assert h.eta == 5030.0
 
@@ -105,9 +105,9 @@ def test_a_job_over_quota_that_may_preempt_a_victim_with_a_spent_budget_is_told_
     )
     h = why(plan, "h")
     assert h.code is ReasonCode.QUOTA_EXCEEDED
-    assert ("It could also start by preemption, but the candidates are protected: job v was "
+    assert ("It could also start by preemption, but the candidate is protected: job v was "
             "preempted 1 time in the last 24 h, its budget, and may be preempted again from "
-            "t=5000; it may preempt them from t=5000 and start once they have stopped, by "
+            "t=5000; it may preempt it from t=5000 and start once it has stopped, by "
             "t=5030.") in h.message
     assert h.eta == 5030.0
 
@@ -132,7 +132,7 @@ def _told_class_allows_none(plan) -> None:
     h = why(plan, "h")
     assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
     assert h.message == (
-        "It could start by preemption, but the candidates are protected: job p is of class "
+        "It could start by preemption, but the candidate is protected: job p is of class "
         "production, whose preemption budget of 0 allows none.")
     assert h.eta is None
 

@@ -252,8 +252,8 @@ def test_a_job_waiting_for_a_minimum_runtime_is_told_when_it_lifts():
     assert h.code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
     assert h.would_start_if == "the protected jobs pass their minimum runtime, or GPUs free up"
     assert h.message == (
-        "It could start by preemption, but the candidates are protected: job v has run 400 s of its "
-        "3600 s minimum runtime; it may preempt them from t=4200 and start once they have "
+        "It could start by preemption, but the candidate is protected: job v has run 400 s of its "
+        "3600 s minimum runtime; it may preempt it from t=4200 and start once it has "
         "stopped, by t=4230.")
     assert h.eta == 4230.0
     assert starts == {"h": 4230.0}
@@ -280,7 +280,7 @@ def test_a_job_waiting_for_a_preemption_budget_keeps_the_runtime_limit_estimate(
     )
     h = why(schedule(snap, NO_BACKFILL), "h")
     assert h.code is ReasonCode.PREEMPTION_BUDGET_EXHAUSTED
-    assert "it may preempt them from" not in h.message
+    assert "it may preempt it from" not in h.message
     assert h.eta == 20600.0
 
 
@@ -346,9 +346,9 @@ def test_a_job_over_quota_that_may_preempt_its_own_teams_job_later_is_told_when(
     first, starts = evolve(over_quota_behind_its_own_protected_job(), config, also_at=(4200.0,))
     h = why(first, "h")
     assert h.code in (ReasonCode.WAITING_FOR_RESERVATION, ReasonCode.QUOTA_EXCEEDED)
-    assert (" It could also start by preemption, but the candidates are protected: job v has run "
-            "400 s of its 3600 s minimum runtime; it may preempt them from t=4200 and start once "
-            "they have stopped, by t=4230.") in h.message
+    assert (" It could also start by preemption, but the candidate is protected: job v has run "
+            "400 s of its 3600 s minimum runtime; it may preempt it from t=4200 and start once "
+            "it has stopped, by t=4230.") in h.message
     assert h.eta == 4230.0
     assert starts == {"h": 4230.0}
 

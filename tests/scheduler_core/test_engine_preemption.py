@@ -236,9 +236,9 @@ def test_a_job_whose_every_candidate_is_protected_is_told_their_protection_not_t
     hi1 = why(plan, "hi1")
     assert hi1.code is ReasonCode.MINIMUM_RUNTIME_PROTECTED
     assert hi1.message == (
-        "It could start by preemption, but the candidates are protected: job young has run "
-        "600 s of its 3600 s minimum runtime; it may preempt them from t=13000 and start once "
-        "they have stopped, by t=13030.")
+        "It could start by preemption, but the candidate is protected: job young has run "
+        "600 s of its 3600 s minimum runtime; it may preempt it from t=13000 and start once "
+        "it has stopped, by t=13030.")
     assert hi1.eta == 13030.0
 
 

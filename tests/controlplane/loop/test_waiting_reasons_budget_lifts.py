@@ -89,7 +89,7 @@ def test_a_job_blocked_by_a_spent_preemption_budget_is_told_when_it_lifts(
     lifts = last + timedelta(seconds=WINDOW_S)
     assert (f"job {victim.pk} was preempted {BUDGET} times in the last 24 h, its budget, and may be "
             f"preempted again from {_utc(lifts)}") in body["reason"]
-    assert (f"it may preempt them from {_utc(lifts)} and start once they have stopped, by "
+    assert (f"it may preempt it from {_utc(lifts)} and start once it has stopped, by "
             f"{_utc(lifts + timedelta(seconds=GRACE_S))}.") in body["reason"]
     # its ETA is that start, not the victim's runtime limit (three days after its start)
     assert abs((_eta(body) - lifts - timedelta(seconds=GRACE_S)).total_seconds()) < 1

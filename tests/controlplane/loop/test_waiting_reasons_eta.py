@@ -88,7 +88,7 @@ def test_a_job_blocked_by_a_minimum_runtime_is_told_when_it_lifts(why_fleet: dic
     body = why_fleet["api"].get(f"/api/v1/jobs/{urgent.pk}/explain/").json()
     assert body["reason_code"] == "MinimumRuntimeProtected", body["reason"]
     lifts = started + timedelta(seconds=MIN_RUNTIME_S)
-    assert (f"it may preempt them from {_utc(lifts)} and start once they have stopped, by "
+    assert (f"it may preempt it from {_utc(lifts)} and start once it has stopped, by "
             f"{_utc(lifts + timedelta(seconds=GRACE_S))}.") in body["reason"]
     assert f"{victim.pk} has run " in body["reason"]
     assert abs((_eta(body) - lifts - timedelta(seconds=GRACE_S)).total_seconds()) < 1
