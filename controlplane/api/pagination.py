@@ -2,7 +2,10 @@
 
 `limit` and `offset` are whole numbers or absent: anything else (`?limit=abc`, `?limit=-5`,
 `?offset=1.5`) is a 400 naming the parameter, as any other bad query parameter is, rather than a
-page of a size nobody asked for."""
+page of a size nobody asked for. An `offset` is at most 2⁶³−1 (PostgreSQL's bigint, the bound of
+every id), beyond it a 400 naming it; one past the list's end is an empty page whose `previous`
+is the last real page (until 5 Dec an offset was capped at a billion and stepped back one page:
+`?offset=99999999999999999999` linked `previous` to `offset=999999950`, a page not there)."""
 
 from __future__ import annotations
 
@@ -13,9 +16,10 @@ from rest_framework.exceptions import ValidationError
 from rest_framework.pagination import LimitOffsetPagination
 from rest_framework.request import Request
 from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 
-# PostgreSQL's OFFSET is a bigint; anything past a billion rows is past the end anyway.
-MAX_OFFSET = 1_000_000_000
+# PostgreSQL's OFFSET is a bigint: the largest offset there can be.
+MAX_OFFSET = 2**63 - 1
 _WHOLE = re.compile(r"^[0-9]+\Z")
 
 
@@ -24,14 +28,15 @@ class Pagination(LimitOffsetPagination):
     max_limit = 1000
 
     def _whole(self, request: Request, name: str, least: int) -> int | None:
+        """The parameter as a whole number of at least `least`, capped at MAX_OFFSET + 1 (more
+        digits than that are read no further: Python reads at most 4,300 into an int)."""
         raw = request.query_params.get(name)
         if raw is None or raw == "":
             return None
         digits = raw.lstrip("0") or "0"
-        if not _WHOLE.match(raw) or (len(digits) <= 18 and int(digits) < least):
+        if not _WHOLE.match(raw) or (len(digits) <= 19 and int(digits) < least):
             raise ValidationError({name: [f"'{raw[:40]}' is not a whole number of at least {least}."]})
-        # More digits than any limit or offset taken (and than Python reads into an int: 4,300).
-        return int(digits) if len(digits) <= 18 else MAX_OFFSET
+        return min(int(digits), MAX_OFFSET + 1) if len(digits) <= 19 else MAX_OFFSET + 1
 
     def get_limit(self, request: Request) -> int:
         limit = self._whole(request, self.limit_query_param, 1)
@@ -39,7 +44,22 @@ class Pagination(LimitOffsetPagination):
 
     def get_offset(self, request: Request) -> int:
         offset = self._whole(request, self.offset_query_param, 0)
-        return 0 if offset is None else min(offset, MAX_OFFSET)
+        if offset is not None and offset > MAX_OFFSET:
+            raw = request.query_params[self.offset_query_param]
+            raise ValidationError({self.offset_query_param: [
+                f"'{raw[:40]}' is beyond the largest offset, {MAX_OFFSET} (2⁶³−1): "
+                f"give a whole number from 0 to {MAX_OFFSET}."]})
+        return 0 if offset is None else offset
+
+    def get_previous_link(self) -> str | None:
+        """As DRF's, but from past the end (an empty page) the last real page: `offset` =
+        count − limit, or the first page when the list is shorter than a page."""
+        if self.offset <= 0 or self.offset < self.count:
+            return super().get_previous_link()
+        url = replace_query_param(self.request.build_absolute_uri(), self.limit_query_param, self.limit)
+        last = max(0, self.count - self.limit)
+        return replace_query_param(url, self.offset_query_param, last) if last else remove_query_param(
+            url, self.offset_query_param)
 
 
 class RunsPagination(Pagination):
