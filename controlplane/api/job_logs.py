@@ -2,7 +2,7 @@
 
     ?rank=0             the process's RANK (default 0)
     ?generation=G       which run (default: the job's latest); `generations` lists them all
-    ?offset=N           from byte N on, at most 1 MiB (follow: ask again from `next_offset`)
+    ?offset=N           from byte N on (0 to 2⁶³−1), at most 1 MiB (follow: ask again from `next_offset`)
     ?tail_bytes=N       the last N bytes (at most what is kept, 8 MiB), from a line's start
     ?tail_lines=N       the last N lines (at most 10,000)
     ?format=txt         the text alone (text/plain), the pruning notice first: the job page's
@@ -14,6 +14,7 @@ The job is looked up as GET jobs/{id}/ does: another team's job is a 404 here to
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from drf_spectacular.utils import OpenApiParameter, inline_serializer
@@ -25,6 +26,9 @@ from controlplane.models import Job
 from controlplane.services import job_logs
 
 MAX_RANK = 1_000_000
+#: A log offset is a bigint (JobLogChunk.offset; the agent's chunks end at 2⁶³−1 at most): past
+#: it no output can be. Until 5 Dec `?offset=99999999999999999999` was taken and echoed back.
+MAX_OFFSET = 2**63 - 1
 QUERY_PARAMETERS = frozenset({"format", "rank", "generation", "offset", "tail_bytes", "tail_lines"})
 
 
@@ -56,10 +60,14 @@ def _whole(params: Any, name: str, least: int, most: int | None = None) -> int |
     try:
         value = int(raw)
     except ValueError:
+        if most is not None and re.fullmatch(r"[0-9]+", str(raw)):
+            # more digits than Python reads into an int (4,300): out of range, not "not a number"
+            raise ValidationError({name: [f"{str(raw)[:40]}… is out of range: give from {least} to {most}."]}) from None
         raise ValidationError({name: [f"'{str(raw)[:40]}' is not a whole number: give {least} or more."]}) from None
     if value < least or (most is not None and value > most):
         span = f"from {least} to {most}" if most is not None else f"{least} or more"
-        raise ValidationError({name: [f"{value} is out of range: give {span}."]})
+        shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:40]}…"
+        raise ValidationError({name: [f"{shown} is out of range: give {span}."]})
     return value
 
 
@@ -77,7 +85,7 @@ def read(job: Job, params: Any) -> dict[str, Any]:
     try:
         output = job_logs.read(
             job, rank=rank, generation=generation,
-            offset=_whole(params, "offset", 0),
+            offset=_whole(params, "offset", 0, MAX_OFFSET),
             tail_bytes=_whole(params, "tail_bytes", 1, job_logs.keep_bytes()),
             tail_lines=_whole(params, "tail_lines", 1, job_logs.MAX_TAIL_LINES),
         )

@@ -403,3 +403,34 @@ def test_the_job_page_says_it_on_its_output_panel(fleet: LoopFleet, alice: APICl
     page = client.get(f"/jobs/{job.pk}/", {"rank": 3}).content.decode()
 
     assert "there is no rank 3." in page
+
+
+@pytest.mark.parametrize("offset", [str(2**63), "99999999999999999999", "9" * 5000])
+def test_an_offset_beyond_what_the_storage_holds_is_a_400_naming_it(fleet: LoopFleet, alice: APIClient,
+                                                                   offset: str) -> None:
+    """A log offset is a bigint (JobLogChunk.offset; the agent's chunks end at 2⁶³−1 at most):
+    until 5 Dec `?offset=99999999999999999999` answered 200, echoing it as `offset` and
+    `next_offset` (a position no output can ever reach), and 5,000 digits said "not a whole
+    number"."""
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    ship(token, "gpu-01", chunk(g, 0, "loading data\n"))
+
+    r = alice.get(f"{J}/jobs/{job.pk}/logs/", {"offset": offset})
+
+    assert r.status_code == 400, r.content[:300]
+    shown = offset if len(offset) <= 40 else f"{offset[:40]}…"
+    assert r.json()["errors"] == {"offset": [f"{shown} is out of range: give from 0 to {2**63 - 1}."]}
+
+
+def test_an_offset_past_what_is_stored_waits_there_as_a_follow_does(fleet: LoopFleet, alice: APIClient) -> None:
+    """Up to 2⁶³−1, an offset past the end is read as a follow with nothing new yet (as
+    docs/api.md says): empty text, next_offset where it was asked, end_offset what is stored."""
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    ship(token, "gpu-01", chunk(g, 0, "loading data\n"))
+
+    body = logs(alice, job, offset=2**63 - 1)
+
+    assert (body["text"], body["offset"], body["next_offset"], body["end_offset"]) == ("", 2**63 - 1, 2**63 - 1, 13)
+    assert body["more"] is False
