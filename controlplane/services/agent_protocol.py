@@ -909,10 +909,31 @@ def _shutting_down(nodes: Iterable[Node], now: datetime) -> None:
 
 def _flush_started(started: list[tuple[Node, Allocation, Report]]) -> None:
     """Mark processes started: an Event per node, and the allocation's `started_at` once every
-    node of the gang has reported (allocations carry `node_count`)."""
+    node of the gang has reported (allocations carry `node_count`).
+
+    One transaction, the allocations locked first (as every transition takes them) and read
+    again under the lock: the events and `started_at` are written together or not at all, and
+    a report sent again (the agent resends what got no reply) or racing its twin adds nothing.
+    Until 5 Dec each statement committed on its own: a failure between them left the event
+    without `started_at`, and the resend then wrote a single-node run's event twice, or a
+    gang's last member took its own event for a resend and `started_at` was never written."""
     # A single-node allocation already started needs nothing; a gang's members are deduplicated
     # by their per-node events.
     started = [(n, a, r) for n, a, r in started if a.node_count > 1 or a.started_at is None]
+    if not started:
+        return
+    with transaction.atomic():
+        begun = dict(
+            Allocation.objects.select_for_update(no_key=True).filter(pk__in={a.pk for _, a, _ in started})
+            .order_by("pk").values_list("pk", "started_at")
+        )
+        started = [(n, a, r) for n, a, r in started
+                   if a.pk in begun and (a.node_count > 1 or begun[a.pk] is None)]
+        _write_started(started)
+
+
+def _write_started(started: list[tuple[Node, Allocation, Report]]) -> None:
+    """The writes of :func:`_flush_started`, its allocations locked and read again."""
     if not started:
         return
     multi = {a.pk for _, a, _ in started if a.node_count > 1}
@@ -926,25 +947,28 @@ def _flush_started(started: list[tuple[Node, Allocation, Report]]) -> None:
         if key not in already and key not in seen:
             seen.add(key)
             fresh.append((node, allocation, report))
-    if not fresh:
+    if fresh:
+        Event.objects.bulk_create([
+            Event(**transitions.event_fields(
+                EventKind.JOB_STARTED, actor_for(n), job=a.job, allocation=a, node=n, at=r.at, reason="Started",
+                message=f"Generation {a.generation} started on {n.name}", data={"generation": a.generation},
+            ))
+            for n, a, r in fresh
+        ])
+    elif not multi:
         return
-    Event.objects.bulk_create([
-        Event(**transitions.event_fields(
-            EventKind.JOB_STARTED, actor_for(n), job=a.job, allocation=a, node=n, at=r.at, reason="Started",
-            message=f"Generation {a.generation} started on {n.name}", data={"generation": a.generation},
-        ))
-        for n, a, r in fresh
-    ])
     started_nodes = dict(
         Event.objects.filter(kind=EventKind.JOB_STARTED, allocation_id__in=multi)
         .values("allocation_id")
         .annotate(n=Count("node_id", distinct=True))
         .values_list("allocation_id", "n")
     ) if multi else {}
-    complete = {
-        allocation.pk: report.at for _, allocation, report in fresh
-        if allocation.node_count <= started_nodes.get(allocation.pk, 1)
-    }
+    # Every report, a resend's too: a gang whose members' events were all written before (by a
+    # contact that failed before its `started_at`, until 5 Dec) starts now.
+    complete: dict[int, datetime] = {}
+    for _, allocation, report in started:
+        if allocation.node_count <= started_nodes.get(allocation.pk, 1):
+            complete[allocation.pk] = max(report.at, complete.get(allocation.pk, report.at))
     if complete:
         # Compare-and-set per row (only the first start counts): on PostgreSQL one statement
         # for the whole batch, elsewhere one pipelined statement per row.
