@@ -895,32 +895,54 @@ def cancel_job(job: Job, actor: str, *, at: datetime | None = None) -> bool:
     first, or its stop already ends it: a runtime limit, a gang member's exit)."""
     at = at or timezone.now()
     with transaction.atomic():
-        # Twice at most: a preempted job's stop may complete (and requeue it) between our
-        # reads; it is then waiting, and cancelled at once.
-        for _ in range(2):
-            if Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
-                state=JobState.CANCELLED, finished_at=at, state_changed_at=at
-            ):
-                record_event(EventKind.JOB_CANCELLED, actor, job=job, at=at, reason="Cancelled",
-                             message="Cancelled while waiting")
-                record_event(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled",
-                             message="Job cancelled")
-                dependencies.ended([dependencies.Change(job.pk, JobState.CANCELLED)], at=at, actor=actor)
+        # Each statement reads what is committed when it runs (READ COMMITTED): a preemption, a
+        # stop's completion (the job requeued), a bind may land between them, and an attempt
+        # then fails. Try again as long as the job's state moved during the attempt; refuse
+        # only once an attempt fails on a state that stayed as it was (until 5 Dec it tried
+        # twice: a preemption landing in the first attempt and its completion in the second
+        # refused a job that was waiting again: tests/controlplane/api/test_api_cancel_waiting_again.py).
+        # Each move is a transition someone committed, so this ends; the bound is a guard.
+        seen = _state_of(job.pk)
+        for _ in range(CANCEL_ATTEMPTS):
+            if _cancel_once(job, actor, at=at):
                 return True
-            allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
-            if allocation is not None:
-                grace = job.priority_class.grace_period_s
-                if signal_stop(
-                    allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at,
-                    actor=actor, message=f"Cancelled by {actor_name(actor)}; processes get {grace} s to exit",
-                ):
-                    return True
-                # Stopped under us since our read (a preemption, a requeue someone asked for, an
-                # exit): look again, a stop to requeue it is then made a cancel.
-                continue
-            if _cancel_requeueing_stop(job, actor, at=at):
-                return True
+            now_seen = _state_of(job.pk)
+            if now_seen == seen or now_seen is None:
+                return False
+            seen = now_seen
         return False
+
+
+#: The most attempts one cancel makes while the job keeps moving under it (see cancel_job).
+CANCEL_ATTEMPTS = 10
+
+
+def _state_of(job_id: int) -> tuple[str, datetime | None] | None:
+    """The job's state and when it last changed, as committed now."""
+    return Job.objects.filter(pk=job_id).values_list("state", "state_changed_at").first()
+
+
+def _cancel_once(job: Job, actor: str, *, at: datetime) -> bool:
+    """One attempt of cancel_job on the job as the database says it is now."""
+    if Job.objects.filter(pk=job.pk, state=JobState.PENDING).update(
+        state=JobState.CANCELLED, finished_at=at, state_changed_at=at
+    ):
+        record_event(EventKind.JOB_CANCELLED, actor, job=job, at=at, reason="Cancelled",
+                     message="Cancelled while waiting")
+        record_event(EventKind.JOB_FINISHED, actor, job=job, at=at, reason="Cancelled",
+                     message="Job cancelled")
+        dependencies.ended([dependencies.Change(job.pk, JobState.CANCELLED)], at=at, actor=actor)
+        return True
+    allocation = job.allocations.filter(state=AllocationState.ACTIVE).order_by("-generation").first()
+    if allocation is not None:
+        grace = job.priority_class.grace_period_s
+        # False: stopped under us since our read (a preemption, a requeue someone asked for, an
+        # exit); the next attempt looks again, a stop to requeue it is then made a cancel.
+        return signal_stop(
+            allocation.pk, allocation.generation, reason=RELEASE_CANCELLED, grace_period_s=grace, at=at,
+            actor=actor, message=f"Cancelled by {actor_name(actor)}; processes get {grace} s to exit",
+        )
+    return _cancel_requeueing_stop(job, actor, at=at)
 
 
 def _cancel_requeueing_stop(job: Job, actor: str, *, at: datetime) -> bool:
