@@ -51,6 +51,16 @@ class Pagination(LimitOffsetPagination):
                 f"give a whole number from 0 to {MAX_OFFSET}."]})
         return 0 if offset is None else offset
 
+    def get_schema_operation_parameters(self, view: Any) -> list[dict[str, Any]]:
+        """DRF's, with the bounds said: `limit` 1–1,000, `offset` 0–2⁶³−1."""
+        parameters = super().get_schema_operation_parameters(view)
+        for parameter in parameters:
+            if parameter["name"] == self.offset_query_param:
+                parameter["schema"] = {**parameter["schema"], "minimum": 0, "maximum": MAX_OFFSET}
+            elif parameter["name"] == self.limit_query_param:
+                parameter["schema"] = {**parameter["schema"], "minimum": 1}
+        return parameters
+
     def get_previous_link(self) -> str | None:
         """As DRF's, but from past the end (an empty page) the last real page: `offset` =
         count − limit, or the first page when the list is shorter than a page."""

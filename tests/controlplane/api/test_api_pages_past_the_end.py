@@ -88,3 +88,9 @@ def test_a_jobs_runs_past_the_end_link_back_to_its_last_run(fleet, alice) -> Non
     assert (body["count"], body["results"], body["next"]) == (2, [], None)
     assert _query(body["previous"]) == {"limit": ["1"], "offset": ["1"]}
     assert [x["run"] for x in alice.get(body["previous"]).json()["results"]] == [2]
+
+
+def test_the_schema_says_the_bounds_of_offset(fleet, alice) -> None:
+    schema = alice.get("/api/schema/", {"format": "json"}).json()
+    (offset,) = [p for p in schema["paths"]["/api/v1/jobs/"]["get"]["parameters"] if p["name"] == "offset"]
+    assert (offset["schema"]["minimum"], offset["schema"]["maximum"]) == (0, BIGINT)
