@@ -98,6 +98,7 @@ def _the_widest_rows() -> tuple[Job, Job, Job, Node]:
     preempted_then_succeeded(twice, first, second, now=now)
     gang = submit(user("alice"), SubmitRequest(name="gang-run", gpus=24, gpus_per_node=8)).job
     bind_at(gang, [(node, range(8), "") for node in (*gang_nodes, first)], at=now - timezone.timedelta(minutes=30))
+    submit(user("alice"), SubmitRequest(name="sweep", gpus=1, array="0-2"))  # an array's summary page
     fill_the_fleet()  # its cycle places the other teams' jobs around them; accounting caught up
     running = Job.objects.filter(state="running", name__startswith="vision-").order_by("pk").first()
     assert running is not None
@@ -108,7 +109,8 @@ def _the_widest_rows() -> tuple[Job, Job, Job, Node]:
 def test_every_page_and_admin_list_fits_a_laptop(session: Any) -> None:  # noqa: F811
     running, twice, gang, node = _the_widest_rows()
     nodes = list(Node.objects.values_list("name", flat=True))
-    pages = ("/", "/jobs/", f"/jobs/{running.pk}/", f"/jobs/{twice.pk}/", f"/jobs/{gang.pk}/", "/history/",
+    array_id = Job.objects.filter(name__startswith="sweep").exclude(array_id=None).values_list("array_id", flat=True)[0]
+    pages = ("/", "/jobs/", f"/jobs/?array_id={array_id}", f"/jobs/{running.pk}/", f"/jobs/{twice.pk}/", f"/jobs/{gang.pk}/", "/history/",
              "/teams/", "/showback/?window=24h", "/showback/?window=24h&group_by=project", "/nodes/",
              f"/nodes/{node.name}/", "/what-if/", "/notifications/")
     admin = session("admin")
@@ -123,7 +125,8 @@ def test_every_page_and_admin_list_fits_a_laptop(session: Any) -> None:  # noqa:
             seen = page.evaluate(MEASURE, nodes)
             if seen["wide"] or seen["broken"] or len(seen["topbar"]) != 1:
                 misfits[f"{width} {path}"] = seen
-            admin.screenshot(f"laptop-{width}-{path.strip('/').replace('/', '-').replace('?', '-') or 'overview'}")
+            shown = "jobs-array" if "array_id" in path else path.strip("/").replace("/", "-").replace("?", "-")
+            admin.screenshot(f"laptop-{width}-{shown or 'overview'}")
         for name in ("", *LISTS):
             page.goto(f"{admin.base}/admin/{name}{'/' if name else ''}")
             seen = page.evaluate(MEASURE, nodes)
