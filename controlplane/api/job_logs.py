@@ -57,16 +57,18 @@ def _whole(params: Any, name: str, least: int, most: int | None = None) -> int |
     raw = params.get(name)
     if raw is None or raw == "":
         return None
+    text = str(raw)
+    span = f"from {least} to {most}" if most is not None else f"{least} or more"
+    # digits only: int() also reads "1_000", "+5" and " 0"
+    if not re.fullmatch(r"-?[0-9]+", text):
+        raise ValidationError({name: [f"'{text[:40]}' is not a whole number: give {least} or more."]})
     try:
-        value = int(raw)
+        value = int(text)
     except ValueError:
-        if most is not None and re.fullmatch(r"[0-9]+", str(raw)):
-            # more digits than Python reads into an int (4,300): out of range, not "not a number"
-            raise ValidationError({name: [f"{str(raw)[:40]}… is out of range: give from {least} to {most}."]}) from None
-        raise ValidationError({name: [f"'{str(raw)[:40]}' is not a whole number: give {least} or more."]}) from None
+        # more digits than Python reads into an int (4,300): out of range, not "not a number"
+        raise ValidationError({name: [f"{text[:40]}… is out of range: give {span}."]}) from None
     if value < least or (most is not None and value > most):
-        span = f"from {least} to {most}" if most is not None else f"{least} or more"
-        shown = str(value) if len(str(value)) <= 40 else f"{str(value)[:40]}…"
+        shown = text if len(text) <= 40 else f"{text[:40]}…"
         raise ValidationError({name: [f"{shown} is out of range: give {span}."]})
     return value
 

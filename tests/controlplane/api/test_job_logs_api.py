@@ -240,8 +240,12 @@ def test_output_goes_with_its_job(fleet: LoopFleet) -> None:
     ({"tail_lines": "10001"}, "tail_lines"),
     ({"offset": "0", "tail_lines": "5"}, "tail_lines"),
     ({"lines": "5"}, "lines"),
+    # Python's int() read these (h58, 5 Dec): a number is written in digits, as every other whole-number parameter
+    ({"offset": "1_000"}, "offset"),
+    ({"tail_bytes": "+5"}, "tail_bytes"),
+    ({"rank": " 0"}, "rank"),
 ], ids=["negative-rank", "word-rank", "other-generation", "word-offset", "zero-tail", "tail-past-kept",
-        "too-many-lines", "offset-and-tail", "unknown"])
+        "too-many-lines", "offset-and-tail", "unknown", "underscored-offset", "signed-tail", "spaced-rank"])
 def test_a_bad_parameter_is_a_400_naming_it(fleet: LoopFleet, alice: APIClient, params: dict[str, str],
                                             field: str) -> None:
     node, _ = register_node("gpu-01")
