@@ -15,6 +15,7 @@ from typing import Any
 
 from controlplane.cli import account, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
+from controlplane.services.history_text import gpus_held_text
 from scheduler_core.sentences import counted, gpu_hours
 
 # ---------------------------------------------------------------------------------- history
@@ -56,14 +57,9 @@ def _history_jobs(api: Api, params: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _gpus_held(job: dict[str, Any]) -> str:
-    """GPUS: what its latest run held (`last_run_gpus`, the run ELAPSED measures), with what it
-    asked where that differs, "8 (asked 4)", as the history page says it
-    (job_history.gpus_held_text); "" for a job that never held any. Until 5 Dec it said the 4
-    an elastic job asked beside the GPU-hours of the 8 it held."""
-    held = job.get("last_run_gpus")
-    if held is None:
-        return ""
-    return str(held) if held == job["gpus"] else f"{held} (asked {job['gpus']})"
+    """GPUS: what its latest run held (`last_run_gpus`, the run ELAPSED measures), said as the
+    history page says it; empty for a job that never held any."""
+    return gpus_held_text(job.get("last_run_gpus"), job["gpus"], none="")
 
 
 def _dollars(cents: str) -> str:

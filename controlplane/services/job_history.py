@@ -61,6 +61,7 @@ from controlplane.choices import LIVE_JOB_STATES, JobState
 from controlplane.models import Allocation, AllocationGpu, Job, Node, UsageRollup
 from controlplane.models.usage import RollupBucket
 from controlplane.services import job_costs
+from controlplane.services.history_text import gpus_held_text
 from scheduler_core.sentences import counted
 
 _HOUR_S = Decimal(3600)
@@ -292,14 +293,6 @@ def clock(seconds: int | None) -> str:
     days, rest = divmod(int(seconds), 86400)
     text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
     return f"{days}-{text}" if days else text
-
-
-def gpus_held_text(last_run: int | None, asked: int) -> str:
-    """The GPUs a job's latest run held as the history says them: "8", "8 (asked 4)" for an
-    elastic job that ran on more or fewer than it asked, "–" for none."""
-    if last_run is None:
-        return "–"
-    return str(last_run) if last_run == asked else f"{last_run} (asked {asked})"
 
 
 @dataclass(frozen=True)
