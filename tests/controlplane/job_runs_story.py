@@ -10,7 +10,7 @@ from datetime import datetime, timedelta
 
 from django.db import transaction
 
-from controlplane.models import Allocation, Job, Node
+from controlplane.models import Allocation, AllocationGpu, Job, Node
 from controlplane.services import reconcile, transitions
 
 #: What the preemption notice says (the engine's words name the job it made room for).
@@ -62,3 +62,13 @@ def preempted_then_succeeded(job: Job, first: Node, second: Node, *, now: dateti
     run1.refresh_from_db()
     run2.refresh_from_db()
     return Story(t0, run1, run2)
+
+
+def idle_nodes(count: int, gpu_type: str | None = None) -> list[Node]:
+    """The first `count` ready nodes (of `gpu_type`, when given) on which nothing runs, by name:
+    where a story's runs go in a fleet the demo's stream already uses."""
+    busy = AllocationGpu.objects.filter(live=True).values("node_id")
+    ready = Node.objects.filter(state="ready", **({"gpu_type__name": gpu_type} if gpu_type else {}))
+    nodes = list(ready.exclude(pk__in=busy).order_by("name")[:count])
+    assert len(nodes) == count, "the demo fleet has idle ready nodes"
+    return nodes

@@ -15,9 +15,8 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from controlplane.models import AllocationGpu, Node
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.controlplane.job_runs_story import bind_at, preempted_then_succeeded
+from tests.controlplane.job_runs_story import bind_at, idle_nodes, preempted_then_succeeded
 from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -32,18 +31,10 @@ FITS = """() => {
 }"""
 
 
-def _idle_nodes(count: int) -> list[Node]:
-    busy = AllocationGpu.objects.filter(live=True).values("node_id")
-    nodes = list(Node.objects.filter(state="ready", gpu_type__name="H100-80GB").exclude(pk__in=busy)
-                 .order_by("name")[:count])
-    assert len(nodes) == count, "the demo fleet has idle ready nodes"
-    return nodes
-
-
 def test_the_runs_table_fits_its_panel_on_a_desktop(session: Any) -> None:  # noqa: F811
     now = timezone.now()
     twice = submit(user("alice"), SubmitRequest(name="twice-run", gpus=2)).job
-    first, second, *gang_nodes = _idle_nodes(5)
+    first, second, *gang_nodes = idle_nodes(5, "H100-80GB")
     preempted_then_succeeded(twice, first, second, now=now)
     gang = submit(user("alice"), SubmitRequest(name="gang-run", gpus=24, gpus_per_node=8)).job
     bind_at(gang, [(node, range(8), "") for node in gang_nodes[:2]] + [(first, range(8), "")],

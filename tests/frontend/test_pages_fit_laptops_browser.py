@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from controlplane.models import AllocationGpu, Job, Node
+from controlplane.models import Job, Node
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.controlplane.job_runs_story import bind_at, preempted_then_succeeded
+from tests.controlplane.job_runs_story import bind_at, idle_nodes, preempted_then_succeeded
 from tests.frontend.test_admin_lists_fit_browser import LISTS, _awkward_quotas
 from tests.frontend.test_browser_pages import browser, fill_the_fleet, session, user  # noqa: F401 (fixtures)
 
@@ -81,20 +81,12 @@ MEASURE = r"""(nodes) => {
 }"""
 
 
-def _idle_nodes(count: int) -> list[Node]:
-    busy = AllocationGpu.objects.filter(live=True).values("node_id")
-    nodes = list(Node.objects.filter(state="ready", gpu_type__name="H100-80GB").exclude(pk__in=busy)
-                 .order_by("name")[:count])
-    assert len(nodes) == count, "the demo fleet has idle ready nodes"
-    return nodes
-
-
 def _the_widest_rows() -> tuple[Job, Job, Job, Node]:
     """A job preempted once and run again (two runs, lost work, in the history), a gang on three
     nodes (its Runs' Where names them all), a busy fleet around them, the quota list's longest words."""
     now = timezone.now()
     twice = submit(user("alice"), SubmitRequest(name="twice-run", gpus=2)).job
-    first, second, *gang_nodes = _idle_nodes(4)
+    first, second, *gang_nodes = idle_nodes(4, "H100-80GB")
     preempted_then_succeeded(twice, first, second, now=now)
     gang = submit(user("alice"), SubmitRequest(name="gang-run", gpus=24, gpus_per_node=8)).job
     bind_at(gang, [(node, range(8), "") for node in (*gang_nodes, first)], at=now - timezone.timedelta(minutes=30))

@@ -16,22 +16,15 @@ import pytest
 from django.utils import timezone
 from playwright.sync_api import expect
 
-from controlplane.models import AllocationGpu, Node, PriceRate
+from controlplane.models import Node, PriceRate
 from controlplane.services import requeue
 from controlplane.services.jobs import SubmitRequest, submit
 from frontend.templatetags.qm import duration, usd, utc
 from frontend.views import jobs as job_views
-from tests.controlplane.job_runs_story import NOTICE, bind_at, preempted_then_succeeded
+from tests.controlplane.job_runs_story import NOTICE, bind_at, idle_nodes, preempted_then_succeeded
 from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
-
-
-def _idle_nodes(count: int) -> list[Node]:
-    busy = AllocationGpu.objects.filter(live=True).values("node_id")
-    nodes = list(Node.objects.filter(state="ready").exclude(pk__in=busy).order_by("name")[:count])
-    assert len(nodes) == count, "the demo fleet has idle ready nodes"
-    return nodes
 
 
 def _time(at: Any) -> str:
@@ -51,7 +44,7 @@ def _cells(page: Any, run: int) -> list[str]:
 def test_researcher_reads_the_runs_of_her_preempted_job_and_sees_a_new_one_live(session: Any) -> None:  # noqa: F811
     now = timezone.now()
     job = submit(user("alice"), SubmitRequest(name="twice-run", gpus=2)).job
-    first, second = _idle_nodes(2)
+    first, second = idle_nodes(2)
     story = preempted_then_succeeded(job, first, second, now=now)
     t0 = story.t0
 
@@ -102,7 +95,7 @@ def test_researcher_pages_to_older_runs_and_back(session: Any, monkeypatch: Any)
     "newer runs" leads back to the latest."""
     monkeypatch.setattr(job_views, "MAX_RUNS_SHOWN", 2)
     job = submit(user("alice"), SubmitRequest(name="thrice-run", gpus=2)).job
-    first, second = _idle_nodes(2)
+    first, second = idle_nodes(2)
     story = preempted_then_succeeded(job, first, second, now=timezone.now())
     requeue.requeue(user("alice"), job.pk, reason="again")
     bind_at(job, [(second, [0, 1], "")], at=timezone.now() - timedelta(minutes=3))

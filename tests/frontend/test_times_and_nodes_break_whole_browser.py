@@ -14,10 +14,9 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from controlplane.models import AllocationGpu, Node
 from controlplane.services import accounting
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.controlplane.job_runs_story import preempted_then_succeeded
+from tests.controlplane.job_runs_story import idle_nodes, preempted_then_succeeded
 from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -42,14 +41,6 @@ LINES = """(selector) => [...document.querySelectorAll(selector)].map(cell => {
 })"""
 
 
-def _idle_nodes(count: int) -> list[Node]:
-    busy = AllocationGpu.objects.filter(live=True).values("node_id")
-    nodes = list(Node.objects.filter(state="ready", gpu_type__name="H100-80GB").exclude(pk__in=busy)
-                 .order_by("name")[:count])
-    assert len(nodes) == count, "the demo fleet has idle ready nodes"
-    return nodes
-
-
 def _broken(lines: list[str]) -> list[str]:
     """The lines that end inside a date or a node's name (at one of its hyphens)."""
     return [line for line in lines[:-1] if line.endswith("-")]
@@ -58,7 +49,7 @@ def _broken(lines: list[str]) -> list[str]:
 def test_times_and_node_names_break_whole_in_the_runs_and_the_history(session: Any) -> None:  # noqa: F811
     now = timezone.now()
     twice = submit(user("alice"), SubmitRequest(name="twice-run", gpus=2)).job
-    first, second = _idle_nodes(2)
+    first, second = idle_nodes(2, "H100-80GB")
     preempted_then_succeeded(twice, first, second, now=now)
     accounting.catch_up(timezone.now())
 
