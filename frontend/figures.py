@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services import percent_text
+from frontend.chart_figures import figures_table
 from frontend.templatetags.qm import duration, said
 from scheduler_core.sentences import gpu_hours
 
@@ -44,9 +45,14 @@ class Chart:
     height: int = 320
     notes: Mapping[str, Any] = field(default_factory=dict)
 
+    @property
+    def figures(self) -> dict[str, Any]:
+        """The chart's numbers as a table: its text alternative (`chart_figures`)."""
+        return figures_table(self.figure)
+
     def as_json(self) -> dict[str, Any]:
         return {"key": self.key, "title": self.title, "caption": self.caption, "figure": self.figure,
-                "empty": self.empty}
+                "empty": self.empty, "figures": self.figures}
 
 
 def ts(at: datetime) -> str:

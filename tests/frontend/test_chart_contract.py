@@ -18,7 +18,7 @@ from tests.frontend.test_what_if import wait_done
 pytestmark = pytest.mark.django_db
 
 FIGURE = re.compile(r'<script id="fig-([\w-]+)" type="application/json">(.*?)</script>', re.S)
-BOX = re.compile(r'<figure class="chart-box" data-chart="([\w-]+)">(.*?)</figure>', re.S)
+BOX = re.compile(r'<figure class="chart-box" data-chart="([\w-]+)"[^>]*>(.*?)</figure>', re.S)
 # A numeric axis names its unit; a category axis (teams, pools, states) names what it lists.
 UNITS = re.compile(r"\((UTC|USD|minutes|GPUs[^)]*|%[^)]*|×[^)]*|index[^)]*)\)|\bGPUs\b|\bjobs\b|\bUSD\b|GPU-hour|^% ")
 

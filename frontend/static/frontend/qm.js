@@ -35,10 +35,40 @@
     });
   }
 
+  /* The chart's figures in words (its text alternative: frontend/chart_figures.py), written anew
+     with each live figure so a screen reader reads the numbers the chart now draws. */
+  function writeFigures(box, table) {
+    var details = box.querySelector("[data-chart-figures]");
+    if (!details || !table) return;
+    var head = details.querySelector("thead tr");
+    var body = details.querySelector("tbody");
+    head.textContent = "";
+    body.textContent = "";
+    (table.columns || []).forEach(function (column) {
+      var th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = column;
+      head.appendChild(th);
+    });
+    (table.rows || []).forEach(function (row) {
+      var tr = document.createElement("tr");
+      row.forEach(function (cell, i) {
+        var el = document.createElement(i === 0 ? "th" : "td");
+        if (i === 0) el.scope = "row";
+        el.textContent = cell;
+        tr.appendChild(el);
+      });
+      body.appendChild(tr);
+    });
+  }
+
   function draw(box, chart) {
     var plot = box.querySelector(".chart");
     var empty = box.querySelector(".empty");
+    var figures = box.querySelector("[data-chart-figures]");
     if (chart.caption) box.querySelector("figcaption").textContent = chart.caption;
+    if (chart.figures) writeFigures(box, chart.figures);
+    if (figures) figures.hidden = Boolean(chart.empty);
     if (chart.empty) {
       empty.hidden = false;
       empty.querySelector("p").textContent = chart.empty;

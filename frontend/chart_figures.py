@@ -1,0 +1,166 @@
+"""A chart's figures in words: the text alternative beside every Plotly chart, read from the very
+figure dict the browser draws (`frontend/figures.py`), so a screen reader (or anyone who opens it)
+gets the chart's own numbers, never a description that could drift from them.
+
+One table per chart, its first column naming each row (a `th` with `scope="row"`):
+- a heat map (the fleet's GPU slots): a row per node, how many of its slots each holder has;
+- box plots (quartiles): a row per box, its median, quartiles, whiskers, mean (and longest value);
+- a timeline (horizontal bars from a `base`, marks with hover text): a row per stretch or event,
+  as its hover says it;
+- bars or lines over categories (teams, pools, measures): a row per category, a column per trace;
+- a time series: a row per trace, its latest, lowest and highest value with their times (and for
+  bars, their total), the full series being up to 288 points.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Any
+
+#: What a cell says when a trace has no value there.
+NONE = "–"
+
+
+def number(value: float | int, prefix: str = "", suffix: str = "") -> str:
+    """A figure as the table says it: at most two decimals, halves up, trailing zeros dropped ("12.5", "3")."""
+    text = str(Decimal(str(float(value))).quantize(Decimal("0.01"), ROUND_HALF_UP)).rstrip("0").rstrip(".")
+    return f"{prefix}{'0' if text == '-0' else text}{suffix}"
+
+
+def _axis(layout: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    axis = layout.get(name)
+    return axis if isinstance(axis, Mapping) else {}
+
+
+def _axis_title(layout: Mapping[str, Any], name: str, default: str) -> str:
+    title = _axis(layout, name).get("title")
+    text = title.get("text") if isinstance(title, Mapping) else title
+    return str(text or default)
+
+
+def _unit(layout: Mapping[str, Any], name: str) -> tuple[str, str]:
+    axis = _axis(layout, name)
+    return str(axis.get("tickprefix") or ""), str(axis.get("ticksuffix") or "")
+
+
+def _words(text: Any) -> str:
+    """Hover text as a sentence: its line breaks as " · ", its tags gone."""
+    return re.sub(r"<[^>]+>", "", re.sub(r"<br\s*/?>", " · ", str(text))).strip()
+
+
+def _numbers(values: Sequence[Any] | None) -> list[float]:
+    return [float(v) for v in values or () if isinstance(v, (int, float)) and not isinstance(v, bool)]
+
+
+def _shown(trace: Mapping[str, Any]) -> bool:
+    """A trace that is a figure (not the heat map's labels written as text beside its rows)."""
+    return not (trace.get("mode") == "text" and trace.get("showlegend") is False)
+
+
+def _heatmap(trace: Mapping[str, Any], layout: Mapping[str, Any]) -> dict[str, Any]:
+    categories = list(trace.get("colorbar", {}).get("ticktext") or [])
+    rows = []
+    for label, cells in zip(trace.get("y") or [], trace.get("z") or [], strict=False):
+        counts: dict[str, int] = {}
+        for cell in cells:
+            if cell is not None and 0 <= int(cell) < len(categories):
+                name = str(categories[int(cell)])
+                counts[name] = counts.get(name, 0) + 1
+        said = ", ".join(f"{name} {counts[name]}" for name in categories if name in counts)
+        rows.append([str(label), said or NONE])
+    return {"columns": [_axis_title(layout, "yaxis", "row"), "GPU slots by holder"], "rows": rows}
+
+
+def _boxes(traces: Sequence[Mapping[str, Any]], layout: Mapping[str, Any]) -> dict[str, Any]:
+    prefix, suffix = _unit(layout, "yaxis")
+
+    def n(values: Any) -> str:
+        found = _numbers(values)
+        return number(found[0], prefix, suffix) if found else NONE
+
+    longest = {str(t.get("x", [""])[0]): t for t in traces if t.get("type") == "scatter"}
+    rows = []
+    for t in traces:
+        if t.get("type") != "box":
+            continue
+        name = str(t.get("name", ""))
+        beyond = longest.get(name)
+        rows.append([name, n(t.get("median")), f"{n(t.get('q1'))} to {n(t.get('q3'))}",
+                     f"{n(t.get('lowerfence'))} to {n(t.get('upperfence'))}", n(t.get("mean")),
+                     n(beyond.get("y")) if beyond else NONE])
+    columns = [_axis_title(layout, "xaxis", "group"), "median", "quartiles", "whiskers", "mean",
+               "longest beyond the whisker"]
+    return {"columns": columns, "rows": rows}
+
+
+def _timeline(traces: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    rows = []
+    for t in traces:
+        for text in t.get("hovertext") or ():
+            rows.append([str(t.get("name", "")), _words(text)])
+    return {"columns": ["row", "what and when"], "rows": rows}
+
+
+def _categories(traces: Sequence[Mapping[str, Any]], layout: Mapping[str, Any], horizontal: bool) -> dict[str, Any]:
+    """Bars over categories: a row per category, a column per trace."""
+    cat, val = ("y", "x") if horizontal else ("x", "y")
+    prefix, suffix = _unit(layout, f"{val}axis")
+    order: list[str] = []
+    for t in traces:
+        for c in t.get(cat) or ():
+            if str(c) not in order:
+                order.append(str(c))
+    columns = [_axis_title(layout, f"{cat}axis", "category")] + [str(t.get("name", "")) for t in traces]
+    rows = []
+    for c in order:
+        row = [c]
+        for t in traces:
+            cells = {str(k): v for k, v in zip(t.get(cat) or (), t.get(val) or (), strict=False)}
+            value = cells.get(c)
+            row.append(number(value, prefix, suffix) if isinstance(value, (int, float)) else NONE)
+        rows.append(row)
+    return {"columns": columns, "rows": rows}
+
+
+def _series(traces: Sequence[Mapping[str, Any]], layout: Mapping[str, Any]) -> dict[str, Any]:
+    """A time series: each trace's latest, lowest and highest value, when; bars also their total."""
+    prefix, suffix = _unit(layout, "yaxis")
+    bars = any(t.get("type") == "bar" for t in traces)
+    rows = []
+    for t in traces:
+        points = [(x, float(y)) for x, y in zip(t.get("x") or (), t.get("y") or (), strict=False)
+                  if isinstance(y, (int, float)) and not isinstance(y, bool)]
+        if not points:
+            rows.append([str(t.get("name", "")), NONE, NONE, NONE] + ([NONE] if bars else []))
+            continue
+        last = points[-1]
+        low = min(points, key=lambda p: p[1])
+        high = max(points, key=lambda p: p[1])
+        row = [str(t.get("name", "")), f"{number(last[1], prefix, suffix)} at {last[0]}",
+               f"{number(low[1], prefix, suffix)} at {low[0]}", f"{number(high[1], prefix, suffix)} at {high[0]}"]
+        if bars:
+            row.append(number(sum(y for _, y in points), prefix, suffix) if t.get("type") == "bar" else NONE)
+        rows.append(row)
+    columns = ["series", "latest (UTC)", "lowest (UTC)", "highest (UTC)"] + (["total"] if bars else [])
+    return {"columns": columns, "rows": rows}
+
+
+def figures_table(figure: Mapping[str, Any]) -> dict[str, Any]:
+    """The figure's numbers as a table: {"columns": [...], "rows": [[...], ...]} (times in UTC)."""
+    layout = figure.get("layout") or {}
+    traces = [t for t in figure.get("data") or () if _shown(t)]
+    if not traces:
+        return {"columns": [], "rows": []}
+    kinds = {t.get("type", "scatter") for t in traces}
+    if "heatmap" in kinds:
+        return _heatmap(next(t for t in traces if t.get("type") == "heatmap"), layout)
+    if "box" in kinds:
+        return _boxes(traces, layout)
+    if any(t.get("base") is not None for t in traces):
+        return _timeline(traces)
+    horizontal = any(t.get("orientation") == "h" for t in traces)
+    if _axis(layout, "yaxis" if horizontal else "xaxis").get("type") == "category":
+        return _categories(traces, layout, horizontal)
+    return _series(traces, layout)

@@ -1,0 +1,93 @@
+"""Every chart's text alternative (`frontend/chart_figures.figures_table`): the figure's own numbers
+as a table, for each kind of chart the pages draw, built by the real figure builders (no database).
+Until 6 Dec a chart was plotly's SVG alone: a screen reader read its tick labels."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+from frontend import figures
+from frontend.chart_figures import number
+from frontend.heatmap import NodeRow, Slot
+
+T0 = datetime(2026, 11, 29, 9, 0, tzinfo=timezone.utc)
+
+
+def test_numbers_say_at_most_two_decimals() -> None:
+    assert [number(3), number(12.5), number(0.125), number(2 / 3, "$"), number(-0.001), number(40, suffix="%")] == [
+        "3", "12.5", "0.13", "$0.67", "0", "40%"]
+
+
+def test_a_heat_map_says_each_nodes_slots_by_holder() -> None:
+    rows = [NodeRow(id=1, name="n1", pool="h100", leaf_switch="l", spine="s", state="ready", gpu_type="H100-80GB",
+                    capacity_tier="reserved", slots=(Slot("vision", 7, team_id=1), Slot("vision", 7, team_id=1), None, None)),
+            NodeRow(id=2, name="n2", pool="h100", leaf_switch="l", spine="s", state="cordoned", gpu_type="H100-80GB",
+                    capacity_tier="reserved", slots=(Slot("language", None, team_id=2), None, None, None))]
+    table = figures.fleet_heatmap(rows).figures
+    assert table["rows"] == [["h100 / n1", "free 2, vision 2"], ["h100 / n2", "node takes no work 3, language 1"]]
+
+
+def test_bars_over_categories_say_every_bar() -> None:
+    chart = figures.quota_usage("H100-80GB", [
+        {"team": "vision", "nominal": 40, "used": 48, "borrowed": 8, "lent": 0},
+        {"team": "language", "nominal": 24, "used": 10, "borrowed": 0, "lent": 8}])
+    assert chart.figures == {"columns": ["team", "quota", "used", "borrowed", "lent"],
+                             "rows": [["vision", "40", "48", "8", "0"], ["language", "24", "10", "0", "8"]]}
+
+
+def test_horizontal_bars_say_their_categories_with_the_axis_unit() -> None:
+    rows = [{"name": "vision", "is_total": False, "is_idle": False, "cost_usd": 12.5, "cost_productive_usd": 10.0,
+             "cost_active_only_usd": 2.0, "cost_allocated_only_usd": 0.5},
+            {"name": "", "is_total": False, "is_idle": True, "cost_usd": 3.25, "cost_productive_usd": 0,
+             "cost_active_only_usd": 0, "cost_allocated_only_usd": 0}]
+    table = figures.cost_breakdown(rows, "team").figures
+    assert table["columns"] == ["team", "productive", "active, not productive", "allocated, idle on the device",
+                                "capacity no job held"]
+    assert table["rows"] == [["vision", "$10", "$2", "$0.5", "$0"], ["no job (idle capacity)", "$0", "$0", "$0", "$3.25"]]
+
+
+def test_a_time_series_says_each_series_latest_lowest_and_highest_with_their_times() -> None:
+    samples = [{"at": T0 + timedelta(minutes=i), "stranded_gpus": s, "allocated_gpus": 0, "total_gpus": 16,
+                "unavailable_gpus": 0, "reserved_gpus": 0} for i, s in enumerate([3, 7, 1, 4])]
+    table = figures.stranded_gpus(samples).figures
+    assert table["columns"] == ["series", "latest (UTC)", "lowest (UTC)", "highest (UTC)"]
+    assert table["rows"][0] == ["stranded GPUs", "4 at 2026-11-29 09:03:00", "1 at 2026-11-29 09:02:00",
+                                "7 at 2026-11-29 09:01:00"]
+    assert [row[0] for row in table["rows"]] == ["stranded GPUs", "free GPUs", "held for a reservation"]
+
+
+def test_bars_over_time_also_say_their_total() -> None:
+    series = {"vision": [(T0, 1.5), (T0 + timedelta(hours=1), 2.25)], "language": [(T0, 4.0)]}
+    table = figures.cost_over_time(series, "team", "hour", 3600).figures
+    assert table["columns"][-1] == "total"
+    assert table["rows"] == [["language", "$4 at 2026-11-29 09:00:00", "$4 at 2026-11-29 09:00:00",
+                              "$4 at 2026-11-29 09:00:00", "$4"],
+                             ["vision", "$2.25 at 2026-11-29 10:00:00", "$1.5 at 2026-11-29 09:00:00",
+                              "$2.25 at 2026-11-29 10:00:00", "$3.75"]]
+
+
+def test_box_plots_say_their_quartiles_and_the_longest_value() -> None:
+    stats = [{"team": "vision", "n": 9, "low": 1.0, "q1": 2.0, "median": 3.5, "q3": 5.0, "high": 8.0, "mean": 4.25,
+              "max": 30.0}]
+    table = figures.distribution_box("waits", "Waits", "caption", "wait (minutes)", stats, "empty",
+                                     team_ids={"vision": 1}).figures
+    assert table["rows"] == [["vision", "3.5", "2 to 5", "1 to 8", "4.25", "30"]]
+
+
+def test_a_timeline_says_each_stretch_and_event_as_its_hover_does() -> None:
+    segments = [{"state": "pending", "start": T0, "end": T0 + timedelta(minutes=5)},
+                {"state": "running", "start": T0 + timedelta(minutes=5), "end": None}]
+    events = [{"created_at": T0, "kind": "job.submitted", "reason": "Submitted", "message": "by alice"}]
+    table = figures.job_timeline(segments, events, now=T0 + timedelta(minutes=65)).figures
+    assert table["rows"] == [
+        ["Pending", "Pending from 2026-11-29 09:00:00 to 2026-11-29 09:05:00 (5 min)"],
+        ["Running", "Running from 2026-11-29 09:05:00 to now (60 min)"],
+        ["events", "2026-11-29 09:00:00 · job.submitted · Submitted: by alice"],
+    ]
+
+
+def test_a_chart_with_nothing_to_plot_has_no_figures_and_the_live_json_carries_them() -> None:
+    empty = figures.stranded_gpus([])
+    assert empty.figures == {"columns": [], "rows": []}
+    chart = figures.quota_usage("A100-40GB", [{"team": "vision", "nominal": 8, "used": 2, "borrowed": 0, "lent": 0}])
+    assert chart.as_json()["figures"] == chart.figures
