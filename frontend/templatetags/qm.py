@@ -49,12 +49,27 @@ def qm_nav(context: dict[str, Any]) -> dict[str, Any]:
     return {"links": links, "active": context.get("page", ""), "user": user, "role": role, "request": request}
 
 
+def _luminance(colour: str) -> float:
+    """WCAG's relative luminance of a "#rrggbb" colour."""
+    def channel(v: float) -> float:
+        return v / 12.92 if v <= 0.03928 else ((v + 0.055) / 1.055) ** 2.4
+    r, g, b = (int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))
+    return 0.2126 * channel(r) + 0.7152 * channel(g) + 0.0722 * channel(b)
+
+
+def badge_class(colour: str) -> str:
+    """A badge's classes: dark words (`ink-dark`, the top bar's #1b1f24) on a light colour where
+    white would read under 4.5:1 (white on the pending yellow was 2.3:1), white on the others."""
+    white = 1.05 / (_luminance(colour) + 0.05)
+    return "badge" if white >= 4.5 else "badge ink-dark"
+
+
 @register.simple_tag
 def state_badge(state: str, label: str = "") -> str:
     """A state's badge in its colour; `label` (a job's `state_label`) words it when given."""
     colour = STATE_COLOURS.get(state, "#868e96")
-    return format_html('<span class="badge" data-state="{}" style="background:{}">{}</span>', state, colour,
-                       state_text(label) if label else _LABELS.get(state, state))
+    return format_html('<span class="{}" data-state="{}" style="background:{}">{}</span>', badge_class(colour), state,
+                       colour, state_text(label) if label else _LABELS.get(state, state))
 
 
 def state_text(label: str) -> str:
@@ -67,8 +82,9 @@ def job_state_badge(job: Any) -> str:
     """A job's badge: its state's colour, and its API `state_label` as words, so a job stopping
     because it was cancelled or reached its runtime limit does not read "Preempting"."""
     state = str(job.state)
-    return format_html('<span class="badge" data-state="{}" style="background:{}">{}</span>', state,
-                       STATE_COLOURS.get(state, "#868e96"), state_text(state_label(job)))
+    colour = STATE_COLOURS.get(state, "#868e96")
+    return format_html('<span class="{}" data-state="{}" style="background:{}">{}</span>', badge_class(colour), state,
+                       colour, state_text(state_label(job)))
 
 
 @register.filter

@@ -40,7 +40,7 @@ def _totals(html: str, marker: str) -> dict[str, int]:
     """Badge words → count, from the array totals after `marker`."""
     part = html[html.index(marker):]
     part = part[:part.index("</p>")]
-    return {words: int(n) for words, n in re.findall(r'<span class="badge"[^>]*>([^<]+)</span>\s*(\d+)', part)}
+    return {words: int(n) for words, n in re.findall(r'<span class="badge[^"]*"[^>]*>([^<]+)</span>\s*(\d+)', part)}
 
 
 EXPECTED = {"Stopping: cancelled": 1, "Stopping: runtime limit": 1, "Preempting": 1, "Running": 1}
