@@ -30,7 +30,7 @@ def test_the_table_heads_its_first_column_as_people_say_the_grouping(client_for:
     for group_by, heading in (("priority_class", "Priority class"), ("project", "Project"), ("team", "Team")):
         html = client_for("finn").get(f"/showback/?window=24h&group_by={group_by}").content.decode()
         table = html[html.index('id="showback-table"'):html.index("</thead>")]
-        assert f"<th>{heading}</th>" in table, table[:300]
+        assert f'<th scope="col">{heading}</th>' in table, table[:300]
 
 
 def test_an_empty_waste_chart_does_not_say_nothing_was_lost_beside_lost_gpu_hours(client_for: Any) -> None:

@@ -63,7 +63,7 @@ def _rows(response: Any) -> list[dict[str, str]]:
     html = response.content.decode()
     head = re.search(r"<thead>(.*?)</thead>", html, re.S)
     assert head, html[:2000]
-    columns = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<th>(.*?)</th>", head.group(1), re.S)]
+    columns = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<th[^>]*>(.*?)</th>", head.group(1), re.S)]
     body = re.search(r"<tbody>(.*?)</tbody>", html, re.S)
     rows = []
     for tr in re.findall(r"<tr data-job[^>]*>(.*?)</tr>", body.group(1), re.S):
