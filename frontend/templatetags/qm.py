@@ -195,6 +195,19 @@ def nodes_cell(where: str | None) -> str:
     return format_html_join(", ", '<span class="nobr">{}</span>', ((part,) for part in where.split(", ")))
 
 
+#: A date or a clock in a chart's figures ("12.5% at 2026-12-06 02:16:42").
+_DATE_OR_CLOCK = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?")
+
+
+@register.filter
+def figure_cell(text: Any) -> SafeString:
+    """A cell of a chart's figures table: each date and clock unbreakable, so a narrow chart's
+    table breaks between them, never at a date's hyphens ("2026-12-" / "06"). qm.js's
+    writeFigures writes a live update's cells the same way."""
+    escaped = str(conditional_escape(str(text)))
+    return mark_safe(_DATE_OR_CLOCK.sub(lambda m: f'<span class="nobr">{m.group(0)}</span>', escaped))  # noqa: S308 (escaped above)
+
+
 #: A word of a sentence with a hyphen inside it: a node's name ("h100-01", "h100-01:0,1,2,3"), a
 #: GPU type ("H100-80GB"), a date ("2026-12-05"). At most 40 characters: a longer one (a job's
 #: name, up to 128) may still break, rather than widen its table.

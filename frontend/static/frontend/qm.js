@@ -37,6 +37,22 @@
 
   /* The chart's figures in words (its text alternative: frontend/chart_figures.py), written anew
      with each live figure so a screen reader reads the numbers the chart now draws. */
+  /* A cell's words with each date and clock unbreakable (the figure_cell filter's rule). */
+  var DATE_OR_CLOCK = /\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?/g;
+  function writeCell(el, text) {
+    var at = 0;
+    String(text).replace(DATE_OR_CLOCK, function (found, offset) {
+      el.appendChild(document.createTextNode(text.slice(at, offset)));
+      var span = document.createElement("span");
+      span.className = "nobr";
+      span.textContent = found;
+      el.appendChild(span);
+      at = offset + found.length;
+      return found;
+    });
+    el.appendChild(document.createTextNode(String(text).slice(at)));
+  }
+
   function writeFigures(box, table) {
     var details = box.querySelector("[data-chart-figures]");
     if (!details || !table) return;
@@ -55,7 +71,8 @@
       row.forEach(function (cell, i) {
         var el = document.createElement(i === 0 ? "th" : "td");
         if (i === 0) el.scope = "row";
-        el.textContent = cell;
+        if (i === 0) el.textContent = cell;
+        else writeCell(el, cell);
         tr.appendChild(el);
       });
       body.appendChild(tr);
