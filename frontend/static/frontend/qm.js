@@ -119,6 +119,25 @@
 
   /* -------------------------------------------------------------------- live updates */
 
+  var FOCUSABLE = "a[href], button, input, select, textarea, summary, [tabindex]";
+
+  /* What a focused element of a live fragment is: its id, what it does (the API it calls, where
+     it leads), its words, and its place among the fragment's focusable elements. */
+  function focusedAs(root, el) {
+    return { id: el.id, tag: el.tagName, does: el.getAttribute("data-api-post") || el.getAttribute("data-url") ||
+             el.getAttribute("href") || "", words: el.textContent.trim(),
+             at: Array.prototype.indexOf.call(root.querySelectorAll(FOCUSABLE), el) };
+  }
+
+  function refocus(root, was) {
+    var all = Array.prototype.slice.call(root.querySelectorAll(FOCUSABLE));
+    var same = (was.id && document.getElementById(was.id)) || all.filter(function (el) {
+      return el.tagName === was.tag && (el.getAttribute("data-api-post") || el.getAttribute("data-url") ||
+        el.getAttribute("href") || "") === was.does && el.textContent.trim() === was.words;
+    })[0] || all[Math.min(was.at, all.length - 1)];
+    if (same && root.contains(same)) same.focus({ preventScroll: true });
+  }
+
   QM.apply = function (data) {
     var charts = data.charts || {};
     Object.keys(charts).forEach(function (key) {
@@ -126,8 +145,13 @@
       if (box) draw(box, charts[key]);
     });
     var text = data.text || {};
+    var said = announced();
     Object.keys(text).forEach(function (key) {
-      document.querySelectorAll('[data-live="' + key + '"]').forEach(function (el) { el.textContent = text[key]; });
+      // Only a changed text is written: rewriting the same words every few seconds is a change
+      // to the page for a screen reader.
+      document.querySelectorAll('[data-live="' + key + '"]').forEach(function (el) {
+        if (el.textContent !== text[key]) el.textContent = text[key];
+      });
     });
     var html = data.html || {};
     Object.keys(html).forEach(function (key) {
@@ -137,8 +161,12 @@
         // update after it.
         var focused = document.activeElement;
         if (focused && (focused.tagName === "SELECT" || focused.tagName === "INPUT") && el.contains(focused)) return;
+        // A button or link with the keyboard's focus (Cancel, a node's cordon) is replaced by its
+        // like in the new fragment, which takes the focus: it fell to the page's start before.
+        var was = focused && focused !== el && el.contains(focused) ? focusedAs(el, focused) : null;
         el.innerHTML = html[key];
         bindActions(el);
+        if (was) refocus(el, was);
         // Charts that arrived inside the fragment: draw them from their own JSON.
         el.querySelectorAll("[data-chart]").forEach(function (box) {
           var empty = !box.querySelector(".empty").hidden;
@@ -147,6 +175,7 @@
         });
       });
     });
+    announce(said);
     if (data.state) markStaleForms(data.state);
     if (data.stop) QM.stop();
     document.body.dataset.liveUpdates = String(Number(document.body.dataset.liveUpdates || "0") + 1);
@@ -169,6 +198,26 @@
       }
       if (button) button.disabled = stale;
     });
+  }
+
+  /* A job's or a node's state changed by a live update (an element marked data-announce="Job 12",
+     its badge inside) is said once in #live-said, a polite status: "Job 12: Running". The rest
+     of a page's live figures (tiles, tables) change silently: read when reached. */
+  function announced() {
+    var now = {};
+    document.querySelectorAll("[data-announce]").forEach(function (el) {
+      now[el.dataset.announce] = el.textContent.replace(/\s+/g, " ").trim();
+    });
+    return now;
+  }
+
+  function announce(before) {
+    var out = document.getElementById("live-said");
+    if (!out) return;
+    var after = announced();
+    var changes = Object.keys(after).filter(function (key) { return key in before && before[key] !== after[key]; })
+      .map(function (key) { return key + ": " + after[key]; });
+    if (changes.length) out.textContent = changes.join(". ");
   }
 
   function liveUrl() {
@@ -208,6 +257,7 @@
       banner = document.createElement("p");
       banner.id = "live-banner";
       banner.className = "banner";
+      banner.setAttribute("role", "status");  // said once, politely: the page goes on
       document.querySelector("main").prepend(banner);
     }
     banner.textContent = message;
@@ -399,6 +449,15 @@
     });
   }
 
+  /* The field's error is its description: a screen reader on the field hears why it is refused,
+     not only that it is ("invalid entry"). */
+  var errorIds = 0;
+  function describedBy(input, slot) {
+    if (!slot.id) slot.id = "field-error-" + (++errorIds);
+    var ids = (input.getAttribute("aria-describedby") || "").split(/\s+/).filter(Boolean);
+    if (ids.indexOf(slot.id) < 0) input.setAttribute("aria-describedby", ids.concat([slot.id]).join(" "));
+  }
+
   function showErrors(form, errors) {
     form.querySelectorAll("[data-error-for]").forEach(function (el) { el.textContent = ""; el.hidden = true; });
     form.querySelectorAll("[data-field], [data-path]").forEach(function (el) { el.removeAttribute("aria-invalid"); });
@@ -419,7 +478,10 @@
         text = inFieldUnit(input, text);
         slot.textContent = slot.textContent ? slot.textContent + " " + text : text;
         slot.hidden = false;
-        if (input) input.setAttribute("aria-invalid", "true");
+        if (input) {
+          input.setAttribute("aria-invalid", "true");
+          describedBy(input, slot);
+        }
       } else {
         unplaced.push(field + ": " + text);
       }

@@ -1,0 +1,313 @@
+"""In Chromium, as a researcher, a finance reader or an admin meets them with a keyboard or a
+screen reader (docs/dashboards.md, Accessibility): every product page has a language, a title
+naming it, one h1 and headings in order; every control and link has a name in Chromium's own
+accessibility tree (CDP `Accessibility.getFullAXTree`); every table's header cells are `th` with a
+scope; every chart is an image named by its title and described by its figures in words, which
+name every trace and say its largest value as drawn (after a live update too); text reads at
+least 4.5:1 against its background (3:1 when large), the state badges included, and every badge
+says its state in words; Tab reaches every control and link from "Skip to the page" on, with a
+visible focus ring on each, and leaves the page (no trap); a live refresh keeps the keyboard's
+focus, a job's new state is said once in a polite status, a refused field is described by its
+error, and the notices an action writes are announced.
+
+Run against the pages before 6 Dec, it reported on every page: contrast (white on the pending
+badge 2.27:1, running 4.37, succeeded 4.20, cancelled 3.32; the muted grey 4.45 on the page and
+4.22 in table heads; the primary buttons and the active tab 4.20, the footer's link 3.98); no `th`
+with a scope; no chart with a text alternative, and every chart's figure unnamed; h1 then h3 on
+the job and node pages; no "Skip to the page"; the nodes pages' action notice and maintenance
+verdict silent; a refused GPUs field with no description; and on a waiting job's page the focus
+dropped from Cancel to the page's start at a live refresh, its cancellation unannounced."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from playwright.sync_api import Page, expect
+
+from controlplane.models import Job, Node
+from controlplane.services.cycle import run_cycle
+from controlplane.services.jobs import SubmitRequest, submit
+from controlplane.services.transitions import cancel_job
+from tests.frontend.test_browser_pages import browser, fill_the_fleet, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_pages_fit_laptops_browser import _the_widest_rows
+
+pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
+
+# Roles a control or link takes in Chromium's tree; each must have a name.
+NAMED_ROLES = {"textbox", "searchbox", "combobox", "listbox", "checkbox", "radio", "spinbutton", "button",
+               "link", "slider", "switch", "menuitem", "tab", "img", "figure", "DisclosureTriangle"}
+
+# Everything the page shows, read in the browser: headings, tables, badges, contrast, charts.
+AUDIT = r"""() => {
+  const out = {};
+  const shown = el => {
+    if (el.closest('[hidden], template')) return false;
+    const s = getComputedStyle(el);
+    if (s.display === 'none' || s.visibility === 'hidden') return false;
+    // Inside a closed <details>: only its summary is rendered.
+    const d = el.closest('details:not([open])');
+    if (d && !d.querySelector(':scope > summary').contains(el)) return false;
+    return true;
+  };
+  const say = el => (el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
+    + (typeof el.className === 'string' && el.className ? '.' + el.className.trim().split(/\s+/).join('.') : '')
+    + ' "' + (el.innerText || el.value || '').replace(/\s+/g, ' ').trim().slice(0, 40) + '"');
+
+  out.lang = document.documentElement.getAttribute('lang') || '';
+  out.title = document.title;
+  const headings = [...document.querySelectorAll('h1, h2, h3, h4, h5, h6')].filter(shown);
+  out.h1 = headings.filter(h => h.tagName === 'H1').map(h => h.innerText.trim());
+  out.skips = [];
+  let level = 0;
+  for (const h of headings) {
+    const n = Number(h.tagName[1]);
+    if (n > level + 1) out.skips.push(`h${level} → ${say(h)}`);
+    level = n;
+  }
+  out.th = [...document.querySelectorAll('th')].filter(th => !['col', 'row', 'colgroup', 'rowgroup'].includes(th.getAttribute('scope'))).map(say).slice(0, 5);
+  out.headless = [...document.querySelectorAll('table')].filter(t => shown(t) && !t.querySelector('th')).map(say);
+  out.wordless = [...document.querySelectorAll('.badge')].filter(b => shown(b) && !b.innerText.trim()).map(say);
+
+  // Contrast: each element with its own visible text, against the first opaque background under it.
+  const rgb = c => { const m = c.match(/rgba?\(([^)]+)\)/); if (!m) return null; const p = m[1].split(/[ ,/]+/).filter(Boolean).map(Number); return [p[0], p[1], p[2], p.length > 3 ? p[3] : 1]; };
+  const lum = ([r, g, b]) => { const f = v => { v /= 255; return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4); }; return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b); };
+  const over = (top, under) => [0, 1, 2].map(i => top[i] * top[3] + under[i] * (1 - top[3]));
+  const background = el => {
+    const layers = [];
+    for (let e = el; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c && c[3] > 0) { layers.push(c); if (c[3] >= 1) break; }
+    }
+    let colour = [255, 255, 255];
+    for (const c of layers.reverse()) colour = over(c, colour);
+    return colour;
+  };
+  out.contrast = [];
+  const seen = new Set();
+  for (const el of document.querySelectorAll('body *')) {
+    if (el.closest('svg, .chart, script, style, template, noscript, option') || !shown(el)) continue;
+    const own = [...el.childNodes].some(n => n.nodeType === 3 && n.data.trim());
+    if (!own || el.closest('[disabled]')) continue;
+    const s = getComputedStyle(el);
+    let fg = rgb(s.color);
+    if (!fg) continue;
+    const opacity = [...function* () { for (let e = el; e; e = e.parentElement) yield Number(getComputedStyle(e).opacity); }()].reduce((a, b) => a * b, 1);
+    const bg = background(el);
+    fg = over([fg[0], fg[1], fg[2], fg[3] * opacity], bg);
+    const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+    const ratio = (a + 0.05) / (b + 0.05);
+    const size = parseFloat(s.fontSize), bold = Number(s.fontWeight) >= 700;
+    const need = size >= 24 || (bold && size >= 18.66) ? 3 : 4.5;
+    const key = s.color + s.backgroundColor + el.className;
+    if (ratio < need && !seen.has(key)) { seen.add(key); out.contrast.push(`${say(el)} ${ratio.toFixed(2)}:1`); }
+  }
+
+  // Charts: each drawn chart names itself and has its figures in words beside it; the numbers
+  // said are the figure's own (each trace's largest value, as the text writes numbers).
+  const num = v => String(Math.round(v * 100) / 100);
+  out.charts = [];
+  for (const box of document.querySelectorAll('[data-chart]')) {
+    if (box.dataset.rendered !== 'plot') continue;
+    const key = box.dataset.chart;
+    const plot = box.querySelector('.chart');
+    // The figure drawn now (a live update redraws it; the page's JSON is the first one).
+    const fig = plot.data ? {data: plot.data, layout: plot.layout} : JSON.parse(document.getElementById('fig-' + key).textContent);
+    const alt = box.querySelector('[data-chart-figures]');
+    if (!alt) { out.charts.push(`${key}: no text alternative`); continue; }
+    const text = alt.textContent.replace(/\s+/g, ' ');
+    const named = plot.getAttribute('role') === 'img' && (plot.getAttribute('aria-label') || '').includes(fig.layout.title.text);
+    if (!named) out.charts.push(`${key}: the plot is not an image named by its title`);
+    if (plot.getAttribute('aria-describedby') !== alt.id) out.charts.push(`${key}: the plot is not described by its figures`);
+    for (const t of fig.data) {
+      if (t.showlegend === false && t.mode === 'text') continue;  // (the heat map's free counts: in its rows' words)
+      if (t.name && t.name !== 'events' && t.showlegend !== false && !text.includes(t.name)) out.charts.push(`${key}: trace ${t.name} not named`);
+      let values = [];
+      if (t.type === 'heatmap') continue;
+      if (t.type === 'box') values = [...t.median, ...t.q1, ...t.q3];
+      else if (t.type === 'bar' && t.orientation === 'h' && t.base) values = [];
+      else values = (t.orientation === 'h' ? t.x : t.y) || [];
+      values = values.filter(v => typeof v === 'number');
+      if (values.length && !text.includes(num(Math.max(...values)))) out.charts.push(`${key}: ${t.name}'s largest ${num(Math.max(...values))} not said`);
+    }
+    if (fig.data[0] && fig.data[0].type === 'heatmap') {
+      const labels = fig.data[0].y;
+      const missing = labels.filter(l => !text.includes(l));
+      if (missing.length) out.charts.push(`${key}: rows ${missing.slice(0, 3)} not said`);
+    }
+  }
+  // Notices an action writes (the action's result, the live banner, a form's verdict): announced.
+  out.silent = [...document.querySelectorAll('#action-result, #hook-result, [data-verdict], #live-banner')]
+    .filter(el => !el.getAttribute('role') && !el.getAttribute('aria-live')).map(say);
+  return out;
+}"""
+
+# Tab through the page from its start: every control and link reached, each drawn with a
+# visible focus ring (an outline or a box shadow), and the page left at its end (focus out to
+# the browser, document.activeElement the body, or round to its first link again); a trap is
+# focus coming back to an element short of the end.
+FOCUS_RING = r"""() => {
+  const el = document.activeElement;
+  if (!el || el === document.body) return null;
+  const s = getComputedStyle(el);
+  const ring = (s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) > 0) || (s.boxShadow && s.boxShadow !== 'none');
+  return {id: el.dataset.qmTab || (el.dataset.qmTab = String(Math.random()).slice(2)), ring,
+          what: el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' "' + (el.innerText || el.value || el.getAttribute('aria-label') || '').replace(/\s+/g, ' ').trim().slice(0, 30) + '"'};
+}"""
+
+TABBABLE = r"""() => [...document.querySelectorAll('a[href], button, input:not([type=hidden]), select, textarea, summary, [tabindex]')]
+  .filter(el => {
+    if (el.disabled || el.getAttribute('tabindex') === '-1' || el.closest('[hidden], template, .chart')) return false;
+    const d = el.closest('details:not([open])');
+    if (d && !d.querySelector(':scope > summary').contains(el)) return false;
+    const r = el.getBoundingClientRect();
+    return r.width > 0 && r.height > 0 && getComputedStyle(el).visibility !== 'hidden';
+  })
+  .map(el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '') + ' "' + (el.innerText || el.value || el.getAttribute('aria-label') || '').replace(/\s+/g, ' ').trim().slice(0, 30) + '"')"""
+
+
+def _unnamed(page: Page) -> list[str]:
+    """Controls and links with no accessible name in Chromium's own accessibility tree."""
+    cdp = page.context.new_cdp_session(page)
+    try:
+        nodes = cdp.send("Accessibility.getFullAXTree")["nodes"]
+        found = []
+        for node in nodes:
+            role = node.get("role", {}).get("value")
+            if node.get("ignored") or role not in NAMED_ROLES or node.get("name", {}).get("value", "").strip():
+                continue
+            described = "?"
+            if "backendDOMNodeId" in node:
+                obj = cdp.send("DOM.resolveNode", {"backendNodeId": node["backendDOMNodeId"]})["object"]
+                described = cdp.send("Runtime.callFunctionOn", {
+                    "objectId": obj["objectId"], "returnByValue": True,
+                    "functionDeclaration": "function () { return this.outerHTML ? this.outerHTML.slice(0, 120) : String(this); }",
+                })["result"]["value"]
+            found.append(f"{role}: {described}")
+        return found
+    finally:
+        cdp.detach()
+
+
+def _tab_through(page: Page, limit: int = 600) -> dict[str, Any]:
+    expected = page.evaluate(TABBABLE)
+    # From the page's start, wherever a click left the browser's starting point.
+    page.evaluate("""() => { const start = document.createElement('span'); start.id = 'qm-tab-start';
+      start.tabIndex = -1; document.body.prepend(start); start.focus(); }""")
+    reached: list[str] = []
+    ringless: list[str] = []
+    ids: set[str] = set()
+    last = ""
+    left = False
+    trapped = ""
+    for _ in range(limit):
+        page.keyboard.press("Tab")
+        now = page.evaluate(FOCUS_RING)
+        if now is None:
+            left = True
+            break
+        if now["id"] == last:  # the next part of one field (a date's day, month, year)
+            continue
+        if reached and now["what"] == reached[0] and now["id"] in ids:  # round the whole page: not held anywhere
+            left = True
+            break
+        if now["id"] in ids:  # back to an element already reached, short of the page's end: a trap
+            trapped = f"{now['what']}, after {reached[-3:]}"
+            break
+        last = now["id"]
+        ids.add(now["id"])
+        reached.append(now["what"])
+        if not now["ring"]:
+            ringless.append(now["what"])
+    missed = [what for what in expected if what not in reached]
+    page.evaluate("() => document.getElementById('qm-tab-start').remove()")
+    return {"left": left, "trapped at": trapped, "ringless": ringless[:6], "missed": missed[:6], "count": len(reached),
+            "first": reached[0] if reached else ""}
+
+
+def _problems(page: Page, title_word: str) -> dict[str, Any]:
+    seen = page.evaluate(AUDIT)
+    found: dict[str, Any] = {}
+    if not seen["lang"]:
+        found["lang"] = "no lang on <html>"
+    if not re.match(rf"^{re.escape(title_word)}\b.* · Quartermaster$", seen["title"]):
+        found["title"] = seen["title"]
+    if len(seen["h1"]) != 1:
+        found["h1"] = seen["h1"]
+    for key in ("skips", "th", "headless", "wordless", "contrast", "charts", "silent"):
+        if seen[key]:
+            found[key] = seen[key]
+    unnamed = _unnamed(page)
+    if unnamed:
+        found["unnamed"] = unnamed[:8]
+    tabbed = _tab_through(page)
+    if not tabbed["left"]:
+        found["keyboard trap"] = tabbed
+    if tabbed["ringless"]:
+        found["no focus ring"] = tabbed["ringless"]
+    if tabbed["missed"]:
+        found["not reached by Tab"] = tabbed["missed"]
+    if tabbed["first"] != 'a "Skip to the page"':
+        found["first Tab stop"] = tabbed["first"]
+    return found
+
+
+def test_every_page_is_usable_by_keyboard_and_screen_reader(session: Any, live_server: Any) -> None:  # noqa: F811
+    running, twice, gang, node = _the_widest_rows()
+    waiting = submit(user("alice"), SubmitRequest(name="waits-for-room", gpus=64, gpus_per_node=8)).job
+    run_cycle("test")  # it waits, with the engine's reason
+    waiting.refresh_from_db()
+    assert waiting.state == "pending", waiting.state
+    assert Node.objects.filter(name=node.name).exists()
+    visits = {
+        "alice": [("/", "Overview"), ("/jobs/", "Jobs"), (f"/jobs/{waiting.pk}/", f"Job {waiting.pk}"),
+                  (f"/jobs/{twice.pk}/", f"Job {twice.pk}"), (f"/jobs/{running.pk}/", f"Job {running.pk}"),
+                  ("/history/", "History"), ("/teams/", "Teams"), ("/notifications/", "Notifications")],
+        "finn": [("/showback/?window=24h", "Showback")],
+        "admin": [("/nodes/", "Nodes"), (f"/nodes/{node.name}/", f"Node {node.name}"), ("/what-if/", "What-if")],
+    }
+    report: dict[str, Any] = {}
+
+    login = session("alice")
+    login.context.clear_cookies()
+    login.page.goto(login.base + "/accounts/login/")
+    found = _problems(login.page, "Log in")
+    if found:
+        report["anonymous /accounts/login/"] = found
+
+    for who, pages in visits.items():
+        tab = session(who)
+        for path, title_word in pages:
+            tab.open(path)
+            if path == "/what-if/":
+                tab.page.click(".quota-table summary")
+            if path == "/":  # the charts and their figures as a live update writes them
+                tab.page.evaluate("() => QM.poll()")
+            found = _problems(tab.page, title_word)
+            if found:
+                report[f"{who} {path}"] = found
+            if path == "/jobs/":
+                # A field the live check refuses is described by its error, not only marked invalid.
+                tab.page.fill("[data-field=gpus]", "0")
+                gpus = tab.page.locator("[data-field=gpus]")
+                expect(gpus).to_have_attribute("aria-invalid", "true", timeout=5_000)
+                said = tab.page.evaluate("""() => (document.querySelector('[data-field=gpus]').getAttribute('aria-describedby') || '')
+                  .split(' ').filter(Boolean).map(id => document.getElementById(id).textContent).join(' ')""")
+                if "greater than or equal to 1" not in said:
+                    report.setdefault(f"{who} {path}", {})["a refused field's description"] = said
+            if path == f"/jobs/{waiting.pk}/":
+                # A live refresh while the keyboard is on Cancel: the focus stays on it.
+                tab.page.focus("#cancel-job")
+                tab.page.evaluate("() => QM.poll()")
+                focused = tab.page.evaluate("() => document.activeElement.id")
+                if focused != "cancel-job":
+                    report.setdefault(f"{who} {path}", {})["live refresh took the focus"] = focused or "body"
+                # Its state changed elsewhere (cancelled from the CLI): said once, politely.
+                assert cancel_job(Job.objects.get(pk=waiting.pk), "test")
+                tab.page.evaluate("() => QM.poll()")
+                said = tab.page.evaluate("() => { const s = document.getElementById('live-said'); return s && [s.getAttribute('role'), s.textContent]; }")
+                if said != ["status", f"Job {waiting.pk}: Cancelled"]:
+                    report.setdefault(f"{who} {path}", {})["a new state, announced"] = said
+    assert not report, "accessibility problems:\n" + "\n".join(
+        f"{where}:\n" + "\n".join(f"  {k}: {v}" for k, v in found.items()) for where, found in report.items())
