@@ -35,6 +35,8 @@ from tests.frontend.test_pages_fit_laptops_browser import _the_widest_rows
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
+WHAT_IF = "/what-if/?run=1&days=1&placement=spread&backfill=on&preemption=on"
+
 # Roles a control or link takes in Chromium's tree; each must have a name.
 NAMED_ROLES = {"textbox", "searchbox", "combobox", "listbox", "checkbox", "radio", "spinbutton", "button",
                "link", "slider", "switch", "menuitem", "tab", "img", "figure", "DisclosureTriangle"}
@@ -265,7 +267,7 @@ def test_every_page_is_usable_by_keyboard_and_screen_reader(session: Any, live_s
                   (f"/jobs/{twice.pk}/", f"Job {twice.pk}"), (f"/jobs/{running.pk}/", f"Job {running.pk}"),
                   ("/history/", "History"), ("/teams/", "Teams"), ("/notifications/", "Notifications")],
         "finn": [("/showback/?window=24h", "Showback")],
-        "admin": [("/nodes/", "Nodes"), (f"/nodes/{node.name}/", f"Node {node.name}"), ("/what-if/", "What-if")],
+        "admin": [("/nodes/", "Nodes"), (f"/nodes/{node.name}/", f"Node {node.name}"), (WHAT_IF, "What-if")],
     }
     report: dict[str, Any] = {}
 
@@ -280,7 +282,10 @@ def test_every_page_is_usable_by_keyboard_and_screen_reader(session: Any, live_s
         tab = session(who)
         for path, title_word in pages:
             tab.open(path)
-            if path == "/what-if/":
+            if path == WHAT_IF:  # its replay's comparison and charts arrive live; its quota table opened
+                tab.page.wait_for_selector("[data-replay=done]", timeout=90_000)
+                tab.page.wait_for_function(
+                    "[...document.querySelectorAll('[data-chart]')].every(b => b.dataset.rendered)", timeout=10_000)
                 tab.page.click(".quota-table summary")
             if path == "/":  # the charts and their figures as a live update writes them
                 tab.page.evaluate("() => QM.poll()")
@@ -296,6 +301,15 @@ def test_every_page_is_usable_by_keyboard_and_screen_reader(session: Any, live_s
                   .split(' ').filter(Boolean).map(id => document.getElementById(id).textContent).join(' ')""")
                 if "greater than or equal to 1" not in said:
                     report.setdefault(f"{who} {path}", {})["a refused field's description"] = said
+            if path == "/nodes/":
+                # The nodes' table refreshed while the keyboard is on a node's cordon: still there.
+                cordon = tab.page.locator("[data-node-action=cordon]").first
+                url = cordon.get_attribute("data-api-post")
+                cordon.focus()
+                tab.page.evaluate("() => QM.poll()")
+                focused = tab.page.evaluate("() => document.activeElement.getAttribute('data-api-post')")
+                if focused != url:
+                    report.setdefault(f"{who} {path}", {})["live refresh took the focus"] = focused or "body"
             if path == f"/jobs/{waiting.pk}/":
                 # A live refresh while the keyboard is on Cancel: the focus stays on it.
                 tab.page.focus("#cancel-job")
