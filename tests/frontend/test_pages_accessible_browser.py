@@ -301,6 +301,9 @@ def test_every_page_is_usable_by_keyboard_and_screen_reader(session: Any, live_s
                   .split(' ').filter(Boolean).map(id => document.getElementById(id).textContent).join(' ')""")
                 if "greater than or equal to 1" not in said:
                     report.setdefault(f"{who} {path}", {})["a refused field's description"] = said
+            if path in ("/teams/", "/showback/?window=24h"):  # the charts' figures, opened, for the eye
+                tab.page.evaluate("() => document.querySelectorAll('.chart-figures').forEach(d => d.open = true)")
+                tab.screenshot("accessible-figures-" + path.strip("/").split("/")[0].split("?")[0])
             if path == "/nodes/":
                 # The nodes' table refreshed while the keyboard is on a node's cordon: still there.
                 cordon = tab.page.locator("[data-node-action=cordon]").first
