@@ -17,6 +17,7 @@ from django.http import HttpRequest, HttpResponse, HttpResponseRedirect
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
+from django.utils.safestring import SafeString, mark_safe
 
 from controlplane.admin_forms import IntegerColumnBounds, KeepsOthersChanges, OpenedAsForm, ShownWhole
 from controlplane.choices import AllocationState, NodeState, Role
@@ -39,6 +40,7 @@ from controlplane.models import (
     Team,
 )
 from controlplane.services import cohorts, config_audit, maintenance, nodes, notifications, quota_text, quotas
+from controlplane.services.whole_words import whole_words_html
 from scheduler_core.sentences import counted
 
 
@@ -82,6 +84,21 @@ class QuotaInline(QuotaWords, IntegerColumnBounds, admin.TabularInline):
 
 def _actor(request: HttpRequest) -> str:
     return f"user:{request.user.get_username()}"
+
+
+def _whole(text: str | None) -> SafeString:
+    """A list's cell that breaks at its spaces only, never at a hyphen inside a node's or a team's
+    name (services/whole_words.py: the pages' rule). Django's admin broke them like any word:
+    "gpu-a100-" / "017" in an event's message, "recommendation-" / "systems" in the quota list."""
+    return mark_safe(whole_words_html(text))  # noqa: S308 (escaped by whole_words_html)
+
+
+class TeamColumn:
+    """A list's team column, its name held whole (`_whole`)."""
+
+    @admin.display(description="team", ordering="team__name")
+    def team_name(self, obj: Any) -> str:
+        return _whole(obj.team.name) if obj.team_id is not None else "-"
 
 
 class ConfigAudited(KeepsOthersChanges):
@@ -209,7 +226,7 @@ class UserAdmin(ShownWhole, DjangoUserAdmin):
     @admin.display(description="roles")
     def roles(self, user: Any) -> str:
         said = sorted(f"{m.role} of {m.team.name}" if m.team_id and m.role != Role.FINANCE else str(m.role) for m in user.memberships.all())
-        return ", ".join(said) or "none"
+        return _whole(", ".join(said) or "none")
 
     def save_formset(self, request, form, formset, change):  # type: ignore[no-untyped-def]
         if formset.model is Membership:
@@ -220,7 +237,8 @@ class UserAdmin(ShownWhole, DjangoUserAdmin):
 
 @admin.register(Team)
 class TeamAdmin(ConfigAudited):
-    list_display = ("name", "cohort", "default_priority_class")
+    list_display = ("team", "cohort", "default_priority_class")
+    list_select_related = ("cohort", "default_priority_class")
     list_filter = ("cohort",)
     search_fields = ("name",)
     inlines = [MembershipInline, ProjectInline, QuotaInline]
@@ -228,6 +246,10 @@ class TeamAdmin(ConfigAudited):
     # cycle: shown, never an input (saving the page wrote back the values it was opened with).
     readonly_fields = ("fair_share_usage", "usage_as_of")
     exclude = ("decayed_gpu_seconds", "decayed_cpu_seconds", "decayed_memory_gb_seconds")
+
+    @admin.display(description="name", ordering="name")
+    def team(self, obj: Team) -> str:
+        return _whole(obj.name)
 
     @admin.display(description="fair-share usage (decayed)")
     def fair_share_usage(self, obj: Team) -> str:
@@ -381,8 +403,8 @@ class CohortAdmin(KeepsOthersChanges):
 
 
 @admin.register(Quota)
-class QuotaAdmin(QuotaWords, KeepsOthersChanges):
-    list_display = ("team", "cohort", "gpu_type", "nominal_gpus", "held_now", "above_nominal", "lent",
+class QuotaAdmin(TeamColumn, QuotaWords, KeepsOthersChanges):
+    list_display = ("team_name", "cohort", "gpu_type", "nominal_gpus", "held_now", "above_nominal", "lent",
                     "borrowing", "lending")
     list_filter = ("gpu_type", "team__cohort")
     list_select_related = ("team__cohort", "gpu_type")
@@ -414,7 +436,7 @@ class QuotaAdmin(QuotaWords, KeepsOthersChanges):
 
     @admin.display(description="cohort", ordering="team__cohort__name")
     def cohort(self, obj: Quota) -> str:
-        return obj.team.cohort.name if obj.team.cohort_id is not None else "-"
+        return _whole(obj.team.cohort.name) if obj.team.cohort_id is not None else "-"
 
     @admin.display(description="held now", ordering="held_gpus")
     def held_now(self, obj: Quota) -> int:
@@ -668,8 +690,9 @@ class ShownNotEdited(ShownWhole, admin.ModelAdmin):
 
 
 @admin.register(Job)
-class JobAdmin(ShownNotEdited):
-    list_display = ("id", "name", "team", "priority_class", "gpus", "state", "pending_code", "submitted_at")
+class JobAdmin(TeamColumn, ShownNotEdited):
+    list_display = ("id", "name", "team_name", "priority_class", "gpus", "state", "pending_code", "submitted_at")
+    list_select_related = ("team", "priority_class")
     list_filter = ("state", "team", "priority_class", "workload")
     search_fields = ("name",)
     raw_id_fields = ("submitter", "project")
@@ -704,20 +727,28 @@ class EventAdmin(ShownNotEdited):
     "QuotaChanged") and filtered by kind (not by reason: listing a long trail's distinct
     reasons would scan it on every page)."""
 
-    list_display = ("created_at", "kind", "actor", "reason", "message")
+    list_display = ("created_at", "kind", "actor_text", "reason", "message_text")
     list_filter = ("kind",)
     search_fields = ("message", "actor", "reason")
     show_full_result_count = False  # a busy fleet's trail is long: no second count of it per page
     raw_id_fields = ("job", "allocation", "node", "team")
 
+    @admin.display(description="actor", ordering="actor")
+    def actor_text(self, obj: Event) -> str:
+        return _whole(obj.actor)  # "agent:gpu-a100-017" broke at its hyphens too
+
+    @admin.display(description="message", ordering="message")
+    def message_text(self, obj: Event) -> str:
+        return _whole(obj.message)
+
 
 @admin.register(NotificationHook)
-class NotificationHookAdmin(ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
+class NotificationHookAdmin(TeamColumn, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Users' webhooks (docs/api.md, Notifications by webhook), which users add and change
     through the API or `qm notify` (where the URL is checked): here an admin sees every hook and
     how its deliveries go, and pauses one (active) or deletes it. The secret is never shown."""
 
-    list_display = ("id", "user", "url", "team", "active", "consecutive_failures", "last_status", "last_delivery_at")
+    list_display = ("id", "user", "url", "team_name", "active", "consecutive_failures", "last_status", "last_delivery_at")
     list_filter = ("active",)
     search_fields = ("url", "user__username", "last_status")
     fields = ("user", "team", "url", "events", "active", "created_at", "last_delivery_at", "last_status",

@@ -18,6 +18,7 @@ from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services import exit_codes, percent_text
 from controlplane.services.access import access_of, may_submit
 from controlplane.services.stopping import state_label
+from controlplane.services.whole_words import held_together
 from scheduler_core.sentences import gpu_hours as say_gpu_hours  # the filter below is `gpu_hours`
 
 register = template.Library()
@@ -208,19 +209,11 @@ def figure_cell(text: Any) -> SafeString:
     return mark_safe(_DATE_OR_CLOCK.sub(lambda m: f'<span class="nobr">{m.group(0)}</span>', escaped))  # noqa: S308 (escaped above)
 
 
-#: A word of a sentence with a hyphen inside it: a node's name ("h100-01", "h100-01:0,1,2,3"), a
-#: GPU type ("H100-80GB"), a date ("2026-12-05"). At most 40 characters: a longer one (a job's
-#: name, up to 128) may still break, rather than widen its table.
-_HYPHENATED_WORD = re.compile(r"(?<!\S)(?=\S{0,39}\w-\w)\S{3,40}(?!\S)")
-
-
 @register.filter
 def whole_words(text: str | None) -> SafeString:
     """A sentence for a table's cell that breaks at its spaces only: each word with a hyphen in it
-    held together, since Chromium otherwise breaks after any hyphen ("Bound to 24 GPUs (h100-" /
-    "01:0,1,…" in a job's events at 1,000 px)."""
-    escaped = str(conditional_escape(text or ""))
-    return mark_safe(_HYPHENATED_WORD.sub(lambda m: f'<span class="nobr">{m.group(0)}</span>', escaped))  # noqa: S308 (escaped above)
+    held together (services/whole_words.py, the rule the admin's lists share)."""
+    return mark_safe(held_together(str(conditional_escape(text or ""))))  # noqa: S308 (escaped here)
 
 
 @register.filter

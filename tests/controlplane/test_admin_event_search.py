@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 
 def _messages(html: str) -> list[str]:
-    return [re.sub(r"<[^>]+>", "", m).strip() for m in re.findall(r'<td class="field-message">(.*?)</td>', html, re.S)]
+    return [re.sub(r"<[^>]+>", "", m).strip() for m in re.findall(r'<td class="field-message_text">(.*?)</td>', html, re.S)]
 
 
 def test_the_events_list_searches_the_trail(fleet, browser) -> None:

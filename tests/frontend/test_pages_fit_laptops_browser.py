@@ -1,7 +1,9 @@
 """In Chromium, on a laptop (1,280 and 1,000 px wide), signed in as an admin: every page of the
 product and every Quartermaster list in the Django admin fits the screen. Neither the page nor
 any box on it (a table's scroll box, the admin's list) scrolls sideways, the top bar keeps its
-links on one line, and no date, clock, node name or GPU type is broken across two lines.
+links on one line, and no date, clock, node, team or project name or GPU type is broken across two
+lines (the admin's event messages included since 6 Dec: a node's name in one broke at its hyphen,
+and on /teams/ at 1,000 px a team's read "recommendation-" / "systems").
 
 Found walking the demo (5 Dec), and measured by this test before the fix: at 1,000 px a job's
 Runs table was 1,171 px wide in a 926 px box (a gang's 1,079), the history's 1,162 in 960, the
@@ -18,7 +20,7 @@ from typing import Any
 import pytest
 from django.utils import timezone
 
-from controlplane.models import Job, Node
+from controlplane.models import Job, Node, Project, Team
 from controlplane.services.jobs import SubmitRequest, submit
 from tests.controlplane.job_runs_story import bind_at, idle_nodes, preempted_then_succeeded
 from tests.frontend.test_admin_lists_fit_browser import LISTS, _awkward_quotas
@@ -30,9 +32,9 @@ WIDTHS = (1280, 1000)
 
 # Every box that scrolls sideways (the page itself, the body, and any element whose overflow-x
 # lets it scroll: a table's .table-scroll, the admin's list), the top bar's links' lines, and each
-# date, clock, node name, GPU type or GPU-hours unit in a table cell, a fact or a time, with the lines its
-# characters are drawn on (their boxes' tops).
-MEASURE = r"""(nodes) => {
+# date, clock, GPU type, GPU-hours unit or one of `names` (nodes', teams', projects') in a table
+# cell, a fact or a time, with the lines its characters are drawn on (their boxes' tops).
+MEASURE = r"""(names) => {
   const wide = [];
   const name = el => el.tagName.toLowerCase() + (el.id ? '#' + el.id : '')
     + (typeof el.className === 'string' && el.className ? '.' + el.className.trim().split(/\s+/).join('.') : '');
@@ -52,11 +54,9 @@ MEASURE = r"""(nodes) => {
   const adminHeader = tops('#header #site-name, #header #user-tools');
 
   const WORDS = new RegExp(['\\d{4}-\\d{2}-\\d{2}', '\\d{1,2}:\\d{2}(:\\d{2})?', '\\b[A-Z]\\d+-\\d+GB\\b', 'GPU-h(ours)?',
-                             ...nodes.map(n => '\\b' + n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '\\b')].join('|'), 'g');
+                             ...names.map(n => '\\b' + n.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') + '\\b')].join('|'), 'g');
   const broken = [];
-  // The admin's event messages are left out: free sentences Django writes as they are stored
-  // ("Bound to 24 GPUs (h100-01:0,1,…"), whose hyphens no style can hold (docs/dashboards.md).
-  for (const cell of document.querySelectorAll('td:not(.field-message), th, dd, time, .nobr, .tile .value')) {
+  for (const cell of document.querySelectorAll('td, th, dd, time, .nobr, .tile .value')) {
     let text = '';
     const line = [];
     let top = null, at = -1;
@@ -100,7 +100,8 @@ def _the_widest_rows() -> tuple[Job, Job, Job, Node]:
 
 def test_every_page_and_admin_list_fits_a_laptop(session: Any) -> None:  # noqa: F811
     running, twice, gang, node = _the_widest_rows()
-    nodes = list(Node.objects.values_list("name", flat=True))
+    names = [*Node.objects.values_list("name", flat=True), *Team.objects.values_list("name", flat=True),
+             *Project.objects.values_list("name", flat=True)]
     array_id = Job.objects.filter(name__startswith="sweep").exclude(array_id=None).values_list("array_id", flat=True)[0]
     pages = ("/", "/jobs/", f"/jobs/?array_id={array_id}", f"/jobs/{running.pk}/", f"/jobs/{twice.pk}/", f"/jobs/{gang.pk}/", "/history/",
              "/teams/", "/showback/?window=24h", "/showback/?window=24h&group_by=project", "/nodes/",
@@ -114,14 +115,14 @@ def test_every_page_and_admin_list_fits_a_laptop(session: Any) -> None:  # noqa:
             admin.open(path)
             if path == "/what-if/":
                 page.click(".quota-table summary")
-            seen = page.evaluate(MEASURE, nodes)
+            seen = page.evaluate(MEASURE, names)
             if seen["wide"] or seen["broken"] or len(seen["topbar"]) != 1:
                 misfits[f"{width} {path}"] = seen
             shown = "jobs-array" if "array_id" in path else path.strip("/").replace("/", "-").replace("?", "-")
             admin.screenshot(f"laptop-{width}-{shown or 'overview'}")
         for name in ("", *LISTS):
             page.goto(f"{admin.base}/admin/{name}{'/' if name else ''}")
-            seen = page.evaluate(MEASURE, nodes)
+            seen = page.evaluate(MEASURE, names)
             assert seen["adminHeader"], f"/admin/{name}: no header"
             if seen["wide"] or seen["broken"]:
                 misfits[f"{width} /admin/{name}"] = seen
