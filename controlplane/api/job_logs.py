@@ -98,10 +98,21 @@ def read(job: Job, params: Any) -> dict[str, Any]:
     return reply
 
 
+def _whole_schema(least: int, most: int | None = None) -> dict[str, Any]:
+    """A whole-number parameter's schema with the bounds `_whole` enforces."""
+    return {"type": "integer", "minimum": least, **({"maximum": most} if most is not None else {})}
+
+
+# Each says its bounds, as docs/api.md does (until 6 Dec the schema's offset said none).
 PARAMETERS = [
-    OpenApiParameter("rank", int, description="The process's RANK (default 0)."),
-    OpenApiParameter("generation", int, description="Which run of the job (default: its latest)."),
-    OpenApiParameter("offset", int, description="Read from this byte on (at most 1 MiB); follow with next_offset."),
+    OpenApiParameter("rank", _whole_schema(0, MAX_RANK),
+                     description=f"The process's RANK (default 0), 0 to {MAX_RANK:,}."),
+    OpenApiParameter("generation", _whole_schema(1),
+                     description="Which run of the job (default: its latest), 1 or more."),
+    OpenApiParameter("offset", _whole_schema(0, MAX_OFFSET),
+                     description=f"Read from this byte on (at most 1 MiB a reply); follow with next_offset. "
+                                 f"0 to {MAX_OFFSET} (2⁶³−1), as the output's bytes are stored: beyond, a 400 "
+                                 "naming it."),
     OpenApiParameter("tail_bytes", int, description="The last N bytes (at most the 8 MiB kept per rank)."),
     OpenApiParameter("tail_lines", int, description="The last N lines (at most 10,000)."),
 ]

@@ -438,3 +438,18 @@ def test_an_offset_past_what_is_stored_waits_there_as_a_follow_does(fleet: LoopF
 
     assert (body["text"], body["offset"], body["next_offset"], body["end_offset"]) == ("", 2**63 - 1, 2**63 - 1, 13)
     assert body["more"] is False
+
+
+def test_the_schema_says_the_bounds_of_each_parameter(fleet: LoopFleet, alice: APIClient) -> None:
+    """The generated OpenAPI schema says what docs/api.md says and the endpoint enforces: until
+    6 Dec its `offset` read "Read from this byte on (at most 1 MiB)", no word of its bound
+    (0 to 2⁶³−1), nor of rank's (0 to 1,000,000) or generation's (1 or more)."""
+    schema = alice.get("/api/schema/", {"format": "json"}).json()
+    parameters = {p["name"]: p for p in schema["paths"]["/api/v1/jobs/{id}/logs/"]["get"]["parameters"]}
+    bounds = {name: (parameters[name]["schema"].get("minimum"), parameters[name]["schema"].get("maximum"))
+              for name in ("offset", "rank", "generation")}
+
+    assert bounds == {"offset": (0, 2**63 - 1), "rank": (0, 1_000_000), "generation": (1, None)}
+    assert "0 to 9223372036854775807 (2⁶³−1)" in parameters["offset"]["description"]
+    assert "0 to 1,000,000" in parameters["rank"]["description"]
+    assert "1 or more" in parameters["generation"]["description"]
