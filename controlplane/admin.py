@@ -39,6 +39,7 @@ from controlplane.models import (
     SchedulerLease,
     Team,
 )
+from controlplane.models.fleet import PRICE_HORIZON_YEARS
 from controlplane.services import cohorts, config_audit, maintenance, nodes, notifications, quota_text, quotas
 from controlplane.services.whole_words import whole_words_html
 from scheduler_core.sentences import counted
@@ -553,7 +554,8 @@ class PriceRateAdmin(ConfigAudited):
         elif db_field.name == "effective_from":
             field.help_text = ("UTC, whatever your browser's time zone: the instant this price starts for its GPU "
                                "type and capacity tier; their price before it holds until then. Hours already "
-                               "rolled from then on are repriced (docs/accounting.md, Cost).")
+                               "rolled from then on are repriced (docs/accounting.md, Cost). At most "
+                               f"{PRICE_HORIZON_YEARS} years ahead.")
         return field
 
     @admin.display(description="$ per GPU-hour", ordering="usd_per_gpu_hour")

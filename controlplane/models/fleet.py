@@ -1,10 +1,11 @@
 from __future__ import annotations
 
-from datetime import UTC
+from datetime import UTC, datetime
 
 from django.core.exceptions import ValidationError
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from controlplane.choices import CapacityTier, NodeState
 from controlplane.models.names import node_name, visible_name
@@ -20,6 +21,19 @@ MIN_GPU_MEMORY_GB = 1
 MAX_GPU_MEMORY_GB = 4096
 GPU_MEMORY_WORDS = ("a GPU has at least 1 GB of memory and at most 4,096 GB: give its memory in GB, "
                     "e.g. 80 for an H100-80GB")
+# A price starts at most this many years from now: room for a contract's prices entered up front
+# (a three-year reservation's step-ups), none for a mistyped year (9999-12-31 was taken until 6 Dec).
+PRICE_HORIZON_YEARS = 5
+
+
+def price_horizon(now: datetime) -> datetime:
+    """The latest start a price may be given now: the same instant `PRICE_HORIZON_YEARS` on (a
+    29 February's on the 28th)."""
+    year = now.year + PRICE_HORIZON_YEARS
+    try:
+        return now.replace(year=year)
+    except ValueError:
+        return now.replace(year=year, day=28)
 
 
 class GpuType(models.Model):
@@ -78,6 +92,7 @@ class PriceRate(models.Model):
         violated" above the form)."""
         if self.usd_per_gpu_hour is not None and self.usd_per_gpu_hour < 0:
             raise ValidationError({"usd_per_gpu_hour": f"{self.usd_per_gpu_hour} is negative: a price is 0 or more"})
+        self._check_horizon()
         # One price per GPU type, tier and start (the unique constraint), said on the start and
         # naming the price to change (the constraint said it on no field).
         if self.gpu_type_id is None or not self.capacity_tier or self.effective_from is None:
@@ -90,6 +105,23 @@ class PriceRate(models.Model):
             raise ValidationError({"effective_from": (
                 f"{self.gpu_type.name} {self.capacity_tier} already has a price from {at:%Y-%m-%d %H:%M} UTC: change "
                 f"that one (id {other}), or start this one at another time")})
+
+    def _check_horizon(self) -> None:
+        """A start given (a new rate's, or one moved) is at most `PRICE_HORIZON_YEARS` ahead.
+        A rate stored beyond it before the rule keeps its start until it is moved, so it can
+        still be corrected."""
+        start = self.effective_from
+        if start is None or start.tzinfo is None:  # a naive start is refused on the field already
+            return
+        if self.pk is not None and PriceRate.objects.filter(pk=self.pk, effective_from=start).exists():
+            return
+        now = timezone.now()
+        latest = price_horizon(now)
+        if start > latest:
+            raise ValidationError({"effective_from": (
+                f"{start.astimezone(UTC):%Y-%m-%d %H:%M} UTC is more than {PRICE_HORIZON_YEARS} years ahead: a price "
+                f"starts at most {PRICE_HORIZON_YEARS} years from now (by {latest.astimezone(UTC):%Y-%m-%d %H:%M} "
+                "UTC); was the year mistyped?")})
 
 
 class Node(models.Model):

@@ -80,3 +80,17 @@ def test_good_values_are_still_saved(fleet, browser) -> None:
     assert PriorityClass.objects.get(pk=fleet.research.pk).max_runtime_limit_s == 7200
     r = _change(browser, f"/admin/controlplane/gputype/{fleet.h100.pk}/change/", relative_throughput="2.5")
     assert r.status_code == 302 and GpuType.objects.get(pk=fleet.h100.pk).relative_throughput == 2.5
+
+
+def test_a_price_starting_beyond_the_horizon_is_refused_on_its_field(fleet, browser) -> None:
+    """The API's rule (PriceRate.clean, tests/controlplane/api/test_adminapi_price_rate_horizon.py):
+    until 6 Dec the add page took a start of 9999-12-31."""
+    r = browser.post("/admin/controlplane/pricerate/add/", {
+        "gpu_type": fleet.a100.pk, "capacity_tier": "on_demand", "usd_per_gpu_hour": "0.9",
+        "effective_from_0": "9999-12-31", "effective_from_1": "00:00:00",
+    })
+
+    errors = _field_errors(r)
+    assert list(errors) == ["effective_from"], errors
+    assert errors["effective_from"][0].startswith("9999-12-31 00:00 UTC is more than 5 years ahead"), errors
+    assert not PriceRate.objects.filter(gpu_type=fleet.a100).exists()

@@ -17,7 +17,12 @@ from controlplane.api.serializers.fields import (
 )
 from controlplane.api.serializers.sentences import said
 from controlplane.models import Cohort, Event, GpuType, Node, PriceRate, PriorityClass, Project, Quota, Team
-from controlplane.models.fleet import GPU_MEMORY_WORDS, MAX_GPU_MEMORY_GB, MIN_GPU_MEMORY_GB
+from controlplane.models.fleet import (
+    GPU_MEMORY_WORDS,
+    MAX_GPU_MEMORY_GB,
+    MIN_GPU_MEMORY_GB,
+    PRICE_HORIZON_YEARS,
+)
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.services import job_mentions, nodes, quotas
 
@@ -155,7 +160,8 @@ class PriceRateSerializer(ConstraintCheckedModelSerializer):
     usd_per_gpu_hour = serializers.DecimalField(max_digits=10, decimal_places=4, min_value=0)
     effective_from = ZonedDateTimeField(
         help_text="From when the price holds: an RFC 3339 instant with its time zone (2026-12-01T00:00:00Z, "
-                  "…-05:00); a time without one is refused.")
+                  "…-05:00); a time without one is refused, as is one more than "
+                  f"{PRICE_HORIZON_YEARS} years from now.")
 
     class Meta:
         model = PriceRate
