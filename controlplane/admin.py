@@ -894,7 +894,7 @@ class MaintenanceWindowAdmin(ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     them with who cancelled them and when."""
 
     form = MaintenanceWindowForm
-    list_display = ("id", "reason", "state", "start_at", "end_at", "node_names", "created_by", "cancelled_at")
+    list_display = ("id", "reason_text", "state", "start_at", "end_at", "node_names", "created_by", "cancelled_at")
     list_filter = ("cancelled_at",)
     search_fields = ("reason", "nodes__name")
     readonly_fields = ("created_by", "created_at", "cancelled_by", "cancelled_at")
@@ -915,10 +915,14 @@ class MaintenanceWindowAdmin(ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
 
         return window.state_at(timezone.now()).label
 
+    @admin.display(description="reason", ordering="reason")
+    def reason_text(self, window: MaintenanceWindow) -> str:
+        return _whole(window.reason)  # "… on the gpu-a100-017 rack": a node's name held whole
+
     @admin.display(description="nodes")
     def node_names(self, window: MaintenanceWindow) -> str:
         names = sorted(n.name for n in window.nodes.all())
-        return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        return _whole(", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else ""))
 
     def has_delete_permission(self, request: HttpRequest, obj: object = None) -> bool:
         return False

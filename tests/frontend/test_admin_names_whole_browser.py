@@ -1,10 +1,13 @@
 """In Chromium, at 1,280 and 1,000 px, signed in as an admin: a node's name in an event's message
-or actor, and a team's name in the lists that show one (teams, quotas, jobs, notification hooks,
-users' roles), is drawn on one line, never broken at one of its hyphens.
+or actor or in a maintenance window's reason and nodes, and a team's name in the lists that show
+one (teams, quotas, jobs, notification hooks, users' roles), is drawn on one line, never broken at
+one of its hyphens.
 
-Found walking the admin (5 Dec): the events' list read "Bound to 8 GPUs (gpu-a100-" / "017:0,…"
-while the product's pages hold such words together (the `whole_words` filter), and the quota
-list's team column read "recommendation-" / "systems"."""
+Found walking the admin (5 Dec), measured by this test on 6 Dec before the fix: the events' list
+broke a node's name in a message and in an actor at its hyphens ("agent:gpu-a100-" / "017") while
+the product's pages hold such words together (the `whole_words` filter); the quota, job and hook
+lists' team column read "recommendation-" / "systems", as did the users' roles; the maintenance
+windows' nodes and reason broke their node names too."""
 
 from __future__ import annotations
 
@@ -15,6 +18,7 @@ from django.utils import timezone
 
 from controlplane.choices import EventKind
 from controlplane.models import Event, GpuType, Membership, NotificationHook
+from controlplane.services import maintenance
 from tests.controlplane import factories as f
 from tests.frontend.test_browser_pages import browser, session, user  # noqa: F401 (fixtures)
 from tests.frontend.test_pages_fit_laptops_browser import MEASURE
@@ -24,7 +28,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 NODES = ("gpu-a100-017", "gpu-a100-018", "gpu-h100-0042")
 TEAMS = ("recommendation-systems", "speech-recognition-research")
 LISTS = ("controlplane/event", "controlplane/team", "controlplane/quota", "controlplane/job",
-         "controlplane/notificationhook", "auth/user")
+         "controlplane/notificationhook", "auth/user", "controlplane/maintenancewindow")
 
 
 def _hyphenated_names() -> None:
@@ -40,6 +44,9 @@ def _hyphenated_names() -> None:
                                         events=["failed"], secret="s", created_at=timezone.now())
         Membership.objects.create(user=user("alice"), team=team, role="member")
     now = timezone.now()
+    for hours in (1, 3):  # two windows, each naming the three nodes
+        maintenance.create(user("admin"), start_at=now + timezone.timedelta(hours=hours), duration_s=3600,
+                           reason="firmware upgrade on the gpu-a100-017 rack", nodes=list(NODES))
     Event.objects.bulk_create(
         Event(created_at=now - timezone.timedelta(seconds=i), kind=EventKind.NODE_STATE, actor=f"agent:{node.name}",
               reason="NodeCordoned", node=node,
