@@ -60,7 +60,7 @@ def test_the_job_page_badge_and_timeline_say_why_it_stops(client_for, stopping) 
     for label, job in stopping.items():
         words = label[:1].upper() + label[1:]
         html = client.get(f"/jobs/{job.pk}/").content.decode()
-        badge = re.search(r'id="job-state">(.*?)</span></span>', html, flags=re.S)
+        badge = re.search(r'id="job-state"[^>]*>(.*?)</span></span>', html, flags=re.S)
         assert badge is not None and badge.group(1).endswith(f">{words}")
         figure = re.search(r'"categoryarray":\s*(\[[^\]]*\])', html)
         assert figure is not None
