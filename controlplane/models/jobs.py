@@ -99,7 +99,9 @@ class Job(models.Model):
     # priority class's preemption budget counts. A job can also be stopped and requeued whole
     # without being preempted: to resize it, or fenced off a node that failed. Those count in
     # `requeue_count` (every requeue, preemptions included) and not against the budget: a node
-    # that fails three times must not make its jobs unpreemptible for a day.
+    # that fails three times must not make its jobs unpreemptible for a day. A preemption
+    # counts once however its stop ends, fenced before its victim confirmed too
+    # (transitions.fence_allocation).
     preemption_count = models.PositiveIntegerField(default=0)
     # The first ETA the scheduler told this job in the wait that ended in its latest start, and
     # when it told it (from its PendingPlace at the bind; null when that wait had no ETA): how

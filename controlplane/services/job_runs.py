@@ -287,6 +287,9 @@ def _ending(allocation: Allocation, settled: dict[str, Any] | None, fenced: dict
     nodes = [str(n) for n in _data(fenced).get("nodes") or []] if fenced is not None else []
     kind = settled["kind"] if settled is not None else ""
     if kind == EventKind.JOB_PREEMPTED:
+        if fenced is not None:  # its node was lost before it confirmed the stop: still a preemption
+            return "requeued", (f"Preempted; requeued ({fenced_because(str(fenced['reason']), nodes)} "
+                                "before confirming the stop)")
         return "requeued", "Preempted; requeued"
     if kind == EventKind.JOB_RESIZED:
         return "requeued", "Stopped to resize; requeued"

@@ -186,7 +186,8 @@ def _job_fields(columns: tuple[str, ...]) -> list[Any]:
 
 
 #: The events of a requeue that counts against a job's preemption budget (transitions._requeue
-#: adds one to `Job.preemption_count` for each): a preemption; not a resize, not a fence.
+#: adds one to `Job.preemption_count` for each): a preemption, however its stop ended (its
+#: node fenced before it confirmed too); not a resize, not a plain fence.
 BUDGET_KINDS = (EventKind.JOB_PREEMPTED,)
 
 

@@ -841,6 +841,14 @@ def fence_allocation(allocation_id: int, *, lease: SchedulerLease, at: datetime,
     elif allocation.release_reason in REQUESTED_REQUEUES:
         requeue_as_asked(job, allocation, at=at, actor=actor, held=held, node=node, names=names,
                          fenced=f"{node_gone} before confirming the stop")
+    elif allocation.release_reason == RELEASE_PREEMPTED:
+        # The scheduler's preemption took the job's work, whichever way its stop ends: its
+        # node lost during the grace period settles it as a preemption, which spends the
+        # class's preemption budget (until 6 Dec it was a plain fence's requeue, and a job on
+        # a flaky node could be preempted beyond its budget). The fence is in the event's data.
+        _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_PREEMPTED, reason=RELEASE_PREEMPTED,
+                 why=f"preempted ({node_gone} before confirming the stop)", held=held, node=node, names=names,
+                 data={"fenced": reason})
     else:
         _requeue(job, allocation, at=at, actor=actor, kind=EventKind.JOB_REQUEUED, reason=reason,
                  why=fenced_because(reason, names), held=held, node=node, names=names)
