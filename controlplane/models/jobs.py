@@ -232,6 +232,18 @@ class Job(models.Model):
         place = self._place()
         return place.eta if place is not None else None
 
+    @property
+    def first_eta(self) -> datetime | None:
+        """The first ETA the scheduler told this job in its present stay in the queue."""
+        place = self._place()
+        return place.first_eta if place is not None else None
+
+    @property
+    def first_eta_at(self) -> datetime | None:
+        """When the scheduler told it `first_eta`."""
+        place = self._place()
+        return place.first_eta_at if place is not None else None
+
 
 NUMBER_MARK = "\ue000"
 """Where a number goes in a stored sentence (a private-use character no sentence contains)."""

@@ -17,6 +17,13 @@ whole nodes to drain. A waiting job's likely start rests on its own class's reco
 once that class has MIN_JUDGED_FOR_LIKELY judged jobs: a 32-GPU gang is not told "likely in 1 min"
 because a week of 1-GPU jobs started early; without one it is told why (`no_likely_start`).
 
+A likely start is counted as the record counts: from the first ETA the job was told in this wait
+(`FirstEta`), told_at + (first ETA − told_at) × its class's median share. It holds still while
+the job waits (it moves only as the record does), so the job can be seen running late against
+it, and its page says so once it passes, as it says how far the job is past its first ETA.
+Until 6 Dec it was now + (ETA − now) × share: a job whose ETA held was told a later likely start
+at every look, never one it could be late against.
+
 The job page and the API's explain (so `qm explain`) read the last week's record through
 `fleet_record`, kept a minute in the shared store, so both tell the same figures within it."""
 
@@ -156,46 +163,83 @@ def counts(*, hours: float = 24.0, now: datetime | None = None) -> tuple[int, in
     return got["judged"], got["on_time"]
 
 
-def likely_start(record: EtaRecord | SizeClassRecord, eta: datetime, now: datetime) -> datetime | None:
-    """Where a waiting job's start lands if it has the median share of the wait it is told, as
-    the jobs judged lately had: ``None`` unless that share is below one (then the ETA itself
-    is the better word)."""
-    share = record.median_share_of_wait
-    if share is None or share >= 1 or eta <= now:
+@dataclass(frozen=True)
+class FirstEta:
+    """The first ETA a waiting job was told in this stay in the queue (``eta``) and when it was
+    told (``told_at``): its PendingPlace's `first_eta` and `first_eta_at`, kept as the ETA moves,
+    which a bind copies to the job (`eta_told`, `eta_told_at`) for the record to judge. A
+    requeue, a hold or a change of what the scheduler reads starts a new stay, told afresh."""
+
+    eta: datetime
+    told_at: datetime
+
+    def late_s(self, now: datetime) -> float:
+        """How far ``now`` is past this first ETA, in seconds (0 before it)."""
+        return max(0.0, (now - self.eta).total_seconds())
+
+
+def first_eta_of(job: Job, now: datetime) -> FirstEta | None:
+    """A waiting job's first ETA of this stay, ``None`` for a job with no ETA now. A job whose
+    ETA no cycle has told yet (the cycle tells a first ETA only to a row still as it read it;
+    the next cycle tells it otherwise) counts its ETA as told ``now``."""
+    eta = job.eta
+    if eta is None:
         return None
-    return now + (eta - now) * share
+    first, told_at = job.first_eta, job.first_eta_at
+    if first is None or told_at is None:
+        return FirstEta(eta=eta, told_at=now)
+    return FirstEta(eta=first, told_at=told_at)
 
 
-def likely_start_of(record: EtaRecord, gpus: int, eta: datetime,
-                    now: datetime) -> tuple[SizeClassRecord | None, datetime | None]:
-    """A waiting job of ``gpus`` GPUs: the record of its size class (``None`` when the record
-    has no classes), and where its start lands at that class's median share of the wait told
-    (``None`` when fewer than MIN_JUDGED_FOR_LIKELY of its class were judged, or that share is
-    not below one). Never another class's share: a gang's wait is not a 1-GPU job's."""
+def likely_start(record: EtaRecord | SizeClassRecord, first: FirstEta) -> datetime | None:
+    """Where a waiting job's start lands if it waits the median share of the wait it was first
+    told, as the jobs the record judged did: ``first.told_at`` + (``first.eta`` − ``first.told_at``)
+    × share. The record's own measure (its share counts both waits from the first ETA's telling),
+    so the time holds still while the job waits, moving only as the record does, and the job
+    can be seen running late against it. ``None`` unless that share is below one (then the ETA
+    itself is the better word)."""
+    share = record.median_share_of_wait
+    if share is None or share >= 1:
+        return None
+    return first.told_at + max(timedelta(0), first.eta - first.told_at) * share
+
+
+def likely_start_of(record: EtaRecord, gpus: int, first: FirstEta,
+                    eta: datetime) -> tuple[SizeClassRecord | None, datetime | None]:
+    """A waiting job of ``gpus`` GPUs, first told ``first`` and told ``eta`` now: the record of
+    its size class (``None`` when the record has no classes), and where its start lands at that
+    class's median share of the wait it was first told (``None`` when fewer than
+    MIN_JUDGED_FOR_LIKELY of its class were judged, that share is not below one, or its ETA
+    has come forward before that time: a likely start is never later than the latest start).
+    Never another class's share: a gang's wait is not a 1-GPU job's."""
     own = record.of_size(gpus)
     if own is None or own.judged < MIN_JUDGED_FOR_LIKELY:
         return own, None
-    return own, likely_start(own, eta, now)
+    at = likely_start(own, first)
+    if at is None or at > eta:
+        return own, None
+    return own, at
 
 
-def likely_start_said(eta: datetime | None, gpus: int, *, now: datetime | None = None,
+def likely_start_said(eta: datetime | None, gpus: int, first: FirstEta | None, *, now: datetime | None = None,
                       record: EtaRecord | None = None) -> dict[str, Any] | None:
     """A waiting job's likely start as the API gives it (`jobs/{id}/explain/`: `likely_start`,
-    which `qm explain` prints): when it lands at the median share of its wait that the jobs of
-    its size class judged over the last week had (`likely_start_of`), that share, the counts it
-    rests on (of that class), the class and the node size it splits at. ``None`` for no ETA or
-    one already passed (no read then), fewer than MIN_JUDGED_FOR_LIKELY jobs of its class
-    judged, or a share not below one (`no_likely_start` says which). The record is
-    `fleet_record`'s unless given."""
+    which `qm explain` prints): when it lands at the median share of the wait it was first told
+    that the jobs of its size class judged over the last week had (`likely_start_of`), whether
+    that time has passed (the job waits longer than the median job of its class did), that share,
+    the counts it rests on (of that class), the class and the node size it splits at. ``None``
+    for no ETA or one already passed (no read then), fewer than MIN_JUDGED_FOR_LIKELY jobs of
+    its class judged, a share not below one, or an ETA come forward before it
+    (`no_likely_start` says which). The record is `fleet_record`'s unless given."""
     now = now or timezone.now()
-    if eta is None or eta <= now:
+    if eta is None or first is None or eta <= now:
         return None
     record = record if record is not None else fleet_record()
-    own, at = likely_start_of(record, gpus, eta, now)
+    own, at = likely_start_of(record, gpus, first, eta)
     if own is None or at is None:
         return None
-    return {"at": at, "share_of_wait": own.median_share_of_wait, "judged": own.judged, "on_time": own.on_time,
-            "days": record.days, "size_class": own.size_class, "node_gpus": own.node_gpus}
+    return {"at": at, "passed": at <= now, "share_of_wait": own.median_share_of_wait, "judged": own.judged,
+            "on_time": own.on_time, "days": record.days, "size_class": own.size_class, "node_gpus": own.node_gpus}
 
 
 #: Why a waiting job with an ETA ahead is told no likely start (NoLikelyStart.code).
@@ -203,7 +247,8 @@ NO_RECORD = "no_record"  # no job waited with an ETA and started in the window
 NO_NODE = "no_node"  # jobs were judged, but the fleet has no node to split the sizes at
 TOO_FEW_OF_ITS_SIZE = "too_few_of_its_size"  # fewer than MIN_JUDGED_FOR_LIKELY of its size class
 NOT_SOONER_THAN_TOLD = "not_sooner_than_told"  # its class's median share of the wait told is not below one
-NO_LIKELY_START_CODES = (NO_RECORD, NO_NODE, TOO_FEW_OF_ITS_SIZE, NOT_SOONER_THAN_TOLD)
+ETA_CAME_FORWARD = "eta_came_forward"  # its ETA now comes before the median share of its first wait
+NO_LIKELY_START_CODES = (NO_RECORD, NO_NODE, TOO_FEW_OF_ITS_SIZE, NOT_SOONER_THAN_TOLD, ETA_CAME_FORWARD)
 
 
 @dataclass(frozen=True)
@@ -236,52 +281,66 @@ class NoLikelyStart:
                     "(jobs of another size wait differently)")
         if self.share_of_wait is None:
             return f"no job of {gpus} judged had a wait told to measure a share of"
+        if self.code == ETA_CAME_FORWARD:
+            return (f"its ETA has come forward since it was first told, before {percent(self.share_of_wait)} of that "
+                    f"first wait, where the median job of {gpus} started: its ETA is the better word")
         return (f"the median job of {gpus} started after {percent(self.share_of_wait)} of the wait it was told, no "
                 "sooner than told: its ETA is the better word")
 
 
-def no_likely_start(record: EtaRecord, gpus: int, eta: datetime | None, now: datetime) -> NoLikelyStart | None:
+def no_likely_start(record: EtaRecord, gpus: int, eta: datetime | None, first: FirstEta | None,
+                    now: datetime) -> NoLikelyStart | None:
     """Why a waiting job of ``gpus`` GPUs with an ETA ahead has no likely start by ``record``
     (the rule of `likely_start_of`); ``None`` when it has one, or has no ETA ahead (nothing
     to be likelier than)."""
-    if eta is None or eta <= now:
+    if eta is None or first is None or eta <= now:
         return None
-    own, at = likely_start_of(record, gpus, eta, now)
+    own, at = likely_start_of(record, gpus, first, eta)
     if at is not None:
         return None
     if own is None:
         return NoLikelyStart(code=NO_NODE if record.judged else NO_RECORD, size_class=None, node_gpus=None,
                              judged=0, needed=MIN_JUDGED_FOR_LIKELY, share_of_wait=None, days=record.days)
-    code = TOO_FEW_OF_ITS_SIZE if own.judged < MIN_JUDGED_FOR_LIKELY else NOT_SOONER_THAN_TOLD
+    share = own.median_share_of_wait
+    if own.judged < MIN_JUDGED_FOR_LIKELY:
+        code = TOO_FEW_OF_ITS_SIZE
+    elif share is not None and share < 1:
+        code = ETA_CAME_FORWARD
+    else:
+        code = NOT_SOONER_THAN_TOLD
     return NoLikelyStart(code=code, size_class=own.size_class, node_gpus=own.node_gpus, judged=own.judged,
-                         needed=MIN_JUDGED_FOR_LIKELY,
-                         share_of_wait=own.median_share_of_wait if code == NOT_SOONER_THAN_TOLD else None,
+                         needed=MIN_JUDGED_FOR_LIKELY, share_of_wait=share if code != TOO_FEW_OF_ITS_SIZE else None,
                          days=record.days)
 
 
-def eta_lately(gpus: int, eta: datetime, now: datetime) -> tuple[EtaRecord, SizeClassRecord | None,
-                                                                datetime | None, NoLikelyStart | None]:
+def eta_lately(gpus: int, eta: datetime, first: FirstEta | None, now: datetime) -> tuple[
+        EtaRecord, SizeClassRecord | None, datetime | None, NoLikelyStart | None]:
     """Beside a waiting job's ETA, as its page says it and `qm explain` prints it: the fleet's
     record (`fleet_record`), the record of the job's size class (``None`` without classes), where
-    its start likely lands (``None`` when there is none) and why there is none (``None`` when
-    there is one, or its ETA passed)."""
+    its start likely lands, counted from its first ETA ``first`` (``None`` when there is none),
+    and why there is none (``None`` when there is one, or its ETA passed)."""
     record = fleet_record()
-    own, likely = likely_start_of(record, gpus, eta, now)
-    return record, own, likely, no_likely_start(record, gpus, eta, now)
+    own, likely = likely_start_of(record, gpus, first, eta) if first is not None else (record.of_size(gpus), None)
+    return record, own, likely, no_likely_start(record, gpus, eta, first, now)
 
 
-def explained(eta: datetime | None, gpus: int, *, now: datetime | None = None) -> dict[str, Any]:
+def explained(job: Job | None, *, now: datetime | None = None) -> dict[str, Any]:
     """A waiting job's ETA record as `jobs/{id}/explain/` gives it (`qm explain` prints it):
-    ``eta_record``, the fleet's figures and its size class's (``own_class``, null without
+    ``first_eta``, the first ETA it was told in this stay in the queue, when, and how far it is
+    past it; ``eta_record``, the fleet's figures and its size class's (``own_class``, null without
     classes) as its page says them beside its ETA; ``likely_start`` (`likely_start_said`) and
     ``likely_start_missing``, why there is none (`no_likely_start`, its ``reason`` in the page's
-    words). All null for a job with no ETA (no read then); the record is `fleet_record`'s, the
-    page's of the same minute."""
-    if eta is None:
-        return {"eta_record": None, "likely_start": None, "likely_start_missing": None}
+    words). All null for no job (not waiting) or a job with no ETA (no read then); the record is
+    `fleet_record`'s, the page's of the same minute."""
+    eta = job.eta if job is not None else None
+    if job is None or eta is None:
+        return {"first_eta": None, "eta_record": None, "likely_start": None, "likely_start_missing": None}
     now = now or timezone.now()
-    record, own, _, missing = eta_lately(gpus, eta, now)
+    first = first_eta_of(job, now)
+    record, own, _, missing = eta_lately(job.gpus, eta, first, now)
     return {
+        "first_eta": None if first is None else {
+            "at": first.eta, "told_at": first.told_at, "late_s": round(first.late_s(now), 3)},
         "eta_record": {
             "days": record.days, "judged": record.judged, "on_time": record.on_time,
             "median_share_of_wait": record.median_share_of_wait,
@@ -289,7 +348,7 @@ def explained(eta: datetime | None, gpus: int, *, now: datetime | None = None) -
                 "size_class": own.size_class, "node_gpus": own.node_gpus, "judged": own.judged,
                 "on_time": own.on_time, "median_share_of_wait": own.median_share_of_wait},
         },
-        "likely_start": likely_start_said(eta, gpus, now=now, record=record),
+        "likely_start": likely_start_said(eta, job.gpus, first, now=now, record=record),
         "likely_start_missing": None if missing is None else {
             "code": missing.code, "reason": missing.reason, "size_class": missing.size_class,
             "node_gpus": missing.node_gpus, "judged": missing.judged, "needed": missing.needed,

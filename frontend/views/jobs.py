@@ -384,9 +384,12 @@ def eta_lately(job: Job, now: datetime) -> dict[str, Any]:
     lately, or why there is none (services/eta_record.py eta_lately: the record `qm explain`
     reads, kept a minute in the shared store)."""
     if job.state != JobState.PENDING or job.eta is None:
-        return {"eta_record": None, "eta_class": None, "eta_likely": None, "eta_missing": None}
-    record, own, likely, missing = eta_record.eta_lately(job.gpus, job.eta, now)
+        return {"eta_record": None, "eta_class": None, "eta_likely": None, "eta_missing": None, "eta_first": None}
+    first = eta_record.first_eta_of(job, now)
+    record, own, likely, missing = eta_record.eta_lately(job.gpus, job.eta, first, now)
     return {"eta_record": record, "eta_class": own, "eta_likely": likely, "eta_missing": missing,
+            "eta_likely_passed": likely is not None and likely <= now, "eta_first": first,
+            "eta_first_late_s": first.late_s(now) if first is not None else 0.0,
             "eta_min_judged": eta_record.MIN_JUDGED_FOR_LIKELY}
 
 

@@ -53,8 +53,8 @@ def test_a_waiting_job_reads_its_eta_beside_how_far_etas_held_this_week(client_f
         assert ('id="eta-record">At the latest, by runtime limits: of the 23 jobs that waited with an ETA and started '
                 "in the last 7 days, 95.65% started by the first ETA they were told, the median one after 75% of "
                 'the wait it was told. <span id="eta-likely">Of them, the 20 jobs of 8+ GPUs, as this one: 100% '
-                "started by their first ETA, the median one after 75% of the wait it was told; at that share of its "
-                "wait this job would start about ") in html
+                "started by their first ETA, the median one after 75% of the wait it was told; at that share of the "
+                "wait it was first told this job would start about ") in html
         assert "(in 2.2 h).</span></span>" in html  # 75 % of its 3 h
 
 
@@ -95,7 +95,7 @@ def test_the_page_and_explain_read_one_record_kept_a_minute(client_for, submit_a
     _judged(small.team_id, count=10, gpus=16, share=0.1)  # ten more gangs, far sooner: neither sees them yet
     html = page()
     assert "Of them, the 20 jobs of 8+ GPUs, as this one: 100% started by their first ETA, the median one after " \
-           "80% of the wait it was told; at that share of its wait this job would start about" in html
+           "80% of the wait it was told; at that share of the wait it was first told this job would start about" in html
     assert explain()["eta_record"]["own_class"]["judged"] == 20
 
 

@@ -403,9 +403,14 @@ class JobArrayCancelSerializer(JobArraySerializer):
 class LikelyStartSerializer(serializers.Serializer):
     """A waiting job's likely start by the ETA record of its size class (services/eta_record.py)."""
 
-    at = serializers.DateTimeField(help_text="now + (ETA - now) × share_of_wait.")
+    at = serializers.DateTimeField(
+        help_text="first_eta.told_at + (first_eta.at - first_eta.told_at) × share_of_wait: counted from the first ETA "
+                  "it was told in this wait, as the record judges ETAs, so it holds still while the job waits (it "
+                  "moves only as the record does, and starts afresh with a new wait).")
+    passed = serializers.BooleanField(
+        help_text="`at` is past: the job waits longer than the median job of its size class did.")
     share_of_wait = serializers.FloatField(
-        help_text="The median share of the wait told that the jobs of its size class judged had (metrics/etas/ "
+        help_text="The median share of the wait first told that the jobs of its size class judged had (metrics/etas/ "
                   "size_classes[].median_share_of_wait).")
     judged = serializers.IntegerField(help_text="Jobs of its size class that started in the last `days` after "
                                                 "waiting with an ETA (at least 20, or no likely start is given).")
@@ -425,7 +430,8 @@ class NoLikelyStartSerializer(serializers.Serializer):
         choices=list(eta_record.NO_LIKELY_START_CODES),
         help_text="no_record: no job waited with an ETA and started in the last `days`; no_node: the fleet has no "
                   "node to tell sizes by; too_few_of_its_size: fewer than `needed` jobs of its size class judged; "
-                  "not_sooner_than_told: its class's median share of the wait told is not below one.")
+                  "not_sooner_than_told: its class's median share of the wait told is not below one; "
+                  "eta_came_forward: its ETA now comes before that share of the wait it was first told.")
     reason = serializers.CharField(
         help_text="The same in the job page's words, after its 'No likely start: ' (qm explain: 'likely start: none: ').")
     size_class = serializers.ChoiceField(choices=list(eta_record.SIZE_CLASSES), allow_null=True,
@@ -435,8 +441,18 @@ class NoLikelyStartSerializer(serializers.Serializer):
     judged = serializers.IntegerField(help_text="Jobs of its size class judged in the last `days`.")
     needed = serializers.IntegerField(help_text="Jobs of its class it takes to tell a likely start (20).")
     share_of_wait = serializers.FloatField(
-        allow_null=True, help_text="not_sooner_than_told: its class's median share of the wait told; else null.")
+        allow_null=True, help_text="not_sooner_than_told and eta_came_forward: its class's median share of the wait "
+                                   "told; else null.")
     days = serializers.IntegerField(help_text="The record's window, in days.")
+
+
+class FirstEtaSerializer(serializers.Serializer):
+    """The first ETA a waiting job was told in this wait (services/eta_record.py FirstEta)."""
+
+    at = serializers.DateTimeField(help_text="The first ETA of this wait, kept as the ETA moves (a requeue, a hold or "
+                                             "a change of the job starts a new wait); `eta_told` once it starts.")
+    told_at = serializers.DateTimeField(help_text="When the scheduler told it (`eta_told_at` once it starts).")
+    late_s = serializers.FloatField(help_text="Seconds it is now past that first ETA (0 before it).")
 
 
 class EtaOwnClassSerializer(serializers.Serializer):
@@ -473,13 +489,17 @@ class ExplanationSerializer(serializers.Serializer):
     queue_position = serializers.IntegerField(allow_null=True)
     eta = serializers.DateTimeField(allow_null=True, help_text="Earliest start the engine can promise, if any.")
     would_start_if = serializers.CharField(help_text="What would let it start.")
+    first_eta = FirstEtaSerializer(
+        allow_null=True, help_text="A waiting job with an ETA: the first ETA it was told in this wait, when, and how "
+                                   "far past it the job is; null otherwise.")
     eta_record = EtaLatelySerializer(
         allow_null=True, help_text="A waiting job with an ETA: how far ETAs held lately, as its page says beside it "
                                    "(the fleet's and its size class's); null otherwise.")
     likely_start = LikelyStartSerializer(
-        allow_null=True, help_text="Where a waiting job's start lands at the median share of the wait told that the "
-                                   "jobs of its size class judged lately had (GET metrics/etas/); null with no ETA "
-                                   "ahead, fewer than 20 jobs of its class judged, or a median share not below one.")
+        allow_null=True, help_text="Where a waiting job's start lands at the median share of the wait first told "
+                                   "that the jobs of its size class judged lately had (GET metrics/etas/), counted "
+                                   "from its first ETA; null with no ETA ahead, fewer than 20 jobs of its class "
+                                   "judged, a median share not below one, or an ETA come forward before it.")
     likely_start_missing = NoLikelyStartSerializer(
         allow_null=True, help_text="A waiting job with an ETA ahead and no likely_start: why not; null otherwise.")
     growth_code = serializers.CharField(

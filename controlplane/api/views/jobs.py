@@ -409,7 +409,7 @@ def explanation(job: Job) -> dict[str, Any]:
         "would_start_if": said(job.pending_would_start_if) if waiting else "",
         # how far ETAs held lately, the fleet's and its size class's; where its start lands at the
         # median share of the wait told that jobs of its size had lately, or why there is none
-        **eta_record.explained(job.eta if waiting else None, job.gpus),
+        **eta_record.explained(job if waiting else None),
         # a running elastic job below its maximum: why the last cycle did not grow it
         "growth_code": job.growth_code if job.state == JobState.RUNNING else "",
         "growth_note": said(job.growth_note) if job.state == JobState.RUNNING else "",

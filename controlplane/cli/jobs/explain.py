@@ -9,6 +9,7 @@ from controlplane.cli.client import Api
 from controlplane.cli.jobs.waiting import (
     eta_record_text,
     eta_text,
+    first_eta_text,
     likely_start_text,
     order_text,
     position_text,
@@ -30,6 +31,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
             ("  queue position", position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
                                                 e["resolvable"])),
             ("  latest start", start),
+            *([("  first eta", first)] if (first := first_eta_text(e)) else []),
             *([("  etas lately", lately)] if e["eta"] and (lately := eta_record_text(e)) else []),
             *([("  likely start", likely)] if (likely := likely_start_text(e)) else []),
             *([("  priority", order)] if (order := order_text(api, e["job"])) else []),

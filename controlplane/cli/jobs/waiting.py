@@ -90,14 +90,33 @@ def _size_class_text(row: dict[str, Any]) -> str:
 
 
 def likely_start_text(e: dict[str, Any]) -> str:
-    """Where a waiting job's start lands at the median share of the wait told lately by jobs of
-    its size class, as the API gives it (explain's `likely_start`) and the job's page says it;
-    or why there is none (`likely_start_missing`, in the page's words)."""
+    """Where a waiting job's start lands at the median share of the wait first told that jobs of
+    its size class had lately, as the API gives it (explain's `likely_start`, counted from the
+    first ETA it was told in this wait, so it holds still while it waits) and the job's page
+    says it, or that it passed; or why there is none (`likely_start_missing`, the page's words)."""
     likely, missing = e.get("likely_start"), e.get("likely_start_missing")
     if not likely:
         return f"none: {missing['reason']}" if missing else ""
     jobs = counted(likely["judged"], "job")
     if likely.get("size_class"):
         jobs += f" of {_size_class_text(likely)}"
-    return (f"about {eta_text(likely['at'], relative=True)}, at the median {percent(likely['share_of_wait'])} of the wait "
-            f"told that {jobs} had in the last {likely['days']} days")
+    at = output.parse_time(likely["at"])
+    if likely.get("passed") and at is not None:
+        ago = output.human_duration(max(0.0, (datetime.now(timezone.utc) - at).total_seconds()))
+        when = (f"would have been about {output.utc_text(likely['at'])} ({ago} ago): it waits longer than the median "
+                "job of its size did")
+    else:
+        when = f"about {eta_text(likely['at'], relative=True)}"
+    return (f"{when}, at the median {percent(likely['share_of_wait'])} of the wait first told that {jobs} had in "
+            f"the last {likely['days']} days")
+
+
+def first_eta_text(e: dict[str, Any]) -> str:
+    """The first ETA a waiting job was told in this wait, when, and how far past it it is
+    (explain's `first_eta`), as its page says it; "" when it has none."""
+    first = e.get("first_eta")
+    if not first:
+        return ""
+    late = float(first.get("late_s") or 0)
+    return (f"{output.utc_text(first['at'])} (told {output.utc_text(first['told_at'])})"
+            + (f", {output.human_duration(late)} past it" if late >= 1 else ""))

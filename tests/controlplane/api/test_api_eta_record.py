@@ -95,10 +95,13 @@ def test_a_likely_start_takes_the_median_share_of_the_wait_told_and_only_below_o
     now = timezone.now()
     record = eta_record.EtaRecord(since=now, until=now, judged=3, on_time=1.0, median_share_of_wait=0.25,
                                   median_early_s=60.0, late_p95_s=0.0, late_max_s=0.0)
-    assert eta_record.likely_start(record, now + timedelta(hours=4), now) == now + timedelta(hours=1)
+    told_now = eta_record.FirstEta(eta=now + timedelta(hours=4), told_at=now)
+    assert eta_record.likely_start(record, told_now) == now + timedelta(hours=1)
     late = dataclasses.replace(record, median_share_of_wait=1.2)
-    assert eta_record.likely_start(late, now + timedelta(hours=4), now) is None
-    assert eta_record.likely_start(record, now - timedelta(minutes=1), now) is None
+    assert eta_record.likely_start(late, told_now) is None
+    # counted from when the first ETA was told, not from now: told 2 h ago to wait 4 h, 1 h ago
+    told_before = eta_record.FirstEta(eta=now + timedelta(hours=2), told_at=now - timedelta(hours=2))
+    assert eta_record.likely_start(record, told_before) == now - timedelta(hours=1)
 
 
 def test_the_record_is_also_judged_per_size_class_split_at_the_largest_node(api):
