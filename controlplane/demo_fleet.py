@@ -43,7 +43,12 @@ PRIORITY_CLASSES = [
     ("production", 1000, False, True, 60, 0, 0, 4 * 3600, 30 * 86400),
     ("research", 500, True, True, 30, 300, 3, 4 * 3600, 7 * 86400),
     ("batch", 200, True, False, 30, 120, 5, 2 * 3600, 3 * 86400),
-    ("best-effort", 10, True, False, 10, 0, 10, 1 * 3600, 86400),
+    # A scavenger runs 30 s (one checkpoint interval of the demo's jobs) before it may be
+    # preempted: with none, the job just bound was always the cheapest victim (the least work
+    # since a checkpoint) and every arriving research job took it, the same job bound and
+    # preempted again and again (up to 5 times a minute in the demo, 5 Dec). Slurm's
+    # PreemptExemptTime does the same. Its budget, 10 a day, still lets it go often.
+    ("best-effort", 10, True, False, 10, 30, 10, 1 * 3600, 86400),
 ]
 TEAMS = {
     # team: (default priority class, projects, quota per GPU type (nominal, borrowing limit))
