@@ -340,6 +340,11 @@ REST_FRAMEWORK = {
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": _env_rate("QM_USER_THROTTLE", "100000/hour")},
+    # Whose address a sign-in counts against (api/throttling.py): with no proxy in front, the
+    # connection's; behind N proxies that each append to X-Forwarded-For, the one the Nth from
+    # the right recorded. Left unset DRF took the whole header as the address, so a guesser
+    # sending a new X-Forwarded-For with every password was never throttled.
+    "NUM_PROXIES": _env_int("QM_TRUSTED_PROXIES", "0", least=0),
 }
 SPECTACULAR_SETTINGS = {
     "TITLE": "Quartermaster API",

@@ -2,10 +2,13 @@ from django.contrib import admin
 from django.urls import include, path
 
 from controlplane.views import healthz
+from frontend.views.accounts import admin_login
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", include("controlplane.metrics")),
+    # Before the admin's own: its sign-in form, throttled as the pages' (frontend/views/accounts.py).
+    path("admin/login/", admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
     path("api/v1/agent/", include("controlplane.api.agent")),
     path("api/", include("controlplane.api.urls")),

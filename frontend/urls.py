@@ -3,12 +3,23 @@ from django.templatetags.static import static
 from django.urls import path
 from django.views.generic import RedirectView
 
-from frontend.views import history, jobs, nodes, notifications, overview, showback, teams, vendor, whatif
+from frontend.views import (
+    accounts,
+    history,
+    jobs,
+    nodes,
+    notifications,
+    overview,
+    showback,
+    teams,
+    vendor,
+    whatif,
+)
 
 app_name = "frontend"
 
 urlpatterns = [
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
+    path("accounts/login/", accounts.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("", overview.overview, name="overview"),
     path("jobs/", jobs.job_list, name="jobs"),

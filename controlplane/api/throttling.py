@@ -109,7 +109,21 @@ class PerUserThrottle(FixedWindowThrottle):
 
 
 class LoginThrottle(FixedWindowThrottle):
+    """Sign-ins per client address: the API's token requests and the pages' and the admin's
+    sign-in forms count against one counter (`sign_in_refused`). The address is the connection's,
+    or behind QM_TRUSTED_PROXIES proxies the one they recorded (REST_FRAMEWORK["NUM_PROXIES"]);
+    an X-Forwarded-For a client writes itself is not believed."""
+
     scope = "login"
 
     def ident(self, request: Request) -> str | None:
         return f"ip{self.get_ident(request)}"
+
+
+def sign_in_refused(request: Any) -> float | None:
+    """Count a sign-in form's POST against its address's login counter: None when it may go on,
+    else the seconds until the window ends (a Django request: the forms are no DRF views)."""
+    throttle = LoginThrottle()
+    if throttle.allow_request(request, None):  # type: ignore[arg-type]
+        return None
+    return max(1.0, throttle.wait() or 1.0)

@@ -37,6 +37,7 @@ def _start(**values: str) -> subprocess.CompletedProcess[str]:
     ("QM_MAX_PLACEMENTS_PER_CYCLE", "0", "QM_MAX_PLACEMENTS_PER_CYCLE must be a whole number >= 1, got '0'"),
     ("QM_WEBHOOK_MAX_ATTEMPTS", "2.5", "QM_WEBHOOK_MAX_ATTEMPTS must be a whole number >= 1, got '2.5'"),
     ("QM_AGENT_MAX_WAITS", "-1", "QM_AGENT_MAX_WAITS must be a whole number >= 0, got '-1'"),
+    ("QM_TRUSTED_PROXIES", "-1", "QM_TRUSTED_PROXIES must be a whole number >= 0, got '-1'"),
     ("QM_PLACEMENT_POLICY", "binpack",
      "The scheduler refuses its settings: placement_by_workload[training]: unknown plugin 'binpack'; "
      "known: pack, spread."),

@@ -16,6 +16,7 @@ from django.utils import timezone
 from controlplane.demo_fleet import seed_demo_fleet
 from controlplane.models import FleetSample, Job
 from controlplane.services.jobs import SubmitRequest, submit
+from tests.controlplane.fleet_fixture import GENEROUS_THROTTLE_RATES
 from tests.frontend.page_data import sample
 
 ROLES = ("alice", "bob", "finn", "admin")
@@ -25,6 +26,14 @@ ROLES = ("alice", "bob", "finn", "admin")
 def _fast_password_hashing(settings: Any) -> None:
     """The demo fleet sets four passwords per test; PBKDF2's deliberate slowness buys nothing here."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+@pytest.fixture(autouse=True)
+def _generous_sign_in_throttle(settings: Any) -> None:
+    """The browser tests sign in through the page's form, which counts against the client
+    address's login counter as the API's token requests do (frontend/views/accounts.py): a
+    worker's busy minute of them must not meet the limit (the throttling tests set their own)."""
+    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": GENEROUS_THROTTLE_RATES}
 
 
 @pytest.fixture(autouse=True)
