@@ -18,6 +18,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from rest_framework.authtoken.models import TokenProxy
 
 from controlplane.admin_forms import IntegerColumnBounds, KeepsOthersChanges, OpenedAsForm, ShownWhole
 from controlplane.choices import AllocationState, NodeState, Role
@@ -40,7 +41,16 @@ from controlplane.models import (
     Team,
 )
 from controlplane.models.fleet import PRICE_HORIZON_YEARS
-from controlplane.services import cohorts, config_audit, maintenance, nodes, notifications, quota_text, quotas
+from controlplane.services import (
+    api_tokens,
+    cohorts,
+    config_audit,
+    maintenance,
+    nodes,
+    notifications,
+    quota_text,
+    quotas,
+)
 from controlplane.services.whole_words import whole_words_html
 from scheduler_core.sentences import counted
 
@@ -211,6 +221,10 @@ class UserMembershipInline(IntegerColumnBounds, admin.TabularInline):
 User = get_user_model()
 if admin.site.is_registered(User):
     admin.site.unregister(User)
+# DRF's "Tokens" page listed every user's live API token in clear, and a token is its user to
+# the API: no admin page shows one (services/api_tokens.py). The users list revokes them.
+if admin.site.is_registered(TokenProxy):
+    admin.site.unregister(TokenProxy)
 
 
 @admin.register(User)
@@ -220,6 +234,15 @@ class UserAdmin(ShownWhole, DjangoUserAdmin):
 
     inlines = [*DjangoUserAdmin.inlines, UserMembershipInline]
     list_display = (*DjangoUserAdmin.list_display, "roles")
+    actions = ["revoke_api_tokens"]
+
+    @admin.action(description="Revoke API tokens (they sign in again: qm login)")
+    def revoke_api_tokens(self, request: HttpRequest, queryset: Any) -> None:
+        revoked, had_none = api_tokens.revoke(list(queryset), _actor(request))
+        said = "; ".join(
+            ([f"Revoked the API token of {', '.join(revoked)}"] if revoked else [])
+            + ([f"{', '.join(had_none)} had none"] if had_none else []))
+        self.message_user(request, said + ".", messages.SUCCESS if revoked else messages.INFO)
 
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).prefetch_related("memberships__team")

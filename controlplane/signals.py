@@ -8,6 +8,7 @@ theirs), do the work that belongs to the services. So the models import no servi
   rollups repriced from the earliest instant it affects, for the GPU types and tiers it touches
   (`services/accounting.reprice`), by a Celery task queued when the change commits (API, admin,
   shell alike); without a broker (the demo) the task runs at once, after the commit.
+- A user's password set anew revokes their API token (`services/api_tokens.password_changed`).
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ from collections.abc import Sequence
 from typing import Any
 
 import structlog
+from django.contrib.auth import get_user_model
 from django.db import models, transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
 from controlplane.models import Event, PriceRate
 from controlplane.models.events import events_written
-from controlplane.services import notifications
+from controlplane.services import api_tokens, notifications
 from controlplane.tasks_accounting import reprice_rollups
 
 log = structlog.get_logger(__name__)
@@ -31,6 +33,22 @@ log = structlog.get_logger(__name__)
 @receiver(events_written, sender=Event, dispatch_uid="qm-events-queue-notifications")
 def queue_notifications(sender: type[Event], events: Sequence[Event], **kwargs: Any) -> None:
     notifications.enqueue(events)
+
+
+@receiver(post_save, sender=get_user_model(), dispatch_uid="qm-user-password-changed-revoke-token")
+def revoke_token_after_password_change(sender: type[models.Model], instance: Any, created: bool = False,
+                                       **kwargs: Any) -> None:
+    """Django keeps the raw password on the user from set_password until its save has run
+    (AbstractBaseUser.save, after this signal) and clears it first when it only upgrades the
+    stored hash at a sign-in: set here means the password changed. A password made unusable
+    (the admin's "password-based authentication: disabled") ends the token too."""
+    if created or kwargs.get("raw"):
+        return
+    fields = kwargs.get("update_fields")
+    if fields is not None and "password" not in fields:
+        return  # the sign-in's last_login, a rename: no password written
+    if getattr(instance, "_password", None) is not None or not instance.has_usable_password():
+        api_tokens.password_changed(instance)
 
 
 @receiver(pre_save, sender=PriceRate, dispatch_uid="qm-price-rate-remember-previous")

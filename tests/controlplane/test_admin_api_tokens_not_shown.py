@@ -1,0 +1,60 @@
+"""The admin never shows a user's API token. A token is the user: whoever reads it acts as them
+through the API, and their actions are recorded under their name. Until 6 Dec DRF's own
+"Tokens" page listed every user's live token in clear (/admin/authtoken/tokenproxy/), and its
+delete confirmation and history named the token by its key.
+
+An admin revokes a user's token with the users list's action "Revoke API tokens" (the user signs
+in again with `qm login`), recorded as a config.changed event like the users' other changes."""
+
+from __future__ import annotations
+
+import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.test import Client
+from rest_framework.authtoken.models import Token
+
+from controlplane.choices import EventKind
+from controlplane.models import Event
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def admin_client() -> Client:
+    client = Client()
+    client.force_login(f.make_user("boss", superuser=True))
+    return client
+
+
+def test_no_admin_page_shows_a_users_token(admin_client) -> None:
+    alice = f.make_user("alice")
+    key = f.token_for(alice)
+
+    pages = ["/admin/", "/admin/auth/user/", f"/admin/auth/user/{alice.pk}/change/",
+             f"/admin/auth/user/{alice.pk}/history/"]
+    for page in pages:
+        answer = admin_client.get(page)
+        assert answer.status_code == 200, page
+        assert key not in answer.content.decode(), page
+    assert admin_client.get("/admin/authtoken/tokenproxy/").status_code == 404  # no Tokens page
+    assert b"/admin/authtoken/" not in admin_client.get("/admin/").content
+
+
+def test_an_admin_revokes_the_selected_users_tokens(admin_client) -> None:
+    alice, bob, carol = f.make_user("alice"), f.make_user("bob"), f.make_user("carol")
+    f.token_for(alice)
+    kept = f.token_for(carol)
+
+    answer = admin_client.post("/admin/auth/user/", {
+        "action": "revoke_api_tokens", ACTION_CHECKBOX_NAME: [alice.pk, bob.pk], "index": 0,
+    }, follow=True)
+
+    assert answer.status_code == 200
+    said = answer.content.decode()
+    assert "Revoked the API token of alice" in said and "bob had none" in said
+    assert not Token.objects.filter(user__in=[alice, bob]).exists()
+    assert Token.objects.get(user=carol).key == kept
+    event = Event.objects.get(kind=EventKind.CONFIG_CHANGED, reason="ApiTokenRevoked")  # alice's only: bob had none
+    assert event.actor == "user:boss" and event.message == "User alice's API token revoked"
+    assert event.data == {"model": "user", "user": "alice"}  # never the key
