@@ -105,7 +105,29 @@ def _layout(title: str, x_title: str, y_title: str, *, height: int = 320, **extr
 
 
 def _figure(data: list[dict[str, Any]], layout: dict[str, Any]) -> dict[str, Any]:
-    return {"data": data, "layout": layout}
+    return {"data": _as_typed(data), "layout": _as_typed(layout)}
+
+
+def _as_typed(value: Any) -> Any:
+    """Every string of a figure as Plotly shows it typed: `<` written `&lt;` (Plotly turns it
+    back into the character), except the line breaks and hover boxes the charts draw themselves
+    (`<br>`, `<extra></extra>`). Plotly reads `<a href>`, `<span style>`, `<b>` in any label,
+    legend or hover text as markup, so a job's name, a reason or a pool with one in it was a
+    link in the chart (until 6 Dec: tests/frontend/test_chart_text_no_markup.py)."""
+    kind = type(value)
+    if kind is str:
+        if value.count("<") == value.count("<br>") + value.count("<extra>") + value.count("</extra>"):
+            return value  # none, or only the charts' own (a heat map's every cell): no copy
+        return (value.replace("<", "&lt;").replace("&lt;br>", "<br>")
+                .replace("&lt;extra>", "<extra>").replace("&lt;/extra>", "</extra>"))
+    if kind is list:
+        return [v if type(v) in _NO_TEXT else _as_typed(v) for v in value]
+    if kind is dict:
+        return {k: v if type(v) in _NO_TEXT else _as_typed(v) for k, v in value.items()}
+    return value
+
+
+_NO_TEXT = frozenset({int, float, bool, type(None)})
 
 
 def _empty(key: str, title: str, caption: str, x_title: str, y_title: str, empty: str, height: int = 320, *,
