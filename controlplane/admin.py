@@ -41,6 +41,7 @@ from controlplane.models import (
     Team,
 )
 from controlplane.models.fleet import PRICE_HORIZON_YEARS
+from controlplane.models.teams import team_classes_problem
 from controlplane.services import (
     api_tokens,
     cohorts,
@@ -259,8 +260,17 @@ class UserAdmin(ShownWhole, DjangoUserAdmin):
         return super().save_formset(request, form, formset, change)
 
 
+class TeamForm(OpenedAsForm):
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean()
+        if problem := team_classes_problem(cleaned.get("default_priority_class"), cleaned.get("priority_classes")):
+            self.add_error("default_priority_class", problem)
+        return cleaned
+
+
 @admin.register(Team)
 class TeamAdmin(ConfigAudited):
+    form = TeamForm
     list_display = ("team", "cohort", "default_priority_class")
     list_select_related = ("cohort", "default_priority_class")
     list_filter = ("cohort",)
@@ -287,7 +297,17 @@ class TeamAdmin(ConfigAudited):
         the request ran is kept. The cohort it was in is read first: `save_related` records the
         move."""
         request.cohort_before = cohorts.cohort_of(obj.pk) if change else None
-        super().save_model(request, obj, form, change)
+        # recorded in save_related, once its priority classes (many to many) are saved too
+        request.team_before = config_audit.before_change(obj) if change else None
+        self._write(obj, form, change)
+
+    def get_form(self, request, obj=None, change=False, **kwargs):  # type: ignore[no-untyped-def]
+        form = super().get_form(request, obj, change, **kwargs)
+        if "priority_classes" in form.base_fields:  # checkboxes, highest class first
+            field = form.base_fields["priority_classes"]
+            field.widget = forms.CheckboxSelectMultiple()
+            field.queryset = PriorityClass.objects.order_by("-value", "name")
+        return form
 
     def save_related(self, request, form, formsets, change):  # type: ignore[no-untyped-def]
         """A team joining, leaving or changing cohort is recorded as in the API
@@ -296,6 +316,8 @@ class TeamAdmin(ConfigAudited):
         limits, each with its event, and the page says so (a quota row saved after the move
         wrote back the limits it was opened with)."""
         super().save_related(request, form, formsets, change)
+        config_audit.record_config_change(form.instance, "changed" if change else "created",
+                                          getattr(request, "team_before", None), _actor(request))
         team, before = form.instance, getattr(request, "cohort_before", None)
         moved = cohorts.record_team_move(team, before, _actor(request))
         if moved is None:

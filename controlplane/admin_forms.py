@@ -37,6 +37,8 @@ def _plain(value: Any) -> Any:
     as text."""
     if isinstance(value, models.Model):
         return value.pk
+    if isinstance(value, list | tuple | models.QuerySet):  # a many-to-many field: its keys, in order
+        return sorted(_plain(v) for v in value)
     if isinstance(value, Decimal):
         return format(value.normalize(), "f")
     if isinstance(value, datetime):
@@ -90,6 +92,8 @@ class OpenedAsForm(forms.ModelForm):
             return "none"
         if isinstance(value, bool):
             return "yes" if value else "no"
+        if isinstance(field, forms.ModelMultipleChoiceField):  # a team's priority classes
+            return ", ".join(str(r) for r in field.queryset.model._default_manager.filter(pk__in=value)) or "none"
         if isinstance(field, forms.ModelChoiceField):
             return str(field.queryset.model._default_manager.filter(pk=value).first() or value)
         return str(value)
@@ -97,6 +101,9 @@ class OpenedAsForm(forms.ModelForm):
     def _show_stored(self, data: Any, name: str, value: Any) -> None:
         """Set the page's field to the stored ``value`` (for the page shown again)."""
         key, field = self.add_prefix(name), self.fields[name]
+        if isinstance(field, forms.ModelMultipleChoiceField):
+            data.setlist(key, [str(pk) for pk in _plain(list(value.all()) if hasattr(value, "all") else value)])
+            return
         prepared = field.prepare_value(value)
         if isinstance(field.widget, forms.MultiWidget):
             for suffix, part in zip(field.widget.widgets_names, field.widget.decompress(prepared), strict=False):
@@ -144,6 +151,8 @@ class OpenedAsForm(forms.ModelForm):
                 continue
             label = str(self.fields[name].label or name).lower()
             stored = getattr(self.instance, name)
+            if hasattr(stored, "all"):  # many to many: the records stored now
+                stored = list(stored.all())
             self._show_stored(data, name, stored)
             if sent == was[name]:
                 cleaned[name] = stored

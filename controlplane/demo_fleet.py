@@ -56,6 +56,9 @@ TEAMS = {
     "language": ("research", ["llm-pretrain", "eval"], {"H100-80GB": (32, 48), "A100-40GB": (16, 8)}),
     "serving": ("production", ["inference"], {"H100-80GB": (24, 8), "A100-40GB": (8, 0)}),
 }
+# The classes each team's members may submit in (Team.priority_classes; a team not named: every
+# class): the research teams never production, which is serving's, never preempted.
+TEAM_CLASSES = {"vision": ["research", "batch", "best-effort"], "language": ["research", "batch", "best-effort"]}
 USERS = [
     ("admin", None, Role.ADMIN),
     ("alice", "vision", Role.MEMBER),
@@ -128,9 +131,11 @@ def _seed(with_nodes: bool, awaiting_agents: bool = False) -> None:
         )
     cohort, _ = Cohort.objects.get_or_create(name="shared-fleet", defaults={"description": "All demo teams"})
     for team_name, (default_class, projects, quotas) in TEAMS.items():
-        team, _ = Team.objects.get_or_create(
+        team, created = Team.objects.get_or_create(
             name=team_name, defaults={"cohort": cohort, "default_priority_class": classes[default_class]}
         )
+        if created and team_name in TEAM_CLASSES:
+            team.priority_classes.set([classes[name] for name in TEAM_CLASSES[team_name]])
         for project in projects:
             Project.objects.get_or_create(team=team, name=project)
         for gpu_type, (nominal, borrowing) in quotas.items():

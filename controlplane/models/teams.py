@@ -18,6 +18,13 @@ class Team(models.Model):
     default_priority_class = models.ForeignKey(
         "controlplane.PriorityClass", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
+    # Which priority classes the team's members may submit in and change their jobs to (none
+    # chosen: every class). Admins submit in any. A researcher could otherwise give their own
+    # training run the serving class, which is never preempted and preempts everything below.
+    priority_classes = models.ManyToManyField(
+        "controlplane.PriorityClass", blank=True, related_name="+",
+        help_text="The classes this team's members may submit in; none chosen: every class. Admins may use any.",
+    )
     # Past usage decayed with the fair-share half-life, folded forward by every cycle:
     # usage(t) = usage(as_of) · 2^(-(t - as_of)/half_life) + what ran in between.
     decayed_gpu_seconds = models.FloatField(default=0.0)
@@ -30,6 +37,17 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+def team_classes_problem(default: object, allowed: object) -> str | None:
+    """A team's default priority class must be one it may use: a member's submit naming no
+    class would otherwise be refused for the class the team gave it."""
+    chosen = list(allowed or ())
+    if default is None or not chosen or default in chosen:
+        return None
+    name = getattr(default, "name", default)
+    return (f"the team's default class {name} is not among the classes it may use "
+            f"({', '.join(sorted(str(getattr(c, 'name', c)) for c in chosen))}): choose one of those, or tick {name} too")
 
 
 class Membership(models.Model):

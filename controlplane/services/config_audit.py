@@ -40,7 +40,7 @@ AUDITED: dict[type[models.Model], tuple[str, ...]] = {
                     "max_runtime_limit_s"),
     GpuType: ("name", "memory_gb", "relative_throughput"),
     PriceRate: ("gpu_type", "capacity_tier", "usd_per_gpu_hour", "effective_from"),
-    Team: ("name", "description", "default_priority_class"),
+    Team: ("name", "description", "default_priority_class", "priority_classes"),
     Project: ("name", "team", "description"),
     Membership: ("user", "team", "role"),
     Node: ("name", "pool", "gpu_type", "gpu_count", "cpus", "memory_gb", "leaf_switch", "spine", "capacity_tier",
@@ -62,6 +62,9 @@ def config_record(obj: models.Model) -> dict[str, Any]:
         if not hasattr(obj, name) and not hasattr(obj, f"{name}_id"):
             continue
         field = obj._meta.get_field(name)
+        if field.many_to_many:  # a team's priority classes: their names, [] for none (every class)
+            record[name] = sorted(str(getattr(r, "name", r)) for r in getattr(obj, name).all()) if obj.pk is not None else []
+            continue
         value = getattr(obj, name, None) if not field.is_relation else _related(obj, field)
         if isinstance(value, Decimal):
             value = str(value)
@@ -225,6 +228,8 @@ def _said(key: str, value: Any) -> str:
         return "empty"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, list):  # a team's priority classes
+        return ", ".join(map(str, value)) or "any"
     if key.endswith("_s") and isinstance(value, int):
         return span(value)
     return str(value)

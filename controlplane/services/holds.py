@@ -719,6 +719,8 @@ def _judge_as_submit(user: AbstractBaseUser, job: Job, changes: dict[str, Any], 
     resolved, _, _, errors = job_service._judged(user, req, lock=False, shape_known=shape_known)
     if "priority_class" in unreadable:
         errors.pop("runtime_limit_s", None)  # judged against the job's own class, which the change replaces
+    if "priority_class" not in changes and errors.get("priority_class", "").startswith(job_service.CLASS_NOT_THE_TEAMS):
+        errors.pop("priority_class")  # a class its team was denied since: kept, not asked for
     if errors:
         raise Refused(400, "Invalid change.", _kept_fields_said(job, changes, errors))
     return resolved

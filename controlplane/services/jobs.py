@@ -312,10 +312,15 @@ def _read_statement(
         f"LEFT JOIN {quote(Project._meta.db_table)} pr ON pr.team_id = tm.id AND pr.name = %(project)s::text"
         if named_project else ""
     )
+    allowed = Team.priority_classes.through._meta
+    allowed_column = (
+        f"(SELECT array_agg(a.{quote(allowed.get_field('priorityclass').column)}) FROM {quote(allowed.db_table)} a "
+        f"WHERE a.{quote(allowed.get_field('team').column)} = tm.id)"
+    )
     sql = (
         f"WITH tm AS (SELECT {', '.join(quote(c) for c in _TEAM_FIELDS)} FROM {team_table} WHERE {team_filter}) "
         f"SELECT {', '.join('tm.' + quote(c) for c in _TEAM_FIELDS)}, "
-        f"{', '.join('pc.' + quote(c) for c in class_fields)}, {project_columns}, "
+        f"{', '.join('pc.' + quote(c) for c in class_fields)}, {project_columns}, {allowed_column}, "
         f"{version}, pg_current_xact_id_if_assigned() IS NOT NULL "
         f"FROM (VALUES (1)) AS one(x) LEFT JOIN tm ON true {class_join} {project_join}"
     )
@@ -335,8 +340,10 @@ def _read(
         row = cursor.fetchone()
     n_team, n_class = len(_TEAM_FIELDS), len(class_fields)
     team_row, class_row = row[:n_team], row[n_team:n_team + n_class]
-    project_row = row[n_team + n_class:-2]
+    project_row = row[n_team + n_class:-3]
     team = Team.from_db(connection.alias, _TEAM_FIELDS, team_row) if team_row[0] is not None else None
+    if team is not None:
+        team.allowed_class_ids = frozenset(row[-3] or ())  # type: ignore[attr-defined]
     klass = PriorityClass.from_db(connection.alias, class_fields, class_row) if class_row[0] is not None else None
     project = Project.from_db(connection.alias, project_fields, project_row) if project_row[0] is not None else None
     if team is not None and klass is not None and team.default_priority_class_id == klass.pk:
@@ -495,6 +502,10 @@ def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
     elif priority_class is None:
         errors["priority_class"] = "no priority class is defined yet; an admin must create one"
 
+    if team is not None and priority_class is not None and "priority_class" not in errors:
+        if problem := class_refusal(who, team, priority_class):
+            errors["priority_class"] = problem
+
     if not (req.project and team is not None):
         project = None
     elif project is None:
@@ -542,6 +553,24 @@ def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
     return _Resolved(team, project, priority_class, runtime_limit_s, array_indices, task_limit), fleet, errors
 
 
+#: How a refusal of a class the team may not use begins (services/holds: a change that keeps
+#: a job's class is not refused for a class its team has since been denied).
+CLASS_NOT_THE_TEAMS = "team '"
+
+
+def class_refusal(who: access.Access, team: Team, priority_class: PriorityClass) -> str | None:
+    """Why a member of `team` may not submit in `priority_class`, or None: a team whose admin
+    chose its classes (Team.priority_classes) submits in those only; none chosen, any class.
+    Admins may use any class for any team."""
+    allowed = getattr(team, "allowed_class_ids", frozenset())
+    if who.is_admin or not allowed or priority_class.pk in allowed:
+        return None
+    names = ", ".join(PriorityClass.objects.filter(pk__in=allowed).order_by("-value", "name")
+                      .values_list("name", flat=True))
+    return (f"{CLASS_NOT_THE_TEAMS}{team.name}' may submit in {names}, not '{priority_class.name}' "
+            "(an admin chooses a team's priority classes)")
+
+
 def _read_with_orm(
     user: AbstractBaseUser, req: SubmitRequest
 ) -> tuple[Team | None, PriorityClass | None, Project | None, _Fleet]:
@@ -556,6 +585,9 @@ def _read_with_orm(
     elif team is not None:
         priority_class = team.default_priority_class or PriorityClass.objects.order_by("value", "name").first()
     project = Project.objects.filter(team=team, name=req.project).first() if req.project and team else None
+    if team is not None:
+        team.allowed_class_ids = frozenset(  # type: ignore[attr-defined]
+            Team.priority_classes.through.objects.filter(team_id=team.pk).values_list("priorityclass_id", flat=True))
     shapes, gpu_types = fleet_capability.fleet()
     return team, priority_class, project, _Fleet(shapes, gpu_types)
 

@@ -24,6 +24,7 @@ from controlplane.models.fleet import (
     PRICE_HORIZON_YEARS,
 )
 from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
+from controlplane.models.teams import team_classes_problem
 from controlplane.services import job_mentions, nodes, quotas
 
 
@@ -45,6 +46,10 @@ class TeamSerializer(ConstraintCheckedModelSerializer):
         slug_field="name", queryset=PriorityClass.objects.all(), required=False, allow_null=True, lists_names=True
     )
 
+    priority_classes = NamedRecordField(
+        slug_field="name", queryset=PriorityClass.objects.all(), many=True, required=False, lists_names=True,
+        help_text="The classes the team's members may submit in and change their jobs to; [] (the default): every "
+                  "class. Admins may use any class for any team.")
     limits_cleared = serializers.SerializerMethodField(
         help_text="In the answer to a change that took the team out of its cohort: the borrowing and lending "
                   "limits cleared from its quotas, one line per quota (\"H100-80GB: borrowing limit 8\"), as its "
@@ -52,7 +57,20 @@ class TeamSerializer(ConstraintCheckedModelSerializer):
 
     class Meta:
         model = Team
-        fields = ["id", "name", "description", "cohort", "default_priority_class", "limits_cleared"]
+        fields = ["id", "name", "description", "cohort", "default_priority_class", "priority_classes",
+                  "limits_cleared"]
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        classes = attrs.pop("priority_classes", None)  # many to many: not set on the unsaved candidate
+        attrs = super().validate(attrs)
+        default = attrs.get("default_priority_class", getattr(self.instance, "default_priority_class", None))
+        chosen = classes if classes is not None else (
+            list(self.instance.priority_classes.all()) if self.instance is not None else [])
+        if problem := team_classes_problem(default, chosen):
+            raise serializers.ValidationError({"default_priority_class": [problem]})
+        if classes is not None:
+            attrs["priority_classes"] = classes
+        return attrs
 
     def get_limits_cleared(self, team: Team) -> list[str]:
         return list(getattr(team, "limits_cleared_now", []))

@@ -157,7 +157,7 @@ class TeamViewSet(AdminWritableViewSet):
     filterset_class = TeamFilterSet
 
     def get_queryset(self) -> QuerySet[Any]:
-        return access.visible_teams(self.request.user).select_related("cohort", "default_priority_class")
+        return access.visible_teams(self.request.user).select_related("cohort", "default_priority_class").prefetch_related("priority_classes")
 
     def perform_create(self, serializer: Any) -> None:
         with transaction.atomic():
