@@ -73,6 +73,11 @@ DEBUG = _env_bool("DEBUG", False)
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
+# Behind TLS the session and CSRF cookies go over https only (QM_SECURE_COOKIES; unset: when
+# every trusted origin is https), so no http:// request to the host carries a signed-in session.
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool(
+    "QM_SECURE_COOKIES", bool(CSRF_TRUSTED_ORIGINS) and all(o.startswith("https://") for o in CSRF_TRUSTED_ORIGINS)
+)
 
 INSTALLED_APPS = [
     "django.contrib.admin",
