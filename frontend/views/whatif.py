@@ -15,6 +15,7 @@ from django.urls import reverse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET
 
+from controlplane.services import access
 from controlplane.services.snapshot import scheduler_config
 from controlplane.shared_store import StoreUnreachable
 from frontend import figures, whatif
@@ -126,7 +127,15 @@ def what_if(request: HttpRequest) -> HttpResponse:
         refused = ""
         cells, quota_errors = whatif.quota_table(fleet, request.GET)
         errors.update(quota_errors)
+        # A member reads and changes their own teams' quotas only, as the API's quotas/ and the
+        # teams page let them; the replay keeps every other team's live quota.
+        teams = set(access.visible_teams(request.user).values_list("name", flat=True))
+        for name in sorted(k for k in request.GET if k.startswith("quota:") and k not in errors):
+            team = name.split(":")[1]
+            if team not in teams:
+                errors[name] = f"{name}: {team[:64]} is not a team of yours: the replay keeps its live quota"
         quotas, note = whatif.quotas_of(fleet, cells)
+        cells = [cell for cell in cells if cell.team in teams]
     policy = whatif.Policy(placement=placement, backfill=_flag(request.GET.get("backfill"), live.backfill),
                            preemption=_flag(request.GET.get("preemption"), live.preemption), quotas=quotas,
                            quota_note=note)
