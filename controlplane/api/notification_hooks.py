@@ -160,6 +160,13 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
     def _actor(self) -> str:
         return f"user:{self.request.user.get_username()}"
 
+    def finalize_response(self, request: Request, response: Any, *args: Any, **kwargs: Any) -> Any:
+        """An answer that shows a hook's secret is kept by no browser or proxy."""
+        response = super().finalize_response(request, response, *args, **kwargs)
+        if isinstance(getattr(response, "data", None), dict) and "secret" in response.data:
+            response["Cache-Control"] = "no-store"
+        return response
+
     def perform_create(self, serializer: Any) -> None:
         data = serializer.validated_data
         hook = notifications.create_hook(self.request.user, url=data["url"], events=data["events"],

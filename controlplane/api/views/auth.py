@@ -38,7 +38,8 @@ class TokenView(ApiMixin, APIView):
             # 400 as DRF's own token view answers: the request carried no credentials to refuse.
             raise ValidationError({"password": ["Wrong username or password."]})
         token, _ = Token.objects.get_or_create(user=user)
-        return Response({"token": token.key, "username": user.get_username()})
+        # no browser or proxy keeps a copy of the token (RFC 6749 asks it of a token's answer)
+        return Response({"token": token.key, "username": user.get_username()}, headers={"Cache-Control": "no-store"})
 
 
 class LogoutView(ApiMixin, APIView):

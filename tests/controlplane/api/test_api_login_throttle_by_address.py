@@ -65,3 +65,20 @@ def test_behind_a_trusted_proxy_the_address_it_saw_is_the_client(fleet, three_a_
 
     assert codes == [400, 400, 400, 429]
     assert _guess(client, proxy, HTTP_X_FORWARDED_FOR=other) == 400
+
+
+def test_an_answer_that_carries_a_token_or_a_secret_is_never_cached(fleet, alice) -> None:
+    """The token's answer, and a webhook's answers that show its secret, say `Cache-Control:
+    no-store` (as RFC 6749 asks of a token's), so no browser or proxy keeps a copy (until 6 Dec
+    they said nothing)."""
+    token = APIClient().post(TOKEN, {"username": "alice", "password": "alice"}, format="json",
+                             REMOTE_ADDR=_fresh_address())
+    hook = alice.post("/api/v1/notification-hooks/", {"url": "https://hooks.slack.com/services/T0/B0/x",
+                                                      "events": ["failed"]}, format="json")
+    rotated = alice.post(f"/api/v1/notification-hooks/{hook.json()['id']}/rotate-secret/")
+
+    for answer in (token, hook, rotated):
+        assert answer.status_code in (200, 201), answer.content[:300]
+        assert answer["Cache-Control"] == "no-store"
+    listed = alice.get("/api/v1/notification-hooks/")
+    assert "secret" not in listed.json()["results"][0]
