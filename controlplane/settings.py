@@ -70,6 +70,22 @@ def _env_rate(name: str, default: str) -> str:
 
 
 DEBUG = _env_bool("DEBUG", False)
+
+#: The shortest bootstrap secret a deployment takes: it registers nodes, which are then handed
+#: jobs (their commands and environments), from anywhere the agent endpoints answer.
+MIN_BOOTSTRAP_SECRET = 24
+
+
+def _bootstrap_secret() -> str:
+    """QM_AGENT_BOOTSTRAP_TOKEN; a deployment refuses one short enough to guess (the demo and an
+    unset one are left alone)."""
+    secret = os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", "")
+    if secret and len(secret) < MIN_BOOTSTRAP_SECRET and DEPLOYMENT:
+        raise ImproperlyConfigured(
+            f"QM_AGENT_BOOTSTRAP_TOKEN is {len(secret)} characters: a deployment's bootstrap secret needs at least "
+            f"{MIN_BOOTSTRAP_SECRET}, since anyone who guesses it registers a node and is handed jobs. Make one with "
+            f"`{_GENERATE_KEY}` (docs/operations.md, The node agent).")
+    return secret
 CSRF_TRUSTED_ORIGINS = [
     o.strip() for o in os.environ.get("CSRF_TRUSTED_ORIGINS", "").split(",") if o.strip()
 ]
@@ -252,7 +268,7 @@ QM = {
     "IN_PROCESS_LOOP": _env_bool("QM_IN_PROCESS_LOOP", not REDIS_URL),
     # Lets a node agent register its node the first time (it then gets its own node token).
     # Empty: agents can only re-register with a node token they already hold.
-    "AGENT_BOOTSTRAP_TOKEN": os.environ.get("QM_AGENT_BOOTSTRAP_TOKEN", ""),
+    "AGENT_BOOTSTRAP_TOKEN": _bootstrap_secret(),
     # Wake-up long polls (POST /api/v1/agent/nodes/wait) one web process holds at once; each
     # holds a thread, so keep it below the process's threads (docs/operations.md, Wake-ups).
     "AGENT_MAX_WAITS": _env_int("QM_AGENT_MAX_WAITS", "2", least=0),

@@ -112,3 +112,20 @@ def test_gunicorn_without_secret_key_does_not_serve_a_deployment() -> None:
     said = {(r["logger"], r["event"].split(" (pid")[0].split(" with pid")[0]) for r in records}
     assert {("gunicorn.error", "Booting worker"), ("gunicorn.error", "Exception in worker process"),
             ("gunicorn.error", "Reason: Worker failed to boot.")} <= said, said
+
+
+def test_a_deployment_refuses_a_bootstrap_secret_short_enough_to_guess() -> None:
+    """Found by the security audit (6 Dec): the agents' bootstrap secret registers a node, and a
+    registered node is handed jobs, their commands and environments; the agent endpoints are
+    open to the network and throttle nothing, so a short secret (`practice`, as the drill's demo
+    uses) could be guessed from outside and a rogue node registered. A deployment now refuses one
+    under 24 characters, naming the variable; unset (agents re-register with their node tokens)
+    and the demo stay as they were."""
+    common = {"DATABASE_URL": POSTGRES, "SECRET_KEY": "k" * 50, "ALLOWED_HOSTS": "qm.example.org"}
+    done = _start(QM_AGENT_BOOTSTRAP_TOKEN="practice", **common)
+    assert done.returncode != 0, done.stdout
+    assert ("ImproperlyConfigured: QM_AGENT_BOOTSTRAP_TOKEN is 8 characters: a deployment's bootstrap secret "
+            "needs at least 24") in done.stderr, done.stderr[-2000:]
+    _probe(_start(QM_AGENT_BOOTSTRAP_TOKEN="x" * 24, **common))
+    _probe(_start(**common))  # unset: no registration with a secret at all
+    _probe(_start(QM_AGENT_BOOTSTRAP_TOKEN="practice"))  # the demo (SQLite, no Redis)
