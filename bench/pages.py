@@ -51,6 +51,7 @@ GOAL_MS = 300.0
 GPUS_PER_NODE = 8
 H100_NODES, A100_NODES = 192, 64
 NODES_PER_LEAF = 16
+TEAMS = 12  # bench/scale_audit.py sets 30, and 1,000 + 250 nodes
 SIZES = [(1, 0.30), (2, 0.15), (4, 0.20), (8, 0.17), (16, 0.10), (32, 0.06), (64, 0.02)]
 MEAN_DURATION_S = 80 * 60
 SAMPLE_EVERY_S = 5
@@ -199,13 +200,13 @@ def build_fleet(now: datetime) -> dict[str, Any]:
     finance = users.objects.create_user("finn", password="finn")
     Membership.objects.create(user=finance, team=None, role="finance")
     teams = []
-    for t in range(12):
+    for t in range(TEAMS):
         team = Team.objects.create(name=f"team-{t:02d}", cohort=cohorts[t % 2],
                                    default_priority_class=classes["production" if t == 0 else "research"],
                                    decayed_gpu_seconds=random.uniform(1e5, 5e6), usage_as_of=now)
-        Quota.objects.create(team=team, gpu_type=h100, nominal_gpus=H100_NODES * GPUS_PER_NODE // 12,
+        Quota.objects.create(team=team, gpu_type=h100, nominal_gpus=H100_NODES * GPUS_PER_NODE // TEAMS,
                              borrowing_limit=64)
-        Quota.objects.create(team=team, gpu_type=a100, nominal_gpus=A100_NODES * GPUS_PER_NODE // 12,
+        Quota.objects.create(team=team, gpu_type=a100, nominal_gpus=A100_NODES * GPUS_PER_NODE // TEAMS,
                              borrowing_limit=32)
         projects = [Project.objects.create(team=team, name=f"p{p}") for p in range(3)]
         members = []
@@ -243,7 +244,7 @@ def draw_jobs(count: int, days: int, now: datetime, rng: random.Random) -> list[
         gpu_type = "H100-80GB" if rng.random() < 0.75 or size > 32 else "A100-40GB"
         duration = min(48 * 3600.0, max(60.0, rng.lognormvariate(mu, 1.0)))
         jobs.append({"submit_s": rng.random() * span, "gpus": size, "gpu_type": gpu_type, "duration_s": duration,
-                     "team": rng.randrange(12), "preempted": rng.random() < 0.02})
+                     "team": rng.randrange(TEAMS), "preempted": rng.random() < 0.02})
     # A busy afternoon: 1 % more jobs in the last three hours, so a queue waits now.
     for _ in range(burst):
         job = dict(jobs[rng.randrange(len(jobs))])

@@ -1,0 +1,404 @@
+"""Scale audit: every API list and every page on a big installation, with its query count, its
+server time, and the plans of its queries.
+
+    scripts/test-services.sh .venv/bin/python bench/scale_audit.py [--jobs 100000] [--days 90] [--runs 5]
+        [--build-only] [--reuse] [--only SUBSTRING] [--explain]
+
+1. Builds (bench/pages.py's builders, made bigger): 1,250 nodes × 8 GPUs (1,000 H100-80GB under
+   63 leaf switches, 250 A100-40GB), 30 teams in two cohorts with quotas, 5 members each;
+   `--jobs` jobs over `--days` days run first-come first-served on the fleet (pages.draw_jobs),
+   plus 5,000 jobs waiting (submitted in the last 6 hours) and 2,000 running (1 to 8 GPUs,
+   started in the last 10 hours, on real GPU slots); every job's events (submitted, bound,
+   preempted, finished: ~4 a job); every ended job's released allocation and GPU rows (whole
+   nodes from 8 GPUs), as the history's `ran_on` and a node's page read them; the accounting's
+   rollups (pages.usage_rows: day and hour rows for every run, minute rows for the last week)
+   and a fleet sample a minute (not every 5 s: the pages read samples by time, not by job);
+   every ended job's cost remembered (job_costs.remember_ended_job_costs). Then VACUUM ANALYZE.
+2. Reads every endpoint as the admin and as a member of one team (team-00, u000), in process
+   through Django's test client (middleware, queries, rendering; no network): the query count,
+   and for every API list the query count at ?limit=10 and ?limit=100 too, so a count that
+   grows with the page's rows shows (an N+1). Times `--runs` reads after a warm-up: p50 and max.
+3. `--explain`: every SELECT an endpoint ran, EXPLAINed (ANALYZE) with its parameters: prints the
+   slowest query of each endpoint and every sequential scan of a table holding over 20,000 rows.
+
+`--build-only` builds and stops (keep the database: `--reuse` measures it again). Exit status 1
+if an API list's query count differs between ?limit=10 and ?limit=100.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections import Counter
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "controlplane.settings")
+
+from bench import pages  # noqa: E402
+
+pages.H100_NODES, pages.A100_NODES, pages.TEAMS = 1000, 250, 30
+pages.SAMPLE_EVERY_S = 60
+PENDING, RUNNING = 5_000, 2_000
+RUNNING_SIZES = [(1, 0.40), (2, 0.25), (4, 0.25), (8, 0.10)]
+BIG_TABLE_ROWS = 20_000
+log = pages.log
+
+
+def extra_jobs(now_s: float, rng: random.Random, origin: Any) -> list[dict[str, Any]]:
+    """5,000 jobs waiting and 2,000 running now, in pages.draw_jobs' shape."""
+    jobs = []
+    for i in range(PENDING + RUNNING):
+        running = i >= PENDING
+        size = pages.pick(rng, RUNNING_SIZES) if running else pages.pick(rng, pages.SIZES)
+        gpu_type = "H100-80GB" if rng.random() < 0.75 or size > 32 else "A100-40GB"
+        submit_s = now_s - rng.random() * (10 if running else 6) * 3600
+        start_s = submit_s + rng.random() * 600 if running else None
+        start_s = min(start_s, now_s - 1) if start_s is not None else None
+        jobs.append({
+            "submit_s": submit_s, "gpus": size, "gpu_type": gpu_type, "duration_s": 10 * 3600.0,
+            "team": rng.randrange(pages.TEAMS), "preempted": False, "start_s": start_s,
+            "end_s": None if start_s is None else start_s + 10 * 3600,
+            "submitted_at": origin + timedelta(seconds=submit_s),
+            "started_at": None if start_s is None else origin + timedelta(seconds=start_s), "finished_at": None,
+        })
+    return jobs
+
+
+def ended_allocations(fleet: dict[str, Any], rng: random.Random) -> tuple[int, int]:
+    """A released allocation and its GPU rows for every ended job that ran (its latest run;
+    a preempted one's first run too)."""
+    from django.db import connection
+
+    from controlplane.models import Allocation, AllocationGpu, Job
+
+    nodes = {"H100-80GB": [n["id"] for n in fleet["nodes"] if n["pool"] == "h100"],
+             "A100-40GB": [n["id"] for n in fleet["nodes"] if n["pool"] == "a100"]}
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT COALESCE(max(id), 0), COALESCE(max(generation), 0) FROM controlplane_allocation")
+        next_id, generation = cursor.fetchone()
+    allocations, gpus = [], []
+    rows = (Job.objects.filter(state__in=("succeeded", "failed", "cancelled", "timed_out"), started_at__isnull=False)
+            .order_by("pk").values_list("pk", "gpus", "gpu_types", "started_at", "finished_at", "last_preempted_at"))
+    for pk, size, types, started, finished, preempted_at in rows.iterator(chunk_size=5000):
+        runs = [(started, finished)]
+        if preempted_at is not None:
+            runs = [(started, preempted_at), (preempted_at, finished)]
+        for bound, released in runs:
+            next_id += 1
+            generation += 1
+            allocations.append({"id": next_id, "job_id": pk, "generation": generation, "epoch": 1,
+                                "state": "released", "created_at": bound, "started_at": bound,
+                                "released_at": released, "release_reason": "finished"})
+            for node_id in rng.sample(nodes[types[0]], max(1, size // 8)):
+                for slot in range(min(size, 8)):
+                    gpus.append((next_id, node_id, slot, False, ""))
+    pages.copy_rows(Allocation, allocations)
+    pages.copy_tuples(AllocationGpu, ("allocation_id", "node_id", "gpu_index", "live", "role"), gpus)
+    pages.reset_sequences(Allocation, AllocationGpu)
+    return len(allocations), len(gpus)
+
+
+def build(count: int, days: int, seed: int) -> dict[str, Any]:
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+    from django.db import connection
+    from django.utils import timezone
+
+    from controlplane.models import AccountingCursor, FleetSample, Job, UsageRollup
+    from controlplane.services import job_costs
+
+    call_command("migrate", verbosity=0)
+    if Job.objects.exists():
+        raise SystemExit("the database already holds jobs: --reuse, or a fresh database")
+    rng = random.Random(seed)
+    random.seed(seed)
+    now = timezone.now().replace(microsecond=0)
+    started = time.perf_counter()
+    fleet = pages.build_fleet(now)
+    jobs = pages.draw_jobs(count, days, now, rng)
+    origin = now - timedelta(days=days)
+    jobs += extra_jobs(days * 86400.0, rng, origin)
+    jobs.sort(key=lambda j: j["submit_s"])
+    pages.place_running(jobs, fleet["nodes"])
+    pages.store_jobs(jobs, fleet, now, rng)
+    log("writing ended jobs' allocations")
+    allocations, gpu_rows = ended_allocations(fleet, rng)
+    log("writing fleet samples")
+    samples = pages.copy_rows(FleetSample, pages.fleet_samples(jobs, fleet, now, days, rng))
+    pages.reset_sequences(FleetSample)
+    log("writing usage rollups")
+    usage = pages.copy_tuples(UsageRollup, pages.USAGE_COLUMNS, pages.usage_rows(jobs, fleet, now, rng))
+    pages.reset_sequences(UsageRollup)
+    log("summing fleet and quota rollups")
+    pages.fleet_and_quota_rollups(fleet, now, days)
+    AccountingCursor.objects.update_or_create(name="usage", defaults={"rolled_until": now.replace(second=0),
+                                                                      "updated_at": now})
+    log("remembering ended jobs' costs")
+    while job_costs.remember_ended_job_costs(now):
+        pass
+    with connection.cursor() as cursor:
+        cursor.execute("VACUUM ANALYZE")
+    states = Counter(Job.objects.values_list("state", flat=True))
+    log(f"built in {time.perf_counter() - started:.0f} s")
+    return {"jobs": Job.objects.count(), "states": dict(states), "allocations": allocations, "gpu_rows": gpu_rows,
+            "fleet_samples": samples, "usage_rollups": usage}
+
+
+def table_sizes() -> dict[str, int]:
+    from django.db import connection
+
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT relname, reltuples::bigint FROM pg_class WHERE relkind = 'r' "
+                       "AND relnamespace = 'public'::regnamespace")
+        return dict(cursor.fetchall())
+
+
+def endpoints() -> list[tuple[str, str, str, bool]]:
+    """(label, user, url, is an API list that takes ?limit=)."""
+    from django.utils import timezone
+
+    from controlplane.models import Event, Job, Node
+
+    def first(**kw: Any) -> int:
+        return Job.objects.filter(team__name="team-00", **kw).order_by("-gpus", "pk").values_list("pk", flat=True)[0]
+
+    running, pending = first(state="running"), first(state="pending")
+    finished = first(state="succeeded", preemption_count=1)
+    node = Node.objects.order_by("name").values_list("name", flat=True)[1]
+    busy_event_job = Event.objects.values_list("job_id", flat=True).order_by("-id")[0]
+    day_ago = (timezone.now() - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S")
+    api = "/api/v1/"
+    lists = [
+        ("jobs", "jobs/"),
+        ("jobs pending by queue position", "jobs/?state=pending&ordering=queue_position"),
+        ("jobs running", "jobs/?state=running"),
+        ("jobs one team", "jobs/?team=team-04"),
+        ("jobs one user", "jobs/?user=u000"),
+        ("jobs by gpus", "jobs/?ordering=-gpus"),
+        ("jobs by priority", "jobs/?ordering=-priority"),
+        ("jobs by elapsed", "jobs/?ordering=-elapsed"),
+        ("jobs by name", "jobs/?ordering=name"),
+        ("jobs by started_at", "jobs/?ordering=-started_at"),
+        ("jobs by finished_at", "jobs/?ordering=-finished_at"),
+        ("jobs by state", "jobs/?ordering=state"),
+        ("jobs finished in a day", f"jobs/?finished_after={day_ago}"),
+        ("jobs failed", "jobs/?state=failed"),
+        ("jobs name contains", "jobs/?name=job-12"),
+        ("jobs ran on a node", f"jobs/?ran_on={node}"),
+        ("jobs on a node now", f"jobs/?node={node}"),
+        ("jobs pending code", "jobs/?pending_code=QuotaExceeded"),
+        ("jobs ran longer than 1 h", "jobs/?ran_longer_than_s=3600"),
+        ("jobs exit code 1", "jobs/?exit_code=1"),
+        ("jobs of a project", "jobs/?team=team-00&project=p1"),
+        ("job events", f"jobs/{finished}/events/"),
+        ("job runs", f"jobs/{finished}/runs/"),
+        ("events", "events/"),
+        ("events one team", "events/?team=team-04"),
+        ("events finished kind", "events/?kind=job.finished"),
+        ("events of a job", f"events/?job={busy_event_job}"),
+        ("events of a node", f"events/?node={node}"),
+        ("events reason", "events/?reason=Preempted"),
+        ("events in a day", f"events/?after={day_ago}"),
+        ("nodes", "nodes/"),
+        ("nodes one pool", "nodes/?pool=a100"),
+        ("teams", "teams/"),
+        ("projects", "projects/"),
+        ("quotas", "quotas/"),
+        ("cohorts", "cohorts/"),
+        ("priority classes", "priority-classes/"),
+        ("gpu types", "gpu-types/"),
+        ("price rates", "price-rates/"),
+        ("maintenance windows", "maintenance-windows/"),
+    ]
+    others = [
+        ("job", f"jobs/{running}/"),
+        ("job logs", f"jobs/{running}/logs/"),
+        ("metrics queue", "metrics/queue/"),
+        ("metrics fragmentation", "metrics/fragmentation/"),
+        ("metrics etas", "metrics/etas/"),
+        ("metrics utilization", "metrics/utilization/"),
+        ("showback", "showback/"),
+        ("showback 30 d by project", "showback/?window=30d&group_by=project"),
+        ("scheduler policy", "scheduler/policy/"),
+        ("fair share (sshare)", "scheduler/fair-share/"),
+        ("job priority (sprio)", "jobs/priority/"),
+        ("history CSV, a day", f"jobs/history.csv?finished_after={day_ago}"),
+    ]
+    page_urls = [
+        ("overview", "/"),
+        ("overview 30 d", "/?window=30d"),
+        ("overview live", "/ui/overview.json"),
+        ("jobs page", "/jobs/"),
+        ("jobs page pending", "/jobs/?state=pending"),
+        ("jobs page by gpus", "/jobs/?ordering=-gpus"),
+        ("job page running", f"/jobs/{running}/"),
+        ("job page finished", f"/jobs/{finished}/"),
+        ("job page pending", f"/jobs/{pending}/"),
+        ("job live", f"/ui/jobs/{running}.json"),
+        ("history", "/history/"),
+        ("history a day", f"/history/?finished_after={day_ago}"),
+        ("history failed on a node", f"/history/?state=failed&ran_on={node}"),
+        ("teams", "/teams/"),
+        ("teams 30 d", "/teams/?window=30d"),
+        ("showback", "/showback/"),
+        ("showback 30 d by project", "/showback/?window=30d&group_by=project"),
+        ("nodes", "/nodes/"),
+        ("nodes live", "/ui/nodes.json"),
+        ("node page", f"/nodes/{node}/"),
+        ("node live", f"/ui/nodes/{node}.json"),
+        ("notifications", "/notifications/"),
+    ]
+    out = []
+    for who in ("admin", "u000"):
+        mine = (lambda url: url) if who == "admin" else (lambda url: url.replace("team-04", "team-00"))
+        out += [(f"api {label}", who, api + mine(url), True) for label, url in lists]
+        out += [(f"api {label}", who, api + url, False) for label, url in others]
+        out += [(f"page {label}", who, url, False) for label, url in page_urls]
+    return out
+
+
+def with_limit(url: str, limit: int) -> str:
+    return f"{url}{'&' if '?' in url else '?'}limit={limit}"
+
+
+def read(client: Any, url: str) -> Any:
+    response = client.get(url)
+    if response.streaming:
+        response.content_read = b"".join(response.streaming_content)
+    return response
+
+
+def counted(client: Any, url: str) -> tuple[Any, list[tuple[str, Any]]]:
+    from django.db import connection
+
+    queries: list[tuple[str, Any]] = []
+
+    def count(execute: Any, sql: str, params: Any, many: bool, context: Any) -> Any:
+        queries.append((sql, params))
+        return execute(sql, params, many, context)
+
+    with connection.execute_wrapper(count):
+        response = read(client, url)
+    return response, queries
+
+
+def explain(queries: list[tuple[str, Any]], sizes: dict[str, int]) -> tuple[list[str], tuple[float, str]]:
+    """Sequential scans of big tables in these queries' plans, and the slowest query."""
+    from django.db import connection, transaction
+
+    scans: list[str] = []
+    slowest = (0.0, "")
+    for sql, params in queries:
+        if not sql.lstrip().upper().startswith(("SELECT", "WITH")):
+            continue
+        try:
+            with transaction.atomic(), connection.cursor() as cursor:
+                cursor.execute("EXPLAIN (ANALYZE, FORMAT JSON) " + sql, params)
+                plan = cursor.fetchone()[0]
+                transaction.set_rollback(True)
+        except Exception as exc:  # a query that needs its own session state: say so, go on
+            scans.append(f"(not explained: {type(exc).__name__})")
+            continue
+        plan = plan if isinstance(plan, list) else json.loads(plan)
+        total = plan[0]["Execution Time"]
+        if total > slowest[0]:
+            slowest = (total, sql[:300])
+
+        def walk(node: dict[str, Any], sql: str = sql) -> None:
+            if node["Node Type"] == "Seq Scan" and sizes.get(node.get("Relation Name", ""), 0) > BIG_TABLE_ROWS:
+                scans.append(f"Seq Scan {node['Relation Name']} ({sizes[node['Relation Name']]:,} rows, "
+                             f"{node.get('Actual Total Time', 0):.1f} ms) in: {sql[:160]}")
+            for child in node.get("Plans", []):
+                walk(child)
+
+        walk(plan[0]["Plan"])
+    return scans, slowest
+
+
+def measure(runs: int, only: str | None, do_explain: bool) -> tuple[list[dict[str, Any]], bool]:
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    users = get_user_model()
+    clients = {}
+    for name in ("admin", "u000"):
+        clients[name] = Client()
+        clients[name].force_login(users.objects.get(username=name))
+    sizes = table_sizes()
+    results, growing = [], False
+    for label, who, url, is_list in endpoints():
+        if only and only not in label:
+            continue
+        client = clients[who]
+        response = read(client, url)
+        assert response.status_code == 200, f"{url} as {who}: HTTP {response.status_code} {response.content[:300]!r}"
+        _, queries = counted(client, url)
+        times = []
+        for _ in range(runs):
+            t0 = time.perf_counter()
+            read(client, url)
+            times.append((time.perf_counter() - t0) * 1000)
+        row: dict[str, Any] = {"label": label, "as": who, "url": url, "queries": len(queries),
+                               "p50_ms": round(statistics.median(times), 1), "max_ms": round(max(times), 1)}
+        if is_list:
+            row["queries_10"] = len(counted(client, with_limit(url, 10))[1])
+            row["queries_100"] = len(counted(client, with_limit(url, 100))[1])
+            growing |= row["queries_10"] != row["queries_100"]
+        if do_explain:
+            row["seq_scans"], (slow_ms, slow_sql) = explain(queries, sizes)
+            row["slowest_ms"], row["slowest_sql"] = round(slow_ms, 1), slow_sql
+        results.append(row)
+        grows = "" if not is_list else f"  limit 10/100: {row['queries_10']}/{row['queries_100']}"
+        log(f"{label:40s} {who:6s} {row['p50_ms']:8.1f} ms p50 {row['max_ms']:8.1f} max  "
+            f"{row['queries']:3d} queries{grows}")
+        for scan in row.get("seq_scans", []):
+            log(f"    {scan}")
+        if do_explain and row["slowest_ms"] > 20:
+            log(f"    slowest {row['slowest_ms']} ms: {row['slowest_sql'][:200]}")
+    return results, growing
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--jobs", type=int, default=100_000)
+    parser.add_argument("--days", type=int, default=90)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--seed", type=int, default=7)
+    parser.add_argument("--build-only", action="store_true")
+    parser.add_argument("--reuse", action="store_true")
+    parser.add_argument("--only", help="endpoints whose label contains this")
+    parser.add_argument("--explain", action="store_true")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    import django
+
+    django.setup()
+    data = {} if args.reuse else build(args.jobs, args.days, args.seed)
+    if data:
+        print(json.dumps(data))
+    if args.build_only:
+        return 0
+    results, growing = measure(args.runs, args.only, args.explain)
+    if args.json:
+        print(json.dumps(results, indent=2))
+    else:
+        print(f"{'endpoint':42s} {'as':6s} {'p50 ms':>8s} {'max ms':>8s} {'queries':>7s} {'@10/@100':>9s}")
+        for r in results:
+            grows = f"{r['queries_10']}/{r['queries_100']}" if "queries_10" in r else ""
+            print(f"{r['label']:42s} {r['as']:6s} {r['p50_ms']:8.1f} {r['max_ms']:8.1f} {r['queries']:7d} {grows:>9s}")
+    return 1 if growing else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
