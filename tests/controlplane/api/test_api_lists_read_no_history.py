@@ -1,0 +1,69 @@
+"""The node and quota lists count what is held now from the GPU rows held now, not from every run
+the fleet ever had. On a big installation (1,250 nodes, 107,000 jobs, 776,000 released GPU
+rows: bench/scale_audit.py) the node list took 1.3 s, grouping every GPU row each node ever had
+for its `allocated_gpus` and again for its COUNT, and the quota list 2.5 s, reading for each
+quota every job its team ever ran and their allocations. Here a few dozen ended runs show the
+same: the rows each list reads (tests/controlplane/rows_read.py) must not grow with them."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from controlplane.choices import JobState
+from tests.controlplane import factories as f
+from tests.controlplane.accounting.builders import hold, running_job
+from tests.controlplane.fleet_fixture import client_for
+from tests.controlplane.rows_read import reads_of
+
+pytestmark = pytest.mark.django_db
+J = "/api/v1"
+TABLES = ("controlplane_allocationgpu", "controlplane_allocation", "controlplane_job")
+
+
+def _history(fleet, runs: int, first: int = 0) -> None:
+    """`runs` ended jobs of ml, each with a released allocation of 8 GPUs on one H100 node."""
+    now = timezone.now()
+    for i in range(first, first + runs):
+        started = now - timedelta(days=2, hours=i)
+        job = f.make_job(fleet.ml, gpus=8, state=JobState.SUCCEEDED, started_at=started, submitted_at=started,
+                         finished_at=started + timedelta(minutes=30))
+        hold(job, [(fleet.nodes[i % 4], 8)], started, started + timedelta(minutes=30))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE controlplane_allocationgpu, controlplane_allocation, controlplane_job")
+
+
+def _held_now(fleet) -> None:
+    now = timezone.now()
+    hold(running_job(fleet.ml, gpus=8, started_at=now), [(fleet.nodes[1], 8)], now)
+    hold(running_job(fleet.vision, gpus=4, started_at=now), [(fleet.nodes[2], 4)], now)
+
+
+def _reads_with_history(fleet, url: str) -> tuple[dict[str, int], dict, int]:
+    """The rows `url` reads beside 120 ended runs (960 released GPU rows), its answer and its
+    query count."""
+    admin = client_for(fleet, "admin")
+    _history(fleet, 120)
+    admin.get(url)
+    read = reads_of(lambda: admin.get(url), *TABLES)
+    with CaptureQueriesContext(connection) as queries:
+        answer = admin.get(url).json()
+    return read, answer, len(queries)
+
+
+def test_the_node_list_reads_only_the_gpus_held_now(fleet) -> None:
+    _held_now(fleet)
+
+    read, answer, queries = _reads_with_history(fleet, f"{J}/nodes/")
+
+    nodes = {n["name"]: n["allocated_gpus"] for n in answer["results"]}
+    assert nodes[fleet.nodes[1].name] == 8 and nodes[fleet.nodes[2].name] == 4
+    assert sum(nodes.values()) == 12
+    # the 12 GPU rows held now, for the page and for its COUNT at most; was 1,944: every GPU row
+    # each node ever had, twice
+    assert read["controlplane_allocationgpu"] <= 24, read
+    assert queries == 3

@@ -1,0 +1,42 @@
+"""How many rows a request reads from each table, as PostgreSQL counts them for the current
+transaction (pg_stat_xact_user_tables: rows read by sequential scans plus rows fetched by index
+scans), with sequential scans priced out as on a big installation's tables (a test's few rows
+are otherwise read whole, whatever the query). A list whose reads grow with the fleet's history
+shows here with a few dozen ended runs, where its time would show only with a hundred thousand
+(bench/scale_audit.py)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from django.db import connection
+
+
+def _counts(tables: tuple[str, ...]) -> dict[str, int]:
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT relname, COALESCE(seq_tup_read, 0) + COALESCE(idx_tup_fetch, 0) "
+            "FROM pg_stat_xact_user_tables WHERE relname = ANY(%s)", [list(tables)])
+        found = dict(cursor.fetchall())
+    return {table: int(found.get(table, 0)) for table in tables}
+
+
+@contextmanager
+def rows_read(*tables: str) -> Iterator[dict[str, int]]:
+    """Within a test's transaction: the rows read from each of `tables` inside the block, with
+    `SET LOCAL enable_seqscan = off` (until the test's transaction ends)."""
+    with connection.cursor() as cursor:
+        cursor.execute("SET LOCAL enable_seqscan = off")
+    read: dict[str, int] = {}
+    before = _counts(tables)
+    yield read
+    after = _counts(tables)
+    read.update({table: after[table] - before[table] for table in tables})
+
+
+def reads_of(request: Callable[[], Any], *tables: str) -> dict[str, int]:
+    with rows_read(*tables) as read:
+        request()
+    return read
