@@ -383,3 +383,11 @@ class AllocationGpu(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_id}:{self.gpu_index} g{self.allocation_id}"
+
+    @classmethod
+    def held(cls) -> models.QuerySet[AllocationGpu]:
+        """The GPU rows held now. Their allocations are live too (a release or a fence changes both
+        in one transaction, services/transitions.py); saying so lets PostgreSQL reach them by the
+        allocation state's index when a query joins their allocation or job, instead of hashing
+        every allocation ever made (bench/scale_audit.py: 60 → 19 ms with 104,000 of them)."""
+        return cls.objects.filter(live=True, allocation__state__in=LIVE_ALLOCATION_STATES)

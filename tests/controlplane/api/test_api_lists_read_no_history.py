@@ -67,3 +67,24 @@ def test_the_node_list_reads_only_the_gpus_held_now(fleet) -> None:
     # each node ever had, twice
     assert read["controlplane_allocationgpu"] <= 24, read
     assert queries == 3
+
+
+def test_the_quota_list_counts_the_gpus_held_now_once_not_per_quota(fleet) -> None:
+    _held_now(fleet)
+    admin = client_for(fleet, "admin")
+    _history(fleet, 20)
+    admin.get(f"{J}/quotas/")
+
+    with CaptureQueriesContext(connection) as queries:
+        answer = admin.get(f"{J}/quotas/").json()
+
+    held = {(q["team"], q["gpu_type"]): q["held_gpus"] for q in answer["results"]}
+    assert held[("ml", "H100-80GB")] == 8 and held[("vision", "H100-80GB")] == 4
+    assert sum(held.values()) == 12
+    # One grouped count of the GPU rows held now (quotas.held_now), its figures then written into
+    # the list's query; before, the list's query counted them in a subquery run once per quota,
+    # which PostgreSQL answered by reading every job the quota's team ever ran (2.5 s for 60
+    # quotas with 107,000 jobs: bench/scale_audit.py).
+    lists = [q["sql"] for q in queries.captured_queries if 'FROM "controlplane_quota"' in q["sql"]]
+    assert lists and not any("controlplane_allocationgpu" in sql for sql in lists), lists
+    assert len(queries) == 7  # was 6: the grouped count comes first
