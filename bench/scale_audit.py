@@ -369,6 +369,56 @@ def measure(runs: int, only: str | None, do_explain: bool) -> tuple[list[dict[st
     return results, growing
 
 
+def side_by_side(runs: int) -> list[tuple[str, float, float]]:
+    """The fixed reads, the code before and now, alternated call by call (medians in ms)."""
+    from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+    from django.db.models.functions import Coalesce
+
+    from controlplane.models import AllocationGpu, Node, Quota
+    from controlplane.services import quotas
+
+    def quota_subquery_per_quota() -> list[Any]:
+        """quotas.with_held_gpus until 6 Dec 2026: a subquery per quota."""
+        held = (AllocationGpu.objects.filter(live=True, node__gpu_type_id=OuterRef("gpu_type_id"),
+                                             allocation__job__team_id=OuterRef("team_id"))
+                .order_by().values("allocation__job__team_id").annotate(n=Count("pk")).values("n"))
+        return list(Quota.objects.annotate(held_gpus=Coalesce(Subquery(held, output_field=IntegerField()), Value(0)))
+                    .values_list("pk", "held_gpus"))
+
+    def nodes_joined() -> list[Any]:
+        """The API's node list until 6 Dec 2026: every GPU row each node ever had, grouped."""
+        qs = Node.objects.annotate(allocated_gpus=Count("allocation_gpus", filter=Q(allocation_gpus__live=True)))
+        return [(qs.count(),), *qs.order_by("name").values_list("pk", "allocated_gpus")[:50]]
+
+    def nodes_subquery() -> list[Any]:
+        live = (AllocationGpu.objects.filter(node=OuterRef("pk"), live=True).order_by()
+                .values("node").annotate(n=Count("pk")).values("n"))
+        qs = Node.objects.annotate(allocated_gpus=Coalesce(Subquery(live, output_field=IntegerField()), Value(0)))
+        return [(qs.count(),), *qs.order_by("name").values_list("pk", "allocated_gpus")[:50]]
+
+    heat = ("node_id", "gpu_index", "allocation__job_id", "allocation__job__team_id", "allocation__job__team__name")
+    pairs = [
+        ("node list page and COUNT: join → live subquery", nodes_joined, nodes_subquery),
+        ("quotas' held_gpus: per quota → held_now + CASE",
+         quota_subquery_per_quota, lambda: list(quotas.with_held_gpus(Quota.objects.all()).values_list("pk", "held_gpus"))),
+        ("GPU rows held now with their jobs (heat map): live=True → held()",
+         lambda: list(AllocationGpu.objects.filter(live=True).values_list(*heat)),
+         lambda: list(AllocationGpu.held().values_list(*heat))),
+    ]
+    out = []
+    for label, before, now in pairs:
+        assert sorted(map(tuple, before())) == sorted(map(tuple, now())), label  # the same answer
+        times: dict[str, list[float]] = {"before": [], "now": []}
+        for _ in range(runs):
+            for way, work in (("before", before), ("now", now)):
+                t0 = time.perf_counter()
+                work()
+                times[way].append((time.perf_counter() - t0) * 1000)
+        out.append((label, statistics.median(times["before"]), statistics.median(times["now"])))
+        log(f"{label}: {out[-1][1]:.1f} → {out[-1][2]:.1f} ms")
+    return out
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=100_000)
@@ -380,6 +430,8 @@ def main() -> int:
     parser.add_argument("--only", help="endpoints whose label contains this")
     parser.add_argument("--explain", action="store_true")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--side-by-side", action="store_true",
+                        help="only the fixed reads, the code before and now, alternated")
     args = parser.parse_args()
     import django
 
@@ -388,6 +440,11 @@ def main() -> int:
     if data:
         print(json.dumps(data))
     if args.build_only:
+        return 0
+    if args.side_by_side:
+        print(f"{'read':66s} {'before ms':>10s} {'now ms':>8s} {'ratio':>6s}")
+        for label, before, now in side_by_side(max(args.runs, 7)):
+            print(f"{label:66s} {before:10.1f} {now:8.1f} {before / now:6.1f}")
         return 0
     results, growing = measure(args.runs, args.only, args.explain)
     if args.json:

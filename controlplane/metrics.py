@@ -213,7 +213,7 @@ class QuartermasterCollector(Collector):
         usage = GaugeMetricFamily(f"{PREFIX}_quota_usage_gpus", "GPUs each team holds now, per GPU type.",
                                   labels=["team", "gpu_type"])
         for r in (
-            AllocationGpu.objects.filter(live=True)
+            AllocationGpu.held()
             .values("allocation__job__team__name", "node__gpu_type__name")
             .annotate(n=Count("id"))
         ):

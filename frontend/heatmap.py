@@ -67,7 +67,7 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
     retired node is out of the fleet, and shows only when asked for by id."""
     access = access_of(user)
     nodes = Node.objects.all() if node_ids is not None else Node.objects.exclude(state=NodeState.RETIRED)
-    gpus = AllocationGpu.objects.filter(live=True)
+    gpus = AllocationGpu.held()
     if node_ids is not None:
         wanted = list(node_ids)
         nodes = nodes.filter(id__in=wanted)

@@ -61,7 +61,7 @@ def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
     names: dict[int, str] = {q[0]: q[6] for q in quotas}
     types: dict[int, str] = {q[1]: q[7] for q in quotas}
     for row in (
-        AllocationGpu.objects.filter(live=True)
+        AllocationGpu.held()
         .values("allocation__job__team_id", "allocation__job__team__name", "node__gpu_type_id", "node__gpu_type__name")
         .annotate(n=Count("id"))
         .order_by()

@@ -67,8 +67,8 @@ def queue_figures(now: datetime | None = None) -> QueueFigures:
             figures.running_jobs += row["n"]
     # The GPUs running jobs hold, not the GPUs they asked for: an elastic job runs anywhere
     # between its minimum and maximum, and these must agree with the fleet's figures.
-    figures.running_gpus = AllocationGpu.objects.filter(
-        live=True, allocation__job__state__in=[JobState.RUNNING, JobState.PREEMPTING]
+    figures.running_gpus = AllocationGpu.held().filter(
+        allocation__job__state__in=[JobState.RUNNING, JobState.PREEMPTING]
     ).count()
     figures.oldest_pending_s = (now - oldest).total_seconds() if oldest is not None else None
     figures.pending_by_reason = dict(sorted(by_reason.items()))
