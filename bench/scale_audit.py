@@ -374,7 +374,7 @@ def side_by_side(runs: int) -> list[tuple[str, float, float]]:
     from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
     from django.db.models.functions import Coalesce
 
-    from controlplane.models import AllocationGpu, Node, Quota
+    from controlplane.models import AllocationGpu, Event, Node, Quota
     from controlplane.services import quotas
 
     def quota_subquery_per_quota() -> list[Any]:
@@ -396,6 +396,13 @@ def side_by_side(runs: int) -> list[tuple[str, float, float]]:
         qs = Node.objects.annotate(allocated_gpus=Coalesce(Subquery(live, output_field=IntegerField()), Value(0)))
         return [(qs.count(),), *qs.order_by("name").values_list("pk", "allocated_gpus")[:50]]
 
+    def events_of_a_kind(distinct: bool) -> list[Any]:
+        """The events list's page and COUNT for ?kind=job.finished (django-filter's DISTINCT
+        until 6 Dec 2026)."""
+        qs = Event.objects.filter(kind__in=["job.finished"])
+        qs = qs.distinct() if distinct else qs
+        return [(qs.count(),), *qs.order_by("-created_at", "-id").values_list("pk")[:50]]
+
     heat = ("node_id", "gpu_index", "allocation__job_id", "allocation__job__team_id", "allocation__job__team__name")
     pairs = [
         ("node list page and COUNT: join → live subquery", nodes_joined, nodes_subquery),
@@ -404,6 +411,8 @@ def side_by_side(runs: int) -> list[tuple[str, float, float]]:
         ("GPU rows held now with their jobs (heat map): live=True → held()",
          lambda: list(AllocationGpu.objects.filter(live=True).values_list(*heat)),
          lambda: list(AllocationGpu.held().values_list(*heat))),
+        ("events of one kind, page and COUNT: DISTINCT → none",
+         lambda: events_of_a_kind(True), lambda: events_of_a_kind(False)),
     ]
     out = []
     for label, before, now in pairs:
