@@ -371,11 +371,11 @@ def measure(runs: int, only: str | None, do_explain: bool) -> tuple[list[dict[st
 
 def side_by_side(runs: int) -> list[tuple[str, float, float]]:
     """The fixed reads, the code before and now, alternated call by call (medians in ms)."""
-    from django.db.models import Count, IntegerField, OuterRef, Q, Subquery, Value
+    from django.db.models import Count, F, IntegerField, OuterRef, Q, Subquery, Value
     from django.db.models.functions import Coalesce
 
-    from controlplane.models import AllocationGpu, Event, Node, Quota
-    from controlplane.services import quotas
+    from controlplane.models import AllocationGpu, Event, Job, Node, Quota
+    from controlplane.services import job_pages, quotas
 
     def quota_subquery_per_quota() -> list[Any]:
         """quotas.with_held_gpus until 6 Dec 2026: a subquery per quota."""
@@ -403,6 +403,16 @@ def side_by_side(runs: int) -> list[tuple[str, float, float]]:
         qs = qs.distinct() if distinct else qs
         return [(qs.count(),), *qs.order_by("-created_at", "-id").values_list("pk")[:50]]
 
+    def job_page(field: str, two_reads: bool) -> list[Any]:
+        """A page of 50 of every job with its related rows, as the API's jobs list reads it, in
+        one read (until 6 Dec 2026) or in two (services/job_pages.py)."""
+        jobs = (Job.objects.select_related("team", "project", "submitter", "priority_class", "place", "held_by")
+                .order_by(F(field.lstrip("-")).desc(nulls_last=True) if field.startswith("-")
+                          else F(field).asc(nulls_last=True), "-id"))
+        if two_reads:
+            return [(j.pk, j.team.name) for j in job_pages.jobs_of_page(jobs, list(job_pages.ids_in_order(jobs)[:50]))]
+        return [(j.pk, j.team.name) for j in jobs[:50]]
+
     heat = ("node_id", "gpu_index", "allocation__job_id", "allocation__job__team_id", "allocation__job__team__name")
     pairs = [
         ("node list page and COUNT: join → live subquery", nodes_joined, nodes_subquery),
@@ -413,6 +423,9 @@ def side_by_side(runs: int) -> list[tuple[str, float, float]]:
          lambda: list(AllocationGpu.held().values_list(*heat))),
         ("events of one kind, page and COUNT: DISTINCT → none",
          lambda: events_of_a_kind(True), lambda: events_of_a_kind(False)),
+        *((f"jobs page of 50 by {field}: one read → two (job_pages)",
+           lambda field=field: job_page(field, False), lambda field=field: job_page(field, True))
+          for field in ("-submitted_at", "-gpus", "name", "-started_at", "-finished_at")),
     ]
     out = []
     for label, before, now in pairs:

@@ -42,6 +42,7 @@ from controlplane.services import (
     job_history,
     job_logs,
     job_mentions,
+    job_pages,
     job_priority,
     job_runs,
 )
@@ -119,7 +120,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     ordering = request.GET.get("ordering", "") if filtered else ""
     if not ordering:
         rows = rows.order_by("-submitted_at", "-id")
-    page = Paginator(rows, PAGE_SIZE).get_page(request.GET.get("page"))
+    page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
+    page.object_list = job_pages.jobs_of_page(rows, page.object_list)  # sorted ids, then their rows
     # The GPUs each listed job holds now (an elastic job's may differ from its request): one query.
     attach_gpus_held(page.object_list)
     # The teams of the jobs their reasons name (said by team when not the reader's): one query.

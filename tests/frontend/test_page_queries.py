@@ -21,7 +21,9 @@ pytestmark = pytest.mark.django_db
 PINNED = {
     "/": 13,
     "/ui/overview.json": 13,
-    "/jobs/": 11,  # one for the listed jobs' held GPUs (gpus_held)
+    # one for the listed jobs' held GPUs (gpus_held); the page's ids are read apart from their rows
+    # (services/job_pages.py: sorted on the jobs table alone, not after joining every job)
+    "/jobs/": 12,
     "/ui/jobs.json": 4,
     # one for its dependencies, both ways (services/dependencies.page_of); its Output panel two
     # (its runs; each rank's span), three once it has output (the last lines); its Runs panel six

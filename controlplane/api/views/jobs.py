@@ -63,6 +63,7 @@ from controlplane.services import (
     job_costs,
     job_history,
     job_mentions,
+    job_pages,
     job_runs,
 )
 from controlplane.services import jobs as job_service
@@ -140,7 +141,9 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
 
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
         # job_payload renders a page of 50 jobs several times faster than the ModelSerializer.
-        page = self.paginate_queryset(self.filter_queryset(self.get_queryset()))
+        jobs = self.filter_queryset(self.get_queryset())
+        # the page's ids first, sorted on the jobs table alone; then their rows (job_pages)
+        page = job_pages.jobs_of_page(jobs, self.paginate_queryset(job_pages.ids_in_order(jobs)))
         attach_dependencies(page)  # one query for the page's dependencies and dependents
         attach_gpus_held(page)  # one query for the page's held GPUs, not one per job
         job_mentions.prefetch(text for job in page  # one for the teams of the jobs their reasons name
