@@ -2,7 +2,7 @@
 server time, and the plans of its queries.
 
     scripts/test-services.sh .venv/bin/python bench/scale_audit.py [--jobs 100000] [--days 90] [--runs 5]
-        [--build-only] [--reuse] [--only SUBSTRING] [--explain]
+        [--build-only] [--reuse] [--only SUBSTRING] [--explain] [--side-by-side]
 
 1. Builds (bench/pages.py's builders, made bigger): 1,250 nodes × 8 GPUs (1,000 H100-80GB under
    63 leaf switches, 250 A100-40GB), 30 teams in two cohorts with quotas, 5 members each;
@@ -20,6 +20,10 @@ server time, and the plans of its queries.
    grows with the page's rows shows (an N+1). Times `--runs` reads after a warm-up: p50 and max.
 3. `--explain`: every SELECT an endpoint ran, EXPLAINed (ANALYZE) with its parameters: prints the
    slowest query of each endpoint and every sequential scan of a table holding over 20,000 rows.
+
+4. `--side-by-side`: only the reads fixed after the first audit (6 Dec 2026), the code before
+   (kept here) and now, alternated call by call, each pair checked to give the same answer:
+   medians, and the ratio (docs/benchmarks.md, Scale audit).
 
 `--build-only` builds and stops (keep the database: `--reuse` measures it again). Exit status 1
 if an API list's query count differs between ?limit=10 and ?limit=100.
