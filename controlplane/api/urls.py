@@ -93,5 +93,6 @@ urlpatterns = [
     path("docs/", SwaggerView.as_view(url_name="api-schema"), name="api-docs"),
     path("redoc/", RedocView.as_view(url_name="api-schema"), name="api-redoc"),
     # Last: any other path under /api/ answers in the API's error shape (see unknown_paths.no_such_path).
-    re_path(r"^.*$", unknown_paths.no_such_path),
+    # [\s\S], not `.`, which stops at a new line (%0A): such a path is no endpoint either.
+    re_path(r"^[\s\S]*$", unknown_paths.no_such_path),
 ]
