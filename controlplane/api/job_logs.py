@@ -39,18 +39,20 @@ class LogTextRenderer(BaseRenderer):
     format = "txt"
     charset = "utf-8"
 
-    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> bytes:
+    def render(self, data: Any, accepted_media_type: str | None = None, renderer_context: Any = None) -> str:
+        # Text, which DRF encodes with `charset`: bytes that are empty (no output yet, a follow
+        # with nothing new) made it drop the Content-Type, an answer the schema does not describe.
         if isinstance(data, dict) and "text" in data:
             notice = f"{data['notice']}\n" if data.get("notice") and data.get("text") else ""
-            return (notice + str(data["text"])).encode("utf-8")
+            return notice + str(data["text"])
         if isinstance(data, dict):  # an error: each field's words a line, else the detail
             errors = data.get("errors")
             if isinstance(errors, dict) and errors:
                 lines = [f"{key}: {' '.join(map(str, v)) if isinstance(v, list) else v}" for key, v in errors.items()]
             else:
                 lines = [str(data.get("detail", data))]
-            return ("\n".join(lines) + "\n").encode("utf-8")
-        return str(data).encode("utf-8")
+            return "\n".join(lines) + "\n"
+        return str(data)
 
 
 def _whole(params: Any, name: str, least: int, most: int | None = None) -> int | None:

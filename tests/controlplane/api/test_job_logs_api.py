@@ -267,6 +267,21 @@ def test_a_job_that_never_ran_has_no_output_in_words(fleet: LoopFleet, alice: AP
     assert body["notice"] == f"Job {job.pk} has not run yet: no output."
 
 
+def test_no_output_as_text_is_an_empty_text_plain_body(fleet: LoopFleet, alice: APIClient) -> None:
+    """Nothing to say (a job that never ran; a follow with nothing new) is still text/plain, as
+    the schema says: DRF dropped the Content-Type of an empty body (found by schemathesis)."""
+    node, token = register_node("gpu-01")
+    job, g = running_job(fleet, node)
+    ship(token, "gpu-01", chunk(g, 0, "loading data\n"))
+    never_ran = make_job(fleet)
+
+    for path in (f"{J}/jobs/{never_ran.pk}/logs/?format=txt", f"{J}/jobs/{job.pk}/logs/?format=txt&offset=13"):
+        r = alice.get(path)
+
+        assert r.status_code == 200 and r.content == b"", path
+        assert r.get("Content-Type") == "text/plain; charset=utf-8", path
+
+
 @pytest.mark.parametrize(("bad", "field"), [
     ({"bytes": 64 * 1024 + 1}, "bytes"),
     ({"offset": -1}, "offset"),
