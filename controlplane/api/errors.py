@@ -64,6 +64,16 @@ def flatten(errors: Any, prefix: str = "") -> dict[str, list[str]]:
     return out
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encodable(text: str) -> str:
+    """`text` with each lone surrogate written as its escape (`\\ud800`): JSON may carry one, and
+    an error that repeats the value given (a choice, a dependency's condition) could not be
+    encoded as UTF-8, so the answer was a 500 instead of the 400 it built."""
+    return _LONE_SURROGATE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
 def _sentence(fields: dict[str, list[str]]) -> str:
     parts = []
     for name, messages in fields.items():
@@ -207,12 +217,12 @@ def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | Jso
     if response is None:
         return None
     if isinstance(exc, exceptions.ValidationError):
-        fields = flatten(response.data)
+        fields = {encodable(name): [encodable(m) for m in messages] for name, messages in flatten(response.data).items()}
         response.data = {"detail": _sentence(fields), "code": "invalid", "errors": fields}
     else:
         detail = response.data.get("detail", "") if isinstance(response.data, dict) else response.data
         code = getattr(getattr(exc, "detail", None), "code", None) or getattr(exc, "default_code", "error")
-        response.data = {"detail": str(detail), "code": str(code)}
+        response.data = {"detail": encodable(str(detail)), "code": str(code)}
         if getattr(exc, "wait", None):  # DRF's Retry-After (throttled, a retired node's agent): in the body too
             response.data["retry_after"] = math.ceil(float(exc.wait))  # type: ignore[attr-defined]
     return response
