@@ -123,6 +123,11 @@ class NotificationHookSerializer(serializers.ModelSerializer):
         return team
 
 
+#: A hook's deliveries and history: one bounded list (the last 50, the last 100), unpaginated, as
+#: docs/api.md and `qm notify history` read it; `limit` and `offset` are refused, not ignored.
+ONE_LIST: dict[str, Any] = {"pagination_class": None, "query_parameters": frozenset({"format"})}
+
+
 class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
     queryset = NotificationHook.objects.none()  # the schema's model; requests read get_queryset
     serializer_class = NotificationHookSerializer
@@ -250,7 +255,8 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         "next_attempt_at": serializers.DateTimeField(allow_null=True),
         "last_status": serializers.IntegerField(allow_null=True), "last_error": serializers.CharField(),
         "text": serializers.CharField()}, many=True))
-    @action(detail=True, methods=["get"])
+    # A list, not a page (the schema said one, with limit and offset, which it ignored): ONE_LIST.
+    @action(detail=True, methods=["get"], **ONE_LIST)
     def deliveries(self, request: Request, pk: str | None = None) -> Response:
         """The hook's last 50 deliveries, newest first: sent, waiting (next_attempt_at) or given up."""
         hook = self.get_object()
@@ -272,7 +278,7 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
         "secret": serializers.CharField(allow_null=True, help_text="generated or given when the signing secret "
                                                                    "was replaced (never its value), else null.")},
         many=True))
-    @action(detail=True, methods=["get"])
+    @action(detail=True, methods=["get"], **ONE_LIST)
     def history(self, request: Request, pk: str | None = None) -> Response:
         """The hook's changes, newest first (at most 100): who created it, changed its URL, events,
         team, pause or secret, and when, from the API, `qm notify`, the page or the admin UI. As
