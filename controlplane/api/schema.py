@@ -25,6 +25,8 @@ _DESCRIPTIONS = {
     "401": "No valid credentials: send `Authorization: Token …` or a session cookie.",
     "403": "Signed in, but your role does not allow this.",
     "404": "No such object, or not yours to see.",
+    "406": "Not acceptable: the Accept header asks for no format this endpoint renders (it renders JSON; "
+           "a CSV endpoint CSV).",
     "409": "Conflicts with the current state (e.g. cancelling a finished job, deleting what is in use).",
     "413": "Request body too large.",
     "415": "Unsupported content type: send application/json.",
@@ -37,7 +39,8 @@ class QuartermasterAutoSchema(AutoSchema):
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         # 404 on every operation: besides unknown ids, a filter naming a team the caller may
         # not read is answered "not found" so its existence does not leak.
-        codes = ["400", "401", "403", "404", "429"]
+        # 406: an Accept header no renderer meets (application/xml), answered by content negotiation.
+        codes = ["400", "401", "403", "404", "406", "429"]
         if self.method in ("POST", "PUT", "PATCH", "DELETE"):
             codes.append("409")
         if self.method in ("POST", "PUT", "PATCH"):
