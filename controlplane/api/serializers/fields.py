@@ -163,6 +163,10 @@ class NamedRecordField(serializers.SlugRelatedField):
     def to_internal_value(self, data: Any) -> Any:
         if isinstance(data, str) and "\x00" in data:
             raise serializers.ValidationError("Null characters are not allowed.", code="null_characters_not_allowed")
+        if isinstance(data, bool) or not isinstance(data, str | int):
+            # 1.5 fell to DRF's "Object with name=1.5 does not exist.", a list to "Invalid value.",
+            # true was looked up as a record named 'True'; a whole number still reads as its digits
+            raise serializers.ValidationError(f"a name is a string (in quotes), not {json_kind(data)}", code="invalid")
         try:
             return super().to_internal_value(data)
         except serializers.ValidationError as refused:
