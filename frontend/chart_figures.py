@@ -19,14 +19,23 @@ from collections.abc import Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from frontend.templatetags.qm import usd
+
 #: What a cell says when a trace has no value there.
 NONE = "–"
 
 
 def number(value: float | int, prefix: str = "", suffix: str = "") -> str:
-    """A figure as the table says it: at most two decimals, halves up, trailing zeros dropped ("12.5", "3")."""
-    text = str(Decimal(str(float(value))).quantize(Decimal("0.01"), ROUND_HALF_UP)).rstrip("0").rstrip(".")
-    return f"{prefix}{'0' if text == '-0' else text}{suffix}"
+    """A figure as the page beside the chart says it: thousands separated, at most two decimals,
+    halves up, trailing zeros dropped ("1,297.5", "3"); dollars as the page's `usd` writes them,
+    to the cent ("$1,297.80"). Until 6 Dec the table read "$1297.8" beside the page's "$1,297.80"."""
+    if prefix == "$":
+        return usd(value) + suffix
+    amount = Decimal(str(float(value))).quantize(Decimal("0.01"), ROUND_HALF_UP)
+    text = f"{abs(amount) if amount == 0 else amount:,f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return f"{prefix}{text}{suffix}"
 
 
 def _axis(layout: Mapping[str, Any], name: str) -> Mapping[str, Any]:

@@ -18,6 +18,24 @@ def test_numbers_say_at_most_two_decimals() -> None:
         "3", "12.5", "0.13", "$0.67", "0", "40%"]
 
 
+def test_numbers_are_said_as_the_page_says_them_thousands_separated_dollars_to_the_cent() -> None:
+    """Until 6 Dec a cost of $1,297.87 on the showback page read "$1297.87" in its chart's figures,
+    and a queue of 1,250 jobs "1250"; the figures go out in the live JSON as on the page."""
+    assert [number(1297.87, "$"), number(1297.8, "$"), number(12.5, "$"), number(1234567.891), number(-2500),
+            number(1250, suffix="%"), number(999.999)] == [
+        "$1,297.87", "$1,297.80", "$12.50", "1,234,567.89", "-2,500", "1,250%", "1,000"]
+    series = {"vision": [(T0, 1297.87), (T0 + timedelta(hours=1), 2000.0)]}
+    chart = figures.cost_over_time(series, "team", "hour", 3600)
+    assert chart.figures["rows"] == [["vision", "$2,000.00 at 2026-11-29 10:00:00", "$1,297.87 at 2026-11-29 09:00:00",
+                                      "$2,000.00 at 2026-11-29 10:00:00", "$3,297.87"]]
+    assert chart.as_json()["figures"] == chart.figures  # what qm.js writes at a live update
+    samples = [{"at": T0 + timedelta(minutes=i), "pending_by_priority": {"research": n}, "pending_by_team": {}}
+               for i, n in enumerate([1250, 40])]
+    queue = figures.queue_depth(samples, ["research"]).figures
+    assert queue["rows"][0][1:] == ["40 at 2026-11-29 09:01:00", "40 at 2026-11-29 09:01:00",
+                                    "1,250 at 2026-11-29 09:00:00"]
+
+
 def test_a_heat_map_says_each_nodes_slots_by_holder() -> None:
     rows = [NodeRow(id=1, name="n1", pool="h100", leaf_switch="l", spine="s", state="ready", gpu_type="H100-80GB",
                     capacity_tier="reserved", slots=(Slot("vision", 7, team_id=1), Slot("vision", 7, team_id=1), None, None)),
@@ -43,7 +61,8 @@ def test_horizontal_bars_say_their_categories_with_the_axis_unit() -> None:
     table = figures.cost_breakdown(rows, "team").figures
     assert table["columns"] == ["team", "productive", "active, not productive", "allocated, idle on the device",
                                 "capacity no job held"]
-    assert table["rows"] == [["vision", "$10", "$2", "$0.5", "$0"], ["no job (idle capacity)", "$0", "$0", "$0", "$3.25"]]
+    assert table["rows"] == [["vision", "$10.00", "$2.00", "$0.50", "$0.00"],
+                             ["no job (idle capacity)", "$0.00", "$0.00", "$0.00", "$3.25"]]
 
 
 def test_a_time_series_says_each_series_latest_lowest_and_highest_with_their_times() -> None:
@@ -60,9 +79,9 @@ def test_bars_over_time_also_say_their_total() -> None:
     series = {"vision": [(T0, 1.5), (T0 + timedelta(hours=1), 2.25)], "language": [(T0, 4.0)]}
     table = figures.cost_over_time(series, "team", "hour", 3600).figures
     assert table["columns"][-1] == "total"
-    assert table["rows"] == [["language", "$4 at 2026-11-29 09:00:00", "$4 at 2026-11-29 09:00:00",
-                              "$4 at 2026-11-29 09:00:00", "$4"],
-                             ["vision", "$2.25 at 2026-11-29 10:00:00", "$1.5 at 2026-11-29 09:00:00",
+    assert table["rows"] == [["language", "$4.00 at 2026-11-29 09:00:00", "$4.00 at 2026-11-29 09:00:00",
+                              "$4.00 at 2026-11-29 09:00:00", "$4.00"],
+                             ["vision", "$2.25 at 2026-11-29 10:00:00", "$1.50 at 2026-11-29 09:00:00",
                               "$2.25 at 2026-11-29 10:00:00", "$3.75"]]
 
 

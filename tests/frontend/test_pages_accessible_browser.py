@@ -107,8 +107,9 @@ AUDIT = r"""() => {
   }
 
   // Charts: each drawn chart names itself and has its figures in words beside it; the numbers
-  // said are the figure's own (each trace's largest value, as the text writes numbers).
-  const num = v => String(Math.round(v * 100) / 100);
+  // said are the figure's own (each trace's largest value, as the text writes numbers: thousands
+  // separated, at most two decimals, as the page beside it; dollars to the cent include those).
+  const num = v => (Math.round(v * 100) / 100).toLocaleString('en-US', {maximumFractionDigits: 2});
   out.charts = [];
   for (const box of document.querySelectorAll('[data-chart]')) {
     if (box.dataset.rendered !== 'plot') continue;
