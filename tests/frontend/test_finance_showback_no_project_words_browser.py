@@ -31,7 +31,7 @@ def test_jobs_without_a_project_are_said_in_words_on_the_page_and_as_the_api_nam
     finn.open("/showback/?window=24h&group_by=project")
     finn.screenshot("showback-project-no-project")
 
-    names = page.locator("#showback-table tbody tr td:first-child").all_inner_texts()
+    names = page.locator("#showback-table tbody tr th:first-child").all_inner_texts()
     assert [n.strip() for n in names] == ["language (no project)", "vision (no project)",
                                           "no job (idle capacity)", "TOTAL"], names
     assert "__unallocated__" not in page.locator("main").inner_text()

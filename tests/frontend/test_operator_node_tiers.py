@@ -45,14 +45,14 @@ def node_at_work(demo) -> Node:
 
 
 def tier_cells(html: str, tier: str) -> tuple[str, str]:
-    row = html.split(f'<tr data-tier="{tier}">', 1)[1].split("</tr>", 1)[0]
+    row = html.split(f'<tr data-tier="{tier}"><th scope="row">', 1)[1].split("</tr>", 1)[0]
     cells = [c.split("</td>", 1)[0] for c in row.split("<td>")[1:]]
-    return cells[1], cells[2]
+    return cells[0], cells[1]
 
 
 def gpu_cells(html: str, index: int) -> list[str]:
-    row = html.split(f'<tr data-gpu="{index}">', 1)[1].split("</tr>", 1)[0]
-    return [c.split("</td>", 1)[0] for c in row.split("<td>")[1:]]
+    row = html.split(f'<tr data-gpu="{index}"><th scope="row">', 1)[1].split("</tr>", 1)[0]
+    return [row.split("</th>", 1)[0]] + [c.split("</td>", 1)[0] for c in row.split("<td>")[1:]]
 
 
 def test_the_node_page_shows_its_three_tiers_for_the_chosen_window(client_for, node_at_work):

@@ -3,19 +3,26 @@
 skip a level (h1 then h3 reads as a missing section), and every table's header cells `th` with a
 scope, so a screen reader names a cell's column. Found on 6 Dec: no `th` had a scope; a job's page
 went from its h1 to h3 (Why it waits, Progress, Cost so far) and a node's to h3 (Jobs on it,
-Events). The browser's own view of the same, and more (contrast, keyboard, charts):
+Events). A table whose first column names its row (showback by team or project, teams, what-if's
+comparison and quota table, a node's tiers and GPUs) heads each row with it, `th scope="row"`, so
+a cell is read as "language, Cost, $12.50"; until 6 Dec those were plain cells. The browser's own view of the same, and more (contrast, keyboard, charts):
 tests/frontend/test_pages_accessible_browser.py."""
 
 from __future__ import annotations
 
 import re
+from datetime import datetime, timezone
 from typing import Any
 
 import pytest
+from django.template.loader import render_to_string
 from django.test import Client
 
 from controlplane.models import Job
 from controlplane.services.cycle import run_cycle
+from frontend.replay_worker import Replay
+from frontend.views.whatif import replay_charts
+from tests.frontend.test_operator_node_tiers import node_at_work  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
 
@@ -66,3 +73,57 @@ def test_every_page_has_a_title_one_h1_headings_in_order_and_scoped_header_cells
     if outline(login) or "<title>Log in · Quartermaster</title>" not in login:
         wrong["/accounts/login/"] = outline(login)
     assert not wrong, wrong
+
+
+# Tables whose first column names the row, by class; each must be met with rows in the test.
+ROW_NAMED = ("showback", "teams", "compare", "node-tiers", "node-gpu-tiers")
+TABLE = re.compile(r'<table class="([^"]+)"[^>]*>(.*?)</table>', re.S)
+
+
+def rows_unnamed(html: str, seen: dict[str, int]) -> list[str]:
+    """Body rows of a row-named table whose first cell is not a th scope="row" (an empty table's
+    one spanning sentence aside); counts the rows met per table class in ``seen``."""
+    found = []
+    for classes, table in TABLE.findall(html):
+        kind = next((k for k in ROW_NAMED if k in classes.split()), None)
+        body = table.split("<tbody>", 1)[1] if kind and "<tbody>" in table else ""
+        for row in re.findall(r"<tr\b[^>]*>(.*?)</tr>", body, re.S):
+            first = re.match(r"\s*(<t[dh]\b[^>]*>)", row)
+            if first is None or "colspan" in first.group(1):
+                continue
+            seen[kind] = seen.get(kind, 0) + 1
+            if not re.match(r'<th scope="row"', first.group(1)):
+                found.append(f"{kind}: {re.sub(r'<[^>]+>', ' ', row).split()[:3]}")
+    return found
+
+
+def test_a_table_whose_first_column_names_the_row_heads_each_row_with_it(
+        client_for: Any, submit_as: Any, node_at_work: Any) -> None:  # noqa: F811
+    visits = {"finn": ["/showback/?window=24h", "/showback/?window=24h&group_by=project"],
+              "alice": ["/teams/"],
+              "admin": ["/teams/", "/what-if/", f"/nodes/{node_at_work.name}/?window=1h"]}
+    seen: dict[str, int] = {}
+    wrong = {}
+    for who, paths in visits.items():
+        client = client_for(who)
+        for path in paths:
+            response = client.get(path)
+            assert response.status_code == 200, (who, path)
+            found = rows_unnamed(response.content.decode(), seen)
+            if found:
+                wrong[f"{who} {path}"] = found[:4]
+    # What-if's comparison, as its fragment arrives once a replay is done.
+    runs = [(label, {"allocated": 0.5, "offered_load": 0.6, "wait_mean_min": 1.0, "wait_max_min": 2.0,
+                     "stranded_gpus": 0.1, "jobs_done": 3, "jobs_total": 4, "eta_checked": 2, "eta_on_time": 0.5})
+            for label in ("live policy", "what-if")]
+    replay = Replay(days=1, jobs=4, nodes=2, gpus=16, runs=runs, seconds=0.1,
+                    at=datetime(2026, 12, 6, 2, 0, tzinfo=timezone.utc), teams=[{}, {}])
+    fragment = render_to_string("frontend/_what_if_result.html",
+                                {"state": {"state": "done"}, "result": replay, "charts": replay_charts(replay)})
+    found = rows_unnamed(fragment, seen)
+    if found:
+        wrong["what-if's comparison"] = found[:4]
+    assert not wrong, wrong
+    # Every kind met with rows, the what-if quota table among the "compare" ones (7 measures + teams).
+    assert set(seen) == set(ROW_NAMED), seen
+    assert seen["compare"] > 7 and seen["node-tiers"] == 3 and seen["node-gpu-tiers"] == 8, seen

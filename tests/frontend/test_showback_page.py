@@ -24,7 +24,7 @@ def two_hours_of_use(submit_as):
 
 def table_names(html: str) -> list[str]:
     table = html[html.index('id="showback-table"'):html.index("</table>")]
-    return re.findall(r"<tr class=\"[^\"]*\">\s*<td>([^<]+)</td>", table)
+    return re.findall(r"<tr class=\"[^\"]*\">\s*<th scope=\"row\">([^<]+)</th>", table)
 
 
 def test_finance_reads_every_team_the_idle_capacity_and_a_total(client_for, two_hours_of_use):

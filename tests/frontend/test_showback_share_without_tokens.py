@@ -45,7 +45,7 @@ def test_a_small_share_without_tokens_is_not_read_as_none(client_for: Any, submi
     row = next(r for r in response.context["rows"] if r["name"] == "language")
     assert 0 < row["share_without_tokens"] < 0.005 and row["cost_without_tokens_usd"] > 0
     html = response.content.decode()
-    cells = re.search(r"<td>language</td>(.*?)</tr>", html, re.S)
+    cells = re.search(r'<th scope="row">language</th>(.*?)</tr>', html, re.S)
     assert cells, html[:500]
     assert f'<small class="muted">({percent(row["share_without_tokens"])})</small>' in cells.group(1)
     assert "(0%)" not in cells.group(1)

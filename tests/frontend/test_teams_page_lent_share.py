@@ -23,7 +23,7 @@ def _quota_cells(html: str) -> dict[str, str]:
     assert body, html[:2000]
     cells = {}
     for row in re.findall(r"<tr>(.*?)</tr>", body.group(1), re.S):
-        tds = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", td)).strip() for td in re.findall(r"<td[^>]*>(.*?)</td>", row, re.S)]
+        tds = [re.sub(r"\s+", " ", re.sub(r"<[^>]+>", " ", td)).strip() for td in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
         cells[tds[0]] = tds[3]
     return cells
 

@@ -114,7 +114,7 @@ def test_a_quota_table_under_which_a_job_can_never_run_says_so(demo, submit_as):
     html = render_to_string("frontend/_what_if_result.html", {"state": {"state": "done"}, "result": replay,
                                                               "charts": []})
     row = html.split('id="what-if-never-run"')[1].split("</tr>")[0]
-    assert "jobs that could never run</td><td>0</td><td>1</td>" in row
+    assert "jobs that could never run</th><td>0</td><td>1</td>" in row
     outcomes = next(c for c in result_context({"state": "done", "replay": replay})["charts"] if c.key == "outcomes")
     assert "could never run" in [trace_name for trace_name in outcomes.figure["data"][0]["x"]]
 
@@ -303,7 +303,7 @@ def test_the_replay_knows_a_window_only_from_when_it_was_created(demo, submit_as
         assert run["jobs_done"] == 1
     html = render_to_string("frontend/_what_if_result.html", result_context({"state": "done", "replay": replay}))
     assert "keep from when each was created" in html
-    assert "<tr><td>jobs run into a maintenance window</td><td>1</td><td>1</td></tr>" in html
+    assert '<tr><th scope="row">jobs run into a maintenance window</th><td>1</td><td>1</td></tr>' in html
     MaintenanceWindow.objects.filter(pk=window.pk).update(created_at=now - timedelta(days=2))
     known = whatif.prepare(1, whatif.Policy("pack", True, True), now=now)
     assert known.key != request.key and known.work.maintenance[0].announced_at is None

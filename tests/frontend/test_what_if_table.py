@@ -20,7 +20,7 @@ def test_a_small_allocation_is_not_rounded_to_zero_and_matches_the_chart():
     charts = replay_charts(replay)
     html = render_to_string("frontend/_what_if_result.html", {"state": {"state": "done"}, "result": replay,
                                                               "charts": charts})
-    row = html.split("<td>allocated</td>", 1)[1].split("</tr>", 1)[0]
+    row = html.split('<th scope="row">allocated</th>', 1)[1].split("</tr>", 1)[0]
     assert "<td>0.47%</td>" in row and "<td>93.46%</td>" in row, row
     allocation = next(c for c in charts if c.key == "allocation").figure["data"]
     assert [trace["text"][0] for trace in allocation] == ["0.47%", "93.46%"]  # the chart's own labels
