@@ -20,9 +20,9 @@ pytestmark = pytest.mark.django_db
 
 
 def _quota_cell(html: str, team: str) -> str:
-    for row in re.findall(r"<tr><td>(.*?)</tr>", html, re.S):
-        if row.startswith(f"{team}</td>"):
-            cells = re.findall(r"<td[^>]*>(.*?)</td>", "<td>" + row, re.S)
+    for row in re.findall(r'<tr><th scope="row">(.*?)</tr>', html, re.S):
+        if row.startswith(f"{team}</th>"):
+            cells = re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", "<th>" + row, re.S)
             return " ".join(re.sub(r"<[^>]+>", " ", cells[3]).split())
     raise AssertionError(f"no row for {team}")
 
