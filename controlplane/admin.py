@@ -20,7 +20,14 @@ from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 from rest_framework.authtoken.models import TokenProxy
 
-from controlplane.admin_forms import IntegerColumnBounds, KeepsOthersChanges, OpenedAsForm, ShownWhole
+from controlplane.admin_forms import (
+    IntegerColumnBounds,
+    KeepsOthersChanges,
+    NamedControls,
+    NamedInlineControls,
+    OpenedAsForm,
+    ShownWhole,
+)
 from controlplane.choices import AllocationState, NodeState, Role
 from controlplane.models import (
     Allocation,
@@ -56,13 +63,13 @@ from controlplane.services.whole_words import whole_words_html
 from scheduler_core.sentences import counted
 
 
-class MembershipInline(IntegerColumnBounds, admin.TabularInline):
+class MembershipInline(NamedInlineControls, IntegerColumnBounds, admin.TabularInline):
     model = Membership
     form = OpenedAsForm
     extra = 0
 
 
-class ProjectInline(IntegerColumnBounds, admin.TabularInline):
+class ProjectInline(NamedInlineControls, IntegerColumnBounds, admin.TabularInline):
     model = Project
     form = OpenedAsForm
     extra = 0
@@ -88,7 +95,7 @@ class QuotaWords:
         return field
 
 
-class QuotaInline(QuotaWords, IntegerColumnBounds, admin.TabularInline):
+class QuotaInline(NamedInlineControls, QuotaWords, IntegerColumnBounds, admin.TabularInline):
     model = Quota
     form = OpenedAsForm
     extra = 0
@@ -207,7 +214,7 @@ def _save_recorded_formset(request: HttpRequest, formset: Any, snapshot: Any, re
     formset.save_m2m()
 
 
-class UserMembershipInline(IntegerColumnBounds, admin.TabularInline):
+class UserMembershipInline(NamedInlineControls, IntegerColumnBounds, admin.TabularInline):
     """A user's roles: a team's (member, admin) or none's (finance reads every team, as an admin
     does). Memberships were edited only on team pages, so a role in no team (the demo's finn)
     could be neither seen nor granted nor taken back here."""
@@ -229,7 +236,7 @@ if admin.site.is_registered(TokenProxy):
 
 
 @admin.register(User)
-class UserAdmin(ShownWhole, DjangoUserAdmin):
+class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
     """Django's user pages with the user's roles (memberships), each change recorded as on a
     team's page (config.changed); the list says each user's roles."""
 
@@ -413,8 +420,9 @@ class CohortAdmin(KeepsOthersChanges):
             return "No member team has a quota yet."
         shares = any(quota_text.is_share(lent.get((q.team_id, q.gpu_type_id), 0.0)) for q in rows)
         return format_html(
-            "<table><thead><tr><th>GPU type</th><th>team</th><th>nominal</th><th>borrowing limit</th>"
-            "<th>lending limit</th><th>held now</th><th>borrowed</th><th>lent</th></tr></thead><tbody>{}</tbody></table>"
+            "<table><thead><tr><th scope=\"col\">GPU type</th><th scope=\"col\">team</th><th scope=\"col\">nominal</th>"
+            "<th scope=\"col\">borrowing limit</th><th scope=\"col\">lending limit</th><th scope=\"col\">held now</th>"
+            "<th scope=\"col\">borrowed</th><th scope=\"col\">lent</th></tr></thead><tbody>{}</tbody></table>"
             "{}", body, format_html("<p>{}</p>", quota_text.LENT_SHARE_NOTE) if shares else "")
 
     def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
@@ -790,7 +798,7 @@ class EventAdmin(ShownNotEdited):
 
 
 @admin.register(NotificationHook)
-class NotificationHookAdmin(TeamColumn, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
+class NotificationHookAdmin(TeamColumn, NamedControls, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Users' webhooks (docs/api.md, Notifications by webhook), which users add and change
     through the API or `qm notify` (where the URL is checked): here an admin sees every hook and
     how its deliveries go, and pauses one (active) or deletes it. The secret is never shown."""
@@ -932,7 +940,7 @@ class _WindowRefused(Exception):
 
 
 @admin.register(MaintenanceWindow)
-class MaintenanceWindowAdmin(ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
+class MaintenanceWindowAdmin(NamedControls, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Maintenance windows (docs/operations.md, Maintenance windows), written through
     services/maintenance.py as the API and `qm maint` write them: checked, recorded
     (config.changed and an event on each node), never deleted: "Cancel selected windows" keeps

@@ -12,12 +12,14 @@ from decimal import Decimal
 from typing import Any
 
 from django import forms
+from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin import helpers
 from django.contrib.admin.actions import delete_selected
 from django.core.exceptions import ValidationError
 from django.db import models, router, transaction
 from django.forms.models import _get_foreign_key
+from django.forms.utils import pretty_name
 from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
@@ -198,7 +200,56 @@ class ShownWhole:
         css = {"all": ("controlplane/admin.css",)}
 
 
-class KeepsOthersChanges(ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
+def _label(name: str, field: forms.Field) -> str:
+    return str(field.label or pretty_name(name))
+
+
+def name_controls(fields: dict[str, forms.Field], *, in_a_row: bool) -> None:
+    """Give a name to each control a screen reader would meet unnamed. A date and time field
+    (Django's split widget) is one label over two boxes, and Chromium named neither: each box is
+    "<label>, date" / "<label>, time (UTC)", the time zone every admin time is in, which its help
+    text says only to the eye (Django gives that help no id to describe the boxes by). In a tabular
+    inline's row (``in_a_row``) no box has a label of its own, only the column's header: each is
+    named as its column ("User", "Role", "Delete")."""
+    for name, field in fields.items():
+        label = _label(name, field)
+        widget = getattr(field.widget, "widget", field.widget)  # inside Django's related-field wrapper
+        if isinstance(widget, forms.SplitDateTimeWidget):
+            parts = ("date", f"time ({settings.TIME_ZONE})")
+            for sub, part in zip(widget.widgets, parts, strict=True):
+                sub.attrs.setdefault("aria-label", f"{label}, {part}")
+        elif in_a_row and not widget.is_hidden:
+            widget.attrs.setdefault("aria-label", label)
+
+
+class NamedControls:
+    """A change form's controls all named (`name_controls`): its date and time boxes."""
+
+    def get_form(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        form = super().get_form(request, *args, **kwargs)  # type: ignore[misc]
+        name_controls(form.base_fields, in_a_row=False)
+        return form
+
+
+class NamedInlineControls:
+    """A tabular inline's controls named as their columns, its Delete box too (`name_controls`):
+    Chromium's accessibility tree had no name for a membership's user and role selects, a
+    project's name box or any row's Delete checkbox, which Django labels by the column's header alone."""
+
+    def get_formset(self, request: Any, obj: Any = None, **kwargs: Any) -> Any:
+        formset = super().get_formset(request, obj, **kwargs)  # type: ignore[misc]
+        name_controls(formset.form.base_fields, in_a_row=True)
+
+        class Named(formset):  # type: ignore[misc, valid-type]
+            def add_fields(self, form: Any, index: Any) -> None:
+                super().add_fields(form, index)
+                name_controls({k: form.fields[k] for k in ("DELETE",) if k in form.fields}, in_a_row=True)
+
+        Named.__name__ = formset.__name__
+        return Named
+
+
+class KeepsOthersChanges(NamedControls, ShownWhole, IntegerColumnBounds, admin.ModelAdmin):
     """Change pages (and their inlines) that never silently undo another admin's save
     (OpenedAsForm), and say which of her changes they kept."""
 
