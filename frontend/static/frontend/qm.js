@@ -37,11 +37,15 @@
 
   /* The chart's figures in words (its text alternative: frontend/chart_figures.py), written anew
      with each live figure so a screen reader reads the numbers the chart now draws. */
-  /* A cell's words with each date and clock unbreakable (the figure_cell filter's rule). */
+  /* A cell's words with each date and clock unbreakable (the figure_cell filter's rule); a row's
+     header with each hyphenated word held whole (the whole_words filter's: services/whole_words.py),
+     so a team's name reads "recommendation-systems", never "recommendation-" / "systems". */
   var DATE_OR_CLOCK = /\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?/g;
-  function writeCell(el, text) {
+  var HYPHENATED_WORD = /(?<!\S)(?=\S{0,39}\w-\w)\S{3,40}(?!\S)/g;
+  function writeCell(el, text, held) {
     var at = 0;
-    String(text).replace(DATE_OR_CLOCK, function (found, offset) {
+    text = String(text);
+    text.replace(held || DATE_OR_CLOCK, function (found, offset) {
       el.appendChild(document.createTextNode(text.slice(at, offset)));
       var span = document.createElement("span");
       span.className = "nobr";
@@ -71,8 +75,7 @@
       row.forEach(function (cell, i) {
         var el = document.createElement(i === 0 ? "th" : "td");
         if (i === 0) el.scope = "row";
-        if (i === 0) el.textContent = cell;
-        else writeCell(el, cell);
+        writeCell(el, cell, i === 0 ? HYPHENATED_WORD : DATE_OR_CLOCK);
         tr.appendChild(el);
       });
       body.appendChild(tr);
