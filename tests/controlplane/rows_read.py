@@ -9,9 +9,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 from django.db import connection
+from django.utils import timezone
+
+from controlplane.choices import JobState
 
 
 def _counts(tables: tuple[str, ...]) -> dict[str, int]:
@@ -40,3 +44,19 @@ def reads_of(request: Callable[[], Any], *tables: str) -> dict[str, int]:
     with rows_read(*tables) as read:
         request()
     return read
+
+
+def ended_runs(fleet: Any, runs: int, first: int = 0) -> None:
+    """The history a read must not grow with: `runs` ended jobs of ml, each with a released
+    allocation of 8 GPUs on one H100 node, the tables then analysed."""
+    from tests.controlplane import factories as f
+    from tests.controlplane.accounting.builders import hold
+
+    now = timezone.now()
+    for i in range(first, first + runs):
+        started = now - timedelta(days=2, hours=i)
+        job = f.make_job(fleet.ml, gpus=8, state=JobState.SUCCEEDED, started_at=started, submitted_at=started,
+                         finished_at=started + timedelta(minutes=30))
+        hold(job, [(fleet.nodes[i % 4], 8)], started, started + timedelta(minutes=30))
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE controlplane_allocationgpu, controlplane_allocation, controlplane_job")

@@ -35,7 +35,7 @@ from controlplane.models import (
 )
 from controlplane.services import maintenance
 from tests.frontend.test_browser_pages import browser, fill_the_fleet, session, user  # noqa: F401 (fixtures)
-from tests.frontend.test_pages_accessible_browser import AUDIT, _tab_through, _unnamed
+from tests.frontend.test_pages_accessible_browser import AUDIT, _unnamed, keyboard_findings
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -83,13 +83,7 @@ def _problems(page: Any) -> dict[str, Any]:
     unnamed = [u for u in _unnamed(page) if not DJANGO_OWN_UNNAMED.search(u)]
     if unnamed:
         found["unnamed"] = unnamed
-    tabbed = _tab_through(page)
-    if not tabbed["left"]:
-        found["keyboard trap"] = tabbed
-    if tabbed["ringless"]:
-        found["no focus ring"] = tabbed["ringless"]
-    if tabbed["missed"]:
-        found["not reached by Tab"] = tabbed["missed"]
+    found.update(keyboard_findings(page)[0])
     return found
 
 

@@ -193,6 +193,20 @@ def _unnamed(page: Page) -> list[str]:
         cdp.detach()
 
 
+def keyboard_findings(page: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What Tab from the page's start to its end found wrong (a trap, a control with no focus
+    ring, one never reached), and the walk itself."""
+    tabbed = _tab_through(page)
+    found: dict[str, Any] = {}
+    if not tabbed["left"]:
+        found["keyboard trap"] = tabbed
+    if tabbed["ringless"]:
+        found["no focus ring"] = tabbed["ringless"]
+    if tabbed["missed"]:
+        found["not reached by Tab"] = tabbed["missed"]
+    return found, tabbed
+
+
 def _tab_through(page: Page, limit: int = 600) -> dict[str, Any]:
     expected = page.evaluate(TABBABLE)
     # From the page's start, wherever a click left the browser's starting point.
@@ -244,13 +258,8 @@ def _problems(page: Page, title_word: str) -> dict[str, Any]:
     unnamed = _unnamed(page)
     if unnamed:
         found["unnamed"] = unnamed[:8]
-    tabbed = _tab_through(page)
-    if not tabbed["left"]:
-        found["keyboard trap"] = tabbed
-    if tabbed["ringless"]:
-        found["no focus ring"] = tabbed["ringless"]
-    if tabbed["missed"]:
-        found["not reached by Tab"] = tabbed["missed"]
+    keyboard, tabbed = keyboard_findings(page)
+    found.update(keyboard)
     if tabbed["first"] != 'a "Skip to the page"':
         found["first Tab stop"] = tabbed["first"]
     return found

@@ -7,34 +7,18 @@ same: the rows each list reads (tests/controlplane/rows_read.py) must not grow w
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import pytest
 from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from controlplane.choices import JobState
-from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import hold, running_job
 from tests.controlplane.fleet_fixture import client_for
-from tests.controlplane.rows_read import reads_of
+from tests.controlplane.rows_read import ended_runs, reads_of
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
 TABLES = ("controlplane_allocationgpu", "controlplane_allocation", "controlplane_job")
-
-
-def _history(fleet, runs: int, first: int = 0) -> None:
-    """`runs` ended jobs of ml, each with a released allocation of 8 GPUs on one H100 node."""
-    now = timezone.now()
-    for i in range(first, first + runs):
-        started = now - timedelta(days=2, hours=i)
-        job = f.make_job(fleet.ml, gpus=8, state=JobState.SUCCEEDED, started_at=started, submitted_at=started,
-                         finished_at=started + timedelta(minutes=30))
-        hold(job, [(fleet.nodes[i % 4], 8)], started, started + timedelta(minutes=30))
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE controlplane_allocationgpu, controlplane_allocation, controlplane_job")
 
 
 def _held_now(fleet) -> None:
@@ -47,7 +31,7 @@ def _reads_with_history(fleet, url: str) -> tuple[dict[str, int], dict, int]:
     """The rows `url` reads beside 120 ended runs (960 released GPU rows), its answer and its
     query count."""
     admin = client_for(fleet, "admin")
-    _history(fleet, 120)
+    ended_runs(fleet, 120)
     admin.get(url)
     read = reads_of(lambda: admin.get(url), *TABLES)
     with CaptureQueriesContext(connection) as queries:
@@ -72,7 +56,7 @@ def test_the_node_list_reads_only_the_gpus_held_now(fleet) -> None:
 def test_the_quota_list_counts_the_gpus_held_now_once_not_per_quota(fleet) -> None:
     _held_now(fleet)
     admin = client_for(fleet, "admin")
-    _history(fleet, 20)
+    ended_runs(fleet, 20)
     admin.get(f"{J}/quotas/")
 
     with CaptureQueriesContext(connection) as queries:

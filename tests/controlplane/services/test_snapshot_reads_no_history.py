@@ -14,26 +14,14 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from controlplane.choices import JobState
 from controlplane.services.snapshot import read_snapshot
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import hold, running_job
-from tests.controlplane.rows_read import reads_of
+from tests.controlplane.rows_read import ended_runs, reads_of
 
 pytestmark = pytest.mark.django_db
 
 ENDED = 150
-
-
-def _ended_jobs(fleet) -> None:
-    now = timezone.now()
-    for i in range(ENDED):
-        started = now - timedelta(days=2, hours=i)
-        job = f.make_job(fleet.ml, gpus=8, state=JobState.SUCCEEDED, started_at=started, submitted_at=started,
-                         finished_at=started + timedelta(minutes=30))
-        hold(job, [(fleet.nodes[i % 4], 8)], started, started + timedelta(minutes=30))
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE controlplane_allocation, controlplane_job")
 
 
 def test_the_snapshot_reads_the_running_jobs_not_every_job_ever_run(fleet) -> None:
@@ -43,7 +31,7 @@ def test_the_snapshot_reads_the_running_jobs_not_every_job_ever_run(fleet) -> No
     vision_job = running_job(fleet.vision, gpus=4, started_at=now - timedelta(minutes=3))
     hold(vision_job, [(fleet.nodes[2], 4)], now - timedelta(minutes=3))
     waiting = f.make_job(fleet.vision, gpus=2)
-    _ended_jobs(fleet)
+    ended_runs(fleet, ENDED)
     read_snapshot(now, 1)
 
     context = None
