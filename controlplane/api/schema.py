@@ -20,6 +20,10 @@ class ErrorSerializer(serializers.Serializer):
     )
 
 
+class DatabaseUnavailableSerializer(ErrorSerializer):
+    retry_after = serializers.IntegerField(help_text="Seconds to wait before retrying, as in the Retry-After header.")
+
+
 _DESCRIPTIONS = {
     "400": "Invalid input: the body or a query parameter is wrong; `detail` and `errors` name the fields.",
     "401": "No valid credentials: send `Authorization: Token …` or a session cookie.",
@@ -31,6 +35,8 @@ _DESCRIPTIONS = {
     "413": "Request body too large.",
     "415": "Unsupported content type: send application/json.",
     "429": "Too many requests: retry after the number of seconds in Retry-After.",
+    "503": "Database unavailable: the server cannot reach its database (or it refused the statement); "
+           "nothing was written; retry after the number of seconds in Retry-After and `retry_after`.",
 }
 
 
@@ -40,14 +46,16 @@ class QuartermasterAutoSchema(AutoSchema):
         # 404 on every operation: besides unknown ids, a filter naming a team the caller may
         # not read is answered "not found" so its existence does not leak.
         # 406: an Accept header no renderer meets (application/xml), answered by content negotiation.
-        codes = ["400", "401", "403", "404", "406", "429"]
+        # 503: the database unreachable, on any operation (errors.database_unavailable).
+        codes = ["400", "401", "403", "404", "406", "429", "503"]
         if self.method in ("POST", "PUT", "PATCH", "DELETE"):
             codes.append("409")
         if self.method in ("POST", "PUT", "PATCH"):
             codes += ["413", "415"]
         for code in codes:
             if code not in responses:
-                response = self._get_response_for_code(ErrorSerializer, code, direction=direction)
+                serializer = DatabaseUnavailableSerializer if code == "503" else ErrorSerializer
+                response = self._get_response_for_code(serializer, code, direction=direction)
                 response["description"] = _DESCRIPTIONS[code]
                 responses[code] = response
         return responses
