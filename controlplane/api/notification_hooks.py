@@ -132,7 +132,10 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
     queryset = NotificationHook.objects.none()  # the schema's model; requests read get_queryset
     serializer_class = NotificationHookSerializer
     filterset_class = None
-    query_parameters = frozenset({"format", "user", "limit", "offset"})
+    #: a hook, its changes and its actions take only `format` (ApiMixin refuses any other); the
+    #: list alone takes `user` and its page's `limit` and `offset` (LIST_PARAMETERS, checked in list)
+    query_parameters = frozenset({"format"})
+    LIST_PARAMETERS = frozenset({"format", "user", "limit", "offset"})
 
     def get_queryset(self) -> QuerySet[NotificationHook]:
         if getattr(self, "swagger_fake_view", False):
@@ -147,9 +150,9 @@ class NotificationHookViewSet(ApiMixin, viewsets.ModelViewSet):
     @extend_schema(parameters=[OpenApiParameter(
         "user", str, description="Admins: only this user's hooks (a username). Others always list their own.")])
     def list(self, request: Request, *args: Any, **kwargs: Any) -> Response:
-        unknown = sorted(set(request.query_params) - self.query_parameters)
+        unknown = sorted(set(request.query_params) - self.LIST_PARAMETERS)
         if unknown:
-            raise ValidationError({unknown[0]: [f"not a parameter of this list: use {', '.join(sorted(self.query_parameters))}."]})
+            raise ValidationError({unknown[0]: [f"not a parameter of this list: use {', '.join(sorted(self.LIST_PARAMETERS))}."]})
         if "\x00" in request.query_params.get("user", ""):
             # No username holds one, and PostgreSQL cannot even compare text with it (a DataError,
             # a 500): refused as the filtersets refuse it on their own parameters.
