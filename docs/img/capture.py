@@ -67,8 +67,15 @@ def main() -> None:
         admin.goto(args.base + f"/jobs/{running}/")
         node = admin.locator("#job-status a[href^='/nodes/'], [data-live-html=job-status] a[href^='/nodes/']").first
         shot(admin, node.get_attribute("href"), "node")
-        shot(admin, "/what-if/?run=1&days=1&placement=pack&quota%3Avision%3AH100-80GB=16&quota%3Alanguage%3AH100-80GB=56",
-             "what-if", ready="[data-replay=done]")
+        if "what-if" not in args.skip:  # the form prefilled by its query; Replay (a POST) starts the replay
+            admin.goto(args.base + "/what-if/?days=1&placement=pack&quota%3Avision%3AH100-80GB=16"
+                       "&quota%3Alanguage%3AH100-80GB=56")
+            with admin.expect_navigation(url=re.compile(r"/what-if/\?.*key=")):
+                admin.click("#what-if-form button[type=submit]")
+            admin.wait_for_selector("[data-replay=done]", timeout=600_000)
+            admin.wait_for_timeout(500)
+            admin.screenshot(path=str(OUT / "what-if.png"), full_page=True)
+            print("wrote", "what-if")
         finn = session("finn")
         shot(finn, "/showback/?window=1h", "showback")
         alice = session("alice")

@@ -1,19 +1,21 @@
 """`/what-if/`: the last N days of real jobs replayed under the live policy and another one.
 
-A replay runs on a thread (frontend/whatif.py) and the page follows it through
-`/ui/what-if.json?key=…`: progress while it runs, the comparison when it is done."""
+The form's Replay is a POST (with its CSRF token) that starts a replay on a thread
+(frontend/whatif.py) and redirects to `/what-if/?…&key=…`, a GET that shows it and follows it
+through `/ui/what-if.json?key=…`: progress while it runs, the comparison when it is done. A GET
+never starts a replay."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseRedirect, JsonResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils.http import urlencode
-from django.views.decorators.http import require_GET
+from django.views.decorators.http import require_GET, require_http_methods
 
 from controlplane.services import access
 from controlplane.services.snapshot import scheduler_config
@@ -102,17 +104,21 @@ def quota_rows(cells: list[whatif.QuotaCell], gpu_types: list[str]) -> list[tupl
     return [(team, sorted(row, key=lambda c: order[c.gpu_type])) for team, row in by_team.items()]
 
 
-@login_required
-@require_GET
-def what_if(request: HttpRequest) -> HttpResponse:
+#: The form's own fields, carried from a POST that starts a replay to the GET that shows it.
+FORM_FIELDS = ("days", "placement", "backfill", "preemption")
+
+
+def _form(request: HttpRequest, params: QueryDict) -> tuple[dict[str, Any], whatif.Fleet | None]:
+    """The page's context for the form's values in `params` (a GET's or a POST's): the policy
+    asked for, and each bad field in `errors`."""
     live = whatif.live_policy(scheduler_config())
     other_placement = "spread" if live.placement == "pack" else "pack"
-    placement = request.GET.get("placement") or other_placement
+    placement = params.get("placement") or other_placement
     errors: dict[str, str] = {}
     try:
-        days = int(request.GET.get("days") or 7)
+        days = int(params.get("days") or 7)
     except ValueError:
-        days, errors["days"] = 7, f"days: expected a whole number of days, got {request.GET.get('days')!r}"
+        days, errors["days"] = 7, f"days: expected a whole number of days, got {params.get('days')!r}"
     if not errors and not 1 <= days <= whatif.MAX_DAYS:
         errors["days"] = f"days: pick 1 to {whatif.MAX_DAYS}, got {days}"
     if placement not in whatif.PLACEMENTS:
@@ -125,48 +131,77 @@ def what_if(request: HttpRequest) -> HttpResponse:
         refused = str(exc)
     else:
         refused = ""
-        cells, quota_errors = whatif.quota_table(fleet, request.GET)
+        cells, quota_errors = whatif.quota_table(fleet, params)
         errors.update(quota_errors)
         # A member reads and changes their own teams' quotas only, as the API's quotas/ and the
         # teams page let them; the replay keeps every other team's live quota.
         teams = set(access.visible_teams(request.user).values_list("name", flat=True))
-        for name in sorted(k for k in request.GET if k.startswith("quota:") and k not in errors):
+        for name in sorted(k for k in params if k.startswith("quota:") and k not in errors):
             team = name.split(":")[1]
             if team not in teams:
                 errors[name] = f"{name}: {team[:64]} is not a team of yours: the replay keeps its live quota"
         quotas, note = whatif.quotas_of(fleet, cells)
         cells = [cell for cell in cells if cell.team in teams]
-    policy = whatif.Policy(placement=placement, backfill=_flag(request.GET.get("backfill"), live.backfill),
-                           preemption=_flag(request.GET.get("preemption"), live.preemption), quotas=quotas,
+    policy = whatif.Policy(placement=placement, backfill=_flag(params.get("backfill"), live.backfill),
+                           preemption=_flag(params.get("preemption"), live.preemption), quotas=quotas,
                            quota_note=note)
     gpu_types = list(fleet.gpus_by_type) if fleet is not None else []
-    context: dict[str, Any] = {
+    return {
         "page": "what-if", "live": live, "policy": policy, "days": days, "max_days": whatif.MAX_DAYS,
         "placements": whatif.PLACEMENTS, "max_jobs": whatif.MAX_TRACE_JOBS, "errors": errors,
         "error": refused, "asked": False, "needs_plotly": True,
         "quota_types": list(fleet.gpus_by_type.items()) if fleet is not None else [],
         "fleet_gpus": fleet.total_gpus if fleet is not None else 0,
         "quota_rows": quota_rows(cells, gpu_types),
-    }
-    if errors:  # each bad field named on the page, nothing started
+    }, fleet
+
+
+def _show(context: dict[str, Any], key: str) -> None:
+    """The replay stored under `key` (running, done, failed, or lost) into the page's context."""
+    state = whatif.status(key)
+    context.update(result_context(state), asked=True)
+    if state is not None and state["state"] in ("running", "busy"):
+        context["live_url"] = reverse("frontend:what-if-json") + "?" + urlencode({"key": key})
+        context["live_every"] = 2000
+
+
+@login_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def what_if(request: HttpRequest) -> HttpResponse:
+    """GET shows the form (prefilled from its query) and, given `key`, that replay as it stands;
+    it never starts one. POST (the form's Replay, with its CSRF token) starts the replay and
+    redirects to the GET that follows it: a link or an <img> in a page cannot start replays in
+    the name of whoever opens it."""
+    params = request.POST if request.method == "POST" else request.GET
+    context, fleet = _form(request, params)
+    if context["errors"]:  # each bad field named on the page, nothing started
         return render(request, "frontend/what_if.html", context, status=400)
-    if request.GET.get("run") and fleet is not None:
-        try:
-            replay_request = whatif.prepare(days, policy, fleet=fleet)
-        except whatif.ReplayRefused as exc:
-            context["error"] = str(exc)
-        else:
-            try:
-                state, _ = whatif.start(replay_request)
-            except StoreUnreachable as exc:  # no lock, no replay: say so rather than start one blind
-                context["error"] = (f"The replay did not start: {exc}. The what-if replays keep their lock "
-                                    "and progress there; try again once Redis is back.")
-                return render(request, "frontend/what_if.html", context, status=503)
-            context.update(result_context(state), asked=True)
-            if state["state"] in ("running", "busy"):
-                context["live_url"] = reverse("frontend:what-if-json") + "?" + urlencode({"key": replay_request.key})
-                context["live_every"] = 2000
-    return render(request, "frontend/what_if.html", context)
+    if request.method != "POST":
+        if request.GET.get("key"):
+            _show(context, request.GET["key"])
+        elif request.GET.get("run"):  # the old link that started a replay: it no longer does
+            context["notice"] = "A replay starts from the Replay button only; press it to run this one."
+        return render(request, "frontend/what_if.html", context)
+    if fleet is None:
+        return render(request, "frontend/what_if.html", context, status=409)
+    try:
+        replay_request = whatif.prepare(context["days"], context["policy"], fleet=fleet)
+    except whatif.ReplayRefused as exc:
+        context["error"] = str(exc)
+        return render(request, "frontend/what_if.html", context, status=409)
+    try:
+        state, _ = whatif.start(replay_request)
+    except StoreUnreachable as exc:  # no lock, no replay: say so rather than start one blind
+        context["error"] = (f"The replay did not start: {exc}. The what-if replays keep their lock "
+                            "and progress there; try again once Redis is back.")
+        return render(request, "frontend/what_if.html", context, status=503)
+    if state["state"] == "busy":  # another replay holds the lock: nothing started, said here
+        context.update(result_context(state), asked=True)
+        return render(request, "frontend/what_if.html", context, status=409)
+    query = [(k, v) for k in params if k in FORM_FIELDS or k.startswith("quota:") for v in params.getlist(k)]
+    response = HttpResponseRedirect(reverse("frontend:what-if") + "?" + urlencode([*query, ("key", replay_request.key)]))
+    response.status_code = 303  # see other: the browser GETs the replay's page
+    return response
 
 
 @login_required

@@ -86,6 +86,15 @@ class Session:
         self.page.wait_for_selector("body[data-charts-ready=true]", timeout=20_000)
         return response
 
+    def replay(self) -> None:
+        """Press the what-if form's Replay (a POST) and wait for the page it redirects to, which
+        follows the replay to its comparison."""
+        with self.page.expect_navigation(url=re.compile(r"/what-if/\?.*key=")):
+            self.page.click("#what-if-form button[type=submit]")
+        self.page.wait_for_selector("[data-replay=done]", timeout=90_000)
+        self.page.wait_for_function(
+            "[...document.querySelectorAll('[data-chart]')].every(b => b.dataset.rendered)", timeout=10_000)
+
     def screenshot(self, name: str) -> None:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         self.page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
@@ -368,19 +377,19 @@ def test_what_if_replays_another_quota_table_typed_in_the_form(session):
     cell.fill("500")  # the browser itself refuses more than the fleet's GPUs of the type
     assert cell.evaluate("e => e.validity.rangeOverflow") is True
     # and the server, asked directly, answers 400 naming the cell
-    response = admin.page.goto(admin.base + "/what-if/?run=1&days=1&quota%3Avision%3AH100-80GB=500")
+    response = admin.page.goto(admin.base + "/what-if/?days=1&quota%3Avision%3AH100-80GB=500")
     assert response.status == 400
     admin.expect_refusal("/what-if/", 400)
     expect(admin.page.locator("#what-if-errors [data-field='quota:vision:H100-80GB']")).to_contain_text(
         "quota of vision on H100-80GB: expected 0 to 96")
     expect(admin.page.locator("input[name='quota:vision:H100-80GB']")).to_have_attribute("aria-invalid", "true")
     admin.page.locator("input[name='quota:vision:H100-80GB']").fill("64")
-    admin.page.click("#what-if-form button[type=submit]")
-    admin.page.wait_for_selector("[data-replay=done]", timeout=90_000)
+    posted = []
+    admin.page.on("request", lambda r: posted.append(r.method) if r.url.endswith("/what-if/") else None)
+    admin.replay()  # a POST with the page's CSRF token, redirected to the replay's GET
+    assert posted == ["POST"], posted
     expect(admin.page.locator("#what-if-result table.compare thead")).to_contain_text(
         "quotas changed: vision H100-80GB 40 → 64")
-    admin.page.wait_for_function(
-        "[...document.querySelectorAll('[data-chart]')].every(b => b.dataset.rendered)", timeout=10_000)
     assert admin.assert_charts_rendered() == 6
     admin.screenshot("what-if-quotas")
 
@@ -394,17 +403,15 @@ def test_every_page_renders_each_chart_with_no_console_errors(session):
         "teams": "/teams/",
         "showback": "/showback/?window=24h",
         "nodes": "/nodes/",
-        "what-if": "/what-if/?run=1&days=1&placement=spread&backfill=on&preemption=on",
+        "what-if": "/what-if/?days=1&placement=spread&backfill=on&preemption=on",
     }
     admin = session("admin")
     drawn = {}
     for name, path in pages.items():
         response = admin.open(path)
         assert response.status == 200, f"{path}: HTTP {response.status}"
-        if name == "what-if":  # the replay runs in the background; the page follows it live
-            admin.page.wait_for_selector("[data-replay=done]", timeout=90_000)
-            admin.page.wait_for_function(
-                "[...document.querySelectorAll('[data-chart]')].every(b => b.dataset.rendered)", timeout=10_000)
+        if name == "what-if":  # Replay starts it (a POST); the page it redirects to follows it live
+            admin.replay()
         drawn[name] = admin.assert_charts_rendered()
         admin.screenshot(name)
         assert not admin.errors, f"{path}: {admin.errors}"

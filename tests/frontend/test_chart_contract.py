@@ -14,6 +14,7 @@ from django.utils import timezone
 from controlplane.services import accounting
 from controlplane.services.cycle import run_cycle
 from tests.frontend.test_what_if import wait_done
+from tests.frontend.what_if_steps import key_of, start_replay
 
 pytestmark = pytest.mark.django_db
 
@@ -64,10 +65,8 @@ def test_every_chart_keeps_the_contract_with_data(client_for, submit_as, samples
     run_cycle("test", now=timezone.now() - timedelta(hours=1))
     accounting.catch_up(timezone.now())
     job_id = client_for("alice").get("/jobs/").context["jobs"][0].pk
-    what_if = "/what-if/?run=1&days=1&placement=spread"
-    started = client_for("admin").get(what_if)
-    if started.context.get("live_url"):  # the replay runs in the background: let it finish
-        wait_done(started.context["live_url"].split("key=")[1].replace("%3A", ":"))
+    what_if = start_replay(client_for("admin"), days="1", placement="spread")
+    wait_done(key_of(what_if))  # the replay runs in the background: let it finish
     for url in ["/", "/jobs/", f"/jobs/{job_id}/", "/teams/", "/showback/", "/showback/?group_by=project", "/nodes/",
                 "/nodes/h100-01/", what_if]:
         html = client_for("admin" if "jobs/" not in url else "alice").get(url).content.decode()

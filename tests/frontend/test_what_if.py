@@ -21,6 +21,7 @@ from frontend import whatif
 from frontend.replay_worker import run as run_replay
 from frontend.views.whatif import result_context
 from tests.controlplane.loop import chaos_cluster
+from tests.frontend.what_if_steps import key_of, start_replay
 
 pytestmark = pytest.mark.django_db
 
@@ -66,7 +67,7 @@ def test_the_quota_form_keeps_live_values_and_reads_changes(demo):
     ("days", "0", "days: pick 1 to 30, got 0"),
 ])
 def test_bad_form_input_is_a_400_naming_the_field(client_for, field, raw, message):
-    response = client_for("alice").get("/what-if/", {"run": "1", "days": "1", field: raw})
+    response = client_for("alice").post("/what-if/", {"days": "1", field: raw})
     assert response.status_code == 400
     assert field in response.context["errors"] and message in response.context["errors"][field]
     assert message.split(":")[0] in response.content.decode() and "live_url" not in response.context
@@ -167,16 +168,16 @@ def test_replay_runs_in_the_background_and_the_page_shows_both_runs(client_for, 
         submit_as("alice" if i % 2 else "bob", name=f"j{i}", gpus=4 * (1 + i % 2))
     run_cycle("test")
     client = client_for("alice")
-    first = client.get("/what-if/?run=1&days=1&placement=spread&backfill=off&preemption=on")
+    location = start_replay(client, days="1", placement="spread", backfill="off", preemption="on")
+    first = client.get(location)
     assert first.status_code == 200
-    key = first.context["live_url"].split("key=")[1] if first.context.get("live_url") else None
-    if key is not None:  # still running when the page rendered: follow it as the page does
+    key = key_of(location)
+    if first.context.get("live_url"):  # still running when the page rendered: follow it as the page does
         assert first.context["state"]["state"] == "running"
-        key = key.replace("%3A", ":")
         assert wait_done(key)["state"] == "done"
-        live = client.get(f"/ui/what-if.json?key={key}").json()
+        live = client.get("/ui/what-if.json", {"key": key}).json()
         assert live["stop"] is True and 'data-replay="done"' in live["html"]["what-if-result"]
-    page = client.get("/what-if/?run=1&days=1&placement=spread&backfill=off&preemption=on")
+    page = client.get(location)
     result = page.context["result"]
     assert result.jobs == 6
     labels = [label for label, _ in result.runs]
@@ -219,13 +220,13 @@ def test_an_unknown_or_stale_replay_says_it_stopped(client_for):
 def test_the_page_replays_the_quota_table_typed_in_the_form(client_for, submit_as):
     submit_as("alice", name="one", gpus=8, gpu_types=("H100-80GB",))
     client = client_for("alice")
-    url = "/what-if/?run=1&days=1&placement=pack&backfill=on&preemption=on&quota%3Avision%3AH100-80GB=64"
+    url = start_replay(client, days="1", placement="pack", backfill="on", preemption="on",
+                       **{"quota:vision:H100-80GB": "64"})
     first = client.get(url)
     assert first.status_code == 200
     form = first.content.decode()
     assert 'name="quota:vision:H100-80GB"' in form and 'value="64"' in form
-    if first.context.get("live_url"):
-        wait_done(first.context["live_url"].split("key=")[1].replace("%3A", ":"))
+    wait_done(key_of(url))
     labels = [label for label, _ in client.get(url).context["result"].runs]
     assert labels[0].endswith("live quotas)")
     assert labels[1] == "what-if (pack, backfill on, preemption on, quotas changed: vision H100-80GB 40 → 64)"
@@ -317,7 +318,7 @@ def test_a_replay_asked_for_while_redis_is_away_is_a_503_that_says_so(client_for
     submit_as("alice")
     client = client_for("alice")
     settings.REDIS_URL = f"redis://127.0.0.1:{chaos_cluster.free_port()}/0"  # nobody listens there
-    page = client.get("/what-if/?run=1&days=1&placement=spread&backfill=on&preemption=on")
+    page = client.post("/what-if/", {"days": "1", "placement": "spread", "backfill": "on", "preemption": "on"})
     assert page.status_code == 503
     error = page.context["error"]
     assert "The replay did not start" in error and "Redis" in error and "is unreachable" in error
@@ -355,3 +356,46 @@ def test_the_code_fingerprint_changes_with_the_engines_code():
         probe.unlink(missing_ok=True)
         whatif.code_fingerprint.cache_clear()
     assert whatif.code_fingerprint() == before
+
+
+def test_a_get_never_starts_a_replay(client_for, submit_as):
+    """`/what-if/?run=1` started a replay on a GET: a link or an <img> in any page a signed-in
+    user opened could start replays in their name. A GET now shows the form, prefilled, and
+    says the Replay button starts it; nothing is stored, no lock is taken."""
+    submit_as("alice")
+    client = client_for("alice")
+    query = {"run": "1", "days": "1", "placement": "spread", "backfill": "on", "preemption": "on"}
+    key = whatif.prepare(1, whatif.Policy("spread", True, True)).key
+
+    page = client.get("/what-if/", query)
+
+    assert page.status_code == 200 and "live_url" not in page.context and not page.context["asked"]
+    assert "starts from the Replay button only" in page.content.decode()
+    assert whatif.status(key) is None and whatif.Store().get(whatif.LOCK_KEY) is None
+    form = page.content.decode().split('id="what-if-form"', 1)[0].rsplit("<form", 1)[1]
+    assert 'method="post"' in form
+
+
+def test_starting_a_replay_is_a_post_with_the_csrf_token(demo, submit_as):
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+
+    submit_as("alice")
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(get_user_model().objects.get(username="alice"))
+    form = {"days": "1", "placement": "spread", "backfill": "off", "preemption": "off"}
+    key = whatif.prepare(1, whatif.Policy("spread", False, False)).key
+
+    refused = client.post("/what-if/", form)  # a cross-site form has no token: nothing starts
+    assert refused.status_code == 403 and whatif.status(key) is None
+
+    page = client.get("/what-if/", form)
+    token = page.context["csrf_token"]
+    assert f'name="csrfmiddlewaretoken" value="{token}"' in page.content.decode()
+    started = client.post("/what-if/", {**form, "csrfmiddlewaretoken": str(token)})
+    assert started.status_code == 303
+    assert key_of(started["Location"]) == key and whatif.status(key) is not None
+    wait_done(key)
+    shown = client.get(started["Location"])  # the GET that shows the finished replay
+    assert shown.status_code == 200 and shown.context["state"]["state"] == "done"
+    assert "what-if (spread, backfill off, preemption off" in shown.context["result"].runs[1][0]

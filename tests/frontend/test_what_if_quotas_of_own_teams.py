@@ -31,7 +31,7 @@ def test_finance_and_admins_see_every_teams_quotas(client_for, username) -> None
 
 
 def test_a_member_sending_another_teams_quota_is_refused_naming_it(client_for) -> None:
-    page = client_for("alice").get("/what-if/", {"quota:language:H100-80GB": "0", "run": "1"})
+    page = client_for("alice").post("/what-if/", {"quota:language:H100-80GB": "0"})
 
     assert page.status_code == 400
     said = page.content.decode()
