@@ -360,7 +360,9 @@ REST_FRAMEWORK = {
     "PAGE_SIZE": 50,
     "DEFAULT_SCHEMA_CLASS": "drf_spectacular.openapi.AutoSchema",
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
-    "DEFAULT_THROTTLE_RATES": {"user": _env_rate("QM_USER_THROTTLE", "100000/hour")},
+    "DEFAULT_THROTTLE_RATES": {"user": _env_rate("QM_USER_THROTTLE", "100000/hour"),
+                               # failed sign-ins per username from any address, a sliding window
+                               "login_user": _env_rate("QM_SIGN_IN_FAILURES_PER_USERNAME", "20/hour")},
     # Whose address a sign-in counts against (api/throttling.py): with no proxy in front, the
     # connection's; behind N proxies that each append to X-Forwarded-For, the one the Nth from
     # the right recorded. Left unset DRF took the whole header as the address, so a guesser

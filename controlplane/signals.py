@@ -9,6 +9,8 @@ theirs), do the work that belongs to the services. So the models import no servi
   (`services/accounting.reprice`), by a Celery task queued when the change commits (API, admin,
   shell alike); without a broker (the demo) the task runs at once, after the commit.
 - A user's password set anew revokes their API token (`services/api_tokens.password_changed`).
+- A failed sign-in (the API's token request, the pages' and the admin's forms: Django's
+  `user_login_failed`) counts against its username (`api/throttling.sign_in_failed`).
 """
 
 from __future__ import annotations
@@ -18,10 +20,12 @@ from typing import Any
 
 import structlog
 from django.contrib.auth import get_user_model
+from django.contrib.auth.signals import user_login_failed
 from django.db import models, transaction
 from django.db.models.signals import post_delete, post_save, pre_save
 from django.dispatch import receiver
 
+from controlplane.api.throttling import sign_in_failed
 from controlplane.models import Event, PriceRate
 from controlplane.models.events import events_written
 from controlplane.services import api_tokens, notifications
@@ -33,6 +37,13 @@ log = structlog.get_logger(__name__)
 @receiver(events_written, sender=Event, dispatch_uid="qm-events-queue-notifications")
 def queue_notifications(sender: type[Event], events: Sequence[Event], **kwargs: Any) -> None:
     notifications.enqueue(events)
+
+
+@receiver(user_login_failed, dispatch_uid="qm-sign-in-failed-count-per-username")
+def count_failed_sign_in(sender: Any, credentials: dict[str, Any], **kwargs: Any) -> None:
+    username = credentials.get(get_user_model().USERNAME_FIELD, credentials.get("username"))
+    if isinstance(username, str) and username:
+        sign_in_failed(username)
 
 
 @receiver(post_save, sender=get_user_model(), dispatch_uid="qm-user-password-changed-revoke-token")

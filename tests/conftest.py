@@ -2,9 +2,32 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
+
 from controlplane.agent.containment import CGROUP_V2_MOUNTS
+
+
+@pytest.fixture(autouse=True)
+def _no_sign_in_failures_from_other_tests() -> Iterator[None]:
+    """Each test starts with no failed sign-ins counted against any username: the counters
+    (api/throttling.py, `login_user`, 20 an hour) live in the run's Redis, not in the test's
+    database transaction, and tests that type wrong passwords for alice or admin would otherwise
+    add up to a 429 in a later test that signs in as them."""
+    try:
+        from django.conf import settings
+
+        if getattr(settings, "REDIS_URL", ""):
+            from controlplane.api.throttling import _redis
+
+            stale = list(_redis().scan_iter(match="qm-throttle:login_user:*", count=1000))
+            if stale:
+                _redis().delete(*stale)
+    except Exception:  # noqa: BLE001 - no Django or no Redis in this run: nothing was counted there
+        pass
+    yield
 
 
 def pytest_sessionfinish(session: Any, exitstatus: int) -> None:

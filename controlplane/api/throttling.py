@@ -5,12 +5,16 @@ which costs more the busier a user is. Here each user gets one counter per fixed
 (`INCR` on Redis in one round trip, shared by every gunicorn worker and host); the window's end is the
 Retry-After. Rates come from REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] at request time, so
 settings overrides apply without a restart: `user` for signed-in users, `login` for token
-requests (keyed by client address, against password guessing).
+requests (keyed by client address, against password guessing), and `login_user` for the failed
+sign-ins of one username from any address (a sliding window: `username_refused`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import math
 import time
+import uuid
 from functools import cache
 from typing import Any
 
@@ -24,7 +28,7 @@ from rest_framework.views import APIView
 
 log = structlog.get_logger(__name__)
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-DEFAULT_RATES = {"user": "100000/hour", "login": "30/minute"}
+DEFAULT_RATES = {"user": "100000/hour", "login": "30/minute", "login_user": "20/hour"}
 
 
 @cache
@@ -127,3 +131,70 @@ def sign_in_refused(request: Any) -> float | None:
     if throttle.allow_request(request, None):  # type: ignore[arg-type]
         return None
     return max(1.0, throttle.wait() or 1.0)
+
+
+# A username's failed sign-ins in the last period, in one round trip: the ones older than the
+# period dropped, this one added (ARGV[3] == '1'), and how many remain with the oldest's time.
+_SLIDING_FAILURES = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', tonumber(ARGV[1]) - tonumber(ARGV[2]))
+if ARGV[3] == '1' then
+  redis.call('ZADD', KEYS[1], tonumber(ARGV[1]), ARGV[4])
+  redis.call('EXPIRE', KEYS[1], math.ceil(tonumber(ARGV[2])) + 1)
+end
+local oldest = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+return {redis.call('ZCARD', KEYS[1]), oldest[2] or ''}
+"""
+
+
+@cache
+def _sliding_failures() -> Any:
+    return _redis().register_script(_SLIDING_FAILURES)
+
+
+def _username_key(username: str) -> str:
+    """One counter per username however it is cased (a name any characters long, hashed)."""
+    return "login_user:" + hashlib.sha256(username.casefold().encode("utf-8", "surrogatepass")).hexdigest()[:40]
+
+
+def _failures(username: str, *, record: bool, now: float | None = None) -> tuple[int, float | None, int, int]:
+    """(failures in the window, the oldest one's time, the limit, the period), recording one more
+    when `record`. Redis unreachable: none (a throttle must not take sign-in down)."""
+    limit, period = parse_rate(api_settings.DEFAULT_THROTTLE_RATES.get("login_user") or DEFAULT_RATES["login_user"])
+    key, now = _username_key(username), time.time() if now is None else now
+    if settings.REDIS_URL:
+        try:
+            count, oldest = _sliding_failures()(keys=[f"qm-throttle:{key}"],
+                                                args=[now, period, "1" if record else "0", uuid.uuid4().hex])
+        except Exception as error:  # noqa: BLE001 - any Redis failure: let the sign-in go on, say so
+            log.warning("sign-in failure counter unavailable; sign-in allowed", error=str(error))
+            return 0, None, limit, period
+        return int(count), float(oldest) if oldest else None, limit, period
+    store = caches["default"]  # the embedded demo: one process, a list of times
+    times = [t for t in store.get(key, []) if t > now - period]
+    if record:
+        times.append(now)
+        store.set(key, times, timeout=period + 1)
+    return len(times), min(times, default=None), limit, period
+
+
+def sign_in_failed(username: str, *, now: float | None = None) -> None:
+    """Count a failed sign-in against its username (the `user_login_failed` signal's receiver,
+    controlplane/signals.py): the API's token requests and both forms authenticate through it."""
+    _failures(username, record=True, now=now)
+
+
+def username_refused(username: str, *, now: float | None = None) -> float | None:
+    """None when `username` may try to sign in now, else the seconds until its oldest failure in
+    the window leaves it. A sliding window of failures, not a lockout: a refused attempt is not
+    counted, so the refusal ends at most one period after the failures stop, and each failure
+    that ages out lets one attempt through."""
+    now = time.time() if now is None else now
+    count, oldest, limit, period = _failures(username, record=False, now=now)
+    if count < limit or oldest is None:
+        return None
+    return max(1.0, oldest + period - now)
+
+
+def username_refusal(wait: float) -> str:
+    return (f"Too many failed sign-ins for this username; try again in {math.ceil(wait)} s "
+            "(or sign in as someone else).")

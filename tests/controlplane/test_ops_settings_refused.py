@@ -49,6 +49,8 @@ def _start(**values: str) -> subprocess.CompletedProcess[str]:
     ("QM_USER_THROTTLE", "0/hour", "QM_USER_THROTTLE must be REQUESTS/PERIOD"),
     ("QM_USER_THROTTLE", "100/week", "QM_USER_THROTTLE must be REQUESTS/PERIOD"),
     ("QM_USER_THROTTLE", "50/min", ""),
+    ("QM_SIGN_IN_FAILURES_PER_USERNAME", "many", "QM_SIGN_IN_FAILURES_PER_USERNAME must be REQUESTS/PERIOD"),
+    ("QM_SIGN_IN_FAILURES_PER_USERNAME", "5/minute", ""),
 ])
 def test_a_malformed_setting_refuses_to_start_naming_the_variable(variable: str, value: str, says: str) -> None:
     done = _start(**{variable: value})

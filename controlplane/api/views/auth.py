@@ -8,14 +8,14 @@ from typing import Any
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
 from rest_framework.authtoken.models import Token
-from rest_framework.exceptions import ValidationError
+from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api.serializers.auth import MeSerializer, TokenRequestSerializer, TokenSerializer
-from controlplane.api.throttling import LoginThrottle
+from controlplane.api.throttling import LoginThrottle, username_refusal, username_refused
 from controlplane.api.views.api_mixin import ApiMixin
 from controlplane.models import Membership
 from controlplane.services import access
@@ -32,6 +32,11 @@ class TokenView(ApiMixin, APIView):
     def post(self, request: Request) -> Response:
         body = TokenRequestSerializer(data=request.data)
         body.is_valid(raise_exception=True)
+        # too many failures for this username lately, from any address: refused before the
+        # password is checked (a failure counts through Django's user_login_failed)
+        wait = username_refused(body.validated_data["username"])
+        if wait is not None:
+            raise Throttled(wait=wait, detail=username_refusal(wait))
         user = authenticate(request._request, username=body.validated_data["username"],
                             password=body.validated_data["password"])
         if user is None or not user.is_active:
