@@ -399,3 +399,19 @@ def test_starting_a_replay_is_a_post_with_the_csrf_token(demo, submit_as):
     shown = client.get(started["Location"])  # the GET that shows the finished replay
     assert shown.status_code == 200 and shown.context["state"]["state"] == "done"
     assert "what-if (spread, backfill off, preemption off" in shown.context["result"].runs[1][0]
+
+
+def test_a_replay_that_cannot_start_is_said_on_the_post(client_for, submit_as):
+    client = client_for("alice")
+    form = {"days": "1", "placement": "spread", "backfill": "on", "preemption": "on"}
+    empty = client.post("/what-if/", form)  # nothing submitted in the window
+    assert empty.status_code == 409 and "No job was submitted in the last 1 day" in empty.content.decode()
+    submit_as("alice")
+    store = whatif.Store()
+    store.set(whatif.LOCK_KEY, "someone-else", 5)
+    try:
+        busy = client.post("/what-if/", form)
+    finally:
+        store.delete(whatif.LOCK_KEY)
+    assert busy.status_code == 409 and 'data-replay="busy"' in busy.content.decode()
+    assert "Another replay is running" in busy.content.decode() and "live_url" not in busy.context
