@@ -28,7 +28,7 @@ from controlplane.services.access import access_of
 from controlplane.services.node_tiers import NodeTiers, node_tiers
 from controlplane.services.nodes import cordon_reason
 from controlplane.services.stopping import stop_reasons, stopping_label
-from frontend import figures
+from frontend import figures, node_rows
 from frontend.heatmap import fleet_grid
 from frontend.windows import WINDOWS, window_choice
 
@@ -129,6 +129,7 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
             "pool", "gpu_count", "gpu_type__name", "retired_at", "cordon_reason")
     }
     is_admin = access_of(request.user).is_admin
+    urls = node_rows.action_urls({verb for verbs in ACTIONS.values() for verb in verbs} | {"retire"})
     rows = []
     for row in grid.values():
         beat = beats.get(row.id, {})
@@ -144,14 +145,16 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
             # why an operator cordoned or drained it, as given (services/nodes.cordon_reason)
             "cordon_reason": beat.get("cordon_reason"),
             "actions": [
-                (verb, reverse(f"v1:node-{verb}", args=[row.id]))
+                (verb, f"{urls[verb][0]}{row.id}{urls[verb][1]}")
                 for verb in node_actions(row.state, beat.get("unschedulable", False))
             ] if is_admin else [],
         })
     pools = []
     for pool, in_pool in groupby(rows, key=lambda r: r["node"].pool):
         in_pool = list(in_pool)
-        leaves = [(leaf, list(members)) for leaf, members in groupby(in_pool, key=lambda r: r["node"].leaf_switch)]
+        # Each leaf switch's rows written in one pass (frontend/node_rows.py), not the template's loop.
+        leaves = [(leaf, node_rows.rows_html(list(members), is_admin))
+                  for leaf, members in groupby(in_pool, key=lambda r: r["node"].leaf_switch)]
         ready = [r["node"] for r in in_pool if r["node"].schedulable]
         pools.append({
             "pool": pool, "leaves": leaves,

@@ -4,8 +4,10 @@ skip a level (h1 then h3 reads as a missing section), and every table's header c
 scope, so a screen reader names a cell's column. Found on 6 Dec: no `th` had a scope; a job's page
 went from its h1 to h3 (Why it waits, Progress, Cost so far) and a node's to h3 (Jobs on it,
 Events). A table whose first column names its row (showback by team or project, teams, what-if's
-comparison and quota table, a node's tiers and GPUs) heads each row with it, `th scope="row"`, so
-a cell is read as "language, Cost, $12.50"; until 6 Dec those were plain cells. The browser's own view of the same, and more (contrast, keyboard, charts):
+comparison and quota table, a node's tiers and GPUs, the Nodes page's tables, on the page and in
+its live update) heads each row with it, `th scope="row"`, so a cell is read as "language, Cost,
+$12.50"; until 6 Dec those were plain cells (the Nodes page's until its rows were written in one
+pass, frontend/node_rows.py). The browser's own view of the same, and more (contrast, keyboard, charts):
 tests/frontend/test_pages_accessible_browser.py."""
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import pytest
 from django.template.loader import render_to_string
 from django.test import Client
 
-from controlplane.models import Job
+from controlplane.choices import NodeState
+from controlplane.models import Job, Node
 from controlplane.services.cycle import run_cycle
 from frontend.replay_worker import Replay
 from frontend.views.whatif import replay_charts
@@ -76,7 +79,7 @@ def test_every_page_has_a_title_one_h1_headings_in_order_and_scoped_header_cells
 
 
 # Tables whose first column names the row, by class; each must be met with rows in the test.
-ROW_NAMED = ("showback", "teams", "compare", "node-tiers", "node-gpu-tiers")
+ROW_NAMED = ("showback", "teams", "compare", "node-tiers", "node-gpu-tiers", "nodes")
 TABLE = re.compile(r'<table class="([^"]+)"[^>]*>(.*?)</table>', re.S)
 
 
@@ -100,8 +103,8 @@ def rows_unnamed(html: str, seen: dict[str, int]) -> list[str]:
 def test_a_table_whose_first_column_names_the_row_heads_each_row_with_it(
         client_for: Any, submit_as: Any, node_at_work: Any) -> None:  # noqa: F811
     visits = {"finn": ["/showback/?window=24h", "/showback/?window=24h&group_by=project"],
-              "alice": ["/teams/"],
-              "admin": ["/teams/", "/what-if/", f"/nodes/{node_at_work.name}/?window=1h"]}
+              "alice": ["/teams/", "/nodes/"],
+              "admin": ["/teams/", "/what-if/", f"/nodes/{node_at_work.name}/?window=1h", "/nodes/"]}
     seen: dict[str, int] = {}
     wrong = {}
     for who, paths in visits.items():
@@ -123,6 +126,15 @@ def test_a_table_whose_first_column_names_the_row_heads_each_row_with_it(
     found = rows_unnamed(fragment, seen)
     if found:
         wrong["what-if's comparison"] = found[:4]
+    # The Nodes page's tables as its live update rewrites them, a retired node's among them.
+    nodes_seen = seen.get("nodes", 0)
+    Node.objects.filter(pk=node_at_work.pk).update(state=NodeState.RETIRED, retired_at=datetime.now(timezone.utc))
+    live = client_for("admin").get("/ui/nodes.json").json()["html"]["nodes-table"]
+    assert "retired-nodes" in live
+    found = rows_unnamed(live, seen)
+    if found:
+        wrong["nodes' live update"] = found[:4]
+    assert seen.get("nodes", 0) > nodes_seen, "the live update had no node rows"
     assert not wrong, wrong
     # Every kind met with rows, the what-if quota table among the "compare" ones (7 measures + teams).
     assert set(seen) == set(ROW_NAMED), seen

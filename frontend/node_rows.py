@@ -1,0 +1,93 @@
+"""The Nodes page's table rows (`_nodes_table.html`), written in one pass in Python.
+
+A 1,250-node fleet's rows through the template's loop, its `state_badge` tag and its filters
+took most of the page's time (docs/benchmarks.md, Scale audit); here each row is one string,
+every value escaped as the template's autoescape did, and the URLs that differ only by a
+node's name or id reversed once for all rows. What a row says is unchanged: its name (the
+row's header, `th scope="row"`, linking its page), GPUs, GPUs in use, tier, state with how it
+returns, the cordon's reason and its maintenance window, heartbeat, and for admins its actions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote
+
+from django.urls import reverse
+from django.utils.html import escape
+from django.utils.safestring import SafeString, mark_safe
+
+from frontend.templatetags.qm import duration, state_badge, until, utc
+
+#: An id no node has, reversed in its place and then replaced by each row's id.
+_ID = 987654321
+_RETIRE = (" It leaves the fleet for good: no work, no capacity, its agent refused, until an admin"
+           " returns it to service.")
+_REASON = ' data-body-from="node-action-reason" data-body-field="reason" data-body-clear'
+#: What Django's reverse leaves unquoted in a path (RFC 3986's sub-delims and "/~:@").
+_URL_SAFE = "!$&'()*+,;=/~:@"
+_NO_ACTIONS = '<small class="muted">health state set by the control loop</small>'
+
+
+def action_urls(verbs: set[str]) -> dict[str, tuple[str, str]]:
+    """Per verb, its API URL cut around the node's id: reversed once, not once per row."""
+    cut = {}
+    for verb in verbs:
+        before, _, after = reverse(f"v1:node-{verb}", args=[_ID]).partition(str(_ID))
+        cut[verb] = (before, after)
+    return cut
+
+
+def node_url(prefix: str, name: str) -> str:
+    """`/nodes/<name>/` as `{% url 'frontend:node' name %}` writes it (reverse's quoting)."""
+    return f"{prefix}{quote(name, safe=_URL_SAFE)}/"
+
+
+def _state_cell(r: dict[str, Any]) -> str:
+    cell = str(state_badge(r["node"].state))
+    if r["returns_as"]:
+        cell += f' <small class="muted">returns {escape(r["returns_as"])}</small>'
+    if r["cordon_reason"]:
+        cell += f' <small class="muted" data-cordon-reason>{escape(r["cordon_reason"])}</small>'
+    m = r["maintenance"]
+    if m:
+        window = m["window"]
+        state = escape(m["state"])
+        said = "in maintenance" if m["state"] == "active" else f"maintenance {escape(until(window.start_at))}"
+        cell += (f' <span class="badge maintenance-{state}" data-node-maintenance="{window.pk}"'
+                 f' title="Maintenance window {window.pk}: {escape(window.reason)}, {escape(utc(window.start_at))}'
+                 f' to {escape(utc(window.end_at))}">{said}</span>')
+    return cell
+
+
+def _actions_cell(r: dict[str, Any], name: str) -> str:
+    buttons = ""
+    for verb, url in r["actions"]:
+        extra = _REASON if verb in ("cordon", "drain") else ""
+        warn = _RETIRE if verb == "retire" else ""
+        buttons += (f'<button type="button" data-api-post="{escape(url)}" data-node-action="{verb}"{extra}'
+                    f' data-done="{name}: {verb} done." data-confirm="{verb[:1].upper()}{verb[1:]} {name}?{warn}">'
+                    f"{verb}</button> ")
+    return f'<td class="actions">{buttons or _NO_ACTIONS}</td>'
+
+
+def rows_html(rows: list[dict[str, Any]], is_admin: bool) -> SafeString:
+    """The `<tr>`s of one leaf switch's table, as the page and its live update show them."""
+    prefix = reverse("frontend:node", args=["x"])[:-2]
+    out = []
+    for r in rows:
+        node = r["node"]
+        name = escape(node.name)
+        beat = "never" if r["heartbeat_age_s"] is None else f"{escape(duration(r['heartbeat_age_s']))} ago"
+        simulated = ' <small class="muted">simulated</small>' if r["simulated"] else ""
+        out.append(
+            f'\n      <tr data-node="{name}">'
+            f'\n        <th scope="row"><a href="{escape(node_url(prefix, node.name))}">{name}</a>{simulated}</th>'
+            f"\n        <td>{len(node.slots)} × {escape(node.gpu_type)}</td>"
+            f"\n        <td>{escape(node.used)}</td>"
+            f"\n        <td>{escape(r['tier'])}</td>"
+            f'\n        <td class="node-state">{_state_cell(r)}</td>'
+            f"\n        <td>{beat}</td>"
+            f"\n        {_actions_cell(r, name) if is_admin else ''}"
+            "\n      </tr>")
+    return mark_safe("".join(out))  # noqa: S308 -- every value above escaped
