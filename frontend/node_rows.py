@@ -2,7 +2,8 @@
 
 A 1,250-node fleet's rows through the template's loop, its `state_badge` tag and its filters
 took most of the page's time (docs/benchmarks.md, Scale audit); here each row is one string,
-every value escaped as the template's autoescape did, and the URLs that differ only by a
+every value escaped as the template's autoescape did (html.escape, which Django's escape calls,
+without its lazy wrapper), each state's badge written once, and the URLs that differ only by a
 node's name or id reversed once for all rows. What a row says is unchanged: its name (the
 row's header, `th scope="row"`, linking its page), GPUs, GPUs in use, tier, state with how it
 returns, the cordon's reason and its maintenance window, heartbeat, and for admins its actions.
@@ -10,11 +11,11 @@ returns, the cordon's reason and its maintenance window, heartbeat, and for admi
 
 from __future__ import annotations
 
+from html import escape as _escape
 from typing import Any
 from urllib.parse import quote
 
 from django.urls import reverse
-from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
 
 from frontend.templatetags.qm import duration, state_badge, until, utc
@@ -27,6 +28,10 @@ _REASON = ' data-body-from="node-action-reason" data-body-field="reason" data-bo
 #: What Django's reverse leaves unquoted in a path (RFC 3986's sub-delims and "/~:@").
 _URL_SAFE = "!$&'()*+,;=/~:@"
 _NO_ACTIONS = '<small class="muted">health state set by the control loop</small>'
+
+
+def escape(value: object) -> str:
+    return _escape(str(value))
 
 
 def action_urls(verbs: set[str]) -> dict[str, tuple[str, str]]:
@@ -43,8 +48,9 @@ def node_url(prefix: str, name: str) -> str:
     return f"{prefix}{quote(name, safe=_URL_SAFE)}/"
 
 
-def _state_cell(r: dict[str, Any]) -> str:
-    cell = str(state_badge(r["node"].state))
+def _state_cell(r: dict[str, Any], badges: dict[str, str]) -> str:
+    state = r["node"].state
+    cell = badges.get(state) or badges.setdefault(state, str(state_badge(state)))
     if r["returns_as"]:
         cell += f' <small class="muted">returns {escape(r["returns_as"])}</small>'
     if r["cordon_reason"]:
@@ -52,9 +58,8 @@ def _state_cell(r: dict[str, Any]) -> str:
     m = r["maintenance"]
     if m:
         window = m["window"]
-        state = escape(m["state"])
         said = "in maintenance" if m["state"] == "active" else f"maintenance {escape(until(window.start_at))}"
-        cell += (f' <span class="badge maintenance-{state}" data-node-maintenance="{window.pk}"'
+        cell += (f' <span class="badge maintenance-{escape(m["state"])}" data-node-maintenance="{window.pk}"'
                  f' title="Maintenance window {window.pk}: {escape(window.reason)}, {escape(utc(window.start_at))}'
                  f' to {escape(utc(window.end_at))}">{said}</span>')
     return cell
@@ -74,6 +79,7 @@ def _actions_cell(r: dict[str, Any], name: str) -> str:
 def rows_html(rows: list[dict[str, Any]], is_admin: bool) -> SafeString:
     """The `<tr>`s of one leaf switch's table, as the page and its live update show them."""
     prefix = reverse("frontend:node", args=["x"])[:-2]
+    badges: dict[str, str] = {}  # a state's badge, written once
     out = []
     for r in rows:
         node = r["node"]
@@ -84,9 +90,9 @@ def rows_html(rows: list[dict[str, Any]], is_admin: bool) -> SafeString:
             f'\n      <tr data-node="{name}">'
             f'\n        <th scope="row"><a href="{escape(node_url(prefix, node.name))}">{name}</a>{simulated}</th>'
             f"\n        <td>{len(node.slots)} × {escape(node.gpu_type)}</td>"
-            f"\n        <td>{escape(node.used)}</td>"
+            f"\n        <td>{node.used}</td>"
             f"\n        <td>{escape(r['tier'])}</td>"
-            f'\n        <td class="node-state">{_state_cell(r)}</td>'
+            f'\n        <td class="node-state">{_state_cell(r, badges)}</td>'
             f"\n        <td>{beat}</td>"
             f"\n        {_actions_cell(r, name) if is_admin else ''}"
             "\n      </tr>")
