@@ -216,7 +216,7 @@ def test_the_schema_describes_the_runs_and_generated_requests_find_no_fault(flee
     response = explicit.call()
     assert response.status_code == 200 and response.json()["count"] == 2
     explicit.validate_response(response)
-    _fuzz_operation(operation, {"owner": headers})
+    _fuzz_operation(operation, {"owner": headers}, {"/api/v1/jobs/": [job.pk]})
 
 
 def _stopped(fleet: Any, alice: Any, how: str) -> Job:
