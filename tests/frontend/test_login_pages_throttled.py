@@ -5,32 +5,25 @@ through a form is no cheaper than through the API. Until 6 Dec the forms had no 
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
 from django.test import Client
 
+from tests.controlplane.sign_in_addresses import fresh_address, sign_in_rates
+
 pytestmark = pytest.mark.django_db
-_addresses = itertools.count(1)
-
-
-def _fresh_address() -> str:
-    """An address no other test counted against (the counters live in Redis for a minute)."""
-    n = next(_addresses)
-    return f"203.0.{n // 250}.{n % 250 + 1}"
 
 
 @pytest.fixture
 def three_a_minute(settings: Any) -> None:
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
-                               "DEFAULT_THROTTLE_RATES": {"user": "10000000/hour", "login": "3/minute"}}
+    sign_in_rates(settings, login="3/minute")
 
 
 @pytest.mark.parametrize(("form", "username"), [("/accounts/login/", "alice"), ("/admin/login/", "admin")])
 def test_a_sign_in_form_refuses_guesses_beyond_the_limit(demo, three_a_minute, form, username) -> None:
     client = Client()
-    address = _fresh_address()
+    address = fresh_address()
 
     codes = [client.post(form, {"username": username, "password": "wrong"}, REMOTE_ADDR=address,
                          HTTP_X_FORWARDED_FOR=f"10.1.1.{i}").status_code for i in range(4)]
@@ -43,13 +36,13 @@ def test_a_sign_in_form_refuses_guesses_beyond_the_limit(demo, three_a_minute, f
     assert "_auth_user_id" not in client.session  # not signed in
     assert client.get(form, REMOTE_ADDR=address).status_code == 200  # the form itself still opens
     other = Client()
-    signed_in = other.post(form, {"username": username, "password": username}, REMOTE_ADDR=_fresh_address())
+    signed_in = other.post(form, {"username": username, "password": username}, REMOTE_ADDR=fresh_address())
     assert signed_in.status_code == 302  # another address signs in
 
 
 def test_the_forms_and_the_api_share_one_counter(demo, three_a_minute) -> None:
     client = Client()
-    address = _fresh_address()
+    address = fresh_address()
     for _ in range(3):
         client.post("/api/v1/auth/token/", {"username": "alice", "password": "wrong"},
                     content_type="application/json", REMOTE_ADDR=address)

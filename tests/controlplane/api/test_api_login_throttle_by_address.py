@@ -9,27 +9,20 @@ request met no limit at all (35 wrong passwords in a row answered 400, never 429
 
 from __future__ import annotations
 
-import itertools
 from typing import Any
 
 import pytest
 from rest_framework.test import APIClient
 
+from tests.controlplane.sign_in_addresses import fresh_address, sign_in_rates
+
 pytestmark = pytest.mark.django_db
 TOKEN = "/api/v1/auth/token/"
-_addresses = itertools.count(1)
-
-
-def _fresh_address() -> str:
-    """An address no other test counted against (the counters live in Redis for a minute)."""
-    n = next(_addresses)
-    return f"198.51.{n // 250}.{n % 250 + 1}"
 
 
 @pytest.fixture
 def three_a_minute(settings: Any) -> None:
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK,
-                               "DEFAULT_THROTTLE_RATES": {"user": "10000000/hour", "login": "3/minute"}}
+    sign_in_rates(settings, login="3/minute")
 
 
 def _guess(client: APIClient, address: str, **headers: str) -> int:
@@ -39,7 +32,7 @@ def _guess(client: APIClient, address: str, **headers: str) -> int:
 
 def test_a_forwarded_for_header_does_not_give_a_guesser_a_new_counter(fleet, three_a_minute) -> None:
     client = APIClient()
-    address = _fresh_address()
+    address = fresh_address()
 
     codes = [_guess(client, address, HTTP_X_FORWARDED_FOR=f"10.9.8.{i}") for i in range(1, 6)]
 
@@ -48,7 +41,7 @@ def test_a_forwarded_for_header_does_not_give_a_guesser_a_new_counter(fleet, thr
 
 def test_the_limit_is_per_address(fleet, three_a_minute) -> None:
     client = APIClient()
-    first, second = _fresh_address(), _fresh_address()
+    first, second = fresh_address(), fresh_address()
 
     assert [_guess(client, first) for _ in range(4)] == [400, 400, 400, 429]
     assert _guess(client, second) == 400  # another client is not locked out
@@ -59,7 +52,7 @@ def test_behind_a_trusted_proxy_the_address_it_saw_is_the_client(fleet, three_a_
     it is not believed, so rotating it does not help, and two clients behind the proxy are two."""
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "NUM_PROXIES": 1}
     client = APIClient()
-    proxy, one, other = _fresh_address(), _fresh_address(), _fresh_address()
+    proxy, one, other = fresh_address(), fresh_address(), fresh_address()
 
     codes = [_guess(client, proxy, HTTP_X_FORWARDED_FOR=f"10.0.0.{i}, {one}") for i in range(1, 5)]
 
@@ -72,7 +65,7 @@ def test_an_answer_that_carries_a_token_or_a_secret_is_never_cached(fleet, alice
     no-store` (as RFC 6749 asks of a token's), so no browser or proxy keeps a copy (until 6 Dec
     they said nothing)."""
     token = APIClient().post(TOKEN, {"username": "alice", "password": "alice"}, format="json",
-                             REMOTE_ADDR=_fresh_address())
+                             REMOTE_ADDR=fresh_address())
     hook = alice.post("/api/v1/notification-hooks/", {"url": "https://hooks.slack.com/services/T0/B0/x",
                                                       "events": ["failed"]}, format="json")
     rotated = alice.post(f"/api/v1/notification-hooks/{hook.json()['id']}/rotate-secret/")

@@ -8,7 +8,6 @@ attempt is not counted, and each failure lets one attempt through again once it 
 
 from __future__ import annotations
 
-import itertools
 import time
 import uuid
 from typing import Any
@@ -19,21 +18,15 @@ from django.test import Client
 from rest_framework.test import APIClient
 
 from controlplane.api.throttling import sign_in_failed, username_refused
+from tests.controlplane.sign_in_addresses import fresh_address, sign_in_rates
 
 pytestmark = pytest.mark.django_db
 TOKEN = "/api/v1/auth/token/"
-_addresses = itertools.count(1)
-
-
-def _address() -> str:
-    n = next(_addresses)
-    return f"192.0.{n // 250}.{n % 250 + 1}"
 
 
 @pytest.fixture
 def three_failures_a_minute(settings: Any) -> None:
-    settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
-        "user": "10000000/hour", "login": "10000/minute", "login_user": "3/minute"}}
+    sign_in_rates(settings, login="10000/minute", login_user="3/minute")
 
 
 @pytest.fixture
@@ -46,7 +39,7 @@ def target(db: Any) -> str:
 
 def _api(username: str, password: str) -> Any:
     return APIClient().post(TOKEN, {"username": username, "password": password}, format="json",
-                            REMOTE_ADDR=_address())
+                            REMOTE_ADDR=fresh_address())
 
 
 def test_guesses_from_many_addresses_are_refused_for_the_username(three_failures_a_minute, target) -> None:
@@ -60,7 +53,7 @@ def test_guesses_from_many_addresses_are_refused_for_the_username(three_failures
     assert body["code"] == "throttled" and "Too many failed sign-ins for this username" in body["detail"]
     assert body["retry_after"] == int(refused["Retry-After"])
     for form in ("/accounts/login/", "/admin/login/"):  # one counter for the API and both forms
-        page = Client().post(form, {"username": target, "password": "right-horse-battery"}, REMOTE_ADDR=_address())
+        page = Client().post(form, {"username": target, "password": "right-horse-battery"}, REMOTE_ADDR=fresh_address())
         assert page.status_code == 429 and 0 < int(page["Retry-After"]) <= 60
         assert "Too many failed sign-ins for this username" in page.content.decode()
     other = f"other-{uuid.uuid4().hex[:8]}"
@@ -70,7 +63,7 @@ def test_guesses_from_many_addresses_are_refused_for_the_username(three_failures
 
 @pytest.mark.parametrize("form", ["/accounts/login/", "/admin/login/"])
 def test_the_forms_failures_count_too(three_failures_a_minute, target, form) -> None:
-    codes = [Client().post(form, {"username": target, "password": f"guess-{i}"}, REMOTE_ADDR=_address()).status_code
+    codes = [Client().post(form, {"username": target, "password": f"guess-{i}"}, REMOTE_ADDR=fresh_address()).status_code
              for i in range(3)]
 
     assert codes == [200, 200, 200]  # the form again, saying the password is wrong
