@@ -200,7 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "rank 0 of its latest run unless told otherwise. The last 8 MiB of each rank "
                                    "are kept. With --follow, new output is printed as it arrives (every few "
                                    "seconds: it comes with the node's heartbeats) until the job has ended; a "
-                                   "requeued job's next run is followed too. --json: the API's replies, one a line.")
+                                   "requeued job's next run is followed too. Redirected or piped, the output's bytes come "
+                                   "as written; on a terminal its escape sequences other than colours are shown "
+                                   "as escapes (--raw: as written). --json: the API's replies, one a line.")
     p.add_argument("job")
     which = p.add_mutually_exclusive_group()
     which.add_argument("--rank", type=int, metavar="N", help="this process's output (its RANK; default 0)")
@@ -209,6 +211,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tail", type=int, metavar="N", help="only the last N lines (each rank's)")
     p.add_argument("--follow", "-f", action="store_true", help="keep printing new output until the job has ended")
     p.add_argument("--interval", type=float, default=2.0, metavar="SECONDS", help="how often --follow asks (default 2)")
+    p.add_argument("--raw", action="store_true",
+                   help="on a terminal too, print the output's escape sequences as written; by default a "
+                        "terminal gets its colours but sees any other sequence (cursor moves, window title, "
+                        "clipboard) as an escape such as \\x1b]52;...")
     p = sub.add_parser("cancel", aliases=["scancel"], parents=[common],
                        help="cancel jobs, or every task of an array",
                        description="Cancel jobs: a pending job at once, a running one is told to stop (its "

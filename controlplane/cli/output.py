@@ -90,6 +90,25 @@ def visible(value: Any) -> str:
     return _INVISIBLE.sub(lambda m: repr(m.group())[1:-1], text)  # "\x1b", "\n", "\u202e"
 
 
+#: In a job's output on a terminal: a colour or style (SGR: ESC [ numbers m), kept as the job wrote
+#: it, or one control character (newline, tab and carriage return excepted: line and progress-bar
+#: layout), or a bidirectional override, written as an escape.
+_OUTPUT_CONTROL = re.compile("(\x1b\\[[0-9;:]*m)|([\x00-\x08\x0b-\x0c\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069])")
+#: What may be the start of a colour sequence cut at the end of a chunk: held for the next one.
+_CUT_SEQUENCE = re.compile("\x1b(\\[[0-9;:]*)?\\Z")
+
+
+def terminal_output(text: str) -> tuple[str, str]:
+    """A job's output as a terminal should get it, and the tail held back for the next chunk.
+    Colours stay; any other escape sequence (cursor moves, window titles, OSC 52 clipboard
+    writes, hyperlinks) and other control characters are shown as escapes, so a job's output
+    cannot rewrite the screen, the title or the clipboard of whoever reads it (`less -R`'s rule)."""
+    cut = _CUT_SEQUENCE.search(text)
+    held = text[cut.start():] if cut else ""
+    text = text[:cut.start()] if cut else text
+    return _OUTPUT_CONTROL.sub(lambda m: m.group(1) or repr(m.group(2))[1:-1], text), held
+
+
 def table(rows: Sequence[Sequence[Any]], headers: Sequence[str], out: TextIO = sys.stdout) -> None:
     """Columns padded to their widest cell; numbers right-aligned."""
     cells = [[("-" if v is None or v == "" else visible(v)) for v in row] for row in rows]

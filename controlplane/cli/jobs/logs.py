@@ -20,14 +20,17 @@ LOGS_FLAGS = {"rank": "rank", "generation": "generation", "tail_lines": "tail"}
 
 
 class _RankOutput:
-    """One rank's output as `qm logs` prints it: raw, or each line prefixed `[rank N] ` (a
-    line that has not ended yet waits for its end, so two ranks' halves never share a line)."""
+    """One rank's output as `qm logs` prints it: as written, or each line prefixed `[rank N] ` (a
+    line that has not ended yet waits for its end, so two ranks' halves never share a line); on
+    a terminal (unless --raw) with its escape sequences other than colours shown as escapes."""
 
-    def __init__(self, rank: int, prefixed: bool) -> None:
-        self.rank, self.prefixed, self.partial = rank, prefixed, ""
+    def __init__(self, rank: int, prefixed: bool, guarded: bool) -> None:
+        self.rank, self.prefixed, self.guarded, self.partial, self.held = rank, prefixed, guarded, "", ""
         self.next_offset: int | None = None
 
     def write(self, text: str) -> None:
+        if self.guarded:
+            text, self.held = output.terminal_output(self.held + text)
         if not self.prefixed:
             sys.stdout.write(text)
             return
@@ -37,6 +40,12 @@ class _RankOutput:
             sys.stdout.write(f"[rank {self.rank}] {line}\n")
 
     def close(self) -> None:
+        if self.held:  # the output ended inside a sequence: it is shown as an escape
+            held, self.held = output.visible(self.held), ""
+            if self.prefixed:
+                self.partial += held
+            else:
+                sys.stdout.write(held)
         if self.prefixed and self.partial:
             sys.stdout.write(f"[rank {self.rank}] {self.partial}\n")
             self.partial = ""
@@ -90,7 +99,8 @@ class _Logs:
     def __init__(self, api: Api, job_id: int, args: argparse.Namespace, generation: int | None,
                  ranks: list[int]) -> None:
         self.api, self.job_id, self.args, self.generation = api, job_id, args, generation
-        self.outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks) for rank in ranks}
+        self.guarded = not args.raw and sys.stdout.isatty()
+        self.outputs = {rank: _RankOutput(rank, prefixed=args.all_ranks, guarded=self.guarded) for rank in ranks}
 
     def read(self, params: dict[str, Any]) -> dict[str, Any]:
         return _read_logs(self.api, self.job_id, params)
@@ -144,7 +154,7 @@ class _Logs:
         if self.args.all_ranks:
             for rank in latest["ranks"]:
                 if rank not in self.outputs:  # a rank that wrote its first bytes since
-                    self.outputs[rank] = _RankOutput(rank, prefixed=True)
+                    self.outputs[rank] = _RankOutput(rank, prefixed=True, guarded=self.guarded)
                     self.outputs[rank].next_offset = 0
         if latest["job_state"] in FINISHED_STATES and not got:
             self.close()
@@ -157,7 +167,7 @@ class _Logs:
         self.close()
         self.generation = generation
         self.say(f"--- job {self.job_id} runs again: generation {generation} ---")
-        self.outputs = {rank: _RankOutput(rank, prefixed=self.args.all_ranks) for rank in self.outputs}
+        self.outputs = {rank: _RankOutput(rank, prefixed=self.args.all_ranks, guarded=self.guarded) for rank in self.outputs}
         for out in self.outputs.values():
             out.next_offset = 0
 

@@ -4,10 +4,14 @@ job's own bytes only; what qm says about them goes to standard error."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import pty
 import signal
 import subprocess
 import sys
 import time
+import tty
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +20,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from controlplane.choices import JobState
+from controlplane.cli.jobs.logs import _RankOutput
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import job_logs, reconcile, transitions
 from tests.controlplane import factories as f
@@ -46,6 +51,57 @@ def test_qm_logs_prints_the_jobs_output_as_written(alice_qm: Callable[..., Run],
     assert run.code == 0, run.err
     assert run.out == "loading shards\nstep 1 loss 3.2\n\x1b[32mok\x1b[0m\n"  # raw, colours and all
     assert run.err == ""
+
+
+HOSTILE = "step 1 \x1b[32mok\x1b[0m\n\x1b]52;c;cm0gLXJmIH4=\x07\x1b]0;root@prod\x07\x1b[2J\x1b[H\tdone\r\n"
+
+
+def on_a_terminal(qm: Callable[..., Run], *args: str) -> str:
+    """What `qm` writes to a terminal (a pseudo-terminal in raw mode: bytes as written)."""
+    main, tty_side = pty.openpty()
+    tty.setraw(tty_side)
+    try:
+        done = subprocess.run([sys.executable, "-m", "controlplane.cli.main", *args], stdout=tty_side,
+                              stderr=subprocess.PIPE, env=qm.env, cwd=REPO, timeout=60)  # type: ignore[attr-defined]
+        assert done.returncode == 0, done.stderr
+        os.close(tty_side)
+        got = b""
+        with contextlib.suppress(OSError):  # EIO: the terminal's other side has closed
+            while chunk := os.read(main, 65536):
+                got += chunk
+        return got.decode()
+    finally:
+        os.close(main)
+        with contextlib.suppress(OSError):
+            os.close(tty_side)
+
+
+def test_qm_logs_on_a_terminal_keeps_colours_but_shows_other_escapes(qm: Callable[..., Run],
+                                                                    alice_qm: Callable[..., Run],
+                                                                    fleet: Fleet) -> None:
+    """A job's output could set the reader's clipboard (OSC 52), window title or clear the
+    screen; on a terminal those are shown as escapes, as `less -R` does, and colours stay."""
+    job, g = running(fleet)
+    ship(job, g, 0, HOSTILE)
+
+    shown = on_a_terminal(qm, "logs", str(job.pk))
+
+    assert shown == ("step 1 \x1b[32mok\x1b[0m\n\\x1b]52;c;cm0gLXJmIH4=\\x07\\x1b]0;root@prod\\x07"
+                     "\\x1b[2J\\x1b[H\tdone\r\n")
+    assert on_a_terminal(qm, "logs", str(job.pk), "--raw") == HOSTILE
+    assert on_a_terminal(qm, "logs", str(job.pk), "--all-ranks").startswith("[rank 0] step 1 \x1b[32mok")
+    piped = subprocess.run([sys.executable, "-m", "controlplane.cli.main", "logs", str(job.pk)], capture_output=True,
+                           env=qm.env, cwd=REPO, timeout=60)  # type: ignore[attr-defined]
+    assert piped.stdout.decode() == HOSTILE  # redirected or piped: the job's bytes as written
+
+
+def test_qm_logs_holds_a_colour_cut_between_two_reads_for_the_next(capsys: pytest.CaptureFixture[str]) -> None:
+    out = _RankOutput(0, prefixed=False, guarded=True)
+    out.write("loss \x1b[3")
+    out.write("1m3.2\x1b[0m\n\x1b")
+    out.close()
+
+    assert capsys.readouterr().out == "loss \x1b[31m3.2\x1b[0m\n\\x1b"
 
 
 def test_qm_logs_tail_prints_the_last_lines(alice_qm: Callable[..., Run], fleet: Fleet) -> None:
