@@ -35,6 +35,8 @@ from controlplane import structured_logs
 from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, refusal
 from controlplane.agent.containment import ContainmentError
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
+from controlplane.agent.job_users import DEFAULT_UID_BASE, JOB_USER_MODES, JobUserError
+from controlplane.agent.job_users import checked as job_users_checked
 from controlplane.agent.logs import read_regular, write_whole
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
 from controlplane.agent.node import Call, NodeAgent, NodeInventory, WakeListener, install_partition_signals
@@ -149,6 +151,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "under systemd with Delegate=yes, else /sys/fs/cgroup/unified or /sys/fs/cgroup, if "
                         "writable), off, or a path; without one a process that clears its environment and leaves "
                         "its session outlives its run")
+    p.add_argument("--job-user", choices=JOB_USER_MODES, default=os.environ.get("QM_AGENT_JOB_USER", "agent"),
+                   help="which Unix user jobs run as (env QM_AGENT_JOB_USER): agent (the default: the agent's own; "
+                        "a job can read the node token and reach other teams' jobs on the node) or team (each "
+                        "team's own uid and gid, --job-uid-base + the team's id; the agent must run as root and "
+                        "have util-linux's setpriv)")
+    p.add_argument("--job-uid-base", type=_whole(1000), default=os.environ.get("QM_AGENT_JOB_UID_BASE",
+                                                                            str(DEFAULT_UID_BASE)),
+                   help=f"with --job-user team: a team's uid and gid are this + its id (env QM_AGENT_JOB_UID_BASE; "
+                        f"default {DEFAULT_UID_BASE})")
     # argparse checks `choices` on the command line only, and `type` on a string default too:
     # QM_LOG_FORMAT=JSON was taken as console text, QM_LOG_LEVEL=verbose ended in a KeyError.
     p.add_argument("--log-format", type=_log_setting(structured_logs.log_format, "QM_LOG_FORMAT"),
@@ -235,11 +246,18 @@ def run_real(args: argparse.Namespace) -> int:
     nvml = Nvml.open()
     inventory = real_inventory(args, nvml)
     try:
+        job_users = job_users_checked(args.job_user, args.job_uid_base, state_dir)
+    except JobUserError as error:
+        log.error("cannot run jobs as asked", error=str(error))
+        return 2
+    try:
         launcher = ProcessLauncher(state_dir, inventory.name, nvml, cgroup_root=args.cgroup_root,
-                                   output_cap=args.max_rank_output_mib * 1024 * 1024 or None)
+                                   output_cap=args.max_rank_output_mib * 1024 * 1024 or None, job_users=job_users)
     except ContainmentError as error:
         log.error("cannot contain runs as asked", error=str(error))
         return 2
+    log.info("jobs run as " + ("their team's user" if job_users.separate else "the agent's user"),
+             node=inventory.name, job_user=job_users.mode, uid_base=job_users.uid_base if job_users.separate else None)
     if launcher.cgroups is not None:
         log.info("each run's processes are contained in a cgroup of their own", node=inventory.name,
                  cgroups=launcher.containment)

@@ -51,6 +51,7 @@ import structlog
 
 from controlplane.agent import containment
 from controlplane.agent.containment import RunCgroups
+from controlplane.agent.job_users import JobIdentity, JobUsers
 from controlplane.agent.logs import (
     RECORD_NAME,
     Unshipped,
@@ -100,6 +101,7 @@ class Assignment:
     roles: tuple[str, ...] = ()
     role_ranks: tuple[int, ...] = ()
     role_sizes: tuple[tuple[str, int], ...] = ()
+    team_id: int | None = None  # whose user the run gets with --job-user team (job_users.py)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Assignment:
@@ -126,6 +128,7 @@ class Assignment:
             roles=tuple(str(r) for r in data.get("roles") or ()),
             role_ranks=tuple(int(r) for r in data.get("role_ranks") or ()),
             role_sizes=tuple((str(k), int(v)) for k, v in (data.get("role_sizes") or {}).items()),
+            team_id=int(job["team_id"]) if job.get("team_id") is not None else None,
         )
 
     @property
@@ -309,6 +312,7 @@ class ProcessMember:
         reaper: Reaper | None = None,
         cgroups: RunCgroups | None = None,
         output_cap: int | None = None,
+        job_users: JobUsers | None = None,
     ) -> None:
         self.generation = assignment.generation
         self.reaper = reaper
@@ -339,6 +343,9 @@ class ProcessMember:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.ranks: list[int] = []  # each process's RANK: its output is rank<RANK>.log
         self.output_record = workdir / RECORD_NAME  # what of it was shipped (agent/logs.py)
+        self.job_users = job_users
+        self.identity: JobIdentity | None = None  # the team's user, with --job-user team (job_users.py)
+        self.job_dir = workdir  # the job's cwd, HOME with --job-user team, and its progress files' place
         self.progress_file = workdir / "rank0.progress.jsonl"
         if not assignment.command.strip():
             self._exit_code = NO_COMMAND_EXIT_CODE
@@ -350,6 +357,7 @@ class ProcessMember:
         # around it) sets none of them, even those this job's shape leaves unset.
         job_env = {name: value for name, value in assignment.env.items() if name not in PROCESS_ENV_NAMES}
         try:
+            self._become(assignment)
             self._spawn(assignment, cgroups, count, per_node, {**env_base, **job_env})
             # Within the launch: before 5 Dec a record that could not be written (a full disk)
             # failed the launch with every rank already running, and nothing killed them.
@@ -361,28 +369,40 @@ class ProcessMember:
             self._never_ran(f"launch failed: {type(error).__name__}: {error}")
             raise
 
+    def _become(self, assignment: Assignment) -> None:
+        """With --job-user team: the run's user, and its own `work/` as where it works."""
+        if self.job_users is not None:
+            self.identity = self.job_users.identity(assignment.team_id)
+        if self.job_users is not None and self.identity is not None:
+            self.job_dir = self.job_users.work_dir(self.workdir, self.identity)
+            self.progress_file = self.job_dir / "rank0.progress.jsonl"
+
     def _spawn(self, assignment: Assignment, cgroups: RunCgroups | None, count: int, per_node: bool,
                env_base: dict[str, str]) -> None:
         """Start one process per rank (`self.procs`), each joining the run's cgroup first."""
-        workdir, node_name = self.workdir, self.node_name
+        workdir, job_dir, node_name = self.workdir, self.job_dir, self.node_name
         for index in range(count):
             env = {**env_base, **rank_environment(assignment, index, per_node),
                    "QM_AGENT_NODE": node_name}
+            if self.identity is not None:
+                env["HOME"] = str(job_dir)
             rank = env["RANK"]
             self.ranks.append(int(rank))
-            env["QM_PROGRESS_FILE"] = str(self.progress_file if rank == "0" else workdir / f"rank{rank}.progress.jsonl")
+            env["QM_PROGRESS_FILE"] = str(self.progress_file if rank == "0" else job_dir / f"rank{rank}.progress.jsonl")
             argv, pre_exec = launch_argv(assignment.command)
+            if self.job_users is not None and self.identity is not None:
+                argv, pre_exec = self.job_users.wrapped(self.identity, assignment.command), None
             if cgroups is not None:
                 if self.cgroup is None:
                     self.cgroup = cgroups.create(self.generation)
                 argv = containment.joined_argv(self.cgroup, argv)
             # (a rank already started may have made the next one's file a FIFO: open_regular)
-            log = open_regular(workdir / f"rank{rank}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+            log = open_regular(workdir / f"rank{rank}.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT, mode=0o600)
             try:
                 proc = subprocess.Popen(
                     argv,
                     env=env,
-                    cwd=str(workdir),
+                    cwd=str(job_dir),
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -680,12 +700,18 @@ def apply_progress_line(progress: Progress, item: dict[str, Any], *, now: float)
 
 class ProcessLauncher:
     def __init__(self, state_dir: Path, node_name: str, devices: DeviceMonitor | None,
-                 cgroup_root: str = "auto", output_cap: int | None = DEFAULT_OUTPUT_CAP) -> None:
+                 cgroup_root: str = "auto", output_cap: int | None = DEFAULT_OUTPUT_CAP,
+                 job_users: JobUsers | None = None) -> None:
         """``cgroup_root``: where the runs' cgroups go (``auto``, ``off`` or a path;
         containment.py). ``output_cap``: the most of a rank's output not shipped the node
-        keeps (``None``: no cap)."""
+        keeps (``None``: no cap). ``job_users``: which user jobs run as (job_users.py; None:
+        the agent's)."""
         self.output_cap = output_cap
+        self.job_users = job_users
         self.root = state_dir / node_name
+        if job_users is not None and job_users.separate:  # the team users pass through to their work/
+            self.root.mkdir(parents=True, exist_ok=True)
+            os.chmod(self.root, 0o711)
         self.node_name = node_name
         self.devices = devices
         self.reaper = Reaper(node_name)
@@ -694,7 +720,7 @@ class ProcessLauncher:
     def launch(self, assignment: Assignment) -> Member:
         return ProcessMember(
             assignment, workdir=self.root / f"g{assignment.generation}", node_name=self.node_name, devices=self.devices,
-            reaper=self.reaper, cgroups=self.cgroups, output_cap=self.output_cap,
+            reaper=self.reaper, cgroups=self.cgroups, output_cap=self.output_cap, job_users=self.job_users,
         )
 
     def unshipped_output(self) -> list[Unshipped]:

@@ -1324,7 +1324,7 @@ def desired_versions_many(node_ids: Sequence[int]) -> dict[int, tuple[str, tuple
 
 _PAYLOAD_COLUMNS = (
     "id", "generation", "epoch", "state", "started_at", "release_deadline", "release_reason",
-    "job_id", "job__name", "job__command", "job__env", "job__runtime_limit_s", "job__checkpoint_interval_s",
+    "job_id", "job__team_id", "job__name", "job__command", "job__env", "job__runtime_limit_s", "job__checkpoint_interval_s",
 )
 
 
@@ -1347,6 +1347,7 @@ def _allocation_payload(
         "state": allocation["state"],
         "job": {
             "id": allocation["job_id"],
+            "team_id": allocation["job__team_id"],
             "name": allocation["job__name"],
             "command": allocation["job__command"],
             "env": allocation["job__env"] or {},
