@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-import secrets
 from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -63,7 +62,7 @@ from controlplane.models import (
     UsageSample,
 )
 from controlplane.models.names import NODE_NAME_MESSAGE, NODE_NAME_PATTERN, name_problem
-from controlplane.services import exit_codes, transitions
+from controlplane.services import exit_codes, token_digests, transitions
 from scheduler_core.sentences import counted, verb
 
 log = structlog.get_logger(__name__)
@@ -204,11 +203,11 @@ class Desired:
 
 
 def token_hash(token: str) -> str:
-    return hashlib.sha256(token.encode()).hexdigest()
+    return token_digests.digest(token)
 
 
 def new_token() -> str:
-    return TOKEN_PREFIX + secrets.token_urlsafe(32)
+    return token_digests.new_token(TOKEN_PREFIX)
 
 
 def bootstrap_secret() -> str:
@@ -231,7 +230,7 @@ def node_for_token(token: str) -> Node | None:
 
 def token_opens(node: Node, token: str) -> bool:
     """Whether `token` is `node`'s agent token (constant-time comparison of the hashes)."""
-    return bool(node.agent_token_hash) and hmac.compare_digest(node.agent_token_hash, token_hash(token))
+    return token_digests.matches(node.agent_token_hash, token)
 
 
 def lease_seconds() -> float:
@@ -312,7 +311,7 @@ def _register(
         lease = reconcile.lock_scheduler_lease() if abandoned or _changes_shape(existing, inventory) else None
         node = Node.objects.select_for_update(no_key=True).filter(name=name).first()
         if not bootstrap and (
-            node is None or not node.agent_token_hash or not hmac.compare_digest(node.agent_token_hash, token_hash(token))
+            node is None or not token_digests.matches(node.agent_token_hash, token)
         ):
             raise AgentForbidden(f"this token belongs to another node's agent; it may not register {name!r}")
         if node is not None and node.state == NodeState.RETIRED:
