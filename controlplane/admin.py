@@ -18,7 +18,6 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
-from rest_framework.authtoken.models import TokenProxy
 
 from controlplane.admin_forms import (
     IntegerColumnBounds,
@@ -229,10 +228,9 @@ class UserMembershipInline(NamedInlineControls, IntegerColumnBounds, admin.Tabul
 User = get_user_model()
 if admin.site.is_registered(User):
     admin.site.unregister(User)
-# DRF's "Tokens" page listed every user's live API token in clear, and a token is its user to
-# the API: no admin page shows one (services/api_tokens.py). The users list revokes them.
-if admin.site.is_registered(TokenProxy):
-    admin.site.unregister(TokenProxy)
+# No admin page lists API tokens (until 6 Dec DRF's "Tokens" page listed every user's live
+# token in clear; since, only their digests are stored: services/api_tokens.py). The users list
+# revokes them.
 
 
 @admin.register(User)
@@ -248,7 +246,7 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
     def revoke_api_tokens(self, request: HttpRequest, queryset: Any) -> None:
         revoked, had_none = api_tokens.revoke(list(queryset), _actor(request))
         said = "; ".join(
-            ([f"Revoked the API token of {', '.join(revoked)}"] if revoked else [])
+            ([f"Revoked the API tokens of {', '.join(revoked)}"] if revoked else [])
             + ([f"{', '.join(had_none)} had none"] if had_none else []))
         self.message_user(request, said + ".", messages.SUCCESS if revoked else messages.INFO)
 

@@ -59,10 +59,11 @@ from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
-from rest_framework.authentication import SessionAuthentication, TokenAuthentication
+from rest_framework.authentication import SessionAuthentication
 from rest_framework.exceptions import AuthenticationFailed
 from rest_framework.request import Request
 
+from controlplane.api.authentication import TokenAuthentication
 from controlplane.api.errors import database_unavailable
 from controlplane.choices import AllocationState, EventKind, JobState, NodeState
 from controlplane.models import (

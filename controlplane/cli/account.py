@@ -51,9 +51,9 @@ def _ask(prompt: str, read: Callable[[str], str], instead: str) -> str:
 
 
 def cmd_logout(api: Api, args: argparse.Namespace) -> int:
-    """Revoke the stored token on the server it came from, then forget it here. A user has one
-    token, so every `qm` logged in as them is logged out too. The local copy goes even when the
-    server cannot be asked; only failing to remove it is an error."""
+    """Revoke the stored token on the server it came from, then forget it here. Each `qm login`
+    has its own token, so the user's other clients stay logged in. The local copy goes even when
+    the server cannot be asked; only failing to remove it is an error."""
     path = config_path()
     try:
         config, unreadable = load_config(), False
@@ -73,11 +73,12 @@ def cmd_logout(api: Api, args: argparse.Namespace) -> int:
             server = server_url(config.get("url") or api.url)
             Api(server, token).request("POST", "auth/logout/")
             revoked = True
-            note = (f"Token revoked on {server}: every qm logged in as {config.get('username') or 'you'} "
-                    "is logged out (one token per user).")
+            whose = f"{config['username']}'s" if config.get("username") else "your"
+            note = f"Token revoked on {server}: this qm is logged out; {whose} other logins keep their own tokens."
         except ApiError as error:
             if error.status == 401:
-                note = f"The token was already invalid on {server} (revoked by another logout or an admin)."
+                note = (f"The token was already invalid on {server} (revoked by an admin or a password change, "
+                        "or logged out with a browser session).")
             else:
                 note = f"The server refused to revoke the token ({error}); it may still be valid there."
                 print(f"warning: {note}", file=sys.stderr)

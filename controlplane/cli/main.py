@@ -115,8 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--password-stdin", action="store_true", help="read the password from standard input")
     sub.add_parser("logout", parents=[common], help="revoke the token on the server and forget it here",
                    description="Revoke the stored token on the server it was issued by, then remove it from "
-                               "the config file. A user has one token, so this logs out every qm logged in as "
-                               "you (other machines, scripts) at once. If the server cannot be reached the "
+                               "the config file. Each login has its own token, so your other logins (other "
+                               "machines, scripts) stay logged in. If the server cannot be reached the "
                                "token is still removed here, with a warning that it stays valid there.")
     sub.add_parser("whoami", parents=[common], help="who the stored token belongs to")
 

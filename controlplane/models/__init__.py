@@ -1,6 +1,7 @@
 """The data model, one module per topic."""
 
 from controlplane.models.accounting import UsageSample
+from controlplane.models.api_tokens import ApiToken
 from controlplane.models.events import Event
 from controlplane.models.fleet import GpuType, Node, PriceRate
 from controlplane.models.jobs import Allocation, AllocationGpu, Job, JobDependency, PendingPlace
@@ -23,6 +24,7 @@ from controlplane.models.usage import (  # noqa: F401
 __all__ = [
     "Allocation",
     "AllocationGpu",
+    "ApiToken",
     "Cohort",
     "Event",
     "FleetSample",

@@ -1,16 +1,23 @@
-"""When a user's API token ends, besides `POST auth/logout/` (`qm logout`).
+"""A user's API tokens: issued at sign-in, and when they end.
 
-A user has one token (DRF authtoken), and whoever holds it acts as the user through the API.
-It is never shown after the sign-in that issued it (the admin has no Tokens page: admin.py), so
-what a holder can lose is ended here:
+Whoever holds a token acts as its user through the API. A token is issued by `POST auth/token/`
+(`qm login`), one per sign-in, so each client holds its own; its key is in that answer and
+nowhere else: the database keeps its SHA-256 (models/api_tokens.ApiToken, services/
+token_digests.py, as node agents' tokens), and the admin has no Tokens page (admin.py). A user
+holds at most MAX_PER_USER at once: a sign-in beyond that ends their oldest (a script that signs
+in at every run would otherwise pile them up).
 
-- a changed password revokes it (`password_changed`: the user's own change, an admin's reset on
-  the admin's password form, `manage.py changepassword`), as Django already signs the user's
-  other browser sessions out; a stored hash upgraded at sign-in is no change (Django says so);
-- an admin revokes the tokens of users they pick (`revoke`: the users list's action), recorded
-  as a config.changed event naming the user, never the key.
+It ends:
 
-A deactivated user's token is refused at once (api/authentication.py), without being deleted.
+- when its client logs out (`POST auth/logout/`, `qm logout`: that token; with a browser
+  session: all of the user's, `revoke_all`);
+- when the password changes (`password_changed`: the user's own change, an admin's reset on the
+  admin's password form, `manage.py changepassword`), as Django already signs the user's other
+  browser sessions out; a stored hash upgraded at sign-in is no change (Django says so);
+- when an admin revokes the tokens of users they pick (`revoke`: the users list's action),
+  recorded as a config.changed event naming the user, never a key.
+
+A deactivated user's tokens are refused at once (api/authentication.py), without being deleted.
 """
 
 from __future__ import annotations
@@ -20,32 +27,65 @@ from typing import Any
 
 import structlog
 from django.db import transaction
-from rest_framework.authtoken.models import Token
+from django.utils import timezone
 
 from controlplane.choices import EventKind
-from controlplane.models import Event
+from controlplane.models import ApiToken, Event
+from controlplane.services import token_digests
 from controlplane.services.transitions import event_fields
 
 log = structlog.get_logger(__name__)
 
+#: What a user's token starts with (a node agent's: `qma_`), so a leaked one is recognisable.
+#: Tokens issued before 6 Dec 2026 are 40 hex digits with no prefix, and work as well.
+TOKEN_PREFIX = "qmu_"
+#: The most tokens a user holds at once; a sign-in beyond it ends their oldest.
+MAX_PER_USER = 50
+
+
+def issue(user: Any) -> str:
+    """A new token for `user`: its key, which is stored nowhere (only its digest is). The user's
+    oldest tokens beyond MAX_PER_USER end in the same transaction."""
+    key = token_digests.new_token(TOKEN_PREFIX)
+    with transaction.atomic():
+        ApiToken.objects.create(digest=token_digests.digest(key), user=user, created=timezone.now())
+        stale = list(ApiToken.objects.filter(user=user).order_by("-created", "-id")
+                     .values_list("id", flat=True)[MAX_PER_USER:])
+        if stale:
+            ApiToken.objects.filter(id__in=stale).delete()
+            log.info("api tokens ended: too many", user=user.get_username(), ended=len(stale), kept=MAX_PER_USER)
+    return key
+
+
+def revoke_token(token: ApiToken) -> None:
+    """End the one token a request was sent with (a client's logout)."""
+    ApiToken.objects.filter(pk=token.pk).delete()
+
+
+def revoke_all(user: Any) -> int:
+    """End every token of `user`: how many there were."""
+    revoked, _ = ApiToken.objects.filter(user=user).delete()
+    return revoked
+
 
 def password_changed(user: Any) -> int:
-    """The user's password was just set: their API token no longer opens anything."""
-    revoked, _ = Token.objects.filter(user=user).delete()
+    """The user's password was just set: none of their API tokens opens anything any more."""
+    revoked = revoke_all(user)
     if revoked:
-        log.info("api token revoked: password changed", user=user.get_username())
+        log.info("api tokens revoked: password changed", user=user.get_username(), tokens=revoked)
     return revoked
 
 
 def revoke(users: Sequence[Any], actor: str) -> tuple[list[str], list[str]]:
-    """Delete these users' API tokens: (the names whose token went, the names that had none).
-    One config.changed event per token revoked, in the same transaction."""
+    """Delete these users' API tokens: (the names whose tokens went, the names that had none).
+    One config.changed event per user whose tokens were revoked, in the same transaction."""
     with transaction.atomic():
-        holders = set(Token.objects.filter(user__in=[u.pk for u in users]).values_list("user_id", flat=True))
-        Token.objects.filter(user_id__in=holders).delete()
+        held = ApiToken.objects.filter(user__in=[u.pk for u in users])
+        holders = set(held.values_list("user_id", flat=True))
+        held.delete()
         revoked = sorted(u.get_username() for u in users if u.pk in holders)
         Event.objects.bulk_create(Event(**event_fields(
-            EventKind.CONFIG_CHANGED, actor, reason="ApiTokenRevoked", message=f"User {name}'s API token revoked",
+            EventKind.CONFIG_CHANGED, actor, reason="ApiTokenRevoked", message=f"User {name}'s API tokens revoked",
             data={"model": "user", "user": name},
         )) for name in revoked)
     return revoked, sorted(u.get_username() for u in users if u.pk not in holders)

@@ -14,7 +14,6 @@ from typing import Any
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import AbstractBaseUser
 from django.utils import timezone
-from rest_framework.authtoken.models import Token
 
 from controlplane.choices import JobState, Role
 from controlplane.models import (
@@ -30,6 +29,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
+from controlplane.services import api_tokens
 
 _seq = itertools.count(1)
 
@@ -79,7 +79,8 @@ def make_user(
 
 
 def token_for(user: AbstractBaseUser) -> str:
-    return Token.objects.get_or_create(user=user)[0].key
+    """A new API token of `user`, as a sign-in issues it: its key (the database holds its digest)."""
+    return api_tokens.issue(user)
 
 
 def make_node(gpu_type: GpuType, name: str | None = None, **kw: Any) -> Node:

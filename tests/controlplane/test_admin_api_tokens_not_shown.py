@@ -11,10 +11,10 @@ from __future__ import annotations
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
 from django.test import Client
-from rest_framework.authtoken.models import Token
 
 from controlplane.choices import EventKind
-from controlplane.models import Event
+from controlplane.models import ApiToken, Event
+from controlplane.services import token_digests
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -44,6 +44,7 @@ def test_no_admin_page_shows_a_users_token(admin_client) -> None:
 def test_an_admin_revokes_the_selected_users_tokens(admin_client) -> None:
     alice, bob, carol = f.make_user("alice"), f.make_user("bob"), f.make_user("carol")
     f.token_for(alice)
+    f.token_for(alice)  # a second client of hers
     kept = f.token_for(carol)
 
     answer = admin_client.post("/admin/auth/user/", {
@@ -52,9 +53,9 @@ def test_an_admin_revokes_the_selected_users_tokens(admin_client) -> None:
 
     assert answer.status_code == 200
     said = answer.content.decode()
-    assert "Revoked the API token of alice" in said and "bob had none" in said
-    assert not Token.objects.filter(user__in=[alice, bob]).exists()
-    assert Token.objects.get(user=carol).key == kept
+    assert "Revoked the API tokens of alice" in said and "bob had none" in said
+    assert not ApiToken.objects.filter(user__in=[alice, bob]).exists()
+    assert ApiToken.objects.get(user=carol).digest == token_digests.digest(kept)
     event = Event.objects.get(kind=EventKind.CONFIG_CHANGED, reason="ApiTokenRevoked")  # alice's only: bob had none
-    assert event.actor == "user:boss" and event.message == "User alice's API token revoked"
+    assert event.actor == "user:boss" and event.message == "User alice's API tokens revoked"
     assert event.data == {"model": "user", "user": "alice"}  # never the key

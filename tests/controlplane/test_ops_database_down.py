@@ -162,8 +162,8 @@ def test_the_api_answers_503_json_while_postgresql_is_stopped_and_recovers_after
     env = _env(cluster.url)
     setup = ("import django; django.setup(); from django.core.management import call_command; "
              "call_command('migrate', verbosity=0); from django.contrib.auth.models import User; "
-             "from rest_framework.authtoken.models import Token; "
-             "u = User.objects.create_superuser('ops', password='ops'); print('TOKEN', Token.objects.create(user=u).key)")
+             "from controlplane.services import api_tokens; "
+             "u = User.objects.create_superuser('ops', password='ops'); print('TOKEN', api_tokens.issue(u))")
     done = subprocess.run([sys.executable, "-c", setup], env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
     token = next((line.split()[1] for line in done.stdout.splitlines() if line.startswith("TOKEN ")), None)
     assert token, done.stderr[-3000:]

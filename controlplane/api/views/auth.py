@@ -7,7 +7,6 @@ from typing import Any
 
 from django.contrib.auth import authenticate
 from drf_spectacular.utils import extend_schema
-from rest_framework.authtoken.models import Token
 from rest_framework.exceptions import Throttled, ValidationError
 from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
@@ -17,12 +16,13 @@ from rest_framework.views import APIView
 from controlplane.api.serializers.auth import MeSerializer, TokenRequestSerializer, TokenSerializer
 from controlplane.api.throttling import LoginThrottle, username_refusal, username_refused
 from controlplane.api.views.api_mixin import ApiMixin
-from controlplane.models import Membership
-from controlplane.services import access
+from controlplane.models import ApiToken, Membership
+from controlplane.services import access, api_tokens
 
 
 class TokenView(ApiMixin, APIView):
-    """Exchange a username and password for an API token (`Authorization: Token …`)."""
+    """Exchange a username and password for a new API token (`Authorization: Token …`): its key
+    is in this answer only (the server keeps its SHA-256: services/api_tokens.py)."""
 
     authentication_classes: list[Any] = []
     permission_classes = [AllowAny]
@@ -42,25 +42,25 @@ class TokenView(ApiMixin, APIView):
         if user is None or not user.is_active:
             # 400 as DRF's own token view answers: the request carried no credentials to refuse.
             raise ValidationError({"password": ["Wrong username or password."]})
-        token, _ = Token.objects.get_or_create(user=user)
+        key = api_tokens.issue(user)
         # no browser or proxy keeps a copy of the token (RFC 6749 asks it of a token's answer)
-        return Response({"token": token.key, "username": user.get_username()}, headers={"Cache-Control": "no-store"})
+        return Response({"token": key, "username": user.get_username()}, headers={"Cache-Control": "no-store"})
 
 
 class LogoutView(ApiMixin, APIView):
     """Revoke the token this request was sent with: the next request with it is 401.
 
-    A user has one token (DRF authtoken), shared by every `qm` they logged in with, so all of
-    them are logged out; `POST auth/token/` then issues a new one. Called with a session (the
-    browser), it revokes the user's API token likewise and leaves the session alone. Like
-    logging in, it records no event (sign-ins and sign-outs are not in the audit trail)."""
+    Each sign-in has its own token, so the user's other clients (another `qm`, a CI job) stay
+    logged in. Called with a session (the browser), which names no token, it revokes all of the
+    user's API tokens and leaves the session alone. Like logging in, it records no event
+    (sign-ins and sign-outs are not in the audit trail)."""
 
     @extend_schema(request=None, responses={204: None})
     def post(self, request: Request) -> Response:
-        if isinstance(request.auth, Token):
-            Token.objects.filter(key=request.auth.key).delete()
+        if isinstance(request.auth, ApiToken):
+            api_tokens.revoke_token(request.auth)
         else:
-            Token.objects.filter(user=request.user).delete()
+            api_tokens.revoke_all(request.user)
         return Response(status=204)
 
 

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 from django.contrib.auth.hashers import make_password
 from django.test import Client
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
 
+from controlplane.models import ApiToken
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -28,16 +28,17 @@ def _with_token(key: str) -> APIClient:
     return client
 
 
-def test_a_changed_password_revokes_the_users_token(fleet) -> None:
+def test_a_changed_password_revokes_the_users_tokens(fleet) -> None:
     alice = fleet.users["owner"]
-    key = f.token_for(alice)
+    key, laptop = f.token_for(alice), f.token_for(alice)
     assert _with_token(key).get(ME).status_code == 200
 
     alice.set_password("a new one")
     alice.save()
 
     assert _with_token(key).get(ME).status_code == 401
-    assert not Token.objects.filter(user=alice).exists()
+    assert _with_token(laptop).get(ME).status_code == 401
+    assert not ApiToken.objects.filter(user=alice).exists()
     assert _with_token(f.token_for(fleet.users["other_team"])).get(ME).status_code == 200  # others keep theirs
 
 
@@ -80,8 +81,8 @@ def test_a_sign_in_that_upgrades_the_stored_hash_keeps_the_token(fleet, settings
 
     alice.refresh_from_db()
     assert alice.password.startswith("scrypt$")  # upgraded
-    assert signed_in.status_code == 200 and signed_in.json()["token"] == key
-    assert _with_token(key).get(ME).status_code == 200
+    assert signed_in.status_code == 200 and signed_in.json()["token"] != key  # a sign-in's own token
+    assert _with_token(key).get(ME).status_code == 200  # and the one held before still works
 
 
 def test_a_password_made_unusable_revokes_the_token(fleet) -> None:

@@ -1,14 +1,16 @@
 """`POST auth/token/` with a wrong password or an unknown user: a 400 on `password` in the same
 words either way (docs/api.md, *Authentication*), and no token issued; the right password
-gets the user's one token."""
+gets a new token of the user's, whose key the database does not hold."""
 
 from __future__ import annotations
 
 from typing import Any
 
 import pytest
-from rest_framework.authtoken.models import Token
 from rest_framework.test import APIClient
+
+from controlplane.models import ApiToken
+from controlplane.services import token_digests
 
 pytestmark = pytest.mark.django_db
 
@@ -21,11 +23,17 @@ def test_a_wrong_password_or_an_unknown_user_is_one_400_on_password(fleet: Any, 
 
     assert r.status_code == 400
     assert r.json()["errors"] == {"password": ["Wrong username or password."]}
-    assert not Token.objects.exists()
+    assert not ApiToken.objects.exists()
 
 
-def test_the_right_password_gets_the_users_token(fleet: Any) -> None:
+def test_the_right_password_gets_a_new_token_stored_as_its_digest(fleet: Any) -> None:
     r = APIClient().post(TOKEN, {"username": "alice", "password": "alice"}, format="json")
 
-    assert r.status_code == 200
-    assert r.json() == {"token": Token.objects.get(user=fleet.users["owner"]).key, "username": "alice"}
+    assert r.status_code == 200 and r.headers["Cache-Control"] == "no-store"
+    key = r.json()["token"]
+    assert r.json() == {"token": key, "username": "alice"} and key.startswith("qmu_") and len(key) > 40
+    stored = ApiToken.objects.get(user=fleet.users["owner"])
+    assert stored.digest == token_digests.digest(key) and stored.digest != key
+
+    again = APIClient().post(TOKEN, {"username": "alice", "password": "alice"}, format="json").json()["token"]
+    assert again != key and ApiToken.objects.filter(user=fleet.users["owner"]).count() == 2  # one per sign-in

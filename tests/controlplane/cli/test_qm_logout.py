@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 import requests
-from rest_framework.authtoken.models import Token
 
+from controlplane.models import ApiToken
 from tests.controlplane.cli.conftest import REPO
 
 pytestmark = pytest.mark.slow
@@ -37,15 +37,15 @@ def test_logout_revokes_the_token_on_the_server_and_forgets_it(alice_qm, live_se
     r = alice_qm("logout")
 
     assert r.code == 0, r.err
-    assert "revoked" in r.out and "every" in r.out and str(_config(tmp_path)) in r.out
+    assert "revoked" in r.out and "other logins keep their own tokens" in r.out and str(_config(tmp_path)) in r.out
     assert "token" not in json.loads(_config(tmp_path).read_text())
     assert _me(live_server, token) == 401
     who = alice_qm("whoami")
     assert who.code == 1 and "Run `qm login` first" in who.err
 
 
-def test_logout_logs_out_the_users_other_clients_too(alice_qm, live_server, tmp_path) -> None:
-    # A second machine of alice's: its own HOME, the same server; DRF authtoken gives it the same token.
+def test_logout_leaves_the_users_other_clients_logged_in(alice_qm, live_server, tmp_path) -> None:
+    # A second machine of alice's: its own HOME, the same server; its login gets its own token.
     other_home = tmp_path / "laptop"
     env = {**os.environ, "HOME": str(other_home), "XDG_CONFIG_HOME": str(other_home / "config"),
            "QM_URL": live_server.url, "PYTHONPATH": str(REPO)}
@@ -60,8 +60,8 @@ def test_logout_logs_out_the_users_other_clients_too(alice_qm, live_server, tmp_
 
     assert alice_qm("logout").code == 0
 
-    refused = laptop("whoami")
-    assert refused.returncode == 1 and "Your token was refused" in refused.stderr
+    still = laptop("whoami")
+    assert still.returncode == 0 and "alice" in still.stdout, still.stderr
 
 
 def test_logout_with_the_server_unreachable_still_forgets_the_token(alice_qm, live_server, tmp_path) -> None:
@@ -79,7 +79,7 @@ def test_logout_with_the_server_unreachable_still_forgets_the_token(alice_qm, li
 
 
 def test_logout_with_a_token_the_server_no_longer_knows_still_forgets_it(alice_qm, tmp_path) -> None:
-    Token.objects.all().delete()  # an admin revoked it, or another of alice's clients logged out
+    ApiToken.objects.all().delete()  # an admin revoked it, or her password changed
 
     r = alice_qm("logout")
 
