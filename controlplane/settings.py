@@ -361,7 +361,9 @@ REST_FRAMEWORK = {
     "DEFAULT_THROTTLE_CLASSES": ["rest_framework.throttling.UserRateThrottle"],
     "DEFAULT_THROTTLE_RATES": {"user": _env_rate("QM_USER_THROTTLE", "100000/hour"),
                                # failed sign-ins per username from any address, a sliding window
-                               "login_user": _env_rate("QM_SIGN_IN_FAILURES_PER_USERNAME", "20/hour")},
+                               "login_user": _env_rate("QM_SIGN_IN_FAILURES_PER_USERNAME", "20/hour"),
+                               # node agents' failed authentications per client address, a sliding window
+                               "agent_auth": _env_rate("QM_AGENT_AUTH_FAILURES", "60/minute")},
     # Whose address a sign-in counts against (api/throttling.py): with no proxy in front, the
     # connection's; behind N proxies that each append to X-Forwarded-For, the one the Nth from
     # the right recorded. Left unset DRF took the whole header as the address, so a guesser

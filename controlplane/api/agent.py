@@ -9,6 +9,11 @@ A heartbeat or a report may carry `logs`, chunks of the jobs' output (services/j
 Agents authenticate with `Authorization: Bearer <token>`. A node token opens only its own
 node's endpoints; the bootstrap secret (QM_AGENT_BOOTSTRAP_TOKEN) opens only `register`. User
 tokens and sessions are not accepted here, and agent tokens are not accepted anywhere else.
+A token that opens nothing counts against the client's address (api/throttling.py,
+`agent_auth`, QM_AGENT_AUTH_FAILURES); beyond the limit such an address is answered 429 with
+Retry-After for anything but a node's own token, the bootstrap secret included, unchecked. A
+node's token is never refused for it: nobody guesses one, and agents that hold theirs behind
+one address go on whatever another's failures.
 The business rules are in services/agent_protocol.py; this module parses and answers.
 """
 
@@ -34,6 +39,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api import throttling
 from controlplane.api.errors import Conflict, exception_handler
 from controlplane.api.parsers import BoundedJSONParser
 from controlplane.api.serializers.fields import NameField
@@ -96,10 +102,16 @@ class AgentTokenAuthentication(BaseAuthentication):
             token = parts[1].decode()
         except UnicodeDecodeError as error:
             raise exceptions.AuthenticationFailed("The agent token must be ASCII.") from error
-        if protocol.is_bootstrap_secret(token):
-            return BootstrapPrincipal(), token
         node = protocol.node_for_token(token)
         if node is None:
+            # Not a node's token: the bootstrap secret, or nothing. An address with too many
+            # failures lately is not let try (the secret is checked only below the limit).
+            wait = throttling.agent_auth_refused(request)
+            if wait is not None:
+                raise exceptions.Throttled(wait=wait, detail=throttling.agent_auth_refusal(wait))
+            if protocol.is_bootstrap_secret(token):
+                return BootstrapPrincipal(), token
+            throttling.agent_auth_failed(request)
             # Retiring a node revokes its agent's token: say so (409), not "unknown token". The
             # node is named by the path (heartbeat, report) or by a registration's body.
             context = getattr(request, "parser_context", None) or {}
@@ -646,7 +658,9 @@ class BatchSyncView(AgentView):
     """Heartbeats and reports of many nodes in one request: for an agent process that speaks
     for several nodes (`qm-agent --simulate N`). Each item carries its own node's token and is
     authenticated alone, exactly as on the per-node endpoints; an item whose token does not
-    open its node gets a 401/403 result of its own, and the others proceed."""
+    open its node gets a 401/403 result of its own, and the others proceed. A request with
+    tokens that open no node counts one failure against its address (`agent_auth`); beyond the
+    limit those items' results are 429 with `retry_after`."""
 
     authentication_classes: list[Any] = []
     permission_classes: list[Any] = []
@@ -657,10 +671,13 @@ class BatchSyncView(AgentView):
         nodes = {n.name: n for n in Node.objects.filter(name__in={i["name"] for i in items})}
         results: list[dict[str, Any] | None] = [None] * len(items)
         accepted: list[tuple[int, protocol.SyncRequest]] = []
+        unknown: list[int] = []
         for index, item in enumerate(items):
             node = nodes.get(item["name"])
             if node is None or not protocol.token_opens(node, item["token"]):
                 known = protocol.node_for_token(item["token"])
+                if known is None:
+                    unknown.append(index)
                 if known is None and node is not None and node.state == NodeState.RETIRED:
                     results[index] = {"node": item["name"], "status": 409, "code": "node_retired",
                                       "detail": str(protocol.NodeRetired(node)),
@@ -678,10 +695,25 @@ class BatchSyncView(AgentView):
                 goodbye=item.get("goodbye", False), known=item.get("known") or None,
                 shutting_down=item.get("shutting_down", False),
             )))
+        _refuse_unknown_tokens(request, [results[index] for index in unknown])
         _store_logs([(r.node, items[index].get("logs") or []) for index, r in accepted], now)
         for (index, _), desired in zip(accepted, protocol.sync_many([r for _, r in accepted], now=now), strict=True):
             results[index] = {"status": 200, **desired.as_json()}
         return Response({"results": results})
+
+
+def _refuse_unknown_tokens(request: Request, unknown: list[dict[str, Any] | None]) -> None:
+    """A batch's items whose tokens open no node: one failure for the request against its
+    address, or, beyond the limit, each such item's 401 (or 409) a 429 with `retry_after`."""
+    if not unknown:
+        return
+    wait = throttling.agent_auth_refused(request)
+    if wait is None:
+        throttling.agent_auth_failed(request)
+        return
+    for result in unknown:
+        if result is not None and result["status"] == 401:
+            result.update(status=429, detail=throttling.agent_auth_refusal(wait), retry_after=math.ceil(wait))
 
 
 class WaitItemSerializer(serializers.Serializer):
@@ -708,7 +740,8 @@ class WaitView(AgentView):
     (computed from the item's `running` and `known`, as a report would be), else the agent
     fetches it with a report or a heartbeat. Each item carries its node's token (one agent, or
     a process simulating many nodes); a node whose token does not open it is listed in
-    `refused`."""
+    `refused`, and counts one failure for the request against its address (`agent_auth`):
+    beyond the limit a request none of whose tokens opens its node is a 429, not a 401."""
 
     authentication_classes: list[Any] = []
     permission_classes: list[Any] = []
@@ -728,6 +761,12 @@ class WaitView(AgentView):
                 refused.append(item["name"])
             else:
                 ids[node.pk] = node.name
+        if refused:
+            wait = throttling.agent_auth_refused(request)
+            if wait is None:
+                throttling.agent_auth_failed(request)
+            elif not ids:
+                raise exceptions.Throttled(wait=wait, detail=throttling.agent_auth_refusal(wait))
         if not ids:
             return Response({"detail": "No item's token opens its node: register again.", "refused": refused},
                             status=status.HTTP_401_UNAUTHORIZED)

@@ -5,8 +5,10 @@ which costs more the busier a user is. Here each user gets one counter per fixed
 (`INCR` on Redis in one round trip, shared by every gunicorn worker and host); the window's end is the
 Retry-After. Rates come from REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"] at request time, so
 settings overrides apply without a restart: `user` for signed-in users, `login` for token
-requests (keyed by client address, against password guessing), and `login_user` for the failed
-sign-ins of one username from any address (a sliding window: `username_refused`).
+requests (keyed by client address, against password guessing), `login_user` for the failed
+sign-ins of one username from any address (a sliding window: `username_refused`), and
+`agent_auth` for the node agents' failed authentications per client address (the same sliding
+window: `agent_auth_refused`). A client's address is `client_address`'s, for all of them.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from rest_framework.views import APIView
 
 log = structlog.get_logger(__name__)
 _PERIODS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-DEFAULT_RATES = {"user": "100000/hour", "login": "30/minute", "login_user": "20/hour"}
+DEFAULT_RATES = {"user": "100000/hour", "login": "30/minute", "login_user": "20/hour", "agent_auth": "60/minute"}
 
 
 @cache
@@ -112,16 +114,21 @@ class PerUserThrottle(FixedWindowThrottle):
     scope = "user"
 
 
+def client_address(request: Any) -> str:
+    """The address a request came from: the connection's, or behind QM_TRUSTED_PROXIES proxies
+    the one they recorded (REST_FRAMEWORK["NUM_PROXIES"]); an X-Forwarded-For a client writes
+    itself is not believed. A DRF or a Django request."""
+    return str(BaseThrottle().get_ident(request))
+
+
 class LoginThrottle(FixedWindowThrottle):
-    """Sign-ins per client address: the API's token requests and the pages' and the admin's
-    sign-in forms count against one counter (`sign_in_refused`). The address is the connection's,
-    or behind QM_TRUSTED_PROXIES proxies the one they recorded (REST_FRAMEWORK["NUM_PROXIES"]);
-    an X-Forwarded-For a client writes itself is not believed."""
+    """Sign-ins per client address (`client_address`): the API's token requests and the pages'
+    and the admin's sign-in forms count against one counter (`sign_in_refused`)."""
 
     scope = "login"
 
     def ident(self, request: Request) -> str | None:
-        return f"ip{self.get_ident(request)}"
+        return f"ip{client_address(request)}"
 
 
 def sign_in_refused(request: Any) -> float | None:
@@ -156,17 +163,18 @@ def _username_key(username: str) -> str:
     return "login_user:" + hashlib.sha256(username.casefold().encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
-def _failures(username: str, *, record: bool, now: float | None = None) -> tuple[int, float | None, int, int]:
-    """(failures in the window, the oldest one's time, the limit, the period), recording one more
-    when `record`. Redis unreachable: none (a throttle must not take sign-in down)."""
-    limit, period = parse_rate(api_settings.DEFAULT_THROTTLE_RATES.get("login_user") or DEFAULT_RATES["login_user"])
-    key, now = _username_key(username), time.time() if now is None else now
+def _failures(key: str, scope: str, *, record: bool, now: float | None = None) -> tuple[int, float | None, int, int]:
+    """(failures counted in `key` in the window, the oldest one's time, the limit, the period) at
+    `scope`'s rate, recording one more when `record`. Redis unreachable: none (a throttle must
+    not take sign-in, or the agents, down)."""
+    limit, period = parse_rate(api_settings.DEFAULT_THROTTLE_RATES.get(scope) or DEFAULT_RATES[scope])
+    now = time.time() if now is None else now
     if settings.REDIS_URL:
         try:
             count, oldest = _sliding_failures()(keys=[f"qm-throttle:{key}"],
                                                 args=[now, period, "1" if record else "0", uuid.uuid4().hex])
-        except Exception as error:  # noqa: BLE001 - any Redis failure: let the sign-in go on, say so
-            log.warning("sign-in failure counter unavailable; sign-in allowed", error=str(error))
+        except Exception as error:  # noqa: BLE001 - any Redis failure: let the attempt go on, say so
+            log.warning("failure counter unavailable; attempt allowed", scope=scope, error=str(error))
             return 0, None, limit, period
         return int(count), float(oldest) if oldest else None, limit, period
     store = caches["default"]  # the embedded demo: one process, a list of times
@@ -180,7 +188,7 @@ def _failures(username: str, *, record: bool, now: float | None = None) -> tuple
 def sign_in_failed(username: str, *, now: float | None = None) -> None:
     """Count a failed sign-in against its username (the `user_login_failed` signal's receiver,
     controlplane/signals.py): the API's token requests and both forms authenticate through it."""
-    _failures(username, record=True, now=now)
+    _failures(_username_key(username), "login_user", record=True, now=now)
 
 
 def username_refused(username: str, *, now: float | None = None) -> float | None:
@@ -188,8 +196,14 @@ def username_refused(username: str, *, now: float | None = None) -> float | None
     the window leaves it. A sliding window of failures, not a lockout: a refused attempt is not
     counted, so the refusal ends at most one period after the failures stop, and each failure
     that ages out lets one attempt through."""
+    return _refused(_username_key(username), "login_user", now)
+
+
+def _refused(key: str, scope: str, now: float | None) -> float | None:
+    """None when `key` has fewer failures in its window than `scope`'s limit, else the seconds
+    until the oldest of them leaves the window."""
     now = time.time() if now is None else now
-    count, oldest, limit, period = _failures(username, record=False, now=now)
+    count, oldest, limit, period = _failures(key, scope, record=False, now=now)
     if count < limit or oldest is None:
         return None
     return max(1.0, oldest + period - now)
@@ -198,3 +212,27 @@ def username_refused(username: str, *, now: float | None = None) -> float | None
 def username_refusal(wait: float) -> str:
     return (f"Too many failed sign-ins for this username; try again in {math.ceil(wait)} s "
             "(or sign in as someone else).")
+
+
+def _agent_key(request: Any) -> str:
+    return "agent_auth:" + client_address(request)
+
+
+def agent_auth_failed(request: Any, *, now: float | None = None) -> None:
+    """Count a node agent's failed authentication (a token that is neither a node's nor the
+    bootstrap secret) against the address it came from (api/agent.py)."""
+    _failures(_agent_key(request), "agent_auth", record=True, now=now)
+
+
+def agent_auth_refused(request: Any, *, now: float | None = None) -> float | None:
+    """None when the address `request` came from may present an agent token that is not a
+    node's now (the bootstrap secret, or a guess), else the seconds until its oldest failure in
+    the window leaves it. A sliding window of failures (`agent_auth`, QM_AGENT_AUTH_FAILURES),
+    as `username_refused`'s: only failures count, so a fleet of healthy agents behind one
+    address is never refused, and a refused attempt is not counted."""
+    return _refused(_agent_key(request), "agent_auth", now)
+
+
+def agent_auth_refusal(wait: float) -> str:
+    return (f"Too many failed agent authentications from this address; try again in {math.ceil(wait)} s "
+            "(check the node's token and QM_AGENT_BOOTSTRAP_TOKEN).")
