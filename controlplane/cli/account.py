@@ -83,8 +83,8 @@ def cmd_logout(api: Api, args: argparse.Namespace) -> int:
                 note = f"The server refused to revoke the token ({error}); it may still be valid there."
                 print(f"warning: {note}", file=sys.stderr)
         except CliError as error:
-            note = (f"{error}: the token was NOT revoked on the server and stays valid there until you "
-                    "`qm login` and `qm logout` again with the server reachable, or an admin deletes it.")
+            note = (f"{error}: the token was NOT revoked on the server and stays valid there until your "
+                    "password changes or an admin revokes your API tokens.")
             print(f"warning: {note}", file=sys.stderr)
     try:
         if unreadable:
