@@ -65,10 +65,10 @@ def prepare_database(clients: int) -> dict[str, Any]:
 
     call_command("migrate", verbosity=0)
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
     from controlplane.choices import Role
     from controlplane.models import Cohort, GpuType, Job, Membership, Node, PriorityClass, Team
+    from controlplane.services import api_tokens
 
     Job.objects.all().delete()
     h100, _ = GpuType.objects.get_or_create(name="H100-80GB", defaults={"memory_gb": 80})
@@ -92,11 +92,11 @@ def prepare_database(clients: int) -> dict[str, Any]:
         user, created = users.objects.get_or_create(username=f"bench-user-{i}")
         if created:
             Membership.objects.create(user=user, team=team, role=Role.MEMBER)
-        tokens.append(Token.objects.get_or_create(user=user)[0].key)
+        tokens.append(api_tokens.issue(user))
     admin, created = users.objects.get_or_create(username="bench-admin")
     if created:
         Membership.objects.create(user=admin, team=None, role=Role.ADMIN)
-    return {"tokens": tokens, "admin_token": Token.objects.get_or_create(user=admin)[0].key,
+    return {"tokens": tokens, "admin_token": api_tokens.issue(admin),
             "team_ids": [t.pk for t in teams], "class_id": research.pk}
 
 

@@ -40,9 +40,9 @@ def seed(total_gpus: int) -> str:
     """The H100 type, the `batch` priority class (10 s grace), team `bench` whose quota holds
     every GPU, and user `bench` in it. Returns the user's API token."""
     from django.contrib.auth import get_user_model
-    from rest_framework.authtoken.models import Token
 
     from controlplane.models import GpuType, Membership, PriorityClass, Quota, Team
+    from controlplane.services import api_tokens
 
     h100 = GpuType.objects.create(name=GPU_TYPE, memory_gb=80)
     batch = PriorityClass.objects.create(name="batch", value=100, grace_period_s=10)
@@ -50,7 +50,7 @@ def seed(total_gpus: int) -> str:
     Quota.objects.create(team=team, gpu_type=h100, nominal_gpus=total_gpus)
     user = get_user_model().objects.create_user("bench", password="bench")
     Membership.objects.create(user=user, team=team)
-    return str(Token.objects.create(user=user).key)
+    return api_tokens.issue(user)
 
 
 def start_plane(workdir: Path, env: dict[str, str], *, web_workers: int, web_threads: int = 8) -> Plane:
