@@ -8,7 +8,7 @@ theirs), do the work that belongs to the services. So the models import no servi
   rollups repriced from the earliest instant it affects, for the GPU types and tiers it touches
   (`services/accounting.reprice`), by a Celery task queued when the change commits (API, admin,
   shell alike); without a broker (the demo) the task runs at once, after the commit.
-- A user's password set anew revokes their API token (`services/api_tokens.password_changed`).
+- A user's password set anew revokes their API tokens (`services/api_tokens.password_changed`).
 - A failed sign-in (the API's token request, the pages' and the admin's forms: Django's
   `user_login_failed`) counts against its username (`api/throttling.sign_in_failed`).
 """
