@@ -120,7 +120,7 @@ def test_deactivated_user_and_deleted_token_are_refused_on_the_next_request(flee
 
     user.is_active = True
     user.save(update_fields=["is_active"])
-    user.auth_token.delete()
+    user.api_tokens.all().delete()
     assert client.get(JOBS).status_code == 401
 
 
