@@ -704,7 +704,8 @@ class BatchSyncView(AgentView):
 
 def _refuse_unknown_tokens(request: Request, unknown: list[dict[str, Any] | None]) -> None:
     """A batch's items whose tokens open no node: one failure for the request against its
-    address, or, beyond the limit, each such item's 401 (or 409) a 429 with `retry_after`."""
+    address, or, beyond the limit, each such item's 401 a 429 with `retry_after` (a retired
+    node's 409 stays: it tells its agent more)."""
     if not unknown:
         return
     wait = throttling.agent_auth_refused(request)
