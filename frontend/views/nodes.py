@@ -1,5 +1,7 @@
-"""`/nodes/`: every node by pool and leaf switch, its state and heartbeat; admins cordon, drain,
-uncordon and retire here (through the API's node actions, which call services/nodes.py).
+"""`/nodes/`: the fleet's nodes by pool and leaf switch, a page of them at a time (PAGE_SIZE, `?page=`,
+under the API's node filters: `?pool=`, `?state=`, `?gpu_type=`, ...), their state and heartbeat,
+with each pool's figures and the chart for the whole fleet; admins cordon, drain, uncordon and
+retire here (through the API's node actions, which call services/nodes.py).
 Retired nodes are out of the fleet: listed apart, under the pools, in no pool's figures; an
 admin returns one to service from there.
 `/nodes/<name>/`: one node — inventory, topology, state, heartbeat and agent lease, the jobs
@@ -10,26 +12,31 @@ from __future__ import annotations
 
 from collections import defaultdict
 from itertools import groupby
+from types import SimpleNamespace
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
-from django.db.models import Q
+from django.core.paginator import Paginator
+from django.db.models import Q, QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
+from rest_framework.exceptions import ValidationError
 
+from controlplane.api.filter_backends import refuse_unknown_parameters
 from controlplane.choices import CapacityTier, JobState, NodeState
-from controlplane.models import Event, MaintenanceWindow, Node
+from controlplane.filtersets import NodeFilterSet, refusals
+from controlplane.models import Event, GpuType, MaintenanceWindow, Node
 from controlplane.services import access, job_mentions, maintenance
 from controlplane.services.access import access_of
 from controlplane.services.node_tiers import NodeTiers, node_tiers
 from controlplane.services.nodes import cordon_reason
 from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures, node_rows
-from frontend.heatmap import fleet_grid
+from frontend.heatmap import fleet_counts, fleet_grid
 from frontend.windows import WINDOWS, window_choice
 
 # Which actions an admin is offered in each state (services/nodes.py refuses the rest anyway).
@@ -118,13 +125,52 @@ def in_maintenance(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return first
 
 
-def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+#: Nodes a page lists (the fleet's figures above them are the whole fleet's, whatever the page).
+PAGE_SIZE = 100
+#: The query parameters the page takes besides the API's node filters (NodeFilterSet).
+PAGE_PARAMETERS = frozenset({"page"})
+
+
+def listed_nodes(request: HttpRequest) -> tuple[NodeFilterSet, QuerySet[Node] | None, dict[str, list[str]]]:
+    """The fleet's nodes under the query's filters (the API's nodes filters: pool, state,
+    gpu_type, leaf_switch, ...), or the errors naming each bad parameter (an unknown one too,
+    as the history page and the API refuse it). Retired nodes are listed apart, never here."""
+    filterset = NodeFilterSet(request.GET, queryset=Node.objects.exclude(state=NodeState.RETIRED), request=request)
+    try:
+        refuse_unknown_parameters(SimpleNamespace(query_params=request.GET),  # type: ignore[arg-type]
+                                  set(NodeFilterSet.base_filters) | PAGE_PARAMETERS, "page")
+    except ValidationError as exc:
+        return filterset, None, {name: [str(m) for m in messages] for name, messages in exc.detail.items()}
+    if not filterset.is_valid():
+        return filterset, None, {name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
+    return filterset, filterset.qs, {}
+
+
+def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] | None = None,
+                  listed: QuerySet[Node] | None = None) -> dict[str, Any]:
+    """A page of the fleet's nodes (`?page=`, PAGE_SIZE of them, those `listed` keeps when given:
+    the query's filters), by pool and leaf switch; each pool's figures and the chart the whole
+    fleet's; the retired nodes apart. A fixed number of queries whatever the fleet's size: every
+    node's counts, marked listed or not (heatmap.fleet_counts: two, no GPU or job row read), the
+    page's grid (two), its nodes' heartbeats with the retired nodes (one)."""
     now = timezone.now()
     windows_of = in_maintenance(maintenance_rows or [])
-    grid = {row.id: row for row in fleet_grid(request.user)}
-    # Every node's heartbeat and wish, and the retired ones' rows for their own section (one query).
+    counts = fleet_counts(listed)
+    listed_ids = [c.id for c in counts if c.listed]  # in the rows' order: by pool, leaf switch, name
+    # Per pool, the places of its first and last listed node: the pages that hold it.
+    places: dict[str, tuple[int, int]] = {}
+    place = 0
+    for c in counts:
+        if c.listed:
+            places[c.pool] = (places.get(c.pool, (place, place))[0], place)
+            place += 1
+    shown = Paginator(listed_ids, PAGE_SIZE).get_page(request.GET.get("page"))
+    page_ids = list(shown.object_list)
+    grid = {row.id: row for row in fleet_grid(request.user, node_ids=page_ids)} if page_ids else {}
+    # The page's nodes' heartbeats and wishes, and the retired ones' rows for their own section (one query).
     beats = {
-        n["id"]: n for n in Node.objects.annotate(cordon_reason=cordon_reason()).values(
+        n["id"]: n for n in Node.objects.filter(Q(id__in=page_ids) | Q(state=NodeState.RETIRED))
+        .annotate(cordon_reason=cordon_reason()).values(
             "id", "last_heartbeat_at", "agent_lease_expires_at", "simulated", "unschedulable", "state", "name",
             "pool", "gpu_count", "gpu_type__name", "retired_at", "cordon_reason")
     }
@@ -149,48 +195,84 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
                 for verb in node_actions(row.state, beat.get("unschedulable", False))
             ] if is_admin else [],
         })
+    on_page = {pool: list(in_pool) for pool, in_pool in groupby(rows, key=lambda r: r["node"].pool)}
+    first_place = (shown.number - 1) * PAGE_SIZE
     pools = []
-    for pool, in_pool in groupby(rows, key=lambda r: r["node"].pool):
-        in_pool = list(in_pool)
-        # Each leaf switch's rows written in one pass (frontend/node_rows.py), not the template's loop.
-        leaves = [(leaf, node_rows.rows_html(list(members), is_admin))
-                  for leaf, members in groupby(in_pool, key=lambda r: r["node"].leaf_switch)]
-        ready = [r["node"] for r in in_pool if r["node"].schedulable]
+    for pool, in_pool_counts in groupby(counts, key=lambda c: c.pool):
+        in_pool = list(in_pool_counts)
+        ready = [c for c in in_pool if c.schedulable]
+        mine = on_page.get(pool, [])
+        first, last = places.get(pool, (None, None))
         pools.append({
-            "pool": pool, "leaves": leaves,
-            "gpus": sum(len(r["node"].slots) for r in in_pool),
-            "used": sum(r["node"].used for r in in_pool),
+            "pool": pool,
+            # Each leaf switch's rows of this page written in one pass (frontend/node_rows.py), not the template's loop.
+            "leaves": [(leaf, node_rows.rows_html(list(members), is_admin))
+                       for leaf, members in groupby(mine, key=lambda r: r["node"].leaf_switch)],
+            # The whole pool's, whatever the page shows of it.
+            "gpus": sum(c.gpus for c in in_pool),
+            "used": sum(c.used for c in in_pool),
             # As the API's fragmentation counts them (services/fleet_figures.py): free GPUs of
             # ready nodes only, and the most on one of them.
-            "free_ready": sum(n.free for n in ready),
-            "largest_free_block": max((n.free for n in ready), default=0),
+            "free_ready": sum(c.free for c in ready),
+            "largest_free_block": max((c.free for c in ready), default=0),
+            # Its listed nodes: how many, how many this page shows, and the pages that hold them.
+            "listed": 0 if first is None else last - first + 1,
+            "shown": len(mine),
+            "pages": None if first is None else (first // PAGE_SIZE + 1, last // PAGE_SIZE + 1),
         })
     gpus_by_state: dict[tuple[str, str], int] = defaultdict(int)
-    for row in grid.values():
-        gpus_by_state[(row.pool, row.state)] += len(row.slots)
+    for count in counts:
+        gpus_by_state[(count.pool, count.state)] += count.gpus
     chart = figures.nodes_by_state([{"pool": p, "state": s, "gpus": g} for (p, s), g in sorted(gpus_by_state.items())])
-    return {"pools": pools, "charts": [chart], "is_admin": is_admin, "node_count": len(rows),
+    query = request.GET.copy()
+    query.pop("page", None)
+    return {"pools": pools, "charts": [chart], "is_admin": is_admin, "node_count": len(counts),
+            "nodes_page": shown, "listed_count": len(listed_ids), "first_shown": first_place + 1 if rows else 0,
+            "last_shown": first_place + len(rows), "query": query.urlencode(),
+            "filtered": any(request.GET.get(name) for name in NodeFilterSet.base_filters),
             **retired_payload(list(beats.values()), is_admin)}
+
+
+def _filter_context(request: HttpRequest, errors: dict[str, list[str]]) -> dict[str, Any]:
+    """The page's filter form: the pools, states and GPU types to choose from, what is chosen."""
+    return {
+        "filter_errors": errors,
+        "chosen": {name: request.GET.get(name, "") for name in ("pool", "state", "gpu_type")},
+        "states": [(s.value, s.label) for s in NodeState if s != NodeState.RETIRED],
+        "gpu_type_names": list(GpuType.objects.order_by("name").values_list("name", flat=True)),
+    }
 
 
 @login_required
 @require_GET
 def nodes(request: HttpRequest) -> HttpResponse:
     maint = maintenance_payload(request)
-    payload = nodes_payload(request, maint["windows"])
-    pools = sorted({p["pool"] for p in payload["pools"]})
+    _, listed, errors = listed_nodes(request)
+    context: dict[str, Any] = {"page": "nodes", "page_size": PAGE_SIZE, "maintenance": maint,
+                               **_filter_context(request, errors)}
+    if listed is None:  # 400 as the jobs and history pages answer a refused filter, listing nothing
+        pools = Node.objects.exclude(state=NodeState.RETIRED).values_list("pool", flat=True).distinct()
+        return render(request, "frontend/nodes.html", {**context, "charts": {}, "pool_names": sorted(pools)},
+                      status=400)
+    payload = nodes_payload(request, maint["windows"], listed)
+    context["pool_names"] = [p["pool"] for p in payload["pools"]]
+    # The live update re-reads this page of this list (its filters and `page`), not the first.
+    live = reverse("frontend:nodes-json") + (f"?{request.GET.urlencode()}" if request.GET else "")
     return render(request, "frontend/nodes.html", {
-        **payload, "page": "nodes", "charts": {c.key: c for c in payload["charts"]},
-        "live_url": reverse("frontend:nodes-json"), "live_every": 10000,
-        "maintenance": maint, "pool_names": pools,
+        **payload, **context, "charts": {c.key: c for c in payload["charts"]},
+        "live_url": live, "live_every": 10000,
     })
 
 
 @login_required
 @require_GET
 def nodes_json(request: HttpRequest) -> JsonResponse:
+    _, listed, errors = listed_nodes(request)
+    if listed is None:
+        return JsonResponse({"detail": "; ".join(f"{name}: {' '.join(said)}" for name, said in errors.items()),
+                             "errors": errors}, status=400)
     maint = maintenance_payload(request)
-    payload = nodes_payload(request, maint["windows"])
+    payload = nodes_payload(request, maint["windows"], listed)
     return JsonResponse({
         "charts": figures.charts_json(payload["charts"]),
         "html": {"nodes-table": render_to_string("frontend/_nodes_table.html", payload, request=request),
