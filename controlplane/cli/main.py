@@ -54,7 +54,7 @@ from controlplane.cli.jobs.submit import SUBMIT_FLAGS, cmd_submit
 from controlplane.cli.jobs.update import cmd_update
 from controlplane.cli.maintenance import MAINT_FLAGS, cmd_maint
 from controlplane.cli.notify import NOTIFY_EVENTS, cmd_notify
-from controlplane.cli.scheduling import cmd_config, cmd_quotas, cmd_sprio, cmd_sshare
+from controlplane.cli.scheduling import SPRIO_SHOWN, cmd_config, cmd_quotas, cmd_sprio, cmd_sshare
 
 # ------------------------------------------------------------------------------------ parser
 
@@ -82,11 +82,16 @@ def _count_or_none(text: str) -> int | str:
         raise argparse.ArgumentTypeError(f"'{text}' is not a number of GPUs, nor none") from None
 
 
-def _latest_count(text: str) -> int:
-    """--limit N: a whole number of runs, at least 1."""
+def _latest_count(text: str, what: str = "the latest N runs") -> int:
+    """--limit N: a whole number of runs (of jobs: `what`), at least 1."""
     if not text.strip().isascii() or not text.strip().isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"'{text[:40]}' is not a whole number of at least 1 (the latest N runs)")
+        raise argparse.ArgumentTypeError(f"'{text[:40]}' is not a whole number of at least 1 ({what})")
     return int(text)
+
+
+def _first_jobs(text: str) -> int:
+    """sprio's --limit N: the first N jobs in line."""
+    return _latest_count(text, "the first N jobs in line")
 
 
 def _add_shape_flags(p: argparse.ArgumentParser, *, update: bool = False) -> None:
@@ -339,11 +344,18 @@ def build_parser() -> argparse.ArgumentParser:
                                    "tries them, each with its priority (its class's value plus the points "
                                    "waiting added), its team's dominant share (fair share: among equal "
                                    "priorities the lower goes first) and its runtime limit. Held jobs and jobs "
-                                   "waiting for a dependency are not in line. --json: the API's answer "
-                                   "(GET /api/v1/jobs/priority/).")
+                                   "waiting for a dependency are not in line. The first 50 unless --limit N or "
+                                   "--all. --json: the API's answer (GET /api/v1/jobs/priority/: its page, "
+                                   "with `count` and `next`; with --all every page's jobs in one answer).")
     p.add_argument("jobs", nargs="*", metavar="JOB", help="only these jobs (as sprio -j): one not in line is said "
                                                           "to be (held, running ...); one that does not exist, or "
                                                           "is not yours to see, is an error (exit 1)")
+    p.add_argument("--team", "-A", metavar="TEAM", help="only this team's jobs (as sprio -A): one whose jobs you "
+                                                        "may read")
+    shown = p.add_mutually_exclusive_group()
+    shown.add_argument("--limit", "-n", type=_first_jobs, default=SPRIO_SHOWN, metavar="N",
+                       help=f"the first N jobs in queue order (default {SPRIO_SHOWN}); a line says how many more wait")
+    shown.add_argument("--all", action="store_true", help="every job in line you may see (read 1,000 a request)")
 
     sub.add_parser("sshare", parents=[common], help="every team's fair share, lowest first",
                    description="As Slurm's sshare: per team its dominant share (DRF: the largest of its GPU, "

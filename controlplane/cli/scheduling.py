@@ -8,7 +8,7 @@ import sys
 from typing import Any
 
 from controlplane.cli import arguments, output
-from controlplane.cli.client import LARGEST_PAGE, Api, ApiError
+from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, refusal
 from controlplane.services import quota_text
 from scheduler_core.sentences import counted, gpu_hours
 
@@ -21,12 +21,24 @@ QUEUE_ORDER_WORDS = {
 }
 
 
+#: The jobs `qm sprio` shows unless told (--limit N, --all): Slurm's sprio prints every one, which
+#: on a queue of 5,000 was a megabyte of JSON and 5,000 lines (bench/scale_audit.py).
+SPRIO_SHOWN = 50
+
+
 def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
-    """Slurm's sprio: the waiting jobs you may see in queue order, with what places each there.
+    """Slurm's sprio: the waiting jobs you may see in queue order, with what places each there,
+    the first `--limit` (50) of them unless `--all` (or jobs asked for by id: every one of them).
     A job asked for that is not in line says what it is instead; one that does not exist, or is
     not yours to see, is an error (exit 1), as `qm status` says it."""
     ids = list(dict.fromkeys(arguments.job_id(j) for j in args.jobs))
-    body = api.request("GET", "jobs/priority/", params={"job": ",".join(map(str, ids))} if ids else {})
+    params: dict[str, Any] = {"job": ",".join(map(str, ids))} if ids else {}
+    if args.team:
+        params["team"] = args.team
+    try:
+        body = _queue(api, params, None if args.all or ids else args.limit)
+    except ApiError as error:
+        raise refusal(error, args, {"team": "team", "limit": "limit"}) from None
     # The API answers only the jobs in line among those asked: a typo, or another team's job,
     # read as "None of those jobs is in line" and exit 0. Each of the others is looked up.
     listed = {r["job"] for r in body["jobs"]}
@@ -44,12 +56,33 @@ def cmd_sprio(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(body)
     elif not ids or len(unknown) < len(ids):
-        _print_queue(body, asked=bool(ids))
+        _print_queue(body, asked=bool(ids), team=args.team)
         for job in waiting_out:
             print(output.visible(f"Job {job['id']} ({job['name']}) is {_state_said(job)}; not in line."))
     for error in unknown:
         print(f"error: {output.visible(str(error))}", file=sys.stderr)
     return 1 if unknown else 0
+
+
+def _queue(api: Api, params: dict[str, Any], limit: int | None) -> dict[str, Any]:
+    """The API's answer for the first `limit` jobs in line (one request, up to its largest page),
+    or, `limit` None, every one of them in one answer: pages of LARGEST_PAGE read one after the
+    other (each the order as it stands when read: a job is listed once, at its first place)."""
+    if limit is not None and limit <= LARGEST_PAGE:
+        return api.request("GET", "jobs/priority/", params={**params, "limit": limit})  # type: ignore[no-any-return]
+    body: dict[str, Any] | None = None
+    jobs: dict[int, dict[str, Any]] = {}
+    offset = 0
+    while True:
+        page = api.request("GET", "jobs/priority/", params={**params, "limit": LARGEST_PAGE, "offset": offset})
+        body = body or page
+        for row in page["jobs"]:
+            jobs.setdefault(row["job"], row)
+        offset += len(page["jobs"])
+        if not page["next"] or not page["jobs"] or (limit is not None and len(jobs) >= limit):
+            break
+    rows = list(jobs.values())[:limit] if limit is not None else list(jobs.values())
+    return {**body, "count": max(body["count"], len(rows)), "next": None, "previous": None, "jobs": rows}
 
 
 def _state_said(job: dict[str, Any]) -> str:
@@ -59,10 +92,11 @@ def _state_said(job: dict[str, Any]) -> str:
     return output.job_state(job)
 
 
-def _print_queue(body: dict[str, Any], asked: bool) -> None:
+def _print_queue(body: dict[str, Any], asked: bool, team: str | None = None) -> None:
     print(f"Queue order ({body['queue_order']}): {QUEUE_ORDER_WORDS.get(body['queue_order'], body['queue_order'])}.")
     if not body["jobs"]:
-        print(("None of those jobs is" if asked else "No job of yours is") + " in line"
+        whose = f"team {team}'s" if team else "yours"
+        print(("None of those jobs is" if asked else f"No job of {whose} is") + " in line"
               + f" ({counted(body['in_line'], 'job')} in line in all; held jobs and jobs waiting for a dependency "
                 "are not in line).")
         return
@@ -72,6 +106,10 @@ def _print_queue(body: dict[str, Any], asked: bool) -> None:
           output.human_duration(r["runtime_limit_s"]) if r["runtime_limit_s"] else "-") for r in body["jobs"]],
         ["ORDER", "ID", "NAME", "TEAM", "CLASS", "PRIORITY", "= CLASS", "+ AGE", "SHARE", "LIMIT"],
     )
+    more = body["count"] - len(body["jobs"])
+    if more > 0:
+        print(f"The first {len(body['jobs']):,} of {body['count']:,}{f' of team {team}' if team else ''}; {more:,} "
+              f"more (--limit N for the first N, --all for every one).")
     print(f"{counted(body['in_line'], 'job')} in line in all; ORDER is the next cycle's.")
 
 

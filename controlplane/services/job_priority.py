@@ -46,7 +46,8 @@ class QueueOrder:
 
 @dataclass(frozen=True)
 class QueuePriorities:
-    """The jobs in line the asker may see, in queue order, with the factors of their places;
+    """The jobs in line the asker may see (of `team` only, when asked), in queue order, with the
+    factors of their places: `count` of them, `jobs` the ones from `offset` (at most `limit`);
     how many jobs are in line in all; the queue-order plugin; every team's dominant share."""
 
     at: datetime
@@ -54,6 +55,8 @@ class QueuePriorities:
     in_line: int
     jobs: list[dict[str, Any]]
     team_shares: dict[str, float]
+    count: int = 0
+    offset: int = 0
 
 
 def queue_order(now: datetime | None = None) -> QueueOrder:
@@ -66,22 +69,33 @@ def queue_order(now: datetime | None = None) -> QueueOrder:
 
 
 def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datetime | None = None,
-               order: QueueOrder | None = None) -> QueuePriorities:
-    """The factors of the waiting jobs `user` may see (only `job_ids` when given), from `order`
-    (read now when not given)."""
+               order: QueueOrder | None = None, *, team: str | None = None, offset: int = 0,
+               limit: int | None = None) -> QueuePriorities:
+    """The factors of the waiting jobs `user` may see (only `job_ids` when given, only `team`'s
+    when given), from `order` (read now when not given): those from `offset`, at most `limit`
+    (every one from `offset` when None). The jobs a reader may see are their teams' (access's
+    scope), told apart by the order's team names; only the page's jobs are read, for their
+    names (one query however many wait)."""
     if order is None:
         order = queue_order(now)
     factors = order.factors
-    wanted = {int(f.job_id) for f in factors if not job_ids or int(f.job_id) in job_ids}
-    visible = {pk: name for pk, name in access.visible_jobs(user).filter(pk__in=wanted).values_list("pk", "name")}
+    who = access.access_of(user)
+    readable = None if who.is_admin else set(access.member_teams(user).values_list("name", flat=True))
+    kept = [f for f in factors
+            if (not job_ids or int(f.job_id) in job_ids) and (team is None or f.team == team)
+            and (readable is None or f.team in readable)]
+    shown = kept[offset:] if limit is None else kept[offset:offset + limit]
+    names = dict(access.visible_jobs(user).filter(pk__in=[int(f.job_id) for f in shown]).values_list("pk", "name"))
     return QueuePriorities(
         at=order.at,
         queue_order=order.queue_order,
         in_line=len(factors),
-        jobs=[{"job": int(f.job_id), "name": visible[int(f.job_id)], "order": f.order, "team": f.team,
+        jobs=[{"job": int(f.job_id), "name": names[int(f.job_id)], "order": f.order, "team": f.team,
                "priority_class": f.priority_class, "class_value": f.class_value, "aging_points": f.aging_points,
                "effective_priority": f.effective_priority, "team_share": f.team_share,
                "runtime_limit_s": f.runtime_limit_s}
-              for f in factors if int(f.job_id) in visible],
+              for f in shown if int(f.job_id) in names],
         team_shares=dict(sorted({f.team: f.team_share for f in factors}.items())),
+        count=len(kept),
+        offset=offset,
     )

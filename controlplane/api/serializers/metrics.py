@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from rest_framework import serializers
 
-from controlplane.services import eta_record
+from controlplane.api.serializers.fields import no_record_named
+from controlplane.filtersets import JOBS_SCOPE
+from controlplane.services import access, eta_record
 
 
 class QueueMetricsSerializer(serializers.Serializer):
@@ -22,8 +24,20 @@ class QueueMetricsSerializer(serializers.Serializer):
 
 
 class JobPriorityQuerySerializer(serializers.Serializer):
+    """`?job=` and `?team=` (its `limit` and `offset` are the API's pages', api/pagination.py).
+    The request's user is the context's `user`: a team is one whose jobs they may read."""
+
     job = serializers.CharField(
         required=False, help_text="Only these jobs: ids separated by commas (`?job=12,13`), as `sprio -j`.")
+    team = serializers.CharField(
+        required=False, max_length=64,
+        help_text="Only this team's jobs (`?team=ml`, as `sprio -A`): one whose jobs you may read, else a 400.")
+
+    def validate_team(self, value: str) -> str:
+        teams = access.member_teams(self.context["user"])
+        if "\x00" in value or not teams.filter(name=value).exists():
+            raise serializers.ValidationError(no_record_named(teams, value.replace("\x00", ""), scope=JOBS_SCOPE))
+        return value
 
     def validate_job(self, value: str) -> list[int]:
         ids = []
@@ -55,7 +69,13 @@ class JobPrioritySerializer(serializers.Serializer):
     at = serializers.DateTimeField()
     queue_order = serializers.CharField(help_text="The queue-order plugin the scheduler runs.")
     in_line = serializers.IntegerField(help_text="Jobs in line in all, the ones you may not see included.")
-    jobs = JobPriorityRowSerializer(many=True, help_text="The jobs in line you may see, in queue order.")
+    count = serializers.IntegerField(
+        help_text="The jobs in line you may see (under `job` and `team` when given): `jobs` is a page of them.")
+    next = serializers.CharField(allow_null=True, help_text="The next page's URL (`limit` and `offset`); null at the end.")
+    previous = serializers.CharField(allow_null=True, help_text="The previous page's URL; null on the first.")
+    jobs = JobPriorityRowSerializer(
+        many=True, help_text="A page of the jobs in line you may see, in queue order: `limit` of them (50 unless "
+                             "given, at most 1,000) from `offset`.")
     team_shares = serializers.DictField(child=serializers.FloatField(),
                                         help_text="Each team with a job in line: its dominant share.")
 

@@ -9,6 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
+from controlplane.api.pagination import Pagination
 from controlplane.api.serializers.metrics import (
     EtaRecordQuerySerializer,
     EtaRecordSerializer,
@@ -35,16 +36,23 @@ class JobPriorityView(ApiMixin, APIView):
     """Slurm's sprio: the waiting jobs you may see in queue order, each with what places it
     there (its class's value, the points waiting added, its team's dominant share, its runtime
     limit), as the next cycle orders them (services/job_priority.py; the engine's
-    queue_factors)."""
+    queue_factors): a page of them (`limit`, `offset`, as every list's), with their `count`,
+    under `?job=` and `?team=`."""
 
-    query_parameters = frozenset({"format", "job"})
+    query_parameters = frozenset({"format", "job", "team", "limit", "offset"})
 
     @extend_schema(parameters=[JobPriorityQuerySerializer], responses={200: JobPrioritySerializer})
     def get(self, request: Request) -> Response:
-        query = JobPriorityQuerySerializer(data=request.query_params)
+        query = JobPriorityQuerySerializer(data=request.query_params, context={"user": request.user})
         query.is_valid(raise_exception=True)
-        found = job_priority.priorities(request.user, query.validated_data.get("job") or ())
-        return Response(JobPrioritySerializer(found).data)
+        pages = Pagination()
+        limit, offset = pages.get_limit(request), pages.get_offset(request)
+        found = job_priority.priorities(request.user, query.validated_data.get("job") or (),
+                                        team=query.validated_data.get("team"), offset=offset, limit=limit)
+        # The page's links as every list's (api/pagination.py), from the count the service gave.
+        pages.request, pages.count, pages.limit, pages.offset = request, found.count, limit, offset
+        return Response(JobPrioritySerializer({**vars(found), "next": pages.get_next_link(),
+                                               "previous": pages.get_previous_link()}).data)
 
 
 class FairShareView(ApiMixin, APIView):

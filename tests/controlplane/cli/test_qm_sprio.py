@@ -3,6 +3,7 @@ priority (class value + aging points), its team's dominant share and its runtime
 
 from __future__ import annotations
 
+import json
 import re
 from datetime import timedelta
 
@@ -96,3 +97,40 @@ def test_sprio_of_a_held_job_says_it_is_held(alice_qm, fleet) -> None:
     run = alice_qm("sprio", str(held.pk))
 
     assert run.code == 0 and run.out.splitlines()[2] == f"Job {held.pk} (held) is pending (held); not in line."
+
+
+def test_sprio_shows_the_first_jobs_and_says_how_many_more(alice_qm, fleet) -> None:
+    """It printed every job in line (5,012 lines on the scale audit's queue): now the first 50,
+    --limit N for the first N, --all for every one, with a line saying how many more wait."""
+    now = timezone.now()
+    jobs = [f.make_job(fleet.ml, fleet.research, name=f"j{i}", gpus=8, submitted_at=now - timedelta(minutes=10 - i))
+            for i in range(3)]
+    f.make_job(fleet.vision, fleet.research, name="theirs", gpus=8, submitted_at=now)
+
+    first = alice_qm("sprio", "--limit", "2")
+    every = alice_qm("sprio", "--all")
+    as_json = alice_qm("sprio", "-n", "1", "--json")
+
+    assert first.code == 0, first.err
+    lines = first.out.splitlines()
+    assert [line.split()[1] for line in lines[2:4]] == [str(jobs[0].pk), str(jobs[1].pk)]
+    assert lines[4:] == ["The first 2 of 3; 1 more (--limit N for the first N, --all for every one).",
+                         "4 jobs in line in all; ORDER is the next cycle's."]
+    assert [line.split()[1] for line in every.out.splitlines()[2:5]] == [str(j.pk) for j in jobs]
+    assert "more" not in every.out
+    body = json.loads(as_json.out)
+    assert [r["job"] for r in body["jobs"]] == [jobs[0].pk] and body["count"] == 3 and "offset=1" in body["next"]
+    assert alice_qm("sprio", "--limit", "0").code != 0
+    assert "argument --limit/-n: '0' is not a whole number of at least 1" in alice_qm("sprio", "--limit", "0").err
+
+
+def test_sprio_of_one_team_and_a_team_not_yours(alice_qm, fleet) -> None:
+    mine = f.make_job(fleet.ml, fleet.research, name="mine", gpus=8)
+
+    run = alice_qm("sprio", "--team", fleet.ml.name)
+    refused = alice_qm("sprio", "--team", fleet.vision.name)
+
+    assert run.code == 0 and re.match(rf"\s*1\s+{mine.pk}\s+mine\s", run.out.splitlines()[2]), run.out
+    assert refused.code == 1
+    assert f"team (--team {fleet.vision.name}): no team named '{fleet.vision.name}' whose jobs you may read" \
+        in refused.err, refused.err
