@@ -165,3 +165,25 @@ def test_a_chunk_of_jobs_is_priced_in_one_query_each_as_its_runs_say(priced) -> 
     assert len(captured) == 1, [q["sql"][:80] for q in captured]
     assert each == {pk: job_costs.run_costs(pk, NOW).total_usd for pk in ids}
     assert each[never.pk] == Decimal("0.00") and all(each[job.pk] > 0 for job in jobs)
+
+
+def test_a_set_that_repeats_its_jobs_counts_each_once_and_only_it_is_made_distinct(priced) -> None:
+    """The set's jobs were made distinct whatever its filters: a hash of every job of the whole
+    history (99,566 on bench/scale_audit.py's installation), though only a filter that joins a
+    relation a job has many of (its allocations, its events) repeats a job. Such a set is still
+    counted once a job; the others are read as they are."""
+    requeued = new_job()
+    add_run(requeued, [(priced["h1"], 2)], NOW - timedelta(days=2), NOW - timedelta(days=1, hours=20))
+    add_run(requeued, [(priced["a1"], 8)], NOW - timedelta(days=1, hours=19), NOW - timedelta(hours=1))
+    once = new_job()
+    add_run(once, [(priced["h2"], 4)], NOW - timedelta(hours=9), NOW - timedelta(hours=3))
+    whole = sum_of_jobs_costs([requeued, once])
+
+    repeated = Job.objects.filter(allocations__isnull=False)  # the requeued job's two runs: two rows
+    assert repeated.count() == 3  # the test's premise
+    plain = Job.objects.filter(team__name__in=[requeued.team.name, once.team.name])  # a join to its team: none
+
+    for jobs, distinct in ((repeated, True), (plain, False)):
+        with CaptureQueriesContext(connection) as captured:
+            assert job_costs.jobs_total_cost(jobs, NOW) == whole
+        assert ("SELECT DISTINCT pk, requeues" in captured[0]["sql"]) is distinct
