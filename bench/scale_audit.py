@@ -23,7 +23,8 @@ server time, and the plans of its queries.
 
 4. `--side-by-side`: only the reads fixed after the first audit (6 Dec 2026), the code before
    (kept here) and now, alternated call by call, each pair checked to give the same answer:
-   medians, and the ratio (docs/benchmarks.md, Scale audit).
+   medians, and the ratio (docs/benchmarks.md, Scale audit); `--only` keeps the pairs whose
+   label contains it.
 
 `--build-only` builds and stops (keep the database: `--reuse` measures it again). Exit status 1
 if an API list's query count differs between ?limit=10 and ?limit=100.
@@ -237,6 +238,8 @@ def endpoints() -> list[tuple[str, str, str, bool]]:
         ("scheduler policy", "scheduler/policy/"),
         ("fair share (sshare)", "scheduler/fair-share/"),
         ("job priority (sprio)", "jobs/priority/"),
+        ("job priority (sprio) one team", "jobs/priority/?team=team-04"),
+        ("job priority (sprio) 1,000", "jobs/priority/?limit=1000"),
         ("history CSV, a day", f"jobs/history.csv?finished_after={day_ago}"),
     ]
     page_urls = [
@@ -259,6 +262,8 @@ def endpoints() -> list[tuple[str, str, str, bool]]:
         ("showback 30 d by project", "/showback/?window=30d&group_by=project"),
         ("nodes", "/nodes/"),
         ("nodes live", "/ui/nodes.json"),
+        ("nodes last page", "/nodes/?page=13"),
+        ("nodes one pool", "/nodes/?pool=a100"),
         ("node page", f"/nodes/{node}/"),
         ("node live", f"/ui/nodes/{node}.json"),
         ("notifications", "/notifications/"),
@@ -267,7 +272,7 @@ def endpoints() -> list[tuple[str, str, str, bool]]:
     for who in ("admin", "u000"):
         mine = (lambda url: url) if who == "admin" else (lambda url: url.replace("team-04", "team-00"))
         out += [(f"api {label}", who, api + mine(url), True) for label, url in lists]
-        out += [(f"api {label}", who, api + url, False) for label, url in others]
+        out += [(f"api {label}", who, api + mine(url), False) for label, url in others]
         out += [(f"page {label}", who, url, False) for label, url in page_urls]
     return out
 
@@ -373,8 +378,9 @@ def measure(runs: int, only: str | None, do_explain: bool) -> tuple[list[dict[st
     return results, growing
 
 
-def side_by_side(runs: int) -> list[tuple[str, float, float]]:
-    """The fixed reads, the code before and now, alternated call by call (medians in ms)."""
+def side_by_side(runs: int, only: str | None = None) -> list[tuple[str, float, float]]:
+    """The fixed reads (those whose label contains `only`), the code before and now, alternated
+    call by call (medians in ms)."""
     from django.db.models import Count, F, IntegerField, OuterRef, Q, Subquery, Value
     from django.db.models.functions import Coalesce
 
@@ -417,6 +423,27 @@ def side_by_side(runs: int) -> list[tuple[str, float, float]]:
             return [(j.pk, j.team.name) for j in job_pages.jobs_of_page(jobs, list(job_pages.ids_in_order(jobs)[:50]))]
         return [(j.pk, j.team.name) for j in jobs[:50]]
 
+    from django.db import connection
+    from django.utils import timezone
+
+    from controlplane.services import job_costs, job_history
+
+    cost_at = timezone.now()
+
+    def total_cost(distinct: bool) -> list[Any]:
+        """The history's total cost of every ended job (job_costs.jobs_total_cost), its jobs made
+        distinct (until 6 Dec 2026) or, as no filter of it joins a to-many relation, read as they are."""
+        jobs = job_history.ended_jobs(Job.objects.all()).order_by()
+        inner, params = jobs.values_list("pk", "requeue_count").query.sql_with_params()
+        rows = (f"(SELECT DISTINCT pk, requeues FROM ({inner}) AS named(pk, requeues)) AS w" if distinct
+                else f"({inner}) AS w(pk, requeues)")
+        sql = job_costs._JOBS_TOTAL_COST_SQL.format(
+            rows=rows, costs=job_costs.ENDED_JOB_COSTS, prices=job_costs.PRICE_GENERATION,
+            priced=job_costs._PRICED_SQL.format(**job_costs._TABLES, jobs="SELECT pk FROM listed WHERE cents IS NULL"))
+        with connection.cursor() as cursor:
+            cursor.execute(sql, [*params, cost_at, *job_costs._priced_params(cost_at)])
+            return [tuple(cursor.fetchone())]
+
     heat = ("node_id", "gpu_index", "allocation__job_id", "allocation__job__team_id", "allocation__job__team__name")
     pairs = [
         ("node list page and COUNT: join → live subquery", nodes_joined, nodes_subquery),
@@ -430,9 +457,13 @@ def side_by_side(runs: int) -> list[tuple[str, float, float]]:
         *((f"jobs page of 50 by {field}: one read → two (job_pages)",
            lambda field=field: job_page(field, False), lambda field=field: job_page(field, True))
           for field in ("-submitted_at", "-gpus", "name", "-started_at", "-finished_at")),
+        ("history's total cost, every ended job: DISTINCT → as they are",
+         lambda: total_cost(True), lambda: total_cost(False)),
     ]
     out = []
     for label, before, now in pairs:
+        if only and only not in label:
+            continue
         assert sorted(map(tuple, before())) == sorted(map(tuple, now())), label  # the same answer
         times: dict[str, list[float]] = {"before": [], "now": []}
         for _ in range(runs):
@@ -469,7 +500,7 @@ def main() -> int:
         return 0
     if args.side_by_side:
         print(f"{'read':66s} {'before ms':>10s} {'now ms':>8s} {'ratio':>6s}")
-        for label, before, now in side_by_side(max(args.runs, 7)):
+        for label, before, now in side_by_side(max(args.runs, 7), args.only):
             print(f"{label:66s} {before:10.1f} {now:8.1f} {before / now:6.1f}")
         return 0
     results, growing = measure(args.runs, args.only, args.explain)
