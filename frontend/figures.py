@@ -33,6 +33,13 @@ UNAVAILABLE_COLOUR = "#adb5bd"
 HIGHLIGHT_COLOUR = "#c92a2a"
 TIER_COLOURS = {"allocated": "#1c7ed6", "active": "#f08c00", "productive": "#2b8a3e"}
 PLOT_CONFIG = {"displaylogo": False, "responsive": True}
+#: Every chart's hover label: the page's ink (--ink) on white, framed in its grey.
+HOVER_LABEL = {"bgcolor": "#ffffff", "bordercolor": "#495057", "font": {"color": "#212529"}}
+#: The hover of bars that have no hover text of their own: every bar at the pointer's category in
+#: one box, each named in the label's ink beside its colour (bars across the chart: "y unified").
+#: Plotly's one-bar label wrote the bar's name beside it in the bar's own colour, on white: the
+#: amber of pending 2.27:1, the quota's grey 2.07 (unreadable wherever the colour was light).
+BARS_HOVER = "x unified"
 
 
 @dataclass(frozen=True)
@@ -95,6 +102,10 @@ def _layout(title: str, x_title: str, y_title: str, *, height: int = 320, **extr
         "legend": {"orientation": "h", "x": 0.0, "y": 0.0, "yref": "container", "yanchor": "bottom"},
         "paper_bgcolor": "#ffffff",
         "plot_bgcolor": "#ffffff",
+        # Hover labels in the page's ink on white (HOVER_LABEL). Plotly's own filled each with its
+        # trace's colour and wrote on it in white or #444, whichever it judged lighter, under 4.5:1
+        # on most of them (white on the borrowed orange 3.58:1, #444 on pending's amber 4.30).
+        "hoverlabel": HOVER_LABEL,
     }
     for key, value in extra.items():
         if isinstance(value, dict) and isinstance(layout.get(key), dict):
@@ -550,7 +561,7 @@ def quota_usage(gpu_type: str, rows: Sequence[Mapping[str, Any]]) -> Chart:
               ("lent", "lent", "#2b8a3e"))
     data = [{"type": "bar", "name": label, "x": teams, "y": [r[field_] for r in rows], "marker": {"color": colour}}
             for label, field_, colour in series]
-    layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"})
+    layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="group", xaxis={"type": "category"})
     return Chart(key, title, caption, _figure(data, layout))
 
 
@@ -626,7 +637,7 @@ def _state_bars(key: str, title: str, caption: str, x_title: str, y_title: str, 
         if any(ys):
             data.append({"type": "bar", "name": state.label, "x": groups, "y": ys,
                          "marker": {"color": STATE_COLOURS.get(state, "#868e96")}})
-    layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "category"})
+    layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack", xaxis={"type": "category"})
     return Chart(key, title, caption, _figure(data, layout))
 
 
@@ -669,7 +680,8 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
          "width": [width] * len(points)}
         for name, points in sorted(series.items())
     ]
-    layout = _layout(title, x_title, y_title, barmode="stack", xaxis={"type": "date"}, yaxis={"tickprefix": "$"})
+    layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack", xaxis={"type": "date"},
+                     yaxis={"tickprefix": "$"})
     return Chart(key, title, caption, _figure(data, layout))
 
 
@@ -698,7 +710,8 @@ def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
         for name, pick, colour in parts if any(pick(r) for r in shown)
     ]
     height = max(260, 90 + 30 * len(shown))
-    layout = _layout(title, x_title, y_title, barmode="stack", height=height, xaxis={"tickprefix": "$"},
+    layout = _layout(title, x_title, y_title, barmode="stack", hovermode="y unified", height=height,
+                     xaxis={"tickprefix": "$"},
                      yaxis={"type": "category", "autorange": "reversed", "rangemode": "normal"})
     return Chart(key, title, caption, _figure(data, layout), height=height)
 
@@ -728,7 +741,8 @@ def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: boo
     data = [{"type": "bar", "name": name, "x": [r["name"] for r in shown],
              "y": [round(float(r.get(f) or 0), 2) for r in shown], "marker": {"color": colour}}
             for name, f, colour in series]
-    layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"}, yaxis={"tickprefix": "$"})
+    layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="group", xaxis={"type": "category"},
+                     yaxis={"tickprefix": "$"})
     return Chart(key, title, caption, _figure(data, layout))
 
 
@@ -756,7 +770,8 @@ def unit_costs(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
          "y": [None if r["usd_per_productive_gpu_hour"] is None else round(float(r["usd_per_productive_gpu_hour"]), 4)
                for r in shown], "marker": {"color": TIER_COLOURS["productive"]}},
     ]
-    layout = _layout(title, x_title, y_title, barmode="group", xaxis={"type": "category"}, yaxis={"tickprefix": "$"})
+    layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="group", xaxis={"type": "category"},
+                     yaxis={"tickprefix": "$"})
     return Chart(key, title, caption, _figure(data, layout))
 
 

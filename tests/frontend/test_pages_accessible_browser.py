@@ -4,8 +4,9 @@ naming it, one h1 and headings in order; every control and link has a name in Ch
 accessibility tree (CDP `Accessibility.getFullAXTree`); every table's header cells are `th` with a
 scope; every chart is an image named by its title and described by its figures in words, which
 name every trace and say its largest value as drawn (after a live update too); text reads at
-least 4.5:1 against its background (3:1 when large), the state badges included, and every badge
-says its state in words; Tab reaches every control and link from "Skip to the page" on, with a
+least 4.5:1 against its background (3:1 when large), the state badges included, and so does the
+text plotly draws in a chart's SVG (ticks, titles, legend, colour bar, and each trace's hover
+label as the pointer brings it up), and every badge says its state in words; Tab reaches every control and link from "Skip to the page" on, with a
 visible focus ring on each, and leaves the page (no trap); a live refresh keeps the keyboard's
 focus, a job's new state is said once in a polite status, a refused field is described by its
 error, and the notices an action writes are announced.
@@ -16,7 +17,10 @@ badge 2.27:1, running 4.37, succeeded 4.20, cancelled 3.32; the muted grey 4.45 
 with a scope; no chart with a text alternative, and every chart's figure unnamed; h1 then h3 on
 the job and node pages; no "Skip to the page"; the nodes pages' action notice and maintenance
 verdict silent; a refused GPUs field with no description; and on a waiting job's page the focus
-dropped from Cancel to the page's start at a live refresh, its cancellation unannounced."""
+dropped from Cancel to the page's start at a live refresh, its cancellation unannounced. Until
+6 Dec a chart's own text was not measured: every hover label was its trace's colour with white or
+#444 on it (white on the borrowed orange 3.58:1, #444 on pending's amber 4.30) and a bar's name
+beside it in the bar's colour on white (pending 2.27:1, the quota's grey 2.07)."""
 
 from __future__ import annotations
 
@@ -42,7 +46,7 @@ NAMED_ROLES = {"textbox", "searchbox", "combobox", "listbox", "checkbox", "radio
                "link", "slider", "switch", "menuitem", "tab", "img", "figure", "DisclosureTriangle"}
 
 # Everything the page shows, read in the browser: headings, tables, badges, contrast, charts.
-AUDIT = r"""() => {
+AUDIT = r"""async () => {
   const out = {};
   const shown = el => {
     if (el.closest('[hidden], template')) return false;
@@ -140,6 +144,97 @@ AUDIT = r"""() => {
       if (missing.length) out.charts.push(`${key}: rows ${missing.slice(0, 3)} not said`);
     }
   }
+  // Text plotly draws in its SVG (titles, ticks, legend, colour bar, text marks, annotations, and
+  // each trace's hover label, shown point by point): its fill against what it is drawn on. A hover
+  // label and a legend have their own box; the rest sits on the plot area's colour inside it, on
+  // the paper's outside it (paper_bgcolor, plot_bgcolor as drawn).
+  const fillOf = el => rgb(getComputedStyle(el).fill) || null;
+  const alphaOf = el => Number(getComputedStyle(el).fillOpacity || 1);
+  const opacityOf = el => { let o = 1; for (let e = el; e && e.tagName !== 'svg'; e = e.parentElement) o *= Number(getComputedStyle(e).opacity); return o; };
+  const layered = (shape, under) => {  // a filled shape over `under`, its fill and fill opacity
+    const c = shape && fillOf(shape);
+    return c ? over([c[0], c[1], c[2], c[3] * alphaOf(shape) * opacityOf(shape)], under) : under;
+  };
+  const chartText = (box, where) => {
+    const plot = box.querySelector('.chart');
+    const svg = plot.querySelector('svg.main-svg');
+    if (!svg) return;
+    const paper = background(svg);
+    const plotBg = layered(plot.querySelector('.bglayer .bg'), paper);
+    const frame = svg.getBoundingClientRect();
+    const size = plot._fullLayout._size;
+    for (const text of plot.querySelectorAll('svg text')) {
+      const words = text.textContent.replace(/\s+/g, ' ').trim();
+      const r = text.getBoundingClientRect();
+      if (!words || !r.width || getComputedStyle(text).display === 'none' || getComputedStyle(text).visibility === 'hidden') continue;
+      const cx = r.left + r.width / 2 - frame.left, cy = r.top + r.height / 2 - frame.top;
+      const inside = cx >= size.l && cx <= size.l + size.w && cy >= size.t && cy <= size.t + size.h;
+      let bg = inside ? plotBg : paper;
+      const hover = text.closest('.hovertext');
+      const legend = text.closest('.legend');
+      const note = text.closest('.annotation');
+      // (a hover's trace name sits beside its box, on a paper-coloured rect)
+      if (hover) bg = text.classList.contains('name') ? layered(hover.querySelector('rect'), bg) : layered(hover.querySelector('path'), paper);
+      else if (legend) bg = layered(legend.querySelector('rect.bg'), bg);
+      else if (note) bg = layered(note.querySelector('rect.bg'), bg);
+      const s = getComputedStyle(text);
+      let fg = rgb(s.fill);
+      if (!fg) continue;
+      fg = over([fg[0], fg[1], fg[2], fg[3] * alphaOf(text) * opacityOf(text)], bg);
+      const [a, b] = [lum(fg), lum(bg)].sort((x, y) => y - x);
+      const ratio = (a + 0.05) / (b + 0.05);
+      const px = parseFloat(s.fontSize), bold = Number(s.fontWeight) >= 700;
+      const need = px >= 24 || (bold && px >= 18.66) ? 3 : 4.5;
+      const key = box.dataset.chart + s.fill + bg.join();
+      if (ratio < need && !seen.has(key)) {
+        seen.add(key);
+        out.chartText.push(`${box.dataset.chart}${where} "${words.slice(0, 30)}" ${s.fill} on rgb(${bg.map(Math.round)}) ${ratio.toFixed(2)}:1`);
+      }
+    }
+  };
+  // Each trace's hover label as the mouse brings it up: the pointer over its first drawn point
+  // (a bar, a marker, a box's middle, the heat map's first cell, a line's first point), in view
+  // (plotly answers no pointer outside the window), through plotly's own handler.
+  const targets = plot => {
+    const frame = plot.querySelector('.nsewdrag').getBoundingClientRect();
+    const middle = r => [r.left + r.width / 2, r.top + r.height / 2];
+    const {xaxis: xa, yaxis: ya} = plot._fullLayout;
+    const found = [];
+    for (const trace of plot.querySelectorAll('.cartesianlayer g.trace')) {
+      const point = [...trace.querySelectorAll('.point > path, path.point')].find(p => {
+        const r = p.getBoundingClientRect();
+        return r.width > 0 && r.height > 0;
+      });
+      if (point) found.push(middle(point.getBoundingClientRect()));
+    }
+    plot._fullData.forEach((t, i) => {
+      if (t.type === 'heatmap') found.push([frame.left + xa.l2p(0), frame.top + ya.l2p(0)]);
+      const b = plot.calcdata[i][0];  // (a box all of one value offers the pointer nothing: no hover)
+      if (t.type === 'box' && b.max > b.min) found.push([frame.left + xa.l2p(b.pos), frame.top + ya.c2p((b.min + b.max) / 2)]);
+      if (t.type !== 'scatter' || t.mode !== 'lines' || t.hoverinfo === 'skip' || t.visible !== true) return;
+      const p = plot.calcdata[i].find(d => isFinite(d.x) && isFinite(d.y));
+      if (p) found.push([frame.left + xa.c2p(p.x), frame.top + ya.c2p(p.y)]);
+    });
+    return found;
+  };
+  out.chartText = [];
+  for (const box of document.querySelectorAll('[data-chart]')) {
+    if (box.dataset.rendered !== 'plot') continue;
+    chartText(box, '');
+    const plot = box.querySelector('.chart');
+    const drag = plot.querySelector('.nsewdrag');
+    for (let k = 0; k < targets(plot).length; k++) {
+      window.scrollBy(0, targets(plot)[k][1] - innerHeight / 2);
+      const [x, y] = targets(plot)[k];
+      drag.dispatchEvent(new MouseEvent('mousemove', {clientX: x, clientY: y, bubbles: true, view: window}));
+      // (plotly draws a hover at most every few ms: a label asked for sooner comes a moment later)
+      for (let i = 0; i < 20 && !plot.querySelector('.hoverlayer text'); i++) await new Promise(r => setTimeout(r, 25));
+      if (!plot.querySelector('.hoverlayer text')) out.chartText.push(`${box.dataset.chart}: no hover label at ${Math.round(x)}, ${Math.round(y)}`);
+      chartText(box, ' hover');
+      Plotly.Fx.unhover(plot);
+    }
+  }
+  window.scrollTo(0, 0);
   // Notices an action writes (the action's result, the live banner, a form's verdict): announced.
   out.silent = [...document.querySelectorAll('#action-result, #hook-result, [data-verdict], #live-banner')]
     .filter(el => !el.getAttribute('role') && !el.getAttribute('aria-live')).map(say);
@@ -252,7 +347,7 @@ def _problems(page: Page, title_word: str) -> dict[str, Any]:
         found["title"] = seen["title"]
     if len(seen["h1"]) != 1:
         found["h1"] = seen["h1"]
-    for key in ("skips", "th", "headless", "wordless", "contrast", "charts", "silent"):
+    for key in ("skips", "th", "headless", "wordless", "contrast", "chartText", "charts", "silent"):
         if seen[key]:
             found[key] = seen[key]
     unnamed = _unnamed(page)
