@@ -3,7 +3,8 @@ figure dict the browser draws (`frontend/figures.py`), so a screen reader (or an
 gets the chart's own numbers, never a description that could drift from them.
 
 One table per chart, its first column naming each row (a `th` with `scope="row"`):
-- a heat map (the fleet's GPU slots): a row per node, how many of its slots each holder has;
+- a heat map (the fleet's GPU slots): a row per node, how many of its slots each holder has, and
+  the jobs there as links to their pages (a cell's click opens the same);
 - box plots (quartiles): a row per box, its median, quartiles, whiskers, mean (and longest value);
 - a timeline (horizontal bars from a `base`, marks with hover text): a row per stretch or event,
   as its hover says it;
@@ -18,6 +19,8 @@ import re
 from collections.abc import Mapping, Sequence
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
+
+from django.urls import reverse
 
 from frontend.templatetags.qm import usd
 
@@ -68,18 +71,44 @@ def _shown(trace: Mapping[str, Any]) -> bool:
     return not (trace.get("mode") == "text" and trace.get("showlegend") is False)
 
 
+def link(text: str, href: str) -> dict[str, str]:
+    """A part of a cell that is a link: {"text", "href"}. A cell is a string, or a list of strings
+    and links (the `figure_cell` filter and qm.js's writeFigures write both)."""
+    return {"text": text, "href": href}
+
+
+def _job_links(jobs: Mapping[int, int]) -> str | list[str | dict[str, str]]:
+    """The jobs a heat map's row holds, each a link to its page (where a click on its cell leads),
+    with its GPUs there: "job 12 (4 GPUs), job 15 (1 GPU)"."""
+    parts: list[str | dict[str, str]] = []
+    for job_id, gpus in jobs.items():
+        if parts:
+            parts.append(", ")
+        parts += [link(f"job {job_id}", reverse("frontend:job", args=[job_id])), f" ({gpus} GPU{'s' * (gpus != 1)})"]
+    return parts or NONE
+
+
 def _heatmap(trace: Mapping[str, Any], layout: Mapping[str, Any]) -> dict[str, Any]:
+    """A row per node: its slots by holder, and the jobs it holds that a click on a cell opens (the
+    trace's `customdata`: a job's id where the viewer may read it), as links: the keyboard's way
+    to what the pointer reaches in the chart."""
     categories = list(trace.get("colorbar", {}).get("ticktext") or [])
+    opens = list(trace.get("customdata") or [])
     rows = []
-    for label, cells in zip(trace.get("y") or [], trace.get("z") or [], strict=False):
+    for i, (label, cells) in enumerate(zip(trace.get("y") or [], trace.get("z") or [], strict=False)):
         counts: dict[str, int] = {}
         for cell in cells:
             if cell is not None and 0 <= int(cell) < len(categories):
                 name = str(categories[int(cell)])
                 counts[name] = counts.get(name, 0) + 1
         said = ", ".join(f"{name} {counts[name]}" for name in categories if name in counts)
-        rows.append([str(label), said or NONE])
-    return {"columns": [_axis_title(layout, "yaxis", "row"), "GPU slots by holder"], "rows": rows}
+        jobs: dict[int, int] = {}
+        for job_id in opens[i] if i < len(opens) else ():
+            if isinstance(job_id, int) and not isinstance(job_id, bool):
+                jobs[job_id] = jobs.get(job_id, 0) + 1
+        rows.append([str(label), said or NONE, _job_links(jobs)])
+    return {"columns": [_axis_title(layout, "yaxis", "row"), "GPU slots by holder", "jobs on it"],
+            "rows": rows}
 
 
 def _boxes(traces: Sequence[Mapping[str, Any]], layout: Mapping[str, Any]) -> dict[str, Any]:

@@ -203,8 +203,13 @@ _DATE_OR_CLOCK = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?")
 @register.filter
 def figure_cell(text: Any) -> SafeString:
     """A cell of a chart's figures table: each date and clock unbreakable, so a narrow chart's
-    table breaks between them, never at a date's hyphens ("2026-12-" / "06"). qm.js's
-    writeFigures writes a live update's cells the same way."""
+    table breaks between them, never at a date's hyphens ("2026-12-" / "06"). A cell given as
+    parts (chart_figures.link) writes its links as links. qm.js's writeFigures writes a live
+    update's cells the same way."""
+    if isinstance(text, list):
+        return mark_safe("".join(  # noqa: S308 (each part escaped)
+            format_html('<a href="{}">{}</a>', part["href"], part["text"]) if isinstance(part, dict) else figure_cell(part)
+            for part in text))
     escaped = str(conditional_escape(str(text)))
     return mark_safe(_DATE_OR_CLOCK.sub(lambda m: f'<span class="nobr">{m.group(0)}</span>', escaped))  # noqa: S308 (escaped above)
 

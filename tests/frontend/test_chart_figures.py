@@ -9,6 +9,7 @@ from datetime import datetime, timedelta, timezone
 from frontend import figures
 from frontend.chart_figures import number
 from frontend.heatmap import NodeRow, Slot
+from frontend.templatetags.qm import figure_cell
 
 T0 = datetime(2026, 11, 29, 9, 0, tzinfo=timezone.utc)
 
@@ -36,13 +37,18 @@ def test_numbers_are_said_as_the_page_says_them_thousands_separated_dollars_to_t
                                     "1,250 at 2026-11-29 09:00:00"]
 
 
-def test_a_heat_map_says_each_nodes_slots_by_holder() -> None:
+def test_a_heat_map_says_each_nodes_slots_by_holder_and_links_its_jobs() -> None:
     rows = [NodeRow(id=1, name="n1", pool="h100", leaf_switch="l", spine="s", state="ready", gpu_type="H100-80GB",
                     capacity_tier="reserved", slots=(Slot("vision", 7, team_id=1), Slot("vision", 7, team_id=1), None, None)),
             NodeRow(id=2, name="n2", pool="h100", leaf_switch="l", spine="s", state="cordoned", gpu_type="H100-80GB",
                     capacity_tier="reserved", slots=(Slot("language", None, team_id=2), None, None, None))]
     table = figures.fleet_heatmap(rows).figures
-    assert table["rows"] == [["h100 / n1", "free 2, vision 2"], ["h100 / n2", "node takes no work 3, language 1"]]
+    assert table["columns"] == ["node (pool / name)", "GPU slots by holder", "jobs on it"]
+    # The jobs a click on a cell opens, each a link to its page; a job the viewer may not read, none.
+    assert table["rows"] == [["h100 / n1", "free 2, vision 2", [{"text": "job 7", "href": "/jobs/7/"}, " (2 GPUs)"]],
+                             ["h100 / n2", "node takes no work 3, language 1", "–"]]
+    cell = figure_cell(table["rows"][0][2])
+    assert cell == '<a href="/jobs/7/">job 7</a> (2 GPUs)', cell
 
 
 def test_bars_over_categories_say_every_bar() -> None:

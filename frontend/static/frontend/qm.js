@@ -43,6 +43,19 @@
   var DATE_OR_CLOCK = /\d{4}-\d{2}-\d{2}|\d{1,2}:\d{2}(?::\d{2})?/g;
   var HYPHENATED_WORD = /(?<!\S)(?=\S{0,39}\w-\w)\S{3,40}(?!\S)/g;
   function writeCell(el, text, held) {
+    if (Array.isArray(text)) {  // parts: words and links (chart_figures.link: a heat map's jobs)
+      text.forEach(function (part) {
+        if (part && typeof part === "object") {
+          var a = document.createElement("a");
+          a.href = part.href;
+          a.textContent = part.text;
+          el.appendChild(a);
+        } else {
+          writeCell(el, part, held);
+        }
+      });
+      return;
+    }
     var at = 0;
     text = String(text);
     text.replace(held || DATE_OR_CLOCK, function (found, offset) {
