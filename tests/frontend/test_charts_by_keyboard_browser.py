@@ -1,7 +1,8 @@
 """What the pointer does in a chart, the keyboard does beside it (docs/dashboards.md,
-Accessibility), in Chromium, with Tab and Enter only: a heat map cell's click opens its job's
-page, and so does that job's link in the chart's figures table. Until 6 Dec that was the
-pointer's only."""
+Accessibility), in Chromium, with Tab, Enter and Space only: a heat map cell's click opens its
+job's page, and so does that job's link in the chart's figures table; a click in a legend hides
+a series, and so does its checkbox above the chart, the two kept as one state (a live update
+keeps it). Until 6 Dec both were the pointer's only."""
 
 from __future__ import annotations
 
@@ -29,6 +30,16 @@ def tab_to(page: Page, wanted: Any, limit: int = 400) -> dict[str, Any]:
         if now is not None and wanted(now):
             return now
     raise AssertionError("Tab never reached it")
+
+
+def _visible(page: Page, key: str, name: str) -> Any:
+    return page.evaluate("([key, name]) => document.getElementById('chart-' + key).data.find(t => t.name === name).visible",
+                         [key, name])
+
+
+def _ticked(page: Page, key: str, name: str) -> bool:
+    return bool(page.evaluate("""([key, name]) => [...document.querySelectorAll(`[data-chart="${key}"] [data-series-list] input`)]
+      .find(i => i.value === name).checked""", [key, name]))
 
 
 def test_a_heat_map_cell_opens_its_job_by_pointer_and_by_keyboard(session: Any) -> None:  # noqa: F811
@@ -63,3 +74,39 @@ def test_a_heat_map_cell_opens_its_job_by_pointer_and_by_keyboard(session: Any) 
     with alice.page.expect_navigation():
         alice.page.keyboard.press("Enter")
     assert alice.page.url == f"{alice.base}/jobs/{cell['job']}/"
+
+
+def test_a_legend_click_and_a_series_checkbox_hide_the_same_series(session: Any) -> None:  # noqa: F811
+    fill_the_fleet()
+    alice = session("alice")
+    alice.open("/")
+    page = alice.page
+    names = page.evaluate("() => [...document.querySelectorAll('[data-chart=queue] [data-series-list] input')].map(i => i.value)")
+    assert names == ["research", "batch"], names
+    assert _visible(page, "queue", "research") is None and _ticked(page, "queue", "research")
+
+    # The pointer: a click on "research" in the legend hides it; its checkbox unticks.
+    legend_item = page.locator("#chart-queue .legend .traces", has_text="research")
+    legend_item.click()
+    page.wait_for_function("() => document.getElementById('chart-queue').data[0].visible === 'legendonly'")
+    assert not _ticked(page, "queue", "research")
+    legend_item.click()
+    page.wait_for_function("() => document.getElementById('chart-queue').data[0].visible === true")
+    assert _ticked(page, "queue", "research")
+
+    # The keyboard: Tab to its checkbox, Space hides it as the click did, the legend's item dimmed.
+    box = tab_to(page, lambda el: el["type"] == "checkbox" and el["chart"] == "queue" and el["value"] == "research")
+    assert box["value"] == "research"
+    page.keyboard.press("Space")
+    assert _visible(page, "queue", "research") == "legendonly" and not _ticked(page, "queue", "research")
+    assert legend_item.evaluate("el => getComputedStyle(el).opacity") == "0.5"
+    assert _visible(page, "queue", "batch") is None  # the other series untouched
+
+    # A live update redraws the chart: the series stays hidden, the focus on its box.
+    page.evaluate("() => QM.poll()")
+    assert _visible(page, "queue", "research") == "legendonly" and not _ticked(page, "queue", "research")
+    assert page.evaluate(FOCUSED)["value"] == "research"
+
+    page.keyboard.press("Space")
+    assert _visible(page, "queue", "research") is True and _ticked(page, "queue", "research")
+    assert legend_item.evaluate("el => getComputedStyle(el).opacity") == "1"

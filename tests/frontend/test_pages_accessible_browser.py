@@ -3,7 +3,9 @@ screen reader (docs/dashboards.md, Accessibility): every product page has a lang
 naming it, one h1 and headings in order; every control and link has a name in Chromium's own
 accessibility tree (CDP `Accessibility.getFullAXTree`); every table's header cells are `th` with a
 scope; every chart is an image named by its title and described by its figures in words, which
-name every trace and say its largest value as drawn (after a live update too); text reads at
+name every trace and say its largest value as drawn (after a live update too), and each series
+its legend hides at a click has a checkbox above it (tests/frontend/test_charts_by_keyboard_browser.py
+works them); text reads at
 least 4.5:1 against its background (3:1 when large), the state badges included, and so does the
 text plotly draws in a chart's SVG (ticks, titles, legend, colour bar, and each trace's hover
 label as the pointer brings it up), and every badge says its state in words; Tab reaches every control and link from "Skip to the page" on, with a
@@ -138,6 +140,11 @@ AUDIT = r"""async () => {
       values = values.filter(v => typeof v === 'number');
       if (values.length && !text.includes(num(Math.max(...values)))) out.charts.push(`${key}: ${t.name}'s largest ${num(Math.max(...values))} not said`);
     }
+    // A series the legend hides at a click has a checkbox that does it from the keyboard.
+    const series = fig.layout.showlegend === false ? [] : [...new Set(fig.data
+      .filter(t => t.showlegend !== false && t.name && t.type !== 'heatmap').map(t => t.name))];
+    const boxes = [...box.querySelectorAll('[data-series-list] input[type=checkbox]')].map(i => i.value);
+    if (JSON.stringify(series) !== JSON.stringify(boxes)) out.charts.push(`${key}: series ${series} have checkboxes ${boxes}`);
     if (fig.data[0] && fig.data[0].type === 'heatmap') {
       const labels = fig.data[0].y;
       const missing = labels.filter(l => !text.includes(l));

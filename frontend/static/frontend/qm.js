@@ -95,6 +95,98 @@
     });
   }
 
+  /* A chart's series shown or hidden. Plotly's legend hides a series at a click: the pointer's
+     only. Above each chart with a legend, a checkbox per series does the same from the keyboard
+     (Plotly.restyle, as the legend's click), and a click in the legend ticks or unticks it: one
+     state, which a live update keeps (a hidden series stays hidden in the new figure). */
+  function legendNames(plot) {
+    var names = [];
+    if (!plot.layout || plot.layout.showlegend === false) return names;
+    plot.data.forEach(function (t) {
+      if (t.showlegend === false || !t.name || t.type === "heatmap" || names.indexOf(t.name) >= 0) return;
+      names.push(t.name);
+    });
+    return names;
+  }
+
+  function tracesNamed(plot, name) {
+    var found = [];
+    plot.data.forEach(function (t, i) { if (t.name === name && t.showlegend !== false) found.push(i); });
+    return found;
+  }
+
+  function isHidden(trace) { return trace.visible === "legendonly" || trace.visible === false; }
+
+  function swatch(plot, index) {
+    var t = (plot._fullData || [])[index] || {};
+    var colour = (t.marker && typeof t.marker.color === "string" && t.marker.color) ||
+      (t.line && typeof t.line.color === "string" && t.line.color) || "";
+    var span = document.createElement("span");
+    span.className = "swatch";
+    span.setAttribute("aria-hidden", "true");
+    span.style.background = colour;
+    return span;
+  }
+
+  function syncSeries(box, plot) {
+    var set = box.querySelector("[data-chart-series]");
+    if (!set) return;
+    var list = set.querySelector("[data-series-list]");
+    var names = plot.dataset.drawn ? legendNames(plot) : [];
+    var hidden = {};
+    names.forEach(function (name) {
+      var traces = tracesNamed(plot, name);
+      if (traces.length && traces.every(function (i) { return isHidden(plot.data[i]); })) hidden[name] = true;
+    });
+    box.qmHidden = hidden;
+    set.hidden = !names.length;
+    if (list.dataset.names !== JSON.stringify(names)) {
+      var focused = list.contains(document.activeElement) ? document.activeElement.value : null;
+      list.textContent = "";
+      names.forEach(function (name) {
+        var label = document.createElement("label");
+        var input = document.createElement("input");
+        input.type = "checkbox";
+        input.value = name;
+        label.appendChild(input);
+        label.appendChild(swatch(plot, tracesNamed(plot, name)[0]));
+        // (the figure's text is typed: a "<" in a name reaches plotly as "&lt;")
+        label.appendChild(document.createTextNode(" " + name.replace(/&lt;/g, "<")));
+        list.appendChild(label);
+        if (name === focused) input.focus({ preventScroll: true });
+      });
+      list.dataset.names = JSON.stringify(names);
+    }
+    list.querySelectorAll("input").forEach(function (input) { input.checked = !hidden[input.value]; });
+  }
+
+  function bindSeries(box) {
+    var set = box.querySelector("[data-chart-series]");
+    if (!set || set.dataset.bound) return;
+    set.dataset.bound = "1";
+    set.addEventListener("change", function (event) {
+      var plot = box.querySelector(".chart");
+      var input = event.target;
+      if (!plot.dataset.drawn || input.type !== "checkbox") return;
+      Plotly.restyle(plot, { visible: input.checked ? true : "legendonly" }, tracesNamed(plot, input.value));
+    });
+  }
+
+  function attachLegend(box, plot) {
+    if (plot.dataset.qmLegend || typeof plot.on !== "function") return;
+    plot.dataset.qmLegend = "1";
+    // A legend click (or double click, showing one series alone) restyles: the boxes follow.
+    plot.on("plotly_restyle", function () { syncSeries(box, plot); });
+  }
+
+  /* The figure to draw with the series hidden on the chart left hidden. */
+  function keepHidden(box, data) {
+    var hidden = box.qmHidden || {};
+    return data.map(function (t) {
+      return hidden[t.name] && t.showlegend !== false ? Object.assign({}, t, { visible: "legendonly" }) : t;
+    });
+  }
+
   function draw(box, chart) {
     var plot = box.querySelector(".chart");
     var empty = box.querySelector(".empty");
@@ -105,17 +197,24 @@
     if (chart.empty) {
       empty.hidden = false;
       empty.querySelector("p").textContent = chart.empty;
-      if (plot.dataset.drawn) { Plotly.purge(plot); delete plot.dataset.drawn; delete plot.dataset.qmClicks; }
+      if (plot.dataset.drawn) {
+        Plotly.purge(plot);
+        delete plot.dataset.drawn; delete plot.dataset.qmClicks; delete plot.dataset.qmLegend;
+      }
       plot.hidden = true;
       box.dataset.rendered = "empty";
+      syncSeries(box, plot);
       return Promise.resolve();
     }
     empty.hidden = true;
     plot.hidden = false;
-    return Plotly.react(plot, chart.figure.data, chart.figure.layout, PLOT_CONFIG).then(function () {
+    bindSeries(box);
+    return Plotly.react(plot, keepHidden(box, chart.figure.data), chart.figure.layout, PLOT_CONFIG).then(function () {
       plot.dataset.drawn = "1";
       box.dataset.rendered = "plot";
       attachClicks(plot);
+      attachLegend(box, plot);
+      syncSeries(box, plot);
     });
   }
 
