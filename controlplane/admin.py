@@ -408,7 +408,10 @@ class CohortAdmin(KeepsOthersChanges):
         )
         lent = quotas.lent_now()
         body = format_html_join(
-            "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            # A row is named by its GPU type and team: both head it (th scope="row"), so a screen
+            # reader says "H100-80GB, vision, held now, 8", not a bare "8" (until 6 Dec, plain cells).
+            "", "<tr><th scope=\"row\">{}</th><th scope=\"row\">{}</th><td>{}</td><td>{}</td><td>{}</td><td>{}</td>"
+                "<td>{}</td><td>{}</td></tr>",
             ((q.gpu_type.name, q.team.name, q.nominal_gpus, quota_text.limit_said(q.borrowing_limit, True),
               quota_text.limit_said(q.lending_limit, True),
               q.held_gpus, _borrowed(q.held_gpus, q), quota_text.lent_said(lent.get((q.team_id, q.gpu_type_id), 0.0)))

@@ -16,11 +16,15 @@ from tests.controlplane.accounting.builders import hold, running_job
 pytestmark = pytest.mark.django_db
 
 
-def _rows(html: str) -> list[list[str]]:
+def _body(html: str) -> str:
     table = re.search(r"<table>(.*?)</table>", html.split("Members and their quotas", 1)[1], re.S)
     assert table, "no members table"
-    return [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
-            for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S) if "<td>" in row]
+    return table.group(1).split("<tbody>", 1)[1]
+
+
+def _rows(html: str) -> list[list[str]]:
+    return [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[dh][^>]*>(.*?)</t[dh]>", row, re.S)]
+            for row in re.findall(r"<tr>(.*?)</tr>", _body(html), re.S)]
 
 
 def test_the_cohort_page_lists_each_members_quota_limits_and_holdings(fleet, browser) -> None:
@@ -35,6 +39,10 @@ def test_the_cohort_page_lists_each_members_quota_limits_and_holdings(fleet, bro
 
     assert _rows(html) == [["H100-80GB", "ml", "16", "8", "4", "0", "0", "0"],
                            ["H100-80GB", "vision", "16", "no limit", "no limit", "8", "0", "0"]]
+    # Each row headed by its GPU type and team, so a screen reader names a figure's row (until
+    # 6 Dec its cells were all plain td: "8" said with its column only).
+    for row in re.findall(r"<tr>(.*?)</tr>", _body(html), re.S):
+        assert re.match(r'<th scope="row">[^<]+</th><th scope="row">[^<]+</th><td>', row), row
 
 
 def test_the_cohort_list_counts_member_teams(fleet, browser) -> None:
