@@ -5,23 +5,26 @@ scope, so a screen reader names a cell's column. Found on 6 Dec: no `th` had a s
 went from its h1 to h3 (Why it waits, Progress, Cost so far) and a node's to h3 (Jobs on it,
 Events). A table whose first column names its row (showback by team or project, teams, what-if's
 comparison and quota table, a node's tiers and GPUs, the Nodes page's tables, on the page and in
-its live update) heads each row with it, `th scope="row"`, so a cell is read as "language, Cost,
-$12.50"; until 6 Dec those were plain cells (the Nodes page's until its rows were written in one
-pass, frontend/node_rows.py). The browser's own view of the same, and more (contrast, keyboard, charts):
+its live update, a node's jobs, the maintenance windows) heads each row with it, `th scope="row"`,
+so a cell is read as "language, Cost, $12.50"; until 6 Dec those were plain cells (the Nodes
+page's until its rows were written in one pass, frontend/node_rows.py; a node's jobs and the
+maintenance windows until later that day). The browser's own view of the same, and more (contrast, keyboard, charts):
 tests/frontend/test_pages_accessible_browser.py."""
 
 from __future__ import annotations
 
 import re
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pytest
+from django.contrib.auth import get_user_model
 from django.template.loader import render_to_string
 from django.test import Client
 
 from controlplane.choices import NodeState
 from controlplane.models import Job, Node
+from controlplane.services import maintenance
 from controlplane.services.cycle import run_cycle
 from frontend.replay_worker import Replay
 from frontend.views.whatif import replay_charts
@@ -79,7 +82,7 @@ def test_every_page_has_a_title_one_h1_headings_in_order_and_scoped_header_cells
 
 
 # Tables whose first column names the row, by class; each must be met with rows in the test.
-ROW_NAMED = ("showback", "teams", "compare", "node-tiers", "node-gpu-tiers", "nodes")
+ROW_NAMED = ("showback", "teams", "compare", "node-tiers", "node-gpu-tiers", "nodes", "holders", "maintenance-windows")
 TABLE = re.compile(r'<table class="([^"]+)"[^>]*>(.*?)</table>', re.S)
 
 
@@ -102,6 +105,9 @@ def rows_unnamed(html: str, seen: dict[str, int]) -> list[str]:
 
 def test_a_table_whose_first_column_names_the_row_heads_each_row_with_it(
         client_for: Any, submit_as: Any, node_at_work: Any) -> None:  # noqa: F811
+    # A window coming up on the node: its row in the Nodes page's and the node page's tables.
+    maintenance.create(get_user_model().objects.get(username="admin"), start_at=datetime.now(timezone.utc) + timedelta(hours=2),
+                       duration_s=3600, reason="firmware upgrade", nodes=[node_at_work.name])
     visits = {"finn": ["/showback/?window=24h", "/showback/?window=24h&group_by=project"],
               "alice": ["/teams/", "/nodes/"],
               "admin": ["/teams/", "/what-if/", f"/nodes/{node_at_work.name}/?window=1h", "/nodes/"]}
