@@ -8,6 +8,7 @@ import getpass
 import os
 import sys
 from collections.abc import Callable
+from typing import Any
 
 from controlplane.cli import output
 from controlplane.cli.client import Api, ApiError, CliError, config_path, load_config, save_config, server_url
@@ -29,7 +30,9 @@ def cmd_login(api: Api, args: argparse.Namespace) -> int:
             "Password: ", getpass.getpass, "give it with --password-stdin or $QM_PASSWORD")
     anonymous = Api(api.url, None)
     answer = anonymous.request("POST", "auth/token/", body={"username": username, "password": password})
+    replaced = _stored_login()
     path = save_config({"url": api.url, "token": answer["token"], "username": answer["username"]})
+    _revoke_replaced(replaced, answer["token"])
     me = Api(api.url, answer["token"]).request("GET", "auth/me/")
     if args.json:
         output.emit_json({"url": api.url, "config": str(path), **me})
@@ -37,6 +40,28 @@ def cmd_login(api: Api, args: argparse.Namespace) -> int:
     roles = ", ".join(f"{m['role']} of {m['team']}" if m["team"] else m["role"] for m in me["memberships"]) or "no team"
     print(f"Logged in to {api.url} as {me['username']} ({roles}). Token saved in {path}.")
     return 0
+
+
+def _stored_login() -> dict[str, Any]:
+    """What the config file holds now (nothing if it cannot be read)."""
+    try:
+        return load_config()
+    except CliError:
+        return {}
+
+
+def _revoke_replaced(previous: dict[str, Any], new_token: str) -> None:
+    """The token of the login this one replaces here is revoked on its server: each login has a
+    token of its own, and one forgotten by the config file would stay valid until the user's
+    cap, a password change or an admin ended it. Best effort: a server that cannot be asked
+    leaves it valid, as `qm logout` says when that happens."""
+    token, url = previous.get("token"), previous.get("url")
+    if not token or not url or token == new_token:
+        return
+    try:
+        Api(server_url(url), token).request("POST", "auth/logout/")
+    except CliError:
+        pass  # revoked already, another user's, or its server away: nothing more to do here
 
 
 def _ask(prompt: str, read: Callable[[str], str], instead: str) -> str:

@@ -113,3 +113,27 @@ def test_logout_removes_a_config_file_it_cannot_read(alice_qm, tmp_path) -> None
 
     assert r.code == 0, r.err
     assert not config.exists() and "token removed" in r.out
+
+
+def test_a_new_login_revokes_the_token_of_the_login_it_replaces_here(alice_qm, qm, live_server, tmp_path) -> None:
+    """Each login has its own token: without this, every `qm login` on one machine left the one
+    before it valid and forgotten, until the user's cap of tokens ended it."""
+    first = json.loads(_config(tmp_path).read_text())["token"]
+
+    again = qm("login", "--username", "alice", "--password-stdin", stdin="alice\n")
+
+    assert again.code == 0, again.err
+    second = json.loads(_config(tmp_path).read_text())["token"]
+    assert second != first
+    assert _me(live_server, first) == 401 and _me(live_server, second) == 200
+    assert ApiToken.objects.filter(user__username="alice").count() == 1
+
+
+def test_a_new_login_as_someone_else_revokes_the_replaced_users_token_too(alice_qm, qm, live_server,
+                                                                          tmp_path) -> None:
+    alices = json.loads(_config(tmp_path).read_text())["token"]
+
+    assert qm("login", "--username", "bob", "--password-stdin", stdin="bob\n").code == 0
+
+    assert _me(live_server, alices) == 401
+    assert json.loads(_config(tmp_path).read_text())["username"] == "bob"
