@@ -20,12 +20,20 @@ import pytest
 #: price corrections) by the second alone. Files further down the suite's order (tests/frontend/
 #: is collected last) matter most here: one of ~30 s handed out last can run alone at the end.
 LONGEST_FIRST = (
-    "tests/controlplane/api/test_api_schema_fuzz.py",  # 121 s alone: every operation, each request as four roles
     "tests/frontend/test_browser_pages.py",  # 157 s
     "tests/controlplane/accounting/test_demo_tiers.py",  # 58 s: the demo fleet on SQLite for a minute
     "tests/controlplane/cli/test_cli_history.py",  # 50 s
     "tests/controlplane/cli/test_qm_researcher_paths.py",  # 42 s
     "tests/frontend/test_page_access.py",  # 37 s
+    # the schema fuzz in parts (tests/controlplane/api/schema_fuzz.py), one file each since 6 Dec: as
+    # one file, 121 s on 3 Dec and about a tenth more once it aimed at existing records, alone on a
+    # worker; by operation count (22-24 each, the rest 9 but the slow metrics) about a fifth each
+    "tests/controlplane/api/test_api_schema_fuzz_jobs.py",  # ~30 s
+    "tests/controlplane/api/test_api_schema_fuzz_teams.py",  # ~30 s
+    "tests/controlplane/api/test_api_schema_fuzz_nodes.py",  # ~30 s
+    "tests/controlplane/api/test_api_schema_fuzz_prices_and_hooks.py",  # ~30 s
+    "tests/frontend/test_pages_accessible_browser.py",  # ~35 s, estimated (a minute under load)
+    "tests/frontend/test_admin_accessible_browser.py",  # ~35 s, estimated (a minute under load)
     "tests/frontend/test_showback_cost_chart.py",  # 36 s
     "tests/controlplane/accounting/test_accounting_properties.py",  # 35 s
     "tests/frontend/test_operator_cordon_reason_browser.py",  # 34 s
@@ -40,6 +48,7 @@ LONGEST_FIRST = (
     "tests/frontend/test_researcher_requeue_browser.py",  # 21 s
     "tests/frontend/test_researcher_form_dependencies_browser.py",  # 20 s
     "tests/controlplane/test_cohort_audit.py",  # 18 s
+    "tests/controlplane/api/test_api_schema_fuzz_rest.py",  # ~18 s: 9 operations, the metrics among them
     "tests/controlplane/loop/test_preemption_budget_counts_preemptions_only.py",  # 17 s
     "tests/controlplane/cli/test_qm_journey_flags.py",  # 17 s
     "tests/controlplane/test_migration_0022_hold_reason.py",  # 17 s

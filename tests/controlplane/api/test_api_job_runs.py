@@ -19,7 +19,7 @@ from controlplane.models import Allocation, AllocationGpu, Job
 from controlplane.services import reconcile, transitions
 from controlplane.wsgi import application
 from tests.controlplane import factories as f
-from tests.controlplane.api.test_api_schema_fuzz import _fuzz_operation, keep_test_connection  # noqa: F401
+from tests.controlplane.api.schema_fuzz import _fuzz_operation, keep_test_connection  # noqa: F401
 from tests.controlplane.job_runs_story import NOTICE, bind_at, preempted_then_succeeded
 
 pytestmark = pytest.mark.django_db

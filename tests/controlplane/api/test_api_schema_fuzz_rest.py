@@ -1,0 +1,17 @@
+"""The schema fuzz (tests/controlplane/api/schema_fuzz.py) on every operation no other part names:
+signing in and who am I, the metrics, the scheduler's policy and fair share, showback, and any
+endpoint added since. A bounded number of generated requests per operation, an operation on one
+record drawing the ids of records that exist too, each sent as each of the four roles: no server
+error and no response the schema does not describe."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.controlplane.api.schema_fuzz import REST, fuzz_part, keep_test_connection  # noqa: F401 (fixture)
+
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
+
+
+def test_generated_requests_find_no_server_error_and_no_schema_violation_rest(fleet, keep_test_connection, settings) -> None:  # noqa: F811
+    assert fuzz_part(REST, fleet, settings) >= 8
