@@ -7,6 +7,8 @@
 # four were slower again: 15:54 against 14:50 on three, side by side on 3 Dec).
 # Files go out in collected order, the longest first (tests/xdist_order.py), not xdist's default
 # (most tests first), which handed the longest file, the schema fuzz (then 8 min under load), out late.
+# The fuzz is five files since 6 Dec (tests/controlplane/api/schema_fuzz.py): as one, 8-9 min under
+# load on one worker, it was the run's long pole whatever the order.
 # Then the chaos tests alone, since they restart the PostgreSQL and Redis the workers share.
 # With arguments: one pytest process with exactly those.
 set -uo pipefail
