@@ -21,17 +21,16 @@ import pytest
 #: is collected last) matter most here: one of ~30 s handed out last can run alone at the end.
 LONGEST_FIRST = (
     "tests/frontend/test_browser_pages.py",  # 157 s
+    # the schema fuzz in parts (tests/controlplane/api/schema_fuzz.py), one file each since 6 Dec,
+    # by their share of a 6 Dec run at a load of 5 to 17 (36 min), put on this scale by
+    # test_browser_pages.py's (490 s there): 433, 394, 353, 77 and 17 s
+    "tests/controlplane/api/test_api_schema_fuzz_jobs.py",  # ~140 s
+    "tests/controlplane/api/test_api_schema_fuzz_prices_and_hooks.py",  # ~125 s
+    "tests/controlplane/api/test_api_schema_fuzz_teams.py",  # ~115 s
     "tests/controlplane/accounting/test_demo_tiers.py",  # 58 s: the demo fleet on SQLite for a minute
     "tests/controlplane/cli/test_cli_history.py",  # 50 s
     "tests/controlplane/cli/test_qm_researcher_paths.py",  # 42 s
     "tests/frontend/test_page_access.py",  # 37 s
-    # the schema fuzz in parts (tests/controlplane/api/schema_fuzz.py), one file each since 6 Dec: as
-    # one file, 121 s on 3 Dec and about a tenth more once it aimed at existing records, alone on a
-    # worker; by operation count (22-24 each, the rest 9 but the slow metrics) about a fifth each
-    "tests/controlplane/api/test_api_schema_fuzz_jobs.py",  # ~30 s
-    "tests/controlplane/api/test_api_schema_fuzz_teams.py",  # ~30 s
-    "tests/controlplane/api/test_api_schema_fuzz_nodes.py",  # ~30 s
-    "tests/controlplane/api/test_api_schema_fuzz_prices_and_hooks.py",  # ~30 s
     "tests/frontend/test_pages_accessible_browser.py",  # ~35 s, estimated (a minute under load)
     "tests/frontend/test_admin_accessible_browser.py",  # ~35 s, estimated (a minute under load)
     "tests/frontend/test_showback_cost_chart.py",  # 36 s
@@ -44,11 +43,12 @@ LONGEST_FIRST = (
     "tests/frontend/test_job_page_output_ranks.py",  # 28 s
     "tests/controlplane/api/test_api_roles.py",  # 28 s
     "tests/frontend/test_researcher_job_runs_browser.py",  # 25 s
+    "tests/controlplane/api/test_api_schema_fuzz_nodes.py",  # ~25 s (the same run)
     "tests/controlplane/test_dependency_resolution.py",  # 24 s
     "tests/frontend/test_researcher_requeue_browser.py",  # 21 s
     "tests/frontend/test_researcher_form_dependencies_browser.py",  # 20 s
     "tests/controlplane/test_cohort_audit.py",  # 18 s
-    "tests/controlplane/api/test_api_schema_fuzz_rest.py",  # ~18 s: 9 operations, the metrics among them
+    "tests/controlplane/api/test_api_schema_fuzz_rest.py",  # ~18 s estimated (17 s in the same run)
     "tests/controlplane/loop/test_preemption_budget_counts_preemptions_only.py",  # 17 s
     "tests/controlplane/cli/test_qm_journey_flags.py",  # 17 s
     "tests/controlplane/test_migration_0022_hold_reason.py",  # 17 s
