@@ -44,7 +44,7 @@ def test_the_cohort_page_marks_a_share_and_says_what_it_is(fleet, browser, three
     table = re.search(r"<table>(.*?)</table>", members, re.S)
     assert table is not None
     lent = {cells[1]: cells[-1] for cells in (
-        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
         for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S) if "<td>" in row)}
     assert lent == {"audio": "≈2.7", "ml": "0", "speech": "≈2.7", "vision": "≈2.7"}
     assert LENT_SHARE_NOTE in members.replace("&#x27;", "'")

@@ -79,7 +79,7 @@ def test_the_cohort_page_shows_borrowed_and_lent(fleet, browser, ml_borrows_8) -
     table = re.search(r"<table>(.*?)</table>", html.split("Members and their quotas", 1)[1], re.S)
     assert table is not None
     head = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r'<th scope="col">(.*?)</th>', table.group(1), re.S)]
-    rows = [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td>(.*?)</td>", row, re.S)]
+    rows = [[re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)]
             for row in re.findall(r"<tr>(.*?)</tr>", table.group(1), re.S) if "<td>" in row]
 
     assert head == ["GPU type", "team", "nominal", "borrowing limit", "lending limit", "held now", "borrowed", "lent"]
