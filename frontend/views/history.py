@@ -7,8 +7,7 @@ reads the query, hands it over and renders what comes back.
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -17,30 +16,19 @@ from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.views.decorators.http import require_GET
-from rest_framework.exceptions import ValidationError
 
-from controlplane.api.filter_backends import refuse_unknown_parameters
-from controlplane.filtersets import JobHistoryFilterSet, refusals
+from controlplane.filtersets import JobHistoryFilterSet
 from controlplane.models import Job
 from controlplane.services import access, job_history
+from frontend.page_filters import filtered
 
 PAGE_SIZE = 50
-#: The query parameters the page takes besides its filters.
-PAGE_PARAMETERS = frozenset({"page"})
 
 
 def _filtered(request: HttpRequest) -> tuple[JobHistoryFilterSet, QuerySet[Job] | None, dict[str, list[str]]]:
-    """The reader's ended jobs under the query's filters, or the errors naming each bad parameter
-    (an unknown one too, as the API refuses it)."""
-    filterset = JobHistoryFilterSet(request.GET, queryset=access.visible_jobs(request.user), request=request)
-    try:
-        refuse_unknown_parameters(SimpleNamespace(query_params=request.GET),  # type: ignore[arg-type]
-                                  set(JobHistoryFilterSet.base_filters) | PAGE_PARAMETERS, "page")
-    except ValidationError as exc:
-        return filterset, None, {name: [str(m) for m in messages] for name, messages in exc.detail.items()}
-    if not filterset.is_valid():
-        return filterset, None, {name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
-    return filterset, job_history.ended_jobs(filterset.qs), {}
+    """The reader's ended jobs under the query's filters, or the errors naming each bad parameter."""
+    filterset, jobs, errors = filtered(request, JobHistoryFilterSet, access.visible_jobs(request.user))
+    return cast(JobHistoryFilterSet, filterset), None if jobs is None else job_history.ended_jobs(jobs), errors
 
 
 @login_required

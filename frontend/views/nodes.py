@@ -12,8 +12,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from itertools import groupby
-from types import SimpleNamespace
-from typing import Any
+from typing import Any, cast
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
@@ -24,11 +23,9 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET
-from rest_framework.exceptions import ValidationError
 
-from controlplane.api.filter_backends import refuse_unknown_parameters
 from controlplane.choices import CapacityTier, JobState, NodeState
-from controlplane.filtersets import NodeFilterSet, refusals
+from controlplane.filtersets import NodeFilterSet
 from controlplane.models import Event, GpuType, MaintenanceWindow, Node
 from controlplane.services import access, job_mentions, maintenance
 from controlplane.services.access import access_of
@@ -37,6 +34,7 @@ from controlplane.services.nodes import cordon_reason
 from controlplane.services.stopping import stop_reasons, stopping_label
 from frontend import figures, node_rows
 from frontend.heatmap import fleet_counts, fleet_grid
+from frontend.page_filters import filtered
 from frontend.windows import WINDOWS, window_choice
 
 # Which actions an admin is offered in each state (services/nodes.py refuses the rest anyway).
@@ -127,23 +125,12 @@ def in_maintenance(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 
 #: Nodes a page lists (the fleet's figures above them are the whole fleet's, whatever the page).
 PAGE_SIZE = 100
-#: The query parameters the page takes besides the API's node filters (NodeFilterSet).
-PAGE_PARAMETERS = frozenset({"page"})
-
-
 def listed_nodes(request: HttpRequest) -> tuple[NodeFilterSet, QuerySet[Node] | None, dict[str, list[str]]]:
     """The fleet's nodes under the query's filters (the API's nodes filters: pool, state,
-    gpu_type, leaf_switch, ...), or the errors naming each bad parameter (an unknown one too,
-    as the history page and the API refuse it). Retired nodes are listed apart, never here."""
-    filterset = NodeFilterSet(request.GET, queryset=Node.objects.exclude(state=NodeState.RETIRED), request=request)
-    try:
-        refuse_unknown_parameters(SimpleNamespace(query_params=request.GET),  # type: ignore[arg-type]
-                                  set(NodeFilterSet.base_filters) | PAGE_PARAMETERS, "page")
-    except ValidationError as exc:
-        return filterset, None, {name: [str(m) for m in messages] for name, messages in exc.detail.items()}
-    if not filterset.is_valid():
-        return filterset, None, {name: [message for message, _ in problems] for name, problems in refusals(filterset).items()}
-    return filterset, filterset.qs, {}
+    gpu_type, leaf_switch, ...), or the errors naming each bad parameter. Retired nodes are
+    listed apart, never here."""
+    filterset, nodes, errors = filtered(request, NodeFilterSet, Node.objects.exclude(state=NodeState.RETIRED))
+    return cast(NodeFilterSet, filterset), nodes, errors
 
 
 def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] | None = None,

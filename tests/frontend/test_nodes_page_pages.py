@@ -19,6 +19,7 @@ from django.test.utils import CaptureQueriesContext
 
 from controlplane.models import GpuType, Node
 from frontend.views import nodes as nodes_view
+from tests.frontend.test_operator_nodes_page_retired import _pool_text
 
 pytestmark = pytest.mark.django_db
 
@@ -37,12 +38,6 @@ def _listed(page: str) -> list[str]:
     """The nodes of the page's pool tables, in order (not the retired section's)."""
     tables = page.split('class="panel retired-nodes"')[0]
     return re.findall(r'<tr data-node="([^"]+)">', tables)
-
-
-def _pool_text(page: str, pool: str) -> str:
-    said = re.search(rf'data-pool-fragmentation="{pool}"[^>]*>(.*?)</', page, re.S)
-    assert said, pool
-    return " ".join(said.group(1).split())
 
 
 def test_a_fleet_larger_than_a_page_shows_page_one_with_a_link_to_page_two(
