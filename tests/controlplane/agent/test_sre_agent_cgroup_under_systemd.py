@@ -120,6 +120,12 @@ def _escaped(workdir: Path) -> int:
     return pid
 
 
+def _written_pid(pid_file: Path, timeout: float = 10) -> int:
+    # `echo $$ > f` creates the file before it writes the line: wait for the whole line
+    wait_for(lambda: pid_file.exists() and pid_file.read_text().endswith("\n"), timeout, f"a pid in {pid_file.name}")
+    return int(pid_file.read_text())
+
+
 def test_an_agent_in_a_delegated_cgroup_puts_its_runs_under_it(service: Path, tmp_path: Path) -> None:
     agent = _agent_in(service, tmp_path, "gpu-sd", f"{ESCAPED} echo $$ > rank.pid; exec sleep 60")
     escaped = None
@@ -130,8 +136,7 @@ def test_an_agent_in_a_delegated_cgroup_puts_its_runs_under_it(service: Path, tm
         reaper = int(agent.stdout.readline())
         assert parent == RunCgroups(service, "gpu-sd", tmp_path / "gpu-sd").parent
         escaped = _escaped(tmp_path / "gpu-sd" / "g7")
-        wait_for(lambda: (tmp_path / "gpu-sd" / "g7" / "rank.pid").exists(), 10, "the rank's pid")
-        rank = int((tmp_path / "gpu-sd" / "g7" / "rank.pid").read_text())
+        rank = _written_pid(tmp_path / "gpu-sd" / "g7" / "rank.pid")
 
         inside = "/" + str(parent.relative_to(MOUNT)) + "/g7"  # type: ignore[arg-type]
         assert _cgroup_of(rank) == inside, "the rank runs in its run's cgroup, under the agent's own"
@@ -255,9 +260,8 @@ def test_a_real_qm_agent_in_a_service_cgroup_runs_its_job_under_it(live_server: 
         assert cycle.run_cycle("test").binds == 1
         generation = Allocation.objects.get(job=job).generation
         pid_file = tmp_path / "state" / "gpu-unit" / f"g{generation}" / "rank.pid"
-        wait_for(pid_file.exists, 20, "the job to start")
         parent = RunCgroups(service, "gpu-unit", tmp_path / "state" / "gpu-unit").parent
-        assert _cgroup_of(int(pid_file.read_text())) == f"/{service.name}/{parent.name}/g{generation}"
+        assert _cgroup_of(_written_pid(pid_file, 20)) == f"/{service.name}/{parent.name}/g{generation}"
     finally:
         stop_agent(agent)
         log.close()
