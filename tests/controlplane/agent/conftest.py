@@ -1,7 +1,13 @@
-"""Fixtures for the node-agent tests: the loop fleet and the bootstrap secret."""
+"""Fixtures for the node-agent tests: the loop fleet, the bootstrap secret, and a state
+directory jobs run as users of their own can pass through."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,3 +23,13 @@ def _bootstrap_secret(settings: Any) -> None:
 @pytest.fixture
 def fleet(db: Any) -> LoopFleet:
     return build_loop_fleet()
+
+
+@pytest.fixture
+def state_dir() -> Iterator[Path]:
+    """A state directory the jobs' own users (`--job-user team` or `user`) can pass through
+    (pytest's tmp_path is 0700)."""
+    made = Path(tempfile.mkdtemp(prefix="qm-agent-state-"))
+    os.chmod(made, 0o711)
+    yield made
+    shutil.rmtree(made, ignore_errors=True)

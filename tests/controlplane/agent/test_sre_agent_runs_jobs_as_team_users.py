@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,15 +30,6 @@ from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="switching a job's user needs the agent to be root")
 BASE = 300_000
-
-
-@pytest.fixture
-def state_dir() -> Iterator[Path]:
-    """A state directory the team users can pass through (pytest's tmp_path is 0700)."""
-    made = Path(tempfile.mkdtemp(prefix="qm-agent-state-"))
-    os.chmod(made, 0o711)
-    yield made
-    shutil.rmtree(made, ignore_errors=True)
 
 
 def team_launcher(state_dir: Path, node: str = "gpu-t1") -> ProcessLauncher:
