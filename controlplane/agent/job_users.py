@@ -14,8 +14,22 @@ util-linux's `setpriv` (`--reuid`/`--regid`, supplementary groups cleared, `--no
 so no set-user-id program gives root back, and the parent-death signal set after the switch,
 which would clear it). The run's directory stays the agent's (mode 0711: its output files and
 records, 0600), and the job works in `work/` inside it, its own (0700): its cwd, its HOME and
-where its progress files go. Jobs of one team share a user, so they can reach each other,
-as the processes of one Slurm user can.
+where its progress files go. Jobs of one team share a user, so they can reach each other.
+
+`user`: each run gets its submitter's own uid, `--job-user-uid-base` + the user's id, and its
+team's gid, `--job-uid-base` + the team's id (the same number the team's user has in `team`
+mode), and no other group: as Slurm runs a job as the user who submitted it. Signals, ptrace
+and `/proc/PID/environ` are checked against the uid, so one member's job cannot reach another
+member's; what a member wants the team to read it opens to the group on purpose (a dataset
+directory group-owned by the team's gid, `umask 027`, `chmod g+rx` of its own `work/`). The
+`work/` stays 0700 as in `team` mode: it is the job's HOME (tokens, caches, `.netrc`), and a
+group-readable HOME would hand those to every member of the team.
+
+The ids: teams' from `--job-uid-base` up to below `--job-user-uid-base`, users' from there up
+to UID_CEILING, in every mode that switches (a team whose id would reach the users' range is
+refused, in `team` mode too). A team's number is then never a user's uid, whichever mode
+each node of a site runs, and with the same two bases on every node one person or team has
+one number everywhere (files on shared storage keep their meaning).
 """
 
 from __future__ import annotations
@@ -27,17 +41,21 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-JOB_USER_MODES = ("agent", "team")
+JOB_USER_MODES = ("agent", "team", "user")
 #: Far above the ids a distribution hands to people (1000-60000) and below systemd's dynamic
 #: and container ranges' usual 2^16 multiples: 200000 + team id.
 DEFAULT_UID_BASE = 200_000
+#: Users' uids (`--job-user user`), 1000000 + user id: above the 800000 teams' ids below it,
+#: and readable (uid 1000042 is user 42).
+DEFAULT_USER_UID_BASE = 1_000_000
 #: uid_t is 32 bits, and 2^31 - 1 and above are refused or special in places (-1: "unchanged").
 UID_CEILING = 2**31 - 2
 WORK_DIR_NAME = "work"
 
 
 class JobUserError(Exception):
-    """`--job-user team` cannot be honoured on this node (said at start, with the reason)."""
+    """`--job-user team` or `user` cannot be honoured on this node (said at start, with the
+    reason), or for this run (it fails to launch, never run as the agent)."""
 
 
 @dataclass(frozen=True)
@@ -53,24 +71,35 @@ class JobUsers:
     """The `--job-user` policy of one agent."""
 
     mode: str = "agent"
-    uid_base: int = DEFAULT_UID_BASE
+    uid_base: int = DEFAULT_UID_BASE  # teams' ids
+    user_uid_base: int = DEFAULT_USER_UID_BASE  # users' uids, and where teams' ids end
     setpriv: str | None = None  # util-linux's setpriv, found by `check`
 
     @property
     def separate(self) -> bool:
-        return self.mode == "team"
+        return self.mode != "agent"
 
-    def identity(self, team_id: int | None) -> JobIdentity | None:
-        """The user a run of this team gets; None: the agent's own. A control plane too old to
-        send the team is refused rather than run as the agent."""
+    def identity(self, team_id: int | None, submitter_id: int | None = None) -> JobIdentity | None:
+        """The user and group a run of this team and submitter gets; None: the agent's own. A
+        run sent without the team (or, in `user` mode, its submitter: a control plane too old,
+        a submitter since deleted) is refused rather than run as the agent."""
         if not self.separate:
             return None
         if team_id is None or team_id < 0:
             raise JobUserError("the control plane sent no team for this run: it cannot run as its team's user")
-        uid = self.uid_base + team_id
+        team = self.uid_base + team_id
+        if team >= self.user_uid_base:
+            raise JobUserError(f"team {team_id}: id {team} reaches --job-user-uid-base {self.user_uid_base}, "
+                               "where users' uids start (raise --job-user-uid-base)")
+        if self.mode == "team":
+            return JobIdentity(team, team)
+        if submitter_id is None or submitter_id < 0:
+            raise JobUserError("the control plane sent no submitter for this run: it cannot run as its "
+                               "submitter's user")
+        uid = self.user_uid_base + submitter_id
         if uid > UID_CEILING:
-            raise JobUserError(f"team {team_id}: uid {uid} is beyond {UID_CEILING} (lower --job-uid-base)")
-        return JobIdentity(uid, uid)
+            raise JobUserError(f"user {submitter_id}: uid {uid} is beyond {UID_CEILING} (lower --job-user-uid-base)")
+        return JobIdentity(uid, team)
 
     def wrapped(self, identity: JobIdentity, command: str) -> list[str]:
         """The argv that runs `command` as `identity`, dying with the agent."""
@@ -79,7 +108,8 @@ class JobUsers:
                 "--no-new-privs", "--pdeathsig", "KILL", "/bin/sh", "-c", command]
 
     def work_dir(self, run_dir: Path, identity: JobIdentity) -> Path:
-        """The run's directory kept the agent's (0711), and the job's own `work/` in it (0700)."""
+        """The run's directory kept the agent's (0711), and the job's own `work/` in it (0700,
+        its uid's and gid's: the job may open it to its team's group itself)."""
         os.chmod(run_dir, 0o711)
         work = run_dir / WORK_DIR_NAME
         work.mkdir(mode=0o700, exist_ok=True)
@@ -87,7 +117,8 @@ class JobUsers:
         return work
 
 
-def checked(mode: str, uid_base: int, state_dir: Path, euid: int | None = None) -> JobUsers:
+def checked(mode: str, uid_base: int, state_dir: Path, euid: int | None = None,
+            user_uid_base: int = DEFAULT_USER_UID_BASE) -> JobUsers:
     """The policy `mode` asks for, once this node can honour it; else a JobUserError saying why
     (the agent stops at start: it never runs a job as a user it was not told to)."""
     if mode not in JOB_USER_MODES:
@@ -96,16 +127,19 @@ def checked(mode: str, uid_base: int, state_dir: Path, euid: int | None = None) 
         return JobUsers()
     if not 1000 <= uid_base <= UID_CEILING:
         raise JobUserError(f"--job-uid-base {uid_base}: give a uid from 1000 to {UID_CEILING}")
+    if not uid_base < user_uid_base <= UID_CEILING:
+        raise JobUserError(f"--job-user-uid-base {user_uid_base}: give a uid above --job-uid-base {uid_base} "
+                           f"(teams' ids run from it up to where users' uids start) and up to {UID_CEILING}")
     if (os.geteuid() if euid is None else euid) != 0:
-        raise JobUserError("--job-user team needs the agent to run as root: it switches user for every launch")
+        raise JobUserError(f"--job-user {mode} needs the agent to run as root: it switches user for every launch")
     setpriv = _setpriv_that_switches()
     if setpriv is None:
-        raise JobUserError("--job-user team needs util-linux's setpriv (2.33 or later) in /usr/bin or /bin")
+        raise JobUserError(f"--job-user {mode} needs util-linux's setpriv (2.33 or later) in /usr/bin or /bin")
     closed = _closed_ancestor(state_dir)
     if closed is not None:
-        raise JobUserError(f"--job-user team: jobs could not reach their working directory under {state_dir}: "
+        raise JobUserError(f"--job-user {mode}: jobs could not reach their working directory under {state_dir}: "
                            f"{closed} is mode {stat.S_IMODE(closed.stat().st_mode):o} (others need x, e.g. 0711)")
-    return JobUsers(mode, uid_base, setpriv)
+    return JobUsers(mode, uid_base, user_uid_base, setpriv)
 
 
 def _setpriv_that_switches() -> str | None:

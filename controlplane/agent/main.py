@@ -35,7 +35,7 @@ from controlplane import structured_logs
 from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, refusal
 from controlplane.agent.containment import ContainmentError
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
-from controlplane.agent.job_users import DEFAULT_UID_BASE, JOB_USER_MODES, JobUserError
+from controlplane.agent.job_users import DEFAULT_UID_BASE, DEFAULT_USER_UID_BASE, JOB_USER_MODES, JobUserError
 from controlplane.agent.job_users import checked as job_users_checked
 from controlplane.agent.logs import read_regular, write_whole
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
@@ -153,13 +153,20 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "its session outlives its run")
     p.add_argument("--job-user", choices=JOB_USER_MODES, default=os.environ.get("QM_AGENT_JOB_USER", "agent"),
                    help="which Unix user jobs run as (env QM_AGENT_JOB_USER): agent (the default: the agent's own; "
-                        "a job can read the node token and reach other teams' jobs on the node) or team (each "
-                        "team's own uid and gid, --job-uid-base + the team's id; the agent must run as root and "
-                        "have util-linux's setpriv)")
+                        "a job can read the node token and reach other teams' jobs on the node), team (each "
+                        "team's own uid and gid, --job-uid-base + the team's id; jobs of one team share it) or user "
+                        "(the submitter's own uid, --job-user-uid-base + the user's id, and the team's gid, "
+                        "--job-uid-base + the team's id: one member's job cannot signal or read another's); team "
+                        "and user need the agent to run as root and util-linux's setpriv")
     p.add_argument("--job-uid-base", type=_whole(1000), default=os.environ.get("QM_AGENT_JOB_UID_BASE",
                                                                             str(DEFAULT_UID_BASE)),
-                   help=f"with --job-user team: a team's uid and gid are this + its id (env QM_AGENT_JOB_UID_BASE; "
-                        f"default {DEFAULT_UID_BASE})")
+                   help=f"teams' ids: with --job-user team a team's uid and gid, with user its gid, are this + its "
+                        f"id (env QM_AGENT_JOB_UID_BASE; default {DEFAULT_UID_BASE})")
+    p.add_argument("--job-user-uid-base", type=_whole(1000),
+                   default=os.environ.get("QM_AGENT_JOB_USER_UID_BASE", str(DEFAULT_USER_UID_BASE)),
+                   help=f"users' uids: with --job-user user a submitter's uid is this + their id; above "
+                        f"--job-uid-base, and teams' ids must stay below it in either mode, so a team's id is never "
+                        f"a user's (env QM_AGENT_JOB_USER_UID_BASE; default {DEFAULT_USER_UID_BASE})")
     # argparse checks `choices` on the command line only, and `type` on a string default too:
     # QM_LOG_FORMAT=JSON was taken as console text, QM_LOG_LEVEL=verbose ended in a KeyError.
     p.add_argument("--log-format", type=_log_setting(structured_logs.log_format, "QM_LOG_FORMAT"),
@@ -246,7 +253,8 @@ def run_real(args: argparse.Namespace) -> int:
     nvml = Nvml.open()
     inventory = real_inventory(args, nvml)
     try:
-        job_users = job_users_checked(args.job_user, args.job_uid_base, state_dir)
+        job_users = job_users_checked(args.job_user, args.job_uid_base, state_dir,
+                                      user_uid_base=args.job_user_uid_base)
     except JobUserError as error:
         log.error("cannot run jobs as asked", error=str(error))
         return 2
@@ -256,8 +264,10 @@ def run_real(args: argparse.Namespace) -> int:
     except ContainmentError as error:
         log.error("cannot contain runs as asked", error=str(error))
         return 2
-    log.info("jobs run as " + ("their team's user" if job_users.separate else "the agent's user"),
-             node=inventory.name, job_user=job_users.mode, uid_base=job_users.uid_base if job_users.separate else None)
+    runs_as = {"agent": "the agent's user", "team": "their team's user", "user": "their submitter's user"}
+    log.info("jobs run as " + runs_as[job_users.mode], node=inventory.name, job_user=job_users.mode,
+             uid_base=job_users.uid_base if job_users.separate else None,
+             user_uid_base=job_users.user_uid_base if job_users.mode == "user" else None)
     if launcher.cgroups is not None:
         log.info("each run's processes are contained in a cgroup of their own", node=inventory.name,
                  cgroups=launcher.containment)

@@ -101,7 +101,8 @@ class Assignment:
     roles: tuple[str, ...] = ()
     role_ranks: tuple[int, ...] = ()
     role_sizes: tuple[tuple[str, int], ...] = ()
-    team_id: int | None = None  # whose user the run gets with --job-user team (job_users.py)
+    team_id: int | None = None  # whose user (--job-user team) or group (user) the run gets (job_users.py)
+    submitter_id: int | None = None  # whose user the run gets with --job-user user (job_users.py)
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Assignment:
@@ -129,6 +130,7 @@ class Assignment:
             role_ranks=tuple(int(r) for r in data.get("role_ranks") or ()),
             role_sizes=tuple((str(k), int(v)) for k, v in (data.get("role_sizes") or {}).items()),
             team_id=int(job["team_id"]) if job.get("team_id") is not None else None,
+            submitter_id=int(job["submitter_id"]) if job.get("submitter_id") is not None else None,
         )
 
     @property
@@ -344,8 +346,8 @@ class ProcessMember:
         self.ranks: list[int] = []  # each process's RANK: its output is rank<RANK>.log
         self.output_record = workdir / RECORD_NAME  # what of it was shipped (agent/logs.py)
         self.job_users = job_users
-        self.identity: JobIdentity | None = None  # the team's user, with --job-user team (job_users.py)
-        self.job_dir = workdir  # the job's cwd, HOME with --job-user team, and its progress files' place
+        self.identity: JobIdentity | None = None  # its user and group, with --job-user team or user (job_users.py)
+        self.job_dir = workdir  # the job's cwd, HOME with --job-user team or user, and its progress files' place
         self.progress_file = workdir / "rank0.progress.jsonl"
         if not assignment.command.strip():
             self._exit_code = NO_COMMAND_EXIT_CODE
@@ -370,9 +372,9 @@ class ProcessMember:
             raise
 
     def _become(self, assignment: Assignment) -> None:
-        """With --job-user team: the run's user, and its own `work/` as where it works."""
+        """With --job-user team or user: the run's user, and its own `work/` as where it works."""
         if self.job_users is not None:
-            self.identity = self.job_users.identity(assignment.team_id)
+            self.identity = self.job_users.identity(assignment.team_id, assignment.submitter_id)
         if self.job_users is not None and self.identity is not None:
             self.job_dir = self.job_users.work_dir(self.workdir, self.identity)
             self.progress_file = self.job_dir / "rank0.progress.jsonl"
@@ -709,7 +711,7 @@ class ProcessLauncher:
         self.output_cap = output_cap
         self.job_users = job_users
         self.root = state_dir / node_name
-        if job_users is not None and job_users.separate:  # the team users pass through to their work/
+        if job_users is not None and job_users.separate:  # the jobs' users pass through to their work/
             self.root.mkdir(parents=True, exist_ok=True)
             os.chmod(self.root, 0o711)
         self.node_name = node_name

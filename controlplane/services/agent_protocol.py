@@ -1323,7 +1323,8 @@ def desired_versions_many(node_ids: Sequence[int]) -> dict[int, tuple[str, tuple
 
 _PAYLOAD_COLUMNS = (
     "id", "generation", "epoch", "state", "started_at", "release_deadline", "release_reason",
-    "job_id", "job__team_id", "job__name", "job__command", "job__env", "job__runtime_limit_s", "job__checkpoint_interval_s",
+    "job_id", "job__team_id", "job__submitter_id", "job__name", "job__command", "job__env", "job__runtime_limit_s",
+    "job__checkpoint_interval_s",
 )
 
 
@@ -1347,6 +1348,7 @@ def _allocation_payload(
         "job": {
             "id": allocation["job_id"],
             "team_id": allocation["job__team_id"],
+            "submitter_id": allocation["job__submitter_id"],  # whose uid with `qm-agent --job-user user`
             "name": allocation["job__name"],
             "command": allocation["job__command"],
             "env": allocation["job__env"] or {},
