@@ -4,9 +4,15 @@ Errors are typed by what the agent should do about them:
   - `Unauthorized` (401): the token is unknown; stop everything and register again;
   - `Refused` (400/403): the request itself is wrong; retrying it unchanged will not help;
   - `Retired` (409, code `node_retired`): an admin retired the node; nothing runs here until
-    an admin returns it to service (a `Refused`); `retry_after_s` is how long the control plane
-    says to wait before asking again (its `retry_after`, or the Retry-After header);
+    an admin returns it to service (a `Refused`);
+  - `Throttled` (429): not a refusal of the request but "slow down" (too many failed agent
+    authentications from this address, or a proxy's rate limit): the same request may succeed
+    later; keep running meanwhile, as for `Unreachable`;
   - `Unreachable` (network error, timeout, 5xx): retryable; keep running until the lease ends.
+
+`Retired` and `Throttled` carry `retry_after_s`: how long the control plane says to wait before
+asking again (its `retry_after` in the body, or the Retry-After header: `retry_after_s`), None
+when it said nothing usable. How long the agent then waits is node.py's (`AskAgain`).
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ from __future__ import annotations
 import json
 import math
 import threading
+import time
+from datetime import timezone
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 import requests
@@ -55,22 +64,62 @@ class Retired(Refused):
         self.retry_after_s = retry_after_s
 
 
-def _seconds(value: Any) -> float | None:
-    """A Retry-After in seconds (a number, as the control plane writes it), or None."""
-    try:
-        seconds = float(value)
-    except (TypeError, ValueError):
+class Throttled(ProtocolError):
+    """429: the control plane (or a proxy before it) asks for fewer requests from here. Not a
+    `Refused`: the request was not judged, and the same one may be taken once the wait is over."""
+
+    def __init__(self, detail: str, retry_after_s: float | None = None) -> None:
+        super().__init__(f"HTTP 429: {detail}")
+        self.detail = detail
+        self.retry_after_s = retry_after_s
+
+
+def retry_after_s(value: Any, now: float | None = None) -> float | None:
+    """A Retry-After (RFC 9110 10.2.3) in seconds from `now` (this machine's wall clock), or None
+    when it says nothing usable. Seconds as the control plane writes them (a whole number; a
+    JSON number or a decimal is taken too), or an HTTP-date (a date already past: 0). Negative,
+    infinite or not a number at all: None. How long is too long is the caller's to bound
+    (node.AskAgain): a parser that capped it would hide what the server said."""
+    if isinstance(value, bool) or value is None:
         return None
-    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+    if isinstance(value, int | float):
+        seconds = _finite(value)
+        return seconds if seconds is not None and seconds >= 0 else None
+    if not isinstance(value, str) or not value.strip():
+        return None
+    text = value.strip()
+    if text[0] in "+-0123456789.":
+        seconds = _finite(text)
+        return seconds if seconds is not None and seconds >= 0 else None
+    try:
+        when = parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is GMT; the obsolete forms say so by convention only
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, when.timestamp() - (time.time() if now is None else now))
 
 
-def refusal(status: int, payload: Any, retry_after: Any = None) -> Refused:
+def _finite(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError, OverflowError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def error_for(status: int, payload: Any, retry_after: Any = None) -> ProtocolError:
     """The error for a 4xx answer (not 401) with its JSON body (or a batch item's result) and
-    its Retry-After header, if any."""
+    its Retry-After header, if any: `Throttled` for a 429, `Retired` for a 409 `node_retired`,
+    else `Refused`. The body's `retry_after` is taken before the header."""
     detail = str(payload.get("detail", payload)) if isinstance(payload, dict) else str(payload)
+    told = retry_after_s(payload.get("retry_after")) if isinstance(payload, dict) else None
+    if told is None:
+        told = retry_after_s(retry_after)
+    if status == 429:
+        return Throttled(detail, told)
     if status == 409 and isinstance(payload, dict) and payload.get("code") == "node_retired":
-        wait = _seconds(payload.get("retry_after"))
-        return Retired(status, detail, wait if wait is not None else _seconds(retry_after))
+        return Retired(status, detail, told)
     return Refused(status, detail)
 
 
@@ -116,11 +165,14 @@ class AgentClient:
         try:
             payload = response.json()
         except ValueError as error:
-            raise Unreachable(f"{path}: HTTP {response.status_code} with a body that is not JSON") from error
+            if response.status_code != 429:
+                raise Unreachable(f"{path}: HTTP {response.status_code} with a body that is not JSON") from error
+            # A proxy's rate limit (nginx, a load balancer) answers in HTML: still "slow down".
+            payload = {"detail": f"{path}: HTTP 429 Too Many Requests"}
         if response.status_code == 401:
             raise Unauthorized(str(payload.get("detail", "unauthorized")))
         if response.status_code >= 400:
-            raise refusal(response.status_code, payload, response.headers.get("Retry-After"))
+            raise error_for(response.status_code, payload, response.headers.get("Retry-After"))
         if not isinstance(payload, dict):
             raise Unreachable(f"{path}: expected a JSON object, got {type(payload).__name__}")
         return payload

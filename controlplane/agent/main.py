@@ -32,7 +32,7 @@ from urllib.parse import urlsplit
 import structlog
 
 from controlplane import structured_logs
-from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, refusal
+from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, error_for
 from controlplane.agent.containment import ContainmentError
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
 from controlplane.agent.job_users import DEFAULT_UID_BASE, DEFAULT_USER_UID_BASE, JOB_USER_MODES, JobUserError
@@ -612,7 +612,7 @@ def _send_batch(client: AgentClient, calls: list[tuple[NodeAgent, Call]]) -> Non
         elif status == 401:
             agent.finish(call, error=Unauthorized(str(result.get("detail", ""))))
         else:
-            agent.finish(call, error=refusal(status, result))
+            agent.finish(call, error=error_for(status, result))
 
 
 if __name__ == "__main__":

@@ -27,6 +27,7 @@ A round:
 from __future__ import annotations
 
 import math
+import random
 import signal
 import threading
 import time
@@ -38,7 +39,7 @@ from typing import Any
 
 import structlog
 
-from controlplane.agent.client import AgentClient, ProtocolError, Refused, Retired, Unauthorized
+from controlplane.agent.client import AgentClient, ProtocolError, Refused, Retired, Throttled, Unauthorized
 from controlplane.agent.logs import BACKLOG_DELAY_S, Chunk, LogShipper, Unshipped
 from controlplane.agent.members import Assignment, Launcher, Member, describe
 
@@ -60,25 +61,56 @@ RETRY_S = 0.5
 # A registration the control plane refused (wrong or missing bootstrap secret) is retried this
 # slowly: only an operator's fix helps.
 REGISTER_REFUSED_RETRY_S = 30.0
+
+
+@dataclass(frozen=True)
+class AskAgain:
+    """How long an agent waits before asking the control plane again after it said "not now"
+    (a retired node, a throttle), the one rule for both: as long as it said (its Retry-After),
+    kept within `told_least_s`..`told_most_s` so a misconfigured server can neither make it spin
+    nor silence it for hours; if it said nothing, `first_s` doubling with each refusal in a row
+    up to `most_s`. Each wait is then lengthened by up to `jitter` of itself, never shortened, so
+    agents told at once (a fleet behind one address) do not all come back at once."""
+
+    first_s: float
+    most_s: float
+    told_least_s: float
+    told_most_s: float
+    jitter: float = 0.0
+
+    def wait_s(self, told_s: float | None, refusals: int, spread: Callable[[], float] = random.random) -> float:
+        """The wait after the `refusals`-th refusal in a row, `told_s` being the control plane's
+        Retry-After (None: it said none); `spread` draws the jitter, 0 to 1."""
+        if told_s is not None:
+            wait = min(self.told_most_s, max(self.told_least_s, told_s))
+        else:
+            wait = min(self.most_s, self.first_s * 2 ** max(0, min(refusals - 1, 16)))
+        return wait * (1.0 + self.jitter * min(1.0, max(0.0, spread()))) if self.jitter else wait
+
+
 # A retired node's agent (the control plane answers 409 node_retired) asks again as late as the
 # control plane's Retry-After says (as long as the node has been retired: 1 to 15 min by
-# default, QM_RETIRED_RETRY_AFTER_MIN_S/_MAX_S), kept within RETIRED_RETRY_MIN_S..
-# RETIRED_TOLD_MAX_S so a misconfigured server can neither hammer it nor silence it for hours; a
-# control plane that says nothing gets a doubling wait from RETIRED_RETRY_S up to
-# RETIRED_RETRY_MAX_S. Only an admin's "return to service" helps, and the agent then registers
-# on its own: within the last wait of the return.
+# default, QM_RETIRED_RETRY_AFTER_MIN_S/_MAX_S), kept within 30 s..1 h; a control plane that
+# says nothing gets a doubling wait from 1 min up to 15 min. Only an admin's "return to service"
+# helps, and the agent then registers on its own: within the last wait of the return.
 RETIRED_RETRY_S = 60.0
 RETIRED_RETRY_MIN_S = 30.0
 RETIRED_RETRY_MAX_S = 900.0
 RETIRED_TOLD_MAX_S = 3600.0
-
-
-def retired_wait_s(told_s: float | None, refusals: int) -> float:
-    """How long a retired node's agent waits after its `refusals`-th refusal in a row, `told_s`
-    being the control plane's Retry-After (None: it said none)."""
-    if told_s is not None:
-        return min(RETIRED_TOLD_MAX_S, max(RETIRED_RETRY_MIN_S, told_s))
-    return min(RETIRED_RETRY_MAX_S, RETIRED_RETRY_S * 2 ** max(0, min(refusals - 1, 16)))
+RETIRED = AskAgain(first_s=RETIRED_RETRY_S, most_s=RETIRED_RETRY_MAX_S, told_least_s=RETIRED_RETRY_MIN_S,
+                   told_most_s=RETIRED_TOLD_MAX_S)
+# A throttled agent (429: too many failed agent authentications from its address,
+# QM_AGENT_AUTH_FAILURES, or a proxy's rate limit) sends nothing more to the control plane until
+# the Retry-After has passed (at least 1 s: "0" must not make it spin; at most 1 h: the
+# throttle's window is one period of QM_AGENT_AUTH_FAILURES, an hour or less unless an operator
+# counts by the day), plus up to a fifth more so a fleet behind one address comes back spread
+# out. Said nothing: 1, 2, 4 … s up to a minute, jittered the same. Its runs go on meanwhile: the
+# lease decides, as when the control plane cannot be reached.
+THROTTLED_RETRY_S = 1.0
+THROTTLED_RETRY_MAX_S = 60.0
+THROTTLED_TOLD_MAX_S = 3600.0
+THROTTLED = AskAgain(first_s=THROTTLED_RETRY_S, most_s=THROTTLED_RETRY_MAX_S, told_least_s=THROTTLED_RETRY_S,
+                     told_most_s=THROTTLED_TOLD_MAX_S, jitter=0.2)
 
 
 def _minutes(seconds: float) -> str:
@@ -189,6 +221,9 @@ class NodeAgent:
         # Since when (this agent's clock) the control plane refuses it as retired, and how often.
         self.retired_since: float | None = None
         self.retired_refusals = 0
+        # Since when it has been throttled (429) without a reply in between, and how often.
+        self.throttled_since: float | None = None
+        self.throttled_refusals = 0
         self.members: dict[int, Running] = {}
         self.finished: OrderedDict[int, int | None] = OrderedDict()
         self.refused: set[int] = set()
@@ -203,7 +238,9 @@ class NodeAgent:
         self.known_version: str | None = None
         self.known_allocations: list[dict[str, Any]] = []
         self.next_contact = 0.0
-        self.register_not_before = 0.0  # a refused registration is retried no sooner than this
+        # No call to the control plane before this (this agent's clock), however urgent: the wait
+        # after a refused registration, a retired node's, a throttle's (its Retry-After).
+        self.not_before = 0.0
         self.next_sample = 0.0
         self.urgent = False
         # Set by the wake-up thread (another thread): the control plane has news for this node.
@@ -267,7 +304,7 @@ class NodeAgent:
         if self.partitioned or not (now >= self.next_contact or self.urgent or not self.registered):
             return None
         if not self.registered:
-            if self.shutting_down or now < self.register_not_before:
+            if self.shutting_down or now < self.not_before:
                 return None
             if self.members:
                 # Register only once everything we stopped is really gone: registering says
@@ -287,6 +324,8 @@ class NodeAgent:
             if self.self_fence_untold is not None:
                 body["self_fenced_at"] = iso(self.self_fence_untold)
             return Call("register", body, sent=self.clock(), reports=[])
+        if now < self.not_before:
+            return None  # throttled: an exit's report waits too; the runs go on meanwhile
         reports, self.outbox = self.outbox, []
         self.report_at = math.inf  # everything queued goes now
         body: dict[str, Any] = {"running": sorted(self.members), "reports": reports}
@@ -342,7 +381,7 @@ class NodeAgent:
                     "is not the server's" if self.bootstrap_token else
                     "the control plane refused the node token and there is no bootstrap secret: "
                     "set QM_AGENT_BOOTSTRAP_TOKEN", detail=str(error), retry_in_s=REGISTER_REFUSED_RETRY_S)
-                self.next_contact = self.register_not_before = now + REGISTER_REFUSED_RETRY_S
+                self.next_contact = self.not_before = now + REGISTER_REFUSED_RETRY_S
             elif isinstance(error, Unauthorized):
                 self.log.warning("token refused; stopping everything and registering again", detail=str(error))
                 for running in self.members.values():
@@ -362,7 +401,7 @@ class NodeAgent:
                 if first:
                     self.retired_since, self.retired_refusals = now, 0
                 self.retired_refusals += 1
-                wait = retired_wait_s(error.retry_after_s, self.retired_refusals)
+                wait = RETIRED.wait_s(error.retry_after_s, self.retired_refusals)
                 self.registered = False
                 self.token = ""
                 self.node_state = "retired"
@@ -374,14 +413,16 @@ class NodeAgent:
                        else f"asking again with backoff, at most every {_minutes(RETIRED_RETRY_MAX_S)}"),
                     detail=error.detail, retry_in_s=round(wait, 1),
                     retry_after_s=error.retry_after_s, attempt=self.retired_refusals, backoff_max_s=RETIRED_RETRY_MAX_S)
-                self.next_contact = self.register_not_before = now + wait
+                self.next_contact = self.not_before = now + wait
+            elif isinstance(error, Throttled):
+                self._throttled(call, error, now)
             elif isinstance(error, Refused):
                 self.log.error("control plane refused the request", detail=error.detail, status=error.status)
                 self.next_contact = now + max(self.interval_s, 5.0)
                 if call.kind == "register":
                     # Retrying an unchanged registration at once cannot help (before, nothing
                     # delayed it: it was sent again every round).
-                    self.register_not_before = self.next_contact
+                    self.not_before = self.next_contact
             else:
                 self.log.warning("control plane unreachable", detail=str(error))
                 self.next_contact = now + min(self.interval_s, RETRY_S * 2)
@@ -393,6 +434,10 @@ class NodeAgent:
                 self.report_at = min(self.report_at, now + BACKLOG_DELAY_S)
         if len(self.round_trips) < 10_000:
             self.round_trips.append(now - call.sent)
+        if self.throttled_since is not None:
+            self.log.info("no longer throttled: the control plane takes this agent's requests again",
+                          throttled_for_s=round(now - self.throttled_since, 1), attempts=self.throttled_refusals)
+            self.throttled_since, self.throttled_refusals = None, 0
         if call.kind == "register":
             self._forget_desired()
             self.token = str(reply["token"])
@@ -415,6 +460,26 @@ class NodeAgent:
             self.next_contact = self.clock() + self.interval_s
         self.node_state = str(reply.get("node_state", self.node_state))
         self._apply(reply)
+
+    def _throttled(self, call: Call, error: Throttled, now: float) -> None:
+        """A 429: "slow down", not a refusal of the request. Nothing is stopped and the node stays
+        registered (the lease decides, as when the control plane cannot be reached); no call of
+        any kind goes before the wait is over (until 6 Dec it was a refusal: asked again 5 s
+        later whatever Retry-After said)."""
+        first = self.throttled_since is None
+        if first:
+            self.throttled_since, self.throttled_refusals = now, 0
+        self.throttled_refusals += 1
+        wait = THROTTLED.wait_s(error.retry_after_s, self.throttled_refusals)
+        # One warning when it starts, not one per attempt; "no longer throttled" says when it ends.
+        (self.log.warning if first else self.log.debug)(
+            "throttled: the control plane asks this agent to slow down; "
+            + (f"asking again as it says, in {_minutes(wait)}" if error.retry_after_s is not None
+               else f"asking again with backoff, in {_minutes(wait)}"),
+            call=call.kind, detail=error.detail, retry_in_s=round(wait, 1), retry_after_s=error.retry_after_s,
+            attempt=self.throttled_refusals, lease_left_s=round(self.lease_valid_until - now, 1)
+            if self.registered else None)
+        self.next_contact = self.not_before = now + wait
 
     def end(self) -> float:
         """Step 6, and how long to wait before the next round."""
@@ -814,6 +879,7 @@ class WakeListener(threading.Thread):
 
     def run(self) -> None:
         backoff = 0.5
+        throttled = 0  # 429s in a row
         while not self.stop_event.is_set():
             listening = [a for a in self.agents if a.registered and a.token and not a.partitioned
                          and not a.shutting_down]
@@ -836,6 +902,16 @@ class WakeListener(threading.Thread):
                 items.append(item)
             try:
                 reply = self.client.wait(items, self.since, self.timeout_s, desired=self.desired)
+            except Throttled as error:
+                # "Slow down": no wait is asked before the control plane's Retry-After is over
+                # (until 6 Dec a 429 was backed off like any failure, from half a second).
+                throttled += 1
+                pause = THROTTLED.wait_s(error.retry_after_s, throttled)
+                log.info("wake-ups throttled; heartbeats go on", detail=error.detail, retry_in_s=round(pause, 1),
+                         retry_after_s=error.retry_after_s, attempt=throttled)
+                self.since = None
+                self.stop_event.wait(max(pause, backoff))
+                continue
             except ProtocolError as error:
                 # Unreachable, Redis down, or the web process holds all the waits it may: back
                 # off (longer each time) and let the heartbeats carry the news meanwhile.
@@ -844,6 +920,7 @@ class WakeListener(threading.Thread):
                 self.stop_event.wait(backoff)
                 backoff = min(backoff * 2, 30.0)
                 continue
+            throttled = 0
             if held:
                 backoff = 0.5
             self.since = int(reply.get("seq") or 0)

@@ -159,8 +159,8 @@ def test_the_agent_of_a_retired_node_says_so_once_and_asks_again_only_every_few_
 
 
 def test_the_client_types_a_retired_refusal() -> None:
-    from controlplane.agent.client import Refused, refusal
+    from controlplane.agent.client import Refused, error_for
 
-    assert isinstance(refusal(409, {"code": "node_retired", "detail": "node x is retired"}), Retired)
-    plain = refusal(409, {"code": "conflict", "detail": "no"})
+    assert isinstance(error_for(409, {"code": "node_retired", "detail": "node x is retired"}), Retired)
+    plain = error_for(409, {"code": "conflict", "detail": "no"})
     assert isinstance(plain, Refused) and not isinstance(plain, Retired)

@@ -18,14 +18,14 @@ import pytest
 from django.utils import timezone
 from structlog.testing import capture_logs
 
-from controlplane.agent.client import AgentClient, Retired, refusal
+from controlplane.agent.client import AgentClient, Retired, error_for
 from controlplane.agent.members import SimulatedLauncher
 from controlplane.agent.node import (
+    RETIRED,
     RETIRED_RETRY_MAX_S,
     RETIRED_TOLD_MAX_S,
     NodeAgent,
     NodeInventory,
-    retired_wait_s,
 )
 from controlplane.choices import NodeState
 from controlplane.models import Node
@@ -102,28 +102,30 @@ def test_a_batch_item_of_a_retired_node_carries_its_retry_after(fleet: LoopFleet
     retired, alive = response.json()["results"]
     assert retired["status"] == 409 and retired["code"] == "node_retired" and retired["retry_after"] == 900
     assert alive["status"] == 200 and "retry_after" not in alive
-    assert isinstance(error := refusal(409, retired), Retired) and error.retry_after_s == 900
+    assert isinstance(error := error_for(409, retired), Retired) and error.retry_after_s == 900
 
 
 def test_the_client_reads_the_wait_from_the_body_or_the_header() -> None:
     body = {"code": "node_retired", "detail": "node x is retired"}
 
-    told = refusal(409, {**body, "retry_after": 120}, "600")
-    by_header = refusal(409, body, "600")
-    nothing = refusal(409, body, "Wed, 21 Oct 2026 07:28:00 GMT")
+    told = error_for(409, {**body, "retry_after": 120}, "600")
+    by_header = error_for(409, body, "600")
+    by_date = error_for(409, body, "Sun, 06 Dec 2099 07:28:00 GMT")  # RFC 9110 allows a date (read since 6 Dec)
+    nothing = error_for(409, body, "in a while")
 
     assert isinstance(told, Retired) and told.retry_after_s == 120
     assert isinstance(by_header, Retired) and by_header.retry_after_s == 600
+    assert isinstance(by_date, Retired) and by_date.retry_after_s is not None and by_date.retry_after_s > 86_400
     assert isinstance(nothing, Retired) and nothing.retry_after_s is None
 
 
 def test_the_agent_waits_what_it_is_told_within_bounds_or_doubles_up_to_15_min() -> None:
-    assert retired_wait_s(60, 1) == 60 and retired_wait_s(300, 7) == 300
-    assert retired_wait_s(1, 1) == 30  # a control plane that says "at once" does not make it spin
-    assert retired_wait_s(1800, 1) == 1800  # an operator's longer bound (QM_RETIRED_RETRY_AFTER_MAX_S) is kept
-    assert retired_wait_s(86_400, 1) == RETIRED_TOLD_MAX_S == 3600  # one that says "tomorrow" does not lose it
-    assert [retired_wait_s(None, n) for n in range(1, 8)] == [60, 120, 240, 480, 900, 900, 900]
-    assert retired_wait_s(None, 10_000) == 900
+    assert RETIRED.wait_s(60, 1) == 60 and RETIRED.wait_s(300, 7) == 300
+    assert RETIRED.wait_s(1, 1) == 30  # a control plane that says "at once" does not make it spin
+    assert RETIRED.wait_s(1800, 1) == 1800  # an operator's longer bound (QM_RETIRED_RETRY_AFTER_MAX_S) is kept
+    assert RETIRED.wait_s(86_400, 1) == RETIRED_TOLD_MAX_S == 3600  # one that says "tomorrow" does not lose it
+    assert [RETIRED.wait_s(None, n) for n in range(1, 8)] == [60, 120, 240, 480, 900, 900, 900]
+    assert RETIRED.wait_s(None, 10_000) == 900
 
 
 # ------------------------------------------------------------------ the agent, end to end
