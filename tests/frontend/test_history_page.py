@@ -67,7 +67,7 @@ def _rows(response: Any) -> list[dict[str, str]]:
     body = re.search(r"<tbody>(.*?)</tbody>", html, re.S)
     rows = []
     for tr in re.findall(r"<tr data-job[^>]*>(.*?)</tr>", body.group(1), re.S):
-        cells = re.findall(r"<td([^>]*)>(.*?)</td>", tr, re.S)
+        cells = re.findall(r"<t[hd]([^>]*)>(.*?)</t[hd]>", tr, re.S)  # the row's head (Job), then its cells
         row = {}
         for column, (attrs, inner) in zip(columns, cells, strict=True):
             value = re.search(r'data-value="([^"]*)"', attrs)

@@ -64,7 +64,7 @@ CELL_LINES = """() => {
   const lines = el => { const r = document.createRange(); r.selectNodeContents(el);
     return new Set([...r.getClientRects()].filter(b => b.width > 0).map(b => Math.round(b.top))).size; };
   return [...table.querySelectorAll('tbody tr')].map(tr => Object.fromEntries(
-    [...tr.querySelectorAll('td')].map((td, i) => [heads[i], [td.innerText.replace(/\\s+/g, ' ').trim(), lines(td)]])));
+    [...tr.querySelectorAll('th, td')].map((cell, i) => [heads[i], [cell.innerText.replace(/\\s+/g, ' ').trim(), lines(cell)]])));
 }"""
 
 

@@ -8,7 +8,8 @@ comparison and quota table, a node's tiers and GPUs, the Nodes page's tables, on
 its live update, a node's jobs, the maintenance windows) heads each row with it, `th scope="row"`,
 so a cell is read as "language, Cost, $12.50"; until 6 Dec those were plain cells (the Nodes
 page's until its rows were written in one pass, frontend/node_rows.py; a node's jobs and the
-maintenance windows until later that day). The browser's own view of the same, and more (contrast, keyboard, charts):
+maintenance windows until later that day; the jobs list, the history and a job's runs, headed by
+the job's or the run's number, later still). The browser's own view of the same, and more (contrast, keyboard, charts):
 tests/frontend/test_pages_accessible_browser.py."""
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from controlplane.services import maintenance
 from controlplane.services.cycle import run_cycle
 from frontend.replay_worker import Replay
 from frontend.views.whatif import replay_charts
+from tests.frontend.test_history_page import _ended
+from tests.frontend.test_job_page_runs import _three_runs
 from tests.frontend.test_operator_node_tiers import node_at_work  # noqa: F401 (fixture)
 
 pytestmark = pytest.mark.django_db
@@ -145,3 +148,39 @@ def test_a_table_whose_first_column_names_the_row_heads_each_row_with_it(
     # Every kind met with rows, the what-if quota table among the "compare" ones (7 measures + teams).
     assert set(seen) == set(ROW_NAMED), seen
     assert seen["compare"] > 7 and seen["node-tiers"] == 3 and seen["node-gpu-tiers"] == 8, seen
+
+
+ROW_HEAD = re.compile(r'<th scope="row"[^>]*>(.*?)</th>', re.S)
+
+
+def row_heads(html: str, table: str, row: str) -> dict[str, list[str]]:
+    """The body rows of the table that opens with `table`, keyed by the group of `row` (the row's
+    own tag), each with the insides of its `th scope="row"` cells."""
+    found = re.search(re.escape(table) + r".*?<tbody>(.*?)</tbody>", html, re.S)
+    assert found, f"no {table} with a body"
+    return {key: ROW_HEAD.findall(cells) for key, cells in re.findall(row + r"(.*?)</tr>", found.group(1), re.S)}
+
+
+def test_jobs_history_and_runs_tables_name_each_row(client_for: Any, submit_as: Any) -> None:
+    """The jobs list, the history and a job's runs (on its page and in its live refresh) head each
+    body row with one cell, the one that says which job or run it is, linking the job's page as
+    before: a screen reader reads a cell as "12, State, Running", "3, Cost, $0.40". Until 6 Dec
+    their first cells were plain (a cell said with its column only)."""
+    job, _, _ = _three_runs(submit_as)
+    now = datetime.now(timezone.utc).replace(microsecond=0)
+    ended = _ended("vision", "done", now - timedelta(hours=1), 30, user="alice")  # (its runs aside: a row is enough)
+    client = client_for("alice")
+
+    listed = row_heads(client.get("/jobs/").content.decode(), '<table class="jobs">', r'<tr data-job="(\d+)">')
+    history = row_heads(client.get("/history/").content.decode(), '<table class="jobs history" id="history-table">',
+                        r'<tr data-job="(\d+)">')
+    assert {str(job.pk), str(ended.pk)} <= set(listed), listed
+    assert set(history) == {str(ended.pk)}, history
+    for pk, heads in [*listed.items(), *history.items()]:
+        assert heads == [f'<a href="/jobs/{pk}/">{pk}</a>'], (pk, heads)
+
+    page = client.get(f"/jobs/{job.pk}/").content.decode()
+    live = client.get(f"/ui/jobs/{job.pk}.json").json()["html"]["job-runs"]
+    for html in (page, live):
+        runs = row_heads(html, '<table class="runs" id="job-runs">', r'<tr id="run-(\d+)"[^>]*>')
+        assert runs == {"1": ["1"], "2": ["2"], "3": ["3"]}, runs

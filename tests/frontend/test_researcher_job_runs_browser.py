@@ -38,7 +38,8 @@ def _rate(node: Node) -> Decimal:
 
 
 def _cells(page: Any, run: int) -> list[str]:
-    return [c.strip() for c in page.locator(f"table.runs tr#run-{run} td").all_inner_texts()]
+    """The run's row, its head (the run's number, a `th scope="row"`) and its cells, in order."""
+    return [c.strip() for c in page.locator(f"table.runs tr#run-{run} :is(th, td)").all_inner_texts()]
 
 
 def test_researcher_reads_the_runs_of_her_preempted_job_and_sees_a_new_one_live(session: Any) -> None:  # noqa: F811
