@@ -2,7 +2,8 @@
 screen reader (docs/dashboards.md, Accessibility): every product page has a language, a title
 naming it, one h1 and headings in order; every control and link has a name in Chromium's own
 accessibility tree (CDP `Accessibility.getFullAXTree`); every table's header cells are `th` with a
-scope; every chart is an image named by its title and described by its figures in words, which
+scope, and a table whose first column names its row (the jobs, the history, a job's runs, a chart's
+figures as a live update rewrites them, ...) heads each body row with it; every chart is an image named by its title and described by its figures in words, which
 name every trace and say its largest value as drawn (after a live update too), and each series
 its legend hides at a click has a checkbox above it (tests/frontend/test_charts_by_keyboard_browser.py
 works them); text reads at
@@ -38,6 +39,7 @@ from controlplane.services.jobs import SubmitRequest, submit
 from controlplane.services.transitions import cancel_job
 from tests.frontend.test_browser_pages import browser, fill_the_fleet, session, user  # noqa: F401 (fixtures)
 from tests.frontend.test_pages_fit_laptops_browser import _the_widest_rows
+from tests.frontend.test_pages_headings_and_tables import ROW_NAMED
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -47,8 +49,14 @@ WHAT_IF = "/what-if/?days=1&placement=spread&backfill=on&preemption=on"
 NAMED_ROLES = {"textbox", "searchbox", "combobox", "listbox", "checkbox", "radio", "spinbutton", "button",
                "link", "slider", "switch", "menuitem", "tab", "img", "figure", "DisclosureTriangle"}
 
-# Everything the page shows, read in the browser: headings, tables, badges, contrast, charts.
-AUDIT = r"""async () => {
+# The tables whose first column names the row (tests/frontend/test_pages_headings_and_tables.py
+# checks them in the server's HTML), the jobs, history and runs tables among them, and a chart's
+# figures, which qm.js rewrites at each live update: in the browser, after the scripts ran.
+ROW_NAMED_TABLES = ", ".join([*(f"table.{kind}" for kind in (*ROW_NAMED, "jobs", "runs")), ".chart-figures table"])
+
+# Everything the page shows, read in the browser: headings, tables, badges, contrast, charts;
+# `rowNamed`, the tables each of whose body rows must be headed by its first cell, th scope="row".
+AUDIT = r"""async (rowNamed = '') => {
   const out = {};
   const shown = el => {
     if (el.closest('[hidden], template')) return false;
@@ -76,6 +84,11 @@ AUDIT = r"""async () => {
   }
   out.th = [...document.querySelectorAll('th')].filter(th => !['col', 'row', 'colgroup', 'rowgroup'].includes(th.getAttribute('scope'))).map(say).slice(0, 5);
   out.headless = [...document.querySelectorAll('table')].filter(t => shown(t) && !t.querySelector('th')).map(say);
+  // (a closed chart's figures too: opened, a screen reader reads them; an empty table's one spanning sentence aside)
+  out.rowless = (rowNamed ? [...document.querySelectorAll(rowNamed)] : []).filter(t => !t.closest('template'))
+    .flatMap(t => [...t.tBodies].flatMap(b => [...b.rows]))
+    .filter(r => r.cells.length && r.cells[0].colSpan === 1 && !(r.cells[0].tagName === 'TH' && r.cells[0].getAttribute('scope') === 'row'))
+    .map(say).slice(0, 5);
   out.wordless = [...document.querySelectorAll('.badge')].filter(b => shown(b) && !b.innerText.trim()).map(say);
 
   // Contrast: each element with its own visible text, against the first opaque background under it.
@@ -346,7 +359,7 @@ def _tab_through(page: Page, limit: int = 600) -> dict[str, Any]:
 
 
 def _problems(page: Page, title_word: str) -> dict[str, Any]:
-    seen = page.evaluate(AUDIT)
+    seen = page.evaluate(AUDIT, ROW_NAMED_TABLES)
     found: dict[str, Any] = {}
     if not seen["lang"]:
         found["lang"] = "no lang on <html>"
@@ -354,7 +367,7 @@ def _problems(page: Page, title_word: str) -> dict[str, Any]:
         found["title"] = seen["title"]
     if len(seen["h1"]) != 1:
         found["h1"] = seen["h1"]
-    for key in ("skips", "th", "headless", "wordless", "contrast", "chartText", "charts", "silent"):
+    for key in ("skips", "th", "headless", "rowless", "wordless", "contrast", "chartText", "charts", "silent"):
         if seen[key]:
             found[key] = seen[key]
     unnamed = _unnamed(page)
