@@ -9,13 +9,16 @@ fails when a route of frontend/urls.py has no row, so a new page cannot ship unj
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from django.test import Client
 from django.urls import URLPattern
 
+from controlplane.demo_fleet import seed_demo_fleet
 from frontend import urls as page_urls
+from tests.controlplane.built_once import Shared, built_once
 
 pytestmark = pytest.mark.django_db
 
@@ -53,6 +56,36 @@ TABLE: list[tuple[str, str, str, tuple[int, ...]]] = [
 ]
 
 
+def test_every_route_of_the_pages_is_in_the_table() -> None:
+    names = {p.name or str(p.pattern) for p in page_urls.urlpatterns if isinstance(p, URLPattern)}
+
+    assert names - {name for name, *_ in TABLE} == set(), "judge these for every role: a row in TABLE"
+    assert "job-json" in names  # the routes were read
+
+
+# The route table's test above comes first: the cases below share one seeding of the demo fleet
+# (tests/controlplane/built_once.py), and a test without it may not run beside it.
+SHARED = Shared()
+
+
+@pytest.fixture(scope="module")
+def _demo_once(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """The demo fleet, seeded once for the module's 115 cases instead of for each (the file took
+    14 s at a load of 5, 7 s so). Each case runs in a savepoint of it, rolled back after it: its
+    job, and what a post writes, are gone for the next."""
+    yield from built_once(django_db_blocker, seed_demo_fleet, SHARED)
+
+
+@pytest.fixture(autouse=True)
+def _shared_rows_only_on_their_tests(request: pytest.FixtureRequest) -> None:
+    SHARED.only_for(request, "demo")
+
+
+@pytest.fixture
+def demo(_demo_once: None, db: None) -> None:
+    """The shared demo fleet (conftest's `demo` seeds one for each test)."""
+
+
 def _client(role: str, client_for: Any) -> Client:
     return Client() if role == "anonymous" else client_for(role)
 
@@ -78,10 +111,3 @@ def test_page_answers_each_role_as_its_row_says(client_for, submit_as, method, p
     if role in ("bob", "finn") and response.status_code == 200:
         body = b"".join(response.streaming_content) if response.streaming else response.content
         assert b"vision-secret-job" not in body  # another team's job, not even named
-
-
-def test_every_route_of_the_pages_is_in_the_table() -> None:
-    names = {p.name or str(p.pattern) for p in page_urls.urlpatterns if isinstance(p, URLPattern)}
-
-    assert names - {name for name, *_ in TABLE} == set(), "judge these for every role: a row in TABLE"
-    assert "job-json" in names  # the routes were read
