@@ -4,9 +4,9 @@ naming it, one h1 and headings in order; every control and link has a name in Ch
 accessibility tree (CDP `Accessibility.getFullAXTree`); every table's header cells are `th` with a
 scope, and a table whose first column names its row (the jobs, the history, a job's runs, a chart's
 figures as a live update rewrites them, ...) heads each body row with it; every chart is an image named by its title and described by its figures in words, which
-name every trace and say its largest value as drawn (after a live update too), and each series
-its legend hides at a click has a checkbox above it (tests/frontend/test_charts_by_keyboard_browser.py
-works them); text reads at
+name every trace and say its largest value as drawn (after a live update too), each series
+its legend hides at a click has a checkbox above it and "only" beside it
+(tests/frontend/test_charts_by_keyboard_browser.py works them); text reads at
 least 4.5:1 against its background (3:1 when large), the state badges included, and so does the
 text plotly draws in a chart's SVG (ticks, titles, legend, colour bar, and each trace's hover
 label as the pointer brings it up), and every badge says its state in words; Tab reaches every control and link from "Skip to the page" on, with a
@@ -158,6 +158,9 @@ AUDIT = r"""async (rowNamed = '') => {
       .filter(t => t.showlegend !== false && t.name && t.type !== 'heatmap').map(t => t.name))];
     const boxes = [...box.querySelectorAll('[data-series-list] input[type=checkbox]')].map(i => i.value);
     if (JSON.stringify(series) !== JSON.stringify(boxes)) out.charts.push(`${key}: series ${series} have checkboxes ${boxes}`);
+    // ... and, beside it, "only" (the legend's double click) when there are two or more.
+    const onlys = [...box.querySelectorAll('[data-series-list] [data-only]')].map(b => b.dataset.only);
+    if (series.length > 1 && JSON.stringify(series) !== JSON.stringify(onlys)) out.charts.push(`${key}: series ${series} have "only" for ${onlys}`);
     if (fig.data[0] && fig.data[0].type === 'heatmap') {
       const labels = fig.data[0].y;
       const missing = labels.filter(l => !text.includes(l));

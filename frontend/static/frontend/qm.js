@@ -128,36 +128,71 @@
     return span;
   }
 
+  /* Names of the legend's series now drawn (not hidden). */
+  function shownNames(plot, names) {
+    return names.filter(function (name) {
+      return !tracesNamed(plot, name).every(function (i) { return isHidden(plot.data[i]); });
+    });
+  }
+
+  function smallButton(words, label) {
+    var button = document.createElement("button");
+    button.type = "button";
+    button.textContent = words;
+    if (label) button.setAttribute("aria-label", label);
+    return button;
+  }
+
   function syncSeries(box, plot) {
     var set = box.querySelector("[data-chart-series]");
     if (!set) return;
     var list = set.querySelector("[data-series-list]");
     var names = plot.dataset.drawn ? legendNames(plot) : [];
+    var shown = shownNames(plot, names);
     var hidden = {};
-    names.forEach(function (name) {
-      var traces = tracesNamed(plot, name);
-      if (traces.length && traces.every(function (i) { return isHidden(plot.data[i]); })) hidden[name] = true;
-    });
+    names.forEach(function (name) { if (shown.indexOf(name) < 0) hidden[name] = true; });
     box.qmHidden = hidden;
     set.hidden = !names.length;
     if (list.dataset.names !== JSON.stringify(names)) {
-      var focused = list.contains(document.activeElement) ? document.activeElement.value : null;
+      var was = list.contains(document.activeElement) ? document.activeElement : null;
+      var focused = was && (was.type === "checkbox" ? "box:" + was.value : was.dataset.only !== undefined ?
+        "only:" + was.dataset.only : "all");
       list.textContent = "";
       names.forEach(function (name) {
+        // (the figure's text is typed: a "<" in a name reaches plotly as "&lt;")
+        var said = name.replace(/&lt;/g, "<");
+        var one = document.createElement("span");
+        one.className = "one-series";
         var label = document.createElement("label");
         var input = document.createElement("input");
         input.type = "checkbox";
         input.value = name;
         label.appendChild(input);
         label.appendChild(swatch(plot, tracesNamed(plot, name)[0]));
-        // (the figure's text is typed: a "<" in a name reaches plotly as "&lt;")
-        label.appendChild(document.createTextNode(" " + name.replace(/&lt;/g, "<")));
-        list.appendChild(label);
-        if (name === focused) input.focus({ preventScroll: true });
+        label.appendChild(document.createTextNode(" " + said));
+        one.appendChild(label);
+        list.appendChild(one);
+        if (focused === "box:" + name) input.focus({ preventScroll: true });
+        // The legend's double click, from the keyboard: this series alone (pressed), or all again.
+        if (names.length > 1) {
+          var only = smallButton("only", "Show only " + said);
+          only.dataset.only = name;
+          one.appendChild(only);
+          if (focused === "only:" + name) only.focus({ preventScroll: true });
+        }
       });
+      if (names.length > 1) {
+        var all = smallButton("Show all");
+        all.dataset.showAll = "";
+        list.appendChild(all);
+        if (focused === "all") all.focus({ preventScroll: true });
+      }
       list.dataset.names = JSON.stringify(names);
     }
     list.querySelectorAll("input").forEach(function (input) { input.checked = !hidden[input.value]; });
+    list.querySelectorAll("[data-only]").forEach(function (button) {
+      button.setAttribute("aria-pressed", String(shown.length === 1 && shown[0] === button.dataset.only));
+    });
   }
 
   function bindSeries(box) {
@@ -169,6 +204,23 @@
       var input = event.target;
       if (!plot.dataset.drawn || input.type !== "checkbox") return;
       Plotly.restyle(plot, { visible: input.checked ? true : "legendonly" }, tracesNamed(plot, input.value));
+    });
+    // "only": that series alone, the others hidden, as the legend's double click; pressed again
+    // (it is alone), or "Show all": every series again.
+    set.addEventListener("click", function (event) {
+      var plot = box.querySelector(".chart");
+      var button = event.target.closest("button");
+      if (!button || !plot.dataset.drawn) return;
+      var alone = button.dataset.only !== undefined && button.getAttribute("aria-pressed") !== "true" ? button.dataset.only : null;
+      var indices = [];
+      var visible = [];
+      legendNames(plot).forEach(function (name) {
+        tracesNamed(plot, name).forEach(function (i) {
+          indices.push(i);
+          visible.push(alone === null || name === alone ? true : "legendonly");
+        });
+      });
+      Plotly.restyle(plot, { visible: visible }, indices);
     });
   }
 
