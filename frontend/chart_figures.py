@@ -11,12 +11,17 @@ One table per chart, its first column naming each row (a `th` with `scope="row"`
 - bars or lines over categories (teams, pools, measures): a row per category, a column per trace;
 - a time series: a row per trace, its latest, lowest and highest value with their times (and for
   bars, their total), the full series being up to 288 points.
+
+A time series has two more things beside it, made from the same figure: its time ranges (`time_range`:
+the spans its buttons show, the keyboard's way to plotly's zoom and pan) and its values at each
+point (`values_table`: a row per time, newest first, the keyboard's way to a hover's exact value).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
+from datetime import datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
@@ -185,20 +190,113 @@ def _series(traces: Sequence[Mapping[str, Any]], layout: Mapping[str, Any]) -> d
     return {"columns": columns, "rows": rows}
 
 
+def _kind(traces: Sequence[Mapping[str, Any]], layout: Mapping[str, Any]) -> str:
+    """What the figure draws: "heatmap", "box", "timeline", "categories", "hcategories" or "series"."""
+    kinds = {t.get("type", "scatter") for t in traces}
+    if "heatmap" in kinds:
+        return "heatmap"
+    if "box" in kinds:
+        return "box"
+    if any(t.get("base") is not None for t in traces):
+        return "timeline"
+    horizontal = any(t.get("orientation") == "h" for t in traces)
+    if _axis(layout, "yaxis" if horizontal else "xaxis").get("type") == "category":
+        return "hcategories" if horizontal else "categories"
+    return "series"
+
+
 def figures_table(figure: Mapping[str, Any]) -> dict[str, Any]:
     """The figure's numbers as a table: {"columns": [...], "rows": [[...], ...]} (times in UTC)."""
     layout = figure.get("layout") or {}
     traces = [t for t in figure.get("data") or () if _shown(t)]
     if not traces:
         return {"columns": [], "rows": []}
-    kinds = {t.get("type", "scatter") for t in traces}
-    if "heatmap" in kinds:
+    kind = _kind(traces, layout)
+    if kind == "heatmap":
         return _heatmap(next(t for t in traces if t.get("type") == "heatmap"), layout)
-    if "box" in kinds:
+    if kind == "box":
         return _boxes(traces, layout)
-    if any(t.get("base") is not None for t in traces):
+    if kind == "timeline":
         return _timeline(traces)
-    horizontal = any(t.get("orientation") == "h" for t in traces)
-    if _axis(layout, "yaxis" if horizontal else "xaxis").get("type") == "category":
-        return _categories(traces, layout, horizontal)
+    if kind in ("categories", "hcategories"):
+        return _categories(traces, layout, kind == "hcategories")
     return _series(traces, layout)
+
+
+def _time_series(figure: Mapping[str, Any]) -> tuple[list[Mapping[str, Any]], Mapping[str, Any]] | None:
+    """The traces and layout of a time series with a point to show, else None."""
+    layout = figure.get("layout") or {}
+    traces = [t for t in figure.get("data") or () if _shown(t)]
+    if not traces or _kind(traces, layout) != "series" or not any(t.get("x") for t in traces):
+        return None
+    return traces, layout
+
+
+#: The spans a time series offers as "the last ...", shortest first: each that holds at least
+#: SPAN_POINTS of the chart's steps and is shorter than all it shows ("All" is always there).
+SPANS = (("Last 5 min", 300), ("Last 15 min", 900), ("Last hour", 3600), ("Last 6 h", 6 * 3600),
+         ("Last 24 h", 86400), ("Last 7 days", 7 * 86400))
+SPAN_POINTS = 4
+#: The most rows a chart's values table shows at once (qm.js cuts, newest first, and says so):
+#: a keyboard reaches the others through a shorter span and Earlier.
+VALUES_SHOWN = 100
+
+
+def _at(text: Any) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+
+
+def _when(at: datetime) -> str:
+    return at.strftime("%Y-%m-%d %H:%M:%S")
+
+
+def time_range(figure: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What a time series' range buttons need: {"start", "end", "spans": [[label, seconds], ...]},
+    start and end the span "All" draws (its points, a bar's whole bucket, a grey no-cycle stretch up
+    to now), each span one of SPANS that fits; None for any other chart."""
+    found = _time_series(figure)
+    if found is None:
+        return None
+    traces, layout = found
+    times: list[datetime] = []
+    ends: list[datetime] = []
+    for t in traces:
+        at = [a for a in (_at(x) for x in t.get("x") or ()) if a is not None]
+        times += at
+        period = t.get("xperiod")  # a bar's bucket, in ms: its last bar reaches to the bucket's end
+        if at and isinstance(period, (int, float)) and not isinstance(period, bool):
+            ends.append(max(at) + timedelta(milliseconds=period))
+    if not times:
+        return None
+    for shape in layout.get("shapes") or ():
+        ends += [a for a in (_at(shape.get("x0")), _at(shape.get("x1"))) if a is not None]
+    start, end = min(times), max([*times, *ends])
+    distinct = sorted(set(times))
+    steps = sorted((b - a).total_seconds() for a, b in zip(distinct, distinct[1:], strict=False))
+    step = steps[len(steps) // 2] if steps else 0.0
+    shown = (end - start).total_seconds()
+    spans = [[label, seconds] for label, seconds in SPANS if SPAN_POINTS * step <= seconds < shown]
+    return {"start": _when(start), "end": _when(end), "spans": spans}
+
+
+def values_table(figure: Mapping[str, Any]) -> dict[str, Any] | None:
+    """A time series' value at each point, what a hover says there: a row per time (newest first,
+    the time naming the row), a column per series, as the figures say numbers; None for any other
+    chart. A series with no value at a time says "–". `shown`: the most rows qm.js shows at once."""
+    found = _time_series(figure)
+    if found is None:
+        return None
+    traces, layout = found
+    prefix, suffix = _unit(layout, "yaxis")
+    by_time: dict[str, list[str]] = {}
+    for i, t in enumerate(traces):
+        for x, y in zip(t.get("x") or (), t.get("y") or (), strict=False):
+            row = by_time.setdefault(str(x), [NONE] * len(traces))
+            if isinstance(y, (int, float)) and not isinstance(y, bool):
+                row[i] = number(y, prefix, suffix)
+    columns = [_axis_title(layout, "xaxis", "time (UTC)")] + [str(t.get("name", "")) for t in traces]
+    return {"columns": columns, "rows": [[at, *by_time[at]] for at in sorted(by_time, reverse=True)],
+            "shown": VALUES_SHOWN}

@@ -19,7 +19,7 @@ from django.utils import timezone
 
 from controlplane.choices import STATE_COLOURS, JobState, NodeState
 from controlplane.services import percent_text
-from frontend.chart_figures import figures_table
+from frontend.chart_figures import figures_table, time_range, values_table
 from frontend.templatetags.qm import duration, said
 from scheduler_core.sentences import gpu_hours
 
@@ -57,9 +57,19 @@ class Chart:
         """The chart's numbers as a table: its text alternative (`chart_figures`)."""
         return figures_table(self.figure)
 
+    @property
+    def ranges(self) -> dict[str, Any] | None:
+        """A time series' spans for its range buttons (`chart_figures.time_range`), else None."""
+        return None if self.empty else time_range(self.figure)
+
+    @property
+    def values(self) -> dict[str, Any] | None:
+        """A time series' value at each point, newest first (`chart_figures.values_table`), else None."""
+        return None if self.empty else values_table(self.figure)
+
     def as_json(self) -> dict[str, Any]:
         return {"key": self.key, "title": self.title, "caption": self.caption, "figure": self.figure,
-                "empty": self.empty, "figures": self.figures}
+                "empty": self.empty, "figures": self.figures, "ranges": self.ranges, "values": self.values}
 
 
 def ts(at: datetime) -> str:

@@ -1,6 +1,9 @@
 """Every chart's text alternative (`frontend/chart_figures.figures_table`): the figure's own numbers
 as a table, for each kind of chart the pages draw, built by the real figure builders (no database).
-Until 6 Dec a chart was plotly's SVG alone: a screen reader read its tick labels."""
+Until 6 Dec a chart was plotly's SVG alone: a screen reader read its tick labels. A time series
+also has its time range buttons' spans (`time_range`) and its value at each point
+(`values_table`), what the pointer's zoom and hover give (tests/frontend/test_charts_by_keyboard_browser.py
+works them in the browser)."""
 
 from __future__ import annotations
 
@@ -116,3 +119,51 @@ def test_a_chart_with_nothing_to_plot_has_no_figures_and_the_live_json_carries_t
     assert empty.figures == {"columns": [], "rows": []}
     chart = figures.quota_usage("A100-40GB", [{"team": "vision", "nominal": 8, "used": 2, "borrowed": 0, "lent": 0}])
     assert chart.as_json()["figures"] == chart.figures
+
+
+def _stranded(minutes: int, step_s: int = 60) -> list[dict]:
+    return [{"at": T0 + timedelta(seconds=step_s * i), "stranded_gpus": i % 7, "allocated_gpus": 10, "total_gpus": 16,
+             "unavailable_gpus": 0, "reserved_gpus": 0} for i in range(minutes * 60 // step_s + 1)]
+
+
+def test_a_time_series_offers_each_span_that_holds_a_few_points_and_is_shorter_than_all_it_shows() -> None:
+    # An hour, a point a minute: 5 and 15 min; "Last hour" would be all of it.
+    chart = figures.stranded_gpus(_stranded(60))
+    assert chart.ranges == {"start": "2026-11-29 09:00:00", "end": "2026-11-29 10:00:00",
+                            "spans": [["Last 5 min", 300], ["Last 15 min", 900]]}
+    assert chart.as_json()["ranges"] == chart.ranges  # what qm.js keeps at a live update
+    # 30 days thinned to a point every 2.5 h: no span of a handful of points or fewer.
+    month = figures.stranded_gpus(_stranded(30 * 24 * 60, step_s=9000))
+    assert month.ranges is not None
+    assert month.ranges["spans"] == [["Last 24 h", 86400], ["Last 7 days", 604800]]
+    # A loop silent up to now: "All" reaches the grey stretch's end, and so does each span.
+    silent = figures.stranded_gpus(_stranded(60), until=T0 + timedelta(minutes=90))
+    assert silent.ranges is not None and silent.ranges["end"] == "2026-11-29 10:30:00"
+    # Bars over time: the last bar's whole bucket.
+    cost = figures.cost_over_time({"vision": [(T0 + timedelta(hours=h), 1.0) for h in range(30)]}, "team", "hour", 3600)
+    assert cost.ranges == {"start": "2026-11-29 09:00:00", "end": "2026-11-30 15:00:00",
+                           "spans": [["Last 6 h", 21600], ["Last 24 h", 86400]]}
+
+
+def test_only_a_time_series_has_time_ranges_and_values_at_each_point() -> None:
+    others = [figures.quota_usage("H100-80GB", [{"team": "vision", "nominal": 8, "used": 2, "borrowed": 0, "lent": 0}]),
+              figures.job_timeline([{"state": "running", "start": T0, "end": None}], [], now=T0 + timedelta(minutes=5)),
+              figures.stranded_gpus([])]
+    for chart in others:
+        assert chart.ranges is None and chart.values is None, chart.key
+        assert chart.as_json()["ranges"] is None and chart.as_json()["values"] is None
+
+
+def test_a_time_series_says_its_value_at_each_point_newest_first_as_the_figures_say_numbers() -> None:
+    samples = [{"at": T0 + timedelta(minutes=i), "oldest_feasible_pending_s": s} for i, s in enumerate([90.0, None, 75000.0])]
+    table = figures.oldest_feasible_wait(samples).values
+    assert table == {"columns": ["time (UTC)", "oldest feasible wait"],
+                     "rows": [["2026-11-29 09:02:00", "1,250"], ["2026-11-29 09:01:00", "–"], ["2026-11-29 09:00:00", "1.5"]],
+                     "shown": 100}
+    # Bars: each bucket's start, each group's dollars to the cent; a group with no bar there, "–".
+    series = {"vision": [(T0, 1297.875), (T0 + timedelta(hours=1), 2.0)], "language": [(T0, 4.0)]}
+    cost = figures.cost_over_time(series, "team", "hour", 3600)
+    assert cost.values == {"columns": ["hour (UTC)", "language", "vision"],
+                           "rows": [["2026-11-29 10:00:00", "–", "$2.00"], ["2026-11-29 09:00:00", "$4.00", "$1,297.88"]],
+                           "shown": 100}
+    assert cost.as_json()["values"] == cost.values  # what qm.js writes at a live update

@@ -2,16 +2,23 @@
 Accessibility), in Chromium, with Tab, Enter and Space only: a heat map cell's click opens its
 job's page, and so does that job's link in the chart's figures table; a click in a legend hides
 a series, and so does its checkbox above the chart, the two kept as one state (a live update
-keeps it). Until 6 Dec both were the pointer's only. So was (until later on 6 Dec) the legend's
-double click showing one series alone, now "only" beside its checkbox."""
+keeps it). Until 6 Dec both were the pointer's only. So were (until later on 6 Dec) plotly's
+zoom and pan on a time series, now its time range buttons (Earlier, Later), the legend's double
+click showing one series alone, now "only" beside its checkbox, and a hover's exact value at
+each point, now the chart's values table, which follows the range drawn."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
+from django.utils import timezone
 from playwright.sync_api import Page
 
+from controlplane.models import FleetSample
+from frontend.figures import ts
+from tests.frontend.page_data import sample
 from tests.frontend.test_browser_pages import browser, fill_the_fleet, session  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
@@ -114,6 +121,123 @@ def test_a_legend_click_and_a_series_checkbox_hide_the_same_series(session: Any)
     assert legend_item.evaluate("el => getComputedStyle(el).opacity") == "1"
 
 
+def _x_range(page: Page, key: str) -> list[str]:
+    """The x range the chart draws now, as plotly's layout has it (seconds: a zoom's are finer)."""
+    return [str(end)[:19] for end in page.evaluate("key => document.getElementById('chart-' + key).layout.xaxis.range", key)]
+
+
+def _pressed(page: Page, key: str) -> list[str]:
+    return page.evaluate("""key => [...document.querySelectorAll(`[data-chart="${key}"] [data-range-list] [aria-pressed=true]`)]
+      .map(b => b.textContent)""", key)
+
+
+def _last_x(page: Page, key: str) -> str:
+    return page.evaluate("key => document.getElementById('chart-' + key).data[0].x.slice(-1)[0]", key)
+
+
+def _minus(at: str, minutes: float) -> str:
+    return ts(datetime.fromisoformat(at + "+00:00") - timedelta(minutes=minutes))
+
+
+def _drag(page: Page, key: str, start: float, end: float) -> None:
+    """A mouse zoom: press on the plot at `start` of its width (0 to 1), release at `end`."""
+    page.locator(f"#chart-{key}").scroll_into_view_if_needed()
+    frame = page.locator(f"#chart-{key} .nsewdrag").bounding_box()
+    assert frame is not None
+    y = frame["y"] + frame["height"] / 2
+    page.mouse.move(frame["x"] + frame["width"] * start, y)
+    page.mouse.down()
+    page.mouse.move(frame["x"] + frame["width"] * (start + end) / 2, y, steps=4)
+    page.mouse.move(frame["x"] + frame["width"] * end, y, steps=4)
+    page.mouse.up()
+
+
+def _the_chart_ends_two_minutes_ago() -> None:
+    """The fleet's samples up to two minutes ago, so a new one moves the chart's end (by less than
+    the three steps after which the chart would shade a stretch with no cycle up to now)."""
+    FleetSample.objects.filter(at__gt=timezone.now() - timedelta(minutes=1, seconds=30)).delete()
+
+
+def test_a_time_range_button_draws_its_last_span_a_live_update_keeps_it_and_a_mouse_zoom_presses_none(
+        session: Any) -> None:  # noqa: F811
+    fill_the_fleet()
+    _the_chart_ends_two_minutes_ago()
+    alice = session("alice")
+    alice.open("/")
+    page = alice.page
+    assert page.evaluate("""() => { const set = document.querySelector('[data-chart=queue] [data-chart-ranges]');
+      return [set.hidden, set.querySelector('legend').textContent]; }""") == [False, "Time range of Queue depth by priority class"]
+    assert _pressed(page, "queue") == ["All"]
+    end = _last_x(page, "queue")
+    first = page.evaluate("() => document.getElementById('chart-queue').data[0].x[0]")
+    assert _x_range(page, "queue") == [first, end]
+
+    # The keyboard: Tab to "Last 5 min", Enter: the plot draws the last five minutes.
+    button = tab_to(page, lambda el: el["chart"] == "queue" and el["text"] == "Last 5 min")
+    assert button["tag"] == "button" and button["pressed"] == "false"
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('[data-chart=queue] [data-span=\"300\"]').getAttribute('aria-pressed') === 'true'")
+    assert _x_range(page, "queue") == [_minus(end, 5), end]
+    assert _pressed(page, "queue") == ["Last 5 min"]
+
+    # A live update with a newer cycle: the chart's end moves, the last five minutes with it,
+    # the button still pressed and the keyboard still on it.
+    sample(timezone.now(), pending_by_priority={"research": 3, "batch": 1})
+    page.evaluate("() => QM.poll()")
+    new_end = _last_x(page, "queue")
+    assert new_end > end
+    assert _x_range(page, "queue") == [_minus(new_end, 5), new_end]
+    assert _pressed(page, "queue") == ["Last 5 min"]
+    assert page.evaluate(FOCUSED)["text"] == "Last 5 min"
+
+    # (The chart now holds more than an hour: "Last hour" came with the update, after the button
+    # with the keyboard's focus, which stayed.)
+    assert page.evaluate("""() => [...document.querySelectorAll('[data-chart=queue] [data-range-list] button')]
+      .map(b => b.textContent)""") == ["Last 5 min", "Last 15 min", "Last hour", "All", "Earlier", "Later"]
+
+    # Earlier (Tab past the other spans, Space): the five minutes before; none pressed.
+    for _ in range(4):
+        page.keyboard.press("Tab")
+    assert page.evaluate(FOCUSED)["text"] == "Earlier"
+    page.keyboard.press("Space")
+    page.wait_for_function("() => !document.querySelector('[data-chart=queue] [data-range-list] [aria-pressed=true]')")
+    assert _x_range(page, "queue") == [_minus(new_end, 10), _minus(new_end, 5)]
+    page.evaluate("() => QM.poll()")  # a range reached by Earlier stays where it is
+    assert _x_range(page, "queue") == [_minus(new_end, 10), _minus(new_end, 5)]
+    # Later: back to the end, which is the last five minutes again.
+    page.keyboard.press("Tab")
+    page.keyboard.press("Space")
+    page.wait_for_function("() => document.querySelector('[data-chart=queue] [data-span=\"300\"]').getAttribute('aria-pressed') === 'true'")
+    assert _x_range(page, "queue") == [_minus(new_end, 5), new_end]
+    assert page.evaluate("() => document.querySelector('[data-chart=queue] [data-pan=\"1\"]').getAttribute('aria-disabled')") == "true"
+
+    # The mouse: a zoom drawn across the plot still zooms, and presses no button; a live update
+    # keeps it; a double click draws it all again, as "All".
+    _drag(page, "queue", 0.2, 0.6)
+    page.wait_for_function("() => !document.querySelector('[data-chart=queue] [data-range-list] [aria-pressed=true]')")
+    zoomed = _x_range(page, "queue")
+    assert _minus(new_end, 5) < zoomed[0] < zoomed[1] < new_end, zoomed
+    page.evaluate("() => QM.poll()")
+    assert _x_range(page, "queue") == zoomed and _pressed(page, "queue") == []
+    frame = page.locator("#chart-queue .nsewdrag").bounding_box()
+    assert frame is not None
+    page.mouse.dblclick(frame["x"] + frame["width"] / 2, frame["y"] + frame["height"] / 2)
+    page.wait_for_function("() => document.querySelector('[data-chart=queue] [data-span=all]').getAttribute('aria-pressed') === 'true'")
+    assert _x_range(page, "queue") == [first, new_end]
+
+    # "All" by keyboard after "Last 15 min": the whole series again.
+    button = tab_to(page, lambda el: el["chart"] == "queue" and el["text"] == "Last 15 min")
+    page.keyboard.press("Space")
+    page.wait_for_function("() => document.querySelector('[data-chart=queue] [data-span=\"900\"]').getAttribute('aria-pressed') === 'true'")
+    assert _x_range(page, "queue") == [_minus(new_end, 15), new_end]
+    page.keyboard.press("Tab")
+    page.keyboard.press("Tab")
+    assert page.evaluate(FOCUSED)["text"] == "All"
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('[data-chart=queue] [data-span=all]').getAttribute('aria-pressed') === 'true'")
+    assert _x_range(page, "queue") == [first, new_end]
+
+
 def _shown_in_legend(page: Page, key: str) -> list[str]:
     """The legend's items drawn at full strength (plotly dims a hidden series' item to 0.5)."""
     return page.evaluate("""key => [...document.querySelectorAll(`#chart-${key} .legend .traces`)]
@@ -174,3 +298,72 @@ def test_only_shows_one_series_alone_in_the_legend_and_its_checkboxes_as_the_leg
     assert show_all["tag"] == "button"
     page.keyboard.press("Space")
     assert _ticked_names(page, "stranded") == every and sorted(_shown_in_legend(page, "stranded")) == sorted(every)
+
+
+VALUES = """key => [...document.querySelectorAll(`#values-${key} tbody tr`)].filter(r => !r.hidden)
+  .map(r => [...r.cells].map(c => c.textContent))"""
+
+
+def _points(page: Page, key: str, since: str = "", until: str = "9999") -> list[list[str]]:
+    """The figure's own points (whole numbers) from `since` to `until`, newest first, as rows."""
+    return page.evaluate("""([key, since, until]) => {
+      const data = document.getElementById('chart-' + key).data;
+      return data[0].x.map((x, i) => [x, ...data.map(t => String(t.y[i]))])
+        .filter(([x]) => x >= since && x <= until).reverse(); }""", [key, since, until])
+
+
+def test_the_values_table_holds_each_point_of_the_drawn_range_newest_first_and_says_when_it_is_cut(
+        session: Any) -> None:  # noqa: F811
+    # 85 samples more before the fleet's hour, a minute apart: more points than the table shows at
+    # once (written first: the scheduler writes them in time order, which the charts' thinning reads).
+    start = timezone.now() - timedelta(minutes=146)
+    for i in range(85):
+        sample(start + timedelta(minutes=i), stranded_gpus=i % 5, allocated_gpus=30, reserved_gpus=i % 2)
+    fill_the_fleet()
+    _the_chart_ends_two_minutes_ago()
+    alice = session("alice")
+    alice.open("/")
+    page = alice.page
+
+    # The keyboard opens it: Tab to its summary, Enter.
+    summary = tab_to(page, lambda el: el["tag"] == "summary" and el["chart"] == "stranded"
+                     and el["text"] == "Stranded GPUs: the value at each point")
+    assert summary
+    page.keyboard.press("Enter")
+    assert page.evaluate("() => document.getElementById('values-stranded').open")
+    columns = page.evaluate("() => [...document.querySelectorAll('#values-stranded thead th')].map(th => th.textContent)")
+    assert columns == ["time (UTC)", "stranded GPUs", "free GPUs", "held for a reservation"]
+
+    # All: the newest 100 of the points, as the figure has them, and a note saying so.
+    points = _points(page, "stranded")
+    assert len(points) > 100
+    assert page.evaluate(VALUES, "stranded") == points[:100]
+    note = page.locator("#values-stranded [data-values-note]").inner_text()
+    assert note.startswith(f"The newest 100 of the {len(points)} points from {points[-1][0]} to {points[0][0]} UTC"), note
+
+    # Last 15 min (Tab back to the chart's range buttons: Shift+Tab from the summary): its points
+    # alone, every one; the note says which.
+    button = tab_to(page, lambda el: el["chart"] == "stranded" and el["text"] == "Last 15 min")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('[data-chart=stranded] [data-span=\"900\"]').getAttribute('aria-pressed') === 'true'")
+    end = _last_x(page, "stranded")
+    last_15 = _points(page, "stranded", _minus(end, 15), end)
+    assert page.evaluate(VALUES, "stranded") == last_15 and 10 < len(last_15) < 20
+    assert page.locator("#values-stranded [data-values-note]").inner_text() == (
+        f"The {len(last_15)} points from {last_15[-1][0]} to {end} UTC (the chart's time range), newest first.")
+
+    # A live update with a newer cycle: its point heads the table; the oldest of the range goes.
+    sample(timezone.now(), stranded_gpus=6, allocated_gpus=50, reserved_gpus=1)
+    page.evaluate("() => QM.poll()")
+    new_end = _last_x(page, "stranded")
+    assert new_end > end
+    rows = page.evaluate(VALUES, "stranded")
+    assert rows == _points(page, "stranded", _minus(new_end, 15), new_end)
+    assert rows[0][0] == new_end and rows[0][1] == "6" and rows[0][3] == "1"
+    assert button["text"] == page.evaluate(FOCUSED)["text"]
+
+    # A mouse zoom: the table follows the range drawn.
+    _drag(page, "stranded", 0.1, 0.5)
+    page.wait_for_function("() => !document.querySelector('[data-chart=stranded] [data-range-list] [aria-pressed=true]')")
+    since, until = page.evaluate("() => document.getElementById('chart-stranded').layout.xaxis.range")
+    assert page.evaluate(VALUES, "stranded") == _points(page, "stranded", since, until)

@@ -5,8 +5,9 @@ accessibility tree (CDP `Accessibility.getFullAXTree`); every table's header cel
 scope, and a table whose first column names its row (the jobs, the history, a job's runs, a chart's
 figures as a live update rewrites them, ...) heads each body row with it; every chart is an image named by its title and described by its figures in words, which
 name every trace and say its largest value as drawn (after a live update too), each series
-its legend hides at a click has a checkbox above it and "only" beside it
-(tests/frontend/test_charts_by_keyboard_browser.py works them); text reads at
+its legend hides at a click has a checkbox above it and "only" beside it, and a time series has
+its time range buttons and its value at each point (tests/frontend/test_charts_by_keyboard_browser.py
+works them); text reads at
 least 4.5:1 against its background (3:1 when large), the state badges included, and so does the
 text plotly draws in a chart's SVG (ticks, titles, legend, colour bar, and each trace's hover
 label as the pointer brings it up), and every badge says its state in words; Tab reaches every control and link from "Skip to the page" on, with a
@@ -161,6 +162,24 @@ AUDIT = r"""async (rowNamed = '') => {
     // ... and, beside it, "only" (the legend's double click) when there are two or more.
     const onlys = [...box.querySelectorAll('[data-series-list] [data-only]')].map(b => b.dataset.only);
     if (series.length > 1 && JSON.stringify(series) !== JSON.stringify(onlys)) out.charts.push(`${key}: series ${series} have "only" for ${onlys}`);
+    // A time series (a date axis, no timeline's bars from a base) has its time range buttons (the
+    // pointer's zoom and pan), one pressed at most, and its value at each point, as many rows
+    // shown as the range drawn holds (all of them at first), at most the table's `shown`.
+    const timeSeries = fig.layout.xaxis && fig.layout.xaxis.type === 'date' && !fig.data.some(t => t.base);
+    const ranges = box.querySelector('[data-chart-ranges]');
+    const values = box.querySelector('[data-chart-values]');
+    if (timeSeries) {
+      if (!ranges || ranges.hidden || !ranges.querySelector('[data-span=all]')) out.charts.push(`${key}: no time range buttons`);
+      else if (ranges.querySelectorAll('[aria-pressed=true]').length > 1) out.charts.push(`${key}: two time ranges pressed`);
+      if (!values || values.hidden) out.charts.push(`${key}: no value at each point`);
+      else {
+        const rows = [...values.querySelectorAll('tbody tr')].filter(r => !r.hidden).length;
+        const points = new Set(fig.data.flatMap(t => t.x || [])).size;
+        if (rows !== Math.min(points, Number(values.dataset.shown))) out.charts.push(`${key}: ${rows} values shown of ${points} points`);
+      }
+    } else if ((ranges && !ranges.hidden) || (values && !values.hidden)) {
+      out.charts.push(`${key}: time range buttons or values at each point on a chart over no time`);
+    }
     if (fig.data[0] && fig.data[0].type === 'heatmap') {
       const labels = fig.data[0].y;
       const missing = labels.filter(l => !text.includes(l));

@@ -239,34 +239,244 @@
     });
   }
 
+  /* A time series' range: plotly zooms and pans by a drag of the pointer (its mode bar's buttons
+     only step in and out, or reset). Above each time series, a
+     button per span the server offers (chart_figures.time_range: "Last 15 min", ..., "All", the
+     one chosen pressed) and Earlier / Later (its width back or on) set the x range through
+     Plotly.relayout. The choice is the box's (qmRange): a span ends at the chart's end, which a
+     live update moves along; a range the pointer zoomed to, or Earlier reached, stays as it is;
+     none (All) is plotly's autorange. A pointer's zoom presses none, its double click All. */
+  function msOf(text) {  // a time as plotly's date axis writes it ("2026-12-06 10:00:00.5"), UTC
+    var iso = String(text).trim().replace(" ", "T");
+    return Date.parse(iso.length === 10 ? iso + "T00:00Z" : iso + "Z");
+  }
+
+  function timeOf(ms) { return new Date(ms).toISOString().slice(0, 19).replace("T", " "); }
+
+  function rangesOf(box) {
+    var set = box.querySelector("[data-chart-ranges]");
+    try { return set ? JSON.parse(set.dataset.ranges || "null") : null; } catch (e) { return null; }
+  }
+
+  function chosenRange(box) {
+    var ranges = rangesOf(box);
+    var chosen = box.qmRange;
+    if (!chosen || !ranges) return null;
+    if (chosen.span) return [timeOf(msOf(ranges.end) - chosen.span * 1000), ranges.end];
+    return [chosen.from, chosen.to];
+  }
+
+  function drawnRange(plot) {
+    var axis = plot.layout && plot.layout.xaxis;
+    return axis && axis.range ? [msOf(axis.range[0]), msOf(axis.range[1])] : null;
+  }
+
+  /* The layout to draw with the box's chosen range (a live update keeps it). */
+  function keepRange(box, layout) {
+    var range = chosenRange(box);
+    if (!range) return layout;
+    return Object.assign({}, layout, { xaxis: Object.assign({}, layout.xaxis, { range: range, autorange: false }) });
+  }
+
+  function syncRanges(box, plot) {
+    var set = box.querySelector("[data-chart-ranges]");
+    if (!set) return;
+    var ranges = plot.dataset.drawn ? rangesOf(box) : null;
+    set.hidden = !ranges;
+    if (!ranges) return;
+    var list = set.querySelector("[data-range-list]");
+    if (list.dataset.spans !== JSON.stringify(ranges.spans)) {
+      var was = list.contains(document.activeElement) ? document.activeElement : null;
+      var focused = was && (was.dataset.span || "pan" + was.dataset.pan);
+      list.textContent = "";
+      ranges.spans.concat([["All", "all"]]).forEach(function (span) {
+        var button = smallButton(span[0]);
+        button.dataset.span = String(span[1]);
+        list.appendChild(button);
+      });
+      [["Earlier", "-1"], ["Later", "1"]].forEach(function (pan) {
+        var button = smallButton(pan[0]);
+        button.dataset.pan = pan[1];
+        button.className = "pan";
+        list.appendChild(button);
+      });
+      list.dataset.spans = JSON.stringify(ranges.spans);
+      list.querySelectorAll("button").forEach(function (button) {
+        if (focused && (button.dataset.span || "pan" + button.dataset.pan) === focused) button.focus({ preventScroll: true });
+      });
+    }
+    var chosen = box.qmRange;
+    list.querySelectorAll("[data-span]").forEach(function (button) {
+      var pressed = button.dataset.span === "all" ? !chosen : Boolean(chosen && chosen.span && String(chosen.span) === button.dataset.span);
+      button.setAttribute("aria-pressed", String(pressed));
+    });
+    // Earlier at the chart's start, Later at its end: said (aria-disabled), still focusable, so
+    // the keyboard's focus stays where it was.
+    var drawn = drawnRange(plot);
+    var atStart = !drawn || drawn[0] <= msOf(ranges.start) + 1000;
+    var atEnd = !drawn || drawn[1] >= msOf(ranges.end) - 1000;
+    list.querySelector('[data-pan="-1"]').setAttribute("aria-disabled", String(atStart));
+    list.querySelector('[data-pan="1"]').setAttribute("aria-disabled", String(atEnd));
+  }
+
+  /* Earlier (-1) or Later (1): the drawn range moved by its width, within the chart's start and
+     end; one that reaches the end follows it again, as a span. */
+  function panned(plot, ranges, way) {
+    var drawn = drawnRange(plot);
+    var start = msOf(ranges.start);
+    var end = msOf(ranges.end);
+    var width = drawn[1] - drawn[0];
+    var from = way < 0 ? Math.max(start, drawn[0] - width) : Math.min(end, drawn[1] + width) - width;
+    if (from + width >= end - 1000) return { span: Math.round(width / 1000) };
+    return { from: timeOf(from), to: timeOf(from + width) };
+  }
+
+  function setRange(box, plot) {
+    var range = chosenRange(box);
+    var update = range ? { "xaxis.range": range } : { "xaxis.autorange": true };
+    // y as the figure draws it (a fixed 0 to 100 %, else autorange): a pointer's zoom may have moved it.
+    if (box.qmFigureY) update["yaxis.range"] = box.qmFigureY.slice(); else update["yaxis.autorange"] = true;
+    box.qmRelayout = true;
+    return Plotly.relayout(plot, update).finally(function () {
+      box.qmRelayout = false;
+      syncRanges(box, plot);
+      showValues(box, plot);
+    });
+  }
+
+  function bindRanges(box) {
+    var set = box.querySelector("[data-chart-ranges]");
+    if (!set || set.dataset.bound) return;
+    set.dataset.bound = "1";
+    set.addEventListener("click", function (event) {
+      var plot = box.querySelector(".chart");
+      var button = event.target.closest("button");
+      var ranges = rangesOf(box);
+      if (!button || !plot.dataset.drawn || !ranges || button.getAttribute("aria-disabled") === "true") return;
+      if (button.dataset.span) box.qmRange = button.dataset.span === "all" ? null : { span: Number(button.dataset.span) };
+      else box.qmRange = panned(plot, ranges, Number(button.dataset.pan));
+      setRange(box, plot);
+    });
+  }
+
+  function attachZoom(box, plot) {
+    if (plot.dataset.qmZoom || typeof plot.on !== "function") return;
+    plot.dataset.qmZoom = "1";
+    plot.on("plotly_relayout", function (change) {
+      if (box.qmRelayout || !change || !rangesOf(box)) return;
+      if (change["xaxis.autorange"]) {
+        box.qmRange = null;
+      } else if ("xaxis.range[0]" in change || "xaxis.range" in change) {
+        var range = plot.layout.xaxis.range;
+        box.qmRange = { from: String(range[0]), to: String(range[1]) };
+      } else {
+        return;
+      }
+      syncRanges(box, plot);
+      showValues(box, plot);
+    });
+  }
+
+  /* A time series' value at each point (chart_figures.values_table), what a hover says there:
+     written anew with each live figure, and shown for the drawn range, newest first, at most
+     the table's `shown` rows, the note above saying which. */
+  function writeValues(box, table) {
+    var details = box.querySelector("[data-chart-values]");
+    if (!details) return;
+    details.hidden = !table;
+    if (!table) return;
+    var head = details.querySelector("thead tr");
+    var body = details.querySelector("tbody");
+    head.textContent = "";
+    body.textContent = "";
+    table.columns.forEach(function (column) {
+      var th = document.createElement("th");
+      th.scope = "col";
+      th.textContent = column;
+      head.appendChild(th);
+    });
+    table.rows.forEach(function (row) {
+      var tr = document.createElement("tr");
+      tr.dataset.at = row[0];
+      row.forEach(function (cell, i) {
+        var el = document.createElement(i === 0 ? "th" : "td");
+        if (i === 0) { el.scope = "row"; writeCell(el, cell); } else { el.textContent = cell; }
+        tr.appendChild(el);
+      });
+      body.appendChild(tr);
+    });
+    details.dataset.shown = String(table.shown);
+  }
+
+  function showValues(box, plot) {
+    var details = box.querySelector("[data-chart-values]");
+    if (!details || details.hidden) return;
+    var rows = Array.prototype.slice.call(details.querySelectorAll("tbody tr"));
+    var drawn = box.qmRange && plot.dataset.drawn ? drawnRange(plot) : null;
+    var inRange = rows.filter(function (row) {
+      var at = msOf(row.dataset.at);
+      return !drawn || (at >= drawn[0] && at <= drawn[1]);
+    });
+    var most = Number(details.dataset.shown) || rows.length;
+    rows.forEach(function (row) { row.hidden = true; });
+    inRange.slice(0, most).forEach(function (row) { row.hidden = false; });
+    var words;
+    if (!inRange.length) {
+      words = "No point in the chart's time range (" + timeOf(drawn[0]) + " to " + timeOf(drawn[1]) + " UTC).";
+    } else {
+      var span = " from " + inRange[inRange.length - 1].dataset.at + " to " + inRange[0].dataset.at + " UTC";
+      words = inRange.length > most
+        ? "The newest " + most + " of the " + inRange.length + " points" + span + " (the chart's time range), newest " +
+          "first: a shorter time range, then Earlier, shows the others."
+        : (inRange.length === 1 ? "The one point" : "The " + inRange.length + " points") + span +
+          " (the chart's time range), newest first.";
+    }
+    var note = details.querySelector("[data-values-note]");
+    if (note.textContent !== words) note.textContent = words;
+  }
+
   function draw(box, chart) {
     var plot = box.querySelector(".chart");
     var empty = box.querySelector(".empty");
     var figures = box.querySelector("[data-chart-figures]");
+    var ranges = box.querySelector("[data-chart-ranges]");
     if (chart.caption) box.querySelector("figcaption").textContent = chart.caption;
     if (chart.figures) writeFigures(box, chart.figures);
+    // (a live figure brings its ranges and values; the page's first has them in its HTML)
+    if (ranges && chart.ranges !== undefined) ranges.dataset.ranges = JSON.stringify(chart.ranges);
+    if (chart.values !== undefined) writeValues(box, chart.values);
     if (figures) figures.hidden = Boolean(chart.empty);
     if (chart.empty) {
       empty.hidden = false;
       empty.querySelector("p").textContent = chart.empty;
       if (plot.dataset.drawn) {
         Plotly.purge(plot);
-        delete plot.dataset.drawn; delete plot.dataset.qmClicks; delete plot.dataset.qmLegend;
+        delete plot.dataset.drawn; delete plot.dataset.qmClicks; delete plot.dataset.qmLegend; delete plot.dataset.qmZoom;
       }
       plot.hidden = true;
       box.dataset.rendered = "empty";
       syncSeries(box, plot);
+      syncRanges(box, plot);
+      writeValues(box, null);
       return Promise.resolve();
     }
     empty.hidden = true;
     plot.hidden = false;
     bindSeries(box);
-    return Plotly.react(plot, keepHidden(box, chart.figure.data), chart.figure.layout, PLOT_CONFIG).then(function () {
+    bindRanges(box);
+    // (copied before plotly writes its autorange into the layout it draws)
+    var y = chart.figure.layout.yaxis;
+    box.qmFigureY = y && y.range ? y.range.slice() : null;
+    var layout = keepRange(box, chart.figure.layout);
+    return Plotly.react(plot, keepHidden(box, chart.figure.data), layout, PLOT_CONFIG).then(function () {
       plot.dataset.drawn = "1";
       box.dataset.rendered = "plot";
       attachClicks(plot);
       attachLegend(box, plot);
+      attachZoom(box, plot);
       syncSeries(box, plot);
+      syncRanges(box, plot);
+      showValues(box, plot);
     });
   }
 
