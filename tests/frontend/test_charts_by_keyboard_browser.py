@@ -367,3 +367,25 @@ def test_the_values_table_holds_each_point_of_the_drawn_range_newest_first_and_s
     page.wait_for_function("() => !document.querySelector('[data-chart=stranded] [data-range-list] [aria-pressed=true]')")
     since, until = page.evaluate("() => document.getElementById('chart-stranded').layout.xaxis.range")
     assert page.evaluate(VALUES, "stranded") == _points(page, "stranded", since, until)
+
+
+def test_the_mode_bar_zooms_in_by_keyboard_and_offers_no_upload_to_plotlys_cloud(session: Any) -> None:  # noqa: F811
+    """plotly.js 4 draws its mode bar as buttons named by their titles, in the Tab order, with a
+    "Share chart..." that opens cloud.plotly.com and hands it the figure (teams, jobs, costs) once
+    one signs in there: it was on every chart until 6 Dec."""
+    fill_the_fleet()
+    alice = session("alice")
+    alice.open("/")
+    page = alice.page
+    titles = page.evaluate("() => [...new Set([...document.querySelectorAll('.modebar-btn')].map(b => b.getAttribute('aria-label')))]")
+    assert "Zoom in" in titles and "Download plot as a PNG" in titles, titles
+    assert not [t for t in titles if "Share" in t or "cloud" in t.lower()], titles
+
+    # Tab to the queue's "Zoom in", Enter: the range drawn narrows, as a mouse zoom, no span pressed.
+    whole = _x_range(page, "queue")
+    zoom_in = tab_to(page, lambda el: el["chart"] == "queue" and el["label"] == "Zoom in")
+    assert zoom_in["tag"] == "button"
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => !document.querySelector('[data-chart=queue] [data-range-list] [aria-pressed=true]')")
+    narrowed = _x_range(page, "queue")
+    assert whole[0] < narrowed[0] < narrowed[1] < whole[1], (whole, narrowed)

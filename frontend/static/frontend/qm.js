@@ -4,7 +4,10 @@
 (function () {
   "use strict";
 
-  var PLOT_CONFIG = { displaylogo: false, responsive: true };
+  /* (showSendToCloud: plotly.js 4 puts "Share chart..." in every mode bar, which opens
+     cloud.plotly.com and hands it the figure, teams, jobs and costs, once one signs in there:
+     the fleet's figures stay here.) */
+  var PLOT_CONFIG = { displaylogo: false, responsive: true, showSendToCloud: false };
   var QM = {};
   window.QM = QM;
 
