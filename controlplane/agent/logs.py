@@ -22,7 +22,11 @@ its next heartbeat or report, as `logs`: chunks of `{generation, rank, offset, b
     what was shipped loses the oldest of it: the bytes before the last `output_cap` are given
     back to the disk and never sent, and the next contact carries, where they began, a line
     saying how many were dropped and why (a chunk standing for the gap's first bytes, so a
-    reader sees that line, then "[… N bytes never received …]"). Before 5 Dec such a rank's
+    reader sees that line, then "[… N bytes never received …]"). A gap shorter than that line
+    (a few bytes printed while the cap's worth still waits) is sent nothing and reads as
+    "[… N bytes never received …]" alone: a chunk may not hold more characters than bytes,
+    and until 6 Dec the control plane refused every contact after such a line, the run's exit
+    with them. Before 5 Dec such a rank's
     file grew on the node for as long as it printed faster than ~1.8 MiB/s. The cap is looked
     at here at each contact with no chunk of the rank in flight, and by the member every
     TRIM_EVERY_S (0.5 s; members.py): a rank's file holds on the disk at most the cap and a
@@ -211,6 +215,12 @@ class Cursor:
         if drop_to <= self.shipped:
             return []
         notice = self.notice(self.shipped, drop_to - self.shipped)
+        if notice is None:
+            # too few bytes for the line: left as a gap, read on from its end (next_chunks)
+            if self.release is not None:
+                self.release(self.shipped, drop_to)
+            self.shipped = drop_to
+            return []
         self.resume_at = drop_to
         if self.release is not None:
             # (the bytes the chunk stands for stay; a next agent recovering the run says the gap
@@ -219,9 +229,13 @@ class Cursor:
         self.pending = [notice]
         return self.pending
 
-    def notice(self, offset: int, gap: int) -> Chunk:
+    def notice(self, offset: int, gap: int) -> Chunk | None:
         """The chunk saying the `gap` bytes from `offset` were dropped, standing for the gap's
-        first bytes (see the module); counted and logged."""
+        first bytes (see the module); counted and logged. None when the gap is shorter than
+        the line: the control plane refuses a chunk of more characters than bytes, and the
+        whole contact with it (heartbeat, exits and all: the agent sent it again and again and
+        its job never ended); such a gap is sent nothing, and the job's output reads the
+        control plane's `[… N bytes never received …]` there."""
         assert self.cap is not None
         self.dropped += gap
         log.warning("a rank printed faster than its output could be shipped: its oldest unsent output dropped",
@@ -229,6 +243,8 @@ class Cursor:
         text = (f"\n[qm-agent: {gap:,} bytes of rank {self.rank}'s output dropped on the node: it printed "
                 f"faster than they could be shipped, and the node keeps at most the last {_size(self.cap)} of a "
                 f"rank's unshipped output (qm-agent --max-rank-output-mib)]\n")
+        if len(text) > min(gap, RANK_BYTES):
+            return None
         return Chunk(self.generation, self.rank, offset, min(gap, RANK_BYTES), text)
 
 
@@ -397,8 +413,12 @@ class LogShipper:
                 kept_from = self._kept_from(run, rank)
                 start = shipped if kept_from is None else max(shipped, min(sent, kept_from))
                 if start > shipped:
-                    cursor.pending = [cursor.notice(shipped, start - shipped)]
-                    cursor.resume_at = sent
+                    notice = cursor.notice(shipped, start - shipped)
+                    if notice is None:  # too few bytes for the line: a gap (Cursor.notice)
+                        cursor.shipped = start
+                    else:
+                        cursor.pending = [notice]
+                        cursor.resume_at = sent
                 if sent > start:
                     try:
                         data = run.read(rank, start, min(sent - start, BURST_BYTES))

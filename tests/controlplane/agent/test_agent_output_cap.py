@@ -22,9 +22,10 @@ from typing import Any
 
 import pytest
 
-from controlplane.agent.logs import RECORD_NAME, LogShipper, read_record, write_record
+from controlplane.agent.logs import RANK_BYTES, RECORD_NAME, Chunk, LogShipper, read_record, write_record
 from controlplane.agent.members import TRIM_EVERY_S, ProcessLauncher, ProcessMember, punch_hole
 from controlplane.agent.node import NodeAgent, NodeInventory
+from controlplane.api.agent import LogChunkSerializer
 from controlplane.choices import JobState, NodeState
 from controlplane.models import Allocation, Job, Node
 from controlplane.services import cycle
@@ -96,6 +97,47 @@ def test_a_rank_that_prints_a_burst_and_exits_at_once_keeps_only_its_cap(tmp_pat
     with open(rank_file, "rb") as f:
         f.seek(6_000_000 - CAP)
         assert b"\0" not in f.read()
+
+
+def accepted(chunks: list[Chunk]) -> list[Chunk]:
+    """`chunks`, each checked as the control plane checks a contact's (one it refuses, it
+    refuses the whole contact: heartbeat, exits and all)."""
+    for chunk in chunks:
+        checked = LogChunkSerializer(data=chunk.as_json())
+        assert checked.is_valid(), (checked.errors, chunk)
+    return chunks
+
+
+def test_a_few_bytes_dropped_after_the_cap_was_reached_leave_the_contact_one_the_control_plane_takes(
+        tmp_path: Path) -> None:
+    # Seen on a loaded machine (the burst printed in pieces, the cap's worth not yet shipped
+    # when the rank printed its last line): the shipper said the 14 bytes that line pushed past
+    # the cap dropped with a 200-character line standing for 14 bytes; the control plane refused
+    # every contact after it (more characters than bytes), exits included, and the job never ended.
+    trigger = tmp_path / "print-the-last-line"
+    member = ProcessMember(
+        assignment(f"yes '123456789' | head -c 3000000; while [ ! -e {trigger} ]; do sleep 0.05; done; "
+                   "echo 'the last line'"),
+        workdir=tmp_path, node_name="gpu-cap-few", devices=None, output_cap=CAP)
+    shipper = LogShipper()
+    shipper.watch(7, member)
+    rank_file = tmp_path / "rank0.log"
+    wait_for(lambda: rank_file.stat().st_size == 3_000_000, 60, "the burst on the disk")
+    (line,) = accepted(shipper.collect())
+    assert line.text.startswith(f"\n[qm-agent: {3_000_000 - CAP:,} bytes of rank 0's output dropped")
+    shipper.delivered([line])
+    trigger.touch()
+    assert wait_exit(member, 60) == 0  # its last trim gives back all but the last CAP bytes
+    shipper.ended(7)
+    texts: list[str] = []
+    while shipper.cursors:
+        chunks = accepted(shipper.collect())
+        texts.extend(c.text for c in chunks)
+        shipper.delivered(chunks)
+    text = "".join(texts)
+    assert "\ufffd" not in text, "the bytes given back were not sent as text"
+    printed = "123456789\n" * 300_000 + "the last line\n"
+    assert text == printed[-CAP:], "the newest CAP bytes, whole, after the bytes said dropped"
 
 
 @pytest.mark.django_db(transaction=True)
@@ -173,7 +215,7 @@ def _recovered_text(launcher: ProcessLauncher) -> str:
         shipper.recover(run)
     texts: list[str] = []
     while shipper.cursors:
-        chunks = shipper.collect()
+        chunks = accepted(shipper.collect())
         texts.extend(c.text for c in chunks)
         shipper.delivered(chunks)
     return "".join(texts)
@@ -220,6 +262,19 @@ def test_a_chunk_in_flight_over_bytes_given_back_is_said_dropped_not_resent(tmp_
     assert "\ufffd" not in text
     assert dropped(text) == [(65536, 0), (3_000_000 - CAP - 65536, 0)]
     assert text.endswith("123456789\n" * (CAP // 10))
+
+
+def test_a_chunk_in_flight_over_a_few_bytes_given_back_leaves_a_contact_the_control_plane_takes(
+        tmp_path: Path) -> None:
+    # The chunk in flight began 12 bytes before the last CAP: those 12 were given back, too few
+    # for the line saying so to stand for (the control plane refuses a chunk with more
+    # characters than bytes, and the whole contact with it).
+    launcher = ProcessLauncher(tmp_path, "gpu-rec", devices=None, cgroup_root="off", output_cap=CAP)
+    kept_from = 3_000_000 - CAP
+    _capped_run(launcher, {0: (kept_from - 12, kept_from - 12 + 65536)}, CAP)
+    text = _recovered_text(launcher)
+    assert "\ufffd" not in text
+    assert text == ("123456789\n" * 300_000)[-CAP:], "the last CAP bytes, whole"
 
 
 def test_a_runs_record_keeps_the_cap_it_was_launched_with(tmp_path: Path) -> None:
@@ -285,8 +340,10 @@ def test_a_rank_printing_faster_than_it_ships_keeps_its_cap_and_the_job_output_s
     assert dropped, "what was dropped is said"
     gaps = [int(c["text"].split(" bytes of rank 0")[0].split("qm-agent: ")[1].replace(",", "")) for c in dropped]
     # the counts are right: what the lines say was dropped and what was shipped are all it printed
-    # (a loaded machine prints the burst slowly: it may be dropped in more than one gap)
-    assert sum(gaps) + sum(c["bytes"] for c in sent.values() if c not in dropped) == 6_000_000 + len("the last line\n")
+    # but a gap too short for its line (a loaded machine prints the burst slowly: it may be
+    # dropped in more than one gap, and the last line after the cap's worth was reached)
+    shipped = sum(c["bytes"] for c in sent.values() if c not in dropped)
+    assert 0 <= 6_000_000 + len("the last line\n") - sum(gaps) - shipped < SHORTER_THAN_ITS_LINE
     assert sum(gaps) <= 6_000_000 - CAP, "nothing within the cap is dropped"
     for gap in gaps:
         assert (f"{gap:,} bytes of rank 0's output dropped on the node: it printed faster than they could be shipped, "
@@ -306,6 +363,9 @@ def wait_for_size(agent: NodeAgent, path: Path, size: int) -> None:
     raise AssertionError(f"{path} never reached {size} bytes")
 
 
+#: A gap of fewer bytes than the line that would say it was dropped (~210 characters) is sent
+#: nothing (agent/logs.py, Cursor.notice): the output shows it "never received" only.
+SHORTER_THAN_ITS_LINE = 256
 DROPPED = re.compile(r"\[qm-agent: ([\d,]+) bytes of rank (\d+)'s output dropped on the node")
 NEVER_RECEIVED = re.compile(r"\n\[… ([\d,]+) bytes? never received …\]\n")
 
@@ -415,7 +475,12 @@ def test_a_real_agent_caps_each_rank_of_a_two_rank_job_and_says_which_rank_lost_
         assert gaps, f"rank {rank} printed past the cap faster than it ships: something was dropped"
         assert {r for _, r in gaps} == {rank}, f"rank {rank}'s output says another rank's bytes were dropped"
         assert sum(n for n, _ in gaps) <= 4_000_000 - CAP, "nothing within the cap is dropped"
-        assert received_bytes(text) + sum(n for n, _ in gaps) == size, "the counts are all the rank printed"
+        # every byte is received, stood for by a line saying it was dropped, or shown missing
+        never = sum(int(n.replace(",", "")) for n in NEVER_RECEIVED.findall(text))
+        assert received_bytes(text) + sum(min(n, RANK_BYTES) for n, _ in gaps) + never == size
+        # and the lines say all that is missing but a gap too short for its line
+        assert 0 <= size - received_bytes(text) - sum(n for n, _ in gaps) < SHORTER_THAN_ITS_LINE, \
+            "the counts are all the rank printed"
         assert "\ufffd" not in text
         assert text.endswith(newest), f"rank {rank}'s newest cap's worth arrived whole"
         assert f"rank {1 - rank}" not in text, f"rank {rank}'s output holds the other rank's lines"
