@@ -31,8 +31,9 @@ for the workers:
 
 The one other entry, `qm.frontend.keep_team_days`, stores the teams page's days in Redis: it
 waits for the broker. Every send is one attempt, and during an outage beat sends
-nothing until the broker answers a PING, asked at most every PROBE_S (a broker that drops
-packets made each send wait out the socket timeout and redis-py's retries). The Redis uses on
+nothing, and opens no broker connection, until the broker answers a PING, asked PROBE_S after
+the last one ended (a broker that drops packets made each send, and each connection tried,
+wait out the socket timeout). The Redis uses on
 the way (the debounce of triggers, agent wake-ups, notification triggers) already fail soft: a
 log line, and agents learn of their work at their heartbeat.
 """
@@ -176,7 +177,8 @@ class LoopScheduler(PersistentScheduler):
         self._threads: dict[str, _LoopThread] = {}
         self._connect_error: BaseException | None = None
         self._outage_error: BaseException | None = None
-        self._probed_at = 0.0  # monotonic: the last send tried during an outage
+        self._probed_at = 0.0  # monotonic: when the last PING of the broker during an outage ended
+        self._broker_back = False  # that PING was answered, and no send or connection failed since
         super().__init__(*args, **kwargs)
 
     # ---------------------------------------------------------------------------- sending
@@ -185,14 +187,21 @@ class LoopScheduler(PersistentScheduler):
     def producer(self) -> Any:
         """The producer beat sends with, or None while the broker cannot be reached. Celery's
         own connects with `broker_connection_max_retries` (None here: forever), so a beat
-        started while Redis is away never ticked at all; this tries once per due entry."""
+        started while Redis is away never ticked at all; this tries once per due entry, and
+        during an outage only once the broker answered a PING (`_broker_back_yet`): Celery asks
+        for the producer before every due entry, and against a broker that drops packets each
+        try waited out the socket timeout (3 s; until 6 Dec beat so ran an entry every 3-5 s
+        when it had no connection from before the outage, its own loop ticks among them)."""
         producer = self.__dict__.get("_qm_producer")
         if producer is None:
+            if self._outage_since is not None and not self._broker_back_yet():
+                return None
             try:
                 self.connection.ensure_connection(max_retries=0)
                 producer = self.Producer(self.connection, auto_declare=False)
             except Exception as error:  # noqa: BLE001 - the broker is away: the entry says so
                 self._connect_error = error
+                self._broker_back = False
                 return None
             self.__dict__["_qm_producer"] = producer
             self._connect_error = None
@@ -206,7 +215,7 @@ class LoopScheduler(PersistentScheduler):
         return super().apply_async(entry, producer=producer, advance=advance, **kwargs)
 
     def apply_entry(self, entry: ScheduleEntry, producer: Any = None) -> None:
-        if self._outage_since is not None and not (self._probe_due() and self._broker_answers()):
+        if self._outage_since is not None and not self._broker_back_yet():
             # During an outage a send is tried only once the broker answers a PING, asked at
             # most once per PROBE_S: against a broker that drops packets each send waits out the
             # socket timeout and redis-py's retries (20 s), and beat waited that long for every
@@ -271,12 +280,15 @@ class LoopScheduler(PersistentScheduler):
 
     # ----------------------------------------------------------------------- running here
 
-    def _probe_due(self) -> bool:
-        now = time.monotonic()
-        if now - self._probed_at < PROBE_S:
-            return False
-        self._probed_at = now
-        return True
+    def _broker_back_yet(self) -> bool:
+        """During an outage, whether a send (or a connection) may be tried: the broker answered
+        the last PING and nothing failed since. A PING is asked at most once per PROBE_S,
+        counted from the end of the last: one the broker never answers lasts PROBE_S itself,
+        and counted from its start (until 6 Dec) the next fell due at the very next entry."""
+        if time.monotonic() - self._probed_at >= PROBE_S:
+            self._broker_back = self._broker_answers()
+            self._probed_at = time.monotonic()
+        return self._broker_back
 
     def _broker_answers(self) -> bool:
         """One PING of the broker: no retry, PROBE_S at most."""
@@ -298,6 +310,7 @@ class LoopScheduler(PersistentScheduler):
 
     def _run_here(self, entry: ScheduleEntry, error: BaseException) -> None:
         self._outage_error = error
+        self._broker_back = False  # a send was not tried, or failed: ask the broker again first
         if self._outage_since is None:
             self._outage_since = time.monotonic()
             self._probed_at = self._outage_since

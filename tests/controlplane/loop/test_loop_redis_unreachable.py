@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import queue
+import socket
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -145,6 +147,91 @@ def test_beat_runs_the_tick_itself_while_the_broker_is_away_and_sends_it_once_ba
     (back,) = _events(caplog, "broker reachable again: loop ticks go to the workers")
     assert back["runs_in_beat"] == 4
     assert len(_events(caplog, "loop tick run in beat: broker unreachable")) == 1
+
+
+class _Blackhole:
+    """A broker behind a partition that drops packets: a port that takes connections (the
+    kernel completes them) and never answers; it counts them."""
+
+    def __init__(self) -> None:
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self.url = f"redis://127.0.0.1:{self._listener.getsockname()[1]}/0"
+        self._held: list[socket.socket] = []
+        threading.Thread(target=self._take, daemon=True).start()
+
+    def _take(self) -> None:
+        while True:
+            try:
+                self._held.append(self._listener.accept()[0])
+            except OSError:
+                return
+
+    @property
+    def connections(self) -> int:
+        return len(self._held)
+
+    def close(self) -> None:
+        self._listener.close()
+        for held in self._held:
+            held.close()
+
+
+@pytest.fixture
+def blackhole() -> Iterator[_Blackhole]:
+    hole = _Blackhole()
+    yield hole
+    hole.close()
+
+
+def test_during_an_outage_beat_connects_to_the_broker_only_once_it_answered_a_ping(
+        tmp_path: Path, dead_redis: str, blackhole: _Blackhole, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Celery asks for the producer before every due entry. Until 6 Dec, with no connection
+    # made before the broker stopped answering (beat started during the partition), each ask
+    # tried one and waited out the socket timeout (3 s): beat ran one entry every 3 to 5 s,
+    # its own loop ticks among them, and led 28 s after the partition began instead of 3.
+    probe_s = beat.PROBE_S
+    monkeypatch.setattr(beat, "PROBE_S", 3600.0)  # no PING falls due until the broker is back
+    scheduler = _scheduler(tmp_path, blackhole.url)
+    ended = _runs_told(scheduler)
+    entry = _tick_entry()
+    assert scheduler.producer is None  # the one try: the broker does not answer
+    assert blackhole.connections == 1
+    scheduler.apply_entry(entry, producer=None)  # the outage begins: the tick is run here
+    assert ended.get(timeout=60) == "qm.tick"
+    for _ in range(3):
+        scheduler.apply_entry(entry, producer=scheduler.producer)
+    assert blackhole.connections == 1, "no connection tried before the broker answered a PING"
+
+    # The broker answers a PING (the test's own Redis): the next ask connects.
+    monkeypatch.setattr(beat, "PROBE_S", probe_s)
+    time.sleep(probe_s)
+    scheduler.__dict__["connection"] = app.connection_for_write(os.environ["REDIS_URL"])
+    try:
+        assert scheduler.producer is not None
+    finally:
+        scheduler.close()
+
+
+def test_during_an_outage_a_ping_that_times_out_is_asked_again_a_whole_probe_interval_after_it_ended(
+        tmp_path: Path, dead_redis: str, blackhole: _Blackhole, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A PING the broker never answers lasts PROBE_S itself. Until 6 Dec the next was due PROBE_S
+    # after the last began, so at the very next entry: beat spent its time asking, an entry at
+    # a time, and its loop ticks waited their turn.
+    monkeypatch.setattr(app.conf, "broker_url", blackhole.url)
+    scheduler = _scheduler(tmp_path, dead_redis)
+    ended = _runs_told(scheduler)
+    scheduler.apply_entry(_tick_entry(), producer=None)  # the outage begins
+    assert ended.get(timeout=60) == "qm.tick"
+    time.sleep(beat.PROBE_S)
+    # an entry beat neither sends nor runs during an outage: only the PING may take time
+    waits = ScheduleEntry(name="keep-team-days", task="qm.frontend.keep_team_days", schedule=schedule(1800.0),
+                          app=app)
+    scheduler.apply_entry(waits, producer=scheduler.producer)
+    asked = blackhole.connections
+    assert asked == 1, "one PING, unanswered"
+    scheduler.apply_entry(waits, producer=scheduler.producer)
+    assert blackhole.connections == asked, "not asked again right after it timed out"
+    scheduler.close()
 
 
 def test_beat_leaves_a_live_leaders_cycle_alone_and_never_forwards_without_a_broker(
