@@ -18,11 +18,12 @@
 from __future__ import annotations
 
 import json
+import queue
 import re
 import shlex
 import subprocess
 import sys
-import time
+import threading
 from datetime import timedelta
 
 import pytest
@@ -180,15 +181,31 @@ def test_events_follow_prints_new_events_until_the_job_ends(alice_qm, fleet) -> 
         [sys.executable, "-m", "controlplane.cli.main", "events", str(job.pk), "--follow", "--interval", "0.2"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=alice_qm.env, cwd=REPO,
     )
+    assert watcher.stdout is not None and watcher.stderr is not None
+    lines: queue.SimpleQueue[str | None] = queue.SimpleQueue()
+
+    def read() -> None:
+        for line in watcher.stdout:  # type: ignore[union-attr]
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=read, daemon=True).start()
+    printed: list[str] = []
     try:
-        time.sleep(2)  # it has printed the submit and is polling
-        assert watcher.poll() is None, watcher.communicate()
+        # Cancelled only once it has printed the submit and is polling (a 2-s sleep here let a
+        # slow start on a loaded machine find all three events at its first look, and the test
+        # pass without anything followed).
+        while not any("job.submitted" in line for line in printed):
+            line = lines.get(timeout=60)
+            assert line is not None, watcher.stderr.read()
+            printed.append(line)
         cancel_job(Job.objects.get(pk=job.pk), "user:alice")
-        out, err = watcher.communicate(timeout=30)
+        assert watcher.wait(timeout=60) == 0, watcher.stderr.read()
     finally:
         watcher.kill()
-
-    assert watcher.returncode == 0, err
+    while (line := lines.get(timeout=60)) is not None:
+        printed.append(line)
+    out = "".join(printed)
     assert "job.submitted" in out and "job.cancelled" in out and "job.finished" in out
     assert out.rstrip().endswith(f"Job {job.pk} (watched) was cancelled.")
 
