@@ -460,10 +460,10 @@ def test_a_bind_wakes_its_nodes_agents_and_no_other(fleet: LoopFleet, django_cap
 
     started = timezone.now()
     reply = client.post(WAIT, {"nodes": [{"name": "gpu-01", "token": token}, {"name": "gpu-02", "token": other_token}],
-                               "since": since, "timeout_s": 5}, format="json")
+                               "since": since, "timeout_s": 30}, format="json")
     assert reply.status_code == 200, reply.content
     assert reply.json()["woken"] == ["gpu-01"] and reply.json()["seq"] > since
-    assert (timezone.now() - started).total_seconds() < 2
+    assert (timezone.now() - started).total_seconds() < 15  # at once, not at the end of its 30-s wait
 
     # Nothing new since: the poll waits its whole timeout and wakes nobody.
     quiet = client.post(WAIT, {"nodes": [{"name": "gpu-02", "token": other_token}], "since": reply.json()["seq"],

@@ -29,7 +29,7 @@ def sim_agent(server: str, name: str = "sim-000", **kw: Any) -> NodeAgent:
                      **options)
 
 
-def drive(agents: list[NodeAgent], until: Callable[[], bool], timeout: float = 15.0, also: Callable[[], object] | None = None) -> None:
+def drive(agents: list[NodeAgent], until: Callable[[], bool], timeout: float = 60.0, also: Callable[[], object] | None = None) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         for agent in agents:
@@ -192,21 +192,23 @@ def test_a_bind_wakes_the_agent_which_starts_the_job_long_before_its_next_heartb
     agent = sim_agent(live_server.url, interval_s=60.0)  # no heartbeat would come in this test's time
     drive([agent], lambda: Node.objects.filter(name="sim-000", state=NodeState.READY).exists())
     drive([agent], lambda: agent.next_contact > time.monotonic() + 30)  # registered, first pull done
+    heartbeat_due = agent.next_contact
     poked = threading.Event()
     stop = threading.Event()
     listener = WakeListener([agent], AgentClient(live_server.url), lambda woken: poked.set(), stop, timeout_s=3.0)
     listener.start()
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while listener.since is None and time.monotonic() < deadline:  # holds its long poll now
             time.sleep(0.02)
         assert listener.since is not None
         job = make_job(fleet, gpus=2)
-        bound_at = time.monotonic()
         assert cycle.run_cycle("test").binds == 1
-        assert poked.wait(5.0), "the bind's commit did not wake the agent"
-        drive([agent], lambda: Allocation.objects.filter(job=job, started_at__isnull=False).exists(), timeout=5.0)
-        assert time.monotonic() - bound_at < 5.0 < agent.interval_s
+        assert poked.wait(30.0), "the bind's commit did not wake the agent"
+        drive([agent], lambda: Allocation.objects.filter(job=job, started_at__isnull=False).exists(), timeout=30.0)
+        # started before its next heartbeat was due (a minute after its first pull): by the
+        # wake-up (until 6 Dec "within 5 s", which a loaded machine could miss)
+        assert time.monotonic() < heartbeat_due
         assert listener.wakes >= 1
     finally:
         stop.set()
@@ -240,13 +242,14 @@ def test_a_wake_up_that_carries_the_desired_state_starts_the_job_without_a_fetch
                             desired=True)
     listener.start()
     try:
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while listener.since is None and time.monotonic() < deadline:
             time.sleep(0.02)
+        assert listener.since is not None
         job = make_job(fleet, gpus=2, env={"QM_SIM_DURATION_S": "30"})
         assert cycle.run_cycle("test").binds == 1
-        assert poked.wait(5.0), "the bind's commit did not wake the agent"
-        drive([agent], lambda: Allocation.objects.filter(job=job, started_at__isnull=False).exists(), timeout=5.0)
+        assert poked.wait(30.0), "the bind's commit did not wake the agent"
+        drive([agent], lambda: Allocation.objects.filter(job=job, started_at__isnull=False).exists(), timeout=30.0)
         allocation = Allocation.objects.get(job=job)
         assert set(agent.members) == {allocation.generation}
         assert agent.counters["prefetched"] >= 1
@@ -255,7 +258,7 @@ def test_a_wake_up_that_carries_the_desired_state_starts_the_job_without_a_fetch
         # Cancelled: the stop comes with the wake-up too, and the job ends cancelled.
         taken = agent.counters["prefetched"]
         assert transitions.cancel_job(Job.objects.get(pk=job.pk), "test")
-        drive([agent], lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, timeout=10.0)
+        drive([agent], lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, timeout=60.0)
         assert agent.counters["prefetched"] > taken and not agent.members
     finally:
         stop.set()
