@@ -202,7 +202,8 @@ def test_a_dead_receiver_costs_one_timeout_a_round_and_loses_nothing(fleet: Loop
         took = time.monotonic() - started
 
         assert (sent.failed, sent.postponed) == (1, 7)
-        assert took < 2.0, took  # one 0.5 s timeout, not eight
+        assert stuck.hung == 1, "one POST tried"
+        assert took < 8 * 0.5, took  # one 0.5 s timeout, not eight
         rows = list(NotificationDelivery.objects.filter(hook=h).order_by("id"))
         assert [r.attempts for r in rows] == [1, 0, 0, 0, 0, 0, 0, 0]  # only the one tried counts an attempt
         assert all(r.delivered_at is None and r.next_attempt_at is not None for r in rows)
@@ -222,12 +223,11 @@ def test_a_dead_receiver_does_not_slow_the_scheduling_cycle(fleet: LoopFleet, al
         hook(alice, stuck.url, ["started"])
         register_node("n-1")
         jobs = [job_of(fleet, alice, f"j{i}") for i in range(4)]
-        started = time.monotonic()
         assert cycle.run_cycle("worker-1").binds == 4
-        took = time.monotonic() - started
         assert NotificationDelivery.objects.filter(job__in=jobs, event="started").count() == 4
-        assert not stuck.received
-        assert took < 4 * 0.5, took
+        # nothing reached the receiver (until 6 Dec this was a time bound, the cycle under 2 s,
+        # four timeouts' worth, which a loaded machine's cycle alone could pass)
+        assert not stuck.received and stuck.hung == 0, "the cycle sent nothing"
 
 
 def test_a_hook_reads_as_failing_after_5_failed_attempts_in_a_row(fleet: LoopFleet, alice: Any) -> None:
@@ -376,26 +376,38 @@ def test_events_nobody_can_subscribe_to_cost_no_query(fleet: LoopFleet, alice: A
 
 
 @pytest.mark.django_db(transaction=True)
-def test_the_embedded_sender_delivers_within_a_second_of_the_commit(receiver: Receiver, settings: Any) -> None:
+def test_the_embedded_sender_delivers_when_a_commit_wakes_it_not_at_its_interval(
+        receiver: Receiver, settings: Any) -> None:
+    # Its interval is an hour here: a delivery within the minute this waits is the wake-up's.
+    # (Until 6 Dec: a 30-s interval, 0.2 s slept for its first round, and "within 1 s" asserted,
+    # which a loaded machine could miss and a slow first round could pass without a wake-up.)
     from controlplane import embedded
 
-    settings.QM = {**settings.QM, "IN_PROCESS_LOOP": True, "NOTIFY_INTERVAL_S": 30}
+    settings.QM = {**settings.QM, "IN_PROCESS_LOOP": True, "NOTIFY_INTERVAL_S": 3600}
     fleet = build_loop_fleet()
     alice = f.make_user("alice", team=fleet.team)
     hook(alice, receiver.url, ["started"])
     node, _ = register_node("n-1")
     loop = embedded.notification_loop()
+    first_round = threading.Event()
+    (deliver,) = loop.steps
+
+    def told() -> object:
+        try:
+            return deliver()
+        finally:
+            first_round.set()
+
+    loop.steps = [told]
     loop.start()
     try:
-        time.sleep(0.2)  # its first (empty) round is done: what follows comes from the wake-up
-        committed = time.monotonic()
+        assert first_round.wait(60)  # its first (empty) round is done: what follows comes from the wake-up
         bind(job_of(fleet, alice), {node: [0]})
-        (got,) = receiver.wait_for(1, timeout=5)
-        latency = got.at - committed
+        got = receiver.wait_for(1, timeout=60)
     finally:
         loop.stop()
-        loop.join(5)
-    assert latency < 1.0, latency  # woken on commit, not at its 30 s interval
+        loop.join(60)
+    assert [r.json()["event"] for r in got] == ["started"]
 
 
 @pytest.mark.django_db(transaction=True)

@@ -3,7 +3,8 @@
 It records every POST (headers and body) and answers with the next status of `statuses`
 (200 once they run out). `on_post`, when given, is called with each POST before it is answered
 (the POST still on the wire: a test changes the hook there). `hang=True` accepts the connection
-and never answers (a receiver that is up but stuck); `dead_url()` is a port nothing listens on.
+and never answers (a receiver that is up but stuck), counting the POSTs it holds (`hung`);
+`dead_url()` is a port nothing listens on.
 The receiver is on a loopback address, which a hook may reach only when
 QM_WEBHOOK_ALLOWED_NETWORKS holds it: tests that deliver to it allow `LOOPBACK`.
 """
@@ -42,6 +43,7 @@ class Receiver:
     keyfile: str = ""
     on_post: Callable[[Received], None] | None = None
     received: list[Received] = field(default_factory=list)
+    hung: int = 0  # with `hang`: the POSTs held unanswered
     url: str = ""
     _server: ThreadingHTTPServer | None = None
     _release: threading.Event = field(default_factory=threading.Event)
@@ -55,6 +57,8 @@ class Receiver:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
                 if receiver.hang:
+                    with receiver._got:
+                        receiver.hung += 1
                     receiver._release.wait(30)
                     return
                 got = Received(self.path, {k: v for k, v in self.headers.items()}, body, time.monotonic())
