@@ -12,6 +12,7 @@ that starts listening mid-test.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -388,10 +389,16 @@ def test_a_worker_that_loses_the_broker_gives_up_the_lead_and_reconnects_every_s
     with capsys.disabled():
         print(f"\nworker lost the broker: beat led {gone_s:.1f} s after (lease {lease_s} s); "
               f"broker back: the worker led again {back_s:.1f} s after")
-    assert gone_s < 10, gone_s
-    assert back_s < 6, back_s
     text = worker_log.read_text(errors="replace")
+    # It gave the lead up (the lease would have held it 60 s) and tried the broker every second
+    # through the outage (Celery's own waits grow by 2 s a try): said by the worker itself, and
+    # the wall-clock bounds only well short of what they exclude (until 6 Dec 10 s and 6 s, which
+    # a loaded machine's slow reconnect could pass).
     assert text.count("broker connection lost: gave up the scheduler's lead") == 1, text[-4000:]
+    waits = re.findall(r"Trying again in ([\d.]+) seconds?", text)
+    assert len(waits) >= 5 and set(waits) == {"1.00"}, waits
+    assert gone_s < 30, gone_s
+    assert back_s < 20, back_s
 
 
 def test_a_broker_behind_a_partition_that_drops_packets_hangs_nothing(
