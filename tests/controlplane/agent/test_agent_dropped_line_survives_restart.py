@@ -95,7 +95,7 @@ def test_the_dropped_line_survives_when_the_control_plane_took_the_chunk_in_flig
 
     # 100,000 bytes go out; the control plane stores them, and the reply is lost
     (tmp_path / "go1").touch()
-    wait_for(lambda: rank_file.stat().st_size == len("start\n") + 100_000, 10, "the first 100,000 bytes")
+    wait_for(lambda: rank_file.stat().st_size == len("start\n") + 100_000, 30, "the first 100,000 bytes")
     client.lose_replies = 1
     drive(first, lambda: client.lose_replies == 0)
     sent = client.bodies[-1]["logs"]

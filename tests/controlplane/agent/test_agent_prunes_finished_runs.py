@@ -74,14 +74,14 @@ def test_a_real_agent_removes_a_finished_runs_directory_once_its_output_is_shipp
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
     agent = start_agent(live_server.url, tmp_path / "state", "gpu-disk", log, options=("--no-wake", "--keep-output-s", "0"))
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-disk", state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name="gpu-disk", state=NodeState.READY).exists(), 60, "the node")
         job = make_job(fleet, gpus=2, command="seq 1 2000; echo \"rank $RANK done\"")
         assert cycle.run_cycle("test").binds == 1
         workdir = tmp_path / "state" / "gpu-disk" / f"g{Allocation.objects.get(job=job).generation}"
-        wait_for(lambda: workdir.exists(), 10, "the run's directory")
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 30, "the job to end")
+        wait_for(lambda: workdir.exists(), 30, "the run's directory")
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, "the job to end")
 
-        wait_for(lambda: not workdir.exists(), 15, "the run's directory to be removed")
+        wait_for(lambda: not workdir.exists(), 60, "the run's directory to be removed")
         # Removed only after its output was all taken: the control plane holds every line.
         for rank in (0, 1):
             text = job_logs.read(Job.objects.get(pk=job.pk), rank=rank, tail_bytes=job_logs.keep_bytes()).text
@@ -175,13 +175,13 @@ def test_a_real_agent_removes_the_directory_of_a_run_it_could_not_launch(live_se
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
     agent = start_agent(live_server.url, tmp_path / "state", "gpu-disk-fail", log, options=("--no-wake", "--keep-output-s", "0"))
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-disk-fail", state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name="gpu-disk-fail", state=NodeState.READY).exists(), 60, "the node")
         job = make_job(fleet, gpus=2, command="echo never", env={"BAD=NAME": "1"})
         assert cycle.run_cycle("test").binds == 1
         generation = Allocation.objects.get(job=job).generation
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.FAILED, 20, "the job to fail")
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.FAILED, 60, "the job to fail")
 
-        wait_for(lambda: not (tmp_path / "state" / "gpu-disk-fail" / f"g{generation}").exists(), 15,
+        wait_for(lambda: not (tmp_path / "state" / "gpu-disk-fail" / f"g{generation}").exists(), 60,
                  "the failed launch's directory to be removed")
     finally:
         stop_agent(agent)

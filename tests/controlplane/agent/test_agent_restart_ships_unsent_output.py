@@ -49,7 +49,7 @@ def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any,
     first = start_agent(live_server.url, state, "gpu-crash", log)
     second = None
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-crash", state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name="gpu-crash", state=NodeState.READY).exists(), 60, "the node")
         # Each rank says it started, waits, then prints its last words: 150,000 bytes of numbers
         # (more than a contact carries) and why it is about to fail; then it hangs.
         job = make_job(fleet, gpus=2, command=(
@@ -60,14 +60,14 @@ def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any,
         assert cycle.run_cycle("test").binds == 1
         generation = Allocation.objects.get(job=job).generation
         for rank in (0, 1):
-            wait_for(lambda rank=rank: output(job, rank) == f"rank {rank} starting\n", 20, f"rank {rank}'s first line")
+            wait_for(lambda rank=rank: output(job, rank) == f"rank {rank} starting\n", 60, f"rank {rank}'s first line")
 
         first.send_signal(signal.SIGUSR1)  # cut off: nothing more leaves the node
-        wait_for(lambda: b"partitioned" in (tmp_path / "agent.log").read_bytes(), 10, "the partition")
+        wait_for(lambda: b"partitioned" in (tmp_path / "agent.log").read_bytes(), 30, "the partition")
         trigger.touch()
         workdir = state / "gpu-crash" / f"g{generation}"
         wait_for(lambda: all(b"illegal memory access" in (workdir / f"rank{r}.log").read_bytes() for r in (0, 1)),
-                 10, "the last words on disk")
+                 30, "the last words on disk")
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=10)
         on_disk = {r: (workdir / f"rank{r}.log").read_bytes() for r in (0, 1)}
@@ -81,14 +81,14 @@ def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any,
         second = start_agent(live_server.url, state, "gpu-crash", log)
 
         for rank in (0, 1):
-            wait_for(lambda rank=rank: output(job, rank).encode() == on_disk[rank], 30, f"rank {rank}'s tail")
+            wait_for(lambda rank=rank: output(job, rank).encode() == on_disk[rank], 60, f"rank {rank}'s tail")
         assert output(job, 1).endswith("rank 1: RuntimeError: CUDA error: an illegal memory access was encountered\n")
         # Shipped over several contacts (64 KiB a rank each), once: no byte twice, none missing.
         assert JobLogChunk.objects.filter(job=job, generation=generation, rank=0).count() >= 3
         read = job_logs.read(Job.objects.get(pk=job.pk), rank=0, generation=generation, offset=0)
         assert read.end_offset == len(on_disk[0]) and "never received" not in read.text
         # Then forgotten: marked done, so a third agent would ship none of it again.
-        wait_for(lambda: (read_record(workdir / RECORD_NAME) or (0, {}, False))[2], 10, "the record marked done")
+        wait_for(lambda: (read_record(workdir / RECORD_NAME) or (0, {}, False))[2], 30, "the record marked done")
         assert ProcessLauncher(state, "gpu-crash", None).unshipped_output() == []
         assert b"shipping the output a previous agent left unsent" in (tmp_path / "agent.log").read_bytes()
     finally:

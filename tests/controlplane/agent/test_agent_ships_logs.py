@@ -30,7 +30,7 @@ from tests.controlplane.agent.real_agent import start_agent, stop_agent, wait_fo
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet, make_job
 
 
-def drive(agent: NodeAgent, until: Callable[[], bool], timeout: float = 20.0) -> None:
+def drive(agent: NodeAgent, until: Callable[[], bool], timeout: float = 60.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         time.sleep(min(agent.step(), 0.05))
@@ -82,13 +82,13 @@ def test_a_real_agent_ships_each_ranks_printed_lines_once_and_in_order(live_serv
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
     agent = start_agent(live_server.url, tmp_path / "state", "gpu-out", log)
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-out", state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name="gpu-out", state=NodeState.READY).exists(), 60, "the node")
         # Lines over several heartbeats, stderr too, and a character of two bytes at the end.
         job = make_job(fleet, gpus=2, command=(
             "for i in 1 2 3 4 5; do echo \"rank $RANK line $i\"; sleep 0.3; done; "
             "echo \"rank $RANK to stderr\" >&2; printf 'caf\\303\\251\\n'"))
         assert cycle.run_cycle("test").binds == 1
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 30, "the job to end")
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, "the job to end")
 
         for rank in (0, 1):
             expected = "".join(f"rank {rank} line {i}\n" for i in range(1, 6)) + f"rank {rank} to stderr\ncafé\n"

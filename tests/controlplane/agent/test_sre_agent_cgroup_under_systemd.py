@@ -114,7 +114,7 @@ def _kill_agent(agent: subprocess.Popen[str]) -> None:
 
 
 def _escaped(workdir: Path) -> int:
-    wait_for(lambda: (workdir / "escaped.pid").exists(), 10, "the escaped child to start", every=0.02)
+    wait_for(lambda: (workdir / "escaped.pid").exists(), 30, "the escaped child to start", every=0.02)
     pid = int((workdir / "escaped.pid").read_text())
     assert alive(pid)
     return pid
@@ -149,8 +149,8 @@ def test_an_agent_in_a_delegated_cgroup_puts_its_runs_under_it(service: Path, tm
         assert (tmp_path / "gpu-sd" / PARENT_RECORD).read_text() == f"{parent}\n"
 
         _kill_agent(agent)  # kill -9 (its reaper, in a session of its own, lives on and acts)
-        wait_for(lambda: not alive(escaped), 5, "the reaper to kill the escaped child", every=0.02)
-        wait_for(lambda: not (parent / "g7").exists(), 5, "the reaper to remove the run's cgroup", every=0.02)
+        wait_for(lambda: not alive(escaped), 30, "the reaper to kill the escaped child", every=0.02)
+        wait_for(lambda: not (parent / "g7").exists(), 30, "the reaper to remove the run's cgroup", every=0.02)
     finally:
         _kill_agent(agent)
         kill_if_alive(escaped)
@@ -167,9 +167,9 @@ def test_an_agent_in_a_threaded_cgroup_falls_back_to_the_mount_top(service: Path
         assert agent.stdout is not None
         agent.stdout.readline()
         assert Path(agent.stdout.readline().strip()) == parent
-        wait_for(lambda: (parent / "g7").is_dir() and containment.pids(parent / "g7"), 10, "the run in its cgroup")
+        wait_for(lambda: (parent / "g7").is_dir() and containment.pids(parent / "g7"), 30, "the run in its cgroup")
         _kill_agent(agent)
-        wait_for(lambda: not (parent / "g7").exists(), 5, "the reaper to remove the run's cgroup", every=0.02)
+        wait_for(lambda: not (parent / "g7").exists(), 30, "the reaper to remove the run's cgroup", every=0.02)
     finally:
         _kill_agent(agent)
         _remove_tree(parent)
@@ -204,14 +204,14 @@ def test_an_agent_restarted_at_the_mount_top_sweeps_what_one_in_a_service_cgroup
         reaper = int(agent.stdout.readline())
         escaped = _escaped(tmp_path / "gpu-mv" / "g7")
         os.kill(reaper, signal.SIGKILL)  # the reaper could not do its work (killed first)
-        wait_for(lambda: not alive(reaper), 5, "the reaper's death", every=0.02)
+        wait_for(lambda: not alive(reaper), 30, "the reaper's death", every=0.02)
         _kill_agent(agent)
         assert alive(escaped) and (parent / "g7").is_dir(), "left behind"
 
         launcher = ProcessLauncher(tmp_path, "gpu-mv", devices=None)
         assert launcher.cgroups is not None and launcher.cgroups.parent.parent == MOUNT
         assert escaped in launcher.sweep_leftovers()
-        wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
+        wait_for(lambda: not alive(escaped), 30, "the escaped child to die", every=0.02)
         assert not parent.exists(), "the old parent is removed once emptied"
         assert (tmp_path / "gpu-mv" / PARENT_RECORD).read_text() == f"{launcher.cgroups.parent}\n"
     finally:
@@ -237,7 +237,7 @@ def test_an_agent_in_a_service_cgroup_sweeps_what_an_agent_from_before_left_at_t
         assert agent.stdout is not None
         assert str(escaped) in agent.stdout.readline().split()
         assert Path(agent.stdout.readline().strip()).parent == service
-        wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
+        wait_for(lambda: not alive(escaped), 30, "the escaped child to die", every=0.02)
         assert not old.cgroups.parent.exists()
     finally:
         if agent is not None:
@@ -254,7 +254,7 @@ def test_a_real_qm_agent_in_a_service_cgroup_runs_its_job_under_it(live_server: 
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     agent = start_agent(live_server.url, tmp_path / "state", "gpu-unit", log, gpus=1, cgroup=service)
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-unit", state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name="gpu-unit", state=NodeState.READY).exists(), 60, "the node")
         assert _cgroup_of(agent.pid) == "/" + service.name
         job = make_job(fleet, gpus=1, command="echo $$ > rank.pid; exec sleep 60")
         assert cycle.run_cycle("test").binds == 1

@@ -39,7 +39,7 @@ ESCAPED = ("env -i setsid /bin/sh -c 'trap \"\" TERM; echo $$ > escaped.tmp; mv 
 
 
 def _escaped(workdir: Path) -> int:
-    wait_for(lambda: (workdir / "escaped.pid").exists(), 10, "the escaped child to start", every=0.02)
+    wait_for(lambda: (workdir / "escaped.pid").exists(), 30, "the escaped child to start", every=0.02)
     pid = int((workdir / "escaped.pid").read_text())
     assert alive(pid)
     assert b"QM_AGENT_NODE" not in Path(f"/proc/{pid}/environ").read_bytes(), "it carries no marker"
@@ -84,7 +84,7 @@ def test_a_restarted_agent_kills_and_removes_what_its_predecessor_left_in_a_run_
         cgroup = launcher.cgroups.parent / "g7"  # type: ignore[union-attr]
 
         assert escaped in ProcessLauncher(tmp_path, "gpu-c3", devices=None).sweep_leftovers()
-        wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
+        wait_for(lambda: not alive(escaped), 30, "the escaped child to die", every=0.02)
         assert not cgroup.exists()
     finally:
         kill_if_alive(escaped)
@@ -101,8 +101,8 @@ def test_kill_9_of_the_agent_kills_what_its_run_cgroups_hold(tmp_path: Path) -> 
         agent.kill()
         agent.wait()
 
-        wait_for(lambda: not alive(escaped), 5, "the reaper to kill the escaped child", every=0.02)
-        wait_for(lambda: not (parent / "g7").exists(), 5, "the reaper to remove the run's cgroup", every=0.02)
+        wait_for(lambda: not alive(escaped), 30, "the reaper to kill the escaped child", every=0.02)
+        wait_for(lambda: not (parent / "g7").exists(), 30, "the reaper to remove the run's cgroup", every=0.02)
     finally:
         if agent.poll() is None:
             agent.kill()
@@ -194,7 +194,7 @@ def test_a_restarted_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_pat
         member.procs[0].wait()  # type: ignore[attr-defined]  # the agent died before it looked
 
         assert escaped in ProcessLauncher(tmp_path, "gpu-c10", devices=None).sweep_leftovers()
-        wait_for(lambda: not alive(escaped), 5, "the escaped child to die", every=0.02)
+        wait_for(lambda: not alive(escaped), 30, "the escaped child to die", every=0.02)
         assert not cgroup.exists()
     finally:
         kill_if_alive(escaped)
@@ -214,8 +214,8 @@ def test_kill_9_of_the_agent_removes_a_run_cgroup_holding_one_the_job_made(tmp_p
         agent.kill()
         agent.wait()
 
-        wait_for(lambda: not alive(escaped), 5, "the reaper to kill the escaped child", every=0.02)
-        wait_for(lambda: not cgroup.exists(), 5, "the reaper to remove the run's cgroup", every=0.02)
+        wait_for(lambda: not alive(escaped), 30, "the reaper to kill the escaped child", every=0.02)
+        wait_for(lambda: not cgroup.exists(), 30, "the reaper to remove the run's cgroup", every=0.02)
     finally:
         if agent.poll() is None:
             agent.kill()

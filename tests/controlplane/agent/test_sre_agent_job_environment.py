@@ -33,12 +33,12 @@ def test_sre_each_job_sees_only_its_own_gpus_generation_and_directory_and_never_
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
     agent = start_agent(live_server.url, state, "gpu-env", log, gpus=4, options=())
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-env", state=NodeState.READY).exists(), 20, "the node to register")
+        wait_for(lambda: Node.objects.filter(name="gpu-env", state=NodeState.READY).exists(), 60, "the node to register")
         # The whole environment, NUL-separated as /proc has it, and the working directory.
         command = "env -0 > env.$LOCAL_RANK; pwd > pwd.$LOCAL_RANK"
         jobs = [make_job(fleet, gpus=2, name=f"env-{i}", command=command) for i in range(2)]
         assert cycle.run_cycle("test").binds == 2
-        wait_for(lambda: all(Job.objects.get(pk=j.pk).state == JobState.SUCCEEDED for j in jobs), 30,
+        wait_for(lambda: all(Job.objects.get(pk=j.pk).state == JobState.SUCCEEDED for j in jobs), 60,
               "both jobs to succeed")
 
         seen: list[set[str]] = []

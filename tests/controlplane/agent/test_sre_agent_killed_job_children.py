@@ -36,13 +36,13 @@ def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_serv
     agent = start_agent(live_server.url, tmp_path / "state", "gpu-sre-kill9", log)
     children: list[int] = []
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-sre-kill9", state=NodeState.READY).exists(), 20, "the node to register")
+        wait_for(lambda: Node.objects.filter(name="gpu-sre-kill9", state=NodeState.READY).exists(), 60, "the node to register")
         job = make_job(fleet, gpus=2, command="sleep 120 & echo $! > child.$LOCAL_RANK; wait")
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING
               and len(list((tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*"))) == 2
               and all(p.read_text().strip() for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")),
-              20, "the job's processes to start")
+              60, "the job's processes to start")
         children = [int(p.read_text()) for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")]
         assert all(alive(pid) for pid in children)
 

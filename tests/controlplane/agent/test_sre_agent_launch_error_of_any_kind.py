@@ -36,18 +36,18 @@ def test_a_job_whose_env_cannot_be_given_to_a_process_fails_126_and_the_agent_se
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
     agent = start_agent(live_server.url, state, "gpu-bad-env", log, gpus=4)
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-bad-env", state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name="gpu-bad-env", state=NodeState.READY).exists(), 60, "the node")
         steady = make_job(fleet, gpus=2, name="steady", command="exec sleep 120")
         assert cycle.run_cycle("test").binds == 1
-        wait_for(lambda: Job.objects.get(pk=steady.pk).state == JobState.RUNNING, 20, "the steady job to run")
+        wait_for(lambda: Job.objects.get(pk=steady.pk).state == JobState.RUNNING, 60, "the steady job to run")
         steady_generation = Allocation.objects.get(job=steady).generation
-        wait_for(lambda: marked_processes("gpu-bad-env", {steady_generation}), 10, "the steady job's process")
+        wait_for(lambda: marked_processes("gpu-bad-env", {steady_generation}), 30, "the steady job's process")
         steady_pids = marked_processes("gpu-bad-env", {steady_generation})
 
         bad = make_job(fleet, gpus=1, name="bad-env", command="echo never", env={"BAD=NAME": "1"})
         assert cycle.run_cycle("test").binds == 1
         bad_generation = Allocation.objects.get(job=bad).generation
-        wait_for(lambda: Job.objects.get(pk=bad.pk).state == JobState.FAILED, 20, "the bad job to fail")
+        wait_for(lambda: Job.objects.get(pk=bad.pk).state == JobState.FAILED, 60, "the bad job to fail")
 
         assert Job.objects.get(pk=bad.pk).exit_code == 126
         # its owner reads why in the job's history, not only the node's log
@@ -67,7 +67,7 @@ def test_a_job_whose_env_cannot_be_given_to_a_process_fails_126_and_the_agent_se
         # and the agent launches what comes next
         after = make_job(fleet, gpus=1, name="after", command="exit 0")
         assert cycle.run_cycle("test").binds == 1
-        wait_for(lambda: Job.objects.get(pk=after.pk).state == JobState.SUCCEEDED, 20, "the next job to succeed")
+        wait_for(lambda: Job.objects.get(pk=after.pk).state == JobState.SUCCEEDED, 60, "the next job to succeed")
         assert agent.poll() is None
     finally:
         stop_agent(agent)

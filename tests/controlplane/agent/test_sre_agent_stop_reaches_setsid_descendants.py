@@ -40,7 +40,7 @@ STRAY = "setsid sh -c 'trap \"\" TERM; echo $$ > stray.tmp; mv stray.tmp stray.p
 
 
 def _stray(workdir: Path) -> int:
-    wait_for(lambda: (workdir / "stray.pid").exists(), 10, "the stray to start", every=0.02)
+    wait_for(lambda: (workdir / "stray.pid").exists(), 30, "the stray to start", every=0.02)
     pid = int((workdir / "stray.pid").read_text())
     assert alive(pid)
     return pid
@@ -80,7 +80,7 @@ def test_a_restarted_agent_kills_what_its_predecessor_left_in_a_session_of_its_o
         member.procs[0].wait()  # type: ignore[attr-defined]  # the agent died before it looked
 
         assert stray in ProcessLauncher(tmp_path, "gpu-s3", devices=None).sweep_leftovers()
-        wait_for(lambda: not alive(stray), 5, "the stray to die", every=0.02)
+        wait_for(lambda: not alive(stray), 30, "the stray to die", every=0.02)
     finally:
         kill_if_alive(stray)
 
@@ -113,7 +113,7 @@ def test_kill_9_of_the_agent_kills_what_its_jobs_started_in_a_session_of_their_o
         agent.kill()
         agent.wait()
 
-        wait_for(lambda: not alive(stray), 5, "the reaper to kill the stray", every=0.02)
+        wait_for(lambda: not alive(stray), 30, "the reaper to kill the stray", every=0.02)
     finally:
         if agent.poll() is None:
             agent.kill()
@@ -129,14 +129,14 @@ def test_sre_a_cancelled_jobs_gpus_are_freed_only_after_its_setsid_child_is_dead
     agent = start_agent(live_server.url, tmp_path / "state", "gpu-sre", log, gpus=1)
     stray = None
     try:
-        wait_for(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 20, "the node to register", every=0.02)
+        wait_for(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 60, "the node to register", every=0.02)
         job = make_job(fleet, gpus=1, command=f"{STRAY} exec sleep 120")
         assert cycle.run_cycle("test").binds == 1
         workdir = tmp_path / "state" / "gpu-sre" / f"g{Allocation.objects.get(job=job).generation}"
         stray = _stray(workdir)
 
         transitions.cancel_job(Job.objects.get(pk=job.pk), "user:alice")
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, 20, "the job to end cancelled", every=0.02)
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.CANCELLED, 60, "the job to end cancelled", every=0.02)
 
         assert Allocation.objects.get(job=job).state == AllocationState.RELEASED
         assert not alive(stray), "the GPU was freed while a process of its old owner still ran"

@@ -58,23 +58,23 @@ def test_sre_a_job_writing_progress_out_of_range_or_unreadable_succeeds_and_the_
     agent = start_agent(live_server.url, tmp_path / "state", node, log,
                         options=("--no-wake", "--sample-interval", "0.2"))
     try:
-        wait_for(lambda: Node.objects.filter(name=node, state=NodeState.READY).exists(), 20, "the node")
+        wait_for(lambda: Node.objects.filter(name=node, state=NodeState.READY).exists(), 60, "the node")
         steady = make_job(fleet, name="steady", command="exec sleep 120")
         assert cycle.run_cycle("test").binds == 1
-        wait_for(lambda: Job.objects.get(pk=steady.pk).state == JobState.RUNNING, 20, "the steady job to run")
+        wait_for(lambda: Job.objects.get(pk=steady.pk).state == JobState.RUNNING, 60, "the steady job to run")
         steady_generation = Allocation.objects.get(job=steady).generation
-        wait_for(lambda: marked_processes(node, {steady_generation}), 10, "the steady job's process")
+        wait_for(lambda: marked_processes(node, {steady_generation}), 30, "the steady job's process")
         steady_pids = marked_processes(node, {steady_generation})
 
         job = make_job(fleet, name=case, command=WRITES[case])
         assert cycle.run_cycle("test").binds == 1
-        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 20, f"the job ({case}) to succeed")
+        wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, f"the job ({case}) to succeed")
 
         assert agent.poll() is None, "the agent died of what a job wrote as its progress"
         if case.startswith("output-file"):
             # what it printed before is shipped, and nothing of what it put in its file's place
             # (before, /dev/zero's NULs were shipped as U+FFFD for as long as the agent ran)
-            wait_for(lambda: output(job) == "started\n", 10, "the job's first line")
+            wait_for(lambda: output(job) == "started\n", 30, "the job's first line")
             time.sleep(1.0)
             assert output(job) == "started\n"
         if case == "nan-tokens":
