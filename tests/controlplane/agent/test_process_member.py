@@ -101,12 +101,17 @@ def test_when_one_rank_dies_the_others_are_stopped(tmp_path: Path) -> None:
 
 
 def test_sigterm_lets_a_job_exit_and_sigkill_ends_one_that_ignores_it(tmp_path: Path) -> None:
-    polite = ProcessMember(assignment("trap 'exit 0' TERM; sleep 30 & wait"), workdir=tmp_path / "polite",
+    polite = ProcessMember(assignment("trap 'exit 0' TERM; touch trapped; sleep 30 & wait"), workdir=tmp_path / "polite",
                            node_name="n", devices=None)
-    stubborn = ProcessMember(assignment("trap '' TERM; sleep 30 & wait; sleep 30", generation=8),
+    stubborn = ProcessMember(assignment("trap '' TERM; touch trapped; sleep 30 & wait; sleep 30", generation=8),
                              workdir=tmp_path / "stubborn",
                              node_name="n", devices=None)
-    time.sleep(0.3)
+    # each shell has set its trap (a 0.3-s sleep here let a loaded machine's SIGTERM come first)
+    for workdir in (tmp_path / "polite", tmp_path / "stubborn"):
+        deadline = time.monotonic() + 60
+        while not (workdir / "trapped").exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert (workdir / "trapped").exists()
 
     polite.terminate()
     stubborn.terminate()
@@ -165,14 +170,15 @@ def test_job_processes_die_with_their_agent(tmp_path: Path, how: str) -> None:
     # the death signal is set (by setpriv or the hook) just before the job's command is exec'd:
     # an agent killed before that, as this test did on a loaded machine, leaves the child to
     # the reaper and the next agent's sweep, not to PR_SET_PDEATHSIG
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while Path(f"/proc/{child}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert Path(f"/proc/{child}/comm").read_text().strip() == "sleep", "the job's command never started"
 
     agent.kill()
     agent.wait()
 
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child)
@@ -182,11 +188,12 @@ def test_a_restarted_agent_kills_what_its_predecessor_left_behind(tmp_path: Path
     launcher = ProcessLauncher(tmp_path, "gpu-07", devices=None)
     member = launcher.launch(assignment("sleep 60 & echo $! > child.pid; wait"))
     pid = member.procs[0].pid  # type: ignore[attr-defined]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     pid_file = tmp_path / "gpu-07" / "g7" / "child.pid"
     # the shell creates the file (the redirection) before echo writes to it: wait for a whole line
     while not (pid_file.exists() and pid_file.read_text().endswith("\n")) and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert pid_file.read_text().endswith("\n"), "the job never wrote its child's pid"
     child = int(pid_file.read_text())
 
     killed = ProcessLauncher(tmp_path, "gpu-07", devices=None).sweep_leftovers()
@@ -204,7 +211,7 @@ def test_the_sweep_finds_children_whose_group_leader_is_gone(tmp_path: Path) -> 
     assert alive(child) and not alive(leader)
 
     assert ProcessLauncher(tmp_path, "gpu-07", devices=None).sweep_leftovers() == [child]
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.02)
     assert not alive(child)

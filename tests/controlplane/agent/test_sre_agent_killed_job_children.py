@@ -41,7 +41,7 @@ def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_serv
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING
               and len(list((tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*"))) == 2
-              and all(p.read_text().strip() for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")),
+              and all(p.read_text().endswith("\n") for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")),
               60, "the job's processes to start")
         children = [int(p.read_text()) for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")]
         assert all(alive(pid) for pid in children)
@@ -49,7 +49,7 @@ def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_serv
         os.kill(agent.pid, signal.SIGKILL)
         agent.wait(timeout=10)
 
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 30
         while any(alive(pid) for pid in children) and time.monotonic() < deadline:
             time.sleep(0.05)
         survivors = [pid for pid in children if alive(pid)]

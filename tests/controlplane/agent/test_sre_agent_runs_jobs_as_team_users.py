@@ -113,13 +113,16 @@ def test_jobs_of_one_team_share_its_user(state_dir: Path) -> None:
 @as_root
 def test_the_agent_still_stops_reads_progress_of_and_cleans_up_a_team_users_job(state_dir: Path) -> None:
     launcher = team_launcher(state_dir)
+    # the trap before the progress line: once the line is read, a SIGTERM finds the trap set
+    # (the other way round, a loaded machine's SIGTERM could come between the two)
     member = launcher.launch(of_team(
-        """echo '{"steps": 5, "useful_tokens": 20480}' >> "$QM_PROGRESS_FILE"; trap 'exit 3' TERM; """
+        """trap 'exit 3' TERM; echo '{"steps": 5, "useful_tokens": 20480}' >> "$QM_PROGRESS_FILE"; """
         "sleep 60 & wait", 4, 41))
     assert isinstance(member, ProcessMember)
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while member.progress().steps != 5 and time.monotonic() < deadline:
         time.sleep(0.02)
+    assert member.progress().steps == 5
 
     member.terminate()
 
@@ -143,15 +146,16 @@ def test_a_team_users_job_dies_with_its_agent(state_dir: Path) -> None:
     agent = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, text=True)
     assert agent.stdout is not None
     child = int(agent.stdout.readline())
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 60
     while Path(f"/proc/{child}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
         time.sleep(0.01)
+    assert Path(f"/proc/{child}/comm").read_text().strip() == "sleep", "the job's command never started"
     assert os.stat(f"/proc/{child}").st_uid == BASE + 4
 
     agent.send_signal(signal.SIGKILL)
     agent.wait()
 
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not alive(child)
