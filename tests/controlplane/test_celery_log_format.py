@@ -97,10 +97,10 @@ def test_a_loop_worker_and_beat_log_one_json_object_per_line(
         "worker", "--quiet", "worker", "-Q", "qm.loop", "-P", "solo", "-n", name,
         "--without-gossip", "--without-mingle", "--without-heartbeat", "--loglevel", "INFO")
     beat_out, beat_err, beat_proc = start("beat", "--quiet", "beat", "--loglevel", "INFO", "--schedule", "beat-schedule")
-    _until(worker_err, "ready.", 30, "the worker's ready line")
+    _until(worker_err, "ready.", 90, "the worker's ready line")
     tasks.tick.apply_async(queue="qm.loop", expires=30)  # as beat would, without waiting for its tick
-    _until(worker_err, "leader elected", 30, "the leader's election")
-    _until(beat_err, "Sending due task", 30, "beat sending a tick")
+    _until(worker_err, "leader elected", 90, "the leader's election")
+    _until(beat_err, "Sending due task", 90, "beat sending a tick")
 
     worker = _json_lines(worker_err)
     elected = [r for r in worker if r["event"] == "leader elected"]
