@@ -14,7 +14,7 @@ from controlplane.choices import EventKind
 from controlplane.models import Event, Job
 from controlplane.services.jobs import SubmitRequest, submit
 from frontend.views.jobs import limit_field
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import ANSWER_TIMEOUT_MS, LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -38,12 +38,12 @@ def test_a_ten_minute_limit_reads_10_minutes_and_round_trips(session: Any) -> No
     expect(page.locator("#change-job label", has=page.locator("[data-field=runtime_limit_s]"))).to_contain_text("Runtime limit (minutes)")
 
     page.click("#change-job button[type=submit]")  # sent back as shown: nothing to change
-    expect(page.locator("#change-result")).to_contain_text("Nothing to change", timeout=5_000)
+    expect(page.locator("#change-result")).to_contain_text("Nothing to change", timeout=ANSWER_TIMEOUT_MS)
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/", 400)
 
     page.fill("#change-job [data-field=runtime_limit_s]", "15")
     page.click("#change-job button[type=submit]")
-    expect(page.locator("#change-result")).to_contain_text("runtime_limit_s 600 s", timeout=5_000)
+    expect(page.locator("#change-result")).to_contain_text("runtime_limit_s 600 s", timeout=ANSWER_TIMEOUT_MS)
     expect(field).to_have_value("15", timeout=LIVE_TIMEOUT_MS)
     job.refresh_from_db()
     assert job.runtime_limit_s == 900

@@ -38,7 +38,7 @@ from controlplane.models import Job, Node
 from controlplane.services.cycle import run_cycle
 from controlplane.services.jobs import SubmitRequest, submit
 from controlplane.services.transitions import cancel_job
-from tests.frontend.test_browser_pages import browser, fill_the_fleet, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import ANSWER_TIMEOUT_MS, browser, fill_the_fleet, session, user  # noqa: F401 (fixtures)
 from tests.frontend.test_pages_fit_laptops_browser import _the_widest_rows
 from tests.frontend.test_pages_headings_and_tables import ROW_NAMED
 
@@ -441,7 +441,7 @@ def test_every_page_is_usable_by_keyboard_and_screen_reader(session: Any, live_s
                 # A field the live check refuses is described by its error, not only marked invalid.
                 tab.page.fill("[data-field=gpus]", "0")
                 gpus = tab.page.locator("[data-field=gpus]")
-                expect(gpus).to_have_attribute("aria-invalid", "true", timeout=5_000)
+                expect(gpus).to_have_attribute("aria-invalid", "true", timeout=ANSWER_TIMEOUT_MS)
                 said = tab.page.evaluate("""() => (document.querySelector('[data-field=gpus]').getAttribute('aria-describedby') || '')
                   .split(' ').filter(Boolean).map(id => document.getElementById(id).textContent).join(' ')""")
                 if "greater than or equal to 1" not in said:

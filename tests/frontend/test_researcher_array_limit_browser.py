@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from controlplane.models import Job
-from tests.frontend.test_browser_pages import browser, session  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import ANSWER_TIMEOUT_MS, browser, session  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -26,12 +26,12 @@ def test_researcher_submits_an_array_of_six_at_most_two_at_a_time(session: Any) 
 
     page.fill("[data-field=array]", "0-5%0")
     error = page.locator('[data-error-for="array"]')
-    expect(error).to_be_visible(timeout=5_000)
+    expect(error).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
     expect(error).to_contain_text("a task limit of 0 would run none of its tasks")
 
     page.fill("[data-field=array]", "0-5%2")
     expect(page.locator("[data-verdict]")).to_contain_text("This fleet can run 6 tasks of 1 GPU, at most 2 at a time",
-                                                           timeout=5_000)
+                                                           timeout=ANSWER_TIMEOUT_MS)
     expect(page.locator("[data-error-for]:visible")).to_have_count(0)
     page.click("#submit-job button[type=submit]")
     page.wait_for_url(re.compile(r".*array_id=.*"))

@@ -13,7 +13,7 @@ from playwright.sync_api import expect
 from controlplane.choices import EventKind
 from controlplane.models import Event, Job
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import ANSWER_TIMEOUT_MS, LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -33,7 +33,7 @@ def test_researcher_changes_a_waiting_job_through_the_form_after_a_refused_value
 
     error = page.locator("#change-job [data-error-for=runtime_limit_s]")
     expect(error).to_contain_text("720000 s (8.3 days) is beyond the maximum of priority class 'research'",
-                                  timeout=5_000)
+                                  timeout=ANSWER_TIMEOUT_MS)
     expect(page.locator("#change-job [data-field=runtime_limit_s]")).to_have_attribute("aria-invalid", "true")
     expect(page.locator("#change-result")).to_have_class("verdict error")
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/", 400)
@@ -48,7 +48,7 @@ def test_researcher_changes_a_waiting_job_through_the_form_after_a_refused_value
 
     expect(page.locator("#change-result")).to_have_text(
         f"Job {job.pk} changed: name before → after, runtime_limit_s 14400 s (4.0 h) → 7200 s (2.0 h), gpus 8 → 16.",
-        timeout=5_000)
+        timeout=ANSWER_TIMEOUT_MS)
     expect(error).to_be_hidden()
     expect(page.locator("#job-title")).to_have_text(f"Job {job.pk}: after", timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("[data-live-html=job-gpus]")).to_contain_text("asked 16")
@@ -63,7 +63,7 @@ def test_researcher_changes_a_waiting_job_through_the_form_after_a_refused_value
 
     # The form now holds what was saved: submitting it unchanged changes nothing.
     page.click("#change-job button[type=submit]")
-    expect(page.locator("#change-result")).to_contain_text("Nothing to change", timeout=5_000)
+    expect(page.locator("#change-result")).to_contain_text("Nothing to change", timeout=ANSWER_TIMEOUT_MS)
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/", 400)
     assert Event.objects.filter(job=job, kind=EventKind.JOB_UPDATED).count() == 1
 
@@ -83,13 +83,13 @@ def test_a_running_jobs_form_changes_its_limit_and_the_server_refuses_raising_it
     page.fill("#change-job [data-field=runtime_limit_s]", "8")
     page.click("#change-job button[type=submit]")
     expect(page.locator("#change-job [data-error-for=runtime_limit_s]")).to_have_text(
-        "only an admin may raise a running job's runtime limit", timeout=5_000)
+        "only an admin may raise a running job's runtime limit", timeout=ANSWER_TIMEOUT_MS)
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/", 403)
 
     page.fill("#change-job [data-field=runtime_limit_s]", "3")
     page.click("#change-job button[type=submit]")
     expect(page.locator("#change-result")).to_have_text(
-        f"Job {job.pk} changed: runtime_limit_s 14400 s (4.0 h) → 10800 s (3.0 h).", timeout=5_000)
+        f"Job {job.pk} changed: runtime_limit_s 14400 s (4.0 h) → 10800 s (3.0 h).", timeout=ANSWER_TIMEOUT_MS)
     assert Job.objects.get(pk=job.pk).runtime_limit_s == 10800
 
 
@@ -102,7 +102,7 @@ def test_researcher_holds_a_job_with_a_reason_typed_on_its_page(session: Any) ->
     # Too long: the server's words, nothing held, what was typed stays to be fixed.
     page.fill("#hold-reason-input", "x" * 201)
     page.click("#hold-job")
-    expect(page.locator("#action-result")).to_contain_text("reason", timeout=5_000)
+    expect(page.locator("#action-result")).to_contain_text("reason", timeout=ANSWER_TIMEOUT_MS)
     expect(page.locator("#action-result")).to_contain_text("at most 200 characters (201 given)")
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/hold/", 400)
     expect(page.locator("#hold-reason-input")).to_have_value("x" * 201)

@@ -14,7 +14,7 @@ from playwright.sync_api import expect
 from controlplane.choices import EventKind
 from controlplane.models import Event, JobDependency
 from controlplane.services.jobs import SubmitRequest, submit
-from tests.frontend.test_browser_pages import LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import ANSWER_TIMEOUT_MS, LIVE_TIMEOUT_MS, browser, session, user  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -43,7 +43,7 @@ def test_researcher_changes_what_a_waiting_job_runs_after_through_the_form(sessi
     # A job that does not exist: the server's words under the field (dependencies.1.job), nothing changed.
     field.fill(f"afterok:{pre.pk}:{missing}")
     page.click("#change-job button[type=submit]")
-    expect(error).to_have_text(f"no job {missing} you can see", timeout=5_000)
+    expect(error).to_have_text(f"no job {missing} you can see", timeout=ANSWER_TIMEOUT_MS)
     expect(field).to_have_attribute("aria-invalid", "true")
     expect(page.locator("#change-result")).to_have_class("verdict error")
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/", 400)
@@ -52,7 +52,7 @@ def test_researcher_changes_what_a_waiting_job_runs_after_through_the_form(sessi
     # A cycle (report waits on train): said under the same field.
     field.fill(f"afterok:{down.pk}")
     page.click("#change-job button[type=submit]")
-    expect(error).to_contain_text("a cycle", timeout=5_000)
+    expect(error).to_contain_text("a cycle", timeout=ANSWER_TIMEOUT_MS)
     alice.expect_refusal(f"/api/v1/jobs/{job.pk}/", 400)
     assert _deps(job) == [(pre.pk, "afterok")]
 
@@ -60,7 +60,7 @@ def test_researcher_changes_what_a_waiting_job_runs_after_through_the_form(sessi
     field.fill(f"afterany:{other.pk}")
     page.click("#change-job button[type=submit]")
     expect(page.locator("#change-result")).to_have_text(
-        f"Job {job.pk} changed: dependencies afterok:{pre.pk} → afterany:{other.pk}.", timeout=5_000)
+        f"Job {job.pk} changed: dependencies afterok:{pre.pk} → afterany:{other.pk}.", timeout=ANSWER_TIMEOUT_MS)
     expect(error).to_be_hidden()
     expect(field).not_to_have_attribute("aria-invalid", "true")
     expect(page.locator("#runs-after")).to_contain_text(f"Runs after: job {other.pk} (evaluate)",
@@ -79,7 +79,7 @@ def test_researcher_changes_what_a_waiting_job_runs_after_through_the_form(sessi
         page.click("#change-job button[type=submit]")
     assert sent.value.post_data_json == {"name": "train-2"}
     expect(page.locator("#change-result")).to_have_text(f"Job {job.pk} changed: name train → train-2.",
-                                                        timeout=5_000)
+                                                        timeout=ANSWER_TIMEOUT_MS)
 
     # Emptied: sent as "none", every dependency goes, and so does "Runs after".
     field.fill("")
@@ -87,7 +87,7 @@ def test_researcher_changes_what_a_waiting_job_runs_after_through_the_form(sessi
         page.click("#change-job button[type=submit]")
     assert sent.value.post_data_json == {"dependencies": "none"}
     expect(page.locator("#change-result")).to_have_text(
-        f"Job {job.pk} changed: dependencies afterany:{other.pk} → none.", timeout=5_000)
+        f"Job {job.pk} changed: dependencies afterany:{other.pk} → none.", timeout=ANSWER_TIMEOUT_MS)
     expect(page.locator("#runs-after")).to_have_count(0, timeout=LIVE_TIMEOUT_MS)
     expect(page.locator("#why-waiting")).to_contain_text("Changed by alice")
     expect(field).to_have_value("")

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from controlplane.models import Job
-from tests.frontend.test_browser_pages import browser, session  # noqa: F401 (fixtures)
+from tests.frontend.test_browser_pages import ANSWER_TIMEOUT_MS, browser, session  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -56,7 +56,7 @@ def test_researcher_submits_a_gang_of_two_roles_through_the_form(session: Any) -
 
     expect(page.locator("[data-verdict]")).to_contain_text(
         "This fleet can run 12 GPUs as roles learner 1×8 GPUs (of H100-80GB) + rollout 4×1 GPU (of A100-40GB)",
-        timeout=5_000)
+        timeout=ANSWER_TIMEOUT_MS)
     expect(page.locator("[data-error-for]:visible")).to_have_count(0)
     alice.screenshot("submit-form-roles")
     page.click("#submit-job button[type=submit]")
@@ -91,7 +91,7 @@ def test_removing_every_role_gives_gpus_back_as_typed(session: Any) -> None:  # 
     expect(gpus).not_to_have_attribute("readonly", "")
     expect(page.locator("[data-gpus-from-roles]")).to_be_hidden()
     expect(page.get_by_role("button", name="Add a role")).to_be_focused()
-    expect(page.locator("[data-verdict]")).to_contain_text("This fleet can run 2 GPUs", timeout=5_000)
+    expect(page.locator("[data-verdict]")).to_contain_text("This fleet can run 2 GPUs", timeout=ANSWER_TIMEOUT_MS)
 
 
 def test_a_bad_role_is_named_next_to_its_field_in_the_apis_words(session: Any) -> None:  # noqa: F811
@@ -107,7 +107,7 @@ def test_a_bad_role_is_named_next_to_its_field_in_the_apis_words(session: Any) -
     second = page.locator("[data-role-row]").nth(1)
     members = second.get_by_label("Members")
     error = second.locator('[data-error-for="roles.1.count"]')
-    expect(error).to_be_visible(timeout=5_000)
+    expect(error).to_be_visible(timeout=ANSWER_TIMEOUT_MS)
     expect(members).to_have_attribute("aria-invalid", "true")
     # Only that field: the first role and the second role's other fields carry no error.
     expect(page.locator("[data-error-for]:visible")).to_have_count(1)
@@ -123,15 +123,15 @@ def test_a_bad_role_is_named_next_to_its_field_in_the_apis_words(session: Any) -
 
     # Submitted anyway, the API's refusal lands on the same field; nothing is stored.
     page.click("#submit-job button[type=submit]")
-    expect(page.locator("[data-verdict]")).to_contain_text("roles.1.count", timeout=5_000)
+    expect(page.locator("[data-verdict]")).to_contain_text("roles.1.count", timeout=ANSWER_TIMEOUT_MS)
     expect(error).to_have_text(" ".join(answer["data"]["errors"]["roles.1.count"]))
     assert not Job.objects.filter(name="bad-gang").exists()
 
     # Fixed, the error goes away.
     members.fill("4")
-    expect(error).to_be_hidden(timeout=5_000)
+    expect(error).to_be_hidden(timeout=ANSWER_TIMEOUT_MS)
     expect(members).not_to_have_attribute("aria-invalid", "true")
-    expect(page.locator("[data-verdict]")).to_contain_text("This fleet can run 12 GPUs", timeout=5_000)
+    expect(page.locator("[data-verdict]")).to_contain_text("This fleet can run 12 GPUs", timeout=ANSWER_TIMEOUT_MS)
     alice.expect_refusal("/api/v1/jobs/", 400)  # the two 400s the test provoked
 
 
@@ -148,7 +148,7 @@ def test_role_rows_fit_a_phone(session: Any) -> None:  # noqa: F811
     fill_role(page, 1, name="rollout", count="4", gpus_per_member="16")
     # A member no node can hold is said on its own role's field, naming the role.
     expect(page.locator('[data-error-for="roles.1.gpus_per_member"]')).to_contain_text(
-        "role rollout asks 16 GPUs on one node; the largest node has 8", timeout=5_000)
+        "role rollout asks 16 GPUs on one node; the largest node has 8", timeout=ANSWER_TIMEOUT_MS)
     width = page.evaluate("document.documentElement.scrollWidth")
     assert width <= 390, f"the jobs page with two roles is {width} px wide on a 390 px screen"
     for i in range(2):
