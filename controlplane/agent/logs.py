@@ -41,7 +41,8 @@ in the agent's memory and dies with it). Its work directory holds `shipped.json`
 "ranks": {RANK: [shipped, sent]}, "done", "cap"}` (`cap`: the run's `output_cap` in bytes, null
 for none), written (to a temporary file, then renamed) when the
 run is launched, before a contact that carries its output and after the reply took it: below
-`shipped` every byte was taken by the control plane, and nothing past `sent` was ever sent (a
+`shipped` every byte was taken by the control plane (or dropped in a gap too short for the
+line saying so), and nothing past `sent` was ever sent (a
 line in flight saying bytes were dropped speaks for all of them: `sent` is where they end). An
 agent that starts on the node after one that died (`kill -9`, OOM; the job's processes died with it, by design)
 finds the runs not `done` (`recover`) and ships the rest of their files: first exactly the
