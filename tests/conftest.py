@@ -12,19 +12,21 @@ from controlplane.agent.containment import CGROUP_V2_MOUNTS
 
 @pytest.fixture(autouse=True)
 def _no_sign_in_failures_from_other_tests() -> Iterator[None]:
-    """Each test starts with no failed sign-ins counted against any username, and no failed
-    agent authentications against any address: the counters (api/throttling.py, `login_user`,
-    20 an hour; `agent_auth`, 60 a minute) live in the run's Redis, not in the test's database
-    transaction, and tests that type wrong passwords for alice or admin, or send agent tokens
-    that are refused (all from 127.0.0.1), would otherwise add up to a 429 in a later test."""
+    """Each test starts with no failed sign-ins counted against any username, no sign-ins
+    against any address, and no failed agent authentications against any address: the counters
+    (api/throttling.py, `login_user`, 20 an hour; `login`, 30 a minute; `agent_auth`, 60 a
+    minute) live in the run's Redis, not in the test's database transaction, and tests that type
+    wrong passwords for alice or admin, sign in many times, or send agent tokens that are refused
+    (all from 127.0.0.1), would otherwise add up to a 429 in a later test (a worker's browser test
+    was refused its admins' sign-in on 6 Dec, after other tests' sign-ins in the same minute)."""
     try:
         from django.conf import settings
 
         if getattr(settings, "REDIS_URL", ""):
             from controlplane.api.throttling import _redis
 
-            stale = [key for pattern in ("qm-throttle:login_user:*", "qm-throttle:agent_auth:*")
-                     for key in _redis().scan_iter(match=pattern, count=1000)]
+            patterns = ("qm-throttle:login_user:*", "qm-throttle:login:*", "qm-throttle:agent_auth:*")
+            stale = [key for pattern in patterns for key in _redis().scan_iter(match=pattern, count=1000)]
             if stale:
                 _redis().delete(*stale)
     except Exception:  # noqa: BLE001 - no Django or no Redis in this run: nothing was counted there
