@@ -32,8 +32,6 @@ FREE_COLOUR = "#f1f3f5"
 UNAVAILABLE_COLOUR = "#adb5bd"
 HIGHLIGHT_COLOUR = "#c92a2a"
 TIER_COLOURS = {"allocated": "#1c7ed6", "active": "#f08c00", "productive": "#2b8a3e"}
-#: As qm.js draws every chart: no "Share chart..." (plotly.js 4 offers to hand the figure to its cloud).
-PLOT_CONFIG = {"displaylogo": False, "responsive": True, "showSendToCloud": False}
 #: Every chart's hover label: the page's ink (--ink) on white, framed in its grey.
 HOVER_LABEL = {"bgcolor": "#ffffff", "bordercolor": "#495057", "font": {"color": "#212529"}}
 #: The hover of bars that have no hover text of their own: every bar at the pointer's category in
