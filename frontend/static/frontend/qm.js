@@ -38,8 +38,8 @@
     });
   }
 
-  /* The chart's figures in words (its text alternative: frontend/chart_figures.py), written anew
-     with each live figure so a screen reader reads the numbers the chart now draws. */
+  /* The chart's figures in words (its text alternative: frontend/chart_figures.py), brought up to
+     date with each live figure (writeRows) so a screen reader reads the numbers the chart now draws. */
   /* A cell's words with each date and clock unbreakable (the figure_cell filter's rule); a row's
      header with each hyphenated word held whole (the whole_words filter's: services/whole_words.py),
      so a team's name reads "recommendation-systems", never "recommendation-" / "systems". */
@@ -73,29 +73,62 @@
     el.appendChild(document.createTextNode(String(text).slice(at)));
   }
 
+  /* A table's words as the new figure has them, written in place: a header cell or a cell whose
+     words changed is rewritten, a row is kept (by its time when `keyed`, as the values at each
+     point: a new point's row comes in at the top, the oldest leaves at the foot; else by its
+     place), rows come and go at the ends; the table, its other rows and cells stay the same
+     nodes. Rewritten whole at each live update, a screen reader in the table lost its place
+     and the keyboard its focus. New rows of a keyed table come hidden: showValues shows them. */
+  function cellText(cell) {
+    return Array.isArray(cell) ? cell.map(function (part) { return part && typeof part === "object" ? part.text : String(part); }).join("")
+      : String(cell);
+  }
+
+  function writeRows(table, columns, rows, keyed, rowHeld) {
+    var head = table.tHead.rows[0];
+    columns.forEach(function (column, i) {
+      var th = head.cells[i];
+      if (!th) { th = document.createElement("th"); th.scope = "col"; head.appendChild(th); }
+      if (th.textContent !== column) th.textContent = column;
+    });
+    while (head.cells.length > columns.length) head.removeChild(head.lastElementChild);
+    var body = table.tBodies[0];
+    var kept = new Map();
+    Array.prototype.forEach.call(body.rows, function (tr, i) { kept.set(keyed ? tr.dataset.at : i, tr); });
+    var next = body.firstElementChild;  // where the next row belongs
+    rows.forEach(function (row, place) {
+      var key = keyed ? String(row[0]) : place;
+      var tr = kept.get(key);
+      if (tr) {
+        kept.delete(key);
+      } else {
+        tr = document.createElement("tr");
+        if (keyed) { tr.dataset.at = key; tr.hidden = true; }
+      }
+      row.forEach(function (cell, i) {
+        var el = tr.cells[i];
+        if (el && el.tagName !== (i === 0 ? "TH" : "TD")) { tr.removeChild(el); el = null; }
+        if (!el) {
+          el = document.createElement(i === 0 ? "th" : "td");
+          if (i === 0) el.scope = "row";
+          tr.insertBefore(el, tr.cells[i] || null);
+        } else if (el.textContent === cellText(cell)) {
+          return;
+        }
+        el.textContent = "";
+        writeCell(el, cell, i === 0 ? rowHeld : DATE_OR_CLOCK);
+      });
+      while (tr.cells.length > row.length) tr.removeChild(tr.lastElementChild);
+      if (tr === next) next = next.nextElementSibling;
+      else body.insertBefore(tr, next);
+    });
+    kept.forEach(function (tr) { body.removeChild(tr); });
+  }
+
   function writeFigures(box, table) {
     var details = box.querySelector("[data-chart-figures]");
     if (!details || !table) return;
-    var head = details.querySelector("thead tr");
-    var body = details.querySelector("tbody");
-    head.textContent = "";
-    body.textContent = "";
-    (table.columns || []).forEach(function (column) {
-      var th = document.createElement("th");
-      th.scope = "col";
-      th.textContent = column;
-      head.appendChild(th);
-    });
-    (table.rows || []).forEach(function (row) {
-      var tr = document.createElement("tr");
-      row.forEach(function (cell, i) {
-        var el = document.createElement(i === 0 ? "th" : "td");
-        if (i === 0) el.scope = "row";
-        writeCell(el, cell, i === 0 ? HYPHENATED_WORD : DATE_OR_CLOCK);
-        tr.appendChild(el);
-      });
-      body.appendChild(tr);
-    });
+    writeRows(details.querySelector("table"), table.columns || [], table.rows || [], false, HYPHENATED_WORD);
   }
 
   /* A chart's series shown or hidden. Plotly's legend hides a series at a click: the pointer's
@@ -381,33 +414,14 @@
   }
 
   /* A time series' value at each point (chart_figures.values_table), what a hover says there:
-     written anew with each live figure, and shown for the drawn range, newest first, at most
-     the table's `shown` rows, the note above saying which. */
+     brought up to date in place with each live figure (writeRows), and shown for the drawn
+     range, newest first, at most the table's `shown` rows, the note above saying which. */
   function writeValues(box, table) {
     var details = box.querySelector("[data-chart-values]");
     if (!details) return;
     details.hidden = !table;
     if (!table) return;
-    var head = details.querySelector("thead tr");
-    var body = details.querySelector("tbody");
-    head.textContent = "";
-    body.textContent = "";
-    table.columns.forEach(function (column) {
-      var th = document.createElement("th");
-      th.scope = "col";
-      th.textContent = column;
-      head.appendChild(th);
-    });
-    table.rows.forEach(function (row) {
-      var tr = document.createElement("tr");
-      tr.dataset.at = row[0];
-      row.forEach(function (cell, i) {
-        var el = document.createElement(i === 0 ? "th" : "td");
-        if (i === 0) { el.scope = "row"; writeCell(el, cell); } else { el.textContent = cell; }
-        tr.appendChild(el);
-      });
-      body.appendChild(tr);
-    });
+    writeRows(details.querySelector("table"), table.columns, table.rows, true);
     details.dataset.shown = String(table.shown);
   }
 
@@ -421,8 +435,9 @@
       return !drawn || (at >= drawn[0] && at <= drawn[1]);
     });
     var most = Number(details.dataset.shown) || rows.length;
-    rows.forEach(function (row) { row.hidden = true; });
-    inRange.slice(0, most).forEach(function (row) { row.hidden = false; });
+    // (only a row whose state changes is touched: a screen reader keeps its place)
+    var shown = new Set(inRange.slice(0, most));
+    rows.forEach(function (row) { if (row.hidden === shown.has(row)) row.hidden = !shown.has(row); });
     var words;
     if (!inRange.length) {
       words = "No point in the chart's time range (" + timeOf(drawn[0]) + " to " + timeOf(drawn[1]) + " UTC).";
