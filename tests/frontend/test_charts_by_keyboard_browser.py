@@ -74,8 +74,9 @@ def test_a_heat_map_cell_opens_its_job_by_pointer_and_by_keyboard(session: Any) 
     # (After a live update: the links as qm.js writes them, not only as the server did.)
     alice.open("/")
     alice.page.evaluate("() => QM.poll()")
-    summary = tab_to(alice.page, lambda el: el["tag"] == "summary" and el["chart"] == "heatmap")
-    assert summary["text"] == "Fleet heat map: the figures"
+    summary = tab_to(alice.page, lambda el: el["tag"] == "summary" and el["chart"] == "heatmap"
+                     and el["text"] == "Fleet heat map: the figures")
+    assert summary
     alice.page.keyboard.press("Enter")
     assert alice.page.evaluate("() => document.getElementById('figures-heatmap').open")
     link = tab_to(alice.page, lambda el: el["tag"] == "a" and el["text"] == f"job {cell['job']}")

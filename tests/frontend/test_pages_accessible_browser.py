@@ -7,7 +7,9 @@ figures as a live update rewrites them, ...) heads each body row with it; every 
 name every trace and say its largest value as drawn (after a live update too), each series
 its legend hides at a click has a checkbox above it and "only" beside it, and a time series has
 its time range buttons and its value at each point (tests/frontend/test_charts_by_keyboard_browser.py
-works them); text reads at
+works them), and every chart its axis range, opened on the overview so its fields and buttons are
+named, measured and reached by Tab too (tests/frontend/test_chart_axes_by_keyboard_browser.py works
+them); text reads at
 least 4.5:1 against its background (3:1 when large), the state badges included, and so does the
 text plotly draws in a chart's SVG (ticks, titles, legend, colour bar, and each trace's hover
 label as the pointer brings it up), and every badge says its state in words; Tab reaches every control and link from "Skip to the page" on, with a
@@ -432,8 +434,9 @@ def test_every_page_is_usable_by_keyboard_and_screen_reader(session: Any, live_s
             if path == WHAT_IF:  # Replay pressed; its comparison and charts arrive live; its quota table opened
                 tab.replay()
                 tab.page.click(".quota-table summary")
-            if path == "/":  # the charts and their figures as a live update writes them
+            if path == "/":  # the charts and their figures as a live update writes them, their axis ranges opened
                 tab.page.evaluate("() => QM.poll()")
+                tab.page.evaluate("() => document.querySelectorAll('[data-chart-axes]').forEach(d => { d.open = true; })")
             found = _problems(tab.page, title_word)
             if found:
                 report[f"{who} {path}"] = found

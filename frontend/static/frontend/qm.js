@@ -18,6 +18,8 @@
 
   /* ------------------------------------------------------------------------ charts */
 
+  var AXES = ["xaxis", "yaxis"];
+
   function figureOf(key) {
     var el = document.getElementById("fig-" + key);
     return el ? JSON.parse(el.textContent) : null;
@@ -307,11 +309,48 @@
     return axis && axis.range ? [msOf(axis.range[0]), msOf(axis.range[1])] : null;
   }
 
-  /* The layout to draw with the box's chosen range (a live update keeps it). */
+  /* The range chosen for an axis (a time series' x: its time range; any other axis: one set
+     in its Axis range, or drawn by the pointer), or null: the figure's own. */
+  function chosenOf(box, name) {
+    if (name === "xaxis" && rangesOf(box)) return chosenRange(box);
+    var chosen = (box.qmAxes || {})[name];
+    return chosen ? chosen.slice() : null;
+  }
+
+  /* The layout to draw with the box's chosen ranges (a live update keeps them). */
   function keepRange(box, layout) {
-    var range = chosenRange(box);
-    if (!range) return layout;
-    return Object.assign({}, layout, { xaxis: Object.assign({}, layout.xaxis, { range: range, autorange: false }) });
+    var kept = layout;
+    AXES.forEach(function (name) {
+      var range = chosenOf(box, name);
+      if (!range) return;
+      var axis = {};
+      axis[name] = Object.assign({}, layout[name], { range: range, autorange: false });
+      kept = Object.assign({}, kept, axis);
+    });
+    return kept;
+  }
+
+  /* How the figure itself draws an axis: its fixed range (a utilization's 0 to 100 %, the heat
+     map's slots), else its autorange (true, or "reversed": the heat map's nodes top down). */
+  function figureAxes(layout) {
+    var axes = {};
+    AXES.forEach(function (name) {
+      var axis = layout[name] || {};
+      axes[name] = { range: axis.range ? axis.range.slice() : null,
+                     autorange: axis.autorange === undefined || axis.autorange === false ? true : axis.autorange };
+    });
+    return axes;
+  }
+
+  /* Plotly.relayout's keys drawing each axis as chosen, or as the figure draws it. */
+  function axesUpdate(box) {
+    var update = {};
+    var own = box.qmFigureAxes || figureAxes({});
+    AXES.forEach(function (name) {
+      var range = chosenOf(box, name) || (own[name].range && own[name].range.slice());
+      if (range) update[name + ".range"] = range; else update[name + ".autorange"] = own[name].autorange;
+    });
+    return update;
   }
 
   function syncRanges(box, plot) {
@@ -367,16 +406,15 @@
     return { from: timeOf(from), to: timeOf(from + width) };
   }
 
+  /* Draw the box's chosen ranges (Plotly.relayout), then bring the buttons, the values shown and
+     the axis ranges' fields along. */
   function setRange(box, plot) {
-    var range = chosenRange(box);
-    var update = range ? { "xaxis.range": range } : { "xaxis.autorange": true };
-    // y as the figure draws it (a fixed 0 to 100 %, else autorange): a pointer's zoom may have moved it.
-    if (box.qmFigureY) update["yaxis.range"] = box.qmFigureY.slice(); else update["yaxis.autorange"] = true;
     box.qmRelayout = true;
-    return Plotly.relayout(plot, update).finally(function () {
+    return Plotly.relayout(plot, axesUpdate(box)).finally(function () {
       box.qmRelayout = false;
       syncRanges(box, plot);
       showValues(box, plot);
+      syncAxes(box, plot, true);
     });
   }
 
@@ -391,25 +429,34 @@
       if (!button || !plot.dataset.drawn || !ranges || button.getAttribute("aria-disabled") === "true") return;
       if (button.dataset.span) box.qmRange = button.dataset.span === "all" ? null : { span: Number(button.dataset.span) };
       else box.qmRange = panned(plot, ranges, Number(button.dataset.pan));
+      // y as the figure draws it (a fixed 0 to 100 %, else autorange): a zoom may have narrowed it
+      // to what the stretch of time left behind held.
+      if (box.qmAxes) box.qmAxes.yaxis = null;
       setRange(box, plot);
     });
   }
 
+  /* The pointer's zoom (a drag, the mode bar, a double click) is the range chosen: a live update
+     keeps it, and the time range buttons and the axis ranges' fields follow it. */
   function attachZoom(box, plot) {
     if (plot.dataset.qmZoom || typeof plot.on !== "function") return;
     plot.dataset.qmZoom = "1";
     plot.on("plotly_relayout", function (change) {
-      if (box.qmRelayout || !change || !rangesOf(box)) return;
-      if (change["xaxis.autorange"]) {
-        box.qmRange = null;
-      } else if ("xaxis.range[0]" in change || "xaxis.range" in change) {
-        var range = plot.layout.xaxis.range;
-        box.qmRange = { from: String(range[0]), to: String(range[1]) };
-      } else {
-        return;
-      }
+      if (box.qmRelayout || !change) return;
+      var moved = false;
+      AXES.forEach(function (name) {
+        var range;
+        if (change[name + ".autorange"] !== undefined) range = null;
+        else if (name + ".range[0]" in change || name + ".range" in change) range = plot.layout[name].range.slice();
+        else return;
+        moved = true;
+        if (name === "xaxis" && rangesOf(box)) box.qmRange = range && { from: String(range[0]), to: String(range[1]) };
+        else (box.qmAxes = box.qmAxes || {})[name] = range;
+      });
+      if (!moved) return;
       syncRanges(box, plot);
       showValues(box, plot);
+      syncAxes(box, plot, true);
     });
   }
 
@@ -453,6 +500,274 @@
     if (note.textContent !== words) note.textContent = words;
   }
 
+  /* An axis' range by keyboard: plotly zooms by a drag of the pointer (its mode bar's buttons step
+     in and out), on any axis of any chart; a time series' buttons above set its x alone. Under
+     each chart, "…: axis range" opens a small form per axis, From and To (a number as the axis
+     says it, a time in UTC, or, on an axis of teams or nodes, the first and last shown), Apply
+     (Enter in a field too) and Reset (the range the figure draws by itself), each named by the
+     axis and the chart it acts on. Applied through Plotly.relayout, the range is the box's choice,
+     as a pointer's zoom is, and the fields show the range drawn whichever set it. A range refused
+     (a field that says no number or time, From not below To) is said in the chart's status line
+     and on its field, the chart left as it was. */
+  function chartTitle(box) { return box.getAttribute("aria-label") || box.dataset.chart; }
+
+  function axisTitle(plot, name) {
+    var title = plot.layout[name] && plot.layout[name].title;
+    return String((title && typeof title === "object" ? title.text : title) || "").replace(/&lt;/g, "<");
+  }
+
+  function axisWords(box, plot, name) {  // "y axis (GPUs) of Queue depth by priority class"
+    var text = axisTitle(plot, name);
+    return name.charAt(0) + " axis" + (text ? " (" + text + ")" : "") + " of " + chartTitle(box);
+  }
+
+  /* The categories of an axis as read on the screen: left to right, top to bottom. */
+  function categoriesRead(axis) {
+    var found = (axis._categories || []).map(function (name, i) { return { name: String(name), at: i }; });
+    var range = axis.range || [0, 1];
+    var descending = range[0] > range[1];
+    // (a y axis counts up from its foot: read from the top, its last category comes first)
+    if (axis._id.charAt(0) === "y") descending = !descending;
+    return descending ? found.reverse() : found;
+  }
+
+  function axisKind(axis) {
+    return axis.type === "category" || axis.type === "date" || axis.type === "log" ? axis.type : "linear";
+  }
+
+  /* A number as its field shows it: the decimals the range's width asks for, no more. */
+  function numberText(value, width) {
+    var decimals = Math.min(6, Math.max(0, Math.ceil(-Math.log10(Math.abs(width) || 1)) + 2));
+    return String(Number(value.toFixed(decimals)));
+  }
+
+  /* The two ends of the range drawn, as the fields show them. */
+  function fieldsOf(axis) {
+    var range = axis.range;
+    var kind = axisKind(axis);
+    if (kind === "date") return [timeOf(msOf(range[0])), timeOf(msOf(range[1]))];
+    if (kind === "log") {
+      return range.map(function (end) { return String(Number(Math.pow(10, end).toPrecision(3))); });
+    }
+    if (kind === "category") {
+      var read = categoriesRead(axis);
+      var low = Math.min(range[0], range[1]), high = Math.max(range[0], range[1]);
+      var inside = read.filter(function (c) { return c.at >= low && c.at <= high; });
+      if (!inside.length) {  // zoomed in between two: the nearer
+        var middle = (low + high) / 2;
+        inside = read.filter(function (c) { return Math.abs(c.at - middle) <= 0.5; }).slice(0, 1);
+      }
+      return inside.length ? [inside[0].name, inside[inside.length - 1].name] : ["", ""];
+    }
+    return [numberText(range[0], range[1] - range[0]), numberText(range[1], range[1] - range[0])];
+  }
+
+  /* A field's words as a value of the axis, or null: a time (UTC), a number (its "$", "%" and
+     thousands' commas allowed), a category's place. */
+  function fieldValue(axis, text) {
+    var kind = axisKind(axis);
+    text = String(text).trim();
+    if (!text) return null;
+    if (kind === "date") {
+      var ms = msOf(text);
+      return /^\d{4}-\d{2}-\d{2}/.test(text) && !isNaN(ms) ? ms : null;
+    }
+    if (kind === "category") {
+      var found = categoriesRead(axis).filter(function (c) { return c.name === text; })[0];
+      return found ? found.at : null;
+    }
+    var cleaned = text.replace(/[,\s]/g, "").replace(/^\$/, "").replace(/%$/, "");
+    var value = /^[-+]?(\d+\.?\d*|\.\d+)(e[-+]?\d+)?$/i.test(cleaned) ? Number(cleaned) : NaN;
+    return isFinite(value) ? value : null;
+  }
+
+  var axesSaid = 0;
+  function axesSay(box, words, field) {
+    var said = box.querySelector("[data-axes-said]");
+    if (!said.id) said.id = "axes-said-" + (++axesSaid);
+    box.querySelectorAll("[data-axes-list] [aria-invalid]").forEach(function (el) {
+      el.removeAttribute("aria-invalid");
+      el.removeAttribute("aria-describedby");
+    });
+    said.className = field ? "note error" : "note";
+    said.textContent = words;
+    if (field) {
+      field.setAttribute("aria-invalid", "true");
+      field.setAttribute("aria-describedby", said.id);
+    }
+  }
+
+  /* The range a form asks for, as Plotly.relayout takes it, or the words refusing it. */
+  function askedRange(box, plot, form) {
+    var name = form.dataset.axis;
+    var axis = plot._fullLayout[name];
+    var kind = axisKind(axis);
+    var fields = form.querySelectorAll("[data-end]");
+    var ends = [];
+    var words = axisWords(box, plot, name) + ": ";
+    for (var i = 0; i < 2; i++) {
+      var value = fieldValue(axis, fields[i].value);
+      var which = i ? "To" : "From";
+      if (value === null) {
+        var text = fields[i].value.trim();
+        var wanted = kind === "date" ? "a time in UTC, as 2026-12-06 10:00:00" : kind === "category" ? "one of its categories" : "a number";
+        return { field: fields[i], refused: words + which + (text ? " \u201c" + text + "\u201d is not " : " is empty, not ") + wanted +
+          "; the range is as it was." };
+      }
+      if (kind === "log" && value <= 0) {
+        return { field: fields[i], refused: words + which + " must be above 0 on its log scale; the range is as it was." };
+      }
+      ends.push(value);
+    }
+    if (kind === "category") {
+      var read = categoriesRead(axis).map(function (c) { return c.at; });
+      if (read.indexOf(ends[0]) > read.indexOf(ends[1])) {
+        return { field: fields[0], refused: words + "From (" + fields[0].value.trim() + ") comes after To (" + fields[1].value.trim() +
+          "); the range is as it was." };
+      }
+      var low = Math.min(ends[0], ends[1]) - 0.5, high = Math.max(ends[0], ends[1]) + 0.5;
+      // (drawn the way it is: a heat map's nodes top down keep their order)
+      return { range: axis.range[0] > axis.range[1] ? [high, low] : [low, high] };
+    }
+    if (ends[0] >= ends[1]) {
+      return { field: fields[0], refused: words + "From (" + fields[0].value.trim() + ") must be below To (" + fields[1].value.trim() +
+        "); the range is as it was." };
+    }
+    if (kind === "date") return { range: [timeOf(ends[0]), timeOf(ends[1])] };
+    if (kind === "log") return { range: [Math.log10(ends[0]), Math.log10(ends[1])] };
+    return { range: ends };
+  }
+
+  /* A field, labelled for a screen reader by its axis and chart: a text field, or on an axis of
+     categories a choice of them. */
+  function axisField(box, plot, name, end) {
+    var axis = plot._fullLayout[name];
+    var field;
+    if (axisKind(axis) === "category") {
+      field = document.createElement("select");
+      categoriesRead(axis).forEach(function (c) {
+        var option = document.createElement("option");
+        option.value = c.name;
+        option.textContent = c.name.replace(/&lt;/g, "<");
+        field.appendChild(option);
+      });
+    } else {
+      field = document.createElement("input");
+      field.type = "text";
+      field.spellcheck = false;
+      field.autocomplete = "off";
+      field.size = axisKind(axis) === "date" ? 19 : 8;
+      if (axisKind(axis) !== "date") field.inputMode = "decimal";
+    }
+    field.dataset.end = String(end);
+    field.setAttribute("aria-label", (end ? "To, " : "From, ") + axisWords(box, plot, name));
+    var label = document.createElement("label");
+    label.appendChild(document.createTextNode(end ? "to " : "from "));
+    label.appendChild(field);
+    return label;
+  }
+
+  function axesShape(plot) {
+    return JSON.stringify(AXES.map(function (name) {
+      var axis = plot._fullLayout[name];
+      return [name, axisKind(axis), axisTitle(plot, name), axisKind(axis) === "category" ? categoriesRead(axis) : null];
+    }));
+  }
+
+  /* The forms made anew when the chart's axes change (another kind, title or categories), else
+     kept, so the keyboard's focus and what is being typed stay; the fields show the range drawn,
+     but for one typed and not yet applied (unless `all`: the range was just set). */
+  function syncAxes(box, plot, all) {
+    var set = box.querySelector("[data-chart-axes]");
+    if (!set) return;
+    set.hidden = !plot.dataset.drawn;
+    if (set.hidden) return;
+    var list = set.querySelector("[data-axes-list]");
+    var shape = axesShape(plot);
+    if (list.dataset.shape !== shape) {
+      var was = list.contains(document.activeElement) ? document.activeElement : null;
+      var focused = was && was.closest("form").dataset.axis + (was.dataset.end || was.dataset.axisDo);
+      var typed = {};
+      list.querySelectorAll("[data-end]").forEach(function (field) {
+        if (field.dataset.typed) typed[field.closest("form").dataset.axis + field.dataset.end] = field.value;
+      });
+      list.textContent = "";
+      AXES.forEach(function (name) {
+        var form = document.createElement("form");
+        form.className = "axis-range";
+        form.dataset.axis = name;
+        form.noValidate = true;
+        var group = document.createElement("fieldset");
+        var legend = document.createElement("legend");
+        legend.textContent = name.charAt(0) + " axis" + (axisTitle(plot, name) ? ": " + axisTitle(plot, name) : "");
+        group.appendChild(legend);
+        group.appendChild(axisField(box, plot, name, 0));
+        group.appendChild(axisField(box, plot, name, 1));
+        var apply = smallButton("Apply", "Apply the range of the " + axisWords(box, plot, name));
+        apply.type = "submit";
+        apply.dataset.axisDo = "apply";
+        var reset = smallButton("Reset", "Reset the range of the " + axisWords(box, plot, name));
+        reset.dataset.axisDo = "reset";
+        group.appendChild(apply);
+        group.appendChild(reset);
+        form.appendChild(group);
+        list.appendChild(form);
+      });
+      list.dataset.shape = shape;
+      list.querySelectorAll("[data-end], [data-axis-do]").forEach(function (el) {
+        var key = el.closest("form").dataset.axis + (el.dataset.end || el.dataset.axisDo);
+        if (key in typed && !all && el.tagName === "INPUT") { el.value = typed[key]; el.dataset.typed = "1"; }
+        if (key === focused) el.focus({ preventScroll: true });
+      });
+    }
+    AXES.forEach(function (name) {
+      var shown = fieldsOf(plot._fullLayout[name]);
+      list.querySelectorAll('[data-axis="' + name + '"] [data-end]').forEach(function (field) {
+        if (field.dataset.typed && !all) return;
+        delete field.dataset.typed;
+        var value = shown[Number(field.dataset.end)];
+        if (field.value !== value) field.value = value;
+      });
+    });
+  }
+
+  function bindAxes(box) {
+    var set = box.querySelector("[data-chart-axes]");
+    if (!set || set.dataset.bound) return;
+    set.dataset.bound = "1";
+    // (typed and not yet applied: a live update leaves the field as typed)
+    set.addEventListener("input", function (event) { if (event.target.dataset.end) event.target.dataset.typed = "1"; });
+    set.addEventListener("change", function (event) { if (event.target.dataset.end) event.target.dataset.typed = "1"; });
+    set.addEventListener("submit", function (event) {
+      event.preventDefault();
+      var plot = box.querySelector(".chart");
+      if (!plot.dataset.drawn) return;
+      var form = event.target;
+      var name = form.dataset.axis;
+      var asked = askedRange(box, plot, form);
+      if (asked.refused) { axesSay(box, asked.refused, asked.field); return; }
+      if (name === "xaxis" && rangesOf(box)) box.qmRange = { from: asked.range[0], to: asked.range[1] };
+      else (box.qmAxes = box.qmAxes || {})[name] = asked.range;
+      setRange(box, plot).then(function () { sayRange(box, plot, name, false); });
+    });
+    set.addEventListener("click", function (event) {
+      var button = event.target.closest('[data-axis-do="reset"]');
+      var plot = box.querySelector(".chart");
+      if (!button || !plot.dataset.drawn) return;
+      var name = button.closest("form").dataset.axis;
+      if (name === "xaxis" && rangesOf(box)) box.qmRange = null;
+      else (box.qmAxes = box.qmAxes || {})[name] = null;
+      setRange(box, plot).then(function () { sayRange(box, plot, name, true); });
+    });
+  }
+
+  /* The range drawn now, said: "y axis (GPUs) of Queue depth by priority class: from 0 to 5." */
+  function sayRange(box, plot, name, reset) {
+    var shown = fieldsOf(plot._fullLayout[name]);
+    axesSay(box, axisWords(box, plot, name) + (reset ? ", as the chart draws it by itself" : "") +
+      ": from " + shown[0] + " to " + shown[1] + (axisKind(plot._fullLayout[name]) === "date" ? " UTC." : "."));
+  }
+
   function draw(box, chart) {
     var plot = box.querySelector(".chart");
     var empty = box.querySelector(".empty");
@@ -475,6 +790,7 @@
       box.dataset.rendered = "empty";
       syncSeries(box, plot);
       syncRanges(box, plot);
+      syncAxes(box, plot, true);
       writeValues(box, null);
       return Promise.resolve();
     }
@@ -482,9 +798,9 @@
     plot.hidden = false;
     bindSeries(box);
     bindRanges(box);
+    bindAxes(box);
     // (copied before plotly writes its autorange into the layout it draws)
-    var y = chart.figure.layout.yaxis;
-    box.qmFigureY = y && y.range ? y.range.slice() : null;
+    box.qmFigureAxes = figureAxes(chart.figure.layout);
     var layout = keepRange(box, chart.figure.layout);
     return Plotly.react(plot, keepHidden(box, chart.figure.data), layout, PLOT_CONFIG).then(function () {
       plot.dataset.drawn = "1";
@@ -495,6 +811,7 @@
       syncSeries(box, plot);
       syncRanges(box, plot);
       showValues(box, plot);
+      syncAxes(box, plot, false);
     });
   }
 
