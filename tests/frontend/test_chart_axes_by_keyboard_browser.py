@@ -20,6 +20,7 @@ from tests.frontend.test_charts_by_keyboard_browser import (
     _the_chart_ends_two_minutes_ago,
     tab_to,
 )
+from tests.frontend.test_teams_page_slowdown_axis_browser import _finished
 
 pytestmark = [pytest.mark.browser, pytest.mark.django_db(transaction=True)]
 
@@ -215,3 +216,26 @@ def test_a_chart_over_no_time_sets_both_axes_by_keyboard_and_follows_the_mouse(s
     x = _layout_axis(page, "heatmap", "xaxis")["range"]
     assert 1 < x[0] < x[1] < 3, x
     assert [float(v) for v in _fields(page, "heatmap", "xaxis")] == pytest.approx(x, abs=0.01)
+
+
+def test_a_log_axis_takes_its_values_as_they_read_and_refuses_zero(session: Any, submit_as: Any) -> None:  # noqa: F811
+    """The teams page's bounded slowdown: a log axis, whose range plotly keeps in powers of ten."""
+    for i, waited in enumerate((0, 600, 3000)):
+        _finished(submit_as, f"run-{i}", waited_s=waited, ran_s=600)
+    alice = session("alice")
+    alice.open("/teams/?window=24h")
+    page = alice.page
+    title = page.evaluate("() => document.querySelector('[data-chart=slowdown]').getAttribute('aria-label')")
+    _open_axes(page, "slowdown", title)
+    tab_to(page, lambda el: el["chart"] == "slowdown" and el["label"].startswith("From, y axis"))
+    _type(page, "0")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.querySelector('[data-chart=slowdown] [data-axes-said]').textContent.includes('above 0')")
+    assert _said(page, "slowdown").endswith(": From must be above 0 on its log scale; the range is as it was.")
+    _type(page, "1")
+    page.keyboard.press("Tab")
+    _type(page, "100")
+    page.keyboard.press("Enter")
+    page.wait_for_function("() => document.getElementById('chart-slowdown').layout.yaxis.range[1] === 2")
+    assert _layout_axis(page, "slowdown", "yaxis")["range"] == [0, 2]
+    assert _fields(page, "slowdown", "yaxis") == ["1", "100"]
