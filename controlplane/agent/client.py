@@ -5,14 +5,18 @@ Errors are typed by what the agent should do about them:
   - `Refused` (400/403): the request itself is wrong; retrying it unchanged will not help;
   - `Retired` (409, code `node_retired`): an admin retired the node; nothing runs here until
     an admin returns it to service (a `Refused`);
-  - `Throttled` (429): not a refusal of the request but "slow down" (too many failed agent
-    authentications from this address, or a proxy's rate limit): the same request may succeed
-    later; keep running meanwhile, as for `Unreachable`;
-  - `Unreachable` (network error, timeout, 5xx): retryable; keep running until the lease ends.
+  - `Throttled` (429; or a 502/503/504 carrying a usable Retry-After): not a refusal of the
+    request but "slow down" or "not now" (too many failed agent authentications from this
+    address, a proxy's rate limit, a control plane whose database is restarting, a load
+    balancer in maintenance): the same request may succeed later; keep running meanwhile, as
+    for `Unreachable`;
+  - `Unreachable` (network error, timeout, any other 5xx): retryable; keep running until the
+    lease ends.
 
 `Retired` and `Throttled` carry `retry_after_s`: how long the control plane says to wait before
-asking again (its `retry_after` in the body, or the Retry-After header: `retry_after_s`), None
-when it said nothing usable. How long the agent then waits is node.py's (`AskAgain`).
+asking again (its `retry_after` in the body, or the Retry-After header: `retry_after_s`; a 5xx
+only by its header), None when it said nothing usable. How long the agent then waits is
+node.py's (`AskAgain`).
 """
 
 from __future__ import annotations
@@ -33,6 +37,11 @@ READ_TIMEOUT_S = 10.0
 #: (controlplane/api/agent.py, MAX_AGENT_BODY_BYTES), so a batch that would be larger is sent
 #: in parts (:meth:`AgentClient.sync_many`).
 MAX_BODY_BYTES = 5 * 1024 * 1024
+#: 5xx answers that mean "not now" rather than "broken" when they say when to come back: a
+#: control plane whose database is restarting (503 `database_unavailable`, Retry-After: 1), a
+#: proxy or load balancer in maintenance or without a healthy backend. Without a usable
+#: Retry-After they are `Unreachable`, as any other 5xx.
+ASK_AGAIN_STATUSES = frozenset({502, 503, 504})
 
 
 class ProtocolError(Exception):
@@ -65,13 +74,15 @@ class Retired(Refused):
 
 
 class Throttled(ProtocolError):
-    """429: the control plane (or a proxy before it) asks for fewer requests from here. Not a
+    """429: the control plane (or a proxy before it) asks for fewer requests from here; or a
+    502/503/504 with a Retry-After: it cannot serve them now and says when to ask again. Not a
     `Refused`: the request was not judged, and the same one may be taken once the wait is over."""
 
-    def __init__(self, detail: str, retry_after_s: float | None = None) -> None:
-        super().__init__(f"HTTP 429: {detail}")
+    def __init__(self, detail: str, retry_after_s: float | None = None, status: int = 429) -> None:
+        super().__init__(f"HTTP {status}: {detail}")
         self.detail = detail
         self.retry_after_s = retry_after_s
+        self.status = status
 
 
 def retry_after_s(value: Any, now: float | None = None) -> float | None:
@@ -132,6 +143,17 @@ def _encoded(body: dict[str, Any]) -> bytes:
         raise Unreachable(f"the request body is not JSON: {error}") from error
 
 
+def _said(response: requests.Response, path: str) -> str:
+    """What a 5xx answer says: its JSON `detail`, else its status's name (a proxy's page)."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    if isinstance(payload, dict) and isinstance(payload.get("detail"), str):
+        return f"{path}: {payload['detail']}"
+    return f"{path}: HTTP {response.status_code} {response.reason or ''}".rstrip()
+
+
 class AgentClient:
     """HTTP calls for one or many nodes. One `requests.Session` per thread (keep-alive)."""
 
@@ -161,7 +183,11 @@ class AgentClient:
             self._local.session = None
             raise Unreachable(f"{path}: {error.__class__.__name__}: {error}") from error
         if response.status_code >= 500:
-            raise Unreachable(f"{path}: HTTP {response.status_code}")
+            told = (retry_after_s(response.headers.get("Retry-After"))
+                    if response.status_code in ASK_AGAIN_STATUSES else None)
+            if told is None:
+                raise Unreachable(f"{path}: HTTP {response.status_code}")
+            raise Throttled(_said(response, path), told, status=response.status_code)
         try:
             payload = response.json()
         except ValueError as error:

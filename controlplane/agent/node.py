@@ -462,10 +462,12 @@ class NodeAgent:
         self._apply(reply)
 
     def _throttled(self, call: Call, error: Throttled, now: float) -> None:
-        """A 429: "slow down", not a refusal of the request. Nothing is stopped and the node stays
-        registered (the lease decides, as when the control plane cannot be reached); no call of
-        any kind goes before the wait is over (until 6 Dec it was a refusal: asked again 5 s
-        later whatever Retry-After said)."""
+        """A 429: "slow down", not a refusal of the request; or a 502/503/504 with a Retry-After:
+        "not now, ask again then" (client.py). Nothing is stopped and the node stays registered
+        (the lease decides, as when the control plane cannot be reached); no call of any kind
+        goes before the wait is over (until 6 Dec a 429 was a refusal: asked again 5 s later
+        whatever Retry-After said; a 503 with Retry-After was unreachable: asked again within a
+        second)."""
         first = self.throttled_since is None
         if first:
             self.throttled_since, self.throttled_refusals = now, 0
@@ -473,12 +475,14 @@ class NodeAgent:
         wait = THROTTLED.wait_s(error.retry_after_s, self.throttled_refusals)
         # One warning when it starts, not one per attempt; "no longer throttled" says when it ends.
         (self.log.warning if first else self.log.debug)(
-            "throttled: the control plane asks this agent to slow down; "
+            ("throttled: the control plane asks this agent to slow down; " if error.status == 429 else
+             f"throttled: the control plane cannot serve this agent now (HTTP {error.status}) and says when to "
+             "ask again; ")
             + (f"asking again as it says, in {_minutes(wait)}" if error.retry_after_s is not None
                else f"asking again with backoff, in {_minutes(wait)}"),
-            call=call.kind, detail=error.detail, retry_in_s=round(wait, 1), retry_after_s=error.retry_after_s,
-            attempt=self.throttled_refusals, lease_left_s=round(self.lease_valid_until - now, 1)
-            if self.registered else None)
+            call=call.kind, detail=error.detail, status=error.status, retry_in_s=round(wait, 1),
+            retry_after_s=error.retry_after_s, attempt=self.throttled_refusals,
+            lease_left_s=round(self.lease_valid_until - now, 1) if self.registered else None)
         self.next_contact = self.not_before = now + wait
 
     def end(self) -> float:
@@ -907,10 +911,18 @@ class WakeListener(threading.Thread):
                 # (until 6 Dec a 429 was backed off like any failure, from half a second).
                 throttled += 1
                 pause = THROTTLED.wait_s(error.retry_after_s, throttled)
-                log.info("wake-ups throttled; heartbeats go on", detail=error.detail, retry_in_s=round(pause, 1),
-                         retry_after_s=error.retry_after_s, attempt=throttled)
+                if error.status == 429:
+                    log.info("wake-ups throttled; heartbeats go on", detail=error.detail, retry_in_s=round(pause, 1),
+                             retry_after_s=error.retry_after_s, attempt=throttled)
+                else:
+                    # A 503 with Retry-After (Redis down, this web process holds all the waits it
+                    # may): as long as it says at least, and backed off as any failure beyond.
+                    log.debug("wake-ups unavailable; heartbeats go on", detail=error.detail, status=error.status,
+                              retry_in_s=round(max(pause, backoff), 1), retry_after_s=error.retry_after_s)
                 self.since = None
                 self.stop_event.wait(max(pause, backoff))
+                if error.status != 429:
+                    backoff = min(backoff * 2, 30.0)
                 continue
             except ProtocolError as error:
                 # Unreachable, Redis down, or the web process holds all the waits it may: back
