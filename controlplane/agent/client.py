@@ -2,7 +2,9 @@
 
 Errors are typed by what the agent should do about them:
   - `Unauthorized` (401): the token is unknown; stop everything and register again;
-  - `Refused` (400/403): the request itself is wrong; retrying it unchanged will not help;
+  - `Refused` (400/403): the request itself is wrong; retrying it unchanged will not help. A
+    400's `errors` name the fields at fault (`reports.3.message`, `logs.0.text`), so the agent
+    can set aside the elements refused and send the rest (node.py, `NodeAgent._refused`);
   - `Retired` (409, code `node_retired`): an admin retired the node; nothing runs here until
     an admin returns it to service (a `Refused`);
   - `Throttled` (429; or a 502/503/504 carrying a usable Retry-After): not a refusal of the
@@ -57,12 +59,15 @@ class Unauthorized(ProtocolError):
 
 
 class Refused(ProtocolError):
-    """The control plane understood and refused the request (bad input, wrong node)."""
+    """The control plane understood and refused the request (bad input, wrong node). `errors`:
+    the fields at fault and their problems, as a 400's body names them (`{"reports.3.message":
+    ["…"]}`; empty when it named none)."""
 
-    def __init__(self, status: int, detail: str) -> None:
+    def __init__(self, status: int, detail: str, errors: dict[str, list[str]] | None = None) -> None:
         super().__init__(f"HTTP {status}: {detail}")
         self.status = status
         self.detail = detail
+        self.errors = errors or {}
 
 
 class Retired(Refused):
@@ -119,10 +124,19 @@ def _finite(value: Any) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def _errors(payload: Any) -> dict[str, list[str]]:
+    """A 400 body's `errors` (controlplane/api/errors.py: field → its problems), or {}."""
+    errors = payload.get("errors") if isinstance(payload, dict) else None
+    if not isinstance(errors, dict):
+        return {}
+    return {str(field): [str(p) for p in problems] if isinstance(problems, list) else [str(problems)]
+            for field, problems in errors.items()}
+
+
 def error_for(status: int, payload: Any, retry_after: Any = None) -> ProtocolError:
     """The error for a 4xx answer (not 401) with its JSON body (or a batch item's result) and
     its Retry-After header, if any: `Throttled` for a 429, `Retired` for a 409 `node_retired`,
-    else `Refused`. The body's `retry_after` is taken before the header."""
+    else `Refused` (with the body's `errors`). The body's `retry_after` is taken before the header."""
     detail = str(payload.get("detail", payload)) if isinstance(payload, dict) else str(payload)
     told = retry_after_s(payload.get("retry_after")) if isinstance(payload, dict) else None
     if told is None:
@@ -131,7 +145,7 @@ def error_for(status: int, payload: Any, retry_after: Any = None) -> ProtocolErr
         return Throttled(detail, told)
     if status == 409 and isinstance(payload, dict) and payload.get("code") == "node_retired":
         return Retired(status, detail, told)
-    return Refused(status, detail)
+    return Refused(status, detail, _errors(payload))
 
 
 def _encoded(body: dict[str, Any]) -> bytes:

@@ -16,6 +16,8 @@ its next heartbeat or report, as `logs`: chunks of `{generation, rank, offset, b
     retried report never duplicates lines, and an unreachable control plane costs the agent
     BURST_BYTES per rank of memory: the file on the node holds the rest;
   - a member that ended is followed until its output is all sent;
+  - a chunk the control plane refuses (a 400 naming it) is never sent again: the rank reads on
+    past it (`LogShipper.refused`), and the agent keeps it in its `refused.jsonl`;
   - a running rank's file gives the disk back its shipped bytes but the last KEEP_ON_NODE_BYTES
     (16 MiB), RELEASE_STEP_BYTES (64 MiB) at a time, by punching a hole: its offsets stay;
   - a rank that printed more than its member's `output_cap` (`--max-rank-output-mib`) beyond
@@ -504,6 +506,24 @@ class LogShipper:
             self.bytes_shipped += chunk.nbytes
             self.chunks_shipped += 1
         if self.records and chunks:
+            self._write_records()
+
+    def refused(self, chunk: Chunk) -> None:
+        """The control plane refused `chunk` (a 400 naming it): it is never sent again. The rest
+        of its rank's flight goes on as it was, and reading goes on past its bytes, which the
+        control plane's copy of the output shows as "[… N bytes never received …]" (the agent
+        keeps the chunk in its `refused.jsonl`, and the rank's file on the node holds them)."""
+        cursor = self.cursors.get((chunk.generation, chunk.rank))
+        if cursor is None or not any(c is chunk for c in cursor.pending):
+            return
+        end = chunk.offset + chunk.nbytes
+        cursor.pending = [c for c in cursor.pending if c is not chunk]
+        if cursor.pending:
+            cursor.resume_at = max(cursor.reached, end)
+        else:  # nothing else in flight: read on from past it
+            cursor.shipped = max(cursor.reached, end)
+            cursor.resume_at = None
+        if self.records:
             self._write_records()
 
     @property

@@ -32,14 +32,29 @@ from urllib.parse import urlsplit
 import structlog
 
 from controlplane import structured_logs
-from controlplane.agent.client import AgentClient, ProtocolError, Unauthorized, error_for
+from controlplane.agent.client import (
+    AgentClient,
+    ProtocolError,
+    Refused,
+    Retired,
+    Unauthorized,
+    Unreachable,
+    error_for,
+)
 from controlplane.agent.containment import ContainmentError
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
 from controlplane.agent.job_users import DEFAULT_UID_BASE, DEFAULT_USER_UID_BASE, JOB_USER_MODES, JobUserError
 from controlplane.agent.job_users import checked as job_users_checked
 from controlplane.agent.logs import read_regular, write_whole
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
-from controlplane.agent.node import Call, NodeAgent, NodeInventory, WakeListener, install_partition_signals
+from controlplane.agent.node import (
+    REFUSED_FILE,
+    Call,
+    NodeAgent,
+    NodeInventory,
+    WakeListener,
+    install_partition_signals,
+)
 
 log = structlog.get_logger("qm.agent")
 
@@ -288,6 +303,7 @@ def run_real(args: argparse.Namespace) -> int:
         token=_load_token(token_path), interval_s=args.interval, sample_interval_s=args.sample_interval,
         self_fence=not args.no_self_fence, exits_wake=True, limit_grace_s=args.limit_grace,
         keep_desired=not args.full_desired_state, ship_output=not args.no_output,
+        refused_path=state_dir / inventory.name / REFUSED_FILE,
     )
     # The output of runs a previous agent left unsent (it died, and their processes with it):
     # shipped with the first heartbeats, then forgotten (agent/logs.py).
@@ -461,7 +477,8 @@ def run_simulated(args: argparse.Namespace) -> int:
         NodeAgent(inv, client=client, launcher=launcher, bootstrap_token=args.bootstrap_token,
                   interval_s=args.interval, sample_interval_s=args.sample_interval,
                   self_fence=not args.no_self_fence, limit_grace_s=args.limit_grace,
-                  keep_desired=not args.full_desired_state, ship_output=not args.no_output)
+                  keep_desired=not args.full_desired_state, ship_output=not args.no_output,
+                  refused_path=Path(args.state_dir) / inv.name / REFUSED_FILE)
         for inv in inventories
     ]
     # Spread first contacts over a second so N nodes do not register in one burst.
@@ -596,14 +613,39 @@ def _send_alone(agent: NodeAgent, call: Call) -> None:
         agent.finish(call, reply=reply)
 
 
+def _items_refused(error: ProtocolError, count: int) -> dict[int, dict[str, list[str]]] | None:
+    """A 400 to a batch, its `errors` per item: `nodes.3.reports.0.message` is item 3's
+    `reports.0.message`, so that node sets aside what it refuses and the others send theirs
+    again at once. None when it names no item (or is no 400): every item takes the error."""
+    if not isinstance(error, Refused) or isinstance(error, Retired) or error.status != 400:
+        return None
+    mine: dict[int, dict[str, list[str]]] = {}
+    for name, problems in error.errors.items():
+        head, _, rest = name.partition(".")
+        index, _, field = rest.partition(".")
+        if head != "nodes" or not index.isdigit() or int(index) >= count:
+            return None
+        mine.setdefault(int(index), {})[field or "non_field_errors"] = problems
+    return mine or None
+
+
 def _send_batch(client: AgentClient, calls: list[tuple[NodeAgent, Call]]) -> None:
     items = [{"name": agent.name, "token": agent.token, "renew": call.kind == "heartbeat", **call.body}
              for agent, call in calls]
     try:
         results = client.sync_many(items)
     except ProtocolError as error:
-        for agent, call in calls:
-            agent.finish(call, error=error)
+        mine = _items_refused(error, len(calls))
+        for index, (agent, call) in enumerate(calls):
+            if mine is None:
+                agent.finish(call, error=error)
+            elif index in mine:
+                assert isinstance(error, Refused)
+                agent.finish(call, error=Refused(error.status, error.detail, mine[index]))
+            else:
+                # Refused only for another node's item (the batch is validated whole): again, now.
+                agent.finish(call, error=Unreachable("nodes/heartbeats: the batch was refused for another node's "
+                                                     "contact; sent again"))
         return
     for (agent, call), result in zip(calls, results, strict=True):
         status = int(result.get("status", 500))

@@ -14,6 +14,9 @@ A round:
      GPUs. The agent then registers again, clean;
   4. talk: register if needed, else heartbeat with the reports (every contact renews the lease;
      an exit goes at once, or within 50 ms when the rest of a burst of short jobs is ending);
+     a contact refused (400) for some of its elements goes again at once without them, and
+     those are kept in the state directory's REFUSED_FILE, never sent again (`_refused`); a 429,
+     or a 502/503/504 with Retry-After, is waited out (`AskAgain`);
   5. apply the desired allocations:
        - a generation lower than one already seen on any of its GPUs is refused (stale or out
          of order) and reported;
@@ -26,8 +29,11 @@ A round:
 
 from __future__ import annotations
 
+import json
 import math
+import os
 import random
+import re
 import signal
 import threading
 import time
@@ -35,12 +41,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import structlog
 
 from controlplane.agent.client import AgentClient, ProtocolError, Refused, Retired, Throttled, Unauthorized
-from controlplane.agent.logs import BACKLOG_DELAY_S, Chunk, LogShipper, Unshipped
+from controlplane.agent.logs import BACKLOG_DELAY_S, Chunk, LogShipper, Unshipped, open_regular
 from controlplane.agent.members import Assignment, Launcher, Member, describe
 
 log = structlog.get_logger("qm.agent")
@@ -61,6 +68,18 @@ RETRY_S = 0.5
 # A registration the control plane refused (wrong or missing bootstrap secret) is retried this
 # slowly: only an operator's fix helps.
 REGISTER_REFUSED_RETRY_S = 30.0
+#: The file in a node's state directory (`<state-dir>/<node>/`) where the agent keeps what the
+#: control plane refused of its contacts (one JSON line an element), for an operator to read.
+REFUSED_FILE = "refused.jsonl"
+#: Beyond this size the refused elements are logged, no longer written: a node that keeps being
+#: refused must not fill its disk.
+REFUSED_FILE_MAX_BYTES = 64 * 1024 * 1024
+# A field a 400 names inside one element of a contact: `reports.3.message`, `logs.0.text`,
+# `reports.3` (the report as a whole).
+_ELEMENT = re.compile(r"(reports|logs)\.(\d+)(?:\.|$)")
+# Reports whose loss would leave a run unsettled on the control plane: refused for their words
+# only, they go again without them (see `NodeAgent._set_aside`).
+_ENDINGS = ("exited", "lost", "refused")
 
 
 @dataclass(frozen=True)
@@ -158,6 +177,26 @@ class Call:
     sent: float
     reports: list[dict[str, Any]]
     logs: list[Chunk] = field(default_factory=list)  # the output chunks in `body` (see agent/logs.py)
+    part: Part | None = None  # the part of a refused contact it carries (`NodeAgent.parts`)
+
+
+@dataclass
+class Part:
+    """Some of the reports and output chunks of a contact the control plane refused with a 400
+    naming none of them: sent apart from the rest to find what it refuses (`NodeAgent.parts`)."""
+
+    reports: list[dict[str, Any]]
+    logs: list[Chunk]
+
+    @property
+    def size(self) -> int:
+        return len(self.reports) + len(self.logs)
+
+    def halves(self) -> list[Part]:
+        elements: list[tuple[str, Any]] = [("reports", r) for r in self.reports] + [("logs", c) for c in self.logs]
+        middle = len(elements) // 2
+        return [Part([e for k, e in half if k == "reports"], [e for k, e in half if k == "logs"])
+                for half in (elements[:middle], elements[middle:])]
 
 
 @dataclass
@@ -195,6 +234,7 @@ class NodeAgent:
         ship_output: bool = True,
         clock: Callable[[], float] = time.monotonic,
         wall: Callable[[], float] = time.time,
+        refused_path: Path | None = None,
     ) -> None:
         self.inventory = inventory
         self.name = inventory.name
@@ -230,6 +270,11 @@ class NodeAgent:
         self.highest_generation: dict[int, int] = {}
         self.outbox: list[dict[str, Any]] = []
         self.shipper = LogShipper()  # each rank's output, shipped with the contacts
+        # Where what the control plane refused of a contact is kept (REFUSED_FILE; None: only
+        # logged), and the parts of a contact refused whole still to be sent apart (`_refused`).
+        self.refused_path = refused_path
+        self.parts: list[Part] = []
+        self.replaced: set[tuple[str, int, str]] = set()  # endings sent again without their words
         self.ship_output = ship_output  # False: the output stays on the node (--no-output)
         # The desired allocations of the last full reply and their version: sent back as
         # `known`, so while nothing concerning this node changed the control plane answers
@@ -254,7 +299,7 @@ class NodeAgent:
         # (its jobs' history then reads "stopped answering", not "agent restarted").
         self.self_fence_untold: float | None = None
         self.counters = {"launched": 0, "exited": 0, "refused": 0, "stale_killed": 0, "self_fenced": 0,
-                         "limit_stopped": 0, "prefetched": 0}
+                         "limit_stopped": 0, "prefetched": 0, "set_aside": 0}
         self.round_trips: list[float] = []  # seconds per call since the caller last drained them
         # Desired states that came with a wake-up (WakeListener, another thread): (the value of
         # `held_changes` when the wait was sent, the reply). Applied by the next round only if
@@ -326,22 +371,27 @@ class NodeAgent:
             return Call("register", body, sent=self.clock(), reports=[])
         if now < self.not_before:
             return None  # throttled: an exit's report waits too; the runs go on meanwhile
-        reports, self.outbox = self.outbox, []
-        self.report_at = math.inf  # everything queued goes now
+        part = self.parts[0] if self.parts else None
+        if part is not None:
+            # A refused contact's part (`_refused`): alone, the queue waits until it is through.
+            reports, logs = list(part.reports), list(part.logs)
+        else:
+            reports, self.outbox = self.outbox, []
+            self.report_at = math.inf  # everything queued goes now
+            logs = self.shipper.collect()
         body: dict[str, Any] = {"running": sorted(self.members), "reports": reports}
         if self.known_version:
             body["known"] = self.known_version
-        logs = self.shipper.collect()
         if logs:
             body["logs"] = [chunk.as_json() for chunk in logs]
-        if self.shutting_down and not self.members:
+        if self.shutting_down and not self.members and not self.parts:
             body["goodbye"] = True
         elif self.shutting_down:
             # said at once, before the first job has stopped: its idle GPUs take no new work
             body["shutting_down"] = True
         # Every contact renews the lease, an urgent report included: the next heartbeat is then
         # due a whole interval later, so an agent that reports often needs no separate ones.
-        return Call("heartbeat", body, sent=self.clock(), reports=reports, logs=logs)
+        return Call("heartbeat", body, sent=self.clock(), reports=reports, logs=logs, part=part)
 
     def send(self, call: Call) -> dict[str, Any]:
         """The call over this agent's own connection (one node, one request)."""
@@ -365,9 +415,11 @@ class NodeAgent:
                 and reply.get("version") == self.known_version):
             self.held_changes += 1  # anything but "unchanged" for what we hold (see `prefetched`)
         if error is not None:
-            if call.reports:
+            if isinstance(error, Refused) and not isinstance(error, Retired) and self._refused(call, error, now):
+                return
+            if call.reports and call.part is None:
                 # Not delivered (as far as we know): send them again; the server applies each
-                # report idempotently, so a duplicate does no harm.
+                # report idempotently, so a duplicate does no harm. (A part's stay in its part.)
                 self.outbox = call.reports + self.outbox
             if isinstance(error, Unauthorized) and call.kind == "register":
                 # Registration refused: the bootstrap secret is not the server's (or there is
@@ -419,6 +471,8 @@ class NodeAgent:
             elif isinstance(error, Refused):
                 self.log.error("control plane refused the request", detail=error.detail, status=error.status)
                 self.next_contact = now + max(self.interval_s, 5.0)
+                # Not again at the next round for an exit's urgency: it would be refused as well.
+                self.urgent = False
                 if call.kind == "register":
                     # Retrying an unchanged registration at once cannot help (before, nothing
                     # delayed it: it was sent again every round).
@@ -458,8 +512,135 @@ class NodeAgent:
         if call.kind == "heartbeat":
             self._lease_renewed(call.sent, float(reply["lease_s"]), reply.get("heartbeat_interval_s"))
             self.next_contact = self.clock() + self.interval_s
+        if call.part is not None:
+            if self.parts and self.parts[0] is call.part:
+                self.parts.pop(0)
+            # the next part, or what was queued meanwhile, goes at once
+            self.urgent = bool(self.parts or self.outbox)
         self.node_state = str(reply.get("node_state", self.node_state))
         self._apply(reply)
+
+    def _refused(self, call: Call, error: Refused, now: float) -> bool:
+        """A 400 to a heartbeat or report: what it refuses is set aside and the rest is sent at
+        once (True), so one bad element never holds back the node's lease, the other runs'
+        reports and their output. False: nothing of it can be told apart (a registration, the
+        contact's own fields), and it is refused as a whole, as before.
+
+        The control plane validates a contact whole and names each element at fault
+        (`reports.3.message`, `logs.0.text`): those are set aside (`_set_aside`: kept in
+        REFUSED_FILE with its words, logged, never sent again). A 400 that names none of the
+        contact's elements is isolated by sending the parts apart: first the contact without
+        its reports and output (the heartbeat alone), then its elements in halves, a half
+        refused in its turn halved again, one element refused alone set aside. Until 6 Dec the
+        agent sent the same refused contact again at every round: the node's heartbeats and
+        every other run's exits never got through."""
+        if call.kind == "register" or error.status != 400:
+            return False
+        named: dict[tuple[str, int], dict[str, list[str]]] = {}
+        for name, problems in error.errors.items():
+            match = _ELEMENT.match(name)
+            if match is None:
+                continue
+            kind, index = match.group(1), int(match.group(2))
+            if index >= (len(call.reports) if kind == "reports" else len(call.logs)):
+                named = {}  # not this contact's element: the control plane and we disagree
+                break
+            named.setdefault((kind, index), {})[name] = problems
+        if named:
+            for (kind, index), problems in sorted(named.items()):
+                self._set_aside(call, kind, index, problems, error)
+            reports = [r for i, r in enumerate(call.reports) if ("reports", i) not in named]
+            logs = [c for i, c in enumerate(call.logs) if ("logs", i) not in named]
+            if call.part is None:
+                self.outbox = reports + self.outbox  # the output left stays in the shipper's flight
+            elif reports or logs:
+                call.part.reports, call.part.logs = reports, logs
+            elif self.parts and self.parts[0] is call.part:
+                self.parts.pop(0)
+        elif call.part is None:
+            whole = Part(list(call.reports), list(call.logs))
+            if not whole.size:
+                return False  # the heartbeat itself: nothing to set aside
+            self.log.warning("the control plane refused a contact without naming what it refuses: sending its "
+                             "parts apart to find it", detail=error.detail, reports=len(call.reports),
+                             chunks=len(call.logs))
+            self.parts = [Part([], []), *whole.halves()] if whole.size > 1 else [Part([], []), whole]
+        elif not call.part.size:
+            # The heartbeat alone is refused: its own fields are at fault, not an element. The
+            # parts go back to the queue (the output never left the shipper's flight), and the
+            # contact is refused as a whole, as before.
+            self.outbox = [r for p in self.parts for r in p.reports] + self.outbox
+            self.parts = []
+            return False
+        elif call.part.size == 1:
+            kind, index = ("reports", 0) if call.part.reports else ("logs", 0)
+            self._set_aside(call, kind, index, {}, error)
+            self.parts.pop(0)
+        else:
+            self.parts[0:1] = call.part.halves()
+        self.next_contact = now
+        self.urgent = True
+        return True
+
+    def _set_aside(self, call: Call, kind: str, index: int, problems: dict[str, list[str]], error: Refused) -> None:
+        """Element `index` of the call's reports or output chunks (`kind`), refused by the control
+        plane for `problems` (its field → its words; {} when it named none): never sent again,
+        kept in REFUSED_FILE with the control plane's words for an operator to read, and logged
+        once. A run's ending (exited, lost, refused) refused for its words only goes again
+        without them, saying so, so the control plane still settles the run."""
+        wall = self.wall()
+        if kind == "reports":
+            data = call.reports[index]
+            generation, what = data.get("generation"), data.get("kind")
+        else:
+            chunk = call.logs[index]
+            self.shipper.refused(chunk)
+            data, generation, what = chunk.as_json(), chunk.generation, "output"
+        self.counters["set_aside"] += 1
+        field, problem = next(iter(problems.items()), (None, [error.detail]))
+        replaced = False
+        if (kind == "reports" and what in _ENDINGS and problems
+                and all(name.endswith(".message") for name in problems)
+                and (str(what), int(generation or 0), str(data.get("at"))) not in self.replaced):
+            said = "; ".join(f"{', '.join(p)}" for p in problems.values())
+            words = (f"the agent's words for this were refused by the control plane ({said}); they are kept on the "
+                     f"node in {REFUSED_FILE}")
+            self.replaced.add((str(what), int(generation or 0), str(data.get("at"))))
+            self._queue({**data, "message": words.encode("ascii", "replace").decode()[:500]})
+            replaced = True
+        kept = self._keep_refused({
+            "at": iso(wall), "node": self.name, "call": call.kind, "status": error.status,
+            "element": f"{kind}.{index}", "kind": what, "generation": generation, "errors": problems,
+            "detail": error.detail, "sent_again_without_words": replaced, "data": data,
+        })
+        self.log.error("the control plane refused part of a contact: set aside, kept on the node and never sent again",
+                       generation=generation, kind=what, element=f"{kind}.{index}", field=field,
+                       problem=" ".join(problem), kept_in=kept, sent_again_without_words=replaced)
+
+    def _keep_refused(self, entry: dict[str, Any]) -> str | None:
+        """Append `entry` to REFUSED_FILE (mode 0600, a regular file only: the state directory is
+        its jobs' to change); the path, or None when there is none or it could not be written."""
+        if self.refused_path is None:
+            return None
+        line = (json.dumps(entry, default=str) + "\n").encode()
+        try:
+            self.refused_path.parent.mkdir(parents=True, exist_ok=True)
+            fd = open_regular(self.refused_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            try:
+                if os.fstat(fd).st_size + len(line) > REFUSED_FILE_MAX_BYTES:
+                    self.log.error("the file of refused elements is full: this one is logged only",
+                                   path=str(self.refused_path), max_bytes=REFUSED_FILE_MAX_BYTES)
+                    return None
+                view = memoryview(line)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+        except OSError as failure:
+            self.log.error("could not keep a refused element on the node", path=str(self.refused_path),
+                           error=str(failure))
+            return None
+        return str(self.refused_path)
 
     def _throttled(self, call: Call, error: Throttled, now: float) -> None:
         """A 429: "slow down", not a refusal of the request; or a 502/503/504 with a Retry-After:
@@ -827,7 +1008,7 @@ class NodeAgent:
     def busy(self) -> bool:
         """Reports are queued or due soon, or members launched in the last EXIT_COMPANY_S still
         run (short jobs whose exits are coming). Read from the wake-up thread: a hint, not a lock."""
-        if self.outbox or self.urgent or self.report_at != math.inf:
+        if self.outbox or self.parts or self.urgent or self.report_at != math.inf:
             return True
         now = self.clock()
         try:
