@@ -132,6 +132,9 @@ class EventKind(models.TextChoices):
     ALLOCATION_FENCED = "allocation.fenced", "Allocation fenced"
     NODE_REGISTERED = "node.registered", "Node registered"
     NODE_STATE = "node.state", "Node state changed"
+    # The control plane refused (400) a heartbeat or report of the node's agent: recorded at
+    # most every CONTACT_REFUSED_EVERY a node (services/agent_protocol.contact_refused).
+    NODE_AGENT_REFUSED = "node.agent_refused", "Agent contact refused"
     QUOTA_CHANGED = "quota.changed", "Quota changed"
     COHORT_CHANGED = "cohort.changed", "Cohort changed"
     CONFIG_CHANGED = "config.changed", "Configuration changed"

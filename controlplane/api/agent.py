@@ -40,7 +40,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from controlplane.api import throttling
-from controlplane.api.errors import Conflict, exception_handler
+from controlplane.api.errors import Conflict, exception_handler, flatten
 from controlplane.api.parsers import BoundedJSONParser
 from controlplane.api.serializers.fields import NameField
 from controlplane.choices import CapacityTier, NodeState
@@ -618,7 +618,11 @@ class _SyncView(AgentView):
     renew = False
 
     def post(self, request: Request, name: str) -> Response:
-        data = _validated_sync(request.data)
+        try:
+            data = _validated_sync(request.data)
+        except exceptions.ValidationError as error:
+            protocol.contact_refused(request.user.node, flatten(error.detail), request.data, now=timezone.now())
+            raise
         now = timezone.now()
         _store_logs([(request.user.node, data.get("logs") or [])], now)
         # No transaction around the whole call: each step takes its own locks in the global
@@ -666,7 +670,11 @@ class BatchSyncView(AgentView):
     permission_classes: list[Any] = []
 
     def post(self, request: Request) -> Response:
-        items = _validated_batch(request.data)
+        try:
+            items = _validated_batch(request.data)
+        except exceptions.ValidationError as error:
+            _batch_refused(request.data, flatten(error.detail))
+            raise
         now = timezone.now()
         nodes = {n.name: n for n in Node.objects.filter(name__in={i["name"] for i in items})}
         results: list[dict[str, Any] | None] = [None] * len(items)
@@ -700,6 +708,31 @@ class BatchSyncView(AgentView):
         for (index, _), desired in zip(accepted, protocol.sync_many([r for _, r in accepted], now=now), strict=True):
             results[index] = {"status": 200, **desired.as_json()}
         return Response({"results": results})
+
+
+def _batch_refused(data: Any, errors: dict[str, list[str]]) -> None:
+    """A batch refused (400) for some items: each item named whose token opens its node records
+    the node's refused contact (`contact_refused`), its fields as its own contact's. An item
+    whose token opens nothing records nothing: anyone may name any node in a body."""
+    items = data.get("nodes") if isinstance(data, dict) else None
+    if not isinstance(items, list):
+        return
+    mine: dict[int, dict[str, list[str]]] = {}
+    for name, problems in errors.items():
+        head, _, rest = name.partition(".")
+        index, _, field = rest.partition(".")
+        if head == "nodes" and index.isdigit() and int(index) < len(items) and field not in ("name", "token"):
+            mine.setdefault(int(index), {})[field] = problems
+    now = timezone.now()
+    for index, fields in sorted(mine.items()):
+        item = items[index]
+        name, token = (item.get("name"), item.get("token")) if isinstance(item, dict) else (None, None)
+        if not (isinstance(name, str) and isinstance(token, str) and _utf8(name) and _utf8(token)
+                and "\x00" not in name):
+            continue
+        node = Node.objects.filter(name=name).first()
+        if node is not None and protocol.token_opens(node, token):
+            protocol.contact_refused(node, fields, item, now=now)
 
 
 def _refuse_unknown_tokens(request: Request, unknown: list[dict[str, Any] | None]) -> None:

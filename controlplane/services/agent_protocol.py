@@ -251,6 +251,56 @@ def actor_for(node: Node | str) -> str:
 # ------------------------------------------------------------------------------ registration
 
 
+#: A node's refused contacts are recorded at most this often: an agent from before 6 Dec sends
+#: the same refused contact again every round, and an operator needs to hear of it once, not
+#: every 2.7 s.
+CONTACT_REFUSED_EVERY = timedelta(minutes=10)
+#: How many of a refusal's fields its event names (a contact may carry thousands of reports).
+CONTACT_REFUSED_FIELDS = 20
+_REFUSED_ELEMENT = re.compile(r"(reports|logs)\.(\d+)(?:\.|$)")
+
+
+def _storable(text: str, limit: int) -> str:
+    """`text` as PostgreSQL takes it: a refusal's words may repeat what the agent sent, and a
+    lone surrogate or a NUL has no place in a text column (written as their escapes)."""
+    return text.encode("utf-8", "backslashreplace").decode().replace("\x00", "\\x00")[:limit]
+
+
+def contact_refused(node: Node, errors: dict[str, list[str]], body: Any, *, now: datetime) -> Event | None:
+    """The node's agent sent a heartbeat or report the control plane refused (400: nothing of it
+    was applied), for `errors` (field → problems, as the 400 names them; `body` is what it sent):
+    the node's `node.agent_refused` event, naming the fields, their problems and the runs
+    (generations) of the elements refused, so an operator reads it on the node's page and in
+    `events/`. At most one every CONTACT_REFUSED_EVERY a node: None when one was recorded
+    since. A `qm-agent` of 6 Dec on sets the elements named aside in its `refused.jsonl` and
+    sends the rest (controlplane/agent/node.py); an older one sends the same contact again."""
+    if Event.objects.filter(node_id=node.pk, kind=EventKind.NODE_AGENT_REFUSED,
+                            created_at__gt=now - CONTACT_REFUSED_EVERY).exists():
+        return None
+    named = list(errors.items())[:CONTACT_REFUSED_FIELDS]
+    generations: set[int] = set()
+    for name, _ in named:
+        match = _REFUSED_ELEMENT.match(name)
+        if match is None or not isinstance(body, dict):
+            continue
+        elements, index = body.get(match.group(1)), int(match.group(2))
+        element = elements[index] if isinstance(elements, list) and index < len(elements) else None
+        generation = element.get("generation") if isinstance(element, dict) else None
+        if type(generation) is int and 0 < generation < 2**63:
+            generations.add(generation)
+    said = "; ".join(f"{name}: {' '.join(problems)}" for name, problems in named) or "the body is not JSON it takes"
+    runs = f" (generation{'s' if len(generations) > 1 else ''} {', '.join(map(str, sorted(generations)))})" \
+        if generations else ""
+    more = f"; and {len(errors) - len(named)} more field(s)" if len(errors) > len(named) else ""
+    return transitions.record_event(
+        EventKind.NODE_AGENT_REFUSED, actor_for(node), node=node, at=now, reason="AgentContactRefused",
+        message=_storable(f"{node.name}: its agent's contact was refused and nothing of it applied: {said}{more}"
+                          f"{runs}", 1000),
+        data={"errors": {_storable(name, 200): [_storable(p, 500) for p in problems] for name, problems in named},
+              "fields": len(errors), "generations": sorted(generations)},
+    )
+
+
 def register(
     name: str, inventory: Inventory, *, token: str, running: Sequence[int], now: datetime,
     self_fenced_at: datetime | None = None,

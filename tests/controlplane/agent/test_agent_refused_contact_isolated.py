@@ -28,8 +28,8 @@ from controlplane.agent.client import AgentClient, Refused
 from controlplane.agent.main import _send_batch
 from controlplane.agent.members import Assignment, Member, SimulatedLauncher
 from controlplane.agent.node import NodeAgent, NodeInventory, iso
-from controlplane.choices import JobState, NodeState
-from controlplane.models import Allocation, Job, Node
+from controlplane.choices import EventKind, JobState, NodeState
+from controlplane.models import Allocation, Event, Job, Node
 from controlplane.services import cycle
 from tests.controlplane.agent.test_node_agent import (
     FakeClock,
@@ -136,6 +136,9 @@ def test_an_exit_the_control_plane_refuses_is_set_aside_and_the_rest_of_the_node
     (said,) = [e for e in logs if e["event"].startswith("the control plane refused part of a contact")]
     assert said["log_level"] == "error" and said["generation"] == bad_generation
     assert said["field"] == "reports.0.message" and said["kept_in"] == str(tmp_path / "gpu-bad" / "refused.jsonl")
+    # and the control plane recorded it for the node, for an operator to read there
+    (event,) = Event.objects.filter(node__name="gpu-bad", kind=EventKind.NODE_AGENT_REFUSED)
+    assert list(event.data["errors"]) == ["reports.0.message"] and event.data["generations"] == [bad_generation]
 
 
 # ---------------------------------------------------------------------- the agent's rounds

@@ -28,6 +28,7 @@ from django.test.utils import override_settings
 from django.utils import timezone
 from rest_framework.test import APIClient
 
+from controlplane.choices import EventKind
 from controlplane.models import Allocation, Event, Job, JobLogChunk, Node, UsageSample
 from controlplane.services import cycle
 from tests.controlplane.built_once import Shared, built_once
@@ -223,10 +224,13 @@ CASES: list[tuple[str, str, str, Body, str, int, str | None]] = [
 
 
 def _written() -> tuple[Any, ...]:
-    """Everything a refused request must leave as it was (a heartbeat's lease renewal too)."""
+    """Everything a refused request must leave as it was (a heartbeat's lease renewal too), but
+    the node's `node.agent_refused` event a refused contact of its own agent records (from 6 Dec;
+    tests/controlplane/api/test_agent_contact_refused_event.py)."""
     return (
         list(Node.objects.order_by("pk").values()), list(Job.objects.order_by("pk").values()),
-        list(Allocation.objects.order_by("pk").values()), Event.objects.count(), JobLogChunk.objects.count(),
+        list(Allocation.objects.order_by("pk").values()),
+        Event.objects.exclude(kind=EventKind.NODE_AGENT_REFUSED).count(), JobLogChunk.objects.count(),
         UsageSample.objects.count(),
     )
 
@@ -309,6 +313,8 @@ def test_a_hostile_agent_body_is_a_4xx_naming_the_field_and_writes_nothing(
     if field is not None:
         assert field in answer["errors"], answer
     assert _written() == before
+    refused = list(Event.objects.filter(kind=EventKind.NODE_AGENT_REFUSED).values_list("node__name", flat=True))
+    assert refused in ([], ["gpu-0"])  # at most the one event, of the node whose own token sent it
 
 
 def test_the_largest_device_values_and_generation_are_taken(node0: Node0) -> None:
