@@ -53,6 +53,10 @@ from controlplane.agent.members import Assignment, Launcher, Member, describe
 log = structlog.get_logger("qm.agent")
 
 MAX_OUTBOX = 5000
+#: The most reports one contact carries: the control plane refuses more (controlplane/api/agent.py,
+#: MAX_REPORTS, a 400 naming `reports` as a whole). A fuller queue (a long partition) goes in
+#: several contacts, BACKLOG_DELAY_S apart.
+MAX_CONTACT_REPORTS = 2000
 # The control plane stops a job at its runtime limit; should it not have done so this long
 # after (it cannot be reached, its loop is down), the agent does: SIGTERM, and SIGKILL after
 # the same grace again.
@@ -376,8 +380,9 @@ class NodeAgent:
             # A refused contact's part (`_refused`): alone, the queue waits until it is through.
             reports, logs = list(part.reports), list(part.logs)
         else:
-            reports, self.outbox = self.outbox, []
-            self.report_at = math.inf  # everything queued goes now
+            # everything queued goes now (MAX_CONTACT_REPORTS of it: the rest right after the reply)
+            reports, self.outbox = self.outbox[:MAX_CONTACT_REPORTS], self.outbox[MAX_CONTACT_REPORTS:]
+            self.report_at = math.inf
             logs = self.shipper.collect()
         body: dict[str, Any] = {"running": sorted(self.members), "reports": reports}
         if self.known_version:
@@ -486,6 +491,8 @@ class NodeAgent:
             self.shipper.delivered(call.logs)
             if self.shipper.backlog:  # more output waits than one contact carries: send it soon
                 self.report_at = min(self.report_at, now + BACKLOG_DELAY_S)
+        if len(call.reports) >= MAX_CONTACT_REPORTS and self.outbox:  # so do more reports
+            self.report_at = min(self.report_at, now + BACKLOG_DELAY_S)
         if len(self.round_trips) < 10_000:
             self.round_trips.append(now - call.sent)
         if self.throttled_since is not None:

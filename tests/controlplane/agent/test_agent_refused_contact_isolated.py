@@ -302,3 +302,31 @@ def test_a_batch_refused_for_one_nodes_report_sets_that_report_aside_and_the_oth
     second = round_of_batch()
     assert [r["generation"] for r in second[0]["reports"]] == [7] and [r["generation"] for r in second[1]["reports"]] == [8]
     assert not agents[0].outbox and not agents[1].outbox  # taken
+
+
+# ---------------------------------------------------------------------- a long queue
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_queue_longer_than_a_contact_takes_goes_in_several_contacts_none_refused(
+        live_server: Any, tmp_path: Path) -> None:
+    """The control plane takes at most 2,000 reports a contact (a 400 naming `reports` beyond);
+    the agent queues up to 5,000 (a long partition). Before, it sent them all in one contact,
+    refused again and again."""
+    build_loop_fleet()
+    client = RecordingClient(live_server.url)
+    agent = NodeAgent(NodeInventory(name="gpu-long", gpu_count=8, pool="h100", gpu_type="H100-80GB", cpus=64,
+                                    memory_gb=512, leaf_switch="leaf-1", spine="spine-1"),
+                      client=client, launcher=SimulatedLauncher(), bootstrap_token=BOOTSTRAP, interval_s=0.3,
+                      sample_interval_s=60.0, refused_path=tmp_path / "gpu-long" / "refused.jsonl")
+    drive(agent, lambda: agent.registered, 30, "registration")
+    at = iso(time.time())
+    for generation in range(1, 2501):  # runs the control plane never bound: stale, taken
+        agent._queue({"kind": "exited", "generation": generation, "at": at, "exit_code": 0})
+    agent.urgent = True
+
+    drive(agent, lambda: not agent.outbox and not agent.parts, 60, "the queue to be taken")
+
+    carrying = [(len(body["reports"]), taken) for body, taken in client.sent if body.get("reports")]
+    assert carrying == [(2000, True), (500, True)]
+    assert not (tmp_path / "gpu-long" / "refused.jsonl").exists()
