@@ -278,7 +278,7 @@ class NodeAgent:
         # logged), and the parts of a contact refused whole still to be sent apart (`_refused`).
         self.refused_path = refused_path
         self.parts: list[Part] = []
-        self.replaced: set[tuple[str, int, str]] = set()  # endings sent again without their words
+        self.replaced: set[tuple[str, int, str]] = set()  # endings refused and sent again (`_ending_again`)
         self.ship_output = ship_output  # False: the output stays on the node (--no-output)
         # The desired allocations of the last full reply and their version: sent back as
         # `known`, so while nothing concerning this node changed the control plane answers
@@ -593,8 +593,8 @@ class NodeAgent:
         """Element `index` of the call's reports or output chunks (`kind`), refused by the control
         plane for `problems` (its field → its words; {} when it named none): never sent again,
         kept in REFUSED_FILE with the control plane's words for an operator to read, and logged
-        once. A run's ending (exited, lost, refused) refused for its words only goes again
-        without them, saying so, so the control plane still settles the run."""
+        once. A run's ending (exited, lost, refused) goes again once without what was refused
+        (`_ending_again`), so the control plane still settles the run."""
         wall = self.wall()
         if kind == "reports":
             data = call.reports[index]
@@ -605,24 +605,47 @@ class NodeAgent:
             data, generation, what = chunk.as_json(), chunk.generation, "output"
         self.counters["set_aside"] += 1
         field, problem = next(iter(problems.items()), (None, [error.detail]))
-        replaced = False
-        if (kind == "reports" and what in _ENDINGS and problems
-                and all(name.endswith(".message") for name in problems)
-                and (str(what), int(generation or 0), str(data.get("at"))) not in self.replaced):
-            said = "; ".join(f"{', '.join(p)}" for p in problems.values())
-            words = (f"the agent's words for this were refused by the control plane ({said}); they are kept on the "
-                     f"node in {REFUSED_FILE}")
-            self.replaced.add((str(what), int(generation or 0), str(data.get("at"))))
-            self._queue({**data, "message": words.encode("ascii", "replace").decode()[:500]})
-            replaced = True
+        again = None
+        if kind == "reports" and what in _ENDINGS:
+            again = self._ending_again(data, problems, error)
+            if again is not None:
+                self._queue(again)
         kept = self._keep_refused({
             "at": iso(wall), "node": self.name, "call": call.kind, "status": error.status,
             "element": f"{kind}.{index}", "kind": what, "generation": generation, "errors": problems,
-            "detail": error.detail, "sent_again_without_words": replaced, "data": data,
+            "detail": error.detail, "sent_again": again, "data": data,
         })
         self.log.error("the control plane refused part of a contact: set aside, kept on the node and never sent again",
                        generation=generation, kind=what, element=f"{kind}.{index}", field=field,
-                       problem=" ".join(problem), kept_in=kept, sent_again_without_words=replaced)
+                       problem=" ".join(problem), kept_in=kept, sent_again=again is not None)
+
+    def _ending_again(self, report: dict[str, Any], problems: dict[str, list[str]],
+                      error: Refused) -> dict[str, Any] | None:
+        """A refused ending (exited, lost, refused) as the control plane takes it: without the
+        fields it refused (or, when it named none, the agent's own words and its instant, taken
+        anew), once; None for an ending already sent again. Lost, it would leave the run bound
+        there for ever: this agent ignores a run it has seen end, whatever it is then told."""
+        generation = report.get("generation")
+        if type(generation) is not int:
+            return None
+        key = (str(report.get("kind")), generation, str(report.get("at")))
+        if key in self.replaced:
+            return None
+        self.replaced.add(key)
+        refused = {name.rsplit(".", 1)[-1] for name in problems} if problems else {"message", "at"}
+        again: dict[str, Any] = {"kind": report["kind"], "generation": generation,
+                                 "at": report.get("at") if "at" not in refused else iso(self.wall())}
+        if "exit_code" in report:
+            code = report["exit_code"]
+            again["exit_code"] = code if type(code) is int and -255 <= code <= 255 and "exit_code" not in refused else None
+        if "message" in refused or not isinstance(report.get("message", ""), str):
+            said = "; ".join(f"{name}: {' '.join(p)}" for name, p in problems.items()) or error.detail
+            words = (f"the control plane refused this report as the agent first sent it ({said}); sent again "
+                     f"without what it refused, the original kept on the node in {REFUSED_FILE}")
+            again["message"] = words.encode("ascii", "replace").decode()[:500]
+        elif "message" in report:
+            again["message"] = report["message"]
+        return again
 
     def _keep_refused(self, entry: dict[str, Any]) -> str | None:
         """Append `entry` to REFUSED_FILE (mode 0600, a regular file only: the state directory is

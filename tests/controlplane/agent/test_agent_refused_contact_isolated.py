@@ -127,11 +127,15 @@ def test_an_exit_the_control_plane_refuses_is_set_aside_and_the_rest_of_the_node
     # Its run's exit went again without the words the control plane refused: the job ends.
     broken.refresh_from_db()
     assert broken.state == JobState.FAILED and broken.exit_code == 126
+    (again,) = [r for body, taken in client.sent if taken for r in body.get("reports", [])
+                if r["generation"] == bad_generation and r["kind"] == "exited"]
+    assert again["message"].startswith("the control plane refused this report as the agent first sent it (reports.0.")
     # Kept on the node, with the control plane's words, for an operator to read.
     (kept,) = _lines(tmp_path / "gpu-bad" / "refused.jsonl")
     assert kept["node"] == "gpu-bad" and kept["status"] == 400 and kept["element"] == "reports.0"
     assert kept["generation"] == bad_generation and kept["kind"] == "exited"
     assert kept["data"]["message"].endswith(NOT_UTF8_PATH) and kept["data"]["exit_code"] == 126
+    assert kept["sent_again"] == again
     assert list(kept["errors"]) == ["reports.0.message"] and "urrogate" in kept["errors"]["reports.0.message"][0]
     (said,) = [e for e in logs if e["event"].startswith("the control plane refused part of a contact")]
     assert said["log_level"] == "error" and said["generation"] == bad_generation
@@ -150,15 +154,16 @@ class RefusingControlPlane(ScriptedControlPlane):
     older control plane's 400 might); `frame` refuses the contact whatever it carries."""
 
     def __init__(self, clock: FakeClock, poisoned: Callable[[str, dict[str, Any]], bool], *,
-                 names: bool = True) -> None:
+                 names: bool = True, field: str = "message") -> None:
         super().__init__(clock)
         self.poisoned = poisoned
         self.names = names
+        self.field = field
         self.frame = False
         self.contacts: list[tuple[dict[str, Any], bool]] = []  # (body, taken)
 
     def _reply(self, body: dict[str, Any]) -> dict[str, Any]:
-        errors = {f"{kind}.{i}.{'message' if kind == 'reports' else 'text'}": ["Not what this field takes."]
+        errors = {f"{kind}.{i}.{self.field if kind == 'reports' else 'text'}": ["Not what this field takes."]
                   for kind in ("reports", "logs") for i, element in enumerate(body.get(kind, []))
                   if self.poisoned(kind, element)}
         if errors or self.frame:
@@ -203,6 +208,24 @@ def test_an_output_chunk_the_control_plane_refuses_is_set_aside_and_the_rank_shi
     assert said["kind"] == "output" and said["field"] == kept["element"] + ".text"
 
 
+def test_an_ending_refused_for_its_exit_code_goes_again_once_with_none_and_its_own_words(tmp_path: Path) -> None:
+    clock = FakeClock()
+    plane = RefusingControlPlane(clock, lambda kind, e: kind == "reports" and e.get("exit_code") == 300,
+                                 field="exit_code")
+    agent = _agent(plane, clock, tmp_path)
+    run_for(agent, clock, 1.0)
+    lost = {"kind": "lost", "generation": 9, "at": iso(clock.wall()), "exit_code": 300, "message": "stopped: stale"}
+    agent._queue(lost)
+    agent.urgent = True
+
+    run_for(agent, clock, 1.0)
+
+    assert plane.taken("reports") == [{**lost, "exit_code": None}]  # its instant and words as they were
+    (kept,) = _lines(tmp_path / "n1" / "refused.jsonl")
+    assert kept["data"] == lost and kept["sent_again"] == {**lost, "exit_code": None}
+    assert not agent.outbox and agent.counters["set_aside"] == 1
+
+
 def test_a_400_naming_nothing_is_isolated_by_sending_the_contacts_parts_apart(tmp_path: Path) -> None:
     """One report of many poisoned, and the 400 names none: the heartbeat alone first, then the
     reports in halves; the poisoned one is set aside after a few contacts, every other one is
@@ -223,7 +246,11 @@ def test_a_400_naming_nothing_is_isolated_by_sending_the_contacts_parts_apart(tm
 
     contacts = plane.contacts[before:]
     assert contacts[1] == ({"running": [], "reports": []}, True)  # the heartbeat alone, taken
-    assert sorted(r["generation"] for r in plane.taken("reports")) == [g for g in range(1, 21) if g != 13]
+    taken = plane.taken("reports")
+    # every other report once; 13, an exit, once as well: again, without the words refused
+    assert sorted(r["generation"] for r in taken) == list(range(1, 21))
+    (again,) = [r for r in taken if r["generation"] == 13]
+    assert again["message"].startswith("the control plane refused this report as the agent first sent it")
     # the whole, then the half holding it at each size (10, 5, 3), then it alone: the rest taken once
     assert [len(body["reports"]) for body, taken in contacts if not taken] == [20, 10, 5, 3, 1]
     assert not agent.parts and not agent.outbox
@@ -294,7 +321,9 @@ def test_a_batch_refused_for_one_nodes_report_sets_that_report_aside_and_the_oth
     assert [r["generation"] for r in first[0]["reports"]] == [7] and [r["generation"] for r in first[1]["reports"]] == [8]
     assert [r["generation"] for r in agents[0].outbox] == [7]  # sent again next
     # node 1's ending goes again without its words; node 0's as it was
-    assert [(r["generation"], r["message"].startswith("the agent's words")) for r in agents[1].outbox] == [(8, True)]
+    (again,) = agents[1].outbox
+    assert again == {"kind": "exited", "generation": 8, "at": now, "exit_code": 1, "message": again["message"]}
+    assert again["message"].startswith("the control plane refused this report as the agent first sent it")
     (kept,) = _lines(tmp_path / "sim-1" / "refused.jsonl")
     assert kept["node"] == "sim-1" and list(kept["errors"]) == ["reports.0.message"] and kept["generation"] == 8
     assert not (tmp_path / "sim-0" / "refused.jsonl").exists()
