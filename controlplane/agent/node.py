@@ -81,8 +81,8 @@ REFUSED_FILE_MAX_BYTES = 64 * 1024 * 1024
 # A field a 400 names inside one element of a contact: `reports.3.message`, `logs.0.text`,
 # `reports.3` (the report as a whole).
 _ELEMENT = re.compile(r"(reports|logs)\.(\d+)(?:\.|$)")
-# Reports whose loss would leave a run unsettled on the control plane: refused for their words
-# only, they go again without them (see `NodeAgent._set_aside`).
+# Reports whose loss would leave a run unsettled on the control plane: refused, they go again
+# once without what was refused (`NodeAgent._ending_again`).
 _ENDINGS = ("exited", "lost", "refused")
 
 
