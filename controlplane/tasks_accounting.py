@@ -6,7 +6,9 @@
   window, only once their rollups exist (services/accounting.apply_retention).
 - `qm.accounting.remember_job_costs` (every minute, PostgreSQL): remember the cost of each job
   that ended and released its last run since, in cents, so the history's total reads it rather
-  than pricing the job's GPU rows again (services/job_costs.remember_ended_job_costs).
+  than pricing the job's GPU rows again (services/job_costs.remember_ended_job_costs); then
+  build the history's closed totals once a day and after any change to a closed job
+  (services/closed_history.rebuild_if_due).
 
 All are idempotent and safe to run twice or late: a run locks the cursor row and a second run
 that finds it locked does nothing; a late tick expires. Both take `now` from the clock here, at
@@ -23,7 +25,7 @@ from celery import shared_task
 from django.conf import settings
 from django.utils import timezone
 
-from controlplane.services import accounting, job_costs
+from controlplane.services import accounting, closed_history, job_costs
 
 log = structlog.get_logger(__name__)
 
@@ -77,6 +79,9 @@ def remember_job_costs() -> str:
         batch = job_costs.remember_ended_job_costs(timezone.now(), REMEMBER_BATCH)
         written += batch
         if batch < REMEMBER_BATCH:
+            # every ended job's cost remembered: the history's closed totals can be built at
+            # today's horizon, or again after a change (services/closed_history.py)
+            closed_history.rebuild_if_due(timezone.now())
             break
     return f"remembered the cost of {written} ended jobs"
 

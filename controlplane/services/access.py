@@ -79,6 +79,12 @@ def visible_jobs(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Job]:
     return _scoped(Job.objects.all(), access, sees_all=access.is_admin)
 
 
+def visible_job_teams(user: AbstractBaseUser | AnonymousUser) -> frozenset[int] | None:
+    """The teams whose jobs `visible_jobs` keeps, by id; None: every team's (an admin's)."""
+    access = access_of(user)
+    return None if access.is_admin else access.team_ids
+
+
 def member_teams(user: AbstractBaseUser | AnonymousUser) -> QuerySet[Team]:
     """The teams whose jobs the user may read and submit for: every team for admins."""
     access = access_of(user)

@@ -18,8 +18,9 @@ its runs, and where it ran. The API's job fields (`elapsed_s`, `gpu_hours`, `ran
   GPU-hours of the 8 it held).
 
 The `/history/` page (and its CSV) lists the jobs that ended with these figures: `history_rows`
-for a page (`history_page`: with their costs, and the set's), `history_totals` over the whole
-filtered set, `history_csv` for the download.
+for a page (with their costs), `history_totals` over the whole filtered set (the page adds up
+through services/closed_history.py, which keeps the closed days' totals), `history_csv` for the
+download.
 """
 
 from __future__ import annotations
@@ -342,24 +343,6 @@ def history_rows(jobs: Sequence[Job], now: datetime, priced: bool = False) -> li
                        last_run_gpus(job), costs.get(job.pk)) for job in jobs]
 
 
-@dataclass(frozen=True)
-class HistoryPage:
-    """A page of the history: its rows, each with its cost, and what the whole filtered set cost
-    (the CSV's TOTAL `cost_usd`), whatever its size."""
-
-    rows: list[HistoryRow]
-    cost_usd: Decimal
-
-
-def history_page(jobs: QuerySet[Job], page: Sequence[Job], now: datetime) -> HistoryPage:
-    """The page's rows of `jobs` (an `ended_jobs` set) with their costs (`job_costs.jobs_costs`,
-    the page's jobs in one call), and the whole set's cost: the sum of its jobs' cents, as the
-    CSV's TOTAL row adds them, in one query whatever the set's size
-    (`job_costs.jobs_total_cost`). Until 2 Dec 2026 the set's jobs were priced one by one,
-    1,000 a call, which took ~6 s for 50,000 jobs, so a set of more than 5,000 had no total."""
-    return HistoryPage(rows=history_rows(page, now, priced=True), cost_usd=job_costs.jobs_total_cost(jobs, now))
-
-
 @dataclass
 class HistoryTotals:
     """The whole filtered set: how many jobs, by how they ended, and the sums of the rows'
@@ -376,6 +359,15 @@ class HistoryTotals:
         self.states[state] = self.states.get(state, 0) + 1
         self._gpu_hours += Decimal(str(gpu_hours))
         self._lost_gpu_hours += Decimal(str(lost_gpu_hours))
+
+    def include(self, other: HistoryTotals) -> None:
+        """Add another set's totals (of other jobs): each job's figures are its own, so a set's
+        totals are the sums of its parts'."""
+        self.jobs += other.jobs
+        for state, count in other.states.items():
+            self.states[state] = self.states.get(state, 0) + count
+        self._gpu_hours += other._gpu_hours
+        self._lost_gpu_hours += other._lost_gpu_hours
 
     @property
     def gpu_hours(self) -> float:

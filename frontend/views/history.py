@@ -1,8 +1,9 @@
 """`/history/`: the jobs that ended, as `qm history` / `sacct` list them, and `/history.csv`.
 
 The filters are the jobs API's (`JobHistoryFilterSet`, a `JobFilterSet`), the scope the API's
-(`access.visible_jobs`), the figures and totals `services/job_history.py`'s: this view only
-reads the query, hands it over and renders what comes back.
+(`access.visible_jobs`), the figures `services/job_history.py`'s and the totals
+`services/closed_history.py`'s: this view only reads the query, hands it over and renders what
+comes back.
 """
 
 from __future__ import annotations
@@ -19,8 +20,8 @@ from django.views.decorators.http import require_GET
 
 from controlplane.filtersets import JobHistoryFilterSet
 from controlplane.models import Job
-from controlplane.services import access, job_history
-from frontend.page_filters import filtered
+from controlplane.services import access, closed_history, job_history
+from frontend.page_filters import PAGE_PARAMETERS, filtered
 
 PAGE_SIZE = 50
 
@@ -48,16 +49,19 @@ def history(request: HttpRequest) -> HttpResponse:
     }
     if jobs is None:
         return render(request, "frontend/history.html", context, status=400)
-    totals = job_history.history_totals(jobs)
+    now = timezone.now()
+    # No filter asked: the reader's whole history, whose jobs ended before yesterday the closed
+    # totals stand for (services/closed_history.py).
+    whole = set(request.GET) <= PAGE_PARAMETERS
+    summary = closed_history.history_summary(jobs, now, access.visible_job_teams(request.user), whole)
     paginator = Paginator(jobs, PAGE_SIZE)
-    paginator.count = totals.jobs  # type: ignore[misc]  # counted with the totals: no COUNT(*) more
+    paginator.count = summary.totals.jobs  # type: ignore[misc]  # counted with the totals: no COUNT(*) more
     listed = paginator.get_page(request.GET.get("page"))
-    shown = job_history.history_page(jobs, listed.object_list, timezone.now())
     context.update({
         "jobs": listed,
-        "rows": shown.rows,
-        "totals": totals,
-        "total_cost_usd": shown.cost_usd,
+        "rows": job_history.history_rows(listed.object_list, now, priced=True),
+        "totals": summary.totals,
+        "total_cost_usd": summary.cost_usd,
     })
     return render(request, "frontend/history.html", context)
 
