@@ -66,8 +66,8 @@ def history_summary(jobs: QuerySet[Job], now: datetime, teams: frozenset[int] | 
         return HistorySummary(job_history.history_totals(jobs), job_costs.jobs_total_cost(jobs, now))
     horizon, totals, cents = closed
     recent = jobs.filter(Q(finished_at__gte=horizon) | Q(finished_at__isnull=True))
-    totals.include(job_history.history_totals(recent))
-    cost = Decimal(cents).scaleb(-2) + job_costs.jobs_total_cost(recent, now)
+    totals.include(job_history.history_totals(recent, look_up_each=True))
+    cost = Decimal(cents).scaleb(-2) + job_costs.jobs_total_cost(recent, now, look_up_each=True)
     return HistorySummary(totals, cost.quantize(Decimal("0.01")))
 
 

@@ -103,7 +103,7 @@ def jobs_costs(job_ids: Sequence[int], now: datetime) -> dict[int, Decimal]:
     return {job_id: priced[job_id].total_usd if job_id in priced else Decimal("0.00") for job_id in job_ids}
 
 
-def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:
+def jobs_total_cost(jobs: QuerySet[Job], now: datetime, look_up_each: bool = False) -> Decimal:
     """What the jobs of `jobs` (any filtered set, of any size) have cost up to `now`, added up:
     Σ `jobs_costs` (each job to the cent, as the history CSV's `cost_usd` cells and its TOTAL
     row say it), to the cent, in one query on PostgreSQL. The same spans as `held_spans` reads (each
@@ -116,7 +116,9 @@ def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:
     run released by `now`, priced under the price rates and nodes as they stand, not requeued
     since) is read from there, one row, instead of priced again from its GPU rows: at 50,000
     ended jobs pricing them all takes ~0.8 s (bench/history_cost.py). SQLite (the demo) prices
-    the jobs `jobs_costs` 1,000 at a time and adds them up."""
+    the jobs `jobs_costs` 1,000 at a time and adds them up. `look_up_each`: the set is a few
+    thousand jobs at most (services/closed_history.py), so each job's remembered cost is looked up
+    by its key rather than every remembered cost hashed (the planner's choice for a join)."""
     jobs = jobs.order_by()
     if connection.vendor != "postgresql":
         ids = list(jobs.values_list("pk", flat=True))
@@ -131,10 +133,13 @@ def jobs_total_cost(jobs: QuerySet[Job], now: datetime) -> Decimal:
     # (the whole history's 99,566 on bench/scale_audit.py's installation: a quarter of the time).
     rows = (f"(SELECT DISTINCT pk, requeues FROM ({inner}) AS named(pk, requeues)) AS w"
             if _joins_many(jobs.query) else f"({inner}) AS w(pk, requeues)")
-    sql = _JOBS_TOTAL_COST_SQL.format(rows=rows, costs=ENDED_JOB_COSTS, prices=PRICE_GENERATION,
-                                      priced=_PRICED_SQL.format(**_TABLES, jobs="SELECT pk FROM listed WHERE cents IS NULL"))
+    sql = (_JOBS_TOTAL_COST_EACH_SQL if look_up_each else _JOBS_TOTAL_COST_SQL).format(
+        rows=rows, costs=ENDED_JOB_COSTS, prices=PRICE_GENERATION,
+        priced=_PRICED_SQL.format(**_TABLES, jobs="SELECT pk FROM listed WHERE cents IS NULL"))
     with connection.cursor() as cursor:
-        cursor.execute(sql, [*params, now, *_priced_params(now)])
+        # the settled-by time is written before the set's own parameters in the looked-up form
+        first = [now, *params] if look_up_each else [*params, now]
+        cursor.execute(sql, [*first, *_priced_params(now)])
         (cents,) = cursor.fetchone()
     return Decimal(cents or 0).scaleb(-2).quantize(CENT)
 
@@ -213,6 +218,14 @@ WITH listed AS (
     SELECT w.pk, c.cents FROM {rows}
     LEFT JOIN {costs} c ON c.job_id = w.pk AND c.requeues = w.requeues
                        AND c.prices = (SELECT generation FROM {prices}) AND c.settled_at <= %s
+), {priced}
+SELECT (SELECT COALESCE(SUM(cents), 0) FROM listed) + (SELECT COALESCE(SUM(cents), 0) FROM cents)"""
+
+#: The same, each job's row looked up by its key (at most one: job_id is the key), not joined.
+_JOBS_TOTAL_COST_EACH_SQL = """
+WITH listed AS (
+    SELECT w.pk, (SELECT c.cents FROM {costs} c WHERE c.job_id = w.pk AND c.requeues = w.requeues
+                  AND c.prices = (SELECT generation FROM {prices}) AND c.settled_at <= %s) AS cents FROM {rows}
 ), {priced}
 SELECT (SELECT COALESCE(SUM(cents), 0) FROM listed) + (SELECT COALESCE(SUM(cents), 0) FROM cents)"""
 

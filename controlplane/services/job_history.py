@@ -401,7 +401,7 @@ _ROUNDED_UNITS_SQL = """
 JOB_DAY_SUMS = "controlplane_job_day_gpu_seconds"
 
 
-def history_totals(jobs: QuerySet[Job]) -> HistoryTotals:
+def history_totals(jobs: QuerySet[Job], look_up_each: bool = False) -> HistoryTotals:
     """Totals over every job of `jobs` (an `ended_jobs` set), not one page, in one query
     whatever its size: each job's day rollups' GPU-seconds (job_costs.job_cost's sum, read from
     JOB_DAY_SUMS, one row a job) rounded as `gpu_hours` rounds it, summed in PostgreSQL per
@@ -409,7 +409,10 @@ def history_totals(jobs: QuerySet[Job]) -> HistoryTotals:
     `lost_gpu_hours` rounds it, times its jobs, here. A job without rollups adds 0, as its row
     says. Figure for figure what adding up every row's own figures gives
     (`history_totals_row_by_row`, the reference, which the tests hold it to; SQLite, whose
-    decimals are floats and which has no JOB_DAY_SUMS, takes that path)."""
+    decimals are floats and which has no JOB_DAY_SUMS, takes that path). `look_up_each`: the set
+    is a few thousand jobs at most (the days since the closed totals: services/closed_history.py),
+    so each job's sum is looked up by its key rather than the sums of every job hashed (the
+    planner's choice for a join, which reads the whole table: 100,000 rows at 100,000 jobs)."""
     jobs = jobs.order_by()
     if connection.vendor != "postgresql":
         return history_totals_row_by_row(jobs)
@@ -417,9 +420,16 @@ def history_totals(jobs: QuerySet[Job]) -> HistoryTotals:
         inner, params = jobs.values(j=F("pk"), st=F("state"), lost=F("lost_gpu_seconds")).query.sql_with_params()
     except EmptyResultSet:  # a filter nothing can match (finance's scope: no team): no job, no query
         return HistoryTotals()
+    if look_up_each:
+        # OFFSET 0: the lookup once a job (the rounding names `us` four times, and a flattened
+        # subquery would look it up for each)
+        seconds = f"(SELECT sums.allocated_gpu_seconds FROM {JOB_DAY_SUMS} AS sums WHERE sums.job_id = per_job.j)"
+        joined = f"({inner}) AS per_job OFFSET 0"
+    else:
+        seconds = "sums.allocated_gpu_seconds"
+        joined = f"({inner}) AS per_job LEFT JOIN {JOB_DAY_SUMS} AS sums ON sums.job_id = per_job.j"
     sql = (f"SELECT st, lost, COUNT(*), SUM({_ROUNDED_UNITS_SQL}) FROM "
-           f"(SELECT per_job.st, per_job.lost, COALESCE(sums.allocated_gpu_seconds, 0) * 1000000 AS us "
-           f"FROM ({inner}) AS per_job LEFT JOIN {JOB_DAY_SUMS} AS sums ON sums.job_id = per_job.j) AS micro "
+           f"(SELECT per_job.st, per_job.lost, COALESCE({seconds}, 0) * 1000000 AS us FROM {joined}) AS micro "
            "GROUP BY st, lost")
     totals = HistoryTotals()
     with connection.cursor() as cursor:

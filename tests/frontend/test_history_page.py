@@ -142,15 +142,16 @@ def test_the_page_costs_the_same_queries_for_3_jobs_or_40(client_for, demo) -> N
     add(37)
     forty = queries()
     assert len(_rows(alice.get(H))) == min(PAGE_SIZE, 40)
-    # the session, the user, the memberships, the team menu; the totals (one); the page's jobs;
-    # their GPU-hours and nodes (one for the page); their costs, remembered or priced (one:
+    # the session, the user, the memberships, the team menu; the closed totals (one:
+    # services/closed_history.py, none built here), the totals (one); the page's jobs; their
+    # GPU-hours and nodes (one for the page); their costs, remembered or priced (one:
     # job_costs.jobs_costs; four until 5 Dec 2026); the whole set's cost (job_costs.jobs_total_cost, one)
-    assert forty == three == 9, f"{three} queries for 3 jobs, {forty} for 40"
+    assert forty == three == 10, f"{three} queries for 3 jobs, {forty} for 40"
     assert UsageRollup.objects.filter(job__team__name="vision").exists()  # the figures were read, not zero
     # once every ended job's cost is remembered, the rows' costs are one query: nothing to price
     shown = _rows(alice.get(H))
     assert job_costs.remember_ended_job_costs(timezone.now()) == 40
-    assert queries() == 9
+    assert queries() == 10
     assert _rows(alice.get(H)) == shown
 
 
@@ -506,6 +507,7 @@ def test_the_pages_costs_are_the_csvs_to_the_cent_rows_and_total(client_for, his
         again = admin.get(H)
     assert re.search(r'data-cost-usd="([\d.]+)"', again.content.decode()).group(1) == total[-1]
     assert "added up in the CSV" not in again.content.decode()
-    # the page's costs, remembered (none here) or priced, in one statement; the total
-    assert len(captured) == 7 + 1 + 1, [q["sql"][:100] for q in captured]
+    # the page's costs, remembered (none here) or priced, in one statement; the total; the closed
+    # totals (services/closed_history.py: none built here)
+    assert len(captured) == 7 + 1 + 1 + 1, [q["sql"][:100] for q in captured]
 
