@@ -9,12 +9,15 @@ closed history (tests/controlplane/rows_read.py)."""
 from __future__ import annotations
 
 import random
+import threading
+import time
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.db import connection
+from django.db import connection, connections, transaction
+from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
@@ -264,3 +267,61 @@ def test_the_page_reads_no_more_rows_for_more_closed_history(fleet: Fleet) -> No
     with CaptureQueriesContext(connection) as queries:
         assert admin.get("/history/").status_code == 200
     assert len(queries) == 10, [q["sql"][:80] for q in queries]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_a_change_committed_while_they_are_rebuilt_is_not_read_as_added(fleet: Fleet) -> None:
+    """A requeue of a closed job whose trigger ran before the rebuild read `changes`, committed
+    after the rebuild read the jobs: the rebuild did not see it, and the totals it wrote are not
+    read (the change count moved past theirs) until the next rebuild."""
+    _history(fleet, jobs=30)
+    job_costs.remember_ended_job_costs(timezone.now())
+    horizon = closed_history.horizon_of(timezone.now())
+    old = job_history.ended_jobs(Job.objects.filter(finished_at__lt=horizon)).first()
+    assert old is not None
+    changed, errors = threading.Event(), []
+
+    def requeue() -> None:
+        try:
+            with transaction.atomic():
+                Job.objects.filter(pk=old.pk).update(state=JobState.PENDING, finished_at=None,
+                                                     requeue_count=old.requeue_count + 1)
+                changed.set()
+                time.sleep(1.0)  # the rebuild reads meanwhile, then waits on the closed row
+        except Exception as exc:  # noqa: BLE001 (reported below)
+            errors.append(exc)
+        finally:
+            connections.close_all()
+
+    writer = threading.Thread(target=requeue)
+    writer.start()
+    assert changed.wait(10)
+    assert closed_history.rebuild(timezone.now())  # read without the requeue, written after its commit
+    writer.join(20)
+    assert errors == []
+    assert closed_history.closed_totals(None) is None
+    assert _new_way(None) == _old_way(None)
+    job_costs.remember_ended_job_costs(timezone.now())
+    assert closed_history.rebuild_if_due(timezone.now())
+    assert closed_history.closed_totals(None) is not None and _new_way(None) == _old_way(None)
+
+
+@pytest.mark.django_db(transaction=True)
+def test_migration_0041_builds_them_from_the_history_there_and_reverses(fleet: Fleet) -> None:
+    _history(fleet, jobs=30)
+    job_costs.remember_ended_job_costs(timezone.now())
+    executor = MigrationExecutor(connection)
+    executor.migrate([("controlplane", "0040_api_tokens_hashed")])
+    try:
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE %s", [f"{closed_history.CLOSED}%"])
+            assert cursor.fetchone() == (0,)
+            assert closed_history.TOTALS not in connection.introspection.table_names(cursor)
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        closed = closed_history.closed_totals(None)
+        assert closed is not None and closed[1].jobs > 0
+        assert _new_way(None) == _old_way(None)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
