@@ -384,7 +384,7 @@ def side_by_side(runs: int, only: str | None = None) -> list[tuple[str, float, f
     from django.db.models import Count, F, IntegerField, OuterRef, Q, Subquery, Value
     from django.db.models.functions import Coalesce
 
-    from controlplane.models import AllocationGpu, Event, Job, Node, Quota
+    from controlplane.models import AllocationGpu, Event, Job, Node, Quota, Team
     from controlplane.services import job_pages, quotas
 
     def quota_subquery_per_quota() -> list[Any]:
@@ -444,6 +444,21 @@ def side_by_side(runs: int, only: str | None = None) -> list[tuple[str, float, f
             cursor.execute(sql, [*params, cost_at, *job_costs._priced_params(cost_at)])
             return [tuple(cursor.fetchone())]
 
+    from controlplane.services import closed_history
+
+    def history_summary(teams: frozenset[int] | None, closed: bool) -> list[Any]:
+        """The unfiltered history's totals and total cost: every ended job added up (until 6 Dec
+        2026) or the closed totals and the jobs that ended since (services/closed_history.py)."""
+        jobs = job_history.ended_jobs(Job.objects.all() if teams is None else Job.objects.filter(team_id__in=teams))
+        if closed:
+            summary = closed_history.history_summary(jobs, cost_at, teams, whole=True)
+            totals, cost = summary.totals, summary.cost_usd
+        else:
+            totals, cost = job_history.history_totals(jobs), job_costs.jobs_total_cost(jobs, cost_at)
+        return [(totals.jobs, tuple(sorted(totals.states.items())), totals._gpu_hours, totals._lost_gpu_hours, cost)]
+
+    assert closed_history.rebuild_if_due(timezone.now()), "the closed totals could not be built"
+    team = frozenset({Team.objects.get(name="team-00").pk})
     heat = ("node_id", "gpu_index", "allocation__job_id", "allocation__job__team_id", "allocation__job__team__name")
     pairs = [
         ("node list page and COUNT: join → live subquery", nodes_joined, nodes_subquery),
@@ -459,6 +474,10 @@ def side_by_side(runs: int, only: str | None = None) -> list[tuple[str, float, f
           for field in ("-submitted_at", "-gpus", "name", "-started_at", "-finished_at")),
         ("history's total cost, every ended job: DISTINCT → as they are",
          lambda: total_cost(True), lambda: total_cost(False)),
+        ("history's totals and cost, admin: every job → closed totals + since",
+         lambda: history_summary(None, False), lambda: history_summary(None, True)),
+        ("history's totals and cost, team-00: every job → closed totals + since",
+         lambda: history_summary(team, False), lambda: history_summary(team, True)),
     ]
     out = []
     for label, before, now in pairs:
