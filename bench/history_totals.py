@@ -17,6 +17,12 @@ from /proc: the request's time on a core of its own, which a loaded machine's wa
 
 Prints the medians, the figures of both ways (they must agree: the exit status is 1 otherwise)
 and both queries' EXPLAIN ANALYZE.
+
+Since 6 Dec 2026 the unfiltered page (the admin's, the member's) adds up with `history_totals`
+only the jobs that ended since yesterday, the others read as kept totals
+(services/closed_history.py; `scale_audit.py --side-by-side --only "closed totals"` compares
+that): its two ways differ little here; the one-day page and the figures compared at the end
+(over every ended job) still measure `history_totals` itself.
 """
 
 from __future__ import annotations
