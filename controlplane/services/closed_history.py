@@ -14,7 +14,7 @@ minute: at the first run of a UTC day, and after any change to a closed job) in 
 totals and the total cost would read, restricted to the closed jobs and grouped by team; only
 when every closed job's cost is remembered (migration 0036) and holds, so their cents are what
 `jobs_total_cost` reads for them now and until a stamp moves. They are read only while they still
-hold (`closed_totals`: migration 0041 says what raises `changes`; a change of the price rates or
+hold (`closed_totals`: migration 0042 says what raises `changes`; a change of the price rates or
 of a node's GPU type or tier raises the price generation): otherwise the whole set is added up, as
 before, until the next rebuild. PostgreSQL only: SQLite (the demo) adds up every job.
 """

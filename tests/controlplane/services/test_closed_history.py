@@ -1,4 +1,4 @@
-"""The history's closed totals (services/closed_history.py, migration 0041): `/history/`
+"""The history's closed totals (services/closed_history.py, migration 0042): `/history/`
 unfiltered adds up only the jobs that ended since yesterday's start, the others read as kept per
 team and state, and says what adding up every job says, to the 0.0001 GPU-hour and the cent
 (`job_history.history_totals_row_by_row`, the reference, and `job_costs.jobs_total_cost`), for
@@ -307,11 +307,11 @@ def test_a_change_committed_while_they_are_rebuilt_is_not_read_as_added(fleet: F
 
 
 @pytest.mark.django_db(transaction=True)
-def test_migration_0041_builds_them_from_the_history_there_and_reverses(fleet: Fleet) -> None:
+def test_migration_0042_leaves_them_unread_until_the_cost_task_builds_them_and_reverses(fleet: Fleet) -> None:
     _history(fleet, jobs=30)
     job_costs.remember_ended_job_costs(timezone.now())
     executor = MigrationExecutor(connection)
-    executor.migrate([("controlplane", "0040_api_tokens_hashed")])
+    executor.migrate([("controlplane", "0041_node_agent_refused_event_kind")])
     try:
         with connection.cursor() as cursor:
             cursor.execute("SELECT count(*) FROM pg_trigger WHERE tgname LIKE %s", [f"{closed_history.CLOSED}%"])
@@ -319,6 +319,9 @@ def test_migration_0041_builds_them_from_the_history_there_and_reverses(fleet: F
             assert closed_history.TOTALS not in connection.introspection.table_names(cursor)
         executor = MigrationExecutor(connection)
         executor.migrate(executor.loader.graph.leaf_nodes())
+        assert closed_history.closed_totals(None) is None  # unbuilt: the history adds up every job
+        assert _new_way(None) == _old_way(None)
+        assert closed_history.rebuild_if_due(timezone.now())  # as the cost task does each minute
         closed = closed_history.closed_totals(None)
         assert closed is not None and closed[1].jobs > 0
         assert _new_way(None) == _old_way(None)
