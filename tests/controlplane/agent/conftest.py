@@ -1,5 +1,6 @@
-"""Fixtures for the node-agent tests: the loop fleet, the bootstrap secret, and a state
-directory jobs run as users of their own can pass through."""
+"""Fixtures for the node-agent tests: the loop fleet, the bootstrap secret, a state directory
+jobs run as users of their own can pass through, and the check that a test leaves no session on
+the test database behind it."""
 
 from __future__ import annotations
 
@@ -12,7 +13,22 @@ from typing import Any
 
 import pytest
 
+from tests.controlplane.database_sessions import no_session_left_behind
 from tests.controlplane.loop_fixtures import BOOTSTRAP, LoopFleet, build_loop_fleet
+
+
+@pytest.fixture(autouse=True)
+def _no_session_left_on_the_test_database(request: pytest.FixtureRequest, django_db_blocker: Any) -> Iterator[None]:
+    """After each test that used the database: no other session on it (database_sessions.py).
+    These tests run live servers, real agents and threads of their own; a session one of them
+    left open made pytest-django's drop of the database fail at the end of the run, as a
+    warning naming no test. Checked once the test's own fixtures (its agents, its servers)
+    are torn down: this fixture is set up before them."""
+    yield
+    if "_django_db_helper" not in request.fixturenames:
+        return  # no test database was set up for it
+    with django_db_blocker.unblock():
+        no_session_left_behind()
 
 
 @pytest.fixture(autouse=True)
