@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from django.db import connection
@@ -62,11 +63,13 @@ def describe(session: dict[str, Any]) -> str:
             f"{session['backend_start']:%H:%M:%S.%f}, {session['state']}, last query: {session['query']!r}")
 
 
-def no_session_left_behind(grace_s: float = CLOSING_GRACE_S) -> None:
+def no_session_left_behind(grace_s: float = CLOSING_GRACE_S, before_each_look: Callable[[], object] = lambda: None) -> None:
     """An AssertionError naming each session still on the test database `grace_s` seconds from
-    now (one that goes meanwhile was closing, and is no leak)."""
+    now (one that goes meanwhile was closing, and is no leak). `before_each_look` is called
+    before each look at pg_stat_activity (to end what may still be ending)."""
     deadline = time.monotonic() + grace_s
     while True:
+        before_each_look()
         left = other_sessions()
         if not left or time.monotonic() >= deadline:
             break
