@@ -19,6 +19,14 @@ REPEATABLE READ snapshot and checks:
   - every preempted or fenced job requeued or finished (or running again under a newer
     generation);
 and, from the nodes' side, reads the agents' status files: no GPU runs two generations at once.
+
+A drill that fails keeps its evidence (`Cluster.keep_evidence`): every process's log, the
+Redis and PostgreSQL server logs, the agents' status files and the drill's timeline (what it
+did, what it waited for and how long, every change of the scheduler's leader the checker saw)
+go to test-artifacts/chaos/<test>-<time>/, and the failure's message names the directory and
+shows their tails. The logs lived in pytest's temporary directory and the servers' in
+scripts/test-services.sh's, which the run removes: a drill that failed in a full run (the Redis
+outage's, 15.6 s against its 8-s bound) left nothing to read but the number.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -88,6 +98,10 @@ class Proc:
     starts: int = 0
 
 
+#: Where a failed drill's evidence goes (ignored by git, as the browser tests' screenshots are).
+EVIDENCE = REPO / "test-artifacts" / "chaos"
+
+
 @dataclass
 class Cluster:
     workdir: Path
@@ -96,6 +110,10 @@ class Cluster:
     port: int = 0
     actions: list[str] = field(default_factory=list)
     restarts_mid_cycle: int = 0
+    #: what the drill did and saw, each line with the seconds since the cluster was made
+    timeline: list[str] = field(default_factory=list)
+    started: float = field(default_factory=time.monotonic)
+    evidence: Path | None = None
 
     def __post_init__(self) -> None:
         self.workdir.mkdir(parents=True, exist_ok=True)
@@ -115,6 +133,33 @@ class Cluster:
         }
         self.server = f"http://127.0.0.1:{self.port}"
 
+    # ----------------------------------------------------------------------------- evidence
+
+    def note(self, what: str) -> None:
+        """A line of the timeline, at the seconds since the cluster was made."""
+        self.timeline.append(f"{time.monotonic() - self.started:7.1f} s  {what}")
+
+    def keep_evidence(self, test: str, lines: int = 25) -> str:
+        """Copy the processes' logs, the servers' logs, the agents' status files and the
+        timeline to EVIDENCE/<test>-<time>/ (once: a later call adds the timeline since), and
+        say where, with the timeline and the last `lines` lines of each process's log: the
+        text for a failure's message."""
+        if self.evidence is None:
+            self.evidence = EVIDENCE / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', test)[:120]}-{time.strftime('%Y%m%d-%H%M%S')}"
+            self.evidence.mkdir(parents=True, exist_ok=True)
+            for path in [*(proc.log for proc in self.procs.values()), *self.workdir.glob("*.status.json")]:
+                if path.exists():
+                    shutil.copy2(path, self.evidence / path.name)
+            work = os.environ.get("QM_TEST_SERVICES_DIR")
+            servers = {"redis-server.log": Path(work, "redis.log") if work else None,
+                       "postgresql.log": Path(p) if (p := os.environ.get("QM_TEST_PG_LOG")) else None}
+            for name, path in servers.items():
+                if path is not None and path.exists():
+                    shutil.copy2(path, self.evidence / name)
+        (self.evidence / "timeline.txt").write_text("\n".join(self.timeline) + "\n")
+        tails = "\n".join(f"--- {name} (last {lines} lines)\n{self.tail(name, lines)}" for name in self.procs)
+        return (f"\nevidence kept in {self.evidence}\n--- timeline\n" + "\n".join(self.timeline) + f"\n{tails}")
+
     # ----------------------------------------------------------------------------- processes
 
     def add(self, name: str, argv: list[str]) -> Proc:
@@ -128,6 +173,7 @@ class Cluster:
             proc.popen = subprocess.Popen(proc.argv, env=self.env, cwd=str(REPO), stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True)
         proc.starts += 1
+        self.note(f"started {name} (pid {proc.popen.pid})")
 
     def web(self) -> None:
         self.add("web", [str(BIN / "gunicorn"), "controlplane.wsgi:application", "-b", f"127.0.0.1:{self.port}",
@@ -165,12 +211,14 @@ class Cluster:
             if sig == signal.SIGKILL:
                 proc.popen.wait()
         self.actions.append(f"{time.monotonic():.1f} {signal.Signals(sig).name} {name}")
+        self.note(f"{signal.Signals(sig).name} {name}")
 
     def signal(self, name: str, sig: int) -> None:
         proc = self.procs[name]
         assert proc.popen is not None
         os.kill(proc.popen.pid, sig)
         self.actions.append(f"{time.monotonic():.1f} {signal.Signals(sig).name} {name}")
+        self.note(f"{signal.Signals(sig).name} {name}")
 
     def ensure_running(self) -> None:
         for name, proc in self.procs.items():
@@ -225,6 +273,7 @@ class Cluster:
                         "--dir", work], check=True, timeout=10)
         self._wait(lambda: subprocess.run(["redis-cli", "-p", port, "ping"], capture_output=True).returncode == 0)
         self.actions.append(f"{time.monotonic():.1f} restart redis")
+        self.note("Redis started again (answers PING)")
 
     def restart_postgresql(self) -> None:
         """Restart PostgreSQL under the running loop: every connection is terminated and every
@@ -238,6 +287,7 @@ class Cluster:
         connections.close_all()
         self.actions.append(f"{time.monotonic():.1f} restart postgresql"
                             + (" while a transaction held the scheduler lease row" if caught else ""))
+        self.note(self.actions[-1].split(" ", 1)[1])
         self.restarts_mid_cycle += int(caught)
 
     def _wait_for_a_commit_in_flight(self, timeout: float = 5.0) -> bool:
@@ -351,6 +401,7 @@ class InvariantChecker(threading.Thread):
         self.epochs_seen: set[int] = set()
         self.generations: dict[int, int] = {}
         self.status_reads = 0
+        self.leader: tuple[int, str] = (0, "")
         self._stop_event = threading.Event()
 
     def stop(self) -> None:
@@ -409,9 +460,12 @@ class InvariantChecker(threading.Thread):
                 [EventKind.ALLOCATION_RELEASED.value],
             )
             gave_up = {(alloc_id, node_id): generation for alloc_id, node_id, generation in cursor.fetchall()}
-            cursor.execute("SELECT epoch FROM controlplane_schedulerlease WHERE name = 'scheduler'")
+            cursor.execute("SELECT epoch, holder FROM controlplane_schedulerlease WHERE name = 'scheduler'")
             row = cursor.fetchone()
         epoch = row[0] if row else 0
+        if row and (row[0], row[1]) != self.leader:
+            self.leader = (row[0], row[1])
+            self.cluster.note(f"checker: scheduler led by {row[1] or '(nobody)'}, epoch {row[0]}")
         if epoch < self.max_epoch:
             self.violate(f"scheduler epoch went back from {self.max_epoch} to {epoch}")
         self.max_epoch = max(self.max_epoch, epoch)
