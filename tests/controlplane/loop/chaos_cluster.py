@@ -100,6 +100,26 @@ class Proc:
 
 #: Where a failed drill's evidence goes (ignored by git, as the browser tests' screenshots are).
 EVIDENCE = REPO / "test-artifacts" / "chaos"
+#: The log lines a failed drill's message picks out of every process's log (`said_about_the_lead`).
+LEAD_WORDS = re.compile(r"lead|lease|broker|run in beat|Connected to|Cannot connect", re.IGNORECASE)
+
+
+def _once(lines: list[str]) -> list[str]:
+    """`lines` with each run of lines that differ only in their numbers (a timestamp, an
+    attempt's count) said once, and how many more there were."""
+    out: list[str] = []
+    shape, repeats = None, 0
+    for line in [*lines, None]:
+        this = None if line is None else re.sub(r"\d+", "#", line)
+        if this == shape and line is not None:
+            repeats += 1
+            continue
+        if repeats:
+            out.append(f"    … {repeats} more like it")
+        shape, repeats = this, 0
+        if line is not None:
+            out.append(line)
+    return out
 
 
 @dataclass
@@ -113,6 +133,7 @@ class Cluster:
     #: what the drill did and saw, each line with the seconds since the cluster was made
     timeline: list[str] = field(default_factory=list)
     started: float = field(default_factory=time.monotonic)
+    started_at: str = field(default_factory=lambda: time.strftime("%H:%M:%S UTC", time.gmtime()))
     evidence: Path | None = None
 
     def __post_init__(self) -> None:
@@ -156,9 +177,27 @@ class Cluster:
             for name, path in servers.items():
                 if path is not None and path.exists():
                     shutil.copy2(path, self.evidence / name)
-        (self.evidence / "timeline.txt").write_text("\n".join(self.timeline) + "\n")
-        tails = "\n".join(f"--- {name} (last {lines} lines)\n{self.tail(name, lines)}" for name in self.procs)
-        return (f"\nevidence kept in {self.evidence}\n--- timeline\n" + "\n".join(self.timeline) + f"\n{tails}")
+        timeline = [f"(seconds since the cluster was made, at {self.started_at})", *self.timeline]
+        (self.evidence / "timeline.txt").write_text("\n".join(timeline) + "\n")
+        lead = self.said_about_the_lead()
+        tails = "\n".join(f"--- {name} (last {lines} lines, a line repeated said once)\n"
+                          + "\n".join(_once(self.tail(name, 10 * lines).splitlines())[-lines:]) for name in self.procs)
+        return (f"\nevidence kept in {self.evidence}\n--- timeline\n" + "\n".join(timeline)
+                + "\n--- what the processes said about the lead and the broker\n" + "\n".join(lead) + f"\n{tails}")
+
+    def said_about_the_lead(self, most: int = 40) -> list[str]:
+        """The processes' log lines about the scheduler's lead and the broker, all processes
+        together in the order of their timestamps (UTC), a line repeated said once: who led
+        when, who gave the lead up or handed it back, when a broker connection was lost or made."""
+        said = []
+        for name in self.procs:
+            for line in self.log_lines(name):
+                event = str(line.get("event", ""))
+                if LEAD_WORDS.search(event) and "timestamp" in line:
+                    who = line.get("holder") or line.get("worker") or ""
+                    said.append((str(line["timestamp"]), f"{str(line['timestamp'])[11:23]} {name}: "
+                                 f"{event.splitlines()[0][:160]}" + (f" ({who})" if who else "")))
+        return _once([text for _, text in sorted(said)])[-most:]
 
     # ----------------------------------------------------------------------------- processes
 

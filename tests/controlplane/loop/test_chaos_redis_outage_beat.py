@@ -77,7 +77,7 @@ def _drill() -> str:
 def _within(what: str, took: float, bound: float, cluster: Cluster) -> None:
     """`took` under `bound` seconds, or an AssertionError with the drill's evidence."""
     if not took < bound:
-        raise AssertionError(f"{what} {took:.1f} s, not under {bound:.0f} s" + cluster.keep_evidence(_drill()))
+        raise AssertionError(f"{what} {took:.1f} s, not under {bound:g} s" + cluster.keep_evidence(_drill()))
 
 
 def _holder() -> str:
