@@ -4,7 +4,8 @@ A test with a live server (pytest-django's, threads of this process), a real age
 or a worker of its own must leave no session on the test database behind it: one still open
 when pytest-django drops the database at the end of the run makes the drop fail, and the run
 ends with "database … is being accessed by other users" as a warning, naming no test. Checked
-after each such test instead (`no_session_left_behind`), the leak fails the test that left it.
+after each such test instead (`no_session_left_on_the_test_database`, autouse in the agent and
+`qm` tests' folders), the leak fails the test that left it.
 
 Every connection this process opens says which thread opened it (`application_name`
 "pytest <thread>", set when it is made), so the failure tells a live-server request thread
@@ -16,11 +17,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
+import pytest
 from django.db import connection
 from django.db.backends.signals import connection_created
+
+from controlplane.services import agent_wakeups
 
 #: Backends that are closing (a client that has just hung up, a server worker on its way out)
 #: leave pg_stat_activity a moment later: this long at most before a leftover counts as a leak.
@@ -80,3 +84,36 @@ def no_session_left_behind(grace_s: float = CLOSING_GRACE_S, before_each_look: C
         "thread still serving a client that never hung up; pytest-django could not drop the database with it open\n"
         + "\n".join(describe(session) for session in left)
     )
+
+
+@pytest.fixture(autouse=True)
+def no_session_left_on_the_test_database(request: pytest.FixtureRequest, django_db_blocker: Any) -> Iterator[None]:
+    """After each test that used the database: no other session on it. Autouse where a
+    conftest imports it (the agent and `qm` tests: live servers, real agents, threads of their
+    own). Checked once the test's own fixtures (its agents, its servers) are torn down: this
+    fixture is set up before them.
+
+    The live server's long polls are answered first. A real agent started without
+    `--no-wake` holds one (POST nodes/wait, up to 20 s) on a request thread of the live server,
+    which keeps its database connection while it waits (api/agent.py); the agent stopped, the
+    thread went on waiting for a client that had gone, and with it the session, past the test
+    and, after the run's last one, past the drop. Answered, each writes its reply to the closed
+    socket and ends, closing its connection (Django's threaded server closes a request
+    thread's connections when its client's socket is done); it also gives back the place it
+    held among this process's AGENT_MAX_WAITS, which the next test's agent would otherwise
+    find taken."""
+    yield
+    _answer_the_waits()
+    if "_django_db_helper" not in request.fixturenames:
+        return  # no test database was set up for it
+    with django_db_blocker.unblock():
+        # answered again before each look: a wait its agent sent just before it stopped may
+        # have registered after the first answer
+        no_session_left_behind(before_each_look=_answer_the_waits)
+
+
+def _answer_the_waits() -> None:
+    """Answer every long poll the live server holds in this process (agent_wakeups' hub): the
+    test is over, and this process has no other client."""
+    if agent_wakeups._wake_hub is not None:
+        agent_wakeups._wake_hub._notify(None)

@@ -2,7 +2,8 @@
 the shared small fleet, and a runner that calls `qm` as a real process of its own with its own
 HOME: forked from one that has imported the CLI already (qm_forkserver.py), which runs the call
 as `python -m controlplane.cli.main` would, without ~0.4 s of interpreter start each time
-(QM_TEST_FORKSERVER=0: a fresh interpreter for every call, as before)."""
+(QM_TEST_FORKSERVER=0: a fresh interpreter for every call, as before). Each test leaves no
+session on the test database behind it (database_sessions.py)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from typing import Any
 import pytest
 
 from tests.controlplane.cli.qm_forkserver import ForkServer
+from tests.controlplane.database_sessions import no_session_left_on_the_test_database  # noqa: F401 - autouse
 from tests.controlplane.fleet_fixture import GENEROUS_THROTTLE_RATES, Fleet, build_fleet
 
 REPO = Path(__file__).resolve().parents[3]
