@@ -4,7 +4,8 @@ Pure Python: no Django, no I/O, no wall clock. ``schedule(snapshot, config)`` is
 point (see :mod:`scheduler_core.cycle`); ``never_runs(spec, nodes, gpu_types)`` is its
 capability check for submit time (:mod:`scheduler_core.capability`); ``queue_factors(snapshot,
 config)`` what places each waiting job in the queue, as Slurm's sprio shows it
-(:mod:`scheduler_core.queue`); ``snapshot_fair_shares(snapshot, config)`` each team's dominant
+(:mod:`scheduler_core.queue`; ``queue_factors_of(queue_snapshot, config)`` the same from only
+what the order reads); ``snapshot_fair_shares(snapshot, config)`` each team's dominant
 share and its parts, as Slurm's sshare shows them (:mod:`scheduler_core.fairshare`); the types
 below are the whole public vocabulary.
 """
@@ -15,7 +16,7 @@ from scheduler_core.capability import Infeasible, NodeShape, never_runs
 from scheduler_core.cycle import schedule
 from scheduler_core.errors import ConfigError, SnapshotError
 from scheduler_core.fairshare import FairShare, snapshot_fair_shares
-from scheduler_core.queue import QueueFactors, queue_factors
+from scheduler_core.queue import QueueFactors, queue_factors, queue_factors_of
 from scheduler_core.types import (
     Bind,
     DependencyCondition,
@@ -36,6 +37,8 @@ from scheduler_core.types import (
     Preemption,
     PreemptionReason,
     PriorityClassInfo,
+    QueuedJob,
+    QueueSnapshot,
     QuotaInfo,
     ReasonCode,
     Reservation,
@@ -70,6 +73,8 @@ __all__ = [
     "PendingExplanation",
     "Plan",
     "QueueFactors",
+    "QueueSnapshot",
+    "QueuedJob",
     "Preemption",
     "PreemptionReason",
     "PriorityClassInfo",
@@ -86,6 +91,7 @@ __all__ = [
     "WorkloadClass",
     "never_runs",
     "queue_factors",
+    "queue_factors_of",
     "schedule",
     "snapshot_fair_shares",
 ]

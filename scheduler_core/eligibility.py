@@ -8,7 +8,7 @@ reads why it does not start."""
 
 from __future__ import annotations
 
-from scheduler_core.types import DependencyCondition, DependencyWait, JobSpec, ReasonCode
+from scheduler_core.types import DependencyCondition, DependencyWait, JobSpec, Queued, ReasonCode
 
 _CONDITION_WORDS = {
     DependencyCondition.AFTER: ("to start", "starts"),
@@ -18,7 +18,7 @@ _CONDITION_WORDS = {
 }
 
 
-def in_line(spec: JobSpec) -> bool:
+def in_line(spec: Queued) -> bool:
     """Whether the job is queued this cycle (not held, every dependency met)."""
     return not spec.held_by and not spec.waits_on
 

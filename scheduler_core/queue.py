@@ -13,13 +13,13 @@ from typing import cast
 from scheduler_core.context import CycleContext
 from scheduler_core.eligibility import in_line
 from scheduler_core.errors import SnapshotError
-from scheduler_core.fairshare import dominant_shares
+from scheduler_core.fairshare import dominant_shares, fair_shares_of
 from scheduler_core.gang import is_elastic
 from scheduler_core.job_shape import shape_key, shape_of
 from scheduler_core.plugins.protocols import QueueContext, QueueOrderPlugin
 from scheduler_core.plugins.registry import build_plugins
 from scheduler_core.state import FLEET, ClusterState
-from scheduler_core.types import JobSpec, SchedulerConfig, Snapshot
+from scheduler_core.types import JobSpec, Queued, QueueSnapshot, SchedulerConfig, Snapshot
 
 
 def order_queue(ctx: CycleContext) -> list[JobSpec]:
@@ -145,12 +145,26 @@ def queue_factors(snapshot: Snapshot, config: SchedulerConfig | None = None) -> 
     """The jobs in line in the order phase 1 gives them, each with the factors of its place:
     the same plugin, shares and keys as :func:`order_queue`, without the rest of a cycle."""
     cfg = config if config is not None else SchedulerConfig()
-    plugin = build_plugins(cfg).queue_order
     shares = dominant_shares(snapshot.now, snapshot.nodes, snapshot.running, snapshot.team_usage,
                              cfg.fair_share_half_life_s)
     values = {pc.name: pc.value for pc in snapshot.priority_classes}
-    pending = snapshot.pending
-    keyed, contexts = _sorted_keys(pending, plugin, snapshot.now, values, shares)
+    return _factors(snapshot.now, snapshot.pending, values, shares, cfg)
+
+
+def queue_factors_of(queue: QueueSnapshot, config: SchedulerConfig | None = None) -> tuple[QueueFactors, ...]:
+    """:func:`queue_factors` of the snapshot ``queue`` was read from: the same jobs, order and
+    factors, from only what the order depends on (its jobs' fields the keys read, the shares'
+    sums), so a reader of the queue alone need not read the fleet and its running jobs."""
+    cfg = config if config is not None else SchedulerConfig()
+    shares = {team: share.dominant_share for team, share in fair_shares_of(
+        queue.now, queue.capacity, queue.held, queue.team_usage, cfg.fair_share_half_life_s).items()}
+    return _factors(queue.now, queue.pending, queue.priority_values, shares, cfg)
+
+
+def _factors(now: float, pending: Sequence[Queued], values: Mapping[str, int], shares: Mapping[str, float],
+             config: SchedulerConfig) -> tuple[QueueFactors, ...]:
+    plugin = build_plugins(config).queue_order
+    keyed, contexts = _sorted_keys(pending, plugin, now, values, shares)
     out = []
     for order, key in enumerate(keyed, start=1):
         job = pending[cast(int, key[-1])]
@@ -162,7 +176,7 @@ def queue_factors(snapshot: Snapshot, config: SchedulerConfig | None = None) -> 
     return tuple(out)
 
 
-def _sorted_keys(pending: Sequence[JobSpec], plugin: QueueOrderPlugin, now: float, values: Mapping[str, int],
+def _sorted_keys(pending: Sequence[Queued], plugin: QueueOrderPlugin, now: float, values: Mapping[str, int],
                  shares: Mapping[str, float]
                  ) -> tuple[list[tuple[float | str | int, ...]], dict[tuple[str, str], QueueContext]]:
     """The jobs in line as sort keys in queue order, each ending in the job's index in

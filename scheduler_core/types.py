@@ -14,6 +14,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Protocol
 
 
 class WorkloadClass(str, enum.Enum):
@@ -230,6 +231,42 @@ class JobSpec:
     array_task_limit: int | None = None
 
 
+class Queued(Protocol):
+    """What the queue order reads of a waiting job (the queue-order plugins' keys,
+    ``eligibility.in_line``): a :class:`JobSpec` has it, and so has the narrower
+    :class:`QueuedJob` a reader of the queue alone builds."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def team(self) -> str: ...
+    @property
+    def priority_class(self) -> str: ...
+    @property
+    def submitted_at(self) -> float: ...
+    @property
+    def runtime_limit_s(self) -> float | None: ...
+    @property
+    def held_by(self) -> str: ...
+    @property
+    def waits_on(self) -> tuple[DependencyWait, ...]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedJob:
+    """A waiting job as the queue order reads it, and nothing more: the fields of its
+    :class:`JobSpec` of the same names, for a reader that wants the order without a whole
+    snapshot (:class:`QueueSnapshot`)."""
+
+    id: str
+    team: str
+    priority_class: str
+    submitted_at: float
+    runtime_limit_s: float | None = None
+    held_by: str = ""
+    waits_on: tuple[DependencyWait, ...] = ()
+
+
 @dataclass(frozen=True, slots=True)
 class GpuPlacement:
     """GPUs held on one node. ``role`` names the gang role for heterogeneous gangs."""
@@ -304,6 +341,23 @@ class Snapshot:
     team_usage: tuple[TeamUsage, ...] = ()
     epoch: int = 0
     maintenance: tuple[MaintenanceWindow, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSnapshot:
+    """What the queue order of a :class:`Snapshot` depends on, and only it: its ``now``, its
+    waiting jobs, its priority classes' values, and the parts of the teams' dominant shares
+    summed already, the fleet's capacity (GPUs, CPUs, memory GB of its nodes) and what each
+    team's running jobs hold of it (``held``), beside its ``team_usage``.
+    ``scheduler_core.queue.queue_factors_of`` gives the same factors from it as
+    ``queue_factors`` from the whole snapshot, without its nodes, running jobs or quotas."""
+
+    now: float
+    pending: tuple[QueuedJob, ...]
+    priority_values: Mapping[str, int]
+    capacity: tuple[float, float, float]
+    held: Mapping[str, tuple[float, float, float]]
+    team_usage: tuple[TeamUsage, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

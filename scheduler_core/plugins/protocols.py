@@ -19,7 +19,7 @@ from typing import NamedTuple, Protocol
 
 from scheduler_core.gang import Member
 from scheduler_core.state import ClusterState, Grant, NodeClass
-from scheduler_core.types import JobSpec, PreemptionReason, ReasonCode
+from scheduler_core.types import PreemptionReason, Queued, ReasonCode
 
 
 @dataclass(slots=True)
@@ -109,16 +109,16 @@ class TopologyScorer(Protocol):
 class QueueOrderPlugin(Protocol):
     NAME: str
 
-    def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+    def sort_key(self, job: Queued, ctx: QueueContext) -> tuple[float, ...]:
         """Jobs are tried in ascending key order (ties broken by submission time and id)."""
         ...
 
-    def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
+    def effective_priority(self, job: Queued, ctx: QueueContext) -> float:
         """The priority the order gives the job (its class's value and what waiting added), as
         `qm sprio` shows it; a plugin that orders by something else says the class's value."""
         ...
 
-    def tie_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+    def tie_key(self, job: Queued, ctx: QueueContext) -> tuple[float, ...]:
         """The part of :meth:`sort_key` that ranks the job; jobs with equal tie keys are tied,
         and the rest of the order among them is a tie-break the cycle may refine (see
         ``queue.widest_fitting_gangs_first``)."""

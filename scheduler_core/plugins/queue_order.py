@@ -9,7 +9,7 @@ import math
 
 from scheduler_core.errors import ConfigError
 from scheduler_core.plugins.protocols import QueueContext, QueueOrderPlugin
-from scheduler_core.types import JobSpec
+from scheduler_core.types import Queued
 
 
 class PriorityFairShare:
@@ -31,17 +31,17 @@ class PriorityFairShare:
         self.aging_per_hour = aging_per_hour
         self.default_runtime_s = default_runtime_s
 
-    def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
+    def effective_priority(self, job: Queued, ctx: QueueContext) -> float:
         waited_h = max(0.0, ctx.now - job.submitted_at) / 3600.0
         return ctx.priority_value + math.floor(self.aging_per_hour * waited_h)
 
-    def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+    def sort_key(self, job: Queued, ctx: QueueContext) -> tuple[float, ...]:
         waited_h = (ctx.now - job.submitted_at) / 3600.0
         aged = math.floor(self.aging_per_hour * waited_h) if waited_h > 0 else 0
         limit = job.runtime_limit_s if job.runtime_limit_s is not None else self.default_runtime_s
         return (-(ctx.priority_value + aged), ctx.dominant_share, limit, job.submitted_at)
 
-    def tie_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+    def tie_key(self, job: Queued, ctx: QueueContext) -> tuple[float, ...]:
         """Priority with whole aging points, then team share: shortest first and submission
         are tie-breaks."""
         return self.sort_key(job, ctx)[:2]
@@ -56,14 +56,14 @@ class PriorityFifo:
     def __init__(self, aging_per_hour: float = 1.0) -> None:
         self._inner = PriorityFairShare(aging_per_hour)
 
-    def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+    def sort_key(self, job: Queued, ctx: QueueContext) -> tuple[float, ...]:
         return (-self._inner.effective_priority(job, ctx), job.submitted_at)
 
-    def tie_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+    def tie_key(self, job: Queued, ctx: QueueContext) -> tuple[float, ...]:
         """Its whole key: only jobs submitted at the same instant with the same priority tie."""
         return self.sort_key(job, ctx)
 
-    def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
+    def effective_priority(self, job: Queued, ctx: QueueContext) -> float:
         return self._inner.effective_priority(job, ctx)
 
 
@@ -72,14 +72,14 @@ class Fifo:
 
     NAME = "fifo"
 
-    def sort_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+    def sort_key(self, job: Queued, ctx: QueueContext) -> tuple[float, ...]:
         return (job.submitted_at,)
 
-    def tie_key(self, job: JobSpec, ctx: QueueContext) -> tuple[float, ...]:
+    def tie_key(self, job: Queued, ctx: QueueContext) -> tuple[float, ...]:
         """Only jobs submitted at the same instant tie."""
         return self.sort_key(job, ctx)
 
-    def effective_priority(self, job: JobSpec, ctx: QueueContext) -> float:
+    def effective_priority(self, job: Queued, ctx: QueueContext) -> float:
         return ctx.priority_value  # not used for the order: submission time alone decides
 
 
