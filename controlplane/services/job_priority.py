@@ -1,7 +1,8 @@
 """What places each waiting job in the queue, as Slurm's `sprio` shows it.
 
-The engine decides the order (scheduler_core.queue: `queue_factors`, the very keys phase 1
-sorts by); this module reads the fleet as a cycle would and keeps the jobs the asker may see.
+The engine decides the order (scheduler_core.queue: `queue_factors_of`, the very keys phase 1
+sorts by); this module reads what the order reads of the fleet as a cycle would and keeps the
+jobs the asker may see.
 The figures are the ones the next cycle orders by: the team shares move with usage, and aging
 adds its points as jobs wait. A job's `queue_position` (from the last cycle) counts only the
 jobs that cycle left waiting and ranks jobs that can never run last; `order` here is the place
@@ -19,8 +20,7 @@ from django.utils import timezone
 
 import scheduler_core as engine
 from controlplane.services import access
-from controlplane.services.cycle import read_as_next_cycle
-from controlplane.services.snapshot import scheduler_config
+from controlplane.services.snapshot import read_queue, scheduler_config
 
 #: How each queue-order plugin orders jobs of equal priority, in the words the job page says it
 #: beside a waiting job's place (`qm sprio` heads its table with the same rule, in its columns'
@@ -60,12 +60,14 @@ class QueuePriorities:
 
 
 def queue_order(now: datetime | None = None) -> QueueOrder:
-    """Every job in line in the next cycle's order, with its factors: the fleet read as a cycle
-    reads it (its snapshot) and the engine's `queue_factors`."""
+    """Every job in line in the next cycle's order, with its factors: of the fleet as a cycle
+    reads it, only what the order reads (services/snapshot.read_queue: the waiting jobs' few
+    fields and the shares' sums, not the nodes and running jobs), ordered by the engine's
+    `queue_factors_of`, which gives the very factors `queue_factors` gives of the whole snapshot."""
     now = now or timezone.now()
-    context = read_as_next_cycle(now)
     config = scheduler_config()
-    return QueueOrder(at=now, queue_order=config.queue_order, factors=engine.queue_factors(context.snapshot, config))
+    return QueueOrder(at=now, queue_order=config.queue_order,
+                      factors=engine.queue_factors_of(read_queue(now), config))
 
 
 def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datetime | None = None,
