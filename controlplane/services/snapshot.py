@@ -393,7 +393,7 @@ def read_queue(now: datetime) -> engine.QueueSnapshot:
     job, no spec); the classes' values; the teams' past usage; and the two sums the shares need,
     the fleet's capacity and what each team's running jobs hold, added up by PostgreSQL (one
     grouped query each) instead of reading every node, live allocation, running job and GPU row.
-    With 5,012 waiting jobs, 2,422 running on 1,250 nodes: ~30 ms against ~125 ms for the
+    With 5,012 waiting jobs, 2,422 running on 1,250 nodes: ~35 ms against 105–125 ms for the
     snapshot (docs/benchmarks.md, *sprio's read*). The cyclic garbage collector is paused as in
     `read_snapshot`, for the same reason."""
     collecting = gc.isenabled()
