@@ -22,7 +22,8 @@ server time, and the plans of its queries.
    slowest query of each endpoint and every sequential scan of a table holding over 20,000 rows.
 
 4. `--side-by-side`: only the reads fixed after the first audit (6 Dec 2026), the code before
-   (kept here) and now, alternated call by call, each pair checked to give the same answer:
+   (kept here) and now, alternated call by call, each pair checked to give the same answer (the
+   queue order's pair: every job in line with its place and factors, at one instant):
    medians, and the ratio (docs/benchmarks.md, Scale audit); `--only` keeps the pairs whose
    label contains it.
 
@@ -457,6 +458,23 @@ def side_by_side(runs: int, only: str | None = None) -> list[tuple[str, float, f
             totals, cost = job_history.history_totals(jobs), job_costs.jobs_total_cost(jobs, cost_at)
         return [(totals.jobs, tuple(sorted(totals.states.items())), totals._gpu_hours, totals._lost_gpu_hours, cost)]
 
+    import dataclasses
+    from operator import attrgetter
+
+    import scheduler_core as engine
+    from controlplane.services import snapshot
+
+    factor_fields = attrgetter(*(field.name for field in dataclasses.fields(engine.QueueFactors)))
+
+    def sprio_order(whole: bool) -> list[Any]:
+        """`qm sprio`'s queue order, every job in line with its factors (its place among them):
+        from a cycle's whole snapshot (until 6 Dec 2026) or from only what the order reads
+        (snapshot.read_queue, engine.queue_factors_of), at one instant so aging is the same."""
+        config = snapshot.scheduler_config()
+        factors = (engine.queue_factors(snapshot.read_snapshot(cost_at, 0).snapshot, config) if whole
+                   else engine.queue_factors_of(snapshot.read_queue(cost_at), config))
+        return [factor_fields(f) for f in factors]
+
     assert closed_history.rebuild_if_due(timezone.now()), "the closed totals could not be built"
     team = frozenset({Team.objects.get(name="team-00").pk})
     heat = ("node_id", "gpu_index", "allocation__job_id", "allocation__job__team_id", "allocation__job__team__name")
@@ -478,6 +496,8 @@ def side_by_side(runs: int, only: str | None = None) -> list[tuple[str, float, f
          lambda: history_summary(None, False), lambda: history_summary(None, True)),
         ("history's totals and cost, team-00: every job → closed totals + since",
          lambda: history_summary(team, False), lambda: history_summary(team, True)),
+        ("sprio's queue order: whole snapshot → read_queue (order, factors)",
+         lambda: sprio_order(True), lambda: sprio_order(False)),
     ]
     out = []
     for label, before, now in pairs:
