@@ -17,11 +17,9 @@ from typing import Any
 
 from django.utils import timezone
 
-import scheduler_core as engine
 from controlplane.models import Team
-from controlplane.services.cycle import read_as_next_cycle
-from controlplane.services.snapshot import scheduler_config
-from scheduler_core.fairshare import RESOURCES
+from controlplane.services.snapshot import read_share_sums, scheduler_config, to_seconds
+from scheduler_core.fairshare import RESOURCES, fair_shares_of
 
 
 @dataclass(frozen=True)
@@ -36,7 +34,11 @@ def fair_shares(now: datetime | None = None) -> FairShares:
     """Every team's share now, read as the next cycle will order the queue by it."""
     now = now or timezone.now()
     config = scheduler_config()
-    found = engine.snapshot_fair_shares(read_as_next_cycle(now).snapshot, config)
+    # the sums the shares are made of, not a whole snapshot: every node, running job and GPU row
+    # read into Python only to be added up (docs/benchmarks.md, *sprio's read*)
+    sums = read_share_sums(now)
+    found = fair_shares_of(to_seconds(now), sums.capacity, sums.held, sums.team_usage,
+                           config.fair_share_half_life_s)
     # decayed seconds are an average holding × half_life / ln 2: back to GPU-hours for people
     to_hours = config.fair_share_half_life_s / math.log(2) / 3600.0
     rows = []

@@ -409,15 +409,7 @@ def _read_queue(now: datetime) -> engine.QueueSnapshot:
     classes = {pk: (name, value) for pk, name, value in PriorityClass.objects.values_list("pk", "name", "value")}
     teams = {t.pk: t for t in Team.objects.all()}
     team_names = {pk: t.name for pk, t in teams.items()}
-    capacity = Node.objects.exclude(state=NodeState.RETIRED).aggregate(
-        gpus=Sum("gpu_count"), cpus=Sum("cpus"), memory=Sum("memory_gb"))
-    # Each GPU row held now counts one GPU and its job's CPUs and memory a GPU, to the job's team
-    # (engine.fairshare.held_resources over the snapshot's running jobs).
-    held = {team_names[team_id]: (float(gpus), float(cpus), float(memory)) for team_id, gpus, cpus, memory in (
-        AllocationGpu.held().order_by().values("allocation__job__team_id")
-        .annotate(gpus=Count("pk"), cpus=Sum("allocation__job__cpus_per_gpu"),
-                  memory=Sum("allocation__job__memory_gb_per_gpu"))
-        .values_list("allocation__job__team_id", "gpus", "cpus", "memory"))}
+    sums = _share_sums(teams, now)
     waits = _dependency_waits()
     pending = []
     holds: dict[int, tuple[str, int | None]] = {}
@@ -437,6 +429,41 @@ def _read_queue(now: datetime) -> engine.QueueSnapshot:
         now=to_seconds(now),
         pending=tuple(pending),
         priority_values={name: value for name, value in classes.values()},
+        capacity=sums.capacity,
+        held=sums.held,
+        team_usage=sums.team_usage,
+    )
+
+
+@dataclass(frozen=True)
+class ShareSums:
+    """What the teams' dominant shares are computed from (``engine.fair_shares_of``): the
+    fleet's capacity (GPUs, CPUs, memory GB), what each team's running jobs hold of it, and the
+    teams' past usage, summed by PostgreSQL rather than read node by node and job by job."""
+
+    capacity: tuple[float, float, float]
+    held: dict[str, tuple[float, float, float]]
+    team_usage: tuple[engine.TeamUsage, ...]
+
+
+def read_share_sums(now: datetime) -> ShareSums:
+    """:class:`ShareSums` as the next cycle would see them (`qm sshare`; `read_queue` for `qm
+    sprio`): three small queries, none of them over the nodes, allocations or jobs row by row."""
+    return _share_sums({t.pk: t for t in Team.objects.all()}, now)
+
+
+def _share_sums(teams: dict[int, Team], now: datetime) -> ShareSums:
+    team_names = {pk: t.name for pk, t in teams.items()}
+    capacity = Node.objects.exclude(state=NodeState.RETIRED).aggregate(
+        gpus=Sum("gpu_count"), cpus=Sum("cpus"), memory=Sum("memory_gb"))
+    # Each GPU row held now counts one GPU and its job's CPUs and memory a GPU, to the job's team
+    # (engine.fairshare.held_resources over the snapshot's running jobs).
+    held = {team_names[team_id]: (float(gpus), float(cpus), float(memory)) for team_id, gpus, cpus, memory in (
+        AllocationGpu.held().order_by().values("allocation__job__team_id")
+        .annotate(gpus=Count("pk"), cpus=Sum("allocation__job__cpus_per_gpu"),
+                  memory=Sum("allocation__job__memory_gb_per_gpu"))
+        .values_list("allocation__job__team_id", "gpus", "cpus", "memory"))}
+    return ShareSums(
         capacity=(float(capacity["gpus"] or 0), float(capacity["cpus"] or 0), float(capacity["memory"] or 0)),
         held=held,
         team_usage=_team_usages(teams, now),

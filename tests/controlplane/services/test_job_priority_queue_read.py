@@ -21,6 +21,7 @@ from django.utils import timezone
 import scheduler_core as engine
 from controlplane.choices import AllocationState, DependencyCondition, JobHold, JobState, NodeState
 from controlplane.models import GpuType, JobDependency
+from controlplane.services.fair_share import fair_shares
 from controlplane.services.job_priority import queue_order
 from controlplane.services.snapshot import read_snapshot, scheduler_config
 from tests.controlplane import factories as f
@@ -127,3 +128,31 @@ def test_it_reads_a_row_a_waiting_job_and_no_more_with_a_bigger_fleet_running_mo
     assert [rows for _, rows in after] == [3, 4, 1, 3, 5, 92, 2], after
     assert queue_order(now).factors == whole_snapshot_order(now)
     assert sum(rows for _, rows in rows_returned(lambda: read_snapshot(now, 0))) > 150  # as it was
+
+
+def test_sshare_gives_the_whole_snapshots_shares_from_the_same_sums(queue):
+    """`qm sshare` (services/fair_share.fair_shares) reads the shares' sums as sprio does: every
+    team's share, held resources and past usage equal to the engine's over the whole snapshot,
+    and the rows it reads do not grow with the fleet or the jobs running on it."""
+    now = queue["now"]
+
+    def from_whole_snapshot() -> dict[str, engine.FairShare]:
+        return engine.snapshot_fair_shares(read_snapshot(now, 0).snapshot, scheduler_config())
+
+    def rows_read() -> list[int]:
+        return [rows for _, rows in rows_returned(lambda: fair_shares(now))]
+
+    whole = from_whole_snapshot()
+    shown = {row["team"]: row for row in fair_shares(now).teams}
+    assert set(whole) <= set(shown) and len(whole) == 4
+    for team, share in whole.items():
+        assert shown[team]["dominant_share"] == share.dominant_share
+        assert tuple(shown[team]["shares"].values()) == share.shares
+        assert shown[team]["held_now"]["gpus"] == round(share.held[0])
+    before = rows_read()
+    for k in range(20):
+        node = f.make_node(queue["h100"], name=f"more{k}", gpu_count=8, cpus=96, memory_gb=1024)
+        hold(running_job(queue["teams"][k % 2], gpus=8, started_at=now, cpus_per_gpu=4), [(node, 8)], now)
+    assert rows_read() == before, before
+    assert {row["team"]: row["dominant_share"] for row in fair_shares(now).teams if row["team"] in whole} == {
+        team: share.dominant_share for team, share in from_whole_snapshot().items()}
