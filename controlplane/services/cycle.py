@@ -69,13 +69,6 @@ class CycleResult:
     commit_ms: float = 0.0  # the fenced commit, from the lease check to the end of the transaction
 
 
-def read_as_next_cycle(now: datetime) -> SnapshotContext:
-    """The fleet read as the next cycle will read it, under the scheduler's current epoch,
-    without leading: for views of what the engine would decide now (`qm sprio`, `qm sshare`)."""
-    epoch = SchedulerLease.objects.filter(name=LEASE_NAME).values_list("epoch", flat=True).first() or 0
-    return read_snapshot(now, epoch)
-
-
 def acquire_lease(holder: str, now: datetime, ttl_s: float | None = None) -> SchedulerLease | None:
     """Take the lease if it is free or expired (epoch + 1), renew it if ours; None if another
     live holder has it. The row lock serialises contenders; the epoch never goes back."""
