@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from controlplane.agent.main import parse_args
-from tests.controlplane.agent.real_agent import QM_AGENT
+from tests.controlplane.agent.real_agent import CHECKOUT, QM_AGENT
 
 
 @pytest.mark.parametrize(("args", "named"), [
@@ -33,7 +33,8 @@ from tests.controlplane.agent.real_agent import QM_AGENT
 def test_a_bad_option_exits_2_naming_it(tmp_path: Path, args: list[str], named: str) -> None:
     server = [] if "--server" in args else ["--server", "http://127.0.0.1:9"]
     done = subprocess.run([QM_AGENT, *server, "--state-dir", str(tmp_path), *args],
-                          env={"PATH": "/usr/bin:/bin", "QM_AGENT_BOOTSTRAP_TOKEN": "x"},
+                          # this checkout's code first: the venv's `qm-agent` may be another's
+                          env={"PATH": "/usr/bin:/bin", "QM_AGENT_BOOTSTRAP_TOKEN": "x", "PYTHONPATH": CHECKOUT},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert f"argument {named}" in done.stderr

@@ -142,7 +142,8 @@ def test_a_few_bytes_dropped_after_the_cap_was_reached_leave_the_contact_one_the
 
 @pytest.mark.django_db(transaction=True)
 @pytest.mark.parametrize("ship", [False, True], ids=["no-output", "shipped"])
-def test_a_real_agent_keeps_a_fast_ranks_file_within_its_cap(live_server: Any, tmp_path: Path, ship: bool) -> None:
+def test_a_real_agent_keeps_a_fast_ranks_file_within_its_cap(live_server: Any, tmp_path: Path, state_dir: Path,
+                                                              submitter: Any, ship: bool) -> None:
     """`qm-agent --max-rank-output-mib 1` (and `--no-output`): the flag reaches the runs, the
     file stays within the cap on the disk, the agent logs it, and a shipped run's output says
     how many bytes were dropped."""
@@ -151,14 +152,14 @@ def test_a_real_agent_keeps_a_fast_ranks_file_within_its_cap(live_server: Any, t
     log_path = tmp_path / "agent.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     options = ["--no-wake", "--max-rank-output-mib", "1", *([] if ship else ["--no-output"])]
-    agent = start_agent(live_server.url, tmp_path / "state", node, log, options=options)
+    agent = start_agent(live_server.url, state_dir, node, log, options=options)
     try:
         wait_for(lambda: Node.objects.filter(name=node, state=NodeState.READY).exists(), 60, "the node")
-        job = make_job(fleet, gpus=1, command=f"{FAST}; sleep 1; echo 'the last line'")
+        job = make_job(fleet, gpus=1, command=f"{FAST}; sleep 1; echo 'the last line'", submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, "the job to end")
         generation = Allocation.objects.get(job=job).generation
-        rank_file = tmp_path / "state" / node / f"g{generation}" / "rank0.log"
+        rank_file = state_dir / node / f"g{generation}" / "rank0.log"
         assert rank_file.stat().st_size == 6_000_000 + len("the last line\n")
         assert on_disk(rank_file) <= CAP + 128 * 1024
         with open(rank_file, "rb") as f:
@@ -384,7 +385,7 @@ def received_bytes(text: str) -> int:
 
 @pytest.mark.django_db(transaction=True)
 def test_an_agent_restarted_with_a_bigger_cap_drops_what_the_first_gave_back_and_sends_no_nul(
-    live_server: Any, tmp_path: Path
+    live_server: Any, tmp_path: Path, state_dir: Path, submitter: Any
 ) -> None:
     """Launched with a 1 MiB cap, the rank printed 3.5 MB while its agent was cut off, and the
     member gave all but the last 1 MiB back to the disk; the agent was killed with SIGKILL and
@@ -392,8 +393,8 @@ def test_an_agent_restarted_with_a_bigger_cap_drops_what_the_first_gave_back_and
     2.5 MB hole as text: 2.5 million U+FFFD. Now the run's record says the cap it was launched
     with, and the new agent drops that span and says so."""
     fleet = build_loop_fleet()
-    state = tmp_path / "state"
-    trigger = tmp_path / "print-now"
+    state = state_dir
+    trigger = state_dir / "print-now"  # where the job, run as its submitter, can look (tmp_path is 0700)
     log_path = tmp_path / "agent.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
     first = start_agent(live_server.url, state, "gpu-recap", log, options=["--no-wake", "--max-rank-output-mib", "1"])
@@ -402,7 +403,7 @@ def test_an_agent_restarted_with_a_bigger_cap_drops_what_the_first_gave_back_and
         wait_for(lambda: Node.objects.filter(name="gpu-recap", state=NodeState.READY).exists(), 60, "the node")
         job = make_job(fleet, gpus=1, command=(
             f"echo start; while [ ! -e {trigger} ]; do sleep 0.05; done; "
-            "yes '123456789' | head -c 3500000; echo 'the last line'; exec sleep 600"))
+            "yes '123456789' | head -c 3500000; echo 'the last line'; exec sleep 600"), submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         generation = Allocation.objects.get(job=job).generation
         wait_for(lambda: output(job) == "start\n", 60, "the first line shipped")
@@ -438,7 +439,7 @@ def test_an_agent_restarted_with_a_bigger_cap_drops_what_the_first_gave_back_and
 
 @pytest.mark.django_db(transaction=True)
 def test_a_real_agent_caps_each_rank_of_a_two_rank_job_and_says_which_rank_lost_what(
-    live_server: Any, tmp_path: Path
+    live_server: Any, tmp_path: Path, state_dir: Path, submitter: Any
 ) -> None:
     """Two ranks each print 4 MB at once past a 1 MiB cap: each rank's dropped lines name that
     rank, the bytes they say were dropped and those received are all that rank printed, and
@@ -446,20 +447,21 @@ def test_a_real_agent_caps_each_rank_of_a_two_rank_job_and_says_which_rank_lost_
     fleet = build_loop_fleet()
     log_path = tmp_path / "agent.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-cap2", log,
+    agent = start_agent(live_server.url, state_dir, "gpu-cap2", log,
                         options=["--no-wake", "--max-rank-output-mib", "1"])
     # each rank's own 10-byte lines ("rank 0 ab\n"), so a line in the wrong rank shows
     line = "rank $RANK ab"
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-cap2", state=NodeState.READY).exists(), 60, "the node")
-        job = make_job(fleet, gpus=2, command=f"yes \"{line}\" | head -c 4000000; sleep 1; echo \"rank $RANK done\"")
+        job = make_job(fleet, gpus=2, command=f"yes \"{line}\" | head -c 4000000; sleep 1; echo \"rank $RANK done\"",
+                       submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, "the job to end")
         for rank in (0, 1):
             wait_for(lambda rank=rank: output(job, rank).endswith(f"rank {rank} done\n"), 60, f"rank {rank}'s end")
         generation = Allocation.objects.get(job=job).generation
         texts = {rank: output(job, rank) for rank in (0, 1)}
-        workdir = tmp_path / "state" / "gpu-cap2" / f"g{generation}"
+        workdir = state_dir / "gpu-cap2" / f"g{generation}"
     finally:
         stop_agent(agent)
         log.close()

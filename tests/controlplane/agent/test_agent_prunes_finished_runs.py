@@ -69,15 +69,17 @@ def test_the_keep_is_three_days_unless_told_and_a_negative_one_is_refused(capsys
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_real_agent_removes_a_finished_runs_directory_once_its_output_is_shipped(live_server: Any, tmp_path: Path) -> None:
+def test_a_real_agent_removes_a_finished_runs_directory_once_its_output_is_shipped(
+        live_server: Any, tmp_path: Path, state_dir: Path, submitter: Any) -> None:
+    # (as root, the job runs as its submitter: its `work/` is theirs, and removed all the same)
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-disk", log, options=("--no-wake", "--keep-output-s", "0"))
+    agent = start_agent(live_server.url, state_dir, "gpu-disk", log, options=("--no-wake", "--keep-output-s", "0"))
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-disk", state=NodeState.READY).exists(), 60, "the node")
-        job = make_job(fleet, gpus=2, command="seq 1 2000; echo \"rank $RANK done\"")
+        job = make_job(fleet, gpus=2, command="seq 1 2000; echo \"rank $RANK done\"", submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
-        workdir = tmp_path / "state" / "gpu-disk" / f"g{Allocation.objects.get(job=job).generation}"
+        workdir = state_dir / "gpu-disk" / f"g{Allocation.objects.get(job=job).generation}"
         wait_for(lambda: workdir.exists(), 30, "the run's directory")
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, "the job to end")
 
@@ -170,18 +172,19 @@ def test_the_directories_of_runs_that_never_ran_are_removed_after_the_keep(tmp_p
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_real_agent_removes_the_directory_of_a_run_it_could_not_launch(live_server: Any, tmp_path: Path) -> None:
+def test_a_real_agent_removes_the_directory_of_a_run_it_could_not_launch(
+        live_server: Any, tmp_path: Path, state_dir: Path, submitter: Any) -> None:
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-disk-fail", log, options=("--no-wake", "--keep-output-s", "0"))
+    agent = start_agent(live_server.url, state_dir, "gpu-disk-fail", log, options=("--no-wake", "--keep-output-s", "0"))
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-disk-fail", state=NodeState.READY).exists(), 60, "the node")
-        job = make_job(fleet, gpus=2, command="echo never", env={"BAD=NAME": "1"})
+        job = make_job(fleet, gpus=2, command="echo never", env={"BAD=NAME": "1"}, submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         generation = Allocation.objects.get(job=job).generation
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.FAILED, 60, "the job to fail")
 
-        wait_for(lambda: not (tmp_path / "state" / "gpu-disk-fail" / f"g{generation}").exists(), 60,
+        wait_for(lambda: not (state_dir / "gpu-disk-fail" / f"g{generation}").exists(), 60,
                  "the failed launch's directory to be removed")
     finally:
         stop_agent(agent)

@@ -24,12 +24,13 @@ from controlplane.agent.client import AgentClient
 from controlplane.agent.members import SimulatedLauncher
 from controlplane.agent.node import REGISTER_REFUSED_RETRY_S, NodeAgent, NodeInventory
 from controlplane.models import Node
-from tests.controlplane.agent.real_agent import QM_AGENT
+from tests.controlplane.agent.real_agent import CHECKOUT, QM_AGENT
 from tests.controlplane.loop_fixtures import BOOTSTRAP, build_loop_fleet
 
 
 def _without_secret() -> dict[str, str]:
-    return {k: v for k, v in os.environ.items() if k != "QM_AGENT_BOOTSTRAP_TOKEN"}
+    # this checkout's code first: the venv's `qm-agent` may be another checkout's (real_agent.py)
+    return {**{k: v for k, v in os.environ.items() if k != "QM_AGENT_BOOTSTRAP_TOKEN"}, "PYTHONPATH": CHECKOUT}
 
 
 @pytest.mark.parametrize("how", [
@@ -38,10 +39,12 @@ def _without_secret() -> dict[str, str]:
      "--leaf-switch", "leaf-3", "--spine", "spine-1"],
 ])
 def test_an_agent_without_a_bootstrap_secret_or_a_stored_token_exits_2_naming_the_variable(
-        tmp_path: Path, how: list[str]) -> None:
+        state_dir: Path, how: list[str]) -> None:
+    # `state_dir`, not tmp_path (0700): as root, the agent runs jobs as their submitters by
+    # default, and refuses to start where they could not reach their directory
     started = time.monotonic()
     done = subprocess.run(
-        [QM_AGENT, "--server", "http://127.0.0.1:9", "--state-dir", str(tmp_path), "--log-format", "console", *how],
+        [QM_AGENT, "--server", "http://127.0.0.1:9", "--state-dir", str(state_dir), "--log-format", "console", *how],
         env=_without_secret(), capture_output=True, text=True, timeout=60,
     )
     assert done.returncode == 2, (done.stdout, done.stderr)
@@ -50,12 +53,12 @@ def test_an_agent_without_a_bootstrap_secret_or_a_stored_token_exits_2_naming_th
     assert time.monotonic() - started < 30
 
 
-def test_a_real_agent_with_a_stored_token_starts_without_the_bootstrap_secret(tmp_path: Path) -> None:
+def test_a_real_agent_with_a_stored_token_starts_without_the_bootstrap_secret(state_dir: Path) -> None:
     """The check is only for an agent that could never register: a stored node token is enough."""
-    (tmp_path / "gpu-07").mkdir()
-    (tmp_path / "gpu-07" / "token").write_text("a-node-token\n")
+    (state_dir / "gpu-07").mkdir()
+    (state_dir / "gpu-07" / "token").write_text("a-node-token\n")
     agent = subprocess.Popen(
-        [QM_AGENT, "--server", "http://127.0.0.1:9", "--state-dir", str(tmp_path), "--name", "gpu-07", "--gpus", "8",
+        [QM_AGENT, "--server", "http://127.0.0.1:9", "--state-dir", str(state_dir), "--name", "gpu-07", "--gpus", "8",
          "--gpu-type", "H100-80GB", "--pool", "h100", "--leaf-switch", "leaf-3", "--spine", "spine-1"],
         env=_without_secret(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

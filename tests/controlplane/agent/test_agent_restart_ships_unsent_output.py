@@ -41,10 +41,11 @@ from tests.controlplane.loop_fixtures import (
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any, tmp_path: Path) -> None:
+def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any, tmp_path: Path, state_dir: Path,
+                                                               submitter: Any) -> None:
     fleet = build_loop_fleet()
-    state = tmp_path / "state"
-    trigger = tmp_path / "crash-now"
+    state = state_dir
+    trigger = state_dir / "crash-now"  # where the job, run as its submitter, can look (tmp_path is 0700)
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
     first = start_agent(live_server.url, state, "gpu-crash", log)
     second = None
@@ -56,7 +57,7 @@ def test_a_new_agent_ships_the_tail_a_killed_agent_left_unsent(live_server: Any,
             f"echo \"rank $RANK starting\"; while [ ! -e {trigger} ]; do sleep 0.05; done; "
             "seq 1 30000 | head -c 150000; echo; "
             "echo \"rank $RANK: RuntimeError: CUDA error: an illegal memory access was encountered\" >&2; "
-            "exec sleep 600"))
+            "exec sleep 600"), submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         generation = Allocation.objects.get(job=job).generation
         for rank in (0, 1):

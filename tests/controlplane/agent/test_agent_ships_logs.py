@@ -77,16 +77,17 @@ def process_agent(server: str, state: Path, client: AgentClient, name: str = "gp
 
 
 @pytest.mark.django_db(transaction=True)
-def test_a_real_agent_ships_each_ranks_printed_lines_once_and_in_order(live_server: Any, tmp_path: Path) -> None:
+def test_a_real_agent_ships_each_ranks_printed_lines_once_and_in_order(live_server: Any, tmp_path: Path,
+                                                                      state_dir: Path, submitter: Any) -> None:
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-out", log)
+    agent = start_agent(live_server.url, state_dir, "gpu-out", log)
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-out", state=NodeState.READY).exists(), 60, "the node")
         # Lines over several heartbeats, stderr too, and a character of two bytes at the end.
         job = make_job(fleet, gpus=2, command=(
             "for i in 1 2 3 4 5; do echo \"rank $RANK line $i\"; sleep 0.3; done; "
-            "echo \"rank $RANK to stderr\" >&2; printf 'caf\\303\\251\\n'"))
+            "echo \"rank $RANK to stderr\" >&2; printf 'caf\\303\\251\\n'"), submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, "the job to end")
 
@@ -96,7 +97,7 @@ def test_a_real_agent_ships_each_ranks_printed_lines_once_and_in_order(live_serv
         # Shipped a little at a time: several chunks, merged into one row per rank.
         assert JobLogChunk.objects.filter(job=job).count() == 2
         generation = Allocation.objects.get(job=job).generation
-        on_disk = (tmp_path / "state" / "gpu-out" / f"g{generation}" / "rank1.log").read_bytes()
+        on_disk = (state_dir / "gpu-out" / f"g{generation}" / "rank1.log").read_bytes()
         assert on_disk.decode() == output(job, 1)
     finally:
         stop_agent(agent)

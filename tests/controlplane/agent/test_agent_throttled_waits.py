@@ -82,8 +82,8 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
 
 
 @pytest.mark.django_db(transaction=True)
-def test_agent_waits_as_long_as_a_429_retry_after_says(live_server: Any, tmp_path: Path, settings: Any,
-                                                       agent_requests: list[dict[str, Any]]) -> None:
+def test_agent_waits_as_long_as_a_429_retry_after_says(live_server: Any, tmp_path: Path, state_dir: Path,
+                                                       settings: Any, agent_requests: list[dict[str, Any]]) -> None:
     """A real `qm-agent` whose stored token the control plane does not know, behind an address where
     another agent sent a wrong token 54 s ago, with QM_AGENT_AUTH_FAILURES at 2 a minute: its
     token is one failure more, so the bootstrap secret it falls back to is answered 429 with a
@@ -93,8 +93,10 @@ def test_agent_waits_as_long_as_a_429_retry_after_says(live_server: Any, tmp_pat
     settings.REST_FRAMEWORK = {**settings.REST_FRAMEWORK, "DEFAULT_THROTTLE_RATES": {
         **settings.REST_FRAMEWORK["DEFAULT_THROTTLE_RATES"], "agent_auth": "2/minute"}}
     build_loop_fleet()
-    (tmp_path / "state" / "gpu-thr").mkdir(parents=True)
-    (tmp_path / "state" / "gpu-thr" / "token").write_text("qma_unknown-to-this-control-plane\n")
+    # `state_dir`, not tmp_path (0700): run as root, the agent runs jobs as their submitters by
+    # default, and refuses to start where they could not reach their directory.
+    (state_dir / "gpu-thr").mkdir(parents=True)
+    (state_dir / "gpu-thr" / "token").write_text("qma_unknown-to-this-control-plane\n")
 
     def another_agents_failure(sender: Any, environ: dict[str, Any], **kwargs: Any) -> None:
         if not earlier:
@@ -106,7 +108,7 @@ def test_agent_waits_as_long_as_a_429_retry_after_says(live_server: Any, tmp_pat
     request_started.connect(another_agents_failure, weak=False)
     log_path = tmp_path / "agent.log"
     with open(log_path, "wb") as log:
-        agent = start_agent(live_server.url, tmp_path / "state", "gpu-thr", log,
+        agent = start_agent(live_server.url, state_dir, "gpu-thr", log,
                             options=("--no-wake", "--log-format", "json"))
         try:
             wait_for(lambda: any(e.get("event") == "registered" for e in _json_lines(log_path)), 60,

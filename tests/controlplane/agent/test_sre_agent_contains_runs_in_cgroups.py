@@ -145,12 +145,14 @@ def test_without_containment_the_child_without_its_marker_outlives_the_run(tmp_p
         kill_if_alive(escaped)
 
 
-def test_qm_agent_given_a_cgroup_root_it_cannot_use_exits_2_saying_why(tmp_path: Path) -> None:
-    from tests.controlplane.agent.real_agent import QM_AGENT
+def test_qm_agent_given_a_cgroup_root_it_cannot_use_exits_2_saying_why(tmp_path: Path, state_dir: Path) -> None:
+    from tests.controlplane.agent.real_agent import CHECKOUT, QM_AGENT
 
-    done = subprocess.run([QM_AGENT, "--server", "http://127.0.0.1:9", "--state-dir", str(tmp_path),
+    # (`state_dir`: as root, jobs run as their submitters by default, and tmp_path, 0700, would
+    # stop the agent before its cgroups; PYTHONPATH: this checkout's code, real_agent.py)
+    done = subprocess.run([QM_AGENT, "--server", "http://127.0.0.1:9", "--state-dir", str(state_dir),
                            "--gpus", "1", "--gpu-type", "H100-80GB", "--cgroup-root", str(tmp_path)],
-                          env={"PATH": "/usr/bin:/bin", "QM_AGENT_BOOTSTRAP_TOKEN": "x"},
+                          env={"PATH": "/usr/bin:/bin", "QM_AGENT_BOOTSTRAP_TOKEN": "x", "PYTHONPATH": CHECKOUT},
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "cannot contain runs as asked" in done.stdout + done.stderr

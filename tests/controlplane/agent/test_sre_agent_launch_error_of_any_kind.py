@@ -30,21 +30,22 @@ from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 @pytest.mark.django_db(transaction=True)
 def test_a_job_whose_env_cannot_be_given_to_a_process_fails_126_and_the_agent_serves_on(
-        live_server: Any, tmp_path: Path) -> None:
+        live_server: Any, tmp_path: Path, state_dir: Path, submitter: Any) -> None:
     fleet = build_loop_fleet()
-    state = tmp_path / "state"
+    state = state_dir
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
     agent = start_agent(live_server.url, state, "gpu-bad-env", log, gpus=4)
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-bad-env", state=NodeState.READY).exists(), 60, "the node")
-        steady = make_job(fleet, gpus=2, name="steady", command="exec sleep 120")
+        steady = make_job(fleet, gpus=2, name="steady", command="exec sleep 120", submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=steady.pk).state == JobState.RUNNING, 60, "the steady job to run")
         steady_generation = Allocation.objects.get(job=steady).generation
         wait_for(lambda: marked_processes("gpu-bad-env", {steady_generation}), 30, "the steady job's process")
         steady_pids = marked_processes("gpu-bad-env", {steady_generation})
 
-        bad = make_job(fleet, gpus=1, name="bad-env", command="echo never", env={"BAD=NAME": "1"})
+        bad = make_job(fleet, gpus=1, name="bad-env", command="echo never", env={"BAD=NAME": "1"},
+                       submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         bad_generation = Allocation.objects.get(job=bad).generation
         wait_for(lambda: Job.objects.get(pk=bad.pk).state == JobState.FAILED, 60, "the bad job to fail")
@@ -65,7 +66,7 @@ def test_a_job_whose_env_cannot_be_given_to_a_process_fails_126_and_the_agent_se
         assert set(steady_pids) <= set(marked_processes("gpu-bad-env", {steady_generation})), "the other job's process died"
 
         # and the agent launches what comes next
-        after = make_job(fleet, gpus=1, name="after", command="exit 0")
+        after = make_job(fleet, gpus=1, name="after", command="exit 0", submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=after.pk).state == JobState.SUCCEEDED, 60, "the next job to succeed")
         assert agent.poll() is None

@@ -40,33 +40,40 @@ WRITES = {
     # heartbeating, its lease ran out and the control plane fenced every run on the node.
     "progress-file-a-fifo": """mkfifo "$QM_PROGRESS_FILE"; sleep 0.3""",
     "progress-file-endless": """ln -s /dev/zero "$QM_PROGRESS_FILE"; sleep 0.3""",
-    "output-file-a-fifo": """echo started; sleep 1; rm rank0.log; mkfifo rank0.log; sleep 0.3""",
-    "output-file-endless": """echo started; sleep 1; rm rank0.log; ln -s /dev/zero rank0.log; sleep 0.3""",
-    "shipping-record-a-fifo": """mkfifo shipped.json.tmp; sleep 0.2; echo printed; sleep 0.3""",
+    # (`&&`: the job succeeds only if it did change the agent's file; AGENTS_FILES below)
+    "output-file-a-fifo": """echo started; sleep 1; rm rank0.log && mkfifo rank0.log && sleep 0.3""",
+    "output-file-endless": """echo started; sleep 1; rm rank0.log && ln -s /dev/zero rank0.log && sleep 0.3""",
+    "shipping-record-a-fifo": """mkfifo shipped.json.tmp && sleep 0.2 && echo printed && sleep 0.3""",
     # a line nested 100,000 deep: Python's JSON reader raises RecursionError, not ValueError
     "progress-line-nested-deeply": """printf '%*s\\n' 100000 '' | tr ' ' '[' >> "$QM_PROGRESS_FILE"; sleep 0.3""",
 }
+#: The cases that change the agent's own files in the run directory, which only a job run as the
+#: agent's user can (an agent not root, or given --job-user agent): run as its submitter, the
+#: default of a root agent, the job works in `work/` and its `rm rank0.log` would find nothing.
+#: The others write their progress file, which is the job's in either mode.
+AGENTS_FILES = {"output-file-a-fifo", "output-file-endless", "shipping-record-a-fifo"}
 
 
 @pytest.mark.parametrize("case", list(WRITES))
 @pytest.mark.django_db(transaction=True)
 def test_sre_a_job_writing_progress_out_of_range_or_unreadable_succeeds_and_the_agent_serves_on(
-        live_server: Any, tmp_path: Path, case: str) -> None:
+        live_server: Any, tmp_path: Path, state_dir: Path, submitter: Any, case: str) -> None:
     fleet = build_loop_fleet()
     node = f"gpu-progress-{list(WRITES).index(case)}"  # its own: the cases may run side by side
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", node, log,
-                        options=("--no-wake", "--sample-interval", "0.2"))
+    agent = start_agent(live_server.url, state_dir, node, log,
+                        options=("--no-wake", "--sample-interval", "0.2",
+                                 *(("--job-user", "agent") if case in AGENTS_FILES else ())))
     try:
         wait_for(lambda: Node.objects.filter(name=node, state=NodeState.READY).exists(), 60, "the node")
-        steady = make_job(fleet, name="steady", command="exec sleep 120")
+        steady = make_job(fleet, name="steady", command="exec sleep 120", submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=steady.pk).state == JobState.RUNNING, 60, "the steady job to run")
         steady_generation = Allocation.objects.get(job=steady).generation
         wait_for(lambda: marked_processes(node, {steady_generation}), 30, "the steady job's process")
         steady_pids = marked_processes(node, {steady_generation})
 
-        job = make_job(fleet, name=case, command=WRITES[case])
+        job = make_job(fleet, name=case, command=WRITES[case], submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.SUCCEEDED, 60, f"the job ({case}) to succeed")
 
