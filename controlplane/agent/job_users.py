@@ -1,8 +1,13 @@
 """Which Unix user a job's processes run as (`qm-agent --job-user`).
 
-`agent` (the default, as before 6 Dec): the agent's own user. A job can then read what the
-agent can (its node token: it could speak for the node) and signal or read the processes and
-files of any other job on the node.
+The default (`default_mode`): `user` for an agent running as root, as the usual systemd
+service does (it needs root for cgroups), and `agent` for one that does not (it cannot switch
+user). Until 6 Dec it was `agent` whatever the agent's user, so a root agent ran every job as
+root.
+
+`agent`: the agent's own user. A job can then read what the agent can (its node token: it
+could speak for the node) and signal or read the processes and files of any other job on the
+node; run by a root agent it is root (`AS_ROOT`).
 
 `team`: each team's jobs run as a user of their own, uid = gid = `--job-uid-base` + the team's
 id (no passwd entry is needed; give the ids names or file-system groups where a site wants
@@ -51,6 +56,10 @@ DEFAULT_USER_UID_BASE = 1_000_000
 #: uid_t is 32 bits, and 2^31 - 1 and above are refused or special in places (-1: "unchanged").
 UID_CEILING = 2**31 - 2
 WORK_DIR_NAME = "work"
+#: What a job run as root can do, said once at start by a root agent given `--job-user agent`.
+AS_ROOT = ("jobs run as root: any job can read the node token and speak for the node, signal, trace or "
+           "read every other team's jobs on the node, and leave its cgroup; --job-user user (the default "
+           "for a root agent) or team keeps them apart")
 
 
 class JobUserError(Exception):
@@ -115,6 +124,26 @@ class JobUsers:
         work.mkdir(mode=0o700, exist_ok=True)
         os.lchown(work, identity.uid, identity.gid)
         return work
+
+
+def default_mode(euid: int) -> str:
+    """`--job-user` when neither the flag nor QM_AGENT_JOB_USER gives one: a root agent runs
+    each job as its submitter, as Slurm does, rather than as root; any other agent cannot switch
+    user, so its jobs run as its own."""
+    return "user" if euid == 0 else "agent"
+
+
+def chosen_mode(flag: str | None, variable: str | None, euid: int) -> tuple[str, str]:
+    """The mode an agent runs jobs with, and why, for its start log: the flag's, else the
+    variable's (an empty one is not given, as `QM_AGENT_JOB_USER=` in a unit's environment
+    file), else the default for its effective uid."""
+    if flag:
+        return flag, "given: --job-user"
+    if variable:
+        return variable, "given: $QM_AGENT_JOB_USER"
+    if euid == 0:
+        return default_mode(euid), "default: the agent runs as root (effective uid 0)"
+    return default_mode(euid), f"default: the agent runs as uid {euid}, not root"
 
 
 def checked(mode: str, uid_base: int, state_dir: Path, euid: int | None = None,

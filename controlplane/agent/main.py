@@ -43,8 +43,15 @@ from controlplane.agent.client import (
 )
 from controlplane.agent.containment import ContainmentError
 from controlplane.agent.inventory import Nvml, gpu_type_name, host_cpus, host_memory_gb
-from controlplane.agent.job_users import DEFAULT_UID_BASE, DEFAULT_USER_UID_BASE, JOB_USER_MODES, JobUserError
+from controlplane.agent.job_users import (
+    AS_ROOT,
+    DEFAULT_UID_BASE,
+    DEFAULT_USER_UID_BASE,
+    JOB_USER_MODES,
+    JobUserError,
+)
 from controlplane.agent.job_users import checked as job_users_checked
+from controlplane.agent.job_users import chosen_mode as chosen_job_user_mode
 from controlplane.agent.logs import read_regular, write_whole
 from controlplane.agent.members import ProcessLauncher, SimulatedLauncher
 from controlplane.agent.node import (
@@ -166,13 +173,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "under systemd with Delegate=yes, else /sys/fs/cgroup/unified or /sys/fs/cgroup, if "
                         "writable), off, or a path; without one a process that clears its environment and leaves "
                         "its session outlives its run")
-    p.add_argument("--job-user", choices=JOB_USER_MODES, default=os.environ.get("QM_AGENT_JOB_USER", "agent"),
-                   help="which Unix user jobs run as (env QM_AGENT_JOB_USER): agent (the default: the agent's own; "
-                        "a job can read the node token and reach other teams' jobs on the node), team (each "
-                        "team's own uid and gid, --job-uid-base + the team's id; jobs of one team share it) or user "
-                        "(the submitter's own uid, --job-user-uid-base + the user's id, and the team's gid, "
-                        "--job-uid-base + the team's id: one member's job cannot signal or read another's); team "
-                        "and user need the agent to run as root and util-linux's setpriv")
+    # No default here: run_real chooses one from the agent's uid (job_users.chosen_mode), and
+    # logs whether the mode was given or defaulted.
+    p.add_argument("--job-user", choices=JOB_USER_MODES,
+                   help="which Unix user jobs run as (env QM_AGENT_JOB_USER): agent (the agent's own; a job can "
+                        "read the node token and reach other teams' jobs on the node, and as root do anything "
+                        "root can), team (each team's own uid and gid, --job-uid-base + the team's id; jobs of one "
+                        "team share it) or user (the submitter's own uid, --job-user-uid-base + the user's id, and "
+                        "the team's gid, --job-uid-base + the team's id: one member's job cannot signal or read "
+                        "another's); team and user need the agent to run as root and util-linux's setpriv. "
+                        "Default: user for an agent running as root, agent otherwise")
     p.add_argument("--job-uid-base", type=_whole(1000), default=os.environ.get("QM_AGENT_JOB_UID_BASE",
                                                                             str(DEFAULT_UID_BASE)),
                    help=f"teams' ids: with --job-user team a team's uid and gid, with user its gid, are this + its "
@@ -267,11 +277,17 @@ def run_real(args: argparse.Namespace) -> int:
     state_dir = Path(args.state_dir)
     nvml = Nvml.open()
     inventory = real_inventory(args, nvml)
+    euid = os.geteuid()
+    mode, chosen = chosen_job_user_mode(args.job_user, os.environ.get("QM_AGENT_JOB_USER"), euid)
     try:
-        job_users = job_users_checked(args.job_user, args.job_uid_base, state_dir,
+        job_users = job_users_checked(mode, args.job_uid_base, state_dir, euid=euid,
                                       user_uid_base=args.job_user_uid_base)
     except JobUserError as error:
-        log.error("cannot run jobs as asked", error=str(error))
+        # A defaulted `user` that this node cannot honour stops the agent too, rather than run
+        # jobs as root: the operator fixes what it names, or gives --job-user agent knowingly.
+        log.error("cannot run jobs as asked", error=str(error), job_user=mode, chosen=chosen,
+                  **({"instead": "give --job-user agent to run jobs as root, knowing what that allows"}
+                     if chosen.startswith("default") else {}))
         return 2
     try:
         launcher = ProcessLauncher(state_dir, inventory.name, nvml, cgroup_root=args.cgroup_root,
@@ -281,8 +297,10 @@ def run_real(args: argparse.Namespace) -> int:
         return 2
     runs_as = {"agent": "the agent's user", "team": "their team's user", "user": "their submitter's user"}
     log.info("jobs run as " + runs_as[job_users.mode], node=inventory.name, job_user=job_users.mode,
-             uid_base=job_users.uid_base if job_users.separate else None,
+             chosen=chosen, uid_base=job_users.uid_base if job_users.separate else None,
              user_uid_base=job_users.user_uid_base if job_users.mode == "user" else None)
+    if not job_users.separate and euid == 0:  # only when given: a root agent's default is `user`
+        log.warning(AS_ROOT, node=inventory.name, job_user=job_users.mode, chosen=chosen)
     if launcher.cgroups is not None:
         log.info("each run's processes are contained in a cgroup of their own", node=inventory.name,
                  cgroups=launcher.containment)

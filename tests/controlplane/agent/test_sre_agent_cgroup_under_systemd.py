@@ -248,19 +248,21 @@ def test_an_agent_in_a_service_cgroup_sweeps_what_an_agent_from_before_left_at_t
 
 @pytest.mark.django_db(transaction=True)
 def test_a_real_qm_agent_in_a_service_cgroup_runs_its_job_under_it(live_server: Any, tmp_path: Path,
+                                                                   state_dir: Path, submitter: Any,
                                                                    service: Path) -> None:
     fleet = build_loop_fleet()
     log_path = tmp_path / "agent.log"
     log = open(log_path, "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-unit", log, gpus=1, cgroup=service)
+    # A root service's default: each job as its submitter, working in its run's `work/`
+    agent = start_agent(live_server.url, state_dir, "gpu-unit", log, gpus=1, cgroup=service)
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-unit", state=NodeState.READY).exists(), 60, "the node")
         assert _cgroup_of(agent.pid) == "/" + service.name
-        job = make_job(fleet, gpus=1, command="echo $$ > rank.pid; exec sleep 60")
+        job = make_job(fleet, gpus=1, command="echo $$ > rank.pid; exec sleep 60", submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         generation = Allocation.objects.get(job=job).generation
-        pid_file = tmp_path / "state" / "gpu-unit" / f"g{generation}" / "rank.pid"
-        parent = RunCgroups(service, "gpu-unit", tmp_path / "state" / "gpu-unit").parent
+        pid_file = state_dir / "gpu-unit" / f"g{generation}" / "work" / "rank.pid"
+        parent = RunCgroups(service, "gpu-unit", state_dir / "gpu-unit").parent
         assert _cgroup_of(_written_pid(pid_file, 20)) == f"/{service.name}/{parent.name}/g{generation}"
     finally:
         stop_agent(agent)

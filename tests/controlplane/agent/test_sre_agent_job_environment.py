@@ -27,16 +27,16 @@ def _environ(path: Path) -> dict[str, str]:
 
 @pytest.mark.django_db(transaction=True)
 def test_sre_each_job_sees_only_its_own_gpus_generation_and_directory_and_never_the_bootstrap_secret(
-        live_server: Any, tmp_path: Path) -> None:
+        live_server: Any, tmp_path: Path, state_dir: Path, submitter: Any) -> None:
     fleet = build_loop_fleet()
-    state = tmp_path / "state"
+    state = state_dir
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
     agent = start_agent(live_server.url, state, "gpu-env", log, gpus=4, options=())
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-env", state=NodeState.READY).exists(), 60, "the node to register")
         # The whole environment, NUL-separated as /proc has it, and the working directory.
         command = "env -0 > env.$LOCAL_RANK; pwd > pwd.$LOCAL_RANK"
-        jobs = [make_job(fleet, gpus=2, name=f"env-{i}", command=command) for i in range(2)]
+        jobs = [make_job(fleet, gpus=2, name=f"env-{i}", command=command, submitter=submitter) for i in range(2)]
         assert cycle.run_cycle("test").binds == 2
         wait_for(lambda: all(Job.objects.get(pk=j.pk).state == JobState.SUCCEEDED for j in jobs), 60,
               "both jobs to succeed")
@@ -45,7 +45,8 @@ def test_sre_each_job_sees_only_its_own_gpus_generation_and_directory_and_never_
         for job in jobs:
             allocation = Allocation.objects.get(job=job)
             gpus = sorted(AllocationGpu.objects.filter(allocation=allocation).values_list("gpu_index", flat=True))
-            workdir = state / "gpu-env" / f"g{allocation.generation}"
+            # its own: run as its submitter (a root agent's default), `work/` in its run's directory
+            workdir = state / "gpu-env" / f"g{allocation.generation}" / "work"
             for local_rank in (0, 1):
                 env = _environ(workdir / f"env.{local_rank}")
                 assert "QM_AGENT_BOOTSTRAP_TOKEN" not in env

@@ -30,20 +30,23 @@ from tests.controlplane.loop_fixtures import build_loop_fleet, make_job
 
 
 @pytest.mark.django_db(transaction=True)
-def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_server: Any, tmp_path: Path) -> None:
+def test_sre_kill_9_of_a_real_agent_kills_the_children_of_its_jobs_too(live_server: Any, tmp_path: Path,
+                                                                       state_dir: Path, submitter: Any) -> None:
     fleet = build_loop_fleet()
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-sre-kill9", log)
+    agent = start_agent(live_server.url, state_dir, "gpu-sre-kill9", log)
+    # run as its submitter (a root agent's default), the job writes in its run's `work/`
+    written = state_dir / "gpu-sre-kill9"
     children: list[int] = []
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-sre-kill9", state=NodeState.READY).exists(), 60, "the node to register")
-        job = make_job(fleet, gpus=2, command="sleep 120 & echo $! > child.$LOCAL_RANK; wait")
+        job = make_job(fleet, gpus=2, command="sleep 120 & echo $! > child.$LOCAL_RANK; wait", submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
         wait_for(lambda: Job.objects.get(pk=job.pk).state == JobState.RUNNING
-              and len(list((tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*"))) == 2
-              and all(p.read_text().endswith("\n") for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")),
+              and len(list(written.glob("g*/work/child.*"))) == 2
+              and all(p.read_text().endswith("\n") for p in written.glob("g*/work/child.*")),
               60, "the job's processes to start")
-        children = [int(p.read_text()) for p in (tmp_path / "state" / "gpu-sre-kill9").glob("g*/child.*")]
+        children = [int(p.read_text()) for p in written.glob("g*/work/child.*")]
         assert all(alive(pid) for pid in children)
 
         os.kill(agent.pid, signal.SIGKILL)

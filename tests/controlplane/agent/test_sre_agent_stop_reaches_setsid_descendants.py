@@ -122,17 +122,18 @@ def test_kill_9_of_the_agent_kills_what_its_jobs_started_in_a_session_of_their_o
 
 
 @pytest.mark.django_db(transaction=True)
-def test_sre_a_cancelled_jobs_gpus_are_freed_only_after_its_setsid_child_is_dead(live_server: Any,
-                                                                               tmp_path: Path) -> None:
+def test_sre_a_cancelled_jobs_gpus_are_freed_only_after_its_setsid_child_is_dead(
+        live_server: Any, tmp_path: Path, state_dir: Path, submitter: Any) -> None:
     fleet = build_loop_fleet(grace_period_s=1)
     log = open(tmp_path / "agent.log", "wb")  # noqa: SIM115 - closed below
-    agent = start_agent(live_server.url, tmp_path / "state", "gpu-sre", log, gpus=1)
+    agent = start_agent(live_server.url, state_dir, "gpu-sre", log, gpus=1)
     stray = None
     try:
         wait_for(lambda: Node.objects.filter(name="gpu-sre", state=NodeState.READY).exists(), 60, "the node to register", every=0.02)
-        job = make_job(fleet, gpus=1, command=f"{STRAY} exec sleep 120")
+        job = make_job(fleet, gpus=1, command=f"{STRAY} exec sleep 120", submitter=submitter)
         assert cycle.run_cycle("test").binds == 1
-        workdir = tmp_path / "state" / "gpu-sre" / f"g{Allocation.objects.get(job=job).generation}"
+        # (run as its submitter, the root agent's default, the job works in its run's `work/`)
+        workdir = state_dir / "gpu-sre" / f"g{Allocation.objects.get(job=job).generation}" / "work"
         stray = _stray(workdir)
 
         transitions.cancel_job(Job.objects.get(pk=job.pk), "user:alice")
