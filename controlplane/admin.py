@@ -153,6 +153,8 @@ class ConfigAudited(KeepsOthersChanges):
         would load and list every protecting row (20,160 lines for a week of one quota's minute
         rollups)."""
         history = [line for obj in objs for line in _history(obj)]
+        history += [f"{refusal}." for obj in objs
+                    if (refusal := config_audit.deletion_refused(obj))]
         if history:
             return [], {}, set(), history
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)

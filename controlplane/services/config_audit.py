@@ -16,6 +16,7 @@ from decimal import Decimal
 from typing import Any
 
 from django.db import models
+from django.db.models import Count, Q
 
 from controlplane.choices import EventKind
 from controlplane.models import (
@@ -90,13 +91,18 @@ def before_change(obj: models.Model) -> dict[str, Any] | None:
 
 
 def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | None, actor: str,
-                         why: str = "") -> Event | None:
+                         why: str = "", after: dict[str, Any] | None = None) -> Event | None:
     """`verb`: created, changed or deleted. Call it in the transaction that writes the record
     (for a deletion, before deleting it, with ``before`` from :func:`config_record`). Nothing
-    for a model that is not audited, or a change that changed nothing."""
+    for a model that is not audited, or a change that changed nothing. ``after``: the record as
+    it will be, when the database does not hold it yet (a team losing a class that is about to
+    be deleted); else it is read from ``obj``."""
     if not audited(obj):
         return None
-    after = config_record(obj) if verb != "deleted" else None
+    if verb == "deleted":
+        after = None
+    elif after is None:
+        after = config_record(obj)
     if verb == "changed" and before == after:
         return None
     label = _LABELS.get(type(obj), str(obj._meta.verbose_name))
@@ -121,12 +127,49 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
         for rate in PriceRate.objects.filter(gpu_type_id=obj.pk).select_related("gpu_type"):
             record_config_change(rate, "deleted", config_record(rate), actor, why=f" (GPU type {obj.name} deleted)")
     if verb == "deleted" and isinstance(obj, PriorityClass) and obj.pk is not None:
-        # Team.default_priority_class is SET_NULL: each team that had it loses its default.
-        for team in Team.objects.filter(default_priority_class_id=obj.pk).select_related("default_priority_class"):
+        # Team.default_priority_class is SET_NULL: each team that had it loses its default; and
+        # the class leaves the lists of classes teams may use (its many-to-many rows go with it).
+        # Each such team's event holds its list as it becomes, which the database does not yet.
+        for team in _teams_using(obj).select_related("default_priority_class"):
             was = config_record(team)
-            team.default_priority_class = None
-            record_config_change(team, "changed", was, actor, why=f" (class {obj.name} deleted)")
+            if team.default_priority_class_id == obj.pk:
+                team.default_priority_class = None
+            becomes = {**config_record(team),
+                       "priority_classes": [name for name in was["priority_classes"] if name != obj.name]}
+            record_config_change(team, "changed", was, actor, why=f" (class {obj.name} deleted)", after=becomes)
     return event
+
+
+def _teams_using(priority_class: PriorityClass) -> models.QuerySet[Team]:
+    """The teams whose default ``priority_class`` is, or whose members may submit in it by name."""
+    return Team.objects.filter(
+        Q(default_priority_class_id=priority_class.pk)
+        | Q(pk__in=Team.priority_classes.through.objects.filter(priorityclass_id=priority_class.pk)
+            .values("team_id"))).order_by("name")
+
+
+def deletion_refused(obj: models.Model) -> str | None:
+    """Why ``obj`` may not be deleted though no row protects it in the database, or None.
+
+    A priority class that is the only one a team may use: the class's rows in the team's list
+    go with it, and an empty list means *every* class (Team.priority_classes), so deleting the
+    one class a team was limited to let its members submit in the highest class there is, never
+    preempted and preempting the rest; the trail said nothing of it."""
+    if not isinstance(obj, PriorityClass) or obj.pk is None:
+        return None
+    limited = Team.objects.filter(
+        pk__in=Team.priority_classes.through.objects.filter(priorityclass_id=obj.pk).values("team_id"),
+    ).annotate(classes=Count("priority_classes")).filter(classes=1).order_by("name")
+    named = list(limited.values_list("pk", "name"))
+    if not named:
+        return None
+    teams = ", ".join(name for _, name in named)
+    pk, first = named[0]
+    return (f"{'Team' if len(named) == 1 else 'Teams'} {teams} may submit only in {obj.name}: deleted, it would "
+            f"leave {'its' if len(named) == 1 else 'their'} list of classes empty, and a team with none chosen may "
+            f"submit in every class (the highest included). Choose the classes {'it' if len(named) == 1 else 'each'} "
+            f"may use instead first (the team's page in the admin; PATCH teams/{pk}/ {{\"priority_classes\": "
+            f"[…]}} for {first}), then delete {obj.name}")
 
 
 def _record_team_cascade(team: Team, actor: str) -> None:
@@ -158,13 +201,18 @@ def deletion_consequences(obj: models.Model) -> list[str]:
     if not isinstance(obj, PriorityClass):
         return []
     teams = list(Team.objects.filter(default_priority_class_id=obj.pk).order_by("name").values_list("name", flat=True))
-    if not teams:
-        return []
     fallback = PriorityClass.objects.exclude(pk=obj.pk).order_by("value", "name").first()
     gets = (f"will get {fallback}, the lowest class" if fallback is not None
             else "will be refused, as no class is left")
-    return [f"Team {name}: its default class becomes none; its jobs submitted without a class {gets} "
-            "(set another default on the team's page)" for name in teams]
+    lines = [f"Team {name}: its default class becomes none; its jobs submitted without a class {gets} "
+             "(set another default on the team's page)" for name in teams]
+    # A team limited to this class alone is refused (deletion_refused); the others keep the rest.
+    for team in _teams_using(obj).prefetch_related("priority_classes"):
+        names = sorted(c.name for c in team.priority_classes.all())
+        if obj.name in names and len(names) > 1:
+            lines.append(f"Team {team.name} may no longer submit in {obj.name}; it keeps "
+                         f"{', '.join(n for n in names if n != obj.name)}")
+    return lines
 
 
 def deleted_with(obj: models.Model) -> list[str]:

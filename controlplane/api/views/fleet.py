@@ -136,6 +136,8 @@ class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
 
     def _destroy(self) -> Response:
         instance = self.get_object()
+        if refusal := config_audit.deletion_refused(instance):
+            raise Conflict(refusal + ".")
         lines = config_audit.deleted_with(instance)
         label = str(instance._meta.verbose_name)
         label = {"gpu type": "GPU type"}.get(label, label)
