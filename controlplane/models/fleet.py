@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from controlplane.choices import CapacityTier, NodeState
+from controlplane.choices import LIVE_JOB_STATES, CapacityTier, JobState, NodeState
 from controlplane.models.names import node_name, visible_name
 
 # The API's bounds (controlplane/api/serializers/fleet.py); the admin's forms check them in clean().
@@ -63,8 +63,45 @@ class GpuType(models.Model):
         memory = self.memory_gb
         if memory is not None and not MIN_GPU_MEMORY_GB <= memory <= MAX_GPU_MEMORY_GB:
             errors["memory_gb"] = f"{memory} GB: {GPU_MEMORY_WORDS}"
+        if renamed := self._rename_refused():
+            errors["name"] = renamed
         if errors:
             raise ValidationError(errors)
+
+    def _rename_refused(self) -> str | None:
+        """A type in use keeps its name. Jobs ask for GPU types by name (`gpu_types`, a gang
+        role's) and node agents register with it, while quotas, prices and nodes point at the
+        row: renamed, every job still waiting for the old name read "Can never run on this
+        fleet" from the next cycle, and each of its nodes' agents was refused at its next
+        registration ("unknown GPU type"). Kueue keeps a ResourceFlavor's name alike. A type no
+        live job asks for and no node (not retired) is of is renamed freely: a typo fixed
+        before the first node registers. Ended jobs keep the name they asked for, as history."""
+        if self.pk is None or not self.name:
+            return None
+        was = GpuType.objects.filter(pk=self.pk).values_list("name", flat=True).first()
+        if was is None or was == self.name:
+            return None
+        from django.apps import apps  # Job's module imports this one
+
+        job_model = apps.get_model("controlplane", "Job")
+        live = job_model.objects.filter(state__in=(JobState.PENDING, *LIVE_JOB_STATES)).filter(
+            Q(gpu_types__icontains=f'"{was}"') | Q(roles__icontains=f'"{was}"'))
+        asking = sum(1 for types, roles in live.values_list("gpu_types", "roles").iterator()
+                     if was in (types or ()) or any(was in (role.get("gpu_types") or ()) for role in roles or ()))
+        nodes = list(self.nodes.exclude(state=NodeState.RETIRED).order_by("name").values_list("name", flat=True))
+        if not asking and not nodes:
+            return None
+        said = []
+        if asking:
+            said.append(f"{asking} job{' that has not ended asks' if asking == 1 else 's that have not ended ask'} "
+                        f"for {was} by name (gpu_types): renamed, {'it' if asking == 1 else 'they'} could never run")
+        if nodes:
+            listed = ", ".join(nodes[:5]) + (f" and {len(nodes) - 5} more" if len(nodes) > 5 else "")
+            said.append(f"{len(nodes)} node{'' if len(nodes) == 1 else 's'} ({listed}) "
+                        f"{'is' if len(nodes) == 1 else 'are'} of type {was}, whose agents register with that name: "
+                        f"renamed, they would be refused at their next registration")
+        return ("; ".join(said) + ". A GPU type keeps its name once jobs or nodes use it; to tell different "
+                "hardware apart, create another type.")
 
 
 class PriceRate(models.Model):
