@@ -255,6 +255,24 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
     def get_queryset(self, request: HttpRequest) -> Any:
         return super().get_queryset(request).prefetch_related("memberships__team")
 
+    def save_model(self, request, obj, form, change):  # type: ignore[no-untyped-def]
+        """A user created, or changed in who they are or what they may do (active, staff,
+        superuser: an admin of the fleet), is a config.changed event (services/config_audit.py);
+        the change view's transaction holds the user and its event."""
+        before = config_audit.before_change(obj) if change else None
+        super().save_model(request, obj, form, change)
+        config_audit.record_config_change(obj, "changed" if change else "created", before, _actor(request))
+
+    def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
+        with transaction.atomic():  # the user's memberships go with them, each recorded
+            config_audit.record_config_change(obj, "deleted", config_audit.config_record(obj), _actor(request))
+            super().delete_model(request, obj)
+
+    def delete_queryset(self, request, queryset):  # type: ignore[no-untyped-def]
+        with transaction.atomic():
+            for user in queryset:
+                self.delete_model(request, user)
+
     @admin.display(description="roles")
     def roles(self, user: Any) -> str:
         said = sorted(f"{m.role} of {m.team.name}" if m.team_id and m.role != Role.FINANCE else str(m.role) for m in user.memberships.all())

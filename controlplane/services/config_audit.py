@@ -15,6 +15,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Count, Q
 
@@ -49,17 +50,33 @@ AUDITED: dict[type[models.Model], tuple[str, ...]] = {
 }
 
 
+# A user's standing, never their password or profile: who they are, whether they may sign in
+# (active), reach the admin site (staff) and are an admin of the fleet (superuser:
+# services/access.py). Ticking "Superuser status" made a user an admin with no trace here.
+USER_AUDITED = ("username", "is_active", "is_staff", "is_superuser")
+
 _LABELS: dict[type[models.Model], str] = {GpuType: "GPU type"}
 
 
+def _is_user(obj: models.Model) -> bool:
+    return bool(obj._meta.label == settings.AUTH_USER_MODEL)
+
+
+def _audited_fields(obj: models.Model) -> tuple[str, ...] | None:
+    fields = AUDITED.get(type(obj))
+    if fields is None and _is_user(obj):
+        return USER_AUDITED
+    return fields
+
+
 def audited(obj: models.Model) -> bool:
-    return type(obj) in AUDITED
+    return _audited_fields(obj) is not None
 
 
 def config_record(obj: models.Model) -> dict[str, Any]:
     """The audited columns, as JSON: related records by their name, decimals and times as text."""
     record: dict[str, Any] = {"id": obj.pk}
-    for name in AUDITED[type(obj)]:
+    for name in _audited_fields(obj) or ():
         if not hasattr(obj, name) and not hasattr(obj, f"{name}_id"):
             continue
         field = obj._meta.get_field(name)
@@ -122,6 +139,11 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     event = Event.objects.create(**fields)
     if verb == "deleted" and isinstance(obj, Team) and obj.pk is not None:
         _record_team_cascade(obj, actor)
+    if verb == "deleted" and _is_user(obj) and obj.pk is not None:
+        # Membership.user is CASCADE: the user's roles go with them, each recorded.
+        for membership in Membership.objects.filter(user_id=obj.pk).select_related("team", "user"):
+            record_config_change(membership, "deleted", config_record(membership), actor,
+                                 why=f" (user {obj.get_username()} deleted)")  # type: ignore[attr-defined]
     if verb == "deleted" and isinstance(obj, GpuType) and obj.pk is not None:
         # PriceRate.gpu_type is CASCADE: the type's prices go with it, each recorded.
         for rate in PriceRate.objects.filter(gpu_type_id=obj.pk).select_related("gpu_type"):
@@ -244,6 +266,8 @@ def deleted_with(obj: models.Model) -> list[str]:
 
 
 def _name(obj: models.Model, before: dict[str, Any] | None) -> str:
+    if _is_user(obj):
+        return str((before or {}).get("username") or obj.get_username())  # type: ignore[attr-defined]
     if isinstance(obj, PriceRate):
         return f"{obj.gpu_type.name} {obj.capacity_tier}"
     if isinstance(obj, Membership):
@@ -256,7 +280,7 @@ _WORDS = {
     "grace_period_s": "grace period", "min_runtime_s": "min runtime", "budget_window_s": "budget window",
     "default_runtime_limit_s": "default runtime limit", "max_runtime_limit_s": "max runtime limit",
     "gpu_count": "GPUs", "cpus": "CPUs", "memory_gb": "memory GB", "gpu_type": "GPU type",
-    "usd_per_gpu_hour": "$ per GPU-hour",
+    "usd_per_gpu_hour": "$ per GPU-hour", "is_active": "active", "is_staff": "staff", "is_superuser": "superuser",
 }
 
 
