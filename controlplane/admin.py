@@ -8,6 +8,7 @@ from typing import Any
 from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
+from django.contrib.admin.helpers import ActionForm
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.db import models, transaction
@@ -47,6 +48,7 @@ from controlplane.models import (
     Team,
 )
 from controlplane.models.fleet import PRICE_HORIZON_YEARS
+from controlplane.models.jobs import HOLD_REASON_MAX_LENGTH
 from controlplane.models.teams import team_classes_problem
 from controlplane.services import (
     api_tokens,
@@ -58,6 +60,7 @@ from controlplane.services import (
     quota_text,
     quotas,
 )
+from controlplane.services.hold_text import reason_problem
 from controlplane.services.whole_words import whole_words_html
 from scheduler_core.sentences import counted
 
@@ -681,17 +684,41 @@ class NodeForm(OpenedAsForm):
         return self._host("memory_gb")
 
 
+class NodeActionForm(ActionForm):
+    """The node list's action bar, with the reason a cordon or drain takes (Slurm's `Reason=`,
+    the API's `reason`, `qm nodes drain --reason`): until 6 Dec the list's actions took none, so a
+    node drained here read no reason in `qm nodes` and its event said no why."""
+
+    reason = forms.CharField(
+        required=False, label="Reason (cordon, drain)", max_length=10_000, strip=True,
+        widget=forms.TextInput(attrs={"size": 40, "placeholder": "e.g. XID 79 on GPU 3"}),
+        help_text=f"Why the nodes are taken out of service: one line, at most {HOLD_REASON_MAX_LENGTH} characters.")
+
+
 def _node_action(verb: Any, label: str) -> Any:
     """An admin list action over the selected nodes; says what moved, what already was there
-    and what was refused (before, a successful action said nothing at all)."""
+    and what was refused (before, a successful action said nothing at all). A cordon or drain
+    takes the action bar's reason (NodeActionForm); another action given one does nothing."""
+    name = "return" if verb is nodes.return_to_service else verb.__name__
+    action = label.split(":")[0]
+
     def act(modeladmin: admin.ModelAdmin, request: HttpRequest, queryset: Any) -> None:
+        reason = (request.POST.get("reason") or "").strip()
+        problem = (reason_problem(reason) if name in nodes.TAKES_REASON else
+                   f"only Cordon and Drain take one (it says why a node is taken out of service); nothing was "
+                   f"done. Clear it to {action}") if reason else ""
+        if problem:
+            if name in nodes.TAKES_REASON:
+                problem += "; nothing was done"
+            modeladmin.message_user(request, f"Reason: {problem}.", level=messages.ERROR)
+            return
         moved: list[str] = []
         already: list[str] = []
         left: list[str] = []
         for node in queryset.order_by("name"):
             before, wished = node.state, node.unschedulable
             try:
-                done = nodes.act("return" if verb is nodes.return_to_service else verb.__name__, node, request.user)
+                done = nodes.act(name, node, request.user, reason=reason)
             except nodes.NodeActionRefused as exc:
                 modeladmin.message_user(request, str(exc), level=messages.ERROR)
                 continue
@@ -706,12 +733,14 @@ def _node_action(verb: Any, label: str) -> Any:
             else:
                 already.append(node.name)
         if moved:
-            modeladmin.message_user(request, f"{label.split(':')[0]}: " + ", ".join(moved), level=messages.SUCCESS)
+            modeladmin.message_user(request, f"{action}: " + ", ".join(moved), level=messages.SUCCESS)
         if already:
             modeladmin.message_user(request, "Already there, nothing recorded: " + ", ".join(already),
                                     level=messages.INFO)
         for said in left:
-            modeladmin.message_user(request, said, level=messages.INFO)
+            # "Node" first: the admin writes a message's first letter capitalised, and
+            # "h100-04: ready → draining" read "H100-04: …", a name no node has.
+            modeladmin.message_user(request, f"Node {said}", level=messages.INFO)
     act.__name__ = verb.__name__
     return admin.action(description=label)(act)
 
@@ -726,6 +755,7 @@ class NodeAdmin(ConfigAudited):
     at its start)."""
 
     form = NodeForm
+    action_form = NodeActionForm
     list_display = ("name", "pool", "gpu_type", "gpu_count", "leaf_switch", "spine", "state", "last_heartbeat_at")
     list_filter = ("pool", "state", "gpu_type", "leaf_switch")
     search_fields = ("name",)

@@ -18,9 +18,10 @@ from controlplane.models import Event, Node
 pytestmark = pytest.mark.django_db
 
 
-def _act(browser: Any, action: str, selected: list[Node]) -> dict[str, list[str]]:
+def _act(browser: Any, action: str, selected: list[Node], reason: str | None = None) -> dict[str, list[str]]:
     r = browser.post("/admin/controlplane/node/", {
         "action": action, "_selected_action": [n.pk for n in selected], "index": 0,
+        **({"reason": reason} if reason is not None else {}),
     }, follow=True)
     assert r.status_code == 200
     said: dict[str, list[str]] = {}
@@ -86,5 +87,55 @@ def test_drain_of_a_busy_node_says_which_jobs_it_leaves_running(fleet, browser) 
 
     assert said["success"] == ["Drain: h100-1 (ready → draining), h100-2 (ready → draining)"]
     [left] = said["info"]
-    assert left.startswith("h100-1: ready → draining: no new work goes there; 1 job runs there until it ends (by ")
+    # "Node" first: Django's admin writes a message with its first letter capitalised, and said
+    # "H100-1: ready → draining", a name no node has.
+    assert left.startswith("Node h100-1: ready → draining: no new work goes there; 1 job runs there until it ends (by ")
     assert f"job {job.pk} finetune (4 GPUs here; its runtime limit ends " in left
+
+
+# Found by a fleet admin's review (6 Dec): the API, `qm nodes drain --reason` and Slurm's
+# `Reason=` say why a node is out of service, but the admin's list actions took no reason, so a
+# node drained there read an empty `cordon_reason` in `qm nodes` and its event said no why.
+
+
+def test_the_list_takes_a_reason_beside_the_action(fleet, browser) -> None:
+    page = browser.get("/admin/controlplane/node/").content.decode()
+
+    assert 'name="reason"' in page and "Reason (cordon, drain)" in page
+
+
+def test_a_drain_from_the_list_records_its_reason(fleet, browser) -> None:
+    from controlplane.services import nodes
+
+    node = fleet.nodes[1]
+
+    said = _act(browser, "drain", [node], reason="XID 79 on GPU 3")
+
+    assert said == {"success": ["Drain: h100-1 (ready → draining)"]}
+    [event] = Event.objects.filter(kind=EventKind.NODE_STATE, node=node)
+    assert event.data["reason"] == "XID 79 on GPU 3" and "XID 79 on GPU 3" in event.message, event.message
+    assert Node.objects.annotate(why=nodes.cordon_reason()).get(pk=node.pk).why == "XID 79 on GPU 3"
+
+
+def test_a_reason_with_an_action_that_takes_none_is_refused_and_nothing_done(fleet, browser) -> None:
+    node = fleet.nodes[1]
+    Node.objects.filter(pk=node.pk).update(state=NodeState.CORDONED, unschedulable=True)
+
+    said = _act(browser, "uncordon", [node], reason="fixed")
+
+    assert said == {"error": ["Reason: only Cordon and Drain take one (it says why a node is taken out of "
+                              "service); nothing was done. Clear it to Uncordon."]}
+    assert Node.objects.get(pk=node.pk).state == NodeState.CORDONED
+    assert not Event.objects.filter(kind=EventKind.NODE_STATE).exists()
+
+
+def test_a_reason_of_two_lines_is_refused_and_nothing_done(fleet, browser) -> None:
+    node = fleet.nodes[1]
+
+    said = _act(browser, "cordon", [node], reason="bad\nDIMM")
+
+    [refusal] = said["error"]
+    assert refusal.startswith("Reason: one line of visible text"), refusal
+    assert refusal.endswith("nothing was done."), refusal
+    assert Node.objects.get(pk=node.pk).state == NodeState.READY
+    assert not Event.objects.filter(kind=EventKind.NODE_STATE).exists()
