@@ -200,7 +200,25 @@ def not_found_words(exc: Http404, context: dict[str, Any]) -> str | None:
     if value is None or model is None:
         return message or None
     noun = re.sub(r"\bgpu\b", "GPU", str(model._meta.verbose_name))
-    return f"No {noun} {str(value)[:40]}, or not yours to see."
+    return _named_not_id(view, context, noun, str(value)) or f"No {noun} {str(value)[:40]}, or not yours to see."
+
+
+def _named_not_id(view: Any, context: dict[str, Any], noun: str, key: str) -> str | None:
+    """A record's name where its path takes the id (`nodes/h100-05/`, as `kubectl get node` takes
+    a name): "No node h100-05, or not yours to see." of a node the reader can see misled. Said
+    only of a record the reader's own queryset holds, one of that name; else None."""
+    request = context.get("request")
+    if key.isdigit() or request is None or not hasattr(view, "get_queryset"):
+        return None
+    try:
+        rows = view.get_queryset().filter(name=key).values_list("pk", flat=True)[:2]
+        found = list(rows)
+    except Exception:  # noqa: BLE001 - no name to look up (a model without one): the plain words
+        return None
+    if len(found) != 1:
+        return None
+    path = request.path.replace(f"/{key}/", f"/{found[0]}/", 1)
+    return f"No {noun} with id {key[:40]}: the path takes the {noun}'s id, not its name; {noun} {key} is {found[0]}: {path}."
 
 
 def exception_handler(exc: Exception, context: dict[str, Any]) -> Response | JsonResponse | None:

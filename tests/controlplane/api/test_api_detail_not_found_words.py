@@ -61,3 +61,39 @@ def test_finance_is_told_every_job_action_is_not_theirs(fleet, clients, method, 
     assert r.status_code == 403
     assert r.json()["detail"] == ("Finance accounts read showback and costs; they cannot submit, change, hold, "
                                   "release, cancel or requeue jobs.")
+
+
+# Found by a fleet admin's review (6 Dec): `GET nodes/h100-05/` (as `kubectl get node` or
+# `scontrol show node` take a name) answered "No node h100-05, or not yours to see." to an admin,
+# of a node that exists: the path takes the id. It now says so, and which id the name has, when
+# the reader may see the record; a record they may not see is answered as before.
+NAMED = [("nodes", "node", "h100-1"), ("teams", "team", "ml"), ("cohorts", "cohort", "all"),
+         ("priority-classes", "priority class", "research"), ("gpu-types", "GPU type", "H100-80GB")]
+
+
+@pytest.mark.parametrize(("path", "noun", "name"), NAMED)
+def test_a_name_where_the_path_takes_an_id_says_the_id(fleet, admin, path, noun, name) -> None:
+    from django.apps import apps
+
+    model = {"nodes": "Node", "teams": "Team", "cohorts": "Cohort", "priority-classes": "PriorityClass",
+             "gpu-types": "GpuType"}[path]
+    pk = apps.get_model("controlplane", model).objects.get(name=name).pk
+
+    r = admin.get(f"{J}/{path}/{name}/")
+
+    assert r.status_code == 404, r.content
+    assert r.json()["detail"] == (f"No {noun} with id {name}: the path takes the {noun}'s id, not its name; "
+                                  f"{noun} {name} is {pk}: {J}/{path}/{pk}/."), r.json()
+
+
+def test_an_action_by_name_says_the_path_with_the_id(fleet, admin) -> None:
+    node = fleet.nodes[1]
+
+    r = admin.post(f"{J}/nodes/{node.name}/drain/")
+
+    assert r.status_code == 404
+    assert r.json()["detail"].endswith(f"node h100-1 is {node.pk}: {J}/nodes/{node.pk}/drain/."), r.json()
+
+
+def test_a_name_the_reader_may_not_see_is_answered_as_any_missing_one(fleet, alice) -> None:
+    assert alice.get(f"{J}/teams/vision/").json()["detail"] == "No team vision, or not yours to see."
