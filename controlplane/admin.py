@@ -64,6 +64,11 @@ from controlplane.services.hold_text import reason_problem
 from controlplane.services.whole_words import whole_words_html
 from scheduler_core.sentences import counted
 
+# The admin is where fleet admins tune quotas and priorities: it says whose it is.
+admin.site.site_header = "Quartermaster administration"
+admin.site.site_title = "Quartermaster admin"
+admin.site.index_title = "Fleet configuration"
+
 
 class MembershipInline(NamedInlineControls, IntegerColumnBounds, admin.TabularInline):
     model = Membership

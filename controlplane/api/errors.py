@@ -137,7 +137,6 @@ def refused_deletion(instance: Any, objects: Any) -> str:
             one, many = _HISTORY_WORDS.get(name, (name, name + "s"))
             parts.append(f"{n:,} {one if n == 1 else many}")
     label = str(instance._meta.verbose_name)
-    label = {"gpu type": "GPU type"}.get(label, label)
     advice = _RETIRE.get(instance._meta.model_name, "").format(pk=instance.pk)
     return (f"{label[:1].upper()}{label[1:]} {getattr(instance, 'name', instance)} has accounting history that "
             f"finance's reports and the audit trail keep ({', '.join(parts)}); it cannot be deleted."
@@ -199,7 +198,7 @@ def not_found_words(exc: Http404, context: dict[str, Any]) -> str | None:
             model = None
     if value is None or model is None:
         return message or None
-    noun = re.sub(r"\bgpu\b", "GPU", str(model._meta.verbose_name))
+    noun = str(model._meta.verbose_name)
     return _named_not_id(view, context, noun, str(value)) or f"No {noun} {str(value)[:40]}, or not yours to see."
 
 

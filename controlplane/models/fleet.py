@@ -38,11 +38,12 @@ def price_horizon(now: datetime) -> datetime:
 
 class GpuType(models.Model):
     name = models.CharField(max_length=64, unique=True, help_text="e.g. H100-80GB")
-    memory_gb = models.PositiveIntegerField()
+    memory_gb = models.PositiveIntegerField("memory (GB)")
     relative_throughput = models.FloatField(default=1.0)
 
     class Meta:
         ordering = ["name"]
+        verbose_name = "GPU type"
         constraints = [
             models.CheckConstraint(condition=Q(relative_throughput__gt=0), name="gpu_type_throughput_positive")
         ]
@@ -107,9 +108,10 @@ class GpuType(models.Model):
 class PriceRate(models.Model):
     """$/GPU-hour for one GPU type in one capacity tier, in force from `effective_from`."""
 
-    gpu_type = models.ForeignKey(GpuType, on_delete=models.CASCADE, related_name="price_rates")
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.CASCADE, related_name="price_rates",
+                                 verbose_name="GPU type")
     capacity_tier = models.CharField(max_length=16, choices=CapacityTier.choices)
-    usd_per_gpu_hour = models.DecimalField(max_digits=10, decimal_places=4)
+    usd_per_gpu_hour = models.DecimalField("$ per GPU-hour", max_digits=10, decimal_places=4)
     effective_from = models.DateTimeField()
 
     class Meta:
@@ -169,10 +171,10 @@ class Node(models.Model):
     # registration took them).
     name = models.CharField(max_length=128, unique=True, validators=[node_name])
     pool = models.CharField(max_length=64, validators=[visible_name])
-    gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="nodes")
-    gpu_count = models.PositiveIntegerField()
-    cpus = models.PositiveIntegerField()
-    memory_gb = models.PositiveIntegerField()
+    gpu_type = models.ForeignKey(GpuType, on_delete=models.PROTECT, related_name="nodes", verbose_name="GPU type")
+    gpu_count = models.PositiveIntegerField("GPUs")
+    cpus = models.PositiveIntegerField("CPUs")
+    memory_gb = models.PositiveIntegerField("memory (GB)")
     leaf_switch = models.CharField(max_length=64, validators=[visible_name])
     spine = models.CharField(max_length=64, validators=[visible_name])
     capacity_tier = models.CharField(max_length=16, choices=CapacityTier.choices, default=CapacityTier.ON_DEMAND)

@@ -41,23 +41,23 @@ class Job(models.Model):
     workload = models.CharField(max_length=16, choices=WorkloadClass.choices, default=WorkloadClass.TRAINING)
 
     # --- shape -------------------------------------------------------------------------------
-    gpus = models.PositiveIntegerField()
-    gpus_per_node = models.PositiveIntegerField(null=True, blank=True)
-    gpu_types = models.JSONField(default=list, blank=True, help_text="Acceptable GPU type names; empty = any.")
-    min_gpu_memory_gb = models.PositiveIntegerField(default=0)
-    cpus_per_gpu = models.PositiveIntegerField(default=0)
-    memory_gb_per_gpu = models.PositiveIntegerField(default=0)
+    gpus = models.PositiveIntegerField("GPUs")
+    gpus_per_node = models.PositiveIntegerField("GPUs per node", null=True, blank=True)
+    gpu_types = models.JSONField("GPU types", default=list, blank=True, help_text="Acceptable GPU type names; empty = any.")
+    min_gpu_memory_gb = models.PositiveIntegerField("min GPU memory (GB)", default=0)
+    cpus_per_gpu = models.PositiveIntegerField("CPUs per GPU", default=0)
+    memory_gb_per_gpu = models.PositiveIntegerField("memory per GPU (GB)", default=0)
     topology = models.CharField(max_length=16, choices=Topology.choices, default=Topology.ANY)
-    min_gpus = models.PositiveIntegerField(null=True, blank=True)
-    max_gpus = models.PositiveIntegerField(null=True, blank=True)
+    min_gpus = models.PositiveIntegerField("min GPUs", null=True, blank=True)
+    max_gpus = models.PositiveIntegerField("max GPUs", null=True, blank=True)
     roles = models.JSONField(default=list, blank=True, help_text="Heterogeneous gang roles, admitted together.")
-    runtime_limit_s = models.PositiveIntegerField()
-    checkpoint_interval_s = models.PositiveIntegerField(null=True, blank=True)
+    runtime_limit_s = models.PositiveIntegerField("runtime limit (s)")
+    checkpoint_interval_s = models.PositiveIntegerField("checkpoint interval (s)", null=True, blank=True)
     command = models.TextField(blank=True)
     env = models.JSONField(default=dict, blank=True)
 
     # --- arrays and idempotent submits -----------------------------------------------------------
-    array_id = models.UUIDField(null=True, blank=True, db_index=True)
+    array_id = models.UUIDField("array ID", null=True, blank=True, db_index=True)
     array_index = models.PositiveIntegerField(null=True, blank=True)
     # Slurm's --array=0-99%10: at most this many tasks of the array hold GPUs at once (the engine's
     # JobSpec.array_task_limit); the same on every task of the array, null for no limit.
@@ -110,7 +110,7 @@ class Job(models.Model):
     eta_told_at = models.DateTimeField(null=True, blank=True)
     last_preempted_at = models.DateTimeField(null=True, blank=True)
     requeue_count = models.PositiveIntegerField(default=0)
-    lost_gpu_seconds = models.FloatField(default=0.0)
+    lost_gpu_seconds = models.FloatField("lost GPU-seconds", default=0.0)
 
     # --- holds: a held pending job is kept out of the queue until released ------------------------
     hold = models.CharField(max_length=8, choices=JobHold.choices, blank=True, default=JobHold.NONE)

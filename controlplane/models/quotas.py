@@ -31,8 +31,9 @@ class Quota(models.Model):
     """
 
     team = models.ForeignKey("controlplane.Team", on_delete=models.CASCADE, related_name="quotas")
-    gpu_type = models.ForeignKey("controlplane.GpuType", on_delete=models.PROTECT, related_name="quotas")
-    nominal_gpus = models.PositiveIntegerField()
+    gpu_type = models.ForeignKey("controlplane.GpuType", on_delete=models.PROTECT, related_name="quotas",
+                                 verbose_name="GPU type")
+    nominal_gpus = models.PositiveIntegerField("nominal GPUs")
     borrowing_limit = models.PositiveIntegerField(null=True, blank=True)
     lending_limit = models.PositiveIntegerField(null=True, blank=True)
 
@@ -133,16 +134,16 @@ class PriorityClass(models.Model):
     description = models.CharField(max_length=200, blank=True)
     preemptible = models.BooleanField(default=True)
     may_preempt_lower = models.BooleanField(default=True)
-    grace_period_s = models.PositiveIntegerField(default=30)
+    grace_period_s = models.PositiveIntegerField("grace period (s)", default=30)
     min_runtime_s = models.PositiveIntegerField(
-        default=0, help_text="A job runs at least this long before it may be preempted."
+        "min runtime (s)", default=0, help_text="A job runs at least this long before it may be preempted."
     )
     preemption_budget = models.PositiveIntegerField(
         default=3, help_text="Most preemptions of one job within the budget window."
     )
-    budget_window_s = models.PositiveIntegerField(default=86400)
-    default_runtime_limit_s = models.PositiveIntegerField(default=4 * 3600)
-    max_runtime_limit_s = models.PositiveIntegerField(default=7 * 86400)
+    budget_window_s = models.PositiveIntegerField("budget window (s)", default=86400)
+    default_runtime_limit_s = models.PositiveIntegerField("default runtime limit (s)", default=4 * 3600)
+    max_runtime_limit_s = models.PositiveIntegerField("max runtime limit (s)", default=7 * 86400)
 
     class Meta:
         ordering = ["-value", "name"]

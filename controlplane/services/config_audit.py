@@ -55,9 +55,6 @@ AUDITED: dict[type[models.Model], tuple[str, ...]] = {
 # services/access.py). Ticking "Superuser status" made a user an admin with no trace here.
 USER_AUDITED = ("username", "is_active", "is_staff", "is_superuser")
 
-_LABELS: dict[type[models.Model], str] = {GpuType: "GPU type"}
-
-
 def _is_user(obj: models.Model) -> bool:
     return bool(obj._meta.label == settings.AUTH_USER_MODEL)
 
@@ -122,7 +119,7 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
         after = config_record(obj)
     if verb == "changed" and before == after:
         return None
-    label = _LABELS.get(type(obj), str(obj._meta.verbose_name))
+    label = str(obj._meta.verbose_name)
     fields = event_fields(
         EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
         message=(f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{_what_changed(before, after)}"

@@ -97,5 +97,5 @@ def test_a_gpu_type_used_only_by_quotas_says_to_delete_them_first(fleet, browser
 
     page = _text(browser.get(f"/admin/controlplane/gputype/{b200.pk}/delete/"))
 
-    assert "Cannot delete gpu type" in page and "<li>Quotas: 1 (delete or change them first): ml × B200: 8</li>" in page
+    assert "Cannot delete GPU type" in page and "<li>Quotas: 1 (delete or change them first): ml × B200: 8</li>" in page
     assert "history" not in page

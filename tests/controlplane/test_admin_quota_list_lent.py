@@ -25,7 +25,7 @@ from tests.controlplane.accounting.builders import hold, running_job
 
 pytestmark = pytest.mark.django_db
 
-HEADERS = ["Team", "Cohort", "Gpu type", "Nominal gpus", "Held now", "Above nominal (borrowed)", "Lent now",
+HEADERS = ["Team", "Cohort", "GPU type", "Nominal GPUs", "Held now", "Above nominal (borrowed)", "Lent now",
            "Borrowing limit", "Lending limit"]
 
 
@@ -40,7 +40,7 @@ def _list(browser) -> dict[tuple[str, str], dict[str, str]]:  # type: ignore[no-
         cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", row, re.S)][1:]
         if len(cells) == len(HEADERS):
             named = dict(zip(HEADERS, cells, strict=True))
-            rows[(named["Team"], named["Gpu type"])] = named
+            rows[(named["Team"], named["GPU type"])] = named
     return rows
 
 

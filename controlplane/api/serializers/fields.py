@@ -139,8 +139,8 @@ def no_record_named(records: Any, given: str, *, slug_field: str = "name", lists
     `lists_names` (records everyone may know of: cohorts, priority classes, GPU types), the
     names there are. A body's field (NamedRecordField) and a filter (filtersets.NamedRecordFilter)
     say it alike."""
-    label = str(records.model._meta.verbose_name).replace("gpu ", "GPU ")
-    plural = str(records.model._meta.verbose_name_plural).replace("gpu ", "GPU ")
+    label = str(records.model._meta.verbose_name)
+    plural = str(records.model._meta.verbose_name_plural)
     said = f"no {label} named '{given[:64]}'{scope}"
     if lists_names:
         names = list(records.order_by(slug_field).values_list(slug_field, flat=True)[:11])

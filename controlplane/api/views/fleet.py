@@ -140,7 +140,6 @@ class AdminWritableViewSet(ApiMixin, viewsets.ModelViewSet):
             raise Conflict(refusal + ".")
         lines = config_audit.deleted_with(instance)
         label = str(instance._meta.verbose_name)
-        label = {"gpu type": "GPU type"}.get(label, label)
         name = getattr(instance, "name", instance)
         self.perform_destroy(instance)
         if not lines:
