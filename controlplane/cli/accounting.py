@@ -15,6 +15,7 @@ from typing import Any
 
 from controlplane.cli import account, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError
+from controlplane.cli.jobs.states import states_given
 from controlplane.services.history_text import gpus_held_text
 from scheduler_core.sentences import counted, gpu_hours
 
@@ -24,6 +25,20 @@ from scheduler_core.sentences import counted, gpu_hours
 ENDED_STATES = ["succeeded", "failed", "cancelled", "timed_out"]
 HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
                    "LOST-GPU-H", "COST $", "NODES"]
+
+
+def ended_states_given(text: str) -> list[str]:
+    """`qm history --state`: ways of ending as sacct -s takes them (comma-separated, any case,
+    Slurm's CD, F, CA, TO too); a state no job ends in is refused with the ones there are."""
+    states = states_given(text)
+    wrong = [state for state in states if state not in ENDED_STATES]
+    if wrong:
+        raise argparse.ArgumentTypeError(
+            f"'{wrong[0]}' is not a way a job ends: give {', '.join(ENDED_STATES[:-1])} or {ENDED_STATES[-1]} "
+            "(Slurm's CD, F, CA, TO); pending and running jobs: qm list")
+    return states
+
+
 #: `qm history`'s API filters → its flags, as client.refusal names them.
 HISTORY_FLAGS = {"state": "state", "finished_after": "since", "finished_before": "until", "user": "user", "team": "team",
                  "ran_on": "node", "name": "name", "exit_code": "exit_code"}

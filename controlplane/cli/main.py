@@ -40,7 +40,14 @@ from typing import Any
 
 from controlplane.cli import output
 from controlplane.cli.account import cmd_login, cmd_logout, cmd_whoami
-from controlplane.cli.accounting import ENDED_STATES, HISTORY_FLAGS, SHOWBACK_FLAGS, cmd_history, cmd_showback
+from controlplane.cli.accounting import (
+    ENDED_STATES,
+    HISTORY_FLAGS,
+    SHOWBACK_FLAGS,
+    cmd_history,
+    cmd_showback,
+    ended_states_given,
+)
 from controlplane.cli.client import DEFAULT_URL, Api, ApiError, CliError, refusal, server_url
 from controlplane.cli.fleet import cmd_node_action, cmd_nodes, cmd_sinfo
 from controlplane.cli.jobs.actions import ACTION_FLAGS, CANCELLABLE_STATES, cmd_cancel, cmd_hold, cmd_requeue
@@ -49,6 +56,7 @@ from controlplane.cli.jobs.explain import cmd_explain
 from controlplane.cli.jobs.listing import LIST_FLAGS, cmd_list
 from controlplane.cli.jobs.logs import LOGS_FLAGS, cmd_logs
 from controlplane.cli.jobs.runs import cmd_runs
+from controlplane.cli.jobs.states import states_given
 from controlplane.cli.jobs.status import cmd_status
 from controlplane.cli.jobs.submit import SUBMIT_FLAGS, cmd_submit
 from controlplane.cli.jobs.update import cmd_update
@@ -161,7 +169,9 @@ def build_parser() -> argparse.ArgumentParser:
         p = sub.add_parser(name, aliases=["squeue"] if name == "list" else [], parents=[common], help=helptext)
         if name == "status":
             p.add_argument("job", nargs="?")
-        p.add_argument("--state", "-t", action="append", help="only this state (repeatable)")
+        p.add_argument("--state", "-t", action="extend", type=states_given, metavar="STATE[,STATE]",
+                       help="only jobs in these states (repeatable), as squeue -t: pending, running, preempting "
+                            "(stopping) ..., or Slurm's PD, R, CG, CD, F, CA, TO, in any case")
         p.add_argument("--all", action="store_true", help="include finished jobs")
         p.add_argument("--team")
         p.add_argument("--mine", action="store_true", help="only jobs you submitted")
@@ -228,8 +238,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("--array", metavar="ARRAY_ID", help="every pending or running task of this job array")
     p.add_argument("--name", "-n", help="instead of ids: your jobs of this name, the whole name (scancel -n)")
-    p.add_argument("--state", "-t", action="append", metavar="|".join(CANCELLABLE_STATES),
-                   help="instead of ids: your jobs in this state (repeatable; scancel -t); with --name, of both")
+    p.add_argument("--state", "-t", action="extend", type=states_given, metavar="|".join(CANCELLABLE_STATES),
+                   help="instead of ids: your jobs in this state (repeatable; scancel -t, Slurm's PD and R too); "
+                        "with --name, of both")
     p.add_argument("--user", "-u", help="with --name or --state: this user's jobs instead of yours (scancel -u); "
                                         "alone: all of that user's waiting and running jobs")
     for verb, helptext, description in (
@@ -307,8 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
                     "2026-11-29T10:00 (UTC unless it gives an offset).")
     p.add_argument("--since", "-S", metavar="WHEN", help="ended at or after (default: 00:00 UTC today)")
     p.add_argument("--until", "-E", metavar="WHEN", help="ended before (default: now)")
-    p.add_argument("--state", "-s", action="append", choices=ENDED_STATES,
-                   help="only jobs that ended so (repeatable; default: every way of ending)")
+    p.add_argument("--state", "-s", action="extend", type=ended_states_given, metavar="STATE[,STATE]",
+                   help=f"only jobs that ended so (repeatable; default: every way of ending): {', '.join(ENDED_STATES)}, "
+                        "or Slurm's CD, F, CA, TO (sacct -s), in any case")
     p.add_argument("--user", "-u", help="only this user's jobs")
     p.add_argument("--team", help="only this team's jobs")
     p.add_argument("--node", help="only jobs that ran on this node (in any run), as sacct --nodelist")
