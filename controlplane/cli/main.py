@@ -106,12 +106,12 @@ def _add_shape_flags(p: argparse.ArgumentParser, *, update: bool = False) -> Non
     """The job's shape, as qm submit and qm update both take it (`update`: the fields a job may
     have unset take `none` too, to clear them)."""
     count: Any = _count_or_none if update else int
-    p.add_argument("--gpus", "-g", type=int)
+    p.add_argument("--gpus", "-g", "-G", type=int, help="GPUs in all (sbatch -G, --gpus)")
     p.add_argument("--gpus-per-node", type=count, metavar="N|none" if update else None)
     p.add_argument("--gpu-type", action="append", help="acceptable GPU type (repeat for several)")
     p.add_argument("--min-gpu-memory", type=int, metavar="GB")
     p.add_argument("--cpus-per-gpu", type=int)
-    p.add_argument("--memory-per-gpu", type=int, metavar="GB")
+    p.add_argument("--memory-per-gpu", "--mem-per-gpu", type=int, metavar="GB", help="host memory per GPU (sbatch --mem-per-gpu)")
     p.add_argument("--topology", choices=["any", "same_node", "same_leaf", "same_spine"])
     p.add_argument("--min-gpus", type=count, metavar="N|none" if update else None)
     p.add_argument("--max-gpus", type=count, metavar="N|none" if update else None)
@@ -137,13 +137,13 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Submit a job: flags, a YAML file of job fields, or both (flags win). "
                        "Anything after -- is the command.")
     p.add_argument("file", nargs="?", help="YAML file with job fields (- for standard input)")
-    p.add_argument("--name", "-n")
+    p.add_argument("--name", "-n", "--job-name", "-J", help="the job's name (sbatch -J); default: its program's")
     _add_shape_flags(p)
     p.add_argument("--time", "-t", help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); "
                                         "a bare number is minutes, as sbatch's")
     p.add_argument("--priority", "-p", help="priority class")
     p.add_argument("--project")
-    p.add_argument("--team")
+    p.add_argument("--team", "--account", "-A", help="the team it runs for (sbatch -A); default: your default team")
     p.add_argument("--workload", choices=["training", "serving", "interactive", "batch"])
     p.add_argument("--checkpoint-every", metavar="DURATION")
     p.add_argument("--dependency", "-d", metavar="TYPE:JOB[:JOB],...",
@@ -160,6 +160,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hold", "-H", action="store_true",
                    help="submit it held: it waits out of the queue until `qm release JOB` (sbatch -H)")
     p.add_argument("--hold-reason", metavar="TEXT", help="with --hold: why it is held, in your words")
+    p.add_argument("--wrap", metavar="COMMAND", help="the command as one shell line, as sbatch --wrap (or give it "
+                                                    "after --)")
     p.add_argument("--parsable", action="store_true",
                    help="print only the job's id (an array's id), as sbatch --parsable: JOB=$(qm submit --parsable "
                         "...); qm submit -d afterok:$JOB ...")
@@ -173,8 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
                        help="only jobs in these states (repeatable), as squeue -t: pending, running, preempting "
                             "(stopping) ..., or Slurm's PD, R, CG, CD, F, CA, TO, in any case")
         p.add_argument("--all", action="store_true", help="include finished jobs")
-        p.add_argument("--team")
-        p.add_argument("--mine", action="store_true", help="only jobs you submitted")
+        p.add_argument("--team", "--account", "-A", help="only this team's jobs (as squeue -A)")
+        p.add_argument("--mine", "--me", action="store_true", help="only jobs you submitted (as squeue --me)")
         p.add_argument("--user", "-u", help="only jobs this user submitted (as squeue -u)")
         p.add_argument("--name", "-n", help="only jobs whose name contains this (as squeue -n, any case)")
         p.add_argument("--project", help="only jobs of this project")
@@ -285,7 +287,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    "job would be. Once it runs: only --name, and --time lowered (admins may raise "
                                    "it). Prints each change, old -> new.")
     p.add_argument("job")
-    p.add_argument("--name", "-n")
+    p.add_argument("--name", "-n", "--job-name", "-J")
     _add_shape_flags(p, update=True)
     p.add_argument("--time", "--time-limit", "-t", dest="time",
                    help="runtime limit: 4h, 90m, 1d12h, 04:00:00, 1-12:00 (Slurm's D-HH:MM); a bare number is minutes, "
@@ -322,7 +324,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help=f"only jobs that ended so (repeatable; default: every way of ending): {', '.join(ENDED_STATES)}, "
                         "or Slurm's CD, F, CA, TO (sacct -s), in any case")
     p.add_argument("--user", "-u", help="only this user's jobs")
-    p.add_argument("--team", help="only this team's jobs")
+    p.add_argument("--team", "--account", "-A", help="only this team's jobs (as sacct -A)")
     p.add_argument("--node", help="only jobs that ran on this node (in any run), as sacct --nodelist")
     p.add_argument("--name", help="only jobs whose name contains this")
     p.add_argument("--exit-code", type=int, help="only jobs that ended with this exit code")

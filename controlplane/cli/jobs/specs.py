@@ -20,6 +20,12 @@ def spec_from_args(args: argparse.Namespace, command: list[str]) -> dict[str, An
     command after ``--``, and what qm fills in (`_filled_in`)."""
     spec = load_spec_file(args.file) if args.file else {}
     _flags_over(spec, args)
+    if args.wrap is not None:  # sbatch --wrap "python a.py && python b.py": one shell line
+        if command:
+            raise CliError("give the command after -- or as --wrap, not both")
+        if not args.wrap.strip():
+            raise CliError("--wrap is empty: give the command line, e.g. --wrap 'python train.py'")
+        command = [args.wrap]
     if command:
         spec["command"] = shell_command(command)
     _filled_in(spec)
