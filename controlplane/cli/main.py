@@ -26,7 +26,7 @@ This module reads the command line and calls the command. The commands live by g
 account.py (login, logout, whoami), jobs/ (a job from submit to logs, a module a command),
 scheduling.py (sprio, sshare, config, quotas), fleet.py (sinfo, nodes), accounting.py (history,
 showback), notify.py, maintenance.py (maint); what several of them read alike in arguments.py,
-output.py, client.py.
+output.py, client.py; a flag no command takes is refused in slurm_flags.py.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ from controlplane.cli.jobs.update import cmd_update
 from controlplane.cli.maintenance import MAINT_FLAGS, cmd_maint
 from controlplane.cli.notify import NOTIFY_EVENTS, cmd_notify
 from controlplane.cli.scheduling import SPRIO_SHOWN, cmd_config, cmd_quotas, cmd_sprio, cmd_sshare
+from controlplane.cli.slurm_flags import refuse_unknown
 
 # ------------------------------------------------------------------------------------ parser
 
@@ -522,7 +523,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             argv[i:i + 2] = [f"--dependency={argv[i + 1]}"]
             break
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # refused by the command they were given to, with its usage (exit 2)
+        refuse_unknown(parser, args, extras)
     try:
         try:
             api = Api.from_environment(args.url)

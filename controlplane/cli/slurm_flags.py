@@ -1,0 +1,72 @@
+"""A flag `qm` does not take, refused by the command it was given to: that command's usage, and
+for a flag Slurm's tools take, what qm does instead (`--gres`: `--gpus N` and `--gpu-type`); for a
+misspelled one, the flag meant. argparse refused every unknown flag with `qm`'s own usage
+(`qm [-h] [--url URL] [--json] COMMAND ...`), which lists none of the command's flags."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+from collections.abc import Sequence
+from typing import NoReturn
+
+_JOB_BY_ID = "qm names a job without -j: qm status JOB (scontrol show job), qm runs JOB (sacct -j), qm sprio JOB"
+_OUTPUT = "a job's output is kept for you: qm logs JOB (-f follows it)"
+_MAIL = "webhooks tell you instead: qm notify add URL --events begin,end,fail"
+_FORMAT = "--json prints any command's answer as the API's JSON (qm history --format csv for a CSV)"
+_NODES = "give --gpus N and --gpus-per-node 8: the scheduler chooses the nodes (a gang gets whole nodes)"
+
+#: Slurm's flags (sbatch, squeue, sacct, scancel) that qm does not take, and what it does instead.
+#: The ones qm takes under Slurm's names too (-J, -G, -A, --me, --wrap, --mem-per-gpu) are flags.
+INSTEAD = {
+    "-j": _JOB_BY_ID, "--jobs": _JOB_BY_ID,
+    "-N": _NODES, "--nodes": _NODES, "--ntasks-per-node": _NODES, "--exclusive": _NODES,
+    "--gres": "give --gpus N and --gpu-type TYPE (qm sinfo lists the types)",
+    "--gpus-per-task": "give --gpus N and --gpus-per-node N",
+    "--partition": "give --gpu-type TYPE: each pool is one GPU type (qm sinfo lists them)",
+    "-q": "give --priority CLASS (qm config lists the classes)", "--qos": "give --priority CLASS (qm config lists the classes)",
+    "-c": "give --cpus-per-gpu N", "--cpus-per-task": "give --cpus-per-gpu N",
+    "--mem": "give --memory-per-gpu GB (per GPU, not per node)",
+    "--begin": "submit it held (--hold) and `qm release JOB` when it may start",
+    "--mail-type": _MAIL, "--mail-user": _MAIL,
+    "-o": _OUTPUT, "--output": _OUTPUT, "--error": _OUTPUT,
+    "--format": _FORMAT, "-O": _FORMAT, "--Format": _FORMAT, "--parsable2": _FORMAT,
+    "-l": "qm status JOB says every field of a job", "--long": "qm status JOB says every field of a job",
+    "--start": "qm list's START column is each waiting job's expected start; qm explain JOB says why",
+    "-X": "qm history has one line a job already; qm runs JOB lists each of its runs",
+    "-w": "qm list --node NODE lists the jobs on a node; a job cannot be pinned to nodes",
+    "--nodelist": "qm list --node NODE, qm history --node NODE; a job cannot be pinned to nodes",
+}
+
+
+def _flag_of(word: str) -> str | None:
+    """The flag a word of the command line names (`--gres=gpu:8`: `--gres`), or None for a value."""
+    if not word.startswith("-") or word == "-" or word[1:2].isdigit():
+        return None
+    return word.split("=", 1)[0]
+
+
+def _chosen(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command's own parser: `qm notify add`'s, not `qm`'s."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        name = getattr(args, subs[0].dest, None) if subs else None
+        if not subs or name not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[name]
+
+
+def refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, extras: Sequence[str]) -> NoReturn:
+    """Exit 2 with the command's usage, the words it does not take, and under them, flag by flag,
+    what to type instead: Slurm's way (INSTEAD) or the command's closest flag."""
+    chosen = _chosen(parser, args)
+    known = [option for action in chosen._actions for option in action.option_strings if option.startswith("--")]
+    lines = [f"unrecognized arguments: {' '.join(extras)}"]
+    for flag in dict.fromkeys(f for f in map(_flag_of, extras) if f):
+        close = difflib.get_close_matches(flag, known, n=1, cutoff=0.75) if flag.startswith("--") else []
+        if flag in INSTEAD:
+            lines.append(f"  {flag}: {INSTEAD[flag]}")
+        elif close:
+            lines.append(f"  {flag}: did you mean {close[0]}?")
+    lines.append(f"  (`{chosen.prog} --help` lists its flags)")
+    chosen.error("\n".join(lines))
