@@ -180,8 +180,7 @@ class Api:
             try:
                 data = response.json()
             except ValueError:
-                data = {"detail": _csv_error(response) or _not_the_api(response)
-                        or response.text.strip()[:300] or response.reason}
+                data = {"detail": _csv_error(response) or _not_the_api(response)}
             detail = str(data.get("detail") or response.reason) if isinstance(data, dict) else str(data)
             if response.status_code == 401:
                 detail += " Run `qm login` first." if not self.token else " Your token was refused: run `qm login` again."
@@ -229,15 +228,19 @@ def server_url(text: str) -> str:
     return base
 
 
-def _not_the_api(response: requests.Response) -> str | None:
-    """An HTML page where the API should answer: the URL points somewhere else."""
-    if "html" not in response.headers.get("Content-Type", ""):
-        return None
+def _not_the_api(response: requests.Response) -> str:
+    """An error that is not the API's JSON: an HTML page, or a bare status from another server
+    (an empty 404 said only "error: Not Found"), where the URL points somewhere else; a 5xx the
+    server, or a proxy before it, failing. Called only once the answer is known not to be JSON."""
+    html = "html" in response.headers.get("Content-Type", "")
+    text = " ".join(response.text.split())
+    what = ("an HTML page" if html else f"the text '{text[:100]}{'…' if len(text) > 100 else ''}'" if text
+            else "an empty answer")
     if response.status_code >= 500:
         # The server (or a proxy before it) failed: the address is right, "check --url" was not.
         return (f"{response.status_code} {response.reason} from {response.url}: the server failed to answer "
-                "(an HTML error page); try again, and tell its admins if it goes on")
-    return (f"{response.status_code} {response.reason} from {response.url}: an HTML page, not the Quartermaster API; "
+                f"({'an HTML error page' if html else what}); try again, and tell its admins if it goes on")
+    return (f"{response.status_code} {response.reason} from {response.url}: {what}, not the Quartermaster API; "
             "check --url (the server's address, such as http://localhost:8000)")
 
 
