@@ -27,6 +27,7 @@ def load_spec_file(path: str) -> dict[str, Any]:
         raise CliError(f"cannot read {path}: {exc.strerror}") from exc
     except UnicodeDecodeError as exc:
         raise CliError(f"{path} is not UTF-8 text (byte {exc.start}): save it as UTF-8") from exc
+    _not_a_batch_script(path, text)
     try:
         data = _plain(yaml.safe_load(text))
     except yaml.YAMLError as exc:
@@ -39,6 +40,24 @@ def load_spec_file(path: str) -> dict[str, Any]:
         field = YAML_ALIASES.get(name, name)
         spec[field] = _field_value(path, key, name, field, value)
     return spec
+
+
+def _not_a_batch_script(path: str, text: str) -> None:
+    """Refuse a shell script (`#!/bin/bash`, `#SBATCH` lines), as a Slurm user gives sbatch one,
+    saying how qm runs it: its directives as flags and its text as the command (what sbatch sends
+    too). It was read as YAML: "job.sh must be a mapping of job fields (name, gpus, ...), got str"."""
+    lines = text.splitlines()
+    directives = [line.split(None, 1)[1].strip() for line in lines
+                  if line.startswith("#SBATCH") and len(line.split(None, 1)) == 2]
+    if not (lines and lines[0].startswith("#!")) and not directives:
+        return
+    script = "SCRIPT" if path == "-" else shlex.quote(path)
+    named = any(d.startswith(("-J", "--job-name")) for d in directives) or path == "-"
+    # sbatch names the job after its script; qm would name it after the script's first word (#!/bin/bash).
+    flags = " ".join(([] if named else [f"-J {shlex.quote(Path(path).name)}"]) + (directives or ["--gpus N"]))
+    raise CliError(f"{'standard input' if path == '-' else path} is a shell script, not a YAML file of job fields: qm reads no #SBATCH lines. Give "
+                   f"them as flags and the script as the command, e.g. qm submit {flags} --wrap \"$(cat {script})\" "
+                   "(or -- bash PATH, the script where the nodes see it)")
 
 
 def _field_value(path: str, key: Any, name: str, field: str, value: Any) -> Any:
