@@ -23,7 +23,7 @@ from scheduler_core.sentences import counted, gpu_hours
 
 #: The states a job can end in: what `qm history` lists (pending and running jobs: `qm list`).
 ENDED_STATES = ["succeeded", "failed", "cancelled", "timed_out"]
-HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS", "GPU-H",
+HISTORY_COLUMNS = ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START (UTC)", "ELAPSED", "GPUS", "GPU-H",
                    "LOST-GPU-H", "COST $", "NODES"]
 
 

@@ -96,7 +96,7 @@ def _midnight(at: datetime) -> datetime:
 def _rows(out: str) -> dict[str, list[str]]:
     """The table's rows by job name (columns split on runs of two or more spaces)."""
     lines = out.splitlines()
-    assert lines[0].split() == ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS",
+    assert lines[0].split() == ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "(UTC)", "ELAPSED", "GPUS",
                                 "GPU-H", "LOST-GPU-H", "COST", "$", "NODES"], out
     rows = [re.split(r"\s{2,}", line.strip()) for line in lines[1:] if re.match(r"^\s*\d+\s{2,}", line)]
     return {row[1]: row for row in rows}

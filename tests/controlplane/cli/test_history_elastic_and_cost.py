@@ -75,7 +75,7 @@ def _csv(user: Any, params: dict[str, str]) -> list[dict[str, str]]:
 
 def _table(out: str) -> dict[str, list[str]]:
     lines = out.splitlines()
-    assert lines[0].split() == ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "ELAPSED", "GPUS",
+    assert lines[0].split() == ["JOBID", "NAME", "TEAM", "USER", "STATE", "EXIT", "START", "(UTC)", "ELAPSED", "GPUS",
                                 "GPU-H", "LOST-GPU-H", "COST", "$", "NODES"], out
     rows = [re.split(r"\s{2,}", line.strip()) for line in lines[1:] if re.match(r"^\s*\d+\s{2,}", line)]
     return {row[1]: row for row in rows}
