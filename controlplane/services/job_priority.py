@@ -77,7 +77,7 @@ def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datet
     when given), from `order` (read now when not given): those from `offset`, at most `limit`
     (every one from `offset` when None). The jobs a reader may see are their teams' (access's
     scope), told apart by the order's team names; only the page's jobs are read, for their
-    names (one query however many wait)."""
+    names and array indices (one query however many wait)."""
     if order is None:
         order = queue_order(now)
     factors = order.factors
@@ -87,12 +87,16 @@ def priorities(user: AbstractBaseUser, job_ids: Collection[int] = (), now: datet
             if (not job_ids or int(f.job_id) in job_ids) and (team is None or f.team == team)
             and (readable is None or f.team in readable)]
     shown = kept[offset:] if limit is None else kept[offset:offset + limit]
-    names = dict(access.visible_jobs(user).filter(pk__in=[int(f.job_id) for f in shown]).values_list("pk", "name"))
+    # Each job's name, and its array and index: a task is named `sweep [3]`, as the job list says it.
+    names = {pk: (name, array_id, index) for pk, name, array_id, index in access.visible_jobs(user).filter(
+        pk__in=[int(f.job_id) for f in shown]).values_list("pk", "name", "array_id", "array_index")}
     return QueuePriorities(
         at=order.at,
         queue_order=order.queue_order,
         in_line=len(factors),
-        jobs=[{"job": int(f.job_id), "name": names[int(f.job_id)], "order": f.order, "team": f.team,
+        jobs=[{"job": int(f.job_id), "name": names[int(f.job_id)][0],
+               "array_id": str(names[int(f.job_id)][1]) if names[int(f.job_id)][1] else None,
+               "array_index": names[int(f.job_id)][2], "order": f.order, "team": f.team,
                "priority_class": f.priority_class, "class_value": f.class_value, "aging_points": f.aging_points,
                "effective_priority": f.effective_priority, "team_share": f.team_share,
                "runtime_limit_s": f.runtime_limit_s}

@@ -53,6 +53,8 @@ class JobPriorityQuerySerializer(serializers.Serializer):
 class JobPriorityRowSerializer(serializers.Serializer):
     job = serializers.IntegerField()
     name = serializers.CharField()
+    array_id = serializers.UUIDField(allow_null=True, help_text="The job array it is a task of; null for a job alone.")
+    array_index = serializers.IntegerField(allow_null=True, help_text="Its index in that array (`sweep [3]`).")
     order = serializers.IntegerField(help_text="1-based place among every job in line now (the next cycle's order).")
     team = serializers.CharField()
     priority_class = serializers.CharField()

@@ -4,6 +4,7 @@ share and its runtime limit; another team's jobs count in `in_line` but are not 
 
 from __future__ import annotations
 
+import uuid
 from datetime import timedelta
 from typing import Any
 
@@ -112,3 +113,15 @@ def test_one_teams_jobs_and_a_team_not_yours_is_refused(queue):
     assert theirs.status_code == 400
     assert theirs.json()["errors"] == {"team": ["no team named 'cv' whose jobs you may read"]}
     assert [(r["name"], r["order"]) for r in cv["jobs"]] == [("cv-new", 4)] and cv["count"] == 1
+
+
+def test_a_task_of_an_array_is_said_with_its_array_and_index(queue):
+    """The rows named a task by its array's name alone (`sweep`), where the job list says `sweep [3]`."""
+    array_id = uuid.uuid4()
+    task = Job.objects.filter(pk=queue["jobs"]["old"].pk)
+    task.update(array_id=array_id, array_index=3)
+
+    rows = {r["name"]: r for r in queue["alice"].get("/api/v1/jobs/priority/").json()["jobs"]}
+
+    assert (rows["old"]["array_id"], rows["old"]["array_index"]) == (str(array_id), 3)
+    assert (rows["urgent"]["array_id"], rows["urgent"]["array_index"]) == (None, None)

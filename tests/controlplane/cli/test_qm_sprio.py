@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import uuid
 from datetime import timedelta
 
 import pytest
@@ -134,3 +135,12 @@ def test_sprio_of_one_team_and_a_team_not_yours(alice_qm, fleet) -> None:
     assert refused.code == 1
     assert f"team (--team {fleet.vision.name}): no team named '{fleet.vision.name}' whose jobs you may read" \
         in refused.err, refused.err
+
+
+def test_sprio_names_an_array_task_with_its_index_as_qm_list_does(alice_qm, fleet) -> None:
+    task = f.make_job(fleet.ml, fleet.research, name="sweep", gpus=8, array_id=uuid.uuid4(), array_index=3)
+
+    sprio, listed = alice_qm("sprio"), alice_qm("list")
+
+    assert re.search(rf"^\s*1\s+{task.pk}\s+sweep \[3\]\s+ml\s", sprio.out, re.M), sprio.out
+    assert re.search(rf"^\s*{task.pk}\s+sweep \[3\]\s+ml\s", listed.out, re.M), listed.out
