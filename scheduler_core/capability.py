@@ -23,10 +23,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from scheduler_core.gang import Demand, Member, demand_for, minimum_gpus, node_size_for
+from scheduler_core.quota import QuotaLedger, never_under_quota_words
 from scheduler_core.sentences import counted
-from scheduler_core.types import GpuTypeInfo, JobSpec, NodeInfo, TopologyConstraint
+from scheduler_core.types import GpuTypeInfo, JobSpec, NodeInfo, QuotaInfo, TopologyConstraint
 
-__all__ = ["Infeasible", "NodeShape", "never_runs", "node_shapes"]
+__all__ = ["Infeasible", "NodeShape", "never_runs", "never_under_quota", "node_shapes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -230,6 +231,47 @@ def never_runs(spec: JobSpec, nodes: Iterable[NodeInfo | NodeShape],
     _, name, found = min(refusals)
     return Infeasible(found.field, f"{found.message} (a gang does not mix GPU types, and no "
                                    f"type can host it; {name} comes closest)")
+
+
+def never_under_quota(spec: JobSpec, nodes: Iterable[NodeInfo | NodeShape],
+                      gpu_types: Mapping[str, GpuTypeInfo], quotas: Iterable[QuotaInfo]) -> Infeasible | None:
+    """Why the quotas of ``spec.team`` could never admit ``spec`` on any GPU type whose nodes can
+    host it, or ``None``: the cycle's ``CanNeverRun`` over quota, asked before the job is stored
+    (the submit form's live check). The fleet could run it (``never_runs`` is ``None``), but on
+    every such type the job's smallest size is more than the team may ever hold, nominal plus
+    its borrowing limit or all its cohort could lend: a ceiling of the quota table alone,
+    whatever runs. The submit still takes such a job (an admin may raise the quota while it
+    waits); before, the form said the submit would take it and no more, and the job then waited
+    for ever. A heterogeneous gang (its roles may mix types) is left to the cycle: ``None``."""
+    shapes = node_shapes(nodes, gpu_types)
+    if spec.roles or not shapes or never_runs(spec, shapes, gpu_types) is not None:
+        return None
+    ledger = QuotaLedger(quotas)
+    probe = Member("", 1, tuple(sorted(spec.gpu_types)), spec.min_gpu_memory_gb, 0, 0)
+    capable = [s for s in shapes if probe.accepts_type(s.gpu_type)]
+    size = minimum_gpus(spec)
+    sizes: dict[str, int] = {}
+    for s in capable:
+        sizes[s.gpu_type.name] = max(sizes.get(s.gpu_type.name, 0), s.gpus)
+    types_by_name = {**gpu_types, **{s.gpu_type.name: s.gpu_type for s in capable}}
+    demand = demand_for(spec, size, node_size_for(spec, sizes, types_by_name))
+    by_type: dict[str, list[NodeShape]] = {}
+    for s in capable:
+        by_type.setdefault(s.gpu_type.name, []).append(s)
+    # in the job's own order of types, else the smallest device first, as the cycle lists them
+    rank = {t: i for i, t in enumerate(spec.gpu_types)}
+    hosts = sorted((name for name, group in by_type.items() if _gang_refusal(spec, demand, group, name) is None),
+                   key=lambda t: (rank.get(t, len(rank)), types_by_name[t].memory_gb,
+                                  types_by_name[t].throughput, t))
+    clauses = []
+    for name in hosts:
+        verdict = ledger.check(spec.team, name, size)
+        if not verdict.never:
+            return None
+        clauses.append(verdict.ceiling_words(name))
+    if not clauses:
+        return None
+    return Infeasible(_size_field(spec), never_under_quota_words(spec.team, clauses, size))
 
 
 def _gang_refusal(spec: JobSpec, demand: Demand, capable: list[NodeShape],

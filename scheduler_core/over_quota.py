@@ -11,7 +11,7 @@ from scheduler_core.admission import TypeOption, elastic_note, quota_for
 from scheduler_core.context import CycleContext
 from scheduler_core.gang import Demand
 from scheduler_core.outcome import Outcome
-from scheduler_core.quota import QuotaVerdict
+from scheduler_core.quota import QuotaVerdict, never_under_quota_words
 from scheduler_core.sentences import counted
 from scheduler_core.types import JobSpec, ReasonCode
 
@@ -69,13 +69,8 @@ def never_under_quota(ctx: CycleContext, spec: JobSpec, options: tuple[TypeOptio
                 most = sum(v.nominal + v.ceiling_room for v in verdicts)
                 clauses.append(f"at most {counted(most, 'GPU')} of {'/'.join(types)} together")
             continue  # with one-type options, the sum of the types they list
-        v = quota_for(ctx, spec, o, gpus)
-        most = v.nominal + v.ceiling_room
-        clauses.append(f"at most {counted(most, f'{o.gpu_type} GPU')} ({v.nominal} nominal"
-                       + (f" and {v.ceiling_room} borrowed at most)" if v.ceiling_room else ", none to borrow)"))
-    listed = clauses[0] if len(clauses) == 1 else f"{', '.join(clauses[:-1])} or {clauses[-1]}"
-    return (f"Can never run under its quota: team {spec.team} may hold {listed}; this job needs {gpus}"
-            f"{_split_refused(largest)}.")
+        clauses.append(quota_for(ctx, spec, o, gpus).ceiling_words(o.gpu_type))
+    return never_under_quota_words(spec.team, clauses, gpus, _split_refused(largest))
 
 
 def _split_refused(largest: int) -> str:

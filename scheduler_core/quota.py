@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import NamedTuple
 
+from scheduler_core.sentences import counted
 from scheduler_core.types import QuotaInfo
 
 
@@ -53,6 +54,13 @@ class QuotaVerdict(NamedTuple):
         is measured against nominal plus the whole room, not plus what is left of it."""
         return self.used + gpus - self.nominal - self.room
 
+    def ceiling_words(self, gpu_type: str) -> str:
+        """The most the team may ever hold of ``gpu_type``, in words: "at most 72 H100-80GB GPUs
+        (40 nominal and 32 borrowed at most)". The cycle's ``CanNeverRun`` over quota and the
+        submit form's check (:func:`scheduler_core.capability.never_under_quota`) say it alike."""
+        return (f"at most {counted(self.nominal + self.ceiling_room, f'{gpu_type} GPU')} ({self.nominal} nominal"
+                + (f" and {self.ceiling_room} borrowed at most)" if self.ceiling_room else ", none to borrow)"))
+
     def describe(self, team: str, gpu_type: str, gpus: int) -> str:
         return (
             f"team {team} uses {self.used} of {self.nominal} nominal {gpu_type} "
@@ -77,6 +85,14 @@ class QuotaVerdict(NamedTuple):
                         f"{self.borrowing_limit})")
             return f" (its borrowing limit of {self.borrowing_limit} is used)"
         return f" (cohort {self.cohort} has no unused {gpu_type} GPUs to lend now)"
+
+
+def never_under_quota_words(team: str, clauses: list[str], gpus: int, tail: str = "") -> str:
+    """The ``CanNeverRun`` sentence over quota, from each GPU type's ceiling in words
+    (:meth:`QuotaVerdict.ceiling_words`): the cycle's, and the submit form's check's before the
+    job is stored (:func:`scheduler_core.capability.never_under_quota`)."""
+    listed = clauses[0] if len(clauses) == 1 else f"{', '.join(clauses[:-1])} or {clauses[-1]}"
+    return f"Can never run under its quota: team {team} may hold {listed}; this job needs {gpus}{tail}."
 
 
 def _lendable(q: QuotaInfo, used: int) -> int:

@@ -14,11 +14,12 @@ from collections.abc import Sequence
 
 from django.db import connection
 
-from controlplane.models import GpuType, Node
+from controlplane.models import GpuType, Node, Quota
 from scheduler_core.capability import Infeasible, NodeShape, never_runs
-from scheduler_core.types import GpuTypeInfo, JobSpec
+from scheduler_core.capability import never_under_quota as engine_never_under_quota
+from scheduler_core.types import GpuTypeInfo, JobSpec, QuotaInfo
 
-__all__ = ["Infeasible", "NodeShape", "check", "fleet"]
+__all__ = ["Infeasible", "NodeShape", "check", "fleet", "never_under_quota"]
 
 
 _FLEET_SQL = """
@@ -50,3 +51,18 @@ def check(spec: JobSpec, shapes: Sequence[NodeShape], gpu_types: dict[str, GpuTy
     """The first reason the fleet can never run `spec`, or None: the engine's own check
     (`scheduler_core.capability.never_runs`, see its steps), on the grouped fleet."""
     return never_runs(spec, shapes, gpu_types)
+
+
+def never_under_quota(spec: JobSpec, shapes: Sequence[NodeShape], gpu_types: dict[str, GpuTypeInfo]) -> Infeasible | None:
+    """Why the team's quotas could never admit `spec`, though the fleet could run it, or None:
+    the engine's judgement (`scheduler_core.capability.never_under_quota`, the cycle's
+    `CanNeverRun` over quota) on the whole quota table, one query (the cohort's other teams'
+    quotas are what it may lend). Asked by the submit form's live check only: a submit takes
+    such a job, since an admin may raise the quota while it waits."""
+    quotas = [
+        QuotaInfo(team=q.team.name, gpu_type=q.gpu_type.name, nominal_gpus=q.nominal_gpus,
+                  borrowing_limit=q.borrowing_limit, lending_limit=q.lending_limit,
+                  cohort=q.team.cohort.name if q.team.cohort is not None else None)
+        for q in Quota.objects.select_related("team__cohort", "gpu_type")
+    ]
+    return engine_never_under_quota(spec, shapes, gpu_types, quotas)

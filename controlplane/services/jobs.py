@@ -745,6 +745,9 @@ class Judgement:
     never_runs: str | None = None
     array_indices: list[int] | None = None
     array_task_limit: int | None = None
+    never_under_quota: str | None = None
+    """Asked with `quota` (the form's live check) of a request the submit would take: why its
+    team's quotas could never admit it (the cycle's `CanNeverRun`), None when they could."""
 
 
 def _judged(user: AbstractBaseUser, req: SubmitRequest, *, lock: bool = True, shape_known: bool = True,
@@ -756,7 +759,7 @@ def _judged(user: AbstractBaseUser, req: SubmitRequest, *, lock: bool = True, sh
 
 
 def _judge(user: AbstractBaseUser, req: SubmitRequest, *, lock: bool = True, shape_known: bool = True,
-           ) -> tuple[_Resolved | None, list[dependencies.Upstream], bool, Judgement]:
+           quota: bool = False) -> tuple[_Resolved | None, list[dependencies.Upstream], bool, Judgement]:
     """Every check of a submit, each problem under its field, all of them at once: names,
     defaults and rules (`_resolve_all`), the fleet's capability (when the shape is sound), the
     dependencies (services/dependencies.resolve, their upstream jobs locked unless `lock` is
@@ -798,11 +801,18 @@ def _judge(user: AbstractBaseUser, req: SubmitRequest, *, lock: bool = True, sha
             for name, message in exc.errors.items():
                 errors.setdefault(name, message)
         singleton = dependencies.singleton_of(wanted)
-    judgement = Judgement(errors, never, array_indices if req.array is not None else None, task_limit)
+    never_under_quota = None
+    if quota and not errors and resolved is not None:
+        refusal = fleet_capability.never_under_quota(
+            engine_spec(req, resolved.team.name, resolved.priority_class.name, resolved.runtime_limit_s),
+            fleet.shapes, fleet.gpu_types)
+        never_under_quota = refusal.message if refusal is not None else None
+    judgement = Judgement(errors, never, array_indices if req.array is not None else None, task_limit,
+                          never_under_quota)
     return (resolved if not errors else None), upstream, singleton, judgement
 
 
-def judge(user: AbstractBaseUser, req: SubmitRequest, *, shape_known: bool = True) -> Judgement:
+def judge(user: AbstractBaseUser, req: SubmitRequest, *, shape_known: bool = True, quota: bool = False) -> Judgement:
     """A submit of `req` by `user` judged by every check `submit` makes (`_judge`), without
     writing or locking anything: what it would be refused for, each problem under its field, in
     the submit's words. The API asks it about the well-formed fields of a body some of whose
@@ -810,8 +820,9 @@ def judge(user: AbstractBaseUser, req: SubmitRequest, *, shape_known: bool = Tru
     check asks it about the form as typed, so the form and the submit name the same fields.
     `shape_known` False: `req.gpus` stands in for a count that could not be read, or another
     field of the shape is unreadable (`shape_readable`), and the rules that hang on the shape
-    are left out."""
-    return _judge(user, req, lock=False, shape_known=shape_known)[3]
+    are left out. `quota` True (the form's check) also asks, of a request it would take,
+    whether its team's quotas could ever admit it (`Judgement.never_under_quota`)."""
+    return _judge(user, req, lock=False, shape_known=shape_known, quota=quota)[3]
 
 
 def _submit(

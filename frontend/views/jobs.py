@@ -190,8 +190,10 @@ def _refusal(detail: str, errors: dict[str, list[str]], status: int = 400) -> Js
     return JsonResponse({"detail": detail, "code": "invalid", "errors": errors}, status=status)
 
 
-def _verdict(runs: bool, detail: str, errors: dict[str, list[str]] | None = None, tasks: int = 1) -> JsonResponse:
-    return JsonResponse({"runs": runs, "detail": detail, "errors": errors or {}, "tasks": tasks})
+def _verdict(runs: bool, detail: str, errors: dict[str, list[str]] | None = None, tasks: int = 1,
+             never_under_quota: str | None = None) -> JsonResponse:
+    return JsonResponse({"runs": runs, "detail": detail, "errors": errors or {}, "tasks": tasks,
+                         "never_under_quota": never_under_quota})
 
 
 @login_required
@@ -216,7 +218,7 @@ def check_json(request: HttpRequest) -> JsonResponse:
     serializer = (JobArraySubmitSerializer if "array" in body else JobSubmitSerializer)(data=body)
     if serializer.is_valid():
         req = serializer.to_submit_request()  # an array request carries its `array` spec
-        judged: job_service.Judgement | None = job_service.judge(request.user, req)
+        judged: job_service.Judgement | None = job_service.judge(request.user, req, quota=True)
         errors = {name: [problem] for name, problem in judged.errors.items()}
     else:
         req = None
@@ -234,6 +236,13 @@ def check_json(request: HttpRequest) -> JsonResponse:
     if tasks > 1:
         limit = judged.array_task_limit if judged is not None else None
         what = f"{tasks} tasks of {what}" + (f", at most {limit} at a time" if limit else "")
+    never = judged.never_under_quota if judged is not None else None
+    if never is not None:
+        # The submit takes it (an admin may raise the quota), but it would wait for ever as it is:
+        # said before the Submit, not only once the job waits as CanNeverRun.
+        return _verdict(True, f"This fleet can run {what}, but as asked it would never start. {never} The submit "
+                              "would take it, to wait until an admin raises the quota; to run it, ask for fewer "
+                              "GPUs.", tasks=tasks, never_under_quota=never)
     return _verdict(True, f"This fleet can run {what}. The submit would take it: its team, priority class, project, "
                           "limits and dependencies are judged as the submit judges them.", tasks=tasks)
 

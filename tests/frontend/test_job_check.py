@@ -74,3 +74,23 @@ def test_check_writes_nothing(client_for):
 
 def test_check_needs_post(client_for):
     assert client_for("alice").get("/ui/jobs/check.json").status_code == 405
+
+
+def test_a_shape_its_teams_quota_never_admits_is_taken_but_said_never_to_start(client_for):
+    """The fleet runs 96 H100s, but team vision may hold at most 72 (40 nominal, 32 borrowed):
+    the submit takes it, and the job then waits for ever as CanNeverRun. The check said only
+    "This fleet can run 96 GPUs … The submit would take it"; it now says, in the cycle's words,
+    that as asked it would never start."""
+    body = check(client_for("alice"), {"name": "x", "gpus": 96, "gpu_types": ["H100-80GB"]}).json()
+    assert body["runs"] is True and body["errors"] == {}
+    never = ("Can never run under its quota: team vision may hold at most 72 H100-80GB GPUs (40 nominal and 32 "
+             "borrowed at most); this job needs 96.")
+    assert body["never_under_quota"] == never
+    assert body["detail"].startswith("This fleet can run 96 GPUs of H100-80GB, but as asked it would never start. "
+                                     + never)
+
+
+def test_a_shape_its_teams_quota_admits_says_nothing_of_quota(client_for):
+    body = check(client_for("alice"), {"name": "x", "gpus": 72, "gpu_types": ["H100-80GB"]}).json()
+    assert body["runs"] is True and body["never_under_quota"] is None
+    assert "never" not in body["detail"]

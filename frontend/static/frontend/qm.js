@@ -1224,7 +1224,8 @@
         if (mine !== seq) return;  // a newer keystroke's answer will come
         var unplaced = showErrors(form, result.data.errors || {});
         if (result.ok && result.data.runs) {
-          verdict.className = "verdict ok";
+          // Taken, but its team's quotas could never admit it: not the green of a job that runs.
+          verdict.className = result.data.never_under_quota ? "verdict warn" : "verdict ok";
           verdict.textContent = result.data.detail;
         } else {
           verdict.className = "verdict error";
