@@ -360,6 +360,7 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "nodes": [r.name for r in grid],
         "array_states": array_states,
         "roles": gang_roles(job.roles) if job.roles else "",  # a heterogeneous gang's
+        "env": sorted((job.env or {}).items()),  # NAME=value, as submitted (the API's `env`)
         "runs_after": runs_after, "waited_on_by": waited_on_by,  # its dependencies, both ways
         "runs_after_any": job.dependency_mode == "any" and len(runs_after) > 1,  # Slurm's `?`: any one of them
         "singleton": singleton_page(job, who),  # Slurm's singleton: the job of its name it waits for

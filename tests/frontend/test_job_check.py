@@ -94,3 +94,12 @@ def test_a_shape_its_teams_quota_admits_says_nothing_of_quota(client_for):
     body = check(client_for("alice"), {"name": "x", "gpus": 72, "gpu_types": ["H100-80GB"]}).json()
     assert body["runs"] is True and body["never_under_quota"] is None
     assert "never" not in body["detail"]
+
+
+def test_the_environment_as_text_is_read_as_the_submit_reads_it(client_for):
+    """The form's Environment box goes as typed, one NAME=value a line; a line that says no
+    variable is marked on it before any Submit, in the submit's words."""
+    body = check(client_for("alice"), {"name": "x", "gpus": 1, "env": "A=1\nB"}).json()
+    assert body["runs"] is False
+    assert body["errors"] == {"env": ["line 2 ('B') is not NAME=value: one variable a line, as WANDB_PROJECT=sweeps"]}
+    assert check(client_for("alice"), {"name": "x", "gpus": 1, "env": "A=1\nB=2"}).json()["runs"] is True

@@ -236,12 +236,42 @@ class HoldReasonField(serializers.CharField):
         return value
 
 
+def env_from_text(text: str) -> dict[str, str]:
+    """`NAME=value` lines (a docker `--env-file`'s, `qm submit --env`'s words) as the mapping
+    `env` is: the value is everything after the first `=`, as typed; blank lines and lines
+    starting with `#` say nothing. A line without `=`, or a name given twice, is refused naming
+    its line: the jobs page's form sends its Environment box as typed, and the submit and the
+    live check judge it in one place."""
+    env: dict[str, str] = {}
+    first_line: dict[str, int] = {}
+    problems = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            problems.append(f"line {number} ({line.strip()[:40]!r}) is not NAME=value")
+        elif name in first_line:
+            problems.append(f"line {number} sets {name[:40]} again (line {first_line[name]} set it)")
+        else:
+            env[name], first_line[name] = value, number
+    if problems:
+        raise serializers.ValidationError(
+            "; ".join(problems[:5]) + (f"; and {len(problems) - 5} more" if len(problems) > 5 else "")
+            + ": one variable a line, as WANDB_PROJECT=sweeps")
+    return env
+
+
 class EnvField(serializers.DictField):
-    """Environment variables: names as in POSIX shells, string values."""
+    """Environment variables: names as in POSIX shells, string values; or the same as text,
+    one `NAME=value` a line (`env_from_text`), as the jobs page's form sends them."""
 
     child = TextField(allow_blank=True, max_length=16384, trim_whitespace=False)
 
     def to_internal_value(self, data: Any) -> dict[str, str]:
+        if isinstance(data, str):
+            data = env_from_text(data)
         value: dict[str, str] = super().to_internal_value(data)
         bad = [k for k in value if not ENV_NAME.match(k) or len(k) > 256]
         if bad:

@@ -1064,6 +1064,8 @@
     }
     var raw = input.value.trim();
     if (raw === "") return undefined;
+    // Lines the API reads as they are (the environment's NAME=value lines: a value's spaces are its own).
+    if (kind === "lines") return input.value;
     if (kind === "int") return /^-?\d+$/.test(raw) ? Number(raw) : raw;
     if (kind in UNIT_SECONDS) {
       var amount = Number(raw);
