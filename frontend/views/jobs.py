@@ -329,10 +329,13 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         grid, key="placement", highlight_job=job.pk, title="Where it runs",
         caption="The nodes holding this job's GPUs: its own slots in red, other jobs' slots by team, free slots pale.",
     )
+    ended = job.state in ENDED_STATES
     if not grid:
         placement = figures.Chart(
             "placement", "Where it runs", placement.caption, placement.figure,
-            empty="This job holds no GPUs now. While it runs, its GPUs appear here on the nodes' heat map.",
+            # An ended job runs no more (unless requeued): it says where it ran, not "while it runs".
+            empty=("This job has ended and holds no GPUs; where each of its runs ran is under Runs." if ended else
+                   "This job holds no GPUs now. While it runs, its GPUs appear here on the nodes' heat map."),
         )
     array_states = None
     if job.array_id:  # (state, state_label, n), as the list's array summary
@@ -377,7 +380,8 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         # Requeue where the API allows it (services/requeue.py): a running or ended job of the
         # user's team (an ended one may still be refused: a dependency never met, ...; the API says why).
         "may_requeue": job.state in (JobState.RUNNING, *ENDED_STATES) and who.may_submit_for(job.team_id),
-        "requeue_ended": job.state in ENDED_STATES,
+        "requeue_ended": ended,
+        "ended": ended,  # its figures are final: "Cost", not "Cost so far"
         "requeue_url": reverse("v1:job-requeue", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
         "output": job_output(job, request.GET),

@@ -888,10 +888,25 @@
       });
     });
     announce(said);
-    if (data.state) markStaleForms(data.state);
+    if (data.state) {
+      QM.state = data.state;
+      markStaleForms(data.state);
+      settleActionResult(data.state);
+    }
     if (data.stop) QM.stop();
     document.body.dataset.liveUpdates = String(Number(document.body.dataset.liveUpdates || "0") + 1);
   };
+
+  /* An action's notice ("Job 10 is stopping: its processes get 30 s to exit.") speaks of the job
+     as the action left it: once the job moves on (its processes exited: Cancelled) it is taken
+     away, where it stood above a Cancelled badge until the page was reloaded. */
+  function settleActionResult(state) {
+    var out = document.getElementById("action-result");
+    if (!out || out.hidden || !out.dataset.forState || out.dataset.forState === state) return;
+    out.hidden = true;
+    out.textContent = "";
+    delete out.dataset.forState;
+  }
 
   /* A form built for the job as it stood (the Change panel: a waiting job's shape fields) says
    * so once the job has moved on, and sends nothing: the server would refuse what no longer
@@ -1034,6 +1049,7 @@
         button.disabled = true;
         QM.api("POST", button.dataset.apiPost, body).then(function (result) {
           if (out) {
+            delete out.dataset.forState;  // the refresh below shows the state it speaks of
             out.hidden = false;
             out.className = result.ok ? "notice ok" : "notice error";
             out.textContent = result.data.detail || (result.ok ? (button.dataset.done || "Done.") : "Refused (HTTP " + result.status + ").");
@@ -1043,7 +1059,7 @@
           if (result.ok && source && button.dataset.bodyClear !== undefined) source.value = "";
           // A request refused as invalid changed nothing: its words (and what was typed) stay.
           if (result.status === 400) return null;
-          return QM.poll();
+          return QM.poll().then(function () { if (out && QM.state) out.dataset.forState = QM.state; });
         }).finally(function () { button.disabled = false; });
       });
     });
