@@ -6,6 +6,7 @@ database (defaults, names, what the fleet can run) live in services/jobs.py."""
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -502,6 +503,25 @@ class JobUpdateSerializer(StrictFieldsMixin, serializers.Serializer):
                 name = "gpu_type"  # as it was sent
             errors[name] = [*errors.get(name, ()), problem]  # the job's state refuses it whatever its value
         return errors
+
+
+_GPU_TYPES_WORD = re.compile(r"(?<![\w.])gpu_types\b")
+
+
+def gpu_types_as_sent(data: Any, errors: dict[str, Any], detail: str = "") -> tuple[dict[str, Any], str]:
+    """Errors, and a sentence, about the GPU types under the name the body gave them: `gpu_type`
+    is the shorthand of `gpu_types`, and the rules judge the list, so a body that said
+    `{"gpu_type": "B200"}` was refused on a `gpu_types` it never sent (submit, array submit and
+    change alike). A body that said `gpu_types`, or both, is answered as it is."""
+    if not (isinstance(data, dict) and "gpu_type" in data and "gpu_types" not in data):
+        return errors, detail
+
+    def named(text: Any) -> Any:
+        return _GPU_TYPES_WORD.sub("gpu_type", text) if isinstance(text, str) else text
+
+    renamed = {named(name): [named(m) for m in problems] if isinstance(problems, list) else named(problems)
+               for name, problems in errors.items()}
+    return renamed, named(detail)
 
 
 class JobArraySubmitSerializer(JobSubmitSerializer):

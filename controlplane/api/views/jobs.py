@@ -33,6 +33,7 @@ from controlplane.api.serializers.job_requests import (
     JobSubmitSerializer,
     JobUpdateSerializer,
     RequeueSerializer,
+    gpu_types_as_sent,
 )
 from controlplane.api.serializers.jobs import (
     CancelResultSerializer,
@@ -98,13 +99,13 @@ def _submit(request: Request, serializer_class: type[JobSubmitSerializer]) -> jo
     submit_request = plain_submit_request(request.data, serializer_class)
     if submit_request is None:
         body = serializer_class(data=request.data)
-        if not body.is_valid():
-            raise ValidationError(body.errors_with_the_rest(request.user))  # every field at fault, at once
+        if not body.is_valid():  # every field at fault, at once
+            raise ValidationError(gpu_types_as_sent(request.data, body.errors_with_the_rest(request.user))[0])
         submit_request = body.to_submit_request()
     try:
         return job_service.submit(request.user, submit_request, idempotency_key=_idempotency_key(request))
     except job_service.SubmitRejected as exc:
-        raise ValidationError({k: [v] for k, v in exc.errors.items()}) from exc
+        raise ValidationError(gpu_types_as_sent(request.data, {k: [v] for k, v in exc.errors.items()})[0]) from exc
     except job_service.IdempotencyConflict as exc:
         raise Conflict(str(exc)) from exc
 
@@ -212,8 +213,9 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
                 errors = body.errors_with_the_rest(request.user, job.pk)
             except holds.Refused as refusal:
                 return refusal_answer(refusal)  # about the job as a whole: another team's, an ended one
-            raise ValidationError(errors)
-        return self._changed(lambda: holds.update(request.user, job.pk, dict(body.validated_data)))
+            raise ValidationError(gpu_types_as_sent(request.data, errors)[0])
+        return self._changed(lambda: holds.update(request.user, job.pk, dict(body.validated_data)),
+                             sent=request.data)
 
     @extend_schema(request=HoldSerializer, responses={200: JobChangeSerializer})
     @action(detail=True, methods=["post"])
@@ -246,10 +248,12 @@ class JobViewSet(ApiMixin, mixins.ListModelMixin, mixins.RetrieveModelMixin, vie
         job = self.get_object()
         return self._changed(lambda: requeue_service.requeue(request.user, job.pk, hold=hold, reason=reason))
 
-    def _changed(self, act: Any) -> Response:
+    def _changed(self, act: Any, sent: Any = None) -> Response:
         try:
             outcome = act()
         except holds.Refused as refusal:
+            if sent is not None:  # a change's fields, named as the body named them
+                refusal.errors, refusal.detail = gpu_types_as_sent(sent, refusal.errors, refusal.detail)
             return refusal_answer(refusal)
         job = self.get_queryset().get(pk=outcome.job.pk)
         body = {"job": job_payload(job), "changed": outcome.changed, "detail": outcome.detail}

@@ -83,7 +83,7 @@ BAD_SUBMITS = [
      "can never give more than 48"),
     ("missing_name", {"gpus": 1}, "name", "required"),
     ("missing_gpus", {"name": "x"}, "gpus", "required"),
-    ("unknown_gpu_type", {"name": "x", "gpus": 1, "gpu_type": "B200"}, "gpu_types", "unknown GPU type 'B200'"),
+    ("unknown_gpu_type", {"name": "x", "gpus": 1, "gpu_type": "B200"}, "gpu_type", "unknown GPU type 'B200'"),
     ("unknown_priority_class", {"name": "x", "gpus": 1, "priority_class": "vip"}, "priority_class",
      "unknown priority class 'vip'"),
     ("one_node_shape_larger_than_any_node", {"name": "x", "gpus": 16, "gpus_per_node": 16}, "gpus_per_node",
