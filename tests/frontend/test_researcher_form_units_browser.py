@@ -27,12 +27,19 @@ def test_a_bound_in_seconds_is_said_in_the_fields_unit(session: Any) -> None:  #
     page.fill("[data-field=checkpoint_interval_s]", "0")    # minutes
     runtime = page.locator("[data-error-for=runtime_limit_s]")
     checkpoint = page.locator("[data-error-for=checkpoint_interval_s]")
-    # the live check, then the submit: the same words on the field
+    verdict = page.locator("#submit-job [data-verdict]")
+    # the live check, then the submit: the same words on the field, and in the sentence under the
+    # form (it said the bare "runtime_limit_s: Ensure this value is greater than or equal to 1."
+    # beside the field's "1 s (0.000278 hours)" until 6 Dec)
     for _ in range(2):
         expect(runtime).to_contain_text("greater than or equal to 1 s (0.000278 hours)", timeout=LIVE_TIMEOUT_MS)
         expect(checkpoint).to_contain_text("greater than or equal to 1 s (0.0167 minutes)", timeout=LIVE_TIMEOUT_MS)
+        expect(verdict).to_contain_text("runtime_limit_s: Ensure this value is greater than or equal to 1 s "
+                                        "(0.000278 hours).")
+        expect(verdict).to_contain_text("checkpoint_interval_s: Ensure this value is greater than or equal to 1 s "
+                                        "(0.0167 minutes).")
         page.click("#submit-job button[type=submit]")
-        expect(page.locator("#submit-job [data-verdict]")).not_to_have_text("Submitting…", timeout=LIVE_TIMEOUT_MS)
+        expect(verdict).not_to_have_text("Submitting…", timeout=LIVE_TIMEOUT_MS)
     # a bound the server already says in its units is left as it is
     page.fill("[data-field=runtime_limit_s]", "1000")
     page.fill("[data-field=checkpoint_interval_s]", "5")

@@ -1171,12 +1171,26 @@
      0 hours refused does not read as "at least one hour". Other words are left as they are. */
   var FIELD_UNITS = { hours: [3600, "hours"], minutes: [60, "minutes"] };
 
-  function inFieldUnit(input, text) {
+  function inFieldUnit(input, text, once) {
     var unit = input && FIELD_UNITS[input.dataset.kind];
     if (!unit) return text;
-    return text.replace(/(than or equal to )(-?\d+)\./g, function (all, words, n) {
+    return text.replace(once ? /(than or equal to )(-?\d+)\./ : /(than or equal to )(-?\d+)\./g, function (all, words, n) {
       return words + n + " s (" + Number((Number(n) / unit[0]).toPrecision(3)) + " " + unit[1] + ").";
     });
+  }
+
+  /* The form's sentence under the fields ("Fix the fields marked: runtime_limit_s: Ensure this
+     value is greater than or equal to 1.") says a bound in seconds as the field does, in its
+     unit too: it read "at least 1" beside an hours field that said "1 s (0.000278 hours)". */
+  function verdictInFieldUnits(form, errors, text) {
+    Object.keys(errors || {}).forEach(function (key) {
+      var input = form.querySelector('[data-field="' + key + '"]');
+      var said = [].concat(errors[key]).join(" ");
+      if (!input || inFieldUnit(input, said) === said) return;
+      var at = text.indexOf(key + ": ");
+      if (at >= 0) text = text.slice(0, at) + inFieldUnit(input, text.slice(at), true);
+    });
+    return text;
   }
 
   /* The field's error is its description: a screen reader on the field hears why it is refused,
@@ -1247,7 +1261,8 @@
           verdict.textContent = result.data.detail;
         } else {
           verdict.className = "verdict error";
-          verdict.textContent = result.data.detail + (unplaced.length ? " " + unplaced.join(" ") : "");
+          verdict.textContent = verdictInFieldUnits(form, result.data.errors, result.data.detail) +
+            (unplaced.length ? " " + unplaced.join(" ") : "");
         }
       });
     }
@@ -1310,7 +1325,8 @@
         }
         var unplaced = showErrors(form, result.data.errors || {});
         verdict.className = "verdict error";
-        verdict.textContent = (result.data.detail || "The API refused the job (HTTP " + result.status + ").") +
+        verdict.textContent = verdictInFieldUnits(form, result.data.errors,
+          result.data.detail || "The API refused the job (HTTP " + result.status + ").") +
           (unplaced.length ? " " + unplaced.join(" ") : "");
         button.disabled = false;
       }).catch(function (error) {
@@ -1404,7 +1420,8 @@
         }
         var unplaced = showErrors(form, result.data.errors || {});
         verdict.className = "verdict error";
-        verdict.textContent = (result.data.detail || "Refused (HTTP " + result.status + ").") +
+        verdict.textContent = verdictInFieldUnits(form, result.data.errors,
+          result.data.detail || "Refused (HTTP " + result.status + ").") +
           (unplaced.length ? " " + unplaced.join(" ") : "");
       }).catch(function (error) {
         verdict.className = "verdict error";
