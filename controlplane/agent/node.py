@@ -16,7 +16,8 @@ A round:
      an exit goes at once, or within 50 ms when the rest of a burst of short jobs is ending);
      a contact refused (400) for some of its elements goes again at once without them, and
      those are kept in the state directory's REFUSED_FILE, never sent again (`_refused`); a 429,
-     or a 502/503/504 with Retry-After, is waited out (`AskAgain`);
+     or a 502/503/504 with Retry-After, is waited out (`AskAgain`), but never past the lease
+     (`LEASE_KEEPING_FLOOR_S`);
   5. apply the desired allocations:
        - a generation lower than one already seen on any of its GPUs is refused (stale or out
          of order) and reported;
@@ -134,6 +135,15 @@ THROTTLED_RETRY_MAX_S = 60.0
 THROTTLED_TOLD_MAX_S = 3600.0
 THROTTLED = AskAgain(first_s=THROTTLED_RETRY_S, most_s=THROTTLED_RETRY_MAX_S, told_least_s=THROTTLED_RETRY_S,
                      told_most_s=THROTTLED_TOLD_MAX_S, jitter=0.2)
+# A registered agent told to wait longer than what is left of its lease does not wait that long:
+# the control plane is busy, not gone, and a heartbeat it takes keeps the node's jobs, where
+# the full wait would end in the self-fence (until 6 Dec it did: a load balancer's one "503,
+# Retry-After: 30" killed every job of a node with a 20 s lease). It asks again at its
+# self-fence deadline less the same margin again (max(1 s, 10 % of the lease): room for one
+# more try, a second later, should that one be throttled too), never sooner than
+# LEASE_KEEPING_FLOOR_S after the answer, so a busy control plane gets at most a few such tries
+# a lease. Only a lease that lapses without a contact taken fences.
+LEASE_KEEPING_FLOOR_S = THROTTLED_RETRY_S
 
 
 def _minutes(seconds: float) -> str:
@@ -268,6 +278,7 @@ class NodeAgent:
         # Since when it has been throttled (429) without a reply in between, and how often.
         self.throttled_since: float | None = None
         self.throttled_refusals = 0
+        self.throttle_cut_short = False  # a wait of this throttle was cut short to keep the lease (said once)
         self.members: dict[int, Running] = {}
         self.finished: OrderedDict[int, int | None] = OrderedDict()
         self.refused: set[int] = set()
@@ -674,26 +685,42 @@ class NodeAgent:
 
     def _throttled(self, call: Call, error: Throttled, now: float) -> None:
         """A 429: "slow down", not a refusal of the request; or a 502/503/504 with a Retry-After:
-        "not now, ask again then" (client.py). Nothing is stopped and the node stays registered
-        (the lease decides, as when the control plane cannot be reached); no call of any kind
-        goes before the wait is over (until 6 Dec a 429 was a refusal: asked again 5 s later
-        whatever Retry-After said; a 503 with Retry-After was unreachable: asked again within a
-        second)."""
+        "not now, ask again then" (client.py). Nothing is stopped and the node stays registered;
+        no call of any kind goes before the wait is over (until 6 Dec a 429 was a refusal: asked
+        again 5 s later whatever Retry-After said; a 503 with Retry-After was unreachable: asked
+        again within a second). A wait that would outlast the lease is cut short so the lease is
+        kept (LEASE_KEEPING_FLOOR_S): the lease decides only when the control plane keeps
+        refusing until it lapses."""
         first = self.throttled_since is None
         if first:
             self.throttled_since, self.throttled_refusals = now, 0
+            self.throttle_cut_short = False
         self.throttled_refusals += 1
-        wait = THROTTLED.wait_s(error.retry_after_s, self.throttled_refusals)
-        # One warning when it starts, not one per attempt; "no longer throttled" says when it ends.
-        (self.log.warning if first else self.log.debug)(
-            ("throttled: the control plane asks this agent to slow down; " if error.status == 429 else
-             f"throttled: the control plane cannot serve this agent now (HTTP {error.status}) and says when to "
-             "ask again; ")
-            + (f"asking again as it says, in {_minutes(wait)}" if error.retry_after_s is not None
-               else f"asking again with backoff, in {_minutes(wait)}"),
-            call=call.kind, detail=error.detail, status=error.status, retry_in_s=round(wait, 1),
+        told_wait = wait = THROTTLED.wait_s(error.retry_after_s, self.throttled_refusals)
+        lease_left = self.lease_valid_until - now if self.registered else None
+        if lease_left is not None and lease_left > 0:  # once it has lapsed there is none to keep
+            keep_by = lease_left - max(1.0, 0.1 * self.lease_s)
+            wait = min(told_wait, max(LEASE_KEEPING_FLOOR_S, keep_by))
+        cut_short = wait < told_wait
+        said = ("throttled: the control plane asks this agent to slow down; " if error.status == 429 else
+                f"throttled: the control plane cannot serve this agent now (HTTP {error.status}) and says when to "
+                "ask again; ")
+        if cut_short:
+            said += (f"asking again before its lease runs out, in {_minutes(wait)}, not in {_minutes(told_wait)}: "
+                     "waiting that long would let the lease lapse" + (" and fence its jobs" if self.members else ""))
+        elif error.retry_after_s is not None:
+            said += f"asking again as it says, in {_minutes(wait)}"
+        else:
+            said += f"asking again with backoff, in {_minutes(wait)}"
+        # One warning when it starts, and one the first time a wait is cut short to keep the lease;
+        # not one per attempt: "no longer throttled" says when it ends.
+        loud = first or (cut_short and not self.throttle_cut_short)
+        self.throttle_cut_short = self.throttle_cut_short or cut_short
+        (self.log.warning if loud else self.log.debug)(
+            said, call=call.kind, detail=error.detail, status=error.status, retry_in_s=round(wait, 2),
             retry_after_s=error.retry_after_s, attempt=self.throttled_refusals,
-            lease_left_s=round(self.lease_valid_until - now, 1) if self.registered else None)
+            lease_left_s=None if lease_left is None else round(lease_left, 2),
+            **({"told_wait_s": round(told_wait, 2)} if cut_short else {}))
         self.next_contact = self.not_before = now + wait
 
     def end(self) -> float:
