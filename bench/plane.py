@@ -22,7 +22,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-BOOTSTRAP = "bench-bootstrap-secret"
+# At least 24 characters: since 5f5450c the web refuses to start with a shorter one
+# (QM_AGENT_BOOTSTRAP_TOKEN), and every benchmark that starts gunicorn stopped at "web server:
+# not reached within 60 s".
+BOOTSTRAP = "bench-bootstrap-secret-for-agents"
 
 
 def prepare_database(name: str) -> str:
