@@ -509,7 +509,7 @@ class ProcessMember:
         # A job run as a user of its own cannot leave its cgroup (moving a process takes write
         # access to the cgroups' `cgroup.procs`, root's): the cgroup holds all it started, and
         # reading every process's environment on the node for the marker is not needed. It cost
-        # ~8 ms of the agent's CPU a stop or exit with ~400 processes on the node
+        # ~8 ms of the agent's CPU a stop or exit with 300-odd processes on the node
         # (bench/true_jobs.py: 7.5 of the agents' 12 CPU-s).
         contained = self.cgroup is not None and self.identity is not None
         marked = [] if contained else marked_processes(self.node_name, {self.generation})

@@ -3,7 +3,7 @@ agent no longer reads every process's environment on the node at each stop and e
 
 Since 4 Dec (64b3050) a member's stop and end looked for the run's marker (QM_AGENT_NODE,
 QM_GENERATION) in /proc/<pid>/environ of every process on the machine, so that what left the
-run's session was stopped with it. Its cost grows with the node's processes: with ~400 of them
+run's session was stopped with it. Its cost grows with the node's processes: with 300-odd of them
 (bench/true_jobs.py: 64 agents, their reapers, the control plane) about 8 ms of the agent's CPU
 an exit, 7.5 of the agents' 12 CPU-seconds for 1,000 `/bin/true` jobs. A run in a cgroup whose
 job is not root (`--job-user team` or `user`, a root agent's default) cannot leave that cgroup
