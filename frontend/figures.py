@@ -665,16 +665,22 @@ def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
 BUCKET_BAR_GAP = 0.2
 
 
+#: What an empty showback chart says of its period: GPU time was measured and none was charged.
+#: A period the accounting never recorded says so instead (`nothing`: showback_data.unrecorded_sentence).
+NOTHING_CHARGED = "No GPU time has been charged in this window."
+
+
 def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group_label: str, bucket: str,
-                   bucket_s: int, *, team_ids: Mapping[str, int] | None = None) -> Chart:
+                   bucket_s: int, *, team_ids: Mapping[str, int] | None = None, nothing: str = "") -> Chart:
     """Cost per bucket, stacked by group; grouped by team (`team_ids`, name → id), in the teams'
-    own colours, as on every other page."""
+    own colours, as on every other page. `nothing`: what an empty chart says of its period in
+    place of `NOTHING_CHARGED`."""
     key, title = "cost_over_time", f"Cost per {bucket} by {group_label}"
     caption = f"GPU cost per {bucket} by {group_label}, at the price of each GPU type and capacity tier in force then."
     x_title, y_title = f"{bucket} (UTC)", "cost (USD)"
     if not series or not any(v for _, points in series.items() for _, v in points):
         return _empty(key, title, caption, x_title, y_title,
-                      f"No GPU time has been charged in this window. Cost per {group_label} per {bucket} appears here.")
+                      f"{nothing or NOTHING_CHARGED} Cost per {group_label} per {bucket} appears here.")
     colours = group_colours(series.keys())
     if team_ids is not None:
         colours = {name: team_colour(team_ids[name]) if name in team_ids else colours[name] for name in series}
@@ -694,7 +700,7 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
     return Chart(key, title, caption, _figure(data, layout))
 
 
-def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
+def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str, *, nothing: str = "") -> Chart:
     """Each group's cost split by what the GPU time did: productive, active but not productive,
     allocated but idle on the device; the fleet's capacity that no job held, for fleet readers."""
     key, title = "cost_split", "Where the money went"
@@ -704,7 +710,7 @@ def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
     shown = [r for r in rows if not r["is_total"] and (r["cost_usd"] or r["is_idle"])]
     if not any(float(r["cost_usd"]) for r in shown):
         return _empty(key, title, caption, x_title, y_title,
-                      f"No GPU time has been charged in this window. Each {label}'s cost, split by tier, appears here.", category="y")
+                      f"{nothing or NOTHING_CHARGED} Each {label}'s cost, split by tier, appears here.", category="y")
     labels = ["no job (idle capacity)" if r["is_idle"] else r["name"] for r in shown]
     parts = (
         ("productive", lambda r: 0.0 if r["is_idle"] else r["cost_productive_usd"], TIER_COLOURS["productive"]),
@@ -725,7 +731,7 @@ def cost_breakdown(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
     return Chart(key, title, caption, _figure(data, layout), height=height)
 
 
-def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: bool) -> Chart:
+def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: bool, *, nothing: str = "") -> Chart:
     # Idle reserved quota is per team: other groupings chart (and name) preemption waste only.
     key, title = "waste", "Preemption waste and idle reserved quota" if with_idle_reserved else "Preemption waste"
     caption = ("Per " + label + ": work thrown away by preemptions and requeues since the last checkpoint, in $"
@@ -741,7 +747,8 @@ def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: boo
         # the table beside says its GPU-hours ("$0.00 (< 0.01 GPU-h)").
         lost = sum(float(r.get("lost_gpu_hours") or 0) for r in shown)
         sentence = (f"Work lost to preemptions and requeues in this window, {gpu_hours(lost)} GPU-hours, came to $0.00 "
-                    f"to the cent; the table gives it per {label}. " if lost > 0 else "Nothing was wasted in this window. ")
+                    f"to the cent; the table gives it per {label}. " if lost > 0
+                    else f"{nothing} " if nothing else "Nothing was wasted in this window. ")
         return _empty(key, title, caption, x_title, y_title,
                       sentence + ("Preemption waste and idle reserved quota per "
                                                                f"{label} appear here." if with_idle_reserved else
@@ -755,7 +762,7 @@ def waste(rows: Sequence[Mapping[str, Any]], label: str, with_idle_reserved: boo
     return Chart(key, title, caption, _figure(data, layout))
 
 
-def unit_costs(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
+def unit_costs(rows: Sequence[Mapping[str, Any]], label: str, *, nothing: str = "") -> Chart:
     key, title = "unit_costs", "Price of a GPU-hour"
     caption = (f"Per {label}: cost ÷ allocated GPU-hours, and cost ÷ productive GPU-hours — the gap is what "
                "stalls, lost work and idle devices add to each useful hour.")
@@ -763,7 +770,7 @@ def unit_costs(rows: Sequence[Mapping[str, Any]], label: str) -> Chart:
     shown = [r for r in rows if not r["is_idle"] and r["usd_per_gpu_hour"] is not None]
     if not shown:
         return _empty(key, title, caption, x_title, y_title,
-                      f"No GPU time has been charged in this window. Each {label}'s price per GPU-hour appears here.", category="x")
+                      f"{nothing or NOTHING_CHARGED} Each {label}'s price per GPU-hour appears here.", category="x")
     # TOTAL for finance and admins divides the whole fleet's cost, idle capacity included, by what
     # the jobs used: the fully loaded price, not an average of the bars beside it.
     fleet = any(r["is_idle"] for r in rows)

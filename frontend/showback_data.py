@@ -176,11 +176,21 @@ def before_accounting_note(report: showback.Showback) -> str:
     began = report.accounting_began
     if began is None:
         return ""
-    if began >= report.end:
+    if report.unrecorded:
         return (f"Not recorded: the accounting began at {began:%Y-%m-%d %H:%M} UTC, after this period; "
                 "nothing here was measured, so its figures are not $0.00 of use but no record at all.")
     return (f"Not recorded before {began:%Y-%m-%d %H:%M} UTC, when the accounting began: the figures above "
             f"count nothing from {report.start:%Y-%m-%d %H:%M} UTC until then (not $0.00 of use: no record).")
+
+
+def unrecorded_sentence(report: showback.Showback) -> str:
+    """What the charts of a period with no record say in place of "No GPU time has been charged"
+    and "Nothing was wasted", which would be claims about a time nobody measured. Empty when
+    any of the period was recorded."""
+    if not report.unrecorded or report.accounting_began is None:
+        return ""
+    return (f"Nothing was recorded in this period: the accounting began at "
+            f"{report.accounting_began:%Y-%m-%d %H:%M} UTC, after it ended.")
 
 
 def _usd(value: Decimal) -> str:

@@ -261,6 +261,14 @@ class Showback:
     #: before was never recorded, so the figures count nothing there (not $0.00 of use).
     accounting_began: datetime | None = None
 
+    @property
+    def unrecorded(self) -> bool:
+        """Nothing of the period was recorded: it ended when or before the accounting began (a
+        month before the product was installed; on a fresh fleet, "last 7 days" before its first
+        whole minute). Its rows read $0.00 only because there is no record: no figure of it is
+        a cost, so the page shows none (docs/accounting.md, *The API*)."""
+        return self.accounting_began is not None and self.accounting_began >= self.end
+
     @cached_property
     def total(self) -> ShowbackEntry:
         """Σ entries (+ `__idle__`'s cost for fleet readers), computed once per report."""

@@ -30,6 +30,7 @@ from frontend.showback_data import (
     report_rows,
     shown_name,
     unpriced_note,
+    unrecorded_sentence,
 )
 
 DEFAULT_WINDOW = "7d"
@@ -82,7 +83,10 @@ def showback(request: HttpRequest) -> HttpResponse:
         context["errors"].append("Showback is for members of a team, finance and admins; your account has no role yet.")
         return render(request, "frontend/showback.html", context)
     report = showback_service.showback(window, group_by, who, now)
-    rows = report_rows(report)
+    # A period the accounting never recorded has no figures: its rows would read $0.00 of use and
+    # its charts "No GPU time has been charged" beside the banner saying there is no record.
+    nothing = unrecorded_sentence(report)
+    rows = [] if report.unrecorded else report_rows(report)
     series, bucket = cost_series(report, group_by, who, now)
     bucket_name = "hour" if bucket == accounting.HOUR else "day"
     # The charts say each group as the table does (rows keep the CSV's names, for the download).
@@ -90,24 +94,26 @@ def showback(request: HttpRequest) -> HttpResponse:
     charts = [
         figures.cost_over_time({shown_name(name): bars for name, bars in series.items()}, label, bucket_name,
                                bucket, team_ids={e.name: e.properties["team_id"] for e in report.entries}
-                               if group_by == "team" else None),
-        figures.cost_breakdown(shown, label),
-        figures.unit_costs(shown, label),
-        figures.waste(shown, label, with_idle_reserved=group_by == "team"),
+                               if group_by == "team" else None, nothing=nothing),
+        figures.cost_breakdown(shown, label, nothing=nothing),
+        figures.unit_costs(shown, label, nothing=nothing),
+        figures.waste(shown, label, with_idle_reserved=group_by == "team", nothing=nothing),
     ]
     # The CSV and JSON are the period the page shows, by its instants: `window=7d` (or a month
     # still running) read later covered a later period than the page. A whole month keeps its name.
     # A period with nothing rolled up yet (today, a minute past midnight) has no instants to name:
-    # `window=today` fetched later would be a longer period than this empty page, so no link.
+    # `window=today` fetched later would be a longer period than this empty page, so no link; nor
+    # for a period with no record, whose CSV would be a table of $0.00 with nothing to say why.
     empty = report.end <= report.start
     if not empty and not (month and report.end == accounting.next_month(report.start)):
         period = {"window": f"{accounting.iso(report.start)},{accounting.iso(report.end)}"}
     context.update({
         "report": report, "rows": rows, "charts": charts, "empty_period": empty,
+        "unrecorded": report.unrecorded and not empty, "nothing_recorded": nothing,
         "idle_reserved_note": idle_reserved_note(report) if group_by == "team" else "",
         "unpriced_note": unpriced_note(report),
         "before_accounting_note": before_accounting_note(report),
-        "csv_url": "" if empty else (
+        "csv_url": "" if empty or report.unrecorded else (
             reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by, "format": "csv"})),
         "json_url": "" if empty else reverse("v1:showback") + "?" + urlencode({**period, "group_by": group_by}),
     })

@@ -92,8 +92,14 @@ def test_an_empty_period_offers_no_download_that_would_cover_a_later_one(client_
     html = response.content.decode()
     assert 'id="csv-download"' not in html and response.context["json_url"] == ""
     assert "Nothing in this period is rolled up yet" in html
-    # Yesterday, fully rolled but for its last seven minutes, still offers its own instants.
+    # Yesterday, fully rolled but for its last seven minutes, still offers its own instants: when
+    # it holds this test's record (run within two hours of midnight). Later, the vision job's
+    # record begins today and yesterday has none: no figures, so nothing to download
+    # (test_finance6_unrecorded_period.py).
     response = client_for("finn").get("/showback/?window=yesterday")
+    if response.context["report"].unrecorded:
+        assert 'id="csv-download"' not in response.content.decode()
+        return
     window = parse_qs(urlsplit(link(response.content.decode(), "csv-download")).query)["window"][0]
     assert window.endswith(accounting.iso(midnight - timedelta(minutes=7))), window
 
