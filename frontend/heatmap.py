@@ -23,6 +23,7 @@ from controlplane.choices import NodeState
 from controlplane.models import AllocationGpu, Node
 from controlplane.services import maintenance
 from controlplane.services.access import access_of
+from controlplane.services.fleet_figures import NodeFigures
 
 
 @dataclass(frozen=True)
@@ -47,6 +48,12 @@ class NodeRow:
     capacity_tier: str
     slots: tuple[Slot | None, ...]  # None: the slot is free
     in_maintenance: bool = False  # inside a maintenance window now: it takes no work
+    gpu_memory_gb: int = 0  # each GPU's, as its type says: which waiting jobs could use a whole node
+
+    @property
+    def figures(self) -> NodeFigures:
+        """The node as fragmentation reads it (services/fleet_figures.fragmentation_of)."""
+        return NodeFigures(self.pool, self.gpu_type, self.gpu_memory_gb, len(self.slots), self.used, self.schedulable)
 
     @property
     def state_said(self) -> str:
@@ -127,7 +134,7 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
     rows = []
     for n in nodes.annotate(in_maintenance=closed).order_by("pool", "leaf_switch", "name").values(
         "id", "name", "pool", "leaf_switch", "spine", "state", "gpu_count", "gpu_type__name", "capacity_tier",
-        "in_maintenance",
+        "in_maintenance", "gpu_type__memory_gb",
     ):
         rows.append(
             NodeRow(
@@ -141,6 +148,7 @@ def fleet_grid(user: AbstractBaseUser | AnonymousUser, *, node_ids: Iterable[int
                 capacity_tier=n["capacity_tier"],
                 slots=tuple(holders.get((n["id"], i)) for i in range(n["gpu_count"])),
                 in_maintenance=n["in_maintenance"],
+                gpu_memory_gb=n["gpu_type__memory_gb"],
             )
         )
     return rows

@@ -8,6 +8,7 @@ other teams' work only as these anonymous numbers).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -109,16 +110,65 @@ class FragmentationFigures:
     reserved_gpus: int | None = None
 
 
+@dataclass(frozen=True)
+class NodeFigures:
+    """One node as fragmentation reads it: its pool, GPU type, GPUs, how many are held now, and
+    whether it takes work now (ready and in no maintenance window). The overview's heat map and
+    the nodes page read their nodes already and hand them to `fragmentation_of` as these."""
+
+    pool: str
+    gpu_type: str
+    gpu_memory_gb: int
+    gpus: int
+    used: int
+    takes_work: bool
+
+
 def fragmentation_figures(now: datetime | None = None) -> FragmentationFigures:
-    """Free GPUs per pool, how they are scattered, and how many are stranded.
+    """Free GPUs per pool, how they are scattered, and how many are stranded
+    (`fragmentation_of`), from the live GPUs per node (one grouped query) against each node's
+    GPU count (retired nodes left out), and a ready node inside a maintenance window now taking
+    no work, as the cycle's figures count it (scheduler_core/fleet.py)."""
+    held = dict(
+        AllocationGpu.objects.filter(live=True).values("node_id").annotate(n=Count("id")).values_list("node_id", "n")
+    )
+    now = now or timezone.now()
+    in_maintenance = set(maintenance.active_at(now).values_list("nodes", flat=True))
+    # A retired node is out of the fleet: none of its GPUs count (nor does its pool, when all of
+    # that pool's nodes are retired).
+    ordered = fragmentation_of(
+        NodeFigures(node.pool, node.gpu_type.name, node.gpu_type.memory_gb, node.gpu_count,
+                    min(held.get(node.pk, 0), node.gpu_count),
+                    node.state == NodeState.READY and node.pk not in in_maintenance)
+        for node in Node.objects.exclude(state=NodeState.RETIRED).select_related("gpu_type").only(
+            "id", "pool", "gpu_count", "state", "gpu_type__name", "gpu_type__memory_gb")
+    )
+    contiguous = Job.objects.filter(
+        state=JobState.PENDING, pending_code=ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS.value
+    ).count()
+    reserved = FleetSample.objects.order_by("-at").values_list("reserved_gpus", flat=True).first()
+    return FragmentationFigures(
+        reserved_gpus=reserved,
+        total_gpus=sum(p.total_gpus for p in ordered),
+        allocated_gpus=sum(p.allocated_gpus for p in ordered),
+        free_gpus=sum(p.free_gpus for p in ordered),
+        stranded_gpus=sum(p.stranded_gpus for p in ordered),
+        pending_for_contiguous_gpus=contiguous,
+        pools=ordered,
+    )
+
+
+def fragmentation_of(nodes: Iterable[NodeFigures]) -> list[PoolFragmentation]:
+    """Per pool, by name: its GPUs, those held, free GPUs on nodes that take work, the largest free
+    block, whole free and partly used nodes, and how many GPUs are stranded. One query (two
+    when a waiting job has dependencies or is a singleton) whatever the fleet's size, for the
+    waiting jobs; the nodes are the caller's.
 
     Steps:
-    1. Live GPUs per node (one grouped query) against each node's GPU count (retired nodes
-       left out).
-    2. Per pool: free GPUs on ready nodes, the largest free block, whole free nodes. A ready
-       node inside a maintenance window now takes no work: its idle GPUs are unavailable, not
-       free, as the cycle's figures count them (scheduler_core/fleet.py).
-    3. Stranded GPUs (FleetFigures' definition): free GPUs on partially used ready nodes,
+    1. Per pool: free GPUs on nodes that take work, the largest free block, whole free nodes. A
+       node that takes no work (not ready, or ready inside a maintenance window now) has its
+       idle GPUs unavailable, not free.
+    2. Stranded GPUs (FleetFigures' definition): free GPUs on partially used ready nodes,
        counted only while a pending job that needs whole nodes of that pool waits. Free here is
        idle: no live allocation holds it, so GPUs the cycle holds for a waiting job's
        reservation count, as the cycle's stranded GPUs and largest free block count them
@@ -126,25 +176,16 @@ def fragmentation_figures(now: datetime | None = None) -> FragmentationFigures:
        node (or its size, when it leaves that to the scheduler) reach the pool's node size, and
        it accepts the pool's GPU type and memory.
     """
-    held = dict(
-        AllocationGpu.objects.filter(live=True).values("node_id").annotate(n=Count("id")).values_list("node_id", "n")
-    )
-    now = now or timezone.now()
-    in_maintenance = set(maintenance.active_at(now).values_list("nodes", flat=True))
     pools: dict[str, PoolFragmentation] = {}
-    # A retired node is out of the fleet: none of its GPUs count (nor does its pool, when all of
-    # that pool's nodes are retired).
-    for node in Node.objects.exclude(state=NodeState.RETIRED).select_related("gpu_type").only(
-        "id", "pool", "gpu_count", "state", "gpu_type__name", "gpu_type__memory_gb"
-    ):
-        pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type.name, gpu_memory_gb=node.gpu_type.memory_gb))
-        used = min(held.get(node.pk, 0), node.gpu_count)
-        free = node.gpu_count - used
+    for node in nodes:
+        pool = pools.setdefault(node.pool, PoolFragmentation(node.pool, node.gpu_type, gpu_memory_gb=node.gpu_memory_gb))
+        used = min(node.used, node.gpus)
+        free = node.gpus - used
         pool.nodes += 1
-        pool.total_gpus += node.gpu_count
+        pool.total_gpus += node.gpus
         pool.allocated_gpus += used
-        pool.node_size = max(pool.node_size, node.gpu_count)
-        if node.state != NodeState.READY or node.pk in in_maintenance:
+        pool.node_size = max(pool.node_size, node.gpus)
+        if not node.takes_work:
             pool.unavailable_gpus += free
             continue
         pool.free_gpus += free
@@ -185,21 +226,7 @@ def fragmentation_figures(now: datetime | None = None) -> FragmentationFigures:
         for pool in pools.values():
             pool.waiting_whole_node_jobs = waiting.get(pool.pool, 0)
             pool.stranded_gpus = pool._partial_free if pool.waiting_whole_node_jobs else 0
-
-    ordered = [pools[name] for name in sorted(pools)]
-    contiguous = Job.objects.filter(
-        state=JobState.PENDING, pending_code=ReasonCode.INSUFFICIENT_CONTIGUOUS_GPUS.value
-    ).count()
-    reserved = FleetSample.objects.order_by("-at").values_list("reserved_gpus", flat=True).first()
-    return FragmentationFigures(
-        reserved_gpus=reserved,
-        total_gpus=sum(p.total_gpus for p in ordered),
-        allocated_gpus=sum(p.allocated_gpus for p in ordered),
-        free_gpus=sum(p.free_gpus for p in ordered),
-        stranded_gpus=sum(p.stranded_gpus for p in ordered),
-        pending_for_contiguous_gpus=contiguous,
-        pools=ordered,
-    )
+    return [pools[name] for name in sorted(pools)]
 
 
 # ----------------------------------------------------------------------------- the loop

@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET
 
 from controlplane.choices import NodeState
 from controlplane.models import FleetSample, PriorityClass, Team
-from controlplane.services.fleet_figures import loop_stalled
+from controlplane.services.fleet_figures import fragmentation_of, loop_stalled, queue_figures
 from frontend import figures
 from frontend.fleet_series import fleet_series, lost_work_since
 from frontend.heatmap import fleet_grid
@@ -39,6 +39,12 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
     grid = fleet_grid(request.user)
     today = lost_work_since(start_of_day(now))
     heatmap = figures.fleet_heatmap(grid)
+    # The tiles count the fleet and the queue now, as the heat map beside them, the Nodes and Jobs
+    # pages, `qm sinfo` and the API's metrics/queue/ and metrics/fragmentation/ do (one definition,
+    # services/fleet_figures.py): read from the last cycle's sample, they lagged those by up to a
+    # sample (5 s; 20 of 40 polls on the demo read another stranded count than the API).
+    pools = fragmentation_of(row.figures for row in grid)
+    queue = queue_figures(now)
     # A window that ends now shades a loop silent since its last sample up to now.
     live_until = until if until >= now else None
     charts = [
@@ -51,16 +57,17 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
     ]
     numbers: dict[str, Any] = {
         "as_of": latest["at"] if latest else None,
-        "total_gpus": latest["total_gpus"] if latest else sum(len(r.slots) for r in grid),
-        "allocated_gpus": latest["allocated_gpus"] if latest else sum(r.used for r in grid),
+        "total_gpus": sum(p.total_gpus for p in pools),
+        "allocated_gpus": sum(p.allocated_gpus for p in pools),
         # Idle GPUs on nodes that take no work (not ready, or inside a maintenance window now), as
         # `qm sinfo` (AWAY) and metrics/fragmentation/ (unavailable_gpus) count them; the GPUs in
         # service are the rest: held, or free on nodes that take work.
-        "away_gpus": latest["unavailable_gpus"] if latest else sum(r.free for r in grid if not r.schedulable),
+        "away_gpus": sum(p.unavailable_gpus for p in pools),
         "free_gpus": heatmap.notes.get("free_gpus", 0),
-        "stranded_gpus": latest["stranded_gpus"] if latest else None,
-        "pending_jobs": latest["pending_jobs"] if latest else None,
-        "running_jobs": latest["running_jobs"] if latest else None,
+        "stranded_gpus": sum(p.stranded_gpus for p in pools),
+        "pending_jobs": queue.pending_jobs,
+        "running_jobs": queue.running_jobs,
+        # Which waiting jobs are feasible is the cycle's finding: as of the last one.
         "oldest_feasible_pending_s": latest["oldest_feasible_pending_s"] if latest else None,
         "preemptions_today": today["preemptions"],
         "fenced_requeues_today": today["fenced_requeues"],
@@ -126,8 +133,8 @@ def loop_warning(as_of: datetime | None, age_s: float | None) -> str:
     """The words the overview shows when the scheduling loop has stopped ("" while it runs)."""
     if as_of is None or age_s is None or not loop_stalled(age_s):
         return ""
-    return (f"The scheduling loop has not run for {qm.duration(age_s)} (since {qm.utc(as_of)}): every figure and "
-            "chart on this page is that old, and nothing new is admitted until it is back.")
+    return (f"The scheduling loop has not run for {qm.duration(age_s)} (since {qm.utc(as_of)}): the charts and the "
+            "oldest wait are that old, and nothing new is admitted until it is back; the other tiles count now.")
 
 
 def _filters(request: HttpRequest) -> tuple[Window, list[str], str | None, str]:

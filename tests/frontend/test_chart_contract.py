@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from controlplane.services import accounting
 from controlplane.services.cycle import run_cycle
+from frontend.templatetags import qm
 from tests.frontend.test_what_if import wait_done
 from tests.frontend.what_if_steps import key_of, start_replay
 
@@ -123,17 +124,20 @@ def test_queue_chart_of_one_team_is_stacked_by_priority_class(client_for):
     assert "stacked by priority class" in charts["queue"]["caption"]
 
 
-def test_tiles_show_the_latest_sample_and_todays_lost_work(client_for, samples, submit_as):
+def test_tiles_count_now_take_the_oldest_wait_from_the_latest_sample_and_todays_lost_work(client_for, samples,
+                                                                                          submit_as):
     from tests.frontend.page_data import preempted_event
 
-    samples(3, allocated_gpus=100, stranded_gpus=7, pending_jobs=11)
+    samples(3, allocated_gpus=100, stranded_gpus=7, pending_jobs=11, oldest_feasible_pending_s=90.0)
     job = submit_as("alice")
     preempted_event(job, timezone.now(), 7200.0)
     preempted_event(job, timezone.now(), 3600.0, kind="job.requeued")
     preempted_event(job, timezone.now() - timedelta(days=2), 99999.0)  # not today
     text = client_for("alice").get("/ui/overview.json").json()["text"]
-    assert text["allocated_gpus"] == "100" and text["total_gpus"] == "128"
-    assert text["stranded_gpus"] == "7" and text["pending_jobs"] == "11"
+    # the fleet and the queue now (no job holds a GPU; alice's waits), not the samples' made-up counts
+    assert text["allocated_gpus"] == "0" and text["total_gpus"] == "128"
+    assert text["stranded_gpus"] == "0" and text["pending_jobs"] == "1"
+    assert text["oldest_feasible_pending_s"] == qm.duration(90.0)
     assert text["preemptions_today"] == "1" and text["fenced_requeues_today"] == "1"
     assert text["lost_gpu_hours_today"] == "3.0"
 
