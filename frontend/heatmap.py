@@ -4,9 +4,9 @@ Read in two queries (nodes, with whether a maintenance window holds each now; li
 the fleet size. Teams are shown to everyone
 (the fleet's shape is a fleet metric); job ids only to those who may read the job.
 
-`fleet_counts` is the grid's figures without its cells: each node's pool, state, GPUs, GPUs held
-and whether it takes work, from a count of the held GPUs per node (two queries, no GPU or job row
-read into Python). The Nodes page, which shows a page of the grid's rows, draws its fleet-wide
+`fleet_counts` is the grid's figures without its cells: each node's pool, state, GPU type, GPUs,
+GPUs held and whether it takes work, from a count of the held GPUs per node (two queries, no GPU
+or job row read into Python). The Nodes page, which shows a page of the grid's rows, draws its fleet-wide
 figures (each pool's use and fragmentation, GPUs by state) from it.
 """
 
@@ -86,10 +86,17 @@ class NodeCount:
     used: int
     in_maintenance: bool = False
     listed: bool = True
+    gpu_type: str = ""
+    gpu_memory_gb: int = 0
 
     @property
     def free(self) -> int:
         return self.gpus - self.used
+
+    @property
+    def figures(self) -> NodeFigures:
+        """The node as fragmentation reads it (services/fleet_figures.fragmentation_of)."""
+        return NodeFigures(self.pool, self.gpu_type, self.gpu_memory_gb, self.gpus, self.used, self.schedulable)
 
     @property
     def schedulable(self) -> bool:
@@ -106,10 +113,11 @@ def fleet_counts(listed: QuerySet[Node] | None = None) -> list[NodeCount]:
     kept = Exists(listed.filter(pk=OuterRef("pk"))) if listed is not None else Value(True)
     return [
         NodeCount(id=pk, pool=pool, state=state, gpus=gpus, used=min(held.get(pk, 0), gpus), in_maintenance=away,
-                  listed=keep)
-        for pk, pool, state, gpus, away, keep in Node.objects.exclude(state=NodeState.RETIRED)
+                  listed=keep, gpu_type=gpu_type, gpu_memory_gb=memory)
+        for pk, pool, state, gpus, away, keep, gpu_type, memory in Node.objects.exclude(state=NodeState.RETIRED)
         .annotate(in_maintenance=closed, listed=kept).order_by("pool", "leaf_switch", "name")
-        .values_list("id", "pool", "state", "gpu_count", "in_maintenance", "listed")
+        .values_list("id", "pool", "state", "gpu_count", "in_maintenance", "listed", "gpu_type__name",
+                     "gpu_type__memory_gb")
     ]
 
 

@@ -29,6 +29,7 @@ from controlplane.filtersets import NodeFilterSet
 from controlplane.models import Event, GpuType, MaintenanceWindow, Node
 from controlplane.services import access, job_mentions, maintenance
 from controlplane.services.access import access_of
+from controlplane.services.fleet_figures import fragmentation_of
 from controlplane.services.node_tiers import NodeTiers, node_tiers
 from controlplane.services.nodes import cordon_reason
 from controlplane.services.stopping import stop_reasons, stopping_label
@@ -143,6 +144,10 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
     now = timezone.now()
     windows_of = in_maintenance(maintenance_rows or [])
     counts = fleet_counts(listed)
+    # Each pool's use and fragmentation by the API's definitions (metrics/fragmentation/, `qm
+    # sinfo`, the overview's tiles): the stranded GPUs too, which the page did not say, so the
+    # overview's "Stranded GPUs" could not be found on it.
+    fragmentation = {p.pool: p for p in fragmentation_of(c.figures for c in counts)}
     listed_ids = [c.id for c in counts if c.listed]  # in the rows' order: by pool, leaf switch, name
     # Per pool, the places of its first and last listed node: the pages that hold it.
     places: dict[str, tuple[int, int]] = {}
@@ -185,9 +190,8 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
     on_page = {pool: list(in_pool) for pool, in_pool in groupby(rows, key=lambda r: r["node"].pool)}
     first_place = (shown.number - 1) * PAGE_SIZE
     pools = []
-    for pool, in_pool_counts in groupby(counts, key=lambda c: c.pool):
-        in_pool = list(in_pool_counts)
-        ready = [c for c in in_pool if c.schedulable]
+    for pool in dict.fromkeys(c.pool for c in counts):  # in the rows' order
+        figures_of = fragmentation[pool]
         mine = on_page.get(pool, [])
         first, last = places.get(pool, (None, None))
         pools.append({
@@ -195,13 +199,14 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
             # Each leaf switch's rows of this page written in one pass (frontend/node_rows.py), not the template's loop.
             "leaves": [(leaf, node_rows.rows_html(list(members), is_admin))
                        for leaf, members in groupby(mine, key=lambda r: r["node"].leaf_switch)],
-            # The whole pool's, whatever the page shows of it.
-            "gpus": sum(c.gpus for c in in_pool),
-            "used": sum(c.used for c in in_pool),
-            # As the API's fragmentation counts them (services/fleet_figures.py): free GPUs of
-            # ready nodes only, and the most on one of them.
-            "free_ready": sum(c.free for c in ready),
-            "largest_free_block": max((c.free for c in ready), default=0),
+            # The whole pool's, whatever the page shows of it: free GPUs of nodes that take work
+            # only, the most on one of them, and those stranded while a whole-node job waits.
+            "gpus": figures_of.total_gpus,
+            "used": figures_of.allocated_gpus,
+            "free_ready": figures_of.free_gpus,
+            "largest_free_block": figures_of.largest_free_block,
+            "stranded": figures_of.stranded_gpus,
+            "waiting_whole_node_jobs": figures_of.waiting_whole_node_jobs,
             # Its listed nodes: how many, how many this page shows, and the pages that hold them.
             "listed": 0 if first is None else last - first + 1,
             "shown": len(mine),

@@ -42,9 +42,10 @@ PINNED = {
     # one for the maintenance windows active or upcoming (two more, their nodes and running jobs,
     # once there is one: tests/frontend/test_operator_maintenance_pages.py); every node's counts
     # (two: GPUs held per node, the nodes), the page's grid (two), its heartbeats with the retired
-    # nodes (one); the page one more for its filter's GPU types (tests/frontend/test_nodes_page_pages.py)
-    "/nodes/": 10,
-    "/ui/nodes.json": 9,
+    # nodes (one); the page one more for its filter's GPU types (tests/frontend/test_nodes_page_pages.py);
+    # the waiting jobs that need whole nodes, for each pool's stranded GPUs (two, fleet_figures.fragmentation_of)
+    "/nodes/": 12,
+    "/ui/nodes.json": 11,
     # the node, its slots (two), the jobs on it, its events; its tiers over the window
     # (services/node_tiers.py): the rollup cursor, when it joined, when the accounting began, its
     # GPUs' holders, gang members gone early, its samples; its jobs' rollup rows once its agent
