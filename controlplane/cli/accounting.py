@@ -253,6 +253,13 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     # product joined halfway read as a fleet that cost nothing until then).
     not_recorded = (f"Not recorded before {output.utc_text(began)}, when the accounting began: these figures count "
                     "nothing before it (not $0.00 of use: no record).") if began else ""
+    began_at, ended = output.parse_time(began), output.parse_time(window.get("end"))
+    if began_at is not None and ended is not None and began_at >= ended:
+        # The period ended before the accounting began: a table of 0.00 and a TOTAL of 0.00 (the
+        # fleet readers' __idle__ row) read as a fleet that cost nothing; as the page, no figures.
+        print(output.visible(f"Nothing was recorded in this period: the accounting began at {output.utc_text(began)}, "
+                             "after it ended (not $0.00 of use: no record)."))
+        return 0
     if not allocations:
         print("Nothing recorded in this window.")
         if not_recorded:
