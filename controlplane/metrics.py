@@ -18,6 +18,8 @@ Families (labels in brackets):
                                             [team, gpu_type, cohort]       gauges (no series = no limit)
   quartermaster_quota_usage_gpus[team, gpu_type]                           gauge
   quartermaster_gpus_capacity / _allocated / _active / _productive[gpu_type]   gauges
+  quartermaster_gpus_allocated_last_minute[gpu_type]                       gauge (allocated over the minute
+                                            _active and _productive average: the three tiers of one minute)
   quartermaster_stranded_gpus, quartermaster_reserved_gpus, quartermaster_largest_free_block_gpus[pool] gauges
   quartermaster_leader_epoch                                               gauge
   quartermaster_last_cycle_timestamp_seconds                               gauge
@@ -231,13 +233,23 @@ class QuartermasterCollector(Collector):
                                       labels=["gpu_type"])
         for r in AllocationGpu.objects.filter(live=True).values("node__gpu_type__name").annotate(n=Count("id")):
             allocated.add_metric([r["node__gpu_type__name"]], r["n"])
+        # The tiers of one minute: active and productive are averaged over the last rolled minute,
+        # so a ratio of them to `allocated` (now) mixed two instants and could pass 1 whenever jobs
+        # ended in the meantime. `allocated_last_minute` is that minute's allocated tier.
+        allocated_minute = GaugeMetricFamily(
+            f"{PREFIX}_gpus_allocated_last_minute",
+            "GPUs held by allocations, averaged over the last rolled minute: the minute the active and productive "
+            "GPUs average over, so allocated >= active >= productive among the three.", labels=["gpu_type"],
+        )
         active = GaugeMetricFamily(
-            f"{PREFIX}_gpus_active", "Allocated GPUs × reported device activity, averaged over the last rolled minute.",
+            f"{PREFIX}_gpus_active", "Allocated GPUs × reported device activity, averaged over the last rolled minute "
+            f"(compare with {PREFIX}_gpus_allocated_last_minute, not the allocated GPUs now).",
             labels=["gpu_type"],
         )
         productive = GaugeMetricFamily(
             f"{PREFIX}_gpus_productive",
-            "GPUs' worth of retained progress at the jobs' fault-free rates, over the last rolled minute.",
+            "GPUs' worth of retained progress at the jobs' fault-free rates, over the last rolled minute "
+            f"(compare with {PREFIX}_gpus_allocated_last_minute).",
             labels=["gpu_type"],
         )
         rolled = GaugeMetricFamily(f"{PREFIX}_accounting_rolled_until_timestamp_seconds",
@@ -248,11 +260,13 @@ class QuartermasterCollector(Collector):
             for r in (
                 FleetRollup.objects.filter(bucket=accounting.MINUTE, start=minute)
                 .values("gpu_type__name")
-                .annotate(active=Sum("active_gpu_seconds"), productive=Sum("productive_gpu_seconds"))
+                .annotate(allocated=Sum("allocated_gpu_seconds"), active=Sum("active_gpu_seconds"),
+                          productive=Sum("productive_gpu_seconds"))
             ):
+                allocated_minute.add_metric([r["gpu_type__name"]], float(r["allocated"] or 0) / 60)
                 active.add_metric([r["gpu_type__name"]], float(r["active"] or 0) / 60)
                 productive.add_metric([r["gpu_type__name"]], float(r["productive"] or 0) / 60)
-        yield from (capacity, allocated, active, productive, rolled)
+        yield from (capacity, allocated, allocated_minute, active, productive, rolled)
 
     # -- fleet shape and leadership --------------------------------------------------------
 
