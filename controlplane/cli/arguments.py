@@ -28,7 +28,19 @@ def array_id(text: str) -> str:
         raise CliError(f"'{text}' is not an array id (a UUID, as `qm submit --array` printed)") from None
 
 
-def job_id(text: str) -> int:
+def job_id(text: str, array_flag: str | None = None) -> int:
+    """A job's id; `array_flag` ("qm cancel --array") is how the command takes a job array's id
+    instead, said when one is given where a job's is (scancel takes an array's id in place)."""
     if not (text.isascii() and text.isdigit()):  # int() refuses '²', which isdigit() accepts
+        if array_flag is not None and _is_uuid(text):
+            raise CliError(f"'{text}' is a job array's id, not a job's: {array_flag} {text.strip()}")
         raise CliError(f"'{text}' is not a job id (a number, as `qm list` shows)")
     return int(text)
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text.strip())
+    except ValueError:
+        return False
+    return True

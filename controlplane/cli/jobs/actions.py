@@ -87,7 +87,7 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
         return _act_on_array(api, args, verb)
     if not args.jobs:
         raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
-    ids = [arguments.job_id(job) for job in args.jobs]
+    ids = [arguments.job_id(job, f"qm {verb} --array") for job in args.jobs]
     body = _action_body(args)
     failed, results = 0, []
     for job_id in ids:
