@@ -31,7 +31,7 @@ from django.db.models import Case, CharField, Value, When
 from django.utils import timezone
 
 from controlplane.choices import EventKind, JobHold, JobState
-from controlplane.models import Event, Job, PendingPlace
+from controlplane.models import Event, GpuType, Job, PendingPlace, PriorityClass, Project
 from controlplane.services import access, dependencies
 from controlplane.services import jobs as job_service
 from controlplane.services.hold_text import held_sentence, hold_label_of, reason_problem
@@ -73,7 +73,7 @@ class Refused(Exception):
     """A hold, release or change that may not happen: `status` (403, 409 or 400), one sentence,
     and the fields at fault when the refusal is about fields."""
 
-    def __init__(self, status: int, detail: str, errors: dict[str, str] | None = None) -> None:
+    def __init__(self, status: int, detail: str, errors: dict[str, str | list[str]] | None = None) -> None:
         super().__init__(detail)
         self.status = status
         self.detail = detail
@@ -464,10 +464,15 @@ class Problems:
         invalid (the state's conflicts and the admin's limit said with the rest, each on its
         field); else 409 when a field conflicts with the job's state (the limit only an admin may
         raise named too); else 403."""
-        errors = {**self.invalid, **self.conflicts, **self.forbidden}  # one kind per field: none has two
         if self.invalid:
+            # A value that names nothing (an unknown GPU type) of a field the job's state does not
+            # let change has both problems on that field: the value's first, as the API's
+            # serializer says a malformed one ("gpus": 0 of a running job).
+            errors: dict[str, str | list[str]] = {**self.conflicts, **self.forbidden}
+            for name, problem in self.invalid.items():
+                errors[name] = [problem, errors[name]] if isinstance(errors.get(name), str) else problem
             return Refused(400, "Invalid change.", errors)
-        return Refused(409 if self.conflicts else 403, " ".join(self.sentences), errors)
+        return Refused(409 if self.conflicts else 403, " ".join(self.sentences), {**self.conflicts, **self.forbidden})
 
 
 @dataclass
@@ -630,6 +635,7 @@ def _judge(user: AbstractBaseUser, job_id: int, changes: dict[str, Any], *,
     problems = Problems()
     if job.state in _RUNNING_STATES:
         _check_running_change(job, changes, who, problems, unreadable=unreadable)
+        problems.invalid.update(_names_of_nothing(job, changes))
     elif job.state != JobState.PENDING:
         field_name = next(iter(changes), next(iter(sorted(unreadable)), "non_field_errors"))
         raise Refused(409, f"Job {job.pk} has already ended ({_state_words(job)}); nothing about it can change.",
@@ -706,6 +712,26 @@ def _check_running_change(job: Job, changes: dict[str, Any], who: access.Access,
                 f"({_words('runtime_limit_s', job.runtime_limit_s)} now, {_words('runtime_limit_s', limit)} asked).")
         elif problem := job_service.runtime_limit_problem(limit, job.priority_class):
             problems.invalid["runtime_limit_s"] = problem
+
+
+def _names_of_nothing(job: Job, changes: dict[str, Any]) -> dict[str, str]:
+    """A running job's change that names what does not exist (a GPU type, a priority class, its
+    team's project), each in the submit's words: an invalid value (400) whatever the job's state,
+    said before the state's conflict on the same field. The 409 alone said only that the field
+    changes while the job waits, and the researcher resent the same unknown type once it had
+    ended (found 6 Dec). A waiting job's change has them judged as a submit (_judge_as_submit)."""
+    problems: dict[str, str] = {}
+    if changes.get("gpu_types"):
+        known = GpuType.objects.values_list("name", flat=True)
+        if problem := job_service.unknown_gpu_types_problem(changes["gpu_types"], known):
+            problems["gpu_types"] = problem
+    name = changes.get("priority_class")
+    if name and not PriorityClass.objects.filter(name=name).exists():
+        problems["priority_class"] = job_service.unknown_class_problem(name)
+    project = changes.get("project")
+    if project and not Project.objects.filter(team_id=job.team_id, name=project).exists():
+        problems["project"] = job_service.unknown_project_problem(job.team.name, project)
+    return problems
 
 
 def _judge_as_submit(user: AbstractBaseUser, job: Job, changes: dict[str, Any], *,

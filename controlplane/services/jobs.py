@@ -495,8 +495,7 @@ def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
     # priority class: the one named, else the team's default, else the lowest class
     if req.priority_class:
         if priority_class is None:
-            names = ", ".join(PriorityClass.objects.order_by("-value").values_list("name", flat=True))
-            errors["priority_class"] = f"unknown priority class '{req.priority_class}'; choose one of: {names or '(none defined)'}"
+            errors["priority_class"] = unknown_class_problem(req.priority_class)
     elif team is None:
         priority_class = None
     elif priority_class is None:
@@ -509,7 +508,7 @@ def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
     if not (req.project and team is not None):
         project = None
     elif project is None:
-        errors["project"] = f"team '{team.name}' has no project '{req.project}'"
+        errors["project"] = unknown_project_problem(team.name, req.project)
 
     runtime_limit_s = 0
     if priority_class is not None:
@@ -517,21 +516,13 @@ def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
         if problem := runtime_limit_problem(runtime_limit_s, priority_class):
             errors["runtime_limit_s"] = problem
 
-    if req.gpu_types:
-        known = set(fleet.gpu_types)
-        unknown = [t for t in req.gpu_types if t not in known]
-        if unknown:
-            errors["gpu_types"] = (
-                f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
-            )
+    if problem := unknown_gpu_types_problem(req.gpu_types, fleet.gpu_types):
+        errors["gpu_types"] = problem
 
     if req.roles:
-        known = set(fleet.gpu_types)
-        unknown = sorted({t for role in req.roles for t in role.get("gpu_types") or () if t not in known})
-        if unknown:
-            errors["roles"] = (
-                f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
-            )
+        roles_types = sorted({t for role in req.roles for t in role.get("gpu_types") or ()})
+        if problem := unknown_gpu_types_problem(roles_types, fleet.gpu_types):
+            errors["roles"] = problem
     if shape_known:
         errors.update(shape_errors(gpus=req.gpus, gpus_per_node=req.gpus_per_node, topology=req.topology,
                                    min_gpus=req.min_gpus, max_gpus=req.max_gpus, roles=req.roles))
@@ -551,6 +542,27 @@ def _resolve_all(user: AbstractBaseUser, req: SubmitRequest,
     if errors or team is None or priority_class is None:
         return None, fleet, errors
     return _Resolved(team, project, priority_class, runtime_limit_s, array_indices, task_limit), fleet, errors
+
+
+def unknown_gpu_types_problem(asked: Sequence[str], known: Iterable[str]) -> str | None:
+    """The refusal of GPU types no GPU type of the fleet is named (every one of them, and the
+    known ones), or None when each is known. A submit, an array's and a change say it alike,
+    a running job's change too: an unknown type is an invalid value whatever the job's state."""
+    known = set(known)
+    unknown = [t for t in asked if t not in known]
+    if not unknown:
+        return None
+    return f"unknown GPU type {', '.join(repr(t) for t in unknown)}; known types: {', '.join(sorted(known)) or '(none)'}"
+
+
+def unknown_class_problem(name: str) -> str:
+    """The refusal of a priority class no class is named, with the classes there are."""
+    names = ", ".join(PriorityClass.objects.order_by("-value").values_list("name", flat=True))
+    return f"unknown priority class '{name}'; choose one of: {names or '(none defined)'}"
+
+
+def unknown_project_problem(team: str, project: str) -> str:
+    return f"team '{team}' has no project '{project}'"
 
 
 #: How a refusal of a class the team may not use begins (services/holds: a change that keeps

@@ -315,8 +315,9 @@ def refusal_answer(refusal: holds.Refused) -> Response:
     (naming the field when the refusal is about one: a member raising a running job's limit);
     409, naming each field a running or ended job cannot change (`errors`, as a 400 names
     them); or 400 naming each field at fault."""
-    if refusal.status == 400:
-        raise ValidationError({name: [message] for name, message in refusal.errors.items()}
+    if refusal.status == 400:  # a field may have two problems: its value's, and the job's state's
+        raise ValidationError({name: [message] if isinstance(message, str) else message
+                               for name, message in refusal.errors.items()}
                               or {"non_field_errors": [refusal.detail]})
     if refusal.status == 403 and not refusal.errors:
         raise PermissionDenied(refusal.detail)
