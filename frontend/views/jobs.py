@@ -16,11 +16,13 @@ from typing import Any
 
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
+from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
+from django.utils.html import strip_tags
 from django.utils.http import urlencode
 from django.views.decorators.http import require_GET, require_POST
 from rest_framework.exceptions import ValidationError
@@ -105,13 +107,20 @@ def _job_teams(user: Any) -> list[str]:
     return list(access.member_teams(user).order_by("name").values_list("name", flat=True))
 
 
-@login_required
-@require_GET
-def job_list(request: HttpRequest) -> HttpResponse:
-    user = request.user
+#: The live update's own parameters, beside the list's filters, sort and page.
+LIVE_PARAMS = ("ids", "after")
+
+
+def _listed(request: HttpRequest) -> tuple[JobFilterSet, QuerySet[Job], str]:
+    """The list as the request filters and sorts it (the page and its live update read it so):
+    the filterset, the rows in their order, and the `ordering` asked for ("" newest first)."""
     # `place`: a waiting job's queue position, ETA and the numbers of its reason.
-    jobs = access.visible_jobs(user).select_related("team", "priority_class", "project", "submitter", "place")
-    filterset = JobFilterSet(request.GET or None, queryset=jobs, request=request)
+    jobs = access.visible_jobs(request.user).select_related("team", "priority_class", "project", "submitter",
+                                                             "place")
+    params = request.GET.copy()
+    for name in LIVE_PARAMS:
+        params.pop(name, None)
+    filterset = JobFilterSet(params or None, queryset=jobs, request=request)
     filtered = filterset.is_bound and filterset.is_valid()
     # A refused filter lists nothing, as the history page does: the whole list under the
     # error line read as the filter's answer.
@@ -120,12 +129,30 @@ def job_list(request: HttpRequest) -> HttpResponse:
     ordering = request.GET.get("ordering", "") if filtered else ""
     if not ordering:
         rows = rows.order_by("-submitted_at", "-id")
+    return filterset, rows, ordering
+
+
+def _with_their_rows(rows: QuerySet[Job], ids: list[int]) -> list[Job]:
+    """The jobs of `ids` as the list's rows show them, in that order: the GPUs each holds now
+    (an elastic job's may differ from its request) and the teams of the jobs their reasons name
+    (said by team when not the reader's), one query each."""
+    listed = job_pages.jobs_of_page(rows, ids)  # sorted ids, then their rows
+    attach_gpus_held(listed)
+    job_mentions.prefetch(job.pending_message for job in listed)
+    return listed
+
+
+@login_required
+@require_GET
+def job_list(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    jobs = access.visible_jobs(user)
+    # Read before the list, so that a job submitted while it is read is told by the live update.
+    seen = job_pages.newest_id()
+    filterset, rows, ordering = _listed(request)
+    filtered = filterset.is_bound and filterset.is_valid()
     page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
-    page.object_list = job_pages.jobs_of_page(rows, page.object_list)  # sorted ids, then their rows
-    # The GPUs each listed job holds now (an elastic job's may differ from its request): one query.
-    attach_gpus_held(page.object_list)
-    # The teams of the jobs their reasons name (said by team when not the reader's): one query.
-    job_mentions.prefetch(job.pending_message for job in page.object_list)
+    page.object_list = _with_their_rows(rows, page.object_list)
     array_id = request.GET.get("array_id") if filtered else None
     array_states = array_limit = None
     if array_id:  # (state, state_label, n): a stopping task counted by why it stops
@@ -133,7 +160,12 @@ def job_list(request: HttpRequest) -> HttpResponse:
         # Slurm's %N: every task carries the array's limit (PATCH job-arrays/{id}/ sets them all).
         array_limit = jobs.filter(array_id=array_id).values_list("array_task_limit", flat=True).first()
     ids = [job.pk for job in page.object_list][:MAX_LIVE_ROWS]
-    query = request.GET.copy()
+    # The live update re-reads this list (its filters, sort and page) for the rows shown and the
+    # jobs submitted after `seen`; a refused filter lists nothing to keep up.
+    live = request.GET.copy()
+    for name in LIVE_PARAMS:
+        live.pop(name, None)
+    query = live.copy()
     query.pop("page", None)
     context: dict[str, Any] = {
         "page": "jobs",
@@ -151,7 +183,11 @@ def job_list(request: HttpRequest) -> HttpResponse:
         "array_states": array_states,
         "array_limit": array_limit,
         "may_submit": access.may_submit(user),
-        "live_url": reverse("frontend:jobs-json") + "?" + urlencode({"ids": ",".join(map(str, ids))}) if ids else "",
+        "live_url": "" if filterset.is_bound and not filtered else
+                    reverse("frontend:jobs-json") + (f"?{live.urlencode()}" if live else ""),
+        "live_extra": urlencode({"ids": ",".join(map(str, ids)), "after": seen}),
+        "page_size": PAGE_SIZE,
+        "news_in_place": job_pages.news_in_place(ordering, page.number),
         "job_url": reverse("v1:job-list"),
         "array_url": reverse("v1:job-array-list"),
         "check_url": reverse("frontend:job-check"),
@@ -165,22 +201,63 @@ def job_list(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_GET
 def job_list_json(request: HttpRequest) -> JsonResponse:
-    """The state cells of the listed jobs, re-rendered, for the list's live updates."""
+    """The list's live update: the state cells and ages of the listed jobs (`ids`), re-rendered;
+    and, given `after` (the newest job id the page has seen), the list re-read under the page's
+    filters, sort and page: its count, and the jobs submitted since, as rows for the top of the
+    first page newest first, else as a notice saying how many and where they are
+    (services/job_pages.news_in_place says which, and why)."""
     try:
         ids = [int(part) for part in request.GET.get("ids", "").split(",") if part][:MAX_LIVE_ROWS]
     except ValueError:
         return JsonResponse({"detail": "ids: expected comma-separated job ids", "errors": {"ids": ["not integers"]}},
                             status=400)
+    after = request.GET.get("after")
+    if after is not None and not (after.isdigit() and int(after) < 2**63):  # a job id, as the table holds
+        return JsonResponse({"detail": "after: expected a job id", "errors": {"after": ["not a whole number"]}},
+                            status=400)
     jobs = access.visible_jobs(request.user).filter(pk__in=ids).select_related("place").only(
         "id", "state", "hold", "pending_code", "pending_words", "team_id", "place__queue_position", "place__eta",
-        "place__numbers",
+        "place__numbers", "submitted_at",
     )
     jobs = list(jobs)
     job_mentions.prefetch(job.pending_message for job in jobs)
     attach_stop_reasons(jobs)  # a stopping job's badge says why (one query, none without one)
-    return JsonResponse({"html": {
-        f"job-state-{job.pk}": render_to_string("frontend/_job_state_cell.html", {"job": job}) for job in jobs
-    }})
+    body: dict[str, Any] = {
+        "html": {f"job-state-{job.pk}": render_to_string("frontend/_job_state_cell.html", {"job": job})
+                 for job in jobs},
+        # ages advance ("42 s ago"): written only where the words changed (qm.js)
+        "text": {f"job-age-{job.pk}": qm.age(job.submitted_at) for job in jobs},
+    }
+    if after is not None:
+        news = _list_news(request, int(after))
+        body["html"].update(news.pop("html", {}))
+        body.update(news)
+    return JsonResponse(body)
+
+
+def _list_news(request: HttpRequest, after: int) -> dict[str, Any]:
+    """The list re-read for its live update: the count line, the links to its pages, and the
+    jobs submitted after `after` (rows, or a notice), with the sentence a screen reader hears."""
+    filterset, rows, ordering = _listed(request)
+    if filterset.is_bound and not filterset.is_valid():
+        return {}  # the page lists nothing for a refused filter: nothing to keep up
+    page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
+    news = job_pages.news(rows, after, in_place=job_pages.news_in_place(ordering, page.number), limit=PAGE_SIZE)
+    query = request.GET.copy()
+    for name in ("page", *LIVE_PARAMS):
+        query.pop(name, None)
+    context = {"jobs": page, "ordering": ordering, "query": query.urlencode(), "news": news}
+    html = {"jobs-count": render_to_string("frontend/_jobs_count.html", context),
+            "jobs-pages": render_to_string("frontend/_jobs_pages.html", context),
+            "jobs-new": render_to_string("frontend/_jobs_new.html", context)}
+    new_rows = _with_their_rows(rows, news.ids) if news.ids else []
+    if news.in_place:
+        said = "; ".join(f"job {job.pk} {job.name}" for job in new_rows)
+        said = f"New in this list: {said}." if said else ""
+    else:
+        said = " ".join(strip_tags(html["jobs-new"]).split())  # the notice's own words
+    return {"html": html, "after": news.seen, "said": said,
+            "rows": [render_to_string("frontend/_job_row.html", {"job": job}, request=request) for job in new_rows]}
 
 
 # ------------------------------------------------------------------------------ live checks

@@ -24,8 +24,9 @@ PINNED = {
     "/": 18,
     "/ui/overview.json": 18,
     # one for the listed jobs' held GPUs (gpus_held); the page's ids are read apart from their rows
-    # (services/job_pages.py: sorted on the jobs table alone, not after joining every job)
-    "/jobs/": 12,
+    # (services/job_pages.py: sorted on the jobs table alone, not after joining every job); one for
+    # the newest job id, which its live update asks about the jobs after (job_pages.newest_id)
+    "/jobs/": 13,
     "/ui/jobs.json": 4,
     # one for its dependencies, both ways (services/dependencies.page_of); its Output panel two
     # (its runs; each rank's span), three once it has output (the last lines); its Runs panel six

@@ -156,7 +156,7 @@ ROW_HEAD = re.compile(r'<th scope="row"[^>]*>(.*?)</th>', re.S)
 def row_heads(html: str, table: str, row: str) -> dict[str, list[str]]:
     """The body rows of the table that opens with `table`, keyed by the group of `row` (the row's
     own tag), each with the insides of its `th scope="row"` cells."""
-    found = re.search(re.escape(table) + r".*?<tbody>(.*?)</tbody>", html, re.S)
+    found = re.search(re.escape(table) + r".*?<tbody[^>]*>(.*?)</tbody>", html, re.S)
     assert found, f"no {table} with a body"
     return {key: ROW_HEAD.findall(cells) for key, cells in re.findall(row + r"(.*?)</tr>", found.group(1), re.S)}
 

@@ -865,6 +865,7 @@
         if (el.textContent !== text[key]) el.textContent = text[key];
       });
     });
+    if (data.rows) insertRows(data.rows);
     var html = data.html || {};
     Object.keys(html).forEach(function (key) {
       document.querySelectorAll('[data-live-html="' + key + '"]').forEach(function (el) {
@@ -887,7 +888,8 @@
         });
       });
     });
-    announce(said);
+    announce(said, data.said);
+    if (data.after !== undefined) keepUpWith(data.after);
     if (data.state) {
       QM.state = data.state;
       markStaleForms(data.state);
@@ -938,13 +940,53 @@
     return now;
   }
 
-  function announce(before) {
+  /* `news`: a sentence of the update's own about what it brought (the jobs list's new jobs:
+     "New in this list: job 12 train."), said with the states that changed, and not again while
+     it stays the same (a notice of "2 new jobs" each poll until they are shown). */
+  var lastNews = "";
+  function announce(before, news) {
     var out = document.getElementById("live-said");
     if (!out) return;
     var after = announced();
     var changes = Object.keys(after).filter(function (key) { return key in before && before[key] !== after[key]; })
       .map(function (key) { return key + ": " + after[key]; });
+    if (news !== undefined) {
+      if (news && news !== lastNews) changes.push(news.replace(/\.$/, ""));
+      lastNews = news;
+    }
     if (changes.length) out.textContent = changes.join(". ");
+  }
+
+  /* A list's new rows (the jobs list, its first page newest first: frontend/views/jobs.
+     _list_news), newest first, go in at the top of its table ([data-live-rows]), above the rows
+     read, which keep their order. The page keeps its size (data-live-rows-max): a row pushed
+     past it goes, as a reload would show the page, unless it holds the keyboard's focus. */
+  function insertRows(rows) {
+    var body = document.querySelector("[data-live-rows]");
+    if (!body || !rows.length) return;
+    var made = document.createElement("tbody");
+    made.innerHTML = rows.join("");
+    var first = body.firstElementChild;
+    Array.prototype.slice.call(made.children).forEach(function (row) { body.insertBefore(row, first); });
+    var most = Number(body.dataset.liveRowsMax || "0");
+    var focused = document.activeElement;
+    while (most && body.children.length > most && !body.lastElementChild.contains(focused)) {
+      body.removeChild(body.lastElementChild);
+    }
+    var table = document.querySelector("[data-live-rows-table]");
+    if (table) table.hidden = false;
+    var empty = document.querySelector("[data-live-rows-empty]");
+    if (empty) empty.hidden = true;
+  }
+
+  /* The next poll of a list asks about the rows it shows now and the jobs after the newest it
+     has seen (`after`): a row put in is not told as new again. */
+  function keepUpWith(after) {
+    var body = document.querySelector("[data-live-rows]");
+    var ids = body ? Array.prototype.map.call(body.querySelectorAll("tr[data-job]"), function (row) {
+      return row.dataset.job;
+    }).slice(0, 100) : [];
+    document.body.dataset.liveExtra = "ids=" + ids.join("%2C") + "&after=" + encodeURIComponent(after);
   }
 
   function liveUrl() {
