@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from django.db.models import QuerySet
+from django.db.models import Max, QuerySet
 
 from controlplane.models import Job
 
@@ -38,7 +38,7 @@ def newest_id() -> int:
     """The newest job's id now: a list read now has seen every job up to it, and its live
     update asks for the jobs after it (`news`). Ids grow with each submit (the jobs table's
     sequence), so a job whose id is above it was submitted after the read."""
-    return Job.objects.order_by("-pk").values_list("pk", flat=True).first() or 0
+    return Job.objects.aggregate(newest=Max("pk"))["newest"] or 0  # the primary key's index: one step
 
 
 def news_in_place(ordering: str, page: int) -> bool:
