@@ -7,7 +7,8 @@ for every job of one of their teams. The rest happens in two places:
    (models/events.py announces it, controlplane/signals.py calls this), so in the very
    transaction that records a job's event: it maps each job event to what a hook may subscribe
    to (`notify_on`), finds the hooks that want it in ONE query for the whole batch (none for a
-   batch without such an event: a job's waiting reason, an allocation, a node), and writes one
+   batch without such an event: a job's waiting reason, an allocation, a node; before it, a short
+   read of whether any hook is active at all, which ends there when none is), and writes one
    NotificationDelivery row per (hook, event) in one more. The outbox commits with the event or
    not at all; after the commit the sender is woken (`triggers.request_notifications`).
 2. `deliver_due`, run by the Celery task `qm.notify` (beat every NOTIFY_INTERVAL_S, and woken on
@@ -195,9 +196,14 @@ def enqueue(events: Sequence[Event]) -> int:
 def _matching_hooks(job_ids: list[int]) -> dict[int, list[_Match]]:
     """The active hooks that follow each of these jobs: their submitter's own hooks, and the
     hooks on their team of users who may still read it (members who are not finance, admins).
-    One query (on SQLite one per 500 jobs)."""
+    Two queries (on SQLite one more per 500 jobs), one when no hook is active: every job's end
+    comes here, and most fleets have few hooks or none. The join below costs ~3 ms to plan and
+    run even over an empty hook table (1,000 /bin/true jobs through 64 agents: 0.75 s of
+    PostgreSQL in 250 exit reports); a read of the hook table alone costs a tenth of it."""
     from controlplane.models import Job, Membership, NotificationHook, Team
 
+    if not NotificationHook.objects.filter(active=True).exists():
+        return {}
     user_table = get_user_model()._meta.db_table
     sql = (
         f"SELECT h.id, h.events, j.id, j.name, j.state, t.name FROM {NotificationHook._meta.db_table} h "
