@@ -230,11 +230,10 @@ def _closed_jobs(fleet: Fleet, n: int, first: int) -> None:
 
 
 def _analysed() -> None:
-    """The planner's row counts of the test's rows. ANALYZE writes a table's row count in place,
-    outside the test's transaction, and so does an autovacuum of the table's committed (empty)
-    state, which the whole suite's churn can start at any moment: the jobs table counted as
-    empty, the page read 123 job rows, not 111 (6 Dec, under `make test`). So it is asked
-    right before each read measured, not once after the rows are written."""
+    """The planner's row counts of the test's rows, asked right before each read measured: ANALYZE
+    writes a table's row count in place, outside the test's transaction, and so does an
+    autovacuum of the table's committed (empty) state, which the suite's churn can start at any
+    moment."""
     with connection.cursor() as cursor:
         cursor.execute(f"ANALYZE controlplane_job, {job_history.JOB_DAY_SUMS}, {job_costs.ENDED_JOB_COSTS}")
 
@@ -267,9 +266,12 @@ def test_the_page_reads_no_more_rows_for_more_closed_history(fleet: Fleet) -> No
     assert more["controlplane_job"] <= 10 and more[job_history.JOB_DAY_SUMS] <= 3, more
     assert more[job_costs.ENDED_JOB_COSTS] <= 3, more
     # the page: those, and its 50 rows (their costs, looked up by the page's ids, are
-    # job_costs.jobs_costs' own reads: on so few rows the planner merges them along the key)
+    # job_costs.jobs_costs' own reads: on so few rows the planner merges them along the key).
+    # No more rows for more history; not always the same: under `make test` (6 Dec, twice) the
+    # smaller history's page read 123 job rows and the larger one's 111, another plan for 63
+    # ended jobs than for 153, and it passed alone.
     for table in ("controlplane_job", job_history.JOB_DAY_SUMS):
-        assert more_page[table] == fewer_page[table], (fewer_page, more_page)
+        assert more_page[table] <= fewer_page[table], (fewer_page, more_page)
     assert more_page["controlplane_job"] <= 2 * 50 + 11, more_page  # the page read, its costs, the totals
     assert _page_totals(admin)[0] == 153
     # the session, the user, the memberships, the team menu; the closed totals (one), the days
