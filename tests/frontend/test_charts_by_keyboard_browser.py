@@ -123,8 +123,10 @@ def test_a_legend_click_and_a_series_checkbox_hide_the_same_series(session: Any)
 
 
 def _x_range(page: Page, key: str) -> list[str]:
-    """The x range the chart draws now, as plotly's layout has it (seconds: a zoom's are finer)."""
-    return [str(end)[:19] for end in page.evaluate("key => document.getElementById('chart-' + key).layout.xaxis.range", key)]
+    """The x range the chart draws now, as plotly's layout has it, to the second (a zoom's are
+    finer; an autorange on a whole minute is said without its seconds, "2026-12-06 18:07")."""
+    ends = page.evaluate("key => document.getElementById('chart-' + key).layout.xaxis.range", key)
+    return [datetime.fromisoformat(str(end)[:19]).strftime("%Y-%m-%d %H:%M:%S") for end in ends]
 
 
 def _pressed(page: Page, key: str) -> list[str]:
