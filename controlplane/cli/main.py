@@ -34,6 +34,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -549,10 +550,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:
-        # The reader stopped early (`qm list | head`): nothing left to say. Point stdout at
-        # /dev/null so the interpreter's last flush at exit does not fail again.
+        # The reader stopped early (`qm list | head`, or a follow's reader gone): nothing left
+        # to say. Point stdout at /dev/null so no last flush fails again, then end as `cat` or
+        # `yes` would, killed by SIGPIPE (Python ignores it, so a write raises instead): the
+        # shell says nothing of it, and `set -o pipefail` sees 141, not a list read to its end.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 0
+        sys.stderr.flush()
+        signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGPIPE)
+        return 128 + signal.SIGPIPE  # not reached: the signal ends the process
 
 
 if __name__ == "__main__":

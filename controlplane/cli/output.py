@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import re
+import select
 import sys
+import time
 import unicodedata
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta, timezone
@@ -234,3 +236,23 @@ def nodes_cell(nodes: list[str]) -> str:
     if len(nodes) <= 3:
         return ",".join(nodes)
     return ",".join(nodes[:2]) + f",+{len(nodes) - 2}"
+
+
+def pause(seconds: float) -> None:
+    """Wait `seconds` between two rounds of a follow, or raise BrokenPipeError as soon as standard
+    output's reader has gone (`qm events --follow | head -3`, head done): a follow of a quiet job
+    writes nothing for hours, and a closed pipe is otherwise found only by the next write. The
+    kernel says so on the pipe's writing end (POLLERR; POLLHUP for a terminal or socket hung
+    up), so the wait is a poll on it. A file or /dev/null never says either: a plain wait."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # no stdout, or not a file (a test's StringIO)
+        time.sleep(seconds)
+        return
+    watch = select.poll()
+    watch.register(fd, 0)  # POLLERR, POLLHUP and POLLNVAL are reported whatever is asked
+    for _, happened in watch.poll(max(0, round(seconds * 1000))):
+        if happened & select.POLLNVAL:  # stdout was closed under us: nothing to watch
+            time.sleep(seconds)
+        elif happened & (select.POLLERR | select.POLLHUP):
+            raise BrokenPipeError("standard output's reader has gone")

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -79,4 +78,4 @@ def _follow(api: Api, args: argparse.Namespace, job_id: int, seen: set[int]) -> 
                 code = f", exit code {job['exit_code']}" if job["exit_code"] is not None else ""
                 print(output.visible(f"Job {job_id} ({job['name']}) {ended_words(job['state'])}{code}."))
             return
-        time.sleep(args.interval)
+        output.pause(args.interval)  # ends at once should the reader go (`| head -3`)

@@ -180,10 +180,11 @@ class _CtrlC:
         self.pressed = False
 
     def wait(self, seconds: float) -> bool:
-        """Sleep up to `seconds`, in short naps so a Ctrl-C ends it soon; whether it came."""
+        """Sleep up to `seconds`, in short naps so a Ctrl-C ends it soon; whether it came. A
+        reader gone from standard output (`| head`) ends it too (BrokenPipeError)."""
         until = time.monotonic() + seconds
         while not self.pressed and (left := until - time.monotonic()) > 0:
-            time.sleep(min(left, 0.05))
+            output.pause(min(left, 0.05))
         return self.pressed
 
 
