@@ -28,12 +28,12 @@ def cmd_login(api: Api, args: argparse.Namespace) -> int:
     else:
         password = os.environ.get("QM_PASSWORD") or _ask(
             "Password: ", getpass.getpass, "give it with --password-stdin or $QM_PASSWORD")
-    anonymous = Api(api.url, None)
+    anonymous = Api(api.url, None, api.timeout_s)
     answer = anonymous.request("POST", "auth/token/", body={"username": username, "password": password})
     replaced = _stored_login()
     path = save_config({"url": api.url, "token": answer["token"], "username": answer["username"]})
-    _revoke_replaced(replaced, answer["token"])
-    me = Api(api.url, answer["token"]).request("GET", "auth/me/")
+    _revoke_replaced(api, replaced, answer["token"])
+    me = Api(api.url, answer["token"], api.timeout_s).request("GET", "auth/me/")
     if args.json:
         output.emit_json({"url": api.url, "config": str(path), **me})
         return 0
@@ -50,7 +50,7 @@ def _stored_login() -> dict[str, Any]:
         return {}
 
 
-def _revoke_replaced(previous: dict[str, Any], new_token: str) -> None:
+def _revoke_replaced(api: Api, previous: dict[str, Any], new_token: str) -> None:
     """The token of the login this one replaces here is revoked on its server: each login has a
     token of its own, and one forgotten by the config file would stay valid until the user's
     cap, a password change or an admin ended it. Best effort: a server that cannot be asked
@@ -59,7 +59,7 @@ def _revoke_replaced(previous: dict[str, Any], new_token: str) -> None:
     if not token or not url or token == new_token:
         return
     try:
-        Api(server_url(url), token).request("POST", "auth/logout/")
+        Api(server_url(url), token, api.timeout_s).request("POST", "auth/logout/")
     except CliError:
         pass  # revoked already, another user's, or its server away: nothing more to do here
 
@@ -96,7 +96,7 @@ def cmd_logout(api: Api, args: argparse.Namespace) -> int:
     if token is not None:
         try:
             server = server_url(config.get("url") or api.url)
-            Api(server, token).request("POST", "auth/logout/")
+            Api(server, token, api.timeout_s).request("POST", "auth/logout/")
             revoked = True
             whose = f"{config['username']}'s" if config.get("username") else "your"
             note = f"Token revoked on {server}: this qm is logged out; {whose} other logins keep their own tokens."

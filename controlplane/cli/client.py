@@ -2,7 +2,8 @@
 come back as the API's own message.
 
 The token lives in $XDG_CONFIG_HOME/quartermaster/config.json (default
-~/.config/quartermaster/), readable by its owner only. QM_URL and QM_TOKEN override it.
+~/.config/quartermaster/), readable by its owner only. QM_URL and QM_TOKEN override it. How long
+a request may wait for the server's answer is --timeout, else QM_TIMEOUT, else 30 s.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import argparse
 import csv
 import io
 import json
+import math
 import os
 import time
 from collections.abc import Iterator, Mapping
@@ -26,7 +28,11 @@ from controlplane.cli import output
 DEFAULT_URL = "http://localhost:8000"
 #: The API's largest page (`?limit=`): a list longer than that is read page by page (`Api.pages`).
 LARGEST_PAGE = 1000
-TIMEOUT_S = 30
+#: How long a request waits to connect, and then for each read of the answer, unless --timeout
+#: or $QM_TIMEOUT say otherwise (a slow VPN, a loaded server's big `qm history --format csv`).
+TIMEOUT_S = 30.0
+#: The most --timeout may be: an hour, as `--interval`'s; beyond that a server is not answering.
+LONGEST_TIMEOUT_S = 3600.0
 # Submits are retried on connection failures and gateway errors: the Idempotency-Key makes a
 # retry return the first result, so a lost response never becomes a duplicate job.
 RETRIES = 3
@@ -112,17 +118,36 @@ def save_config(data: dict[str, Any]) -> Path:
     return path
 
 
+def request_timeout(flag: str | None) -> float:
+    """The seconds a request waits for the server: `--timeout` as typed, else $QM_TIMEOUT, else
+    TIMEOUT_S. A value that is not a number of seconds above 0 (at most an hour) is refused,
+    naming where it came from, before any request is sent."""
+    given, source = (flag, f"--timeout {flag}") if flag is not None else (
+        os.environ.get("QM_TIMEOUT", ""), f"QM_TIMEOUT={os.environ.get('QM_TIMEOUT', '')}")
+    if flag is None and not given.strip():
+        return TIMEOUT_S
+    try:
+        seconds = float(given)
+    except ValueError:
+        seconds = math.nan
+    if not 0 < seconds <= LONGEST_TIMEOUT_S:  # NaN and inf fail here too
+        raise CliError(f"{output.visible(source)[:80]}: give the seconds qm waits for the server's answer, "
+                       f"a number above 0 and at most {LONGEST_TIMEOUT_S:g}", exit_code=2)
+    return seconds
+
+
 @dataclass
 class Api:
     url: str
     token: str | None
+    timeout_s: float = TIMEOUT_S
 
     @classmethod
-    def from_environment(cls, url: str | None = None) -> Api:
+    def from_environment(cls, url: str | None = None, timeout_s: float = TIMEOUT_S) -> Api:
         config = load_config()
         base = server_url(url or os.environ.get("QM_URL") or config.get("url") or DEFAULT_URL)
         token = os.environ.get("QM_TOKEN") or (config.get("token") if config.get("url", base) == base else None)
-        return cls(base, token)
+        return cls(base, token, timeout_s)
 
     def request(self, method: str, path: str, *, body: Any = None, params: Any = None,
                 headers: dict[str, str] | None = None, retry: bool = False, raw: bool = False,
@@ -140,7 +165,7 @@ class Api:
         for attempt in range(1, attempts + 1):
             try:
                 response = requests.request(method, url, json=body, params=params, headers=all_headers,
-                                            timeout=TIMEOUT_S)
+                                            timeout=self.timeout_s)
             except requests.ConnectionError as exc:
                 if attempt < attempts:
                     time.sleep(0.5 * attempt)
@@ -149,7 +174,8 @@ class Api:
             except requests.Timeout as exc:
                 if attempt < attempts:
                     continue
-                raise CliError(f"{self.url} did not answer within {TIMEOUT_S} s", exit_code=2) from exc
+                raise CliError(f"{self.url} did not answer within {self.timeout_s:g} s (--timeout SECONDS or "
+                               "$QM_TIMEOUT to wait longer)", exit_code=2) from exc
             except requests.exceptions.InvalidHeader as exc:
                 # Only the token goes into a header from outside: a pasted token with a new line.
                 raise CliError("the token has characters no token has (a new line, a space?): check $QM_TOKEN, "

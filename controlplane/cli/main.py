@@ -49,7 +49,16 @@ from controlplane.cli.accounting import (
     cmd_showback,
     ended_states_given,
 )
-from controlplane.cli.client import DEFAULT_URL, Api, ApiError, CliError, refusal, server_url
+from controlplane.cli.client import (
+    DEFAULT_URL,
+    TIMEOUT_S,
+    Api,
+    ApiError,
+    CliError,
+    refusal,
+    request_timeout,
+    server_url,
+)
 from controlplane.cli.fleet import cmd_node_action, cmd_nodes, cmd_sinfo
 from controlplane.cli.jobs.actions import ACTION_FLAGS, CANCELLABLE_STATES, cmd_cancel, cmd_hold, cmd_requeue
 from controlplane.cli.jobs.events import cmd_events
@@ -64,21 +73,35 @@ from controlplane.cli.jobs.update import cmd_update
 from controlplane.cli.maintenance import MAINT_FLAGS, cmd_maint
 from controlplane.cli.notify import NOTIFY_EVENTS, cmd_notify
 from controlplane.cli.scheduling import SPRIO_SHOWN, cmd_config, cmd_quotas, cmd_sprio, cmd_sshare
-from controlplane.cli.slurm_flags import refuse_unknown
+from controlplane.cli.slurm_flags import refuse_shortened, refuse_unknown
 
 # ------------------------------------------------------------------------------------ parser
 
 
 def _common_options(defaults: bool) -> argparse.ArgumentParser:
-    """--url and --json, taken before or after the command. The commands' copies have no
-    defaults of their own (SUPPRESS), else they would overwrite what was given before the
+    """--url, --timeout and --json, taken before or after the command. The commands' copies have
+    no defaults of their own (SUPPRESS), else they would overwrite what was given before the
     command (`qm --json whoami` printed a table, `qm --url … list` asked another server)."""
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--url", "--server", dest="url", default=None if defaults else argparse.SUPPRESS,
                         help="server URL (default: $QM_URL, else the one you logged in to)")
+    common.add_argument("--timeout", metavar="SECONDS", default=None if defaults else argparse.SUPPRESS,
+                        help=f"how long to wait for the server's answer (default: $QM_TIMEOUT, else {TIMEOUT_S:g})")
     common.add_argument("--json", action="store_true", default=False if defaults else argparse.SUPPRESS,
                         help="print the API's JSON instead of a table")
     return common
+
+
+def _refuse_shortened_timeout(parser: argparse.ArgumentParser, args: argparse.Namespace, argv: Sequence[str]) -> None:
+    """argparse takes a flag's unambiguous beginning for the flag, so on a command without a
+    `--time` of its own (`qm requeue JOB --time 2h`) `--time` would quietly set --timeout, the
+    HTTP timeout, where a runtime limit was meant: --timeout is taken only in full (exit 2)."""
+    if args.timeout is None or any(word.split("=")[0] == "--timeout" for word in argv):
+        return
+    typed = next((word.split("=")[0] for word in argv if word.startswith("--ti")
+                  and "--timeout".startswith(word.split("=")[0])), "--timeout")
+    refuse_shortened(parser, args, f"{typed} is not taken for --timeout (how long qm waits for the server's "
+                                   "answer): give --timeout SECONDS in full")
 
 
 def _count_or_none(text: str) -> int | str:
@@ -497,13 +520,13 @@ def same_named_flags(parser: argparse.ArgumentParser, command: str) -> dict[str,
     """The command's flags spelled as the API fields they set (`--gpus`: `gpus`), so that a
     refusal of one names the flag typed as FIELD_FLAGS' do (it said `gpus: …` beside
     `runtime_limit_s (--time 8d): …`). Positional arguments are no flags, the options every
-    command takes (--url: the server's) set no field, and --env is not echoed (its values may be
+    command takes (--url: the server's, --timeout) set no field, and --env is not echoed (its values may be
     secrets; its refusals name the variable)."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction) and command in action.choices:
             return {a.dest: a.dest for a in action.choices[command]._actions
                     if "--" + a.dest.replace("_", "-") in a.option_strings
-                    and a.dest not in ("help", "url", "json", "env")}
+                    and a.dest not in ("help", "url", "timeout", "json", "env")}
     return {}
 
 
@@ -527,14 +550,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     args, extras = parser.parse_known_args(argv)
     if extras:  # refused by the command they were given to, with its usage (exit 2)
         refuse_unknown(parser, args, extras)
+    _refuse_shortened_timeout(parser, args, argv)
     try:
+        timeout_s = request_timeout(args.timeout)
         try:
-            api = Api.from_environment(args.url)
+            api = Api.from_environment(args.url, timeout_s)
         except CliError:
             if args.command != "logout":
                 raise
             # An unreadable config file: logout removes it (its token cannot be revoked).
-            api = Api(server_url(args.url or os.environ.get("QM_URL") or DEFAULT_URL), None)
+            api = Api(server_url(args.url or os.environ.get("QM_URL") or DEFAULT_URL), None, timeout_s)
         if args.command == "submit":
             return cmd_submit(api, args, command)
         if command:

@@ -70,3 +70,10 @@ def refuse_unknown(parser: argparse.ArgumentParser, args: argparse.Namespace, ex
             lines.append(f"  {flag}: did you mean {close[0]}?")
     lines.append(f"  (`{chosen.prog} --help` lists its flags)")
     chosen.error("\n".join(lines))
+
+
+def refuse_shortened(parser: argparse.ArgumentParser, args: argparse.Namespace, sentence: str) -> NoReturn:
+    """Exit 2 with the command's usage and `sentence`: a flag's beginning that argparse took for
+    the whole flag, which qm does not."""
+    chosen = _chosen(parser, args)
+    chosen.error(f"{sentence}\n  (`{chosen.prog} --help` lists its flags)")
