@@ -20,6 +20,8 @@ The business rules are in services/agent_protocol.py; this module parses and ans
 from __future__ import annotations
 
 import math
+import select
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from datetime import timezone as dt_timezone
@@ -767,9 +769,35 @@ class WaitSerializer(serializers.Serializer):
     desired = serializers.BooleanField(required=False, default=False)
 
 
+def _agent_gone(request: Request) -> Callable[[], bool] | None:
+    """Whether the agent holding this wait has closed its connection (killed, restarted, its
+    wait given up), so the wait can give its thread back at once instead of at its timeout.
+    gunicorn hands the request its client socket (`gunicorn.socket`, sync and gthread workers);
+    a closed peer shows as POLLRDHUP on it (Linux), whatever a TLS layer above says, and a
+    request's body has been read whole by now, so nothing else arrives on it. None where it
+    cannot be told: another server (the tests' live server, `runserver`), another OS. A peer that
+    vanished without closing (a host powered off, a network cut) is not seen: its wait runs out."""
+    sock = request.META.get("gunicorn.socket")
+    rdhup = getattr(select, "POLLRDHUP", None)
+    try:
+        fd = sock.fileno() if sock is not None and rdhup is not None else -1
+    except OSError:
+        fd = -1
+    if fd < 0:
+        return None
+    watch = select.poll()
+    watch.register(fd, rdhup)
+
+    def gone() -> bool:
+        return any(happened & (rdhup | select.POLLHUP | select.POLLERR) for _, happened in watch.poll(0))
+
+    return gone
+
+
 class WaitView(AgentView):
     """A long poll: answered as soon as a commit gives one of these nodes new work or asks it
-    to stop something (or after `timeout_s`). The reply names the nodes woken and the sequence
+    to stop something (or after `timeout_s`; under gunicorn, once its agent has closed the
+    connection, `_agent_gone`: nobody reads that reply, and its thread is free again). The reply names the nodes woken and the sequence
     number to wait from next; with `desired`, it also carries each woken node's desired state
     (computed from the item's `running` and `known`, as a report would be), else the agent
     fetches it with a report or a heartbeat. Each item carries its node's token (one agent, or
@@ -807,7 +835,8 @@ class WaitView(AgentView):
         # The thread keeps its database connection (idle) while it waits, as between requests:
         # closing it would cost every wait a new PostgreSQL backend.
         try:
-            woken, seq = agent_wakeups.wait_for_wake(list(ids), data["since"], data["timeout_s"])
+            woken, seq = agent_wakeups.wait_for_wake(list(ids), data["since"], data["timeout_s"],
+                                                     gone=_agent_gone(request))
         except agent_wakeups.WaitsExhausted:
             return Response({"detail": "This web process holds as many agent waits as it may; heartbeats go on as "
                                        "usual. Retry later.", "code": "waits_exhausted"},

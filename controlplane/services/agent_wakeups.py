@@ -10,7 +10,7 @@ depends on none of the services, so the transitions that bind and stop work can 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import structlog
@@ -25,6 +25,9 @@ WAKE_KEY = "qm:agent:wake"
 WAKE_SEQ_KEY = "qm:agent:wake:seq"
 WAKE_CHANNEL = "qm:agent:wake"
 MAX_WAIT_S = 30.0
+#: How often a held wait asks whether its agent is still there (`gone`, when the web server can
+#: tell): a dead agent's wait gives its thread back within this, not at its timeout.
+GONE_CHECK_S = 0.5
 
 
 def wake_nodes(node_ids: Iterable[int]) -> None:
@@ -45,11 +48,13 @@ class WaitsExhausted(Exception):
     the API needs. The agent backs off and relies on its heartbeats meanwhile."""
 
 
-def wait_for_wake(node_ids: Sequence[int], since: int | None, timeout_s: float) -> tuple[list[int], int]:
-    """Block up to `timeout_s` until one of `node_ids` is woken after sequence number `since`.
+def wait_for_wake(node_ids: Sequence[int], since: int | None, timeout_s: float,
+                  gone: Callable[[], bool] | None = None) -> tuple[list[int], int]:
+    """Block up to `timeout_s` until one of `node_ids` is woken after sequence number `since`,
+    or until `gone()` says the waiting agent has left (asked every GONE_CHECK_S; None: never).
     Returns (the nodes woken since then, the current sequence number to wait from next).
     Raises WaitsExhausted when this process holds as many waits as it may."""
-    return _hub().wait(list(node_ids), since, max(0.0, min(timeout_s, MAX_WAIT_S)))
+    return _hub().wait(list(node_ids), since, max(0.0, min(timeout_s, MAX_WAIT_S)), gone)
 
 
 class _WakeHub:
@@ -108,8 +113,10 @@ class _WakeHub:
         return [n for n, seq in zip(ids, seqs, strict=True) if seq > since], current
 
     # -- waiting
-    def wait(self, ids: list[int], since: int | None, timeout_s: float) -> tuple[list[int], int]:
+    def wait(self, ids: list[int], since: int | None, timeout_s: float,
+             gone: Callable[[], bool] | None = None) -> tuple[list[int], int]:
         import threading
+        import time
 
         woken, current = self._woken(ids, since)
         if woken or since is None or timeout_s <= 0:
@@ -126,8 +133,13 @@ class _WakeHub:
         try:
             self._ensure_listener()
             woken, current = self._woken(ids, since)  # published while we registered?
-            if not woken and event.wait(timeout_s):
-                woken, current = self._woken(ids, since)
+            until = time.monotonic() + timeout_s
+            while not woken and (left := until - time.monotonic()) > 0:
+                if event.wait(left if gone is None else min(left, GONE_CHECK_S)):
+                    woken, current = self._woken(ids, since)
+                    break
+                if gone is not None and gone():
+                    break  # nobody to answer: the thread goes back to the API now
         finally:
             with self._lock:
                 self._holding -= 1
