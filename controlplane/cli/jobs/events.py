@@ -34,7 +34,7 @@ def cmd_events(api: Api, args: argparse.Namespace) -> int:
     names the job it made room for and what was lost). `--follow` keeps printing new events
     until the job has finished."""
     job_id = arguments.job_id(args.job)
-    if not 0 < args.interval <= 3600:  # NaN fails too; time.sleep() cannot wait `inf`
+    if not 0 < args.interval <= 3600:  # NaN fails too; no wait can be `inf`
         raise CliError(f"--interval {args.interval}: give a number of seconds above 0, at most 3600")
     seen: set[int] = set()
     events = _events_after(api, job_id, seen, 0)
