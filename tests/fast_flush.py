@@ -1,0 +1,45 @@
+"""A transactional test's database is emptied with DELETE, not TRUNCATE, on PostgreSQL.
+
+After every test that commits (``django_db(transaction=True)``, ``live_server``: the browser,
+agent and loop tests, about 680 of them) Django's ``flush`` empties every table with one
+``TRUNCATE``. PostgreSQL truncates a table by giving it new, empty files, and does that for all
+of the project's tables however few rows the test wrote: 0.19-0.28 s a test on this machine,
+against 0.02 s for DELETE of the same few rows (measured side by side inside one test on 6 Dec).
+A test writes tens or hundreds of rows, where DELETE is the cheaper way.
+
+What stays the same as TRUNCATE's flush: every table is emptied, in one transaction (the
+project's foreign keys are Django's, DEFERRABLE INITIALLY DEFERRED, so the order does not
+matter); sequences are not reset (``reset_sequences`` still goes to TRUNCATE ... RESTART
+IDENTITY); ``post_migrate`` still recreates the content types and permissions afterwards. The
+tables outside Django's models are emptied too: migration 0024's per-job sums, which its
+TRUNCATE trigger used to empty and its DELETE trigger would only bring to zero. Loaded with
+``-p`` (pyproject's addopts); SQLite and the product's own code are untouched.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+#: Django's own bookkeeping, which ``flush`` never empties either.
+_KEPT = frozenset({"django_migrations"})
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session: pytest.Session) -> None:
+    # Imported here, once pytest-django has set Django up: importing a backend first is circular.
+    from django.db.backends.postgresql.operations import DatabaseOperations
+
+    truncate = DatabaseOperations.sql_flush
+
+    def delete_every_row(self: DatabaseOperations, style: Any, tables: list[str], *,
+                         reset_sequences: bool = False, allow_cascade: bool = False) -> list[str]:
+        if reset_sequences or allow_cascade or not tables:
+            return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
+        # Tables only triggers write (not models) come last: the models' DELETEs fire those triggers.
+        others = sorted(set(self.connection.introspection.table_names()) - set(tables) - _KEPT)
+        return [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};"
+                for table in [*tables, *others]]
+
+    DatabaseOperations.sql_flush = delete_every_row  # type: ignore[method-assign]
