@@ -156,8 +156,9 @@ class _Explainer:
         # the head's start
         self.after_head: dict[tuple[int, int, float], float | None] = {}
         # Per (team, GPU type): the GPUs its waiting jobs so far in the queue will hold of its
-        # quota, and when the last of them will have run; and memoised quota ETAs behind them.
-        self.quota_ahead: dict[tuple[str, str], tuple[int, float]] = {}
+        # quota, when the last of them will have run, and how many jobs they are; and memoised
+        # quota ETAs behind them.
+        self.quota_ahead: dict[tuple[str, str], tuple[int, float, int]] = {}
         self.quota_etas_ahead: dict[tuple[str, str, int, int, float], float | None] = {}
         # the words per GPU type of jobs over their quota on several (see _word_types)
         self.typed: dict[tuple[object, ...], _Worded] = {}
@@ -464,9 +465,9 @@ class _Explainer:
         ``charged`` from its ETA to its runtime limit), for the jobs behind it."""
         key = (spec.team, charged)
         found = self.quota_ahead.get(key)
-        held, until = (0, self.now) if found is None else found
+        held, until, jobs = (0, self.now, 0) if found is None else found
         ends_at = math.inf if eta is None else eta + (spec.runtime_limit_s or self.default_runtime)
-        self.quota_ahead[key] = (held + gpus, ends_at if ends_at > until else until)
+        self.quota_ahead[key] = (held + gpus, ends_at if ends_at > until else until, jobs + 1)
 
     def _place_earliest(self, spec: JobSpec, w: _Worded, position: int) -> PendingExplanation:
         """:meth:`place` for a job over its quota on several GPU types: each type's start with
@@ -620,7 +621,7 @@ class _Explainer:
         """Its team's waiting jobs ahead of it on this quota take it first: they hold it from
         now until the last of them has run (by their ETAs and runtime limits)."""
         assert w.quota_type is not None and w.quota_at is not None
-        held, until = self.quota_ahead[(spec.team, w.quota_type)]
+        held, until, jobs = self.quota_ahead[(spec.team, w.quota_type)]
         key = (spec.team, w.quota_type, w.demand_gpus, held, until)
         if key not in self.quota_etas_ahead:
             self.quota_etas_ahead[key] = quota_eta_after_head(
@@ -635,9 +636,21 @@ class _Explainer:
             if later is not None and w.preset is not None:
                 later = min(later, w.preset)
             return _if_later(w, later, eta, message, estimated,
-                             f"its team's quota goes first to the {counted(held, f'{w.quota_type} GPU')} of "
-                             f"its jobs ahead of it in the queue (by runtime limits).")
+                             f"its team's quota goes first to {self._jobs_ahead(spec.team, w.quota_type, held, jobs)} "
+                             f"(by runtime limits).")
         return eta, message, estimated
+
+    def _jobs_ahead(self, team: str, quota_type: str, held: int, jobs: int) -> str:
+        """The team's waiting jobs ahead of a job on this quota, in words: the GPUs they hold of
+        it, or, when they need more between them than the team may ever hold at once (they run
+        in turn), how many jobs they are and that they fill its quota. Before, a team of 1 a100
+        GPU with three 1-GPU jobs ahead of a fourth read "goes first to the 3 a100 GPUs of its
+        jobs ahead of it", three times what it could ever hold."""
+        most = self.ctx.ledger.most_held(team, quota_type)
+        if held <= most:
+            return f"the {counted(held, f'{quota_type} GPU')} of its jobs ahead of it in the queue"
+        return (f"its {counted(jobs, 'job')} ahead of it in the queue, which fill the "
+                f"{counted(most, f'{quota_type} GPU')} it may hold, in turn, until the last of them has run")
 
     def _behind_head(self, w: _Worded, eta: float | None, message: str, estimated: bool,
                      head_quota: tuple[str, str, int, float, str, float]
@@ -649,14 +662,18 @@ class _Explainer:
         # with the team's jobs ahead of it in the queue too: each term alone had room, and
         # two 32-GPU jobs behind a 32-GPU head were both promised the start that only one of
         # them could have beside the head under an 80-GPU ceiling
-        held, until = self.quota_ahead.get((team, quota_type), (0, head_done))
+        held, until, jobs = self.quota_ahead.get((team, quota_type), (0, head_done, 0))
         key = (w.demand_gpus, head_gpus + held, max(head_done, until))
         if key not in self.after_head:
             self.after_head[key] = quota_eta_after_head(
                 self.ctx, team, quota_type, w.demand_gpus, key[1], key[2], self.releases,
                 self.cums, self.needs)
-        also = (f", and the {counted(held, f'{quota_type} GPU')} of its jobs ahead of it in the queue"
-                if held else "")
+        also = ""
+        if held:
+            # (its jobs ahead run in turn: beside the head they can never hold more than the rest)
+            also = (f", and the {counted(held, f'{quota_type} GPU')} of its jobs ahead of it in the queue"
+                    if head_gpus + held <= self.ctx.ledger.most_held(team, quota_type)
+                    else f", and its {counted(jobs, 'job')} ahead of it in the queue in turn")
         return _if_later(w, self.after_head[key], eta, message, estimated,
                          f"its team's quota must also hold job {head_id} from its reservation at "
                          f"t={head_start:.0f} until it has run{also} (by runtime limits).")

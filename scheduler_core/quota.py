@@ -219,6 +219,21 @@ class QuotaLedger:
         self.cohort_lendable[ckey] += _lendable(q, after) - _lendable(q, before)
         self.cohort_borrowed[ckey] += _excess(q, after) - _excess(q, before)
 
+    def _ceiling_room(self, q: QuotaInfo) -> int:
+        """The most GPUs beyond nominal a team in a cohort could ever borrow: its borrowing
+        limit, or all the others could lend."""
+        assert q.cohort is not None
+        room = self.cohort_max_lendable[(q.cohort, q.gpu_type)] - _lendable(q, 0)
+        return room if q.borrowing_limit is None else min(room, q.borrowing_limit)
+
+    def most_held(self, team: str, gpu_type: str) -> int:
+        """The most GPUs of a governed ``gpu_type`` the team may ever hold at once: its nominal
+        quota and the most it could borrow (the figure of ``QuotaVerdict.ceiling_words``)."""
+        q = self.quota.get((team, gpu_type))
+        if q is None:
+            return 0
+        return q.nominal_gpus + (self._ceiling_room(q) if q.cohort is not None else 0)
+
     def check(self, team: str, gpu_type: str, gpus: int) -> QuotaVerdict:
         if gpu_type not in self.governed_types:
             return QuotaVerdict(admitted=True, borrowed=False, governed=False)
@@ -246,9 +261,7 @@ class QuotaLedger:
             room = min(room, q.borrowing_limit)
         excess_after = max(0, after - nominal)
         admitted = after <= nominal or excess_after <= room
-        ceiling_room = self.cohort_max_lendable[ckey] - _lendable(q, 0)
-        if q.borrowing_limit is not None:
-            ceiling_room = min(ceiling_room, q.borrowing_limit)
+        ceiling_room = self._ceiling_room(q)
         return QuotaVerdict(
             admitted=admitted,
             borrowed=admitted and excess_after > 0,

@@ -137,7 +137,14 @@ Two independent proofs:
   from a ``git worktree`` of 1bd6b00 in one script, compared field by field: binds,
   preemptions but their messages, resizes, reservations, kills, growth notes, fleet figures
   and every explanation identical; only 6 preemption messages of seed 1 at 1,000 GPUs, and
-  each old ``repr`` with that substitution equals the new one::
+  each old ``repr`` with that substitution equals the new one; and a job behind its team's
+  jobs on a quota told their count, not more GPUs than the team may ever hold at once
+  ("…goes first to its 10 jobs ahead of it in the queue, which fill the 150 h100-80gb GPUs it
+  may hold, in turn, …", was "…to the 163 h100-80gb GPUs of its jobs ahead of it…"),
+  2026-12-06: old and new plans from a ``git worktree`` of 8ac6142 in one script: binds,
+  preemptions, resizes, reservations, kills, growth notes and fleet figures identical, and
+  every explanation's code, ETA, position and "would start if"; only sentences of that kind
+  changed (103, 26, 62 of seeds 1, 3, 7 at 1,000 GPUs; 167 at 2,000; 942 at 10,000)::
 
       snap = build_full_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), full_config())
@@ -167,11 +174,11 @@ from scheduler_core.types import JobSpec, Plan, PreemptionReason, RunningJob, Sn
 from scheduler_core.victims import Offer
 
 GOLDEN = {
-    (1000, 500, 200, 7): "5ae3db49318ebdc9a00754c2bf6ca0efb73b1ea2ca181928828d854767cef000",
-    (1000, 500, 200, 1): "2eaa84c2703e0aacb3bd0fc5b3af4c7c2ab4888befdc823a0a60afa18e083055",
-    (1000, 500, 200, 3): "9dc10965558d0e657bd1241281c9d1419a2082e2e6124d91a1b4cc92414eeb60",
-    (2000, 1000, 400, 4): "0479f4dc0d1f3647e9766aea45e533e30939908944559699f152aec7ab37501a",
-    (10000, 5000, 2000, 7): "a7d34fa7f73503c7fdf81c1cef4d5bef27af86f5717f8568456565c4ef4d1b44",
+    (1000, 500, 200, 7): "45b8b1c5bfa546487f96d1f321974d16bb6eb963a20688ae8989e87f43a30ce4",
+    (1000, 500, 200, 1): "39cf927bc6b330586dfc17a2c147528ea9f00434cb2f8872ca83e7701c00d913",
+    (1000, 500, 200, 3): "79f87a0a6602440b2d2a0b634448653505929599bd2e8ea5e03a09716ec3bba9",
+    (2000, 1000, 400, 4): "ae6275fe02b3b731cf97c9ca66831fc31ca63d519eb0e12358bb78f166dbe9d7",
+    (10000, 5000, 2000, 7): "774b6d8c779b4e98a9eb99f3a126cb2ed85f67f5c7628b875eb7178b54e27bbe",
 }
 
 

@@ -80,7 +80,12 @@
   1bd6b00 in one script, compared field by field: binds, preemptions, resizes, reservations,
   kills, growth notes, fleet figures and every explanation's code, position, ETA and "would
   start if" identical; only 2 sentences of the 10,000-GPU loop snapshot ("(1 more are idle"
-  -> "is"), and each old ``repr`` with that substitution equals the new one; by::
+  -> "is"), and each old ``repr`` with that substitution equals the new one; and a job behind
+  its team's jobs on a quota told their count, not more GPUs than the team may ever hold at once
+  (``QuotaLedger.most_held``), 2026-12-06: old and new plans from a ``git worktree`` of 8ac6142
+  in one script: binds, preemptions, resizes, reservations, kills, growth notes, fleet figures
+  and every explanation's code, ETA, position and "would start if" identical; only sentences of
+  that kind changed (101, 26, 158, 0 and 935 in the order of GOLDEN); by::
 
       snap = build_snapshot(gpus, pending, running, seed)
       plan = schedule(dataclasses.replace(snap, now=snap.now + 1), config)
@@ -121,11 +126,11 @@ from scheduler_core.types import (
 )
 
 GOLDEN = {
-    (1000, 500, 200, 1, "default"): "91452a8bb9efdb6092d5464caea66c1d88c6e6516280dc42d71f77af44334408",
-    (1000, 500, 200, 3, "loop"): "eeffe87bb4bb4065527ee8ec50e93bf8b4e63d8a95267515f93f2f0670b4efd5",
-    (2000, 1000, 400, 4, "default"): "b57784613e8e9da65501a34499c15a8ad4eb9783d0bc635f7cce5097e13b6c0f",
+    (1000, 500, 200, 1, "default"): "917910e4737307beffa80db40777860601598edd26e62b6aeebe221994b92b8f",
+    (1000, 500, 200, 3, "loop"): "fec2d739f83101250a5f9871d457ca74d9752a4d38089d8efdab3952a1576691",
+    (2000, 1000, 400, 4, "default"): "da70be805458aaa01ceeac37ee7f6e96c4d55b7fa5c771aa46a5ba9b522da247",
     (10000, 5000, 2000, 7, "default"): "4a6b2304fa7d9c9b1499ca28fe18b8c61c9d4594dae6c3cf026c095c0a861f04",
-    (10000, 5000, 2000, 7, "loop"): "af96abbc1409d2929a062ad9140d44d3d80b1c9997ff9c8522fcb9ca47889802",
+    (10000, 5000, 2000, 7, "loop"): "b7ecc3c25d57894a7bc9a19a6615e733e579c6dd1e17e96529d632f70c87a799",
 }
 
 
