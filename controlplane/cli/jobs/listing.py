@@ -58,6 +58,15 @@ def _start_cell(job: dict[str, Any]) -> str:
     return f"in {output.human_duration(ahead)}" if ahead > 0 else "passed"
 
 
+def position_cell(job: dict[str, Any]) -> int | str | None:
+    """A job's place in the queue (POS): its number while it waits in line; `held` for a held job,
+    which is out of the queue until released (the API still ranks it after every job in line, as
+    `qm explain` says; the jobs page shows no number for it either); none otherwise."""
+    if job["state"] == "pending" and job.get("hold"):
+        return "held"
+    return job["queue_position"]
+
+
 def cmd_list(api: Api, args: argparse.Namespace) -> int:
     """The jobs the filters pick (waiting and running by default), a page of them, with what
     the table's cells need said under it; or why there are none."""
@@ -67,7 +76,7 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
         return 0
     rows = [
         (j["id"], output.job_name(j), j["team"], output.job_state(j), gpus_cell(j), j["priority_class"], output.age(j["submitted_at"]),
-         j["queue_position"], _start_cell(j), j["pending_code"] if j["state"] == "pending" else "")
+         position_cell(j), _start_cell(j), j["pending_code"] if j["state"] == "pending" else "")
         for j in page["results"]
     ]
     if not rows:
