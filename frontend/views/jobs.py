@@ -17,7 +17,7 @@ from typing import Any
 from django.contrib.auth.decorators import login_required
 from django.core.paginator import Paginator
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, QueryDict
 from django.shortcuts import render
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -111,15 +111,22 @@ def _job_teams(user: Any) -> list[str]:
 LIVE_PARAMS = ("ids", "after")
 
 
+def _list_params(request: HttpRequest, *without: str) -> QueryDict:
+    """The list's own parameters (its filters, sort and page) as the request gives them: a copy
+    without the live update's (`LIVE_PARAMS`), nor the names in `without`."""
+    params = request.GET.copy()
+    for name in (*LIVE_PARAMS, *without):
+        params.pop(name, None)
+    return params
+
+
 def _listed(request: HttpRequest) -> tuple[JobFilterSet, QuerySet[Job], str]:
     """The list as the request filters and sorts it (the page and its live update read it so):
     the filterset, the rows in their order, and the `ordering` asked for ("" newest first)."""
     # `place`: a waiting job's queue position, ETA and the numbers of its reason.
     jobs = access.visible_jobs(request.user).select_related("team", "priority_class", "project", "submitter",
                                                              "place")
-    params = request.GET.copy()
-    for name in LIVE_PARAMS:
-        params.pop(name, None)
+    params = _list_params(request)
     filterset = JobFilterSet(params or None, queryset=jobs, request=request)
     filtered = filterset.is_bound and filterset.is_valid()
     # A refused filter lists nothing, as the history page does: the whole list under the
@@ -162,11 +169,8 @@ def job_list(request: HttpRequest) -> HttpResponse:
     ids = [job.pk for job in page.object_list][:MAX_LIVE_ROWS]
     # The live update re-reads this list (its filters, sort and page) for the rows shown and the
     # jobs submitted after `seen`; a refused filter lists nothing to keep up.
-    live = request.GET.copy()
-    for name in LIVE_PARAMS:
-        live.pop(name, None)
-    query = live.copy()
-    query.pop("page", None)
+    live = _list_params(request)
+    query = _list_params(request, "page")
     context: dict[str, Any] = {
         "page": "jobs",
         "jobs": page,
@@ -243,9 +247,7 @@ def _list_news(request: HttpRequest, after: int) -> dict[str, Any]:
         return {}  # the page lists nothing for a refused filter: nothing to keep up
     page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
     news = job_pages.news(rows, after, in_place=job_pages.news_in_place(ordering, page.number), limit=PAGE_SIZE)
-    query = request.GET.copy()
-    for name in ("page", *LIVE_PARAMS):
-        query.pop(name, None)
+    query = _list_params(request, "page")
     context = {"jobs": page, "ordering": ordering, "query": query.urlencode(), "news": news}
     html = {"jobs-count": render_to_string("frontend/_jobs_count.html", context),
             "jobs-pages": render_to_string("frontend/_jobs_pages.html", context),
