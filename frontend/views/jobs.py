@@ -233,18 +233,26 @@ def job_list_json(request: HttpRequest) -> JsonResponse:
         "text": {f"job-age-{job.pk}": qm.age(job.submitted_at) for job in jobs},
     }
     if after is not None:
-        news = _list_news(request, int(after))
+        news = _list_news(request, int(after), [job.pk for job in jobs])
         body["html"].update(news.pop("html", {}))
         body.update(news)
     return JsonResponse(body)
 
 
-def _list_news(request: HttpRequest, after: int) -> dict[str, Any]:
-    """The list re-read for its live update: the count line, the links to its pages, and the
-    jobs submitted after `after` (rows, or a notice), with the sentence a screen reader hears."""
+def _list_news(request: HttpRequest, after: int, shown: list[int]) -> dict[str, Any]:
+    """The list re-read for its live update: the count line, the links to its pages, the jobs
+    submitted after `after` (rows, or a notice), and which of the rows `shown` no longer match
+    its filters (`left`: a job listed as pending that started; qm.js marks their rows, which stay
+    where they are until a reload, as a new job's rows stay out of a list sorted otherwise), with
+    the sentence a screen reader hears."""
     filterset, rows, ordering = _listed(request)
     if filterset.is_bound and not filterset.is_valid():
         return {}  # the page lists nothing for a refused filter: nothing to keep up
+    # Only a filtered list loses rows this way (every job the reader may see is in the unfiltered
+    # one): one query then, none otherwise.
+    matching = set(rows.filter(pk__in=shown).order_by().values_list("pk", flat=True)) \
+        if filterset.is_bound and shown else set(shown)
+    left = [pk for pk in shown if pk not in matching]
     page = Paginator(job_pages.ids_in_order(rows), PAGE_SIZE).get_page(request.GET.get("page"))
     news = job_pages.news(rows, after, in_place=job_pages.news_in_place(ordering, page.number), limit=PAGE_SIZE)
     query = _list_params(request, "page")
@@ -258,8 +266,19 @@ def _list_news(request: HttpRequest, after: int) -> dict[str, Any]:
         said = f"New in this list: {said}." if said else ""
     else:
         said = " ".join(strip_tags(html["jobs-new"]).split())  # the notice's own words
-    return {"html": html, "after": news.seen, "said": said,
+    if left:
+        gone = f"No longer matching this list's filters: {_jobs_said(left)} (left in place until a reload)."
+        said = f"{said} {gone}" if said else gone
+    return {"html": html, "after": news.seen, "said": said, "left": left,
             "rows": [render_to_string("frontend/_job_row.html", {"job": job}, request=request) for job in new_rows]}
+
+
+def _jobs_said(ids: list[int]) -> str:
+    """"job 12", "jobs 12 and 14", "jobs 12, 14 and 15"."""
+    named = [str(pk) for pk in ids]
+    if len(named) == 1:
+        return f"job {named[0]}"
+    return f"jobs {', '.join(named[:-1])} and {named[-1]}"
 
 
 # ------------------------------------------------------------------------------ live checks

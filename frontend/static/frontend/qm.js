@@ -866,6 +866,7 @@
       });
     });
     if (data.rows) insertRows(data.rows);
+    if (data.left) markLeft(data.left);
     var html = data.html || {};
     Object.keys(html).forEach(function (key) {
       document.querySelectorAll('[data-live-html="' + key + '"]').forEach(function (el) {
@@ -977,6 +978,30 @@
     if (table) table.hidden = false;
     var empty = document.querySelector("[data-live-rows-empty]");
     if (empty) empty.hidden = true;
+  }
+
+  /* The rows of a list's jobs that no longer match its filters (`left`: a job listed as pending
+     that started), marked where they stand, not taken away: rows do not move under the reader's
+     eyes or cursor (as a new job is told, not put in, in a list sorted otherwise). A row whose
+     job matches again is unmarked. */
+  function markLeft(left) {
+    var body = document.querySelector("[data-live-rows]");
+    if (!body) return;
+    var gone = new Set(left.map(String));
+    Array.prototype.forEach.call(body.querySelectorAll("tr[data-job]"), function (row) {
+      var note = row.querySelector("[data-left-note]");
+      var leaving = gone.has(row.dataset.job);
+      row.classList.toggle("left-list", leaving);
+      if (leaving && !note) {
+        note = document.createElement("span");
+        note.className = "note left-note";
+        note.setAttribute("data-left-note", "");
+        note.textContent = "No longer matches this list's filters; gone at the next reload.";
+        (row.querySelector(".job-name") || row.lastElementChild).appendChild(note);
+      } else if (!leaving && note) {
+        note.remove();
+      }
+    });
   }
 
   /* The next poll of a list asks about the rows it shows now and the jobs after the newest it
