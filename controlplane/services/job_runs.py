@@ -10,6 +10,9 @@ requeue threw away, and what it cost. Everything is read from the allocation row
 the events the transitions wrote for them (services/transitions.py): `describe` reads a page of
 runs in two queries whatever its size; `runs_of` is the page's queryset.
 
+- Elapsed: from the bind (the run's start: the job's `started_at` is its latest run's bind, and
+  the history's Elapsed counts from it) to the release, or now; the agents' report of the run
+  running (`started_at`) is said beside it, not counted from.
 - GPU-hours held: from the bind (`created_at`) to the release (`released_at`; now while it
   holds GPUs), GPU by GPU, as the accounting counts allocated GPU-seconds (services/accounting
   `_spans`): a gang member whose processes ended before the rest stops counting then.
@@ -258,8 +261,10 @@ def _run(number: int, allocation: Allocation, gpus: dict[tuple[str, int, str], l
         data = _data(requeued)
         after = AfterEnd(at=requeued["created_at"], by=str(data.get("requested_by") or ""),
                          reason=str(data.get("reason") or ""), held=requeued["reason"] == REQUEUED_HELD_AFTER_END)
-    started = allocation.started_at
-    elapsed = None if started is None else max(0, int((end - started).total_seconds()))
+    # From the bind, its start as the job's `started_at`, the history's Elapsed and sacct's count
+    # it, and as its GPU-hours and cost do; its agents' report of it running is `started_at`.
+    # (It counted from that report: the run read a minute shorter than the history said it.)
+    elapsed = max(0, int((end - allocation.created_at).total_seconds()))
     reason = allocation.release_reason
     if not reason and allocation.state in (AllocationState.RELEASED, AllocationState.FENCED):
         reason = EXITED

@@ -448,12 +448,18 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
     # a preemption is said by the panel of its last preemption ("Being preempted").
     other = stop_reason(job) if stop_kind == "job.stopping" else ""
     runs_after, waited_on_by = page_of(job.pk, access.access_of(request.user))  # both ways: one query
+    runs = job_runs_panel(job, now, request.GET)
     return {
         "job": job,
         "preemption": last_preemption(events),
         "stopping": {"title": OTHER_STOP_TITLES.get(other) or STOP_TITLES.get(stop_kind, "Stopping"), "text": stop_text}
         if stop_text and stop_kind != "job.preempting" else None,
+        # Its GPU-hours and lost work as accounting rolled them up; its cost to now, one figure:
+        # its runs priced by the rollup's rule (the Runs panel's total, the API's total_cost_usd,
+        # the history's Cost), what showback charges it once the rollup has caught up. The page
+        # said the rollup's cost beside the runs' (a few seconds behind: two numbers).
         "cost": job_costs.job_cost(job.pk),
+        "cost_usd": job_cost_to_now(job, now, runs),
         "events": events[::-1][:200],
         "event_count": len(events),
         "charts": [figures.job_timeline(segments, events, now=now), placement],
@@ -483,13 +489,24 @@ def job_payload(request: HttpRequest, job: Job) -> dict[str, Any]:
         "requeue_url": reverse("v1:job-requeue", args=[job.pk]),
         "release_url": reverse("v1:job-release", args=[job.pk]),
         "output": job_output(job, request.GET),
-        **job_runs_panel(job, now, request.GET),
+        **runs,
         # beside a waiting job's ETA, how far the ETAs told held lately; once it started, its own
         **eta_lately(job, now),
         "queue_place": queue_place(request, job),  # what places a job in line there, as `qm sprio`
         "eta_told_gap": eta_told_gap(job),
         "now": now,
     }
+
+
+def job_cost_to_now(job: Job, now: datetime, runs: dict[str, Any]) -> Decimal:
+    """What the job has cost up to `now`: its runs priced as showback prices them
+    (`job_costs.run_costs`), the Runs panel's total when the panel priced them (a panel refusing
+    its `runs_before` priced none); $0.00 for a job that never ran."""
+    if runs.get("runs_cost") is not None:
+        return Decimal(runs["runs_cost"])
+    if not job_history.may_have_run(job):
+        return Decimal("0.00")
+    return job_costs.run_costs(job.pk, now).total_usd
 
 
 def eta_lately(job: Job, now: datetime) -> dict[str, Any]:

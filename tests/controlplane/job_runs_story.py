@@ -48,7 +48,7 @@ def preempted_then_succeeded(job: Job, first: Node, second: Node, *, now: dateti
        checkpointed at t0 + 1 h; preempted at t0 + 90 min, gone 30 s later: requeued, 2 GPUs ×
        1,830 s = 1.0167 GPU-hours lost; it held 2 × 5,430 s = 3.0167 GPU-hours;
     2. bound at t0 + 2 h on `second` GPUs 2-3; started a minute later; exits 0 at t0 + 4 h:
-       succeeded, 4.0 GPU-hours held, 7,140 s elapsed."""
+       succeeded, 4.0 GPU-hours held, 7,200 s elapsed (from its bind)."""
     t0 = now - timedelta(hours=5)
     run1 = bind_at(job, [(first, [0, 1], "")], at=t0, borrowed=True)
     Job.objects.filter(pk=job.pk).update(last_checkpoint_at=t0 + timedelta(hours=1))

@@ -71,7 +71,7 @@ CELL_LINES = """() => {
 def test_the_runs_table_fits_a_laptop_with_its_widest_rows(session: Any) -> None:  # noqa: F811
     """At 1,000 px (found looking at it, 6 Dec): a gang stopped at its runtime limit after three
     days ("RuntimeLimitExceeded", "$4,440.25") made the table 947 px wide in its 942 px box, Work
-    lost out of sight, and every run's Ran for read "90" / "min", "3.1" / "days", its number on one
+    lost out of sight, and every run's Ran for (Elapsed since 6 Dec) read "90" / "min", "3.1" / "days", its number on one
     line and its unit on the next, while the Generation column kept 83 px for a one-digit number.
     Now a duration holds together, the heading "Generation" may hyphenate ("Gener-" / "ation"),
     and a reason code may break between its words ("RuntimeLimit" / "Exceeded")."""
@@ -96,5 +96,5 @@ def test_the_runs_table_fits_a_laptop_with_its_widest_rows(session: Any) -> None
         alice.screenshot(f"job-runs-fit-1000-{job.name}")
 
         assert fits["table"] <= fits["box"] and fits["lastRight"] <= fits["boxRight"] + 0.5, fits
-        assert all(row["Ran for"][1] == 1 for row in rows), [row["Ran for"] for row in rows]
+        assert all(row["Elapsed"][1] == 1 for row in rows), [row["Elapsed"] for row in rows]
     assert "RuntimeLimitExceeded" in rows[0]["How it ended"][0] and "$4," in rows[0]["Cost"][0], rows

@@ -56,7 +56,7 @@ def test_researcher_reads_the_runs_of_her_preempted_job_and_sees_a_new_one_live(
     expect(page.locator("table.runs tbody tr")).to_have_count(2)
     # "Generation" may hyphenate in a narrow window (a soft hyphen: it reads whole where it fits)
     assert [th.replace("\u00ad", "") for th in page.locator("table.runs thead th").all_inner_texts()] == [
-        "Run", "Generation", "Bound (UTC)", "Started (UTC)", "Ended (UTC)", "Ran for", "How it ended", "GPUs",
+        "Run", "Generation", "Started (UTC)", "Agents up (UTC)", "Ended (UTC)", "Elapsed", "How it ended", "GPUs",
         "Where", "GPU-hours", "Cost", "Quota", "Work lost"]
     # 2 GPUs × 5,430 s on the first node, 2 GPUs × 2 h on the second, each at its price; cents
     # rounded cumulatively (the second's: the total's cents less the first's), so the runs add up.
@@ -66,12 +66,12 @@ def test_researcher_reads_the_runs_of_her_preempted_job_and_sees_a_new_one_live(
     cost_two = (exact[0] + exact[1]).quantize(cent) - cost_one
     one = _cells(page, 1)
     assert one[:6] == ["1", str(story.preempted.generation), _time(t0), _time(t0 + timedelta(minutes=1)),
-                       _time(t0 + timedelta(minutes=90, seconds=30)), duration(5430 - 60)]
+                       _time(t0 + timedelta(minutes=90, seconds=30)), duration(5430)]
     assert one[6].startswith("Preempted; requeued Preempted") and NOTICE in one[6]
     assert one[7:] == ["2", f"{first.name} ×2", "3.02", usd(cost_one), "borrowed", "1.02 GPU-h"]  # as its events say it
     two = _cells(page, 2)
     assert two[:6] == ["2", str(story.succeeded.generation), _time(t0 + timedelta(hours=2)),
-                       _time(t0 + timedelta(hours=2, minutes=1)), _time(t0 + timedelta(hours=4)), duration(2 * 3600 - 60)]
+                       _time(t0 + timedelta(hours=2, minutes=1)), _time(t0 + timedelta(hours=4)), duration(2 * 3600)]
     assert two[6] == "Succeeded (exit code 0) Exited"
     assert two[7:] == ["2", f"{second.name} ×2", "4.00", usd(cost_two), "own", "–"]
     expect(page.locator("#job-runs-cost")).to_have_text(

@@ -52,7 +52,9 @@ class JobRunSerializer(serializers.Serializer):
     ended_at = serializers.DateTimeField(allow_null=True, help_text="When its GPUs were released (or fenced).")
     stop_deadline = serializers.DateTimeField(allow_null=True,
                                               help_text="While being stopped: when its processes must be gone.")
-    elapsed_s = serializers.IntegerField(allow_null=True, help_text="From its start to its end (or now).")
+    elapsed_s = serializers.IntegerField(
+        allow_null=True, help_text="From its bind (its start, as the job's `started_at` and the history count it) to "
+                                   "its end (or now): the time its GPUs were held.")
     gpus = serializers.IntegerField()
     nodes = serializers.ListField(child=serializers.CharField())
     roles = serializers.DictField(child=serializers.IntegerField(),

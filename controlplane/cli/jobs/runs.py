@@ -10,7 +10,10 @@ from controlplane.cli import arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api
 from scheduler_core.sentences import counted, gpu_hours
 
-RUNS_COLUMNS = ["RUN", "GENERATION", "BOUND (UTC)", "STARTED", "ENDED", "ELAPSED", "HOW IT ENDED", "REASON", "EXIT",
+#: START is the bind (the job's `started_at`, `qm history`'s START, from which ELAPSED, GPU-H and
+#: COST count); AGENTS UP its agents' report of it running. (BOUND and STARTED until 6 Dec: the
+#: history's START read the one, and `STARTED` here the other.)
+RUNS_COLUMNS = ["RUN", "GENERATION", "START (UTC)", "AGENTS UP", "ENDED", "ELAPSED", "HOW IT ENDED", "REASON", "EXIT",
                 "GPUS", "WHERE", "GPU-H", "COST", "QUOTA", "LOST GPU-H"]
 
 

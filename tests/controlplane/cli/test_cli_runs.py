@@ -37,16 +37,16 @@ def test_qm_runs_prints_each_run_with_how_it_ended(alice_qm, story) -> None:
 
     assert run.code == 0, run.err
     lines = run.out.splitlines()
-    assert lines[0].split() == ["RUN", "GENERATION", "BOUND", "(UTC)", "STARTED", "ENDED", "ELAPSED", "HOW", "IT",
+    assert lines[0].split() == ["RUN", "GENERATION", "START", "(UTC)", "AGENTS", "UP", "ENDED", "ELAPSED", "HOW", "IT",
                                 "ENDED", "REASON", "EXIT", "GPUS", "WHERE", "GPU-H", "COST", "QUOTA", "LOST", "GPU-H"]
     first = lines[1].split("  ")
     first = [c.strip() for c in first if c.strip()]
     assert first == ["1", str(told.preempted.generation), _time(t0), _time(t0 + timedelta(minutes=1)),
-                     _time(t0 + timedelta(minutes=90, seconds=30)), "01:29:30", "Preempted; requeued", "Preempted",
+                     _time(t0 + timedelta(minutes=90, seconds=30)), "01:30:30", "Preempted; requeued", "Preempted",
                      "143", "2", "h100-1×2", "3.02", "$7.54", "borrowed", "1.02"]
     second = [c.strip() for c in lines[2].split("  ") if c.strip()]
     assert second == ["2", str(told.succeeded.generation), _time(t0 + timedelta(hours=2)),
-                      _time(t0 + timedelta(hours=2, minutes=1)), _time(t0 + timedelta(hours=4)), "01:59:00",
+                      _time(t0 + timedelta(hours=2, minutes=1)), _time(t0 + timedelta(hours=4)), "02:00:00",
                       "Succeeded (exit code 0)", "Exited", "0", "2", "h100-2×2", "4.00", "$10.00", "own", "-"]
     assert lines[3] == f"run 1: {NOTICE}"
     # At $2.50 a GPU-hour, as showback charges it: 2 × 5,430 s = $7.54, 2 × 2 h = $10.00.
