@@ -41,12 +41,12 @@ def test_a_started_job_is_marked_in_a_list_of_pending_jobs(session: Any) -> None
     expect(page.locator("#live-said")).to_contain_text(
         f"No longer matching this list's filters: job {starts.pk}", timeout=LIVE_TIMEOUT_MS)
     assert page.evaluate("window.__notReloaded") is True, "the page reloaded instead of updating live"
+    alice.screenshot("jobs-list-row-left")
 
     # back in the queue (requeued): it matches again, and its mark goes
     Job.objects.filter(pk=starts.pk).update(state=JobState.PENDING, started_at=None)
     expect(started).not_to_have_class("left-list", timeout=LIVE_TIMEOUT_MS)
     expect(started).not_to_contain_text("No longer matches")
-    alice.screenshot("jobs-list-row-left")
 
     Job.objects.filter(pk=starts.pk).update(state=JobState.RUNNING, started_at=timezone.now())
     alice.open("/jobs/?state=pending")  # a reload lists what matches
