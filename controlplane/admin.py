@@ -19,6 +19,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
+from django.utils.text import capfirst
 
 from controlplane.admin_forms import (
     IntegerColumnBounds,
@@ -44,6 +45,7 @@ from controlplane.models import (
     PriorityClass,
     Project,
     Quota,
+    QuotaRollup,
     SchedulerLease,
     Team,
 )
@@ -166,6 +168,10 @@ class ConfigAudited(KeepsOthersChanges):
         if history:
             return [], {}, set(), history
         deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # `_history` found no quota rollup with anything in it: those Django's collector still
+        # calls protected are empty, and go with the record (GpuType.delete, Team.delete).
+        empty = f"{capfirst(QuotaRollup._meta.verbose_name)}: "
+        protected = [line for line in protected if not str(line).startswith(empty)]
         return [*deleted, *(line for obj in objs for line in config_audit.deletion_consequences(obj))], \
             counts, perms_needed, protected
 
@@ -189,6 +195,8 @@ def _history(obj: Any) -> list[str]:
         if relation.on_delete is not models.PROTECT:
             continue
         rows = relation.related_model._base_manager.filter(**{relation.field.name: obj.pk})
+        if relation.related_model is QuotaRollup:
+            rows = rows.exclude(QuotaRollup.empty())  # deleted with it (GpuType.delete, Team.delete)
         n = rows.count()
         if n:
             setting = relation.related_model in _SETTINGS

@@ -1,14 +1,16 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from controlplane.choices import LIVE_JOB_STATES, CapacityTier, JobState, NodeState
 from controlplane.models.names import node_name, visible_name
+from controlplane.models.usage import forget_empty_quota_rollups
 
 # The API's bounds (controlplane/api/serializers/fleet.py); the admin's forms check them in clean().
 MIN_RELATIVE_THROUGHPUT = 0.001
@@ -50,6 +52,14 @@ class GpuType(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """Deleted with its empty quota rollups (`forget_empty_quota_rollups`): a type once given
+        a quota but never a node has nothing in them, and they alone refused the deletion. Rows
+        with something in them still protect the type (PROTECT), as its nodes and jobs' rows do."""
+        with transaction.atomic():
+            forget_empty_quota_rollups(gpu_type=self)
+            return super().delete(*args, **kwargs)
 
     def clean(self) -> None:
         """The API's bounds, said on the field (the check constraint alone gave the admin form

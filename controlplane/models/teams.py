@@ -1,10 +1,13 @@
 from __future__ import annotations
 
+from typing import Any
+
 from django.conf import settings
 from django.core.exceptions import ValidationError
-from django.db import models
+from django.db import models, transaction
 
 from controlplane.choices import Role
+from controlplane.models.usage import forget_empty_quota_rollups
 
 
 class Team(models.Model):
@@ -37,6 +40,13 @@ class Team(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
+        """Deleted with its empty quota rollups, as a GPU type is (`GpuType.delete`): a quota on a
+        type with no nodes left only empty rows, which alone refused the deletion."""
+        with transaction.atomic():
+            forget_empty_quota_rollups(team=self)
+            return super().delete(*args, **kwargs)
 
 
 def team_classes_problem(default: object, allowed: object) -> str | None:

@@ -299,6 +299,23 @@ class QuotaRollup(models.Model):
     def __str__(self) -> str:
         return f"quota {self.team_id}/{self.gpu_type_id} {self.get_bucket_display()} {self.start:%Y-%m-%d %H:%M}"
 
+    @staticmethod
+    def empty() -> Q:
+        """A row that says nothing: no guarantee counted (its type had no GPUs in the fleet), none
+        used, borrowed, lent or idle. Accounting writes none since 6 Dec; older versions wrote
+        one per minute for every quota on a type with no nodes, and those rows alone kept the
+        type (and the team) from ever being deleted."""
+        return Q(nominal_gpu_seconds=0, used_gpu_seconds=0, borrowed_gpu_seconds=0, lent_gpu_seconds=0,
+                 idle_gpu_seconds=0, idle_cost_usd=0)
+
+
+def forget_empty_quota_rollups(**owner: models.Model) -> int:
+    """Delete the empty rows (`QuotaRollup.empty`) of a team or GPU type about to be deleted, so
+    that only rows with something in them protect it. Call it in the deletion's transaction:
+    when real history refuses the deletion, the empty rows come back with the rollback."""
+    deleted, _ = QuotaRollup.objects.filter(QuotaRollup.empty(), **owner).delete()
+    return deleted
+
 
 class JobProgressRate(models.Model):
     """A job's fault-free rate: progress per active GPU-second over its best steady interval.

@@ -820,6 +820,10 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
                 into.idle_cost_usd += cell.idle_cost_usd
         for (team_id, gpu_type_id), cell in cells.items():
             nominal, used, borrowed, lent, idle = cell.parts()
+            if not (nominal or used or borrowed or lent or idle or cell.idle_cost_usd):
+                # A guarantee on a type the fleet had no GPUs of: a row would say nothing, sum to
+                # nothing, and (one a minute for ever) keep the type and team from deletion.
+                continue
             rows.append(
                 QuotaRollup(
                     bucket=MINUTE, start=minute, team_id=team_id, gpu_type_id=gpu_type_id, nominal_gpu_seconds=nominal,

@@ -18,7 +18,7 @@ from django.db import connection
 from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
-from controlplane.models import QuotaRollup, Team
+from controlplane.models import GpuType, QuotaRollup, Team
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.django_db
@@ -99,3 +99,55 @@ def test_a_gpu_type_used_only_by_quotas_says_to_delete_them_first(fleet, browser
 
     assert "Cannot delete GPU type" in page and "<li>Quotas: 1 (delete or change them first): ml × B200: 8</li>" in page
     assert "history" not in page
+
+
+def _empty_minutes(team: Team, gpu_type, n: int) -> None:  # type: ignore[no-untyped-def]
+    """What accounting wrote until 6 Dec for a quota on a type with no GPUs in the fleet: a row
+    a minute with nothing in it."""
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(days=1)
+    QuotaRollup.objects.bulk_create([
+        QuotaRollup(bucket=60, start=start + timedelta(minutes=i), team=team, gpu_type=gpu_type,
+                    nominal_gpu_seconds=0, used_gpu_seconds=0, borrowed_gpu_seconds=0, lent_gpu_seconds=0,
+                    idle_gpu_seconds=0, idle_cost_usd=0)
+        for i in range(n)])
+
+
+def test_a_gpu_type_whose_quota_is_gone_and_never_had_a_node_is_deleted(fleet, browser) -> None:
+    """Found by a fleet admin (6 Dec): B200 was given a quota before any B200 node came; the
+    order was cancelled, the quota removed, and the type could never be deleted: "Quota
+    rollups: 1,440 … has history", every row of it zeros."""
+    b200 = f.make_gpu_type("B200", 192)
+    f.make_price_rate(b200, "4.0000")
+    _empty_minutes(fleet.ml, b200, 1440)
+
+    page = _text(browser.get(f"/admin/controlplane/gputype/{b200.pk}/delete/"))
+    assert "Are you sure you want to delete the GPU type" in page, page[:3000]
+    assert "Quota rollup" not in page and "<li>Price rates: 1</li>" in page
+    assert browser.post(f"/admin/controlplane/gputype/{b200.pk}/delete/", {"post": "yes"}).status_code == 302
+
+    assert not GpuType.objects.filter(pk=b200.pk).exists()
+    assert not QuotaRollup.objects.filter(gpu_type_id=b200.pk).exists()
+    assert QuotaRollup.objects.filter(team=fleet.ml).count() == 0
+
+
+def test_a_gpu_type_with_real_quota_history_is_still_refused(fleet, browser) -> None:
+    b200 = f.make_gpu_type("B200", 192)
+    _empty_minutes(fleet.ml, b200, 100)
+    _minutes_of_history(fleet.ml, b200, 3)
+
+    page = _text(browser.get(f"/admin/controlplane/gputype/{b200.pk}/delete/"))
+    assert "Cannot delete GPU type" in page and "<li>Quota rollups: 3</li>" in page
+    assert "GPU type B200 has history that accounting and the audit trail keep." in page
+
+    r = browser.post(f"/admin/controlplane/gputype/{b200.pk}/delete/", {"post": "yes"})
+    assert r.status_code == 200 and "Cannot delete GPU type" in _text(r)
+    assert QuotaRollup.objects.filter(gpu_type=b200).count() == 103
+
+
+def test_a_team_with_only_empty_quota_rows_is_deleted(fleet, browser) -> None:
+    team = f.make_team("fresh")
+    b200 = f.make_gpu_type("B200", 192)
+    _empty_minutes(team, b200, 60)
+
+    assert browser.post(f"/admin/controlplane/team/{team.pk}/delete/", {"post": "yes"}).status_code == 302
+    assert not Team.objects.filter(pk=team.pk).exists()

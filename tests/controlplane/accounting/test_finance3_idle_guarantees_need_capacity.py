@@ -83,4 +83,20 @@ def test_guarantees_stop_idling_when_the_last_node_of_their_type_is_retired() ->
     idle = idle_by_minute()
     assert idle[0] == Decimal(8 * 60)
     assert idle[1] == Decimal(8 * 30)  # until 10:01:30
-    assert idle[2] == Decimal(0)
+    assert 2 not in idle  # nothing guaranteed, used or idle: no row at all (see below)
+
+
+def test_a_guarantee_on_a_type_with_no_gpus_writes_no_rows() -> None:
+    """Until 6 Dec every quota wrote a row a minute, all zeros while the fleet had no GPUs of its
+    type; those rows were PROTECT history, so a GPU type once given a quota and never a node
+    could not be deleted, even with the quota gone (tests/controlplane/test_admin_delete_with_history.py)."""
+    gpu = h100()
+    node(gpu)
+    b200 = f.make_gpu_type("B200", 192)
+    ml = f.make_team("ml")
+    f.make_quota(ml, gpu, 8)
+    f.make_quota(ml, b200, 8)
+    roll_every_15s(minutes(3))
+
+    assert not QuotaRollup.objects.filter(gpu_type=b200).exists()
+    assert QuotaRollup.objects.filter(gpu_type=gpu, bucket=accounting.MINUTE).count() == 3

@@ -14,7 +14,7 @@ import pytest
 from django.utils import timezone
 
 from controlplane.choices import EventKind
-from controlplane.models import Event, Node, Quota, QuotaRollup, Team
+from controlplane.models import Event, GpuType, Node, Quota, QuotaRollup, Team
 from controlplane.models.usage import RollupBucket
 
 pytestmark = pytest.mark.django_db
@@ -69,3 +69,39 @@ def test_a_deleted_nodes_events_stay_in_the_trail(fleet, admin) -> None:
 
     event = Event.objects.get(reason="Cordoned", message__startswith="spare-01")
     assert event.node_id is None
+
+
+def _quota_row(team: Team, gpu_type: GpuType, minute: int, idle_s: int) -> QuotaRollup:
+    start = timezone.now().replace(second=0, microsecond=0) - timedelta(days=1, minutes=-minute)
+    return QuotaRollup.objects.create(
+        bucket=RollupBucket.MINUTE, start=start, team=team, gpu_type=gpu_type, nominal_gpu_seconds=idle_s,
+        used_gpu_seconds=0, borrowed_gpu_seconds=0, lent_gpu_seconds=0, idle_gpu_seconds=idle_s,
+        idle_cost_usd=Decimal(idle_s) / 1000)
+
+
+def test_a_gpu_type_with_only_empty_quota_rows_is_deleted(fleet, admin) -> None:
+    """A quota on a type with no nodes wrote an empty row a minute until 6 Dec: the quota gone,
+    those rows alone answered 409 "accounting history" for ever."""
+    b200 = GpuType.objects.create(name="B200", memory_gb=192)
+    for minute in range(30):
+        _quota_row(fleet.ml, b200, minute, 0)
+
+    r = admin.delete(f"{J}/gpu-types/{b200.pk}/")
+
+    assert r.status_code == 204, r.content
+    assert not GpuType.objects.filter(pk=b200.pk).exists() and not QuotaRollup.objects.filter(gpu_type_id=b200.pk)
+    assert Event.objects.filter(reason="GpuTypeDeleted", message__startswith="GPU type B200 deleted").exists()
+
+
+def test_a_gpu_type_with_real_quota_history_answers_409_and_keeps_every_row(fleet, admin) -> None:
+    b200 = GpuType.objects.create(name="B200", memory_gb=192)
+    for minute in range(30):
+        _quota_row(fleet.ml, b200, minute, 0)
+    _quota_row(fleet.ml, b200, 30, 480)
+
+    r = admin.delete(f"{J}/gpu-types/{b200.pk}/")
+
+    assert r.status_code == 409
+    assert r.json()["detail"] == ("GPU type B200 has accounting history that finance's reports and the audit trail "
+                                  "keep (1 showback and quota rollup row); it cannot be deleted.")
+    assert QuotaRollup.objects.filter(gpu_type=b200).count() == 31
