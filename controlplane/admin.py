@@ -576,6 +576,8 @@ class PriorityClassAdmin(ConfigAudited):
         period changes only later stops, which the admin is told when jobs of the class are
         stopping now."""
         super().save_model(request, obj, form, change)
+        if "value" in form.changed_data and (shared := obj.value_shared_warning()):
+            self.message_user(request, f"{shared}.", level=messages.WARNING)
         touched = {"grace_period_s", "preemptible", "min_runtime_s"} & set(form.changed_data)
         if not change or not touched:
             return

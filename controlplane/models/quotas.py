@@ -179,3 +179,27 @@ class PriorityClass(models.Model):
                 "the budget counts over (86400 s: a day)")
         if problems:
             raise ValidationError(problems)
+
+    def sharing_value(self) -> list[str]:
+        """The other classes with this class's value, by name. Allowed, as Kubernetes and Slurm
+        allow it: the engine reads a value as a rank, not a key (scheduler_core/preemption.py
+        preempts only a strictly lower value; the queue orders by value plus waiting time), so
+        such classes are peers that differ in their other settings. Said, never refused
+        (`value_shared_warning`): made by mistake, two classes meant to rank quietly do not."""
+        if self.value is None:
+            return []
+        return list(PriorityClass.objects.filter(value=self.value).exclude(pk=self.pk)
+                    .order_by("name").values_list("name", flat=True))
+
+    def value_shared_warning(self, peers: list[str] | None = None) -> str | None:
+        """What a value shared with other classes means, for the admin's page and the API; None
+        when no other class has it. ``peers``: `sharing_value()`, when read already."""
+        peers = self.sharing_value() if peers is None else peers
+        if not peers:
+            return None
+        named = ", ".join(peers)
+        one = len(peers) == 1
+        return (f"Priority class {self.name} has the same value ({self.value}) as {named}: no job of "
+                f"{'either' if one else 'any of them'} preempts another's for priority (a team reclaiming lent quota "
+                "still may), and their waiting jobs are ordered by fair share and how long they have waited, not "
+                "by class. Give it another value if it should rank above or below")

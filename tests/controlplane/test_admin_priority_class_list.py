@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from django.contrib.messages import get_messages
 
 from tests.controlplane import factories as f
 
@@ -31,3 +32,28 @@ def test_a_class_that_is_never_preempted_says_so_instead_of_a_budget(fleet, brow
     f.make_priority_class("critical", 5000, preemptible=False, preemption_budget=3)
     html = browser.get("/admin/controlplane/priorityclass/").content.decode()
     assert _cells(html, "critical")[-2] == "not preemptible"
+
+
+def _save_value(browser, pc, value: int):  # type: ignore[no-untyped-def]
+    path = f"/admin/controlplane/priorityclass/{pc.pk}/change/"
+    form = f.opened_admin_form(browser, path)
+    form["value"] = value
+    r = browser.post(path, form, follow=True)
+    assert r.status_code == 200 and r.redirect_chain, r.content[:2000]
+    return [str(m) for m in get_messages(r.wsgi_request) if m.level_tag == "warning"]
+
+
+def test_a_value_shared_with_another_class_is_saved_with_a_warning(fleet, browser) -> None:
+    """Two classes with one value are peers: neither preempts the other, nor goes first in the
+    queue. Allowed (Kubernetes and Slurm allow it), and said when it is saved (6 Dec: nothing
+    was said; tests/controlplane/api/test_priority_class_shared_value.py)."""
+    [warning] = _save_value(browser, fleet.research, 1000)
+
+    assert warning.startswith("Priority class research has the same value (1000) as production: no job of either "
+                              "preempts another's for priority")
+    fleet.research.refresh_from_db()
+    assert fleet.research.value == 1000
+
+
+def test_a_value_of_its_own_saves_without_a_warning(fleet, browser) -> None:
+    assert _save_value(browser, fleet.research, 999) == []

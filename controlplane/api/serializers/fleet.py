@@ -144,13 +144,33 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
 
 
 class PriorityClassSerializer(ConstraintCheckedModelSerializer):
+    same_value_as = serializers.SerializerMethodField(
+        help_text="The other classes with this value: allowed, but no job of one preempts another's for priority "
+                  "and their waiting jobs are not ordered by class ([] when none).")
+    warnings = serializers.SerializerMethodField(
+        help_text="What this class's settings mean that may not be meant: a value shared with other classes.")
+
     class Meta:
         model = PriorityClass
         fields = [
             "id", "name", "value", "description", "preemptible", "may_preempt_lower", "grace_period_s",
             "min_runtime_s", "preemption_budget", "budget_window_s", "default_runtime_limit_s", "max_runtime_limit_s",
+            "same_value_as", "warnings",
         ]
         extra_kwargs = {"value": {"min_value": -MAX_INT - 1, "max_value": MAX_INT}}
+
+    def get_same_value_as(self, obj: PriorityClass) -> list[str]:
+        # Every class's value, read once per answer (a list's rows share the serializer's context).
+        by_value = self.context.get("_class_names_by_value")
+        if by_value is None:
+            by_value = self.context["_class_names_by_value"] = {}
+            for value, name in PriorityClass.objects.order_by("name").values_list("value", "name"):
+                by_value.setdefault(value, []).append(name)
+        return [name for name in by_value.get(obj.value, ()) if name != obj.name]
+
+    def get_warnings(self, obj: PriorityClass) -> list[str]:
+        warning = obj.value_shared_warning(self.get_same_value_as(obj))
+        return [f"{warning}."] if warning else []
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         default = attrs.get("default_runtime_limit_s", getattr(self.instance, "default_runtime_limit_s", 4 * 3600))
