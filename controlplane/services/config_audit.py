@@ -12,11 +12,13 @@ team's decayed usage, which the control loop writes every cycle.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 from django.conf import settings
-from django.db import models
+from django.contrib.auth import get_user_model
+from django.db import models, transaction
 from django.db.models import Count, Q
 
 from controlplane.choices import EventKind
@@ -54,6 +56,28 @@ AUDITED: dict[type[models.Model], tuple[str, ...]] = {
 # (active), reach the admin site (staff) and are an admin of the fleet (superuser:
 # services/access.py). Ticking "Superuser status" made a user an admin with no trace here.
 USER_AUDITED = ("username", "is_active", "is_staff", "is_superuser")
+T = TypeVar("T")
+
+
+def password_change_recorded(user_id: int, actor: str, change: Callable[[], T]) -> T:
+    """Run ``change`` (a page that may set user ``user_id``'s password) and, when it did, record a
+    `UserPasswordChanged` event in the same transaction: who changed whose password, or made it
+    unusable ("password-based authentication: disabled"). Never the password nor its hash; the
+    stored hashes are compared only to tell whether it changed. A user created with a password
+    is `UserCreated`; `manage.py changepassword` is not recorded, as `createsuperuser` is not."""
+    stored = get_user_model().objects.filter(pk=user_id)
+    with transaction.atomic():
+        before = stored.values_list("password", flat=True).first()
+        answer = change()
+        user = stored.first()
+        if user is not None and before is not None and user.password != before:
+            name = user.get_username()
+            said = "password changed" if user.has_usable_password() else "password-based sign-in disabled"
+            Event.objects.create(**event_fields(
+                EventKind.CONFIG_CHANGED, actor, reason="UserPasswordChanged", message=f"User {name}'s {said}",
+                data={"model": "user", "user": name, "usable_password": user.has_usable_password()}))
+    return answer
+
 
 def _is_user(obj: models.Model) -> bool:
     return bool(obj._meta.label == settings.AUTH_USER_MODEL)

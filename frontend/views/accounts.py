@@ -1,4 +1,5 @@
-"""Signing in through a form: the pages' /accounts/login/ and the admin's /admin/login/.
+"""Signing in through a form: the pages' /accounts/login/ and the admin's /admin/login/; and the
+admin's own-password form, /admin/password_change/, whose changes are recorded.
 
 Both are Django's own sign-in views, with one rule added: a POST counts against its client
 address's login counter, the one `POST /api/v1/auth/token/` counts against
@@ -22,6 +23,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.csrf import csrf_protect
 
 from controlplane.api.throttling import sign_in_refused, username_refusal, username_refused
+from controlplane.services import config_audit
 
 
 def _throttled(request: HttpRequest) -> HttpResponse | None:
@@ -65,3 +67,14 @@ def admin_login(request: HttpRequest, extra_context: dict[str, Any] | None = Non
         if refused is not None:
             return refused
     return admin.site.login(request, extra_context)
+
+
+def admin_password_change(request: HttpRequest, extra_context: dict[str, Any] | None = None) -> HttpResponse:
+    """The admin's own-password form (AdminSite.password_change, for the signed-in staff user):
+    a password changed there is a `UserPasswordChanged` event, as one set on a user's page is
+    (services/config_audit.password_change_recorded)."""
+    view = admin.site.admin_view(admin.site.password_change)
+    if not request.user.is_authenticated:
+        return view(request, extra_context)  # to the sign-in form
+    return config_audit.password_change_recorded(
+        request.user.pk, f"user:{request.user.get_username()}", lambda: view(request, extra_context))

@@ -110,3 +110,60 @@ def test_the_users_list_bulk_delete_records_each(boss) -> None:
     assert r.status_code == 302
     assert sorted(Event.objects.filter(reason="UserDeleted").values_list("message", flat=True)) == [
         "User bob deleted", "User dora deleted"]
+
+
+def _password_events() -> list[Event]:
+    return list(Event.objects.filter(kind=EventKind.CONFIG_CHANGED, reason="UserPasswordChanged"))
+
+
+def test_a_password_set_on_a_users_page_is_recorded_without_it(boss) -> None:
+    """6 Dec: an admin setting bob's password (his API tokens revoked with it) left nothing in the
+    trail; user created, changed and deleted did."""
+    bob = _bob()
+    r = boss.post(f"/admin/auth/user/{bob.pk}/password/",
+                  {"usable_password": "true", "password1": "a-new-pass-phrase-7", "password2": "a-new-pass-phrase-7"})
+    assert r.status_code == 302, r.context["adminform"].form.errors if r.context else r
+
+    [event] = _password_events()
+    assert event.actor == "user:boss" and event.message == "User bob's password changed"
+    assert event.data == {"model": "user", "user": "bob", "usable_password": True}
+    assert "a-new-pass-phrase-7" not in str(event.data) + event.message
+    assert _bob().password not in str(event.data) + event.message
+    listed = boss.get("/api/v1/events/?kind=config.changed").json()["results"]
+    assert [e["message"] for e in listed if e["reason"] == "UserPasswordChanged"] == ["User bob's password changed"]
+
+
+def test_a_password_made_unusable_is_recorded(boss) -> None:
+    r = boss.post(f"/admin/auth/user/{_bob().pk}/password/", {"usable_password": "false", "unset-password": "1"})
+    assert r.status_code == 302
+
+    [event] = _password_events()
+    assert event.message == "User bob's password-based sign-in disabled" and not _bob().has_usable_password()
+
+
+def test_a_password_form_refused_records_nothing(boss) -> None:
+    r = boss.post(f"/admin/auth/user/{_bob().pk}/password/",
+                  {"usable_password": "true", "password1": "one-pass-phrase-1", "password2": "another-phrase-2"})
+    assert r.status_code == 200
+    assert _password_events() == []
+
+
+def test_an_admins_own_password_change_is_recorded(boss) -> None:
+    r = boss.post("/admin/password_change/", {"old_password": "boss", "new_password1": "a-new-pass-phrase-7",
+                                              "new_password2": "a-new-pass-phrase-7"})
+    assert r.status_code == 302, r.context["form"].errors if r.context else r
+
+    [event] = _password_events()
+    assert event.actor == "user:boss" and event.message == "User boss's password changed"
+    assert boss.get("/admin/").status_code == 200  # still signed in (the session's hash follows)
+
+
+def test_a_wrong_old_password_changes_and_records_nothing(boss) -> None:
+    r = boss.post("/admin/password_change/", {"old_password": "wrong", "new_password1": "a-new-pass-phrase-7",
+                                              "new_password2": "a-new-pass-phrase-7"})
+    assert r.status_code == 200 and _password_events() == []
+
+
+def test_the_own_password_form_still_asks_a_stranger_to_sign_in(fleet) -> None:
+    r = Client().post("/admin/password_change/", {"old_password": "x", "new_password1": "y", "new_password2": "y"})
+    assert r.status_code == 302 and "/admin/login/" in r["Location"] and _password_events() == []
