@@ -41,6 +41,31 @@ class Team(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def clean(self) -> None:
+        if renamed := self._rename_refused():
+            raise ValidationError({"name": renamed})
+
+    def _rename_refused(self) -> str | None:
+        """A team that has jobs keeps its name. Its rows point at it by id (jobs, quotas,
+        rollups, events: showback and the CSVs read today's name for all of its history), but
+        the fleet's samples name it (the queue-depth and dominant-share charts: renamed, its
+        line split in two, the old one in no team's colour, and its queue's history before the
+        rename was lost to the team filter), and submitters ask for it by name (`qm submit
+        --team`, `?team=` in scripts), which would be refused from the rename on. Slurm
+        accounts and Kueue queues keep their names alike. A team with no job yet is renamed
+        freely (and recorded, "Team ml changed: name ml → ml-research")."""
+        if self.pk is None or not self.name:
+            return None
+        was = Team.objects.filter(pk=self.pk).values_list("name", flat=True).first()
+        if was is None or was == self.name:
+            return None
+        jobs = self.jobs.count()  # type: ignore[attr-defined]  # Job.team's related_name
+        if not jobs:
+            return None
+        return (f"team {was} has {jobs:,} job{'' if jobs == 1 else 's'}, and the fleet's charts and submitters "
+                f"(qm submit --team {was}) name it: renamed, its charts would split in two and those submits be "
+                "refused. A team keeps its name once it has jobs; to show another name, put it in the description")
+
     def delete(self, *args: Any, **kwargs: Any) -> tuple[int, dict[str, int]]:
         """Deleted with its empty quota rollups, as a GPU type is (`GpuType.delete`): a quota on a
         type with no nodes left only empty rows, which alone refused the deletion."""
