@@ -20,8 +20,8 @@ How rows become a trace (the approximations are stated on the page and in docs/d
   before the replayed time: known from the start): a job that started on its nodes before then
   runs into it, as on the fleet; the real GPU types and priority
   classes; the real quota table (teams, cohorts, nominal GPUs, borrowing and lending limits)
-  for the live run, and for the what-if run the same table with the nominal GPUs the user
-  typed (see `quota_table`).
+  for the live run, and for the what-if run the same table with the nominal GPUs and the
+  borrowing and lending limits the user typed (see `quota_table`).
 """
 
 from __future__ import annotations
@@ -156,69 +156,125 @@ def real_fleet() -> Fleet:
 
 @dataclass(frozen=True)
 class QuotaCell:
-    """One cell of the what-if quota table: a team's nominal GPUs of one type, live and asked."""
+    """One cell of the what-if quota table: a team's quota on one GPU type, live and asked: its
+    nominal GPUs and, for a team in a cohort, its borrowing and lending limits (None: no quota,
+    or no limit)."""
 
     team: str
     gpu_type: str
     live: int | None
     asked: int | None
     capacity: int
+    in_cohort: bool = False
+    live_borrowing: int | None = None
+    asked_borrowing: int | None = None
+    live_lending: int | None = None
+    asked_lending: int | None = None
 
     @property
     def field(self) -> str:
-        return f"quota:{self.team}:{self.gpu_type}"
+        return quota_field(self.team, self.gpu_type)
+
+    @property
+    def borrowing_field(self) -> str:
+        return quota_field(self.team, self.gpu_type, "borrowing")
+
+    @property
+    def lending_field(self) -> str:
+        return quota_field(self.team, self.gpu_type, "lending")
 
     @property
     def changed(self) -> bool:
-        return self.live != self.asked
+        return (self.live, self.live_borrowing, self.live_lending) != (self.asked, self.asked_borrowing,
+                                                                      self.asked_lending)
 
 
-def quota_field(team: str, gpu_type: str) -> str:
-    return f"quota:{team}:{gpu_type}"
+#: The form's fields of the quota table, by the part of a quota each holds: `quota:TEAM:TYPE`
+#: its nominal GPUs, `borrowing:…` and `lending:…` its limits.
+QUOTA_PARTS = {"quota": "quota", "borrowing": "borrowing limit", "lending": "lending limit"}
+
+
+def quota_field(team: str, gpu_type: str, part: str = "quota") -> str:
+    return f"{part}:{team}:{gpu_type}"
+
+
+def is_quota_field(name: str) -> bool:
+    return name.split(":", 1)[0] in QUOTA_PARTS and name.count(":") >= 2
+
+
+def _whole_gpus(data: Mapping[str, str], name: str, current: int | None, what: str, gpus: int, gpu_type: str,
+                empty: str, errors: dict[str, str]) -> int | None:
+    """A cell's number of GPUs as typed (None when cleared), or `current` when not sent or bad."""
+    raw = data.get(name)
+    if raw is None:
+        return current
+    text = raw.strip()
+    if text == "":
+        return None
+    try:
+        asked = int(text)
+    except ValueError:
+        errors[name] = f"{what}: expected a whole number of GPUs (or nothing for {empty}), got {raw!r}"
+        return current
+    if not 0 <= asked <= gpus:
+        errors[name] = f"{what}: expected 0 to {gpus} (this fleet's {gpu_type} GPUs), got {asked}"
+        return current
+    return asked
 
 
 def quota_table(fleet: Fleet, data: Mapping[str, str]) -> tuple[list[QuotaCell], dict[str, str]]:
     """The quota table of the what-if run, read from the form: one cell per team and GPU type
-    of the fleet, holding a whole number of nominal GPUs (empty: no quota on that type). A cell
-    the form does not send keeps its live value. Returns the cells and the errors by field."""
-    live = {(q.team, q.gpu_type): q.nominal_gpus for q in fleet.quotas}
+    of the fleet, holding a whole number of nominal GPUs (empty: no quota on that type) and, for
+    a team in a cohort, its borrowing and lending limits (empty: no limit), each 0 to the
+    fleet's GPUs of the type. A field the form does not send keeps its live value. A limit needs
+    a quota to limit, and a team in no cohort borrows from and lends to no one (the API refuses
+    such limits alike). Returns the cells and the errors by field."""
+    live = {(q.team, q.gpu_type): q for q in fleet.quotas}
     capacity = fleet.gpus_by_type
     cells: list[QuotaCell] = []
     errors: dict[str, str] = {}
     known = set()
-    for team in fleet.cohort_of:
+    for team, cohort in fleet.cohort_of.items():
         for gpu_type, gpus in capacity.items():
-            name = quota_field(team, gpu_type)
-            known.add(name)
-            current = live.get((team, gpu_type))
-            raw = data.get(name)
-            asked = current
-            if raw is not None:
-                text = raw.strip()
-                if text == "":
-                    asked = None
-                else:
-                    try:
-                        asked = int(text)
-                    except ValueError:
-                        errors[name] = (f"quota of {team} on {gpu_type}: expected a whole number of GPUs "
-                                        f"(or nothing for no quota), got {raw!r}")
-                        asked = current
-                    else:
-                        if not 0 <= asked <= gpus:
-                            errors[name] = (f"quota of {team} on {gpu_type}: expected 0 to {gpus} (this fleet's "
-                                            f"{gpu_type} GPUs), got {asked}")
-                            asked = current
-            cells.append(QuotaCell(team=team, gpu_type=gpu_type, live=current, asked=asked, capacity=gpus))
-    for name in sorted(k for k in data if k.startswith("quota:") and k not in known):
+            quota = live.get((team, gpu_type))
+            current = quota.nominal_gpus if quota is not None else None
+            borrowing = quota.borrowing_limit if quota is not None else None
+            lending = quota.lending_limit if quota is not None else None
+            names = {part: quota_field(team, gpu_type, part) for part in QUOTA_PARTS}
+            known.update(names.values())
+            what = f"{{}} of {team} on {gpu_type}"
+            asked = _whole_gpus(data, names["quota"], current, what.format("quota"), gpus, gpu_type, "no quota",
+                                errors)
+            asked_limits = {}
+            for part, was in (("borrowing", borrowing), ("lending", lending)):
+                name = names[part]
+                limit = _whole_gpus(data, name, was, what.format(QUOTA_PARTS[part]), gpus, gpu_type, "no limit",
+                                    errors)
+                if name in errors or limit is None or limit == was:
+                    asked_limits[part] = limit
+                    continue
+                if cohort is None:
+                    errors[name] = (f"{what.format(QUOTA_PARTS[part])}: team {team} is in no cohort, so it "
+                                    f"{'borrows from' if part == 'borrowing' else 'lends to'} no one: a limit "
+                                    "limits nothing")
+                elif asked is None:
+                    errors[name] = (f"{what.format(QUOTA_PARTS[part])}: no quota to limit; give {team} nominal "
+                                    f"{gpu_type} GPUs first")
+                asked_limits[part] = was if name in errors else limit
+            cells.append(QuotaCell(team=team, gpu_type=gpu_type, live=current, asked=asked, capacity=gpus,
+                                   in_cohort=cohort is not None, live_borrowing=borrowing,
+                                   asked_borrowing=asked_limits["borrowing"] if asked is not None else None,
+                                   live_lending=lending,
+                                   asked_lending=asked_limits["lending"] if asked is not None else None))
+    for name in sorted(k for k in data if is_quota_field(k) and k not in known):
         errors[name] = f"{name}: no such team and GPU type on this fleet"
     return cells, errors
 
 
 def quotas_of(fleet: Fleet, cells: Sequence[QuotaCell]) -> tuple[tuple[QuotaInfo, ...] | None, str]:
     """The what-if run's quota table from the cells (None when it is the live one), and a
-    note naming each change. An edited quota keeps its live cohort and limits; a new one joins
-    its team's cohort with no limits."""
+    note naming each change. A quota keeps its live cohort, and the limits the cell asks (a new
+    one: none unless typed); the engine enforces them as it does the live ones."""
     changed = [c for c in cells if c.changed]
     if not changed:
         return None, ""
@@ -229,18 +285,29 @@ def quotas_of(fleet: Fleet, cells: Sequence[QuotaCell]) -> tuple[tuple[QuotaInfo
             continue
         base = by_key.get((cell.team, cell.gpu_type))
         if base is None:
-            quotas.append(QuotaInfo(team=cell.team, gpu_type=cell.gpu_type, nominal_gpus=cell.asked,
-                                    cohort=fleet.cohort_of.get(cell.team)))
-        else:
-            quotas.append(dataclasses.replace(base, nominal_gpus=cell.asked))
+            base = QuotaInfo(team=cell.team, gpu_type=cell.gpu_type, nominal_gpus=cell.asked,
+                             cohort=fleet.cohort_of.get(cell.team))
+        quotas.append(dataclasses.replace(base, nominal_gpus=cell.asked, borrowing_limit=cell.asked_borrowing,
+                                          lending_limit=cell.asked_lending))
     # A quota of the live table on a type no node has stays as it is.
     shown = {(c.team, c.gpu_type) for c in cells}
     quotas += [q for q in fleet.quotas if (q.team, q.gpu_type) not in shown]
 
-    def word(n: int | None) -> str:
-        return "none" if n is None else str(n)
+    def word(n: int | None, none: str = "none") -> str:
+        return none if n is None else str(n)
 
-    note = "quotas changed: " + "; ".join(f"{c.team} {c.gpu_type} {word(c.live)} → {word(c.asked)}" for c in changed)
+    def said(c: QuotaCell) -> str:
+        parts = []
+        if c.live != c.asked:
+            parts.append(f"{c.team} {c.gpu_type} {word(c.live)} → {word(c.asked)}")
+        if c.asked is not None:
+            for what, was, now in (("borrowing limit", c.live_borrowing, c.asked_borrowing),
+                                   ("lending limit", c.live_lending, c.asked_lending)):
+                if was != now:
+                    parts.append(f"{c.team} {c.gpu_type} {what} {word(was, 'no limit')} → {word(now, 'no limit')}")
+        return "; ".join(parts)
+
+    note = "quotas changed: " + "; ".join(text for c in changed if (text := said(c)))
     return tuple(quotas), note
 
 

@@ -136,7 +136,7 @@ def _form(request: HttpRequest, params: QueryDict) -> tuple[dict[str, Any], what
         # A member reads and changes their own teams' quotas only, as the API's quotas/ and the
         # teams page let them; the replay keeps every other team's live quota.
         teams = set(access.visible_teams(request.user).values_list("name", flat=True))
-        for name in sorted(k for k in params if k.startswith("quota:") and k not in errors):
+        for name in sorted(k for k in params if whatif.is_quota_field(k) and k not in errors):
             team = name.split(":")[1]
             if team not in teams:
                 errors[name] = f"{name}: {team[:64]} is not a team of yours: the replay keeps its live quota"
@@ -198,7 +198,7 @@ def what_if(request: HttpRequest) -> HttpResponse:
     if state["state"] == "busy":  # another replay holds the lock: nothing started, said here
         context.update(result_context(state), asked=True)
         return render(request, "frontend/what_if.html", context, status=409)
-    query = [(k, v) for k in params if k in FORM_FIELDS or k.startswith("quota:") for v in params.getlist(k)]
+    query = [(k, v) for k in params if k in FORM_FIELDS or whatif.is_quota_field(k) for v in params.getlist(k)]
     response = HttpResponseRedirect(reverse("frontend:what-if") + "?" + urlencode([*query, ("key", replay_request.key)]))
     response.status_code = 303  # see other: the browser GETs the replay's page
     return response

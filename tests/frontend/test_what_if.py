@@ -64,6 +64,8 @@ def test_the_quota_form_keeps_live_values_and_reads_changes(demo):
     ("quota:vision:H100-80GB", "97", "quota of vision on H100-80GB: expected 0 to 96"),
     ("quota:vision:A100-40GB", "-1", "expected 0 to 32"),
     ("quota:nobody:H100-80GB", "8", "quota:nobody:H100-80GB: no such team and GPU type"),
+    ("borrowing:vision:H100-80GB", "97", "borrowing limit of vision on H100-80GB: expected 0 to 96"),
+    ("lending:vision:H100-80GB", "some", "lending limit of vision on H100-80GB: expected a whole number of GPUs"),
     ("days", "0", "days: pick 1 to 30, got 0"),
 ])
 def test_bad_form_input_is_a_400_naming_the_field(client_for, field, raw, message):
@@ -95,6 +97,51 @@ def test_another_quota_table_changes_the_replay(demo, submit_as):
     assert replay.teams[1]["vision"]["wait_mean_min"] == 0.0
     # both runs finish all ten 4-hour gangs within the 12 hours replayed: the same GPU-hours
     assert replay.teams[0]["vision"]["allocated_gpu_hours"] == replay.teams[1]["vision"]["allocated_gpu_hours"] == 320.0
+
+
+def test_the_quota_form_reads_borrowing_and_lending_limits(demo):
+    fleet = whatif.real_fleet()
+    live = {(q.team, q.gpu_type): q for q in fleet.quotas}
+    lent = live["language", "H100-80GB"].lending_limit
+    cells, errors = whatif.quota_table(fleet, {"borrowing:vision:H100-80GB": "56", "lending:language:H100-80GB": "0",
+                                               "borrowing:serving:A100-40GB": ""})
+    quotas, note = whatif.quotas_of(fleet, cells)
+
+    assert errors == {}
+    table = {(q.team, q.gpu_type): q for q in quotas}
+    assert (table["vision", "H100-80GB"].nominal_gpus, table["vision", "H100-80GB"].borrowing_limit) == (40, 56)
+    assert table["language", "H100-80GB"].lending_limit == 0
+    assert table["serving", "A100-40GB"].borrowing_limit is None
+    said = ("no limit" if lent is None else str(lent))
+    assert f"language H100-80GB lending limit {said} → 0" in note and "vision H100-80GB borrowing limit 32 → 56" in note
+
+
+def test_a_limit_with_no_quota_or_no_cohort_is_refused_naming_it(demo):
+    fleet = whatif.real_fleet()
+    _, errors = whatif.quota_table(fleet, {"quota:serving:A100-40GB": "", "borrowing:serving:A100-40GB": "4"})
+    assert errors == {"borrowing:serving:A100-40GB": "borrowing limit of serving on A100-40GB: no quota to limit; "
+                                                     "give serving nominal A100-40GB GPUs first"}
+    alone = dataclasses.replace(fleet, cohort_of={**fleet.cohort_of, "vision": None})
+    _, errors = whatif.quota_table(alone, {"lending:vision:H100-80GB": "8"})
+    assert errors == {"lending:vision:H100-80GB": "lending limit of vision on H100-80GB: team vision is in no "
+                                                  "cohort, so it lends to no one: a limit limits nothing"}
+
+
+def test_another_borrowing_limit_changes_the_replay(demo, submit_as):
+    """The engine replays the limits it enforces: vision may hold 40 + 32 = 72 H100s live, so one
+    of ten 8-GPU gangs waits for another to end (4 h); allowed to borrow 56, all ten start."""
+    now = timezone.now()
+    for i in range(10):
+        job = submit_as("alice", name=f"gang-{i}", gpus=8, gpu_types=("H100-80GB",))
+        Job.objects.filter(pk=job.pk).update(submitted_at=now - timedelta(hours=12))
+    fleet = whatif.real_fleet()
+    cells, errors = whatif.quota_table(fleet, {"borrowing:vision:H100-80GB": "56"})
+    quotas, note = whatif.quotas_of(fleet, cells)
+    policy = dataclasses.replace(whatif.live_policy(scheduler_config()), quotas=quotas, quota_note=note)
+    replay = run_replay(whatif.prepare(1, policy, fleet=fleet, now=now).work)
+    (_, live), (other_label, other) = replay.runs
+    assert other_label.endswith("quotas changed: vision H100-80GB borrowing limit 32 → 56)")
+    assert live["wait_max_min"] == pytest.approx(240.0, abs=1) and other["wait_max_min"] == 0.0
 
 
 def test_a_quota_table_under_which_a_job_can_never_run_says_so(demo, submit_as):

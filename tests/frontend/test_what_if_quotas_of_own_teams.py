@@ -37,3 +37,15 @@ def test_a_member_sending_another_teams_quota_is_refused_naming_it(client_for) -
     said = page.content.decode()
     assert ("quota:language:H100-80GB: language is not a team of yours: the replay keeps its live quota" in said)
     assert "32" not in said.split("quota:language:H100-80GB", 1)[1][:200]  # its live quota not said back
+
+
+def test_a_members_cells_carry_their_limits_and_another_teams_limit_is_refused(client_for) -> None:
+    html = client_for("alice").get("/what-if/").content.decode()
+    assert 'name="borrowing:vision:H100-80GB"' in html and 'name="lending:vision:H100-80GB"' in html
+    assert "borrowing:language:" not in html
+
+    page = client_for("alice").post("/what-if/", {"lending:language:H100-80GB": "0"})
+
+    assert page.status_code == 400
+    assert ("lending:language:H100-80GB: language is not a team of yours: the replay keeps its live quota"
+            in page.content.decode())
