@@ -180,6 +180,8 @@ class ConfigAudited(KeepsOthersChanges):
 _RETIRE = {
     Team: "To retire it, take it out of its cohort and delete its quotas and memberships on this team's page.",
     PriorityClass: "To retire it, give the teams whose default it is another one.",
+    GpuType: ("It stays for the reports: with no nodes and no quotas of this type, no job can run on it (a job "
+              "asking for it alone is told it can never run)."),
     Node: ("To retire it, drain it (Nodes: the Drain action), then retire it once it is cordoned (Nodes: the "
            "Retire action): it leaves the fleet's capacity and idle cost, and its history stays."),
 }

@@ -103,6 +103,8 @@ def _still_in_use(objects: Any) -> str:
 _RETIRE = {
     "team": "To retire it, take it out of its cohort and delete its quotas and memberships.",
     "priorityclass": "To retire it, give the teams whose default it is another one.",
+    "gputype": ("It stays for the reports: with no nodes and no quotas of this type, no job can run on it (a job "
+                "asking for it alone is told it can never run)."),
     "node": ("To retire it, drain it (POST nodes/{pk}/drain/), then retire it once it is cordoned (POST "
              "nodes/{pk}/retire/): it leaves the fleet's capacity and idle cost and its agent is refused, while its "
              "history stays; docs/operations.md, Taking a node out for good."),

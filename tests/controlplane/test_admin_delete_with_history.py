@@ -137,7 +137,8 @@ def test_a_gpu_type_with_real_quota_history_is_still_refused(fleet, browser) -> 
 
     page = _text(browser.get(f"/admin/controlplane/gputype/{b200.pk}/delete/"))
     assert "Cannot delete GPU type" in page and "<li>Quota rollups: 3</li>" in page
-    assert "GPU type B200 has history that accounting and the audit trail keep." in page
+    assert ("GPU type B200 has history that accounting and the audit trail keep. It stays for the reports: with no "
+            "nodes and no quotas of this type, no job can run on it") in page
 
     r = browser.post(f"/admin/controlplane/gputype/{b200.pk}/delete/", {"post": "yes"})
     assert r.status_code == 200 and "Cannot delete GPU type" in _text(r)

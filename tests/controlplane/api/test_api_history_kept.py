@@ -103,5 +103,7 @@ def test_a_gpu_type_with_real_quota_history_answers_409_and_keeps_every_row(flee
 
     assert r.status_code == 409
     assert r.json()["detail"] == ("GPU type B200 has accounting history that finance's reports and the audit trail "
-                                  "keep (1 showback and quota rollup row); it cannot be deleted.")
+                                  "keep (1 showback and quota rollup row); it cannot be deleted. It stays for the "
+                                  "reports: with no nodes and no quotas of this type, no job can run on it (a job "
+                                  "asking for it alone is told it can never run).")
     assert QuotaRollup.objects.filter(gpu_type=b200).count() == 31
