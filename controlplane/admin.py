@@ -282,7 +282,7 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
         super().save_model(request, obj, form, change)
         config_audit.record_config_change(obj, "changed" if change else "created", before, _actor(request))
 
-    def user_change_password(self, request, id, form_url=""):  # type: ignore[no-untyped-def]  # noqa: A002 (Django's name)
+    def user_change_password(self, request, id, form_url=""):  # type: ignore[no-untyped-def]
         """The user's password page: a password set, or made unusable, is a `UserPasswordChanged`
         event (never the password nor its hash); until 6 Dec it was in Django's own log only."""
         try:
