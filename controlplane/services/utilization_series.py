@@ -129,3 +129,17 @@ def _first_rolled_within(start: datetime, bucket: int) -> datetime | None:
         .order_by("start").values_list("start", flat=True).first()
     )
     return first
+
+
+def record_began_within(start: datetime, bucket: int) -> datetime | None:
+    """Where the rollups' record begins inside the bucket at ``start``, to the minute, when it
+    begins after the bucket's start (the first bucket of a fleet's history), else None: the first
+    minute row kept there (a day's read through its first hour row). A chart draws its first
+    step from here: the overview drew a fresh fleet's first hour from 19:00 though nothing was
+    rolled before 19:03 (demo walk, 6 Dec). One query for an hour, two for a day, none for a
+    minute; to the second inside the fleet's very first minute is `history_began`'s (more
+    queries: an averaging needs it, a chart's start does not)."""
+    first = _first_rolled_within(start, bucket)
+    if first is not None and bucket == DAY:
+        first = _first_rolled_within(first, HOUR) or first
+    return first if first is not None and first > start else None

@@ -21,8 +21,10 @@ pytestmark = pytest.mark.django_db
 PINNED = {
     # five of them for the tiles' live counts (services/fleet_figures.py: the queue, three; the
     # waiting jobs that need whole nodes, for the stranded GPUs, two; the nodes are the heat map's)
-    "/": 18,
-    "/ui/overview.json": 18,
+    # one more for where the accounting's record begins inside the utilization chart's first hour
+    # (utilization_series.record_began_within: the chart starts there, not before the fleet was)
+    "/": 19,
+    "/ui/overview.json": 19,
     # one for the listed jobs' held GPUs (gpus_held); the page's ids are read apart from their rows
     # (services/job_pages.py: sorted on the jobs table alone, not after joining every job); one for
     # the newest job id, which its live update asks about the jobs after (job_pages.newest_id)
