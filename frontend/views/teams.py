@@ -85,6 +85,8 @@ def teams(request: HttpRequest) -> HttpResponse:
     lent_shares = any(quota_text.is_share(q["lent"]) for row in team_table for q in row["quotas"])
     context: dict[str, Any] = {
         "page": "teams", "window": window, "windows": TEAM_WINDOWS, "sees_all": sees_all, "window_error": window_error,
+        # the instants the window's figures cover, said on the page as showback says its period
+        "since": since, "until": until,
         "quota_charts": quota_charts, "charts": {c.key: c for c in charts}, "team_table": team_table,
         "lent_share_note": quota_text.LENT_SHARE_NOTE if lent_shares else "",
     }
