@@ -263,12 +263,14 @@ def time_range(figure: Mapping[str, Any]) -> dict[str, Any] | None:
     traces, layout = found
     times: list[datetime] = []
     ends: list[datetime] = []
+    buckets: list[float] = []
     for t in traces:
         at = [a for a in (_at(x) for x in t.get("x") or ()) if a is not None]
         times += at
         period = t.get("xperiod")  # a bar's bucket, in ms: its last bar reaches to the bucket's end
         if at and isinstance(period, (int, float)) and not isinstance(period, bool):
             ends.append(max(at) + timedelta(milliseconds=period))
+            buckets.append(period / 1000)
     if not times:
         return None
     for shape in layout.get("shapes") or ():
@@ -276,7 +278,9 @@ def time_range(figure: Mapping[str, Any]) -> dict[str, Any] | None:
     start, end = min(times), max([*times, *ends])
     distinct = sorted(set(times))
     steps = sorted((b - a).total_seconds() for a, b in zip(distinct, distinct[1:], strict=False))
-    step = steps[len(steps) // 2] if steps else 0.0
+    # A bar is as long as its bucket, however few there are: one day's bar of a month offered "Last
+    # 5 min" to "Last 6 h" (no step between bars to measure), each a sliver of the one bar.
+    step = max([steps[len(steps) // 2] if steps else 0.0, *buckets])
     shown = (end - start).total_seconds()
     spans = [[label, seconds] for label, seconds in SPANS if SPAN_POINTS * step <= seconds < shown]
     return {"start": _when(start), "end": _when(end), "spans": spans}

@@ -145,6 +145,18 @@ def test_a_time_series_offers_each_span_that_holds_a_few_points_and_is_shorter_t
                            "spans": [["Last 6 h", 21600], ["Last 24 h", 86400]]}
 
 
+def test_bars_of_one_bucket_offer_no_span_shorter_than_a_few_of_their_buckets() -> None:
+    # Demo walk, 6 Dec: the showback's month of one day's bar (and today's one hour's) offered
+    # "Last 5 min" to "Last 6 h", each a sliver of the one bar: no step between bars to measure.
+    day = figures.cost_over_time({"vision": [(T0, 50.65)]}, "project", "day", 86400)
+    assert day.ranges == {"start": "2026-11-29 09:00:00", "end": "2026-11-30 09:00:00", "spans": []}
+    hour = figures.cost_over_time({"vision": [(T0, 9.0)], "language": [(T0, 4.0)]}, "team", "hour", 3600)
+    assert hour.ranges is not None and hour.ranges["spans"] == []
+    # Days of a month: a week is a span (at least four bars), a day or less is not.
+    month = figures.cost_over_time({"vision": [(T0 + timedelta(days=d), 1.0) for d in range(20)]}, "team", "day", 86400)
+    assert month.ranges is not None and month.ranges["spans"] == [["Last 7 days", 604800]]
+
+
 def test_only_a_time_series_has_time_ranges_and_values_at_each_point() -> None:
     others = [figures.quota_usage("H100-80GB", [{"team": "vision", "nominal": 8, "used": 2, "borrowed": 0, "lent": 0}]),
               figures.job_timeline([{"state": "running", "start": T0, "end": None}], [], now=T0 + timedelta(minutes=5)),

@@ -55,6 +55,10 @@ def test_a_window_of_one_hour_draws_its_bar_across_the_hour(session: Any, submit
     assert drawn["bars"] and min(drawn["bars"]) > drawn["plotWidth"] / 2, drawn
     for span in drawn["spans"]:
         assert span["bucket"] <= span["from"] < span["to"] <= span["bucket"] + HOUR_MS, span
+    # its time range buttons: the hour, and no span shorter than it ("Last 5 min" and "Last 15 min"
+    # drew slivers of the one bar until 6 Dec: tests/frontend/test_chart_figures.py)
+    assert finn.page.evaluate("""() => [...document.querySelectorAll('[data-chart=cost_over_time] [data-range-list] button')]
+      .map(b => b.textContent)""") == ["All", "Earlier", "Later"]
     assert finn.errors == []
 
 
