@@ -670,11 +670,31 @@ BUCKET_BAR_GAP = 0.2
 NOTHING_CHARGED = "No GPU time has been charged in this window."
 
 
+def partial_buckets_said(start: datetime, end: datetime, bucket: str, bucket_s: int) -> str:
+    """The caption's words for the buckets a window cuts: a bar at a bucket's start counts only
+    the window's part of it. "Cost per hour" over 19:10 to 19:30 drew one bar across 19:00 to
+    20:00 with nothing to say it held twenty minutes (demo walk, 6 Dec). Empty when the window
+    is whole buckets."""
+    seconds = {"first": start.timestamp() % bucket_s, "last": end.timestamp() % bucket_s}
+    if not any(seconds.values()):
+        return ""
+    if start.timestamp() // bucket_s == (end.timestamp() - 1e-6) // bucket_s:
+        which = f"its one {bucket} is"
+    elif seconds["first"] and seconds["last"]:
+        which = f"the first {bucket} and the last are"
+    else:
+        which = f"the {'first' if seconds['first'] else 'last'} {bucket} is"
+    return (f" Each bar counts only the part of its {bucket} inside the window, {ts(start)} to {ts(end)} UTC: "
+            f"{which} partial.")
+
+
 def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group_label: str, bucket: str,
-                   bucket_s: int, *, team_ids: Mapping[str, int] | None = None, nothing: str = "") -> Chart:
+                   bucket_s: int, *, team_ids: Mapping[str, int] | None = None, nothing: str = "",
+                   window: tuple[datetime, datetime] | None = None) -> Chart:
     """Cost per bucket, stacked by group; grouped by team (`team_ids`, name → id), in the teams'
     own colours, as on every other page. `nothing`: what an empty chart says of its period in
-    place of `NOTHING_CHARGED`."""
+    place of `NOTHING_CHARGED`. `window`: the report's start and end, whose buckets the caption
+    says are partial when it cuts them (`partial_buckets_said`)."""
     key, title = "cost_over_time", f"Cost per {bucket} by {group_label}"
     caption = f"GPU cost per {bucket} by {group_label}, at the price of each GPU type and capacity tier in force then."
     x_title, y_title = f"{bucket} (UTC)", "cost (USD)"
@@ -697,6 +717,8 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
     ]
     layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack", xaxis={"type": "date"},
                      yaxis={"tickprefix": "$"})
+    if window is not None:
+        caption += partial_buckets_said(*window, bucket, bucket_s)
     return Chart(key, title, caption, _figure(data, layout))
 
 

@@ -94,7 +94,7 @@ def showback(request: HttpRequest) -> HttpResponse:
     charts = [
         figures.cost_over_time({shown_name(name): bars for name, bars in series.items()}, label, bucket_name,
                                bucket, team_ids={e.name: e.properties["team_id"] for e in report.entries}
-                               if group_by == "team" else None, nothing=nothing),
+                               if group_by == "team" else None, nothing=nothing, window=(report.start, report.end)),
         figures.cost_breakdown(shown, label, nothing=nothing),
         figures.unit_costs(shown, label, nothing=nothing),
         figures.waste(shown, label, with_idle_reserved=group_by == "team", nothing=nothing),
