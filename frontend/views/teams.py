@@ -6,6 +6,7 @@ from __future__ import annotations
 from itertools import groupby
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
@@ -87,6 +88,8 @@ def teams(request: HttpRequest) -> HttpResponse:
         "page": "teams", "window": window, "windows": TEAM_WINDOWS, "sees_all": sees_all, "window_error": window_error,
         # the instants the window's figures cover, said on the page as showback says its period
         "since": since, "until": until,
+        # the fair-share column is no window's usage: past GPU-hours fading with this half-life
+        "half_life_s": float(settings.QM["FAIR_SHARE_HALF_LIFE_S"]),
         "quota_charts": quota_charts, "charts": {c.key: c for c in charts}, "team_table": team_table,
         "lent_share_note": quota_text.LENT_SHARE_NOTE if lent_shares else "",
     }
