@@ -174,17 +174,24 @@ def cmd_history(api: Api, args: argparse.Namespace) -> int:
 IDLE_ENTRY = "__idle__"
 #: The project part of a `team/project` group for a team's jobs that named no project (OpenCost's word).
 NO_PROJECT = "__unallocated__"
+#: The page's table, column for column but the lost GPU-hours beside the waste (until 6 Dec qm
+#: left out $ / productive GPU-h and the useful tokens: a price per token no one could check).
 SHOWBACK_COLUMNS = [
     ("GPU-H ALLOC", "gpuHours"), ("GPU-H ACTIVE", "gpuHoursActive"), ("GPU-H PRODUCTIVE", "gpuHoursProductive"),
-    ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/1M TOKENS", "usdPerMillionTokens"),
+    ("COST $", "totalCost"), ("$/GPU-H", "usdPerGpuHour"), ("$/PRODUCTIVE GPU-H", "usdPerProductiveGpuHour"),
+    ("USEFUL TOKENS", "usefulTokens"), ("$/1M TOKENS", "usdPerMillionTokens"),
     ("COST W/O TOKENS $", "costWithoutTokens"),
     ("IDLE RESERVED $", "idleReservedCost"), ("PREEMPTION WASTE $", "preemptionWasteCost"),
 ]
+#: __idle__'s cells that say nothing of it: capacity no job held is no job's GPU-hours or tokens.
+IDLE_BLANK = ("gpuHours", "gpuHoursActive", "gpuHoursProductive", "usefulTokens")
 
 
 def _money(value: Any, key: str) -> str:
     if value is None:
         return "-"
+    if key == "usefulTokens":
+        return f"{int(value):,}"  # whole tokens, as the page and the CSV count them
     if key == "usdPerMillionTokens":
         # Per million tokens, fixed-point with the CSV's six places: per token it printed
         # `5.42e-08`, a unit and a notation no other view of showback uses.
@@ -243,7 +250,7 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
     # A job row says whose job it is (its id alone sent finance to look each one up).
     named = ("job", "team", "project") if args.by == "job" else ()
     rows = [[name] + [str((a.get("properties") or {}).get(p) or "-") for p in named]
-            + [("-" if name == IDLE_ENTRY and key.startswith("gpuHours") else _money(a.get(key), key))
+            + [("-" if name == IDLE_ENTRY and key in IDLE_BLANK else _money(a.get(key), key))
                for _, key in SHOWBACK_COLUMNS] for name, a in ordered]
     totals = report.get("totals") or {}
     if totals:
