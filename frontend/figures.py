@@ -670,22 +670,26 @@ BUCKET_BAR_GAP = 0.2
 NOTHING_CHARGED = "No GPU time has been charged in this window."
 
 
-def partial_buckets_said(start: datetime, end: datetime, bucket: str, bucket_s: int) -> str:
-    """The caption's words for the buckets a window cuts: a bar at a bucket's start counts only
-    the window's part of it. "Cost per hour" over 19:10 to 19:30 drew one bar across 19:00 to
-    20:00 with nothing to say it held twenty minutes (demo walk, 6 Dec). Empty when the window
-    is whole buckets."""
-    seconds = {"first": start.timestamp() % bucket_s, "last": end.timestamp() % bucket_s}
-    if not any(seconds.values()):
+def partial_buckets_said(start: datetime, end: datetime, bucket: str, bucket_s: int, bars: Iterable[datetime]) -> str:
+    """The caption's words for the bars whose bucket the window cuts: a bar sits on its whole
+    bucket but counts only the window's part of it. "Cost per hour" over 19:10 to 19:30 drew one
+    bar across 19:00 to 20:00 with nothing to say it held twenty minutes (demo walk, 6 Dec). Only
+    the bars drawn (`bars`, their buckets' starts): a cut bucket with no cost has none to explain.
+    Empty when no bar's bucket is cut."""
+    drawn = {at.timestamp() for at in bars}
+    cut = []
+    for moment in (start, end):
+        into = moment.timestamp() % bucket_s
+        if into:
+            at = moment.timestamp() - into
+            if at in drawn and at not in cut:
+                cut.append(at)
+    if not cut:
         return ""
-    if start.timestamp() // bucket_s == (end.timestamp() - 1e-6) // bucket_s:
-        which = f"its one {bucket} is"
-    elif seconds["first"] and seconds["last"]:
-        which = f"the first {bucket} and the last are"
-    else:
-        which = f"the {'first' if seconds['first'] else 'last'} {bucket} is"
-    return (f" Each bar counts only the part of its {bucket} inside the window, {ts(start)} to {ts(end)} UTC: "
-            f"{which} partial.")
+    fmt = "%Y-%m-%d" if bucket_s >= 86400 else "%Y-%m-%d %H:%M"
+    named = " and that of ".join(datetime.fromtimestamp(at, timezone.get_fixed_timezone(0)).strftime(fmt) for at in cut)
+    return (f" The window, {ts(start)} to {ts(end)} UTC, cuts the {bucket} of {named}: "
+            f"{'its bar counts' if len(cut) == 1 else 'their bars count'} only the part inside it.")
 
 
 def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group_label: str, bucket: str,
@@ -718,7 +722,7 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
     layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack", xaxis={"type": "date"},
                      yaxis={"tickprefix": "$"})
     if window is not None:
-        caption += partial_buckets_said(*window, bucket, bucket_s)
+        caption += partial_buckets_said(*window, bucket, bucket_s, {at for points in series.values() for at, _ in points})
     return Chart(key, title, caption, _figure(data, layout))
 
 
