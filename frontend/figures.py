@@ -372,6 +372,16 @@ def largest_free_block(samples: Sequence[Mapping[str, Any]], fleet_pools: Sequen
     return chart
 
 
+def from_first_gpu(chart: Chart, began: datetime | None) -> Chart:
+    """A chart of the fleet's GPUs drawn from the first cycle that counted one
+    (`fleet_series.since_the_fleet_had_gpus`): its caption says so, so a chart that starts later
+    than the queue's beside it is not read as a stretch missing."""
+    if began is None or chart.empty:
+        return chart
+    return dataclasses.replace(chart, caption=chart.caption + f" The fleet had no GPU before {ts(began)} UTC: "
+                               "nothing drawn before.")
+
+
 def oldest_feasible_wait(samples: Sequence[Mapping[str, Any]], *, until: datetime | None = None) -> Chart:
     def traces(x: list[str]) -> list[dict[str, Any]]:
         y = [None if s["oldest_feasible_pending_s"] is None else round(s["oldest_feasible_pending_s"] / 60.0, 2)

@@ -72,6 +72,19 @@ def fleet_series(since: datetime, until: datetime, *, max_points: int = MAX_POIN
     return list(window.filter(id__in=ids).order_by("at", "id").values(*SAMPLE_FIELDS))
 
 
+def since_the_fleet_had_gpus(samples: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], datetime | None]:
+    """The samples from the first whose fleet had a GPU, and that sample's time when earlier ones
+    are left out (else None). A loop runs before any agent registers: its samples count no GPU,
+    so the charts of the fleet's GPUs drew a stretch of 0 free, 0 stranded and a free block of 0
+    in each pool before there was a fleet (the demo's first seconds; a deployment's days before
+    its first node). A window whose fleet never had a GPU keeps its samples: the 0 is true, and
+    there is no before to leave out."""
+    for i, s in enumerate(samples):
+        if s["total_gpus"]:
+            return samples[i:], (s["at"] if i else None)
+    return samples, None
+
+
 def lost_work_since(since: datetime) -> dict[str, float | int]:
     """Preemptions, fenced requeues and resizes since `since`, and the GPU-hours they threw
     away (each requeue event records the GPU-seconds since the job's last checkpoint); a

@@ -17,7 +17,7 @@ from controlplane.choices import NodeState
 from controlplane.models import FleetSample, PriorityClass, Team
 from controlplane.services.fleet_figures import fragmentation_of, loop_stalled, queue_figures
 from frontend import figures
-from frontend.fleet_series import fleet_series, lost_work_since
+from frontend.fleet_series import fleet_series, lost_work_since, since_the_fleet_had_gpus
 from frontend.heatmap import fleet_grid
 from frontend.templatetags import qm
 from frontend.utilization import utilization_points
@@ -47,11 +47,15 @@ def overview_payload(request: HttpRequest, window: Window, team: str | None) -> 
     queue = queue_figures(now)
     # A window that ends now shades a loop silent since its last sample up to now.
     live_until = until if until >= now else None
+    # The charts of the fleet's GPUs start when it had one; the queue's and the oldest wait's do
+    # not: jobs can wait before any node joins.
+    with_gpus, gpus_from = since_the_fleet_had_gpus(samples)
     charts = [
         figures.queue_depth(samples, priority_order, team, until=live_until),
         figures.utilization_tiers(tiers, source_note=tier_note),
-        figures.stranded_gpus(samples, until=live_until),
-        figures.largest_free_block(samples, sorted({row.pool for row in grid}), until=live_until),
+        figures.from_first_gpu(figures.stranded_gpus(with_gpus, until=live_until), gpus_from),
+        figures.from_first_gpu(figures.largest_free_block(with_gpus, sorted({row.pool for row in grid}),
+                                                          until=live_until), gpus_from),
         heatmap,
         figures.oldest_feasible_wait(samples, until=live_until),
     ]
