@@ -447,6 +447,65 @@ def test_exits_of_a_burst_of_short_jobs_go_out_in_one_report_and_a_lone_exit_at_
     assert ends_at <= plane.synced_at[last] < ends_at + 0.015
 
 
+class SlowLauncher(SimulatedLauncher):
+    """A real node's launch as the clock sees it: each takes `launch_s` (a cgroup, the run's
+    `work/`, `sh` → `setpriv` → `sh -c`: ~22 ms apart on the benchmark's loaded 2 cores)."""
+
+    def __init__(self, clock: FakeClock, launch_s: float) -> None:
+        super().__init__(clock=clock, wall=clock.wall)
+        self.fake_clock = clock
+        self.launch_s = launch_s
+
+    def launch(self, assignment: Any) -> Any:
+        member = super().launch(assignment)
+        self.fake_clock.now += self.launch_s
+        return member
+
+
+def _slow_launching_agent(plane: ScriptedControlPlane, clock: FakeClock) -> NodeAgent:
+    agent = make_agent(plane, clock)
+    agent.launcher = SlowLauncher(clock, 0.022)
+    return agent
+
+
+def test_a_burst_whose_launches_outlast_the_start_delay_goes_out_in_one_report_with_all_its_exits() -> None:
+    clock = FakeClock()
+    plane = ScriptedControlPlane(clock)
+    # Eight 30 ms jobs launched 22 ms apart: the starts' 0.1 s is over before the last launch,
+    # and when the agent next looks, 7 have ended and the last is about to.
+    plane.allocations = [allocation(g, [g - 1], env={"QM_SIM_DURATION_S": "0.03"}) for g in range(1, 9)]
+    agent = _slow_launching_agent(plane, clock)
+
+    run_for(agent, clock, 0.5, tick=0.005)
+
+    carrying = [body for body in plane.syncs if any(r["kind"] in ("started", "exited") for r in body["reports"])]
+    assert [sorted((r["kind"], r["generation"]) for r in body["reports"] if r["kind"] != "sample")
+            for body in carrying] == [
+        sorted([("started", g) for g in range(1, 9)] + [("exited", g) for g in range(1, 9)])]
+
+
+def test_reports_held_for_a_bursts_last_exits_wait_no_longer_than_the_exit_delay() -> None:
+    clock = FakeClock()
+    plane = ScriptedControlPlane(clock)
+    # The same burst but its last job runs on for 3 s: the starts and the 7 exits wait
+    # EXIT_REPORT_DELAY_S (50 ms) for it from the round that found them due, no longer.
+    plane.allocations = [allocation(g, [g - 1], env={"QM_SIM_DURATION_S": "3.0" if g == 8 else "0.03"})
+                         for g in range(1, 9)]
+    agent = _slow_launching_agent(plane, clock)
+    run_for(agent, clock, 0.02, tick=0.005)  # registered, the desired state taken: all 8 launched
+    launched_by = clock.now
+    assert len(agent.members) == 8
+
+    run_for(agent, clock, 0.5, tick=0.005)
+
+    carrying = [i for i, body in enumerate(plane.syncs) if any(r["kind"] == "exited" for r in body["reports"])]
+    assert len(carrying) == 1
+    body = plane.syncs[carrying[0]]
+    assert sorted((r["kind"], r["generation"]) for r in body["reports"] if r["kind"] != "sample") == sorted(
+        [("started", g) for g in range(1, 9)] + [("exited", g) for g in range(1, 8)])
+    assert launched_by + 0.05 <= plane.synced_at[carrying[0]] <= launched_by + 0.005 + 0.05 + 0.005
+
+
 def test_a_desired_state_from_a_wake_up_is_applied_only_if_nothing_newer_came_since() -> None:
     clock = FakeClock()
     plane = ScriptedControlPlane(clock)
