@@ -180,6 +180,15 @@ class AgentClient:
         session = getattr(self._local, "session", None)
         if session is None:
             session = requests.Session()
+            # What requests takes from the environment for this control plane (its proxy, with
+            # NO_PROXY applied; REQUESTS_CA_BUNDLE / CURL_CA_BUNDLE), read once: per request it
+            # scanned the whole environment again, ~10 % of a busy agent's CPU
+            # (bench/true_jobs.py). The agent never changes its environment, and every request
+            # goes to this one host. ~/.netrc is no longer read: an entry for the control plane
+            # there replaced the agent's Bearer token with Basic credentials.
+            settings = session.merge_environment_settings(self.base, {}, None, None, None)
+            session.trust_env = False
+            session.proxies, session.verify, session.cert = settings["proxies"], settings["verify"], settings["cert"]
             self._local.session = session
         return session
 
