@@ -286,3 +286,21 @@ def test_a_jobs_env_never_sets_a_name_the_agent_sets(tmp_path: Path) -> None:
 
     assert wait_exit(member) == 0
     assert (tmp_path / "seen").read_text().strip() == f"0|3|unset|{tmp_path / 'rank0.progress.jsonl'}|0.1"
+
+
+def test_a_jobs_processes_get_the_agents_environment_as_it_started_without_its_secrets(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Taken once when the launcher is made (decoding all of os.environ at every launch was ~5 %
+    # of a busy agent's CPU): the agent never changes its environment afterwards.
+    monkeypatch.setenv("QM_TEST_BEFORE", "agent started with it")
+    monkeypatch.setenv("QM_AGENT_BOOTSTRAP_TOKEN", "registers-any-node-of-the-fleet")
+    launcher = ProcessLauncher(tmp_path, "gpu-07", devices=None, cgroup_root="off")
+    monkeypatch.setenv("QM_TEST_AFTER", "set once the agent ran")
+    member = launcher.launch(assignment("env -0 > env.out"))
+    assert wait_exit(member) == 0  # type: ignore[arg-type]
+    env = dict(line.split("=", 1) for line in (tmp_path / "gpu-07" / "g7" / "env.out").read_bytes().decode()
+               .split("\0") if "=" in line)
+    assert env["QM_TEST_BEFORE"] == "agent started with it"
+    assert "QM_TEST_AFTER" not in env
+    assert "QM_AGENT_BOOTSTRAP_TOKEN" not in env
+    assert env["QM_GENERATION"] == "7"
