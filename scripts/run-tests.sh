@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The whole suite as `make test` runs it, inside scripts/test-services.sh. Usage: run-tests.sh PYTHON [PYTEST ARGS...]
 # With no pytest arguments: every test but the chaos ones on three workers (pytest-xdist; a file's
-# tests stay on one worker: --dist loadfile), each with its own PostgreSQL test database and Redis
-# database (tests/xdist_isolation.py). Three on two cores: about half the suite's time is spent
-# waiting on live servers, agents, browsers and subprocesses (11:39 against 15:23 on two workers;
-# four were slower again: 15:54 against 14:50 on three, side by side on 3 Dec).
+# tests stay on one worker: --dist loadfile), each with its own PostgreSQL test database (copied
+# from one a single worker migrated) and Redis database (tests/xdist_isolation.py). Three on two
+# cores: about half the suite's time is spent waiting on live servers, agents, browsers and
+# subprocesses (11:39 against 15:23 on two workers; four were slower again: 15:54 against 14:50
+# on three, side by side on 3 Dec).
 # Files go out in collected order, the longest first (tests/xdist_order.py), not xdist's default
 # (most tests first), which handed the longest file, the schema fuzz (then 8 min under load), out late.
 # The fuzz is five files since 6 Dec (tests/controlplane/api/schema_fuzz.py): as one, 8-9 min under

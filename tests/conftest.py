@@ -8,6 +8,17 @@ from typing import Any
 import pytest
 
 from controlplane.agent.containment import CGROUP_V2_MOUNTS
+from tests.xdist_isolation import copy_migrated_database
+
+
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings(
+    django_db_modify_db_settings_parallel_suffix: None, request: pytest.FixtureRequest, django_db_blocker: Any
+) -> None:
+    """pytest-django's (a worker's database name ends in its id), and under xdist the worker's
+    database is copied from one a single worker migrated, not migrated again by each
+    (tests/xdist_isolation.py)."""
+    copy_migrated_database(request.config, django_db_blocker)
 
 
 @pytest.fixture(autouse=True)
