@@ -17,7 +17,7 @@ product's own code are untouched.
 
 What differs: the content types and permissions are kept. Emptied, ``post_migrate`` made all 36
 and 144 again, one transaction per app, after every such test; kept, it finds them all and writes
-nothing (a flush's median 36-37 ms against 126-137 ms, two runs of each side by side on 6 Dec). No test
+nothing (a flush's median 23-37 ms against 46-137 ms, four pairs side by side at loads of 4-37 on 6 Dec). No test
 leaves any of its own: the one that makes one (migration 0040's, authtoken's) has the migration it
 tests delete it. Their ids stay the same from test to test, as ContentType's cache assumes.
 """
