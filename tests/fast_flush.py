@@ -10,10 +10,13 @@ A test writes tens or hundreds of rows, where DELETE is the cheaper way.
 What stays the same as TRUNCATE's flush: the tables are emptied in one transaction (the
 project's foreign keys are Django's, DEFERRABLE INITIALLY DEFERRED, so the order does not
 matter); sequences are not reset (``reset_sequences`` still goes to TRUNCATE ... RESTART
-IDENTITY); ``post_migrate`` still runs afterwards. The tables outside Django's models are emptied
-too: migration 0024's per-job sums, which its TRUNCATE trigger used to empty and its DELETE
-trigger would only bring to zero. Loaded with ``-p`` (pyproject's addopts); SQLite and the
-product's own code are untouched.
+IDENTITY); ``post_migrate`` still runs afterwards. The tables outside Django's models (the
+migrations' trigger-kept tables) are left to their triggers, as TRUNCATE left them, with one
+exception: migration 0024's per-job sums, which its TRUNCATE trigger emptied but its DELETE trigger
+only brings to zero, are emptied after the models' rows. Their singletons (migration 0036's price
+generation, 0042's closed-history state) keep their one row: emptied, every later test that
+priced an ended job failed on a NOT NULL ``prices``. Loaded with ``-p`` (pyproject's addopts);
+SQLite and the product's own code are untouched.
 
 What differs: the content types and permissions are kept. Emptied, ``post_migrate`` made all 36
 and 144 again, one transaction per app, after every such test; kept, it finds them all and writes
@@ -28,8 +31,6 @@ from typing import Any
 
 import pytest
 
-#: Django's own bookkeeping, which ``flush`` never empties either.
-_KEPT = frozenset({"django_migrations"})
 #: The content types and permissions, which every flush's ``post_migrate`` makes again exactly as
 #: they were (one per model, four per model): kept, it finds them all and writes nothing.
 _REMADE_AS_THEY_WERE = frozenset({"django_content_type", "auth_permission"})
@@ -40,15 +41,20 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     # Imported here, once pytest-django has set Django up: importing a backend first is circular.
     from django.db.backends.postgresql.operations import DatabaseOperations
 
+    # Migration 0024's per-job sums of the day rollups: TRUNCATE of the rollups emptied it; their
+    # DELETE leaves a zero row per job, so it is emptied after them.
+    from controlplane.services.job_history import JOB_DAY_SUMS
+
     truncate = DatabaseOperations.sql_flush
 
     def delete_every_row(self: DatabaseOperations, style: Any, tables: list[str], *,
                          reset_sequences: bool = False, allow_cascade: bool = False) -> list[str]:
         if reset_sequences or allow_cascade or not tables:
             return truncate(self, style, tables, reset_sequences=reset_sequences, allow_cascade=allow_cascade)
-        # Tables only triggers write (not models) come last: the models' DELETEs fire those triggers.
-        others = sorted(set(self.connection.introspection.table_names()) - set(tables) - _KEPT)
+        # Last: the models' DELETEs fire the triggers that write it.
+        present = set(self.connection.introspection.table_names())
+        after = [JOB_DAY_SUMS] if JOB_DAY_SUMS in present else []
         return [f"{style.SQL_KEYWORD('DELETE FROM')} {style.SQL_FIELD(self.quote_name(table))};"
-                for table in [*tables, *others] if table not in _REMADE_AS_THEY_WERE]
+                for table in [*tables, *after] if table not in _REMADE_AS_THEY_WERE]
 
     DatabaseOperations.sql_flush = delete_every_row  # type: ignore[method-assign]
