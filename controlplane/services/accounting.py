@@ -71,6 +71,7 @@ from controlplane.models import (
 from controlplane.models.usage import TOKEN_SUM_FIELDS, USAGE_SUM_FIELDS, RollupBucket
 from controlplane.services.node_activity import fold_node_activity
 from controlplane.services.nodes import RETIRED_REASON, RETURNED_REASON
+from controlplane.services.rollup_rows import insert_rows, upsert_rows
 from controlplane.services.usage_tiers import (
     EVICTED,
     FAILED,
@@ -123,6 +124,8 @@ _REQUEUE_KINDS = (EventKind.JOB_PREEMPTED, EventKind.JOB_RESIZED, EventKind.JOB_
 _DIMENSIONS = ("job_id", "team_id", "project_id", "priority_class_id", "gpu_type_id", "capacity_tier", "borrowed")
 _GROUP_DIMENSIONS = _DIMENSIONS[1:]
 _CAPACITY_FIELDS = ("capacity_gpu_seconds", "capacity_cost_usd")
+#: A fleet row's cell: its bucket, start, GPU type and capacity tier.
+_FLEET_CELL = ("bucket", "start", "gpu_type_id", "capacity_tier")
 _QUOTA_FIELDS = (
     "nominal_gpu_seconds", "used_gpu_seconds", "borrowed_gpu_seconds", "lent_gpu_seconds", "idle_gpu_seconds",
     "idle_cost_usd",
@@ -555,24 +558,20 @@ def _derive_and_store(
         active = cell.active
         cost = cell.cost_usd.quantize(USD_QUANTUM)
         tokens_job = jid in token_jobs
-        rows.append(
-            UsageRollup(
-                bucket=MINUTE, start=from_us(minute), job_id=jid, team_id=team_id, project_id=project_id,
-                priority_class_id=pc_id, gpu_type_id=gpu_type_id, capacity_tier=tier, borrowed=borrowed,
-                allocated_gpu_seconds=cell.allocated, active_gpu_seconds=active,
-                productive_gpu_seconds=productive_of(active, cell.retained_progress(unit or "steps"), rate),
-                reported_gpu_seconds=cell.reported, lost_gpu_seconds=cell.lost, steps=cell.steps,
-                useful_tokens=cell.useful_tokens, retained_steps=cell.retained_steps,
-                retained_tokens=cell.retained_tokens, cost_usd=cost,
-                lost_cost_usd=cell.lost_cost_usd.quantize(USD_QUANTUM),
-                token_gpu_seconds=cell.allocated if tokens_job else Decimal(0),
-                token_cost_usd=cost if tokens_job else Decimal(0),
-            )
-        )
-    UsageRollup.objects.bulk_create(rows, batch_size=2000)
-    touched.rows_written += len(rows)
+        rows.append((
+            MINUTE, from_us(minute), jid, team_id, project_id, pc_id, gpu_type_id, tier, borrowed,
+            cell.allocated, active, productive_of(active, cell.retained_progress(unit or "steps"), rate),
+            cell.reported, cell.lost, cell.steps, cell.useful_tokens, cell.retained_steps, cell.retained_tokens,
+            cost, cell.lost_cost_usd.quantize(USD_QUANTUM),
+            cell.allocated if tokens_job else Decimal(0), cost if tokens_job else Decimal(0),
+        ))
+    touched.rows_written += insert_rows(UsageRollup, _MINUTE_ROW, rows)
     touched.minutes(start, end, job_id)
     return derivation
+
+
+#: The columns of a job's minute row, in the order `_derive_and_store` builds them.
+_MINUTE_ROW = ("bucket", "start", *_DIMENSIONS, *USAGE_SUM_FIELDS, *TOKEN_SUM_FIELDS)
 
 
 def _token_jobs(derivation: Derivation, job_ids: set[int], touched: _Touched) -> set[int]:
@@ -748,18 +747,13 @@ def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: 
                 gpu_us[(span.gpu_type_id, span.tier)] += span.gpus * (b - a)
                 cost[(span.gpu_type_id, span.tier)] += prices.cost(span.gpu_type_id, span.tier, a, b, span.gpus)
         for (gpu_type_id, tier), held_us in gpu_us.items():
-            rows.append(
-                FleetRollup(
-                    bucket=MINUTE, start=minute, gpu_type_id=gpu_type_id, capacity_tier=tier,
-                    capacity_gpu_seconds=Decimal(held_us).scaleb(-6),
-                    capacity_cost_usd=cost[(gpu_type_id, tier)].quantize(USD_QUANTUM),
-                )
-            )
+            rows.append((MINUTE, minute, gpu_type_id, tier, Decimal(held_us).scaleb(-6),
+                         cost[(gpu_type_id, tier)].quantize(USD_QUANTUM)))
     FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).update(
         capacity_gpu_seconds=0, capacity_cost_usd=0
     )
-    _upsert(FleetRollup, rows, ["bucket", "start", "gpu_type", "capacity_tier"], list(_CAPACITY_FIELDS))
-    touched.rows_written += len(rows)
+    touched.rows_written += upsert_rows(FleetRollup, (*_FLEET_CELL, *_CAPACITY_FIELDS), rows, _FLEET_CELL,
+                                        _CAPACITY_FIELDS)
 
 
 def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, touched: _Touched) -> None:
@@ -824,23 +818,12 @@ def _store_idle_guarantees(start: datetime, end: datetime, prices: PriceBook, to
                 # A guarantee on a type the fleet had no GPUs of: a row would say nothing, sum to
                 # nothing, and (one a minute for ever) keep the type and team from deletion.
                 continue
-            rows.append(
-                QuotaRollup(
-                    bucket=MINUTE, start=minute, team_id=team_id, gpu_type_id=gpu_type_id, nominal_gpu_seconds=nominal,
-                    used_gpu_seconds=used, borrowed_gpu_seconds=borrowed, lent_gpu_seconds=lent,
-                    idle_gpu_seconds=idle, idle_cost_usd=cell.idle_cost_usd.quantize(USD_QUANTUM),
-                )
-            )
+            rows.append((MINUTE, minute, team_id, gpu_type_id, nominal, used, borrowed, lent, idle,
+                         cell.idle_cost_usd.quantize(USD_QUANTUM)))
     QuotaRollup.objects.filter(in_bucket(MINUTE, start, end)).delete()
-    QuotaRollup.objects.bulk_create(rows, batch_size=2000)
-    touched.rows_written += len(rows)
+    touched.rows_written += insert_rows(QuotaRollup, ("bucket", "start", "team_id", "gpu_type_id", *_QUOTA_FIELDS),
+                                        rows)
     touched.quota_hours.update(_slots(start, end, HOUR))
-
-
-def _upsert(model: Any, rows: Sequence[Any], unique: list[str], update: list[str]) -> None:
-    if rows:
-        model.objects.bulk_create(rows, batch_size=2000, update_conflicts=True, unique_fields=unique,
-                                  update_fields=update)
 
 
 # ------------------------------------------------------------------------- fault-free rates
@@ -996,14 +979,10 @@ def _resum_jobs(bucket: int, starts: Iterable[datetime], job_id: int | None) -> 
         summed = (*USAGE_SUM_FIELDS, *TOKEN_SUM_FIELDS)
         sums = source.annotate(slot=_slot(bucket)).values("slot", *_DIMENSIONS).annotate(
             **{f"s_{f}": Sum(f) for f in summed}
-        )
-        rows = [
-            UsageRollup(bucket=bucket, start=s["slot"], **{d: s[d] for d in _DIMENSIONS},
-                        **{f: s[f"s_{f}"] for f in summed})
-            for s in sums
-        ]
+        ).values_list("slot", *_DIMENSIONS, *(f"s_{f}" for f in summed))
+        rows = [(bucket, *s) for s in sums]
         target.delete()
-        UsageRollup.objects.bulk_create(rows, batch_size=2000)
+        insert_rows(UsageRollup, ("bucket", "start", *_DIMENSIONS, *summed), rows)
 
 
 def floor_month(moment: datetime) -> datetime:
@@ -1022,24 +1001,25 @@ def _resum_groups(days: set[datetime]) -> None:
     """The job-less day rows of the touched days (sums of every job's day rows), then the
     calendar months those days belong to (sums of their day rows)."""
     usage = [*USAGE_SUM_FIELDS, *TOKEN_SUM_FIELDS]
+    columns = ("bucket", "start", *_GROUP_DIMENSIONS, *usage)
     for a, b in _runs(days, DAY):
         sums = (
             UsageRollup.objects.filter(in_bucket(DAY, a, b))
             .values("start", *_GROUP_DIMENSIONS).annotate(**{f"s_{f}": Sum(f) for f in usage})
+            .values_list("start", *_GROUP_DIMENSIONS, *(f"s_{f}" for f in usage))
         )
-        rows = [GroupRollup(bucket=DAY, start=s["start"], **{d: s[d] for d in _GROUP_DIMENSIONS},
-                            **{f: s[f"s_{f}"] for f in usage}) for s in sums]
+        rows = [(DAY, *s) for s in sums]
         GroupRollup.objects.filter(in_bucket(DAY, a, b)).delete()
-        GroupRollup.objects.bulk_create(rows, batch_size=2000)
+        insert_rows(GroupRollup, columns, rows)
     for month in sorted({floor_month(d) for d in days}):
         sums = (
             GroupRollup.objects.filter(in_bucket(DAY, month, next_month(month)))
             .values(*_GROUP_DIMENSIONS).annotate(**{f"s_{f}": Sum(f) for f in usage})
+            .values_list(*_GROUP_DIMENSIONS, *(f"s_{f}" for f in usage))
         )
-        rows = [GroupRollup(bucket=MONTH, start=month, **{d: s[d] for d in _GROUP_DIMENSIONS},
-                            **{f: s[f"s_{f}"] for f in usage}) for s in sums]
+        rows = [(MONTH, month, *s) for s in sums]
         GroupRollup.objects.filter(bucket=MONTH, start=month).delete()
-        GroupRollup.objects.bulk_create(rows, batch_size=2000)
+        insert_rows(GroupRollup, columns, rows)
 
 
 def _resum_fleet_usage(bucket: int, start: datetime, end: datetime) -> None:
@@ -1052,13 +1032,9 @@ def _resum_fleet_usage(bucket: int, start: datetime, end: datetime) -> None:
         UsageRollup.objects.filter(in_bucket(bucket, start, end))
         .values("start", "gpu_type_id", "capacity_tier")
         .annotate(**{f"s_{f}": Sum(f) for f in usage})
+        .values_list("start", "gpu_type_id", "capacity_tier", *(f"s_{f}" for f in usage))
     )
-    rows = [
-        FleetRollup(bucket=bucket, start=s["start"], gpu_type_id=s["gpu_type_id"], capacity_tier=s["capacity_tier"],
-                    **{f: s[f"s_{f}"] for f in usage})
-        for s in sums
-    ]
-    _upsert(FleetRollup, rows, ["bucket", "start", "gpu_type", "capacity_tier"], usage)
+    upsert_rows(FleetRollup, (*_FLEET_CELL, *usage), [(bucket, *s) for s in sums], _FLEET_CELL, usage)
 
 
 def _resum_fleet(bucket: int, starts: Iterable[datetime]) -> None:
@@ -1079,13 +1055,11 @@ def _resum_coarser(
             model.objects.filter(in_bucket(_finer(bucket), a, b))
             .annotate(slot=_slot(bucket)).values("slot", *keys)
             .annotate(**{f"s_{f}": Sum(f) for f in fields})
+            .values_list("slot", *keys, *(f"s_{f}" for f in fields))
         )
-        rows = [
-            model(bucket=bucket, start=s["slot"], **{k: s[k] for k in keys}, **{f: s[f"s_{f}"] for f in fields})
-            for s in sums
-        ]
+        rows = [(bucket, *s) for s in sums]
         model.objects.filter(in_bucket(bucket, a, b)).delete()
-        model.objects.bulk_create(rows, batch_size=2000)  # type: ignore[arg-type]
+        insert_rows(model, ("bucket", "start", *keys, *fields), rows)
 
 
 # ------------------------------------------------------------------------ price corrections
