@@ -83,23 +83,25 @@ def _instances(model: type[models.Model], columns: Sequence[str], rows: list[Seq
 
 def _complete(model: type[models.Model], columns: Sequence[str], rows: list[Sequence[Any]]
               ) -> tuple[list[models.Field[Any, Any]], list[Sequence[Any]]]:
-    """Every concrete column but the generated id, the caller's values in their places and each
-    other column's default; floats bound for a decimal column rounded as Django rounds them."""
-    fields = [f for f in model._meta.concrete_fields if not (f.primary_key and isinstance(f, models.AutoField))]
-    given = {c: i for i, c in enumerate(columns)}
-    unknown = set(given) - {f.attname for f in fields}
+    """The caller's columns in its order, then every other concrete column but the generated id
+    with its default (appended to each row); floats bound for a decimal column rounded as Django
+    rounds them."""
+    by_name = {f.attname: f for f in model._meta.concrete_fields
+               if not (f.primary_key and isinstance(f, models.AutoField))}
+    unknown = set(columns) - set(by_name)
     if unknown:
         raise ValueError(f"{model.__name__} has no column {', '.join(sorted(unknown))}")
-    defaults = {f.attname: f.get_default() for f in fields if f.attname not in given}
-    to_decimal = {given[f.attname]: f.to_python for f in fields if isinstance(f, models.DecimalField)
-                  and f.attname in given}
+    fields = [by_name[c] for c in columns]
+    to_decimal = {i: f.to_python for i, f in enumerate(fields) if isinstance(f, models.DecimalField)}
     if any(type(row[i]) is float for row in rows for i in to_decimal):
         rows = [tuple(to_decimal[i](v) if i in to_decimal and type(v) is float else v for i, v in enumerate(row))
                 for row in rows]
-    if not defaults and [f.attname for f in fields] == list(columns):
-        return fields, rows
-    picks = [(given[f.attname], None) if f.attname in given else (None, defaults[f.attname]) for f in fields]
-    return fields, [tuple(row[i] if i is not None else d for i, d in picks) for row in rows]
+    given = set(columns)
+    rest = [f for name, f in by_name.items() if name not in given]
+    if rest:
+        defaults = tuple(f.get_default() for f in rest)
+        rows = [(*row, *defaults) for row in rows]
+    return fields + rest, rows
 
 
 def _copy(cursor: Any, table: str, fields: Sequence[models.Field[Any, Any]], rows: Iterable[Sequence[Any]]) -> None:
