@@ -749,8 +749,9 @@ def _store_capacity(start: datetime, end: datetime, prices: PriceBook, touched: 
         for (gpu_type_id, tier), held_us in gpu_us.items():
             rows.append((MINUTE, minute, gpu_type_id, tier, Decimal(held_us).scaleb(-6),
                          cost[(gpu_type_id, tier)].quantize(USD_QUANTUM)))
-    FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).update(
-        capacity_gpu_seconds=0, capacity_cost_usd=0
+    # Rows already at zero are left alone: a catch-up's fresh rows are all zero here.
+    FleetRollup.objects.filter(in_bucket(MINUTE, start, end)).exclude(**{f: 0 for f in _CAPACITY_FIELDS}).update(
+        **{f: 0 for f in _CAPACITY_FIELDS}
     )
     touched.rows_written += upsert_rows(FleetRollup, (*_FLEET_CELL, *_CAPACITY_FIELDS), rows, _FLEET_CELL,
                                         _CAPACITY_FIELDS)
@@ -1027,7 +1028,10 @@ def _resum_fleet_usage(bucket: int, start: datetime, end: datetime) -> None:
     of the same bucket (minutes as they are rolled; hours and days whose finer rows are gone
     after a price correction repriced the jobs' rows in place)."""
     usage = [f for f in USAGE_SUM_FIELDS]
-    FleetRollup.objects.filter(in_bucket(bucket, start, end)).update(**{f: 0 for f in usage})
+    # Only rows with some usage need zeroing (fresh capacity rows have none): fewer rows rewritten.
+    FleetRollup.objects.filter(in_bucket(bucket, start, end)).exclude(**{f: 0 for f in usage}).update(
+        **{f: 0 for f in usage}
+    )
     sums = (
         UsageRollup.objects.filter(in_bucket(bucket, start, end))
         .values("start", "gpu_type_id", "capacity_tier")
