@@ -335,6 +335,7 @@ class ProcessMember:
         self._first_failure: int | None = None
         self._ending: int | None = None  # the exit code once the shells are gone, until the rest is
         self._strays: list[int] = []  # live processes of this run outside its process groups
+        self._stray_starts: dict[int, bytes | None] = {}  # each marked stray's start time (pid reuse)
         self._strays_told = False
         self._progress = Progress()
         self._progress_offset = 0
@@ -518,8 +519,14 @@ class ProcessMember:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
+        # A stray found before stays one until it is a zombie or gone: a process in the middle of
+        # dying has already dropped its memory (its environment reads empty, so the marker scan
+        # no longer finds it) but not yet its open files, the GPU's among them.
+        still_dying = [pid for pid in self._strays if pid not in marked and _not_yet_dead(pid, self._stray_starts.get(pid))]
+        for pid in marked:
+            self._stray_starts.setdefault(pid, _start_time(pid))
         # what lives in the run's cgroup is the run's, whatever its environment says
-        self._strays = sorted(set(marked) | set(containment.pids(self.cgroup) if self.cgroup else ()))
+        self._strays = sorted(set(marked) | set(still_dying) | set(containment.pids(self.cgroup) if self.cgroup else ()))
 
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)
@@ -1063,6 +1070,29 @@ def _process_groups() -> list[tuple[int, int]]:
         if len(fields) > 2:
             out.append((int(entry.name), int(fields[2])))
     return out
+
+
+def _stat_fields(pid: int) -> list[bytes] | None:
+    """/proc/PID/stat's fields after the command name (state first), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(b")") + 2:].split()
+
+
+def _start_time(pid: int) -> bytes | None:
+    fields = _stat_fields(pid)
+    return fields[19] if fields is not None and len(fields) > 19 else None
+
+
+def _not_yet_dead(pid: int, started: bytes | None) -> bool:
+    """Whether `pid` is still the process that started at `started` and not yet a zombie."""
+    fields = _stat_fields(pid)
+    if fields is None or len(fields) <= 19 or fields[0] in (b"Z", b"X"):
+        return False
+    return started is None or fields[19] == started
 
 
 def marked_processes(node_name: str, generations: set[int]) -> list[int]:
