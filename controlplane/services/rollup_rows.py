@@ -18,7 +18,7 @@ model instance would (the tables have no defaults of their own).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from django.db import connections, models, router, transaction
@@ -30,24 +30,41 @@ BATCH = 2000
 def insert_rows(model: type[models.Model], columns: Sequence[str], rows: Iterable[Sequence[Any]]) -> int:
     """Insert `rows` (tuples of `columns`' values, by attname: "job_id", not "job") into
     `model`'s table. Returns the number of rows."""
-    rows = list(rows)
-    if not rows:
-        return 0
-    db = router.db_for_write(model)
-    connection = connections[db]
-    if connection.vendor != "postgresql":
-        model._default_manager.db_manager(db).bulk_create(_instances(model, columns, rows), batch_size=BATCH)
-        return len(rows)
-    fields, values = _complete(model, columns, rows)
-    with connection.cursor() as cursor:
+    def copy_in(cursor: Any, fields: Sequence[models.Field[Any, Any]], values: list[Sequence[Any]]) -> None:
         _copy(cursor, model._meta.db_table, fields, values)
-    return len(rows)
+
+    return _write(model, columns, rows, {}, copy_in)
 
 
 def upsert_rows(model: type[models.Model], columns: Sequence[str], rows: Iterable[Sequence[Any]],
                 unique: Sequence[str], update: Sequence[str]) -> int:
     """Insert `rows`, or where a row with the same `unique` columns exists, overwrite its
     `update` columns and leave the others as they are (bulk_create's update_conflicts)."""
+    def copy_in(cursor: Any, fields: Sequence[models.Field[Any, Any]], values: list[Sequence[Any]]) -> None:
+        table = model._meta.db_table
+        staged = f"qm_staged_{table}"
+        names = ", ".join(_quote(f.column) for f in fields)
+        conflict = ", ".join(_quote(model._meta.get_field(c).column) for c in unique)
+        assignments = ", ".join(f"{_quote(c)} = EXCLUDED.{_quote(c)}"
+                                for c in (model._meta.get_field(u).column for u in update))
+        # Dropped at the end of this call: a run upserts into the same table more than once.
+        cursor.execute(f"CREATE TEMPORARY TABLE {_quote(staged)} AS SELECT {names} FROM {_quote(table)} WITH NO DATA")
+        _copy(cursor, staged, fields, values)
+        cursor.execute(f"INSERT INTO {_quote(table)} ({names}) SELECT {names} FROM {_quote(staged)} "
+                       f"ON CONFLICT ({conflict}) DO UPDATE SET {assignments}")
+        cursor.execute(f"DROP TABLE {_quote(staged)}")
+
+    conflicts = {"update_conflicts": True,
+                 "unique_fields": [model._meta.get_field(c).name for c in unique],
+                 "update_fields": [model._meta.get_field(c).name for c in update]}
+    return _write(model, columns, rows, conflicts, copy_in)
+
+
+def _write(model: type[models.Model], columns: Sequence[str], rows: Iterable[Sequence[Any]],
+           bulk_options: dict[str, Any],
+           copy_in: Callable[[Any, Sequence[models.Field[Any, Any]], list[Sequence[Any]]], None]) -> int:
+    """`bulk_create` with `bulk_options` on any database but PostgreSQL; there, `copy_in` with
+    every column completed, in one transaction."""
     rows = list(rows)
     if not rows:
         return 0
@@ -55,25 +72,11 @@ def upsert_rows(model: type[models.Model], columns: Sequence[str], rows: Iterabl
     connection = connections[db]
     if connection.vendor != "postgresql":
         model._default_manager.db_manager(db).bulk_create(
-            _instances(model, columns, rows), batch_size=BATCH, update_conflicts=True,
-            unique_fields=[model._meta.get_field(c).name for c in unique],
-            update_fields=[model._meta.get_field(c).name for c in update],
-        )
+            _instances(model, columns, rows), batch_size=BATCH, **bulk_options)
         return len(rows)
     fields, values = _complete(model, columns, rows)
-    table = model._meta.db_table
-    staged = f"qm_staged_{table}"
-    names = ", ".join(_quote(f.column) for f in fields)
-    conflict = ", ".join(_quote(model._meta.get_field(c).column) for c in unique)
-    assignments = ", ".join(f"{_quote(c)} = EXCLUDED.{_quote(c)}"
-                            for c in (model._meta.get_field(u).column for u in update))
     with transaction.atomic(using=db, savepoint=False), connection.cursor() as cursor:
-        # Dropped at the end of this call: a run upserts into the same table more than once.
-        cursor.execute(f"CREATE TEMPORARY TABLE {_quote(staged)} AS SELECT {names} FROM {_quote(table)} WITH NO DATA")
-        _copy(cursor, staged, fields, values)
-        cursor.execute(f"INSERT INTO {_quote(table)} ({names}) SELECT {names} FROM {_quote(staged)} "
-                       f"ON CONFLICT ({conflict}) DO UPDATE SET {assignments}")
-        cursor.execute(f"DROP TABLE {_quote(staged)}")
+        copy_in(cursor, fields, values)
     return len(rows)
 
 
