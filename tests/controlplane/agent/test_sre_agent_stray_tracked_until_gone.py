@@ -1,0 +1,155 @@
+"""A process of a run that left its session, once found by the run's marker, keeps its member
+from ending until it is a zombie or gone, even when its environment no longer shows the marker.
+
+A SIGKILLed process drops its memory before its open files (the GPU's among them), and in between
+/proc/PID/environ reads empty: the marker scan (`members.marked_processes`) no longer finds it.
+Until 9c891b7 (6 Dec) each scan stood alone, so a stray caught in that window made its member
+report over, and its GPUs go to the next owner, while it still held them
+(`test_a_stop_reaches_a_process_in_its_own_session_that_ignores_sigterm` failed once so under the
+whole suite's load). The window is too short to hit at will, so these strays, real processes in
+sessions of their own, lose their marker as they please: on SIGUSR1 each writes zeros over its
+own environment strings (what /proc/PID/environ reads: its stack between env_start and env_end)
+and stays alive, as a process does that rewrites that area for its title (`setproctitle`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from controlplane.agent.members import ProcessMember, marked_processes
+from tests.controlplane.agent.real_agent import wait_for
+from tests.controlplane.agent.test_process_member import alive, assignment, kill_if_alive, wait_exit
+
+# Ignores SIGTERM; on SIGUSR1 zeroes its environment strings in place and says so in `wiped`.
+STRAY_SCRIPT = textwrap.dedent("""\
+    import ctypes, os, signal, time
+
+    def wipe(*_):
+        with open("/proc/self/stat", "rb") as f:
+            stat = f.read()
+        fields = stat[stat.rfind(b")") + 2:].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (proc(5): 50, 51)
+        ctypes.memset(start, 0, end - start)
+        open("wiped.tmp", "w").close()
+        os.rename("wiped.tmp", "wiped")
+
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGUSR1, wipe)
+    with open("stray.tmp", "w") as f:
+        f.write(str(os.getpid()))
+    os.rename("stray.tmp", "stray.pid")
+    while True:
+        time.sleep(1)
+""")
+STUBBORN = "trap '' TERM; while :; do sleep 0.1; done"
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def stray_command(workdir: Path, then: str) -> str:
+    (workdir / "stray.py").write_text(STRAY_SCRIPT)
+    return f"setsid {sys.executable} stray.py & {then}"
+
+
+def started_stray(workdir: Path) -> int:
+    wait_for(lambda: (workdir / "stray.pid").exists(), 30, "the stray to start", every=0.02)
+    pid = int((workdir / "stray.pid").read_text())
+    assert alive(pid)
+    return pid
+
+
+def lose_marker(workdir: Path, pid: int, node: str) -> None:
+    """The stray zeroes its environment and lives on: the marker scan no longer finds it."""
+    os.kill(pid, signal.SIGUSR1)
+    wait_for(lambda: (workdir / "wiped").exists(), 30, "the stray to zero its environment", every=0.02)
+    assert Path(f"/proc/{pid}/environ").read_bytes().strip(b"\0") == b""
+    assert pid not in marked_processes(node, {7})
+    assert alive(pid)
+
+
+def test_a_stray_seen_once_keeps_its_member_from_ending_after_its_marker_reads_gone(tmp_path: Path) -> None:
+    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-t1",
+                           devices=None)
+    stray = started_stray(tmp_path)
+    try:
+        member.terminate()  # the stop's SIGTERM: the scan finds the stray, which ignores it
+        lose_marker(tmp_path, stray, "gpu-t1")
+
+        member.kill()  # the grace is over: the shells die; the stray reads as one in mid-death
+        end = time.monotonic() + 1.0
+        while time.monotonic() < end:
+            code = member.poll()
+            assert code is None or not alive(stray), \
+                "the member was reported over while a process that carried its marker still ran"
+            time.sleep(0.02)
+        kill_if_alive(stray)  # its death completes (whoever sent the SIGKILL)
+        assert wait_exit(member) == -signal.SIGKILL
+        assert not alive(stray)
+    finally:
+        kill_if_alive(stray)
+
+
+@pytest.fixture
+def subreaper() -> Iterator[None]:
+    """This process adopts the orphans its descendants leave (the stray, once its job's shell is
+    gone), so the test reaps the stray and frees its pid at once: pid 1 here reaps when it likes."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    assert libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0, os.strerror(ctypes.get_errno())
+    try:
+        yield
+    finally:
+        libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
+
+
+def started_at_pid(pid: int) -> subprocess.Popen[bytes] | None:
+    """`sleep 60` started with `pid`, the kernel's next pid set to the one before (root only);
+    None if another process on the machine took it first."""
+    with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+        f.write(str(pid - 1))
+    proc = subprocess.Popen(["sleep", "60"])
+    if proc.pid == pid:
+        return proc
+    proc.kill()
+    proc.wait()
+    return None
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="choosing the next pid (ns_last_pid) needs root")
+def test_a_strays_pid_taken_by_an_unrelated_process_is_neither_waited_for_nor_signalled(
+        tmp_path: Path, subreaper: None) -> None:
+    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-t2",
+                           devices=None)
+    stray = started_stray(tmp_path)
+    reuser: subprocess.Popen[bytes] | None = None
+    try:
+        member.terminate()
+        lose_marker(tmp_path, stray, "gpu-t2")
+        member.kill()
+        member.procs[0].wait()  # the shell is gone: the stray is this process's child now
+        assert member.poll() is None  # the stray lives on, tracked
+
+        os.kill(stray, signal.SIGKILL)
+        assert os.waitpid(stray, 0)[0] == stray  # reaped: its pid is free
+        for _ in range(50):
+            reuser = started_at_pid(stray)
+            if reuser is not None:
+                break
+        assert reuser is not None, "could not start a process with the stray's pid"
+
+        assert wait_exit(member, timeout=10) == -signal.SIGKILL, \
+            "the member waited on an unrelated process that took its stray's pid"
+        assert reuser.poll() is None, "the member signalled an unrelated process that took its stray's pid"
+    finally:
+        kill_if_alive(stray if reuser is None else None)
+        if reuser is not None:
+            reuser.kill()
+            reuser.wait()
