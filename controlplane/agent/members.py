@@ -335,7 +335,7 @@ class ProcessMember:
         self._first_failure: int | None = None
         self._ending: int | None = None  # the exit code once the shells are gone, until the rest is
         self._strays: list[int] = []  # live processes of this run outside its process groups
-        self._stray_starts: dict[int, bytes | None] = {}  # each marked stray's start time (pid reuse)
+        self._stray_starts: dict[int, bytes] = {}  # the strays found by marker, by pid: each one's start time
         self._strays_told = False
         self._progress = Progress()
         self._progress_offset = 0
@@ -519,14 +519,24 @@ class ProcessMember:
                 os.kill(pid, sig)
             except (ProcessLookupError, PermissionError):
                 pass
-        # A stray found before stays one until it is a zombie or gone: a process in the middle of
-        # dying has already dropped its memory (its environment reads empty, so the marker scan
-        # no longer finds it) but not yet its open files, the GPU's among them.
-        still_dying = [pid for pid in self._strays if pid not in marked and _not_yet_dead(pid, self._stray_starts.get(pid))]
+        # A stray found by its marker stays one, and is signalled, until it is a zombie or gone: a
+        # process in the middle of dying has already dropped its memory (its environment reads
+        # empty, so the scan no longer finds it) but not yet its open files, the GPU's among them;
+        # and one that wrote over its environment's area (a process title: `setproctitle`) while
+        # alive was, after 9c891b7 (6 Dec), waited for but never signalled, its member never
+        # over. Checked against its start time, so that a pid taken since by another process is not.
+        # (What is in the run's cgroup is found there again at each look, and needs none of this.)
+        tracked: dict[int, bytes] = {}
         for pid in marked:
-            self._stray_starts.setdefault(pid, _start_time(pid))
+            started = _start_time(pid)
+            if started is not None:  # else gone already
+                tracked[pid] = started
+        for pid, started in self._stray_starts.items():
+            if pid not in tracked and _signal_if_still(pid, started, sig):
+                tracked[pid] = started
+        self._stray_starts = tracked
         # what lives in the run's cgroup is the run's, whatever its environment says
-        self._strays = sorted(set(marked) | set(still_dying) | set(containment.pids(self.cgroup) if self.cgroup else ()))
+        self._strays = sorted(set(marked) | set(tracked) | set(containment.pids(self.cgroup) if self.cgroup else ()))
 
     def terminate(self) -> None:
         self._signal(signal.SIGTERM)
@@ -1087,12 +1097,41 @@ def _start_time(pid: int) -> bytes | None:
     return fields[19] if fields is not None and len(fields) > 19 else None
 
 
-def _not_yet_dead(pid: int, started: bytes | None) -> bool:
+def _not_yet_dead(pid: int, started: bytes) -> bool:
     """Whether `pid` is still the process that started at `started` and not yet a zombie."""
     fields = _stat_fields(pid)
     if fields is None or len(fields) <= 19 or fields[0] in (b"Z", b"X"):
         return False
-    return started is None or fields[19] == started
+    return fields[19] == started
+
+
+def _signal_if_still(pid: int, started: bytes, sig: int) -> bool:
+    """`sig` to `pid` if it is still the process that started at `started` and not yet a zombie;
+    whether it was. Through a pidfd opened before the check, so the signal reaches the process
+    checked even if it dies and its pid is taken in between; without pidfd_open (Linux < 5.3)
+    by pid, which leaves that window open."""
+    try:
+        pidfd: int | None = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        pidfd = None
+    try:
+        if not _not_yet_dead(pid, started):
+            return False
+        try:
+            if pidfd is None:
+                os.kill(pid, sig)
+            else:
+                signal.pidfd_send_signal(pidfd, sig)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            pass
+        return True
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
 
 
 def marked_processes(node_name: str, generations: set[int]) -> list[int]:

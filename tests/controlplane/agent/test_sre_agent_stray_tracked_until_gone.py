@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from controlplane.agent.members import ProcessMember, marked_processes
+from controlplane.agent.containment import find_cgroup_root
+from controlplane.agent.members import ProcessLauncher, ProcessMember, marked_processes
 from tests.controlplane.agent.real_agent import wait_for
 from tests.controlplane.agent.test_process_member import alive, assignment, kill_if_alive, wait_exit
 
@@ -98,6 +99,24 @@ def test_a_stray_seen_once_keeps_its_member_from_ending_after_its_marker_reads_g
         kill_if_alive(stray)
 
 
+def test_a_stray_seen_once_is_killed_with_its_member_after_its_marker_reads_gone(tmp_path: Path) -> None:
+    """Not only waited for: a stray that rewrote its environment while alive is signalled with its
+    member. After 9c891b7 (6 Dec) it was waited for and never signalled, so its member never
+    ended: its GPUs held, the stop never done, until someone killed the process by hand."""
+    member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-t3",
+                           devices=None)
+    stray = started_stray(tmp_path)
+    try:
+        member.terminate()
+        lose_marker(tmp_path, stray, "gpu-t3")
+
+        member.kill()
+        assert wait_exit(member, timeout=10) == -signal.SIGKILL
+        assert not alive(stray)
+    finally:
+        kill_if_alive(stray)
+
+
 @pytest.fixture
 def subreaper() -> Iterator[None]:
     """This process adopts the orphans its descendants leave (the stray, once its job's shell is
@@ -133,11 +152,9 @@ def test_a_strays_pid_taken_by_an_unrelated_process_is_neither_waited_for_nor_si
     try:
         member.terminate()
         lose_marker(tmp_path, stray, "gpu-t2")
-        member.kill()
+        member.kill()  # SIGKILL to the shells and the stray, tracked since the SIGTERM
         member.procs[0].wait()  # the shell is gone: the stray is this process's child now
-        assert member.poll() is None  # the stray lives on, tracked
-
-        os.kill(stray, signal.SIGKILL)
+        os.kill(stray, signal.SIGKILL)  # (already dead or dying: a zombie still takes it)
         assert os.waitpid(stray, 0)[0] == stray  # reaped: its pid is free
         for _ in range(50):
             reuser = started_at_pid(stray)
@@ -150,6 +167,43 @@ def test_a_strays_pid_taken_by_an_unrelated_process_is_neither_waited_for_nor_si
         assert reuser.poll() is None, "the member signalled an unrelated process that took its stray's pid"
     finally:
         kill_if_alive(stray if reuser is None else None)
+        if reuser is not None:
+            reuser.kill()
+            reuser.wait()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="choosing the next pid (ns_last_pid) needs root")
+@pytest.mark.skipif(find_cgroup_root("auto") is None, reason="no writable cgroup v2 hierarchy on this host")
+def test_a_pid_that_left_the_runs_cgroup_and_was_reused_does_not_keep_the_member_from_ending(tmp_path: Path) -> None:
+    """What was in the run's cgroup is found there again at each look, not tracked by pid: a
+    process of the cgroup that carried no marker (`env -i`) had no start time to check, and from
+    9c891b7 (6 Dec) an unrelated process given its pid later kept the member from ending for
+    as long as it lived."""
+    launcher = ProcessLauncher(tmp_path, "gpu-t4", devices=None)
+    assert launcher.cgroups is not None
+    command = ("trap '' TERM; env -i sleep 60 & echo $! > child.tmp; mv child.tmp child.pid; wait; "
+               + STUBBORN)
+    member = launcher.launch(assignment(command))
+    workdir = tmp_path / "gpu-t4" / "g7"
+    wait_for(lambda: (workdir / "child.pid").exists(), 30, "the child to start", every=0.02)
+    child = int((workdir / "child.pid").read_text())
+    reuser: subprocess.Popen[bytes] | None = None
+    try:
+        member.terminate()  # the child, deaf to it, is seen in the cgroup
+        os.kill(child, signal.SIGKILL)  # and dies: its shell reaps it
+        wait_for(lambda: not Path(f"/proc/{child}").exists(), 30, "the child to be reaped", every=0.02)
+        for _ in range(50):
+            reuser = started_at_pid(child)
+            if reuser is not None:
+                break
+        assert reuser is not None, "could not start a process with the child's pid"
+
+        member.kill()
+        assert wait_exit(member, timeout=10) == -signal.SIGKILL, \
+            "the member waited on an unrelated process that took the pid of one of its cgroup's"
+        assert reuser.poll() is None
+    finally:
+        kill_if_alive(child if reuser is None else None)
         if reuser is not None:
             reuser.kill()
             reuser.wait()
