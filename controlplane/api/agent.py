@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import select
+import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -769,14 +770,22 @@ class WaitSerializer(serializers.Serializer):
     desired = serializers.BooleanField(required=False, default=False)
 
 
+#: A held wait's connection is probed (TCP keepalive) once it has carried nothing for
+#: KEEPALIVE_IDLE_S, then every KEEPALIVE_INTERVAL_S, and given up by the kernel after
+#: KEEPALIVE_PROBES unanswered: an agent whose host vanished is seen gone ~8 s after its request.
+KEEPALIVE_IDLE_S, KEEPALIVE_INTERVAL_S, KEEPALIVE_PROBES = 5, 1, 3
+
+
 def _agent_gone(request: Request) -> Callable[[], bool] | None:
-    """Whether the agent holding this wait has closed its connection (killed, restarted, its
-    wait given up), so the wait can give its thread back at once instead of at its timeout.
+    """Whether the agent holding this wait has gone (killed, restarted, its wait given up; its
+    host vanished), so the wait can give its thread back at once instead of at its timeout.
     gunicorn hands the request its client socket (`gunicorn.socket`, sync and gthread workers);
     a closed peer shows as POLLRDHUP on it (Linux), whatever a TLS layer above says, and a
-    request's body has been read whole by now, so nothing else arrives on it. None where it
-    cannot be told: another server (the tests' live server, `runserver`), another OS. A peer that
-    vanished without closing (a host powered off, a network cut) is not seen: its wait runs out."""
+    request's body has been read whole by now, so nothing else arrives on it. A peer that
+    vanished without closing (a host powered off, a network cut) sends no FIN: the keepalive
+    probes set here go unanswered, and the kernel fails the socket (POLLERR, ETIMEDOUT) about
+    KEEPALIVE_IDLE_S + KEEPALIVE_PROBES × KEEPALIVE_INTERVAL_S after its last traffic. None
+    where it cannot be told: another server (the tests' live server, `runserver`), another OS."""
     sock = request.META.get("gunicorn.socket")
     rdhup = getattr(select, "POLLRDHUP", None)
     try:
@@ -785,13 +794,39 @@ def _agent_gone(request: Request) -> Callable[[], bool] | None:
         fd = -1
     if fd < 0:
         return None
+    _probe_while_idle(sock)
     watch = select.poll()
     watch.register(fd, rdhup)
 
     def gone() -> bool:
-        return any(happened & (rdhup | select.POLLHUP | select.POLLERR) for _, happened in watch.poll(0))
+        happened = 0
+        for _, events in watch.poll(0):
+            happened |= events
+        if happened & select.POLLERR:
+            # Read, the socket's error is cleared: gunicorn's write of the reply then meets
+            # EPIPE, which it passes over, not the probes' ETIMEDOUT, which it logs as an error
+            # with a traceback for every vanished host.
+            try:
+                sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            except OSError:
+                pass
+        return bool(happened & (rdhup | select.POLLHUP | select.POLLERR))
 
     return gone
+
+
+def _probe_while_idle(sock: socket.socket) -> None:
+    """TCP keepalive on a wait's connection (it stays on for the connection's next requests).
+    Not on a Unix socket (a proxy in front: its own connection to the agent is not ours)."""
+    if sock.family not in (socket.AF_INET, socket.AF_INET6) or not hasattr(socket, "TCP_KEEPIDLE"):
+        return
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPIDLE, KEEPALIVE_IDLE_S)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPINTVL, KEEPALIVE_INTERVAL_S)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_KEEPCNT, KEEPALIVE_PROBES)
+    except OSError:
+        pass
 
 
 class WaitView(AgentView):

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -38,14 +39,23 @@ def fleet(transactional_db: Any) -> LoopFleet:  # committed: gunicorn reads it f
 
 @pytest.fixture
 def web(fleet: LoopFleet, tmp_path: Path) -> Iterator[str]:
-    """gunicorn serving the test database: one worker, 4 threads, at most one wait held."""
-    port = free_port()
+    with serving(tmp_path, free_port()) as url:
+        yield url
+
+
+@contextmanager
+def serving(tmp_path: Path, port: int, also: str | None = None) -> Iterator[str]:
+    """gunicorn serving the test database: one worker, 4 threads, at most one wait held; at
+    127.0.0.1:`port` (the URL yielded), and at `also`:`port` too if given. Its log: web.log."""
     env = {**os.environ, "DATABASE_URL": _test_database_url(), "DJANGO_SETTINGS_MODULE": "controlplane.settings",
            "QM_AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP, "QM_AGENT_MAX_WAITS": "1", "QM_LOG_LEVEL": "WARNING",
            "PYTHONPATH": str(REPO)}
+    if also:
+        env["ALLOWED_HOSTS"] = ",".join(h for h in (env.get("ALLOWED_HOSTS", ""), also) if h)
     log = (tmp_path / "web.log").open("wb")
+    binds = ["-b", f"127.0.0.1:{port}"] + (["-b", f"{also}:{port}"] if also else [])
     process = subprocess.Popen(
-        [str(BIN / "gunicorn"), "controlplane.wsgi:application", "-b", f"127.0.0.1:{port}", "-w", "1",
+        [str(BIN / "gunicorn"), "controlplane.wsgi:application", *binds, "-w", "1",
          "-k", "gthread", "--threads", "4", "--graceful-timeout", "1"],
         env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
