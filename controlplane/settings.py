@@ -97,6 +97,9 @@ SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool(
 
 INSTALLED_APPS = [
     "django.contrib.admin",
+    # Before django.contrib.auth: its changepassword and createsuperuser are ours, which record
+    # what they do in the audit trail (controlplane/management/commands); a command's first app wins.
+    "controlplane",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -107,7 +110,6 @@ INSTALLED_APPS = [
     "django_filters",
     "drf_spectacular",
     "drf_spectacular_sidecar",
-    "controlplane",
     "frontend",
 ]
 

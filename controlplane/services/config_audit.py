@@ -12,6 +12,8 @@ team's decayed usage, which the control loop writes every cycle.
 
 from __future__ import annotations
 
+import getpass
+import os
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any, TypeVar
@@ -59,12 +61,30 @@ USER_AUDITED = ("username", "is_active", "is_staff", "is_superuser")
 T = TypeVar("T")
 
 
-def password_change_recorded(user_id: int, actor: str, change: Callable[[], T]) -> T:
-    """Run ``change`` (a page that may set user ``user_id``'s password) and, when it did, record a
-    `UserPasswordChanged` event in the same transaction: who changed whose password, or made it
-    unusable ("password-based authentication: disabled"). Never the password nor its hash; the
-    stored hashes are compared only to tell whether it changed. A user created with a password
-    is `UserCreated`; `manage.py changepassword` is not recorded, as `createsuperuser` is not."""
+class CommandLine:
+    """Who acts when a `manage.py` command changes a user: no request, so no signed-in user; the
+    OS user who ran it is what the trail can say (actor ``manage.py:<os user>``), and the event's
+    line names the command ("… (manage.py changepassword, run as OS user ops)")."""
+
+    def __init__(self, command: str) -> None:
+        self.command = f"manage.py {command}"
+        try:
+            self.os_user = getpass.getuser()
+        except OSError:  # no login name, no passwd entry (a container's bare uid)
+            self.os_user = f"uid {os.getuid()}"
+        self.actor = f"manage.py:{self.os_user}"
+        self.said = f" ({self.command}, run as OS user {self.os_user})"
+        self.data = {"command": self.command, "os_user": self.os_user}
+
+
+def password_change_recorded(user_id: int, actor: str, change: Callable[[], T],
+                             command: CommandLine | None = None) -> T:
+    """Run ``change`` (a page, or `manage.py changepassword`, that may set user ``user_id``'s
+    password) and, when it did, record a `UserPasswordChanged` event in the same transaction:
+    who changed whose password, or made it unusable ("password-based authentication:
+    disabled"). Never the password nor its hash; the stored hashes are compared only to tell
+    whether it changed. A user created with a password is `UserCreated` (by
+    `manage.py createsuperuser` too: controlplane/management/commands)."""
     stored = get_user_model().objects.filter(pk=user_id)
     with transaction.atomic():
         before = stored.values_list("password", flat=True).first()
@@ -73,9 +93,11 @@ def password_change_recorded(user_id: int, actor: str, change: Callable[[], T]) 
         if user is not None and before is not None and user.password != before:
             name = user.get_username()
             said = "password changed" if user.has_usable_password() else "password-based sign-in disabled"
+            data = {"model": "user", "user": name, "usable_password": user.has_usable_password()}
             Event.objects.create(**event_fields(
-                EventKind.CONFIG_CHANGED, actor, reason="UserPasswordChanged", message=f"User {name}'s {said}",
-                data={"model": "user", "user": name, "usable_password": user.has_usable_password()}))
+                EventKind.CONFIG_CHANGED, actor, reason="UserPasswordChanged",
+                message=f"User {name}'s {said}{command.said if command else ''}",
+                data={**data, **(command.data if command else {})}))
     return answer
 
 
