@@ -3,6 +3,7 @@
     GET    notification-hooks/              your hooks (admins: everyone's, ?user=NAME for one user's)
     POST   notification-hooks/              {"url", "events": [...], "team"?: name, "secret"?, "active"?}
     GET    notification-hooks/{id}/         one, with its state in words (`status`, `failing`)
+    PUT    notification-hooks/{id}/         replace it: url, events, team, active all given (secret may be left out)
     PATCH  notification-hooks/{id}/         change url, events, team, secret, active (the URL checked as on a POST)
     DELETE notification-hooks/{id}/         remove it and its queued deliveries
     POST   notification-hooks/{id}/rotate-secret/  a new random secret, shown in this answer only
@@ -30,13 +31,13 @@ from rest_framework.exceptions import NotFound, ValidationError
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from controlplane.api.serializers.fields import no_record_named
+from controlplane.api.serializers.fields import PutReplacesWholeMixin, no_record_named
 from controlplane.api.views.api_mixin import ApiMixin, refuse_fields
 from controlplane.models import NotificationDelivery, NotificationHook, Team
 from controlplane.services import access, notifications
 
 
-class NotificationHookSerializer(serializers.ModelSerializer):
+class NotificationHookSerializer(PutReplacesWholeMixin, serializers.ModelSerializer):
     user = serializers.CharField(source="user.username", read_only=True)
     team = serializers.CharField(required=False, allow_null=True, allow_blank=True, max_length=64,
                                  help_text="A team's name: every job of that team; null/absent: your own jobs.")

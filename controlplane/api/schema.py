@@ -1,5 +1,7 @@
 """OpenAPI schema details drf-spectacular cannot infer: the error responses every operation
-can give, in the API's one error format (see errors.py). Documenting them keeps the schema
+can give, in the API's one error format (see errors.py), and a PUT's body requiring every
+writable field (serializers/fields.PutReplacesWholeMixin), a component of its own
+("WholeQuotaRequest") as PATCH's is ("PatchedQuotaRequest"). Documenting them keeps the schema
 honest, so a schemathesis run can check that every status code we answer is a documented one."""
 
 from __future__ import annotations
@@ -7,7 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 from drf_spectacular.openapi import AutoSchema
+from drf_spectacular.plumbing import force_instance
 from rest_framework import serializers
+
+from controlplane.api.serializers.fields import PutReplacesWholeMixin
 
 
 class ErrorSerializer(serializers.Serializer):
@@ -41,6 +46,23 @@ _DESCRIPTIONS = {
 
 
 class QuartermasterAutoSchema(AutoSchema):
+    def _replaces_whole(self, serializer: Any, direction: str) -> bool:
+        return self.method == "PUT" and direction == "request" and isinstance(force_instance(serializer),
+                                                                              PutReplacesWholeMixin)
+
+    def _get_serializer_name(self, serializer: Any, direction: str, bypass_extensions: bool = False) -> str:
+        name: str = super()._get_serializer_name(serializer, direction, bypass_extensions)
+        return f"Whole{name}" if self._replaces_whole(serializer, direction) else name
+
+    def _map_basic_serializer(self, serializer: Any, direction: str) -> dict[str, Any]:
+        schema: dict[str, Any] = super()._map_basic_serializer(serializer, direction)
+        if self._replaces_whole(serializer, direction):
+            fields = force_instance(serializer).fields
+            schema["required"] = sorted(
+                set(schema.get("required", []))
+                | {name for name in schema.get("properties", {}) if not fields[name].write_only})
+        return schema
+
     def _get_response_bodies(self, direction: str = "response") -> dict[str, Any]:  # type: ignore[override]
         responses: dict[str, Any] = super()._get_response_bodies(direction)
         # 404 on every operation: besides unknown ids, a filter naming a team the caller may

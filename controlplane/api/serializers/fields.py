@@ -1,5 +1,6 @@
 """The fields and mixins the serializers of every resource share: a field the resource does
-not have refused (StrictFieldsMixin), the model's own rules run before a write
+not have refused (StrictFieldsMixin), every writable field asked for on PUT
+(PutReplacesWholeMixin), the model's own rules run before a write
 (ConstraintCheckedModelSerializer), a choice or a record refused in words (NamedChoiceField,
 NamedRecordField), a name, a hold's reason, environment variables, an instant with its time zone."""
 
@@ -80,7 +81,40 @@ class StrictFieldsMixin:
         return refused
 
 
-class ConstraintCheckedModelSerializer(StrictFieldsMixin, serializers.ModelSerializer):
+class PutReplacesWholeMixin:
+    """PUT replaces the whole record: every writable field the record's GET shows must be sent,
+    and one left out is a 400 naming it (all of them in one answer, with any other refusal),
+    never kept as stored nor reset to a default. Until 6 Dec a PUT that left out an optional
+    field kept its stored value, so PUT behaved as PATCH; which default a field left out should
+    return to is not always plain (a team's `priority_classes`: [] means every class), so it is
+    asked for. A PUT is a write to a record (``instance``) that is not ``partial``; PATCH
+    changes only what it is given. A write-only field (a hook's `secret`) no GET shows, so a
+    record read and written back has none: left out, it is unchanged."""
+
+    def to_internal_value(self, data: Any) -> Any:
+        left_out = self._left_out_on_put(data)
+        try:
+            value = super().to_internal_value(data)  # type: ignore[misc]
+        except serializers.ValidationError as exc:
+            if left_out and isinstance(exc.detail, dict):
+                exc.detail.update(left_out)  # DRF's "This field is required." said in PUT's words
+            raise
+        if left_out:
+            raise serializers.ValidationError(left_out, code="required")
+        return value
+
+    def _left_out_on_put(self, data: Any) -> dict[str, list[Any]]:
+        if getattr(self, "instance", None) is None or getattr(self, "partial", False) or not isinstance(data, Mapping):
+            return {}
+        label = str(self.Meta.model._meta.verbose_name) if hasattr(self, "Meta") else "record"  # type: ignore[attr-defined]
+        said = (f"Required on PUT, which replaces the whole {label}: send it as GET gives it, or use PATCH to "
+                "change only some fields.")
+        return {name: [serializers.ErrorDetail(said, code="required")]
+                for name, field in self.fields.items()  # type: ignore[attr-defined]
+                if not field.read_only and not field.write_only and name not in data}
+
+
+class ConstraintCheckedModelSerializer(PutReplacesWholeMixin, StrictFieldsMixin, serializers.ModelSerializer):
     """Runs the model's database constraints and its own ``clean()`` rules in Python before
     writing (as the admin's forms do), so a violation is a 400 naming the rule rather than an
     IntegrityError or a record the admin would have refused.

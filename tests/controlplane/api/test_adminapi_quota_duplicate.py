@@ -47,8 +47,8 @@ def test_moving_a_quota_onto_a_team_that_has_one_names_team(fleet, admin) -> Non
 
 def test_a_quota_saved_as_it_is_and_a_new_type_pass(fleet, admin) -> None:
     existing = Quota.objects.get(team=fleet.ml, gpu_type=fleet.h100)
-    same = admin.put(f"{J}/quotas/{existing.pk}/", {"team": "ml", "gpu_type": "H100-80GB", "nominal_gpus": 20},
-                     format="json")
+    same = admin.put(f"{J}/quotas/{existing.pk}/", {"team": "ml", "gpu_type": "H100-80GB", "nominal_gpus": 20,
+                                                   "borrowing_limit": None, "lending_limit": None}, format="json")
     assert same.status_code == 200, same.json()
 
     new = admin.post(f"{J}/quotas/", {"team": "ml", "gpu_type": "A100-40GB", "nominal_gpus": 8}, format="json")

@@ -58,7 +58,12 @@ PERSON_CREATE = (401, 201, 201, 201, 201, 401)  # a hook on one's own jobs: anyo
 
 J = "/api/v1"
 NODE_BODY = {"name": "h100-1", "pool": "h100", "gpu_type": "H100-80GB", "gpu_count": 8, "cpus": 96,
-             "memory_gb": 1024, "leaf_switch": "leaf-a", "spine": "spine-1"}
+             "memory_gb": 1024, "leaf_switch": "leaf-a", "spine": "spine-1", "capacity_tier": "on_demand",
+             "simulated": False}
+# A PUT replaces the whole record: its bodies give every writable field (test_api_put_replaces_whole.py).
+CLASS_BODY = {"name": "spare", "value": 5, "description": "", "preemptible": True, "may_preempt_lower": True,
+              "grace_period_s": 30, "min_runtime_s": 0, "preemption_budget": 3, "budget_window_s": 86400,
+              "default_runtime_limit_s": 4 * 3600, "max_runtime_limit_s": 7 * 86400}
 TABLE: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     # jobs: what the owning team reads and does
     ("job_logs", "get", "{J}/jobs/{job}/logs/", None, READ_OWN),
@@ -89,7 +94,8 @@ TABLE: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     ("cohort_put", "put", "{J}/cohorts/{cohort}/", {"name": "all", "description": "x"}, ADMIN_WRITE),
     ("cohort_patch", "patch", "{J}/cohorts/{cohort}/", {"description": "x"}, ADMIN_WRITE),
     ("cohort_delete", "delete", "{J}/cohorts/{spare_cohort}/", None, ADMIN_DELETE),
-    ("gpu_type_put", "put", "{J}/gpu-types/{spare_gpu_type}/", {"name": "B200", "memory_gb": 180}, ADMIN_WRITE),
+    ("gpu_type_put", "put", "{J}/gpu-types/{spare_gpu_type}/", {"name": "B200", "memory_gb": 180, "relative_throughput": 1.0},
+     ADMIN_WRITE),
     ("gpu_type_patch", "patch", "{J}/gpu-types/{spare_gpu_type}/", {"memory_gb": 180}, ADMIN_WRITE),
     ("gpu_type_delete", "delete", "{J}/gpu-types/{spare_gpu_type}/", None, ADMIN_DELETE),
     ("price_rate_put", "put", "{J}/price-rates/{price_rate}/",
@@ -97,16 +103,18 @@ TABLE: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
       "effective_from": "2026-01-01T00:00:00Z"}, ADMIN_WRITE),
     ("price_rate_patch", "patch", "{J}/price-rates/{price_rate}/", {"usd_per_gpu_hour": "2.6"}, ADMIN_WRITE),
     ("price_rate_delete", "delete", "{J}/price-rates/{price_rate}/", None, ADMIN_DELETE),
-    ("priority_class_put", "put", "{J}/priority-classes/{spare_class}/", {"name": "spare", "value": 5}, ADMIN_WRITE),
+    ("priority_class_put", "put", "{J}/priority-classes/{spare_class}/", CLASS_BODY, ADMIN_WRITE),
     ("priority_class_patch", "patch", "{J}/priority-classes/{priority_class}/", {"value": 101}, ADMIN_WRITE),
     ("priority_class_delete", "delete", "{J}/priority-classes/{spare_class}/", None, ADMIN_DELETE),
     ("project_put", "put", "{J}/projects/{project}/", {"team": "ml", "name": "llm", "description": "x"}, ADMIN_WRITE),
     ("project_patch", "patch", "{J}/projects/{project}/", {"description": "x"}, ADMIN_WRITE),
     ("project_delete", "delete", "{J}/projects/{spare_project}/", None, ADMIN_DELETE),
-    ("quota_put", "put", "{J}/quotas/{quota}/", {"team": "ml", "gpu_type": "H100-80GB", "nominal_gpus": 20},
-     ADMIN_WRITE),
+    ("quota_put", "put", "{J}/quotas/{quota}/", {"team": "ml", "gpu_type": "H100-80GB", "nominal_gpus": 20,
+                                               "borrowing_limit": None, "lending_limit": None}, ADMIN_WRITE),
     ("quota_delete", "delete", "{J}/quotas/{quota}/", None, ADMIN_DELETE),
-    ("team_put", "put", "{J}/teams/{team}/", {"name": "ml", "description": "x", "cohort": "all"}, ADMIN_WRITE),
+    ("team_put", "put", "{J}/teams/{team}/", {"name": "ml", "description": "x", "cohort": "all",
+                                             "default_priority_class": "research", "priority_classes": []},
+     ADMIN_WRITE),
     ("node_put", "put", "{J}/nodes/{node}/", NODE_BODY, ADMIN_WRITE),
     ("node_patch", "patch", "{J}/nodes/{node}/", {"pool": "h100"}, ADMIN_WRITE),
     ("node_delete", "delete", "{J}/nodes/{spare_node}/", None, ADMIN_DELETE),
@@ -120,7 +128,8 @@ TABLE: list[tuple[str, str, str, Any, tuple[int, ...]]] = [
     ("hooks_list", "get", "{J}/notification-hooks/", None, READ_ALL),
     ("hook_create", "post", "{J}/notification-hooks/", {"url": "{hook_url}", "events": ["failed"]}, PERSON_CREATE),
     ("hook_detail", "get", "{J}/notification-hooks/{hook}/", None, HOOK_OWN),
-    ("hook_put", "put", "{J}/notification-hooks/{hook}/", {"url": "{hook_url}", "events": ["started"]}, HOOK_OWN),
+    ("hook_put", "put", "{J}/notification-hooks/{hook}/",
+     {"url": "{hook_url}", "events": ["started"], "team": None, "active": True}, HOOK_OWN),
     ("hook_patch", "patch", "{J}/notification-hooks/{hook}/", {"active": False}, HOOK_OWN),
     ("hook_delete", "delete", "{J}/notification-hooks/{hook}/", None, HOOK_DELETE),
     ("hook_deliveries", "get", "{J}/notification-hooks/{hook}/deliveries/", None, HOOK_OWN),

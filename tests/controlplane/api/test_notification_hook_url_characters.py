@@ -56,7 +56,8 @@ def test_a_hook_changed_to_such_a_url_is_refused_and_keeps_its_own(alice: APICli
     made = alice.post(URL, {"url": GOOD, "events": ["started"]}, format="json")
     assert made.status_code == 201, made.json()
 
-    r = getattr(alice, method)(f"{URL}{made.json()['id']}/", {"url": url, "events": ["started"]}, format="json")
+    whole = {"url": url, "events": ["started"], "team": None, "active": True}  # a PUT gives every field
+    r = getattr(alice, method)(f"{URL}{made.json()['id']}/", whole, format="json")
 
     _refused_on_url(r, words)
     assert NotificationHook.objects.get(pk=made.json()["id"]).url == GOOD
