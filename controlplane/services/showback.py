@@ -685,6 +685,9 @@ CSV_COLUMNS = (
 _SHARE_Q = Decimal("0.0001")
 #: Appended for `group_by=job`: whose job each row is (the JSON's properties carry them too).
 JOB_CSV_COLUMNS = ("job_name", "team", "project")
+#: Last on every row: the period the report covers, in UTC as the JSON's `window` says it. Only
+#: the file name said it before (7 Dec), so months' CSVs pasted together lost whose rows were whose.
+PERIOD_CSV_COLUMNS = ("period_start", "period_end")
 CENT = Decimal("0.01")
 _HOURS_Q = Decimal("0.0001")
 _RATE_Q = Decimal("0.0001")
@@ -916,7 +919,8 @@ def showback_csv(report: Showback) -> str:
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     by_job = report.group_by == "job"
-    writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ())])
+    writer.writerow([report.group_by, *CSV_COLUMNS, *(JOB_CSV_COLUMNS if by_job else ()), *PERIOD_CSV_COLUMNS])
+    period = (iso(report.start), iso(report.end))
 
     def hours(gpu_seconds: Decimal | None) -> str:
         return _fmt(None if gpu_seconds is None else gpu_seconds / _HOUR_S, _HOURS_Q)
@@ -935,6 +939,7 @@ def showback_csv(report: Showback) -> str:
             _fmt(m["cost_without_tokens_usd"], CENT), _fmt(entry.share_without_tokens, _SHARE_Q),
             *((str(entry.properties.get("job", "")), str(entry.properties.get("team", "")),
                str(entry.properties.get("project", ""))) if by_job else ()),
+            *period,
         ]
 
     # Rows in name order; job rows in id order (as text, job 10 came between 1 and 2).
@@ -953,10 +958,9 @@ def showback_csv(report: Showback) -> str:
 
 def csv_filename(report: Showback) -> str:
     """The CSV's file name, naming the period it covers: a month by its name (`2026-11`), any
-    other window by the instants the report covers, in UTC. The CSV itself carries no dates (its
-    first row is the header consumers read by position), so before (2 Dec) a download of the last
-    7 days was `showback-team-7d.csv` whenever it was made, and nothing in the file said which
-    seven days."""
+    other window by the instants the report covers, in UTC (as every row's `period_start` and
+    `period_end` do, from 7 Dec). Before 2 Dec a download of the last 7 days was
+    `showback-team-7d.csv` whenever it was made, and nothing in the file said which seven days."""
     label = report.window.label
     if not re.fullmatch(r"\d{4}-\d{2}", label):
         label = f"{report.start:%Y-%m-%dT%H%M%SZ}_{report.end:%Y-%m-%dT%H%M%SZ}"

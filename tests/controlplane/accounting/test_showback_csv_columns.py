@@ -25,6 +25,8 @@ OLD_COLUMNS = ["gpu_hours_allocated", "gpu_hours_active", "gpu_hours_productive"
 NEW_COLUMNS = ["usd_per_productive_gpu_hour", "useful_tokens", "usd_per_million_tokens",
                "preemption_lost_gpu_hours", "gpu_hours_idle", "cost_without_tokens_usd",
                "share_of_cost_without_tokens"]
+# Last, after every figure (and the job grouping's names): the period each row covers.
+PERIOD_COLUMNS = ["period_start", "period_end"]
 # Decimal places per column: every non-empty cell of a column has exactly these.
 PLACES = {"gpu_hours_allocated": 4, "gpu_hours_active": 4, "gpu_hours_productive": 4, "cost_usd": 2,
           "usd_per_gpu_hour": 4, "usd_per_useful_token": 12, "idle_reserved_usd": 2, "preemption_waste_usd": 2,
@@ -78,8 +80,32 @@ def test_the_existing_columns_come_first_in_their_order_and_the_pages_figures_fo
     header, _ = read(fleet_report())
     assert header[0] == "team"
     assert header[1:9] == OLD_COLUMNS
-    assert header[9:] == NEW_COLUMNS
+    assert header[9:-2] == NEW_COLUMNS
+    assert header[-2:] == PERIOD_COLUMNS
     assert list(showback.CSV_COLUMNS) == OLD_COLUMNS + NEW_COLUMNS
+
+
+def test_every_row_names_the_period_it_covers_so_months_concatenated_stay_apart() -> None:
+    """Only the file name said the period: two months' CSVs pasted together lost which rows were
+    whose. Every row, __idle__ and TOTAL included, carries the period's ends in UTC, as the
+    JSON's `window` says them; by job they follow the job's names."""
+    november = fleet_report()
+    december_start, december_end = datetime(2026, 12, 1, tzinfo=UTC), datetime(2027, 1, 1, tzinfo=UTC)
+    december = fleet_report("job")
+    december.window = Window(december_start, december_end, "2026-12")
+    december.start, december.end = december_start, december_end
+    for report, start, end in ((november, "2026-11-02T00:00:00Z", "2026-11-03T00:00:00Z"),
+                               (december, "2026-12-01T00:00:00Z", "2027-01-01T00:00:00Z")):
+        rows = list(csv.reader(io.StringIO(showback.showback_csv(report))))
+        header = rows[0]
+        assert header[-2:] == PERIOD_COLUMNS
+        if report.group_by == "job":
+            assert header[-5:-2] == list(showback.JOB_CSV_COLUMNS)
+        assert [r[0] for r in rows[1:]] == ["ml", "serve", "vision", "__idle__", "TOTAL"]
+        for row in rows[1:]:
+            assert row[-2:] == [start, end], row
+        window = showback.showback_json(report)["window"]
+        assert [window["start"], window["end"]] == [start, end]
 
 
 def test_the_new_columns_carry_what_the_page_shows() -> None:
@@ -127,7 +153,7 @@ def test_every_column_has_a_fixed_number_of_places_zero_included() -> None:
             for name, row in rows.items():
                 for column in header[1:]:
                     cell = row[column]
-                    if cell == "":
+                    if cell == "" or column in PERIOD_COLUMNS:
                         continue
                     places = PLACES[column]
                     pattern = r"-?\d+" + (rf"\.\d{{{places}}}" if places else "")
