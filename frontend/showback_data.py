@@ -116,7 +116,7 @@ def report_rows(report: showback.Showback) -> list[dict[str, Any]]:
             # Beside it: the cost that reported no tokens, which $ / 1M tokens leaves out.
             "cost_without_tokens_usd": m["cost_without_tokens_usd"],
             "share_without_tokens": None if entry.share_without_tokens is None else float(entry.share_without_tokens),
-            "idle_reserved_usd": m["idle_reserved_usd"] if (report.group_by == "team" or entry.key == "TOTAL") else None,
+            "idle_reserved_usd": m["idle_reserved_usd"] if showback.shows_idle_reserved(report) else None,
             "preemption_waste_usd": m["preemption_waste_usd"],
             "lost_gpu_hours": float(entry.lost_gpu_seconds / 3600),
             # Cost split by tier in proportion to GPU-seconds (prices differ by GPU type within a
@@ -151,6 +151,16 @@ def idle_reserved_note(report: showback.Showback) -> str:
                      f"({t.idle_gpu_seconds / 3600:,.1f} GPU-h) cost: {_usd(t.idle_usd)}"
                      + (f", {_usd(rate)} per GPU-hour." if rate is not None else "."))
     return text
+
+
+def idle_reserved_by_team_note(report: showback.Showback, label: str) -> str:
+    """Said in a grouping other than team, where the table has no idle reserved quota column:
+    a guarantee is its team's, so the figure is left out here as in the CSV and the API, and
+    where it is. Until 7 Dec the page hid it unsaid while the CSV's and qm's TOTAL carried it."""
+    if showback.shows_idle_reserved(report):
+        return ""
+    return (f"Idle reserved quota (guaranteed GPUs neither used nor lent to the cohort) is a team's, not a {label}'s, "
+            "so this grouping leaves it out, as its CSV and the API do: group by team to see it.")
 
 
 def unpriced_note(report: showback.Showback) -> str:

@@ -121,7 +121,9 @@ _ALLOCATION = inline_serializer(
             "the idle capacity): not in usdPerUsefulToken, which counts the token-reporting jobs only."),
         "shareOfCostWithoutTokens": serializers.FloatField(required=False, allow_null=True,
                                                            help_text="costWithoutTokens ÷ totalCost."),
-        "idleReservedCost": serializers.FloatField(required=False, allow_null=True),
+        "idleReservedCost": serializers.FloatField(
+            required=False, allow_null=True, help_text="Guaranteed quota neither used nor lent, at the reserved "
+            "rate: per team and in TOTAL by team; null in every other grouping (a guarantee is its team's)."),
         "preemptionLostGpuHours": serializers.FloatField(required=False),
         "preemptionWasteCost": serializers.FloatField(required=False),
     },

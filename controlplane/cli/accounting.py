@@ -272,8 +272,14 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         if not_recorded:
             print(output.visible(not_recorded))
         return 0
+    # Idle reserved quota is a team's: by project, job or class the API has none (null), so the
+    # column goes, as on the page (until 7 Dec it read "-" on every group and a figure on TOTAL).
+    by_team = args.by == "team"
+    shown = [i for i, (_, key) in enumerate(SHOWBACK_COLUMNS) if by_team or key != "idleReservedCost"]
+    first = 1 + len(named)
+    rows = [row[:first] + [row[first + i] for i in shown] for row in rows]
     output.table(rows, [args.by.upper()] + [{"job": "NAME"}.get(p, p.upper()) for p in named]
-                 + [h for h, _ in SHOWBACK_COLUMNS])
+                 + [SHOWBACK_COLUMNS[i][0] for i in shown])
     idle = allocations.get(IDLE_ENTRY)
     if idle and idle.get("gpuHours") is not None:
         print(f"{IDLE_ENTRY}: {idle['gpuHours']:,.2f} GPU-hours of capacity no job held "
@@ -305,6 +311,9 @@ def cmd_showback(api: Api, args: argparse.Namespace) -> int:
         print(output.visible(f"Not priced, counted at $0.00: {u['gpuType']} {u['capacityTier']} ({since}): "
                              f"{u['capacityGpuHours']:,.2f} GPU-hours of capacity, {u['allocatedGpuHours']:,.2f} "
                              "held by jobs. Add a price rate for it (admin)."))
+    if not by_team:
+        print(f"Idle reserved quota is per team, not per {args.by.replace('_', ' ')}: not shown here "
+              "(nor in the CSV); `qm showback --by team` shows it.")
     if totals.get("idleReservedCost"):
         # TOTAL's IDLE RESERVED $ sat beside its COST $ unexplained: finance added the two.
         print("IDLE RESERVED $: guarantees neither used nor lent, at the reserved rate; a reading of the idle "

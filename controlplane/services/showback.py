@@ -755,7 +755,8 @@ def _whole_to(values: Sequence[float], total: int) -> list[int]:
 
 def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
     """Cents per entry (and `__idle__`, `TOTAL`) for cost, idle reserved and preemption waste,
-    apportioned so every column adds up to its TOTAL exactly.
+    apportioned so every column adds up to its TOTAL exactly. TOTAL has idle reserved only by
+    team (`shows_idle_reserved`).
 
     The groups' cents add up to Σ groups rounded once, the same in every grouping of a window
     (`__idle__` takes the rest of TOTAL), and a team's projects or jobs add up to the team's
@@ -789,15 +790,24 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
         r.key: {"cost_usd": c, "preemption_waste_usd": w, "idle_reserved_usd": i, "cost_without_tokens_usd": n}
         for r, c, w, i, n in zip(rows, cost, waste, reserved, without, strict=True)
     }
-    total_reserved = report.idle_reserved_usd_total
     out["TOTAL"] = {
         "cost_usd": sum(cost, Decimal(0)),
         "cost_without_tokens_usd": sum(without, Decimal(0)),
         "preemption_waste_usd": sum(waste, Decimal(0)),
-        "idle_reserved_usd": sum(reserved, Decimal(0)) if report.group_by == "team"
-        else total_reserved.quantize(CENT),
     }
+    if report.group_by == "team":
+        # Idle reserved quota is a team's guarantee, so only the team grouping has the column
+        # (`shows_idle_reserved`): by project TOTAL carried the teams' figure over rows that
+        # had none, which the page hid and the CSV and qm showed (until 7 Dec).
+        out["TOTAL"]["idle_reserved_usd"] = sum(reserved, Decimal(0))
     return out
+
+
+def shows_idle_reserved(report: Showback) -> bool:
+    """Whether the report has an idle reserved quota figure: only by team. A guarantee neither
+    used nor lent is its team's, no project's, job's or priority class's, so any other grouping
+    leaves it out everywhere alike (page, CSV, JSON and qm; the page and qm say to group by team)."""
+    return report.group_by == "team"
 
 
 def _cost_without_tokens(report: Showback, cost: list[Decimal]) -> list[Decimal]:
@@ -947,12 +957,12 @@ def showback_csv(report: Showback) -> str:
         return (0, int(e.name), "") if by_job and e.name.isascii() and e.name.isdigit() else (1, 0, e.name)
 
     for entry in sorted(report.entries, key=order):
-        reserved = money[entry.key]["idle_reserved_usd"] if report.group_by == "team" else None
+        reserved = money[entry.key]["idle_reserved_usd"] if shows_idle_reserved(report) else None
         writer.writerow(row(entry, reserved, Decimal(0) if fleet else None))
     if report.idle is not None:
         writer.writerow(row(report.idle, None, report.idle.idle_gpu_seconds))
     total = report.total
-    writer.writerow(row(total, money["TOTAL"]["idle_reserved_usd"], total.idle_gpu_seconds if fleet else None))
+    writer.writerow(row(total, money["TOTAL"].get("idle_reserved_usd"), total.idle_gpu_seconds if fleet else None))
     return buffer.getvalue()
 
 
@@ -990,7 +1000,8 @@ def showback_json(report: Showback) -> dict[str, Any]:
         }
     total = report.total
     totals = _allocation(total, money["TOTAL"], tokens["TOTAL"], window, minutes)
-    totals["idleReservedGpuHours"] = float(hours(report.idle_reserved_gpu_seconds_total))
+    totals["idleReservedGpuHours"] = (float(hours(report.idle_reserved_gpu_seconds_total))
+                                      if shows_idle_reserved(report) else None)
     if report.capacity_gpu_seconds is not None:
         totals["capacityGpuHours"] = float(hours(report.capacity_gpu_seconds))
         totals["idleGpuHours"] = float(hours(total.idle_gpu_seconds))
@@ -1051,7 +1062,7 @@ def _allocation(entry: ShowbackEntry, money: dict[str, Decimal], tokens: int, wi
         "costWithoutTokens": float(money["cost_without_tokens_usd"]),
         "shareOfCostWithoutTokens": None if share is None else round(float(share), 6),
         "idleReservedCost": float(money["idle_reserved_usd"]) if entry.idle_reserved_usd is not None
-        or entry.key == "TOTAL" else None,
+        or (entry.key == "TOTAL" and "idle_reserved_usd" in money) else None,
         "preemptionLostGpuHours": float(hours(entry.lost_gpu_seconds)),
         "preemptionWasteCost": float(money["preemption_waste_usd"]),
     }

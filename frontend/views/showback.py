@@ -26,6 +26,7 @@ from frontend.showback_data import (
     WINDOW_CHOICES,
     before_accounting_note,
     cost_series,
+    idle_reserved_by_team_note,
     idle_reserved_note,
     report_rows,
     shown_name,
@@ -111,6 +112,7 @@ def showback(request: HttpRequest) -> HttpResponse:
         "report": report, "rows": rows, "charts": charts, "empty_period": empty,
         "unrecorded": report.unrecorded and not empty, "nothing_recorded": nothing,
         "idle_reserved_note": idle_reserved_note(report) if group_by == "team" else "",
+        "idle_reserved_by_team_note": "" if report.unrecorded else idle_reserved_by_team_note(report, label),
         "unpriced_note": unpriced_note(report),
         "before_accounting_note": before_accounting_note(report),
         "csv_url": "" if empty or report.unrecorded else (
