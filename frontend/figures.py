@@ -12,7 +12,7 @@ import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.utils import timezone
@@ -675,6 +675,34 @@ def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
 BUCKET_BAR_GAP = 0.2
 
 
+#: At most this many ticks under the cost bars: a tick every bucket while they fit, else every
+#: few buckets (`period_ticks`).
+MAX_PERIOD_TICKS = 8
+
+
+def period_ticks(first: datetime, last: datetime, bucket_s: int) -> dict[str, Any]:
+    """The x-axis of bars that each cover a period (an hour or a day, from `first` to `last`,
+    the first and last bars' starts): its ticks on the periods' starts, a whole number of
+    periods apart, where plotly's own spacing put them every 12 hours over day bars and on the
+    half hours over hour bars, in the middle of a bar. Hours are ticked from midnight (00:00,
+    06:00, …), days from the first bar. With a tick on every day bar each label ("Dec 2") is
+    centred on the day it names (`ticklabelmode: "period"`); an hour's label ("17:00") names an
+    instant, the start of its bar, and stands on it, as a label does with a tick every few bars
+    (a period's label centred on seven bars would read as the middle one's)."""
+    count = int((last - first).total_seconds() // bucket_s) + 1
+    steps = (1, 2, 3, 4, 6, 12, 24) if bucket_s < 86400 else (1, 2, 3, 7, 14)
+    every = next((k for k in steps if math.ceil(count / k) <= MAX_PERIOD_TICKS), None)
+    if every is None:
+        every = steps[-1] * math.ceil(count / (MAX_PERIOD_TICKS * steps[-1]))
+    origin = first
+    if bucket_s < 86400:
+        origin = first.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+    axis: dict[str, Any] = {"tickmode": "linear", "tick0": ts(origin), "dtick": every * bucket_s * 1000}
+    if every == 1 and bucket_s >= 86400:
+        axis["ticklabelmode"] = "period"
+    return axis
+
+
 #: What an empty showback chart says of its period: GPU time was measured and none was charged.
 #: A period the accounting never recorded says so instead (`nothing`: showback_data.unrecorded_sentence).
 NOTHING_CHARGED = "No GPU time has been charged in this window."
@@ -729,7 +757,9 @@ def cost_over_time(series: Mapping[str, Sequence[tuple[datetime, float]]], group
          "width": [width] * len(points)}
         for name, points in sorted(series.items())
     ]
-    layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack", xaxis={"type": "date"},
+    starts = [at for points in series.values() for at, _ in points]
+    layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack",
+                     xaxis={"type": "date", **period_ticks(min(starts), max(starts), bucket_s)},
                      yaxis={"tickprefix": "$"})
     if window is not None:
         caption += partial_buckets_said(*window, bucket, bucket_s, {at for points in series.values() for at, _ in points})
