@@ -14,7 +14,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET
 
 from controlplane.models import GpuType, Team
-from controlplane.services import quota_text
+from controlplane.services import fair_share, quota_text
 from controlplane.services.access import access_of
 from frontend import figures, team_stats
 from frontend.fleet_series import fleet_series
@@ -29,7 +29,8 @@ TEAM_WINDOWS = WINDOWS
 @require_GET
 def teams(request: HttpRequest) -> HttpResponse:
     window, window_error = window_choice(request.GET.get("window"), BY_KEY["7d"])
-    since, until = window.bounds(timezone.now())
+    now = timezone.now()
+    since, until = window.bounds(now)
     who = access_of(request.user)
     sees_all = who.reads_all_costs
     quota_rows = team_stats.quota_rows(None if sees_all else who.team_ids)
@@ -41,7 +42,10 @@ def teams(request: HttpRequest) -> HttpResponse:
         quota_charts.append(figures.quota_usage(gpu_types[0] if gpu_types else "any", []))
     team_rows = list(Team.objects.select_related("cohort", "default_priority_class").order_by("name"))
     samples = fleet_series(since, until)
-    latest_share = samples[-1]["dominant_share_by_team"] if samples else {}
+    # The table's shares are `qm sshare`'s, read now (what the next cycle orders the queue by):
+    # the last cycle's sample said another share whenever allocations changed since (7 Dec).
+    shares = fair_share.fair_shares(now)
+    share_of = {row["team"]: row for row in shares.teams}
     waits, slowdowns = team_stats.waits_and_slowdowns(since, until, {t.pk: t.name for t in team_rows})
     states = [{"team": r["team__name"], "state": r["state"], "n": r["n"]} for r in team_stats.jobs_by_state(since)]
     team_ids = {t.name: t.pk for t in team_rows}
@@ -69,8 +73,12 @@ def teams(request: HttpRequest) -> HttpResponse:
     team_table = [
         {
             "team": t,
-            "dominant_share": latest_share.get(t.name),
-            "decayed_gpu_hours": t.decayed_gpu_seconds / 3600.0,
+            "dominant_share": share_of[t.name]["dominant_share"],
+            # sshare's SHARE to three places is this to one tenth of a per cent
+            "dominant_share_said": f"{100 * share_of[t.name]['dominant_share']:.1f}%",
+            "dominant_resource": share_of[t.name]["dominant_resource"],
+            # decayed to now, as sshare's GPU-H DECAYED (the stored figure is as of the last cycle)
+            "decayed_gpu_hours": share_of[t.name]["decayed_usage"]["gpu_hours"],
             "quotas": [
                 {**r.as_dict(), "lent": r.lent, "lent_said": quota_text.lent_said(r.lent),
                  "borrowing_said": quota_text.limit_said(r.borrowing_limit, t.cohort_id is not None),
@@ -87,7 +95,7 @@ def teams(request: HttpRequest) -> HttpResponse:
     context: dict[str, Any] = {
         "page": "teams", "window": window, "windows": TEAM_WINDOWS, "sees_all": sees_all, "window_error": window_error,
         # the instants the window's figures cover, said on the page as showback says its period
-        "since": since, "until": until,
+        "since": since, "until": until, "shares_at": shares.at,
         # the fair-share column is no window's usage: past GPU-hours fading with this half-life
         "half_life_s": float(settings.QM["FAIR_SHARE_HALF_LIFE_S"]),
         "quota_charts": quota_charts, "charts": {c.key: c for c in charts}, "team_table": team_table,
