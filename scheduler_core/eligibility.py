@@ -3,8 +3,9 @@
 A job held by someone (Slurm's ``scontrol hold``, Kueue's inactive workload) or waiting for a
 dependency (Slurm's ``--dependency``) is not queued: it takes no place in the order, no quota,
 no reservation and no victim, and does not count as a job that waits for whole nodes in the
-fleet figures. It is still explained every cycle, ranked after every queued job, so its owner
-reads why it does not start."""
+fleet figures. It is still explained every cycle, so its owner reads why it does not start: a
+held job is ranked after every queued job, a job waiting for a dependency has no queue
+position at all (it cannot start until another job starts or ends)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def in_line(spec: Queued) -> bool:
 
 def out_of_line(pending: tuple[JobSpec, ...]) -> list[JobSpec]:
     """The jobs kept out of the queue, oldest first (submission time, then id): the order
-    they are ranked in, after every queued job."""
+    held jobs are ranked in, after every queued job, and the order all are explained in."""
     kept = [spec for spec in pending if not in_line(spec)]
     kept.sort(key=lambda spec: (spec.submitted_at, spec.id))
     return kept

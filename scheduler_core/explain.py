@@ -731,10 +731,17 @@ def explain(ctx: CycleContext, queue: Sequence[JobSpec]) -> tuple[PendingExplana
     # the queue holds every job in line: when it holds them all, none is out of line
     kept_out = out_of_line(ctx.snapshot.pending) if len(queue) < len(ctx.snapshot.pending) else []
     for spec in kept_out:
-        never_position += 1
         why = OutOfLine(spec)
+        # A job waiting for a dependency (held too or not) cannot start until another job
+        # starts or ends: no place in the queue describes it, so it has none (its sentence
+        # says what it waits for), and no job ranked after it counts it. A held job alone
+        # keeps a rank after every job in line (released, it joins the queue at once).
+        out_position: int | None = None
+        if not spec.waits_on:
+            never_position += 1
+            out_position = never_position
         append(pending_explanation(spec.id, why.code, REASONS[why.code], why.message, True,
-                                   never_position, None, why.would_start_if))
+                                   out_position, None, why.would_start_if))
     return tuple(out)
 
 

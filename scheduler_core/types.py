@@ -194,7 +194,8 @@ class JobSpec:
     while it is at or over its budget, to say when that protection lifts (it decides
     nothing: ``preemptions_in_window`` does). ``None``: the snapshot does not know.
     ``held_by`` (who holds it) and ``waits_on`` (dependencies not met yet) keep a job out of
-    the queue: it is explained, ranked after every queued job, and holds nothing.
+    the queue: it is explained and holds nothing; a held job is ranked after every queued
+    job, one waiting for a dependency has no queue position.
     ``hold_reason``: why it is held, in its holder's words (one line; "" when none was
     given), said in the explanation; it decides nothing. ``array_id``: the job array it is a
     task of ("" for none); ``array_task_limit``: how many tasks of that array may run at once
@@ -497,9 +498,11 @@ class PendingExplanation:
     """Why one job is still waiting, and what would start it.
 
     ``resolvable``: ``False`` when no amount of waiting helps (the job can never run on this
-    fleet as it is). ``queue_position``: 1-based rank in the cycle's order, jobs that can never
-    run ranked after every job that can, and held jobs and jobs waiting for a dependency (not
-    in line at all) after those. ``eta``: earliest
+    fleet as it is). ``queue_position``: 1-based rank in the cycle's order among the jobs still
+    waiting, jobs that can never run ranked after every job that can, and held jobs (not in
+    line until released) after those; ``None`` for a job waiting for a dependency, held or
+    not: it cannot start until another job starts or ends, so it has no place in the queue
+    and counts in no other job's. ``eta``: earliest
     start the engine can compute from runtime limits, or ``None``."""
 
     job_id: str
@@ -507,7 +510,7 @@ class PendingExplanation:
     reason: str
     message: str
     resolvable: bool
-    queue_position: int
+    queue_position: int | None
     eta: float | None
     would_start_if: str
 
@@ -538,7 +541,7 @@ class _PendingExplanationBuilt:
     reason: str
     message: str
     resolvable: bool
-    queue_position: int
+    queue_position: int | None
     eta: float | None
     would_start_if: str
 
@@ -548,7 +551,7 @@ assert _PendingExplanationBuilt.__slots__ == tuple(f.name for f in fields(Pendin
 
 
 def pending_explanation(job_id: str, code: ReasonCode, reason: str, message: str,
-                        resolvable: bool, queue_position: int, eta: float | None,
+                        resolvable: bool, queue_position: int | None, eta: float | None,
                         would_start_if: str) -> PendingExplanation:
     """``PendingExplanation(...)``, equal and with the same ``repr``, built about three times
     as fast: a frozen dataclass's ``__init__`` goes through ``object.__setattr__`` per field;

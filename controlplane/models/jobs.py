@@ -222,7 +222,8 @@ class Job(models.Model):
 
     @property
     def queue_position(self) -> int | None:
-        """1-based rank in the last cycle's queue order; None until a cycle ranked it."""
+        """1-based rank in the last cycle's queue order; None until a cycle ranked it, and for
+        a job waiting for a dependency, which has no place in the queue."""
         place = self._place()
         return place.queue_position if place is not None else None
 
@@ -282,7 +283,9 @@ class PendingPlace(models.Model):
     A bind deletes the row; a job cancelled while waiting keeps its last one."""
 
     job = models.OneToOneField(Job, primary_key=True, on_delete=models.CASCADE, related_name="place")
-    queue_position = models.PositiveIntegerField()
+    # None: the engine gave it none, as it gives no job waiting for a dependency (it cannot
+    # start until another job starts or ends); the row still holds its reason's numbers.
+    queue_position = models.PositiveIntegerField(null=True, blank=True)
     eta = models.DateTimeField(null=True, blank=True)
     numbers = models.TextField(blank=True)
     # The first ETA of this stay in the queue and the cycle that gave it; kept as the ETA moves.

@@ -5,8 +5,9 @@ sorts by); this module reads what the order reads of the fleet as a cycle would 
 jobs the asker may see.
 The figures are the ones the next cycle orders by: the team shares move with usage, and aging
 adds its points as jobs wait. A job's `queue_position` (from the last cycle) counts only the
-jobs that cycle left waiting and ranks jobs that can never run last; `order` here is the place
-among every job in line now."""
+jobs that cycle left waiting, ranks jobs that can never run after those that can and held jobs
+after them, and is None for a job waiting for a dependency (not in the queue, counted in no
+one's); `order` here is the place among every job in line now."""
 
 from __future__ import annotations
 

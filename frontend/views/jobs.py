@@ -220,7 +220,8 @@ def job_list_json(request: HttpRequest) -> JsonResponse:
         return JsonResponse({"detail": "after: expected a job id", "errors": {"after": ["not a whole number"]}},
                             status=400)
     jobs = access.visible_jobs(request.user).filter(pk__in=ids).select_related("place").only(
-        "id", "state", "hold", "pending_code", "pending_words", "team_id", "place__queue_position", "place__eta",
+        "id", "state", "hold", "pending_code", "pending_words", "would_start_if_words", "team_id",
+        "place__queue_position", "place__eta",
         "place__numbers", "submitted_at",
     )
     jobs = list(jobs)

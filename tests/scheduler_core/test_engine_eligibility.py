@@ -1,7 +1,8 @@
 """Phase 1a: held jobs and jobs waiting for a dependency are not in line.
 
 They take no place in the order, no quota, no reservation and no victim; they are still
-explained every cycle, ranked after every queued job, so their owners read why."""
+explained every cycle, so their owners read why: a held job ranked after every queued job, a
+job waiting for a dependency with no queue position."""
 
 from __future__ import annotations
 
@@ -93,17 +94,38 @@ def test_held_job_waiting_for_a_dependency_says_both() -> None:
     assert wait.would_start_if == "it is released and job 7 fails"
 
 
-def test_out_of_line_jobs_rank_after_queued_and_never_runnable_jobs() -> None:
+def test_held_jobs_rank_after_queued_and_never_runnable_jobs() -> None:
     running = make_running(make_job("r").gpus(8).limit(3600)).whole("n0")
     plan = (make_cluster().nodes(1).running(running)
             .pending(make_job("held-old").gpus(1).held("alice").submitted(0),
-                     make_job("dep").gpus(1).after("r", "afterany", "running").submitted(1),
                      make_job("never").gpus(64).per_node(64).submitted(2),
-                     make_job("queued").gpus(2).submitted(3))
+                     make_job("queued").gpus(2).submitted(3),
+                     make_job("held-new").gpus(1).held("bob").submitted(4))
             .plan())
 
     positions = {p.job_id: p.queue_position for p in plan.pending}
-    assert positions == {"queued": 1, "never": 2, "held-old": 3, "dep": 4}
+    assert positions == {"queued": 1, "never": 2, "held-old": 3, "held-new": 4}
+
+
+def test_a_job_waiting_on_a_dependency_has_no_queue_position() -> None:
+    """It cannot start until another job starts, succeeds, fails or ends: it is not at any
+    place in the queue, and no job behind it counts it. Before, "dep" read position 3 and the
+    held job submitted after it 4, as if one job were ahead of it in line."""
+    running = make_running(make_job("r").gpus(8).limit(3600)).whole("n0")
+    plan = (make_cluster().nodes(1).running(running)
+            .pending(make_job("dep").gpus(1).after("r", "afterany", "running").submitted(0),
+                     make_job("held-dep").gpus(1).held("alice").after("r", "afterok", "running").submitted(1),
+                     make_job("queued").gpus(2).submitted(2),
+                     make_job("never").gpus(64).per_node(64).submitted(3),
+                     make_job("held").gpus(1).held("alice").submitted(4))
+            .plan())
+
+    positions = {p.job_id: p.queue_position for p in plan.pending}
+    assert positions == {"queued": 1, "never": 2, "held": 3, "dep": None, "held-dep": None}
+    # what it waits for is said instead, in the engine's words
+    assert why(plan, "dep").message == ("Waits for job r to end (now running): until then it is not in the "
+                                        "queue and holds nothing.")
+    assert why(plan, "dep").would_start_if == "job r ends"
 
 
 @settings(max_examples=60, deadline=None)

@@ -174,7 +174,10 @@ class JobSerializer(serializers.ModelSerializer):
     pending_message = serializers.CharField(read_only=True)
     pending_would_start_if = serializers.CharField(read_only=True)
     queue_position = _QueuePositionField(
-        read_only=True, allow_null=True, help_text="1-based place in the last cycle's queue; null unless pending.")
+        read_only=True, allow_null=True,
+        help_text="1-based place in the last cycle's queue among the jobs it left waiting (held jobs ranked after "
+                  "every job in line); null unless pending, and null for a job waiting for a dependency, which is "
+                  "not in the queue (`pending_would_start_if` says until what).")
     eta = _EtaField(read_only=True, allow_null=True,
                     help_text="The engine's estimated start, if it could give one; null unless pending.")
     eta_told = _EtaToldField(
@@ -486,7 +489,10 @@ class ExplanationSerializer(serializers.Serializer):
     reason_code = serializers.CharField(help_text="PascalCase reason, e.g. QuotaExceeded; empty when not waiting.")
     reason = serializers.CharField(help_text="A sentence with numbers.")
     resolvable = serializers.BooleanField(help_text="False when waiting cannot help: the job can never run as asked.")
-    queue_position = serializers.IntegerField(allow_null=True)
+    queue_position = serializers.IntegerField(
+        allow_null=True, help_text="Its place in the last cycle's queue, as on the job: null once it no longer waits, "
+                                   "and for a job waiting for a dependency (not in the queue: `would_start_if` says "
+                                   "until what).")
     eta = serializers.DateTimeField(allow_null=True, help_text="Earliest start the engine can promise, if any.")
     would_start_if = serializers.CharField(help_text="What would let it start.")
     first_eta = FirstEtaSerializer(

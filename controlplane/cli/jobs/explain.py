@@ -29,7 +29,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
         start = eta_text(e["eta"], relative=True) if e["eta"] else "unknown"
         output.fields([
             ("  queue position", position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
-                                                e["resolvable"])),
+                                                e["resolvable"], e["would_start_if"])),
             ("  latest start", start),
             *([("  first eta", first)] if (first := first_eta_text(e)) else []),
             *([("  etas lately", lately)] if e["eta"] and (lately := eta_record_text(e)) else []),

@@ -61,9 +61,18 @@ def _start_cell(job: dict[str, Any]) -> str:
 def position_cell(job: dict[str, Any]) -> int | str | None:
     """A job's place in the queue (POS): its number while it waits in line; `held` for a held job,
     which is out of the queue until released (the API still ranks it after every job in line, as
-    `qm explain` says; the jobs page shows no number for it either); none otherwise."""
-    if job["state"] == "pending" and job.get("hold"):
+    `qm explain` says; the jobs page shows no number for it either); `after 12` for a job waiting
+    for a dependency, which has no place in the queue at all (the engine gives it no position):
+    the jobs it waits for, those whose condition is not met yet (`after 12 or 13` when any one
+    will do); none otherwise."""
+    if job["state"] != "pending":
+        return job["queue_position"]
+    if job.get("hold"):
         return "held"
+    if job.get("pending_code") == "WaitingForDependency":
+        upstream = [str(d["job"]) for d in job.get("dependencies") or () if d.get("satisfied_at") is None]
+        if upstream:
+            return "after " + (" or " if job.get("dependency_mode") == "any" else ",").join(upstream)
     return job["queue_position"]
 
 
@@ -86,6 +95,9 @@ def cmd_list(api: Api, args: argparse.Namespace) -> int:
     limited = {j["array_id"]: j["array_task_limit"] for j in page["results"] if j.get("array_task_limit")}
     for array_id, limit in limited.items():  # JobArrayTaskLimit in REASON: this is why
         print(f"Array {array_id} runs at most {counted(limit, 'task')} at a time.")
+    if any(str(row[7]).startswith("after ") for row in rows):
+        print("POS after N: waits for job N (its dependency) and is not in the queue until then; "
+              "`qm explain ID` says for what.")
     if any("/" in str(row[4]) for row in rows):
         print("GPUS of an elastic job holding GPUs: held/asked (e.g. 16/8: asked 8, grown to 16).")
     if any(row[8] == "passed" for row in rows):

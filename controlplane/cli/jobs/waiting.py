@@ -12,17 +12,20 @@ from controlplane.services.percent_text import percent
 from scheduler_core.sentences import counted
 
 
-def position_text(position: int | None, code: str | None, held: bool | None, resolvable: bool | None) -> str:
+def position_text(position: int | None, code: str | None, held: bool | None, resolvable: bool | None,
+                  would_start_if: str = "") -> str:
     """A waiting job's queue position, and, for one not in line, where that puts it, as the
-    job's page says it: a held job, or one waiting for a dependency, "is not in the queue"
-    (its reason says so) and is ranked after every job in line; `queue position: 8` alone
-    read as eighth in line."""
+    job's page says it: a held job "is not in the queue" (its reason says so) and is ranked
+    after every job in line; `queue position: 8` alone read as eighth in line. A job waiting
+    for a dependency has no position (the engine gives it none: it cannot start until another
+    job starts or ends), nor has a held job no cycle has ranked yet: what would put it in line
+    is said instead, in the engine's words."""
     if position is None:
+        if (held or code == "WaitingForDependency") and would_start_if:
+            return f"none: not in line until {would_start_if}"
         return ""
     if held:
         return f"{position}, after every job in line (a held job is not in line)"
-    if code == "WaitingForDependency":
-        return f"{position}, after every job in line (a job waiting for a dependency is not in line)"
     if resolvable is False:
         return f"{position}, after every job that can start"
     return str(position)

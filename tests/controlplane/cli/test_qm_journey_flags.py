@@ -99,11 +99,15 @@ def _position_line(out: str) -> str:
 
 def test_a_job_not_in_line_says_where_its_position_puts_it(alice_qm, fleet) -> None:
     """Its reason says it "is not in the queue"; `queue position: 8` alone read as eighth in line.
-    qm says what the job page says: after every job in line."""
+    qm says what the job page says: a held job is ranked after every job in line; a job waiting
+    for a dependency has no position (the engine gives it none), and qm says until what it is
+    not in line, in the engine's words (until 6 Dec: "8, after every job in line (a job waiting
+    for a dependency is not in line)")."""
     alice = fleet.users["owner"]
     waits = f.make_job(fleet.ml, name="eval", submitter=alice, pending_code="WaitingForDependency",
                        pending_message="Waits for job 1 to succeed (now running): until then it is not in the queue "
-                                       "and holds nothing.", queue_position=8)
+                                       "and holds nothing.", pending_would_start_if="job 1 succeeds",
+                       queue_position=None)
     held = f.make_job(fleet.ml, name="later", submitter=alice, hold=True, held_at=timezone.now(), held_by=alice,
                       pending_code="Held", queue_position=9)
     never = f.make_job(fleet.ml, name="huge", submitter=alice, pending_code="CanNeverRun",
@@ -111,8 +115,7 @@ def test_a_job_not_in_line_says_where_its_position_puts_it(alice_qm, fleet) -> N
     in_line = f.make_job(fleet.ml, name="train", submitter=alice, pending_code="QuotaExceeded", queue_position=2)
 
     for command in ("explain", "status"):
-        assert _position_line(alice_qm(command, str(waits.pk)).out) == (
-            "8, after every job in line (a job waiting for a dependency is not in line)")
+        assert _position_line(alice_qm(command, str(waits.pk)).out) == "none: not in line until job 1 succeeds"
         assert _position_line(alice_qm(command, str(held.pk)).out) == (
             "9, after every job in line (a held job is not in line)")
         assert _position_line(alice_qm(command, str(never.pk)).out) == "7, after every job that can start"

@@ -1,7 +1,8 @@
 """`qm list` shows a held job's POS as `held`, not a place in the queue: a held job is out of
 the queue until released. Before, POS read the engine's rank (after every job in line), a number
 beside jobs that are in line, while the jobs page showed it held and the job page said "a held job
-is not in line"."""
+is not in line". A job waiting for a dependency has no position at all (the engine gives it none):
+its POS names the job it waits for, `after 12`."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import re
 
 import pytest
 
-from controlplane.choices import JobHold
+from controlplane.choices import JobHold, JobState
+from controlplane.models import JobDependency
 from tests.controlplane import factories as f
 
 pytestmark = pytest.mark.slow
@@ -22,12 +24,38 @@ def test_list_says_held_where_a_held_job_would_have_a_position(alice_qm, fleet) 
     run = alice_qm("list", "--sort", "queue_position")
 
     assert run.code == 0, run.err
-    head = run.out.splitlines()[0]
+    assert _pos(run.out, first.pk) == "1", run.out
+    assert _pos(run.out, held.pk) == "held", run.out
+
+
+def _pos(out: str, job_id: int) -> str:
+    head = out.splitlines()[0]
     start, end = head.index("POS"), head.index("START")
+    line = next(line for line in out.splitlines() if re.match(rf"^\s*{job_id}\s", line))
+    return line[start:end].strip()
 
-    def cell(job_id: int) -> str:
-        line = next(line for line in run.out.splitlines() if re.match(rf"^\s*{job_id}\s", line))
-        return line[start:end].strip()
 
-    assert cell(first.pk) == "1", run.out
-    assert cell(held.pk) == "held", run.out
+def test_list_names_the_job_a_dependent_job_waits_for_instead_of_a_position(alice_qm, fleet) -> None:
+    first = f.make_job(fleet.ml, name="first", pending_code="QuotaExceeded", queue_position=1)
+    done = f.make_job(fleet.ml, name="done", state=JobState.SUCCEEDED)
+    running = f.make_job(fleet.ml, name="running", state=JobState.RUNNING)
+    also = f.make_job(fleet.ml, name="also", state=JobState.PENDING, pending_code="QuotaExceeded", queue_position=2)
+    waits = f.make_job(fleet.ml, name="waits", pending_code="WaitingForDependency", queue_position=None,
+                       pending_would_start_if=f"job {running.pk} succeeds and job {also.pk} ends")
+    either = f.make_job(fleet.ml, name="either", pending_code="WaitingForDependency", queue_position=None,
+                        dependency_mode="any")
+    JobDependency.objects.create(job=waits, upstream=done, condition="afterok", satisfied_at=done.submitted_at)
+    JobDependency.objects.create(job=waits, upstream=running, condition="afterok")
+    JobDependency.objects.create(job=waits, upstream=also, condition="afterany")
+    JobDependency.objects.create(job=either, upstream=running, condition="afterok")
+    JobDependency.objects.create(job=either, upstream=also, condition="afternotok")
+
+    run = alice_qm("list", "--sort", "queue_position")
+
+    assert run.code == 0, run.err
+    assert _pos(run.out, first.pk) == "1", run.out
+    # the dependency met (on `done`) is not named: it no longer holds the job back
+    assert _pos(run.out, waits.pk) == f"after {running.pk},{also.pk}", run.out
+    assert _pos(run.out, either.pk) == f"after {running.pk} or {also.pk}", run.out
+    assert ("POS after N: waits for job N (its dependency) and is not in the queue until then; "
+            "`qm explain ID` says for what.") in run.out
