@@ -188,6 +188,28 @@ class QuotaCell:
         return (self.live, self.live_borrowing, self.live_lending) != (self.asked, self.asked_borrowing,
                                                                       self.asked_lending)
 
+    # The inputs' max: the fleet's GPUs of the type, or the live value when above them, so the
+    # browser sends the form as prefilled (see `gpus_allowed`).
+    @property
+    def quota_max(self) -> int:
+        return gpus_allowed(self.capacity, self.live)
+
+    @property
+    def borrowing_max(self) -> int:
+        return gpus_allowed(self.capacity, self.live_borrowing)
+
+    @property
+    def lending_max(self) -> int:
+        return gpus_allowed(self.capacity, self.live_lending)
+
+
+def gpus_allowed(capacity: int, live: int | None) -> int:
+    """The most GPUs a cell of the quota table takes: the fleet's GPUs of its type, or its live
+    value when that is higher. A live quota or limit above the fleet (a node retired since, a
+    borrowing limit of 500 standing for "no real cap") is what the live run replays, so the
+    what-if run takes it as it stands, and any lower number; above both is a typo."""
+    return max(capacity, live or 0)
+
 
 #: The form's fields of the quota table, by the part of a quota each holds: `quota:TEAM:TYPE`
 #: its nominal GPUs, `borrowing:…` and `lending:…` its limits.
@@ -204,7 +226,8 @@ def is_quota_field(name: str) -> bool:
 
 def _whole_gpus(data: Mapping[str, str], name: str, current: int | None, what: str, gpus: int, gpu_type: str,
                 empty: str, errors: dict[str, str]) -> int | None:
-    """A cell's number of GPUs as typed (None when cleared), or `current` when not sent or bad."""
+    """A cell's number of GPUs as typed (None when cleared), or `current` when not sent or bad:
+    0 to `gpus_allowed` (the fleet's GPUs of the type, or the live `current` above them)."""
     raw = data.get(name)
     if raw is None:
         return current
@@ -216,8 +239,11 @@ def _whole_gpus(data: Mapping[str, str], name: str, current: int | None, what: s
     except ValueError:
         errors[name] = f"{what}: expected a whole number of GPUs (or nothing for {empty}), got {raw!r}"
         return current
-    if not 0 <= asked <= gpus:
-        errors[name] = f"{what}: expected 0 to {gpus} (this fleet's {gpu_type} GPUs), got {asked}"
+    top = gpus_allowed(gpus, current)
+    if not 0 <= asked <= top:
+        said = (f"this fleet's {gpu_type} GPUs" if top == gpus
+                else f"its live value; this fleet has {gpus} {gpu_type} GPUs")
+        errors[name] = f"{what}: expected 0 to {top} ({said}), got {asked}"
         return current
     return asked
 

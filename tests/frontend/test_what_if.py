@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from controlplane.choices import JobState
-from controlplane.models import Job, MaintenanceWindow, Node
+from controlplane.models import Job, MaintenanceWindow, Node, Quota
 from controlplane.services.cycle import run_cycle
 from controlplane.services.snapshot import scheduler_config
 from frontend import whatif
@@ -73,6 +74,34 @@ def test_bad_form_input_is_a_400_naming_the_field(client_for, field, raw, messag
     assert response.status_code == 400
     assert field in response.context["errors"] and message in response.context["errors"][field]
     assert message.split(":")[0] in response.content.decode() and "live_url" not in response.context
+
+
+def test_a_live_quota_above_the_fleets_gpus_does_not_refuse_the_replay(client_for, submit_as):
+    """A live quota or limit above the fleet's GPUs of its type (a node retired since, or a
+    borrowing limit of 500 meaning "no real cap") is what the live run replays: the form,
+    prefilled with it, must replay as sent. Before, every Replay was a 400 ("expected 0 to 96,
+    got 500") and the browser would not even send the form past the inputs' max."""
+    Quota.objects.filter(team__name="language", gpu_type__name="H100-80GB").update(nominal_gpus=120,
+                                                                                 borrowing_limit=500)
+    submit_as("alice", name="one", gpus=8, gpu_types=("H100-80GB",))
+    client = client_for("admin")
+    page = client.get("/what-if/").content.decode()
+    sent = {name: value for name, value in re.findall(r'<input type="number" name="([^"]+)"[^>]*value="([^"]*)"', page)}
+    assert sent["quota:language:H100-80GB"] == "120" and sent["borrowing:language:H100-80GB"] == "500"
+    for name, top in (("quota:language:H100-80GB", 120), ("borrowing:language:H100-80GB", 500)):
+        field = re.search(rf'<input type="number" name="{name}"[^>]*>', page).group(0)
+        assert f'max="{top}"' in field, field  # the browser sends what it prefilled
+    fleet = whatif.real_fleet()
+    cells, errors = whatif.quota_table(fleet, sent)
+    assert errors == {} and whatif.quotas_of(fleet, cells) == (None, "")
+    url = start_replay(client, placement="spread", backfill="on", preemption="on", **sent)
+    assert wait_done(key_of(url))["state"] == "done"
+    # Lowering it, still above the fleet, is taken; going past the live value is refused as before.
+    cells, errors = whatif.quota_table(fleet, {"borrowing:language:H100-80GB": "200"})
+    assert errors == {} and "language H100-80GB borrowing limit 500 → 200" in whatif.quotas_of(fleet, cells)[1]
+    _, errors = whatif.quota_table(fleet, {"quota:language:H100-80GB": "121"})
+    assert errors == {"quota:language:H100-80GB": "quota of language on H100-80GB: expected 0 to 120 (its live "
+                                                  "value; this fleet has 96 H100-80GB GPUs), got 121"}
 
 
 def test_another_quota_table_changes_the_replay(demo, submit_as):
