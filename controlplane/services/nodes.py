@@ -35,7 +35,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, NodeState
-from controlplane.models import AllocationGpu, GpuType, Node
+from controlplane.models import AllocationGpu, Event, GpuType, Node
 from controlplane.services.transitions import record_event
 from scheduler_core.sentences import counted
 
@@ -76,17 +76,39 @@ def lock_before_inventory_change() -> None:
 
 def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
     """Why `node` may not have `gpu_count` GPUs now, or None: live allocations hold GPUs whose
-    index would be beyond it (the engine refuses such a fleet, so every cycle would fail). The
-    API and the admin UI ask this before shrinking a node; an agent's re-registration makes
-    the same check (services/agent_protocol.py)."""
+    index would be beyond it (the engine refuses such a fleet, so every cycle would fail), or
+    it is more than the node's agent declared at its last registration. The API and the admin
+    UI ask this before changing a node's count; an agent's re-registration makes the first
+    check (services/agent_protocol.py)."""
     if node.pk is None:
         return None
+    declared = _declared_gpus(node)
+    if declared is not None and gpu_count > max(declared[0], node.gpu_count):
+        count, at = declared
+        return (f"{node.name}'s agent declared {count} GPUs when it registered ({at:%Y-%m-%d %H:%M} UTC): with "
+                f"{gpu_count} the scheduler would bind jobs to GPUs {count}–{gpu_count - 1}, which the node does "
+                "not have. An agent declares its node's GPUs at each registration: after adding GPUs, restart "
+                "its agent (qm-agent), whose registration takes the new count. Fewer is yours to choose (a GPU "
+                "out of service)")
     beyond = AllocationGpu.objects.filter(node_id=node.pk, live=True, gpu_index__gte=gpu_count).count()
     if not beyond:
         return None
     return (f"{beyond} GPU(s) with index ≥ {gpu_count} are held by live allocations: "
             f"{_holders(node.pk, True, gpu_index__gte=gpu_count)}; "
             + _DRAIN_FIRST.format(pk=node.pk, what="its GPU count"))
+
+
+def _declared_gpus(node: Node) -> tuple[int, datetime] | None:
+    """The GPUs `node`'s agent declared at its last registration, and when; None when no agent
+    has registered it (a node an admin described ahead of its agent). Each registration sets
+    the count (services/agent_protocol.py) and records it in its node.registered event; between
+    registrations an admin's edit is all that changes it. (Until 6 Dec an admin could raise it
+    past the agent's devices, and the next cycle bound jobs to GPUs the node does not have.)"""
+    row = (Event.objects.filter(kind=EventKind.NODE_REGISTERED, node_id=node.pk)
+           .order_by("-id").values_list("data", "created_at").first())
+    if row is None or not isinstance(row[0], dict) or not isinstance(row[0].get("gpus"), int):
+        return None
+    return row[0]["gpus"], row[1]
 
 
 _HOST_PER_GPU = {"cpus": ("allocation__job__cpus_per_gpu", "CPUs"),

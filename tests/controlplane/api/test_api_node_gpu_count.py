@@ -16,9 +16,15 @@ from controlplane.choices import JobState
 from controlplane.models import Allocation, AllocationGpu, Node
 from controlplane.services.cycle import run_cycle
 from tests.controlplane import factories as f
+from tests.controlplane.loop_fixtures import BOOTSTRAP, register_node
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
+
+
+@pytest.fixture
+def agents_may_register(settings) -> None:
+    settings.QM = {**settings.QM, "AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}
 
 
 def _hold(fleet, node: Node, indices: list[int]) -> None:
@@ -63,3 +69,39 @@ def test_the_admin_ui_refuses_the_same_shrink(fleet) -> None:
     assert Node.objects.get(pk=node.pk).gpu_count == 8
     r = browser.post(f"/admin/controlplane/node/{node.pk}/change/", {**data, "gpu_count": 6})
     assert r.status_code == 302 and Node.objects.get(pk=node.pk).gpu_count == 6
+
+
+def test_a_node_does_not_get_more_gpus_than_its_agent_declared(fleet, admin, agents_may_register) -> None:
+    """Found in the demo: `PATCH nodes/11/ {"gpu_count": 16}` on a node whose agent registered 8
+    answered 200, and the next cycle bound an 8-GPU job to GPUs 8-15, which the node does not
+    have (a real agent would start it on no device). The agent declares a node's GPUs at each
+    registration; an admin may take some out of service (fewer), never add ones it lacks."""
+    node, _ = register_node("h100-9", gpu_count=8)
+
+    r = admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_count": 16}, format="json")
+
+    assert r.status_code == 400, r.json()
+    assert list(r.json()["errors"]) == ["gpu_count"]
+    said = r.json()["errors"]["gpu_count"][0]
+    assert "h100-9's agent declared 8 GPUs when it registered" in said and "GPUs 8–15" in said, said
+    assert Node.objects.get(pk=node.pk).gpu_count == 8
+    # fewer is an admin's to choose (a GPU out of service), and back up to what was declared
+    assert admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_count": 6}, format="json").status_code == 200
+    assert admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_count": 8}, format="json").status_code == 200
+    # a node no agent has registered yet is the admin's to describe
+    unregistered = fleet.nodes[2]
+    assert admin.patch(f"{J}/nodes/{unregistered.pk}/", {"gpu_count": 16}, format="json").status_code == 200
+
+
+def test_the_admin_ui_refuses_gpus_the_agent_did_not_declare(fleet, agents_may_register) -> None:
+    node, _ = register_node("h100-9", gpu_count=8)
+    f.make_user("boss", superuser=True)
+    browser = Client()
+    assert browser.login(username="boss", password="boss")
+    page = browser.get(f"/admin/controlplane/node/{node.pk}/change/")
+    data = {k: v for k, v in f.admin_change_form(page).items() if v is not False}
+
+    r = browser.post(f"/admin/controlplane/node/{node.pk}/change/", {**data, "gpu_count": 9})
+
+    assert r.status_code == 200 and "agent declared 8 GPUs" in r.content.decode()
+    assert Node.objects.get(pk=node.pk).gpu_count == 8
