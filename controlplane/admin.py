@@ -591,6 +591,8 @@ class PriorityClassAdmin(ConfigAudited):
         super().save_model(request, obj, form, change)
         if "value" in form.changed_data and (shared := obj.value_shared_warning()):
             self.message_user(request, f"{shared}.", level=messages.WARNING)
+        if {"preemption_budget", "preemptible"} & set(form.changed_data) and (none := obj.budget_warning()):
+            self.message_user(request, f"{none}.", level=messages.WARNING)
         touched = {"grace_period_s", "preemptible", "min_runtime_s"} & set(form.changed_data)
         if not change or not touched:
             return
@@ -624,9 +626,13 @@ class PriorityClassAdmin(ConfigAudited):
 
     @admin.display(description="preemption budget", ordering="preemption_budget")
     def budget(self, obj: PriorityClass) -> str:
-        if not obj.preemptible:
-            return "not preemptible"
-        return f"{counted(obj.preemption_budget, 'preemption')} per job per {_span(obj.budget_window_s)}"
+        """The budget governs reclaims of borrowed GPUs too (PriorityClass.budget_warning): a class
+        not preemptible says it (until 6 Dec it read "not preemptible", its budget hidden, and a
+        budget of 0 kept its borrowed GPUs from their lenders with no word)."""
+        if obj.preemption_budget == 0:
+            return "none: never preempted, borrowed GPUs included"
+        budget = f"{counted(obj.preemption_budget, 'preemption')} per job per {_span(obj.budget_window_s)}"
+        return budget if obj.preemptible else f"not by priority; of borrowed GPUs, {budget}"
 
     @admin.display(description="runtime limit: default / max")
     def runtime_limits(self, obj: PriorityClass) -> str:

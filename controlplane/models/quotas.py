@@ -191,6 +191,22 @@ class PriorityClass(models.Model):
         return list(PriorityClass.objects.filter(value=self.value).exclude(pk=self.pk)
                     .order_by("name").values_list("name", flat=True))
 
+    def budget_warning(self) -> str | None:
+        """What a preemption budget of 0 means, for the admin's page and the API; None for any
+        other budget. A spent budget protects a job from every preemption, a reclaim of borrowed
+        GPUs included (scheduler_core/victims.py), so 0 keeps each job of the class where it runs
+        for good, borrowed GPUs too; taken (a class lenders may never reclaim from is a choice),
+        but said: 0 reads as "no limit" in many schedulers, and preemptible yes then does nothing."""
+        if self.preemption_budget != 0:
+            return None
+        said = (f"Priority class {self.name} has a preemption budget of 0: no job of it is ever preempted, not even "
+                "to give back GPUs its team borrowed beyond its quota (the lending team waits for them to end)")
+        if self.preemptible:
+            return (f"{said}, so preemptible yes does nothing. Give a budget of 1 or more (preemptions of one job "
+                    "per budget window)")
+        return (f"{said}. Preemptible no already keeps higher classes off its jobs; a budget of 1 or more lets a "
+                "lending team reclaim its guarantee")
+
     def value_shared_warning(self, peers: list[str] | None = None) -> str | None:
         """What a value shared with other classes means, for the admin's page and the API; None
         when no other class has it. ``peers``: `sharing_value()`, when read already."""

@@ -28,10 +28,12 @@ def test_the_priority_class_list_reads_budget_window_minimum_runtime_and_limits(
     assert _cells(html, "nightly")[-4:] == ["90 s", "15 min", "1 preemption per job per 7 d", "2 h / 2 d"]
 
 
-def test_a_class_that_is_never_preempted_says_so_instead_of_a_budget(fleet, browser) -> None:
+def test_a_class_not_preemptible_says_so_beside_the_budget_its_reclaims_keep(fleet, browser) -> None:
+    # Not preemptible by priority, but its borrowed GPUs are reclaimed within its budget: until
+    # 6 Dec the cell read "not preemptible" and hid it (test_priority_class_budget_of_zero.py).
     f.make_priority_class("critical", 5000, preemptible=False, preemption_budget=3)
     html = browser.get("/admin/controlplane/priorityclass/").content.decode()
-    assert _cells(html, "critical")[-2] == "not preemptible"
+    assert _cells(html, "critical")[-2] == "not by priority; of borrowed GPUs, 3 preemptions per job per 1 d"
 
 
 def _save_value(browser, pc, value: int):  # type: ignore[no-untyped-def]

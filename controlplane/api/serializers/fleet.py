@@ -148,7 +148,8 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
         help_text="The other classes with this value: allowed, but no job of one preempts another's for priority "
                   "and their waiting jobs are not ordered by class ([] when none).")
     warnings = serializers.SerializerMethodField(
-        help_text="What this class's settings mean that may not be meant: a value shared with other classes.")
+        help_text="What this class's settings mean that may not be meant: a value shared with other classes, a "
+                  "preemption budget of 0 (its jobs are never preempted, borrowed GPUs included).")
 
     class Meta:
         model = PriorityClass
@@ -169,8 +170,8 @@ class PriorityClassSerializer(ConstraintCheckedModelSerializer):
         return [name for name in by_value.get(obj.value, ()) if name != obj.name]
 
     def get_warnings(self, obj: PriorityClass) -> list[str]:
-        warning = obj.value_shared_warning(self.get_same_value_as(obj))
-        return [f"{warning}."] if warning else []
+        warnings = (obj.value_shared_warning(self.get_same_value_as(obj)), obj.budget_warning())
+        return [f"{warning}." for warning in warnings if warning]
 
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         default = attrs.get("default_runtime_limit_s", getattr(self.instance, "default_runtime_limit_s", 4 * 3600))
