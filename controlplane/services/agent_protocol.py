@@ -383,8 +383,11 @@ def _register(
             if node is not None and lease is not None else []
         )
         was = None if node is None else (node.gpu_count, node.gpu_type.name)
+        settings_were = None if node is None else _settings(node)
         node = _create_node(name, inventory) if node is None else _update_inventory(node, inventory)
         changed = was is not None and was != (node.gpu_count, node.gpu_type.name)
+        replaced = {} if settings_were is None else {
+            f: v for f, v in settings_were.items() if getattr(node, f) != v}
         before = node.state
         if node.state in (NodeState.SUSPECT, NodeState.QUARANTINED, NodeState.DOWN):
             # An operator's cordon or drain outlives the node going away (services/nodes.py).
@@ -399,12 +402,14 @@ def _register(
             message=f"{node.name} registered {node.gpu_count}× {node.gpu_type.name}"
             + ("" if created else f", was {before}" + (" (its agent's first registration)" if first else ""))
             + (_inventory_change(was, node) if changed and was is not None else "")
+            + (_settings_change(replaced, node) if replaced else "")
             + (f"; {len(released)} allocation(s) it no longer runs were settled" if released else "")
             + (f" (its agent had stopped them itself at {self_fenced_at:%H:%M:%S} when it could not renew its lease)"
                if released and self_fenced_at is not None else ""),
             data={"gpus": node.gpu_count, "from": str(before), "settled_generations": released,
                   "devices": list(inventory.devices)[:16],
-                  **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {})},
+                  **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {}),
+                  **({"inventory_before": replaced} if replaced else {})},
         )
         if before != node.state:
             transitions.record_event(
@@ -457,6 +462,26 @@ def _inventory_change(was: tuple[int, str], node: Node) -> str:
     if type_name != node.gpu_type.name:
         parts.append(f"GPU type {type_name} → {node.gpu_type.name}")
     return "; its GPUs changed: " + ", ".join(parts)
+
+
+#: A node's settings an agent may declare beside its GPUs (those `_inventory_change` says), in
+#: the words of the admin's NodeChanged events.
+_DECLARED_SETTINGS = {"pool": "pool", "cpus": "CPUs", "memory_gb": "memory GB", "leaf_switch": "leaf switch",
+                      "spine": "spine", "capacity_tier": "capacity tier"}
+
+
+def _settings(node: Node) -> dict[str, Any]:
+    return {f: getattr(node, f) for f in _DECLARED_SETTINGS}
+
+
+def _settings_change(before: dict[str, Any], node: Node) -> str:
+    """'; its agent declared another inventory: pool h100b → h100, …': a registration replaces
+    what an admin edited since the last (a NodeChanged event said that edit; until 6 Dec nothing
+    said it was undone, and the trail read the node as edited while it was not)."""
+    moved = ", ".join(f"{words} {before[f]} → {getattr(node, f)}" for f, words in _DECLARED_SETTINGS.items()
+                      if f in before)
+    return (f"; its agent declared another inventory: {moved} (what an agent declares replaces an admin's edit: "
+            "change its flags to keep one)")
 
 
 def _create_node(name: str, inventory: Inventory) -> Node:

@@ -61,3 +61,26 @@ def test_operator_a_registration_that_keeps_its_inventory_says_nothing_changed(f
 
     registered = Event.objects.filter(kind=EventKind.NODE_REGISTERED, node=node).latest("id")
     assert "→" not in registered.message and "gpus_before" not in registered.data
+
+
+def test_operator_a_registration_that_replaces_an_admins_edit_says_what_it_changed(fleet: LoopFleet) -> None:
+    """Found by a fleet admin's review (6 Dec): an admin moved h100-10 to pool h100b and tier spot
+    (each a NodeChanged event); its agent, restarted with its old flags, registered pool h100
+    and tier on_demand, which replaced both, and its node.registered event read only "registered
+    8× H100-80GB, was ready": the trail said the node was in h100b, priced as spot, while it
+    was not. The registration names each setting it changed, in words and in its data."""
+    node, token = register_node("gpu-01", pool="h100", capacity_tier="on_demand", leaf_switch="leaf-1")
+    Node.objects.filter(pk=node.pk).update(pool="h100b", capacity_tier="spot", cpus=48)
+
+    response = agent_client(token).post(REGISTER, {
+        "name": "gpu-01", "gpu_count": 8, "pool": "h100", "capacity_tier": "on_demand", "leaf_switch": "leaf-1",
+        "cpus": 96, "running": []}, format="json")
+
+    assert response.status_code == 201, response.content
+    node.refresh_from_db()
+    assert (node.pool, node.capacity_tier, node.cpus) == ("h100", "on_demand", 96)
+    registered = Event.objects.filter(kind=EventKind.NODE_REGISTERED, node=node).latest("id")
+    assert registered.message.endswith(
+        "; its agent declared another inventory: pool h100b → h100, CPUs 48 → 96, capacity tier spot → on_demand"
+        " (what an agent declares replaces an admin's edit: change its flags to keep one)"), registered.message
+    assert registered.data["inventory_before"] == {"pool": "h100b", "cpus": 48, "capacity_tier": "spot"}
