@@ -409,7 +409,10 @@ def _register(
             data={"gpus": node.gpu_count, "from": str(before), "settled_generations": released,
                   "devices": list(inventory.devices)[:16],
                   **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {}),
-                  **({"inventory_before": replaced} if replaced else {})},
+                  **({"inventory_before": replaced} if replaced else {}),
+                  # what the agent named its GPUs, which an admin's edit may not contradict
+                  # (services/nodes.gpu_type_refusal); absent when it named none
+                  **({"gpu_type_declared": inventory.gpu_type} if inventory.gpu_type is not None else {})},
         )
         if before != node.state:
             transitions.record_event(

@@ -98,17 +98,26 @@ def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
             + _DRAIN_FIRST.format(pk=node.pk, what="its GPU count"))
 
 
-def _declared_gpus(node: Node) -> tuple[int, datetime] | None:
-    """The GPUs `node`'s agent declared at its last registration, and when; None when no agent
-    has registered it (a node an admin described ahead of its agent). Each registration sets
-    the count (services/agent_protocol.py) and records it in its node.registered event; between
-    registrations an admin's edit is all that changes it. (Until 6 Dec an admin could raise it
-    past the agent's devices, and the next cycle bound jobs to GPUs the node does not have.)"""
+def _last_registration(node: Node) -> tuple[dict[str, Any], datetime] | None:
+    """The data of `node`'s last node.registered event, and when; None when no agent has
+    registered it (a node an admin described ahead of its agent). Each registration sets what
+    the agent declares (services/agent_protocol.py); between registrations an admin's edit is
+    all that changes it."""
     row = (Event.objects.filter(kind=EventKind.NODE_REGISTERED, node_id=node.pk)
            .order_by("-id").values_list("data", "created_at").first())
-    if row is None or not isinstance(row[0], dict) or not isinstance(row[0].get("gpus"), int):
+    if row is None or not isinstance(row[0], dict):
         return None
-    return row[0]["gpus"], row[1]
+    return row[0], row[1]
+
+
+def _declared_gpus(node: Node) -> tuple[int, datetime] | None:
+    """The GPUs `node`'s agent declared at its last registration, and when. (Until 6 Dec an
+    admin could raise the count past the agent's devices, and the next cycle bound jobs to GPUs
+    the node does not have.)"""
+    last = _last_registration(node)
+    if last is None or not isinstance(last[0].get("gpus"), int):
+        return None
+    return last[0]["gpus"], last[1]
 
 
 _HOST_PER_GPU = {"cpus": ("allocation__job__cpus_per_gpu", "CPUs"),
@@ -143,7 +152,17 @@ def gpu_type_refusal(node: Node, gpu_type: GpuType) -> str | None:
         return None
     held = AllocationGpu.objects.filter(node_id=node.pk, live=True).count()
     if not held:
-        return None
+        # Free, it may change, unless its agent named its GPUs another type: jobs asking for
+        # this one would be bound to them, and its next registration undoes the edit (until
+        # 6 Dec taken; registrations before then kept no declared type and leave it free).
+        last = _last_registration(node)
+        declared = None if last is None else last[0].get("gpu_type_declared")
+        if not isinstance(declared, str) or declared == gpu_type.name:
+            return None
+        return (f"{node.name}'s agent declared its GPUs {declared} when it registered ({last[1]:%Y-%m-%d %H:%M} "
+                f"UTC): jobs asking for {gpu_type.name} would be bound to them, and its next registration sets "
+                f"{declared} again. If they are {gpu_type.name}, start its agent with --gpu-type {gpu_type.name}: "
+                "its registration takes the type it names")
     return (f"{held} of its GPUs are held as {stored[1]} by {_holders(node.pk, False)}: its GPU type cannot "
             f"become {gpu_type.name} under them (their quota, price and placement are {stored[1]}'s); "
             + _DRAIN_FIRST.format(pk=node.pk, what="its GPU type"))

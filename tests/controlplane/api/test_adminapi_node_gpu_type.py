@@ -17,6 +17,7 @@ from controlplane.choices import JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, Quota
 from controlplane.services import quotas
 from tests.controlplane import factories as f
+from tests.controlplane.loop_fixtures import BOOTSTRAP, register_node
 
 pytestmark = pytest.mark.django_db
 J = "/api/v1"
@@ -104,3 +105,27 @@ def test_the_admin_ui_refuses_the_same_change_on_the_field(fleet) -> None:
     assert list(errors) == ["gpu_type"], errors
     assert f"job {job.pk} a100-train (8 GPUs)" in errors["gpu_type"][0]
     assert Node.objects.get(pk=node.pk).gpu_type == fleet.a100
+
+
+@pytest.fixture
+def agents_may_register(settings) -> None:
+    settings.QM = {**settings.QM, "AGENT_BOOTSTRAP_TOKEN": BOOTSTRAP}
+
+
+def test_a_free_node_keeps_the_gpu_type_its_agent_declared(fleet, admin, agents_may_register) -> None:
+    """Found by a fleet admin's review (6 Dec): `PATCH nodes/12/ {"gpu_type": "A100-40GB"}` on an
+    idle H100 node whose agent had registered it as H100-80GB answered 200: jobs asking for A100s
+    would be bound to its H100s (priced and counted as A100s) until the agent's next registration
+    set H100-80GB again, undoing the edit. The agent names its GPUs' type (NVML, --gpu-type)."""
+    node, _ = register_node("h100-9", gpu_type="H100-80GB")
+
+    r = admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_type": "A100-40GB"}, format="json")
+
+    assert r.status_code == 400, r.json()
+    said = r.json()["errors"]["gpu_type"][0]
+    assert said.startswith("h100-9's agent declared its GPUs H100-80GB when it registered (") and \
+        "start its agent with --gpu-type A100-40GB" in said, said
+    assert Node.objects.get(pk=node.pk).gpu_type == fleet.h100
+    # an agent that names no type leaves it to the admin (at its last registration)
+    register_node("h100-9", gpu_type=None)
+    assert admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_type": "A100-40GB"}, format="json").status_code == 200
