@@ -644,27 +644,30 @@ def distribution_box(key: str, title: str, caption: str, y_title: str,
 
 
 def _state_bars(key: str, title: str, caption: str, x_title: str, y_title: str, counts: Mapping[tuple[str, str], int],
-                states: Iterable[JobState] | Iterable[NodeState], empty: str) -> Chart:
-    """Bars per group (x), stacked by state in the states' own order, in the badges' colours.
+                series: Iterable[tuple[str, str, str]], empty: str) -> Chart:
+    """Bars per group (x), stacked by state in `series`' order ((value, label, colour) each).
     `counts` maps (group, state value) to a count; states with no count anywhere are left out."""
     if not counts:
         return _empty(key, title, caption, x_title, y_title, empty, category="x")
     groups = sorted({group for group, _ in counts})
     data = []
-    for state in states:
-        ys = [counts.get((g, state.value), 0) for g in groups]
+    for value, label, colour in series:
+        ys = [counts.get((g, value), 0) for g in groups]
         if any(ys):
-            data.append({"type": "bar", "name": state.label, "x": groups, "y": ys,
-                         "marker": {"color": STATE_COLOURS.get(state, "#868e96")}})
+            data.append({"type": "bar", "name": label, "x": groups, "y": ys, "marker": {"color": colour}})
     layout = _layout(title, x_title, y_title, hovermode=BARS_HOVER, barmode="stack", xaxis={"type": "category"})
     return Chart(key, title, caption, _figure(data, layout))
+
+
+def _in_badge_colours(states: Iterable[JobState] | Iterable[NodeState]) -> list[tuple[str, str, str]]:
+    return [(state.value, state.label, STATE_COLOURS.get(state, "#868e96")) for state in states]
 
 
 def jobs_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
     return _state_bars(
         "jobs_by_state", "Jobs by state",
         "Per team: jobs waiting or running now, and jobs submitted in the window that have finished, by state.",
-        "team", "jobs", {(r["team"], r["state"]): r["n"] for r in rows}, JobState,
+        "team", "jobs", {(r["team"], r["state"]): r["n"] for r in rows}, _in_badge_colours(JobState),
         "No job has been submitted in this window. Each team's jobs per state appear here.")
 
 
@@ -860,11 +863,21 @@ def unit_costs(rows: Sequence[Mapping[str, Any]], label: str, *, nothing: str = 
 # ---------------------------------------------------------------------------------- nodes
 
 
+#: The chart's pseudo-state for a node inside a maintenance window now, whatever its own state: it
+#: takes no work, as the overview's "away" and the fragmentation API's `unavailable_gpus` count it.
+IN_MAINTENANCE = "maintenance"
+MAINTENANCE_COLOUR = "#e8590c"  # the Nodes page's badge of an active window
+
+
 def nodes_by_state(rows: Sequence[Mapping[str, Any]]) -> Chart:
+    """`rows`: pool, state (a NodeState value, or IN_MAINTENANCE) and GPUs."""
+    ready, *others = _in_badge_colours(NodeState)
     return _state_bars(
         "node_states", "GPUs by pool and node state",
-        "How many GPUs each pool has on nodes that are ready, cordoned, draining, suspect, down or quarantined.",
-        "pool", "GPUs", {(r["pool"], r["state"]): r["gpus"] for r in rows}, NodeState,
+        "How many GPUs each pool has on nodes that are ready, in a maintenance window now, cordoned, "
+        "draining, suspect, down or quarantined.",
+        "pool", "GPUs", {(r["pool"], r["state"]): r["gpus"] for r in rows},
+        [ready, (IN_MAINTENANCE, "In maintenance", MAINTENANCE_COLOUR), *others],
         "No node has registered yet. Each pool's GPUs by node state appear here.")
 
 

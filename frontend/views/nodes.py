@@ -214,7 +214,7 @@ def nodes_payload(request: HttpRequest, maintenance_rows: list[dict[str, Any]] |
         })
     gpus_by_state: dict[tuple[str, str], int] = defaultdict(int)
     for count in counts:
-        gpus_by_state[(count.pool, count.state)] += count.gpus
+        gpus_by_state[(count.pool, figures.IN_MAINTENANCE if count.in_maintenance else count.state)] += count.gpus
     chart = figures.nodes_by_state([{"pool": p, "state": s, "gpus": g} for (p, s), g in sorted(gpus_by_state.items())])
     query = request.GET.copy()
     query.pop("page", None)
