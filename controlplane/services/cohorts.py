@@ -15,7 +15,7 @@ from typing import Any
 
 from controlplane.choices import EventKind
 from controlplane.models import Cohort, Event, Team
-from controlplane.services import quotas
+from controlplane.services import config_audit, quotas
 from controlplane.services.transitions import event_fields
 
 
@@ -33,8 +33,8 @@ def record_cohort_change(cohort: Cohort, verb: str, before: dict[str, Any] | Non
     message = f"Cohort {cohort.name} {verb}"
     if verb == "deleted" and before and before["teams"]:
         message += f": {', '.join(before['teams'])} no longer lend or borrow through it"
-    elif verb == "changed" and before and after and before["name"] != after["name"]:
-        message = f"Cohort {before['name']} changed (now {after['name']})"
+    elif verb == "changed" and before and after:
+        message = f"Cohort {before['name']} changed{config_audit.what_changed(before, after)}"
     fields = event_fields(
         EventKind.COHORT_CHANGED, actor, reason=f"Cohort{verb.title()}", message=message,
         data={"before": before, "after": after},

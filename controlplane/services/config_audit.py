@@ -168,7 +168,7 @@ def record_config_change(obj: models.Model, verb: str, before: dict[str, Any] | 
     label = str(obj._meta.verbose_name)
     fields = event_fields(
         EventKind.CONFIG_CHANGED, actor, reason=f"{type(obj).__name__}{verb.title()}",
-        message=(f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{_what_changed(before, after)}"
+        message=(f"{label[:1].upper()}{label[1:]} {_name(obj, before)} {verb}{what_changed(before, after)}"
                  f"{_price_said(obj, verb, before, after)}{why}"),
         data={"model": obj._meta.model_name, "before": before, "after": after},
     )
@@ -360,7 +360,7 @@ def _price_said(obj: models.Model, verb: str, before: dict[str, Any] | None, aft
             f"from {record['effective_from']}")
 
 
-def _what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
+def what_changed(before: dict[str, Any] | None, after: dict[str, Any] | None) -> str:
     """The event's line, readable without its data: each setting that moved, before → after, in
     words ("grace period 30 s → 10 min", "default priority class production (1000) → none");
     the data keeps the columns and their values."""

@@ -53,6 +53,8 @@ def test_a_cohort_created_changed_and_deleted_through_the_api_is_recorded(fleet)
     assert created.reason == "CohortCreated" and created.data["before"] is None
     assert created.data["after"] == {"id": cohort_id, "name": "gpu-rich", "description": "lenders", "teams": []}
     assert changed.reason == "CohortChanged"
+    # The line says what moved, readable without the data, as a node's or a GPU type's does.
+    assert changed.message == "Cohort gpu-rich changed: description lenders → the lenders"
     assert changed.data["before"]["description"] == "lenders" and changed.data["after"]["description"] == "the lenders"
     assert changed.data["after"]["teams"] == ["vision"]
     assert deleted.reason == "CohortDeleted" and deleted.data["after"] is None
