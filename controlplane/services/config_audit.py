@@ -36,7 +36,7 @@ from controlplane.models import (
     Quota,
     Team,
 )
-from controlplane.services import cohorts, quotas
+from controlplane.services import cohorts, nodes, quotas
 from controlplane.services.transitions import event_fields
 from scheduler_core.sentences import duration
 
@@ -219,7 +219,10 @@ def deletion_refused(obj: models.Model) -> str | None:
     A priority class that is the only one a team may use: the class's rows in the team's list
     go with it, and an empty list means *every* class (Team.priority_classes), so deleting the
     one class a team was limited to let its members submit in the highest class there is, never
-    preempted and preempting the rest; the trail said nothing of it."""
+    preempted and preempting the rest; the trail said nothing of it. A node whose agent holds a
+    live lease (services/nodes.deletion_refusal)."""
+    if isinstance(obj, Node) and obj.pk is not None:
+        return nodes.deletion_refusal(obj)
     if not isinstance(obj, PriorityClass) or obj.pk is None:
         return None
     limited = Team.objects.filter(

@@ -492,6 +492,21 @@ def retire_refusal(node: Node) -> str | None:
             "once its jobs have finished it is cordoned; then retire it")
 
 
+def deletion_refusal(node: Node, now: datetime | None = None) -> str | None:
+    """Why `node` may not be deleted though nothing in its history keeps it, or None: its agent
+    holds a live lease. Deleted, the node's token is gone, so the agent would be refused as
+    unknown and ask to register again every few seconds, logging each refusal, until someone
+    stopped it; retiring keeps it out with a wait it is told, and keeps the node's name."""
+    lease = node.agent_lease_expires_at
+    if lease is None or lease <= (now or timezone.now()):
+        return None
+    return (f"Node {node.name}'s agent is live (its lease runs to {_when(lease)}, last heartbeat "
+            f"{_when(node.last_heartbeat_at)}): deleted, the node's token would go and its agent would be refused "
+            "and try to register again every few seconds. Stop its agent first and delete the node once the lease "
+            f"has lapsed, or retire it instead (POST nodes/{node.pk}/retire/, `qm nodes retire {node.name}`), which "
+            "tells its agent to stay away")
+
+
 def retire(node: Node, user: AbstractBaseUser, *, now: datetime | None = None) -> Node:
     """Take `node` out of the fleet for good: state retired, ``retired_at`` now, unschedulable,
     its agent's lease and token cleared (the agent is refused from then on, 409). The scheduler
