@@ -28,12 +28,19 @@ def array_id(text: str) -> str:
         raise CliError(f"'{text}' is not an array id (a UUID, as `qm submit --array` printed)") from None
 
 
-def job_id(text: str, array_flag: str | None = None) -> int:
-    """A job's id; `array_flag` ("qm cancel --array") is how the command takes a job array's id
-    instead, said when one is given where a job's is (scancel takes an array's id in place)."""
+def job_id(text: str, array_flag: str | None = None, array_use: str = "") -> int:
+    """A job's id. A job array's id given instead (the one id `qm submit --array` prints) is
+    said to be an array's, with what takes it: `array_flag` ("qm cancel --array"), how the
+    command acts on a whole array (scancel takes an array's id in place); else `qm list --array`,
+    which lists its tasks and their job ids, after `array_use` (how the command changes a whole
+    array, if it can), for a command that reads or changes one job."""
     if not (text.isascii() and text.isdigit()):  # int() refuses '²', which isdigit() accepts
-        if array_flag is not None and _is_uuid(text):
-            raise CliError(f"'{text}' is a job array's id, not a job's: {array_flag} {text.strip()}")
+        if _is_uuid(text):
+            array = text.strip()
+            if array_flag is not None:
+                raise CliError(f"'{text}' is a job array's id, not a job's: {array_flag} {array}")
+            raise CliError(f"'{text}' is a job array's id, not a job's: {array_use}"
+                           f"qm list --array {array} lists its tasks, each with its job id")
         raise CliError(f"'{text}' is not a job id (a number, as `qm list` shows)")
     return int(text)
 

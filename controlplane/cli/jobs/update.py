@@ -44,7 +44,8 @@ def cmd_update(api: Api, args: argparse.Namespace) -> int:
     if not body:
         raise CliError("name what to change: --gpus, --time, --priority, --name, --project, --gpu-type, "
                        "--dependency, ... (qm update --help)")
-    return _patch_and_say(api, args, f"jobs/{arguments.job_id(args.job)}/", body)
+    whole = f"qm update {args.job.strip()} --array-limit N changes the whole array, other changes are a task's; "
+    return _patch_and_say(api, args, f"jobs/{arguments.job_id(args.job, array_use=whole)}/", body)
 
 
 def _patch_and_say(api: Api, args: argparse.Namespace, path: str, body: dict[str, Any]) -> int:
