@@ -583,6 +583,26 @@ def class_refusal(who: access.Access, team: Team, priority_class: PriorityClass)
             "(an admin chooses a team's priority classes)")
 
 
+def classes_offered(who: access.Access, teams: Sequence[Team],
+                    keep: PriorityClass | None = None) -> list[tuple[PriorityClass, list[str]]]:
+    """The priority classes a form offers for jobs of `teams`, highest first, each with the
+    names of those teams that may submit in it, by `class_refusal`'s rule (the classes a team's
+    admin chose; every class if none; every class for an admin). A class none of them may use
+    is not offered, but `keep`: a waiting job's own class, which it keeps (and may keep through
+    a change) after its team was denied it."""
+    chosen: dict[int, set[int]] = {team.pk: set() for team in teams}
+    if not who.is_admin:
+        through = Team.priority_classes.through
+        for team_id, class_id in through.objects.filter(team_id__in=chosen).values_list("team_id", "priorityclass_id"):
+            chosen[team_id].add(class_id)
+    offered = []
+    for pc in PriorityClass.objects.order_by("-value", "name"):
+        names = sorted(team.name for team in teams if not chosen[team.pk] or pc.pk in chosen[team.pk])
+        if names or (keep is not None and pc.pk == keep.pk):
+            offered.append((pc, names))
+    return offered
+
+
 def _read_with_orm(
     user: AbstractBaseUser, req: SubmitRequest
 ) -> tuple[Team | None, PriorityClass | None, Project | None, _Fleet]:

@@ -34,7 +34,7 @@ from controlplane.api.serializers.jobs import attach_gpus_held, gpus_held_expres
 from controlplane.api.views.jobs import cancel_refusal, stop_notice
 from controlplane.choices import JobHold, JobState, Topology, WorkloadClass
 from controlplane.filtersets import JobFilterSet, refusals
-from controlplane.models import AllocationGpu, Event, GpuType, Job, PriorityClass, Project
+from controlplane.models import AllocationGpu, Event, GpuType, Job, Project
 from controlplane.services import (
     access,
     dependency_text,
@@ -95,7 +95,8 @@ def _submit_choices(request: HttpRequest) -> dict[str, Any]:
         "submit_teams": teams,
         "default_team": access.primary_team(request.user),
         "submit_projects": projects,
-        "priority_classes": list(PriorityClass.objects.order_by("-value", "name")),
+        # each with the teams of the form it is for (qm.js offers a team's own when it is picked)
+        "priority_classes": job_service.classes_offered(access.access_of(request.user), teams),
         "gpu_types": list(GpuType.objects.order_by("name")),
         "topologies": Topology.choices,
         "workloads": WorkloadClass.choices,
@@ -721,7 +722,9 @@ def change_form(request: HttpRequest, job: Job, runs_after: list[dict[str, Any]]
         "dependencies_text": "" if runs_after_text == dependency_text.NONE else runs_after_text,
         "runtime_limit": limit_field(job.runtime_limit_s),
         "checkpoint_interval_min": _number_text(job.checkpoint_interval_s, 60),
-        "priority_classes": list(PriorityClass.objects.order_by("-value", "name")) if "priority_class" in fields else [],
+        "priority_classes": job_service.classes_offered(access.access_of(request.user), [job.team],
+                                                        keep=job.priority_class)
+        if "priority_class" in fields else [],
         "projects": list(Project.objects.filter(team_id=job.team_id).order_by("name").values_list("name", flat=True))
         if "project" in fields else [],
         "gpu_types": list(GpuType.objects.order_by("name")) if "gpu_types" in fields else [],

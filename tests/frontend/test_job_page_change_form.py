@@ -31,7 +31,7 @@ def test_a_waiting_jobs_page_offers_every_field_a_waiting_job_may_change(client_
     assert f'data-job-url="/api/v1/jobs/{job.pk}/"' in page
     assert sorted(_form_fields(page)) == sorted(holds.CHANGEABLE_WHILE_WAITING)
     assert 'data-field="runtime_limit_s" data-kind="hours" data-empty="null" min="0" step="any" value="1.5"' in page
-    assert '<option value="batch" selected>' in page
+    assert '<option value="batch" data-teams="vision" selected>' in page
     assert 'name="gpus" data-field="gpus" data-kind="int" min="1" value="8"' in page
 
 

@@ -1344,6 +1344,24 @@
       checkSoon();
     });
 
+    // Only the priority classes the picked team may submit in (each option names its teams):
+    // the others are hidden, and one picked that the team may not use goes back to its default.
+    var teamSelect = form.querySelector('select[name="team"]');
+    var classSelect = form.querySelector('select[name="priority_class"]');
+    function offerTheTeamsClasses() {
+      if (!teamSelect || !classSelect) return;
+      Array.prototype.forEach.call(classSelect.options, function (option) {
+        if (option.dataset.teams === undefined) return;  // "the team's default"
+        var theirs = option.dataset.teams.split(" ").indexOf(teamSelect.value) >= 0;
+        option.hidden = !theirs;
+        option.disabled = !theirs;
+      });
+      var picked = classSelect.options[classSelect.selectedIndex];
+      if (picked && picked.disabled) classSelect.value = "";
+    }
+    if (teamSelect) teamSelect.addEventListener("change", offerTheTeamsClasses);
+    offerTheTeamsClasses();
+
     var rows = form.querySelector("[data-role-rows]");
     var template = document.getElementById("role-row-template");
     var addRole = form.querySelector("[data-add-role]");
