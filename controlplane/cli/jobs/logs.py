@@ -81,6 +81,10 @@ def cmd_logs(api: Api, args: argparse.Namespace) -> int:
         logs.close()
         logs.say(f"--- job {job_id} {ended_words(first['job_state'])} ---")
         return 0
+    if first["generation"] is None:
+        # Said once: a follow of a job that waits printed nothing at all, as if qm hung.
+        logs.say(f"--- job {job_id} has not started yet ({first['job_state']}): its output follows once it does "
+                 f"(qm explain {job_id}: why it waits) ---")
     # Ctrl-C ends the follow between two reads, not inside one: a KeyboardInterrupt raised in
     # the middle of an HTTP request could leave the connection pool's lock held, and the
     # process hung on its way out (seen under load). A second Ctrl-C interrupts at once.

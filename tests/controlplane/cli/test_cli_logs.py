@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pty
+import select
 import signal
 import subprocess
 import sys
@@ -237,3 +238,34 @@ def test_qm_logs_refuses_a_bad_option_naming_it(alice_qm: Callable[..., Run], fl
     run = alice_qm("logs", str(job.pk), *args)
 
     assert run.code == 1 and words in run.err and "Traceback" not in run.err
+
+
+def test_qm_logs_follow_of_a_job_not_started_says_it_waits_for_it(qm: Callable[..., Run], alice_qm: Callable[..., Run],
+                                                                   fleet: Fleet) -> None:
+    """`qm logs -f` right after `qm submit` printed nothing at all while the job waited, as if it
+    hung or the job had no output; it now says, once, that the job has not started and that it
+    follows until it does, then the output as it comes."""
+    job = f.make_job(fleet.ml, name="queued", state=JobState.PENDING)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "controlplane.cli.main", "logs", str(job.pk), "-f", "--interval", "0.2"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=qm.env, cwd=REPO,  # type: ignore[attr-defined]
+    )
+    try:
+        assert follower.stderr is not None
+        # before the job does anything (nothing said in 10 s: "")
+        said = follower.stderr.readline() if select.select([follower.stderr], [], [], 10)[0] else ""
+        g = bind(Job.objects.get(pk=job.pk), {fleet.nodes[0]: [0]}).generation
+        ship(job, g, 0, "step 1\n")
+        time.sleep(1.0)
+        Job.objects.filter(pk=job.pk).update(state=JobState.SUCCEEDED, finished_at=timezone.now(), exit_code=0)
+        out, err = follower.communicate(timeout=20)
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.wait()
+
+    assert said == (f"--- job {job.pk} has not started yet (pending): its output follows once it does "
+                    f"(qm explain {job.pk}: why it waits) ---\n")
+    assert follower.returncode == 0, err
+    assert out == "step 1\n"
+    assert err == (f"--- job {job.pk} started: generation {g} ---\n--- job {job.pk} succeeded ---\n")
