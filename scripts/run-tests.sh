@@ -24,6 +24,10 @@ if (($#)); then
   exec "$py" -m pytest "$@"
 fi
 workers=${QM_TEST_WORKERS:-3}
+# One id for both pytests: the chaos run makes its database from the migrated one the workers
+# made theirs from, instead of running every migration again (tests/xdist_isolation.py).
+QM_TEST_RUN=$("$py" -c 'import uuid; print(uuid.uuid4().hex)')
+export QM_TEST_RUN
 "$py" -m pytest -n "$workers" --dist loadfile --no-loadscope-reorder -m "not chaos"
 first=$?
 "$py" -m pytest -m chaos

@@ -14,8 +14,15 @@ migrates one, ``test_<NAME>_migrated``, while the others wait on a PostgreSQL ad
 worker's own database is then made from it with ``CREATE DATABASE ... TEMPLATE`` (Django's
 ``TEST["TEMPLATE"]`` setting), whose ``migrate`` finds nothing left to apply. The migrated
 database carries the run's id (xdist's ``testrunuid``) as its comment, so one left by a killed
-run is rebuilt, not trusted; the controller drops it when the workers are done. A serial run (the
-chaos tests, ``-p no:xdist``) and ``--reuse-db`` / ``--nomigrations`` are pytest-django's own.
+run is rebuilt, not trusted; the controller drops it when the workers are done.
+
+``make test`` then runs the chaos tests serially, in a second pytest (scripts/run-tests.sh). It
+used to migrate its own database from scratch; now run-tests.sh names the whole run in
+``QM_TEST_RUN`` (a fresh id each time), which both pytests use as the run's id in place of
+xdist's: the controller leaves the migrated database for the serial run, which makes its database
+from it as a worker does (migrating it first if it is missing or another run's) and drops it
+when it ends. Any other serial run, and ``--reuse-db`` / ``--nomigrations``, are pytest-django's
+own.
 """
 
 from __future__ import annotations
@@ -40,19 +47,32 @@ def migrated_database_name(settings_dict: dict[str, Any]) -> str:
     return f"{TEST_DATABASE_PREFIX}{settings_dict['NAME']}_migrated"
 
 
-def copy_migrated_database(config: pytest.Config, blocker: Any) -> None:
-    """In an xdist worker on PostgreSQL: make sure this run's migrated database exists (migrating
-    it if this worker is the first), and have pytest-django create the worker's database from it.
-    Called from tests/conftest.py's ``django_db_modify_db_settings``, before pytest-django's
-    ``django_db_setup`` creates the databases."""
+#: Set by scripts/run-tests.sh for both of its pytests: the one run they make together.
+RUN_VARIABLE = "QM_TEST_RUN"
+
+
+def run_id(config: pytest.Config) -> str:
+    """The id the migrated database is made for: run-tests.sh's for both its pytests, else an
+    xdist run's own; empty in any other serial run, which migrates its database itself."""
     workerinput = getattr(config, "workerinput", None)
-    if workerinput is None or config.getvalue("reuse_db") or config.getvalue("nomigrations"):
+    if workerinput is None and not config.pluginmanager.hasplugin("dsession"):
+        return os.environ.get(RUN_VARIABLE, "")
+    return os.environ.get(RUN_VARIABLE) or (workerinput or {}).get("testrunuid", "")
+
+
+def copy_migrated_database(config: pytest.Config, blocker: Any) -> None:
+    """In an xdist worker, or run-tests.sh's serial run, on PostgreSQL: make sure this run's
+    migrated database exists (migrating it if this process is the first), and have pytest-django
+    create the process's own database from it. Called from tests/conftest.py's
+    ``django_db_modify_db_settings``, before pytest-django's ``django_db_setup`` creates the
+    databases."""
+    run = run_id(config)
+    if not run or config.getvalue("reuse_db") or config.getvalue("nomigrations"):
         return
     from django.db import connection
 
     if connection.vendor != "postgresql":
         return
-    run = workerinput["testrunuid"]
     migrated = migrated_database_name(connection.settings_dict)
     with blocker.unblock(), connection.creation._nodb_cursor() as lock:
         # Session-level and on its own connection: released when this worker ends, however it ends.
@@ -89,9 +109,15 @@ def _migrate(connection: Any, migrated: str) -> None:
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
     """The controller drops the migrated database once every worker has ended (their own
-    databases are dropped by pytest-django in each worker)."""
+    databases are dropped by pytest-django in each worker), unless run-tests.sh's serial run is
+    to use it next; that serial run drops it when it ends."""
     config = session.config
-    if hasattr(config, "workerinput") or not config.pluginmanager.hasplugin("dsession"):
+    if hasattr(config, "workerinput"):
+        return
+    if config.pluginmanager.hasplugin("dsession"):
+        if os.environ.get(RUN_VARIABLE):
+            return
+    elif not os.environ.get(RUN_VARIABLE):
         return
     from django.conf import settings
 
