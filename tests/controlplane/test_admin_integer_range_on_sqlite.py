@@ -10,13 +10,14 @@ no job was placed until the class was fixed. The API refused the same value as a
 form did too (the column's range); on SQLite every integer column is 64-bit, so the admin form
 took anything up to 2**63 - 1.
 
-The SQLite half runs in a subprocess on a fresh, migrated SQLite file, as the API's test does;
+The SQLite half runs in a subprocess on a fresh copy of the run's migrated SQLite file, as the API's test does;
 the suite's own database is PostgreSQL."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -83,8 +84,9 @@ print("ANSWERS " + json.dumps(answers))
 
 
 @pytest.fixture(scope="module")
-def sqlite_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def sqlite_answers(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> dict[str, Any]:
     db = tmp_path_factory.mktemp("sqlite") / "admin-range.sqlite3"
+    shutil.copyfile(migrated_sqlite, db)  # the run's migrated file (tests/controlplane/conftest.py)
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{db}", "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
     done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
                           input=json.dumps(CHANGES), timeout=300)

@@ -11,13 +11,14 @@ was stored; from the next cycle on, the scheduling loop failed on every step (th
 windows naming the job, a 500. On PostgreSQL the same values were already a 400 on the field
 (`Ensure this value is less than or equal to 2147483647.`): the rule is now the same on both.
 
-The SQLite half runs in a subprocess on a fresh, migrated SQLite file (as
+The SQLite half runs in a subprocess on a fresh copy of the run's migrated SQLite file (as
 loop/test_snapshot_epoch_seconds.py does); the suite's own database is PostgreSQL."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -74,8 +75,9 @@ print("ANSWERS " + json.dumps(answers))
 
 
 @pytest.fixture(scope="module")
-def sqlite_answers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+def sqlite_answers(tmp_path_factory: pytest.TempPathFactory, migrated_sqlite: Path) -> dict[str, Any]:
     db = tmp_path_factory.mktemp("sqlite") / "range.sqlite3"
+    shutil.copyfile(migrated_sqlite, db)  # the run's migrated file (tests/controlplane/conftest.py)
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{db}", "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
     done = subprocess.run([sys.executable, "-c", _SCRIPT], cwd=REPO, env=env, capture_output=True, text=True,
                           input=json.dumps([*REQUESTS, ALLOWED]), timeout=300)

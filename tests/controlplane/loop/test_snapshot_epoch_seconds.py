@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shutil
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -198,8 +199,10 @@ def test_epoch_seconds_equal_timestamp_for_every_microsecond_ending() -> None:
     check_microsecond_endings()
 
 
-def test_snapshot_timestamps_equal_the_datetime_reading_on_sqlite(tmp_path: Path) -> None:
-    """The demo's database: a fresh SQLite file, migrated, the same fleet and the same check."""
+def test_snapshot_timestamps_equal_the_datetime_reading_on_sqlite(tmp_path: Path, migrated_sqlite: Path) -> None:
+    """The demo's database: a fresh SQLite file, migrated (a copy of the run's migrated file,
+    tests/controlplane/conftest.py), the same fleet and the same check."""
+    shutil.copyfile(migrated_sqlite, tmp_path / "snapshot.sqlite3")
     env = {**os.environ, "DATABASE_URL": f"sqlite:///{tmp_path / 'snapshot.sqlite3'}",
            "DJANGO_SETTINGS_MODULE": "controlplane.settings"}
     script = (
