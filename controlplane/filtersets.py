@@ -176,6 +176,13 @@ class NoEmptyItemsCSVField(BaseCSVField):
         return super().clean(value)
 
 
+@extend_schema_field({"type": "string", "example": "48,53"})
+class IdsFilter(filters.BaseInFilter, IdFilter):
+    """Several ids, comma-separated (`?id=48,53`), each one as IdFilter takes it."""
+
+    base_field_class = NoEmptyItemsCSVField
+
+
 class NamedRecordFilter(filters.CharFilter):
     """A related record by its name, refused unless it names one of `records(reader)`, the
     records the request's user may see (module docstring): a 400 naming the parameter, where a
@@ -274,6 +281,10 @@ class JobFilterSet(filters.FilterSet):
     # for its COUNT (the events of one kind: 410 ms for 100,000 of them, bench/scale_audit.py).
     state = filters.MultipleChoiceFilter(choices=JobState.choices, distinct=False,
                                          help_text="Repeat for several states.")
+    # `qm cancel 48 53 99999` reads its jobs in one request and cancels none unless all are there.
+    id = IdsFilter(field_name="id", distinct=False,
+                   help_text="These jobs only: their ids, comma-separated (`48,53`); an id you may not read, "
+                             "or of no job, is simply not listed.")
     priority_class = NamedRecordFilter(field_name="priority_class__name", records=_everyone(PriorityClass),
                                        lists_names=True, help_text="Priority class name (an unknown one is a 400 "
                                                                    "listing them).")

@@ -260,7 +260,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("cancel", aliases=["scancel"], parents=[common],
                        help="cancel jobs, or every task of an array",
                        description="Cancel jobs: a pending job at once, a running one is told to stop (its "
-                                   "processes get the class's grace period). Every id is checked first. "
+                                   "processes get the class's grace period). Every job named is read first: if any "
+                                   "names no job you may see or one that has ended, nothing is cancelled (one that ends or starts "
+                                   "stopping between that read and its cancel is refused alone). "
                                    "--array cancels every task of an array still pending or running.")
     p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("--array", metavar="ARRAY_ID", help="every pending or running task of this job array")

@@ -11,6 +11,7 @@ from typing import Any
 
 from controlplane.cli import account, arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError, refusal
+from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 
 #: The fields `qm cancel`, `hold`, `release` and `requeue` send (the action's body, cancel's
 #: filters of jobs/) → their flags, as client.refusal names them.
@@ -77,8 +78,8 @@ def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
 
 def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     """POST `jobs/{id}/{verb}/` for each job named, or `job-arrays/{id}/{verb}/` once for an
-    array. Every id is checked before any job is touched (a typo among them acted on the jobs
-    before it and not those after); a refused job is an error line on standard error and the
+    array. Every id's form is checked before any job is touched (a typo among them acted on the
+    jobs before it and not those after), and a cancel's jobs are read first too; a refused job is an error line on standard error and the
     others still act. --json: the API's answer for one job; for several, one JSON list of the
     answers of the jobs acted on."""
     if args.array:
@@ -88,6 +89,8 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     if not args.jobs:
         raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
     ids = [arguments.job_id(job, f"qm {verb} --array") for job in args.jobs]
+    if verb == "cancel":
+        _refuse_unless_all_cancellable(api, ids)
     body = _action_body(args)
     failed, results = 0, []
     for job_id in ids:
@@ -109,6 +112,42 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     elif args.json and results:
         output.emit_json(results[0])
     return 1 if failed else 0
+
+
+#: The ids `qm cancel` reads in one request: a page's worth (`?id=` of 1,000 ids is a 7 kB URL).
+_IDS_A_READ = LARGEST_PAGE
+
+
+def _refuse_unless_all_cancellable(api: Api, ids: list[int]) -> None:
+    """Every job named read before any is cancelled (one `GET jobs/?id=...` a thousand ids):
+    one that does not exist or is not the caller's to see, or has ended, cancels nothing, each
+    named on a line of its own. `qm cancel 48 53 99999` cancelled 48 and 53 and then said "No
+    job 99999". A job that ends between this read and its cancel is still an error line of its
+    own after the others are cancelled: the read does not lock the jobs."""
+    found: dict[int, dict[str, Any]] = {}
+    for start in range(0, len(ids), _IDS_A_READ):
+        chunk = ids[start:start + _IDS_A_READ]
+        page = api.request("GET", "jobs/", params={"id": ",".join(map(str, chunk)), "limit": LARGEST_PAGE})
+        found.update((job["id"], job) for job in page["results"])
+    wrong = []
+    named = list(dict.fromkeys(ids))
+    for job_id in named:
+        job = found.get(job_id)
+        if job is None:
+            wrong.append(f"No job {job_id}, or not yours to see.")
+        elif job["state"] in FINISHED_STATES:
+            wrong.append(f"Job {job_id} has already ended ({ended_words(job['state'])}); "
+                         "only pending or running jobs can be cancelled.")
+    if not wrong:
+        return
+    for said in wrong[:-1]:  # one line each, as _act_on_jobs prints a refused job
+        print(f"error: {output.visible(said)}", file=sys.stderr)
+    left = len(named) - len(wrong)
+    if not left:  # none of them could be cancelled: the refusals say it all
+        raise CliError(wrong[-1])
+    print(f"error: {output.visible(wrong[-1])}", file=sys.stderr)
+    raise CliError(f"nothing cancelled: the other {'job' if left == 1 else f'{left} jobs'} named "
+                   f"{'is' if left == 1 else 'are'} left as {'it was' if left == 1 else 'they were'}")
 
 
 def _act_on_array(api: Api, args: argparse.Namespace, verb: str) -> int:
