@@ -322,6 +322,9 @@ class JobFilterSet(filters.FilterSet):
                   "a 400 listing the codes (a typo listed nothing).",
     )
     name = filters.CharFilter(field_name="name", lookup_expr="icontains", help_text="Part of the job name.")
+    # squeue -n and scancel -n: `qm list -n train` lists what `qm cancel -n train` cancels, not pretrain-7b.
+    name_exact = filters.CharFilter(field_name="name", lookup_expr="exact", distinct=False,
+                                    help_text="The whole job name, as written (any case differs).")
     node = NamedRecordFilter(
         method="filter_node", records=_everyone(Node),
         help_text="Node name: the jobs holding GPUs on that node now (running, or stopping until its GPUs are "

@@ -203,7 +203,8 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--team", "--account", "-A", help="only this team's jobs (as squeue -A)")
         p.add_argument("--mine", "--me", action="store_true", help="only jobs you submitted (as squeue --me)")
         p.add_argument("--user", "-u", help="only jobs this user submitted (as squeue -u)")
-        p.add_argument("--name", "-n", help="only jobs whose name contains this (as squeue -n, any case)")
+        p.add_argument("--name", "-n", help="only jobs of this name, the whole name as written "
+                                                "(as squeue -n; the jobs qm cancel -n cancels)")
         p.add_argument("--project", help="only jobs of this project")
         p.add_argument("--priority", "-p", metavar="CLASS", help="only jobs of this priority class")
         p.add_argument("--reason", metavar="CODE",

@@ -15,7 +15,8 @@ from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 
 #: The fields `qm cancel`, `hold`, `release` and `requeue` send (the action's body, cancel's
 #: filters of jobs/) → their flags, as client.refusal names them.
-ACTION_FLAGS = {"reason": "reason", "states": "states", "state": "state", "name": "name", "user": "user"}
+ACTION_FLAGS = {"reason": "reason", "states": "states", "state": "state", "name": "name", "name_exact": "name",
+                "user": "user"}
 
 CANCELLABLE_STATES = ("pending", "running")
 
@@ -36,8 +37,8 @@ def cmd_cancel(api: Api, args: argparse.Namespace) -> int:
 
 def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
     """The ids of the jobs `qm cancel --name/--state/--user` picks, as scancel's filters do: the
-    name whole (the API's `?name=` matches a part of it: `-n train` would have cancelled
-    pretrain-7b too), waiting or running (or the --state given), and the user's own jobs unless
+    name whole (`?name_exact=`, as `qm list -n` lists them; the API's `?name=` matches a part of
+    it: `-n train` would have cancelled pretrain-7b too), waiting or running (or the --state given), and the user's own jobs unless
     --user names another. All of them read before any is cancelled (a cancel moves a job out of
     the pages being read)."""
     states = [state.strip().lower() for state in args.state or CANCELLABLE_STATES]
@@ -53,9 +54,8 @@ def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
     params: dict[str, Any] = {"state": states, "user": user or account.my_username(api), "limit": LARGEST_PAGE,
                               "ordering": "id"}
     if args.name:
-        params["name"] = args.name.strip()
-    return [j["id"] for page in api.pages("jobs/", params) for j in page["results"]
-            if not args.name or j["name"] == args.name.strip()]
+        params["name_exact"] = args.name.strip()
+    return [j["id"] for page in api.pages("jobs/", params) for j in page["results"]]
 
 
 def cmd_hold(api: Api, args: argparse.Namespace) -> int:

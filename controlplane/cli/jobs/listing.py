@@ -14,7 +14,7 @@ from scheduler_core.sentences import counted
 
 #: `qm list`'s (and `qm status`'s) API filters → its flags, as client.refusal names them.
 LIST_FLAGS = {"state": "state", "team": "team", "node": "node", "ordering": "sort", "array_id": "array", "user": "user",
-              "name": "name", "project": "project", "priority_class": "priority", "pending_code": "reason",
+              "name_exact": "name", "project": "project", "priority_class": "priority", "pending_code": "reason",
               "limit": "limit", "offset": "offset"}
 
 
@@ -36,7 +36,8 @@ def _list_params(args: argparse.Namespace, api: Api) -> dict[str, Any]:
         params["array_id"] = arguments.array_id(args.array)
     if args.mine and args.user:
         raise CliError("give --mine or --user USER, not both")
-    for flag, param in (("user", "user"), ("name", "name"), ("project", "project"), ("priority", "priority_class"),
+    # --name: the whole name (?name_exact=), as squeue -n and qm cancel -n read it; ?name= is a part of it
+    for flag, param in (("user", "user"), ("name", "name_exact"), ("project", "project"), ("priority", "priority_class"),
                         ("reason", "pending_code")):
         value = getattr(args, flag)
         if value is not None and not value.strip():

@@ -151,10 +151,10 @@ def test_slurm_users_first_words_squeue_and_scancel_list_and_cancel(alice_qm, fl
     waiting = f.make_job(fleet.ml, name="sweep-3")
     f.make_job(fleet.ml, name="done-1", state=JobState.SUCCEEDED)
 
-    listed = alice_qm("squeue", "-n", "sweep")
+    listed = alice_qm("squeue", "-n", "sweep-3")
 
     assert listed.code == 0, listed.err
-    assert listed.out == alice_qm("list", "-n", "sweep").out
+    assert listed.out == alice_qm("list", "-n", "sweep-3").out
     assert "sweep-3" in listed.out and "done-1" not in alice_qm("squeue").out
     cancelled = alice_qm("scancel", str(waiting.pk))
     assert cancelled.code == 0 and f"Job {waiting.pk} cancelled." in cancelled.out

@@ -34,12 +34,12 @@ def test_list_filters_as_squeue_does(alice_qm, fleet) -> None:
 
     assert _ids(alice_qm("list", "-u", "root").out) == {theirs.pk}
     assert _ids(alice_qm("list", "--user", "alice").out) == {mine.pk, prod.pk, quota.pk}
-    assert _ids(alice_qm("list", "-n", "sweep").out) == {mine.pk, theirs.pk}  # a part of the name, in any case
+    assert _ids(alice_qm("list", "-n", "sweep-lr").out) == {mine.pk}  # the whole name, as squeue -n
     assert _ids(alice_qm("list", "--project", "llm").out) == {theirs.pk}
     assert _ids(alice_qm("list", "-p", "production").out) == {prod.pk}
     assert _ids(alice_qm("list", "--reason", "QuotaExceeded").out) == {quota.pk}
     assert _ids(alice_qm("list", "-t", "running").out) == {prod.pk}
-    assert _ids(alice_qm("status", "-u", "root", "-n", "wd").out) == {theirs.pk}
+    assert _ids(alice_qm("status", "-u", "root", "-n", "SWEEP-wd").out) == {theirs.pk}
     sent = alice_qm("--json", "list", "-u", "alice", "-n", "big").json()
     assert [j["id"] for j in sent["results"]] == [quota.pk]
 
