@@ -4,6 +4,7 @@ was written or refused with the fix; and a command line as the node agent's shel
 
 from __future__ import annotations
 
+import difflib
 import shlex
 import sys
 from datetime import date, datetime
@@ -17,6 +18,15 @@ from controlplane.cli.client import CliError
 
 # YAML keys and flags that are spelled differently from the API's fields.
 YAML_ALIASES = {"time": "runtime_limit_s", "priority": "priority_class", "checkpoint_every": "checkpoint_interval_s"}
+
+#: The fields a job file may give: the API's submit fields (a job array's, `array:` its own),
+#: kept equal to its serializer's by tests/controlplane/cli/test_qm_yaml_unknown_keys_first.py.
+JOB_FIELDS = frozenset({
+    "name", "gpus", "gpus_per_node", "gpu_type", "gpu_types", "min_gpu_memory_gb", "cpus_per_gpu",
+    "memory_gb_per_gpu", "topology", "min_gpus", "max_gpus", "roles", "priority_class", "project", "team",
+    "workload", "runtime_limit_s", "checkpoint_interval_s", "command", "env", "dependencies", "dependency_mode",
+    "hold", "hold_reason", "array", "array_task_limit",
+})
 
 
 def load_spec_file(path: str) -> dict[str, Any]:
@@ -34,12 +44,31 @@ def load_spec_file(path: str) -> dict[str, Any]:
         raise CliError(f"{path} is not valid YAML: {_yaml_problem(exc)}") from exc
     if not isinstance(data, dict):
         raise CliError(f"{path} must be a mapping of job fields (name, gpus, ...), got {type(data).__name__}")
+    _no_unknown_keys(path, data)
     spec: dict[str, Any] = {}
     for key, value in data.items():
         name = str(key).replace("-", "_")
         field = YAML_ALIASES.get(name, name)
         spec[field] = _field_value(path, key, name, field, value)
     return spec
+
+
+def _no_unknown_keys(path: str, data: dict[Any, Any]) -> None:
+    """Refuse the keys no job has, each named (with the field meant when one is close), before
+    anything else is checked: `gpu: 2` answered "a job needs --gpus", qm's own check of the field
+    it left out, and the typo went unsaid."""
+    spellings = sorted(JOB_FIELDS | set(YAML_ALIASES))
+    lines = []
+    for key in data:
+        name = str(key).replace("-", "_")
+        if YAML_ALIASES.get(name, name) in JOB_FIELDS:
+            continue
+        close = difflib.get_close_matches(name, spellings, n=1, cutoff=0.75)
+        lines.append(f"  {key}: unknown field; " + (f"did you mean {close[0]}?" if close else
+                                                    f"the job fields are {', '.join(spellings)}"))
+    if lines:
+        where = "standard input" if path == "-" else path
+        raise CliError(f"{where} has {'a key' if len(lines) == 1 else 'keys'} no job has:\n" + "\n".join(lines))
 
 
 def _not_a_batch_script(path: str, text: str) -> None:
