@@ -11,7 +11,7 @@ from typing import Any
 
 from controlplane.cli import account, arguments, output
 from controlplane.cli.client import LARGEST_PAGE, Api, ApiError, CliError, refusal
-from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
+from controlplane.cli.jobs.states import FINISHED_STATES
 
 #: The fields `qm cancel`, `hold`, `release` and `requeue` send (the action's body, cancel's
 #: filters of jobs/) → their flags, as client.refusal names them.
@@ -136,7 +136,7 @@ def _refuse_unless_all_cancellable(api: Api, ids: list[int]) -> None:
         if job is None:
             wrong.append(f"No job {job_id}, or not yours to see.")
         elif job["state"] in FINISHED_STATES:
-            wrong.append(f"Job {job_id} has already ended ({ended_words(job['state'])}); "
+            wrong.append(f"Job {job_id} has already ended ({job['state'].replace('_', ' ')}); "
                          "only pending or running jobs can be cancelled.")
     if not wrong:
         return

@@ -6,6 +6,7 @@ import argparse
 
 from controlplane.cli import arguments, output
 from controlplane.cli.client import Api
+from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 from controlplane.cli.jobs.waiting import (
     eta_record_text,
     eta_text,
@@ -21,8 +22,11 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     if args.json:
         output.emit_json(e)
         return 0
-    # Its state_label in words: a job being cancelled is "stopping: cancelled", as qm list says.
-    head = f"Job {e['job']} ({e['name']}) is {str(e.get('state_label') or e['state']).replace('_', ' ')}"
+    # Its state_label in words: a job being cancelled is "stopping: cancelled", as qm list says;
+    # an ended one how it ended, as qm events and qm logs say it ("is failed" read as a typo).
+    doing = (ended_words(e["state"]) if e["state"] in FINISHED_STATES
+             else f"is {str(e.get('state_label') or e['state']).replace('_', ' ')}")
+    head = f"Job {e['job']} ({e['name']}) {doing}"
     print(output.visible(head + (f": {e['reason_code']}" if e["reason_code"] else ".")))
     print(f"  {output.visible(e['reason'])}")
     if e["state"] == "pending":

@@ -22,8 +22,14 @@ def test_explain_heads_with_why_a_job_stops(alice_qm, fleet) -> None:
         assert out.splitlines()[0] == f"Job {jobs[name].pk} ({name}) is {label}.", out
 
 
-def test_explain_says_a_finished_state_in_words(alice_qm, fleet) -> None:
-    job = f.make_job(fleet.ml, name="short", state=JobState.TIMED_OUT)
-    assert alice_qm("explain", str(job.pk)).out.splitlines()[0] == f"Job {job.pk} (short) is timed out."
-    assert alice_qm("--json", "explain", str(job.pk)).json()["state_label"] == "timed_out"
+@pytest.mark.parametrize(("state", "words"), [
+    (JobState.TIMED_OUT, "timed out"), (JobState.FAILED, "failed"), (JobState.SUCCEEDED, "succeeded"),
+    (JobState.CANCELLED, "was cancelled"),
+])
+def test_explain_says_how_a_job_ended_as_a_sentence(alice_qm, fleet, state, words) -> None:
+    """It said "Job 139 (failer) is failed.", "is succeeded", "is timed out", "is cancelled"; now
+    as qm events and qm logs end a followed job: "Job 139 (failer) failed."."""
+    job = f.make_job(fleet.ml, name="short", state=state)
+    assert alice_qm("explain", str(job.pk)).out.splitlines()[0] == f"Job {job.pk} (short) {words}."
+    assert alice_qm("--json", "explain", str(job.pk)).json()["state_label"] == state
     assert Job.objects.filter(pk=job.pk).exists()
