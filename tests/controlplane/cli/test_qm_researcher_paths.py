@@ -36,6 +36,7 @@ from controlplane.services.transitions import RELEASE_PREEMPTED, cancel_job, sig
 from tests.controlplane import factories as f
 from tests.controlplane.accounting.builders import hold, running_job
 from tests.controlplane.cli.conftest import REPO
+from tests.controlplane.stopping_jobs import make_stopping_jobs
 
 pytestmark = pytest.mark.slow
 
@@ -62,11 +63,14 @@ def test_cancel_json_of_several_jobs_is_one_json_list(alice_qm, fleet) -> None:
 
 
 def test_cancel_json_with_a_refusal_is_still_one_document_and_exit_1(alice_qm, fleet) -> None:
-    live, done = f.make_job(fleet.ml), f.make_job(fleet.ml, state=JobState.SUCCEEDED)
+    # A job already stopping at its runtime limit passes qm's first read (a stopping job may be
+    # cancellable) and is refused by its cancel; an ended one would have cancelled nothing.
+    stopping = make_stopping_jobs(fleet)["timed-out"]
+    live = f.make_job(fleet.ml)
 
-    r = alice_qm("cancel", str(live.pk), str(done.pk), "--json")
+    r = alice_qm("cancel", str(live.pk), str(stopping.pk), "--json")
 
-    assert r.code == 1 and f"job {done.pk}" in r.err.lower()  # "error: Job N has already ended …"
+    assert r.code == 1 and f"job {stopping.pk}" in r.err.lower()  # "error: Job N is already stopping …"
     assert [answer["job"]["id"] for answer in r.json()] == [live.pk]
 
 
