@@ -9,8 +9,8 @@ from controlplane.cli.client import Api
 from controlplane.cli.jobs.states import FINISHED_STATES, ended_words
 from controlplane.cli.jobs.waiting import (
     eta_record_text,
-    eta_text,
     first_eta_text,
+    latest_start_text,
     likely_start_text,
     order_text,
     position_text,
@@ -30,7 +30,7 @@ def cmd_explain(api: Api, args: argparse.Namespace) -> int:
     print(output.visible(head + (f": {e['reason_code']}" if e["reason_code"] else ".")))
     print(f"  {output.visible(e['reason'])}")
     if e["state"] == "pending":
-        start = eta_text(e["eta"], relative=True) if e["eta"] else "unknown"
+        start = latest_start_text(e["state"], e["eta"], e["resolvable"], relative=True)
         output.fields([
             ("  queue position", position_text(e["queue_position"], e["reason_code"], e["reason_code"] == "Held",
                                                 e["resolvable"], e["would_start_if"])),

@@ -11,7 +11,7 @@ from controlplane.cli.client import Api
 from controlplane.cli.jobs.dependencies import runs_after
 from controlplane.cli.jobs.gpus import elastic, gpus_line, per_gpu
 from controlplane.cli.jobs.listing import cmd_list
-from controlplane.cli.jobs.waiting import eta_text, eta_told_text, position_text
+from controlplane.cli.jobs.waiting import eta_told_text, latest_start_text, position_text
 from controlplane.services import exit_codes
 from scheduler_core.sentences import counted, gang_roles, gpu_hours
 
@@ -73,7 +73,8 @@ def _standing_fields(job: dict[str, Any], running: str, stopping: str) -> list[_
         ("queue position", position_text(job["queue_position"], job.get("pending_code"), job.get("hold"),
                                          job.get("pending_resolvable", True),
                                          job.get("pending_would_start_if") or "")),
-        ("latest start", eta_text(job["eta"], relative=False)),
+        ("latest start", latest_start_text(job["state"], job["eta"], job.get("pending_resolvable", True),
+                                           relative=False)),
         *([("eta told", told)] if (told := eta_told_text(job)) else []),
         *([("running", running)] if running else []),
         # a running elastic job below its maximum that the last cycle did not grow: why not

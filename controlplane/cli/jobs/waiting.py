@@ -44,6 +44,18 @@ def eta_text(value: str | None, *, relative: bool) -> str:
     return f"was {output.utc_text(value)}, passed {output.human_duration(-ahead)} ago: no scheduling cycle has run since"
 
 
+def latest_start_text(state: str, eta: str | None, resolvable: bool, *, relative: bool) -> str:
+    """When a job is expected to start at the latest, as `qm explain` and `qm status` both say
+    it: none for a job that can never run as asked (waiting, or ended unschedulable), its ETA,
+    "unknown" for a waiting job not yet estimated, "-" for one past waiting. They said "unknown"
+    and "-" of one job that could never run, as if its start were still to be estimated."""
+    if state == "unschedulable" or (state == "pending" and not resolvable):
+        return "none: it can never run as asked"
+    if eta:
+        return eta_text(eta, relative=relative)
+    return "unknown" if state == "pending" else "-"
+
+
 def eta_told_text(job: dict[str, Any]) -> str:
     """A started job's first ETA told and how far from it it started, as its page says it."""
     told, started = output.parse_time(job.get("eta_told")), output.parse_time(job.get("started_at"))

@@ -1,0 +1,46 @@
+"""`qm explain` and `qm status` say one thing of when a job starts that never can, in words:
+`qm explain 12` said "latest start: unknown" and `qm status 12` "latest start: -" of a job no
+node could ever hold (demo walk), as if a start were still to be estimated. A waiting job with no
+estimate yet is "unknown" in both."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from controlplane.choices import JobState
+from tests.controlplane import factories as f
+
+pytestmark = pytest.mark.slow
+
+NEVER = "none: it can never run as asked"
+
+
+def test_a_job_that_can_never_run_has_no_latest_start_in_both(alice_qm, fleet) -> None:
+    job = f.make_job(fleet.ml, pending_code="NoCapableNode", pending_resolvable=False,
+                     pending_message="No node has 64 GPUs.")
+
+    explained = alice_qm("explain", str(job.pk)).out
+    status = alice_qm("status", str(job.pk)).out
+
+    assert re.search(rf"^  latest start:\s+{NEVER}$", explained, re.M), explained
+    assert re.search(rf"^latest start:\s+{NEVER}$", status, re.M), status
+
+
+def test_a_job_ended_unschedulable_says_so_in_status(alice_qm, fleet) -> None:
+    job = f.make_job(fleet.ml, state=JobState.UNSCHEDULABLE)
+
+    status = alice_qm("status", str(job.pk)).out
+
+    assert re.search(rf"^latest start:\s+{NEVER}$", status, re.M), status
+
+
+def test_a_waiting_job_not_yet_estimated_is_unknown_in_both(alice_qm, fleet) -> None:
+    job = f.make_job(fleet.ml, pending_code="Priority", queue_position=3)
+
+    explained = alice_qm("explain", str(job.pk)).out
+    status = alice_qm("status", str(job.pk)).out
+
+    assert re.search(r"^  latest start:\s+unknown$", explained, re.M), explained
+    assert re.search(r"^latest start:\s+unknown$", status, re.M), status
