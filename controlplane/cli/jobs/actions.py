@@ -129,6 +129,8 @@ def _refuse_unless_all_cancellable(api: Api, ids: list[int]) -> None:
         chunk = ids[start:start + _IDS_A_READ]
         page = api.request("GET", "jobs/", params={"id": ",".join(map(str, chunk)), "limit": LARGEST_PAGE})
         found.update((job["id"], job) for job in page["results"])
+    if not found and account.reads_no_jobs(api):  # shown no job: "No job N" of jobs that are there
+        raise CliError("Finance accounts read showback and costs; they cannot cancel jobs: nothing cancelled.")
     wrong = []
     named = list(dict.fromkeys(ids))
     for job_id in named:

@@ -48,3 +48,15 @@ def test_every_id_good_cancels_them_all(alice_qm, fleet) -> None:
     assert r.code == 0, r.err
     assert all(f"Job {job.pk} cancelled." in r.out for job in jobs)
     assert set(Job.objects.filter(pk__in=[j.pk for j in jobs]).values_list("state", flat=True)) == {JobState.CANCELLED}
+
+
+def test_a_finance_account_is_told_it_cannot_cancel_not_that_the_jobs_are_missing(qm, fleet) -> None:
+    """Finance is shown no job, so the first read finds none: it is told what the API's cancel
+    says (finance never acts on jobs), not "No job N", of a job that is there."""
+    job = f.make_job(fleet.ml)
+    assert qm("login", "-u", "finn", "--password-stdin", stdin="finn\n").code == 0
+
+    r = qm("cancel", str(job.pk))
+
+    assert r.code == 1 and "Finance accounts" in r.err and "cannot" in r.err and "No job" not in r.err
+    assert Job.objects.get(pk=job.pk).state == JobState.PENDING
