@@ -148,7 +148,9 @@ def test_cancel_cancels_and_reports(alice_qm, fleet) -> None:
 
 
 def test_slurm_users_first_words_squeue_and_scancel_list_and_cancel(alice_qm, fleet) -> None:
-    waiting = f.make_job(fleet.ml, name="sweep-3")
+    # Submitted 5 days and 30 s ago, its age reads "5d" for the next 30 s: the two listings
+    # compared below were a second apart and once differed, "0s" against "1s".
+    waiting = f.make_job(fleet.ml, name="sweep-3", submitted_at=timezone.now() - timedelta(days=5, seconds=30))
     f.make_job(fleet.ml, name="done-1", state=JobState.SUCCEEDED)
 
     listed = alice_qm("squeue", "-n", "sweep-3")
