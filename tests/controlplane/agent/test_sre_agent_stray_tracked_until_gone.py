@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
-import subprocess
 import sys
 import textwrap
 import time
@@ -129,20 +128,49 @@ def subreaper() -> Iterator[None]:
         libc.prctl(PR_SET_CHILD_SUBREAPER, 0, 0, 0, 0)
 
 
-def started_at_pid(pid: int) -> subprocess.Popen[bytes] | None:
-    """`sleep 60` started with `pid`, the kernel's next pid set to the one before (root only);
-    None if another process on the machine took it first."""
-    try:
-        with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-            f.write(str(pid - 1))
-    except PermissionError:  # root without CAP_SYS_ADMIN over this pid namespace (a container)
-        pytest.skip("this process may not choose the next pid (ns_last_pid)")
-    proc = subprocess.Popen(["sleep", "60"])
-    if proc.pid == pid:
-        return proc
-    proc.kill()
-    proc.wait()
-    return None
+class Reuser:
+    """`sleep 60` started with a chosen pid: an unrelated process (this test's child)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            done, status = os.waitpid(self.pid, os.WNOHANG)
+            if done:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def kill(self) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, signal.SIGKILL)
+
+    def wait(self) -> int:
+        if self.returncode is None:
+            self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        return self.returncode
+
+
+def started_at_pid(pid: int, within_s: float = 30) -> Reuser:
+    """`sleep 60` started with `pid`: the kernel's next pid set to the one before (root only),
+    then spawned at once. Every process or thread started on the machine in between takes a pid
+    first (a whole suite's browsers start threads by the thousand), so it is tried again until
+    one lands, for up to `within_s`; 50 tries with subprocess.Popen's slower start all lost once."""
+    sleep = "/bin/sleep" if os.path.exists("/bin/sleep") else "/usr/bin/sleep"
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(pid - 1))
+        except PermissionError:  # root without CAP_SYS_ADMIN over this pid namespace (a container)
+            pytest.skip("this process may not choose the next pid (ns_last_pid)")
+        spawned = Reuser(os.posix_spawn(sleep, ["sleep", "60"], os.environ))
+        if spawned.pid == pid:
+            return spawned
+        spawned.kill()
+        spawned.wait()
+    raise AssertionError(f"no process could be started with pid {pid} within {within_s} s")
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="choosing the next pid (ns_last_pid) needs root")
@@ -151,7 +179,7 @@ def test_a_strays_pid_taken_by_an_unrelated_process_is_neither_waited_for_nor_si
     member = ProcessMember(assignment(stray_command(tmp_path, STUBBORN)), workdir=tmp_path, node_name="gpu-t2",
                            devices=None)
     stray = started_stray(tmp_path)
-    reuser: subprocess.Popen[bytes] | None = None
+    reuser: Reuser | None = None
     try:
         member.terminate()
         lose_marker(tmp_path, stray, "gpu-t2")
@@ -159,11 +187,7 @@ def test_a_strays_pid_taken_by_an_unrelated_process_is_neither_waited_for_nor_si
         member.procs[0].wait()  # the shell is gone: the stray is this process's child now
         os.kill(stray, signal.SIGKILL)  # (already dead or dying: a zombie still takes it)
         assert os.waitpid(stray, 0)[0] == stray  # reaped: its pid is free
-        for _ in range(50):
-            reuser = started_at_pid(stray)
-            if reuser is not None:
-                break
-        assert reuser is not None, "could not start a process with the stray's pid"
+        reuser = started_at_pid(stray)
 
         assert wait_exit(member, timeout=10) == -signal.SIGKILL, \
             "the member waited on an unrelated process that took its stray's pid"
@@ -190,16 +214,12 @@ def test_a_pid_that_left_the_runs_cgroup_and_was_reused_does_not_keep_the_member
     workdir = tmp_path / "gpu-t4" / "g7"
     wait_for(lambda: (workdir / "child.pid").exists(), 30, "the child to start", every=0.02)
     child = int((workdir / "child.pid").read_text())
-    reuser: subprocess.Popen[bytes] | None = None
+    reuser: Reuser | None = None
     try:
         member.terminate()  # the child, deaf to it, is seen in the cgroup
         os.kill(child, signal.SIGKILL)  # and dies: its shell reaps it
         wait_for(lambda: not Path(f"/proc/{child}").exists(), 30, "the child to be reaped", every=0.02)
-        for _ in range(50):
-            reuser = started_at_pid(child)
-            if reuser is not None:
-                break
-        assert reuser is not None, "could not start a process with the child's pid"
+        reuser = started_at_pid(child)
 
         member.kill()
         assert wait_exit(member, timeout=10) == -signal.SIGKILL, \

@@ -1,5 +1,5 @@
-"""A bind planned before an admin changed the node's GPUs (a PATCH of nodes/{id}/, the admin's
-node page, an agent registering with fewer GPUs) is left out, as a bind onto a node cordoned
+"""A bind planned before the node's GPUs changed (a PATCH of nodes/{id}/, the admin's node page,
+an agent registering with fewer GPUs or another type) is left out, as a bind onto a node cordoned
 since the read is.
 
 `gpu_count` cannot drop below a GPU a live allocation holds and `gpu_type` cannot change while
@@ -65,13 +65,15 @@ def test_a_bind_planned_before_the_node_shrank_is_left_out(fleet: LoopFleet) -> 
 
 
 def test_a_bind_planned_before_the_nodes_gpu_type_changed_is_left_out(fleet: LoopFleet) -> None:
-    node, _ = register_node("inventory-type-0")
+    node, token = register_node("inventory-type-0")
     job = make_job(fleet, name="wants-h100", gpus=4)
     plan, context, lease = plan_binding(job)
     GpuType.objects.create(name="A100-80GB", memory_gb=80)
 
-    r = _admin().patch(f"/api/v1/nodes/{node.pk}/", {"gpu_type": "A100-80GB"}, format="json")
-    assert r.status_code == 200, r.json()
+    # Its agent restarted with --gpu-type A100-80GB: since 6 Dec the one way a registered node's
+    # type changes (an admin's PATCH to another type than its agent declared is refused).
+    agent_protocol.register(node.name, inventory(gpu_type="A100-80GB"), token=token, running=[], now=timezone.now())
+    assert Node.objects.get(pk=node.pk).gpu_type.name == "A100-80GB"
     result = commit_planned(plan, context, lease)
 
     assert (result.binds, result.stale) == (0, 1)
