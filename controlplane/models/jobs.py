@@ -221,6 +221,17 @@ class Job(models.Model):
         self.would_start_if_words = text.replace(NUMBER_MARK, "")
 
     @property
+    def borrowed_said(self) -> str:
+        """How a running job's borrowing is said where it runs (`qm status`/`explain`, the job
+        page). The engine records only whether its team went over its nominal quota to admit it,
+        not how many of its GPUs that took, and a lender's reclaim treats the whole gang as
+        borrowed: so no "partly" (a 1-GPU job read "partly on capacity borrowed")."""
+        if not self.borrowed:
+            return ""
+        return ("admitted over its team's nominal quota, on capacity borrowed from the cohort: "
+                "a lender reclaiming it preempts borrowed work first")
+
+    @property
     def queue_position(self) -> int | None:
         """1-based rank in the last cycle's queue order; None until a cycle ranked it, and for
         a job waiting for a dependency, which has no place in the queue."""

@@ -372,7 +372,7 @@ def _where(job: Job) -> str:
     rows = list(AllocationGpu.objects.filter(allocation__job=job, live=True).values_list("node__name", "role"))
     if not rows:
         return ""
-    borrowed = ", partly on capacity borrowed from the cohort" if job.borrowed else ""
+    borrowed = f", {job.borrowed_said}" if job.borrowed else ""
     if not job.roles:
         return f" on {counted(len(rows), 'GPU')} of {', '.join(sorted({n for n, _ in rows}))}{borrowed}"
     # A heterogeneous gang: where each role runs, in the order the job names its roles.
