@@ -277,9 +277,12 @@ def build_parser() -> argparse.ArgumentParser:
         ("hold", "keep waiting jobs out of the queue until released",
          "Hold waiting jobs (scontrol hold): they stay pending, out of the queue, holding nothing, until "
          "released. An admin's hold is released only by an admin. A running job cannot be held: cancel it, "
-         "or requeue it held (qm requeue --hold JOB)."),
+         "or requeue it held (qm requeue --hold JOB). Every job named is read first: if any names no job "
+         "you may see or one not waiting, nothing is held (a job already held may be; --reason rewords it)."),
         ("release", "put held jobs back in the queue",
-         "Release held jobs (scontrol release): back in the queue from the next scheduling cycle."),
+         "Release held jobs (scontrol release): back in the queue from the next scheduling cycle. Every job "
+         "named is read first: if any names no job you may see, one not held, or an admin's hold you may not "
+         "release, nothing is released."),
     ):
         p = sub.add_parser(verb, parents=[common], help=helptext, description=description)
         p.add_argument("jobs", nargs="*", metavar="JOB")

@@ -1,6 +1,6 @@
 """`qm cancel` (`scancel`, by ids or by filters), `qm hold`, `qm release` and `qm requeue`: one
-request per job named (each refusal an error line, the others still act), or one for a whole
-job array."""
+request per job named (each refusal an error line, the others still act; cancel, hold and
+release read every job first and act on none if one is wrong), or one for a whole job array."""
 
 from __future__ import annotations
 
@@ -60,8 +60,9 @@ def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
 
 def cmd_hold(api: Api, args: argparse.Namespace) -> int:
     """Hold (`qm hold`) or release (`qm release`) each job named, or every waiting task of an
-    array: as `scontrol hold/release`. A job that cannot be held (running, ended, another's
-    admin hold) is an error line; the others still act."""
+    array: as `scontrol hold/release`. Every job named is read first: one that is not the
+    caller's, not waiting (a hold), not held or under an admin's hold a member may not release
+    (a release) holds or releases none, each named."""
     return _act_on_jobs(api, args, args.command)
 
 
@@ -79,8 +80,9 @@ def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
 def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     """POST `jobs/{id}/{verb}/` for each job named, or `job-arrays/{id}/{verb}/` once for an
     array. Every id's form is checked before any job is touched (a typo among them acted on the
-    jobs before it and not those after), and a cancel's jobs are read first too; a refused job is an error line on standard error and the
-    others still act. --json: the API's answer for one job; for several, one JSON list of the
+    jobs before it and not those after), and a cancel's, hold's or release's jobs are read first
+    (`_refuse_unless_all_can`); a refused job is an error line on standard error and the others
+    still act. --json: the API's answer for one job; for several, one JSON list of the
     answers of the jobs acted on."""
     if args.array:
         if args.jobs:
@@ -89,8 +91,8 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     if not args.jobs:
         raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
     ids = [arguments.job_id(job, f"qm {verb} --array") for job in args.jobs]
-    if verb == "cancel":
-        _refuse_unless_all_cancellable(api, ids)
+    if verb in _DONE:  # requeue acts on running and ended jobs alike: the API refuses each alone
+        _refuse_unless_all_can(api, ids, verb)
     body = _action_body(args)
     failed, results = 0, []
     for job_id in ids:
@@ -114,42 +116,72 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     return 1 if failed else 0
 
 
-#: The ids `qm cancel` reads in one request: a page's worth (`?id=` of 1,000 ids is a 7 kB URL).
+#: The ids read in one request before acting: a page's worth (`?id=` of 1,000 ids is a 7 kB URL).
 _IDS_A_READ = LARGEST_PAGE
 
+#: What `qm cancel`, `hold` and `release` did to a job, for "nothing held".
+_DONE = {"cancel": "cancelled", "hold": "held", "release": "released"}
 
-def _refuse_unless_all_cancellable(api: Api, ids: list[int]) -> None:
-    """Every job named read before any is cancelled (one `GET jobs/?id=...` a thousand ids):
-    one that does not exist or is not the caller's to see, or has ended, cancels nothing, each
-    named on a line of its own. `qm cancel 48 53 99999` cancelled 48 and 53 and then said "No
-    job 99999". A job that ends between this read and its cancel is still an error line of its
-    own after the others are cancelled: the read does not lock the jobs."""
+
+def _refuse_unless_all_can(api: Api, ids: list[int], verb: str) -> None:
+    """Every job named read before any is cancelled, held or released (one `GET jobs/?id=...` a
+    thousand ids): one that does not exist or is not the caller's to see, or that `verb` cannot
+    act on as it stands (`_why_not`), changes nothing, each named on a line of its own. `qm
+    cancel 48 53 99999` cancelled 48 and 53 and then said "No job 99999"; `qm hold` and `qm
+    release` did the same until 7 Dec. A job that changes between this read and its action is
+    still an error line of its own after the others act: the read does not lock the jobs."""
     found: dict[int, dict[str, Any]] = {}
     for start in range(0, len(ids), _IDS_A_READ):
         chunk = ids[start:start + _IDS_A_READ]
         page = api.request("GET", "jobs/", params={"id": ",".join(map(str, chunk)), "limit": LARGEST_PAGE})
         found.update((job["id"], job) for job in page["results"])
+    done = _DONE[verb]
     if not found and account.reads_no_jobs(api):  # shown no job: "No job N" of jobs that are there
-        raise CliError("Finance accounts read showback and costs; they cannot cancel jobs: nothing cancelled.")
+        raise CliError(f"Finance accounts read showback and costs; they cannot {verb} jobs: nothing {done}.")
+    # Only an admin releases an admin's hold: asked once, and only when one is named.
+    admin = (verb == "release" and any(job.get("hold") == "admin" for job in found.values())
+             and bool(api.request("GET", "auth/me/").get("is_admin")))
     wrong = []
     named = list(dict.fromkeys(ids))
     for job_id in named:
         job = found.get(job_id)
-        if job is None:
-            wrong.append(f"No job {job_id}, or not yours to see.")
-        elif job["state"] in FINISHED_STATES:
-            wrong.append(f"Job {job_id} has already ended ({job['state'].replace('_', ' ')}); "
-                         "only pending or running jobs can be cancelled.")
+        said = f"No job {job_id}, or not yours to see." if job is None else _why_not(job, verb, admin)
+        if said:
+            wrong.append(said)
     if not wrong:
         return
     for said in wrong[:-1]:  # one line each, as _act_on_jobs prints a refused job
         print(f"error: {output.visible(said)}", file=sys.stderr)
     left = len(named) - len(wrong)
-    if not left:  # none of them could be cancelled: the refusals say it all
+    if not left:  # none of them could be acted on: the refusals say it all
         raise CliError(wrong[-1])
     print(f"error: {output.visible(wrong[-1])}", file=sys.stderr)
-    raise CliError(f"nothing cancelled: the other {'job' if left == 1 else f'{left} jobs'} named "
+    raise CliError(f"nothing {done}: the other {'job' if left == 1 else f'{left} jobs'} named "
                    f"{'is' if left == 1 else 'are'} left as {'it was' if left == 1 else 'they were'}")
+
+
+def _why_not(job: dict[str, Any], verb: str, admin: bool) -> str:
+    """Why `verb` cannot act on this job as the read found it, in the API's words; "" if it can.
+    A cancel takes a waiting or running job; a hold a waiting one (held already too: its
+    reason may change); a release a held one, an admin's hold by an admin only."""
+    job_id, state = job["id"], job["state"]
+    if state in FINISHED_STATES:
+        only = "only pending or running jobs can be cancelled" if verb == "cancel" \
+            else f"only a waiting job can be {_DONE[verb]}"
+        return f"Job {job_id} has already ended ({state.replace('_', ' ')}); {only}."
+    if verb == "cancel":
+        return ""
+    if state == "running":
+        return (f"Job {job_id} is running: only a waiting job can be {_DONE[verb]}. To stop it, cancel it "
+                f"(qm cancel {job_id}); to run it again later, requeue it held (qm requeue --hold {job_id}).")
+    if state != "pending":
+        return f"Job {job_id} is being stopped: only a waiting job can be {_DONE[verb]}."
+    if verb == "release" and not job.get("hold"):
+        return f"Job {job_id} is not held; it waits in the queue: only a held job can be released."
+    if verb == "release" and job["hold"] == "admin" and not admin:
+        return (f"Job {job_id} is held by an admin ({job.get('held_by') or 'an account since removed'}): only an "
+                "admin may release an admin's hold. Ask an admin to release it.")
+    return ""
 
 
 def _act_on_array(api: Api, args: argparse.Namespace, verb: str) -> int:

@@ -35,18 +35,19 @@ def test_qm_submit_hold_says_it_is_held_and_how_to_queue_it(alice_qm, fleet) -> 
                        f"held: `qm release {job.pk}` to queue it.\n")
 
 
-def test_qm_hold_several_jobs_reports_each_and_fails_for_the_running_one(alice_qm, fleet) -> None:
+def test_qm_hold_of_several_jobs_one_running_holds_none_and_says_what_to_do(alice_qm, fleet) -> None:
+    """Every job is read first: the running one is named, with what to do instead, and the
+    waiting one is left as it was (until 7 Dec it was held and the running one refused alone)."""
     waiting = _submitted(alice_qm)
     running = f.make_job(fleet.ml, state=JobState.RUNNING)
 
     run = alice_qm("hold", str(waiting.pk), str(running.pk))
 
-    assert run.code == 1
-    assert run.out == (f"Job {waiting.pk} held by alice: it is out of the queue and holds nothing until released "
-                       f"(qm release {waiting.pk}).\n")
+    assert run.code == 1 and run.out == ""
     assert f"error: Job {running.pk} is running: only a waiting job can be held." in run.err
     assert "cancel it (qm cancel" in run.err
-    assert Job.objects.get(pk=waiting.pk).hold == JobHold.USER
+    assert "nothing held: the other job named is left as it was" in run.err
+    assert Job.objects.get(pk=waiting.pk).hold == JobHold.NONE
 
 
 def test_qm_hold_refuses_a_word_that_is_not_a_job_id_before_holding_anything(alice_qm, fleet) -> None:
