@@ -81,3 +81,14 @@ def test_every_id_good_holds_them_all_and_a_job_already_held_is_still_accepted(a
 
     assert released.code == 0, released.err
     assert set(Job.objects.values_list("hold", flat=True)) == {JobHold.NONE}
+
+
+def test_an_admin_releases_an_admins_hold_among_others(qm, fleet) -> None:
+    mine = _held(fleet.ml, name="mine")
+    by_admin = f.make_job(fleet.vision, name="by-admin", hold=JobHold.ADMIN, held_at=timezone.now())
+    assert qm("login", "-u", "root", "--password-stdin", stdin="root\n").code == 0
+
+    r = qm("release", str(mine.pk), str(by_admin.pk))
+
+    assert r.code == 0, r.err
+    assert set(Job.objects.values_list("hold", flat=True)) == {JobHold.NONE}
