@@ -281,8 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
          "you may see or one not waiting, nothing is held (a job already held may be; --reason rewords it)."),
         ("release", "put held jobs back in the queue",
          "Release held jobs (scontrol release): back in the queue from the next scheduling cycle. Every job "
-         "named is read first: if any names no job you may see, one not held, or an admin's hold you may not "
-         "release, nothing is released."),
+         "named is read first: if any names no job you may see, one not waiting, or an admin's hold you may not "
+         "release, nothing is released (a waiting job not held may be named: nothing changes for it)."),
     ):
         p = sub.add_parser(verb, parents=[common], help=helptext, description=description)
         p.add_argument("jobs", nargs="*", metavar="JOB")

@@ -163,7 +163,9 @@ def _refuse_unless_all_can(api: Api, ids: list[int], verb: str) -> None:
 def _why_not(job: dict[str, Any], verb: str, admin: bool) -> str:
     """Why `verb` cannot act on this job as the read found it, in the API's words; "" if it can.
     A cancel takes a waiting or running job; a hold a waiting one (held already too: its
-    reason may change); a release a held one, an admin's hold by an admin only."""
+    reason may change); a release a waiting one (not held already too: it changes nothing, as a
+    hold of a held job does, so a script releasing a set twice does not fail), an admin's hold by
+    an admin only."""
     job_id, state = job["id"], job["state"]
     if state in FINISHED_STATES:
         only = "only pending or running jobs can be cancelled" if verb == "cancel" \
@@ -176,8 +178,6 @@ def _why_not(job: dict[str, Any], verb: str, admin: bool) -> str:
                 f"(qm cancel {job_id}); to run it again later, requeue it held (qm requeue --hold {job_id}).")
     if state != "pending":
         return f"Job {job_id} is being stopped: only a waiting job can be {_DONE[verb]}."
-    if verb == "release" and not job.get("hold"):
-        return f"Job {job_id} is not held; it waits in the queue: only a held job can be released."
     if verb == "release" and job["hold"] == "admin" and not admin:
         return (f"Job {job_id} is held by an admin ({job.get('held_by') or 'an account since removed'}): only an "
                 "admin may release an admin's hold. Ask an admin to release it.")
