@@ -420,9 +420,9 @@ def cohort_overcommit_warnings(cohort: Cohort) -> list[str]:
         .values("gpu_type__name", "gpu_type_id")
         .annotate(total=Sum("nominal_gpus"))
     )
+    fleet = quotas.fleet_gpus_by_type()
     for row in guaranteed:
-        capacity = Node.objects.filter(gpu_type_id=row["gpu_type_id"]).exclude(state=NodeState.RETIRED).aggregate(
-            n=Sum("gpu_count"))["n"] or 0
+        capacity = fleet.get(row["gpu_type_id"], 0)
         if row["total"] > capacity:
             warnings.append(
                 f"Cohort {cohort.name} guarantees {row['total']} {row['gpu_type__name']} GPUs "
@@ -556,7 +556,12 @@ class QuotaAdmin(TeamColumn, QuotaWords, KeepsOthersChanges):
         super().save_model(request, obj, form, change)
         quotas.record_quota_change(obj, "changed" if change else "created", before, _actor(request))
         _warn_held_above_nominal(self, request, obj, before)
-        if obj.team.cohort is not None:
+        # The quota's own words against the fleet (the API's `warnings`). A quota with a nominal
+        # hears there of all teams' guarantees adding up past the fleet, which a cohort's doing
+        # implies, so the cohort's words are kept for a quota of nominal 0 only (not said twice).
+        for warning in quotas.above_fleet_warnings(obj):
+            self.message_user(request, warning, level=messages.WARNING)
+        if obj.team.cohort is not None and not obj.nominal_gpus:
             for warning in cohort_overcommit_warnings(obj.team.cohort):
                 self.message_user(request, warning, level=messages.WARNING)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Case, Count, IntegerField, QuerySet, Value, When
+from django.db.models import Case, Count, IntegerField, QuerySet, Sum, Value, When
 
 from controlplane.choices import EventKind, NodeState
 from controlplane.models import AllocationGpu, Event, Node, Quota, Team
@@ -222,11 +222,56 @@ def held_above_nominal_after_move(team: Team, before: str | None) -> list[str]:
     return warnings
 
 
-def lent_now() -> dict[tuple[int, int], float]:
+def fleet_gpus_by_type() -> dict[int, int]:
+    """Per GPU type id, the fleet's GPUs: every node not retired, a cordoned or down one too (it
+    may come back), as the what-if page, the teams page and the metrics count them. One query."""
+    capacity: dict[int, int] = {}
+    for gpu_type_id, gpus in Node.objects.exclude(state=NodeState.RETIRED).values_list("gpu_type_id", "gpu_count"):
+        capacity[gpu_type_id] = capacity.get(gpu_type_id, 0) + gpus
+    return capacity
+
+
+def guaranteed_by_type() -> dict[int, int]:
+    """Per GPU type id, the sum of every team's nominal quota of it. One query."""
+    return dict(Quota.objects.order_by().values_list("gpu_type_id").annotate(n=Sum("nominal_gpus"))
+                .values_list("gpu_type_id", "n"))
+
+
+def above_fleet_warnings(quota: Quota, fleet: dict[int, int] | None = None,
+                         guaranteed: dict[int, int] | None = None) -> list[str]:
+    """What a quota above the fleet's GPUs of its type means, for the API's `warnings` and the
+    admin's save; [] when it fits. Taken, never refused: capacity may be coming (Kueue takes a
+    nominal quota above the cluster too), but a nominal above the fleet is a guarantee the team
+    can never hold in full, a borrowing limit above it limits nothing, and nominal quotas adding
+    up past the fleet are guarantees that cannot all be honoured at once. A lending limit is
+    never above nominal (Quota.clean), so it is said through the nominal. ``fleet`` and
+    ``guaranteed``: `fleet_gpus_by_type()` and `guaranteed_by_type()`, when read already (a
+    list's rows share one read)."""
+    fleet = fleet_gpus_by_type() if fleet is None else fleet
+    guaranteed = guaranteed_by_type() if guaranteed is None else guaranteed
+    has = fleet.get(quota.gpu_type_id, 0)
+    gpu_type = quota.gpu_type.name
+    fleet_has = f"the {has} {gpu_type} GPUs the fleet has"
+    warnings = []
+    if quota.nominal_gpus > has:
+        warnings.append(f"Nominal {quota.nominal_gpus} is above {fleet_has}: the team can never hold it all "
+                        "until more come.")
+    if quota.borrowing_limit is not None and quota.borrowing_limit > has:
+        warnings.append(f"Borrowing limit {quota.borrowing_limit} is above {fleet_has}: the team can never borrow "
+                        "that many; until more come it limits nothing.")
+    total = guaranteed.get(quota.gpu_type_id, 0)
+    if quota.nominal_gpus and total > has:
+        warnings.append(f"All teams' nominal {gpu_type} quotas add up to {total}, above {fleet_has}: these "
+                        "guarantees cannot all be honoured at once.")
+    return warnings
+
+
+def lent_now(capacity: dict[int, int] | None = None) -> dict[tuple[int, int], float]:
     """Per (team id, GPU type id) with a quota: the GPUs of its unused guarantee other teams of
     its cohort run on now, the teams page's "lent" (the accounting's split, usage_tiers.
     idle_guarantees, over this instant: borrowers run first on capacity nobody is guaranteed,
-    the rest is lent in proportion to what each team may lend). Three queries."""
+    the rest is lent in proportion to what each team may lend). Three queries, two when given
+    ``capacity``: `fleet_gpus_by_type()`, read already."""
     guarantees = [Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
                   for t, g, n, lend, c in Quota.objects.values_list(
                       "team_id", "gpu_type_id", "nominal_gpus", "lending_limit", "team__cohort_id")]
@@ -234,9 +279,7 @@ def lent_now() -> dict[tuple[int, int], float]:
         AllocationGpu.held().order_by()
         .values_list("allocation__job__team_id", "node__gpu_type_id").annotate(n=Count("pk"))
     )]
-    capacity: dict[int, int] = {}
-    for gpu_type_id, gpus in Node.objects.exclude(state=NodeState.RETIRED).values_list("gpu_type_id", "gpu_count"):
-        capacity[gpu_type_id] = capacity.get(gpu_type_id, 0) + gpus
+    capacity = fleet_gpus_by_type() if capacity is None else capacity
     # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
     cells = idle_guarantees(0, 1, guarantees, holdings, capacity, PriceBook())
     return {key: float(cell.lent_gpu_us) for key, cell in cells.items()}

@@ -104,12 +104,16 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
     lent_gpus = serializers.SerializerMethodField(
         help_text="GPUs of its unused nominal quota that other teams of its cohort run on now (the teams "
                   "page's and the admin's 'lent'; a share when several teams lend, hence one decimal).")
+    warnings = serializers.SerializerMethodField(
+        help_text="What this quota means that may not be meant, against the fleet's GPUs of its type (every node "
+                  "not retired): a nominal or borrowing limit above them, and all teams' nominal quotas of the type "
+                  "adding up past them. Taken, not refused: capacity may be coming ([] when none).")
 
     class Meta:
         model = Quota
         fields = [
             "id", "team", "gpu_type", "nominal_gpus", "borrowing_limit", "lending_limit",
-            "cohort", "held_gpus", "borrowed_gpus", "lent_gpus",
+            "cohort", "held_gpus", "borrowed_gpus", "lent_gpus", "warnings",
         ]
         # A second quota for one team and GPU type is refused by Quota.clean() on the field, naming
         # the quota to change (DRF's unique-together check said it on no field).
@@ -139,8 +143,22 @@ class QuotaSerializer(ConstraintCheckedModelSerializer):
         # once per response, not per quota: the split is three queries over the whole fleet
         lent = self.context.get("lent_now")
         if lent is None:
-            lent = self.context["lent_now"] = quotas.lent_now()
+            lent = self.context["lent_now"] = quotas.lent_now(self._fleet_gpus())
         return round(lent.get((obj.team_id, obj.gpu_type_id), 0.0), 1)
+
+    def get_warnings(self, obj: Quota) -> list[str]:
+        guaranteed = self.context.get("_guaranteed_gpus")
+        if guaranteed is None:
+            guaranteed = self.context["_guaranteed_gpus"] = quotas.guaranteed_by_type()
+        return quotas.above_fleet_warnings(obj, self._fleet_gpus(), guaranteed)
+
+    def _fleet_gpus(self) -> dict[int, int]:
+        # The fleet's GPUs per type, read once per answer for `lent_gpus` and `warnings` both (a
+        # list's rows share the serializer's context).
+        fleet: dict[int, int] | None = self.context.get("_fleet_gpus")
+        if fleet is None:
+            fleet = self.context["_fleet_gpus"] = quotas.fleet_gpus_by_type()
+        return fleet
 
 
 class PriorityClassSerializer(ConstraintCheckedModelSerializer):
