@@ -16,8 +16,9 @@ from typing import Any
 from django.db import connection
 from django.db.models import Count, Q
 
-from controlplane.choices import FINISHED_JOB_STATES, JobState, NodeState
-from controlplane.models import AllocationGpu, Job, Node, Quota, Team
+from controlplane.choices import FINISHED_JOB_STATES, JobState
+from controlplane.models import AllocationGpu, Job, Quota, Team
+from controlplane.services import quotas as quotas_service
 from controlplane.services.usage_tiers import Guarantee, Holding, PriceBook, idle_guarantees
 from controlplane.shared_store import shared_store
 
@@ -70,9 +71,7 @@ def quota_rows(visible_team_ids: Iterable[int] | None) -> list[QuotaRow]:
         held[key] = row["n"]
         names[key[0]] = row["allocation__job__team__name"]
         types[key[1]] = row["node__gpu_type__name"]
-    capacity: dict[int, int] = defaultdict(int)
-    for gpu_type_id, gpus in Node.objects.exclude(state=NodeState.RETIRED).values_list("gpu_type_id", "gpu_count"):
-        capacity[gpu_type_id] += gpus
+    capacity = quotas_service.fleet_gpus_by_type()
     guarantees = [Guarantee(team_id=t, gpu_type_id=g, nominal_gpus=n, lending_limit=lend, cohort_id=c)
                   for t, g, n, lend, _, c, _, _ in quotas]
     # One microsecond of the present: the cells' GPU-microseconds are then GPUs.
