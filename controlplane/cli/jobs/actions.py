@@ -61,8 +61,8 @@ def _jobs_picked(api: Api, args: argparse.Namespace) -> list[int]:
 def cmd_hold(api: Api, args: argparse.Namespace) -> int:
     """Hold (`qm hold`) or release (`qm release`) each job named, or every waiting task of an
     array: as `scontrol hold/release`. Every job named is read first: one that is not the
-    caller's, not waiting (a hold), not held or under an admin's hold a member may not release
-    (a release) holds or releases none, each named."""
+    caller's, not waiting, or (a release) under an admin's hold a member may not release holds
+    or releases none, each named."""
     return _act_on_jobs(api, args, args.command)
 
 
