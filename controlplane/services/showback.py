@@ -795,7 +795,7 @@ def presented_money(report: Showback) -> dict[str, dict[str, Decimal]]:
         "cost_without_tokens_usd": sum(without, Decimal(0)),
         "preemption_waste_usd": sum(waste, Decimal(0)),
     }
-    if report.group_by == "team":
+    if shows_idle_reserved(report):
         # Idle reserved quota is a team's guarantee, so only the team grouping has the column
         # (`shows_idle_reserved`): by project TOTAL carried the teams' figure over rows that
         # had none, which the page hid and the CSV and qm showed (until 7 Dec).
