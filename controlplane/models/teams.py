@@ -76,13 +76,16 @@ class Team(models.Model):
 
 def team_classes_problem(default: object, allowed: object) -> str | None:
     """A team's default priority class must be one it may use: a member's submit naming no
-    class would otherwise be refused for the class the team gave it."""
+    class would otherwise be refused for the class the team gave it. The classes are a set: one
+    named twice in a request (`["production", "production"]`) is said once (it was said twice,
+    as if the team had two classes of that name)."""
     chosen = list(allowed or ())
     if default is None or not chosen or default in chosen:
         return None
     name = getattr(default, "name", default)
+    names = sorted({str(getattr(c, "name", c)) for c in chosen})
     return (f"the team's default class {name} is not among the classes it may use "
-            f"({', '.join(sorted(str(getattr(c, 'name', c)) for c in chosen))}): choose one of those, or tick {name} too")
+            f"({', '.join(names)}): choose one of those, or tick {name} too")
 
 
 class Membership(models.Model):

@@ -113,3 +113,22 @@ def test_a_teams_default_class_must_be_one_it_may_use(fleet, admin: APIClient) -
         "those, or tick research too"]}
     assert not fleet.ml.priority_classes.exists()
     assert PriorityClass.objects.count() == 2
+
+
+def test_a_class_named_twice_is_said_once(fleet, admin: APIClient) -> None:
+    """A script building the list from several sources named production twice: the refusal of the
+    default read "(production, production)", as if the team had two classes of that name."""
+    r = admin.patch(f"{J}/teams/{fleet.ml.pk}/", {"priority_classes": ["production", "production"]}, format="json")
+
+    assert r.status_code == 400
+    assert r.json()["errors"] == {"default_priority_class": [
+        "the team's default class research is not among the classes it may use (production): choose one of "
+        "those, or tick research too"]}
+    assert not fleet.ml.priority_classes.exists()
+    # taken, the list is a set: each class once, in the answer and in the trail
+    ok = admin.patch(f"{J}/teams/{fleet.ml.pk}/", {"priority_classes": ["research", "production", "research"]},
+                     format="json")
+    assert ok.status_code == 200, ok.json()
+    assert ok.json()["priority_classes"] == ["production", "research"]
+    event = Event.objects.filter(kind="config.changed", reason="TeamChanged").latest("id")
+    assert event.message == "Team ml changed: priority classes any → production, research"
