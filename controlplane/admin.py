@@ -9,7 +9,6 @@ from django import forms
 from django.conf import settings
 from django.contrib import admin, messages
 from django.contrib.admin.helpers import ActionForm
-from django.contrib.admin.utils import unquote
 from django.contrib.auth import get_user_model
 from django.contrib.auth.admin import UserAdmin as DjangoUserAdmin
 from django.db import models, transaction
@@ -285,12 +284,8 @@ class UserAdmin(NamedControls, ShownWhole, DjangoUserAdmin):
     def user_change_password(self, request, id, form_url=""):  # type: ignore[no-untyped-def]
         """The user's password page: a password set, or made unusable, is a `UserPasswordChanged`
         event (never the password nor its hash); until 6 Dec it was in Django's own log only."""
-        try:
-            user_id = int(unquote(id))
-        except ValueError:
-            return super().user_change_password(request, id, form_url)  # Django's 404
         return config_audit.password_change_recorded(
-            user_id, _actor(request), lambda: super(UserAdmin, self).user_change_password(request, id, form_url))
+            _actor(request), lambda: super(UserAdmin, self).user_change_password(request, id, form_url))
 
     def delete_model(self, request, obj):  # type: ignore[no-untyped-def]
         with transaction.atomic():  # the user's memberships go with them, each recorded

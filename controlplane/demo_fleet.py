@@ -145,12 +145,10 @@ def _seed(with_nodes: bool, awaiting_agents: bool = False) -> None:
             )
     user_model = get_user_model()
     for username, team_name, role in USERS:
-        user, created = user_model.objects.get_or_create(username=username, defaults={"email": f"{username}@example.com"})
-        if created:
-            user.set_password(username)
-            if role == Role.ADMIN:
-                user.is_staff = user.is_superuser = True
-            user.save()
+        user = user_model.objects.filter(username=username).first()
+        if user is None:  # made with its password: a password set after would be a UserPasswordChanged event
+            user = user_model.objects.create_user(username, email=f"{username}@example.com", password=username,
+                                                  is_staff=role == Role.ADMIN, is_superuser=role == Role.ADMIN)
         team = Team.objects.get(name=team_name) if team_name else None
         Membership.objects.get_or_create(user=user, team=team, defaults={"role": role})
     if with_nodes:

@@ -8,7 +8,9 @@ theirs), do the work that belongs to the services. So the models import no servi
   rollups repriced from the earliest instant it affects, for the GPU types and tiers it touches
   (`services/accounting.reprice`), by a Celery task queued when the change commits (API, admin,
   shell alike); without a broker (the demo) the task runs at once, after the commit.
-- A user's password set anew revokes their API tokens (`services/api_tokens.password_changed`).
+- A user's password set anew revokes their API tokens (`services/api_tokens.password_changed`),
+  and any change of it, by whatever path, is one `UserPasswordChanged` event
+  (`services/config_audit.password_saved`, the hash stored before the save read at pre_save).
 - A failed sign-in (the API's token request, the pages' and the admin's forms: Django's
   `user_login_failed`) counts against its username (`api/throttling.sign_in_failed`).
 """
@@ -28,7 +30,7 @@ from django.dispatch import receiver
 from controlplane.api.throttling import sign_in_failed
 from controlplane.models import Event, PriceRate
 from controlplane.models.events import events_written
-from controlplane.services import api_tokens, notifications
+from controlplane.services import api_tokens, config_audit, notifications
 from controlplane.tasks_accounting import reprice_rollups
 
 log = structlog.get_logger(__name__)
@@ -60,6 +62,22 @@ def revoke_token_after_password_change(sender: type[models.Model], instance: Any
         return  # the sign-in's last_login, a rename: no password written
     if getattr(instance, "_password", None) is not None or not instance.has_usable_password():
         api_tokens.password_changed(instance)
+
+
+@receiver(pre_save, sender=get_user_model(), dispatch_uid="qm-user-password-remember-stored")
+def remember_stored_password(sender: type[models.Model], instance: Any, raw: bool = False,
+                             update_fields: Any = None, **kwargs: Any) -> None:
+    instance._qm_stored_password = config_audit.stored_password(instance, update_fields, raw)
+
+
+@receiver(post_save, sender=get_user_model(), dispatch_uid="qm-user-password-changed-record")
+def record_password_change(sender: type[models.Model], instance: Any, created: bool = False, **kwargs: Any) -> None:
+    """Whatever set it (a page, a command, `manage.py shell`): one event per change of the
+    stored password (Django clears the raw one only after this signal)."""
+    before = getattr(instance, "_qm_stored_password", None)
+    instance._qm_stored_password = None
+    if not created:
+        config_audit.password_saved(instance, before)
 
 
 @receiver(pre_save, sender=PriceRate, dispatch_uid="qm-price-rate-remember-previous")

@@ -14,12 +14,15 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
+import sys
 from collections.abc import Callable
+from contextvars import ContextVar
 from decimal import Decimal
 from typing import Any, TypeVar
 
 from django.conf import settings
-from django.contrib.auth import get_user_model
+from django.contrib.auth.hashers import get_hasher, identify_hasher, is_password_usable
 from django.db import models, transaction
 from django.db.models import Count, Q
 
@@ -61,6 +64,13 @@ USER_AUDITED = ("username", "is_active", "is_staff", "is_superuser")
 T = TypeVar("T")
 
 
+def _os_user() -> str:
+    try:
+        return getpass.getuser()
+    except OSError:  # no login name, no passwd entry (a container's bare uid)
+        return f"uid {os.getuid()}"
+
+
 class CommandLine:
     """Who acts when a `manage.py` command changes a user: no request, so no signed-in user; the
     OS user who ran it is what the trail can say (actor ``manage.py:<os user>``), and the event's
@@ -68,37 +78,113 @@ class CommandLine:
 
     def __init__(self, command: str) -> None:
         self.command = f"manage.py {command}"
-        try:
-            self.os_user = getpass.getuser()
-        except OSError:  # no login name, no passwd entry (a container's bare uid)
-            self.os_user = f"uid {os.getuid()}"
+        self.os_user = _os_user()
         self.actor = f"manage.py:{self.os_user}"
         self.said = f" ({self.command}, run as OS user {self.os_user})"
         self.data = {"command": self.command, "os_user": self.os_user}
 
 
-def password_change_recorded(user_id: int, actor: str, change: Callable[[], T],
-                             command: CommandLine | None = None) -> T:
-    """Run ``change`` (a page, or `manage.py changepassword`, that may set user ``user_id``'s
-    password) and, when it did, record a `UserPasswordChanged` event in the same transaction:
-    who changed whose password, or made it unusable ("password-based authentication:
-    disabled"). Never the password nor its hash; the stored hashes are compared only to tell
-    whether it changed. A user created with a password is `UserCreated` (by
-    `manage.py createsuperuser` too: controlplane/management/commands)."""
-    stored = get_user_model().objects.filter(pk=user_id)
-    with transaction.atomic():
-        before = stored.values_list("password", flat=True).first()
-        answer = change()
-        user = stored.first()
-        if user is not None and before is not None and user.password != before:
-            name = user.get_username()
-            said = "password changed" if user.has_usable_password() else "password-based sign-in disabled"
-            data = {"model": "user", "user": name, "usable_password": user.has_usable_password()}
-            Event.objects.create(**event_fields(
-                EventKind.CONFIG_CHANGED, actor, reason="UserPasswordChanged",
-                message=f"User {name}'s {said}{command.said if command else ''}",
-                data={**data, **(command.data if command else {})}))
-    return answer
+class UnnamedProcess:
+    """Who acts when a user's password changes with no page nor command saying who
+    (`manage.py shell`, a script, a view that forgot to): the process itself, honestly, actor
+    ``process:<os user>``, and what it runs ("manage.py shell", "celery", "gunicorn"): the
+    program's name and, for manage.py, the command's, never the rest of its command line (a
+    `shell -c "u.set_password('…')"` holds the password)."""
+
+    def __init__(self) -> None:
+        self.os_user = _os_user()
+        self.pid = os.getpid()
+        self.program = _program(list(sys.argv or []))
+        self.actor = f"process:{self.os_user}"
+        self.said = f" (process {self.pid}, {self.program}, run as OS user {self.os_user}: no page or command said who)"
+        self.data = {"process": self.program, "os_user": self.os_user, "pid": self.pid}
+
+
+def _program(argv: list[str]) -> str:
+    if not argv or not argv[0]:
+        return "python"
+    if argv[0] == "-c":
+        return "python -c"
+    program = os.path.basename(argv[0])[:64]
+    if program in ("manage.py", "django-admin") and len(argv) > 1 and re.fullmatch(r"[a-z_][a-z0-9_]{0,63}", argv[1]):
+        return f"{program} {argv[1]}"
+    return program
+
+
+#: Who is changing passwords in this thread or task now (a page's signed-in user, a command
+#: line), set by `password_change_recorded`; unset, `password_saved` names the process.
+_changing: ContextVar[tuple[str, CommandLine | None] | None] = ContextVar("qm_password_changer", default=None)
+
+
+def password_change_recorded(actor: str, change: Callable[[], T], command: CommandLine | None = None) -> T:
+    """Run ``change`` (a page, or `manage.py changepassword`, that may set a user's password) in
+    one transaction, as ``actor``: the `UserPasswordChanged` event each password it sets is
+    recorded with (`password_saved`, from the user's save) names them and the command, in the
+    same transaction. A change refused sets nothing and records nothing."""
+    said = _changing.set((actor, command))
+    try:
+        with transaction.atomic():
+            return change()
+    finally:
+        _changing.reset(said)
+
+
+def stored_password(user: Any, update_fields: Any, raw: bool) -> str | None:
+    """The hash stored for ``user`` before a save that may write a new one (read by the user's
+    pre_save), or None when the save sets none: a new user (`UserCreated` says it), a fixture's
+    raw load, a save of other columns only (a sign-in's last_login)."""
+    if raw or user.pk is None or user._state.adding:
+        return None
+    if update_fields is not None and "password" not in update_fields:
+        return None
+    stored: str | None = type(user)._default_manager.filter(pk=user.pk).values_list("password", flat=True).first()
+    return stored
+
+
+def password_saved(user: Any, before: str | None) -> Event | None:
+    """After a save of ``user`` (post_save), whose stored hash was ``before``: when the password
+    changed, record one `UserPasswordChanged` event, whatever path set it: who changed whose
+    password, or made it unusable ("password-based sign-in disabled"), as the page or command
+    running (`password_change_recorded`) says, else the process (`UnnamedProcess`). Never the
+    password nor its hash; the hashes are compared only to tell whether it changed. A save
+    outside a transaction (the shell's autocommit) writes the user, then the event.
+
+    A hash that differs for the same password is no change: Django stores a password again
+    under the preferred hasher at a sign-in (`check_password`, clearing the raw password it set
+    first). The same holds for a hash assigned by hand (`u.password = make_password(…)`, no
+    raw password on the user) over one the preferred hasher would have redone: it cannot be
+    told from that, and is not recorded (set_password is)."""
+    if before is None or user.password == before:
+        return None
+    if getattr(user, "_password", None) is None and _rehashed(before, user.password):
+        return None
+    actor, command = _changing.get() or (None, None)
+    origin: CommandLine | UnnamedProcess | None = command
+    if actor is None:
+        origin = UnnamedProcess()
+        actor = origin.actor
+    name = user.get_username()
+    usable = user.has_usable_password()
+    said = "password changed" if usable else "password-based sign-in disabled"
+    return Event.objects.create(**event_fields(
+        EventKind.CONFIG_CHANGED, actor, reason="UserPasswordChanged",
+        message=f"User {name}'s {said}{origin.said if origin else ''}",
+        data={"model": "user", "user": name, "usable_password": usable, **(origin.data if origin else {})}))
+
+
+def _rehashed(before: str, after: str) -> bool:
+    """Whether ``after`` may be ``before``'s password stored again by the preferred hasher: a
+    sign-in's upgrade (django.contrib.auth.hashers.check_password: only a hash from another
+    hasher, or one it must update, is redone)."""
+    if not (is_password_usable(before) and is_password_usable(after)):
+        return False
+    try:
+        was, now = identify_hasher(before), identify_hasher(after)
+    except ValueError:
+        return False
+    preferred = get_hasher("default")
+    return (now.algorithm == preferred.algorithm and not preferred.must_update(after)
+            and (was.algorithm != preferred.algorithm or preferred.must_update(before)))
 
 
 def _is_user(obj: models.Model) -> bool:

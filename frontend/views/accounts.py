@@ -77,4 +77,4 @@ def admin_password_change(request: HttpRequest, extra_context: dict[str, Any] | 
     if not request.user.is_authenticated:
         return view(request, extra_context)  # to the sign-in form
     return config_audit.password_change_recorded(
-        request.user.pk, f"user:{request.user.get_username()}", lambda: view(request, extra_context))
+        f"user:{request.user.get_username()}", lambda: view(request, extra_context))
