@@ -779,6 +779,23 @@ def _node_action(verb: Any, label: str) -> Any:
     return admin.action(description=label)(act)
 
 
+class NodeMaintenanceFilter(admin.SimpleListFilter):
+    """The nodes a maintenance window holds now, those with one coming, those with none: the
+    windows read as the list's column reads them (services/maintenance.concerning_each_node)."""
+
+    title = "maintenance"
+    parameter_name = "maintenance"
+
+    def lookups(self, request: HttpRequest, model_admin: Any) -> list[tuple[str, str]]:
+        return [("now", "In maintenance now"), ("upcoming", "Window upcoming"), ("none", "None")]
+
+    def queryset(self, request: HttpRequest, queryset: QuerySet[Node]) -> QuerySet[Node] | None:
+        chosen = {"now": {"maintenance_held": True},
+                  "upcoming": {"maintenance_held": False, "maintenance_window__isnull": False},
+                  "none": {"maintenance_window__isnull": True}}.get(self.value() or "")
+        return queryset.filter(**chosen) if chosen is not None else queryset
+
+
 @admin.register(Node)
 class NodeAdmin(ConfigAudited):
     """A node's state moves by the cordon, drain, uncordon, retire and return actions
@@ -790,8 +807,9 @@ class NodeAdmin(ConfigAudited):
 
     form = NodeForm
     action_form = NodeActionForm
-    list_display = ("name", "pool", "gpu_type", "gpu_count", "leaf_switch", "spine", "state", "last_heartbeat_at")
-    list_filter = ("pool", "state", "gpu_type", "leaf_switch")
+    list_display = ("name", "pool", "gpu_type", "gpu_count", "leaf_switch", "spine", "state", "maintenance",
+                    "last_heartbeat_at")
+    list_filter = ("pool", "state", NodeMaintenanceFilter, "gpu_type", "leaf_switch")
     search_fields = ("name",)
     exclude = ("agent_token_hash",)
     readonly_fields = ("state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at", "retired_at")
@@ -802,6 +820,20 @@ class NodeAdmin(ConfigAudited):
         _node_action(nodes.retire, "Retire selected nodes: out of the fleet for good (refused while jobs run there)"),
         _node_action(nodes.return_to_service, "Return selected nodes to service: down until their agents register"),
     ]
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[Node]:
+        # Each node's maintenance window, as the Nodes page and the API read them: the one
+        # holding it now, else the next (subqueries of the list's own query).
+        return maintenance.concerning_each_node(super().get_queryset(request), timezone.now())
+
+    @admin.display(description="maintenance", ordering="maintenance_start_at")
+    def maintenance(self, node: Node) -> str:
+        said = maintenance.concerning_said(node)
+        if said is None:
+            return "-"
+        return format_html('<a href="{}">{}</a>', reverse("admin:controlplane_maintenancewindow_change",
+                                                        args=[node.maintenance_window]),  # type: ignore[attr-defined]
+                           _whole(said))
 
     def get_object(self, request, object_id, from_field=None):  # type: ignore[no-untyped-def]
         """A save takes the scheduler lease row before the node's (services/nodes.py,

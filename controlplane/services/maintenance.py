@@ -38,7 +38,7 @@ import structlog
 from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser
 from django.db import transaction
-from django.db.models import Count, F, Q, QuerySet
+from django.db.models import Count, Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -585,6 +585,37 @@ def active_at(now: datetime) -> QuerySet[MaintenanceWindow]:
     takes no work (scheduler_core/maintenance.py), and every page, figure and metric that counts
     free or schedulable GPUs leaves it out (`active_at(now).filter(nodes=OuterRef("pk"))`)."""
     return MaintenanceWindow.objects.filter(_active(now))
+
+
+def concerning_each_node(nodes: QuerySet[Node], now: datetime) -> QuerySet[Node]:
+    """`nodes`, each with the window that concerns it first, as the Nodes page's rows say it
+    (frontend/views/nodes.in_maintenance): the one holding it now (`active_at`, the rule of the
+    fleet's figures and the API's `maintenance_window`), else the next to begin (`in_state`
+    upcoming): `maintenance_held` (in one now), `maintenance_window` (its id, None for none),
+    `maintenance_start_at`, `maintenance_end_at`, `maintenance_reason`. Subqueries of the
+    node's own query: a list of nodes costs no query more, however many windows there are.
+    A node's windows never overlap, so ordered by start the active one, if any, comes first."""
+    first = (in_state(MaintenanceWindow.objects.all(), (MaintenanceWindowState.ACTIVE, MaintenanceWindowState.UPCOMING),
+                      now).filter(nodes=OuterRef("pk")).order_by("start_at", "id"))
+    return nodes.annotate(
+        maintenance_held=Exists(active_at(now).filter(nodes=OuterRef("pk"))),
+        maintenance_window=Subquery(first.values("id")[:1]),
+        maintenance_start_at=Subquery(first.values("start_at")[:1]),
+        maintenance_end_at=Subquery(first.values("end_at")[:1]),
+        maintenance_reason=Subquery(first.values("reason")[:1]),
+    )
+
+
+def concerning_said(node: Node) -> str | None:
+    """A node's window of `concerning_each_node`, in words: "in maintenance until 2026-12-07
+    14:00 UTC: firmware", "from 2026-12-08 02:00 UTC for 4 h: rack move"; None for none."""
+    start_at, end_at = getattr(node, "maintenance_start_at", None), getattr(node, "maintenance_end_at", None)
+    if start_at is None or end_at is None:
+        return None
+    reason = getattr(node, "maintenance_reason", "")
+    if getattr(node, "maintenance_held", False):
+        return f"in maintenance until {when(end_at)}: {reason}"
+    return f"from {when(start_at)} for {span((end_at - start_at).total_seconds())}: {reason}"
 
 
 def _active(now: datetime) -> Q:
