@@ -812,7 +812,10 @@ class NodeAdmin(ConfigAudited):
     list_filter = ("pool", "state", NodeMaintenanceFilter, "gpu_type", "leaf_switch")
     search_fields = ("name",)
     exclude = ("agent_token_hash",)
-    readonly_fields = ("state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at", "retired_at")
+    # What its agent declared at its last registration: the agent's, shown as why a GPU type or
+    # count may be refused (services/nodes.py), set again at each registration.
+    readonly_fields = ("state", "unschedulable", "agent_lease_expires_at", "last_heartbeat_at", "retired_at",
+                       "agent_gpu_type", "agent_gpu_count", "agent_registered_at")
     actions = [
         _node_action(nodes.cordon, "Cordon: take no new work"),
         _node_action(nodes.drain, "Drain: take no new work, let running jobs finish"),

@@ -201,6 +201,13 @@ class Node(models.Model):
     simulated = models.BooleanField(default=False)
     # When it left the fleet (state `retired`): capacity and idle cost end here.
     retired_at = models.DateTimeField(null=True, blank=True)
+    # What its agent declared at its last registration (services/agent_protocol.register), which
+    # an admin's edit may not contradict (services/nodes.gpu_type_refusal, gpu_count_refusal):
+    # its GPUs' type ("" when the agent named none, or none is on record: migration 0045), how
+    # many, and when; null for a node no agent has registered.
+    agent_gpu_type = models.CharField("GPU type its agent declared", max_length=64, blank=True, default="")
+    agent_gpu_count = models.PositiveIntegerField("GPUs its agent declared", null=True, blank=True)
+    agent_registered_at = models.DateTimeField("its agent's last registration", null=True, blank=True)
 
     class Meta:
         ordering = ["pool", "leaf_switch", "name"]

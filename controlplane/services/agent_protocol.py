@@ -392,6 +392,11 @@ def _register(
         if node.state in (NodeState.SUSPECT, NodeState.QUARANTINED, NodeState.DOWN):
             # An operator's cordon or drain outlives the node going away (services/nodes.py).
             node.state = NodeState.CORDONED if node.unschedulable else NodeState.READY
+        # What it declares now, kept on the node: an admin's edit may not contradict it
+        # (services/nodes.gpu_type_refusal, gpu_count_refusal); a type it names no more is free.
+        node.agent_gpu_type = inventory.gpu_type or ""
+        node.agent_gpu_count = node.gpu_count
+        node.agent_registered_at = now
         fresh = new_token()
         node.agent_token_hash = token_hash(fresh)
         node.last_heartbeat_at = now
@@ -410,8 +415,8 @@ def _register(
                   "devices": list(inventory.devices)[:16],
                   **({"gpus_before": was[0], "gpu_type_before": was[1]} if changed and was is not None else {}),
                   **({"inventory_before": replaced} if replaced else {}),
-                  # what the agent named its GPUs, which an admin's edit may not contradict
-                  # (services/nodes.gpu_type_refusal); absent when it named none
+                  # what the agent named its GPUs (kept on the node too, agent_gpu_type, which
+                  # services/nodes.gpu_type_refusal reads); absent when it named none
                   **({"gpu_type_declared": inventory.gpu_type} if inventory.gpu_type is not None else {})},
         )
         if before != node.state:

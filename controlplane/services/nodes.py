@@ -35,7 +35,7 @@ from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from controlplane.choices import LIVE_ALLOCATION_STATES, AllocationState, EventKind, NodeState
-from controlplane.models import AllocationGpu, Event, GpuType, Node
+from controlplane.models import AllocationGpu, GpuType, Node
 from controlplane.services.transitions import record_event
 from scheduler_core.sentences import counted
 
@@ -82,9 +82,8 @@ def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
     check (services/agent_protocol.py)."""
     if node.pk is None:
         return None
-    declared = _declared_gpus(node)
-    if declared is not None and gpu_count > max(declared[0], node.gpu_count):
-        count, at = declared
+    _, count, at = _declared(node)
+    if count is not None and at is not None and gpu_count > max(count, node.gpu_count):
         return (f"{node.name}'s agent declared {count} GPUs when it registered ({at:%Y-%m-%d %H:%M} UTC): with "
                 f"{gpu_count} the scheduler would bind jobs to GPUs {count}–{gpu_count - 1}, which the node does "
                 "not have. An agent declares its node's GPUs at each registration: after adding GPUs, restart "
@@ -98,26 +97,14 @@ def gpu_count_refusal(node: Node, gpu_count: int) -> str | None:
             + _DRAIN_FIRST.format(pk=node.pk, what="its GPU count"))
 
 
-def _last_registration(node: Node) -> tuple[dict[str, Any], datetime] | None:
-    """The data of `node`'s last node.registered event, and when; None when no agent has
-    registered it (a node an admin described ahead of its agent). Each registration sets what
-    the agent declares (services/agent_protocol.py); between registrations an admin's edit is
-    all that changes it."""
-    row = (Event.objects.filter(kind=EventKind.NODE_REGISTERED, node_id=node.pk)
-           .order_by("-id").values_list("data", "created_at").first())
-    if row is None or not isinstance(row[0], dict):
-        return None
-    return row[0], row[1]
-
-
-def _declared_gpus(node: Node) -> tuple[int, datetime] | None:
-    """The GPUs `node`'s agent declared at its last registration, and when. (Until 6 Dec an
-    admin could raise the count past the agent's devices, and the next cycle bound jobs to GPUs
-    the node does not have.)"""
-    last = _last_registration(node)
-    if last is None or not isinstance(last[0].get("gpus"), int):
-        return None
-    return last[0]["gpus"], last[1]
+def _declared(node: Node) -> tuple[str, int | None, datetime | None]:
+    """What `node`'s agent declared at its last registration, as stored on the node (read from
+    the database: the form's instance may hold the edit): its GPUs' type ("" for none on
+    record), how many, and when (None when no agent has registered it: a node an admin
+    described ahead of its agent takes any count and type). Until 7 Dec it was read from the
+    registration's event, which kept the type only since 6 Dec."""
+    row = Node.objects.filter(pk=node.pk).values_list("agent_gpu_type", "agent_gpu_count", "agent_registered_at").first()
+    return row if row is not None else ("", None, None)
 
 
 _HOST_PER_GPU = {"cpus": ("allocation__job__cpus_per_gpu", "CPUs"),
@@ -154,12 +141,12 @@ def gpu_type_refusal(node: Node, gpu_type: GpuType) -> str | None:
     if not held:
         # Free, it may change, unless its agent named its GPUs another type: jobs asking for
         # this one would be bound to them, and its next registration undoes the edit (until
-        # 6 Dec taken; registrations before then kept no declared type and leave it free).
-        last = _last_registration(node)
-        declared = None if last is None else last[0].get("gpu_type_declared")
-        if not isinstance(declared, str) or declared == gpu_type.name:
+        # 6 Dec taken; a node with no type on record, migration 0045, is free until its agent
+        # registers naming one).
+        declared, _, at = _declared(node)
+        if not declared or at is None or declared == gpu_type.name:
             return None
-        return (f"{node.name}'s agent declared its GPUs {declared} when it registered ({last[1]:%Y-%m-%d %H:%M} "
+        return (f"{node.name}'s agent declared its GPUs {declared} when it registered ({at:%Y-%m-%d %H:%M} "
                 f"UTC): jobs asking for {gpu_type.name} would be bound to them, and its next registration sets "
                 f"{declared} again. If they are {gpu_type.name}, start its agent with --gpu-type {gpu_type.name}: "
                 "its registration takes the type it names")

@@ -9,11 +9,13 @@ same change."""
 
 from __future__ import annotations
 
+import importlib
+
 import pytest
 from django.test import Client
 from django.utils import timezone
 
-from controlplane.choices import JobState
+from controlplane.choices import EventKind, JobState
 from controlplane.models import Allocation, AllocationGpu, Event, Job, Node, Quota
 from controlplane.services import quotas
 from tests.controlplane import factories as f
@@ -129,3 +131,65 @@ def test_a_free_node_keeps_the_gpu_type_its_agent_declared(fleet, admin, agents_
     # an agent that names no type leaves it to the admin (at its last registration)
     register_node("h100-9", gpu_type=None)
     assert admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_type": "A100-40GB"}, format="json").status_code == 200
+
+
+def test_the_guard_reads_what_the_node_keeps_not_the_trail(fleet, admin, agents_may_register) -> None:
+    """7 Dec: the declared type and count were read from the node's last registration event, so
+    the guard held only while that event's data said them. Now the registration keeps them on
+    the node (agent_gpu_type, agent_gpu_count, agent_registered_at)."""
+    node, _ = register_node("h100-9", gpu_type="H100-80GB", gpu_count=8)
+    stored = Node.objects.get(pk=node.pk)
+    assert (stored.agent_gpu_type, stored.agent_gpu_count) == ("H100-80GB", 8)
+    Event.objects.filter(node=node, kind=EventKind.NODE_REGISTERED).delete()
+
+    typed = admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_type": "A100-40GB"}, format="json")
+    counted = admin.patch(f"{J}/nodes/{node.pk}/", {"gpu_count": 16}, format="json")
+
+    assert typed.status_code == 400 and "agent declared its GPUs H100-80GB" in typed.json()["errors"]["gpu_type"][0]
+    assert counted.status_code == 400 and "agent declared 8 GPUs" in counted.json()["errors"]["gpu_count"][0]
+    assert Node.objects.get(pk=node.pk).gpu_type == fleet.h100
+
+
+def _fill_as_migration_0045() -> None:
+    from django.apps import apps
+
+    importlib.import_module("controlplane.migrations.0045_node_agent_declared").fill_from_registrations(apps, None)
+
+
+def _as_before_6_dec(node: Node) -> None:
+    """The node's registration events as they were written before 6 Dec: no declared type."""
+    for event in Event.objects.filter(node=node, kind=EventKind.NODE_REGISTERED):
+        event.data.pop("gpu_type_declared", None)
+        Event.objects.filter(pk=event.pk).update(data=event.data)
+    Node.objects.filter(pk=node.pk).update(agent_gpu_type="", agent_gpu_count=None, agent_registered_at=None)
+
+
+def test_migration_0045_keeps_what_each_registration_said_of_the_agents_declaration(
+        fleet, admin, agents_may_register) -> None:
+    since, _ = register_node("h100-9", gpu_type="H100-80GB", gpu_count=8)  # since 6 Dec: the type in its data
+    Node.objects.filter(pk=since.pk).update(agent_gpu_type="", agent_gpu_count=None, agent_registered_at=None)
+    created, _ = register_node("h100-8", gpu_type="H100-80GB", gpu_count=4)  # an agent made it, before 6 Dec
+    _as_before_6_dec(created)
+    described = fleet.nodes[4]  # a100-0, described by an admin, then registered by its agent before 6 Dec
+    register_node(described.name, gpu_type="A100-40GB", pool="a100")
+    _as_before_6_dec(described)
+    never = fleet.nodes[5]  # a100-1: no agent has registered it
+
+    _fill_as_migration_0045()
+
+    def kept(node: Node) -> tuple[str, int | None, bool]:
+        n = Node.objects.get(pk=node.pk)
+        return n.agent_gpu_type, n.agent_gpu_count, n.agent_registered_at is not None
+
+    assert kept(since) == ("H100-80GB", 8, True)
+    assert kept(created) == ("H100-80GB", 4, True)  # its creation had to name a type, and its line says it
+    assert kept(described) == ("", 8, True)  # its agent may have named none: no type on record
+    assert kept(never) == ("", None, False)
+    assert Node.objects.get(pk=since.pk).agent_registered_at == Event.objects.filter(
+        node=since, kind=EventKind.NODE_REGISTERED).latest("id").created_at
+    refused = admin.patch(f"{J}/nodes/{created.pk}/", {"gpu_type": "A100-40GB"}, format="json")
+    assert refused.status_code == 400, refused.json()
+    assert "h100-8's agent declared its GPUs H100-80GB" in refused.json()["errors"]["gpu_type"][0]
+    # no type on record: the admin's to change until its agent registers naming one
+    assert admin.patch(f"{J}/nodes/{described.pk}/", {"gpu_type": "H100-80GB"}, format="json").status_code == 200
+    assert admin.patch(f"{J}/nodes/{described.pk}/", {"gpu_count": 16}, format="json").status_code == 400
