@@ -67,6 +67,8 @@ def test_the_list_says_the_window_in_force_else_the_next(browser: Client, fleet:
     assert rows["a100-0"] == f"from {maintenance.when(upcoming.start_at)} for 1 h 30 min: rack move"
     # cancelled, ended, or none at all: nothing to say
     assert rows["h100-2"] == rows["h100-3"] == rows["h100-0"] == rows["a100-1"] == "-"
+    # sorted by it (the column's header): the window in force first, then the next to begin
+    assert list(_rows(browser, "?o=8"))[:2] == ["h100-1", "a100-0"]
 
 
 def test_the_filter_and_the_fleets_figures_read_the_same_rule(browser: Client, fleet: Fleet) -> None:
