@@ -299,8 +299,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "with the same id, its earlier runs kept; it is refused while it still holds GPUs, "
                                    "when a dependency of it can never be met, or when it would no longer be accepted "
                                    "as a submit (the field named). --hold: it comes back held until `qm release` "
-                                   "(scontrol requeuehold). A waiting or stopping job is refused. With qm cordon NODE "
-                                   "first, it runs elsewhere.")
+                                   "(scontrol requeuehold). A waiting or stopping job is refused. Every job named is "
+                                   "read first: if any names no job you may see or one that cannot be requeued, "
+                                   "nothing is requeued. With qm cordon NODE first, it runs elsewhere.")
     p.add_argument("jobs", nargs="*", metavar="JOB")
     p.add_argument("--array", metavar="ARRAY_ID", help="every running task of this job array")
     p.add_argument("--states", metavar="STATE,...",

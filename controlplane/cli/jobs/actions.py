@@ -1,6 +1,6 @@
-"""`qm cancel` (`scancel`, by ids or by filters), `qm hold`, `qm release` and `qm requeue`: one
-request per job named (each refusal an error line, the others still act; cancel, hold and
-release read every job first and act on none if one is wrong), or one for a whole job array."""
+"""`qm cancel` (`scancel`, by ids or by filters), `qm hold`, `qm release` and `qm requeue`: every
+job named read first, none acted on if one is wrong, then one request per job named (one that
+changed meanwhile is an error line, the others still act), or one for a whole job array."""
 
 from __future__ import annotations
 
@@ -70,8 +70,8 @@ def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
     """Requeue each job named (`scontrol requeue`; --hold: `scontrol requeuehold`), or every
     running task of an array (--states: the tasks in those states instead): a running job's
     processes get its class's grace period, then it waits again with the same id (held with
-    --hold); an ended job waits again at once. A job that waits or is stopping, or an ended one
-    refused, is an error line; the others still act."""
+    --hold); an ended job waits again at once. Every job named is read first: one that is not the
+    caller's, or that cannot be requeued as it stands (`_why_not`), requeues none, each named."""
     if args.states is not None and not args.array:
         raise CliError("--states picks an array's tasks: give it with --array ARRAY_ID")
     return _act_on_jobs(api, args, "requeue")
@@ -80,9 +80,9 @@ def cmd_requeue(api: Api, args: argparse.Namespace) -> int:
 def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     """POST `jobs/{id}/{verb}/` for each job named, or `job-arrays/{id}/{verb}/` once for an
     array. Every id's form is checked before any job is touched (a typo among them acted on the
-    jobs before it and not those after), and a cancel's, hold's or release's jobs are read first
-    (`_refuse_unless_all_can`); a refused job is an error line on standard error and the others
-    still act. --json: the API's answer for one job; for several, one JSON list of the
+    jobs before it and not those after), and every job is read first (`_refuse_unless_all_can`);
+    one refused at its action (it changed since the read, or, a requeue, the API judges it
+    further) is an error line on standard error and the others still act. --json: the API's answer for one job; for several, one JSON list of the
     answers of the jobs acted on."""
     if args.array:
         if args.jobs:
@@ -91,8 +91,7 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
     if not args.jobs:
         raise CliError(f"name the jobs to {verb} (qm {verb} 412 413), or --array ARRAY_ID")
     ids = [arguments.job_id(job, f"qm {verb} --array") for job in args.jobs]
-    if verb in _DONE:  # requeue acts on running and ended jobs alike: the API refuses each alone
-        _refuse_unless_all_can(api, ids, verb)
+    _refuse_unless_all_can(api, ids, verb)
     body = _action_body(args)
     failed, results = 0, []
     for job_id in ids:
@@ -119,17 +118,20 @@ def _act_on_jobs(api: Api, args: argparse.Namespace, verb: str) -> int:
 #: The ids read in one request before acting: a page's worth (`?id=` of 1,000 ids is a 7 kB URL).
 _IDS_A_READ = LARGEST_PAGE
 
-#: What `qm cancel`, `hold` and `release` did to a job, for "nothing held".
-_DONE = {"cancel": "cancelled", "hold": "held", "release": "released"}
+#: What `qm cancel`, `hold`, `release` and `requeue` did to a job, for "nothing held".
+_DONE = {"cancel": "cancelled", "hold": "held", "release": "released", "requeue": "requeued"}
 
 
 def _refuse_unless_all_can(api: Api, ids: list[int], verb: str) -> None:
-    """Every job named read before any is cancelled, held or released (one `GET jobs/?id=...` a
-    thousand ids): one that does not exist or is not the caller's to see, or that `verb` cannot
-    act on as it stands (`_why_not`), changes nothing, each named on a line of its own. `qm
-    cancel 48 53 99999` cancelled 48 and 53 and then said "No job 99999"; `qm hold` and `qm
-    release` did the same until 7 Dec. A job that changes between this read and its action is
-    still an error line of its own after the others act: the read does not lock the jobs."""
+    """Every job named read before any is cancelled, held, released or requeued (one `GET
+    jobs/?id=...` a thousand ids): one that does not exist or is not the caller's to see, or that
+    `verb` cannot act on as it stands (`_why_not`), changes nothing, each named on a line of its
+    own. `qm cancel 48 53 99999` cancelled 48 and 53 and then said "No job 99999"; `qm hold`, `qm
+    release` and `qm requeue` did the same until 7 Dec. A job that changes between this read and
+    its action is still an error line of its own after the others act: the read does not lock
+    the jobs. So is an ended job whose requeue the API refuses for what the read does not show
+    (submitted again as it is, it would be refused now: its class's limit lowered, its GPU type
+    gone)."""
     found: dict[int, dict[str, Any]] = {}
     for start in range(0, len(ids), _IDS_A_READ):
         chunk = ids[start:start + _IDS_A_READ]
@@ -165,8 +167,10 @@ def _why_not(job: dict[str, Any], verb: str, admin: bool) -> str:
     A cancel takes a waiting or running job; a hold a waiting one (held already too: its
     reason may change); a release a waiting one (not held already too: it changes nothing, as a
     hold of a held job does, so a script releasing a set twice does not fail), an admin's hold by
-    an admin only."""
+    an admin only. A requeue: `_why_not_requeue`."""
     job_id, state = job["id"], job["state"]
+    if verb == "requeue":
+        return _why_not_requeue(job)
     if state in FINISHED_STATES:
         only = "only pending or running jobs can be cancelled" if verb == "cancel" \
             else f"only a waiting job can be {_DONE[verb]}"
@@ -181,6 +185,61 @@ def _why_not(job: dict[str, Any], verb: str, admin: bool) -> str:
     if verb == "release" and job["hold"] == "admin" and not admin:
         return (f"Job {job_id} is held by an admin ({job.get('held_by') or 'an account since removed'}): only an "
                 "admin may release an admin's hold. Ask an admin to release it.")
+    return ""
+
+
+#: Why a stopping job cannot be requeued, by its state_label: the API's words
+#: (services/requeue.py `refusal`), after "Job N is already stopping".
+_STOPPING_WHY = {
+    "preempting": ": it is being preempted and goes back to the queue by itself when its processes exit.",
+    "stopping: resize": (": it is being stopped to resize and goes back to the queue by itself when its processes "
+                         "exit."),
+    "stopping: requeue": " to be requeued: it goes back to the queue when its processes exit.",
+    "stopping: requeue held": " to be requeued: it goes back to the queue held when its processes exit.",
+    "stopping: cancelled": (": it is being cancelled and ends when its processes exit; requeue it then to run it "
+                            "again."),
+    "stopping: runtime limit": (" at its runtime limit: it ends timed out when its processes exit; requeue it then "
+                                "to run it again."),
+}
+
+#: The upstream states that mean a dependency's condition can never be met now: the rule of
+#: services/dependencies/conditions.py `never_met` (afterok on a job that ended otherwise,
+#: afternotok on one that succeeded), as the read gives each dependency's upstream state.
+_NEVER_MET = {"afterok": {"failed", "cancelled", "timed_out", "unschedulable"}, "afternotok": {"succeeded"}}
+
+#: An upstream's end for "job 9 failed, so afterok on it can never be met".
+_ENDED_AS = {"failed": "failed", "cancelled": "was cancelled", "timed_out": "timed out",
+             "unschedulable": "can never run", "succeeded": "succeeded"}
+
+
+def _why_not_requeue(job: dict[str, Any]) -> str:
+    """Why `qm requeue` cannot act on this job as the read found it, in the API's words
+    (services/requeue.py); "" if it can. A running job may be requeued; an ended one unless it
+    still holds GPUs (its processes not yet confirmed gone) or a dependency of it can never be met
+    any more (it would wait for ever); not a waiting one, a stopping one, nor one that can never
+    run."""
+    job_id, state = job["id"], job["state"]
+    if state == "running":
+        return ""
+    if state == "pending":
+        held = f" It is held: release it when it may start (qm release {job_id})." if job.get("hold") else ""
+        return f"Job {job_id} is waiting already: only a running or ended job can be requeued.{held}"
+    if state == "unschedulable":
+        return (f"Job {job_id} never ran: as asked, this fleet can never run it, so requeueing it would not run it; "
+                "change what it asks for and submit it again.")
+    if state not in FINISHED_STATES:
+        why = _STOPPING_WHY.get(job.get("state_label") or "", ": it ends when its processes exit.")
+        return f"Job {job_id} is already stopping{why}"
+    if job.get("gpus_held"):
+        return (f"Job {job_id} has ended ({state.replace('_', ' ')}) but is still stopping: it holds its GPUs until "
+                "its agents confirm its processes are gone (or its node is fenced). Requeue it once it has.")
+    unmet = [d for d in job.get("dependencies") or () if d.get("satisfied_at") is None]
+    doomed = [d for d in unmet if d.get("state") in _NEVER_MET.get(d.get("condition") or "", ())]
+    if doomed and (job.get("dependency_mode") != "any" or len(doomed) == len(job.get("dependencies") or ())):
+        why = "; ".join(f"job {d['job']} {_ENDED_AS.get(d['state'], d['state'])}, so {d['condition']} on it can "
+                        "never be met" for d in doomed)
+        return (f"Job {job_id} cannot be requeued: {why}; it would wait for ever. Requeue that job first, or submit "
+                "this one again without that dependency.")
     return ""
 
 

@@ -1,6 +1,6 @@
-"""`qm requeue JOB... [--hold] [--reason TEXT]` against a live server: the stop, the refusals as
-error lines (the other jobs still act), and `qm status` saying who asked and why, before and
-after the requeue."""
+"""`qm requeue JOB... [--hold] [--reason TEXT]` against a live server: the stop, a refusal
+requeueing none of the jobs named (test_qm_requeue_checks_every_id_first.py), and `qm status`
+saying who asked and why, before and after the requeue."""
 
 from __future__ import annotations
 
@@ -25,18 +25,24 @@ def _running(fleet, index: int = 0) -> tuple[Job, Allocation]:
     return job, allocation
 
 
-def test_qm_requeue_stops_each_running_job_and_refuses_the_waiting_one_on_its_own_line(alice_qm, fleet) -> None:
+def test_qm_requeue_refuses_all_for_a_waiting_one_then_stops_the_running_job(alice_qm, fleet) -> None:
     job, allocation = _running(fleet)
     waiting = f.make_job(fleet.ml, submitter=fleet.users["owner"])
     grace = fleet.research.grace_period_s
 
-    run = alice_qm("requeue", str(job.pk), str(waiting.pk), "--reason", "h100-1 is flaky")
+    refused = alice_qm("requeue", str(job.pk), str(waiting.pk), "--reason", "h100-1 is flaky")
 
-    assert run.code == 1
+    assert refused.code == 1 and refused.out == ""
+    assert (f"error: Job {waiting.pk} is waiting already: only a running or ended job can be requeued."
+            in refused.err)
+    assert "nothing requeued: the other job named is left as it was" in refused.err
+    assert Allocation.objects.get(pk=allocation.pk).state == AllocationState.ACTIVE
+
+    run = alice_qm("requeue", str(job.pk), "--reason", "h100-1 is flaky")
+
+    assert run.code == 0, run.err
     assert run.out == (f"Job {job.pk} is stopping to be requeued: its processes get {grace} s to exit, then it goes "
                        "back to the queue with the same id, from its last checkpoint.\n")
-    assert (f"error: Job {waiting.pk} is waiting already: only a running or ended job can be requeued."
-            in run.err)
     allocation.refresh_from_db()
     assert allocation.release_reason == transitions.RELEASE_REQUEUED and allocation.state == AllocationState.RELEASING
 
